@@ -1,0 +1,378 @@
+"""Spec linting: inconsistencies found while a spec loads.
+
+Errors make the spec unusable (``load_spec`` raises :class:`~agentprop.errors.SpecError`);
+warnings are real inconsistencies of the kind the published specs contain (``END_*`` nodes that
+are routed to but never defined, a v2 spec without ``base_version``): the spec still loads and
+``agentprop lint SPEC`` lists them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Hashable, Iterable
+from typing import Literal
+
+from pydantic import BaseModel
+
+from agentprop._spec.model import Spec
+from agentprop._spec.when import variables
+from agentprop._yaml_source import YamlSource
+from agentprop.errors import SourceLocation
+
+Severity = Literal["error", "warning", "info"]
+
+_KNOWN_TOP_LEVEL = {
+    "spec_id", "suite", "title", "risk_level", "version", "base_version", "assumptions",
+    "defaults", "tools", "policies", "response_contract", "decision_tree", "tests",
+}
+_KNOWN_NODE_KEYS = {"node_id", "description", "trigger", "requirements", "branches", "test_guidance"}
+_KNOWN_TOOL_KEYS = {
+    "name", "description", "input_schema", "output_schema", "failure_modes", "retry_policy",
+}
+
+
+class LintFinding(BaseModel):
+    """One finding: a stable code, a severity, what is wrong, where, and how to fix it."""
+
+    code: str
+    severity: Severity
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    fix: str | None = None
+
+    def render(self) -> str:
+        where = self.file or "<spec>"
+        if self.line is not None:
+            where += f":{self.line}:{self.column or 1}"
+        text = f"{where}: {self.severity} {self.code}: {self.message}"
+        if self.fix:
+            text += f"\n  fix: {self.fix}"
+        return text
+
+
+def implied_decision(leaf_id: str, decision_enum: Iterable[str]) -> tuple[str | None, list[str]]:
+    """The decision a leaf named ``END_X`` implies: ``X`` itself if it is in the enum, else
+    the single enum value that starts with ``X`` or that ``X`` starts with.
+
+    Returns ``(decision or None, candidates)``: several candidates mean the name is ambiguous
+    (``END_REJECT`` with ``REJECT_POLICY`` and ``REJECT_DISALLOWED``) and bindings must say.
+    """
+    enum = list(decision_enum)
+    stem = leaf_id[4:] if leaf_id.startswith("END_") else leaf_id
+    if stem in enum:
+        return stem, [stem]
+    candidates = [d for d in enum if d.startswith(stem + "_") or d.startswith(stem) or stem.startswith(d)]
+    if not candidates:
+        # e.g. END_TICKET -> TICKET_CREATED, END_CANCELLED -> CANCELLED: shared first word
+        first = stem.split("_")[0]
+        candidates = [d for d in enum if d.split("_")[0] == first]
+    if len(candidates) == 1:
+        return candidates[0], candidates
+    return None, candidates
+
+
+class _Linter:
+    def __init__(self, spec: Spec, src: YamlSource | None) -> None:
+        self.spec = spec
+        self.src = src
+        self.findings: list[LintFinding] = []
+
+    def add(
+        self,
+        code: str,
+        severity: Severity,
+        message: str,
+        loc: tuple[Hashable, ...] = (),
+        fix: str | None = None,
+        *,
+        key: bool = False,
+    ) -> None:
+        location = self.src.location(loc, key=key) if self.src is not None else SourceLocation(None)
+        self.findings.append(
+            LintFinding(
+                code=code,
+                severity=severity,
+                message=message,
+                file=str(location.path) if location.path else None,
+                line=location.line,
+                column=location.column,
+                fix=fix,
+            )
+        )
+
+    def node_index(self, node_id: str) -> int:
+        return next(i for i, n in enumerate(self.spec.decision_tree) if n.node_id == node_id)
+
+    def run(self) -> list[LintFinding]:
+        spec = self.spec
+        self.yaml_duplicates()
+        self.unknown_keys()
+        self.duplicate_tools_and_nodes()
+        self.undefined_targets()
+        self.tool_references()
+        self.decisions()
+        self.reachability()
+        self.branch_order()
+        self.base_version()
+        self.respond_tool()
+        del spec
+        return self.findings
+
+    def yaml_duplicates(self) -> None:
+        if self.src is None:
+            return
+        for loc, (line, col) in self.src.duplicate_keys:
+            self.findings.append(
+                LintFinding(
+                    code="L011",
+                    severity="warning",
+                    message=f"key {loc[-1]!r} appears twice in the same mapping; the later value wins",
+                    file=str(self.src.path) if self.src.path else None,
+                    line=line,
+                    column=col,
+                    fix="remove or rename one of the two keys",
+                )
+            )
+
+    def _typo(self, key: str, known: set[str], loc: tuple[Hashable, ...], where: str) -> None:
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+        if close:
+            self.add(
+                "L007",
+                "warning",
+                f"unknown key {key!r} in {where}; did you mean {close[0]!r}?",
+                loc,
+                f"rename {key!r} to {close[0]!r}",
+                key=True,
+            )
+
+    def unknown_keys(self) -> None:
+        for key in self.spec.model_extra or {}:
+            self._typo(key, _KNOWN_TOP_LEVEL, (key,), "the spec")
+        for i, node in enumerate(self.spec.decision_tree):
+            for key in node.model_extra or {}:
+                self._typo(key, _KNOWN_NODE_KEYS, ("decision_tree", i, key), f"node {node.node_id}")
+        for i, tool in enumerate(self.spec.tools):
+            for key in tool.model_extra or {}:
+                self._typo(key, _KNOWN_TOOL_KEYS, ("tools", i, key), f"tool {tool.name}")
+
+    def duplicate_tools_and_nodes(self) -> None:
+        seen: dict[str, int] = {}
+        for i, tool in enumerate(self.spec.tools):
+            if tool.name in seen:
+                self.add(
+                    "L004",
+                    "error",
+                    f"tool {tool.name!r} is declared twice (tools[{seen[tool.name]}] and tools[{i}])",
+                    ("tools", i, "name"),
+                    "keep one declaration of each tool; merge their schemas if both are needed",
+                )
+            seen.setdefault(tool.name, i)
+        nodes: dict[str, int] = {}
+        for i, node in enumerate(self.spec.decision_tree):
+            if node.node_id in nodes:
+                self.add(
+                    "L010",
+                    "error",
+                    f"node {node.node_id!r} is defined twice (decision_tree[{nodes[node.node_id]}] and "
+                    f"decision_tree[{i}])",
+                    ("decision_tree", i, "node_id"),
+                    "give every node a unique node_id",
+                )
+            nodes.setdefault(node.node_id, i)
+
+    def undefined_targets(self) -> None:
+        defined = set(self.spec.nodes_by_id)
+        for i, node in enumerate(self.spec.decision_tree):
+            for j, branch in enumerate(node.branches):
+                if branch.next in defined:
+                    continue
+                loc = ("decision_tree", i, "branches", j, "next")
+                if branch.next.startswith("END_"):
+                    self.add(
+                        "L001",
+                        "warning",
+                        f"{node.node_id} routes to {branch.next}, which is not defined; it is treated "
+                        "as an implicit terminal node",
+                        loc,
+                        f"add `- node_id: {branch.next}` with `branches: []` and a description",
+                    )
+                else:
+                    close = difflib.get_close_matches(branch.next, sorted(defined), n=1)
+                    hint = f"did you mean {close[0]!r}? " if close else ""
+                    self.add(
+                        "L001",
+                        "error",
+                        f"{node.node_id} routes to {branch.next!r}, which is not a node of the tree",
+                        loc,
+                        f"{hint}define the node, or fix the `next:` value",
+                    )
+
+    def tool_references(self) -> None:
+        tools = set(self.spec.tools_by_name)
+        for i, node in enumerate(self.spec.decision_tree):
+            req = node.requirements
+            for key in ("must_call_tools_in_order", "may_call_tools"):
+                for k, name in enumerate(getattr(req, key)):
+                    if name not in tools:
+                        close = difflib.get_close_matches(name, sorted(tools), n=1)
+                        hint = f"did you mean {close[0]!r}? " if close else ""
+                        self.add(
+                            "L002",
+                            "error",
+                            f"{node.node_id}.requirements.{key} names tool {name!r}, which the spec "
+                            "does not declare",
+                            ("decision_tree", i, "requirements", key, k),
+                            f"{hint}declare the tool under `tools:` or fix the name",
+                        )
+
+    def decisions(self) -> None:
+        enum = self.spec.response_contract.decision_enum
+        enum_set = set(enum)
+        for i, node in enumerate(self.spec.decision_tree):
+            for fields, decision in node.requirements.missing_field_outcomes():
+                if decision not in enum_set:
+                    self.add(
+                        "L003",
+                        "error",
+                        f"{node.node_id} decides {decision!r} when {', '.join(fields)} is missing, but "
+                        "decision_enum does not contain it",
+                        ("decision_tree", i, "requirements"),
+                        f"add {decision} to response_contract.decision_enum",
+                    )
+        for leaf in self.spec.leaf_ids():
+            decision, candidates = implied_decision(leaf, enum)
+            loc = self._first_reference(leaf)
+            if decision is None and not candidates:
+                self.add(
+                    "L003",
+                    "warning",
+                    f"terminal node {leaf} implies no decision of decision_enum "
+                    f"({', '.join(enum)})",
+                    loc,
+                    f"add the decision it stands for to response_contract.decision_enum, or map "
+                    f"{leaf} to a decision under `outcomes:` in the bindings file",
+                )
+            elif decision is None:
+                self.add(
+                    "L012",
+                    "info",
+                    f"terminal node {leaf} may mean any of {', '.join(candidates)}; the bindings "
+                    "file decides which",
+                    loc,
+                    f"map {leaf} under `outcomes:` in the bindings file (per incoming node if it "
+                    "depends on the path)",
+                )
+
+    def _first_reference(self, node_id: str) -> tuple[Hashable, ...]:
+        if node_id in self.spec.nodes_by_id:
+            return ("decision_tree", self.node_index(node_id), "node_id")
+        for i, node in enumerate(self.spec.decision_tree):
+            for j, b in enumerate(node.branches):
+                if b.next == node_id:
+                    return ("decision_tree", i, "branches", j, "next")
+        return ()
+
+    def reachability(self) -> None:
+        if not self.spec.decision_tree:
+            return
+        reached = {self.spec.root.node_id}
+        frontier = [self.spec.root.node_id]
+        while frontier:
+            node = self.spec.nodes_by_id.get(frontier.pop())
+            if node is None:
+                continue
+            for b in node.branches:
+                if b.next not in reached:
+                    reached.add(b.next)
+                    frontier.append(b.next)
+        for i, node in enumerate(self.spec.decision_tree):
+            if node.node_id not in reached:
+                self.add(
+                    "L005",
+                    "warning",
+                    f"node {node.node_id} is never reached from the root {self.spec.root.node_id}",
+                    ("decision_tree", i, "node_id"),
+                    "route a branch to it, or remove it",
+                )
+
+    def branch_order(self) -> None:
+        for i, node in enumerate(self.spec.decision_tree):
+            for j, branch in enumerate(node.branches[:-1]):
+                if branch.clause.is_otherwise:
+                    self.add(
+                        "L009",
+                        "warning",
+                        f"{node.node_id}: branches after `otherwise` (branch {j + 1}) can never match",
+                        ("decision_tree", i, "branches", j + 1, "when"),
+                        "move `otherwise` to the last branch of the node",
+                    )
+                    break
+
+    def base_version(self) -> None:
+        spec = self.spec
+        if spec.base_version is None and spec.effective_base_version is not None:
+            self.add(
+                "L008",
+                "warning",
+                f"version {spec.version} declares no base_version; taken to evolve "
+                f"{spec.effective_base_version}",
+                ("version",),
+                f"add `base_version: '{spec.effective_base_version}'`",
+            )
+
+    def respond_tool(self) -> None:
+        respond = self.spec.tools_by_name.get("respond")
+        contract = self.spec.response_contract
+        if respond is None:
+            self.add(
+                "L006",
+                "info",
+                "the spec declares no `respond` tool; agentprop builds its schema from "
+                "response_contract",
+                ("tools",),
+            )
+            return
+        idx = next(i for i, t in enumerate(self.spec.tools) if t.name == "respond")
+        props = (respond.input_schema or {}).get("properties", {})
+        for f in contract.required_json_fields:
+            if f not in props:
+                self.add(
+                    "L006",
+                    "warning",
+                    f"response_contract requires {f!r} but the respond tool's input_schema has no such "
+                    "property",
+                    ("tools", idx, "input_schema", "properties"),
+                    f"add `{f}` to the respond tool's input_schema.properties",
+                )
+        enum = props.get("decision", {}).get("enum") if isinstance(props.get("decision"), dict) else None
+        if enum is not None and list(enum) != list(contract.decision_enum):
+            only_tool = sorted(set(enum) - set(contract.decision_enum))
+            only_contract = sorted(set(contract.decision_enum) - set(enum))
+            if only_tool or only_contract:
+                self.add(
+                    "L013",
+                    "warning",
+                    "the respond tool's decision enum and response_contract.decision_enum differ"
+                    + (f"; only in the tool: {', '.join(only_tool)}" if only_tool else "")
+                    + (f"; only in the contract: {', '.join(only_contract)}" if only_contract else ""),
+                    ("tools", idx, "input_schema", "properties", "decision", "enum"),
+                    "make the two lists equal",
+                )
+
+
+def lint(spec: Spec, src: YamlSource | None = None) -> list[LintFinding]:
+    """Lint a loaded spec. ``src`` (the YAML with positions) makes findings point at lines."""
+    return _Linter(spec, src).run()
+
+
+def condition_variables(spec: Spec) -> list[str]:
+    """Every variable path read by the spec's ``when`` expressions, in tree order."""
+    seen: dict[str, None] = {}
+    for node in spec.decision_tree:
+        for b in node.branches:
+            for v in variables(b.clause):
+                seen.setdefault(v, None)
+    return list(seen)

@@ -1,0 +1,213 @@
+"""Loading a spec file: YAML -> pydantic models -> parsed conditions -> lint.
+
+Every way a spec can be wrong ends in one :class:`~agentprop.errors.SpecError` that names the
+file, the line and column, what was expected and how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from pydantic import ValidationError
+
+from agentprop._spec.lint import LintFinding, lint
+from agentprop._spec.model import Spec
+from agentprop._spec.when import WhenSyntaxError, parse_when
+from agentprop._yaml_source import YamlSource, load_yaml
+from agentprop.errors import SourceLocation, SpecError
+
+SPEC_FILE_NAMES = ("spec.yaml", "spec.yml")
+
+
+def resolve_spec_path(path: str | Path) -> Path:
+    """A spec file, or a directory holding ``spec.yaml`` (or ``v1/spec.yaml`` …)."""
+    p = Path(path)
+    if p.is_dir():
+        for name in SPEC_FILE_NAMES:
+            if (p / name).is_file():
+                return p / name
+        versions = sorted(p.glob("v*/spec.yaml"))
+        if len(versions) == 1:
+            return versions[0]
+        hint = (
+            f"it has several versions ({', '.join(str(v.parent.name) for v in versions)}); name one"
+            if versions
+            else "put the spec in spec.yaml, or pass the file itself"
+        )
+        raise SpecError(
+            f"no spec.yaml in directory {p}",
+            location=SourceLocation(p),
+            expected="a spec file, or a directory containing spec.yaml",
+            fix=hint,
+        )
+    return p
+
+
+def _describe_loc(loc: tuple[Hashable, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "the top level"
+
+
+_TYPE_WORDS = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "list_type": "a list (`- item` lines or `[a, b]`)",
+    "dict_type": "a mapping (`key: value` lines)",
+    "model_type": "a mapping (`key: value` lines)",
+    "literal_error": None,
+}
+
+
+def _validation_error(exc: ValidationError, src: YamlSource) -> SpecError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    where = _describe_loc(loc)
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    if first["type"] == "missing":
+        parent, key = loc[:-1], loc[-1]
+        return SpecError(
+            f"missing required key {key!r} in {_describe_loc(parent)}{more}",
+            location=src.location(parent),
+            expected=f"`{key}:` in {_describe_loc(parent)}",
+            fix=f"add `{key}: ...` there (see docs/reference.md for the spec format)",
+        )
+    got = first.get("input")
+    got_text = f"{type(got).__name__} {got!r}" if not isinstance(got, (dict, list)) else type(got).__name__
+    expected = _TYPE_WORDS.get(first["type"]) or first["msg"]
+    return SpecError(
+        f"wrong type at {where}: {first['msg'].lower()}, got {got_text}{more}",
+        location=src.location(loc),
+        expected=expected,
+        fix=f"change the value of {where} to {expected}",
+    )
+
+
+def _check_schemas(spec: Spec, src: YamlSource) -> None:
+    for i, tool in enumerate(spec.tools):
+        for key in ("input_schema", "output_schema"):
+            schema = getattr(tool, key)
+            if schema is None:
+                continue
+            try:
+                jsonschema.validators.validator_for(schema).check_schema(schema)
+            except jsonschema.SchemaError as exc:
+                loc: tuple[Hashable, ...] = ("tools", i, key, *exc.path)
+                raise SpecError(
+                    f"invalid JSON Schema in tool {tool.name!r} {key}: {exc.message}",
+                    location=src.location(loc),
+                    expected="a JSON Schema (draft 2020-12), e.g. `type: object` with `properties:`",
+                    fix="fix the schema keyword at that position; types are one of object, array, string, "
+                    "number, integer, boolean, null",
+                ) from None
+
+
+def _when_column(src: YamlSource, loc: tuple[Hashable, ...], offset: int) -> SourceLocation:
+    base = src.location(loc)
+    col = base.column or 1
+    if base.path is not None and base.line is not None:
+        try:
+            line_text = base.path.read_text(encoding="utf-8").splitlines()[base.line - 1]
+            if col - 1 < len(line_text) and line_text[col - 1] in "'\"":
+                col += 1
+        except (OSError, IndexError):
+            pass
+    return SourceLocation(base.path, base.line, col + offset)
+
+
+def _check_conditions(spec: Spec, src: YamlSource) -> None:
+    for i, node in enumerate(spec.decision_tree):
+        for j, branch in enumerate(node.branches):
+            try:
+                branch._clause = parse_when(branch.when)
+            except WhenSyntaxError as exc:
+                raise SpecError(
+                    f"cannot parse condition {branch.when!r} of {node.node_id}: {exc.message}",
+                    location=_when_column(src, ("decision_tree", i, "branches", j, "when"), exc.offset),
+                    expected=exc.expected,
+                    fix="write conditions like `intent == cancel_order`, `retry_count >= 1`, "
+                    "`a == true and b.c > d`, or `otherwise`",
+                ) from None
+
+
+def spec_from_source(src: YamlSource) -> tuple[Spec, list[LintFinding]]:
+    if not isinstance(src.data, dict):
+        kind = "an empty file" if src.data is None else type(src.data).__name__
+        raise SpecError(
+            f"a spec must be a mapping at the top level, got {kind}",
+            location=SourceLocation(src.path, 1, 1),
+            expected="`spec_id:`, `tools:`, `response_contract:`, `decision_tree:` … at the top level",
+            fix="see docs/reference.md for the spec format",
+        )
+    try:
+        spec = Spec.model_validate(src.data)
+    except ValidationError as exc:
+        raise _validation_error(exc, src) from None
+    spec._source_path = src.path
+    _check_schemas(spec, src)
+    _check_conditions(spec, src)
+    findings = lint(spec, src)
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''}; run `agentprop lint`)" if len(errors) > 1 else ""
+        raise SpecError(
+            f"{first.message}{more}",
+            location=SourceLocation(src.path, first.line, first.column),
+            fix=first.fix,
+        )
+    spec._lint = findings
+    return spec, findings
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load and validate a spec file (or a directory with ``spec.yaml``).
+
+    Raises :class:`~agentprop.errors.SpecError` for anything that makes the spec unusable;
+    warnings are kept on ``spec.lint_findings`` (and printed by ``agentprop lint``).
+    """
+    file = resolve_spec_path(path)
+    src = load_yaml(file, error=SpecError)
+    spec, _ = spec_from_source(src)
+    return spec
+
+
+def load_spec_text(text: str, *, name: str = "<string>") -> Spec:
+    """Load a spec from YAML text (for tests and tools); errors name ``name`` as the file."""
+    src = load_yaml(Path(name), text=text, error=SpecError)
+    spec, _ = spec_from_source(src)
+    return spec
+
+
+def lint_spec(path: str | Path) -> list[LintFinding]:
+    """All lint findings of a spec file, errors included (never raises for lint errors; still
+    raises :class:`SpecError` for YAML, type and condition errors)."""
+    file = resolve_spec_path(path)
+    src = load_yaml(file, error=SpecError)
+    if not isinstance(src.data, dict):
+        spec_from_source(src)  # raises the right error
+    try:
+        spec = Spec.model_validate(src.data)
+    except ValidationError as exc:
+        raise _validation_error(exc, src) from None
+    spec._source_path = src.path
+    _check_schemas(spec, src)
+    _check_conditions(spec, src)
+    return lint(spec, src)
+
+
+def raw_spec_data(path: str | Path) -> Any:
+    return load_yaml(resolve_spec_path(path), error=SpecError).data

@@ -1,0 +1,532 @@
+"""The ``when`` expressions of a decision tree, parsed into a small AST.
+
+SpecSuite-Core writes branch conditions as short expressions::
+
+    intent == pii_request
+    verified == true and intent == cancel_order
+    order.days_since_created > plan_rules.cancel_window_days
+    sql_error == true and retry_count >= 1
+    intent == unknown after clarify
+    otherwise
+
+Grammar (lowest precedence first)::
+
+    clause   := "otherwise" | expr ["after" NAME]
+    expr     := or
+    or       := and ("or" and)*
+    and      := not ("and" not)*
+    not      := "not" not | compare
+    compare  := sum [("==" | "!=" | ">" | ">=" | "<" | "<=") sum]
+    sum      := product (("+" | "-") product)*
+    product  := unary (("*" | "/" | "%") unary)*
+    unary    := "-" unary | atom
+    atom     := NUMBER | STRING | "true" | "false" | "null" | PATH | "(" expr ")"
+    PATH     := NAME ("." NAME)*
+
+One convention makes the specs' bare words work: on the right of ``==`` / ``!=`` a single bare
+name (``pii_request``, ``yes``, ``canceled``) is a *symbol*, i.e. the string constant of that
+name. Everywhere else a name is a variable path. ``after NAME`` marks a condition that holds on a
+follow-up turn after the agent performed ``NAME`` (``after clarify``).
+
+The AST nodes are frozen dataclasses; :func:`evaluate` computes a clause against an environment
+of variable values, :func:`variables` lists the paths a clause reads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Union
+
+__all__ = [
+    "And",
+    "Arith",
+    "Compare",
+    "Expr",
+    "Literal",
+    "Not",
+    "Or",
+    "Path",
+    "Symbol",
+    "UnboundVariable",
+    "WhenClause",
+    "WhenSyntaxError",
+    "atoms",
+    "evaluate",
+    "parse_when",
+    "variables",
+]
+
+
+class WhenSyntaxError(ValueError):
+    """A ``when`` expression could not be parsed. ``offset`` is the 0-based column in the
+    expression where the problem is."""
+
+    def __init__(self, message: str, text: str, offset: int, expected: str) -> None:
+        self.message = message
+        self.text = text
+        self.offset = offset
+        self.expected = expected
+        super().__init__(f"{message} at column {offset + 1} of {text!r}")
+
+
+class UnboundVariable(KeyError):
+    """A variable that a ``when`` expression reads has no value in the environment."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(path)
+
+    def __str__(self) -> str:
+        return f"variable {self.path!r} has no value"
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: int | float | str | bool | None
+
+    def __str__(self) -> str:
+        if isinstance(self.value, bool):
+            return "true" if self.value else "false"
+        if self.value is None:
+            return "null"
+        if isinstance(self.value, str):
+            return repr(self.value)
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A bare word on the right of ``==``/``!=``: the string constant ``name``."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Path:
+    parts: tuple[str, ...]
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.parts)
+
+    def __str__(self) -> str:
+        return self.dotted
+
+
+@dataclass(frozen=True)
+class Arith:
+    op: str
+    left: Expr
+    right: Expr
+
+    def __str__(self) -> str:
+        return f"({self.left} {self.op} {self.right})"
+
+
+@dataclass(frozen=True)
+class Compare:
+    op: str
+    left: Expr
+    right: Expr
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+@dataclass(frozen=True)
+class Not:
+    item: Expr
+
+    def __str__(self) -> str:
+        return f"not ({self.item})"
+
+
+@dataclass(frozen=True)
+class And:
+    items: tuple[Expr, ...]
+
+    def __str__(self) -> str:
+        return " and ".join(_wrap(i) for i in self.items)
+
+
+@dataclass(frozen=True)
+class Or:
+    items: tuple[Expr, ...]
+
+    def __str__(self) -> str:
+        return " or ".join(_wrap(i) for i in self.items)
+
+
+Expr = Union[Literal, Symbol, Path, Arith, Compare, Not, And, Or]
+
+
+def _wrap(e: Expr) -> str:
+    return f"({e})" if isinstance(e, (And, Or)) else str(e)
+
+
+@dataclass(frozen=True)
+class WhenClause:
+    """A parsed ``when``: ``expr is None`` means ``otherwise``."""
+
+    source: str
+    expr: Expr | None
+    after: str | None = None
+
+    @property
+    def is_otherwise(self) -> bool:
+        return self.expr is None
+
+    def __str__(self) -> str:
+        if self.expr is None:
+            return "otherwise"
+        return f"{self.expr} after {self.after}" if self.after else str(self.expr)
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
+  | (?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
+  | (?P<op>==|!=|>=|<=|&&|\|\||[<>+\-*/%().!])
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+    """,
+    re.VERBOSE,
+)
+
+_KEYWORDS = {"and", "or", "not", "true", "false", "null", "none", "otherwise", "after"}
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str  # number, string, op, name, kw, end
+    text: str
+    offset: int
+
+
+def _tokenize(text: str) -> list[_Tok]:
+    out: list[_Tok] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise WhenSyntaxError(
+                f"unexpected character {text[pos]!r}",
+                text,
+                pos,
+                "a name, a number, a quoted string, an operator (== != > >= < <= + - * / %), "
+                "'and', 'or', 'not' or parentheses",
+            )
+        kind = m.lastgroup or ""
+        tok = m.group()
+        if kind != "ws":
+            if kind == "name" and tok.lower() in _KEYWORDS:
+                out.append(_Tok("kw", tok.lower(), pos))
+            elif kind == "op" and tok in ("&&", "||", "!"):
+                out.append(_Tok("kw", {"&&": "and", "||": "or", "!": "not"}[tok], pos))
+            else:
+                out.append(_Tok(kind, tok, pos))
+        pos = m.end()
+    out.append(_Tok("end", "", len(text)))
+    return out
+
+
+# ----------------------------------------------------------------------------- parser
+
+_COMPARE_OPS = ("==", "!=", ">=", "<=", ">", "<")
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = _tokenize(text)
+        self.i = 0
+
+    @property
+    def tok(self) -> _Tok:
+        return self.toks[self.i]
+
+    def _advance(self) -> _Tok:
+        t = self.toks[self.i]
+        self.i += 1
+        return t
+
+    def _fail(self, message: str, expected: str) -> WhenSyntaxError:
+        return WhenSyntaxError(message, self.text, self.tok.offset, expected)
+
+    def _describe(self, t: _Tok) -> str:
+        return "the end of the expression" if t.kind == "end" else repr(t.text)
+
+    def clause(self) -> WhenClause:
+        if self.tok.kind == "end":
+            raise self._fail("empty condition", "a condition such as `intent == cancel_order`, or `otherwise`")
+        if self.tok.kind == "kw" and self.tok.text == "otherwise":
+            self._advance()
+            if self.tok.kind != "end":
+                raise self._fail(
+                    f"unexpected {self._describe(self.tok)} after 'otherwise'",
+                    "'otherwise' alone: it matches when no earlier branch of the node matched",
+                )
+            return WhenClause(self.text, None, None)
+        expr = self.or_()
+        after: str | None = None
+        if self.tok.kind == "kw" and self.tok.text == "after":
+            self._advance()
+            if self.tok.kind != "name":
+                raise self._fail(
+                    f"expected an event name after 'after', found {self._describe(self.tok)}",
+                    "`after NAME`, e.g. `intent == unknown after clarify`",
+                )
+            after = self._advance().text
+        if self.tok.kind != "end":
+            raise self._fail(
+                f"unexpected {self._describe(self.tok)}",
+                "'and', 'or', a comparison operator, `after NAME`, or the end of the expression",
+            )
+        return WhenClause(self.text, expr, after)
+
+    def or_(self) -> Expr:
+        items = [self.and_()]
+        while self.tok.kind == "kw" and self.tok.text == "or":
+            self._advance()
+            items.append(self.and_())
+        return items[0] if len(items) == 1 else Or(tuple(items))
+
+    def and_(self) -> Expr:
+        items = [self.not_()]
+        while self.tok.kind == "kw" and self.tok.text == "and":
+            self._advance()
+            items.append(self.not_())
+        return items[0] if len(items) == 1 else And(tuple(items))
+
+    def not_(self) -> Expr:
+        if self.tok.kind == "kw" and self.tok.text == "not":
+            self._advance()
+            return Not(self.not_())
+        return self.compare()
+
+    def compare(self) -> Expr:
+        left = self.sum_()
+        if self.tok.kind == "op" and self.tok.text in _COMPARE_OPS:
+            op = self._advance().text
+            right = self.sum_()
+            if op in ("==", "!=") and isinstance(right, Path) and len(right.parts) == 1:
+                right = Symbol(right.parts[0])
+            if self.tok.kind == "op" and self.tok.text in _COMPARE_OPS:
+                raise self._fail(
+                    "chained comparisons are not supported",
+                    "one comparison per clause; join clauses with 'and'",
+                )
+            return Compare(op, left, right)
+        return left
+
+    def sum_(self) -> Expr:
+        left = self.product()
+        while self.tok.kind == "op" and self.tok.text in ("+", "-"):
+            op = self._advance().text
+            left = Arith(op, left, self.product())
+        return left
+
+    def product(self) -> Expr:
+        left = self.unary()
+        while self.tok.kind == "op" and self.tok.text in ("*", "/", "%"):
+            op = self._advance().text
+            left = Arith(op, left, self.unary())
+        return left
+
+    def unary(self) -> Expr:
+        if self.tok.kind == "op" and self.tok.text == "-":
+            self._advance()
+            inner = self.unary()
+            if isinstance(inner, Literal) and isinstance(inner.value, (int, float)) and not isinstance(
+                inner.value, bool
+            ):
+                return Literal(-inner.value)
+            return Arith("-", Literal(0), inner)
+        return self.atom()
+
+    def atom(self) -> Expr:
+        t = self.tok
+        if t.kind == "number":
+            self._advance()
+            return Literal(float(t.text) if any(c in t.text for c in ".eE") else int(t.text))
+        if t.kind == "string":
+            self._advance()
+            body = t.text[1:-1]
+            return Literal(re.sub(r"\\(.)", r"\1", body))
+        if t.kind == "kw" and t.text in ("true", "false"):
+            self._advance()
+            return Literal(t.text == "true")
+        if t.kind == "kw" and t.text in ("null", "none"):
+            self._advance()
+            return Literal(None)
+        if t.kind == "name":
+            parts = [self._advance().text]
+            while self.tok.kind == "op" and self.tok.text == ".":
+                self._advance()
+                if self.tok.kind not in ("name", "kw"):
+                    raise self._fail(
+                        f"expected a field name after '.', found {self._describe(self.tok)}",
+                        "a dotted path such as `plan_rules.can_cancel`",
+                    )
+                parts.append(self._advance().text)
+            return Path(tuple(parts))
+        if t.kind == "op" and t.text == "(":
+            self._advance()
+            inner = self.or_()
+            if not (self.tok.kind == "op" and self.tok.text == ")"):
+                raise self._fail(f"expected ')', found {self._describe(self.tok)}", "a closing parenthesis")
+            self._advance()
+            return inner
+        raise self._fail(
+            f"expected a value, found {self._describe(t)}",
+            "a name, a dotted path, a number, a quoted string, true/false/null or '('",
+        )
+
+
+def parse_when(text: str) -> WhenClause:
+    """Parse one ``when`` expression. Raises :class:`WhenSyntaxError` with the column."""
+    if not isinstance(text, str):
+        raise WhenSyntaxError(
+            f"a condition must be a string, got {type(text).__name__}", str(text), 0, "a string"
+        )
+    return _Parser(text).clause()
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def variables(node: WhenClause | Expr) -> list[str]:
+    """The dotted variable paths a clause or expression reads, in first-seen order."""
+    seen: dict[str, None] = {}
+
+    def walk(e: Expr) -> None:
+        if isinstance(e, Path):
+            seen.setdefault(e.dotted, None)
+        elif isinstance(e, (Arith, Compare)):
+            walk(e.left)
+            walk(e.right)
+        elif isinstance(e, Not):
+            walk(e.item)
+        elif isinstance(e, (And, Or)):
+            for i in e.items:
+                walk(i)
+
+    if isinstance(node, WhenClause):
+        if node.expr is not None:
+            walk(node.expr)
+    else:
+        walk(node)
+    return list(seen)
+
+
+def atoms(node: WhenClause | Expr) -> list[Expr]:
+    """The comparisons (and bare boolean paths) joined by and/or/not in an expression."""
+    out: list[Expr] = []
+
+    def walk(e: Expr) -> None:
+        if isinstance(e, (And, Or)):
+            for i in e.items:
+                walk(i)
+        elif isinstance(e, Not):
+            walk(e.item)
+        else:
+            out.append(e)
+
+    if isinstance(node, WhenClause):
+        if node.expr is not None:
+            walk(node.expr)
+    else:
+        walk(node)
+    return out
+
+
+def lookup(env: Mapping[str, Any], path: str) -> Any:
+    """Read a dotted path from an environment: a flat key ``"a.b"`` wins over nesting."""
+    if path in env:
+        return env[path]
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:cut])
+        if head in env:
+            value: Any = env[head]
+            for p in parts[cut:]:
+                if isinstance(value, Mapping) and p in value:
+                    value = value[p]
+                else:
+                    raise UnboundVariable(path)
+            return value
+    raise UnboundVariable(path)
+
+
+def _value(e: Expr, env: Mapping[str, Any]) -> Any:
+    if isinstance(e, Literal):
+        return e.value
+    if isinstance(e, Symbol):
+        return e.name
+    if isinstance(e, Path):
+        return lookup(env, e.dotted)
+    if isinstance(e, Arith):
+        a, b = _value(e.left, env), _value(e.right, env)
+        if e.op == "+":
+            return a + b
+        if e.op == "-":
+            return a - b
+        if e.op == "*":
+            return a * b
+        if e.op == "/":
+            return a / b if b != 0 else math.inf
+        return a % b
+    return _truth(e, env)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    # A symbol compares with the string form of a value, so `status == canceled` reads a string
+    # field and `user_confirmation == yes` matches "yes". Booleans stay booleans: `true` is a
+    # literal, never the symbol "true".
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b if isinstance(a, bool) and isinstance(b, bool) else False
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return bool(a == b)
+    return bool(a == b) or (a is not None and b is not None and str(a) == str(b))
+
+
+def _truth(e: Expr, env: Mapping[str, Any]) -> bool:
+    if isinstance(e, And):
+        return all(_truth(i, env) for i in e.items)
+    if isinstance(e, Or):
+        return any(_truth(i, env) for i in e.items)
+    if isinstance(e, Not):
+        return not _truth(e.item, env)
+    if isinstance(e, Compare):
+        a, b = _value(e.left, env), _value(e.right, env)
+        if e.op == "==":
+            return _equal(a, b)
+        if e.op == "!=":
+            return not _equal(a, b)
+        if a is None or b is None:
+            return False
+        if e.op == ">":
+            return bool(a > b)
+        if e.op == ">=":
+            return bool(a >= b)
+        if e.op == "<":
+            return bool(a < b)
+        return bool(a <= b)
+    return bool(_value(e, env))
+
+
+def evaluate(node: WhenClause | Expr, env: Mapping[str, Any]) -> bool:
+    """Evaluate a clause against variable values. ``otherwise`` is always true here: the
+    first-match-wins rule of a node's branches is applied by the caller. The ``after`` suffix
+    does not change the value; it says on which turn the condition is checked."""
+    if isinstance(node, WhenClause):
+        return True if node.expr is None else _truth(node.expr, env)
+    return _truth(node, env)

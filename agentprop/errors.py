@@ -1,0 +1,94 @@
+"""Exceptions raised by agentprop.
+
+Every error names the cause and the fix. Errors about user input carry the file, line and
+column they refer to, so an editor can jump there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class AgentPropError(Exception):
+    """Base class of every exception agentprop raises on purpose."""
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A position in a user-supplied file (1-based line and column)."""
+
+    path: Path | None
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        where = str(self.path) if self.path is not None else "<string>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return where
+
+
+class InputError(AgentPropError):
+    """A user-supplied file or value is wrong.
+
+    The message has the shape ``FILE:LINE:COL: what is wrong`` followed by what was expected
+    and how to fix it.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        location: SourceLocation | None = None,
+        expected: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        self.problem = problem
+        self.location = location
+        self.expected = expected
+        self.fix = fix
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        head = f"{self.location}: {self.problem}" if self.location else self.problem
+        lines = [head]
+        if self.expected:
+            lines.append(f"  expected: {self.expected}")
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
+        return "\n".join(lines)
+
+
+class SpecError(InputError):
+    """A spec file cannot be loaded: bad YAML, a missing key, a wrong type, an invalid JSON
+    Schema or an unparseable ``when`` expression."""
+
+
+class BindingsError(InputError):
+    """A bindings file (``agentprop.yaml``) does not fit its spec."""
+
+
+class InvalidArgument(AgentPropError, TypeError):
+    """A function was called with arguments it cannot use (as in Hypothesis)."""
+
+
+class ToolError(AgentPropError):
+    """A tool call failed inside a world: the agent sees it as a tool error result.
+
+    ``kind`` is one of the spec's ``failure_modes`` (``timeout``, ``not_found``,
+    ``rate_limited``, ``invalid_query`` ...) or ``invalid_arguments`` / ``unknown_tool`` /
+    ``limit_exceeded`` for errors the runtime itself raises.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        self.message = message
+        super().__init__(f"{kind}: {message}")
+
+
+class AgentRunError(AgentPropError):
+    """The agent under test raised, timed out or broke the protocol. The runner records it
+    in the trace as an errored run; it is raised only where a caller asked for it."""
