@@ -149,6 +149,8 @@ class Spec(_Open):
 
     _source_path: Path | None = PrivateAttr(default=None)
     _lint: list[Any] = PrivateAttr(default_factory=list)
+    _memo: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """Derived objects computed once per spec (the response model, path tables)."""
 
     @field_validator("version", "base_version", mode="before")
     @classmethod

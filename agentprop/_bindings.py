@@ -1,0 +1,421 @@
+"""Bindings: how the abstract condition variables of a spec are realised.
+
+SpecSuite-Core specs branch on abstract variables (``receipt_found == false``,
+``intent == cancel_order``, ``order.days_since_created > plan_rules.cancel_window_days``). A
+bindings file (``agentprop.yaml`` next to the spec) says, for each variable, how a test makes it
+true or false:
+
+``utterance``
+    the variable selects the first user message: ``{value: [template, ...]}``. Templates use
+    ``{slot}`` placeholders and optional ``[ ... ]`` segments that are dropped when a slot
+    inside them is withheld.
+``withhold``
+    the variable removes slots from the first message: ``{value: [slot, ...]}``.
+``followup``
+    the variable is the user's answer on a later turn: ``after_decision`` is what the agent
+    decides on the turn before (``ASK_CONFIRM_CANCEL``) and ``values`` maps each value to
+    utterances (``null`` = the conversation ends there).
+``world``
+    the variable is a tool output: ``field`` (a dotted path such as ``orders[0].status``) takes
+    the value itself, or ``values`` maps each value to an effect (``set`` fields, inject a
+    ``failure`` mode on some or all ``calls``).
+``internal``
+    the agent's own bookkeeping (``schema_loaded``); tests do not control it.
+
+The file also holds slot defaults, base world overrides, which output fields are PII (canaries
+are planted there), stateful tool handlers, the default agent and the decision each terminal
+node stands for (``outcomes``). :func:`load_bindings` validates all of it against the spec.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from agentprop._spec.lint import condition_variables, implied_decision
+from agentprop._spec.model import Spec
+from agentprop._yaml_source import YamlSource, load_yaml
+from agentprop.errors import BindingsError, SourceLocation
+
+BINDINGS_FILE_NAMES = ("agentprop.yaml", "agentprop.yml")
+
+_SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Effect(_Strict):
+    """What a world-bound value does to a tool."""
+
+    set: dict[str, Any] = Field(default_factory=dict)
+    failure: str | None = None
+    calls: list[int] | None = None
+    """1-based indices of the calls the failure applies to (``None``: every call)."""
+
+
+class WorldBinding(_Strict):
+    tool: str
+    field: str | None = None
+    values: dict[Hashable, Effect] | None = None
+    type: str | None = None
+    """``integer`` or ``number`` for fields boundary strategies may move (default: from the
+    tool's output schema)."""
+    min: float | None = None
+    max: float | None = None
+    precision: float | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> WorldBinding:
+        if self.field is None and self.values is None:
+            raise ValueError("a world binding needs `field:` (the value is written there) or `values:`")
+        return self
+
+
+class FollowupBinding(_Strict):
+    after_decision: str
+    values: dict[Hashable, list[str] | None]
+
+
+class VariableBinding(_Strict):
+    utterance: dict[Hashable, list[str]] | None = None
+    withhold: dict[Hashable, list[str]] | None = None
+    followup: FollowupBinding | None = None
+    world: WorldBinding | None = None
+    internal: bool = False
+    pii_request: bool = False
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> VariableBinding:
+        kinds = [k for k in ("utterance", "withhold", "followup", "world") if getattr(self, k) is not None]
+        if self.internal:
+            kinds.append("internal")
+        if len(kinds) != 1:
+            raise ValueError(
+                "a variable needs exactly one of utterance, withhold, followup, world, internal"
+                + (f" (found {', '.join(kinds)})" if kinds else "")
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        for k in ("utterance", "withhold", "followup", "world"):
+            if getattr(self, k) is not None:
+                return k
+        return "internal"
+
+    def finite_values(self) -> list[Hashable] | None:
+        """The values this binding can realise, when it is a finite set."""
+        if self.utterance is not None:
+            return list(self.utterance)
+        if self.withhold is not None:
+            return list(self.withhold)
+        if self.followup is not None:
+            return list(self.followup.values)
+        if self.world is not None and self.world.values is not None:
+            return list(self.world.values)
+        return None
+
+
+class NodeExtra(_Strict):
+    """Requirements the bindings add to a node (e.g. END_TICKET must call create_ticket)."""
+
+    must_call_tools_in_order: list[str] = Field(default_factory=list)
+    must_not_call: list[str] = Field(default_factory=list)
+
+
+class Bindings(_Strict):
+    """A validated bindings file. Load one with :func:`load_bindings`."""
+
+    version: int = 1
+    spec: str | None = None
+    agent: str | None = None
+    context: dict[str, Any] = Field(default_factory=dict)
+    slots: dict[str, Any] = Field(default_factory=dict)
+    utterances: list[str] = Field(default_factory=list)
+    """Default first messages, for paths on which no utterance variable is set."""
+    world: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    pii: dict[str, list[str]] = Field(default_factory=dict)
+    handlers: dict[str, str] = Field(default_factory=dict)
+    variables: dict[str, VariableBinding] = Field(default_factory=dict)
+    outcomes: dict[str, str | dict[str, str]] = Field(default_factory=dict)
+    nodes: dict[str, NodeExtra] = Field(default_factory=dict)
+    capabilities: dict[str, list[str]] = Field(default_factory=dict)
+    """Capability name -> node ids (the seed article's capability matrix)."""
+
+    _path: Path | None = PrivateAttr(default=None)
+    _src: YamlSource | None = PrivateAttr(default=None)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Gaps that do not stop loading (a variable without a binding, an ambiguous leaf)."""
+        return list(self._warnings)
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
+    @property
+    def base_dir(self) -> Path:
+        return self._path.parent if self._path is not None else Path.cwd()
+
+    def outcome(self, leaf: str, via: str | None, decision_enum: list[str]) -> str | None:
+        """The decision a terminal node stands for, reached from node ``via``."""
+        mapped = self.outcomes.get(leaf)
+        if isinstance(mapped, str):
+            return mapped
+        if isinstance(mapped, dict) and via is not None and via in mapped:
+            return mapped[via]
+        decision, _ = implied_decision(leaf, decision_enum)
+        return decision
+
+
+# ----------------------------------------------------------------------------- field paths
+
+_FIELD_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
+
+
+def parse_field_path(path: str) -> list[str | int]:
+    """``orders[0].days_since_created`` -> ``["orders", 0, "days_since_created"]``."""
+    out: list[str | int] = []
+    for part in path.split("."):
+        m = _FIELD_PART.fullmatch(part)
+        if m is None:
+            raise ValueError(f"bad field path {path!r}: {part!r} is not `name` or `name[index]`")
+        out.append(m.group(1))
+        out.extend(int(i) for i in re.findall(r"\[(\d+)\]", m.group(2)))
+    return out
+
+
+def schema_at(schema: Mapping[str, Any] | None, path: list[str | int]) -> Mapping[str, Any] | None:
+    """The sub-schema of a JSON Schema at a parsed field path (``None`` if not declared).
+
+    Object schemas without ``properties`` (``type: object`` alone, e.g. ``limits``) accept any
+    field below them: the result is an empty schema.
+    """
+    node: Mapping[str, Any] | None = schema
+    for part in path:
+        if node is None:
+            return None
+        if isinstance(part, int):
+            if node.get("type") != "array":
+                return None
+            node = node.get("items", {})
+        else:
+            if node.get("type") not in (None, "object"):
+                return None
+            props = node.get("properties")
+            if props is None:
+                return {}
+            node = props.get(part)
+    return node
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+class _Validator:
+    def __init__(self, b: Bindings, spec: Spec, src: YamlSource | None) -> None:
+        self.b = b
+        self.spec = spec
+        self.src = src
+
+    def fail(self, problem: str, loc: tuple[Hashable, ...], fix: str, expected: str | None = None) -> BindingsError:
+        location = self.src.location(loc) if self.src is not None else SourceLocation(self.b.path)
+        return BindingsError(problem, location=location, expected=expected, fix=fix)
+
+    def tool(self, name: str, loc: tuple[Hashable, ...]) -> None:
+        if name not in self.spec.tools_by_name:
+            known = ", ".join(t.name for t in self.spec.action_tools)
+            raise self.fail(
+                f"unknown tool {name!r}: spec {self.spec.spec_id} declares no such tool",
+                loc,
+                f"use one of: {known}",
+            )
+
+    def field(self, tool: str, path: str, loc: tuple[Hashable, ...]) -> None:
+        try:
+            parts = parse_field_path(path)
+        except ValueError as exc:
+            raise self.fail(str(exc), loc, "write fields as dotted paths, e.g. `pii.ssn` or `orders[0].status`") from None
+        if schema_at(self.spec.tool(tool).output_schema, parts) is None:
+            props = sorted((self.spec.tool(tool).output_schema or {}).get("properties", {}))
+            raise self.fail(
+                f"tool {tool!r} has no output field {path!r}",
+                loc,
+                f"use a field of its output_schema (top level: {', '.join(props)})",
+            )
+
+    def decision(self, decision: str, loc: tuple[Hashable, ...]) -> None:
+        enum = self.spec.response_contract.decision_enum
+        if decision not in enum:
+            raise self.fail(
+                f"unknown decision {decision!r}",
+                loc,
+                f"use one of decision_enum: {', '.join(enum)}",
+            )
+
+    def run(self) -> list[str]:
+        warnings: list[str] = []
+        b, spec = self.b, self.spec
+        used = condition_variables(spec)
+        for name, var in b.variables.items():
+            loc: tuple[Hashable, ...] = ("variables", name)
+            if name not in used:
+                import difflib
+
+                close = difflib.get_close_matches(name, used, n=1)
+                raise self.fail(
+                    f"unknown variable {name!r}: no `when` expression of spec {spec.spec_id} reads it",
+                    loc,
+                    (f"did you mean {close[0]!r}? " if close else "")
+                    + f"variables the spec reads: {', '.join(used)}",
+                )
+            if var.world is not None:
+                self.tool(var.world.tool, (*loc, "world", "tool"))
+                if var.world.field is not None:
+                    self.field(var.world.tool, var.world.field, (*loc, "world", "field"))
+                for value, effect in (var.world.values or {}).items():
+                    eloc = (*loc, "world", "values", value)
+                    modes = spec.tool(var.world.tool).failure_modes
+                    if effect.failure is not None and effect.failure not in modes:
+                        raise self.fail(
+                            f"tool {var.world.tool!r} has no failure mode {effect.failure!r}",
+                            (*eloc, "failure"),
+                            f"use one of its failure_modes: {', '.join(modes) or '(none declared)'}",
+                        )
+                    for f in effect.set:
+                        self.field(var.world.tool, f, (*eloc, "set"))
+            if var.followup is not None:
+                self.decision(var.followup.after_decision, (*loc, "followup", "after_decision"))
+            for key in ("utterance", "followup"):
+                table = getattr(var, key)
+                if table is None:
+                    continue
+                values = table.values if key == "followup" else table
+                for value, templates in values.items():
+                    for i, t in enumerate(templates or []):
+                        for slot in _SLOT.findall(t):
+                            if slot not in b.slots:
+                                tloc = (*loc, key, *(("values",) if key == "followup" else ()), value, i)
+                                raise self.fail(
+                                    f"template {t!r} uses slot {{{slot}}}, which `slots:` does not define",
+                                    tloc,
+                                    f"add `{slot}: <default value>` under `slots:`",
+                                )
+            if var.withhold is not None:
+                for value, slots in var.withhold.items():
+                    for s in slots:
+                        if s not in b.slots:
+                            raise self.fail(
+                                f"withheld slot {s!r} is not defined under `slots:`",
+                                (*loc, "withhold", value),
+                                f"add `{s}: <default value>` under `slots:`",
+                            )
+        for name in used:
+            if name not in b.variables:
+                warnings.append(
+                    f"variable {name!r} has no binding: paths that need a value for it cannot be built"
+                )
+        for tool, fields in b.world.items():
+            self.tool(tool, ("world", tool))
+            for f in fields:
+                self.field(tool, f, ("world", tool, f))
+        for tool, fields in b.pii.items():
+            self.tool(tool, ("pii", tool))
+            for i, f in enumerate(fields):
+                self.field(tool, f, ("pii", tool, i))
+        for tool in b.handlers:
+            self.tool(tool, ("handlers", tool))
+        leaves = set(spec.leaf_ids())
+        for leaf, mapped in b.outcomes.items():
+            if leaf not in leaves:
+                raise self.fail(
+                    f"outcomes names {leaf!r}, which is not a terminal node of the tree",
+                    ("outcomes", leaf),
+                    f"terminal nodes: {', '.join(sorted(leaves))}",
+                )
+            if isinstance(mapped, str):
+                self.decision(mapped, ("outcomes", leaf))
+            else:
+                for via, decision in mapped.items():
+                    if via not in spec.nodes_by_id:
+                        raise self.fail(f"outcomes.{leaf} names unknown node {via!r}", ("outcomes", leaf, via), "use a node id of the decision tree")
+                    self.decision(decision, ("outcomes", leaf, via))
+        for node_id, extra in b.nodes.items():
+            if node_id not in spec.nodes_by_id and node_id not in leaves:
+                raise self.fail(f"nodes names unknown node {node_id!r}", ("nodes", node_id), "use a node id of the decision tree")
+            for i, t in enumerate([*extra.must_call_tools_in_order, *extra.must_not_call]):
+                self.tool(t, ("nodes", node_id))
+        for cap, node_ids in b.capabilities.items():
+            for n in node_ids:
+                if n not in spec.nodes_by_id and n not in leaves:
+                    raise self.fail(f"capability {cap!r} names unknown node {n!r}", ("capabilities", cap), "use node ids of the decision tree")
+        for leaf in leaves:
+            if leaf in b.outcomes:
+                continue
+            decision, candidates = implied_decision(leaf, spec.response_contract.decision_enum)
+            if decision is None:
+                warnings.append(
+                    f"terminal node {leaf} stands for no single decision ({', '.join(candidates) or 'none'}); "
+                    f"map it under `outcomes:`"
+                )
+        return warnings
+
+
+def find_bindings(spec_path: Path) -> Path | None:
+    """The bindings file next to a spec (or in its directory), if any."""
+    base = spec_path if spec_path.is_dir() else spec_path.parent
+    for d in (base, base.parent):
+        for name in BINDINGS_FILE_NAMES:
+            if (d / name).is_file():
+                return d / name
+    return None
+
+
+def load_bindings(path: str | Path, spec: Spec) -> Bindings:
+    """Load a bindings file and validate it against ``spec``.
+
+    Raises :class:`~agentprop.errors.BindingsError` naming the file, line, what is wrong and
+    the fix (unknown variable, tool, field, failure mode, decision or slot).
+    """
+    p = Path(path)
+    src = load_yaml(p, error=BindingsError)
+    data = src.data if src.data is not None else {}
+    if not isinstance(data, dict):
+        raise BindingsError(
+            "a bindings file must be a mapping at the top level",
+            location=SourceLocation(p, 1, 1),
+            fix="start with keys such as `variables:`, `slots:`, `world:`",
+        )
+    try:
+        b = Bindings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "list[", "str"))))
+        where = ".".join(str(x) for x in loc) or "the top level"
+        fix = "see docs/reference.md#bindings for the format"
+        if err["type"] == "extra_forbidden":
+            fix = f"remove or rename {loc[-1]!r}; " + fix
+        raise BindingsError(
+            f"invalid bindings at {where}: {err['msg']}",
+            location=src.location(loc, key=err["type"] == "extra_forbidden"),
+            fix=fix,
+        ) from None
+    b._path = p
+    b._src = src
+    b._warnings = _Validator(b, spec, src).run()
+    return b
+
+
+def empty_bindings(spec: Spec) -> Bindings:
+    b = Bindings()
+    b._warnings = _Validator(b, spec, None).run()
+    return b

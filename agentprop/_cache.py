@@ -1,0 +1,825 @@
+"""The model-API cache: every Messages API response, keyed by (request, trial index).
+
+Why at the API level, and why the trial index: agentprop repeats agent runs to decide
+properties statistically, so the *n*-th repeat of a request must get its own sample (trial
+``n``), while re-running a test must replay exactly the same samples. The key is the SHA-256 of
+the request's canonical JSON together with the trial index, so repeats are distinct and replays
+are exact.
+
+The canonical request is the request body as sent to ``POST /v1/messages``: ``model``,
+``system``, ``messages``, ``tools``, ``tool_choice``, the sampling parameters (``temperature``,
+``top_p``, ``top_k``, ``max_tokens``, ``stop_sequences``) and any other body field that can change
+the answer (``thinking``, ...). Fields that cannot (``stream``, ``metadata``, ``service_tier``) and
+top-level ``None`` values are left out; keys are sorted; pydantic objects (such as the SDK's
+content blocks passed back in ``messages``) are dumped as the SDK sends them.
+
+Secrets are never stored. The cache only ever sees request *bodies*, never headers or the
+client, and before anything is hashed or written :func:`scrub_secrets` replaces the value of any
+key named like a credential (``api_key``, ``x-api-key``, ``authorization``, ``auth_token`` ...) and
+any string that looks like an Anthropic key (``sk-ant-...``) or equals a secret registered with
+``ApiCache(secrets=...)`` with ``"[REDACTED]"``. As a last guard, a write whose text still contains
+a registered secret is refused.
+
+Modes (:class:`CacheMode`): ``off``, ``read`` (replay hits, call on misses, store nothing),
+``write`` (always call, store/overwrite), ``read-write`` (replay hits, call and store misses) and
+``replay-only`` (replay hits, raise :class:`CacheMiss` on misses, never call). The default is
+``replay-only`` when the ``CI`` environment variable is set, ``read-write`` otherwise;
+``AGENTPROP_CACHE_MODE`` overrides both. A :class:`CacheMiss` in replay-only mode shows the
+nearest recorded request and a unified diff of what changed.
+
+Storage is one SQLite file in WAL mode: one connection per thread, ``busy_timeout`` for other
+processes (pytest-xdist workers can share a file), and one short ``BEGIN IMMEDIATE`` transaction
+per write, so a process killed mid-write leaves every stored entry complete. Each row carries a
+checksum that :meth:`ApiCache.verify` and every read check.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from agentprop.errors import AgentPropError, InvalidArgument
+
+__all__ = [
+    "KEY_FIELDS",
+    "REDACTED",
+    "SCHEMA_VERSION",
+    "ApiCache",
+    "CacheError",
+    "CacheMiss",
+    "CacheMode",
+    "CacheStats",
+    "CachedResponse",
+    "cache_key",
+    "canonical_json",
+    "canonical_request",
+    "scrub_secrets",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the SQLite layout and of the key derivation; stored in the ``schema_version`` table."""
+
+KEY_FIELDS: tuple[str, ...] = (
+    "model",
+    "system",
+    "messages",
+    "tools",
+    "tool_choice",
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "stop_sequences",
+)
+"""The request fields that always take part in the key (other answer-changing fields do too)."""
+
+_IGNORED_FIELDS = frozenset({"stream", "metadata", "service_tier", "timeout", "extra_headers", "extra_query"})
+
+REDACTED = "[REDACTED]"
+
+_SECRET_KEY_NAMES = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "x_api_key",
+        "anthropic_api_key",
+        "authorization",
+        "proxy_authorization",
+        "auth_token",
+        "access_token",
+        "refresh_token",
+        "client_secret",
+    }
+)
+_SECRET_VALUE = re.compile(r"sk-ant-[A-Za-z0-9_\-]{6,}")
+
+_CANDIDATE_LIMIT = 2000
+_DIFF_LINE_LIMIT = 80
+
+
+# --------------------------------------------------------------------------------------------
+# Errors and modes
+# --------------------------------------------------------------------------------------------
+
+
+class CacheError(AgentPropError):
+    """The cache file cannot be used (wrong schema version, corrupt entry, refused write)."""
+
+
+class CacheMiss(CacheError):
+    """A request has no recorded response and the cache is in replay-only mode.
+
+    ``key``, ``model`` and ``trial`` identify the request; ``nearest_key`` and ``diff`` (a unified
+    diff, recorded -> requested) describe the closest recorded request, if any.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str,
+        model: str,
+        trial: int,
+        nearest_key: str | None,
+        diff: str | None,
+    ) -> None:
+        self.key = key
+        self.model = model
+        self.trial = trial
+        self.nearest_key = nearest_key
+        self.diff = diff
+        super().__init__(message)
+
+
+class CacheMode(str, enum.Enum):
+    """How the cache is used; see the module docstring."""
+
+    OFF = "off"
+    READ = "read"
+    WRITE = "write"
+    READ_WRITE = "read-write"
+    REPLAY_ONLY = "replay-only"
+
+    @property
+    def reads(self) -> bool:
+        """Whether recorded responses are replayed."""
+        return self in (CacheMode.READ, CacheMode.READ_WRITE, CacheMode.REPLAY_ONLY)
+
+    @property
+    def writes(self) -> bool:
+        """Whether fresh responses are stored."""
+        return self in (CacheMode.WRITE, CacheMode.READ_WRITE)
+
+    @property
+    def calls_api(self) -> bool:
+        """Whether a miss may call the model API."""
+        return self is not CacheMode.REPLAY_ONLY
+
+    @classmethod
+    def parse(cls, value: CacheMode | str) -> CacheMode:
+        """A mode from an enum member or its value (``"read-write"``, case-insensitive;
+        underscores accepted)."""
+        if isinstance(value, CacheMode):
+            return value
+        if isinstance(value, str):
+            wanted = value.strip().lower().replace("_", "-")
+            for mode in cls:
+                if mode.value == wanted:
+                    return mode
+        raise InvalidArgument(
+            f"Unknown cache mode {value!r}; use one of {', '.join(m.value for m in cls)}."
+        )
+
+    @classmethod
+    def default(cls, environ: Mapping[str, str] | None = None) -> CacheMode:
+        """``AGENTPROP_CACHE_MODE`` if set; else ``replay-only`` under CI (``CI`` set to anything
+        but ``""``, ``0``, ``false`` or ``no``); else ``read-write``."""
+        env = os.environ if environ is None else environ
+        explicit = env.get("AGENTPROP_CACHE_MODE")
+        if explicit:
+            return cls.parse(explicit)
+        ci = env.get("CI")
+        if ci is not None and ci.strip().lower() not in ("", "0", "false", "no"):
+            return cls.REPLAY_ONLY
+        return cls.READ_WRITE
+
+
+# --------------------------------------------------------------------------------------------
+# Canonical requests and keys
+# --------------------------------------------------------------------------------------------
+
+
+def _is_sdk_sentinel(value: object) -> bool:
+    return type(value).__name__ in ("NotGiven", "Omit")
+
+
+def _to_plain(value: Any, where: str = "request") -> Any:
+    """JSON-compatible data from dicts, lists/tuples, scalars and pydantic models."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidArgument(f"{where} is {value!r}; the cache needs finite numbers.")
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidArgument(f"{where} has a non-string key {k!r}; JSON keys are strings.")
+            if _is_sdk_sentinel(v):
+                continue
+            out[k] = _to_plain(v, f"{where}.{k}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_to_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return _to_plain(dump(mode="json", exclude_unset=True, by_alias=True), where)
+    raise InvalidArgument(
+        f"{where} is a {type(value).__name__}, which the cache cannot turn into JSON; pass "
+        "dicts, lists, strings, numbers, booleans, None or pydantic models."
+    )
+
+
+def scrub_secrets(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """A copy of JSON-like ``value`` with credentials replaced by ``"[REDACTED]"``.
+
+    Redacts the value of every key named like a credential (case-insensitive, ``-`` and ``_``
+    alike: ``api_key``, ``x-api-key``, ``authorization``, ``auth_token`` ...), every substring that
+    looks like an Anthropic API key (``sk-ant-...``) and every occurrence of the given
+    ``secrets``.
+    """
+    literal = [s for s in secrets if s]
+
+    def scrub(node: Any) -> Any:
+        if isinstance(node, dict):
+            out: dict[str, Any] = {}
+            for k, v in node.items():
+                norm = str(k).lower().replace("-", "_")
+                out[k] = REDACTED if norm in _SECRET_KEY_NAMES else scrub(v)
+            return out
+        if isinstance(node, list):
+            return [scrub(v) for v in node]
+        if isinstance(node, str):
+            text = _SECRET_VALUE.sub(REDACTED, node)
+            for secret in literal:
+                text = text.replace(secret, REDACTED)
+            return text
+        return node
+
+    return scrub(value)
+
+
+def canonical_request(request: Mapping[str, Any], secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """The part of a Messages API request body that determines the answer, scrubbed of secrets."""
+    if not isinstance(request, Mapping):
+        raise InvalidArgument(f"request must be a mapping of Messages API fields, not {type(request).__name__}.")
+    plain = _to_plain(request)
+    for required in ("model", "messages"):
+        if required not in plain:
+            raise InvalidArgument(
+                f"The request has no {required!r} field; the cache keys Messages API request "
+                f"bodies (fields such as {', '.join(KEY_FIELDS)})."
+            )
+    kept = {k: v for k, v in plain.items() if k not in _IGNORED_FIELDS and v is not None}
+    scrubbed: dict[str, Any] = scrub_secrets(kept, secrets)
+    return scrubbed
+
+
+def canonical_json(value: Any) -> str:
+    """Compact JSON with sorted keys: equal data always gives equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+
+
+def _validate_trial(trial: object) -> int:
+    if isinstance(trial, bool) or not isinstance(trial, int) or trial < 0:
+        raise InvalidArgument(f"trial={trial!r} must be an int >= 0 (0 for the first sample).")
+    return trial
+
+
+def _key_from_canonical(canonical: str, trial: int) -> str:
+    digest = hashlib.sha256()
+    digest.update(f"agentprop-api-cache/v{SCHEMA_VERSION}\ntrial={trial}\n".encode())
+    digest.update(canonical.encode())
+    return digest.hexdigest()
+
+
+def cache_key(request: Mapping[str, Any], trial: int, secrets: Iterable[str] = ()) -> str:
+    """The SHA-256 hex key of ``request`` for sample number ``trial``."""
+    return _key_from_canonical(canonical_json(canonical_request(request, secrets)), _validate_trial(trial))
+
+
+def _checksum(key: str, request_json: str, response_json: str, usage_json: str) -> str:
+    return hashlib.sha256("\x1f".join((key, request_json, response_json, usage_json)).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Results and stats
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    """A response as returned by the cache.
+
+    ``response`` is the Messages API response JSON (rebuild the SDK object with
+    ``anthropic.types.Message.model_validate(response)``); ``usage`` its ``usage`` object;
+    ``from_cache`` is true when it was replayed rather than fetched by this call.
+    """
+
+    key: str
+    model: str
+    trial: int
+    response: dict[str, Any]
+    usage: dict[str, Any]
+    from_cache: bool
+    created_at: float
+
+    @property
+    def input_tokens(self) -> int:
+        """``usage.input_tokens`` (0 if absent)."""
+        return int(self.usage.get("input_tokens") or 0)
+
+    @property
+    def output_tokens(self) -> int:
+        """``usage.output_tokens`` (0 if absent)."""
+        return int(self.usage.get("output_tokens") or 0)
+
+
+@dataclass
+class CacheStats:
+    """Counters for one :class:`ApiCache` instance (this process only)."""
+
+    hits: int = 0
+    misses: int = 0
+    writes: int = 0
+    calls: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def _bump(self, name: str) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+    def as_dict(self) -> dict[str, int]:
+        """A plain snapshot, for reports."""
+        with self._lock:
+            return {"hits": self.hits, "misses": self.misses, "writes": self.writes, "calls": self.calls}
+
+
+# --------------------------------------------------------------------------------------------
+# The cache
+# --------------------------------------------------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS responses (
+    key           TEXT PRIMARY KEY,
+    model         TEXT NOT NULL,
+    trial         INTEGER NOT NULL,
+    request_json  TEXT NOT NULL,
+    response_json TEXT NOT NULL,
+    input_tokens  INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    usage_json    TEXT NOT NULL,
+    created_at    REAL NOT NULL,
+    checksum      TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS responses_model_trial ON responses (model, trial);
+"""
+
+_COLUMNS = "key, model, trial, request_json, response_json, usage_json, created_at, checksum"
+
+
+class ApiCache:
+    """A SQLite-backed cache of Messages API responses keyed by (request, trial index).
+
+    Args:
+        path: the SQLite file (created, with parent folders, in modes that write).
+        mode: a :class:`CacheMode` or its value; default :meth:`CacheMode.default`.
+        secrets: extra literal strings (for example the API key in use) to redact wherever they
+            appear in stored JSON.
+        busy_timeout: seconds to wait for another process's write lock.
+
+    Typical use, around one SDK call::
+
+        result = cache.get_or_call(request, trial=k, call=lambda: client.messages.create(**request))
+        message = anthropic.types.Message.model_validate(result.response)
+        budget.charge_usage(message.model, message.usage, cached=result.from_cache)
+
+    Safe to share between threads and asyncio tasks, and between processes using the same file.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mode: CacheMode | str | None = None,
+        secrets: Iterable[str] = (),
+        busy_timeout: float = 30.0,
+    ) -> None:
+        self.path = Path(path)
+        self.mode = CacheMode.default() if mode is None else CacheMode.parse(mode)
+        self._secrets = tuple(s for s in secrets if s)
+        if busy_timeout < 0:
+            raise InvalidArgument(f"busy_timeout={busy_timeout} must be >= 0 seconds.")
+        self._busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._conn_lock = threading.Lock()
+        self._schema_ready = False
+        self._closed = False
+        self.stats = CacheStats()
+
+    # -- connections -----------------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection | None:
+        """This thread's connection, or ``None`` when a mode that never writes finds no cache.
+
+        Modes that write create the file and schema; the others only read what exists.
+        """
+        create = self.mode.writes
+        if self._closed:
+            raise CacheError(f"The cache {self.path} is closed.")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if not self.path.exists():
+            if not create:
+                return None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            str(self.path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=True
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+            if create:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._ensure_schema(conn)
+            elif not self._check_schema(conn):
+                conn.close()
+                return None
+        except BaseException:
+            conn.close()
+            raise
+        self._local.conn = conn
+        with self._conn_lock:
+            self._connections.append(conn)
+        return conn
+
+    def _version_error(self, found: str) -> CacheError:
+        return CacheError(
+            f"{self.path}: the cache file has schema version {found}, this agentprop uses "
+            f"version {SCHEMA_VERSION}. Delete the file (it will be re-recorded) or point the "
+            "cache at another path."
+        )
+
+    def _check_schema(self, conn: sqlite3.Connection) -> bool:
+        """Read-only check for connections that never write: False if there is no cache yet."""
+        try:
+            rows = conn.execute("SELECT version FROM schema_version").fetchall()
+            conn.execute("SELECT key FROM responses LIMIT 0").fetchall()
+        except sqlite3.OperationalError:
+            return False
+        if [r[0] for r in rows] != [SCHEMA_VERSION]:
+            raise self._version_error(", ".join(str(r[0]) for r in rows) or "(none)")
+        return True
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        if self._schema_ready:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                conn.execute(statement)
+            row = conn.execute("SELECT version FROM schema_version").fetchall()
+            if not row:
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif len(row) != 1 or row[0][0] != SCHEMA_VERSION:
+                raise self._version_error(", ".join(str(r[0]) for r in row))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self._schema_ready = True
+
+    def close(self) -> None:
+        """Close every connection this instance opened (in any thread)."""
+        with self._conn_lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            try:
+                conn.close()
+            except sqlite3.ProgrammingError:
+                # opened in another thread that still owns it; it closes when collected
+                pass
+        self._local = threading.local()
+        self._closed = True
+
+    def __enter__(self) -> ApiCache:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- keys ------------------------------------------------------------------------------------
+
+    def canonical(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The scrubbed canonical form of ``request`` (what is hashed and stored)."""
+        return canonical_request(request, self._secrets)
+
+    def key(self, request: Mapping[str, Any], *, trial: int) -> str:
+        """The cache key of ``request`` for sample ``trial``."""
+        return cache_key(request, trial, self._secrets)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _row_to_result(self, row: tuple[Any, ...], *, from_cache: bool) -> CachedResponse:
+        key, model, trial, request_json, response_json, usage_json, created_at, checksum = row
+        if _checksum(key, request_json, response_json, usage_json) != checksum:
+            raise CacheError(
+                f"{self.path}: the entry {key[:16]}... fails its checksum (the file was edited or "
+                "damaged). Run ApiCache.verify() to list damaged entries, delete them with "
+                "ApiCache.delete(key), and re-record."
+            )
+        return CachedResponse(
+            key=key,
+            model=model,
+            trial=int(trial),
+            response=json.loads(response_json),
+            usage=json.loads(usage_json),
+            from_cache=from_cache,
+            created_at=float(created_at),
+        )
+
+    def lookup(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
+        """The recorded response for (request, trial), whatever the mode; ``None`` if absent."""
+        key = self.key(request, trial=trial)
+        return self._lookup_key(key)
+
+    def _lookup_key(self, key: str) -> CachedResponse | None:
+        conn = self._connection()
+        if conn is None:
+            return None
+        row = conn.execute(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)).fetchone()
+        return None if row is None else self._row_to_result(row, from_cache=True)
+
+    def get(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
+        """The recorded response if the mode reads; ``None`` on a miss (or in ``off`` / ``write``).
+
+        In ``replay-only`` mode a miss raises :class:`CacheMiss` instead.
+        """
+        if not self.mode.reads:
+            return None
+        canonical = self.canonical(request)
+        canonical_text = canonical_json(canonical)
+        key = _key_from_canonical(canonical_text, _validate_trial(trial))
+        found = self._lookup_key(key)
+        if found is not None:
+            self.stats._bump("hits")
+            return found
+        self.stats._bump("misses")
+        if self.mode is CacheMode.REPLAY_ONLY:
+            raise self._miss_error(canonical, canonical_text, key, trial)
+        return None
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def put(
+        self, request: Mapping[str, Any], *, trial: int, response: Any, replace: bool | None = None
+    ) -> CachedResponse:
+        """Store ``response`` (a JSON mapping or a pydantic model such as the SDK's ``Message``)
+        for (request, trial) and return what is stored.
+
+        Writes only in ``write`` / ``read-write`` mode (otherwise returns the response unstored).
+        The first writer of a key wins (``read-write``), so concurrent writers all get the same
+        stored answer; ``write`` mode (``replace=True``) overwrites.
+        """
+        canonical_text = canonical_json(self.canonical(request))
+        trial = _validate_trial(trial)
+        key = _key_from_canonical(canonical_text, trial)
+        response_plain = _to_plain(response, "response")
+        if not isinstance(response_plain, dict):
+            raise InvalidArgument(f"response must be a JSON object (a Message), not {type(response).__name__}.")
+        response_plain = scrub_secrets(response_plain, self._secrets)
+        raw_usage = response_plain.get("usage")
+        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+        request_model = str(json.loads(canonical_text)["model"])
+        now = time.time()
+        if not self.mode.writes:
+            return CachedResponse(key, request_model, trial, response_plain, dict(usage), False, now)
+        response_json = canonical_json(response_plain)
+        usage_json = canonical_json(usage)
+        for text in (canonical_text, response_json):
+            for secret in self._secrets:
+                if secret in text:  # scrubbing makes this unreachable; refuse rather than leak
+                    raise CacheError("Refusing to store a cache entry that contains a registered secret.")
+        checksum = _checksum(key, canonical_text, response_json, usage_json)
+        conn = self._connection()
+        assert conn is not None
+        overwrite = self.mode is CacheMode.WRITE if replace is None else replace
+        verb = "INSERT OR REPLACE" if overwrite else "INSERT OR IGNORE"
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                f"{verb} INTO responses ({_COLUMNS}, input_tokens, output_tokens) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    request_model,
+                    trial,
+                    canonical_text,
+                    response_json,
+                    usage_json,
+                    now,
+                    checksum,
+                    int(usage.get("input_tokens") or 0),
+                    int(usage.get("output_tokens") or 0),
+                ),
+            )
+            row = conn.execute(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)).fetchone()
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self.stats._bump("writes")
+        return self._row_to_result(row, from_cache=False)
+
+    def delete(self, key: str) -> bool:
+        """Remove one entry by key; returns whether it existed."""
+        conn = self._connection()
+        if conn is None:
+            return False
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            deleted = conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return bool(deleted)
+
+    # -- the usual path --------------------------------------------------------------------------
+
+    def get_or_call(
+        self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Any]
+    ) -> CachedResponse:
+        """Replay (request, trial) if recorded and the mode reads; otherwise ``call()`` the API
+        (unless replay-only, which raises :class:`CacheMiss`) and store the answer if the mode
+        writes. ``call`` returns the response as a mapping or a pydantic model."""
+        hit = self.get(request, trial=trial)
+        if hit is not None:
+            return hit
+        self.stats._bump("calls")
+        return self.put(request, trial=trial, response=call())
+
+    async def aget_or_call(
+        self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Awaitable[Any]]
+    ) -> CachedResponse:
+        """The asyncio form of :meth:`get_or_call` (``call`` returns an awaitable)."""
+        hit = self.get(request, trial=trial)
+        if hit is not None:
+            return hit
+        self.stats._bump("calls")
+        return self.put(request, trial=trial, response=await call())
+
+    # -- inspection ------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        conn = self._connection()
+        if conn is None:
+            return 0
+        return int(conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def entries(self) -> Iterator[CachedResponse]:
+        """Every stored entry, oldest first."""
+        conn = self._connection()
+        if conn is None:
+            return
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM responses ORDER BY created_at, key").fetchall()
+        for row in rows:
+            yield self._row_to_result(row, from_cache=True)
+
+    def verify(self) -> list[str]:
+        """Check the file: SQLite's ``integrity_check``, then every entry's checksum, JSON and
+        key. Returns the problems found (empty when the cache is sound)."""
+        conn = self._connection()
+        if conn is None:
+            return []
+        problems: list[str] = []
+        integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+        if integrity != ["ok"]:
+            problems.extend(f"integrity_check: {line}" for line in integrity)
+        version = conn.execute("SELECT version FROM schema_version").fetchall()
+        if [v[0] for v in version] != [SCHEMA_VERSION]:
+            problems.append(f"schema_version is {version}, expected [{SCHEMA_VERSION}]")
+        for key, model, trial, request_json, response_json, usage_json, _created, checksum in conn.execute(
+            f"SELECT {_COLUMNS} FROM responses"
+        ):
+            if _checksum(key, request_json, response_json, usage_json) != checksum:
+                problems.append(f"{key}: checksum mismatch")
+                continue
+            try:
+                request = json.loads(request_json)
+                json.loads(response_json)
+                json.loads(usage_json)
+            except ValueError as exc:
+                problems.append(f"{key}: stored JSON does not parse ({exc})")
+                continue
+            if _key_from_canonical(request_json, int(trial)) != key:
+                problems.append(f"{key}: key does not match the stored request and trial")
+            if request.get("model") != model:
+                problems.append(f"{key}: model column {model!r} differs from the request's")
+        return problems
+
+    # -- miss explanation ------------------------------------------------------------------------
+
+    def _candidates(self, conn: sqlite3.Connection, model: str, trial: int) -> list[tuple[str, str, int, str]]:
+        queries = (
+            ("WHERE model = ? AND trial = ?", (model, trial)),
+            ("WHERE model = ?", (model,)),
+            ("", ()),
+        )
+        for where, params in queries:
+            rows = conn.execute(
+                f"SELECT key, model, trial, request_json FROM responses {where} "
+                f"ORDER BY created_at DESC LIMIT {_CANDIDATE_LIMIT}",
+                params,
+            ).fetchall()
+            if rows:
+                return [(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in rows]
+        return []
+
+    def _miss_error(self, canonical: dict[str, Any], canonical_text: str, key: str, trial: int) -> CacheMiss:
+        model = str(canonical.get("model"))
+        head = (
+            f"No recorded response for this request (model {model!r}, trial {trial}, key "
+            f"{key[:16]}...), and the cache is in replay-only mode, so no API call was made."
+        )
+        fix = (
+            "  fix: if the change is intended, record it: run once with the cache in read-write "
+            "mode (unset CI, or set AGENTPROP_CACHE_MODE=read-write), then commit the updated "
+            f"cache file {self.path}."
+        )
+        conn = self._connection()
+        total = len(self) if conn is not None else 0
+        lines = [head, f"  cache: {self.path} ({total} recorded responses)"]
+        if conn is None or total == 0:
+            lines.append("  the cache is empty or the file does not exist: nothing has been recorded yet.")
+            lines.append(fix)
+            return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
+
+        same_request = conn.execute(
+            "SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (canonical_text,)
+        ).fetchall()
+        if same_request:
+            trials = ", ".join(str(r[0]) for r in same_request)
+            lines.append(
+                f"  this exact request is recorded for trial(s) {trials} but not for trial {trial}: "
+                "replay-only mode cannot draw a new sample."
+            )
+            lines.append(
+                "  fix: record the extra trials (read-write mode), or ask for no more repeats "
+                "than were recorded."
+            )
+            return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
+
+        from rapidfuzz import fuzz, process
+
+        candidates = self._candidates(conn, model, trial)
+        best = process.extractOne(canonical_text, [c[3] for c in candidates], scorer=fuzz.ratio)
+        assert best is not None
+        _choice, score, index = best
+        near_key, near_model, near_trial, near_json = candidates[index]
+        recorded = _pretty(json.loads(near_json))
+        requested = _pretty(canonical)
+        diff_lines = list(
+            difflib.unified_diff(
+                recorded.splitlines(),
+                requested.splitlines(),
+                fromfile=f"recorded (key {near_key[:16]}..., trial {near_trial})",
+                tofile=f"requested (trial {trial})",
+                lineterm="",
+                n=3,
+            )
+        )
+        if near_trial != trial:
+            diff_lines.append(f"(and the trial differs: recorded {near_trial}, requested {trial})")
+        if len(diff_lines) > _DIFF_LINE_LIMIT:
+            extra = len(diff_lines) - _DIFF_LINE_LIMIT
+            diff_lines = diff_lines[:_DIFF_LINE_LIMIT] + [f"... ({extra} more diff lines)"]
+        diff = "\n".join(diff_lines)
+        scope = "same model and trial" if (near_model == model and near_trial == trial) else (
+            "same model" if near_model == model else "any model"
+        )
+        lines.append(
+            f"  nearest recorded request ({scope}): key {near_key[:16]}..., model {near_model!r}, "
+            f"trial {near_trial}, similarity {score:.1f}%"
+        )
+        lines.append("  what changed (- recorded, + requested):")
+        lines.extend("    " + line for line in diff.splitlines())
+        lines.append(fix)
+        return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=near_key, diff=diff)

@@ -1,0 +1,625 @@
+"""Retries for model API calls, and an adaptive limit on concurrent calls.
+
+agentprop calls the Anthropic SDK with ``max_retries=0`` (a single HTTP attempt per call; the
+SDK's own loop then never runs) and retries here instead, so the policy is ours, seeded in
+tests, and every retry is counted and reported.
+
+Policy (see :class:`RetryPolicy`):
+
+- Retried: HTTP 408, 429, every 5xx including Anthropic's 529 ``overloaded_error``, timeouts and
+  connection failures (``anthropic.APITimeoutError`` / ``APIConnectionError``, the built-in
+  ``TimeoutError`` / ``ConnectionError``). An ``x-should-retry: true|false`` response header
+  overrides the status code, as the API intends. Everything else (400, 401, a response body
+  that is not JSON, a bug in the caller) is raised at once.
+- The wait before retry *n* (n = 1, 2, ...) is "full jitter" exponential backoff: uniform in
+  ``[0, min(max_delay, base_delay * 2**(n-1))]``, drawn from an injectable ``random.Random``.
+- A server-sent ``retry-after-ms`` or ``retry-after`` header (seconds, or an HTTP date) replaces
+  the backoff: we wait exactly that long. A wait longer than ``max_retry_after`` is not worth
+  sleeping through inside a test run, so the error is raised instead, with a note saying why.
+- After ``max_attempts`` attempts the last error is raised, with a note summarising the
+  attempts (``add_note``), so tracebacks say what was tried.
+
+:class:`AdaptiveConcurrency` bounds concurrent calls in asyncio code with additive-increase /
+multiplicative-decrease: each full window of successes (as many as the current limit) raises
+the limit by ``increase_step``; a rate-limit (429) or overload (529) multiplies it by
+``decrease_factor``, once per congestion episode (calls that started before the last decrease
+do not decrease it again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import inspect
+import math
+import random
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar, cast
+
+from agentprop.errors import InvalidArgument
+
+__all__ = [
+    "DEFAULT_RETRY_POLICY",
+    "AdaptiveConcurrency",
+    "ConcurrencySlot",
+    "RetryDecision",
+    "RetryEvent",
+    "RetryPolicy",
+    "RetryStats",
+    "backoff_delay",
+    "classify_error",
+    "parse_retry_after",
+    "retry_call",
+    "retry_call_async",
+    "retrying",
+]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+# --------------------------------------------------------------------------------------------
+# Policy and classification
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry.
+
+    Attributes:
+        max_attempts: attempts in total, the first one included (1 = never retry).
+        base_delay: the backoff cap for the first retry, in seconds; doubles each retry.
+        max_delay: the largest backoff cap, in seconds.
+        max_retry_after: the longest server-requested wait we honour; a longer
+            ``retry-after`` raises the error instead of sleeping.
+        honour_retry_after: whether ``retry-after`` / ``retry-after-ms`` replace the backoff.
+    """
+
+    max_attempts: int = 6
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    max_retry_after: float = 120.0
+    honour_retry_after: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise InvalidArgument(f"max_attempts={self.max_attempts!r} must be an int >= 1.")
+        if self.base_delay < 0 or self.max_delay < 0 or self.max_retry_after < 0:
+            raise InvalidArgument(
+                "base_delay, max_delay and max_retry_after must be >= 0 seconds; got "
+                f"{self.base_delay}, {self.max_delay}, {self.max_retry_after}."
+            )
+
+
+DEFAULT_RETRY_POLICY = RetryPolicy()
+
+
+@dataclass(frozen=True)
+class RetryDecision:
+    """What :func:`classify_error` concluded about one failed attempt.
+
+    ``reason`` is one of ``rate_limited`` (429), ``overloaded`` (529), ``server_error`` (other
+    5xx), ``timeout`` (408 or a client-side timeout), ``connection`` (network failure),
+    ``server_says_retry`` (``x-should-retry: true``) or ``not_retryable``.
+    """
+
+    retryable: bool
+    reason: str
+    status_code: int | None = None
+    retry_after: float | None = None
+
+    @property
+    def is_congestion(self) -> bool:
+        """Whether the server asked us to slow down (429 or 529)."""
+        return self.reason in ("rate_limited", "overloaded")
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait according to ``retry-after-ms`` or ``retry-after``, or ``None``.
+
+    ``retry-after`` may be a number of seconds (fractions accepted) or an HTTP date; a date in
+    the past gives 0. Unparseable values give ``None``.
+    """
+    if headers is None:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms is not None:
+        try:
+            value = float(ms) / 1000.0
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value):
+            return max(0.0, value)
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        parsed = email.utils.parsedate_tz(raw)
+        if parsed is None:
+            return None
+        current = time.time() if now is None else now
+        return max(0.0, float(email.utils.mktime_tz(parsed)) - current)
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _status_and_headers(exc: BaseException) -> tuple[int | None, Mapping[str, str] | None]:
+    status = getattr(exc, "status_code", None)
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not isinstance(status, int):
+        status = getattr(response, "status_code", None)
+        if not isinstance(status, int):
+            status = None
+    return status, headers if isinstance(headers, Mapping) or hasattr(headers, "items") else None
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    try:
+        import anthropic
+
+        if isinstance(exc, anthropic.APITimeoutError):
+            return True
+    except ImportError:  # pragma: no cover - anthropic is a core dependency
+        pass
+    return isinstance(exc, TimeoutError) or type(exc).__name__.endswith("TimeoutException")
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    try:
+        import anthropic
+
+        if isinstance(exc, anthropic.APIConnectionError):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(exc, ConnectionError):
+        return True
+    # httpx-style transport errors, without importing a particular httpx distribution
+    return any(cls.__name__ in ("TransportError", "NetworkError") for cls in type(exc).__mro__)
+
+
+def classify_error(exc: BaseException) -> RetryDecision:
+    """Decide whether ``exc`` (raised by one API attempt) is worth retrying, and how soon."""
+    status, headers = _status_and_headers(exc)
+    if status is not None:
+        retry_after = parse_retry_after(cast("Mapping[str, str] | None", headers))
+        should = None
+        if headers is not None:
+            should = dict((str(k).lower(), str(v)) for k, v in headers.items()).get("x-should-retry")
+        if should == "false":
+            return RetryDecision(False, "not_retryable", status, retry_after)
+        if status == 429:
+            return RetryDecision(True, "rate_limited", status, retry_after)
+        if status == 529:
+            return RetryDecision(True, "overloaded", status, retry_after)
+        if status == 408:
+            return RetryDecision(True, "timeout", status, retry_after)
+        if status >= 500:
+            return RetryDecision(True, "server_error", status, retry_after)
+        if should == "true":
+            return RetryDecision(True, "server_says_retry", status, retry_after)
+        return RetryDecision(False, "not_retryable", status, retry_after)
+    if _is_timeout(exc):
+        return RetryDecision(True, "timeout")
+    if _is_connection_error(exc):
+        return RetryDecision(True, "connection")
+    return RetryDecision(False, "not_retryable")
+
+
+def backoff_delay(retry_number: int, policy: RetryPolicy, rng: random.Random) -> float:
+    """Full-jitter backoff before retry ``retry_number`` (1 for the first retry)."""
+    if retry_number < 1:
+        raise InvalidArgument(f"retry_number={retry_number} must be >= 1.")
+    cap = min(policy.max_delay, policy.base_delay * (2.0 ** min(retry_number - 1, 60)))
+    return rng.uniform(0.0, cap)
+
+
+# --------------------------------------------------------------------------------------------
+# Observability
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetryEvent:
+    """One retry about to happen: attempt ``attempt`` (1-based) failed; we wait ``delay``."""
+
+    attempt: int
+    delay: float
+    reason: str
+    status_code: int | None
+    retry_after: float | None
+    error: BaseException
+
+
+class RetryStats:
+    """Thread-safe counters of calls, attempts and retries, shared by many calls.
+
+    ``by_reason`` counts retries per :attr:`RetryDecision.reason`; ``gave_up`` counts calls that
+    raised after at least one retryable failure (attempts exhausted or retry-after too long).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.attempts = 0
+        self.retries = 0
+        self.gave_up = 0
+        self.slept = 0.0
+        self.by_reason: Counter[str] = Counter()
+
+    def _record_attempt(self, first: bool) -> None:
+        with self._lock:
+            self.attempts += 1
+            if first:
+                self.calls += 1
+
+    def _record_retry(self, event: RetryEvent) -> None:
+        with self._lock:
+            self.retries += 1
+            self.slept += event.delay
+            self.by_reason[event.reason] += 1
+
+    def _record_give_up(self) -> None:
+        with self._lock:
+            self.gave_up += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        """A plain snapshot, for reports."""
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "attempts": self.attempts,
+                "retries": self.retries,
+                "gave_up": self.gave_up,
+                "slept_seconds": self.slept,
+                "by_reason": dict(self.by_reason),
+            }
+
+
+class _Attempts:
+    """The bookkeeping shared by the sync and async loops."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        rng: random.Random | None,
+        stats: RetryStats | None,
+        on_retry: Callable[[RetryEvent], None] | None,
+        classify: Callable[[BaseException], RetryDecision],
+    ) -> None:
+        self.policy = policy
+        self.rng = rng if rng is not None else random.Random()
+        self.stats = stats
+        self.on_retry = on_retry
+        self.classify = classify
+        self.history: list[str] = []
+
+    def started(self, attempt: int) -> None:
+        if self.stats is not None:
+            self.stats._record_attempt(first=attempt == 1)
+
+    def after_failure(self, attempt: int, exc: BaseException, decision: RetryDecision) -> float | None:
+        """The delay before the next attempt, or ``None`` to raise ``exc`` now."""
+        label = f"{decision.status_code} {decision.reason}" if decision.status_code else decision.reason
+        self.history.append(label)
+        if not decision.retryable:
+            if len(self.history) > 1:
+                self._note(exc, f"attempt {attempt} failed with a non-retryable error")
+            return None
+        if attempt >= self.policy.max_attempts:
+            self._give_up(exc, f"gave up after {attempt} attempt(s), the most allowed by max_attempts")
+            return None
+        if self.policy.honour_retry_after and decision.retry_after is not None:
+            if decision.retry_after > self.policy.max_retry_after:
+                self._give_up(
+                    exc,
+                    f"the server asked to retry after {decision.retry_after:.1f}s, longer than "
+                    f"max_retry_after={self.policy.max_retry_after}s; not waiting",
+                )
+                return None
+            delay = decision.retry_after
+        else:
+            delay = backoff_delay(attempt, self.policy, self.rng)
+        event = RetryEvent(attempt, delay, decision.reason, decision.status_code, decision.retry_after, exc)
+        if self.stats is not None:
+            self.stats._record_retry(event)
+        if self.on_retry is not None:
+            self.on_retry(event)
+        return delay
+
+    def _give_up(self, exc: BaseException, why: str) -> None:
+        if self.stats is not None:
+            self.stats._record_give_up()
+        self._note(exc, why)
+
+    def _note(self, exc: BaseException, why: str) -> None:
+        exc.add_note(f"agentprop retry: {why}. Attempts: {', '.join(self.history)}.")
+
+
+def retry_call(
+    fn: Callable[[], T],
+    /,
+    *,
+    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    rng: random.Random | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    stats: RetryStats | None = None,
+    on_retry: Callable[[RetryEvent], None] | None = None,
+    classify: Callable[[BaseException], RetryDecision] = classify_error,
+) -> T:
+    """Call ``fn()`` and retry it under ``policy`` when it raises a retryable error.
+
+    ``rng`` supplies the jitter (pass ``random.Random(seed)`` for reproducible waits); ``sleep``
+    is injectable so tests need not wait; ``stats`` and ``on_retry`` observe every retry.
+    """
+    state = _Attempts(policy, rng, stats, on_retry, classify)
+    attempt = 0
+    while True:
+        attempt += 1
+        state.started(attempt)
+        try:
+            return fn()
+        except Exception as exc:
+            delay = state.after_failure(attempt, exc, classify(exc))
+            if delay is None:
+                raise
+        if delay > 0:
+            sleep(delay)
+
+
+async def retry_call_async(
+    fn: Callable[[], Awaitable[T]],
+    /,
+    *,
+    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    rng: random.Random | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    stats: RetryStats | None = None,
+    on_retry: Callable[[RetryEvent], None] | None = None,
+    classify: Callable[[BaseException], RetryDecision] = classify_error,
+    limiter: AdaptiveConcurrency | None = None,
+) -> T:
+    """The asyncio form of :func:`retry_call`: ``fn`` returns an awaitable (a fresh one per call).
+
+    With ``limiter``, every attempt holds one of its slots, reports success or congestion to
+    it, and the waits between attempts happen outside the slot.
+    """
+    state = _Attempts(policy, rng, stats, on_retry, classify)
+    attempt = 0
+    while True:
+        attempt += 1
+        state.started(attempt)
+        try:
+            if limiter is None:
+                return await fn()
+            async with limiter.slot() as slot:
+                try:
+                    result = await fn()
+                except Exception as exc:
+                    if classify(exc).is_congestion:
+                        slot.rate_limited()
+                    raise
+                slot.success()
+                return result
+        except Exception as exc:
+            delay = state.after_failure(attempt, exc, classify(exc))
+            if delay is None:
+                raise
+        if delay > 0:
+            await sleep(delay)
+
+
+def retrying(
+    *,
+    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    rng: random.Random | None = None,
+    stats: RetryStats | None = None,
+    on_retry: Callable[[RetryEvent], None] | None = None,
+    classify: Callable[[BaseException], RetryDecision] = classify_error,
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Decorator form: wraps a sync function with :func:`retry_call`, or a coroutine function
+    with :func:`retry_call_async` (each call of the wrapped function is retried as a whole)."""
+
+    def decorate(func: Callable[P, T]) -> Callable[P, T]:
+        if inspect.iscoroutinefunction(func):
+            async_func = cast("Callable[P, Awaitable[Any]]", func)
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+                return await retry_call_async(
+                    lambda: async_func(*args, **kwargs),
+                    policy=policy, rng=rng, stats=stats, on_retry=on_retry, classify=classify,
+                )
+
+            return cast("Callable[P, T]", async_wrapper)
+
+        @functools.wraps(func)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+            return retry_call(
+                lambda: func(*args, **kwargs),
+                policy=policy, rng=rng, stats=stats, on_retry=on_retry, classify=classify,
+            )
+
+        return wrapper
+
+    return decorate
+
+
+# --------------------------------------------------------------------------------------------
+# Adaptive concurrency
+# --------------------------------------------------------------------------------------------
+
+
+class ConcurrencySlot:
+    """One acquired slot of an :class:`AdaptiveConcurrency`; report the outcome on it."""
+
+    __slots__ = ("_limiter", "_epoch", "_reported")
+
+    def __init__(self, limiter: AdaptiveConcurrency, epoch: int) -> None:
+        self._limiter = limiter
+        self._epoch = epoch
+        self._reported = False
+
+    def success(self) -> None:
+        """The call succeeded: counts towards the next additive increase."""
+        if not self._reported:
+            self._reported = True
+            self._limiter._on_success()
+
+    def rate_limited(self) -> None:
+        """The server said slow down (429/529): decrease the limit, once per episode."""
+        if not self._reported:
+            self._reported = True
+            self._limiter._on_congestion(self._epoch)
+
+
+class AdaptiveConcurrency:
+    """An asyncio concurrency limit that adapts to rate limiting (AIMD).
+
+    Starts at ``initial`` concurrent slots. Each window of ``limit`` successful calls raises the
+    limit by ``increase_step`` (up to ``maximum``); a rate-limited call multiplies it by
+    ``decrease_factor`` (down to ``minimum``). Only calls that started after the latest decrease
+    can decrease it again, so a burst of 429s from one overload halves the limit once, not once
+    per failed call. Waiters are served first come, first served.
+
+    Use one instance per event loop (it is not thread-safe)::
+
+        limiter = AdaptiveConcurrency(initial=8, maximum=32)
+        async with limiter.slot() as slot:
+            reply = await call_api()
+            slot.success()
+    """
+
+    def __init__(
+        self,
+        initial: int = 8,
+        *,
+        minimum: int = 1,
+        maximum: int = 64,
+        decrease_factor: float = 0.5,
+        increase_step: int = 1,
+    ) -> None:
+        if not (isinstance(minimum, int) and isinstance(maximum, int) and isinstance(initial, int)):
+            raise InvalidArgument("initial, minimum and maximum must be ints.")
+        if not 1 <= minimum <= initial <= maximum:
+            raise InvalidArgument(
+                f"Need 1 <= minimum <= initial <= maximum; got minimum={minimum}, "
+                f"initial={initial}, maximum={maximum}."
+            )
+        if not 0 < decrease_factor < 1:
+            raise InvalidArgument(f"decrease_factor={decrease_factor} must be in (0, 1).")
+        if not isinstance(increase_step, int) or increase_step < 1:
+            raise InvalidArgument(f"increase_step={increase_step!r} must be an int >= 1.")
+        self._limit = initial
+        self.minimum = minimum
+        self.maximum = maximum
+        self.decrease_factor = decrease_factor
+        self.increase_step = increase_step
+        self._in_flight = 0
+        self._epoch = 0
+        self._successes_in_window = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self.increases = 0
+        self.decreases = 0
+        self.peak_in_flight = 0
+        self.history: list[int] = [initial]
+
+    @property
+    def limit(self) -> int:
+        """The current number of calls allowed at once."""
+        return self._limit
+
+    @property
+    def in_flight(self) -> int:
+        """Calls currently holding a slot."""
+        return self._in_flight
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot."""
+        return sum(1 for fut in self._waiters if not fut.done())
+
+    async def acquire(self) -> ConcurrencySlot:
+        """Wait for a free slot and take it; pair with :meth:`release`."""
+        if self._in_flight < self._limit and not self._waiters:
+            self._take()
+        else:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(future)
+            try:
+                await future
+            except asyncio.CancelledError:
+                if future.done() and not future.cancelled():
+                    # the slot was handed to us just as we were cancelled: give it back
+                    self._in_flight -= 1
+                    self._wake()
+                else:
+                    try:
+                        self._waiters.remove(future)
+                    except ValueError:
+                        pass
+                raise
+        return ConcurrencySlot(self, self._epoch)
+
+    def release(self) -> None:
+        """Give a slot back."""
+        if self._in_flight <= 0:
+            raise InvalidArgument("release() called more often than acquire().")
+        self._in_flight -= 1
+        self._wake()
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[ConcurrencySlot]:
+        """``async with limiter.slot() as slot:`` acquires and always releases a slot."""
+        acquired = await self.acquire()
+        try:
+            yield acquired
+        finally:
+            self.release()
+
+    def _take(self) -> None:
+        self._in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+
+    def _wake(self) -> None:
+        while self._waiters and self._in_flight < self._limit:
+            future = self._waiters.popleft()
+            if future.done():
+                continue
+            self._take()
+            future.set_result(None)
+
+    def _set_limit(self, new: int) -> None:
+        if new != self._limit:
+            self._limit = new
+            self.history.append(new)
+            self._wake()
+
+    def _on_success(self) -> None:
+        self._successes_in_window += 1
+        if self._successes_in_window >= self._limit:
+            self._successes_in_window = 0
+            if self._limit < self.maximum:
+                self.increases += 1
+                self._set_limit(min(self.maximum, self._limit + self.increase_step))
+
+    def _on_congestion(self, epoch: int) -> None:
+        if epoch != self._epoch:
+            return  # this call started before the last decrease: already reacted
+        self._epoch += 1
+        self._successes_in_window = 0
+        new = max(self.minimum, int(self._limit * self.decrease_factor))
+        if new < self._limit:
+            self.decreases += 1
+            self._set_limit(new)

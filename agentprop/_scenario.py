@@ -1,0 +1,562 @@
+"""Scenarios: a decision-tree path turned into a conversation, a world and expectations.
+
+:func:`solve` finds values for the condition variables that make a path's conjunction true
+(first-match-wins included); :func:`build_scenario` realises them through the bindings: the
+first user message from utterance templates (slots filled, optional ``[...]`` segments dropped
+for withheld slots), follow-up turns, world overrides and injected failures, and per turn the
+decision and the tools the spec expects. Variables bound as ``internal`` are the agent's own
+bookkeeping: comparisons on them are assumed to hold.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import re
+import sys
+from collections.abc import Hashable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentprop._bindings import Bindings, VariableBinding, parse_field_path, schema_at
+from agentprop._paths import Constraint, TreePath, enumerate_paths
+from agentprop._spec.model import Spec
+from agentprop._spec.when import (
+    And,
+    Arith,
+    Compare,
+    Expr,
+    Literal,
+    Not,
+    Or,
+    Path as VarPath,
+    Symbol,
+    UnboundVariable,
+    _equal,
+    evaluate,
+    variables,
+)
+from agentprop._world import Failure, World, get_path
+from agentprop.errors import AgentPropError, BindingsError, InputError, SourceLocation
+
+
+class Unsatisfiable(AgentPropError):
+    """No values of the bound variables make a path's conditions hold."""
+
+
+class ScenarioTurn(BaseModel):
+    user_message: str
+    expect_decision: str | None = None
+    required_tools: list[str] = Field(default_factory=list)
+    """Tools the spec requires this turn, in order (a subsequence of the calls)."""
+    allowed_tools: list[str] = Field(default_factory=list)
+    """Tools the spec permits (but does not require) this turn."""
+    nodes: list[str] = Field(default_factory=list)
+
+
+class WorldSpec(BaseModel):
+    """A world's configuration as data (so scenarios serialise and hash)."""
+
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    failures: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Scenario(BaseModel):
+    id: str
+    spec_id: str
+    leaf: str
+    via: str | None = None
+    path: list[str]
+    path_text: str = ""
+    turns: list[ScenarioTurn]
+    world: WorldSpec = Field(default_factory=WorldSpec)
+    assignment: dict[str, Any] = Field(default_factory=dict)
+    forbidden_tools: list[str] = Field(default_factory=list)
+    slots: dict[str, Any] = Field(default_factory=dict)
+    withheld: list[str] = Field(default_factory=list)
+    branches: list[str] = Field(default_factory=list)
+    """``NODE#k`` for each branch taken, for coverage."""
+    capabilities: list[str] = Field(default_factory=list)
+    clauses: list[str] = Field(default_factory=list)
+    """Spec clauses this scenario checks (node requirements and policies it exercises)."""
+
+    @property
+    def messages(self) -> list[str]:
+        return [t.user_message for t in self.turns]
+
+    @property
+    def expect_decision(self) -> str | None:
+        return self.turns[-1].expect_decision if self.turns else None
+
+
+# ----------------------------------------------------------------------------- solving
+
+
+def _is_internal(expr: Expr, bindings: Bindings) -> bool:
+    names = variables(expr)
+    return bool(names) and all(
+        (b := bindings.variables.get(n)) is not None and b.internal for n in names
+    )
+
+
+def _simplify(expr: Expr, bindings: Bindings) -> Expr:
+    """Replace comparisons over internal variables by ``true``."""
+    if isinstance(expr, And):
+        return And(tuple(_simplify(i, bindings) for i in expr.items))
+    if isinstance(expr, Or):
+        return Or(tuple(_simplify(i, bindings) for i in expr.items))
+    if isinstance(expr, Not):
+        return Not(_simplify(expr.item, bindings))
+    if _is_internal(expr, bindings):
+        return Literal(True)
+    return expr
+
+
+def _world_default(bindings: Bindings, spec: Spec, var: VariableBinding) -> Any:
+    assert var.world is not None
+    if var.world.field is None:
+        return None
+    world = base_world(spec, bindings, seed=0)
+    try:
+        return get_path(world.default_output(var.world.tool), var.world.field)
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def _field_schema(spec: Spec, var: VariableBinding) -> Mapping[str, Any] | None:
+    assert var.world is not None and var.world.field is not None
+    return schema_at(spec.tool(var.world.tool).output_schema, parse_field_path(var.world.field))
+
+
+def _constants(exprs: list[Expr]) -> list[Any]:
+    out: list[Any] = []
+
+    def walk(e: Expr) -> None:
+        if isinstance(e, Literal):
+            out.append(e.value)
+        elif isinstance(e, Symbol):
+            out.append(e.name)
+        elif isinstance(e, (Compare, Arith)):
+            walk(e.left)
+            walk(e.right)
+        elif isinstance(e, Not):
+            walk(e.item)
+        elif isinstance(e, (And, Or)):
+            for i in e.items:
+                walk(i)
+
+    for e in exprs:
+        walk(e)
+    return out
+
+
+def _candidates(name: str, spec: Spec, bindings: Bindings, exprs: list[Expr], defaults: dict[str, Any]) -> list[Any]:
+    var = bindings.variables[name]
+    finite = var.finite_values()
+    if finite is not None:
+        return list(finite)
+    assert var.world is not None and var.world.field is not None
+    schema = _field_schema(spec, var) or {}
+    default = defaults.get(name)
+    kind = var.world.type or schema.get("type")
+    if "enum" in schema:
+        values = list(schema["enum"])
+        return sorted(values, key=lambda v: v != default)
+    if kind == "boolean" or isinstance(default, bool):
+        return [default, not default] if isinstance(default, bool) else [True, False]
+    if kind in ("integer", "number") or isinstance(default, (int, float)):
+        step = 1 if kind == "integer" or isinstance(default, int) else (var.world.precision or 0.01)
+        pool: list[Any] = [default] if default is not None else []
+        nums = [c for c in _constants(exprs) if isinstance(c, (int, float)) and not isinstance(c, bool)]
+        nums += [v for v in defaults.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        for c in nums:
+            pool += [c, c + step, c - step]
+        if var.world.min is not None:
+            pool = [p for p in pool if p >= var.world.min]
+        if var.world.max is not None:
+            pool = [p for p in pool if p <= var.world.max]
+        seen: list[Any] = []
+        for p in pool:
+            if p not in seen:
+                seen.append(p)
+        return seen or [0]
+    # strings: values named by symbols in the constraints, then the default
+    strs = [c for c in _constants(exprs) if isinstance(c, str)]
+    pool = ([default] if default is not None else []) + strs + [f"not-{s}" for s in strs]
+    return list(dict.fromkeys(pool))
+
+
+def solve(spec: Spec, bindings: Bindings, path: TreePath) -> dict[str, Any]:
+    """Values for the bound variables that make ``path``'s conditions hold.
+
+    Prefers each variable's default (its world default, or the first listed value), so the
+    scenario differs from the happy path only where the path demands it. Raises
+    :class:`Unsatisfiable` with the reason when no assignment exists, or when a variable the
+    path needs has no binding.
+    """
+    constraints = path.constraints()
+    exprs = [_simplify(c.as_expr(), bindings) for c in constraints]
+    names: list[str] = []
+    for e in exprs:
+        for n in variables(e):
+            if n not in names:
+                names.append(n)
+    unbound = [n for n in names if n not in bindings.variables]
+    if unbound:
+        where = bindings.path or "the bindings file"
+        raise Unsatisfiable(
+            f"path {path.id} ({path.describe()}) needs variable(s) {', '.join(unbound)}, which "
+            f"{where} does not bind; add them under `variables:`"
+        )
+    defaults: dict[str, Any] = {}
+    for n in names:
+        var = bindings.variables[n]
+        if var.world is not None and var.world.field is not None:
+            defaults[n] = _world_default(bindings, spec, var)
+    domains = [_candidates(n, spec, bindings, exprs, defaults) for n in names]
+    for combo in itertools.product(*domains):
+        env = dict(zip(names, combo))
+        try:
+            if all(evaluate(e, env) for e in exprs):
+                return env
+        except (UnboundVariable, TypeError):
+            continue
+    raise Unsatisfiable(
+        f"no values of {', '.join(names)} satisfy path {path.id}: "
+        + " and ".join(str(e) for e in exprs)
+        + " (the conditions contradict each other, or a binding lacks a value that satisfies them)"
+    )
+
+
+# ----------------------------------------------------------------------------- realising
+
+_SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
+
+
+def render_template(template: str, slots: Mapping[str, Any], withheld: set[str]) -> str | None:
+    """Fill ``{slot}`` placeholders; drop ``[...]`` segments that hold a withheld slot.
+
+    Returns ``None`` when a withheld slot sits outside any optional segment (this template
+    cannot express the withholding).
+    """
+
+    def segment(m: re.Match[str]) -> str:
+        body = m.group(1)
+        return "" if any(s in withheld for s in _SLOT.findall(body)) else body
+
+    text = _OPTIONAL.sub(segment, template)
+    if any(s in withheld for s in _SLOT.findall(text)):
+        return None
+    text = _SLOT.sub(lambda m: str(slots[m.group(1)]), text)
+    return re.sub(r"\s{2,}", " ", text).strip()
+
+
+def _lookup_value(table: Mapping[Hashable, Any], value: Any) -> Any:
+    for k, v in table.items():
+        if _equal(k, value) or k == value:
+            return v
+    raise KeyError(value)
+
+
+def _decision_for(name: str, spec: Spec) -> str | None:
+    enum = spec.response_contract.decision_enum
+    upper = name.upper()
+    if upper in enum:
+        return upper
+    matches = [d for d in enum if upper in d]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _node_tools(spec: Spec, bindings: Bindings, node_id: str) -> list[str]:
+    node = spec.nodes_by_id.get(node_id)
+    tools = list(node.requirements.must_call_tools_in_order) if node else []
+    extra = bindings.nodes.get(node_id)
+    if extra is not None:
+        tools += [t for t in extra.must_call_tools_in_order if t not in tools]
+    return tools
+
+
+def build_scenario(
+    spec: Spec,
+    bindings: Bindings,
+    path: TreePath,
+    *,
+    template_index: int = 0,
+    assignment: Mapping[str, Any] | None = None,
+) -> Scenario:
+    """Realise ``path`` as a scenario (raises :class:`Unsatisfiable` or
+    :class:`~agentprop.errors.BindingsError` when the bindings cannot express it)."""
+    env = dict(assignment) if assignment is not None else solve(spec, bindings, path)
+    slots = dict(bindings.slots)
+    withheld: set[str] = set()
+    overrides: dict[str, dict[str, Any]] = {t: dict(v) for t, v in bindings.world.items()}
+    failures: list[dict[str, Any]] = []
+    templates: list[str] = list(bindings.utterances)
+    primary: str | None = None
+
+    for name, value in env.items():
+        var = bindings.variables[name]
+        if var.utterance is not None:
+            try:
+                templates = list(_lookup_value(var.utterance, value))
+                primary = name
+            except KeyError:
+                raise Unsatisfiable(f"variable {name!r} has no utterances for value {value!r}") from None
+        elif var.withhold is not None:
+            withheld |= set(_lookup_value(var.withhold, value))
+        elif var.world is not None:
+            w = var.world
+            if w.values is not None:
+                effect = _lookup_value(w.values, value)
+                for f, v in effect.set.items():
+                    overrides.setdefault(w.tool, {})[f] = v
+                if effect.failure is not None:
+                    failures.append({"tool": w.tool, "mode": effect.failure, "calls": effect.calls})
+            elif w.field is not None:
+                overrides.setdefault(w.tool, {})[w.field] = value
+    if path.missing is not None:
+        withheld |= set(path.missing.fields)
+    if not templates:
+        raise Unsatisfiable(
+            f"path {path.id}: no first user message; bind an utterance variable on the path or add "
+            "`utterances:` defaults to the bindings file"
+        )
+    first: str | None = None
+    order = templates[template_index % len(templates):] + templates[: template_index % len(templates)]
+    for t in order:
+        first = render_template(t, slots, withheld)
+        if first is not None:
+            break
+    if first is None:
+        raise Unsatisfiable(
+            f"path {path.id}: no template of {primary or 'utterances'} can leave out "
+            f"{', '.join(sorted(withheld))}; wrap those slots in [ ... ] optional segments"
+        )
+    for tool, fields in overrides.items():
+        for f, v in list(fields.items()):
+            if isinstance(v, str):
+                fields[f] = _SLOT.sub(lambda m: str(slots.get(m.group(1), m.group(0))), v)
+
+    # split the path into turns: a follow-up variable or an `after X` clause starts a new turn
+    constraints = path.constraints()
+    turns: list[ScenarioTurn] = [ScenarioTurn(user_message=first)]
+    turn_nodes: list[list[str]] = [[]]
+    entered_internally: set[str] = set()
+    followups_done: set[str] = set()
+    for step in path.steps:
+        node_constraints = [c for c in constraints if c.node == step.node and not c.negated]
+        new_turn: tuple[str, str | None] | None = None
+        for c in node_constraints:
+            for n in variables(c.expr):
+                var = bindings.variables.get(n)
+                if var is not None and var.followup is not None and n not in followups_done:
+                    followups_done.add(n)
+                    utterances = _lookup_value(var.followup.values, env[n])
+                    if utterances:
+                        new_turn = (utterances[template_index % len(utterances)], var.followup.after_decision)
+                    else:
+                        # the conversation stops here: the agent's question is the last turn
+                        turns[-1].expect_decision = var.followup.after_decision
+            if c.after is not None and new_turn is None:
+                again = render_template(order[1 % len(order)], slots, withheld) or first
+                after_decision = _decision_for(c.after, spec)
+                if after_decision is None:
+                    raise Unsatisfiable(f"cannot tell which decision `after {c.after}` means in {spec.spec_id}")
+                new_turn = (again, after_decision)
+        if new_turn is not None:
+            turns[-1].expect_decision = new_turn[1]
+            turns.append(ScenarioTurn(user_message=new_turn[0]))
+            turn_nodes.append([])
+        turn_nodes[-1].append(step.node)
+        clause = spec.nodes_by_id[step.node].branches[step.branch].clause
+        if clause.expr is not None and _is_internal(clause.expr, bindings):
+            entered_internally.add(step.next)
+    if path.missing is None:
+        turn_nodes[-1].append(path.leaf)
+
+    # expectations per turn
+    required_anywhere: set[str] = set()
+    for n in spec.decision_tree:
+        required_anywhere |= set(_node_tools(spec, bindings, n.node_id))
+    for leaf in spec.leaf_ids():
+        required_anywhere |= set(_node_tools(spec, bindings, leaf))
+    allowed_all: set[str] = set()
+    leaves = set(spec.leaf_ids())
+    step_by_node = {s.node: s for s in path.steps}
+    for ti, nodes in enumerate(turn_nodes):
+        req: list[str] = []
+        allowed: list[str] = []
+        for node_id in nodes:
+            tools = _node_tools(spec, bindings, node_id)
+            node = spec.nodes_by_id.get(node_id)
+            if node is not None:
+                allowed += node.requirements.may_call_tools
+            if node_id in entered_internally:
+                allowed += tools
+                continue
+            step = step_by_node.get(node_id)
+            if step is not None and step.next in leaves:
+                # the branch ends the conversation: only the tools up to the one whose output
+                # decided it are required; the rest are allowed
+                cut = _deciding_tool_index(spec, bindings, node_id, step, tools)
+                if cut is not None:
+                    req += tools[: cut + 1]
+                    allowed += tools[cut + 1 :]
+                    continue
+            req += tools
+        if path.missing is not None and ti == len(turn_nodes) - 1:
+            # the stopping node does not run its tools
+            stop_tools = _node_tools(spec, bindings, path.missing.node)
+            req = [t for t in req if t not in stop_tools]
+        turns[ti].required_tools = req
+        turns[ti].allowed_tools = sorted(set(allowed))
+        turns[ti].nodes = nodes
+        allowed_all |= set(req) | set(allowed)
+    forbidden = sorted(required_anywhere - allowed_all)
+    for node_id in path.nodes:
+        extra = bindings.nodes.get(node_id)
+        if extra is not None:
+            forbidden = sorted(set(forbidden) | set(extra.must_not_call))
+
+    limit = spec.max_tool_calls_per_turn
+    for ti, t in enumerate(turns):
+        if limit is not None and len(t.required_tools) > limit:
+            raise Unsatisfiable(
+                f"path {path.id} requires {len(t.required_tools)} tool calls in turn {ti + 1} "
+                f"({', '.join(t.required_tools)}) but max_tool_calls_per_turn is {limit}: the spec "
+                "cannot be satisfied on this path"
+            )
+    if path.missing is not None:
+        turns[-1].expect_decision = path.missing.decision
+    else:
+        turns[-1].expect_decision = bindings.outcome(path.leaf, path.via, spec.response_contract.decision_enum)
+
+    capabilities = sorted(cap for cap, nodes in bindings.capabilities.items() if set(nodes) & set(path.nodes))
+    clauses = [f"decision_tree.{n}" for n in path.nodes if n in spec.nodes_by_id]
+    return Scenario(
+        id=path.id,
+        spec_id=spec.spec_id,
+        leaf=path.leaf,
+        via=path.via,
+        path=path.nodes,
+        path_text=path.describe(),
+        turns=turns,
+        world=WorldSpec(overrides=overrides, failures=failures),
+        assignment={k: v for k, v in env.items()},
+        forbidden_tools=forbidden,
+        slots=slots,
+        withheld=sorted(withheld),
+        branches=[f"{s.node}#{s.branch}" for s in path.steps],
+        capabilities=capabilities,
+        clauses=clauses,
+    )
+
+
+def _deciding_tool_index(spec: Spec, bindings: Bindings, node_id: str, step: Any, tools: list[str]) -> int | None:
+    clause = spec.nodes_by_id[node_id].branches[step.branch].clause
+    idx: list[int] = []
+    for n in variables(clause):
+        var = bindings.variables.get(n)
+        if var is not None and var.world is not None and var.world.tool in tools:
+            idx.append(tools.index(var.world.tool))
+    return max(idx) if idx else None
+
+
+def leaf_scenarios(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[str]]:
+    """One scenario per terminal node and the node it is entered from (``END_X<-N``), plus one
+    per missing-field stop. Several tree paths can share a key (``N1 -> N2 -> N8`` through
+    either intent); the first satisfiable one is used. Returns ``(scenarios, problems)``: keys
+    that no path realises are reported with the reason, never silently skipped."""
+    out: list[Scenario] = []
+    problems: dict[str, str] = {}
+    done: set[str] = set()
+    for path in enumerate_paths(spec):
+        key = path.id
+        if key in done:
+            continue
+        try:
+            scenario = build_scenario(spec, bindings, path)
+        except Unsatisfiable as exc:
+            if key not in problems or problems[key].startswith("no values"):
+                problems[key] = str(exc)
+            continue
+        done.add(key)
+        problems.pop(key, None)
+        out.append(scenario)
+    return out, list(problems.values())
+
+
+# ----------------------------------------------------------------------------- worlds
+
+
+def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
+    """Import ``MODULE:ATTR`` (``MODULE`` may be a file next to the bindings, e.g.
+    ``agent:make_agent`` for ``agent.py``)."""
+    if ":" not in ref:
+        raise InputError(
+            f"cannot load {what} {ref!r}",
+            expected="MODULE:ATTR, e.g. `agent:make_agent` or `mypkg.agents:build`",
+            fix="name the module and the attribute separated by a colon",
+        )
+    module_name, attr = ref.split(":", 1)
+    candidate = base_dir / (module_name.replace(".", "/") + ".py")
+    try:
+        if candidate.is_file():
+            unique = f"agentprop_user_{abs(hash(str(candidate.resolve())))}_{candidate.stem}"
+            module = sys.modules.get(unique)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(unique, candidate)
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[unique] = module
+                if str(base_dir) not in sys.path:
+                    sys.path.insert(0, str(base_dir))
+                spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(
+            f"cannot import module {module_name!r} for {what} {ref!r}: {exc}",
+            location=SourceLocation(base_dir),
+            fix=f"make {module_name} importable (install it, or put {module_name}.py in {base_dir})",
+        ) from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise InputError(
+            f"module {module_name!r} has no attribute {attr!r} (for {what} {ref!r})",
+            fix=f"define {attr} in {module_name}, or fix the name",
+        ) from None
+
+
+def base_world(spec: Spec, bindings: Bindings, *, seed: int = 0) -> World:
+    return World(spec=spec, seed=seed, overrides={t: dict(v) for t, v in bindings.world.items()})
+
+
+def make_world(spec: Spec, bindings: Bindings, scenario: Scenario | None, *, seed: int = 0, nonce: str = "") -> World:
+    """A fresh world for one run of ``scenario``: overrides, failures, handlers, canaries."""
+    handlers: dict[str, Any] = {}
+    for tool, ref in bindings.handlers.items():
+        factory = load_object(ref, bindings.base_dir, what=f"handler of {tool}")
+        handlers[tool] = factory
+    overrides = scenario.world.overrides if scenario is not None else bindings.world
+    failures = [
+        Failure(f["tool"], f["mode"], tuple(f["calls"]) if f.get("calls") else None)
+        for f in (scenario.world.failures if scenario is not None else [])
+    ]
+    try:
+        return World(
+            spec=spec,
+            seed=seed,
+            overrides={t: dict(v) for t, v in overrides.items()},
+            failures=failures,
+            handlers=handlers,
+            pii={t: list(v) for t, v in bindings.pii.items()},
+            canary_nonce=nonce,
+        )
+    except AgentPropError as exc:
+        raise BindingsError(str(exc), location=SourceLocation(bindings.path)) from None

@@ -1,0 +1,60 @@
+"""Pure statistics for agentprop: intervals, pass^k, sequential tests, two-sample tests.
+
+Nothing here runs an agent or touches I/O; the oracle, the shrinker, the metamorphic checks
+and the reports all build on these functions. Each submodule's docstring explains its
+statistics in plain words:
+
+* :mod:`~agentprop._stats.intervals` — Wilson and Clopper–Pearson intervals for a pass rate.
+* :mod:`~agentprop._stats.passk` — unbiased pass^k (and pass@k) from repeated runs.
+* :mod:`~agentprop._stats.sequential` — SPRT, zero-failure certification and fixed-N tests,
+  with exact expected run counts and error rates.
+* :mod:`~agentprop._stats.two_sample` — Fisher's exact test and its categorical
+  (Freeman–Halton) generalisation, for "did this change alter the behaviour?".
+* :mod:`~agentprop._stats.bands` — PASS / UNSTABLE / FAIL bands for a pass rate.
+
+Only numpy and the standard library are used.
+"""
+
+from __future__ import annotations
+
+from agentprop._stats.bands import RateBand, classify_rate
+from agentprop._stats.intervals import (
+    RateEstimate,
+    binomial_cdf,
+    clopper_pearson_interval,
+    estimate_rate,
+    wilson_interval,
+)
+from agentprop._stats.passk import mean_pass_hat_k, pass_at_k, pass_hat_k
+from agentprop._stats.sequential import (
+    SPRT,
+    Decision,
+    FixedN,
+    SequentialAnalysis,
+    SequentialTest,
+    ZeroFailureCertification,
+    zero_failure_runs,
+)
+from agentprop._stats.two_sample import categorical_two_sample_test, fisher_exact_two_sided
+
+__all__ = [
+    "SPRT",
+    "Decision",
+    "FixedN",
+    "RateBand",
+    "RateEstimate",
+    "SequentialAnalysis",
+    "SequentialTest",
+    "ZeroFailureCertification",
+    "binomial_cdf",
+    "categorical_two_sample_test",
+    "classify_rate",
+    "clopper_pearson_interval",
+    "estimate_rate",
+    "fisher_exact_two_sided",
+    "mean_pass_hat_k",
+    "pass_at_k",
+    "pass_hat_k",
+    "wilson_interval",
+    "zero_failure_runs",
+]

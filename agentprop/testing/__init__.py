@@ -1,0 +1,49 @@
+"""Test helpers for agentprop users: run agents against a scripted, offline Messages API.
+
+:class:`MessagesServer` speaks enough of the Anthropic Messages API for the official SDK to
+work against it through ``base_url``; the builder functions make its scripted replies.
+"""
+
+from __future__ import annotations
+
+from agentprop.testing.messages_server import (
+    Handler,
+    MessagesServer,
+    RecordedRequest,
+    Reply,
+    ReplyLike,
+    drop_connection,
+    error_reply,
+    http_date_in,
+    malformed_reply,
+    message_reply,
+    overloaded_reply,
+    rate_limit_reply,
+    respond_reply,
+    slow_reply,
+    text_block,
+    text_reply,
+    tool_use_block,
+    tool_use_reply,
+)
+
+__all__ = [
+    "Handler",
+    "MessagesServer",
+    "RecordedRequest",
+    "Reply",
+    "ReplyLike",
+    "drop_connection",
+    "error_reply",
+    "http_date_in",
+    "malformed_reply",
+    "message_reply",
+    "overloaded_reply",
+    "rate_limit_reply",
+    "respond_reply",
+    "slow_reply",
+    "text_block",
+    "text_reply",
+    "tool_use_block",
+    "tool_use_reply",
+]
