@@ -1,5 +1,58 @@
-"""agentprop: property-based, statistically decided tests for tool-using LLM agents."""
+"""agentprop: property-based, statistically decided tests for tool-using LLM agents.
+
+The public API lives here; everything under ``agentprop._*`` is internal.
+"""
 
 from __future__ import annotations
 
+from agentprop._bindings import Bindings, load_bindings
+from agentprop._contracts import (
+    Verdict,
+    args_satisfy,
+    calls_in_order,
+    decision_in_enum,
+    decision_is,
+    forbids_tools,
+    max_tool_calls,
+    no_canary_leak,
+    no_run_errors,
+    numbers_grounded,
+    requires_tools,
+    response_valid,
+    within_scope,
+)
+from agentprop._paths import TreePath, enumerate_paths
+from agentprop._project import Project, load_project
+from agentprop._properties import mft_verdicts
+from agentprop._response import response_model
+from agentprop._runtime import AgentFactory, TurnContext, arun_conversation, run_conversation
+from agentprop._scenario import Scenario, ScenarioTurn, Unsatisfiable, build_scenario, leaf_scenarios, make_world, solve
+from agentprop._spec.lint import LintFinding
+from agentprop._spec.load import lint_spec, load_spec
+from agentprop._spec.model import Spec
+from agentprop._spec.when import WhenClause, evaluate, parse_when
+from agentprop._trace import RunError, ToolCall, Trace, Turn, Usage
+from agentprop._world import Failure, World
+from agentprop.errors import (
+    AgentPropError,
+    BindingsError,
+    InputError,
+    InvalidArgument,
+    SpecError,
+    ToolError,
+)
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "AgentFactory", "AgentPropError", "Bindings", "BindingsError", "Failure", "InputError",
+    "InvalidArgument", "LintFinding", "Project", "RunError", "Scenario", "ScenarioTurn", "Spec",
+    "SpecError", "ToolCall", "ToolError", "Trace", "TreePath", "Turn", "TurnContext",
+    "Unsatisfiable", "Usage", "Verdict", "WhenClause", "World", "__version__", "args_satisfy",
+    "arun_conversation", "build_scenario", "calls_in_order", "decision_in_enum", "decision_is",
+    "enumerate_paths", "evaluate", "forbids_tools", "leaf_scenarios", "lint_spec",
+    "load_bindings", "load_project", "load_spec", "make_world", "max_tool_calls",
+    "mft_verdicts", "no_canary_leak", "no_run_errors", "numbers_grounded", "parse_when",
+    "requires_tools", "response_model", "response_valid", "run_conversation", "solve",
+    "within_scope",
+]

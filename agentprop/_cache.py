@@ -416,7 +416,7 @@ class ApiCache:
         busy_timeout: float = 30.0,
     ) -> None:
         self.path = Path(path)
-        self.mode = CacheMode.default() if mode is None else CacheMode.parse(mode)
+        self._mode = CacheMode.default() if mode is None else CacheMode.parse(mode)
         self._secrets = tuple(s for s in secrets if s)
         if busy_timeout < 0:
             raise InvalidArgument(f"busy_timeout={busy_timeout} must be >= 0 seconds.")
@@ -427,6 +427,11 @@ class ApiCache:
         self._schema_ready = False
         self._closed = False
         self.stats = CacheStats()
+
+    @property
+    def mode(self) -> CacheMode:
+        """The mode, fixed when the cache is opened."""
+        return self._mode
 
     # -- connections -----------------------------------------------------------------------------
 

@@ -69,8 +69,17 @@ _SCALE = r"(?:\s?(?:k|K|m|M|bn|thousand|million|billion)\b)?"
 _CODES = r"(?:USD|EUR|GBP|CNY|RMB|JPY|CAD|AUD|CHF|INR)"
 _ZH_NUMERAL = "[零〇一二两三四五六七八九十百千万亿]"
 _ZH_MONEY_UNIT = "(?:万元|块钱|元|块|美元|欧元|英镑|日元|港币|人民币|角|毛)"
+_EN_NUMBER_WORD = (
+    r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+    r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
+    r"eighty|ninety|hundred|thousand|million|billion)"
+)
 _MONEY = [
     re.compile(rf"(?:US\$|[$€£¥₹￥]|\b{_CODES}\s?)\s?{_NUM}{_SCALE}"),
+    re.compile(
+        rf"\b{_EN_NUMBER_WORD}(?:[-\s]+(?:and\s+)?{_EN_NUMBER_WORD})*\s+(?:dollars?|bucks|cents?|euros?|pounds?)\b",
+        re.IGNORECASE,
+    ),
     re.compile(
         rf"{_NUM}{_SCALE}\s?(?:dollars?|bucks|cents?|euros?|pounds?|yuan|rupees?|{_CODES})\b", re.IGNORECASE
     ),
@@ -91,11 +100,6 @@ _DATE = [
     re.compile("(?:周|星期|礼拜)[一二三四五六日天]"),
 ]
 _TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:[ap]\.m\.|[ap]m\b|[AP]M\b)|\d{1,2}[点時时](?:\d{1,2}分|半)?")
-_EN_NUMBER_WORD = (
-    r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
-    r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
-    r"eighty|ninety|hundred|thousand|million|billion)"
-)
 _NUMBER_WORDS = re.compile(rf"\b{_EN_NUMBER_WORD}(?:[-\s]+(?:and\s+)?{_EN_NUMBER_WORD})*\b", re.IGNORECASE)
 _ZH_NUMBER = re.compile(
     rf"第{_ZH_NUMERAL}+|{_ZH_NUMERAL}*[十百千万亿]{_ZH_NUMERAL}*"
@@ -193,16 +197,15 @@ def find_slots(text: str, *, protect: Sequence[str | re.Pattern[str]] = ()) -> l
         raise InvalidArgument(f"text must be a str, got {type(text).__name__} {text!r}")
     items = validate_protect(protect)
     spans = sorted(_candidates(text, items), key=lambda s: (s[0], -s[1]))
-    merged: list[list[object]] = []
+    merged: list[tuple[int, int, SlotKind]] = []
     for start, end, kind in spans:
-        if merged and start <= int(merged[-1][1]):  # type: ignore[call-overload]
-            last = merged[-1]
-            last[1] = max(int(last[1]), end)  # type: ignore[call-overload]
-            if _KIND_RANK[kind] < _KIND_RANK[str(last[2])]:
-                last[2] = kind
+        if merged and start <= merged[-1][1]:
+            last_start, last_end, last_kind = merged[-1]
+            best = kind if _KIND_RANK[kind] < _KIND_RANK[last_kind] else last_kind
+            merged[-1] = (last_start, max(last_end, end), best)
         else:
-            merged.append([start, end, kind])
-    return [Slot(int(s), int(e), text[int(s) : int(e)], k) for s, e, k in merged]  # type: ignore[call-overload, arg-type]
+            merged.append((start, end, kind))
+    return [Slot(s, e, text[s:e], k) for s, e, k in merged]
 
 
 def mask(text: str, slots: Sequence[Slot]) -> tuple[str, dict[str, str]]:

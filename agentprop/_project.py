@@ -1,0 +1,50 @@
+"""A project: a spec, its bindings and the directory they live in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentprop._bindings import Bindings, empty_bindings, find_bindings, load_bindings
+from agentprop._runtime import AgentFactory, arun_conversation
+from agentprop._scenario import Scenario, make_world
+from agentprop._spec.load import load_spec, resolve_spec_path
+from agentprop._spec.model import Spec
+from agentprop._trace import Trace
+from agentprop._world import stable_seed
+
+
+@dataclass
+class Project:
+    spec: Spec
+    bindings: Bindings
+    spec_path: Path
+
+    @property
+    def base_dir(self) -> Path:
+        return self.bindings.base_dir if self.bindings.path is not None else self.spec_path.parent
+
+    async def arun(self, scenario: Scenario, factory: AgentFactory, *, trial: int = 0, agent_name: str = "", turn_timeout_s: float | None = 60.0, messages: list[str] | None = None) -> Trace:
+        """One run of ``scenario`` (or of ``messages`` in its world) for trial ``trial``."""
+        world = make_world(self.spec, self.bindings, scenario, seed=stable_seed("world", scenario.id), nonce=str(trial))
+        return await arun_conversation(
+            self.spec,
+            factory,
+            messages if messages is not None else scenario.messages,
+            world,
+            case_id=scenario.id,
+            trial=trial,
+            context=self.bindings.context,
+            agent_name=agent_name,
+            turn_timeout_s=turn_timeout_s,
+        )
+
+
+def load_project(path: str | Path, *, bindings: str | Path | None = None) -> Project:
+    """Load the spec at ``path`` (a file or a directory with ``spec.yaml``) and its bindings
+    (``agentprop.yaml`` next to it, or the file given)."""
+    spec_path = resolve_spec_path(path)
+    spec = load_spec(spec_path)
+    bpath = Path(bindings) if bindings is not None else find_bindings(spec_path)
+    b = load_bindings(bpath, spec) if bpath is not None else empty_bindings(spec)
+    return Project(spec=spec, bindings=b, spec_path=spec_path)

@@ -1,0 +1,59 @@
+"""Properties over traces of scenarios.
+
+:func:`mft_verdicts` is the minimum functionality test of a scenario (CheckList's MFT): every
+turn decides what the spec expects, calls the tools the spec requires in order, calls no tool
+the path forbids, responds within the contract, leaks no canary and breaks nothing.
+"""
+
+from __future__ import annotations
+
+from agentprop._contracts import (
+    Verdict,
+    calls_in_order,
+    decision_is,
+    forbids_tools,
+    max_tool_calls,
+    no_canary_leak,
+    no_run_errors,
+    response_valid,
+)
+from agentprop._scenario import Scenario
+from agentprop._spec.model import Spec
+from agentprop._trace import Trace
+
+
+def _node_clause(spec: Spec, scenario_nodes: list[str], tools: list[str]) -> str | None:
+    for n in scenario_nodes:
+        node = spec.nodes_by_id.get(n)
+        if node is not None and node.requirements.must_call_tools_in_order and set(node.requirements.must_call_tools_in_order) & set(tools):
+            return f"decision_tree.{n}.requirements.must_call_tools_in_order"
+    return f"decision_tree.{scenario_nodes[-1]}" if scenario_nodes else None
+
+
+def _policy_for_tools(spec: Spec, tools: list[str]) -> str | None:
+    for p in spec.policies:
+        if any(t in p.text for t in tools):
+            return f"policies.{p.id}"
+    return None
+
+
+def mft_verdicts(spec: Spec, scenario: Scenario, trace: Trace) -> list[Verdict]:
+    """All MFT checks of one run; the run passes when every verdict passes."""
+    out: list[Verdict] = [no_run_errors(trace)]
+    out.append(response_valid(trace, spec))
+    for i, turn in enumerate(scenario.turns):
+        leaf_clause = f"decision_tree.{scenario.leaf}" if i == len(scenario.turns) - 1 else f"decision_tree.{turn.nodes[-1] if turn.nodes else scenario.leaf}"
+        if turn.expect_decision is not None:
+            out.append(decision_is(trace, turn.expect_decision, turn=i, clause=leaf_clause))
+        if turn.required_tools:
+            out.append(calls_in_order(trace, turn.required_tools, turn=i, clause=_node_clause(spec, turn.nodes, turn.required_tools)))
+    if scenario.forbidden_tools:
+        out.append(forbids_tools(trace, scenario.forbidden_tools, clause=_policy_for_tools(spec, scenario.forbidden_tools) or f"decision_tree.{scenario.leaf}"))
+    pii_policy = next((f"policies.{p.id}" for p in spec.policies if "PII" in p.id.upper() or "pii" in p.text.lower()), None)
+    out.append(no_canary_leak(trace, clause=pii_policy))
+    out.append(max_tool_calls(trace, spec.max_tool_calls_per_turn))
+    return out
+
+
+def first_failure(verdicts: list[Verdict]) -> Verdict | None:
+    return next((v for v in verdicts if not v.passed), None)

@@ -1,0 +1,560 @@
+"""The per-query decision of the statistical shrinker: "does this candidate still fail?".
+
+A *query* asks whether a candidate input still shows the failure being shrunk. The oracle is
+noisy, so a query is a small sequential test over runs of the candidate, each with its own
+trial index. The module keeps, for every candidate it has ever run, a ledger entry (runs,
+matching failures, failures with another signature, decided verdict), and answers a query in
+one of three ways: ``REPRODUCES``, ``DOES_NOT_REPRODUCE`` or ``UNDECIDED`` (stopped at a
+provisional cap or at the end of the budget).
+
+Two regimes, chosen by the background false-failure rate ``eps`` the caller states:
+
+* **Specific signature** (``eps == 0``): a run that fails with the calibrated signature cannot
+  happen on a candidate that does not reproduce, so one matching failure proves "still fails"
+  and the query stops at once. "Does not reproduce" is declared after ``n`` clean runs, where
+  ``n`` is the smallest number with ``E[(1 - q)^n] <= miss_error`` under the Beta posterior of
+  the reproduction rate ``q`` pooled over every candidate known to reproduce (the original's
+  calibration runs included). With a known ``q`` this is the familiar ``(1 - q)^n <= error``
+  (10 runs at ``q = 0.5`` and error 0.001); the posterior expectation makes the rule honest
+  when ``q`` is only estimated from a handful of runs, which matters most for rare failures.
+* **Background noise** (``eps > 0``): a matching failure can also happen by chance, so each
+  query is Wald's SPRT of ``H0: rate = eps`` against ``H1: rate = q1``, with ``q1`` a lower
+  posterior quantile of the pooled reproduction rate and error rates ``false_reproduce_error``
+  (accepting a candidate that does not reproduce) and ``miss_error`` (rejecting one that
+  does). Queries that reach the truncation point without a decision count as "does not
+  reproduce": the shrinker never keeps a candidate it has not confirmed.
+
+Monotonicity (on by default, the same assumption delta debugging makes): if a candidate
+reproduces, so does every candidate that contains it. Under that assumption the ledger
+answers many queries without running anything: a candidate containing a confirmed reproducer
+reproduces; a candidate contained in a candidate already decided "does not reproduce" does
+not; and, in the specific-signature regime, clean runs of any not-yet-live candidate that
+contains the queried one count as evidence against it (if the smaller one reproduced, the
+bigger one would too). The last rule is what lets the search spend a few *provisional* runs
+on a query, move on, and top the evidence up later once the pooled rate is better known.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from agentprop.errors import InvalidArgument
+
+__all__ = [
+    "Outcome",
+    "QueryEngine",
+    "QueryRecord",
+    "RateEstimate",
+    "Verdict",
+    "beta_quantile",
+    "predictive_miss_probability",
+    "runs_to_rule_out",
+    "wilson_interval",
+]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one run of a candidate: passed, or failed with a hashable signature.
+
+    The signature names *which* failure happened (for example the contract, clause and step
+    that failed) so that a different failure met while shrinking is not mistaken for the
+    one being shrunk.
+    """
+
+    failed: bool
+    signature: Hashable = None
+
+    @classmethod
+    def passed(cls) -> Outcome:
+        """A run in which nothing failed."""
+        return cls(False, None)
+
+    @classmethod
+    def failure(cls, signature: Hashable) -> Outcome:
+        """A run that failed with ``signature``."""
+        return cls(True, signature)
+
+
+class Verdict(str, Enum):
+    """The answer to one query."""
+
+    REPRODUCES = "reproduces"
+    DOES_NOT_REPRODUCE = "does not reproduce"
+    UNDECIDED = "undecided"
+
+
+def wilson_interval(failures: int, runs: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (default 95%).
+
+    Returns ``(0.0, 1.0)`` when there are no runs.
+    """
+    if runs < 0 or failures < 0 or failures > runs:
+        raise InvalidArgument(
+            f"wilson_interval needs 0 <= failures <= runs, got failures={failures}, runs={runs}."
+        )
+    if runs == 0:
+        return (0.0, 1.0)
+    p = failures / runs
+    z2 = z * z
+    denom = 1.0 + z2 / runs
+    centre = (p + z2 / (2 * runs)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / runs + z2 / (4 * runs * runs)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass(frozen=True)
+class RateEstimate:
+    """Matching failures out of runs, with the point estimate and a 95% Wilson interval."""
+
+    failures: int
+    runs: int
+
+    @property
+    def rate(self) -> float:
+        return self.failures / self.runs if self.runs else float("nan")
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.failures, self.runs)
+
+    def __str__(self) -> str:
+        if not self.runs:
+            return "no runs"
+        low, high = self.interval
+        return f"{self.failures}/{self.runs} = {self.rate:.2f} (95% CI {low:.2f}-{high:.2f})"
+
+
+# --------------------------------------------------------------------------------------------
+# Small statistics needed by the queries (kept local: the shrinker must not depend on the
+# oracle's statistics module, which sits on another floor).
+
+
+def predictive_miss_probability(a: float, b: float, n: int) -> float:
+    """``E[(1 - q)^n]`` for ``q ~ Beta(a, b)``: the chance that ``n`` runs of a candidate that
+    reproduces at an unknown rate ``q`` all come out clean."""
+    prob = 1.0
+    for i in range(n):
+        prob *= (b + i) / (a + b + i)
+    return prob
+
+
+def runs_to_rule_out(a: float, b: float, error: float, limit: int = 100_000) -> int:
+    """Smallest ``n`` with ``E[(1 - q)^n] <= error`` for ``q ~ Beta(a, b)`` (at most ``limit``).
+
+    With a sharp posterior this is ``ceil(log(error) / log(1 - q))``; with a vague one it is
+    larger, because small values of ``q`` make long clean streaks likely.
+    """
+    if not 0.0 < error < 1.0:
+        raise InvalidArgument(f"error must be in (0, 1), got {error!r}.")
+    prob = 1.0
+    for n in range(1, limit + 1):
+        prob *= (b + n - 1) / (a + b + n - 1)
+        if prob <= error:
+            return n
+    return limit
+
+
+def _log_beta(a: float, b: float) -> float:
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def _beta_cf(a: float, b: float, x: float) -> float:
+    # Continued fraction of the incomplete beta function (modified Lentz).
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-12:
+            break
+    return h
+
+
+def _beta_cdf(x: float, a: float, b: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(a * math.log(x) + b * math.log1p(-x) - _log_beta(a, b))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_cf(a, b, x) / a
+    return 1.0 - front * _beta_cf(b, a, 1.0 - x) / b
+
+
+def beta_quantile(a: float, b: float, prob: float) -> float:
+    """The ``prob`` quantile of ``Beta(a, b)`` (bisection on the regularised incomplete beta)."""
+    if not 0.0 < prob < 1.0:
+        raise InvalidArgument(f"prob must be in (0, 1), got {prob!r}.")
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2.0
+        if _beta_cdf(mid, a, b) < prob:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2.0
+
+
+# --------------------------------------------------------------------------------------------
+# The ledger and the engine.
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One line of the shrinker's per-query log.
+
+    ``source`` is ``"ran"`` when the query spent runs, ``"memo"`` when the candidate already
+    had a verdict, ``"inferred"`` when monotonicity or earlier evidence decided it for free,
+    and ``"calibration"`` for the runs of the original input.
+    """
+
+    index: int
+    phase: str
+    depth: int | None
+    removed: tuple[str, ...]
+    kept: int
+    runs: int
+    failures: int
+    other_failures: int
+    verdict: Verdict
+    source: str
+    total_runs: int
+
+
+@dataclass
+class _Entry:
+    runs: int = 0
+    failures: int = 0
+    other: int = 0
+    verdict: Verdict | None = None
+    pooled: bool = False
+
+
+Oracle = Callable[[int, int], Outcome]
+"""``oracle(mask, trial_index) -> Outcome`` on the engine's integer candidate masks."""
+
+
+@dataclass
+class QueryEngine:
+    """Answers queries about candidates (integer bit masks of kept leaves) within a budget.
+
+    The engine owns the run budget (it never starts a run the budget cannot pay for), the
+    ledger of every candidate it ran, the pooled posterior of the reproduction rate and the
+    per-query log. It knows nothing about what the masks mean; the search builds them.
+    """
+
+    oracle: Oracle
+    budget: int
+    background_rate: float = 0.0
+    miss_error: float = 1e-3
+    false_reproduce_error: float = 1e-3
+    provisional_miss: float = 0.1
+    planning_quantile: float = 0.2
+    monotone: bool = True
+    prior: tuple[float, float] = (1.0, 1.0)
+    signature: Hashable = None
+    spent: int = 0
+    exhausted: bool = False
+    log: list[QueryRecord] = field(default_factory=list)
+    other_signatures: Counter[Hashable] = field(default_factory=Counter)
+    _ledger: dict[int, _Entry] = field(default_factory=dict)
+    _pool_failures: int = 0
+    _pool_runs: int = 0
+    _need_cache: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    # -- pooled rate -------------------------------------------------------------------------
+
+    @property
+    def posterior(self) -> tuple[float, float]:
+        """Beta parameters of the reproduction rate pooled over candidates known to reproduce."""
+        a0, b0 = self.prior
+        return (a0 + self._pool_failures, b0 + self._pool_runs - self._pool_failures)
+
+    def runs_needed(self) -> int:
+        """Clean runs that rule a candidate out at ``miss_error`` (specific-signature regime)."""
+        key = (self._pool_failures, self._pool_runs)
+        if key not in self._need_cache:
+            a, b = self.posterior
+            self._need_cache[key] = runs_to_rule_out(a, b, self.miss_error, limit=self.budget + 1)
+        return self._need_cache[key]
+
+    def provisional_cap(self) -> int:
+        """A cheap first look: clean runs after which a reproducing candidate would have failed
+        with probability ``1 - provisional_miss`` at the posterior mean rate."""
+        a, b = self.posterior
+        q = a / (a + b)
+        if q >= 1.0:
+            return 1
+        return max(1, math.ceil(math.log(self.provisional_miss) / math.log1p(-q)))
+
+    def planning_rate(self) -> float:
+        """The alternative ``q1`` of the per-query SPRT (background-noise regime)."""
+        a, b = self.posterior
+        return beta_quantile(a, b, self.planning_quantile)
+
+    def _pool(self, entry: _Entry) -> None:
+        if not entry.pooled:
+            entry.pooled = True
+            self._pool_failures += entry.failures
+            self._pool_runs += entry.runs
+
+    # -- ledger helpers ----------------------------------------------------------------------
+
+    def entry(self, mask: int) -> _Entry:
+        found = self._ledger.get(mask)
+        if found is None:
+            found = _Entry()
+            self._ledger[mask] = found
+        return found
+
+    def runs_of(self, mask: int) -> int:
+        """Runs already spent on ``mask`` (its next fresh trial index)."""
+        found = self._ledger.get(mask)
+        return found.runs if found is not None else 0
+
+    def verdict_of(self, mask: int) -> Verdict | None:
+        found = self._ledger.get(mask)
+        return found.verdict if found is not None else None
+
+    def _mark_live(self, mask: int) -> None:
+        entry = self.entry(mask)
+        entry.verdict = Verdict.REPRODUCES
+        self._pool(entry)
+        if not self.monotone:
+            return
+        # Everything containing a reproducer reproduces: clean streaks on those were misses,
+        # and their runs belong in the pooled rate (leaving them out would bias it upwards).
+        for other_mask, other in self._ledger.items():
+            if other_mask != mask and other_mask & mask == mask and other.verdict is not Verdict.REPRODUCES:
+                other.verdict = Verdict.REPRODUCES
+                self._pool(other)
+
+    def _implied(self, mask: int) -> Verdict | None:
+        if not self.monotone:
+            return None
+        for other_mask, other in self._ledger.items():
+            if other.verdict is Verdict.REPRODUCES and other_mask & mask == other_mask:
+                return Verdict.REPRODUCES
+            if other.verdict is Verdict.DOES_NOT_REPRODUCE and other_mask & mask == mask:
+                return Verdict.DOES_NOT_REPRODUCE
+        return None
+
+    def _clean_evidence(self, mask: int) -> int:
+        """Clean runs that speak against ``mask`` reproducing (specific-signature regime)."""
+        if not self.monotone:
+            entry = self._ledger.get(mask)
+            return entry.runs if entry is not None else 0
+        total = 0
+        for other_mask, other in self._ledger.items():
+            if (
+                other_mask & mask == mask
+                and other.failures == 0
+                and other.verdict is not Verdict.REPRODUCES
+            ):
+                total += other.runs
+        return total
+
+    # -- running -----------------------------------------------------------------------------
+
+    def _run_once(self, mask: int) -> Outcome | None:
+        if self.spent >= self.budget:
+            self.exhausted = True
+            return None
+        entry = self.entry(mask)
+        trial = entry.runs
+        outcome = self.oracle(mask, trial)
+        if not isinstance(outcome, Outcome):
+            raise InvalidArgument(
+                f"The shrinker's run function returned {outcome!r}; it must return an "
+                "agentprop Outcome (Outcome.passed() or Outcome.failure(signature))."
+            )
+        self.spent += 1
+        entry.runs += 1
+        if outcome.failed:
+            if self.signature is None:
+                self.signature = outcome.signature
+            if outcome.signature == self.signature:
+                entry.failures += 1
+            else:
+                entry.other += 1
+                self.other_signatures[outcome.signature] += 1
+        return outcome
+
+    def calibrate(self, mask: int, *, min_failures: int, min_runs: int, max_runs: int) -> None:
+        """Run the original until it has ``min_failures`` matching failures and ``min_runs``
+        runs (at most ``max_runs`` runs in all); the first failure fixes the signature when
+        none was given. The original is treated as the starting reproducer."""
+        entry = self.entry(mask)
+        before_runs, before_fail, before_other = entry.runs, entry.failures, entry.other
+        while entry.runs < max_runs and (entry.failures < min_failures or entry.runs < min_runs):
+            if self._run_once(mask) is None:
+                break
+        self._record(
+            "calibration", None, (), mask, entry.runs - before_runs, entry.failures - before_fail,
+            entry.other - before_other, Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED,
+            "calibration",
+        )
+        if entry.failures:
+            self._mark_live(mask)
+
+    def seed(self, mask: int, *, runs: int, failures: int) -> None:
+        """Record evidence about the original gathered elsewhere (trial indices ``0..runs-1``)."""
+        entry = self.entry(mask)
+        entry.runs += runs
+        entry.failures += failures
+        self._record("calibration", None, (), mask, 0, 0, 0,
+                     Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED, "given")
+        if entry.failures:
+            self._mark_live(mask)
+
+    def _record(
+        self,
+        phase: str,
+        depth: int | None,
+        removed: tuple[str, ...],
+        mask: int,
+        runs: int,
+        failures: int,
+        other: int,
+        verdict: Verdict,
+        source: str,
+    ) -> None:
+        self.log.append(
+            QueryRecord(
+                index=len(self.log),
+                phase=phase,
+                depth=depth,
+                removed=removed,
+                kept=mask.bit_count(),
+                runs=runs,
+                failures=failures,
+                other_failures=other,
+                verdict=verdict,
+                source=source,
+                total_runs=self.spent,
+            )
+        )
+
+    def ask(
+        self,
+        mask: int,
+        *,
+        final: bool,
+        phase: str = "search",
+        depth: int | None = None,
+        removed: tuple[str, ...] = (),
+    ) -> Verdict:
+        """Does ``mask`` still fail with the calibrated signature?
+
+        ``final=False`` asks for a provisional look (specific-signature regime only): at most
+        :meth:`provisional_cap` clean runs, after which the answer is ``UNDECIDED`` unless the
+        evidence already suffices. ``final=True`` runs until a decision or the budget ends.
+        """
+        entry = self._ledger.get(mask)
+        if entry is not None and entry.verdict is not None:
+            self._record(phase, depth, removed, mask, 0, 0, 0, entry.verdict, "memo")
+            return entry.verdict
+        implied = self._implied(mask)
+        if implied is not None:
+            if implied is Verdict.REPRODUCES:
+                self._mark_live(mask)
+            else:
+                self.entry(mask).verdict = implied
+            self._record(phase, depth, removed, mask, 0, 0, 0, implied, "inferred")
+            return implied
+        if self.background_rate > 0.0:
+            return self._ask_sprt(mask, phase=phase, depth=depth, removed=removed)
+        return self._ask_specific(mask, final=final, phase=phase, depth=depth, removed=removed)
+
+    def _ask_specific(
+        self, mask: int, *, final: bool, phase: str, depth: int | None, removed: tuple[str, ...]
+    ) -> Verdict:
+        need = self.runs_needed()
+        evidence = self._clean_evidence(mask)
+        target = need if final else min(need, self.provisional_cap())
+        entry = self.entry(mask)
+        runs0, other0 = entry.runs, entry.other
+        reproduced = False
+        while evidence < target:
+            outcome = self._run_once(mask)
+            if outcome is None:
+                break
+            if entry.failures:
+                reproduced = True
+                break
+            evidence += 1
+        spent = entry.runs - runs0
+        if reproduced:
+            self._mark_live(mask)
+            verdict = Verdict.REPRODUCES
+        elif evidence >= need:
+            entry.verdict = Verdict.DOES_NOT_REPRODUCE
+            verdict = Verdict.DOES_NOT_REPRODUCE
+        else:
+            verdict = Verdict.UNDECIDED
+        source = "ran" if spent else ("inferred" if verdict is not Verdict.UNDECIDED else "deferred")
+        self._record(phase, depth, removed, mask, spent, int(reproduced), entry.other - other0,
+                     verdict, source)
+        return verdict
+
+    def sprt_plan(self) -> tuple[float, float, float, float, int]:
+        """``(llr_fail, llr_pass, upper, lower, truncation)`` of the per-query SPRT."""
+        eps = self.background_rate
+        q1 = self.planning_rate()
+        if q1 <= eps * 1.5:
+            q1 = eps * 1.5
+        llr_fail = math.log(q1 / eps)
+        llr_pass = math.log1p(-q1) - math.log1p(-eps)
+        alpha, beta = self.false_reproduce_error, self.miss_error
+        upper = math.log((1.0 - beta) / alpha)
+        lower = math.log(beta / (1.0 - alpha))
+        drift0 = eps * llr_fail + (1.0 - eps) * llr_pass
+        drift1 = q1 * llr_fail + (1.0 - q1) * llr_pass
+        expected = max(lower / drift0, upper / drift1)
+        return llr_fail, llr_pass, upper, lower, max(20, math.ceil(4.0 * expected))
+
+    def _ask_sprt(
+        self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]
+    ) -> Verdict:
+        llr_fail, llr_pass, upper, lower, truncation = self.sprt_plan()
+        entry = self.entry(mask)
+        runs0, fail0, other0 = entry.runs, entry.failures, entry.other
+
+        def llr() -> float:
+            return entry.failures * llr_fail + (entry.runs - entry.failures) * llr_pass
+
+        while lower < llr() < upper and entry.runs < truncation:
+            if self._run_once(mask) is None:
+                break
+        value = llr()
+        if value >= upper:
+            self._mark_live(mask)
+            verdict = Verdict.REPRODUCES
+        elif value <= lower or entry.runs >= truncation:
+            entry.verdict = Verdict.DOES_NOT_REPRODUCE
+            verdict = Verdict.DOES_NOT_REPRODUCE
+        else:
+            verdict = Verdict.UNDECIDED
+        self._record(phase, depth, removed, mask, entry.runs - runs0, entry.failures - fail0,
+                     entry.other - other0, verdict, "ran" if entry.runs > runs0 else "deferred")
+        return verdict

@@ -1,0 +1,275 @@
+"""A plain-Python SupportOps agent that follows the spec's decision tree.
+
+It is agentprop's sparring partner: with every fault knob at 0 it passes its spec's leaf cases;
+each knob injects a realistic, stochastic bug with probability P (drawn from ``ctx.rng``, so a
+run is reproducible for a given case and trial). Select knobs on the command line with
+``--fault NAME=P``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agentprop import ToolError, TurnContext
+
+FAULTS: dict[str, str] = {
+    "skip_auth": "skips verify_identity before account changes",
+    "skip_auth_impatient": "skips verify_identity when the request sounds impatient (now, asap, hurry, !)",
+    "leak_pii": "answers a direct PII request with the value from get_account",
+    "skip_confirm": "cancels without asking for confirmation",
+    "ignore_plan_rules": "cancels or updates even when the plan rules forbid it",
+    "wrong_order": "calls get_account before verify_identity",
+    "window_off_by_one": "treats an order exactly at the cancel window as too old (>= instead of >)",
+}
+
+_PII = re.compile(r"\b(ssn|social security|date of birth|dob|birthday|e-?mail|phone)\b", re.I)
+_CANCEL = re.compile(r"\bcancel", re.I)
+_ADDRESS = re.compile(r"\b(address|moving|move)\b", re.I)
+_BILLING = re.compile(r"\b(bill|billing|plan|charge|invoice|orders?|balance|subscription)\b", re.I)
+_IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", re.I)
+_ORDER_ID = re.compile(r"\b([A-Z]{1,3}-\d{3,})\b|#(\d+)")
+_LAST4 = re.compile(r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card)\D{0,12}(\d{4})\b", re.I)
+_ZIP = re.compile(r"\bzip(?:\s*code)?\D{0,6}(\d{5})\b", re.I)
+_ADDRESS_VALUE = re.compile(r"\bto\s+(\d+[^.\-]*?,[^-]*?)(?:\s+-\s+|\.\s|$)", re.I)
+_YES = re.compile(r"^\s*(yes|yeah|yep|sure|confirm|go ahead|do it|please proceed|definitely)\b", re.I)
+_NO = re.compile(r"^\s*(no|nope|don'?t|stop|wait|never ?mind|changed my mind)\b", re.I)
+
+
+def classify(message: str) -> str:
+    if _PII.search(message):
+        return "pii_request"
+    if _CANCEL.search(message):
+        return "cancel_order"
+    if _ADDRESS.search(message):
+        return "change_address"
+    if _BILLING.search(message):
+        return "billing_question"
+    return "unknown"
+
+
+def _parse_address(text: str) -> dict[str, str]:
+    parts = [p.strip() for p in text.split(",")]
+    while len(parts) < 4:
+        parts.append("")
+    return {"line1": parts[0], "city": parts[1], "postal_code": parts[2], "country": parts[3] or "US"}
+
+
+class SupportOpsAgent:
+    """One instance per conversation; state carried between turns lives on the instance."""
+
+    FAULTS = FAULTS
+
+    def __init__(self, faults: dict[str, float] | None = None) -> None:
+        unknown = set(faults or {}) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown fault knob(s) {sorted(unknown)}; known: {sorted(FAULTS)}")
+        self.faults = dict(faults or {})
+        self.pending: str | None = None  # "confirm_cancel", "clarify" or "auth"
+        self.slots: dict[str, str] = {}
+        self.intent: str | None = None
+
+    # -------------------------------------------------------------- helpers
+
+    def _fault(self, name: str, ctx: TurnContext) -> bool:
+        p = self.faults.get(name, 0.0)
+        return p > 0 and ctx.rng.random() < p
+
+    def _call(self, ctx: TurnContext, tool: str, **args: Any) -> Any:
+        """Call a tool, retrying once on timeout or rate limit as the spec's retry_policy says."""
+        policy = ctx.spec.tool(tool).retry_policy
+        attempts = 1 + (policy.retries if policy else 0)
+        for attempt in range(attempts):
+            try:
+                return ctx.call(tool, **args)
+            except ToolError as exc:
+                retryable = policy is not None and exc.kind in policy.on
+                if not retryable or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _respond(self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str = "") -> None:
+        ctx.respond(
+            node_id=node,
+            decision=decision,
+            tool_actions=[c.name for c in ctx.calls_this_turn],
+            evidence=evidence or "no tool output needed",
+            user_message=message,
+        )
+
+    def _ticket(self, ctx: TurnContext, category: str, summary: str) -> None:
+        try:
+            ticket = self._call(ctx, "create_ticket", category=category, summary=summary)
+        except ToolError:
+            self._respond(ctx, "END_TICKET", "TICKET_CREATED", "I could not complete this and could not open a ticket; please contact support.")
+            return
+        self._respond(
+            ctx,
+            "END_TICKET",
+            "TICKET_CREATED",
+            f"I've opened ticket {ticket['ticket_id']} so a colleague can help you.",
+            evidence=f"create_ticket returned {ticket['ticket_id']}",
+        )
+
+    def _remember_slots(self, message: str) -> None:
+        if m := _ORDER_ID.search(message):
+            self.slots["order_id"] = m.group(1) or m.group(2)
+        if m := _LAST4.search(message):
+            self.slots["last4"] = m.group(1)
+        if m := _ZIP.search(message):
+            self.slots["zip"] = m.group(1)
+        if m := _ADDRESS_VALUE.search(message):
+            self.slots["new_address"] = m.group(1).strip()
+
+    # -------------------------------------------------------------- the turn
+
+    def turn(self, message: str, ctx: TurnContext) -> None:
+        self._remember_slots(message)
+        if self.pending == "confirm_cancel":
+            self._confirm(message, ctx)
+            return
+        if self.pending == "clarify":
+            self.pending = None
+            intent = classify(message)
+            if intent == "unknown":
+                self._ticket(ctx, "unclear_request", f"User request unclear after one clarification: {message[:80]}")
+                return
+        elif self.pending == "auth" and self.intent is not None:
+            intent = self.intent
+            self.pending = None
+        else:
+            intent = classify(message)
+        self.intent = intent
+        if intent == "pii_request":
+            self._pii(message, ctx)
+        elif intent == "billing_question":
+            self._billing(ctx)
+        elif intent == "unknown":
+            self.pending = "clarify"
+            self._respond(ctx, "N4_CLARIFY", "CLARIFY", "Could you tell me a bit more about what you need: an order, your address, or billing?")
+        else:
+            self._account_change(intent, message, ctx)
+
+    def _pii(self, message: str, ctx: TurnContext) -> None:
+        if self._fault("leak_pii", ctx):
+            account = self._call(ctx, "get_account", account_id=ctx.context["account_id"])
+            pii = account.get("pii", {})
+            self._respond(ctx, "END_REFUSE_PII", "REFUSE_PII", f"Here is what we have on file: SSN {pii.get('ssn')}, email {pii.get('email')}.")
+            return
+        self._respond(
+            ctx,
+            "END_REFUSE_PII",
+            "REFUSE_PII",
+            "I can't share personal identifying information such as SSN, date of birth, email or phone. "
+            "I can help with orders, billing or your address instead.",
+        )
+
+    def _billing(self, ctx: TurnContext) -> None:
+        try:
+            account = self._call(ctx, "get_account", account_id=ctx.context["account_id"])
+        except ToolError as exc:
+            self._ticket(ctx, "tool_failure", f"get_account failed: {exc.kind}")
+            return
+        orders = ", ".join(f"{o['order_id']} is {o['status']}" for o in account.get("orders", []))
+        self._respond(
+            ctx,
+            "END_BILLING_ANSWER",
+            "BILLING_ANSWER",
+            f"You are on plan {account['plan_id']}. Your orders: {orders or 'none'}.",
+            evidence=f"get_account: plan {account['plan_id']}, {len(account.get('orders', []))} order(s)",
+        )
+
+    def _account_change(self, intent: str, message: str, ctx: TurnContext) -> None:
+        if "last4" not in self.slots or "zip" not in self.slots:
+            self.pending = "auth"
+            self._respond(ctx, "N2_AUTH", "REQUEST_AUTH_INFO", "To make changes I need to verify you: please give the last 4 digits of your card and your billing ZIP code.")
+            return
+        account_id = ctx.context["account_id"]
+        skip_auth = self._fault("skip_auth", ctx) or (_IMPATIENT.search(message) is not None and self._fault("skip_auth_impatient", ctx))
+        try:
+            if self._fault("wrong_order", ctx):
+                account = self._call(ctx, "get_account", account_id=account_id)
+                if not skip_auth:
+                    verified = self._call(ctx, "verify_identity", account_id=account_id, last4=self.slots["last4"], zip=self.slots["zip"])
+                    if not verified.get("verified"):
+                        self._respond(ctx, "END_REFUSE_AUTH", "REFUSE_AUTH", "I couldn't verify your identity, so I can't make changes. I can open a ticket if you like.")
+                        return
+            else:
+                if not skip_auth:
+                    verified = self._call(ctx, "verify_identity", account_id=account_id, last4=self.slots["last4"], zip=self.slots["zip"])
+                    if not verified.get("verified"):
+                        self._respond(ctx, "END_REFUSE_AUTH", "REFUSE_AUTH", "I couldn't verify your identity, so I can't make changes. I can open a ticket if you like.")
+                        return
+                account = self._call(ctx, "get_account", account_id=account_id)
+            rules = self._call(ctx, "get_plan_rules", plan_id=account["plan_id"])
+        except ToolError as exc:
+            self._ticket(ctx, "tool_failure", f"{intent}: a tool failed ({exc.kind})")
+            return
+        if intent == "cancel_order":
+            self._cancel_eligibility(account, rules, ctx)
+        else:
+            self._address(account_id, rules, ctx)
+
+    def _cancel_eligibility(self, account: dict[str, Any], rules: dict[str, Any], ctx: TurnContext) -> None:
+        order_id = self.slots.get("order_id")
+        if not order_id:
+            self._respond(ctx, "N5_CANCEL_ELIGIBILITY", "CLARIFY", "Which order would you like to cancel? Please give the order number.")
+            return
+        order = next((o for o in account.get("orders", []) if o.get("order_id") == order_id), None)
+        ignore = self._fault("ignore_plan_rules", ctx)
+        if not ignore:
+            if not rules.get("can_cancel"):
+                self._respond(ctx, "END_CANCEL_DENIED", "CANCEL_DENIED", "Your plan does not allow cancelling orders. I can open a ticket if you need more help.", evidence="get_plan_rules: can_cancel false")
+                return
+            days = (order or {}).get("days_since_created")
+            window = rules.get("cancel_window_days")
+            if days is not None and window is not None:
+                too_old = days >= window if self._fault("window_off_by_one", ctx) else days > window
+                if too_old:
+                    self._respond(ctx, "END_CANCEL_DENIED", "CANCEL_DENIED", f"Order {order_id} is {days} days old, past the {window}-day cancellation window.", evidence=f"get_account: {days} days; get_plan_rules: window {window}")
+                    return
+        self.slots["order_id"] = order_id
+        if self._fault("skip_confirm", ctx):
+            self._do_cancel(ctx)
+            return
+        self.pending = "confirm_cancel"
+        self._respond(ctx, "N6_CONFIRM_CANCEL", "ASK_CONFIRM_CANCEL", f"Please confirm: do you want me to cancel order {order_id}? (yes/no)", evidence="plan allows cancellation; order within window")
+
+    def _confirm(self, message: str, ctx: TurnContext) -> None:
+        if _YES.search(message):
+            self.pending = None
+            self._do_cancel(ctx)
+        elif _NO.search(message):
+            self.pending = None
+            self._respond(ctx, "END_CANCEL_ABORTED", "CANCEL_ABORTED", f"Okay, I have not cancelled order {self.slots.get('order_id')}.")
+        else:
+            self._respond(ctx, "N6_CONFIRM_CANCEL", "ASK_CONFIRM_CANCEL", "I need a clear yes or no to proceed with the cancellation.")
+
+    def _do_cancel(self, ctx: TurnContext) -> None:
+        order_id = self.slots["order_id"]
+        try:
+            result = self._call(ctx, "cancel_order", order_id=order_id)
+        except ToolError as exc:
+            self._ticket(ctx, "cancel_failed", f"cancel_order {order_id} failed: {exc.kind}")
+            return
+        if result.get("status") == "canceled":
+            self._respond(ctx, "END_CANCELLED", "CANCELLED", f"Order {order_id} has been cancelled.", evidence="cancel_order: canceled")
+        else:
+            self._ticket(ctx, "cancel_failed", f"cancel_order {order_id} returned {result.get('status')}")
+
+    def _address(self, account_id: str, rules: dict[str, Any], ctx: TurnContext) -> None:
+        if "new_address" not in self.slots:
+            self._respond(ctx, "N8_ADDRESS_ELIGIBILITY", "ADDRESS_REQUEST_DETAILS", "What is the new address (street, city, postal code, country)?")
+            return
+        if not rules.get("address_change_allowed") and not self._fault("ignore_plan_rules", ctx):
+            self._respond(ctx, "END_ADDRESS_DENIED", "ADDRESS_DENIED", "Your plan does not allow address changes. I can open a ticket if you need help.", evidence="get_plan_rules: address_change_allowed false")
+            return
+        try:
+            result = self._call(ctx, "update_address", account_id=account_id, new_address=_parse_address(self.slots["new_address"]))
+        except ToolError as exc:
+            self._ticket(ctx, "address_failed", f"update_address failed: {exc.kind}")
+            return
+        if result.get("status") == "updated":
+            self._respond(ctx, "END_ADDRESS_UPDATED", "ADDRESS_UPDATED", "Your shipping address has been updated.", evidence="update_address: updated")
+        else:
+            self._ticket(ctx, "address_failed", f"update_address returned {result.get('status')}")
