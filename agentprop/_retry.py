@@ -344,7 +344,14 @@ class _Attempts:
         self._note(exc, why)
 
     def _note(self, exc: BaseException, why: str) -> None:
-        exc.add_note(f"agentprop retry: {why}. Attempts: {', '.join(self.history)}.")
+        runs: list[list[Any]] = []
+        for label in self.history:
+            if runs and runs[-1][0] == label:
+                runs[-1][1] += 1
+            else:
+                runs.append([label, 1])
+        summary = ", ".join(label if n == 1 else f"{label} (x{n})" for label, n in runs)
+        exc.add_note(f"agentprop retry: {why}. Attempts: {summary}.")
 
 
 def retry_call(

@@ -24,9 +24,10 @@ mattered.
   table no more likely than the observed one. When there are at most ``exact_limit`` possible
   tables (typical for tens of runs and a few categories) they are all enumerated and the
   p-value is exact. Otherwise ``permutations`` random relabellings are drawn from a seeded
-  numpy Generator and the p-value is ``(1 + hits) / (1 + permutations)``, which never falls
-  below the true p-value's level (a valid Monte Carlo test); its Monte Carlo standard error is
-  about ``sqrt(p (1 - p) / permutations)``. With two categories the result equals Fisher's.
+  numpy Generator and the p-value is ``(1 + hits) / (1 + permutations)``: counting the
+  observed table as one of the draws keeps the test valid (under the null it rejects at level
+  ``a`` with probability at most ``a``). Its Monte Carlo standard error is about
+  ``sqrt(p (1 - p) / permutations)``. With two categories the result equals Fisher's.
 
 Both tests are *conditional* on the margins, which makes them slightly conservative: under
 the null they reject at most as often as the nominal level, and often less with few runs.
