@@ -426,6 +426,7 @@ class ApiCache:
         self._conn_lock = threading.Lock()
         self._schema_ready = False
         self._closed = False
+        self._pid = os.getpid()
         self.stats = CacheStats()
 
     @property
@@ -443,6 +444,12 @@ class ApiCache:
         create = self.mode.writes
         if self._closed:
             raise CacheError(f"The cache {self.path} is closed.")
+        if os.getpid() != self._pid:
+            # a forked child must not use its parent's SQLite connections: start afresh
+            self._pid = os.getpid()
+            self._local = threading.local()
+            with self._conn_lock:
+                self._connections = []
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
@@ -624,7 +631,8 @@ class ApiCache:
                     raise CacheError("Refusing to store a cache entry that contains a registered secret.")
         checksum = _checksum(key, canonical_text, response_json, usage_json)
         conn = self._connection()
-        assert conn is not None
+        if conn is None:  # unreachable: modes that write always open (and create) the file
+            raise CacheError(f"Cannot open the cache file {self.path} for writing.")
         overwrite = self.mode is CacheMode.WRITE if replace is None else replace
         verb = "INSERT OR REPLACE" if overwrite else "INSERT OR IGNORE"
         conn.execute("BEGIN IMMEDIATE")

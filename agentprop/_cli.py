@@ -42,8 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", help="MODULE:ATTR of the agent (default: `agent:` in the bindings)")
     run.add_argument("--fault", action="append", default=[], metavar="NAME=P", help="turn on a fault knob of the agent with probability P (repeatable)")
     run.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
-    run.add_argument("--runs", type=int, help="runs per case (default: the spec's defaults.reliability.reruns)")
-    run.add_argument("--min-pass-rate", type=float, help="pass threshold (default: the spec's min_pass_rate)")
+    run.add_argument("--mode", choices=["sprt", "zero-failure", "fixed"], help="how each case is decided (default: sprt; zero-failure for high-risk specs)")
+    run.add_argument("--tau", type=float, help="required pass rate (default: the spec's min_pass_rate)")
+    run.add_argument("--runs", type=int, help="runs of fixed or zero-failure mode (alone, selects fixed mode)")
+    run.add_argument("--max-runs", type=int, help="truncate the sequential test after this many runs (default 100)")
     run.add_argument("--seed", type=int, default=0, help="trial namespace: change it to draw fresh samples")
     run.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
     run.add_argument("--case", action="append", default=[], metavar="ID", help="only run cases whose id contains ID (repeatable)")
@@ -101,7 +103,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             raise InputError(f"no case id contains {', '.join(args.case)}", fix="run without --case to see the case ids")
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more")
-    settings = RunSettings(runs=args.runs, min_pass_rate=args.min_pass_rate, seed=args.seed, concurrency=args.concurrency)
+    settings = RunSettings(mode=args.mode, runs=args.runs, tau=args.tau, max_runs=args.max_runs, seed=args.seed, concurrency=args.concurrency)
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""), file=out)
     report = asyncio.run(arun_cases(project, agent, scenarios, settings, problems=problems))
@@ -132,6 +134,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
     except AgentPropError as exc:
         print(f"agentprop: error: {exc}", file=err)
         return EXIT_USAGE
+    except BrokenPipeError:  # `agentprop run ... | head`
+        return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

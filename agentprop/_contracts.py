@@ -30,9 +30,6 @@ class Verdict(BaseModel):
     turn: int | None = None
     step: int | None = None
 
-    def __bool__(self) -> bool:
-        return self.passed
-
     @property
     def signature(self) -> str:
         """What failed, where: stable across runs (used to tell one bug from another)."""

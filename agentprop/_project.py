@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import difflib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentprop._bindings import Bindings, empty_bindings, find_bindings, load_bindings
 from agentprop._runtime import AgentFactory, arun_conversation
-from agentprop._scenario import Scenario, make_world
+from agentprop._scenario import Scenario, leaf_scenarios, make_world
 from agentprop._spec.load import load_spec, resolve_spec_path
 from agentprop._spec.model import Spec
 from agentprop._trace import Trace
 from agentprop._world import stable_seed
+from agentprop.errors import InvalidArgument
 
 
 @dataclass
@@ -19,10 +21,39 @@ class Project:
     spec: Spec
     bindings: Bindings
     spec_path: Path
+    _scenarios: list[Scenario] | None = field(default=None, repr=False)
+    _problems: list[str] | None = field(default=None, repr=False)
 
     @property
     def base_dir(self) -> Path:
         return self.bindings.base_dir if self.bindings.path is not None else self.spec_path.parent
+
+    def scenarios(self) -> list[Scenario]:
+        """One scenario per terminal node (and entering node) and per missing-field stop."""
+        if self._scenarios is None:
+            self._scenarios, self._problems = leaf_scenarios(self.spec, self.bindings)
+        return list(self._scenarios)
+
+    @property
+    def problems(self) -> list[str]:
+        """Paths the spec and bindings cannot realise, with the reason."""
+        self.scenarios()
+        return list(self._problems or [])
+
+    def scenario(self, scenario_id: str) -> Scenario:
+        """The scenario with this id (``END_CANCELLED<-N7_CANCEL``); a unique substring of an
+        id works too."""
+        scenarios = self.scenarios()
+        exact = [s for s in scenarios if s.id == scenario_id]
+        matches = exact or [s for s in scenarios if scenario_id in s.id]
+        if len(matches) == 1:
+            return matches[0]
+        ids = ", ".join(s.id for s in scenarios)
+        if not matches:
+            close = difflib.get_close_matches(scenario_id, [s.id for s in scenarios], n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise InvalidArgument(f"no scenario {scenario_id!r} in {self.spec.spec_id}; {hint}scenarios: {ids}")
+        raise InvalidArgument(f"{scenario_id!r} matches several scenarios ({', '.join(s.id for s in matches)}); use a full id")
 
     async def arun(self, scenario: Scenario, factory: AgentFactory, *, trial: int = 0, agent_name: str = "", turn_timeout_s: float | None = 60.0, messages: list[str] | None = None) -> Trace:
         """One run of ``scenario`` (or of ``messages`` in its world) for trial ``trial``."""

@@ -1,6 +1,7 @@
 """``agentprop run``: run an agent over a spec's cases and decide each case.
 
-Each case is repeated and decided from its pass rate. Cases run concurrently (an asyncio
+Each case is decided by the oracle (:mod:`agentprop._oracle`): the SPRT by default, zero-failure
+certification for high-risk specs, fixed N on request. Cases run concurrently (an asyncio
 semaphore bounds how many runs are in flight); a live progress line shows cases done, runs,
 cost and an ETA when stderr is a terminal.
 """
@@ -8,48 +9,36 @@ cost and an ETA when stderr is a terminal.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TextIO
 
 from agentprop import __version__
 from agentprop._agents import LoadedAgent
-from agentprop._contracts import Verdict
+from agentprop._budget import Budget
+from agentprop._check import acheck
+from agentprop._memo import TrialMemo
+from agentprop._oracle import CheckResult, OracleSettings
 from agentprop._project import Project
-from agentprop._properties import first_failure, mft_verdicts
 from agentprop._report import AgentInfo, CaseReport, FailureSummary, Metrics, RunReport, SpecInfo
 from agentprop._scenario import Scenario
-from agentprop._trace import Trace
 
 
 @dataclass
 class RunSettings:
+    mode: str | None = None
+    """``sprt``, ``zero-failure`` or ``fixed`` (default: from the spec's risk level)."""
     runs: int | None = None
-    """Runs per case (default: the spec's ``defaults.reliability.reruns``)."""
-    min_pass_rate: float | None = None
-    """Pass threshold (default: the spec's ``defaults.reliability.min_pass_rate``)."""
-    unstable_floor: float = 0.7
-    """Below this rate a case FAILs; between it and ``min_pass_rate`` it is UNSTABLE."""
+    """Runs of fixed / zero-failure mode (``--runs`` alone selects fixed mode)."""
+    tau: float | None = None
+    """Required pass rate (default: the spec's ``defaults.reliability.min_pass_rate``)."""
+    max_runs: int | None = None
     concurrency: int = 8
     seed: int = 0
     turn_timeout_s: float | None = 60.0
-
-
-@dataclass
-class CaseOutcome:
-    scenario: Scenario
-    traces: list[Trace] = field(default_factory=list)
-    failures: list[tuple[int, Verdict]] = field(default_factory=list)
-
-    @property
-    def runs(self) -> int:
-        return len(self.traces)
-
-    @property
-    def passes(self) -> int:
-        return self.runs - len(self.failures)
 
 
 class Progress:
@@ -85,71 +74,32 @@ class Progress:
             self.stream.flush()
 
 
-def classify(rate: float, min_pass_rate: float, unstable_floor: float) -> str:
-    if rate >= min_pass_rate:
-        return "PASS"
-    if rate < unstable_floor:
-        return "FAIL"
-    return "UNSTABLE"
-
-
-async def _run_case(
-    project: Project,
-    agent: LoadedAgent,
-    scenario: Scenario,
-    runs: int,
-    settings: RunSettings,
-    sem: asyncio.Semaphore,
-    progress: Progress,
-) -> CaseOutcome:
-    outcome = CaseOutcome(scenario)
-
-    async def one(i: int) -> tuple[int, Trace]:
-        async with sem:
-            trial = settings.seed * 1_000_003 + i
-            trace = await project.arun(scenario, agent.factory, trial=trial, agent_name=agent.ref, turn_timeout_s=settings.turn_timeout_s)
-            progress.update(runs=1, cost=trace.usage.cost_usd)
-            return i, trace
-
-    results = sorted(await asyncio.gather(*(one(i) for i in range(runs))), key=lambda r: r[0])
-    for i, trace in results:
-        outcome.traces.append(trace)
-        failed = first_failure(mft_verdicts(project.spec, scenario, trace))
-        if failed is not None:
-            outcome.failures.append((i, failed))
-    progress.update(case_done=True)
-    return outcome
-
-
-def _case_report(outcome: CaseOutcome, settings: RunSettings, min_pass_rate: float) -> CaseReport:
-    s = outcome.scenario
-    rate = outcome.passes / outcome.runs if outcome.runs else 0.0
-    counts: Counter[str] = Counter(v.signature for _, v in outcome.failures)
-    first: dict[str, tuple[int, Verdict]] = {}
-    for i, v in outcome.failures:
-        first.setdefault(v.signature, (i, v))
-    usage = [t.usage for t in outcome.traces]
+def _case_report(scenario: Scenario, result: CheckResult) -> CaseReport:
     return CaseReport(
-        id=s.id,
-        node=s.leaf,
-        via=s.via,
-        path=s.path,
+        id=scenario.id,
+        node=scenario.leaf,
+        via=scenario.via,
+        path=scenario.path,
         kind="MFT",
-        messages=s.messages,
-        expected_decisions=[t.expect_decision for t in s.turns],
-        verdict=classify(rate, min_pass_rate, settings.unstable_floor),  # type: ignore[arg-type]
-        runs=outcome.runs,
-        passes=outcome.passes,
-        pass_rate=rate,
-        cost_usd=sum(u.cost_usd for u in usage),
-        input_tokens=sum(u.input_tokens for u in usage),
-        output_tokens=sum(u.output_tokens for u in usage),
+        messages=scenario.messages,
+        expected_decisions=[t.expect_decision for t in scenario.turns],
+        verdict=result.verdict,
+        runs=result.runs,
+        passes=result.passes,
+        pass_rate=result.pass_rate,
+        interval=result.interval,
+        interval_exact=result.interval_exact,
+        pass_hat_k=result.pass_hat_k,
+        decided_by=result.decided_by,
+        cost_usd=result.cost_usd,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
         failures=[
-            FailureSummary(signature=sig, explanation=first[sig][1].explanation, count=n, first_trial=first[sig][0])
-            for sig, n in counts.most_common()
+            FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial)
+            for f in result.failures
         ],
-        capabilities=s.capabilities,
-        branches=s.branches,
+        capabilities=scenario.capabilities,
+        branches=scenario.branches,
     )
 
 
@@ -161,18 +111,28 @@ async def arun_cases(
     *,
     problems: list[str] | None = None,
     progress_stream: TextIO | None = None,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
 ) -> RunReport:
     spec = project.spec
-    runs = settings.runs if settings.runs is not None else spec.defaults.reliability.reruns
-    min_pass_rate = settings.min_pass_rate if settings.min_pass_rate is not None else spec.defaults.reliability.min_pass_rate
+    mode = settings.mode or ("fixed" if settings.runs is not None and spec.risk_level not in ("high", "critical") else None)
+    oracle = OracleSettings.for_spec(spec, mode=mode, tau=settings.tau, runs=settings.runs, max_runs=settings.max_runs)
     started = time.perf_counter()
-    sem = asyncio.Semaphore(max(1, settings.concurrency))
     progress = Progress(len(scenarios), progress_stream)
+    memo = memo if memo is not None else TrialMemo()
+    sem = asyncio.Semaphore(max(1, settings.concurrency))
+
+    async def one(scenario: Scenario) -> CheckResult:
+        async with sem:
+            result = await acheck(project, scenario, agent, settings=oracle, memo=memo, budget=budget, concurrency=1, seed=settings.seed)
+        progress.update(runs=result.runs, cost=result.cost_usd, case_done=True)
+        return result
+
     try:
-        outcomes = await asyncio.gather(*(_run_case(project, agent, s, runs, settings, sem, progress) for s in scenarios))
+        results = await asyncio.gather(*(one(s) for s in scenarios))
     finally:
         progress.close()
-    cases = [_case_report(o, settings, min_pass_rate) for o in outcomes]
+    cases = [_case_report(s, r) for s, r in zip(scenarios, results)]
     verdicts = Counter(c.verdict for c in cases)
     all_branches = {f"{n.node_id}#{i}" for n in spec.decision_tree for i, _ in enumerate(n.branches)}
     covered = {b for c in cases for b in c.branches}
@@ -201,24 +161,33 @@ async def arun_cases(
             path=str(project.spec_path),
         ),
         agent=AgentInfo(ref=agent.ref, faults=agent.faults, fingerprint=agent.fingerprint),
-        settings={"runs_per_case": runs, "min_pass_rate": min_pass_rate, "unstable_floor": settings.unstable_floor, "seed": settings.seed, "decision": "fixed"},
+        settings={"mode": oracle.mode, "tau": oracle.tau, "alpha": oracle.alpha, "beta": oracle.beta, "max_runs": oracle.max_runs, "runs": oracle.runs, "unstable_floor": oracle.unstable_floor, "confidence": oracle.confidence, "seed": settings.seed},
         cases=cases,
         problems=list(problems or []),
         metrics=metrics,
     )
 
 
-def render_table(report: RunReport, *, width: int = 100) -> str:
-    """The terminal summary: one line per case, then totals (fits one screen for a spec)."""
+def render_table(report: RunReport, *, width: int | None = None) -> str:
+    """The terminal summary: one line per case, then totals (fits one screen for a spec).
+
+    The cost column appears only when something cost money; the first failure is cut to the
+    terminal width (the JSON report has it whole)."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
     lines = []
-    idw = min(max((len(c.id) for c in report.cases), default=10), 48)
-    lines.append(f"{'case':<{idw}}  {'verdict':<8} {'rate':>6} {'runs':>5}  first failure")
+    idw = min(max((len(c.id) for c in report.cases), default=10), 44)
+    show_cost = any(c.cost_usd > 0 for c in report.cases)
+    cost_head = f" {'cost $':>8}" if show_cost else ""
+    head = f"{'case':<{idw}}  {'verdict':<12} {'rate':>5} {'95% CI':>9} {'runs':>4}{cost_head}  "
+    lines.append(head + "first failure")
     for c in report.cases:
         fail = c.failures[0].explanation if c.failures else ""
-        room = max(10, width - idw - 26)
+        room = max(20, width - len(head))
         if len(fail) > room:
             fail = fail[: room - 1] + "…"
-        lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<8} {c.pass_rate:>6.0%} {c.runs:>5}  {fail}")
+        ci = f"{c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval else ""
+        cost = f" {c.cost_usd:>8.4f}" if show_cost else ""
+        lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<12} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}  {fail}".rstrip())
     m = report.metrics
     cov = f", branch coverage {m.branch_coverage:.0%}" if m.branch_coverage is not None else ""
     lines.append(

@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+
+import numpy as np
 
 from agentprop.errors import InvalidArgument
 
@@ -50,9 +52,7 @@ __all__ = [
     "QueryRecord",
     "RateEstimate",
     "Verdict",
-    "beta_quantile",
-    "predictive_miss_probability",
-    "runs_to_rule_out",
+    "RatePosterior",
     "wilson_interval",
 ]
 
@@ -134,85 +134,77 @@ class RateEstimate:
 # oracle's statistics module, which sits on another floor).
 
 
-def predictive_miss_probability(a: float, b: float, n: int) -> float:
-    """``E[(1 - q)^n]`` for ``q ~ Beta(a, b)``: the chance that ``n`` runs of a candidate that
-    reproduces at an unknown rate ``q`` all come out clean."""
-    prob = 1.0
-    for i in range(n):
-        prob *= (b + i) / (a + b + i)
-    return prob
+class RatePosterior:
+    """Posterior of the reproduction rate ``q`` from every candidate the shrinker has run.
 
+    Using only the candidates *known* to reproduce would be biased: a reproducing candidate
+    gets known as such by failing quickly, while one that happened to stay clean for a few
+    runs stays "unknown", so its clean runs would be left out and ``q`` overestimated (which
+    in turn makes queries too short). Instead every candidate contributes to the likelihood:
 
-def runs_to_rule_out(a: float, b: float, error: float, limit: int = 100_000) -> int:
-    """Smallest ``n`` with ``E[(1 - q)^n] <= error`` for ``q ~ Beta(a, b)`` (at most ``limit``).
+    * known to reproduce (the original, or a candidate containing a confirmed reproducer):
+      ``q^f (1 - q)^(n - f)``;
+    * status unknown: ``pi * q^f (1 - q)^(n - f) + (1 - pi) * eps^f (1 - eps)^(n - f)``, a
+      mixture over "it reproduces" (prior probability ``pi``, itself unknown) and "it does
+      not" (where a matching failure only happens at the background rate ``eps``).
 
-    With a sharp posterior this is ``ceil(log(error) / log(1 - q))``; with a vague one it is
-    larger, because small values of ``q`` make long clean streaks likely.
+    The posterior is computed on a grid over ``(q, pi)`` with flat priors and marginalised
+    over ``pi``.
     """
-    if not 0.0 < error < 1.0:
-        raise InvalidArgument(f"error must be in (0, 1), got {error!r}.")
-    prob = 1.0
-    for n in range(1, limit + 1):
-        prob *= (b + n - 1) / (a + b + n - 1)
-        if prob <= error:
-            return n
-    return limit
 
+    _Q = (np.arange(400) + 0.5) / 400.0
+    _PI = (np.arange(24) + 0.5) / 24.0
 
-def _log_beta(a: float, b: float) -> float:
-    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    def __init__(
+        self,
+        known: Sequence[tuple[int, int]],
+        unknown: Sequence[tuple[int, int]],
+        background_rate: float = 0.0,
+    ) -> None:
+        q = self._Q[:, None]
+        pi = self._PI[None, :]
+        log_q, log_1q = np.log(q), np.log1p(-q)
+        total = np.zeros((self._Q.size, self._PI.size))
+        known_f = sum(f for f, _ in known)
+        known_n = sum(n for _, n in known)
+        total += known_f * log_q + (known_n - known_f) * log_1q
+        eps = background_rate
+        for (f, n), count in Counter(unknown).items():
+            live = np.exp(f * log_q + (n - f) * log_1q)
+            if eps > 0.0:
+                dead = math.exp(f * math.log(eps) + (n - f) * math.log1p(-eps))
+            else:
+                dead = 0.0 if f else 1.0
+            total += count * np.log(pi * live + (1.0 - pi) * dead)
+        total -= total.max()
+        weights = np.exp(total).sum(axis=1)
+        self.weights: np.ndarray = weights / weights.sum()
+        self.known = (known_f, known_n)
 
+    @property
+    def mean(self) -> float:
+        return float(np.dot(self.weights, self._Q))
 
-def _beta_cf(a: float, b: float, x: float) -> float:
-    # Continued fraction of the incomplete beta function (modified Lentz).
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-12:
-            break
-    return h
+    def quantile(self, prob: float) -> float:
+        cumulative = np.cumsum(self.weights)
+        return float(self._Q[min(int(np.searchsorted(cumulative, prob)), self._Q.size - 1)])
 
+    def miss_probability(self, runs: int) -> float:
+        """``E[(1 - q)^runs]``: the chance that a reproducing candidate stays clean that long."""
+        return float(np.dot(self.weights, (1.0 - self._Q) ** runs))
 
-def _beta_cdf(x: float, a: float, b: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(a * math.log(x) + b * math.log1p(-x) - _log_beta(a, b))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _beta_cf(a, b, x) / a
-    return 1.0 - front * _beta_cf(b, a, 1.0 - x) / b
-
-
-def beta_quantile(a: float, b: float, prob: float) -> float:
-    """The ``prob`` quantile of ``Beta(a, b)`` (bisection on the regularised incomplete beta)."""
-    if not 0.0 < prob < 1.0:
-        raise InvalidArgument(f"prob must be in (0, 1), got {prob!r}.")
-    low, high = 0.0, 1.0
-    for _ in range(60):
-        mid = (low + high) / 2.0
-        if _beta_cdf(mid, a, b) < prob:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2.0
+    def runs_to_rule_out(self, error: float, limit: int) -> int:
+        """Smallest ``n <= limit`` with ``E[(1 - q)^n] <= error`` (``limit`` if none)."""
+        if self.miss_probability(limit) > error:
+            return limit
+        low, high = 0, limit
+        while high - low > 1:
+            mid = (low + high) // 2
+            if self.miss_probability(mid) <= error:
+                high = mid
+            else:
+                low = mid
+        return high
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,6 +231,8 @@ class QueryRecord:
     verdict: Verdict
     source: str
     total_runs: int
+    clean_evidence: int = 0
+    runs_needed: int = 0
 
 
 @dataclass
@@ -247,7 +241,7 @@ class _Entry:
     failures: int = 0
     other: int = 0
     verdict: Verdict | None = None
-    pooled: bool = False
+    known_live: bool = False
 
 
 Oracle = Callable[[int, int], Outcome]
@@ -271,52 +265,52 @@ class QueryEngine:
     provisional_miss: float = 0.1
     planning_quantile: float = 0.2
     monotone: bool = True
-    prior: tuple[float, float] = (1.0, 1.0)
     signature: Hashable = None
     spent: int = 0
     exhausted: bool = False
     log: list[QueryRecord] = field(default_factory=list)
     other_signatures: Counter[Hashable] = field(default_factory=Counter)
     _ledger: dict[int, _Entry] = field(default_factory=dict)
-    _pool_failures: int = 0
-    _pool_runs: int = 0
-    _need_cache: dict[tuple[int, int], int] = field(default_factory=dict)
+    _posterior_cache: dict[tuple[int, int, tuple[tuple[int, int], ...]], RatePosterior] = field(
+        default_factory=dict
+    )
 
-    # -- pooled rate -------------------------------------------------------------------------
+    # -- the reproduction rate ---------------------------------------------------------------
 
-    @property
-    def posterior(self) -> tuple[float, float]:
-        """Beta parameters of the reproduction rate pooled over candidates known to reproduce."""
-        a0, b0 = self.prior
-        return (a0 + self._pool_failures, b0 + self._pool_runs - self._pool_failures)
+    def rate_posterior(self) -> RatePosterior:
+        """Posterior of the reproduction rate given every run so far (see :class:`RatePosterior`)."""
+        known_f = known_n = 0
+        unknown: list[tuple[int, int]] = []
+        for entry in self._ledger.values():
+            if not entry.runs:
+                continue
+            if entry.known_live:
+                known_f += entry.failures
+                known_n += entry.runs
+            else:
+                unknown.append((entry.failures, entry.runs))
+        key = (known_f, known_n, tuple(sorted(unknown)))
+        found = self._posterior_cache.get(key)
+        if found is None:
+            if len(self._posterior_cache) > 10_000:
+                self._posterior_cache.clear()
+            found = RatePosterior([(known_f, known_n)], unknown, self.background_rate)
+            self._posterior_cache[key] = found
+        return found
 
     def runs_needed(self) -> int:
         """Clean runs that rule a candidate out at ``miss_error`` (specific-signature regime)."""
-        key = (self._pool_failures, self._pool_runs)
-        if key not in self._need_cache:
-            a, b = self.posterior
-            self._need_cache[key] = runs_to_rule_out(a, b, self.miss_error, limit=self.budget + 1)
-        return self._need_cache[key]
+        return self.rate_posterior().runs_to_rule_out(self.miss_error, limit=self.budget + 1)
 
     def provisional_cap(self) -> int:
         """A cheap first look: clean runs after which a reproducing candidate would have failed
         with probability ``1 - provisional_miss`` at the posterior mean rate."""
-        a, b = self.posterior
-        q = a / (a + b)
-        if q >= 1.0:
-            return 1
+        q = self.rate_posterior().mean
         return max(1, math.ceil(math.log(self.provisional_miss) / math.log1p(-q)))
 
     def planning_rate(self) -> float:
         """The alternative ``q1`` of the per-query SPRT (background-noise regime)."""
-        a, b = self.posterior
-        return beta_quantile(a, b, self.planning_quantile)
-
-    def _pool(self, entry: _Entry) -> None:
-        if not entry.pooled:
-            entry.pooled = True
-            self._pool_failures += entry.failures
-            self._pool_runs += entry.runs
+        return self.rate_posterior().quantile(self.planning_quantile)
 
     # -- ledger helpers ----------------------------------------------------------------------
 
@@ -336,18 +330,19 @@ class QueryEngine:
         found = self._ledger.get(mask)
         return found.verdict if found is not None else None
 
-    def _mark_live(self, mask: int) -> None:
+    def _mark_live(self, mask: int, *, certain: bool) -> None:
+        """Record that ``mask`` reproduces; ``certain`` when a matching failure proves it (no
+        background noise) or it is the original. Under monotonicity everything containing it
+        reproduces too."""
         entry = self.entry(mask)
         entry.verdict = Verdict.REPRODUCES
-        self._pool(entry)
+        entry.known_live = entry.known_live or certain
         if not self.monotone:
             return
-        # Everything containing a reproducer reproduces: clean streaks on those were misses,
-        # and their runs belong in the pooled rate (leaving them out would bias it upwards).
         for other_mask, other in self._ledger.items():
-            if other_mask != mask and other_mask & mask == mask and other.verdict is not Verdict.REPRODUCES:
+            if other_mask != mask and other_mask & mask == mask:
                 other.verdict = Verdict.REPRODUCES
-                self._pool(other)
+                other.known_live = other.known_live or certain
 
     def _implied(self, mask: int) -> Verdict | None:
         if not self.monotone:
@@ -415,7 +410,7 @@ class QueryEngine:
             "calibration",
         )
         if entry.failures:
-            self._mark_live(mask)
+            self._mark_live(mask, certain=True)
 
     def seed(self, mask: int, *, runs: int, failures: int) -> None:
         """Record evidence about the original gathered elsewhere (trial indices ``0..runs-1``)."""
@@ -425,7 +420,7 @@ class QueryEngine:
         self._record("calibration", None, (), mask, 0, 0, 0,
                      Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED, "given")
         if entry.failures:
-            self._mark_live(mask)
+            self._mark_live(mask, certain=True)
 
     def _record(
         self,
@@ -438,6 +433,8 @@ class QueryEngine:
         other: int,
         verdict: Verdict,
         source: str,
+        clean_evidence: int = 0,
+        runs_needed: int = 0,
     ) -> None:
         self.log.append(
             QueryRecord(
@@ -452,6 +449,8 @@ class QueryEngine:
                 verdict=verdict,
                 source=source,
                 total_runs=self.spent,
+                clean_evidence=clean_evidence,
+                runs_needed=runs_needed,
             )
         )
 
@@ -477,7 +476,7 @@ class QueryEngine:
         implied = self._implied(mask)
         if implied is not None:
             if implied is Verdict.REPRODUCES:
-                self._mark_live(mask)
+                self._mark_live(mask, certain=self.background_rate == 0.0)
             else:
                 self.entry(mask).verdict = implied
             self._record(phase, depth, removed, mask, 0, 0, 0, implied, "inferred")
@@ -505,7 +504,7 @@ class QueryEngine:
             evidence += 1
         spent = entry.runs - runs0
         if reproduced:
-            self._mark_live(mask)
+            self._mark_live(mask, certain=True)
             verdict = Verdict.REPRODUCES
         elif evidence >= need:
             entry.verdict = Verdict.DOES_NOT_REPRODUCE
@@ -514,7 +513,7 @@ class QueryEngine:
             verdict = Verdict.UNDECIDED
         source = "ran" if spent else ("inferred" if verdict is not Verdict.UNDECIDED else "deferred")
         self._record(phase, depth, removed, mask, spent, int(reproduced), entry.other - other0,
-                     verdict, source)
+                     verdict, source, clean_evidence=evidence, runs_needed=need)
         return verdict
 
     def sprt_plan(self) -> tuple[float, float, float, float, int]:
@@ -548,7 +547,7 @@ class QueryEngine:
                 break
         value = llr()
         if value >= upper:
-            self._mark_live(mask)
+            self._mark_live(mask, certain=False)
             verdict = Verdict.REPRODUCES
         elif value <= lower or entry.runs >= truncation:
             entry.verdict = Verdict.DOES_NOT_REPRODUCE

@@ -232,7 +232,8 @@ class ShrinkResult(Generic[C]):
     minimal: bool
     stop_reason: str
     original_rate: RateEstimate
-    posterior: tuple[float, float]
+    pooled_rate: float
+    pooled_rate_interval: tuple[float, float]
     other_signatures: dict[Hashable, int]
     kept_leaves: int
     original_leaves: int
@@ -450,6 +451,7 @@ def shrink(
         else:
             reason = "stopped with undecided units"
     forest = index.forest(search.current)
+    posterior = engine.rate_posterior()
     return ShrinkResult(
         reproducer=make(forest),
         units=forest,
@@ -463,7 +465,8 @@ def shrink(
         minimal=minimal,
         stop_reason=reason,
         original_rate=RateEstimate(original_entry.failures, original_entry.runs),
-        posterior=engine.posterior,
+        pooled_rate=posterior.mean,
+        pooled_rate_interval=(posterior.quantile(0.025), posterior.quantile(0.975)),
         other_signatures=dict(engine.other_signatures),
         kept_leaves=search.current.bit_count(),
         original_leaves=full.bit_count(),

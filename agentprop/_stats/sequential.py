@@ -506,6 +506,20 @@ class ZeroFailureCertification(_LatticeTest):
     def fresh(self) -> ZeroFailureCertification:
         return ZeroFailureCertification(self.target, self.confidence)
 
+    @classmethod
+    def with_runs(cls, runs: int, confidence: float = 0.95) -> ZeroFailureCertification:
+        """The certification that needs exactly ``runs`` clean runs (TDAD's high-risk gate is
+        50): its ``target`` is the pass rate those runs certify at ``confidence``."""
+        runs = check_count("runs", runs, minimum=1)
+        confidence = check_open_unit("confidence", confidence)
+        target = (1.0 - confidence) ** (1.0 / runs)
+        # nudge past floating-point error so that exactly `runs` clean runs are required
+        while zero_failure_runs(target, confidence) > runs:
+            target = math.nextafter(target, 0.0)
+        while zero_failure_runs(target, confidence) < runs:
+            target = math.nextafter(target, 1.0)
+        return cls(target, confidence)
+
     def __repr__(self) -> str:
         return (
             f"ZeroFailureCertification(target={self.target:g}, "

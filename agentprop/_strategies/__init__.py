@@ -1,0 +1,39 @@
+"""Implementation of agentprop's Hypothesis strategies (public API: ``agentprop.strategies``).
+
+* :mod:`.slots` -- protected-slot detection and masking
+* :mod:`.packs` -- phrase packs (YAML in the top-level ``strategies/`` folder), validation and merging
+* :mod:`.paraphrase` -- paraphrase transforms and the :func:`paraphrases` strategy
+"""
+
+from __future__ import annotations
+
+from agentprop._strategies.packs import (
+    Frames,
+    Particles,
+    PhrasePack,
+    builtin_languages,
+    load_pack,
+    load_pack_text,
+    merge_packs,
+    resolve_pack,
+)
+from agentprop._strategies.paraphrase import TRANSFORM_NAMES, Paraphrase, Step, apply_transforms, paraphrases
+from agentprop._strategies.slots import Slot, find_slots
+
+__all__ = [
+    "TRANSFORM_NAMES",
+    "Frames",
+    "Paraphrase",
+    "Particles",
+    "PhrasePack",
+    "Slot",
+    "Step",
+    "apply_transforms",
+    "builtin_languages",
+    "find_slots",
+    "load_pack",
+    "load_pack_text",
+    "merge_packs",
+    "paraphrases",
+    "resolve_pack",
+]

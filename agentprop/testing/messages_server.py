@@ -376,7 +376,28 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def __init__(self, owner: MessagesServer, address: tuple[str, int]) -> None:
         self.owner = owner
+        self.open_sockets: set[socket.socket] = set()
+        self.sockets_lock = threading.Lock()
         super().__init__(address, _RequestHandler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        with self.sockets_lock:
+            self.open_sockets.add(request)
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            with self.sockets_lock:
+                self.open_sockets.discard(request)
+
+    def close_open_connections(self) -> None:
+        """Hang up on every client still connected (idle keep-alive connections included)."""
+        with self.sockets_lock:
+            sockets = list(self.open_sockets)
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that time out or hang up are normal in fault-injection tests: stay quiet.
@@ -474,6 +495,7 @@ class MessagesServer:
         self._stopping.set()
         httpd.shutdown()
         httpd.server_close()
+        httpd.close_open_connections()
         if thread is not None:
             thread.join(timeout=5)
         self._httpd = None
@@ -572,6 +594,7 @@ class MessagesServer:
     def _serve_one(self, h: _RequestHandler) -> None:
         length_header = h.headers.get("Content-Length")
         if h.command == "POST" and length_header is None:
+            h.close_connection = True  # an unread body would corrupt the next request
             self._send(h, error_reply(411, message="MessagesServer needs a Content-Length header."))
             return
         length = int(length_header or 0)

@@ -1,0 +1,195 @@
+"""``agentprop.check``: decide a property of an agent on one scenario, statistically.
+
+::
+
+    project = agentprop.load_project("examples/supportops")
+    scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
+    agentprop.check(project, scenario, SupportOpsAgent)            # MFT by default
+    agentprop.check(project, scenario, SupportOpsAgent, messages=[paraphrase, "Yes"])
+    agentprop.check(project, scenario, agent, prop=lambda trace: agentprop.numbers_grounded(trace))
+
+It runs the agent as often as the oracle needs (memoised per trial), and raises
+:class:`~agentprop.AgentPropertyViolation` unless the verdict is PASS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Union
+
+from agentprop._agents import LoadedAgent, make_factory
+from agentprop._budget import Budget
+from agentprop._contracts import Verdict
+from agentprop._memo import TrialMemo, TrialRecord, input_key
+from agentprop._oracle import CheckResult, Mode, OracleSettings, adecide
+from agentprop._project import Project
+from agentprop._properties import mft_verdicts
+from agentprop._scenario import Scenario
+from agentprop._trace import Trace
+from agentprop.errors import InvalidArgument
+
+PropertyResult = Union[Verdict, bool, Sequence[Verdict]]
+Property = Callable[[Trace], PropertyResult]
+
+_default_memo = TrialMemo()
+_session_budget: Budget | None = None
+_lock = threading.Lock()
+
+
+def default_memo() -> TrialMemo:
+    """The memo :func:`check` uses when none is given (in memory, per process; the pytest
+    plugin replaces it with an on-disk one)."""
+    return _default_memo
+
+
+def set_default_memo(memo: TrialMemo) -> None:
+    global _default_memo
+    with _lock:
+        _default_memo = memo
+
+
+def session_budget() -> Budget | None:
+    return _session_budget
+
+
+def set_session_budget(budget: Budget | None) -> None:
+    global _session_budget
+    with _lock:
+        _session_budget = budget
+
+
+def as_loaded_agent(agent: Any) -> LoadedAgent:
+    if isinstance(agent, LoadedAgent):
+        return agent
+    if agent is None:
+        raise InvalidArgument("check() needs an agent: a class, a factory, an agent function or a LoadedAgent")
+    return make_factory(agent)
+
+
+def _verdicts(result: PropertyResult) -> list[Verdict]:
+    if isinstance(result, Verdict):
+        return [result]
+    if isinstance(result, bool):
+        return [Verdict(passed=result, contract="property", explanation="the property returned " + str(result))]
+    if isinstance(result, Sequence):
+        out = list(result)
+        if not all(isinstance(v, Verdict) for v in out):
+            raise InvalidArgument("a property must return a Verdict, a bool, or a list of Verdicts")
+        return out
+    raise InvalidArgument(f"a property must return a Verdict, a bool, or a list of Verdicts; got {type(result).__name__}")
+
+
+def record_for(trace: Trace, verdicts: list[Verdict], *, keep_trace: bool = True) -> TrialRecord:
+    failed = next((v for v in verdicts if not v.passed), None)
+    usage = trace.usage
+    return TrialRecord(
+        passed=failed is None,
+        signature=failed.signature if failed is not None else None,
+        explanation=failed.explanation if failed is not None else None,
+        clause=failed.clause if failed is not None else None,
+        cost_usd=usage.cost_usd,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        trace_json=trace.to_json() if (keep_trace and failed is not None) else None,
+    )
+
+
+def _prop_id(prop: Property | None) -> str:
+    if prop is None:
+        return "mft"
+    return f"{getattr(prop, '__module__', '')}.{getattr(prop, '__qualname__', repr(prop))}"
+
+
+async def acheck(
+    project: Project,
+    scenario: Scenario,
+    agent: Any,
+    *,
+    messages: Sequence[str] | None = None,
+    prop: Property | None = None,
+    settings: OracleSettings | None = None,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    concurrency: int = 1,
+    name: str | None = None,
+    seed: int = 0,
+) -> CheckResult:
+    """Async core of :func:`check` (never raises for a failed property)."""
+    loaded = as_loaded_agent(agent)
+    settings = settings or OracleSettings.for_spec(project.spec)
+    msgs = list(messages) if messages is not None else scenario.messages
+    if len(msgs) != len(scenario.turns) and prop is None:
+        raise InvalidArgument(
+            f"messages has {len(msgs)} turn(s) but scenario {scenario.id} expects {len(scenario.turns)}; "
+            "give one message per turn, or pass prop= to check something other than the scenario's MFT"
+        )
+
+    async def run_trial(i: int) -> TrialRecord:
+        trace = await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=msgs)
+        verdicts = mft_verdicts(project.spec, scenario, trace) if prop is None else _verdicts(prop(trace))
+        return record_for(trace, verdicts)
+
+    digest = input_key({"spec": project.spec.spec_id, "scenario": scenario.id, "world": scenario.world.model_dump(), "messages": msgs, "prop": _prop_id(prop), "seed": seed})
+    return await adecide(
+        run_trial,
+        settings,
+        name=name or scenario.id,
+        memo=memo if memo is not None else _default_memo,
+        input_digest=digest,
+        fingerprint=loaded.fingerprint,
+        budget=budget if budget is not None else _session_budget,
+        concurrency=concurrency,
+    )
+
+
+def check(
+    project: Project,
+    scenario: Scenario | str,
+    agent: Any,
+    *,
+    messages: Sequence[str] | None = None,
+    prop: Property | None = None,
+    mode: Mode | None = None,
+    tau: float | None = None,
+    runs: int | None = None,
+    max_runs: int | None = None,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    concurrency: int = 1,
+    raise_on_failure: bool = True,
+    name: str | None = None,
+) -> CheckResult:
+    """Decide ``prop`` (default: the scenario's MFT) for ``agent`` on ``scenario``.
+
+    ``scenario`` may be a scenario or its id. Settings default to the spec's (see
+    :meth:`OracleSettings.for_spec`); ``mode``, ``tau``, ``runs`` and ``max_runs`` override
+    them. Raises :class:`~agentprop.AgentPropertyViolation` unless the verdict is PASS (set
+    ``raise_on_failure=False`` to get the result instead).
+    """
+    sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
+    settings = OracleSettings.for_spec(project.spec, mode=mode, tau=tau, runs=runs, max_runs=max_runs)
+    coro = acheck(project, sc, agent, messages=messages, prop=prop, settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        result = asyncio.run(coro)
+    else:
+        box: dict[str, Any] = {}
+
+        def runner() -> None:
+            try:
+                box["r"] = asyncio.run(coro)
+            except BaseException as exc:
+                box["e"] = exc
+
+        t = threading.Thread(target=runner)
+        t.start()
+        t.join()
+        if "e" in box:
+            raise box["e"]
+        result = box["r"]
+    if raise_on_failure:
+        result.raise_for_verdict()
+    return result

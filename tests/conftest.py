@@ -1,0 +1,39 @@
+"""Shared fixtures: where the SpecSuite-Core specs and the SupportOps example live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentprop._bindings import Bindings, load_bindings
+from agentprop._spec.load import load_spec
+from agentprop._spec.model import Spec
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SPECSUITE_DIR = REPO_ROOT.parent / "shared" / "specsuite-core"
+SUPPORTOPS_EXAMPLE_DIR = REPO_ROOT / "examples" / "supportops"
+
+
+@pytest.fixture(scope="session")
+def specsuite_dir() -> Path:
+    """The read-only SpecSuite-Core checkout next to the repo (skips when it is absent)."""
+    if not SPECSUITE_DIR.is_dir():
+        pytest.skip(f"SpecSuite-Core specs not found at {SPECSUITE_DIR} (expected ../shared/specsuite-core)")
+    return SPECSUITE_DIR
+
+
+@pytest.fixture(scope="session")
+def supportops_example_dir() -> Path:
+    """``examples/supportops``: spec.yaml + agentprop.yaml bindings + agent.py."""
+    return SUPPORTOPS_EXAMPLE_DIR
+
+
+@pytest.fixture(scope="session")
+def supportops_spec(supportops_example_dir: Path) -> Spec:
+    return load_spec(supportops_example_dir / "spec.yaml")
+
+
+@pytest.fixture(scope="session")
+def supportops_bindings(supportops_example_dir: Path, supportops_spec: Spec) -> Bindings:
+    return load_bindings(supportops_example_dir / "agentprop.yaml", supportops_spec)
