@@ -5,7 +5,10 @@ The public API lives here; everything under ``agentprop._*`` is internal.
 
 from __future__ import annotations
 
+from agentprop._agents import LoadedAgent, load_agent, make_factory
 from agentprop._bindings import Bindings, load_bindings
+from agentprop._budget import Budget, BudgetExhausted
+from agentprop._check import acheck, check, settings_scope
 from agentprop._contracts import (
     Verdict,
     args_satisfy,
@@ -21,6 +24,8 @@ from agentprop._contracts import (
     response_valid,
     within_scope,
 )
+from agentprop._memo import TrialMemo
+from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings, adecide, decide
 from agentprop._paths import TreePath, enumerate_paths
 from agentprop._project import Project, load_project
 from agentprop._properties import mft_verdicts
@@ -42,9 +47,20 @@ from agentprop.errors import (
     ToolError,
 )
 
-__version__ = "0.1.0"
+from agentprop._version import __version__
+
+
+def agent_settings(profile: str = "ci", **overrides: object) -> object:
+    """Hypothesis settings for tests that run an agent (see :mod:`agentprop.pytest_plugin`)."""
+    from agentprop.pytest_plugin import agent_settings as _impl
+
+    return _impl(profile, **overrides)
+
 
 __all__ = [
+    "AgentPropertyViolation", "Budget", "BudgetExhausted", "CheckResult", "LoadedAgent",
+    "OracleSettings", "TrialMemo", "acheck", "adecide", "agent_settings", "check", "decide",
+    "load_agent", "make_factory", "settings_scope",
     "AgentFactory", "AgentPropError", "Bindings", "BindingsError", "Failure", "InputError",
     "InvalidArgument", "LintFinding", "Project", "RunError", "Scenario", "ScenarioTurn", "Spec",
     "SpecError", "ToolCall", "ToolError", "Trace", "TreePath", "Turn", "TurnContext",

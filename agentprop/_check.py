@@ -15,8 +15,11 @@ It runs the agent as often as the oracle needs (memoised per trial), and raises
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Union
 
 from agentprop._agents import LoadedAgent, make_factory
@@ -36,6 +39,45 @@ Property = Callable[[Trace], PropertyResult]
 _default_memo = TrialMemo()
 _session_budget: Budget | None = None
 _lock = threading.Lock()
+
+_overrides: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentprop_overrides", default={})
+"""Oracle settings imposed by the surrounding test (pytest marker, profile)."""
+
+
+@dataclass
+class CheckRecord:
+    """A decided check, kept for the pytest terminal summary."""
+
+    test: str
+    result: CheckResult
+
+
+_results: list[CheckRecord] = []
+_current_test: contextvars.ContextVar[str] = contextvars.ContextVar("agentprop_test", default="")
+
+
+def recorded_results() -> list[CheckRecord]:
+    with _lock:
+        return list(_results)
+
+
+def clear_recorded_results() -> None:
+    with _lock:
+        _results.clear()
+
+
+@contextlib.contextmanager
+def settings_scope(test: str = "", **overrides: Any) -> Iterator[None]:
+    """Within this scope, :func:`check` uses these overrides (``mode``, ``tau``, ``runs``,
+    ``max_runs``, ``seed``) unless a call passes its own, and records results under ``test``."""
+    merged = {**_overrides.get(), **{k: v for k, v in overrides.items() if v is not None}}
+    t1 = _overrides.set(merged)
+    t2 = _current_test.set(test or _current_test.get())
+    try:
+        yield
+    finally:
+        _overrides.reset(t1)
+        _current_test.reset(t2)
 
 
 def default_memo() -> TrialMemo:
@@ -116,7 +158,11 @@ async def acheck(
     name: str | None = None,
     seed: int = 0,
 ) -> CheckResult:
-    """Async core of :func:`check` (never raises for a failed property)."""
+    """Async core of :func:`check` (never raises for a failed property).
+
+    ``seed`` selects the trial indices (``seed * 1_000_003`` onwards): the same seed replays
+    the same samples (memo, API cache, simulated agents' ``ctx.rng``); another seed draws
+    new ones."""
     loaded = as_loaded_agent(agent)
     settings = settings or OracleSettings.for_spec(project.spec)
     msgs = list(messages) if messages is not None else scenario.messages
@@ -141,6 +187,7 @@ async def acheck(
         fingerprint=loaded.fingerprint,
         budget=budget if budget is not None else _session_budget,
         concurrency=concurrency,
+        first_trial=seed * 1_000_003,
     )
 
 
@@ -160,17 +207,27 @@ def check(
     concurrency: int = 1,
     raise_on_failure: bool = True,
     name: str | None = None,
+    seed: int | None = None,
 ) -> CheckResult:
     """Decide ``prop`` (default: the scenario's MFT) for ``agent`` on ``scenario``.
 
     ``scenario`` may be a scenario or its id. Settings default to the spec's (see
     :meth:`OracleSettings.for_spec`); ``mode``, ``tau``, ``runs`` and ``max_runs`` override
-    them. Raises :class:`~agentprop.AgentPropertyViolation` unless the verdict is PASS (set
-    ``raise_on_failure=False`` to get the result instead).
+    them. ``seed`` picks the trial indices (default 0, or the pytest ``--agentprop-seed``;
+    ``--agentprop-fresh`` picks a random one). Raises :class:`~agentprop.AgentPropertyViolation`
+    unless the verdict is PASS (set ``raise_on_failure=False`` to get the result instead).
     """
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
-    settings = OracleSettings.for_spec(project.spec, mode=mode, tau=tau, runs=runs, max_runs=max_runs)
-    coro = acheck(project, sc, agent, messages=messages, prop=prop, settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name)
+    scoped = _overrides.get()
+    settings = OracleSettings.for_spec(
+        project.spec,
+        mode=mode if mode is not None else scoped.get("mode"),
+        tau=tau if tau is not None else scoped.get("tau"),
+        runs=runs if runs is not None else scoped.get("runs"),
+        max_runs=max_runs if max_runs is not None else scoped.get("max_runs"),
+    )
+    trial_seed = seed if seed is not None else int(scoped.get("seed", 0))
+    coro = acheck(project, sc, agent, messages=messages, prop=prop, settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=trial_seed)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -190,6 +247,8 @@ def check(
         if "e" in box:
             raise box["e"]
         result = box["r"]
+    with _lock:
+        _results.append(CheckRecord(_current_test.get(), result))
     if raise_on_failure:
         result.raise_for_verdict()
     return result

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from agentprop import __version__
+from agentprop._version import __version__
 from agentprop._agents import load_agent, parse_faults
 from agentprop._project import load_project
 from agentprop._run import RunSettings, arun_cases, render_table

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TextIO
 
-from agentprop import __version__
+from agentprop._version import __version__
 from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
 from agentprop._check import acheck

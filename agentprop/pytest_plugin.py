@@ -1,12 +1,242 @@
-"""pytest plugin for agentprop (registered through the ``pytest11`` entry point)."""
+"""pytest plugin for agentprop (registered through the ``pytest11`` entry point).
+
+Options (all prefixed ``--agentprop-``):
+
+``--agentprop-profile smoke|ci|release``
+    how hard to look: oracle run limit and Hypothesis ``max_examples`` (default ``ci``).
+``--agentprop-seed N``
+    trial namespace; a new seed draws new samples, the same seed replays the memo.
+``--agentprop-fresh``
+    re-sample every agent run instead of reusing memoised trials.
+``--agentprop-memo PATH``
+    where memoised trials are kept (default ``.agentprop/trials.sqlite`` under the rootdir;
+    ``none`` keeps them in memory only).
+``--agentprop-max-runs N`` / ``--agentprop-max-usd X``
+    one budget for the whole session; when it is spent, undecided checks are INCONCLUSIVE
+    (never a pass).
+``--agentprop-agent MODULE:ATTR`` / ``--agentprop-spec PATH``
+    what the ``agentprop_agent`` and ``agentprop_project`` fixtures load (also settable as
+    ini options ``agentprop_agent`` and ``agentprop_spec``).
+
+Marker: ``@pytest.mark.agentprop(tau=0.9, n=50, risk="high", mode="sprt", max_runs=100)``
+sets the oracle for the checks inside one test. Fixtures: ``agentprop_agent``,
+``agentprop_project``, ``agentprop_world``, ``agentprop_budget``, ``agentprop_memo``.
+
+The Hypothesis profiles ``agentprop-smoke``, ``agentprop-ci`` and ``agentprop-release`` are
+registered (``deadline=None``, explain phase off, few examples, database on); use
+``agentprop.agent_settings()`` as a decorator, or ``--hypothesis-profile agentprop-ci``.
+"""
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
+from hypothesis import HealthCheck, Phase, settings
+
+from agentprop._agents import LoadedAgent, load_agent
+from agentprop._budget import Budget
+from agentprop._check import (
+    clear_recorded_results,
+    recorded_results,
+    set_default_memo,
+    set_session_budget,
+    settings_scope,
+)
+from agentprop._memo import TrialMemo
+from agentprop._project import Project, load_project
+from agentprop._scenario import make_world
+from agentprop._world import World, stable_seed
+from agentprop.errors import InputError
+
+PROFILES: dict[str, dict[str, Any]] = {
+    "smoke": {"max_runs": 30, "max_examples": 5},
+    "ci": {"max_runs": 100, "max_examples": 10},
+    "release": {"max_runs": 300, "max_examples": 50},
+}
+
+for _name, _p in PROFILES.items():
+    settings.register_profile(
+        f"agentprop-{_name}",
+        deadline=None,
+        max_examples=_p["max_examples"],
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+        suppress_health_check=[HealthCheck.too_slow],
+        derandomize=False,
+    )
+
+
+def agent_settings(profile: str = "ci", **overrides: Any) -> settings:
+    """Hypothesis settings for a test that runs an agent: no deadline, no explain phase, few
+    examples, database on. ``overrides`` pass through to :class:`hypothesis.settings`."""
+    if profile not in PROFILES:
+        raise InputError(f"unknown agentprop profile {profile!r}", fix=f"use one of {', '.join(PROFILES)}")
+    return settings(settings.get_profile(f"agentprop-{profile}"), **overrides)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agentprop", "agentprop: statistical tests of LLM agents")
+    group.addoption("--agentprop-profile", choices=sorted(PROFILES), default=None, help="smoke, ci (default) or release")
+    group.addoption("--agentprop-seed", type=int, default=None, help="trial namespace (default 0)")
+    group.addoption("--agentprop-fresh", action="store_true", default=False, help="re-sample agent runs instead of reusing memoised trials")
+    group.addoption("--agentprop-memo", default=None, help="memo file for trials (default .agentprop/trials.sqlite; 'none' for memory only)")
+    group.addoption("--agentprop-max-runs", type=int, default=None, help="session budget: most agent runs")
+    group.addoption("--agentprop-max-usd", type=float, default=None, help="session budget: most dollars")
+    group.addoption("--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture")
+    group.addoption("--agentprop-spec", default=None, help="spec (directory) loaded by the agentprop_project fixture")
+    parser.addini("agentprop_agent", "MODULE:ATTR loaded by the agentprop_agent fixture", default="")
+    parser.addini("agentprop_spec", "spec (directory) loaded by the agentprop_project fixture", default="")
+    parser.addini("agentprop_memo", "memo file for trials ('none' for memory only)", default="")
+
+
+def _opt(config: pytest.Config, name: str) -> Any:
+    return config.getoption(name)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "agentprop(tau=None, n=None, risk=None): statistical settings for an agent property test",
+        "agentprop(tau=None, n=None, risk=None, mode=None, max_runs=None): oracle settings for the agent checks in this test",
+    )
+    memo_opt = _opt(config, "--agentprop-memo") or config.getini("agentprop_memo") or ""
+    seed = _opt(config, "--agentprop-seed") or 0
+    if _opt(config, "--agentprop-fresh"):
+        # new trial indices: new samples from simulated agents, the API cache and the memo
+        seed = secrets.randbelow(2**31) + 1
+    namespace = ""
+    if memo_opt.lower() == "none" or not memo_opt and not _opt(config, "--agentprop-profile") and not _uses_agentprop(config):
+        memo = TrialMemo(namespace=namespace)
+    else:
+        path = Path(memo_opt) if memo_opt else Path(str(config.rootpath)) / ".agentprop" / "trials.sqlite"
+        memo = TrialMemo(path, namespace=namespace)
+    set_default_memo(memo)
+    max_runs = _opt(config, "--agentprop-max-runs")
+    max_usd = _opt(config, "--agentprop-max-usd")
+    budget = Budget(max_runs=max_runs, max_usd=max_usd) if (max_runs or max_usd) else Budget()
+    set_session_budget(budget)
+    config._agentprop_state = {"memo": memo, "budget": budget, "profile": _opt(config, "--agentprop-profile") or "ci", "seed": seed}  # type: ignore[attr-defined]
+    clear_recorded_results()
+
+
+def _uses_agentprop(config: pytest.Config) -> bool:
+    """Whether the user asked for anything agentprop-specific (then memo goes to disk)."""
+    return bool(config.getini("agentprop_spec") or config.getini("agentprop_agent"))
+
+
+def _state(config: pytest.Config) -> dict[str, Any]:
+    return config._agentprop_state  # type: ignore[attr-defined,no-any-return]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    marker = item.get_closest_marker("agentprop")
+    profile = PROFILES[_state(item.config)["profile"]]
+    overrides: dict[str, Any] = {"max_runs": profile["max_runs"], "seed": _state(item.config)["seed"]}
+    if marker is not None:
+        kw = dict(marker.kwargs)
+        unknown = set(kw) - {"tau", "n", "risk", "mode", "max_runs"}
+        if unknown:
+            raise pytest.UsageError(f"{item.nodeid}: unknown agentprop marker argument(s) {sorted(unknown)}; use tau, n, risk, mode, max_runs")
+        if kw.get("risk") in ("high", "critical"):
+            overrides.update(mode="zero-failure", runs=kw.get("n") or 50)
+        if kw.get("n") is not None and "mode" not in kw and kw.get("risk") not in ("high", "critical"):
+            overrides.update(mode="fixed", runs=kw["n"])
+        for key in ("tau", "mode", "max_runs"):
+            if kw.get(key) is not None:
+                overrides[key] = kw[key]
+        if kw.get("n") is not None:
+            overrides["runs"] = kw["n"]
+    with settings_scope(item.nodeid, **overrides):
+        yield
+
+
+@pytest.fixture(scope="session")
+def agentprop_budget(request: pytest.FixtureRequest) -> Budget:
+    """The session's budget (runs, tokens, dollars), shared by every check."""
+    return _state(request.config)["budget"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def agentprop_memo(request: pytest.FixtureRequest) -> TrialMemo:
+    """The memo of agent trials (same input, agent and trial index -> same outcome)."""
+    return _state(request.config)["memo"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def agentprop_project(request: pytest.FixtureRequest) -> Project:
+    """The project named by ``--agentprop-spec`` or the ``agentprop_spec`` ini option."""
+    spec = _opt(request.config, "--agentprop-spec") or request.config.getini("agentprop_spec")
+    if not spec:
+        pytest.fail("agentprop_project needs a spec: pass --agentprop-spec PATH or set `agentprop_spec` in the ini file", pytrace=False)
+    path = Path(spec)
+    if not path.is_absolute():
+        path = Path(str(request.config.rootpath)) / path
+    return load_project(path)
+
+
+@pytest.fixture(scope="session")
+def agentprop_agent(request: pytest.FixtureRequest) -> LoadedAgent:
+    """The agent named by ``--agentprop-agent`` or the ``agentprop_agent`` ini option
+    (``MODULE:ATTR``; with a spec set, ``MODULE.py`` next to the spec is found too)."""
+    ref = _opt(request.config, "--agentprop-agent") or request.config.getini("agentprop_agent")
+    spec = _opt(request.config, "--agentprop-spec") or request.config.getini("agentprop_spec")
+    base = Path(str(request.config.rootpath))
+    if not ref and spec:
+        project: Project = request.getfixturevalue("agentprop_project")
+        ref = project.bindings.agent or ""
+        base = project.base_dir
+    elif spec:
+        candidate = Path(spec)
+        base = candidate if candidate.is_dir() else candidate.parent
+        if not base.is_absolute():
+            base = Path(str(request.config.rootpath)) / base
+    if not ref:
+        pytest.fail("agentprop_agent needs an agent: pass --agentprop-agent MODULE:ATTR or set `agentprop_agent` in the ini file", pytrace=False)
+    return load_agent(ref, base)
+
+
+@pytest.fixture
+def agentprop_world(agentprop_project: Project) -> Callable[..., World]:
+    """``agentprop_world(scenario_id, seed=0)`` -> a fresh world for that scenario."""
+
+    def make(scenario_id: str | None = None, *, seed: int = 0) -> World:
+        scenario = agentprop_project.scenario(scenario_id) if scenario_id else None
+        return make_world(agentprop_project.spec, agentprop_project.bindings, scenario, seed=stable_seed("world", scenario_id or "", seed))
+
+    return make
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    records = recorded_results()
+    if not records:
+        return
+    # one line per (test, case): the last decision of each (Hypothesis calls a test many times)
+    latest: dict[tuple[str, str], Any] = {}
+    for r in records:
+        latest[(r.test, r.result.name)] = r.result
+    rows = sorted(latest.items(), key=lambda kv: (kv[1].verdict == "PASS", kv[0]))
+    tr = terminalreporter
+    tr.section("agentprop")
+    width = max(20, min(60, max(len(f"{k[1]} [{k[0].split('::')[-1]}]") for k in latest)))
+    tr.write_line(f"{'case [test]':<{width}}  {'verdict':<12} {'rate':>5} {'95% CI':>9} {'runs':>5} {'cost $':>8}")
+    shown = rows[:20]
+    for (test, case), res in shown:
+        label = f"{case} [{test.split('::')[-1]}]"
+        if len(label) > width:
+            label = label[: width - 1] + "…"
+        lo, hi = res.interval
+        tr.write_line(f"{label:<{width}}  {res.verdict:<12} {res.pass_rate:>5.0%} {lo:.2f}-{hi:.2f} {res.runs:>5} {res.cost_usd:>8.4f}")
+    if len(rows) > len(shown):
+        tr.write_line(f"... and {len(rows) - len(shown)} more (all passed)" if all(r.verdict == "PASS" for _, r in rows[20:]) else f"... and {len(rows) - len(shown)} more")
+    total_runs = sum(r.result.runs - r.result.memo_hits for r in records)
+    cost = sum(r.result.cost_usd for r in records)
+    budget: Budget = _state(config)["budget"]
+    memo: TrialMemo = _state(config)["memo"]
+    tr.write_line(
+        f"{len(latest)} checks, {sum(1 for r in latest.values() if r.verdict == 'PASS')} passed; "
+        f"{total_runs} new agent runs, {memo.hits} memo hits, ${cost:.4f}"
+        + (f"; budget: {budget.exhausted_reason}" if budget.exhausted else "")
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -367,16 +366,16 @@ env_values = st.one_of(
 )
 
 
-@st.composite
-def environments(draw: st.DrawFn) -> dict[str, Any]:
-    env: dict[str, Any] = {}
-    for name in NAMES:
-        if draw(st.booleans()):
-            # nested mappings for dotted paths, flat values otherwise
-            env[name] = draw(
-                st.recursive(env_values, lambda inner: st.dictionaries(names, inner, max_size=3), max_leaves=5)
-            )
-    return env
+# a variable holds a scalar, or a mapping (one or two levels) that dotted paths read into
+env_entries = st.one_of(
+    env_values,
+    st.dictionaries(names, env_values, max_size=3),
+    st.dictionaries(names, st.dictionaries(names, env_values, max_size=2), max_size=2),
+)
+
+
+def environments() -> st.SearchStrategy[dict[str, Any]]:
+    return st.dictionaries(names, env_entries, max_size=len(NAMES))
 
 
 def _outcome(e: Expr, env: dict[str, Any]) -> tuple[str, Any]:
@@ -391,8 +390,8 @@ def _roundtrip(e: Expr) -> Expr:
     return expr_of(str(WhenClause("", e)))
 
 
-@settings(max_examples=300, deadline=None)
-@given(well_formed_exprs, st.lists(environments(), min_size=3, max_size=3))
+@settings(max_examples=150, deadline=None)
+@given(well_formed_exprs, st.lists(environments(), min_size=2, max_size=2))
 def test_printed_ast_parses_back_to_the_same_tree(e: Expr, envs: list[dict[str, Any]]) -> None:
     back = _roundtrip(e)
     assert back == e, f"{e!r} printed as {str(e)!r} parsed to {back!r}"
@@ -443,7 +442,6 @@ def test_full_grammar_round_trips_to_an_equivalent_expression(e: Expr, envs: lis
         assert _outcome(back, env) == _outcome(e, env), f"{e!r} printed as {str(e)!r} re-parsed as {back!r}"
 
 
-def test_division_by_zero_is_infinite_not_an_error() -> None:
-    # documented nowhere else: keep it pinned so specs with ratios cannot crash evaluation
+def test_division_by_zero_does_not_crash_evaluation() -> None:
+    # a ratio condition over a zero denominator must not raise out of evaluate()
     assert evaluate(parse_when("a / b > 1000"), {"a": 1, "b": 0}) is True
-    assert math.isinf(1 / 1e-400) if False else True  # noqa: SIM108  (placeholder removed below)

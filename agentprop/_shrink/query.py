@@ -135,51 +135,41 @@ class RateEstimate:
 
 
 class RatePosterior:
-    """Posterior of the reproduction rate ``q`` from every candidate the shrinker has run.
+    """Posterior of the reproduction rate ``q`` (flat prior, computed on a grid).
 
-    Using only the candidates *known* to reproduce would be biased: a reproducing candidate
-    gets known as such by failing quickly, while one that happened to stay clean for a few
-    runs stays "unknown", so its clean runs would be left out and ``q`` overestimated (which
-    in turn makes queries too short). Instead every candidate contributes to the likelihood:
+    The data must not be chosen by their own outcomes, or the estimate is biased: a query
+    stops at its first matching failure, so a reproducing candidate that fails quickly becomes
+    "known to reproduce" while one that happened to stay clean does not, and pooling the known
+    ones would overestimate ``q`` (and so make queries too short). Two kinds of data are used:
 
-    * known to reproduce (the original, or a candidate containing a confirmed reproducer):
-      ``q^f (1 - q)^(n - f)``;
-    * status unknown: ``pi * q^f (1 - q)^(n - f) + (1 - pi) * eps^f (1 - eps)^(n - f)``, a
-      mixture over "it reproduces" (prior probability ``pi``, itself unknown) and "it does
-      not" (where a matching failure only happens at the background rate ``eps``).
+    * ``binomial``: ``(failures, runs)`` of the original input, which is taken to reproduce
+      before any of its runs are seen, so any stopping rule is fine;
+    * ``truncated``: for each other candidate that proved itself by a matching failure,
+      ``(clean, window)``: the failure came after ``clean`` clean runs of a query that would
+      have stopped after ``window`` runs. Its likelihood *conditional on failing within the
+      window* is ``q (1 - q)^clean / (1 - (1 - q)^window)``, which is exactly the selection.
 
-    The posterior is computed on a grid over ``(q, pi)`` with flat priors and marginalised
-    over ``pi``.
+    Candidates that never failed carry no information about ``q`` under this conditioning
+    and are left out.
     """
 
-    _Q = (np.arange(400) + 0.5) / 400.0
-    _PI = (np.arange(24) + 0.5) / 24.0
+    _Q = (np.arange(1, 1001) - 0.5) / 1000.0
 
     def __init__(
-        self,
-        known: Sequence[tuple[int, int]],
-        unknown: Sequence[tuple[int, int]],
-        background_rate: float = 0.0,
+        self, binomial: tuple[int, int], truncated: Sequence[tuple[int, int]] = ()
     ) -> None:
-        q = self._Q[:, None]
-        pi = self._PI[None, :]
+        q = self._Q
         log_q, log_1q = np.log(q), np.log1p(-q)
-        total = np.zeros((self._Q.size, self._PI.size))
-        known_f = sum(f for f, _ in known)
-        known_n = sum(n for _, n in known)
-        total += known_f * log_q + (known_n - known_f) * log_1q
-        eps = background_rate
-        for (f, n), count in Counter(unknown).items():
-            live = np.exp(f * log_q + (n - f) * log_1q)
-            if eps > 0.0:
-                dead = math.exp(f * math.log(eps) + (n - f) * math.log1p(-eps))
-            else:
-                dead = 0.0 if f else 1.0
-            total += count * np.log(pi * live + (1.0 - pi) * dead)
-        total -= total.max()
-        weights = np.exp(total).sum(axis=1)
+        failures, runs = binomial
+        total = failures * log_q + (runs - failures) * log_1q
+        for (clean, window), count in Counter(truncated).items():
+            term = log_q + clean * log_1q
+            if window < 10_000:
+                term = term - np.log(-np.expm1(window * log_1q))
+            total = total + count * term
+        total = total - total.max()
+        weights = np.exp(total)
         self.weights: np.ndarray = weights / weights.sum()
-        self.known = (known_f, known_n)
 
     @property
     def mean(self) -> float:
@@ -241,7 +231,7 @@ class _Entry:
     failures: int = 0
     other: int = 0
     verdict: Verdict | None = None
-    known_live: bool = False
+    proof: tuple[int, int] | None = None  # (clean runs before the failure, window) of its ask
 
 
 Oracle = Callable[[int, int], Outcome]
@@ -271,30 +261,29 @@ class QueryEngine:
     log: list[QueryRecord] = field(default_factory=list)
     other_signatures: Counter[Hashable] = field(default_factory=Counter)
     _ledger: dict[int, _Entry] = field(default_factory=dict)
-    _posterior_cache: dict[tuple[int, int, tuple[tuple[int, int], ...]], RatePosterior] = field(
-        default_factory=dict
+    _original: int | None = None
+    _posterior_cache: dict[tuple[tuple[int, int], tuple[tuple[int, int], ...]], RatePosterior] = (
+        field(default_factory=dict)
     )
 
     # -- the reproduction rate ---------------------------------------------------------------
 
     def rate_posterior(self) -> RatePosterior:
-        """Posterior of the reproduction rate given every run so far (see :class:`RatePosterior`)."""
-        known_f = known_n = 0
-        unknown: list[tuple[int, int]] = []
-        for entry in self._ledger.values():
-            if not entry.runs:
-                continue
-            if entry.known_live:
-                known_f += entry.failures
-                known_n += entry.runs
-            else:
-                unknown.append((entry.failures, entry.runs))
-        key = (known_f, known_n, tuple(sorted(unknown)))
+        """Posterior of the reproduction rate given the runs so far (see :class:`RatePosterior`)."""
+        failures = runs = 0
+        truncated: list[tuple[int, int]] = []
+        for mask, entry in self._ledger.items():
+            if mask == self._original or (
+                self.background_rate == 0.0 and entry.verdict is Verdict.REPRODUCES
+            ):
+                failures += entry.failures
+                runs += entry.runs
+        key = ((failures, runs), tuple(truncated))
         found = self._posterior_cache.get(key)
         if found is None:
             if len(self._posterior_cache) > 10_000:
                 self._posterior_cache.clear()
-            found = RatePosterior([(known_f, known_n)], unknown, self.background_rate)
+            found = RatePosterior((failures, runs), truncated)
             self._posterior_cache[key] = found
         return found
 
@@ -330,19 +319,15 @@ class QueryEngine:
         found = self._ledger.get(mask)
         return found.verdict if found is not None else None
 
-    def _mark_live(self, mask: int, *, certain: bool) -> None:
-        """Record that ``mask`` reproduces; ``certain`` when a matching failure proves it (no
-        background noise) or it is the original. Under monotonicity everything containing it
-        reproduces too."""
-        entry = self.entry(mask)
-        entry.verdict = Verdict.REPRODUCES
-        entry.known_live = entry.known_live or certain
+    def _mark_live(self, mask: int) -> None:
+        """Record that ``mask`` reproduces; under monotonicity so does everything containing it
+        (clean streaks on those were misses)."""
+        self.entry(mask).verdict = Verdict.REPRODUCES
         if not self.monotone:
             return
         for other_mask, other in self._ledger.items():
             if other_mask != mask and other_mask & mask == mask:
                 other.verdict = Verdict.REPRODUCES
-                other.known_live = other.known_live or certain
 
     def _implied(self, mask: int) -> Verdict | None:
         if not self.monotone:
@@ -399,6 +384,7 @@ class QueryEngine:
         """Run the original until it has ``min_failures`` matching failures and ``min_runs``
         runs (at most ``max_runs`` runs in all); the first failure fixes the signature when
         none was given. The original is treated as the starting reproducer."""
+        self._original = mask
         entry = self.entry(mask)
         before_runs, before_fail, before_other = entry.runs, entry.failures, entry.other
         while entry.runs < max_runs and (entry.failures < min_failures or entry.runs < min_runs):
@@ -410,17 +396,18 @@ class QueryEngine:
             "calibration",
         )
         if entry.failures:
-            self._mark_live(mask, certain=True)
+            self._mark_live(mask)
 
     def seed(self, mask: int, *, runs: int, failures: int) -> None:
         """Record evidence about the original gathered elsewhere (trial indices ``0..runs-1``)."""
+        self._original = mask
         entry = self.entry(mask)
         entry.runs += runs
         entry.failures += failures
         self._record("calibration", None, (), mask, 0, 0, 0,
                      Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED, "given")
         if entry.failures:
-            self._mark_live(mask, certain=True)
+            self._mark_live(mask)
 
     def _record(
         self,
@@ -476,7 +463,7 @@ class QueryEngine:
         implied = self._implied(mask)
         if implied is not None:
             if implied is Verdict.REPRODUCES:
-                self._mark_live(mask, certain=self.background_rate == 0.0)
+                self._mark_live(mask)
             else:
                 self.entry(mask).verdict = implied
             self._record(phase, depth, removed, mask, 0, 0, 0, implied, "inferred")
@@ -493,6 +480,7 @@ class QueryEngine:
         target = need if final else min(need, self.provisional_cap())
         entry = self.entry(mask)
         runs0, other0 = entry.runs, entry.other
+        window = target - evidence
         reproduced = False
         while evidence < target:
             outcome = self._run_once(mask)
@@ -504,7 +492,8 @@ class QueryEngine:
             evidence += 1
         spent = entry.runs - runs0
         if reproduced:
-            self._mark_live(mask, certain=True)
+            entry.proof = (spent - 1, window)
+            self._mark_live(mask)
             verdict = Verdict.REPRODUCES
         elif evidence >= need:
             entry.verdict = Verdict.DOES_NOT_REPRODUCE
@@ -547,7 +536,7 @@ class QueryEngine:
                 break
         value = llr()
         if value >= upper:
-            self._mark_live(mask, certain=False)
+            self._mark_live(mask)
             verdict = Verdict.REPRODUCES
         elif value <= lower or entry.runs >= truncation:
             entry.verdict = Verdict.DOES_NOT_REPRODUCE

@@ -1,0 +1,113 @@
+"""The oracle on real runs of the reference agent, and its Hypothesis integration."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, seed, settings, strategies as st
+from hypothesis.errors import Flaky
+
+import agentprop
+from agentprop import AgentPropertyViolation, OracleSettings, TrialMemo, check, make_factory
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
+sys.path.insert(0, str(EXAMPLE))
+from agent import SupportOpsAgent  # noqa: E402
+
+PROJECT = agentprop.load_project(EXAMPLE)
+
+
+def test_clean_agent_passes_with_the_sprt_minimum_of_runs() -> None:
+    result = check(PROJECT, "END_CANCELLED<-N7_CANCEL", SupportOpsAgent, memo=TrialMemo())
+    # SPRT at tau=0.9 (0.95 vs 0.80, alpha=beta=0.05) accepts an always-passing agent after
+    # exactly 18 runs: the theory the statistics tests check.
+    assert result.verdict == "PASS"
+    assert result.runs == 18
+    assert result.interval[1] == pytest.approx(1.0)
+    assert result.pass_hat_k["8"] == 1.0
+
+
+def test_faulty_agent_fails_and_the_failure_names_the_clause() -> None:
+    agent = make_factory(SupportOpsAgent, {"skip_auth": 0.5})
+    with pytest.raises(AgentPropertyViolation) as info:
+        check(PROJECT, "END_CANCELLED<-N7_CANCEL", agent, memo=TrialMemo())
+    result = info.value.result
+    assert result.verdict in ("FAIL", "UNSTABLE")
+    assert result.runs < 18, "a clearly broken agent is rejected faster than a good one is accepted"
+    assert result.clause == "decision_tree.N2_AUTH.requirements.must_call_tools_in_order"
+    assert "verify_identity" in str(info.value)
+    assert result.sample_traces, "failing traces are attached"
+    trace = agentprop.Trace.from_json(result.sample_traces[0])
+    assert "verify_identity" not in trace.tool_names()
+
+
+def test_memoised_trials_make_repeated_checks_free_and_identical() -> None:
+    memo = TrialMemo()
+    agent = make_factory(SupportOpsAgent, {"skip_auth": 0.2})
+    first = check(PROJECT, "END_CANCELLED<-N7_CANCEL", agent, memo=memo, raise_on_failure=False)
+    second = check(PROJECT, "END_CANCELLED<-N7_CANCEL", agent, memo=memo, raise_on_failure=False)
+    assert second.memo_hits == second.runs == first.runs
+    assert (second.passes, second.verdict) == (first.passes, first.verdict)
+
+
+def test_seed_selects_trials_same_seed_replays_other_seeds_resample() -> None:
+    agent = make_factory(SupportOpsAgent, {"skip_auth": 0.5})
+
+    def passes(seed: int) -> tuple[int, ...]:
+        r = check(PROJECT, "END_CANCELLED<-N7_CANCEL", agent, memo=TrialMemo(), raise_on_failure=False, mode="fixed", runs=12, seed=seed)
+        return (r.passes, r.failures[0].first_trial if r.failures else -1)
+
+    assert passes(3) == passes(3)
+    assert len({passes(s) for s in range(8)}) > 1
+
+
+def test_high_risk_specs_use_zero_failure_certification() -> None:
+    spec = agentprop.load_spec(Path(__file__).resolve().parents[1] / "examples" / "expenseguard" / "spec.yaml")
+    s = OracleSettings.for_spec(spec)
+    assert (s.mode, s.runs, s.tau) == ("zero-failure", 50, 1.0)
+    assert s.make_test().max_runs == 50
+
+
+def test_budget_exhaustion_is_inconclusive_never_pass() -> None:
+    budget = agentprop.Budget(max_runs=5)
+    result = check(PROJECT, "END_CANCELLED<-N7_CANCEL", SupportOpsAgent, memo=TrialMemo(), budget=budget, raise_on_failure=False)
+    assert result.verdict == "INCONCLUSIVE"
+    assert result.runs == 5 and result.budget_exhausted
+    with pytest.raises(AgentPropertyViolation, match="budget ran out"):
+        result.raise_for_verdict()
+
+
+IMPATIENT = ["", " right now", " asap!"]
+OPENERS = ["Please cancel my order", "I'd like to cancel my order", "Cancel my order"]
+
+
+def _run_hypothesis_search(run_seed: int) -> BaseException | None:
+    memo = TrialMemo()
+    agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
+    scenario = PROJECT.scenario("END_CANCELLED<-N7_CANCEL")
+
+    @seed(run_seed)
+    @settings(max_examples=15, deadline=None, database=None, phases=agentprop.agent_settings().phases)
+    @given(opener=st.sampled_from(OPENERS), tail=st.sampled_from(IMPATIENT))
+    def prop(opener: str, tail: str) -> None:
+        first = f"{opener} O-1001{tail} - card last4 4242, zip 94107"
+        check(PROJECT, scenario, agent, messages=[first, "Yes, cancel it."], memo=memo)
+
+    try:
+        prop()
+    except BaseException as exc:  # noqa: BLE001 - we classify what Hypothesis raised
+        return exc
+    return None
+
+
+def test_fifty_seeded_hypothesis_runs_over_a_noisy_agent_raise_no_flaky() -> None:
+    kinds = []
+    for run_seed in range(50):
+        exc = _run_hypothesis_search(run_seed)
+        assert not isinstance(exc, Flaky), f"seed {run_seed}: {exc!r}"
+        kinds.append(type(exc).__name__ if exc else None)
+    # the impatient phrasing is found (sampled_from draws all 9 combinations quickly) and the
+    # failure is a statistical violation every time, never Flaky
+    assert set(kinds) == {"AgentPropertyViolation"}
