@@ -372,8 +372,9 @@ def build_scenario(
             turns.append(ScenarioTurn(user_message=new_turn[0]))
             turn_nodes.append([])
         turn_nodes[-1].append(step.node)
-        clause = spec.nodes_by_id[step.node].branches[step.branch].clause
-        if clause.expr is not None and _is_internal(clause.expr, bindings):
+        if _is_agent_choice(spec, bindings, step.node):
+            # the agent itself chooses between these branches (e.g. schema_needed): the tools
+            # of the node it chose are permitted, not required
             entered_internally.add(step.next)
     if path.missing is None:
         turn_nodes[-1].append(path.leaf)
@@ -456,6 +457,13 @@ def build_scenario(
     )
 
 
+def _is_agent_choice(spec: Spec, bindings: Bindings, node_id: str) -> bool:
+    """A node whose branches are two or more conditions on internal variables only."""
+    node = spec.nodes_by_id[node_id]
+    internal = [b for b in node.branches if b.clause.expr is not None and _is_internal(b.clause.expr, bindings)]
+    return len(node.branches) >= 2 and len(internal) == len(node.branches)
+
+
 def _deciding_tool_index(spec: Spec, bindings: Bindings, node_id: str, step: Any, tools: list[str]) -> int | None:
     clause = spec.nodes_by_id[node_id].branches[step.branch].clause
     idx: list[int] = []
@@ -467,16 +475,24 @@ def _deciding_tool_index(spec: Spec, bindings: Bindings, node_id: str, step: Any
 
 
 def leaf_scenarios(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[str]]:
-    """One scenario per terminal node and the node it is entered from (``END_X<-N``), plus one
-    per missing-field stop. Several tree paths can share a key (``N1 -> N2 -> N8`` through
-    either intent); the first satisfiable one is used. Returns ``(scenarios, problems)``: keys
-    that no path realises are reported with the reason, never silently skipped."""
+    """The scenarios ``agentprop run`` decides.
+
+    One per terminal node and the node it is entered from (``END_X<-N``), one per
+    missing-field stop, and then more paths until every branch that some realisable path
+    takes is covered (their ids add the branch: ``END_APPROVE<-N7_SUBMIT/N5_CALCULATE#1``).
+    Several tree paths can share a key (``N1 -> N2 -> N8`` through either intent); the first
+    satisfiable one is used. Returns ``(scenarios, problems)``: keys that no path realises are
+    reported with the reason, never silently skipped.
+    """
     out: list[Scenario] = []
     problems: dict[str, str] = {}
     done: set[str] = set()
-    for path in enumerate_paths(spec):
+    paths = enumerate_paths(spec)
+    pending: list[TreePath] = []
+    for path in paths:
         key = path.id
         if key in done:
+            pending.append(path)
             continue
         try:
             scenario = build_scenario(spec, bindings, path)
@@ -486,6 +502,18 @@ def leaf_scenarios(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list
             continue
         done.add(key)
         problems.pop(key, None)
+        out.append(scenario)
+    covered = {b for s in out for b in s.branches}
+    for path in pending:
+        new = [f"{s.node}#{s.branch}" for s in path.steps if f"{s.node}#{s.branch}" not in covered]
+        if not new:
+            continue
+        try:
+            scenario = build_scenario(spec, bindings, path)
+        except Unsatisfiable:
+            continue
+        scenario.id = f"{path.id}/{new[0]}"
+        covered |= set(scenario.branches)
         out.append(scenario)
     return out, list(problems.values())
 

@@ -252,7 +252,8 @@ class QueryEngine:
     background_rate: float = 0.0
     miss_error: float = 1e-3
     false_reproduce_error: float = 1e-3
-    provisional_miss: float = 0.1
+    provisional_miss: float = 0.05
+    provisional_quantile: float = 0.25
     planning_quantile: float = 0.2
     monotone: bool = True
     signature: Hashable = None
@@ -292,9 +293,10 @@ class QueryEngine:
         return self.rate_posterior().runs_to_rule_out(self.miss_error, limit=self.budget + 1)
 
     def provisional_cap(self) -> int:
-        """A cheap first look: clean runs after which a reproducing candidate would have failed
-        with probability ``1 - provisional_miss`` at the posterior mean rate."""
-        q = self.rate_posterior().mean
+        """A first look: clean runs after which a reproducing candidate would have failed with
+        probability ``1 - provisional_miss`` at a cautious (lower-quantile) rate. Its clean
+        runs are not wasted: they count towards the full rule-out later."""
+        q = self.rate_posterior().quantile(self.provisional_quantile)
         return max(1, math.ceil(math.log(self.provisional_miss) / math.log1p(-q)))
 
     def planning_rate(self) -> float:

@@ -492,7 +492,7 @@ def resolve_pack(lang: str, packs: object = None) -> PhrasePack:
         base = PhrasePack(lang=lang)
     else:
         known = sorted({*builtin, *(p.lang for p in user)})
-        close = difflib.get_close_matches(lang, known, n=1)
+        close = difflib.get_close_matches(lang.lower(), known, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise InvalidArgument(
             f"unknown lang={lang!r}: no phrase pack for it. Available: {', '.join(known)}.{hint} "

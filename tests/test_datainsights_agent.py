@@ -1,0 +1,523 @@
+"""The DataInsights example: a real SQLite warehouse, its bindings and the reference agent.
+
+The database is real (answers equal Python computations over the seeded rows), every leaf
+scenario is realisable, the fault-free agent passes every scenario and states only grounded
+numbers, and each fault knob at P=1 fails exactly the scenarios it targets with the contract
+that guards against it (policy P2 is checked with ``args_satisfy`` on run_sql's query).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import defaultdict
+from datetime import date
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from agentprop import (
+    Scenario,
+    ToolError,
+    Trace,
+    Unsatisfiable,
+    Verdict,
+    World,
+    args_satisfy,
+    build_scenario,
+    enumerate_paths,
+    load_project,
+    numbers_grounded,
+    run_conversation,
+)
+from agentprop._contracts import numbers_in
+from agentprop._properties import first_failure, mft_verdicts
+from agentprop._scenario import WorldSpec, leaf_scenarios, load_object
+from agentprop._world import Failure, stable_seed
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "datainsights"
+PROJECT = load_project(EXAMPLE)
+SPEC = PROJECT.spec
+BINDINGS = PROJECT.bindings
+
+
+def _load(ref: str) -> Any:
+    # the same module objects make_world and the CLI use
+    return load_object(ref, PROJECT.base_dir)
+
+
+Agent = _load("agent:DataInsightsAgent")
+is_ambiguous = _load("agent:is_ambiguous")
+generate_data = _load("warehouse:generate_data")
+run_sql = _load("warehouse:run_sql")
+describe_schema = _load("warehouse:describe_schema")
+DATA_START = _load("warehouse:DATA_START")
+DATA_END = _load("warehouse:DATA_END")
+
+LEAF_IDS = {"END_SQL_ERROR<-N4_RUN_SQL", "END_NO_RESULTS<-N4_RUN_SQL", "END_ANSWER<-N5_ANSWER", "END_WAIT_USER<-N2_CLARIFY"}
+EXPECTED = {
+    "END_SQL_ERROR<-N4_RUN_SQL": "SQL_ERROR",
+    "END_NO_RESULTS<-N4_RUN_SQL": "NO_RESULTS",
+    "END_ANSWER<-N5_ANSWER": "ANSWER",
+    "END_WAIT_USER<-N2_CLARIFY": "ASK_CLARIFY",
+}
+
+
+def warehouse_world(seed: int = 0, **kw: Any) -> World:
+    return World(spec=SPEC, seed=seed, handlers={"run_sql": run_sql, "describe_schema": describe_schema}, **kw)
+
+
+def run(scenario: Scenario, faults: dict[str, float] | None = None, trial: int = 0) -> Trace:
+    return asyncio.run(PROJECT.arun(scenario, lambda: Agent(faults), trial=trial, turn_timeout_s=10))
+
+
+def _with_path_nodes(path_nodes: list[str], branch: str) -> bool:
+    return branch in path_nodes
+
+
+def buildable_scenarios() -> list[Scenario]:
+    """Every enumerated tree path that the solver can realise, for each template."""
+    out: list[Scenario] = []
+    for path in enumerate_paths(SPEC):
+        for ti in range(3):
+            try:
+                out.append(build_scenario(SPEC, BINDINGS, path, template_index=ti))
+            except Unsatisfiable:
+                break
+    return out
+
+
+LEAVES, LEAF_PROBLEMS = leaf_scenarios(SPEC, BINDINGS)
+SCENARIOS = buildable_scenarios()
+
+
+# ----------------------------------------------------------------------------- P2 as contracts
+
+_STAR = re.compile(r"\bSELECT\s+(?:DISTINCT\s+)?(?:\w+\.)?\*", re.I)
+_LIMIT = re.compile(r"\bLIMIT\s+\d+", re.I)
+_TOPK = re.compile(r"\btop\b", re.I)
+
+
+def asks_top_k(scenario: Scenario) -> bool:
+    return any(_TOPK.search(m) for m in scenario.messages)
+
+
+def p2_verdicts(trace: Trace, *, top_k: bool) -> list[Verdict]:
+    """Policy P2_SQL_CONSTRAINTS: no SELECT *, and a LIMIT whenever the user asked for a top-k."""
+    clause = "policies.P2_SQL_CONSTRAINTS"
+    out = [args_satisfy(trace, "run_sql", lambda a: _STAR.search(a["query"]) is None, description="the SQL does not use SELECT *", clause=clause)]
+    if top_k:
+        out.append(args_satisfy(trace, "run_sql", lambda a: _LIMIT.search(a["query"]) is not None, description="a top-k query has a LIMIT", clause=clause))
+    return out
+
+
+# ----------------------------------------------------------------------------- the database
+
+
+def _completed_revenue(seed: int, start: str, end: str) -> tuple[float, int]:
+    orders = [o for o in generate_data(seed).orders if o[3] == "completed" and start <= o[2] < end]
+    return round(sum(o[4] for o in orders), 2), len(orders)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 12345])
+def test_sql_answers_equal_python_over_the_seeded_rows(seed: int) -> None:
+    world = warehouse_world(seed)
+    data = generate_data(seed)
+    total, count = _completed_revenue(seed, "2025-01-01", "2026-01-01")
+    out = world.call("run_sql", {"query": (
+        "SELECT ROUND(SUM(amount), 2) AS revenue, COUNT(order_id) AS n FROM orders "
+        "WHERE status = 'completed' AND order_date >= '2025-01-01' AND order_date < '2026-01-01'"
+    )})
+    assert out["columns"] == ["revenue", "n"]
+    assert out["row_count"] == 1
+    assert out["rows"][0][0] == pytest.approx(total, abs=0.005)
+    assert out["rows"][0][1] == count
+
+    by_customer: dict[str, float] = defaultdict(float)
+    names = {c[0]: c[1] for c in data.customers}
+    for o in data.orders:
+        if o[3] == "completed" and o[2].startswith("2026"):
+            by_customer[names[o[1]]] += o[4]
+    expected_top = sorted(by_customer.items(), key=lambda kv: -kv[1])[:3]
+    out = world.call("run_sql", {"query": (
+        "SELECT c.name, ROUND(SUM(o.amount), 2) AS revenue FROM orders o JOIN customers c "
+        "ON c.customer_id = o.customer_id WHERE o.status = 'completed' AND o.order_date LIKE '2026-%' "
+        "GROUP BY c.customer_id ORDER BY revenue DESC LIMIT 3"
+    )})
+    assert [r[0] for r in out["rows"]] == [name for name, _ in expected_top]
+    assert [r[1] for r in out["rows"]] == pytest.approx([v for _, v in expected_top], abs=0.005)
+
+    # order amounts are the sum of their items
+    items: dict[int, float] = defaultdict(float)
+    for order_id, _pid, qty, price in data.order_items:
+        items[order_id] += qty * price
+    assert all(abs(items[o[0]] - o[4]) < 0.006 for o in data.orders)
+
+
+def test_data_is_seeded_deterministic_and_covers_2025_to_mid_2026() -> None:
+    a, b, c = generate_data(7), generate_data(7), generate_data(8)
+    assert a == b
+    assert a.orders != c.orders
+    dates = [o[2] for o in a.orders]
+    assert min(dates) >= DATA_START.isoformat() and max(dates) <= DATA_END.isoformat()
+    for year in ("2025", "2026"):
+        buyers = {o[1] for o in a.orders if o[2].startswith(year) and o[3] == "completed"}
+        assert buyers == {cust[0] for cust in a.customers}
+    world = warehouse_world(7)
+    empty = world.call("run_sql", {"query": "SELECT COUNT(order_id) FROM orders WHERE order_date LIKE '2024-%'"})
+    assert empty["rows"] == [[0]]
+
+
+def test_each_world_builds_its_own_database_once() -> None:
+    w1, w2 = warehouse_world(3), warehouse_world(3)
+    q = {"query": "SELECT COUNT(order_id) FROM orders"}
+    assert w1.call("run_sql", q) == w2.call("run_sql", q)
+    conn = next(iter(w1.state.values()))
+    w1.call("describe_schema", {})
+    assert next(iter(w1.state.values())) is conn
+    assert next(iter(w2.state.values())) is not conn
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "DELETE FROM orders",
+        "UPDATE orders SET amount = 0",
+        "DROP TABLE orders",
+        "INSERT INTO customers VALUES (99, 'x', 'y', '2025-01-01')",
+        "SELECT 1; DELETE FROM orders",
+        "WITH x AS (SELECT 1) DELETE FROM orders",
+        "PRAGMA query_only = OFF",
+        "ATTACH DATABASE ':memory:' AS other",
+        "   ",
+    ],
+)
+def test_run_sql_accepts_only_one_read_only_statement(query: str) -> None:
+    world = warehouse_world(1)
+    before = world.call("run_sql", {"query": "SELECT COUNT(order_id), ROUND(SUM(amount), 2) FROM orders"})
+    with pytest.raises(ToolError) as info:
+        world.call("run_sql", {"query": query})
+    assert info.value.kind == "invalid_query"
+    after = world.call("run_sql", {"query": "SELECT COUNT(order_id), ROUND(SUM(amount), 2) FROM orders"})
+    assert after == before
+
+
+def test_run_sql_reports_sqlite_errors_and_allows_harmless_semicolons() -> None:
+    world = warehouse_world(1)
+    with pytest.raises(ToolError) as info:
+        world.call("run_sql", {"query": "SELECT no_such_column FROM orders"})
+    assert info.value.kind == "invalid_query" and "no such column" in info.value.message
+    out = world.call("run_sql", {"query": "SELECT ';' AS semi; -- a trailing ; in a comment"})
+    assert out["rows"] == [[";"]]
+
+
+def test_runaway_query_is_stopped_as_a_timeout() -> None:
+    world = warehouse_world(1)
+    with pytest.raises(ToolError) as info:
+        world.call("run_sql", {"query": "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(x) FROM n"})
+    assert info.value.kind == "timeout"
+    assert world.call("run_sql", {"query": "SELECT 1 AS one"})["rows"] == [[1]]
+
+
+def test_describe_schema_is_read_from_the_database() -> None:
+    world = warehouse_world(2)
+    tables = world.call("describe_schema", {})["tables"]
+    assert set(tables) == {"customers", "products", "orders", "order_items"}
+    assert tables["orders"]["amount"] == "REAL" and tables["orders"]["order_date"] == "TEXT"
+    for table, columns in tables.items():
+        out = world.call("run_sql", {"query": f"SELECT {', '.join(columns)} FROM {table} LIMIT 1"})
+        assert out["columns"] == list(columns)
+
+
+# ----------------------------------------------------------------------------- bindings
+
+
+def test_bindings_bind_every_condition_variable() -> None:
+    assert BINDINGS.warnings == []
+    kinds = {name: var.kind for name, var in BINDINGS.variables.items()}
+    assert kinds == {
+        "ambiguous": "withhold",
+        "clarification_provided": "followup",
+        "row_count": "utterance",
+        "sql_error": "world",
+        "retry_count": "world",
+        "schema_needed": "internal",
+        "schema_loaded": "internal",
+        "rewrite_done": "internal",
+        "answer_complete": "internal",
+    }
+    assert set(BINDINGS.handlers) == {"run_sql", "describe_schema"}
+
+
+def test_ambiguous_first_messages_follow_p3_guidance() -> None:
+    guidance = next(p for p in SPEC.policies if p.id == "P3_CLARIFY_AMBIGUITY").test_guidance
+    assert guidance is not None
+    assert all(is_ambiguous(m) for m in guidance["ambiguous_examples"])
+    assert not any(is_ambiguous(m) for m in guidance["unambiguous_examples"])
+    for s in SCENARIOS:
+        first = s.messages[0]
+        assert is_ambiguous(first) == bool(s.assignment["ambiguous"]), (s.id, first)
+        if s.assignment.get("row_count") == 0:
+            assert "2024" in first  # a timeframe without orders
+
+
+# ----------------------------------------------------------------------------- scenarios
+
+
+def test_every_leaf_scenario_is_realisable() -> None:
+    assert LEAF_PROBLEMS == []
+    assert {s.id for s in LEAVES} == LEAF_IDS
+    for s in LEAVES:
+        assert s.expect_decision == EXPECTED[s.id]
+        # leaf_scenarios takes the first path per key: all go through N2_CLARIFY
+        assert s.turns[0].expect_decision == "ASK_CLARIFY"
+    error = next(s for s in LEAVES if s.leaf == "END_SQL_ERROR")
+    assert {(f["tool"], f["mode"]) for f in error.world.failures} == {("run_sql", "invalid_query")}
+    assert any(f["calls"] is None for f in error.world.failures)
+
+
+_N3_SECOND_BRANCH = "N3_PLAN_QUERY#1"  # schema_needed == false
+
+
+def test_only_paths_needing_a_false_internal_clause_are_unrealisable() -> None:
+    """Paths through N3's second branch need ``not (schema_needed == true)``; the solver reads
+    every comparison over an internal variable as true, also under ``not``, so they cannot be
+    built (a framework gap reported to the lead, not a spec inconsistency)."""
+    for path in enumerate_paths(SPEC):
+        branches = [f"{s.node}#{s.branch}" for s in path.steps]
+        try:
+            build_scenario(SPEC, BINDINGS, path)
+        except Unsatisfiable as exc:
+            assert _N3_SECOND_BRANCH in branches, str(exc)
+            assert "not (true)" in str(exc)
+        else:
+            assert _N3_SECOND_BRANCH not in branches
+
+
+@pytest.mark.xfail(strict=True, reason="_scenario._simplify turns negated internal comparisons into `not true`")
+def test_every_tree_path_is_realisable() -> None:
+    for path in enumerate_paths(SPEC):
+        build_scenario(SPEC, BINDINGS, path)
+
+
+def test_scenarios_cover_both_interpretations_and_every_leaf() -> None:
+    ids = {(s.id, bool(s.assignment["ambiguous"])) for s in SCENARIOS}
+    assert ids == {(i, True) for i in LEAF_IDS} | {(i, False) for i in LEAF_IDS - {"END_WAIT_USER<-N2_CLARIFY"}}
+    assert any(asks_top_k(s) for s in SCENARIOS) and not all(asks_top_k(s) for s in SCENARIOS)
+
+
+# ----------------------------------------------------------------------------- the agent, faults off
+
+
+def test_fault_free_agent_passes_every_scenario_for_several_trials() -> None:
+    for s in SCENARIOS:
+        for trial in range(3):
+            trace = run(s, trial=trial)
+            failure = first_failure(mft_verdicts(SPEC, s, trace) + p2_verdicts(trace, top_k=asks_top_k(s)))
+            assert failure is None, f"{s.id} {s.messages} trial {trial}: {failure.explanation if failure else ''}"
+            grounded = numbers_grounded(trace)
+            assert grounded.passed, f"{s.id} {s.messages}: {grounded.explanation}"
+
+
+def test_leaf_scenarios_pass_over_more_trials() -> None:
+    for s in LEAVES:
+        for trial in range(3, 8):
+            trace = run(s, trial=trial)
+            assert first_failure(mft_verdicts(SPEC, s, trace)) is None
+            assert numbers_grounded(trace).passed
+
+
+def _scenario(leaf: str, *, ambiguous: bool, template: int) -> Scenario:
+    return next(
+        s for s in SCENARIOS
+        if s.leaf == leaf and bool(s.assignment["ambiguous"]) == ambiguous and s.messages[0] == _first_message(leaf, ambiguous, template)
+    )
+
+
+def _first_message(leaf: str, ambiguous: bool, template: int) -> str:
+    path = next(
+        p for p in enumerate_paths(SPEC)
+        if p.leaf == leaf and any((s.node, s.branch) == ("N1_INTERPRET", 0 if ambiguous else 1) for s in p.steps)
+    )
+    return build_scenario(SPEC, BINDINGS, path, template_index=template).messages[0]
+
+
+def test_answers_state_the_numbers_python_computes_from_the_rows() -> None:
+    total_q = _scenario("END_ANSWER", ambiguous=False, template=0)
+    seed = stable_seed("world", total_q.id)
+    total, count = _completed_revenue(seed, "2025-01-01", "2026-01-01")
+    reply = run(total_q).turns[-1].response
+    assert reply is not None
+    assert f"${total:,.2f}" in reply["user_message"] and f"{count:,}" in reply["user_message"]
+    assert reply["key_numbers"][0] == pytest.approx(total)
+    assert "LIMIT" not in reply["sql"] and reply["tables_used"] == ["orders"]
+
+    top_q = _scenario("END_ANSWER", ambiguous=False, template=1)
+    data = generate_data(seed)
+    names = {c[0]: c[1] for c in data.customers}
+    per: dict[str, float] = defaultdict(float)
+    for o in data.orders:
+        if o[3] == "completed" and o[2].startswith("2025"):
+            per[names[o[1]]] += o[4]
+    top3 = sorted(per.items(), key=lambda kv: -kv[1])[:3]
+    reply = run(top_q).turns[-1].response
+    assert reply is not None
+    text = reply["user_message"]
+    assert [text.index(name) for name, _ in top3] == sorted(text.index(name) for name, _ in top3)
+    for name, value in top3:
+        assert f"{name} (${round(value, 2):,.2f})" in text
+    assert reply["tables_used"] == ["orders", "customers"]
+
+
+def _answer_scenario_with(failures: list[dict[str, Any]]) -> Scenario:
+    base = _scenario("END_ANSWER", ambiguous=False, template=0)
+    return base.model_copy(update={"world": WorldSpec(failures=failures)})
+
+
+def test_a_failed_query_is_rewritten_once_and_the_rewrite_answers() -> None:
+    s = _answer_scenario_with([{"tool": "run_sql", "mode": "invalid_query", "calls": [1]}])
+    trace = run(s)
+    calls = trace.turns[-1].calls("run_sql")
+    assert [c.error_kind for c in calls] == ["invalid_query", None]
+    assert calls[0].args["query"] != calls[1].args["query"]
+    assert calls[0].result is None and calls[1].result["row_count"] == 1
+    assert trace.final_decision == "ANSWER"
+    assert first_failure(mft_verdicts(SPEC, s, trace)) is None and numbers_grounded(trace).passed
+
+
+def test_a_timeout_is_retried_with_the_same_query() -> None:
+    s = _answer_scenario_with([{"tool": "run_sql", "mode": "timeout", "calls": [1]}])
+    trace = run(s)
+    calls = trace.turns[-1].calls("run_sql")
+    assert [c.error_kind for c in calls] == ["timeout", None]
+    assert calls[0].args == calls[1].args
+    assert trace.final_decision == "ANSWER"
+
+
+def test_sql_error_after_two_failures_names_next_steps_without_numbers() -> None:
+    s = next(x for x in SCENARIOS if x.leaf == "END_SQL_ERROR" and not x.assignment["ambiguous"])
+    trace = run(s)
+    turn = trace.turns[-1]
+    assert len(turn.calls("run_sql")) == 2 and all(not c.ok for c in turn.calls("run_sql"))
+    assert turn.decision == "SQL_ERROR" and "next steps" in turn.response["user_message"].lower()
+    assert numbers_in(turn.response["user_message"]) == []
+
+
+def test_missing_columns_in_the_schema_mean_no_query_and_no_guess() -> None:
+    def thin_schema(args: dict[str, Any], world: World) -> dict[str, Any]:
+        return {"tables": {"customers": {"customer_id": "INTEGER", "name": "TEXT"}}}
+
+    world = World(spec=SPEC, seed=0, handlers={"run_sql": run_sql, "describe_schema": thin_schema})
+    trace = run_conversation(SPEC, Agent, ["What is the total revenue for 2025?"], world, context=BINDINGS.context)
+    assert trace.tool_names() == ["describe_schema"]
+    assert trace.final_decision == "REFUSE_GUESS"
+    assert numbers_grounded(trace).passed
+
+
+def test_p3_examples_ask_one_question_or_query() -> None:
+    guidance = next(p for p in SPEC.policies if p.id == "P3_CLARIFY_AMBIGUITY").test_guidance
+    assert guidance is not None
+    for message in guidance["ambiguous_examples"]:
+        trace = run_conversation(SPEC, Agent, [message], warehouse_world(5), context=BINDINGS.context)
+        turn = trace.turns[0]
+        assert turn.decision == "ASK_CLARIFY" and turn.tool_calls == []
+        assert turn.response["user_message"].count("?") == 1
+    for message in guidance["unambiguous_examples"]:
+        trace = run_conversation(SPEC, Agent, [message], warehouse_world(5), context=BINDINGS.context)
+        assert trace.final_decision == "ANSWER", message
+        assert "run_sql" in trace.tool_names()
+        assert numbers_grounded(trace).passed, message
+        assert all(v.passed for v in p2_verdicts(trace, top_k=bool(_TOPK.search(message))))
+
+
+def test_unknown_fault_knob_is_rejected_and_knobs_mirror_the_mutation_pack() -> None:
+    with pytest.raises(ValueError, match="unknown fault"):
+        Agent({"bogus": 1.0})
+    pack = yaml.safe_load((EXAMPLE / "spec.yaml").read_text())["tests"]["mutation_pack"]["mutants"]
+    named = {re.search(r"\((M_\w+)\)", d).group(1) for d in Agent.FAULTS.values()}  # type: ignore[union-attr]
+    assert named == {m["id"] for m in pack}
+
+
+# ----------------------------------------------------------------------------- the agent, faults on
+
+Check = Callable[[Scenario, Trace], Verdict | None]
+
+
+def _mft(s: Scenario, t: Trace) -> Verdict | None:
+    return first_failure(mft_verdicts(SPEC, s, t))
+
+
+def _p2(s: Scenario, t: Trace) -> Verdict | None:
+    return first_failure(p2_verdicts(t, top_k=asks_top_k(s)))
+
+
+def _grounded(s: Scenario, t: Trace) -> Verdict | None:
+    v = numbers_grounded(t)
+    return None if v.passed else v
+
+
+def _runs_sql(s: Scenario) -> bool:
+    return s.leaf != "END_WAIT_USER"
+
+
+# fault -> (is the scenario targeted?, the check that must catch it, the contract it fails with)
+FAULT_TARGETS: dict[str, tuple[Callable[[Scenario], bool], Check, str]] = {
+    "no_tool": (_runs_sql, _mft, "calls_in_order"),
+    "select_star": (_runs_sql, _p2, "args_satisfy"),
+    "no_limit": (lambda s: _runs_sql(s) and asks_top_k(s), _p2, "args_satisfy"),
+    "no_clarify": (lambda s: bool(s.assignment["ambiguous"]), _mft, "decision_is"),
+    "hallucinate_numbers": (lambda s: s.leaf == "END_ANSWER", _grounded, "numbers_grounded"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULT_TARGETS))
+def test_each_fault_fails_exactly_its_targets_with_the_right_contract(fault: str) -> None:
+    targeted, check, contract = FAULT_TARGETS[fault]
+    assert any(targeted(s) for s in SCENARIOS) and not all(targeted(s) for s in SCENARIOS)
+    for s in SCENARIOS:
+        trace = run(s, {fault: 1.0})
+        verdicts = [check(s, trace), _mft(s, trace), _p2(s, trace), _grounded(s, trace)]
+        failures = [v for v in verdicts if v is not None]
+        if not targeted(s):
+            assert failures == [], f"{fault} broke untargeted {s.id} {s.messages}: {failures[0].explanation}"
+            continue
+        caught = check(s, trace)
+        assert caught is not None, f"{fault} went unnoticed on {s.id} {s.messages}"
+        if fault == "no_tool" and s.leaf != "END_ANSWER":
+            # a made-up ANSWER where the spec expects NO_RESULTS / SQL_ERROR: the decision
+            # fails first, and run_sql is still missing
+            assert caught.contract == "decision_is"
+            assert any(v.contract == "calls_in_order" and not v.passed for v in mft_verdicts(SPEC, s, trace))
+        else:
+            assert caught.contract == contract, f"{fault} on {s.id}: {caught.explanation}"
+        if fault == "no_clarify":
+            assert caught.turn == 0  # the first turn should have been ASK_CLARIFY
+        if fault == "select_star":
+            assert _mft(s, trace) is None  # only the SQL is wrong
+        if fault == "no_limit":
+            assert _mft(s, trace) is None and _grounded(s, trace) is None
+
+
+def test_hallucinated_numbers_are_absent_from_the_rows() -> None:
+    s = _scenario("END_ANSWER", ambiguous=False, template=0)
+    honest, lying = run(s), run(s, {"hallucinate_numbers": 1.0})
+    h, l = honest.turns[-1].response, lying.turns[-1].response
+    assert h is not None and l is not None
+    assert h["sql"] == l["sql"]
+    assert l["key_numbers"][0] > h["key_numbers"][0] * 1.19
+    rows = lying.turns[-1].calls("run_sql")[0].result["rows"]
+    assert l["key_numbers"][0] not in [v for row in rows for v in row]
+
+
+def test_faults_are_reproducible_per_case_and_trial() -> None:
+    s = _scenario("END_ANSWER", ambiguous=True, template=1)
+    faults = {name: 0.3 for name in Agent.FAULTS}
+    seen = set()
+    for trial in range(6):
+        a, b = run(s, faults, trial), run(s, faults, trial)
+        strip = lambda t: [(c.name, c.args, c.error_kind) for c in t.tool_calls] + [x.response for x in t.turns]  # noqa: E731
+        assert strip(a) == strip(b)
+        seen.add(repr(strip(a)))
+    assert len(seen) > 1  # P=0.3 does vary across trials
