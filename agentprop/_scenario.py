@@ -255,6 +255,21 @@ def render_template(template: str, slots: Mapping[str, Any], withheld: set[str])
     return re.sub(r"\s{2,}", " ", text).strip()
 
 
+def _fill_slots(value: Any, slots: Mapping[str, Any]) -> Any:
+    """Replace ``{slot}`` in every string inside ``value`` (a whole-string placeholder keeps the
+    slot's own type)."""
+    if isinstance(value, str):
+        whole = _SLOT.fullmatch(value)
+        if whole and whole.group(1) in slots:
+            return slots[whole.group(1)]
+        return _SLOT.sub(lambda m: str(slots.get(m.group(1), m.group(0))), value)
+    if isinstance(value, dict):
+        return {k: _fill_slots(v, slots) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_slots(v, slots) for v in value]
+    return value
+
+
 def _lookup_value(table: Mapping[Hashable, Any], value: Any) -> Any:
     for k, v in table.items():
         if _equal(k, value) or k == value:
@@ -336,10 +351,7 @@ def build_scenario(
             f"path {path.id}: no template of {primary or 'utterances'} can leave out "
             f"{', '.join(sorted(withheld))}; wrap those slots in [ ... ] optional segments"
         )
-    for tool, fields in overrides.items():
-        for f, v in list(fields.items()):
-            if isinstance(v, str):
-                fields[f] = _SLOT.sub(lambda m: str(slots.get(m.group(1), m.group(0))), v)
+    overrides = {tool: _fill_slots(fields, slots) for tool, fields in overrides.items()}
 
     # split the path into turns: a follow-up variable or an `after X` clause starts a new turn
     constraints = path.constraints()

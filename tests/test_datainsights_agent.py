@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import defaultdict
-from datetime import date
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,7 +34,7 @@ from agentprop import (
 from agentprop._contracts import numbers_in
 from agentprop._properties import first_failure, mft_verdicts
 from agentprop._scenario import WorldSpec, leaf_scenarios, load_object
-from agentprop._world import Failure, stable_seed
+from agentprop._world import stable_seed
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "datainsights"
 PROJECT = load_project(EXAMPLE)
@@ -71,10 +70,6 @@ def warehouse_world(seed: int = 0, **kw: Any) -> World:
 
 def run(scenario: Scenario, faults: dict[str, float] | None = None, trial: int = 0) -> Trace:
     return asyncio.run(PROJECT.arun(scenario, lambda: Agent(faults), trial=trial, turn_timeout_s=10))
-
-
-def _with_path_nodes(path_nodes: list[str], branch: str) -> bool:
-    return branch in path_nodes
 
 
 def buildable_scenarios() -> list[Scenario]:
@@ -268,11 +263,19 @@ def test_ambiguous_first_messages_follow_p3_guidance() -> None:
 
 def test_every_leaf_scenario_is_realisable() -> None:
     assert LEAF_PROBLEMS == []
-    assert {s.id for s in LEAVES} == LEAF_IDS
+    # one scenario per (leaf, entering node); extra ids (``KEY/NODE#k``) only add branches
+    assert {s.id.split("/")[0] for s in LEAVES} == LEAF_IDS
+    assert len({s.id for s in LEAVES}) == len(LEAVES)
+    covered = {b for s in LEAVES for b in s.branches}
+    assert {"N1_INTERPRET#0", "N1_INTERPRET#1", "N2_CLARIFY#0", "N2_CLARIFY#1", "N4_RUN_SQL#1", "N4_RUN_SQL#2", "N4_RUN_SQL#3"} <= covered
     for s in LEAVES:
-        assert s.expect_decision == EXPECTED[s.id]
-        # leaf_scenarios takes the first path per key: all go through N2_CLARIFY
-        assert s.turns[0].expect_decision == "ASK_CLARIFY"
+        assert s.expect_decision == EXPECTED[s.id.split("/")[0]]
+        assert (s.turns[0].expect_decision == "ASK_CLARIFY") == bool(s.assignment["ambiguous"])
+        if s.leaf != "END_WAIT_USER":
+            # N4_RUN_SQL must_call_tools_in_order, on the turn that queries
+            assert s.turns[-1].required_tools == ["run_sql"]
+    wait = next(s for s in LEAVES if s.leaf == "END_WAIT_USER")
+    assert wait.forbidden_tools == ["describe_schema", "run_sql"]
     error = next(s for s in LEAVES if s.leaf == "END_SQL_ERROR")
     assert {(f["tool"], f["mode"]) for f in error.world.failures} == {("run_sql", "invalid_query")}
     assert any(f["calls"] is None for f in error.world.failures)

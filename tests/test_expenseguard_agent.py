@@ -126,6 +126,8 @@ def test_every_leaf_scenario_is_realisable(project: Project) -> None:
         N4A: "REJECT_DISALLOWED",
         APPROVE_FX: "APPROVE_SUBMIT",  # the first path per leaf key is the FX one (tree order)
         REJECT_FX: "REJECT_POLICY",
+        # then one more path so that N5_CALCULATE's `currency_mismatch == false` branch is covered
+        "END_APPROVE<-N7_SUBMIT/N5_CALCULATE#1": "APPROVE_SUBMIT",
     }
     assert {key(s): s.expect_decision for s in scenarios} == expected
     approve = next(s for s in scenarios if key(s) == APPROVE_FX)
