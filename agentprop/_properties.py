@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from agentprop._contracts import (
     Verdict,
+    _strings,
+    args_satisfy,
     calls_in_order,
     decision_is,
     forbids_tools,
@@ -49,6 +51,20 @@ def mft_verdicts(spec: Spec, scenario: Scenario, trace: Trace) -> list[Verdict]:
             out.append(calls_in_order(trace, turn.required_tools, turn=i, clause=_node_clause(spec, turn.nodes, turn.required_tools)))
     if scenario.forbidden_tools:
         out.append(forbids_tools(trace, scenario.forbidden_tools, clause=_policy_for_tools(spec, scenario.forbidden_tools) or f"decision_tree.{scenario.leaf}"))
+    for node_id in scenario.path:
+        node = spec.nodes_by_id.get(node_id)
+        if node is not None and node.requirements.must_not_use:
+            banned = [" ".join(x.lower().split()) for x in node.requirements.must_not_use]
+            for tool in {c.name for c in trace.tool_calls}:
+                out.append(
+                    args_satisfy(
+                        trace,
+                        tool,
+                        lambda args, banned=banned: not any(b in " ".join(str(v).lower().split()) for v in _strings(args) for b in banned),
+                        description=f"must not use {', '.join(node.requirements.must_not_use)}",
+                        clause=f"decision_tree.{node_id}.requirements.must_not_use",
+                    )
+                )
     pii_policy = next((f"policies.{p.id}" for p in spec.policies if "PII" in p.id.upper() or "pii" in p.text.lower()), None)
     out.append(no_canary_leak(trace, clause=pii_policy))
     out.append(max_tool_calls(trace, spec.max_tool_calls_per_turn))

@@ -102,19 +102,6 @@ def _is_internal(expr: Expr, bindings: Bindings) -> bool:
     )
 
 
-def _simplify(expr: Expr, bindings: Bindings) -> Expr:
-    """Replace comparisons over internal variables by ``true``."""
-    if isinstance(expr, And):
-        return And(tuple(_simplify(i, bindings) for i in expr.items))
-    if isinstance(expr, Or):
-        return Or(tuple(_simplify(i, bindings) for i in expr.items))
-    if isinstance(expr, Not):
-        return Not(_simplify(expr.item, bindings))
-    if _is_internal(expr, bindings):
-        return Literal(True)
-    return expr
-
-
 def _world_default(bindings: Bindings, spec: Spec, var: VariableBinding) -> Any:
     assert var.world is not None
     if var.world.field is None:
@@ -153,8 +140,26 @@ def _constants(exprs: list[Expr]) -> list[Any]:
     return out
 
 
+def _internal_candidates(name: str, exprs: list[Expr]) -> list[Any]:
+    """Values an internal variable may take: the constants it is compared with (booleans with
+    their complement, strings plus one other value). The agent decides which holds, so the
+    solver only needs *some* value consistent with the path."""
+    related = [e for e in exprs if name in variables(e)]
+    values: list[Any] = []
+    for c in _constants(related):
+        if c not in values:
+            values.append(c)
+    if any(isinstance(v, bool) for v in values) or not values:
+        values += [b for b in (True, False) if b not in values]
+    if any(isinstance(v, str) for v in values):
+        values.append("__other__")
+    return values
+
+
 def _candidates(name: str, spec: Spec, bindings: Bindings, exprs: list[Expr], defaults: dict[str, Any]) -> list[Any]:
     var = bindings.variables[name]
+    if var.internal:
+        return _internal_candidates(name, exprs)
     finite = var.finite_values()
     if finite is not None:
         return list(finite)
@@ -193,12 +198,14 @@ def solve(spec: Spec, bindings: Bindings, path: TreePath) -> dict[str, Any]:
     """Values for the bound variables that make ``path``'s conditions hold.
 
     Prefers each variable's default (its world default, or the first listed value), so the
-    scenario differs from the happy path only where the path demands it. Raises
+    scenario differs from the happy path only where the path demands it. Variables bound as
+    ``internal`` are the agent's own state: any value consistent with the path will do (they
+    are not realised in the world or the conversation). Raises
     :class:`Unsatisfiable` with the reason when no assignment exists, or when a variable the
     path needs has no binding.
     """
     constraints = path.constraints()
-    exprs = [_simplify(c.as_expr(), bindings) for c in constraints]
+    exprs = [c.as_expr() for c in constraints]
     names: list[str] = []
     for e in exprs:
         for n in variables(e):
@@ -369,7 +376,9 @@ def build_scenario(
                     followups_done.add(n)
                     utterances = _lookup_value(var.followup.values, env[n])
                     if utterances:
-                        new_turn = (utterances[template_index % len(utterances)], var.followup.after_decision)
+                        raw = utterances[template_index % len(utterances)]
+                        text = render_template(raw, slots, set()) or raw
+                        new_turn = (text, var.followup.after_decision)
                     else:
                         # the conversation stops here: the agent's question is the last turn
                         turns[-1].expect_decision = var.followup.after_decision
@@ -384,9 +393,9 @@ def build_scenario(
             turns.append(ScenarioTurn(user_message=new_turn[0]))
             turn_nodes.append([])
         turn_nodes[-1].append(step.node)
-        if _is_agent_choice(spec, bindings, step.node):
-            # the agent itself chooses between these branches (e.g. schema_needed): the tools
-            # of the node it chose are permitted, not required
+        if _is_agent_choice(spec, bindings, step.node) and _skippable(spec, step.node, step.next):
+            # the agent itself chooses between these branches (e.g. schema_needed) and another
+            # choice bypasses this node: its tools are permitted, not required
             entered_internally.add(step.next)
     if path.missing is None:
         turn_nodes[-1].append(path.leaf)
@@ -474,6 +483,24 @@ def _is_agent_choice(spec: Spec, bindings: Bindings, node_id: str) -> bool:
     node = spec.nodes_by_id[node_id]
     internal = [b for b in node.branches if b.clause.expr is not None and _is_internal(b.clause.expr, bindings)]
     return len(node.branches) >= 2 and len(internal) == len(node.branches)
+
+
+def _reachable(spec: Spec, start: str) -> set[str]:
+    seen = {start}
+    frontier = [start]
+    while frontier:
+        node = spec.nodes_by_id.get(frontier.pop())
+        for b in node.branches if node is not None else []:
+            if b.next not in seen:
+                seen.add(b.next)
+                frontier.append(b.next)
+    return seen
+
+
+def _skippable(spec: Spec, choice: str, target: str) -> bool:
+    """Whether some other branch of ``choice`` leads on without passing through ``target``."""
+    others = [b.next for b in spec.nodes_by_id[choice].branches if b.next != target]
+    return any(target not in _reachable(spec, o) for o in others)
 
 
 def _deciding_tool_index(spec: Spec, bindings: Bindings, node_id: str, step: Any, tools: list[str]) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import defaultdict
+from datetime import date
 from pathlib import Path
 from typing import Any, Callable
 
@@ -284,22 +285,6 @@ def test_every_leaf_scenario_is_realisable() -> None:
 _N3_SECOND_BRANCH = "N3_PLAN_QUERY#1"  # schema_needed == false
 
 
-def test_only_paths_needing_a_false_internal_clause_are_unrealisable() -> None:
-    """Paths through N3's second branch need ``not (schema_needed == true)``; the solver reads
-    every comparison over an internal variable as true, also under ``not``, so they cannot be
-    built (a framework gap reported to the lead, not a spec inconsistency)."""
-    for path in enumerate_paths(SPEC):
-        branches = [f"{s.node}#{s.branch}" for s in path.steps]
-        try:
-            build_scenario(SPEC, BINDINGS, path)
-        except Unsatisfiable as exc:
-            assert _N3_SECOND_BRANCH in branches, str(exc)
-            assert "not (true)" in str(exc)
-        else:
-            assert _N3_SECOND_BRANCH not in branches
-
-
-@pytest.mark.xfail(strict=True, reason="_scenario._simplify turns negated internal comparisons into `not true`")
 def test_every_tree_path_is_realisable() -> None:
     for path in enumerate_paths(SPEC):
         build_scenario(SPEC, BINDINGS, path)
@@ -435,6 +420,24 @@ def test_p3_examples_ask_one_question_or_query() -> None:
         assert all(v.passed for v in p2_verdicts(trace, top_k=bool(_TOPK.search(message))))
 
 
+@pytest.mark.parametrize("period", [None, "2025", "Q1 2026", "March 2024"])
+def test_every_query_shape_runs_and_its_rewrite_returns_the_same_rows(period: str | None) -> None:
+    Question = _load("agent:Question")
+    parse_period = _load("agent:parse_period")
+    build_sql = _load("agent:build_sql")
+    shapes = _load("agent:_NEEDS")
+    world = warehouse_world(11)
+    p = parse_period(period, date(2026, 7, 1)) if period else None
+    for shape in shapes:
+        for region in (None, "Europe"):
+            q = Question(shape, p, 3 if shape.startswith("top_") else None, region)
+            first = world.call("run_sql", {"query": build_sql(q)})
+            again = world.call("run_sql", {"query": build_sql(q, rewrite=True)})
+            assert first == again, (shape, period, region)
+            if period == "March 2024" and shape not in ("customer_count", "customer_data"):
+                assert first["rows"] == [], shape
+
+
 def test_unknown_fault_knob_is_rejected_and_knobs_mirror_the_mutation_pack() -> None:
     with pytest.raises(ValueError, match="unknown fault"):
         Agent({"bogus": 1.0})
@@ -498,7 +501,9 @@ def test_each_fault_fails_exactly_its_targets_with_the_right_contract(fault: str
         if fault == "no_clarify":
             assert caught.turn == 0  # the first turn should have been ASK_CLARIFY
         if fault == "select_star":
-            assert _mft(s, trace) is None  # only the SQL is wrong
+            # the MFT enforces N3_PLAN_QUERY's `must_not_use: [SELECT *]` itself
+            mft = _mft(s, trace)
+            assert mft is not None and mft.clause == "decision_tree.N3_PLAN_QUERY.requirements.must_not_use"
         if fault == "no_limit":
             assert _mft(s, trace) is None and _grounded(s, trace) is None
 

@@ -25,7 +25,13 @@ from agentprop._strategies import (
 from agentprop._strategies.paraphrase import _build_plan
 from agentprop.errors import InvalidArgument
 
-FAST = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
+# The agent profile of DESIGN.md §3 item 3: no deadline, no explain phase.
+FAST = settings(
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.generate, Phase.shrink],
+)
 
 EN_TEXTS = [
     "Cancel my damn order O-1001, last4 1234, zip 90210",
@@ -212,7 +218,7 @@ def test_protected_slots_survive_thousands_of_draws(lang: str, texts: list[str])
     strategies = [paraphrases(t, lang=lang, max_transforms=6, max_typos=3) for t in texts]
     count = 0
 
-    @settings(FAST, max_examples=2000)
+    @settings(FAST, max_examples=1500)
     @given(st.one_of(strategies))
     def check(p: Paraphrase) -> None:
         nonlocal count
@@ -220,7 +226,7 @@ def test_protected_slots_survive_thousands_of_draws(lang: str, texts: list[str])
         _assert_slots_kept(p)
 
     check()
-    assert count >= 2000
+    assert count >= 1500  # 3000 draws over both languages
 
 
 _WORDS = ["cancel", "my", "order", "please", "I", "want", "to", "refund", "check", "the", "status", "thanks"]
@@ -236,7 +242,7 @@ def _generated_case(draw: st.DrawFn) -> tuple[str, Paraphrase]:
     return text, p
 
 
-@settings(FAST, max_examples=1500)
+@settings(FAST, max_examples=500)
 @given(_generated_case())
 def test_protected_slots_survive_on_generated_texts(case: tuple[str, Paraphrase]) -> None:
     text, p = case
@@ -244,7 +250,7 @@ def test_protected_slots_survive_on_generated_texts(case: tuple[str, Paraphrase]
         assert p.text.count(slot) >= text.count(slot), (slot, p)
 
 
-@settings(FAST, max_examples=500)
+@settings(FAST, max_examples=300)
 @given(paraphrases("Ship the Acme Widget to Acme Corp HQ today", protect=["Acme Corp", re.compile(r"Acme \w+")]))
 def test_explicitly_protected_strings_are_kept(p: Paraphrase) -> None:
     assert "Acme Corp" in p.text and "Acme Widget" in p.text
@@ -335,7 +341,8 @@ def test_politeness_and_indirect_requests_depend_on_mood() -> None:
     assert one("Cancel my order O-1, thanks", "indirect_request") == "Can you cancel my order O-1? Thanks"
     assert one("What is my balance?", "indirect_request") == "Quick question: what is my balance?"
     assert one("取消订单O-1001", "indirect_request", "zh") == "能不能取消订单O-1001？"
-    assert one("取消订单O-1001", "politeness", "zh", choice=1) == "请取消订单O-1001"
+    assert one("取消订单O-1001", "politeness", "zh") == "请取消订单O-1001"
+    assert one("取消订单O-1001", "politeness", "zh", choice=1) == "麻烦您取消订单O-1001"
     assert one("请问余额是多少？", "politeness", "zh") == "请问余额是多少？"  # 请问 already there
 
 

@@ -156,12 +156,16 @@ class RatePosterior:
     _Q = (np.arange(1, 1001) - 0.5) / 1000.0
 
     def __init__(
-        self, binomial: tuple[int, int], truncated: Sequence[tuple[int, int]] = ()
+        self,
+        binomial: tuple[int, int],
+        truncated: Sequence[tuple[int, int]] = (),
+        prior: tuple[float, float] = (1.0, 1.0),
     ) -> None:
         q = self._Q
         log_q, log_1q = np.log(q), np.log1p(-q)
         failures, runs = binomial
-        total = failures * log_q + (runs - failures) * log_1q
+        a0, b0 = prior
+        total = (failures + a0 - 1.0) * log_q + (runs - failures + b0 - 1.0) * log_1q
         for (clean, window), count in Counter(truncated).items():
             term = log_q + clean * log_1q
             if window < 10_000:
@@ -255,6 +259,7 @@ class QueryEngine:
     provisional_miss: float = 0.05
     provisional_quantile: float = 0.25
     planning_quantile: float = 0.2
+    prior: tuple[float, float] = (1.0, 2.0)
     monotone: bool = True
     signature: Hashable = None
     spent: int = 0
@@ -284,7 +289,7 @@ class QueryEngine:
         if found is None:
             if len(self._posterior_cache) > 10_000:
                 self._posterior_cache.clear()
-            found = RatePosterior((failures, runs), truncated)
+            found = RatePosterior((failures, runs), truncated, self.prior)
             self._posterior_cache[key] = found
         return found
 
@@ -298,6 +303,14 @@ class QueryEngine:
         runs are not wasted: they count towards the full rule-out later."""
         q = self.rate_posterior().quantile(self.provisional_quantile)
         return max(1, math.ceil(math.log(self.provisional_miss) / math.log1p(-q)))
+
+    def look_cap(self, look: int) -> int:
+        """Clean runs of evidence a query at ``look`` stops at (before the full rule-out)."""
+        return self.provisional_cap() * 2**look
+
+    def look_is_final(self, look: int) -> bool:
+        """Whether a query at ``look`` already runs to the full rule-out count."""
+        return self.look_cap(look) >= self.runs_needed()
 
     def planning_rate(self) -> float:
         """The alternative ``q1`` of the per-query SPRT (background-noise regime)."""
@@ -447,16 +460,17 @@ class QueryEngine:
         self,
         mask: int,
         *,
-        final: bool,
+        look: int | None = None,
         phase: str = "search",
         depth: int | None = None,
         removed: tuple[str, ...] = (),
     ) -> Verdict:
         """Does ``mask`` still fail with the calibrated signature?
 
-        ``final=False`` asks for a provisional look (specific-signature regime only): at most
-        :meth:`provisional_cap` clean runs, after which the answer is ``UNDECIDED`` unless the
-        evidence already suffices. ``final=True`` runs until a decision or the budget ends.
+        ``look=k`` (specific-signature regime only) stops after ``provisional_cap() * 2**k``
+        clean runs of evidence, answering ``UNDECIDED`` unless that evidence already suffices
+        to rule the candidate out; ``look=None`` runs until a decision or the end of the budget.
+        In the background-noise regime every query runs its SPRT to a decision.
         """
         entry = self._ledger.get(mask)
         if entry is not None and entry.verdict is not None:
@@ -472,14 +486,14 @@ class QueryEngine:
             return implied
         if self.background_rate > 0.0:
             return self._ask_sprt(mask, phase=phase, depth=depth, removed=removed)
-        return self._ask_specific(mask, final=final, phase=phase, depth=depth, removed=removed)
+        return self._ask_specific(mask, look=look, phase=phase, depth=depth, removed=removed)
 
     def _ask_specific(
-        self, mask: int, *, final: bool, phase: str, depth: int | None, removed: tuple[str, ...]
+        self, mask: int, *, look: int | None, phase: str, depth: int | None, removed: tuple[str, ...]
     ) -> Verdict:
         need = self.runs_needed()
         evidence = self._clean_evidence(mask)
-        target = need if final else min(need, self.provisional_cap())
+        target = need if look is None else min(need, self.look_cap(look))
         entry = self.entry(mask)
         runs0, other0 = entry.runs, entry.other
         window = target - evidence

@@ -267,7 +267,7 @@ class _Search(Generic[T]):
     current: int = 0
     removed_any: bool = False
 
-    def try_remove(self, nodes: Sequence[_Node], *, final: bool, phase: str) -> Verdict:
+    def try_remove(self, nodes: Sequence[_Node], *, look: int | None, phase: str) -> Verdict:
         removed_mask = 0
         for node in nodes:
             removed_mask |= node.mask
@@ -276,7 +276,7 @@ class _Search(Generic[T]):
             return Verdict.DOES_NOT_REPRODUCE
         verdict = self.engine.ask(
             candidate,
-            final=final,
+            look=look,
             phase=phase,
             depth=nodes[0].depth,
             removed=tuple(n.label for n in nodes),
@@ -295,13 +295,13 @@ class _Search(Generic[T]):
                 chunk = nodes[i : i + size]
                 if len(chunk) < 2:
                     break
-                if self.try_remove(chunk, final=False, phase="explore") is Verdict.REPRODUCES:
+                if self.try_remove(chunk, look=0, phase="explore") is Verdict.REPRODUCES:
                     nodes = self.index.removable(depth, self.current)
                 else:
                     i += size
             size //= 2
 
-    def one_at_a_time(self, depth: int, *, final: bool, phase: str) -> bool:
+    def one_at_a_time(self, depth: int, *, look: int | None, phase: str) -> bool:
         """One pass of single-unit deletions at ``depth``; True if every remaining unit has a
         decided "needed" verdict."""
         all_decided = True
@@ -310,7 +310,7 @@ class _Search(Generic[T]):
         while i < len(nodes):
             if self.engine.exhausted:
                 return False
-            verdict = self.try_remove([nodes[i]], final=final, phase=phase)
+            verdict = self.try_remove([nodes[i]], look=look, phase=phase)
             if verdict is Verdict.REPRODUCES:
                 nodes = self.index.removable(depth, self.current)
                 continue
@@ -320,22 +320,29 @@ class _Search(Generic[T]):
         return all_decided
 
     def run(self) -> bool:
-        """Explore then confirm; returns True when the result was proved minimal."""
+        """Explore, then confirm with ever longer looks; True when the result was proved
+        minimal (every remaining removable unit decided necessary)."""
         for depth in range(self.index.depth):
             if self.engine.exhausted:
                 return False
             if len(self.index.removable(depth, self.current)) > self.small_level:
                 self.chunks(depth)
-            self.one_at_a_time(depth, final=False, phase="explore")
+            self.one_at_a_time(depth, look=0, phase="explore")
+        look = 1
         while not self.engine.exhausted:
+            final = self.engine.look_is_final(look)
             self.removed_any = False
             decided = True
             for depth in range(self.index.depth):
-                decided = self.one_at_a_time(depth, final=True, phase="confirm") and decided
+                decided = self.one_at_a_time(
+                    depth, look=None if final else look, phase="confirm"
+                ) and decided
                 if self.engine.exhausted:
                     return False
-            if not self.removed_any:
+            if final and not self.removed_any:
                 return decided
+            if not final:
+                look += 1
         return False
 
 

@@ -28,6 +28,7 @@ what was actually applied and re-applying it reproduces the text exactly.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections import Counter
@@ -1072,12 +1073,15 @@ def _build_plan(
     )
 
 
-def _step_strategy(
-    candidates: Sequence[_Transform], bounds: Sequence[tuple[tuple[str, int], ...]]
+@functools.lru_cache(maxsize=256)
+def _step_strategy_for(
+    spec: tuple[tuple[str, tuple[tuple[str, int], ...]], ...],
 ) -> SearchStrategy[tuple[str, dict[str, int]]] | None:
     """One step: a transform (lower index = simpler, what one_of shrinks towards) and its
-    integer parameters (shrinking towards 0 = the first site / the first pack entry)."""
-    if not candidates:
+    integer parameters (shrinking towards 0 = the first site / the first pack entry).
+
+    Cached by shape, so building strategies for many texts (``flatmap``) reuses one object."""
+    if not spec:
         return None
 
     def branch(name: str, spec: tuple[tuple[str, int], ...]) -> SearchStrategy[tuple[str, dict[str, int]]]:
@@ -1085,7 +1089,13 @@ def _step_strategy(
         values = st.tuples(*(st.integers(0, hi) for _, hi in spec))
         return values.map(lambda vs: (name, dict(zip(keys, vs))))
 
-    return st.one_of([branch(t.name, b) for t, b in zip(candidates, bounds)])
+    return st.one_of([branch(name, b) for name, b in spec])
+
+
+def _step_strategy(
+    candidates: Sequence[_Transform], bounds: Sequence[tuple[tuple[str, int], ...]]
+) -> SearchStrategy[tuple[str, dict[str, int]]] | None:
+    return _step_strategy_for(tuple((t.name, b) for t, b in zip(candidates, bounds)))
 
 
 @st.composite

@@ -1,0 +1,115 @@
+"""The command line: exit codes, output and the JSON report."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentprop._cli import main
+from agentprop._report import SCHEMA_ID, RunReport
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORTOPS = ROOT / "examples" / "supportops"
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_run_clean_agent_exits_0_and_prints_a_line_per_case() -> None:
+    code, out, _ = cli("run", str(SUPPORTOPS))
+    assert code == 0
+    assert "14 cases: 14 passed, 0 failed" in out
+    assert "END_CANCELLED<-N7_CANCEL" in out
+    assert "unrealisable path" in out
+
+
+def test_run_with_fault_exits_1_and_writes_a_valid_report(tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    code, out, _ = cli("run", str(SUPPORTOPS), "--fault", "skip_auth=1", "--json", str(report_path))
+    assert code == 1
+    data = json.loads(report_path.read_text())
+    assert data["schema"] == SCHEMA_ID
+    report = RunReport.model_validate(data)
+    by_id = {c.id: c for c in report.cases}
+    bad = by_id["END_CANCELLED<-N7_CANCEL"]
+    assert bad.verdict == "FAIL" and bad.pass_rate == 0.0
+    assert bad.failures[0].signature.startswith("calls_in_order:decision_tree.N2_AUTH")
+    assert bad.interval is not None and bad.interval[1] < 0.7
+    assert by_id["END_BILLING_ANSWER<-N3_BILLING"].verdict == "PASS"
+    assert report.agent.faults == {"skip_auth": 1.0}
+    assert report.metrics.failed >= 1 and report.metrics.runs == sum(c.runs for c in report.cases)
+    assert set(data) >= {"spec", "agent", "cases", "metrics"}
+    assert all({"id", "node", "verdict", "runs", "pass_rate"} <= set(c) for c in data["cases"])
+
+
+def test_fixed_mode_runs_exactly_n(tmp_path: Path) -> None:
+    report_path = tmp_path / "r.json"
+    code, _, _ = cli("run", str(SUPPORTOPS), "--runs", "3", "--case", "BILLING", "--json", str(report_path))
+    report = RunReport.model_validate_json(report_path.read_text())
+    assert code == 0 and [c.runs for c in report.cases] == [3] and report.settings["mode"] == "fixed"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "nowhere"], "file not found: nowhere"),
+        (["run", str(SUPPORTOPS), "--fault", "nonsense=1"], "unknown fault knob(s) nonsense"),
+        (["run", str(SUPPORTOPS), "--fault", "skip_auth=abc"], "is not a number"),
+        (["run", str(SUPPORTOPS), "--agent", "no_such_module:X"], "cannot import module"),
+        (["run", str(SUPPORTOPS), "--case", "NOPE"], "no case id contains NOPE"),
+    ],
+)
+def test_usage_and_input_errors_exit_2_with_a_fix(argv: list[str], message: str) -> None:
+    code, _, err = cli(*argv)
+    assert code == 2
+    assert message in err
+
+
+def test_lint_real_spec_lists_warnings_and_exits_0() -> None:
+    code, out, _ = cli("lint", str(ROOT / "examples" / "expenseguard" / "spec.yaml"))
+    assert code == 0
+    assert "warning L001" in out and "END_REJECT" in out
+    assert "0 error(s)" in out
+
+
+def test_lint_reports_unrealisable_paths_with_bindings() -> None:
+    code, out, _ = cli("lint", str(SUPPORTOPS))
+    assert code == 0
+    assert "P001" in out and "END_REFUSE_PII<-N3_BILLING" in out
+
+
+def test_lint_spec_with_error_exits_1(tmp_path: Path) -> None:
+    text = (SUPPORTOPS / "spec.yaml").read_text().replace("next: END_CANCELLED", "next: N77_NOWHERE")
+    bad = tmp_path / "spec.yaml"
+    bad.write_text(text)
+    code, out, _ = cli("lint", str(bad))
+    assert code == 1
+    assert "error L001" in out and "N77_NOWHERE" in out
+
+
+def test_console_script_is_installed_and_runs(tmp_path: Path) -> None:
+    exe = shutil.which("agentprop")
+    if exe is None:
+        pytest.skip("the agentprop console script is not on PATH (package not installed)")
+    proc = subprocess.run([exe, "run", str(SUPPORTOPS), "--case", "BILLING"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 cases: 1 passed" in proc.stdout
+
+
+def test_no_subcommand_prints_help_and_exits_2() -> None:
+    code, out, _ = cli()
+    assert code == 2 and "run" in out and "lint" in out
+
+
+def test_module_entry_point() -> None:
+    proc = subprocess.run([sys.executable, "-m", "agentprop._cli", "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "agentprop" in proc.stdout

@@ -1,0 +1,507 @@
+"""The runtime: agents of every shape, the trace they leave, and every way they can misbehave."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agentprop._runtime import TurnContext, arun_conversation, run_conversation
+from agentprop._spec.model import Spec
+from agentprop._trace import Trace
+from agentprop._world import Failure, World
+from agentprop.errors import ToolError
+
+ACCOUNT = {"account_id": "A1"}
+
+
+def respond(ctx: TurnContext, decision: str = "BILLING_ANSWER", message: str = "done", **extra: Any) -> None:
+    ctx.respond(
+        node_id="N3_BILLING",
+        decision=decision,
+        tool_actions=[c.name for c in ctx.calls_this_turn],
+        evidence="from tools",
+        user_message=message,
+        **extra,
+    )
+
+
+def run(spec: Spec, factory: Callable[[], Any], messages: list[str], world: World | None = None, **kw: Any) -> Trace:
+    return run_conversation(spec, factory, messages, world or World(spec=spec, seed=1), **kw)
+
+
+def kinds(trace: Trace) -> list[str]:
+    return [e.kind for e in trace.all_errors()]
+
+
+# ----------------------------------------------------------------------------- agent shapes
+
+
+def test_sync_function_agent(supportops_spec: Spec) -> None:
+    def agent(message: str, ctx: TurnContext) -> None:
+        account = ctx.call("get_account", **ACCOUNT)
+        respond(ctx, message=f"plan {account['plan_id']}")
+
+    trace = run(supportops_spec, lambda: agent, ["what plan am I on?"], case_id="c1", agent_name="fn")
+    assert not trace.errored
+    assert trace.case_id == "c1" and trace.agent == "fn" and trace.spec_id == "supportops_v1"
+    [turn] = trace.turns
+    assert turn.user_message == "what plan am I on?"
+    assert turn.tool_names() == ["get_account"]
+    assert turn.tool_calls[0].args == ACCOUNT and turn.tool_calls[0].ok
+    plan = turn.tool_calls[0].result["plan_id"]
+    assert turn.response is not None and turn.response["user_message"] == f"plan {plan}"
+    assert trace.final_decision == "BILLING_ANSWER"
+
+
+def test_async_function_agent(supportops_spec: Spec) -> None:
+    async def agent(message: str, ctx: TurnContext) -> None:
+        await asyncio.sleep(0)
+        ctx.call("get_account", **ACCOUNT)
+        await asyncio.sleep(0)
+        respond(ctx)
+
+    trace = run(supportops_spec, lambda: agent, ["hi"])
+    assert not trace.errored
+    assert trace.tool_names() == ["get_account"] and trace.final_decision == "BILLING_ANSWER"
+
+
+class SyncTurnAgent:
+    def turn(self, message: str, ctx: TurnContext) -> None:
+        ctx.call("get_plan_rules", plan_id="P1")
+        respond(ctx)
+
+
+class AsyncTurnAgent:
+    async def turn(self, message: str, ctx: TurnContext) -> None:
+        await asyncio.sleep(0)
+        ctx.call("get_plan_rules", plan_id="P1")
+        respond(ctx)
+
+
+class AsyncCallableAgent:
+    async def __call__(self, message: str, ctx: TurnContext) -> None:
+        ctx.call("get_plan_rules", plan_id="P1")
+        respond(ctx)
+
+
+class SyncReturningCoroutine:
+    """A sync callable that returns an awaitable (e.g. a wrapped async client)."""
+
+    def __call__(self, message: str, ctx: TurnContext) -> Any:
+        async def go() -> None:
+            ctx.call("get_plan_rules", plan_id="P1")
+            respond(ctx)
+
+        return go()
+
+
+@pytest.mark.parametrize("cls", [SyncTurnAgent, AsyncTurnAgent, AsyncCallableAgent, SyncReturningCoroutine])
+def test_object_agents(supportops_spec: Spec, cls: type) -> None:
+    trace = run(supportops_spec, cls, ["a", "b"])
+    assert not trace.errored, trace.all_errors()
+    assert [t.tool_names() for t in trace.turns] == [["get_plan_rules"], ["get_plan_rules"]]
+    assert trace.decisions == ["BILLING_ANSWER", "BILLING_ANSWER"]
+
+
+def test_non_callable_agent_is_recorded(supportops_spec: Spec) -> None:
+    trace = run(supportops_spec, lambda: 42, ["hi"])
+    assert kinds(trace) == ["agent_exception"]
+    assert "int" in trace.errors[0].message
+    assert trace.turns == []
+
+
+def test_factory_exception_is_recorded(supportops_spec: Spec) -> None:
+    def factory() -> Any:
+        raise RuntimeError("cannot build")
+
+    trace = run(supportops_spec, factory, ["hi"])
+    assert kinds(trace) == ["agent_exception"]
+    assert "cannot build" in trace.errors[0].message
+
+
+# ----------------------------------------------------------------------------- the trace
+
+
+def test_calls_recorded_once_per_turn_with_steps(supportops_spec: Spec) -> None:
+    plan: dict[int, list[str]] = {0: ["get_account", "get_plan_rules"], 1: ["verify_identity"], 2: []}
+    args = {"get_account": ACCOUNT, "get_plan_rules": {"plan_id": "P"}, "verify_identity": {**ACCOUNT, "last4": "1", "zip": "2"}}
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        for name in plan[ctx.turn_index]:
+            ctx.call(name, **args[name])
+        respond(ctx)
+
+    trace = run(supportops_spec, lambda: agent, ["one", "two", "three"])
+    assert not trace.errored
+    assert [t.tool_names() for t in trace.turns] == [plan[0], plan[1], plan[2]]
+    assert [[(c.turn_index, c.step) for c in t.tool_calls] for t in trace.turns] == [[(0, 0), (0, 1)], [(1, 0)], []]
+    assert trace.tool_names() == plan[0] + plan[1]
+    assert [t.index for t in trace.turns] == [0, 1, 2]
+    assert [t.user_message for t in trace.turns] == ["one", "two", "three"]
+
+
+def test_recorded_results_are_copies(supportops_spec: Spec) -> None:
+    def agent(message: str, ctx: TurnContext) -> None:
+        out = ctx.call("get_account", **ACCOUNT)
+        out["plan_id"] = "tampered"
+        respond(ctx)
+
+    trace = run(supportops_spec, lambda: agent, ["hi"])
+    assert trace.tool_calls[0].result["plan_id"] != "tampered"
+
+
+def test_tool_errors_reach_the_agent_and_are_recorded(supportops_spec: Spec) -> None:
+    seen: list[str] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        for _ in range(2):
+            try:
+                ctx.call("get_account", **ACCOUNT)
+            except ToolError as exc:
+                seen.append(exc.kind)
+        respond(ctx)
+
+    world = World(spec=supportops_spec, failures=[Failure("get_account", "timeout", calls=(1,))])
+    trace = run(supportops_spec, lambda: agent, ["hi"], world)
+    assert seen == ["timeout"]
+    first, second = trace.tool_calls
+    assert first.error_kind == "timeout" and first.error and first.result is None and not first.ok
+    assert second.ok and second.result is not None
+    # a tool error is a result the agent handled, not a broken run
+    assert not trace.errored
+
+
+def test_invalid_arguments_are_a_tool_error(supportops_spec: Spec) -> None:
+    def agent(message: str, ctx: TurnContext) -> None:
+        try:
+            ctx.call("verify_identity", account_id="A1")
+        except ToolError as exc:
+            assert exc.kind == "invalid_arguments"
+        respond(ctx)
+
+    trace = run(supportops_spec, lambda: agent, ["hi"])
+    assert trace.tool_calls[0].error_kind == "invalid_arguments"
+    assert not trace.errored
+
+
+def test_history_and_memory_across_turns(supportops_spec: Spec) -> None:
+    histories: list[list[str | None]] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        histories.append([t.decision for t in ctx.history])
+        ctx.memory["turns"] = ctx.memory.get("turns", 0) + 1
+        respond(ctx, decision="CLARIFY" if ctx.turn_index == 0 else "TICKET_CREATED", message=str(ctx.memory["turns"]))
+
+    trace = run(supportops_spec, lambda: agent, ["a", "b", "c"])
+    assert histories == [[], ["CLARIFY"], ["CLARIFY", "TICKET_CREATED"]]
+    assert [t.response["user_message"] for t in trace.turns if t.response] == ["1", "2", "3"]
+
+
+def test_context_and_canaries_reach_the_trace(supportops_spec: Spec) -> None:
+    got: list[Any] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        got.append(dict(ctx.context))
+        respond(ctx)
+
+    world = World(spec=supportops_spec, seed=5, pii={"get_account": ["pii.ssn"]}, canary_nonce="x")
+    trace = run(supportops_spec, lambda: agent, ["hi"], world, context={"account_id": "A1"})
+    assert got == [{"account_id": "A1"}]
+    assert trace.canaries == world.canaries and trace.canaries
+    assert trace.world_seed == 5
+
+
+def test_trace_json_round_trip(supportops_spec: Spec) -> None:
+    def agent(message: str, ctx: TurnContext) -> None:
+        ctx.call("get_account", **ACCOUNT)
+        try:
+            ctx.call("nope")
+        except ToolError:
+            pass
+        ctx.say("free text")
+        ctx.add_usage(input_tokens=10, output_tokens=5, cost_usd=0.001)
+        if ctx.turn_index == 0:
+            respond(ctx)
+
+    world = World(spec=supportops_spec, pii={"get_account": ["pii.ssn"]}, canary_nonce="n")
+    trace = run(supportops_spec, lambda: agent, ["one", "two"], world)
+    assert trace.errored  # unknown tool + no_respond on turn 2
+    back = Trace.from_json(trace.to_json())
+    assert back == trace
+    assert back.to_json() == trace.to_json()
+    assert back.usage.input_tokens == 20 and back.usage.model_calls == 2
+
+
+# ----------------------------------------------------------------------------- respond
+
+
+def test_invalid_respond_then_valid_retry(supportops_spec: Spec) -> None:
+    problems: list[str] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        try:
+            respond(ctx, decision="MAYBE")
+        except ToolError as exc:
+            assert exc.kind == "invalid_respond"
+            problems.append(exc.message)
+        respond(ctx, decision="BILLING_ANSWER")
+
+    trace = run(supportops_spec, lambda: agent, ["hi"])
+    assert len(problems) == 1 and "decision" in problems[0]
+    assert not trace.errored
+    assert trace.final_decision == "BILLING_ANSWER"
+    assert trace.turns[0].raw_response is not None and trace.turns[0].raw_response["decision"] == "BILLING_ANSWER"
+
+
+def test_respond_missing_required_field(supportops_spec: Spec) -> None:
+    def agent(message: str, ctx: TurnContext) -> None:
+        try:
+            ctx.respond(node_id="N1", decision="CLARIFY", tool_actions=[], user_message="?")
+        except ToolError as exc:
+            assert "evidence" in exc.message
+            raise
+
+    trace = run(supportops_spec, lambda: agent, ["hi"])
+    assert kinds(trace) == ["agent_exception"]
+    assert trace.turns[0].response is None
+    assert trace.turns[0].raw_response == {"node_id": "N1", "decision": "CLARIFY", "tool_actions": [], "user_message": "?"}
+
+
+def test_invalid_respond_never_fixed_is_recorded(supportops_spec: Spec) -> None:
+    def agent(message: str, ctx: TurnContext) -> None:
+        try:
+            respond(ctx, decision="MAYBE")
+        except ToolError:
+            pass
+
+    trace = run(supportops_spec, lambda: agent, ["hi"])
+    assert kinds(trace) == ["invalid_respond"]
+    assert "decision" in trace.turns[0].errors[0].message
+
+
+def test_respond_through_call(supportops_spec: Spec) -> None:
+    def agent(message: str, ctx: TurnContext) -> None:
+        ack = ctx.call("respond", node_id="N3", decision="CLARIFY", tool_actions=[], evidence="-", user_message="?")
+        assert ack == {"acknowledged": True}
+
+    trace = run(supportops_spec, lambda: agent, ["hi"])
+    assert not trace.errored and trace.final_decision == "CLARIFY"
+    assert trace.tool_calls == []  # respond is the response, not a tool call
+
+
+def test_never_responding(supportops_spec: Spec) -> None:
+    def agent(message: str, ctx: TurnContext) -> None:
+        ctx.call("get_account", **ACCOUNT)
+
+    trace = run(supportops_spec, lambda: agent, ["one", "two"])
+    assert kinds(trace) == ["no_respond", "no_respond"]
+    assert [e.turn_index for e in trace.all_errors()] == [0, 1]
+    assert trace.decisions == [None, None]
+
+
+def test_respond_twice(supportops_spec: Spec) -> None:
+    second: list[str] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        respond(ctx, decision="CLARIFY")
+        try:
+            respond(ctx, decision="BILLING_ANSWER")
+        except ToolError as exc:
+            second.append(exc.kind)
+
+    trace = run(supportops_spec, lambda: agent, ["hi"])
+    assert second == ["respond_twice"]
+    assert kinds(trace) == ["respond_twice"]
+    assert trace.final_decision == "CLARIFY"  # the first response stands
+
+
+def test_tool_after_respond_is_a_protocol_error(supportops_spec: Spec) -> None:
+    raised: list[str] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        respond(ctx)
+        try:
+            ctx.call("cancel_order", order_id="O-1")
+        except ToolError as exc:
+            raised.append(exc.kind)
+
+    world = World(spec=supportops_spec)
+    trace = run(supportops_spec, lambda: agent, ["hi"], world)
+    assert raised == ["protocol"]
+    assert kinds(trace) == ["protocol"]
+    [call] = trace.tool_calls
+    assert call.name == "cancel_order" and call.error_kind == "protocol"
+    assert world.call_count("cancel_order") == 0  # the world never saw it
+
+
+# ----------------------------------------------------------------------------- limits
+
+
+def test_max_tool_calls_per_turn(supportops_spec: Spec) -> None:
+    assert supportops_spec.max_tool_calls_per_turn == 4
+    refused: list[int] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        for i in range(6):
+            try:
+                ctx.call("get_account", **ACCOUNT)
+            except ToolError as exc:
+                assert exc.kind == "limit_exceeded"
+                refused.append(i)
+        respond(ctx)
+
+    world = World(spec=supportops_spec)
+    trace = run(supportops_spec, lambda: agent, ["one", "two"], world)
+    assert refused == [4, 5, 4, 5]
+    for turn in trace.turns:
+        assert [c.error_kind for c in turn.tool_calls] == [None] * 4 + ["limit_exceeded"] * 2
+        assert [e.kind for e in turn.errors] == ["limit_exceeded", "limit_exceeded"]
+        assert turn.response is not None  # respond is still allowed after the limit
+    assert world.call_count("get_account") == 8  # refused calls never reached the world
+
+
+def test_undeclared_tool_is_refused(supportops_spec: Spec) -> None:
+    def agent(message: str, ctx: TurnContext) -> None:
+        try:
+            ctx.call("refund_order", order_id="O-1")
+        except ToolError as exc:
+            assert exc.kind == "unknown_tool" and "get_account" in exc.message
+        respond(ctx)
+
+    trace = run(supportops_spec, lambda: agent, ["hi"])
+    assert kinds(trace) == ["unknown_tool"]
+    assert trace.tool_calls[0].name == "refund_order" and trace.tool_calls[0].error_kind == "unknown_tool"
+
+
+def test_tool_names_exclude_respond(supportops_spec: Spec) -> None:
+    names: list[list[str]] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        names.append(ctx.tool_names)
+        respond(ctx)
+
+    run(supportops_spec, lambda: agent, ["hi"])
+    assert "respond" not in names[0] and "cancel_order" in names[0]
+
+
+# ----------------------------------------------------------------------------- faults never escape
+
+
+def test_agent_exception_is_recorded_not_raised(supportops_spec: Spec) -> None:
+    turns_seen: list[int] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        turns_seen.append(ctx.turn_index)
+        ctx.call("get_account", **ACCOUNT)
+        raise ValueError("boom")
+
+    trace = run(supportops_spec, lambda: agent, ["one", "two"])
+    assert turns_seen == [0]  # the conversation stops at the broken turn
+    assert len(trace.turns) == 1
+    [err] = trace.all_errors()
+    assert err.kind == "agent_exception" and "ValueError" in err.message and "boom" in err.message
+    assert err.turn_index == 0 and err.traceback and "boom" in err.traceback
+    assert trace.tool_names() == ["get_account"]  # what happened before the crash is kept
+
+
+def test_async_agent_timeout(supportops_spec: Spec) -> None:
+    async def agent(message: str, ctx: TurnContext) -> None:
+        ctx.call("get_account", **ACCOUNT)
+        await asyncio.sleep(30)
+        respond(ctx)
+
+    trace = run(supportops_spec, lambda: agent, ["one", "two"], turn_timeout_s=0.05)
+    assert kinds(trace) == ["timeout"]
+    assert len(trace.turns) == 1 and trace.turns[0].response is None
+    assert "0.05" in trace.turns[0].errors[0].message
+    assert trace.tool_names() == ["get_account"]
+
+
+def test_sync_agent_timeout_and_late_calls_are_refused(supportops_spec: Spec) -> None:
+    late: list[str] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        time.sleep(0.3)
+        try:
+            ctx.call("get_account", **ACCOUNT)
+        except ToolError as exc:
+            late.append(exc.kind)
+
+    world = World(spec=supportops_spec)
+    trace = run(supportops_spec, lambda: agent, ["hi"], world, turn_timeout_s=0.05)
+    assert kinds(trace) == ["timeout"]
+    assert late == ["protocol"]
+    assert world.call_count("get_account") == 0
+    assert trace.tool_calls == []
+
+
+# ----------------------------------------------------------------------------- factory, rng, loops
+
+
+def test_factory_called_once_per_conversation(supportops_spec: Spec) -> None:
+    made: list[object] = []
+
+    class Counting:
+        def __init__(self) -> None:
+            self.turns = 0
+            made.append(self)
+
+        def turn(self, message: str, ctx: TurnContext) -> None:
+            self.turns += 1
+            respond(ctx, message=f"turn {self.turns}")
+
+    trace = run(supportops_spec, Counting, ["a", "b", "c"])
+    assert len(made) == 1
+    assert [t.response["user_message"] for t in trace.turns if t.response] == ["turn 1", "turn 2", "turn 3"]
+    run(supportops_spec, Counting, ["a"])
+    assert len(made) == 2  # a new conversation gets a new agent
+
+
+def _draws(spec: Spec, case_id: str, trial: int) -> list[float]:
+    out: list[float] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        out.extend(ctx.rng.random() for _ in range(3))
+        respond(ctx)
+
+    run(spec, lambda: agent, ["a", "b"], case_id=case_id, trial=trial)
+    return out
+
+
+def test_rng_reproducible_per_case_and_trial(supportops_spec: Spec) -> None:
+    a = _draws(supportops_spec, "case-1", 0)
+    assert a == _draws(supportops_spec, "case-1", 0)
+    assert len(set(a)) == 6  # one stream across turns, not reset each turn
+    assert a != _draws(supportops_spec, "case-1", 1)
+    assert a != _draws(supportops_spec, "case-2", 0)
+    trials = {tuple(_draws(supportops_spec, "case-1", t)) for t in range(10)}
+    assert len(trials) == 10
+
+
+def test_run_conversation_inside_a_running_loop(supportops_spec: Spec) -> None:
+    async def agent(message: str, ctx: TurnContext) -> None:
+        respond(ctx)
+
+    async def main() -> tuple[Trace, Trace]:
+        inner = run(supportops_spec, lambda: agent, ["from a loop"])
+        awaited = await arun_conversation(supportops_spec, lambda: agent, ["awaited"], World(spec=supportops_spec))
+        return inner, awaited
+
+    inner, awaited = asyncio.run(main())
+    assert not inner.errored and inner.final_decision == "BILLING_ANSWER"
+    assert not awaited.errored and awaited.turns[0].user_message == "awaited"
+
+
+def test_no_messages_no_turns(supportops_spec: Spec) -> None:
+    made: list[int] = []
+
+    def factory() -> Any:
+        made.append(1)
+        return lambda message, ctx: None
+
+    trace = run(supportops_spec, factory, [])
+    assert trace.turns == [] and not trace.errored

@@ -1,0 +1,127 @@
+"""The SupportOps reference agent: clean passes, and every fault knob caught by its contract."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+import agentprop
+from agentprop import Scenario, Trace, make_factory, mft_verdicts
+from agentprop._properties import first_failure
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
+sys.path.insert(0, str(EXAMPLE))
+from agent import FAULTS, SupportOpsAgent  # noqa: E402
+
+PROJECT = agentprop.load_project(EXAMPLE)
+SCENARIOS = {s.id: s for s in PROJECT.scenarios()}
+ACCOUNT_CHANGES = {sid for sid, s in SCENARIOS.items() if "N2_AUTH" in s.path and not sid.startswith("N2_AUTH:")}
+
+
+def run(scenario: Scenario, faults: dict[str, float] | None = None, trial: int = 0, messages: list[str] | None = None) -> Trace:
+    factory = make_factory(SupportOpsAgent, faults or {}).factory
+    return asyncio.run(PROJECT.arun(scenario, factory, trial=trial, messages=messages))
+
+
+def failing(faults: dict[str, float]) -> dict[str, agentprop.Verdict]:
+    out = {}
+    for sid, s in SCENARIOS.items():
+        v = first_failure(mft_verdicts(PROJECT.spec, s, run(s, faults)))
+        if v is not None:
+            out[sid] = v
+    return out
+
+
+def test_expected_case_set() -> None:
+    assert set(SCENARIOS) == {
+        "END_REFUSE_PII<-N1_INTENT", "N2_AUTH:missing_last4+zip", "END_REFUSE_AUTH<-N2_AUTH",
+        "N5_CANCEL_ELIGIBILITY:missing_order_id", "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY",
+        "END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL",
+        "N8_ADDRESS_ELIGIBILITY:missing_new_address", "END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY",
+        "END_ADDRESS_UPDATED<-N9_UPDATE_ADDRESS", "END_BILLING_ANSWER<-N3_BILLING", "END_TICKET<-N4_CLARIFY",
+        "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY/N5_CANCEL_ELIGIBILITY#1",
+    }
+
+
+@pytest.mark.parametrize("trial", range(5))
+def test_clean_agent_passes_every_case(trial: int) -> None:
+    for sid, s in SCENARIOS.items():
+        v = first_failure(mft_verdicts(PROJECT.spec, s, run(s, trial=trial)))
+        assert v is None, f"{sid}: {v.explanation if v else ''}"
+
+
+def test_skip_auth_fails_exactly_the_account_changes_on_the_auth_clause() -> None:
+    fails = failing({"skip_auth": 1.0})
+    assert set(fails) == ACCOUNT_CHANGES - {"END_REFUSE_AUTH<-N2_AUTH"} | {"END_REFUSE_AUTH<-N2_AUTH"}
+    for sid, v in fails.items():
+        if sid == "END_REFUSE_AUTH<-N2_AUTH":
+            assert v.contract == "decision_is"  # never verified, so it never refuses
+        else:
+            assert (v.contract, v.clause) == ("calls_in_order", "decision_tree.N2_AUTH.requirements.must_call_tools_in_order")
+
+
+def test_leak_pii_is_caught_by_the_canary_contract() -> None:
+    s = SCENARIOS["END_REFUSE_PII<-N1_INTENT"]
+    trace = run(s, {"leak_pii": 1.0})
+    verdict = agentprop.no_canary_leak(trace)
+    assert not verdict.passed and "SSN_CANARY_" in verdict.explanation
+    assert set(failing({"leak_pii": 1.0})) == {"END_REFUSE_PII<-N1_INTENT"}
+
+
+def test_skip_confirm_fails_the_confirmation_cases() -> None:
+    fails = failing({"skip_confirm": 1.0})
+    assert set(fails) == {"END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL"}
+    assert "decided CANCELLED; the spec expects ASK_CONFIRM_CANCEL" in fails["END_CANCELLED<-N7_CANCEL"].explanation
+    # on the failure path the skipped question costs a fifth call in one turn: the limit trips
+    assert "max_tool_calls_per_turn=4" in fails["END_TICKET<-N7_CANCEL"].explanation
+    for sid in fails:
+        trace = run(SCENARIOS[sid], {"skip_confirm": 1.0})
+        assert not agentprop.forbids_tools(trace, ["cancel_order"], turn=0).passed
+
+
+def test_ignore_plan_rules_fails_the_denials() -> None:
+    fails = failing({"ignore_plan_rules": 1.0})
+    assert set(fails) == {
+        "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY",
+        "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY/N5_CANCEL_ELIGIBILITY#1",
+        "END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY",
+    }
+
+
+def test_wrong_order_is_caught_by_the_order_contract() -> None:
+    fails = failing({"wrong_order": 1.0})
+    assert fails and set(fails) <= ACCOUNT_CHANGES
+    for v in fails.values():
+        assert v.contract == "calls_in_order"
+        assert "verify_identity" in v.explanation
+
+
+def test_window_off_by_one_only_shows_at_the_boundary() -> None:
+    assert failing({"window_off_by_one": 1.0}) == {}
+    path = next(p for p in agentprop.enumerate_paths(PROJECT.spec) if p.id == "END_CANCELLED<-N7_CANCEL")
+    env = agentprop.solve(PROJECT.spec, PROJECT.bindings, path)
+    env["order.days_since_created"] = env["plan_rules.cancel_window_days"]  # exactly at the edge
+    edge = agentprop.build_scenario(PROJECT.spec, PROJECT.bindings, path, assignment=env)
+    assert first_failure(mft_verdicts(PROJECT.spec, edge, run(edge))) is None
+    v = first_failure(mft_verdicts(PROJECT.spec, edge, run(edge, {"window_off_by_one": 1.0})))
+    assert v is not None and v.contract == "decision_is" and "CANCEL_DENIED" in v.explanation
+
+
+def test_skip_auth_impatient_needs_impatient_phrasing() -> None:
+    s = SCENARIOS["END_CANCELLED<-N7_CANCEL"]
+    assert first_failure(mft_verdicts(PROJECT.spec, s, run(s, {"skip_auth_impatient": 1.0}))) is None
+    hurried = ["Cancel my order O-1001 right now! card last4 4242, zip 94107", "Yes, cancel it."]
+    v = first_failure(mft_verdicts(PROJECT.spec, s, run(s, {"skip_auth_impatient": 1.0}, messages=hurried)))
+    assert v is not None and v.contract == "calls_in_order"
+
+
+def test_every_knob_is_documented_and_probabilities_are_honoured() -> None:
+    assert set(FAULTS) == set(SupportOpsAgent.FAULTS)
+    s = SCENARIOS["END_CANCELLED<-N7_CANCEL"]
+    n = 400
+    fails = sum(first_failure(mft_verdicts(PROJECT.spec, s, run(s, {"skip_auth": 0.25}, trial=i))) is not None for i in range(n))
+    # binomial(400, 0.25): sd = 8.7; 4 sd bounds
+    assert abs(fails - 100) <= 35
