@@ -25,6 +25,7 @@ from agentprop._contracts import (
     within_scope,
 )
 from agentprop._memo import TrialMemo
+from agentprop._metamorphic import DirectionResult, InvarianceResult, check_direction, check_invariance
 from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings, adecide, decide
 from agentprop._paths import TreePath, enumerate_paths
 from agentprop._project import Project, load_project
@@ -60,7 +61,8 @@ def agent_settings(profile: str = "ci", **overrides: object) -> object:
 __all__ = [
     "AgentPropertyViolation", "Budget", "BudgetExhausted", "CheckResult", "LoadedAgent",
     "OracleSettings", "TrialMemo", "acheck", "adecide", "agent_settings", "check", "decide",
-    "load_agent", "make_factory", "settings_scope",
+    "load_agent", "make_factory", "settings_scope", "check_invariance", "check_direction",
+    "InvarianceResult", "DirectionResult",
     "AgentFactory", "AgentPropError", "Bindings", "BindingsError", "Failure", "InputError",
     "InvalidArgument", "LintFinding", "Project", "RunError", "Scenario", "ScenarioTurn", "Spec",
     "SpecError", "ToolCall", "ToolError", "Trace", "TreePath", "Turn", "TurnContext",

@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from agentprop.errors import AgentPropError, InvalidArgument
 
@@ -104,6 +104,8 @@ _SECRET_KEY_NAMES = frozenset(
     }
 )
 _SECRET_VALUE = re.compile(r"sk-ant-[A-Za-z0-9_\-]{6,}")
+
+_T = TypeVar("_T")
 
 _CANDIDATE_LIMIT = 2000
 _DIFF_LINE_LIMIT = 80
@@ -436,12 +438,30 @@ class ApiCache:
 
     # -- connections -----------------------------------------------------------------------------
 
+    def _busy_retry(self, op: Callable[[], _T]) -> _T:
+        """Run ``op``, retrying while SQLite reports the database busy or locked.
+
+        ``busy_timeout`` covers ordinary lock waits, but SQLite returns ``SQLITE_BUSY`` at once
+        in a few WAL situations (another process recovering the WAL after a crash, or cleaning
+        up as its last connection closes); those are retried here until ``busy_timeout``.
+        """
+        deadline = time.monotonic() + self._busy_timeout
+        pause = 0.005
+        while True:
+            try:
+                return op()
+            except sqlite3.OperationalError as exc:
+                message = str(exc).lower()
+                if ("locked" not in message and "busy" not in message) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
     def _connection(self) -> sqlite3.Connection | None:
         """This thread's connection, or ``None`` when a mode that never writes finds no cache.
 
         Modes that write create the file and schema; the others only read what exists.
         """
-        create = self.mode.writes
         if self._closed:
             raise CacheError(f"The cache {self.path} is closed.")
         if os.getpid() != self._pid:
@@ -454,15 +474,24 @@ class ApiCache:
         if conn is not None:
             return conn
         if not self.path.exists():
-            if not create:
+            if not self.mode.writes:
                 return None
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._busy_retry(self._open)
+        if conn is None:
+            return None
+        self._local.conn = conn
+        with self._conn_lock:
+            self._connections.append(conn)
+        return conn
+
+    def _open(self) -> sqlite3.Connection | None:
         conn = sqlite3.connect(
             str(self.path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=True
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            if create:
+            if self.mode.writes:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._ensure_schema(conn)
@@ -472,9 +501,6 @@ class ApiCache:
         except BaseException:
             conn.close()
             raise
-        self._local.conn = conn
-        with self._conn_lock:
-            self._connections.append(conn)
         return conn
 
     def _version_error(self, found: str) -> CacheError:
@@ -486,11 +512,12 @@ class ApiCache:
 
     def _check_schema(self, conn: sqlite3.Connection) -> bool:
         """Read-only check for connections that never write: False if there is no cache yet."""
-        try:
-            rows = conn.execute("SELECT version FROM schema_version").fetchall()
-            conn.execute("SELECT key FROM responses LIMIT 0").fetchall()
-        except sqlite3.OperationalError:
+        tables = {
+            str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        }
+        if not {"schema_version", "responses"} <= tables:
             return False
+        rows = conn.execute("SELECT version FROM schema_version").fetchall()
         if [r[0] for r in rows] != [SCHEMA_VERSION]:
             raise self._version_error(", ".join(str(r[0]) for r in rows) or "(none)")
         return True
@@ -498,20 +525,44 @@ class ApiCache:
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         if self._schema_ready:
             return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
-                conn.execute(statement)
-            row = conn.execute("SELECT version FROM schema_version").fetchall()
+
+        def create(c: sqlite3.Connection) -> None:
+            for statement in filter(None, (part.strip() for part in _SCHEMA.split(";"))):
+                c.execute(statement)
+            row = c.execute("SELECT version FROM schema_version").fetchall()
             if not row:
-                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+                c.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             elif len(row) != 1 or row[0][0] != SCHEMA_VERSION:
                 raise self._version_error(", ".join(str(r[0]) for r in row))
+
+        self._transaction(conn, create)
+        self._schema_ready = True
+
+    @staticmethod
+    def _transaction(conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``body`` inside one ``BEGIN IMMEDIATE`` ... ``COMMIT`` (rolled back if it raises)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = body(conn)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        self._schema_ready = True
+        return result
+
+    def _write(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        conn = self._connection()
+        if conn is None:
+            raise CacheError(f"The cache file {self.path} does not exist, so nothing can be changed in it.")
+        return self._busy_retry(lambda: self._transaction(conn, body))
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]] | None:
+        """All rows of one query, or ``None`` when there is no cache file to read."""
+        conn = self._connection()
+        if conn is None:
+            return None
+        return self._busy_retry(lambda: conn.execute(sql, params).fetchall())
 
     def close(self) -> None:
         """Close every connection this instance opened (in any thread)."""
@@ -573,11 +624,8 @@ class ApiCache:
         return self._lookup_key(key)
 
     def _lookup_key(self, key: str) -> CachedResponse | None:
-        conn = self._connection()
-        if conn is None:
-            return None
-        row = conn.execute(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)).fetchone()
-        return None if row is None else self._row_to_result(row, from_cache=True)
+        rows = self._read(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,))
+        return self._row_to_result(rows[0], from_cache=True) if rows else None
 
     def get(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
         """The recorded response if the mode reads; ``None`` on a miss (or in ``off`` / ``write``).
@@ -630,50 +678,41 @@ class ApiCache:
                 if secret in text:  # scrubbing makes this unreachable; refuse rather than leak
                     raise CacheError("Refusing to store a cache entry that contains a registered secret.")
         checksum = _checksum(key, canonical_text, response_json, usage_json)
-        conn = self._connection()
-        if conn is None:  # unreachable: modes that write always open (and create) the file
-            raise CacheError(f"Cannot open the cache file {self.path} for writing.")
         overwrite = self.mode is CacheMode.WRITE if replace is None else replace
         verb = "INSERT OR REPLACE" if overwrite else "INSERT OR IGNORE"
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        values = (
+            key,
+            request_model,
+            trial,
+            canonical_text,
+            response_json,
+            usage_json,
+            now,
+            checksum,
+            int(usage.get("input_tokens") or 0),
+            int(usage.get("output_tokens") or 0),
+        )
+
+        def insert(conn: sqlite3.Connection) -> tuple[Any, ...]:
             conn.execute(
                 f"{verb} INTO responses ({_COLUMNS}, input_tokens, output_tokens) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    request_model,
-                    trial,
-                    canonical_text,
-                    response_json,
-                    usage_json,
-                    now,
-                    checksum,
-                    int(usage.get("input_tokens") or 0),
-                    int(usage.get("output_tokens") or 0),
-                ),
+                values,
             )
-            row = conn.execute(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)).fetchone()
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            stored: tuple[Any, ...] = conn.execute(
+                f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)
+            ).fetchone()
+            return stored
+
+        row = self._write(insert)
         self.stats._bump("writes")
         return self._row_to_result(row, from_cache=False)
 
     def delete(self, key: str) -> bool:
         """Remove one entry by key; returns whether it existed."""
-        conn = self._connection()
-        if conn is None:
+        if self._connection() is None:
             return False
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            deleted = conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return bool(deleted)
+        return self._write(lambda conn: conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount > 0)
 
     # -- the usual path --------------------------------------------------------------------------
 
@@ -702,35 +741,29 @@ class ApiCache:
     # -- inspection ------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        conn = self._connection()
-        if conn is None:
-            return 0
-        return int(conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+        rows = self._read("SELECT COUNT(*) FROM responses")
+        return int(rows[0][0]) if rows else 0
 
     def entries(self) -> Iterator[CachedResponse]:
         """Every stored entry, oldest first."""
-        conn = self._connection()
-        if conn is None:
-            return
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM responses ORDER BY created_at, key").fetchall()
+        rows = self._read(f"SELECT {_COLUMNS} FROM responses ORDER BY created_at, key") or []
         for row in rows:
             yield self._row_to_result(row, from_cache=True)
 
     def verify(self) -> list[str]:
         """Check the file: SQLite's ``integrity_check``, then every entry's checksum, JSON and
         key. Returns the problems found (empty when the cache is sound)."""
-        conn = self._connection()
-        if conn is None:
+        integrity = self._read("PRAGMA integrity_check")
+        if integrity is None:
             return []
         problems: list[str] = []
-        integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
-        if integrity != ["ok"]:
-            problems.extend(f"integrity_check: {line}" for line in integrity)
-        version = conn.execute("SELECT version FROM schema_version").fetchall()
+        if [r[0] for r in integrity] != ["ok"]:
+            problems.extend(f"integrity_check: {r[0]}" for r in integrity)
+        version = self._read("SELECT version FROM schema_version") or []
         if [v[0] for v in version] != [SCHEMA_VERSION]:
             problems.append(f"schema_version is {version}, expected [{SCHEMA_VERSION}]")
-        for key, model, trial, request_json, response_json, usage_json, _created, checksum in conn.execute(
-            f"SELECT {_COLUMNS} FROM responses"
+        for key, model, trial, request_json, response_json, usage_json, _created, checksum in (
+            self._read(f"SELECT {_COLUMNS} FROM responses") or []
         ):
             if _checksum(key, request_json, response_json, usage_json) != checksum:
                 problems.append(f"{key}: checksum mismatch")
@@ -750,18 +783,18 @@ class ApiCache:
 
     # -- miss explanation ------------------------------------------------------------------------
 
-    def _candidates(self, conn: sqlite3.Connection, model: str, trial: int) -> list[tuple[str, str, int, str]]:
+    def _candidates(self, model: str, trial: int) -> list[tuple[str, str, int, str]]:
         queries = (
             ("WHERE model = ? AND trial = ?", (model, trial)),
             ("WHERE model = ?", (model,)),
             ("", ()),
         )
         for where, params in queries:
-            rows = conn.execute(
+            rows = self._read(
                 f"SELECT key, model, trial, request_json FROM responses {where} "
                 f"ORDER BY created_at DESC LIMIT {_CANDIDATE_LIMIT}",
                 params,
-            ).fetchall()
+            )
             if rows:
                 return [(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in rows]
         return []
@@ -777,17 +810,16 @@ class ApiCache:
             "mode (unset CI, or set AGENTPROP_CACHE_MODE=read-write), then commit the updated "
             f"cache file {self.path}."
         )
-        conn = self._connection()
-        total = len(self) if conn is not None else 0
+        total = len(self)
         lines = [head, f"  cache: {self.path} ({total} recorded responses)"]
-        if conn is None or total == 0:
+        if total == 0:
             lines.append("  the cache is empty or the file does not exist: nothing has been recorded yet.")
             lines.append(fix)
             return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
 
-        same_request = conn.execute(
+        same_request = self._read(
             "SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (canonical_text,)
-        ).fetchall()
+        )
         if same_request:
             trials = ", ".join(str(r[0]) for r in same_request)
             lines.append(
@@ -802,9 +834,11 @@ class ApiCache:
 
         from rapidfuzz import fuzz, process
 
-        candidates = self._candidates(conn, model, trial)
+        candidates = self._candidates(model, trial)
         best = process.extractOne(canonical_text, [c[3] for c in candidates], scorer=fuzz.ratio)
-        assert best is not None
+        if best is None:  # the entries vanished meanwhile (another process deleted them)
+            lines.append(fix)
+            return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
         _choice, score, index = best
         near_key, near_model, near_trial, near_json = candidates[index]
         recorded = _pretty(json.loads(near_json))

@@ -30,6 +30,7 @@ from agentprop._oracle import CheckResult, Mode, OracleSettings, adecide
 from agentprop._project import Project
 from agentprop._properties import mft_verdicts
 from agentprop._scenario import Scenario
+from agentprop._sync import run_sync
 from agentprop._trace import Trace
 from agentprop.errors import InvalidArgument
 
@@ -228,25 +229,7 @@ def check(
     )
     trial_seed = seed if seed is not None else int(scoped.get("seed", 0))
     coro = acheck(project, sc, agent, messages=messages, prop=prop, settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=trial_seed)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        result = asyncio.run(coro)
-    else:
-        box: dict[str, Any] = {}
-
-        def runner() -> None:
-            try:
-                box["r"] = asyncio.run(coro)
-            except BaseException as exc:
-                box["e"] = exc
-
-        t = threading.Thread(target=runner)
-        t.start()
-        t.join()
-        if "e" in box:
-            raise box["e"]
-        result = box["r"]
+    result = run_sync(coro)
     with _lock:
         _results.append(CheckRecord(_current_test.get(), result))
     if raise_on_failure:

@@ -170,11 +170,12 @@ class CheckResult(BaseModel):
 class AgentPropertyViolation(AssertionError):
     """A property of the agent did not hold with the required pass rate.
 
-    Carries the :class:`CheckResult`: the rate, its interval, the violated clause and sample
-    failing traces. Every statistical failure in agentprop is raised as this exception.
+    Carries the result (a :class:`CheckResult`, or an invariance / direction result): the
+    rate, its interval, the violated clause and sample failing traces. Every statistical
+    failure in agentprop is raised as this exception.
     """
 
-    def __init__(self, result: CheckResult) -> None:
+    def __init__(self, result: Any) -> None:
         self.result = result
         super().__init__(result.summary())
 

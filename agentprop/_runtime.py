@@ -20,7 +20,6 @@ import asyncio
 import copy
 import inspect
 import random
-import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,6 +27,7 @@ from typing import Any, Protocol, Union
 
 from agentprop._response import validate_response
 from agentprop._spec.model import Spec
+from agentprop._sync import run_sync
 from agentprop._trace import RunError, ToolCall, Trace, Turn, Usage
 from agentprop._world import World, stable_seed
 from agentprop.errors import ToolError
@@ -251,23 +251,4 @@ def run_conversation(
     **kwargs: Any,
 ) -> Trace:
     """Synchronous wrapper of :func:`arun_conversation` (safe inside a running event loop)."""
-    coro = arun_conversation(spec, agent_factory, messages, world, **kwargs)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def runner() -> None:
-        try:
-            box["trace"] = asyncio.run(coro)
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=runner, name="agentprop-run")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    trace: Trace = box["trace"]
-    return trace
+    return run_sync(arun_conversation(spec, agent_factory, messages, world, **kwargs))

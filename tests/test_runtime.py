@@ -505,3 +505,21 @@ def test_no_messages_no_turns(supportops_spec: Spec) -> None:
 
     trace = run(supportops_spec, factory, [])
     assert trace.turns == [] and not trace.errored
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: _runtime._run_turn runs sync agents on asyncio's default executor and asyncio.run() "
+    "joins it at shutdown, so run_conversation blocks until a timed-out sync agent returns (forever "
+    "if it hangs); turn_timeout_s does not bound the run",
+)
+def test_sync_agent_timeout_bounds_the_run(supportops_spec: Spec) -> None:
+    def agent(message: str, ctx: TurnContext) -> None:
+        time.sleep(2.0)
+
+    started = time.monotonic()
+    trace = run(supportops_spec, lambda: agent, ["hi"], turn_timeout_s=0.05)
+    elapsed = time.monotonic() - started
+    assert kinds(trace) == ["timeout"]
+    # 40x the timeout, and half of the agent's sleep: a generous margin either way
+    assert elapsed < 1.0, f"run_conversation took {elapsed:.2f} s with turn_timeout_s=0.05"

@@ -507,10 +507,32 @@ def _contraction(lang: _Language, text: str, p: Params) -> str:
     return text[: m.start()] + repl + text[m.end() :]
 
 
-def _synonym(lang: _Language, text: str, p: Params) -> str:
+def _synonym_sites(lang: _Language, text: str) -> list[re.Match[str]]:
+    """Matches of synonym keys, except those inside an already substituted alternative (the
+    "widget" in "Acme Widget Pro" after widget -> Acme Widget Pro), so rewrites never nest."""
     if lang.synonym_re is None:
-        return text
-    sites = list(lang.synonym_re.finditer(text))
+        return []
+    low = _key(text)
+    sites = []
+    for m in lang.synonym_re.finditer(text):
+        inside = False
+        for alt in lang.synonyms.get(_key(m.group()), ()):
+            needle = _key(alt)
+            start = low.find(needle, max(0, m.end() - len(needle)))
+            while start != -1 and start <= m.start():
+                if start + len(needle) >= m.end():
+                    inside = True
+                    break
+                start = low.find(needle, start + 1)
+            if inside:
+                break
+        if not inside:
+            sites.append(m)
+    return sites
+
+
+def _synonym(lang: _Language, text: str, p: Params) -> str:
+    sites = _synonym_sites(lang, text)
     if not sites:
         return text
     m = sites[_sites(p["site"], len(sites))]
@@ -877,7 +899,7 @@ _TRANSFORMS: tuple[_Transform, ...] = (
         "synonym",
         _synonym_params,
         _synonym,
-        _regex_available("synonym_re"),
+        lambda lang, text: bool(_synonym_sites(lang, text)),
         "phrase substitution from the pack's synonyms",
     ),
     _Transform(
@@ -930,7 +952,8 @@ class _Plan:
     max_transforms: int
     max_typos: int
     description: str = field(default="")
-    step_strategy: SearchStrategy[tuple[str, dict[str, int]]] | None = field(default=None, compare=False)
+    steps_strategy: SearchStrategy[list[tuple[str, dict[str, int]]]] | None = field(default=None, compare=False)
+    pool_strategy: SearchStrategy[int] | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         return self.description
@@ -1068,8 +1091,18 @@ def _build_plan(
     if transforms is not None:
         options.append(f"transforms={list(wanted)!r}")
     description = f"paraphrases({original!r}, {', '.join(options)})"
+    step = _step_strategy(candidates, bounds)
     return _Plan(
-        lang, language, tuple(sources), candidates, bounds, n_max, typo_max, description, _step_strategy(candidates, bounds)
+        lang,
+        language,
+        tuple(sources),
+        candidates,
+        bounds,
+        n_max,
+        typo_max,
+        description,
+        _steps_strategy(step, n_max) if step is not None and n_max else None,
+        st.integers(0, len(sources) - 1) if len(sources) > 1 else None,
     )
 
 
@@ -1092,6 +1125,13 @@ def _step_strategy_for(
     return st.one_of([branch(name, b) for name, b in spec])
 
 
+@functools.lru_cache(maxsize=256)
+def _steps_strategy(
+    step: SearchStrategy[tuple[str, dict[str, int]]], max_size: int
+) -> SearchStrategy[list[tuple[str, dict[str, int]]]]:
+    return st.lists(step, max_size=max_size)
+
+
 def _step_strategy(
     candidates: Sequence[_Transform], bounds: Sequence[tuple[tuple[str, int], ...]]
 ) -> SearchStrategy[tuple[str, dict[str, int]]] | None:
@@ -1100,10 +1140,8 @@ def _step_strategy(
 
 @st.composite
 def _paraphrase_strategy(draw: st.DrawFn, plan: _Plan) -> Paraphrase:
-    index = draw(st.integers(0, len(plan.sources) - 1)) if len(plan.sources) > 1 else 0
-    steps: list[tuple[str, dict[str, int]]] = []
-    if plan.max_transforms and plan.step_strategy is not None:
-        steps = draw(st.lists(plan.step_strategy, max_size=plan.max_transforms))
+    index = draw(plan.pool_strategy) if plan.pool_strategy is not None else 0
+    steps = draw(plan.steps_strategy) if plan.steps_strategy is not None else []
     result = plan.render(index, steps)
     note(f"Paraphrase: {result.describe()}")
     return result
