@@ -113,6 +113,14 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json_path:
         Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
         print(f"report written to {args.json_path}", file=out)
+    branches = report.metrics.extra["coverage"]["branches"]
+    if not branches["met"] and not args.case:
+        print(
+            f"branch coverage {branches['enforced']:.0%} is below the spec's min_branch_coverage "
+            f"{branches['min_branch_coverage']}: run the cases for {', '.join(branches['not_run']) or 'the missing branches'}",
+            file=out,
+        )
+        return EXIT_FAIL
     return EXIT_OK if report.metrics.passed == report.metrics.cases else EXIT_FAIL
 
 

@@ -22,6 +22,7 @@ from agentprop._budget import Budget
 from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._oracle import CheckResult, OracleSettings
+from agentprop._paths import loop_branches
 from agentprop._project import Project
 from agentprop._report import AgentInfo, CaseReport, FailureSummary, Metrics, RunReport, SpecInfo
 from agentprop._scenario import Scenario
@@ -134,8 +135,9 @@ async def arun_cases(
         progress.close()
     cases = [_case_report(s, r) for s, r in zip(scenarios, results)]
     verdicts = Counter(c.verdict for c in cases)
-    all_branches = {f"{n.node_id}#{i}" for n in spec.decision_tree for i, _ in enumerate(n.branches)}
-    covered = {b for c in cases for b in c.branches}
+    coverage = coverage_matrix(project, cases)
+    covered = set(coverage["branches"]["covered"])
+    all_branches = set(coverage["branches"]["all"])
     metrics = Metrics(
         cases=len(cases),
         passed=verdicts["PASS"],
@@ -149,6 +151,7 @@ async def arun_cases(
         output_tokens=sum(c.output_tokens for c in cases),
         branch_coverage=len(covered & all_branches) / len(all_branches) if all_branches else None,
         duration_s=time.perf_counter() - started,
+        extra={"coverage": coverage},
     )
     return RunReport(
         agentprop_version=__version__,
@@ -166,6 +169,52 @@ async def arun_cases(
         problems=list(problems or []),
         metrics=metrics,
     )
+
+
+def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, object]:
+    """The seed article's capability matrix plus branch coverage.
+
+    Branches are ``NODE#k``. ``loop`` branches only lead back to an ancestor (paths are not
+    unrolled); ``unrealisable`` ones lie on loop-free paths that no scenario can realise (see
+    ``problems``). ``enforced`` is the coverage of the remaining, realisable branches, which
+    is held against the spec's ``tests.visible.min_branch_coverage``.
+    """
+    spec = project.spec
+    all_branches = [f"{n.node_id}#{i}" for n in spec.decision_tree for i, _ in enumerate(n.branches)]
+    covered = sorted({b for c in cases for b in c.branches} & set(all_branches))
+    loops = [f"{n}#{i}" for n, i in loop_branches(spec)]
+    unrealisable = [b for b in all_branches if b not in covered and b not in loops and b not in _filtered_out(project, cases)]
+    skipped = [b for b in all_branches if b in _filtered_out(project, cases)]
+    denominator = [b for b in all_branches if b not in loops and b not in unrealisable]
+    enforced = len(covered) / len(denominator) if denominator else 1.0
+    minimum = ((spec.tests or {}).get("visible") or {}).get("min_branch_coverage")
+    capabilities: dict[str, dict[str, int]] = {}
+    for name in project.bindings.capabilities:
+        mine = [c for c in cases if name in c.capabilities]
+        capabilities[name] = {"cases": len(mine), "passed": sum(c.verdict == "PASS" for c in mine)}
+    untagged = [c for c in cases if not c.capabilities]
+    if untagged and capabilities:
+        capabilities["(untagged)"] = {"cases": len(untagged), "passed": sum(c.verdict == "PASS" for c in untagged)}
+    return {
+        "capabilities": capabilities,
+        "branches": {
+            "all": all_branches,
+            "covered": covered,
+            "loop": loops,
+            "unrealisable": unrealisable,
+            "not_run": skipped,
+            "enforced": enforced,
+            "min_branch_coverage": minimum,
+            "met": minimum is None or enforced + 1e-12 >= float(minimum),
+        },
+    }
+
+
+def _filtered_out(project: Project, cases: list[CaseReport]) -> set[str]:
+    """Branches only covered by scenarios that were not run (``--case`` filters)."""
+    ran = {c.id for c in cases}
+    run_branches = {b for c in cases for b in c.branches}
+    return {b for s in project.scenarios() if s.id not in ran for b in s.branches} - run_branches
 
 
 def render_table(report: RunReport, *, width: int | None = None) -> str:
@@ -190,6 +239,23 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
         lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<12} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}  {fail}".rstrip())
     m = report.metrics
     cov = f", branch coverage {m.branch_coverage:.0%}" if m.branch_coverage is not None else ""
+    coverage = m.extra.get("coverage") or {}
+    caps = coverage.get("capabilities") or {}
+    if caps:
+        lines.append("capabilities: " + ", ".join(f"{k} {v['passed']}/{v['cases']}" for k, v in caps.items()))
+    br = coverage.get("branches") or {}
+    if br:
+        note = f"branches: {len(br['covered'])}/{len(br['all'])} taken"
+        if br["loop"]:
+            note += f"; loops not unrolled: {', '.join(br['loop'])}"
+        if br["unrealisable"]:
+            note += f"; unrealisable: {', '.join(br['unrealisable'])}"
+        if br["not_run"]:
+            note += f"; not run: {', '.join(br['not_run'])}"
+        if br.get("min_branch_coverage") is not None:
+            verdict = "met" if br["met"] else "NOT MET"
+            note += f"; realisable coverage {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
+        lines.append(note)
     lines.append(
         f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable; "
         f"{m.runs} runs, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"

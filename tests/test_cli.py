@@ -113,3 +113,30 @@ def test_no_subcommand_prints_help_and_exits_2() -> None:
 def test_module_entry_point() -> None:
     proc = subprocess.run([sys.executable, "-m", "agentprop._cli", "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "agentprop" in proc.stdout
+
+
+def test_report_has_capability_matrix_and_branch_coverage(tmp_path: Path) -> None:
+    report_path = tmp_path / "r.json"
+    cli("run", str(SUPPORTOPS), "--json", str(report_path))
+    report = RunReport.model_validate_json(report_path.read_text())
+    coverage = report.metrics.extra["coverage"]
+    assert coverage["branches"]["loop"] == ["N4_CLARIFY#0", "N6_CONFIRM_CANCEL#2"]
+    assert set(coverage["branches"]["unrealisable"]) == {"N3_BILLING#0", "N9_UPDATE_ADDRESS#1"}
+    assert coverage["branches"]["enforced"] == 1.0 and coverage["branches"]["met"]
+    caps = coverage["capabilities"]
+    assert caps["single-step tools"] == {"cases": 1, "passed": 1}
+    assert sum(1 for c in report.cases if "error recovery" in c.capabilities) == caps["error recovery"]["cases"]
+
+
+def test_min_branch_coverage_is_enforced(tmp_path: Path) -> None:
+    from agentprop._report import CaseReport
+    from agentprop._run import coverage_matrix
+    import agentprop
+
+    project = agentprop.load_project(SUPPORTOPS)
+    scenarios = project.scenarios()
+    one = [CaseReport(id=s.id, node=s.leaf, verdict="PASS", runs=1, passes=1, pass_rate=1.0, branches=s.branches) for s in scenarios[:3]]
+    cov = coverage_matrix(project, one)
+    assert not cov["branches"]["met"] and cov["branches"]["not_run"]
+    everything = [CaseReport(id=s.id, node=s.leaf, verdict="PASS", runs=1, passes=1, pass_rate=1.0, branches=s.branches) for s in scenarios]
+    assert coverage_matrix(project, everything)["branches"]["met"]

@@ -37,6 +37,9 @@ EXPECTED_IDS = {
 # N9's failure path needs verify_identity, get_account, get_plan_rules, update_address and
 # create_ticket in one turn, over max_tool_calls_per_turn = 4.
 PROBLEM_IDS = {"END_REFUSE_PII<-N3_BILLING", "END_TICKET<-N9_UPDATE_ADDRESS"}
+# N5_CANCEL_ELIGIBILITY routes to END_CANCEL_DENIED by two branches (plan forbids; order past
+# the window). The leaf key is realised by the first; the second is added for branch coverage.
+COVERAGE_IDS = {"END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY/N5_CANCEL_ELIGIBILITY#1"}
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +67,7 @@ def test_leaf_scenario_ids_and_problems(leaves: tuple[list[Scenario], list[str]]
     scenarios, problems = leaves
     ids = [s.id for s in scenarios]
     assert len(ids) == len(set(ids))
-    assert set(ids) == EXPECTED_IDS
+    assert set(ids) == EXPECTED_IDS | COVERAGE_IDS
     assert len(problems) == 2
     contradictory = next(p for p in problems if "END_REFUSE_PII<-N3_BILLING" in p)
     assert "intent" in contradictory and "contradict" in contradictory
@@ -86,6 +89,17 @@ def _first_match_walk(spec: Spec, path: TreePath, env: dict[str, Any]) -> list[t
         else:
             taken.append((step.node, -1))
     return taken
+
+
+def test_scenarios_cover_every_realisable_branch(leaves: tuple[list[Scenario], list[str]], supportops_spec: Spec) -> None:
+    covered = {b for s in leaves[0] for b in s.branches}
+    window = by_id(leaves[0])["END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY/N5_CANCEL_ELIGIBILITY#1"]
+    assert window.branches[-1] == "N5_CANCEL_ELIGIBILITY#1"
+    assert window.assignment["order.days_since_created"] > window.assignment["plan_rules.cancel_window_days"]
+    every = {f"{n.node_id}#{i}" for n in supportops_spec.decision_tree for i, _ in enumerate(n.branches)}
+    # not covered: the two loops back (N4 -> N1, N6 otherwise -> N6), N3's pii branch
+    # (contradictory) and N9's failure branch (over the tool-call limit)
+    assert every - covered == {"N4_CLARIFY#0", "N6_CONFIRM_CANCEL#2", "N3_BILLING#0", "N9_UPDATE_ADDRESS#1"}
 
 
 def test_solutions_satisfy_every_path_with_first_match_wins(supportops_spec: Spec, supportops_bindings: Bindings) -> None:

@@ -298,11 +298,7 @@ class _Language:
             return replacement.upper()
         if source[:1].isupper() and replacement[:1].islower():
             return replacement[0].upper() + replacement[1:]
-        if source[:1].islower() and replacement[:1].isupper():
-            word = self.first_word(replacement)
-            if word not in self.keep_case:
-                return replacement[0].lower() + replacement[1:]
-        return replacement
+        return replacement  # never lower-cased: alternatives may be names ("Acme Widget Pro")
 
 
 _LANGUAGE_CACHE: dict[int, tuple[PhrasePack, _Language]] = {}
