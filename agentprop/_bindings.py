@@ -38,6 +38,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from agentprop._spec.lint import condition_variables, implied_decision
 from agentprop._spec.model import Spec
+from agentprop._spec.when import Compare, Symbol, atoms
+from agentprop._spec.when import Literal as WhenLiteral
+from agentprop._spec.when import Path as WhenPath
 from agentprop._yaml_source import YamlSource, load_yaml
 from agentprop.errors import BindingsError, SourceLocation
 
@@ -227,8 +230,8 @@ class _Validator:
         self.spec = spec
         self.src = src
 
-    def fail(self, problem: str, loc: tuple[Hashable, ...], fix: str, expected: str | None = None) -> BindingsError:
-        location = self.src.location(loc) if self.src is not None else SourceLocation(self.b.path)
+    def fail(self, problem: str, loc: tuple[Hashable, ...], fix: str, expected: str | None = None, *, key: bool = False) -> BindingsError:
+        location = self.src.location(loc, key=key) if self.src is not None else SourceLocation(self.b.path)
         return BindingsError(problem, location=location, expected=expected, fix=fix)
 
     def tool(self, name: str, loc: tuple[Hashable, ...]) -> None:
@@ -262,6 +265,43 @@ class _Validator:
                 f"use one of decision_enum: {', '.join(enum)}",
             )
 
+    def yaml_booleans(self, name: str, var: VariableBinding, loc: tuple[Hashable, ...]) -> None:
+        """YAML 1.1 reads unquoted yes/no/on/off as booleans. When the spec compares this
+        variable with symbols (``user_confirmation == yes``) but a binding value is a boolean,
+        the user almost certainly meant the word."""
+        symbols: set[str] = set()
+        literal_bools = False
+        for node in self.spec.decision_tree:
+            for b in node.branches:
+                for atom in atoms(b.clause):
+                    if isinstance(atom, Compare) and isinstance(atom.left, WhenPath) and atom.left.dotted == name:
+                        if isinstance(atom.right, Symbol):
+                            symbols.add(atom.right.name)
+                        elif isinstance(atom.right, WhenLiteral) and isinstance(atom.right.value, bool):
+                            literal_bools = True
+        if not symbols or literal_bools:
+            return
+        tables: list[tuple[tuple[Hashable, ...], Mapping[Hashable, Any]]] = []
+        if var.utterance is not None:
+            tables.append(((*loc, "utterance"), var.utterance))
+        if var.withhold is not None:
+            tables.append(((*loc, "withhold"), var.withhold))
+        if var.followup is not None:
+            tables.append(((*loc, "followup", "values"), var.followup.values))
+        if var.world is not None and var.world.values is not None:
+            tables.append(((*loc, "world", "values"), var.world.values))
+        for where, table in tables:
+            for value in table:
+                if isinstance(value, bool):
+                    words = {True: "yes/on/true", False: "no/off/false"}[value]
+                    raise self.fail(
+                        f"value {value!r} of variable {name!r} is a YAML boolean, but the spec compares "
+                        f"{name} with the words {', '.join(sorted(symbols))}",
+                        (*where, value),
+                        f"quote the key: write \"yes\": / \"no\": (YAML reads unquoted {words} as a boolean)",
+                        key=True,
+                    )
+
     def run(self) -> list[str]:
         warnings: list[str] = []
         b, spec = self.b, self.spec
@@ -277,7 +317,9 @@ class _Validator:
                     loc,
                     (f"did you mean {close[0]!r}? " if close else "")
                     + f"variables the spec reads: {', '.join(used)}",
+                    key=True,
                 )
+            self.yaml_booleans(name, var, loc)
             if var.world is not None:
                 self.tool(var.world.tool, (*loc, "world", "tool"))
                 if var.world.field is not None:
@@ -358,7 +400,7 @@ class _Validator:
             for n in node_ids:
                 if n not in spec.nodes_by_id and n not in leaves:
                     raise self.fail(f"capability {cap!r} names unknown node {n!r}", ("capabilities", cap), "use node ids of the decision tree")
-        for leaf in leaves:
+        for leaf in spec.leaf_ids():
             if leaf in b.outcomes:
                 continue
             decision, candidates = implied_decision(leaf, spec.response_contract.decision_enum)

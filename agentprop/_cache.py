@@ -267,7 +267,9 @@ def scrub_secrets(value: Any, secrets: Iterable[str] = ()) -> Any:
 def canonical_request(request: Mapping[str, Any], secrets: Iterable[str] = ()) -> dict[str, Any]:
     """The part of a Messages API request body that determines the answer, scrubbed of secrets."""
     if not isinstance(request, Mapping):
-        raise InvalidArgument(f"request must be a mapping of Messages API fields, not {type(request).__name__}.")
+        raise InvalidArgument(
+            f"request must be a mapping of Messages API fields, not {type(request).__name__}."
+        )
     plain = _to_plain(request)
     for required in ("model", "messages"):
         if required not in plain:
@@ -663,7 +665,9 @@ class ApiCache:
         key = _key_from_canonical(canonical_text, trial)
         response_plain = _to_plain(response, "response")
         if not isinstance(response_plain, dict):
-            raise InvalidArgument(f"response must be a JSON object (a Message), not {type(response).__name__}.")
+            raise InvalidArgument(
+                f"response must be a JSON object (a Message), not {type(response).__name__}."
+            )
         response_plain = scrub_secrets(response_plain, self._secrets)
         raw_usage = response_plain.get("usage")
         usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
@@ -712,7 +716,9 @@ class ApiCache:
         """Remove one entry by key; returns whether it existed."""
         if self._connection() is None:
             return False
-        return self._write(lambda conn: conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount > 0)
+        return self._write(
+            lambda conn: conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount > 0
+        )
 
     # -- the usual path --------------------------------------------------------------------------
 

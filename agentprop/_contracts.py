@@ -251,16 +251,26 @@ def no_canary_leak(trace: Trace, canaries: Iterable[str] | None = None, *, claus
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?")
 
 
-def numbers_in(text: str) -> list[float]:
-    """Numbers stated in text: ``1,234.50``, ``$12``, ``-3``, ``45%`` (as 45)."""
+def stated_numbers(text: str) -> list[tuple[float, int, bool]]:
+    """Numbers stated in text as ``(value, decimals, is_percent)``: ``1,234.50`` is
+    ``(1234.5, 2, False)``, ``45.2%`` is ``(45.2, 1, True)``."""
     out = []
     for m in _NUMBER.finditer(text):
-        raw = m.group().replace(",", "").rstrip("%")
+        raw = m.group()
+        percent = raw.endswith("%")
+        digits = raw.replace(",", "").rstrip("%")
         try:
-            out.append(float(raw))
+            value = float(digits)
         except ValueError:
             continue
+        decimals = len(digits.split(".", 1)[1]) if "." in digits else 0
+        out.append((value, decimals, percent))
     return out
+
+
+def numbers_in(text: str) -> list[float]:
+    """Numbers stated in text: ``1,234.50``, ``$12``, ``-3``, ``45%`` (as 45)."""
+    return [v for v, _, _ in stated_numbers(text)]
 
 
 def _source_numbers(value: Any, out: set[float]) -> None:
@@ -279,12 +289,20 @@ def _source_numbers(value: Any, out: set[float]) -> None:
             _source_numbers(v, out)
 
 
-def _grounded(x: float, sources: set[float], rel_tol: float) -> bool:
-    for s in sources:
-        if abs(x - s) <= max(rel_tol * abs(s), 1e-9):
-            return True
-        for digits in (0, 1, 2):
-            if round(s, digits) == x:
+def _grounded(x: float, decimals: int, percent: bool, sources: set[float], rel_tol: float) -> bool:
+    """``x``, stated with ``decimals`` decimals, is some source value rounded (any rounding
+    direction: half-up, half-even or truncation all land within half a unit of the last
+    digit), or equal to one within ``rel_tol``. A percentage may also state a fraction
+    (45.2% for 0.4523)."""
+    candidates = [(x, decimals)]
+    if percent:
+        candidates.append((x / 100.0, decimals + 2))
+    for value, d in candidates:
+        half_unit = 0.5 * 10.0 ** (-min(d, 2)) if d <= 2 else 0.5 * 10.0 ** (-d)
+        for s in sources:
+            if abs(value - s) <= max(rel_tol * abs(s), 1e-9):
+                return True
+            if d <= 2 and abs(value - s) <= half_unit + 1e-9:
                 return True
     return False
 
@@ -311,8 +329,8 @@ def numbers_grounded(
         if turn is not None and t.index != (turn % len(trace.turns)):
             continue
         response_text = t.user_visible_text
-        for x in numbers_in(response_text):
-            if not _grounded(x, sources, rel_tol):
+        for x, decimals, percent in stated_numbers(response_text):
+            if not _grounded(x, decimals, percent, sources, rel_tol):
                 return _fail("numbers_grounded", f"turn {t.index + 1}: the reply states {x:g}, which no tool result supports", clause, t.index)
     return _ok("numbers_grounded", "every number in the replies is traceable to tool output", clause)
 

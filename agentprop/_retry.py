@@ -32,6 +32,7 @@ import asyncio
 import email.utils
 import functools
 import inspect
+import json
 import math
 import random
 import threading
@@ -107,7 +108,8 @@ class RetryDecision:
 
     ``reason`` is one of ``rate_limited`` (429), ``overloaded`` (529), ``server_error`` (other
     5xx), ``timeout`` (408 or a client-side timeout), ``connection`` (network failure),
-    ``server_says_retry`` (``x-should-retry: true``) or ``not_retryable``.
+    ``server_says_retry`` (``x-should-retry: true``), ``malformed_response`` (a response body
+    that is not JSON; not retried) or ``not_retryable``.
     """
 
     retryable: bool
@@ -210,6 +212,8 @@ def classify_error(exc: BaseException) -> RetryDecision:
         if should == "true":
             return RetryDecision(True, "server_says_retry", status, retry_after)
         return RetryDecision(False, "not_retryable", status, retry_after)
+    if isinstance(exc, json.JSONDecodeError):
+        return RetryDecision(False, "malformed_response")
     if _is_timeout(exc):
         return RetryDecision(True, "timeout")
     if _is_connection_error(exc):
@@ -314,7 +318,13 @@ class _Attempts:
         label = f"{decision.status_code} {decision.reason}" if decision.status_code else decision.reason
         self.history.append(label)
         if not decision.retryable:
-            if len(self.history) > 1:
+            if decision.reason == "malformed_response":
+                self._note(
+                    exc,
+                    "the API answered with a body that is not valid JSON (a truncated reply, or "
+                    "an error page from a proxy?); not retried",
+                )
+            elif len(self.history) > 1:
                 self._note(exc, f"attempt {attempt} failed with a non-retryable error")
             return None
         if attempt >= self.policy.max_attempts:

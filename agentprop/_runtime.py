@@ -20,6 +20,7 @@ import asyncio
 import copy
 import inspect
 import random
+import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -47,8 +48,14 @@ class TurnContext:
         context: Mapping[str, Any],
         rng: random.Random,
         memory: dict[str, Any],
+        case_id: str = "",
+        trial: int = 0,
     ) -> None:
         self.spec = spec
+        self.case_id = case_id
+        """The scenario being run (for API agents' cache keys and logs)."""
+        self.trial = trial
+        """The trial index of this run: repeats of a case differ in it, replays share it."""
         self.world = world
         self._turn = turn
         self.history: tuple[Turn, ...] = tuple(history)
@@ -172,12 +179,43 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
+async def _in_daemon_thread(fn: Callable[[str, TurnContext], Any], message: str, ctx: TurnContext) -> Any:
+    """Run a sync agent turn in a daemon thread. Unlike the default executor, a thread that
+    outlives its timeout does not hold up ``asyncio.run`` at shutdown; it finds its context
+    closed (every further tool call is refused) and is abandoned."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        try:
+            value = fn(message, ctx)
+        except BaseException as exc:  # delivered to the awaiting coroutine
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(settle, None, exc)
+            return
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=target, name=f"agentprop-agent-{ctx.case_id}-{ctx.trial}", daemon=True).start()
+    return await future
+
+
 async def _run_turn(fn: Callable[[str, TurnContext], Any], message: str, ctx: TurnContext, timeout_s: float | None) -> None:
     if _is_async(fn):
         await asyncio.wait_for(fn(message, ctx), timeout_s)
         return
-    loop = asyncio.get_running_loop()
-    result = await asyncio.wait_for(loop.run_in_executor(None, fn, message, ctx), timeout_s)
+    if timeout_s is None:
+        result = fn(message, ctx)
+    else:
+        result = await asyncio.wait_for(_in_daemon_thread(fn, message, ctx), timeout_s)
     if inspect.isawaitable(result):
         await asyncio.wait_for(result, timeout_s)
 
@@ -216,7 +254,7 @@ async def arun_conversation(
     for index, message in enumerate(messages):
         turn = Turn(index=index, user_message=message)
         trace.turns.append(turn)
-        ctx = TurnContext(spec=spec, world=world, turn=turn, history=trace.turns[:-1], context=dict(context or {}), rng=rng, memory=memory)
+        ctx = TurnContext(spec=spec, world=world, turn=turn, history=trace.turns[:-1], context=dict(context or {}), rng=rng, memory=memory, case_id=case_id, trial=trial)
         t0 = time.perf_counter()
         stop = False
         try:

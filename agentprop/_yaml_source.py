@@ -26,6 +26,7 @@ class YamlSource:
 
     data: Any
     path: Path | None
+    text: str = ""
     positions: dict[Loc, tuple[int, int]] = field(default_factory=dict)
     key_positions: dict[Loc, tuple[int, int]] = field(default_factory=dict)
     duplicate_keys: list[tuple[Loc, tuple[int, int]]] = field(default_factory=list)
@@ -92,7 +93,7 @@ def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputE
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
-        src = YamlSource(data=None, path=path)
+        src = YamlSource(data=None, path=path, text=text)
         if node is not None:
             _walk(node, (), src, loader)
             src.data = loader.construct_document(node)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentprop._shrink import Outcome, Unit, ddmin, shrink
+from agentprop._shrink import Calibration, Outcome, Unit, ddmin, shrink
 
 SIGNATURE = ("contract:refund_limit", "clause:C3", "step:2")
 _M64 = (1 << 64) - 1
@@ -73,6 +73,7 @@ class Scenario:
     eps: float = 0.0
     budget: int = 2000
     hierarchical: bool = True
+    oracle_evidence: int = 0  # runs of the original the oracle already made (not counted)
     target_runs: float | None = None
     target_exact: float | None = None
 
@@ -104,6 +105,7 @@ SCENARIOS = [
     Scenario("8 clauses, p=0.2", 8, 0, 0.2, target_exact=0.99),
     Scenario("8 clauses, budget 80 runs", 8, 0, 0.5, budget=80, target_exact=0.97),
     Scenario("40 tokens flat (no hierarchy), p=0.5", 8, 5, 0.5, hierarchical=False),
+    Scenario("8 clauses, p=0.5, oracle's 30 runs reused", 8, 0, 0.5, oracle_evidence=30),
 ]
 
 
@@ -115,9 +117,18 @@ def run_scenario(scenario: Scenario, trials: int, seed: int) -> dict[str, float 
         needed = scenario.needed(rng)
         oracle_seed = rng.getrandbits(48)
         oracle = make_oracle(needed, scenario.p, scenario.eps, oracle_seed)
+        calibration = None
+        if scenario.oracle_evidence:
+            full = leaf_mask(forest)
+            outcomes = [oracle(full, t) for t in range(scenario.oracle_evidence)]
+            calibration = Calibration(
+                runs=len(outcomes),
+                failures=sum(o.failed and o.signature == SIGNATURE for o in outcomes),
+                signature=SIGNATURE,
+            )
         result = shrink(
             forest, oracle, budget=scenario.budget, build=leaf_mask,
-            background_rate=scenario.eps,
+            background_rate=scenario.eps, calibration=calibration,
         )
         runs += result.runs
         exact += result.reproducer == needed

@@ -114,11 +114,6 @@ def test_unknown_variable_suggests_the_closest(tmp_path: Path, bindings_text: st
     assert "intent" in (err.fix or "")  # lists the variables the spec reads
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _bindings._Validator.fail() locates ('variables', name) by its value, so an unknown "
-    "variable is reported on the line after its name (the first line of its block)",
-)
 def test_unknown_variable_points_at_its_name(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
     text = edit(bindings_text, "  verified:\n", "  verifed:\n")
     err, path = bindings_error(tmp_path, text, supportops_spec)
@@ -383,3 +378,16 @@ def test_schema_at(supportops_spec: Spec) -> None:
     assert schema_at(schema, ["plan_id", 0]) is None  # a string has no items
     assert schema_at(schema, ["nope"]) is None
     assert schema_at({"type": "object"}, ["anything", "below"]) == {}
+
+
+def test_unquoted_yes_no_values_are_flagged(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+    text = edit(edit(bindings_text, '"yes": [', "yes: ["), '"no": [', "no: [")
+    path = tmp_path / "agentprop.yaml"
+    path.write_text(text)
+    try:
+        b = load_bindings(path, supportops_spec)
+    except BindingsError as err:
+        assert "quote" in str(err).lower()
+        assert err.location is not None and err.location.line == position(text, "yes: [")[0]
+    else:
+        assert any("yes" in w and "quot" in w.lower() for w in b.warnings), b.warnings

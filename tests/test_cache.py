@@ -118,7 +118,10 @@ def test_sdk_content_blocks_key_like_their_dict_form() -> None:
     as_dicts = request(
         messages=[
             {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {"id": "A1"}}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {"id": "A1"}}],
+            },
         ]
     )
     assert cache_key(as_models, 3) == cache_key(as_dicts, 3)
@@ -295,7 +298,8 @@ def test_secret_never_reaches_the_database_file(tmp_path: Path) -> None:
         metadata={"api_key": FAKE_SECRET},
         tools=[{"name": "call_api", "input_schema": {"type": "object"}, "x-api-key": FAKE_SECRET}],
     )
-    body["messages"].append({"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "call_api", "input": {"authorization": FAKE_SECRET}}]})
+    call = {"type": "tool_use", "id": "t", "name": "call_api", "input": {"authorization": FAKE_SECRET}}
+    body["messages"].append({"role": "assistant", "content": [call]})
     body["messages"].append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]})
     with MessagesServer([text_reply(f"echo {FAKE_SECRET}")]) as server:
         client = anthropic.Anthropic(base_url=server.base_url, api_key=FAKE_SECRET, max_retries=0)
@@ -388,6 +392,7 @@ def test_sigkill_during_writes_leaves_a_consistent_cache(tmp_path: Path) -> None
     time.sleep(0.2)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
+    child.stdout.close()
     assert child.returncode == -signal.SIGKILL
 
     with ApiCache(path, mode="read") as cache:

@@ -159,11 +159,6 @@ def test_lint_without_source_has_no_positions(specsuite_dir: Path) -> None:
 # ----------------------------------------------------------------------------- each check
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: lint_spec raises SpecError 'missing required key decision_tree' for a `decison_tree` "
-    "typo instead of returning the L007 typo finding (validation runs before the typo check)",
-)
 def test_l007_typo_of_decision_tree(tmp_path: Path, supportops_text: str) -> None:
     text = edit(supportops_text, "decision_tree:\n", "decison_tree:\n")
     findings = lint_spec(write(tmp_path, text))

@@ -110,7 +110,8 @@ def test_handler_answers_from_the_conversation() -> None:
 
 
 def test_plain_dicts_and_strings_are_replies_and_usage_is_deterministic() -> None:
-    with MessagesServer(["hello", "hello", {"content": [{"type": "text", "text": "x"}], "stop_reason": "max_tokens"}]) as server:
+    truncated = {"content": [{"type": "text", "text": "x"}], "stop_reason": "max_tokens"}
+    with MessagesServer(["hello", "hello", truncated]) as server:
         c = client(server)
         a, b = ask(c), ask(c)
         assert a.content[0].text == "hello"
@@ -158,6 +159,8 @@ def test_status_faults_surface_as_sdk_errors() -> None:
         with pytest.raises(anthropic.RateLimitError) as dated:
             ask(c)
         assert dated.value.response.headers["retry-after"].endswith("GMT")
+        # max_retries=0: the SDK made exactly one HTTP attempt per call
+        assert len(server.requests) == 4
 
 
 def test_malformed_reply_is_a_json_error() -> None:

@@ -23,9 +23,10 @@ from agentprop._strategies import (
     resolve_pack,
 )
 from agentprop._strategies.paraphrase import _build_plan
+from agentprop._strategies.slots import has_placeholder_chars
 from agentprop.errors import InvalidArgument
 
-# The agent profile of DESIGN.md §3 item 3: no deadline, no explain phase.
+# The agent profile: no deadline, no explain phase.
 FAST = settings(
     deadline=None,
     database=None,
@@ -248,6 +249,22 @@ def test_protected_slots_survive_on_generated_texts(case: tuple[str, Paraphrase]
     text, p = case
     for slot in _SLOTS:
         assert p.text.count(slot) >= text.count(slot), (slot, p)
+
+
+@st.composite
+def _arbitrary_case(draw: st.DrawFn) -> tuple[str, Paraphrase]:
+    text = draw(st.text(min_size=1, max_size=40).filter(lambda t: t.strip() and not has_placeholder_chars(t)))
+    lang = draw(st.sampled_from(["en", "zh"]))
+    return text, draw(paraphrases(text, lang=lang, max_transforms=8, max_typos=8))
+
+
+@settings(FAST, max_examples=300)
+@given(_arbitrary_case())
+def test_arbitrary_unicode_text_never_crashes_and_keeps_slots(case: tuple[str, Paraphrase]) -> None:
+    text, p = case
+    assert p.text.strip()
+    for slot in find_slots(text):
+        assert p.text.count(slot.text) >= text.count(slot.text), (slot, p)
 
 
 @settings(FAST, max_examples=300)

@@ -101,7 +101,8 @@ def test_classify_real_sdk_errors() -> None:
     forced = classify_error(error_from(error_reply(409, headers={"x-should-retry": "true"})))
     assert forced.retryable
     assert classify_error(error_from(drop_connection())).reason == "connection"
-    assert not classify_error(error_from(malformed_reply())).retryable
+    malformed = classify_error(error_from(malformed_reply()))
+    assert (malformed.retryable, malformed.reason) == (False, "malformed_response")
     assert classify_error(TimeoutError()).reason == "timeout"
     assert classify_error(ConnectionResetError()).reason == "connection"
     assert not classify_error(ValueError("bug")).retryable
@@ -207,17 +208,20 @@ def test_malformed_reply_is_not_retried() -> None:
     with MessagesServer([malformed_reply(), text_reply("unused")]) as server:
         c = sdk(server)
         stats = RetryStats()
-        with pytest.raises(json.JSONDecodeError):
+        with pytest.raises(json.JSONDecodeError) as err:
             retry_call(lambda: c.messages.create(**REQUEST), stats=stats, sleep=SleepRecorder())
         assert len(server.requests) == 1
     assert (stats.attempts, stats.retries) == (1, 0)
+    assert "not valid JSON" in " ".join(err.value.__notes__)
 
 
 def test_connection_drop_is_retried() -> None:
     with MessagesServer([drop_connection(), text_reply("reconnected")]) as server:
         c = sdk(server)
         stats = RetryStats()
-        result = retry_call(lambda: c.messages.create(**REQUEST), stats=stats, sleep=SleepRecorder(), rng=random.Random(0))
+        result = retry_call(
+            lambda: c.messages.create(**REQUEST), stats=stats, sleep=SleepRecorder(), rng=random.Random(0)
+        )
     assert result.content[0].text == "reconnected"
     assert stats.by_reason == {"connection": 1}
 

@@ -256,11 +256,6 @@ def test_unparseable_when_points_into_the_expression(tmp_path: Path, supportops_
     assert_explains(err)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: load.py _when_column re-reads the file to skip an opening quote; load_spec_text has "
-    "no file, so a quoted `when` error is reported one column too far left",
-)
 def test_quoted_when_column_in_load_spec_text(supportops_text: str) -> None:
     new_line = "  - when: 'verified = false'\n"
     text = edit(supportops_text, "  - when: verified == false\n", new_line)
@@ -342,24 +337,21 @@ def test_on_missing_fields_decision_not_in_enum(tmp_path: Path, supportops_text:
     assert_explains(err, expected=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: lint.py decisions() reports L003 at ('decision_tree', i, 'requirements') — the first "
-    "line of the requirements block — not at the on_missing_fields_decision value",
-)
 def test_on_missing_fields_decision_points_at_the_value(tmp_path: Path, supportops_text: str) -> None:
     text = _bad_missing_decision(supportops_text)
     err, path = load_error(tmp_path, text)
     assert_points_at(err, path, *position(text, "on_missing_fields_decision: ASK_AUTH", "ASK_AUTH"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a typo of a required top-level key (`decison_tree`) fails validation as 'missing "
-    "decision_tree' at 1:1 before lint's L007 typo check runs, so the message never names the typo",
-)
 def test_typo_of_a_required_key_is_named(tmp_path: Path, supportops_text: str) -> None:
     text = edit(supportops_text, "decision_tree:\n", "decison_tree:\n")
     err, path = load_error(tmp_path, text)
     assert "decison_tree" in str(err)
     assert_points_at(err, path, position(text, "decison_tree:")[0])
+
+
+def test_empty_decision_tree(tmp_path: Path, supportops_text: str) -> None:
+    text = supportops_text[: supportops_text.index("decision_tree:")] + "decision_tree: []\n" + supportops_text[supportops_text.index("tests:") :]
+    err, path = load_error(tmp_path, text)
+    assert_points_at(err, path, position(text, "decision_tree: []")[0])
+    assert "decision_tree" in err.problem

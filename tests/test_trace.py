@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -109,7 +110,7 @@ json_values = st.recursive(
         max_size=3,
     )
 )
-def test_json_round_trip_property(turn_specs: list[tuple[str, list[tuple[str, dict, object]], dict | None]]) -> None:  # type: ignore[type-arg]
+def test_json_round_trip_property(turn_specs: list[tuple[str, list[tuple[str, dict[str, Any], Any]], dict[str, Any] | None]]) -> None:
     turns = [
         Turn(
             index=i,

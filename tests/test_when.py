@@ -407,11 +407,6 @@ def test_after_suffix_round_trips(e: Expr, after: str) -> None:
     assert back.expr == e and back.after == after
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: when.py Arith/Compare.__str__ do not parenthesise boolean or comparison operands, "
-    "so `(a and b) == false` prints as `a and b == false` (a different tree)",
-)
 def test_boolean_operand_of_a_comparison_is_printed_with_parentheses() -> None:
     e = expr_of("(a and b) == false")
     assert e == Compare("==", And((P("a"), P("b"))), Literal(False))
@@ -420,17 +415,11 @@ def test_boolean_operand_of_a_comparison_is_printed_with_parentheses() -> None:
     assert _roundtrip(e) == e
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: when.py Literal.__str__ uses repr(), whose escapes (\\n, \\x85) the tokenizer "
-    "reads back as the bare letter: the string 'a\\nb' re-parses as 'anb'",
-)
 def test_string_literal_with_a_newline_round_trips() -> None:
     e = Compare("==", P("a"), Literal("line1\nline2"))
     assert _roundtrip(e) == e
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: see the two tests above (printer precedence, string escapes)")
 @settings(max_examples=300, deadline=None)
 @given(_full_grammar(), st.lists(environments(), min_size=3, max_size=3))
 @example(Arith("+", Compare("==", P("a"), Symbol("b")), Literal(1)), [{"a": "b"}, {}, {}])

@@ -256,10 +256,10 @@ class QueryEngine:
     background_rate: float = 0.0
     miss_error: float = 1e-3
     false_reproduce_error: float = 1e-3
-    provisional_miss: float = 0.05
+    provisional_miss: float = 0.1
     provisional_quantile: float = 0.25
     planning_quantile: float = 0.2
-    prior: tuple[float, float] = (1.0, 2.0)
+    prior: tuple[float, float] = (1.0, 3.0)
     monotone: bool = True
     signature: Hashable = None
     spent: int = 0

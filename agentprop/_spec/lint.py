@@ -232,15 +232,17 @@ class _Linter:
         enum = self.spec.response_contract.decision_enum
         enum_set = set(enum)
         for i, node in enumerate(self.spec.decision_tree):
-            for fields, decision in node.requirements.missing_field_outcomes():
+            req = node.requirements
+            for fields, decision in req.missing_field_outcomes():
                 if decision not in enum_set:
+                    key = "on_missing_fields_decision" if req.on_missing_fields_decision == decision and fields == list(req.if_missing_fields) else f"on_missing_{fields[0]}_decision"
                     self.add(
                         "L003",
                         "error",
                         f"{node.node_id} decides {decision!r} when {', '.join(fields)} is missing, but "
                         "decision_enum does not contain it",
-                        ("decision_tree", i, "requirements"),
-                        f"add {decision} to response_contract.decision_enum",
+                        ("decision_tree", i, "requirements", key),
+                        f"add {decision} to response_contract.decision_enum, or use one of its values",
                     )
         for leaf in self.spec.leaf_ids():
             decision, candidates = implied_decision(leaf, enum)

@@ -79,6 +79,14 @@ def _validation_error(exc: ValidationError, src: YamlSource) -> SpecError:
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     if first["type"] == "missing":
         parent, key = loc[:-1], loc[-1]
+        typo = _typo_of(src, parent, str(key))
+        if typo is not None:
+            return SpecError(
+                f"missing required key {key!r} in {_describe_loc(parent)}; {typo!r} looks like a typo of it{more}",
+                location=src.location((*parent, typo), key=True),
+                expected=f"`{key}:`",
+                fix=f"rename {typo!r} to {key!r}",
+            )
         return SpecError(
             f"missing required key {key!r} in {_describe_loc(parent)}{more}",
             location=src.location(parent),
@@ -87,13 +95,48 @@ def _validation_error(exc: ValidationError, src: YamlSource) -> SpecError:
         )
     got = first.get("input")
     got_text = f"{type(got).__name__} {got!r}" if not isinstance(got, (dict, list)) else type(got).__name__
-    expected = _TYPE_WORDS.get(first["type"]) or first["msg"]
+    word = _TYPE_WORDS.get(first["type"])
+    msg = first["msg"][0].lower() + first["msg"][1:]
+    if word:
+        return SpecError(
+            f"wrong type at {where}: {msg}, got {got_text}{more}",
+            location=src.location(loc),
+            expected=word,
+            fix=f"change the value of {where} to {word}",
+        )
     return SpecError(
-        f"wrong type at {where}: {first['msg'].lower()}, got {got_text}{more}",
+        f"invalid value at {where}: {msg}, got {got_text}{more}",
         location=src.location(loc),
-        expected=expected,
-        fix=f"change the value of {where} to {expected}",
+        expected=msg,
+        fix=f"change the value of {where} so that it satisfies: {msg}",
     )
+
+
+def _typo_of(src: YamlSource, parent: tuple[Hashable, ...], key: str) -> str | None:
+    """An unknown key of the mapping at ``parent`` that is a near miss of ``key``."""
+    import difflib
+
+    node: Any = src.data
+    for part in parent:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    if not isinstance(node, dict):
+        return None
+    candidates = [k for k in node if isinstance(k, str) and k != key]
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def _check_not_empty(spec: Spec, src: YamlSource) -> None:
+    if not spec.decision_tree:
+        raise SpecError(
+            "decision_tree is empty: there is nothing to route, test or cover",
+            location=src.location(("decision_tree",)),
+            expected="at least one node: `- node_id: N1_...` with `branches:`",
+            fix="add the root node of the decision tree (see docs/reference.md#the-spec)",
+        )
 
 
 def _check_schemas(spec: Spec, src: YamlSource) -> None:
@@ -118,13 +161,12 @@ def _check_schemas(spec: Spec, src: YamlSource) -> None:
 def _when_column(src: YamlSource, loc: tuple[Hashable, ...], offset: int) -> SourceLocation:
     base = src.location(loc)
     col = base.column or 1
-    if base.path is not None and base.line is not None:
-        try:
-            line_text = base.path.read_text(encoding="utf-8").splitlines()[base.line - 1]
+    if base.line is not None:
+        lines = src.text.splitlines()
+        if 0 < base.line <= len(lines):
+            line_text = lines[base.line - 1]
             if col - 1 < len(line_text) and line_text[col - 1] in "'\"":
                 col += 1
-        except (OSError, IndexError):
-            pass
     return SourceLocation(base.path, base.line, col + offset)
 
 
@@ -157,6 +199,7 @@ def spec_from_source(src: YamlSource) -> tuple[Spec, list[LintFinding]]:
     except ValidationError as exc:
         raise _validation_error(exc, src) from None
     spec._source_path = src.path
+    _check_not_empty(spec, src)
     _check_schemas(spec, src)
     _check_conditions(spec, src)
     findings = lint(spec, src)
@@ -202,8 +245,20 @@ def lint_spec(path: str | Path) -> list[LintFinding]:
     try:
         spec = Spec.model_validate(src.data)
     except ValidationError as exc:
-        raise _validation_error(exc, src) from None
+        err = _validation_error(exc, src)
+        first = exc.errors(include_url=False)[0]
+        if first["type"] == "missing" and "looks like a typo" in err.problem:
+            # lint reports what it can: the typo, and the key it leaves missing
+            key = str(first["loc"][-1])
+            typo = _typo_of(src, tuple(first["loc"][:-1]), key)
+            loc = err.location or SourceLocation(src.path)
+            return [
+                LintFinding(code="L007", severity="warning", message=f"unknown key {typo!r}; did you mean {key!r}?", file=str(loc.path) if loc.path else None, line=loc.line, column=loc.column, fix=f"rename {typo!r} to {key!r}"),
+                LintFinding(code="L000", severity="error", message=f"missing required key {key!r}", file=str(loc.path) if loc.path else None, line=loc.line, column=loc.column, fix=f"rename {typo!r} to {key!r}"),
+            ]
+        raise err from None
     spec._source_path = src.path
+    _check_not_empty(spec, src)
     _check_schemas(spec, src)
     _check_conditions(spec, src)
     return lint(spec, src)

@@ -93,7 +93,8 @@ class Literal:
         if self.value is None:
             return "null"
         if isinstance(self.value, str):
-            return repr(self.value)
+            escaped = self.value.replace("\\", "\\\\").replace("'", "\\'")
+            return f"'{escaped}'"
         return str(self.value)
 
 
@@ -126,7 +127,7 @@ class Arith:
     right: Expr
 
     def __str__(self) -> str:
-        return f"({self.left} {self.op} {self.right})"
+        return f"({_operand(self.left)} {self.op} {_operand(self.right)})"
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class Compare:
     right: Expr
 
     def __str__(self) -> str:
-        return f"{self.left} {self.op} {self.right}"
+        return f"{_operand(self.left)} {self.op} {_operand(self.right)}"
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,11 @@ class Or:
 
 
 Expr = Union[Literal, Symbol, Path, Arith, Compare, Not, And, Or]
+
+
+def _operand(e: Expr) -> str:
+    """An operand of a comparison or arithmetic, parenthesised when it binds looser."""
+    return f"({e})" if isinstance(e, (And, Or, Not, Compare)) else str(e)
 
 
 def _wrap(e: Expr) -> str:
@@ -513,13 +519,17 @@ def _truth(e: Expr, env: Mapping[str, Any]) -> bool:
             return not _equal(a, b)
         if a is None or b is None:
             return False
-        if e.op == ">":
-            return bool(a > b)
-        if e.op == ">=":
-            return bool(a >= b)
-        if e.op == "<":
-            return bool(a < b)
-        return bool(a <= b)
+        try:
+            if e.op == ">":
+                return bool(a > b)
+            if e.op == ">=":
+                return bool(a >= b)
+            if e.op == "<":
+                return bool(a < b)
+            return bool(a <= b)
+        except TypeError:
+            # an ordering between values that have none (a string and a number) does not hold
+            return False
     return bool(_value(e, env))
 
 

@@ -319,8 +319,9 @@ def _error_from_validation(exc: ValidationError, src: YamlSource) -> InputError:
         allowed = _allowed_keys(parent)
         close = difflib.get_close_matches(key, allowed, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
+        place = f"in {_describe(parent)}" if parent else "at the top level"
         return InputError(
-            f"unknown key {key!r} in {_describe(parent)}{more}",
+            f"unknown key {key!r} {place}{more}",
             location=where,
             expected=f"one of: {', '.join(allowed)}" if allowed else "no keys here",
             fix=f"{hint}rename or remove {key!r} (the pack schema is in docs/phrase-packs.md)",
@@ -422,7 +423,7 @@ def builtin_pack_dir() -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _builtin_packs() -> dict[str, PhrasePack]:
     packs: dict[str, PhrasePack] = {}
     for file in sorted(builtin_pack_dir().glob("*.yaml")):
@@ -469,11 +470,9 @@ def coerce_packs(packs: object) -> tuple[PhrasePack, ...]:
             f"packs={packs!r} must be a list of packs, not a single {type(packs).__name__}; "
             f"wrap it: packs=[{packs!r}]"
         )
-    try:
-        items = list(packs)  # type: ignore[call-overload]
-    except TypeError:
-        raise InvalidArgument(f"packs must be a list of paths or PhrasePack objects, got {type(packs).__name__}") from None
-    return tuple(_coerce(item) for item in items)
+    if not isinstance(packs, Iterable):
+        raise InvalidArgument(f"packs must be a list of paths or PhrasePack objects, got {type(packs).__name__}")
+    return tuple(_coerce(item) for item in packs)
 
 
 def resolve_pack(lang: str, packs: object = None) -> PhrasePack:

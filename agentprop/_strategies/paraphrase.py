@@ -1,6 +1,6 @@
 """Meaning-preserving paraphrases as a Hypothesis strategy.
 
-Design (DESIGN.md §3 item 2): a paraphrase is never drawn as text. It is drawn as integers
+Design: a paraphrase is never drawn as text. It is drawn as integers
 and lists -- an index into a pool of rewrites (index 0 is the original) and a list of
 transforms, each a (transform index, integer parameters) pair -- and the text is *built* from
 them. Consequences, all deliberate:
@@ -29,6 +29,7 @@ what was actually applied and re-applying it reproduces the text exactly.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import string
 from collections import Counter
@@ -221,6 +222,15 @@ class _Language:
             widths=widths,
         )
 
+    @functools.cached_property
+    def tails(self) -> frozenset[str]:
+        """Normalised closings and "please" tags (clauses frames and reordering leave alone)."""
+        tails = {self.norm(c) for c in self.pack.closings}
+        for template in self.pack.politeness.any:
+            tails.update(self.norm(f) for f in _template_fragments(template))
+        tails.discard("")
+        return frozenset(tails)
+
     # -- text helpers --------------------------------------------------------------------------
 
     def first_word(self, text: str) -> str:
@@ -236,7 +246,8 @@ class _Language:
 
     def contains(self, text: str, phrase: str) -> bool:
         if self.latin:
-            return re.search(rf"(?<![A-Za-z0-9'\u2019]){re.escape(phrase)}(?![A-Za-z0-9'\u2019])", _key(text)) is not None
+            pattern = rf"(?<![A-Za-z0-9'\u2019]){re.escape(phrase)}(?![A-Za-z0-9'\u2019])"
+            return re.search(pattern, _key(text)) is not None
         return phrase in _key(text)
 
     def mood(self, body: str, punct: str) -> Mood:
@@ -419,8 +430,11 @@ def _whitespace(lang: _Language, text: str, p: Params) -> str:
     return text[:i] + " " + text[i:]
 
 
+_CJK_RANGES = (("\u3400", "\u9fff"), ("\uf900", "\ufaff"), ("\u3000", "\u303f"), ("\uff00", "\uffef"))
+
+
 def _is_cjk(c: str) -> bool:
-    return "\u3400" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef"
+    return any(lo <= c <= hi for lo, hi in _CJK_RANGES)
 
 
 # punctuation -------------------------------------------------------------------------------------
@@ -581,6 +595,11 @@ def _first_sentence(lang: _Language, text: str) -> tuple[str, str, list[_Sentenc
     return lead, trail, sentences
 
 
+def _is_tail(lang: _Language, clause: str) -> bool:
+    """Whether a clause is just a closing ("thanks", "谢谢") or a "please" tag."""
+    return lang.norm(clause) in lang.tails
+
+
 def _split_tail(lang: _Language, body: str) -> tuple[str, str]:
     """Split a trailing "thanks" / "please" clause off a sentence body.
 
@@ -593,11 +612,7 @@ def _split_tail(lang: _Language, body: str) -> tuple[str, str]:
         return body, ""
     m = seps[-1]
     head, last = body[: m.start()], body[m.end() :]
-    tails = {lang.norm(c) for c in lang.pack.closings}
-    for template in lang.pack.politeness.any:
-        tails.update(lang.norm(f) for f in _template_fragments(template))
-    tails.discard("")
-    if lang.norm(last) in tails and _has_content(head):
+    if _is_tail(lang, last) and _has_content(head):
         return head, body[m.start() :]
     return body, ""
 
@@ -704,6 +719,8 @@ def _reorder_sites(lang: _Language, sentences: list[_Sentence]) -> list[tuple[in
                 continue
             if lang.starts_with(a, lang.connectors) or lang.starts_with(b, lang.connectors):
                 continue
+            if _is_tail(lang, a) or _is_tail(lang, b):
+                continue  # "thanks" stays where it is
             sites.append((i, j))
     return sites
 
@@ -968,9 +985,8 @@ class _Plan:
         typos = 0
         placeholders = Counter(c for c in text if "\ue000" <= c <= "\uf8ff")
         for name, params in steps:
-            if name == "typo":
-                if typos >= self.max_typos:
-                    continue
+            if name == "typo" and typos >= self.max_typos:
+                continue
             transform = _BY_NAME[name]
             new = transform.apply(self.lang, text, params)
             if new == text:
@@ -1147,7 +1163,7 @@ def paraphrases(
     text: str,
     *,
     lang: str = "en",
-    packs: Sequence[str | Any] | None = None,
+    packs: Sequence[str | os.PathLike[str] | PhrasePack] | None = None,
     protect: Sequence[str | re.Pattern[str]] = (),
     pool: Sequence[str] = (),
     max_transforms: int = 4,
@@ -1190,7 +1206,7 @@ def apply_transforms(
     steps: Iterable[Step | tuple[str, Any]],
     *,
     lang: str = "en",
-    packs: Sequence[str | Any] | None = None,
+    packs: Sequence[str | os.PathLike[str] | PhrasePack] | None = None,
     protect: Sequence[str | re.Pattern[str]] = (),
     pool: Sequence[str] = (),
     max_typos: int = 2,
@@ -1224,7 +1240,9 @@ def apply_transforms(
         if name == "pool":
             pool_index = _validate_int("pool index", values.get("index", 0))
             if pool_index >= len(plan.sources):
-                raise InvalidArgument(f"pool index {pool_index} is out of range: the pool has {len(plan.sources) - 1} entries")
+                raise InvalidArgument(
+                    f"pool index {pool_index} is out of range: the pool has {len(plan.sources) - 1} entries"
+                )
             continue
         if name not in bounds:
             raise InvalidArgument(f"unknown transform {name!r}; choose from {list(TRANSFORM_NAMES)}")

@@ -7,11 +7,13 @@ the spec's expectation for an assignment of the condition variables (:func:`choo
 Invariants (DESIGN.md §3 item 2):
 
 * **Expectations are computed, never written by hand.** The branch a node takes for an
-  assignment is found by evaluating its ``when`` ASTs in order, first match wins, with
-  comparisons over ``internal`` variables assumed to hold (the convention of
-  :func:`~agentprop._scenario.solve`). A variable the assignment lacks takes its *default* --
-  its value in the bindings' base world, or the first value its binding lists -- and the
-  default is recorded, so "all else at default" is explicit.
+  assignment is found by evaluating its ``when`` ASTs in order, first match wins. A variable
+  the assignment lacks takes its *default* -- its value in the bindings' base world, or the
+  first value its binding lists -- and the default is recorded, so "all else at default" is
+  explicit. Variables bound ``internal`` are the agent's own state: like
+  :func:`~agentprop._scenario.solve`, which gives them any value consistent with the path, the
+  assignment carries a value for them; one it lacks is set to the first constant the tree
+  compares it with (``schema_needed == true`` -> ``True``) and listed in ``assumed``.
 * **Strategies draw integers, never text or floats.** :func:`worlds` draws, for each numeric
   world field, an integer number of steps (1 for integers, the binding's ``precision`` for
   numbers) away from the value :func:`~agentprop._scenario.solve` chose, inside the interval
@@ -52,7 +54,9 @@ from agentprop._spec.when import (
     Not,
     Or,
     Path as VarPath,
+    Symbol,
     UnboundVariable,
+    atoms,
     evaluate,
     lookup,
     variables,
@@ -66,6 +70,7 @@ __all__ = [
     "DrawnScenario",
     "PathWorld",
     "Route",
+    "Skipped",
     "choose_branch",
     "conversations",
     "resolve_path",
@@ -84,8 +89,9 @@ class BranchChoice(BaseModel):
 
     ``branch is None`` means no clause of the node holds and it has no ``otherwise``: the spec
     does not say what happens. ``decision`` is set when ``next`` is a terminal node (from the
-    bindings' ``outcomes`` or the leaf's name). ``assumed`` lists comparisons over ``internal``
-    variables that were taken to hold while choosing.
+    bindings' ``outcomes`` or the leaf's name). ``assumed`` lists the ``internal`` variables
+    the assignment lacked and that were given a value while choosing (``name = value``): the
+    agent decides those, so the branch holds *if* the agent decides that way.
     """
 
     node: str
@@ -185,6 +191,17 @@ class DrawnScenario(Scenario):
     provenance: ConversationProvenance
 
 
+class Skipped(BaseModel):
+    """A comparison, atom, variable or value for which no case was made, and why."""
+
+    comparison: str
+    location: str
+    variable: str | None = None
+    value: Any = None
+    label: str | None = None
+    reason: str
+
+
 # ----------------------------------------------------------------------------- validation
 
 
@@ -235,9 +252,10 @@ def check_int(value: object, name: str, where: str, *, minimum: int) -> int:
 
 
 def resolve_path(spec: Spec, path: object, where: str = "resolve_path") -> list[TreePath]:
-    """The tree paths ``path`` names: a :class:`~agentprop._paths.TreePath` of ``spec``, or a
+    """The tree paths ``path`` names: a :class:`~agentprop._paths.TreePath` of ``spec``, a
     path id such as ``"END_CANCELLED<-N7_CANCEL"`` (several tree paths may share an id; all
-    are returned, in tree order)."""
+    are returned, in tree order), or a scenario id of ``agentprop run`` that adds the branch it
+    covers (``"END_APPROVE<-N7_SUBMIT/N5_CALCULATE#1"``)."""
     all_paths = enumerate_paths(spec)
     if isinstance(path, TreePath):
         if path not in all_paths:
@@ -248,6 +266,11 @@ def resolve_path(spec: Spec, path: object, where: str = "resolve_path") -> list[
         return [path]
     if isinstance(path, str):
         matches = [p for p in all_paths if p.id == path]
+        base, _, branch = path.rpartition("/")
+        if not matches and base and "#" in branch:
+            # a scenario id of `agentprop run`: the path id plus the branch it covers
+            node, _, k = branch.partition("#")
+            matches = [p for p in all_paths if p.id == base and any(f"{s.node}#{s.branch}" == f"{node}#{k}" for s in p.steps)]
         if not matches:
             ids = list(dict.fromkeys(p.id for p in all_paths))
             close = difflib.get_close_matches(path, ids, n=1)
@@ -507,38 +530,39 @@ class Context:
 
     # -------------------------------------------------------------- evaluation
 
-    def assume_internal(self, expr: Expr, assumed: list[str]) -> Expr:
-        """``expr`` with comparisons over internal variables replaced by ``true``."""
-        if isinstance(expr, And):
-            return And(tuple(self.assume_internal(i, assumed) for i in expr.items))
-        if isinstance(expr, Or):
-            return Or(tuple(self.assume_internal(i, assumed) for i in expr.items))
-        if isinstance(expr, Not):
-            return Not(self.assume_internal(expr.item, assumed))
-        names = variables(expr)
-        if names and all(self.is_internal(n) for n in names):
-            assumed.append(str(expr))
-            return Literal(True)
-        return expr
+    def internal_default(self, name: str) -> Any:
+        """A value for an ``internal`` variable the assignment lacks: the first constant the
+        tree compares it with (the agent decides it; any consistent value will do)."""
+        for node in self.spec.decision_tree:
+            for br in node.branches:
+                if br.clause.expr is None:
+                    continue
+                for a in atoms(br.clause):
+                    if isinstance(a, Compare) and name in variables(a):
+                        for side in (a.right, a.left):
+                            if isinstance(side, Literal):
+                                return side.value
+                            if isinstance(side, Symbol):
+                                return side.name
+        return True
 
-    def fill(self, expr: Expr, env: dict[str, Any], filled: dict[str, Any]) -> None:
+    def fill(self, expr: Expr, env: dict[str, Any], filled: dict[str, Any], assumed: list[str] | None = None) -> None:
         for n in variables(expr):
             try:
                 lookup(env, n)
             except UnboundVariable:
                 if self.is_internal(n):
-                    raise _Stop(
-                        f"{n!r} is bound `internal` but is compared with a variable tests control; "
-                        "bind it to the world or the conversation instead"
-                    ) from None
-                env[n] = filled[n] = self.default(n)
+                    env[n] = filled[n] = self.internal_default(n)
+                    if assumed is not None:
+                        assumed.append(f"{n} = {env[n]!r}")
+                else:
+                    env[n] = filled[n] = self.default(n)
 
     def truth(self, expr: Expr, env: Mapping[str, Any]) -> bool:
-        """Evaluate ``expr`` (internal comparisons assumed true; defaults filled on a copy)."""
+        """Evaluate ``expr``, with missing variables at their defaults (on a copy)."""
         e = dict(env)
-        expr2 = self.assume_internal(expr, [])
-        self.fill(expr2, e, {})
-        return evaluate(expr2, e)
+        self.fill(expr, e, {})
+        return evaluate(expr, e)
 
     def choose(self, node_id: str, env: dict[str, Any], filled: dict[str, Any]) -> BranchChoice:
         """First-match-wins at ``node_id``; fills missing variables into ``env``/``filled``."""
@@ -548,10 +572,9 @@ class Context:
             clause = br.clause
             if clause.expr is None:
                 return self._choice(node_id, i, clause.source, br.next, assumed)
-            expr = self.assume_internal(clause.expr, assumed)
-            self.fill(expr, env, filled)
+            self.fill(clause.expr, env, filled, assumed)
             try:
-                ok = evaluate(expr, env)
+                ok = evaluate(clause.expr, env)
             except TypeError as exc:
                 raise _Stop(f"cannot evaluate `{clause.source}` at {node_id}: {exc}") from None
             if ok:
@@ -696,8 +719,8 @@ def _same(a: Any, b: Any) -> bool:
 
 def choose_branch(spec: Spec, bindings: Bindings, node: str, assignment: Mapping[str, Any]) -> BranchChoice:
     """The branch ``node`` takes for ``assignment``: its ``when`` clauses evaluated in order,
-    first match wins, comparisons over ``internal`` variables assumed to hold, and variables
-    the assignment lacks at their defaults."""
+    first match wins, with variables the assignment lacks at their defaults (see
+    :class:`BranchChoice` for ``internal`` ones)."""
     spec, bindings = check_spec_bindings(spec, bindings, "choose_branch")
     check_node(spec, node, "choose_branch", allow_none=False)
     assert node is not None
@@ -845,8 +868,7 @@ def _plan_worlds(spec: Spec, bindings: Bindings, path: object, max_steps: int, w
         except (Unsatisfiable, AgentPropError) as exc:
             reasons.append(f"{p.describe()}: {exc}")
             continue
-        assumed: list[str] = []
-        exprs = [ctx.assume_internal(c.as_expr(), assumed) for c in p.constraints()]
+        exprs = [c.as_expr() for c in p.constraints()]
         free: list[_Free] = []
         fixed: dict[str, str] = {}
         for name, var in bindings.variables.items():

@@ -159,13 +159,13 @@ def validate_protect(protect: object, *, argument: str = "protect") -> tuple[str
             f"{argument}={protect!r} must be a list of strings or compiled patterns, not a single "
             f"{type(protect).__name__}; wrap it: {argument}=[{protect!r}]"
         )
-    try:
-        items = tuple(protect)  # type: ignore[call-overload]
-    except TypeError:
+    if not isinstance(protect, Iterable):
         raise InvalidArgument(
             f"{argument}={protect!r} must be a list of strings or compiled patterns "
             f"(got {type(protect).__name__})"
-        ) from None
+        )
+    items: tuple[object, ...] = tuple(protect)
+    checked: list[str | re.Pattern[str]] = []
     for item in items:
         if isinstance(item, str):
             if not item:
@@ -183,7 +183,8 @@ def validate_protect(protect: object, *, argument: str = "protect") -> tuple[str
                 f"{argument} items must be strings or compiled regexes (re.compile(...)), "
                 f"got {type(item).__name__} {item!r}"
             )
-    return items
+        checked.append(item)
+    return tuple(checked)
 
 
 def find_slots(text: str, *, protect: Sequence[str | re.Pattern[str]] = ()) -> list[Slot]:

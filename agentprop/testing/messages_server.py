@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -401,7 +402,10 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that time out or hang up are normal in fault-injection tests: stay quiet.
-        return
+        # Anything else is a server bug: keep it where tests can see it (MessagesServer.errors).
+        exc = sys.exc_info()[1]
+        if exc is not None and not isinstance(exc, (ConnectionError, TimeoutError)):
+            self.owner._record_error(exc)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -542,7 +546,7 @@ class MessagesServer:
 
     @property
     def errors(self) -> list[BaseException]:
-        """Exceptions raised by scripted callables or the handler (a copy)."""
+        """Exceptions raised by scripted callables or the handler, or inside the server (a copy)."""
         with self._lock:
             return list(self._errors)
 
@@ -557,6 +561,10 @@ class MessagesServer:
         """The largest number of requests the server was answering at the same time."""
         with self._lock:
             return self._peak_in_flight
+
+    def _record_error(self, exc: BaseException) -> None:
+        with self._lock:
+            self._errors.append(exc)
 
     def enqueue(self, *replies: ReplyLike | Handler) -> None:
         """Append replies (or per-request callables) to the script."""
@@ -645,8 +653,9 @@ class MessagesServer:
                 404, message=f"MessagesServer only serves POST /v1/messages, not {method} {path}."
             )
         if method != "POST":
-            return error_reply(405, error_type="invalid_request_error",
-                               message=f"Use POST for /v1/messages, not {method}.")
+            return error_reply(
+                405, error_type="invalid_request_error", message=f"Use POST for /v1/messages, not {method}."
+            )
         if self._expected_api_key is not None:
             sent = headers.get("x-api-key")
             auth = headers.get("authorization", "")
@@ -690,8 +699,7 @@ class MessagesServer:
             try:
                 return _coerce_reply(entry(record.json))
             except Exception as exc:  # the script is user code: report, don't crash the server
-                with self._lock:
-                    self._errors.append(exc)
+                self._record_error(exc)
                 return error_reply(
                     500,
                     message=f"MessagesServer: the scripted handler raised {exc!r}",
