@@ -51,7 +51,7 @@ from agentprop.errors import (
 from agentprop._version import __version__
 
 
-def agent_settings(profile: str = "ci", **overrides: object) -> object:
+def agent_settings(profile: str | None = None, **overrides: object) -> object:
     """Hypothesis settings for tests that run an agent (see :mod:`agentprop.pytest_plugin`)."""
     from agentprop.pytest_plugin import agent_settings as _impl
 

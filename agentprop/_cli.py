@@ -15,11 +15,16 @@ from typing import TextIO
 
 from agentprop._version import __version__
 from agentprop._agents import load_agent, parse_faults
-from agentprop._project import load_project
+from agentprop._anthropic_agent import DEFAULT_API_CACHE_PATH, AnthropicAgent, default_cache_mode
+from agentprop._budget import Budget
+from agentprop._cache import CacheMode
+from agentprop._project import Project, load_project
+from agentprop._prompt import find_seed_artifacts
+from agentprop._report import RunReport
 from agentprop._run import RunSettings, arun_cases, render_table
 from agentprop._scenario import leaf_scenarios
 from agentprop._spec.load import lint_spec, resolve_spec_path
-from agentprop.errors import AgentPropError, InputError
+from agentprop.errors import AgentPropError, InputError, InvalidArgument
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -39,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an agent over the spec's cases and decide each case")
     run.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
-    run.add_argument("--agent", help="MODULE:ATTR of the agent (default: `agent:` in the bindings)")
+    run.add_argument("--agent", help="MODULE:ATTR of the agent, or `anthropic` for a model through the Messages API (default: `agent:` in the bindings)")
     run.add_argument("--fault", action="append", default=[], metavar="NAME=P", help="turn on a fault knob of the agent with probability P (repeatable)")
     run.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
     run.add_argument("--mode", choices=["sprt", "zero-failure", "fixed"], help="how each case is decided (default: sprt; zero-failure for high-risk specs)")
@@ -50,6 +55,20 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
     run.add_argument("--case", action="append", default=[], metavar="ID", help="only run cases whose id contains ID (repeatable)")
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
+    budget = run.add_argument_group("budget (one for the whole run; when it is spent, undecided cases are INCONCLUSIVE)")
+    budget.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
+    budget.add_argument("--budget-runs", type=int, metavar="N", help="start at most N agent runs in total (--max-runs is per case)")
+    model = run.add_argument_group("model agent (--agent anthropic)")
+    model.add_argument("--model", help="model name, e.g. claude-sonnet-4-6 (required with --agent anthropic)")
+    model.add_argument("--prompt", metavar="FILE", help="system prompt file (default: seed_prompt.txt next to the spec)")
+    model.add_argument("--tool-descriptions", metavar="FILE", help="YAML of tool name -> description (default: seed_tool_descriptions.yaml next to the spec)")
+    model.add_argument("--base-url", metavar="URL", help="Messages API endpoint (default: ANTHROPIC_BASE_URL, else Anthropic's); the key comes from ANTHROPIC_API_KEY")
+    model.add_argument("--temperature", type=float, help="sampling temperature (default: the API's)")
+    model.add_argument("--max-tokens", type=int, help="most output tokens per model call (default 1024)")
+    model.add_argument("--max-steps", type=int, help="most model calls per turn (default 10)")
+    model.add_argument("--timeout", type=float, help="seconds for one HTTP attempt (default 120)")
+    model.add_argument("--cache", metavar="PATH", help="API cache file (default .agentprop/api-cache.sqlite; `none` for no cache)")
+    model.add_argument("--cache-mode", choices=[m.value for m in CacheMode], help="off, read, write, read-write or replay-only (default: replay-only when CI is set, else read-write)")
     return p
 
 
@@ -85,6 +104,50 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_FAIL if errors else EXIT_OK
 
 
+_MODEL_OPTIONS = ("model", "prompt", "tool_descriptions", "base_url", "temperature", "max_tokens", "max_steps", "timeout", "cache", "cache_mode")
+
+
+def _anthropic_agent(args: argparse.Namespace, project: Project, out: TextIO) -> AnthropicAgent:
+    if args.fault:
+        raise InputError("--fault applies to Python agents with fault knobs, not to --agent anthropic", fix="drop --fault")
+    if not args.model:
+        raise InputError(
+            "--agent anthropic needs --model",
+            expected="--model MODEL, e.g. --model claude-sonnet-4-6",
+            fix="name the model to call with --model",
+        )
+    seed_prompt, seed_tools = find_seed_artifacts(project.spec_path.parent)
+    prompt = Path(args.prompt) if args.prompt else seed_prompt
+    tools = Path(args.tool_descriptions) if args.tool_descriptions else seed_tools
+    mode = CacheMode.parse(args.cache_mode) if args.cache_mode else default_cache_mode()
+    cache: Path | bool = False if (args.cache or "").lower() == "none" else Path(args.cache or DEFAULT_API_CACHE_PATH)
+    max_tokens = 1024 if args.max_tokens is None else args.max_tokens
+    max_steps = 10 if args.max_steps is None else args.max_steps
+    timeout = 120.0 if args.timeout is None else args.timeout
+    try:
+        agent = AnthropicAgent.from_files(
+            args.model,
+            prompt,
+            tools,
+            temperature=args.temperature,
+            max_tokens=max_tokens,
+            max_steps=max_steps,
+            timeout=timeout,
+            base_url=args.base_url,
+            cache=cache,
+            cache_mode=mode,
+        )
+    except InvalidArgument as exc:
+        raise InputError(str(exc), fix="correct the option's value") from None
+    agent.check_spec(project.spec)
+    print(
+        f"model {args.model}; prompt {prompt or '(written from the spec)'}; tool descriptions {tools or '(the spec)'}; "
+        f"cache {cache if cache is not False else 'off'} ({mode.value if cache is not False else 'off'})",
+        file=out,
+    )
+    return agent
+
+
 def _run(args: argparse.Namespace, out: TextIO) -> int:
     project = load_project(args.spec, bindings=args.bindings)
     ref = args.agent or project.bindings.agent
@@ -94,8 +157,23 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             expected="--agent MODULE:ATTR, or `agent: MODULE:ATTR` in the bindings file",
             fix="pass --agent, e.g. --agent examples/supportops/agent.py's class as --agent agent:SupportOpsAgent",
         )
-    base = project.base_dir if not args.agent else Path.cwd()
-    agent = load_agent(ref, base if (base / (ref.split(':')[0].replace('.', '/') + '.py')).is_file() else project.base_dir, parse_faults(args.fault))
+    model_agent: AnthropicAgent | None = None
+    if ref == "anthropic":
+        model_agent = _anthropic_agent(args, project, out)
+        agent = model_agent.loaded()
+    else:
+        given = [f"--{name.replace('_', '-')}" for name in _MODEL_OPTIONS if getattr(args, name) is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} only apply to --agent anthropic", fix="drop them, or pass --agent anthropic")
+        base = project.base_dir if not args.agent else Path.cwd()
+        agent = load_agent(ref, base if (base / (ref.split(':')[0].replace('.', '/') + '.py')).is_file() else project.base_dir, parse_faults(args.fault))
+    for name in ("budget_runs", "max_usd"):
+        value = getattr(args, name)
+        if value is not None and value < 0:
+            raise InputError(f"--{name.replace('_', '-')} {value} must be >= 0", fix="use 0 or more")
+    budget = Budget(max_runs=args.budget_runs, max_usd=args.max_usd)
+    if model_agent is not None:
+        model_agent.budget = budget
     scenarios, problems = leaf_scenarios(project.spec, project.bindings)
     if args.case:
         scenarios = [s for s in scenarios if any(c in s.id for c in args.case)]
@@ -106,13 +184,36 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     settings = RunSettings(mode=args.mode, runs=args.runs, tau=args.tau, max_runs=args.max_runs, seed=args.seed, concurrency=args.concurrency)
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""), file=out)
-    report = asyncio.run(arun_cases(project, agent, scenarios, settings, problems=problems))
+
+    async def run_all() -> RunReport:
+        try:
+            return await arun_cases(project, agent, scenarios, settings, problems=problems, budget=budget)
+        finally:
+            if model_agent is not None:
+                await model_agent.aclose()
+
+    report = asyncio.run(run_all())
+    snapshot = budget.snapshot()
+    report.metrics.extra["budget"] = snapshot.model_dump()
+    if model_agent is not None:
+        report.metrics.extra["model"] = {**model_agent.stats(), "cache": model_agent.cache.stats.as_dict()}
     print(render_table(report), file=out)
+    if model_agent is not None:
+        stats = model_agent.stats()
+        print(
+            f"model calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, {stats['live_calls']} to the API, "
+            f"{stats['retries']['retries']} retries); spent ${snapshot.usd:.4f}, saved ${snapshot.usd_saved:.4f} by replays",
+            file=out,
+        )
+    if snapshot.exhausted and snapshot.refused_runs:
+        print(f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} case(s) INCONCLUSIVE", file=out)
     for pr in problems:
         print(f"note: unrealisable path: {pr}", file=out)
     if args.json_path:
         Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
         print(f"report written to {args.json_path}", file=out)
+    if model_agent is not None and model_agent.missing_key_error is not None:
+        raise model_agent.missing_key_error
     branches = report.metrics.extra["coverage"]["branches"]
     if not branches["met"] and not args.case:
         print(

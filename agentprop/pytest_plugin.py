@@ -14,13 +14,18 @@ Options (all prefixed ``--agentprop-``):
 ``--agentprop-max-runs N`` / ``--agentprop-max-usd X``
     one budget for the whole session; when it is spent, undecided checks are INCONCLUSIVE
     (never a pass).
+``--agentprop-cache-mode off|read|write|read-write|replay-only``
+    how model-backed agents (:class:`agentprop.AnthropicAgent`) use the API cache when they do
+    not choose a mode (default: ``replay-only`` when ``CI`` is set, else ``read-write``).
 ``--agentprop-agent MODULE:ATTR`` / ``--agentprop-spec PATH``
     what the ``agentprop_agent`` and ``agentprop_project`` fixtures load (also settable as
     ini options ``agentprop_agent`` and ``agentprop_spec``).
 
 Marker: ``@pytest.mark.agentprop(tau=0.9, n=50, risk="high", mode="sprt", max_runs=100)``
 sets the oracle for the checks inside one test. Fixtures: ``agentprop_agent``,
-``agentprop_project``, ``agentprop_world``, ``agentprop_budget``, ``agentprop_memo``.
+``agentprop_project``, ``agentprop_world``, ``agentprop_budget``, ``agentprop_memo``, and
+``messages_server``: a running :class:`agentprop.testing.MessagesServer` on loopback (script it
+with ``enqueue`` / ``set_handler``; point an agent at ``messages_server.base_url``).
 
 The Hypothesis profiles ``agentprop-smoke``, ``agentprop-ci`` and ``agentprop-release`` are
 registered (``deadline=None``, explain phase off, few examples, database on); use
@@ -38,6 +43,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 from agentprop._agents import LoadedAgent, load_agent
+from agentprop._anthropic_agent import set_default_cache_mode
 from agentprop._budget import Budget
 from agentprop._check import (
     clear_recorded_results,
@@ -69,9 +75,14 @@ for _name, _p in PROFILES.items():
     )
 
 
-def agent_settings(profile: str = "ci", **overrides: Any) -> settings:
+_active_profile = "ci"
+
+
+def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
     """Hypothesis settings for a test that runs an agent: no deadline, no explain phase, few
-    examples, database on. ``overrides`` pass through to :class:`hypothesis.settings`."""
+    examples, database on. ``profile`` defaults to the session's ``--agentprop-profile``
+    (``ci``); ``overrides`` pass through to :class:`hypothesis.settings`."""
+    profile = profile or _active_profile
     if profile not in PROFILES:
         raise InputError(f"unknown agentprop profile {profile!r}", fix=f"use one of {', '.join(PROFILES)}")
     return settings(settings.get_profile(f"agentprop-{profile}"), **overrides)
@@ -85,6 +96,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--agentprop-memo", default=None, help="memo file for trials (default .agentprop/trials.sqlite; 'none' for memory only)")
     group.addoption("--agentprop-max-runs", type=int, default=None, help="session budget: most agent runs")
     group.addoption("--agentprop-max-usd", type=float, default=None, help="session budget: most dollars")
+    group.addoption(
+        "--agentprop-cache-mode",
+        choices=["off", "read", "write", "read-write", "replay-only"],
+        default=None,
+        help="API cache mode of model-backed agents (default: replay-only when CI is set, else read-write)",
+    )
     group.addoption("--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture")
     group.addoption("--agentprop-spec", default=None, help="spec (directory) loaded by the agentprop_project fixture")
     parser.addini("agentprop_agent", "MODULE:ATTR loaded by the agentprop_agent fixture", default="")
@@ -117,6 +134,9 @@ def pytest_configure(config: pytest.Config) -> None:
     max_usd = _opt(config, "--agentprop-max-usd")
     budget = Budget(max_runs=max_runs, max_usd=max_usd) if (max_runs or max_usd) else Budget()
     set_session_budget(budget)
+    set_default_cache_mode(_opt(config, "--agentprop-cache-mode"))
+    global _active_profile
+    _active_profile = _opt(config, "--agentprop-profile") or "ci"
     config._agentprop_state = {"memo": memo, "budget": budget, "profile": _opt(config, "--agentprop-profile") or "ci", "seed": seed}  # type: ignore[attr-defined]
     clear_recorded_results()
 
@@ -207,6 +227,16 @@ def agentprop_world(agentprop_project: Project) -> Callable[..., World]:
         return make_world(agentprop_project.spec, agentprop_project.bindings, scenario, seed=stable_seed("world", scenario_id or "", seed))
 
     return make
+
+
+@pytest.fixture
+def messages_server() -> Iterator[Any]:
+    """A running :class:`agentprop.testing.MessagesServer` on 127.0.0.1 with an empty script
+    (stopped after the test). Script it with ``enqueue(...)`` / ``set_handler(...)``."""
+    from agentprop.testing import MessagesServer
+
+    with MessagesServer() as server:
+        yield server
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

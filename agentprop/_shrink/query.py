@@ -1,44 +1,53 @@
 """The per-query decision of the statistical shrinker: "does this candidate still fail?".
 
-A *query* asks whether a candidate input still shows the failure being shrunk. The oracle is
+A *query* asks whether a candidate input still shows the failure being shrunk. The test is
 noisy, so a query is a small sequential test over runs of the candidate, each with its own
-trial index. The module keeps, for every candidate it has ever run, a ledger entry (runs,
-matching failures, failures with another signature, decided verdict), and answers a query in
-one of three ways: ``REPRODUCES``, ``DOES_NOT_REPRODUCE`` or ``UNDECIDED`` (stopped at a
-provisional cap or at the end of the budget).
+trial index (trial ``k`` of a candidate is always the same run, so memoised agent runs stay
+valid). The :class:`QueryEngine` keeps a ledger entry for every candidate it has run (runs,
+matching failures, failures with another signature, decided verdict) and answers each query
+with ``REPRODUCES``, ``DOES_NOT_REPRODUCE`` or ``UNDECIDED`` (stopped at a partial look, or
+at the end of the budget).
 
 Two regimes, chosen by the background false-failure rate ``eps`` the caller states:
 
-* **Specific signature** (``eps == 0``): a run that fails with the calibrated signature cannot
-  happen on a candidate that does not reproduce, so one matching failure proves "still fails"
-  and the query stops at once. "Does not reproduce" is declared after ``n`` clean runs, where
-  ``n`` is the smallest number with ``E[(1 - q)^n] <= miss_error`` under the Beta posterior of
-  the reproduction rate ``q`` pooled over every candidate known to reproduce (the original's
-  calibration runs included). With a known ``q`` this is the familiar ``(1 - q)^n <= error``
-  (10 runs at ``q = 0.5`` and error 0.001); the posterior expectation makes the rule honest
-  when ``q`` is only estimated from a handful of runs, which matters most for rare failures.
+* **Specific signature** (``eps == 0``): a run failing with the calibrated signature cannot
+  happen on a candidate that does not reproduce, so one matching failure proves "still
+  fails" and the query stops at once. "Does not reproduce" needs ``n`` clean runs, the
+  smallest ``n`` with ``E[(1 - q)^n] <= miss_error`` under the posterior of the reproduction
+  rate ``q``. For a known ``q`` that is ``(1 - q)^n <= miss_error`` (10 runs at ``q = 0.5``
+  and 0.001); the expectation over the posterior makes the rule honest while ``q`` is only
+  known from a handful of runs, which matters most for rare failures.
 * **Background noise** (``eps > 0``): a matching failure can also happen by chance, so each
-  query is Wald's SPRT of ``H0: rate = eps`` against ``H1: rate = q1``, with ``q1`` a lower
-  posterior quantile of the pooled reproduction rate and error rates ``false_reproduce_error``
-  (accepting a candidate that does not reproduce) and ``miss_error`` (rejecting one that
-  does). Queries that reach the truncation point without a decision count as "does not
-  reproduce": the shrinker never keeps a candidate it has not confirmed.
+  query is Wald's SPRT of ``H0: rate = eps`` against ``H1: rate = q1`` (``q1`` a lower
+  quantile of the rate posterior) with error rates ``false_reproduce_error`` and
+  ``miss_error``. A query that reaches its truncation point undecided counts as "does not
+  reproduce": the shrinker never moves to a candidate it has not confirmed.
 
-Monotonicity (on by default, the same assumption delta debugging makes): if a candidate
-reproduces, so does every candidate that contains it. Under that assumption the ledger
-answers many queries without running anything: a candidate containing a confirmed reproducer
-reproduces; a candidate contained in a candidate already decided "does not reproduce" does
-not; and, in the specific-signature regime, clean runs of any not-yet-live candidate that
-contains the queried one count as evidence against it (if the smaller one reproduced, the
-bigger one would too). The last rule is what lets the search spend a few *provisional* runs
-on a query, move on, and top the evidence up later once the pooled rate is better known.
+**The rate posterior.** ``q`` is learnt from the original's runs and from every candidate
+known to reproduce, under a cautious ``Beta(1, 3)`` prior. "Known to reproduce" must not be
+decided by the candidate's own luck alone: a query stops at its first failure, so pooling
+only the candidates that failed quickly (and leaving out reproducing candidates that
+happened to stay clean for a while) overestimates ``q``, which shortens later queries and
+compounds. Under monotonicity every candidate *containing* a confirmed reproducer reproduces
+too, so those clean streaks are pooled as well; the search resolves such misses before it
+takes any expensive "does not reproduce" decision (see :mod:`agentprop._shrink.search`).
+The prior keeps a few lucky first-run failures from talking the shrinker into short queries.
+
+**Monotonicity** (on by default; the assumption delta debugging makes too): if a candidate
+reproduces, so does every candidate containing it. The ledger then answers many queries
+without running anything: a candidate containing a confirmed reproducer reproduces; one
+contained in a candidate decided "does not reproduce" does not; and, with a specific
+signature, clean runs of any candidate that contains the queried one (and is not known to
+reproduce) count as evidence against it -- if the smaller one reproduced, the bigger one
+would have failed at rate ``q`` too. That rule lets the search spend a few runs on a first
+look, move on, and top the evidence up later instead of starting again.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -51,8 +60,8 @@ __all__ = [
     "QueryEngine",
     "QueryRecord",
     "RateEstimate",
-    "Verdict",
     "RatePosterior",
+    "Verdict",
     "wilson_interval",
 ]
 
@@ -89,7 +98,7 @@ class Verdict(str, Enum):
 
 
 def wilson_interval(failures: int, runs: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (default 95%).
+    """Wilson score interval for a binomial proportion (95% by default).
 
     Returns ``(0.0, 1.0)`` when there are no runs.
     """
@@ -129,50 +138,21 @@ class RateEstimate:
         return f"{self.failures}/{self.runs} = {self.rate:.2f} (95% CI {low:.2f}-{high:.2f})"
 
 
-# --------------------------------------------------------------------------------------------
-# Small statistics needed by the queries (kept local: the shrinker must not depend on the
-# oracle's statistics module, which sits on another floor).
-
-
 class RatePosterior:
-    """Posterior of the reproduction rate ``q`` (flat prior, computed on a grid).
+    """Posterior of a reproduction rate ``q`` from ``failures`` out of ``runs``, on a grid.
 
-    The data must not be chosen by their own outcomes, or the estimate is biased: a query
-    stops at its first matching failure, so a reproducing candidate that fails quickly becomes
-    "known to reproduce" while one that happened to stay clean does not, and pooling the known
-    ones would overestimate ``q`` (and so make queries too short). Two kinds of data are used:
-
-    * ``binomial``: ``(failures, runs)`` of the original input, which is taken to reproduce
-      before any of its runs are seen, so any stopping rule is fine;
-    * ``truncated``: for each other candidate that proved itself by a matching failure,
-      ``(clean, window)``: the failure came after ``clean`` clean runs of a query that would
-      have stopped after ``window`` runs. Its likelihood *conditional on failing within the
-      window* is ``q (1 - q)^clean / (1 - (1 - q)^window)``, which is exactly the selection.
-
-    Candidates that never failed carry no information about ``q`` under this conditioning
-    and are left out.
+    The prior is ``Beta(a, b)``; the grid (1000 midpoints) keeps the tail near ``q = 0``,
+    which dominates ``E[(1 - q)^n]``, accurate without special functions.
     """
 
     _Q = (np.arange(1, 1001) - 0.5) / 1000.0
 
-    def __init__(
-        self,
-        binomial: tuple[int, int],
-        truncated: Sequence[tuple[int, int]] = (),
-        prior: tuple[float, float] = (1.0, 1.0),
-    ) -> None:
-        q = self._Q
-        log_q, log_1q = np.log(q), np.log1p(-q)
-        failures, runs = binomial
-        a0, b0 = prior
-        total = (failures + a0 - 1.0) * log_q + (runs - failures + b0 - 1.0) * log_1q
-        for (clean, window), count in Counter(truncated).items():
-            term = log_q + clean * log_1q
-            if window < 10_000:
-                term = term - np.log(-np.expm1(window * log_1q))
-            total = total + count * term
-        total = total - total.max()
-        weights = np.exp(total)
+    def __init__(self, failures: int, runs: int, prior: tuple[float, float] = (1.0, 3.0)) -> None:
+        a, b = prior
+        log_post = (failures + a - 1.0) * np.log(self._Q) + (runs - failures + b - 1.0) * np.log1p(
+            -self._Q
+        )
+        weights = np.exp(log_post - log_post.max())
         self.weights: np.ndarray = weights / weights.sum()
 
     @property
@@ -188,7 +168,7 @@ class RatePosterior:
         return float(np.dot(self.weights, (1.0 - self._Q) ** runs))
 
     def runs_to_rule_out(self, error: float, limit: int) -> int:
-        """Smallest ``n <= limit`` with ``E[(1 - q)^n] <= error`` (``limit`` if none)."""
+        """Smallest ``n <= limit`` with ``E[(1 - q)^n] <= error`` (``limit`` if there is none)."""
         if self.miss_probability(limit) > error:
             return limit
         low, high = 0, limit
@@ -201,17 +181,16 @@ class RatePosterior:
         return high
 
 
-# --------------------------------------------------------------------------------------------
-# The ledger and the engine.
-
-
 @dataclass(frozen=True)
 class QueryRecord:
     """One line of the shrinker's per-query log.
 
-    ``source`` is ``"ran"`` when the query spent runs, ``"memo"`` when the candidate already
-    had a verdict, ``"inferred"`` when monotonicity or earlier evidence decided it for free,
-    and ``"calibration"`` for the runs of the original input.
+    ``source`` says how the verdict was reached: ``"ran"`` (the query spent runs),
+    ``"memo"`` (the candidate already had a verdict), ``"inferred"`` (monotonicity or evidence
+    gathered earlier decided it for free), ``"deferred"`` (a partial look whose evidence was
+    already in hand), ``"calibration"`` (runs of the original) or ``"given"`` (evidence about
+    the original passed in by the caller). ``clean_evidence`` and ``runs_needed`` are the clean
+    runs counted against the candidate and the count that rules it out (specific signature).
     """
 
     index: int
@@ -235,7 +214,6 @@ class _Entry:
     failures: int = 0
     other: int = 0
     verdict: Verdict | None = None
-    proof: tuple[int, int] | None = None  # (clean runs before the failure, window) of its ask
 
 
 Oracle = Callable[[int, int], Outcome]
@@ -247,8 +225,8 @@ class QueryEngine:
     """Answers queries about candidates (integer bit masks of kept leaves) within a budget.
 
     The engine owns the run budget (it never starts a run the budget cannot pay for), the
-    ledger of every candidate it ran, the pooled posterior of the reproduction rate and the
-    per-query log. It knows nothing about what the masks mean; the search builds them.
+    ledger of every candidate it ran, the rate posterior and the per-query log. It knows
+    nothing about what the masks mean; the search builds them.
     """
 
     oracle: Oracle
@@ -268,55 +246,55 @@ class QueryEngine:
     other_signatures: Counter[Hashable] = field(default_factory=Counter)
     _ledger: dict[int, _Entry] = field(default_factory=dict)
     _original: int | None = None
-    _posterior_cache: dict[tuple[tuple[int, int], tuple[tuple[int, int], ...]], RatePosterior] = (
-        field(default_factory=dict)
-    )
+    _posteriors: dict[tuple[int, int], RatePosterior] = field(default_factory=dict)
 
     # -- the reproduction rate ---------------------------------------------------------------
 
-    def rate_posterior(self) -> RatePosterior:
-        """Posterior of the reproduction rate given the runs so far (see :class:`RatePosterior`)."""
+    def rate_counts(self) -> tuple[int, int]:
+        """``(failures, runs)`` pooled over the original and (specific signature) every
+        candidate known to reproduce."""
         failures = runs = 0
-        truncated: list[tuple[int, int]] = []
+        pool_live = self.background_rate == 0.0
         for mask, entry in self._ledger.items():
-            if mask == self._original or (
-                self.background_rate == 0.0 and entry.verdict is Verdict.REPRODUCES
-            ):
+            if mask == self._original or (pool_live and entry.verdict is Verdict.REPRODUCES):
                 failures += entry.failures
                 runs += entry.runs
-        key = ((failures, runs), tuple(truncated))
-        found = self._posterior_cache.get(key)
+        return failures, runs
+
+    def rate_posterior(self) -> RatePosterior:
+        """Posterior of the reproduction rate given the runs so far."""
+        key = self.rate_counts()
+        found = self._posteriors.get(key)
         if found is None:
-            if len(self._posterior_cache) > 10_000:
-                self._posterior_cache.clear()
-            found = RatePosterior((failures, runs), truncated, self.prior)
-            self._posterior_cache[key] = found
+            found = RatePosterior(*key, prior=self.prior)
+            self._posteriors[key] = found
         return found
 
     def runs_needed(self) -> int:
-        """Clean runs that rule a candidate out at ``miss_error`` (specific-signature regime)."""
+        """Clean runs that rule a candidate out at ``miss_error`` (specific signature)."""
         return self.rate_posterior().runs_to_rule_out(self.miss_error, limit=self.budget + 1)
 
     def provisional_cap(self) -> int:
-        """A first look: clean runs after which a reproducing candidate would have failed with
-        probability ``1 - provisional_miss`` at a cautious (lower-quantile) rate. Its clean
-        runs are not wasted: they count towards the full rule-out later."""
+        """Clean runs of a first look: a reproducing candidate fails within them with
+        probability ``1 - provisional_miss`` at a cautious (lower-quantile) rate. They are not
+        wasted when it does not: they count towards the full rule-out later."""
         q = self.rate_posterior().quantile(self.provisional_quantile)
         return max(1, math.ceil(math.log(self.provisional_miss) / math.log1p(-q)))
 
     def look_cap(self, look: int) -> int:
-        """Clean runs of evidence a query at ``look`` stops at (before the full rule-out)."""
+        """Clean runs of evidence at which a query at ``look`` stops: the first look's cap,
+        doubled per look."""
         return self.provisional_cap() * 2**look
 
     def look_is_final(self, look: int) -> bool:
-        """Whether a query at ``look`` already runs to the full rule-out count."""
-        return self.look_cap(look) >= self.runs_needed()
+        """Whether a query at ``look`` already runs to a decision."""
+        return self.background_rate > 0.0 or self.look_cap(look) >= self.runs_needed()
 
     def planning_rate(self) -> float:
-        """The alternative ``q1`` of the per-query SPRT (background-noise regime)."""
+        """The alternative ``q1`` of the per-query SPRT (background noise)."""
         return self.rate_posterior().quantile(self.planning_quantile)
 
-    # -- ledger helpers ----------------------------------------------------------------------
+    # -- the ledger --------------------------------------------------------------------------
 
     def entry(self, mask: int) -> _Entry:
         found = self._ledger.get(mask)
@@ -326,22 +304,26 @@ class QueryEngine:
         return found
 
     def runs_of(self, mask: int) -> int:
-        """Runs already spent on ``mask`` (its next fresh trial index)."""
+        """Runs already spent on ``mask`` (so its next fresh trial index)."""
         found = self._ledger.get(mask)
         return found.runs if found is not None else 0
+
+    def failures_of(self, mask: int) -> int:
+        found = self._ledger.get(mask)
+        return found.failures if found is not None else 0
 
     def verdict_of(self, mask: int) -> Verdict | None:
         found = self._ledger.get(mask)
         return found.verdict if found is not None else None
 
     def _mark_live(self, mask: int) -> None:
-        """Record that ``mask`` reproduces; under monotonicity so does everything containing it
-        (clean streaks on those were misses)."""
+        """``mask`` reproduces; under monotonicity so does everything containing it (clean
+        streaks on those were misses, and now join the rate pool)."""
         self.entry(mask).verdict = Verdict.REPRODUCES
         if not self.monotone:
             return
         for other_mask, other in self._ledger.items():
-            if other_mask != mask and other_mask & mask == mask:
+            if other_mask & mask == mask:
                 other.verdict = Verdict.REPRODUCES
 
     def _implied(self, mask: int) -> Verdict | None:
@@ -355,10 +337,9 @@ class QueryEngine:
         return None
 
     def _clean_evidence(self, mask: int) -> int:
-        """Clean runs that speak against ``mask`` reproducing (specific-signature regime)."""
+        """Clean runs that speak against ``mask`` reproducing (specific signature)."""
         if not self.monotone:
-            entry = self._ledger.get(mask)
-            return entry.runs if entry is not None else 0
+            return self.runs_of(mask)
         total = 0
         for other_mask, other in self._ledger.items():
             if (
@@ -372,16 +353,16 @@ class QueryEngine:
     # -- running -----------------------------------------------------------------------------
 
     def _run_once(self, mask: int) -> Outcome | None:
+        """One run of ``mask`` at its next trial index, or None when the budget is spent."""
         if self.spent >= self.budget:
             self.exhausted = True
             return None
         entry = self.entry(mask)
-        trial = entry.runs
-        outcome = self.oracle(mask, trial)
+        outcome = self.oracle(mask, entry.runs)
         if not isinstance(outcome, Outcome):
             raise InvalidArgument(
                 f"The shrinker's run function returned {outcome!r}; it must return an "
-                "agentprop Outcome (Outcome.passed() or Outcome.failure(signature))."
+                "Outcome: Outcome.passed() or Outcome.failure(signature)."
             )
         self.spent += 1
         entry.runs += 1
@@ -397,30 +378,29 @@ class QueryEngine:
 
     def calibrate(self, mask: int, *, min_failures: int, min_runs: int, max_runs: int) -> None:
         """Run the original until it has ``min_failures`` matching failures and ``min_runs``
-        runs (at most ``max_runs`` runs in all); the first failure fixes the signature when
-        none was given. The original is treated as the starting reproducer."""
+        runs (``max_runs`` runs at most, counting earlier ones). The first failure fixes the
+        signature when none was given. A matching failure makes it the starting reproducer."""
         self._original = mask
         entry = self.entry(mask)
-        before_runs, before_fail, before_other = entry.runs, entry.failures, entry.other
+        runs0, failures0, other0 = entry.runs, entry.failures, entry.other
         while entry.runs < max_runs and (entry.failures < min_failures or entry.runs < min_runs):
             if self._run_once(mask) is None:
                 break
-        self._record(
-            "calibration", None, (), mask, entry.runs - before_runs, entry.failures - before_fail,
-            entry.other - before_other, Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED,
-            "calibration",
-        )
+        verdict = Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED
+        self._record("calibration", None, (), mask, entry.runs - runs0, entry.failures - failures0,
+                     entry.other - other0, verdict, "calibration")
         if entry.failures:
             self._mark_live(mask)
 
     def seed(self, mask: int, *, runs: int, failures: int) -> None:
-        """Record evidence about the original gathered elsewhere (trial indices ``0..runs-1``)."""
+        """Take evidence about the original gathered elsewhere (it used trial indices
+        ``0..runs-1``; later runs continue from ``runs``)."""
         self._original = mask
         entry = self.entry(mask)
         entry.runs += runs
         entry.failures += failures
-        self._record("calibration", None, (), mask, 0, 0, 0,
-                     Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED, "given")
+        verdict = Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED
+        self._record("calibration", None, (), mask, 0, 0, 0, verdict, "given")
         if entry.failures:
             self._mark_live(mask)
 
@@ -467,10 +447,10 @@ class QueryEngine:
     ) -> Verdict:
         """Does ``mask`` still fail with the calibrated signature?
 
-        ``look=k`` (specific-signature regime only) stops after ``provisional_cap() * 2**k``
-        clean runs of evidence, answering ``UNDECIDED`` unless that evidence already suffices
-        to rule the candidate out; ``look=None`` runs until a decision or the end of the budget.
-        In the background-noise regime every query runs its SPRT to a decision.
+        ``look=k`` (specific signature only) stops once there are ``look_cap(k)`` clean runs
+        of evidence, answering ``UNDECIDED`` unless that already rules the candidate out;
+        ``look=None`` runs to a decision or to the end of the budget. With background noise
+        every query runs its SPRT to a decision.
         """
         entry = self._ledger.get(mask)
         if entry is not None and entry.verdict is not None:
@@ -496,11 +476,9 @@ class QueryEngine:
         target = need if look is None else min(need, self.look_cap(look))
         entry = self.entry(mask)
         runs0, other0 = entry.runs, entry.other
-        window = target - evidence
         reproduced = False
         while evidence < target:
-            outcome = self._run_once(mask)
-            if outcome is None:
+            if self._run_once(mask) is None:
                 break
             if entry.failures:
                 reproduced = True
@@ -508,15 +486,16 @@ class QueryEngine:
             evidence += 1
         spent = entry.runs - runs0
         if reproduced:
-            entry.proof = (spent - 1, window)
             self._mark_live(mask)
             verdict = Verdict.REPRODUCES
         elif evidence >= need:
-            entry.verdict = Verdict.DOES_NOT_REPRODUCE
-            verdict = Verdict.DOES_NOT_REPRODUCE
+            entry.verdict = verdict = Verdict.DOES_NOT_REPRODUCE
         else:
             verdict = Verdict.UNDECIDED
-        source = "ran" if spent else ("inferred" if verdict is not Verdict.UNDECIDED else "deferred")
+        if spent:
+            source = "ran"
+        else:
+            source = "deferred" if verdict is Verdict.UNDECIDED else "inferred"
         self._record(phase, depth, removed, mask, spent, int(reproduced), entry.other - other0,
                      verdict, source, clean_evidence=evidence, runs_needed=need)
         return verdict
@@ -524,9 +503,7 @@ class QueryEngine:
     def sprt_plan(self) -> tuple[float, float, float, float, int]:
         """``(llr_fail, llr_pass, upper, lower, truncation)`` of the per-query SPRT."""
         eps = self.background_rate
-        q1 = self.planning_rate()
-        if q1 <= eps * 1.5:
-            q1 = eps * 1.5
+        q1 = max(self.planning_rate(), 1.5 * eps)
         llr_fail = math.log(q1 / eps)
         llr_pass = math.log1p(-q1) - math.log1p(-eps)
         alpha, beta = self.false_reproduce_error, self.miss_error
@@ -542,7 +519,7 @@ class QueryEngine:
     ) -> Verdict:
         llr_fail, llr_pass, upper, lower, truncation = self.sprt_plan()
         entry = self.entry(mask)
-        runs0, fail0, other0 = entry.runs, entry.failures, entry.other
+        runs0, failures0, other0 = entry.runs, entry.failures, entry.other
 
         def llr() -> float:
             return entry.failures * llr_fail + (entry.runs - entry.failures) * llr_pass
@@ -555,10 +532,11 @@ class QueryEngine:
             self._mark_live(mask)
             verdict = Verdict.REPRODUCES
         elif value <= lower or entry.runs >= truncation:
-            entry.verdict = Verdict.DOES_NOT_REPRODUCE
-            verdict = Verdict.DOES_NOT_REPRODUCE
+            entry.verdict = verdict = Verdict.DOES_NOT_REPRODUCE
         else:
             verdict = Verdict.UNDECIDED
-        self._record(phase, depth, removed, mask, entry.runs - runs0, entry.failures - fail0,
-                     entry.other - other0, verdict, "ran" if entry.runs > runs0 else "deferred")
+        spent = entry.runs - runs0
+        self._record(phase, depth, removed, mask, spent, entry.failures - failures0,
+                     entry.other - other0, verdict, "ran" if spent else "deferred",
+                     runs_needed=truncation)
         return verdict

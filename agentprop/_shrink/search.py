@@ -2,36 +2,39 @@
 
 An input is a forest of :class:`Unit` objects (for a conversation: turns -> clauses ->
 tokens). A candidate is the original forest with some subtrees removed; internally it is an
-integer bit mask over the forest's leaves, so that memoisation and the monotonicity rules of
+integer bit mask over the forest's leaves, so memoisation and the monotonicity rules of
 :mod:`agentprop._shrink.query` are cheap set operations. A unit with children exists exactly
-as long as one of its leaves does, and a protected unit (or any unit that holds a protected
-leaf) is never removed.
+as long as one of its leaves does. A protected unit, and any unit holding a protected one,
+is never removed.
 
 The search, in order:
 
-1. **Calibration**: run the original until it fails with a signature (or take the caller's
-   evidence, e.g. the runs the oracle used to decide that the input fails).
-2. **Explore**, level by level from the top (turns, then clauses, then tokens): on a large
-   level, first try removing chunks (halves, quarters, ... of the level's units), then try
-   every unit on its own. Every query here is *provisional*: a few runs, enough to catch a
-   candidate that reproduces at the pooled rate with probability ``1 - provisional_miss``.
-   A unit whose removal is not confirmed stays, for now.
-3. **Confirm**: sweep the levels again, one unit at a time, with full queries. The clean runs
-   of the exploration still count (under monotonicity, a clean run of a bigger candidate
-   without the unit is evidence against the smaller one), so a unit the exploration already
-   looked at only needs topping up; by now the pooled rate has been learnt from every
-   removal that worked, so "enough clean runs" is judged with far better knowledge of the
-   rate than the original's few calibration runs gave. Sweeps repeat until nothing changes.
+1. **Calibrate**: run the original until it fails with a signature, or take the caller's
+   evidence (for example the runs the oracle used to decide that the input fails).
+2. **Explore**, level by level from the top (turns, then clauses, then tokens): on a level
+   with more than ``small_level`` removable units, first try removing chunks (halves,
+   quarters, ... of the level), then try every unit on its own. Each query is a *first
+   look*: a few runs, enough to catch a candidate that reproduces with probability
+   ``1 - provisional_miss`` at a cautious rate. A unit whose removal is not confirmed stays
+   for now.
+3. **Confirm**: sweep all levels again, one unit at a time, with looks that double in length
+   until they reach the full rule-out count, then sweep with full queries until a sweep
+   changes nothing. Clean runs from earlier looks still count (under monotonicity a clean
+   run of a bigger candidate without the unit is evidence against the smaller one), so a
+   needed unit pays for its rule-out about once in total, however many looks it got.
 
-Why this shape: a query that reproduces costs about ``1/q`` runs, one that does not costs the
-full "rule-out" count (about 10 at ``q = 0.5``), so the cheapest searches ask few questions
-whose answer is "no". On small levels that is one unit at a time (most units are removable,
-each success is cheap); on large levels, chunks remove many units for the price of one
-success. The exploration/confirmation split defers every expensive "no" until the rate is
-known, and spends the budget on removals first, so a search cut short by the budget has
-already made most of its progress. The current candidate only ever changes to a candidate a
-query confirmed, so the shrinker is anytime: whenever it stops, it holds the smallest
-confirmed reproducer so far.
+Why this shape. A query that reproduces costs about ``1/q`` runs; one that does not costs
+the full rule-out count (10 at ``q = 0.5`` when ``q`` is known, more while it is not). The
+cheapest search therefore asks few questions whose answer is "no": on small levels that is
+one unit at a time (most units are removable and each success is cheap), on large levels
+chunks remove many units for the price of one success, and the hierarchy (clauses before
+tokens) throws away whole clauses before looking at their words. Deferring the expensive
+"no" answers helps twice: the rate is learnt from every removal that worked before any unit
+is declared necessary, and a reproducing candidate that was unlucky in its first look gets
+more looks (and its clean streak joins the rate estimate) before the decisions that a biased
+estimate would spoil. It also spends the budget on removals first. The current candidate
+only ever changes to a candidate a query confirmed, so the search is anytime: whenever it
+stops, it holds the smallest confirmed reproducer found so far.
 """
 
 from __future__ import annotations
@@ -41,13 +44,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from agentprop._shrink.query import (
-    Outcome,
-    QueryEngine,
-    QueryRecord,
-    RateEstimate,
-    Verdict,
-)
+from agentprop._shrink.query import Outcome, QueryEngine, QueryRecord, RateEstimate, Verdict
 from agentprop.errors import InvalidArgument
 
 __all__ = [
@@ -69,9 +66,9 @@ class Unit(Generic[T]):
     """One unit of a shrinkable input: a payload and, optionally, finer units inside it.
 
     ``value`` is whatever the caller's ``build`` function needs (a turn's role, a clause's
-    text, a token). ``children`` are the finer units the search descends into once this level
-    is done. ``protected`` units (ids, amounts, other slots the failure is *about*) are never
-    removed, and neither is any unit that contains one. ``label`` names the unit in the log.
+    text, a token). ``children`` are the finer units the search descends into after this
+    level. ``protected`` units (ids, amounts and other slots the failure is about) are never
+    removed, and neither is any unit containing one. ``label`` names the unit in the log.
     """
 
     value: T
@@ -90,7 +87,9 @@ class Unit(Generic[T]):
                 )
 
     @classmethod
-    def leaves_of(cls, values: Sequence[T], *, protected: Callable[[T], bool] | None = None) -> tuple[Unit[T], ...]:
+    def leaves(
+        cls, values: Sequence[T], *, protected: Callable[[T], bool] | None = None
+    ) -> tuple[Unit[T], ...]:
         """One leaf unit per value, protected where ``protected(value)`` is true."""
         return tuple(cls(v, protected=bool(protected(v)) if protected else False) for v in values)
 
@@ -108,8 +107,8 @@ class _Node:
 
 
 class UnitIndex(Generic[T]):
-    """Flattens a forest of units into leaf bits and per-depth nodes, and rebuilds the pruned
-    forest for a mask. Public so that adapters can map their own inputs to masks."""
+    """A forest of units flattened into leaf bits and per-depth nodes; rebuilds the pruned
+    forest for any mask of kept leaves."""
 
     def __init__(
         self, units: Sequence[Unit[T]], protected: Callable[[Unit[T]], bool] | None = None
@@ -136,20 +135,19 @@ class UnitIndex(Generic[T]):
             depth = len(path) - 1
             while len(self.levels) <= depth:
                 self.levels.append([])
-            self.levels[depth].append(
-                _Node(path, depth, mask, not holds_protected, unit.describe())
-            )
+            self.levels[depth].append(_Node(path, depth, mask, not holds_protected, unit.describe()))
             return mask, holds_protected
 
         for i, unit in enumerate(self.units):
             if not isinstance(unit, Unit):
                 raise InvalidArgument(
-                    f"shrink() needs a sequence of Unit objects, got {unit!r} at position {i}."
+                    f"Expected a sequence of Unit objects, got {unit!r} at position {i}."
                 )
             visit(unit, (i,), False)
         for level in self.levels:
             level.sort(key=lambda node: node.path)
         self.full_mask = (1 << len(self.leaf_paths)) - 1
+        self._leaf_bit = {path: i for i, path in enumerate(self.leaf_paths)}
 
     @property
     def depth(self) -> int:
@@ -160,21 +158,21 @@ class UnitIndex(Generic[T]):
         return [n for n in self.levels[depth] if n.removable and n.mask & mask]
 
     def forest(self, mask: int) -> tuple[Unit[T], ...]:
-        """The original forest pruned to the leaves in ``mask``."""
+        """The original forest pruned to the leaves in ``mask`` (unchanged units are reused)."""
 
         def prune(unit: Unit[T], path: tuple[int, ...]) -> Unit[T] | None:
             if not unit.children:
                 return unit if mask >> self._leaf_bit[path] & 1 else None
-            kept = tuple(
-                child
-                for child in (prune(c, path + (i,)) for i, c in enumerate(unit.children))
-                if child is not None
-            )
+            kept = []
+            for i, child in enumerate(unit.children):
+                pruned = prune(child, path + (i,))
+                if pruned is not None:
+                    kept.append(pruned)
             if not kept:
                 return None
             if len(kept) == len(unit.children) and all(a is b for a, b in zip(kept, unit.children)):
                 return unit
-            return dataclasses.replace(unit, children=kept)
+            return dataclasses.replace(unit, children=tuple(kept))
 
         out = []
         for i, unit in enumerate(self.units):
@@ -183,20 +181,12 @@ class UnitIndex(Generic[T]):
                 out.append(pruned)
         return tuple(out)
 
-    @property
-    def _leaf_bit(self) -> dict[tuple[int, ...], int]:
-        cached = self.__dict__.get("_leaf_bit_cache")
-        if cached is None:
-            cached = {path: i for i, path in enumerate(self.leaf_paths)}
-            self.__dict__["_leaf_bit_cache"] = cached
-        return cached
-
 
 @dataclass(frozen=True)
 class Calibration:
-    """Evidence about the original input gathered before shrinking (for example the runs the
-    oracle used to decide that it fails). ``runs`` are assumed to have used trial indices
-    ``0..runs-1``; the shrinker continues from there."""
+    """Evidence about the original input gathered before shrinking, for example the runs the
+    oracle used to decide that it fails. They are taken to have used trial indices
+    ``0..runs-1``; the shrinker's own runs of the original continue from ``runs``."""
 
     runs: int
     failures: int
@@ -215,9 +205,11 @@ class ShrinkResult(Generic[C]):
     """What :func:`shrink` found.
 
     ``reproducer`` is the smallest candidate confirmed to fail with ``signature`` (the
-    original if nothing smaller was confirmed). ``minimal`` is true when every remaining
-    removable unit was *decided* necessary; it is false when the budget ran out first or the
-    original never reproduced. ``stop_reason`` says which.
+    original when nothing smaller was confirmed) and ``units`` its pruned forest. ``minimal``
+    is true when every remaining removable unit was *decided* necessary; it is false when the
+    budget ran out first or the original never reproduced, and ``stop_reason`` says which.
+    ``runs`` counts every run, calibration included; ``queries`` the queries that ran.
+    ``pooled_rate`` is the posterior mean reproduction rate the queries were planned with.
     """
 
     reproducer: C
@@ -241,21 +233,24 @@ class ShrinkResult(Generic[C]):
     original_trials_used: int
 
     def summary(self) -> str:
+        exhausted = ", exhausted" if self.budget_exhausted else ""
         lines = [
             f"shrunk {self.original_leaves} -> {self.kept_leaves} units in {self.runs} runs "
-            f"({self.queries} queries; budget {self.budget}{', exhausted' if self.budget_exhausted else ''})",
-            f"signature: {self.signature!r}; original: {self.original_rate}",
+            f"({self.queries} queries; budget {self.budget}{exhausted})",
+            f"signature {self.signature!r}; original failed {self.original_rate}",
             f"stopped: {self.stop_reason}",
         ]
         if self.other_signatures:
-            lines.append(f"other failures seen while shrinking: {dict(self.other_signatures)!r}")
+            lines.append(f"other failures seen while shrinking: {self.other_signatures!r}")
         return "\n".join(lines)
 
 
-def _validate_probability(name: str, value: float, *, low_open: bool = True) -> None:
-    ok = (0.0 < value < 1.0) if low_open else (0.0 <= value < 1.0)
-    if not isinstance(value, (int, float)) or not ok:
-        interval = "(0, 1)" if low_open else "[0, 1)"
+def _check_probability(name: str, value: float, *, allow_zero: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+        (0.0 <= value < 1.0) if allow_zero else (0.0 < value < 1.0)
+    )
+    if not ok:
+        interval = "[0, 1)" if allow_zero else "(0, 1)"
         raise InvalidArgument(f"{name} must be a probability in {interval}, got {value!r}.")
 
 
@@ -264,16 +259,14 @@ class _Search(Generic[T]):
     index: UnitIndex[T]
     engine: QueryEngine
     small_level: int
-    current: int = 0
+    current: int
     removed_any: bool = False
 
     def try_remove(self, nodes: Sequence[_Node], *, look: int | None, phase: str) -> Verdict:
-        removed_mask = 0
+        removed = 0
         for node in nodes:
-            removed_mask |= node.mask
-        candidate = self.current & ~removed_mask
-        if candidate == self.current:
-            return Verdict.DOES_NOT_REPRODUCE
+            removed |= node.mask
+        candidate = self.current & ~removed
         verdict = self.engine.ask(
             candidate,
             look=look,
@@ -287,14 +280,13 @@ class _Search(Generic[T]):
         return verdict
 
     def chunks(self, depth: int) -> None:
+        """First looks at removing halves, quarters, ... of a large level."""
         nodes = self.index.removable(depth, self.current)
         size = len(nodes) // 2
         while size >= 2 and not self.engine.exhausted:
             i = 0
-            while i < len(nodes) and not self.engine.exhausted:
+            while i + 1 < len(nodes) and not self.engine.exhausted:
                 chunk = nodes[i : i + size]
-                if len(chunk) < 2:
-                    break
                 if self.try_remove(chunk, look=0, phase="explore") is Verdict.REPRODUCES:
                     nodes = self.index.removable(depth, self.current)
                 else:
@@ -302,11 +294,11 @@ class _Search(Generic[T]):
             size //= 2
 
     def one_at_a_time(self, depth: int, *, look: int | None, phase: str) -> bool:
-        """One pass of single-unit deletions at ``depth``; True if every remaining unit has a
-        decided "needed" verdict."""
+        """One pass of single-unit removals at ``depth``; True when every remaining unit there
+        was decided necessary."""
         all_decided = True
-        i = 0
         nodes = self.index.removable(depth, self.current)
+        i = 0
         while i < len(nodes):
             if self.engine.exhausted:
                 return False
@@ -314,14 +306,13 @@ class _Search(Generic[T]):
             if verdict is Verdict.REPRODUCES:
                 nodes = self.index.removable(depth, self.current)
                 continue
-            if verdict is Verdict.UNDECIDED:
-                all_decided = False
+            all_decided = all_decided and verdict is Verdict.DOES_NOT_REPRODUCE
             i += 1
         return all_decided
 
     def run(self) -> bool:
         """Explore, then confirm with ever longer looks; True when the result was proved
-        minimal (every remaining removable unit decided necessary)."""
+        minimal."""
         for depth in range(self.index.depth):
             if self.engine.exhausted:
                 return False
@@ -334,9 +325,8 @@ class _Search(Generic[T]):
             self.removed_any = False
             decided = True
             for depth in range(self.index.depth):
-                decided = self.one_at_a_time(
-                    depth, look=None if final else look, phase="confirm"
-                ) and decided
+                swept = self.one_at_a_time(depth, look=None if final else look, phase="confirm")
+                decided = decided and swept
                 if self.engine.exhausted:
                     return False
             if final and not self.removed_any:
@@ -364,52 +354,71 @@ def shrink(
     provisional_miss: float = 0.1,
     assume_monotone: bool = True,
 ) -> ShrinkResult[C]:
-    """Shrink a failing input to a small one that still fails the same way, under noise.
+    """Shrink a failing input to a smaller one that still fails the same way, under noise.
 
-    ``run(candidate, trial_index)`` runs the test once on a candidate (as built by ``build``
-    from the kept units; by default the candidate *is* the tuple of kept units) and returns an
-    :class:`~agentprop._shrink.query.Outcome`. ``budget`` is the total number of runs
-    (calibration included) and is never exceeded. ``signature`` is the failure to chase; if
-    omitted, the first failure seen while calibrating defines it. ``background_rate`` is the
-    rate at which candidates that do *not* reproduce still fail with that signature (0 for a
-    specific signature); above 0 every query becomes an SPRT.
+    ``units`` is the input as a forest of :class:`Unit`. ``build(kept_units)`` turns the kept
+    units into the candidate the test runs on (by default the candidate *is* the tuple of
+    kept units), and ``run(candidate, trial_index)`` runs the test once and returns an
+    :class:`~agentprop._shrink.query.Outcome`. ``budget`` caps the total number of runs,
+    calibration included; it is never exceeded, and whatever happens the result holds the
+    smallest reproducer confirmed so far.
+
+    ``signature`` is the failure to chase (the first failure seen while calibrating, if
+    omitted); failures with any other signature count as passes and are reported in
+    ``other_signatures``. ``calibration`` passes evidence about the original gathered
+    elsewhere, saving the calibration runs. ``background_rate`` is the rate at which
+    candidates that do *not* reproduce still fail with the signature: 0 for a specific
+    signature, and above 0 every query becomes an SPRT.
 
     ``miss_error`` bounds the chance that a query wrongly says "does not reproduce" (which
-    leaves a removable unit in the result); ``false_reproduce_error`` bounds the chance that
-    it wrongly says "reproduces" (only possible with background noise).
+    leaves a removable unit in the result); ``false_reproduce_error`` the chance that it
+    wrongly says "reproduces" (only possible with background noise). ``protected(unit)``
+    marks more units as never removable. ``small_level`` is the level size above which the
+    search tries chunks before single units. ``assume_monotone=False`` turns off the
+    inferences that rely on "a candidate containing a reproducer reproduces".
     """
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
         raise InvalidArgument(f"budget must be a positive int (a number of runs), got {budget!r}.")
-    _validate_probability("miss_error", miss_error)
-    _validate_probability("false_reproduce_error", false_reproduce_error)
-    _validate_probability("background_rate", background_rate, low_open=False)
-    _validate_probability("provisional_miss", provisional_miss)
-    if not isinstance(small_level, int) or small_level < 1:
+    _check_probability("miss_error", miss_error)
+    _check_probability("false_reproduce_error", false_reproduce_error)
+    _check_probability("background_rate", background_rate, allow_zero=True)
+    _check_probability("provisional_miss", provisional_miss)
+    if not isinstance(small_level, int) or isinstance(small_level, bool) or small_level < 1:
         raise InvalidArgument(f"small_level must be a positive int, got {small_level!r}.")
+    if not isinstance(max_calibration_runs, int) or max_calibration_runs < 1:
+        raise InvalidArgument(
+            f"max_calibration_runs must be a positive int, got {max_calibration_runs!r}."
+        )
+    if calibration_failures is not None and (
+        not isinstance(calibration_failures, int) or calibration_failures < 1
+    ):
+        raise InvalidArgument(
+            f"calibration_failures must be a positive int or None, got {calibration_failures!r}."
+        )
     if calibration is not None and not isinstance(calibration, Calibration):
         raise InvalidArgument(
-            f"calibration must be a Calibration(runs=..., failures=..., signature=...), got {calibration!r}."
+            "calibration must be Calibration(runs=..., failures=..., signature=...), "
+            f"got {calibration!r}."
         )
     if calibration is not None and signature is not None and calibration.signature != signature:
         raise InvalidArgument(
             f"signature={signature!r} disagrees with calibration.signature="
-            f"{calibration.signature!r}; pass one of them."
+            f"{calibration.signature!r}; pass only one of them."
         )
-    index = UnitIndex(units, protected)
-    if not index.leaf_paths:
-        raise InvalidArgument("shrink() needs at least one unit to shrink.")
     if not callable(run):
         raise InvalidArgument(f"run must be callable as run(candidate, trial_index), got {run!r}.")
-    make: Callable[[tuple[Unit[T], ...]], Any] = build if build is not None else (lambda forest: forest)
+    index = UnitIndex(units, protected)
+    if not index.leaf_paths:
+        raise InvalidArgument("shrink() needs at least one unit to shrink; got an empty input.")
+    make: Callable[[tuple[Unit[T], ...]], Any] = build if build is not None else (lambda f: f)
     built: dict[int, Any] = {}
 
     def oracle(mask: int, trial: int) -> Outcome:
         candidate = built.get(mask)
         if candidate is None:
-            candidate = make(index.forest(mask))
-            if len(built) > 4096:
+            if len(built) >= 4096:
                 built.clear()
-            built[mask] = candidate
+            candidate = built[mask] = make(index.forest(mask))
         return run(candidate, trial)
 
     engine = QueryEngine(
@@ -426,29 +435,31 @@ def shrink(
     if calibration is not None:
         engine.seed(full, runs=calibration.runs, failures=calibration.failures)
     if engine.verdict_of(full) is not Verdict.REPRODUCES:
-        wanted = calibration_failures if calibration_failures is not None else (
-            1 if background_rate == 0.0 else 3
-        )
+        noisy = background_rate > 0.0
         engine.calibrate(
             full,
-            min_failures=wanted,
-            min_runs=0 if background_rate == 0.0 else 10,
-            max_runs=min(max_calibration_runs, budget) + engine.runs_of(full),
+            min_failures=calibration_failures or (3 if noisy else 1),
+            min_runs=10 if noisy else 0,
+            max_runs=engine.runs_of(full) + max_calibration_runs,
         )
     search = _Search(index=index, engine=engine, small_level=small_level, current=full)
-    original_entry = engine.entry(full)
+    original_rate = RateEstimate(engine.failures_of(full), engine.runs_of(full))
     if engine.verdict_of(full) is not Verdict.REPRODUCES:
-        minimal, reason = False, (
-            f"the original input did not fail with the signature in {original_entry.runs} runs; "
-            "nothing to shrink (check that the failure reproduces, or pass calibration= with "
-            "the evidence that it does)"
+        minimal = False
+        reason = (
+            f"the original input did not fail with the signature in {original_rate.runs} runs, "
+            "so there is nothing to shrink; check that the failure reproduces, raise "
+            "max_calibration_runs, or pass calibration= with the evidence that it fails"
         )
     elif background_rate > 0.0 and engine.planning_rate() <= 1.5 * background_rate:
-        minimal, reason = False, (
-            f"the original's failure rate ({RateEstimate(original_entry.failures, original_entry.runs)}) "
-            f"is not clearly above background_rate={background_rate}; queries could not tell a "
-            "reproduction from noise"
+        minimal = False
+        reason = (
+            f"the original's failure rate ({original_rate}) is not clearly above "
+            f"background_rate={background_rate}, so queries could not tell a reproduction "
+            "from noise; give the signature more detail or calibrate with more runs"
         )
+    elif not any(index.removable(d, full) for d in range(index.depth)):
+        minimal, reason = True, "nothing to remove: every unit is protected"
     else:
         minimal = search.run()
         if minimal:
@@ -465,13 +476,13 @@ def shrink(
         original=make(index.forest(full)),
         signature=engine.signature,
         runs=engine.spent,
-        queries=sum(1 for r in engine.log if r.runs and r.source == "ran"),
+        queries=sum(1 for r in engine.log if r.source == "ran"),
         log=tuple(engine.log),
         budget=budget,
         budget_exhausted=engine.exhausted,
         minimal=minimal,
         stop_reason=reason,
-        original_rate=RateEstimate(original_entry.failures, original_entry.runs),
+        original_rate=original_rate,
         pooled_rate=posterior.mean,
         pooled_rate_interval=(posterior.quantile(0.025), posterior.quantile(0.975)),
         other_signatures=dict(engine.other_signatures),
@@ -484,15 +495,16 @@ def shrink(
 
 @dataclass(frozen=True)
 class Verification:
-    """Fresh-run reproduction rates of the reproducer and of the original, side by side."""
+    """Fresh-run reproduction rates of the reproducer and of the original, side by side
+    (each with its 95% Wilson interval)."""
 
     reproducer: RateEstimate
     original: RateEstimate
     signature: Hashable
-    fresh_from: int
+    first_trial: int
 
     def __str__(self) -> str:
-        return f"reproducer {self.reproducer}; original {self.original}"
+        return f"reproducer failed {self.reproducer}; original failed {self.original}"
 
 
 def verify(
@@ -502,20 +514,20 @@ def verify(
     runs: int = 30,
     rerun_original: bool = False,
 ) -> Verification:
-    """Re-run the reproducer ``runs`` times with trial indices it has never used and report
-    its rate of the shrunk signature with a Wilson interval, next to the original's (its
+    """Re-run the reproducer ``runs`` times with trial indices the shrinker never used and
+    report how often it fails with the shrunk signature, next to the original's rate (its
     calibration evidence, or ``runs`` fresh runs of it with ``rerun_original=True``)."""
-    if not isinstance(runs, int) or runs < 1:
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise InvalidArgument(f"runs must be a positive int, got {runs!r}.")
-    start = max(result.reproducer_trials_used, result.original_trials_used)
+    first = max(result.reproducer_trials_used, result.original_trials_used)
 
     def rate(candidate: C) -> RateEstimate:
         failures = 0
-        for trial in range(start, start + runs):
+        for trial in range(first, first + runs):
             outcome = run(candidate, trial)
             if outcome.failed and outcome.signature == result.signature:
                 failures += 1
         return RateEstimate(failures, runs)
 
     original = rate(result.original) if rerun_original else result.original_rate
-    return Verification(rate(result.reproducer), original, result.signature, start)
+    return Verification(rate(result.reproducer), original, result.signature, first)

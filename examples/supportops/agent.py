@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rapidfuzz.distance import DamerauLevenshtein
+
 from agentprop import ToolError, TurnContext
 
 FAULTS: dict[str, str] = {
@@ -23,10 +25,10 @@ FAULTS: dict[str, str] = {
     "window_off_by_one": "treats an order exactly at the cancel window as too old (>= instead of >)",
 }
 
-_PII = re.compile(r"\b(ssn|social security|date of birth|dob|birthday|e-?mail|phone)\b", re.I)
-_CANCEL = re.compile(r"\bcancel", re.I)
-_ADDRESS = re.compile(r"\b(address|moving|move)\b", re.I)
-_BILLING = re.compile(r"\b(bill|billing|plan|charge|invoice|orders?|balance|subscription)\b", re.I)
+_PII_WORDS = ("ssn", "social", "birth", "dob", "birthday", "email", "e-mail", "phone")
+_CANCEL_WORDS = ("cancel", "cancelling", "canceling")
+_ADDRESS_WORDS = ("address", "moving", "move")
+_BILLING_WORDS = ("bill", "billing", "plan", "charge", "invoice", "order", "orders", "balance", "subscription")
 _IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", re.I)
 _ORDER_ID = re.compile(r"\b([A-Z]{1,3}-\d{3,})\b|#(\d+)")
 _LAST4 = re.compile(r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card)\D{0,12}(\d{4})\b", re.I)
@@ -36,14 +38,25 @@ _YES = re.compile(r"^\s*(yes|yeah|yep|sure|confirm|go ahead|do it|please proceed
 _NO = re.compile(r"^\s*(no|nope|don'?t|stop|wait|never ?mind|changed my mind)\b", re.I)
 
 
+def _has_word(words: list[str], targets: tuple[str, ...]) -> bool:
+    """Whether a word of the message is one of ``targets``, allowing one typo (a keyboard
+    slip or a transposition) in words of five letters or more, as a person reading would."""
+    for w in words:
+        for t in targets:
+            if w == t or (len(t) >= 5 and len(w) >= 4 and DamerauLevenshtein.distance(w, t) <= 1):
+                return True
+    return False
+
+
 def classify(message: str) -> str:
-    if _PII.search(message):
+    words = re.findall(r"[a-z][a-z-]*", message.lower())
+    if _has_word(words, _PII_WORDS):
         return "pii_request"
-    if _CANCEL.search(message):
+    if _has_word(words, _CANCEL_WORDS):
         return "cancel_order"
-    if _ADDRESS.search(message):
+    if _has_word(words, _ADDRESS_WORDS):
         return "change_address"
-    if _BILLING.search(message):
+    if _has_word(words, _BILLING_WORDS):
         return "billing_question"
     return "unknown"
 
