@@ -329,11 +329,17 @@ def build_scenario(
             except KeyError:
                 raise Unsatisfiable(f"variable {name!r} has no utterances for value {value!r}") from None
         elif var.withhold is not None:
-            withheld |= set(_lookup_value(var.withhold, value))
+            try:
+                withheld |= set(_lookup_value(var.withhold, value))
+            except KeyError:
+                raise Unsatisfiable(f"variable {name!r} has no `withhold` entry for value {value!r}; add it to the binding") from None
         elif var.world is not None:
             w = var.world
             if w.values is not None:
-                effect = _lookup_value(w.values, value)
+                try:
+                    effect = _lookup_value(w.values, value)
+                except KeyError:
+                    raise Unsatisfiable(f"variable {name!r} has no world effect for value {value!r}; add it under `values:`") from None
                 for f, v in effect.set.items():
                     overrides.setdefault(w.tool, {})[f] = v
                 if effect.failure is not None:

@@ -105,7 +105,7 @@ SCENARIOS = [
     Scenario("8 clauses, p=0.2", 8, 0, 0.2, target_exact=0.99),
     Scenario("8 clauses, budget 80 runs", 8, 0, 0.5, budget=80, target_exact=0.97),
     Scenario("40 tokens flat (no hierarchy), p=0.5", 8, 5, 0.5, hierarchical=False),
-    Scenario("8 clauses, p=0.5, oracle's 30 runs reused", 8, 0, 0.5, oracle_evidence=30),
+    Scenario("8 clauses, p=0.5, 30 oracle runs reused", 8, 0, 0.5, oracle_evidence=30),
 ]
 
 
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows = [run_scenario(s, args.trials, args.seed) for s in SCENARIOS]
-    head = (f"{'scenario':40} {'runs':>7} {'exact':>7} | {'ddmin runs':>10} {'exact':>7} "
+    head = (f"{'scenario':42} {'runs':>7} {'exact':>7} | {'ddmin runs':>10} {'exact':>7} "
             f"| {'runs ratio':>10} | {'target':24} {'met':>3}")
     print(f"statistical shrinker vs ddmin (fixed N=10 per query), {args.trials} seeded trials each")
     print(head)
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         ratio = float(row["baseline_mean_runs"]) / float(row["mean_runs"])
         print(
-            f"{row['scenario']:40} {float(row['mean_runs']):7.1f} {100 * float(row['exact_rate']):6.1f}% | "
+            f"{row['scenario']:42} {float(row['mean_runs']):7.1f} {100 * float(row['exact_rate']):6.1f}% | "
             f"{float(row['baseline_mean_runs']):10.1f} {100 * float(row['baseline_exact_rate']):6.1f}% | "
             f"{ratio:9.2f}x | {_target(row):24} {_met(row):>3}"
         )

@@ -226,7 +226,7 @@ def test_a_misbehaving_model_fails_mft(project: Project, tmp_path: Path) -> None
 def test_tool_errors_become_error_results_and_invalid_respond_is_corrected(project: Project, tmp_path: Path) -> None:
     script = [
         tool_use_reply("get_account", {"account_id": "A1"}, text="Let me look."),
-        tool_use_reply("no_such_tool", {}),
+        tool_use_reply("get_plan_rules", {}),
         respond_reply(decision="NOT_A_DECISION"),
         respond_reply(node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="You are on PLAN-BASIC."),
     ]
@@ -238,15 +238,32 @@ def test_tool_errors_become_error_results_and_invalid_respond_is_corrected(proje
     turn = trace.turns[0]
     assert turn.decision == "BILLING_ANSWER"
     assert turn.text == "Let me look."
-    # the unknown tool reached the runtime (recorded) and the model saw an error result
-    assert turn.tool_names() == ["get_account", "no_such_tool"]
-    unknown_result = requests[2].json["messages"][-1]["content"][0]
-    assert unknown_result["is_error"] is True and unknown_result["content"].startswith("unknown_tool: ")
+    assert turn.tool_names() == ["get_account", "get_plan_rules"]
+    assert turn.calls("get_plan_rules")[0].error_kind == "invalid_arguments"
     ok_result = requests[1].json["messages"][-1]["content"][0]
     assert "is_error" not in ok_result and json.loads(ok_result["content"])["plan_id"] == "PLAN-BASIC"
+    bad_args = requests[2].json["messages"][-1]["content"][0]
+    assert bad_args["is_error"] is True and bad_args["content"].startswith("invalid_arguments: ")
     invalid = requests[3].json["messages"][-1]["content"][0]
     assert invalid["is_error"] is True and invalid["content"].startswith("invalid_respond: ")
     assert "decision" in invalid["content"]
+    # every tool_result answers the tool_use just before it
+    for i in (1, 2, 3):
+        use = requests[i].json["messages"][-2]["content"][-1]
+        assert requests[i].json["messages"][-1]["content"][0]["tool_use_id"] == use["id"]
+
+
+def test_unknown_tool_is_recorded_and_answered_with_an_error(project: Project, tmp_path: Path) -> None:
+    script = [
+        tool_use_reply("no_such_tool", {}),
+        respond_reply(node_id="N4_CLARIFY", decision="CLARIFY", tool_actions=[], evidence="-", user_message="?"),
+    ]
+    with MessagesServer(script) as server:
+        trace = run_once(project, seed_agent(server, tmp_path), "END_BILLING_ANSWER<-N3_BILLING")
+        result = server.requests[1].json["messages"][-1]["content"][0]
+    assert [e.kind for e in trace.all_errors()] == ["unknown_tool"]
+    assert result["is_error"] is True and result["content"].startswith("unknown_tool: ")
+    assert trace.final_decision == "CLARIFY"
 
 
 def test_text_only_reply_is_nudged_and_step_limit_ends_the_turn(project: Project, tmp_path: Path) -> None:

@@ -251,12 +251,11 @@ class QueryEngine:
     # -- the reproduction rate ---------------------------------------------------------------
 
     def rate_counts(self) -> tuple[int, int]:
-        """``(failures, runs)`` pooled over the original and (specific signature) every
-        candidate known to reproduce."""
+        """``(failures, runs)`` pooled over the original and every candidate known to
+        reproduce."""
         failures = runs = 0
-        pool_live = self.background_rate == 0.0
         for mask, entry in self._ledger.items():
-            if mask == self._original or (pool_live and entry.verdict is Verdict.REPRODUCES):
+            if mask == self._original or entry.verdict is Verdict.REPRODUCES:
                 failures += entry.failures
                 runs += entry.runs
         return failures, runs
