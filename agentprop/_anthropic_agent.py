@@ -188,6 +188,8 @@ class AnthropicAgent:
             default; not sent).
         max_tokens: the most output tokens per model call.
         max_steps: the most model calls in one turn; past it the turn ends without ``respond``.
+        extra_body: more request body fields, sent as they are and part of the cache key and the
+            fingerprint (e.g. ``{"output_config": {"effort": "low"}}`` or ``{"thinking": ...}``).
         base_url: the API endpoint (default: ``ANTHROPIC_BASE_URL``, else Anthropic's).
         api_key: the key (default: ``ANTHROPIC_API_KEY``). Never stored in the cache. Not needed
             for replays, nor for a ``base_url`` that is not Anthropic's (a local test server).
@@ -216,6 +218,7 @@ class AnthropicAgent:
         stop_sequences: Sequence[str] | None = None,
         max_tokens: int = 1024,
         max_steps: int = 10,
+        extra_body: Mapping[str, Any] | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
         cache: ApiCache | str | os.PathLike[str] | bool | None = None,
@@ -250,6 +253,10 @@ class AnthropicAgent:
             raise InvalidArgument(f"max_concurrent_requests={max_concurrent_requests} must be >= 1 or None.")
         if cache is True:
             cache = None
+        extra = dict(extra_body or {})
+        clash = sorted(set(extra) & {"model", "messages", "system", "tools", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "stream"})
+        if clash:
+            raise InvalidArgument(f"extra_body may not set {', '.join(clash)}: use the AnthropicAgent options of those names.")
         self.model = model
         self.system_prompt = system_prompt
         self.tool_descriptions: dict[str, str] = descriptions
@@ -259,6 +266,7 @@ class AnthropicAgent:
         self.stop_sequences = list(stop_sequences) if stop_sequences else None
         self.max_tokens = max_tokens
         self.max_steps = max_steps
+        self.extra_body = extra
         self.base_url = base_url
         self._api_key = api_key
         self._cache_arg = cache
@@ -314,6 +322,7 @@ class AnthropicAgent:
             "stop_sequences": self.stop_sequences,
             "max_tokens": self.max_tokens,
             "max_steps": self.max_steps,
+            "extra_body": self.extra_body,
             "base_url": self.base_url,
             "api_key": self._api_key,
             "cache": self._cache if self._cache is not None else self._cache_arg,
@@ -355,6 +364,7 @@ class AnthropicAgent:
             "stop_sequences": self.stop_sequences,
             "max_tokens": self.max_tokens,
             "max_steps": self.max_steps,
+            "extra_body": self.extra_body,
         }
         return hashlib.sha256(canonical_json(payload).encode()).hexdigest()[:16]
 
@@ -423,6 +433,7 @@ class AnthropicAgent:
             "system": system,
             "messages": messages,
             "tools": tools,
+            **self.extra_body,
         }
         for name, value in (
             ("temperature", self.temperature),
@@ -533,8 +544,9 @@ class AnthropicAgent:
         async def live() -> Any:
             state = self._loop_state()
             self._counters.bump("live_calls")
+            kwargs = _sdk_arguments(request)
             return await retry_call_async(
-                lambda: state.client.messages.create(**request),
+                lambda: state.client.messages.create(**kwargs),
                 policy=self.retry_policy,
                 rng=random.Random(stable_seed("agentprop-retry", *seed_parts, trial)),
                 stats=self.retry_stats,
@@ -568,6 +580,28 @@ class AnthropicAgent:
         else:
             usd, _ = _PRICING.cost(str(model), inp, out, cache_creation_input_tokens=created, cache_read_input_tokens=read)
         return inp + created + read, out, usd
+
+
+_SDK_PARAMETERS: frozenset[str] | None = None
+
+
+def _sdk_arguments(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``messages.create`` keyword arguments for a request body: fields the installed SDK does
+    not take as parameters (``temperature`` in recent SDKs) travel in ``extra_body``."""
+    global _SDK_PARAMETERS
+    if _SDK_PARAMETERS is None:
+        import inspect
+
+        import anthropic
+
+        _SDK_PARAMETERS = frozenset(inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters)
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in request.items():
+        (kwargs if key in _SDK_PARAMETERS and key not in ("extra_body", "extra_headers", "extra_query", "timeout") else extra)[key] = value
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
 
 
 def default_system_prompt(spec: Spec, context: Mapping[str, Any]) -> str:

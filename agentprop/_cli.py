@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-runs", type=int, help="truncate the sequential test after this many runs (default 100)")
     run.add_argument("--seed", type=int, default=0, help="trial namespace: change it to draw fresh samples")
     run.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
+    run.add_argument("--kinds", default="mft,boundary,dir,inv", help="case kinds to run, comma-separated: mft (every path), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all")
     run.add_argument("--case", action="append", default=[], metavar="ID", help="only run cases whose id contains ID (repeatable)")
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
     budget = run.add_argument_group("budget (one for the whole run; when it is spent, undecided cases are INCONCLUSIVE)")
@@ -181,7 +182,11 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             raise InputError(f"no case id contains {', '.join(args.case)}", fix="run without --case to see the case ids")
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more")
-    settings = RunSettings(mode=args.mode, runs=args.runs, tau=args.tau, max_runs=args.max_runs, seed=args.seed, concurrency=args.concurrency)
+    kinds = tuple(k.strip().lower() for k in args.kinds.split(",") if k.strip())
+    unknown_kinds = sorted(set(kinds) - {"mft", "boundary", "dir", "inv"})
+    if unknown_kinds or not kinds:
+        raise InputError(f"unknown case kind(s) {', '.join(unknown_kinds) or '(none given)'}", expected="a comma-separated subset of mft,boundary,dir,inv", fix="e.g. --kinds mft,inv")
+    settings = RunSettings(kinds=kinds, case_filter=tuple(args.case), mode=args.mode, runs=args.runs, tau=args.tau, max_runs=args.max_runs, seed=args.seed, concurrency=args.concurrency)
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""), file=out)
 

@@ -50,6 +50,9 @@ class CaseReport(BaseModel):
     capabilities: list[str] = Field(default_factory=list)
     branches: list[str] = Field(default_factory=list)
     shrunk: dict[str, Any] | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+    """Kind-specific facts: the comparison and edge of a BOUNDARY case, the flipped atom of a
+    DIR case, the variants and p-values of an INV case."""
 
 
 class Metrics(BaseModel):

@@ -23,6 +23,7 @@ from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._oracle import CheckResult, OracleSettings
 from agentprop._paths import loop_branches
+from agentprop._run_kinds import extra_cases
 from agentprop._project import Project
 from agentprop._report import AgentInfo, CaseReport, FailureSummary, Metrics, RunReport, SpecInfo
 from agentprop._scenario import Scenario
@@ -38,6 +39,10 @@ class RunSettings:
     """Required pass rate (default: the spec's ``defaults.reliability.min_pass_rate``)."""
     max_runs: int | None = None
     concurrency: int = 8
+    kinds: tuple[str, ...] = ("mft", "boundary", "dir", "inv")
+    case_filter: tuple[str, ...] = ()
+    """Substrings of case ids to keep (``--case``); empty keeps everything."""
+    """Which case kinds to run (see :mod:`agentprop._run_kinds`)."""
     seed: int = 0
     turn_timeout_s: float | None = 60.0
 
@@ -119,7 +124,7 @@ async def arun_cases(
     mode = settings.mode or ("fixed" if settings.runs is not None and spec.risk_level not in ("high", "critical") else None)
     oracle = OracleSettings.for_spec(spec, mode=mode, tau=settings.tau, runs=settings.runs, max_runs=settings.max_runs)
     started = time.perf_counter()
-    progress = Progress(len(scenarios), progress_stream)
+    progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream)
     memo = memo if memo is not None else TrialMemo()
     sem = asyncio.Semaphore(max(1, settings.concurrency))
 
@@ -129,13 +134,22 @@ async def arun_cases(
         progress.update(runs=result.runs, cost=result.cost_usd, case_done=True)
         return result
 
+    kinds = set(settings.kinds)
+    extra: list[CaseReport] = []
     try:
-        results = await asyncio.gather(*(one(s) for s in scenarios))
+        results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
+        if kinds - {"mft"}:
+            extra = await extra_cases(
+                project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency,
+                on_planned=lambda n: setattr(progress, "total", progress.total + n),
+                on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
+                case_filter=settings.case_filter,
+            )
     finally:
         progress.close()
-    cases = [_case_report(s, r) for s, r in zip(scenarios, results)]
+    cases = [_case_report(s, r) for s, r in zip(scenarios, results)] + extra
     verdicts = Counter(c.verdict for c in cases)
-    coverage = coverage_matrix(project, cases)
+    coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases)
     covered = set(coverage["branches"]["covered"])
     all_branches = set(coverage["branches"]["all"])
     metrics = Metrics(
@@ -224,12 +238,16 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
     terminal width (the JSON report has it whole)."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     lines = []
-    idw = min(max((len(c.id) for c in report.cases), default=10), 44)
+    idw = min(max((len(c.id) for c in report.cases if c.kind == "MFT" or c.verdict != "PASS"), default=10), 60)
     show_cost = any(c.cost_usd > 0 for c in report.cases)
     cost_head = f" {'cost $':>8}" if show_cost else ""
     head = f"{'case':<{idw}}  {'verdict':<12} {'rate':>5} {'95% CI':>9} {'runs':>4}{cost_head}  "
     lines.append(head + "first failure")
+    kinds_seen: dict[str, list[CaseReport]] = {}
     for c in report.cases:
+        kinds_seen.setdefault(c.kind, []).append(c)
+    shown = [c for c in report.cases if c.kind == "MFT" or c.verdict != "PASS"]
+    for c in shown:
         fail = c.failures[0].explanation if c.failures else ""
         room = max(20, width - len(head))
         if len(fail) > room:
@@ -237,6 +255,11 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
         ci = f"{c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval else ""
         cost = f" {c.cost_usd:>8.4f}" if show_cost else ""
         lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<12} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}  {fail}".rstrip())
+    for kind, group in kinds_seen.items():
+        if kind == "MFT":
+            continue
+        passed = sum(c.verdict == "PASS" for c in group)
+        lines.append(f"{kind} cases: {passed}/{len(group)} passed" + ("" if passed == len(group) else " (failures listed above)"))
     m = report.metrics
     cov = f", branch coverage {m.branch_coverage:.0%}" if m.branch_coverage is not None else ""
     coverage = m.extra.get("coverage") or {}

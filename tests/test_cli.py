@@ -25,7 +25,7 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 
 def test_run_clean_agent_exits_0_and_prints_a_line_per_case() -> None:
-    code, out, _ = cli("run", str(SUPPORTOPS))
+    code, out, _ = cli("run", str(SUPPORTOPS), "--kinds", "mft")
     assert code == 0
     assert "14 cases: 14 passed, 0 failed" in out
     assert "END_CANCELLED<-N7_CANCEL" in out
@@ -53,7 +53,7 @@ def test_run_with_fault_exits_1_and_writes_a_valid_report(tmp_path: Path) -> Non
 
 def test_fixed_mode_runs_exactly_n(tmp_path: Path) -> None:
     report_path = tmp_path / "r.json"
-    code, _, _ = cli("run", str(SUPPORTOPS), "--runs", "3", "--case", "BILLING", "--json", str(report_path))
+    code, _, _ = cli("run", str(SUPPORTOPS), "--runs", "3", "--case", "BILLING", "--kinds", "mft", "--json", str(report_path))
     report = RunReport.model_validate_json(report_path.read_text())
     assert code == 0 and [c.runs for c in report.cases] == [3] and report.settings["mode"] == "fixed"
 
@@ -100,7 +100,7 @@ def test_console_script_is_installed_and_runs(tmp_path: Path) -> None:
     exe = shutil.which("agentprop")
     if exe is None:
         pytest.skip("the agentprop console script is not on PATH (package not installed)")
-    proc = subprocess.run([exe, "run", str(SUPPORTOPS), "--case", "BILLING"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([exe, "run", str(SUPPORTOPS), "--case", "BILLING", "--kinds", "mft"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "1 cases: 1 passed" in proc.stdout
 
@@ -125,7 +125,8 @@ def test_report_has_capability_matrix_and_branch_coverage(tmp_path: Path) -> Non
     assert coverage["branches"]["enforced"] == 1.0 and coverage["branches"]["met"]
     caps = coverage["capabilities"]
     assert caps["single-step tools"] == {"cases": 1, "passed": 1}
-    assert sum(1 for c in report.cases if "error recovery" in c.capabilities) == caps["error recovery"]["cases"]
+    mft = [c for c in report.cases if c.kind == "MFT"]
+    assert sum(1 for c in mft if "error recovery" in c.capabilities) == caps["error recovery"]["cases"]
 
 
 def test_min_branch_coverage_is_enforced(tmp_path: Path) -> None:
@@ -140,3 +141,26 @@ def test_min_branch_coverage_is_enforced(tmp_path: Path) -> None:
     assert not cov["branches"]["met"] and cov["branches"]["not_run"]
     everything = [CaseReport(id=s.id, node=s.leaf, verdict="PASS", runs=1, passes=1, pass_rate=1.0, branches=s.branches) for s in scenarios]
     assert coverage_matrix(project, everything)["branches"]["met"]
+
+
+def test_all_case_kinds_run_by_default_and_catch_the_boundary_bug(tmp_path: Path) -> None:
+    report_path = tmp_path / "r.json"
+    code, out, _ = cli("run", str(SUPPORTOPS), "--fault", "window_off_by_one=1", "--json", str(report_path))
+    assert code == 1
+    report = RunReport.model_validate_json(report_path.read_text())
+    kinds = {c.kind for c in report.cases}
+    assert kinds == {"MFT", "BOUNDARY", "DIR", "INV"}
+    failing = {c.id for c in report.cases if c.verdict != "PASS"}
+    # the >= / > slip only shows where the order's age equals the window: every failing case
+    # is a boundary or directional case around N5_CANCEL_ELIGIBILITY, never a plain MFT path
+    assert failing and all(c.startswith(("BOUNDARY", "DIR")) and "N5_CANCEL_ELIGIBILITY" in c for c in failing)
+    at_edge = next(c for c in report.cases if c.id.startswith("BOUNDARY order.days_since_created=30"))
+    assert at_edge.verdict == "FAIL" and at_edge.details["edge"] == 30
+    inv = [c for c in report.cases if c.kind == "INV"]
+    assert inv and all(len(c.details["variants"]) == 2 for c in inv)
+    assert "BOUNDARY cases: 9/11 passed" in out
+
+
+def test_unknown_kind_is_a_usage_error() -> None:
+    code, _, err = cli("run", str(SUPPORTOPS), "--kinds", "mft,fuzz")
+    assert code == 2 and "unknown case kind(s) fuzz" in err

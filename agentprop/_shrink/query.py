@@ -468,7 +468,13 @@ class QueryEngine:
         return self._ask_specific(mask, look=look, phase=phase, depth=depth, removed=removed)
 
     def _ask_specific(
-        self, mask: int, *, look: int | None, phase: str, depth: int | None, removed: tuple[str, ...]
+        self,
+        mask: int,
+        *,
+        look: int | None,
+        phase: str,
+        depth: int | None,
+        removed: tuple[str, ...],
     ) -> Verdict:
         need = self.runs_needed()
         evidence = self._clean_evidence(mask)

@@ -135,7 +135,8 @@ class UnitIndex(Generic[T]):
             depth = len(path) - 1
             while len(self.levels) <= depth:
                 self.levels.append([])
-            self.levels[depth].append(_Node(path, depth, mask, not holds_protected, unit.describe()))
+            node = _Node(path, depth, mask, not holds_protected, unit.describe())
+            self.levels[depth].append(node)
             return mask, holds_protected
 
         for i, unit in enumerate(self.units):

@@ -1,0 +1,201 @@
+"""The case kinds ``agentprop run`` adds to the MFT of every path: BOUNDARY, DIR and INV.
+
+- **BOUNDARY** — for every numeric comparison of the tree (and numeric policy thresholds), the
+  values on both sides of the edge (:func:`agentprop.strategies.boundary_values`), each decided
+  as an MFT of its scenario.
+- **DIR** — pairs that flip exactly one condition of a branch and change the decision
+  (:func:`agentprop.strategies.directional_pairs`): both sides must decide what the spec says.
+- **INV** — for every MFT scenario, two paraphrases of the first message (fixed seed, so the
+  same ones every run); the behaviour under each must be distributed like the original's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from agentprop._agents import LoadedAgent
+from agentprop._budget import Budget
+from agentprop._check import acheck
+from agentprop._memo import TrialMemo
+from agentprop._metamorphic import acheck_direction, acheck_invariance
+from agentprop._oracle import CheckResult, OracleSettings
+from agentprop._project import Project
+from agentprop._report import CaseReport, FailureSummary
+from agentprop._scenario import Scenario
+from agentprop._strategies.boundary import boundary_values
+from agentprop._strategies.directional import directional_pairs
+from agentprop._variants import paraphrase_variants
+
+KINDS = ("mft", "boundary", "dir", "inv")
+
+
+def _failures(result: CheckResult) -> list[FailureSummary]:
+    return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial) for f in result.failures]
+
+
+def _from_check(case_id: str, kind: str, scenario: Scenario, result: CheckResult, details: dict[str, Any]) -> CaseReport:
+    return CaseReport(
+        id=case_id,
+        node=scenario.leaf,
+        via=scenario.via,
+        path=scenario.path,
+        kind=kind,
+        messages=scenario.messages,
+        expected_decisions=[t.expect_decision for t in scenario.turns],
+        verdict=result.verdict,
+        runs=result.runs,
+        passes=result.passes,
+        pass_rate=result.pass_rate,
+        interval=result.interval,
+        interval_exact=result.interval_exact,
+        pass_hat_k=result.pass_hat_k,
+        decided_by=result.decided_by,
+        cost_usd=result.cost_usd,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        failures=_failures(result),
+        capabilities=scenario.capabilities,
+        branches=scenario.branches,
+        details=details,
+    )
+
+
+async def extra_cases(
+    project: Project,
+    agent: LoadedAgent,
+    scenarios: list[Scenario],
+    kinds: set[str],
+    oracle: OracleSettings,
+    *,
+    memo: TrialMemo,
+    budget: Budget | None,
+    seed: int,
+    concurrency: int,
+    on_done: Callable[[CaseReport], None],
+    on_planned: Callable[[int], None] = lambda n: None,
+    case_filter: tuple[str, ...] = (),
+) -> list[CaseReport]:
+    """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``."""
+    spec, bindings = project.spec, project.bindings
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    def wanted(case_id: str, *scs: Scenario) -> bool:
+        return not case_filter or any(f in case_id or any(f in sc.id for sc in scs) for f in case_filter)
+
+    jobs: list[Any] = []
+
+    if "boundary" in kinds:
+        for case in boundary_values(spec, bindings):
+            if case.scenario is None:
+                continue
+
+            moved = ", ".join(f"{m.name}={m.value!r}" for m in case.moved)
+            where = case.comparison.policy or case.comparison.node or case.comparison.location
+            if not wanted(f"BOUNDARY {moved} @{where}", case.scenario):
+                continue
+
+            async def boundary(case: Any = case, case_id: str = f"BOUNDARY {moved} @{where}") -> CaseReport:
+                async with sem:
+                    r = await acheck(project, case.scenario, agent, settings=oracle, memo=memo, budget=budget, seed=seed, name=case_id)
+                return _from_check(
+                    case_id,
+                    "BOUNDARY",
+                    case.scenario,
+                    r,
+                    {"comparison": case.comparison.source, "edge": case.edge, "holds": case.holds, "moved": [m.model_dump() for m in case.moved]},
+                )
+
+            jobs.append(boundary())
+
+    if "dir" in kinds:
+        seen: set[tuple[str, str]] = set()
+        for pair in directional_pairs(spec, bindings):
+            if not (pair.realisable and pair.changes_decision):
+                continue
+            key = (pair.base.scenario.model_dump_json(), pair.perturbed.scenario.model_dump_json())  # type: ignore[union-attr]
+            if key in seen or not wanted(f"DIR {pair.variable} @{pair.node}#{pair.branch}", pair.base.scenario, pair.perturbed.scenario):
+                continue
+            seen.add(key)
+
+            async def direction(pair: Any = pair) -> CaseReport:
+                async with sem:
+                    r = await acheck_direction(project, pair.base.scenario, pair.perturbed.scenario, agent, settings=oracle, memo=memo, budget=budget, seed=seed)
+                runs = r.base.runs + r.perturbed.runs
+                passes = r.base.passes + r.perturbed.passes
+                return CaseReport(
+                    id=f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} @{pair.node}#{pair.branch}",
+                    node=pair.perturbed.scenario.leaf,
+                    path=pair.perturbed.scenario.path,
+                    kind="DIR",
+                    messages=pair.perturbed.scenario.messages,
+                    expected_decisions=[pair.base.decision, pair.perturbed.decision],
+                    verdict=r.verdict,
+                    runs=runs,
+                    passes=passes,
+                    pass_rate=passes / runs if runs else 0.0,
+                    decided_by=r.base.decided_by,
+                    cost_usd=r.base.cost_usd + r.perturbed.cost_usd,
+                    failures=_failures(r.base) + _failures(r.perturbed),
+                    branches=pair.base.scenario.branches + pair.perturbed.scenario.branches,
+                    details={"atom": pair.atom, "base_verdict": r.base.verdict, "perturbed_verdict": r.perturbed.verdict, "expected_change": list(r.expected_change)},
+                )
+
+            jobs.append(direction())
+
+    if "inv" in kinds:
+        for scenario in scenarios:
+            variants_first = paraphrase_variants(scenario.messages[0], 2, seed_value=seed)
+            if not variants_first:
+                continue
+            variants = [[v.text, *scenario.messages[1:]] for v in variants_first]
+
+            async def invariance(scenario: Scenario = scenario, variants: list[list[str]] = variants, firsts: Any = variants_first) -> CaseReport:
+                async with sem:
+                    r = await acheck_invariance(project, scenario, agent, variants, memo=memo, budget=budget, seed=seed)
+                same = sum(not v.differs for v in r.variants)
+                failures = [
+                    FailureSummary(
+                        signature=f"invariance:{scenario.id}",
+                        explanation=f"behaviour changed (p={v.p_value:.4f}) under {v.messages[0]!r}: {v.decisions} vs original {r.original}",
+                        count=1,
+                        first_trial=0,
+                    )
+                    for v in r.variants
+                    if v.differs
+                ]
+                return CaseReport(
+                    id=f"INV {scenario.id}",
+                    node=scenario.leaf,
+                    via=scenario.via,
+                    path=scenario.path,
+                    kind="INV",
+                    messages=[v[0] for v in variants],
+                    expected_decisions=[t.expect_decision for t in scenario.turns],
+                    verdict=r.verdict,
+                    runs=r.runs,
+                    passes=same,
+                    pass_rate=same / len(r.variants) if r.variants else 0.0,
+                    decided_by="two-sample test",
+                    failures=failures,
+                    capabilities=scenario.capabilities,
+                    branches=scenario.branches,
+                    details={
+                        "alpha": r.alpha,
+                        "runs_per_side": r.runs_per_side,
+                        "original": r.original,
+                        "variants": [{"message": v.messages[0], "provenance": f.describe(), "p_value": v.p_value, "mft_pass_rate": v.mft_pass_rate, "decisions": v.decisions} for v, f in zip(r.variants, firsts)],
+                    },
+                )
+
+            jobs.append(invariance())
+
+    on_planned(len(jobs))
+
+    async def tracked(job: Any) -> CaseReport:
+        report: CaseReport = await job
+        on_done(report)
+        return report
+
+    return list(await asyncio.gather(*(tracked(j) for j in jobs)))

@@ -1,0 +1,409 @@
+"""Tests of the generic statistical shrinker core (agentprop._shrink).
+
+The oracles here are seeded simulations whose truth is known: a hidden set of needed units
+must all be present for the failure, which then happens with probability ``p`` per run
+(plus, optionally, a background false failure at rate ``eps``). Each outcome is a pure
+function of (seed, candidate, trial index), like a memoised agent run.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Hashable, Iterable
+
+import numpy as np
+import pytest
+
+from agentprop._shrink import (
+    Calibration,
+    Outcome,
+    Unit,
+    Verdict,
+    ddmin,
+    shrink,
+    verify,
+    wilson_interval,
+)
+from agentprop._shrink.query import RatePosterior
+from agentprop.errors import InvalidArgument
+
+SIG = ("contract:no_refund_over_limit", "clause:R2", "step:3")
+
+
+def kept_values(forest: tuple[Unit[int], ...]) -> frozenset[int]:
+    """The candidate the fake oracles see: the set of kept leaf values."""
+    out: set[int] = set()
+    stack = list(forest)
+    while stack:
+        unit = stack.pop()
+        if unit.children:
+            stack.extend(unit.children)
+        else:
+            out.add(unit.value)
+    return frozenset(out)
+
+
+class SimOracle:
+    """Fails with ``signature`` at rate ``p`` when every needed value is present, and with
+    the same signature at rate ``eps`` regardless. Records every call."""
+
+    def __init__(
+        self,
+        needed: Iterable[int],
+        p: float,
+        *,
+        eps: float = 0.0,
+        seed: int = 0,
+        signature: Hashable = SIG,
+    ) -> None:
+        self.needed = frozenset(needed)
+        self.p, self.eps, self.seed, self.signature = p, eps, seed, signature
+        self.calls: list[tuple[frozenset[int], int]] = []
+        self.failed_calls: set[tuple[frozenset[int], int]] = set()
+        self.matching: set[frozenset[int]] = set()
+
+    def uniform(self, candidate: frozenset[int], trial: int, salt: str) -> float:
+        return random.Random(f"{self.seed}|{sorted(candidate)}|{trial}|{salt}").random()
+
+    def __call__(self, candidate: frozenset[int], trial: int) -> Outcome:
+        self.calls.append((candidate, trial))
+        fails = self.needed <= candidate and self.uniform(candidate, trial, "p") < self.p
+        if not fails and self.eps:
+            fails = self.uniform(candidate, trial, "eps") < self.eps
+        if fails:
+            self.matching.add(candidate)
+            self.failed_calls.add((candidate, trial))
+            return Outcome.failure(self.signature)
+        return Outcome.passed()
+
+
+def flat(n: int) -> tuple[Unit[int], ...]:
+    return tuple(Unit(i, label=f"u{i}") for i in range(n))
+
+
+def clauses(n_clauses: int, per_clause: int) -> tuple[Unit[int], ...]:
+    return tuple(
+        Unit(
+            -1 - c,
+            children=tuple(Unit(c * per_clause + j, label=f"c{c}t{j}") for j in range(per_clause)),
+            label=f"c{c}",
+        )
+        for c in range(n_clauses)
+    )
+
+
+def exact_rate(trials: int, make_input, needed_for, p: float, eps: float = 0.0, **kwargs) -> float:
+    hits = 0
+    for trial in range(trials):
+        rng = random.Random(1000 + trial)
+        needed = needed_for(rng)
+        oracle = SimOracle(needed, p, eps=eps, seed=trial)
+        result = shrink(make_input(), oracle, build=kept_values, background_rate=eps, **kwargs)
+        hits += result.reproducer == needed
+    return hits / trials
+
+
+# --- recovering the known minimal input ------------------------------------------------------
+
+
+def test_recovers_two_needed_clauses_out_of_eight():
+    # Theory (benchmarks/shrink.py, 1000 trials): >= 99% exact. Tolerance: 3 points on 200.
+    rate = exact_rate(200, lambda: flat(8), lambda rng: frozenset(rng.sample(range(8), 2)),
+                      p=0.5, budget=500)
+    assert rate >= 0.96
+
+
+def test_recovers_needed_tokens_through_the_hierarchy():
+    def needed(rng: random.Random) -> frozenset[int]:
+        a, b = rng.sample(range(8), 2)
+        return frozenset({a * 5 + rng.randrange(5), b * 5 + rng.randrange(5)})
+
+    rate = exact_rate(120, lambda: clauses(8, 5), needed, p=0.5, budget=1000)
+    assert rate >= 0.95
+
+
+def test_recovers_rare_failures():
+    # p = 0.2: a shrinker that trusted a few lucky runs would stop queries too early.
+    rate = exact_rate(120, lambda: flat(6), lambda rng: frozenset(rng.sample(range(6), 2)),
+                      p=0.2, budget=2000)
+    assert rate >= 0.95
+
+
+def test_background_false_failures_use_the_sprt():
+    # With eps = 0.05 ddmin's "one failure in N" accepts noise; the SPRT must not.
+    rate = exact_rate(80, lambda: flat(6), lambda rng: frozenset(rng.sample(range(6), 2)),
+                      p=0.5, eps=0.05, budget=3000)
+    assert rate >= 0.93
+
+
+def test_deterministic_failure_shrinks_to_the_needed_set_cheaply():
+    oracle = SimOracle({2, 5}, p=1.0)
+    result = shrink(flat(10), oracle, build=kept_values, budget=1000)
+    assert result.reproducer == {2, 5}
+    assert result.minimal
+    # A failure that always happens makes every reproducing query cost one run.
+    ran = [r for r in result.log if r.source == "ran"]
+    assert all(r.runs == 1 for r in ran if r.verdict is Verdict.REPRODUCES)
+
+
+# --- the budget and anytime behaviour -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3, 5, 8, 13, 21, 34, 55])
+def test_budget_is_never_exceeded(budget):
+    for seed in range(5):
+        oracle = SimOracle({1, 6}, p=0.5, seed=seed)
+        result = shrink(flat(8), oracle, build=kept_values, budget=budget)
+        assert len(oracle.calls) <= budget
+        assert result.runs == len(oracle.calls)
+        if len(oracle.calls) == budget and not result.minimal:
+            assert result.budget_exhausted
+
+
+def test_small_budget_returns_only_confirmed_reproducers():
+    for seed in range(30):
+        oracle = SimOracle({0, 3}, p=0.5, seed=seed)
+        result = shrink(flat(8), oracle, build=kept_values, budget=12)
+        original = frozenset(range(8))
+        # Either nothing smaller was confirmed, or the reproducer failed with the signature
+        # in one of the runs the shrinker made.
+        assert result.reproducer == original or result.reproducer in oracle.matching
+        assert result.reproducer >= {0, 3}
+        assert not result.minimal
+
+
+def test_budget_exhausted_mid_search_keeps_progress():
+    # 16 units is a large level: the first look removes a whole half (units 0-7) in one run.
+    oracle = SimOracle({12}, p=1.0)
+    result = shrink(flat(16), oracle, build=kept_values, budget=6)
+    assert result.budget_exhausted
+    assert len(result.reproducer) < 16
+    assert result.reproducer in oracle.matching
+
+
+# --- protection, signatures, memoisation ---------------------------------------------------
+
+
+def test_protected_units_are_never_removed():
+    units = tuple(Unit(i, protected=(i == 5), label=f"u{i}") for i in range(8))
+    oracle = SimOracle({1, 2}, p=0.5, seed=3)
+    result = shrink(units, oracle, build=kept_values, budget=500)
+    assert result.reproducer == {1, 2, 5}
+    assert all(5 in candidate for candidate, _ in oracle.calls)
+
+
+def test_protected_predicate_and_protected_parent():
+    units = clauses(4, 3)  # leaves 0..11; clause c1 holds 3, 4, 5
+    oracle = SimOracle({0}, p=1.0)
+    result = shrink(units, oracle, build=kept_values, budget=500,
+                    protected=lambda unit: unit.label in {"c1", "c3t2"})
+    assert result.reproducer == {0, 3, 4, 5, 11}
+    assert all({3, 4, 5, 11} <= candidate for candidate, _ in oracle.calls)
+
+
+def test_different_signature_failures_do_not_count():
+    # Removing unit 2 makes the test fail differently (bug B) every time; that must not be
+    # taken as "still fails", so unit 2 stays.
+    class Masking(SimOracle):
+        def __call__(self, candidate: frozenset[int], trial: int) -> Outcome:
+            if 2 not in candidate:
+                self.calls.append((candidate, trial))
+                return Outcome.failure("bug B")
+            return super().__call__(candidate, trial)
+
+    oracle = Masking({0, 1}, p=0.5, seed=11)
+    result = shrink(flat(6), oracle, build=kept_values, budget=500)
+    assert result.signature == SIG
+    assert result.reproducer == {0, 1, 2}
+    assert result.other_signatures.get("bug B", 0) > 0
+
+
+def test_given_signature_is_the_one_chased():
+    # The original fails with two signatures; only "A" depends on units 0 and 1.
+    def run(candidate: frozenset[int], trial: int) -> Outcome:
+        u = random.Random(f"{sorted(candidate)}|{trial}").random()
+        if {0, 1} <= candidate and u < 0.5:
+            return Outcome.failure("A")
+        if u > 0.8:
+            return Outcome.failure("B")
+        return Outcome.passed()
+
+    result = shrink(flat(6), run, build=kept_values, budget=500, signature="A")
+    assert result.signature == "A"
+    assert result.reproducer == {0, 1}
+
+
+def test_no_run_is_repeated_and_trial_indices_are_fresh():
+    oracle = SimOracle({1, 4}, p=0.4, seed=5)
+    result = shrink(clauses(4, 3), oracle, build=kept_values, budget=800)
+    assert len(set(oracle.calls)) == len(oracle.calls)
+    by_candidate: dict[frozenset[int], list[int]] = {}
+    for candidate, trial in oracle.calls:
+        by_candidate.setdefault(candidate, []).append(trial)
+    for trials in by_candidate.values():
+        assert trials == list(range(len(trials)))
+    # One matching failure proves a candidate (specific signature), and a candidate with a
+    # verdict is never run again: a failure can only be a candidate's last run.
+    for candidate, trials in by_candidate.items():
+        assert all((candidate, t) not in oracle.failed_calls for t in trials[:-1])
+    assert result.queries == sum(1 for r in result.log if r.source == "ran")
+
+
+def test_memoised_verdicts_answer_repeated_questions_for_free():
+    # Removing the last token of a clause is the same candidate as removing the clause, so
+    # the token-level sweep finds the clause-level verdict already there.
+    oracle = SimOracle({0, 4}, p=0.5, seed=2)
+    result = shrink(clauses(4, 3), oracle, build=kept_values, budget=500)
+    assert result.reproducer == {0, 4}
+    free = [r for r in result.log if r.source in {"memo", "inferred"}]
+    assert free
+    assert all(r.runs == 0 for r in free)
+    assert len(set(oracle.calls)) == len(oracle.calls)
+
+
+def test_calibration_evidence_saves_the_calibration_runs():
+    oracle = SimOracle({0, 1}, p=0.5, seed=4)
+    given = Calibration(runs=20, failures=9, signature=SIG)
+    result = shrink(flat(6), oracle, build=kept_values, budget=500, calibration=given)
+    original = frozenset(range(6))
+    assert all(t >= 20 for c, t in oracle.calls if c == original)
+    assert result.original_rate.runs >= 20
+    assert result.reproducer == {0, 1}
+
+
+def test_original_that_does_not_fail_is_returned_unchanged():
+    oracle = SimOracle({0}, p=0.0)
+    result = shrink(flat(4), oracle, build=kept_values, budget=30, max_calibration_runs=10)
+    assert result.reproducer == frozenset(range(4))
+    assert not result.minimal
+    assert "did not fail" in result.stop_reason
+    assert result.runs == 10
+
+
+def test_without_monotonicity_it_still_finds_a_deterministic_minimum():
+    oracle = SimOracle({3, 4}, p=1.0)
+    result = shrink(flat(7), oracle, build=kept_values, budget=2000, assume_monotone=False)
+    assert result.reproducer == {3, 4}
+    assert result.minimal
+
+
+def test_default_candidate_is_the_pruned_forest():
+    seen: list[tuple[Unit[int], ...]] = []
+
+    def run(forest: tuple[Unit[int], ...], trial: int) -> Outcome:
+        seen.append(forest)
+        return Outcome.failure("x") if 4 in kept_values(forest) else Outcome.passed()
+
+    result = shrink(clauses(3, 2), run, budget=200)
+    assert kept_values(result.reproducer) == {4}
+    # The clause holding token 4 survives with only that token; empty clauses disappear.
+    assert len(result.reproducer) == 1
+    assert [u.value for u in result.reproducer[0].children] == [4]
+    assert all(unit.children for forest in seen for unit in forest)
+
+
+# --- verification --------------------------------------------------------------------------
+
+
+def test_verify_uses_fresh_trials_and_wilson_intervals():
+    oracle = SimOracle({1, 2}, p=0.5, seed=8)
+    result = shrink(flat(6), oracle, build=kept_values, budget=500)
+    used = set(oracle.calls)
+    before = len(oracle.calls)
+    check = verify(result, oracle, runs=200, rerun_original=True)
+    fresh = oracle.calls[before:]
+    assert len(fresh) == 400
+    assert not used & set(fresh)
+    assert check.reproducer.runs == 200
+    low, high = check.reproducer.interval
+    assert low <= 0.5 <= high
+    assert check.original.runs == 200
+
+
+def test_wilson_interval_matches_its_closed_form_and_covers():
+    z = 1.959963984540054
+    # Zero failures: the upper bound has the closed form z^2 / (n + z^2).
+    assert wilson_interval(0, 10) == (0.0, pytest.approx(z * z / (10 + z * z)))
+    assert wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    assert wilson_interval(10, 10)[0] == pytest.approx(10 / (10 + z * z))
+    rng = np.random.default_rng(7)
+    for p, n in [(0.3, 50), (0.1, 80)]:
+        intervals = [wilson_interval(int(k), n) for k in rng.binomial(n, p, 2000)]
+        covered = sum(lo <= p <= hi for lo, hi in intervals)
+        # Wilson's actual coverage is close to 95% at these sizes; tolerance 2.5 points.
+        assert 0.925 <= covered / 2000 <= 0.975
+
+
+def test_rule_out_count_matches_the_known_rate_limit():
+    # With overwhelming evidence that q = 0.5 the rule is (1 - q)^n <= error: n = 10 at 1e-3.
+    sharp = RatePosterior(50_000, 100_000)
+    assert sharp.runs_to_rule_out(1e-3, limit=1000) == math.ceil(math.log(1e-3) / math.log(0.5))
+    # With little evidence the count must be larger (small q stays plausible).
+    vague = RatePosterior(1, 2)
+    assert vague.runs_to_rule_out(1e-3, limit=1000) > 10
+
+
+# --- the ddmin baseline --------------------------------------------------------------------
+
+
+def is_one_minimal(config: frozenset[int], fails) -> bool:
+    return fails(config) and all(not fails(config - {x}) for x in config)
+
+
+@pytest.mark.parametrize("needed", [{3}, {3, 7}, {0, 5, 9}, {1, 2, 3, 4}])
+def test_ddmin_finds_a_one_minimal_input_on_a_deterministic_oracle(needed):
+    def fails(config: frozenset[int]) -> bool:
+        return frozenset(needed) <= config
+
+    def run(candidate: frozenset[int], trial: int) -> Outcome:
+        return Outcome.failure(SIG) if fails(candidate) else Outcome.passed()
+
+    result = ddmin(flat(10), run, runs_per_query=1, build=kept_values, signature=SIG)
+    assert result.reproducer == frozenset(needed)
+    assert is_one_minimal(result.reproducer, fails)
+    assert result.runs == result.queries
+
+
+def test_ddmin_runs_n_times_per_query_and_respects_budget_and_protection():
+    calls: list[frozenset[int]] = []
+
+    def run(candidate: frozenset[int], trial: int) -> Outcome:
+        calls.append(candidate)
+        return Outcome.failure(SIG) if {1, 6} <= candidate else Outcome.passed()
+
+    units = tuple(Unit(i, protected=(i == 0)) for i in range(8))
+    result = ddmin(units, run, runs_per_query=10, build=kept_values, signature=SIG)
+    assert result.reproducer == {0, 1, 6}
+    assert result.runs == 10 * result.queries == len(calls)
+    assert all(0 in c for c in calls)
+    limited = ddmin(units, run, runs_per_query=10, budget=35, build=kept_values, signature=SIG)
+    assert limited.runs <= 35 and limited.budget_exhausted
+
+
+# --- argument validation -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"budget": 0}, "budget"),
+        ({"budget": 10, "miss_error": 0.0}, "miss_error"),
+        ({"budget": 10, "background_rate": 1.0}, "background_rate"),
+        ({"budget": 10, "small_level": 0}, "small_level"),
+        ({"budget": 10, "calibration": (3, 1)}, "Calibration"),
+    ],
+)
+def test_bad_arguments_raise_invalid_argument(kwargs, fragment):
+    with pytest.raises(InvalidArgument, match=fragment):
+        shrink(flat(3), SimOracle({0}, p=1.0), build=kept_values, **kwargs)
+
+
+def test_run_must_return_an_outcome():
+    with pytest.raises(InvalidArgument, match="Outcome"):
+        shrink(flat(3), lambda candidate, trial: True, budget=10)
+
+
+def test_units_must_be_units():
+    with pytest.raises(InvalidArgument, match="Unit"):
+        shrink([1, 2, 3], SimOracle({0}, p=1.0), budget=10)
