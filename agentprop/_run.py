@@ -23,9 +23,9 @@ from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._oracle import CheckResult, OracleSettings
 from agentprop._paths import loop_branches
-from agentprop._run_kinds import extra_cases
+from agentprop._run_kinds import case_from_check, extra_cases
 from agentprop._project import Project
-from agentprop._report import AgentInfo, CaseReport, FailureSummary, Metrics, RunReport, SpecInfo
+from agentprop._report import AgentInfo, CaseReport, Metrics, RunReport, SpecInfo
 from agentprop._scenario import Scenario
 
 
@@ -81,32 +81,7 @@ class Progress:
 
 
 def _case_report(scenario: Scenario, result: CheckResult) -> CaseReport:
-    return CaseReport(
-        id=scenario.id,
-        node=scenario.leaf,
-        via=scenario.via,
-        path=scenario.path,
-        kind="MFT",
-        messages=scenario.messages,
-        expected_decisions=[t.expect_decision for t in scenario.turns],
-        verdict=result.verdict,
-        runs=result.runs,
-        passes=result.passes,
-        pass_rate=result.pass_rate,
-        interval=result.interval,
-        interval_exact=result.interval_exact,
-        pass_hat_k=result.pass_hat_k,
-        decided_by=result.decided_by,
-        cost_usd=result.cost_usd,
-        input_tokens=result.input_tokens,
-        output_tokens=result.output_tokens,
-        failures=[
-            FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial)
-            for f in result.failures
-        ],
-        capabilities=scenario.capabilities,
-        branches=scenario.branches,
-    )
+    return case_from_check(scenario.id, "MFT", scenario, result, {})
 
 
 async def arun_cases(

@@ -35,7 +35,7 @@ def _failures(result: CheckResult) -> list[FailureSummary]:
     return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial) for f in result.failures]
 
 
-def _from_check(case_id: str, kind: str, scenario: Scenario, result: CheckResult, details: dict[str, Any]) -> CaseReport:
+def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckResult, details: dict[str, Any]) -> CaseReport:
     return CaseReport(
         id=case_id,
         node=scenario.leaf,
@@ -99,7 +99,7 @@ async def extra_cases(
             async def boundary(case: Any = case, case_id: str = f"BOUNDARY {moved} @{where}") -> CaseReport:
                 async with sem:
                     r = await acheck(project, case.scenario, agent, settings=oracle, memo=memo, budget=budget, seed=seed, name=case_id)
-                return _from_check(
+                return case_from_check(
                     case_id,
                     "BOUNDARY",
                     case.scenario,

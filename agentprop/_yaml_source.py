@@ -8,7 +8,7 @@ mapping keys and sequence indices) to its 1-based line and column.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,33 @@ import yaml
 from agentprop.errors import InputError, SourceLocation
 
 Loc = tuple[Hashable, ...]
+
+TYPE_WORDS = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "list_type": "a list (`- item` lines or `[a, b]`)",
+    "tuple_type": "a list (`- item` lines or `[a, b]`)",
+    "dict_type": "a mapping (`key: value` lines)",
+    "model_type": "a mapping (`key: value` lines)",
+    "model_attributes_type": "a mapping (`key: value` lines)",
+}
+"""How pydantic's type-error kinds read to someone editing YAML."""
+
+
+def describe_loc(loc: Iterable[Hashable]) -> str:
+    """``("tools", 2, "name")`` -> ``tools[2].name``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "the top level"
 
 
 @dataclass

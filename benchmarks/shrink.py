@@ -8,6 +8,9 @@ candidate, trial index), like memoised agent runs, so a rerun prints the same ta
 
 For each scenario both shrinkers see the same inputs; "exact" means the returned reproducer
 is exactly the needed set. Runs count everything the shrinker spent, calibration included.
+ddmin works on the flat list of leaves (it has no notion of levels). The last row passes the
+runs an oracle made of the original before shrinking as ``Calibration`` (not counted), to
+show what knowing the failure rate better is worth.
 
     python benchmarks/shrink.py [--trials N] [--json PATH]
 """
@@ -198,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
           "the needed set.")
     print("The runs<=32 target is the cost with the failure rate known exactly; the shrinker "
           "learns it as it goes (last row: given the oracle's 30 runs of the original).")
+    sys.stdout.flush()
     print(f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
     if args.json is not None:
         keys = ("scenario", "mean_runs", "exact_rate", "baseline_mean_runs", "baseline_exact_rate")

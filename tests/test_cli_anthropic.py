@@ -4,7 +4,6 @@ the real SDK, no API key and no internet."""
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,9 +93,10 @@ def test_replay_only_miss_explains_what_changed(server: MessagesServer, tmp_path
     assert code == 1
     case = RunReport.model_validate_json(report.read_text()).cases[0]
     assert case.verdict == "FAIL"
-    trace = json.loads(report.read_text())["cases"][0]
     explanation = case.failures[0].explanation
-    assert "No recorded response" in explanation or "CacheMiss" in explanation, trace
+    assert "CacheMiss: No recorded response" in explanation and "replay-only" in explanation
+    assert '+  "temperature": 0.3,' in explanation  # the diff names what changed
+    assert "CacheMiss" in out
 
 
 def test_budget_exhaustion_marks_cases_inconclusive(server: MessagesServer, tmp_path: Path) -> None:

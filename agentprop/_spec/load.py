@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from agentprop._spec.lint import LintFinding, lint
 from agentprop._spec.model import Spec
 from agentprop._spec.when import WhenSyntaxError, parse_when
-from agentprop._yaml_source import YamlSource, load_yaml
+from agentprop._yaml_source import TYPE_WORDS, YamlSource, describe_loc, load_yaml
 from agentprop.errors import SourceLocation, SpecError
 
 SPEC_FILE_NAMES = ("spec.yaml", "spec.yml")
@@ -46,56 +46,31 @@ def resolve_spec_path(path: str | Path) -> Path:
     return p
 
 
-def _describe_loc(loc: tuple[Hashable, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "the top level"
-
-
-_TYPE_WORDS = {
-    "string_type": "a string",
-    "int_type": "an integer",
-    "int_parsing": "an integer",
-    "float_type": "a number",
-    "float_parsing": "a number",
-    "bool_type": "true or false",
-    "bool_parsing": "true or false",
-    "list_type": "a list (`- item` lines or `[a, b]`)",
-    "dict_type": "a mapping (`key: value` lines)",
-    "model_type": "a mapping (`key: value` lines)",
-    "literal_error": None,
-}
-
-
 def _validation_error(exc: ValidationError, src: YamlSource) -> SpecError:
     errors = exc.errors(include_url=False)
     first = errors[0]
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    where = _describe_loc(loc)
+    where = describe_loc(loc)
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     if first["type"] == "missing":
         parent, key = loc[:-1], loc[-1]
         typo = _typo_of(src, parent, str(key))
         if typo is not None:
             return SpecError(
-                f"missing required key {key!r} in {_describe_loc(parent)}; {typo!r} looks like a typo of it{more}",
+                f"missing required key {key!r} in {describe_loc(parent)}; {typo!r} looks like a typo of it{more}",
                 location=src.location((*parent, typo), key=True),
                 expected=f"`{key}:`",
                 fix=f"rename {typo!r} to {key!r}",
             )
         return SpecError(
-            f"missing required key {key!r} in {_describe_loc(parent)}{more}",
+            f"missing required key {key!r} in {describe_loc(parent)}{more}",
             location=src.location(parent),
-            expected=f"`{key}:` in {_describe_loc(parent)}",
+            expected=f"`{key}:` in {describe_loc(parent)}",
             fix=f"add `{key}: ...` there (see docs/reference.md for the spec format)",
         )
     got = first.get("input")
     got_text = f"{type(got).__name__} {got!r}" if not isinstance(got, (dict, list)) else type(got).__name__
-    word = _TYPE_WORDS.get(first["type"])
+    word = TYPE_WORDS.get(first["type"])
     msg = first["msg"][0].lower() + first["msg"][1:]
     if word:
         return SpecError(

@@ -480,17 +480,22 @@ def _value(e: Expr, env: Mapping[str, Any]) -> Any:
     if isinstance(e, Path):
         return lookup(env, e.dotted)
     if isinstance(e, Arith):
-        a, b = _value(e.left, env), _value(e.right, env)
-        if e.op == "+":
-            return a + b
-        if e.op == "-":
-            return a - b
-        if e.op == "*":
-            return a * b
-        if e.op == "/":
-            return a / b if b != 0 else math.inf
-        return a % b
+        return arith(e.op, _value(e.left, env), _value(e.right, env))
     return _truth(e, env)
+
+
+def arith(op: str, a: Any, b: Any) -> Any:
+    """``a op b`` for the arithmetic of ``when`` expressions: a division by zero is infinite
+    (``a / b > 1000`` holds rather than crashing), a modulo by zero has no value (``None``)."""
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        return a / b if b != 0 else math.inf
+    return a % b if b != 0 else None
 
 
 def _equal(a: Any, b: Any) -> bool:

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
-from agentprop._yaml_source import YamlSource, load_yaml
+from agentprop._yaml_source import TYPE_WORDS, YamlSource, describe_loc, load_yaml
 from agentprop.errors import InputError, InvalidArgument, SourceLocation
 
 Mood = Literal["imperative", "question", "statement"]
@@ -268,24 +268,6 @@ def merge_packs(base: PhrasePack, *overlays: PhrasePack) -> PhrasePack:
 # --- loading ----------------------------------------------------------------------------------
 
 
-def _describe(loc: Sequence[Hashable]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "the top level"
-
-
-_TYPE_WORDS = {
-    "string_type": "a string",
-    "list_type": "a list (`- item` lines or `[a, b]`)",
-    "tuple_type": "a list (`- item` lines or `[a, b]`)",
-    "dict_type": "a mapping (`key: value` lines)",
-    "model_type": "a mapping (`key: value` lines)",
-    "model_attributes_type": "a mapping (`key: value` lines)",
-}
 
 _QUOTE_HINT = (
     "YAML reads unquoted yes/no/on/off/true/false as booleans and bare numbers as numbers: "
@@ -310,16 +292,16 @@ def _error_from_validation(exc: ValidationError, src: YamlSource) -> InputError:
     if loc and loc[-1] == "[key]":
         loc = loc[:-1]
         where = src.location(loc, key=True)
-        key_text = f"key {loc[-1]!r} of {_describe(loc[:-1])}" if loc else "a key"
+        key_text = f"key {loc[-1]!r} of {describe_loc(loc[:-1])}" if loc else "a key"
     else:
         where = src.location(loc, key=(kind == "extra_forbidden"))
-        key_text = _describe(loc)
+        key_text = describe_loc(loc)
     if kind == "extra_forbidden":
         parent, key = loc[:-1], str(loc[-1])
         allowed = _allowed_keys(parent)
         close = difflib.get_close_matches(key, allowed, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        place = f"in {_describe(parent)}" if parent else "at the top level"
+        place = f"in {describe_loc(parent)}" if parent else "at the top level"
         return InputError(
             f"unknown key {key!r} {place}{more}",
             location=where,
@@ -330,7 +312,7 @@ def _error_from_validation(exc: ValidationError, src: YamlSource) -> InputError:
         parent, key = loc[:-1], str(loc[-1])
         example = "`lang: en` (the language this pack is for)" if key == "lang" else f"`{key}: ...`"
         return InputError(
-            f"missing required key {key!r} in {_describe(parent)}{more}",
+            f"missing required key {key!r} in {describe_loc(parent)}{more}",
             location=src.location(parent),
             expected=example,
             fix=f"add {example} at the top of the file",
@@ -352,7 +334,7 @@ def _error_from_validation(exc: ValidationError, src: YamlSource) -> InputError:
         )
     got = first.get("input")
     got_text = type(got).__name__ if isinstance(got, (dict, list)) else f"{type(got).__name__} {got!r}"
-    expected = _TYPE_WORDS.get(kind, first["msg"])
+    expected = TYPE_WORDS.get(kind, first["msg"])
     fix = f"change {key_text} to {expected}"
     if kind == "string_type" and (isinstance(got, (bool, int, float)) or got is None):
         fix += f"; {_QUOTE_HINT}"
@@ -369,7 +351,7 @@ def pack_from_source(src: YamlSource) -> PhrasePack:
     if src.duplicate_keys:
         loc, (line, col) = src.duplicate_keys[0]
         raise InputError(
-            f"duplicate key {str(loc[-1])!r} in {_describe(loc[:-1])}",
+            f"duplicate key {str(loc[-1])!r} in {describe_loc(loc[:-1])}",
             location=SourceLocation(src.path, line, col),
             expected="each key once per mapping",
             fix="merge the two entries into one (YAML would silently keep only the last)",

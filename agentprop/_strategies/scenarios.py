@@ -56,6 +56,7 @@ from agentprop._spec.when import (
     Path as VarPath,
     Symbol,
     UnboundVariable,
+    arith,
     atoms,
     evaluate,
     lookup,
@@ -406,15 +407,7 @@ def numeric_value(e: Expr, env: Mapping[str, Any]) -> Any:
         a, b = numeric_value(e.left, env), numeric_value(e.right, env)
         if not (is_number(a) and is_number(b)):
             return None
-        if e.op == "+":
-            return a + b
-        if e.op == "-":
-            return a - b
-        if e.op == "*":
-            return a * b
-        if e.op == "/":
-            return a / b if b != 0 else math.inf
-        return a % b if b != 0 else None
+        return arith(e.op, a, b)
     return None
 
 

@@ -1,0 +1,298 @@
+"""Throughput of the model-backed agent, and the framework's own overhead per run.
+
+Usage: ``python benchmarks/throughput.py [--json PATH] [--runs N] [--latency S] [--concurrency C]``
+
+Three measurements, in one process (the API server runs in a subprocess, so client and server do
+not share a GIL):
+
+1. **Live.** ``--runs`` (1,000) runs of :class:`agentprop.AnthropicAgent` on the SupportOps
+   billing scenario (two model calls a run: ``get_account``, then ``respond``) against
+   :class:`agentprop.testing.MessagesServer` answering after ``--latency`` (50 ms), with
+   ``--concurrency`` (32) runs in flight, recording into a fresh API cache. The baseline is
+   the ideal wall time ``runs x calls per run x latency / concurrency``; target <= 1.3x.
+2. **Replay.** The same runs again from the cache in ``replay-only`` mode (no HTTP at all);
+   target <= 5% of the live time.
+3. **Overhead.** A zero-latency Python agent (one tool call, then ``respond``) run through the
+   runtime (``Project.arun``: world, conversation, trace) against the same function called
+   directly with a bare stand-in context (no agentprop); the difference is agentprop's overhead
+   per run.
+
+``--json`` writes ``{"live_over_ideal", "replay_over_live", "overhead_us_per_run", ...}``. Inputs
+(scenario, trials, replies, token counts) are fixed, so the table's shape and its counts repeat;
+the timings are measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORTOPS = ROOT / "examples" / "supportops"
+SCENARIO = "END_BILLING_ANSWER<-N3_BILLING"
+MODEL = "claude-haiku-4-5"
+CALLS_PER_RUN = 2
+
+
+# --------------------------------------------------------------------------------------------
+# The server (a subprocess)
+# --------------------------------------------------------------------------------------------
+
+
+def serve(latency: float) -> None:
+    """Run a MessagesServer that plays a correct billing agent; print its port; stop on EOF."""
+    from agentprop.testing import MessagesServer, respond_reply, tool_use_reply
+
+    call = tool_use_reply("get_account", {"account_id": "A1"}, input_tokens=1500, output_tokens=40)
+    answer = respond_reply(
+        node_id="END_BILLING_ANSWER",
+        decision="BILLING_ANSWER",
+        tool_actions=["get_account"],
+        evidence="get_account: plan PLAN-BASIC",
+        user_message="You are on plan PLAN-BASIC; order O-1001 is processing.",
+    )
+    assert answer.message is not None
+    answer_msg = {**answer.message, "usage": {"input_tokens": 1700, "output_tokens": 90}}
+
+    def handler(request: dict[str, Any]) -> Any:
+        return call if len(request["messages"]) == 1 else answer_msg
+
+    with MessagesServer(handler=handler, latency=latency) as server:
+        print(server.port, flush=True)
+        sys.stdin.read()  # until the parent closes our stdin
+        print(len(server.requests), flush=True)
+
+
+class ServerProcess:
+    def __init__(self, latency: float) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", "--latency", str(latency)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+        self.base_url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> int:
+        """Stop the server; returns how many requests it answered."""
+        out, _ = self.proc.communicate("", timeout=30)
+        return int(out.strip() or 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Measurements
+# --------------------------------------------------------------------------------------------
+
+
+async def run_many(project: Any, factory: Any, runs: int, concurrency: int, first_trial: int = 0) -> list[Any]:
+    sem = asyncio.Semaphore(concurrency)
+    scenario = project.scenario(SCENARIO)
+
+    async def one(i: int) -> Any:
+        async with sem:
+            return await project.arun(scenario, factory, trial=first_trial + i)
+
+    return await asyncio.gather(*(one(i) for i in range(runs)))
+
+
+def timed_agent_runs(project: Any, agent: Any, runs: int, concurrency: int) -> tuple[float, list[Any]]:
+    async def go() -> tuple[float, list[Any]]:
+        t0 = time.perf_counter()
+        try:
+            traces = await run_many(project, agent.factory, runs, concurrency)
+        finally:
+            await agent.aclose()
+        return time.perf_counter() - t0, traces
+
+    return asyncio.run(go())
+
+
+def check_traces(traces: list[Any], what: str) -> None:
+    bad = [t for t in traces if t.errored or t.final_decision != "BILLING_ANSWER"]
+    if bad:
+        raise SystemExit(f"{what}: {len(bad)} of {len(traces)} runs went wrong, e.g. {bad[0].all_errors()}")
+
+
+def _trivial_agent_body(ctx: Any) -> None:
+    account = ctx.call("get_account", account_id="A1")
+    ctx.respond(
+        node_id="END_BILLING_ANSWER",
+        decision="BILLING_ANSWER",
+        tool_actions=["get_account"],
+        evidence=f"get_account: plan {account['plan_id']}",
+        user_message=f"You are on plan {account['plan_id']}.",
+    )
+
+
+async def trivial_agent(message: str, ctx: Any) -> None:
+    """The zero-latency Python agent: one tool call, then respond."""
+    _trivial_agent_body(ctx)
+
+
+class _BareContext:
+    """The baseline's stand-in for a context: a dict lookup and a field store."""
+
+    def __init__(self, outputs: dict[str, Any]) -> None:
+        self.outputs = outputs
+        self.response: dict[str, Any] | None = None
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        return self.outputs[name]
+
+    def respond(self, **fields: Any) -> None:
+        self.response = fields
+
+
+def measure_overhead(project: Any, runs: int) -> tuple[float, float]:
+    """(agentprop seconds per run, baseline seconds per run), best of three rounds."""
+    from agentprop._scenario import make_world
+
+    scenario = project.scenario(SCENARIO)
+    world = make_world(project.spec, project.bindings, scenario, seed=0)
+    outputs = {"get_account": world.call("get_account", {"account_id": "A1"})}
+
+    async def framework() -> float:
+        t0 = time.perf_counter()
+        for i in range(runs):
+            trace = await project.arun(scenario, lambda: trivial_agent, trial=i)
+        elapsed = time.perf_counter() - t0
+        assert trace.final_decision == "BILLING_ANSWER" and not trace.errored, trace.all_errors()
+        return elapsed
+
+    async def baseline() -> float:
+        t0 = time.perf_counter()
+        for _ in range(runs):
+            ctx = _BareContext(outputs)
+            await trivial_agent("What plan am I on?", ctx)
+        elapsed = time.perf_counter() - t0
+        assert ctx.response is not None and ctx.response["decision"] == "BILLING_ANSWER"
+        return elapsed
+
+    fw = min(asyncio.run(framework()) for _ in range(3)) / runs
+    base = min(asyncio.run(baseline()) for _ in range(3)) / runs
+    return fw, base
+
+
+# --------------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", dest="json_path", help="write the results as JSON to this file")
+    parser.add_argument("--runs", type=int, default=1000, help="agent runs against the server (default 1000)")
+    parser.add_argument("--latency", type=float, default=0.05, help="server latency per reply, seconds (default 0.05)")
+    parser.add_argument("--concurrency", type=int, default=32, help="runs in flight (default 32)")
+    parser.add_argument("--overhead-runs", type=int, default=2000, help="runs of the overhead measurement (default 2000)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.latency)
+        return 0
+
+    from agentprop._anthropic_agent import AnthropicAgent
+    from agentprop._budget import Budget
+    from agentprop._project import load_project
+
+    project = load_project(SUPPORTOPS)
+    server = ServerProcess(args.latency)
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "api-cache.sqlite"
+        options: dict[str, Any] = {
+            "base_url": server.base_url,
+            "cache": cache,
+            "max_concurrent_requests": args.concurrency,
+        }
+        try:
+            # warm-up: imports, the SDK client, the SQLite file (its own trials, not replayed)
+            warm = AnthropicAgent.from_files(MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml", cache_mode="off", **{k: v for k, v in options.items() if k != "cache"}, cache=False)
+            asyncio.run(_warm(project, warm))
+
+            live_budget = Budget()
+            live_agent = AnthropicAgent.from_files(
+                MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
+                cache_mode="read-write", budget=live_budget, **options,
+            )
+            live_s, live_traces = timed_agent_runs(project, live_agent, args.runs, args.concurrency)
+            check_traces(live_traces, "live")
+            live_stats = live_agent.stats()
+
+            replay_budget = Budget()
+            replay_agent = AnthropicAgent.from_files(
+                MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
+                cache_mode="replay-only", budget=replay_budget, **options,
+            )
+            replay_s, replay_traces = timed_agent_runs(project, replay_agent, args.runs, args.concurrency)
+            check_traces(replay_traces, "replay")
+            replay_stats = replay_agent.stats()
+        finally:
+            served = server.stop()
+    if [t.decisions for t in replay_traces] != [t.decisions for t in live_traces]:
+        raise SystemExit("the replay differs from the live run")
+
+    fw_s, base_s = measure_overhead(project, args.overhead_runs)
+
+    ideal_s = args.runs * CALLS_PER_RUN * args.latency / args.concurrency
+    live_over_ideal = live_s / ideal_s
+    replay_over_live = replay_s / live_s
+    overhead_us = (fw_s - base_s) * 1e6
+    rows = [
+        ("live: ideal (runs x calls x latency / concurrency)", f"{ideal_s:8.3f} s", "baseline"),
+        (f"live: {args.runs} runs, {live_stats['live_calls']} API calls", f"{live_s:8.3f} s", f"{live_over_ideal:5.2f}x ideal (target <= 1.30x)"),
+        (f"replay-only: {args.runs} runs, {replay_stats['cache_hits']} cache hits", f"{replay_s:8.3f} s", f"{replay_over_live:6.1%} of live (target <= 5%)"),
+        ("direct call of the Python agent (no agentprop)", f"{base_s * 1e6:8.1f} us", "baseline"),
+        ("the same agent through the runtime", f"{fw_s * 1e6:8.1f} us", f"{fw_s / base_s:5.1f}x; overhead {overhead_us:.1f} us/run"),
+    ]
+    print(f"throughput: {args.runs} runs of {SCENARIO}, {args.latency * 1000:.0f} ms latency, concurrency {args.concurrency}")
+    print(f"{'measurement':<58} {'time':>12}  ratio")
+    for name, value, ratio in rows:
+        print(f"{name:<58} {value:>12}  {ratio}")
+    print(
+        f"server answered {served} requests (warm-up included); replay sent {replay_stats['live_calls']}; "
+        f"live cost ${live_budget.snapshot().usd:.4f}, replay saved ${replay_budget.snapshot().usd_saved:.4f}; "
+        f"retries {live_stats['retries']['retries']}"
+    )
+    if args.json_path:
+        Path(args.json_path).write_text(
+            json.dumps(
+                {
+                    "live_over_ideal": live_over_ideal,
+                    "replay_over_live": replay_over_live,
+                    "overhead_us_per_run": overhead_us,
+                    "live_s": live_s,
+                    "ideal_s": ideal_s,
+                    "replay_s": replay_s,
+                    "runtime_us_per_run": fw_s * 1e6,
+                    "baseline_us_per_run": base_s * 1e6,
+                    "runs": args.runs,
+                    "latency_s": args.latency,
+                    "concurrency": args.concurrency,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+async def _warm(project: Any, agent: Any) -> None:
+    try:
+        await run_many(project, agent.factory, 8, 8, first_trial=10_000_000)
+    finally:
+        await agent.aclose()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
