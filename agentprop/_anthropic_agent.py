@@ -545,8 +545,18 @@ class AnthropicAgent:
             state = self._loop_state()
             self._counters.bump("live_calls")
             kwargs = _sdk_arguments(request)
+            messages = state.client.messages.with_raw_response
+
+            async def attempt() -> dict[str, Any]:
+                # the raw JSON is what the cache stores: no pydantic round trip per call
+                raw = await messages.create(**kwargs)
+                data = await raw.json()
+                if not isinstance(data, dict) or not isinstance(data.get("content"), list):
+                    raise ModelCallError(f"the API answered with JSON that is not a message: {str(data)[:200]}")
+                return data
+
             return await retry_call_async(
-                lambda: state.client.messages.create(**kwargs),
+                attempt,
                 policy=self.retry_policy,
                 rng=random.Random(stable_seed("agentprop-retry", *seed_parts, trial)),
                 stats=self.retry_stats,

@@ -50,7 +50,14 @@ def mft_verdicts(spec: Spec, scenario: Scenario, trace: Trace) -> list[Verdict]:
         if turn.required_tools:
             out.append(calls_in_order(trace, turn.required_tools, turn=i, clause=_node_clause(spec, turn.nodes, turn.required_tools)))
     if scenario.forbidden_tools:
-        out.append(forbids_tools(trace, scenario.forbidden_tools, clause=_policy_for_tools(spec, scenario.forbidden_tools) or f"decision_tree.{scenario.leaf}"))
+        verdict = forbids_tools(trace, scenario.forbidden_tools, clause=f"decision_tree.{scenario.leaf}")
+        if not verdict.passed and verdict.detail:
+            # name the policy that governs the tool actually called, when one does
+            called = verdict.detail.removeprefix("called=")
+            policy = _policy_for_tools(spec, [called])
+            if policy is not None:
+                verdict = verdict.model_copy(update={"clause": policy})
+        out.append(verdict)
     for node_id in scenario.path:
         node = spec.nodes_by_id.get(node_id)
         if node is not None and node.requirements.must_not_use:

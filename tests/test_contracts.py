@@ -346,5 +346,16 @@ def test_signature_is_stable_and_names_the_place() -> None:
     t = trace(turn(0, []), turn(1, ["cancel_order"]))
     a = forbids_tools(t, ["cancel_order"], clause="P3_CONFIRM_CANCEL")
     b = forbids_tools(t, ["cancel_order"], clause="P3_CONFIRM_CANCEL")
-    assert a.signature == b.signature == "forbids_tools:P3_CONFIRM_CANCEL@turn1"
+    assert a.signature == b.signature == "forbids_tools:P3_CONFIRM_CANCEL@turn1:called=cancel_order"
     assert forbids_tools(trace(turn(0, ["cancel_order"])), ["cancel_order"], clause="P3_CONFIRM_CANCEL").signature != a.signature
+    # the same clause broken in a different way is a different bug
+    two = trace(turn(0, []), turn(1, ["update_address"]))
+    assert forbids_tools(two, ["cancel_order", "update_address"], clause="P3_CONFIRM_CANCEL").signature != a.signature
+
+
+def test_decision_signature_names_the_decision_taken() -> None:
+    clarify = trace(turn(0, [], decision="CLARIFY"))
+    confirm = trace(turn(0, [], decision="ASK_CONFIRM_CANCEL"))
+    a = decision_is(clarify, "REFUSE_AUTH", clause="decision_tree.END_REFUSE_AUTH")
+    b = decision_is(confirm, "REFUSE_AUTH", clause="decision_tree.END_REFUSE_AUTH")
+    assert a.signature.endswith(":got=CLARIFY") and b.signature.endswith(":got=ASK_CONFIRM_CANCEL")

@@ -1,0 +1,355 @@
+"""Shrinking a failing conversation: ``agentprop.shrink``.
+
+A failing case is a conversation (the user's turns) plus the world it ran in. The generic
+statistical shrinker (:mod:`agentprop._shrink`) minimises it as a forest of units:
+
+- **turns**, each holding its **clauses** (split at ``, . ; ! ?`` and `` - ``, and CJK
+  punctuation), each holding its **tokens** (words; CJK characters one by one);
+- **world fields** the scenario changed from the bindings' base world (``verified: false``),
+  which shrink by being reset to the base value, and **injected failures**, which shrink by
+  being dropped.
+
+Protected slots (ids, amounts, ZIP codes, card digits, dates, e-mails — see
+:func:`agentprop.strategies.find_slots`) are never removed. Every "does it still fail?" query
+is a truncated sequential test against the failure's *signature* (which contract, which
+clause, which turn), so a different failure met on the way does not count. Runs are memoised
+by (candidate, agent, trial), the budget is respected to the run, and the smallest confirmed
+reproducer is held at all times. The result is then re-run with fresh trials and reported
+with its reproduction rate next to the original's.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentprop._budget import Budget
+from agentprop._check import Property, _verdicts, as_loaded_agent, default_memo, record_for
+from agentprop._memo import TrialMemo, TrialRecord, input_key
+from agentprop._oracle import CheckResult
+from agentprop._project import Project
+from agentprop._properties import mft_verdicts
+from agentprop._scenario import Scenario, _fill_slots
+from agentprop._shrink import Calibration, Outcome, Unit, shrink as shrink_units, verify
+from agentprop._strategies.slots import find_slots
+from agentprop._sync import run_sync
+from agentprop._world import get_path
+from agentprop.errors import InvalidArgument
+
+_CLAUSE = re.compile(r"[^,.;!?，。；！？]*(?:[,.;!?，。；！？]+|\s+-\s+|$)")
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
+_TOKEN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\s\u3400-\u9fff\uf900-\ufaff]+\s*|\s+")
+
+
+def _split_clauses(text: str) -> list[tuple[int, str]]:
+    """``(start offset, clause text)``; the clauses concatenate back to ``text``."""
+    out: list[tuple[int, str]] = []
+    pos = 0
+    while pos < len(text):
+        m = _CLAUSE.match(text, pos)
+        if m is None or m.end() == pos:
+            out.append((pos, text[pos:]))
+            break
+        # split " - " separators: the part before, then the separator with what follows
+        piece = m.group()
+        dash = re.search(r"\s+-\s+", piece)
+        if dash and dash.end() < len(piece):
+            out.append((pos, piece[: dash.end()]))
+            pos += dash.end()
+            continue
+        out.append((pos, piece))
+        pos = m.end()
+    return [(s, c) for s, c in out if c]
+
+
+def _message_units(turn_index: int, text: str) -> Unit[Any]:
+    slots = find_slots(text)
+    spans = [(s.start, s.end) for s in slots]
+
+    def protected(start: int, end: int) -> bool:
+        return any(start < b and a < end for a, b in spans)
+
+    clauses = []
+    for c_start, clause in _split_clauses(text):
+        tokens = []
+        for m in _TOKEN.finditer(clause):
+            a, b = c_start + m.start(), c_start + m.end()
+            tokens.append(Unit(("token", turn_index, a, m.group()), protected=protected(a, b), label=m.group().strip() or "␣"))
+        clauses.append(Unit(("clause", turn_index, c_start, clause), children=tuple(tokens), label=clause.strip()))
+    return Unit(("turn", turn_index, text), children=tuple(clauses), label=f"turn {turn_index + 1}")
+
+
+def _join_tokens(tokens: Sequence[str]) -> str:
+    """Words joined by single spaces; CJK characters joined directly."""
+    out = ""
+    for tok in (t.strip() for t in tokens):
+        if not tok:
+            continue
+        if out and not (_CJK.match(out[-1]) or _CJK.match(tok[0])):
+            out += " "
+        out += tok
+    return out
+
+
+def _base_world(project: Project) -> dict[str, dict[str, Any]]:
+    return {t: dict(v) for t, v in _fill_slots(project.bindings.world, project.bindings.slots).items()}
+
+
+def _changed_fields(project: Project, scenario: Scenario) -> list[tuple[str, str, Any]]:
+    """``(tool, field, value)`` for each override the scenario sets beyond the base world
+    (top-level keys; a dotted key such as ``orders[0].days_since_created`` is one field)."""
+    base = _base_world(project)
+    out = []
+    for tool, fields in scenario.world.overrides.items():
+        for key, value in fields.items():
+            if key in base.get(tool, {}) and base[tool][key] == value:
+                continue
+            if key not in base.get(tool, {}) and ("." in key or "[" in key):
+                try:
+                    if get_path(base.get(tool, {}), key) == value:
+                        continue  # a dotted override that restates the base world
+                except (KeyError, IndexError, TypeError, ValueError):
+                    pass
+            out.append((tool, key, value))
+    return out
+
+
+def _path_bound(project: Project, scenario: Scenario) -> tuple[set[tuple[str, str]], set[str]]:
+    """World fields and failing tools that realise the path's own conditions: the scenario's
+    expectations rest on them, so they are never reset (resetting ``verified: false`` would
+    make a correct agent "fail" the REFUSE_AUTH expectation)."""
+    fields: set[tuple[str, str]] = set()
+    failing: set[str] = set()
+    for name, value in scenario.assignment.items():
+        var = project.bindings.variables.get(name)
+        if var is None or var.world is None:
+            continue
+        w = var.world
+        if w.field is not None:
+            fields.add((w.tool, w.field))
+        for key, effect in (w.values or {}).items():
+            fields.update((w.tool, f) for f in effect.set)
+            if effect.failure is not None:
+                failing.add(w.tool)
+    return fields, failing
+
+
+def _world_units(project: Project, scenario: Scenario) -> list[Unit[Any]]:
+    bound, failing = _path_bound(project, scenario)
+    units: list[Unit[Any]] = [
+        Unit(("world", tool, key), protected=(tool, key) in bound, label=f"{tool}.{key}={value!r}")
+        for tool, key, value in _changed_fields(project, scenario)
+    ]
+    for i, failure in enumerate(scenario.world.failures):
+        units.append(Unit(("failure", i), protected=failure["tool"] in failing, label=f"{failure['tool']} fails with {failure['mode']}"))
+    return units
+
+
+def _build(project: Project, scenario: Scenario, kept: tuple[Unit[Any], ...]) -> Scenario:
+    """The candidate scenario: kept turns with kept tokens, world fields reset to the base
+    world where their unit was removed, failures dropped where theirs was."""
+    turns = []
+    for unit in kept:
+        if unit.value[0] != "turn":
+            continue
+        index = unit.value[1]
+        text = _join_tokens([tok.value[3] for clause in unit.children for tok in clause.children])
+        turns.append(scenario.turns[index].model_copy(update={"user_message": text}))
+    world_kept = {(u.value[1], u.value[2]) for u in kept if u.value[0] == "world"}
+    failures_kept = {u.value[1] for u in kept if u.value[0] == "failure"}
+    overrides = copy.deepcopy(scenario.world.overrides)
+    base = _base_world(project)
+    for tool, key, _ in _changed_fields(project, scenario):
+        if (tool, key) in world_kept:
+            continue
+        if key in base.get(tool, {}):
+            overrides[tool][key] = copy.deepcopy(base[tool][key])
+        else:
+            overrides[tool].pop(key, None)
+    failures = [f for i, f in enumerate(scenario.world.failures) if i in failures_kept]
+    world = scenario.world.model_copy(update={"overrides": overrides, "failures": failures})
+    return scenario.model_copy(update={"turns": turns, "world": world})
+
+
+def _turn_diffs(original: Sequence[str], kept_messages: Sequence[str], kept_turns: Sequence[int]) -> list[str]:
+    out = []
+    for i, message in enumerate(original):
+        if i in kept_turns:
+            out.append(f"turn {i + 1}: {word_diff(message, kept_messages[kept_turns.index(i)])}")
+        else:
+            out.append(f"turn {i + 1}: [-{message}-] (turn not needed)")
+    return out
+
+
+class RateSummary(BaseModel):
+    failures: int
+    runs: int
+    rate: float
+    interval: tuple[float, float]
+
+
+class ShrinkReport(BaseModel):
+    """A minimal reproducer of a failing case, and how sure we are of it."""
+
+    scenario: str
+    signature: str
+    original_messages: list[str]
+    reproducer_messages: list[str]
+    reproducer: Scenario
+    world_reset: list[str] = Field(default_factory=list)
+    """World fields put back to the base world (the failure does not need them)."""
+    world_kept: list[str] = Field(default_factory=list)
+    """World changes the failure needs (beyond those that realise the path itself)."""
+    diff: list[str] = Field(default_factory=list)
+    original_units: int
+    kept_units: int
+    runs: int
+    queries: int
+    budget: int
+    budget_exhausted: bool
+    minimal: bool
+    stop_reason: str
+    original_rate: RateSummary
+    reproducer_rate: RateSummary | None = None
+    """Fresh-run reproduction rate of the reproducer (verification)."""
+    other_signatures: dict[str, int] = Field(default_factory=dict)
+
+    def summary(self) -> str:
+        lines = [f"shrunk {self.scenario} ({self.signature}): {self.original_units} -> {self.kept_units} units in {self.runs} runs" + (" (budget exhausted)" if self.budget_exhausted else "")]
+        lines += [f"  {d}" for d in self.diff]
+        if self.world_reset:
+            lines.append(f"  world fields not needed: {', '.join(self.world_reset)}")
+        if self.world_kept:
+            lines.append(f"  world fields needed: {', '.join(self.world_kept)}")
+        o = self.original_rate
+        lines.append(f"  original fails {o.failures}/{o.runs} ({o.rate:.0%}, 95% CI {o.interval[0]:.2f}-{o.interval[1]:.2f})")
+        if self.reproducer_rate is not None:
+            r = self.reproducer_rate
+            lines.append(f"  reproducer fails {r.failures}/{r.runs} fresh runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})")
+        lines.append(f"  {'minimal' if self.minimal else 'not proven minimal'}: {self.stop_reason}")
+        return "\n".join(lines)
+
+
+def word_diff(before: str, after: str) -> str:
+    """``[-removed-]`` words of ``before`` that ``after`` drops (and ``{+added+}`` ones)."""
+    a, b = before.split(), after.split()
+    out: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "equal":
+            out.extend(a[i1:i2])
+        if op in ("delete", "replace"):
+            out.append("[-" + " ".join(a[i1:i2]) + "-]")
+        if op in ("insert", "replace"):
+            out.append("{+" + " ".join(b[j1:j2]) + "+}")
+    return " ".join(out)
+
+
+def shrink(
+    project: Project,
+    scenario: Scenario | str,
+    agent: Any,
+    *,
+    messages: Sequence[str] | None = None,
+    prop: Property | None = None,
+    failing: CheckResult | None = None,
+    signature: str | None = None,
+    budget: int = 200,
+    verify_runs: int = 30,
+    memo: TrialMemo | None = None,
+    session_budget: Budget | None = None,
+    shrink_world: bool = True,
+    seed: int = 0,
+) -> ShrinkReport:
+    """Shrink a failing conversation (and its world) to a minimal reproducer.
+
+    ``failing`` is the :class:`CheckResult` that found the failure: its runs calibrate the
+    reproduction rate for free, and its most frequent failure is the signature to chase
+    (``signature`` overrides). ``budget`` caps the shrinker's runs exactly; ``verify_runs``
+    fresh runs of the reproducer follow. ``session_budget`` (the run's shared budget) is
+    charged for every new run and can stop the shrinker early: the best reproducer confirmed
+    so far is returned.
+    """
+    sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
+    msgs = list(messages) if messages is not None else sc.messages
+    if len(msgs) != len(sc.turns):
+        raise InvalidArgument(f"messages has {len(msgs)} turn(s) but scenario {sc.id} has {len(sc.turns)}")
+    if budget < 1:
+        raise InvalidArgument(f"budget={budget} must be at least 1 run")
+    original = sc.model_copy(update={"turns": [t.model_copy(update={"user_message": m}) for t, m in zip(sc.turns, msgs)]})
+    loaded = as_loaded_agent(agent)
+    memo = memo if memo is not None else default_memo()
+    base_trial = seed * 1_000_003
+    chased = signature or (failing.failures[0].signature if failing is not None and failing.failures else None)
+    calibration = None
+    if failing is not None and chased is not None:
+        hits = next((f.count for f in failing.failures if f.signature == chased), 0)
+        calibration = Calibration(runs=failing.runs, failures=hits, signature=chased)
+
+    refused = {"n": 0}
+
+    def evaluate(candidate: Scenario, trial: int) -> TrialRecord:
+        digest = input_key({"shrink": candidate.model_dump(mode="json"), "prop": getattr(prop, "__qualname__", "mft")})
+        key = memo.key(digest, loaded.fingerprint, base_trial + trial)
+        rec = memo.get(key)
+        if rec is not None:
+            return rec
+        if session_budget is not None and not session_budget.try_start_run():
+            refused["n"] += 1
+            return TrialRecord(passed=True, signature=None, explanation="budget exhausted")
+        trace = run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref))
+        verdicts = mft_verdicts(project.spec, candidate, trace) if prop is None else _verdicts(prop(trace))
+        rec = record_for(trace, verdicts, keep_trace=False)
+        memo.put(key, rec)
+        return rec
+
+    def run(candidate: Scenario, trial: int) -> Outcome:
+        rec = evaluate(candidate, trial)
+        return Outcome.passed() if rec.passed else Outcome.failure(rec.signature)
+
+    turn_units = [_message_units(i, m) for i, m in enumerate(msgs)]
+    world_units = _world_units(project, original) if shrink_world else []
+    units = tuple(turn_units + world_units)
+    kept_world_all = tuple(world_units)
+
+    def build(kept: tuple[Unit[Any], ...]) -> Scenario:
+        if not shrink_world:
+            kept = kept + kept_world_all
+        return _build(project, original, kept)
+
+    result = shrink_units(units, run, budget=budget, build=build, signature=chased, calibration=calibration)
+    reproducer: Scenario = result.reproducer
+    verification = verify(result, run, runs=verify_runs) if verify_runs > 0 and result.signature is not None else None
+    kept_labels = {u.describe() for u in result.units if u.value[0] in ("world", "failure")}
+    all_world = [u.describe() for u in world_units if not u.protected]
+    orig = result.original_rate
+    original_rate = RateSummary(failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval)
+    rep_rate = None
+    if verification is not None:
+        r = verification.reproducer
+        rep_rate = RateSummary(failures=r.failures, runs=r.runs, rate=r.rate, interval=r.interval)
+    return ShrinkReport(
+        scenario=sc.id,
+        signature=str(result.signature),
+        original_messages=msgs,
+        reproducer_messages=reproducer.messages,
+        reproducer=reproducer,
+        world_reset=[w for w in all_world if w not in kept_labels],
+        world_kept=[w for w in all_world if w in kept_labels],
+        diff=_turn_diffs(msgs, reproducer.messages, [u.value[1] for u in result.units if u.value[0] == "turn"]),
+        original_units=result.original_leaves,
+        kept_units=result.kept_leaves,
+        runs=result.runs,
+        queries=result.queries,
+        budget=result.budget,
+        budget_exhausted=result.budget_exhausted or refused["n"] > 0,
+        minimal=result.minimal,
+        stop_reason=result.stop_reason if not refused["n"] else f"the session budget refused {refused['n']} run(s); {result.stop_reason}",
+        original_rate=original_rate,
+        reproducer_rate=rep_rate,
+        other_signatures={str(k): v for k, v in result.other_signatures.items()},
+    )
