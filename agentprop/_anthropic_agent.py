@@ -35,7 +35,7 @@ import os
 import random
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,6 +146,16 @@ class _LoopState:
 
     client: anthropic.AsyncAnthropic
     limiter: AdaptiveConcurrency | None
+    closer: AsyncGenerator[None, None] | None = None
+
+
+async def _close_at_loop_shutdown(client: anthropic.AsyncAnthropic) -> AsyncGenerator[None, None]:
+    """Started once per loop and left suspended: asyncio finalises the async generators of a
+    loop when it shuts down (``asyncio.run`` does), which closes the client's connections."""
+    try:
+        yield
+    finally:
+        await client.close()
 
 
 class _Counters:
@@ -476,18 +486,22 @@ class AnthropicAgent:
             api_key=self.api_key(), base_url=self._base_url(), max_retries=0, timeout=self.timeout
         )
 
-    def _loop_state(self) -> _LoopState:
+    async def _loop_state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
         with self._lock:
             state = self._loops.get(loop)
-        if state is None:
-            limiter = None
-            if self.max_concurrent_requests is not None:
-                n = self.max_concurrent_requests
-                limiter = AdaptiveConcurrency(initial=n, minimum=1, maximum=n)
-            state = _LoopState(client=self._make_client(), limiter=limiter)
-            with self._lock:
-                state = self._loops.setdefault(loop, state)
+        if state is not None:
+            return state
+        limiter = None
+        if self.max_concurrent_requests is not None:
+            n = self.max_concurrent_requests
+            limiter = AdaptiveConcurrency(initial=n, minimum=1, maximum=n)
+        state = _LoopState(client=self._make_client(), limiter=limiter)
+        with self._lock:
+            state = self._loops.setdefault(loop, state)
+        if state.closer is None:
+            state.closer = _close_at_loop_shutdown(state.client)
+            await state.closer.__anext__()
         return state
 
     @property
@@ -530,7 +544,10 @@ class AnthropicAgent:
             state = self._loops.pop(loop, None)
             self._loops = weakref.WeakKeyDictionary()
         if state is not None:
-            await state.client.close()
+            if state.closer is not None:
+                await state.closer.aclose()
+            else:
+                await state.client.close()
 
     # -- one model call ----------------------------------------------------------------------------
 
@@ -542,7 +559,7 @@ class AnthropicAgent:
         self._counters.bump("model_calls")
 
         async def live() -> Any:
-            state = self._loop_state()
+            state = await self._loop_state()
             self._counters.bump("live_calls")
             kwargs = _sdk_arguments(request)
             messages = state.client.messages.with_raw_response

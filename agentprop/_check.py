@@ -26,7 +26,8 @@ from agentprop._agents import LoadedAgent, make_factory
 from agentprop._budget import Budget
 from agentprop._contracts import Verdict
 from agentprop._memo import TrialMemo, TrialRecord, input_key
-from agentprop._oracle import CheckResult, Mode, OracleSettings, adecide
+from agentprop._corpus import Corpus
+from agentprop._oracle import AgentPropertyViolation, CheckResult, Mode, OracleSettings, adecide
 from agentprop._project import Project
 from agentprop._properties import mft_verdicts
 from agentprop._scenario import Scenario
@@ -229,9 +230,76 @@ def check(
     )
     trial_seed = seed if seed is not None else int(scoped.get("seed", 0))
     coro = acheck(project, sc, agent, messages=messages, prop=prop, settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=trial_seed)
+    loaded = as_loaded_agent(agent)
+    msgs = list(messages) if messages is not None else sc.messages
+    if _default_corpus is not None:
+        _replay_corpus_first(project, sc, loaded, settings, memo, budget, trial_seed, raise_on_failure)
     result = run_sync(coro)
     with _lock:
         _results.append(CheckRecord(_current_test.get(), result))
-    if raise_on_failure:
-        result.raise_for_verdict()
+    if raise_on_failure and result.verdict != "PASS":
+        raise _violation(result, ViolationContext(project, sc, msgs, loaded, prop, trial_seed))
     return result
+
+
+@dataclass
+class ViolationContext:
+    """What a failed check ran on: enough to shrink it or save it to the corpus."""
+
+    project: Project
+    scenario: Scenario
+    messages: list[str]
+    agent: LoadedAgent
+    prop: Property | None
+    seed: int
+
+
+def _violation(result: CheckResult, context: ViolationContext) -> AgentPropertyViolation:
+    exc = AgentPropertyViolation(result)
+    exc.context = context  # type: ignore[attr-defined]
+    return exc
+
+
+_default_corpus: Corpus | None = None
+_replayed: set[str] = set()
+
+
+def set_default_corpus(corpus: Corpus | None) -> None:
+    """Make :func:`check` replay this corpus's reproducers for a scenario (once per session)
+    before deciding the scenario itself (the pytest plugin's ``--agentprop-corpus``)."""
+    global _default_corpus
+    with _lock:
+        _default_corpus = corpus
+        _replayed.clear()
+
+
+def default_corpus() -> Corpus | None:
+    return _default_corpus
+
+
+def _replay_corpus_first(
+    project: Project,
+    scenario: Scenario,
+    agent: LoadedAgent,
+    settings: OracleSettings,
+    memo: TrialMemo | None,
+    budget: Budget | None,
+    seed: int,
+    raise_on_failure: bool,
+) -> None:
+    corpus = _default_corpus
+    if corpus is None:
+        return
+    base_id = scenario.id.split("/")[0]
+    for entry in corpus.entries(spec_id=project.spec.spec_id, agent_ref=agent.ref):
+        if entry.scenario_id.split("/")[0] != base_id or entry.prop != "mft":
+            continue
+        with _lock:
+            if entry.id in _replayed:
+                continue
+            _replayed.add(entry.id)
+        result = run_sync(acheck(project, entry.scenario, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"corpus {entry.id} ({entry.scenario_id})"))
+        with _lock:
+            _results.append(CheckRecord(_current_test.get(), result))
+        if raise_on_failure and result.verdict != "PASS":
+            raise _violation(result, ViolationContext(project, entry.scenario, entry.scenario.messages, agent, None, seed))

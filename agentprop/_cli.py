@@ -21,7 +21,9 @@ from agentprop._cache import CacheMode
 from agentprop._project import Project, load_project
 from agentprop._prompt import find_seed_artifacts
 from agentprop._report import RunReport
-from agentprop._run import RunSettings, arun_cases, render_table
+from agentprop._corpus import Corpus, pytest_regression
+from agentprop._memo import TrialMemo
+from agentprop._run import RunSettings, arun_cases, render_table, shrink_failures
 from agentprop._scenario import leaf_scenarios
 from agentprop._spec.load import lint_spec, resolve_spec_path
 from agentprop.errors import AgentPropError, InputError, InvalidArgument
@@ -55,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
     run.add_argument("--kinds", default="mft,boundary,dir,inv", help="case kinds to run, comma-separated: mft (every path), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all")
     run.add_argument("--case", action="append", default=[], metavar="ID", help="only run cases whose id contains ID (repeatable)")
+    run.add_argument("--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each failing case (default 200; 0 turns shrinking off)")
+    run.add_argument("--corpus", default=str(Path(".agentprop") / "corpus"), metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus; 'none' to turn off)")
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
     budget = run.add_argument_group("budget (one for the whole run; when it is spent, undecided cases are INCONCLUSIVE)")
     budget.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
@@ -70,7 +74,31 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--timeout", type=float, help="seconds for one HTTP attempt (default 120)")
     model.add_argument("--cache", metavar="PATH", help="API cache file (default .agentprop/api-cache.sqlite; `none` for no cache)")
     model.add_argument("--cache-mode", choices=[m.value for m in CacheMode], help="off, read, write, read-write or replay-only (default: replay-only when CI is set, else read-write)")
+    corpus = sub.add_parser("corpus", help="list or print the shrunk reproducers kept by agentprop run")
+    corpus.add_argument("action", choices=["list", "show"], help="list entries, or show one")
+    corpus.add_argument("id", nargs="?", help="entry id (a unique prefix is enough) for show")
+    corpus.add_argument("--dir", default=str(Path(".agentprop") / "corpus"), help="corpus directory (default .agentprop/corpus)")
+    corpus.add_argument("--pytest", action="store_true", help="with show: print the entry as a ready pytest regression test")
     return p
+
+
+def _corpus(args: argparse.Namespace, out: TextIO) -> int:
+    corpus = Corpus(args.dir)
+    if args.action == "list":
+        entries = corpus.entries()
+        if not entries:
+            print(f"no entries in {args.dir}", file=out)
+            return EXIT_OK
+        for e in entries:
+            rate = f"{e.reproducer_rate:.0%}" if e.reproducer_rate is not None else "?"
+            print(f"{e.id}  {e.spec_id}  {e.scenario_id}  fails {rate}  {e.signature}", file=out)
+            print(f"    {e.scenario.messages!r}", file=out)
+        return EXIT_OK
+    if not args.id:
+        raise InputError("corpus show needs an entry id", fix="run `agentprop corpus list` to see the ids")
+    entry = corpus.get(args.id)
+    print(pytest_regression(entry) if args.pytest else entry.model_dump_json(indent=2), file=out)
+    return EXIT_OK
 
 
 def _lint(args: argparse.Namespace, out: TextIO) -> int:
@@ -244,6 +272,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
     try:
         if args.command == "lint":
             return _lint(args, out)
+        if args.command == "corpus":
+            return _corpus(args, out)
         return _run(args, out)
     except AgentPropError as exc:
         print(f"agentprop: error: {exc}", file=err)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 SCHEMA_ID = "agentprop.run/1"
 
@@ -99,6 +99,10 @@ class RunReport(BaseModel):
     metrics: Metrics
 
     model_config = {"populate_by_name": True}
+
+    _checks: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """``case id -> (scenario, CheckResult)`` of the cases decided in this process (what the
+    shrinker needs); not part of the JSON."""
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)

@@ -19,6 +19,8 @@ from typing import TextIO
 from agentprop._version import __version__
 from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
+from agentprop._conversation_shrink import ShrinkReport, shrink
+from agentprop._corpus import Corpus, entry_from_shrink
 from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._oracle import CheckResult, OracleSettings
@@ -94,6 +96,7 @@ async def arun_cases(
     progress_stream: TextIO | None = None,
     memo: TrialMemo | None = None,
     budget: Budget | None = None,
+    corpus: Corpus | None = None,
 ) -> RunReport:
     spec = project.spec
     mode = settings.mode or ("fixed" if settings.runs is not None and spec.risk_level not in ("high", "critical") else None)
@@ -103,15 +106,28 @@ async def arun_cases(
     memo = memo if memo is not None else TrialMemo()
     sem = asyncio.Semaphore(max(1, settings.concurrency))
 
-    async def one(scenario: Scenario) -> CheckResult:
+    checks: dict[str, tuple[Scenario, CheckResult]] = {}
+
+    async def one(scenario: Scenario, case_id: str | None = None) -> CheckResult:
         async with sem:
-            result = await acheck(project, scenario, agent, settings=oracle, memo=memo, budget=budget, concurrency=1, seed=settings.seed)
+            result = await acheck(project, scenario, agent, settings=oracle, memo=memo, budget=budget, concurrency=1, seed=settings.seed, name=case_id)
+        checks[case_id or scenario.id] = (scenario, result)
         progress.update(runs=result.runs, cost=result.cost_usd, case_done=True)
         return result
 
     kinds = set(settings.kinds)
     extra: list[CaseReport] = []
+    regressions: list[CaseReport] = []
+    entries = corpus.entries(spec_id=spec.spec_id, agent_ref=agent.ref) if corpus is not None else []
     try:
+        if entries:
+            # known reproducers first: a bug that was found stays checked until it is gone
+            progress.total += len(entries)
+            decided = await asyncio.gather(*(one(e.scenario, f"REGRESSION {e.id} {e.scenario_id}") for e in entries))
+            regressions = [
+                case_from_check(f"REGRESSION {e.id} {e.scenario_id}", "REGRESSION", e.scenario, r, {"signature": e.signature, "created": e.created, "corpus_entry": e.id})
+                for e, r in zip(entries, decided)
+            ]
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
         if kinds - {"mft"}:
             extra = await extra_cases(
@@ -119,10 +135,11 @@ async def arun_cases(
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 case_filter=settings.case_filter,
+                checks=checks,
             )
     finally:
         progress.close()
-    cases = [_case_report(s, r) for s, r in zip(scenarios, results)] + extra
+    cases = regressions + [_case_report(s, r) for s, r in zip(scenarios, results)] + extra
     verdicts = Counter(c.verdict for c in cases)
     coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases)
     covered = set(coverage["branches"]["covered"])
@@ -142,7 +159,7 @@ async def arun_cases(
         duration_s=time.perf_counter() - started,
         extra={"coverage": coverage},
     )
-    return RunReport(
+    report = RunReport(
         agentprop_version=__version__,
         spec=SpecInfo(
             id=spec.spec_id,
@@ -158,6 +175,47 @@ async def arun_cases(
         problems=list(problems or []),
         metrics=metrics,
     )
+    report._checks = checks
+    return report
+
+
+def shrink_failures(
+    project: Project,
+    agent: LoadedAgent,
+    report: RunReport,
+    *,
+    budget: int,
+    corpus: Corpus | None,
+    session_budget: Budget | None = None,
+    memo: TrialMemo | None = None,
+    seed: int = 0,
+    stream: TextIO | None = None,
+) -> list[ShrinkReport]:
+    """Shrink every failing MFT / BOUNDARY / REGRESSION case, record ``cases[].shrunk`` and
+    save the reproducers to the corpus."""
+    out: list[ShrinkReport] = []
+    for case in report.cases:
+        if case.verdict not in ("FAIL", "UNSTABLE") or case.kind not in ("MFT", "BOUNDARY", "REGRESSION"):
+            continue
+        found = report._checks.get(case.id)
+        if found is None:
+            continue
+        scenario, result = found
+        if stream is not None and getattr(stream, "isatty", lambda: False)():
+            stream.write(f"\r\x1b[K  shrinking {case.id} …")
+            stream.flush()
+        shrunk = shrink(project, scenario, agent, failing=result, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+        case.shrunk = shrunk.model_dump(mode="json", exclude={"reproducer"})
+        case.shrunk["reproducer_world"] = shrunk.reproducer.world.model_dump(mode="json")
+        if corpus is not None and shrunk.reproducer_rate is not None and shrunk.reproducer_rate.failures > 0:
+            entry = entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent)
+            corpus.save(entry)
+            case.shrunk["corpus_entry"] = entry.id
+        out.append(shrunk)
+    if stream is not None and getattr(stream, "isatty", lambda: False)():
+        stream.write("\r\x1b[K")
+        stream.flush()
+    return out
 
 
 def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, object]:
@@ -221,7 +279,7 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
     kinds_seen: dict[str, list[CaseReport]] = {}
     for c in report.cases:
         kinds_seen.setdefault(c.kind, []).append(c)
-    shown = [c for c in report.cases if c.kind == "MFT" or c.verdict != "PASS"]
+    shown = [c for c in report.cases if c.kind in ("MFT", "REGRESSION") or c.verdict != "PASS"]
     for c in shown:
         fail = c.failures[0].explanation if c.failures else ""
         room = max(20, width - len(head))
@@ -230,8 +288,21 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
         ci = f"{c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval else ""
         cost = f" {c.cost_usd:>8.4f}" if show_cost else ""
         lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<12} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}  {fail}".rstrip())
+    for c in report.cases:
+        if not c.shrunk:
+            continue
+        sh = c.shrunk
+        rate = sh.get("reproducer_rate") or {}
+        lines.append(
+            f"shrunk {c.id}: {sh['original_units']} -> {sh['kept_units']} units in {sh['runs']} runs"
+            + (f"; reproducer fails {rate['failures']}/{rate['runs']} fresh runs" if rate else "")
+            + (f"; saved as corpus entry {sh['corpus_entry']}" if sh.get("corpus_entry") else "")
+        )
+        lines.extend(f"    {d}" for d in sh.get("diff", []))
+        if sh.get("world_kept"):
+            lines.append(f"    world changes needed: {', '.join(sh['world_kept'])}")
     for kind, group in kinds_seen.items():
-        if kind == "MFT":
+        if kind in ("MFT", "REGRESSION"):
             continue
         passed = sum(c.verdict == "PASS" for c in group)
         lines.append(f"{kind} cases: {passed}/{len(group)} passed" + ("" if passed == len(group) else " (failures listed above)"))

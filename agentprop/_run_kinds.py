@@ -76,6 +76,7 @@ async def extra_cases(
     on_done: Callable[[CaseReport], None],
     on_planned: Callable[[int], None] = lambda n: None,
     case_filter: tuple[str, ...] = (),
+    checks: dict[str, Any] | None = None,
 ) -> list[CaseReport]:
     """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``."""
     spec, bindings = project.spec, project.bindings
@@ -99,6 +100,8 @@ async def extra_cases(
             async def boundary(case: Any = case, case_id: str = f"BOUNDARY {moved} @{where}") -> CaseReport:
                 async with sem:
                     r = await acheck(project, case.scenario, agent, settings=oracle, memo=memo, budget=budget, seed=seed, name=case_id)
+                if checks is not None:
+                    checks[case_id] = (case.scenario, r)
                 return case_from_check(
                     case_id,
                     "BOUNDARY",

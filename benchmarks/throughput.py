@@ -113,14 +113,58 @@ async def run_many(project: Any, factory: Any, runs: int, concurrency: int, firs
     return await asyncio.gather(*(one(i) for i in range(runs)))
 
 
-def timed_agent_runs(project: Any, agent: Any, runs: int, concurrency: int) -> tuple[float, list[Any]]:
+def timed_agent_runs(project: Any, agent: Any, runs: int, concurrency: int) -> tuple[float, list[Any], list[Any]]:
+    """(wall seconds, traces, the conversations' agents) of ``runs`` runs."""
+    conversations: list[Any] = []
+
+    def factory() -> Any:
+        conversation = agent.factory()
+        conversations.append(conversation)
+        return conversation
+
     async def go() -> tuple[float, list[Any]]:
         t0 = time.perf_counter()
         try:
-            traces = await run_many(project, agent.factory, runs, concurrency)
+            traces = await run_many(project, factory, runs, concurrency)
         finally:
             await agent.aclose()
         return time.perf_counter() - t0, traces
+
+    elapsed, traces = asyncio.run(go())
+    return elapsed, traces, conversations
+
+
+def request_bodies(agent: Any, project: Any, conversations: list[Any]) -> list[list[dict[str, Any]]]:
+    """The request bodies each conversation sent, in order (user turns end each prefix)."""
+    spec = project.spec
+    tools = agent.tools_for(spec)
+    system = agent.system_for(spec, project.bindings.context)
+    out = []
+    for conversation in conversations:
+        prefixes = [conversation.messages[: i + 1] for i, m in enumerate(conversation.messages) if m["role"] == "user"]
+        out.append([agent.request(system=system, tools=tools, messages=p) for p in prefixes])
+    return out
+
+
+def sdk_alone(base_url: str, conversations: list[list[dict[str, Any]]], concurrency: int) -> float:
+    """Seconds for the official SDK alone to send the same requests, a conversation's calls in
+    sequence, ``concurrency`` conversations in flight (no agentprop: the floor of the live run)."""
+    import anthropic
+
+    async def go() -> float:
+        client = anthropic.AsyncAnthropic(base_url=base_url, api_key="benchmark", max_retries=0)
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(bodies: list[dict[str, Any]]) -> None:
+            async with sem:
+                for body in bodies:
+                    await client.messages.create(**body)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(c) for c in conversations))
+        elapsed = time.perf_counter() - t0
+        await client.close()
+        return elapsed
 
     return asyncio.run(go())
 
@@ -224,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         try:
             # warm-up: imports, the SDK client, the SQLite file (its own trials, not replayed)
-            warm = AnthropicAgent.from_files(MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml", cache_mode="off", **{k: v for k, v in options.items() if k != "cache"}, cache=False)
+            warm = AnthropicAgent(MODEL, base_url=server.base_url, cache=False)
             asyncio.run(_warm(project, warm))
 
             live_budget = Budget()
@@ -232,16 +276,19 @@ def main(argv: list[str] | None = None) -> int:
                 MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
                 cache_mode="read-write", budget=live_budget, **options,
             )
-            live_s, live_traces = timed_agent_runs(project, live_agent, args.runs, args.concurrency)
+            live_s, live_traces, conversations = timed_agent_runs(project, live_agent, args.runs, args.concurrency)
             check_traces(live_traces, "live")
             live_stats = live_agent.stats()
+
+            bodies = request_bodies(live_agent, project, conversations)
+            sdk_s = sdk_alone(server.base_url, bodies, args.concurrency)
 
             replay_budget = Budget()
             replay_agent = AnthropicAgent.from_files(
                 MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
                 cache_mode="replay-only", budget=replay_budget, **options,
             )
-            replay_s, replay_traces = timed_agent_runs(project, replay_agent, args.runs, args.concurrency)
+            replay_s, replay_traces, _ = timed_agent_runs(project, replay_agent, args.runs, args.concurrency)
             check_traces(replay_traces, "replay")
             replay_stats = replay_agent.stats()
         finally:
@@ -257,15 +304,16 @@ def main(argv: list[str] | None = None) -> int:
     overhead_us = (fw_s - base_s) * 1e6
     rows = [
         ("live: ideal (runs x calls x latency / concurrency)", f"{ideal_s:8.3f} s", "baseline"),
-        (f"live: {args.runs} runs, {live_stats['live_calls']} API calls", f"{live_s:8.3f} s", f"{live_over_ideal:5.2f}x ideal (target <= 1.30x)"),
+        (f"the SDK alone: the same {sum(map(len, bodies))} requests, no agentprop", f"{sdk_s:8.3f} s", f"{sdk_s / ideal_s:5.2f}x ideal"),
+        (f"live: {args.runs} runs, {live_stats['live_calls']} API calls", f"{live_s:8.3f} s", f"{live_over_ideal:5.2f}x ideal (target <= 1.30x), {live_s / sdk_s:4.2f}x the SDK alone"),
         (f"replay-only: {args.runs} runs, {replay_stats['cache_hits']} cache hits", f"{replay_s:8.3f} s", f"{replay_over_live:6.1%} of live (target <= 5%)"),
         ("direct call of the Python agent (no agentprop)", f"{base_s * 1e6:8.1f} us", "baseline"),
         ("the same agent through the runtime", f"{fw_s * 1e6:8.1f} us", f"{fw_s / base_s:5.1f}x; overhead {overhead_us:.1f} us/run"),
     ]
     print(f"throughput: {args.runs} runs of {SCENARIO}, {args.latency * 1000:.0f} ms latency, concurrency {args.concurrency}")
-    print(f"{'measurement':<58} {'time':>12}  ratio")
+    print(f"{'measurement':<62} {'time':>12}  ratio")
     for name, value, ratio in rows:
-        print(f"{name:<58} {value:>12}  {ratio}")
+        print(f"{name:<62} {value:>12}  {ratio}")
     print(
         f"server answered {served} requests (warm-up included); replay sent {replay_stats['live_calls']}; "
         f"live cost ${live_budget.snapshot().usd:.4f}, replay saved ${replay_budget.snapshot().usd_saved:.4f}; "
@@ -280,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
                     "overhead_us_per_run": overhead_us,
                     "live_s": live_s,
                     "ideal_s": ideal_s,
+                    "sdk_alone_s": sdk_s,
+                    "live_over_sdk_alone": live_s / sdk_s,
                     "replay_s": replay_s,
                     "runtime_us_per_run": fw_s * 1e6,
                     "baseline_us_per_run": base_s * 1e6,

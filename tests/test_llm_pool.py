@@ -241,9 +241,18 @@ def test_a_reply_without_a_list_is_a_clear_error_and_is_not_cached(tmp_path: Pat
         with pytest.raises(ParaphrasePoolError, match="JSON array") as info:
             llm_paraphrase_pool(ORIGINAL, **pool_args(s, tmp_path))
         assert "can't help" in str(info.value)
-        assert not list((tmp_path / "pools").glob("*.json")) if (tmp_path / "pools").exists() else True
+        assert not any((tmp_path / "pools").glob("*.json"))
         pool = llm_paraphrase_pool(ORIGINAL, **pool_args(s, tmp_path))  # a later run asks again
         assert len(s.requests) == 2 and len(pool) == len(GOOD)
+
+
+def test_a_strategy_that_failed_to_load_does_not_ask_again(tmp_path: Path) -> None:
+    with MessagesServer(handler=lambda request: text_reply("No.")) as s:
+        strategy = llm_paraphrases(ORIGINAL, **pool_args(s, tmp_path))
+        for _ in range(3):
+            with pytest.raises(ParaphrasePoolError, match="JSON array"):
+                draw_all(strategy, max_examples=5)
+        assert len(s.requests) == 1
 
 
 def test_a_malformed_http_body_is_a_clear_error(tmp_path: Path) -> None:

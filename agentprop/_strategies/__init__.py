@@ -18,9 +18,15 @@ from agentprop._strategies.packs import (
     resolve_pack,
 )
 from agentprop._strategies.paraphrase import TRANSFORM_NAMES, Paraphrase, Step, apply_transforms, paraphrases
+from agentprop._strategies.llm_pool import ParaphrasePool, ParaphrasePoolError, RejectedParaphrase, llm_paraphrase_pool, llm_paraphrases
 from agentprop._strategies.slots import Slot, find_slots
 
 __all__ = [
+    "ParaphrasePool",
+    "ParaphrasePoolError",
+    "RejectedParaphrase",
+    "llm_paraphrase_pool",
+    "llm_paraphrases",
     "TRANSFORM_NAMES",
     "Frames",
     "Paraphrase",

@@ -5,6 +5,7 @@ Hypothesis shrinks towards the simplest input: the original sentence, the first 
 default world. Drawn values carry their provenance and are ``note()``-d.
 
 - :func:`paraphrases` — meaning-preserving rewrites of a message, protected slots kept.
+- :func:`llm_paraphrases` — rewrites from a model, fetched once, screened and cached on disk.
 - :func:`boundary_values` / :func:`boundaries` — values on both sides of every numeric edge of
   the decision tree, each with the branch the spec expects.
 - :func:`directional_pairs` / :func:`directional` — (base, perturbed) pairs that flip exactly one
@@ -17,12 +18,17 @@ from __future__ import annotations
 from agentprop._strategies import (
     TRANSFORM_NAMES,
     Paraphrase,
+    ParaphrasePool,
+    ParaphrasePoolError,
     PhrasePack,
+    RejectedParaphrase,
     Slot,
     Step,
     apply_transforms,
     builtin_languages,
     find_slots,
+    llm_paraphrase_pool,
+    llm_paraphrases,
     load_pack,
     load_pack_text,
     merge_packs,
@@ -60,7 +66,8 @@ from agentprop._strategies.scenarios import (
 __all__ = [
     "TRANSFORM_NAMES", "BoundaryCase", "BoundaryCases", "BranchChoice", "Comparison",
     "ConversationProvenance", "DirectionalPair", "DirectionalPairs", "DirectionalSide",
-    "DrawnScenario", "MovedValue", "Paraphrase", "PathWorld", "PhrasePack", "Route", "Skipped",
+    "DrawnScenario", "MovedValue", "Paraphrase", "ParaphrasePool", "ParaphrasePoolError",
+    "RejectedParaphrase", "llm_paraphrase_pool", "llm_paraphrases", "PathWorld", "PhrasePack", "Route", "Skipped",
     "Slot", "Step", "apply_transforms", "boundaries", "boundary_values", "builtin_languages",
     "choose_branch", "conversations", "directional", "directional_pairs", "find_slots",
     "load_pack", "load_pack_text", "merge_packs", "paraphrases", "resolve_pack", "walk",
