@@ -111,8 +111,8 @@ _caches_lock = threading.Lock()
 
 def set_default_cache_mode(mode: CacheMode | str | None) -> None:
     """The cache mode of agents that do not choose one (``None``: :meth:`CacheMode.default`,
-    i.e. ``replay-only`` when ``CI`` is set). The pytest option ``--agentprop-cache-mode`` and the
-    CLI's ``--cache-mode`` set it."""
+    i.e. ``replay-only`` when ``CI`` is set). The pytest option ``--agentprop-cache-mode`` sets
+    it for a session."""
     global _default_mode
     _default_mode = None if mode is None else CacheMode.parse(mode)
 
@@ -214,6 +214,8 @@ class AnthropicAgent:
         max_concurrent_requests: the starting (and highest) number of API requests in flight
             per event loop; halved on 429/529, then raised again as calls succeed.
         name: how the agent is named in reports (default ``anthropic:<model>``).
+        prompt_path, tool_descriptions_path: where the prompt and descriptions came from (for
+            error messages; :meth:`from_files` sets them).
     """
 
     def __init__(
@@ -293,7 +295,7 @@ class AnthropicAgent:
         self._cache: ApiCache | None = None
         self._lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
-        self._tools_memo: dict[int, list[dict[str, Any]]] = {}
+        self._tools_memo: dict[int, tuple[Spec, list[dict[str, Any]]]] = {}
         self.missing_key_error: MissingApiKey | None = None
         """Set when a call needed the API and no key was configured (the CLI reports it)."""
 
@@ -405,8 +407,8 @@ class AnthropicAgent:
     def tools_for(self, spec: Spec) -> list[dict[str, Any]]:
         """The ``tools`` of every request: the spec's action tools, then ``respond``."""
         memo = self._tools_memo.get(id(spec))
-        if memo is not None:
-            return memo
+        if memo is not None and memo[0] is spec:
+            return memo[1]
         self.check_spec(spec)
         tools: list[dict[str, Any]] = []
         for tool in spec.action_tools:
@@ -424,7 +426,7 @@ class AnthropicAgent:
         )
         tools.append({"name": RESPOND_TOOL, "description": respond_description, "input_schema": respond_tool_schema(spec)})
         with self._lock:
-            self._tools_memo[id(spec)] = tools
+            self._tools_memo[id(spec)] = (spec, tools)
         return tools
 
     def system_for(self, spec: Spec, context: Mapping[str, Any]) -> str:
@@ -538,11 +540,11 @@ class AnthropicAgent:
         return {**self._counters.as_dict(), "retries": self.retry_stats.as_dict()}
 
     async def aclose(self) -> None:
-        """Close the SDK client of the running event loop (others are dropped)."""
+        """Close the SDK client of the running event loop now. (Clients are also closed when
+        their event loop shuts down, e.g. at the end of ``asyncio.run``.)"""
         loop = asyncio.get_running_loop()
         with self._lock:
             state = self._loops.pop(loop, None)
-            self._loops = weakref.WeakKeyDictionary()
         if state is not None:
             if state.closer is not None:
                 await state.closer.aclose()

@@ -46,6 +46,7 @@ from agentprop.testing import (
     malformed_reply,
     rate_limit_reply,
     respond_reply,
+    slow_reply,
     text_reply,
     tool_use_block,
     tool_use_reply,
@@ -447,7 +448,6 @@ def test_no_api_key_reaches_the_cache_file(project: Project, tmp_path: Path) -> 
         trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
         assert all(r.headers.get("authorization") == f"Bearer {secret}" for r in server.requests)
     assert trace.final_decision == "BILLING_ANSWER"
-    open_api_cache(tmp_path / "api.sqlite", mode="read-write").close()
     files = [p for p in tmp_path.iterdir() if p.name.startswith("api.sqlite")]
     assert files
     for f in files:
@@ -548,6 +548,10 @@ def test_default_cache_mode_is_settable(tmp_path: Path) -> None:
     finally:
         set_default_cache_mode(None)
     assert AnthropicAgent(MODEL, cache=False).cache.mode is CacheMode.OFF
+    # agents on one file share one ApiCache (one connection per thread, not per agent)
+    shared = open_api_cache(tmp_path / "y.sqlite", mode="read-write")
+    assert AnthropicAgent(MODEL, cache=tmp_path / "y.sqlite", cache_mode="read-write").cache is shared
+    assert open_api_cache(tmp_path / "y.sqlite", mode="read") is not shared
 
 
 def test_messages_server_fixture(messages_server: MessagesServer, project: Project, tmp_path: Path) -> None:
@@ -555,3 +559,41 @@ def test_messages_server_fixture(messages_server: MessagesServer, project: Proje
     agent = seed_agent(messages_server, tmp_path)
     trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
     assert trace.final_decision == "BILLING_ANSWER" and len(messages_server.requests) == 2
+
+
+def test_a_timed_out_attempt_is_retried(project: Project, tmp_path: Path) -> None:
+    first, second = billing_script()
+    with MessagesServer([slow_reply(first, 2.0), first, second]) as server:
+        agent = seed_agent(server, tmp_path, timeout=0.3)
+        trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
+        assert len(server.requests) == 3
+    assert trace.final_decision == "BILLING_ANSWER" and not trace.errored
+    assert agent.stats()["retries"]["by_reason"] == {"timeout": 1}
+
+
+def test_check_takes_the_agent_object_itself(project: Project, tmp_path: Path) -> None:
+    from agentprop._check import check
+
+    model = AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
+    with MessagesServer(handler=model) as server:
+        agent = seed_agent(server, tmp_path)
+        result = check(project, "END_REFUSE_PII<-N1_INTENT", agent, runs=2, mode="fixed", memo=TrialMemo())
+    assert result.verdict == "PASS" and result.runs == 2
+    assert len(model.requests) == 2  # one respond call per run
+
+
+def test_pytest_option_sets_the_default_cache_mode(tmp_path: Path) -> None:
+    import subprocess
+
+    test_file = tmp_path / "test_mode.py"
+    test_file.write_text(
+        "from agentprop._anthropic_agent import default_cache_mode\n"
+        "def test_mode(messages_server):\n"
+        "    assert default_cache_mode().value == 'replay-only'\n"
+        "    assert messages_server.base_url.startswith('http://127.0.0.1:')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:randomly", "--agentprop-cache-mode", "replay-only"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
