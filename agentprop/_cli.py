@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", choices=["sprt", "zero-failure", "fixed"], help="how each case is decided (default: sprt; zero-failure for high-risk specs)")
     run.add_argument("--tau", type=float, help="required pass rate (default: the spec's min_pass_rate)")
     run.add_argument("--runs", type=int, help="runs of fixed or zero-failure mode (alone, selects fixed mode)")
-    run.add_argument("--max-runs", type=int, help="truncate the sequential test after this many runs (default 100)")
+    run.add_argument("--max-runs-per-case", type=int, metavar="N", help="truncate each case's sequential test after N runs (default 100; undecided means UNSTABLE)")
     run.add_argument("--seed", type=int, default=0, help="trial namespace: change it to draw fresh samples")
     run.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
     run.add_argument("--kinds", default="mft,boundary,dir,inv", help="case kinds to run, comma-separated: mft (every path), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all")
@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
     budget = run.add_argument_group("budget (one for the whole run; when it is spent, undecided cases are INCONCLUSIVE)")
     budget.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
-    budget.add_argument("--budget-runs", type=int, metavar="N", help="start at most N agent runs in total (--max-runs is per case)")
+    budget.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in the whole run, shrinking included (like --agentprop-max-runs in pytest)")
     model = run.add_argument_group("model agent (--agent anthropic)")
     model.add_argument("--model", help="model name, e.g. claude-sonnet-4-6 (required with --agent anthropic)")
     model.add_argument("--prompt", metavar="FILE", help="system prompt file (default: seed_prompt.txt next to the spec)")
@@ -196,11 +196,11 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             raise InputError(f"{', '.join(given)} only apply to --agent anthropic", fix="drop them, or pass --agent anthropic")
         base = project.base_dir if not args.agent else Path.cwd()
         agent = load_agent(ref, base if (base / (ref.split(':')[0].replace('.', '/') + '.py')).is_file() else project.base_dir, parse_faults(args.fault))
-    for name in ("budget_runs", "max_usd"):
+    for name in ("max_runs", "max_usd"):
         value = getattr(args, name)
         if value is not None and value < 0:
             raise InputError(f"--{name.replace('_', '-')} {value} must be >= 0", fix="use 0 or more")
-    budget = Budget(max_runs=args.budget_runs, max_usd=args.max_usd)
+    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
     if model_agent is not None:
         model_agent.budget = budget
     scenarios, problems = leaf_scenarios(project.spec, project.bindings)
@@ -214,13 +214,25 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     unknown_kinds = sorted(set(kinds) - {"mft", "boundary", "dir", "inv"})
     if unknown_kinds or not kinds:
         raise InputError(f"unknown case kind(s) {', '.join(unknown_kinds) or '(none given)'}", expected="a comma-separated subset of mft,boundary,dir,inv", fix="e.g. --kinds mft,inv")
-    settings = RunSettings(kinds=kinds, case_filter=tuple(args.case), mode=args.mode, runs=args.runs, tau=args.tau, max_runs=args.max_runs, seed=args.seed, concurrency=args.concurrency)
+    settings = RunSettings(kinds=kinds, case_filter=tuple(args.case), mode=args.mode, runs=args.runs, tau=args.tau, max_runs=args.max_runs_per_case, seed=args.seed, concurrency=args.concurrency)
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""), file=out)
 
+    corpus = None if args.corpus.lower() == "none" else Corpus(args.corpus)
+    if args.shrink_budget < 0:
+        raise InputError(f"--shrink-budget {args.shrink_budget} is negative", fix="use 0 to turn shrinking off, or a number of runs")
+    memo = TrialMemo()
+
     async def run_all() -> RunReport:
         try:
-            return await arun_cases(project, agent, scenarios, settings, problems=problems, budget=budget)
+            report = await arun_cases(project, agent, scenarios, settings, problems=problems, budget=budget, memo=memo, corpus=corpus)
+            if args.shrink_budget > 0:
+                # failing cases shrink to minimal reproducers, saved to the corpus
+                await asyncio.to_thread(
+                    shrink_failures, project, agent, report,
+                    budget=args.shrink_budget, corpus=corpus, session_budget=budget, memo=memo, seed=args.seed, stream=sys.stderr,
+                )
+            return report
         finally:
             if model_agent is not None:
                 await model_agent.aclose()

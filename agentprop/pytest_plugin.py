@@ -17,6 +17,12 @@ Options (all prefixed ``--agentprop-``):
 ``--agentprop-cache-mode off|read|write|read-write|replay-only``
     how model-backed agents (:class:`agentprop.AnthropicAgent`) use the API cache when they do
     not choose a mode (default: ``replay-only`` when ``CI`` is set, else ``read-write``).
+``--agentprop-shrink-budget RUNS``
+    a failing agent property is shrunk to a minimal reproducer, shown in the failure report
+    (default 200 runs; 0 turns it off).
+``--agentprop-corpus DIR``
+    shrunk reproducers are saved there and replayed first by ``agentprop.check`` on the next
+    run (default ``.agentprop/corpus`` when agentprop is configured; ``none`` to turn off).
 ``--agentprop-agent MODULE:ATTR`` / ``--agentprop-spec PATH``
     what the ``agentprop_agent`` and ``agentprop_project`` fixtures load (also settable as
     ini options ``agentprop_agent`` and ``agentprop_spec``).
@@ -49,10 +55,13 @@ from agentprop._check import (
     clear_recorded_results,
     recorded_results,
     set_default_memo,
+    set_default_corpus,
     set_session_budget,
     settings_scope,
 )
+from agentprop._corpus import Corpus
 from agentprop._memo import TrialMemo
+from agentprop._pytest_shrink import shrink_violation
 from agentprop._project import Project, load_project
 from agentprop._scenario import make_world
 from agentprop._world import World, stable_seed
@@ -102,6 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="API cache mode of model-backed agents (default: replay-only when CI is set, else read-write)",
     )
+    group.addoption("--agentprop-shrink-budget", type=int, default=200, metavar="RUNS", help="runs spent shrinking a failing agent property to a minimal reproducer (default 200; 0 turns it off)")
+    group.addoption("--agentprop-corpus", default=None, metavar="DIR", help="keep shrunk reproducers here and replay them first (default .agentprop/corpus when agentprop is configured; 'none' to turn off)")
     group.addoption("--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture")
     group.addoption("--agentprop-spec", default=None, help="spec (directory) loaded by the agentprop_project fixture")
     parser.addini("agentprop_agent", "MODULE:ATTR loaded by the agentprop_agent fixture", default="")
@@ -135,9 +146,16 @@ def pytest_configure(config: pytest.Config) -> None:
     budget = Budget(max_runs=max_runs, max_usd=max_usd) if (max_runs or max_usd) else Budget()
     set_session_budget(budget)
     set_default_cache_mode(_opt(config, "--agentprop-cache-mode"))
+    corpus_opt = _opt(config, "--agentprop-corpus") or ""
+    corpus: Corpus | None = None
+    if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config) or _opt(config, "--agentprop-profile")):
+        corpus = Corpus(Path(corpus_opt) if corpus_opt else Path(str(config.rootpath)) / ".agentprop" / "corpus")
+    set_default_corpus(corpus)
+    if (_opt(config, "--agentprop-shrink-budget") or 0) < 0:
+        raise pytest.UsageError("--agentprop-shrink-budget must be 0 (off) or a number of runs")
     global _active_profile
     _active_profile = _opt(config, "--agentprop-profile") or "ci"
-    config._agentprop_state = {"memo": memo, "budget": budget, "profile": _opt(config, "--agentprop-profile") or "ci", "seed": seed}  # type: ignore[attr-defined]
+    config._agentprop_state = {"memo": memo, "budget": budget, "profile": _opt(config, "--agentprop-profile") or "ci", "seed": seed, "corpus": corpus}  # type: ignore[attr-defined]
     clear_recorded_results()
 
 
@@ -171,6 +189,22 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             overrides["runs"] = kw["n"]
     with settings_scope(item.nodeid, **overrides):
         yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    if call.when != "call" or call.excinfo is None:
+        return
+    state = _state(item.config)
+    budget = _opt(item.config, "--agentprop-shrink-budget") or 0
+    try:
+        text = shrink_violation(call.excinfo.value, budget=budget, corpus=state["corpus"], session_budget=state["budget"])
+    except Exception as exc:  # shrinking must never hide the original failure
+        text = f"shrinking failed: {type(exc).__name__}: {exc}"
+    if text:
+        report = outcome.get_result()
+        report.sections.append(("agentprop: minimal reproducer", text))
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 
 
+
+@pytest.fixture(autouse=True)
+def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """agentprop run keeps its corpus and API cache under ./.agentprop: each test gets its own."""
+    monkeypatch.chdir(tmp_path)
+
+
 def cli(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(list(argv), out=out, err=err)

@@ -21,6 +21,13 @@ SUPPORTOPS = ROOT / "examples" / "supportops"
 MODEL = "claude-sonnet-4-6"
 
 
+
+@pytest.fixture(autouse=True)
+def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """agentprop run keeps its corpus and API cache under ./.agentprop: each test gets its own."""
+    monkeypatch.chdir(tmp_path)
+
+
 def cli(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(list(argv), out=out, err=err)
@@ -102,7 +109,7 @@ def test_replay_only_miss_explains_what_changed(server: MessagesServer, tmp_path
 def test_budget_exhaustion_marks_cases_inconclusive(server: MessagesServer, tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     code, out, _ = cli(
-        *model_args(server, tmp_path / "api.sqlite", "--cache-mode", "off", "--runs", "2", "--concurrency", "1", "--budget-runs", "5", "--json", str(report))
+        *model_args(server, tmp_path / "api.sqlite", "--cache-mode", "off", "--runs", "2", "--concurrency", "1", "--max-runs", "5", "--json", str(report))
     )
     assert code == 1
     data = RunReport.model_validate_json(report.read_text())
