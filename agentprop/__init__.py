@@ -6,7 +6,11 @@ The public API lives here; everything under ``agentprop._*`` is internal.
 from __future__ import annotations
 
 from agentprop._agents import LoadedAgent, load_agent, make_factory
+from agentprop._anthropic_agent import AnthropicAgent, AnthropicConversation, MissingApiKey, ModelCallError
 from agentprop._bindings import Bindings, load_bindings
+from agentprop._cache import ApiCache, CacheMiss, CacheMode
+from agentprop._conversation_shrink import ShrinkReport, shrink
+from agentprop._corpus import Corpus, CorpusEntry
 from agentprop._budget import Budget, BudgetExhausted
 from agentprop._check import acheck, check, settings_scope
 from agentprop._contracts import (
@@ -62,7 +66,9 @@ __all__ = [
     "AgentPropertyViolation", "Budget", "BudgetExhausted", "CheckResult", "LoadedAgent",
     "OracleSettings", "TrialMemo", "acheck", "adecide", "agent_settings", "check", "decide",
     "load_agent", "make_factory", "settings_scope", "check_invariance", "check_direction",
-    "InvarianceResult", "DirectionResult",
+    "InvarianceResult", "DirectionResult", "AnthropicAgent", "AnthropicConversation",
+    "MissingApiKey", "ModelCallError", "ApiCache", "CacheMiss", "CacheMode", "ShrinkReport",
+    "shrink", "Corpus", "CorpusEntry",
     "AgentFactory", "AgentPropError", "Bindings", "BindingsError", "Failure", "InputError",
     "InvalidArgument", "LintFinding", "Project", "RunError", "Scenario", "ScenarioTurn", "Spec",
     "SpecError", "ToolCall", "ToolError", "Trace", "TreePath", "Turn", "TurnContext",

@@ -86,9 +86,10 @@ def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: st
     return LoadedAgent(ref=name, factory=factory, faults=faults, fingerprint=digest)
 
 
-def load_agent(ref: str, base_dir: Path, faults: Mapping[str, float] | None = None) -> LoadedAgent:
-    """Import ``MODULE:ATTR`` (a ``MODULE.py`` next to the bindings wins) and wrap it."""
-    obj = load_object(ref, base_dir, what="agent")
+def load_agent(ref: str, base_dir: str | Path = ".", faults: Mapping[str, float] | None = None) -> LoadedAgent:
+    """Import ``MODULE:ATTR`` (a ``MODULE.py`` in ``base_dir`` wins over an installed module)
+    and wrap it; ``faults`` turns on the agent's fault knobs."""
+    obj = load_object(ref, Path(base_dir), what="agent")
     return make_factory(obj, faults, ref=ref)
 
 

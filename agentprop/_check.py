@@ -107,6 +107,11 @@ def set_session_budget(budget: Budget | None) -> None:
 def as_loaded_agent(agent: Any) -> LoadedAgent:
     if isinstance(agent, LoadedAgent):
         return agent
+    loaded = getattr(agent, "loaded", None)
+    if callable(loaded) and not isinstance(agent, type):
+        result = loaded()  # e.g. AnthropicAgent: its own name and behaviour fingerprint
+        if isinstance(result, LoadedAgent):
+            return result
     if agent is None:
         raise InvalidArgument("check() needs an agent: a class, a factory, an agent function or a LoadedAgent")
     return make_factory(agent)
