@@ -264,12 +264,8 @@ def scrub_secrets(value: Any, secrets: Iterable[str] = ()) -> Any:
     return scrub(value)
 
 
-def canonical_request(request: Mapping[str, Any], secrets: Iterable[str] = ()) -> dict[str, Any]:
-    """The part of a Messages API request body that determines the answer, scrubbed of secrets."""
-    if not isinstance(request, Mapping):
-        raise InvalidArgument(
-            f"request must be a mapping of Messages API fields, not {type(request).__name__}."
-        )
+def _slow_canonical_request(request: Mapping[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
+    """The reference derivation of :func:`canonical_request`: a plain copy, then a scrub."""
     plain = _to_plain(request)
     for required in ("model", "messages"):
         if required not in plain:
@@ -280,6 +276,97 @@ def canonical_request(request: Mapping[str, Any], secrets: Iterable[str] = ()) -
     kept = {k: v for k, v in plain.items() if k not in _IGNORED_FIELDS and v is not None}
     scrubbed: dict[str, Any] = scrub_secrets(kept, secrets)
     return scrubbed
+
+
+class _NotPlainJSON(Exception):
+    """Raised inside the fast serialisation for anything that needs :func:`_to_plain`."""
+
+
+def _reject(value: object) -> Any:
+    raise _NotPlainJSON
+
+
+def _secret_needles(secrets: Iterable[str]) -> tuple[str, ...]:
+    """The registered secrets as they appear inside JSON text (escaped like a JSON string)."""
+    return tuple(json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets if s)
+
+
+_CREDENTIAL_KEY_TEXT = re.compile("|".join(f'"{re.escape(name)}"' for name in sorted(_SECRET_KEY_NAMES)))
+
+
+def _may_hold_secrets(text: str, needles: tuple[str, ...]) -> bool:
+    """Whether :func:`scrub_secrets` could change the data that ``text`` serialises.
+
+    A sound over-approximation checked on the JSON text: a key-shaped string (``sk-ant-``), a
+    registered secret or a key named like a credential in the data always shows up in its text
+    (strings are escaped character by character, and credential names need no escaping), so when
+    none shows up the scrub is the identity.
+    """
+    if "sk-ant-" in text:
+        return True
+    for needle in needles:
+        if needle in text:
+            return True
+    return _CREDENTIAL_KEY_TEXT.search(text.lower().replace("-", "_")) is not None
+
+
+def _fast_plain_json(value: dict[str, Any], needles: tuple[str, ...]) -> tuple[str, Any] | None:
+    """``(canonical JSON, a plain copy)`` of already-plain JSON data that holds no secret, or
+    ``None`` when the data needs the general path (pydantic objects, SDK sentinels, tuples,
+    non-string keys, non-finite numbers, anything the scrub would change).
+
+    The text is exactly what ``canonical_json(scrub_secrets(_to_plain(value)))`` gives: for such
+    data ``_to_plain`` and the scrub return equal data, and the round trip proves the data was
+    plain (``json.dumps`` would otherwise have turned non-string keys into strings, say).
+    """
+    try:
+        text = json.dumps(
+            value,
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+            default=_reject,
+        )
+    except (_NotPlainJSON, TypeError, ValueError, RecursionError):
+        return None
+    loaded = json.loads(text)
+    if loaded != value or _may_hold_secrets(text, needles):
+        return None
+    return text, loaded
+
+
+def _canonical_text(
+    request: Mapping[str, Any], secrets: Iterable[str], needles: tuple[str, ...] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """``(canonical JSON text, canonical request)``: the text is what is hashed and stored."""
+    if not isinstance(request, Mapping):
+        raise InvalidArgument(
+            f"request must be a mapping of Messages API fields, not {type(request).__name__}."
+        )
+    if type(request) is dict:
+        kept: dict[str, Any] = {}
+        general = False
+        for k, v in request.items():
+            if v is None or _is_sdk_sentinel(v):
+                continue
+            if k in _IGNORED_FIELDS:
+                # the general path checks these values too (and may reject them): keep its errors
+                general = True
+                break
+            kept[k] = v
+        if not general and "model" in kept and "messages" in kept:
+            secrets = tuple(secrets)
+            fast = _fast_plain_json(kept, _secret_needles(secrets) if needles is None else needles)
+            if fast is not None:
+                return fast
+    canonical = _slow_canonical_request(request, secrets)
+    return canonical_json(canonical), canonical
+
+
+def canonical_request(request: Mapping[str, Any], secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """The part of a Messages API request body that determines the answer, scrubbed of secrets."""
+    return _canonical_text(request, secrets)[1]
 
 
 def canonical_json(value: Any) -> str:
@@ -306,7 +393,7 @@ def _key_from_canonical(canonical: str, trial: int) -> str:
 
 def cache_key(request: Mapping[str, Any], trial: int, secrets: Iterable[str] = ()) -> str:
     """The SHA-256 hex key of ``request`` for sample number ``trial``."""
-    return _key_from_canonical(canonical_json(canonical_request(request, secrets)), _validate_trial(trial))
+    return _key_from_canonical(_canonical_text(request, secrets)[0], _validate_trial(trial))
 
 
 def _checksum(key: str, request_json: str, response_json: str, usage_json: str) -> str:

@@ -115,8 +115,21 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
     if project is not None and project.bindings.path is not None:
         warnings = project.bindings.warnings
         _, problems = leaf_scenarios(project.spec, project.bindings)
+    resolved: list[str] = []
+    if project is not None and project.bindings.path is not None:
+        mapped = set(project.bindings.outcomes)
+        kept = []
+        for f in findings:
+            leaf = next((w for w in f.message.split() if w in mapped), None) if f.code in ("L003", "L012") else None
+            if leaf is not None and f.severity != "error":
+                resolved.append(leaf)
+            else:
+                kept.append(f)
+        findings = kept
     for f in findings:
         print(f.render(), file=out)
+    if resolved:
+        print(f"(decisions of {', '.join(sorted(set(resolved)))} are given by `outcomes:` in {project.bindings.path})", file=out)  # type: ignore[union-attr]
     for w in warnings:
         print(f"{project.bindings.path}: warning B001: {w}", file=out)  # type: ignore[union-attr]
     for pr in problems:
