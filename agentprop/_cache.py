@@ -40,6 +40,7 @@ import enum
 import hashlib
 import json
 import os
+import pickle
 import re
 import sqlite3
 import threading
@@ -286,31 +287,41 @@ def _reject(value: object) -> Any:
     raise _NotPlainJSON
 
 
-def _secret_needles(secrets: Iterable[str]) -> tuple[str, ...]:
-    """The registered secrets as they appear inside JSON text (escaped like a JSON string)."""
-    return tuple(json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets if s)
+def _secret_needles(secrets: Iterable[str]) -> tuple[bytes, ...]:
+    """The registered secrets as they appear inside JSON text (escaped like a JSON string),
+    UTF-8 encoded."""
+    return tuple(json.dumps(s, ensure_ascii=False)[1:-1].encode() for s in secrets if s)
 
 
-_CREDENTIAL_KEY_TEXT = re.compile("|".join(f'"{re.escape(name)}"' for name in sorted(_SECRET_KEY_NAMES)))
+_CREDENTIAL_KEY_TEXT = tuple(f'"{name}"'.encode() for name in sorted(_SECRET_KEY_NAMES))
+_CREDENTIAL_ENDINGS = tuple(sorted({f'{name.rsplit("_", 1)[-1]}"'.encode() for name in _SECRET_KEY_NAMES}))
+_KELVIN_SIGN = "\u212a".encode()  # the one non-ASCII character whose lower() is an ASCII letter
 
 
-def _may_hold_secrets(text: str, needles: tuple[str, ...]) -> bool:
+def _may_hold_secrets(text: str, needles: tuple[bytes, ...]) -> bool:
     """Whether :func:`scrub_secrets` could change the data that ``text`` serialises.
 
     A sound over-approximation checked on the JSON text: a key-shaped string (``sk-ant-``), a
     registered secret or a key named like a credential in the data always shows up in its text
     (strings are escaped character by character, and credential names need no escaping), so when
-    none shows up the scrub is the identity.
+    none shows up the scrub is the identity. (Searched in UTF-8 bytes, which is much faster.)
     """
-    if "sk-ant-" in text:
+    data = text.encode()
+    if b"sk-ant-" in data:
         return True
     for needle in needles:
-        if needle in text:
+        if needle in data:
             return True
-    return _CREDENTIAL_KEY_TEXT.search(text.lower().replace("-", "_")) is not None
+    lowered = data.lower()
+    if not any(ending in lowered for ending in _CREDENTIAL_ENDINGS):
+        return False
+    if _KELVIN_SIGN in data:
+        return True
+    lowered = lowered.replace(b"-", b"_")
+    return any(name in lowered for name in _CREDENTIAL_KEY_TEXT)
 
 
-def _fast_plain_json(value: dict[str, Any], needles: tuple[str, ...]) -> tuple[str, Any] | None:
+def _fast_plain_json(value: dict[str, Any] | list[Any], needles: tuple[bytes, ...]) -> tuple[str, Any] | None:
     """``(canonical JSON, a plain copy)`` of already-plain JSON data that holds no secret, or
     ``None`` when the data needs the general path (pydantic objects, SDK sentinels, tuples,
     non-string keys, non-finite numbers, anything the scrub would change).
@@ -336,10 +347,96 @@ def _fast_plain_json(value: dict[str, Any], needles: tuple[str, ...]) -> tuple[s
     return text, loaded
 
 
+# Canonical texts of request parts, keyed by the part's pickle. A pickle is an exact record of
+# plain data (it tells 1, 1.0 and True apart, and keeps key order), so equal pickles mean equal
+# canonical text: the tools and the system prompt, sent unchanged with every request, and the
+# earlier messages of a conversation are serialised and checked once. ``None`` marks a part
+# that needs the general path.
+_PART_MEMO: dict[tuple[tuple[bytes, ...], bytes], str | None] = {}
+_STRING_MEMO: dict[tuple[tuple[bytes, ...], str], str | None] = {}
+_MEMO_LIMIT = 1024
+_MISSING = object()
+_SCALARS = (int, float, bool)
+
+
+def _memo_put(memo: dict[Any, str | None], key: Any, text: str | None) -> str | None:
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = text
+    return text
+
+
+def _string_text(value: str, needles: tuple[bytes, ...], secrets: tuple[str, ...]) -> str | None:
+    """The JSON text of a string that the scrub leaves alone, else ``None``."""
+    key = (needles, value)
+    found = _STRING_MEMO.get(key, _MISSING)
+    if found is not _MISSING:
+        return found  # type: ignore[return-value]
+    clean = "sk-ant-" not in value and not any(secret in value for secret in secrets)
+    return _memo_put(_STRING_MEMO, key, json.dumps(value, ensure_ascii=False) if clean else None)
+
+
+def _container_text(value: dict[str, Any] | list[Any], needles: tuple[bytes, ...]) -> str | None:
+    """The canonical text of a plain dict or list that the scrub leaves alone, else ``None``."""
+    try:
+        frozen = pickle.dumps(value, protocol=5)
+    except Exception:  # not picklable: certainly not plain JSON; let the general path say why
+        return None
+    key = (needles, frozen)
+    found = _PART_MEMO.get(key, _MISSING)
+    if found is not _MISSING:
+        return found  # type: ignore[return-value]
+    fast = _fast_plain_json(value, needles)
+    return _memo_put(_PART_MEMO, key, None if fast is None else fast[0])
+
+
+def _value_text(value: Any, needles: tuple[bytes, ...], secrets: tuple[str, ...]) -> str | None:
+    kind = type(value)
+    if kind is str:
+        return _string_text(value, needles, secrets)
+    if kind is dict:
+        return _container_text(value, needles)
+    if kind in _SCALARS or value is None:
+        try:
+            return json.dumps(value, allow_nan=False)
+        except ValueError:  # NaN or infinity: the general path rejects them
+            return None
+    return None
+
+
+def _fast_request_text(
+    kept: dict[str, Any], needles: tuple[bytes, ...], secrets: tuple[str, ...]
+) -> str | None:
+    """The canonical text of a plain request body (top-level ``None`` and ignored fields
+    already dropped), composed from memoised parts exactly as ``json.dumps(sort_keys=True)``
+    writes it; ``None`` when the general path is needed."""
+    parts: list[str] = []
+    for name in sorted(kept):  # a non-string name makes sorted() or the check below fail
+        if type(name) is not str or name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
+            return None
+        value = kept[name]
+        if type(value) is list:
+            items: list[str] = []
+            for item in value:
+                text = _container_text(item, needles) if type(item) in (dict, list) else _value_text(item, needles, secrets)
+                if text is None:
+                    return None
+                items.append(text)
+            text = "[" + ",".join(items) + "]"
+        else:
+            text = _value_text(value, needles, secrets)
+            if text is None:
+                return None
+        parts.append(json.dumps(name, ensure_ascii=False) + ":" + text)
+    return "{" + ",".join(parts) + "}"
+
+
 def _canonical_text(
-    request: Mapping[str, Any], secrets: Iterable[str], needles: tuple[str, ...] | None = None
-) -> tuple[str, dict[str, Any]]:
-    """``(canonical JSON text, canonical request)``: the text is what is hashed and stored."""
+    request: Mapping[str, Any], secrets: Iterable[str], needles: tuple[bytes, ...] | None = None
+) -> tuple[str, dict[str, Any] | None]:
+    """``(canonical JSON text, canonical request or None)``: the text is what is hashed and
+    stored; the request is ``None`` when the text was built without it (``json.loads(text)``
+    gives it)."""
     if not isinstance(request, Mapping):
         raise InvalidArgument(
             f"request must be a mapping of Messages API fields, not {type(request).__name__}."
@@ -356,17 +453,27 @@ def _canonical_text(
                 break
             kept[k] = v
         if not general and "model" in kept and "messages" in kept:
-            secrets = tuple(secrets)
-            fast = _fast_plain_json(kept, _secret_needles(secrets) if needles is None else needles)
-            if fast is not None:
-                return fast
+            secrets = tuple(s for s in secrets if s)
+            try:
+                text = _fast_request_text(kept, _secret_needles(secrets) if needles is None else needles, secrets)
+            except TypeError:  # names that do not sort
+                text = None
+            if text is not None:
+                return text, None
     canonical = _slow_canonical_request(request, secrets)
     return canonical_json(canonical), canonical
 
 
+def _canonical_request(text: str, canonical: dict[str, Any] | None) -> dict[str, Any]:
+    if canonical is not None:
+        return canonical
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
 def canonical_request(request: Mapping[str, Any], secrets: Iterable[str] = ()) -> dict[str, Any]:
     """The part of a Messages API request body that determines the answer, scrubbed of secrets."""
-    return _canonical_text(request, secrets)[1]
+    return _canonical_request(*_canonical_text(request, secrets))
 
 
 def canonical_json(value: Any) -> str:
@@ -509,6 +616,7 @@ class ApiCache:
         self.path = Path(path)
         self._mode = CacheMode.default() if mode is None else CacheMode.parse(mode)
         self._secrets = tuple(s for s in secrets if s)
+        self._needles = _secret_needles(self._secrets)
         if busy_timeout < 0:
             raise InvalidArgument(f"busy_timeout={busy_timeout} must be >= 0 seconds.")
         self._busy_timeout = busy_timeout
@@ -681,11 +789,14 @@ class ApiCache:
 
     def canonical(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The scrubbed canonical form of ``request`` (what is hashed and stored)."""
-        return canonical_request(request, self._secrets)
+        return _canonical_request(*self._canonical_text(request))
+
+    def _canonical_text(self, request: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        return _canonical_text(request, self._secrets, self._needles)
 
     def key(self, request: Mapping[str, Any], *, trial: int) -> str:
         """The cache key of ``request`` for sample ``trial``."""
-        return cache_key(request, trial, self._secrets)
+        return _key_from_canonical(self._canonical_text(request)[0], _validate_trial(trial))
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -723,16 +834,19 @@ class ApiCache:
         """
         if not self.mode.reads:
             return None
-        canonical = self.canonical(request)
-        canonical_text = canonical_json(canonical)
-        key = _key_from_canonical(canonical_text, _validate_trial(trial))
+        canonical_text, canonical = self._canonical_text(request)
+        return self._get_canonical(canonical_text, canonical, _validate_trial(trial))
+
+    def _get_canonical(self, canonical_text: str, canonical: dict[str, Any] | None, trial: int) -> CachedResponse | None:
+        """:meth:`get` once the canonical request is known (the mode reads)."""
+        key = _key_from_canonical(canonical_text, trial)
         found = self._lookup_key(key)
         if found is not None:
             self.stats._bump("hits")
             return found
         self.stats._bump("misses")
         if self.mode is CacheMode.REPLAY_ONLY:
-            raise self._miss_error(canonical, canonical_text, key, trial)
+            raise self._miss_error(_canonical_request(canonical_text, canonical), canonical_text, key, trial)
         return None
 
     # -- writing ---------------------------------------------------------------------------------
@@ -747,22 +861,40 @@ class ApiCache:
         The first writer of a key wins (``read-write``), so concurrent writers all get the same
         stored answer; ``write`` mode (``replace=True``) overwrites.
         """
-        canonical_text = canonical_json(self.canonical(request))
-        trial = _validate_trial(trial)
-        key = _key_from_canonical(canonical_text, trial)
+        canonical_text, canonical = self._canonical_text(request)
+        return self._put_canonical(canonical_text, canonical, _validate_trial(trial), response, replace)
+
+    def _plain_response(self, response: Any) -> tuple[str, dict[str, Any]]:
+        """``(canonical JSON, plain scrubbed copy)`` of a response."""
+        if type(response) is dict:
+            fast = _fast_plain_json(response, self._needles)
+            if fast is not None:
+                return fast
         response_plain = _to_plain(response, "response")
         if not isinstance(response_plain, dict):
             raise InvalidArgument(
                 f"response must be a JSON object (a Message), not {type(response).__name__}."
             )
         response_plain = scrub_secrets(response_plain, self._secrets)
+        return canonical_json(response_plain), response_plain
+
+    def _put_canonical(
+        self,
+        canonical_text: str,
+        canonical: dict[str, Any] | None,
+        trial: int,
+        response: Any,
+        replace: bool | None,
+    ) -> CachedResponse:
+        """:meth:`put` once the canonical request is known."""
+        key = _key_from_canonical(canonical_text, trial)
+        response_json, response_plain = self._plain_response(response)
         raw_usage = response_plain.get("usage")
         usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-        request_model = str(json.loads(canonical_text)["model"])
+        request_model = str(_canonical_request(canonical_text, canonical)["model"])
         now = time.time()
         if not self.mode.writes:
             return CachedResponse(key, request_model, trial, response_plain, dict(usage), False, now)
-        response_json = canonical_json(response_plain)
         usage_json = canonical_json(usage)
         for text in (canonical_text, response_json):
             for secret in self._secrets:
@@ -784,12 +916,14 @@ class ApiCache:
             int(usage.get("output_tokens") or 0),
         )
 
-        def insert(conn: sqlite3.Connection) -> tuple[Any, ...]:
-            conn.execute(
+        def insert(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            inserted = conn.execute(
                 f"{verb} INTO responses ({_COLUMNS}, input_tokens, output_tokens) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 values,
-            )
+            ).rowcount
+            if inserted == 1:
+                return None  # the row is ours: no need to read it back
             stored: tuple[Any, ...] = conn.execute(
                 f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)
             ).fetchone()
@@ -797,7 +931,17 @@ class ApiCache:
 
         row = self._write(insert)
         self.stats._bump("writes")
-        return self._row_to_result(row, from_cache=False)
+        if row is not None:  # another writer was first: everyone gets the stored answer
+            return self._row_to_result(row, from_cache=False)
+        return CachedResponse(
+            key=key,
+            model=request_model,
+            trial=trial,
+            response=response_plain,
+            usage=json.loads(usage_json),
+            from_cache=False,
+            created_at=now,
+        )
 
     def delete(self, key: str) -> bool:
         """Remove one entry by key; returns whether it existed."""
@@ -815,21 +959,27 @@ class ApiCache:
         """Replay (request, trial) if recorded and the mode reads; otherwise ``call()`` the API
         (unless replay-only, which raises :class:`CacheMiss`) and store the answer if the mode
         writes. ``call`` returns the response as a mapping or a pydantic model."""
-        hit = self.get(request, trial=trial)
-        if hit is not None:
-            return hit
+        canonical_text, canonical = self._canonical_text(request)
+        trial = _validate_trial(trial)
+        if self.mode.reads:
+            hit = self._get_canonical(canonical_text, canonical, trial)
+            if hit is not None:
+                return hit
         self.stats._bump("calls")
-        return self.put(request, trial=trial, response=call())
+        return self._put_canonical(canonical_text, canonical, trial, call(), None)
 
     async def aget_or_call(
         self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Awaitable[Any]]
     ) -> CachedResponse:
         """The asyncio form of :meth:`get_or_call` (``call`` returns an awaitable)."""
-        hit = self.get(request, trial=trial)
-        if hit is not None:
-            return hit
+        canonical_text, canonical = self._canonical_text(request)
+        trial = _validate_trial(trial)
+        if self.mode.reads:
+            hit = self._get_canonical(canonical_text, canonical, trial)
+            if hit is not None:
+                return hit
         self.stats._bump("calls")
-        return self.put(request, trial=trial, response=await call())
+        return self._put_canonical(canonical_text, canonical, trial, await call(), None)
 
     # -- inspection ------------------------------------------------------------------------------
 

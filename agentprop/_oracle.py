@@ -343,6 +343,7 @@ async def adecide(
                 tasks[j] = asyncio.ensure_future(run_trial(j))
         if tasks:
             await asyncio.gather(*tasks.values())
+        stored: set[int] = set()
         for j, rec in batch:
             if test.done:
                 break
@@ -353,10 +354,12 @@ async def adecide(
                     break
                 rec = task.result()
                 m.store(j, rec)
+                stored.add(j)
             outcomes.append(TrialOutcome(j, rec, hit))
             test.update(rec.passed)
         for j, task in tasks.items():
-            if m.lookup(j) is None:
+            if j not in stored:
+                # ran past the decision: kept for the next decision on this input
                 m.store(j, task.result())
         i += width
     return _result(name, test, outcomes, settings, budget_out)

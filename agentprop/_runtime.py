@@ -17,8 +17,10 @@ and ends the turn with ``ctx.respond(**fields)``. The runtime
 from __future__ import annotations
 
 import asyncio
-import copy
+import contextvars
 import inspect
+import os
+import queue
 import random
 import threading
 import time
@@ -30,7 +32,7 @@ from agentprop._response import validate_response
 from agentprop._spec.model import Spec
 from agentprop._sync import run_sync
 from agentprop._trace import RunError, ToolCall, Trace, Turn, Usage
-from agentprop._world import World, stable_seed
+from agentprop._world import World, copy_json, stable_seed
 from agentprop.errors import ToolError
 
 
@@ -95,7 +97,7 @@ class TurnContext:
         if name == "respond":
             return self.respond(**args)
         step = len(self._turn.tool_calls)
-        record = ToolCall(name=name, args=copy.deepcopy(args), turn_index=self._turn.index, step=step)
+        record = ToolCall(name=name, args=copy_json(args), turn_index=self._turn.index, step=step)
         self._turn.tool_calls.append(record)
         if self._responded:
             record.error, record.error_kind = "tool call after respond", "protocol"
@@ -122,7 +124,7 @@ class TurnContext:
         except ToolError as exc:
             record.error, record.error_kind = exc.message, exc.kind
             raise
-        record.result = copy.deepcopy(result)
+        record.result = copy_json(result)
         return result
 
     def respond(self, **fields: Any) -> dict[str, Any]:
@@ -138,10 +140,10 @@ class TurnContext:
         valid, problem = validate_response(self.spec, dict(fields))
         if valid is None:
             self._invalid_response = problem
-            self._turn.raw_response = copy.deepcopy(dict(fields))
+            self._turn.raw_response = copy_json(fields)
             raise ToolError("invalid_respond", f"respond does not satisfy the response contract: {problem}")
         self._turn.response = valid
-        self._turn.raw_response = copy.deepcopy(dict(fields))
+        self._turn.raw_response = copy_json(fields)
         self._responded = True
         return {"acknowledged": True}
 
@@ -179,10 +181,63 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
+class _DaemonWorkers:
+    """Daemon threads that run sync agent turns, reused from turn to turn.
+
+    A turn goes to an idle worker, or to a new daemon thread when none is idle. A worker whose
+    turn outlived its timeout is simply not idle: nothing ever waits for it, so it holds up
+    neither other turns nor interpreter shutdown (it is a daemon thread), exactly like the
+    thread-per-turn it replaces. Each turn runs in a fresh, empty ``contextvars`` context, as it
+    would on a new thread. Idle workers beyond ``max_idle``, or idle longer than
+    ``idle_timeout`` seconds, exit.
+    """
+
+    def __init__(self, *, max_idle: int = 64, idle_timeout: float = 30.0) -> None:
+        self._max_idle = max_idle
+        self._idle_timeout = idle_timeout
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[tuple[Callable[[], None], str]]] = []
+        self._pid = os.getpid()
+
+    def submit(self, job: Callable[[], None], name: str) -> None:
+        """Run ``job()`` (which must not raise) on a daemon thread named ``name``."""
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's threads do not exist here
+                self._pid, self._idle = os.getpid(), []
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._work, args=(inbox,), name=name, daemon=True).start()
+        inbox.put((job, name))
+
+    def _work(self, inbox: queue.SimpleQueue[tuple[Callable[[], None], str]]) -> None:
+        me = threading.current_thread()
+        while True:
+            try:
+                job, name = inbox.get(timeout=self._idle_timeout)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:  # nobody picked this worker meanwhile: retire
+                        self._idle.remove(inbox)
+                        return
+                continue  # a job is on its way
+            me.name = name
+            contextvars.Context().run(job)
+            me.name = "agentprop-agent-idle"
+            with self._lock:
+                if len(self._idle) >= self._max_idle:
+                    return
+                self._idle.append(inbox)
+
+
+_WORKERS = _DaemonWorkers()
+
+
 async def _in_daemon_thread(fn: Callable[[str, TurnContext], Any], message: str, ctx: TurnContext) -> Any:
-    """Run a sync agent turn in a daemon thread. Unlike the default executor, a thread that
-    outlives its timeout does not hold up ``asyncio.run`` at shutdown; it finds its context
-    closed (every further tool call is refused) and is abandoned."""
+    """Run a sync agent turn on a daemon thread (see :class:`_DaemonWorkers`). Unlike the
+    default executor, a thread that outlives its timeout does not hold up ``asyncio.run`` at
+    shutdown; it finds its context closed (every further tool call is refused) and is
+    abandoned."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
 
@@ -199,12 +254,18 @@ async def _in_daemon_thread(fn: Callable[[str, TurnContext], Any], message: str,
             value = fn(message, ctx)
         except BaseException as exc:  # delivered to the awaiting coroutine
             if not loop.is_closed():
-                loop.call_soon_threadsafe(settle, None, exc)
+                try:
+                    loop.call_soon_threadsafe(settle, None, exc)
+                except RuntimeError:  # the loop closed meanwhile
+                    pass
             return
         if not loop.is_closed():
-            loop.call_soon_threadsafe(settle, value, None)
+            try:
+                loop.call_soon_threadsafe(settle, value, None)
+            except RuntimeError:
+                pass
 
-    threading.Thread(target=target, name=f"agentprop-agent-{ctx.case_id}-{ctx.trial}", daemon=True).start()
+    _WORKERS.submit(target, f"agentprop-agent-{ctx.case_id}-{ctx.trial}")
     return await future
 
 

@@ -11,7 +11,9 @@ A world never reaches outside the process.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
+import pickle
 import random
 import string
 from collections.abc import Callable, Mapping
@@ -59,6 +61,46 @@ def stable_seed(*parts: object) -> int:
     """A 64-bit seed derived from the parts' text, stable across processes and runs."""
     digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "big")
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-like data (``dict``, ``list``, scalars), several times faster than
+    :func:`copy.deepcopy`; anything else inside is copied with :func:`copy.deepcopy`."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOMS else copy_json(v) for v in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=4096)
+def _field_path(path: str) -> tuple[str | int, ...]:
+    return tuple(parse_field_path(path))
+
+
+def _parsed(path: str | list[str | int]) -> list[str | int] | tuple[str | int, ...]:
+    return _field_path(path) if isinstance(path, str) else path
+
+
+def _memo_key(value: Any) -> bytes | None:
+    """An exact key for data that decides a memoised result: its pickle, which tells apart
+    types (``1``, ``1.0``, ``True``) and key order; ``None`` if it cannot be pickled."""
+    try:
+        return pickle.dumps(value, protocol=4)
+    except Exception:
+        return None
+
+
+_DEFAULTS_MEMO = "world_default_outputs"
+_VALIDATORS_MEMO = "world_argument_validators"
+_ARG_CHECKS_MEMO = "world_argument_checks"
+_MEMO_LIMIT = 4096
 
 
 # ----------------------------------------------------------------------------- defaults
@@ -129,7 +171,11 @@ def generate_value(schema: Mapping[str, Any] | None, rng: random.Random, name: s
 def set_path(target: Any, path: str | list[str | int], value: Any) -> None:
     """Set a dotted field path (``orders[0].status``) inside nested dicts/lists, creating
     containers as needed."""
-    parts = parse_field_path(path) if isinstance(path, str) else path
+    _set_parts(target, _parsed(path), value, copy_value=True)
+
+
+def _set_parts(target: Any, parts: list[str | int] | tuple[str | int, ...], value: Any, *, copy_value: bool) -> None:
+    """:func:`set_path` for a parsed path; stores ``value`` itself unless ``copy_value``."""
     node = target
     for i, part in enumerate(parts[:-1]):
         nxt = parts[i + 1]
@@ -147,11 +193,11 @@ def set_path(target: Any, path: str | list[str | int], value: Any) -> None:
     if isinstance(last, int):
         while len(node) <= last:
             node.append(None)
-    node[last] = copy.deepcopy(value)
+    node[last] = copy.deepcopy(value) if copy_value else value
 
 
 def get_path(target: Any, path: str | list[str | int]) -> Any:
-    parts = parse_field_path(path) if isinstance(path, str) else path
+    parts = _parsed(path)
     node = target
     for part in parts:
         node = node[part]
@@ -207,25 +253,49 @@ class World:
         self.canaries: dict[str, str] = {}
         for tool, fields in self.pii.items():
             for f in fields:
-                label = parse_field_path(f)[-1]
+                label = _field_path(f)[-1]
                 token = hashlib.sha256(f"{self.seed}:{self.canary_nonce}:{tool}:{f}".encode()).hexdigest()[:8]
                 self.canaries[f"{tool}.{f}"] = f"{str(label).upper()}_CANARY_{token}"
         self._outputs: dict[str, Any] = {}
+        self._spec_memo: dict[str, Any] = self.spec._memo
 
     # -------------------------------------------------------------- outputs
 
     def default_output(self, tool: str) -> Any:
         """The output of ``tool`` before any call-specific handling (deterministic)."""
         if tool not in self._outputs:
-            spec_tool = self.spec.tool(tool)
-            rng = random.Random(stable_seed(self.seed, tool))
-            out = generate_value(spec_tool.output_schema, rng, tool)
-            if isinstance(out, dict):
-                _merge(out, self.overrides.get(tool, {}))
-                for f in self.pii.get(tool, []):
-                    set_path(out, f, self.canaries[f"{tool}.{f}"])
+            out = self._overridden_output(tool)
+            pii = self.pii.get(tool)
+            if pii and isinstance(out, dict):
+                out = copy_json(out)
+                for f in pii:
+                    _set_parts(out, _field_path(f), self.canaries[f"{tool}.{f}"], copy_value=False)  # a str
             self._outputs[tool] = out
-        return copy.deepcopy(self._outputs[tool])
+        return copy_json(self._outputs[tool])
+
+    def _overridden_output(self, tool: str) -> Any:
+        """The generated output of ``tool`` with this world's overrides merged in, before the
+        canaries. It depends only on (spec, seed, tool, overrides), so it is computed once per
+        spec and shared between worlds; the shared object is never handed out or changed (the
+        world copies it before planting canaries, and callers get copies)."""
+        overrides = self.overrides.get(tool, {})
+        frozen = _memo_key(overrides)
+        key = None if frozen is None else (tool, self.seed, frozen)
+        schema = self.spec.tool(tool).output_schema
+        memo: dict[Any, tuple[Any, Any]] = self._spec_memo.setdefault(_DEFAULTS_MEMO, {})
+        if key is not None:
+            found = memo.get(key)
+            if found is not None and found[0] is schema:
+                return found[1]
+        rng = random.Random(stable_seed(self.seed, tool))
+        out = generate_value(schema, rng, tool)
+        if isinstance(out, dict):
+            _merge(out, overrides)
+        if key is not None:
+            if len(memo) >= _MEMO_LIMIT:
+                memo.clear()
+            memo[key] = (schema, out)
+        return out
 
     def call_count(self, tool: str) -> int:
         return self._call_counts.get(tool, 0)
@@ -249,11 +319,30 @@ class World:
             return handler(args, self)
         return self.default_output(tool)
 
-    @staticmethod
-    def _check_args(tool: Tool, args: dict[str, Any]) -> None:
-        validator = jsonschema.validators.validator_for(tool.input_schema)(tool.input_schema)
-        errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
+    def _check_args(self, tool: Tool, args: dict[str, Any]) -> None:
+        schema = tool.input_schema
+        frozen = _memo_key(args)
+        checks: dict[tuple[str, bytes], tuple[Any, str | None]] = self._spec_memo.setdefault(_ARG_CHECKS_MEMO, {})
+        if frozen is not None:
+            known = checks.get((tool.name, frozen))
+            if known is not None and known[0] is schema:
+                problem = known[1]
+                if problem is not None:
+                    raise ToolError("invalid_arguments", problem)
+                return
+        validators: dict[str, tuple[Any, Any]] = self._spec_memo.setdefault(_VALIDATORS_MEMO, {})
+        cached = validators.get(tool.name)
+        if cached is None or cached[0] is not schema:
+            cached = validators[tool.name] = (schema, jsonschema.validators.validator_for(schema)(schema))
+        errors = sorted(cached[1].iter_errors(args), key=lambda e: list(e.path))
+        problem = None
         if errors:
             e = errors[0]
             where = "/".join(map(str, e.path)) or "arguments"
-            raise ToolError("invalid_arguments", f"{tool.name}: {where}: {e.message}")
+            problem = f"{tool.name}: {where}: {e.message}"
+        if frozen is not None:
+            if len(checks) >= _MEMO_LIMIT:
+                checks.clear()
+            checks[(tool.name, frozen)] = (schema, problem)
+        if problem is not None:
+            raise ToolError("invalid_arguments", problem)

@@ -168,6 +168,25 @@ def _state(config: pytest.Config) -> dict[str, Any]:
     return config._agentprop_state  # type: ignore[attr-defined,no-any-return]
 
 
+_MARKER_ARGS = {"tau", "n", "risk", "mode", "max_runs"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check every ``agentprop`` marker before anything runs: a typo is a usage error."""
+    for item in items:
+        for marker in item.iter_markers("agentprop"):
+            unknown = set(marker.kwargs) - _MARKER_ARGS
+            if unknown or marker.args:
+                what = sorted(unknown) if unknown else f"positional {marker.args!r}"
+                raise pytest.UsageError(
+                    f"{item.nodeid}: unknown agentprop marker argument(s) {what}; use keyword arguments "
+                    f"{', '.join(sorted(_MARKER_ARGS))}, e.g. @pytest.mark.agentprop(tau=0.95)"
+                )
+            mode = marker.kwargs.get("mode")
+            if mode is not None and mode not in ("sprt", "zero-failure", "fixed"):
+                raise pytest.UsageError(f"{item.nodeid}: agentprop marker mode={mode!r}; use 'sprt', 'zero-failure' or 'fixed'")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     marker = item.get_closest_marker("agentprop")
@@ -175,9 +194,6 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     overrides: dict[str, Any] = {"max_runs": profile["max_runs"], "seed": _state(item.config)["seed"]}
     if marker is not None:
         kw = dict(marker.kwargs)
-        unknown = set(kw) - {"tau", "n", "risk", "mode", "max_runs"}
-        if unknown:
-            raise pytest.UsageError(f"{item.nodeid}: unknown agentprop marker argument(s) {sorted(unknown)}; use tau, n, risk, mode, max_runs")
         if kw.get("risk") in ("high", "critical"):
             overrides.update(mode="zero-failure", runs=kw.get("n") or 50)
         if kw.get("n") is not None and "mode" not in kw and kw.get("risk") not in ("high", "critical"):

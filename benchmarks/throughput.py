@@ -50,12 +50,6 @@ CALLS_PER_RUN = 2
 def serve(latency: float) -> None:
     """Run a MessagesServer that plays a correct billing agent; print its port; stop on EOF."""
     from agentprop.testing import MessagesServer, respond_reply, tool_use_reply
-    from agentprop.testing import messages_server
-
-    # Answer without Nagle's algorithm, as production HTTP servers do: the handler writes the
-    # headers and the body separately, and with Nagle on, the body waits for the client's
-    # delayed ACK (~40 ms on Linux) whenever few requests are in flight.
-    messages_server._RequestHandler.disable_nagle_algorithm = True
 
     call = tool_use_reply("get_account", {"account_id": "A1"}, input_tokens=1500, output_tokens=40)
     answer = respond_reply(
