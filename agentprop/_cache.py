@@ -39,8 +39,8 @@ import difflib
 import enum
 import hashlib
 import json
+import marshal
 import os
-import pickle
 import re
 import sqlite3
 import threading
@@ -312,11 +312,11 @@ def _may_hold_secrets(text: str, needles: tuple[bytes, ...]) -> bool:
     for needle in needles:
         if needle in data:
             return True
+    if _KELVIN_SIGN in data:
+        return True
     lowered = data.lower()
     if not any(ending in lowered for ending in _CREDENTIAL_ENDINGS):
         return False
-    if _KELVIN_SIGN in data:
-        return True
     lowered = lowered.replace(b"-", b"_")
     return any(name in lowered for name in _CREDENTIAL_KEY_TEXT)
 
@@ -347,16 +347,16 @@ def _fast_plain_json(value: dict[str, Any] | list[Any], needles: tuple[bytes, ..
     return text, loaded
 
 
-# Canonical texts of request parts, keyed by the part's pickle. A pickle is an exact record of
-# plain data (it tells 1, 1.0 and True apart, and keeps key order), so equal pickles mean equal
-# canonical text: the tools and the system prompt, sent unchanged with every request, and the
-# earlier messages of a conversation are serialised and checked once. ``None`` marks a part
-# that needs the general path.
+# Canonical texts of request parts, keyed by the part's marshal. ``marshal`` takes only plain
+# built-in types (no subclasses) and records them exactly (it tells 1, 1.0 and True apart and
+# keeps key order), so equal bytes mean equal canonical text: the tools and the system prompt,
+# sent unchanged with every request, and the earlier messages of a conversation are serialised
+# and checked once. ``None`` marks a part that needs the general path.
 _PART_MEMO: dict[tuple[tuple[bytes, ...], bytes], str | None] = {}
 _STRING_MEMO: dict[tuple[tuple[bytes, ...], str], str | None] = {}
+_NAME_MEMO: dict[str, str] = {}
 _MEMO_LIMIT = 1024
 _MISSING = object()
-_SCALARS = (int, float, bool)
 
 
 def _memo_put(memo: dict[Any, str | None], key: Any, text: str | None) -> str | None:
@@ -366,77 +366,128 @@ def _memo_put(memo: dict[Any, str | None], key: Any, text: str | None) -> str | 
     return text
 
 
-def _string_text(value: str, needles: tuple[bytes, ...], secrets: tuple[str, ...]) -> str | None:
+def _string_text(value: str, needles: tuple[bytes, ...]) -> str | None:
     """The JSON text of a string that the scrub leaves alone, else ``None``."""
     key = (needles, value)
     found = _STRING_MEMO.get(key, _MISSING)
     if found is not _MISSING:
         return found  # type: ignore[return-value]
-    clean = "sk-ant-" not in value and not any(secret in value for secret in secrets)
-    return _memo_put(_STRING_MEMO, key, json.dumps(value, ensure_ascii=False) if clean else None)
+    text: str | None = json.dumps(value, ensure_ascii=False)
+    if "sk-ant-" in value or (needles and any(needle in text.encode() for needle in needles)):  # type: ignore[union-attr]
+        text = None
+    return _memo_put(_STRING_MEMO, key, text)
 
 
 def _container_text(value: dict[str, Any] | list[Any], needles: tuple[bytes, ...]) -> str | None:
     """The canonical text of a plain dict or list that the scrub leaves alone, else ``None``."""
     try:
-        frozen = pickle.dumps(value, protocol=5)
-    except Exception:  # not picklable: certainly not plain JSON; let the general path say why
-        return None
+        frozen = marshal.dumps(value)
+    except ValueError:  # not plain built-in data: no memo
+        fast = _fast_plain_json(value, needles)
+        return None if fast is None else fast[0]
     key = (needles, frozen)
     found = _PART_MEMO.get(key, _MISSING)
     if found is not _MISSING:
         return found  # type: ignore[return-value]
-    fast = _fast_plain_json(value, needles)
-    return _memo_put(_PART_MEMO, key, None if fast is None else fast[0])
+    if type(value) is list:
+        text = _list_text(value, needles)
+    else:
+        fast = _fast_plain_json(value, needles)
+        text = None if fast is None else fast[0]
+    return _memo_put(_PART_MEMO, key, text)
 
 
-def _value_text(value: Any, needles: tuple[bytes, ...], secrets: tuple[str, ...]) -> str | None:
-    kind = type(value)
-    if kind is str:
-        return _string_text(value, needles, secrets)
-    if kind is dict:
-        return _container_text(value, needles)
-    if kind in _SCALARS or value is None:
-        try:
-            return json.dumps(value, allow_nan=False)
-        except ValueError:  # NaN or infinity: the general path rejects them
+def _list_text(value: list[Any], needles: tuple[bytes, ...]) -> str | None:
+    """A list's canonical text from its items' (each memoised: a conversation's earlier
+    messages are not serialised again)."""
+    items: list[str] = []
+    for item in value:
+        text = _value_text(item, needles)
+        if text is None:
             return None
+        items.append(text)
+    return "[" + ",".join(items) + "]"
+
+
+def _value_text(value: Any, needles: tuple[bytes, ...]) -> str | None:
+    """The canonical text of one plain JSON value that the scrub leaves alone, else ``None``."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        return _container_text(value, needles)
+    if kind is str:
+        return _string_text(value, needles)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return None  # the general path rejects non-finite numbers
+        return float.__repr__(value)
     return None
 
 
-def _fast_request_text(
-    kept: dict[str, Any], needles: tuple[bytes, ...], secrets: tuple[str, ...]
-) -> str | None:
+def _fast_request_text(kept: dict[str, Any], needles: tuple[bytes, ...]) -> str | None:
     """The canonical text of a plain request body (top-level ``None`` and ignored fields
     already dropped), composed from memoised parts exactly as ``json.dumps(sort_keys=True)``
     writes it; ``None`` when the general path is needed."""
     parts: list[str] = []
-    for name in sorted(kept):  # a non-string name makes sorted() or the check below fail
-        if type(name) is not str or name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
-            return None
-        value = kept[name]
-        if type(value) is list:
-            items: list[str] = []
-            for item in value:
-                text = _container_text(item, needles) if type(item) in (dict, list) else _value_text(item, needles, secrets)
-                if text is None:
-                    return None
-                items.append(text)
-            text = "[" + ",".join(items) + "]"
-        else:
-            text = _value_text(value, needles, secrets)
-            if text is None:
+    for name in sorted(kept):  # names that are not all strings make sorted() raise TypeError
+        label = _NAME_MEMO.get(name) if type(name) is str else None
+        if label is None:
+            if type(name) is not str or name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
                 return None
-        parts.append(json.dumps(name, ensure_ascii=False) + ":" + text)
+            label = json.dumps(name, ensure_ascii=False) + ":"
+            if len(_NAME_MEMO) < _MEMO_LIMIT:
+                _NAME_MEMO[name] = label
+        text = _value_text(kept[name], needles)
+        if text is None:
+            return None
+        parts.append(label + text)
     return "{" + ",".join(parts) + "}"
 
 
-def _canonical_text(
+class _Canonical:
+    """A request's canonical form: ``text`` (what is hashed and stored), the canonical request
+    as data (parsed from the text on demand when the fast path did not build it) and its model."""
+
+    __slots__ = ("text", "_value", "_model", "_keys")
+
+    def __init__(self, text: str, value: dict[str, Any] | None = None, model: str | None = None) -> None:
+        self.text = text
+        self._value = value
+        self._model = model
+        self._keys: dict[int, str] = {}
+
+    def key(self, trial: int) -> str:
+        """The cache key for sample ``trial`` (computed once: a miss looks it up, then stores)."""
+        key = self._keys.get(trial)
+        if key is None:
+            key = self._keys[trial] = _key_from_canonical(self.text, trial)
+        return key
+
+    @property
+    def value(self) -> dict[str, Any]:
+        if self._value is None:
+            self._value = json.loads(self.text)
+        return self._value
+
+    @property
+    def model(self) -> str:
+        """``str()`` of the request's model (a ``KeyError`` if it has none, as before)."""
+        if self._model is None:
+            self._model = str(self.value["model"])
+        return self._model
+
+
+def _canonical(
     request: Mapping[str, Any], secrets: Iterable[str], needles: tuple[bytes, ...] | None = None
-) -> tuple[str, dict[str, Any] | None]:
-    """``(canonical JSON text, canonical request or None)``: the text is what is hashed and
-    stored; the request is ``None`` when the text was built without it (``json.loads(text)``
-    gives it)."""
+) -> _Canonical:
+    """The canonical form of a request: fast for plain JSON without secrets (what agentprop's
+    agents send), the general path (:func:`_slow_canonical_request`) otherwise, with the same
+    text either way."""
     if not isinstance(request, Mapping):
         raise InvalidArgument(
             f"request must be a mapping of Messages API fields, not {type(request).__name__}."
@@ -455,25 +506,19 @@ def _canonical_text(
         if not general and "model" in kept and "messages" in kept:
             secrets = tuple(s for s in secrets if s)
             try:
-                text = _fast_request_text(kept, _secret_needles(secrets) if needles is None else needles, secrets)
+                text = _fast_request_text(kept, _secret_needles(secrets) if needles is None else needles)
             except TypeError:  # names that do not sort
                 text = None
             if text is not None:
-                return text, None
+                model = kept["model"]
+                return _Canonical(text, None, model if type(model) is str else None)
     canonical = _slow_canonical_request(request, secrets)
-    return canonical_json(canonical), canonical
-
-
-def _canonical_request(text: str, canonical: dict[str, Any] | None) -> dict[str, Any]:
-    if canonical is not None:
-        return canonical
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
+    return _Canonical(canonical_json(canonical), canonical)
 
 
 def canonical_request(request: Mapping[str, Any], secrets: Iterable[str] = ()) -> dict[str, Any]:
     """The part of a Messages API request body that determines the answer, scrubbed of secrets."""
-    return _canonical_request(*_canonical_text(request, secrets))
+    return _canonical(request, secrets).value
 
 
 def canonical_json(value: Any) -> str:
@@ -500,7 +545,7 @@ def _key_from_canonical(canonical: str, trial: int) -> str:
 
 def cache_key(request: Mapping[str, Any], trial: int, secrets: Iterable[str] = ()) -> str:
     """The SHA-256 hex key of ``request`` for sample number ``trial``."""
-    return _key_from_canonical(_canonical_text(request, secrets)[0], _validate_trial(trial))
+    return _key_from_canonical(_canonical(request, secrets).text, _validate_trial(trial))
 
 
 def _checksum(key: str, request_json: str, response_json: str, usage_json: str) -> str:
@@ -789,14 +834,14 @@ class ApiCache:
 
     def canonical(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The scrubbed canonical form of ``request`` (what is hashed and stored)."""
-        return _canonical_request(*self._canonical_text(request))
+        return self._canonical(request).value
 
-    def _canonical_text(self, request: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:
-        return _canonical_text(request, self._secrets, self._needles)
+    def _canonical(self, request: Mapping[str, Any]) -> _Canonical:
+        return _canonical(request, self._secrets, self._needles)
 
     def key(self, request: Mapping[str, Any], *, trial: int) -> str:
         """The cache key of ``request`` for sample ``trial``."""
-        return _key_from_canonical(self._canonical_text(request)[0], _validate_trial(trial))
+        return self._canonical(request).key(_validate_trial(trial))
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -834,19 +879,18 @@ class ApiCache:
         """
         if not self.mode.reads:
             return None
-        canonical_text, canonical = self._canonical_text(request)
-        return self._get_canonical(canonical_text, canonical, _validate_trial(trial))
+        return self._get_canonical(self._canonical(request), _validate_trial(trial))
 
-    def _get_canonical(self, canonical_text: str, canonical: dict[str, Any] | None, trial: int) -> CachedResponse | None:
+    def _get_canonical(self, canonical: _Canonical, trial: int) -> CachedResponse | None:
         """:meth:`get` once the canonical request is known (the mode reads)."""
-        key = _key_from_canonical(canonical_text, trial)
+        key = canonical.key(trial)
         found = self._lookup_key(key)
         if found is not None:
             self.stats._bump("hits")
             return found
         self.stats._bump("misses")
         if self.mode is CacheMode.REPLAY_ONLY:
-            raise self._miss_error(_canonical_request(canonical_text, canonical), canonical_text, key, trial)
+            raise self._miss_error(canonical.value, canonical.text, key, trial)
         return None
 
     # -- writing ---------------------------------------------------------------------------------
@@ -861,8 +905,7 @@ class ApiCache:
         The first writer of a key wins (``read-write``), so concurrent writers all get the same
         stored answer; ``write`` mode (``replace=True``) overwrites.
         """
-        canonical_text, canonical = self._canonical_text(request)
-        return self._put_canonical(canonical_text, canonical, _validate_trial(trial), response, replace)
+        return self._put_canonical(self._canonical(request), _validate_trial(trial), response, replace)
 
     def _plain_response(self, response: Any) -> tuple[str, dict[str, Any]]:
         """``(canonical JSON, plain scrubbed copy)`` of a response."""
@@ -879,19 +922,15 @@ class ApiCache:
         return canonical_json(response_plain), response_plain
 
     def _put_canonical(
-        self,
-        canonical_text: str,
-        canonical: dict[str, Any] | None,
-        trial: int,
-        response: Any,
-        replace: bool | None,
+        self, canonical: _Canonical, trial: int, response: Any, replace: bool | None
     ) -> CachedResponse:
         """:meth:`put` once the canonical request is known."""
-        key = _key_from_canonical(canonical_text, trial)
+        canonical_text = canonical.text
+        key = canonical.key(trial)
         response_json, response_plain = self._plain_response(response)
         raw_usage = response_plain.get("usage")
         usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-        request_model = str(_canonical_request(canonical_text, canonical)["model"])
+        request_model = canonical.model
         now = time.time()
         if not self.mode.writes:
             return CachedResponse(key, request_model, trial, response_plain, dict(usage), False, now)
@@ -959,27 +998,27 @@ class ApiCache:
         """Replay (request, trial) if recorded and the mode reads; otherwise ``call()`` the API
         (unless replay-only, which raises :class:`CacheMiss`) and store the answer if the mode
         writes. ``call`` returns the response as a mapping or a pydantic model."""
-        canonical_text, canonical = self._canonical_text(request)
+        canonical = self._canonical(request)
         trial = _validate_trial(trial)
         if self.mode.reads:
-            hit = self._get_canonical(canonical_text, canonical, trial)
+            hit = self._get_canonical(canonical, trial)
             if hit is not None:
                 return hit
         self.stats._bump("calls")
-        return self._put_canonical(canonical_text, canonical, trial, call(), None)
+        return self._put_canonical(canonical, trial, call(), None)
 
     async def aget_or_call(
         self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Awaitable[Any]]
     ) -> CachedResponse:
         """The asyncio form of :meth:`get_or_call` (``call`` returns an awaitable)."""
-        canonical_text, canonical = self._canonical_text(request)
+        canonical = self._canonical(request)
         trial = _validate_trial(trial)
         if self.mode.reads:
-            hit = self._get_canonical(canonical_text, canonical, trial)
+            hit = self._get_canonical(canonical, trial)
             if hit is not None:
                 return hit
         self.stats._bump("calls")
-        return self._put_canonical(canonical_text, canonical, trial, await call(), None)
+        return self._put_canonical(canonical, trial, await call(), None)
 
     # -- inspection ------------------------------------------------------------------------------
 

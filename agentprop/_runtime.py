@@ -36,6 +36,23 @@ from agentprop._world import World, copy_json, stable_seed
 from agentprop.errors import ToolError
 
 
+class _ConversationRandom:
+    """A conversation's random source, seeded from ``(case, trial)`` and made on first use:
+    seeding costs microseconds per run that most agents never need."""
+
+    __slots__ = ("_case_id", "_trial", "_rng")
+
+    def __init__(self, case_id: str, trial: int) -> None:
+        self._case_id = case_id
+        self._trial = trial
+        self._rng: random.Random | None = None
+
+    def get(self) -> random.Random:
+        if self._rng is None:
+            self._rng = random.Random(stable_seed("agent-rng", self._case_id, self._trial))
+        return self._rng
+
+
 class TurnContext:
     """What an agent sees during one turn: tools, the response channel, context and a seeded
     random source."""
@@ -48,7 +65,7 @@ class TurnContext:
         turn: Turn,
         history: Sequence[Turn],
         context: Mapping[str, Any],
-        rng: random.Random,
+        rng: random.Random | _ConversationRandom,
         memory: dict[str, Any],
         case_id: str = "",
         trial: int = 0,
@@ -62,12 +79,25 @@ class TurnContext:
         self._turn = turn
         self.history: tuple[Turn, ...] = tuple(history)
         self.context: Mapping[str, Any] = context
-        self.rng = rng
+        self._rng: random.Random | _ConversationRandom = rng
         self.memory = memory
         self._responded = False
         self._invalid_response: str | None = None
         self._non_respond_calls = 0
         self._closed = False
+
+    @property
+    def rng(self) -> random.Random:
+        """A random source seeded from ``(case, trial)``, one stream across the turns of a
+        conversation, so simulated agents are reproducible."""
+        source = self._rng
+        if isinstance(source, _ConversationRandom):
+            source = self._rng = source.get()
+        return source
+
+    @rng.setter
+    def rng(self, value: random.Random) -> None:
+        self._rng = value
 
     @property
     def turn_index(self) -> int:
@@ -303,7 +333,7 @@ async def arun_conversation(
         canaries=dict(world.canaries),
     )
     started = time.perf_counter()
-    rng = random.Random(stable_seed("agent-rng", case_id, trial))
+    rng = _ConversationRandom(case_id, trial)
     memory: dict[str, Any] = {}
     try:
         agent = agent_factory()

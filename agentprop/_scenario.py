@@ -566,6 +566,10 @@ def leaf_scenarios(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list
 # ----------------------------------------------------------------------------- worlds
 
 
+_LOADED: dict[tuple[str, str], tuple[str, Any]] = {}
+"""``(MODULE, base_dir)`` -> ``(its sys.modules name, the module)`` for :func:`load_object`."""
+
+
 def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
     """Import ``MODULE:ATTR`` (``MODULE`` may be a file next to the bindings, e.g.
     ``agent:make_agent`` for ``agent.py``)."""
@@ -576,6 +580,24 @@ def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
             fix="name the module and the attribute separated by a colon",
         )
     module_name, attr = ref.split(":", 1)
+    # Worlds load their handlers once per run: skip the file-system look-ups while the module
+    # found last time is still the one imported (a test that drops it from sys.modules gets a
+    # fresh import, as before).
+    known = _LOADED.get((module_name, str(base_dir)))
+    if known is not None and sys.modules.get(known[0]) is known[1]:
+        module = known[1]
+    else:
+        module = _import_module(module_name, base_dir, what=what, ref=ref)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise InputError(
+            f"module {module_name!r} has no attribute {attr!r} (for {what} {ref!r})",
+            fix=f"define {attr} in {module_name}, or fix the name",
+        ) from None
+
+
+def _import_module(module_name: str, base_dir: Path, *, what: str, ref: str) -> Any:
     candidate = base_dir / (module_name.replace(".", "/") + ".py")
     try:
         if candidate.is_file():
@@ -590,6 +612,7 @@ def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
                     sys.path.insert(0, str(base_dir))
                 spec.loader.exec_module(module)
         else:
+            unique = module_name
             module = importlib.import_module(module_name)
     except ImportError as exc:
         raise InputError(
@@ -597,13 +620,8 @@ def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
             location=SourceLocation(base_dir),
             fix=f"make {module_name} importable (install it, or put {module_name}.py in {base_dir})",
         ) from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise InputError(
-            f"module {module_name!r} has no attribute {attr!r} (for {what} {ref!r})",
-            fix=f"define {attr} in {module_name}, or fix the name",
-        ) from None
+    _LOADED[(module_name, str(base_dir))] = (unique, module)
+    return module
 
 
 def base_world(spec: Spec, bindings: Bindings, *, seed: int = 0) -> World:

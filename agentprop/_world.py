@@ -262,22 +262,24 @@ class World:
     # -------------------------------------------------------------- outputs
 
     def default_output(self, tool: str) -> Any:
-        """The output of ``tool`` before any call-specific handling (deterministic)."""
-        if tool not in self._outputs:
-            out = self._overridden_output(tool)
-            pii = self.pii.get(tool)
-            if pii and isinstance(out, dict):
-                out = copy_json(out)
-                for f in pii:
-                    _set_parts(out, _field_path(f), self.canaries[f"{tool}.{f}"], copy_value=False)  # a str
-            self._outputs[tool] = out
-        return copy_json(self._outputs[tool])
+        """The output of ``tool`` before any call-specific handling (deterministic); a fresh
+        copy on every call."""
+        if tool in self._outputs:
+            base = self._outputs[tool]
+        else:
+            base = self._outputs[tool] = self._overridden_output(tool)
+        out = copy_json(base)
+        pii = self.pii.get(tool)
+        if pii and isinstance(out, dict):
+            for f in pii:
+                _set_parts(out, _field_path(f), self.canaries[f"{tool}.{f}"], copy_value=False)  # a str
+        return out
 
     def _overridden_output(self, tool: str) -> Any:
         """The generated output of ``tool`` with this world's overrides merged in, before the
         canaries. It depends only on (spec, seed, tool, overrides), so it is computed once per
-        spec and shared between worlds; the shared object is never handed out or changed (the
-        world copies it before planting canaries, and callers get copies)."""
+        spec and shared between worlds; the shared object is never handed out or changed
+        (:meth:`default_output` copies it, then plants this world's canaries in the copy)."""
         overrides = self.overrides.get(tool, {})
         frozen = _memo_key(overrides)
         key = None if frozen is None else (tool, self.seed, frozen)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -18,6 +19,8 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic.types import Message
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentprop._cache import (
     REDACTED,
@@ -25,6 +28,7 @@ from agentprop._cache import (
     CacheError,
     CacheMiss,
     CacheMode,
+    _slow_canonical_request,
     cache_key,
     canonical_request,
     scrub_secrets,
@@ -125,6 +129,123 @@ def test_sdk_content_blocks_key_like_their_dict_form() -> None:
         ]
     )
     assert cache_key(as_models, 3) == cache_key(as_dicts, 3)
+
+
+def _hand_written_key(canonical: str, trial: int) -> str:
+    """The documented derivation: SHA-256 of a version/trial header and the canonical JSON."""
+    return hashlib.sha256(f"agentprop-api-cache/v1\ntrial={trial}\n{canonical}".encode()).hexdigest()
+
+
+PINNED_BODY: dict[str, Any] = {
+    "model": "claude-test-1",
+    "max_tokens": 256,
+    "system": "Be brief. été — \"quoted\"\n",
+    "messages": [
+        {"role": "user", "content": "Where is order A1?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_order", "input": {"id": "A1", "n": 2}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "{\"status\": \"shipped\"}"}]},
+    ],
+    "tools": [{"name": "get_order", "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}],
+    "temperature": 0.5,
+    "top_k": 5,
+    "stop_sequences": ["END"],
+}
+# Written by hand from the rules (sorted keys, no spaces, non-ASCII kept): a key must never
+# change, or every recorded cache would stop replaying.
+PINNED_CANONICAL = (
+    '{"max_tokens":256,"messages":[{"content":"Where is order A1?","role":"user"},'
+    '{"content":[{"id":"t1","input":{"id":"A1","n":2},"name":"get_order","type":"tool_use"}],"role":"assistant"},'
+    '{"content":[{"content":"{\\"status\\": \\"shipped\\"}","tool_use_id":"t1","type":"tool_result"}],"role":"user"}],'
+    '"model":"claude-test-1","stop_sequences":["END"],"system":"Be brief. été — \\"quoted\\"\\n",'
+    '"temperature":0.5,"tools":[{"input_schema":{"properties":{"id":{"type":"string"}},"type":"object"},"name":"get_order"}],'
+    '"top_k":5}'
+)
+
+
+def test_keys_are_pinned_to_the_documented_derivation(tmp_path: Path) -> None:
+    assert json.loads(PINNED_CANONICAL) == PINNED_BODY  # the hand-written text is this body
+    expected = _hand_written_key(PINNED_CANONICAL, 7)
+    assert cache_key(PINNED_BODY, 7) == expected
+    # fields that cannot change the answer send the body the general way: same key
+    assert cache_key({**PINNED_BODY, "stream": False, "metadata": {"user_id": "u"}, "top_p": None}, 7) == expected
+    # the SDK's content blocks in place of dicts: same key
+    blocks = [anthropic.types.ToolUseBlock(type="tool_use", id="t1", name="get_order", input={"id": "A1", "n": 2})]
+    as_models = {**PINNED_BODY, "messages": [PINNED_BODY["messages"][0], {"role": "assistant", "content": blocks}, PINNED_BODY["messages"][2]]}
+    assert cache_key(as_models, 7) == expected
+    with ApiCache(tmp_path / "c.db", mode="read-write") as cache:
+        assert cache.key(PINNED_BODY, trial=7) == expected
+        stored = cache.get_or_call(PINNED_BODY, trial=7, call=Counter())
+        assert stored.key == expected
+    row = sqlite3.connect(tmp_path / "c.db").execute("SELECT key, request_json FROM responses").fetchone()
+    assert row == (expected, PINNED_CANONICAL)
+
+
+_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.sampled_from([0.5, -0.0, 1.0, 1e300]),
+    st.text(max_size=6),
+    st.sampled_from(["sk-ant-abcdef123", "x sk-ant-api03-XYZ_12 y", "registered-secret", 'a"b\\c\n']),
+)
+_names = st.one_of(
+    st.text(max_size=5),
+    st.sampled_from(["api_key", "X-Api-Key", "Authorization", "client_secret", "API_\u212aEY", "type", "content"]),
+)
+_json = st.recursive(
+    _leaf,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner), st.dictionaries(_names, inner, max_size=3)),
+    max_leaves=12,
+)
+_bodies = st.fixed_dictionaries(
+    {"model": st.sampled_from(["m", "claude-test-1"]), "messages": st.lists(st.dictionaries(_names, _json, max_size=3), max_size=3)},
+    optional={
+        "system": st.one_of(_leaf, st.lists(_json, max_size=2)),
+        "tools": st.lists(_json, max_size=3),
+        "tool_choice": _json,
+        "temperature": _leaf,
+        "api_key": _leaf,
+        "metadata": _json,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_bodies, st.integers(0, 5), st.lists(st.sampled_from(["registered-secret", '"b', "sk-ant-abcdef123"]), max_size=2))
+def test_fast_keys_equal_the_reference_derivation(body: dict[str, Any], trial: int, secrets: list[str]) -> None:
+    """Plain bodies take a fast, memoised path; whatever the body, its key and canonical form
+    are those of the reference derivation (a plain copy, then the scrub, then JSON)."""
+    try:
+        reference = _slow_canonical_request(body, secrets)
+        expected: Any = _hand_written_key(json.dumps(reference, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False), trial)
+    except (InvalidArgument, ValueError) as exc:
+        expected = type(exc)
+    for _ in range(2):  # the second time from the memo
+        try:
+            got: Any = cache_key(body, trial, secrets)
+        except (InvalidArgument, ValueError) as exc:
+            got = type(exc)
+        assert got == expected
+    if expected is not InvalidArgument and expected is not ValueError:
+        assert canonical_request(body, secrets) == reference
+
+
+def test_in_place_changes_to_a_reused_object_change_the_key() -> None:
+    """Agents send the same tools list with every request; the memo of its text must notice
+    any change to it, even 1 -> True -> 1.0 (equal in Python, different in JSON)."""
+    tools: list[dict[str, Any]] = [{"name": "get_order", "input_schema": {"type": "object", "maxProperties": 1}}]
+    body = request(tools=tools)
+    keys = []
+    for value in (1, True, 1.0, "1", 1):
+        tools[0]["input_schema"]["maxProperties"] = value
+        key = cache_key(body, 0)
+        assert key == _hand_written_key(json.dumps(_slow_canonical_request(body, ()), sort_keys=True, separators=(",", ":"), ensure_ascii=False), 0)
+        keys.append(key)
+    assert len(set(keys)) == 4 and keys[0] == keys[-1]
+    tools.append({"name": "cancel_order", "input_schema": {"type": "object"}})
+    assert cache_key(body, 0) not in keys
+    body["messages"][0]["content"] = "my key is sk-ant-api03-abcdefgh"
+    assert "sk-ant" not in json.dumps(canonical_request(body))
 
 
 def test_requests_must_look_like_messages_requests() -> None:

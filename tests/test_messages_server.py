@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from typing import Any
@@ -246,6 +247,24 @@ def test_concurrent_requests_are_served_in_parallel() -> None:
         assert len(server.requests) == 16
         # 16 clients each waiting 0.3 s: a serial server would never overlap two replies
         assert server.peak_concurrency >= 8
+
+
+def test_replies_go_out_without_nagle_delay() -> None:
+    """The headers and the body are separate writes: with Nagle's algorithm on, the body would
+    wait for the client's delayed ACK (~40 ms). Every connection must have TCP_NODELAY set."""
+    nodelay: list[int] = []
+    with MessagesServer(latency=0.0) as server:
+
+        def handler(request: dict[str, Any]) -> str:
+            with server._httpd.sockets_lock:  # type: ignore[union-attr]
+                sockets = list(server._httpd.open_sockets)  # type: ignore[union-attr]
+            nodelay.extend(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in sockets)
+            return "ok"
+
+        server.set_handler(handler)
+        c = client(server)
+        assert [ask(c).content[0].text for _ in range(3)] == ["ok"] * 3
+    assert nodelay and all(nodelay)
 
 
 def test_async_client_works() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -442,6 +444,59 @@ def test_sync_agent_timeout_and_late_calls_are_refused(supportops_spec: Spec) ->
     assert late == ["protocol"]
     assert world.call_count("get_account") == 0
     assert trace.tool_calls == []
+
+
+def test_sync_turns_run_on_reused_daemon_threads(supportops_spec: Spec) -> None:
+    seen: list[threading.Thread] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        seen.append(threading.current_thread())
+        respond(ctx)
+
+    for _ in range(20):
+        trace = run(supportops_spec, lambda: agent, ["one", "two"])
+        assert not trace.errored and trace.decisions == ["BILLING_ANSWER", "BILLING_ANSWER"]
+    assert len(seen) == 40
+    assert all(t.daemon and t is not threading.main_thread() for t in seen)
+    assert len({id(t) for t in seen}) < 10  # not one new thread per turn
+
+
+def test_a_stuck_sync_agent_holds_up_no_later_turn(supportops_spec: Spec) -> None:
+    release = threading.Event()
+    stuck: list[threading.Thread] = []
+
+    def hangs(message: str, ctx: TurnContext) -> None:
+        stuck.append(threading.current_thread())
+        release.wait(10)
+
+    def quick(message: str, ctx: TurnContext) -> None:
+        assert threading.current_thread() not in stuck
+        respond(ctx)
+
+    try:
+        assert kinds(run(supportops_spec, lambda: hangs, ["hi"], turn_timeout_s=0.05)) == ["timeout"]
+        for _ in range(5):  # the stuck thread is still busy: later turns run on other threads
+            trace = run(supportops_spec, lambda: quick, ["hi"], turn_timeout_s=5.0)
+            assert not trace.errored, trace.all_errors()
+        assert stuck[0].is_alive()
+    finally:
+        release.set()
+
+
+_TURN_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("turn_var", default="unset")
+
+
+def test_each_sync_turn_starts_with_a_fresh_context(supportops_spec: Spec) -> None:
+    seen: list[str] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        seen.append(_TURN_VAR.get())
+        _TURN_VAR.set(message)
+        respond(ctx)
+
+    for _ in range(3):
+        run(supportops_spec, lambda: agent, ["a", "b"])
+    assert seen == ["unset"] * 6  # like a new thread each turn: nothing set earlier leaks in
 
 
 # ----------------------------------------------------------------------------- factory, rng, loops

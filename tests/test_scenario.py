@@ -299,3 +299,22 @@ def test_world_failure_effects(tmp_path: Path, supportops_example_dir: Path, sup
         world.call("cancel_order", {"order_id": "O-1001"})
     assert info.value.kind == "timeout"
     assert world.call("cancel_order", {"order_id": "O-1001"})["status"] == "canceled"
+
+
+def test_loaded_objects_follow_the_imported_module(tmp_path: Path) -> None:
+    """Worlds load their handlers on every run; later loads reuse the imported module, but
+    still see a patched attribute, and a module dropped from sys.modules is imported afresh."""
+    import sys
+
+    from agentprop._scenario import load_object
+
+    (tmp_path / "handlers_mod.py").write_text("def answer(args, world):\n    return 1\n")
+    first = load_object("handlers_mod:answer", tmp_path)
+    assert first({}, None) == 1
+    assert load_object("handlers_mod:answer", tmp_path) is first
+    module = sys.modules[first.__module__]
+    module.answer = lambda args, world: 2  # type: ignore[attr-defined]
+    assert load_object("handlers_mod:answer", tmp_path)({}, None) == 2
+    (tmp_path / "handlers_mod.py").write_text("def answer(args, world):\n    return 30  # another size: a stale .pyc cannot match\n")
+    del sys.modules[first.__module__]
+    assert load_object("handlers_mod:answer", tmp_path)({}, None) == 30

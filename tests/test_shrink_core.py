@@ -25,7 +25,7 @@ from agentprop._shrink import (
     verify,
     wilson_interval,
 )
-from agentprop._shrink.query import RatePosterior
+from agentprop._shrink.query import QueryEngine, RatePosterior
 from agentprop.errors import InvalidArgument
 
 SIG = ("contract:no_refund_over_limit", "clause:R2", "step:3")
@@ -159,6 +159,18 @@ def test_budget_is_never_exceeded(budget):
         assert result.runs == len(oracle.calls)
         if len(oracle.calls) == budget and not result.minimal:
             assert result.budget_exhausted
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3, 5, 8, 13, 21])
+def test_budget_is_never_exceeded_while_removing_pairs(budget):
+    # A known rate turns on pair removals on small levels; the budget still holds exactly.
+    known = Calibration(runs=100_000, failures=50_000, signature=SIG)
+    for seed in range(5):
+        oracle = SimOracle({1, 6}, p=0.5, seed=seed)
+        result = shrink(flat(8), oracle, build=kept_values, budget=budget, calibration=known)
+        assert len(oracle.calls) <= budget
+        assert result.runs == len(oracle.calls)
+        assert result.reproducer >= {1, 6}
 
 
 def test_small_budget_returns_only_confirmed_reproducers():
@@ -342,6 +354,58 @@ def test_rule_out_count_matches_the_known_rate_limit():
     # With little evidence the count must be larger (small q stays plausible).
     vague = RatePosterior(1, 2)
     assert vague.runs_to_rule_out(1e-3, limit=1000) > 10
+
+
+def test_rate_settles_only_with_plenty_of_evidence():
+    def never(mask: int, trial: int) -> Outcome:
+        return Outcome.passed()
+
+    # An SPRT's worth of runs (3 failures in 6) leaves q vague: each further failure still
+    # shortens a rule-out by several runs.
+    vague = QueryEngine(oracle=never, budget=1000)
+    vague.seed(0b1111, runs=6, failures=3)
+    assert not vague.rate_settled()
+    # The budget must not cap the comparison into looking settled.
+    capped = QueryEngine(oracle=never, budget=20)
+    capped.seed(0b1111, runs=6, failures=3)
+    assert not capped.rate_settled()
+    sharp = QueryEngine(oracle=never, budget=1000)
+    sharp.seed(0b1111, runs=100_000, failures=50_000)
+    assert sharp.rate_settled()
+
+
+def test_known_rate_removes_pairs_and_beats_one_at_a_time():
+    # With q known, one-at-a-time deletion of 8 units with 2 needed costs 6/q + 2 * 10 = 32
+    # runs in expectation at q = 0.5 and miss_error = 1e-3 (DESIGN.md 3.6). Once q is settled
+    # the search removes pairs first, so it must cost less and stay as exact (theory: 6
+    # removable units each missed with probability ~(1/2)^10, so >= 99% exact; tolerance 3
+    # points on 100 trials; the mean of 100 trials has a standard error below 1 run).
+    known = Calibration(runs=100_000, failures=50_000, signature=SIG)
+    runs = hits = with_pairs = 0
+    for trial in range(100):
+        rng = random.Random(500 + trial)
+        needed = frozenset(rng.sample(range(8), 2))
+        oracle = SimOracle(needed, 0.5, seed=trial)
+        result = shrink(flat(8), oracle, build=kept_values, budget=500, calibration=known)
+        runs += result.runs
+        hits += result.reproducer == needed
+        with_pairs += any(len(r.removed) == 2 and r.verdict is Verdict.REPRODUCES
+                          for r in result.log)
+        assert result.runs == len(oracle.calls)
+    assert hits >= 96
+    assert runs / 100 < 32
+    # At least two of the four pairs hold no needed unit; a first look misses one with
+    # probability ~0.1, so nearly every trial removes a pair.
+    assert with_pairs >= 90
+
+
+def test_vague_rate_keeps_one_at_a_time_on_small_levels():
+    # With q learnt from scratch every confirmed removal is also a failure that sharpens q,
+    # so the search does not trade removals for pairs on a level of 8.
+    oracle = SimOracle({2, 5}, p=0.5, seed=9)
+    result = shrink(flat(8), oracle, build=kept_values, budget=500)
+    assert result.reproducer == {2, 5}
+    assert all(len(r.removed) <= 1 for r in result.log)
 
 
 # --- the ddmin baseline --------------------------------------------------------------------

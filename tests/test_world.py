@@ -177,6 +177,67 @@ def test_canaries_win_over_overrides(supportops_spec: Spec) -> None:
     assert w.default_output("get_account")["pii"]["ssn"].startswith("SSN_CANARY_")
 
 
+# ----------------------------------------------------------------------------- sharing between worlds
+
+
+def _reference_output(spec_path: Path, tool: str, **world: Any) -> Any:
+    """The output a world on a freshly loaded spec gives (nothing remembered from other worlds)."""
+    return World(spec=load_spec(spec_path), **world).default_output(tool)
+
+
+def test_outputs_shared_between_worlds_stay_isolated(supportops_example_dir: Path) -> None:
+    path = supportops_example_dir / "spec.yaml"
+    spec = load_spec(path)
+    a = World(spec=spec, seed=5, pii=PII, canary_nonce="a")
+    first = a.call("get_account", {"account_id": "A1"})
+    first["orders"].clear()
+    first["pii"]["email"] = "leaked@example.com"
+    first["plan_id"] = "mutated"
+    b = World(spec=spec, seed=5, pii=PII, canary_nonce="b")
+    assert b.call("get_account", {"account_id": "A1"}) == _reference_output(path, "get_account", seed=5, pii=PII, canary_nonce="b")
+    assert a.call("get_account", {"account_id": "A1"}) == _reference_output(path, "get_account", seed=5, pii=PII, canary_nonce="a")
+    # each world plants its own canaries in the shared output
+    assert a.default_output("get_account")["pii"]["ssn"] == a.canaries["get_account.pii.ssn"]
+    assert b.default_output("get_account")["pii"]["ssn"] == b.canaries["get_account.pii.ssn"] != a.canaries["get_account.pii.ssn"]
+    assert "CANARY" not in json.dumps(World(spec=spec, seed=5).default_output("get_account")["pii"])
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"plan_id": "PLAN-X"},
+        {"orders": [{"order_id": "O-9"}], "orders[0].status": "held"},
+        {"orders[0].status": "held", "orders": [{"order_id": "O-9"}]},  # same pairs, other order
+        {"orders[0].days_since_created": 1},
+        {"orders[0].days_since_created": True},  # == 1 in Python, not in JSON
+        {"orders[0].days_since_created": 1.0},
+    ],
+)
+def test_overrides_are_per_world_whatever_was_computed_before(supportops_example_dir: Path, overrides: dict[str, Any]) -> None:
+    path = supportops_example_dir / "spec.yaml"
+    spec = load_spec(path)
+    for other in ({}, {"plan_id": "PLAN-X"}, {"orders[0].days_since_created": 1}, {"orders[0].status": "held", "orders": [{"order_id": "O-9"}]}):
+        World(spec=spec, seed=9, overrides={"get_account": other}).default_output("get_account")
+    out = World(spec=spec, seed=9, overrides={"get_account": overrides}).default_output("get_account")
+    expected = _reference_output(path, "get_account", seed=9, overrides={"get_account": overrides})
+    assert json.dumps(out, sort_keys=True) == json.dumps(expected, sort_keys=True)  # types too: 1, true, 1.0
+
+
+def test_argument_checks_are_remembered_exactly(specsuite_dir: Path) -> None:
+    spec = load_spec(specsuite_dir / "expenseguard" / "v1" / "spec.yaml")
+    args = {"from_currency": "EUR", "to_currency": "USD", "date": "2026-01-02"}
+    w = World(spec=spec)
+    for _ in range(2):  # the second time from what the first check found
+        for amount in (1, 1.0, 2.5):
+            w.call("fx_convert", {**args, "amount": amount})
+        for amount in (True, "1"):  # True == 1 in Python, but a boolean is not a number
+            with pytest.raises(ToolError) as info:
+                w.call("fx_convert", {**args, "amount": amount})
+            assert info.value.kind == "invalid_arguments" and "amount" in info.value.message
+    assert w.call_count("fx_convert") == 6
+
+
 # ----------------------------------------------------------------------------- failures
 
 

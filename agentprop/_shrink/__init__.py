@@ -54,7 +54,10 @@ and defers the expensive "no"s:
 
 1. **Explore** the levels top-down (turns, clauses, tokens). On a level larger than
    ``small_level``, first try removing halves, quarters, ... (one success removes many
-   units); then try each unit on its own. Every query is a short first look.
+   units); then try each unit on its own. On a smaller level, pairs go first once the rate
+   is *settled* (three more failures would shorten a rule-out by at most half a run each):
+   until then each single removal is also a failure that sharpens ``q``, worth as much as
+   the runs pairs would save. Every query is a short first look.
 2. **Confirm**: sweep the levels one unit at a time with looks that double in length until
    they reach the full rule-out count, then sweep to a fixed point. Earlier clean runs keep
    counting, so a necessary unit pays for its rule-out about once.
@@ -65,13 +68,32 @@ far (``ShrinkResult.minimal`` says whether every remaining unit was shown necess
 :func:`verify` re-runs the result with fresh trial indices and reports its failure rate
 with a Wilson interval next to the original's.
 
-What it costs (``python benchmarks/shrink.py``, 1,000 seeded trials per row, calibration
-included): 8 clauses with 2 needed at ``q = 0.5``: ~51 runs, 100% exactly minimal, where
-ddmin with 10 runs per query needs ~128; 40 tokens searched clause-then-token: ~57 runs
+What it costs (``python benchmarks/shrink.py``, 1,000 seeded trials per row): 8 clauses
+with 2 needed at ``q = 0.5``, learning ``q`` from scratch: ~51 runs, calibration included,
+100% exactly minimal, where ddmin with 10 runs per query needs ~128. Given the runs the
+oracle's SPRT made to decide the case (~6 runs, ~3 failures), as ``agentprop.shrink`` does:
+~45 runs of its own (~51 counting the oracle's). With ``q`` known exactly: ~29 runs, 99%
+exactly minimal (one-at-a-time alone: 32). 40 tokens searched clause-then-token: ~57 runs
 against ddmin's ~293; with background false failures at 5%, >99% exactly minimal where
-ddmin's "one failure in 10" rule is right ~4% of the time. When the oracle's own runs of the
-original are passed as :class:`Calibration`, the 8-clause case costs ~38 runs; the floor,
-with ``q`` known exactly, is ~32.
+ddmin's "one failure in 10" rule is right ~4% of the time.
+
+The price of not knowing ``q``
+------------------------------
+With ``q`` known, one-at-a-time deletion of 8 units with 2 needed costs ``6 / q`` runs for
+the removals plus ``2 x 10`` clean runs to show the two needed units needed: 32 at
+``q = 0.5`` (the figure DESIGN.md section 3 item 6 quotes), ~29 with pairs. A shrinker
+that learns ``q`` as it goes must pay more, whatever its rule: a "does not reproduce" must be
+wrong at most ``miss_error`` of the time at *every* ``q``, and 7 failures (one calibrating,
+six removals) cannot rule out that ``q`` is nearer 0.25 than 0.5. In a simplified model of
+the evidence (``f`` failures, each after a geometric wait), the rule that minimises the
+mean clean-run count at ``q = 0.5`` subject to a miss rate <= 1e-3 at every ``q`` in
+[0.02, 0.95] needs 17.2 clean runs per needed unit with ``f = 7`` and 15.0 with ``f = 10``
+(the oracle's ~3 failures plus the search's). This engine's rule (posterior predictive
+under ``Beta(1, 3)``) uses ~18.5 and ~16.4. So the two rule-outs alone cost ~34 runs from
+scratch and ~30 with the oracle's evidence, before the ~11 runs that confirm the removals:
+32 is out of reach unless ``q`` is known. Weaker priors that save a run or two at
+``q = 0.5`` were measured and rejected: they are anti-conservative at low ``q`` and in the
+hierarchical search (the 40-token case fell to 97.6% exactly minimal, ``q = 0.2`` to 99.0%).
 
 :func:`ddmin` is the baseline: Zeller and Hildebrandt's delta debugging with a fixed number
 of runs per query and the "at least one failure" rule.

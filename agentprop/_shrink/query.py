@@ -273,6 +273,23 @@ class QueryEngine:
         """Clean runs that rule a candidate out at ``miss_error`` (specific signature)."""
         return self.rate_posterior().runs_to_rule_out(self.miss_error, limit=self.budget + 1)
 
+    def rate_settled(self, tolerance: float = 0.5) -> bool:
+        """Whether the rate is known well enough that more failures would barely shorten
+        rule-outs: three more failures (at the current mean rate) would cut
+        :meth:`runs_needed` by at most ``tolerance`` runs each. Until then every confirmed
+        removal pays twice (a unit gone and a failure that sharpens ``q``), which is why the
+        search only removes several small-level units at once after this turns true."""
+        failures, runs = self.rate_counts()
+        mean = self.rate_posterior().mean
+        extra = 3
+        richer = RatePosterior(failures + extra, runs + max(extra, round(extra / mean)),
+                               prior=self.prior)
+        # Not capped by the budget: a cap would make both counts equal and look "settled".
+        limit = 1_000_000
+        now = self.rate_posterior().runs_to_rule_out(self.miss_error, limit=limit)
+        gain = now - richer.runs_to_rule_out(self.miss_error, limit=limit)
+        return gain <= tolerance * extra
+
     def provisional_cap(self) -> int:
         """Clean runs of a first look: a reproducing candidate fails within them with
         probability ``1 - provisional_miss`` at a cautious (lower-quantile) rate. They are not

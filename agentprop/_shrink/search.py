@@ -13,7 +13,9 @@ The search, in order:
    evidence (for example the runs the oracle used to decide that the input fails).
 2. **Explore**, level by level from the top (turns, then clauses, then tokens): on a level
    with more than ``small_level`` removable units, first try removing chunks (halves,
-   quarters, ... of the level), then try every unit on its own. Each query is a *first
+   quarters, ... of the level); on a smaller one (of at least 4), try pairs first once the
+   rate is settled (:meth:`~agentprop._shrink.query.QueryEngine.rate_settled`); then try
+   every unit on its own. Each query is a *first
    look*: a few runs, enough to catch a candidate that reproduces with probability
    ``1 - provisional_miss`` at a cautious rate. A unit whose removal is not confirmed stays
    for now.
@@ -28,7 +30,11 @@ the full rule-out count (10 at ``q = 0.5`` when ``q`` is known, more while it is
 cheapest search therefore asks few questions whose answer is "no": on small levels that is
 one unit at a time (most units are removable and each success is cheap), on large levels
 chunks remove many units for the price of one success, and the hierarchy (clauses before
-tokens) throws away whole clauses before looking at their words. Deferring the expensive
+tokens) throws away whole clauses before looking at their words. Pairs on a small level
+save removals too, and a clean run of a pair holding one needed unit still counts towards
+that unit's rule-out; but while ``q`` is vague every single removal is also a failure that
+shortens the rule-outs to come, worth as much as the runs a pair saves, so pairs wait until
+the rate is settled. Deferring the expensive
 "no" answers helps twice: the rate is learnt from every removal that worked before any unit
 is declared necessary, and a reproducing candidate that was unlucky in its first look gets
 more looks (and its clean streak joins the rate estimate) before the decisions that a biased
@@ -280,10 +286,11 @@ class _Search(Generic[T]):
             self.removed_any = True
         return verdict
 
-    def chunks(self, depth: int) -> None:
-        """First looks at removing halves, quarters, ... of a large level."""
+    def chunks(self, depth: int, *, largest: int | None = None) -> None:
+        """First looks at removing halves, quarters, ... of a level (chunks of at most
+        ``largest`` units)."""
         nodes = self.index.removable(depth, self.current)
-        size = len(nodes) // 2
+        size = len(nodes) // 2 if largest is None else min(largest, len(nodes) // 2)
         while size >= 2 and not self.engine.exhausted:
             i = 0
             while i + 1 < len(nodes) and not self.engine.exhausted:
@@ -317,8 +324,14 @@ class _Search(Generic[T]):
         for depth in range(self.index.depth):
             if self.engine.exhausted:
                 return False
-            if len(self.index.removable(depth, self.current)) > self.small_level:
+            size = len(self.index.removable(depth, self.current))
+            if size > self.small_level:
                 self.chunks(depth)
+            elif size >= 4 and self.engine.background_rate == 0.0 and self.engine.rate_settled():
+                # Pairs only with a specific signature: there a failing pair costs a short
+                # first look that still counts as evidence; with background noise every
+                # query is a full SPRT.
+                self.chunks(depth, largest=2)
             self.one_at_a_time(depth, look=0, phase="explore")
         look = 1
         while not self.engine.exhausted:
