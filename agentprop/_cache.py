@@ -11,7 +11,11 @@ The canonical request is the request body as sent to ``POST /v1/messages``: ``mo
 ``top_p``, ``top_k``, ``max_tokens``, ``stop_sequences``) and any other body field that can change
 the answer (``thinking``, ...). Fields that cannot (``stream``, ``metadata``, ``service_tier``) and
 top-level ``None`` values are left out; keys are sorted; pydantic objects (such as the SDK's
-content blocks passed back in ``messages``) are dumped as the SDK sends them.
+content blocks passed back in ``messages``) are dumped as the SDK sends them. Bodies of plain JSON
+without secrets (what agentprop's agents send) take a fast path that gives the same text: it is
+composed from the texts of the body's parts, each worked out once and remembered under the part's
+exact ``marshal`` bytes (so the tools and system prompt sent with every request, and a
+conversation's earlier messages, are not serialised again, and any change to them is seen).
 
 Secrets are never stored. The cache only ever sees request *bodies*, never headers or the
 client, and before anything is hashed or written :func:`scrub_secrets` replaces the value of any
@@ -265,6 +269,15 @@ def scrub_secrets(value: Any, secrets: Iterable[str] = ()) -> Any:
     return scrub(value)
 
 
+def _plain_copy(value: Any) -> Any:
+    """A copy of data already known to be plain JSON (dicts, lists, scalars), keys in order."""
+    if type(value) is dict:
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_plain_copy(v) for v in value]
+    return value
+
+
 def _slow_canonical_request(request: Mapping[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
     """The reference derivation of :func:`canonical_request`: a plain copy, then a scrub."""
     plain = _to_plain(request)
@@ -356,13 +369,22 @@ _PART_MEMO: dict[tuple[tuple[bytes, ...], bytes], str | None] = {}
 _STRING_MEMO: dict[tuple[tuple[bytes, ...], str], str | None] = {}
 _NAME_MEMO: dict[str, str] = {}
 _MEMO_LIMIT = 1024
+_MEMO_BYTES = 8 << 20
+"""Each memo holds at most this many entries and about this many characters (keys and texts);
+past either it starts afresh."""
+_memo_sizes: dict[int, int] = {}
 _MISSING = object()
 
 
 def _memo_put(memo: dict[Any, str | None], key: Any, text: str | None) -> str | None:
-    if len(memo) >= _MEMO_LIMIT:
+    size = len(key[1]) + (len(text) if text is not None else 0)
+    total = _memo_sizes.get(id(memo), 0) + size
+    if len(memo) >= _MEMO_LIMIT or total > _MEMO_BYTES:
         memo.clear()
-    memo[key] = text
+        total = size
+    _memo_sizes[id(memo)] = total
+    if size <= _MEMO_BYTES // 8:  # a huge part is not worth keeping
+        memo[key] = text
     return text
 
 
@@ -907,33 +929,37 @@ class ApiCache:
         """
         return self._put_canonical(self._canonical(request), _validate_trial(trial), response, replace)
 
-    def _plain_response(self, response: Any) -> tuple[str, dict[str, Any]]:
-        """``(canonical JSON, plain scrubbed copy)`` of a response."""
-        if type(response) is dict:
-            fast = _fast_plain_json(response, self._needles)
-            if fast is not None:
-                return fast
-        response_plain = _to_plain(response, "response")
-        if not isinstance(response_plain, dict):
-            raise InvalidArgument(
-                f"response must be a JSON object (a Message), not {type(response).__name__}."
-            )
-        response_plain = scrub_secrets(response_plain, self._secrets)
-        return canonical_json(response_plain), response_plain
-
     def _put_canonical(
         self, canonical: _Canonical, trial: int, response: Any, replace: bool | None
     ) -> CachedResponse:
         """:meth:`put` once the canonical request is known."""
         canonical_text = canonical.text
         key = canonical.key(trial)
-        response_json, response_plain = self._plain_response(response)
-        raw_usage = response_plain.get("usage")
-        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+        fast = _fast_plain_json(response, self._needles) if type(response) is dict else None
+        response_plain: dict[str, Any] | None = None  # the response as given, as plain data
+        stored: dict[str, Any] | None = None  # the response as stored (keys sorted)
+        if fast is not None:
+            response_json, stored = fast
+        else:
+            plain = _to_plain(response, "response")
+            if not isinstance(plain, dict):
+                raise InvalidArgument(
+                    f"response must be a JSON object (a Message), not {type(response).__name__}."
+                )
+            response_plain = scrub_secrets(plain, self._secrets)
+            response_json = canonical_json(response_plain)
         request_model = canonical.model
         now = time.time()
         if not self.mode.writes:
+            if response_plain is None:
+                response_plain = _plain_copy(response)
+            raw_usage = response_plain.get("usage")
+            usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
             return CachedResponse(key, request_model, trial, response_plain, dict(usage), False, now)
+        if stored is None:
+            stored = json.loads(response_json)
+        raw_usage = stored.get("usage")
+        usage = raw_usage if isinstance(raw_usage, dict) else {}
         usage_json = canonical_json(usage)
         for text in (canonical_text, response_json):
             for secret in self._secrets:
@@ -963,20 +989,20 @@ class ApiCache:
             ).rowcount
             if inserted == 1:
                 return None  # the row is ours: no need to read it back
-            stored: tuple[Any, ...] = conn.execute(
+            existing: tuple[Any, ...] = conn.execute(
                 f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)
             ).fetchone()
-            return stored
+            return existing
 
         row = self._write(insert)
         self.stats._bump("writes")
         if row is not None:  # another writer was first: everyone gets the stored answer
             return self._row_to_result(row, from_cache=False)
-        return CachedResponse(
+        return CachedResponse(  # what reading the new row back would give
             key=key,
             model=request_model,
             trial=trial,
-            response=response_plain,
+            response=stored,
             usage=json.loads(usage_json),
             from_cache=False,
             created_at=now,

@@ -300,15 +300,21 @@ async def _in_daemon_thread(fn: Callable[[str, TurnContext], Any], message: str,
 
 
 async def _run_turn(fn: Callable[[str, TurnContext], Any], message: str, ctx: TurnContext, timeout_s: float | None) -> None:
+    # ``asyncio.timeout`` rather than ``wait_for``: the turn runs in the runner's own task, as
+    # ``wait_for`` itself does from Python 3.12 on, instead of a new task per turn (a timeout
+    # still raises TimeoutError here after cancelling the turn).
     if _is_async(fn):
-        await asyncio.wait_for(fn(message, ctx), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await fn(message, ctx)
         return
     if timeout_s is None:
         result = fn(message, ctx)
     else:
-        result = await asyncio.wait_for(_in_daemon_thread(fn, message, ctx), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            result = await _in_daemon_thread(fn, message, ctx)
     if inspect.isawaitable(result):
-        await asyncio.wait_for(result, timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await result
 
 
 async def arun_conversation(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import itertools
+import os
 import re
 import sys
 from collections.abc import Hashable, Mapping
@@ -567,7 +568,7 @@ def leaf_scenarios(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list
 
 
 _LOADED: dict[tuple[str, str], tuple[str, Any]] = {}
-"""``(MODULE, base_dir)`` -> ``(its sys.modules name, the module)`` for :func:`load_object`."""
+"""``(MODULE, absolute base_dir)`` -> ``(its sys.modules name, the module)`` for :func:`load_object`."""
 
 
 def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
@@ -583,7 +584,7 @@ def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
     # Worlds load their handlers once per run: skip the file-system look-ups while the module
     # found last time is still the one imported (a test that drops it from sys.modules gets a
     # fresh import, as before).
-    known = _LOADED.get((module_name, str(base_dir)))
+    known = _LOADED.get((module_name, os.path.abspath(base_dir)))
     if known is not None and sys.modules.get(known[0]) is known[1]:
         module = known[1]
     else:
@@ -620,7 +621,7 @@ def _import_module(module_name: str, base_dir: Path, *, what: str, ref: str) -> 
             location=SourceLocation(base_dir),
             fix=f"make {module_name} importable (install it, or put {module_name}.py in {base_dir})",
         ) from None
-    _LOADED[(module_name, str(base_dir))] = (unique, module)
+    _LOADED[(module_name, os.path.abspath(base_dir))] = (unique, module)
     return module
 
 

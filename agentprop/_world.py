@@ -90,17 +90,20 @@ def _parsed(path: str | list[str | int]) -> list[str | int] | tuple[str | int, .
 
 def _memo_key(value: Any) -> bytes | None:
     """An exact key for data that decides a memoised result: its pickle, which tells apart
-    types (``1``, ``1.0``, ``True``) and key order; ``None`` if it cannot be pickled."""
+    types (``1``, ``1.0``, ``True``) and key order; ``None`` (do not memoise) if it cannot be
+    pickled or is too big to be worth keeping."""
     try:
-        return pickle.dumps(value, protocol=4)
+        key = pickle.dumps(value, protocol=4)
     except Exception:
         return None
+    return key if len(key) <= _MEMO_KEY_BYTES else None
 
 
 _DEFAULTS_MEMO = "world_default_outputs"
 _VALIDATORS_MEMO = "world_argument_validators"
 _ARG_CHECKS_MEMO = "world_argument_checks"
 _MEMO_LIMIT = 4096
+_MEMO_KEY_BYTES = 4096
 
 
 # ----------------------------------------------------------------------------- defaults
@@ -281,7 +284,7 @@ class World:
         spec and shared between worlds; the shared object is never handed out or changed
         (:meth:`default_output` copies it, then plants this world's canaries in the copy)."""
         overrides = self.overrides.get(tool, {})
-        frozen = _memo_key(overrides)
+        frozen = _memo_key(overrides) if type(self.seed) is int else None
         key = None if frozen is None else (tool, self.seed, frozen)
         schema = self.spec.tool(tool).output_schema
         memo: dict[Any, tuple[Any, Any]] = self._spec_memo.setdefault(_DEFAULTS_MEMO, {})

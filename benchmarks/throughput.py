@@ -57,6 +57,12 @@ def serve(latency: float) -> None:
     """Run a MessagesServer that plays a correct billing agent; print its port; stop on EOF."""
     from agentprop.testing import MessagesServer, respond_reply, tool_use_reply
 
+    # The stand-in for the API must answer after ``latency``, not after a garbage collection:
+    # it keeps every request it answers (4,000 parsed bodies), and a full collection of those
+    # stalls all its threads, which would bill the server's pauses to the client being measured.
+    # Reference counting still frees what the server drops.
+    gc.disable()
+
     call = tool_use_reply("get_account", {"account_id": "A1"}, input_tokens=1500, output_tokens=40)
     answer = respond_reply(
         node_id="END_BILLING_ANSWER",
