@@ -25,6 +25,7 @@ from agentprop._corpus import Corpus, pytest_regression
 from agentprop._memo import TrialMemo
 from agentprop._run import RunSettings, arun_cases, render_table, shrink_failures
 from agentprop._scenario import leaf_scenarios
+from agentprop._spec.lint import condition_variables
 from agentprop._spec.load import lint_spec, resolve_spec_path
 from agentprop.errors import AgentPropError, InputError, InvalidArgument
 
@@ -134,6 +135,13 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
         print(f"{project.bindings.path}: warning B001: {w}", file=out)  # type: ignore[union-attr]
     for pr in problems:
         print(f"{project.bindings.path}: warning P001: unrealisable path: {pr}", file=out)  # type: ignore[union-attr]
+    if project is not None and project.bindings.path is None:
+        names = condition_variables(project.spec)
+        print(
+            f"note: no bindings file (agentprop.yaml) next to the spec; to test it, bind these condition "
+            f"variables: {', '.join(names)} (see docs/reference.md#bindings)",
+            file=out,
+        )
     errors = sum(f.severity == "error" for f in findings)
     warns = sum(f.severity == "warning" for f in findings) + len(warnings) + len(problems)
     infos = sum(f.severity == "info" for f in findings)
@@ -197,7 +205,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         raise InputError(
             "no agent to run",
             expected="--agent MODULE:ATTR, or `agent: MODULE:ATTR` in the bindings file",
-            fix="pass --agent, e.g. --agent examples/supportops/agent.py's class as --agent agent:SupportOpsAgent",
+            fix="pass --agent MODULE:ATTR, where MODULE.py sits next to the spec or is importable "
+            "(e.g. --agent agent:SupportOpsAgent for examples/supportops/agent.py), or add `agent:` to agentprop.yaml",
         )
     model_agent: AnthropicAgent | None = None
     if ref == "anthropic":
@@ -217,6 +226,15 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if model_agent is not None:
         model_agent.budget = budget
     scenarios, problems = leaf_scenarios(project.spec, project.bindings)
+    if not scenarios:
+        where = project.bindings.path or f"{project.spec_path.parent / 'agentprop.yaml'} (not found)"
+        raise InputError(
+            f"no case can be built from {project.spec_path}: every path needs condition variables "
+            f"that the bindings ({where}) do not realise",
+            expected="an agentprop.yaml next to the spec binding the variables of the `when` expressions",
+            fix="write the bindings (docs/reference.md#bindings; examples/*/agentprop.yaml are worked examples); "
+            "`agentprop lint SPEC` lists the variables",
+        )
     if args.case:
         scenarios = [s for s in scenarios if any(c in s.id for c in args.case)]
         if not scenarios:

@@ -214,11 +214,10 @@ def solve(spec: Spec, bindings: Bindings, path: TreePath) -> dict[str, Any]:
                 names.append(n)
     unbound = [n for n in names if n not in bindings.variables]
     if unbound:
-        where = bindings.path or "the bindings file"
-        raise Unsatisfiable(
-            f"path {path.id} ({path.describe()}) needs variable(s) {', '.join(unbound)}, which "
-            f"{where} does not bind; add them under `variables:`"
+        where = f"{bindings.path} does not bind; add them under `variables:`" if bindings.path else (
+            "no bindings file binds (none was found: write agentprop.yaml next to the spec)"
         )
+        raise Unsatisfiable(f"path {path.id} ({path.describe()}) needs variable(s) {', '.join(unbound)}, which {where}")
     defaults: dict[str, Any] = {}
     for n in names:
         var = bindings.variables[n]

@@ -171,3 +171,11 @@ def test_all_case_kinds_run_by_default_and_catch_the_boundary_bug(tmp_path: Path
 def test_unknown_kind_is_a_usage_error() -> None:
     code, _, err = cli("run", str(SUPPORTOPS), "--kinds", "mft,fuzz")
     assert code == 2 and "unknown case kind(s) fuzz" in err
+
+
+def test_spec_without_bindings_is_an_input_error_naming_the_variables(tmp_path: Path) -> None:
+    (tmp_path / "spec.yaml").write_text((SUPPORTOPS / "spec.yaml").read_text())
+    code, _, err = cli("run", str(tmp_path), "--agent", f"{SUPPORTOPS / 'agent'}:SupportOpsAgent")
+    assert code == 2 and "no case can be built" in err and "agentprop.yaml" in err
+    code, out, _ = cli("lint", str(tmp_path))
+    assert code == 0 and "bind these condition variables: intent, verified" in out
