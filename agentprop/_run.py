@@ -269,7 +269,9 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
 
     The cost column appears only when something cost money; the first failure is cut to the
     terminal width (the JSON report has it whole)."""
-    width = width or shutil.get_terminal_size((120, 24)).columns
+    if width is None:
+        # cut to the terminal's width; in a log or a pipe keep every word
+        width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10_000
     lines = []
     idw = min(max((len(c.id) for c in report.cases if c.kind == "MFT" or c.verdict != "PASS"), default=10), 60)
     show_cost = any(c.cost_usd > 0 for c in report.cases)
