@@ -13,7 +13,7 @@ every ``client.messages.create(...)`` call is answered from a script instead of 
         client = Anthropic(base_url=server.base_url, api_key="test", max_retries=0)
         first = client.messages.create(model="claude-test", max_tokens=100, messages=[...])
         assert first.stop_reason == "tool_use"
-        ...
+        # ... send the tool result, get "Done." ...
         assert server.requests[0].headers["authorization"] == "Bearer test"
 
 The script is a queue of replies, consumed one per request, and/or a *handler* callable that
