@@ -234,12 +234,11 @@ def check(
         max_runs=max_runs if max_runs is not None else scoped.get("max_runs"),
     )
     trial_seed = seed if seed is not None else int(scoped.get("seed", 0))
-    coro = acheck(project, sc, agent, messages=messages, prop=prop, settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=trial_seed)
     loaded = as_loaded_agent(agent)
     msgs = list(messages) if messages is not None else sc.messages
     if _default_corpus is not None:
         _replay_corpus_first(project, sc, loaded, settings, memo, budget, trial_seed, raise_on_failure)
-    result = run_sync(coro)
+    result = run_sync(acheck(project, sc, loaded, messages=messages, prop=prop, settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=trial_seed))
     with _lock:
         _results.append(CheckRecord(_current_test.get(), result))
     if raise_on_failure and result.verdict != "PASS":
