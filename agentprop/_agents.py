@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,12 +41,30 @@ def _takes_two_positional(obj: Any) -> bool:
     return len(params) == 2
 
 
+_digests: dict[tuple[str, float], str] = {}
+
+
 def _source_digest(obj: Any) -> str:
+    """A digest of the source of the module defining ``obj``: editing the agent changes its
+    fingerprint, so memoised trials of the old code are not reused. Cached per file version."""
+    module = inspect.getmodule(obj)
+    path = getattr(module, "__file__", None)
+    key = None
+    if path:
+        try:
+            key = (path, os.stat(path).st_mtime)
+        except OSError:
+            key = None
+    if key is not None and key in _digests:
+        return _digests[key]
     try:
-        src = inspect.getsource(inspect.getmodule(obj) or obj)
+        src = inspect.getsource(module or obj)
     except (OSError, TypeError):
         src = repr(obj)
-    return hashlib.sha256(src.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(src.encode()).hexdigest()[:16]
+    if key is not None:
+        _digests[key] = digest
+    return digest
 
 
 def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: str = "") -> LoadedAgent:
