@@ -31,11 +31,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import marshal
 import os
 import random
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,12 +44,12 @@ from urllib.parse import urlsplit
 
 from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
-from agentprop._cache import ApiCache, CachedResponse, CacheMiss, CacheMode, canonical_json
+from agentprop._cache import ApiCache, CachedResponse, CacheMiss, CacheMode, _RequestShape, canonical_json
 from agentprop._prompt import check_tool_descriptions, load_prompt, load_tool_descriptions
 from agentprop._response import respond_tool_schema
 from agentprop._retry import DEFAULT_RETRY_POLICY, AdaptiveConcurrency, RetryPolicy, RetryStats, retry_call_async
 from agentprop._spec.model import Spec
-from agentprop._world import stable_seed
+from agentprop._world import copy_json, stable_seed
 from agentprop.errors import AgentPropError, InputError, InvalidArgument, ToolError
 
 if TYPE_CHECKING:
@@ -169,6 +170,12 @@ class _Counters:
     def bump(self, name: str) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
+
+    def replayed(self) -> None:
+        """One model call answered from the cache."""
+        with self._lock:
+            self.model_calls += 1
+            self.cache_hits += 1
 
     def as_dict(self) -> dict[str, int]:
         with self._lock:
@@ -296,6 +303,7 @@ class AnthropicAgent:
         self._lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
         self._tools_memo: dict[int, tuple[Spec, list[dict[str, Any]]]] = {}
+        self._shapes: dict[tuple[int, str, bytes], tuple[list[dict[str, Any]], _RequestShape | None]] = {}
         self.missing_key_error: MissingApiKey | None = None
         """Set when a call needed the API and no key was configured (the CLI reports it)."""
 
@@ -405,14 +413,21 @@ class AnthropicAgent:
         check_tool_descriptions(self.tool_descriptions, spec, path=self.tool_descriptions_path)
 
     def tools_for(self, spec: Spec) -> list[dict[str, Any]]:
-        """The ``tools`` of every request: the spec's action tools, then ``respond``."""
+        """The ``tools`` of every request: the spec's action tools, then ``respond`` (a copy:
+        changing it changes no request)."""
+        return copy_json(self._tools_for(spec))
+
+    def _tools_for(self, spec: Spec) -> list[dict[str, Any]]:
+        """:meth:`tools_for`, worked out once per spec and kept private: the requests of every
+        conversation send this very list, and nothing changes it (its schemas are copies of
+        the spec's), so request shapes may be remembered by its identity."""
         memo = self._tools_memo.get(id(spec))
         if memo is not None and memo[0] is spec:
             return memo[1]
         self.check_spec(spec)
         tools: list[dict[str, Any]] = []
         for tool in spec.action_tools:
-            schema = tool.input_schema if tool.input_schema else {"type": "object", "properties": {}}
+            schema = copy_json(tool.input_schema) if tool.input_schema else {"type": "object", "properties": {}}
             tools.append(
                 {
                     "name": tool.name,
@@ -424,7 +439,7 @@ class AnthropicAgent:
         respond_description = self.tool_descriptions.get(
             RESPOND_TOOL, (spec_respond.description if spec_respond is not None else "") or _DEFAULT_RESPOND_DESCRIPTION
         )
-        tools.append({"name": RESPOND_TOOL, "description": respond_description, "input_schema": respond_tool_schema(spec)})
+        tools.append({"name": RESPOND_TOOL, "description": respond_description, "input_schema": copy_json(respond_tool_schema(spec))})
         with self._lock:
             self._tools_memo[id(spec)] = (spec, tools)
         return tools
@@ -531,9 +546,33 @@ class AnthropicAgent:
     def _active_budget(self) -> Budget | None:
         if self.budget is not None:
             return self.budget
-        from agentprop._check import session_budget
+        return _session_budget()
 
-        return session_budget()
+    def _request_shape(self, system: str, tools: list[dict[str, Any]]) -> _RequestShape | None:
+        """The cache's :class:`~agentprop._cache._RequestShape` of this agent's requests with
+        ``system`` and ``tools`` (a list from :meth:`_tools_for`, which never changes).
+
+        Remembered under the identity of ``tools``, the prompt, and the exact ``marshal`` of
+        every other option that goes into a request (model, sampling, ``extra_body`` ...), so
+        changing an option gives a new shape. ``None``: key requests the general way.
+        """
+        options = (self.model, self.max_tokens, self.temperature, self.top_p, self.top_k, self.stop_sequences, self.extra_body)
+        try:
+            frozen = marshal.dumps(options)
+        except ValueError:  # not plain built-in data
+            return None
+        key = (id(tools), system, frozen)
+        found = self._shapes.get(key)
+        if found is not None and found[0] is tools:
+            return found[1]
+        cache = self.cache
+        request = self.request(system=system, tools=tools, messages=[])
+        shape = cache._request_shape(request) if cache.mode is not CacheMode.OFF else None
+        with self._lock:
+            if len(self._shapes) >= _SHAPE_LIMIT:
+                self._shapes.clear()
+            self._shapes[key] = (tools, shape)
+        return shape
 
     def stats(self) -> dict[str, Any]:
         """Counters for reports: model calls, cache hits, live calls, retries."""
@@ -558,7 +597,12 @@ class AnthropicAgent:
 
         Returns the (possibly replayed) response as JSON in a :class:`CachedResponse`.
         """
-        self._counters.bump("model_calls")
+        return await self._call_model(request, None, trial, seed_parts)
+
+    async def _call_model(
+        self, request: dict[str, Any], shape: _RequestShape | None, trial: int, seed_parts: Sequence[object]
+    ) -> CachedResponse:
+        """:meth:`call_model`; ``request`` is ``shape.body(...)`` when a shape is given."""
 
         async def live() -> Any:
             state = await self._loop_state()
@@ -582,19 +626,31 @@ class AnthropicAgent:
                 limiter=state.limiter,
             )
 
+        cache = self.cache
         try:
-            result = await self.cache.aget_or_call(request, trial=trial, call=live)
+            if shape is not None:
+                result = await cache._aget_or_call_shaped(shape, request, trial=trial, call=live)
+            else:
+                result = await cache.aget_or_call(request, trial=trial, call=live)
         except Exception:
+            self._counters.bump("model_calls")
             self._counters.bump("failed_calls")
             raise
+        except BaseException:  # cancelled: still a call made
+            self._counters.bump("model_calls")
+            raise
         if result.from_cache:
-            self._counters.bump("cache_hits")
+            self._counters.replayed()
+        else:
+            self._counters.bump("model_calls")
         return result
 
     def charge(self, result: CachedResponse) -> tuple[int, int, float]:
         """Charge one response to the budget; returns (input tokens, output tokens, dollars spent)."""
         usage = result.usage
-        model = result.response.get("model") if isinstance(result.response.get("model"), str) else self.model
+        model = result.response.get("model")
+        if not isinstance(model, str):
+            model = self.model
         inp = int(usage.get("input_tokens") or 0)
         out = int(usage.get("output_tokens") or 0)
         created = int(usage.get("cache_creation_input_tokens") or 0)
@@ -610,6 +666,23 @@ class AnthropicAgent:
             usd, _ = _PRICING.cost(str(model), inp, out, cache_creation_input_tokens=created, cache_read_input_tokens=read)
         return inp + created + read, out, usd
 
+
+_SHAPE_LIMIT = 64
+"""At most this many request shapes per agent (past it the memo starts afresh)."""
+
+
+def _session_budget() -> Budget | None:
+    """:func:`agentprop._check.session_budget` (imported on first use: ``_check`` imports the
+    agents)."""
+    global _session_budget_fn
+    if _session_budget_fn is None:
+        from agentprop._check import session_budget
+
+        _session_budget_fn = session_budget
+    return _session_budget_fn()
+
+
+_session_budget_fn: Callable[[], Budget | None] | None = None
 
 _SDK_PARAMETERS: frozenset[str] | None = None
 
@@ -670,10 +743,15 @@ def _tool_result(tool_use_id: str, content: str, *, is_error: bool = False) -> d
     return block
 
 
+# ``json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)`` without building an
+# encoder on every call
+_TEXT_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
+
+
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return _TEXT_ENCODE(value)
 
 
 class AnthropicConversation:
@@ -701,17 +779,23 @@ class AnthropicConversation:
     async def turn(self, message: str, ctx: TurnContext) -> None:
         cfg = self.config
         if self._tools is None:
-            self._tools = cfg.tools_for(ctx.spec)
+            self._tools = cfg._tools_for(ctx.spec)
             self._system = cfg.system_for(ctx.spec, ctx.context)
         assert self._system is not None
         trial = int(getattr(ctx, "trial", 0))
         case_id = str(getattr(ctx, "case_id", ""))
         self._push_user([*self._carry, {"type": "text", "text": message}])
         self._carry = []
+        # every request of the turn has the same fields but its messages: key them through one
+        # shape (built from, and checked against, this turn's tools, prompt and options)
+        shape = cfg._request_shape(self._system, self._tools)
         for step in range(cfg.max_steps):
-            request = cfg.request(system=self._system, tools=self._tools, messages=list(self.messages))
+            if shape is not None:
+                request = shape.body(list(self.messages))
+            else:
+                request = cfg.request(system=self._system, tools=self._tools, messages=list(self.messages))
             try:
-                result = await cfg.call_model(request, trial=trial, seed_parts=(case_id, ctx.turn_index, step))
+                result = await cfg._call_model(request, shape, trial, (case_id, ctx.turn_index, step))
             except (CacheMiss, MissingApiKey):
                 raise
             except Exception as exc:

@@ -16,6 +16,10 @@ without secrets (what agentprop's agents send) take a fast path that gives the s
 composed from the texts of the body's parts, each worked out once and remembered under the part's
 exact ``marshal`` bytes (so the tools and system prompt sent with every request, and a
 conversation's earlier messages, are not serialised again, and any change to them is seen).
+Agents key the requests of a conversation through a request shape (``ApiCache._request_shape``):
+the canonical text of every field but ``messages``, worked out once from a private copy of those
+fields, from which the shape also builds each request body; only the messages are then
+serialised, and the key is the same.
 
 Secrets are never stored. The cache only ever sees request *bodies*, never headers or the
 client, and before anything is hashed or written :func:`scrub_secrets` replaces the value of any
@@ -300,6 +304,14 @@ def _reject(value: object) -> Any:
     raise _NotPlainJSON
 
 
+# ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+# allow_nan=False, default=_reject)``, without building an encoder on every call.
+_PLAIN_ENCODE = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject
+).encode
+_DECODE = json.JSONDecoder().decode
+
+
 def _secret_needles(secrets: Iterable[str]) -> tuple[bytes, ...]:
     """The registered secrets as they appear inside JSON text (escaped like a JSON string),
     UTF-8 encoded."""
@@ -328,7 +340,10 @@ def _may_hold_secrets(text: str, needles: tuple[bytes, ...]) -> bool:
     if _KELVIN_SIGN in data:
         return True
     lowered = data.lower()
-    if not any(ending in lowered for ending in _CREDENTIAL_ENDINGS):
+    for ending in _CREDENTIAL_ENDINGS:
+        if ending in lowered:
+            break
+    else:
         return False
     lowered = lowered.replace(b"-", b"_")
     return any(name in lowered for name in _CREDENTIAL_KEY_TEXT)
@@ -344,17 +359,10 @@ def _fast_plain_json(value: dict[str, Any] | list[Any], needles: tuple[bytes, ..
     plain (``json.dumps`` would otherwise have turned non-string keys into strings, say).
     """
     try:
-        text = json.dumps(
-            value,
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            allow_nan=False,
-            default=_reject,
-        )
+        text = _PLAIN_ENCODE(value)
     except (_NotPlainJSON, TypeError, ValueError, RecursionError):
         return None
-    loaded = json.loads(text)
+    loaded = _DECODE(text)
     if loaded != value or _may_hold_secrets(text, needles):
         return None
     return text, loaded
@@ -538,6 +546,76 @@ def _canonical(
     return _Canonical(canonical_json(canonical), canonical)
 
 
+class _RequestShape:
+    """Every field of a request body but ``messages``, with its canonical text worked out once.
+
+    The requests of a conversation differ only in their messages; keying one through its shape
+    serialises and checks just the messages (each one memoised, so a conversation's earlier
+    messages are not serialised again), and gives exactly the text :func:`_canonical` gives.
+
+    A shape takes a private copy of the fields it is built from and builds every request body
+    from that copy (:meth:`body`), so what is sent and what is keyed cannot drift apart; a
+    shape is only ever used by the :class:`ApiCache` that made it (its secrets are part of the
+    texts). :meth:`ApiCache._request_shape` returns ``None`` for fields that need the general
+    path (pydantic objects, ignored fields, secrets ...): those requests are keyed as usual.
+    """
+
+    __slots__ = ("_fields", "_head", "_tail", "_model", "_needles")
+
+    def __init__(self, fields: dict[str, Any], head: str, tail: str, model: str | None, needles: tuple[bytes, ...]) -> None:
+        self._fields = fields
+        self._head = head
+        self._tail = tail
+        self._model = model
+        self._needles = needles
+
+    @classmethod
+    def build(cls, request: Mapping[str, Any], needles: tuple[bytes, ...]) -> _RequestShape | None:
+        """The shape of ``request`` (a request body; its ``messages`` are left out), or ``None``."""
+        if type(request) is not dict or "messages" not in request:
+            return None
+        private: dict[str, Any] = {k: None if k == "messages" else _plain_copy(v) for k, v in request.items()}
+        kept: dict[str, Any] = {}
+        for k, v in private.items():
+            if type(k) is not str or k in _IGNORED_FIELDS or _is_sdk_sentinel(v):
+                return None
+            if v is not None and k != "messages":
+                kept[k] = v
+        if "model" not in kept:
+            return None
+        parts: list[str] = []
+        before = 0
+        for name in sorted([*kept, "messages"]):
+            if name == "messages":
+                before = len(parts)
+                continue
+            if name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
+                return None
+            text = _value_text(kept[name], needles)
+            if text is None:
+                return None
+            parts.append(json.dumps(name, ensure_ascii=False) + ":" + text)
+        head = "{" + "".join(p + "," for p in parts[:before]) + '"messages":'
+        tail = "".join("," + p for p in parts[before:]) + "}"
+        model = kept["model"]
+        return cls(private, head, tail, model if type(model) is str else None, needles)
+
+    def body(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The request body with these ``messages`` (a new dict, fields in the order given)."""
+        body = dict(self._fields)
+        body["messages"] = messages
+        return body
+
+    def canonical(self, messages: list[Any]) -> _Canonical | None:
+        """The canonical form of :meth:`body` of ``messages``, or ``None`` for the general path."""
+        if type(messages) is not list:
+            return None
+        text = _list_text(messages, self._needles)
+        if text is None:
+            return None
+        return _Canonical(self._head + text + self._tail, None, self._model)
+
+
 def canonical_request(request: Mapping[str, Any], secrets: Iterable[str] = ()) -> dict[str, Any]:
     """The part of a Messages API request body that determines the answer, scrubbed of secrets."""
     return _canonical(request, secrets).value
@@ -621,6 +699,10 @@ class CacheStats:
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
 
+    def _hit(self) -> None:
+        with self._lock:
+            self.hits += 1
+
     def as_dict(self) -> dict[str, int]:
         """A plain snapshot, for reports."""
         with self._lock:
@@ -651,6 +733,7 @@ CREATE INDEX IF NOT EXISTS responses_model_trial ON responses (model, trial);
 """
 
 _COLUMNS = "key, model, trial, request_json, response_json, usage_json, created_at, checksum"
+_SELECT_BY_KEY = f"SELECT {_COLUMNS} FROM responses WHERE key = ?"
 
 
 class ApiCache:
@@ -876,13 +959,7 @@ class ApiCache:
                 "ApiCache.delete(key), and re-record."
             )
         return CachedResponse(
-            key=key,
-            model=model,
-            trial=int(trial),
-            response=json.loads(response_json),
-            usage=json.loads(usage_json),
-            from_cache=from_cache,
-            created_at=float(created_at),
+            key, model, int(trial), _DECODE(response_json), _DECODE(usage_json), from_cache, float(created_at)
         )
 
     def lookup(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
@@ -891,8 +968,11 @@ class ApiCache:
         return self._lookup_key(key)
 
     def _lookup_key(self, key: str) -> CachedResponse | None:
-        rows = self._read(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,))
-        return self._row_to_result(rows[0], from_cache=True) if rows else None
+        conn = self._connection()
+        if conn is None:
+            return None
+        row = self._busy_retry(lambda: conn.execute(_SELECT_BY_KEY, (key,)).fetchone())
+        return None if row is None else self._row_to_result(row, from_cache=True)
 
     def get(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
         """The recorded response if the mode reads; ``None`` on a miss (or in ``off`` / ``write``).
@@ -908,7 +988,7 @@ class ApiCache:
         key = canonical.key(trial)
         found = self._lookup_key(key)
         if found is not None:
-            self.stats._bump("hits")
+            self.stats._hit()
             return found
         self.stats._bump("misses")
         if self.mode is CacheMode.REPLAY_ONLY:
@@ -1037,7 +1117,31 @@ class ApiCache:
         self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Awaitable[Any]]
     ) -> CachedResponse:
         """The asyncio form of :meth:`get_or_call` (``call`` returns an awaitable)."""
-        canonical = self._canonical(request)
+        return await self._aget_or_call_canonical(self._canonical(request), trial, call)
+
+    def _request_shape(self, request: Mapping[str, Any]) -> _RequestShape | None:
+        """The :class:`_RequestShape` of ``request`` for this cache (``None``: key such
+        requests with :meth:`aget_or_call`)."""
+        return _RequestShape.build(request, self._needles)
+
+    async def _aget_or_call_shaped(
+        self,
+        shape: _RequestShape,
+        request: Mapping[str, Any],
+        *,
+        trial: int,
+        call: Callable[[], Awaitable[Any]],
+    ) -> CachedResponse:
+        """:meth:`aget_or_call` of ``request``, which must be ``shape.body(messages)`` for a
+        shape this cache made: keyed through the shape (the same key, less work)."""
+        canonical = shape.canonical(request["messages"]) if shape._needles is self._needles else None
+        if canonical is None:
+            canonical = self._canonical(request)
+        return await self._aget_or_call_canonical(canonical, trial, call)
+
+    async def _aget_or_call_canonical(
+        self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]
+    ) -> CachedResponse:
         trial = _validate_trial(trial)
         if self.mode.reads:
             hit = self._get_canonical(canonical, trial)

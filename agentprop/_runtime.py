@@ -183,7 +183,17 @@ class TurnContext:
 
     def add_usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0, model_calls: int = 1) -> None:
         """Record model usage for this turn (API-backed agents)."""
-        self._turn.usage = self._turn.usage + Usage(
+        usage = self._turn.usage
+        if type(input_tokens) is int and type(output_tokens) is int and type(model_calls) is int and type(cost_usd) in (float, int):
+            # what ``usage + Usage(...)`` gives, validating one model instead of two
+            self._turn.usage = Usage(
+                input_tokens=usage.input_tokens + input_tokens,
+                output_tokens=usage.output_tokens + output_tokens,
+                cost_usd=usage.cost_usd + float(cost_usd),
+                model_calls=usage.model_calls + model_calls,
+            )
+            return
+        self._turn.usage = usage + Usage(
             input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, model_calls=model_calls
         )
 

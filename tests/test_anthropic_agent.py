@@ -411,9 +411,37 @@ def test_a_replay_makes_no_http_request_and_gives_the_same_trace(project: Projec
     assert sent == 6
     assert replay.decisions == live.decisions and replay.tool_names() == live.tool_names()
     assert [t.response for t in replay.turns] == [t.response for t in live.turns]
+    # the whole trace, but for timings and what the calls cost
+    same = {"duration_s": True, "turns": {"__all__": {"duration_s": True, "usage": {"cost_usd"}}}}
+    assert replay.model_dump(exclude=same) == live.model_dump(exclude=same)
     assert replayer.stats()["cache_hits"] == 6 and replayer.stats()["live_calls"] == 0
     assert replay.usage.cost_usd == 0.0 and replay.usage.input_tokens == live.usage.input_tokens
     assert replay_budget.snapshot().usd_saved == pytest.approx(live_budget.snapshot().usd)
+
+
+def test_changed_options_and_tools_reach_the_requests(project: Project, tmp_path: Path) -> None:
+    """A conversation's requests are keyed through a remembered shape: changing an option of
+    the agent changes the next requests (and their keys), and changing the list
+    ``tools_for`` returned changes nothing (it is a copy)."""
+    with MessagesServer(handler=lambda r: billing_script()[len(r["messages"]) // 2]) as server:
+        agent = seed_agent(server, tmp_path)
+        run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
+        agent.tools_for(project.spec)[0]["description"] = "changed by the caller"
+        agent.extra_body["metadata"] = {"user_id": "u1"}  # sent, but not part of the key
+        run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
+        assert len(server.requests) == 2  # same keys: replayed
+        agent.max_tokens = 77
+        agent.extra_body["thinking"] = {"type": "disabled"}
+        trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
+        bodies = [json.loads(r.body) for r in server.requests]
+    assert trace.final_decision == "BILLING_ANSWER" and not trace.errored
+    assert len(bodies) == 4
+    assert [b["max_tokens"] for b in bodies] == [1024, 1024, 77, 77]
+    assert [b.get("thinking") for b in bodies] == [None, None, {"type": "disabled"}, {"type": "disabled"}]
+    assert all(b["tools"] == bodies[0]["tools"] for b in bodies)
+    assert "changed by the caller" not in json.dumps(bodies)
+    cache = ApiCache(tmp_path / "api.sqlite", mode="read")
+    assert len({e.key for e in cache.entries()}) == 4
 
 
 def test_distinct_trials_make_distinct_requests(project: Project, tmp_path: Path) -> None:

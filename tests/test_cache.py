@@ -230,6 +230,66 @@ def test_fast_keys_equal_the_reference_derivation(body: dict[str, Any], trial: i
         assert canonical_request(body, secrets) == reference
 
 
+@settings(max_examples=300, deadline=None)
+@given(_bodies, st.integers(0, 5), st.lists(st.sampled_from(["registered-secret", '"b', "sk-ant-abcdef123"]), max_size=2))
+def test_shaped_keys_equal_the_reference_derivation(body: dict[str, Any], trial: int, secrets: list[str]) -> None:
+    """Agents key a conversation's requests through a request shape (every field but the
+    messages, worked out once): whatever the body, the shape either declines it or gives the
+    reference key, and the body it builds is the body given."""
+    try:
+        reference = _slow_canonical_request(body, secrets)
+        expected: Any = _hand_written_key(json.dumps(reference, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False), trial)
+    except (InvalidArgument, ValueError) as exc:
+        expected = type(exc)
+    cache = ApiCache("unused.db", mode="off", secrets=secrets)
+    shape = cache._request_shape(body)
+    if shape is None:
+        return  # such bodies are keyed the general way (the test above)
+    for _ in range(2):  # the second time from the memo
+        built = shape.body(body["messages"])
+        assert built == body and list(built) == list(body)
+        canonical = shape.canonical(body["messages"])
+        if canonical is not None:
+            assert expected not in (InvalidArgument, ValueError)
+            assert canonical.key(trial) == expected
+            assert json.loads(canonical.text) == reference
+
+
+def test_a_request_shape_keeps_its_own_copy_and_keys_like_the_body(tmp_path: Path) -> None:
+    """A shape builds every body from its private copy of the fields, so what is sent and what
+    is keyed cannot drift apart when the caller's objects change afterwards; a shaped call
+    reads and writes the very entries an unshaped call of the same body does."""
+    tools: list[dict[str, Any]] = [{"name": "get_order", "input_schema": {"type": "object", "maxProperties": 1}}]
+    body = request(tools=tools)
+    original = json.loads(json.dumps(body))
+    with ApiCache(tmp_path / "c.db", mode="read-write") as cache:
+        shape = cache._request_shape(body)
+        assert shape is not None
+        tools[0]["input_schema"]["maxProperties"] = True  # the caller changes its tools
+        tools.append({"name": "cancel_order"})
+        messages = [{"role": "user", "content": "Where is order A1?"}]
+        built = shape.body(messages)
+        assert built == original and built["messages"] is messages
+        assert shape.canonical(messages).key(3) == cache_key(original, 3)  # type: ignore[union-attr]
+        counter = Counter()
+
+        async def call() -> dict[str, Any]:
+            return counter()
+
+        async def shaped() -> Any:
+            return await cache._aget_or_call_shaped(shape, built, trial=3, call=call)
+
+        first = asyncio.run(shaped())
+        assert not first.from_cache and first.key == cache_key(original, 3)
+        again = cache.get_or_call(original, trial=3, call=Counter())
+        assert again.from_cache and again.response == first.response
+        assert asyncio.run(shaped()).from_cache and counter.calls == 1
+        # fields the cache must see whole (ignored fields, credentials, SDK objects) get no shape
+        assert cache._request_shape({**original, "stream": True}) is None
+        assert cache._request_shape({**original, "api_key": "x"}) is None
+        assert cache._request_shape({**original, "tools": (tools[0],)}) is None
+
+
 def test_in_place_changes_to_a_reused_object_change_the_key() -> None:
     """Agents send the same tools list with every request; the memo of its text must notice
     any change to it, even 1 -> True -> 1.0 (equal in Python, different in JSON)."""
