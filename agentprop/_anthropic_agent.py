@@ -629,7 +629,10 @@ class AnthropicAgent:
         cache = self.cache
         try:
             if shape is not None:
-                result = await cache._aget_or_call_shaped(shape, request, trial=trial, call=live)
+                # :meth:`ApiCache._aget_or_call_shaped` in its two halves: a replay needs no
+                # coroutine of the cache's
+                canonical, checked, hit = cache._replay_shaped(shape, request, trial)
+                result = hit if hit is not None else await cache._acall_and_put(canonical, checked, live)
             else:
                 result = await cache.aget_or_call(request, trial=trial, call=live)
         except Exception:
@@ -748,9 +751,15 @@ def _tool_result(tool_use_id: str, content: str, *, is_error: bool = False) -> d
 _TEXT_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
 
 
+_ACK = {"acknowledged": True}
+_ACK_TEXT = _TEXT_ENCODE(_ACK)
+
+
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
+    if type(value) is dict and len(value) == 1 and value.get("acknowledged") is True:
+        return _ACK_TEXT  # what ``respond`` answers: the same text, without encoding it again
     return _TEXT_ENCODE(value)
 
 

@@ -141,11 +141,38 @@ def price_for(model: str, prices: Mapping[str, ModelPrice] | None = None) -> Mod
     """The price of ``model`` by longest matching prefix in ``prices`` (default
     :data:`DEFAULT_PRICES`), or ``None`` if no prefix matches."""
     table = DEFAULT_PRICES if prices is None else prices
-    best: str | None = None
-    for prefix in table:
-        if model.startswith(prefix) and (best is None or len(prefix) > len(best)):
-            best = prefix
-    return None if best is None else _coerce_price(best, table[best])
+    # Which prefix wins depends only on the table's keys, in order, and the model name: it is
+    # remembered under exactly those (a table edited in place has other keys, hence another
+    # entry), and the price itself is read from the table every time.
+    names = tuple(table)
+    found = _BEST_PREFIX.get(names)
+    best = found.get(model, _NO_ENTRY) if found is not None and type(model) is str else _NO_ENTRY
+    if best is _NO_ENTRY:
+        best = None
+        for prefix in names:
+            if model.startswith(prefix) and (best is None or len(prefix) > len(best)):
+                best = prefix
+        if type(model) is str:
+            _remember_prefix(names, model, best)
+    return None if best is None else _coerce_price(best, table[best])  # type: ignore[index]
+
+
+_BEST_PREFIX: dict[tuple[Any, ...], dict[str, Any]] = {}
+"""Price-table keys (in order) -> model name -> the longest matching prefix (or ``None``)."""
+_BEST_PREFIX_LIMIT = 256
+"""At most this many tables, and models per table, are remembered (past it, afresh)."""
+_NO_ENTRY = object()
+
+
+def _remember_prefix(names: tuple[Any, ...], model: str, best: str | None) -> None:
+    known = _BEST_PREFIX.get(names)
+    if known is None:
+        if len(_BEST_PREFIX) >= _BEST_PREFIX_LIMIT:
+            _BEST_PREFIX.clear()
+        known = _BEST_PREFIX[names] = {}
+    elif len(known) >= _BEST_PREFIX_LIMIT:
+        known.clear()
+    known[model] = best
 
 
 def cost_usd(
@@ -290,7 +317,8 @@ class Budget:
 
         An unpriced model is charged at the most expensive entry (see the module docstring).
         """
-        table = self.prices
+        # no overrides: the default table itself (what ``prices`` copies, in the same order)
+        table = self.prices if self._overrides else DEFAULT_PRICES
         price = price_for(model, table)
         priced = price is not None
         if price is None:
@@ -368,8 +396,9 @@ class Budget:
         costs nothing.
         """
         counts = (input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens)
-        if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in counts):
-            raise InvalidArgument(f"Token counts must be ints >= 0; got {counts} for {model!r}.")
+        for n in counts:
+            if (type(n) is not int and (not isinstance(n, int) or isinstance(n, bool))) or n < 0:
+                raise InvalidArgument(f"Token counts must be ints >= 0; got {counts} for {model!r}.")
         usd, priced = self.cost(
             model,
             input_tokens,

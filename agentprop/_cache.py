@@ -310,6 +310,20 @@ _PLAIN_ENCODE = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject
 ).encode
 _DECODE = json.JSONDecoder().decode
+_SCAN = json.JSONDecoder().scan_once
+
+
+def _decode_stored(text: str) -> Any:
+    """``json.loads(text)`` for the compact JSON the cache stores: one scan of the value when
+    it spans the whole text (no leading or trailing whitespace); anything else goes to the
+    full decoder, which gives the same value or raises the same error."""
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        return _DECODE(text)
+    if end != len(text):
+        return _DECODE(text)
+    return value
 
 
 def _secret_needles(secrets: Iterable[str]) -> tuple[bytes, ...]:
@@ -422,9 +436,68 @@ def _container_text(value: dict[str, Any] | list[Any], needles: tuple[bytes, ...
     if type(value) is list:
         text = _list_text(value, needles)
     else:
-        fast = _fast_plain_json(value, needles)
-        text = None if fast is None else fast[0]
+        try:
+            text = _composed_text(value, needles)
+        except RecursionError:  # too deep (or circular): the general path decides
+            text = None
     return _memo_put(_PART_MEMO, key, text)
+
+
+_ENCODE_STRING = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) writes for a str
+
+
+def _composed_text(value: Any, needles: tuple[bytes, ...]) -> str | None:
+    """The canonical text of plain JSON data that the scrub leaves alone, else ``None``;
+    composed piece by piece exactly as ``json.dumps(sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)`` writes it (nothing memoised: for one-off parts, such as the newest
+    message of a conversation).
+
+    The scrub is checked where it acts: every dict key is normalised as :func:`scrub_secrets`
+    normalises it, and every string is searched for ``sk-ant-`` (which every key-shaped
+    substring starts with) and for each registered secret (in its JSON-escaped form, found in
+    the string's escaped text whenever the secret occurs in the string).
+    """
+    kind = type(value)
+    if kind is str:
+        text: str = _ENCODE_STRING(value)
+        if "sk-ant-" in value or (needles and any(needle in text.encode() for needle in needles)):
+            return None
+        return text
+    if kind is dict:
+        parts: list[str] = []
+        try:
+            names = sorted(value)
+        except TypeError:  # names that do not sort (not all strings)
+            return None
+        for name in names:
+            label = _NAME_MEMO.get(name) if type(name) is str else None
+            if label is None:
+                if type(name) is not str or name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
+                    return None
+                label = _ENCODE_STRING(name) + ":"
+                if len(_NAME_MEMO) < _MEMO_LIMIT:
+                    _NAME_MEMO[name] = label
+            v = value[name]
+            if type(v) is str and "sk-ant-" not in v and not needles:  # the common leaf, inline
+                item: str | None = _ENCODE_STRING(v)
+            else:
+                item = _composed_text(v, needles)
+                if item is None:
+                    return None
+            parts.append(label + item)  # type: ignore[operator]
+        return "{" + ",".join(parts) + "}"
+    if kind is list:
+        items: list[str] = []
+        for v in value:
+            if type(v) is str and "sk-ant-" not in v and not needles:
+                items.append(_ENCODE_STRING(v))
+                continue
+            item = _composed_text(v, needles)
+            if item is None:
+                return None
+            items.append(item)
+        return "[" + ",".join(items) + "]"
+    return _value_text(value, needles)  # scalars; anything else is None
 
 
 def _list_text(value: list[Any], needles: tuple[bytes, ...]) -> str | None:
@@ -648,8 +721,17 @@ def cache_key(request: Mapping[str, Any], trial: int, secrets: Iterable[str] = (
     return _key_from_canonical(_canonical(request, secrets).text, _validate_trial(trial))
 
 
-def _checksum(key: str, request_json: str, response_json: str, usage_json: str) -> str:
-    return hashlib.sha256("\x1f".join((key, request_json, response_json, usage_json)).encode()).hexdigest()
+def _checksum(key: str, request_json: str | bytes, response_json: str, usage_json: str) -> str:
+    """SHA-256 hex of the entry's four texts joined by U+001F, UTF-8 encoded. ``request_json``
+    may be given as its UTF-8 bytes (as lookups read it: the largest text, not decoded only to
+    be encoded again); the digest is the same."""
+    if type(request_json) is bytes:
+        digest = hashlib.sha256(key.encode())
+        digest.update(b"\x1f")
+        digest.update(request_json)
+        digest.update(("\x1f" + response_json + "\x1f" + usage_json).encode())
+        return digest.hexdigest()
+    return hashlib.sha256("\x1f".join((key, request_json, response_json, usage_json)).encode()).hexdigest()  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------
@@ -732,8 +814,15 @@ CREATE TABLE IF NOT EXISTS responses (
 CREATE INDEX IF NOT EXISTS responses_model_trial ON responses (model, trial);
 """
 
+_MMAP_BYTES = 256 << 20
+"""How much of the cache file each connection may read through a memory map."""
+
 _COLUMNS = "key, model, trial, request_json, response_json, usage_json, created_at, checksum"
-_SELECT_BY_KEY = f"SELECT {_COLUMNS} FROM responses WHERE key = ?"
+_SELECT_BY_KEY = (
+    "SELECT key, model, trial, CAST(request_json AS BLOB), response_json, usage_json, created_at, checksum "
+    "FROM responses WHERE key = ?"
+)
+"""One entry by key; the request comes as its stored UTF-8 bytes, which only the checksum reads."""
 
 
 class ApiCache:
@@ -785,22 +874,27 @@ class ApiCache:
 
     # -- connections -----------------------------------------------------------------------------
 
-    def _busy_retry(self, op: Callable[[], _T]) -> _T:
+    def _busy_retry(self, op: Callable[[], _T], failed: sqlite3.OperationalError | None = None) -> _T:
         """Run ``op``, retrying while SQLite reports the database busy or locked.
 
         ``busy_timeout`` covers ordinary lock waits, but SQLite returns ``SQLITE_BUSY`` at once
         in a few WAL situations (another process recovering the WAL after a crash, or cleaning
         up as its last connection closes); those are retried here until ``busy_timeout``.
+        ``failed``: the error of a first attempt the caller already made (handled as if it had
+        been this function's own first attempt).
         """
         deadline = time.monotonic() + self._busy_timeout
         pause = 0.005
         while True:
-            try:
-                return op()
-            except sqlite3.OperationalError as exc:
-                message = str(exc).lower()
-                if ("locked" not in message and "busy" not in message) or time.monotonic() >= deadline:
-                    raise
+            if failed is None:
+                try:
+                    return op()
+                except sqlite3.OperationalError as exc:
+                    failed = exc
+            message = str(failed).lower()
+            if ("locked" not in message and "busy" not in message) or time.monotonic() >= deadline:
+                raise failed
+            failed = None
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
 
@@ -838,6 +932,9 @@ class ApiCache:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+            # read pages through a memory map (no read() system call per page: replays look up
+            # rows all over the file); a hint, which SQLite may cap, changes no results
+            conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
             if self.mode.writes:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
@@ -959,7 +1056,7 @@ class ApiCache:
                 "ApiCache.delete(key), and re-record."
             )
         return CachedResponse(
-            key, model, int(trial), _DECODE(response_json), _DECODE(usage_json), from_cache, float(created_at)
+            key, model, int(trial), _decode_stored(response_json), _decode_stored(usage_json), from_cache, float(created_at)
         )
 
     def lookup(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
@@ -971,7 +1068,10 @@ class ApiCache:
         conn = self._connection()
         if conn is None:
             return None
-        row = self._busy_retry(lambda: conn.execute(_SELECT_BY_KEY, (key,)).fetchone())
+        try:  # the usual case first, without building the retry closure
+            row = conn.execute(_SELECT_BY_KEY, (key,)).fetchone()
+        except sqlite3.OperationalError as exc:
+            row = self._busy_retry(lambda: conn.execute(_SELECT_BY_KEY, (key,)).fetchone(), exc)
         return None if row is None else self._row_to_result(row, from_cache=True)
 
     def get(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
@@ -1134,10 +1234,31 @@ class ApiCache:
     ) -> CachedResponse:
         """:meth:`aget_or_call` of ``request``, which must be ``shape.body(messages)`` for a
         shape this cache made: keyed through the shape (the same key, less work)."""
+        canonical, trial, hit = self._replay_shaped(shape, request, trial)
+        if hit is not None:
+            return hit
+        return await self._acall_and_put(canonical, trial, call)
+
+    def _replay_shaped(
+        self, shape: _RequestShape, request: Mapping[str, Any], trial: int
+    ) -> tuple[_Canonical, int, CachedResponse | None]:
+        """The first, synchronous half of :meth:`_aget_or_call_shaped`: the canonical request,
+        the validated trial, and the recorded response if the mode reads and has one (a miss
+        in ``replay-only`` mode raises :class:`CacheMiss`). ``None``: finish with
+        :meth:`_acall_and_put`."""
         canonical = shape.canonical(request["messages"]) if shape._needles is self._needles else None
         if canonical is None:
             canonical = self._canonical(request)
-        return await self._aget_or_call_canonical(canonical, trial, call)
+        trial = _validate_trial(trial)
+        hit = self._get_canonical(canonical, trial) if self.mode.reads else None
+        return canonical, trial, hit
+
+    async def _acall_and_put(
+        self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]
+    ) -> CachedResponse:
+        """The second half of :meth:`_aget_or_call_shaped`: call the API and store the answer."""
+        self.stats._bump("calls")
+        return self._put_canonical(canonical, trial, await call(), None)
 
     async def _aget_or_call_canonical(
         self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from agentprop._spec.model import Spec
+from agentprop._world import spec_memo
 
 
 def _python_type(schema: dict[str, Any] | None) -> Any:
@@ -62,9 +63,10 @@ def _build_model(spec: Spec) -> type[BaseModel]:
 
 def response_model(spec: Spec) -> type[BaseModel]:
     """The pydantic model of a valid ``respond`` call for ``spec``."""
-    model = spec._memo.get("response_model")
+    memo = spec_memo(spec)
+    model = memo.get("response_model")
     if model is None:
-        model = spec._memo["response_model"] = _build_model(spec)
+        model = memo["response_model"] = _build_model(spec)
     return model
 
 

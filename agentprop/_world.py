@@ -63,6 +63,18 @@ def stable_seed(*parts: object) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
+def spec_memo(spec: Spec) -> dict[str, Any]:
+    """``spec._memo`` (the spec's store of derived objects), read straight from pydantic's
+    private-attribute storage when it is there: the attribute lookup itself goes through
+    ``BaseModel.__getattr__`` and costs microseconds per run."""
+    private = getattr(spec, "__pydantic_private__", None)
+    if type(private) is dict:
+        memo = private.get("_memo")
+        if type(memo) is dict:
+            return memo
+    return spec._memo
+
+
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON-like data (``dict``, ``list``, scalars), several times faster than
     :func:`copy.deepcopy`; anything else inside is copied with :func:`copy.deepcopy`."""
@@ -199,6 +211,23 @@ def _set_parts(target: Any, parts: list[str | int] | tuple[str | int, ...], valu
     node[last] = copy.deepcopy(value) if copy_value else value
 
 
+def _plant(target: dict[str, Any], parts: tuple[str | int, ...], value: str) -> None:
+    """``_set_parts(target, parts, value, copy_value=False)``, quicker in the usual case of a
+    path of keys through existing dicts (anything else, untouched, goes to :func:`_set_parts`)."""
+    node = target
+    for part in parts[:-1]:
+        child = node.get(part) if type(part) is str else None
+        if type(child) is not dict:
+            _set_parts(target, parts, value, copy_value=False)
+            return
+        node = child
+    last = parts[-1]
+    if type(last) is str:
+        node[last] = value
+    else:
+        _set_parts(target, parts, value, copy_value=False)
+
+
 def get_path(target: Any, path: str | list[str | int]) -> Any:
     parts = _parsed(path)
     node = target
@@ -242,10 +271,12 @@ class World:
     """Scratch space for handlers (e.g. an open database connection)."""
 
     def __post_init__(self) -> None:
-        for tool in [*self.overrides, *(f.tool for f in self.failures), *self.handlers, *self.pii]:
-            if tool not in self.spec.tools_by_name:
-                known = ", ".join(t.name for t in self.spec.action_tools)
-                raise InvalidArgument(f"World: spec {self.spec.spec_id} has no tool {tool!r}; its tools are {known}")
+        tools = self.spec.tools_by_name
+        for named in (self.overrides, [f.tool for f in self.failures], self.handlers, self.pii):
+            for tool in named:
+                if tool not in tools:
+                    known = ", ".join(t.name for t in self.spec.action_tools)
+                    raise InvalidArgument(f"World: spec {self.spec.spec_id} has no tool {tool!r}; its tools are {known}")
         for f in self.failures:
             modes = self.spec.tool(f.tool).failure_modes
             if f.mode not in modes:
@@ -255,12 +286,13 @@ class World:
         self._call_counts: dict[str, int] = {}
         self.canaries: dict[str, str] = {}
         for tool, fields in self.pii.items():
+            prefix = f"{self.seed}:{self.canary_nonce}:{tool}:"
             for f in fields:
                 label = _field_path(f)[-1]
-                token = hashlib.sha256(f"{self.seed}:{self.canary_nonce}:{tool}:{f}".encode()).hexdigest()[:8]
+                token = hashlib.sha256(f"{prefix}{f}".encode()).hexdigest()[:8]
                 self.canaries[f"{tool}.{f}"] = f"{str(label).upper()}_CANARY_{token}"
         self._outputs: dict[str, Any] = {}
-        self._spec_memo: dict[str, Any] = self.spec._memo
+        self._spec_memo: dict[str, Any] = spec_memo(self.spec)
 
     # -------------------------------------------------------------- outputs
 
@@ -275,7 +307,7 @@ class World:
         pii = self.pii.get(tool)
         if pii and isinstance(out, dict):
             for f in pii:
-                _set_parts(out, _field_path(f), self.canaries[f"{tool}.{f}"], copy_value=False)  # a str
+                _plant(out, _field_path(f), self.canaries[f"{tool}.{f}"])
         return out
 
     def _overridden_output(self, tool: str) -> Any:

@@ -193,3 +193,27 @@ def test_argument_validation() -> None:
         Budget().charge("m", -1, 0)
     with pytest.raises(InvalidArgument):
         ModelPrice(-1.0, 1.0)
+
+
+def test_price_lookup_follows_edits_of_the_table_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The longest-prefix lookup is remembered per table, yet every edit of a table (new or
+    removed prefixes, replaced prices) shows in the next lookup, as the docs promise."""
+    from agentprop._budget import DEFAULT_PRICES, ModelPrice, price_for
+
+    table: dict[str, ModelPrice] = {"claude-x": ModelPrice(1.0, 2.0)}
+    assert price_for("claude-x-1", table) == ModelPrice(1.0, 2.0)
+    assert price_for("claude-y", table) is None
+    table["claude-x-1"] = ModelPrice(3.0, 4.0)  # a longer prefix now wins
+    assert price_for("claude-x-1", table) == ModelPrice(3.0, 4.0)
+    table["claude-x"] = ModelPrice(5.0, 6.0)  # same keys, new price
+    assert price_for("claude-x-2", table) == ModelPrice(5.0, 6.0)
+    del table["claude-x-1"]
+    assert price_for("claude-x-1", table) == ModelPrice(5.0, 6.0)
+    table["claude-y"] = ModelPrice(7.0, 8.0)
+    assert price_for("claude-y", table) == ModelPrice(7.0, 8.0)
+    before = price_for("claude-haiku-4-5-20251001")
+    monkeypatch.setitem(DEFAULT_PRICES, "claude-haiku-4-5-2025", ModelPrice(9.0, 9.0))
+    assert price_for("claude-haiku-4-5-20251001") == ModelPrice(9.0, 9.0)
+    assert Budget().cost("claude-haiku-4-5-20251001", 1_000_000, 0) == (9.0, True)
+    monkeypatch.delitem(DEFAULT_PRICES, "claude-haiku-4-5-2025")
+    assert price_for("claude-haiku-4-5-20251001") == before

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import Any
 
@@ -663,3 +664,47 @@ def test_threads_and_async_tasks_share_one_cache(tmp_path: Path) -> None:
     cache.close()
     with pytest.raises(CacheError):
         len(cache)
+
+
+def test_busy_retry_treats_a_callers_failed_attempt_as_its_first(tmp_path: Path) -> None:
+    """A lookup tries SQLite once itself and hands a busy error to the retry loop, which
+    sleeps, retries until the operation succeeds, and re-raises anything that is not busy."""
+    cache = ApiCache(tmp_path / "c.db", mode="read-write", busy_timeout=5.0)
+    attempts: list[float] = []
+
+    def flaky() -> str:
+        attempts.append(time.monotonic())
+        if len(attempts) < 3:
+            raise sqlite3.OperationalError("database is locked")
+        return "ok"
+
+    first = sqlite3.OperationalError("database is locked")
+    start = time.monotonic()
+    assert cache._busy_retry(flaky, first) == "ok"
+    assert len(attempts) == 3
+    assert attempts[0] - start >= 0.004  # it paused before its first own attempt
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        cache._busy_retry(flaky, sqlite3.OperationalError("no such table: x"))
+    cache.close()
+
+
+def test_reads_detect_a_tampered_request_text(tmp_path: Path) -> None:
+    """Lookups read the stored request as bytes for the checksum: an edit of it, even one that
+    keeps it valid JSON or puts non-ASCII text in it, still fails the checksum on read."""
+    path = tmp_path / "c.db"
+    with ApiCache(path, mode="read-write") as cache:
+        stored = cache.get_or_call(request(), trial=0, call=Counter())
+        assert cache.get(request(), trial=0) == dataclasses_replace(stored, from_cache=True)
+    for edit in ("replace(request_json, '\"model\"', '\"model\" ')", "request_json || 'é'"):
+        conn = sqlite3.connect(path)
+        original = conn.execute("SELECT request_json FROM responses").fetchone()[0]
+        conn.execute(f"UPDATE responses SET request_json = {edit}")
+        conn.commit()
+        with ApiCache(path, mode="read") as cache:
+            with pytest.raises(CacheError, match="fails its checksum"):
+                cache.get(request(), trial=0)
+        conn.execute("UPDATE responses SET request_json = ?", (original,))
+        conn.commit()
+        conn.close()
+        with ApiCache(path, mode="read") as cache:
+            assert cache.get(request(), trial=0) is not None

@@ -577,3 +577,48 @@ def test_sync_agent_timeout_bounds_the_run(supportops_spec: Spec) -> None:
     assert kinds(trace) == ["timeout"]
     # 40x the timeout, and half of the agent's sleep: a generous margin either way
     assert elapsed < 1.0, f"run_conversation took {elapsed:.2f} s with turn_timeout_s=0.05"
+
+
+def test_turn_timeout_keeps_asyncio_timeout_semantics() -> None:
+    """The runtime's own per-turn deadline behaves like ``asyncio.timeout``: an expired
+    deadline surfaces as ``TimeoutError`` and leaves the task uncancelled; a cancellation from
+    outside stays a cancellation; an agent that swallows the deadline's cancellation finishes."""
+    from agentprop._runtime import _within
+
+    async def sleeper(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "done"
+
+    async def swallower() -> None:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            pass
+
+    async def scenario() -> list[Any]:
+        seen: list[Any] = []
+        task = asyncio.current_task()
+        assert task is not None
+        with pytest.raises(TimeoutError):
+            await _within(sleeper(5), 0.01)
+        seen.append(task.cancelling())
+        await _within(sleeper(0), 5.0)  # finishes in time
+        await _within(sleeper(0), None)
+        with pytest.raises(TimeoutError):
+            await _within(sleeper(5), 0)  # a deadline already passed
+        await _within(swallower(), 0.01)  # the agent ate the cancellation: no error
+        seen.append(task.cancelling())
+
+        async def cancelled_from_outside() -> None:
+            await _within(sleeper(5), 5.0)
+
+        inner = asyncio.ensure_future(cancelled_from_outside())
+        await asyncio.sleep(0.01)
+        inner.cancel()
+        try:
+            await inner
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+        return seen
+
+    assert asyncio.run(scenario()) == [0, 0, "cancelled"]
