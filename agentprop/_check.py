@@ -14,7 +14,6 @@ It runs the agent as often as the oracle needs (memoised per trial), and raises
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import threading
@@ -275,10 +274,6 @@ def set_default_corpus(corpus: Corpus | None) -> None:
     with _lock:
         _default_corpus = corpus
         _replayed.clear()
-
-
-def default_corpus() -> Corpus | None:
-    return _default_corpus
 
 
 def _replay_corpus_first(

@@ -24,7 +24,6 @@ from agentprop._report import RunReport
 from agentprop._corpus import Corpus, pytest_regression
 from agentprop._memo import TrialMemo
 from agentprop._run import RunSettings, arun_cases, render_table, shrink_failures
-from agentprop._scenario import leaf_scenarios
 from agentprop._spec.lint import condition_variables
 from agentprop._spec.load import lint_spec, resolve_spec_path
 from agentprop.errors import AgentPropError, InputError, InvalidArgument
@@ -115,7 +114,7 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
         print(f"(bindings not checked: {str(exc).splitlines()[0]})", file=out)
     if project is not None and project.bindings.path is not None:
         warnings = project.bindings.warnings
-        _, problems = leaf_scenarios(project.spec, project.bindings)
+        problems = project.problems
     resolved: list[str] = []
     if project is not None and project.bindings.path is not None:
         mapped = set(project.bindings.outcomes)
@@ -225,7 +224,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
     if model_agent is not None:
         model_agent.budget = budget
-    scenarios, problems = leaf_scenarios(project.spec, project.bindings)
+    # built once per project: coverage and shrinking read the same list
+    scenarios, problems = project.scenarios(), project.problems
     if not scenarios:
         where = project.bindings.path or f"{project.spec_path.parent / 'agentprop.yaml'} (not found)"
         raise InputError(

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentprop._bindings import Bindings, VariableBinding, parse_field_path, schema_at
-from agentprop._paths import Constraint, TreePath, enumerate_paths
+from agentprop._paths import TreePath, enumerate_paths
 from agentprop._spec.model import Spec
 from agentprop._spec.when import (
     And,
@@ -33,7 +33,6 @@ from agentprop._spec.when import (
     Literal,
     Not,
     Or,
-    Path as VarPath,
     Symbol,
     UnboundVariable,
     _equal,

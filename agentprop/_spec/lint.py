@@ -106,7 +106,6 @@ class _Linter:
         return next(i for i, n in enumerate(self.spec.decision_tree) if n.node_id == node_id)
 
     def run(self) -> list[LintFinding]:
-        spec = self.spec
         self.yaml_duplicates()
         self.unknown_keys()
         self.duplicate_tools_and_nodes()
@@ -117,7 +116,6 @@ class _Linter:
         self.branch_order()
         self.base_version()
         self.respond_tool()
-        del spec
         return self.findings
 
     def yaml_duplicates(self) -> None:

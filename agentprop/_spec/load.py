@@ -238,6 +238,3 @@ def lint_spec(path: str | Path) -> list[LintFinding]:
     _check_conditions(spec, src)
     return lint(spec, src)
 
-
-def raw_spec_data(path: str | Path) -> Any:
-    return load_yaml(resolve_spec_path(path), error=SpecError).data
