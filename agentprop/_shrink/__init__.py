@@ -69,31 +69,30 @@ far (``ShrinkResult.minimal`` says whether every remaining unit was shown necess
 with a Wilson interval next to the original's.
 
 What it costs (``python benchmarks/shrink.py``, 1,000 seeded trials per row): 8 clauses
-with 2 needed at ``q = 0.5``, learning ``q`` from scratch: ~51 runs, calibration included,
-100% exactly minimal, where ddmin with 10 runs per query needs ~128. Given the runs the
-oracle's SPRT made to decide the case (~6 runs, ~3 failures), as ``agentprop.shrink`` does:
-~45 runs of its own (~51 counting the oracle's). With ``q`` known exactly: ~29 runs, 99%
-exactly minimal (one-at-a-time alone: 32). 40 tokens searched clause-then-token: ~57 runs
-against ddmin's ~293; with background false failures at 5%, >99% exactly minimal where
+with 2 needed at ``q = 0.5``: ~29 runs, 99% exactly minimal, with ``q`` known (DESIGN.md
+section 3 item 6's setting, where one-at-a-time deletion costs 32; ddmin with 10 runs per
+query needs ~128); ~51 runs, 100% exactly minimal, learning ``q`` from scratch, calibration
+included; ~45 runs of its own given the runs the oracle's SPRT made to decide the case (~6
+runs, ~3 failures), as ``agentprop.shrink`` does. 40 tokens searched clause-then-token: ~57
+runs against ddmin's ~293; with background false failures at 5%, >99% exactly minimal where
 ddmin's "one failure in 10" rule is right ~4% of the time.
 
 The price of not knowing ``q``
 ------------------------------
 With ``q`` known, one-at-a-time deletion of 8 units with 2 needed costs ``6 / q`` runs for
 the removals plus ``2 x 10`` clean runs to show the two needed units needed: 32 at
-``q = 0.5`` (the figure DESIGN.md section 3 item 6 quotes), ~29 with pairs. A shrinker
-that learns ``q`` as it goes must pay more, whatever its rule: a "does not reproduce" must be
-wrong at most ``miss_error`` of the time at *every* ``q``, and 7 failures (one calibrating,
-six removals) cannot rule out that ``q`` is nearer 0.25 than 0.5. In a simplified model of
-the evidence (``f`` failures, each after a geometric wait), the rule that minimises the
-mean clean-run count at ``q = 0.5`` subject to a miss rate <= 1e-3 at every ``q`` in
-[0.02, 0.95] needs 17.2 clean runs per needed unit with ``f = 7`` and 15.0 with ``f = 10``
-(the oracle's ~3 failures plus the search's). This engine's rule (posterior predictive
-under ``Beta(1, 3)``) uses ~18.5 and ~16.4. So the two rule-outs alone cost ~34 runs from
-scratch and ~30 with the oracle's evidence, before the ~11 runs that confirm the removals:
-32 is out of reach unless ``q`` is known. Weaker priors that save a run or two at
-``q = 0.5`` were measured and rejected: they are anti-conservative at low ``q`` and in the
-hierarchical search (the 40-token case fell to 97.6% exactly minimal, ``q = 0.2`` to 99.0%).
+``q = 0.5``, ~29 with pairs. A shrinker that learns ``q`` as it goes must pay more, whatever
+its rule: a "does not reproduce" must be rarely wrong at *every* ``q``, and a handful of
+failures cannot rule out that ``q`` is nearer 0.25 than 0.5. ``benchmarks/shrink_bound.py``
+solves for the cheapest rule that is wrong at most 1 time in 1,000 at every ``q`` in
+[0.1, 0.95], given ``f`` failures each seen after a geometric wait: 17.2 clean runs per
+needed unit at ``f = 7``, 14.5 at ``f = 10`` (this engine's posterior-predictive rule:
+18.6 and 15.8, with a worst-case miss rate of ~1.5e-3). Adding the ~2 runs each failure
+costs, no shrinker that learns ``q`` does the 8-clause row in fewer than ~48 runs (~45 at
+the weakest error rate that keeps 99% of results exactly minimal). Weaker priors that save a
+run or two at ``q = 0.5`` were measured and rejected: they are anti-conservative at low ``q``
+and in the hierarchical search (the 40-token case fell to 97.6% exactly minimal, ``q = 0.2``
+to 99.0%).
 
 :func:`ddmin` is the baseline: Zeller and Hildebrandt's delta debugging with a fixed number
 of runs per query and the "at least one failure" rule.
