@@ -242,8 +242,8 @@ class ShrinkResult(Generic[C]):
     def summary(self) -> str:
         exhausted = ", exhausted" if self.budget_exhausted else ""
         lines = [
-            f"shrunk {self.original_leaves} -> {self.kept_leaves} units in {self.runs} runs "
-            f"({self.queries} queries; budget {self.budget}{exhausted})",
+            (f"shrunk {self.original_leaves} -> {self.kept_leaves} units in {self.runs} runs "
+             f"({self.queries} queries; budget {self.budget}{exhausted})"),
             f"signature {self.signature!r}; original failed {self.original_rate}",
             f"stopped: {self.stop_reason}",
         ]

@@ -498,10 +498,10 @@ _SYSTEM = (
 def build_prompt(text: str, *, n: int, slots: Sequence[str], keywords: Sequence[str] = ()) -> str:
     """The user message asking for ``n`` paraphrases (part of :data:`PROMPT_VERSION`)."""
     rules = [
-        "Keep the meaning and the intent exactly: the same request and the same facts, nothing added "
-        "and nothing left out.",
-        "Vary the wording, the word order, the tone and the formality, as different people would write "
-        "it. Do not merely add 'please' or change punctuation.",
+        ("Keep the meaning and the intent exactly: the same request and the same facts, nothing "
+         "added and nothing left out."),
+        ("Vary the wording, the word order, the tone and the formality, as different people would "
+         "write it. Do not merely add 'please' or change punctuation."),
         "Write in the same language as the message.",
     ]
     if slots:
