@@ -37,6 +37,15 @@ from agentprop._properties import mft_verdicts
 from agentprop._response import response_model
 from agentprop._runtime import AgentFactory, TurnContext, arun_conversation, run_conversation
 from agentprop._scenario import Scenario, ScenarioTurn, Unsatisfiable, build_scenario, leaf_scenarios, make_world, solve
+from agentprop._snapshot import (
+    Behaviour,
+    Snapshot,
+    SnapshotResult,
+    SnapshotStore,
+    acheck_snapshot,
+    behaviour_of,
+    check_snapshot,
+)
 from agentprop._spec.lint import LintFinding
 from agentprop._spec.load import lint_spec, load_spec
 from agentprop._spec.model import Spec
@@ -68,7 +77,8 @@ __all__ = [
     "load_agent", "make_factory", "settings_scope", "check_invariance", "check_direction",
     "InvarianceResult", "DirectionResult", "AnthropicAgent", "AnthropicConversation",
     "MissingApiKey", "ModelCallError", "ApiCache", "CacheMiss", "CacheMode", "ShrinkReport",
-    "shrink", "Corpus", "CorpusEntry",
+    "shrink", "Corpus", "CorpusEntry", "Behaviour", "Snapshot", "SnapshotResult", "SnapshotStore",
+    "acheck_snapshot", "behaviour_of", "check_snapshot",
     "AgentFactory", "AgentPropError", "Bindings", "BindingsError", "Failure", "InputError",
     "InvalidArgument", "LintFinding", "Project", "RunError", "Scenario", "ScenarioTurn", "Spec",
     "SpecError", "ToolCall", "ToolError", "Trace", "TreePath", "Turn", "TurnContext",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from agentprop._version import __version__
-from agentprop._agents import load_agent, parse_faults
+from agentprop._agents import LoadedAgent, load_agent, parse_faults
 from agentprop._anthropic_agent import DEFAULT_API_CACHE_PATH, AnthropicAgent, default_cache_mode
 from agentprop._budget import Budget
 from agentprop._cache import CacheMode
@@ -24,6 +24,15 @@ from agentprop._report import RunReport
 from agentprop._corpus import Corpus, pytest_regression
 from agentprop._memo import TrialMemo
 from agentprop._run import RunSettings, arun_cases, render_table, shrink_failures
+from agentprop._snapshot import (
+    SnapshotResult,
+    SnapshotStore,
+    acheck_snapshot,
+    check_reason,
+    default_snapshot_dir,
+    render_baseline,
+    render_pending,
+)
 from agentprop._spec.lint import condition_variables
 from agentprop._spec.load import lint_spec, resolve_spec_path
 from agentprop.errors import AgentPropError, InputError, InvalidArgument
@@ -46,9 +55,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an agent over the spec's cases and decide each case")
     run.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
-    run.add_argument("--agent", help="MODULE:ATTR of the agent, or `anthropic` for a model through the Messages API (default: `agent:` in the bindings)")
-    run.add_argument("--fault", action="append", default=[], metavar="NAME=P", help="turn on a fault knob of the agent with probability P (repeatable)")
-    run.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
+    _add_agent_options(run)
     run.add_argument("--mode", choices=["sprt", "zero-failure", "fixed"], help="how each case is decided (default: sprt; zero-failure for high-risk specs)")
     run.add_argument("--tau", type=float, help="required pass rate (default: the spec's min_pass_rate)")
     run.add_argument("--runs", type=int, help="runs of fixed or zero-failure mode (alone, selects fixed mode)")
@@ -63,7 +70,63 @@ def _parser() -> argparse.ArgumentParser:
     budget = run.add_argument_group("budget (one for the whole run; when it is spent, undecided cases are INCONCLUSIVE)")
     budget.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
     budget.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in the whole run, shrinking included (like --agentprop-max-runs in pytest)")
-    model = run.add_argument_group("model agent (--agent anthropic)")
+    _add_model_options(run)
+    corpus = sub.add_parser("corpus", help="list or print the shrunk reproducers kept by agentprop run")
+    corpus.add_argument("action", choices=["list", "show"], help="list entries, or show one")
+    corpus.add_argument("id", nargs="?", help="entry id (a unique prefix is enough) for show")
+    corpus.add_argument("--dir", default=str(Path(".agentprop") / "corpus"), help="corpus directory (default .agentprop/corpus)")
+    corpus.add_argument("--pytest", action="store_true", help="with show: print the entry as a ready pytest regression test")
+    _snapshot_parser(sub)
+    return p
+
+
+def _snapshot_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    snap = sub.add_parser("snapshot", help="check, review and approve behaviour snapshots (approved baselines of what the agent does)")
+    actions = snap.add_subparsers(dest="snapshot_action", metavar="ACTION")
+    check = actions.add_parser("check", help="run every case and compare its behaviour with the approved baseline")
+    check.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
+    _add_agent_options(check)
+    check.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID (repeatable)")
+    check.add_argument("--runs", type=int, default=10, help="runs per case (default 10)")
+    check.add_argument("--alpha", type=float, default=0.05, help="significance of the two-sample test that calls a behaviour changed (default 0.05)")
+    check.add_argument("--seed", type=int, default=0, help="trial namespace (default 0)")
+    check.add_argument("--ignore", action="append", default=[], metavar="PATTERN", help="leave out response fields or tool arguments: response.FIELD, tools.TOOL.ARG, globs allowed (repeatable)")
+    check.add_argument("--update", action="store_true", help="approve every NEW or CHANGED snapshot instead of failing (needs --reason; refused when CI is set)")
+    check.add_argument("--reason", help="why the new behaviour is right (required with --update; kept in the snapshot's history)")
+    check.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in all; unfinished cases are INCONCLUSIVE")
+    check.add_argument("--dir", help="snapshot directory (default: __snapshots__ next to the spec)")
+    check.add_argument("--json", dest="json_path", help="also write the results as JSON to this file")
+    _add_model_options(check)
+    for name, text in (("review", "show every pending candidate with its diff against the baseline"),
+                       ("list", "list the approved baselines and their latest approval")):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("spec", help="spec directory or file (snapshots live in __snapshots__ next to it), or a snapshot directory")
+        action.add_argument("--dir", help="snapshot directory (default: __snapshots__ next to the spec)")
+    approve = actions.add_parser("approve", help="make pending candidates the baselines, with a reason")
+    approve.add_argument("spec", help="spec directory or file, or a snapshot directory")
+    approve.add_argument("names", nargs="*", metavar="NAME", help="snapshot names (a unique part is enough)")
+    approve.add_argument("--all", action="store_true", help="approve every pending candidate")
+    approve.add_argument("--reason", help="why the new behaviour is right (required; kept in the snapshot's history)")
+    approve.add_argument("--dir", help="snapshot directory (default: __snapshots__ next to the spec)")
+    reject = actions.add_parser("reject", help="discard pending candidates; the baselines stay as they are")
+    reject.add_argument("spec", help="spec directory or file, or a snapshot directory")
+    reject.add_argument("names", nargs="*", metavar="NAME", help="snapshot names (a unique part is enough)")
+    reject.add_argument("--all", action="store_true", help="discard every pending candidate")
+    reject.add_argument("--dir", help="snapshot directory (default: __snapshots__ next to the spec)")
+    show = actions.add_parser("show", help="print a baseline: its behaviours and its approval history")
+    show.add_argument("spec", help="spec directory or file, or a snapshot directory")
+    show.add_argument("name", help="snapshot name (a unique part is enough)")
+    show.add_argument("--dir", help="snapshot directory (default: __snapshots__ next to the spec)")
+
+
+def _add_agent_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", help="MODULE:ATTR of the agent, or `anthropic` for a model through the Messages API (default: `agent:` in the bindings)")
+    p.add_argument("--fault", action="append", default=[], metavar="NAME=P", help="turn on a fault knob of the agent with probability P (repeatable)")
+    p.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    model = p.add_argument_group("model agent (--agent anthropic)")
     model.add_argument("--model", help="model name, e.g. claude-sonnet-4-6 (required with --agent anthropic)")
     model.add_argument("--prompt", metavar="FILE", help="system prompt file (default: seed_prompt.txt next to the spec)")
     model.add_argument("--tool-descriptions", metavar="FILE", help="YAML of tool name -> description (default: seed_tool_descriptions.yaml next to the spec)")
@@ -74,12 +137,6 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--timeout", type=float, help="seconds for one HTTP attempt (default 120)")
     model.add_argument("--cache", metavar="PATH", help="API cache file (default .agentprop/api-cache.sqlite; `none` for no cache)")
     model.add_argument("--cache-mode", choices=[m.value for m in CacheMode], help="off, read, write, read-write or replay-only (default: replay-only when CI is set, else read-write)")
-    corpus = sub.add_parser("corpus", help="list or print the shrunk reproducers kept by agentprop run")
-    corpus.add_argument("action", choices=["list", "show"], help="list entries, or show one")
-    corpus.add_argument("id", nargs="?", help="entry id (a unique prefix is enough) for show")
-    corpus.add_argument("--dir", default=str(Path(".agentprop") / "corpus"), help="corpus directory (default .agentprop/corpus)")
-    corpus.add_argument("--pytest", action="store_true", help="with show: print the entry as a ready pytest regression test")
-    return p
 
 
 def _corpus(args: argparse.Namespace, out: TextIO) -> int:
@@ -197,8 +254,9 @@ def _anthropic_agent(args: argparse.Namespace, project: Project, out: TextIO) ->
     return agent
 
 
-def _run(args: argparse.Namespace, out: TextIO) -> int:
-    project = load_project(args.spec, bindings=args.bindings)
+def _load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> tuple[LoadedAgent, AnthropicAgent | None]:
+    """The agent named by --agent (or the bindings' `agent:`), and the model agent behind it
+    when it is `anthropic` (the caller closes it)."""
     ref = args.agent or project.bindings.agent
     if not ref:
         raise InputError(
@@ -217,6 +275,12 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             raise InputError(f"{', '.join(given)} only apply to --agent anthropic", fix="drop them, or pass --agent anthropic")
         base = project.base_dir if not args.agent else Path.cwd()
         agent = load_agent(ref, base if (base / (ref.split(':')[0].replace('.', '/') + '.py')).is_file() else project.base_dir, parse_faults(args.fault))
+    return agent, model_agent
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    project = load_project(args.spec, bindings=args.bindings)
+    agent, model_agent = _load_cli_agent(args, project, out)
     for name in ("max_runs", "max_usd"):
         value = getattr(args, name)
         if value is not None and value < 0:
@@ -301,6 +365,141 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK if report.metrics.passed == report.metrics.cases else EXIT_FAIL
 
 
+def _snapshot_store(args: argparse.Namespace) -> SnapshotStore:
+    """``--dir``; else SPEC is a snapshot directory (pytest keeps them in
+    ``__snapshots__/<module>``) or a spec, whose snapshots are in ``__snapshots__`` beside it."""
+    if args.dir:
+        return SnapshotStore(args.dir)
+    given = Path(args.spec)
+    if given.is_dir() and (given.name == "__snapshots__" or given.parent.name == "__snapshots__"):
+        return SnapshotStore(given)
+    return SnapshotStore(resolve_spec_path(args.spec).parent / "__snapshots__")
+
+
+def _snapshot(args: argparse.Namespace, out: TextIO) -> int:
+    action = args.snapshot_action
+    if action is None:
+        raise InputError("agentprop snapshot needs an action", expected="check, review, approve, reject, list or show",
+                         fix="e.g. `agentprop snapshot check examples/supportops`")
+    if action == "check":
+        return _snapshot_check(args, out)
+    store = _snapshot_store(args)
+    if action == "review":
+        pending = store.pending()
+        if not pending:
+            print(f"no pending snapshots in {store.dir}", file=out)
+            return EXIT_OK
+        for candidate in pending:
+            baseline = store.load(candidate.name)
+            print(render_pending(candidate, baseline), file=out)
+            print(file=out)
+        print(f"{len(pending)} pending: approve with `agentprop snapshot approve {args.spec} NAME --reason \"...\"` "
+              f"(or --all), discard with `agentprop snapshot reject {args.spec} NAME`", file=out)
+        return EXIT_OK
+    if action == "list":
+        baselines = store.baselines()
+        if not baselines:
+            print(f"no snapshots in {store.dir}", file=out)
+            return EXIT_OK
+        for snap in baselines:
+            last = snap.approvals[-1] if snap.approvals else None
+            approved = f"approved {last.at} by {last.by}: {last.reason}" if last else "never approved"
+            print(f"{snap.name}  {len(snap.behaviours)} behaviour(s) in {snap.runs} runs; {approved}", file=out)
+        pending = store.pending()
+        if pending:
+            print(f"{len(pending)} pending candidate(s): `agentprop snapshot review {args.spec}`", file=out)
+        return EXIT_OK
+    if action == "show":
+        snap = store.load(store.resolve(args.name, pending=False))
+        assert snap is not None
+        print(render_baseline(snap), file=out)
+        return EXIT_OK
+    names = _pending_names(store, args)
+    if action == "approve":
+        check_reason(args.reason)
+        for name in names:
+            approved = store.approve(name, args.reason)
+            print(f"approved {name}: {len(approved.behaviours)} behaviour(s) in {approved.runs} runs -> {store.path(name)}", file=out)
+        return EXIT_OK
+    for name in names:
+        store.discard_pending(name)
+        print(f"rejected {name}: the baseline is unchanged", file=out)
+    return EXIT_OK
+
+
+def _pending_names(store: SnapshotStore, args: argparse.Namespace) -> list[str]:
+    if args.all:
+        if args.names:
+            raise InputError("give snapshot names or --all, not both", fix="drop the names, or drop --all")
+        names = [c.name for c in store.pending()]
+        if not names:
+            raise InputError(f"no pending snapshots in {store.dir}", fix="`agentprop snapshot check SPEC` writes candidates for changed snapshots")
+        return names
+    if not args.names:
+        raise InputError(f"agentprop snapshot {args.snapshot_action} needs snapshot names or --all",
+                         fix=f"`agentprop snapshot review {args.spec}` lists the pending candidates")
+    return [store.resolve(n, pending=True) for n in args.names]
+
+
+def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
+    project = load_project(args.spec, bindings=args.bindings)
+    if args.runs < 1:
+        raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 10 (the default) or more")
+    if not 0.0 < args.alpha < 1.0:
+        raise InputError(f"--alpha {args.alpha} must be between 0 and 1", fix="use --alpha 0.05 (the default)")
+    if args.update:
+        check_reason(args.reason)
+    elif args.reason:
+        raise InputError("--reason only applies with --update", fix="add --update to approve changes, or drop --reason")
+    if args.max_runs is not None and args.max_runs < 0:
+        raise InputError(f"--max-runs {args.max_runs} must be >= 0", fix="use 0 or more")
+    agent, model_agent = _load_cli_agent(args, project, out)
+    budget = Budget(max_runs=args.max_runs)
+    if model_agent is not None:
+        model_agent.budget = budget
+    scenarios = project.scenarios()
+    if args.case:
+        scenarios = [s for s in scenarios if any(c in s.id for c in args.case)]
+        if not scenarios:
+            raise InputError(f"no case id contains {', '.join(args.case)}", fix="run without --case to see the case ids")
+    store = SnapshotStore(args.dir) if args.dir else SnapshotStore(default_snapshot_dir(project))
+    print(f"agentprop {__version__}: snapshots of {project.spec.spec_id} with agent {agent.ref}, "
+          f"{args.runs} runs per case, alpha {args.alpha}, in {store.dir}", file=out)
+
+    async def check_all() -> list[SnapshotResult]:
+        results = []
+        try:
+            for sc in scenarios:
+                result = await acheck_snapshot(
+                    project, sc, agent, store=store, runs=args.runs, alpha=args.alpha, update=args.update,
+                    reason=args.reason, ignore=args.ignore, budget=budget, seed=args.seed,
+                )
+                results.append(result)
+                if result.verdict in ("MATCH", "UPDATED") and not result.changes:
+                    p = f"p={result.p_value:.3f}" if result.p_value is not None else "first baseline"
+                    print(f"  {result.verdict:<12} {sc.id}  ({p}; {len(result.current)} behaviour(s))", file=out)
+                else:
+                    print("  " + result.summary().replace("\n", "\n  "), file=out)
+                out.flush()
+        finally:
+            if model_agent is not None:
+                await model_agent.aclose()
+        return results
+
+    results = asyncio.run(check_all())
+    tally = {v: sum(r.verdict == v for r in results) for v in ("MATCH", "CHANGED", "NEW", "UPDATED", "INCONCLUSIVE")}
+    print(f"{len(results)} snapshots: " + ", ".join(f"{n} {v.lower()}" for v, n in tally.items() if n), file=out)
+    if tally["CHANGED"] or tally["NEW"]:
+        print(f"review the candidates with `agentprop snapshot review {args.spec}`; approve what is right with "
+              f"`agentprop snapshot approve {args.spec} NAME --reason \"...\"`", file=out)
+    if args.json_path:
+        payload = {"schema": "agentprop.snapshot-check/1", "spec_id": project.spec.spec_id, "agent": agent.ref,
+                   "runs": args.runs, "alpha": args.alpha, "results": [r.model_dump(mode="json") for r in results]}
+        Path(args.json_path).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        print(f"results written to {args.json_path}", file=out)
+    return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL
+
+
 def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -317,6 +516,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
             return _lint(args, out)
         if args.command == "corpus":
             return _corpus(args, out)
+        if args.command == "snapshot":
+            return _snapshot(args, out)
         return _run(args, out)
     except AgentPropError as exc:
         print(f"agentprop: error: {exc}", file=err)

@@ -23,13 +23,17 @@ Options (all prefixed ``--agentprop-``):
 ``--agentprop-corpus DIR``
     shrunk reproducers are saved there and replayed first by ``agentprop.check`` on the next
     run (default ``.agentprop/corpus`` when agentprop is configured; ``none`` to turn off).
+``--agentprop-snapshot-update`` with ``--agentprop-snapshot-reason TEXT``
+    approve NEW or CHANGED behaviour snapshots (``agentprop_snapshot``) instead of failing;
+    the reason is kept in each snapshot's history. Refused when ``CI`` is set.
 ``--agentprop-agent MODULE:ATTR`` / ``--agentprop-spec PATH``
     what the ``agentprop_agent`` and ``agentprop_project`` fixtures load (also settable as
     ini options ``agentprop_agent`` and ``agentprop_spec``).
 
 Marker: ``@pytest.mark.agentprop(tau=0.9, n=50, risk="high", mode="sprt", max_runs=100)``
 sets the oracle for the checks inside one test. Fixtures: ``agentprop_agent``,
-``agentprop_project``, ``agentprop_world``, ``agentprop_budget``, ``agentprop_memo``, and
+``agentprop_project``, ``agentprop_world``, ``agentprop_budget``, ``agentprop_memo``,
+``agentprop_snapshot`` (behaviour snapshots kept in ``__snapshots__/<module>/`` beside the test), and
 ``messages_server``: a running :class:`agentprop.testing.MessagesServer` on loopback (script it
 with ``enqueue`` / ``set_handler``; point an agent at ``messages_server.base_url``).
 
@@ -41,7 +45,7 @@ registered (``deadline=None``, explain phase off, few examples, database on); us
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +65,11 @@ from agentprop._check import (
 )
 from agentprop._corpus import Corpus
 from agentprop._memo import TrialMemo
+from agentprop._oracle import AgentPropertyViolation
 from agentprop._pytest_shrink import shrink_violation
 from agentprop._project import Project, load_project
 from agentprop._scenario import make_world
+from agentprop._snapshot import SnapshotResult, check_reason, check_snapshot
 from agentprop._world import World, stable_seed
 from agentprop.errors import InputError
 
@@ -113,6 +119,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--agentprop-shrink-budget", type=int, default=200, metavar="RUNS", help="runs spent shrinking a failing agent property to a minimal reproducer (default 200; 0 turns it off)")
     group.addoption("--agentprop-corpus", default=None, metavar="DIR", help="keep shrunk reproducers here and replay them first (default .agentprop/corpus when agentprop is configured; 'none' to turn off)")
+    group.addoption("--agentprop-snapshot-update", action="store_true", default=False, help="approve NEW or CHANGED behaviour snapshots instead of failing (needs --agentprop-snapshot-reason; refused when CI is set)")
+    group.addoption("--agentprop-snapshot-reason", default=None, metavar="TEXT", help="why the new behaviour is right; kept in each approved snapshot's history")
     group.addoption("--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture")
     group.addoption("--agentprop-spec", default=None, help="spec (directory) loaded by the agentprop_project fixture")
     parser.addini("agentprop_agent", "MODULE:ATTR loaded by the agentprop_agent fixture", default="")
@@ -153,9 +161,16 @@ def pytest_configure(config: pytest.Config) -> None:
     set_default_corpus(corpus)
     if (_opt(config, "--agentprop-shrink-budget") or 0) < 0:
         raise pytest.UsageError("--agentprop-shrink-budget must be 0 (off) or a number of runs")
+    if _opt(config, "--agentprop-snapshot-update"):
+        try:
+            check_reason(_opt(config, "--agentprop-snapshot-reason"))
+        except InputError as exc:
+            raise pytest.UsageError(f"--agentprop-snapshot-update: {exc}") from None
+    elif _opt(config, "--agentprop-snapshot-reason"):
+        raise pytest.UsageError("--agentprop-snapshot-reason only applies with --agentprop-snapshot-update")
     global _active_profile
     _active_profile = _opt(config, "--agentprop-profile") or "ci"
-    config._agentprop_state = {"memo": memo, "budget": budget, "profile": _opt(config, "--agentprop-profile") or "ci", "seed": seed, "corpus": corpus}  # type: ignore[attr-defined]
+    config._agentprop_state = {"memo": memo, "budget": budget, "profile": _opt(config, "--agentprop-profile") or "ci", "seed": seed, "corpus": corpus, "snapshots": []}  # type: ignore[attr-defined]
     clear_recorded_results()
 
 
@@ -279,6 +294,57 @@ def agentprop_world(agentprop_project: Project) -> Callable[..., World]:
     return make
 
 
+class SnapshotFixture:
+    """``agentprop_snapshot.check(project, scenario, agent, ...)``: compare the agent's
+    behaviour on a case with the approved baseline kept next to the test file
+    (``__snapshots__/<module>/<test>.json``). NEW and CHANGED fail the test with the diff and
+    leave a pending candidate; ``--agentprop-snapshot-update --agentprop-snapshot-reason TEXT``
+    approves them instead."""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self._request = request
+        self._calls = 0
+        path = Path(str(request.node.path))
+        self.directory = path.parent / "__snapshots__" / path.stem
+        """Where this test's snapshots live."""
+
+    def default_name(self) -> str:
+        name = self._request.node.name
+        return name if self._calls <= 1 else f"{name}-{self._calls}"
+
+    def check(
+        self,
+        project: Project,
+        scenario: Any,
+        agent: Any,
+        *,
+        name: str | None = None,
+        runs: int = 10,
+        alpha: float = 0.05,
+        ignore: Sequence[str] = (),
+        messages: Sequence[str] | None = None,
+    ) -> SnapshotResult:
+        self._calls += 1
+        config = self._request.config
+        state = _state(config)
+        result = check_snapshot(
+            project, scenario, agent, name=name or self.default_name(), directory=self.directory, runs=runs,
+            alpha=alpha, update=bool(_opt(config, "--agentprop-snapshot-update")),
+            reason=_opt(config, "--agentprop-snapshot-reason"), ignore=ignore, budget=state["budget"],
+            seed=state["seed"], messages=messages, raise_on_failure=False,
+        )
+        state["snapshots"].append((self._request.node.nodeid, result))
+        if not result.passed:
+            raise AgentPropertyViolation(result)
+        return result
+
+
+@pytest.fixture
+def agentprop_snapshot(request: pytest.FixtureRequest) -> SnapshotFixture:
+    """Behaviour snapshots for this test; see :class:`SnapshotFixture`."""
+    return SnapshotFixture(request)
+
+
 @pytest.fixture
 def messages_server() -> Iterator[Any]:
     """A running :class:`agentprop.testing.MessagesServer` on 127.0.0.1 with an empty script
@@ -290,6 +356,7 @@ def messages_server() -> Iterator[Any]:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    _snapshot_summary(terminalreporter, config)
     records = recorded_results()
     if not records:
         return
@@ -320,3 +387,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         f"{total_runs} new agent runs, {memo.hits} memo hits, ${cost:.4f}"
         + (f"; budget: {budget.exhausted_reason}" if budget.exhausted else "")
     )
+
+
+def _snapshot_summary(tr: Any, config: pytest.Config) -> None:
+    results: list[tuple[str, SnapshotResult]] = _state(config).get("snapshots", [])
+    if not results:
+        return
+    tr.section("agentprop snapshots")
+    for nodeid, r in results:
+        if r.verdict != "MATCH":
+            where = f"; candidate {r.pending_path}" if r.pending_path else ""
+            tr.write_line(f"{r.verdict:<12} {r.name} [{nodeid.split('::')[-1]}]{where}")
+    verdicts = [r.verdict for _, r in results]
+    counts = ", ".join(f"{verdicts.count(v)} {v.lower()}" for v in ("MATCH", "CHANGED", "NEW", "UPDATED", "INCONCLUSIVE") if v in verdicts)
+    tr.write_line(f"{len(results)} snapshots: {counts}")
+    if any(v in ("CHANGED", "NEW") for v in verdicts):
+        tr.write_line('approve what is right with --agentprop-snapshot-update --agentprop-snapshot-reason "why"; '
+                      "pending candidates are left next to the baselines (*.pending.json)")

@@ -1,0 +1,178 @@
+"""Behaviour snapshots from the outside: ``agentprop snapshot ...`` and the pytest fixture."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentprop._cli import main
+from agentprop._snapshot import SnapshotStore
+
+pytest_plugins = ["pytester"]
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
+CASES = ("--case", "END_TICKET<-N7", "--case", "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY")
+
+
+@pytest.fixture(autouse=True)
+def _no_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+
+
+@pytest.fixture
+def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of the SupportOps example, so snapshots land in the test's tmp dir."""
+    target = tmp_path / "supportops"
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__snapshots__", "__pycache__", ".agentprop"))
+    monkeypatch.chdir(tmp_path)
+    return target
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_record_review_approve_check_cycle(spec: Path) -> None:
+    code, out, _ = cli("snapshot", "check", str(spec), *CASES)
+    assert code == 1
+    assert out.count(": NEW (no baseline") >= 2
+    store = SnapshotStore(spec / "__snapshots__")
+    names = sorted(c.name for c in store.pending())
+    assert any(n.startswith("END_TICKET<-N7") for n in names) and store.baselines() == []
+
+    code, out, _ = cli("snapshot", "review", str(spec))
+    assert code == 0 and f"{len(names)} pending" in out and "pending END_TICKET<-N7_CANCEL" in out
+
+    code, _, err = cli("snapshot", "approve", str(spec), "--all")
+    assert code == 2 and "needs a reason" in err
+    code, out, _ = cli("snapshot", "approve", str(spec), "--all", "--reason", "the reference agent's behaviour")
+    assert code == 0 and out.count("approved ") == len(names)
+    assert sorted(s.name for s in store.baselines()) == names and store.pending() == []
+
+    code, out, _ = cli("snapshot", "check", str(spec), *CASES)
+    assert code == 0
+    assert f"{len(names)} snapshots: {len(names)} match" in out
+
+    code, out, _ = cli("snapshot", "list", str(spec))
+    assert code == 0 and out.count("the reference agent's behaviour") == len(names)
+    code, out, _ = cli("snapshot", "show", str(spec), "END_TICKET<-N7")
+    assert code == 0 and "approvals:" in out and "-> TICKET_CREATED" in out
+
+
+def test_a_fault_is_caught_then_rejected_or_approved(spec: Path) -> None:
+    cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--update", "--reason", "first baseline of the ticket path")
+    code, out, _ = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--fault", "wrong_order=1", "--json", "r.json")
+    assert code == 1
+    assert "CHANGED" in out and "tool order verify_identity, get_account" in out
+    report = json.loads(Path("r.json").read_text(encoding="utf-8"))
+    assert report["schema"] == "agentprop.snapshot-check/1"
+    (result,) = report["results"]
+    assert result["verdict"] == "CHANGED" and result["p_value"] < 0.05
+
+    code, out, _ = cli("snapshot", "reject", str(spec), "END_TICKET<-N7")
+    assert code == 0 and "rejected END_TICKET<-N7_CANCEL" in out
+    assert SnapshotStore(spec / "__snapshots__").pending() == []
+
+    cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--fault", "wrong_order=1")
+    code, _, _ = cli("snapshot", "approve", str(spec), "TICKET<-N7", "--reason", "reading the account first is harmless")
+    assert code == 0
+    code, out, _ = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--fault", "wrong_order=1")
+    assert code == 0 and "MATCH" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--reason", "why not, it is fine"], "--reason only applies with --update"),
+        (["--update"], "needs a reason"),
+        (["--runs", "0"], "--runs 0 must be at least 1"),
+        (["--alpha", "2"], "--alpha 2.0 must be between 0 and 1"),
+        (["--case", "NO_SUCH_CASE"], "no case id contains NO_SUCH_CASE"),
+    ],
+)
+def test_bad_check_arguments_are_usage_errors(spec: Path, args: list[str], message: str) -> None:
+    code, _, err = cli("snapshot", "check", str(spec), *args)
+    assert code == 2 and message in err
+
+
+def test_update_is_refused_under_ci(spec: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    code, _, err = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--update", "--reason", "first baseline of the path")
+    assert code == 2 and "CI is set" in err
+    assert not (spec / "__snapshots__").exists()
+
+
+def test_unknown_names_and_missing_actions_explain_themselves(spec: Path) -> None:
+    code, _, err = cli("snapshot", "approve", str(spec), "NOPE", "--reason", "a perfectly good reason")
+    assert code == 2 and "no pending snapshot named 'NOPE'" in err
+    code, _, err = cli("snapshot", "reject", str(spec))
+    assert code == 2 and "needs snapshot names or --all" in err
+    code, _, err = cli("snapshot")
+    assert code == 2 and "needs an action" in err
+
+
+def test_the_max_runs_budget_makes_cases_inconclusive(spec: Path) -> None:
+    code, out, _ = cli("snapshot", "check", str(spec), *CASES, "--max-runs", "15")
+    assert code == 1
+    assert "INCONCLUSIVE" in out
+    # 15 runs: the first case gets its 10, the second only 5 -> nothing is written for it
+    assert len(SnapshotStore(spec / "__snapshots__").pending()) == 1
+
+
+# --- the pytest fixture --------------------------------------------------------------------
+
+
+TEST_FILE = f"""
+import agentprop
+from pathlib import Path
+
+EXAMPLE = Path({str(EXAMPLE)!r})
+project = agentprop.load_project(EXAMPLE)
+
+
+def test_ticket_path(agentprop_snapshot):
+    faults = {{"wrong_order": 1.0}} if Path("faulty").exists() else {{}}
+    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, faults)
+    agentprop_snapshot.check(project, "END_TICKET<-N7_CANCEL", agent, runs=8)
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=240)
+
+
+def test_fixture_fails_new_then_approves_with_a_reason_then_matches(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    pytester.makepyfile(test_snap=TEST_FILE)
+    store = SnapshotStore(pytester.path / "__snapshots__" / "test_snap")
+
+    first = run(pytester)
+    assert first.ret == 1
+    first.stdout.fnmatch_lines(["*snapshot test_ticket_path: NEW*", "*agentprop snapshots*", "1 snapshots: 1 new"])
+    assert [c.name for c in store.pending()] == ["test_ticket_path"]
+
+    usage = run(pytester, "--agentprop-snapshot-update")
+    assert usage.ret == 4  # pytest's usage-error exit code
+    usage.stderr.fnmatch_lines(["*needs a reason*"])
+
+    approved = run(pytester, "--agentprop-snapshot-update", "--agentprop-snapshot-reason", "first baseline of the ticket path")
+    assert approved.ret == 0
+    approved.stdout.fnmatch_lines(["1 snapshots: 1 updated"])
+    (snap,) = store.baselines()
+    assert snap.runs == 8 and snap.approvals[-1].reason == "first baseline of the ticket path"
+
+    again = run(pytester)
+    assert again.ret == 0
+    again.stdout.fnmatch_lines(["1 snapshots: 1 match"])
+
+    (pytester.path / "faulty").write_text("", encoding="utf-8")
+    changed = run(pytester)
+    assert changed.ret == 1
+    changed.stdout.fnmatch_lines(["*CHANGED*", "*tool order verify_identity, get_account*", "1 snapshots: 1 changed"])
+    assert store.load("test_ticket_path") == snap
