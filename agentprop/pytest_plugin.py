@@ -397,7 +397,9 @@ def _snapshot_summary(tr: Any, config: pytest.Config) -> None:
     for nodeid, r in results:
         if r.verdict != "MATCH":
             where = f"; candidate {r.pending_path}" if r.pending_path else ""
-            tr.write_line(f"{r.verdict:<12} {r.name} [{nodeid.split('::')[-1]}]{where}")
+            test = nodeid.split("::")[-1]
+            label = r.name if r.name.startswith(test) else f"{r.name} [{test}]"
+            tr.write_line(f"{r.verdict:<12} {label}{where}")
     verdicts = [r.verdict for _, r in results]
     counts = ", ".join(f"{verdicts.count(v)} {v.lower()}" for v in ("MATCH", "CHANGED", "NEW", "UPDATED", "INCONCLUSIVE") if v in verdicts)
     tr.write_line(f"{len(results)} snapshots: {counts}")

@@ -176,3 +176,45 @@ def test_fixture_fails_new_then_approves_with_a_reason_then_matches(pytester: py
     assert changed.ret == 1
     changed.stdout.fnmatch_lines(["*CHANGED*", "*tool order verify_identity, get_account*", "1 snapshots: 1 changed"])
     assert store.load("test_ticket_path") == snap
+
+
+# --- the shipped example baselines -----------------------------------------------------------
+
+
+def test_the_example_baselines_match_the_reference_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # examples/supportops/__snapshots__ is what docs/snapshots.md shows; if normalisation or
+    # the agent drifts, this fails (and leaves a pending candidate to review).
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in (EXAMPLE / "__snapshots__").iterdir())
+    code, out, _ = cli("snapshot", "check", str(EXAMPLE))
+    assert code == 0, out
+    baselines = SnapshotStore(EXAMPLE / "__snapshots__").baselines()
+    assert f"{len(baselines)} snapshots: {len(baselines)} match" in out
+    assert len(baselines) == len(__import__("agentprop").load_project(EXAMPLE).scenarios())
+    assert sorted(p.name for p in (EXAMPLE / "__snapshots__").iterdir()) == before
+
+
+def run_example_file(tmp_path: Path, **env: str) -> "subprocess.CompletedProcess[str]":
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(EXAMPLE / "test_snapshots.py"), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**{k: v for k, v in os.environ.items() if k != "CI"}, **env},
+    )
+
+
+def test_the_example_snapshot_tests_pass_and_catch_the_wrong_order_fault(tmp_path: Path) -> None:
+    clean = run_example_file(tmp_path)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "2 snapshots: 2 match" in clean.stdout
+    faulty = run_example_file(tmp_path, AGENTPROP_FAULTS="wrong_order=1")
+    try:
+        assert faulty.returncode == 1
+        assert "tool order verify_identity, get_account" in faulty.stdout
+        assert "2 snapshots: 2 changed" in faulty.stdout
+    finally:  # the failing run leaves candidates beside the committed baselines: clean them up
+        for pending in (EXAMPLE / "__snapshots__" / "test_snapshots").glob("*.pending.json"):
+            pending.unlink()
