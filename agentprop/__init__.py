@@ -29,6 +29,7 @@ from agentprop._contracts import (
     within_scope,
 )
 from agentprop._memo import TrialMemo
+from agentprop._mutation import MutationPack, MutationReport, load_mutation_pack, mutation_test
 from agentprop._metamorphic import DirectionResult, InvarianceResult, check_direction, check_invariance
 from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings, adecide, decide
 from agentprop._paths import TreePath, enumerate_paths
@@ -50,6 +51,7 @@ from agentprop._spec.lint import LintFinding
 from agentprop._spec.load import lint_spec, load_spec
 from agentprop._spec.model import Spec
 from agentprop._spec.when import WhenClause, evaluate, parse_when
+from agentprop._tdad import TdadMetrics, split_suite, tdad_metrics
 from agentprop._trace import RunError, ToolCall, Trace, Turn, Usage
 from agentprop._world import Failure, World
 from agentprop.errors import (
@@ -78,7 +80,8 @@ __all__ = [
     "InvarianceResult", "DirectionResult", "AnthropicAgent", "AnthropicConversation",
     "MissingApiKey", "ModelCallError", "ApiCache", "CacheMiss", "CacheMode", "ShrinkReport",
     "shrink", "Corpus", "CorpusEntry", "Behaviour", "Snapshot", "SnapshotResult", "SnapshotStore",
-    "acheck_snapshot", "behaviour_of", "check_snapshot",
+    "acheck_snapshot", "behaviour_of", "check_snapshot", "MutationPack", "MutationReport",
+    "load_mutation_pack", "mutation_test", "TdadMetrics", "split_suite", "tdad_metrics",
     "AgentFactory", "AgentPropError", "Bindings", "BindingsError", "Failure", "InputError",
     "InvalidArgument", "LintFinding", "Project", "RunError", "Scenario", "ScenarioTurn", "Spec",
     "SpecError", "ToolCall", "ToolError", "Trace", "TreePath", "Turn", "TurnContext",

@@ -30,6 +30,8 @@ class LoadedAgent:
     factory: AgentFactory
     faults: dict[str, float] = field(default_factory=dict)
     fingerprint: str = ""
+    target: Any = field(default=None, repr=False)
+    """The class or function the factory wraps (what fault-knob mutants are rebuilt from)."""
 
 
 def _takes_two_positional(obj: Any) -> bool:
@@ -102,7 +104,7 @@ def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: st
     digest = hashlib.sha256(
         json.dumps({"ref": name, "src": _source_digest(obj), "faults": sorted(faults.items())}).encode()
     ).hexdigest()[:16]
-    return LoadedAgent(ref=name, factory=factory, faults=faults, fingerprint=digest)
+    return LoadedAgent(ref=name, factory=factory, faults=faults, fingerprint=digest, target=obj)
 
 
 def load_agent(ref: str, base_dir: str | Path = ".", faults: Mapping[str, float] | None = None) -> LoadedAgent:

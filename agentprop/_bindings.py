@@ -133,6 +133,22 @@ class NodeExtra(_Strict):
     must_not_call: list[str] = Field(default_factory=list)
 
 
+class ProbeBinding(_Strict):
+    """Where a mutation's activation probe runs in this project."""
+
+    scenario: str | None = None
+    """Run the probe in this scenario's world (default: the happy-path ``world:``)."""
+    user_turns: list[str] | None = None
+    """Replace the pack's probe messages (e.g. with this world's ids)."""
+
+
+class MutantBinding(_Strict):
+    """A mutant of a Python agent: the fault knobs that realise one mutation intent."""
+
+    faults: dict[str, float] = Field(default_factory=dict)
+    probe: ProbeBinding = Field(default_factory=ProbeBinding)
+
+
 class Bindings(_Strict):
     """A validated bindings file. Load one with :func:`load_bindings`."""
 
@@ -151,6 +167,8 @@ class Bindings(_Strict):
     nodes: dict[str, NodeExtra] = Field(default_factory=dict)
     capabilities: dict[str, list[str]] = Field(default_factory=dict)
     """Capability name -> node ids (the seed article's capability matrix)."""
+    mutations: dict[str, MutantBinding] = Field(default_factory=dict)
+    """Mutation id (of the spec's mutation pack) -> the fault knobs that realise it."""
 
     _path: Path | None = PrivateAttr(default=None)
     _src: YamlSource | None = PrivateAttr(default=None)

@@ -24,6 +24,16 @@ from agentprop._report import RunReport
 from agentprop._corpus import Corpus, pytest_regression
 from agentprop._memo import TrialMemo
 from agentprop._run import RunSettings, arun_cases, render_table, shrink_failures
+from agentprop._mutation import (
+    MutationReport,
+    amutation_test,
+    fault_knob_maker,
+    fault_mutants,
+    find_mutation_pack,
+    load_mutation_pack,
+    prompt_mutant_factory,
+)
+from agentprop._tdad import TdadMetrics, split_suite, tdad_metrics
 from agentprop._snapshot import (
     SnapshotResult,
     SnapshotStore,
@@ -77,6 +87,21 @@ def _parser() -> argparse.ArgumentParser:
     corpus.add_argument("--dir", default=str(Path(".agentprop") / "corpus"), help="corpus directory (default .agentprop/corpus)")
     corpus.add_argument("--pytest", action="store_true", help="with show: print the entry as a ready pytest regression test")
     _snapshot_parser(sub)
+    tdad = sub.add_parser("tdad", help="TDAD evaluation: visible/hidden split, VPR, HPR, RPR and the mutation score")
+    tdad.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
+    _add_agent_options(tdad)
+    tdad.add_argument("--mutations", metavar="FILE", help="mutation pack (default: mutations.yaml next to the spec or one level up); `none` skips mutation testing")
+    tdad.add_argument("--visible-fraction", type=float, default=0.5, metavar="F", help="share of the BOUNDARY, DIR and INV cases that is visible (default 0.5; MFT cases are always visible)")
+    tdad.add_argument("--split-seed", type=int, default=0, help="seed of the visible/hidden split (default 0)")
+    tdad.add_argument("--probe-runs", type=int, default=3, metavar="N", help="runs of each mutant's activation probe (default 3)")
+    tdad.add_argument("--kinds", default="mft,boundary,dir,inv", help="case kinds in the suite (default all)")
+    tdad.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID (repeatable)")
+    tdad.add_argument("--seed", type=int, default=0, help="trial namespace (default 0)")
+    tdad.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
+    tdad.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in all, mutants included")
+    tdad.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
+    tdad.add_argument("--json", dest="json_path", help="write the run report with metrics.extra.tdad to this file")
+    _add_model_options(tdad)
     return p
 
 
@@ -500,6 +525,88 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL
 
 
+def _tdad(args: argparse.Namespace, out: TextIO) -> int:
+    project = load_project(args.spec, bindings=args.bindings)
+    if not 0.0 <= args.visible_fraction <= 1.0:
+        raise InputError(f"--visible-fraction {args.visible_fraction} must be between 0 and 1", fix="use e.g. --visible-fraction 0.5")
+    if args.probe_runs < 1:
+        raise InputError(f"--probe-runs {args.probe_runs} must be at least 1", fix="use --probe-runs 3 (the default)")
+    kinds = tuple(k.strip().lower() for k in args.kinds.split(",") if k.strip())
+    unknown_kinds = sorted(set(kinds) - {"mft", "boundary", "dir", "inv"})
+    if unknown_kinds or "mft" not in kinds:
+        raise InputError(f"bad --kinds {args.kinds!r}", expected="a comma-separated subset of mft,boundary,dir,inv that includes mft",
+                         fix="e.g. --kinds mft,boundary")
+    pack_path: Path | None
+    if args.mutations and args.mutations.lower() == "none":
+        pack_path = None
+    elif args.mutations:
+        pack_path = Path(args.mutations)
+    else:
+        pack_path = find_mutation_pack(project)
+    pack = load_mutation_pack(pack_path) if pack_path is not None else None
+    agent, model_agent = _load_cli_agent(args, project, out)
+    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
+    if model_agent is not None:
+        model_agent.budget = budget
+    scenarios = project.scenarios()
+    if args.case:
+        scenarios = [s for s in scenarios if any(c in s.id for c in args.case)]
+        if not scenarios:
+            raise InputError(f"no case id contains {', '.join(args.case)}", fix="run without --case to see the case ids")
+    settings = RunSettings(kinds=kinds, seed=args.seed, concurrency=args.concurrency, case_filter=tuple(args.case))
+    print(f"agentprop {__version__}: TDAD evaluation of {project.spec.spec_id} with agent {agent.ref}", file=out)
+
+    async def evaluate() -> tuple[RunReport, MutationReport | None]:
+        try:
+            report = await arun_cases(project, agent, scenarios, settings, problems=project.problems, budget=budget, memo=TrialMemo())
+            split = split_suite(report.cases, visible_fraction=args.visible_fraction, seed=args.split_seed)
+            mutation = None
+            if pack is not None:
+                visible = [report._checks[c.id][0] for c in report.cases if split.get(c.id) == "visible" and c.id in report._checks]
+                mutants = fault_mutants(project, pack, agent, fault_knob_maker(agent)) if model_agent is None else []
+                generate = prompt_mutant_factory(model_agent, project, pack) if model_agent is not None else None
+                print(f"mutation testing with {pack.mutation_pack_id}: {len(pack.mutations)} intents, "
+                      f"{len(visible)} visible cases to kill them", file=out)
+                mutation = await amutation_test(
+                    project, pack, agent, visible, mutants=mutants, generate=generate, probe_runs=args.probe_runs,
+                    budget=budget, seed=args.seed, on_result=lambda r: print("  " + r.line(), file=out, flush=True),
+                )
+            report.metrics.extra["tdad"] = tdad_metrics(report.cases, split, mutation, visible_fraction=args.visible_fraction, seed=args.split_seed).model_dump(mode="json")
+            if mutation is not None:
+                report.metrics.extra["tdad"]["mutation"] = mutation.model_dump(mode="json")
+            return report, mutation
+        finally:
+            if model_agent is not None:
+                await model_agent.aclose()
+
+    report, mutation = asyncio.run(evaluate())
+    metrics = TdadMetrics.model_validate({k: v for k, v in report.metrics.extra["tdad"].items() if k != "mutation"})
+    split = metrics.split
+    kinds_seen = sorted({c.kind for c in report.cases})
+    for kind in kinds_seen:
+        group = [c for c in report.cases if c.kind == kind]
+        vis = [c for c in group if split.get(c.id) == "visible"]
+        print(f"  {kind:<10} {len(vis):>3} visible ({sum(c.verdict == 'PASS' for c in vis)} pass), "
+              f"{len(group) - len(vis):>3} hidden ({sum(c.verdict == 'PASS' for c in group if split.get(c.id) == 'hidden')} pass)", file=out)
+    for c in report.cases:
+        if c.verdict != "PASS":
+            first = c.failures[0].explanation if c.failures else ""
+            print(f"  {c.verdict:<12} [{split.get(c.id, '?')}] {c.id}  {first[:120]}", file=out)
+    if mutation is not None:
+        for mid in mutation.skipped:
+            print(f"  {mid:<28} not run: no mutant (bind a fault knob under `mutations:` in the bindings, or use --agent anthropic)", file=out)
+    elif pack_path is None:
+        print("no mutation pack (mutations.yaml next to the spec, or --mutations FILE): MS not computed", file=out)
+    print(metrics.summary(), file=out)
+    if args.json_path:
+        Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
+        print(f"report written to {args.json_path}", file=out)
+    if model_agent is not None and model_agent.missing_key_error is not None:
+        raise model_agent.missing_key_error
+    survived = mutation is not None and any(m.status == "survived" for m in mutation.mutants)
+    return EXIT_OK if metrics.visible_passed == metrics.visible and not survived else EXIT_FAIL
+
+
 def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -518,6 +625,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
             return _corpus(args, out)
         if args.command == "snapshot":
             return _snapshot(args, out)
+        if args.command == "tdad":
+            return _tdad(args, out)
         return _run(args, out)
     except AgentPropError as exc:
         print(f"agentprop: error: {exc}", file=err)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from agentprop import load_project
 from agentprop._cli import main
 from agentprop._snapshot import SnapshotStore
 
@@ -190,15 +194,11 @@ def test_the_example_baselines_match_the_reference_agent(tmp_path: Path, monkeyp
     assert code == 0, out
     baselines = SnapshotStore(EXAMPLE / "__snapshots__").baselines()
     assert f"{len(baselines)} snapshots: {len(baselines)} match" in out
-    assert len(baselines) == len(__import__("agentprop").load_project(EXAMPLE).scenarios())
+    assert len(baselines) == len(load_project(EXAMPLE).scenarios())
     assert sorted(p.name for p in (EXAMPLE / "__snapshots__").iterdir()) == before
 
 
-def run_example_file(tmp_path: Path, **env: str) -> "subprocess.CompletedProcess[str]":
-    import os
-    import subprocess
-    import sys
-
+def run_example_file(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", str(EXAMPLE / "test_snapshots.py"), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,

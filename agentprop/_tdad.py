@@ -1,0 +1,107 @@
+"""The TDAD evaluation of an agent: a visible/hidden split of the suite and its metrics.
+
+TDAD (Rehan, 2026) compiles an agent against *visible* tests and judges it on *hidden* ones,
+so that passing the tests it was tuned on is never mistaken for meeting the spec. This module
+splits the cases ``agentprop run`` generates into the two sets and computes:
+
+* **VPR** visible pass rate: visible cases that PASS / visible cases;
+* **HPR** hidden pass rate: the same on the hidden cases;
+* **RPR** reliability pass rate: the mean per-run pass rate of the repeated cases (MFT,
+  BOUNDARY), each decided by the oracle, so it says how often a run passes, not only whether
+  the case met its bar;
+* **MS** mutation score (:mod:`agentprop._mutation`): activated mutants the *visible* suite
+  kills / activated mutants.
+
+The split is seeded and stratified by kind: every MFT case (one per path of the decision tree,
+what a compiler must make pass) is visible; the BOUNDARY, DIR and INV cases are split at
+``visible_fraction``, so paraphrases, numeric edges and metamorphic pairs the compiler never
+saw measure generalisation, as in TDAD's hidden tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agentprop._mutation import MutationReport
+from agentprop._report import CaseReport
+
+Side = Literal["visible", "hidden"]
+
+REPEATED_KINDS = ("MFT", "BOUNDARY", "REGRESSION")
+
+
+def split_suite(cases: Sequence[CaseReport], *, visible_fraction: float = 0.5, seed: int = 0, mft_visible: bool = True) -> dict[str, Side]:
+    """``case id -> "visible" | "hidden"``: seeded, stratified by kind (see the module doc)."""
+    if not 0.0 <= visible_fraction <= 1.0:
+        raise ValueError(f"visible_fraction={visible_fraction} must be between 0 and 1")
+    by_kind: dict[str, list[str]] = {}
+    for c in cases:
+        by_kind.setdefault(c.kind, []).append(c.id)
+    out: dict[str, Side] = {}
+    for kind, ids in by_kind.items():
+        if kind == "REGRESSION" or (kind == "MFT" and mft_visible):
+            out.update({i: "visible" for i in ids})
+            continue
+        ordered = sorted(ids, key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
+        k = math.floor(visible_fraction * len(ordered) + 0.5)
+        out.update({i: ("visible" if n < k else "hidden") for n, i in enumerate(ordered)})
+    return out
+
+
+class TdadMetrics(BaseModel):
+    """TDAD's metrics for one agent on one spec (``None`` where there is nothing to measure)."""
+
+    visible: int
+    hidden: int
+    visible_passed: int
+    hidden_passed: int
+    vpr: float | None
+    hpr: float | None
+    rpr: float | None
+    rpr_cases: int
+    ms: float | None = None
+    mutants_killed: int = 0
+    mutants_activated: int = 0
+    surs: float | None = None
+    """Spec update regression score: not computed yet (needs a v1 suite on a v2 agent)."""
+    visible_fraction: float
+    split_seed: int
+    split: dict[str, Side] = Field(default_factory=dict)
+
+    def summary(self) -> str:
+        def pct(x: float | None) -> str:
+            return "n/a" if x is None else f"{x:.1%}"
+
+        lines = [
+            f"VPR {pct(self.vpr)}  ({self.visible_passed}/{self.visible} visible cases pass)",
+            f"HPR {pct(self.hpr)}  ({self.hidden_passed}/{self.hidden} hidden cases pass)",
+            f"RPR {pct(self.rpr)}  (mean pass rate of the runs of {self.rpr_cases} repeated cases)",
+        ]
+        if self.mutants_activated or self.ms is not None:
+            lines.append(f"MS  {pct(self.ms)}  ({self.mutants_killed}/{self.mutants_activated} activated mutants killed by the visible suite)")
+        else:
+            lines.append("MS  n/a  (no activated mutant; see the mutation lines)")
+        lines.append("SURS not computed (spec-evolution regression is not built yet)")
+        return "\n".join(lines)
+
+
+def tdad_metrics(cases: Sequence[CaseReport], split: dict[str, Side], mutation: MutationReport | None, *, visible_fraction: float, seed: int) -> TdadMetrics:
+    visible = [c for c in cases if split.get(c.id) == "visible"]
+    hidden = [c for c in cases if split.get(c.id) == "hidden"]
+    repeated = [c for c in cases if c.kind in REPEATED_KINDS and c.runs > 0]
+    vp = sum(c.verdict == "PASS" for c in visible)
+    hp = sum(c.verdict == "PASS" for c in hidden)
+    return TdadMetrics(
+        visible=len(visible), hidden=len(hidden), visible_passed=vp, hidden_passed=hp,
+        vpr=vp / len(visible) if visible else None, hpr=hp / len(hidden) if hidden else None,
+        rpr=sum(c.pass_rate for c in repeated) / len(repeated) if repeated else None, rpr_cases=len(repeated),
+        ms=mutation.mutation_score if mutation is not None else None,
+        mutants_killed=mutation.killed if mutation is not None else 0,
+        mutants_activated=mutation.activated if mutation is not None else 0,
+        visible_fraction=visible_fraction, split_seed=seed, split=dict(split),
+    )
