@@ -34,6 +34,7 @@ from agentprop._metamorphic import DirectionResult, InvarianceResult, check_dire
 from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings, adecide, decide
 from agentprop._paths import TreePath, enumerate_paths
 from agentprop._project import Project, load_project
+from agentprop._promptsmith import CompileResult, compile_prompt
 from agentprop._properties import mft_verdicts
 from agentprop._response import response_model
 from agentprop._runtime import AgentFactory, TurnContext, arun_conversation, run_conversation
@@ -51,6 +52,7 @@ from agentprop._spec.lint import LintFinding
 from agentprop._spec.load import lint_spec, load_spec
 from agentprop._spec.model import Spec
 from agentprop._spec.when import WhenClause, evaluate, parse_when
+from agentprop._surs import SursResult, surs
 from agentprop._tdad import TdadMetrics, split_suite, tdad_metrics
 from agentprop._trace import RunError, ToolCall, Trace, Turn, Usage
 from agentprop._world import Failure, World
@@ -82,6 +84,7 @@ __all__ = [
     "shrink", "Corpus", "CorpusEntry", "Behaviour", "Snapshot", "SnapshotResult", "SnapshotStore",
     "acheck_snapshot", "behaviour_of", "check_snapshot", "MutationPack", "MutationReport",
     "load_mutation_pack", "mutation_test", "TdadMetrics", "split_suite", "tdad_metrics",
+    "CompileResult", "compile_prompt", "SursResult", "surs",
     "AgentFactory", "AgentPropError", "Bindings", "BindingsError", "Failure", "InputError",
     "InvalidArgument", "LintFinding", "Project", "RunError", "Scenario", "ScenarioTurn", "Spec",
     "SpecError", "ToolCall", "ToolError", "Trace", "TreePath", "Turn", "TurnContext",

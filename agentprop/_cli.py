@@ -34,6 +34,9 @@ from agentprop._mutation import (
     prompt_mutant_factory,
 )
 from agentprop._tdad import TdadMetrics, split_suite, tdad_metrics
+from agentprop._surs import SursResult, asurs
+from agentprop._promptsmith import CompileResult, acompile_prompt
+from agentprop._oracle import OracleSettings
 from agentprop._snapshot import (
     SnapshotResult,
     SnapshotStore,
@@ -100,8 +103,26 @@ def _parser() -> argparse.ArgumentParser:
     tdad.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
     tdad.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in all, mutants included")
     tdad.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
+    tdad.add_argument("--base", metavar="V1_SPEC", help="the previous version's spec directory (spec + bindings): its invariant cases give SURS")
     tdad.add_argument("--json", dest="json_path", help="write the run report with metrics.extra.tdad to this file")
     _add_model_options(tdad)
+    comp = sub.add_parser("compile", help="PromptSmith: edit a model agent's prompt until the spec's visible cases pass")
+    comp.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
+    comp.add_argument("--out", required=True, metavar="DIR", help="where the compiled prompt.txt, tool_descriptions.yaml and compile_log.json go (rewritten after every iteration)")
+    comp.add_argument("--agent", default="anthropic", help=argparse.SUPPRESS)
+    comp.add_argument("--fault", action="append", default=[], help=argparse.SUPPRESS)
+    comp.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
+    comp.add_argument("--case", action="append", default=[], metavar="ID", help="compile against only the cases whose id contains ID (repeatable)")
+    comp.add_argument("--max-iterations", type=int, default=6, metavar="N", help="outer iterations: full runs of the visible cases (default 6)")
+    comp.add_argument("--max-inner", type=int, default=8, metavar="N", help="inner iterations on the failing cases once fewer than --inner-threshold fail (default 8)")
+    comp.add_argument("--inner-threshold", type=int, default=10, metavar="N", help="switch to the inner loop below this many failing cases (default 10)")
+    comp.add_argument("--runs", type=int, help="decide each case on a fixed N runs instead of the sequential test (cheaper, less sure)")
+    comp.add_argument("--promptsmith-temperature", type=float, help="sampling temperature of PromptSmith's edits (default: the API's)")
+    comp.add_argument("--seed", type=int, default=0, help="trial namespace (default 0)")
+    comp.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in all")
+    comp.add_argument("--max-usd", type=float, help="stop once this many dollars are spent")
+    comp.add_argument("--json", dest="json_path", help="also write the compile log to this file")
+    _add_model_options(comp)
     return p
 
 
@@ -542,6 +563,7 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     else:
         pack_path = find_mutation_pack(project)
     pack = load_mutation_pack(pack_path) if pack_path is not None else None
+    base = load_project(args.base) if args.base else None
     agent, model_agent = _load_cli_agent(args, project, out)
     budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
     if model_agent is not None:
@@ -554,7 +576,7 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     settings = RunSettings(kinds=kinds, seed=args.seed, concurrency=args.concurrency, case_filter=tuple(args.case))
     print(f"agentprop {__version__}: TDAD evaluation of {project.spec.spec_id} with agent {agent.ref}", file=out)
 
-    async def evaluate() -> tuple[RunReport, MutationReport | None]:
+    async def evaluate() -> tuple[RunReport, MutationReport | None, SursResult | None]:
         try:
             report = await arun_cases(project, agent, scenarios, settings, problems=project.problems, budget=budget, memo=TrialMemo())
             split = split_suite(report.cases, visible_fraction=args.visible_fraction, seed=args.split_seed)
@@ -569,16 +591,23 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
                     project, pack, agent, visible, mutants=mutants, generate=generate, probe_runs=args.probe_runs,
                     budget=budget, seed=args.seed, on_result=lambda r: print("  " + r.line(), file=out, flush=True),
                 )
-            report.metrics.extra["tdad"] = tdad_metrics(report.cases, split, mutation, visible_fraction=args.visible_fraction, seed=args.split_seed).model_dump(mode="json")
+            regression = None
+            if base is not None:
+                print(f"spec evolution: the invariants of {base.spec.spec_id} on this agent", file=out, flush=True)
+                regression = await asurs(base, project, agent, budget=budget, seed=args.seed)
+            report.metrics.extra["tdad"] = tdad_metrics(report.cases, split, mutation, visible_fraction=args.visible_fraction,
+                                                        seed=args.split_seed, surs=regression).model_dump(mode="json")
             if mutation is not None:
                 report.metrics.extra["tdad"]["mutation"] = mutation.model_dump(mode="json")
-            return report, mutation
+            if regression is not None:
+                report.metrics.extra["tdad"]["surs_detail"] = regression.model_dump(mode="json")
+            return report, mutation, regression
         finally:
             if model_agent is not None:
                 await model_agent.aclose()
 
-    report, mutation = asyncio.run(evaluate())
-    metrics = TdadMetrics.model_validate({k: v for k, v in report.metrics.extra["tdad"].items() if k != "mutation"})
+    report, mutation, regression = asyncio.run(evaluate())
+    metrics = TdadMetrics.model_validate({k: v for k, v in report.metrics.extra["tdad"].items() if k not in ("mutation", "surs_detail")})
     split = metrics.split
     kinds_seen = sorted({c.kind for c in report.cases})
     for kind in kinds_seen:
@@ -595,6 +624,9 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
             print(f"  {mid:<28} not run: no mutant (bind a fault knob under `mutations:` in the bindings, or use --agent anthropic)", file=out)
     elif pack_path is None:
         print("no mutation pack (mutations.yaml next to the spec, or --mutations FILE): MS not computed", file=out)
+    if regression is not None:
+        for line in regression.summary().splitlines()[1:]:
+            print(line, file=out)
     print(metrics.summary(), file=out)
     if args.json_path:
         Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
@@ -602,7 +634,56 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
     survived = mutation is not None and any(m.status == "survived" for m in mutation.mutants)
-    return EXIT_OK if metrics.visible_passed == metrics.visible and not survived else EXIT_FAIL
+    regressed = regression is not None and regression.passed < regression.invariants
+    all_pass = metrics.visible_passed == metrics.visible and metrics.hidden_passed == metrics.hidden
+    return EXIT_OK if all_pass and not survived and not regressed else EXIT_FAIL
+
+
+def _compile(args: argparse.Namespace, out: TextIO) -> int:
+    project = load_project(args.spec, bindings=args.bindings)
+    if args.agent != "anthropic":
+        raise InputError("agentprop compile edits a model agent's prompt", fix="run it with --model MODEL (it always uses --agent anthropic)")
+    for name in ("max_iterations", "max_inner"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1", fix="use 1 or more")
+    if args.runs is not None and args.runs < 1:
+        raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more, or leave it out for the sequential test")
+    scenarios = project.scenarios()
+    if args.case:
+        scenarios = [s for s in scenarios if any(c in s.id for c in args.case)]
+        if not scenarios:
+            raise InputError(f"no case id contains {', '.join(args.case)}", fix="run without --case to see the case ids")
+    _, model_agent = _load_cli_agent(args, project, out)
+    assert model_agent is not None
+    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
+    model_agent.budget = budget
+    settings = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
+    print(f"agentprop {__version__}: compiling {project.spec.spec_id} for {model_agent.model} against "
+          f"{len(scenarios)} visible (MFT) cases -> {args.out}", file=out)
+
+    async def go() -> CompileResult:
+        try:
+            return await acompile_prompt(
+                project, model_agent, scenarios, max_outer=args.max_iterations, max_inner=args.max_inner,
+                inner_threshold=args.inner_threshold, settings=settings, budget=budget, seed=args.seed, out_dir=args.out,
+                temperature=args.promptsmith_temperature,
+                on_iteration=lambda it: print(f"  {it.loop:<5} {it.index:>2}: {it.passed}/{it.cases_run} pass"
+                                              + (f" ({len(it.groups)} root cause(s): {', '.join(g.clause for g in it.groups[:3])})" if it.groups else ""),
+                                              file=out, flush=True),
+            )
+        finally:
+            await model_agent.aclose()
+
+    result = asyncio.run(go())
+    print(result.footer(), file=out)
+    if result.compiled:
+        print(f"next: agentprop tdad {args.spec} --agent anthropic --model {model_agent.model} --prompt {args.out}/prompt.txt "
+              f"--tool-descriptions {args.out}/tool_descriptions.yaml  (hidden cases and mutation score)", file=out)
+    if args.json_path:
+        Path(args.json_path).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    if model_agent.missing_key_error is not None:
+        raise model_agent.missing_key_error
+    return EXIT_OK if result.compiled else EXIT_FAIL
 
 
 def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -625,6 +706,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
             return _snapshot(args, out)
         if args.command == "tdad":
             return _tdad(args, out)
+        if args.command == "compile":
+            return _compile(args, out)
         return _run(args, out)
     except AgentPropError as exc:
         print(f"agentprop: error: {exc}", file=err)

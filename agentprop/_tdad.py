@@ -10,7 +10,9 @@ splits the cases ``agentprop run`` generates into the two sets and computes:
   BOUNDARY), each decided by the oracle, so it says how often a run passes, not only whether
   the case met its bar;
 * **MS** mutation score (:mod:`agentprop._mutation`): activated mutants the *visible* suite
-  kills / activated mutants.
+  kills / activated mutants;
+* **SURS** spec update regression score (:mod:`agentprop._surs`): the previous version's
+  invariant cases that still pass / those invariants.
 
 The split is seeded and stratified by kind: every MFT case (one per path of the decision tree,
 what a compiler must make pass) is visible; the BOUNDARY, DIR and INV cases are split at
@@ -29,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from agentprop._mutation import MutationReport
 from agentprop._report import CaseReport
+from agentprop._surs import SursResult
 
 Side = Literal["visible", "hidden"]
 
@@ -68,7 +71,10 @@ class TdadMetrics(BaseModel):
     mutants_killed: int = 0
     mutants_activated: int = 0
     surs: float | None = None
-    """Spec update regression score: not computed yet (needs a v1 suite on a v2 agent)."""
+    """Spec update regression score: v1 invariants that pass / v1 invariants (``--base``)."""
+    surs_invariants: int = 0
+    surs_passed: int = 0
+    surs_excluded: int = 0
     visible_fraction: float
     split_seed: int
     split: dict[str, Side] = Field(default_factory=dict)
@@ -86,11 +92,16 @@ class TdadMetrics(BaseModel):
             lines.append(f"MS  {pct(self.ms)}  ({self.mutants_killed}/{self.mutants_activated} activated mutants killed by the visible suite)")
         else:
             lines.append("MS  n/a  (no activated mutant; see the mutation lines)")
-        lines.append("SURS not computed (spec-evolution regression is not built yet)")
+        if self.surs_invariants:
+            lines.append(f"SURS {pct(self.surs)}  ({self.surs_passed}/{self.surs_invariants} v1 invariant cases pass; "
+                         f"{self.surs_excluded} v1 cases excluded: v2 changed their path)")
+        else:
+            lines.append("SURS n/a  (give --base V1_SPEC to run the previous version's invariants)")
         return "\n".join(lines)
 
 
-def tdad_metrics(cases: Sequence[CaseReport], split: dict[str, Side], mutation: MutationReport | None, *, visible_fraction: float, seed: int) -> TdadMetrics:
+def tdad_metrics(cases: Sequence[CaseReport], split: dict[str, Side], mutation: MutationReport | None, *, visible_fraction: float, seed: int,
+                 surs: SursResult | None = None) -> TdadMetrics:
     visible = [c for c in cases if split.get(c.id) == "visible"]
     hidden = [c for c in cases if split.get(c.id) == "hidden"]
     repeated = [c for c in cases if c.kind in REPEATED_KINDS and c.runs > 0]
@@ -103,5 +114,9 @@ def tdad_metrics(cases: Sequence[CaseReport], split: dict[str, Side], mutation: 
         ms=mutation.mutation_score if mutation is not None else None,
         mutants_killed=mutation.killed if mutation is not None else 0,
         mutants_activated=mutation.activated if mutation is not None else 0,
+        surs=surs.surs if surs is not None else None,
+        surs_invariants=surs.invariants if surs is not None else 0,
+        surs_passed=surs.passed if surs is not None else 0,
+        surs_excluded=len(surs.excluded) if surs is not None else 0,
         visible_fraction=visible_fraction, split_seed=seed, split=dict(split),
     )
