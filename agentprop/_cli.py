@@ -21,6 +21,7 @@ from agentprop._cache import CacheMode
 from agentprop._project import Project, load_project
 from agentprop._prompt import find_seed_artifacts
 from agentprop._report import RunReport
+from agentprop._scenario import Scenario
 from agentprop._corpus import Corpus, pytest_regression
 from agentprop._memo import TrialMemo
 from agentprop._run import RunSettings, arun_cases, render_table, shrink_failures
@@ -343,10 +344,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             fix="write the bindings (docs/reference.md#bindings; examples/*/agentprop.yaml are worked examples); "
             "`agentprop lint SPEC` lists the variables",
         )
-    if args.case:
-        scenarios = [s for s in scenarios if any(c in s.id for c in args.case)]
-        if not scenarios:
-            raise InputError(f"no case id contains {', '.join(args.case)}", fix="run without --case to see the case ids")
+    scenarios = _selected_scenarios(project, args.case)
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more")
     kinds = tuple(k.strip().lower() for k in args.kinds.split(",") if k.strip())
@@ -407,6 +405,16 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_FAIL
     return EXIT_OK if report.metrics.passed == report.metrics.cases else EXIT_FAIL
+
+
+def _selected_scenarios(project: Project, filters: list[str]) -> list[Scenario]:
+    """The project's scenarios whose id contains one of ``filters`` (all when there is none)."""
+    scenarios = project.scenarios()
+    if filters:
+        scenarios = [s for s in scenarios if any(c in s.id for c in filters)]
+        if not scenarios:
+            raise InputError(f"no case id contains {', '.join(filters)}", fix="run without --case to see the case ids")
+    return scenarios
 
 
 def _snapshot_store(args: argparse.Namespace) -> SnapshotStore:
@@ -501,11 +509,7 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
     budget = Budget(max_runs=args.max_runs)
     if model_agent is not None:
         model_agent.budget = budget
-    scenarios = project.scenarios()
-    if args.case:
-        scenarios = [s for s in scenarios if any(c in s.id for c in args.case)]
-        if not scenarios:
-            raise InputError(f"no case id contains {', '.join(args.case)}", fix="run without --case to see the case ids")
+    scenarios = _selected_scenarios(project, args.case)
     store = SnapshotStore(args.dir) if args.dir else SnapshotStore(default_snapshot_dir(project))
     print(f"agentprop {__version__}: snapshots of {project.spec.spec_id} with agent {agent.ref}, "
           f"{args.runs} runs per case, alpha {args.alpha}, in {store.dir}", file=out)
@@ -568,11 +572,7 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
     if model_agent is not None:
         model_agent.budget = budget
-    scenarios = project.scenarios()
-    if args.case:
-        scenarios = [s for s in scenarios if any(c in s.id for c in args.case)]
-        if not scenarios:
-            raise InputError(f"no case id contains {', '.join(args.case)}", fix="run without --case to see the case ids")
+    scenarios = _selected_scenarios(project, args.case)
     settings = RunSettings(kinds=kinds, seed=args.seed, concurrency=args.concurrency, case_filter=tuple(args.case))
     print(f"agentprop {__version__}: TDAD evaluation of {project.spec.spec_id} with agent {agent.ref}", file=out)
 
@@ -648,11 +648,7 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
             raise InputError(f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1", fix="use 1 or more")
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more, or leave it out for the sequential test")
-    scenarios = project.scenarios()
-    if args.case:
-        scenarios = [s for s in scenarios if any(c in s.id for c in args.case)]
-        if not scenarios:
-            raise InputError(f"no case id contains {', '.join(args.case)}", fix="run without --case to see the case ids")
+    scenarios = _selected_scenarios(project, args.case)
     _, model_agent = _load_cli_agent(args, project, out)
     assert model_agent is not None
     budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
