@@ -620,8 +620,8 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
             first = c.failures[0].explanation if c.failures else ""
             print(f"  {c.verdict:<12} [{split.get(c.id, '?')}] {c.id}  {first[:120]}", file=out)
     if mutation is not None:
-        for mid in mutation.skipped:
-            print(f"  {mid:<28} not run: no mutant (bind a fault knob under `mutations:` in the bindings, or use --agent anthropic)", file=out)
+        for line in mutation.skipped_lines():
+            print("  " + line, file=out)
     elif pack_path is None:
         print("no mutation pack (mutations.yaml next to the spec, or --mutations FILE): MS not computed", file=out)
     if regression is not None:

@@ -262,10 +262,13 @@ class MutationReport(BaseModel):
     def mutation_score(self) -> float | None:
         return self.killed / self.activated if self.activated else None
 
+    def skipped_lines(self) -> list[str]:
+        """One line per intent that had no mutant, saying how to give it one."""
+        return [f"{mid:<28} {'':<8} {'':<11} not run: no mutant (bind a fault knob under the bindings' `mutations:`, "
+                "or use a model agent: --agent anthropic)" for mid in self.skipped]
+
     def summary(self) -> str:
-        lines = [m.line() for m in self.mutants]
-        for mid in self.skipped:
-            lines.append(f"{mid:<28} {'':<8} {'':<11} not run: no mutant (bind a fault knob under `mutations:` or use a model agent)")
+        lines = [m.line() for m in self.mutants] + self.skipped_lines()
         ms = self.mutation_score
         score = "n/a (no mutant activated)" if ms is None else f"{ms:.0%}"
         lines.append(f"MS {score}: {self.killed}/{self.activated} activated mutants killed; "
