@@ -28,6 +28,7 @@ from agentprop._run import RunSettings, arun_cases, render_table, shrink_failure
 from agentprop._mutation import (
     MutationReport,
     amutation_test,
+    check_mutation_bindings,
     fault_knob_maker,
     fault_mutants,
     find_mutation_pack,
@@ -567,6 +568,8 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     else:
         pack_path = find_mutation_pack(project)
     pack = load_mutation_pack(pack_path) if pack_path is not None else None
+    if pack is not None:
+        check_mutation_bindings(project, pack)  # before any run: a typo should not cost a suite
     base = load_project(args.base) if args.base else None
     agent, model_agent = _load_cli_agent(args, project, out)
     budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)

@@ -136,6 +136,24 @@ def load_mutation_pack(path: str | Path) -> MutationPack:
         ) from None
 
 
+def check_mutation_bindings(project: Project, pack: MutationPack) -> None:
+    """Every mutation id under the bindings' ``mutations:`` must be an intent of ``pack``;
+    raises :class:`~agentprop.BindingsError` at the offending line otherwise."""
+    from agentprop.errors import BindingsError
+
+    known = {m.id for m in pack.mutations}
+    for mid in project.bindings.mutations:
+        if mid not in known:
+            src = project.bindings._src
+            location = src.location(("mutations", mid), key=True) if src is not None else None
+            raise BindingsError(
+                f"mutation {mid!r} is not an intent of mutation pack {pack.mutation_pack_id}",
+                location=location,
+                expected=f"one of {', '.join(m.id for m in pack.mutations)}",
+                fix="use the pack's id (or remove the entry)",
+            )
+
+
 def find_mutation_pack(project: Project) -> Path | None:
     """``mutations.yaml`` next to the spec, or one directory up (SpecSuite-Core's layout)."""
     here = project.spec_path.parent
@@ -287,6 +305,7 @@ def probe_scenario(project: Project, scenario_id: str | None, mutation: Mutation
 
 def fault_mutants(project: Project, pack: MutationPack, agent: LoadedAgent, make: Callable[[dict[str, float]], LoadedAgent]) -> list[Mutant]:
     """Mutants from the bindings' ``mutations:`` section (fault knobs of a Python agent)."""
+    check_mutation_bindings(project, pack)
     out = []
     for mid, binding in project.bindings.mutations.items():
         mutation = pack.get(mid)

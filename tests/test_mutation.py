@@ -191,8 +191,12 @@ def test_unknown_mutation_ids_in_the_bindings_are_input_errors(project: agentpro
     bindings = copy / "agentprop.yaml"
     bindings.write_text(bindings.read_text(encoding="utf-8").replace("  SKIP_AUTH_GATE:", "  SKIP_AUTH:"), encoding="utf-8")
     p = agentprop.load_project(copy)
-    with pytest.raises(InputError, match="no mutation 'SKIP_AUTH' in pack specsuite_core_supportops_mutations_v1"):
+    line = next(i for i, l in enumerate(bindings.read_text(encoding="utf-8").splitlines(), 1) if l.startswith("  SKIP_AUTH:"))
+    with pytest.raises(InputError, match=rf"agentprop.yaml:{line}:3: mutation 'SKIP_AUTH' is not an intent of mutation pack specsuite_core_supportops_mutations_v1"):
         mutation_test(p, PACK, agentprop.load_agent("agent:SupportOpsAgent", copy))
+    # the command checks before it runs anything
+    code, out, err = cli("tdad", str(copy), "--kinds", "mft")
+    assert code == 2 and "SKIP_AUTH" in err and "VPR" not in out
 
 
 # --- the visible / hidden split and the metrics ----------------------------------------------
