@@ -323,7 +323,7 @@ class SnapshotResult(BaseModel):
         elif self.verdict == "INCONCLUSIVE":
             head = f"snapshot {self.name}: INCONCLUSIVE (the budget ran out after {self.runs} runs)"
         else:
-            test = f"p={self.p_value:.4f} {'<' if self.verdict == 'CHANGED' else '>='} alpha={self.alpha}" if self.p_value is not None else "first baseline"
+            test = f"p={self.p_value:.4f} {'<' if self.p_value < self.alpha else '>='} alpha={self.alpha}" if self.p_value is not None else "first baseline"
             head = f"snapshot {self.name}: {self.verdict} ({test}; {self.runs} runs vs baseline {self.baseline_runs})"
         lines = [head]
         width = max([len(str(v)) for v in (*self.baseline.values(), *self.current.values())] + [1])

@@ -203,6 +203,11 @@ def test_a_changed_behaviour_fails_with_the_diff_and_approval_replaces_the_basel
     assert "turn 1: tool order verify_identity, get_account, get_plan_rules -> get_account, verify_identity, get_plan_rules" in new.diff
     assert (gone.baseline_count, gone.current_count) == (10, 0)
     assert store.load(TICKET) == old  # the baseline is untouched until someone approves
+    update = check_snapshot(project, TICKET, agent(wrong_order=1.0), directory=tmp_path, update=True,
+                            reason="get_account first is fine: it is read-only")
+    assert update.verdict == "UPDATED" and f"p={update.p_value:.4f} < alpha=0.05" in update.summary()
+    store.save(old)  # back to the old baseline, then approve the pending candidate instead
+    check_snapshot(project, TICKET, agent(wrong_order=1.0), directory=tmp_path, raise_on_failure=False)
     approved = store.approve(TICKET, "get_account first is fine: it is read-only", by="ana")
     assert [a.reason for a in approved.approvals] == ["first baseline of the ticket path", "get_account first is fine: it is read-only"]
     assert approved.approvals[-1].replaced == old.counts
