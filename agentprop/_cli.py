@@ -101,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     tdad.add_argument("--probe-runs", type=int, default=3, metavar="N", help="runs of each mutant's activation probe (default 3)")
     tdad.add_argument("--kinds", default="mft,boundary,dir,inv", help="case kinds in the suite (default all)")
     tdad.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID (repeatable)")
+    tdad.add_argument("--runs", type=int, help="decide each case on a fixed N runs instead of the sequential test (cheaper with a model, less sure)")
     tdad.add_argument("--seed", type=int, default=0, help="trial namespace (default 0)")
     tdad.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
     tdad.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in all, mutants included")
@@ -142,6 +143,7 @@ def _snapshot_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     check.add_argument("--update", action="store_true", help="approve every NEW or CHANGED snapshot instead of failing (needs --reason; refused when CI is set)")
     check.add_argument("--reason", help="why the new behaviour is right (required with --update; kept in the snapshot's history)")
     check.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in all; unfinished cases are INCONCLUSIVE")
+    check.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
     check.add_argument("--dir", help="snapshot directory (default: __snapshots__ next to the spec)")
     check.add_argument("--json", dest="json_path", help="also write the results as JSON to this file")
     _add_model_options(check)
@@ -327,10 +329,7 @@ def _load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
     project = load_project(args.spec, bindings=args.bindings)
     agent, model_agent = _load_cli_agent(args, project, out)
-    for name in ("max_runs", "max_usd"):
-        value = getattr(args, name)
-        if value is not None and value < 0:
-            raise InputError(f"--{name.replace('_', '-')} {value} must be >= 0", fix="use 0 or more")
+    _check_budget_args(args)
     budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
     if model_agent is not None:
         model_agent.budget = budget
@@ -406,6 +405,13 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_FAIL
     return EXIT_OK if report.metrics.passed == report.metrics.cases else EXIT_FAIL
+
+
+def _check_budget_args(args: argparse.Namespace) -> None:
+    for name in ("max_runs", "max_usd"):
+        value = getattr(args, name, None)
+        if value is not None and value < 0:
+            raise InputError(f"--{name.replace('_', '-')} {value} must be >= 0", fix="use 0 or more")
 
 
 def _selected_scenarios(project: Project, filters: list[str]) -> list[Scenario]:
@@ -504,10 +510,9 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
         check_reason(args.reason)
     elif args.reason:
         raise InputError("--reason only applies with --update", fix="add --update to approve changes, or drop --reason")
-    if args.max_runs is not None and args.max_runs < 0:
-        raise InputError(f"--max-runs {args.max_runs} must be >= 0", fix="use 0 or more")
+    _check_budget_args(args)
     agent, model_agent = _load_cli_agent(args, project, out)
-    budget = Budget(max_runs=args.max_runs)
+    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
     if model_agent is not None:
         model_agent.budget = budget
     scenarios = _selected_scenarios(project, args.case)
@@ -576,7 +581,11 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     if model_agent is not None:
         model_agent.budget = budget
     scenarios = _selected_scenarios(project, args.case)
-    settings = RunSettings(kinds=kinds, seed=args.seed, concurrency=args.concurrency, case_filter=tuple(args.case))
+    if args.runs is not None and args.runs < 1:
+        raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more, or leave it out for the sequential test")
+    _check_budget_args(args)
+    settings = RunSettings(kinds=kinds, seed=args.seed, concurrency=args.concurrency, case_filter=tuple(args.case), runs=args.runs)
+    oracle = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
     print(f"agentprop {__version__}: TDAD evaluation of {project.spec.spec_id} with agent {agent.ref}", file=out)
 
     async def evaluate() -> tuple[RunReport, MutationReport | None, SursResult | None]:
@@ -591,13 +600,14 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"mutation testing with {pack.mutation_pack_id}: {len(pack.mutations)} intents, "
                       f"{len(visible)} visible cases to kill them", file=out)
                 mutation = await amutation_test(
-                    project, pack, agent, visible, mutants=mutants, generate=generate, probe_runs=args.probe_runs,
+                    project, pack, agent, visible, mutants=mutants, generate=generate, settings=oracle, probe_runs=args.probe_runs,
                     budget=budget, seed=args.seed, on_result=lambda r: print("  " + r.line(), file=out, flush=True),
                 )
             regression = None
             if base is not None:
                 print(f"spec evolution: the invariants of {base.spec.spec_id} on this agent", file=out, flush=True)
-                regression = await asurs(base, project, agent, budget=budget, seed=args.seed)
+                regression = await asurs(base, project, agent, settings=OracleSettings.for_spec(base.spec, mode="fixed" if args.runs else None, runs=args.runs),
+                                         budget=budget, seed=args.seed)
             report.metrics.extra["tdad"] = tdad_metrics(report.cases, split, mutation, visible_fraction=args.visible_fraction,
                                                         seed=args.split_seed, surs=regression).model_dump(mode="json")
             if mutation is not None:
@@ -652,6 +662,7 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more, or leave it out for the sequential test")
     scenarios = _selected_scenarios(project, args.case)
+    _check_budget_args(args)
     _, model_agent = _load_cli_agent(args, project, out)
     assert model_agent is not None
     budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)

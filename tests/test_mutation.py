@@ -376,3 +376,12 @@ def test_every_bound_probe_tells_the_mutant_from_the_clean_agent(example: str) -
 
         assert any(fires(mutant.agent, i) for i in range(3)), mutant.mutation.id
         assert not any(fires(clean, i) for i in range(3)), mutant.mutation.id
+
+
+def test_tdad_runs_decides_every_case_on_a_fixed_number_of_runs() -> None:
+    code, out, _ = cli("tdad", str(EXAMPLE), "--kinds", "mft", "--runs", "3", "--mutations", "none", "--json", "r.json")
+    assert code == 0, out
+    report = json.loads(Path("r.json").read_text(encoding="utf-8"))
+    assert {c["runs"] for c in report["cases"]} == {3}
+    code, _, err = cli("tdad", str(EXAMPLE), "--runs", "0")
+    assert code == 2 and "--runs 0 must be at least 1" in err

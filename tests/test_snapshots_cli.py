@@ -98,6 +98,7 @@ def test_a_fault_is_caught_then_rejected_or_approved(spec: Path) -> None:
         (["--runs", "0"], "--runs 0 must be at least 1"),
         (["--alpha", "2"], "--alpha 2.0 must be between 0 and 1"),
         (["--case", "NO_SUCH_CASE"], "no case id contains NO_SUCH_CASE"),
+        (["--max-usd", "-1"], "--max-usd -1.0 must be >= 0"),
     ],
 )
 def test_bad_check_arguments_are_usage_errors(spec: Path, args: list[str], message: str) -> None:
