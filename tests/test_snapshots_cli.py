@@ -219,3 +219,30 @@ def test_the_example_snapshot_tests_pass_and_catch_the_wrong_order_fault(tmp_pat
     finally:  # the failing run leaves candidates beside the committed baselines: clean them up
         for pending in (EXAMPLE / "__snapshots__" / "test_snapshots").glob("*.pending.json"):
             pending.unlink()
+
+
+# --- a model agent ----------------------------------------------------------------------------
+
+
+def test_a_model_agent_snapshot_replays_from_the_cache_for_free(spec: Path, tmp_path: Path) -> None:
+    # docs/snapshots.md: checks reuse the baseline's trial indices, so an unchanged model agent
+    # behind the API cache replays exactly, matches with p = 1 and makes no request
+    from agentprop.testing import MessagesServer
+    from test_anthropic_agent import AgentAsModel, SupportOpsAgent
+
+    project = load_project(spec)
+    cache = tmp_path / "api.sqlite"
+    with MessagesServer(handler=AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)) as server:
+        model = ["--agent", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", server.base_url, "--cache", str(cache)]
+        code, out, err = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--runs", "4", *model,
+                             "--cache-mode", "read-write", "--update", "--reason", "baseline of the model agent")
+        assert code == 0 and "UPDATED" in out, out + err
+        live = len(server.requests)
+        assert live > 0
+        code, out, err = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--runs", "4", *model,
+                             "--cache-mode", "replay-only")
+        assert code == 0, out + err
+        assert "MATCH" in out and "p=1.000" in out
+        assert len(server.requests) == live
+    (snap,) = SnapshotStore(spec / "__snapshots__").baselines()
+    assert snap.agent == "anthropic:claude-sonnet-4-6" and snap.runs == 4
