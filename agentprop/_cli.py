@@ -554,6 +554,22 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL
 
 
+def _print_split(report: RunReport, split: dict[str, str], out: TextIO) -> None:
+    """The suite per kind, visible and hidden, then every case that did not pass."""
+    print("suite:", file=out)
+    for kind in sorted({c.kind for c in report.cases}):
+        group = [c for c in report.cases if c.kind == kind]
+        vis = [c for c in group if split.get(c.id) == "visible"]
+        hid = [c for c in group if split.get(c.id) == "hidden"]
+        print(f"  {kind:<10} {len(vis):>3} visible ({sum(c.verdict == 'PASS' for c in vis)} pass), "
+              f"{len(hid):>3} hidden ({sum(c.verdict == 'PASS' for c in hid)} pass)", file=out)
+    for c in report.cases:
+        if c.verdict != "PASS":
+            first = c.failures[0].explanation if c.failures else ""
+            print(f"  {c.verdict:<12} [{split.get(c.id, '?')}] {c.id}  {first[:120]}", file=out)
+    out.flush()
+
+
 def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     project = load_project(args.spec, bindings=args.bindings)
     if not 0.0 <= args.visible_fraction <= 1.0:
@@ -592,6 +608,7 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
         try:
             report = await arun_cases(project, agent, scenarios, settings, problems=project.problems, budget=budget, memo=TrialMemo())
             split = split_suite(report.cases, visible_fraction=args.visible_fraction, seed=args.split_seed)
+            _print_split(report, split, out)
             mutation = None
             if pack is not None:
                 visible = [report._checks[c.id][0] for c in report.cases if split.get(c.id) == "visible" and c.id in report._checks]
@@ -621,17 +638,6 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
 
     report, mutation, regression = asyncio.run(evaluate())
     metrics = TdadMetrics.model_validate({k: v for k, v in report.metrics.extra["tdad"].items() if k not in ("mutation", "surs_detail")})
-    split = metrics.split
-    kinds_seen = sorted({c.kind for c in report.cases})
-    for kind in kinds_seen:
-        group = [c for c in report.cases if c.kind == kind]
-        vis = [c for c in group if split.get(c.id) == "visible"]
-        print(f"  {kind:<10} {len(vis):>3} visible ({sum(c.verdict == 'PASS' for c in vis)} pass), "
-              f"{len(group) - len(vis):>3} hidden ({sum(c.verdict == 'PASS' for c in group if split.get(c.id) == 'hidden')} pass)", file=out)
-    for c in report.cases:
-        if c.verdict != "PASS":
-            first = c.failures[0].explanation if c.failures else ""
-            print(f"  {c.verdict:<12} [{split.get(c.id, '?')}] {c.id}  {first[:120]}", file=out)
     if mutation is not None:
         for line in mutation.skipped_lines():
             print("  " + line, file=out)
