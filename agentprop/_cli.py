@@ -335,15 +335,6 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         model_agent.budget = budget
     # built once per project: coverage and shrinking read the same list
     scenarios, problems = project.scenarios(), project.problems
-    if not scenarios:
-        where = project.bindings.path or f"{project.spec_path.parent / 'agentprop.yaml'} (not found)"
-        raise InputError(
-            f"no case can be built from {project.spec_path}: every path needs condition variables "
-            f"that the bindings ({where}) do not realise",
-            expected="an agentprop.yaml next to the spec binding the variables of the `when` expressions",
-            fix="write the bindings (docs/reference.md#bindings; examples/*/agentprop.yaml are worked examples); "
-            "`agentprop lint SPEC` lists the variables",
-        )
     scenarios = _selected_scenarios(project, args.case)
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more")
@@ -414,8 +405,24 @@ def _check_budget_args(args: argparse.Namespace) -> None:
             raise InputError(f"--{name.replace('_', '-')} {value} must be >= 0", fix="use 0 or more")
 
 
+def _require_cases(project: Project, option: str | None = None) -> None:
+    """Refuse a project none of whose paths can be built (an empty suite proves nothing)."""
+    if project.scenarios():
+        return
+    where = project.bindings.path or f"{project.spec_path.parent / 'agentprop.yaml'} (not found)"
+    raise InputError(
+        f"no case can be built from {project.spec_path}" + (f" (given as {option})" if option else "")
+        + f": every path needs condition variables that the bindings ({where}) do not realise",
+        expected="an agentprop.yaml next to the spec binding the variables of the `when` expressions",
+        fix="write the bindings (docs/reference.md#bindings; examples/*/agentprop.yaml are worked examples); "
+        f"`agentprop lint {project.spec_path.parent}` lists the variables",
+    )
+
+
 def _selected_scenarios(project: Project, filters: list[str]) -> list[Scenario]:
-    """The project's scenarios whose id contains one of ``filters`` (all when there is none)."""
+    """The project's scenarios whose id contains one of ``filters`` (all when there is none);
+    a project with no buildable case at all is an input error."""
+    _require_cases(project)
     scenarios = project.scenarios()
     if filters:
         scenarios = [s for s in scenarios if any(c in s.id for c in filters)]
@@ -430,6 +437,8 @@ def _snapshot_store(args: argparse.Namespace) -> SnapshotStore:
     if args.dir:
         return SnapshotStore(args.dir)
     given = Path(args.spec)
+    if not given.exists():
+        raise InputError(f"no such spec or snapshot directory: {given}", fix="give the spec directory (snapshots live in its __snapshots__), or a snapshot directory")
     if given.is_dir() and (given.name == "__snapshots__" or given.parent.name == "__snapshots__"):
         return SnapshotStore(given)
     return SnapshotStore(resolve_spec_path(args.spec).parent / "__snapshots__")
@@ -544,8 +553,9 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
     tally = {v: sum(r.verdict == v for r in results) for v in ("MATCH", "CHANGED", "NEW", "UPDATED", "INCONCLUSIVE")}
     print(f"{len(results)} snapshots: " + ", ".join(f"{n} {v.lower()}" for v, n in tally.items() if n), file=out)
     if tally["CHANGED"] or tally["NEW"]:
-        print(f"review the candidates with `agentprop snapshot review {args.spec}`; approve what is right with "
-              f"`agentprop snapshot approve {args.spec} NAME --reason \"...\"`", file=out)
+        where = f"{args.spec}" + (f" --dir {args.dir}" if args.dir else "")
+        print(f"review the candidates with `agentprop snapshot review {where}`; approve what is right with "
+              f"`agentprop snapshot approve {where} NAME --reason \"...\"`", file=out)
     if args.json_path:
         payload = {"schema": "agentprop.snapshot-check/1", "spec_id": project.spec.spec_id, "agent": agent.ref,
                    "runs": args.runs, "alpha": args.alpha, "results": [r.model_dump(mode="json") for r in results]}
@@ -589,10 +599,12 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     else:
         pack_path = find_mutation_pack(project)
     pack = load_mutation_pack(pack_path) if pack_path is not None else None
-    if pack is not None:
-        check_mutation_bindings(project, pack)  # before any run: a typo should not cost a suite
     base = load_project(args.base) if args.base else None
+    if base is not None:
+        _require_cases(base, "--base")
     agent, model_agent = _load_cli_agent(args, project, out)
+    if pack is not None:  # before any run: a typo should not cost a suite
+        check_mutation_bindings(project, pack, agent if model_agent is None else None)
     budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
     if model_agent is not None:
         model_agent.budget = budget
@@ -641,8 +653,6 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     if mutation is not None:
         for line in mutation.skipped_lines():
             print("  " + line, file=out)
-    elif pack_path is None:
-        print("no mutation pack (mutations.yaml next to the spec, or --mutations FILE): MS not computed", file=out)
     if regression is not None:
         for line in regression.summary().splitlines()[1:]:
             print(line, file=out)
@@ -660,8 +670,9 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
 
 def _compile(args: argparse.Namespace, out: TextIO) -> int:
     project = load_project(args.spec, bindings=args.bindings)
-    if args.agent != "anthropic":
-        raise InputError("agentprop compile edits a model agent's prompt", fix="run it with --model MODEL (it always uses --agent anthropic)")
+    if not args.model:
+        raise InputError("agentprop compile needs --model", expected="--model MODEL, e.g. --model claude-sonnet-4-6",
+                         fix="name the model whose prompt to compile (PromptSmith uses the same model)")
     for name in ("max_iterations", "max_inner"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1", fix="use 1 or more")

@@ -136,22 +136,36 @@ def load_mutation_pack(path: str | Path) -> MutationPack:
         ) from None
 
 
-def check_mutation_bindings(project: Project, pack: MutationPack) -> None:
-    """Every mutation id under the bindings' ``mutations:`` must be an intent of ``pack``;
-    raises :class:`~agentprop.BindingsError` at the offending line otherwise."""
+def check_mutation_bindings(project: Project, pack: MutationPack, agent: LoadedAgent | None = None) -> None:
+    """Check the bindings' ``mutations:`` section before anything runs: every id is an intent of
+    ``pack``, every probe scenario exists and, for a Python ``agent``, every fault knob is one
+    of its ``FAULTS``. Raises :class:`~agentprop.BindingsError` at the offending line."""
     from agentprop.errors import BindingsError
 
+    src = project.bindings._src
+
+    def fail(loc: tuple[Any, ...], problem: str, expected: str, fix: str) -> BindingsError:
+        location = src.location(loc, key=True) if src is not None else None
+        return BindingsError(problem, location=location, expected=expected, fix=fix)
+
     known = {m.id for m in pack.mutations}
-    for mid in project.bindings.mutations:
+    knobs = getattr(getattr(agent, "target", None), "FAULTS", None) if agent is not None else None
+    ids = {s.id for s in project.scenarios()}
+    for mid, binding in project.bindings.mutations.items():
         if mid not in known:
-            src = project.bindings._src
-            location = src.location(("mutations", mid), key=True) if src is not None else None
-            raise BindingsError(
-                f"mutation {mid!r} is not an intent of mutation pack {pack.mutation_pack_id}",
-                location=location,
-                expected=f"one of {', '.join(m.id for m in pack.mutations)}",
-                fix="use the pack's id (or remove the entry)",
-            )
+            raise fail(("mutations", mid), f"mutation {mid!r} is not an intent of mutation pack {pack.mutation_pack_id}",
+                       f"one of {', '.join(m.id for m in pack.mutations)}", "use the pack's id (or remove the entry)")
+        if knobs is not None:
+            for knob, p in binding.faults.items():
+                if knob not in knobs:
+                    raise fail(("mutations", mid, "faults", knob), f"mutation {mid}: agent {agent.ref} has no fault knob {knob!r}",  # type: ignore[union-attr]
+                               f"one of {', '.join(knobs)}", "name one of the agent's FAULTS under `faults:`")
+                if not 0.0 <= p <= 1.0:
+                    raise fail(("mutations", mid, "faults", knob), f"mutation {mid}: fault {knob}={p} is not a probability",
+                               "a number between 0 and 1", "use 1.0 for a mutant that always misbehaves")
+        if binding.probe.scenario is not None and binding.probe.scenario not in ids:
+            raise fail(("mutations", mid, "probe", "scenario"), f"mutation {mid}: no scenario {binding.probe.scenario!r} for its probe",
+                       "the full id of one of the spec's scenarios", "`agentprop run SPEC --kinds mft` lists the case ids")
 
 
 def find_mutation_pack(project: Project) -> Path | None:
@@ -305,7 +319,7 @@ def probe_scenario(project: Project, scenario_id: str | None, mutation: Mutation
 
 def fault_mutants(project: Project, pack: MutationPack, agent: LoadedAgent, make: Callable[[dict[str, float]], LoadedAgent]) -> list[Mutant]:
     """Mutants from the bindings' ``mutations:`` section (fault knobs of a Python agent)."""
-    check_mutation_bindings(project, pack)
+    check_mutation_bindings(project, pack, agent)
     out = []
     for mid, binding in project.bindings.mutations.items():
         mutation = pack.get(mid)
@@ -417,19 +431,41 @@ async def amutation_test(
     return report
 
 
-def mutation_test(project: Project, pack: MutationPack | str | Path, agent: Any, cases: Sequence[Scenario] | None = None,
-                  **kw: Any) -> MutationReport:
-    """Synchronous :func:`amutation_test` for Python agents with fault knobs bound under
-    ``mutations:`` (``cases`` default: every MFT scenario of the project)."""
+def mutation_test(
+    project: Project,
+    pack: MutationPack | str | Path,
+    agent: Any,
+    cases: Sequence[Scenario] | None = None,
+    *,
+    mutants: Sequence[Mutant] | None = None,
+    settings: OracleSettings | None = None,
+    probe_runs: int = 3,
+    budget: Budget | None = None,
+    memo: TrialMemo | None = None,
+    seed: int = 0,
+) -> MutationReport:
+    """Mutation-test ``agent``'s suite: probe each mutant, then run ``cases`` (default: every
+    MFT scenario of the project) on it until one fails.
+
+    ``mutants`` defaults to the fault-knob mutants bound under the bindings' ``mutations:``
+    (:func:`fault_mutants`); pass :class:`Mutant` objects to test others. Each case is decided
+    by the oracle (``settings``, default the spec's); ``budget`` caps the runs.
+    """
     from agentprop._check import as_loaded_agent
     from agentprop._sync import run_sync
+    from agentprop.errors import InvalidArgument
 
+    if not isinstance(probe_runs, int) or isinstance(probe_runs, bool) or probe_runs < 1:
+        raise InvalidArgument(f"probe_runs={probe_runs!r} must be a positive int (3 is the default)")
+    if mutants is not None and not all(isinstance(m, Mutant) for m in mutants):
+        bad = next(m for m in mutants if not isinstance(m, Mutant))
+        raise InvalidArgument(f"mutants must be a sequence of agentprop Mutant objects (see fault_mutants); got {bad!r}")
     loaded = as_loaded_agent(agent)
     p = pack if isinstance(pack, MutationPack) else load_mutation_pack(pack)
-    make = fault_knob_maker(loaded)
-    mutants = kw.pop("mutants", None) or fault_mutants(project, p, loaded, make)
-    return run_sync(amutation_test(project, p, loaded, list(cases) if cases is not None else project.scenarios(),
-                                   mutants=mutants, **kw))
+    chosen = list(mutants) if mutants is not None else fault_mutants(project, p, loaded, fault_knob_maker(loaded))
+    suite = list(cases) if cases is not None else project.scenarios()
+    return run_sync(amutation_test(project, p, loaded, suite, mutants=chosen, settings=settings, probe_runs=probe_runs,
+                                   budget=budget, memo=memo, seed=seed))
 
 
 def fault_knob_maker(agent: LoadedAgent) -> Callable[[dict[str, float]], LoadedAgent]:

@@ -190,6 +190,11 @@ def parse_edit(response: dict[str, Any], project: Project) -> tuple[str | None, 
     return prompt, descriptions, note
 
 
+def _broken_runs(group: FailureGroup) -> bool:
+    """The group failed because runs broke (agent exception, timeout, protocol), not on a clause."""
+    return group.clause.startswith("no_run_errors") or group.clause == "no verdict"
+
+
 def _digest(prompt: str, descriptions: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps([prompt, descriptions], sort_keys=True).encode()).hexdigest()[:10]
 
@@ -252,6 +257,9 @@ async def acompile_prompt(
             decided.append((scenario, r))
             runs += r.runs
             cost += r.cost_usd
+        error = getattr(candidate, "missing_key_error", None)
+        if error is not None:
+            raise error  # no key and nothing cached: say so now, not as a prompt to fix
         groups = group_failures(decided)
         failing = [s.id for s, r in decided if r.verdict != "PASS"]
         it = CompileIteration(index=index, loop=loop, cases_run=len(subset), passed=len(subset) - len(failing), failing=failing,
@@ -290,6 +298,10 @@ async def acompile_prompt(
         if not it.failing:
             result.compiled, result.stop_reason = True, "every visible case passes"
             break
+        if it.passed == 0 and all(_broken_runs(g) for g in it.groups):
+            # a prompt cannot fix a broken connection, a missing cache entry or a crash
+            result.stop_reason = f"every run broke before the agent could be judged ({it.groups[0].explanation}); fix that first"
+            break
         if budget is not None and budget.exhausted:
             result.stop_reason = f"the run budget is spent ({budget.exhausted_reason})"
             break
@@ -312,8 +324,31 @@ async def acompile_prompt(
     return result
 
 
-def compile_prompt(project: Project, agent: Any, cases: Sequence[Scenario] | None = None, **kw: Any) -> CompileResult:
-    """Synchronous :func:`acompile_prompt` (``cases`` default: every MFT scenario)."""
+def compile_prompt(
+    project: Project,
+    agent: Any,
+    cases: Sequence[Scenario] | None = None,
+    *,
+    max_outer: int = 6,
+    max_inner: int = 8,
+    inner_threshold: int = 10,
+    settings: OracleSettings | None = None,
+    budget: Budget | None = None,
+    seed: int = 0,
+    out_dir: str | Path | None = None,
+    temperature: float | None = None,
+) -> CompileResult:
+    """Synchronous :func:`acompile_prompt`: edit ``agent``'s (an
+    :class:`~agentprop.AnthropicAgent`) prompt until every case of ``cases`` (default: every
+    MFT scenario) passes, at most ``max_outer`` full runs; see the module doc."""
     from agentprop._sync import run_sync
+    from agentprop.errors import InvalidArgument
 
-    return run_sync(acompile_prompt(project, agent, list(cases) if cases is not None else project.scenarios(), **kw))
+    for name, value in (("max_outer", max_outer), ("max_inner", max_inner), ("inner_threshold", inner_threshold)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidArgument(f"{name}={value!r} must be a positive int")
+    if not hasattr(agent, "replace") or not hasattr(agent, "call_model"):
+        raise InvalidArgument(f"compile_prompt edits a model agent's prompt: pass an agentprop.AnthropicAgent, not {agent!r}")
+    return run_sync(acompile_prompt(project, agent, list(cases) if cases is not None else project.scenarios(),
+                                    max_outer=max_outer, max_inner=max_inner, inner_threshold=inner_threshold,
+                                    settings=settings, budget=budget, seed=seed, out_dir=out_dir, temperature=temperature))

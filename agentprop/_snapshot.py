@@ -430,9 +430,11 @@ class SnapshotStore:
         if len(matches) == 1:
             return matches[0]
         what = "pending snapshot" if pending else "snapshot"
+        if not names:
+            raise InputError(f"there are no {what}s in {self.dir}",
+                             fix="`agentprop snapshot check SPEC` records candidates (NEW or CHANGED snapshots) to review and approve")
         if not matches:
-            listing = ", ".join(names) or "none"
-            raise InputError(f"no {what} named {name!r} in {self.dir}", expected=f"one of: {listing}",
+            raise InputError(f"no {what} named {name!r} in {self.dir}", expected=f"one of: {', '.join(names)}",
                              fix="`agentprop snapshot review SPEC` lists the pending ones, `agentprop snapshot list SPEC` the baselines")
         raise InputError(f"{name!r} matches several {what}s: {', '.join(matches)}", fix="use a longer part of the name")
 
@@ -488,8 +490,9 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def check_reason(reason: str | None, *, allow_ci: bool = False) -> str:
-    """The reason an approval must carry; approvals are refused when ``CI`` is set."""
+def check_reason(reason: str | None, *, allow_ci: bool = False, option: str = "--reason") -> str:
+    """The reason an approval must carry; approvals are refused when ``CI`` is set. ``option``
+    is how the user gives the reason where this is called (named in the fix)."""
     if os.environ.get("CI") and not allow_ci:
         raise InputError(
             "refusing to approve a behaviour snapshot while CI is set",
@@ -501,7 +504,7 @@ def check_reason(reason: str | None, *, allow_ci: bool = False) -> str:
         raise InputError(
             "approving a behaviour change needs a reason" + (f" longer than {text!r}" if text else ""),
             expected=f"a sentence of at least {MIN_REASON} characters saying why the new behaviour is right",
-            fix="e.g. --reason \"refunds over $500 now escalate: policy P4 changed in spec v2\"",
+            fix=f"e.g. {option} \"refunds over $500 now escalate: policy P4 changed in spec v2\"",
         )
     return text
 
@@ -646,17 +649,30 @@ async def acheck_snapshot(
 
     agent = as_loaded_agent(agent)
     _check_args(runs, alpha)
+    _check_ignore(ignore)
     if update:
         reason = check_reason(reason, allow_ci=allow_ci)
     name = name or scenario.id
     baseline = store.load(name)
     path = str(store.path(name))
+    msgs = list(messages) if messages is not None else scenario.messages
+    rerecord = False
+    if baseline is not None:  # before any run: a mismatch should not cost runs
+        rerecord = _check_same_case(baseline, project.spec.spec_id, msgs, world_digest(scenario), list(ignore), path, update=update)
     current, made = await record_snapshot(project, scenario, agent, name=name, runs=runs, seed=seed,
-                                          ignore=ignore, budget=budget, messages=messages)
+                                          ignore=ignore, budget=budget, messages=msgs)
+    if rerecord:  # new ignore patterns: the old behaviours are not comparable, the approval replaces them
+        if made < runs:
+            return SnapshotResult(name=name, verdict="INCONCLUSIVE", path=path, directory=str(store.dir), alpha=alpha, runs=made)
+        store.save(_approved(current, baseline, reason or "", None))
+        store.discard_pending(name)
+        return SnapshotResult(name=name, verdict="UPDATED", path=path, directory=str(store.dir), alpha=alpha, runs=made,
+                              current=current.counts, reason=reason,
+                              descriptions={r.key: r.behaviour.describe() for r in current.behaviours},
+                              notes=[f"re-recorded with ignore patterns {list(ignore)} (were {baseline.ignore})"])  # type: ignore[union-attr]
     descriptions = {r.key: r.behaviour.describe() for r in current.behaviours}
     if baseline is not None:
         descriptions.update({r.key: r.behaviour.describe() for r in baseline.behaviours})
-        _check_same_case(baseline, current, path)
     common = dict(name=name, path=path, directory=str(store.dir), alpha=alpha, runs=made, current=current.counts, descriptions=descriptions,
                   baseline=baseline.counts if baseline else {}, baseline_runs=baseline.runs if baseline else 0)
     if made < runs:
@@ -682,22 +698,43 @@ async def acheck_snapshot(
     return SnapshotResult(verdict="CHANGED", p_value=p, changes=changes, notes=notes, pending_path=str(pending), **common)  # type: ignore[arg-type]
 
 
-def _check_same_case(baseline: Snapshot, current: Snapshot, path: str) -> None:
+def _check_ignore(ignore: Sequence[str]) -> None:
+    for pattern in ignore:
+        if not isinstance(pattern, str) or not pattern.startswith(("response.", "tools.")):
+            raise InvalidArgument(
+                f"ignore pattern {pattern!r} matches nothing: patterns are globs over response.FIELD, tools.TOOL "
+                "and tools.TOOL.ARG (e.g. 'response.ticket_id', 'tools.create_ticket.*', 'tools.log_*')"
+            )
+
+
+def _check_same_case(baseline: Snapshot, spec_id: str, messages: list[str], world: str, ignore: list[str], path: str, *, update: bool) -> bool:
+    """Raise when the baseline was recorded for another case; ``True`` when only the ignore
+    patterns differ and ``update`` re-records it."""
     mismatched = [
         what for what, old, new in (
-            ("spec", baseline.spec_id, current.spec_id),
-            ("messages", baseline.messages, current.messages),
-            ("world", baseline.world, current.world),
-            ("ignore", baseline.ignore, current.ignore),
+            ("spec", baseline.spec_id, spec_id),
+            ("messages", baseline.messages, messages),
+            ("world", baseline.world, world),
         ) if old != new
     ]
     if mismatched:
         raise InputError(
             f"snapshot {baseline.name!r} was recorded for a different case ({', '.join(mismatched)} changed)",
             location=SourceLocation(path),
-            expected="the same spec, messages, world and ignore patterns as the baseline",
-            fix="give this check its own name=..., or, if the case itself changed on purpose, delete the file and record a new baseline",
+            expected="the same spec, messages and world as the baseline",
+            fix="give this check its own name (name=... in Python), or, if the case itself changed on purpose, delete the "
+            "file and record a new baseline (agentprop snapshot check SPEC --update --reason \"...\")",
         )
+    if baseline.ignore != ignore:
+        if update:
+            return True
+        raise InputError(
+            f"snapshot {baseline.name!r} was recorded with ignore patterns {baseline.ignore}, not {ignore}",
+            location=SourceLocation(path),
+            expected="the baseline's ignore patterns, or a re-recorded baseline",
+            fix="re-record it under the new patterns: rerun with --update --reason \"...\" (update=True, reason=... in Python)",
+        )
+    return False
 
 
 def default_snapshot_dir(project: Project) -> Path:

@@ -153,8 +153,18 @@ async def asurs(
     return result
 
 
-def surs(base: Project, project: Project, agent: Any, **kw: Any) -> SursResult:
-    """Synchronous :func:`asurs`."""
+def surs(
+    base: Project,
+    project: Project,
+    agent: Any,
+    *,
+    settings: OracleSettings | None = None,
+    budget: Budget | None = None,
+    seed: int = 0,
+    cases: Sequence[Scenario] | None = None,
+) -> SursResult:
+    """Run the invariant cases of ``base`` (the previous version's project) on ``agent`` in
+    ``project`` (the new version), judged by the v1 checks; see the module doc."""
     from agentprop._sync import run_sync
 
-    return run_sync(asurs(base, project, agent, **kw))
+    return run_sync(asurs(base, project, agent, settings=settings, budget=budget, seed=seed, cases=cases))

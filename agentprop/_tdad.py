@@ -68,6 +68,8 @@ class TdadMetrics(BaseModel):
     rpr: float | None
     rpr_cases: int
     ms: float | None = None
+    mutation_pack: str | None = None
+    """The mutation pack's id (``None``: no pack, so no mutation testing)."""
     mutants_killed: int = 0
     mutants_activated: int = 0
     surs: float | None = None
@@ -88,10 +90,12 @@ class TdadMetrics(BaseModel):
             f"HPR {pct(self.hpr)}  ({self.hidden_passed}/{self.hidden} hidden cases pass)",
             f"RPR {pct(self.rpr)}  (mean pass rate of the runs of {self.rpr_cases} repeated cases)",
         ]
-        if self.mutants_activated or self.ms is not None:
+        if self.mutation_pack is None:
+            lines.append("MS  n/a  (no mutation pack: mutations.yaml next to the spec, or --mutations FILE)")
+        elif self.mutants_activated:
             lines.append(f"MS  {pct(self.ms)}  ({self.mutants_killed}/{self.mutants_activated} activated mutants killed by the visible suite)")
         else:
-            lines.append("MS  n/a  (no activated mutant; see the mutation lines)")
+            lines.append(f"MS  n/a  (no mutant of {self.mutation_pack} activated; see the mutation lines)")
         if self.surs_invariants:
             lines.append(f"SURS {pct(self.surs)}  ({self.surs_passed}/{self.surs_invariants} v1 invariant cases pass; "
                          f"{self.surs_excluded} v1 cases excluded: v2 changed their path)")
@@ -112,6 +116,7 @@ def tdad_metrics(cases: Sequence[CaseReport], split: dict[str, Side], mutation: 
         vpr=vp / len(visible) if visible else None, hpr=hp / len(hidden) if hidden else None,
         rpr=sum(c.pass_rate for c in repeated) / len(repeated) if repeated else None, rpr_cases=len(repeated),
         ms=mutation.mutation_score if mutation is not None else None,
+        mutation_pack=mutation.pack_id if mutation is not None else None,
         mutants_killed=mutation.killed if mutation is not None else 0,
         mutants_activated=mutation.activated if mutation is not None else 0,
         surs=surs.surs if surs is not None else None,

@@ -163,7 +163,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--agentprop-shrink-budget must be 0 (off) or a number of runs")
     if _opt(config, "--agentprop-snapshot-update"):
         try:
-            check_reason(_opt(config, "--agentprop-snapshot-reason"))
+            check_reason(_opt(config, "--agentprop-snapshot-reason"), option="--agentprop-snapshot-reason")
         except InputError as exc:
             raise pytest.UsageError(f"--agentprop-snapshot-update: {exc}") from None
     elif _opt(config, "--agentprop-snapshot-reason"):
@@ -324,6 +324,7 @@ class SnapshotFixture:
         ignore: Sequence[str] = (),
         messages: Sequence[str] | None = None,
     ) -> SnapshotResult:
+        __tracebackhide__ = True  # the failure is the diff, not this fixture's frame
         self._calls += 1
         config = self._request.config
         state = _state(config)

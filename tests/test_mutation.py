@@ -385,3 +385,12 @@ def test_tdad_runs_decides_every_case_on_a_fixed_number_of_runs() -> None:
     assert {c["runs"] for c in report["cases"]} == {3}
     code, _, err = cli("tdad", str(EXAMPLE), "--runs", "0")
     assert code == 2 and "--runs 0 must be at least 1" in err
+
+
+def test_mutation_test_rejects_bad_arguments(project: agentprop.Project) -> None:
+    from agentprop import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="probe_runs=0 must be a positive int"):
+        mutation_test(project, PACK, clean_agent(), probe_runs=0)
+    with pytest.raises(InvalidArgument, match="mutants must be a sequence of agentprop Mutant objects"):
+        mutation_test(project, PACK, clean_agent(), mutants=["SKIP_AUTH_GATE"])  # type: ignore[list-item]

@@ -173,3 +173,22 @@ def test_request_shape_is_stable() -> None:
 def test_bad_compile_arguments_are_usage_errors(args: list[str], message: str) -> None:
     code, _, err = cli("compile", str(EXAMPLE), "--model", MODEL, "--out", "b", *args)
     assert code == 2 and message in err
+
+
+def test_runs_that_break_stop_the_compile_instead_of_asking_for_a_prompt_fix(tmp_path: Path) -> None:
+    # replay-only with an empty cache: every run breaks on a cache miss, which no prompt fixes
+    project = agentprop.load_project(EXAMPLE)
+    model = CompilingModel(project)
+    with MessagesServer(handler=model) as server:
+        code, out, _ = cli(*compile_args(server, tmp_path / "empty.sqlite", "--cache-mode", "replay-only"))
+        assert len(server.requests) == 0
+    assert code == 1
+    assert "every run broke before the agent could be judged" in out
+    assert model.smith == []
+    log = json.loads(Path("build/compile_log.json").read_text(encoding="utf-8"))
+    assert len(log["iterations"]) == 1 and not log["compiled"]
+
+
+def test_no_key_for_the_real_api_is_said_at_once(tmp_path: Path) -> None:
+    code, _, err = cli("compile", str(EXAMPLE), "--model", MODEL, "--out", "build", "--cache", "none", "--runs", "1")
+    assert code == 2 and "no Anthropic API key" in err

@@ -229,6 +229,21 @@ def test_pending_and_baseline_render_for_review(project: agentprop.Project, tmp_
     assert store.pending() == []
 
 
+def test_new_ignore_patterns_need_a_re_recording(project: agentprop.Project, tmp_path: Path) -> None:
+    approve_first(project, tmp_path)
+    with pytest.raises(InputError, match="(?s)recorded with ignore patterns \\[\\], not \\['response.node_id'\\].*--update --reason"):
+        check_snapshot(project, TICKET, agent(), directory=tmp_path, ignore=["response.node_id"])
+    redone = check_snapshot(project, TICKET, agent(), directory=tmp_path, ignore=["response.node_id"], update=True,
+                            reason="node ids are renamed in the next spec version")
+    assert redone.verdict == "UPDATED" and any("re-recorded" in n for n in redone.notes)
+    snap = SnapshotStore(tmp_path).load(TICKET)
+    assert snap is not None and snap.ignore == ["response.node_id"] and len(snap.approvals) == 2
+    assert all("node_id" not in t.response for r in snap.behaviours for t in r.behaviour.turns)
+    assert check_snapshot(project, TICKET, agent(), directory=tmp_path, ignore=["response.node_id"]).verdict == "MATCH"
+    with pytest.raises(InvalidArgument, match="ignore pattern 'node_id' matches nothing"):
+        check_snapshot(project, TICKET, agent(), directory=tmp_path, ignore=["node_id"])
+
+
 def test_a_snapshot_of_another_case_under_the_same_name_is_an_input_error(project: agentprop.Project, tmp_path: Path) -> None:
     approve_first(project, tmp_path)
     with pytest.raises(InputError, match="different case .*messages"):

@@ -115,7 +115,12 @@ def test_update_is_refused_under_ci(spec: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_unknown_names_and_missing_actions_explain_themselves(spec: Path) -> None:
     code, _, err = cli("snapshot", "approve", str(spec), "NOPE", "--reason", "a perfectly good reason")
-    assert code == 2 and "no pending snapshot named 'NOPE'" in err
+    assert code == 2 and "there are no pending snapshots in" in err and "agentprop snapshot check SPEC" in err
+    cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7")  # one pending candidate now
+    code, _, err = cli("snapshot", "approve", str(spec), "NOPE", "--reason", "a perfectly good reason")
+    assert code == 2 and "no pending snapshot named 'NOPE'" in err and "END_TICKET<-N7_CANCEL" in err
+    code, _, err = cli("snapshot", "review", str(spec.parent / "no_such_dir"))
+    assert code == 2 and "no such spec or snapshot directory" in err
     code, _, err = cli("snapshot", "reject", str(spec))
     assert code == 2 and "needs snapshot names or --all" in err
     code, _, err = cli("snapshot")

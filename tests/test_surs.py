@@ -13,9 +13,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 import agentprop
 from agentprop._cli import main
+from agentprop._spec.lint import condition_variables
 from agentprop._surs import changed_nodes, invariant_scenarios, surs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,13 +28,20 @@ needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="the SpecSuite-Cor
 
 
 def v2_project(tmp_path: Path, lineage: str) -> agentprop.Project:
-    """The v2 spec with the v1 example's bindings and agent beside it."""
+    """The v2 spec beside the v1 example's agent and bindings, the variables v2 adds bound as
+    internal (solved, not staged), so that v2's own cases can be built."""
     target = tmp_path / f"{lineage}_v2"
     target.mkdir()
     example = ROOT / "examples" / lineage
-    for name in ("agentprop.yaml", "agent.py", *(["warehouse.py"] if (example / "warehouse.py").exists() else [])):
+    for name in ("agent.py", *(["warehouse.py"] if (example / "warehouse.py").exists() else [])):
         shutil.copy(example / name, target / name)
     shutil.copy(SHARED / lineage / "v2" / "spec.yaml", target / "spec.yaml")
+    bindings = yaml.safe_load((example / "agentprop.yaml").read_text(encoding="utf-8"))
+    bindings.pop("mutations", None)
+    v2 = agentprop.load_spec(target / "spec.yaml")
+    for name in sorted(set(condition_variables(v2)) - set(bindings["variables"])):
+        bindings["variables"][name] = {"internal": True}
+    (target / "agentprop.yaml").write_text(yaml.safe_dump(bindings, sort_keys=False), encoding="utf-8")
     return agentprop.load_project(target)
 
 
@@ -75,6 +84,22 @@ def test_surs_is_full_for_a_faithful_agent_and_drops_for_a_regression(tmp_path: 
 
 
 @needs_shared
+def test_a_base_or_project_without_cases_is_an_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an empty suite proves nothing: v2 with v1's bindings cannot build a single v2 path
+    monkeypatch.chdir(tmp_path)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(SHARED / "supportops" / "v2" / "spec.yaml", bare / "spec.yaml")
+    shutil.copy(ROOT / "examples" / "supportops" / "agent.py", bare / "agent.py")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["tdad", str(bare), "--agent", "agent:SupportOpsAgent", "--mutations", "none"], out=out, err=err)
+    assert code == 2 and "no case can be built" in err.getvalue()
+    v2 = v2_project(tmp_path, "supportops")
+    code = main(["tdad", str(v2.base_dir), "--base", str(bare), "--kinds", "mft", "--mutations", "none"], out=out, err=err)
+    assert code == 2 and "(given as --base)" in err.getvalue()
+
+
+@needs_shared
 def test_tdad_command_reports_surs_with_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     v2 = v2_project(tmp_path, "supportops")
@@ -84,6 +109,7 @@ def test_tdad_command_reports_surs_with_base(tmp_path: Path, monkeypatch: pytest
     assert code == 1, out.getvalue() + err.getvalue()
     text = out.getvalue()
     assert "SURS " in text and "v1 invariant cases pass" in text and "excluded" in text
+    assert "no mutation pack" in text
     tdad = json.loads(Path("r.json").read_text(encoding="utf-8"))["metrics"]["extra"]["tdad"]
     assert 0 < tdad["surs"] < 1 and tdad["surs_passed"] == tdad["surs_invariants"] - 1
     assert tdad["surs_detail"]["excluded"]
