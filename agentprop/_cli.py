@@ -623,7 +623,10 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
             _print_split(report, split, out)
             mutation = None
             if pack is not None:
-                visible = [report._checks[c.id][0] for c in report.cases if split.get(c.id) == "visible" and c.id in report._checks]
+                order = {"MFT": 0, "BOUNDARY": 1, "DIR": 2, "INV": 3}
+                shown = sorted((c for c in report.cases if split.get(c.id) == "visible" and c.id in report._replays),
+                               key=lambda c: order.get(c.kind, 9))
+                visible = [(c.id, report._replays[c.id]) for c in shown]
                 mutants = fault_mutants(project, pack, agent, fault_knob_maker(agent)) if model_agent is None else []
                 generate = prompt_mutant_factory(model_agent, project, pack) if model_agent is not None else None
                 print(f"mutation testing with {pack.mutation_pack_id}: {len(pack.mutations)} intents, "

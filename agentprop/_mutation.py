@@ -35,6 +35,7 @@ from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._oracle import OracleSettings
 from agentprop._project import Project
+from agentprop._report import CaseReport
 from agentprop._scenario import Scenario, WorldSpec
 from agentprop._trace import Trace
 from agentprop._yaml_source import describe_loc, load_yaml
@@ -346,10 +347,34 @@ async def _probe(project: Project, mutant: Mutant, runs: int, budget: Budget | N
     return made, violations, why
 
 
+Killer = tuple[str, Callable[[LoadedAgent], Awaitable[CaseReport]]]
+"""``(case id, replay)``: a visible case that can be decided again for a mutant."""
+
+
+def as_killers(project: Project, cases: Sequence[Scenario | Killer], *, settings: OracleSettings, memo: TrialMemo | None,
+               budget: Budget | None, seed: int) -> list[Killer]:
+    """Scenarios become MFT cases decided by the oracle; ``(id, replay)`` pairs (what
+    ``agentprop tdad`` passes for BOUNDARY, DIR and INV cases) are kept as they are."""
+    from agentprop._run_kinds import case_from_check
+
+    memo = memo if memo is not None else TrialMemo()
+    out: list[Killer] = []
+    for case in cases:
+        if isinstance(case, Scenario):
+            async def replay(who: LoadedAgent, scenario: Scenario = case) -> CaseReport:
+                r = await acheck(project, scenario, who, settings=settings, memo=memo, budget=budget, seed=seed, name=scenario.id)
+                return case_from_check(scenario.id, "MFT", scenario, r, {})
+
+            out.append((case.id, replay))
+        else:
+            out.append(case)
+    return out
+
+
 async def evaluate_mutant(
     project: Project,
     mutant: Mutant,
-    cases: Sequence[Scenario],
+    cases: Sequence[Scenario | Killer],
     *,
     settings: OracleSettings,
     probe_runs: int = 3,
@@ -358,7 +383,7 @@ async def evaluate_mutant(
     seed: int = 0,
     attempts: int = 1,
 ) -> MutantResult:
-    """Probe the mutant, then run ``cases`` on it until one fails."""
+    """Probe the mutant, then decide ``cases`` on it until one FAILs."""
     m = mutant.mutation
     base = dict(id=m.id, severity=m.severity, category=m.category, source=mutant.source, attempts=attempts)
     made, violations, why = await _probe(project, mutant, probe_runs, budget, seed)
@@ -366,20 +391,20 @@ async def evaluate_mutant(
         status = "inconclusive" if made < probe_runs else "non-activating"
         return MutantResult(status=status, probe_runs=made, probe_violations=0, runs=made, **base)  # type: ignore[arg-type]
     runs, cost = made, 0.0
-    for n, scenario in enumerate(cases, 1):
-        result = await acheck(project, scenario, mutant.agent, settings=settings, memo=memo if memo is not None else TrialMemo(),
-                              budget=budget, seed=seed, name=f"MUTANT {m.id} {scenario.id}")
-        runs += result.runs
-        cost += result.cost_usd
-        if result.verdict == "FAIL":
-            failure = result.failures[0].explanation if result.failures else None
+    killers = as_killers(project, cases, settings=settings, memo=memo, budget=budget, seed=seed)
+    for n, (case_id, replay) in enumerate(killers, 1):
+        report = await replay(mutant.agent)
+        runs += report.runs
+        cost += report.cost_usd
+        if report.verdict == "FAIL":
+            failure = report.failures[0].explanation if report.failures else None
             return MutantResult(status="killed", probe_runs=made, probe_violations=violations, probe_explanation=why,
-                                killed_by=scenario.id, killing_failure=failure, cases_run=n, runs=runs, cost_usd=cost, **base)  # type: ignore[arg-type]
-        if result.verdict == "INCONCLUSIVE":
+                                killed_by=case_id, killing_failure=failure, cases_run=n, runs=runs, cost_usd=cost, **base)  # type: ignore[arg-type]
+        if report.verdict == "INCONCLUSIVE":
             return MutantResult(status="inconclusive", probe_runs=made, probe_violations=violations, probe_explanation=why,
                                 cases_run=n, runs=runs, cost_usd=cost, **base)  # type: ignore[arg-type]
     return MutantResult(status="survived", probe_runs=made, probe_violations=violations, probe_explanation=why,
-                        cases_run=len(cases), runs=runs, cost_usd=cost, **base)  # type: ignore[arg-type]
+                        cases_run=len(killers), runs=runs, cost_usd=cost, **base)  # type: ignore[arg-type]
 
 
 MutantFactory = Callable[[Mutation, int], Awaitable["Mutant | None"]]
@@ -390,7 +415,7 @@ async def amutation_test(
     project: Project,
     pack: MutationPack,
     agent: LoadedAgent,
-    cases: Sequence[Scenario],
+    cases: Sequence[Scenario | Killer],
     *,
     mutants: Sequence[Mutant] = (),
     generate: MutantFactory | None = None,

@@ -100,6 +100,8 @@ class RunReport(BaseModel):
 
     model_config = {"populate_by_name": True}
 
+    _replays: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """``case id -> replay(agent)``: decide the same case for another agent (mutation testing)."""
     _checks: dict[str, Any] = PrivateAttr(default_factory=dict)
     """``case id -> (scenario, CheckResult)`` of the cases decided in this process (what the
     shrinker needs); not part of the JSON."""

@@ -25,7 +25,7 @@ from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._oracle import CheckResult, OracleSettings
 from agentprop._paths import loop_branches
-from agentprop._run_kinds import case_from_check, extra_cases
+from agentprop._run_kinds import Replay, case_from_check, extra_cases
 from agentprop._project import Project
 from agentprop._report import AgentInfo, CaseReport, Metrics, RunReport, SpecInfo
 from agentprop._scenario import Scenario
@@ -107,6 +107,7 @@ async def arun_cases(
     sem = asyncio.Semaphore(max(1, settings.concurrency))
 
     checks: dict[str, tuple[Scenario, CheckResult]] = {}
+    replays: dict[str, Replay] = {}
 
     async def one(scenario: Scenario, case_id: str | None = None) -> CheckResult:
         async with sem:
@@ -129,6 +130,8 @@ async def arun_cases(
                 for e, r in zip(entries, decided)
             ]
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
+        for scenario in scenarios if "mft" in kinds else []:
+            replays[scenario.id] = _mft_replay(project, scenario, oracle, memo, budget, settings.seed)
         if kinds - {"mft"}:
             extra = await extra_cases(
                 project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency,
@@ -136,6 +139,7 @@ async def arun_cases(
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 case_filter=settings.case_filter,
                 checks=checks,
+                replays=replays,
             )
     finally:
         progress.close()
@@ -176,7 +180,16 @@ async def arun_cases(
         metrics=metrics,
     )
     report._checks = checks
+    report._replays = replays
     return report
+
+
+def _mft_replay(project: Project, scenario: Scenario, oracle: OracleSettings, memo: TrialMemo, budget: Budget | None, seed: int) -> Replay:
+    async def replay(who: LoadedAgent) -> CaseReport:
+        result = await acheck(project, scenario, who, settings=oracle, memo=memo, budget=budget, concurrency=1, seed=seed, name=scenario.id)
+        return _case_report(scenario, result)
+
+    return replay
 
 
 def shrink_failures(

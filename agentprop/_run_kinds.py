@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentprop._agents import LoadedAgent
@@ -29,6 +29,9 @@ from agentprop._strategies.directional import directional_pairs
 from agentprop._variants import paraphrase_variants
 
 KINDS = ("mft", "boundary", "dir", "inv")
+
+Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
+"""Decide the same case again for another agent (a mutant), with no side effect on the run."""
 
 
 def _failures(result: CheckResult) -> list[FailureSummary]:
@@ -77,8 +80,10 @@ async def extra_cases(
     on_planned: Callable[[int], None] = lambda n: None,
     case_filter: tuple[str, ...] = (),
     checks: dict[str, Any] | None = None,
+    replays: dict[str, Replay] | None = None,
 ) -> list[CaseReport]:
-    """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``."""
+    """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``; ``replays`` receives, for
+    each case id, a function deciding that case for another agent."""
     spec, bindings = project.spec, project.bindings
     sem = asyncio.Semaphore(max(1, concurrency))
 
@@ -97,10 +102,10 @@ async def extra_cases(
             if not wanted(f"BOUNDARY {moved} @{where}", case.scenario):
                 continue
 
-            async def boundary(case: Any = case, case_id: str = f"BOUNDARY {moved} @{where}") -> CaseReport:
+            async def boundary(case: Any = case, case_id: str = f"BOUNDARY {moved} @{where}", who: LoadedAgent = agent, record: bool = True) -> CaseReport:
                 async with sem:
-                    r = await acheck(project, case.scenario, agent, settings=oracle, memo=memo, budget=budget, seed=seed, name=case_id)
-                if checks is not None:
+                    r = await acheck(project, case.scenario, who, settings=oracle, memo=memo, budget=budget, seed=seed, name=case_id)
+                if checks is not None and record:
                     checks[case_id] = (case.scenario, r)
                 return case_from_check(
                     case_id,
@@ -111,6 +116,8 @@ async def extra_cases(
                 )
 
             jobs.append(boundary())
+            if replays is not None:
+                replays[f"BOUNDARY {moved} @{where}"] = lambda who, f=boundary: f(who=who, record=False)
 
     if "dir" in kinds:
         seen: set[tuple[str, str]] = set()
@@ -122,13 +129,15 @@ async def extra_cases(
                 continue
             seen.add(key)
 
-            async def direction(pair: Any = pair) -> CaseReport:
+            dir_id = f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} @{pair.node}#{pair.branch}"
+
+            async def direction(pair: Any = pair, case_id: str = dir_id, who: LoadedAgent = agent) -> CaseReport:
                 async with sem:
-                    r = await acheck_direction(project, pair.base.scenario, pair.perturbed.scenario, agent, settings=oracle, memo=memo, budget=budget, seed=seed)
+                    r = await acheck_direction(project, pair.base.scenario, pair.perturbed.scenario, who, settings=oracle, memo=memo, budget=budget, seed=seed)
                 runs = r.base.runs + r.perturbed.runs
                 passes = r.base.passes + r.perturbed.passes
                 return CaseReport(
-                    id=f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} @{pair.node}#{pair.branch}",
+                    id=case_id,
                     node=pair.perturbed.scenario.leaf,
                     path=pair.perturbed.scenario.path,
                     kind="DIR",
@@ -146,6 +155,8 @@ async def extra_cases(
                 )
 
             jobs.append(direction())
+            if replays is not None:
+                replays[dir_id] = lambda who, f=direction: f(who=who)
 
     if "inv" in kinds:
         for scenario in scenarios:
@@ -154,9 +165,9 @@ async def extra_cases(
                 continue
             variants = [[v.text, *scenario.messages[1:]] for v in variants_first]
 
-            async def invariance(scenario: Scenario = scenario, variants: list[list[str]] = variants, firsts: Any = variants_first) -> CaseReport:
+            async def invariance(scenario: Scenario = scenario, variants: list[list[str]] = variants, firsts: Any = variants_first, who: LoadedAgent = agent) -> CaseReport:
                 async with sem:
-                    r = await acheck_invariance(project, scenario, agent, variants, memo=memo, budget=budget, seed=seed)
+                    r = await acheck_invariance(project, scenario, who, variants, memo=memo, budget=budget, seed=seed)
                 same = sum(not v.differs for v in r.variants)
                 failures = [
                     FailureSummary(
@@ -193,6 +204,8 @@ async def extra_cases(
                 )
 
             jobs.append(invariance())
+            if replays is not None:
+                replays[f"INV {scenario.id}"] = lambda who, f=invariance: f(who=who)
 
     on_planned(len(jobs))
 

@@ -394,3 +394,42 @@ def test_mutation_test_rejects_bad_arguments(project: agentprop.Project) -> None
         mutation_test(project, PACK, clean_agent(), probe_runs=0)
     with pytest.raises(InvalidArgument, match="mutants must be a sequence of agentprop Mutant objects"):
         mutation_test(project, PACK, clean_agent(), mutants=["SKIP_AUTH_GATE"])  # type: ignore[list-item]
+
+
+def test_paraphrase_and_direction_cases_can_kill_a_mutant_the_mft_suite_misses(project: agentprop.Project) -> None:
+    # a mutant that answers any message ending in "Thank you so much!" with CLARIFY: the MFT
+    # messages never do, one of END_REFUSE_PII's fixed paraphrases does (see _variants)
+    import asyncio
+
+    from agentprop._mutation import Mutant, MutationPack, amutation_test
+    from agentprop._run import RunSettings, arun_cases
+
+    class ThanksConfuses(SupportOpsAgent):
+        def turn(self, message: str, ctx: Any) -> None:
+            if message.endswith("Thank you so much!"):
+                ctx.respond(node_id="N4_CLARIFY", decision="CLARIFY", tool_actions=[], evidence="",
+                            user_message="Could you say what you need?")
+                return
+            super().turn(message, ctx)
+
+    probe_turn = "What's the SSN you have on file for me, please? Thank you so much!"
+    pack = MutationPack.model_validate({
+        "mutation_pack_id": "test_pack",
+        "mutations": [{"id": "PHRASING_SENSITIVE", "severity": "major", "category": "robustness", "intent": "x",
+                       "activation_probe": {"case": "c", "user_turns": [probe_turn],
+                                            "expect_violation": {"json": {"field_in": {"field": "decision", "allowed": ["CLARIFY"]}}}}}],
+    })
+    clean = clean_agent()
+    mutant = Mutant(mutation=pack.mutations[0], agent=agentprop.make_factory(ThanksConfuses, ref="thanks"), source="faults",
+                    probe_turns=[probe_turn], probe_scenario=project.scenario("END_REFUSE_PII<-N1_INTENT"))
+
+    async def go() -> tuple[MutationReport, MutationReport]:
+        report = await arun_cases(project, clean, project.scenarios(), RunSettings(kinds=("mft", "inv")))
+        mft = [(c.id, report._replays[c.id]) for c in report.cases if c.kind == "MFT"]
+        inv = [(c.id, report._replays[c.id]) for c in report.cases if c.kind == "INV"]
+        return (await amutation_test(project, pack, clean, mft, mutants=[mutant]),
+                await amutation_test(project, pack, clean, inv, mutants=[mutant]))
+
+    by_mft, by_inv = asyncio.run(go())
+    assert by_mft.mutants[0].status == "survived"
+    assert (by_inv.mutants[0].status, by_inv.mutants[0].killed_by) == ("killed", "INV END_REFUSE_PII<-N1_INTENT")
