@@ -125,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in all")
     comp.add_argument("--max-usd", type=float, help="stop once this many dollars are spent")
     comp.add_argument("--json", dest="json_path", help="also write the compile log to this file")
-    _add_model_options(comp)
+    _add_model_options(comp, always=True)
     return p
 
 
@@ -173,9 +173,10 @@ def _add_agent_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
-    model = p.add_argument_group("model agent (--agent anthropic)")
-    model.add_argument("--model", help="model name, e.g. claude-sonnet-4-6 (required with --agent anthropic)")
+def _add_model_options(p: argparse.ArgumentParser, *, always: bool = False) -> None:
+    """The model agent's options; ``always``: the command only runs a model agent (compile)."""
+    model = p.add_argument_group("the model (its prompt is what gets compiled)" if always else "model agent (--agent anthropic)")
+    model.add_argument("--model", help="model name, e.g. claude-sonnet-4-6 (required" + ("" if always else " with --agent anthropic") + ")")
     model.add_argument("--prompt", metavar="FILE", help="system prompt file (default: seed_prompt.txt next to the spec)")
     model.add_argument("--tool-descriptions", metavar="FILE", help="YAML of tool name -> description (default: seed_tool_descriptions.yaml next to the spec)")
     model.add_argument("--base-url", metavar="URL", help="Messages API endpoint (default: ANTHROPIC_BASE_URL, else Anthropic's); the key comes from ANTHROPIC_API_KEY")
