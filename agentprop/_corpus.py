@@ -14,12 +14,12 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
+from agentprop._files import write_atomic
 from agentprop._scenario import Scenario
 
 if TYPE_CHECKING:
@@ -70,13 +70,8 @@ class Corpus:
         self.root = Path(root)
 
     def save(self, entry: CorpusEntry) -> Path:
-        folder = self.root / entry.spec_id
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{entry.id}.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(entry.model_dump_json(indent=2), encoding="utf-8")
-        os.replace(tmp, path)  # atomic: a kill never leaves half an entry
-        return path
+        # atomic: a kill never leaves half an entry
+        return write_atomic(self.root / entry.spec_id / f"{entry.id}.json", entry.model_dump_json(indent=2))
 
     def entries(self, *, spec_id: str | None = None, agent_ref: str | None = None, scenario_id: str | None = None) -> list[CorpusEntry]:
         if not self.root.is_dir():

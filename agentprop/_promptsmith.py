@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +29,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field
 
+from agentprop._files import write_atomic
 from agentprop._budget import Budget
 from agentprop._check import acheck
 from agentprop._corpus import clause_of
@@ -199,19 +199,12 @@ def _digest(prompt: str, descriptions: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps([prompt, descriptions], sort_keys=True).encode()).hexdigest()[:10]
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def save_artifact(out_dir: Path, result: CompileResult) -> None:
     """The compiled (or best so far) prompt, tool descriptions and the log, written atomically."""
-    _write_atomic(out_dir / "prompt.txt", result.prompt + "\n")
-    _write_atomic(out_dir / "tool_descriptions.yaml",
+    write_atomic(out_dir / "prompt.txt", result.prompt + "\n")
+    write_atomic(out_dir / "tool_descriptions.yaml",
                   yaml.safe_dump(result.tool_descriptions, sort_keys=True, allow_unicode=True) if result.tool_descriptions else "{}\n")
-    _write_atomic(out_dir / "compile_log.json", result.model_dump_json(indent=2) + "\n")
+    write_atomic(out_dir / "compile_log.json", result.model_dump_json(indent=2) + "\n")
 
 
 async def acompile_prompt(

@@ -52,6 +52,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentprop._files import write_atomic
 from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
 from agentprop._project import Project
@@ -406,12 +407,12 @@ class SnapshotStore:
 
     def save(self, snapshot: Snapshot) -> Path:
         path = self.path(snapshot.name)
-        _write_atomic(path, snapshot.to_json())
+        write_atomic(path, snapshot.to_json())
         return path
 
     def save_pending(self, snapshot: Snapshot) -> Path:
         path = self.pending_path(snapshot.name)
-        _write_atomic(path, snapshot.to_json())
+        write_atomic(path, snapshot.to_json())
         return path
 
     def discard_pending(self, name: str) -> bool:
@@ -478,16 +479,6 @@ def _read(path: Path) -> Snapshot:
             expected=f"a snapshot file ({SCHEMA}) as agentprop writes it",
             fix="restore the file from version control, or delete it and record a new baseline",
         ) from None
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def check_reason(reason: str | None, *, allow_ci: bool = False, option: str = "--reason") -> str:

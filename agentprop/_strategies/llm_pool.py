@@ -59,7 +59,6 @@ import json
 import math
 import os
 import re
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -73,6 +72,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from rapidfuzz import fuzz
 
+from agentprop._files import write_atomic
 from agentprop._budget import Budget
 from agentprop._retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_call
 from agentprop._strategies.packs import PhrasePack, resolve_pack
@@ -748,17 +748,8 @@ def _pool_document(request: _PoolRequest, pool: ParaphrasePool) -> dict[str, Any
 
 
 def _write_json(path: Path, document: Mapping[str, Any]) -> None:
-    """Write atomically (temporary file + rename): a reader never sees half a pool."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write atomically: a reader never sees half a pool."""
+    write_atomic(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
 def _bad_file(path: Path, problem: str, *, expected: str, fix: str) -> ParaphrasePoolError:
