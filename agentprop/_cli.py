@@ -462,8 +462,9 @@ def _snapshot(args: argparse.Namespace, out: TextIO) -> int:
             baseline = store.load(candidate.name)
             print(render_pending(candidate, baseline), file=out)
             print(file=out)
-        print(f"{len(pending)} pending: approve with `agentprop snapshot approve {args.spec} NAME --reason \"...\"` "
-              f"(or --all), discard with `agentprop snapshot reject {args.spec} NAME`", file=out)
+        where = f"{args.spec}" + (f" --dir {args.dir}" if args.dir else "")
+        print(f"{len(pending)} pending: approve with `agentprop snapshot approve {where} NAME --reason \"...\"` "
+              f"(or --all), discard with `agentprop snapshot reject {where} NAME`", file=out)
         return EXIT_OK
     if action == "list":
         baselines = store.baselines()
@@ -617,7 +618,7 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     oracle = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
     print(f"agentprop {__version__}: TDAD evaluation of {project.spec.spec_id} with agent {agent.ref}", file=out)
 
-    async def evaluate() -> tuple[RunReport, MutationReport | None, SursResult | None]:
+    async def evaluate() -> tuple[RunReport, TdadMetrics, MutationReport | None, SursResult | None]:
         try:
             report = await arun_cases(project, agent, scenarios, settings, problems=project.problems, budget=budget, memo=TrialMemo())
             split = split_suite(report.cases, visible_fraction=args.visible_fraction, seed=args.split_seed)
@@ -641,19 +642,19 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"spec evolution: the invariants of {base.spec.spec_id} on this agent", file=out, flush=True)
                 regression = await asurs(base, project, agent, settings=OracleSettings.for_spec(base.spec, mode="fixed" if args.runs else None, runs=args.runs),
                                          budget=budget, seed=args.seed)
-            report.metrics.extra["tdad"] = tdad_metrics(report.cases, split, mutation, visible_fraction=args.visible_fraction,
-                                                        seed=args.split_seed, surs=regression).model_dump(mode="json")
+            metrics = tdad_metrics(report.cases, split, mutation, visible_fraction=args.visible_fraction,
+                                   seed=args.split_seed, surs=regression)
+            report.metrics.extra["tdad"] = metrics.model_dump(mode="json")
             if mutation is not None:
                 report.metrics.extra["tdad"]["mutation"] = mutation.model_dump(mode="json")
             if regression is not None:
                 report.metrics.extra["tdad"]["surs_detail"] = regression.model_dump(mode="json")
-            return report, mutation, regression
+            return report, metrics, mutation, regression
         finally:
             if model_agent is not None:
                 await model_agent.aclose()
 
-    report, mutation, regression = asyncio.run(evaluate())
-    metrics = TdadMetrics.model_validate({k: v for k, v in report.metrics.extra["tdad"].items() if k not in ("mutation", "surs_detail")})
+    report, metrics, mutation, regression = asyncio.run(evaluate())
     if mutation is not None:
         for line in mutation.skipped_lines():
             print("  " + line, file=out)

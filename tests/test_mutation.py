@@ -433,3 +433,12 @@ def test_paraphrase_and_direction_cases_can_kill_a_mutant_the_mft_suite_misses(p
     by_mft, by_inv = asyncio.run(go())
     assert by_mft.mutants[0].status == "survived"
     assert (by_inv.mutants[0].status, by_inv.mutants[0].killed_by) == ("killed", "INV END_REFUSE_PII<-N1_INTENT")
+
+
+@pytest.mark.parametrize("example", ["supportops", "expenseguard", "datainsights"])
+def test_every_bound_mutant_of_every_example_is_killed(example: str) -> None:
+    directory = ROOT / "examples" / example
+    project = agentprop.load_project(directory)
+    report = mutation_test(project, directory / "mutations.yaml", agentprop.load_agent(project.bindings.agent or "", directory))
+    assert {m.id for m in report.mutants} == set(project.bindings.mutations)
+    assert all(m.status == "killed" for m in report.mutants) and report.mutation_score == 1.0
