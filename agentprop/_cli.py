@@ -24,7 +24,9 @@ from agentprop._report import RunReport
 from agentprop._scenario import Scenario
 from agentprop._corpus import Corpus, pytest_regression
 from agentprop._memo import TrialMemo
+from agentprop._explore import DEFAULT_PER_PATH
 from agentprop._run import RunSettings, arun_cases, render_table, shrink_failures
+from agentprop._run_kinds import KINDS
 from agentprop._mutation import (
     MutationReport,
     amutation_test,
@@ -77,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-runs-per-case", type=int, metavar="N", help="truncate each case's sequential test after N runs (default 100; undecided means UNSTABLE)")
     run.add_argument("--seed", type=int, default=0, help="trial namespace: change it to draw fresh samples")
     run.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
-    run.add_argument("--kinds", default="mft,boundary,dir,inv", help="case kinds to run, comma-separated: mft (every path), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all")
+    run.add_argument("--kinds", default="mft,explore,boundary,dir,inv", help="case kinds to run, comma-separated: mft (every path), explore (every path written many ways), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all")
+    run.add_argument("--explore", type=int, default=DEFAULT_PER_PATH, metavar="N", help=f"inputs explored per path: templates and phrase-pack paraphrases on every turn, the search weighted towards what failed (default {DEFAULT_PER_PATH}; 0 turns exploration off)")
     run.add_argument("--case", action="append", default=[], metavar="ID", help="only run cases whose id contains ID (repeatable)")
     run.add_argument("--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each failing case (default 200; 0 turns shrinking off)")
     run.add_argument("--corpus", default=str(Path(".agentprop") / "corpus"), metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus; 'none' to turn off)")
@@ -99,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     tdad.add_argument("--visible-fraction", type=float, default=0.5, metavar="F", help="share of the BOUNDARY, DIR and INV cases that is visible (default 0.5; MFT cases are always visible)")
     tdad.add_argument("--split-seed", type=int, default=0, help="seed of the visible/hidden split (default 0)")
     tdad.add_argument("--probe-runs", type=int, default=3, metavar="N", help="runs of each mutant's activation probe (default 3)")
-    tdad.add_argument("--kinds", default="mft,boundary,dir,inv", help="case kinds in the suite (default all)")
+    tdad.add_argument("--kinds", default="mft,explore,boundary,dir,inv", help="case kinds in the suite (default all)")
+    tdad.add_argument("--explore", type=int, default=DEFAULT_PER_PATH, metavar="N", help=f"inputs explored per path (default {DEFAULT_PER_PATH}; 0 turns exploration off)")
     tdad.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID (repeatable)")
     tdad.add_argument("--runs", type=int, help="decide each case on a fixed N runs instead of the sequential test (cheaper with a model, less sure)")
     tdad.add_argument("--seed", type=int, default=0, help="trial namespace (default 0)")
@@ -340,10 +344,11 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more")
     kinds = tuple(k.strip().lower() for k in args.kinds.split(",") if k.strip())
-    unknown_kinds = sorted(set(kinds) - {"mft", "boundary", "dir", "inv"})
+    unknown_kinds = sorted(set(kinds) - set(KINDS))
     if unknown_kinds or not kinds:
-        raise InputError(f"unknown case kind(s) {', '.join(unknown_kinds) or '(none given)'}", expected="a comma-separated subset of mft,boundary,dir,inv", fix="e.g. --kinds mft,inv")
-    settings = RunSettings(kinds=kinds, case_filter=tuple(args.case), mode=args.mode, runs=args.runs, tau=args.tau, max_runs=args.max_runs_per_case, seed=args.seed, concurrency=args.concurrency)
+        raise InputError(f"unknown case kind(s) {', '.join(unknown_kinds) or '(none given)'}", expected=f"a comma-separated subset of {','.join(KINDS)}", fix="e.g. --kinds mft,inv")
+    _check_explore(args)
+    settings = RunSettings(kinds=kinds, case_filter=tuple(args.case), mode=args.mode, runs=args.runs, tau=args.tau, max_runs=args.max_runs_per_case, seed=args.seed, concurrency=args.concurrency, explore=args.explore)
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""), file=out)
 
@@ -397,6 +402,11 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_FAIL
     return EXIT_OK if report.metrics.passed == report.metrics.cases else EXIT_FAIL
+
+
+def _check_explore(args: argparse.Namespace) -> None:
+    if args.explore < 0:
+        raise InputError(f"--explore {args.explore} is negative", fix="use 0 to turn exploration off, or a number of inputs per path")
 
 
 def _check_budget_args(args: argparse.Namespace) -> None:
@@ -589,9 +599,9 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     if args.probe_runs < 1:
         raise InputError(f"--probe-runs {args.probe_runs} must be at least 1", fix="use --probe-runs 3 (the default)")
     kinds = tuple(k.strip().lower() for k in args.kinds.split(",") if k.strip())
-    unknown_kinds = sorted(set(kinds) - {"mft", "boundary", "dir", "inv"})
+    unknown_kinds = sorted(set(kinds) - set(KINDS))
     if unknown_kinds or "mft" not in kinds:
-        raise InputError(f"bad --kinds {args.kinds!r}", expected="a comma-separated subset of mft,boundary,dir,inv that includes mft",
+        raise InputError(f"bad --kinds {args.kinds!r}", expected=f"a comma-separated subset of {','.join(KINDS)} that includes mft",
                          fix="e.g. --kinds mft,boundary")
     pack_path: Path | None
     if args.mutations and args.mutations.lower() == "none":
@@ -614,7 +624,8 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more, or leave it out for the sequential test")
     _check_budget_args(args)
-    settings = RunSettings(kinds=kinds, seed=args.seed, concurrency=args.concurrency, case_filter=tuple(args.case), runs=args.runs)
+    _check_explore(args)
+    settings = RunSettings(kinds=kinds, seed=args.seed, concurrency=args.concurrency, case_filter=tuple(args.case), runs=args.runs, explore=args.explore)
     oracle = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
     print(f"agentprop {__version__}: TDAD evaluation of {project.spec.spec_id} with agent {agent.ref}", file=out)
 

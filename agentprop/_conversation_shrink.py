@@ -1,34 +1,37 @@
-"""Shrinking a failing conversation: ``agentprop.shrink``.
+"""Shrinking a failing case: ``agentprop.shrink``.
 
-A failing case is a conversation (the user's turns) plus the world it ran in. The generic
-statistical shrinker (:mod:`agentprop._shrink`) minimises it as a forest of units:
+A failing case is an input of a scenario — its :class:`~agentprop._choices.Choices` (a template
+variant and the paraphrase steps of each turn) — plus the world it ran in. The generic
+statistical shrinker (:mod:`agentprop._shrink`) minimises it as a set of units:
 
-- **turns**, each holding its **clauses** (split at ``, . ; ! ?`` and `` - ``, and CJK
-  punctuation), each holding its **tokens** (words; CJK characters one by one);
+- **choices**: each paraphrase step (removed: not applied) and the template variant (removed:
+  template 0, the scenario's own wording);
 - **world fields** the scenario changed from the bindings' base world (``verified: false``),
   which shrink by being reset to the base value, and **injected failures**, which shrink by
-  being dropped.
+  being dropped — except those that realise the path's own conditions.
 
-Protected slots (ids, amounts, ZIP codes, card digits, dates, e-mails — see
-:func:`agentprop.strategies.find_slots`) are never removed. Every "does it still fail?" query
-is a truncated sequential test against the failure's *signature* (which contract, which
-clause, which turn), so a different failure met on the way does not count. Runs are memoised
-by (candidate, agent, trial), the budget is respected to the run, and the smallest confirmed
-reproducer is held at all times. The result is then re-run with fresh trials and reported
-with its reproduction rate next to the original's.
+It never deletes words from a message: every candidate is rendered from choices, so it is an
+instance of the same scenario (the words that carry the intent and the slots are always
+there). A case that fails with the scenario's own messages and world is already minimal.
+Every "does it still fail?" query is a truncated sequential test against the failure's
+*signature* (which contract, which clause, which turn, how), so a different failure met on the
+way does not count; it is reported in ``other_signatures``. Runs are memoised by (candidate,
+agent, trial), the budget is respected to the run, and the smallest confirmed reproducer is
+held at all times. The result is then re-run with fresh trials and reported with its
+reproduction rate next to the original's.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agentprop._budget import Budget
+from agentprop._choices import ChoiceSpace, ChoiceUnit, Choices, TurnChoice, choice_units, keep_only
 from agentprop._check import Property, _verdicts, as_loaded_agent, default_memo, record_for
 from agentprop._memo import TrialMemo, TrialRecord, input_key
 from agentprop._oracle import CheckResult
@@ -36,65 +39,10 @@ from agentprop._project import Project
 from agentprop._properties import mft_verdicts
 from agentprop._scenario import Scenario, _fill_slots
 from agentprop._shrink import Calibration, Outcome, Unit, shrink as shrink_units, verify
-from agentprop._strategies.slots import find_slots
+from agentprop._strategies.paraphrase import Paraphrase
 from agentprop._sync import run_sync
 from agentprop._world import get_path
 from agentprop.errors import InvalidArgument
-
-_CLAUSE = re.compile(r"[^,.;!?，。；！？]*(?:[,.;!?，。；！？]+|\s+-\s+|$)")
-_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
-_TOKEN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\s\u3400-\u9fff\uf900-\ufaff]+\s*|\s+")
-
-
-def _split_clauses(text: str) -> list[tuple[int, str]]:
-    """``(start offset, clause text)``; the clauses concatenate back to ``text``."""
-    out: list[tuple[int, str]] = []
-    pos = 0
-    while pos < len(text):
-        m = _CLAUSE.match(text, pos)
-        if m is None or m.end() == pos:
-            out.append((pos, text[pos:]))
-            break
-        # split " - " separators: the part before, then the separator with what follows
-        piece = m.group()
-        dash = re.search(r"\s+-\s+", piece)
-        if dash and dash.end() < len(piece):
-            out.append((pos, piece[: dash.end()]))
-            pos += dash.end()
-            continue
-        out.append((pos, piece))
-        pos = m.end()
-    return [(s, c) for s, c in out if c]
-
-
-def _message_units(turn_index: int, text: str) -> Unit[Any]:
-    slots = find_slots(text)
-    spans = [(s.start, s.end) for s in slots]
-
-    def protected(start: int, end: int) -> bool:
-        return any(start < b and a < end for a, b in spans)
-
-    clauses = []
-    for c_start, clause in _split_clauses(text):
-        tokens = []
-        for m in _TOKEN.finditer(clause):
-            a, b = c_start + m.start(), c_start + m.end()
-            tokens.append(Unit(("token", turn_index, a, m.group()), protected=protected(a, b), label=m.group().strip() or "␣"))
-        clauses.append(Unit(("clause", turn_index, c_start, clause), children=tuple(tokens), label=clause.strip()))
-    return Unit(("turn", turn_index, text), children=tuple(clauses), label=f"turn {turn_index + 1}")
-
-
-def _join_tokens(tokens: Sequence[str]) -> str:
-    """Words joined by single spaces; CJK characters joined directly."""
-    out = ""
-    for tok in (t.strip() for t in tokens):
-        if not tok:
-            continue
-        if out and not (_CJK.match(out[-1]) or _CJK.match(tok[0])):
-            out += " "
-        out += tok
-    return out
-
 
 def _base_world(project: Project) -> dict[str, dict[str, Any]]:
     return {t: dict(v) for t, v in _fill_slots(project.bindings.world, project.bindings.slots).items()}
@@ -150,40 +98,44 @@ def _world_units(project: Project, scenario: Scenario) -> list[Unit[Any]]:
     return units
 
 
-def _build(project: Project, scenario: Scenario, kept: tuple[Unit[Any], ...]) -> Scenario:
-    """The candidate scenario: kept turns with kept tokens, world fields reset to the base
-    world where their unit was removed, failures dropped where theirs was."""
-    turns = []
-    for unit in kept:
-        if unit.value[0] != "turn":
-            continue
-        index = unit.value[1]
-        text = _join_tokens([tok.value[3] for clause in unit.children for tok in clause.children])
-        turns.append(scenario.turns[index].model_copy(update={"user_message": text}))
+def _with_world(project: Project, candidate: Scenario, original: Scenario, kept: tuple[Unit[Any], ...]) -> Scenario:
+    """``candidate`` in ``original``'s world with the world fields whose unit was removed reset
+    to the base world, and the failures whose unit was removed dropped."""
     world_kept = {(u.value[1], u.value[2]) for u in kept if u.value[0] == "world"}
     failures_kept = {u.value[1] for u in kept if u.value[0] == "failure"}
-    overrides = copy.deepcopy(scenario.world.overrides)
+    overrides = copy.deepcopy(original.world.overrides)
     base = _base_world(project)
-    for tool, key, _ in _changed_fields(project, scenario):
+    for tool, key, _ in _changed_fields(project, original):
         if (tool, key) in world_kept:
             continue
         if key in base.get(tool, {}):
             overrides[tool][key] = copy.deepcopy(base[tool][key])
         else:
             overrides[tool].pop(key, None)
-    failures = [f for i, f in enumerate(scenario.world.failures) if i in failures_kept]
-    world = scenario.world.model_copy(update={"overrides": overrides, "failures": failures})
-    return scenario.model_copy(update={"turns": turns, "world": world})
+    failures = [f for i, f in enumerate(original.world.failures) if i in failures_kept]
+    world = original.world.model_copy(update={"overrides": overrides, "failures": failures})
+    return candidate.model_copy(update={"world": world})
 
 
-def _turn_diffs(original: Sequence[str], kept_messages: Sequence[str], kept_turns: Sequence[int]) -> list[str]:
-    out = []
-    for i, message in enumerate(original):
-        if i in kept_turns:
-            out.append(f"turn {i + 1}: {word_diff(message, kept_messages[kept_turns.index(i)])}")
+def choices_of_messages(scenario: Scenario, messages: Sequence[str]) -> Choices | None:
+    """The choices behind ``messages`` when each is the scenario's own message or a
+    :class:`~agentprop.strategies.Paraphrase` of it (as ``aps.paraphrases`` draws them in a
+    test); ``None`` when a message was written some other way."""
+    turns = []
+    lang = "en"
+    for turn, message in zip(scenario.turns, messages):
+        if isinstance(message, Paraphrase) and message.original == turn.user_message and all(s.name != "pool" for s in message.transforms):
+            turns.append(TurnChoice(steps=tuple((s.name, tuple(s.params)) for s in message.transforms)))
+            lang = message.lang
+        elif str(message) == turn.user_message:
+            turns.append(TurnChoice())
         else:
-            out.append(f"turn {i + 1}: [-{message}-] (turn not needed)")
-    return out
+            return None
+    return Choices(lang=lang, turns=tuple(turns))
+
+
+def _turn_diffs(original: Sequence[str], kept_messages: Sequence[str]) -> list[str]:
+    return [f"turn {i + 1}: {word_diff(a, b)}" for i, (a, b) in enumerate(zip(original, kept_messages))]
 
 
 class RateSummary(BaseModel):
@@ -206,6 +158,8 @@ class ShrinkReport(BaseModel):
     world_kept: list[str] = Field(default_factory=list)
     """World changes the failure needs (beyond those that realise the path itself)."""
     diff: list[str] = Field(default_factory=list)
+    """Per turn, the reproducer against the scenario's own message: ``{+added+}`` is what the
+    kept choices wrote on top of it (``[-removed-]`` what a template variant left out)."""
     original_units: int
     kept_units: int
     runs: int
@@ -218,6 +172,12 @@ class ShrinkReport(BaseModel):
     reproducer_rate: RateSummary | None = None
     """Fresh-run reproduction rate of the reproducer (verification)."""
     other_signatures: dict[str, int] = Field(default_factory=dict)
+    original_choices: dict[str, Any] | None = None
+    """The failing input's choices (``None`` when its messages were given as fixed text)."""
+    reproducer_choices: dict[str, Any] | None = None
+    """The reproducer's choices: what the shrinker kept."""
+    choices_kept: str = ""
+    """The kept choices in words (``turn 1: urgency(choice=1)``), or that none were needed."""
 
     def summary(self) -> str:
         lines = [f"shrunk {self.scenario} ({self.signature}): {self.original_units} -> {self.kept_units} units in {self.runs} runs" + (" (budget exhausted)" if self.budget_exhausted else "")]
@@ -255,6 +215,7 @@ def shrink(
     agent: Any,
     *,
     messages: Sequence[str] | None = None,
+    choices: Choices | None = None,
     prop: Property | None = None,
     failing: CheckResult | None = None,
     signature: str | None = None,
@@ -264,23 +225,38 @@ def shrink(
     session_budget: Budget | None = None,
     shrink_world: bool = True,
     seed: int = 0,
+    space: ChoiceSpace | None = None,
 ) -> ShrinkReport:
-    """Shrink a failing conversation (and its world) to a minimal reproducer.
+    """Shrink a failing input of ``scenario`` (and its world) to a minimal reproducer.
 
-    ``failing`` is the :class:`CheckResult` that found the failure: its runs calibrate the
-    reproduction rate for free, and its most frequent failure is the signature to chase
-    (``signature`` overrides). ``budget`` caps the shrinker's runs exactly; ``verify_runs``
-    fresh runs of the reproducer follow. ``session_budget`` (the run's shared budget) is
-    charged for every new run and can stop the shrinker early: the best reproducer confirmed
-    so far is returned.
+    The input is ``choices`` (an explored input), or ``messages`` (each the scenario's own
+    message or an ``aps.paraphrases`` draw of it; other text is kept as it is), or the
+    scenario's own messages. ``failing`` is the :class:`CheckResult` that found the failure: its
+    runs calibrate the reproduction rate for free, and its most frequent failure is the
+    signature to chase (``signature`` overrides). ``budget`` caps the shrinker's runs exactly;
+    ``verify_runs`` fresh runs of the reproducer follow. ``session_budget`` (the run's shared
+    budget) is charged for every new run and can stop the shrinker early: the best reproducer
+    confirmed so far is returned.
     """
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
-    msgs = list(messages) if messages is not None else sc.messages
-    if len(msgs) != len(sc.turns):
+    if choices is not None and messages is not None:
+        raise InvalidArgument("give the failing input as choices= or as messages=, not both")
+    msgs = list(messages) if messages is not None else None
+    if msgs is not None and len(msgs) != len(sc.turns):
         raise InvalidArgument(f"messages has {len(msgs)} turn(s) but scenario {sc.id} has {len(sc.turns)}")
     if budget < 1:
         raise InvalidArgument(f"budget={budget} must be at least 1 run")
-    original = sc.model_copy(update={"turns": [t.model_copy(update={"user_message": m}) for t, m in zip(sc.turns, msgs)]})
+    if choices is None and msgs is not None:
+        choices = choices_of_messages(sc, msgs)
+    fixed_text = choices is None and msgs is not None
+    if choices is not None and not choices.plain:
+        space = space or ChoiceSpace(project, sc)
+        original = space.render(choices)
+    elif fixed_text:
+        assert msgs is not None
+        original = sc.model_copy(update={"turns": [t.model_copy(update={"user_message": str(m)}) for t, m in zip(sc.turns, msgs)]})
+    else:
+        original = sc
     loaded = as_loaded_agent(agent)
     memo = memo if memo is not None else default_memo()
     base_trial = seed * 1_000_003
@@ -311,21 +287,27 @@ def shrink(
         rec = evaluate(candidate, trial)
         return Outcome.passed() if rec.passed else Outcome.failure(rec.signature)
 
-    turn_units = [_message_units(i, m) for i, m in enumerate(msgs)]
+    # the scenario itself (its intent, slots and path) is one protected unit: never removed
+    choice_us = [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)] if choices is not None and not choices.plain else []
     world_units = _world_units(project, original) if shrink_world else []
-    units = tuple(turn_units + world_units)
+    units = tuple([Unit(("scenario",), protected=True, label=sc.id), *choice_us, *world_units])
     kept_world_all = tuple(world_units)
 
     def build(kept: tuple[Unit[Any], ...]) -> Scenario:
         if not shrink_world:
             kept = kept + kept_world_all
-        return _build(project, original, kept)
+        candidate = original
+        if choices is not None and not choices.plain:
+            assert space is not None
+            candidate = space.render(keep_only(choices, [u.value[1] for u in kept if u.value[0] == "choice"]))
+        return _with_world(project, candidate, original, kept)
 
     result = shrink_units(units, run, budget=budget, build=build, signature=chased, calibration=calibration)
     reproducer: Scenario = result.reproducer
     verification = verify(result, run, runs=verify_runs) if verify_runs > 0 and result.signature is not None else None
     kept_labels = {u.describe() for u in result.units if u.value[0] in ("world", "failure")}
     all_world = [u.describe() for u in world_units if not u.protected]
+    kept_choices = keep_only(choices, [u.value[1] for u in result.units if u.value[0] == "choice"]) if choices is not None else None
     orig = result.original_rate
     original_rate = RateSummary(failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval)
     rep_rate = None
@@ -335,14 +317,14 @@ def shrink(
     return ShrinkReport(
         scenario=sc.id,
         signature=str(result.signature),
-        original_messages=msgs,
+        original_messages=original.messages,
         reproducer_messages=reproducer.messages,
         reproducer=reproducer,
         world_reset=[w for w in all_world if w not in kept_labels],
         world_kept=[w for w in all_world if w in kept_labels],
-        diff=_turn_diffs(msgs, reproducer.messages, [u.value[1] for u in result.units if u.value[0] == "turn"]),
-        original_units=result.original_leaves,
-        kept_units=result.kept_leaves,
+        diff=_turn_diffs(sc.messages, reproducer.messages),
+        original_units=result.original_leaves - 1,
+        kept_units=result.kept_leaves - 1,
         runs=result.runs,
         queries=result.queries,
         budget=result.budget,
@@ -352,4 +334,16 @@ def shrink(
         original_rate=original_rate,
         reproducer_rate=rep_rate,
         other_signatures={str(k): v for k, v in result.other_signatures.items()},
+        original_choices=choices.model_dump(mode="json") if choices is not None else None,
+        reproducer_choices=kept_choices.model_dump(mode="json") if kept_choices is not None else None,
+        choices_kept=(kept_choices.describe() if kept_choices is not None and not kept_choices.plain else "none: the scenario's own wording fails") if not fixed_text else "the messages were given as fixed text",
     )
+
+
+def _choice_label(choices: Choices | None, unit: ChoiceUnit) -> str:
+    if choices is None or unit.kind == "template":
+        return f"template {choices.template if choices is not None else 0}"
+    name, params = choices.turns[unit.turn].steps[unit.step]
+    return f"turn {unit.turn + 1}: {name}({', '.join(f'{k}={v}' for k, v in params)})"
+
+

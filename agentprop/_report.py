@@ -105,6 +105,9 @@ class RunReport(BaseModel):
     _checks: dict[str, Any] = PrivateAttr(default_factory=dict)
     """``case id -> (scenario, CheckResult)`` of the cases decided in this process (what the
     shrinker needs); not part of the JSON."""
+    _explored: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """``case id -> ExploredInput`` of the EXPLORE cases: the base scenario and the choices
+    (what the shrinker simplifies); not part of the JSON (``cases[].details.choices`` is)."""
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)

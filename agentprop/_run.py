@@ -21,6 +21,7 @@ from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
 from agentprop._conversation_shrink import ShrinkReport, shrink
 from agentprop._corpus import Corpus, entry_from_shrink
+from agentprop._explore import DEFAULT_PER_PATH, ExploredInput, explore_cases, exploration_summary
 from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._oracle import CheckResult, OracleSettings
@@ -41,12 +42,14 @@ class RunSettings:
     """Required pass rate (default: the spec's ``defaults.reliability.min_pass_rate``)."""
     max_runs: int | None = None
     concurrency: int = 8
-    kinds: tuple[str, ...] = ("mft", "boundary", "dir", "inv")
+    kinds: tuple[str, ...] = ("mft", "explore", "boundary", "dir", "inv")
     case_filter: tuple[str, ...] = ()
     """Substrings of case ids to keep (``--case``); empty keeps everything."""
     """Which case kinds to run (see :mod:`agentprop._run_kinds`)."""
     seed: int = 0
     turn_timeout_s: float | None = 60.0
+    explore: int = DEFAULT_PER_PATH
+    """Inputs explored per path (EXPLORE cases; 0 turns exploration off)."""
 
 
 class Progress:
@@ -118,6 +121,8 @@ async def arun_cases(
 
     kinds = set(settings.kinds)
     extra: list[CaseReport] = []
+    explored: list[CaseReport] = []
+    explored_inputs: list[ExploredInput] = []
     regressions: list[CaseReport] = []
     entries = corpus.entries(spec_id=spec.spec_id, agent_ref=agent.ref) if corpus is not None else []
     try:
@@ -132,6 +137,13 @@ async def arun_cases(
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
         for scenario in scenarios if "mft" in kinds else []:
             replays[scenario.id] = _mft_replay(project, scenario, oracle, memo, budget, settings.seed)
+        if "explore" in kinds and settings.explore > 0:
+            explored, explored_inputs = await explore_cases(
+                project, agent, scenarios, oracle, per_path=settings.explore, memo=memo, budget=budget, seed=settings.seed,
+                concurrency=settings.concurrency, checks=checks, replays=replays,
+                on_planned=lambda n: setattr(progress, "total", progress.total + n),
+                on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
+            )
         if kinds - {"mft"}:
             extra = await extra_cases(
                 project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency,
@@ -143,7 +155,7 @@ async def arun_cases(
             )
     finally:
         progress.close()
-    cases = regressions + [_case_report(s, r) for s, r in zip(scenarios, results)] + extra
+    cases = regressions + [_case_report(s, r) for s, r in zip(scenarios, results)] + explored + extra
     verdicts = Counter(c.verdict for c in cases)
     coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases)
     covered = set(coverage["branches"]["covered"])
@@ -161,7 +173,7 @@ async def arun_cases(
         output_tokens=sum(c.output_tokens for c in cases),
         branch_coverage=len(covered & all_branches) / len(all_branches) if all_branches else None,
         duration_s=time.perf_counter() - started,
-        extra={"coverage": coverage},
+        extra={"coverage": coverage, **({"exploration": exploration_summary(explored_inputs, {c.id: c for c in explored})} if explored_inputs else {})},
     )
     report = RunReport(
         agentprop_version=__version__,
@@ -181,6 +193,7 @@ async def arun_cases(
     )
     report._checks = checks
     report._replays = replays
+    report._explored = {e.case_id: e for e in explored_inputs}
     return report
 
 
@@ -208,7 +221,7 @@ def shrink_failures(
     save the reproducers to the corpus."""
     out: list[ShrinkReport] = []
     for case in report.cases:
-        if case.verdict not in ("FAIL", "UNSTABLE") or case.kind not in ("MFT", "BOUNDARY", "REGRESSION"):
+        if case.verdict not in ("FAIL", "UNSTABLE") or case.kind not in ("MFT", "EXPLORE", "BOUNDARY", "REGRESSION"):
             continue
         found = report._checks.get(case.id)
         if found is None:
@@ -217,7 +230,11 @@ def shrink_failures(
         if stream is not None and getattr(stream, "isatty", lambda: False)():
             stream.write(f"\r\x1b[K  shrinking {case.id} …")
             stream.flush()
-        shrunk = shrink(project, scenario, agent, failing=result, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+        explored = report._explored.get(case.id)
+        if explored is not None:  # shrink the explored input's choices, in its base scenario
+            shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+        else:
+            shrunk = shrink(project, scenario, agent, failing=result, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
         case.shrunk = shrunk.model_dump(mode="json", exclude={"reproducer"})
         case.shrunk["reproducer_world"] = shrunk.reproducer.world.model_dump(mode="json")
         if corpus is not None and shrunk.reproducer_rate is not None and shrunk.reproducer_rate.failures > 0:
@@ -313,6 +330,8 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
             + (f"; reproducer fails {rate['failures']}/{rate['runs']} fresh runs" if rate else "")
             + (f"; saved as corpus entry {sh['corpus_entry']}" if sh.get("corpus_entry") else "")
         )
+        if sh.get("choices_kept"):
+            lines.append(f"    choices kept: {sh['choices_kept']}")
         lines.extend(f"    {d}" for d in sh.get("diff", []))
         if sh.get("world_kept"):
             lines.append(f"    world changes needed: {', '.join(sh['world_kept'])}")

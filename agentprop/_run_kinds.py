@@ -28,7 +28,8 @@ from agentprop._strategies.boundary import boundary_values
 from agentprop._strategies.directional import directional_pairs
 from agentprop._variants import paraphrase_variants
 
-KINDS = ("mft", "boundary", "dir", "inv")
+KINDS = ("mft", "explore", "boundary", "dir", "inv")
+"""Every case kind ``agentprop run --kinds`` accepts (``explore``: :mod:`agentprop._explore`)."""
 
 Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
 """Decide the same case again for another agent (a mutant), with no side effect on the run."""

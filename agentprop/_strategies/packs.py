@@ -52,7 +52,7 @@ def _check_phrase(value: str) -> str:
     if "{" in value or "}" in value:
         raise _custom(
             "braces are only allowed in frame templates",
-            "remove the { } characters (templates belong under politeness, indirect_requests, fillers or hedges)",
+            "remove the { } characters (templates belong under politeness, indirect_requests, fillers, hedges, urgency, casual or formal)",
         )
     return value
 
@@ -126,6 +126,9 @@ SectionName = Literal[
     "indirect_requests",
     "fillers",
     "hedges",
+    "urgency",
+    "casual",
+    "formal",
     "particles",
     "synonyms",
     "contractions",
@@ -209,6 +212,12 @@ class PhrasePack(_PackModel):
     indirect_requests: Frames = Frames()
     fillers: Frames = Frames()
     hedges: Frames = Frames()
+    urgency: Frames = Frames()
+    """Register: a hurried or urgent user ("... asap", "Urgent: ...")."""
+    casual: Frames = Frames()
+    """Register: casual chat ("hey, ...", "... thx")."""
+    formal: Frames = Frames()
+    """Register: formal correspondence ("I would be grateful if you could ...")."""
     particles: Particles = Particles()
     synonyms: dict[Phrase, tuple[Phrase, ...]] = {}
     contractions: dict[Phrase, Phrase] = {}
@@ -228,7 +237,7 @@ class PhrasePack(_PackModel):
         return self.script or "latin"
 
 
-_FRAME_SECTIONS = ("politeness", "indirect_requests", "fillers", "hedges", "particles")
+_FRAME_SECTIONS = ("politeness", "indirect_requests", "fillers", "hedges", "urgency", "casual", "formal", "particles")
 _MAP_SECTIONS = ("synonyms", "contractions", "keyboard", "punctuation_widths")
 
 

@@ -909,6 +909,27 @@ _TRANSFORMS: tuple[_Transform, ...] = (
         "if possible / 如果可以的话",
     ),
     _Transform(
+        "urgency",
+        _choice_of("urgency"),
+        _frame("urgency"),
+        _frame_available("urgency"),
+        "register: hurried or urgent (... asap / Urgent: ... / 急)",
+    ),
+    _Transform(
+        "casual",
+        _choice_of("casual"),
+        _frame("casual"),
+        _frame_available("casual"),
+        "register: casual (hey, ... / ... thx)",
+    ),
+    _Transform(
+        "formal",
+        _choice_of("formal"),
+        _frame("formal"),
+        _frame_available("formal"),
+        "register: formal (I would be grateful if you could ...)",
+    ),
+    _Transform(
         "synonym",
         _synonym_params,
         _synonym,

@@ -2,6 +2,7 @@
 
 :class:`MessagesServer` speaks enough of the Anthropic Messages API for the official SDK to
 work against it through ``base_url``; the builder functions make its scripted replies.
+:func:`correct_typos` helps simulated agents read explored inputs as a person would.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from agentprop.testing.messages_server import (
     tool_use_block,
     tool_use_reply,
 )
+from agentprop.testing.typos import correct_typos
 
 __all__ = [
     "Handler",
     "MessagesServer",
     "RecordedRequest",
     "Reply",
+    "correct_typos",
     "ReplyLike",
     "drop_connection",
     "error_reply",

@@ -22,6 +22,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from agentprop import ToolError, TurnContext
+from agentprop.testing import correct_typos
 
 FAULTS: dict[str, str] = {
     "no_tool": "answers a numeric question with made-up numbers, without calling run_sql (M_NO_TOOL)",
@@ -48,9 +49,18 @@ _BY_REGION = re.compile(r"\b(by|per) region\b", re.I)
 _CUSTOMER_COUNT = re.compile(r"\b(how many customers|number of customers|customer count)\b", re.I)
 _CUSTOMER_DATA = re.compile(r"\bcustomer (data|list|records|details)\b|\blist (of )?(our )?customers\b", re.I)
 _QUARTER = re.compile(r"\bQ([1-4])(?:\s+(?:of\s+)?(\d{4}))?\b", re.I)
-_MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?(?:\s+(\d{{4}}))?\b", re.I)
+# a month with its year ("March 2024"), or after a preposition ("in May"): "May I ask" is no date
+_MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{4}})\b", re.I)
+_MONTH_ALONE = re.compile(rf"\b(?:in|for|during|of|since|from)\s+({_MONTH_RE})\b\.?", re.I)
 _YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
 _RELATIVE = re.compile(r"\b(yesterday|today|last month|this month|last year|this year)\b", re.I)
+# words the agent reads by: a one-letter slip in one of them is still that word
+_VOCABULARY = (
+    "guess", "ballpark", "roughly", "tables", "schema", "columns", "customers", "customer", "clients", "accounts", "products",
+    "revenue", "sales", "turnover", "income", "orders", "order", "number", "count", "refunds", "refund", "region", "data",
+    "list", "records", "details", "yesterday", "today", "month", "year", "last", "this", "best", "biggest", "largest", "total",
+    "report", "numbers", *(name for name in _MONTHS if len(name) > 3),
+)
 _REGION = re.compile(r"\bin ((?:[A-Z][A-Za-z]+)(?:\s+[A-Z][A-Za-z]+)?)\b")
 
 
@@ -99,9 +109,9 @@ def parse_period(message: str, today: date) -> Period | None:
             year = today.year if _add_months(date(today.year, 3 * q - 2, 1), 3) <= today else today.year - 1
         start = date(year, 3 * q - 2, 1)
         return Period(start, _add_months(start, 3), m.group(0))
-    if m := _MONTH_YEAR.search(message):
+    if m := (_MONTH_YEAR.search(message) or _MONTH_ALONE.search(message)):
         month = _MONTHS[m.group(1).lower()]
-        if m.group(2):
+        if m.re is _MONTH_YEAR:
             year = int(m.group(2))
         else:  # the latest such month that has started
             year = today.year if month <= today.month else today.year - 1
@@ -330,6 +340,7 @@ class DataInsightsAgent:
     # -------------------------------------------------------------- the turn
 
     def turn(self, message: str, ctx: TurnContext) -> None:
+        message = correct_typos(message, _VOCABULARY)
         today = self._today(ctx)
         if self.awaiting_clarification:
             self.awaiting_clarification = False

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentprop import ToolError, TurnContext
+from agentprop.testing import correct_typos
 
 FAULTS: dict[str, str] = {
     "approve_no_policy": "never calls get_policy; decides on generic assumptions (USD, a 500 limit, alcohol/tobacco disallowed)",
@@ -69,6 +70,9 @@ _COUNTRY = re.compile(
     + r")\b",
     re.I,
 )
+# words the agent reads by: a one-letter slip in one of them is still that word
+_VOCABULARY = ("receipt", "number", "role", "work", "working", "based", "located", "living", "country", "expense", "report",
+               "reimbursement", "claim", "submit", "process", *(k for k in _COUNTRY_NAMES if len(k) > 3))
 _EXPLICIT_COUNTRY = re.compile(r"\bcountry(?:\s+is)?\s*:?\s+([A-Z]{2})\b")
 _CLAIMED_AMOUNT = re.compile(r"[$€£]\s?(\d+(?:\.\d{1,2})?)|\b(\d+(?:\.\d{1,2})?)\s?(?:USD|EUR|GBP|dollars|euros)\b", re.I)
 
@@ -197,6 +201,7 @@ class ExpenseGuardAgent:
     # -------------------------------------------------------------- the turn
 
     def turn(self, message: str, ctx: TurnContext) -> None:
+        message = correct_typos(message, _VOCABULARY)
         self.fields.update(parse_request(message))
         missing = [f for f in REQUIRED_FIELDS if f not in self.fields]
         if "receipt_id" in missing and self._fault("submit_no_receipt", ctx):

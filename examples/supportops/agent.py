@@ -14,6 +14,7 @@ from typing import Any
 from rapidfuzz.distance import DamerauLevenshtein
 
 from agentprop import ToolError, TurnContext
+from agentprop.testing import correct_typos
 
 FAULTS: dict[str, str] = {
     "skip_auth": "skips verify_identity before account changes",
@@ -34,8 +35,13 @@ _ORDER_ID = re.compile(r"\b([A-Z]{1,3}-\d{3,})\b|#(\d+)")
 _LAST4 = re.compile(r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card)\D{0,12}(\d{4})\b", re.I)
 _ZIP = re.compile(r"\bzip(?:\s*code)?\D{0,6}(\d{5})\b", re.I)
 _ADDRESS_VALUE = re.compile(r"\bto\s+(\d+[^.\-]*?,[^-]*?)(?:\s+-\s+|\.\s|$)", re.I)
-_YES = re.compile(r"^\s*(yes|yeah|yep|sure|confirm|go ahead|do it|please proceed|definitely)\b", re.I)
-_NO = re.compile(r"^\s*(no|nope|don'?t|stop|wait|never ?mind|changed my mind)\b", re.I)
+_YES = re.compile(r"\b(yes|yeah|yep|sure|confirm(ed)?|go ahead|do it|proceed|definitely)\b", re.I)
+_NO = re.compile(r"\b(no|nope|don'?t|stop|wait|never ?mind|changed my mind|keep (the|my) order)\b", re.I)
+# words the agent reads by: a one-letter slip in one of them is still that word
+_VOCABULARY = (
+    *_PII_WORDS, *_CANCEL_WORDS, *_ADDRESS_WORDS, *_BILLING_WORDS,
+    "last", "four", "digits", "card", "please", "order", "update", "change", "shipping", "mind", "changed", "keep", "ahead", "confirm",
+)
 
 
 def _has_word(words: list[str], targets: tuple[str, ...]) -> bool:
@@ -137,6 +143,7 @@ class SupportOpsAgent:
     # -------------------------------------------------------------- the turn
 
     def turn(self, message: str, ctx: TurnContext) -> None:
+        message = correct_typos(message, _VOCABULARY)
         self._remember_slots(message)
         if self.pending == "confirm_cancel":
             self._confirm(message, ctx)
@@ -249,12 +256,13 @@ class SupportOpsAgent:
         self._respond(ctx, "N6_CONFIRM_CANCEL", "ASK_CONFIRM_CANCEL", f"Please confirm: do you want me to cancel order {order_id}? (yes/no)", evidence="plan allows cancellation; order within window")
 
     def _confirm(self, message: str, ctx: TurnContext) -> None:
-        if _YES.search(message):
-            self.pending = None
-            self._do_cancel(ctx)
-        elif _NO.search(message):
+        # a "no" anywhere wins: "yes... actually no" must not cancel
+        if _NO.search(message):
             self.pending = None
             self._respond(ctx, "END_CANCEL_ABORTED", "CANCEL_ABORTED", f"Okay, I have not cancelled order {self.slots.get('order_id')}.")
+        elif _YES.search(message):
+            self.pending = None
+            self._do_cancel(ctx)
         else:
             self._respond(ctx, "N6_CONFIRM_CANCEL", "ASK_CONFIRM_CANCEL", "I need a clear yes or no to proceed with the cancellation.")
 

@@ -1,0 +1,42 @@
+"""Reading a message the way a person does: one keyboard slip in a word is still the word.
+
+Simulated agents (the examples' reference agents, your own test doubles) parse messages with
+keywords and regular expressions; explored inputs contain typos (one per turn at most, never in a
+protected slot). :func:`correct_typos` puts a word within one edit of a known word back, so a
+test double is not "wrong" for an input a real model would read without noticing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from rapidfuzz.distance import DamerauLevenshtein
+
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def _match_case(source: str, word: str) -> str:
+    if source.isupper() and len(source) > 1:
+        return word.upper()
+    if source[:1].isupper():
+        return word[:1].upper() + word[1:]
+    return word
+
+
+def correct_typos(text: str, vocabulary: Iterable[str], *, min_length: int = 3) -> str:
+    """``text`` with each word of at least ``min_length`` letters that is not in
+    ``vocabulary`` but one edit (a swap, a slip, a dropped or doubled letter) from exactly one
+    vocabulary word of four letters or more replaced by that word, in the same letter case."""
+    vocab = sorted({w.lower() for w in vocabulary if len(w) >= 4})
+    known = set(vocab)
+
+    def fix(m: re.Match[str]) -> str:
+        word = m.group()
+        low = word.lower()
+        if len(low) < min_length or low in known:
+            return word
+        near = [v for v in vocab if abs(len(v) - len(low)) <= 1 and DamerauLevenshtein.distance(low, v) <= 1]
+        return _match_case(word, near[0]) if len(near) == 1 else word
+
+    return _WORD.sub(fix, text)
