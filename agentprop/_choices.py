@@ -24,6 +24,7 @@ exploration's learning, :mod:`agentprop._explore`) and renders them.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -149,14 +150,21 @@ class ChoiceSpace:
             turns.append(t.model_copy(update={"user_message": text}))
         return base.model_copy(update={"turns": turns})
 
-    def plain(self, lang: str = "en") -> Choices:
-        return Choices(lang=lang, turns=tuple(TurnChoice() for _ in self.scenario.turns))
+    @property
+    def lang(self) -> str:
+        """The phrase pack the scenario's messages are written in (``zh`` for Chinese text)."""
+        return language_of(" ".join(self.scenario.messages))
 
-    def draw(self, rng: random.Random, *, lang: str = "en", weights: Mapping[str, float] | None = None, vary_probability: float = 0.7, max_steps: int = 3) -> Choices:
+    def plain(self) -> Choices:
+        return Choices(lang=self.lang, turns=tuple(TurnChoice() for _ in self.scenario.turns))
+
+    def draw(self, rng: random.Random, *, lang: str | None = None, weights: Mapping[str, float] | None = None, vary_probability: float = 0.7, max_steps: int = 3) -> Choices:
         """A random way to write the conversation: a template variant (uniform), and for each
         turn (with probability ``vary_probability``, at least one turn) 1 to ``max_steps``
-        transforms, each picked with probability proportional to its family's weight."""
+        transforms, each picked with probability proportional to its family's weight. ``lang``
+        defaults to the language the scenario is written in."""
         weights = weights or {}
+        lang = lang or self.lang
         template = rng.randrange(len(self.variants))
         base = self.variants[template]
         n = len(base.turns)
@@ -174,6 +182,14 @@ class ChoiceSpace:
                     steps.append((name, tuple((key, rng.randint(0, hi)) for key, hi in bounds)))
             turns.append(TurnChoice(steps=tuple(steps)))
         return Choices(lang=lang, template=template, turns=tuple(turns))
+
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def language_of(text: str) -> str:
+    """``zh`` for text with CJK ideographs, ``en`` otherwise (the shipped packs)."""
+    return "zh" if _CJK.search(text) else "en"
 
 
 def _path_of(project: Project, scenario: Scenario) -> TreePath | None:

@@ -57,7 +57,7 @@ def explored_id(scenario: Scenario, k: int) -> str:
     return f"EXPLORE {scenario.id} ~{k}"
 
 
-def _draw_distinct(space: ChoiceSpace, rng: random.Random, lang: str, weights: dict[str, float], seen: set[tuple[str, ...]], tries: int = 6) -> tuple[Choices, Scenario] | None:
+def _draw_distinct(space: ChoiceSpace, rng: random.Random, lang: str | None, weights: dict[str, float], seen: set[tuple[str, ...]], tries: int = 6) -> tuple[Choices, Scenario] | None:
     for _ in range(tries):
         choices = space.draw(rng, lang=lang, weights=weights)
         rendered = space.render(choices)
@@ -108,11 +108,12 @@ async def explore_cases(
     on_planned: Callable[[int], None] = lambda n: None,
     checks: dict[str, tuple[Scenario, CheckResult]] | None = None,
     replays: dict[str, Replay] | None = None,
-    lang: str = "en",
+    lang: str | None = None,
 ) -> tuple[list[CaseReport], list[ExploredInput]]:
     """Decide ``per_path`` explored inputs of every scenario (two rounds, the second weighted by
-    what the first found). Returns the case reports and the inputs (for shrinking: each input's
-    base scenario and choices)."""
+    what the first found), in ``lang``'s phrase pack (default: the language each scenario is
+    written in). Returns the case reports and the inputs (for shrinking: each input's base
+    scenario and choices)."""
     if per_path <= 0 or not scenarios:
         return [], []
     sem = asyncio.Semaphore(max(1, concurrency))

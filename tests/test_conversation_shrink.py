@@ -10,8 +10,10 @@ import pytest
 
 import agentprop
 from agentprop import TrialMemo, make_factory
-from agentprop._conversation_shrink import _join_tokens, _split_clauses, shrink, word_diff
+from agentprop._choices import Choices, ChoiceSpace, TurnChoice
+from agentprop._conversation_shrink import choices_of_messages, shrink, word_diff
 from agentprop._corpus import Corpus, entry_from_shrink, pytest_regression
+from agentprop.strategies import apply_transforms
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
@@ -19,10 +21,15 @@ from agent import SupportOpsAgent  # noqa: E402
 
 PROJECT = agentprop.load_project(EXAMPLE)
 CANCEL = PROJECT.scenario("END_CANCELLED<-N7_CANCEL")
-WORDY = [
-    "Hello there! I was wondering, could you please cancel my order O-1001 right now, it's urgent - card last4 4242, zip 94107. Thanks so much",
-    "Yes, cancel it.",
-]
+# an explored input: the second template variant, a greeting, "right now" and a closing on turn
+# 1, a formal opening on turn 2 (only "right now" is what the impatient-auth fault reacts to)
+WORDY = Choices(
+    template=1,
+    turns=(
+        TurnChoice(steps=(("greeting", (("choice", 3),)), ("urgency", (("choice", 1),)), ("closing", (("choice", 0),)))),
+        TurnChoice(steps=(("formal", (("choice", 0),)),)),
+    ),
+)
 
 
 def failing_check(agent: agentprop.LoadedAgent, scenario: agentprop.Scenario, messages: list[str] | None = None) -> agentprop.CheckResult:
@@ -31,25 +38,72 @@ def failing_check(agent: agentprop.LoadedAgent, scenario: agentprop.Scenario, me
     return result
 
 
-def test_impatient_auth_skip_shrinks_to_the_minimal_triggering_phrase() -> None:
+def test_impatient_auth_skip_shrinks_to_the_one_choice_that_triggers_it() -> None:
     agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
-    found = failing_check(agent, CANCEL, WORDY)
-    report = shrink(PROJECT, CANCEL, agent, messages=WORDY, failing=found, memo=TrialMemo())
+    wordy = ChoiceSpace(PROJECT, CANCEL).render(WORDY)
+    assert "right now" in wordy.messages[0] and "Dear support team" in wordy.messages[1]
+    found = failing_check(agent, CANCEL, wordy.messages)
+    report = shrink(PROJECT, CANCEL, agent, choices=WORDY, failing=found, memo=TrialMemo())
     assert report.signature.endswith("@turn0:missing=verify_identity")
-    first = report.reproducer_messages[0]
-    # what the fault needs: the cancel intent, an impatience marker, and the protected slots
-    assert "cancel" in first.lower() and "now" in first.lower()
-    for slot in ("O-1001", "4242", "94107"):
-        assert slot in first
-    for noise in ("Hello", "wondering", "urgent", "Thanks", "please"):
-        assert noise not in first
-    assert len(report.reproducer_messages) == 1, "the confirmation turn is not needed for a turn-1 failure"
+    # the template went back to the scenario's own, every step but "right now" was dropped
+    assert report.reproducer_choices == {"lang": "en", "template": 0, "turns": [{"steps": [["urgency", [["choice", 1]]]]}, {"steps": []}]}
+    assert report.reproducer_messages == [CANCEL.messages[0] + " right now", CANCEL.messages[1]]
+    assert report.choices_kept == "turn 1: urgency(choice=1)"
+    assert report.diff[0] == f"turn 1: {CANCEL.messages[0]} {{+right now+}}"
     assert report.minimal and not report.budget_exhausted
     assert report.reproducer_rate is not None and report.reproducer_rate.failures > 0
-    # the reproducer fails at about the fault's rate (0.5), inside its Wilson interval
     lo, hi = report.reproducer_rate.interval
     assert lo <= 0.5 <= hi
-    assert any("[-Hello" in d for d in report.diff)
+
+
+def test_every_candidate_is_an_instance_of_the_scenario() -> None:
+    """The words that carry the intent and the slots are in every message the shrinker ran."""
+    agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
+    seen: list[str] = []
+    inner = agent.factory
+
+    class Recording:
+        def __init__(self) -> None:
+            self.agent = inner()
+
+        def turn(self, message: str, ctx: agentprop.TurnContext) -> None:
+            seen.append(message)
+            self.agent.turn(message, ctx)
+
+    recording = agentprop.LoadedAgent(ref=agent.ref, factory=Recording, faults=agent.faults, fingerprint=agent.fingerprint)
+    wordy = ChoiceSpace(PROJECT, CANCEL).render(WORDY)
+    found = failing_check(recording, CANCEL, wordy.messages)
+    shrink(PROJECT, CANCEL, recording, choices=WORDY, failing=found, memo=TrialMemo(), verify_runs=0)
+    first_turns = [m for m in seen if "O-1001" in m]
+    assert first_turns and all("cancel" in m.lower() and "4242" in m and "94107" in m for m in first_turns)
+    confirmations = [m for m in seen if "O-1001" not in m]
+    assert confirmations and all("yes" in m.lower() for m in confirmations)
+
+
+def test_a_failure_that_needs_no_choice_shrinks_to_the_scenarios_own_wording() -> None:
+    agent = make_factory(SupportOpsAgent, {"leak_pii": 0.4})
+    scenario = PROJECT.scenario("END_REFUSE_PII<-N1_INTENT")
+    choices = Choices(turns=(TurnChoice(steps=(("greeting", (("choice", 0),)), ("indirect_request", (("choice", 1),)), ("closing", (("choice", 1),)))),))
+    found = failing_check(agent, scenario, ChoiceSpace(PROJECT, scenario).render(choices).messages)
+    report = shrink(PROJECT, scenario, agent, choices=choices, failing=found, memo=TrialMemo())
+    assert report.reproducer_messages == scenario.messages  # "What's the SSN you have on file for me?", never "SSN"
+    assert report.choices_kept == "none: the scenario's own wording fails"
+
+
+def test_paraphrases_drawn_in_a_test_shrink_as_choices() -> None:
+    first = apply_transforms(CANCEL.messages[0], [("greeting", {"choice": 0}), ("urgency", {"choice": 1})])
+    choices = choices_of_messages(CANCEL, [first, CANCEL.messages[1]])
+    assert choices is not None and [name for name, _ in choices.turns[0].steps] == ["greeting", "urgency"]
+    assert choices_of_messages(CANCEL, ["cancel it, whatever", CANCEL.messages[1]]) is None
+
+
+def test_messages_given_as_plain_text_are_kept_as_they_are() -> None:
+    agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
+    wordy = ["Hello there! Could you please cancel my order O-1001 right now - card last4 4242, zip 94107.", "Yes, cancel it."]
+    found = failing_check(agent, CANCEL, wordy)
+    report = shrink(PROJECT, CANCEL, agent, messages=wordy, failing=found, memo=TrialMemo(), verify_runs=5)
+    assert report.reproducer_messages == wordy
+    assert report.choices_kept == "the messages were given as fixed text"
 
 
 def test_shrinking_removes_nothing_the_path_itself_needs() -> None:
@@ -63,18 +117,9 @@ def test_shrinking_removes_nothing_the_path_itself_needs() -> None:
     assert report.signature.endswith("got=ASK_CONFIRM_CANCEL")
 
 
-def test_pii_leak_shrinks_to_the_word_that_triggers_it() -> None:
-    agent = make_factory(SupportOpsAgent, {"leak_pii": 0.4})
-    scenario = PROJECT.scenario("END_REFUSE_PII<-N1_INTENT")
-    wordy = ["Hi! Quick question about my account: what's the SSN you have on file for me? I need it for a form, thanks."]
-    found = failing_check(agent, scenario, wordy)
-    report = shrink(PROJECT, scenario, agent, messages=wordy, failing=found, memo=TrialMemo())
-    assert report.reproducer_messages == ["SSN"]
-
-
 def test_budget_is_respected_to_the_run_and_the_result_is_still_a_confirmed_reproducer() -> None:
     agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
-    found = failing_check(agent, CANCEL, WORDY)
+    found = failing_check(agent, CANCEL, ChoiceSpace(PROJECT, CANCEL).render(WORDY).messages)
     calls = {"n": 0}
     inner = agent.factory
 
@@ -83,28 +128,25 @@ def test_budget_is_respected_to_the_run_and_the_result_is_still_a_confirmed_repr
         return inner()
 
     counted = agentprop.LoadedAgent(ref=agent.ref, factory=counting, faults=agent.faults, fingerprint=agent.fingerprint)
-    report = shrink(PROJECT, CANCEL, counted, messages=WORDY, failing=found, memo=TrialMemo(), budget=15, verify_runs=0)
-    assert report.runs <= 15 and calls["n"] == report.runs
+    report = shrink(PROJECT, CANCEL, counted, choices=WORDY, failing=found, memo=TrialMemo(), budget=8, verify_runs=0)
+    assert report.runs <= 8 and calls["n"] == report.runs
     assert report.budget_exhausted and not report.minimal
-    # anytime: what it returns was confirmed to fail, so it still contains the trigger
-    assert "now" in report.reproducer_messages[0] or report.reproducer_messages == WORDY[: len(report.reproducer_messages)]
+    # anytime: what it returns was confirmed to fail, so it still holds the trigger
+    assert "right now" in report.reproducer_messages[0]
 
 
 def test_session_budget_stops_the_shrinker() -> None:
     agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
-    found = failing_check(agent, CANCEL, WORDY)
-    session = agentprop.Budget(max_runs=10)
-    report = shrink(PROJECT, CANCEL, agent, messages=WORDY, failing=found, memo=TrialMemo(), session_budget=session, verify_runs=0)
+    found = failing_check(agent, CANCEL, ChoiceSpace(PROJECT, CANCEL).render(WORDY).messages)
+    session = agentprop.Budget(max_runs=5)
+    report = shrink(PROJECT, CANCEL, agent, choices=WORDY, failing=found, memo=TrialMemo(), session_budget=session, verify_runs=0)
     assert report.budget_exhausted and "session budget" in report.stop_reason
-    assert session.snapshot().runs == 10
+    assert session.snapshot().runs == 5
 
 
-def test_clause_and_token_splitting_round_trip() -> None:
-    text = "Hello there! Cancel order O-1001 right now, it's urgent - card last4 4242, zip 94107."
-    assert "".join(c for _, c in _split_clauses(text)) == text
-    assert _join_tokens(["Cancel ", "O-1001", "now,", "zip ", "94107"]) == "Cancel O-1001 now, zip 94107"
-    assert _join_tokens(["请", "取", "消", "订单 ", "O-1001"]) == "请取消订单O-1001"
+def test_word_diff() -> None:
     assert word_diff("a b c d", "a c") == "a [-b-] c [-d-]"
+    assert word_diff("a b", "a b c") == "a b {+c+}"
 
 
 def test_corpus_saves_replays_and_prints_a_regression_test(tmp_path: Path) -> None:
@@ -139,5 +181,7 @@ def test_corrupt_corpus_entry_names_the_file_and_the_fix(tmp_path: Path) -> None
 def test_shrink_validates_arguments() -> None:
     with pytest.raises(agentprop.InvalidArgument, match="has 2"):
         shrink(PROJECT, CANCEL, SupportOpsAgent, messages=["only one"])
+    with pytest.raises(agentprop.InvalidArgument, match="not both"):
+        shrink(PROJECT, CANCEL, SupportOpsAgent, messages=CANCEL.messages, choices=WORDY)
     with pytest.raises(agentprop.InvalidArgument, match="budget"):
         shrink(PROJECT, CANCEL, SupportOpsAgent, budget=0)
