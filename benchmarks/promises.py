@@ -83,7 +83,7 @@ def clean_runs(projects: list[str], seeds: int) -> tuple[int, int, list[str]]:
     runs = 0
     for project_dir in projects:
         for seed in range(seeds):
-            report = run_project(project_dir, faults={}, agent_ref=None, kinds=("mft", "boundary", "dir", "inv"), cases=(), seed=seed)
+            report = run_project(project_dir, faults={}, agent_ref=None, kinds=RunSettings().kinds, cases=(), seed=seed)
             runs += report.metrics.runs
             alarms += [f"{project_dir} seed {seed}: {c.kind} {c.id} {c.verdict}" for c in report.cases if c.verdict != "PASS"]
     return len(alarms), runs, alarms

@@ -39,7 +39,7 @@ class ZooFault:
     """Fault knobs of the project's agent that inject the bug."""
     agent: str | None = None
     """``MODULE:ATTR`` of the agent (default: the bindings' ``agent:``)."""
-    kinds: tuple[str, ...] = ("mft", "boundary", "dir", "inv")
+    kinds: tuple[str, ...] = ("mft", "explore", "boundary", "dir", "inv")
     cases: tuple[str, ...] = ()
     """``--case`` filters (substrings of case ids) that keep the run small; empty runs all."""
     expect: str = ""
