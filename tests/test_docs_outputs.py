@@ -122,6 +122,7 @@ def run_shown(command: str, cwd: Path) -> tuple[int, list[str]]:
     if words[:3] == ["python", "-m", "pytest"] or words[:1] == ["pytest"]:
         args = words[3:] if words[0] == "python" else words[1:]
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(cwd / ".hypothesis")  # no examples saved by an earlier run
         proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
         return proc.returncode, (proc.stdout + proc.stderr).splitlines()
     raise AssertionError(f"the docs show output of {command!r}, which this test does not know how to run")

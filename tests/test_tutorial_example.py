@@ -4,6 +4,7 @@ shrunk paraphrase when a phrasing-dependent fault is switched on."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,8 +39,10 @@ def test_impatience_fault_is_found_and_shrunk_to_one_transform(tmp_path: Path) -
     out = proc.stdout
     assert "AgentPropertyViolation" in out
     assert "decision_tree.N2_AUTH.requirements.must_call_tools_in_order" in out
-    # the shrunk example is the original request plus exactly one transform that adds a "!"
+    # the shrunk example is the original request plus exactly one transform that makes it
+    # sound impatient (what the fault reacts to: now, asap, quick, immediately, hurry, "!")
     line = next(l for l in out.splitlines() if "Paraphrase: " in l)
-    assert "= original + " in line and "!" in line.split("=")[0]
+    shown = line.split("Paraphrase: ", 1)[1].split("' = ")[0]
+    assert "= original + " in line and re.search(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", shown, re.I), line
     assert line.count("(") == 1, line
     assert "1 failed, 2 passed" in out
