@@ -25,7 +25,7 @@ from agentprop._agents import LoadedAgent, make_factory
 from agentprop._budget import Budget
 from agentprop._contracts import Verdict
 from agentprop._memo import TrialMemo, TrialRecord, input_key
-from agentprop._corpus import Corpus
+from agentprop._corpus import Corpus, ProjectCorpora, judge_replay
 from agentprop._oracle import AgentPropertyViolation, CheckResult, Mode, OracleSettings, adecide
 from agentprop._project import Project
 from agentprop._properties import mft_verdicts
@@ -263,17 +263,41 @@ def _violation(result: CheckResult, context: ViolationContext) -> AgentPropertyV
     return exc
 
 
-_default_corpus: Corpus | None = None
+_default_corpus: Corpus | ProjectCorpora | None = None
 _replayed: set[str] = set()
 
 
-def set_default_corpus(corpus: Corpus | None) -> None:
+@dataclass
+class CorpusNote:
+    """What a corpus replay inside :func:`check` meant (for the pytest summary)."""
+
+    test: str
+    entry: str
+    action: str
+    message: str
+
+
+_corpus_notes: list[CorpusNote] = []
+
+
+def recorded_corpus_notes() -> list[CorpusNote]:
+    with _lock:
+        return list(_corpus_notes)
+
+
+def set_default_corpus(corpus: Corpus | ProjectCorpora | None) -> None:
     """Make :func:`check` replay this corpus's reproducers for a scenario (once per session)
-    before deciding the scenario itself (the pytest plugin's ``--agentprop-corpus``)."""
+    before deciding the scenario itself (the pytest plugin's ``--agentprop-corpus``;
+    :class:`ProjectCorpora` uses each project's corpus beside its bindings)."""
     global _default_corpus
     with _lock:
         _default_corpus = corpus
         _replayed.clear()
+        _corpus_notes.clear()
+
+
+def default_corpus() -> Corpus | ProjectCorpora | None:
+    return _default_corpus
 
 
 def _replay_corpus_first(
@@ -286,9 +310,12 @@ def _replay_corpus_first(
     seed: int,
     raise_on_failure: bool,
 ) -> None:
-    corpus = _default_corpus
-    if corpus is None:
+    """Replay the corpus entries of ``scenario``'s case. Failing with the entry's signature is
+    a regression (raised; the entry's ``last_seen`` is updated); failing otherwise is raised
+    as a different failure, not a regression; a clean enough pass retires the entry."""
+    if _default_corpus is None:
         return
+    corpus = _default_corpus.for_project(project)
     base_id = scenario.id.split("/")[0]
     for entry in corpus.entries(spec_id=project.spec.spec_id, agent_ref=agent.ref):
         if entry.scenario_id.split("/")[0] != base_id or entry.prop != "mft":
@@ -298,7 +325,15 @@ def _replay_corpus_first(
                 continue
             _replayed.add(entry.id)
         result = run_sync(acheck(project, entry.scenario, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"corpus {entry.id} ({entry.scenario_id})"))
+        action, message = judge_replay(entry, result, confidence=settings.confidence)
+        if action == "regression":
+            corpus.seen_again(entry, fingerprint=agent.fingerprint)
+        elif action == "retired":
+            corpus.retire(entry, message)
         with _lock:
             _results.append(CheckRecord(_current_test.get(), result))
+            _corpus_notes.append(CorpusNote(_current_test.get(), entry.id, action, message))
         if raise_on_failure and result.verdict != "PASS":
-            raise _violation(result, ViolationContext(project, entry.scenario, entry.scenario.messages, agent, None, seed))
+            exc = _violation(result, ViolationContext(project, entry.scenario, entry.scenario.messages, agent, None, seed))
+            exc.add_note(message)
+            raise exc

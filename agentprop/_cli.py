@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -22,7 +23,10 @@ from agentprop._project import Project, load_project
 from agentprop._prompt import find_seed_artifacts
 from agentprop._report import RunReport
 from agentprop._scenario import Scenario
-from agentprop._corpus import Corpus, pytest_regression
+from agentprop._check import acheck
+from agentprop import _corpus as corpus_module
+from agentprop._corpus import DEFAULT_DIR as DEFAULT_CORPUS_DIR, Corpus, CorpusEntry, judge_replay, pytest_regression
+from agentprop._sync import run_sync
 from agentprop._memo import TrialMemo
 from agentprop._explore import DEFAULT_PER_PATH
 from agentprop._run import RunSettings, arun_cases, render_table, shrink_failures
@@ -83,17 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--explore", type=int, default=DEFAULT_PER_PATH, metavar="N", help=f"inputs explored per path: templates and phrase-pack paraphrases on every turn, the search weighted towards what failed (default {DEFAULT_PER_PATH}; 0 turns exploration off)")
     run.add_argument("--case", action="append", default=[], metavar="ID", help="only run cases whose id contains ID (repeatable)")
     run.add_argument("--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each failing case (default 200; 0 turns shrinking off)")
-    run.add_argument("--corpus", default=str(Path(".agentprop") / "corpus"), metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus; 'none' to turn off)")
+    run.add_argument("--corpus", default=None, metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)")
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
     budget = run.add_argument_group("budget (one for the whole run; when it is spent, undecided cases are INCONCLUSIVE)")
     budget.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
     budget.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in the whole run, shrinking included (like --agentprop-max-runs in pytest)")
     _add_model_options(run)
-    corpus = sub.add_parser("corpus", help="list or print the shrunk reproducers kept by agentprop run")
-    corpus.add_argument("action", choices=["list", "show"], help="list entries, or show one")
-    corpus.add_argument("id", nargs="?", help="entry id (a unique prefix is enough) for show")
-    corpus.add_argument("--dir", default=str(Path(".agentprop") / "corpus"), help="corpus directory (default .agentprop/corpus)")
-    corpus.add_argument("--pytest", action="store_true", help="with show: print the entry as a ready pytest regression test")
+    _corpus_parser(sub)
     _snapshot_parser(sub)
     tdad = sub.add_parser("tdad", help="TDAD evaluation: visible/hidden split, VPR, HPR, RPR and the mutation score")
     tdad.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
@@ -131,6 +131,34 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--json", dest="json_path", help="also write the compile log to this file")
     _add_model_options(comp, always=True)
     return p
+
+
+def _corpus_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    corpus = sub.add_parser("corpus", help="list, show, remove and prune the shrunk reproducers kept by agentprop run")
+    actions = corpus.add_subparsers(dest="corpus_action", metavar="ACTION")
+
+    def where(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--spec", help="spec directory or file: its corpus is .agentprop/corpus beside its bindings (the default location)")
+        p.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
+        p.add_argument("--dir", help="corpus directory (overrides --spec; default ./.agentprop/corpus)")
+
+    lst = actions.add_parser("list", help="one line per entry: id, spec, case, failure rate, last seen, signature")
+    lst.add_argument("--retired", action="store_true", help="list the retired entries instead")
+    where(lst)
+    show = actions.add_parser("show", help="print one entry (JSON), or with --pytest as a ready regression test")
+    show.add_argument("id", help="entry id (a unique prefix is enough)")
+    show.add_argument("--pytest", action="store_true", help="print the entry as a self-contained pytest regression test")
+    where(show)
+    rm = actions.add_parser("rm", help="delete entries")
+    rm.add_argument("ids", nargs="+", metavar="ID", help="entry ids (unique prefixes are enough)")
+    where(rm)
+    prune = actions.add_parser("prune", help="remove entries whose spec or case is gone, and retire those that now pass")
+    prune.add_argument("--no-replay", action="store_true", help="only remove entries whose spec or case is gone; run no agent")
+    prune.add_argument("--seed", type=int, default=0, help="trial namespace of the replays (default 0)")
+    where(prune)
+    clear = actions.add_parser("clear", help="delete every entry, retired ones included")
+    clear.add_argument("--yes", action="store_true", help="do it without asking (required when not on a terminal or when CI is set)")
+    where(clear)
 
 
 def _snapshot_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -192,22 +220,115 @@ def _add_model_options(p: argparse.ArgumentParser, *, always: bool = False) -> N
     model.add_argument("--cache-mode", choices=[m.value for m in CacheMode], help="off, read, write, read-write or replay-only (default: replay-only when CI is set, else read-write)")
 
 
-def _corpus(args: argparse.Namespace, out: TextIO) -> int:
-    corpus = Corpus(args.dir)
-    if args.action == "list":
-        entries = corpus.entries()
+def _corpus_dir(args: argparse.Namespace) -> Path:
+    """``--dir``; else the corpus beside ``--spec``'s bindings; else ./.agentprop/corpus
+    (the default corpus of the bindings in the current directory)."""
+    if args.dir:
+        return Path(args.dir)
+    if args.spec:
+        return corpus_module.default_corpus_dir(load_project(args.spec, bindings=args.bindings))
+    return DEFAULT_CORPUS_DIR
+
+
+def _entry_line(e: CorpusEntry) -> str:
+    rate = f"{e.reproducer_rate:.0%}" if e.reproducer_rate is not None else "?"
+    when = f"retired {e.retired}" if e.retired else f"last seen {e.last_seen or e.created}"
+    return f"{e.id}  {e.spec_id}  {e.scenario_id}  fails {rate}  seen {e.seen}x, {when}  {e.signature}"
+
+
+def _corpus(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) -> int:
+    action = args.corpus_action
+    if action is None:
+        raise InputError("agentprop corpus needs an action", expected="list, show, rm, prune or clear",
+                         fix="e.g. `agentprop corpus list --spec examples/supportops`")
+    root = _corpus_dir(args)
+    corpus = Corpus(root)
+    if action == "list":
+        entries = corpus.entries(retired=args.retired)
         if not entries:
-            print(f"no entries in {args.dir}", file=out)
+            print(f"no {'retired ' if args.retired else ''}entries in {root}" + ("" if args.dir or args.spec else " (give --spec SPEC or --dir DIR for another corpus)"), file=out)
             return EXIT_OK
         for e in entries:
-            rate = f"{e.reproducer_rate:.0%}" if e.reproducer_rate is not None else "?"
-            print(f"{e.id}  {e.spec_id}  {e.scenario_id}  fails {rate}  {e.signature}", file=out)
+            print(_entry_line(e), file=out)
             print(f"    {e.scenario.messages!r}", file=out)
+            if e.retired_reason:
+                print(f"    {e.retired_reason}", file=out)
         return EXIT_OK
-    if not args.id:
-        raise InputError("corpus show needs an entry id", fix="run `agentprop corpus list` to see the ids")
-    entry = corpus.get(args.id)
-    print(pytest_regression(entry) if args.pytest else entry.model_dump_json(indent=2), file=out)
+    if action == "show":
+        entry = corpus.get(args.id)
+        print(pytest_regression(entry) if args.pytest else entry.model_dump_json(indent=2), file=out)
+        return EXIT_OK
+    if action == "rm":
+        chosen = [corpus.get(i) for i in args.ids]  # every id is checked before anything is deleted
+        for entry in chosen:
+            corpus.remove(entry)
+            print(f"removed {entry.id} ({entry.scenario_id}: {entry.signature})", file=out)
+        return EXIT_OK
+    if action == "prune":
+        return _corpus_prune(corpus, args, out)
+    entries = corpus.entries() + corpus.entries(retired=True)
+    if not entries:
+        print(f"no entries in {root}", file=out)
+        return EXIT_OK
+    if not args.yes:
+        stdin = stdin or sys.stdin
+        interactive = bool(getattr(stdin, "isatty", lambda: False)()) and not os.environ.get("CI")
+        if not interactive:
+            raise InputError(f"agentprop corpus clear would delete {len(entries)} entries in {root}",
+                             fix="pass --yes to delete them (it never asks when CI is set or input is not a terminal)")
+        print(f"delete {len(entries)} entries in {root}? [y/N] ", end="", file=out, flush=True)
+        if stdin.readline().strip().lower() not in ("y", "yes"):
+            print("nothing deleted", file=out)
+            return EXIT_OK
+    count = corpus.clear()
+    print(f"deleted {count} entries in {root}", file=out)
+    return EXIT_OK
+
+
+def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
+    """Remove entries whose spec or case no longer exists; replay the rest with the agent that
+    made them (`agent_ref` and its faults) and retire those that pass (:func:`judge_replay`)."""
+    removed = retired = kept = 0
+    projects: dict[str, Project | None] = {}
+    for entry in corpus.entries():
+        spec_path = entry.spec_path or ""
+        if spec_path not in projects:
+            try:
+                projects[spec_path] = load_project(spec_path) if spec_path and Path(spec_path).exists() else None
+            except AgentPropError:
+                projects[spec_path] = None
+        project = projects[spec_path]
+        gone = None
+        if project is None:
+            gone = f"its spec {spec_path or '(not recorded)'} no longer loads"
+        elif project.spec.spec_id != entry.spec_id:
+            gone = f"{spec_path} is now spec {project.spec.spec_id}, not {entry.spec_id}"
+        elif entry.scenario_id.split("/")[0] not in {s.id.split("/")[0] for s in project.scenarios()}:
+            gone = f"case {entry.scenario_id} is no longer in {entry.spec_id}"
+        if gone is not None:
+            corpus.remove(entry)
+            removed += 1
+            print(f"removed {entry.id}: {gone}", file=out)
+            continue
+        if args.no_replay:
+            kept += 1
+            continue
+        assert project is not None
+        if entry.agent_ref == "anthropic":
+            kept += 1
+            print(f"kept {entry.id}: not replayed (a model agent; `agentprop run --agent anthropic ...` replays and retires it)", file=out)
+            continue
+        agent = load_agent(entry.agent_ref, project.base_dir, entry.agent_faults)
+        oracle = OracleSettings.for_spec(project.spec)
+        result = run_sync(acheck(project, entry.scenario, agent, settings=oracle, seed=args.seed, name=f"corpus {entry.id}"))
+        verdict, message = judge_replay(entry, result, confidence=oracle.confidence)
+        if verdict == "retired":
+            corpus.retire(entry, message)
+            retired += 1
+        else:
+            kept += 1
+        print(message if verdict == "retired" else f"kept {entry.id}: {message}", file=out)
+    print(f"pruned {corpus.root}: {removed} removed, {retired} retired, {kept} kept", file=out)
     return EXIT_OK
 
 
@@ -352,7 +473,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""), file=out)
 
-    corpus = None if args.corpus.lower() == "none" else Corpus(args.corpus)
+    corpus = None if (args.corpus or "").lower() == "none" else Corpus(args.corpus or corpus_module.default_corpus_dir(project))
     if args.shrink_budget < 0:
         raise InputError(f"--shrink-budget {args.shrink_budget} is negative", fix="use 0 to turn shrinking off, or a number of runs")
     memo = TrialMemo()

@@ -145,6 +145,17 @@ class RateSummary(BaseModel):
     interval: tuple[float, float]
 
 
+class OtherFailure(BaseModel):
+    """A failure with another signature met on a candidate while shrinking (a different bug,
+    or a candidate that no longer asks for what the case expects): never a reproduction."""
+
+    signature: str
+    explanation: str = ""
+    count: int = 0
+    messages: list[str] = Field(default_factory=list)
+    """The first candidate it was met on."""
+
+
 class ShrinkReport(BaseModel):
     """A minimal reproducer of a failing case, and how sure we are of it."""
 
@@ -172,12 +183,16 @@ class ShrinkReport(BaseModel):
     reproducer_rate: RateSummary | None = None
     """Fresh-run reproduction rate of the reproducer (verification)."""
     other_signatures: dict[str, int] = Field(default_factory=dict)
+    """Other failures met by the search (counts)."""
     original_choices: dict[str, Any] | None = None
     """The failing input's choices (``None`` when its messages were given as fixed text)."""
     reproducer_choices: dict[str, Any] | None = None
     """The reproducer's choices: what the shrinker kept."""
     choices_kept: str = ""
     """The kept choices in words (``turn 1: urgency(choice=1)``), or that none were needed."""
+    other_failures: list[OtherFailure] = Field(default_factory=list)
+    """Every other failure met, search and verification runs alike, with the first candidate
+    it was met on, most frequent first."""
 
     def summary(self) -> str:
         lines = [f"shrunk {self.scenario} ({self.signature}): {self.original_units} -> {self.kept_units} units in {self.runs} runs" + (" (budget exhausted)" if self.budget_exhausted else "")]
@@ -192,6 +207,8 @@ class ShrinkReport(BaseModel):
             r = self.reproducer_rate
             lines.append(f"  reproducer fails {r.failures}/{r.runs} fresh runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})")
         lines.append(f"  {'minimal' if self.minimal else 'not proven minimal'}: {self.stop_reason}")
+        for other in self.other_failures:
+            lines.append(f"  another failure met while shrinking ({other.count}x, not this bug): {other.signature} on {other.messages!r}")
         return "\n".join(lines)
 
 
@@ -283,8 +300,14 @@ def shrink(
         memo.put(key, rec)
         return rec
 
+    others: dict[str, OtherFailure] = {}
+
     def run(candidate: Scenario, trial: int) -> Outcome:
         rec = evaluate(candidate, trial)
+        if not rec.passed and chased is not None and rec.signature != chased:
+            # a different failure: it does not count as "still fails"; kept, to be reported
+            seen = others.setdefault(str(rec.signature), OtherFailure(signature=str(rec.signature), explanation=rec.explanation or "", messages=candidate.messages))
+            seen.count += 1
         return Outcome.passed() if rec.passed else Outcome.failure(rec.signature)
 
     # the scenario itself (its intent, slots and path) is one protected unit: never removed
@@ -337,6 +360,7 @@ def shrink(
         original_choices=choices.model_dump(mode="json") if choices is not None else None,
         reproducer_choices=kept_choices.model_dump(mode="json") if kept_choices is not None else None,
         choices_kept=(kept_choices.describe() if kept_choices is not None and not kept_choices.plain else "none: the scenario's own wording fails") if not fixed_text else "the messages were given as fixed text",
+        other_failures=sorted(others.values(), key=lambda o: (-o.count, o.signature)),
     )
 
 

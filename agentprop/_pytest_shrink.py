@@ -1,26 +1,72 @@
 """The pytest side of shrinking: when a test fails with :class:`AgentPropertyViolation`, shrink
 the failing conversation and attach the reproducer to the report (``--agentprop-shrink-budget``).
+
+One bug, one shrink: the session keeps the bugs it shrank, keyed by
+:func:`agentprop._bugs.bug_key` (the signature without its turn); a later test failing with
+the same bug is not shrunk again, its report points at the first one.
 """
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
+from agentprop._bugs import bug_id, bug_key
 from agentprop._check import ViolationContext
-from agentprop._conversation_shrink import shrink
-from agentprop._corpus import Corpus, entry_from_shrink
+from agentprop._conversation_shrink import ShrinkReport, shrink
+from agentprop._corpus import Corpus, ProjectCorpora, entry_from_shrink
 from agentprop._oracle import AgentPropertyViolation, CheckResult
 
 
-def shrink_violation(exc: BaseException, *, budget: int, corpus: Corpus | None, session_budget: Any = None) -> str | None:
-    """Shrink the failure behind ``exc``; returns the text for the report section, or ``None``
-    when ``exc`` is not a shrinkable agent violation."""
+@dataclass
+class SessionBug:
+    """A bug shrunk in this pytest session, and the tests that failed with it."""
+
+    key: str
+    test: str
+    shrunk: ShrinkReport
+    corpus_entry: str | None = None
+    tests: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return bug_id(self.key)
+
+
+_lock = threading.Lock()
+_session_bugs: dict[str, SessionBug] = {}
+
+
+def session_bugs() -> dict[str, SessionBug]:
+    with _lock:
+        return dict(_session_bugs)
+
+
+def clear_session_bugs() -> None:
+    with _lock:
+        _session_bugs.clear()
+
+
+def shrink_violation(exc: BaseException, *, budget: int, corpus: Corpus | ProjectCorpora | None, session_budget: Any = None, test: str = "") -> str | None:
+    """Shrink the failure behind ``exc`` (unless this session already shrank the same bug);
+    returns the text for the report section, or ``None`` when ``exc`` is not a shrinkable
+    agent violation."""
     if not isinstance(exc, AgentPropertyViolation) or budget <= 0:
         return None
     context = getattr(exc, "context", None)
     result = exc.result
     if not isinstance(context, ViolationContext) or not isinstance(result, CheckResult) or not result.failures:
         return None
+    key = bug_key(result.failures[0].signature)
+    with _lock:
+        known = _session_bugs.get(key)
+        if known is not None:
+            known.tests.append(test)
+    if known is not None:
+        entry = f"; corpus entry {known.corpus_entry}" if known.corpus_entry else ""
+        return (f"same bug as {known.test} ({key}), shrunk there once: reproducer {known.shrunk.reproducer_messages!r}{entry}\n"
+                "  (one bug, one shrink: failures with the same signature, turn aside, are shrunk once per session)")
     report = shrink(
         context.project,
         context.scenario,
@@ -33,9 +79,14 @@ def shrink_violation(exc: BaseException, *, budget: int, corpus: Corpus | None, 
         seed=context.seed,
     )
     text = report.summary()
+    bug = SessionBug(key, test, report, tests=[test])
     if corpus is not None and report.reproducer_rate is not None and report.reproducer_rate.failures > 0:
         prop_id = "mft" if context.prop is None else getattr(context.prop, "__qualname__", "custom")
         entry = entry_from_shrink(report, spec_id=context.project.spec.spec_id, spec_path=str(context.project.spec_path.parent), agent=context.agent, prop=prop_id)
-        corpus.save(entry)
-        text += f"\n  saved as corpus entry {entry.id} (agentprop corpus show {entry.id} --pytest)"
+        stored, new = corpus.for_project(context.project).record(entry)
+        bug.corpus_entry = stored.id
+        text += (f"\n  saved as corpus entry {stored.id} (agentprop corpus show {stored.id} --pytest)" if new
+                 else f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times")
+    with _lock:
+        _session_bugs.setdefault(key, bug)
     return text

@@ -50,9 +50,75 @@ class CaseReport(BaseModel):
     capabilities: list[str] = Field(default_factory=list)
     branches: list[str] = Field(default_factory=list)
     shrunk: dict[str, Any] | None = None
+    """The minimal reproducer, on the one case of each bug that was shrunk (its
+    representative); the other cases of the bug name it in ``bugs``."""
+    bugs: list[str] = Field(default_factory=list)
+    """Ids of the bugs (``RunReport.bugs``) whose failures this case met."""
     details: dict[str, Any] = Field(default_factory=dict)
     """Kind-specific facts: the comparison and edge of a BOUNDARY case, the flipped atom of a
     DIR case, the variants and p-values of an INV case."""
+
+
+class FailureRate(BaseModel):
+    """How often something failed with one signature: ``failures`` of ``runs``, with the
+    Wilson interval (95%)."""
+
+    failures: int
+    runs: int
+    rate: float
+    interval: tuple[float, float]
+
+
+class BugReport(BaseModel):
+    """One bug: the failures of every case grouped by :func:`agentprop._bugs.bug_key` (the
+    signature without its ``@turnN``), shrunk once, on its simplest case."""
+
+    id: str
+    """Stable across runs: a hash of ``key``."""
+    key: str
+    """``contract:clause:detail``: the grouping key (the signature without the turn)."""
+    signature: str
+    """The full signature that was chased (the representative's)."""
+    signatures: list[str] = Field(default_factory=list)
+    """Every full signature of the group (the same fault met on different turns)."""
+    explanation: str = ""
+    origin: Literal["cases", "shrinking"] = "cases"
+    """``cases``: a case that did not pass failed with it. ``shrinking``: met only on a
+    candidate while another bug was shrunk; not confirmed (the candidate's expectations are
+    those of the case's path, which the cut-down messages may no longer ask for)."""
+    cases: list[str] = Field(default_factory=list)
+    """The cases that did not pass and failed with it (for ``shrinking``: the cases being
+    shrunk when it was met)."""
+    representative: str | None = None
+    """The case the reproducer comes from (the simplest shrinkable case of the group)."""
+    known: bool = False
+    """A corpus entry already held this bug and its replay reproduced it: no new shrink."""
+    shrink_runs: int = 0
+    """Agent runs the shrinker spent on it (0 when not shrunk), verification included."""
+    minimal: bool | None = None
+    reproducer_messages: list[str] = Field(default_factory=list)
+    reproducer_world: dict[str, Any] | None = None
+    diff: list[str] = Field(default_factory=list)
+    world_kept: list[str] = Field(default_factory=list)
+    choices_kept: str = ""
+    """The generator's choices the reproducer kept, in words (explored inputs)."""
+    rate: FailureRate | None = None
+    """Failure rate with this signature: of the reproducer on fresh runs when it was shrunk,
+    of the corpus replay when ``known``, else of the representative case."""
+    rate_of: str = ""
+    """What ``rate`` was measured on: ``reproducer``, ``corpus replay``, ``case`` or ``candidate``."""
+    corpus_entry: str | None = None
+    note: str = ""
+    """Why it was not shrunk, or what to make of it."""
+
+
+class CorpusEvent(BaseModel):
+    """What happened to one corpus entry in this run."""
+
+    entry: str
+    action: Literal["regression", "fails-differently", "retired", "kept", "saved", "updated"]
+    signature: str
+    message: str
 
 
 class Metrics(BaseModel):
@@ -97,6 +163,11 @@ class RunReport(BaseModel):
     problems: list[str] = Field(default_factory=list)
     """Paths the spec and bindings cannot realise (reported, never silently skipped)."""
     metrics: Metrics
+    bugs: list[BugReport] = Field(default_factory=list)
+    """The failures grouped into bugs (one shrink each), most cases first; the ones met only
+    while shrinking come last."""
+    corpus: list[CorpusEvent] = Field(default_factory=list)
+    """What happened to the failure corpus: regressions, retirements, new and updated entries."""
 
     model_config = {"populate_by_name": True}
 

@@ -20,7 +20,8 @@ from agentprop._version import __version__
 from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
 from agentprop._conversation_shrink import ShrinkReport, shrink
-from agentprop._corpus import Corpus, entry_from_shrink
+from agentprop._bugs import SHRINKABLE_KINDS, find_bugs
+from agentprop._corpus import Corpus, CorpusEntry, entry_from_shrink, judge_replay
 from agentprop._explore import DEFAULT_PER_PATH, ExploredInput, explore_cases, exploration_summary
 from agentprop._check import acheck
 from agentprop._memo import TrialMemo
@@ -28,7 +29,7 @@ from agentprop._oracle import CheckResult, OracleSettings
 from agentprop._paths import loop_branches
 from agentprop._run_kinds import Replay, case_from_check, extra_cases
 from agentprop._project import Project
-from agentprop._report import AgentInfo, CaseReport, Metrics, RunReport, SpecInfo
+from agentprop._report import AgentInfo, BugReport, CaseReport, CorpusEvent, Metrics, RunReport, SpecInfo
 from agentprop._scenario import Scenario
 
 
@@ -124,16 +125,15 @@ async def arun_cases(
     explored: list[CaseReport] = []
     explored_inputs: list[ExploredInput] = []
     regressions: list[CaseReport] = []
+    events: list[CorpusEvent] = []
     entries = corpus.entries(spec_id=spec.spec_id, agent_ref=agent.ref) if corpus is not None else []
     try:
         if entries:
             # known reproducers first: a bug that was found stays checked until it is gone
             progress.total += len(entries)
-            decided = await asyncio.gather(*(one(e.scenario, f"REGRESSION {e.id} {e.scenario_id}") for e in entries))
-            regressions = [
-                case_from_check(f"REGRESSION {e.id} {e.scenario_id}", "REGRESSION", e.scenario, r, {"signature": e.signature, "created": e.created, "corpus_entry": e.id})
-                for e, r in zip(entries, decided)
-            ]
+            decided = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}") for e in entries))
+            assert corpus is not None
+            regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(entries, decided)]
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
         for scenario in scenarios if "mft" in kinds else []:
             replays[scenario.id] = _mft_replay(project, scenario, oracle, memo, budget, settings.seed)
@@ -190,11 +190,38 @@ async def arun_cases(
         cases=cases,
         problems=list(problems or []),
         metrics=metrics,
+        corpus=events,
     )
     report._checks = checks
     report._replays = replays
     report._explored = {e.case_id: e for e in explored_inputs}
     return report
+
+
+def _corpus_case(
+    corpus: Corpus,
+    entry: CorpusEntry,
+    result: CheckResult,
+    oracle: OracleSettings,
+    agent: LoadedAgent,
+    checks: dict[str, tuple[Scenario, CheckResult]],
+    events: list[CorpusEvent],
+) -> CaseReport:
+    """The case of one corpus replay: ``REGRESSION`` only when it failed with the entry's
+    own signature (the entry is updated), else ``CORPUS``; a clean enough pass retires it."""
+    action, message = judge_replay(entry, result, confidence=oracle.confidence)
+    kind = "REGRESSION" if action == "regression" else "CORPUS"
+    case_id = f"{kind} {entry.id} {entry.scenario_id}"
+    checks[case_id] = checks.pop(f"corpus {entry.id} {entry.scenario_id}")
+    if action == "regression":
+        corpus.seen_again(entry, fingerprint=agent.fingerprint)
+    elif action == "retired":
+        corpus.retire(entry, message)
+    events.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))  # type: ignore[arg-type]
+    return case_from_check(
+        case_id, kind, entry.scenario, result,
+        {"signature": entry.signature, "created": entry.created, "corpus_entry": entry.id, "replay": action, "message": message},
+    )
 
 
 def _mft_replay(project: Project, scenario: Scenario, oracle: OracleSettings, memo: TrialMemo, budget: Budget | None, seed: int) -> Replay:
@@ -217,32 +244,50 @@ def shrink_failures(
     seed: int = 0,
     stream: TextIO | None = None,
 ) -> list[ShrinkReport]:
-    """Shrink every failing MFT / BOUNDARY / REGRESSION case, record ``cases[].shrunk`` and
-    save the reproducers to the corpus."""
+    """Group the failures into bugs (:mod:`agentprop._bugs`), shrink each bug once on its
+    simplest case, save the reproducers to the corpus and list the bugs in ``report.bugs``.
+    ``budget`` (runs per shrink) 0 lists the bugs without shrinking. Returns the shrinks."""
     out: list[ShrinkReport] = []
-    for case in report.cases:
-        if case.verdict not in ("FAIL", "UNSTABLE") or case.kind not in ("MFT", "EXPLORE", "BOUNDARY", "REGRESSION"):
-            continue
-        found = report._checks.get(case.id)
-        if found is None:
-            continue
-        scenario, result = found
-        if stream is not None and getattr(stream, "isatty", lambda: False)():
+    by_case: dict[str, ShrinkReport] = {}
+    live = stream is not None and getattr(stream, "isatty", lambda: False)()
+
+    def shrink_case(case: CaseReport, signature: str) -> ShrinkReport | None:
+        scenario, result = report._checks[case.id]
+        if live:
+            assert stream is not None
             stream.write(f"\r\x1b[K  shrinking {case.id} …")
             stream.flush()
         explored = report._explored.get(case.id)
         if explored is not None:  # shrink the explored input's choices, in its base scenario
-            shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+            shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
+                            budget=budget, memo=memo, session_budget=session_budget, seed=seed)
         else:
-            shrunk = shrink(project, scenario, agent, failing=result, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
-        case.shrunk = shrunk.model_dump(mode="json", exclude={"reproducer"})
-        case.shrunk["reproducer_world"] = shrunk.reproducer.world.model_dump(mode="json")
-        if corpus is not None and shrunk.reproducer_rate is not None and shrunk.reproducer_rate.failures > 0:
-            entry = entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent)
-            corpus.save(entry)
-            case.shrunk["corpus_entry"] = entry.id
+            shrunk = shrink(project, scenario, agent, failing=result, signature=signature, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
         out.append(shrunk)
-    if stream is not None and getattr(stream, "isatty", lambda: False)():
+        by_case[case.id] = shrunk
+        return shrunk
+
+    def shrinkable(case: CaseReport) -> bool:
+        return case.kind in SHRINKABLE_KINDS and case.id in report._checks
+
+    bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable)
+    for bug in bugs:
+        if corpus is None or bug.origin != "cases" or bug.known or bug.representative is None:
+            continue
+        case = next(c for c in report.cases if c.id == bug.representative)
+        shrunk = by_case.get(case.id)
+        if shrunk is None or shrunk.reproducer_rate is None or shrunk.reproducer_rate.failures == 0:
+            continue
+        entry, new = corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent))
+        bug.corpus_entry = entry.id
+        if case.shrunk is not None:
+            case.shrunk["corpus_entry"] = entry.id
+        action = "saved" if new else "updated"
+        message = (f"saved bug {bug.id} as corpus entry {entry.id}" if new
+                   else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times")
+        report.corpus.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
+    if live:
+        assert stream is not None
         stream.write("\r\x1b[K")
         stream.flush()
     return out
@@ -294,6 +339,67 @@ def _filtered_out(project: Project, cases: list[CaseReport]) -> set[str]:
     return {b for s in project.scenarios() if s.id not in ran for b in s.branches} - run_branches
 
 
+_LISTED = ("MFT", "REGRESSION", "CORPUS")
+"""Case kinds listed one per line even when they pass."""
+
+
+def _bug_number(report: RunReport, bug_id: str) -> str:
+    return next((str(i) for i, b in enumerate(report.bugs, 1) if b.id == bug_id), bug_id)
+
+
+def _rate_text(bug: BugReport) -> str:
+    r = bug.rate
+    if r is None:
+        return ""
+    on = {"reproducer": "fresh runs of the reproducer", "corpus replay": "runs of the corpus replay", "case": "runs of the case", "candidate": "shrinking runs"}.get(bug.rate_of, "runs")
+    return f"fails {r.failures}/{r.runs} {on} ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+
+
+def _cases_text(ids: list[str], shown: int = 3) -> str:
+    more = f" (+{len(ids) - shown} more)" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more
+
+
+def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
+    """The bugs block that heads the terminal summary: per bug its signature, the cases
+    that hit it, the minimal reproducer and its failure rate; then the failures met only
+    while shrinking."""
+    found = [b for b in report.bugs if b.origin == "cases"]
+    met = [b for b in report.bugs if b.origin == "shrinking"]
+    lines: list[str] = []
+    if found:
+        shrunk = sum(b.shrink_runs > 0 for b in found)
+        lines.append(f"{len(found)} bug(s), failures grouped by signature (turn left out); {shrunk} shrunk, once each:")
+    for i, bug in enumerate(found, 1):
+        lines.append(f"bug {i} [{bug.id}]  {bug.key}")
+        lines.append(f"    hit by {len(bug.cases)} case(s): {_cases_text(bug.cases)}")
+        if bug.shrink_runs:
+            sh = next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None) or {}
+            lines.append(
+                f"    shrunk {bug.representative}: {sh.get('original_units', '?')} -> {sh.get('kept_units', '?')} units in {bug.shrink_runs} runs"
+                + ("" if bug.minimal else " (not proven minimal)")
+            )
+        elif bug.representative:
+            lines.append(f"    reproducer: case {bug.representative} ({bug.note})")
+        lines.append(f"    reproducer: {bug.reproducer_messages!r}")
+        if bug.choices_kept:
+            lines.append(f"    choices kept: {bug.choices_kept}")
+        lines.extend(f"    {d}" for d in bug.diff)
+        if bug.world_kept:
+            lines.append(f"    world changes needed: {', '.join(bug.world_kept)}")
+        rate = _rate_text(bug)
+        entry = f"; corpus entry {bug.corpus_entry}" if bug.corpus_entry else ""
+        if rate or entry:
+            lines.append(f"    {rate}{entry}".rstrip())
+        if bug.shrink_runs and bug.note:
+            lines.append(f"    note: {bug.note}")
+    if met:
+        lines.append(f"{len(met)} other failure(s) met only while shrinking (not confirmed as bugs, not shrunk):")
+        for bug in met:
+            lines.append(f"    {bug.key}  while shrinking {_cases_text(bug.cases)}; {_rate_text(bug)}; first on {bug.reproducer_messages!r}")
+    return [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
+
+
 def render_table(report: RunReport, *, width: int | None = None) -> str:
     """The terminal summary: one line per case, then totals (fits one screen for a spec).
 
@@ -302,8 +408,8 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
     if width is None:
         # cut to the terminal's width; in a log or a pipe keep every word
         width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10_000
-    lines = []
-    idw = min(max((len(c.id) for c in report.cases if c.kind == "MFT" or c.verdict != "PASS"), default=10), 60)
+    lines = render_bugs(report, width=width)
+    idw = min(max((len(c.id) for c in report.cases if c.kind in _LISTED or c.verdict != "PASS"), default=10), 60)
     show_cost = any(c.cost_usd > 0 for c in report.cases)
     cost_head = f" {'cost $':>8}" if show_cost else ""
     head = f"{'case':<{idw}}  {'verdict':<12} {'rate':>5} {'95% CI':>9} {'runs':>4}{cost_head}  "
@@ -311,32 +417,20 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
     kinds_seen: dict[str, list[CaseReport]] = {}
     for c in report.cases:
         kinds_seen.setdefault(c.kind, []).append(c)
-    shown = [c for c in report.cases if c.kind in ("MFT", "REGRESSION") or c.verdict != "PASS"]
+    shown = [c for c in report.cases if c.kind in _LISTED or c.verdict != "PASS"]
     for c in shown:
         fail = c.failures[0].explanation if c.failures else ""
+        if c.bugs:
+            fail = f"[bug {', '.join(_bug_number(report, b) for b in c.bugs)}] {fail}"
         room = max(20, width - len(head))
         if len(fail) > room:
             fail = fail[: room - 1] + "…"
         ci = f"{c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval else ""
         cost = f" {c.cost_usd:>8.4f}" if show_cost else ""
         lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<12} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}  {fail}".rstrip())
-    for c in report.cases:
-        if not c.shrunk:
-            continue
-        sh = c.shrunk
-        rate = sh.get("reproducer_rate") or {}
-        lines.append(
-            f"shrunk {c.id}: {sh['original_units']} -> {sh['kept_units']} units in {sh['runs']} runs"
-            + (f"; reproducer fails {rate['failures']}/{rate['runs']} fresh runs" if rate else "")
-            + (f"; saved as corpus entry {sh['corpus_entry']}" if sh.get("corpus_entry") else "")
-        )
-        if sh.get("choices_kept"):
-            lines.append(f"    choices kept: {sh['choices_kept']}")
-        lines.extend(f"    {d}" for d in sh.get("diff", []))
-        if sh.get("world_kept"):
-            lines.append(f"    world changes needed: {', '.join(sh['world_kept'])}")
+    lines.extend(f"corpus: {e.message}" for e in report.corpus)
     for kind, group in kinds_seen.items():
-        if kind in ("MFT", "REGRESSION"):
+        if kind in _LISTED:
             continue
         passed = sum(c.verdict == "PASS" for c in group)
         lines.append(f"{kind} cases: {passed}/{len(group)} passed" + ("" if passed == len(group) else " (failures listed above)"))

@@ -22,7 +22,8 @@ Options (all prefixed ``--agentprop-``):
     (default 200 runs; 0 turns it off).
 ``--agentprop-corpus DIR``
     shrunk reproducers are saved there and replayed first by ``agentprop.check`` on the next
-    run (default ``.agentprop/corpus`` when agentprop is configured; ``none`` to turn off).
+    run (default, when agentprop is configured: each project's ``.agentprop/corpus`` beside
+    its bindings, the one ``agentprop run`` uses; ``none`` to turn off).
 ``--agentprop-snapshot-update`` with ``--agentprop-snapshot-reason TEXT``
     approve NEW or CHANGED behaviour snapshots (``agentprop_snapshot``) instead of failing;
     the reason is kept in each snapshot's history. Refused when ``CI`` is set.
@@ -55,18 +56,20 @@ from hypothesis import HealthCheck, Phase, settings
 from agentprop._agents import LoadedAgent, load_agent
 from agentprop._anthropic_agent import set_default_cache_mode
 from agentprop._budget import Budget
+from agentprop._bugs import bug_id, bug_key
 from agentprop._check import (
     clear_recorded_results,
+    recorded_corpus_notes,
     recorded_results,
     set_default_memo,
     set_default_corpus,
     set_session_budget,
     settings_scope,
 )
-from agentprop._corpus import Corpus
+from agentprop._corpus import Corpus, ProjectCorpora
 from agentprop._memo import TrialMemo
 from agentprop._oracle import AgentPropertyViolation
-from agentprop._pytest_shrink import shrink_violation
+from agentprop._pytest_shrink import clear_session_bugs, session_bugs, shrink_violation
 from agentprop._project import Project, load_project
 from agentprop._scenario import make_world
 from agentprop._snapshot import SnapshotResult, check_reason, check_snapshot
@@ -155,10 +158,11 @@ def pytest_configure(config: pytest.Config) -> None:
     set_session_budget(budget)
     set_default_cache_mode(_opt(config, "--agentprop-cache-mode"))
     corpus_opt = _opt(config, "--agentprop-corpus") or ""
-    corpus: Corpus | None = None
+    corpus: Corpus | ProjectCorpora | None = None
     if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config) or _opt(config, "--agentprop-profile")):
-        corpus = Corpus(Path(corpus_opt) if corpus_opt else Path(str(config.rootpath)) / ".agentprop" / "corpus")
+        corpus = Corpus(Path(corpus_opt)) if corpus_opt else ProjectCorpora()
     set_default_corpus(corpus)
+    clear_session_bugs()
     if (_opt(config, "--agentprop-shrink-budget") or 0) < 0:
         raise pytest.UsageError("--agentprop-shrink-budget must be 0 (off) or a number of runs")
     if _opt(config, "--agentprop-snapshot-update"):
@@ -230,7 +234,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     state = _state(item.config)
     budget = _opt(item.config, "--agentprop-shrink-budget") or 0
     try:
-        text = shrink_violation(call.excinfo.value, budget=budget, corpus=state["corpus"], session_budget=state["budget"])
+        text = shrink_violation(call.excinfo.value, budget=budget, corpus=state["corpus"], session_budget=state["budget"], test=item.nodeid)
     except Exception as exc:  # shrinking must never hide the original failure
         text = f"shrinking failed: {type(exc).__name__}: {exc}"
     if text:
@@ -368,6 +372,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     rows = sorted(latest.items(), key=lambda kv: (kv[1].verdict == "PASS", kv[0]))
     tr = terminalreporter
     tr.section("agentprop")
+    for line in _bug_lines(latest):
+        tr.write_line(line)
     width = max(20, min(60, max(len(f"{k[1]} [{k[0].split('::')[-1]}]") for k in latest)))
     tr.write_line(f"{'case [test]':<{width}}  {'verdict':<12} {'rate':>5} {'95% CI':>9} {'runs':>5} {'cost $':>8}")
     shown = rows[:20]
@@ -388,6 +394,38 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         f"{total_runs} new agent runs, {memo.hits} memo hits, ${cost:.4f}"
         + (f"; budget: {budget.exhausted_reason}" if budget.exhausted else "")
     )
+
+
+def _bug_lines(latest: dict[tuple[str, str], Any]) -> list[str]:
+    """The bugs above the cases: the failing checks grouped by signature (turn left out), with
+    the reproducer and rate of the one shrink each got, then what the corpus replays meant."""
+    groups: dict[str, list[str]] = {}
+    for (test, case), res in latest.items():
+        if res.verdict in ("FAIL", "UNSTABLE"):
+            for f in res.failures:
+                hits = groups.setdefault(bug_key(f.signature), [])
+                label = f"{case} [{test.split('::')[-1]}]"
+                if label not in hits:
+                    hits.append(label)
+    shrunk = session_bugs()
+    lines: list[str] = []
+    if groups:
+        lines.append(f"{len(groups)} bug(s), failing checks grouped by signature (turn left out), each shrunk once:")
+    for i, (key, hits) in enumerate(sorted(groups.items(), key=lambda kv: -len(kv[1])), 1):
+        lines.append(f"bug {i} [{bug_id(key)}]  {key}")
+        lines.append(f"    hit by {len(hits)} check(s): {', '.join(hits[:3])}" + (f" (+{len(hits) - 3} more)" if len(hits) > 3 else ""))
+        bug = shrunk.get(key)
+        if bug is None:
+            lines.append("    not shrunk (shrinking off, or the failure was not an agentprop.check of a scenario)")
+            continue
+        lines.append(f"    reproducer (shrunk once, in {bug.test.split('::')[-1]}): {bug.shrunk.reproducer_messages!r}")
+        r = bug.shrunk.reproducer_rate
+        if r is not None:
+            entry = f"; corpus entry {bug.corpus_entry}" if bug.corpus_entry else ""
+            lines.append(f"    fails {r.failures}/{r.runs} fresh runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f}){entry}")
+    for note in recorded_corpus_notes():
+        lines.append(f"corpus: {note.message}")
+    return lines
 
 
 def _snapshot_summary(tr: Any, config: pytest.Config) -> None:
