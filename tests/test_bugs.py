@@ -204,3 +204,14 @@ def test_pytest_shrinks_one_bug_once_and_lists_it_above_the_cases(pytester: pyte
     assert bug < head
     assert re.search(r"hit by 2 check\(s\): END_CANCELLED<-N7_CANCEL \[test_cancel\], END_TICKET<-N7_CANCEL \[test_ticket\]", out), out
     assert re.search(r"fails \d+/30 fresh runs \(\d+%, 95% CI", out), out
+
+
+def test_the_bugs_block_in_the_docs_is_what_the_terminal_prints() -> None:
+    project = agentprop.load_project(EXAMPLE)
+    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0})
+    scenarios = [project.scenario(CANCEL), project.scenario(TICKET), project.scenario("END_BILLING_ANSWER<-N3_BILLING")]
+    report = asyncio.run(arun_cases(project, agent, scenarios, RunSettings(kinds=("mft",))))
+    shrink_failures(project, agent, report, budget=40, corpus=None, memo=TrialMemo())
+    doc = (EXAMPLE.parents[1] / "docs" / "shrinking.md").read_text(encoding="utf-8")
+    block = doc.split("<!-- bugs-block -->\n```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert render_table(report, width=200).splitlines()[: len(block)] == block
