@@ -416,7 +416,7 @@ def _bug_lines(latest: dict[tuple[str, str], Any]) -> list[str]:
         lines.append(f"    hit by {len(hits)} check(s): {', '.join(hits[:3])}" + (f" (+{len(hits) - 3} more)" if len(hits) > 3 else ""))
         bug = shrunk.get(key)
         if bug is None:
-            lines.append("    not shrunk (shrinking off, or the failure was not an agentprop.check of a scenario)")
+            lines.append("    not shrunk (no test failed on it with shrinking on)")
             continue
         lines.append(f"    reproducer (shrunk once, in {bug.test.split('::')[-1]}): {bug.shrunk.reproducer_messages!r}")
         r = bug.shrunk.reproducer_rate
