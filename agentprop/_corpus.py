@@ -74,8 +74,9 @@ class CorpusEntry(BaseModel):
     seen: int = 1
     """How many runs have met it (the one that created it included)."""
     choices: dict[str, Any] | None = None
-    """Reserved for the generator's choices (template index, segments, transforms) that
-    built the case; not written yet: today the entry holds the messages and world as values."""
+    """The reproducer's generator choices (template variant, transforms per turn) when it
+    came from an explored input (``ShrinkReport.reproducer_choices``); null otherwise. The
+    entry replays from ``scenario`` (messages and world as values) either way."""
     retired: str | None = None
     """When it was retired (its fault gone); such entries live under ``retired/``."""
     retired_reason: str | None = None
@@ -262,6 +263,7 @@ def entry_from_shrink(report: ShrinkReport, *, spec_id: str, spec_path: str | No
         reproducer_rate=report.reproducer_rate.rate if report.reproducer_rate else None,
         created=now(),
         last_seen=now(),
+        choices=report.reproducer_choices,
     )
 
 

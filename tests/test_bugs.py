@@ -113,18 +113,19 @@ def test_a_different_failure_met_while_shrinking_is_reported_as_another_bug() ->
 
 
 def test_the_real_shrinker_chases_the_signature_and_keeps_the_other_failures() -> None:
+    """Two faults on one case: the shrinker chases one signature; runs failing with the
+    other are neither counted as reproductions nor dropped."""
     project = agentprop.load_project(EXAMPLE)
-    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 0.5})
-    scenario = project.scenario("END_REFUSE_AUTH<-N2_AUTH")
-    result = agentprop.check(project, scenario, agent, raise_on_failure=False)
+    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 0.5, "skip_confirm": 0.5})
+    result = agentprop.check(project, CANCEL, agent, raise_on_failure=False)
     chased = result.failures[0].signature
-    shrunk = agentprop.shrink(project, scenario, agent, failing=result, budget=80)
+    shrunk = agentprop.shrink(project, CANCEL, agent, failing=result, budget=60)
     assert shrunk.signature == chased
-    assert shrunk.other_failures, "cutting the request down meets other decisions"
-    assert all(o.signature != chased and o.count > 0 and o.messages for o in shrunk.other_failures)
-    # the reproducer really fails with the chased signature
-    again = agentprop.check(project, shrunk.reproducer, agent, raise_on_failure=False, seed=5)
-    assert chased in {f.signature for f in again.failures}
+    [other] = shrunk.other_failures
+    assert other.signature != chased and bug_key(other.signature) != bug_key(chased)
+    assert other.count > 0 and other.messages == project.scenario(CANCEL).messages
+    assert shrunk.reproducer_rate is not None and 0 < shrunk.reproducer_rate.failures < shrunk.reproducer_rate.runs
+    assert f"another failure met while shrinking ({other.count}x, not this bug): {other.signature}" in shrunk.summary()
 
 
 # --------------------------------------------------------------------------- agentprop run
@@ -204,14 +205,3 @@ def test_pytest_shrinks_one_bug_once_and_lists_it_above_the_cases(pytester: pyte
     assert bug < head
     assert re.search(r"hit by 2 check\(s\): END_CANCELLED<-N7_CANCEL \[test_cancel\], END_TICKET<-N7_CANCEL \[test_ticket\]", out), out
     assert re.search(r"fails \d+/30 fresh runs \(\d+%, 95% CI", out), out
-
-
-def test_the_bugs_block_in_the_docs_is_what_the_terminal_prints() -> None:
-    project = agentprop.load_project(EXAMPLE)
-    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0})
-    scenarios = [project.scenario(CANCEL), project.scenario(TICKET), project.scenario("END_BILLING_ANSWER<-N3_BILLING")]
-    report = asyncio.run(arun_cases(project, agent, scenarios, RunSettings(kinds=("mft",))))
-    shrink_failures(project, agent, report, budget=40, corpus=None, memo=TrialMemo())
-    doc = (EXAMPLE.parents[1] / "docs" / "shrinking.md").read_text(encoding="utf-8")
-    block = doc.split("<!-- bugs-block -->\n```text\n", 1)[1].split("```", 1)[0].splitlines()
-    assert render_table(report, width=200).splitlines()[: len(block)] == block
