@@ -318,7 +318,12 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
             kept += 1
             print(f"kept {entry.id}: not replayed (a model agent; `agentprop run --agent anthropic ...` replays and retires it)", file=out)
             continue
-        agent = load_agent(entry.agent_ref, project.base_dir, entry.agent_faults)
+        try:
+            agent = load_agent(entry.agent_ref, project.base_dir, entry.agent_faults)
+        except AgentPropError as exc:
+            kept += 1
+            print(f"kept {entry.id}: not replayed, its agent {entry.agent_ref} does not load ({str(exc).splitlines()[0]})", file=out)
+            continue
         oracle = OracleSettings.for_spec(project.spec)
         result = run_sync(acheck(project, entry.scenario, agent, settings=oracle, seed=args.seed, name=f"corpus {entry.id}"))
         verdict, message = judge_replay(entry, result, confidence=oracle.confidence)

@@ -22,7 +22,6 @@ import datetime as _dt
 import hashlib
 import json
 import math
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,11 +162,16 @@ class Corpus:
         return path
 
     def clear(self) -> int:
-        """Delete every entry, retired ones included; returns how many there were."""
-        count = len(self.entries()) + len(self.entries(retired=True))
-        if self.root.is_dir():
-            shutil.rmtree(self.root)
-        return count
+        """Delete every entry, retired ones included, and the folders left empty (nothing
+        else in the directory is touched); returns how many entries there were."""
+        entries = self.entries() + self.entries(retired=True)
+        for entry in entries:
+            self.remove(entry)
+        folders = [self.root / RETIRED / e.spec_id for e in entries if e.retired] + [self.root / e.spec_id for e in entries]
+        for folder in [*dict.fromkeys(folders), self.root / RETIRED, self.root]:
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        return len(entries)
 
     def entries(self, *, spec_id: str | None = None, agent_ref: str | None = None, scenario_id: str | None = None, retired: bool = False) -> list[CorpusEntry]:
         root = self.root / RETIRED if retired else self.root

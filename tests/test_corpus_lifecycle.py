@@ -272,3 +272,15 @@ def test_corpus_commands_list_show_rm_prune_and_clear(project_dir: Path, tmp_pat
 def test_corpus_without_an_action_names_the_actions() -> None:
     code, _, err = cli("corpus")
     assert code == 2 and "list, show, rm, prune or clear" in err
+
+
+def test_clear_deletes_entries_and_nothing_else(tmp_path: Path) -> None:
+    project = agentprop.load_project(EXAMPLE)
+    entry = CorpusEntry(id="e1", spec_id="s", scenario_id=CANCEL, signature=SKIP, agent_ref="a", agent_fingerprint="f",
+                        scenario=project.scenario(CANCEL), original_messages=[], created="now")
+    corpus = Corpus(tmp_path)
+    corpus.save(entry)
+    corpus.retire(entry.model_copy(update={"id": "e2"}), "gone")
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    assert corpus.clear() == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

@@ -85,7 +85,11 @@ def summary(result: pytest.RunResult) -> tuple[list[re.Match[str]], list[str], r
     lines = result.outlines
     start = next(i for i, l in enumerate(lines) if re.fullmatch(r"=+ agentprop =+", l))
     section = [l for l in lines[start + 1 :] if l.strip()]
-    assert section[0].startswith("case [test]"), section[0]
+    # the bugs (failing checks grouped by signature) come first, then the table of cases
+    head = next((i for i, l in enumerate(section) if l.startswith("case [test]")), None)
+    assert head is not None, section
+    assert all(re.match(r"\d+ bug\(s\)|bug \d+ \[|    |corpus: ", l) for l in section[:head]), section[:head]
+    section = section[head:]
     rows: list[re.Match[str]] = []
     other: list[str] = []
     for line in section[1:]:
