@@ -21,6 +21,8 @@ from xml.etree import ElementTree
 
 import pytest
 
+from agentprop.strategies import apply_transforms
+
 from agentprop import CorpusEntry, load_project
 from agentprop.pytest_plugin import PROFILES
 
@@ -458,14 +460,19 @@ def test_seed_fresh_and_memo_on_disk(pytester: pytest.Pytester) -> None:
 # --------------------------------------------------------------------------- shrinking and corpus
 
 
-WORDY = "Hello there, I really need you to please cancel my order O-1001 right now, asap - card last4 4242, zip 94107. Thanks so much"
+WORDY_STEPS = [("greeting", {"choice": 1}), ("urgency", {"choice": 1}), ("closing", {"choice": 0})]
+"""A paraphrase of the cancel request as aps.paraphrases draws it: a greeting, a hurried
+"right now" (what the fault reacts to) and a closing; the shrinker simplifies these choices."""
 
 SHRINK = PREAMBLE + f"""
+from agentprop.strategies import apply_transforms
+
 FAULTY = agent(skip_auth_impatient=0.5)
 
 
 def test_impatient():
-    agentprop.check(project, CANCEL, FAULTY, messages=[{WORDY!r}, CANCEL.messages[1]])
+    wordy = apply_transforms(CANCEL.messages[0], {WORDY_STEPS!r})
+    agentprop.check(project, CANCEL, FAULTY, messages=[wordy, CANCEL.messages[1]])
 """
 
 REPLAY = PREAMBLE + """
@@ -498,14 +505,16 @@ def test_failing_property_is_shrunk_saved_and_replayed_first(pytester: pytest.Py
     files = list(corpus.glob("*/*.json"))
     assert files == [corpus / spec_id / f"{entry_id}.json"]
     entry = CorpusEntry.model_validate_json(files[0].read_text())
-    assert entry.original_messages[0] == WORDY
+    plain = load_project(EXAMPLE).scenario(CANCEL_ID).messages[0]
+    wordy = str(apply_transforms(plain, WORDY_STEPS))
+    assert entry.original_messages[0] == wordy
     shrunk = entry.scenario.messages[0]
-    # shorter, slots intact, and still impatient: that is what triggers the fault
-    assert len(shrunk.split()) < len(WORDY.split())
-    assert all(slot in shrunk for slot in ("O-1001", "4242", "94107"))
+    # the greeting and the closing are gone, the hurried "right now" stays: the scenario's
+    # own request plus the one choice that triggers the fault
+    assert shrunk == plain + " right now", shrunk
     assert IMPATIENT.search(shrunk), shrunk
-    # the report shows the shrink as a word diff of the first turn
-    assert re.search(r"turn 1: .*\[-.+-\]", out), out
+    # the report shows what the kept choice added to the scenario's own message
+    assert re.search(r"turn 1: .*\{\+right now\+\}", out), out
 
     # second session, same corpus: the entry is decided first and fails the check
     pytester.makepyfile(test_shrink=REPLAY)
