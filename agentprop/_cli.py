@@ -32,13 +32,16 @@ from agentprop._explore import DEFAULT_PER_PATH
 from agentprop._run import RunSettings, arun_cases, render_table, shrink_failures
 from agentprop._run_kinds import KINDS
 from agentprop._mutation import (
+    KillerCase,
     MutationReport,
     amutation_test,
     check_mutation_bindings,
+    default_control_runs,
     fault_knob_maker,
     fault_mutants,
     find_mutation_pack,
     load_mutation_pack,
+    min_control_runs,
     prompt_mutant_factory,
 )
 from agentprop._tdad import TdadMetrics, split_suite, tdad_metrics
@@ -102,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     tdad.add_argument("--visible-fraction", type=float, default=0.5, metavar="F", help="share of the BOUNDARY, DIR and INV cases that is visible (default 0.5; MFT cases are always visible)")
     tdad.add_argument("--split-seed", type=int, default=0, help="seed of the visible/hidden split (default 0)")
     tdad.add_argument("--probe-runs", type=int, default=3, metavar="N", help="runs of each mutant's activation probe (default 3)")
+    tdad.add_argument("--control-runs", type=int, metavar="N", help="runs of each probe on the clean agent, the control (default 10, more if --probe-runs needs it)")
     tdad.add_argument("--kinds", default="mft,explore,boundary,dir,inv", help="case kinds in the suite (default all)")
     tdad.add_argument("--explore", type=int, default=DEFAULT_PER_PATH, metavar="N", help=f"inputs explored per path (default {DEFAULT_PER_PATH}; 0 turns exploration off)")
     tdad.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID (repeatable)")
@@ -724,6 +728,9 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
         raise InputError(f"--visible-fraction {args.visible_fraction} must be between 0 and 1", fix="use e.g. --visible-fraction 0.5")
     if args.probe_runs < 1:
         raise InputError(f"--probe-runs {args.probe_runs} must be at least 1", fix="use --probe-runs 3 (the default)")
+    if args.control_runs is not None and args.control_runs < min_control_runs(args.probe_runs):
+        raise InputError(f"--control-runs {args.control_runs} is too few: with --probe-runs {args.probe_runs} no mutant could be told from the clean agent",
+                         fix=f"use --control-runs {min_control_runs(args.probe_runs)} or more, or leave it out (default {default_control_runs(args.probe_runs)})")
     kinds = tuple(k.strip().lower() for k in args.kinds.split(",") if k.strip())
     unknown_kinds = sorted(set(kinds) - set(KINDS))
     if unknown_kinds or "mft" not in kinds:
@@ -765,14 +772,18 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
                 order = {"MFT": 0, "BOUNDARY": 1, "DIR": 2, "INV": 3}
                 shown = sorted((c for c in report.cases if split.get(c.id) == "visible" and c.id in report._replays),
                                key=lambda c: order.get(c.kind, 9))
-                visible = [(c.id, report._replays[c.id]) for c in shown]
+                visible = [KillerCase(c.id, report._replays[c.id], clean_verdict=c.verdict) for c in shown]
                 mutants = fault_mutants(project, pack, agent, fault_knob_maker(agent)) if model_agent is None else []
                 generate = prompt_mutant_factory(model_agent, project, pack) if model_agent is not None else None
+                can_kill = sum(c.verdict == "PASS" for c in shown)
                 print(f"mutation testing with {pack.mutation_pack_id}: {len(pack.mutations)} intents, "
-                      f"{len(visible)} visible cases to kill them", file=out)
+                      f"{can_kill} visible cases the clean agent passes to kill them"
+                      + (f" ({len(shown) - can_kill} it does not pass cannot kill)" if can_kill < len(shown) else "")
+                      + f"; each probe also runs on the clean agent", file=out)
                 mutation = await amutation_test(
                     project, pack, agent, visible, mutants=mutants, generate=generate, settings=oracle, probe_runs=args.probe_runs,
-                    budget=budget, seed=args.seed, on_result=lambda r: print("  " + r.line(), file=out, flush=True),
+                    control_runs=args.control_runs, budget=budget, seed=args.seed,
+                    on_result=lambda r: print("  " + r.line(), file=out, flush=True),
                 )
             regression = None
             if base is not None:
@@ -793,7 +804,7 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
 
     report, metrics, mutation, regression = asyncio.run(evaluate())
     if mutation is not None:
-        for line in mutation.skipped_lines():
+        for line in mutation.skipped_lines() + mutation.clean_not_passing_lines():
             print("  " + line, file=out)
     if regression is not None:
         for line in regression.summary().splitlines()[1:]:

@@ -10,7 +10,10 @@ splits the cases ``agentprop run`` generates into the two sets and computes:
   BOUNDARY), each decided by the oracle, so it says how often a run passes, not only whether
   the case met its bar;
 * **MS** mutation score (:mod:`agentprop._mutation`): activated mutants the *visible* suite
-  kills / activated mutants;
+  kills / activated mutants. A mutant is activated when its probe fires significantly more
+  often on it than on the clean agent (the control); a probe the clean agent fires is
+  *vacuous* and, like a non-activating mutant, left out (both are listed with their rates);
+  a visible case the clean agent does not pass kills nothing;
 * **SURS** spec update regression score (:mod:`agentprop._surs`): the previous version's
   invariant cases that still pass / those invariants.
 
@@ -56,6 +59,25 @@ def split_suite(cases: Sequence[CaseReport], *, visible_fraction: float = 0.5, s
     return out
 
 
+class ProbeRates(BaseModel):
+    """A mutant's activation probe: how often it fired on the mutant and on the clean agent."""
+
+    id: str
+    probe_runs: int
+    probe_violations: int
+    control_runs: int
+    control_violations: int
+    p_value: float | None
+
+    def text(self) -> str:
+        return f"{self.id} (mutant {self.probe_violations}/{self.probe_runs}, clean {self.control_violations}/{self.control_runs})"
+
+
+def probe_rates(mutation: MutationReport, status: str) -> list[ProbeRates]:
+    return [ProbeRates(id=m.id, probe_runs=m.probe_runs, probe_violations=m.probe_violations, control_runs=m.control_runs,
+                       control_violations=m.control_violations, p_value=m.probe_p_value) for m in mutation.mutants if m.status == status]
+
+
 class TdadMetrics(BaseModel):
     """TDAD's metrics for one agent on one spec (``None`` where there is nothing to measure)."""
 
@@ -72,6 +94,13 @@ class TdadMetrics(BaseModel):
     """The mutation pack's id (``None``: no pack, so no mutation testing)."""
     mutants_killed: int = 0
     mutants_activated: int = 0
+    """Mutants whose probe fired significantly more often than on the clean agent."""
+    vacuous_probes: list[ProbeRates] = Field(default_factory=list)
+    """Mutants left out of MS because the clean agent fires their probe too."""
+    non_activating: list[ProbeRates] = Field(default_factory=list)
+    """Mutants left out of MS because their probe did not fire more often than on the clean agent."""
+    cases_clean_not_passing: list[str] = Field(default_factory=list)
+    """Visible cases the clean agent does not pass: they kill no mutant."""
     surs: float | None = None
     """Spec update regression score: v1 invariants that pass / v1 invariants (``--base``)."""
     surs_invariants: int = 0
@@ -92,10 +121,18 @@ class TdadMetrics(BaseModel):
         ]
         if self.mutation_pack is None:
             lines.append("MS  n/a  (no mutation pack: mutations.yaml next to the spec, or --mutations FILE)")
-        elif self.mutants_activated:
-            lines.append(f"MS  {pct(self.ms)}  ({self.mutants_killed}/{self.mutants_activated} activated mutants killed by the visible suite)")
         else:
-            lines.append(f"MS  n/a  (no mutant of {self.mutation_pack} activated; see the mutation lines)")
+            left_out = f"{len(self.vacuous_probes)} vacuous probes, {len(self.non_activating)} non-activating left out"
+            if self.mutants_activated:
+                lines.append(f"MS  {pct(self.ms)}  ({self.mutants_killed}/{self.mutants_activated} activated mutants killed by the visible suite; {left_out})")
+            else:
+                lines.append(f"MS  n/a  (no mutant of {self.mutation_pack} activated; {left_out}; see the mutation lines)")
+            if self.vacuous_probes:
+                lines.append("    vacuous probes (the clean agent fires them): " + ", ".join(r.text() for r in self.vacuous_probes))
+            if self.non_activating:
+                lines.append("    non-activating: " + ", ".join(r.text() for r in self.non_activating))
+            if self.cases_clean_not_passing:
+                lines.append(f"    {len(self.cases_clean_not_passing)} visible cases the clean agent does not pass killed nothing")
         if self.surs_invariants:
             lines.append(f"SURS {pct(self.surs)}  ({self.surs_passed}/{self.surs_invariants} v1 invariant cases pass; "
                          f"{self.surs_excluded} v1 cases excluded: v2 changed their path)")
@@ -119,6 +156,9 @@ def tdad_metrics(cases: Sequence[CaseReport], split: dict[str, Side], mutation: 
         mutation_pack=mutation.pack_id if mutation is not None else None,
         mutants_killed=mutation.killed if mutation is not None else 0,
         mutants_activated=mutation.activated if mutation is not None else 0,
+        vacuous_probes=probe_rates(mutation, "vacuous") if mutation is not None else [],
+        non_activating=probe_rates(mutation, "non-activating") if mutation is not None else [],
+        cases_clean_not_passing=list(mutation.clean_not_passing) if mutation is not None else [],
         surs=surs.surs if surs is not None else None,
         surs_invariants=surs.invariants if surs is not None else 0,
         surs_passed=surs.passed if surs is not None else 0,

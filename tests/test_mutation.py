@@ -246,7 +246,8 @@ def test_tdad_command_reports_the_split_the_metrics_and_the_mutants(tmp_path: Pa
     assert code == 0, out + err
     assert "mutation testing with specsuite_core_supportops_mutations_v1: 7 intents" in out
     assert out.count("KILLED by") == len(KNOBS)
-    assert "MS  100.0%  (4/4 activated mutants killed by the visible suite)" in out
+    # every kill is by a case the clean agent passes and no bound probe fires on it, so the pin holds
+    assert "MS  100.0%  (4/4 activated mutants killed by the visible suite; 0 vacuous probes, 0 non-activating left out)" in out
     report = json.loads(Path("r.json").read_text(encoding="utf-8"))
     tdad = report["metrics"]["extra"]["tdad"]
     mft = [c for c in report["cases"] if c["kind"] == "MFT"]
@@ -337,18 +338,18 @@ def test_prompt_mutants_are_generated_probed_and_killed(project: agentprop.Proje
     mutants = {m["id"]: m for m in json.loads(Path("r.json").read_text())["metrics"]["extra"]["tdad"]["mutation"]["mutants"]}
     for mid in KNOBS:
         assert (mutants[mid]["status"], mutants[mid]["source"]) == ("killed", "prompt"), mid
-    # for an intent the marker cannot realise the "mutant" acts like the clean agent: its probe
-    # fires only if the clean agent's does, and then every case passes (it survives); otherwise
-    # all of the pack's attempts are tried and it is left out of the score
+    # for an intent the marker cannot realise the "mutant" acts like the clean agent: if the
+    # clean agent fires its probe, the control shows the probe is vacuous (one attempt: every
+    # rewrite shares the probe); otherwise all of the pack's attempts are tried and it is
+    # non-activating. Either way it is left out of the score, never a survivor
     pack = load_mutation_pack(PACK)
-    survivors = False
     for mid in {m.id for m in pack.mutations} - set(KNOBS):
         if clean_probe_fires(project, mid):
-            assert mutants[mid]["status"] == "survived", mid
-            survivors = True
+            assert (mutants[mid]["status"], mutants[mid]["attempts"]) == ("vacuous", 1), mid
         else:
             assert (mutants[mid]["status"], mutants[mid]["attempts"]) == ("non-activating", pack.generator.max_attempts), mid
-    assert code == (1 if survivors else 0), out + err
+        assert mutants[mid]["control_runs"] == 10, mid
+    assert code == 0, out + err
     smith = model.smith_requests[0]
     assert all(c in smith["system"] for c in pack.generator.constraints)
     assert smith.get("temperature") == pack.generator.temperature

@@ -35,7 +35,7 @@ from agentprop._stats.sequential import (
     ZeroFailureCertification,
     zero_failure_runs,
 )
-from agentprop._stats.two_sample import categorical_two_sample_test, fisher_exact_two_sided
+from agentprop._stats.two_sample import categorical_two_sample_test, fisher_exact_greater, fisher_exact_two_sided
 
 __all__ = [
     "SPRT",
@@ -51,6 +51,7 @@ __all__ = [
     "classify_rate",
     "clopper_pearson_interval",
     "estimate_rate",
+    "fisher_exact_greater",
     "fisher_exact_two_sided",
     "mean_pass_hat_k",
     "pass_at_k",

@@ -43,7 +43,7 @@ import numpy as np
 from agentprop._stats._checks import check_count
 from agentprop.errors import InvalidArgument
 
-__all__ = ["categorical_two_sample_test", "fisher_exact_two_sided"]
+__all__ = ["categorical_two_sample_test", "fisher_exact_greater", "fisher_exact_two_sided"]
 
 # Tables whose probability is within this relative distance of the observed table's count as
 # "no more likely" (guards against rounding in floating-point log probabilities).
@@ -74,6 +74,31 @@ def fisher_exact_two_sided(a_succ: int, a_n: int, b_succ: int, b_n: int) -> floa
     observed = weights[a_succ - low]
     extreme = sum(w for w in weights if w <= observed)
     return min(1.0, extreme / math.comb(total, a_n))
+
+
+def fisher_exact_greater(a_succ: int, a_n: int, b_succ: int, b_n: int) -> float:
+    """One-sided Fisher exact test that sample A's rate is *higher* than sample B's.
+
+    **Null:** A's probability is at most B's. Given the pooled number of successes, the
+    p-value is the hypergeometric probability that A gets ``a_succ`` or more of them. Used by
+    mutation testing: does the mutant show the probe's violation more often than the clean
+    agent? Returns the p-value in ``(0, 1]``.
+    """
+    a_n = check_count("a_n", a_n, minimum=1)
+    b_n = check_count("b_n", b_n, minimum=1)
+    a_succ = check_count("a_succ", a_succ)
+    b_succ = check_count("b_succ", b_succ)
+    if a_succ > a_n or b_succ > b_n:
+        raise InvalidArgument(
+            f"fisher_exact_greater({a_succ}, {a_n}, {b_succ}, {b_n}): successes cannot "
+            "exceed runs. The arguments are (a_succ, a_n, b_succ, b_n)."
+        )
+    total = a_n + b_n
+    passes = a_succ + b_succ
+    fails = total - passes
+    high = min(passes, a_n)
+    tail = sum(math.comb(passes, x) * math.comb(fails, a_n - x) for x in range(a_succ, high + 1))
+    return min(1.0, tail / math.comb(total, a_n))
 
 
 def categorical_two_sample_test(
