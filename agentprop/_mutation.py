@@ -292,6 +292,9 @@ class MutantResult(BaseModel):
     killed_by: str | None = None
     killing_failure: str | None = None
     cases_run: int = 0
+    """Visible cases decided on the mutant."""
+    cases_counted: int = 0
+    """Of the visible cases, those that could kill it (the clean agent passes them)."""
     uncounted: list[str] = Field(default_factory=list)
     """Visible cases that could not kill this mutant because the clean agent does not pass them."""
     runs: int = 0
@@ -305,8 +308,10 @@ class MutantResult(BaseModel):
         probe = self.rates()
         if self.status == "killed":
             tail = f"KILLED by {self.killed_by}" + (f": {self.killing_failure}" if self.killing_failure else "")
+        elif self.status == "survived" and self.cases_counted == 0:
+            tail = "SURVIVED: the suite has no visible case the clean agent passes to kill it"
         elif self.status == "survived":
-            tail = f"SURVIVED all {self.cases_run} visible cases the clean agent passes: the suite has a blind spot here"
+            tail = f"SURVIVED all {self.cases_counted} visible cases the clean agent passes: the suite has a blind spot here"
         elif self.status == "vacuous":
             why = f" ({self.control_explanation})" if self.control_explanation else ""
             tail = (f"VACUOUS probe: the clean agent shows the violation in {self.control_violations}/{self.control_runs} runs{why}, "
@@ -673,7 +678,8 @@ async def evaluate_mutant(
         failure = report.failures[0].explanation if report.failures else None
         return MutantResult(status="killed", killed_by=killer.id, killing_failure=failure, cases_run=run_on_mutant, uncounted=uncounted,
                             runs=runs, cost_usd=cost, **base)
-    return MutantResult(status="survived", cases_run=run_on_mutant, uncounted=uncounted, runs=runs, cost_usd=cost, **base)
+    return MutantResult(status="survived", cases_run=run_on_mutant, cases_counted=len(killers) - len(uncounted), uncounted=uncounted,
+                        runs=runs, cost_usd=cost, **base)
 
 
 MutantFactory = Callable[[Mutation, int], Awaitable["Mutant | None"]]

@@ -190,7 +190,8 @@ def test_a_case_the_clean_agent_fails_too_does_not_kill() -> None:
     refuse_auth = project.scenario("END_REFUSE_AUTH<-N2_AUTH")
     only_failing = mutation_test(project, pack, clean, [cancelled], mutants=[auth])
     (r,) = only_failing.mutants
-    assert (r.status, r.uncounted, r.cases_run) == ("survived", [cancelled.id], 1)  # it fails on the mutant too, but kills nothing
+    assert (r.status, r.uncounted, r.cases_run, r.cases_counted) == ("survived", [cancelled.id], 1, 0)  # it fails on the mutant too, but kills nothing
+    assert "SURVIVED: the suite has no visible case the clean agent passes to kill it" in r.line()
     assert only_failing.clean_not_passing == {cancelled.id: "FAIL"} and only_failing.mutation_score == 0.0
     assert "cannot kill: END_CANCELLED<-N7_CANCEL (the clean agent's verdict is FAIL)" in only_failing.summary()
     with_auth = mutation_test(project, pack, clean, [cancelled, refuse_auth], mutants=[auth])
@@ -291,3 +292,18 @@ def test_tdad_binds_a_probe_to_a_boundary_case(tmp_path: Path) -> None:
     line = next(i for i, l in enumerate(bindings.read_text(encoding="utf-8").splitlines(), 1) if "days_since_created=300" in l)
     code, out, err = cli("tdad", str(copy), "--kinds", "mft,boundary", "--mutations", str(copy / "window.yaml"))
     assert code == 2 and f"agentprop.yaml:{line}:" in err and "no BOUNDARY or DIR case" in err and "VPR" not in out
+
+
+# --- the promises zoo -------------------------------------------------------------------------
+
+
+def test_the_zoo_entries_of_item_8_are_found() -> None:
+    from benchmarks._promises_zoo import all_entries
+
+    entries = [e for e in all_entries() if e.item == 8]
+    assert {e.name for e in entries} == {"vacuous_probe", "kill_by_a_case_the_clean_agent_fails"}
+    for entry in entries:
+        assert entry.check is not None and (ROOT / entry.project / "spec.yaml").is_file()
+        for seed in (0, 1):
+            outcome = entry.check(seed)
+            assert outcome.found and outcome.runs > 0, (entry.name, outcome.note)
