@@ -164,6 +164,7 @@ def check_mutation_bindings(project: Project, pack: MutationPack, agent: LoadedA
     known = {m.id for m in pack.mutations}
     knobs = getattr(getattr(agent, "target", None), "FAULTS", None) if agent is not None else None
     ids = {s.id for s in project.scenarios()}
+    worlds: dict[str, list[Scenario]] | None = None
     for mid, binding in project.bindings.mutations.items():
         if mid not in known:
             raise fail(("mutations", mid), f"mutation {mid!r} is not an intent of mutation pack {pack.mutation_pack_id}",
@@ -180,7 +181,7 @@ def check_mutation_bindings(project: Project, pack: MutationPack, agent: LoadedA
         if named is None or named in ids:
             continue
         if named.startswith(("BOUNDARY ", "DIR ")):
-            worlds = case_worlds(project)
+            worlds = worlds if worlds is not None else case_worlds(project)
             if len(worlds.get(named, [])) == 1:
                 continue
             problem = (f"mutation {mid}: {named!r} names {len(worlds[named])} different cases" if named in worlds
