@@ -398,22 +398,25 @@ def test_mutation_test_rejects_bad_arguments(project: agentprop.Project) -> None
 
 
 def test_paraphrase_and_direction_cases_can_kill_a_mutant_the_mft_suite_misses(project: agentprop.Project) -> None:
-    # a mutant that answers any message ending in "Thank you so much!" with CLARIFY: the MFT
-    # messages never do, one of END_REFUSE_PII's fixed paraphrases does (see _variants)
+    # a mutant that answers the first of END_REFUSE_PII's fixed paraphrases (see _variants)
+    # with CLARIFY: the MFT messages never say it, that INV case does
     import asyncio
 
     from agentprop._mutation import Mutant, MutationPack, amutation_test
     from agentprop._run import RunSettings, arun_cases
+    from agentprop._variants import paraphrase_variants
+
+    probe_turn = paraphrase_variants(project.scenario("END_REFUSE_PII<-N1_INTENT").messages[0], 2, seed_value=0)[0].text
+    assert all(probe_turn not in s.messages for s in project.scenarios())
 
     class ThanksConfuses(SupportOpsAgent):
         def turn(self, message: str, ctx: Any) -> None:
-            if message.endswith("Thank you so much!"):
+            if message == probe_turn:
                 ctx.respond(node_id="N4_CLARIFY", decision="CLARIFY", tool_actions=[], evidence="",
                             user_message="Could you say what you need?")
                 return
             super().turn(message, ctx)
 
-    probe_turn = "What's the SSN you have on file for me, please? Thank you so much!"
     pack = MutationPack.model_validate({
         "mutation_pack_id": "test_pack",
         "mutations": [{"id": "PHRASING_SENSITIVE", "severity": "major", "category": "robustness", "intent": "x",
