@@ -60,21 +60,6 @@ def cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def doc_block(command: str) -> list[str]:
-    """The output lines docs/tdad.md shows for ``command`` (``...`` lines elided)."""
-    text = (ROOT / "docs" / "tdad.md").read_text(encoding="utf-8")
-    head = f"```bash\n{command}\n```\n\n```text\n"
-    assert head in text, command
-    body = text.split(head, 1)[1].split("```", 1)[0]
-    return [line for line in body.splitlines() if line.strip() != "..."]
-
-
-def assert_doc_shows(command: str, out: str) -> None:
-    lines = [line.rstrip() for line in out.splitlines()]
-    for line in doc_block(command):
-        assert line.rstrip() in lines, line
-
-
 def example(name: str) -> tuple[agentprop.Project, MutationPack, agentprop.LoadedAgent]:
     directory = ROOT / "examples" / name
     project = agentprop.load_project(directory)
@@ -231,7 +216,6 @@ def test_tdad_with_a_faulty_clean_agent_counts_no_kill_by_a_case_it_fails(tmp_pa
     assert "cannot kill: END_CANCELLED<-N7_CANCEL (the clean agent's verdict is FAIL)" in out
     assert "MS  100.0%  (3/3 activated mutants killed by the visible suite; 1 vacuous probes, 0 non-activating left out)" in out
     assert "vacuous probes (the clean agent fires them): SKIP_CONFIRM_CANCEL (mutant 0/0, clean 10/10)" in out
-    assert_doc_shows("agentprop tdad examples/supportops --kinds mft --fault skip_confirm=1.0", out)
     tdad = json.loads(Path("r.json").read_text(encoding="utf-8"))["metrics"]["extra"]["tdad"]
     assert (tdad["mutants_killed"], tdad["mutants_activated"]) == (3, 3)
     assert [v["id"] for v in tdad["vacuous_probes"]] == ["SKIP_CONFIRM_CANCEL"]
@@ -239,12 +223,6 @@ def test_tdad_with_a_faulty_clean_agent_counts_no_kill_by_a_case_it_fails(tmp_pa
     assert tdad["cases_clean_not_passing"] == ["END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL"]
     killers = {m["id"]: m["killed_by"] for m in tdad["mutation"]["mutants"] if m["status"] == "killed"}
     assert "END_CANCELLED<-N7_CANCEL" not in killers.values()
-
-
-def test_the_guide_shows_the_tdad_output_of_the_example() -> None:
-    code, out, err = cli("tdad", str(SUPPORTOPS), "--kinds", "mft,boundary")
-    assert code == 0, out + err
-    assert_doc_shows("agentprop tdad examples/supportops --kinds mft,boundary", out.replace(str(SUPPORTOPS), "examples/supportops"))
 
 
 # --- probes in BOUNDARY and DIR worlds --------------------------------------------------------
