@@ -314,12 +314,12 @@ def test_lint_and_run_name_the_requirements_agentprop_does_not_check() -> None:
 
 @pytest.mark.parametrize("example", ["supportops", "expenseguard", "datainsights"])
 def test_every_case_id_of_every_example_is_unique(example: str, tmp_path: Path) -> None:
-    """MFT, BOUNDARY and DIR ids of a default run (one run per case); INV ids are
+    """MFT, EXPLORE, BOUNDARY and DIR ids of a default run (one run per case); INV ids are
     ``INV <MFT id>``, unique when the MFT ids are."""
     import json
 
     report = tmp_path / "report.json"
-    main(["run", str(ROOT / "examples" / example), "--kinds", "mft,boundary,dir", "--runs", "1", "--mode", "fixed", "--corpus", "none", "--shrink-budget", "0", "--json", str(report)], out=io.StringIO())
+    main(["run", str(ROOT / "examples" / example), "--kinds", "mft,explore,boundary,dir", "--runs", "1", "--mode", "fixed", "--corpus", "none", "--shrink-budget", "0", "--json", str(report)], out=io.StringIO())
     ids = [c["id"] for c in json.loads(report.read_text(encoding="utf-8"))["cases"]]
     assert len(ids) > 10
     assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
