@@ -10,7 +10,7 @@ deep paths expect each tool once and the skipped check fails them.
 
 from __future__ import annotations
 
-from benchmarks._promises_zoo import ZooFault
+from . import ZooFault
 
 ENTRIES: list[ZooFault] = [
     ZooFault(

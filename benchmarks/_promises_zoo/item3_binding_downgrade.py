@@ -8,7 +8,7 @@ could not be created), and lint reports that reading at the binding's line.
 
 from __future__ import annotations
 
-from benchmarks._promises_zoo import ZooFault
+from . import ZooFault
 
 ENTRIES: list[ZooFault] = [
     ZooFault(
