@@ -131,6 +131,9 @@ class NodeExtra(_Strict):
 
     must_call_tools_in_order: list[str] = Field(default_factory=list)
     must_not_call: list[str] = Field(default_factory=list)
+    repeat_calls: list[str] = Field(default_factory=list)
+    """Tools this node's ``must_call_tools_in_order`` repeats from the node before it that are
+    second calls, not ordering anchors (see docs/reference.md, ordering anchors)."""
 
 
 class ProbeBinding(_Strict):
@@ -173,6 +176,8 @@ class Bindings(_Strict):
     _path: Path | None = PrivateAttr(default=None)
     _src: YamlSource | None = PrivateAttr(default=None)
     _warnings: list[str] = PrivateAttr(default_factory=list)
+    _base_outputs: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """Each tool's output in the base world (``world:``), computed once (the happy path)."""
 
     @property
     def warnings(self) -> list[str]:
@@ -414,6 +419,15 @@ class _Validator:
                 raise self.fail(f"nodes names unknown node {node_id!r}", ("nodes", node_id), "use a node id of the decision tree")
             for i, t in enumerate([*extra.must_call_tools_in_order, *extra.must_not_call]):
                 self.tool(t, ("nodes", node_id))
+            listed = spec.nodes_by_id[node_id].requirements.must_call_tools_in_order if node_id in spec.nodes_by_id else []
+            for i, t in enumerate(extra.repeat_calls):
+                if t not in listed:
+                    raise self.fail(
+                        f"nodes.{node_id}.repeat_calls names {t!r}, which {node_id}'s must_call_tools_in_order "
+                        f"does not list ({', '.join(listed) or 'empty'})",
+                        ("nodes", node_id, "repeat_calls", i),
+                        "name a tool the node repeats from the node before it, or remove the entry",
+                    )
         for cap, node_ids in b.capabilities.items():
             for n in node_ids:
                 if n not in spec.nodes_by_id and n not in leaves:

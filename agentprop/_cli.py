@@ -57,6 +57,7 @@ from agentprop._snapshot import (
     render_baseline,
     render_pending,
 )
+from agentprop._readings import binding_findings, unchecked_requirements
 from agentprop._spec.lint import condition_variables
 from agentprop._spec.load import lint_spec, resolve_spec_path
 from agentprop.errors import AgentPropError, InputError, InvalidArgument
@@ -374,6 +375,9 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
         print(f"{project.bindings.path}: warning B001: {w}", file=out)  # type: ignore[union-attr]
     for pr in problems:
         print(f"{project.bindings.path}: warning P001: unrealisable path: {pr}", file=out)  # type: ignore[union-attr]
+    downgrades = binding_findings(project.bindings, project.spec) if project is not None and project.bindings.path is not None else []
+    for f in downgrades:
+        print(f.render(), file=out)
     if project is not None and project.bindings.path is None:
         names = condition_variables(project.spec)
         print(
@@ -383,11 +387,11 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
         )
     errors = sum(f.severity == "error" for f in findings)
     warns = sum(f.severity == "warning" for f in findings) + len(warnings) + len(problems)
-    infos = sum(f.severity == "info" for f in findings)
+    infos = sum(f.severity == "info" for f in findings) + len(downgrades)
     print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} note(s)", file=out)
     if args.json_path:
         Path(args.json_path).write_text(
-            json.dumps({"findings": [f.model_dump() for f in findings], "bindings_warnings": warnings, "unrealisable_paths": problems}, indent=2),
+            json.dumps({"findings": [f.model_dump() for f in findings], "bindings_warnings": warnings, "unrealisable_paths": problems, "bindings_readings": [f.model_dump() for f in downgrades]}, indent=2),
             encoding="utf-8",
         )
     return EXIT_FAIL if errors else EXIT_OK
@@ -518,6 +522,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         print(f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} case(s) INCONCLUSIVE", file=out)
     for pr in problems:
         print(f"note: unrealisable path: {pr}", file=out)
+    for u in unchecked_requirements(project.spec):
+        print(f"note: not checked: {u.clause} (agentprop has no check for it; `agentprop lint` shows where)", file=out)
     if args.json_path:
         Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
         print(f"report written to {args.json_path}", file=out)

@@ -2,7 +2,8 @@
 
 :func:`mft_verdicts` is the minimum functionality test of a scenario (CheckList's MFT): every
 turn decides what the spec expects, calls the tools the spec requires in order, calls no tool
-the path forbids, responds within the contract, leaks no canary and breaks nothing.
+the path forbids, responds within the contract, keeps the node's clarifying-turn and retry
+bounds (:mod:`agentprop._readings`), leaks no canary and breaks nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from agentprop._contracts import (
     no_run_errors,
     response_valid,
 )
+from agentprop._readings import requirement_verdicts
 from agentprop._scenario import Scenario
 from agentprop._spec.model import Spec
 from agentprop._trace import Trace
@@ -75,6 +77,7 @@ def mft_verdicts(spec: Spec, scenario: Scenario, trace: Trace) -> list[Verdict]:
                     )
                 )
     out.append(max_tool_calls(trace, spec.max_tool_calls_per_turn))
+    out.extend(requirement_verdicts(spec, scenario.path, trace, scenario.world.failures))
     return out
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -66,6 +67,36 @@ def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckRe
     )
 
 
+def boundary_case_ids(cases: list[Any]) -> list[str]:
+    """``BOUNDARY name=value @where`` for each case, unique: ids that two cases would share
+    (one value read by two branches of a node) add the branch (``@N4_RUN_SQL#0``), then the
+    compared-with edge and the side (``t=0 holds``)."""
+
+    def base(case: Any) -> str:
+        moved = ", ".join(f"{m.name}={m.value!r}" for m in case.moved)
+        where = case.comparison.policy or case.comparison.node or case.comparison.location
+        return f"BOUNDARY {moved} @{where}"
+
+    def with_branch(case: Any) -> str:
+        branch = case.comparison.branch
+        return base(case) + (f"#{branch}" if case.comparison.node and branch is not None and not case.comparison.policy else "")
+
+    def with_edge(case: Any) -> str:
+        return with_branch(case) + f" (t={case.edge!r} {'holds' if case.holds else 'fails'})"
+
+    ids = [base(c) for c in cases]
+    for refine in (with_branch, with_edge):
+        counts = Counter(ids)
+        ids = [refine(c) if counts[i] > 1 else i for c, i in zip(cases, ids)]
+    counts = Counter(ids)
+    seen: Counter[str] = Counter()
+    out: list[str] = []
+    for i in ids:
+        seen[i] += 1
+        out.append(i if counts[i] == 1 else f"{i} [{seen[i]}]")
+    return out
+
+
 async def extra_cases(
     project: Project,
     agent: LoadedAgent,
@@ -94,16 +125,12 @@ async def extra_cases(
     jobs: list[Any] = []
 
     if "boundary" in kinds:
-        for case in boundary_values(spec, bindings):
-            if case.scenario is None:
+        realisable = [case for case in boundary_values(spec, bindings) if case.scenario is not None]
+        for case, boundary_id in zip(realisable, boundary_case_ids(realisable)):
+            if not wanted(boundary_id, case.scenario):
                 continue
 
-            moved = ", ".join(f"{m.name}={m.value!r}" for m in case.moved)
-            where = case.comparison.policy or case.comparison.node or case.comparison.location
-            if not wanted(f"BOUNDARY {moved} @{where}", case.scenario):
-                continue
-
-            async def boundary(case: Any = case, case_id: str = f"BOUNDARY {moved} @{where}", who: LoadedAgent = agent, record: bool = True) -> CaseReport:
+            async def boundary(case: Any = case, case_id: str = boundary_id, who: LoadedAgent = agent, record: bool = True) -> CaseReport:
                 async with sem:
                     r = await acheck(project, case.scenario, who, settings=oracle, memo=memo, budget=budget, seed=seed, name=case_id)
                 if checks is not None and record:
@@ -118,7 +145,7 @@ async def extra_cases(
 
             jobs.append(boundary())
             if replays is not None:
-                replays[f"BOUNDARY {moved} @{where}"] = lambda who, f=boundary: f(who=who, record=False)
+                replays[boundary_id] = lambda who, f=boundary: f(who=who, record=False)
 
     if "dir" in kinds:
         seen: set[tuple[str, str]] = set()

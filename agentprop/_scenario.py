@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from agentprop._bindings import Bindings, VariableBinding, parse_field_path, schema_at
 from agentprop._paths import TreePath, enumerate_paths
+from agentprop._readings import anchor_overlap, exit_cut
 from agentprop._spec.model import Spec
 from agentprop._spec.when import (
     And,
@@ -414,6 +415,8 @@ def build_scenario(
     allowed_all: set[str] = set()
     leaves = set(spec.leaf_ids())
     step_by_node = {s.node: s for s in path.steps}
+    previous: list[str] = []  # what the node before on the path required: anchors repeat its tail
+    visited: set[str] = set()
     for ti, nodes in enumerate(turn_nodes):
         req: list[str] = []
         allowed: list[str] = []
@@ -424,17 +427,21 @@ def build_scenario(
                 allowed += node.requirements.may_call_tools
             if node_id in entered_internally:
                 allowed += tools
+                previous = []
+                visited.add(node_id)
                 continue
             step = step_by_node.get(node_id)
+            own = tools
             if step is not None and step.next in leaves:
-                # the branch ends the conversation: only the tools up to the one whose output
-                # decided it are required; the rest are allowed
-                cut = _deciding_tool_index(spec, bindings, node_id, step, tools)
+                # the branch ends the conversation off the happy path: only the tools up to the
+                # one whose output decided it are required; the rest are allowed
+                cut = _deciding_tool_index(spec, bindings, node_id, step, tools, env)
                 if cut is not None:
-                    req += tools[: cut + 1]
+                    own = tools[: cut + 1]
                     allowed += tools[cut + 1 :]
-                    continue
-            req += tools
+            req += own[_anchor_length(bindings, node_id, previous, own, visited) :]
+            previous = own
+            visited.add(node_id)
         if path.missing is not None and ti == len(turn_nodes) - 1:
             # the stopping node does not run its tools
             stop_tools = _node_tools(spec, bindings, path.missing.node)
@@ -508,14 +515,20 @@ def _skippable(spec: Spec, choice: str, target: str) -> bool:
     return any(target not in _reachable(spec, o) for o in others)
 
 
-def _deciding_tool_index(spec: Spec, bindings: Bindings, node_id: str, step: Any, tools: list[str]) -> int | None:
-    clause = spec.nodes_by_id[node_id].branches[step.branch].clause
-    idx: list[int] = []
-    for n in variables(clause):
-        var = bindings.variables.get(n)
-        if var is not None and var.world is not None and var.world.tool in tools:
-            idx.append(tools.index(var.world.tool))
-    return max(idx) if idx else None
+def _deciding_tool_index(spec: Spec, bindings: Bindings, node_id: str, step: Any, tools: list[str], env: Mapping[str, Any]) -> int | None:
+    """The index of the last tool a branch to a terminal node requires, when the value it took
+    leaves the happy path (see :func:`agentprop._readings.exit_cut`); ``None``: all required."""
+    cut = exit_cut(spec, bindings, node_id, step.branch, tools, env)
+    return cut.index if cut is not None else None
+
+
+def _anchor_length(bindings: Bindings, node_id: str, previous: list[str], tools: list[str], visited: set[str]) -> int:
+    """How many leading tools of ``node_id``'s list are ordering anchors on the node before it
+    (one call, already required); a revisited node (a loop) repeats its calls."""
+    if node_id in visited:
+        return 0
+    extra = bindings.nodes.get(node_id)
+    return anchor_overlap(previous, tools, extra.repeat_calls if extra is not None else ())
 
 
 def leaf_scenarios(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[str]]:

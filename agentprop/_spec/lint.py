@@ -116,6 +116,8 @@ class _Linter:
         self.branch_order()
         self.base_version()
         self.respond_tool()
+        self.anchors()
+        self.unchecked_requirements()
         return self.findings
 
     def yaml_duplicates(self) -> None:
@@ -361,6 +363,48 @@ class _Linter:
                     ("tools", idx, "input_schema", "properties", "decision", "enum"),
                     "make the two lists equal",
                 )
+
+
+    def anchors(self) -> None:
+        """L014: a node's list starts with tools its predecessor's list ends on; they are read
+        as ordering anchors (one call), never silently as second calls."""
+        from agentprop._readings import anchor_overlap
+
+        for i, node in enumerate(self.spec.decision_tree):
+            tools = node.requirements.must_call_tools_in_order
+            if not tools:
+                continue
+            for before in self.spec.decision_tree:
+                if before.node_id == node.node_id or not any(b.next == node.node_id for b in before.branches):
+                    continue
+                k = anchor_overlap(before.requirements.must_call_tools_in_order, tools)
+                if k == 0:
+                    continue
+                shared = ", ".join(tools[:k])
+                self.add(
+                    "L014",
+                    "info",
+                    f"{node.node_id}.must_call_tools_in_order starts with {shared}, already required by "
+                    f"{before.node_id}: read as an ordering anchor (one call), not a second call",
+                    ("decision_tree", i, "requirements", "must_call_tools_in_order", 0),
+                    f"if {node.node_id} calls {shared} again, say so in the bindings: "
+                    f"`nodes: {{{node.node_id}: {{repeat_calls: [{shared}]}}}}`",
+                )
+
+    def unchecked_requirements(self) -> None:
+        """L015: a requirement key agentprop has no check for is named, never skipped silently."""
+        from agentprop._readings import unchecked_requirements
+
+        for u in unchecked_requirements(self.spec):
+            self.add(
+                "L015",
+                "warning",
+                f"{u.clause} is not checked by agentprop (no case verdict reads it)",
+                ("decision_tree", u.node_index, "requirements", u.key),
+                "check it with a property of your own (agentprop.check(..., prop=...)); a prose rule "
+                "that the agent's prompt carries needs no key under requirements:",
+                key=True,
+            )
 
 
 def lint(spec: Spec, src: YamlSource | None = None) -> list[LintFinding]:
