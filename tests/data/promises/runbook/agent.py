@@ -77,7 +77,7 @@ class RunbookAgent:
     def turn(self, message: str, ctx: TurnContext) -> None:
         service = find_service(message)
         if service is None:
-            self._respond(ctx, "N1_TRIAGE", "ASK_SERVICE", "Which service is affected? Please give its name, e.g. payments-v2.", "no tool output needed")
+            self._respond(ctx, "N1_TRIAGE", "ASK_SERVICE", "Which service is affected? Please give its name as it appears on the service dashboard.", "no tool output needed")
             return
         try:
             runbook = self._call(ctx, "get_runbook", service=service)
