@@ -451,6 +451,8 @@ class _Sources:
     outputs_only: bool = False
     numbers: set[float] = field(default_factory=set)
     texts: list[str] = field(default_factory=list)
+    quotable: list[str] = field(default_factory=list)
+    """Texts that ground quoted values only (the spec's own words)."""
     words: set[str] = field(default_factory=set)
     called: set[str] = field(default_factory=set)
     _lines: list[str] | None = None
@@ -482,6 +484,10 @@ class _Sources:
         self.numbers.update(numbers_in(text))
         self._lines = None
 
+    def add_spec_text(self, text: str) -> None:
+        self.quotable.append(text)
+        self.numbers.update(numbers_in(text))
+
     def number(self, x: float, decimals: int, percent: bool, rel_tol: float) -> bool:
         return _grounded(x, decimals, percent, self.numbers, rel_tol)
 
@@ -491,7 +497,7 @@ class _Sources:
 
     def has_quote(self, quoted: str) -> bool:
         q = _norm(quoted)
-        return any(q in _norm(t) for t in self.texts)
+        return any(q in _norm(t) for t in (*self.texts, *self.quotable))
 
     def has_value(self, value: str) -> bool:
         v = _norm(value)
@@ -592,7 +598,7 @@ def response_grounded(
     *,
     vocabulary: Collection[str] = (),
     extra_sources: Iterable[str] = (),
-    extra_numbers: Iterable[float] = (),
+    spec_text: Iterable[str] = (),
     rel_tol: float = 0.005,
     min_similarity: float = 85.0,
     clause: str | None = None,
@@ -606,8 +612,10 @@ def response_grounded(
     occur (case and spacing aside); each list item (:func:`list_items`) must match a source
     string, list element or line with rapidfuzz similarity (the higher of ``ratio`` and
     ``token_sort_ratio`` on normalised text) at least ``min_similarity``; ``value`` means the
-    whole value (each element of a list) is a source value. ``extra_numbers`` ground numbers
-    only (the MFT passes the numbers the spec's own text states, such as "Last 4 digits"). For
+    whole value (each element of a list) is a source value. ``spec_text`` (the MFT passes the
+    spec's own strings) grounds numbers and quoted values only: an agent may repeat the spec's
+    words ("the last 4 digits", reply "yes"), but its examples are not world facts, so it
+    grounds no id, value or list item. For
     ``user_message`` the free text the agent showed outside ``respond`` is checked too. A turn
     without the field is skipped.
     """
@@ -616,7 +624,8 @@ def response_grounded(
         raise InvalidArgument(f"unknown grounding kind {unknown[0]!r}; kinds: {', '.join(TEXT_GROUNDINGS)}")
     ordered = sorted(dict.fromkeys(kinds), key=_KIND_ORDER.index)
     sources = _Sources()
-    sources.numbers.update(float(x) for x in extra_numbers)
+    for s in spec_text:
+        sources.add_spec_text(s)
     for s in extra_sources:
         sources.add_text(s)
     for t in trace.turns:

@@ -24,7 +24,6 @@ from agentprop._contracts import (
     no_canary_leak,
     no_run_errors,
     node_id_matches,
-    numbers_in,
     response_grounded,
     response_valid,
     tool_actions_match,
@@ -146,13 +145,13 @@ def spec_vocabulary(spec: Spec) -> set[str]:
     }
 
 
-def spec_numbers(spec: Spec) -> set[float]:
-    """Numbers the spec's own text states (policies, descriptions, guidance: "Last 4 digits of
-    a payment method"): an agent may repeat the spec's words, they are not world facts."""
-    memo = spec._memo.get("stated_numbers")
+def spec_text(spec: Spec) -> list[str]:
+    """The spec's own strings (policies, descriptions, conditions, guidance): an agent may
+    repeat its words ("Last 4 digits of a payment method", ``user_confirmation == yes``)."""
+    memo = spec._memo.get("spec_text")
     if memo is None:
-        memo = spec._memo["stated_numbers"] = frozenset(x for s in _strings(spec.model_dump()) for x in numbers_in(s))
-    return set(memo)
+        memo = spec._memo["spec_text"] = tuple(dict.fromkeys(_strings(spec.model_dump())))
+    return list(memo)
 
 
 def _grounding_clause(spec: Spec, field: str) -> str:
@@ -180,7 +179,7 @@ def response_verdicts(
     vocabulary = spec_vocabulary(spec)
     known_nodes = set(spec.nodes_by_id) | set(spec.leaf_ids())
     tools = [t.name for t in spec.action_tools]
-    numbers = spec_numbers(spec)
+    own_words = spec_text(spec)
     out: list[Verdict] = []
     for name in declared_fields(spec):
         kinds = resolved.fields.get(name, [])
@@ -199,7 +198,7 @@ def response_verdicts(
                     text_kinds,
                     vocabulary=vocabulary,
                     extra_sources=resolved.context,
-                    extra_numbers=numbers,
+                    spec_text=own_words,
                     clause=_grounding_clause(spec, name),
                 )
             )

@@ -142,6 +142,18 @@ def test_response_grounded(field: str, value: Any, kinds: list[str], detail: str
     assert v.detail == detail
 
 
+def test_the_spec_text_grounds_numbers_and_quotes_but_not_ids_or_items() -> None:
+    from agentprop._contracts import response_grounded
+
+    spec_words = ["Last 4 digits of a payment method", "user_confirmation == yes", "e.g. RCP-12345", "1. Check the receipt"]
+    t = _trace({}, "user_message", 'Give the last 4 digits, then reply "yes".')
+    assert not response_grounded(t, "user_message", ["numbers", "quoted"]).passed
+    assert response_grounded(t, "user_message", ["numbers", "quoted"], spec_text=spec_words).passed
+    for value, kind in [("Receipt RCP-12345 approved", "ids"), ("1. Check the receipt", "list_items")]:
+        v = response_grounded(_trace({}, "user_message", value), "user_message", [kind], spec_text=spec_words)
+        assert not v.passed, value
+
+
 def test_the_users_turns_and_the_context_ground_too() -> None:
     from agentprop._contracts import response_grounded
 
@@ -179,9 +191,9 @@ def test_numbers_the_spec_states_are_grounded_in_the_mft() -> None:
     # "please give the last 4 digits of your card": the 4 is the spec's own word ("Last 4 digits
     # of a payment method on file"), not a world fact
     supportops = agentprop.load_project(ROOT / "examples" / "supportops")
-    from agentprop._properties import spec_numbers
+    from agentprop._properties import spec_text
 
-    assert 4.0 in spec_numbers(supportops.spec)
+    assert any("Last 4 digits" in t for t in spec_text(supportops.spec))
     s = supportops.scenario("N2_AUTH:missing_last4+zip")
     trace = run(supportops, s)
     assert "last 4 digits" in trace.final_response["user_message"] if trace.final_response else False

@@ -239,8 +239,10 @@ class SupportOpsAgent:
 
     @staticmethod
     def _checked(ctx: TurnContext) -> str:
-        """Evidence for a turn that ran its checks and then stops to ask: what they returned."""
-        return "; ".join(f"{c.name}: ok" for c in ctx.calls_this_turn if c.ok) or "no tool output needed"
+        """Evidence for a turn that ran its checks (every one succeeded, or it would have
+        opened a ticket) and then stops to ask for what the user left out."""
+        names = list(dict.fromkeys(c.name for c in ctx.calls_this_turn))
+        return f"{', '.join(names)}: ok" if names else "no tool output needed"
 
     def _cancel_eligibility(self, account: dict[str, Any], rules: dict[str, Any], ctx: TurnContext) -> None:
         order_id = self.slots.get("order_id")
