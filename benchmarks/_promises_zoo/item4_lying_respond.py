@@ -6,7 +6,7 @@ find them."""
 
 from __future__ import annotations
 
-from benchmarks._promises_zoo import ZooFault
+from . import ZooFault
 
 PROJECT = "tests/data/promises/runbook"
 

@@ -4,7 +4,7 @@ step of get_runbook's output."""
 
 from __future__ import annotations
 
-from benchmarks._promises_zoo import ZooFault
+from . import ZooFault
 
 ENTRIES: list[ZooFault] = [
     ZooFault(
