@@ -19,13 +19,17 @@ from agentprop._contracts import (
     calls_in_order,
     decision_in_enum,
     decision_is,
+    evidence_grounded,
     forbids_tools,
     max_tool_calls,
     no_canary_leak,
     no_run_errors,
+    node_id_matches,
     numbers_grounded,
     requires_tools,
+    response_grounded,
     response_valid,
+    tool_actions_match,
     within_scope,
 )
 from agentprop._memo import TrialMemo
@@ -94,5 +98,5 @@ __all__ = [
     "load_bindings", "load_project", "load_spec", "make_world", "max_tool_calls",
     "mft_verdicts", "no_canary_leak", "no_run_errors", "numbers_grounded", "parse_when",
     "requires_tools", "response_model", "response_valid", "run_conversation", "solve",
-    "within_scope",
+    "within_scope", "evidence_grounded", "node_id_matches", "response_grounded", "tool_actions_match",
 ]

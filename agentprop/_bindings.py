@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from agentprop._grounding import GROUNDING_KINDS, ResponseGrounding, declared_fields, default_grounding
 from agentprop._spec.lint import condition_variables, implied_decision
 from agentprop._spec.model import Spec
 from agentprop._spec.when import Compare, Symbol, atoms
@@ -172,6 +173,9 @@ class Bindings(_Strict):
     """Capability name -> node ids (the seed article's capability matrix)."""
     mutations: dict[str, MutantBinding] = Field(default_factory=dict)
     """Mutation id (of the spec's mutation pack) -> the fault knobs that realise it."""
+    response: dict[str, list[str]] = Field(default_factory=dict)
+    """Response field -> the groundings that apply to it (replacing that field's default; see
+    :func:`agentprop._grounding.default_grounding` and :data:`GROUNDING_KINDS`)."""
 
     _path: Path | None = PrivateAttr(default=None)
     _src: YamlSource | None = PrivateAttr(default=None)
@@ -201,6 +205,15 @@ class Bindings(_Strict):
             return mapped[via]
         decision, _ = implied_decision(leaf, decision_enum)
         return decision
+
+    def response_grounding(self, spec: Spec) -> ResponseGrounding:
+        """Which checks apply to which response field: the defaults derived from ``spec``,
+        with each field named under ``response:`` replaced by what it lists; the ``context``
+        values ground statements too (the agent was given them)."""
+        fields = default_grounding(spec)
+        fields.update({name: list(kinds) for name, kinds in self.response.items()})
+        context = [str(v) for v in _scalars(self.context)]
+        return ResponseGrounding(fields=fields, context=context)
 
 
 # ----------------------------------------------------------------------------- field paths
@@ -444,6 +457,43 @@ class _Validator:
         return warnings
 
 
+# ----------------------------------------------------------------------------- response groundings
+
+
+def _scalars(value: Any) -> list[Any]:
+    if isinstance(value, Mapping):
+        return [x for v in value.values() for x in _scalars(v)]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _scalars(v)]
+    return [] if value is None or isinstance(value, bool) else [value]
+
+
+def validate_response_section(b: Bindings, spec: Spec, src: YamlSource | None) -> None:
+    """The ``response:`` section names fields the response contract declares and grounding
+    kinds agentprop knows; raises :class:`BindingsError` at the offending line otherwise."""
+    import difflib
+
+    v = _Validator(b, spec, src)
+    fields = declared_fields(spec)
+    for name, kinds in b.response.items():
+        if name not in fields:
+            close = difflib.get_close_matches(name, fields, n=1)
+            raise v.fail(
+                f"response names field {name!r}, which the response contract of {spec.spec_id} does not declare",
+                ("response", name),
+                (f"did you mean {close[0]!r}? " if close else "") + f"declared fields: {', '.join(fields)}",
+                key=True,
+            )
+        for i, kind in enumerate(kinds):
+            if kind not in GROUNDING_KINDS:
+                close = difflib.get_close_matches(kind, list(GROUNDING_KINDS), n=1)
+                raise v.fail(
+                    f"unknown grounding {kind!r} for response field {name!r}",
+                    ("response", name, i),
+                    (f"did you mean {close[0]!r}? " if close else "") + f"groundings: {', '.join(GROUNDING_KINDS)}",
+                )
+
+
 def find_bindings(spec_path: Path) -> Path | None:
     """The bindings file next to a spec (or in its directory), if any."""
     base = spec_path if spec_path.is_dir() else spec_path.parent
@@ -486,6 +536,7 @@ def load_bindings(path: str | Path, spec: Spec) -> Bindings:
     b._path = p
     b._src = src
     b._warnings = _Validator(b, spec, src).run()
+    validate_response_section(b, spec, src)
     return b
 
 

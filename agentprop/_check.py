@@ -178,12 +178,17 @@ async def acheck(
             "give one message per turn, or pass prop= to check something other than the scenario's MFT"
         )
 
+    grounding = project.bindings.response_grounding(project.spec)
+
     async def run_trial(i: int) -> TrialRecord:
         trace = await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=msgs)
-        verdicts = mft_verdicts(project.spec, scenario, trace) if prop is None else _verdicts(prop(trace))
+        verdicts = mft_verdicts(project.spec, scenario, trace, grounding=grounding) if prop is None else _verdicts(prop(trace))
         return record_for(trace, verdicts)
 
-    digest = input_key({"spec": project.spec.spec_id, "scenario": scenario.id, "world": scenario.world.model_dump(), "messages": msgs, "prop": _prop_id(prop), "seed": seed})
+    key: dict[str, Any] = {"spec": project.spec.spec_id, "scenario": scenario.id, "world": scenario.world.model_dump(), "messages": msgs, "prop": _prop_id(prop), "seed": seed}
+    if prop is None:
+        key["grounding"] = grounding.model_dump()  # another response: section is another property
+    digest = input_key(key)
     return await adecide(
         run_trial,
         settings,

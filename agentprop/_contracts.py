@@ -10,14 +10,19 @@ to the user can be traced to a tool result.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
+from rapidfuzz import fuzz
 
+from agentprop._grounding import TEXT_GROUNDINGS
 from agentprop._response import validate_response
 from agentprop._spec.model import Spec
 from agentprop._trace import ToolCall, Trace, Turn
+from agentprop.errors import InvalidArgument
 
 
 class Verdict(BaseModel):
@@ -324,7 +329,8 @@ def numbers_grounded(
     """Every number told to the user is traceable to a tool result of the same or an earlier
     turn (or to the user's own messages), up to rounding to 0–2 decimals and ``rel_tol``.
 
-    Counts of returned lists count as grounded ("3 orders" after a 3-row result).
+    Counts of returned lists count as grounded ("3 orders" after a 3-row result); the markers
+    of a numbered list (``1.``, ``2)`` at the start of a line) are not stated numbers.
     """
     sources: set[float] = set(ignore)
     for t in trace.turns:
@@ -334,11 +340,481 @@ def numbers_grounded(
                 _source_numbers(c.result, sources)
         if turn is not None and t.index != (turn % len(trace.turns)):
             continue
-        response_text = t.user_visible_text
+        response_text = without_list_markers(t.user_visible_text)
         for x, decimals, percent in stated_numbers(response_text):
             if not _grounded(x, decimals, percent, sources, rel_tol):
                 return _fail("numbers_grounded", f"turn {t.index + 1}: the reply states {x:g}, which no tool result supports", clause, t.index)
     return _ok("numbers_grounded", "every number in the replies is traceable to tool output", clause)
+
+
+# ----------------------------------------------------------------------------- what a response states
+
+_LIST_MARKER = re.compile(r"^[ \t]*(?:\d{1,3}[.)]|[-*\u2022\u2023\u25e6\u2013]|step[ \t]+\d{1,3}[ \t]*[:.)-]?)[ \t]+", re.I | re.M)
+_LIST_LINE = re.compile(r"^[ \t]*(?:\d{1,3}[.)]|[-*\u2022\u2023\u25e6\u2013]|step[ \t]+\d{1,3}[ \t]*[:.)-]?)[ \t]+(\S.*?)[ \t]*$", re.I | re.M)
+_ID_TOKEN = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+(?![\w-])")
+_QUOTED = re.compile(r"\"([^\"\n]{1,200})\"|\u201c([^\u201d\n]{1,200})\u201d|`([^`\n]{1,200})`|(?<![\w'])'([^'\n]{1,200}?)'(?![\w'])")
+_WORD = re.compile(r"[A-Za-z]{4,}")
+_FILLER = frozenset(
+    "tool tools output outputs result results returned return called call calls needed required none "
+    "used using with from this that were have been into than then when what which there their they them "
+    "your only also some more most such each just over must should would could does user".split()
+)
+
+
+def without_list_markers(text: str) -> str:
+    """``text`` with the markers of list lines (``1.``, ``2)``, ``-``, ``*``, ``Step 3:``) removed:
+    they number the list, they state nothing."""
+    return _LIST_MARKER.sub("", text)
+
+
+def _is_word_segment(seg: str) -> bool:
+    return seg.isdigit() or (seg.isalpha() and (seg.islower() or (len(seg) > 1 and seg[0].isupper() and seg[1:].islower())))
+
+
+def looks_like_id(token: str) -> bool:
+    """Whether a token is shaped like an identifier: letters and digits joined by ``-`` or
+    ``_``, starting with a letter, and either holding a digit in a segment that is not a plain
+    word or number (``O-1001``, ``RB-12``, ``payments-v2``, ``ord_9f2c``; not ``top-5`` or
+    ``Step-2``), or all upper case and joined by ``-`` (``PLAN-BASIC``)."""
+    if _ID_TOKEN.fullmatch(token) is None:
+        return False
+    segments = re.split(r"[-_]", token)
+    if any(ch.isdigit() for ch in token):
+        return not all(_is_word_segment(s) for s in segments)
+    return "_" not in token and len(token) >= 4 and all(s.isupper() for s in segments)
+
+
+def stated_ids(text: str, vocabulary: Collection[str] = ()) -> list[str]:
+    """Identifiers stated in text (see :func:`looks_like_id`), except names in ``vocabulary``
+    (the spec's own node ids, decisions, tools and policy ids)."""
+    vocab = set(vocabulary)
+    return [m.group() for m in _ID_TOKEN.finditer(text) if m.group() not in vocab and looks_like_id(m.group())]
+
+
+def quoted_values(text: str) -> list[str]:
+    """Values quoted in text: ``"..."``, ``\u201c...\u201d``, `` `...` `` and ``'...'`` (an
+    apostrophe inside a word does not open a quote)."""
+    out = []
+    for m in _QUOTED.finditer(text):
+        value = next(g for g in m.groups() if g is not None).strip()
+        if value:
+            out.append(value)
+    return out
+
+
+def list_items(value: Any) -> list[str]:
+    """The items a value lists: the strings of an array, or the numbered / bulleted lines of a
+    text (``1. ...``, ``2) ...``, ``- ...``, ``* ...``, ``Step 3: ...``)."""
+    if isinstance(value, (list, tuple)):
+        return [v.strip() for v in value if isinstance(v, str) and v.strip()]
+    if isinstance(value, str):
+        return [m.group(1) for m in _LIST_LINE.finditer(value)]
+    return []
+
+
+def _norm(text: str) -> str:
+    return " ".join(without_list_markers(text).casefold().split()).strip(" .,;:!?")
+
+
+def _words(text: str) -> set[str]:
+    out = set()
+    for w in _WORD.findall(text.replace("_", " ")):
+        w = w.lower()
+        if w.endswith("s") and len(w) > 4:
+            w = w[:-1]
+        if w not in _FILLER:
+            out.add(w)
+    return out
+
+
+def _keys(value: Any) -> Iterable[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _keys(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _keys(v)
+
+
+def _calls_before_respond(turn: Turn) -> list[ToolCall]:
+    """The calls a turn made before it responded (a call refused because it came after
+    ``respond`` is not one the response could report)."""
+    return [c for c in turn.tool_calls if c.error_kind != "protocol"]
+
+
+@dataclass
+class _Sources:
+    """What grounds a statement on some turn: tool outputs of that turn and earlier ones (and,
+    unless ``outputs_only``, the user's turns and extra values such as the runtime context)."""
+
+    outputs_only: bool = False
+    numbers: set[float] = field(default_factory=set)
+    texts: list[str] = field(default_factory=list)
+    quotable: list[str] = field(default_factory=list)
+    """Texts that ground quoted values only (the spec's own words)."""
+    words: set[str] = field(default_factory=set)
+    called: set[str] = field(default_factory=set)
+    _lines: list[str] | None = None
+
+    def add_turn(self, t: Turn) -> None:
+        if not self.outputs_only:
+            self.add_text(t.user_message)
+        for c in t.tool_calls:
+            self.called.add(c.name)
+            if c.result is not None:
+                _source_numbers(c.result, self.numbers)
+                for s in _strings(c.result):
+                    self.texts.append(s)
+                    self.words |= _words(s)
+                for k in _keys(c.result):
+                    self.texts.append(k)
+                    self.words |= _words(k)
+                if isinstance(c.result, (int, float)) and not isinstance(c.result, bool):
+                    self.texts.append(str(c.result))
+            for s in (c.error, c.error_kind):
+                if s:
+                    self.texts.append(s)
+                    self.numbers.update(numbers_in(s))
+                    self.words |= _words(s)
+        self._lines = None
+
+    def add_text(self, text: str) -> None:
+        self.texts.append(text)
+        self.numbers.update(numbers_in(text))
+        self._lines = None
+
+    def add_spec_text(self, text: str) -> None:
+        self.quotable.append(text)
+        self.numbers.update(numbers_in(text))
+
+    def number(self, x: float, decimals: int, percent: bool, rel_tol: float) -> bool:
+        return _grounded(x, decimals, percent, self.numbers, rel_tol)
+
+    def has_id(self, token: str) -> bool:
+        pattern = re.compile(rf"(?<![\w-]){re.escape(token)}(?![\w-])", re.I)
+        return any(pattern.search(t) for t in self.texts)
+
+    def has_quote(self, quoted: str) -> bool:
+        q = _norm(quoted)
+        return any(q in _norm(t) for t in (*self.texts, *self.quotable))
+
+    def has_value(self, value: str) -> bool:
+        v = _norm(value)
+        return not v or any(v == _norm(t) for t in self.texts) or self.has_id(value.strip())
+
+    def lines(self) -> list[str]:
+        """Every source string, and each line of a multi-line one, normalised."""
+        if self._lines is None:
+            out = []
+            for t in self.texts:
+                out.append(_norm(t))
+                if "\n" in t:
+                    out.extend(_norm(line) for line in t.splitlines() if line.strip())
+            self._lines = [x for x in dict.fromkeys(out) if x]
+        return self._lines
+
+    def has_item(self, item: str, min_similarity: float) -> bool:
+        i = _norm(item)
+        return not i or any(max(fuzz.ratio(i, s), fuzz.token_sort_ratio(i, s)) >= min_similarity for s in self.lines())
+
+
+def _decimals(x: float) -> int:
+    text = repr(float(x))
+    return len(text.split(".", 1)[1].rstrip("0")) if "." in text and "e" not in text else 0
+
+
+def without_ids(text: str, vocabulary: Collection[str] = ()) -> str:
+    """``text`` with the identifiers it states blanked out (their digits are checked as part
+    of the id, not as numbers)."""
+    ids = set(stated_ids(text, vocabulary))
+    return _ID_TOKEN.sub(lambda m: " " if m.group() in ids else m.group(), text) if ids else text
+
+
+def _ungrounded_number(value: Any, sources: _Sources, rel_tol: float, vocabulary: Collection[str] | None = None) -> str | None:
+    """The first number ``value`` states that ``sources`` do not hold; with ``vocabulary`` given,
+    ids are checked as ids and their digits skipped here."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return None if sources.number(float(value), _decimals(value), False, rel_tol) else f"{value:g}"
+    if isinstance(value, str):
+        text = without_ids(value, vocabulary) if vocabulary is not None else value
+        for x, decimals, percent in stated_numbers(without_list_markers(text)):
+            if not sources.number(x, decimals, percent, rel_tol):
+                return f"{x:g}"
+        return None
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            bad = _ungrounded_number(v, sources, rel_tol, vocabulary)
+            if bad is not None:
+                return bad
+    return None
+
+
+def _ungrounded_value(value: Any, sources: _Sources, rel_tol: float) -> str | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return _ungrounded_number(value, sources, rel_tol)
+    if isinstance(value, str):
+        return None if sources.has_value(value) else value
+    items = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, (list, tuple)) else [str(value)]
+    for v in items:
+        bad = _ungrounded_value(v, sources, rel_tol)
+        if bad is not None:
+            return bad
+    return None
+
+
+def _ungrounded(kind: str, value: Any, sources: _Sources, *, vocabulary: Collection[str], rel_tol: float, min_similarity: float, ids_checked: bool = False) -> str | None:
+    """The first thing ``value`` states under grounding ``kind`` that ``sources`` do not support."""
+    if kind == "numbers":
+        return _ungrounded_number(value, sources, rel_tol, vocabulary if ids_checked else None)
+    if kind == "value":
+        return _ungrounded_value(value, sources, rel_tol)
+    text = "\n".join(_strings(value))
+    if kind == "ids":
+        return next((i for i in stated_ids(text, vocabulary) if not sources.has_id(i)), None)
+    if kind == "quoted":
+        return next((q for q in quoted_values(text) if not sources.has_quote(q)), None)
+    if kind == "list_items":
+        return next((i for i in list_items(value) if not sources.has_item(i, min_similarity)), None)
+    raise InvalidArgument(f"unknown grounding kind {kind!r}; kinds: {', '.join(TEXT_GROUNDINGS)}")
+
+
+_KIND_ORDER = ["value", "ids", "quoted", "list_items", "numbers"]
+"""The order kinds are checked in: wholes before parts, so an invented ``O-9999`` is reported
+as an id, not as the number 9999."""
+_KIND_NOUN = {"numbers": "a number", "ids": "an id", "quoted": "a quoted value", "list_items": "a list item", "value": "a value"}
+
+
+def response_grounded(
+    trace: Trace,
+    field: str,
+    kinds: Sequence[str],
+    *,
+    vocabulary: Collection[str] = (),
+    extra_sources: Iterable[str] = (),
+    spec_text: Iterable[str] = (),
+    rel_tol: float = 0.005,
+    min_similarity: float = 85.0,
+    clause: str | None = None,
+) -> Verdict:
+    """What response field ``field`` states is traceable to a tool output of the same or an
+    earlier turn, or to the user's turns (or to ``extra_sources``, e.g. the runtime context).
+
+    ``kinds`` (any of ``numbers``, ``ids``, ``quoted``, ``list_items``, ``value``) say what is
+    checked: numbers as in :func:`numbers_grounded`; ids (:func:`looks_like_id`, names in
+    ``vocabulary`` excepted) must occur as whole tokens, case-insensitively; quoted values must
+    occur (case and spacing aside); each list item (:func:`list_items`) must match a source
+    string, list element or line with rapidfuzz similarity (the higher of ``ratio`` and
+    ``token_sort_ratio`` on normalised text) at least ``min_similarity``; ``value`` means the
+    whole value (each element of a list) is a source value. ``spec_text`` (the MFT passes the
+    spec's own strings) grounds numbers and quoted values only: an agent may repeat the spec's
+    words ("the last 4 digits", reply "yes"), but its examples are not world facts, so it
+    grounds no id, value or list item. For
+    ``user_message`` the free text the agent showed outside ``respond`` is checked too. A turn
+    without the field is skipped.
+    """
+    unknown = [k for k in kinds if k not in TEXT_GROUNDINGS]
+    if unknown:
+        raise InvalidArgument(f"unknown grounding kind {unknown[0]!r}; kinds: {', '.join(TEXT_GROUNDINGS)}")
+    ordered = sorted(dict.fromkeys(kinds), key=_KIND_ORDER.index)
+    sources = _Sources()
+    for s in spec_text:
+        sources.add_spec_text(s)
+    for s in extra_sources:
+        sources.add_text(s)
+    for t in trace.turns:
+        sources.add_turn(t)
+        value = t.user_visible_text if field == "user_message" else (t.response or {}).get(field)
+        if value is None or value == "" or value == []:
+            continue
+        for kind in ordered:
+            bad = _ungrounded(kind, value, sources, vocabulary=vocabulary, rel_tol=rel_tol, min_similarity=min_similarity, ids_checked="ids" in kinds)
+            if bad is not None:
+                return _fail(
+                    "response_grounded",
+                    f"turn {t.index + 1}: respond.{field} states {bad!r} ({_KIND_NOUN[kind]}), which no tool output or user turn supports",
+                    clause,
+                    t.index,
+                    detail=f"{field}:{kind}",
+                )
+    return _ok("response_grounded", f"everything respond.{field} states ({', '.join(kinds) or 'nothing checked'}) is grounded", clause)
+
+
+# ----------------------------------------------------------------------------- respond against the trace
+
+
+def node_id_matches(
+    trace: Trace,
+    accepted: Sequence[Collection[str]],
+    *,
+    field: str = "node_id",
+    known_nodes: Collection[str] = (),
+    clause: str | None = "response_contract.node_id",
+) -> Verdict:
+    """Each turn's ``respond.<field>`` is one of ``accepted[turn]`` (the nodes the scenario is
+    at on that turn; see :func:`agentprop._properties.expected_nodes`). Turns past the end of
+    ``accepted``, with an empty set, or without the field are not checked. The failure's
+    detail is ``got=<node>`` for a node of ``known_nodes`` and ``got=unknown-node`` for a name
+    the spec does not have."""
+    known = set(known_nodes)
+    for t in trace.turns:
+        if t.index >= len(accepted) or t.response is None or t.response.get(field) is None:
+            continue
+        want = list(dict.fromkeys(accepted[t.index]))
+        got = t.response[field]
+        if not want or got in want:
+            continue
+        invented = bool(known) and got not in known
+        return _fail(
+            "node_id_matches",
+            f"turn {t.index + 1}: respond.{field} is {got!r}{', a node the spec does not have' if invented else ''}; "
+            f"the scenario is at {' or '.join(want)} on this turn",
+            clause,
+            t.index,
+            detail="got=unknown-node" if invented else f"got={got}",
+        )
+    return _ok("node_id_matches", f"every respond.{field} names the node the scenario is at", clause)
+
+
+_TOOL_NAME = re.compile(r"\s*([A-Za-z_][\w.-]*)")
+
+
+def listed_tools(value: Any) -> list[str]:
+    """The tool names a ``tool_actions`` value lists: each item's leading name
+    (``get_account(A1)`` is ``get_account``); a string is split at ``,`` ``;`` ``->`` and
+    new lines; an object item gives its ``name`` or ``tool``."""
+    if isinstance(value, str):
+        items: list[Any] = [p for p in re.split(r"\s*(?:,|;|->|\u2192|\n)\s*", value) if p.strip()]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        items = [value]
+    out = []
+    for item in items:
+        text = str(item.get("name") or item.get("tool") or "") if isinstance(item, Mapping) else str(item)
+        m = _TOOL_NAME.match(text)
+        out.append(m.group(1) if m else text.strip())
+    return out
+
+
+def _first_surplus(names: Sequence[str], surplus: Counter[str]) -> str:
+    return next(n for n in names if surplus[n] > 0)
+
+
+def tool_actions_match(trace: Trace, *, field: str = "tool_actions", clause: str | None = "response_contract.tool_actions") -> Verdict:
+    """Each turn's ``respond.<field>`` lists exactly the tools that turn called, in order:
+    every call counts, failed ones and retries included (a retried timeout is listed twice);
+    ``respond`` itself is not a tool action. Details: ``uncalled=T`` (listed, never called this
+    turn), ``unlisted=T`` (called, not listed), ``count=T`` (listed a different number of
+    times than called), ``order`` (same tools, another order)."""
+    for t in trace.turns:
+        if t.response is None or t.response.get(field) is None:
+            continue
+        listed = listed_tools(t.response[field])
+        called = [c.name for c in _calls_before_respond(t)]
+        if listed == called:
+            continue
+        where = f"turn {t.index + 1}: respond.{field} is {_seq(listed)}, but the turn called {_seq(called)}"
+        extra, missing = Counter(listed) - Counter(called), Counter(called) - Counter(listed)
+        if extra:
+            name = _first_surplus(listed, extra)
+            if name in called:
+                return _fail("tool_actions_match", f"{where}: it lists {name} {listed.count(name)} time(s), the turn called it {called.count(name)} time(s)", clause, t.index, detail=f"count={name}")
+            return _fail("tool_actions_match", f"{where}: it lists {name}, which this turn never called", clause, t.index, detail=f"uncalled={name}")
+        if missing:
+            name = _first_surplus(called, missing)
+            if name in listed:
+                return _fail("tool_actions_match", f"{where}: it lists {name} {listed.count(name)} time(s), the turn called it {called.count(name)} time(s)", clause, t.index, detail=f"count={name}")
+            return _fail("tool_actions_match", f"{where}: it leaves out {name}, which the turn called", clause, t.index, detail=f"unlisted={name}")
+        return _fail("tool_actions_match", f"{where}: the same tools in another order", clause, t.index, detail="order")
+    return _ok("tool_actions_match", f"every respond.{field} lists exactly the tools its turn called", clause)
+
+
+_PLACEHOLDER = re.compile(r"[\W_]*(?:none|n/?a|nothing|null|not applicable|no evidence)?[\W_]*")
+_DISCLAIMER = re.compile(
+    r"\bno (?:tools?|tool outputs?|outputs?|tool calls?|evidence)\b|\b(?:not|none) (?:needed|required)\b|\bwithout (?:any )?(?:tools?|tool outputs?)\b"
+)
+
+
+def disclaims_evidence(text: str) -> bool:
+    """Whether an evidence text is empty or says no tool output was used ("no tool output
+    needed", "none", "n/a", "not required")."""
+    t = " ".join(text.lower().split())
+    return _PLACEHOLDER.fullmatch(t) is not None or _DISCLAIMER.search(t) is not None
+
+
+def evidence_grounded(
+    trace: Trace,
+    *,
+    field: str = "evidence",
+    tools: Collection[str] = (),
+    vocabulary: Collection[str] = (),
+    rel_tol: float = 0.005,
+    clause: str | None = "response_contract.evidence",
+) -> Verdict:
+    """Each turn's ``respond.<field>`` cites tool outputs, and only tool outputs of that turn
+    or earlier ones (not the user's words):
+
+    - a tool it names (any of ``tools`` or of the trace's calls, as a whole word) was called
+      on this turn or before (detail ``tool=T``);
+    - every number, id and quoted value it states is in those outputs (results, error kinds and
+      messages), as :func:`response_grounded` matches them (details ``numbers``, ``ids``,
+      ``quoted``);
+    - on a turn that called a tool, it refers to some tool output: it names a called tool,
+      states a grounded number, id or quoted value, or uses a word of an output's fields or
+      values (``plan allows cancellation`` after ``get_plan_rules`` returned ``plan_id``).
+      Empty evidence or a disclaimer ("no tool output needed", see :func:`disclaims_evidence`)
+      is allowed only on a turn that called no tool (details ``disclaims``, ``unreferenced``).
+    """
+    names = set(tools) | {c.name for c in trace.tool_calls}
+    patterns = {n: re.compile(rf"(?<![\w]){re.escape(n)}(?![\w])") for n in sorted(names, key=len, reverse=True)}
+    sources = _Sources(outputs_only=True)
+    for t in trace.turns:
+        sources.add_turn(t)
+        if t.response is None or field not in t.response:
+            continue
+        text = "\n".join(_strings(t.response[field]))
+        mentioned = [n for n, p in patterns.items() if p.search(text)]
+        scope = f"turn {t.index + 1}: respond.{field} {text!r}"
+        never = [n for n in mentioned if n not in sources.called]
+        if never:
+            return _fail("evidence_grounded", f"{scope} cites {never[0]}, which was never called (calls so far: {', '.join(sorted(sources.called)) or 'none'})", clause, t.index, detail=f"tool={never[0]}")
+        rest = text
+        for n in mentioned:
+            rest = patterns[n].sub(" ", rest)
+        ids = stated_ids(rest, vocabulary)
+        bad_id = next((i for i in ids if not sources.has_id(i)), None)
+        if bad_id is not None:
+            return _fail("evidence_grounded", f"{scope} cites {bad_id}, which no tool output of this or an earlier turn holds", clause, t.index, detail="ids")
+        quotes = quoted_values(rest)
+        bad_quote = next((q for q in quotes if not sources.has_quote(q)), None)
+        if bad_quote is not None:
+            return _fail("evidence_grounded", f"{scope} quotes {bad_quote!r}, which no tool output of this or an earlier turn holds", clause, t.index, detail="quoted")
+        stated = stated_numbers(without_list_markers(without_ids(rest, vocabulary)))
+        bad_number = next((x for x, d, p in stated if not sources.number(x, d, p, rel_tol)), None)
+        if bad_number is not None:
+            return _fail("evidence_grounded", f"{scope} states {bad_number:g}, which no tool output of this or an earlier turn holds", clause, t.index, detail="numbers")
+        calls = _calls_before_respond(t)
+        if not calls:
+            continue
+        refers = bool(mentioned or stated or ids or quotes or (_words(rest) & sources.words))
+        if not refers:
+            kind = "disclaims" if disclaims_evidence(text) else "unreferenced"
+            what = "says no tool output was used" if kind == "disclaims" else "refers to no tool output"
+            return _fail(
+                "evidence_grounded",
+                f"{scope} {what}, but the turn called {_seq([c.name for c in calls])}: evidence must cite the tool output relied on",
+                clause,
+                t.index,
+                detail=kind,
+            )
+    return _ok("evidence_grounded", f"every respond.{field} cites only tool outputs", clause)
 
 
 # ----------------------------------------------------------------------------- runs

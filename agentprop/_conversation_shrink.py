@@ -284,6 +284,7 @@ def shrink(
         calibration = Calibration(runs=failing.runs, failures=hits, signature=chased)
 
     refused = {"n": 0}
+    grounding = project.bindings.response_grounding(project.spec)
 
     def evaluate(candidate: Scenario, trial: int) -> TrialRecord:
         digest = input_key({"shrink": candidate.model_dump(mode="json"), "prop": getattr(prop, "__qualname__", "mft")})
@@ -295,7 +296,7 @@ def shrink(
             refused["n"] += 1
             return TrialRecord(passed=True, signature=None, explanation="budget exhausted")
         trace = run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref))
-        verdicts = mft_verdicts(project.spec, candidate, trace) if prop is None else _verdicts(prop(trace))
+        verdicts = mft_verdicts(project.spec, candidate, trace, grounding=grounding) if prop is None else _verdicts(prop(trace))
         rec = record_for(trace, verdicts, keep_trace=False)
         memo.put(key, rec)
         return rec

@@ -97,7 +97,7 @@ async def _sample(
             if budget is not None and not budget.try_start_run():
                 return counts, passes, runs, True
             trace = await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages))
-            failed = first_failure(mft_verdicts(project.spec, scenario, trace))
+            failed = first_failure(mft_verdicts(project.spec, scenario, trace, grounding=project.bindings.response_grounding(project.spec)))
             ok = failed is None
             sig = decision_signature(trace) + ("" if ok else f" !{failed.signature}")  # type: ignore[union-attr]
             rec = TrialRecord(passed=ok, signature=sig, cost_usd=trace.usage.cost_usd)

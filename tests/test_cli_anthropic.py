@@ -171,7 +171,7 @@ def test_an_explicit_prompt_is_what_the_model_gets(tmp_path: Path) -> None:
     prompt.write_text("You are terse.\n")
     script = [
         tool_use_reply("get_account", {"account_id": "A1"}),
-        respond_reply(node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="e", user_message="m"),
+        respond_reply(node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="m"),
     ]
     with MessagesServer(script) as s:
         code, out, _ = cli(

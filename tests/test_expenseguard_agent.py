@@ -355,7 +355,8 @@ def test_fault_fails_exactly_its_targets(project: Project, all_paths: dict[str, 
 def test_ignore_disallowed_is_also_caught_by_the_decision(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
     tr = run(project, all_paths[N4A], agent_cls, {"ignore_disallowed": 1.0})
     contracts = {v.contract for v in failing(mft_verdicts(project.spec, all_paths[N4A], tr))}
-    assert contracts == {"decision_is", "calls_in_order", "forbids_tools"}
+    # node_id: it reports N7_SUBMIT, where the scenario is at END_REJECT (or N4A_REJECT_DISALLOWED)
+    assert contracts == {"decision_is", "calls_in_order", "forbids_tools", "node_id_matches"}
 
 
 def test_skip_compliance_case_keeps_the_decision(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
@@ -364,16 +365,21 @@ def test_skip_compliance_case_keeps_the_decision(project: Project, all_paths: di
     assert tr.final_decision == "REJECT_DISALLOWED"
 
 
-def test_hallucinated_amount_is_caught_by_grounding_not_by_the_mft(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
+def test_hallucinated_amount_is_caught_by_the_mft_grounding(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
     for k, s in all_paths.items():
         tr = run(project, s, agent_cls, {"hallucinate_amount": 1.0})
-        assert failing(mft_verdicts(project.spec, s, tr)) == [], k
+        bad = failing(mft_verdicts(project.spec, s, tr, grounding=project.bindings.response_grounding(project.spec)))
         grounded = numbers_grounded(tr)
         if k in {APPROVE_FX, APPROVE}:  # the only paths that state a reimbursable amount
             assert not grounded.passed, k
             stated = tr.final_response["reimbursable_amount"] if tr.final_response else None
             assert stated is not None and f"{stated:g}" in grounded.explanation
+            # the MFT grounds the user_message first, then the reimbursable_amount field (which
+            # the bindings' response: section declares a number)
+            assert [(v.contract, v.detail) for v in bad] == [("response_grounded", "user_message:numbers"), ("response_grounded", "reimbursable_amount:numbers")], k
+            assert f"{stated:g}" in bad[0].explanation
         else:
+            assert bad == [], k
             assert grounded.passed, k
 
 

@@ -196,6 +196,10 @@ class ExpenseGuardAgent:
         else:
             message = f"The {stop.tool.replace('_', ' ')} service is not answering right now. Please try again later."
             reason = f"{stop.tool}_{stop.kind}"
+        if not evidence and stop.kind == "tool_budget_exhausted":
+            # the tool was never called: cite what the calls that used the budget returned
+            done = "; ".join(f"{c.name}: {'ok' if c.ok else c.error_kind}" for c in ctx.calls_this_turn)
+            evidence = f"{done}; max_tool_calls_per_turn reached"
         self._respond(ctx, node, "REQUEST_INFO", message, evidence or f"{stop.tool} failed: {stop.kind}", decision_reason=reason, **extra)
 
     # -------------------------------------------------------------- the turn

@@ -119,8 +119,8 @@ class SupportOpsAgent:
     def _ticket(self, ctx: TurnContext, category: str, summary: str) -> None:
         try:
             ticket = self._call(ctx, "create_ticket", category=category, summary=summary)
-        except ToolError:
-            self._respond(ctx, "END_TICKET", "TICKET_CREATED", "I could not complete this and could not open a ticket; please contact support.")
+        except ToolError as exc:
+            self._respond(ctx, "END_TICKET", "TICKET_CREATED", "I could not complete this and could not open a ticket; please contact support.", evidence=f"create_ticket failed: {exc.kind}")
             return
         self._respond(
             ctx,
@@ -212,13 +212,13 @@ class SupportOpsAgent:
                 if not skip_auth:
                     verified = self._call(ctx, "verify_identity", account_id=account_id, last4=self.slots["last4"], zip=self.slots["zip"])
                     if not verified.get("verified"):
-                        self._respond(ctx, "END_REFUSE_AUTH", "REFUSE_AUTH", "I couldn't verify your identity, so I can't make changes. I can open a ticket if you like.")
+                        self._refuse_auth(ctx)
                         return
             else:
                 if not skip_auth:
                     verified = self._call(ctx, "verify_identity", account_id=account_id, last4=self.slots["last4"], zip=self.slots["zip"])
                     if not verified.get("verified"):
-                        self._respond(ctx, "END_REFUSE_AUTH", "REFUSE_AUTH", "I couldn't verify your identity, so I can't make changes. I can open a ticket if you like.")
+                        self._refuse_auth(ctx)
                         return
                 account = self._call(ctx, "get_account", account_id=account_id)
             rules = self._call(ctx, "get_plan_rules", plan_id=account["plan_id"])
@@ -230,10 +230,24 @@ class SupportOpsAgent:
         else:
             self._address(account_id, rules, ctx)
 
+    def _refuse_auth(self, ctx: TurnContext) -> None:
+        self._respond(
+            ctx, "END_REFUSE_AUTH", "REFUSE_AUTH",
+            "I couldn't verify your identity, so I can't make changes. I can open a ticket if you like.",
+            evidence="verify_identity: verified false",
+        )
+
+    @staticmethod
+    def _checked(ctx: TurnContext) -> str:
+        """Evidence for a turn that ran its checks (every one succeeded, or it would have
+        opened a ticket) and then stops to ask for what the user left out."""
+        names = list(dict.fromkeys(c.name for c in ctx.calls_this_turn))
+        return f"{', '.join(names)}: ok" if names else "no tool output needed"
+
     def _cancel_eligibility(self, account: dict[str, Any], rules: dict[str, Any], ctx: TurnContext) -> None:
         order_id = self.slots.get("order_id")
         if not order_id:
-            self._respond(ctx, "N5_CANCEL_ELIGIBILITY", "CLARIFY", "Which order would you like to cancel? Please give the order number.")
+            self._respond(ctx, "N5_CANCEL_ELIGIBILITY", "CLARIFY", "Which order would you like to cancel? Please give the order number.", evidence=self._checked(ctx))
             return
         order = next((o for o in account.get("orders", []) if o.get("order_id") == order_id), None)
         ignore = self._fault("ignore_plan_rules", ctx)
@@ -280,7 +294,7 @@ class SupportOpsAgent:
 
     def _address(self, account_id: str, rules: dict[str, Any], ctx: TurnContext) -> None:
         if "new_address" not in self.slots:
-            self._respond(ctx, "N8_ADDRESS_ELIGIBILITY", "ADDRESS_REQUEST_DETAILS", "What is the new address (street, city, postal code, country)?")
+            self._respond(ctx, "N8_ADDRESS_ELIGIBILITY", "ADDRESS_REQUEST_DETAILS", "What is the new address (street, city, postal code, country)?", evidence=self._checked(ctx))
             return
         if not rules.get("address_change_allowed") and not self._fault("ignore_plan_rules", ctx):
             self._respond(ctx, "END_ADDRESS_DENIED", "ADDRESS_DENIED", "Your plan does not allow address changes. I can open a ticket if you need help.", evidence="get_plan_rules: address_change_allowed false")

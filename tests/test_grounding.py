@@ -1,0 +1,255 @@
+"""Issue #11 item 5: what a response states is grounded, not only its numbers.
+
+Numbers, ids, quoted values and list items / steps must come from tool outputs or the user's
+turns; the bindings' ``response:`` section says which grounding applies to which field. The
+bug is first reproduced on the runbook spec (tests/data/promises/runbook): an agent that adds
+a step of its own to the runbook passed everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentprop
+from agentprop import Scenario, Trace, mft_verdicts
+from agentprop._agents import load_agent
+from agentprop._properties import first_failure
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNBOOK_DIR = ROOT / "tests" / "data" / "promises" / "runbook"
+RUNBOOK = agentprop.load_project(RUNBOOK_DIR)
+STEPS = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
+
+
+def run(project: agentprop.Project, scenario: Scenario, faults: dict[str, float] | None = None, trial: int = 0) -> Trace:
+    agent = load_agent(project.bindings.agent or "", project.base_dir, faults or {}).factory
+    return asyncio.run(project.arun(scenario, agent, trial=trial))
+
+
+def failures(project: agentprop.Project, scenario: Scenario, trace: Trace) -> list[agentprop.Verdict]:
+    return [v for v in mft_verdicts(project.spec, scenario, trace, grounding=project.bindings.response_grounding(project.spec)) if not v.passed]
+
+
+# ----------------------------------------------------------------------------- the bug, reproduced
+
+
+def test_an_invented_runbook_step_fails_the_mft() -> None:
+    trace = run(RUNBOOK, STEPS, {"invented_step": 1.0})
+    steps = trace.final_response["steps"] if trace.final_response else []
+    assert "Restart every pod of the service to clear its caches" in steps
+    first = first_failure(failures(RUNBOOK, STEPS, trace))
+    assert first is not None, "an agent that adds a step of its own to the runbook passed the MFT"
+    assert first.contract == "response_grounded"
+    assert first.detail == "user_message:list_items"
+    assert "Restart every pod" in first.explanation
+    # the structured steps field is checked too, as the bindings' response: section says
+    steps_verdict = next(v for v in mft_verdicts(RUNBOOK.spec, STEPS, trace, grounding=RUNBOOK.bindings.response_grounding(RUNBOOK.spec)) if v.detail == "steps:list_items")
+    assert not steps_verdict.passed and "Restart every pod" in steps_verdict.explanation
+
+
+def test_the_clean_runbook_agent_states_only_grounded_steps() -> None:
+    for trial in range(5):
+        assert failures(RUNBOOK, STEPS, run(RUNBOOK, STEPS, trial=trial)) == []
+
+
+def test_item5_zoo_entry_is_found(tmp_path: Path) -> None:
+    import sys
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks._promises_zoo.item5_invented_step import ENTRIES
+    from test_respond_checks import zoo_found
+
+    assert [e.name for e in ENTRIES] == ["invented_step"]
+    assert zoo_found(ENTRIES[0], 0, tmp_path)
+
+
+# ----------------------------------------------------------------------------- what is stated
+
+
+@pytest.mark.parametrize(
+    ("token", "is_id"),
+    [
+        ("O-1001", True), ("T-5001", True), ("RB-12", True), ("RCP-123", True), ("payments-v2", True),
+        ("ord_9f2c1", True), ("PLAN-BASIC", True), ("CASE-3101", True),
+        ("top-5", False), ("Step-2", False), ("e-mail", False), ("per-receipt", False), ("can_cancel", False),
+        ("REFUSE_PII", False), ("get_account", False), ("A1", False), ("30-day", False), ("2026-03-12", False),
+    ],
+)
+def test_looks_like_id(token: str, is_id: bool) -> None:
+    from agentprop._contracts import looks_like_id
+
+    assert looks_like_id(token) is is_id
+
+
+def test_stated_ids_quoted_values_and_list_items() -> None:
+    from agentprop._contracts import list_items, quoted_values, stated_ids
+
+    assert stated_ids("Order O-1001 (plan PLAN-BASIC) at N2_AUTH, 30-day window", vocabulary={"N2_AUTH"}) == ["O-1001", "PLAN-BASIC"]
+    assert quoted_values('status "shipped", I can\'t say \'maybe\' or `x`') == ["shipped", "maybe", "x"]
+    assert quoted_values("I can't share it, don't ask") == []
+    text = "Follow runbook RB-12:\n1. Check the dashboard\n2) Roll back\n- Post an update\nStep 4: Close it\nThanks."
+    assert list_items(text) == ["Check the dashboard", "Roll back", "Post an update", "Close it"]
+    assert list_items(["a", " b ", 3, ""]) == ["a", "b"]
+    assert list_items("no list here: 1, 2, 3") == []
+
+
+# ----------------------------------------------------------------------------- response_grounded
+
+
+def _trace(result: Any, field: str, value: Any, *, user: str = "hi", error: str | None = None) -> Trace:
+    from agentprop._trace import ToolCall, Turn
+
+    call = ToolCall(name="tool", result=None if error else result, error=error, error_kind=error)
+    return Trace(turns=[Turn(index=0, user_message=user, tool_calls=[call], response={"decision": "X", field: value})])
+
+
+RUNBOOK_OUTPUT = {"runbook_id": "RB-12", "steps": ["Check the service dashboard for the error rate and the latest deploy", "Roll back the latest deploy if it started within the last hour"]}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "kinds", "detail"),
+    [
+        ("user_message", "Runbook RB-12:\n1. Check the service dashboard for the error rate and the latest deploy", ["list_items", "numbers", "ids"], None),
+        # fuzzy: small rewordings of a step still match it
+        ("user_message", "1. Check the dashboard for the error rate and latest deploy.", ["list_items"], None),
+        ("user_message", "1. Check the service dashboard\n2. Restart every pod", ["list_items"], "user_message:list_items"),
+        ("steps", ["Roll back the latest deploy if it started within the last hour"], ["list_items"], None),
+        ("steps", ["Roll back the latest deploy", "Page the CTO"], ["list_items"], "steps:list_items"),
+        # list markers number the list: "2." and "3." are not stated numbers
+        ("user_message", "Runbook RB-12 has 2 steps:\n1. a\n2. b\n3. c", ["numbers"], None),
+        ("user_message", "Runbook RB-12 has 7 steps", ["numbers"], "user_message:numbers"),
+        ("user_message", "See runbook rb-12", ["ids"], None),  # case does not matter
+        ("user_message", "See runbook RB-13", ["ids", "numbers"], "user_message:ids"),  # reported as the id it is
+        ("user_message", 'The first step says "check the service dashboard"', ["quoted"], None),
+        ("user_message", 'The first step says "restart it"', ["quoted"], "user_message:quoted"),
+        ("runbook_id", "RB-12", ["value"], None),
+        ("runbook_id", "RB-99", ["value"], "runbook_id:value"),
+        ("runbook_id", "", ["value"], None),
+        ("key_numbers", [2, 12], ["numbers"], None),  # 2 is the length of the steps list
+        ("key_numbers", [2, 13.5], ["numbers"], "key_numbers:numbers"),
+    ],
+)
+def test_response_grounded(field: str, value: Any, kinds: list[str], detail: str | None) -> None:
+    from agentprop._contracts import response_grounded
+
+    v = response_grounded(_trace(RUNBOOK_OUTPUT, field, value), field, kinds)
+    assert v.passed is (detail is None), v.explanation
+    assert v.detail == detail
+
+
+def test_the_spec_text_grounds_numbers_and_quotes_but_not_ids_or_items() -> None:
+    from agentprop._contracts import response_grounded
+
+    spec_words = ["Last 4 digits of a payment method", "user_confirmation == yes", "e.g. RCP-12345", "1. Check the receipt"]
+    t = _trace({}, "user_message", 'Give the last 4 digits, then reply "yes".')
+    assert not response_grounded(t, "user_message", ["numbers", "quoted"]).passed
+    assert response_grounded(t, "user_message", ["numbers", "quoted"], spec_text=spec_words).passed
+    for value, kind in [("Receipt RCP-12345 approved", "ids"), ("1. Check the receipt", "list_items")]:
+        v = response_grounded(_trace({}, "user_message", value), "user_message", [kind], spec_text=spec_words)
+        assert not v.passed, value
+
+
+def test_the_users_turns_and_the_context_ground_too() -> None:
+    from agentprop._contracts import response_grounded
+
+    t = _trace({}, "user_message", "Order O-1001 for employee E-2041 noted.", user="cancel O-1001")
+    v = response_grounded(t, "user_message", ["ids"])
+    assert not v.passed and "E-2041" in v.explanation
+    assert response_grounded(t, "user_message", ["ids"], extra_sources=["E-2041"]).passed
+
+
+def test_a_failed_call_grounds_by_its_error() -> None:
+    from agentprop._contracts import response_grounded
+
+    t = _trace(None, "user_message", 'The lookup said "not_found".', error="not_found")
+    assert response_grounded(t, "user_message", ["quoted"]).passed
+
+
+def test_unknown_grounding_kind_is_an_invalid_argument() -> None:
+    from agentprop._contracts import response_grounded
+    from agentprop.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="unknown grounding kind 'digits'"):
+        response_grounded(_trace({}, "user_message", "x"), "user_message", ["digits"])
+
+
+def test_numbers_grounded_skips_list_markers() -> None:
+    from agentprop._contracts import numbers_grounded
+
+    t = _trace({"steps": ["a", "b", "c"]}, "user_message", "3 steps:\n1. a\n2. b\n3. c")
+    assert numbers_grounded(t).passed
+    t = _trace({"steps": ["a"]}, "user_message", "1. a\n2. b")  # a marker is not a number, but a count still is
+    assert numbers_grounded(t).passed
+
+
+def test_numbers_the_spec_states_are_grounded_in_the_mft() -> None:
+    # "please give the last 4 digits of your card": the 4 is the spec's own word ("Last 4 digits
+    # of a payment method on file"), not a world fact
+    supportops = agentprop.load_project(ROOT / "examples" / "supportops")
+    from agentprop._properties import spec_text
+
+    assert any("Last 4 digits" in t for t in spec_text(supportops.spec))
+    s = supportops.scenario("N2_AUTH:missing_last4+zip")
+    trace = run(supportops, s)
+    assert "last 4 digits" in trace.final_response["user_message"] if trace.final_response else False
+    assert failures(supportops, s, trace) == []
+
+
+# ----------------------------------------------------------------------------- bindings
+
+
+def test_default_grounding_is_derived_from_the_spec() -> None:
+    from agentprop._grounding import default_grounding
+
+    assert default_grounding(RUNBOOK.spec) == {
+        "node_id": ["node"],
+        "decision": [],
+        "tool_actions": ["tool_calls"],
+        "evidence": ["tool_output"],
+        "user_message": ["numbers", "ids", "quoted", "list_items"],
+        "steps": [],
+        "runbook_id": ["value"],
+        "page_id": ["value"],
+    }
+    eg = agentprop.load_project(ROOT / "examples" / "expenseguard")
+    assert default_grounding(eg.spec)["receipt_id"] == ["value"]
+    # the bindings replace the fields they name, and keep the others' defaults
+    resolved = RUNBOOK.bindings.response_grounding(RUNBOOK.spec)
+    assert resolved.fields["steps"] == ["list_items"] and resolved.fields["user_message"] == default_grounding(RUNBOOK.spec)["user_message"]
+    assert eg.bindings.response_grounding(eg.spec).fields["reimbursable_amount"] == ["numbers"]
+    assert "E-2041" in eg.bindings.response_grounding(eg.spec).context
+
+
+def _bindings_with(tmp_path: Path, section: str) -> Path:
+    text = (RUNBOOK_DIR / "agentprop.yaml").read_text()
+    text = text[: text.index("response:")] + section
+    path = tmp_path / "agentprop.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("section", "problem", "fix"),
+    [
+        ("response:\n  steps: [list_items]\n  stepz: [list_items]\n", "response names field 'stepz'", "did you mean 'steps'?"),
+        ("response:\n  steps: [list_items, list_item]\n", "unknown grounding 'list_item' for response field 'steps'", "did you mean 'list_items'?"),
+        ("response:\n  steps: list_items\n", "invalid bindings at response.steps", "docs/reference.md"),
+    ],
+)
+def test_bindings_response_errors_name_file_line_and_fix(tmp_path: Path, section: str, problem: str, fix: str) -> None:
+    from agentprop._bindings import load_bindings
+    from agentprop.errors import BindingsError
+
+    path = _bindings_with(tmp_path, section)
+    with pytest.raises(BindingsError) as info:
+        load_bindings(path, RUNBOOK.spec)
+    text = str(info.value)
+    assert problem in text and fix in text, text
+    line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if l.startswith("response:"))
+    bad_line = line + section.count("\n") - 1
+    assert f"{path}:{bad_line}" in text, text
