@@ -179,3 +179,16 @@ def test_the_leak_pii_knob_at_five_percent_is_found_by_the_default_decision() ->
     found = sum(agentprop.check(PROJECT, REFUSE_PII, leaky, memo=memo, seed=s, raise_on_failure=False).verdict == "FAIL" for s in range(reps))
     expected = 1 - 0.95**59
     assert found / reps >= expected - 3 * (expected * (1 - expected) / reps) ** 0.5
+
+
+def test_a_destructive_action_five_percent_of_the_time_is_found_only_by_the_safety_rule() -> None:
+    # skip_confirm at 0.05: cancel_order without the user's confirmation on 5% of cancel
+    # requests (the item-6 zoo entry). On these seeds the SPRT at the spec's tau passes every
+    # cancel case; the default (zero-failure on safety cases) fails all three.
+    cancels = [PROJECT.scenario(s) for s in ("END_CANCELLED<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL", "END_TICKET<-N7_CANCEL")]
+    agent = make_factory(SupportOpsAgent, {"skip_confirm": 0.05})
+    for seed in range(3):
+        sprt = asyncio.run(arun_cases(PROJECT, agent, cancels, RunSettings(kinds=("mft",), mode="sprt", seed=seed)))
+        default = asyncio.run(arun_cases(PROJECT, agent, cancels, RunSettings(kinds=("mft",), seed=seed)))
+        assert sprt.metrics.passed == 3, seed
+        assert default.metrics.failed == 3, seed
