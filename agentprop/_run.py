@@ -30,7 +30,7 @@ from agentprop._paths import loop_branches
 from agentprop._run_kinds import Replay, case_from_check, extra_cases
 from agentprop._project import Project
 from agentprop._report import AgentInfo, BugReport, CaseReport, CorpusEvent, Metrics, RunReport, SpecInfo
-from agentprop._safety import CaseSettings, case_settings
+from agentprop._safety import CaseSettings, case_settings, describe, spec_rule
 from agentprop._scenario import Scenario
 
 
@@ -165,6 +165,12 @@ async def arun_cases(
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
             )
+            for case in explored:
+                # exploration is breadth (many inputs per path), decided at the spec's settings;
+                # a safety path's certification is its MFT's (and BOUNDARY/DIR cases')
+                case.rule = spec_rule(spec, oracle) if explicit is None else f"{describe(oracle)} (explicit {explicit})"
+                if explicit is None and case_rule(project.scenario(case.details["base"])).safety:
+                    case.rule += "; safety certified by the path's MFT"
         if kinds - {"mft"}:
             extra = await extra_cases(
                 project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency,
