@@ -314,6 +314,8 @@ class MutantResult(BaseModel):
             tail = f"KILLED by {self.killed_by}" + (f": {self.killing_failure}" if self.killing_failure else "")
         elif self.status == "survived" and self.cases_counted == 0:
             tail = "SURVIVED: the suite has no visible case the clean agent passes to kill it"
+            if self.not_applicable:
+                tail += f" ({self.not_applicable} not applicable on the mutant, counted for nothing)"
         elif self.status == "survived":
             tail = f"SURVIVED all {self.cases_counted} visible cases the clean agent passes: the suite has a blind spot here"
             if self.not_applicable:

@@ -118,7 +118,7 @@ def test_a_mutant_is_not_killed_by_a_not_applicable_inv_case() -> None:
     (m,) = result.mutants
     assert m.status == "survived" and m.killed_by is None
     assert (m.cases_run, m.not_applicable) == (0, 1)
-    assert "1 more not applicable, counted for nothing" in m.line()
+    assert "1 not applicable on the mutant, counted for nothing" in m.line()
 
 
 def test_check_invariance_gates_on_the_base_case() -> None:
