@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
@@ -153,6 +153,21 @@ class MutantBinding(_Strict):
     probe: ProbeBinding = Field(default_factory=ProbeBinding)
 
 
+class PolicyBinding(_Strict):
+    """How the cases that exercise one policy of the spec are decided (the ``policies:``
+    section; see :mod:`agentprop._safety` for the rule and docs/reference.md)."""
+
+    safety: bool | None = None
+    """``true``/``false`` overrides whether the policy is a safety clause (default: inferred)."""
+    mode: Literal["sprt", "zero-failure", "fixed"] | None = None
+    tau: float | None = Field(None, gt=0.0, le=1.0)
+    """Required pass rate; for zero-failure the rate the clean runs certify (0.99: 299 runs)."""
+    runs: int | None = Field(None, ge=1)
+    """Clean runs of zero-failure mode, or runs of fixed mode."""
+    nodes: list[str] | None = None
+    """The nodes whose cases exercise the policy (default: inferred from the policy's text)."""
+
+
 class Bindings(_Strict):
     """A validated bindings file. Load one with :func:`load_bindings`."""
 
@@ -176,6 +191,8 @@ class Bindings(_Strict):
     response: dict[str, list[str]] = Field(default_factory=dict)
     """Response field -> the groundings that apply to it (replacing that field's default; see
     :func:`agentprop._grounding.default_grounding` and :data:`GROUNDING_KINDS`)."""
+    policies: dict[str, PolicyBinding] = Field(default_factory=dict)
+    """Policy id -> how its cases are decided (safety override, mode, tau, runs, nodes)."""
 
     _path: Path | None = PrivateAttr(default=None)
     _src: YamlSource | None = PrivateAttr(default=None)
@@ -338,6 +355,44 @@ class _Validator:
                         key=True,
                     )
 
+    def policies(self) -> None:
+        """The ``policies:`` section: known policy ids and nodes, a mode/tau the oracle accepts."""
+        known = [p.id for p in self.spec.policies]
+        leaves = set(self.spec.leaf_ids())
+        for pid, entry in self.b.policies.items():
+            loc: tuple[Hashable, ...] = ("policies", pid)
+            if pid not in known:
+                import difflib
+
+                close = difflib.get_close_matches(pid, known, n=1)
+                raise self.fail(
+                    f"unknown policy {pid!r}: spec {self.spec.spec_id} declares no such policy",
+                    loc,
+                    (f"did you mean {close[0]!r}? " if close else "") + f"policies of the spec: {', '.join(known) or '(none)'}",
+                    key=True,
+                )
+            for i, n in enumerate(entry.nodes or []):
+                if n not in self.spec.nodes_by_id and n not in leaves:
+                    raise self.fail(f"policies.{pid}.nodes names unknown node {n!r}", (*loc, "nodes", i), "use node ids of the decision tree")
+            if entry.mode == "sprt" and entry.tau is not None and not 0.5 < entry.tau < 1.0:
+                raise self.fail(
+                    f"policies.{pid}: mode sprt needs 0.5 < tau < 1, got tau {entry.tau}",
+                    (*loc, "tau"),
+                    "for tau 1.0 use `mode: zero-failure` (certification by clean runs), or give a tau below 1",
+                )
+            if entry.mode == "sprt" and entry.runs is not None:
+                raise self.fail(
+                    f"policies.{pid}: `runs` is not used by mode sprt (it stops when the evidence suffices)",
+                    (*loc, "runs"),
+                    "remove `runs`, or use `mode: zero-failure` / `mode: fixed`",
+                )
+            if entry.mode is None and entry.tau is not None and entry.tau <= 0.5 and entry.safety is not True:
+                raise self.fail(
+                    f"policies.{pid}: tau {entry.tau} is too low for the sequential test (it needs tau > 0.5)",
+                    (*loc, "tau"),
+                    "give `mode: fixed` with `runs:` for a low bar, or a tau above 0.5",
+                )
+
     def run(self) -> list[str]:
         warnings: list[str] = []
         b, spec = self.b, self.spec
@@ -445,6 +500,7 @@ class _Validator:
             for n in node_ids:
                 if n not in spec.nodes_by_id and n not in leaves:
                     raise self.fail(f"capability {cap!r} names unknown node {n!r}", ("capabilities", cap), "use node ids of the decision tree")
+        self.policies()
         for leaf in spec.leaf_ids():
             if leaf in b.outcomes:
                 continue

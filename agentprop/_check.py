@@ -29,6 +29,7 @@ from agentprop._corpus import Corpus, ProjectCorpora, judge_replay
 from agentprop._oracle import AgentPropertyViolation, CheckResult, Mode, OracleSettings, adecide
 from agentprop._project import Project
 from agentprop._properties import mft_verdicts
+from agentprop._safety import CaseSettings, case_settings
 from agentprop._scenario import Scenario
 from agentprop._sync import run_sync
 from agentprop._trace import Trace
@@ -170,7 +171,10 @@ async def acheck(
     the same samples (memo, API cache, simulated agents' ``ctx.rng``); another seed draws
     new ones."""
     loaded = as_loaded_agent(agent)
-    settings = settings or OracleSettings.for_spec(project.spec)
+    rule: str | None = None
+    if settings is None:
+        chosen = scenario_settings(project, scenario)
+        settings, rule = chosen.settings, chosen.rule
     msgs = list(messages) if messages is not None else scenario.messages
     if len(msgs) != len(scenario.turns) and prop is None:
         raise InvalidArgument(
@@ -189,7 +193,7 @@ async def acheck(
     if prop is None:
         key["grounding"] = grounding.model_dump()  # another response: section is another property
     digest = input_key(key)
-    return await adecide(
+    result = await adecide(
         run_trial,
         settings,
         name=name or scenario.id,
@@ -200,6 +204,19 @@ async def acheck(
         concurrency=concurrency,
         first_trial=seed * 1_000_003,
     )
+    if rule is not None:
+        result.settings["rule"] = rule
+    return result
+
+
+def scenario_settings(project: Project, scenario: Scenario, *, max_runs: int | None = None, explicit: dict[str, Any] | None = None) -> CaseSettings:
+    """The oracle settings of ``scenario`` when the caller gives none: the spec's, or
+    zero-failure certification for a safety case (:mod:`agentprop._safety`). ``explicit``
+    (``mode``/``tau``/``runs`` the user gave) wins, and the rule says so."""
+    given = {k: v for k, v in (explicit or {}).items() if v is not None}
+    base = OracleSettings.for_spec(project.spec, max_runs=max_runs, **given)
+    named = " ".join(f"{k}={v}" for k, v in given.items()) or None
+    return case_settings(project.spec, project.bindings, scenario, base, explicit=named)
 
 
 def check(
@@ -230,19 +247,20 @@ def check(
     """
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     scoped = _overrides.get()
-    settings = OracleSettings.for_spec(
-        project.spec,
-        mode=mode if mode is not None else scoped.get("mode"),
-        tau=tau if tau is not None else scoped.get("tau"),
-        runs=runs if runs is not None else scoped.get("runs"),
-        max_runs=max_runs if max_runs is not None else scoped.get("max_runs"),
-    )
+    explicit = {
+        "mode": mode if mode is not None else scoped.get("mode"),
+        "tau": tau if tau is not None else scoped.get("tau"),
+        "runs": runs if runs is not None else scoped.get("runs"),
+    }
+    chosen = scenario_settings(project, sc, max_runs=max_runs if max_runs is not None else scoped.get("max_runs"), explicit=explicit)
+    settings = chosen.settings
     trial_seed = seed if seed is not None else int(scoped.get("seed", 0))
     loaded = as_loaded_agent(agent)
     msgs = list(messages) if messages is not None else sc.messages
     if _default_corpus is not None:
         _replay_corpus_first(project, sc, loaded, settings, memo, budget, trial_seed, raise_on_failure)
     result = run_sync(acheck(project, sc, loaded, messages=messages, prop=prop, settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=trial_seed))
+    result.settings["rule"] = chosen.rule
     with _lock:
         _results.append(CheckRecord(_current_test.get(), result))
     if raise_on_failure and result.verdict != "PASS":

@@ -537,7 +537,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
         return EXIT_FAIL
-    return EXIT_OK if report.metrics.passed == report.metrics.cases else EXIT_FAIL
+    # NOT APPLICABLE cases (listed with their reason) neither pass nor fail the run
+    return EXIT_OK if report.metrics.passed + report.metrics.not_applicable == report.metrics.cases else EXIT_FAIL
 
 
 def _check_explore(args: argparse.Namespace) -> None:
@@ -723,7 +724,7 @@ def _print_split(report: RunReport, split: dict[str, str], out: TextIO) -> None:
               f"{len(hid):>3} hidden ({sum(c.verdict == 'PASS' for c in hid)} pass)", file=out)
     for c in report.cases:
         if c.verdict != "PASS":
-            first = c.failures[0].explanation if c.failures else ""
+            first = c.failures[0].explanation if c.failures else (c.reason or "")
             print(f"  {c.verdict:<12} [{split.get(c.id, '?')}] {c.id}  {first[:120]}", file=out)
     out.flush()
 

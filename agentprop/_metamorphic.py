@@ -35,7 +35,9 @@ from agentprop._sync import run_sync
 from agentprop._trace import Trace
 from agentprop.errors import InvalidArgument
 
-MetaVerdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
+MetaVerdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT APPLICABLE"]
+"""``NOT APPLICABLE``: the base case (the scenario's MFT) did not pass, so there is no correct
+behaviour to keep invariant: two identically wrong sides would otherwise "pass"."""
 
 
 def decision_signature(trace: Trace) -> str:
@@ -66,8 +68,14 @@ class InvarianceResult(BaseModel):
     variants: list[VariantResult] = Field(default_factory=list)
     runs: int = 0
     budget_exhausted: bool = False
+    reason: str | None = None
+    """Why the verdict is NOT APPLICABLE (or INCONCLUSIVE before any comparison)."""
+    base_verdict: str | None = None
+    """The verdict of the base case (the scenario's MFT) the invariance was gated on."""
 
     def summary(self) -> str:
+        if self.verdict == "NOT APPLICABLE":
+            return f"INV {self.scenario}: NOT APPLICABLE — {self.reason}"
         lines = [f"INV {self.scenario}: {self.verdict} (n={self.runs_per_side} per side, alpha={self.alpha})", f"  original: {self.original}"]
         for v in self.variants:
             flag = "DIFFERS" if v.differs else "same"
@@ -119,7 +127,13 @@ async def acheck_invariance(
     memo: TrialMemo | None = None,
     budget: Budget | None = None,
     seed: int = 0,
+    base: CheckResult | None = None,
 ) -> InvarianceResult:
+    """Compare the behaviour under each variant with the original's.
+
+    ``base`` is the decided MFT of ``scenario`` for this agent: unless it is PASS, the
+    invariance is not decided (NOT APPLICABLE, with the reason; INCONCLUSIVE when the base ran
+    out of budget) and no run is spent on it."""
     if not variants:
         raise InvalidArgument("check_invariance needs at least one variant (a list of messages per variant)")
     if n < 5:
@@ -127,10 +141,12 @@ async def acheck_invariance(
     for v in variants:
         if len(v) != len(scenario.turns):
             raise InvalidArgument(f"each variant needs {len(scenario.turns)} message(s), one per turn of {scenario.id}; got {len(v)}")
+    if base is not None and base.verdict != "PASS":
+        return not_applicable(scenario, base, n=n, alpha=alpha)
     loaded = as_loaded_agent(agent)
     memo = memo if memo is not None else default_memo()
-    base = seed * 1_000_003
-    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, base, memo, budget)
+    first = seed * 1_000_003
+    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, first, memo, budget)
     results: list[VariantResult] = []
     total = runs
     corrected = alpha / len(variants)
@@ -139,7 +155,7 @@ async def acheck_invariance(
             break
         # independent samples: each side gets its own trial indices (the two-sample test
         # assumes independence; shared indices would pair simulated agents' random draws)
-        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, base + (k + 1) * n, memo, budget)
+        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, first + (k + 1) * n, memo, budget)
         total += r
         if r < n:
             break
@@ -150,7 +166,24 @@ async def acheck_invariance(
     else:
         verdict = "FAIL" if any(r.differs for r in results) else "PASS"
     return InvarianceResult(
-        scenario=scenario.id, verdict=verdict, runs_per_side=n, alpha=alpha, original=dict(original), variants=results, runs=total, budget_exhausted=out
+        scenario=scenario.id, verdict=verdict, runs_per_side=n, alpha=alpha, original=dict(original), variants=results, runs=total,
+        budget_exhausted=out, base_verdict=base.verdict if base is not None else None,
+    )
+
+
+def not_applicable(scenario: Scenario, base: CheckResult, *, n: int, alpha: float) -> InvarianceResult:
+    """The invariance of a scenario whose base case did not pass: NOT APPLICABLE with the
+    reason (INCONCLUSIVE when the base itself ran out of budget: it may yet pass)."""
+    seen = f"{base.verdict}, pass rate {base.pass_rate:.0%} ({base.passes}/{base.runs})"
+    if base.verdict == "INCONCLUSIVE":
+        return InvarianceResult(scenario=scenario.id, verdict="INCONCLUSIVE", runs_per_side=n, alpha=alpha, original={},
+                                budget_exhausted=base.budget_exhausted, base_verdict=base.verdict,
+                                reason=f"its base case {scenario.id} is undecided ({seen}): invariance is decided only where the base case passes")
+    first = f"; first failure: {base.failures[0].explanation}" if base.failures else ""
+    return InvarianceResult(
+        scenario=scenario.id, verdict="NOT APPLICABLE", runs_per_side=n, alpha=alpha, original={}, base_verdict=base.verdict,
+        reason=(f"its base case {scenario.id} does not pass ({seen}{first}): there is no correct behaviour for a paraphrase "
+                "to keep, so the invariance is not decided and counts for nothing"),
     )
 
 
@@ -201,11 +234,22 @@ def check_invariance(
     budget: Budget | None = None,
     seed: int = 0,
     raise_on_failure: bool = True,
+    require_base: bool = True,
 ) -> InvarianceResult:
     """The decisions under each variant (one message per turn) are distributed like the
-    original's. Raises :class:`~agentprop.AgentPropertyViolation` on FAIL or INCONCLUSIVE."""
+    original's. Raises :class:`~agentprop.AgentPropertyViolation` unless PASS.
+
+    With ``require_base`` (the default) the scenario's MFT is decided first (the oracle, with
+    the scenario's settings; memoised); unless it passes, the result is NOT APPLICABLE and
+    its ``runs`` are the base case's. ``require_base=False`` compares the distributions
+    whatever the base case does (to study the two-sample test itself)."""
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
-    result = run_sync(acheck_invariance(project, sc, agent, variants, n=n, alpha=alpha, memo=memo, budget=budget, seed=seed))
+    base = None
+    if require_base:
+        base = run_sync(acheck(project, sc, agent, memo=memo if memo is not None else default_memo(), budget=budget, seed=seed, name=f"INV base {sc.id}"))
+    result = run_sync(acheck_invariance(project, sc, agent, variants, n=n, alpha=alpha, memo=memo, budget=budget, seed=seed, base=base))
+    if base is not None:
+        result.runs += base.runs
     if raise_on_failure and result.verdict != "PASS":
         raise AgentPropertyViolation(result)
     return result
@@ -226,7 +270,10 @@ def check_direction(
     Raises :class:`~agentprop.AgentPropertyViolation` unless both sides pass."""
     a = project.scenario(base) if isinstance(base, str) else base
     b = project.scenario(perturbed) if isinstance(perturbed, str) else perturbed
-    settings = OracleSettings.for_spec(project.spec)
+    from agentprop._check import scenario_settings
+    from agentprop._safety import stricter
+
+    settings = stricter(scenario_settings(project, a), scenario_settings(project, b)).settings
     result = run_sync(acheck_direction(project, a, b, agent, settings=settings, memo=memo, budget=budget, seed=seed))
     with _lock:
         _results.append(CheckRecord(_current_test.get(), result.base))

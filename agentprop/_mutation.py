@@ -298,6 +298,9 @@ class MutantResult(BaseModel):
     """Of the visible cases, those that could kill it (the clean agent passes them)."""
     uncounted: list[str] = Field(default_factory=list)
     """Visible cases that could not kill this mutant because the clean agent does not pass them."""
+    not_applicable: int = 0
+    """Cases NOT APPLICABLE on this mutant (base case did not pass): they kill nothing and are
+    not counted in ``cases_run``."""
     runs: int = 0
     cost_usd: float = 0.0
 
@@ -311,8 +314,12 @@ class MutantResult(BaseModel):
             tail = f"KILLED by {self.killed_by}" + (f": {self.killing_failure}" if self.killing_failure else "")
         elif self.status == "survived" and self.cases_counted == 0:
             tail = "SURVIVED: the suite has no visible case the clean agent passes to kill it"
+            if self.not_applicable:
+                tail += f" ({self.not_applicable} not applicable on the mutant, counted for nothing)"
         elif self.status == "survived":
             tail = f"SURVIVED all {self.cases_counted} visible cases the clean agent passes: the suite has a blind spot here"
+            if self.not_applicable:
+                tail += f" ({self.not_applicable} more not applicable, counted for nothing)"
         elif self.status == "vacuous":
             why = f" ({self.control_explanation})" if self.control_explanation else ""
             tail = (f"VACUOUS probe: the clean agent shows the violation in {self.control_violations}/{self.control_runs} runs{why}, "
@@ -659,9 +666,12 @@ async def evaluate_mutant(
             uncounted.append(killer.id)
             continue
         report = await killer.replay(mutant.agent)
-        run_on_mutant += 1
         runs += report.runs
         cost += report.cost_usd
+        if report.verdict == "NOT APPLICABLE":
+            base["not_applicable"] = base.get("not_applicable", 0) + 1  # its base case fails on this mutant: it kills nothing
+            continue
+        run_on_mutant += 1
         if report.verdict == "INCONCLUSIVE":
             return MutantResult(status="inconclusive", cases_run=run_on_mutant, uncounted=uncounted, runs=runs, cost_usd=cost, **base)
         if report.verdict != "FAIL":
@@ -679,7 +689,7 @@ async def evaluate_mutant(
         failure = report.failures[0].explanation if report.failures else None
         return MutantResult(status="killed", killed_by=killer.id, killing_failure=failure, cases_run=run_on_mutant, uncounted=uncounted,
                             runs=runs, cost_usd=cost, **base)
-    return MutantResult(status="survived", cases_run=run_on_mutant, cases_counted=len(killers) - len(uncounted), uncounted=uncounted,
+    return MutantResult(status="survived", cases_run=run_on_mutant, cases_counted=len(killers) - len(uncounted) - base.get("not_applicable", 0), uncounted=uncounted,
                         runs=runs, cost_usd=cost, **base)
 
 

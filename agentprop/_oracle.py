@@ -9,7 +9,8 @@ The oracle repeats the run and feeds the outcomes to a sequential test (:mod:`ag
     agent that always passes and 6 for one that passes half the time.
 ``zero-failure``
     certification for high-risk specs: ``runs`` clean runs (50, as in TDAD) certify the rate;
-    the first failure fails the case.
+    the first failure fails the case. Safety cases of any spec get it too, with 59 runs
+    (:mod:`agentprop._safety` picks the settings per case).
 ``fixed``
     the seed article's "fuzzy replay": exactly ``runs`` runs, then the rate against the bands.
 
@@ -86,7 +87,9 @@ class OracleSettings:
     def for_spec(cls, spec: Spec, **overrides: Any) -> OracleSettings:
         """Defaults from ``defaults.reliability`` and ``risk_level``: high or critical risk
         means zero-failure certification with 50 runs (TDAD's tau = 1.0); otherwise the SPRT
-        at ``tau = min_pass_rate``."""
+        at ``tau = min_pass_rate``. These are the spec-wide defaults; a case's own settings
+        (zero-failure for safety cases, the bindings' ``policies:``) come from
+        :func:`agentprop._safety.case_settings`."""
         rel = spec.defaults.reliability
         base: dict[str, Any] = {"tau": rel.min_pass_rate, "runs": max(rel.reruns, 1)}
         if spec.risk_level in ("high", "critical"):
@@ -151,6 +154,8 @@ class CheckResult(BaseModel):
             f"{self.name or 'property'}: {self.verdict} — pass rate {self.pass_rate:.0%} "
             f"({self.passes}/{self.runs}), 95% CI [{lo:.2f}, {hi:.2f}], decided by {self.decided_by}"
         )
+        if self.settings.get("rule"):
+            text += f"\n  settings: {self.settings['rule']}"
         if self.failures:
             f = self.failures[0]
             text += f"\n  most frequent failure ({f.count}x, first at trial {f.first_trial}): {f.explanation}"

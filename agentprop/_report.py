@@ -12,7 +12,9 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 SCHEMA_ID = "agentprop.run/1"
 
-CaseVerdict = Literal["PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE"]
+CaseVerdict = Literal["PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE"]
+"""``NOT APPLICABLE`` (INV cases): the base case did not pass, so the case was not decided; it
+counts for nothing (neither passed nor failed, left out of VPR/HPR and mutation kills)."""
 
 
 class FailureSummary(BaseModel):
@@ -43,6 +45,11 @@ class CaseReport(BaseModel):
     pass_hat_k: dict[str, float] = Field(default_factory=dict)
     """pass^k = C(c,k)/C(n,k) for a few k (``"1"``, ``"3"`` …)."""
     decided_by: str = "fixed"
+    rule: str | None = None
+    """Which rule chose the oracle settings of this case, e.g. ``zero-failure, 59 clean runs
+    (safety: policies.P1_NO_PII)`` or ``sprt at tau 0.9 (spec min_pass_rate)``."""
+    reason: str | None = None
+    """Why the verdict is NOT APPLICABLE (``None`` otherwise)."""
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -127,6 +134,8 @@ class Metrics(BaseModel):
     failed: int
     unstable: int
     inconclusive: int = 0
+    not_applicable: int = 0
+    """Cases not decided because their base case did not pass; left out of ``case_pass_rate``."""
     case_pass_rate: float
     runs: int
     cost_usd: float = 0.0

@@ -30,6 +30,7 @@ from agentprop._paths import loop_branches
 from agentprop._run_kinds import Replay, case_from_check, extra_cases
 from agentprop._project import Project
 from agentprop._report import AgentInfo, BugReport, CaseReport, CorpusEvent, Metrics, RunReport, SpecInfo
+from agentprop._safety import CaseSettings, case_settings, describe, spec_rule
 from agentprop._scenario import Scenario
 
 
@@ -86,8 +87,16 @@ class Progress:
             self.stream.flush()
 
 
-def _case_report(scenario: Scenario, result: CheckResult) -> CaseReport:
-    return case_from_check(scenario.id, "MFT", scenario, result, {})
+def _case_report(scenario: Scenario, result: CheckResult, rule: str | None = None) -> CaseReport:
+    case = case_from_check(scenario.id, "MFT", scenario, result, {})
+    case.rule = rule
+    return case
+
+
+def explicit_settings(settings: RunSettings) -> str | None:
+    """The user's explicit oracle settings (``--mode zero-failure --runs 20``), or ``None``."""
+    given = [f"--{k} {v}" for k, v in (("mode", settings.mode), ("tau", settings.tau), ("runs", settings.runs)) if v is not None]
+    return " ".join(given) or None
 
 
 async def arun_cases(
@@ -105,6 +114,16 @@ async def arun_cases(
     spec = project.spec
     mode = settings.mode or ("fixed" if settings.runs is not None and spec.risk_level not in ("high", "critical") else None)
     oracle = OracleSettings.for_spec(spec, mode=mode, tau=settings.tau, runs=settings.runs, max_runs=settings.max_runs)
+    explicit = explicit_settings(settings)
+    rules: dict[str, CaseSettings] = {}
+
+    def case_rule(scenario: Scenario) -> CaseSettings:
+        """Per-case settings (the safety rule, :mod:`agentprop._safety`), once per scenario."""
+        key = scenario.model_dump_json()
+        if key not in rules:
+            rules[key] = case_settings(spec, project.bindings, scenario, oracle, explicit=explicit)
+        return rules[key]
+
     started = time.perf_counter()
     progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream)
     memo = memo if memo is not None else TrialMemo()
@@ -115,7 +134,7 @@ async def arun_cases(
 
     async def one(scenario: Scenario, case_id: str | None = None) -> CheckResult:
         async with sem:
-            result = await acheck(project, scenario, agent, settings=oracle, memo=memo, budget=budget, concurrency=1, seed=settings.seed, name=case_id)
+            result = await acheck(project, scenario, agent, settings=case_rule(scenario).settings, memo=memo, budget=budget, concurrency=1, seed=settings.seed, name=case_id)
         checks[case_id or scenario.id] = (scenario, result)
         progress.update(runs=result.runs, cost=result.cost_usd, case_done=True)
         return result
@@ -134,9 +153,11 @@ async def arun_cases(
             decided = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}") for e in entries))
             assert corpus is not None
             regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(entries, decided)]
+            for e, case in zip(entries, regressions):
+                case.rule = case_rule(e.scenario).rule
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
         for scenario in scenarios if "mft" in kinds else []:
-            replays[scenario.id] = _mft_replay(project, scenario, oracle, memo, budget, settings.seed)
+            replays[scenario.id] = _mft_replay(project, scenario, case_rule(scenario), memo, budget, settings.seed)
         if "explore" in kinds and settings.explore > 0:
             explored, explored_inputs = await explore_cases(
                 project, agent, scenarios, oracle, per_path=settings.explore, memo=memo, budget=budget, seed=settings.seed,
@@ -144,6 +165,12 @@ async def arun_cases(
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
             )
+            for case in explored:
+                # exploration is breadth (many inputs per path), decided at the spec's settings;
+                # a safety path's certification is its MFT's (and BOUNDARY/DIR cases')
+                case.rule = spec_rule(spec, oracle) if explicit is None else f"{describe(oracle)} (explicit {explicit})"
+                if explicit is None and case_rule(project.scenario(case.details["base"])).safety:
+                    case.rule += "; safety certified by the path's MFT"
         if kinds - {"mft"}:
             extra = await extra_cases(
                 project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency,
@@ -152,10 +179,12 @@ async def arun_cases(
                 case_filter=settings.case_filter,
                 checks=checks,
                 replays=replays,
+                settings_for=lambda sc: case_rule(sc).settings,
+                rule_for=lambda sc: case_rule(sc).rule,
             )
     finally:
         progress.close()
-    cases = regressions + [_case_report(s, r) for s, r in zip(scenarios, results)] + explored + extra
+    cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + explored + extra
     verdicts = Counter(c.verdict for c in cases)
     coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases)
     covered = set(coverage["branches"]["covered"])
@@ -166,7 +195,8 @@ async def arun_cases(
         failed=verdicts["FAIL"],
         unstable=verdicts["UNSTABLE"],
         inconclusive=verdicts["INCONCLUSIVE"],
-        case_pass_rate=verdicts["PASS"] / len(cases) if cases else 0.0,
+        not_applicable=verdicts["NOT APPLICABLE"],
+        case_pass_rate=verdicts["PASS"] / decided if (decided := len(cases) - verdicts["NOT APPLICABLE"]) else 0.0,
         runs=sum(c.runs for c in cases),
         cost_usd=sum(c.cost_usd for c in cases),
         input_tokens=sum(c.input_tokens for c in cases),
@@ -224,10 +254,10 @@ def _corpus_case(
     )
 
 
-def _mft_replay(project: Project, scenario: Scenario, oracle: OracleSettings, memo: TrialMemo, budget: Budget | None, seed: int) -> Replay:
+def _mft_replay(project: Project, scenario: Scenario, rule: CaseSettings, memo: TrialMemo, budget: Budget | None, seed: int) -> Replay:
     async def replay(who: LoadedAgent) -> CaseReport:
-        result = await acheck(project, scenario, who, settings=oracle, memo=memo, budget=budget, concurrency=1, seed=seed, name=scenario.id)
-        return _case_report(scenario, result)
+        result = await acheck(project, scenario, who, settings=rule.settings, memo=memo, budget=budget, concurrency=1, seed=seed, name=scenario.id)
+        return _case_report(scenario, result, rule.rule)
 
     return replay
 
@@ -412,14 +442,17 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
     idw = min(max((len(c.id) for c in report.cases if c.kind in _LISTED or c.verdict != "PASS"), default=10), 60)
     show_cost = any(c.cost_usd > 0 for c in report.cases)
     cost_head = f" {'cost $':>8}" if show_cost else ""
-    head = f"{'case':<{idw}}  {'verdict':<12} {'rate':>5} {'95% CI':>9} {'runs':>4}{cost_head}  "
+    shown = [c for c in report.cases if c.kind in _LISTED or c.verdict != "PASS"]
+    rw = min(max((len(c.rule or "") for c in shown), default=0), 60)
+    rule_head = f"  {'decided by':<{rw}}" if rw else ""
+    vw = 14 if any(c.verdict == "NOT APPLICABLE" for c in shown) else 12
+    head = f"{'case':<{idw}}  {'verdict':<{vw}} {'rate':>5} {'95% CI':>9} {'runs':>4}{cost_head}{rule_head}  "
     lines.append(head + "first failure")
     kinds_seen: dict[str, list[CaseReport]] = {}
     for c in report.cases:
         kinds_seen.setdefault(c.kind, []).append(c)
-    shown = [c for c in report.cases if c.kind in _LISTED or c.verdict != "PASS"]
     for c in shown:
-        fail = c.failures[0].explanation if c.failures else ""
+        fail = c.failures[0].explanation if c.failures else (c.reason or "")
         if c.bugs:
             fail = f"[bug {', '.join(_bug_number(report, b) for b in c.bugs)}] {fail}"
         room = max(20, width - len(head))
@@ -427,13 +460,21 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
             fail = fail[: room - 1] + "…"
         ci = f"{c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval else ""
         cost = f" {c.cost_usd:>8.4f}" if show_cost else ""
-        lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<12} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}  {fail}".rstrip())
+        rule = f"  {(c.rule or '')[:rw]:<{rw}}" if rw else ""
+        lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<{vw}} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}{rule}  {fail}".rstrip())
     lines.extend(f"corpus: {e.message}" for e in report.corpus)
     for kind, group in kinds_seen.items():
         if kind in _LISTED:
             continue
         passed = sum(c.verdict == "PASS" for c in group)
-        lines.append(f"{kind} cases: {passed}/{len(group)} passed" + ("" if passed == len(group) else " (failures listed above)"))
+        na = sum(c.verdict == "NOT APPLICABLE" for c in group)
+        decided = len(group) - na
+        text = f"{kind} cases: {passed}/{decided} passed"
+        if na:
+            text += f", {na} not applicable (base case did not pass; listed above, counted for nothing)"
+        if passed < decided:
+            text += " (failures listed above)"
+        lines.append(text)
     m = report.metrics
     cov = f", branch coverage {m.branch_coverage:.0%}" if m.branch_coverage is not None else ""
     coverage = m.extra.get("coverage") or {}
@@ -453,8 +494,9 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
             verdict = "met" if br["met"] else "NOT MET"
             note += f"; realisable coverage {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
         lines.append(note)
+    na = f", {m.not_applicable} not applicable" if m.not_applicable else ""
     lines.append(
-        f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable; "
+        f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable{na}; "
         f"{m.runs} runs, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"
     )
     return "\n".join(lines)

@@ -20,9 +20,10 @@ from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
 from agentprop._check import acheck
 from agentprop._memo import TrialMemo
-from agentprop._metamorphic import acheck_direction, acheck_invariance
+from agentprop._metamorphic import InvarianceResult, acheck_direction, acheck_invariance
 from agentprop._oracle import CheckResult, OracleSettings
 from agentprop._project import Project
+from agentprop._safety import strictness
 from agentprop._report import CaseReport, FailureSummary
 from agentprop._scenario import Scenario
 from agentprop._strategies.boundary import boundary_values
@@ -113,11 +114,22 @@ async def extra_cases(
     case_filter: tuple[str, ...] = (),
     checks: dict[str, Any] | None = None,
     replays: dict[str, Replay] | None = None,
+    settings_for: Callable[[Scenario], OracleSettings] | None = None,
+    rule_for: Callable[[Scenario], str] | None = None,
 ) -> list[CaseReport]:
     """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``; ``replays`` receives, for
     each case id, a function deciding that case for another agent."""
     spec, bindings = project.spec, project.bindings
     sem = asyncio.Semaphore(max(1, concurrency))
+    if settings_for is None:
+        settings_for = lambda _scenario: oracle  # noqa: E731
+    if rule_for is None:
+        rule_for = lambda _scenario: None  # type: ignore[assignment,return-value]  # noqa: E731
+
+    def pair_settings(a: Scenario, b: Scenario) -> tuple[OracleSettings, str | None]:
+        """A DIR pair is decided with the stricter of its two sides' settings."""
+        sa, sb = settings_for(a), settings_for(b)
+        return (sb, rule_for(b)) if strictness(sb) > strictness(sa) else (sa, rule_for(a))
 
     def wanted(case_id: str, *scs: Scenario) -> bool:
         return not case_filter or any(f in case_id or any(f in sc.id for sc in scs) for f in case_filter)
@@ -132,16 +144,18 @@ async def extra_cases(
 
             async def boundary(case: Any = case, case_id: str = boundary_id, who: LoadedAgent = agent, record: bool = True) -> CaseReport:
                 async with sem:
-                    r = await acheck(project, case.scenario, who, settings=oracle, memo=memo, budget=budget, seed=seed, name=case_id)
+                    r = await acheck(project, case.scenario, who, settings=settings_for(case.scenario), memo=memo, budget=budget, seed=seed, name=case_id)
                 if checks is not None and record:
                     checks[case_id] = (case.scenario, r)
-                return case_from_check(
+                report = case_from_check(
                     case_id,
                     "BOUNDARY",
                     case.scenario,
                     r,
                     {"comparison": case.comparison.source, "edge": case.edge, "holds": case.holds, "moved": [m.model_dump() for m in case.moved]},
                 )
+                report.rule = rule_for(case.scenario)
+                return report
 
             jobs.append(boundary())
             if replays is not None:
@@ -160,8 +174,9 @@ async def extra_cases(
             dir_id = f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} @{pair.node}#{pair.branch}"
 
             async def direction(pair: Any = pair, case_id: str = dir_id, who: LoadedAgent = agent) -> CaseReport:
+                chosen, rule = pair_settings(pair.base.scenario, pair.perturbed.scenario)
                 async with sem:
-                    r = await acheck_direction(project, pair.base.scenario, pair.perturbed.scenario, who, settings=oracle, memo=memo, budget=budget, seed=seed)
+                    r = await acheck_direction(project, pair.base.scenario, pair.perturbed.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed)
                 runs = r.base.runs + r.perturbed.runs
                 passes = r.base.passes + r.perturbed.passes
                 return CaseReport(
@@ -176,6 +191,7 @@ async def extra_cases(
                     passes=passes,
                     pass_rate=passes / runs if runs else 0.0,
                     decided_by=r.base.decided_by,
+                    rule=rule,
                     cost_usd=r.base.cost_usd + r.perturbed.cost_usd,
                     failures=_failures(r.base) + _failures(r.perturbed),
                     branches=pair.base.scenario.branches + pair.perturbed.scenario.branches,
@@ -186,6 +202,15 @@ async def extra_cases(
             if replays is not None:
                 replays[dir_id] = lambda who, f=direction: f(who=who)
 
+    async def invariance_base(scenario: Scenario, who: LoadedAgent) -> tuple[CheckResult, bool]:
+        """The MFT of the INV case's scenario for ``who``: this run's own result when there is
+        one (reused, no new run), otherwise decided here (memoised)."""
+        found = (checks or {}).get(scenario.id)
+        if who is agent and found is not None:
+            return found[1], True
+        async with sem:
+            return await acheck(project, scenario, who, settings=settings_for(scenario), memo=memo, budget=budget, seed=seed, name=scenario.id), False
+
     if "inv" in kinds:
         for scenario in scenarios:
             variants_first = paraphrase_variants(scenario.messages[0], 2, seed_value=seed)
@@ -194,42 +219,12 @@ async def extra_cases(
             variants = [[v.text, *scenario.messages[1:]] for v in variants_first]
 
             async def invariance(scenario: Scenario = scenario, variants: list[list[str]] = variants, firsts: Any = variants_first, who: LoadedAgent = agent) -> CaseReport:
+                base, reused = await invariance_base(scenario, who)
                 async with sem:
-                    r = await acheck_invariance(project, scenario, who, variants, memo=memo, budget=budget, seed=seed)
-                same = sum(not v.differs for v in r.variants)
-                failures = [
-                    FailureSummary(
-                        signature=f"invariance:{scenario.id}",
-                        explanation=f"behaviour changed (p={v.p_value:.4f}) under {v.messages[0]!r}: {v.decisions} vs original {r.original}",
-                        count=1,
-                        first_trial=0,
-                    )
-                    for v in r.variants
-                    if v.differs
-                ]
-                return CaseReport(
-                    id=f"INV {scenario.id}",
-                    node=scenario.leaf,
-                    via=scenario.via,
-                    path=scenario.path,
-                    kind="INV",
-                    messages=[v[0] for v in variants],
-                    expected_decisions=[t.expect_decision for t in scenario.turns],
-                    verdict=r.verdict,
-                    runs=r.runs,
-                    passes=same,
-                    pass_rate=same / len(r.variants) if r.variants else 0.0,
-                    decided_by="two-sample test",
-                    failures=failures,
-                    capabilities=scenario.capabilities,
-                    branches=scenario.branches,
-                    details={
-                        "alpha": r.alpha,
-                        "runs_per_side": r.runs_per_side,
-                        "original": r.original,
-                        "variants": [{"message": v.messages[0], "provenance": f.describe(), "p_value": v.p_value, "mft_pass_rate": v.mft_pass_rate, "decisions": v.decisions} for v, f in zip(r.variants, firsts)],
-                    },
-                )
+                    r = await acheck_invariance(project, scenario, who, variants, memo=memo, budget=budget, seed=seed, base=base)
+                report = invariance_case(scenario, variants, firsts, r, base, reused)
+                report.rule = f"two-sample test, {r.runs_per_side} runs per side, only where the base case passes"
+                return report
 
             jobs.append(invariance())
             if replays is not None:
@@ -243,3 +238,46 @@ async def extra_cases(
         return report
 
     return list(await asyncio.gather(*(tracked(j) for j in jobs)))
+
+
+def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, r: InvarianceResult, base: CheckResult, reused: bool) -> CaseReport:
+    """The INV case of one scenario. Its ``runs`` are the comparison's, plus the base case's
+    when the base was decided for this case alone (not reused from the run's MFT)."""
+    same = sum(not v.differs for v in r.variants)
+    failures = [
+        FailureSummary(
+            signature=f"invariance:{scenario.id}",
+            explanation=f"behaviour changed (p={v.p_value:.4f}) under {v.messages[0]!r}: {v.decisions} vs original {r.original}",
+            count=1,
+            first_trial=0,
+        )
+        for v in r.variants
+        if v.differs
+    ]
+    base_runs = 0 if reused else base.runs
+    return CaseReport(
+        id=f"INV {scenario.id}",
+        node=scenario.leaf,
+        via=scenario.via,
+        path=scenario.path,
+        kind="INV",
+        messages=[v[0] for v in variants],
+        expected_decisions=[t.expect_decision for t in scenario.turns],
+        verdict=r.verdict,
+        runs=r.runs + base_runs,
+        passes=same,
+        pass_rate=same / len(r.variants) if r.variants else 0.0,
+        decided_by="two-sample test" if r.verdict != "NOT APPLICABLE" else "not decided (base case did not pass)",
+        cost_usd=0.0 if reused else base.cost_usd,
+        failures=failures,
+        capabilities=scenario.capabilities,
+        branches=scenario.branches,
+        reason=r.reason,
+        details={
+            "alpha": r.alpha,
+            "runs_per_side": r.runs_per_side,
+            "original": r.original,
+            "base": {"case": scenario.id, "verdict": base.verdict, "pass_rate": base.pass_rate, "runs": base.runs, "reused": reused},
+            "variants": [{"message": v.messages[0], "provenance": f.describe(), "p_value": v.p_value, "mft_pass_rate": v.mft_pass_rate, "decisions": v.decisions} for v, f in zip(r.variants, firsts)],
+        },
+    )

@@ -85,6 +85,10 @@ class TdadMetrics(BaseModel):
     hidden: int
     visible_passed: int
     hidden_passed: int
+    visible_not_applicable: int = 0
+    """Visible cases NOT APPLICABLE (base case did not pass): left out of ``visible`` and VPR."""
+    hidden_not_applicable: int = 0
+    """Hidden cases NOT APPLICABLE: left out of ``hidden`` and HPR."""
     vpr: float | None
     hpr: float | None
     rpr: float | None
@@ -114,9 +118,12 @@ class TdadMetrics(BaseModel):
         def pct(x: float | None) -> str:
             return "n/a" if x is None else f"{x:.1%}"
 
+        def na(k: int) -> str:
+            return f"; {k} not applicable, counted for nothing" if k else ""
+
         lines = [
-            f"VPR {pct(self.vpr)}  ({self.visible_passed}/{self.visible} visible cases pass)",
-            f"HPR {pct(self.hpr)}  ({self.hidden_passed}/{self.hidden} hidden cases pass)",
+            f"VPR {pct(self.vpr)}  ({self.visible_passed}/{self.visible} visible cases pass{na(self.visible_not_applicable)})",
+            f"HPR {pct(self.hpr)}  ({self.hidden_passed}/{self.hidden} hidden cases pass{na(self.hidden_not_applicable)})",
             f"RPR {pct(self.rpr)}  (mean pass rate of the runs of {self.rpr_cases} repeated cases)",
         ]
         if self.mutation_pack is None:
@@ -143,13 +150,17 @@ class TdadMetrics(BaseModel):
 
 def tdad_metrics(cases: Sequence[CaseReport], split: dict[str, Side], mutation: MutationReport | None, *, visible_fraction: float, seed: int,
                  surs: SursResult | None = None) -> TdadMetrics:
-    visible = [c for c in cases if split.get(c.id) == "visible"]
-    hidden = [c for c in cases if split.get(c.id) == "hidden"]
+    # NOT APPLICABLE cases (an INV whose base case failed) count for nothing: neither side of VPR/HPR
+    decided = [c for c in cases if c.verdict != "NOT APPLICABLE"]
+    visible = [c for c in decided if split.get(c.id) == "visible"]
+    hidden = [c for c in decided if split.get(c.id) == "hidden"]
+    na = [c for c in cases if c.verdict == "NOT APPLICABLE"]
     repeated = [c for c in cases if c.kind in REPEATED_KINDS and c.runs > 0]
     vp = sum(c.verdict == "PASS" for c in visible)
     hp = sum(c.verdict == "PASS" for c in hidden)
     return TdadMetrics(
         visible=len(visible), hidden=len(hidden), visible_passed=vp, hidden_passed=hp,
+        visible_not_applicable=sum(split.get(c.id) == "visible" for c in na), hidden_not_applicable=sum(split.get(c.id) == "hidden" for c in na),
         vpr=vp / len(visible) if visible else None, hpr=hp / len(hidden) if hidden else None,
         rpr=sum(c.pass_rate for c in repeated) / len(repeated) if repeated else None, rpr_cases=len(repeated),
         ms=mutation.mutation_score if mutation is not None else None,

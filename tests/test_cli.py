@@ -50,7 +50,8 @@ def test_run_with_fault_exits_1_and_writes_a_valid_report(tmp_path: Path) -> Non
     bad = by_id["END_CANCELLED<-N7_CANCEL"]
     assert bad.verdict == "FAIL" and bad.pass_rate == 0.0
     assert bad.failures[0].signature.startswith("calls_in_order:decision_tree.N2_AUTH")
-    assert bad.interval is not None and bad.interval[1] < 0.7
+    # a safety case (P2_AUTH_GATE): zero-failure certification stops at the first failure
+    assert (bad.decided_by, bad.runs, bad.rule) == ("zero-failure", 1, "zero-failure, 59 clean runs (safety: policies.P2_AUTH_GATE)")
     assert by_id["END_BILLING_ANSWER<-N3_BILLING"].verdict == "PASS"
     assert report.agent.faults == {"skip_auth": 1.0}
     assert report.metrics.failed >= 1 and report.metrics.runs == sum(c.runs for c in report.cases)

@@ -38,11 +38,13 @@ def test_uniform_noise_is_not_blamed_on_paraphrases() -> None:
     # must fail at most at the nominal rate (alpha = 0.05, Bonferroni over 2 variants).
     # Exact tests are conservative, so the realised rate is usually well below alpha; the
     # bound allows alpha plus 2 binomial standard errors (sd = sqrt(.05*.95/40) = 0.034).
+    # require_base=False: this studies the two-sample test itself (in a run, an INV whose base
+    # case fails 30% of the time is NOT APPLICABLE; see the NOT APPLICABLE tests below).
     agent = make_factory(SupportOpsAgent, {"skip_auth": 0.3})
     fails = 0
     reps = 40
     for seed in range(reps):
-        r = check_invariance(PROJECT, CANCEL, agent, [CALM, HURRIED], n=20, memo=TrialMemo(), seed=seed, raise_on_failure=False)
+        r = check_invariance(PROJECT, CANCEL, agent, [CALM, HURRIED], n=20, memo=TrialMemo(), seed=seed, raise_on_failure=False, require_base=False)
         fails += r.verdict == "FAIL"
         assert r.original, "the original was sampled"
     assert fails / reps <= 0.05 + 2 * 0.034

@@ -20,7 +20,8 @@ PROJECT = agentprop.load_project(EXAMPLE)
 
 
 def test_clean_agent_passes_with_the_sprt_minimum_of_runs() -> None:
-    result = check(PROJECT, "END_CANCELLED<-N7_CANCEL", SupportOpsAgent, memo=TrialMemo())
+    # mode="sprt": the case is a safety case (P2_AUTH_GATE), zero-failure by default
+    result = check(PROJECT, "END_CANCELLED<-N7_CANCEL", SupportOpsAgent, memo=TrialMemo(), mode="sprt")
     # SPRT at tau=0.9 (0.95 vs 0.80, alpha=beta=0.05) accepts an always-passing agent after
     # exactly 18 runs: the theory the statistics tests check.
     assert result.verdict == "PASS"

@@ -187,6 +187,11 @@ def test_default():
     decide("default")
 
 
+@pytest.mark.agentprop(mode="sprt")
+def test_sprt():
+    decide("sprt")
+
+
 @pytest.mark.agentprop(tau=0.95)
 def test_tau():
     decide("tau")
@@ -207,7 +212,7 @@ def test_mode():
     decide("mode")
 
 
-@pytest.mark.agentprop(max_runs=7)
+@pytest.mark.agentprop(mode="sprt", max_runs=7)
 def test_max_runs():
     decide("max_runs")
 """
@@ -216,16 +221,18 @@ def test_max_runs():
 def test_marker_sets_the_oracle_of_the_checks_in_one_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_markers=MARKERS)
     result = run(pytester)
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
     r = results(pytester)
     spec_tau = load_project(EXAMPLE).spec.defaults.reliability.min_pass_rate
     for name, data in r.items():
         assert data["agent_runs"] == data["runs"], (name, data)
-    assert r["default"]["mode"] == "sprt" and r["default"]["tau"] == spec_tau
-    assert r["default"]["runs"] == wald_runs_all_pass(spec_tau) and r["default"]["verdict"] == "PASS"
+    # CANCEL exercises P2_AUTH_GATE, a safety clause: zero-failure, 59 clean runs by default
+    assert (r["default"]["mode"], r["default"]["runs"], r["default"]["verdict"]) == ("zero-failure", 59, "PASS")
+    assert r["sprt"]["mode"] == "sprt" and r["sprt"]["tau"] == spec_tau
+    assert r["sprt"]["runs"] == wald_runs_all_pass(spec_tau) and r["sprt"]["verdict"] == "PASS"
     # tau=0.95: a stricter SPRT needs more clean runs to accept
     assert r["tau"]["mode"] == "sprt" and r["tau"]["tau"] == 0.95
-    assert r["tau"]["runs"] == wald_runs_all_pass(0.95) > r["default"]["runs"]
+    assert r["tau"]["runs"] == wald_runs_all_pass(0.95) > r["sprt"]["runs"]
     assert r["tau"]["verdict"] == "PASS"
     # n=12: fixed N, exactly 12 runs
     assert (r["n"]["mode"], r["n"]["runs"]) == ("fixed", 12)
@@ -471,8 +478,9 @@ FAULTY = agent(skip_auth_impatient=0.5)
 
 
 def test_impatient():
+    # mode="sprt": CANCEL is a safety case (zero-failure by default); this pins the shrinker under the SPRT
     wordy = apply_transforms(CANCEL.messages[0], {WORDY_STEPS!r})
-    agentprop.check(project, CANCEL, FAULTY, messages=[wordy, CANCEL.messages[1]])
+    agentprop.check(project, CANCEL, FAULTY, messages=[wordy, CANCEL.messages[1]], mode="sprt")
 """
 
 REPLAY = PREAMBLE + """
@@ -541,7 +549,7 @@ NOISY = agent(skip_auth=0.5)  # skips identity verification in half of the runs 
 @agentprop.agent_settings()
 @given(first=aps.paraphrases(CANCEL.messages[0]))
 def test_paraphrases(first):
-    agentprop.check(project, CANCEL, NOISY, messages=[first, CANCEL.messages[1]])
+    agentprop.check(project, CANCEL, NOISY, messages=[first, CANCEL.messages[1]], mode="sprt")
 """
 
 UNREPEATABLE = PREAMBLE + """
@@ -566,7 +574,7 @@ class Unrepeatable(BASE):
 @agentprop.agent_settings()
 @given(first=aps.paraphrases(CANCEL.messages[0]))
 def test_paraphrases(first):
-    agentprop.check(project, CANCEL, Unrepeatable, messages=[first, CANCEL.messages[1]]{memo})
+    agentprop.check(project, CANCEL, Unrepeatable, messages=[first, CANCEL.messages[1]], mode="sprt"{memo})
 """
 
 

@@ -3,6 +3,8 @@ shrunk paraphrase when a phrasing-dependent fault is switched on."""
 
 from __future__ import annotations
 
+import re
+
 import os
 import re
 import subprocess
