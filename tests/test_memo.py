@@ -72,6 +72,36 @@ def test_an_edited_property_is_judged_afresh_on_the_stored_runs(tmp_path: Path) 
     assert ran == 0 and second.memo_hits == 5  # the stored runs were judged again, not re-run
 
 
+def test_decide_and_adecide_judge_stored_runs_with_the_judge_they_are_given() -> None:
+    from agentprop._oracle import OracleSettings, TrialRecord, adecide, decide
+    from agentprop._sync import run_sync
+    from agentprop._trace import Turn
+
+    made: list[int] = []
+
+    def run_trial(i: int) -> Trace:
+        made.append(i)
+        return Trace(trial=i, turns=[Turn(index=0, user_message=f"m{i}")])
+
+    async def arun_trial(i: int) -> Trace:
+        return run_trial(i)
+
+    def even(trace: Trace) -> TrialRecord:
+        return TrialRecord(passed=trace.trial % 2 == 0, signature=None if trace.trial % 2 == 0 else "odd")
+
+    memo = TrialMemo()
+    settings = OracleSettings(mode="fixed", runs=6, tau=0.9)
+    first = decide(run_trial, settings, judge=even, memo=memo, input_digest="in", fingerprint="agent")
+    assert made == list(range(6)) and first.passes == 3 and first.failures[0].signature == "odd"
+    # another judge of the same input: the six stored runs, judged again; no new run
+    second = decide(run_trial, settings, judge=lambda t: TrialRecord(passed=True), memo=memo, input_digest="in", fingerprint="agent")
+    assert made == list(range(6)) and (second.passes, second.memo_hits) == (6, 6)
+    third = run_sync(adecide(arun_trial, settings, judge=even, memo=memo, input_digest="in", fingerprint="agent", concurrency=4))
+    assert made == list(range(6)) and third.passes == 3 and third.memo_hits == 6
+    # the trace attached to a failure is the stored run that failed
+    assert Trace.from_json(third.sample_traces[0]).trial == 1
+
+
 # --------------------------------------------------------------------------- the spec
 
 
