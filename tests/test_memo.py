@@ -73,7 +73,7 @@ def test_an_edited_property_is_judged_afresh_on_the_stored_runs(tmp_path: Path) 
 
 
 def test_decide_and_adecide_judge_stored_runs_with_the_judge_they_are_given() -> None:
-    from agentprop._oracle import OracleSettings, TrialRecord, adecide, decide
+    from agentprop import OracleSettings, TrialRecord, adecide, decide
     from agentprop._sync import run_sync
     from agentprop._trace import Turn
 
@@ -285,7 +285,7 @@ def test_a_new_memo_file_records_its_format(tmp_path: Path) -> None:
 def test_an_old_format_memo_is_converted_and_says_what_was_dropped(tmp_path: Path) -> None:
     path = tmp_path / "trials.sqlite"
     _old_format_memo(path, rows=3)
-    with pytest.warns(agentprop.errors.AgentPropWarning) as caught:
+    with pytest.warns(agentprop.AgentPropWarning) as caught:
         memo = TrialMemo(path)
     text = str(caught[0].message)
     assert str(path) in text and "format 1 (verdicts) converted to format 2 (runs)" in text
@@ -306,7 +306,7 @@ def test_an_old_format_memo_is_converted_and_says_what_was_dropped(tmp_path: Pat
 def test_a_garbage_memo_file_is_an_error_naming_the_file(tmp_path: Path, content: bytes, problem: str) -> None:
     path = tmp_path / "trials.sqlite"
     path.write_bytes(content)
-    with pytest.raises(agentprop.errors.MemoFileError) as info:
+    with pytest.raises(agentprop.MemoFileError) as info:
         TrialMemo(path)
     text = str(info.value)
     assert text.startswith(f"{path}: {problem}"), text
@@ -318,7 +318,7 @@ def test_a_foreign_sqlite_file_or_a_newer_format_is_refused_untouched(tmp_path: 
     foreign = tmp_path / "app.sqlite"
     with sqlite3.connect(foreign) as con:
         con.execute("CREATE TABLE users (id INTEGER)")
-    with pytest.raises(agentprop.errors.MemoFileError, match=r"not an agentprop trial memo \(SQLite user_version 0, tables: users"):
+    with pytest.raises(agentprop.MemoFileError, match=r"not an agentprop trial memo \(SQLite user_version 0, tables: users"):
         TrialMemo(foreign)
     assert _version_and_tables(foreign) == (0, {"users"})
     with sqlite3.connect(foreign) as con:
@@ -328,10 +328,10 @@ def test_a_foreign_sqlite_file_or_a_newer_format_is_refused_untouched(tmp_path: 
     with sqlite3.connect(newer) as con:
         con.execute("CREATE TABLE runs (key TEXT PRIMARY KEY, trace_json TEXT NOT NULL)")
         con.execute("PRAGMA user_version = 3")
-    with pytest.raises(agentprop.errors.MemoFileError, match="trial memo of format 3, written by a newer agentprop"):
+    with pytest.raises(agentprop.MemoFileError, match="trial memo of format 3, written by a newer agentprop"):
         TrialMemo(newer)
 
-    with pytest.raises(agentprop.errors.MemoFileError, match="the trial memo path is a directory"):
+    with pytest.raises(agentprop.MemoFileError, match="the trial memo path is a directory"):
         TrialMemo(tmp_path)
 
 
