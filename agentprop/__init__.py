@@ -35,7 +35,7 @@ from agentprop._contracts import (
 from agentprop._memo import TrialMemo
 from agentprop._mutation import MutationPack, MutationReport, load_mutation_pack, mutation_test
 from agentprop._metamorphic import DirectionResult, InvarianceResult, check_direction, check_invariance
-from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings, adecide, decide
+from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings, TrialRecord, adecide, decide
 from agentprop._paths import TreePath, enumerate_paths
 from agentprop._project import Project, load_project
 from agentprop._promptsmith import CompileResult, compile_prompt
@@ -62,9 +62,11 @@ from agentprop._trace import RunError, ToolCall, Trace, Turn, Usage
 from agentprop._world import Failure, World
 from agentprop.errors import (
     AgentPropError,
+    AgentPropWarning,
     BindingsError,
     InputError,
     InvalidArgument,
+    MemoFileError,
     SpecError,
     ToolError,
 )
@@ -81,7 +83,7 @@ def agent_settings(profile: str | None = None, **overrides: object) -> object:
 
 __all__ = [
     "AgentPropertyViolation", "Budget", "BudgetExhausted", "CheckResult", "LoadedAgent",
-    "OracleSettings", "TrialMemo", "acheck", "adecide", "agent_settings", "check", "decide",
+    "OracleSettings", "TrialMemo", "TrialRecord", "acheck", "adecide", "agent_settings", "check", "decide",
     "load_agent", "make_factory", "settings_scope", "check_invariance", "check_direction",
     "InvarianceResult", "DirectionResult", "AnthropicAgent", "AnthropicConversation",
     "MissingApiKey", "ModelCallError", "ApiCache", "CacheMiss", "CacheMode", "ShrinkReport",
@@ -89,8 +91,8 @@ __all__ = [
     "acheck_snapshot", "behaviour_of", "check_snapshot", "MutationPack", "MutationReport",
     "load_mutation_pack", "mutation_test", "TdadMetrics", "split_suite", "tdad_metrics",
     "CompileResult", "compile_prompt", "SursResult", "surs",
-    "AgentFactory", "AgentPropError", "Bindings", "BindingsError", "Failure", "InputError",
-    "InvalidArgument", "LintFinding", "Project", "RunError", "Scenario", "ScenarioTurn", "Spec",
+    "AgentFactory", "AgentPropError", "AgentPropWarning", "Bindings", "BindingsError", "Failure", "InputError",
+    "InvalidArgument", "LintFinding", "MemoFileError", "Project", "RunError", "Scenario", "ScenarioTurn", "Spec",
     "SpecError", "ToolCall", "ToolError", "Trace", "TreePath", "Turn", "TurnContext",
     "Unsatisfiable", "Usage", "Verdict", "WhenClause", "World", "__version__", "args_satisfy",
     "arun_conversation", "build_scenario", "calls_in_order", "decision_in_enum", "decision_is",

@@ -8,7 +8,8 @@
     agentprop.check(project, scenario, SupportOpsAgent, messages=[paraphrase, "Yes"])
     agentprop.check(project, scenario, agent, prop=lambda trace: agentprop.numbers_grounded(trace))
 
-It runs the agent as often as the oracle needs (memoised per trial), and raises
+It runs the agent as often as the oracle needs (each run memoised per trial and judged by the
+property on every decision, so an edited property is judged on the stored runs), and raises
 :class:`~agentprop.AgentPropertyViolation` unless the verdict is PASS.
 """
 
@@ -24,11 +25,12 @@ from typing import Any, Union
 from agentprop._agents import LoadedAgent, make_factory
 from agentprop._budget import Budget
 from agentprop._contracts import Verdict
-from agentprop._memo import TrialMemo, TrialRecord, input_key
+from agentprop._memo import TrialMemo
 from agentprop._corpus import Corpus, ProjectCorpora, judge_replay
-from agentprop._oracle import AgentPropertyViolation, CheckResult, Mode, OracleSettings, adecide
+from agentprop._oracle import AgentPropertyViolation, CheckResult, Mode, OracleSettings, TrialRecord, adecide
 from agentprop._project import Project
 from agentprop._properties import mft_verdicts
+from agentprop._run_key import run_digest
 from agentprop._safety import CaseSettings, case_settings
 from agentprop._scenario import Scenario
 from agentprop._sync import run_sync
@@ -130,25 +132,12 @@ def _verdicts(result: PropertyResult) -> list[Verdict]:
     raise InvalidArgument(f"a property must return a Verdict, a bool, or a list of Verdicts; got {type(result).__name__}")
 
 
-def record_for(trace: Trace, verdicts: list[Verdict], *, keep_trace: bool = True) -> TrialRecord:
+def record_for(verdicts: list[Verdict]) -> TrialRecord:
+    """One run's outcome from its verdicts: the first failing one names the failure."""
     failed = next((v for v in verdicts if not v.passed), None)
-    usage = trace.usage
-    return TrialRecord(
-        passed=failed is None,
-        signature=failed.signature if failed is not None else None,
-        explanation=failed.explanation if failed is not None else None,
-        clause=failed.clause if failed is not None else None,
-        cost_usd=usage.cost_usd,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        trace_json=trace.to_json() if (keep_trace and failed is not None) else None,
-    )
-
-
-def _prop_id(prop: Property | None) -> str:
-    if prop is None:
-        return "mft"
-    return f"{getattr(prop, '__module__', '')}.{getattr(prop, '__qualname__', repr(prop))}"
+    if failed is None:
+        return TrialRecord(passed=True)
+    return TrialRecord(passed=False, signature=failed.signature, explanation=failed.explanation, clause=failed.clause)
 
 
 async def acheck(
@@ -184,21 +173,19 @@ async def acheck(
 
     grounding = project.bindings.response_grounding(project.spec)
 
-    async def run_trial(i: int) -> TrialRecord:
-        trace = await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=msgs)
-        verdicts = mft_verdicts(project.spec, scenario, trace, grounding=grounding) if prop is None else _verdicts(prop(trace))
-        return record_for(trace, verdicts)
+    async def run_trial(i: int) -> Trace:
+        return await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=msgs)
 
-    key: dict[str, Any] = {"spec": project.spec.spec_id, "scenario": scenario.id, "world": scenario.world.model_dump(), "messages": msgs, "prop": _prop_id(prop), "seed": seed}
-    if prop is None:
-        key["grounding"] = grounding.model_dump()  # another response: section is another property
-    digest = input_key(key)
+    def judge(trace: Trace) -> TrialRecord:
+        return record_for(mft_verdicts(project.spec, scenario, trace, grounding=grounding) if prop is None else _verdicts(prop(trace)))
+
     result = await adecide(
         run_trial,
         settings,
+        judge=judge,
         name=name or scenario.id,
         memo=memo if memo is not None else _default_memo,
-        input_digest=digest,
+        input_digest=run_digest(project, scenario, msgs, seed),
         fingerprint=loaded.fingerprint,
         budget=budget if budget is not None else _session_budget,
         concurrency=concurrency,

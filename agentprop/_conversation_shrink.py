@@ -16,8 +16,9 @@ there). A case that fails with the scenario's own messages and world is already 
 Every "does it still fail?" query is a truncated sequential test against the failure's
 *signature* (which contract, which clause, which turn, how), so a different failure met on the
 way does not count; it is reported in ``other_signatures``. Runs are memoised by (candidate,
-agent, trial), the budget is respected to the run, and the smallest confirmed reproducer is
-held at all times. The result is then re-run with fresh trials and reported with its
+agent, trial) with the key of a check's runs (the property judges each stored trace on every
+query), the budget is respected to the run, and the smallest confirmed reproducer is held at
+all times. The result is then re-run with fresh trials and reported with its
 reproduction rate next to the original's.
 """
 
@@ -33,10 +34,11 @@ from pydantic import BaseModel, Field
 from agentprop._budget import Budget
 from agentprop._choices import ChoiceSpace, ChoiceUnit, Choices, TurnChoice, choice_units, keep_only
 from agentprop._check import Property, _verdicts, as_loaded_agent, default_memo, record_for
-from agentprop._memo import TrialMemo, TrialRecord, input_key
-from agentprop._oracle import CheckResult
+from agentprop._memo import TrialMemo
+from agentprop._oracle import CheckResult, TrialRecord
 from agentprop._project import Project
 from agentprop._properties import mft_verdicts
+from agentprop._run_key import project_digest, run_digest
 from agentprop._scenario import Scenario, _fill_slots
 from agentprop._shrink import Calibration, Outcome, Unit, shrink as shrink_units, verify
 from agentprop._strategies.paraphrase import Paraphrase
@@ -286,20 +288,18 @@ def shrink(
     refused = {"n": 0}
     grounding = project.bindings.response_grounding(project.spec)
 
+    runtime = project_digest(project)
+
     def evaluate(candidate: Scenario, trial: int) -> TrialRecord:
-        digest = input_key({"shrink": candidate.model_dump(mode="json"), "prop": getattr(prop, "__qualname__", "mft")})
+        digest = run_digest(project, candidate, candidate.messages, seed, project_key=runtime)
         key = memo.key(digest, loaded.fingerprint, base_trial + trial)
-        rec = memo.get(key)
-        if rec is not None:
-            return rec
-        if session_budget is not None and not session_budget.try_start_run():
-            refused["n"] += 1
-            return TrialRecord(passed=True, signature=None, explanation="budget exhausted")
-        trace = run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref))
-        verdicts = mft_verdicts(project.spec, candidate, trace, grounding=grounding) if prop is None else _verdicts(prop(trace))
-        rec = record_for(trace, verdicts, keep_trace=False)
-        memo.put(key, rec)
-        return rec
+        trace = memo.get(key)
+        if trace is None:
+            if session_budget is not None and not session_budget.try_start_run():
+                refused["n"] += 1
+                return TrialRecord(passed=True, signature=None, explanation="budget exhausted")
+            trace = memo.put(key, run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref)))
+        return record_for(mft_verdicts(project.spec, candidate, trace, grounding=grounding) if prop is None else _verdicts(prop(trace)))
 
     others: dict[str, OtherFailure] = {}
 

@@ -25,9 +25,10 @@ from pydantic import BaseModel, Field
 
 from agentprop._budget import Budget
 from agentprop._check import CheckRecord, _current_test, _lock, _results, acheck, as_loaded_agent, default_memo
-from agentprop._memo import TrialMemo, TrialRecord, input_key
+from agentprop._memo import TrialMemo
 from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings
 from agentprop._project import Project
+from agentprop._run_key import run_digest
 from agentprop._properties import first_failure, mft_verdicts
 from agentprop._scenario import Scenario
 from agentprop._stats import categorical_two_sample_test
@@ -92,26 +93,25 @@ async def _sample(
     first_trial: int,
     memo: TrialMemo,
     budget: Budget | None,
+    seed: int,
 ) -> tuple[Counter[str], int, int, bool]:
-    """Run ``messages`` ``n`` times; return decision counts, MFT passes, runs, budget_out."""
+    """Run ``messages`` ``n`` times; return behaviour counts, MFT passes, runs, budget_out.
+    The runs are memoised like a check's (same key: the MFT check of the same messages shares
+    them); the behaviour and the MFT verdict are worked out from each trace every time."""
     counts: Counter[str] = Counter()
     passes = 0
     runs = 0
-    digest = input_key({"inv": scenario.id, "world": scenario.world.model_dump(), "messages": list(messages)})
+    digest = run_digest(project, scenario, messages, seed)
     for i in range(first_trial, first_trial + n):
         key = memo.key(digest, loaded.fingerprint, i)
-        rec = memo.get(key)
-        if rec is None:
+        trace = memo.get(key)
+        if trace is None:
             if budget is not None and not budget.try_start_run():
                 return counts, passes, runs, True
-            trace = await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages))
-            failed = first_failure(mft_verdicts(project.spec, scenario, trace, grounding=project.bindings.response_grounding(project.spec)))
-            ok = failed is None
-            sig = decision_signature(trace) + ("" if ok else f" !{failed.signature}")  # type: ignore[union-attr]
-            rec = TrialRecord(passed=ok, signature=sig, cost_usd=trace.usage.cost_usd)
-            memo.put(key, rec)
-        counts[rec.signature or "-"] += 1
-        passes += rec.passed
+            trace = memo.put(key, await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages)))
+        failed = first_failure(mft_verdicts(project.spec, scenario, trace, grounding=project.bindings.response_grounding(project.spec)))
+        counts[decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")] += 1
+        passes += failed is None
         runs += 1
     return counts, passes, runs, False
 
@@ -145,8 +145,8 @@ async def acheck_invariance(
         return not_applicable(scenario, base, n=n, alpha=alpha)
     loaded = as_loaded_agent(agent)
     memo = memo if memo is not None else default_memo()
-    first = seed * 1_000_003
-    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, first, memo, budget)
+    base = seed * 1_000_003
+    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, base, memo, budget, seed)
     results: list[VariantResult] = []
     total = runs
     corrected = alpha / len(variants)
@@ -155,7 +155,7 @@ async def acheck_invariance(
             break
         # independent samples: each side gets its own trial indices (the two-sample test
         # assumes independence; shared indices would pair simulated agents' random draws)
-        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, first + (k + 1) * n, memo, budget)
+        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, base + (k + 1) * n, memo, budget, seed)
         total += r
         if r < n:
             break

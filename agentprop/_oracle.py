@@ -19,9 +19,10 @@ a verdict (PASS / FAIL / UNSTABLE, or INCONCLUSIVE when the budget ran out first
 used, the cost and the failures seen. :class:`AgentPropertyViolation` is the one exception
 every statistical failure is raised as.
 
-Trials are memoised by (input, agent fingerprint, trial index) (:mod:`agentprop._memo`), so
-re-deciding the same input — as Hypothesis does when it replays or shrinks — costs nothing
-and gives the same answer.
+Runs are memoised by (input, agent fingerprint, trial index) (:mod:`agentprop._memo`), so
+re-deciding the same input — as Hypothesis does when it replays or shrinks — costs no agent
+run and gives the same answer. What is memoised is the run (its trace); the property (the
+``judge``) is applied to it on every decision, so a changed property is judged afresh.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agentprop._budget import Budget
-from agentprop._memo import TrialMemo, TrialRecord
+from agentprop._memo import TrialMemo, trace_json
 from agentprop._spec.model import Spec
 from agentprop._stats import (
     SPRT,
@@ -47,6 +48,7 @@ from agentprop._stats import (
     pass_hat_k,
     wilson_interval,
 )
+from agentprop._trace import Trace
 from agentprop.errors import InvalidArgument
 
 Mode = Literal["sprt", "zero-failure", "fixed"]
@@ -185,15 +187,30 @@ class AgentPropertyViolation(AssertionError):
         super().__init__(result.summary())
 
 
+@dataclass(frozen=True)
+class TrialRecord:
+    """What the property said of one run: worked out from the run's trace on every decision
+    (never stored: the memo keeps runs)."""
+
+    passed: bool
+    signature: str | None = None
+    explanation: str | None = None
+    clause: str | None = None
+
+
 @dataclass
 class TrialOutcome:
     trial: int
     record: TrialRecord
+    trace: Trace
     memo_hit: bool = False
 
 
-TrialFn = Callable[[int], TrialRecord]
-AsyncTrialFn = Callable[[int], Awaitable[TrialRecord]]
+TrialFn = Callable[[int], Trace]
+"""One run of the agent for trial ``i``."""
+AsyncTrialFn = Callable[[int], Awaitable[Trace]]
+Judge = Callable[[Trace], TrialRecord]
+"""The property: what one run's trace says (pure: it is applied to stored runs again)."""
 
 
 def _verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool) -> tuple[OracleVerdict, str]:
@@ -231,7 +248,8 @@ def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], setti
         )
         for sig, k in counts.most_common()
     ]
-    samples = [first[f.signature].record.trace_json for f in failures[:3] if first[f.signature].record.trace_json]
+    samples = [trace_json(first[f.signature].trace) for f in failures[:3]]
+    fresh = [o.trace.usage for o in outcomes if not o.memo_hit]  # a memo hit costs nothing again
     rate = c / n if n else 0.0
     ks = [k for k in (1, 2, 4, 8) if k <= n]
     return CheckResult(
@@ -245,12 +263,12 @@ def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], setti
         interval_exact=clopper_pearson_interval(c, n, settings.confidence) if n else (0.0, 1.0),
         pass_hat_k={str(k): pass_hat_k(c, n, k) for k in ks},
         variance=rate * (1 - rate),
-        cost_usd=sum(o.record.cost_usd for o in outcomes if not o.memo_hit),
-        input_tokens=sum(o.record.input_tokens for o in outcomes),
-        output_tokens=sum(o.record.output_tokens for o in outcomes),
+        cost_usd=sum(u.cost_usd for u in fresh),
+        input_tokens=sum(u.input_tokens for u in fresh),
+        output_tokens=sum(u.output_tokens for u in fresh),
         memo_hits=sum(o.memo_hit for o in outcomes),
         failures=failures,
-        sample_traces=[s for s in samples if s],
+        sample_traces=samples,
         budget_exhausted=budget_out,
         settings={"mode": settings.mode, "tau": settings.tau, "alpha": settings.alpha, "beta": settings.beta, "max_runs": settings.max_runs, "runs": settings.runs},
     )
@@ -263,14 +281,16 @@ class _Memoised:
         self.fingerprint = fingerprint
         self.budget = budget
 
-    def lookup(self, trial: int) -> TrialRecord | None:
+    def lookup(self, trial: int) -> Trace | None:
         if self.memo is None:
             return None
         return self.memo.get(self.memo.key(self.input_digest, self.fingerprint, trial))
 
-    def store(self, trial: int, record: TrialRecord) -> None:
-        if self.memo is not None:
-            self.memo.put(self.memo.key(self.input_digest, self.fingerprint, trial), record)
+    def store(self, trial: int, trace: Trace) -> Trace:
+        """Keep a fresh run; returns the trace to judge (as a later lookup will return it)."""
+        if self.memo is None:
+            return trace
+        return self.memo.put(self.memo.key(self.input_digest, self.fingerprint, trial), trace)
 
     def may_start(self) -> bool:
         return self.budget is None or self.budget.try_start_run()
@@ -280,6 +300,7 @@ def decide(
     run_trial: TrialFn,
     settings: OracleSettings,
     *,
+    judge: Judge,
     name: str = "",
     memo: TrialMemo | None = None,
     input_digest: str = "",
@@ -287,23 +308,25 @@ def decide(
     budget: Budget | None = None,
     first_trial: int = 0,
 ) -> CheckResult:
-    """Decide a property by calling ``run_trial(i)`` for ``i = first_trial, first_trial+1, …``
-    until the sequential test decides, the budget runs out or the run limit is reached."""
+    """Decide a property by judging the runs ``run_trial(i)`` for ``i = first_trial,
+    first_trial+1, …`` until the sequential test decides, the budget runs out or the run
+    limit is reached. A run found in ``memo`` (under ``input_digest``, ``fingerprint``, ``i``)
+    is judged without running the agent again."""
     test = settings.make_test()
     m = _Memoised(memo, input_digest, fingerprint, budget)
     outcomes: list[TrialOutcome] = []
     budget_out = False
     i = first_trial
     while not test.done:
-        rec = m.lookup(i)
-        hit = rec is not None
-        if rec is None:
+        trace = m.lookup(i)
+        hit = trace is not None
+        if trace is None:
             if not m.may_start():
                 budget_out = True
                 break
-            rec = run_trial(i)
-            m.store(i, rec)
-        outcomes.append(TrialOutcome(i, rec, hit))
+            trace = m.store(i, run_trial(i))
+        rec = judge(trace)
+        outcomes.append(TrialOutcome(i, rec, trace, hit))
         test.update(rec.passed)
         i += 1
     return _result(name, test, outcomes, settings, budget_out)
@@ -313,6 +336,7 @@ async def adecide(
     run_trial: AsyncTrialFn,
     settings: OracleSettings,
     *,
+    judge: Judge,
     name: str = "",
     memo: TrialMemo | None = None,
     input_digest: str = "",
@@ -324,7 +348,7 @@ async def adecide(
     """Like :func:`decide`, running up to ``concurrency`` trials at once.
 
     Outcomes are fed to the test in trial order, so the decision is the same as the
-    sequential one; trials started past the decision point are kept in the memo (a later
+    sequential one; runs started past the decision point are kept in the memo (a later
     decision on the same input reuses them) but do not change this result.
     """
     if concurrency < 1:
@@ -338,10 +362,10 @@ async def adecide(
         limit = test.max_runs
         remaining = (limit - test.n) if limit is not None else concurrency
         width = max(1, min(concurrency, remaining))
-        batch: list[tuple[int, TrialRecord | None]] = [(j, m.lookup(j)) for j in range(i, i + width)]
-        tasks: dict[int, asyncio.Task[TrialRecord]] = {}
-        for j, rec in batch:
-            if rec is None:
+        batch: list[tuple[int, Trace | None]] = [(j, m.lookup(j)) for j in range(i, i + width)]
+        tasks: dict[int, asyncio.Task[Trace]] = {}
+        for j, found in batch:
+            if found is None:
                 if not m.may_start():
                     budget_out = True
                     break
@@ -349,18 +373,19 @@ async def adecide(
         if tasks:
             await asyncio.gather(*tasks.values())
         stored: set[int] = set()
-        for j, rec in batch:
+        for j, found in batch:
             if test.done:
                 break
-            hit = rec is not None
-            if rec is None:
+            hit = found is not None
+            trace = found
+            if trace is None:
                 task = tasks.get(j)
                 if task is None:
                     break
-                rec = task.result()
-                m.store(j, rec)
+                trace = m.store(j, task.result())
                 stored.add(j)
-            outcomes.append(TrialOutcome(j, rec, hit))
+            rec = judge(trace)
+            outcomes.append(TrialOutcome(j, rec, trace, hit))
             test.update(rec.passed)
         for j, task in tasks.items():
             if j not in stored:

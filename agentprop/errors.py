@@ -92,3 +92,13 @@ class ToolError(AgentPropError):
 class AgentRunError(AgentPropError):
     """The agent under test raised, timed out or broke the protocol. The runner records it
     in the trace as an errored run; it is raised only where a caller asked for it."""
+
+
+class MemoFileError(InputError):
+    """A trial memo file (``TrialMemo(path)``, ``--agentprop-memo``) cannot be used: it is not
+    a SQLite database, not an agentprop memo, or written by a newer agentprop."""
+
+
+class AgentPropWarning(UserWarning):
+    """Something agentprop did that the user should know about, though nothing failed (an
+    old-format memo file converted, for one)."""

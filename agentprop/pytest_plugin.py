@@ -7,10 +7,11 @@ Options (all prefixed ``--agentprop-``):
 ``--agentprop-seed N``
     trial namespace; a new seed draws new samples, the same seed replays the memo.
 ``--agentprop-fresh``
-    re-sample every agent run instead of reusing memoised trials.
+    re-sample every agent run instead of reusing memoised runs.
 ``--agentprop-memo PATH``
-    where memoised trials are kept (default ``.agentprop/trials.sqlite`` under the rootdir;
-    ``none`` keeps them in memory only).
+    where memoised agent runs (traces; properties judge them afresh) are kept (default
+    ``.agentprop/trials.sqlite`` under the rootdir; ``none`` keeps them in memory only).
+    A file that is not a memo of this format is a usage error naming it.
 ``--agentprop-max-runs N`` / ``--agentprop-max-usd X``
     one budget for the whole session; when it is spent, undecided checks are INCONCLUSIVE
     (never a pass).
@@ -46,6 +47,7 @@ registered (``deadline=None``, explain phase off, few examples, database on); us
 from __future__ import annotations
 
 import secrets
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -74,7 +76,7 @@ from agentprop._project import Project, load_project
 from agentprop._scenario import make_world
 from agentprop._snapshot import SnapshotResult, check_reason, check_snapshot
 from agentprop._world import World, stable_seed
-from agentprop.errors import InputError
+from agentprop.errors import AgentPropWarning, InputError, MemoFileError
 
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {"max_runs": 30, "max_examples": 5},
@@ -110,8 +112,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agentprop", "agentprop: statistical tests of LLM agents")
     group.addoption("--agentprop-profile", choices=sorted(PROFILES), default=None, help="smoke, ci (default) or release")
     group.addoption("--agentprop-seed", type=int, default=None, help="trial namespace (default 0)")
-    group.addoption("--agentprop-fresh", action="store_true", default=False, help="re-sample agent runs instead of reusing memoised trials")
-    group.addoption("--agentprop-memo", default=None, help="memo file for trials (default .agentprop/trials.sqlite; 'none' for memory only)")
+    group.addoption("--agentprop-fresh", action="store_true", default=False, help="re-sample agent runs instead of reusing memoised runs")
+    group.addoption("--agentprop-memo", default=None, help="memo file of agent runs (default .agentprop/trials.sqlite; 'none' for memory only)")
     group.addoption("--agentprop-max-runs", type=int, default=None, help="session budget: most agent runs")
     group.addoption("--agentprop-max-usd", type=float, default=None, help="session budget: most dollars")
     group.addoption(
@@ -128,7 +130,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--agentprop-spec", default=None, help="spec (directory) loaded by the agentprop_project fixture")
     parser.addini("agentprop_agent", "MODULE:ATTR loaded by the agentprop_agent fixture", default="")
     parser.addini("agentprop_spec", "spec (directory) loaded by the agentprop_project fixture", default="")
-    parser.addini("agentprop_memo", "memo file for trials ('none' for memory only)", default="")
+    parser.addini("agentprop_memo", "memo file of agent runs ('none' for memory only)", default="")
 
 
 def _opt(config: pytest.Config, name: str) -> Any:
@@ -150,7 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
         memo = TrialMemo(namespace=namespace)
     else:
         path = Path(memo_opt) if memo_opt else Path(str(config.rootpath)) / ".agentprop" / "trials.sqlite"
-        memo = TrialMemo(path, namespace=namespace)
+        memo = _open_memo(config, path, namespace)
     set_default_memo(memo)
     max_runs = _opt(config, "--agentprop-max-runs")
     max_usd = _opt(config, "--agentprop-max-usd")
@@ -176,6 +178,23 @@ def pytest_configure(config: pytest.Config) -> None:
     _active_profile = _opt(config, "--agentprop-profile") or "ci"
     config._agentprop_state = {"memo": memo, "budget": budget, "profile": _opt(config, "--agentprop-profile") or "ci", "seed": seed, "corpus": corpus, "snapshots": []}  # type: ignore[attr-defined]
     clear_recorded_results()
+
+
+def _open_memo(config: pytest.Config, path: Path, namespace: str) -> TrialMemo:
+    """The on-disk memo; a file that cannot be used is a usage error naming it (not an
+    INTERNALERROR), and the note of an old-format file's conversion is a configuration warning."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AgentPropWarning)
+        try:
+            memo = TrialMemo(path, namespace=namespace)
+        except MemoFileError as exc:
+            raise pytest.UsageError(f"agentprop memo: {exc}") from None
+    for w in caught:
+        if isinstance(w.message, AgentPropWarning):
+            config.issue_config_time_warning(w.message, stacklevel=2)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return memo
 
 
 def _uses_agentprop(config: pytest.Config) -> bool:
@@ -250,7 +269,8 @@ def agentprop_budget(request: pytest.FixtureRequest) -> Budget:
 
 @pytest.fixture(scope="session")
 def agentprop_memo(request: pytest.FixtureRequest) -> TrialMemo:
-    """The memo of agent trials (same input, agent and trial index -> same outcome)."""
+    """The memo of agent runs (same input, agent and trial index -> the same run, judged
+    afresh by each property)."""
     return _state(request.config)["memo"]  # type: ignore[no-any-return]
 
 

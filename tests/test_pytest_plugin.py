@@ -417,19 +417,30 @@ def test_project_and_agent_fixtures_name_both_ways_to_configure_them(pytester: p
 
 
 SEEDS = PREAMBLE + """
-NOISY = agent(skip_auth=0.5)
+import dataclasses
+
 SEQ = []
+STARTED = []
+_NOISY = agent(skip_auth=0.5)
+
+
+def _counted():
+    STARTED.append(1)  # the factory is called once per agent run
+    return _NOISY.factory()
+
+
+NOISY = dataclasses.replace(_NOISY, factory=_counted)  # same fingerprint, counted runs
 
 
 def mft(trace):
     verdicts = agentprop.mft_verdicts(project.spec, CANCEL, trace)
-    SEQ.append(all(v.passed for v in verdicts))  # called once per agent run, not on memo hits
+    SEQ.append(all(v.passed for v in verdicts))  # called on every trial: fresh runs and stored ones
     return verdicts
 
 
 def test_noisy():
     r = agentprop.check(project, CANCEL, NOISY, prop=mft, mode="fixed", runs=40, raise_on_failure=False)
-    record("noisy", seq="".join("1" if ok else "0" for ok in SEQ), passes=r.passes, runs=r.runs, memo_hits=r.memo_hits)
+    record("noisy", seq="".join("1" if ok else "0" for ok in SEQ), agent_runs=len(STARTED), passes=r.passes, runs=r.runs, memo_hits=r.memo_hits)
 """
 
 
@@ -444,18 +455,20 @@ def test_seed_fresh_and_memo_on_disk(pytester: pytest.Pytester) -> None:
 
     first, totals = session(memo, "--agentprop-seed=7")
     assert len(first["seq"]) == 40 and 0 < first["passes"] < 40  # the agent really is noisy
-    assert first["seq"].count("1") == first["passes"]
+    assert first["seq"].count("1") == first["passes"] and first["agent_runs"] == 40
     assert int(totals[3]) == 40
     assert (pytester.path / "memo" / "trials.sqlite").exists()
 
-    # same memo, same seed: every trial is reused, the agent never runs
+    # same memo, same seed: every run is reused, the agent never runs; the property judges
+    # each stored run again and sees the same outcomes in the same order
     again, totals = session(memo, "--agentprop-seed=7")
-    assert again["seq"] == "" and again["memo_hits"] == 40 and again["passes"] == first["passes"]
+    assert again["agent_runs"] == 0 and again["memo_hits"] == 40
+    assert again["seq"] == first["seq"] and again["passes"] == first["passes"]
     assert (int(totals[3]), int(totals[4])) == (0, 40)
 
     # --agentprop-fresh: new samples even though the memo holds the old ones
     fresh, totals = session(memo, "--agentprop-seed=7", "--agentprop-fresh")
-    assert len(fresh["seq"]) == 40 and fresh["seq"] != first["seq"] and int(totals[3]) == 40
+    assert len(fresh["seq"]) == 40 and fresh["seq"] != first["seq"] and int(totals[3]) == 40 == fresh["agent_runs"]
 
     # without the on-disk memo: the same seed replays the same samples, another seed draws others
     same, _ = session("--agentprop-seed=7")
