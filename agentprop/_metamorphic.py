@@ -145,8 +145,8 @@ async def acheck_invariance(
         return not_applicable(scenario, base, n=n, alpha=alpha)
     loaded = as_loaded_agent(agent)
     memo = memo if memo is not None else default_memo()
-    base = seed * 1_000_003
-    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, base, memo, budget, seed)
+    first_trial = seed * 1_000_003
+    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed)
     results: list[VariantResult] = []
     total = runs
     corrected = alpha / len(variants)
@@ -155,7 +155,7 @@ async def acheck_invariance(
             break
         # independent samples: each side gets its own trial indices (the two-sample test
         # assumes independence; shared indices would pair simulated agents' random draws)
-        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, base + (k + 1) * n, memo, budget, seed)
+        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed)
         total += r
         if r < n:
             break
