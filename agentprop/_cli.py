@@ -57,9 +57,10 @@ from agentprop._snapshot import (
     render_baseline,
     render_pending,
 )
-from agentprop._spec.lint import condition_variables
+from agentprop._spec.lint import LintFinding, condition_variables, implied_decision
+from agentprop._yaml_source import load_yaml
 from agentprop._spec.load import lint_spec, resolve_spec_path
-from agentprop.errors import AgentPropError, InputError, InvalidArgument
+from agentprop.errors import AgentPropError, BindingsError, InputError, InvalidArgument, SourceLocation, SpecError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -341,6 +342,33 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _path_findings(project: Project) -> list[LintFinding]:
+    """Unrealisable paths as lint findings, each at the spec line of the node it stops at."""
+    try:
+        src = load_yaml(project.spec_path, error=SpecError)
+    except AgentPropError:
+        src = None
+    index = {n.node_id: i for i, n in enumerate(project.spec.decision_tree)}
+    out: list[LintFinding] = []
+    for pr in project.path_problems:
+        loc = None
+        if src is not None and pr.node in index:
+            loc = src.location(("decision_tree", index[pr.node]))
+        where = " -> ".join(pr.nodes)
+        out.append(
+            LintFinding(
+                code=pr.code,
+                severity="info" if pr.code == "P003" else "warning",
+                message=f"{pr.label} {pr.path_id}" + (f" ({where})" if where else "") + f": {pr.reason}",
+                file=str(loc.path if loc is not None and loc.path else project.spec_path),
+                line=loc.line if loc is not None else None,
+                column=loc.column if loc is not None else None,
+                fix=pr.fix,
+            )
+        )
+    return out
+
+
 def _lint(args: argparse.Namespace, out: TextIO) -> int:
     findings = lint_spec(args.spec)
     problems: list[str] = []
@@ -372,8 +400,9 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
         print(f"(decisions of {', '.join(sorted(set(resolved)))} are given by `outcomes:` in {project.bindings.path})", file=out)  # type: ignore[union-attr]
     for w in warnings:
         print(f"{project.bindings.path}: warning B001: {w}", file=out)  # type: ignore[union-attr]
-    for pr in problems:
-        print(f"{project.bindings.path}: warning P001: unrealisable path: {pr}", file=out)  # type: ignore[union-attr]
+    path_findings = _path_findings(project) if problems else []
+    for f in path_findings:
+        print(f.render(), file=out)
     if project is not None and project.bindings.path is None:
         names = condition_variables(project.spec)
         print(
@@ -382,8 +411,8 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
     errors = sum(f.severity == "error" for f in findings)
-    warns = sum(f.severity == "warning" for f in findings) + len(warnings) + len(problems)
-    infos = sum(f.severity == "info" for f in findings)
+    warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings)
+    infos = sum(f.severity == "info" for f in findings) + sum(f.severity == "info" for f in path_findings)
     print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} note(s)", file=out)
     if args.json_path:
         Path(args.json_path).write_text(
@@ -471,6 +500,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     # built once per project: coverage and shrinking read the same list
     scenarios, problems = project.scenarios(), project.problems
     scenarios = _selected_scenarios(project, args.case)
+    _require_decisions(project, scenarios)
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more")
     kinds = tuple(k.strip().lower() for k in args.kinds.split(",") if k.strip())
@@ -517,7 +547,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if snapshot.exhausted and snapshot.refused_runs:
         print(f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} case(s) INCONCLUSIVE", file=out)
     for pr in problems:
-        print(f"note: unrealisable path: {pr}", file=out)
+        print(f"note: {pr}", file=out)
     if args.json_path:
         Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
         print(f"report written to {args.json_path}", file=out)
@@ -557,6 +587,26 @@ def _require_cases(project: Project, option: str | None = None) -> None:
         expected="an agentprop.yaml next to the spec binding the variables of the `when` expressions",
         fix="write the bindings (docs/reference.md#bindings; examples/*/agentprop.yaml are worked examples); "
         f"`agentprop lint {project.spec_path.parent}` lists the variables",
+    )
+
+
+def _require_decisions(project: Project, scenarios: list[Scenario]) -> None:
+    """Every case checks the decision its leaf stands for: a scenario whose last turn expects
+    none (a leaf the bindings do not map and whose name implies no single decision) is an
+    error, not a case that silently skips the decision check."""
+    unmapped = [s for s in scenarios if s.expect_decision is None]
+    if not unmapped:
+        return
+    first = unmapped[0]
+    keys = sorted({f"{s.leaf}<-{s.via}" if s.via else s.leaf for s in unmapped})
+    _, candidates = implied_decision(first.leaf, project.spec.response_contract.decision_enum)
+    raise BindingsError(
+        f"{len(unmapped)} case(s) would check no decision: {', '.join(keys)} "
+        f"stand(s) for no single decision of decision_enum (e.g. case {first.id})",
+        location=project.bindings.outcome_location(first.leaf) if project.bindings.path is not None else SourceLocation(project.spec_path),
+        expected="`outcomes:` mapping each of them to a decision: `LEAF: DECISION`, `LEAF: {VIA: DECISION}` or `LEAF<-VIA: DECISION`",
+        fix=f"add `{keys[0]}: DECISION` (DECISION one of {', '.join(candidates or project.spec.response_contract.decision_enum)}) under `outcomes:` in "
+        + (str(project.bindings.path) if project.bindings.path is not None else "agentprop.yaml next to the spec"),
     )
 
 
@@ -754,6 +804,7 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     if model_agent is not None:
         model_agent.budget = budget
     scenarios = _selected_scenarios(project, args.case)
+    _require_decisions(project, scenarios)
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more, or leave it out for the sequential test")
     _check_budget_args(args)
