@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
     run.add_argument("--kinds", default="mft,explore,boundary,dir,inv", help="case kinds to run, comma-separated: mft (every path), explore (every path written many ways), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all")
     run.add_argument("--explore", type=int, default=DEFAULT_PER_PATH, metavar="N", help=f"inputs explored per path: templates and phrase-pack paraphrases on every turn, the search weighted towards what failed (default {DEFAULT_PER_PATH}; 0 turns exploration off)")
-    run.add_argument("--case", action="append", default=[], metavar="ID", help="only run cases whose id contains ID (repeatable)")
+    run.add_argument("--case", action="append", default=[], metavar="ID", help="only run cases whose id contains ID, or is ID exactly (repeatable)")
     run.add_argument("--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each failing case (default 200; 0 turns shrinking off)")
     run.add_argument("--corpus", default=None, metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)")
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     tdad.add_argument("--control-runs", type=int, metavar="N", help="runs of each probe on the clean agent, the control (default 10, more if --probe-runs needs it)")
     tdad.add_argument("--kinds", default="mft,explore,boundary,dir,inv", help="case kinds in the suite (default all)")
     tdad.add_argument("--explore", type=int, default=DEFAULT_PER_PATH, metavar="N", help=f"inputs explored per path (default {DEFAULT_PER_PATH}; 0 turns exploration off)")
-    tdad.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID (repeatable)")
+    tdad.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID, or is ID exactly (repeatable)")
     tdad.add_argument("--runs", type=int, help="decide each case on a fixed N runs instead of the sequential test (cheaper with a model, less sure)")
     tdad.add_argument("--seed", type=int, default=0, help="trial namespace (default 0)")
     tdad.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
@@ -124,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--agent", default="anthropic", help=argparse.SUPPRESS)
     comp.add_argument("--fault", action="append", default=[], help=argparse.SUPPRESS)
     comp.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
-    comp.add_argument("--case", action="append", default=[], metavar="ID", help="compile against only the cases whose id contains ID (repeatable)")
+    comp.add_argument("--case", action="append", default=[], metavar="ID", help="compile against only the cases whose id contains ID, or is ID exactly (repeatable)")
     comp.add_argument("--max-iterations", type=int, default=6, metavar="N", help="outer iterations: full runs of the visible cases (default 6)")
     comp.add_argument("--max-inner", type=int, default=8, metavar="N", help="inner iterations on the failing cases once fewer than --inner-threshold fail (default 8)")
     comp.add_argument("--inner-threshold", type=int, default=10, metavar="N", help="switch to the inner loop below this many failing cases (default 10)")
@@ -172,7 +172,7 @@ def _snapshot_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     check = actions.add_parser("check", help="run every case and compare its behaviour with the approved baseline")
     check.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
     _add_agent_options(check)
-    check.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID (repeatable)")
+    check.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID, or is ID exactly (repeatable)")
     check.add_argument("--runs", type=int, default=10, help="runs per case (default 10)")
     check.add_argument("--alpha", type=float, default=0.05, help="significance of the two-sample test that calls a behaviour changed (default 0.05)")
     check.add_argument("--seed", type=int, default=0, help="trial namespace (default 0)")
@@ -616,7 +616,10 @@ def _selected_scenarios(project: Project, filters: list[str]) -> list[Scenario]:
     _require_cases(project)
     scenarios = project.scenarios()
     if filters:
-        scenarios = [s for s in scenarios if any(c in s.id for c in filters)]
+        # a filter that is a whole case id selects that case, not the loop and retry cases
+        # whose ids extend it (`END_BILLING_ANSWER<-N3_BILLING/N4_CLARIFY#0>N1_INTENT#3`)
+        ids = {s.id for s in scenarios}
+        scenarios = [s for s in scenarios if any(c == s.id if c in ids else c in s.id for c in filters)]
         if not scenarios:
             raise InputError(f"no case id contains {', '.join(filters)}", fix="run without --case to see the case ids")
     return scenarios

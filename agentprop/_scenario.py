@@ -488,7 +488,7 @@ def build_scenario(
                 elif var is not None and var.utterance is not None and key != n and key not in followups_done:
                     followups_done.add(key)
                     new_turn = _second_message(spec, path, step.node, var, env[key], slots, withheld, template_index)
-            if c.after is not None and new_turn is None:
+            if c.after is not None and new_turn is None and not c.negated:
                 again = render_template(order[1 % len(order)], slots, withheld) or first
                 after_decision = _decision_for(c.after, spec)
                 if after_decision is None:
