@@ -385,7 +385,7 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
         problems = project.problems
     resolved: list[str] = []
     if project is not None and project.bindings.path is not None:
-        mapped = set(project.bindings.outcomes)
+        mapped = {k.split("<-", 1)[0] for k in project.bindings.outcomes}
         kept = []
         for f in findings:
             leaf = next((w for w in f.message.split() if w in mapped), None) if f.code in ("L003", "L012") else None
