@@ -121,13 +121,6 @@ class TreePath:
                 out.append(Constraint(step.clause.expr, step.node, negated=False, after=step.clause.after, step=i, instance=inst))
         return out
 
-    def instance_start(self, boundary: str) -> int | None:
-        """Index of the first step that reads the second instance (``None``: no loop)."""
-        loop = self.loop_step
-        if loop is None:
-            return None
-        return loop + (1 if boundary == "after" else 0)
-
     def describe(self) -> str:
         parts = []
         for s in self.steps:
