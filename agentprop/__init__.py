@@ -36,7 +36,7 @@ from agentprop._memo import TrialMemo
 from agentprop._mutation import MutationPack, MutationReport, load_mutation_pack, mutation_test
 from agentprop._metamorphic import DirectionResult, InvarianceResult, check_direction, check_invariance
 from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings, TrialRecord, adecide, decide
-from agentprop._paths import TreePath, enumerate_paths
+from agentprop._paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop._project import Project, load_project
 from agentprop._promptsmith import CompileResult, compile_prompt
 from agentprop._properties import mft_verdicts
@@ -96,7 +96,7 @@ __all__ = [
     "SpecError", "ToolCall", "ToolError", "Trace", "TreePath", "Turn", "TurnContext",
     "Unsatisfiable", "Usage", "Verdict", "WhenClause", "World", "__version__", "args_satisfy",
     "arun_conversation", "build_scenario", "calls_in_order", "decision_in_enum", "decision_is",
-    "enumerate_paths", "evaluate", "forbids_tools", "leaf_scenarios", "lint_spec",
+    "enumerate_loop_paths", "enumerate_paths", "evaluate", "forbids_tools", "leaf_scenarios", "lint_spec",
     "load_bindings", "load_project", "load_spec", "make_world", "max_tool_calls",
     "mft_verdicts", "no_canary_leak", "no_run_errors", "numbers_grounded", "parse_when",
     "requires_tools", "response_model", "response_valid", "run_conversation", "solve",

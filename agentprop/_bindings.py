@@ -214,7 +214,15 @@ class Bindings(_Strict):
         return self._path.parent if self._path is not None else Path.cwd()
 
     def outcome(self, leaf: str, via: str | None, decision_enum: list[str]) -> str | None:
-        """The decision a terminal node stands for, reached from node ``via``."""
+        """The decision a terminal node stands for, reached from node ``via``.
+
+        ``outcomes:`` keys, most specific first: ``LEAF<-VIA: DECISION``, then ``LEAF:`` with a
+        ``{VIA: DECISION}`` map, then ``LEAF: DECISION``; else the decision the leaf's name
+        implies (``END_CANCELLED`` -> ``CANCELLED``), else ``None``."""
+        if via is not None:
+            keyed = self.outcomes.get(f"{leaf}<-{via}")
+            if isinstance(keyed, str):
+                return keyed
         mapped = self.outcomes.get(leaf)
         if isinstance(mapped, str):
             return mapped
@@ -231,6 +239,13 @@ class Bindings(_Strict):
         fields.update({name: list(kinds) for name, kinds in self.response.items()})
         context = [str(v) for v in _scalars(self.context)]
         return ResponseGrounding(fields=fields, context=context)
+
+    def outcome_location(self, leaf: str) -> SourceLocation:
+        """Where a leaf's decision is (or would be) mapped: its ``outcomes:`` entry, else the
+        ``outcomes:`` section, else the file."""
+        if self._src is not None:
+            return self._src.location(("outcomes", leaf), key=True)
+        return SourceLocation(self._path)
 
 
 # ----------------------------------------------------------------------------- field paths
@@ -393,6 +408,34 @@ class _Validator:
                     "give `mode: fixed` with `runs:` for a low bar, or a tau above 0.5",
                 )
 
+    def outcome_key(self, key: str, mapped: str | dict[str, str], leaves: set[str]) -> None:
+        """An ``outcomes:`` key of the form ``LEAF<-VIA``: a terminal node, a node with a branch
+        to it, and one decision."""
+        leaf, via = key.split("<-", 1)
+        if leaf not in leaves:
+            raise self.fail(
+                f"outcomes key {key!r} names {leaf!r}, which is not a terminal node of the tree",
+                ("outcomes", key),
+                f"write LEAF<-VIA with a terminal node: {', '.join(sorted(leaves))}",
+                key=True,
+            )
+        node = self.spec.nodes_by_id.get(via)
+        if node is None or not any(br.next == leaf for br in node.branches):
+            entering = sorted(n.node_id for n in self.spec.decision_tree if any(br.next == leaf for br in n.branches))
+            raise self.fail(
+                f"outcomes key {key!r}: {via!r} has no branch to {leaf}",
+                ("outcomes", key),
+                f"nodes entering {leaf}: {', '.join(entering) or '(none)'}",
+                key=True,
+            )
+        if not isinstance(mapped, str):
+            raise self.fail(
+                f"outcomes.{key} must be one decision, not a mapping",
+                ("outcomes", key),
+                "write `LEAF<-VIA: DECISION`",
+            )
+        self.decision(mapped, ("outcomes", key))
+
     def run(self) -> list[str]:
         warnings: list[str] = []
         b, spec = self.b, self.spec
@@ -468,7 +511,11 @@ class _Validator:
         for tool in b.handlers:
             self.tool(tool, ("handlers", tool))
         leaves = set(spec.leaf_ids())
-        for leaf, mapped in b.outcomes.items():
+        for key, mapped in b.outcomes.items():
+            if "<-" in key:
+                self.outcome_key(key, mapped, leaves)
+                continue
+            leaf = key
             if leaf not in leaves:
                 raise self.fail(
                     f"outcomes names {leaf!r}, which is not a terminal node of the tree",
@@ -502,7 +549,7 @@ class _Validator:
                     raise self.fail(f"capability {cap!r} names unknown node {n!r}", ("capabilities", cap), "use node ids of the decision tree")
         self.policies()
         for leaf in spec.leaf_ids():
-            if leaf in b.outcomes:
+            if leaf in b.outcomes or any(k.startswith(f"{leaf}<-") for k in b.outcomes):
                 continue
             decision, candidates = implied_decision(leaf, spec.response_contract.decision_enum)
             if decision is None:

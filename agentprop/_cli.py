@@ -58,9 +58,10 @@ from agentprop._snapshot import (
     render_pending,
 )
 from agentprop._readings import binding_findings, unchecked_requirements
-from agentprop._spec.lint import condition_variables
+from agentprop._spec.lint import LintFinding, condition_variables, implied_decision
+from agentprop._yaml_source import load_yaml
 from agentprop._spec.load import lint_spec, resolve_spec_path
-from agentprop.errors import AgentPropError, InputError, InvalidArgument
+from agentprop.errors import AgentPropError, BindingsError, InputError, InvalidArgument, SourceLocation, SpecError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -89,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
     run.add_argument("--kinds", default="mft,explore,boundary,dir,inv", help="case kinds to run, comma-separated: mft (every path), explore (every path written many ways), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all")
     run.add_argument("--explore", type=int, default=DEFAULT_PER_PATH, metavar="N", help=f"inputs explored per path: templates and phrase-pack paraphrases on every turn, the search weighted towards what failed (default {DEFAULT_PER_PATH}; 0 turns exploration off)")
-    run.add_argument("--case", action="append", default=[], metavar="ID", help="only run cases whose id contains ID (repeatable)")
+    run.add_argument("--case", action="append", default=[], metavar="ID", help="only run cases whose id contains ID, or is ID exactly (repeatable)")
     run.add_argument("--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each failing case (default 200; 0 turns shrinking off)")
     run.add_argument("--corpus", default=None, metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)")
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
@@ -109,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     tdad.add_argument("--control-runs", type=int, metavar="N", help="runs of each probe on the clean agent, the control (default 10, more if --probe-runs needs it)")
     tdad.add_argument("--kinds", default="mft,explore,boundary,dir,inv", help="case kinds in the suite (default all)")
     tdad.add_argument("--explore", type=int, default=DEFAULT_PER_PATH, metavar="N", help=f"inputs explored per path (default {DEFAULT_PER_PATH}; 0 turns exploration off)")
-    tdad.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID (repeatable)")
+    tdad.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID, or is ID exactly (repeatable)")
     tdad.add_argument("--runs", type=int, help="decide each case on a fixed N runs instead of the sequential test (cheaper with a model, less sure)")
     tdad.add_argument("--seed", type=int, default=0, help="trial namespace (default 0)")
     tdad.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
@@ -124,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--agent", default="anthropic", help=argparse.SUPPRESS)
     comp.add_argument("--fault", action="append", default=[], help=argparse.SUPPRESS)
     comp.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
-    comp.add_argument("--case", action="append", default=[], metavar="ID", help="compile against only the cases whose id contains ID (repeatable)")
+    comp.add_argument("--case", action="append", default=[], metavar="ID", help="compile against only the cases whose id contains ID, or is ID exactly (repeatable)")
     comp.add_argument("--max-iterations", type=int, default=6, metavar="N", help="outer iterations: full runs of the visible cases (default 6)")
     comp.add_argument("--max-inner", type=int, default=8, metavar="N", help="inner iterations on the failing cases once fewer than --inner-threshold fail (default 8)")
     comp.add_argument("--inner-threshold", type=int, default=10, metavar="N", help="switch to the inner loop below this many failing cases (default 10)")
@@ -172,7 +173,7 @@ def _snapshot_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     check = actions.add_parser("check", help="run every case and compare its behaviour with the approved baseline")
     check.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
     _add_agent_options(check)
-    check.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID (repeatable)")
+    check.add_argument("--case", action="append", default=[], metavar="ID", help="only cases whose id contains ID, or is ID exactly (repeatable)")
     check.add_argument("--runs", type=int, default=10, help="runs per case (default 10)")
     check.add_argument("--alpha", type=float, default=0.05, help="significance of the two-sample test that calls a behaviour changed (default 0.05)")
     check.add_argument("--seed", type=int, default=0, help="trial namespace (default 0)")
@@ -342,6 +343,33 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _path_findings(project: Project) -> list[LintFinding]:
+    """Unrealisable paths as lint findings, each at the spec line of the node it stops at."""
+    try:
+        src = load_yaml(project.spec_path, error=SpecError)
+    except AgentPropError:
+        src = None
+    index = {n.node_id: i for i, n in enumerate(project.spec.decision_tree)}
+    out: list[LintFinding] = []
+    for pr in project.path_problems:
+        loc = None
+        if src is not None and pr.node in index:
+            loc = src.location(("decision_tree", index[pr.node]))
+        where = " -> ".join(pr.nodes)
+        out.append(
+            LintFinding(
+                code=pr.code,
+                severity="info" if pr.code == "P003" else "warning",
+                message=f"{pr.label} {pr.path_id}" + (f" ({where})" if where else "") + f": {pr.reason}",
+                file=str(loc.path if loc is not None and loc.path else project.spec_path),
+                line=loc.line if loc is not None else None,
+                column=loc.column if loc is not None else None,
+                fix=pr.fix,
+            )
+        )
+    return out
+
+
 def _lint(args: argparse.Namespace, out: TextIO) -> int:
     findings = lint_spec(args.spec)
     problems: list[str] = []
@@ -358,7 +386,7 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
         problems = project.problems
     resolved: list[str] = []
     if project is not None and project.bindings.path is not None:
-        mapped = set(project.bindings.outcomes)
+        mapped = {k.split("<-", 1)[0] for k in project.bindings.outcomes}
         kept = []
         for f in findings:
             leaf = next((w for w in f.message.split() if w in mapped), None) if f.code in ("L003", "L012") else None
@@ -373,8 +401,9 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
         print(f"(decisions of {', '.join(sorted(set(resolved)))} are given by `outcomes:` in {project.bindings.path})", file=out)  # type: ignore[union-attr]
     for w in warnings:
         print(f"{project.bindings.path}: warning B001: {w}", file=out)  # type: ignore[union-attr]
-    for pr in problems:
-        print(f"{project.bindings.path}: warning P001: unrealisable path: {pr}", file=out)  # type: ignore[union-attr]
+    path_findings = _path_findings(project) if problems else []
+    for f in path_findings:
+        print(f.render(), file=out)
     downgrades = binding_findings(project.bindings, project.spec) if project is not None and project.bindings.path is not None else []
     for f in downgrades:
         print(f.render(), file=out)
@@ -386,8 +415,8 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
     errors = sum(f.severity == "error" for f in findings)
-    warns = sum(f.severity == "warning" for f in findings) + len(warnings) + len(problems)
-    infos = sum(f.severity == "info" for f in findings) + len(downgrades)
+    warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings)
+    infos = sum(f.severity == "info" for f in findings) + sum(f.severity == "info" for f in path_findings) + len(downgrades)
     print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} note(s)", file=out)
     if args.json_path:
         Path(args.json_path).write_text(
@@ -475,6 +504,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     # built once per project: coverage and shrinking read the same list
     scenarios, problems = project.scenarios(), project.problems
     scenarios = _selected_scenarios(project, args.case)
+    _require_decisions(project, scenarios)
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more")
     kinds = tuple(k.strip().lower() for k in args.kinds.split(",") if k.strip())
@@ -521,7 +551,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if snapshot.exhausted and snapshot.refused_runs:
         print(f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} case(s) INCONCLUSIVE", file=out)
     for pr in problems:
-        print(f"note: unrealisable path: {pr}", file=out)
+        print(f"note: {pr}", file=out)
     for u in unchecked_requirements(project.spec):
         print(f"note: not checked: {u.clause} (agentprop has no check for it; `agentprop lint` shows where)", file=out)
     if args.json_path:
@@ -567,13 +597,36 @@ def _require_cases(project: Project, option: str | None = None) -> None:
     )
 
 
+def _require_decisions(project: Project, scenarios: list[Scenario]) -> None:
+    """Every case checks the decision its leaf stands for: a scenario whose last turn expects
+    none (a leaf the bindings do not map and whose name implies no single decision) is an
+    error, not a case that silently skips the decision check."""
+    unmapped = [s for s in scenarios if s.expect_decision is None]
+    if not unmapped:
+        return
+    first = unmapped[0]
+    keys = sorted({f"{s.leaf}<-{s.via}" if s.via else s.leaf for s in unmapped})
+    _, candidates = implied_decision(first.leaf, project.spec.response_contract.decision_enum)
+    raise BindingsError(
+        f"{len(unmapped)} case(s) would check no decision: {', '.join(keys)} "
+        f"stand(s) for no single decision of decision_enum (e.g. case {first.id})",
+        location=project.bindings.outcome_location(first.leaf) if project.bindings.path is not None else SourceLocation(project.spec_path),
+        expected="`outcomes:` mapping each of them to a decision: `LEAF: DECISION`, `LEAF: {VIA: DECISION}` or `LEAF<-VIA: DECISION`",
+        fix=f"add `{keys[0]}: DECISION` (DECISION one of {', '.join(candidates or project.spec.response_contract.decision_enum)}) under `outcomes:` in "
+        + (str(project.bindings.path) if project.bindings.path is not None else "agentprop.yaml next to the spec"),
+    )
+
+
 def _selected_scenarios(project: Project, filters: list[str]) -> list[Scenario]:
     """The project's scenarios whose id contains one of ``filters`` (all when there is none);
     a project with no buildable case at all is an input error."""
     _require_cases(project)
     scenarios = project.scenarios()
     if filters:
-        scenarios = [s for s in scenarios if any(c in s.id for c in filters)]
+        # a filter that is a whole case id selects that case, not the loop and retry cases
+        # whose ids extend it (`END_BILLING_ANSWER<-N3_BILLING/N4_CLARIFY#0>N1_INTENT#3`)
+        ids = {s.id for s in scenarios}
+        scenarios = [s for s in scenarios if any(c == s.id if c in ids else c in s.id for c in filters)]
         if not scenarios:
             raise InputError(f"no case id contains {', '.join(filters)}", fix="run without --case to see the case ids")
     return scenarios
@@ -761,6 +814,7 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     if model_agent is not None:
         model_agent.budget = budget
     scenarios = _selected_scenarios(project, args.case)
+    _require_decisions(project, scenarios)
     if args.runs is not None and args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 1 or more, or leave it out for the sequential test")
     _check_budget_args(args)

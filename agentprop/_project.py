@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentprop._bindings import Bindings, empty_bindings, find_bindings, load_bindings
 from agentprop._runtime import AgentFactory, arun_conversation
-from agentprop._scenario import Scenario, leaf_scenarios, make_world
+from agentprop._scenario import PathProblem, Scenario, make_world, scenarios_and_problems
 from agentprop._spec.load import load_spec, resolve_spec_path
 from agentprop._spec.model import Spec
 from agentprop._trace import Trace
@@ -22,7 +22,7 @@ class Project:
     bindings: Bindings
     spec_path: Path
     _scenarios: list[Scenario] | None = field(default=None, repr=False)
-    _problems: list[str] | None = field(default=None, repr=False)
+    _problems: list[PathProblem] | None = field(default=None, repr=False)
 
     @property
     def base_dir(self) -> Path:
@@ -31,12 +31,18 @@ class Project:
     def scenarios(self) -> list[Scenario]:
         """One scenario per terminal node (and entering node) and per missing-field stop."""
         if self._scenarios is None:
-            self._scenarios, self._problems = leaf_scenarios(self.spec, self.bindings)
+            self._scenarios, self._problems = scenarios_and_problems(self.spec, self.bindings)
         return list(self._scenarios)
 
     @property
     def problems(self) -> list[str]:
-        """Paths the spec and bindings cannot realise, with the reason."""
+        """Paths the spec and bindings cannot realise, with the reason (one line each)."""
+        return [p.render() for p in self.path_problems]
+
+    @property
+    def path_problems(self) -> list[PathProblem]:
+        """Every unrealisable path (P001), unchecked retry (P002) and the count of impossible
+        paths (P003), with the full node path and a fix."""
         self.scenarios()
         return list(self._problems or [])
 

@@ -326,18 +326,19 @@ def shrink_failures(
 def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, object]:
     """The seed article's capability matrix plus branch coverage.
 
-    Branches are ``NODE#k``. ``loop`` branches only lead back to an ancestor (paths are not
-    unrolled); ``unrealisable`` ones lie on loop-free paths that no scenario can realise (see
-    ``problems``). ``enforced`` is the coverage of the remaining, realisable branches, which
-    is held against the spec's ``tests.visible.min_branch_coverage``.
+    Branches are ``NODE#k``. ``loop`` lists the branches that only lead back to an ancestor
+    (loops are unrolled once, so scenarios take them); ``unrealisable`` ones lie on paths that
+    no scenario can realise (see ``problems``), loop branches included. ``enforced`` is the
+    coverage of the remaining, realisable branches, which is held against the spec's
+    ``tests.visible.min_branch_coverage``.
     """
     spec = project.spec
     all_branches = [f"{n.node_id}#{i}" for n in spec.decision_tree for i, _ in enumerate(n.branches)]
     covered = sorted({b for c in cases for b in c.branches} & set(all_branches))
     loops = [f"{n}#{i}" for n, i in loop_branches(spec)]
-    unrealisable = [b for b in all_branches if b not in covered and b not in loops and b not in _filtered_out(project, cases)]
+    unrealisable = [b for b in all_branches if b not in covered and b not in _filtered_out(project, cases)]
     skipped = [b for b in all_branches if b in _filtered_out(project, cases)]
-    denominator = [b for b in all_branches if b not in loops and b not in unrealisable]
+    denominator = [b for b in all_branches if b not in unrealisable]
     enforced = len(covered) / len(denominator) if denominator else 1.0
     minimum = ((spec.tests or {}).get("visible") or {}).get("min_branch_coverage")
     capabilities: dict[str, dict[str, int]] = {}
@@ -485,7 +486,12 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
     if br:
         note = f"branches: {len(br['covered'])}/{len(br['all'])} taken"
         if br["loop"]:
-            note += f"; loops not unrolled: {', '.join(br['loop'])}"
+            taken = [b for b in br["loop"] if b in br["covered"]]
+            missed = [b for b in br["loop"] if b not in br["covered"]]
+            if taken:
+                note += f"; loops unrolled once: {', '.join(taken)}"
+            if missed:
+                note += f"; loops not realised: {', '.join(missed)} (see the notes)"
         if br["unrealisable"]:
             note += f"; unrealisable: {', '.join(br['unrealisable'])}"
         if br["not_run"]:

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentprop._bindings import Bindings, VariableBinding, parse_field_path, schema_at
-from agentprop._paths import TreePath, enumerate_paths
+from agentprop._paths import Constraint, TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop._readings import anchor_overlap, exit_cut
 from agentprop._spec.model import Spec
 from agentprop._spec.when import (
@@ -195,6 +195,58 @@ def _candidates(name: str, spec: Spec, bindings: Bindings, exprs: list[Expr], de
     return list(dict.fromkeys(pool))
 
 
+LOOP_BOUNDARY = "@loop"
+"""Key of a loop path's assignment that records where the second instance starts (``at`` the
+loop branch's node or ``after`` it, see :meth:`TreePath.constraints`)."""
+
+
+def instance_name(name: str) -> str:
+    """The key of a variable's second instance in an assignment (``intent@2``)."""
+    return f"{name}@2"
+
+
+def base_name(key: str) -> str:
+    """The variable an assignment key stands for (``intent@2`` -> ``intent``)."""
+    return key.split("@", 1)[0]
+
+
+def _instance_keys(constraints: list[Constraint]) -> dict[tuple[str, int], str]:
+    """``(variable, instance)`` -> its key in the assignment: a variable read on both visits
+    of a loop gets a second key for the second visit; one read on one visit keeps its name."""
+    first = {n for c in constraints if c.instance == 1 for n in variables(c.expr)}
+    out: dict[tuple[str, int], str] = {}
+    for c in constraints:
+        for n in variables(c.expr):
+            out[(n, c.instance)] = instance_name(n) if c.instance == 2 and n in first else n
+    return out
+
+
+def _instances_realisable(bindings: Bindings, env: Mapping[str, Any]) -> bool:
+    """Whether the bindings can make a variable's two instances differ as ``env`` says: a new
+    user message (utterance and follow-up variables), or a different outcome of the second
+    call (world ``values`` that differ only in their failure); world fields and withheld slots
+    cannot change between visits."""
+    for key, value in env.items():
+        if "@" not in key or key == LOOP_BOUNDARY:
+            continue
+        name = base_name(key)
+        var = bindings.variables[name]
+        if var.internal or var.utterance is not None or var.followup is not None:
+            continue
+        first = env.get(name)
+        if _equal(first, value) or first == value:
+            continue
+        if var.world is not None and var.world.values is not None:
+            try:
+                a, b = _lookup_value(var.world.values, first), _lookup_value(var.world.values, value)
+            except KeyError:
+                return False
+            if a.set == b.set:
+                continue
+        return False
+    return True
+
+
 def solve(spec: Spec, bindings: Bindings, path: TreePath) -> dict[str, Any]:
     """Values for the bound variables that make ``path``'s conditions hold.
 
@@ -204,9 +256,29 @@ def solve(spec: Spec, bindings: Bindings, path: TreePath) -> dict[str, Any]:
     are not realised in the world or the conversation). Raises
     :class:`Unsatisfiable` with the reason when no assignment exists, or when a variable the
     path needs has no binding.
+
+    On a loop path, variables read on both visits have a second instance (``intent@2``), and
+    the assignment records under ``@loop`` whether the loop branch's node reads the first
+    instance (``after``) or the second (``at``): the first reading that is satisfiable wins.
     """
-    constraints = path.constraints()
+    if path.loop_step is None:
+        return _solve(spec, bindings, path, path.constraints())
+    reasons: list[str] = []
+    for boundary in ("after", "at"):
+        try:
+            env = _solve(spec, bindings, path, path.constraints(boundary))
+        except Unsatisfiable as exc:
+            reasons.append(str(exc))
+            continue
+        env[LOOP_BOUNDARY] = boundary
+        return env
+    # the reading with two instances says more (which variable could not change)
+    raise Unsatisfiable(next((r for r in reasons if "second visit" in r), reasons[0]))
+
+
+def _solve(spec: Spec, bindings: Bindings, path: TreePath, constraints: list[Constraint]) -> dict[str, Any]:
     exprs = [c.as_expr() for c in constraints]
+    keys = _instance_keys(constraints)
     names: list[str] = []
     for e in exprs:
         for n in variables(e):
@@ -223,18 +295,25 @@ def solve(spec: Spec, bindings: Bindings, path: TreePath) -> dict[str, Any]:
         var = bindings.variables[n]
         if var.world is not None and var.world.field is not None:
             defaults[n] = _world_default(bindings, spec, var)
-    domains = [_candidates(n, spec, bindings, exprs, defaults) for n in names]
+    slots = list(dict.fromkeys(keys.values()))
+    domains = [_candidates(base_name(k), spec, bindings, exprs, defaults) for k in slots]
     for combo in itertools.product(*domains):
-        env = dict(zip(names, combo))
+        env = dict(zip(slots, combo))
         try:
-            if all(evaluate(e, env) for e in exprs):
+            if all(evaluate(c.as_expr(), {n: env[keys[(n, c.instance)]] for n in variables(c.expr)}) for c in constraints) and (
+                len(slots) == len(names) or _instances_realisable(bindings, env)
+            ):
                 return env
         except (UnboundVariable, TypeError):
             continue
+    shown = ", ".join(slots)
     raise Unsatisfiable(
-        f"no values of {', '.join(names)} satisfy path {path.id}: "
+        f"no values of {shown} satisfy path {path.id}: "
         + " and ".join(str(e) for e in exprs)
-        + " (the conditions contradict each other, or a binding lacks a value that satisfies them)"
+        + " (the conditions contradict each other, or a binding lacks a value that satisfies them"
+        + ("; on a loop's second visit, only utterance and follow-up variables and world `values:` "
+           "that differ in their failure can change" if len(slots) != len(names) else "")
+        + ")"
     )
 
 
@@ -309,18 +388,28 @@ def build_scenario(
     *,
     template_index: int = 0,
     assignment: Mapping[str, Any] | None = None,
+    extra_failures: list[dict[str, Any]] | None = None,
 ) -> Scenario:
     """Realise ``path`` as a scenario (raises :class:`Unsatisfiable` or
-    :class:`~agentprop.errors.BindingsError` when the bindings cannot express it)."""
+    :class:`~agentprop.errors.BindingsError` when the bindings cannot express it).
+    ``extra_failures`` are injected on top of the path's own (a retry scenario's first call)."""
     env = dict(assignment) if assignment is not None else solve(spec, bindings, path)
     slots = dict(bindings.slots)
     withheld: set[str] = set()
     overrides: dict[str, dict[str, Any]] = {t: dict(v) for t, v in bindings.world.items()}
-    failures: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = [dict(f) for f in extra_failures or []]
     templates: list[str] = list(bindings.utterances)
     primary: str | None = None
 
+    boundary = env.get(LOOP_BOUNDARY)
     for name, value in env.items():
+        if name == LOOP_BOUNDARY:
+            continue
+        if "@" in name:
+            # a loop's second instance: world failures move to the second call here; new user
+            # messages are made where the turns are split below
+            _second_instance_world(bindings, name, value, failures)
+            continue
         var = bindings.variables[name]
         if var.utterance is not None:
             try:
@@ -343,7 +432,11 @@ def build_scenario(
                 for f, v in effect.set.items():
                     overrides.setdefault(w.tool, {})[f] = v
                 if effect.failure is not None:
-                    failures.append({"tool": w.tool, "mode": effect.failure, "calls": effect.calls})
+                    calls = effect.calls
+                    if instance_name(name) in env:
+                        # the loop's second visit has its own instance: this one is call 1's
+                        calls = list(calls) if calls is not None else [1]
+                    failures.append({"tool": w.tool, "mode": effect.failure, "calls": calls})
             elif w.field is not None:
                 overrides.setdefault(w.tool, {})[w.field] = value
     if path.missing is not None:
@@ -367,20 +460,25 @@ def build_scenario(
     overrides = {tool: _fill_slots(fields, slots) for tool, fields in overrides.items()}
 
     # split the path into turns: a follow-up variable or an `after X` clause starts a new turn
-    constraints = path.constraints()
+    # (on a loop path, so does a second instance of an utterance or follow-up variable)
+    constraints = path.constraints(boundary) if isinstance(boundary, str) else path.constraints()
+    keys = _instance_keys(constraints)
+    looping = path.loop_step is not None
     turns: list[ScenarioTurn] = [ScenarioTurn(user_message=first)]
     turn_nodes: list[list[str]] = [[]]
+    turn_steps: list[list[int | None]] = [[]]
     entered_internally: set[str] = set()
     followups_done: set[str] = set()
-    for step in path.steps:
-        node_constraints = [c for c in constraints if c.node == step.node and not c.negated]
+    for si, step in enumerate(path.steps):
+        node_constraints = [c for c in constraints if c.step == si and (looping or not c.negated)]
         new_turn: tuple[str, str | None] | None = None
         for c in node_constraints:
             for n in variables(c.expr):
                 var = bindings.variables.get(n)
-                if var is not None and var.followup is not None and n not in followups_done:
-                    followups_done.add(n)
-                    utterances = _lookup_value(var.followup.values, env[n])
+                key = keys.get((n, c.instance), n)
+                if var is not None and var.followup is not None and key not in followups_done:
+                    followups_done.add(key)
+                    utterances = _lookup_value(var.followup.values, env[key])
                     if utterances:
                         raw = utterances[template_index % len(utterances)]
                         text = render_template(raw, slots, set()) or raw
@@ -388,7 +486,10 @@ def build_scenario(
                     else:
                         # the conversation stops here: the agent's question is the last turn
                         turns[-1].expect_decision = var.followup.after_decision
-            if c.after is not None and new_turn is None:
+                elif var is not None and var.utterance is not None and key != n and key not in followups_done:
+                    followups_done.add(key)
+                    new_turn = _second_message(spec, path, step.node, var, env[key], slots, withheld, template_index)
+            if c.after is not None and new_turn is None and not c.negated:
                 again = render_template(order[1 % len(order)], slots, withheld) or first
                 after_decision = _decision_for(c.after, spec)
                 if after_decision is None:
@@ -398,13 +499,16 @@ def build_scenario(
             turns[-1].expect_decision = new_turn[1]
             turns.append(ScenarioTurn(user_message=new_turn[0]))
             turn_nodes.append([])
+            turn_steps.append([])
         turn_nodes[-1].append(step.node)
+        turn_steps[-1].append(si)
         if _is_agent_choice(spec, bindings, step.node) and _skippable(spec, step.node, step.next):
             # the agent itself chooses between these branches (e.g. schema_needed) and another
             # choice bypasses this node: its tools are permitted, not required
             entered_internally.add(step.next)
     if path.missing is None:
         turn_nodes[-1].append(path.leaf)
+        turn_steps[-1].append(None)
 
     # expectations per turn
     required_anywhere: set[str] = set()
@@ -414,13 +518,12 @@ def build_scenario(
         required_anywhere |= set(_node_tools(spec, bindings, leaf))
     allowed_all: set[str] = set()
     leaves = set(spec.leaf_ids())
-    step_by_node = {s.node: s for s in path.steps}
     previous: list[str] = []  # what the node before on the path required: anchors repeat its tail
     visited: set[str] = set()
     for ti, nodes in enumerate(turn_nodes):
         req: list[str] = []
         allowed: list[str] = []
-        for node_id in nodes:
+        for node_id, si in zip(nodes, turn_steps[ti]):
             tools = _node_tools(spec, bindings, node_id)
             node = spec.nodes_by_id.get(node_id)
             if node is not None:
@@ -430,7 +533,7 @@ def build_scenario(
                 previous = []
                 visited.add(node_id)
                 continue
-            step = step_by_node.get(node_id)
+            step = path.steps[si] if si is not None else None
             own = tools
             if step is not None and step.next in leaves:
                 # the branch ends the conversation off the happy path: only the tools up to the
@@ -456,6 +559,7 @@ def build_scenario(
         if extra is not None:
             forbidden = sorted(set(forbidden) | set(extra.must_not_call))
 
+    _add_retries(spec, turns, failures)
     limit = spec.max_tool_calls_per_turn
     for ti, t in enumerate(turns):
         if limit is not None and len(t.required_tools) > limit:
@@ -488,6 +592,90 @@ def build_scenario(
         capabilities=capabilities,
         clauses=clauses,
     )
+
+
+def _second_instance_world(bindings: Bindings, key: str, value: Any, failures: list[dict[str, Any]]) -> None:
+    """A world variable's second instance (a loop's second visit): its failure applies to the
+    tool's second call (``calls:`` of the effect count from there)."""
+    var = bindings.variables[base_name(key)]
+    if var.world is None or var.world.values is None:
+        return
+    try:
+        effect = _lookup_value(var.world.values, value)
+    except KeyError:
+        raise Unsatisfiable(f"variable {base_name(key)!r} has no world effect for value {value!r}; add it under `values:`") from None
+    if effect.failure is not None:
+        calls = [c + 1 for c in effect.calls] if effect.calls is not None else [2]
+        failures.append({"tool": var.world.tool, "mode": effect.failure, "calls": calls})
+
+
+def _asking_decision(spec: Spec, node_id: str) -> str | None:
+    """What the agent decides at ``node_id`` when it asks the user again (a loop's second
+    visit starts with the user's answer): the decision of an ``after X`` suffix on one of the
+    node's clauses, else the one its name implies (``N4_CLARIFY`` -> ``CLARIFY``)."""
+    node = spec.nodes_by_id[node_id]
+    for b in node.branches:
+        if b.clause.after is not None:
+            found = _decision_for(b.clause.after, spec)
+            if found is not None:
+                return found
+    stem = re.sub(r"^N\d+[A-Z]?_", "", node_id)
+    return _decision_for(stem, spec) if stem != node_id else None
+
+
+def _second_message(
+    spec: Spec, path: TreePath, node_id: str, var: VariableBinding, value: Any, slots: Mapping[str, Any], withheld: set[str], template_index: int
+) -> tuple[str, str | None]:
+    """The user's message that realises an utterance variable's second instance, and the
+    decision the agent takes on the turn before it."""
+    assert var.utterance is not None
+    try:
+        templates = list(_lookup_value(var.utterance, value))
+    except KeyError:
+        raise Unsatisfiable(f"path {path.id}: variable has no utterances for value {value!r} on the loop's second visit") from None
+    text = None
+    for t in templates[template_index % len(templates):] + templates[: template_index % len(templates)]:
+        text = render_template(t, slots, withheld)
+        if text is not None:
+            break
+    if text is None:
+        raise Unsatisfiable(f"path {path.id}: no template for {value!r} can leave out {', '.join(sorted(withheld))}")
+    decision = _asking_decision(spec, node_id)
+    if decision is None:
+        raise Unsatisfiable(
+            f"path {path.id} ({path.describe()}): cannot tell what the agent decides at {node_id} before the "
+            "user's second message; add `after DECISION` to a clause of the node"
+        )
+    return text, decision
+
+
+def _add_retries(spec: Spec, turns: list[ScenarioTurn], failures: list[dict[str, Any]]) -> None:
+    """Require the retries a tool's ``retry_policy`` calls for: when an injected failure hits
+    a required call with a mode the policy retries on, the agent must call the tool again (up
+    to ``retries`` times while the failure lasts). The retries count against
+    ``max_tool_calls_per_turn`` like any other call."""
+    counts: dict[str, int] = {}
+
+    def failing(tool: str, n: int) -> str | None:
+        for f in failures:
+            if f["tool"] == tool and (not f.get("calls") or n in f["calls"]):
+                return str(f["mode"])
+        return None
+
+    for turn in turns:
+        out: list[str] = []
+        for tool in turn.required_tools:
+            counts[tool] = counts.get(tool, 0) + 1
+            out.append(tool)
+            policy = spec.tool(tool).retry_policy if tool in spec.tools_by_name else None
+            left = policy.retries if policy is not None else 0
+            mode = failing(tool, counts[tool])
+            while mode is not None and policy is not None and mode in policy.on and left > 0:
+                left -= 1
+                counts[tool] += 1
+                out.append(tool)
+                mode = failing(tool, counts[tool])
+        turn.required_tools = out
 
 
 def _is_agent_choice(spec: Spec, bindings: Bindings, node_id: str) -> bool:
@@ -531,22 +719,86 @@ def _anchor_length(bindings: Bindings, node_id: str, previous: list[str], tools:
     return anchor_overlap(previous, tools, extra.repeat_calls if extra is not None else ())
 
 
+class PathProblem(BaseModel):
+    """A path (or a retry scenario) that the spec and bindings cannot realise."""
+
+    code: str = "P001"
+    """``P001``: an unrealisable tree path; ``P002``: a tool's retry cannot be checked."""
+    path_id: str
+    nodes: list[str] = Field(default_factory=list)
+    """The full node path (root first); loop paths name the re-entered node twice."""
+    node: str | None = None
+    """The node the finding points at in the spec (the last one the path decides at)."""
+    reason: str
+    fix: str
+
+    @property
+    def label(self) -> str:
+        return {"P001": "unrealisable path", "P002": "retry not checked", "P003": "impossible paths"}.get(self.code, "problem")
+
+    def render(self) -> str:
+        """``LABEL: ID [N1 -> N2 -> ...]: reason; fix: ...`` (one line)."""
+        where = " -> ".join(self.nodes)
+        head = f"{self.label}: {self.path_id}" + (f" [{where}]" if where else "")
+        return f"{head}: {self.reason}; fix: {self.fix}"
+
+
+def _path_fix(reason: str) -> str:
+    if "max_tool_calls_per_turn" in reason:
+        return (
+            "raise defaults.limits.max_tool_calls_per_turn, or split the work over turns in the tree; "
+            "if the path cannot happen, leave it: the finding documents that the spec cannot be met there"
+        )
+    if "needs variable" in reason:
+        return "bind the variable under `variables:` in the bindings file"
+    if reason.startswith("no values"):
+        return (
+            "nothing to do if the conditions contradict each other (first-match-wins makes the path "
+            "impossible); otherwise add the missing value to the variable's binding"
+        )
+    return "extend the bindings as the reason says"
+
+
+def _problem(path: TreePath, exc: Exception) -> PathProblem:
+    reason = str(exc)
+    return PathProblem(
+        path_id=path.id,
+        nodes=path.nodes,
+        node=path.steps[-1].node if path.steps else path.leaf,
+        reason=reason,
+        fix=_path_fix(reason),
+    )
+
+
 def leaf_scenarios(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[str]]:
+    """The scenarios ``agentprop run`` decides, and every unrealisable path as text (see
+    :func:`scenarios_and_problems`)."""
+    scenarios, problems = scenarios_and_problems(spec, bindings)
+    return scenarios, [p.render() for p in problems]
+
+
+def scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[PathProblem]]:
     """The scenarios ``agentprop run`` decides.
 
     One per terminal node and the node it is entered from (``END_X<-N``), one per
     missing-field stop, and then more paths until every branch that some realisable path
     takes is covered (their ids add the branch: ``END_APPROVE<-N7_SUBMIT/N5_CALCULATE#1``).
-    Several tree paths can share a key (``N1 -> N2 -> N8`` through either intent); the first
-    satisfiable one is used. Returns ``(scenarios, problems)``: keys that no path realises are
-    reported with the reason, never silently skipped.
+    Loop paths (one loop unrolled once) come last, so loop branches are covered by them
+    (``END_REFUSE_PII<-N1_INTENT/N4_CLARIFY#0``). Several tree paths can share a key
+    (``N1 -> N2 -> N8`` through either intent); the first satisfiable one is used. Then one
+    scenario per tool whose ``retry_policy`` retries a failure mode the tool declares: its first
+    call fails that way and the agent must retry (``.../cancel_order:timeout+retry``).
+
+    Returns ``(scenarios, problems)``: every path that cannot be realised is reported with
+    its full node path and the reason (also when another path realises its key), never
+    silently skipped.
     """
     out: list[Scenario] = []
-    problems: dict[str, str] = {}
+    failed: dict[str, list[PathProblem]] = {}
     done: set[str] = set()
-    paths = enumerate_paths(spec)
+    built: list[tuple[Scenario, TreePath]] = []
     pending: list[TreePath] = []
-    for path in paths:
+    for path in enumerate_paths(spec):
         key = path.id
         if key in done:
             pending.append(path)
@@ -554,25 +806,140 @@ def leaf_scenarios(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list
         try:
             scenario = build_scenario(spec, bindings, path)
         except Unsatisfiable as exc:
-            if key not in problems or problems[key].startswith("no values"):
-                problems[key] = str(exc)
+            failed.setdefault(key, []).append(_problem(path, exc))
             continue
         done.add(key)
-        problems.pop(key, None)
         out.append(scenario)
-    covered = {b for s in out for b in s.branches}
+        built.append((scenario, path))
+    covered = {b for sc in out for b in sc.branches}
     for path in pending:
         new = [f"{s.node}#{s.branch}" for s in path.steps if f"{s.node}#{s.branch}" not in covered]
         if not new:
             continue
         try:
             scenario = build_scenario(spec, bindings, path)
-        except Unsatisfiable:
+        except Unsatisfiable as exc:
+            failed.setdefault(path.id, []).append(_problem(path, exc))
             continue
         scenario.id = f"{path.id}/{new[0]}"
         covered |= set(scenario.branches)
         out.append(scenario)
-    return out, list(problems.values())
+        built.append((scenario, path))
+    # each loop unrolled once, for every way the second visit can go on
+    exits: set[str] = set()
+    for path in enumerate_loop_paths(spec):
+        exit_key = _loop_exit(path)
+        if exit_key in exits:
+            continue
+        try:
+            scenario = build_scenario(spec, bindings, path)
+        except Unsatisfiable as exc:
+            failed.setdefault(path.id, []).append(_problem(path, exc))
+            continue
+        exits.add(exit_key)
+        scenario.id = f"{path.id}/{exit_key}"
+        covered |= set(scenario.branches)
+        out.append(scenario)
+        built.append((scenario, path))
+    realised = {sc.id.split("/", 1)[0] for sc in out}
+    problems: list[PathProblem] = []
+    contradictions = 0
+    for key, group in failed.items():
+        other_reason = any(not pr.reason.startswith("no values") for pr in group)
+        shown_for_key = False
+        for pr in group:
+            if pr.reason.startswith("no values"):
+                if other_reason or shown_for_key or (key in realised and not _takes_uncovered(spec, pr, covered)):
+                    # first-match-wins makes this tree path impossible; the key is realised by
+                    # another path, or its real obstacle is reported
+                    contradictions += 1
+                    continue
+                shown_for_key = True
+            problems.append(pr)
+    if contradictions:
+        problems.append(
+            PathProblem(
+                code="P003",
+                path_id="(contradictory paths)",
+                reason=(
+                    f"{contradictions} more tree path(s) are impossible (their conditions exclude each other under "
+                    "first-match-wins, e.g. intent routed one way and read as another); each one's key is realised by "
+                    "another path or its real obstacle is listed"),
+                fix="nothing to do",
+            )
+        )
+    retries, retry_problems = retry_scenarios(spec, bindings, built)
+    out += retries
+    return out, problems + retry_problems
+
+
+def _loop_exit(path: TreePath) -> str:
+    """``LOOP#k>NODE#j``: the loop branch a loop path takes and how the re-entered node goes
+    on on its second visit (``>NODE:stop`` when it stops there for missing fields)."""
+    i = path.loop_step
+    assert i is not None
+    loop = path.steps[i]
+    after = path.steps[i + 1] if i + 1 < len(path.steps) else None
+    return f"{loop.node}#{loop.branch}>" + (f"{after.node}#{after.branch}" if after is not None else f"{path.leaf}:stop")
+
+
+def _takes_uncovered(spec: Spec, problem: PathProblem, covered: set[str]) -> bool:
+    """Whether a failed path runs through a node branch no scenario covers (by its nodes)."""
+    nodes = problem.nodes
+    for a, b in zip(nodes, nodes[1:]):
+        node = spec.nodes_by_id.get(a)
+        if node is None:
+            continue
+        ks = [f"{a}#{k}" for k, br in enumerate(node.branches) if br.next == b]
+        if ks and not any(k in covered for k in ks):
+            return True
+    return False
+
+
+def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, TreePath]]) -> tuple[list[Scenario], list[PathProblem]]:
+    """For each tool whose ``retry_policy`` retries (``retries >= 1``) a failure mode it
+    declares: the first scenario that requires the tool, with its first call failing in that
+    mode (a timeout when the policy retries timeouts). The retry is required, counted against
+    ``max_tool_calls_per_turn``; a tool whose retry fits no scenario is reported (P002)."""
+    out: list[Scenario] = []
+    problems: list[PathProblem] = []
+    for tool in spec.tools:
+        policy = tool.retry_policy
+        modes = [m for m in (policy.on if policy is not None else []) if m in tool.failure_modes]
+        if policy is None or policy.retries < 1 or not modes:
+            continue
+        mode = "timeout" if "timeout" in modes else modes[0]
+        reasons: list[str] = []
+        candidates = [
+            (sc, p) for sc, p in built
+            if any(tool.name in t.required_tools for t in sc.turns) and not any(f["tool"] == tool.name for f in sc.world.failures)
+        ]
+        for base, path in candidates:
+            try:
+                scenario = build_scenario(
+                    spec, bindings, path, assignment=base.assignment, extra_failures=[{"tool": tool.name, "mode": mode, "calls": [1]}]
+                )
+            except Unsatisfiable as exc:
+                reasons.append(f"{base.id}: {exc}")
+                continue
+            scenario.id = f"{base.id}/{tool.name}:{mode}+retry"
+            scenario.clauses = [*scenario.clauses, f"tools.{tool.name}.retry_policy"]
+            out.append(scenario)
+            break
+        else:
+            if candidates:
+                reason = f"the retry its retry_policy requires after a {mode} fits no scenario: " + "; ".join(reasons)
+            else:
+                reason = "no scenario requires the tool (it is only permitted where it appears), so no first call can fail"
+            problems.append(
+                PathProblem(
+                    code="P002",
+                    path_id=f"{tool.name}:{mode}+retry",
+                    reason=f"tool {tool.name}'s retry_policy (retries {policy.retries} on {', '.join(policy.on)}) is not checked: {reason}",
+                    fix=_path_fix(reason) if candidates else "require the tool on a node (must_call_tools_in_order) if its retry should be tested",
+                )
+            )
+    return out, problems
 
 
 # ----------------------------------------------------------------------------- worlds

@@ -58,7 +58,8 @@ def test_supportops_bindings_load(supportops_bindings: Bindings, supportops_spec
     assert b.variables["intent"].kind == "utterance"
     assert b.variables["verified"].kind == "world"
     assert b.variables["user_confirmation"].kind == "followup"
-    assert b.variables["user_confirmation"].finite_values() == ["yes", "no"]
+    # `unclear` is neither yes nor no: N6_CONFIRM_CANCEL's `otherwise` loop asks again
+    assert b.variables["user_confirmation"].finite_values() == ["yes", "no", "unclear"]
     assert b.variables["verified"].finite_values() is None  # a free field value
     assert set(b.variables["intent"].finite_values() or []) == {
         "cancel_order", "change_address", "billing_question", "pii_request", "unknown",

@@ -59,10 +59,11 @@ def test_run_end_to_end_then_replay_from_the_cache(server: MessagesServer, tmp_p
     first_json = tmp_path / "first.json"
     code, out, err = cli(*model_args(server, cache, "--cache-mode", "read-write", "--runs", "2", "--json", str(first_json)))
     assert code == 0, out + err
-    assert "14 cases: 14 passed, 0 failed" in out
+    # 14 loop-free paths, 6 loop paths and 4 retry cases
+    assert "24 cases: 24 passed, 0 failed" in out
     assert "seed_prompt.txt" in out and "seed_tool_descriptions.yaml" in out
     live_requests = len(server.requests)
-    assert live_requests > 14 * 2 * 2  # every run made at least two model calls
+    assert live_requests > 24 * 2 * 2  # every run made at least two model calls
     first = RunReport.model_validate_json(first_json.read_text())
     assert first.agent.ref == f"anthropic:{MODEL}" and len(first.agent.fingerprint) == 16
     assert first.metrics.cost_usd > 0
@@ -86,17 +87,17 @@ def test_run_end_to_end_then_replay_from_the_cache(server: MessagesServer, tmp_p
     assert f"{first.metrics.extra['model']['model_calls']} from the cache, 0 to the API" in out
 
     # another seed is another set of trials: replay-only cannot draw them
-    code, out, _ = cli(*model_args(server, cache, "--cache-mode", "replay-only", "--runs", "1", "--seed", "5", "--case", "BILLING"))
+    code, out, _ = cli(*model_args(server, cache, "--cache-mode", "replay-only", "--runs", "1", "--seed", "5", "--case", "END_BILLING_ANSWER<-N3_BILLING"))
     assert code == 1 and "FAIL" in out
     assert len(server.requests) == live_requests
 
 
 def test_replay_only_miss_explains_what_changed(server: MessagesServer, tmp_path: Path) -> None:
     cache = tmp_path / "api.sqlite"
-    code, _, _ = cli(*model_args(server, cache, "--cache-mode", "read-write", "--runs", "1", "--case", "BILLING"))
+    code, _, _ = cli(*model_args(server, cache, "--cache-mode", "read-write", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING"))
     assert code == 0
     report = tmp_path / "r.json"
-    code, out, _ = cli(*model_args(server, cache, "--cache-mode", "replay-only", "--runs", "1", "--case", "BILLING", "--temperature", "0.3", "--json", str(report)))
+    code, out, _ = cli(*model_args(server, cache, "--cache-mode", "replay-only", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--temperature", "0.3", "--json", str(report)))
     assert code == 1
     case = RunReport.model_validate_json(report.read_text()).cases[0]
     assert case.verdict == "FAIL"
@@ -114,7 +115,7 @@ def test_budget_exhaustion_marks_cases_inconclusive(server: MessagesServer, tmp_
     assert code == 1
     data = RunReport.model_validate_json(report.read_text())
     assert data.metrics.runs == 5
-    assert data.metrics.inconclusive >= 14 - 3
+    assert data.metrics.inconclusive >= 24 - 3
     assert all(c.verdict in ("PASS", "INCONCLUSIVE") for c in data.cases)
     assert "budget exhausted: max_runs=5 reached" in out
 
@@ -136,7 +137,7 @@ def test_dollar_budget_stops_new_runs(server: MessagesServer, tmp_path: Path) ->
 def test_missing_key_without_a_local_endpoint_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = cli(
         "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", MODEL, "--cache", str(tmp_path / "c.sqlite"),
-        "--cache-mode", "read-write", "--runs", "1", "--case", "BILLING", "--kinds", "mft",
+        "--cache-mode", "read-write", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--kinds", "mft",
     )
     assert code == 2
     assert "no Anthropic API key" in err and "ANTHROPIC_API_KEY" in err and "api_key=" in err
@@ -175,7 +176,7 @@ def test_an_explicit_prompt_is_what_the_model_gets(tmp_path: Path) -> None:
     ]
     with MessagesServer(script) as s:
         code, out, _ = cli(
-            *model_args(s, tmp_path / "c.sqlite", "--cache-mode", "off", "--runs", "1", "--case", "BILLING", "--prompt", str(prompt), "--temperature", "0", "--max-tokens", "300")
+            *model_args(s, tmp_path / "c.sqlite", "--cache-mode", "off", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--prompt", str(prompt), "--temperature", "0", "--max-tokens", "300")
         )
         first = s.requests[0].json
     assert code == 0, out

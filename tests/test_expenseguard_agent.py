@@ -24,7 +24,7 @@ from agentprop._paths import enumerate_paths
 from agentprop._project import Project, load_project
 from agentprop._properties import mft_verdicts
 from agentprop._runtime import run_conversation
-from agentprop._scenario import Scenario, build_scenario, leaf_scenarios, load_object, make_world, render_template, solve
+from agentprop._scenario import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, load_object, make_world, render_template, solve
 from agentprop._spec.lint import condition_variables
 from agentprop._trace import Trace
 from agentprop._world import World
@@ -128,6 +128,14 @@ def test_every_leaf_scenario_is_realisable(project: Project) -> None:
         REJECT_FX: "REJECT_POLICY",
         # then one more path so that N5_CALCULATE's `currency_mismatch == false` branch is covered
         "END_APPROVE<-N7_SUBMIT/N5_CALCULATE#1": "APPROVE_SUBMIT",
+        # then, per tool whose retry_policy retries timeouts, the first scenario its retry fits
+        # in: fx_convert's only fits on the FX reject path, submit_expense's on the no-FX approve
+        # path, get_policy's on the unknown-receipt path (the FX approve path has no room left)
+        f"{N3}/get_policy:timeout+retry": "REQUEST_INFO",
+        f"{N4A}/get_receipt:timeout+retry": "REJECT_DISALLOWED",
+        f"{REJECT}/fx_convert:timeout+retry/fx": "REJECT_POLICY",
+        "END_APPROVE<-N7_SUBMIT/N5_CALCULATE#1/submit_expense:timeout+retry": "APPROVE_SUBMIT",
+        f"{N4A}/open_compliance_case:timeout+retry": "REJECT_DISALLOWED",
     }
     assert {key(s): s.expect_decision for s in scenarios} == expected
     approve = next(s for s in scenarios if key(s) == APPROVE_FX)
@@ -308,8 +316,16 @@ def test_bookkeeping_variables_bind_real_failures(
 ) -> None:
     base = all_paths[k]
     path = next(p for p in enumerate_paths(project.spec) if p.id == base.id and solve(project.spec, project.bindings, p) == base.assignment)
-    s = build_scenario(project.spec, project.bindings, path, assignment={**base.assignment, variable: False})
-    assert [f["tool"] for f in s.world.failures] == [tool]
+    try:
+        s = build_scenario(project.spec, project.bindings, path, assignment={**base.assignment, variable: False})
+    except Unsatisfiable as exc:
+        # the FX approve path already uses all 4 calls: the retry fx_convert's retry_policy
+        # requires after the timeout does not fit, so no scenario expects it; the agent's
+        # behaviour under the failure is still checked in the path's world
+        assert k == APPROVE_FX and "max_tool_calls_per_turn is 4" in str(exc) and "fx_convert, fx_convert" in str(exc)
+        s = with_failure(base, tool, "timeout", None)
+    else:
+        assert [f["tool"] for f in s.world.failures] == [tool]
     tr = run(project, s, agent_cls)
     assert tr.all_errors() == []
     assert [c.name for c in tr.tool_calls].count(tool) == calls

@@ -40,6 +40,24 @@ PROBLEM_IDS = {"END_REFUSE_PII<-N3_BILLING", "END_TICKET<-N9_UPDATE_ADDRESS"}
 # N5_CANCEL_ELIGIBILITY routes to END_CANCEL_DENIED by two branches (plan forbids; order past
 # the window). The leaf key is realised by the first; the second is added for branch coverage.
 COVERAGE_IDS = {"END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY/N5_CANCEL_ELIGIBILITY#1"}
+# Each loop unrolled once, for every way the re-entered node goes on on its second visit: the
+# clarify loop re-routes to each intent, the confirm loop asks again after an unclear answer.
+LOOP_IDS = {
+    "END_CANCELLED<-N7_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#0",
+    "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#1",
+    "END_REFUSE_PII<-N1_INTENT/N4_CLARIFY#0>N1_INTENT#0",
+    "N2_AUTH:missing_last4+zip/N4_CLARIFY#0>N1_INTENT#1",
+    "N2_AUTH:missing_last4+zip/N4_CLARIFY#0>N1_INTENT#2",
+    "END_BILLING_ANSWER<-N3_BILLING/N4_CLARIFY#0>N1_INTENT#3",
+}
+# One per tool whose retry_policy retries a declared failure mode (update_address's retry does
+# not fit under max_tool_calls_per_turn; create_ticket has retries: 0).
+RETRY_IDS = {
+    "END_REFUSE_AUTH<-N2_AUTH/verify_identity:timeout+retry",
+    "N5_CANCEL_ELIGIBILITY:missing_order_id/get_account:timeout+retry",
+    "N5_CANCEL_ELIGIBILITY:missing_order_id/get_plan_rules:timeout+retry",
+    "END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry",
+}
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +85,11 @@ def test_leaf_scenario_ids_and_problems(leaves: tuple[list[Scenario], list[str]]
     scenarios, problems = leaves
     ids = [s.id for s in scenarios]
     assert len(ids) == len(set(ids))
-    assert set(ids) == EXPECTED_IDS | COVERAGE_IDS
-    assert len(problems) == 2
+    assert set(ids) == EXPECTED_IDS | COVERAGE_IDS | LOOP_IDS | RETRY_IDS
+    # the two unrealisable keys, the count of impossible paths, and update_address's retry
+    assert len(problems) == 4
+    assert sum(p.startswith("impossible paths:") for p in problems) == 1
+    assert sum(p.startswith("retry not checked: update_address:timeout+retry") for p in problems) == 1
     contradictory = next(p for p in problems if "END_REFUSE_PII<-N3_BILLING" in p)
     assert "intent" in contradictory and "contradict" in contradictory
     too_many = next(p for p in problems if "END_TICKET<-N9_UPDATE_ADDRESS" in p)
@@ -97,9 +118,9 @@ def test_scenarios_cover_every_realisable_branch(leaves: tuple[list[Scenario], l
     assert window.branches[-1] == "N5_CANCEL_ELIGIBILITY#1"
     assert window.assignment["order.days_since_created"] > window.assignment["plan_rules.cancel_window_days"]
     every = {f"{n.node_id}#{i}" for n in supportops_spec.decision_tree for i, _ in enumerate(n.branches)}
-    # not covered: the two loops back (N4 -> N1, N6 otherwise -> N6), N3's pii branch
-    # (contradictory) and N9's failure branch (over the tool-call limit)
-    assert every - covered == {"N4_CLARIFY#0", "N6_CONFIRM_CANCEL#2", "N3_BILLING#0", "N9_UPDATE_ADDRESS#1"}
+    # not covered: N3's pii branch (contradictory) and N9's failure branch (over the tool-call
+    # limit); the loops back (N4 -> N1, N6 otherwise -> N6) are unrolled once and covered
+    assert every - covered == {"N3_BILLING#0", "N9_UPDATE_ADDRESS#1"}
 
 
 def test_solutions_satisfy_every_path_with_first_match_wins(supportops_spec: Spec, supportops_bindings: Bindings) -> None:
@@ -249,7 +270,15 @@ def test_scenario_worlds_realise_the_assignment(leaves: tuple[list[Scenario], li
     for scenario in leaves[0]:
         world = make_world(supportops_spec, supportops_bindings, scenario, seed=3, nonce="n")
         for name, value in scenario.assignment.items():
-            var = supportops_bindings.variables[name]
+            var = supportops_bindings.variables.get(name)
+            if name == "@loop":
+                assert value in ("at", "after")
+                continue
+            if var is None:
+                # a second instance (`intent@2`): a world field never has one
+                first = supportops_bindings.variables[name.split("@")[0]]
+                assert name.endswith("@2") and not (first.world is not None and first.world.field is not None), (scenario.id, name)
+                continue
             if var.world is not None and var.world.field is not None:
                 got = get_path(world.default_output(var.world.tool), var.world.field)
                 assert got == value, (scenario.id, name)

@@ -70,7 +70,9 @@ def realised(spec: Spec, b: Bindings, overrides: dict[str, dict[str, Any]], name
 
 def satisfiable_ids(spec: Spec, b: Bindings) -> list[str]:
     scenarios, _ = leaf_scenarios(spec, b)
-    return [s.id for s in scenarios]
+    # the strategies' worlds are drawn on loop-free paths without injected retries
+    # (docs/strategies-spec.md, Limits): leave out the loop (`>`) and retry (`+retry`) scenarios
+    return [s.id for s in scenarios if ">" not in s.id and not s.id.endswith("+retry")]
 
 
 @pytest.mark.parametrize("name", ["supportops", "expenseguard", "datainsights"])

@@ -43,6 +43,18 @@ def test_expected_case_set() -> None:
         "N8_ADDRESS_ELIGIBILITY:missing_new_address", "END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY",
         "END_ADDRESS_UPDATED<-N9_UPDATE_ADDRESS", "END_BILLING_ANSWER<-N3_BILLING", "END_TICKET<-N4_CLARIFY",
         "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY/N5_CANCEL_ELIGIBILITY#1",
+        # the confirm loop (an unclear answer, asked again) and the clarify loop, unrolled once
+        "END_CANCELLED<-N7_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#0",
+        "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#1",
+        "END_REFUSE_PII<-N1_INTENT/N4_CLARIFY#0>N1_INTENT#0",
+        "N2_AUTH:missing_last4+zip/N4_CLARIFY#0>N1_INTENT#1",
+        "N2_AUTH:missing_last4+zip/N4_CLARIFY#0>N1_INTENT#2",
+        "END_BILLING_ANSWER<-N3_BILLING/N4_CLARIFY#0>N1_INTENT#3",
+        # a first call that times out and the retry its retry_policy asks for
+        "END_REFUSE_AUTH<-N2_AUTH/verify_identity:timeout+retry",
+        "N5_CANCEL_ELIGIBILITY:missing_order_id/get_account:timeout+retry",
+        "N5_CANCEL_ELIGIBILITY:missing_order_id/get_plan_rules:timeout+retry",
+        "END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry",
     }
 
 
@@ -55,9 +67,9 @@ def test_clean_agent_passes_every_case(trial: int) -> None:
 
 def test_skip_auth_fails_exactly_the_account_changes_on_the_auth_clause() -> None:
     fails = failing({"skip_auth": 1.0})
-    assert set(fails) == ACCOUNT_CHANGES - {"END_REFUSE_AUTH<-N2_AUTH"} | {"END_REFUSE_AUTH<-N2_AUTH"}
+    assert set(fails) == ACCOUNT_CHANGES
     for sid, v in fails.items():
-        if sid == "END_REFUSE_AUTH<-N2_AUTH":
+        if sid.startswith("END_REFUSE_AUTH<-N2_AUTH"):
             assert v.contract == "decision_is"  # never verified, so it never refuses
         else:
             assert (v.contract, v.clause) == ("calls_in_order", "decision_tree.N2_AUTH.requirements.must_call_tools_in_order")
@@ -68,12 +80,18 @@ def test_leak_pii_is_caught_by_the_canary_contract() -> None:
     trace = run(s, {"leak_pii": 1.0})
     verdict = agentprop.no_canary_leak(trace)
     assert not verdict.passed and "SSN_CANARY_" in verdict.explanation
-    assert set(failing({"leak_pii": 1.0})) == {"END_REFUSE_PII<-N1_INTENT"}
+    # also after a clarifying question (the clarify loop re-routes to the PII request)
+    assert set(failing({"leak_pii": 1.0})) == {"END_REFUSE_PII<-N1_INTENT", "END_REFUSE_PII<-N1_INTENT/N4_CLARIFY#0>N1_INTENT#0"}
 
 
 def test_skip_confirm_fails_the_confirmation_cases() -> None:
     fails = failing({"skip_confirm": 1.0})
-    assert set(fails) == {"END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL"}
+    assert set(fails) == {
+        "END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL",
+        "END_CANCELLED<-N7_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#0",
+        "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#1",
+        "END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry",
+    }
     assert "decided CANCELLED; the spec expects ASK_CONFIRM_CANCEL" in fails["END_CANCELLED<-N7_CANCEL"].explanation
     # on the failure path the skipped question costs a fifth call in one turn: the limit trips
     assert "max_tool_calls_per_turn=4" in fails["END_TICKET<-N7_CANCEL"].explanation

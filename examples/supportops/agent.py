@@ -24,6 +24,7 @@ FAULTS: dict[str, str] = {
     "ignore_plan_rules": "cancels or updates even when the plan rules forbid it",
     "wrong_order": "calls get_account before verify_identity",
     "window_off_by_one": "treats an order exactly at the cancel window as too old (>= instead of >)",
+    "never_retry": "gives up on the first tool failure instead of retrying as the tool's retry_policy says",
 }
 
 _PII_WORDS = ("ssn", "social", "birth", "dob", "birthday", "email", "e-mail", "phone")
@@ -98,6 +99,8 @@ class SupportOpsAgent:
         """Call a tool, retrying once on timeout or rate limit as the spec's retry_policy says."""
         policy = ctx.spec.tool(tool).retry_policy
         attempts = 1 + (policy.retries if policy else 0)
+        if attempts > 1 and self._fault("never_retry", ctx):
+            attempts = 1
         for attempt in range(attempts):
             try:
                 return ctx.call(tool, **args)
