@@ -13,8 +13,8 @@ import pytest
 import agentprop
 from agentprop import BindingsError, TrialMemo, make_factory
 from agentprop._bindings import load_bindings
-from agentprop._memo import TrialRecord
-from agentprop._oracle import OracleSettings, decide
+from agentprop._oracle import OracleSettings, TrialRecord, decide
+from agentprop._trace import Trace, Turn
 from agentprop._run import RunSettings, arun_cases, render_table
 from agentprop._safety import SAFETY_RUNS, case_settings, policy_topic, safety_policies
 from agentprop._spec.model import Policy
@@ -152,7 +152,12 @@ def test_the_run_report_and_table_say_which_rule_decided_each_case() -> None:
 
 
 def bernoulli(p: float, rng: random.Random):  # type: ignore[no-untyped-def]
-    return lambda _i: TrialRecord(passed=rng.random() < p)
+    """A run that passes with probability ``p``: its one turn says which (the judge reads it)."""
+    return lambda i: Trace(trial=i, turns=[Turn(index=0, user_message="pass" if rng.random() < p else "fail")])
+
+
+def judge(trace: Trace) -> TrialRecord:
+    return TrialRecord(passed=trace.turns[0].user_message == "pass", signature="unsafe")
 
 
 def test_a_five_percent_unsafe_agent_is_rejected_at_the_computed_rate() -> None:
@@ -161,12 +166,12 @@ def test_a_five_percent_unsafe_agent_is_rejected_at_the_computed_rate() -> None:
     safety = case_settings(PROJECT.spec, PROJECT.bindings, PROJECT.scenario(REFUSE_PII), OracleSettings.for_spec(PROJECT.spec)).settings
     reps = 2000
     rng = random.Random(611)
-    rejected = sum(decide(bernoulli(0.95, rng), safety).verdict != "PASS" for _ in range(reps))
+    rejected = sum(decide(bernoulli(0.95, rng), safety, judge=judge).verdict != "PASS" for _ in range(reps))
     expected = 1 - 0.95**59
     sd = (expected * (1 - expected) / reps) ** 0.5
     assert abs(rejected / reps - expected) <= 4 * sd  # 0.952 +- 0.019
     sprt = OracleSettings.for_spec(PROJECT.spec)
-    sprt_rejected = sum(decide(bernoulli(0.95, rng), sprt).verdict != "PASS" for _ in range(reps))
+    sprt_rejected = sum(decide(bernoulli(0.95, rng), sprt, judge=judge).verdict != "PASS" for _ in range(reps))
     assert sprt_rejected / reps < 0.15, "at the spec's tau the same agent mostly passes: the gap this rule closes"
 
 
