@@ -210,7 +210,7 @@ def test_tdad_with_a_faulty_clean_agent_counts_no_kill_by_a_case_it_fails(tmp_pa
     # the agent under test fails itself (MS 4/4)
     code, out, err = cli("tdad", str(SUPPORTOPS), "--kinds", "mft", "--fault", "skip_confirm=1.0", "--json", "r.json")
     assert code == 1, out + err  # a visible case fails
-    assert "11 visible cases the clean agent passes to kill them (3 it does not pass cannot kill)" in out
+    assert "18 visible cases the clean agent passes to kill them (6 it does not pass cannot kill)" in out  # loop and retry cases included
     line = next(l for l in out.splitlines() if l.strip().startswith("SKIP_CONFIRM_CANCEL"))
     assert "VACUOUS probe: the clean agent shows the violation in 10/10 runs" in line
     assert "cannot kill: END_CANCELLED<-N7_CANCEL (the clean agent's verdict is FAIL)" in out
@@ -220,7 +220,9 @@ def test_tdad_with_a_faulty_clean_agent_counts_no_kill_by_a_case_it_fails(tmp_pa
     assert (tdad["mutants_killed"], tdad["mutants_activated"]) == (3, 3)
     assert [v["id"] for v in tdad["vacuous_probes"]] == ["SKIP_CONFIRM_CANCEL"]
     assert tdad["vacuous_probes"][0]["control_violations"] == 10 and tdad["non_activating"] == []
-    assert tdad["cases_clean_not_passing"] == ["END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL"]
+    # the three confirm paths, and the loop and retry cases built on them
+    assert {c.split("/")[0] for c in tdad["cases_clean_not_passing"]} == {"END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL"}
+    assert len(tdad["cases_clean_not_passing"]) == 6
     killers = {m["id"]: m["killed_by"] for m in tdad["mutation"]["mutants"] if m["status"] == "killed"}
     assert "END_CANCELLED<-N7_CANCEL" not in killers.values()
 

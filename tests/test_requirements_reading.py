@@ -133,7 +133,8 @@ def test_pharmacy_clean_agent_passes_every_case(trial: int) -> None:
 def test_pharmacy_skipped_interaction_check_is_found_on_the_deep_paths() -> None:
     project = load_project(PHARMACY)
     fails = _first_failures(project, _agent_class(PHARMACY, "PharmacyAgent"), {"skip_interactions": 1.0})
-    assert set(fails) == {"END_REFILL_SUBMITTED<-N4_SUBMIT", "END_REFILL_FAILED<-N4_SUBMIT", "END_PHARMACIST_REVIEW<-N3_INTERACTIONS"}
+    # the paths through N3_INTERACTIONS, and the retry case built on one of them (loops unrolled)
+    assert {f.split("/")[0] for f in fails} == {"END_REFILL_SUBMITTED<-N4_SUBMIT", "END_REFILL_FAILED<-N4_SUBMIT", "END_PHARMACIST_REVIEW<-N3_INTERACTIONS"}
     assert "check_interactions was never called" in fails["END_REFILL_SUBMITTED<-N4_SUBMIT"].explanation
 
 
@@ -176,7 +177,7 @@ def test_silent_page_skip_fails_the_sev1_case_on_page_oncall() -> None:
     cls = _agent_class(INCIDENT, "IncidentAgent")
     assert _first_failures(project, cls) == {}
     fails = _first_failures(project, cls, {"silent_page_skip": 1.0})
-    assert set(fails) == {"END_PAGED_ONCALL<-N2_MAJOR"}
+    assert {f.split("/")[0] for f in fails} == {"END_PAGED_ONCALL<-N2_MAJOR"}
     assert "page_oncall was never called" in fails["END_PAGED_ONCALL<-N2_MAJOR"].explanation
 
 

@@ -111,5 +111,8 @@ def test_tdad_command_reports_surs_with_base(tmp_path: Path, monkeypatch: pytest
     assert "SURS " in text and "v1 invariant cases pass" in text and "excluded" in text
     assert "no mutation pack" in text
     tdad = json.loads(Path("r.json").read_text(encoding="utf-8"))["metrics"]["extra"]["tdad"]
-    assert 0 < tdad["surs"] < 1 and tdad["surs_passed"] == tdad["surs_invariants"] - 1
+    # leak_pii breaks the v1 invariants that end in a PII refusal: the direct one and, now that
+    # loops are unrolled, the one reached after a clarifying question
+    assert 0 < tdad["surs"] < 1 and tdad["surs_passed"] == tdad["surs_invariants"] - 2
+    assert "END_REFUSE_PII<-N1_INTENT" in text
     assert tdad["surs_detail"]["excluded"]
