@@ -21,7 +21,7 @@ from agentprop._spec.model import Policy
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
-SHARED = ROOT.parent.parent / "shared" / "specsuite-core"
+SHARED = ROOT.parent / "shared" / "specsuite-core"
 sys.path.insert(0, str(SUPPORTOPS))
 from agent import SupportOpsAgent  # noqa: E402
 
