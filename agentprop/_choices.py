@@ -26,7 +26,6 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -198,17 +197,6 @@ def _path_of(project: Project, scenario: Scenario) -> TreePath | None:
         if [f"{s.node}#{s.branch}" for s in path.steps] == scenario.branches and path.leaf == scenario.leaf and (path.id == scenario.id.split("/")[0]):
             return path
     return None
-
-
-def choices_from_json(data: Any) -> Choices:
-    """Choices stored as JSON (lists where the model has tuples)."""
-    return Choices.model_validate(
-        {
-            "lang": data.get("lang", "en"),
-            "template": data.get("template", 0),
-            "turns": [{"steps": [(s[0], tuple((k, v) for k, v in s[1])) for s in t.get("steps", [])]} for t in data.get("turns", [])],
-        }
-    )
 
 
 class ChoiceUnit(BaseModel):
