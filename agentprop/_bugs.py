@@ -29,7 +29,7 @@ from agentprop._shrink.query import wilson_interval
 
 _TURN = re.compile(r"@turn-?\d+")
 
-SHRINKABLE_KINDS = ("MFT", "EXPLORE", "BOUNDARY", "REGRESSION", "CORPUS")
+SHRINKABLE_KINDS = ("MFT", "EXPLORE", "PROBE", "BOUNDARY", "REGRESSION", "CORPUS")
 
 
 def bug_key(signature: str) -> str:

@@ -430,6 +430,8 @@ def shrink(
 def _choice_label(choices: Choices | None, unit: ChoiceUnit) -> str:
     if choices is None or unit.kind == "template":
         return f"template {choices.template if choices is not None else 0}"
+    if unit.kind == "probe":
+        return f"probe phrasing {choices.probe} (indirect)"
     name, params = choices.turns[unit.turn].steps[unit.step]
     return f"turn {unit.turn + 1}: {name}({', '.join(f'{k}={v}' for k, v in params)})"
 

@@ -30,8 +30,9 @@ from agentprop._strategies.boundary import boundary_values
 from agentprop._strategies.directional import directional_pairs
 from agentprop._variants import paraphrase_variants
 
-KINDS = ("mft", "explore", "boundary", "dir", "inv")
-"""Every case kind ``agentprop run --kinds`` accepts (``explore``: :mod:`agentprop._explore`)."""
+KINDS = ("mft", "explore", "probe", "boundary", "dir", "inv")
+"""Every case kind ``agentprop run --kinds`` accepts (``explore``: :mod:`agentprop._explore`,
+``probe``: :mod:`agentprop._probe`)."""
 
 Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
 """Decide the same case again for another agent (a mutant), with no side effect on the run."""
