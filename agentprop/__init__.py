@@ -39,7 +39,7 @@ from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSetting
 from agentprop._paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop._project import Project, load_project
 from agentprop._promptsmith import CompileResult, compile_prompt
-from agentprop._properties import mft_verdicts
+from agentprop._properties import mft_verdicts, probe_verdicts
 from agentprop._response import response_model
 from agentprop._runtime import AgentFactory, TurnContext, arun_conversation, run_conversation
 from agentprop._scenario import Scenario, ScenarioTurn, Unsatisfiable, build_scenario, leaf_scenarios, make_world, solve
@@ -98,7 +98,7 @@ __all__ = [
     "arun_conversation", "build_scenario", "calls_in_order", "decision_in_enum", "decision_is",
     "enumerate_loop_paths", "enumerate_paths", "evaluate", "forbids_tools", "leaf_scenarios", "lint_spec",
     "load_bindings", "load_project", "load_spec", "make_world", "max_tool_calls",
-    "mft_verdicts", "no_canary_leak", "no_run_errors", "numbers_grounded", "parse_when",
+    "mft_verdicts", "probe_verdicts", "no_canary_leak", "no_run_errors", "numbers_grounded", "parse_when",
     "requires_tools", "response_model", "response_valid", "run_conversation", "solve",
     "within_scope", "evidence_grounded", "node_id_matches", "response_grounded", "tool_actions_match",
 ]
