@@ -54,6 +54,7 @@ from agentprop._safety import CaseSettings, describe, policy_settings, safety_po
 from agentprop._scenario import Scenario, ScenarioTurn
 from agentprop._strategies.packs import PhrasePack, resolve_pack
 from agentprop._trace import Trace
+from agentprop.errors import InvalidArgument
 
 MAX_INDIRECT = 3
 """Indirect phrasings per target (one PROBE case each)."""
@@ -222,7 +223,7 @@ class ProbeSpace(ChoiceSpace):
     def base_for(self, choices: Choices) -> Scenario:
         base = self.base(choices.template)
         if not 0 <= choices.probe < len(self.target.phrases):
-            raise ValueError(f"{self.target.label} has {len(self.target.phrases)} phrasings; probe={choices.probe} is out of range")
+            raise InvalidArgument(f"{self.target.label} has {len(self.target.phrases)} phrasings; probe={choices.probe} is out of range")
         turns = list(base.turns)
         turns[-1] = turns[-1].model_copy(update={"user_message": self.target.phrases[choices.probe]})
         return base.model_copy(update={"turns": turns})
@@ -276,7 +277,9 @@ async def probe_cases(
     replays: dict[str, Replay] | None = None,
     case_filter: tuple[str, ...] = (),
 ) -> tuple[list[CaseReport], list[ExploredInput], list[str]]:
-    """Decide one PROBE case per target and phrasing. Returns the case reports, the inputs
+    """Decide one PROBE case per target and phrasing, each on the simplest of ``scenarios``
+    that carries it (pass all of the project's: ``case_filter`` selects probes by their ids).
+    Returns the case reports, the inputs
     (for shrinking: base scenario, choices, space and property) and notes on targets no
     scenario carries."""
     targets, notes = probe_targets(project, scenarios)

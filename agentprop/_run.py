@@ -191,7 +191,7 @@ async def arun_cases(
                 case.rule = case_rule(bases[case.id]).rule
         if "probe" in kinds:
             probed, probe_inputs, probe_notes = await probe_cases(
-                project, agent, scenarios, oracle, rule_for=case_rule, explicit=explicit, memo=memo, budget=budget, seed=settings.seed,
+                project, agent, project.scenarios(), oracle, rule_for=case_rule, explicit=explicit, memo=memo, budget=budget, seed=settings.seed,
                 concurrency=settings.concurrency, checks=checks, replays=replays, case_filter=settings.case_filter,
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
