@@ -100,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_model_options(run)
     _corpus_parser(sub)
     _snapshot_parser(sub)
+    _serve_parser(sub)
     tdad = sub.add_parser("tdad", help="TDAD evaluation: visible/hidden split, VPR, HPR, RPR and the mutation score")
     tdad.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
     _add_agent_options(tdad)
@@ -137,6 +138,71 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--json", dest="json_path", help="also write the compile log to this file")
     _add_model_options(comp, always=True)
     return p
+
+
+def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    serve = sub.add_parser("serve", help="serve one case's world as an MCP server: each session is one trial, recorded and decided")
+    serve.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
+    serve.add_argument("--case", required=True, metavar="ID", help="the case to serve: its id, or a part of it that only it contains")
+    serve.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 (each Mcp-Session-Id session is one trial) instead of stdio (one process, one trial)")
+    serve.add_argument("--port", type=int, default=0, help="port of --http (default: a free one, printed)")
+    serve.add_argument("--record", metavar="FILE", help="JSON-lines file of finished trials; earlier trials in it count towards the decision (default .agentprop/mcp/SPEC_ID/CASE.jsonl beside the bindings; `none` keeps them in memory)")
+    serve.add_argument("--fresh", action="store_true", help="delete the record file first: start the case's trials afresh")
+    serve.add_argument("--until-decided", action="store_true", help="with --http: stop serving once the case is decided")
+    serve.add_argument("--report", action="store_true", help="serve nothing: print the decision over the recorded trials and exit (0 when PASS)")
+    serve.add_argument("--turn-timeout", type=float, default=300.0, metavar="S", help="seconds a turn may take before the trial is recorded as timed out (default 300)")
+    serve.add_argument("--seed", type=int, default=0, help="trial namespace: worlds (canaries) differ per trial and seed (default 0)")
+
+
+def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`agentprop serve`: one case's world over MCP (agentprop.mcp.CaseServer)."""
+    try:
+        from agentprop._mcp_world import CaseServer, default_record_path, log_trial
+    except ImportError:
+        raise InputError("agentprop serve needs the MCP SDK, which is not installed", fix="pip install 'agentprop[mcp]'") from None
+    project = load_project(args.spec, bindings=args.bindings)
+    _require_cases(project)
+    try:
+        scenario = project.scenario(args.case)
+    except InvalidArgument as exc:
+        raise InputError(str(exc), fix="give a case id from `agentprop run SPEC` (a unique part of one is enough)") from None
+    if args.turn_timeout <= 0:
+        raise InputError(f"--turn-timeout {args.turn_timeout} must be positive", fix="use e.g. --turn-timeout 300")
+    if args.until_decided and not args.http:
+        raise InputError("--until-decided applies to --http", fix="add --http, or drop --until-decided (over stdio each process serves one session)")
+    record = None if (args.record or "").lower() == "none" else Path(args.record) if args.record else default_record_path(project, scenario)
+    if args.fresh and record is not None and record.exists():
+        record.unlink()
+    log = err if not args.http else out
+    case = CaseServer(project, scenario, record=record, turn_timeout_s=args.turn_timeout, seed=args.seed, on_trial=log_trial(log))
+    if args.report:
+        result = case.result()
+        print(result.summary() if result.runs else f"{scenario.id}: no trial recorded in {record}", file=out)
+        return EXIT_OK if result.verdict == "PASS" else EXIT_FAIL
+    earlier = f"; {len(case.traces)} earlier trial(s) in {record} count (--fresh starts over)" if case.traces else ""
+    where = f"recording to {record}" if record is not None else "not recording"
+    if not args.http:
+        print(f"agentprop {__version__}: serving {project.spec.spec_id} case {scenario.id} over stdio, one session; {where}{earlier}", file=log, flush=True)
+        asyncio.run(case.serve_stdio())
+        return EXIT_OK if case.result().verdict == "PASS" else EXIT_FAIL
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", args.port))
+    except OSError as exc:
+        raise InputError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}", fix="choose another --port, or 0 for a free one") from None
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    print(f"agentprop {__version__}: serving {project.spec.spec_id} case {scenario.id} at {url}; each session is one trial; {where}{earlier}", file=log, flush=True)
+    try:
+        asyncio.run(case.serve_http(sock, until_decided=args.until_decided))
+    except KeyboardInterrupt:
+        pass
+    result = case.result()
+    print(result.summary() if result.runs else f"{scenario.id}: no trial finished", file=log)
+    return EXIT_OK if result.verdict == "PASS" else EXIT_FAIL
 
 
 def _corpus_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -949,6 +1015,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
             return _tdad(args, out)
         if args.command == "compile":
             return _compile(args, out)
+        if args.command == "serve":
+            return _serve(args, out, err)
         return _run(args, out)
     except AgentPropError as exc:
         print(f"agentprop: error: {exc}", file=err)
