@@ -255,3 +255,16 @@ def test_serve_refuses_bad_input_with_exit_2(capsys: pytest.CaptureFixture[str])
     assert "no scenario 'NO_SUCH_CASE'" in capsys.readouterr().err
     assert main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--until-decided"]) == 2
     assert "--until-decided applies to --http" in capsys.readouterr().err
+
+
+def test_the_pytest_fixture_serves_a_case(agentprop_mcp_server: Any, project: Any, reference_agent: Any) -> None:
+    running = agentprop_mcp_server(CANCEL, project, http=True, settings=OracleSettings(mode="fixed", runs=1))
+
+    async def session() -> None:
+        async with Client(running.url) as client:
+            await _play_session(client, reference_agent({"leak_pii": 1.0}), project.spec)
+
+    asyncio.run(session())
+    assert running.case.result().verdict == "PASS"  # leak_pii does not touch a cancel
+    in_process = agentprop_mcp_server(CANCEL, project, settings=OracleSettings(mode="fixed", runs=1))
+    assert isinstance(in_process, CaseServer) and in_process.result().runs == 0
