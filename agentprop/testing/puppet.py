@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentprop._spec.model import Spec
 from agentprop.errors import ToolError
 
 
@@ -88,7 +87,8 @@ class PuppetContext:
 
     user_message: str
     turn_index: int
-    spec: Spec | None
+    spec: Any
+    """The agent's :class:`~agentprop.Spec` (``ctx.spec``), if it reads one."""
     context: Mapping[str, Any]
     rng: random.Random
     memory: dict[str, Any]
@@ -149,7 +149,7 @@ class TurnPuppet:
         turn_fn: Callable[[str, Any], Any],
         message: str,
         *,
-        spec: Spec | None = None,
+        spec: Any = None,
         context: Mapping[str, Any] | None = None,
         rng: random.Random | None = None,
         turn_index: int = 0,
