@@ -101,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     _corpus_parser(sub)
     _snapshot_parser(sub)
     _serve_parser(sub)
+    _init_parser(sub)
     tdad = sub.add_parser("tdad", help="TDAD evaluation: visible/hidden split, VPR, HPR, RPR and the mutation score")
     tdad.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
     _add_agent_options(tdad)
@@ -138,6 +139,38 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--json", dest="json_path", help="also write the compile log to this file")
     _add_model_options(comp, always=True)
     return p
+
+
+def _init_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    init = sub.add_parser("init", help="write a spec and bindings skeleton from the tools you have (an MCP server, or OpenAI function schemas)")
+    init.add_argument("dir", help="directory to write spec.yaml and agentprop.yaml into (created if needed)")
+    source = init.add_mutually_exclusive_group(required=True)
+    source.add_argument("--openai-tools", metavar="FILE", help="JSON file of OpenAI function schemas (the `tools` list you pass to the API)")
+    source.add_argument("--mcp", metavar="COMMAND", help="an MCP server to start over stdio, e.g. \"python my_server.py\"; its tools/list is read")
+    source.add_argument("--mcp-url", metavar="URL", help="a running MCP server's streamable HTTP endpoint, e.g. http://127.0.0.1:8000/mcp")
+    init.add_argument("--name", help="the agent's name: spec_id NAME_v1 and the title (default: the directory's name)")
+    init.add_argument("--force", action="store_true", help="overwrite spec.yaml and agentprop.yaml if they exist")
+
+
+def _init(args: argparse.Namespace, out: TextIO) -> int:
+    """`agentprop init`: the spec and bindings skeleton (agentprop._init_project)."""
+    from agentprop._init_project import stub_findings, tools_from_mcp, tools_from_openai_file, write_skeleton
+
+    if args.openai_tools:
+        tools, source = tools_from_openai_file(Path(args.openai_tools)), args.openai_tools
+    elif args.mcp:
+        tools, source = tools_from_mcp(command=args.mcp), f"the MCP server `{args.mcp}`"
+    else:
+        tools, source = tools_from_mcp(url=args.mcp_url), f"the MCP server at {args.mcp_url}"
+    directory = Path(args.dir)
+    spec_path, bindings_path = write_skeleton(directory, tools, source=source, name=args.name, force=args.force)
+    actions = [t.name for t in tools if t.name != "respond"]
+    print(f"wrote {spec_path}: {len(actions)} tool(s) from {source} ({', '.join(actions)}), a respond tool, a response contract and a decision-tree stub", file=out)
+    print(f"wrote {bindings_path}: bindings for the stub (utterances for `intent`, an empty happy-path world)", file=out)
+    stubs = stub_findings(spec_path, bindings_path)
+    print(f"next: `agentprop lint {directory}` lists the {len(stubs)} places left for you (S001); "
+          "docs/getting-started.md#7-start-from-your-own-tools walks through them", file=out)
+    return EXIT_OK
 
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -480,8 +513,13 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
             f"variables: {', '.join(names)} (see docs/reference.md#bindings)",
             file=out,
         )
+    from agentprop._init_project import stub_findings
+
+    stubs = stub_findings(resolve_spec_path(args.spec), project.bindings.path if project is not None else None)
+    for f in stubs:
+        print(f.render(), file=out)
     errors = sum(f.severity == "error" for f in findings)
-    warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings)
+    warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings) + len(stubs)
     infos = sum(f.severity == "info" for f in findings) + sum(f.severity == "info" for f in path_findings) + len(downgrades)
     print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} note(s)", file=out)
     if args.json_path:
@@ -1017,6 +1055,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
             return _compile(args, out)
         if args.command == "serve":
             return _serve(args, out, err)
+        if args.command == "init":
+            return _init(args, out)
         return _run(args, out)
     except AgentPropError as exc:
         print(f"agentprop: error: {exc}", file=err)
