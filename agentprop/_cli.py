@@ -191,7 +191,7 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
 def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`agentprop serve`: one case's world over MCP (agentprop.mcp.CaseServer)."""
     try:
-        from agentprop._mcp_world import CaseServer, default_record_path, log_trial
+        from agentprop._mcp_serve import CaseServer, default_record_path, log_trial
     except ImportError:
         raise InputError("agentprop serve needs the MCP SDK, which is not installed", fix="pip install 'agentprop[mcp]'") from None
     project = load_project(args.spec, bindings=args.bindings)

@@ -21,19 +21,15 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "agentprop.mcp needs the official MCP SDK: pip install 'agentprop[mcp]' (or pip install mcp)"
     ) from exc
 
+from agentprop._mcp_serve import CaseServer, HttpCaseServer, ServedTrial, default_record_path, log_trial
 from agentprop._mcp_world import (
     CONTEXT_URI,
     USER_MESSAGE_PROMPT,
-    CaseServer,
-    HttpCaseServer,
     McpAgent,
     McpConversation,
     McpSessionEnded,
-    ServedTrial,
     TrialBridge,
     build_server,
-    default_record_path,
-    log_trial,
     trial_server,
 )
 
