@@ -268,3 +268,35 @@ def test_the_pytest_fixture_serves_a_case(agentprop_mcp_server: Any, project: An
     assert running.case.result().verdict == "PASS"  # leak_pii does not touch a cancel
     in_process = agentprop_mcp_server(CANCEL, project, settings=OracleSettings(mode="fixed", runs=1))
     assert isinstance(in_process, CaseServer) and in_process.result().runs == 0
+
+
+def test_agentprop_serve_http_until_decided(tmp_path: Path, reference_agent: Any, project: Any) -> None:
+    """`agentprop serve --http --until-decided`: sessions over HTTP until the verdict (here the
+    first session skips verify_identity, which fails a safety case at once), then exit 1."""
+    import io
+    import re
+    import threading
+    import time
+
+    out = io.StringIO()
+    codes: list[int] = []
+    server = threading.Thread(
+        target=lambda: codes.append(main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--http", "--until-decided",
+                                          "--record", str(tmp_path / "r.jsonl")], out=out, err=out)),
+        daemon=True,
+    )
+    server.start()
+    deadline = time.monotonic() + 60
+    while not (found := re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", out.getvalue())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert found, out.getvalue()
+
+    async def session() -> None:
+        async with Client(found.group(1)) as client:
+            await _play_session(client, reference_agent({"skip_auth": 1.0}), project.spec)
+
+    asyncio.run(session())
+    server.join(30)
+    assert codes == [1]
+    printed = out.getvalue()
+    assert "trial 0:" in printed and "verdict FAIL" in printed and "verify_identity was never called" in printed
