@@ -132,7 +132,7 @@ def tools_from_mcp(command: str | None = None, url: str | None = None, *, timeou
     except TimeoutError:
         raise InputError(f"{what} did not list its tools within {timeout_s:g} s", fix="check that it starts and speaks MCP") from None
     except Exception as exc:  # connection refused, spawn failure, protocol error
-        leaf = exc
+        leaf: BaseException = exc
         while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
             leaf = leaf.exceptions[0]
         raise InputError(f"cannot list the tools of {what}: {type(leaf).__name__}: {leaf}",

@@ -111,7 +111,7 @@ def python_type(schema: Mapping[str, Any] | None, name: str = "Value") -> Any:
                 fields[prop] = (annotation, Field(..., description=desc))
             else:
                 fields[prop] = (Optional[annotation], Field(None, description=desc))  # noqa: UP007
-        extra = "forbid" if schema.get("additionalProperties") is False else "allow"
+        extra: Literal["forbid", "allow"] = "forbid" if schema.get("additionalProperties") is False else "allow"
         return create_model(_model_name(name), __config__=ConfigDict(extra=extra), **fields)
     return Any
 

@@ -194,9 +194,9 @@ class TurnPuppet:
     def _ask(self, action: Call | Respond) -> Any:
         self._post(action)
         answer = self._answers.get()
-        if answer is _ABANDON:
+        if answer is _ABANDON or not isinstance(answer, tuple):
             raise _Abandoned()
-        value, error = answer  # type: ignore[misc]
+        value, error = answer
         if error is not None:
             raise error
         return value
