@@ -21,8 +21,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "agentprop.mcp needs the official MCP SDK: pip install 'agentprop[mcp]' (or pip install mcp)"
     ) from exc
 
-from agentprop._mcp_serve import CaseServer, HttpCaseServer, ServedTrial, default_record_path, log_trial
-from agentprop._mcp_world import (
+from agentprop._pipeline.serve import CaseServer, HttpCaseServer, ServedTrial, default_record_path, log_trial
+from agentprop._agents.mcp import (
     CONTEXT_URI,
     USER_MESSAGE_PROMPT,
     McpAgent,

@@ -121,7 +121,7 @@ def test_decide_runs_decides_recorded_runs_like_decide_and_claims_nothing_when_s
     import random
 
     from agentprop import Trace
-    from agentprop._oracle import TrialRecord, decide, decide_runs
+    from agentprop._decide.oracle import TrialRecord, decide, decide_runs
 
     settings = OracleSettings(mode="sprt", tau=0.9)
 

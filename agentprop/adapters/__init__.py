@@ -36,8 +36,8 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from agentprop._response import respond_tool_schema
-from agentprop._runtime import TurnContext
+from agentprop._spec.response import respond_tool_schema
+from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec, Tool
 from agentprop.errors import InvalidArgument
 

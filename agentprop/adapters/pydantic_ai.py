@@ -30,8 +30,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry, Tool
 
-from agentprop._response import response_model
-from agentprop._runtime import TurnContext
+from agentprop._spec.response import response_model
+from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec
 from agentprop.adapters import bind, typed_function, current_turn
 from agentprop.errors import ToolError
