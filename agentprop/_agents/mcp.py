@@ -54,14 +54,10 @@ from agentprop._spec.response import respond_tool_schema
 from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec
 from agentprop._version import __version__
-from agentprop.errors import ToolError
+from agentprop.errors import McpSessionEnded, ToolError
 
 USER_MESSAGE_PROMPT = "user_message"
 CONTEXT_URI = "agentprop://context"
-
-
-class McpSessionEnded(Exception):
-    """The MCP client went away (or its agent code raised) before the conversation was over."""
 
 
 class TrialBridge:
