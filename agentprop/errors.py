@@ -182,6 +182,15 @@ class AgentRunError(AgentPropError):
     where a caller asked for it. Look at the traceback kept in the trace."""
 
 
+class McpSessionEnded(AgentPropError):
+    """An MCP client went away (or its agent code stopped) before the conversation was over.
+
+    Raised inside the trial of an MCP session (:mod:`agentprop.mcp`) and recorded as the run's
+    ``agent_exception``, naming the turn it ended in; it never reaches the runner. Make the
+    agent answer every turn with ``respond`` before it closes its session.
+    """
+
+
 class ModelCallError(AgentPropError):
     """A model API call failed for good (after the retries the policy allows).
 

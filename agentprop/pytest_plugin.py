@@ -35,7 +35,9 @@ Options (all prefixed ``--agentprop-``):
 Marker: ``@pytest.mark.agentprop(tau=0.9, n=50, risk="high", mode="sprt", max_runs=100)``
 sets the oracle for the checks inside one test. Fixtures: ``agentprop_agent``,
 ``agentprop_project``, ``agentprop_world``, ``agentprop_budget``, ``agentprop_memo``,
-``agentprop_snapshot`` (behaviour snapshots kept in ``__snapshots__/<module>/`` beside the test), and
+``agentprop_snapshot`` (behaviour snapshots kept in ``__snapshots__/<module>/`` beside the test),
+``agentprop_mcp_server``: one case's world served over MCP (in-process or on loopback HTTP;
+each session one trial, see :mod:`agentprop.mcp`), and
 ``messages_server``: a running :class:`agentprop.testing.MessagesServer` on loopback (script it
 with ``enqueue`` / ``set_handler``; point an agent at ``messages_server.base_url``).
 
@@ -399,6 +401,33 @@ def messages_server() -> Iterator[Any]:
 
     with MessagesServer() as server:
         yield server
+
+
+@pytest.fixture
+def agentprop_mcp_server(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """``agentprop_mcp_server(case_id, project=None, *, http=False, **options)`` serves one
+    case's world over MCP (:class:`agentprop.mcp.CaseServer`; each session is one trial,
+    recorded and decided). In-process it returns the case server: ``async with
+    case.connect() as client`` is one session through the SDK's client. With ``http=True`` it
+    returns a running :class:`agentprop.mcp.HttpCaseServer` (``.url`` on 127.0.0.1, ``.case``),
+    stopped after the test. ``project`` defaults to the ``agentprop_project`` fixture;
+    ``options`` go to :class:`~agentprop.mcp.CaseServer` (``settings``, ``record``, ...)."""
+    from agentprop.mcp import CaseServer, HttpCaseServer
+
+    running: list[Any] = []
+
+    def serve(case_id: str, project: Project | None = None, *, http: bool = False, **options: Any) -> Any:
+        chosen = project if project is not None else request.getfixturevalue("agentprop_project")
+        case = CaseServer(chosen, chosen.scenario(case_id), **options)
+        if not http:
+            return case
+        server = HttpCaseServer(case).start()
+        running.append(server)
+        return server
+
+    yield serve
+    for server in running:
+        server.stop()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -112,3 +112,30 @@ def test_fifty_seeded_hypothesis_runs_over_a_noisy_agent_raise_no_flaky() -> Non
     # the impatient phrasing is found (sampled_from draws all 9 combinations quickly) and the
     # failure is a statistical violation every time, never Flaky
     assert set(kinds) == {"AgentPropertyViolation"}
+
+
+def test_decide_runs_decides_recorded_runs_like_decide_and_claims_nothing_when_short() -> None:
+    """Runs recorded elsewhere (an MCP server's sessions) are decided by the same sequential
+    test: on seeded simulations with known pass rates, decide_runs over enough recorded runs
+    gives decide's verdict and run count; over too few it is INCONCLUSIVE."""
+    import random
+
+    from agentprop import Trace
+    from agentprop._decide.oracle import TrialRecord, decide, decide_runs
+
+    settings = OracleSettings(mode="sprt", tau=0.9)
+
+    def judge(trace: Trace) -> TrialRecord:
+        return TrialRecord(passed=trace.agent == "pass", signature=None if trace.agent == "pass" else "boom")
+
+    verdicts: dict[str, int] = {}
+    for rate, simulation in [(1.0, 0), (0.5, 1), (0.95, 2), (0.7, 3)] * 5:
+        rng = random.Random(f"{simulation}-{len(verdicts)}-{rate}")
+        runs = [Trace(trial=i, agent="pass" if rng.random() < rate else "fail") for i in range(200)]
+        live = decide(lambda i: runs[i], settings, judge=judge)
+        recorded = decide_runs(runs, settings, judge=judge)
+        assert (recorded.verdict, recorded.runs, recorded.passes) == (live.verdict, live.runs, live.passes)
+        short = decide_runs(runs[: live.runs - 1], settings, judge=judge)
+        assert short.verdict == "INCONCLUSIVE" and short.runs == live.runs - 1
+        verdicts[live.verdict] = verdicts.get(live.verdict, 0) + 1
+    assert verdicts.get("PASS", 0) >= 5 and verdicts.get("FAIL", 0) >= 5  # the simulations decide both ways

@@ -11,7 +11,11 @@ and ends the turn with ``ctx.respond(**fields)``. The runtime
 - enforces ``max_tool_calls_per_turn`` and refuses tools the spec does not declare;
 - records agent exceptions and timeouts as errored runs; it never lets them crash the runner;
 - gives the agent ``ctx.rng``, a random source seeded from ``(case, trial)``, so simulated
-  agents are reproducible.
+  agents are reproducible;
+- calls the agent's ``close_conversation()`` (sync or ``async``), when it has one, once the
+  conversation is over however it ended, so an agent holding a connection for the whole
+  conversation (an MCP client, :mod:`agentprop.mcp`) can let it go; an exception there is
+  recorded as an ``agent_exception`` of the run.
 """
 
 from __future__ import annotations
@@ -419,8 +423,27 @@ async def arun_conversation(
                 turn.errors.append(RunError(kind="no_respond", message="the turn ended without a respond call", turn_index=index))
         if stop:
             break
+    await _close_conversation(agent, trace, turn_timeout_s)
     trace.duration_s = time.perf_counter() - started
     return trace
+
+
+async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | None) -> None:
+    """Call the agent's ``close_conversation()`` hook, if it has one (errors are recorded)."""
+    close = getattr(agent, "close_conversation", None)
+    if not callable(close):
+        return
+    try:
+        async with asyncio.timeout(timeout_s):
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+    except asyncio.TimeoutError:
+        trace.errors.append(RunError(kind="timeout", message=f"close_conversation() did not finish within {timeout_s} s"))
+    except Exception as exc:
+        trace.errors.append(
+            RunError(kind="agent_exception", message=f"close_conversation() raised {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        )
 
 
 def run_conversation(

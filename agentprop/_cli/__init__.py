@@ -12,12 +12,12 @@ import sys
 from typing import TextIO
 
 from agentprop._cli import compile as compile_command
-from agentprop._cli import corpus, lint, run, snapshot, tdad
+from agentprop._cli import corpus, init, lint, run, serve, snapshot, tdad
 from agentprop._cli.common import EXIT_OK, EXIT_USAGE
 from agentprop._version import __version__
 from agentprop.errors import AgentPropError
 
-COMMANDS = (lint, run, corpus, snapshot, tdad, compile_command)
+COMMANDS = (lint, run, corpus, snapshot, tdad, compile_command, serve, init)
 """In the order ``agentprop --help`` lists them."""
 
 

@@ -105,8 +105,13 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             f"variables: {', '.join(names)} (see docs/reference.md#bindings)",
             file=out,
         )
+    from agentprop._pipeline.init_project import stub_findings
+
+    stubs = stub_findings(resolve_spec_path(args.spec), project.bindings.path if project is not None else None)
+    for f in stubs:
+        print(f.render(), file=out)
     errors = sum(f.severity == "error" for f in findings)
-    warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings)
+    warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings) + len(stubs)
     infos = sum(f.severity == "info" for f in findings) + sum(f.severity == "info" for f in path_findings) + len(downgrades)
     print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} note(s)", file=out)
     if args.json_path:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -318,6 +318,28 @@ def decide(
         test.update(rec.passed)
         i += 1
     return _result(name, test, outcomes, settings, budget_out)
+
+
+def decide_runs(
+    traces: Sequence[Trace],
+    settings: OracleSettings,
+    *,
+    judge: Judge,
+    name: str = "",
+    first_trial: int = 0,
+) -> CheckResult:
+    """Decide a property from runs already made (the sessions of an MCP server, say): judge
+    ``traces`` in order until the sequential test decides. When they run out first the verdict
+    is INCONCLUSIVE: more runs are needed, and nothing is claimed."""
+    test = settings.make_test()
+    outcomes: list[TrialOutcome] = []
+    for offset, trace in enumerate(traces):
+        if test.done:
+            break
+        rec = judge(trace)
+        outcomes.append(TrialOutcome(first_trial + offset, rec, trace))
+        test.update(rec.passed)
+    return _result(name, test, outcomes, settings, False)
 
 
 async def adecide(

@@ -1,0 +1,477 @@
+"""One trial's world as an MCP server (the official ``mcp`` SDK), and agents that are MCP clients.
+
+Any MCP-capable agent can be tested without an adapter: it lists the spec's tools plus
+``respond`` (whose input schema is the response contract), reads the user's messages from the
+``user_message`` prompt, and calls tools; the trial is recorded exactly as the runtime records a
+Python agent.
+
+**One session, one trial.** A session is one conversation of a case: a fresh world, the case's
+user messages, the bindings' context. It is run by the runtime itself
+(:func:`agentprop.arun_conversation`) with a :class:`TrialBridge` for an agent: each tool call
+of the session is made through the current turn's :class:`~agentprop.TurnContext`, so tool
+calls, per-turn slices, ``respond`` validation (an invalid ``respond`` is a tool error the agent
+may correct), ``max_tool_calls_per_turn``, unknown tools, errors and timeouts are recorded by the
+same code as for every other agent.
+
+**How the conversation reaches the agent** (the turn protocol):
+
+- the prompt ``user_message`` (no arguments) returns the user's message for the next turn as
+  one user-role message. Asking for it is what ends the turn before: a turn lasts from one
+  ``user_message`` to the next, as a Python agent's turn lasts from one ``turn()`` call to its
+  return. When the conversation has no more messages the prompt returns no message at all (and
+  says so in its description): the session is over.
+- the tool ``respond`` ends the turn's work with the structured response. On the last turn of a
+  served case it also ends the conversation (its result says ``conversation_over``).
+- the resource ``agentprop://context`` is the runtime context of the bindings (e.g. the signed-in
+  ``account_id``), as JSON.
+
+A tool failure is a result with ``isError`` set, the text ``KIND: message`` and the structured
+content ``{"error": {"kind": KIND, "message": ...}}``; a success carries the output as JSON text
+(and as structured content when it is an object). Output schemas are not declared, so an MCP
+client never rejects a world output (a planted canary, an injected failure value) on its own.
+
+:class:`McpAgent` is the agent side: agentprop runs the trial (``agentprop run``,
+:func:`agentprop.check`, shrinking) and the agent, an MCP client, is connected in-process to a
+server for that trial's world. Serving a case to agents that connect on their own is
+:mod:`agentprop._pipeline.serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp import Client
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from agentprop._spec.response import respond_tool_schema
+from agentprop._agents.runtime import TurnContext
+from agentprop._spec.model import Spec
+from agentprop._version import __version__
+from agentprop.errors import McpSessionEnded, ToolError
+
+USER_MESSAGE_PROMPT = "user_message"
+CONTEXT_URI = "agentprop://context"
+
+
+class TrialBridge:
+    """The meeting point of one trial's two sides.
+
+    The runtime sees an agent (:meth:`turn`, :meth:`close_conversation`): each turn publishes
+    its message and :class:`~agentprop.TurnContext`, then waits until the MCP client ends it.
+    The MCP handlers see the current turn (:meth:`context_for_call`) and the next user message
+    (:meth:`next_message`, which ends the turn whose message was handed out last).
+    ``final_turn``: the index of the last turn, when known; its valid ``respond`` ends the
+    conversation (a served case), so a client that answers and then idles does not time out.
+    """
+
+    def __init__(self, *, final_turn: int | None = None) -> None:
+        self._final_turn = final_turn
+        self._cond: asyncio.Condition | None = None
+        self._ctx: TurnContext | None = None
+        self._message = ""
+        self._index = -1
+        self._fetched = -1
+        self._turn_over = False
+        self._closed = False
+        self._close_error: BaseException | None = None
+        self._finished = False
+
+    def _condition(self) -> asyncio.Condition:
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        return self._cond
+
+    # ------------------------------------------------------------- runtime side
+
+    async def turn(self, message: str, ctx: TurnContext) -> None:
+        cond = self._condition()
+        async with cond:
+            if self._closed:
+                raise self._ended(f"the MCP session ended before turn {ctx.turn_index} began")
+            self._ctx, self._message, self._index, self._turn_over = ctx, message, ctx.turn_index, False
+            cond.notify_all()
+            await cond.wait_for(lambda: self._turn_over or self._closed)
+            if not self._turn_over and not ctx.responded:
+                raise self._ended(f"the MCP session ended during turn {ctx.turn_index}, before respond")
+
+    def _ended(self, what: str) -> BaseException:
+        if self._close_error is not None:
+            return self._close_error
+        return McpSessionEnded(what)
+
+    async def close_conversation(self) -> None:
+        """The runtime is done with the conversation: tell the client there is nothing more."""
+        cond = self._condition()
+        async with cond:
+            self._finished = True
+            cond.notify_all()
+
+    # ------------------------------------------------------------- client side
+
+    async def close(self, error: BaseException | None = None) -> None:
+        """The client went away (``error``: the exception its agent code raised)."""
+        cond = self._condition()
+        async with cond:
+            self._closed = True
+            if error is not None and self._close_error is None:
+                self._close_error = error
+            cond.notify_all()
+
+    @property
+    def over(self) -> bool:
+        return self._finished or self._closed
+
+    async def context_for_call(self) -> TurnContext | None:
+        """The open turn's context (waiting for the next turn to open), or ``None`` when the
+        conversation is over."""
+        cond = self._condition()
+        async with cond:
+            await cond.wait_for(lambda: self.over or (self._ctx is not None and not self._turn_over))
+            return None if self.over else self._ctx
+
+    async def next_message(self) -> tuple[int, str] | None:
+        """End the turn whose message was handed out last, then hand out the next turn's
+        message: ``(turn index, message)``, or ``None`` when the conversation is over."""
+        cond = self._condition()
+        async with cond:
+            if self._ctx is not None and not self._turn_over and self._fetched == self._index:
+                self._turn_over = True
+                cond.notify_all()
+            await cond.wait_for(lambda: self.over or (self._ctx is not None and not self._turn_over and self._index > self._fetched))
+            if self.over:
+                return None
+            self._fetched = self._index
+            return self._index, self._message
+
+    async def responded(self, ctx: TurnContext) -> bool:
+        """After a valid ``respond``: end the conversation if this was the final turn."""
+        if self._final_turn is None or ctx.turn_index != self._final_turn:
+            return False
+        cond = self._condition()
+        async with cond:
+            self._turn_over = True
+            cond.notify_all()
+        return True
+
+
+# ----------------------------------------------------------------- the server
+
+
+def _tool_list(spec: Spec) -> list[types.Tool]:
+    tools = [
+        types.Tool(name=t.name, description=t.description or None, input_schema=dict(t.input_schema or {"type": "object"}))
+        for t in spec.action_tools
+    ]
+    respond = spec.tools_by_name.get("respond")
+    tools.append(
+        types.Tool(
+            name="respond",
+            description=(respond.description if respond is not None and respond.description else "")
+            + (" " if respond is not None and respond.description else "")
+            + "End your work on this turn with the structured response (the response contract); "
+            "an invalid response is an error you may correct and send again.",
+            input_schema=respond_tool_schema(spec),
+        )
+    )
+    return tools
+
+
+def _error_result(kind: str, message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"{kind}: {message}")],
+        structured_content={"error": {"kind": kind, "message": message}},
+        is_error=True,
+    )
+
+
+def _ok_result(value: Any) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(value, ensure_ascii=False))],
+        structured_content=value if isinstance(value, dict) else None,
+    )
+
+
+def instructions_for(spec: Spec, context: Mapping[str, Any]) -> str:
+    ctx = ", ".join(f"{k}={v}" for k, v in context.items()) or "none"
+    return (
+        f"agentprop test world for spec {spec.spec_id} ({spec.title}). Each session is one conversation: "
+        f"get the user's next message with the `{USER_MESSAGE_PROMPT}` prompt (asking for it ends the previous turn; "
+        "no message means the conversation is over), use the tools, and end each turn with the `respond` tool. "
+        f"Runtime context ({CONTEXT_URI}): {ctx}."
+    )
+
+
+BridgeFor = Callable[[Any], Awaitable[TrialBridge]]
+"""How a request finds its trial: from the request context (per session)."""
+
+
+def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any], sessions: bool = False) -> Server[Any]:
+    """The MCP server of a spec's world, its requests routed to trials by ``bridge_for``.
+
+    ``sessions``: the server is shared by many sessions (streamable HTTP), so it advertises
+    only the handshake revisions of MCP, whose sessions tell trials apart."""
+    tools = _tool_list(spec)
+    context_json = json.dumps(dict(context), ensure_ascii=False)
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        bridge = await bridge_for(ctx)
+        turn = await bridge.context_for_call()
+        if turn is None:
+            return _error_result("protocol", "the conversation is over; this session takes no more tool calls")
+        args = dict(params.arguments or {})
+        try:
+            if params.name == "respond":
+                ack = turn.respond(**args)
+                if await bridge.responded(turn):
+                    ack = {**ack, "conversation_over": True}
+                return _ok_result(ack)
+            return _ok_result(turn.call(params.name, **args))
+        except ToolError as exc:
+            return _error_result(exc.kind, exc.message)
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(
+                    name=USER_MESSAGE_PROMPT,
+                    description="The user's message for the next turn; asking for it ends the previous turn. "
+                    "No message: the conversation is over.",
+                )
+            ]
+        )
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != USER_MESSAGE_PROMPT:
+            raise MCPError(types.INVALID_PARAMS, f"no prompt {params.name!r}; this server has `{USER_MESSAGE_PROMPT}`")
+        bridge = await bridge_for(ctx)
+        got = await bridge.next_message()
+        if got is None:
+            return types.GetPromptResult(description="the conversation is over", messages=[])
+        index, message = got
+        return types.GetPromptResult(
+            description=f"turn {index}",
+            messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=message))],
+        )
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[types.Resource(name="context", uri=CONTEXT_URI, description="the runtime context of the conversation", mime_type="application/json")]
+        )
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        if str(params.uri) != CONTEXT_URI:
+            raise MCPError(types.INVALID_PARAMS, f"no resource {params.uri}; this server has {CONTEXT_URI}")
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=CONTEXT_URI, mime_type="application/json", text=context_json)])
+
+    server: Server[Any] = Server(
+        f"agentprop-{spec.spec_id}",
+        version=__version__,
+        instructions=instructions_for(spec, context),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )
+    if sessions:
+
+        async def discover(ctx: Any, params: Any) -> types.DiscoverResult:
+            # no modern revision: clients fall back to the initialize handshake and its sessions
+            return types.DiscoverResult(supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS), capabilities=server.get_capabilities())
+
+        server.add_request_handler("server/discover", types.RequestParams, discover)
+    return server
+
+
+def trial_server(spec: Spec, bridge: TrialBridge, *, context: Mapping[str, Any]) -> Server[Any]:
+    """A server for exactly one trial (stdio, in-process): every connection drives ``bridge``."""
+
+    async def the_bridge(ctx: Any) -> TrialBridge:
+        return bridge
+
+    return build_server(spec, the_bridge, context=context)
+
+
+# ----------------------------------------------------------------- the client side
+
+
+class McpConversation:
+    """The client side of the turn protocol, over an SDK :class:`mcp.Client`.
+
+    ``async for message in conversation`` yields each user message (asking for the next one
+    ends the turn before); :meth:`call` and :meth:`respond` call tools and turn tool errors
+    into :class:`~agentprop.ToolError`; :meth:`play` plays a plain-Python agent's turn
+    (``turn(message, ctx)``) over the session. ``rng``: the random source a simulated agent
+    should draw from (under :class:`McpAgent`, the runtime's, seeded from case and trial).
+    """
+
+    def __init__(self, client: Client, *, rng: random.Random | None = None) -> None:
+        self.client = client
+        self.rng = rng if rng is not None else random.Random(0)
+        self.memory: dict[str, Any] = {}
+        self.turn_index = -1
+        self._context: dict[str, Any] | None = None
+
+    async def next_message(self) -> str | None:
+        """The next user message (ending the turn before), or ``None`` when it is over."""
+        result = await self.client.get_prompt(USER_MESSAGE_PROMPT)
+        if not result.messages:
+            return None
+        self.turn_index += 1
+        content = result.messages[0].content
+        return content.text if isinstance(content, types.TextContent) else str(content)
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._messages()
+
+    async def _messages(self) -> AsyncIterator[str]:
+        while (message := await self.next_message()) is not None:
+            yield message
+
+    async def context(self) -> dict[str, Any]:
+        """The runtime context (``agentprop://context``)."""
+        if self._context is None:
+            result = await self.client.read_resource(CONTEXT_URI)
+            first = result.contents[0]
+            self._context = json.loads(first.text) if isinstance(first, types.TextResourceContents) else {}
+        return dict(self._context)
+
+    async def call(self, name: str, /, **args: Any) -> Any:
+        """Call a tool; its output, or :class:`~agentprop.ToolError` when it failed."""
+        result = await self.client.call_tool(name, args)
+        text = "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+        if result.is_error:
+            err = (result.structured_content or {}).get("error") if isinstance(result.structured_content, dict) else None
+            if isinstance(err, dict) and "kind" in err:
+                raise ToolError(str(err["kind"]), str(err.get("message", "")))
+            kind, _, message = text.partition(": ")
+            raise ToolError(kind if message else "tool_error", message or text)
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    async def respond(self, **fields: Any) -> Any:
+        """End the turn's work with the structured response (a :class:`~agentprop.ToolError`
+        if it breaks the response contract)."""
+        return await self.call("respond", **fields)
+
+    async def play(self, turn_fn: Callable[[str, Any], Any], message: str, *, spec: Spec | None = None) -> None:
+        """Play ``turn_fn(message, ctx)``, a plain-Python agent's turn, over this session: its
+        ``ctx.call`` and ``ctx.respond`` become MCP tool calls (see
+        :class:`agentprop.testing.puppet.TurnPuppet`). An exception of the agent is raised."""
+        from agentprop.testing.puppet import Call, Finished, Respond, TurnPuppet
+
+        puppet = TurnPuppet(turn_fn, message, spec=spec, context=await self.context(), rng=self.rng, turn_index=self.turn_index, memory=self.memory)
+        try:
+            while True:
+                action = await puppet.next_action()
+                if isinstance(action, Finished):
+                    if action.error is not None:
+                        raise action.error
+                    return
+                try:
+                    if isinstance(action, Call):
+                        puppet.answer(await self.call(action.name, **action.args))
+                    elif isinstance(action, Respond):
+                        puppet.answer(await self.respond(**action.fields))
+                except ToolError as exc:
+                    puppet.answer(error=exc)
+        except BaseException:
+            puppet.abandon()
+            raise
+
+
+class McpAgent:
+    """Base class of an agent that reaches its world over MCP, run by agentprop in-process.
+
+    Subclass it and write :meth:`converse`; agentprop makes one instance per conversation (pass
+    the class as the agent: ``--agent my_module:MyMcpAgent``), serves that trial's world over
+    MCP in the same process, and hands your code an SDK :class:`mcp.Client` connected to it::
+
+        class MyAgent(McpAgent):
+            async def converse(self, client, conversation):
+                tools = (await client.list_tools()).tools
+                async for message in conversation:
+                    ...  # call tools with client.call_tool or conversation.call
+                    await conversation.respond(decision=..., ...)
+
+    The trial is recorded by the runtime and decided like every other run; an exception of
+    :meth:`converse` is the run's ``agent_exception``. ``conversation.rng`` is the runtime's
+    random source for this case and trial, so a simulated agent is reproducible.
+    """
+
+    close_timeout_s: float = 10.0
+
+    def __init__(self) -> None:
+        self._bridge: TrialBridge | None = None
+        self._client_task: asyncio.Task[None] | None = None
+
+    async def converse(self, client: Client, conversation: McpConversation) -> None:
+        raise NotImplementedError("write converse(client, conversation) in your McpAgent subclass")
+
+    async def turn(self, message: str, ctx: TurnContext) -> None:
+        bridge = getattr(self, "_bridge", None)
+        if bridge is None:
+            bridge = self._bridge = TrialBridge()
+            server = trial_server(ctx.spec, bridge, context=ctx.context)
+            self._client_task = asyncio.ensure_future(self._client_main(server, ctx.rng, bridge))
+        await bridge.turn(message, ctx)
+
+    async def _client_main(self, server: Server[Any], rng: random.Random, bridge: TrialBridge) -> None:
+        error: BaseException | None = None
+        try:
+            async with Client(server) as client:
+                await self.converse(client, McpConversation(client, rng=rng))
+        except BaseException as exc:
+            error = _unwrap(exc)
+            if error is not exc and isinstance(error, Exception):
+                raise error from None  # the agent's exception, not the SDK's task group around it
+            raise
+        finally:
+            await bridge.close(error if isinstance(error, Exception) else None)
+
+    async def close_conversation(self) -> None:
+        bridge, task = getattr(self, "_bridge", None), getattr(self, "_client_task", None)
+        if bridge is None or task is None:
+            return
+        await bridge.close_conversation()
+        done, _ = await asyncio.wait({task}, timeout=self.close_timeout_s)
+        if not done:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise McpSessionEnded(f"the MCP agent did not end its session within {self.close_timeout_s} s of the conversation's end")
+        exc = task.exception()
+        if exc is not None and bridge._close_error is not exc:
+            raise exc
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) exception groups of one exception each."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+__all__ = [
+    "CONTEXT_URI",
+    "USER_MESSAGE_PROMPT",
+    "McpAgent",
+    "McpConversation",
+    "McpSessionEnded",
+    "TrialBridge",
+    "build_server",
+    "instructions_for",
+    "trial_server",
+]

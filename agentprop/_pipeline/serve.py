@@ -1,0 +1,388 @@
+"""Serve one case's world over MCP to agents that connect on their own (``agentprop serve``).
+
+:class:`CaseServer` makes a trial per MCP session (:mod:`agentprop._agents.mcp`): over stdio one
+process is one session; over streamable HTTP (loopback) each ``Mcp-Session-Id`` session is one.
+Finished trials are judged by the case's property and fed, in trial order, to the case's
+sequential test (:func:`agentprop._decide.oracle.decide_runs`); the verdict is reported as soon as it
+is reached. Trials are appended to a record file, so separate stdio processes add up to one
+decision.
+
+MCP's 2026-07-28 revision has no sessions over HTTP; the HTTP server advertises the handshake
+revisions only, so the SDK's clients (``mode="auto"``) fall back to sessions, and a sessionless
+request is refused with an error that says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import mcp_types as types
+from mcp import Client
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from agentprop._decide.check import record_for, scenario_settings
+from agentprop._agents.mcp import TrialBridge, build_server, trial_server
+from agentprop._decide.oracle import CheckResult, OracleSettings, decide_runs
+from agentprop._agents.project import Project
+from agentprop._decide.properties import mft_verdicts
+from agentprop._agents.runtime import arun_conversation
+from agentprop._scenario.build import Scenario, make_world
+from agentprop._scenario.trace import Trace
+from agentprop._scenario.world import stable_seed
+from agentprop.errors import InputError
+
+_SESSION_HEADER = "mcp-session-id"
+
+
+# ----------------------------------------------------------------- a served case
+
+
+@dataclass
+class ServedTrial:
+    """One session of a served case: its bridge and the runtime task recording it."""
+
+    index: int
+    bridge: TrialBridge
+    task: asyncio.Task[Trace]
+    session_id: str | None = None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:120] or "case"
+
+
+def default_record_path(project: Project, scenario: Scenario) -> Path:
+    """Where a served case keeps its finished trials (one trace per line)."""
+    return project.base_dir / ".agentprop" / "mcp" / project.spec.spec_id / f"{_slug(scenario.id)}.jsonl"
+
+
+@dataclass
+class CaseServer:
+    """Serve one case's world over MCP; each session is one trial, recorded and decided.
+
+    ``record``: a JSON-lines file of finished trials (a trace per line). Trials recorded there
+    before count towards the decision and the next trial continues their numbering, so one
+    stdio process per session adds up to a decision. ``on_trial(trace, result)`` is called
+    after every finished trial with the decision so far (INCONCLUSIVE until it is reached).
+    """
+
+    project: Project
+    scenario: Scenario
+    settings: OracleSettings | None = None
+    record: Path | None = None
+    turn_timeout_s: float | None = 300.0
+    seed: int = 0
+    on_trial: Callable[[Trace, CheckResult], None] | None = None
+    traces: list[Trace] = field(default_factory=list)
+    rule: str | None = None
+    _open: dict[str, ServedTrial] = field(default_factory=dict, repr=False)
+    _next: int = 0
+    _done: dict[int, Trace] = field(default_factory=dict, repr=False)
+    _lock: asyncio.Lock | None = field(default=None, repr=False)
+    _decided: asyncio.Event | None = field(default=None, repr=False)
+    _seen_sessions: set[str] = field(default_factory=set, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.settings is None:
+            chosen = scenario_settings(self.project, self.scenario)
+            self.settings, self.rule = chosen.settings, chosen.rule
+        self._grounding = self.project.bindings.response_grounding(self.project.spec)
+        self._first = self.seed * 1_000_003
+        if self.record is not None and self.record.exists():
+            self.traces = _read_record(self.record, self.project.spec.spec_id, self.scenario.id)
+        self._next = self._first + len(self.traces)
+        self._over = TrialBridge()
+        self._over._closed = True
+
+    # ------------------------------------------------------------- trials
+
+    @property
+    def messages(self) -> list[str]:
+        return self.scenario.messages
+
+    def start_trial(self, session_id: str | None = None) -> ServedTrial:
+        """Open the next trial (its world and its runtime task); call inside the event loop."""
+        index = self._next
+        self._next += 1
+        spec, bindings = self.project.spec, self.project.bindings
+        world = make_world(spec, bindings, self.scenario, seed=stable_seed("world", self.scenario.id), nonce=str(index))
+        bridge = TrialBridge(final_turn=len(self.scenario.messages) - 1)
+
+        async def run() -> Trace:
+            return await arun_conversation(
+                spec, lambda: bridge, self.scenario.messages, world, case_id=self.scenario.id, trial=index,
+                context=bindings.context, turn_timeout_s=self.turn_timeout_s, agent_name="mcp",
+            )
+
+        trial = ServedTrial(index=index, bridge=bridge, task=asyncio.ensure_future(run()), session_id=session_id)
+        if session_id is not None:
+            self._open[session_id] = trial
+        trial.task.add_done_callback(lambda _t: asyncio.ensure_future(self._finished(trial)))
+        return trial
+
+    async def end_trial(self, trial: ServedTrial) -> Trace:
+        """The session is gone: end its conversation and return the recorded trace."""
+        await trial.bridge.close()
+        return await trial.task
+
+    async def _finished(self, trial: ServedTrial) -> None:
+        if trial.session_id is not None:
+            self._open.pop(trial.session_id, None)
+        await trial.bridge.close()  # later requests of the session get "the conversation is over"
+        try:
+            trace = trial.task.result()
+        except BaseException:  # the runtime never raises for agent faults; nothing to record
+            return
+        self._done[trial.index] = trace
+        # trials join the decision in trial order (a session that ends first is not favoured)
+        added: list[Trace] = []
+        while (self._first + len(self.traces)) in self._done:
+            t = self._done.pop(self._first + len(self.traces))
+            self.traces.append(t)
+            added.append(t)
+        if self.record is not None and added:
+            self.record.parent.mkdir(parents=True, exist_ok=True)
+            with self.record.open("a", encoding="utf-8") as fh:
+                for t in added:
+                    fh.write(t.model_dump_json() + "\n")
+        result = self.result()
+        if result.verdict != "INCONCLUSIVE" and self._decided is not None:
+            self._decided.set()
+        if self.on_trial is not None:
+            for t in added:
+                self.on_trial(t, result)
+
+    def judge(self, trace: Trace) -> Any:
+        return record_for(mft_verdicts(self.project.spec, self.scenario, trace, grounding=self._grounding))
+
+    def result(self) -> CheckResult:
+        """The decision over the trials finished so far (INCONCLUSIVE while undecided)."""
+        assert self.settings is not None
+        result = decide_runs(self.traces, self.settings, judge=self.judge, name=self.scenario.id, first_trial=self._first)
+        if self.rule:
+            result.settings["rule"] = self.rule
+        return result
+
+    # ------------------------------------------------------------- transports
+
+    def server_for(self, trial: ServedTrial) -> Server[Any]:
+        """A server whose every connection is ``trial`` (stdio, in-process)."""
+        return trial_server(self.project.spec, trial.bridge, context=self.project.bindings.context)
+
+    async def serve_stdio(self) -> Trace:
+        """Serve one session over this process's stdin and stdout; returns its trace."""
+        from mcp.server.stdio import stdio_server
+
+        trial = self.start_trial()
+        server = self.server_for(trial)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        return await self.end_trial(trial)
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[Client]:
+        """An in-process session: an SDK :class:`mcp.Client` connected to a new trial (for
+        tests); the trial ends when the block does."""
+        trial = self.start_trial()
+        try:
+            async with Client(self.server_for(trial)) as client:
+                yield client
+        finally:
+            await self.end_trial(trial)
+
+    async def _bridge_for_session(self, ctx: Any) -> TrialBridge:
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None)
+        sid = headers.get(_SESSION_HEADER) if headers is not None else None
+        if not sid:
+            raise MCPError(
+                types.INVALID_REQUEST,
+                "agentprop's world server needs an MCP session: each session is one trial of the case. "
+                "Connect with the initialize handshake (the SDK's Client does in mode 'auto' or 'legacy'); "
+                "MCP 2026-07-28 requests carry no session",
+            )
+        trial = self._open.get(sid)
+        if trial is None:
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock:
+                trial = self._open.get(sid)
+                if trial is None:
+                    if sid in self._seen_sessions:
+                        return self._over  # its conversation has ended: it is told so
+                    trial = self.start_trial(session_id=sid)
+                    self._seen_sessions.add(sid)  # a session runs one conversation
+        return trial.bridge
+
+    def http_app(self) -> Any:
+        """A Starlette app serving this case over streamable HTTP at ``/mcp`` (loopback)."""
+        server = build_server(self.project.spec, self._bridge_for_session, context=self.project.bindings.context, sessions=True)
+        app = server.streamable_http_app(host="127.0.0.1")
+        return _SessionEnds(app, self)
+
+    async def session_deleted(self, sid: str) -> None:
+        trial = self._open.get(sid)
+        if trial is not None:
+            await trial.bridge.close()
+
+    async def wait_decided(self) -> None:
+        if self._decided is None:
+            self._decided = asyncio.Event()
+        if self.result().verdict != "INCONCLUSIVE":
+            return
+        await self._decided.wait()
+
+    async def serve_http(self, sock: socket.socket, *, until_decided: bool = False, stop: asyncio.Event | None = None) -> None:
+        """Serve over streamable HTTP on the bound socket ``sock`` until ``stop`` is set (or,
+        with ``until_decided``, the case is decided); open trials are ended on the way out."""
+        import uvicorn
+
+        self._decided = asyncio.Event()
+        config = uvicorn.Config(self.http_app(), log_level="warning", lifespan="on")
+        server = uvicorn.Server(config)
+        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+        waits: set[asyncio.Future[Any]] = {serving}
+        if until_decided:
+            waits.add(asyncio.ensure_future(self.wait_decided()))
+        if stop is not None:
+            waits.add(asyncio.ensure_future(stop.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits - {serving}:
+                w.cancel()
+            for trial in list(self._open.values()):
+                await self.end_trial(trial)
+            server.should_exit = True
+            await asyncio.gather(serving, return_exceptions=True)
+
+
+class _SessionEnds:
+    """ASGI wrapper: a ``DELETE`` of a session (the client closing it) ends its trial."""
+
+    def __init__(self, app: Any, owner: CaseServer) -> None:
+        self.app = app
+        self.owner = owner
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and scope.get("method") == "DELETE":
+            sid = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == _SESSION_HEADER.encode()), None)
+            if sid:
+                await self.owner.session_deleted(sid)
+        await self.app(scope, receive, send)
+
+
+def _read_record(path: Path, spec_id: str, case_id: str) -> list[Trace]:
+    traces: list[Trace] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            trace = Trace.from_json(line)
+        except ValueError as exc:
+            raise InputError(f"{path}:{n}: not a recorded trial ({str(exc).splitlines()[0]})", fix=f"delete {path} to start the case's trials afresh") from None
+        if trace.spec_id != spec_id or trace.case_id != case_id:
+            raise InputError(
+                f"{path}:{n}: a trial of {trace.spec_id} {trace.case_id}, not of {spec_id} {case_id}",
+                fix="give each case its own --record file, or delete this one",
+            )
+        traces.append(trace)
+    return traces
+
+
+class HttpCaseServer:
+    """A :class:`CaseServer` served over streamable HTTP on a free loopback port, on a thread
+    of its own (the Python API and pytest fixture behind ``agentprop serve --http``)::
+
+        with HttpCaseServer(case_server) as running:
+            async with mcp.Client(running.url) as client: ...
+        running.case.result()
+    """
+
+    def __init__(self, case: CaseServer) -> None:
+        self.case = case
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._sock.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self) -> HttpCaseServer:
+        def main() -> None:
+            async def serve() -> None:
+                self._loop = asyncio.get_running_loop()
+                self._stop = asyncio.Event()
+                self._started.set()
+                await self.case.serve_http(self._sock, stop=self._stop)
+
+            try:
+                asyncio.run(serve())
+            except BaseException as exc:  # reported by stop()
+                self._error = exc
+                self._started.set()
+
+        self._thread = threading.Thread(target=main, name="agentprop-mcp-http", daemon=True)
+        self._thread.start()
+        self._started.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._stop.set)
+            except RuntimeError:
+                pass
+        if self._thread is not None:
+            self._thread.join(10)
+        self._sock.close()
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> HttpCaseServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def log_trial(out: TextIO) -> Callable[[Trace, CheckResult], None]:
+    """An ``on_trial`` callback that prints one line per trial and the verdict once reached."""
+    announced: list[bool] = [False]
+
+    def log(trace: Trace, result: CheckResult) -> None:
+        errors = trace.all_errors()
+        what = f"{len(trace.turns)} turn(s), {len(trace.tool_calls)} tool call(s)"
+        if errors:
+            what += f", {errors[0].kind}: {errors[0].message}"
+        print(f"trial {trace.trial}: {what}; decisions {trace.decisions}", file=out)
+        print(f"  so far: {result.passes}/{result.runs} passed; "
+              + ("undecided, keep the agent running" if result.verdict == "INCONCLUSIVE" else f"verdict {result.verdict}"), file=out)
+        if result.verdict != "INCONCLUSIVE" and not announced[0]:
+            announced[0] = True
+            print(result.summary(), file=out)
+        out.flush()
+
+    return log
+
+
+__all__ = ["CaseServer", "HttpCaseServer", "ServedTrial", "default_record_path", "log_trial"]

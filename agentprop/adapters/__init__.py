@@ -1,0 +1,215 @@
+"""Framework adapters: a spec's tools as typed Python callables bound to the current trial.
+
+Most agent frameworks take tools as Python functions and read their schema from the signature
+and the docstring. :func:`tool_functions` makes one such function per tool of a spec: named
+after the tool, with a keyword parameter per property of its input schema (typed: ``str``,
+``int``, ``Literal[...]`` for enums, a pydantic model for a nested object, ``list[...]``;
+required ones without a default), and a Google-style docstring from the tool's description and
+its parameters' descriptions. Calling one calls the tool in the world of the trial that is
+running, through the runtime's :class:`~agentprop.TurnContext`, so the call is recorded in the
+trace, validated against the input schema and limited like every other call::
+
+    from agentprop.adapters import bind, tool_functions
+
+    tools = tool_functions(project.spec)            # once: give them to the framework
+
+    class MyFrameworkAgent:                         # an agentprop agent
+        async def turn(self, message, ctx):
+            with bind(ctx):                         # the tools act on this trial's world
+                output = await framework_agent.run(message)
+            ctx.respond(**output)
+
+A failed call raises :class:`~agentprop.ToolError` (``kind`` and ``message``). ``respond``
+is a function too (``include_respond=True``, the default) for frameworks without structured
+output; its parameters are the response contract. :mod:`agentprop.adapters.pydantic_ai` is the
+end-to-end adapter for PydanticAI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import inspect
+import keyword
+from collections.abc import Callable, Iterator, Mapping
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from agentprop._spec.response import respond_tool_schema
+from agentprop._agents.runtime import TurnContext
+from agentprop._spec.model import Spec, Tool
+from agentprop.errors import InvalidArgument
+
+_current: contextvars.ContextVar[Any] = contextvars.ContextVar("agentprop_adapter_turn", default=None)
+
+
+@contextlib.contextmanager
+def bind(ctx: TurnContext | Any) -> Iterator[None]:
+    """Within this block (and tasks and threads that copy its context), the functions of
+    :func:`tool_functions` act on ``ctx``: the turn the runtime is running."""
+    token = _current.set(ctx)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current_turn() -> TurnContext:
+    """The turn bound by :func:`bind` (an :class:`InvalidArgument` outside one)."""
+    ctx = _current.get()
+    if ctx is None:
+        raise InvalidArgument(
+            "an agentprop tool function was called outside a turn: call the framework inside "
+            "`with agentprop.adapters.bind(ctx):` in your agent's turn(message, ctx)"
+        )
+    return ctx  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------- JSON Schema -> Python types
+
+
+def _model_name(*parts: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for part in parts for p in part.replace("-", "_").split("_") if p) or "Value"
+
+
+def python_type(schema: Mapping[str, Any] | None, name: str = "Value") -> Any:
+    """The Python type of a JSON Schema: ``Literal`` for enums, a pydantic model for an object
+    with properties (required ones required), ``list[...]`` for arrays, ``Any`` for what JSON
+    Schema leaves open."""
+    if not schema:
+        return Any
+    if schema.get("enum"):
+        return Literal[tuple(schema["enum"])]  # type: ignore[misc]
+    if "const" in schema:
+        return Literal[schema["const"]]  # type: ignore[misc]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        options = [python_type({**schema, "type": k}, name) for k in kind if k != "null"]
+        base = options[0] if len(options) == 1 else Any
+        return Optional[base] if "null" in kind else base  # noqa: UP007
+    if kind == "string":
+        return str
+    if kind == "integer":
+        return int
+    if kind == "number":
+        return float
+    if kind == "boolean":
+        return bool
+    if kind == "array":
+        return list[python_type(schema.get("items"), name + "Item")]  # type: ignore[misc]
+    if kind == "object" or "properties" in schema:
+        props: Mapping[str, Any] = schema.get("properties") or {}
+        if not props:
+            return dict[str, Any]
+        required = set(schema.get("required") or [])
+        fields: dict[str, Any] = {}
+        for prop, sub in props.items():
+            annotation = python_type(sub, _model_name(name, prop))
+            desc = sub.get("description") if isinstance(sub, Mapping) else None
+            if prop in required:
+                fields[prop] = (annotation, Field(..., description=desc))
+            else:
+                fields[prop] = (Optional[annotation], Field(None, description=desc))  # noqa: UP007
+        extra: Literal["forbid", "allow"] = "forbid" if schema.get("additionalProperties") is False else "allow"
+        return create_model(_model_name(name), __config__=ConfigDict(extra=extra), **fields)
+    return Any
+
+
+def _plain(value: Any) -> Any:
+    """Arguments as JSON: models dumped without the optional fields left out."""
+    if isinstance(value, BaseModel):
+        return {k: _plain(v) for k, v in value.model_dump(exclude_unset=True).items()}
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _docstring(description: str, properties: Mapping[str, Any]) -> str:
+    lines = [description.strip() or "A tool of the spec."]
+    described = [(k, v.get("description")) for k, v in properties.items() if isinstance(v, Mapping) and v.get("description")]
+    if described:
+        lines += ["", "Args:"] + [f"    {k}: {d}" for k, d in described]
+    return "\n".join(lines)
+
+
+def typed_function(
+    name: str,
+    description: str,
+    input_schema: Mapping[str, Any],
+    call: Callable[[dict[str, Any]], Any],
+    *,
+    is_async: bool = False,
+) -> Callable[..., Any]:
+    """A function named ``name`` whose keyword parameters, types and docstring come from
+    ``input_schema`` and ``description``; calling it calls ``call(arguments)`` with the
+    arguments as JSON (optional ones left out unless given)."""
+    props: Mapping[str, Any] = input_schema.get("properties") or {}
+    required = set(input_schema.get("required") or [])
+    params: list[inspect.Parameter] = []
+    annotations: dict[str, Any] = {}
+    for prop, sub in props.items():
+        if not prop.isidentifier() or keyword.iskeyword(prop):
+            raise InvalidArgument(f"tool {name}: property {prop!r} cannot be a Python parameter name; give the framework the tool's JSON Schema instead")
+        annotation = python_type(sub, _model_name(name, prop))
+        desc = sub.get("description") if isinstance(sub, Mapping) else None
+        if desc:
+            annotation = Annotated[annotation, Field(description=desc)]
+        if prop in required:
+            params.append(inspect.Parameter(prop, inspect.Parameter.KEYWORD_ONLY, annotation=annotation))
+        else:
+            annotation = Optional[annotation]  # noqa: UP007
+            params.append(inspect.Parameter(prop, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
+        annotations[prop] = annotation
+    # required parameters first, as Python requires of a signature
+    params.sort(key=lambda p: p.default is not inspect.Parameter.empty)
+
+    def arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {k: _plain(v) for k, v in kwargs.items() if v is not None or k in required}
+
+    if is_async:
+
+        async def function(**kwargs: Any) -> Any:
+            return call(arguments(kwargs))
+
+    else:
+
+        def function(**kwargs: Any) -> Any:  # type: ignore[misc]
+            return call(arguments(kwargs))
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = _docstring(description, props)
+    function.__signature__ = inspect.Signature(params, return_annotation=Any)  # type: ignore[attr-defined]
+    function.__annotations__ = {**annotations, "return": Any}
+    return function
+
+
+def _tool_call(tool: str) -> Callable[[dict[str, Any]], Any]:
+    def call(args: dict[str, Any]) -> Any:
+        return current_turn().call(tool, **args)
+
+    return call
+
+
+def _respond_call(args: dict[str, Any]) -> Any:
+    return current_turn().respond(**args)
+
+
+RESPOND_DESCRIPTION = "End the turn with the structured response (the response contract); an invalid response raises a tool error you may correct."
+
+
+def tool_functions(spec: Spec, *, include_respond: bool = True, is_async: bool = False) -> list[Callable[..., Any]]:
+    """One typed function per tool of ``spec`` (and ``respond``), acting on the turn bound
+    with :func:`bind`. ``is_async``: ``async def`` functions (for frameworks that run sync
+    tools on threads that do not carry the caller's context)."""
+    out = [typed_function(t.name, t.description, t.input_schema, _tool_call(t.name), is_async=is_async) for t in spec.action_tools]
+    if include_respond:
+        respond: Tool | None = spec.tools_by_name.get("respond")
+        description = (respond.description + " " if respond is not None and respond.description else "") + RESPOND_DESCRIPTION
+        out.append(typed_function("respond", description, respond_tool_schema(spec), _respond_call, is_async=is_async))
+    return out
+
+
+__all__ = ["RESPOND_DESCRIPTION", "bind", "current_turn", "python_type", "tool_functions", "typed_function"]

@@ -1,0 +1,50 @@
+"""Test MCP agents: a case's world as an MCP server, and agents that are MCP clients.
+
+Needs the official MCP SDK: ``pip install "agentprop[mcp]"``. See docs/mcp-and-adapters.md.
+
+- :class:`CaseServer`: one case served over MCP (stdio, streamable HTTP on loopback, or
+  in-process with :meth:`CaseServer.connect`); each session is one trial, recorded into a
+  trace like every other run and decided by the case's sequential test. ``agentprop serve``
+  runs it from the command line; :class:`HttpCaseServer` runs it on a thread for tests.
+- :class:`McpAgent`: base class of an agent that is an MCP client; agentprop runs each trial
+  and serves that trial's world to it in-process (``agentprop run --agent module:MyMcpAgent``).
+- :class:`McpConversation`: the client side of the turn protocol (the ``user_message`` prompt,
+  ``respond``, tool errors as :class:`~agentprop.ToolError`).
+"""
+
+from __future__ import annotations
+
+try:
+    import mcp as _sdk  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "agentprop.mcp needs the official MCP SDK: pip install 'agentprop[mcp]' (or pip install mcp)"
+    ) from exc
+
+from agentprop._pipeline.serve import CaseServer, HttpCaseServer, ServedTrial, default_record_path, log_trial
+from agentprop._agents.mcp import (
+    CONTEXT_URI,
+    USER_MESSAGE_PROMPT,
+    McpAgent,
+    McpConversation,
+    McpSessionEnded,
+    TrialBridge,
+    build_server,
+    trial_server,
+)
+
+__all__ = [
+    "CONTEXT_URI",
+    "USER_MESSAGE_PROMPT",
+    "CaseServer",
+    "HttpCaseServer",
+    "McpAgent",
+    "McpConversation",
+    "McpSessionEnded",
+    "ServedTrial",
+    "TrialBridge",
+    "build_server",
+    "default_record_path",
+    "log_trial",
+    "trial_server",
+]

@@ -1,0 +1,302 @@
+"""The world as an MCP server (agentprop.mcp), driven by the official SDK's own client.
+
+The scripted MCP agent is the SupportOps reference agent played over MCP
+(examples/supportops/mcp_agent.py): the same code, fault knobs and random source as agent.py,
+so the MCP recording can be compared with the runtime's recording of the Python agent, trace for
+trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+
+from agentprop import OracleSettings, Trace, load_agent, load_project  # noqa: E402
+from agentprop._cli import main  # noqa: E402
+from agentprop.errors import ToolError  # noqa: E402
+from agentprop.mcp import CaseServer, HttpCaseServer, McpConversation  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORTOPS = ROOT / "examples" / "supportops"
+CANCEL = "END_CANCELLED<-N7_CANCEL"
+
+
+@pytest.fixture(scope="module")
+def project() -> Any:
+    return load_project(SUPPORTOPS)
+
+
+@pytest.fixture(scope="module")
+def reference_agent(project: Any) -> Any:
+    return load_agent("agent:SupportOpsAgent", project.base_dir).target
+
+
+def _comparable(trace: Trace) -> dict[str, Any]:
+    data = trace.model_dump()
+    data.pop("duration_s")
+    data.pop("agent")
+    for turn in data["turns"]:
+        turn.pop("duration_s")
+        for error in turn["errors"]:
+            error.pop("traceback", None)
+    return data
+
+
+def test_mcp_agent_is_recorded_exactly_like_the_python_agent(project: Any) -> None:
+    """Every tool call, result, error, response and decision of a trial run over MCP equals
+    the runtime's record of the same agent run in-process (faults on, several cases)."""
+    faults = {"skip_auth": 0.5, "leak_pii": 0.5, "never_retry": 0.5, "skip_confirm": 0.3}
+    python = load_agent("agent:SupportOpsAgent", project.base_dir, faults)
+    over_mcp = load_agent("mcp_agent:SupportOpsMcpAgent", project.base_dir, faults)
+    scenarios = project.scenarios()[::2]
+
+    async def compare() -> int:
+        differing = 0
+        for sc in scenarios:
+            for trial in range(3):
+                a = await project.arun(sc, python.factory, trial=trial)
+                b = await project.arun(sc, over_mcp.factory, trial=trial)
+                assert b.tool_calls or b.turns[0].response is not None
+                differing += _comparable(a) != _comparable(b)
+        return differing
+
+    assert asyncio.run(compare()) == 0
+
+
+@pytest.mark.parametrize("agent", ["agent:SupportOpsAgent", "mcp_agent:SupportOpsMcpAgent"])
+def test_run_through_mcp_finds_the_injected_fault(agent: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`agentprop run` with the MCP agent fails the cancel case with the signature the Python
+    agent's run has: verify_identity was skipped (skip_auth)."""
+    report = tmp_path / "report.json"
+    code = main(["run", str(SUPPORTOPS), "--agent", agent, "--fault", "skip_auth=0.5", "--kinds", "mft", "--case", CANCEL,
+                 "--shrink-budget", "0", "--corpus", "none", "--json", str(report)])
+    assert code == 1
+    (case,) = json.loads(report.read_text())["cases"]
+    assert case["verdict"] == "FAIL"
+    assert "verify_identity was never called" in case["failures"][0]["explanation"]
+
+
+def test_clean_mcp_agent_passes_its_case(tmp_path: Path) -> None:
+    code = main(["run", str(SUPPORTOPS), "--agent", "mcp_agent:SupportOpsMcpAgent", "--kinds", "mft", "--case", CANCEL,
+                 "--shrink-budget", "0", "--corpus", "none"])
+    assert code == 0
+
+
+async def _play_session(client: Client, agent: Any, spec: Any, seed: int = 0) -> McpConversation:
+    conversation = McpConversation(client, rng=random.Random(seed))
+    async for message in conversation:
+        await conversation.play(agent.turn, message, spec=spec)
+    return conversation
+
+
+def test_each_in_process_session_is_one_decided_trial(project: Any, reference_agent: Any) -> None:
+    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=3))
+    seen: list[tuple[int, str]] = []
+    case.on_trial = lambda trace, result: seen.append((trace.trial, result.verdict))
+
+    async def sessions() -> None:
+        for i in range(3):
+            async with case.connect() as client:
+                await _play_session(client, reference_agent(), project.spec, seed=i)
+
+    asyncio.run(sessions())
+    assert [t.decisions for t in case.traces] == [["ASK_CONFIRM_CANCEL", "CANCELLED"]] * 3
+    # each trial gets a world of its own: canaries differ from trial to trial
+    assert len({json.dumps(t.canaries, sort_keys=True) for t in case.traces}) == 3
+    assert seen == [(0, "INCONCLUSIVE"), (1, "INCONCLUSIVE"), (2, "PASS")]
+    assert case.result().verdict == "PASS"
+
+
+def test_the_turn_protocol_over_mcp(project: Any) -> None:
+    """user_message ends the turn before; an invalid respond is an error the agent may correct;
+    unknown tools and calls after respond are recorded as the runtime records them."""
+    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+
+    async def session() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with case.connect() as client:
+            conv = McpConversation(client)
+            names = {t.name for t in (await client.list_tools()).tools}
+            out["tools"] = names
+            out["context"] = await conv.context()
+            out["resources"] = [str(r.uri) for r in (await client.list_resources()).resources]
+            out["prompts"] = [p.name for p in (await client.list_prompts()).prompts]
+            first = await conv.next_message()
+            out["first"] = first
+            with pytest.raises(ToolError) as unknown:
+                await conv.call("delete_everything")
+            out["unknown"] = unknown.value.kind
+            with pytest.raises(ToolError) as invalid:
+                await conv.respond(decision="NOT_A_DECISION")
+            out["invalid"] = invalid.value.kind
+            await conv.respond(node_id="N6_CONFIRM_CANCEL", decision="ASK_CONFIRM_CANCEL", tool_actions=[], evidence="none",
+                               user_message="Confirm?")
+            with pytest.raises(ToolError) as late:
+                await conv.call("get_account", account_id="A1")
+            out["late"] = late.value.kind
+            out["second"] = await conv.next_message()
+            # the final turn: no respond; then the conversation is over
+            out["third"] = await conv.next_message()
+            with pytest.raises(ToolError) as over:
+                await conv.call("get_account", account_id="A1")
+            out["over"] = over.value.message
+        return out
+
+    out = asyncio.run(session())
+    assert {"verify_identity", "get_account", "cancel_order", "respond"} <= out["tools"]
+    assert out["context"] == {"account_id": "A1"} and out["resources"] == ["agentprop://context"]
+    assert out["prompts"] == ["user_message"]
+    assert out["first"] == project.scenario(CANCEL).messages[0]
+    assert out["second"] == project.scenario(CANCEL).messages[1]
+    assert out["third"] is None and "conversation is over" in out["over"]
+    assert (out["unknown"], out["invalid"], out["late"]) == ("unknown_tool", "invalid_respond", "protocol")
+    (trace,) = case.traces
+    first, second = trace.turns
+    assert [c.name for c in first.tool_calls] == ["delete_everything", "get_account"]
+    assert [e.kind for e in first.errors] == ["unknown_tool", "protocol"]
+    assert first.decision == "ASK_CONFIRM_CANCEL"
+    assert [e.kind for e in second.errors] == ["no_respond"]
+
+
+def test_a_session_that_ends_mid_conversation_is_recorded(project: Any) -> None:
+    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+
+    async def session() -> None:
+        async with case.connect() as client:
+            conv = McpConversation(client)
+            await conv.next_message()
+            await conv.call("verify_identity", account_id="A1", last4="4242", zip="94107")
+
+    asyncio.run(session())
+    (trace,) = case.traces
+    assert len(trace.turns) == 1 and trace.tool_names() == ["verify_identity"]
+    (error,) = trace.all_errors()
+    assert error.kind == "agent_exception" and "ended during turn 0, before respond" in error.message
+    assert case.result().verdict == "FAIL"
+
+
+def test_an_exception_in_the_mcp_agent_is_the_runs_agent_exception(project: Any) -> None:
+    from agentprop.mcp import McpAgent
+
+    class Broken(McpAgent):
+        async def converse(self, client: Client, conversation: McpConversation) -> None:
+            async for _ in conversation:
+                raise RuntimeError("the model returned garbage")
+
+    trace = asyncio.run(project.arun(project.scenario(CANCEL), Broken, trial=0))
+    (error,) = trace.all_errors()
+    assert error.kind == "agent_exception" and "RuntimeError: the model returned garbage" in error.message
+
+
+def test_http_sessions_are_trials_and_sessionless_requests_are_refused(project: Any, reference_agent: Any, tmp_path: Path) -> None:
+    record = tmp_path / "trials.jsonl"
+    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=2), record=record)
+
+    async def over_http(url: str, seed: int) -> str:
+        async with Client(url) as client:
+            await _play_session(client, reference_agent({"skip_auth": 1.0}) if seed else reference_agent(), project.spec, seed)
+            return client.protocol_version
+
+    async def modern(url: str) -> str:
+        async with Client(url, mode="2026-07-28") as client:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("get_account", {"account_id": "A1"})
+            return str(refused.value)
+
+    with HttpCaseServer(case) as running:
+        versions = [asyncio.run(over_http(running.url, seed)) for seed in (0, 1)]
+        refusal = asyncio.run(modern(running.url))
+    assert all(v.startswith("20") and v < "2026" for v in versions)  # the handshake era, with sessions
+    assert "needs an MCP session" in refusal
+    assert [t.trial for t in case.traces] == [0, 1]
+    assert case.traces[1].tool_names()[0] == "get_account"  # skip_auth: verify_identity skipped
+    result = case.result()
+    assert result.verdict == "FAIL" and "verify_identity was never called" in result.failures[0].explanation
+    # recorded: a new server for the case continues from the record
+    assert len(record.read_text().splitlines()) == 2
+    again = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=2), record=record)
+    assert len(again.traces) == 2 and again.result().verdict == "FAIL"
+
+
+def test_agentprop_serve_over_stdio_records_one_trial_per_process(tmp_path: Path, reference_agent: Any, project: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    record = tmp_path / "cancel.jsonl"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agentprop", "serve", str(SUPPORTOPS), "--case", CANCEL, "--record", str(record)],
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+
+    async def session() -> None:
+        async with Client(params) as client:
+            await _play_session(client, reference_agent(), project.spec)
+
+    asyncio.run(session())
+    (line,) = record.read_text().splitlines()
+    trace = Trace.from_json(line)
+    assert trace.case_id == CANCEL and trace.decisions == ["ASK_CONFIRM_CANCEL", "CANCELLED"] and not trace.errors
+    code = main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--record", str(record), "--report"])
+    out = capsys.readouterr().out
+    assert code == 1 and "INCONCLUSIVE" in out and "(1/1)" in out  # a safety case needs 59 clean runs
+
+
+def test_serve_refuses_bad_input_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", str(SUPPORTOPS), "--case", "NO_SUCH_CASE"]) == 2
+    assert "no scenario 'NO_SUCH_CASE'" in capsys.readouterr().err
+    assert main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--until-decided"]) == 2
+    assert "--until-decided applies to --http" in capsys.readouterr().err
+
+
+def test_the_pytest_fixture_serves_a_case(agentprop_mcp_server: Any, project: Any, reference_agent: Any) -> None:
+    running = agentprop_mcp_server(CANCEL, project, http=True, settings=OracleSettings(mode="fixed", runs=1))
+
+    async def session() -> None:
+        async with Client(running.url) as client:
+            await _play_session(client, reference_agent({"leak_pii": 1.0}), project.spec)
+
+    asyncio.run(session())
+    assert running.case.result().verdict == "PASS"  # leak_pii does not touch a cancel
+    in_process = agentprop_mcp_server(CANCEL, project, settings=OracleSettings(mode="fixed", runs=1))
+    assert isinstance(in_process, CaseServer) and in_process.result().runs == 0
+
+
+def test_agentprop_serve_http_until_decided(tmp_path: Path, reference_agent: Any, project: Any) -> None:
+    """`agentprop serve --http --until-decided`: sessions over HTTP until the verdict (here the
+    first session skips verify_identity, which fails a safety case at once), then exit 1."""
+    import io
+    import re
+    import threading
+    import time
+
+    out = io.StringIO()
+    codes: list[int] = []
+    server = threading.Thread(
+        target=lambda: codes.append(main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--http", "--until-decided",
+                                          "--record", str(tmp_path / "r.jsonl")], out=out, err=out)),
+        daemon=True,
+    )
+    server.start()
+    deadline = time.monotonic() + 60
+    while not (found := re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", out.getvalue())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert found, out.getvalue()
+
+    async def session() -> None:
+        async with Client(found.group(1)) as client:
+            await _play_session(client, reference_agent({"skip_auth": 1.0}), project.spec)
+
+    asyncio.run(session())
+    server.join(30)
+    assert codes == [1]
+    printed = out.getvalue()
+    assert "trial 0:" in printed and "verdict FAIL" in printed and "verify_identity was never called" in printed
