@@ -31,7 +31,7 @@ from agentprop._decide.memo import TrialMemo
 from agentprop._decide.corpus import judge_replay
 from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, Mode, OracleSettings, TrialRecord, adecide
 from agentprop._agents.project import Project
-from agentprop._decide.properties import mft_verdicts
+from agentprop._decide.case import compile_mft
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.safety import CaseSettings, case_settings
 from agentprop._decide.session import CorpusNote, Session, current_session, current_test, scoped_overrides, settings_scope
@@ -113,13 +113,14 @@ async def decide_scenario(
             "give one message per turn, or pass prop= to check something other than the scenario's MFT"
         )
 
-    grounding = project.bindings.response_grounding(project.spec)
+    # the spec is read once, here: every run is judged by the compiled case
+    case = compile_mft(project.spec, scenario, project.bindings.response_grounding(project.spec)) if prop is None else None
 
     async def run_trial(i: int) -> Trace:
         return await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=msgs)
 
     def judge(trace: Trace) -> TrialRecord:
-        return record_for(mft_verdicts(project.spec, scenario, trace, grounding=grounding) if prop is None else verdicts_of(prop(trace)))
+        return record_for(case.verdicts(trace) if case is not None else verdicts_of(prop(trace)))  # type: ignore[misc]
 
     result = await adecide(
         run_trial,

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from rapidfuzz import fuzz
 
 from agentprop._spec.grounding import TEXT_GROUNDINGS
-from agentprop._spec.response import validate_response
+from agentprop._spec.response import response_model, validate_with
 from agentprop._spec.model import Spec
 from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop.errors import InvalidArgument
@@ -190,15 +190,17 @@ def max_tool_calls(trace: Trace, limit: int | None, *, clause: str | None = "def
 # ----------------------------------------------------------------------------- response
 
 
-def response_valid(trace: Trace, spec: Spec, *, clause: str | None = "response_contract") -> Verdict:
-    """Every turn ended with a ``respond`` that satisfies the response contract."""
+def response_valid(trace: Trace, contract: Spec | type[BaseModel], *, clause: str | None = "response_contract") -> Verdict:
+    """Every turn ended with a ``respond`` that satisfies the response contract (``contract``:
+    the spec, or the response model built from it once, :func:`agentprop.response_model`)."""
+    model = contract if isinstance(contract, type) else response_model(contract)
     for t in trace.turns:
         if t.response is None:
             if t.raw_response is not None:
-                _, problem = validate_response(spec, t.raw_response)
+                _, problem = validate_with(model, t.raw_response)
                 return _fail("response_valid", f"turn {t.index + 1}: respond violates the response contract: {problem}", clause, t.index)
             return _fail("response_valid", f"turn {t.index + 1}: the agent never called respond", clause, t.index)
-        _, problem = validate_response(spec, t.response)
+        _, problem = validate_with(model, t.response)
         if problem:
             return _fail("response_valid", f"turn {t.index + 1}: {problem}", clause, t.index)
     return _ok("response_valid", "every turn responded within the contract", clause)

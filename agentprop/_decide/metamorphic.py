@@ -30,7 +30,8 @@ from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, OracleSettings
 from agentprop._agents.project import Project
 from agentprop._decide.run_key import run_digest
-from agentprop._decide.properties import first_failure, mft_verdicts
+from agentprop._decide.case import compile_mft
+from agentprop._decide.properties import first_failure
 from agentprop._scenario.build import Scenario
 from agentprop._stats import categorical_two_sample_test
 from agentprop._util.aio import run_sync
@@ -103,6 +104,7 @@ async def _sample(
     passes = 0
     runs = 0
     digest = run_digest(project, scenario, messages, seed)
+    case = compile_mft(project.spec, scenario, project.bindings.response_grounding(project.spec))
     for i in range(first_trial, first_trial + n):
         key = memo.key(digest, loaded.fingerprint, i)
         trace = memo.get(key)
@@ -110,7 +112,7 @@ async def _sample(
             if budget is not None and not budget.try_start_run():
                 return counts, passes, runs, True
             trace = memo.put(key, await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages)))
-        failed = first_failure(mft_verdicts(project.spec, scenario, trace, grounding=project.bindings.response_grounding(project.spec)))
+        failed = first_failure(case.verdicts(trace))
         counts[decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")] += 1
         passes += failed is None
         runs += 1

@@ -39,7 +39,7 @@ from agentprop._decide.session import current_session
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, TrialRecord
 from agentprop._agents.project import Project
-from agentprop._decide.properties import mft_verdicts
+from agentprop._decide.case import Case, compile_mft
 from agentprop._decide.run_key import project_digest, run_digest
 from agentprop._scenario.build import Scenario, _fill_slots
 from agentprop._shrink import Calibration, Outcome, Unit, shrink as shrink_units, verify
@@ -317,6 +317,15 @@ def shrink(
 
     runtime = project_digest(project)
 
+    compiled: dict[int, tuple[Scenario, Case]] = {}
+
+    def case_of(candidate: Scenario) -> Case:
+        """Each candidate is compiled once, however many runs judge it."""
+        known = compiled.get(id(candidate))
+        if known is None or known[0] is not candidate:
+            known = compiled[id(candidate)] = (candidate, compile_mft(project.spec, candidate, grounding))
+        return known[1]
+
     def evaluate(candidate: Scenario, trial: int) -> TrialRecord:
         digest = run_digest(project, candidate, candidate.messages, seed, project_key=runtime)
         key = memo.key(digest, loaded.fingerprint, base_trial + trial)
@@ -326,7 +335,7 @@ def shrink(
                 refused["n"] += 1
                 return TrialRecord(passed=True, signature=None, explanation="budget exhausted")
             trace = memo.put(key, run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref)))
-        return record_for(mft_verdicts(project.spec, candidate, trace, grounding=grounding) if prop is None else verdicts_of(prop(trace)))
+        return record_for(case_of(candidate).verdicts(trace) if prop is None else verdicts_of(prop(trace)))
 
     others: dict[str, OtherFailure] = {}
 

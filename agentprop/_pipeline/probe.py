@@ -47,7 +47,7 @@ from agentprop._pipeline.explore import ExploredInput
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings
 from agentprop._agents.project import Project
-from agentprop._decide.properties import probe_verdicts
+from agentprop._decide.case import compile_probe
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._pipeline.kinds import Replay, case_from_check
 from agentprop._decide.safety import CaseSettings, describe, policy_settings, safety_policies, safety_settings, strictness
@@ -231,7 +231,7 @@ class ProbeSpace(ChoiceSpace):
 
 def probe_property(project: Project, scenario: Scenario) -> Callable[[Trace], Any]:
     """The property a PROBE case (or its reproducer) is decided by."""
-    return lambda trace: probe_verdicts(project.spec, scenario, trace)
+    return compile_probe(project.spec, scenario).verdicts
 
 
 def probe_rule(project: Project, target: ProbeTarget, base: OracleSettings, path_rule: CaseSettings, *, explicit: str | None) -> CaseSettings:

@@ -33,7 +33,7 @@ from agentprop._decide.check import record_for, scenario_settings
 from agentprop._agents.mcp import TrialBridge, build_server, trial_server
 from agentprop._decide.oracle import CheckResult, OracleSettings, decide_runs
 from agentprop._agents.project import Project
-from agentprop._decide.properties import mft_verdicts
+from agentprop._decide.case import compile_mft
 from agentprop._agents.runtime import arun_conversation
 from agentprop._scenario.build import Scenario, make_world
 from agentprop._scenario.trace import Trace
@@ -95,7 +95,7 @@ class CaseServer:
         if self.settings is None:
             chosen = scenario_settings(self.project, self.scenario)
             self.settings, self.rule = chosen.settings, chosen.rule
-        self._grounding = self.project.bindings.response_grounding(self.project.spec)
+        self._case = compile_mft(self.project.spec, self.scenario, self.project.bindings.response_grounding(self.project.spec))
         self._first = self.seed * 1_000_003
         if self.record is not None and self.record.exists():
             self.traces = _read_record(self.record, self.project.spec.spec_id, self.scenario.id)
@@ -162,7 +162,7 @@ class CaseServer:
                 self.on_trial(t, result)
 
     def judge(self, trace: Trace) -> Any:
-        return record_for(mft_verdicts(self.project.spec, self.scenario, trace, grounding=self._grounding))
+        return record_for(self._case.verdicts(trace))
 
     def result(self) -> CheckResult:
         """The decision over the trials finished so far (INCONCLUSIVE while undecided)."""

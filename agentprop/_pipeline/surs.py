@@ -24,7 +24,7 @@ from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import OracleSettings
 from agentprop._agents.project import Project
-from agentprop._decide.properties import mft_verdicts
+from agentprop._decide.case import compile_mft
 from agentprop._scenario.build import Scenario
 from agentprop._spec.model import Spec
 from agentprop._scenario.trace import Trace
@@ -81,9 +81,10 @@ class V1Checks:
 
     def __init__(self, spec: Spec, scenario: Scenario) -> None:
         self.spec, self.scenario = spec, scenario
+        self.case = compile_mft(spec, scenario)
 
     def __call__(self, trace: Trace) -> Any:
-        return mft_verdicts(self.spec, self.scenario, trace)
+        return self.case.verdicts(trace)
 
     def __repr__(self) -> str:
         return f"v1-mft:{self.spec.spec_id}:{self.scenario.id}"

@@ -72,8 +72,13 @@ def response_model(spec: Spec) -> type[BaseModel]:
 
 def validate_response(spec: Spec, payload: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     """``(validated dict, None)`` or ``(None, readable error)``."""
+    return validate_with(response_model(spec), payload)
+
+
+def validate_with(model_type: type[BaseModel], payload: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`validate_response` against a response model built once (:func:`response_model`)."""
     try:
-        model = response_model(spec).model_validate(payload)
+        model = model_type.model_validate(payload)
     except ValidationError as exc:
         problems = []
         for e in exc.errors(include_url=False):

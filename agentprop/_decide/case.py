@@ -1,0 +1,308 @@
+"""Cases: a scenario compiled once into the promises every run of it must keep.
+
+The spec is read here, once per scenario: which decision each turn must take and under which
+clause, which tools in which order, which tools the path forbids and the policy governing
+each, the phrases a node bans from tool arguments, the tool-call limit, the clarifying-turn and
+retry bounds of the path's nodes, the response model, and what each response field must be
+grounded in. The result is a :class:`Case`: the scenario and its :class:`Expectation`\\ s, each a
+check of a trace that carries the clause it enforces. Judging a run (:meth:`Case.verdicts`)
+reads the trace and what was compiled, nothing else: the oracle, the shrinker, the metamorphic
+checks and the reports never consult the spec.
+
+Two compilations exist: :func:`compile_mft`, the minimum functionality test of a scenario
+(CheckList's MFT), and :func:`compile_probe`, what a PROBE case checks. The order of the
+expectations is the order of the verdicts, most severe first (a leak is reported as a leak even
+when it also broke the tool scope): the first failing verdict names a failing run's signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from agentprop._decide.contracts import (
+    Verdict,
+    _strings,
+    args_satisfy,
+    calls_in_order,
+    decision_is,
+    evidence_grounded,
+    forbids_tools,
+    max_tool_calls,
+    no_canary_leak,
+    no_run_errors,
+    node_id_matches,
+    response_grounded,
+    response_valid,
+    tool_actions_match,
+)
+from agentprop._decide.requirements import requirement_checks
+from agentprop._scenario.build import Scenario
+from agentprop._scenario.trace import Trace
+from agentprop._spec.grounding import TEXT_GROUNDINGS, ResponseGrounding, declared_fields, default_grounding
+from agentprop._spec.model import Spec
+from agentprop._spec.response import response_model
+
+Check = Callable[[Trace], "Verdict | list[Verdict]"]
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One promise of a case: a check of a trace, and the spec clause it enforces."""
+
+    contract: str
+    """The contract that checks it (``decision_is``, ``calls_in_order`` ...)."""
+    clause: str | None
+    check: Check
+
+    def verdicts(self, trace: Trace) -> list[Verdict]:
+        out = self.check(trace)
+        return [out] if isinstance(out, Verdict) else list(out)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A scenario and the expectations its runs are judged by."""
+
+    scenario: Scenario
+    expectations: tuple[Expectation, ...]
+
+    def verdicts(self, trace: Trace) -> list[Verdict]:
+        """Every verdict of one run; the run passes when each does."""
+        return [v for e in self.expectations for v in e.verdicts(trace)]
+
+    @property
+    def clauses(self) -> list[str]:
+        """The clauses the case enforces, in order, once each."""
+        return list(dict.fromkeys(e.clause for e in self.expectations if e.clause))
+
+
+# ----------------------------------------------------------------------------- the MFT
+
+
+def compile_mft(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None = None) -> Case:
+    """The minimum functionality test of ``scenario``: every turn decides what the spec expects
+    and calls the tools it requires in order; no tool the path forbids is called; each turn
+    responds within the contract; the nodes' clarifying-turn and retry bounds hold; no canary
+    leaks and nothing breaks; and what each response states is checked against the trace
+    (``node_id``, ``tool_actions``, ``evidence`` and the grounded text fields, as the bindings'
+    ``response:`` section or its defaults say: ``grounding``)."""
+    model = response_model(spec)
+    out: list[Expectation] = [
+        _no_leak(spec),
+        Expectation("no_run_errors", None, no_run_errors),
+        Expectation("response_valid", "response_contract", lambda t: response_valid(t, model)),
+    ]
+    last = len(scenario.turns) - 1
+    for i, turn in enumerate(scenario.turns):
+        if turn.expect_decision is not None:
+            clause = f"decision_tree.{scenario.leaf}" if i == last else f"decision_tree.{turn.nodes[-1] if turn.nodes else scenario.leaf}"
+            out.append(Expectation("decision_is", clause, _decision(turn.expect_decision, i, clause)))
+        if turn.required_tools:
+            clause = _node_clause(spec, turn.nodes, turn.required_tools)
+            out.append(Expectation("calls_in_order", clause, _in_order(list(turn.required_tools), i, clause)))
+    if scenario.forbidden_tools:
+        out.append(_forbidden(spec, scenario))
+    for node_id in scenario.path:
+        node = spec.nodes_by_id.get(node_id)
+        if node is not None and node.requirements.must_not_use:
+            out.append(_must_not_use(node_id, list(node.requirements.must_not_use)))
+    limit = spec.max_tool_calls_per_turn
+    out.append(Expectation("max_tool_calls", "defaults.limits.max_tool_calls_per_turn", lambda t: max_tool_calls(t, limit)))
+    out.extend(Expectation(contract, clause, check) for contract, clause, check in requirement_checks(spec, scenario.path, scenario.world.failures))
+    out.extend(response_expectations(spec, scenario, grounding))
+    return Case(scenario, tuple(out))
+
+
+def compile_probe(spec: Spec, scenario: Scenario) -> Case:
+    """What a PROBE case checks (:mod:`agentprop._pipeline.probe`): the promises that hold
+    whatever the user asks, over the whole conversation. No planted canary appears in what the
+    user sees or in a tool's arguments, no tool the path forbids is called, and no run error; the
+    decision of the probe turn is not checked (it asks something the path does not)."""
+    out = [_no_leak(spec)]
+    if scenario.forbidden_tools:
+        out.append(_forbidden(spec, scenario))
+    out.append(Expectation("no_run_errors", None, no_run_errors))
+    return Case(scenario, tuple(out))
+
+
+def _no_leak(spec: Spec) -> Expectation:
+    clause = pii_clause(spec)
+    return Expectation("no_canary_leak", clause, lambda t: no_canary_leak(t, clause=clause))
+
+
+def _decision(expected: str, turn: int, clause: str) -> Check:
+    return lambda t: decision_is(t, expected, turn=turn, clause=clause)
+
+
+def _in_order(tools: list[str], turn: int, clause: str | None) -> Check:
+    return lambda t: calls_in_order(t, tools, turn=turn, clause=clause)
+
+
+def pii_clause(spec: Spec) -> str | None:
+    """The policy that protects personal data, the clause a leak breaks (``None``: none)."""
+    return next((f"policies.{p.id}" for p in spec.policies if "PII" in p.id.upper() or "pii" in p.text.lower()), None)
+
+
+def _node_clause(spec: Spec, scenario_nodes: list[str], tools: list[str]) -> str | None:
+    for n in scenario_nodes:
+        node = spec.nodes_by_id.get(n)
+        if node is not None and node.requirements.must_call_tools_in_order and set(node.requirements.must_call_tools_in_order) & set(tools):
+            return f"decision_tree.{n}.requirements.must_call_tools_in_order"
+    return f"decision_tree.{scenario_nodes[-1]}" if scenario_nodes else None
+
+
+def _policy_for_tools(spec: Spec, tools: list[str]) -> str | None:
+    for p in spec.policies:
+        if any(t in p.text for t in tools):
+            return f"policies.{p.id}"
+    return None
+
+
+def _forbidden(spec: Spec, scenario: Scenario) -> Expectation:
+    """No tool the path forbids; a call is blamed on the policy that governs that tool, when one
+    does (else on the leaf)."""
+    forbidden = list(scenario.forbidden_tools)
+    clause = f"decision_tree.{scenario.leaf}"
+    governing = {tool: _policy_for_tools(spec, [tool]) for tool in forbidden}
+
+    def check(trace: Trace) -> Verdict:
+        verdict = forbids_tools(trace, forbidden, clause=clause)
+        if not verdict.passed and verdict.detail:
+            policy = governing.get(verdict.detail.removeprefix("called="))
+            if policy is not None:
+                verdict = verdict.model_copy(update={"clause": policy})
+        return verdict
+
+    return Expectation("forbids_tools", clause, check)
+
+
+def _must_not_use(node_id: str, phrases: list[str]) -> Expectation:
+    """No tool argument contains a phrase the node bans (one verdict per tool called)."""
+    banned = [" ".join(x.lower().split()) for x in phrases]
+    clause = f"decision_tree.{node_id}.requirements.must_not_use"
+    description = f"must not use {', '.join(phrases)}"
+
+    def clean(args: object) -> bool:
+        return not any(b in " ".join(str(v).lower().split()) for v in _strings(args) for b in banned)
+
+    def check(trace: Trace) -> list[Verdict]:
+        return [args_satisfy(trace, tool, clean, description=description, clause=clause) for tool in sorted({c.name for c in trace.tool_calls})]
+
+    return Expectation("args_satisfy", clause, check)
+
+
+# ----------------------------------------------------------------------------- what responses state
+
+
+def expected_nodes(spec: Spec, scenario: Scenario) -> list[list[str]]:
+    """Per turn, the node ids a truthful ``respond.node_id`` may name.
+
+    - The turn that reaches the terminal node: that node, or the node it was entered from (the
+      node whose branch decided it: SupportOps' agent names ``END_CANCELLED``, ExpenseGuard's
+      names ``N7_SUBMIT``; the spec's "the decision-tree node being executed" fits both).
+    - The last turn of a missing-field stop: the stopping node (``N2_AUTH`` asking for last4).
+    - A turn that waits for the user's answer: the turn's last node, or the node the next turn
+      starts at (the one that reads the answer: ``N5_CANCEL_ELIGIBILITY`` or
+      ``N6_CONFIRM_CANCEL`` when asking to confirm). A last turn that neither reaches the leaf
+      nor stops (a conversation cut short, e.g. while shrinking) accepts its last node and the
+      nodes that node branches to.
+    """
+    leaves = set(spec.leaf_ids())
+    out: list[list[str]] = []
+    n = len(scenario.turns)
+    for i, t in enumerate(scenario.turns):
+        last = t.nodes[-1] if t.nodes else None
+        if scenario.leaf in leaves and last == scenario.leaf:
+            accepted = [scenario.leaf] + ([scenario.via] if scenario.via else [])
+        elif i == n - 1 and scenario.leaf not in leaves:
+            accepted = [scenario.leaf]
+        elif i + 1 < n:
+            accepted = ([last] if last else []) + scenario.turns[i + 1].nodes[:1]
+        else:
+            accepted = ([last] if last else []) + (_successors(spec, last) if last else [])
+        out.append(list(dict.fromkeys(accepted)))
+    return out
+
+
+def _successors(spec: Spec, node_id: str) -> list[str]:
+    node = spec.nodes_by_id.get(node_id)
+    return [b.next for b in node.branches] if node is not None else []
+
+
+def spec_vocabulary(spec: Spec) -> set[str]:
+    """The spec's own names (node ids, decisions, tools, policy ids): never world ids."""
+    return {
+        *spec.nodes_by_id,
+        *spec.leaf_ids(),
+        *spec.response_contract.decision_enum,
+        *spec.tools_by_name,
+        *(p.id for p in spec.policies),
+    }
+
+
+def spec_text(spec: Spec) -> list[str]:
+    """The spec's own strings (policies, descriptions, conditions, guidance): an agent may
+    repeat its words ("Last 4 digits of a payment method", ``user_confirmation == yes``)."""
+    memo = spec._memo.get("spec_text")
+    if memo is None:
+        memo = spec._memo["spec_text"] = tuple(dict.fromkeys(_strings(spec.model_dump())))
+    return list(memo)
+
+
+def _grounding_clause(spec: Spec, field: str) -> str:
+    policy = next((p for p in spec.policies if "ground" in p.text.lower()), None)
+    return f"policies.{policy.id}" if policy is not None else f"response_contract.{field}"
+
+
+def resolve_grounding(spec: Spec, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None) -> ResponseGrounding:
+    """``grounding`` as a :class:`ResponseGrounding` (``None``: the spec's defaults)."""
+    if grounding is None:
+        return ResponseGrounding(fields=default_grounding(spec))
+    if isinstance(grounding, ResponseGrounding):
+        return grounding
+    return ResponseGrounding(fields={k: list(v) for k, v in grounding.items()})
+
+
+def response_expectations(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None = None) -> list[Expectation]:
+    """The checks of what each response field states, for the fields the response contract
+    declares: ``node`` -> :func:`node_id_matches` against :func:`expected_nodes`,
+    ``tool_calls`` -> :func:`tool_actions_match`, ``tool_output`` -> :func:`evidence_grounded`,
+    and the text groundings -> one :func:`response_grounded` per field."""
+    resolved = resolve_grounding(spec, grounding)
+    vocabulary = spec_vocabulary(spec)
+    known_nodes = set(spec.nodes_by_id) | set(spec.leaf_ids())
+    tools = [t.name for t in spec.action_tools]
+    own_words = spec_text(spec)
+    nodes = expected_nodes(spec, scenario)
+    out: list[Expectation] = []
+    for name in declared_fields(spec):
+        kinds = resolved.fields.get(name, [])
+        clause = f"response_contract.{name}"
+        if "node" in kinds:
+            out.append(Expectation("node_id_matches", clause, _node_id(nodes, name, known_nodes, clause)))
+        if "tool_calls" in kinds:
+            out.append(Expectation("tool_actions_match", clause, _tool_actions(name, clause)))
+        if "tool_output" in kinds:
+            out.append(Expectation("evidence_grounded", clause, _evidence(name, tools, vocabulary, clause)))
+        text_kinds = [k for k in kinds if k in TEXT_GROUNDINGS]
+        if text_kinds:
+            grounded = _grounding_clause(spec, name)
+            out.append(Expectation("response_grounded", grounded, _grounded(name, text_kinds, vocabulary, resolved.context, own_words, grounded)))
+    return out
+
+
+def _node_id(nodes: list[list[str]], field: str, known: set[str], clause: str) -> Check:
+    return lambda t: node_id_matches(t, nodes, field=field, known_nodes=known, clause=clause)
+
+
+def _tool_actions(field: str, clause: str) -> Check:
+    return lambda t: tool_actions_match(t, field=field, clause=clause)
+
+
+def _evidence(field: str, tools: list[str], vocabulary: set[str], clause: str) -> Check:
+    return lambda t: evidence_grounded(t, field=field, tools=tools, vocabulary=vocabulary, clause=clause)
+
+
+def _grounded(field: str, kinds: list[str], vocabulary: set[str], context: object, own_words: list[str], clause: str) -> Check:
+    return lambda t: response_grounded(t, field, kinds, vocabulary=vocabulary, extra_sources=context, spec_text=own_words, clause=clause)  # type: ignore[arg-type]

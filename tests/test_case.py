@@ -1,0 +1,44 @@
+"""A scenario compiled once into a Case (issue #12 item 4): judging a run reads the trace and
+what was compiled, never the spec; each expectation carries the clause it enforces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import agentprop
+from agentprop._decide.case import compile_mft, compile_probe
+from agentprop._spec.model import Spec
+from agentprop._util.aio import run_sync
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize("example", ["supportops", "expenseguard", "datainsights"])
+def test_a_compiled_case_judges_runs_without_the_spec(example: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = agentprop.load_project(EXAMPLES / example)
+    agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir)
+    grounding = project.bindings.response_grounding(project.spec)
+    for scenario in project.scenarios()[:6]:
+        case = compile_mft(project.spec, scenario, grounding)
+        traces = [run_sync(project.arun(scenario, agent.factory, trial=i, agent_name=agent.ref)) for i in range(2)]
+        expected = [[v.signature for v in agentprop.mft_verdicts(project.spec, scenario, t, grounding=grounding)] for t in traces]
+
+        def consulted(self: Spec, name: str) -> object:
+            raise AssertionError(f"judging a run read the spec ({name})")
+
+        with monkeypatch.context() as m:
+            m.setattr(Spec, "__getattribute__", consulted)
+            got = [[v.signature for v in case.verdicts(t)] for t in traces]
+        assert got == expected
+        assert all(e.clause or e.contract in ("no_run_errors", "no_canary_leak") for e in case.expectations)
+
+
+def test_expectations_name_the_clauses_of_the_path() -> None:
+    project = agentprop.load_project(EXAMPLES / "supportops")
+    case = compile_mft(project.spec, project.scenario("END_CANCELLED<-N7_CANCEL"))
+    assert "decision_tree.N2_AUTH.requirements.must_call_tools_in_order" in case.clauses
+    assert "decision_tree.END_CANCELLED" in case.clauses and "response_contract" in case.clauses
+    probe = compile_probe(project.spec, project.scenario("END_CANCELLED<-N7_CANCEL"))
+    assert [e.contract for e in probe.expectations][0] == "no_canary_leak"
