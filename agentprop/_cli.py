@@ -21,7 +21,7 @@ from agentprop._budget import Budget
 from agentprop._cache import CacheMode
 from agentprop._project import Project, load_project
 from agentprop._prompt import find_seed_artifacts
-from agentprop._report import RunReport
+from agentprop._report import SCHEMA_ID, SNAPSHOT_CHECK_SCHEMA_ID, RunReport, SnapshotCheckReport
 from agentprop._scenario import Scenario
 from agentprop._check import acheck
 from agentprop import _corpus as corpus_module
@@ -94,12 +94,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each failing case (default 200; 0 turns shrinking off)")
     run.add_argument("--corpus", default=None, metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)")
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
+    _add_report_outputs(run)
     budget = run.add_argument_group("budget (one for the whole run; when it is spent, undecided cases are INCONCLUSIVE)")
     budget.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
     budget.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in the whole run, shrinking included (like --agentprop-max-runs in pytest)")
     _add_model_options(run)
     _corpus_parser(sub)
     _snapshot_parser(sub)
+    _report_parser(sub)
     tdad = sub.add_parser("tdad", help="TDAD evaluation: visible/hidden split, VPR, HPR, RPR and the mutation score")
     tdad.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
     _add_agent_options(tdad)
@@ -118,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     tdad.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
     tdad.add_argument("--base", metavar="V1_SPEC", help="the previous version's spec directory (spec + bindings): its invariant cases give SURS")
     tdad.add_argument("--json", dest="json_path", help="write the run report with metrics.extra.tdad to this file")
+    _add_report_outputs(tdad)
     _add_model_options(tdad)
     comp = sub.add_parser("compile", help="PromptSmith: edit a model agent's prompt until the spec's visible cases pass")
     comp.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
@@ -184,6 +187,7 @@ def _snapshot_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     check.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
     check.add_argument("--dir", help="snapshot directory (default: __snapshots__ next to the spec)")
     check.add_argument("--json", dest="json_path", help="also write the results as JSON to this file")
+    _add_report_outputs(check, junit=False, markdown=False)
     _add_model_options(check)
     for name, text in (("review", "show every pending candidate with its diff against the baseline"),
                        ("list", "list the approved baselines and their latest approval")):
@@ -495,6 +499,7 @@ def _load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> 
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
+    _check_report_outputs(args)
     project = load_project(args.spec, bindings=args.bindings)
     agent, model_agent = _load_cli_agent(args, project, out)
     _check_budget_args(args)
@@ -557,6 +562,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json_path:
         Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
         print(f"report written to {args.json_path}", file=out)
+    _write_report_outputs(report, args, out)
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
     branches = report.metrics.extra["coverage"]["branches"]
@@ -630,6 +636,96 @@ def _selected_scenarios(project: Project, filters: list[str]) -> list[Scenario]:
         if not scenarios:
             raise InputError(f"no case id contains {', '.join(filters)}", fix="run without --case to see the case ids")
     return scenarios
+
+
+# --- report outputs: agentprop report, and --html / --junit / --markdown on run, tdad, snapshot check
+
+
+_OUTPUTS = (("html", "a self-contained HTML report (one file, opens from file://; needs agentprop[report])"),
+            ("junit", "JUnit XML: a test case per case, failures with the clause, the rate and the reproducer"),
+            ("markdown", "a Markdown summary for a PR comment or $GITHUB_STEP_SUMMARY: bugs first, then verdicts and coverage"))
+
+
+def _add_report_outputs(p: argparse.ArgumentParser, *, junit: bool = True, markdown: bool = True) -> None:
+    for name, text in _OUTPUTS:
+        if name == "html" or (name == "junit" and junit) or (name == "markdown" and markdown):
+            p.add_argument(f"--{name}", dest=f"{name}_path", metavar="PATH", help=f"write {text} to PATH ('-': standard output)")
+
+
+def _report_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    rep = sub.add_parser("report", help="render a JSON report (agentprop run/tdad --json, snapshot check --json) as HTML, JUnit XML or Markdown")
+    rep.add_argument("json_file", metavar="REPORT.json", help="a report written by --json")
+    _add_report_outputs(rep)
+
+
+def _check_report_outputs(args: argparse.Namespace) -> None:
+    """Before anything runs: HTML needs jinja2 (a missing extra should not cost a suite)."""
+    if getattr(args, "html_path", None):
+        from agentprop._render import require_jinja2
+
+        require_jinja2()
+
+
+def _write_report_outputs(report: RunReport | SnapshotCheckReport, args: argparse.Namespace, out: TextIO) -> list[str]:
+    """Render and write the outputs asked for; returns their paths."""
+    from agentprop._render import render_html, render_junit, render_markdown
+
+    written: list[str] = []
+    for name, render, what in (("html", render_html, "HTML report"), ("junit", render_junit, "JUnit XML"), ("markdown", render_markdown, "Markdown summary")):
+        path = getattr(args, f"{name}_path", None)
+        if not path:
+            continue
+        if isinstance(report, SnapshotCheckReport) and name != "html":
+            raise InputError(f"--{name} renders run reports (agentprop.run/1); a snapshot check renders as --html",
+                             fix="use --html PATH for a snapshot check")
+        text = render(report)  # type: ignore[arg-type]  # HTML takes both; the others are refused above
+        if path == "-":
+            out.write(text)
+            out.flush()
+            continue
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+        written.append(path)
+        print(f"{what} written to {path}", file=out)
+    return written
+
+
+def load_report_file(path: str) -> RunReport | SnapshotCheckReport:
+    """A report written by ``--json``: a run report or a snapshot check, by its ``schema``."""
+    from pydantic import ValidationError
+
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"no such report file: {path}", fix="give the file `agentprop run SPEC --json PATH` wrote")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise InputError(f"not JSON: {exc}", location=SourceLocation(file, line, getattr(exc, "colno", None)),
+                         fix="give the file `agentprop run SPEC --json PATH` wrote, unchanged") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    models: dict[str, type[RunReport] | type[SnapshotCheckReport]] = {SCHEMA_ID: RunReport, SNAPSHOT_CHECK_SCHEMA_ID: SnapshotCheckReport}
+    if schema not in models:
+        raise InputError(f"not an agentprop report: its schema is {schema!r}", location=SourceLocation(file),
+                         expected=f"\"schema\": {SCHEMA_ID!r} (agentprop run/tdad --json) or {SNAPSHOT_CHECK_SCHEMA_ID!r} (agentprop snapshot check --json)",
+                         fix="render a report this agentprop writes (a newer agentprop may write a newer schema: upgrade)")
+    try:
+        return models[schema].model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"not a valid {schema} report: {where}: {first['msg']} ({exc.error_count()} problem(s))", location=SourceLocation(file),
+                         fix="give the file agentprop wrote, unchanged; docs/report-schema.md describes every field") from None
+
+
+def _report(args: argparse.Namespace, out: TextIO) -> int:
+    if not (args.html_path or args.junit_path or args.markdown_path):
+        raise InputError("agentprop report needs an output", expected="--html PATH, --junit PATH and/or --markdown PATH",
+                         fix=f"e.g. agentprop report {args.json_file} --html report.html")
+    _check_report_outputs(args)
+    report = load_report_file(args.json_file)
+    _write_report_outputs(report, args, out)
+    return EXIT_OK
 
 
 def _snapshot_store(args: argparse.Namespace) -> SnapshotStore:
@@ -712,6 +808,7 @@ def _pending_names(store: SnapshotStore, args: argparse.Namespace) -> list[str]:
 
 
 def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
+    _check_report_outputs(args)
     project = load_project(args.spec, bindings=args.bindings)
     if args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 10 (the default) or more")
@@ -758,11 +855,11 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
         where = f"{args.spec}" + (f" --dir {args.dir}" if args.dir else "")
         print(f"review the candidates with `agentprop snapshot review {where}`; approve what is right with "
               f"`agentprop snapshot approve {where} NAME --reason \"...\"`", file=out)
+    checked = SnapshotCheckReport(spec_id=project.spec.spec_id, agent=agent.ref, runs=args.runs, alpha=args.alpha, results=list(results))
     if args.json_path:
-        payload = {"schema": "agentprop.snapshot-check/1", "spec_id": project.spec.spec_id, "agent": agent.ref,
-                   "runs": args.runs, "alpha": args.alpha, "results": [r.model_dump(mode="json") for r in results]}
-        Path(args.json_path).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        Path(args.json_path).write_text(checked.to_json(), encoding="utf-8")
         print(f"results written to {args.json_path}", file=out)
+    _write_report_outputs(checked, args, out)
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL
 
 
@@ -783,6 +880,7 @@ def _print_split(report: RunReport, split: dict[str, str], out: TextIO) -> None:
 
 
 def _tdad(args: argparse.Namespace, out: TextIO) -> int:
+    _check_report_outputs(args)
     project = load_project(args.spec, bindings=args.bindings)
     if not 0.0 <= args.visible_fraction <= 1.0:
         raise InputError(f"--visible-fraction {args.visible_fraction} must be between 0 and 1", fix="use e.g. --visible-fraction 0.5")
@@ -874,6 +972,7 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     if args.json_path:
         Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
         print(f"report written to {args.json_path}", file=out)
+    _write_report_outputs(report, args, out)
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
     survived = mutation is not None and any(m.status == "survived" for m in mutation.mutants)
@@ -949,6 +1048,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
             return _tdad(args, out)
         if args.command == "compile":
             return _compile(args, out)
+        if args.command == "report":
+            return _report(args, out)
         return _run(args, out)
     except AgentPropError as exc:
         print(f"agentprop: error: {exc}", file=err)

@@ -3,7 +3,7 @@
 Each case is decided by the oracle (:mod:`agentprop._oracle`): the SPRT by default, zero-failure
 certification for high-risk specs, fixed N on request. Cases run concurrently (an asyncio
 semaphore bounds how many runs are in flight); a live progress line shows cases done, runs,
-cost and an ETA when stderr is a terminal.
+cost and an ETA when stderr is a terminal, and without one a plain line every few seconds.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from agentprop._version import __version__
 from agentprop._agents import LoadedAgent
@@ -25,11 +26,24 @@ from agentprop._corpus import Corpus, CorpusEntry, entry_from_shrink, judge_repl
 from agentprop._explore import DEFAULT_PER_PATH, ExploredInput, explore_cases, exploration_summary
 from agentprop._check import acheck
 from agentprop._memo import TrialMemo
-from agentprop._oracle import CheckResult, OracleSettings
+from agentprop._oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
 from agentprop._paths import loop_branches
 from agentprop._run_kinds import Replay, case_from_check, extra_cases
 from agentprop._project import Project
-from agentprop._report import AgentInfo, BugReport, CaseReport, CorpusEvent, Metrics, RunReport, SpecInfo
+from agentprop._report import (
+    AgentInfo,
+    BranchStatus,
+    BugReport,
+    CaseReport,
+    CorpusEvent,
+    DecisionTree,
+    Metrics,
+    RunReport,
+    SpecInfo,
+    TraceSampling,
+    TreeBranch,
+    TreeNode,
+)
 from agentprop._safety import CaseSettings, case_settings, describe, spec_rule
 from agentprop._scenario import Scenario
 
@@ -55,36 +69,72 @@ class RunSettings:
 
 
 class Progress:
-    """A one-line live status on a terminal; silent otherwise."""
+    """Progress of a run on stderr: a live status line on a terminal; without one (CI logs, a
+    pipe) a plain line every ``interval_s`` seconds from a heartbeat thread (:meth:`start`), so a
+    long run is never silent, and a line when a stage starts (:meth:`note`)."""
 
-    def __init__(self, total_cases: int, stream: TextIO | None = None) -> None:
+    def __init__(self, total_cases: int, stream: TextIO | None = None, *, interval_s: float = 5.0) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.live = bool(getattr(self.stream, "isatty", lambda: False)())
         self.total = total_cases
         self.done = 0
         self.runs = 0
         self.cost = 0.0
+        self.interval_s = interval_s
         self.started = time.perf_counter()
+        self.stage: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def status(self) -> str:
+        elapsed = time.perf_counter() - self.started
+        if self.stage is not None and not self.total:
+            return f"{self.stage}  elapsed {elapsed:.1f}s"
+        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        return (f"cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  "
+                f"elapsed {elapsed:.1f}s  ETA {eta:.1f}s")
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except (ValueError, OSError):  # the stream was closed under us: progress is optional
+                pass
+
+    def start(self) -> Progress:
+        """Without a terminal, print the status every ``interval_s`` seconds until :meth:`close`."""
+        if not self.live and self.interval_s > 0 and self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="agentprop-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._write(f"agentprop: {self.status()}\n")
 
     def update(self, *, runs: int = 0, cost: float = 0.0, case_done: bool = False) -> None:
         self.runs += runs
         self.cost += cost
         if case_done:
             self.done += 1
-        if not self.live:
-            return
-        elapsed = time.perf_counter() - self.started
-        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-        self.stream.write(
-            f"\r\x1b[K  cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  "
-            f"elapsed {elapsed:.1f}s  ETA {eta:.1f}s"
-        )
-        self.stream.flush()
+        if self.live:
+            self._write(f"\r\x1b[K  {self.status()}")
+
+    def note(self, text: str) -> None:
+        """A stage starting (``shrinking CASE``): over the status line on a terminal, a line of
+        its own otherwise."""
+        self.stage = text
+        self._write(f"\r\x1b[K  {text}" if self.live else f"agentprop: {text}\n")
 
     def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
         if self.live:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+            self._write("\r\x1b[K")
 
 
 def _case_report(scenario: Scenario, result: CheckResult, rule: str | None = None) -> CaseReport:
@@ -125,7 +175,7 @@ async def arun_cases(
         return rules[key]
 
     started = time.perf_counter()
-    progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream)
+    progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream).start()
     memo = memo if memo is not None else TrialMemo()
     sem = asyncio.Semaphore(max(1, settings.concurrency))
 
@@ -221,6 +271,11 @@ async def arun_cases(
         problems=list(problems or []),
         metrics=metrics,
         corpus=events,
+        tree=decision_tree(project, coverage),
+        trace_sampling=TraceSampling(
+            kept=sum(len(c.traces) for c in cases), omitted=sum(c.traces_omitted for c in cases),
+            failing_per_signature=FAILING_PER_SIGNATURE, failing_per_case=FAILING_PER_RESULT, passing_per_case=PASSING_PER_RESULT,
+        ),
     )
     report._checks = checks
     report._replays = replays
@@ -279,14 +334,12 @@ def shrink_failures(
     ``budget`` (runs per shrink) 0 lists the bugs without shrinking. Returns the shrinks."""
     out: list[ShrinkReport] = []
     by_case: dict[str, ShrinkReport] = {}
-    live = stream is not None and getattr(stream, "isatty", lambda: False)()
+    progress = Progress(0, stream).start() if stream is not None else None
 
     def shrink_case(case: CaseReport, signature: str) -> ShrinkReport | None:
         scenario, result = report._checks[case.id]
-        if live:
-            assert stream is not None
-            stream.write(f"\r\x1b[K  shrinking {case.id} …")
-            stream.flush()
+        if progress is not None:
+            progress.note(f"shrinking {case.id} …")
         explored = report._explored.get(case.id)
         if explored is not None:  # shrink the explored input's choices, in its base scenario
             shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
@@ -316,10 +369,8 @@ def shrink_failures(
         message = (f"saved bug {bug.id} as corpus entry {entry.id}" if new
                    else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times")
         report.corpus.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
-    if live:
-        assert stream is not None
-        stream.write("\r\x1b[K")
-        stream.flush()
+    if progress is not None:
+        progress.close()
     return out
 
 
@@ -361,6 +412,28 @@ def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, obje
             "met": minimum is None or enforced + 1e-12 >= float(minimum),
         },
     }
+
+
+def decision_tree(project: Project, coverage: dict[str, Any]) -> DecisionTree:
+    """The spec's tree for the report: each branch ``taken``, ``untaken`` or ``unrealisable``
+    (as in ``coverage``) and marked when it is a loop; terminal nodes (named only by a
+    branch's ``next``) are nodes without branches."""
+    spec = project.spec
+    branches = coverage["branches"]
+    covered, unrealisable, loops = set(branches["covered"]), set(branches["unrealisable"]), set(branches["loop"])
+    defined = {n.node_id for n in spec.decision_tree}
+    nodes: list[TreeNode] = []
+    terminals: dict[str, TreeNode] = {}
+    for node in spec.decision_tree:
+        out = []
+        for i, b in enumerate(node.branches):
+            bid = f"{node.node_id}#{i}"
+            status: BranchStatus = "taken" if bid in covered else "unrealisable" if bid in unrealisable else "untaken"
+            out.append(TreeBranch(id=bid, index=i, when=b.when, next=b.next, description=b.description, status=status, loop=bid in loops))
+            if b.next not in defined:
+                terminals.setdefault(b.next, TreeNode(id=b.next, terminal=True))
+        nodes.append(TreeNode(id=node.node_id, description=node.description, branches=out))
+    return DecisionTree(root=spec.decision_tree[0].node_id if spec.decision_tree else "", nodes=nodes + list(terminals.values()))
 
 
 def _filtered_out(project: Project, cases: list[CaseReport]) -> set[str]:
