@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 
+from agentprop._snapshot import SnapshotResult
 from agentprop._trace import Trace
 
 SCHEMA_ID = "agentprop.run/1"
@@ -225,7 +226,7 @@ class TreeNode(BaseModel):
     id: str
     description: str = ""
     terminal: bool = False
-    """A node no branch leaves (``END_*``: only named by ``next``)."""
+    """A node no branch leaves (``END_*``: declared without branches, or only named by ``next``)."""
     branches: list[TreeBranch] = Field(default_factory=list)
 
 
@@ -285,46 +286,6 @@ class RunReport(BaseModel):
 # --- snapshot checks (``agentprop snapshot check --json``) ----------------------------------
 
 
-class BehaviourChange(BaseModel):
-    """A behaviour whose share moved between the baseline and the current runs."""
-
-    key: str
-    describe: str
-    baseline_count: int
-    current_count: int
-    nearest: str | None = None
-    """The baseline behaviour this one is closest to (fewest differences)."""
-    diff: list[str] = Field(default_factory=list)
-
-
-SnapshotVerdict = Literal["MATCH", "CHANGED", "NEW", "UPDATED", "INCONCLUSIVE"]
-
-
-class SnapshotOutcome(BaseModel):
-    """One snapshot compared with its baseline (the data of
-    :class:`agentprop._snapshot.SnapshotResult`)."""
-
-    name: str
-    verdict: SnapshotVerdict
-    path: str
-    directory: str = ""
-    """The snapshot directory (what ``agentprop snapshot approve DIR NAME`` takes)."""
-    pending_path: str | None = None
-    p_value: float | None = None
-    alpha: float
-    runs: int
-    baseline_runs: int = 0
-    baseline: dict[str, int] = Field(default_factory=dict)
-    """Behaviour key -> runs of the approved baseline that showed it."""
-    current: dict[str, int] = Field(default_factory=dict)
-    """Behaviour key -> runs of this check that showed it."""
-    changes: list[BehaviourChange] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-    reason: str | None = None
-    descriptions: dict[str, str] = Field(default_factory=dict)
-    """Behaviour key -> ``T1 tool(args) -> DECISION | T2 …``."""
-
-
 class SnapshotCheckReport(BaseModel):
     """What ``agentprop snapshot check --json PATH`` writes (schema ``agentprop.snapshot-check/1``)."""
 
@@ -333,7 +294,8 @@ class SnapshotCheckReport(BaseModel):
     agent: str
     runs: int
     alpha: float
-    results: list[SnapshotOutcome] = Field(default_factory=list)
+    results: list[SnapshotResult] = Field(default_factory=list)
+    """One per snapshot: the verdict, the baseline's and the current behaviour counts, the changes."""
 
     model_config = {"populate_by_name": True}
 

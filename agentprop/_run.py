@@ -416,8 +416,8 @@ def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, obje
 
 def decision_tree(project: Project, coverage: dict[str, Any]) -> DecisionTree:
     """The spec's tree for the report: each branch ``taken``, ``untaken`` or ``unrealisable``
-    (as in ``coverage``) and marked when it is a loop; terminal nodes (named only by a
-    branch's ``next``) are nodes without branches."""
+    (as in ``coverage``) and marked when it is a loop; terminal nodes are those no branch
+    leaves (declared without branches, or named only by a branch's ``next``)."""
     spec = project.spec
     branches = coverage["branches"]
     covered, unrealisable, loops = set(branches["covered"]), set(branches["unrealisable"]), set(branches["loop"])
@@ -432,7 +432,7 @@ def decision_tree(project: Project, coverage: dict[str, Any]) -> DecisionTree:
             out.append(TreeBranch(id=bid, index=i, when=b.when, next=b.next, description=b.description, status=status, loop=bid in loops))
             if b.next not in defined:
                 terminals.setdefault(b.next, TreeNode(id=b.next, terminal=True))
-        nodes.append(TreeNode(id=node.node_id, description=node.description, branches=out))
+        nodes.append(TreeNode(id=node.node_id, description=node.description, terminal=not node.branches, branches=out))
     return DecisionTree(root=spec.decision_tree[0].node_id if spec.decision_tree else "", nodes=nodes + list(terminals.values()))
 
 

@@ -57,7 +57,6 @@ from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
 from agentprop._project import Project
 from agentprop._scenario import Scenario
-from agentprop._report import BehaviourChange, SnapshotOutcome
 from agentprop._stats import categorical_two_sample_test
 from agentprop._trace import Trace
 from agentprop.errors import InputError, InvalidArgument, SourceLocation
@@ -68,6 +67,7 @@ TEXT_LIMIT = 40
 TEXT = "<text>"
 MIN_REASON = 10
 
+SnapshotVerdict = Literal["MATCH", "CHANGED", "NEW", "UPDATED", "INCONCLUSIVE"]
 
 
 # --- behaviours -------------------------------------------------------------------------
@@ -286,9 +286,33 @@ class Snapshot(BaseModel):
         return self.model_dump_json(indent=2, by_alias=True) + "\n"
 
 
-class SnapshotResult(SnapshotOutcome):
-    """One snapshot compared with its baseline; the data (what ``--json`` writes) is
-    :class:`agentprop._report.SnapshotOutcome`."""
+class BehaviourChange(BaseModel):
+    key: str
+    describe: str
+    baseline_count: int
+    current_count: int
+    nearest: str | None = None
+    """The baseline behaviour this one is closest to (fewest differences)."""
+    diff: list[str] = Field(default_factory=list)
+
+
+class SnapshotResult(BaseModel):
+    name: str
+    verdict: SnapshotVerdict
+    path: str
+    directory: str = ""
+    """The snapshot directory (what ``agentprop snapshot approve DIR NAME`` takes)."""
+    pending_path: str | None = None
+    p_value: float | None = None
+    alpha: float
+    runs: int
+    baseline_runs: int = 0
+    baseline: dict[str, int] = Field(default_factory=dict)
+    current: dict[str, int] = Field(default_factory=dict)
+    changes: list[BehaviourChange] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    reason: str | None = None
+    descriptions: dict[str, str] = Field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

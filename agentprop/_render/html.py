@@ -24,7 +24,7 @@ from collections import Counter
 from importlib import resources
 from typing import Any
 
-from agentprop._report import RunReport, SnapshotCheckReport
+from agentprop._report import RunReport, RunTrace, SnapshotCheckReport
 from agentprop.errors import InputError
 
 VERDICT_ORDER = ("FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE", "PASS")
@@ -95,6 +95,20 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
 
 
+def _trace_data(run: RunTrace) -> dict[str, Any]:
+    """A kept run as the page reads it: fields at their defaults left out (the script reads a
+    missing field as its default), and ``raw_response`` only where it differs from the
+    validated ``response``; this keeps the page of a large suite small."""
+    data = run.model_dump(mode="json", exclude_defaults=True)
+    data["passed"] = run.passed
+    for turn, model in zip(data["trace"].get("turns", []), run.trace.turns):
+        if model.raw_response == model.response:
+            turn.pop("raw_response", None)
+        turn.pop("usage", None)
+        turn.pop("duration_s", None)
+    return data
+
+
 def _case_rows(report: RunReport) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """The cases as the page's script reads them (traces apart, parsed only when a case opens)."""
     numbers = {b.id: i for i, b in enumerate(report.bugs, 1)}
@@ -106,7 +120,7 @@ def _case_rows(report: RunReport) -> tuple[list[dict[str, Any]], list[list[dict[
         row["bug_numbers"] = [numbers.get(b, 0) for b in c.bugs]
         row["n_traces"] = len(c.traces)
         rows.append(row)
-        traces.append([t.model_dump(mode="json") for t in c.traces])
+        traces.append([_trace_data(t) for t in c.traces])
     return rows, traces
 
 

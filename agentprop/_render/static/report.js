@@ -9,6 +9,7 @@
   var mode = data.mode;
   var ROW_H = 30;
   var OVERSCAN = 12;
+  var VISIBLE_ROWS = 18;
   var SEVERITY = { FAIL: 0, CHANGED: 0, UNSTABLE: 1, NEW: 1, INCONCLUSIVE: 2, "NOT APPLICABLE": 3, UPDATED: 3, PASS: 4, MATCH: 4 };
   var PASSING = { PASS: 1, MATCH: 1, UPDATED: 1, "NOT APPLICABLE": 1 };
   var state = { verdict: "", kind: "", bug: "", branch: "", node: "", text: "", sort: "", dir: 1, selected: -1 };
@@ -92,6 +93,7 @@
     });
     $("f-count").textContent = "showing " + shown.length + " of " + cases.length + (mode === "snapshot" ? " snapshots" : " cases");
     $("case-spacer").style.height = (shown.length * ROW_H) + "px";
+    $("case-scroll").style.height = (Math.max(3, Math.min(shown.length, VISIBLE_ROWS)) * ROW_H) + "px";
     $("case-scroll").scrollTop = 0;
     renderChips();
     renderRows();
