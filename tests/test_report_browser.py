@@ -315,8 +315,8 @@ def test_a_screenshot_of_a_failing_case_is_not_blank(browser: Any, faulty_html: 
     case = next(c for c in faulty_supportops_report.cases if c.kind == "MFT" and c.verdict == "FAIL" and c.shrunk)
     opened = Page(browser, faulty_html)
     try:
-        opened.open_row(case.id)
-        opened.page.locator("#cases").scroll_into_view_if_needed()
+        detail = opened.open_row(case.id)
+        detail.locator(".trace").evaluate("e => e.scrollIntoView({block: 'start'})")
         png = opened.page.screenshot(full_page=False)
     finally:
         opened.close()

@@ -156,7 +156,7 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
             if case_count < len(not_passing):
                 parts += ["", f"… and {len(not_passing) - case_count} more, left out to fit (the HTML or JSON report has them all)"]
             parts += ["", "</details>"]
-        return "\n".join(parts) + "\n"
+        return re.sub(r"\n{3,}", "\n\n", "\n".join(parts)) + "\n"
 
     bugs, rows = len(found), len(not_passing)
     text = assemble(bugs, rows)

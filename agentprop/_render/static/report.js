@@ -39,7 +39,10 @@
 
   function json(value) {
     if (typeof value === "string") { return value; }
-    try { return JSON.stringify(value, null, 2); } catch (e) { return String(value); }
+    try {
+      var flat = JSON.stringify(value);
+      return flat !== undefined && flat.length <= 100 ? flat : JSON.stringify(value, null, 2);
+    } catch (e) { return String(value); }
   }
 
   function verdictClass(v) { return "v-" + String(v).toLowerCase().replace(/ /g, "-"); }
@@ -339,11 +342,14 @@
         var h = add(st, el("div", "step-head"));
         add(h, el("span", "who", "tool call " + (s + 1)));
         add(h, el("code", "tool-name", call.name));
-        add(st, el("pre", "args", json(call.args || {})));
+        var io = add(st, el("div", "io"));
+        add(io, el("span", "io-label", "arguments"));
+        add(io, el("pre", "args", json(call.args || {})));
+        add(io, el("span", "io-label", call.error ? "error" : "result"));
         if (call.error) {
-          add(st, el("pre", "result error", (call.error_kind ? call.error_kind + ": " : "") + call.error));
+          add(io, el("pre", "result error", (call.error_kind ? call.error_kind + ": " : "") + call.error));
         } else {
-          add(st, el("pre", "result", json(call.result)));
+          add(io, el("pre", "result", json(call.result)));
         }
       });
       var replyFailing = failingTurn && (run.step === null || run.step === undefined);
