@@ -219,10 +219,17 @@ def test_the_tree_draws_every_branch_with_its_status(page: Page, faulty_supporto
     assert page.count() == f"showing {reaching} of {len(faulty_supportops_report.cases)} cases"
 
 
-def test_a_large_report_draws_only_the_rows_on_screen(browser: Any, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def large(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunReport]:
+    """A synthetic report of 2,000 cases and 50,000 runs, with TDAD metrics and mutants."""
     report = synthetic_report(cases=2000, runs=50_000, seed=7, traces_per_case=1)
-    path = tmp_path / "large.html"
+    path = tmp_path_factory.mktemp("large") / "large.html"
     path.write_text(render_html(report), encoding="utf-8")
+    return path, report
+
+
+def test_a_large_report_draws_only_the_rows_on_screen(browser: Any, large: tuple[Path, RunReport]) -> None:
+    path, report = large
     case = next(c for c in report.cases if any(t.step == 0 and not t.passed for t in c.traces))
     opened = Page(browser, path, "#case=" + quote(case.id, safe=""))  # a link to one case opens it
     try:
@@ -241,6 +248,26 @@ def test_a_large_report_draws_only_the_rows_on_screen(browser: Any, tmp_path: Pa
         last = opened.rows()[-1]["id"]
         order = sorted(range(len(report.cases)), key=lambda i: (VERDICTS.index(report.cases[i].verdict), i))
         assert last == report.cases[order[-1]].id
+    finally:
+        opened.close()
+
+
+def test_the_tdad_section_lists_mutants_and_opens_their_killers(browser: Any, large: tuple[Path, RunReport]) -> None:
+    path, report = large
+    tdad = report.metrics.extra["tdad"]
+    opened = Page(browser, path)
+    try:
+        for key in ("vpr", "hpr", "rpr", "ms"):
+            assert opened.page.inner_text(f"#metric-{key} .n") == f"{tdad[key]:.0%}"
+        assert opened.page.inner_text("#metric-surs .n") == "–"  # no --base: said, not hidden
+        mutants = tdad["mutation"]["mutants"]
+        rows = opened.page.locator("tr.mutant")
+        assert rows.evaluate_all("rs => rs.map(r => [r.dataset.mutant, r.dataset.status])") == [[m["id"], m["status"]] for m in mutants]
+        killed = next(m for m in mutants if m["status"] == "killed")
+        opened.page.locator(f'tr.mutant[data-mutant="{killed["id"]}"] [data-open-case]').click()
+        assert opened.page.locator("#case-detail").get_attribute("data-id") == killed["killed_by"]
+        split = tdad["split"][killed["killed_by"]]
+        assert f"({split})" in opened.page.inner_text("#case-detail dl.facts")
     finally:
         opened.close()
 

@@ -376,3 +376,16 @@ def test_progress_on_a_terminal_rewrites_one_line() -> None:
     progress.close()
     text = stream.getvalue()
     assert "\n" not in text and "\r\x1b[K  cases 1/2  runs 3" in text and text.endswith("\r\x1b[K")
+
+
+def test_a_report_from_before_traces_and_tree_says_what_it_lacks(faulty_supportops_report: RunReport) -> None:
+    pytest.importorskip("jinja2", reason="the HTML report needs the report extra (jinja2)")
+    old = json.loads(faulty_supportops_report.to_json())
+    for key in ("tree", "trace_sampling"):
+        old.pop(key)
+    for case in old["cases"]:
+        for key in ("traces", "traces_omitted", "world"):
+            case.pop(key)
+    html = render_html(RunReport.model_validate(old))
+    assert "none: this report was written by an agentprop that did not keep traces" in html
+    assert "did not report the tree" in html and "<svg" not in html

@@ -7,9 +7,9 @@ INCONCLUSIVE, which is never a pass) and whose message carries the rate with its
 the clause; the body adds the failures seen, the bug and its minimal reproducer with its own
 failure rate. NOT APPLICABLE cases are ``<skipped>`` with the reason. Paths the spec cannot
 realise are ``<skipped>`` test cases of their own suite (never silently left out), and with the
-TDAD evaluation each mutant is a test case (a survivor fails). Test cases carry no ``time``:
-agentprop decides cases concurrently and does not time them one by one; the suites' ``time``
-is the run's wall time.
+TDAD evaluation each mutant is a test case (a survivor fails). Test cases and suites carry no
+``time``: agentprop decides cases concurrently and does not time them one by one; the root's
+``time`` is the run's wall time.
 """
 
 from __future__ import annotations
@@ -92,8 +92,8 @@ def _case(parent: ET.Element, c: CaseReport, report: RunReport, classname: str) 
         out.text = xml_text(f"{_rate(c)}; decided by {c.decided_by}" + (f" ({c.rule})" if c.rule else ""))
 
 
-def _suite(root: ET.Element, name: str, time: float, props: dict[str, str] | None = None) -> ET.Element:
-    suite = ET.SubElement(root, "testsuite", {"name": xml_text(name), "time": f"{time:.3f}"})
+def _suite(root: ET.Element, name: str, props: dict[str, str] | None = None) -> ET.Element:
+    suite = ET.SubElement(root, "testsuite", {"name": xml_text(name)})
     if props:
         properties = ET.SubElement(suite, "properties")
         for k, v in props.items():
@@ -119,7 +119,7 @@ def _mutants(root: ET.Element, spec_id: str, tdad: dict[str, Any]) -> None:
     mutants = mutation.get("mutants") or []
     if not mutants:
         return
-    suite = _suite(root, f"{spec_id} mutants", 0.0, {"pack": str(mutation.get("pack_id", ""))})
+    suite = _suite(root, f"{spec_id} mutants", {"pack": str(mutation.get("pack_id", ""))})
     for m in mutants:
         case = ET.SubElement(suite, "testcase", {"classname": xml_text(f"agentprop.{spec_id}.mutants"), "name": xml_text(m.get("id", "?"))})
         status = m.get("status")
@@ -150,12 +150,12 @@ def render_junit(report: RunReport) -> str:
     for k, v in report.agent.faults.items():
         props[f"fault.{k}"] = f"{v:g}"
     for kind in dict.fromkeys(c.kind for c in report.cases):
-        suite = _suite(root, f"{spec_id} {kind}", report.metrics.duration_s, props)
+        suite = _suite(root, f"{spec_id} {kind}", props)
         for c in report.cases:
             if c.kind == kind:
                 _case(suite, c, report, f"agentprop.{spec_id}.{kind}")
     if report.problems:
-        suite = _suite(root, f"{spec_id} unchecked paths", 0.0)
+        suite = _suite(root, f"{spec_id} unchecked paths")
         for i, problem in enumerate(report.problems, 1):
             name = _problem_name(problem, i)
             case = ET.SubElement(suite, "testcase", {"classname": xml_text(f"agentprop.{spec_id}.unchecked"), "name": xml_text(name)})

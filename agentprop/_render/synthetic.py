@@ -184,7 +184,7 @@ def synthetic_report(cases: int = 2000, runs: int = 50_000, *, seed: int = 0, no
     covered = sorted({b for c in out for b in c.branches})
     mutants: list[dict[str, Any]] = [
         {"id": f"MUTANT_{k}", "severity": rng.choice(("critical", "major", "minor")), "category": "policy", "source": "faults",
-         "status": rng.choice(("killed", "killed", "survived", "vacuous", "non-activating")), "probe_runs": 3, "probe_violations": 3,
+         "status": ("killed", "killed", "survived", "vacuous", "non-activating")[k % 5], "probe_runs": 3, "probe_violations": 3,
          "control_runs": 10, "control_violations": 0, "probe_p_value": 0.003, "killed_by": out[k].id, "killing_failure": "turn 1 decided X"}
         for k in range(10)
     ]

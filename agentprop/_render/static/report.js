@@ -138,6 +138,7 @@
     var c = cases[i];
     var row = el("div", "row " + verdictClass(c.verdict) + (i === state.selected ? " selected" : ""));
     row.setAttribute("role", "row");
+    row.tabIndex = 0;
     row.dataset.index = String(i);
     row.dataset.id = c.id;
     row.dataset.verdict = c.verdict;
@@ -219,13 +220,18 @@
     add(head, el("h3", "case-id", c.id));
     var close = add(head, el("button", "close", "close \u2715"));
     close.type = "button";
-    close.addEventListener("click", function () { box.hidden = true; state.selected = -1; renderRows(); history.replaceState(null, "", " "); });
+    close.addEventListener("click", function () {
+      box.hidden = true;
+      state.selected = -1;
+      renderRows();
+      try { history.replaceState(null, "", location.pathname + location.search); } catch (e) { /* file:// in some browsers */ }
+    });
     if (mode === "snapshot") { renderSnapshot(box, c); } else { renderCase(box, c, i); }
     renderRows();
-    if (!opts.quiet) {
+    if (!opts.fromLink) {
       try { history.replaceState(null, "", "#case=" + encodeURIComponent(c.id)); } catch (e) { /* file:// in some browsers */ }
-      box.scrollIntoView({ block: "start" });
     }
+    box.scrollIntoView({ block: "start" });
   }
 
   function renderCase(box, c, i) {
@@ -435,6 +441,10 @@
       var row = ev.target.closest(".row");
       if (row) { openCase(Number(row.dataset.index)); }
     });
+    $("case-rows").addEventListener("keydown", function (ev) {
+      var row = ev.target.closest(".row");
+      if (row && (ev.key === "Enter" || ev.key === " ")) { ev.preventDefault(); openCase(Number(row.dataset.index)); }
+    });
     $("f-verdict").addEventListener("change", function () { state.verdict = this.value; applyFilters(); });
     $("f-kind").addEventListener("change", function () { state.kind = this.value; applyFilters(); });
     $("f-bug").addEventListener("change", function () { state.bug = this.value; applyFilters(); });
@@ -484,7 +494,7 @@
     $("f-verdict").value = "";
     applyFilters();
     var hash = decodeURIComponent((location.hash || "").replace(/^#/, ""));
-    if (hash.indexOf("case=") === 0) { openById(hash.slice(5), { quiet: true }); }
+    if (hash.indexOf("case=") === 0) { openById(hash.slice(5), { fromLink: true }); }
     document.documentElement.dataset.ready = "1";
     window.agentpropReport = {
       readyAt: performance.now(),
