@@ -1,6 +1,6 @@
 """Benchmark: the HTML report of a large suite opens and filters fast in a real browser.
 
-A seeded synthetic run report (:func:`agentprop._render.synthetic.synthetic_report`: 2,000
+A seeded synthetic run report (:func:`agentprop._pipeline.report.synthetic.synthetic_report`: 2,000
 cases, 50,000 agent runs, the kept traces of every case by the report's own rule) is rendered
 by ``render_html`` and opened from ``file://`` in headless Chromium (Debian's, through
 Playwright). The baseline is the same data rendered the obvious way, measured in the same
@@ -38,9 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentprop._render import render_html
-from agentprop._render.synthetic import synthetic_report
-from agentprop._report import RunReport
+from agentprop._pipeline.report import render_html
+from agentprop._pipeline.report.model import RunReport
+from agentprop._pipeline.report.synthetic import synthetic_report
 
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",

@@ -15,22 +15,22 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
-from agentprop._agents import load_agent, make_factory
-from agentprop._memo import TrialMemo
-from agentprop._project import load_project
-from agentprop._render import render_html
-from agentprop._render.synthetic import synthetic_report
-from agentprop._report import RunReport
-from agentprop._run import RunSettings, arun_cases
-from agentprop._sync import run_sync
+from agentprop._agents.loading import load_agent, make_factory
+from agentprop._agents.project import load_project
+from agentprop._decide.memo import TrialMemo
+from agentprop._pipeline.report import render_html
+from agentprop._pipeline.report.model import RunReport
+from agentprop._pipeline.report.synthetic import synthetic_report
+from agentprop._pipeline.run import RunSettings, arun_cases
+from agentprop._util.aio import run_sync
 
 pytest.importorskip("jinja2", reason="the HTML report needs the report extra (pip install 'agentprop[report]')")
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need Playwright (pip install playwright; the test extra has it)")

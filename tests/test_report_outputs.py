@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from agentprop import Verdict
-from agentprop._agents import load_agent
-from agentprop._check import acheck, record_for
+from agentprop._agents.loading import load_agent
+from agentprop._agents.project import load_project
 from agentprop._cli import main
-from agentprop._oracle import (
+from agentprop._decide.check import decide_scenario, record_for
+from agentprop._decide.oracle import (
     FAILING_PER_RESULT,
     FAILING_PER_SIGNATURE,
     PASSING_PER_RESULT,
@@ -28,16 +29,20 @@ from agentprop._oracle import (
     TrialRecord,
     decide,
 )
-from agentprop._project import load_project
-from agentprop._render import render_html, render_junit, render_markdown, require_jinja2
-from agentprop._render.html import diff_parts, script_json
-from agentprop._render.markdown import md
-from agentprop._render.synthetic import synthetic_report
-from agentprop._report import SCHEMA_ID, RunReport
-from agentprop._run import Progress
-from agentprop._run_kinds import case_from_check, run_traces
-from agentprop._sync import run_sync
-from agentprop._trace import Trace, Turn
+from agentprop._pipeline.kinds import case_from_check, run_traces
+from agentprop._pipeline.report import (
+    render_html,
+    render_junit,
+    render_markdown,
+    require_jinja2,
+)
+from agentprop._pipeline.report.html import diff_parts, script_json
+from agentprop._pipeline.report.markdown import md
+from agentprop._pipeline.report.model import SCHEMA_ID, RunReport
+from agentprop._pipeline.report.synthetic import synthetic_report
+from agentprop._pipeline.run import Progress
+from agentprop._scenario.trace import Trace, Turn
+from agentprop._util.aio import run_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
@@ -100,7 +105,7 @@ def test_a_failing_tool_call_is_located_by_turn_and_step_in_the_case_report() ->
         return [Verdict(passed=False, contract="args_satisfy", explanation="the second call is wrong", clause="tools.get_account", turn=0, step=1)]
 
     agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS)
-    result = run_sync(acheck(project, scenario, agent, prop=second_call_is_wrong, settings=OracleSettings(mode="fixed", runs=5, tau=0.9)))
+    result = run_sync(decide_scenario(project, scenario, agent, prop=second_call_is_wrong, settings=OracleSettings(mode="fixed", runs=5, tau=0.9)))
     case = case_from_check(scenario.id, "MFT", scenario, result, {})
     assert case.verdict == "FAIL" and case.traces and case.traces_omitted == 5 - len(case.traces)
     run = case.traces[0]
@@ -247,7 +252,7 @@ def test_markdown_escapes_agent_text_and_fits_a_pr_comment() -> None:
     match = re.search(r"… and (\d+) more, left out to fit", text)
     not_passing = sum(c.verdict in ("FAIL", "UNSTABLE", "INCONCLUSIVE") for c in report.cases)
     assert match is not None
-    shown = len(re.findall(r"^\| (?!case \||---)", text.split("<summary>")[1], re.M))
+    shown = len(re.findall(r"^\| (?!case \||---)", text.split("<summary>")[1], re.MULTILINE))
     assert shown + int(match.group(1)) == not_passing
 
 
@@ -269,7 +274,7 @@ def test_html_is_one_file_with_no_reference_outside_it(faulty_supportops_report:
     assert "http://" not in without_ns and "https://" not in without_ns
     assert html.count("<script") == 3 and html.count("</script>") == 3  # data, traces, the viewer
     csp = re.search(r"script-src '(sha256-[^']+)'", html)
-    script = re.search(r"<script>(.*)</script>", html, re.S)
+    script = re.search(r"<script>(.*)</script>", html, re.DOTALL)
     assert csp and script
     import base64
     import hashlib
