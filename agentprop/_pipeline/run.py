@@ -175,7 +175,7 @@ async def arun_cases(
         return rules[key]
 
     started = time.perf_counter()
-    progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream).start()
+    progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream)
     memo = memo if memo is not None else TrialMemo()
     sem = asyncio.Semaphore(max(1, settings.concurrency))
 
@@ -197,6 +197,7 @@ async def arun_cases(
     events: list[CorpusEvent] = []
     entries = corpus.entries(spec_id=spec.spec_id, agent_ref=agent.ref) if corpus is not None else []
     try:
+        progress.start()
         if entries:
             # known reproducers first: a bug that was found stays checked until it is gone
             progress.total += len(entries)
@@ -334,7 +335,7 @@ def shrink_failures(
     ``budget`` (runs per shrink) 0 lists the bugs without shrinking. Returns the shrinks."""
     out: list[ShrinkReport] = []
     by_case: dict[str, ShrinkReport] = {}
-    progress = Progress(0, stream).start() if stream is not None else None
+    progress = Progress(0, stream) if stream is not None and budget > 0 else None
 
     def shrink_case(case: CaseReport, signature: str) -> ShrinkReport | None:
         scenario, result = report._checks[case.id]
@@ -353,24 +354,28 @@ def shrink_failures(
     def shrinkable(case: CaseReport) -> bool:
         return case.kind in SHRINKABLE_KINDS and case.id in report._checks
 
-    bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable)
-    for bug in bugs:
-        if corpus is None or bug.origin != "cases" or bug.known or bug.representative is None:
-            continue
-        case = next(c for c in report.cases if c.id == bug.representative)
-        shrunk = by_case.get(case.id)
-        if shrunk is None or shrunk.reproducer_rate is None or shrunk.reproducer_rate.failures == 0:
-            continue
-        entry, new = corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent))
-        bug.corpus_entry = entry.id
-        if case.shrunk is not None:
-            case.shrunk["corpus_entry"] = entry.id
-        action = "saved" if new else "updated"
-        message = (f"saved bug {bug.id} as corpus entry {entry.id}" if new
-                   else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times")
-        report.corpus.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
-    if progress is not None:
-        progress.close()
+    try:
+        if progress is not None:
+            progress.start()
+        bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable)
+        for bug in bugs:
+            if corpus is None or bug.origin != "cases" or bug.known or bug.representative is None:
+                continue
+            case = next(c for c in report.cases if c.id == bug.representative)
+            shrunk = by_case.get(case.id)
+            if shrunk is None or shrunk.reproducer_rate is None or shrunk.reproducer_rate.failures == 0:
+                continue
+            entry, new = corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent))
+            bug.corpus_entry = entry.id
+            if case.shrunk is not None:
+                case.shrunk["corpus_entry"] = entry.id
+            action = "saved" if new else "updated"
+            message = (f"saved bug {bug.id} as corpus entry {entry.id}" if new
+                       else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times")
+            report.corpus.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
+    finally:
+        if progress is not None:
+            progress.close()
     return out
 
 
