@@ -198,7 +198,7 @@ def test_building_the_parser_loads_no_pipeline() -> None:
     parser imports none of the pipeline, the oracle or the model code."""
     code = (
         "import sys; import agentprop._cli as c; c.parser(); "
-        "heavy = sorted(m for m in sys.modules if m.startswith(('agentprop._pipeline.run', 'agentprop._decide', 'agentprop._agents.loading', 'hypothesis', 'anthropic'))); "
+        "heavy = sorted(m for m in sys.modules if m.startswith(('agentprop._pipeline.run', 'agentprop._decide', 'agentprop._agents', 'hypothesis', 'anthropic'))); "
         "print(heavy)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -1,6 +1,6 @@
 """The model-call context: what a model-backed agent takes from the session it runs in.
 
-A model agent sits below the session in the layers (:mod:`agentprop._agents.loading` may not import
+A model agent sits below the session in the layers (:mod:`agentprop._agents` may not import
 :mod:`agentprop._decide`), so the session hands down what model calls need through this
 context variable instead: the one budget to charge, the API cache mode for agents that choose
 none, and the API caches opened so far (one per file and mode, shared by every agent of the
