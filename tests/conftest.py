@@ -52,3 +52,22 @@ def _corpus_outside_the_repo(tmp_path_factory: pytest.TempPathFactory, monkeypat
     with ``monkeypatch.setattr(agentprop._decide.corpus, "default_corpus_dir", REAL_DEFAULT_CORPUS_DIR)``."""
     root = tmp_path_factory.mktemp("corpus-default")
     monkeypatch.setattr(agentprop._decide.corpus, "default_corpus_dir", lambda project: root / project.spec.spec_id)
+
+
+@pytest.fixture(scope="session")
+def faulty_supportops_report():
+    """A real run report: the SupportOps agent with ``skip_auth=0.3`` over the MFT and DIR
+    cases, failures grouped into bugs and shrunk (a few seconds; shared by the report tests)."""
+    from agentprop._agents.loading import load_agent
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._agents.project import load_project
+    from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures
+    from agentprop._util.aio import run_sync
+
+    project = load_project(SUPPORTOPS_EXAMPLE_DIR)
+    agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS_EXAMPLE_DIR, {"skip_auth": 0.3})
+    memo = TrialMemo()
+    report = run_sync(arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("mft", "dir"), explore=0),
+                                 problems=project.problems, memo=memo))
+    shrink_failures(project, agent, report, budget=30, corpus=None, memo=memo)
+    return report

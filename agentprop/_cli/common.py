@@ -11,6 +11,7 @@ from agentprop._cli.options import MODEL_OPTIONS
 from agentprop.errors import BindingsError, InputError, InvalidArgument, SourceLocation
 
 if TYPE_CHECKING:
+    from agentprop._pipeline.report.model import RunReport, SnapshotCheckReport
     from agentprop._agents.anthropic import AnthropicAgent
     from agentprop._agents.loading import LoadedAgent
     from agentprop._agents.project import Project
@@ -175,3 +176,37 @@ def selected_scenarios(project: Project, filters: list[str]) -> list[Scenario]:
         if not scenarios:
             raise InputError(f"no case id contains {', '.join(filters)}", fix="run without --case to see the case ids")
     return scenarios
+
+
+def check_report_outputs(args: argparse.Namespace) -> None:
+    """Before anything runs: ``--html`` needs jinja2 (a missing extra should not cost a suite)."""
+    if getattr(args, "html_path", None):
+        from agentprop._pipeline.report import require_jinja2
+
+        require_jinja2()
+
+
+def write_report_outputs(report: RunReport | SnapshotCheckReport, args: argparse.Namespace, out: TextIO) -> list[str]:
+    """Render and write the outputs asked for (``--html``, ``--junit``, ``--markdown``; ``-``
+    is standard output); returns the paths written."""
+    from agentprop._pipeline.report import render_html, render_junit, render_markdown
+    from agentprop._pipeline.report.model import SnapshotCheckReport
+
+    written: list[str] = []
+    for name, render, what in (("html", render_html, "HTML report"), ("junit", render_junit, "JUnit XML"), ("markdown", render_markdown, "Markdown summary")):
+        path = getattr(args, f"{name}_path", None)
+        if not path:
+            continue
+        if isinstance(report, SnapshotCheckReport) and name != "html":
+            raise InputError(f"--{name} renders run reports (agentprop.run/1); a snapshot check renders as --html",
+                             fix="use --html PATH for a snapshot check")
+        text = render(report)  # type: ignore[operator]  # HTML takes both; the others are refused above
+        if path == "-":
+            out.write(text)
+            out.flush()
+            continue
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+        written.append(path)
+        print(f"{what} written to {path}", file=out)
+    return written

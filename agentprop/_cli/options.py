@@ -73,3 +73,19 @@ def model_parent(*, always: bool = False) -> argparse.ArgumentParser:
     model.add_argument("--cache", metavar="PATH", help="API cache file (default .agentprop/api-cache.sqlite; `none` for no cache)")
     model.add_argument("--cache-mode", choices=CACHE_MODES, help="off, read, write, read-write or replay-only (default: replay-only when CI is set, else read-write)")
     return p
+
+
+REPORT_OUTPUTS = (
+    ("html", "a self-contained HTML report (one file, opens from file://; needs agentprop[report])"),
+    ("junit", "JUnit XML: a test case per case, failures with the clause, the rate and the reproducer"),
+    ("markdown", "a Markdown summary for a PR comment or $GITHUB_STEP_SUMMARY: bugs first, then verdicts and coverage"),
+)
+
+
+def report_outputs_parent(*, junit: bool = True, markdown: bool = True) -> argparse.ArgumentParser:
+    """--html, --junit, --markdown: the report rendered for people and for CI (``-``: stdout)."""
+    p = _parent()
+    for name, text in REPORT_OUTPUTS:
+        if name == "html" or (name == "junit" and junit) or (name == "markdown" and markdown):
+            p.add_argument(f"--{name}", dest=f"{name}_path", metavar="PATH", help=f"write {text} to PATH ('-': standard output)")
+    return p

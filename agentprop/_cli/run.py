@@ -13,13 +13,15 @@ from agentprop._cli.common import (
     EXIT_OK,
     check_budget_args,
     check_explore,
+    check_report_outputs,
     check_positive_runs,
     load_cli_agent,
     parse_kinds,
     require_decisions,
     selected_scenarios,
+    write_report_outputs,
 )
-from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, selection_parent, suite_parent
+from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent, suite_parent
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run = sub.add_parser(
         "run", help="run an agent over the spec's cases and decide each case",
-        parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent()],
+        parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],
     )
     run.add_argument("spec", help=SPEC_HELP)
     run.add_argument("--mode", choices=["sprt", "zero-failure", "fixed"], help="how each case is decided (default: sprt; zero-failure for high-risk specs and safety cases)")
@@ -56,6 +58,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._pipeline.run import shrink_failures
     from agentprop._spec.requirements import unchecked_requirements
 
+    check_report_outputs(args)
     project = load_project(args.spec, bindings=args.bindings)
     agent, model_agent = load_cli_agent(args, project, out)
     check_budget_args(args)
@@ -114,6 +117,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     if args.json_path:
         Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
         print(f"report written to {args.json_path}", file=out)
+    write_report_outputs(report, args, out)
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
     branches = report.metrics.extra["coverage"]["branches"]

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentprop._cli.common import EXIT_FAIL, EXIT_OK, check_budget_args, load_cli_agent, selected_scenarios
-from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, selection_parent
+from agentprop._cli.common import EXIT_FAIL, EXIT_OK, check_budget_args, check_report_outputs, load_cli_agent, selected_scenarios, write_report_outputs
+from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
@@ -25,7 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     actions = snap.add_subparsers(dest="snapshot_action", metavar="ACTION")
     check = actions.add_parser(
         "check", help="run every case and compare its behaviour with the approved baseline",
-        parents=[agent_parent(), selection_parent(seed_help="trial namespace (default 0)"), budget_parent(unfinished="unfinished cases are INCONCLUSIVE"), model_parent()],
+        parents=[agent_parent(), selection_parent(seed_help="trial namespace (default 0)"), budget_parent(unfinished="unfinished cases are INCONCLUSIVE"), model_parent(),
+                 report_outputs_parent(junit=False, markdown=False)],
     )
     check.add_argument("spec", help=SPEC_HELP)
     check.add_argument("--runs", type=int, default=10, help="runs per case (default 10)")
@@ -148,7 +148,9 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._decide.snapshot import check_reason
     from agentprop._decide.snapshot import default_snapshot_dir
     from agentprop._agents.project import load_project
+    from agentprop._pipeline.report.model import SnapshotCheckReport
 
+    check_report_outputs(args)
     project = load_project(args.spec, bindings=args.bindings)
     if args.runs < 1:
         raise InputError(f"--runs {args.runs} must be at least 1", fix="use --runs 10 (the default) or more")
@@ -195,9 +197,9 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
         where = f"{args.spec}" + (f" --dir {args.dir}" if args.dir else "")
         print(f"review the candidates with `agentprop snapshot review {where}`; approve what is right with "
               f"`agentprop snapshot approve {where} NAME --reason \"...\"`", file=out)
+    checked = SnapshotCheckReport(spec_id=project.spec.spec_id, agent=agent.ref, runs=args.runs, alpha=args.alpha, results=list(results))
     if args.json_path:
-        payload = {"schema": "agentprop.snapshot-check/1", "spec_id": project.spec.spec_id, "agent": agent.ref,
-                   "runs": args.runs, "alpha": args.alpha, "results": [r.model_dump(mode="json") for r in results]}
-        Path(args.json_path).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        Path(args.json_path).write_text(checked.to_json(), encoding="utf-8")
         print(f"results written to {args.json_path}", file=out)
+    write_report_outputs(checked, args, out)
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL

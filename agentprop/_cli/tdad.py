@@ -19,8 +19,10 @@ from agentprop._cli.common import (
     require_cases,
     require_decisions,
     selected_scenarios,
+    check_report_outputs,
+    write_report_outputs,
 )
-from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, selection_parent, suite_parent
+from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent, suite_parent
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     tdad = sub.add_parser(
         "tdad", help="TDAD evaluation: visible/hidden split, VPR, HPR, RPR and the mutation score",
-        parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent()],
+        parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],
     )
     tdad.add_argument("spec", help=SPEC_HELP)
     tdad.add_argument("--mutations", metavar="FILE", help="mutation pack (default: mutations.yaml next to the spec or one level up); `none` skips mutation testing")
@@ -86,6 +88,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._pipeline.tdad import split_suite
     from agentprop._pipeline.tdad import tdad_metrics
 
+    check_report_outputs(args)
     project = load_project(args.spec, bindings=args.bindings)
     if not 0.0 <= args.visible_fraction <= 1.0:
         raise InputError(f"--visible-fraction {args.visible_fraction} must be between 0 and 1", fix="use e.g. --visible-fraction 0.5")
@@ -172,6 +175,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     if args.json_path:
         Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
         print(f"report written to {args.json_path}", file=out)
+    write_report_outputs(report, args, out)
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
     survived = mutation is not None and any(m.status == "survived" for m in mutation.mutants)

@@ -77,7 +77,7 @@ def record_for(verdicts: list[Verdict]) -> TrialRecord:
     failed = next((v for v in verdicts if not v.passed), None)
     if failed is None:
         return TrialRecord(passed=True)
-    return TrialRecord(passed=False, signature=failed.signature, explanation=failed.explanation, clause=failed.clause)
+    return TrialRecord(passed=False, signature=failed.signature, explanation=failed.explanation, clause=failed.clause, turn=failed.turn, step=failed.step)
 
 
 async def decide_scenario(

@@ -26,8 +26,8 @@ from pydantic import BaseModel, Field
 from agentprop._modelapi.budget import Budget
 from agentprop._decide.check import as_loaded_agent, decide_scenario, scenario_settings
 from agentprop._decide.session import current_session, current_test
-from agentprop._decide.memo import TrialMemo
-from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, OracleSettings
+from agentprop._decide.memo import TrialMemo, trace_json
+from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, OracleSettings, SampledRun
 from agentprop._agents.project import Project
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.case import compile_mft
@@ -54,12 +54,18 @@ def decision_signature(trace: Trace) -> str:
     return ">".join(d or "-" for d in trace.decisions)
 
 
+EXAMPLES_PER_SIDE = 3
+"""Runs kept for the report per side of an invariance test: the first of each behaviour."""
+
+
 class VariantResult(BaseModel):
     messages: list[str]
     decisions: dict[str, int]
     p_value: float
     mft_pass_rate: float
     differs: bool
+    examples: list[SampledRun] = Field(default_factory=list, exclude=True, repr=False)
+    """The first run of each behaviour (up to :data:`EXAMPLES_PER_SIDE`), for the report."""
 
 
 class InvarianceResult(BaseModel):
@@ -72,6 +78,8 @@ class InvarianceResult(BaseModel):
     runs: int = 0
     budget_exhausted: bool = False
     reason: str | None = None
+    original_examples: list[SampledRun] = Field(default_factory=list, exclude=True, repr=False)
+    """The first run of each behaviour of the original (up to :data:`EXAMPLES_PER_SIDE`)."""
     """Why the verdict is NOT APPLICABLE (or INCONCLUSIVE before any comparison)."""
     base_verdict: str | None = None
     """The verdict of the base case (the scenario's MFT) the invariance was gated on."""
@@ -96,10 +104,12 @@ async def _sample(
     memo: TrialMemo,
     budget: Budget | None,
     seed: int,
+    examples: list[SampledRun] | None = None,
 ) -> tuple[Counter[str], int, int, bool]:
     """Run ``messages`` ``n`` times; return behaviour counts, MFT passes, runs, budget_out.
     The runs are memoised like a check's (same key: the MFT check of the same messages shares
-    them); the behaviour and the MFT verdict are worked out from each trace every time."""
+    them); the behaviour and the MFT verdict are worked out from each trace every time.
+    ``examples`` receives the first run of each behaviour (up to :data:`EXAMPLES_PER_SIDE`)."""
     counts: Counter[str] = Counter()
     passes = 0
     runs = 0
@@ -113,7 +123,15 @@ async def _sample(
                 return counts, passes, runs, True
             trace = memo.put(key, await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages)))
         failed = first_failure(case.verdicts(trace))
-        counts[decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")] += 1
+        behaviour = decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")
+        if examples is not None and behaviour not in counts and len(examples) < EXAMPLES_PER_SIDE:
+            examples.append(SampledRun(
+                trial=i, passed=failed is None, signature=None if failed is None else failed.signature,
+                explanation=f"behaviour {behaviour}" if failed is None else failed.explanation,
+                clause=None if failed is None else failed.clause, turn=None if failed is None else failed.turn,
+                step=None if failed is None else failed.step, trace_json=trace_json(trace),
+            ))
+        counts[behaviour] += 1
         passes += failed is None
         runs += 1
     return counts, passes, runs, False
@@ -149,7 +167,8 @@ async def acheck_invariance(
     loaded = as_loaded_agent(agent)
     memo = memo if memo is not None else current_session().memo
     first_trial = seed * 1_000_003
-    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed)
+    original_examples: list[SampledRun] = []
+    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed, original_examples)
     results: list[VariantResult] = []
     total = runs
     corrected = alpha / len(variants)
@@ -158,19 +177,20 @@ async def acheck_invariance(
             break
         # independent samples: each side gets its own trial indices (the two-sample test
         # assumes independence; shared indices would pair simulated agents' random draws)
-        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed)
+        examples: list[SampledRun] = []
+        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed, examples)
         total += r
         if r < n:
             break
         p = categorical_two_sample_test(dict(original), dict(counts), seed=seed + k)
-        results.append(VariantResult(messages=list(v), decisions=dict(counts), p_value=p, mft_pass_rate=passes / r, differs=p < corrected))
+        results.append(VariantResult(messages=list(v), decisions=dict(counts), p_value=p, mft_pass_rate=passes / r, differs=p < corrected, examples=examples))
     if out or len(results) < len(variants):
         verdict: MetaVerdict = "INCONCLUSIVE"
     else:
         verdict = "FAIL" if any(r.differs for r in results) else "PASS"
     return InvarianceResult(
         scenario=scenario.id, verdict=verdict, runs_per_side=n, alpha=alpha, original=dict(original), variants=results, runs=total,
-        budget_exhausted=out, base_verdict=base.verdict if base is not None else None,
+        budget_exhausted=out, base_verdict=base.verdict if base is not None else None, original_examples=original_examples,
     )
 
 

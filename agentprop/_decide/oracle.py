@@ -120,6 +120,30 @@ class FailureSeen(BaseModel):
     first_trial: int
 
 
+FAILING_PER_SIGNATURE = 3
+"""Failing runs kept per signature for the report (the first ones, in trial order)."""
+FAILING_PER_RESULT = 6
+"""Failing runs kept per decision, over all signatures (the first of every signature first)."""
+PASSING_PER_RESULT = 1
+"""Passing runs kept per decision, as a sample of what a good run looks like."""
+
+
+class SampledRun(BaseModel):
+    """One run kept for the report (:attr:`CheckResult.sampled_runs`): what the property said
+    of it and its trace, as JSON (:func:`agentprop._decide.memo.trace_json`)."""
+
+    trial: int
+    passed: bool
+    signature: str | None = None
+    explanation: str | None = None
+    clause: str | None = None
+    turn: int | None = None
+    """0-based turn of the failure (``None``: the whole conversation, or a pass)."""
+    step: int | None = None
+    """0-based tool call within ``turn`` that broke the promise (``None``: the turn's reply)."""
+    trace_json: str
+
+
 class CheckResult(BaseModel):
     """The decision on one property of one input."""
 
@@ -140,6 +164,11 @@ class CheckResult(BaseModel):
     failures: list[FailureSeen] = Field(default_factory=list)
     sample_traces: list[str] = Field(default_factory=list)
     """JSON of up to three failing traces (the first of each signature)."""
+    sampled_runs: list[SampledRun] = Field(default_factory=list, exclude=True, repr=False)
+    """The runs kept for the report, in trial order: the first failing runs of each signature
+    (:data:`FAILING_PER_SIGNATURE`, at most :data:`FAILING_PER_RESULT` in all) and the first
+    passing ones (:data:`PASSING_PER_RESULT`); ``runs - len(sampled_runs)`` were left out. Not
+    part of the result's JSON (the run report carries them, see ``cases[].traces``)."""
     budget_exhausted: bool = False
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -184,6 +213,11 @@ class TrialRecord:
     signature: str | None = None
     explanation: str | None = None
     clause: str | None = None
+    turn: int | None = None
+    """0-based turn where the failure is (``None``: the whole conversation)."""
+    step: int | None = None
+    """0-based tool call of ``turn`` that broke the promise (``None``: the turn's reply or
+    the turn as a whole)."""
 
 
 @dataclass
@@ -237,6 +271,7 @@ def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], setti
         for sig, k in counts.most_common()
     ]
     samples = [trace_json(first[f.signature].trace) for f in failures[:3]]
+    sampled = sample_runs(outcomes)
     fresh = [o.trace.usage for o in outcomes if not o.memo_hit]  # a memo hit costs nothing again
     rate = c / n if n else 0.0
     ks = [k for k in (1, 2, 4, 8) if k <= n]
@@ -257,9 +292,35 @@ def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], setti
         memo_hits=sum(o.memo_hit for o in outcomes),
         failures=failures,
         sample_traces=samples,
+        sampled_runs=sampled,
         budget_exhausted=budget_out,
         settings={"mode": settings.mode, "tau": settings.tau, "alpha": settings.alpha, "beta": settings.beta, "max_runs": settings.max_runs, "runs": settings.runs},
     )
+
+
+def sample_runs(outcomes: list[TrialOutcome]) -> list[SampledRun]:
+    """The runs a report keeps of one decision: the first failing run of every signature,
+    then more of each up to :data:`FAILING_PER_SIGNATURE` while fewer than
+    :data:`FAILING_PER_RESULT` are kept, and the first :data:`PASSING_PER_RESULT` passing
+    runs; in trial order. A report of many runs stays bounded, and it says how many it left out."""
+    failing = [o for o in outcomes if not o.record.passed]
+    by_signature: dict[str, list[TrialOutcome]] = {}
+    for o in failing:
+        by_signature.setdefault(o.record.signature or "failed", []).append(o)
+    chosen: list[TrialOutcome] = []
+    for depth in range(FAILING_PER_SIGNATURE):
+        for group in by_signature.values():
+            if depth < len(group) and (depth == 0 or len(chosen) < FAILING_PER_RESULT):
+                chosen.append(group[depth])
+    chosen += [o for o in outcomes if o.record.passed][:PASSING_PER_RESULT]
+    chosen.sort(key=lambda o: o.trial)
+    return [
+        SampledRun(
+            trial=o.trial, passed=o.record.passed, signature=o.record.signature, explanation=o.record.explanation,
+            clause=o.record.clause, turn=o.record.turn, step=o.record.step, trace_json=trace_json(o.trace),
+        )
+        for o in chosen
+    ]
 
 
 class _Memoised:

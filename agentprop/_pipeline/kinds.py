@@ -21,11 +21,12 @@ from agentprop._modelapi.budget import Budget
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.metamorphic import InvarianceResult, acheck_direction, acheck_invariance
-from agentprop._decide.oracle import CheckResult, OracleSettings
+from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun
 from agentprop._agents.project import Project
 from agentprop._decide.safety import strictness
-from agentprop._pipeline.report.model import CaseReport, FailureSummary
+from agentprop._pipeline.report.model import CaseReport, FailureSummary, RunTrace
 from agentprop._scenario.build import Scenario
+from agentprop._scenario.trace import Trace
 from agentprop.strategies._internal.boundary import boundary_values
 from agentprop.strategies._internal.directional import directional_pairs
 from agentprop.strategies._internal.variants import paraphrase_variants
@@ -37,10 +38,25 @@ Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
 
 
 def _failures(result: CheckResult) -> list[FailureSummary]:
-    return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial) for f in result.failures]
+    return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial, clause=f.clause) for f in result.failures]
+
+
+def run_traces(runs: list[SampledRun], *, side: str | None = None, world: dict[str, Any] | None = None) -> list[RunTrace]:
+    """The kept runs of a decision as report traces (a negative failure turn counted from the
+    end, as the contracts allow, made absolute)."""
+    out: list[RunTrace] = []
+    for run in runs:
+        trace = Trace.model_validate_json(run.trace_json)
+        turn = run.turn + len(trace.turns) if run.turn is not None and run.turn < 0 else run.turn
+        out.append(RunTrace(
+            trial=run.trial, passed=run.passed, side=side, signature=run.signature, explanation=run.explanation,
+            clause=run.clause, turn=turn, step=run.step, world=world, trace=trace,
+        ))
+    return out
 
 
 def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckResult, details: dict[str, Any]) -> CaseReport:
+    traces = run_traces(result.sampled_runs)
     return CaseReport(
         id=case_id,
         node=scenario.leaf,
@@ -64,6 +80,9 @@ def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckRe
         capabilities=scenario.capabilities,
         branches=scenario.branches,
         details=details,
+        world=scenario.world.model_dump(mode="json"),
+        traces=traces,
+        traces_omitted=max(0, result.runs - len(traces)),
     )
 
 
@@ -178,6 +197,10 @@ async def extra_cases(
                     r = await acheck_direction(project, pair.base.scenario, pair.perturbed.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed)
                 runs = r.base.runs + r.perturbed.runs
                 passes = r.base.passes + r.perturbed.passes
+                base_world = pair.base.scenario.world.model_dump(mode="json")
+                world = pair.perturbed.scenario.world.model_dump(mode="json")
+                traces = (run_traces(r.base.sampled_runs, side="base", world=base_world if base_world != world else None)
+                          + run_traces(r.perturbed.sampled_runs, side="perturbed"))
                 return CaseReport(
                     id=case_id,
                     node=pair.perturbed.scenario.leaf,
@@ -194,7 +217,11 @@ async def extra_cases(
                     cost_usd=r.base.cost_usd + r.perturbed.cost_usd,
                     failures=_failures(r.base) + _failures(r.perturbed),
                     branches=pair.base.scenario.branches + pair.perturbed.scenario.branches,
-                    details={"atom": pair.atom, "base_verdict": r.base.verdict, "perturbed_verdict": r.perturbed.verdict, "expected_change": list(r.expected_change)},
+                    details={"atom": pair.atom, "base_verdict": r.base.verdict, "perturbed_verdict": r.perturbed.verdict, "expected_change": list(r.expected_change),
+                             "base_messages": pair.base.scenario.messages},
+                    world=world,
+                    traces=traces,
+                    traces_omitted=max(0, runs - len(traces)),
                 )
 
             jobs.append(direction())
@@ -254,6 +281,10 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
         if v.differs
     ]
     base_runs = 0 if reused else base.runs
+    traces = [] if reused else run_traces(base.sampled_runs, side="base case")
+    traces += run_traces(r.original_examples, side="original")
+    for k, v in enumerate(r.variants, 1):
+        traces += run_traces(v.examples, side=f"variant {k}")
     return CaseReport(
         id=f"INV {scenario.id}",
         node=scenario.leaf,
@@ -279,4 +310,7 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
             "base": {"case": scenario.id, "verdict": base.verdict, "pass_rate": base.pass_rate, "runs": base.runs, "reused": reused},
             "variants": [{"message": v.messages[0], "provenance": f.describe(), "p_value": v.p_value, "mft_pass_rate": v.mft_pass_rate, "decisions": v.decisions} for v, f in zip(r.variants, firsts)],
         },
+        world=scenario.world.model_dump(mode="json"),
+        traces=traces,
+        traces_omitted=max(0, r.runs + base_runs - len(traces)),
     )

@@ -3,7 +3,7 @@
 Each case is decided by the oracle (:mod:`agentprop._decide.oracle`): the SPRT by default, zero-failure
 certification for high-risk specs, fixed N on request. Cases run concurrently (an asyncio
 semaphore bounds how many runs are in flight); a live progress line shows cases done, runs,
-cost and an ETA when stderr is a terminal.
+cost and an ETA when stderr is a terminal, and without one a plain line every few seconds.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from agentprop._version import __version__
 from agentprop._agents.loading import LoadedAgent
@@ -25,14 +26,27 @@ from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, jud
 from agentprop._pipeline.explore import DEFAULT_PER_PATH, ExploredInput, explore_cases, exploration_summary
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.oracle import CheckResult, OracleSettings
+from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
 from agentprop._spec.paths import loop_branches
 from agentprop._pipeline.kinds import Replay, case_from_check, extra_cases
 from agentprop._agents.project import Project
-from agentprop._pipeline.report.model import AgentInfo, BugReport, CaseReport, CorpusEvent, Metrics, RunReport, SpecInfo
+from agentprop._pipeline.report.model import (
+    AgentInfo,
+    BranchStatus,
+    BugReport,
+    CaseReport,
+    CorpusEvent,
+    DecisionTree,
+    Metrics,
+    RunReport,
+    SpecInfo,
+    TraceSampling,
+    TreeBranch,
+    TreeNode,
+)
 from agentprop._decide.check import Property
 from agentprop._pipeline.probe import probe_cases, probe_property
-from agentprop._decide.safety import CaseSettings, case_settings, describe, safety_settings, strictness
+from agentprop._decide.safety import CaseSettings, case_settings, describe, safety_settings, spec_rule, strictness
 from agentprop._scenario.build import Scenario
 
 
@@ -57,36 +71,72 @@ class RunSettings:
 
 
 class Progress:
-    """A one-line live status on a terminal; silent otherwise."""
+    """Progress of a run on stderr: a live status line on a terminal; without one (CI logs, a
+    pipe) a plain line every ``interval_s`` seconds from a heartbeat thread (:meth:`start`), so a
+    long run is never silent, and a line when a stage starts (:meth:`note`)."""
 
-    def __init__(self, total_cases: int, stream: TextIO | None = None) -> None:
+    def __init__(self, total_cases: int, stream: TextIO | None = None, *, interval_s: float = 5.0) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.live = bool(getattr(self.stream, "isatty", lambda: False)())
         self.total = total_cases
         self.done = 0
         self.runs = 0
         self.cost = 0.0
+        self.interval_s = interval_s
         self.started = time.perf_counter()
+        self.stage: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def status(self) -> str:
+        elapsed = time.perf_counter() - self.started
+        if self.stage is not None and not self.total:
+            return f"{self.stage}  elapsed {elapsed:.1f}s"
+        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        return (f"cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  "
+                f"elapsed {elapsed:.1f}s  ETA {eta:.1f}s")
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except (ValueError, OSError):  # the stream was closed under us: progress is optional
+                pass
+
+    def start(self) -> Progress:
+        """Without a terminal, print the status every ``interval_s`` seconds until :meth:`close`."""
+        if not self.live and self.interval_s > 0 and self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="agentprop-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._write(f"agentprop: {self.status()}\n")
 
     def update(self, *, runs: int = 0, cost: float = 0.0, case_done: bool = False) -> None:
         self.runs += runs
         self.cost += cost
         if case_done:
             self.done += 1
-        if not self.live:
-            return
-        elapsed = time.perf_counter() - self.started
-        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-        self.stream.write(
-            f"\r\x1b[K  cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  "
-            f"elapsed {elapsed:.1f}s  ETA {eta:.1f}s"
-        )
-        self.stream.flush()
+        if self.live:
+            self._write(f"\r\x1b[K  {self.status()}")
+
+    def note(self, text: str) -> None:
+        """A stage starting (``shrinking CASE``): over the status line on a terminal, a line of
+        its own otherwise."""
+        self.stage = text
+        self._write(f"\r\x1b[K  {text}" if self.live else f"agentprop: {text}\n")
 
     def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
         if self.live:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+            self._write("\r\x1b[K")
 
 
 def _case_report(scenario: Scenario, result: CheckResult, rule: str | None = None) -> CaseReport:
@@ -164,6 +214,7 @@ async def arun_cases(
     events: list[CorpusEvent] = []
     entries = corpus.entries(spec_id=spec.spec_id, agent_ref=agent.ref) if corpus is not None else []
     try:
+        progress.start()
         if entries:
             # known reproducers first: a bug that was found stays checked until it is gone
             progress.total += len(entries)
@@ -248,6 +299,11 @@ async def arun_cases(
         problems=list(problems or []),
         metrics=metrics,
         corpus=events,
+        tree=decision_tree(project, coverage),
+        trace_sampling=TraceSampling(
+            kept=sum(len(c.traces) for c in cases), omitted=sum(c.traces_omitted for c in cases),
+            failing_per_signature=FAILING_PER_SIGNATURE, failing_per_case=FAILING_PER_RESULT, passing_per_case=PASSING_PER_RESULT,
+        ),
     )
     report._checks = checks
     report._replays = replays
@@ -307,14 +363,12 @@ def shrink_failures(
     ``budget`` (runs per shrink) 0 lists the bugs without shrinking. Returns the shrinks."""
     out: list[ShrinkReport] = []
     by_case: dict[str, ShrinkReport] = {}
-    live = stream is not None and getattr(stream, "isatty", lambda: False)()
+    progress = Progress(0, stream) if stream is not None and budget > 0 else None
 
     def shrink_case(case: CaseReport, signature: str) -> ShrinkReport | None:
         scenario, result = report._checks[case.id]
-        if live:
-            assert stream is not None
-            stream.write(f"\r\x1b[K  shrinking {case.id} …")
-            stream.flush()
+        if progress is not None:
+            progress.note(f"shrinking {case.id} …")
         explored = report._explored.get(case.id)
         if explored is not None:  # shrink the explored (or PROBE) input's choices, in its base scenario
             shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
@@ -329,27 +383,29 @@ def shrink_failures(
     def shrinkable(case: CaseReport) -> bool:
         return case.kind in SHRINKABLE_KINDS and case.id in report._checks
 
-    bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable)
-    for bug in bugs:
-        if corpus is None or bug.origin != "cases" or bug.known or bug.representative is None:
-            continue
-        case = next(c for c in report.cases if c.id == bug.representative)
-        shrunk = by_case.get(case.id)
-        if shrunk is None or shrunk.reproducer_rate is None or shrunk.reproducer_rate.failures == 0:
-            continue
-        prop_name = "probe" if case.kind == "PROBE" or report._props.get(case.id) is not None else "mft"
-        entry, new = corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent, prop=prop_name))
-        bug.corpus_entry = entry.id
-        if case.shrunk is not None:
-            case.shrunk["corpus_entry"] = entry.id
-        action = "saved" if new else "updated"
-        message = (f"saved bug {bug.id} as corpus entry {entry.id}" if new
-                   else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times")
-        report.corpus.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
-    if live:
-        assert stream is not None
-        stream.write("\r\x1b[K")
-        stream.flush()
+    try:
+        if progress is not None:
+            progress.start()
+        bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable)
+        for bug in bugs:
+            if corpus is None or bug.origin != "cases" or bug.known or bug.representative is None:
+                continue
+            case = next(c for c in report.cases if c.id == bug.representative)
+            shrunk = by_case.get(case.id)
+            if shrunk is None or shrunk.reproducer_rate is None or shrunk.reproducer_rate.failures == 0:
+                continue
+            prop_name = "probe" if case.kind == "PROBE" or report._props.get(case.id) is not None else "mft"
+            entry, new = corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent, prop=prop_name))
+            bug.corpus_entry = entry.id
+            if case.shrunk is not None:
+                case.shrunk["corpus_entry"] = entry.id
+            action = "saved" if new else "updated"
+            message = (f"saved bug {bug.id} as corpus entry {entry.id}" if new
+                       else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times")
+            report.corpus.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
+    finally:
+        if progress is not None:
+            progress.close()
     return out
 
 
@@ -391,6 +447,28 @@ def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, obje
             "met": minimum is None or enforced + 1e-12 >= float(minimum),
         },
     }
+
+
+def decision_tree(project: Project, coverage: dict[str, Any]) -> DecisionTree:
+    """The spec's tree for the report: each branch ``taken``, ``untaken`` or ``unrealisable``
+    (as in ``coverage``) and marked when it is a loop; terminal nodes are those no branch
+    leaves (declared without branches, or named only by a branch's ``next``)."""
+    spec = project.spec
+    branches = coverage["branches"]
+    covered, unrealisable, loops = set(branches["covered"]), set(branches["unrealisable"]), set(branches["loop"])
+    defined = {n.node_id for n in spec.decision_tree}
+    nodes: list[TreeNode] = []
+    terminals: dict[str, TreeNode] = {}
+    for node in spec.decision_tree:
+        out = []
+        for i, b in enumerate(node.branches):
+            bid = f"{node.node_id}#{i}"
+            status: BranchStatus = "taken" if bid in covered else "unrealisable" if bid in unrealisable else "untaken"
+            out.append(TreeBranch(id=bid, index=i, when=b.when, next=b.next, description=b.description, status=status, loop=bid in loops))
+            if b.next not in defined:
+                terminals.setdefault(b.next, TreeNode(id=b.next, terminal=True))
+        nodes.append(TreeNode(id=node.node_id, description=node.description, terminal=not node.branches, branches=out))
+    return DecisionTree(root=spec.decision_tree[0].node_id if spec.decision_tree else "", nodes=nodes + list(terminals.values()))
 
 
 def _filtered_out(project: Project, cases: list[CaseReport]) -> set[str]:

@@ -10,7 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 
+from agentprop._decide.snapshot import SnapshotResult
+from agentprop._scenario.trace import Trace
+
 SCHEMA_ID = "agentprop.run/1"
+SNAPSHOT_CHECK_SCHEMA_ID = "agentprop.snapshot-check/1"
 
 CaseVerdict = Literal["PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE"]
 """``NOT APPLICABLE`` (INV cases): the base case did not pass, so the case was not decided; it
@@ -23,6 +27,36 @@ class FailureSummary(BaseModel):
     explanation: str
     count: int
     first_trial: int
+    clause: str | None = None
+    """The spec clause it broke (``decision_tree.N2_AUTH.requirements.must_call_tools_in_order``)."""
+
+
+class RunTrace(BaseModel):
+    """One run of a case kept in the report, turn by turn, with what the property said of it.
+
+    Which runs are kept: the first failing runs of every signature and a passing sample
+    (:func:`agentprop._decide.oracle.sample_runs`); ``CaseReport.traces_omitted`` counts the others."""
+
+    trial: int
+    passed: bool
+    side: str | None = None
+    """Which input of the case the run is of, when it has several: ``base`` / ``perturbed``
+    (DIR), ``original`` / ``variant 1`` … (INV); ``None`` for one-input cases."""
+    signature: str | None = None
+    explanation: str | None = None
+    clause: str | None = None
+    """The spec clause the failure broke (``decision_tree.N2_AUTH.requirements…``)."""
+    turn: int | None = None
+    """0-based turn of the failure (``None``: a pass, or the conversation as a whole)."""
+    step: int | None = None
+    """0-based tool call of ``turn`` that broke the promise; ``None`` with a ``turn``: the
+    turn's reply (``respond``) or the turn as a whole."""
+    world: dict[str, Any] | None = None
+    """The world of this run when it is not the case's (``CaseReport.world``): the base side of
+    a DIR case."""
+    trace: Trace
+    """The run: per turn the user message, the tool calls with arguments and results or
+    errors, the ``respond`` fields, free text and run errors; the world seed and canaries."""
 
 
 class CaseReport(BaseModel):
@@ -64,6 +98,13 @@ class CaseReport(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     """Kind-specific facts: the comparison and edge of a BOUNDARY case, the flipped atom of a
     DIR case, the variants and p-values of an INV case."""
+    world: dict[str, Any] | None = None
+    """The scenario's world: ``overrides`` (tool -> fields set) and injected ``failures``."""
+    traces: list[RunTrace] = Field(default_factory=list)
+    """Runs kept for reading: the first failing runs of each signature and a passing sample."""
+    traces_omitted: int = 0
+    """Runs of the case whose traces the report left out (``runs`` minus the kept ones, for
+    the kinds that keep traces)."""
 
 
 class FailureRate(BaseModel):
@@ -162,6 +203,50 @@ class AgentInfo(BaseModel):
     fingerprint: str = ""
 
 
+BranchStatus = Literal["taken", "untaken", "unrealisable"]
+
+
+class TreeBranch(BaseModel):
+    """Branch ``index`` of a node: taken when ``when`` holds (first match wins)."""
+
+    id: str
+    """``NODE#k`` (as in ``cases[].branches``)."""
+    index: int
+    when: str
+    next: str
+    description: str | None = None
+    status: BranchStatus
+    """``taken``: a case that ran takes it; ``untaken``: realisable, but no case that ran takes
+    it (left out by ``--case``); ``unrealisable``: no scenario can take it (see ``problems``)."""
+    loop: bool = False
+    """It leads back to a node already on its path (loops are unrolled once)."""
+
+
+class TreeNode(BaseModel):
+    id: str
+    description: str = ""
+    terminal: bool = False
+    """A node no branch leaves (``END_*``: declared without branches, or only named by ``next``)."""
+    branches: list[TreeBranch] = Field(default_factory=list)
+
+
+class DecisionTree(BaseModel):
+    """The spec's decision tree with what this run covered of it."""
+
+    root: str
+    nodes: list[TreeNode] = Field(default_factory=list)
+
+
+class TraceSampling(BaseModel):
+    """How many runs the report kept traces of, and the rule that chose them."""
+
+    kept: int = 0
+    omitted: int = 0
+    failing_per_signature: int = 0
+    failing_per_case: int = 0
+    passing_per_case: int = 0
+
+
 class RunReport(BaseModel):
     schema_: str = Field(SCHEMA_ID, alias="schema")
     agentprop_version: str
@@ -177,6 +262,11 @@ class RunReport(BaseModel):
     while shrinking come last."""
     corpus: list[CorpusEvent] = Field(default_factory=list)
     """What happened to the failure corpus: regressions, retirements, new and updated entries."""
+    tree: DecisionTree | None = None
+    """The decision tree, each branch taken, untaken or unrealisable (``None``: written by an
+    agentprop before the tree was reported)."""
+    trace_sampling: TraceSampling | None = None
+    """Totals of the runs kept in ``cases[].traces`` and left out."""
 
     model_config = {"populate_by_name": True}
 
@@ -194,3 +284,23 @@ class RunReport(BaseModel):
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)
+
+
+# --- snapshot checks (``agentprop snapshot check --json``) ----------------------------------
+
+
+class SnapshotCheckReport(BaseModel):
+    """What ``agentprop snapshot check --json PATH`` writes (schema ``agentprop.snapshot-check/1``)."""
+
+    schema_: str = Field(SNAPSHOT_CHECK_SCHEMA_ID, alias="schema")
+    spec_id: str
+    agent: str
+    runs: int
+    alpha: float
+    results: list[SnapshotResult] = Field(default_factory=list)
+    """One per snapshot: the verdict, the baseline's and the current behaviour counts, the changes."""
+
+    model_config = {"populate_by_name": True}
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2) + "\n"
