@@ -4,8 +4,10 @@ A failing case is an input of a scenario — its :class:`~agentprop._choices.Cho
 variant and the paraphrase steps of each turn) — plus the world it ran in. The generic
 statistical shrinker (:mod:`agentprop._shrink`) minimises it as a set of units:
 
-- **choices**: each paraphrase step (removed: not applied) and the template variant (removed:
-  template 0, the scenario's own wording);
+- **choices**: each paraphrase step (removed: not applied), optional segment (removed: left
+  out), re-typed slot value (removed: written as the template writes it), free world field
+  (removed: the path's value) and the template variant (removed: template 0, the scenario's
+  own wording);
 - **world fields** the scenario changed from the bindings' base world (``verified: false``),
   which shrink by being reset to the base value, and **injected failures**, which shrink by
   being dropped — except those that realise the path's own conditions.
@@ -32,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentprop._budget import Budget
-from agentprop._choices import ChoiceSpace, ChoiceUnit, Choices, TurnChoice, choice_units, keep_only
+from agentprop._choices import ChoiceSpace, ChoiceUnit, Choices, TurnChoice, choice_units, keep_only, unit_label
 from agentprop._check import Property, _verdicts, as_loaded_agent, default_memo, record_for
 from agentprop._memo import TrialMemo
 from agentprop._oracle import CheckResult, TrialRecord
@@ -100,22 +102,23 @@ def _world_units(project: Project, scenario: Scenario) -> list[Unit[Any]]:
     return units
 
 
-def _with_world(project: Project, candidate: Scenario, original: Scenario, kept: tuple[Unit[Any], ...]) -> Scenario:
-    """``candidate`` in ``original``'s world with the world fields whose unit was removed reset
-    to the base world, and the failures whose unit was removed dropped."""
+def _with_world(project: Project, candidate: Scenario, scenario: Scenario, kept: tuple[Unit[Any], ...]) -> Scenario:
+    """``candidate`` (rendered from the kept choices: the scenario's world plus the kept world
+    choices) with the scenario's own world changes whose unit was removed reset to the base
+    world, and the failures whose unit was removed dropped."""
     world_kept = {(u.value[1], u.value[2]) for u in kept if u.value[0] == "world"}
     failures_kept = {u.value[1] for u in kept if u.value[0] == "failure"}
-    overrides = copy.deepcopy(original.world.overrides)
+    overrides = copy.deepcopy(candidate.world.overrides)
     base = _base_world(project)
-    for tool, key, _ in _changed_fields(project, original):
+    for tool, key, _ in _changed_fields(project, scenario):
         if (tool, key) in world_kept:
             continue
         if key in base.get(tool, {}):
             overrides[tool][key] = copy.deepcopy(base[tool][key])
         else:
             overrides[tool].pop(key, None)
-    failures = [f for i, f in enumerate(original.world.failures) if i in failures_kept]
-    world = original.world.model_copy(update={"overrides": overrides, "failures": failures})
+    failures = [f for i, f in enumerate(candidate.world.failures) if i in failures_kept]
+    world = candidate.world.model_copy(update={"overrides": overrides, "failures": failures})
     return candidate.model_copy(update={"world": world})
 
 
@@ -313,7 +316,9 @@ def shrink(
 
     # the scenario itself (its intent, slots and path) is one protected unit: never removed
     choice_us = [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)] if choices is not None and not choices.plain else []
-    world_units = _world_units(project, original) if shrink_world else []
+    # the scenario's own world changes (an explored input's world choices are choice units)
+    own_world = original if fixed_text or choices is None or choices.plain else sc
+    world_units = _world_units(project, own_world) if shrink_world else []
     units = tuple([Unit(("scenario",), protected=True, label=sc.id), *choice_us, *world_units])
     kept_world_all = tuple(world_units)
 
@@ -324,7 +329,7 @@ def shrink(
         if choices is not None and not choices.plain:
             assert space is not None
             candidate = space.render(keep_only(choices, [u.value[1] for u in kept if u.value[0] == "choice"]))
-        return _with_world(project, candidate, original, kept)
+        return _with_world(project, candidate, own_world, kept)
 
     result = shrink_units(units, run, budget=budget, build=build, signature=chased, calibration=calibration)
     reproducer: Scenario = result.reproducer
@@ -366,9 +371,6 @@ def shrink(
 
 
 def _choice_label(choices: Choices | None, unit: ChoiceUnit) -> str:
-    if choices is None or unit.kind == "template":
-        return f"template {choices.template if choices is not None else 0}"
-    name, params = choices.turns[unit.turn].steps[unit.step]
-    return f"turn {unit.turn + 1}: {name}({', '.join(f'{k}={v}' for k, v in params)})"
-
-
+    if choices is None:
+        return "template 0"
+    return unit_label(choices, unit)

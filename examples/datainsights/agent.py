@@ -39,7 +39,7 @@ ZOO_FAULTS: dict[str, str] = {
     "can_you_answered_yes": "a request asked as a yes/no question (can you / could you / would you ...?) is answered 'yes, I can' without running the query",
     "mixed_language_clarify": "a message that mixes English with Chinese (..., 谢谢) is taken as unclear: it asks a clarifying question",
     "month_case": "reads month names only capitalised: 'march 2024' is not read as a timeframe (all time is queried)",
-    "casual_no_limit": "with a casual user (hey, pls, thx, wanna) it drops LIMIT from top-k queries",
+    "casual_rounds_figures": "with a casual user (hey, pls, thx, wanna) it rounds the figure it states to two significant digits (about $820,000): a number the rows do not hold",
 }
 """Faults triggered by how a user writes or what a tool answers, each with a known minimal trigger:
 the fault zoo of ``benchmarks/find.py`` (kept apart from the mutation knobs above)."""
@@ -365,8 +365,13 @@ class DataInsightsAgent:
 
     def turn(self, message: str, ctx: TurnContext) -> None:
         message = correct_typos(message, _VOCABULARY)
-        self.message = message
+        self.message = f"{self.message} {message}".strip()  # the conversation so far: a request keeps its wording
         today = self._today(ctx)
+        if _CJK.search(message) and _LATIN_WORDS.search(message) and self._fault("mixed_language_clarify", ctx):
+            question = "Sorry, which metric and timeframe do you need?"
+            self.awaiting_clarification = True
+            self._respond(ctx, "N2_CLARIFY", "ASK_CLARIFY", question, evidence="the request is unclear", clarifying_question=question)
+            return
         if self.awaiting_clarification and _FILLER_OR_HEDGE_OPENING.search(message) and self._fault("followup_filler_asks_again", ctx):
             question = "Sorry, which metric do you need: total revenue, the number of orders, or the top customers by revenue?"
             self._respond(ctx, "N2_CLARIFY", "ASK_CLARIFY", question, evidence="the answer did not name a metric", clarifying_question=question)
@@ -394,13 +399,8 @@ class DataInsightsAgent:
         if _SCHEMA_Q.search(message) and classify(message) is None:
             self._describe_tables(ctx)
             return
-        if _CJK.search(message) and _LATIN_WORDS.search(message) and self._fault("mixed_language_clarify", ctx):
-            question = "Which metric and timeframe do you need?"
-            self.awaiting_clarification = True
-            self._respond(ctx, "N2_CLARIFY", "ASK_CLARIFY", question, evidence="the request is unclear", clarifying_question=question)
-            return
         q = parse_question(message, today)
-        if q is not None and q.period is not None and _LOWER_MONTH.search(q.period.label) and self._fault("month_case", ctx):
+        if q is not None and q.period is not None and self._period_missed(q.period, ctx):
             q = replace(q, period=None)
         if q is not None and _YES_NO_REQUEST.search(message) and self._fault("can_you_answered_yes", ctx):
             self._respond(ctx, "N2_CLARIFY", "ASK_CLARIFY", "Yes, I can pull that for you. Shall I run the query now?", evidence="the user asked whether I can", clarifying_question="Shall I run the query now?")
@@ -410,6 +410,8 @@ class DataInsightsAgent:
                 self._answer(Question("summary", parse_period(message, today)), ctx)
                 return
             period = parse_period(message, today)
+            if period is not None and self._period_missed(period, ctx):
+                period = None
             self.awaiting_clarification = True
             self.pending_period = period
             span = f" for {period.label}" if period else ""
@@ -424,6 +426,10 @@ class DataInsightsAgent:
             )
             return
         self._answer(q, ctx)
+
+    def _period_missed(self, period: Period, ctx: TurnContext) -> bool:
+        """The month_case fault: a month typed in lower case is not read as a timeframe."""
+        return _LOWER_MONTH.search(period.label) is not None and self._fault("month_case", ctx)
 
     def _load_schema(self, ctx: TurnContext) -> str | None:
         """Load the schema once per conversation; the failure kind if it cannot be loaded."""
@@ -476,7 +482,7 @@ class DataInsightsAgent:
             )
             return
         topk = q.shape.startswith("top_")
-        drop_limit = topk and (self._fault("no_limit", ctx) or (_CASUAL.search(self.message) is not None and self._fault("casual_no_limit", ctx)))
+        drop_limit = topk and self._fault("no_limit", ctx)
         star = self._fault("select_star", ctx) or (_REPORT.search(self.message) is not None and self._fault("report_select_star", ctx))
         attempts = [build_sql(q, limit=not drop_limit), build_sql(q, rewrite=True, limit=not drop_limit)]
         result: dict[str, Any] | None = None
@@ -533,7 +539,10 @@ class DataInsightsAgent:
         )
 
     def _distort(self, x: float, ctx: TurnContext) -> float:
-        """hallucinate_numbers: inflate a figure by 20-100 %, keeping its kind."""
+        """hallucinate_numbers: inflate a figure by 20-100 %, keeping its kind;
+        casual_rounds_figures: round it to two significant digits."""
+        if _CASUAL.search(self.message) and self._fault("casual_rounds_figures", ctx):
+            return float(f"{x:.2g}")
         if not self._fault("hallucinate_numbers", ctx):
             return x
         y = x * (1.2 + 0.8 * ctx.rng.random())

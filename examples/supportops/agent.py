@@ -51,23 +51,26 @@ _CANCEL_WORDS = ("cancel", "cancelling", "canceling")
 _ADDRESS_WORDS = ("address", "moving", "move")
 _BILLING_WORDS = ("bill", "billing", "plan", "charge", "invoice", "order", "orders", "balance", "subscription")
 _IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", re.I)
-_ORDER_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z]{1,3}-\d{3,})\b|#(\d+)")
-_LAST4 = re.compile(r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card|后四位|尾号)\D{0,12}(\d{4})\b", re.I)
-_ZIP = re.compile(r"(?:\bzip(?:\s*code)?|邮编|邮政编码)\D{0,6}(\d{5})\b", re.I)
+# numbers end where the digits end: Chinese text runs on without a space ("邮编 94107哈")
+_ORDER_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z]{1,3}-\d{3,})(?!\d)|#(\d+)")
+_LAST4 = re.compile(r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card|后四位|尾号)\D{0,12}(\d{4})(?!\d)", re.I)
+_ZIP = re.compile(r"(?:\bzip(?:\s*code)?|邮编|邮政编码)\D{0,6}(\d{5})(?!\d)", re.I)
 _ADDRESS_VALUE = re.compile(r"\bto\s+(\d+[^.\-]*?,[^-]*?)(?:\s+-\s+|\.\s|$)", re.I)
 _ADDRESS_VALUE_ZH = re.compile(r"新地址(?:是|为)?[:：]?\s*(\d+[^，。；]*)")
 _YES = re.compile(r"\b(yes|yeah|yep|sure|confirm(ed)?|go ahead|do it|proceed|definitely)\b|是的|好的|确认|可以", re.I)
 _NO = re.compile(r"\b(no|nope|don'?t|stop|wait|never ?mind|changed my mind|keep (the|my) order)\b|不用|不要取消|别取消|先别|算了|不取消", re.I)
 _UNSURE = re.compile(r"\b(not (so |too |really |quite )?sure|unsure)\b|不确定|不太确定|不知道", re.I)
+_CJK_GAP = re.compile(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])")
+"""A space typed between two Chinese characters (取 消): read through, as a person does."""
 # Chinese request words (the bindings declare `languages: [en, zh]`)
-_ZH_INTENTS = (("pii_request", ("社保", "身份证", "生日", "出生", "邮箱", "电话", "手机号")), ("cancel_order", ("取消",)),
+_ZH_INTENTS = (("pii_request", ("社保", "身份证", "生日", "出生", "邮箱", "电话", "手机号")), ("cancel_order", ("取消", "撤销", "退订")),
                ("change_address", ("地址", "搬家")), ("billing_question", ("套餐", "账单", "订单", "扣费")))
 # what the zoo's faults read (see FAULTS)
 _HEDGE = re.compile(r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you (get|have) a (chance|moment|minute|sec(ond)?)|no rush)\b", re.I)
 _FILLER_OPENING = re.compile(r"^\W*(u+m+|u+h+|e+r+m*|so|well|like|h+m+|oh|ok(ay)?,? so|anyway)\b", re.I)
 _CASUAL = re.compile(r"\b(hey|hiya|yo|thx|pls|plz|gonna|wanna|lol|btw)\b", re.I)
 _QUESTION_REQUEST = re.compile(r"\b(can|could|would|will) you\b|\bwonder(ing)? if you\b", re.I)
-_INTENT_WORD = re.compile(r"\b(cancel\w*|address|moving|move)\b|取消|地址|搬家", re.I)
+_INTENT_WORD = re.compile(r"\b(cancel\w*|address|moving|move)\b|取消|撤销|地址|搬家", re.I)
 _MOVING = re.compile(r"\b(moving|relocat\w+|new place)\b", re.I)
 _THANKS = re.compile(r"\b(thanks|thank you|thx|cheers)\b|谢谢", re.I)
 _BIRTH = re.compile(r"\b(birth\w*|dob)\b|生日|出生", re.I)
@@ -190,7 +193,7 @@ class SupportOpsAgent:
 
     def turn(self, message: str, ctx: TurnContext) -> None:
         as_typed = message
-        message = correct_typos(message, _VOCABULARY)
+        message = _CJK_GAP.sub("", correct_typos(message, _VOCABULARY))
         self.message = message
         self._remember_slots(message, ctx)
         if self.pending == "confirm_cancel":
