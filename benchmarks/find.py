@@ -267,6 +267,9 @@ class Judgement:
     keeps_signature: bool
     why: str
     reproducer: str
+    shrunk: bool = True
+    """False for a bug only INV or DIR cases hit (a distribution or a pair: no one input to
+    shrink); it has no reproducer to judge and is counted apart."""
 
 
 def judge(fault: Fault, outcome: RunOutcome) -> list[Judgement]:
@@ -279,7 +282,7 @@ def judge(fault: Fault, outcome: RunOutcome) -> list[Judgement]:
     for bug in outcome.bugs:
         shrunk = by_bug.get(bug.signature)
         if shrunk is None or not bug.shrink_runs:
-            out.append(Judgement(bug.id, False, False, f"not shrunk: {bug.note}", repr(bug.reproducer_messages)))
+            out.append(Judgement(bug.id, False, False, f"not shrunk: {bug.note}", repr(bug.reproducer_messages), shrunk=False))
             continue
         keeps = shrunk.reproducer_rate is not None and shrunk.reproducer_rate.failures > 0
         rep = shrunk.reproducer
@@ -357,7 +360,8 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
 
     def side(which: str) -> dict[str, Any]:
         outcomes = [getattr(r, which) for r in results]
-        judged = [j for r in results for j in (r.judged if which == "default" else r.judged_baseline)]
+        every = [j for r in results for j in (r.judged if which == "default" else r.judged_baseline)]
+        judged = [j for j in every if j.shrunk]
         good = sum(j.minimal and j.keeps_signature for j in judged)
         bugs = sum(len(o.bugs) for o in outcomes)
         shrunk = sum(sum(1 for b in o.bugs if b.shrink_runs) for o in outcomes)
@@ -369,7 +373,9 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
             "minimal": good,
             "judged": len(judged),
             "shrink_runs": shrink_runs,
+            "verification_runs": sum(sh.reproducer_rate.runs for o in outcomes for sh in o.shrinks if sh.reproducer_rate is not None),
             "shrunk": shrunk,
+            "unshrinkable": len(every) - len(judged),
             "runs_exploring": sum(o.runs_of(kinds) for o in outcomes),
             "runs_deciding": sum(o.runs_of(("MFT", "BOUNDARY", "DIR", "INV")) for o in outcomes),
             "runs_total": sum(o.runs_total for o in outcomes),
@@ -402,7 +408,7 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
                 "needs": r.fault.needs,
                 "found": r.found,
                 "found_by_baseline": r.found_by_baseline,
-                "bugs": [{"bug": j.bug, "minimal": j.minimal, "keeps_signature": j.keeps_signature, "why": j.why, "reproducer": j.reproducer} for j in r.judged],
+                "bugs": [{"bug": j.bug, "shrunk": j.shrunk, "minimal": j.minimal, "keeps_signature": j.keeps_signature, "why": j.why, "reproducer": j.reproducer} for j in r.judged],
                 "runs": r.default.runs_total,
                 "baseline_runs": r.baseline.runs_total,
             }
@@ -419,9 +425,11 @@ def render(summary: dict[str, Any], results: list[FaultResult]) -> str:
         f = r.fault
         found = "found" if r.found else ("needs " + f.needs if f.needs else "missed")
         base = "found" if r.found_by_baseline else "missed"
-        first = r.judged[0] if r.judged else None
+        shown = [j for j in r.judged if j.shrunk] or r.judged
+        first = shown[0] if shown else None
         rep = f"{'minimal' if first.minimal and first.keeps_signature else 'NOT minimal: ' + first.why}: {first.reproducer}" if first else ""
-        more = f" (+{len(r.judged) - 1} more bug(s), {sum(j.minimal and j.keeps_signature for j in r.judged[1:])} minimal)" if len(r.judged) > 1 else ""
+        rest = [j for j in r.judged if j is not first]
+        more = f" (+{len(rest)} more bug(s): {sum(j.minimal and j.keeps_signature for j in rest)} minimal, {sum(not j.shrunk for j in rest)} only INV/DIR)" if rest else ""
         lines.append(f"{f.example[:11] + ':' + f.knob:<40} {f.kind:<30} {f.rate:>4.1f}  {found:<8} {base:<8} {rep}{more}")
     n = summary["faults"]
     lines += [
@@ -431,7 +439,9 @@ def render(summary: dict[str, Any], results: list[FaultResult]) -> str:
         f"{'false alarms (clean agents)':<36} {summary['false_alarms']:>22} {summary['baseline_false_alarms']:>26} {'':>8}",
         f"{'  clean runs (3 examples x seeds)':<36} {summary['clean_runs']:>22} {summary['clean_runs']:>26} {'':>8}",
         f"{'minimal reproducers (keep signature)':<36} {_rate(d['minimal'], d['judged']):>22} {_rate(b['minimal'], b['judged']):>26} {'':>8}",
+        f"{'  bugs only INV/DIR hit (no input)':<36} {d['unshrinkable']:>22} {b['unshrinkable']:>26} {'':>8}",
         f"{'shrink runs per distinct bug':<36} {summary['shrink_runs_per_bug']:>22.1f} {summary['baseline_shrink_runs_per_bug']:>26.1f} {'':>8}",
+        f"{'  of which fresh verification runs':<36} {(d['verification_runs'] / d['shrunk'] if d['shrunk'] else 0):>22.1f} {(b['verification_runs'] / b['shrunk'] if b['shrunk'] else 0):>26.1f} {'':>8}",
         f"{'runs exploring (EXPLORE cases)':<36} {d['runs_exploring']:>22} {b['runs_exploring']:>26} {'':>8}",
         f"{'runs deciding (MFT/BOUNDARY/DIR/INV)':<36} {d['runs_deciding']:>22} {b['runs_deciding']:>26} {'':>8}",
         f"{'runs shrinking (agent runs, verif.)':<36} {d['shrink_runs']:>22} {b['shrink_runs']:>26} {'':>8}",
