@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -248,6 +248,7 @@ def shrink(
     shrink_world: bool = True,
     seed: int = 0,
     space: ChoiceSpace | None = None,
+    suspects: Collection[str] = (),
 ) -> ShrinkReport:
     """Shrink a failing input of ``scenario`` (and its world) to a minimal reproducer.
 
@@ -259,6 +260,11 @@ def shrink(
     ``verify_runs`` fresh runs of the reproducer follow. ``session_budget`` (the run's shared
     budget) is charged for every new run and can stop the shrinker early: the best reproducer
     confirmed so far is returned.
+
+    ``suspects`` names choice families (``turn1:urgency``, ``template``) suspected of carrying
+    the failure, such as those every failing input of the bug shares: the other choices are
+    first offered for removal together (one cheap question when the suspicion is right, one
+    wasted rule-out when it is not), then one at a time.
     """
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     if choices is not None and messages is not None:
@@ -315,7 +321,15 @@ def shrink(
         return Outcome.passed() if rec.passed else Outcome.failure(rec.signature)
 
     # the scenario itself (its intent, slots and path) is one protected unit: never removed
-    choice_us = [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)] if choices is not None and not choices.plain else []
+    choice_us: list[Unit[Any]] = [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)] if choices is not None and not choices.plain else []
+    if choices is not None and suspects and choice_us:
+        suspected = [u for u in choice_us if _unit_family(choices, u.value[1]) in set(suspects)]
+        rest = [u for u in choice_us if u not in suspected]
+        if suspected and rest:
+            choice_us = [
+                Unit(("group", "others"), children=tuple(rest), label="the choices the bug's other inputs do not share"),
+                Unit(("group", "suspects"), children=tuple(suspected), label="the choices every input of the bug shares"),
+            ]
     # the scenario's own world changes (an explored input's world choices are choice units)
     own_world = original if fixed_text or choices is None or choices.plain else sc
     world_units = _world_units(project, own_world) if shrink_world else []
@@ -323,6 +337,7 @@ def shrink(
     kept_world_all = tuple(world_units)
 
     def build(kept: tuple[Unit[Any], ...]) -> Scenario:
+        kept = _leaves(kept)
         if not shrink_world:
             kept = kept + kept_world_all
         candidate = original
@@ -334,9 +349,10 @@ def shrink(
     result = shrink_units(units, run, budget=budget, build=build, signature=chased, calibration=calibration)
     reproducer: Scenario = result.reproducer
     verification = verify(result, run, runs=verify_runs) if verify_runs > 0 and result.signature is not None else None
-    kept_labels = {u.describe() for u in result.units if u.value[0] in ("world", "failure")}
+    kept_units = _leaves(result.units)
+    kept_labels = {u.describe() for u in kept_units if u.value[0] in ("world", "failure")}
     all_world = [u.describe() for u in world_units if not u.protected]
-    kept_choices = keep_only(choices, [u.value[1] for u in result.units if u.value[0] == "choice"]) if choices is not None else None
+    kept_choices = keep_only(choices, [u.value[1] for u in kept_units if u.value[0] == "choice"]) if choices is not None else None
     orig = result.original_rate
     original_rate = RateSummary(failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval)
     rep_rate = None
@@ -368,6 +384,25 @@ def shrink(
         choices_kept=(kept_choices.describe() if kept_choices is not None and not kept_choices.plain else "none: the scenario's own wording fails") if not fixed_text else "the messages were given as fixed text",
         other_failures=sorted(others.values(), key=lambda o: (-o.count, o.signature)),
     )
+
+
+def _leaves(units: Sequence[Unit[Any]]) -> tuple[Unit[Any], ...]:
+    """The leaf units of a (pruned) forest: groups stand for their children."""
+    out: list[Unit[Any]] = []
+    for u in units:
+        out.extend(_leaves(u.children) if u.children else [u])
+    return tuple(out)
+
+
+def _unit_family(choices: Choices, unit: ChoiceUnit) -> str:
+    """The family (as :meth:`Choices.families` names it) of one choice unit."""
+    if unit.kind == "template":
+        return "template"
+    if unit.kind == "world":
+        return "world"
+    t = choices.turns[unit.turn]
+    family = "segment" if unit.kind == "segment" else t.entities[unit.step].family if unit.kind == "entity" else t.steps[unit.step][0]
+    return f"turn{unit.turn + 1}:{family}"
 
 
 def _choice_label(choices: Choices | None, unit: ChoiceUnit) -> str:
