@@ -14,7 +14,7 @@ import yaml
 
 import agentprop
 from agentprop import TrialMemo, TurnContext, make_factory
-from agentprop._choices import Choices, ChoiceSpace, TurnChoice, keep_only, choice_units, language_of
+from agentprop._choices import Choices, ChoiceSpace, TurnChoice, keep_only, choice_units, entity_variant, language_of
 from agentprop._conversation_shrink import shrink
 from agentprop._explore import DEFAULT_PER_PATH, learn
 from agentprop._oracle import CheckResult
@@ -52,16 +52,30 @@ def test_every_explored_input_is_an_instance_of_its_scenario(name: str) -> None:
     for scenario in project.scenarios():
         space = ChoiceSpace(project, scenario)
         slots = [str(v) for v in scenario.slots.values()]
+        free = {(f.tool, f.field) for f in space.fields}
         for _ in range(10):
-            drawn = space.render(space.draw(rng))
+            choices = space.draw(rng)
+            drawn = space.render(choices)
             assert [t.model_dump(exclude={"user_message"}) for t in drawn.turns] == [t.model_dump(exclude={"user_message"}) for t in scenario.turns]
-            assert drawn.world == scenario.world and drawn.id == scenario.id
+            assert drawn.id == scenario.id
+            # the world is the path's, but for free fields an explored input set
+            explored = {(w.tool, w.field) for w in choices.world}
+            assert explored <= free
+
+            def fixed(overrides: dict[str, dict[str, object]]) -> dict[str, dict[str, object]]:
+                return {t: {k: v for k, v in f.items() if (t, k) not in explored} for t, f in overrides.items()}
+
+            assert fixed(drawn.world.overrides) == fixed(scenario.world.overrides)
+            assert drawn.world.failures == scenario.world.failures
             for i, message in enumerate(drawn.messages):
-                # a slot value the template variant writes is written verbatim
+                # a slot value the template variant writes is written verbatim, or re-typed
+                # as the turn's choices say (same characters, or one slip in a long word)
                 base = space.variants[0].messages[i]
-                for slot in slots:
+                retyped = {e.slot: entity_variant(str(scenario.slots[e.slot]), e.form, e.site) for e in choices.turns[i].entities}
+                for name, value in scenario.slots.items():
+                    slot = str(value)
                     if slot in base and all(slot in v.messages[i] for v in space.variants):
-                        assert slot in message, (scenario.id, message, slot)
+                        assert slot in message or retyped.get(name) in message, (scenario.id, message, slot)
 
 
 def test_template_variants_keep_follow_ups_aligned_with_the_first_message() -> None:
