@@ -52,15 +52,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agentprop import load_agent, load_project  # noqa: E402
-from agentprop._budget import Budget  # noqa: E402
-from agentprop._choices import Choices, ChoiceSpace, choice_units, keep_only  # noqa: E402
-from agentprop._conversation_shrink import ShrinkReport  # noqa: E402
-from agentprop._explore import DEFAULT_PER_PATH  # noqa: E402
-from agentprop._memo import TrialMemo  # noqa: E402
-from agentprop._project import Project  # noqa: E402
-from agentprop._report import RunReport  # noqa: E402
-from agentprop._run import RunSettings, arun_cases, shrink_failures  # noqa: E402
-from agentprop._scenario import Scenario, load_object  # noqa: E402
+from agentprop._modelapi.budget import Budget  # noqa: E402
+from agentprop._decide.choices import Choices, ChoiceSpace, choice_units, keep_only  # noqa: E402
+from agentprop._decide.shrink import ShrinkReport  # noqa: E402
+from agentprop._pipeline.explore import DEFAULT_PER_PATH  # noqa: E402
+from agentprop._decide.memo import TrialMemo  # noqa: E402
+from agentprop._agents.project import Project  # noqa: E402
+from agentprop._pipeline.report.model import RunReport  # noqa: E402
+from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
+from agentprop._scenario.build import Scenario, load_object  # noqa: E402
 
 DEFAULT_KINDS = ("mft", "explore", "boundary", "dir", "inv")
 BASELINE_KINDS = ("mft", "boundary", "dir", "inv")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentprop._bindings import Bindings, empty_bindings, find_bindings, load_bindings, parse_field_path, schema_at
+from agentprop._spec.bindings import Bindings, empty_bindings, find_bindings, load_bindings, parse_field_path, schema_at
 from agentprop._spec.lint import condition_variables
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
@@ -427,7 +427,7 @@ def test_bad_languages_are_located(tmp_path: Path, bindings_text: str, supportop
 
 
 def test_a_language_without_a_phrase_pack_is_located(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
-    from agentprop._choices import check_languages
+    from agentprop._decide.choices import check_languages
 
     text = edit(bindings_text, "languages: [en, zh]", "languages: [en, zh, fr]")
     path = tmp_path / "agentprop.yaml"

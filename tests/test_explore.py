@@ -14,11 +14,11 @@ import yaml
 
 import agentprop
 from agentprop import TrialMemo, TurnContext, make_factory
-from agentprop._choices import Choices, ChoiceSpace, TurnChoice, keep_only, choice_units, entity_variant, language_of
-from agentprop._conversation_shrink import shrink
-from agentprop._explore import DEFAULT_PER_PATH, learn
-from agentprop._oracle import CheckResult
-from agentprop._run import RunSettings, arun_cases
+from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, keep_only, choice_units, entity_variant, language_of
+from agentprop._decide.shrink import shrink
+from agentprop._pipeline.explore import DEFAULT_PER_PATH, learn
+from agentprop._decide.oracle import CheckResult
+from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop.testing import correct_typos
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -233,7 +233,7 @@ def test_optional_wording_is_left_out_of_the_scenario_and_put_in_by_a_choice() -
 
 
 def test_slot_values_are_typed_as_users_do_and_stay_recognisable() -> None:
-    from agentprop._choices import EntityChoice, entity_variant
+    from agentprop._decide.choices import EntityChoice, entity_variant
 
     assert entity_variant("O-1001", "lower") == "o-1001"
     assert entity_variant("O-1001", "swap") is None  # ids and numbers keep their characters
@@ -253,7 +253,7 @@ def test_slot_values_are_typed_as_users_do_and_stay_recognisable() -> None:
 
 
 def test_free_world_fields_are_those_no_binding_fixes_and_the_spec_never_names() -> None:
-    from agentprop._choices import WorldChoice, free_world_fields
+    from agentprop._decide.choices import WorldChoice, free_world_fields
 
     project = agentprop.load_project(EXAMPLES["expenseguard"])
     scenario = project.scenario("END_APPROVE<-N7_SUBMIT")
@@ -295,7 +295,7 @@ def test_loop_and_retry_scenarios_have_template_variants_too() -> None:
 
 
 def test_an_explored_world_value_shrinks_to_that_value_alone() -> None:
-    from agentprop._choices import WorldChoice
+    from agentprop._decide.choices import WorldChoice
 
     project = agentprop.load_project(EXAMPLES["expenseguard"])
     scenario = project.scenario("END_APPROVE<-N7_SUBMIT")
