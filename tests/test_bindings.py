@@ -438,3 +438,15 @@ def test_a_language_without_a_phrase_pack_is_located(tmp_path: Path, bindings_te
     line, _ = position(text, "languages: [en, zh, fr]")
     assert_at(info.value, path, line, text.split("\n")[line - 1].index("fr") + 1)
     assert "'fr' has no phrase pack" in str(info.value) and "en, zh" in str(info.value)
+
+
+def test_lint_names_a_declared_language_without_a_pack(tmp_path: Path, bindings_text: str, supportops_example_dir: Path) -> None:
+    from agentprop._cli import main
+
+    (tmp_path / "spec.yaml").write_text((supportops_example_dir / "spec.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "agentprop.yaml").write_text(edit(bindings_text, "languages: [en, zh]", "languages: [en, zh, fr]"), encoding="utf-8")
+    import io
+
+    out = io.StringIO()
+    assert main(["lint", str(tmp_path)], out=out, err=out) == 2
+    assert "agentprop.yaml:" in out.getvalue() and "'fr' has no phrase pack" in out.getvalue()

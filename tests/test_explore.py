@@ -171,10 +171,14 @@ def test_keep_only_resets_what_was_not_kept() -> None:
 
 
 def test_clean_reference_agents_pass_every_explored_case() -> None:
+    tried: set[str] = set()
     for name, path in EXAMPLES.items():
         report = run(agentprop.load_project(path), kinds=("mft", "explore"), seed=1)
         bad = [(c.id, c.messages, c.failures[0].explanation if c.failures else c.verdict) for c in report.cases if c.verdict != "PASS"]
         assert not bad, (name, bad)
+        tried |= {f for entry in report.metrics.extra["exploration"].values() for f in entry["families"]}
+    # the report's per-path families show every kind of choice the space holds
+    assert {"template", "segment", "case", "spelling", "codeswitch", "world", "indirect_request", "direct_request", "urgency", "particle"} <= tried
 
 
 def test_correct_typos_reads_one_slip_as_the_word() -> None:
