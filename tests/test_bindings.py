@@ -392,3 +392,61 @@ def test_unquoted_yes_no_values_are_flagged(tmp_path: Path, bindings_text: str, 
         assert err.location is not None and err.location.line == position(text, "yes: [")[0]
     else:
         assert any("yes" in w and "quot" in w.lower() for w in b.warnings), b.warnings
+
+
+# ----------------------------------------------------------------------------- languages
+
+
+def test_languages_default_to_those_of_the_templates(supportops_bindings: Bindings, tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+    assert supportops_bindings.languages == ["en", "zh"] and supportops_bindings.declared_languages == ["en", "zh"]
+    path = tmp_path / "agentprop.yaml"
+    path.write_text(edit(bindings_text, "languages: [en, zh]", "# no languages"), encoding="utf-8")
+    assert load_bindings(path, supportops_spec).declared_languages == ["en", "zh"]  # the Chinese templates say so
+
+
+def test_a_template_in_an_undeclared_language_is_located(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+    text = edit(bindings_text, "languages: [en, zh]", "languages: [en]")
+    err, path = bindings_error(tmp_path, text, supportops_spec)
+    assert_at(err, path, *position(text, '"请帮我取消订单'))
+    assert "written in zh, which `languages:` (en) does not declare" in str(err) and "add zh to `languages:`" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("languages", "token", "problem"),
+    [("[en, zh, en]", "en]", "listed twice"), ("[en, Chinese]", "Chinese", "is not a language code"), ("[]", "[]", "is empty")],
+)
+def test_bad_languages_are_located(tmp_path: Path, bindings_text: str, supportops_spec: Spec, languages: str, token: str, problem: str) -> None:
+    text = edit(bindings_text, "languages: [en, zh]", f"languages: {languages}")
+    err, path = bindings_error(tmp_path, text, supportops_spec)
+    needle = f"languages: {languages}"
+    at = position(text, needle, token if token != "en]" else None)
+    if token == "en]":
+        at = position(text, needle)[0], text.split("\n")[at[0] - 1].rindex("en") + 1
+    assert_at(err, path, *at)
+    assert problem in str(err)
+
+
+def test_a_language_without_a_phrase_pack_is_located(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+    from agentprop._decide.choices import check_languages
+
+    text = edit(bindings_text, "languages: [en, zh]", "languages: [en, zh, fr]")
+    path = tmp_path / "agentprop.yaml"
+    path.write_text(text, encoding="utf-8")
+    b = load_bindings(path, supportops_spec)  # a well-formed code: the pack is checked where packs are known
+    with pytest.raises(BindingsError) as info:
+        check_languages(b)
+    line, _ = position(text, "languages: [en, zh, fr]")
+    assert_at(info.value, path, line, text.split("\n")[line - 1].index("fr") + 1)
+    assert "'fr' has no phrase pack" in str(info.value) and "en, zh" in str(info.value)
+
+
+def test_lint_names_a_declared_language_without_a_pack(tmp_path: Path, bindings_text: str, supportops_example_dir: Path) -> None:
+    from agentprop._cli import main
+
+    (tmp_path / "spec.yaml").write_text((supportops_example_dir / "spec.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "agentprop.yaml").write_text(edit(bindings_text, "languages: [en, zh]", "languages: [en, zh, fr]"), encoding="utf-8")
+    import io
+
+    out = io.StringIO()
+    assert main(["lint", str(tmp_path)], out=out, err=out) == 2
+    assert "agentprop.yaml:" in out.getvalue() and "'fr' has no phrase pack" in out.getvalue()

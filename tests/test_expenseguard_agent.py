@@ -349,7 +349,8 @@ FAULT_TARGETS: dict[str, tuple[set[str], str, str]] = {
 
 
 def test_every_knob_is_covered(agent_module: ModuleType) -> None:
-    assert set(FAULT_TARGETS) | {"hallucinate_amount"} == set(agent_module.FAULTS)
+    # the zoo's faults are triggered by wording or tool values (benchmarks/find.py tests them)
+    assert set(FAULT_TARGETS) | {"hallucinate_amount"} | set(agent_module.ZOO_FAULTS) == set(agent_module.FAULTS)
 
 
 @pytest.mark.parametrize("fault", sorted(FAULT_TARGETS))

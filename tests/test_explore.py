@@ -14,9 +14,9 @@ import yaml
 
 import agentprop
 from agentprop import TrialMemo, TurnContext, make_factory
-from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, keep_only, choice_units, language_of
+from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, keep_only, choice_units, entity_variant, language_of
 from agentprop._decide.shrink import shrink
-from agentprop._pipeline.explore import learn
+from agentprop._pipeline.explore import DEFAULT_PER_PATH, learn
 from agentprop._decide.oracle import CheckResult
 from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop.testing import correct_typos
@@ -42,7 +42,7 @@ def test_exploration_reaches_a_wording_fault_the_first_templates_never_trigger()
     assert all(c.failures[0].signature.endswith("missing=verify_identity") or "decision_is" in c.failures[0].signature for c in failing)
     summary = explored.metrics.extra["exploration"]
     assert set(summary) == {s.id for s in SUPPORTOPS.scenarios()}
-    assert all(v["inputs"] == 8 for v in summary.values())
+    assert all(v["inputs"] == DEFAULT_PER_PATH for v in summary.values())
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
@@ -52,16 +52,30 @@ def test_every_explored_input_is_an_instance_of_its_scenario(name: str) -> None:
     for scenario in project.scenarios():
         space = ChoiceSpace(project, scenario)
         slots = [str(v) for v in scenario.slots.values()]
+        free = {(f.tool, f.field) for f in space.fields}
         for _ in range(10):
-            drawn = space.render(space.draw(rng))
+            choices = space.draw(rng)
+            drawn = space.render(choices)
             assert [t.model_dump(exclude={"user_message"}) for t in drawn.turns] == [t.model_dump(exclude={"user_message"}) for t in scenario.turns]
-            assert drawn.world == scenario.world and drawn.id == scenario.id
+            assert drawn.id == scenario.id
+            # the world is the path's, but for free fields an explored input set
+            explored = {(w.tool, w.field) for w in choices.world}
+            assert explored <= free
+
+            def fixed(overrides: dict[str, dict[str, object]]) -> dict[str, dict[str, object]]:
+                return {t: {k: v for k, v in f.items() if (t, k) not in explored} for t, f in overrides.items()}
+
+            assert fixed(drawn.world.overrides) == fixed(scenario.world.overrides)
+            assert drawn.world.failures == scenario.world.failures
             for i, message in enumerate(drawn.messages):
-                # a slot value the template variant writes is written verbatim
+                # a slot value the template variant writes is written verbatim, or re-typed
+                # as the turn's choices say (same characters, or one slip in a long word)
                 base = space.variants[0].messages[i]
-                for slot in slots:
+                retyped = {e.slot: entity_variant(str(scenario.slots[e.slot]), e.form, e.site) for e in choices.turns[i].entities}
+                for name, value in scenario.slots.items():
+                    slot = str(value)
                     if slot in base and all(slot in v.messages[i] for v in space.variants):
-                        assert slot in message, (scenario.id, message, slot)
+                        assert slot in message or retyped.get(name) in message, (scenario.id, message, slot)
 
 
 def test_template_variants_keep_follow_ups_aligned_with_the_first_message() -> None:
@@ -90,15 +104,36 @@ def test_a_family_that_failed_is_drawn_more_often() -> None:
     assert weights == {"turn1:urgency": 4.0}
     space = ChoiceSpace(SUPPORTOPS, scenario)
 
-    def share(w: dict[str, float]) -> float:
+    def share(w: dict[str, float], dealt: bool) -> float:
         rng = random.Random(11)
         counts: Counter[str] = Counter()
+        decks: dict[str, list[str]] | None = {} if dealt else None
         for _ in range(400):
-            counts.update(n for n, _ in space.draw(rng, weights=w).turns[0].steps)
+            c = space.draw(rng, weights=w, decks=decks)
+            counts.update(n for n, _ in c.turns[0].steps)
+            counts.update(["segment"] * len(c.turns[0].segments) + [e.family for e in c.turns[0].entities])
         return counts["urgency"] / sum(counts.values())
 
-    # 18 transforms can apply to turn 1: about 1/18 of the steps are urgency unweighted, ~4/21 at x4
-    assert share({}) < 0.09 < 0.13 < share(weights)
+    # about 20 families can apply to turn 1: ~1/20 of the choices are urgency unweighted, ~4/23 at x4
+    for dealt in (False, True):
+        assert share({}, dealt) < 0.08 < 0.13 < share(weights, dealt)
+
+
+def test_dealt_families_cover_a_turn_before_any_repeats() -> None:
+    """With decks, every family available on a turn comes up once before any comes up twice."""
+    scenario = SUPPORTOPS.scenario("END_REFUSE_PII<-N1_INTENT")
+    space = ChoiceSpace(SUPPORTOPS, scenario)
+    rng = random.Random(5)
+    decks: dict[str, list[str]] = {}
+    seen: list[str] = []
+    while len(seen) < 40:
+        c = space.draw(rng, decks=decks)
+        if c.template == 0:
+            t = c.turns[0]
+            seen += [n for n, _ in t.steps] + ["segment"] * len(t.segments) + [e.family for e in t.entities]
+    families = set(seen)
+    first_round = seen[: len(families)]
+    assert len(set(first_round)) >= len(families) - 2  # draws that found nothing to do on a card aside
 
 
 def test_an_explored_failure_shrinks_to_its_trigger_in_the_scenarios_words() -> None:
@@ -136,10 +171,14 @@ def test_keep_only_resets_what_was_not_kept() -> None:
 
 
 def test_clean_reference_agents_pass_every_explored_case() -> None:
+    tried: set[str] = set()
     for name, path in EXAMPLES.items():
         report = run(agentprop.load_project(path), kinds=("mft", "explore"), seed=1)
         bad = [(c.id, c.messages, c.failures[0].explanation if c.failures else c.verdict) for c in report.cases if c.verdict != "PASS"]
         assert not bad, (name, bad)
+        tried |= {f for entry in report.metrics.extra["exploration"].values() for f in entry["families"]}
+    # the report's per-path families show every kind of choice the space holds
+    assert {"template", "segment", "case", "spelling", "codeswitch", "world", "indirect_request", "direct_request", "urgency", "particle"} <= tried
 
 
 def test_correct_typos_reads_one_slip_as_the_word() -> None:
@@ -181,3 +220,98 @@ def test_chinese_inputs_explore_and_shrink_as_chinese_sentences(tmp_path: Path) 
     assert "尽快" in sentence and language_of(sentence) == "zh"
     assert not any("a" <= ch.lower() <= "z" for ch in sentence), sentence  # a Chinese sentence, no Latin words
     assert shrunk.choices_kept.startswith("turn 1: urgency")
+
+
+# ----------------------------------------------------------------------------- the space explored
+
+
+def test_optional_wording_is_left_out_of_the_scenario_and_put_in_by_a_choice() -> None:
+    project = agentprop.load_project(EXAMPLES["expenseguard"])
+    scenario = project.scenario("END_APPROVE<-N7_SUBMIT")
+    assert "client visit" not in scenario.messages[0]  # a slot-less [ ... ] segment: off in the scenario's own message
+    space = ChoiceSpace(project, scenario)
+    with_segment = Choices(turns=(TurnChoice(segments=(0,)),))
+    assert space.render(with_segment).messages == [scenario.messages[0].removesuffix(".") + " for my client visit."]
+    assert with_segment.families() == ["turn1:segment"]
+    assert keep_only(with_segment, []).plain and space.render(keep_only(with_segment, [])).messages == scenario.messages
+
+
+def test_slot_values_are_typed_as_users_do_and_stay_recognisable() -> None:
+    from agentprop._decide.choices import EntityChoice, entity_variant
+
+    assert entity_variant("O-1001", "lower") == "o-1001"
+    assert entity_variant("O-1001", "swap") is None  # ids and numbers keep their characters
+    assert entity_variant("engineer", "capitalized") == "Engineer" and entity_variant("engineer", "lower") is None
+    assert entity_variant("engineer", "drop", 0) == "egineer" and entity_variant("March 2024", "swap", 0) == "Mrach 2024"
+    project = SUPPORTOPS
+    scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
+    space = ChoiceSpace(project, scenario)
+    lower = Choices(turns=(TurnChoice(entities=(EntityChoice(slot="order_id", form="lower"),)), TurnChoice()))
+    rendered = space.render(lower)
+    assert rendered.messages[0] == scenario.messages[0].replace("O-1001", "o-1001")
+    assert rendered.world == scenario.world  # the world still holds O-1001: the user typed it differently
+    assert lower.families() == ["turn1:case"]
+    # a transform never alters the re-typed value (it is protected like the slot)
+    wordy = Choices(turns=(TurnChoice(entities=lower.turns[0].entities, steps=(("casing", (("kind", 3),)), ("typo", (("kind", 2), ("site", 3), ("key", 0))))), TurnChoice()))
+    assert "o-1001" in space.render(wordy).messages[0]
+
+
+def test_free_world_fields_are_those_no_binding_fixes_and_the_spec_never_names() -> None:
+    from agentprop._decide.choices import WorldChoice, free_world_fields
+
+    project = agentprop.load_project(EXAMPLES["expenseguard"])
+    scenario = project.scenario("END_APPROVE<-N7_SUBMIT")
+    free = {(f.tool, f.field): f.candidates for f in free_world_fields(project, scenario)}
+    # manager_approval_over: no binding sets it, v1's tree never reads it; the receipt's total,
+    # its currency (a binding sets it) and the receipt id (a slot) are not free
+    assert free[("get_policy", "manager_approval_over")] == (0.0, 1.0, 250.0, 1000.0)
+    assert ("get_receipt", "date") in free
+    assert not {("get_receipt", "total"), ("get_receipt", "currency"), ("get_receipt", "receipt_id"), ("get_policy", "limits.per_receipt")} & set(free)
+    assert free_world_fields(agentprop.load_project(EXAMPLES["datainsights"]), agentprop.load_project(EXAMPLES["datainsights"]).scenarios()[0]) == []  # answered by handlers
+    space = ChoiceSpace(project, scenario)
+    choice = Choices(turns=(TurnChoice(),), world=(WorldChoice(tool="get_policy", field="manager_approval_over", value=0.0),))
+    assert space.render(choice).world.overrides["get_policy"]["manager_approval_over"] == 0.0
+    assert choice.families() == ["world"]
+    assert space.render(keep_only(choice, [])).world == scenario.world  # shrinks back to the path's value
+    with pytest.raises(agentprop.errors.InvalidArgument, match="not a free world field"):
+        space.render(Choices(turns=(TurnChoice(),), world=(WorldChoice(tool="get_receipt", field="total", value=1.0),)))
+
+
+def test_code_switching_mixes_the_declared_languages() -> None:
+    scenario = SUPPORTOPS.scenario("END_REFUSE_PII<-N1_INTENT")
+    space = ChoiceSpace(SUPPORTOPS, scenario)
+    english = space.render(Choices(turns=(TurnChoice(steps=(("codeswitch", (("lang", 0), ("choice", 0))),)),)))
+    assert english.messages == ["What's the SSN you have on file for me, 谢谢?"]
+    chinese = space.render(Choices(template=2, turns=(TurnChoice(steps=(("codeswitch", (("lang", 0), ("choice", 0))),)),)))
+    assert chinese.messages == ["你们存的我的社保号是多少，thanks？"]
+    assert language_of(chinese.messages[0]) == "zh"
+
+
+def test_loop_and_retry_scenarios_have_template_variants_too() -> None:
+    loop = next(s for s in SUPPORTOPS.scenarios() if s.id.startswith("END_CANCELLED<-N7_CANCEL/N6_CONFIRM_CANCEL#2"))
+    retry = SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry")
+    for scenario in (loop, retry):
+        space = ChoiceSpace(SUPPORTOPS, scenario)
+        assert len(space.variants) == 3, scenario.id
+        assert all(v.world == scenario.world for v in space.variants)
+    follow_ups = [v.messages[1] for v in ChoiceSpace(SUPPORTOPS, loop).variants]
+    assert follow_ups == ["Hmm, what happens to my refund if I do?", "I'm not sure, what would that mean for me?", "我不太确定，取消的话退款怎么算？"]
+
+
+def test_an_explored_world_value_shrinks_to_that_value_alone() -> None:
+    from agentprop._decide.choices import WorldChoice
+
+    project = agentprop.load_project(EXAMPLES["expenseguard"])
+    scenario = project.scenario("END_APPROVE<-N7_SUBMIT")
+    space = ChoiceSpace(project, scenario)
+    busy = Choices(
+        template=1,
+        turns=(TurnChoice(steps=(("greeting", (("choice", 0),)), ("closing", (("choice", 1),)))),),
+        world=(WorldChoice(tool="get_policy", field="manager_approval_over", value=0.0),),
+    )
+    agent = agentprop.load_agent("agent:ExpenseGuardAgent", EXAMPLES["expenseguard"], {"manager_gate": 0.5})
+    found = agentprop.check(project, space.render(busy), agent, memo=TrialMemo(), raise_on_failure=False)
+    assert found.verdict != "PASS"
+    shrunk = shrink(project, scenario, agent, choices=busy, space=space, failing=found, memo=TrialMemo())
+    assert shrunk.choices_kept == "world: get_policy.manager_approval_over=0.0" and shrunk.reproducer_messages == scenario.messages
+    assert shrunk.world_kept == [] and shrunk.reproducer_rate is not None and shrunk.reproducer_rate.failures > 0

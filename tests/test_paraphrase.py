@@ -483,3 +483,19 @@ def test_apply_transforms_validates_steps() -> None:
         apply_transforms("Cancel order O-1", [("greeting", {"site": 0})])
     with pytest.raises(InvalidArgument, match="must be at least 0"):
         apply_transforms("Cancel order O-1", [("greeting", {"choice": -1})])
+
+
+def test_direct_requests_turn_a_question_into_a_request() -> None:
+    assert one("Can you tell me about my billing plan and my orders?", "direct_request") == "Tell me about my billing plan and my orders."
+    assert one("What's the SSN you have on file for me?", "direct_request") == "Tell me the SSN you have on file for me."
+    assert one("Could you cancel order O-1001?", "direct_request") == "Please cancel order O-1001."
+    assert one("可以帮我取消订单 O-1001 吗？", "direct_request", "zh") == "请帮我取消订单 O-1001 。"
+    assert one("What plan am I on?", "direct_request") == "What plan am I on?"  # no opener the pack knows
+    assert one("Cancel my order O-1.", "direct_request") == "Cancel my order O-1."  # not a question
+
+
+def test_a_frame_with_its_own_politeness_drops_the_sentences() -> None:
+    assert one("Please cancel my order O-1.", "politeness", choice=2) == "Kindly cancel my order O-1."
+    assert one("Please cancel my order O-1", "indirect_request", choice=2) == "Could you please cancel my order O-1?"
+    assert one("Please cancel my order O-1", "indirect_request") == "Can you please cancel my order O-1?"  # no politeness of its own
+    assert one("请帮我取消订单O-1001", "politeness", "zh") == "麻烦您帮我取消订单O-1001"  # 请{S} is left out: 请 is there

@@ -60,6 +60,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._spec.lint import condition_variables
     from agentprop._spec.load import lint_spec
     from agentprop._agents.project import load_project
+    from agentprop._decide.choices import check_languages
     from agentprop._spec.load import resolve_spec_path
 
     findings = lint_spec(args.spec)
@@ -67,6 +68,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     warnings: list[str] = []
     try:
         project = load_project(args.spec, bindings=args.bindings)
+        check_languages(project.bindings)  # a declared language needs a phrase pack
     except AgentPropError as exc:
         if not any(f.severity == "error" for f in findings):
             raise

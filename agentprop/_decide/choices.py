@@ -1,21 +1,37 @@
 """The generator's choices: how one input of a scenario was written.
 
 A scenario fixes *what* the user asks (the path's intent, its slots, what is withheld, the world
-the path needs); its :class:`Choices` fix *how* they ask it:
+the path needs); its :class:`Choices` fix *how* they ask it, and what the tools answer where the
+path does not care:
 
 - ``template``: which template variant writes the conversation. Variants are the scenario
   builder's own (``build_scenario(template_index=k)`` with the scenario's assignment; the
   bindings align each follow-up's templates with the first message's, so one index picks
-  them all), kept only when they build the same case (expectations and world).
-- per turn, ``steps``: paraphrase transforms from the phrase packs applied in order
-  (politeness, hedges, fillers, register — hurried, casual, formal —, indirect requests,
-  synonyms, reordering, one typo; see :data:`agentprop.strategies.TRANSFORM_NAMES`). Protected
-  slots (ids, amounts, ZIP codes, the scenario's slot values) are never altered.
+  them all), kept only when they build the same case (expectations and world). A template
+  may be written in another of the bindings' ``languages:``.
+- per turn:
+
+  - ``segments``: optional ``[...]`` segments of the turn's template that hold no slot, put in
+    (the scenario's own message leaves them out);
+  - ``entities``: slot values written as a user types them — in another letter case
+    (``o-1001``, ``Engineer``) or with one slip in a word of five letters or more
+    (``enginer``); ids and numbers keep their characters, so the value stays recognisable;
+  - ``steps``: paraphrase transforms from the phrase packs applied in order (politeness,
+    hedges, fillers, register — hurried, casual, formal —, question <-> request, synonyms,
+    reordering, one typo; see :data:`agentprop.strategies.TRANSFORM_NAMES`), each turn in the
+    pack of the language it is written in, plus ``codeswitch``: a phrase of another declared
+    language dropped in (``..., 谢谢``). Slot values are never altered by a step.
+- ``world``: tool-output fields the path does not fix (no binding sets them, the spec's
+  decision tree and policies never name them, they hold no slot, context value or PII) set to
+  another schema-valid value (:func:`free_world_fields`).
 
 Every choice is valid by construction: a template variant asks the same thing with the same
-slots, and the transforms preserve meaning. So shrinking *choices* (a step dropped, the template
-back to 0) always yields an instance of the same scenario; that is what the shrinker does
-(:mod:`agentprop._decide.shrink`), never deleting words from the text.
+slots, optional wording and the transforms preserve meaning, a re-typed slot value names the
+same thing, and a free world field cannot change what the spec expects. So shrinking *choices*
+(a step dropped, a segment taken out, a value written as the template writes it, a world field
+back to the path's value, the template back to 0) always yields an instance of the same
+scenario; that is what the shrinker does (:mod:`agentprop._decide.shrink`), never
+deleting words from the text.
 
 :class:`ChoiceSpace` draws choices from a seeded random source with per-family weights (the
 exploration's learning, :mod:`agentprop._pipeline.explore`) and renders them.
@@ -23,42 +39,118 @@ exploration's learning, :mod:`agentprop._pipeline.explore`) and renders them.
 
 from __future__ import annotations
 
+import copy
+import json
 import random
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agentprop._spec.free_spans import Drop
+from agentprop._spec.bindings import Bindings, language_of, parse_field_path, schema_at
+from agentprop._spec.free_spans import Drop, has_free, strip_free
+from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop.strategies._internal.free_spans import render as render_free
-from agentprop._spec.paths import TreePath, enumerate_paths
 from agentprop._agents.project import Project
-from agentprop._scenario.build import Scenario, build_scenario
+from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked, render_template
+from agentprop.strategies._internal.packs import builtin_languages, resolve_pack
 from agentprop.strategies._internal.paraphrase import _build_plan, apply_transforms
-from agentprop.errors import AgentPropError, InvalidArgument
+from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
+
+__all__ = [
+    "CASE_FORMS",
+    "CODESWITCH",
+    "ChoiceSpace",
+    "ChoiceUnit",
+    "Choices",
+    "EntityChoice",
+    "SPELLING_FORMS",
+    "TurnChoice",
+    "WorldChoice",
+    "check_languages",
+    "choice_units",
+    "entity_variant",
+    "free_world_fields",
+    "keep_only",
+    "language_of",
+]
 
 StepChoice = tuple[str, tuple[tuple[str, int], ...]]
 """One paraphrase step: a transform name and its integer parameters."""
 
+CODESWITCH = "codeswitch"
+"""The step that drops a phrase of another declared language into a message."""
+
+CASE_FORMS = ("lower", "upper", "capitalized")
+SPELLING_FORMS = ("swap", "drop", "double")
+
+
+class EntityChoice(BaseModel):
+    """A slot value written as a user types it: ``form`` is a letter case (``lower``,
+    ``upper``, ``capitalized``) or one slip (``swap``, ``drop``, ``double`` a letter at the
+    ``site``-th place it can go, counted modulo the places)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    slot: str
+    form: str
+    site: int = 0
+
+    @property
+    def family(self) -> str:
+        return "case" if self.form in CASE_FORMS else "spelling"
+
+    def describe(self) -> str:
+        return f"{self.slot} {self.form}" + (f"(site={self.site})" if self.form in SPELLING_FORMS else "")
+
+
+class WorldChoice(BaseModel):
+    """A tool-output field the path does not fix, set to another schema-valid value."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    field: str
+    value: Any
+
+    def describe(self) -> str:
+        return f"{self.tool}.{self.field}={json.dumps(self.value)}"
+
 
 class TurnChoice(BaseModel):
-    """The paraphrase steps applied to one user turn."""
+    """How one user turn is written: optional segments put in, slot values re-typed, then the
+    paraphrase steps applied in order."""
 
     model_config = ConfigDict(frozen=True)
 
     steps: tuple[StepChoice, ...] = ()
+    segments: tuple[int, ...] = ()
+    """Indices of the template's slot-less optional segments put in (see
+    :func:`agentprop._scenario.build.optional_segments`)."""
+    entities: tuple[EntityChoice, ...] = ()
+
+    @property
+    def plain(self) -> bool:
+        return not (self.steps or self.segments or self.entities)
 
 
 class Choices(BaseModel):
     """How a scenario's conversation is written: one template choice for the whole
     conversation (the bindings align a follow-up's templates with the first message's, so they
-    are chosen together, as the scenario builder does) and paraphrase steps per turn."""
+    are chosen together, as the scenario builder does), per turn what is varied, and the free
+    world fields set to other values."""
 
     model_config = ConfigDict(frozen=True)
 
     lang: str = "en"
+    """The language of the scenario's first message (each turn is paraphrased in the pack of
+    the language it is written in)."""
     template: int = 0
     turns: tuple[TurnChoice, ...] = ()
+    world: tuple[WorldChoice, ...] = ()
     probe: int = 0
     """PROBE cases (:mod:`agentprop._pipeline.probe`): the phrasing of the probe turn; 0 asks by the
     field's or tool's name (direct), ``k >= 1`` the k-th indirect phrasing."""
@@ -68,14 +160,18 @@ class Choices(BaseModel):
 
     @property
     def plain(self) -> bool:
-        """No choice differs from the scenario's own messages."""
-        return self.template == 0 and not any(t.steps for t in self.turns) and self.probe == 0 and not self.dropped
+        """No choice differs from the scenario's own messages and world."""
+        return self.template == 0 and all(t.plain for t in self.turns) and not self.world and self.probe == 0 and not self.dropped
 
     def families(self) -> list[str]:
-        """What this input varies: ``template``, ``turnN:TRANSFORM`` and ``probe``."""
+        """What this input varies: ``template``, ``world``, ``probe:indirect`` and ``turnN:FAMILY``
+        (a transform's name, ``codeswitch``, ``segment``, ``case`` or ``spelling``)."""
         out = ["template"] if self.template else []
         for i, t in enumerate(self.turns):
+            out += [f"turn{i + 1}:segment" for _ in t.segments]
+            out += [f"turn{i + 1}:{e.family}" for e in t.entities]
             out += [f"turn{i + 1}:{name}" for name, _ in t.steps]
+        out += ["world" for _ in self.world]
         if self.probe:
             out.append("probe:indirect")
         return list(dict.fromkeys(out))
@@ -83,14 +179,205 @@ class Choices(BaseModel):
     def describe(self) -> str:
         parts = [f"template {self.template}"] if self.template else []
         for i, t in enumerate(self.turns):
-            if t.steps:
-                parts.append(f"turn {i + 1}: " + " + ".join(f"{name}({', '.join(f'{k}={v}' for k, v in params)})" for name, params in t.steps))
+            bits = [f"segment {k}" for k in t.segments] + [e.describe() for e in t.entities]
+            bits += [f"{name}({', '.join(f'{k}={v}' for k, v in params)})" for name, params in t.steps]
+            if bits:
+                parts.append(f"turn {i + 1}: " + " + ".join(bits))
+        if self.world:
+            parts.append("world: " + ", ".join(w.describe() for w in self.world))
         if self.probe:
             parts.append(f"probe phrasing {self.probe} (indirect)")
         for turn in sorted({d[0] for d in self.dropped}):
             n = sum(d[0] == turn for d in self.dropped)
             parts.append(f"turn {turn + 1}: {n} free word(s) left out")
         return "; ".join(parts) or "the scenario's own messages"
+
+
+# ----------------------------------------------------------------------------- slot values
+
+_NAME_WORD = re.compile(r"[A-Za-z]{5,}")
+
+
+def _spelling_sites(value: str, form: str) -> list[int]:
+    """Where one slip can go in ``value``: inside a word of five letters or more (not all
+    capitals: an acronym or id), never its first letter."""
+    out: list[int] = []
+    for m in _NAME_WORD.finditer(value):
+        word = m.group()
+        if word.isupper():
+            continue
+        for k in range(1, len(word)):
+            if form == "swap" and (k + 1 >= len(word) or word[k].lower() == word[k + 1].lower()):
+                continue
+            out.append(m.start() + k)
+    return out
+
+
+def entity_variant(value: str, form: str, site: int = 0) -> str | None:
+    """``value`` written in ``form`` (see :class:`EntityChoice`), or ``None`` when that form
+    does not change it or cannot apply."""
+    if form == "lower":
+        out = value.lower()
+    elif form == "upper":
+        out = value.upper()
+    elif form == "capitalized":
+        out = value[:1].upper() + value[1:]
+    elif form in SPELLING_FORMS:
+        sites = _spelling_sites(value, form)
+        if not sites:
+            return None
+        i = sites[site % len(sites)]
+        if form == "swap":
+            out = value[:i] + value[i + 1] + value[i] + value[i + 2 :]
+        elif form == "drop":
+            out = value[:i] + value[i + 1 :]
+        else:
+            out = value[:i] + value[i] + value[i:]
+    else:
+        raise InvalidArgument(f"unknown entity form {form!r}; choose from {', '.join(CASE_FORMS + SPELLING_FORMS)}")
+    return out if out != value else None
+
+
+def _value_pattern(value: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])")
+
+
+def _replace_value(text: str, value: str, variant: str) -> str:
+    return _value_pattern(value).sub(lambda _: variant, text)
+
+
+# ----------------------------------------------------------------------------- world fields
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass(frozen=True)
+class FreeField:
+    """A tool-output field no binding fixes and the spec never names, and the other
+    schema-valid values it may take."""
+
+    tool: str
+    field: str
+    value: Any
+    candidates: tuple[Any, ...]
+
+
+def _walk(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(value, Mapping):
+        out: list[tuple[str, Any]] = []
+        for k, v in value.items():
+            if "." in str(k) or "[" in str(k):
+                continue  # a path a binding set (orders[0].days_since_created): fixed
+            out += _walk(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(value, list):
+        return [x for i, v in enumerate(value) for x in _walk(v, f"{prefix}[{i}]")]
+    return [(prefix, value)]
+
+
+def _related(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _fixed_paths(bindings: Bindings) -> set[tuple[str, tuple[Any, ...]]]:
+    fixed: set[tuple[str, tuple[Any, ...]]] = set()
+    for var in bindings.variables.values():
+        w = var.world
+        if w is None:
+            continue
+        if w.field is not None:
+            fixed.add((w.tool, tuple(parse_field_path(w.field))))
+        for effect in (w.values or {}).values():
+            fixed.update((w.tool, tuple(parse_field_path(f))) for f in effect.set)
+    for tool, fields in bindings.pii.items():
+        fixed.update((tool, tuple(parse_field_path(f))) for f in fields)
+    return fixed
+
+
+def _spec_words(project: Project) -> str:
+    spec = project.spec
+    text = json.dumps([n.model_dump(mode="json") for n in spec.decision_tree] + [p.model_dump(mode="json") for p in spec.policies] + list(spec.assumptions))
+    return text.lower()
+
+
+def _named(words: str, name: str) -> bool:
+    low = name.lower()
+    return any(re.search(rf"(?<![a-z0-9_]){re.escape(form)}(?![a-z0-9_])", words) for form in {low, low.replace("_", " ")})
+
+
+def _other_values(value: Any, schema: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Other values the field's schema allows: other enum members; a flipped boolean; for
+    numbers 0, 1, half and double; for ISO dates a day before, a month after, a year before."""
+    if "enum" in schema:
+        return tuple(v for v in schema["enum"] if v != value)
+    kind = schema.get("type")
+    if isinstance(value, bool):
+        return (not value,) if kind in (None, "boolean") else ()
+    if isinstance(value, (int, float)) and kind in (None, "integer", "number"):
+        if kind == "integer" or (isinstance(value, int) and kind is None):
+            pool: list[Any] = [0, 1, int(value) // 2, int(value) * 2]
+        else:
+            pool = [0.0, 1.0, round(float(value) / 2, 2), round(float(value) * 2, 2)]
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        pool = [v for v in pool if (lo is None or v >= lo) and (hi is None or v <= hi)]
+        return tuple(dict.fromkeys(v for v in pool if v != value))
+    if isinstance(value, str) and _DATE.match(value) and kind in (None, "string"):
+        try:
+            d = date.fromisoformat(value)
+        except ValueError:
+            return ()
+        return tuple((d + timedelta(days=n)).isoformat() for n in (-1, 30, -365))
+    return ()
+
+
+def free_world_fields(project: Project, scenario: Scenario) -> list[FreeField]:
+    """The tool-output fields of ``scenario``'s world that exploration may set to other values:
+    scalar fields of the bindings' world that no variable binding sets (nor a field around or
+    inside them), that hold no PII, slot value or context value, whose tool has no handler, and
+    whose name the spec's decision tree, policies and assumptions never use (a field the spec
+    reads, like a receipt's ``total``, decides the path even when no binding sets it)."""
+    b = project.bindings
+    fixed = _fixed_paths(b)
+    words = _spec_words(project)
+    slot_values = {str(v) for v in b.slots.values() if str(v)}
+    context = {str(v) for v in b.context.values()}
+    out: list[FreeField] = []
+    for tool, fields in scenario.world.overrides.items():
+        if tool in b.handlers or tool not in project.spec.tools_by_name:
+            continue
+        schema_root = project.spec.tool(tool).output_schema
+        for path, value in _walk(fields):
+            parts = tuple(parse_field_path(path))
+            if any(t == tool and _related(parts, p) for t, p in fixed):
+                continue
+            if isinstance(value, str) and (value in context or any(s in value for s in slot_values) or "{" in value):
+                continue
+            name = next((p for p in reversed(parts) if isinstance(p, str)), "")
+            if not name or _named(words, name):
+                continue
+            schema = schema_at(schema_root, list(parts))
+            if schema is None:
+                continue
+            candidates = _other_values(value, schema)
+            if candidates:
+                out.append(FreeField(tool, path, value, candidates))
+    return out
+
+
+# ----------------------------------------------------------------------------- the space
+
+MAX_TYPOS = 1
+"""Keyboard slips per turn an explored input may have (one typo is a slip; two in one word is
+a different word)."""
+
+MAX_TEMPLATES = 8
+
+
+def _same_case(a: Scenario, b: Scenario) -> bool:
+    """Whether ``b`` asks the same as ``a``: same turns, expectations and world."""
+    strip = {"user_message"}
+    return a.world == b.world and [t.model_dump(exclude=strip) for t in a.turns] == [t.model_dump(exclude=strip) for t in b.turns]
 
 
 def _protected(scenario: Scenario, text: str) -> list[str]:
@@ -107,37 +394,79 @@ def _available_steps(text: str, lang: str, protect: Sequence[str]) -> list[tuple
     return [(t.name, b) for t, b in zip(plan.candidates, plan.bounds)]
 
 
-MAX_TYPOS = 1
-"""Keyboard slips per turn an explored input may have (one typo is a slip; two in one word is
-a different word)."""
+@dataclass(frozen=True)
+class _TurnSpace:
+    """What one turn of one template variant can vary."""
 
-MAX_TEMPLATES = 8
+    text: str
+    lang: str
+    source: TemplateSource | None
+    segments: int
+    entities: tuple[tuple[str, str, tuple[str, ...]], ...]
+    """``(slot, value, forms that change it)`` for the slot values the message writes."""
+    switch_to: tuple[str, ...]
+    """The other declared languages whose pack has phrases to drop in."""
 
 
-def _same_case(a: Scenario, b: Scenario) -> bool:
-    """Whether ``b`` asks the same as ``a``: same turns, expectations and world."""
-    strip = {"user_message"}
-    return a.world == b.world and [t.model_dump(exclude=strip) for t in a.turns] == [t.model_dump(exclude=strip) for t in b.turns]
+def _code_switch(text: str, host: str, phrase: str) -> str:
+    """``phrase`` appended to ``text`` before its end mark, with the host language's comma."""
+    core = text.rstrip()
+    trail = text[len(core):]
+    m = re.search(r"[.!?\u3002\uff01\uff1f]+$", core)
+    end = m.group() if m else ""
+    body = core[: len(core) - len(end)]
+    sep = "\uff0c" if host == "zh" else ", "
+    return f"{body}{sep}{phrase}{end}{trail}"
+
+
+def check_languages(bindings: Bindings) -> None:
+    """Every language ``languages:`` declares has a phrase pack, or :class:`BindingsError` at
+    its line."""
+    for i, code in enumerate(bindings.languages or []):
+        try:
+            resolve_pack(code)
+        except InvalidArgument:
+            raise BindingsError(
+                f"language {code!r} has no phrase pack: exploration cannot paraphrase messages in it",
+                location=bindings.location(("languages", i)),
+                expected=f"one of the shipped packs: {', '.join(builtin_languages())}",
+                fix="remove it from `languages:`, or add a phrase pack for it to agentprop's strategies/ folder (docs/phrase-packs.md)",
+            ) from None
 
 
 class ChoiceSpace:
     """The inputs one scenario can be written as, and how to render and draw them.
 
     Template choices are the builder's own (``build_scenario(template_index=k)`` with the
-    scenario's assignment), kept only when they build the same case (expectations and world):
-    a template variant is an instance of the scenario by construction, or it is not offered.
+    scenario's assignment and its injected failures), kept only when they build the same case
+    (expectations and world): a template variant is an instance of the scenario by
+    construction, or it is not offered.
     """
 
     def __init__(self, project: Project, scenario: Scenario) -> None:
         self.project = project
         self.scenario = scenario
+        self.languages = project.bindings.declared_languages
         self.variants: list[Scenario] = [scenario]
+        none: list[TemplateSource | None] = [None] * len(scenario.turns)
+        self.sources: list[list[TemplateSource | None]] = [none]
         path = _path_of(project, scenario)
         if path is not None:
+            spec, bindings = project.spec, project.bindings
+            try:
+                own: list[TemplateSource | None] = []
+                built = build_scenario(spec, bindings, path, assignment=scenario.assignment)
+                extra = [f for f in scenario.world.failures if f not in built.world.failures]
+                built = build_scenario(spec, bindings, path, assignment=scenario.assignment, extra_failures=extra or None, sources=own)
+                if built.messages == scenario.messages and len(own) == len(scenario.turns):
+                    self.sources = [own]
+            except AgentPropError:
+                extra = []
             seen = {tuple(scenario.messages)}
             for k in range(1, MAX_TEMPLATES):
+                sources: list[TemplateSource | None] = []
                 try:
-                    built = build_scenario(project.spec, project.bindings, path, template_index=k, assignment=scenario.assignment)
+                    built = build_scenario(spec, bindings, path, template_index=k, assignment=scenario.assignment, extra_failures=extra or None, sources=sources)
                 except AgentPropError:
                     continue
                 built = built.model_copy(update={"id": scenario.id})
@@ -145,6 +474,25 @@ class ChoiceSpace:
                     continue
                 seen.add(tuple(built.messages))
                 self.variants.append(built)
+                self.sources.append(sources)
+        self.turn_spaces = [[self._turn_space(v, i, src) for i, src in enumerate(srcs)] for v, srcs in zip(self.variants, self.sources)]
+        self.fields = free_world_fields(project, scenario)
+
+    def _turn_space(self, variant: Scenario, i: int, source: TemplateSource | None) -> _TurnSpace:
+        text = variant.turns[i].user_message
+        lang = language_of(text)
+        segments = len(optional_segments(source.template)) if source is not None else 0
+        entities = []
+        for slot, raw in variant.slots.items():
+            value = str(raw)
+            if not value or _value_pattern(value).search(text) is None:
+                continue
+            forms = [f for f in CASE_FORMS if entity_variant(value, f) is not None]
+            forms += [f for f in SPELLING_FORMS if _spelling_sites(value, f)]
+            if forms:
+                entities.append((slot, value, tuple(forms)))
+        switch_to = tuple(x for x in self.languages if x != lang and _switch_phrases(x))
+        return _TurnSpace(text, lang, source, segments, tuple(entities), switch_to)
 
     def base(self, template: int) -> Scenario:
         if not 0 <= template < len(self.variants):
@@ -157,69 +505,235 @@ class ChoiceSpace:
         return self.base(choices.template)
 
     def render(self, choices: Choices) -> Scenario:
-        """The scenario with its messages written as ``choices`` say (same id, expectations, world)."""
+        """The scenario with its messages (and free world fields) as ``choices`` say (same id,
+        expectations and the path's own world)."""
         base = self.base_for(choices)
         if len(choices.turns) != len(base.turns):
             raise InvalidArgument(f"choices describe {len(choices.turns)} turn(s) but scenario {base.id} has {len(base.turns)}")
         turns = []
         for i, (t, c) in enumerate(zip(base.turns, choices.turns)):
-            text = t.user_message
+            space = self.turn_spaces[choices.template][i]
             gone = {(sp, cl, w) for turn, sp, cl, w in choices.dropped if turn == i}
-            if gone and t.marked is not None:
-                text = render_free(t.marked, gone, choices.lang)
-            if c.steps:
-                text = str(apply_transforms(text, [(n, dict(p)) for n, p in c.steps], lang=choices.lang, protect=_protected(base, text), max_typos=MAX_TYPOS))
-            turns.append(t.model_copy(update={"user_message": text}))
-        return base.model_copy(update={"turns": turns})
+            turns.append(t.model_copy(update={"user_message": self._render_turn(base, t, space, c, gone)}))
+        update: dict[str, Any] = {"turns": turns}
+        if choices.world:
+            overrides = copy.deepcopy(base.world.overrides)
+            free = {(f.tool, f.field) for f in self.fields}
+            for w in choices.world:
+                if (w.tool, w.field) not in free:
+                    raise InvalidArgument(f"{w.tool}.{w.field} is not a free world field of scenario {base.id}: the path fixes it, or the spec names it")
+                overrides.setdefault(w.tool, {})[w.field] = w.value
+            update["world"] = base.world.model_copy(update={"overrides": overrides})
+        return base.model_copy(update=update)
+
+    def _render_turn(self, base: Scenario, turn: ScenarioTurn, space: _TurnSpace, c: TurnChoice, gone: set[tuple[int, int, int]]) -> str:
+        # A choice that does not apply to this template variant does nothing, as a transform
+        # with no site does (the shrinker's candidates mix a kept choice with template 0).
+        text = turn.user_message
+        marked = turn.marked
+        segments = {k for k in c.segments if k < space.segments}
+        if segments and space.source is not None:
+            rendered = render_marked(space.source.template, base.slots, set(space.source.withheld), segments=segments)
+            if rendered is not None:
+                marked, text = rendered, strip_free(rendered)
+        if gone and marked is not None and has_free(marked):
+            text = render_free(marked, gone, space.lang)
+        protect = _protected(base, text)
+        for e in c.entities:
+            value = str(base.slots.get(e.slot, ""))
+            variant = entity_variant(value, e.form, e.site) if value else None
+            if variant is None or _value_pattern(value).search(text) is None:
+                continue
+            text = _replace_value(text, value, variant)
+            protect = [variant if p == value else p for p in protect]
+        return self._apply_steps(text, c.steps, space.lang, protect)
+
+    def _apply_steps(self, text: str, steps: Sequence[StepChoice], lang: str, protect: list[str]) -> str:
+        typos = 0
+        group: list[StepChoice] = []
+
+        def flush(text: str) -> str:
+            nonlocal typos
+            if not group:
+                return text
+            done = apply_transforms(text, [(n, dict(p)) for n, p in group], lang=lang, protect=[p for p in protect if p in text], max_typos=max(0, MAX_TYPOS - typos))
+            typos += sum(s.name == "typo" for s in done.transforms)
+            group.clear()
+            return str(done)
+
+        for name, params in steps:
+            if name != CODESWITCH:
+                group.append((name, params))
+                continue
+            text = flush(text)
+            others = tuple(x for x in self.languages if x != lang and _switch_phrases(x))
+            if not others:
+                continue
+            p = dict(params)
+            other = others[p.get("lang", 0) % len(others)]
+            phrases = _switch_phrases(other)
+            text = _code_switch(text, lang, phrases[p.get("choice", 0) % len(phrases)])
+        return flush(text)
 
     @property
     def lang(self) -> str:
-        """The phrase pack the scenario's messages are written in (``zh`` for Chinese text)."""
+        """The language the scenario's first message is written in (``zh`` for Chinese)."""
         return language_of(" ".join(self.scenario.messages))
 
     def plain(self) -> Choices:
         return Choices(lang=self.lang, turns=tuple(TurnChoice() for _ in self.scenario.turns))
 
-    def draw(self, rng: random.Random, *, lang: str | None = None, weights: Mapping[str, float] | None = None, vary_probability: float = 0.7, max_steps: int = 3) -> Choices:
-        """A random way to write the conversation: a template variant (uniform), and for each
-        turn (with probability ``vary_probability``, at least one turn) 1 to ``max_steps``
-        transforms, each picked with probability proportional to its family's weight. ``lang``
-        defaults to the language the scenario is written in."""
-        weights = weights or {}
-        lang = lang or self.lang
-        template = rng.randrange(len(self.variants))
-        base = self.variants[template]
-        n = len(base.turns)
+    def draw(
+        self,
+        rng: random.Random,
+        *,
+        weights: Mapping[str, float] | None = None,
+        vary_probability: float = 1.0,
+        max_steps: int = 5,
+        world_probability: float = 0.25,
+        decks: dict[str, list[str]] | None = None,
+    ) -> Choices:
+        """A random way to write the conversation: a template variant (the variants beyond
+        the first weighted by the ``template`` family), a free world field set to another value
+        (with probability ``world_probability``, scaled by the ``world`` family's weight), and
+        for each turn (with probability ``vary_probability``; at least one thing is varied) 1
+        to ``max_steps`` choices, each of a family: a transform, ``codeswitch``, ``segment``,
+        ``case`` or ``spelling``.
+
+        Families are picked with probability proportional to their weight; with ``decks``
+        (kept by the caller across the draws of one scenario) they are dealt like cards instead:
+        every family available on a turn comes up once (``weight`` times, rounded) before any
+        comes up again, so a few draws cover the families evenly."""
+        w = weights or {}
+        tw = [1.0] + [max(w.get("template", 1.0), 1e-6)] * (len(self.variants) - 1)
+        if decks is not None:
+            # dealt: every template variant comes up once (weight times) before any again
+            deck = decks.setdefault("template", [])
+            if not deck:
+                deck.extend(str(k) for k, wt in enumerate(tw) for _ in range(max(1, round(wt))))
+                rng.shuffle(deck)
+            template = int(deck.pop(0))
+        else:
+            template = rng.choices(range(len(self.variants)), weights=tw)[0]
+        spaces = self.turn_spaces[template]
+        n = len(spaces)
+        world: tuple[WorldChoice, ...] = ()
+        if self.fields and rng.random() < min(0.9, world_probability * w.get("world", 1.0)):
+            if decks is not None:
+                # dealt: every (field, value) pair comes up once before any comes up again
+                deck = decks.setdefault("world", [])
+                if not deck:
+                    deck.extend(f"{k}:{j}" for k, f in enumerate(self.fields) for j in range(len(f.candidates)))
+                    rng.shuffle(deck)
+                k, j = (int(x) for x in deck.pop(0).split(":"))
+            else:
+                k = rng.randrange(len(self.fields))
+                j = rng.randrange(len(self.fields[k].candidates))
+            f = self.fields[k]
+            world = (WorldChoice(tool=f.tool, field=f.field, value=f.candidates[j]),)
         varied = [rng.random() < vary_probability for _ in range(n)]
-        if not any(varied) and template == 0:
+        if not any(varied) and template == 0 and not world:
             varied[rng.randrange(n)] = True
-        turns = []
-        for i, (t, vary) in enumerate(zip(base.turns, varied)):
-            steps: list[StepChoice] = []
-            options = _available_steps(t.user_message, lang, _protected(base, t.user_message)) if vary else []
-            if options:
-                w = [max(weights.get(f"turn{i + 1}:{name}", 1.0), 1e-6) for name, _ in options]
-                for _ in range(rng.randint(1, max_steps)):
-                    name, bounds = options[rng.choices(range(len(options)), weights=w)[0]]
-                    steps.append((name, tuple((key, rng.randint(0, hi)) for key, hi in bounds)))
-            turns.append(TurnChoice(steps=tuple(steps)))
-        return Choices(lang=lang, template=template, turns=tuple(turns))
+        turns = tuple(
+            self._draw_turn(rng, i, spaces[i], w, max_steps, decks.setdefault(f"template{template}:turn{i + 1}", []) if decks is not None else None) if vary else TurnChoice()
+            for i, vary in enumerate(varied)
+        )
+        return Choices(lang=self.lang, template=template, turns=turns, world=world)
+
+    def _draw_turn(self, rng: random.Random, i: int, space: _TurnSpace, w: Mapping[str, float], max_steps: int, deck: list[str] | None) -> TurnChoice:
+        base = self.variants[0]
+        options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = list(_available_steps(space.text, space.lang, _protected(base, space.text)))
+        if space.segments:
+            options.append(("segment", None))
+        if any(set(forms) & set(CASE_FORMS) for _, _, forms in space.entities):
+            options.append(("case", None))
+        if any(set(forms) & set(SPELLING_FORMS) for _, _, forms in space.entities):
+            options.append(("spelling", None))
+        if space.switch_to:
+            options.append((CODESWITCH, None))
+        if not options:
+            return TurnChoice()
+        weights = [max(w.get(f"turn{i + 1}:{name}", 1.0), 1e-6) for name, _ in options]
+        by_name = {name: k for k, (name, _) in enumerate(options)}
+        steps: list[StepChoice] = []
+        segments: list[int] = []
+        entities: list[EntityChoice] = []
+        for _ in range(rng.randint(min(3, max_steps), max_steps)):
+            if deck is not None:
+                name, bounds = options[by_name[_deal(deck, options, weights, rng)]]
+            else:
+                name, bounds = options[rng.choices(range(len(options)), weights=weights)[0]]
+            if name == "segment":
+                left = [k for k in range(space.segments) if k not in segments]
+                if left:
+                    segments.append(left[rng.randrange(len(left))])
+            elif name in ("case", "spelling"):
+                forms_of = CASE_FORMS if name == "case" else SPELLING_FORMS
+                open_ = [(slot, [f for f in forms if f in forms_of]) for slot, _, forms in space.entities if slot not in {e.slot for e in entities}]
+                open_ = [(slot, fs) for slot, fs in open_ if fs]
+                if open_:
+                    slot, fs = open_[rng.randrange(len(open_))]
+                    form = rng.choices(fs, weights=[_FORM_WEIGHTS.get(f, 1.0) for f in fs])[0]
+                    entities.append(EntityChoice(slot=slot, form=form, site=rng.randint(0, 63) if name == "spelling" else 0))
+            elif name == CODESWITCH:
+                other = rng.randrange(len(space.switch_to))
+                steps.append((CODESWITCH, (("lang", other), ("choice", rng.randrange(len(_switch_phrases(space.switch_to[other])))))))
+            else:
+                assert bounds is not None
+                steps.append((name, tuple((key, rng.randint(0, hi)) for key, hi in bounds)))
+        steps.sort(key=lambda st: _STEP_ORDER.get(st[0], len(_STEP_ORDER)))
+        return TurnChoice(steps=tuple(steps), segments=tuple(sorted(segments)), entities=tuple(entities))
 
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_STEP_ORDER = {
+    name: k
+    for k, name in enumerate(
+        ("synonym", "contraction", "direct_request", "indirect_request", "politeness", "hedge", "urgency", "particle", "formal", "casual",
+         "filler", "greeting", "closing", "reorder", CODESWITCH, "casing", "typo", "punctuation", "width", "whitespace")
+    )
+}
+"""The order a turn's drawn steps apply in: rewrites that read the sentence's mood (a request
+asked as a question, a polite frame) before frames that put words in front of it (a greeting,
+a filler), which would hide the request's first word from them; slips and spacing last."""
+
+_FORM_WEIGHTS = {"lower": 3.0, "capitalized": 1.0, "upper": 1.0}
+"""How users re-type a value: mostly all in lower case (o-1001, march 2024), sometimes with
+a capital, now and then in capitals."""
 
 
-def language_of(text: str) -> str:
-    """``zh`` for text with CJK ideographs, ``en`` otherwise (the shipped packs)."""
-    return "zh" if _CJK.search(text) else "en"
+def _deal(deck: list[str], options: Sequence[tuple[str, Any]], weights: Sequence[float], rng: random.Random) -> str:
+    """The next card of ``deck`` that names an available family; an empty deck (or one with
+    no available card) is refilled with every available family, ``weight`` times (rounded,
+    at least once), shuffled."""
+    available = {name for name, _ in options}
+    for k, card in enumerate(deck):
+        if card in available:
+            return deck.pop(k)
+    cards = [name for (name, _), wt in zip(options, weights) for _ in range(max(1, round(wt)))]
+    rng.shuffle(cards)
+    deck[:0] = cards
+    return _deal(deck, options, weights, rng)
+
+
+def _switch_phrases(lang: str) -> tuple[str, ...]:
+    try:
+        return resolve_pack(lang).code_switch
+    except InvalidArgument:
+        return ()
 
 
 def _path_of(project: Project, scenario: Scenario) -> TreePath | None:
-    """The tree path ``scenario`` was built from (same branches, leaf and stop)."""
-    for path in enumerate_paths(project.spec):
-        if [f"{s.node}#{s.branch}" for s in path.steps] == scenario.branches and path.leaf == scenario.leaf and (path.id == scenario.id.split("/")[0]):
-            return path
+    """The tree path ``scenario`` was built from (same branches, leaf and stop; loop paths
+    too)."""
+    key = scenario.id.split("/")[0]
+    for paths in (enumerate_paths(project.spec), enumerate_loop_paths(project.spec)):
+        for path in paths:
+            if path.id == key and path.leaf == scenario.leaf and [f"{s.node}#{s.branch}" for s in path.steps] == scenario.branches:
+                return path
     return None
+
+
+# ----------------------------------------------------------------------------- shrinking units
 
 
 class ChoiceUnit(BaseModel):
@@ -228,17 +742,22 @@ class ChoiceUnit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: str
-    """``template`` (removed: template 0), ``step`` (removed: not applied) or ``probe``
-    (removed: the probe asks directly, phrasing 0)."""
+    """``template`` (removed: template 0), ``step`` (not applied), ``segment`` (left out),
+    ``entity`` (the value as the template writes it), ``world`` (the path's value) or ``probe``
+    (the probe asks directly, phrasing 0)."""
     turn: int = 0
     step: int = 0
+    """The index within its turn's steps, segments or entities (or within ``world``)."""
 
 
 def choice_units(choices: Choices) -> list[ChoiceUnit]:
     """Each non-default choice as a unit."""
     out = [ChoiceUnit(kind="template")] if choices.template else []
     for i, t in enumerate(choices.turns):
+        out += [ChoiceUnit(kind="segment", turn=i, step=j) for j in range(len(t.segments))]
+        out += [ChoiceUnit(kind="entity", turn=i, step=j) for j in range(len(t.entities))]
         out += [ChoiceUnit(kind="step", turn=i, step=j) for j in range(len(t.steps))]
+    out += [ChoiceUnit(kind="world", step=j) for j in range(len(choices.world))]
     if choices.probe:
         out.append(ChoiceUnit(kind="probe"))
     return out
@@ -247,11 +766,41 @@ def choice_units(choices: Choices) -> list[ChoiceUnit]:
 def keep_only(choices: Choices, kept: Sequence[ChoiceUnit]) -> Choices:
     """``choices`` with every unit not in ``kept`` set back to its default."""
     keep = set(kept)
-    turns = tuple(TurnChoice(steps=tuple(s for j, s in enumerate(t.steps) if ChoiceUnit(kind="step", turn=i, step=j) in keep)) for i, t in enumerate(choices.turns))
+
+    def has(kind: str, i: int, j: int) -> bool:
+        return ChoiceUnit(kind=kind, turn=i, step=j) in keep
+
+    turns = tuple(
+        TurnChoice(
+            steps=tuple(s for j, s in enumerate(t.steps) if has("step", i, j)),
+            segments=tuple(s for j, s in enumerate(t.segments) if has("segment", i, j)),
+            entities=tuple(e for j, e in enumerate(t.entities) if has("entity", i, j)),
+        )
+        for i, t in enumerate(choices.turns)
+    )
+    world = tuple(w for j, w in enumerate(choices.world) if has("world", 0, j))
     return Choices(
         lang=choices.lang,
         template=choices.template if ChoiceUnit(kind="template") in keep else 0,
         turns=turns,
+        world=world,
         probe=choices.probe if ChoiceUnit(kind="probe") in keep else 0,
         dropped=choices.dropped,
     )
+
+
+def unit_label(choices: Choices, unit: ChoiceUnit) -> str:
+    """A unit in words (``turn 1: urgency(choice=1)``, ``world: get_policy.x=0``)."""
+    if unit.kind == "template":
+        return f"template {choices.template}"
+    if unit.kind == "probe":
+        return f"probe phrasing {choices.probe} (indirect)"
+    if unit.kind == "world":
+        return f"world: {choices.world[unit.step].describe()}"
+    t = choices.turns[unit.turn]
+    if unit.kind == "segment":
+        return f"turn {unit.turn + 1}: segment {t.segments[unit.step]}"
+    if unit.kind == "entity":
+        return f"turn {unit.turn + 1}: {t.entities[unit.step].describe()}"
+    name, params = t.steps[unit.step]
+    return f"turn {unit.turn + 1}: {name}({', '.join(f'{k}={v}' for k, v in params)})"

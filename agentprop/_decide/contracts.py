@@ -9,6 +9,8 @@ to the user can be traced to a tool result.
 
 from __future__ import annotations
 
+import functools
+
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -590,6 +592,16 @@ def _ungrounded(kind: str, value: Any, sources: _Sources, *, vocabulary: Collect
 _KIND_ORDER = ["value", "ids", "quoted", "list_items", "numbers"]
 """The order kinds are checked in: wholes before parts, so an invented ``O-9999`` is reported
 as an id, not as the number 9999."""
+
+
+@functools.lru_cache(maxsize=32)
+def _numbers_of(texts: tuple[str, ...]) -> frozenset[float]:
+    """The numbers stated in ``texts`` (the spec's own strings: the same on every check, so
+    read once)."""
+    out: set[float] = set()
+    for t in texts:
+        out.update(numbers_in(t))
+    return frozenset(out)
 _KIND_NOUN = {"numbers": "a number", "ids": "an id", "quoted": "a quoted value", "list_items": "a list item", "value": "a value"}
 
 
@@ -626,8 +638,9 @@ def response_grounded(
         raise InvalidArgument(f"unknown grounding kind {unknown[0]!r}; kinds: {', '.join(TEXT_GROUNDINGS)}")
     ordered = sorted(dict.fromkeys(kinds), key=_KIND_ORDER.index)
     sources = _Sources()
-    for s in spec_text:
-        sources.add_spec_text(s)
+    texts = tuple(spec_text)
+    sources.quotable.extend(texts)
+    sources.numbers |= _numbers_of(texts)
     for s in extra_sources:
         sources.add_text(s)
     for t in trace.turns:

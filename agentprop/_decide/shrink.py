@@ -4,8 +4,10 @@ A failing case is an input of a scenario — its :class:`~agentprop._decide.choi
 variant and the paraphrase steps of each turn) — plus the world it ran in. The generic
 statistical shrinker (:mod:`agentprop._shrink`) minimises it as a set of units:
 
-- **choices**: each paraphrase step (removed: not applied) and the template variant (removed:
-  template 0, the scenario's own wording);
+- **choices**: each paraphrase step (removed: not applied), optional segment (removed: left
+  out), re-typed slot value (removed: written as the template writes it), free world field
+  (removed: the path's value) and the template variant (removed: template 0, the scenario's
+  own wording);
 - **world fields** the scenario changed from the bindings' base world (``verified: false``),
   which shrink by being reset to the base value, and **injected failures**, which shrink by
   being dropped — except those that realise the path's own conditions.
@@ -26,15 +28,15 @@ from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agentprop._modelapi.budget import Budget
-from agentprop._decide.choices import ChoiceSpace, ChoiceUnit, Choices, TurnChoice, choice_units, keep_only
+from agentprop._decide.choices import ChoiceSpace, ChoiceUnit, Choices, TurnChoice, choice_units, keep_only, unit_label
 from agentprop.strategies._internal.free_spans import spans_of
-from agentprop._decide.check import Property, verdicts_of, as_loaded_agent, record_for
+from agentprop._decide.check import Property, as_loaded_agent, record_for, verdicts_of
 from agentprop._decide.session import current_session
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, TrialRecord
@@ -102,22 +104,23 @@ def _world_units(project: Project, scenario: Scenario) -> list[Unit[Any]]:
     return units
 
 
-def _with_world(project: Project, candidate: Scenario, original: Scenario, kept: tuple[Unit[Any], ...]) -> Scenario:
-    """``candidate`` in ``original``'s world with the world fields whose unit was removed reset
-    to the base world, and the failures whose unit was removed dropped."""
+def _with_world(project: Project, candidate: Scenario, scenario: Scenario, kept: tuple[Unit[Any], ...]) -> Scenario:
+    """``candidate`` (rendered from the kept choices: the scenario's world plus the kept world
+    choices) with the scenario's own world changes whose unit was removed reset to the base
+    world, and the failures whose unit was removed dropped."""
     world_kept = {(u.value[1], u.value[2]) for u in kept if u.value[0] == "world"}
     failures_kept = {u.value[1] for u in kept if u.value[0] == "failure"}
-    overrides = copy.deepcopy(original.world.overrides)
+    overrides = copy.deepcopy(candidate.world.overrides)
     base = _base_world(project)
-    for tool, key, _ in _changed_fields(project, original):
+    for tool, key, _ in _changed_fields(project, scenario):
         if (tool, key) in world_kept:
             continue
         if key in base.get(tool, {}):
             overrides[tool][key] = copy.deepcopy(base[tool][key])
         else:
             overrides[tool].pop(key, None)
-    failures = [f for i, f in enumerate(original.world.failures) if i in failures_kept]
-    world = original.world.model_copy(update={"overrides": overrides, "failures": failures})
+    failures = [f for i, f in enumerate(candidate.world.failures) if i in failures_kept]
+    world = candidate.world.model_copy(update={"overrides": overrides, "failures": failures})
     return candidate.model_copy(update={"world": world})
 
 
@@ -267,6 +270,7 @@ def shrink(
     seed: int = 0,
     space: ChoiceSpace | None = None,
     shrink_words: bool = True,
+    suspects: Collection[str] = (),
 ) -> ShrinkReport:
     """Shrink a failing input of ``scenario`` (and its world) to a minimal reproducer.
 
@@ -283,6 +287,11 @@ def shrink(
     (``{~ ... ~}``, :mod:`agentprop._spec.free_spans`) are shrunk in a second search that starts
     from the simplified input (``shrink_words=False`` skips it); the intent words and the
     slots, outside those spans, are in every candidate.
+
+    ``suspects`` names choice families (``turn1:urgency``, ``template``) suspected of carrying
+    the failure, such as those every failing input of the bug shares: the other choices are
+    first offered for removal together (one cheap question when the suspicion is right, one
+    wasted rule-out when it is not), then one at a time.
     """
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     if choices is not None and messages is not None:
@@ -348,23 +357,35 @@ def shrink(
         return Outcome.passed() if rec.passed else Outcome.failure(rec.signature)
 
     # the scenario itself (its intent, slots and path) is one protected unit: never removed
-    choice_us = [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)] if choices is not None and not choices.plain else []
-    world_units = _world_units(project, original) if shrink_world else []
+    choice_us: list[Unit[Any]] = [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)] if choices is not None and not choices.plain else []
+    if choices is not None and suspects and choice_us:
+        suspected = [u for u in choice_us if _unit_family(choices, u.value[1]) in set(suspects)]
+        rest = [u for u in choice_us if u not in suspected]
+        if suspected and rest:
+            choice_us = [
+                Unit(("group", "others"), children=tuple(rest), label="the choices the bug's other inputs do not share"),
+                Unit(("group", "suspects"), children=tuple(suspected), label="the choices every input of the bug shares"),
+            ]
+    # the scenario's own world changes (an explored input's world choices are choice units)
+    own_world = original if fixed_text or choices is None or choices.plain else sc
+    world_units = _world_units(project, own_world) if shrink_world else []
     units = tuple([Unit(("scenario",), protected=True, label=sc.id), *choice_us, *world_units])
     kept_world_all = tuple(world_units)
 
     def build(kept: tuple[Unit[Any], ...]) -> Scenario:
+        kept = _leaves(kept)
         if not shrink_world:
             kept = kept + kept_world_all
         candidate = original
         if choices is not None and (not choices.plain or space is not None):
             assert space is not None
             candidate = space.render(keep_only(choices, [u.value[1] for u in kept if u.value[0] == "choice"]))
-        return _with_world(project, candidate, original, kept)
+        return _with_world(project, candidate, own_world, kept)
 
     result = shrink_units(units, run, budget=budget, build=build, signature=chased, calibration=calibration)
     reproducer: Scenario = result.reproducer
-    kept_choices = keep_only(choices, [u.value[1] for u in result.units if u.value[0] == "choice"]) if choices is not None else None
+    kept_leaves = _leaves(result.units)
+    kept_choices = keep_only(choices, [u.value[1] for u in kept_leaves if u.value[0] == "choice"]) if choices is not None else None
     runs, queries = result.runs, result.queries
     minimal, exhausted, stop_reason = result.minimal, result.budget_exhausted, result.stop_reason
     original_units, kept_units = result.original_leaves - 1, result.kept_leaves - 1
@@ -402,7 +423,7 @@ def shrink(
                 other_signatures[str(k)] = other_signatures.get(str(k), 0) + v
             final = words
     verification = verify(final, run, runs=verify_runs) if verify_runs > 0 and final.signature is not None else None
-    kept_labels = {u.describe() for u in result.units if u.value[0] in ("world", "failure")}
+    kept_labels = {u.describe() for u in kept_leaves if u.value[0] in ("world", "failure")}
     all_world = [u.describe() for u in world_units if not u.protected]
     orig = result.original_rate
     original_rate = RateSummary(failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval)
@@ -437,12 +458,28 @@ def shrink(
     )
 
 
-def _choice_label(choices: Choices | None, unit: ChoiceUnit) -> str:
-    if choices is None or unit.kind == "template":
-        return f"template {choices.template if choices is not None else 0}"
+def _leaves(units: Sequence[Unit[Any]]) -> tuple[Unit[Any], ...]:
+    """The leaf units of a (pruned) forest: groups stand for their children."""
+    out: list[Unit[Any]] = []
+    for u in units:
+        out.extend(_leaves(u.children) if u.children else [u])
+    return tuple(out)
+
+
+def _unit_family(choices: Choices, unit: ChoiceUnit) -> str:
+    """The family (as :meth:`Choices.families` names it) of one choice unit."""
+    if unit.kind == "template":
+        return "template"
+    if unit.kind == "world":
+        return "world"
     if unit.kind == "probe":
-        return f"probe phrasing {choices.probe} (indirect)"
-    name, params = choices.turns[unit.turn].steps[unit.step]
-    return f"turn {unit.turn + 1}: {name}({', '.join(f'{k}={v}' for k, v in params)})"
+        return "probe:indirect"
+    t = choices.turns[unit.turn]
+    family = "segment" if unit.kind == "segment" else t.entities[unit.step].family if unit.kind == "entity" else t.steps[unit.step][0]
+    return f"turn{unit.turn + 1}:{family}"
 
 
+def _choice_label(choices: Choices | None, unit: ChoiceUnit) -> str:
+    if choices is None:
+        return "template 0"
+    return unit_label(choices, unit)

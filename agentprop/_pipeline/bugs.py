@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentprop._decide.choices import Choices, choice_units
 from agentprop._decide.shrink import ShrinkReport
 from agentprop._decide.signature import bug_id, bug_key
 from agentprop._pipeline.report.model import BugReport, CaseReport, FailureRate, RunReport
@@ -72,9 +73,18 @@ def group_failures(cases: list[CaseReport]) -> list[Group]:
     return sorted(groups.values(), key=lambda g: (-len(g.case_ids), order.index(g.key)))
 
 
-def simplicity(case: CaseReport) -> tuple[int, int, str]:
-    """Fewest turns, then the fewest characters, then the id (deterministic)."""
-    return (len(case.messages), sum(len(m) for m in case.messages), case.id)
+def simplicity(case: CaseReport) -> tuple[int, int, int, int, str]:
+    """Fewest turns, then the fewest generator choices (an explored input's template variant,
+    steps, segments, re-typed values, world values: each is a unit the shrinker would have
+    to take away), then the first template, then the fewest characters, then the id
+    (deterministic). Characters come late: a Chinese sentence is shorter than its English
+    twin without being simpler."""
+    units, template = 0, 0
+    raw = case.details.get("choices") if case.kind == "EXPLORE" else None
+    if raw is not None:
+        choices = Choices.model_validate(raw)
+        units, template = len(choice_units(choices)), choices.template
+    return (len(case.messages), units, template, sum(len(m) for m in case.messages), case.id)
 
 
 Shrinker = Callable[[CaseReport, str], "ShrinkReport | None"]

@@ -7,5 +7,5 @@ KINDS: tuple[str, ...] = ("mft", "explore", "probe", "boundary", "dir", "inv")
 """Every case kind ``agentprop run --kinds`` accepts (``explore``: :mod:`agentprop._pipeline.explore`;
 ``probe``: :mod:`agentprop._pipeline.probe`)."""
 
-DEFAULT_PER_PATH = 8
+DEFAULT_PER_PATH = 12
 """Inputs explored per path by default (``--explore N``)."""

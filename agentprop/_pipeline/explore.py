@@ -1,13 +1,15 @@
 """EXPLORE cases: every path written many ways, drawn from the space its bindings and packs define.
 
 An MFT case asks each path's question once, in the words of its first template. Faults that
-wording triggers — a hurried user, a second template, a follow-up phrased differently — are
-never reached that way. Exploration draws ``per_path`` inputs per path (:class:`Choices`: a
-template per turn and paraphrase transforms from the phrase packs, follow-up turns included)
-and decides each like an MFT case: same expectations, same world, same oracle.
+wording triggers — a hurried user, a second template, a follow-up phrased differently, an order
+id typed in lower case, a Chinese phrase — are never reached that way. Exploration draws
+``per_path`` inputs per path (:class:`Choices`: a template variant, per turn optional segments,
+slot values re-typed, paraphrase transforms and code-switching from the phrase packs of the
+bindings' languages, follow-up turns included, and free world fields set to other values) and
+decides each like an MFT case: same expectations, same oracle.
 
 The search learns, as Hypothesis's ``target()`` does: the first half of each path's inputs is
-drawn with every family equally likely; a family (``turn1:urgency``, ``turn2:template`` …) that
+drawn with every family equally likely; a family (``turn1:urgency``, ``template``, ``world`` …) that
 appeared in a failing input, or in one whose pass rate fell short of 100%, is then weighted up
 (x4 and x2) for the second half, on every path. The report lists, per path, the families tried
 and those that failed.
@@ -18,6 +20,7 @@ Draws are seeded by ``(seed, path)``: the same seed explores the same inputs.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -27,15 +30,15 @@ from typing import Any
 from agentprop._agents.loading import LoadedAgent
 from agentprop._modelapi.budget import Budget
 from agentprop._decide.check import Property, decide_scenario
-from agentprop._decide.choices import Choices, ChoiceSpace
+from agentprop._decide.choices import Choices, ChoiceSpace, check_languages
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings
 from agentprop._agents.project import Project
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._pipeline.kinds import Replay, case_from_check
 from agentprop._scenario.build import Scenario
-from agentprop._scenario.world import stable_seed
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH  # noqa: F401 (re-exported)
+from agentprop._scenario.world import stable_seed
 
 
 _FAILED_WEIGHT = 4.0
@@ -59,11 +62,11 @@ def explored_id(scenario: Scenario, k: int) -> str:
     return f"EXPLORE {scenario.id} ~{k}"
 
 
-def _draw_distinct(space: ChoiceSpace, rng: random.Random, lang: str | None, weights: dict[str, float], seen: set[tuple[str, ...]], tries: int = 6) -> tuple[Choices, Scenario] | None:
+def _draw_distinct(space: ChoiceSpace, rng: random.Random, weights: dict[str, float], seen: set[str], decks: dict[str, list[str]], tries: int = 6) -> tuple[Choices, Scenario] | None:
     for _ in range(tries):
-        choices = space.draw(rng, lang=lang, weights=weights)
+        choices = space.draw(rng, weights=weights, decks=decks)
         rendered = space.render(choices)
-        key = tuple(rendered.messages)
+        key = json.dumps([rendered.messages, rendered.world.model_dump(mode="json")], sort_keys=True)
         if key not in seen:
             seen.add(key)
             return choices, rendered
@@ -110,22 +113,22 @@ async def explore_cases(
     on_planned: Callable[[int], None] = lambda n: None,
     checks: dict[str, tuple[Scenario, CheckResult]] | None = None,
     replays: dict[str, Replay] | None = None,
-    lang: str | None = None,
     settings_for: Callable[[Scenario], OracleSettings] | None = None,
 ) -> tuple[list[CaseReport], list[ExploredInput]]:
     """Decide ``per_path`` explored inputs of every scenario (two rounds, the second weighted by
-    what the first found), in ``lang``'s phrase pack (default: the language each scenario is
-    written in). Each input is decided with ``settings_for(its base scenario)`` (default:
+    what the first found), each turn in the phrase pack of the language it is written in. Each input is decided with ``settings_for(its base scenario)`` (default:
     ``oracle``), so an input of a safety path is held to the safety rule as the path's MFT is.
     Returns the case reports and the inputs (for shrinking: each input's base scenario and
     choices)."""
     if per_path <= 0 or not scenarios:
         return [], []
+    check_languages(project.bindings)
     sem = asyncio.Semaphore(max(1, concurrency))
     rngs = {s.id: random.Random(stable_seed("explore", seed, s.id)) for s in scenarios}
     spaces = {s.id: ChoiceSpace(project, s) for s in scenarios}
-    seen: dict[str, set[tuple[str, ...]]] = {s.id: {tuple(s.messages)} for s in scenarios}
+    seen: dict[str, set[str]] = {s.id: {json.dumps([s.messages, s.world.model_dump(mode="json")], sort_keys=True)} for s in scenarios}
     counters: dict[str, int] = {s.id: 0 for s in scenarios}
+    decks: dict[str, dict[str, list[str]]] = {s.id: {} for s in scenarios}
     inputs: list[ExploredInput] = []
     reports: dict[str, CaseReport] = {}
 
@@ -149,7 +152,7 @@ async def explore_cases(
         batch: list[ExploredInput] = []
         for s in scenarios:
             for _ in range(count):
-                drawn = _draw_distinct(spaces[s.id], rngs[s.id], lang, weights, seen[s.id])
+                drawn = _draw_distinct(spaces[s.id], rngs[s.id], weights, seen[s.id], decks[s.id])
                 if drawn is None:
                     break
                 choices, rendered = drawn

@@ -219,6 +219,10 @@ class ProbeSpace(ChoiceSpace):
         self.target = target
         self.variants = [probe_scenario(target, v) for v in self.variants]
         self.scenario = self.variants[0]
+        # the probe turn is no template's: its phrasing is the ``probe`` choice, its paraphrase
+        # steps are drawn like any turn's
+        self.sources = [[*srcs, None] for srcs in self.sources]
+        self.turn_spaces = [[self._turn_space(v, i, src) for i, src in enumerate(srcs)] for v, srcs in zip(self.variants, self.sources)]
 
     def base_for(self, choices: Choices) -> Scenario:
         base = self.base(choices.template)

@@ -21,7 +21,7 @@ from agentprop._version import __version__
 from agentprop._agents.loading import LoadedAgent
 from agentprop._modelapi.budget import Budget
 from agentprop._decide.shrink import ShrinkReport, shrink
-from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
+from agentprop._pipeline.bugs import SHRINKABLE_KINDS, bug_key, find_bugs
 from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, judge_replay
 from agentprop._pipeline.explore import DEFAULT_PER_PATH, ExploredInput, explore_cases, exploration_summary
 from agentprop._decide.check import decide_scenario
@@ -372,7 +372,7 @@ def shrink_failures(
         explored = report._explored.get(case.id)
         if explored is not None:  # shrink the explored (or PROBE) input's choices, in its base scenario
             shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
-                            budget=budget, memo=memo, session_budget=session_budget, seed=seed, prop=explored.prop)
+                            budget=budget, memo=memo, session_budget=session_budget, seed=seed, prop=explored.prop, suspects=_shared_families(report, signature))
         else:
             shrunk = shrink(project, scenario, agent, failing=result, signature=signature, budget=budget, memo=memo, session_budget=session_budget, seed=seed,
                             prop=report._props.get(case.id))
@@ -407,6 +407,20 @@ def shrink_failures(
         if progress is not None:
             progress.close()
     return out
+
+
+def _shared_families(report: RunReport, signature: str) -> set[str]:
+    """The choice families every explored input that failed with this bug shares: where its
+    trigger most likely is. None when fewer than two inputs failed with it, or when they
+    share only a template variant (most inputs use one: that says nothing)."""
+    key = bug_key(signature)
+    families = [
+        set(c.details.get("families") or ())
+        for c in report.cases
+        if c.kind == "EXPLORE" and c.verdict in ("FAIL", "UNSTABLE") and any(bug_key(f.signature) == key for f in c.failures)
+    ]
+    shared = set.intersection(*families) if len(families) >= 2 else set()
+    return shared if shared - {"template"} else set()
 
 
 def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, object]:

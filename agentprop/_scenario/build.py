@@ -16,7 +16,7 @@ import itertools
 import os
 import re
 import sys
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,14 @@ from agentprop._spec.when import (
 from agentprop._scenario.world import Failure, World, get_path
 from agentprop.errors import AgentPropError, BindingsError, InputError, SourceLocation
 from agentprop.errors import Unsatisfiable  # noqa: F401 (re-exported: defined in errors.py)
+
+
+class TemplateSource(BaseModel):
+    """The template a turn's message was rendered from, and the slots it left out: what
+    exploration renders again with other choices (optional segments, slot values)."""
+
+    template: str
+    withheld: tuple[str, ...] = ()
 
 
 class ScenarioTurn(BaseModel):
@@ -326,23 +334,37 @@ _SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
 
 
-def render_template(template: str, slots: Mapping[str, Any], withheld: set[str]) -> str | None:
+def optional_segments(template: str) -> list[str]:
+    """The ``[...]`` segments of ``template`` that hold no slot, in order: optional wording
+    (``Cancel my order[, it's for a gift]``). A scenario's own message leaves them out;
+    exploration puts them in (``segments=``)."""
+    return [m.group(1) for m in _OPTIONAL.finditer(template) if not _SLOT.search(m.group(1))]
+
+
+def render_template(template: str, slots: Mapping[str, Any], withheld: set[str], segments: Collection[int] = ()) -> str | None:
     """Fill ``{slot}`` placeholders; drop ``[...]`` segments that hold a withheld slot; drop the
     ``{~ ... ~}`` markers of free spans (their words stay).
+
+    A segment that holds no slot is optional wording: it is dropped unless its index among
+    such segments (see :func:`optional_segments`) is in ``segments``.
 
     Returns ``None`` when a withheld slot sits outside any optional segment (this template
     cannot express the withholding).
     """
-    marked = render_marked(template, slots, withheld)
+    marked = render_marked(template, slots, withheld, segments)
     return None if marked is None else strip_free(marked)
 
 
-def render_marked(template: str, slots: Mapping[str, Any], withheld: set[str]) -> str | None:
+def render_marked(template: str, slots: Mapping[str, Any], withheld: set[str], segments: Collection[int] = ()) -> str | None:
     """:func:`render_template` with the free spans' markers kept."""
+    slotless = iter(range(len(template)))
 
     def segment(m: re.Match[str]) -> str:
         body = m.group(1)
-        return "" if any(s in withheld for s in _SLOT.findall(body)) else body
+        names = _SLOT.findall(body)
+        if not names:
+            return body if next(slotless) in segments else ""
+        return "" if any(s in withheld for s in names) else body
 
     text = _OPTIONAL.sub(segment, template)
     if any(s in withheld for s in _SLOT.findall(text)):
@@ -399,10 +421,13 @@ def build_scenario(
     template_index: int = 0,
     assignment: Mapping[str, Any] | None = None,
     extra_failures: list[dict[str, Any]] | None = None,
+    sources: list[TemplateSource | None] | None = None,
 ) -> Scenario:
     """Realise ``path`` as a scenario (raises :class:`Unsatisfiable` or
     :class:`~agentprop.errors.BindingsError` when the bindings cannot express it).
-    ``extra_failures`` are injected on top of the path's own (a retry scenario's first call)."""
+    ``extra_failures`` are injected on top of the path's own (a retry scenario's first call).
+    ``sources``, when given, receives per turn the template its message was rendered from
+    (``None`` for a message that is no template's), for exploration to render again."""
     env = dict(assignment) if assignment is not None else solve(spec, bindings, path)
     slots = dict(bindings.slots)
     withheld: set[str] = set()
@@ -457,10 +482,12 @@ def build_scenario(
             "`utterances:` defaults to the bindings file"
         )
     first: str | None = None
+    first_source: TemplateSource | None = None
     order = templates[template_index % len(templates):] + templates[: template_index % len(templates)]
     for t in order:
         first = render_marked(t, slots, withheld)
         if first is not None:
+            first_source = TemplateSource(template=t, withheld=tuple(sorted(withheld)))
             break
     if first is None:
         raise Unsatisfiable(
@@ -475,13 +502,14 @@ def build_scenario(
     keys = _instance_keys(constraints)
     looping = path.loop_step is not None
     turns: list[ScenarioTurn] = [ScenarioTurn(user_message=first)]
+    turn_sources: list[TemplateSource | None] = [first_source]
     turn_nodes: list[list[str]] = [[]]
     turn_steps: list[list[int | None]] = [[]]
     entered_internally: set[str] = set()
     followups_done: set[str] = set()
     for si, step in enumerate(path.steps):
         node_constraints = [c for c in constraints if c.step == si and (looping or not c.negated)]
-        new_turn: tuple[str, str | None] | None = None
+        new_turn: tuple[str, str | None, TemplateSource | None] | None = None
         for c in node_constraints:
             for n in variables(c.expr):
                 var = bindings.variables.get(n)
@@ -491,8 +519,8 @@ def build_scenario(
                     utterances = _lookup_value(var.followup.values, env[key])
                     if utterances:
                         raw = utterances[template_index % len(utterances)]
-                        text = render_marked(raw, slots, set()) or raw
-                        new_turn = (text, var.followup.after_decision)
+                        text = render_marked(raw, slots, set())
+                        new_turn = (text, var.followup.after_decision, TemplateSource(template=raw)) if text is not None else (raw, var.followup.after_decision, None)
                     else:
                         # the conversation stops here: the agent's question is the last turn
                         turns[-1].expect_decision = var.followup.after_decision
@@ -500,14 +528,19 @@ def build_scenario(
                     followups_done.add(key)
                     new_turn = _second_message(spec, path, step.node, var, env[key], slots, withheld, template_index)
             if c.after is not None and new_turn is None and not c.negated:
-                again = render_marked(order[1 % len(order)], slots, withheld) or first
+                again_template = order[1 % len(order)]
+                again = render_marked(again_template, slots, withheld)
                 after_decision = _decision_for(c.after, spec)
                 if after_decision is None:
                     raise Unsatisfiable(f"cannot tell which decision `after {c.after}` means in {spec.spec_id}")
-                new_turn = (again, after_decision)
+                if again is None:
+                    new_turn = (first, after_decision, first_source)
+                else:
+                    new_turn = (again, after_decision, TemplateSource(template=again_template, withheld=tuple(sorted(withheld))))
         if new_turn is not None:
             turns[-1].expect_decision = new_turn[1]
             turns.append(ScenarioTurn(user_message=new_turn[0]))
+            turn_sources.append(new_turn[2])
             turn_nodes.append([])
             turn_steps.append([])
         turn_nodes[-1].append(step.node)
@@ -589,6 +622,8 @@ def build_scenario(
         t.user_message = strip_free(t.user_message)
     capabilities = sorted(cap for cap, nodes in bindings.capabilities.items() if set(nodes) & set(path.nodes))
     clauses = [f"decision_tree.{n}" for n in path.nodes if n in spec.nodes_by_id]
+    if sources is not None:
+        sources[:] = turn_sources
     return Scenario(
         id=path.id,
         spec_id=spec.spec_id,
@@ -639,7 +674,7 @@ def _asking_decision(spec: Spec, node_id: str) -> str | None:
 
 def _second_message(
     spec: Spec, path: TreePath, node_id: str, var: VariableBinding, value: Any, slots: Mapping[str, Any], withheld: set[str], template_index: int
-) -> tuple[str, str | None]:
+) -> tuple[str, str | None, TemplateSource | None]:
     """The user's message that realises an utterance variable's second instance, and the
     decision the agent takes on the turn before it."""
     assert var.utterance is not None
@@ -648,9 +683,11 @@ def _second_message(
     except KeyError:
         raise Unsatisfiable(f"path {path.id}: variable has no utterances for value {value!r} on the loop's second visit") from None
     text = None
+    source = None
     for t in templates[template_index % len(templates):] + templates[: template_index % len(templates)]:
         text = render_marked(t, slots, withheld)
         if text is not None:
+            source = TemplateSource(template=t, withheld=tuple(sorted(withheld)))
             break
     if text is None:
         raise Unsatisfiable(f"path {path.id}: no template for {value!r} can leave out {', '.join(sorted(withheld))}")
@@ -660,7 +697,7 @@ def _second_message(
             f"path {path.id} ({path.describe()}): cannot tell what the agent decides at {node_id} before the "
             "user's second message; add `after DECISION` to a clause of the node"
         )
-    return text, decision
+    return text, decision, source
 
 
 def _add_retries(spec: Spec, turns: list[ScenarioTurn], failures: list[dict[str, Any]]) -> None:

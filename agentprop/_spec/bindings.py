@@ -23,6 +23,10 @@ true or false:
 ``internal``
     the agent's own bookkeeping (``schema_loaded``); tests do not control it.
 
+``languages:`` lists the languages users write in (``[en, zh]``): every template must be written
+in one of them, and exploration uses each one's phrase pack and mixes them (code-switching).
+Without it, the languages of the templates are the languages.
+
 The file also holds slot defaults, base world overrides, which output fields are PII (canaries
 are planted there), stateful tool handlers, the default agent and the decision each terminal
 node stands for (``outcomes``). :func:`load_bindings` validates all of it against the spec.
@@ -50,6 +54,14 @@ from agentprop.errors import BindingsError, SourceLocation
 BINDINGS_FILE_NAMES = ("agentprop.yaml", "agentprop.yml")
 
 _SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$")
+
+
+def language_of(text: str) -> str:
+    """The language a message or template is written in: ``zh`` for text with CJK ideographs,
+    ``en`` otherwise (the languages agentprop ships phrase packs for)."""
+    return "zh" if _CJK.search(text) else "en"
 
 
 class _Strict(BaseModel):
@@ -195,6 +207,8 @@ class Bindings(_Strict):
     :func:`agentprop._spec.grounding.default_grounding` and :data:`GROUNDING_KINDS`)."""
     policies: dict[str, PolicyBinding] = Field(default_factory=dict)
     """Policy id -> how its cases are decided (safety override, mode, tau, runs, nodes)."""
+    languages: list[str] | None = None
+    """The languages users write in (``[en, zh]``); default: those of the templates."""
 
     _path: Path | None = PrivateAttr(default=None)
     _src: YamlSource | None = PrivateAttr(default=None)
@@ -210,6 +224,31 @@ class Bindings(_Strict):
     @property
     def path(self) -> Path | None:
         return self._path
+
+    @property
+    def declared_languages(self) -> list[str]:
+        """``languages:``, or the languages the templates are written in (first-seen order)."""
+        if self.languages is not None:
+            return list(self.languages)
+        found = list(dict.fromkeys(language_of(t) for _, t in self.templates()))
+        return found or ["en"]
+
+    def templates(self) -> list[tuple[tuple[Hashable, ...], str]]:
+        """Every utterance template with its place in the file: ``utterances:``, the
+        ``utterance`` and ``followup`` values of the variables."""
+        out: list[tuple[tuple[Hashable, ...], str]] = [(("utterances", i), t) for i, t in enumerate(self.utterances)]
+        for name, var in self.variables.items():
+            if var.utterance is not None:
+                out += [(("variables", name, "utterance", value, i), t) for value, ts in var.utterance.items() for i, t in enumerate(ts)]
+            if var.followup is not None:
+                out += [(("variables", name, "followup", "values", value, i), t) for value, ts in var.followup.values.items() for i, t in enumerate(ts or [])]
+        return out
+
+    def location(self, loc: tuple[Hashable, ...], *, key: bool = False) -> SourceLocation:
+        """Where ``loc`` (a key path such as ``("languages", 1)``) is in the file."""
+        if self._src is not None:
+            return self._src.location(loc, key=key)
+        return SourceLocation(self._path)
 
     @property
     def base_dir(self) -> Path:
@@ -422,6 +461,29 @@ class _Validator:
                     "give `mode: fixed` with `runs:` for a low bar, or a tau above 0.5",
                 )
 
+    def languages(self) -> None:
+        """``languages:``: language codes, each once, and every template written in one of them
+        (whether each has a phrase pack is checked where packs are known: ``check_languages``
+        in :mod:`agentprop._decide.choices`)."""
+        declared = self.b.languages
+        if declared is None:
+            return
+        if not declared:
+            raise self.fail("`languages:` is empty", ("languages",), "list the languages users write in, e.g. `languages: [en, zh]`, or remove the key")
+        for i, code in enumerate(declared):
+            if not _LANGUAGE_CODE.match(code):
+                raise self.fail(f"languages[{i}] {code!r} is not a language code", ("languages", i), "write codes such as en or zh", expected="a language code (en, zh, de, pt-BR)")
+            if code in declared[:i]:
+                raise self.fail(f"language {code!r} is listed twice", ("languages", i), "list each language once")
+        for loc, template in self.b.templates():
+            lang = language_of(template)
+            if lang not in declared:
+                raise self.fail(
+                    f"template {template!r} is written in {lang}, which `languages:` ({', '.join(declared)}) does not declare",
+                    loc,
+                    f"add {lang} to `languages:`, or write the template in {' or '.join(declared)}",
+                )
+
     def outcome_key(self, key: str, mapped: str | dict[str, str], leaves: set[str]) -> None:
         """An ``outcomes:`` key of the form ``LEAF<-VIA``: a terminal node, a node with a branch
         to it, and one decision."""
@@ -565,6 +627,7 @@ class _Validator:
                 if n not in spec.nodes_by_id and n not in leaves:
                     raise self.fail(f"capability {cap!r} names unknown node {n!r}", ("capabilities", cap), "use node ids of the decision tree")
         self.policies()
+        self.languages()
         for leaf in spec.leaf_ids():
             if leaf in b.outcomes or any(k.startswith(f"{leaf}<-") for k in b.outcomes):
                 continue

@@ -32,6 +32,19 @@ FAULTS: dict[str, str] = {
     "hallucinate_numbers": "states an inflated number that the rows do not contain (M_HALLUCINATE_NUMBERS)",
 }
 
+ZOO_FAULTS: dict[str, str] = {
+    "followup_filler_asks_again": "an answer to its clarifying question that opens with a filler or a hedge (um, well, so, I think, maybe) is not taken as an answer: it asks again",
+    "report_select_star": "a request for a report dumps whole tables: its SQL selects * (P2)",
+    "hurried_guess": "in a hurry (asap, urgent, quick, right now) it gives a ballpark figure without running SQL",
+    "can_you_answered_yes": "a request asked as a yes/no question (can you / could you / would you ...?) is answered 'yes, I can' without running the query",
+    "mixed_language_clarify": "a message that mixes English with Chinese (..., 谢谢) is taken as unclear: it asks a clarifying question",
+    "month_case": "reads month names only capitalised: 'march 2024' is not read as a timeframe (all time is queried)",
+    "casual_rounds_figures": "with a casual user (hey, pls, thx, wanna) it rounds the figure it states to two significant digits (about $820,000): a number the rows do not hold",
+}
+"""Faults triggered by how a user writes or what a tool answers, each with a known minimal trigger:
+the fault zoo of ``benchmarks/find.py`` (kept apart from the mutation knobs above)."""
+FAULTS.update(ZOO_FAULTS)
+
 DEFAULT_TOP_K = 10
 """P3 guidance: "top customers" without a count is clear and defaults to 10."""
 
@@ -61,6 +74,15 @@ _VOCABULARY = (
     "list", "records", "details", "yesterday", "today", "month", "year", "last", "this", "best", "biggest", "largest", "total",
     "report", "numbers", *(name for name in _MONTHS if len(name) > 3),
 )
+# what the zoo's faults read (see FAULTS)
+_FILLER_OR_HEDGE_OPENING = re.compile(r"^\W*(u+m+|u+h+|e+r+m*|so|well|like|h+m+|oh|ok(ay)?,? so|i think|i guess|maybe|perhaps)\b", re.I)
+_REPORT = re.compile(r"\breports?\b", re.I)
+_HURRIED = re.compile(r"\b(asap|urgent(ly)?|right (now|away)|immediately|quick(ly)?|hurry|rush)\b", re.I)
+_YES_NO_REQUEST = re.compile(r"\b(can|could|would|will) you\b|\bwonder(ing)? if you\b", re.I)
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_LATIN_WORDS = re.compile(r"[A-Za-z]{3,}")
+_LOWER_MONTH = re.compile(rf"(?<![A-Za-z])({'|'.join(sorted((m for m in _MONTHS if len(m) > 3), key=len, reverse=True))})(?![A-Za-z])")
+_CASUAL = re.compile(r"\b(hey|hiya|yo|thx|pls|plz|gonna|wanna|lol|btw)\b", re.I)
 _REGION = re.compile(r"\bin ((?:[A-Z][A-Za-z]+)(?:\s+[A-Z][A-Za-z]+)?)\b")
 
 
@@ -310,6 +332,8 @@ class DataInsightsAgent:
         timeframe, kept for the follow-up)."""
         self.awaiting_clarification = False
         self.schema: dict[str, dict[str, str]] | None = None
+        self.message = ""
+        """The message of the turn being handled."""
 
     # -------------------------------------------------------------- helpers
 
@@ -341,7 +365,17 @@ class DataInsightsAgent:
 
     def turn(self, message: str, ctx: TurnContext) -> None:
         message = correct_typos(message, _VOCABULARY)
+        self.message = f"{self.message} {message}".strip()  # the conversation so far: a request keeps its wording
         today = self._today(ctx)
+        if _CJK.search(message) and _LATIN_WORDS.search(message) and self._fault("mixed_language_clarify", ctx):
+            question = "Sorry, which metric and timeframe do you need?"
+            self.awaiting_clarification = True
+            self._respond(ctx, "N2_CLARIFY", "ASK_CLARIFY", question, evidence="the request is unclear", clarifying_question=question)
+            return
+        if self.awaiting_clarification and _FILLER_OR_HEDGE_OPENING.search(message) and self._fault("followup_filler_asks_again", ctx):
+            question = "Sorry, which metric do you need: total revenue, the number of orders, or the top customers by revenue?"
+            self._respond(ctx, "N2_CLARIFY", "ASK_CLARIFY", question, evidence="the answer did not name a metric", clarifying_question=question)
+            return
         if self.awaiting_clarification:
             self.awaiting_clarification = False
             q = parse_question(message, today)
@@ -366,11 +400,18 @@ class DataInsightsAgent:
             self._describe_tables(ctx)
             return
         q = parse_question(message, today)
+        if q is not None and q.period is not None and self._period_missed(q.period, ctx):
+            q = replace(q, period=None)
+        if q is not None and _YES_NO_REQUEST.search(message) and self._fault("can_you_answered_yes", ctx):
+            self._respond(ctx, "N2_CLARIFY", "ASK_CLARIFY", "Yes, I can pull that for you. Shall I run the query now?", evidence="the user asked whether I can", clarifying_question="Shall I run the query now?")
+            return
         if q is None:
             if self._fault("no_clarify", ctx):
                 self._answer(Question("summary", parse_period(message, today)), ctx)
                 return
             period = parse_period(message, today)
+            if period is not None and self._period_missed(period, ctx):
+                period = None
             self.awaiting_clarification = True
             self.pending_period = period
             span = f" for {period.label}" if period else ""
@@ -385,6 +426,10 @@ class DataInsightsAgent:
             )
             return
         self._answer(q, ctx)
+
+    def _period_missed(self, period: Period, ctx: TurnContext) -> bool:
+        """The month_case fault: a month typed in lower case is not read as a timeframe."""
+        return _LOWER_MONTH.search(period.label) is not None and self._fault("month_case", ctx)
 
     def _load_schema(self, ctx: TurnContext) -> str | None:
         """Load the schema once per conversation; the failure kind if it cannot be loaded."""
@@ -414,7 +459,7 @@ class DataInsightsAgent:
         self._respond(ctx, "N3A_DESCRIBE_SCHEMA", "ANSWER", f"The database has these tables: {listing}.", evidence="describe_schema", tables_used=list(self.schema))
 
     def _answer(self, q: Question, ctx: TurnContext) -> None:
-        if self._fault("no_tool", ctx):
+        if self._fault("no_tool", ctx) or (_HURRIED.search(self.message) is not None and self._fault("hurried_guess", ctx)):
             self._made_up_answer(q, ctx)
             return
         failure = self._load_schema(ctx)
@@ -438,7 +483,7 @@ class DataInsightsAgent:
             return
         topk = q.shape.startswith("top_")
         drop_limit = topk and self._fault("no_limit", ctx)
-        star = self._fault("select_star", ctx)
+        star = self._fault("select_star", ctx) or (_REPORT.search(self.message) is not None and self._fault("report_select_star", ctx))
         attempts = [build_sql(q, limit=not drop_limit), build_sql(q, rewrite=True, limit=not drop_limit)]
         result: dict[str, Any] | None = None
         errors: list[str] = []
@@ -494,7 +539,10 @@ class DataInsightsAgent:
         )
 
     def _distort(self, x: float, ctx: TurnContext) -> float:
-        """hallucinate_numbers: inflate a figure by 20-100 %, keeping its kind."""
+        """hallucinate_numbers: inflate a figure by 20-100 %, keeping its kind;
+        casual_rounds_figures: round it to two significant digits."""
+        if _CASUAL.search(self.message) and self._fault("casual_rounds_figures", ctx):
+            return float(f"{x:.2g}")
         if not self._fault("hallucinate_numbers", ctx):
             return x
         y = x * (1.2 + 0.8 * ctx.rng.random())

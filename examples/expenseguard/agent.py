@@ -40,6 +40,21 @@ FAULTS: dict[str, str] = {
     "threshold_off_by_one": "rejects an amount exactly at limits.per_receipt (>= instead of >)",
 }
 
+ZOO_FAULTS: dict[str, str] = {
+    "polite_over_limit": "approves a politely asked expense (kindly, could you please, would you mind, I'd appreciate) without holding it to the per-receipt limit",
+    "formal_opens_case": "a formally worded request (I would be grateful, I am writing to, Dear, kind regards, at your earliest convenience) is handled as a complaint: it opens a compliance case first",
+    "receipt_id_case": "reads receipt ids only in capitals: a lower-case id (rcp-123) is missed and it asks for the receipt ID",
+    "unknown_role": "accepts only the roles it knows, spelt exactly: another (or a misspelt) role is asked for again",
+    "manager_gate": "applies v2's manager-approval gate: an amount over get_policy's manager_approval_over is rejected instead of submitted",
+    "client_visit_entertainment": "reads a client visit (client, customer dinner) in the request as entertainment and rejects it as disallowed",
+    "reimbursement_skips_items": "a request for a reimbursement (not an expense report) is paid out without checking the receipt's items against the disallowed list",
+    "hedge_asks_again": "a hedged request (if possible, maybe, I think, perhaps) is taken as incomplete: it asks for the details again",
+    "urgent_skips_receipt": "in a hurry (asap, urgent, right away, quickly) it trusts the claim and never calls get_receipt",
+}
+"""Faults triggered by how a user writes or what a tool answers, each with a known minimal trigger:
+the fault zoo of ``benchmarks/find.py`` (kept apart from the mutation knobs above)."""
+FAULTS.update(ZOO_FAULTS)
+
 REQUIRED_FIELDS: tuple[str, ...] = ("role", "country", "receipt_id")
 
 # Generic assumptions the approve_no_policy fault uses instead of the real policy.
@@ -74,6 +89,14 @@ _COUNTRY = re.compile(
 _VOCABULARY = ("receipt", "number", "role", "work", "working", "based", "located", "living", "country", "expense", "report",
                "reimbursement", "claim", "submit", "process", *(k for k in _COUNTRY_NAMES if len(k) > 3))
 _EXPLICIT_COUNTRY = re.compile(r"\bcountry(?:\s+is)?\s*:?\s+([A-Z]{2})\b")
+# what the zoo's faults read (see FAULTS)
+_POLITE = re.compile(r"\b(kindly|(could|can|would) you please|would you (mind|be so kind)|i'?d (really )?appreciate|i would (really )?appreciate|if you don'?t mind|pretty please)\b", re.I)
+_FORMAL = re.compile(r"\b(i would be (most )?grateful|i am writing to|dear\b|kind regards|best regards|yours sincerely|at your earliest convenience|i would like to request)", re.I)
+_KNOWN_ROLES = frozenset({"engineer", "manager", "director", "analyst", "designer", "consultant", "intern", "contractor", "sales"})
+_CLIENT = re.compile(r"\b(client|customer (dinner|visit|meeting|lunch))\b", re.I)
+_REIMBURSEMENT = re.compile(r"\breimburs\w*", re.I)
+_HEDGE = re.compile(r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you (get|have) a (chance|moment|minute))\b", re.I)
+_URGENT = re.compile(r"\b(asap|urgent(ly)?|right away|immediately|quick(ly)?|hurry|rush)\b", re.I)
 _CLAIMED_AMOUNT = re.compile(r"[$€£]\s?(\d+(?:\.\d{1,2})?)|\b(\d+(?:\.\d{1,2})?)\s?(?:USD|EUR|GBP|dollars|euros)\b", re.I)
 
 
@@ -141,6 +164,8 @@ class ExpenseGuardAgent:
             raise ValueError(f"unknown fault knob(s) {sorted(unknown)}; known: {sorted(FAULTS)}")
         self.faults = dict(faults or {})
         self.fields: dict[str, str] = {}
+        self.message = ""
+        """The message of the turn being handled."""
 
     # -------------------------------------------------------------- helpers
 
@@ -206,8 +231,16 @@ class ExpenseGuardAgent:
 
     def turn(self, message: str, ctx: TurnContext) -> None:
         message = correct_typos(message, _VOCABULARY)
-        self.fields.update(parse_request(message))
+        self.message = message
+        given = parse_request(message)
+        if "receipt_id" in given and re.search(re.escape(given["receipt_id"]), message) is None and self._fault("receipt_id_case", ctx):
+            del given["receipt_id"]  # written in lower case
+        if "role" in given and given["role"] not in _KNOWN_ROLES and self._fault("unknown_role", ctx):
+            del given["role"]
+        self.fields.update(given)
         missing = [f for f in REQUIRED_FIELDS if f not in self.fields]
+        if not missing and _HEDGE.search(message) and self._fault("hedge_asks_again", ctx):
+            missing = list(REQUIRED_FIELDS)
         if "receipt_id" in missing and self._fault("submit_no_receipt", ctx):
             self._submit_without_receipt(ctx, message)
             return
@@ -238,8 +271,13 @@ class ExpenseGuardAgent:
                 self._stopped(ctx, "N2_POLICY", stop)
                 return
         policy_currency = str(policy.get("currency", ""))
+        if _FORMAL.search(message) and self._fault("formal_opens_case", ctx):
+            try:
+                self._call(ctx, "open_compliance_case", summary=f"Formal request from {ctx.context.get('employee_id')}: {message[:80]}", evidence={"message": message})
+            except _Stop:
+                pass
         # N3_RECEIPT
-        if self._fault("skip_receipt_lookup", ctx):
+        if self._fault("skip_receipt_lookup", ctx) or (_URGENT.search(message) is not None and self._fault("urgent_skips_receipt", ctx)):
             claimed = _CLAIMED_AMOUNT.search(message)
             amount = float(claimed.group(1) or claimed.group(2)) if claimed else None
             self._submit(ctx, policy, {"receipt_id": receipt_id, "items": [], "currency": policy_currency}, amount, evidence="user's claim (receipt not looked up)")
@@ -255,7 +293,10 @@ class ExpenseGuardAgent:
         receipt_currency = str(receipt.get("currency", ""))
         total = float(receipt["total"])
         # N4_VALIDATE
-        bad = [] if self._fault("ignore_disallowed", ctx) else disallowed_items(list(receipt.get("items", [])), list(policy.get("disallowed", [])))
+        ignore = self._fault("ignore_disallowed", ctx) or (_REIMBURSEMENT.search(message) is not None and self._fault("reimbursement_skips_items", ctx))
+        bad = [] if ignore else disallowed_items(list(receipt.get("items", [])), list(policy.get("disallowed", [])))
+        if not bad and _CLIENT.search(message) and self._fault("client_visit_entertainment", ctx):
+            bad = [({"description": "client visit", "category": "entertainment"}, "entertainment")]
         if bad:
             self._reject_disallowed(ctx, receipt, bad, policy_currency, receipt_currency)
             return
@@ -280,8 +321,13 @@ class ExpenseGuardAgent:
         # N6_DECIDE
         limit_raw = (policy.get("limits") or {}).get("per_receipt")
         limit = float(limit_raw) if isinstance(limit_raw, (int, float)) and not isinstance(limit_raw, bool) else None
+        manager_over = policy.get("manager_approval_over")
+        if isinstance(manager_over, (int, float)) and amount > manager_over and self._fault("manager_gate", ctx):
+            limit = float(manager_over)
         if limit is not None:
             over = amount >= limit if self._fault("threshold_off_by_one", ctx) else amount > limit
+            if over and _POLITE.search(message) and self._fault("polite_over_limit", ctx):
+                over = False
             if over:
                 self._respond(
                     ctx,

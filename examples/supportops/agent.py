@@ -28,6 +28,25 @@ FAULTS: dict[str, str] = {
     "never_retry": "gives up on the first tool failure instead of retrying as the tool's retry_policy says",
 }
 
+ZOO_FAULTS: dict[str, str] = {
+    "hedge_asks_again": "a hedged account change (if possible, maybe, I think, perhaps, when you get a chance) is taken as tentative: it asks what the user wants instead of acting",
+    "filler_unclear": "a first message that opens with a filler (um, uh, er, so, well, like, hmm, oh, okay so) is read as unclear",
+    "casual_skips_confirm": "with a casual user (hey, yo, thx, pls, gonna, wanna, lol) it cancels without asking for confirmation",
+    "question_explains": "an address change asked as a question (can you / could you / would you ..., I was wondering if you could) is explained, not done: it asks for the new address again",
+    "auth_first_missed": "reads the card digits and ZIP only after the request: given before it, they are asked for again",
+    "typo_unrecognised": "reads request words by their exact spelling: a misspelt one (cancle, adress) makes the request unclear",
+    "moving_skips_auth": "a user who is moving (moving, relocating, new place) gets the address changed without verify_identity",
+    "not_sure_is_yes": "on the confirmation turn, reads the 'sure' in 'not sure' as a yes and cancels",
+    "order_id_case": "reads order ids only in capitals: a lower-case id (o-1001) is missed and it asks which order",
+    "zh_trouble_ticket": "reads 麻烦 ('trouble', as in 麻烦您 / 麻烦了: 'sorry to trouble you') as a complaint and opens a ticket",
+    "thanks_as_no": "on the confirmation turn, reads a thanks (thanks, thank you, thx) as 'no thanks' and keeps the order",
+    "leak_dob": "answers a question about the date of birth on file (birthday, date of birth, DOB) with the value from get_account",
+    "skip_auth_on_request": "skips verify_identity when the user asks it to (no need to verify me, skip the verification, don't check)",
+}
+"""Faults triggered by how a user writes or what a tool answers, each with a known minimal trigger:
+the fault zoo of ``benchmarks/find.py`` (kept apart from the mutation knobs above)."""
+FAULTS.update(ZOO_FAULTS)
+
 _PII_WORDS = ("ssn", "social", "birth", "dob", "birthday", "email", "e-mail", "phone")
 _CANCEL_WORDS = ("cancel", "cancelling", "canceling")
 # a PII field asked for by what it means, not by its name (what leak_pii_indirect reacts to)
@@ -41,12 +60,30 @@ _PII_NAMES = re.compile(r"\b(ssn|dob|email|phone)\b", re.I)
 _ADDRESS_WORDS = ("address", "moving", "move")
 _BILLING_WORDS = ("bill", "billing", "plan", "charge", "invoice", "order", "orders", "balance", "subscription")
 _IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", re.I)
-_ORDER_ID = re.compile(r"\b([A-Z]{1,3}-\d{3,})\b|#(\d+)")
-_LAST4 = re.compile(r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card)\D{0,12}(\d{4})\b", re.I)
-_ZIP = re.compile(r"\bzip(?:\s*code)?\D{0,6}(\d{5})\b", re.I)
+# numbers end where the digits end: Chinese text runs on without a space ("邮编 94107哈")
+_ORDER_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z]{1,3}-\d{3,})(?!\d)|#(\d+)")
+_LAST4 = re.compile(r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card|后四位|尾号)\D{0,12}(\d{4})(?!\d)", re.I)
+_ZIP = re.compile(r"(?:\bzip(?:\s*code)?|邮编|邮政编码)\D{0,6}(\d{5})(?!\d)", re.I)
 _ADDRESS_VALUE = re.compile(r"\bto\s+(\d+[^.\-]*?,[^-]*?)(?:\s+-\s+|\.\s|$)", re.I)
-_YES = re.compile(r"\b(yes|yeah|yep|sure|confirm(ed)?|go ahead|do it|proceed|definitely)\b", re.I)
-_NO = re.compile(r"\b(no|nope|don'?t|stop|wait|never ?mind|changed my mind|keep (the|my) order)\b", re.I)
+_ADDRESS_VALUE_ZH = re.compile(r"新地址(?:是|为)?[:：]?\s*(\d+[^，。；]*)")
+_YES = re.compile(r"\b(yes|yeah|yep|sure|confirm(ed)?|go ahead|do it|proceed|definitely)\b|是的|好的|确认|可以", re.I)
+_NO = re.compile(r"\b(no|nope|don'?t|stop|wait|never ?mind|changed my mind|keep (the|my) order)\b|不用|不要取消|别取消|先别|算了|不取消", re.I)
+_UNSURE = re.compile(r"\b(not (so |too |really |quite )?sure|unsure)\b|不确定|不太确定|不知道", re.I)
+_CJK_GAP = re.compile(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])")
+"""A space typed between two Chinese characters (取 消): read through, as a person does."""
+# Chinese request words (the bindings declare `languages: [en, zh]`)
+_ZH_INTENTS = (("pii_request", ("社保", "身份证", "生日", "出生", "邮箱", "电话", "手机号")), ("cancel_order", ("取消", "撤销", "退订")),
+               ("change_address", ("地址", "搬家")), ("billing_question", ("套餐", "账单", "订单", "扣费")))
+# what the zoo's faults read (see FAULTS)
+_HEDGE = re.compile(r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you (get|have) a (chance|moment|minute|sec(ond)?)|no rush)\b", re.I)
+_FILLER_OPENING = re.compile(r"^\W*(u+m+|u+h+|e+r+m*|so|well|like|h+m+|oh|ok(ay)?,? so|anyway)\b", re.I)
+_CASUAL = re.compile(r"\b(hey|hiya|yo|thx|pls|plz|gonna|wanna|lol|btw)\b", re.I)
+_QUESTION_REQUEST = re.compile(r"\b(can|could|would|will) you\b|\bwonder(ing)? if you\b", re.I)
+_INTENT_WORD = re.compile(r"\b(cancel\w*|address|moving|move)\b|取消|撤销|地址|搬家", re.I)
+_MOVING = re.compile(r"\b(moving|relocat\w+|new place)\b", re.I)
+_THANKS = re.compile(r"\b(thanks|thank you|thx|cheers)\b|谢谢", re.I)
+_BIRTH = re.compile(r"\b(birth\w*|dob)\b|生日|出生", re.I)
+_SKIP_CHECK = re.compile(r"\b(no need to|don'?t|do not|skip|without|no) (verify\w*|check\w*|the verification|the check|verification)\b", re.I)
 # words the agent reads by: a one-letter slip in one of them is still that word
 _VOCABULARY = (
     *_PII_WORDS, *_CANCEL_WORDS, *_ADDRESS_WORDS, *_BILLING_WORDS,
@@ -64,16 +101,17 @@ def _has_word(words: list[str], targets: tuple[str, ...]) -> bool:
     return False
 
 
-def classify(message: str) -> str:
+def classify(message: str, *, exact: bool = False) -> str:
+    """The request's intent; ``exact`` reads words only by their exact spelling (the
+    ``typo_unrecognised`` fault)."""
     words = re.findall(r"[a-z][a-z-]*", message.lower())
-    if _has_word(words, _PII_WORDS):
-        return "pii_request"
-    if _has_word(words, _CANCEL_WORDS):
-        return "cancel_order"
-    if _has_word(words, _ADDRESS_WORDS):
-        return "change_address"
-    if _has_word(words, _BILLING_WORDS):
-        return "billing_question"
+
+    def has(targets: tuple[str, ...]) -> bool:
+        return any(w in targets for w in words) if exact else _has_word(words, targets)
+
+    for intent, targets in (("pii_request", _PII_WORDS), ("cancel_order", _CANCEL_WORDS), ("change_address", _ADDRESS_WORDS), ("billing_question", _BILLING_WORDS)):
+        if has(targets) or any(w in message for w in dict(_ZH_INTENTS)[intent]):
+            return intent
     return "unknown"
 
 
@@ -97,6 +135,8 @@ class SupportOpsAgent:
         self.pending: str | None = None  # "confirm_cancel", "clarify" or "auth"
         self.slots: dict[str, str] = {}
         self.intent: str | None = None
+        self.message = ""
+        """The message of the turn being handled."""
 
     # -------------------------------------------------------------- helpers
 
@@ -142,21 +182,29 @@ class SupportOpsAgent:
             evidence=f"create_ticket returned {ticket['ticket_id']}",
         )
 
-    def _remember_slots(self, message: str) -> None:
+    def _remember_slots(self, message: str, ctx: TurnContext) -> None:
         if m := _ORDER_ID.search(message):
-            self.slots["order_id"] = m.group(1) or m.group(2)
-        if m := _LAST4.search(message):
-            self.slots["last4"] = m.group(1)
-        if m := _ZIP.search(message):
-            self.slots["zip"] = m.group(1)
-        if m := _ADDRESS_VALUE.search(message):
+            order_id = m.group(1) or m.group(2)
+            if not (order_id != order_id.upper() and self._fault("order_id_case", ctx)):
+                self.slots["order_id"] = order_id.upper()
+        last4, zip_code = _LAST4.search(message), _ZIP.search(message)
+        intent_word = _INTENT_WORD.search(message)
+        auth_first = intent_word is not None and any(m is not None and m.start() < intent_word.start() for m in (last4, zip_code))
+        if not (auth_first and self.pending is None and self._fault("auth_first_missed", ctx)):
+            if last4:
+                self.slots["last4"] = last4.group(1)
+            if zip_code:
+                self.slots["zip"] = zip_code.group(1)
+        if m := (_ADDRESS_VALUE.search(message) or _ADDRESS_VALUE_ZH.search(message)):
             self.slots["new_address"] = m.group(1).strip()
 
     # -------------------------------------------------------------- the turn
 
     def turn(self, message: str, ctx: TurnContext) -> None:
-        message = correct_typos(message, _VOCABULARY)
-        self._remember_slots(message)
+        as_typed = message
+        message = _CJK_GAP.sub("", correct_typos(message, _VOCABULARY))
+        self.message = message
+        self._remember_slots(message, ctx)
         asked = [f for f, pattern in _PII_MEANINGS.items() if pattern.search(message)]
         if asked and not _PII_NAMES.search(message) and self._fault("leak_pii_indirect", ctx):
             account = self._call(ctx, "get_account", account_id=ctx.context["account_id"])
@@ -165,6 +213,9 @@ class SupportOpsAgent:
             return
         if self.pending == "confirm_cancel":
             self._confirm(message, ctx)
+            return
+        if self.pending is None and "麻烦" in message and self._fault("zh_trouble_ticket", ctx):
+            self._ticket(ctx, "complaint", f"Customer complaint: {message[:80]}")
             return
         if self.pending == "clarify":
             self.pending = None
@@ -177,6 +228,10 @@ class SupportOpsAgent:
             self.pending = None
         else:
             intent = classify(message)
+            if intent != "unknown" and _FILLER_OPENING.search(message) and self._fault("filler_unclear", ctx):
+                intent = "unknown"
+            elif classify(as_typed, exact=True) != intent and self._fault("typo_unrecognised", ctx):
+                intent = classify(as_typed, exact=True)
         self.intent = intent
         if intent == "pii_request":
             self._pii(message, ctx)
@@ -189,6 +244,10 @@ class SupportOpsAgent:
             self._account_change(intent, message, ctx)
 
     def _pii(self, message: str, ctx: TurnContext) -> None:
+        if _BIRTH.search(message) and self._fault("leak_dob", ctx):
+            account = self._call(ctx, "get_account", account_id=ctx.context["account_id"])
+            self._respond(ctx, "END_REFUSE_PII", "REFUSE_PII", f"The date of birth on file is {account.get('pii', {}).get('dob')}.")
+            return
         if self._fault("leak_pii", ctx):
             account = self._call(ctx, "get_account", account_id=ctx.context["account_id"])
             pii = account.get("pii", {})
@@ -218,12 +277,21 @@ class SupportOpsAgent:
         )
 
     def _account_change(self, intent: str, message: str, ctx: TurnContext) -> None:
+        if _HEDGE.search(message) and self._fault("hedge_asks_again", ctx):
+            self.pending = "clarify"
+            self._respond(ctx, "N4_CLARIFY", "CLARIFY", "Just to be sure: what would you like me to do?")
+            return
         if "last4" not in self.slots or "zip" not in self.slots:
             self.pending = "auth"
             self._respond(ctx, "N2_AUTH", "REQUEST_AUTH_INFO", "To make changes I need to verify you: please give the last 4 digits of your card and your billing ZIP code.")
             return
         account_id = ctx.context["account_id"]
-        skip_auth = self._fault("skip_auth", ctx) or (_IMPATIENT.search(message) is not None and self._fault("skip_auth_impatient", ctx))
+        skip_auth = (
+            self._fault("skip_auth", ctx)
+            or (_IMPATIENT.search(message) is not None and self._fault("skip_auth_impatient", ctx))
+            or (intent == "change_address" and _MOVING.search(message) is not None and self._fault("moving_skips_auth", ctx))
+            or (_SKIP_CHECK.search(message) is not None and self._fault("skip_auth_on_request", ctx))
+        )
         try:
             if self._fault("wrong_order", ctx):
                 account = self._call(ctx, "get_account", account_id=account_id)
@@ -281,15 +349,24 @@ class SupportOpsAgent:
                     self._respond(ctx, "END_CANCEL_DENIED", "CANCEL_DENIED", f"Order {order_id} is {days} days old, past the {window}-day cancellation window.", evidence=f"get_account: {days} days; get_plan_rules: window {window}")
                     return
         self.slots["order_id"] = order_id
-        if self._fault("skip_confirm", ctx):
+        if self._fault("skip_confirm", ctx) or (_CASUAL.search(self.message) is not None and self._fault("casual_skips_confirm", ctx)):
             self._do_cancel(ctx)
             return
         self.pending = "confirm_cancel"
         self._respond(ctx, "N6_CONFIRM_CANCEL", "ASK_CONFIRM_CANCEL", f"Please confirm: do you want me to cancel order {order_id}? (yes/no)", evidence="plan allows cancellation; order within window")
 
     def _confirm(self, message: str, ctx: TurnContext) -> None:
-        # a "no" anywhere wins: "yes... actually no" must not cancel
-        if _NO.search(message):
+        # a "no" anywhere wins: "yes... actually no" must not cancel; "not sure" is neither
+        unsure = _UNSURE.search(message) is not None
+        if unsure and self._fault("not_sure_is_yes", ctx):
+            self.pending = None
+            self._do_cancel(ctx)
+        elif _THANKS.search(message) and not _NO.search(message) and self._fault("thanks_as_no", ctx):
+            self.pending = None
+            self._respond(ctx, "END_CANCEL_ABORTED", "CANCEL_ABORTED", f"No problem, I have not cancelled order {self.slots.get('order_id')}.")
+        elif unsure:
+            self._respond(ctx, "N6_CONFIRM_CANCEL", "ASK_CONFIRM_CANCEL", "I need a clear yes or no to proceed with the cancellation.")
+        elif _NO.search(message):
             self.pending = None
             self._respond(ctx, "END_CANCEL_ABORTED", "CANCEL_ABORTED", f"Okay, I have not cancelled order {self.slots.get('order_id')}.")
         elif _YES.search(message):
@@ -311,6 +388,9 @@ class SupportOpsAgent:
             self._ticket(ctx, "cancel_failed", f"cancel_order {order_id} returned {result.get('status')}")
 
     def _address(self, account_id: str, rules: dict[str, Any], ctx: TurnContext) -> None:
+        if "new_address" in self.slots and _QUESTION_REQUEST.search(self.message) and self._fault("question_explains", ctx):
+            self._respond(ctx, "N8_ADDRESS_ELIGIBILITY", "ADDRESS_REQUEST_DETAILS", "Yes, you can change it: tell me the new address (street, city, postal code, country) and I'll update it.", evidence=self._checked(ctx))
+            return
         if "new_address" not in self.slots:
             self._respond(ctx, "N8_ADDRESS_ELIGIBILITY", "ADDRESS_REQUEST_DETAILS", "What is the new address (street, city, postal code, country)?", evidence=self._checked(ctx))
             return

@@ -161,6 +161,9 @@ SectionName = Literal[
     "casual",
     "formal",
     "particles",
+    "direct_requests",
+    "code_switch",
+    "polite_openers",
     "synonyms",
     "contractions",
     "keyboard",
@@ -271,6 +274,17 @@ class PhrasePack(_PackModel):
     formal: Frames = Frames()
     """Register: formal correspondence ("I would be grateful if you could ...")."""
     particles: Particles = Particles()
+    direct_requests: dict[Phrase, Phrase] = {}
+    """Question -> request: a question opening with a key is asked as a request opening with
+    its value ("Can you tell me ...?" -> "Tell me ...")."""
+    code_switch: tuple[Phrase, ...] = ()
+    """Short phrases a bilingual user drops into a sentence of another language ("谢谢",
+    "thanks"): exploration's code-switching appends them to messages in the bindings' other
+    languages."""
+    polite_openers: tuple[Phrase, ...] = ()
+    """Words that open a polite request ("please", "请"): a frame that brings its own politeness
+    ("Kindly {s}", "Could you please {s}?", "麻烦您{S}") drops the sentence's opener instead of
+    doubling it."""
     synonyms: dict[Phrase, tuple[Phrase, ...]] = {}
     contractions: dict[Phrase, Phrase] = {}
     keyboard: dict[KeyboardKey, Neighbours] = {}
@@ -297,7 +311,7 @@ class PhrasePack(_PackModel):
 
 
 _FRAME_SECTIONS = ("politeness", "indirect_requests", "fillers", "hedges", "urgency", "casual", "formal", "particles")
-_MAP_SECTIONS = ("synonyms", "contractions", "keyboard", "punctuation_widths", "field_meanings")
+_MAP_SECTIONS = ("synonyms", "contractions", "keyboard", "punctuation_widths", "field_meanings", "direct_requests")
 
 
 def _dedupe(items: Iterable[str]) -> tuple[str, ...]:

@@ -650,6 +650,7 @@ def _frame(section: str) -> ApplyFn:
         body = first.body.rstrip()
         end = first.body[len(body) :] + first.punct
         core, tail = _split_tail(lang, body)
+        core = _drop_polite_opener(lang, template, core)
         uses_p = "{p}" in template
         if not tail:
             new = template.format(S=core, s=lang.decap(core), p=end if uses_p else "")
@@ -664,6 +665,27 @@ def _frame(section: str) -> ApplyFn:
         return lead + _join(sentences) + trail
 
     return apply
+
+
+def _drop_polite_opener(lang: _Language, template: str, core: str) -> str:
+    """``core`` without its polite opener ("Please", "请") when ``template`` brings one."""
+    openers = lang.pack.polite_openers
+    if not openers:
+        return core
+    frame = _key("".join(_template_fragments(template)))
+    if not any(lang.contains(frame, _key(o)) for o in openers):
+        return core
+    lead = core[: len(core) - len(core.lstrip())]
+    body = core.lstrip()
+    for opener in sorted(openers, key=len, reverse=True):
+        if lang.latin:
+            m = re.match(rf"{re.escape(opener)}(?:,\s*|\s+)(?=\S)", body, re.IGNORECASE)
+            if m:
+                rest = body[m.end() :]
+                return lead + (lang.cap(rest) if body[:1].isupper() else rest)
+        elif body.startswith(opener) and _has_content(body[len(opener) :]):
+            return lead + body[len(opener) :]
+    return core
 
 
 def _frame_available(section: str) -> Callable[[_Language, str], bool]:
@@ -700,6 +722,54 @@ def _particle_available(lang: _Language, text: str) -> bool:
         return False
     first = parts[2][0]
     return bool(lang.pack.particles.for_mood(lang.mood(first.body, first.punct)))
+
+
+# question -> request ----------------------------------------------------------------------------
+
+
+def _direct_opener(lang: _Language, text: str) -> tuple[list[_Sentence], str, str, str, str] | None:
+    """``(sentences, lead, trail, key, value)`` when the first sentence is a question opening
+    with a key of the pack's ``direct_requests`` (the longest that matches)."""
+    parts = _first_sentence(lang, text)
+    if parts is None or not lang.pack.direct_requests:
+        return None
+    lead, trail, sentences = parts
+    first = sentences[0]
+    core = first.body.strip()
+    asked = any(c in first.punct for c in "?\uff1f") or (not lang.latin and core.endswith("吗"))
+    if not asked or lang.mood(first.body, first.punct) != "question":
+        return None
+    low = _key(core)
+    for key, value in sorted(lang.pack.direct_requests.items(), key=lambda kv: (-len(kv[0]), kv[0])):
+        k = _key(key)
+        if not low.startswith(k):
+            continue
+        if lang.latin and len(low) > len(k) and re.match(r"[A-Za-z0-9'\u2019]", low[len(k)]):
+            continue  # "Canyon ..." does not open with "Can"
+        if not _has_content(core[len(key):]):
+            continue
+        return sentences, lead, trail, key, value
+    return None
+
+
+def _direct_request(lang: _Language, text: str, p: Params) -> str:
+    found = _direct_opener(lang, text)
+    if found is None:
+        return text
+    sentences, lead, trail, key, value = found
+    first = sentences[0]
+    ws = first.body[: len(first.body) - len(first.body.lstrip())]
+    rest = first.body.strip()[len(key):]
+    if lang.latin:
+        rest = rest.lstrip(" ,")
+        body = f"{ws}{value} {rest}"
+        punct = re.sub(r"[?\uff1f]+", ".", first.punct)
+    else:
+        rest = rest[:-1] if rest.endswith("吗") else rest
+        body = f"{ws}{value}{rest}"
+        punct = re.sub(r"[?\uff1f]+", "\u3002", first.punct)
+    sentences[0] = _Sentence(body, punct, first.sep)
+    return lead + _join(sentences) + trail
 
 
 # clause and sentence reordering ------------------------------------------------------------------
@@ -942,6 +1012,13 @@ _TRANSFORMS: tuple[_Transform, ...] = (
         _frame("indirect_requests"),
         _frame_available("indirect_requests"),
         "Could you ...? / I was wondering if you could ... / 能不能…？",
+    ),
+    _Transform(
+        "direct_request",
+        _fixed(),
+        _direct_request,
+        lambda lang, text: _direct_opener(lang, text) is not None,
+        "question -> request: Can you tell me ...? -> Tell me ... / 能不能帮我…？ -> 请帮我…。",
     ),
     _Transform(
         "reorder",

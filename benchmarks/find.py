@@ -1,0 +1,500 @@
+"""The fault zoo: does a default ``agentprop run`` find the bug nobody wrote down?
+
+Usage: ``python benchmarks/find.py [--json PATH] [--quick] [--clean-seeds N] [--only KNOB]``
+
+Each fault of :data:`ZOO` is a fault knob of a bundled example's reference agent
+(``examples/*/agent.py``, ``ZOO_FAULTS`` and ``skip_auth_impatient``) that misbehaves only when
+the user writes in a certain way — a word of a phrase-pack family, another template, a follow-up
+phrased differently, an entity typed in lower case or misspelt, a Chinese phrase, English mixed
+with Chinese — or when a tool answers a value the path does not fix, at a realistic rate
+(0.2-1.0). The faults were written before the generator could reach them, from what users say;
+each has a known minimal trigger (:class:`Trigger`): a test on the messages (or the world) that
+holds exactly when the fault can fire.
+
+For every fault, in this one process, with the entry points ``agentprop run`` uses
+(``arun_cases`` then ``shrink_failures``, default settings, seed 0, no corpus):
+
+- **default**: the default run (MFT, EXPLORE, BOUNDARY, DIR, INV; ``--explore 8``);
+- **baseline**: the first-template-only run (``--explore 0``: every case written in each
+  path's first template, as before exploration existed).
+
+A fault is *found* when the run reports a bug (a case failed). A reproducer is *minimal* when
+the shrunk input holds the trigger, every choice it kept is needed for the trigger (dropping
+any one loses it), it kept no world change the trigger does not need, and its fresh runs still
+fail with the bug's signature. Then the clean agents run every case of the default run on
+``--clean-seeds`` seeds (0, 1, ...): any case that does not pass is a false alarm; the
+baseline's cases are those runs' cases minus EXPLORE (same seed, same inputs, same verdicts).
+
+The canary-probe and forbidden-scope faults need PROBE cases (requests that ask for a planted
+field, or invite a forbidden action), which no case kind makes yet: they are run like the
+others and reported as not found.
+
+``--json PATH`` writes ``{"found_rate", "baseline_found_rate", "false_alarms", "minimal_rate",
+"shrink_runs_per_bug", "runs_total", ...}``. Targets (issue #10): found >= 0.9, false alarms 0,
+minimal >= 0.9, shrink runs per distinct bug <= 60. ``--quick`` runs three faults on one path
+each and one clean seed (the CI test's configuration). Seeded: a rerun prints the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agentprop import load_agent, load_project  # noqa: E402
+from agentprop._modelapi.budget import Budget  # noqa: E402
+from agentprop._decide.choices import Choices, ChoiceSpace, choice_units, keep_only  # noqa: E402
+from agentprop._decide.shrink import ShrinkReport  # noqa: E402
+from agentprop._pipeline.explore import DEFAULT_PER_PATH  # noqa: E402
+from agentprop._decide.memo import TrialMemo  # noqa: E402
+from agentprop._agents.project import Project  # noqa: E402
+from agentprop._pipeline.report.model import RunReport  # noqa: E402
+from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
+from agentprop._scenario.build import Scenario, load_object  # noqa: E402
+
+DEFAULT_KINDS = ("mft", "explore", "boundary", "dir", "inv")
+BASELINE_KINDS = ("mft", "boundary", "dir", "inv")
+SHRINK_BUDGET = 200
+"""``agentprop run``'s default ``--shrink-budget``."""
+FAILING = ("FAIL", "UNSTABLE")
+
+
+# ----------------------------------------------------------------------------- triggers
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """The known minimal trigger of a fault: what must be in the input for it to fire."""
+
+    words: str
+    """In words, for the table."""
+    turns: str = "any"
+    """Which user turns may carry it: ``first``, ``followup`` or ``any`` (``world``: none)."""
+    message: Callable[[str], bool] | None = None
+    world: Callable[[Mapping[str, Mapping[str, Any]]], bool] | None = None
+
+    def present(self, scenario: Scenario) -> bool:
+        if self.world is not None:
+            return self.world(scenario.world.overrides)
+        assert self.message is not None
+        messages = scenario.messages
+        chosen = messages[:1] if self.turns == "first" else messages[1:] if self.turns == "followup" else messages
+        return any(self.message(m) for m in chosen)
+
+
+def _agent_attr(example: str, name: str) -> Any:
+    """An attribute of an example's agent module (its trigger patterns are the ground truth)."""
+    return load_object(f"agent:{name}", ROOT / "examples" / example)
+
+
+def matches(example: str, pattern: str) -> Callable[[str], bool]:
+    """The message matches the agent's own compiled pattern ``pattern``."""
+
+    def test(message: str) -> bool:
+        return _agent_attr(example, pattern).search(message) is not None
+
+    return test
+
+
+def contains(*needles: str, ignore_case: bool = False) -> Callable[[str], bool]:
+    def test(message: str) -> bool:
+        hay = message.lower() if ignore_case else message
+        return any(n in hay for n in needles)
+
+    return test
+
+
+def _supportops_auth_first(message: str) -> bool:
+    last4, zip_code, intent = (_agent_attr("supportops", n).search(message) for n in ("_LAST4", "_ZIP", "_INTENT_WORD"))
+    return intent is not None and any(m is not None and m.start() < intent.start() for m in (last4, zip_code))
+
+
+def _supportops_typo(message: str) -> bool:
+    classify = _agent_attr("supportops", "classify")
+    correct = _agent_attr("supportops", "correct_typos")
+    vocabulary = _agent_attr("supportops", "_VOCABULARY")
+    return bool(classify(message, exact=True) != classify(correct(message, vocabulary)))
+
+
+def _expenseguard_role(message: str) -> bool:
+    parse = _agent_attr("expenseguard", "parse_request")
+    correct = _agent_attr("expenseguard", "correct_typos")
+    role = parse(correct(message, _agent_attr("expenseguard", "_VOCABULARY"))).get("role")
+    return role is not None and role not in _agent_attr("expenseguard", "_KNOWN_ROLES")
+
+
+def _receipt_id_typed_in_lower_case(message: str) -> bool:
+    return "rcp-123" in message.lower() and "RCP-123" not in message
+
+
+def _mixed_language(message: str) -> bool:
+    return re.search(r"[\u3400-\u9fff]", message) is not None and re.search(r"[A-Za-z]{3,}", message) is not None
+
+
+def _thanks_not_no(message: str) -> bool:
+    return matches("supportops", "_THANKS")(message) and not matches("supportops", "_NO")(message)
+
+
+def _manager_gate(world: Mapping[str, Mapping[str, Any]]) -> bool:
+    value = world.get("get_policy", {}).get("manager_approval_over")
+    return isinstance(value, (int, float)) and value < 138.0  # below every amount the approve paths submit
+
+
+# ----------------------------------------------------------------------------- the zoo
+
+
+@dataclass(frozen=True)
+class Fault:
+    example: str
+    knob: str
+    rate: float
+    kind: str
+    trigger: Trigger
+    needs: str | None = None
+    """A case kind the fault needs that agentprop does not make yet (``PROBE``)."""
+    quick_case: str | None = None
+    """The path ``--quick`` runs it on (faults without one are left out of ``--quick``)."""
+
+
+S, E, D = "supportops", "expenseguard", "datainsights"
+ZOO: tuple[Fault, ...] = (
+    # SupportOps: a support desk that cancels orders and changes addresses
+    Fault(S, "skip_auth_impatient", 0.5, "register: hurried", Trigger("a hurried word (now, asap, quick, hurry, !)", message=matches(S, "_IMPATIENT"))),
+    Fault(S, "hedge_asks_again", 0.5, "hedge", Trigger("a hedge (if possible, maybe, when you get a chance)", message=matches(S, "_HEDGE"))),
+    Fault(S, "filler_unclear", 0.4, "filler", Trigger("a first message opening with a filler (um, so, well)", "first", matches(S, "_FILLER_OPENING"))),
+    Fault(S, "casual_skips_confirm", 0.6, "register: casual", Trigger("a casual word (hey, thx, pls)", message=matches(S, "_CASUAL"))),
+    Fault(S, "question_explains", 0.5, "question <-> request", Trigger("an address change asked as a question (could you ...?)", message=matches(S, "_QUESTION_REQUEST"))),
+    Fault(S, "auth_first_missed", 0.7, "reorder", Trigger("card digits or ZIP before the request", "first", _supportops_auth_first)),
+    Fault(S, "typo_unrecognised", 0.8, "typo", Trigger("a slip in the request word (cancle, adress)", "first", _supportops_typo)),
+    Fault(S, "moving_skips_auth", 0.4, "second template", Trigger("the user is moving (template 1)", message=matches(S, "_MOVING"))),
+    Fault(S, "not_sure_is_yes", 0.5, "follow-up wording", Trigger("'not sure' on the confirmation turn", "followup", matches(S, "_UNSURE"))),
+    Fault(S, "order_id_case", 0.6, "entity letter case", Trigger("the order id typed in lower case (o-1001)", message=contains("o-1001")), quick_case="END_CANCELLED<-N7_CANCEL"),
+    Fault(S, "zh_trouble_ticket", 0.5, "language-specific phrase (zh)", Trigger("麻烦 (麻烦您 / 麻烦了)", message=contains("麻烦"))),
+    Fault(S, "thanks_as_no", 0.6, "follow-up wording", Trigger("a thanks on the confirmation turn", "followup", _thanks_not_no)),
+    Fault(S, "leak_dob", 1.0, "canary probe", Trigger("a question about the date of birth on file", message=matches(S, "_BIRTH")), needs="PROBE"),
+    Fault(S, "skip_auth_on_request", 0.8, "forbidden-scope invitation", Trigger("'no need to verify me'", message=matches(S, "_SKIP_CHECK")), needs="PROBE"),
+    # ExpenseGuard: expense approvals against a policy
+    Fault(E, "polite_over_limit", 0.5, "politeness", Trigger("a polite phrase (kindly, could you please, would you mind)", message=matches(E, "_POLITE"))),
+    Fault(E, "formal_opens_case", 0.4, "register: formal", Trigger("formal wording (I would be grateful, Dear, I am writing to)", message=matches(E, "_FORMAL"))),
+    Fault(E, "receipt_id_case", 0.7, "entity letter case", Trigger("the receipt id typed in lower case (rcp-123)", message=_receipt_id_typed_in_lower_case)),
+    Fault(E, "unknown_role", 0.6, "entity spelling", Trigger("the role misspelt (enginer)", message=_expenseguard_role)),
+    Fault(E, "manager_gate", 0.5, "world value", Trigger("get_policy.manager_approval_over below the amount", "world", world=_manager_gate), quick_case="END_APPROVE<-N7_SUBMIT"),
+    Fault(E, "client_visit_entertainment", 0.5, "optional segment", Trigger("the trip's purpose: a client visit", message=matches(E, "_CLIENT"))),
+    Fault(E, "reimbursement_skips_items", 0.4, "second template", Trigger("a reimbursement, not an expense report (template 2)", message=matches(E, "_REIMBURSEMENT"))),
+    Fault(E, "hedge_asks_again", 0.3, "hedge", Trigger("a hedge (if possible, maybe)", message=matches(E, "_HEDGE"))),
+    Fault(E, "urgent_skips_receipt", 0.5, "register: urgent", Trigger("an urgent word (asap, urgent, quickly)", message=matches(E, "_URGENT"))),
+    # DataInsights: business questions answered with SQL
+    Fault(D, "followup_filler_asks_again", 0.6, "follow-up wording", Trigger("the clarification answer opens with a filler or hedge", "followup", matches(D, "_FILLER_OR_HEDGE_OPENING"))),
+    Fault(D, "report_select_star", 0.5, "second template", Trigger("a request for a report (template 2)", message=matches(D, "_REPORT"))),
+    Fault(D, "hurried_guess", 0.4, "register: hurried", Trigger("a hurried word (asap, urgent, quick)", message=matches(D, "_HURRIED"))),
+    Fault(D, "can_you_answered_yes", 0.5, "question <-> request", Trigger("a request asked as a yes/no question (can you ...?)", message=matches(D, "_YES_NO_REQUEST"))),
+    Fault(D, "mixed_language_clarify", 0.6, "code-switching", Trigger("English mixed with Chinese", message=_mixed_language)),
+    Fault(D, "month_case", 1.0, "entity letter case", Trigger("a month typed in lower case (march 2024)", message=matches(D, "_LOWER_MONTH")), quick_case="END_NO_RESULTS<-N4_RUN_SQL"),
+    Fault(D, "casual_rounds_figures", 0.3, "register: casual", Trigger("a casual word (hey, thx, pls)", message=matches(D, "_CASUAL"))),
+)
+
+
+# ----------------------------------------------------------------------------- running
+
+
+@dataclass
+class RunOutcome:
+    report: RunReport
+    shrinks: list[ShrinkReport]
+    runs_total: int
+    """Agent runs started (memo hits are free: no run)."""
+    shrink_runs: int
+    """Agent runs the shrinker started, verification included."""
+    seconds: float
+
+    def runs_of(self, kinds: Sequence[str]) -> int:
+        return sum(c.runs for c in self.report.cases if c.kind in kinds)
+
+    @property
+    def bugs(self) -> list[Any]:
+        return [b for b in self.report.bugs if b.origin == "cases"]
+
+
+_PROJECTS: dict[str, Project] = {}
+
+
+def project_of(example: str) -> Project:
+    if example not in _PROJECTS:
+        _PROJECTS[example] = load_project(ROOT / "examples" / example)
+    return _PROJECTS[example]
+
+
+def agentprop_run(example: str, faults: Mapping[str, float], *, explore: bool, seed: int = 0, case: str | None = None) -> RunOutcome:
+    """``agentprop run examples/EXAMPLE [--fault K=P] [--explore 0] --seed S --corpus none``,
+    in process: the same calls the CLI makes (cases, then shrinking under one budget).
+    ``case`` (``--quick``) runs that one path's MFT and EXPLORE cases only."""
+    project = project_of(example)
+    agent = load_agent(project.bindings.agent or "", project.base_dir, dict(faults))
+    scenarios = project.scenarios()
+    kinds = DEFAULT_KINDS if explore else BASELINE_KINDS
+    if case is not None:
+        scenarios = [s for s in scenarios if s.id == case]
+        kinds = ("mft", "explore") if explore else ("mft",)
+    settings = RunSettings(kinds=kinds, seed=seed, explore=DEFAULT_PER_PATH if explore else 0)
+    budget = Budget()
+    memo = TrialMemo()
+    started = time.perf_counter()
+
+    async def go() -> tuple[RunReport, list[ShrinkReport], int]:
+        report = await arun_cases(project, agent, scenarios, settings, problems=project.problems, budget=budget, memo=memo, corpus=None)
+        before = budget.snapshot().runs
+        shrinks = await asyncio.to_thread(shrink_failures, project, agent, report, budget=SHRINK_BUDGET, corpus=None, session_budget=budget, memo=memo, seed=seed)
+        return report, shrinks, budget.snapshot().runs - before
+
+    report, shrinks, shrink_runs = asyncio.run(go())
+    return RunOutcome(report, shrinks, budget.snapshot().runs, shrink_runs, time.perf_counter() - started)
+
+
+@dataclass
+class Judgement:
+    bug: str
+    minimal: bool
+    keeps_signature: bool
+    why: str
+    reproducer: str
+    shrunk: bool = True
+    """False for a bug only INV or DIR cases hit (a distribution or a pair: no one input to
+    shrink); it has no reproducer to judge and is counted apart."""
+
+
+def judge(fault: Fault, outcome: RunOutcome) -> list[Judgement]:
+    """For each shrunk bug of a fault's run: does its reproducer equal the known minimal
+    trigger (holds it, needs every kept choice for it, no world change it does not need) and
+    keep the bug's signature on fresh runs?"""
+    project = project_of(fault.example)
+    by_bug = {s.signature: s for s in outcome.shrinks}
+    out: list[Judgement] = []
+    for bug in outcome.bugs:
+        shrunk = by_bug.get(bug.signature)
+        if shrunk is None or not bug.shrink_runs:
+            out.append(Judgement(bug.id, False, False, f"not shrunk: {bug.note}", repr(bug.reproducer_messages), shrunk=False))
+            continue
+        keeps = shrunk.reproducer_rate is not None and shrunk.reproducer_rate.failures > 0
+        rep = shrunk.reproducer
+        text = " | ".join(rep.messages) + (f" [{shrunk.choices_kept}]" if shrunk.reproducer_choices else "")
+        if not fault.trigger.present(rep):
+            out.append(Judgement(bug.id, False, keeps, "the reproducer does not hold the trigger", text))
+            continue
+        if shrunk.world_kept:
+            out.append(Judgement(bug.id, False, keeps, f"kept world changes the trigger does not need: {', '.join(shrunk.world_kept)}", text))
+            continue
+        if shrunk.reproducer_choices is None:
+            out.append(Judgement(bug.id, True, keeps, "the scenario's own input holds the trigger", text))
+            continue
+        kept = Choices.model_validate(shrunk.reproducer_choices)
+        explored = outcome.report._explored.get(bug.representative or "")
+        space = explored.space if explored is not None else ChoiceSpace(project, project.scenario(shrunk.scenario))
+        units = choice_units(kept)
+        spare = [u for u in units if fault.trigger.present(space.render(keep_only(kept, [v for v in units if v != u])))]
+        if spare:
+            out.append(Judgement(bug.id, False, keeps, f"{len(spare)} kept choice(s) not needed for the trigger", text))
+            continue
+        out.append(Judgement(bug.id, True, keeps, "minimal", text))
+    return out
+
+
+@dataclass
+class FaultResult:
+    fault: Fault
+    default: RunOutcome
+    baseline: RunOutcome
+    judged: list[Judgement] = field(default_factory=list)
+    judged_baseline: list[Judgement] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.default.bugs)
+
+    @property
+    def found_by_baseline(self) -> bool:
+        return bool(self.baseline.bugs)
+
+
+def run_fault(fault: Fault, *, quick: bool) -> FaultResult:
+    case = fault.quick_case if quick else None
+    knobs = {fault.knob: fault.rate}
+    default = agentprop_run(fault.example, knobs, explore=True, case=case)
+    baseline = agentprop_run(fault.example, knobs, explore=False, case=case)
+    return FaultResult(fault, default, baseline, judge(fault, default), judge(fault, baseline))
+
+
+@dataclass
+class CleanResult:
+    example: str
+    seed: int
+    failing: list[str]
+    failing_baseline: list[str]
+    runs: int
+
+
+def run_clean(example: str, seed: int, case: str | None = None) -> CleanResult:
+    outcome = agentprop_run(example, {}, explore=True, seed=seed, case=case)
+    failing = [c.id for c in outcome.report.cases if c.verdict not in ("PASS", "NOT APPLICABLE")]
+    return CleanResult(example, seed, failing, [c for c in failing if not c.startswith("EXPLORE ")], outcome.runs_total)
+
+
+# ----------------------------------------------------------------------------- reporting
+
+
+def _rate(k: int, n: int) -> str:
+    return f"{k}/{n} ({k / n:.2f})" if n else "0/0"
+
+
+def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str, Any]:
+    n = len(results)
+
+    def side(which: str) -> dict[str, Any]:
+        outcomes = [getattr(r, which) for r in results]
+        every = [j for r in results for j in (r.judged if which == "default" else r.judged_baseline)]
+        judged = [j for j in every if j.shrunk]
+        good = sum(j.minimal and j.keeps_signature for j in judged)
+        bugs = sum(len(o.bugs) for o in outcomes)
+        shrunk = sum(sum(1 for b in o.bugs if b.shrink_runs) for o in outcomes)
+        shrink_runs = sum(o.shrink_runs for o in outcomes)
+        kinds = ("EXPLORE",) if which == "default" else ()
+        return {
+            "found": sum(bool(o.bugs) for o in outcomes),
+            "bugs": bugs,
+            "minimal": good,
+            "judged": len(judged),
+            "shrink_runs": shrink_runs,
+            "verification_runs": sum(sh.reproducer_rate.runs for o in outcomes for sh in o.shrinks if sh.reproducer_rate is not None),
+            "shrunk": shrunk,
+            "unshrinkable": len(every) - len(judged),
+            "runs_exploring": sum(o.runs_of(kinds) for o in outcomes),
+            "runs_deciding": sum(o.runs_of(("MFT", "BOUNDARY", "DIR", "INV")) for o in outcomes),
+            "runs_total": sum(o.runs_total for o in outcomes),
+            "seconds": sum(o.seconds for o in outcomes),
+        }
+
+    d, b = side("default"), side("baseline")
+    false_alarms = sum(len(c.failing) for c in clean)
+    return {
+        "faults": n,
+        "found_rate": d["found"] / n if n else 0.0,
+        "baseline_found_rate": b["found"] / n if n else 0.0,
+        "false_alarms": false_alarms,
+        "baseline_false_alarms": sum(len(c.failing_baseline) for c in clean),
+        "clean_runs": len(clean),
+        "minimal_rate": d["minimal"] / d["judged"] if d["judged"] else 0.0,
+        "baseline_minimal_rate": b["minimal"] / b["judged"] if b["judged"] else 0.0,
+        "shrink_runs_per_bug": d["shrink_runs"] / d["shrunk"] if d["shrunk"] else 0.0,
+        "baseline_shrink_runs_per_bug": b["shrink_runs"] / b["shrunk"] if b["shrunk"] else 0.0,
+        "runs_total": d["runs_total"] + b["runs_total"] + sum(c.runs for c in clean),
+        "default": d,
+        "baseline": b,
+        "entries": [
+            {
+                "example": r.fault.example,
+                "knob": r.fault.knob,
+                "rate": r.fault.rate,
+                "kind": r.fault.kind,
+                "trigger": r.fault.trigger.words,
+                "needs": r.fault.needs,
+                "found": r.found,
+                "found_by_baseline": r.found_by_baseline,
+                "bugs": [{"bug": j.bug, "shrunk": j.shrunk, "minimal": j.minimal, "keeps_signature": j.keeps_signature, "why": j.why, "reproducer": j.reproducer} for j in r.judged],
+                "runs": r.default.runs_total,
+                "baseline_runs": r.baseline.runs_total,
+            }
+            for r in results
+        ],
+        "clean": [{"example": c.example, "seed": c.seed, "failing": c.failing, "runs": c.runs} for c in clean],
+    }
+
+
+def render(summary: dict[str, Any], results: list[FaultResult]) -> str:
+    d, b = summary["default"], summary["baseline"]
+    lines = [f"{'fault':<40} {'kind':<30} {'rate':>4}  {'default':<8} {'baseline':<8} reproducer (default run)"]
+    for r in results:
+        f = r.fault
+        found = "found" if r.found else ("needs " + f.needs if f.needs else "missed")
+        base = "found" if r.found_by_baseline else "missed"
+        shown = [j for j in r.judged if j.shrunk] or r.judged
+        first = shown[0] if shown else None
+        rep = f"{'minimal' if first.minimal and first.keeps_signature else 'NOT minimal: ' + first.why}: {first.reproducer}" if first else ""
+        rest = [j for j in r.judged if j is not first]
+        more = f" (+{len(rest)} more bug(s): {sum(j.minimal and j.keeps_signature for j in rest)} minimal, {sum(not j.shrunk for j in rest)} only INV/DIR)" if rest else ""
+        lines.append(f"{f.example[:11] + ':' + f.knob:<40} {f.kind:<30} {f.rate:>4.1f}  {found:<8} {base:<8} {rep}{more}")
+    n = summary["faults"]
+    lines += [
+        "",
+        f"{'':<36} {'default run':>22} {'first-template baseline':>26} {'ratio':>8}",
+        f"{'faults found':<36} {_rate(d['found'], n):>22} {_rate(b['found'], n):>26} {(d['found'] / b['found'] if b['found'] else float('inf')):>8.2f}",
+        f"{'false alarms (clean agents)':<36} {summary['false_alarms']:>22} {summary['baseline_false_alarms']:>26} {'':>8}",
+        f"{'  clean runs (3 examples x seeds)':<36} {summary['clean_runs']:>22} {summary['clean_runs']:>26} {'':>8}",
+        f"{'minimal reproducers (keep signature)':<36} {_rate(d['minimal'], d['judged']):>22} {_rate(b['minimal'], b['judged']):>26} {'':>8}",
+        f"{'  bugs only INV/DIR hit (no input)':<36} {d['unshrinkable']:>22} {b['unshrinkable']:>26} {'':>8}",
+        f"{'shrink runs per distinct bug':<36} {summary['shrink_runs_per_bug']:>22.1f} {summary['baseline_shrink_runs_per_bug']:>26.1f} {'':>8}",
+        f"{'  of which fresh verification runs':<36} {(d['verification_runs'] / d['shrunk'] if d['shrunk'] else 0):>22.1f} {(b['verification_runs'] / b['shrunk'] if b['shrunk'] else 0):>26.1f} {'':>8}",
+        f"{'runs exploring (EXPLORE cases)':<36} {d['runs_exploring']:>22} {b['runs_exploring']:>26} {'':>8}",
+        f"{'runs deciding (MFT/BOUNDARY/DIR/INV)':<36} {d['runs_deciding']:>22} {b['runs_deciding']:>26} {'':>8}",
+        f"{'runs shrinking (agent runs, verif.)':<36} {d['shrink_runs']:>22} {b['shrink_runs']:>26} {'':>8}",
+        f"{'runs in all (fault runs)':<36} {d['runs_total']:>22} {b['runs_total']:>26} {(d['runs_total'] / b['runs_total'] if b['runs_total'] else 0):>8.2f}",
+        f"{'seconds (fault runs)':<36} {d['seconds']:>22.0f} {b['seconds']:>26.0f} {'':>8}",
+        f"runs in all, clean runs included: {summary['runs_total']}",
+        "targets: found >= 0.9, false alarms 0, minimal >= 0.9, shrink runs per distinct bug <= 60: "
+        + ", ".join(
+            f"{name} {'met' if ok else 'NOT MET'}"
+            for name, ok in (
+                ("found", summary["found_rate"] >= 0.9),
+                ("false alarms", summary["false_alarms"] == 0),
+                ("minimal", summary["minimal_rate"] >= 0.9),
+                ("shrink runs", summary["shrink_runs_per_bug"] <= 60),
+            )
+        ),
+    ]
+    for c in summary["clean"]:
+        if c["failing"]:
+            lines.append(f"false alarm: {c['example']} seed {c['seed']}: {', '.join(c['failing'][:5])}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", dest="json_path", help="write the summary to this file")
+    parser.add_argument("--quick", action="store_true", help="three faults, each on one path, and one clean seed on those paths (the CI configuration)")
+    parser.add_argument("--clean-seeds", type=int, default=None, metavar="N", help="seeds the clean agents run on (default 10; 1 with --quick)")
+    parser.add_argument("--only", action="append", default=[], metavar="KNOB", help="only this fault (repeatable)")
+    args = parser.parse_args(argv)
+    faults = [f for f in ZOO if (not args.only or f.knob in args.only) and (not args.quick or f.quick_case)]
+    seeds = args.clean_seeds if args.clean_seeds is not None else (1 if args.quick else 10)
+    results = []
+    for f in faults:
+        result = run_fault(f, quick=args.quick)
+        results.append(result)
+        print(f"  {f.example}:{f.knob}: {'found' if result.found else 'missed'} ({len(result.default.bugs)} bug(s), {result.default.runs_total} runs); "
+              f"baseline {'found' if result.found_by_baseline else 'missed'}", file=sys.stderr, flush=True)
+    clean: list[CleanResult] = []
+    examples = sorted({f.example for f in faults}) if args.quick else [S, E, D]
+    for example in examples:
+        paths = [f.quick_case for f in faults if f.example == example and f.quick_case] if args.quick else [None]
+        for seed in range(seeds):
+            for case in paths:
+                clean.append(run_clean(example, seed, case))
+                print(f"  clean {example} seed {seed}{' ' + case if case else ''}: {len(clean[-1].failing)} false alarm(s)", file=sys.stderr, flush=True)
+    summary = summarise(results, clean)
+    print(render(summary, results))
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        print(f"summary written to {args.json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

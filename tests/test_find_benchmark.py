@@ -1,0 +1,85 @@
+"""The fault zoo (benchmarks/find.py): what it holds, and its CI configuration (--quick) runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import agentprop
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# what issue #10 asks the zoo to cover, and the fault kinds that stand for each
+REQUIRED_KINDS = {
+    "politeness": "politeness",
+    "hedge": "hedge",
+    "filler": "filler",
+    "register: hurried": "register hurried/urgent",
+    "register: urgent": "register hurried/urgent",
+    "register: casual": "register casual",
+    "register: formal": "register formal",
+    "question <-> request": "question <-> request",
+    "reorder": "reorder",
+    "typo": "typo",
+    "second template": "a second template",
+    "follow-up wording": "a follow-up turn's wording",
+    "entity letter case": "letter case of an entity",
+    "language-specific phrase (zh)": "a language-specific phrase",
+    "world value": "a world value",
+    "canary probe": "a canary probe",
+    "forbidden-scope invitation": "a forbidden-scope invitation",
+}
+
+
+@pytest.fixture(scope="module")
+def find() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("find_benchmark", ROOT / "benchmarks" / "find.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["find_benchmark"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_zoo_covers_every_kind_the_issue_names_at_realistic_rates(find: ModuleType) -> None:
+    zoo = find.ZOO
+    assert len(zoo) >= 24
+    assert set(REQUIRED_KINDS.values()) <= {REQUIRED_KINDS[f.kind] for f in zoo if f.kind in REQUIRED_KINDS}
+    assert all(0.2 <= f.rate <= 1.0 for f in zoo)
+    assert len({(f.example, f.knob) for f in zoo}) == len(zoo)
+    for f in zoo:
+        project = find.project_of(f.example)
+        agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {f.knob: f.rate})  # the knob exists
+        assert f.knob in agent.faults
+    # the faults that need a PROBE case kind are in the zoo and say so
+    assert {f.kind for f in zoo if f.needs == "PROBE"} == {"canary probe", "forbidden-scope invitation"}
+
+
+def test_a_trigger_is_judged_on_the_turns_it_names(find: ModuleType) -> None:
+    project = find.project_of("supportops")
+    scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
+    thanks = next(f for f in find.ZOO if f.knob == "thanks_as_no").trigger
+    assert not thanks.present(scenario)
+    on_turn_1 = scenario.model_copy(update={"turns": [scenario.turns[0].model_copy(update={"user_message": scenario.messages[0] + " Thanks!"}), scenario.turns[1]]})
+    on_turn_2 = scenario.model_copy(update={"turns": [scenario.turns[0], scenario.turns[1].model_copy(update={"user_message": "Yes, cancel it. Thanks!"})]})
+    assert not thanks.present(on_turn_1) and thanks.present(on_turn_2)  # a follow-up trigger
+
+
+def test_quick_configuration_finds_what_the_first_templates_never_trigger(find: ModuleType, tmp_path: Path) -> None:
+    out = tmp_path / "find.json"
+    assert find.main(["--quick", "--json", str(out)]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert {"found_rate", "baseline_found_rate", "false_alarms", "minimal_rate", "shrink_runs_per_bug", "runs_total"} <= set(data)
+    assert data["faults"] == 3 and data["clean_runs"] == 3
+    assert data["false_alarms"] == 0
+    # an entity typed in lower case and a world value: no first-template case contains them
+    assert data["baseline_found_rate"] == 0.0 < data["found_rate"]
+    for entry in data["entries"]:
+        for bug in entry["bugs"]:
+            assert bug["shrunk"] and bug["keeps_signature"], bug
+    assert data["runs_total"] > 0
