@@ -8,10 +8,10 @@ from __future__ import annotations
 from agentprop._agents import LoadedAgent, load_agent, make_factory
 from agentprop._anthropic_agent import AnthropicAgent, AnthropicConversation, MissingApiKey, ModelCallError
 from agentprop._bindings import Bindings, load_bindings
-from agentprop._cache import ApiCache, CacheMiss, CacheMode
+from agentprop._modelapi.cache import ApiCache, CacheMiss, CacheMode
 from agentprop._conversation_shrink import ShrinkReport, shrink
 from agentprop._corpus import Corpus, CorpusEntry
-from agentprop._budget import Budget, BudgetExhausted
+from agentprop._modelapi.budget import Budget, BudgetExhausted
 from agentprop._check import acheck, check, settings_scope
 from agentprop._contracts import (
     Verdict,

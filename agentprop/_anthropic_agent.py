@@ -18,10 +18,10 @@ One turn is the usual tool-use loop:
 4. this repeats until ``respond`` succeeds or ``max_steps`` model calls were made (the runtime
    then records ``no_respond``).
 
-Every model call goes through the API cache (:mod:`agentprop._cache`, keyed by the request and
+Every model call goes through the API cache (:mod:`agentprop._modelapi.cache`, keyed by the request and
 ``ctx.trial``, so repeats are distinct samples and replays are exact), then through
-:func:`agentprop._retry.retry_call_async` (the SDK client has ``max_retries=0``: one HTTP attempt
-per try), then through an :class:`~agentprop._retry.AdaptiveConcurrency` limit that backs off on
+:func:`agentprop._modelapi.retry.retry_call_async` (the SDK client has ``max_retries=0``: one HTTP attempt
+per try), then through an :class:`~agentprop._modelapi.retry.AdaptiveConcurrency` limit that backs off on
 429/529. Usage is recorded with ``ctx.add_usage`` and charged to the budget (the one passed in,
 or the session's), priced by the budget's table; a replayed call costs nothing.
 """
@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agentprop._agents import LoadedAgent
-from agentprop._budget import Budget
-from agentprop._cache import ApiCache, CachedResponse, CacheMiss, CacheMode, _RequestShape, canonical_json
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.cache import ApiCache, CachedResponse, CacheMiss, CacheMode, _RequestShape, canonical_json
 from agentprop._prompt import check_tool_descriptions, load_prompt, load_tool_descriptions
 from agentprop._response import respond_tool_schema
-from agentprop._retry import DEFAULT_RETRY_POLICY, AdaptiveConcurrency, RetryPolicy, RetryStats, retry_call_async
+from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, AdaptiveConcurrency, RetryPolicy, RetryStats, retry_call_async
 from agentprop._spec.model import Spec
 from agentprop._world import copy_json, stable_seed
 from agentprop.errors import AgentPropError, InputError, InvalidArgument, ToolError
@@ -549,7 +549,7 @@ class AnthropicAgent:
         return _session_budget()
 
     def _request_shape(self, system: str, tools: list[dict[str, Any]]) -> _RequestShape | None:
-        """The cache's :class:`~agentprop._cache._RequestShape` of this agent's requests with
+        """The cache's :class:`~agentprop._modelapi.cache._RequestShape` of this agent's requests with
         ``system`` and ``tools`` (a list from :meth:`_tools_for`, which never changes).
 
         Remembered under the identity of ``tools``, the prompt, and the exact ``marshal`` of

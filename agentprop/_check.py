@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from agentprop._agents import LoadedAgent, make_factory
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._contracts import Verdict
 from agentprop._memo import TrialMemo
 from agentprop._corpus import Corpus, ProjectCorpora, judge_replay

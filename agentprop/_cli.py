@@ -17,8 +17,8 @@ from typing import TextIO
 from agentprop._version import __version__
 from agentprop._agents import LoadedAgent, load_agent, parse_faults
 from agentprop._anthropic_agent import DEFAULT_API_CACHE_PATH, AnthropicAgent, default_cache_mode
-from agentprop._budget import Budget
-from agentprop._cache import CacheMode
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.cache import CacheMode
 from agentprop._project import Project, load_project
 from agentprop._prompt import find_seed_artifacts
 from agentprop._report import RunReport

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._choices import ChoiceSpace, ChoiceUnit, Choices, TurnChoice, choice_units, keep_only
 from agentprop._check import Property, _verdicts, as_loaded_agent, default_memo, record_for
 from agentprop._memo import TrialMemo

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentprop._agents import LoadedAgent
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._check import acheck
 from agentprop._choices import Choices, ChoiceSpace
 from agentprop._memo import TrialMemo

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._check import CheckRecord, _current_test, _lock, _results, acheck, as_loaded_agent, default_memo
 from agentprop._memo import TrialMemo
 from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings

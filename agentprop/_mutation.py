@@ -41,7 +41,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentprop._agents import LoadedAgent
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._oracle import OracleSettings

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._memo import TrialMemo, trace_json
 from agentprop._spec.model import Spec
 from agentprop._stats import (

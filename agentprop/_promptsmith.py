@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from agentprop._files import write_atomic
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._check import acheck
 from agentprop._corpus import clause_of
 from agentprop._memo import TrialMemo

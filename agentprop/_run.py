@@ -18,7 +18,7 @@ from typing import TextIO
 
 from agentprop._version import __version__
 from agentprop._agents import LoadedAgent
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._conversation_shrink import ShrinkReport, shrink
 from agentprop._bugs import SHRINKABLE_KINDS, find_bugs
 from agentprop._corpus import Corpus, CorpusEntry, entry_from_shrink, judge_replay

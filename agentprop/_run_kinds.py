@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentprop._agents import LoadedAgent
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._metamorphic import InvarianceResult, acheck_direction, acheck_invariance

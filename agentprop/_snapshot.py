@@ -54,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentprop._files import write_atomic
 from agentprop._agents import LoadedAgent
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._project import Project
 from agentprop._scenario import Scenario
 from agentprop._stats import categorical_two_sample_test

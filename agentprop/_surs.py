@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._oracle import OracleSettings

@@ -57,7 +57,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from agentprop._agents import LoadedAgent, load_agent
 from agentprop._anthropic_agent import set_default_cache_mode
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._bugs import bug_id, bug_key
 from agentprop._check import (
     clear_recorded_results,

@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from agentprop._anthropic_agent import AnthropicAgent
-    from agentprop._budget import Budget
+    from agentprop._modelapi.budget import Budget
     from agentprop._project import load_project
 
     project = load_project(SUPPORTOPS)

@@ -30,14 +30,14 @@ from agentprop._anthropic_agent import (
     open_api_cache,
     set_default_cache_mode,
 )
-from agentprop._budget import Budget, ModelPrice
-from agentprop._cache import ApiCache, CacheMode
+from agentprop._modelapi.budget import Budget, ModelPrice
+from agentprop._modelapi.cache import ApiCache, CacheMode
 from agentprop._check import acheck
 from agentprop._memo import TrialMemo
 from agentprop._oracle import OracleSettings
 from agentprop._project import Project, load_project
 from agentprop._prompt import load_prompt, load_tool_descriptions
-from agentprop._retry import RetryPolicy
+from agentprop._modelapi.retry import RetryPolicy
 from agentprop._trace import Trace
 from agentprop.errors import InputError, InvalidArgument, ToolError
 from agentprop.testing import (

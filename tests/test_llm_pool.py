@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.database import InMemoryExampleDatabase
 from rapidfuzz import fuzz
 
-from agentprop._budget import Budget
+from agentprop._modelapi.budget import Budget
 from agentprop._strategies.llm_pool import (
     ParaphrasePoolError,
     llm_paraphrase_pool,

@@ -12,8 +12,8 @@ from typing import Any
 import anthropic
 import pytest
 
-from agentprop._retry import (
-    AdaptiveConcurrency,
+from agentprop._modelapi.limiter import AdaptiveConcurrency
+from agentprop._modelapi.retry import (
     RetryEvent,
     RetryPolicy,
     RetryStats,

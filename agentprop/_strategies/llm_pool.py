@@ -73,8 +73,8 @@ from hypothesis.strategies import SearchStrategy
 from rapidfuzz import fuzz
 
 from agentprop._files import write_atomic
-from agentprop._budget import Budget
-from agentprop._retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_call
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_call
 from agentprop._strategies.packs import PhrasePack, resolve_pack
 from agentprop._strategies.paraphrase import Paraphrase, paraphrases
 from agentprop._strategies.slots import find_slots, has_placeholder_chars, validate_protect
