@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from agentprop._agents import LoadedAgent, make_factory
+from agentprop._modelapi import context as model_run
 from agentprop._modelapi.budget import Budget
 from agentprop._contracts import Verdict
 from agentprop._memo import TrialMemo
@@ -41,7 +42,6 @@ PropertyResult = Union[Verdict, bool, Sequence[Verdict]]
 Property = Callable[[Trace], PropertyResult]
 
 _default_memo = TrialMemo()
-_session_budget: Budget | None = None
 _lock = threading.Lock()
 
 _overrides: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentprop_overrides", default={})
@@ -97,13 +97,14 @@ def set_default_memo(memo: TrialMemo) -> None:
 
 
 def session_budget() -> Budget | None:
-    return _session_budget
+    """The budget of the session (the pytest plugin's ``--agentprop-max-*``): checks that pass
+    none draw from it, and so do the model calls they make."""
+    return model_run.session().budget
 
 
 def set_session_budget(budget: Budget | None) -> None:
-    global _session_budget
-    with _lock:
-        _session_budget = budget
+    """Set the session budget (it is the model-client layer's session run context)."""
+    model_run.set_session(budget=budget)
 
 
 def as_loaded_agent(agent: Any) -> LoadedAgent:
@@ -179,18 +180,22 @@ async def acheck(
     def judge(trace: Trace) -> TrialRecord:
         return record_for(mft_verdicts(project.spec, scenario, trace, grounding=grounding) if prop is None else _verdicts(prop(trace)))
 
-    result = await adecide(
-        run_trial,
-        settings,
-        judge=judge,
-        name=name or scenario.id,
-        memo=memo if memo is not None else _default_memo,
-        input_digest=run_digest(project, scenario, msgs, seed),
-        fingerprint=loaded.fingerprint,
-        budget=budget if budget is not None else _session_budget,
-        concurrency=concurrency,
-        first_trial=seed * 1_000_003,
-    )
+    # the check's budget is the budget of the model calls its runs make (unless an agent has
+    # its own): passed down through the run context
+    chosen_budget = budget if budget is not None else session_budget()
+    with model_run.run_context(budget=chosen_budget):
+        result = await adecide(
+            run_trial,
+            settings,
+            judge=judge,
+            name=name or scenario.id,
+            memo=memo if memo is not None else _default_memo,
+            input_digest=run_digest(project, scenario, msgs, seed),
+            fingerprint=loaded.fingerprint,
+            budget=chosen_budget,
+            concurrency=concurrency,
+            first_trial=seed * 1_000_003,
+        )
     if rule is not None:
         result.settings["rule"] = rule
     return result

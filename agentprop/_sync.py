@@ -1,9 +1,11 @@
 """Run a coroutine to completion from synchronous code, even inside a running event loop
-(pytest-asyncio, Jupyter): then it runs on a fresh loop in a helper thread."""
+(pytest-asyncio, Jupyter): then it runs on a fresh loop in a helper thread, in a copy of the
+caller's context variables."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -17,10 +19,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         return asyncio.run(coro)
     box: dict[str, Any] = {}
+    context = contextvars.copy_context()  # the run context (budget, cache mode) goes along
 
     def runner() -> None:
         try:
-            box["value"] = asyncio.run(coro)
+            box["value"] = context.run(asyncio.run, coro)
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
 

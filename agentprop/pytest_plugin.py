@@ -56,7 +56,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 from agentprop._agents import LoadedAgent, load_agent
-from agentprop._anthropic_agent import set_default_cache_mode
+from agentprop._modelapi.client import set_default_cache_mode
 from agentprop._modelapi.budget import Budget
 from agentprop._bugs import bug_id, bug_key
 from agentprop._check import (

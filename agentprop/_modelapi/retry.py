@@ -48,6 +48,7 @@ __all__ = [
     "RetryEvent",
     "RetryPolicy",
     "RetryStats",
+    "DeadlineExceeded",
     "backoff_delay",
     "classify_error",
     "parse_retry_after",
@@ -161,29 +162,32 @@ def _status_and_headers(exc: BaseException) -> tuple[int | None, Mapping[str, st
     return status, headers if isinstance(headers, Mapping) or hasattr(headers, "items") else None
 
 
-def _is_timeout(exc: BaseException) -> bool:
-    try:
-        import anthropic
+def _class_names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
 
-        if isinstance(exc, anthropic.APITimeoutError):
-            return True
-    except ImportError:  # pragma: no cover - anthropic is a core dependency
-        pass
-    return isinstance(exc, TimeoutError) or type(exc).__name__.endswith("TimeoutException")
+
+def _is_timeout(exc: BaseException) -> bool:
+    # the SDKs' APITimeoutError (anthropic and openai name it alike) and httpx's timeouts, by
+    # class name: neither SDK needs to be installed to classify the other's errors
+    if isinstance(exc, DeadlineExceeded):
+        return False
+    names = _class_names(exc)
+    return isinstance(exc, TimeoutError) or "APITimeoutError" in names or any(n.endswith("TimeoutException") for n in names)
 
 
 def _is_connection_error(exc: BaseException) -> bool:
-    try:
-        import anthropic
-
-        if isinstance(exc, anthropic.APIConnectionError):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
     if isinstance(exc, ConnectionError):
         return True
-    # httpx-style transport errors, without importing a particular httpx distribution
-    return any(cls.__name__ in ("TransportError", "NetworkError") for cls in type(exc).__mro__)
+    # the SDKs' APIConnectionError and httpx-style transport errors
+    return bool(_class_names(exc) & {"APIConnectionError", "TransportError", "NetworkError"})
+
+
+class DeadlineExceeded(TimeoutError):
+    """A retry would wait past the deadline of the turn it belongs to: it was not waited for.
+
+    The turn's timeout wins: the runtime records the turn as timed out, with this message
+    saying what the server asked for and how much of the turn was left.
+    """
 
 
 def classify_error(exc: BaseException) -> RetryDecision:
@@ -245,7 +249,10 @@ class RetryStats:
     """Thread-safe counters of calls, attempts and retries, shared by many calls.
 
     ``by_reason`` counts retries per :attr:`RetryDecision.reason`; ``gave_up`` counts calls that
-    raised after at least one retryable failure (attempts exhausted or retry-after too long).
+    raised after at least one retryable failure (attempts exhausted, retry-after too long, or a
+    wait that would end past the turn's deadline, also counted in ``cut_by_deadline``).
+    ``slept`` is the time actually spent waiting: a wait cut short (the turn timed out during
+    it) counts only what elapsed.
     """
 
     def __init__(self) -> None:
@@ -255,6 +262,7 @@ class RetryStats:
         self.retries = 0
         self.gave_up = 0
         self.slept = 0.0
+        self.cut_by_deadline = 0
         self.by_reason: Counter[str] = Counter()
 
     def _record_attempt(self, first: bool) -> None:
@@ -266,12 +274,17 @@ class RetryStats:
     def _record_retry(self, event: RetryEvent) -> None:
         with self._lock:
             self.retries += 1
-            self.slept += event.delay
             self.by_reason[event.reason] += 1
 
-    def _record_give_up(self) -> None:
+    def _record_sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.slept += seconds
+
+    def _record_give_up(self, *, deadline: bool = False) -> None:
         with self._lock:
             self.gave_up += 1
+            if deadline:
+                self.cut_by_deadline += 1
 
     def as_dict(self) -> dict[str, Any]:
         """A plain snapshot, for reports."""
@@ -282,6 +295,7 @@ class RetryStats:
                 "retries": self.retries,
                 "gave_up": self.gave_up,
                 "slept_seconds": self.slept,
+                "cut_by_deadline": self.cut_by_deadline,
                 "by_reason": dict(self.by_reason),
             }
 
@@ -308,8 +322,12 @@ class _Attempts:
         if self.stats is not None:
             self.stats._record_attempt(first=attempt == 1)
 
-    def after_failure(self, attempt: int, exc: BaseException, decision: RetryDecision) -> float | None:
-        """The delay before the next attempt, or ``None`` to raise ``exc`` now."""
+    def after_failure(
+        self, attempt: int, exc: BaseException, decision: RetryDecision, left: float | None = None
+    ) -> float | None:
+        """The delay before the next attempt, or ``None`` to raise ``exc`` now. ``left``: the
+        seconds before the caller's deadline; a wait that would not end before it raises
+        :class:`DeadlineExceeded` (from ``exc``) instead of sleeping."""
         label = f"{decision.status_code} {decision.reason}" if decision.status_code else decision.reason
         self.history.append(label)
         if not decision.retryable:
@@ -336,6 +354,16 @@ class _Attempts:
             delay = decision.retry_after
         else:
             delay = backoff_delay(attempt, self.policy, self.rng)
+        if left is not None and delay >= left:
+            asked = "asked to retry after" if decision.retry_after is not None and self.policy.honour_retry_after else "would back off for"
+            why = (
+                f"the server {asked} {delay:.1f}s but only {max(left, 0.0):.1f}s of the turn's time "
+                "were left, so agentprop did not wait: the turn timeout won"
+            )
+            if self.stats is not None:
+                self.stats._record_give_up(deadline=True)
+            self._note(exc, why)
+            raise DeadlineExceeded(f"{why} ({label} on attempt {attempt})") from exc
         event = RetryEvent(attempt, delay, decision.reason, decision.status_code, decision.retry_after, exc)
         if self.stats is not None:
             self.stats._record_retry(event)
@@ -388,6 +416,8 @@ def retry_call(
                 raise
         if delay > 0:
             sleep(delay)
+            if stats is not None:
+                stats._record_sleep(delay)
 
 
 async def retry_call_async(
@@ -401,11 +431,16 @@ async def retry_call_async(
     on_retry: Callable[[RetryEvent], None] | None = None,
     classify: Callable[[BaseException], RetryDecision] = classify_error,
     limiter: AdaptiveConcurrency | None = None,
+    deadline: float | None = None,
 ) -> T:
     """The asyncio form of :func:`retry_call`: ``fn`` returns an awaitable (a fresh one per call).
 
     With ``limiter``, every attempt holds one of its slots, reports success or congestion to
-    it, and the waits between attempts happen outside the slot.
+    it, and the waits between attempts happen outside the slot. ``deadline`` (in the event
+    loop's clock, ``loop.time()``) is when the caller's time runs out (a turn's timeout): a
+    wait that would not end before it is not started; :class:`DeadlineExceeded` is raised
+    instead, saying so. A wait cut short by cancellation counts only what elapsed in
+    ``stats.slept``.
     """
     state = _Attempts(policy, rng, stats, on_retry, classify)
     attempt = 0
@@ -425,11 +460,20 @@ async def retry_call_async(
                 slot.success()
                 return result
         except Exception as exc:
-            delay = state.after_failure(attempt, exc, classify(exc))
+            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            delay = state.after_failure(attempt, exc, classify(exc), left)
             if delay is None:
                 raise
         if delay > 0:
-            await sleep(delay)
+            started = time.monotonic()
+            try:
+                await sleep(delay)
+            except BaseException:  # cancelled mid-wait: count what really elapsed
+                if stats is not None:
+                    stats._record_sleep(min(delay, time.monotonic() - started))
+                raise
+            if stats is not None:
+                stats._record_sleep(delay)
 
 
 def retrying(
