@@ -6,12 +6,14 @@ The public API lives here; everything under ``agentprop._*`` is internal.
 from __future__ import annotations
 
 from agentprop._agents import LoadedAgent, load_agent, make_factory
-from agentprop._anthropic_agent import AnthropicAgent, AnthropicConversation, MissingApiKey, ModelCallError
+from agentprop._anthropic_agent import AnthropicAgent, AnthropicConversation
+from agentprop._modelapi.client import MissingApiKey, ModelCallError
+from agentprop._openai_agent import OpenAIAgent
 from agentprop._bindings import Bindings, load_bindings
 from agentprop._modelapi.cache import ApiCache, CacheMiss, CacheMode
 from agentprop._conversation_shrink import ShrinkReport, shrink
 from agentprop._corpus import Corpus, CorpusEntry
-from agentprop._modelapi.budget import Budget, BudgetExhausted
+from agentprop._modelapi.budget import Budget, BudgetExhausted, ModelPrice, UnpricedModel
 from agentprop._check import acheck, check, settings_scope
 from agentprop._contracts import (
     Verdict,
@@ -85,8 +87,8 @@ __all__ = [
     "AgentPropertyViolation", "Budget", "BudgetExhausted", "CheckResult", "LoadedAgent",
     "OracleSettings", "TrialMemo", "TrialRecord", "acheck", "adecide", "agent_settings", "check", "decide",
     "load_agent", "make_factory", "settings_scope", "check_invariance", "check_direction",
-    "InvarianceResult", "DirectionResult", "AnthropicAgent", "AnthropicConversation",
-    "MissingApiKey", "ModelCallError", "ApiCache", "CacheMiss", "CacheMode", "ShrinkReport",
+    "InvarianceResult", "DirectionResult", "AnthropicAgent", "AnthropicConversation", "OpenAIAgent",
+    "MissingApiKey", "ModelCallError", "ModelPrice", "UnpricedModel", "ApiCache", "CacheMiss", "CacheMode", "ShrinkReport",
     "shrink", "Corpus", "CorpusEntry", "Behaviour", "Snapshot", "SnapshotResult", "SnapshotStore",
     "acheck_snapshot", "behaviour_of", "check_snapshot", "MutationPack", "MutationReport",
     "load_mutation_pack", "mutation_test", "TdadMetrics", "split_suite", "tdad_metrics",

@@ -36,8 +36,9 @@ Marker: ``@pytest.mark.agentprop(tau=0.9, n=50, risk="high", mode="sprt", max_ru
 sets the oracle for the checks inside one test. Fixtures: ``agentprop_agent``,
 ``agentprop_project``, ``agentprop_world``, ``agentprop_budget``, ``agentprop_memo``,
 ``agentprop_snapshot`` (behaviour snapshots kept in ``__snapshots__/<module>/`` beside the test), and
-``messages_server``: a running :class:`agentprop.testing.MessagesServer` on loopback (script it
-with ``enqueue`` / ``set_handler``; point an agent at ``messages_server.base_url``).
+``messages_server`` / ``openai_server``: a running :class:`agentprop.testing.MessagesServer` /
+:class:`agentprop.testing.OpenAIServer` on loopback (script it with ``enqueue`` /
+``set_handler``; point an agent at its ``base_url``).
 
 The Hypothesis profiles ``agentprop-smoke``, ``agentprop-ci`` and ``agentprop-release`` are
 registered (``deadline=None``, explain phase off, few examples, database on); use
@@ -377,6 +378,16 @@ def messages_server() -> Iterator[Any]:
     from agentprop.testing import MessagesServer
 
     with MessagesServer() as server:
+        yield server
+
+
+@pytest.fixture
+def openai_server() -> Iterator[Any]:
+    """A running :class:`agentprop.testing.OpenAIServer` on 127.0.0.1 (Chat Completions and
+    Responses) with an empty script (stopped after the test)."""
+    from agentprop.testing import OpenAIServer
+
+    with OpenAIServer() as server:
         yield server
 
 
