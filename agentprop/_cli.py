@@ -12,13 +12,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from agentprop._version import __version__
 from agentprop._agents import LoadedAgent, load_agent, parse_faults
-from agentprop._anthropic_agent import DEFAULT_API_CACHE_PATH, AnthropicAgent, default_cache_mode
-from agentprop._modelapi.budget import Budget
+from agentprop._anthropic_agent import AnthropicAgent
+from agentprop._model_agent import ModelAgent
+from agentprop._modelapi.budget import Budget, load_prices
 from agentprop._modelapi.cache import CacheMode
+from agentprop._modelapi.client import DEFAULT_API_CACHE_PATH, default_cache_mode
+from agentprop._openai_agent import OpenAIAgent
 from agentprop._project import Project, load_project
 from agentprop._prompt import find_seed_artifacts
 from agentprop._report import RunReport
@@ -122,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     comp = sub.add_parser("compile", help="PromptSmith: edit a model agent's prompt until the spec's visible cases pass")
     comp.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
     comp.add_argument("--out", required=True, metavar="DIR", help="where the compiled prompt.txt, tool_descriptions.yaml and compile_log.json go (rewritten after every iteration)")
-    comp.add_argument("--agent", default="anthropic", help=argparse.SUPPRESS)
+    comp.add_argument("--agent", default="anthropic", choices=list(MODEL_AGENTS), help="the model agent whose prompt is compiled: anthropic (default) or openai")
     comp.add_argument("--fault", action="append", default=[], help=argparse.SUPPRESS)
     comp.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
     comp.add_argument("--case", action="append", default=[], metavar="ID", help="compile against only the cases whose id contains ID, or is ID exactly (repeatable)")
@@ -206,24 +209,27 @@ def _snapshot_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 
 def _add_agent_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--agent", help="MODULE:ATTR of the agent, or `anthropic` for a model through the Messages API (default: `agent:` in the bindings)")
+    p.add_argument("--agent", help="MODULE:ATTR of the agent, or a model agent: `anthropic` (the Messages API) or `openai` (the OpenAI API or any OpenAI-compatible server) (default: `agent:` in the bindings)")
     p.add_argument("--fault", action="append", default=[], metavar="NAME=P", help="turn on a fault knob of the agent with probability P (repeatable)")
     p.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
 
 
 def _add_model_options(p: argparse.ArgumentParser, *, always: bool = False) -> None:
     """The model agent's options; ``always``: the command only runs a model agent (compile)."""
-    model = p.add_argument_group("the model (its prompt is what gets compiled)" if always else "model agent (--agent anthropic)")
-    model.add_argument("--model", help="model name, e.g. claude-sonnet-4-6 (required" + ("" if always else " with --agent anthropic") + ")")
+    model = p.add_argument_group("the model (its prompt is what gets compiled)" if always else "model agent (--agent anthropic or --agent openai)")
+    model.add_argument("--model", help="model name, e.g. claude-sonnet-4-6 or gpt-4.1-mini (required" + ("" if always else " with a model agent") + ")")
     model.add_argument("--prompt", metavar="FILE", help="system prompt file (default: seed_prompt.txt next to the spec)")
     model.add_argument("--tool-descriptions", metavar="FILE", help="YAML of tool name -> description (default: seed_tool_descriptions.yaml next to the spec)")
-    model.add_argument("--base-url", metavar="URL", help="Messages API endpoint (default: ANTHROPIC_BASE_URL, else Anthropic's); the key comes from ANTHROPIC_API_KEY")
+    model.add_argument("--base-url", metavar="URL", help="API endpoint (default: ANTHROPIC_BASE_URL or OPENAI_BASE_URL, else the provider's; e.g. http://localhost:8000/v1 for vLLM); the key comes from ANTHROPIC_API_KEY or OPENAI_API_KEY, and a local endpoint needs none")
+    model.add_argument("--api", choices=["chat", "responses"], help="--agent openai: Chat Completions (default; what compatible servers speak) or the Responses API")
+    model.add_argument("--stream", action="store_true", default=None, help="--agent openai: receive replies as server-sent events (replays are the same)")
     model.add_argument("--temperature", type=float, help="sampling temperature (default: the API's)")
     model.add_argument("--max-tokens", type=int, help="most output tokens per model call (default 1024)")
     model.add_argument("--max-steps", type=int, help="most model calls per turn (default 10)")
     model.add_argument("--timeout", type=float, help="seconds for one HTTP attempt (default 120)")
     model.add_argument("--cache", metavar="PATH", help="API cache file (default .agentprop/api-cache.sqlite; `none` for no cache)")
     model.add_argument("--cache-mode", choices=[m.value for m in CacheMode], help="off, read, write, read-write or replay-only (default: replay-only when CI is set, else read-write)")
+    model.add_argument("--prices", metavar="FILE", help="JSON price table ({\"models\": {MODEL: {\"input\": $/MTok, \"output\": $/MTok}}}) added to agentprop's, e.g. for a model it does not price")
 
 
 def _corpus_dir(args: argparse.Namespace) -> Path:
@@ -320,9 +326,10 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
             kept += 1
             continue
         assert project is not None
-        if entry.agent_ref == "anthropic":
+        kind = entry.agent_ref.split(":", 1)[0]
+        if kind in MODEL_AGENTS:
             kept += 1
-            print(f"kept {entry.id}: not replayed (a model agent; `agentprop run --agent anthropic ...` replays and retires it)", file=out)
+            print(f"kept {entry.id}: not replayed (a model agent; `agentprop run --agent {kind} ...` replays and retires it)", file=out)
             continue
         try:
             agent = load_agent(entry.agent_ref, project.base_dir, entry.agent_faults)
@@ -426,53 +433,60 @@ def _lint(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_FAIL if errors else EXIT_OK
 
 
-_MODEL_OPTIONS = ("model", "prompt", "tool_descriptions", "base_url", "temperature", "max_tokens", "max_steps", "timeout", "cache", "cache_mode")
+_MODEL_OPTIONS = ("model", "prompt", "tool_descriptions", "base_url", "api", "stream", "temperature", "max_tokens", "max_steps", "timeout", "cache", "cache_mode", "prices")
+
+MODEL_AGENTS: dict[str, type[ModelAgent]] = {"anthropic": AnthropicAgent, "openai": OpenAIAgent}
+"""The model agents ``--agent`` names."""
+
+_EXAMPLE_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1-mini"}
 
 
-def _anthropic_agent(args: argparse.Namespace, project: Project, out: TextIO) -> AnthropicAgent:
+def _model_agent(kind: str, args: argparse.Namespace, project: Project, out: TextIO) -> ModelAgent:
+    """The model agent of ``--agent anthropic`` / ``--agent openai`` and the model options."""
     if args.fault:
-        raise InputError("--fault applies to Python agents with fault knobs, not to --agent anthropic", fix="drop --fault")
+        raise InputError(f"--fault applies to Python agents with fault knobs, not to --agent {kind}", fix="drop --fault")
     if not args.model:
         raise InputError(
-            "--agent anthropic needs --model",
-            expected="--model MODEL, e.g. --model claude-sonnet-4-6",
+            f"--agent {kind} needs --model",
+            expected=f"--model MODEL, e.g. --model {_EXAMPLE_MODELS[kind]}",
             fix="name the model to call with --model",
         )
+    openai_only = [f"--{name}" for name in ("api", "stream") if getattr(args, name, None) is not None]
+    if kind != "openai" and openai_only:
+        raise InputError(f"{', '.join(openai_only)} only apply to --agent openai", fix="drop them, or pass --agent openai")
     seed_prompt, seed_tools = find_seed_artifacts(project.spec_path.parent)
     prompt = Path(args.prompt) if args.prompt else seed_prompt
     tools = Path(args.tool_descriptions) if args.tool_descriptions else seed_tools
     mode = CacheMode.parse(args.cache_mode) if args.cache_mode else default_cache_mode()
     cache: Path | bool = False if (args.cache or "").lower() == "none" else Path(args.cache or DEFAULT_API_CACHE_PATH)
-    max_tokens = 1024 if args.max_tokens is None else args.max_tokens
-    max_steps = 10 if args.max_steps is None else args.max_steps
-    timeout = 120.0 if args.timeout is None else args.timeout
+    options: dict[str, object] = {
+        "temperature": args.temperature,
+        "max_tokens": 1024 if args.max_tokens is None else args.max_tokens,
+        "max_steps": 10 if args.max_steps is None else args.max_steps,
+        "timeout": 120.0 if args.timeout is None else args.timeout,
+        "base_url": args.base_url,
+        "cache": cache,
+        "cache_mode": mode,
+    }
+    if kind == "openai":
+        options.update(api=args.api or "chat", stream=bool(args.stream))
     try:
-        agent = AnthropicAgent.from_files(
-            args.model,
-            prompt,
-            tools,
-            temperature=args.temperature,
-            max_tokens=max_tokens,
-            max_steps=max_steps,
-            timeout=timeout,
-            base_url=args.base_url,
-            cache=cache,
-            cache_mode=mode,
-        )
+        agent: ModelAgent = MODEL_AGENTS[kind].from_files(args.model, prompt, tools, **options)
     except InvalidArgument as exc:
         raise InputError(str(exc), fix="correct the option's value") from None
     agent.check_spec(project.spec)
+    api = f" through {agent.provider.label}" + (" (streamed)" if kind == "openai" and args.stream else "")
     print(
-        f"model {args.model}; prompt {prompt or '(written from the spec)'}; tool descriptions {tools or '(the spec)'}; "
+        f"model {args.model}{api}; prompt {prompt or '(written from the spec)'}; tool descriptions {tools or '(the spec)'}; "
         f"cache {cache if cache is not False else 'off'} ({mode.value if cache is not False else 'off'})",
         file=out,
     )
     return agent
 
 
-def _load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> tuple[LoadedAgent, AnthropicAgent | None]:
+def _load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> tuple[LoadedAgent, ModelAgent | None]:
     """The agent named by --agent (or the bindings' `agent:`), and the model agent behind it
-    when it is `anthropic` (the caller closes it)."""
+    when it is `anthropic` or `openai` (the caller closes it)."""
     ref = args.agent or project.bindings.agent
     if not ref:
         raise InputError(
@@ -481,26 +495,35 @@ def _load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> 
             fix="pass --agent MODULE:ATTR, where MODULE.py sits next to the spec or is importable "
             "(e.g. --agent agent:SupportOpsAgent for examples/supportops/agent.py), or add `agent:` to agentprop.yaml",
         )
-    model_agent: AnthropicAgent | None = None
-    if ref == "anthropic":
-        model_agent = _anthropic_agent(args, project, out)
+    model_agent: ModelAgent | None = None
+    if ref in MODEL_AGENTS:
+        model_agent = _model_agent(ref, args, project, out)
         agent = model_agent.loaded()
     else:
-        given = [f"--{name.replace('_', '-')}" for name in _MODEL_OPTIONS if getattr(args, name) is not None]
+        given = [f"--{name.replace('_', '-')}" for name in _MODEL_OPTIONS if getattr(args, name, None) is not None]
         if given:
-            raise InputError(f"{', '.join(given)} only apply to --agent anthropic", fix="drop them, or pass --agent anthropic")
+            raise InputError(f"{', '.join(given)} only apply to a model agent (--agent anthropic or --agent openai)", fix="drop them, or pass --agent anthropic / --agent openai")
         base = project.base_dir if not args.agent else Path.cwd()
         agent = load_agent(ref, base if (base / (ref.split(':')[0].replace('.', '/') + '.py')).is_file() else project.base_dir, parse_faults(args.fault))
     return agent, model_agent
+
+
+def _cli_budget(args: argparse.Namespace, model_agent: ModelAgent | None) -> Budget:
+    """The one budget of a command (``--max-runs``, ``--max-usd``, ``--prices``), given to the
+    model agent; a dollar limit on a model without a price is refused before anything runs."""
+    prices = load_prices(args.prices) if getattr(args, "prices", None) else None
+    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd, prices=prices)
+    if model_agent is not None:
+        budget.check_priced(model_agent.model)
+        model_agent.budget = budget
+    return budget
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
     project = load_project(args.spec, bindings=args.bindings)
     agent, model_agent = _load_cli_agent(args, project, out)
     _check_budget_args(args)
-    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
-    if model_agent is not None:
-        model_agent.budget = budget
+    budget = _cli_budget(args, model_agent)
     # built once per project: coverage and shrinking read the same list
     scenarios, problems = project.scenarios(), project.problems
     scenarios = _selected_scenarios(project, args.case)
@@ -542,13 +565,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         report.metrics.extra["model"] = {**model_agent.stats(), "cache": model_agent.cache.stats.as_dict()}
     print(render_table(report), file=out)
     if model_agent is not None:
-        stats = model_agent.stats()
-        print(
-            f"model calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, {stats['live_calls']} to the API, "
-            f"{stats['retries']['retries']} retries); spent ${snapshot.usd:.4f}, saved ${snapshot.usd_saved:.4f} by replays",
-            file=out,
-        )
-    if snapshot.exhausted and snapshot.refused_runs:
+        print(_model_summary(model_agent.stats(), snapshot), file=out)
+    if snapshot.exhausted and (snapshot.refused_runs or snapshot.refused_calls):
         print(f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} case(s) INCONCLUSIVE", file=out)
     for pr in problems:
         print(f"note: {pr}", file=out)
@@ -569,6 +587,21 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_FAIL
     # NOT APPLICABLE cases (listed with their reason) neither pass nor fail the run
     return EXIT_OK if report.metrics.passed + report.metrics.not_applicable == report.metrics.cases else EXIT_FAIL
+
+
+def _model_summary(stats: dict[str, Any], snapshot: Any) -> str:
+    """The model agent's line after the table: calls, replays, retries, money."""
+    refused = f", {stats['refused_calls']} refused by the budget" if stats.get("refused_calls") else ""
+    line = (
+        f"model calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, {stats['live_calls']} to the API, "
+        f"{stats['retries']['retries']} retries{refused}); spent ${snapshot.usd:.4f}"
+    )
+    if snapshot.unpriced_calls:
+        line += (
+            f" on priced calls, and an unknown amount on {snapshot.unpriced_calls} call(s) of {', '.join(snapshot.unpriced_models)} "
+            "(no price: give one with --prices FILE)"
+        )
+    return line + f", saved ${snapshot.usd_saved:.4f} by replays"
 
 
 def _check_explore(args: argparse.Namespace) -> None:
@@ -723,9 +756,7 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
         raise InputError("--reason only applies with --update", fix="add --update to approve changes, or drop --reason")
     _check_budget_args(args)
     agent, model_agent = _load_cli_agent(args, project, out)
-    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
-    if model_agent is not None:
-        model_agent.budget = budget
+    budget = _cli_budget(args, model_agent)
     scenarios = _selected_scenarios(project, args.case)
     store = SnapshotStore(args.dir) if args.dir else SnapshotStore(default_snapshot_dir(project))
     print(f"agentprop {__version__}: snapshots of {project.spec.spec_id} with agent {agent.ref}, "
@@ -810,9 +841,7 @@ def _tdad(args: argparse.Namespace, out: TextIO) -> int:
     agent, model_agent = _load_cli_agent(args, project, out)
     if pack is not None:  # before any run: a typo should not cost a suite
         check_mutation_bindings(project, pack, agent if model_agent is None else None)
-    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
-    if model_agent is not None:
-        model_agent.budget = budget
+    budget = _cli_budget(args, model_agent)
     scenarios = _selected_scenarios(project, args.case)
     _require_decisions(project, scenarios)
     if args.runs is not None and args.runs < 1:
@@ -896,8 +925,7 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
     _check_budget_args(args)
     _, model_agent = _load_cli_agent(args, project, out)
     assert model_agent is not None
-    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
-    model_agent.budget = budget
+    budget = _cli_budget(args, model_agent)
     settings = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
     print(f"agentprop {__version__}: compiling {project.spec.spec_id} for {model_agent.model} against "
           f"{len(scenarios)} visible (MFT) cases -> {args.out}", file=out)
@@ -918,7 +946,7 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
     result = asyncio.run(go())
     print(result.footer(), file=out)
     if result.compiled:
-        print(f"next: agentprop tdad {args.spec} --agent anthropic --model {model_agent.model} --prompt {args.out}/prompt.txt "
+        print(f"next: agentprop tdad {args.spec} --agent {args.agent} --model {model_agent.model} --prompt {args.out}/prompt.txt "
               f"--tool-descriptions {args.out}/tool_descriptions.yaml  (hidden cases and mutation score)", file=out)
     if args.json_path:
         Path(args.json_path).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
