@@ -475,6 +475,7 @@ def _model_agent(kind: str, args: argparse.Namespace, project: Project, out: Tex
     except InvalidArgument as exc:
         raise InputError(str(exc), fix="correct the option's value") from None
     agent.check_spec(project.spec)
+    agent.provider.sdk()  # a missing SDK is a usage error now, naming the extra, not an errored run per case
     api = f" through {agent.provider.label}" + (" (streamed)" if kind == "openai" and args.stream else "")
     print(
         f"model {args.model}{api}; prompt {prompt or '(written from the spec)'}; tool descriptions {tools or '(the spec)'}; "

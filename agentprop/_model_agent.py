@@ -28,7 +28,7 @@ from agentprop._agents import LoadedAgent
 from agentprop._modelapi.budget import Budget, BudgetExhausted
 from agentprop._modelapi.cache import ApiCache, CacheMiss, CacheMode, canonical_json
 from agentprop._modelapi.client import MissingApiKey, ModelCallError, ModelClient, ModelReply
-from agentprop._modelapi.providers import Provider, TextPrompt
+from agentprop._modelapi.providers import MissingDependency, Provider, TextPrompt
 from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, DeadlineExceeded, RetryPolicy, RetryStats
 from agentprop._prompt import check_tool_descriptions, load_prompt, load_tool_descriptions
 from agentprop._response import respond_tool_schema
@@ -455,9 +455,9 @@ def run_tool_call(ctx: TurnContext, name: str, args: Any) -> ToolOutcome:
         return ToolOutcome(f"invalid_arguments: {name} cannot take these arguments ({exc}); correct them", is_error=True)
 
 
-_PASS_THROUGH = (CacheMiss, MissingApiKey, BudgetExhausted, DeadlineExceeded)
+_PASS_THROUGH = (CacheMiss, MissingApiKey, MissingDependency, BudgetExhausted, DeadlineExceeded)
 """Errors of a model call that go to the runtime as they are: what they say is not a model
-failure (a cache miss, a missing key, the budget, the turn's deadline)."""
+failure (a cache miss, a missing key or SDK, the budget, the turn's deadline)."""
 
 
 def model_call_error(agent: ModelAgent, exc: BaseException, step: int, turn_index: int) -> BaseException:

@@ -409,3 +409,21 @@ def test_fingerprints_differ_by_api_and_options_and_replace_keeps_the_rest() -> 
     assert len({v.fingerprint for v in variants} | {base.fingerprint}) == 5
     assert variants[0].system_prompt == "Be careful." and variants[0].api == "responses"
     assert base.ref == f"openai:{MODEL}"
+
+
+def test_a_missing_sdk_names_the_extra_to_install(project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    from agentprop._cli import main
+    from agentprop._modelapi.providers import OPENAI_CHAT, MissingDependency
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # as if not installed
+    with pytest.raises(MissingDependency, match=r"pip install 'agentprop\[openai\]'"):
+        OPENAI_CHAT.sdk()
+    agent = OpenAIAgent(MODEL, base_url="http://127.0.0.1:9/v1", cache=False)
+    (error,) = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING").all_errors()
+    assert "MissingDependency" in error.message and "agentprop[openai]" in error.message
+    err = io.StringIO()
+    code = main(["run", str(SUPPORTOPS), "--agent", "openai", "--model", MODEL, "--base-url", "http://127.0.0.1:9/v1"], out=io.StringIO(), err=err)
+    assert code == 2 and "pip install 'agentprop[openai]'" in err.getvalue()
