@@ -268,7 +268,7 @@ class AnthropicConversation:
         self._carry = []
         # every request of the turn has the same fields but its messages: key them through one
         # shape (built from, and checked against, this turn's tools, prompt and options)
-        shape = cfg._shape(self._system, self._tools, cfg.request(system=self._system, tools=self._tools, messages=[]))
+        shape = cfg._shape(self._system, self._tools)
         for step in range(cfg.max_steps):
             if shape is not None:
                 request = shape.body(list(self.messages))

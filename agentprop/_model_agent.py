@@ -319,14 +319,18 @@ class ModelAgent:
         """Every option that goes into a request body (model, sampling, ``extra_body`` ...)."""
         raise NotImplementedError
 
-    def _shape(self, system: str, tools: list[dict[str, Any]], empty: dict[str, Any]) -> Any:
-        """The request shape of this agent's requests with ``system`` and ``tools``; ``empty``
-        is such a request with an empty conversation."""
+    def _shape(self, system: str, tools: list[dict[str, Any]]) -> Any:
+        """The request shape of this agent's requests with ``system`` and ``tools`` (remembered
+        by the tools' identity, the prompt and every request option)."""
         try:
             frozen = marshal.dumps(self._request_options())
         except ValueError:  # not plain built-in data
             return None
-        return self.client.request_shape(empty, (tools, system, frozen))
+        return self.client.request_shape(lambda: self.request(system=system, tools=tools, messages=[]), (tools, system, frozen))
+
+    def request(self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The request body of one call in the provider's API."""
+        raise NotImplementedError
 
     # -- the client ------------------------------------------------------------------------------
 

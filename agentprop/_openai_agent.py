@@ -295,7 +295,7 @@ class _Conversation:
         self._conversation.extend(self._carry)
         self._carry = []
         self._open_turn(message)
-        shape = cfg._shape(self._system, self._tools, cfg.request(system=self._system, tools=self._tools, messages=[]))
+        shape = cfg._shape(self._system, self._tools)
         for step in range(cfg.max_steps):
             if shape is not None:
                 request = shape.body(list(self._conversation))

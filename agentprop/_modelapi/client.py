@@ -39,10 +39,10 @@ import os
 import random
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from agentprop._modelapi import context
@@ -108,7 +108,7 @@ def set_default_cache_mode(mode: CacheMode | str | None) -> None:
 def default_cache_mode() -> CacheMode:
     """The mode a model call's cache uses when its client chose none: the run context's, else
     :meth:`CacheMode.default`."""
-    mode = context.current().cache_mode
+    mode = context.current_cache_mode()
     return mode if mode is not None else CacheMode.default()
 
 
@@ -130,8 +130,7 @@ def open_api_cache(
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ModelReply:
+class ModelReply(NamedTuple):
     """One model call's answer: the (possibly replayed) response and what it cost."""
 
     cached: CachedResponse
@@ -346,12 +345,15 @@ class ModelClient:
 
     def active_budget(self) -> Budget | None:
         """The budget charged: the client's own, else the run context's."""
-        return self.budget if self.budget is not None else context.current().budget
+        return self.budget if self.budget is not None else context.current_budget()
 
-    def request_shape(self, body: dict[str, Any], identity: tuple[Any, ...] | None = None) -> _RequestShape | None:
+    def request_shape(
+        self, body: dict[str, Any] | Callable[[], dict[str, Any]], identity: tuple[Any, ...] | None = None
+    ) -> _RequestShape | None:
         """The cache's request shape of ``body`` (its conversation field's value is ignored):
         every request of a conversation shares it, so only the conversation is serialised per
-        call. ``identity``: what fully determines ``body`` but its conversation, to remember the
+        call (``body`` may be a function making it: called only when the shape is not
+        remembered). ``identity``: what fully determines ``body`` but its conversation, to remember the
         shape by -- an object compared by identity (the tools list, never changed), then
         hashable values; ``None`` builds the shape afresh."""
         cache = self.cache
@@ -362,7 +364,7 @@ class ModelClient:
             found = self._shapes.get(key)
             if found is not None and found[0] is cache and found[1] is identity[0]:  # type: ignore[index]
                 return found[2]
-        shape = cache._request_shape(body, self.provider.conversation_field)
+        shape = cache._request_shape(body() if callable(body) else body, self.provider.conversation_field)
         if key is not None:
             with self._lock:
                 if len(self._shapes) >= _SHAPE_LIMIT:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from agentprop._modelapi.budget import Budget
     from agentprop._modelapi.cache import CacheMode
 
-__all__ = ["RunContext", "current", "run_context", "session", "set_session"]
+__all__ = ["RunContext", "current", "current_budget", "current_cache_mode", "run_context", "session", "set_session"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,22 @@ def current() -> RunContext:
     """The context of the running code: the current run's fields over the session's."""
     run = _current.get()
     return _session if run is None else run.over(_session)
+
+
+def current_budget() -> Budget | None:
+    """``current().budget``, without building a context (it is asked on every model call)."""
+    run = _current.get()
+    if run is not None and run.budget is not None:
+        return run.budget
+    return _session.budget
+
+
+def current_cache_mode() -> CacheMode | None:
+    """``current().cache_mode``, without building a context."""
+    run = _current.get()
+    if run is not None and run.cache_mode is not None:
+        return run.cache_mode
+    return _session.cache_mode
 
 
 @contextlib.contextmanager

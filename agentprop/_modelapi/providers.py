@@ -26,7 +26,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentprop.errors import InputError, InvalidArgument
 
@@ -46,9 +46,9 @@ class MissingDependency(InputError):
     """The SDK a provider needs is not installed (an optional extra of agentprop)."""
 
 
-@dataclass(frozen=True)
-class TokenUsage:
-    """One call's usage in agentprop's terms (every count >= 0)."""
+class TokenUsage(NamedTuple):
+    """One call's usage in agentprop's terms (every count >= 0). (A named tuple: made on every
+    model call, replays included.)"""
 
     input_tokens: int = 0
     """Input tokens not written to or read from a prompt cache."""
@@ -224,6 +224,10 @@ class _AnthropicMessages(Provider):
 
     def usage(self, response: Mapping[str, Any]) -> TokenUsage:
         u = response.get("usage") or {}
+        if type(u) is dict and len(u) == 2:  # the common case: input and output only, both ints
+            inp, out = u.get("input_tokens"), u.get("output_tokens")
+            if type(inp) is int and type(out) is int and inp >= 0 and out >= 0:
+                return TokenUsage(inp, out)
         return TokenUsage(
             input_tokens=_int(_field(u, "input_tokens")),
             output_tokens=_int(_field(u, "output_tokens")),
