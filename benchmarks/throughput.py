@@ -257,7 +257,7 @@ class _BareContext:
 
 def measure_overhead(project: Any, runs: int) -> tuple[float, float]:
     """(agentprop seconds per run, baseline seconds per run), best of three rounds."""
-    from agentprop._scenario import make_world
+    from agentprop._scenario.build import make_world
 
     scenario = project.scenario(SCENARIO)
     world = make_world(project.spec, project.bindings, scenario, seed=0)
@@ -297,9 +297,9 @@ MODELS = {"anthropic": MODEL, "openai": "gpt-4.1-mini"}
 
 def measure_provider(provider: str, project: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Live, the SDK alone and replay-only for one provider, against its own server process."""
-    from agentprop._anthropic_agent import AnthropicAgent
+    from agentprop._agents.anthropic import AnthropicAgent
     from agentprop._modelapi.budget import Budget
-    from agentprop._openai_agent import OpenAIAgent
+    from agentprop._agents.openai import OpenAIAgent
 
     agent_type: Any = OpenAIAgent if provider == "openai" else AnthropicAgent
     model = MODELS[provider]
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not providers:
         parser.error(f"--providers: unknown {unknown or '(none)'}; use anthropic and/or openai")
 
-    from agentprop._project import load_project
+    from agentprop._agents.project import load_project
 
     project = load_project(SUPPORTOPS)
     results = {provider: measure_provider(provider, project, args) for provider in providers}

@@ -120,7 +120,7 @@ def test_an_unpriced_model_has_an_unknown_cost_not_zero() -> None:
 
 
 def test_a_dollar_limit_with_an_unpriced_model_is_an_error_that_says_so() -> None:
-    from agentprop._modelapi.budget import UnpricedModel
+    from agentprop.errors import UnpricedModel
 
     budget = Budget(max_usd=1.0, prices=PRICES)
     with pytest.raises(UnpricedModel) as info:

@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from agentprop._anthropic_agent import AnthropicAgent
-from agentprop._check import acheck
-from agentprop._memo import TrialMemo
-from agentprop._model_agent import ModelAgent
+from agentprop._agents.anthropic import AnthropicAgent
+from agentprop._decide.check import acheck
+from agentprop._decide.memo import TrialMemo
+from agentprop._agents.model_agent import ModelAgent
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.retry import RetryPolicy
-from agentprop._openai_agent import OpenAIAgent
-from agentprop._oracle import OracleSettings
-from agentprop._project import Project, load_project
+from agentprop._agents.openai import OpenAIAgent
+from agentprop._decide.oracle import OracleSettings
+from agentprop._agents.project import Project, load_project
 from agentprop.testing import MessagesServer, OpenAIServer, message_reply, tool_use_block
 
 from test_anthropic_agent import SupportOpsAgent

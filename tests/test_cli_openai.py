@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from agentprop._cli import main
-from agentprop._project import load_project
-from agentprop._report import RunReport
+from agentprop._agents.project import load_project
+from agentprop._pipeline.report.model import RunReport
 from agentprop.testing import OpenAIServer, respond_reply, tool_use_reply
 
 from test_anthropic_agent import SupportOpsAgent

@@ -18,17 +18,18 @@ from typing import Any
 
 import pytest
 
-from agentprop._check import acheck
-from agentprop._memo import TrialMemo
-from agentprop._model_agent import NUDGE
-from agentprop._modelapi.budget import Budget, ModelPrice, UnpricedModel
+from agentprop._decide.check import acheck
+from agentprop._decide.memo import TrialMemo
+from agentprop._agents.model_agent import NUDGE
+from agentprop._modelapi.budget import Budget, ModelPrice
 from agentprop._modelapi.cache import ApiCache
-from agentprop._modelapi.client import OFFLINE_API_KEY, MissingApiKey
+from agentprop._modelapi.client import OFFLINE_API_KEY
+from agentprop.errors import MissingApiKey, MissingDependency, UnpricedModel
 from agentprop._modelapi.retry import RetryPolicy
-from agentprop._openai_agent import OpenAIAgent
-from agentprop._oracle import OracleSettings
-from agentprop._project import Project, load_project
-from agentprop._trace import Trace
+from agentprop._agents.openai import OpenAIAgent
+from agentprop._decide.oracle import OracleSettings
+from agentprop._agents.project import Project, load_project
+from agentprop._scenario.trace import Trace
 from agentprop.errors import InvalidArgument
 from agentprop.testing import (
     OpenAIServer,
@@ -276,7 +277,7 @@ def test_arguments_a_context_cannot_take_are_an_error_the_model_can_correct() ->
     """An agent context whose methods take ``self`` by keyword (not agentprop's) cannot be
     passed a field named ``self``: the model gets an error to correct, not a dead turn; a
     TypeError raised inside the tool is a bug and is raised."""
-    from agentprop._model_agent import run_tool_call
+    from agentprop._agents.model_agent import run_tool_call
 
     class Context:
         def respond(self, **fields: Any) -> dict[str, Any]:
@@ -416,7 +417,7 @@ def test_a_missing_sdk_names_the_extra_to_install(project: Project, tmp_path: Pa
     import sys
 
     from agentprop._cli import main
-    from agentprop._modelapi.providers import OPENAI_CHAT, MissingDependency
+    from agentprop._modelapi.providers import OPENAI_CHAT
 
     monkeypatch.setitem(sys.modules, "openai", None)  # as if not installed
     with pytest.raises(MissingDependency, match=r"pip install 'agentprop\[openai\]'"):

@@ -48,7 +48,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agentprop.errors import AgentPropError, InputError, InvalidArgument
+from agentprop.errors import BudgetExhausted, InputError, InvalidArgument, UnpricedModel  # noqa: F401 (re-exported: defined in errors.py)
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -319,34 +319,6 @@ class BudgetSnapshot(BaseModel):
     def usd_known(self) -> bool:
         """Whether ``usd`` is the whole cost (no call of an unpriced model was made)."""
         return self.unpriced_calls == 0
-
-
-class BudgetExhausted(AgentPropError):
-    """A run or a model call was asked to start after the session budget ran out.
-
-    ``reason`` names the limit that was reached; ``snapshot`` is the budget at that moment.
-    A model call refused mid-run is recorded in the trace as a ``budget_exhausted`` error, and
-    the oracle treats that run as not run (the case is INCONCLUSIVE, never failed by it).
-    """
-
-    run_error_kind = "budget_exhausted"
-    """How the runtime records this exception when it ends an agent's turn."""
-
-    def __init__(self, reason: str, snapshot: BudgetSnapshot, *, call: str | None = None) -> None:
-        self.reason = reason
-        self.snapshot = snapshot
-        what = f"the model call {call} was not sent" if call else "No new agent runs will start"
-        super().__init__(
-            f"The agentprop budget is exhausted: {reason}. {what} "
-            f"(runs={snapshot.runs}, tokens={snapshot.tokens}, usd={snapshot.usd:.4f}). "
-            "Raise the limit (max_runs / max_tokens / max_usd) if more runs are worth it; "
-            "results so far are reported as 'not shown to fail' where runs were cut short."
-        )
-
-
-class UnpricedModel(InputError):
-    """A dollar limit is set and a model with no price was about to be called: its cost is
-    unknown, so the limit cannot be enforced."""
 
 
 def _check_limit(name: str, value: float | None, *, integer: bool) -> None:

@@ -59,7 +59,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from agentprop.errors import AgentPropError, InvalidArgument
+from agentprop.errors import InvalidArgument
+from agentprop.errors import CacheError, CacheMiss  # noqa: F401 (re-exported: defined in errors.py)
 
 __all__ = [
     "KEY_FIELDS",
@@ -135,35 +136,6 @@ _DIFF_LINE_LIMIT = 80
 # --------------------------------------------------------------------------------------------
 # Errors and modes
 # --------------------------------------------------------------------------------------------
-
-
-class CacheError(AgentPropError):
-    """The cache file cannot be used (wrong schema version, corrupt entry, refused write)."""
-
-
-class CacheMiss(CacheError):
-    """A request has no recorded response and the cache is in replay-only mode.
-
-    ``key``, ``model`` and ``trial`` identify the request; ``nearest_key`` and ``diff`` (a unified
-    diff, recorded -> requested) describe the closest recorded request, if any.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        key: str,
-        model: str,
-        trial: int,
-        nearest_key: str | None,
-        diff: str | None,
-    ) -> None:
-        self.key = key
-        self.model = model
-        self.trial = trial
-        self.nearest_key = nearest_key
-        self.diff = diff
-        super().__init__(message)
 
 
 class CacheMode(str, enum.Enum):

@@ -27,8 +27,8 @@ goes, in this order, through
    the usage the API reported.
 
 The budget and the cache mode come from the client's own ``budget=`` / ``cache_mode=`` when
-given, else from the run context (:mod:`agentprop._modelapi.context`) that the code running the
-agent set.
+given, else from the model-call context (:mod:`agentprop._modelapi.context`) that the session,
+or the check running the agent, set.
 """
 
 from __future__ import annotations
@@ -45,13 +45,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from agentprop._modelapi import context
-from agentprop._modelapi.budget import Budget, BudgetExhausted, Reservation
+from agentprop._modelapi.context import ModelCallContext, current_model_context
+from agentprop._modelapi.budget import Budget, Reservation
 from agentprop._modelapi.cache import ApiCache, CachedResponse, CacheMiss, CacheMode, _RequestShape, scrub_text
 from agentprop._modelapi.limiter import AdaptiveConcurrency
 from agentprop._modelapi.providers import Provider, TextPrompt, TokenUsage
-from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, DeadlineExceeded, RetryPolicy, RetryStats, retry_call_async
-from agentprop.errors import AgentPropError, InputError, InvalidArgument
+from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy, RetryStats, retry_call_async
+from agentprop.errors import AgentPropError, BudgetExhausted, DeadlineExceeded, InvalidArgument, MissingApiKey, ModelCallError
 
 __all__ = [
     "DEFAULT_API_CACHE_PATH",
@@ -63,7 +63,6 @@ __all__ = [
     "ModelReply",
     "default_cache_mode",
     "open_api_cache",
-    "set_default_cache_mode",
 ]
 
 DEFAULT_API_CACHE_PATH = Path(".agentprop") / "api-cache.sqlite"
@@ -79,50 +78,21 @@ tools and messages (Anthropic's tool-use system prompt is a few hundred tokens).
 _DISPLAY = {"anthropic": "Anthropic", "openai": "OpenAI"}
 
 
-class MissingApiKey(InputError):
-    """No API key is configured, and a request had to reach the provider's own API."""
-
-
-class ModelCallError(AgentPropError):
-    """A model API call failed for good (after the retries the policy allows).
-
-    The runtime records it as an errored run; ``__cause__`` is the SDK's exception.
-    """
-
-
 # --------------------------------------------------------------------------------------------
 # Cache defaults and the shared caches
 # --------------------------------------------------------------------------------------------
 
-_caches: dict[tuple[str, CacheMode, tuple[str, ...]], ApiCache] = {}
-_caches_lock = threading.Lock()
-
-
-def set_default_cache_mode(mode: CacheMode | str | None) -> None:
-    """The cache mode of model calls that do not choose one (``None``: :meth:`CacheMode.default`,
-    i.e. ``replay-only`` when ``CI`` is set). The pytest option ``--agentprop-cache-mode`` sets
-    it for a session (it is the session's run context, :mod:`agentprop._modelapi.context`)."""
-    context.set_session(cache_mode=mode)
-
-
 def default_cache_mode() -> CacheMode:
-    """The mode a model call's cache uses when its client chose none: the run context's, else
-    :meth:`CacheMode.default`."""
-    mode = context.current_cache_mode()
-    return mode if mode is not None else CacheMode.default()
+    """The mode a model call's cache uses when its client chose none: the session's
+    (``--agentprop-cache-mode``), else :meth:`CacheMode.default` (``replay-only`` under CI)."""
+    return current_model_context().default_cache_mode()
 
 
 def open_api_cache(
     path: str | os.PathLike[str], *, mode: CacheMode | str | None = None, secrets: Sequence[str] = ()
 ) -> ApiCache:
-    """The process-wide :class:`ApiCache` for ``path`` in ``mode`` (opened once, then shared)."""
-    resolved = CacheMode.parse(mode) if mode is not None else default_cache_mode()
-    key = (str(Path(path).resolve()), resolved, tuple(sorted(s for s in secrets if s)))
-    with _caches_lock:
-        cache = _caches.get(key)
-        if cache is None:
-            cache = _caches[key] = ApiCache(path, mode=resolved, secrets=key[2])
-        return cache
+    """The session's :class:`ApiCache` for ``path`` in ``mode`` (opened once, then shared)."""
+    return current_model_context().open_api_cache(path, mode=mode, secrets=secrets)
 
 
 # --------------------------------------------------------------------------------------------
@@ -198,7 +168,7 @@ async def _close_at_loop_shutdown(client: Any) -> AsyncGenerator[None, None]:
 
 def stable_seed(*parts: object) -> int:
     """A 64-bit seed from the parts' text, stable across processes (as
-    :func:`agentprop._world.stable_seed`, which the layer above owns)."""
+    :func:`agentprop._scenario.world.stable_seed`, which the layer above owns)."""
     digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "big")
 
@@ -283,7 +253,7 @@ class ModelClient:
         """Set when a call needed the API and no key was configured (the CLI reports it)."""
         self._counters = _Counters()
         self._lock = threading.Lock()
-        self._caches: dict[CacheMode, ApiCache] = {}
+        self._caches: dict[tuple[int, CacheMode], tuple[ModelCallContext, ApiCache]] = {}
         self._off: ApiCache | None = None
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
         self._shapes: dict[tuple[Any, ...], tuple[Any, Any, _RequestShape | None]] = {}
@@ -336,16 +306,20 @@ class ModelClient:
             if self._off is None:
                 self._off = ApiCache(DEFAULT_API_CACHE_PATH, mode=CacheMode.OFF)
             return self._off
-        mode = self.cache_mode if self.cache_mode is not None else default_cache_mode()
-        cache = self._caches.get(mode)
-        if cache is None:
-            path = DEFAULT_API_CACHE_PATH if arg is None else Path(arg)
-            cache = self._caches[mode] = open_api_cache(path, mode=mode, secrets=self.secrets())
+        ctx = current_model_context()
+        mode = self.cache_mode if self.cache_mode is not None else ctx.default_cache_mode()
+        found = self._caches.get((id(ctx), mode))
+        if found is not None and found[0] is ctx:
+            return found[1]
+        path = DEFAULT_API_CACHE_PATH if arg is None else Path(arg)
+        cache = ctx.open_api_cache(path, mode=mode, secrets=self.secrets())
+        with self._lock:
+            self._caches[(id(ctx), mode)] = (ctx, cache)  # the session's cache, remembered per session
         return cache
 
     def active_budget(self) -> Budget | None:
         """The budget charged: the client's own, else the run context's."""
-        return self.budget if self.budget is not None else context.current_budget()
+        return self.budget if self.budget is not None else current_model_context().budget
 
     def request_shape(
         self, body: dict[str, Any] | Callable[[], dict[str, Any]], identity: tuple[Any, ...] | None = None

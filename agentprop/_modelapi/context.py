@@ -1,111 +1,83 @@
-"""The run context: the budget and the cache mode that model calls use, passed down to them.
+"""The model-call context: what a model call takes from the session it runs in.
 
-Whoever runs agents -- :func:`agentprop.check`, ``agentprop run``, the pytest plugin -- says which
-budget their model calls draw from and which cache mode they use; a model agent, PromptSmith or
-a paraphrase pool deep below reads them here, instead of reaching up into the code that runs it.
-
-Two levels:
-
-- the **session** (:func:`set_session`): process-wide defaults, set by the pytest plugin for a
-  test session (``--agentprop-max-usd``, ``--agentprop-cache-mode``) and by the CLI for a command;
-- the **current run** (:func:`run_context`): a :class:`contextvars.ContextVar`, set around a
-  check (``check(..., budget=B)`` runs its model calls against ``B``). Asyncio tasks started
-  inside inherit it; so do threads started with :func:`asyncio.to_thread`.
-
-:func:`current` merges them: a field the current run leaves unset falls back to the session's.
-A model client's own ``budget=`` / ``cache_mode=`` win over both.
+A model agent, PromptSmith or a paraphrase pool sits below the session in the layers
+(:mod:`agentprop._agents` may not import :mod:`agentprop._decide`), so the session hands down
+what model calls need through this context variable instead: the one budget to charge, the API
+cache mode for clients that choose none, and the API caches opened so far (one per file and
+mode, shared by every client of the session). A check with a budget of its own passes that
+budget down for its runs (:meth:`ModelCallContext.with_budget`). :meth:`agentprop._decide.session.Session.activate` sets it; outside any session the
+context is empty (no budget, the default cache mode) with caches kept per context.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
-if TYPE_CHECKING:
-    from agentprop._modelapi.budget import Budget
-    from agentprop._modelapi.cache import CacheMode
-
-__all__ = ["RunContext", "current", "current_budget", "current_cache_mode", "run_context", "session", "set_session"]
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.cache import ApiCache, CacheMode
 
 
-@dataclass(frozen=True)
-class RunContext:
-    """What the model calls of a run draw on; ``None`` fields are unset (fall back)."""
+@dataclass(eq=False)
+class ModelCallContext:
+    """The budget, the default cache mode and the open API caches of one session."""
 
     budget: Budget | None = None
     cache_mode: CacheMode | None = None
+    """The mode of agents that choose none; ``None``: :meth:`CacheMode.default` (replay-only
+    when ``CI`` is set)."""
+    _caches: dict[tuple[str, CacheMode, tuple[str, ...]], ApiCache] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def over(self, base: RunContext) -> RunContext:
-        """This context, with its unset fields taken from ``base``."""
-        return RunContext(
-            budget=self.budget if self.budget is not None else base.budget,
-            cache_mode=self.cache_mode if self.cache_mode is not None else base.cache_mode,
-        )
+    def with_budget(self, budget: Budget | None) -> ModelCallContext:
+        """This context, charging ``budget`` instead (same cache mode, same open caches): what a
+        check with a budget of its own passes down to the model calls of its runs."""
+        if budget is None or budget is self.budget:
+            return self
+        return ModelCallContext(budget=budget, cache_mode=self.cache_mode, _caches=self._caches, _lock=self._lock)
 
+    def default_cache_mode(self) -> CacheMode:
+        return self.cache_mode if self.cache_mode is not None else CacheMode.default()
 
-_UNSET: Any = object()
-_session = RunContext()
-_session_lock = threading.Lock()
-_current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("agentprop_model_run", default=None)
-
-
-def session() -> RunContext:
-    """The process-wide defaults."""
-    return _session
-
-
-def set_session(*, budget: Budget | None = _UNSET, cache_mode: CacheMode | str | None = _UNSET) -> None:
-    """Set the process-wide defaults (each argument given replaces that field; ``None`` unsets
-    it). The cache mode may be given by its value (``"replay-only"``)."""
-    global _session
-    from agentprop._modelapi.cache import CacheMode
-
-    with _session_lock:
-        changes: dict[str, Any] = {}
-        if budget is not _UNSET:
-            changes["budget"] = budget
-        if cache_mode is not _UNSET:
-            changes["cache_mode"] = None if cache_mode is None else CacheMode.parse(cache_mode)
-        _session = replace(_session, **changes)
+    def open_api_cache(self, path: str | os.PathLike[str], *, mode: CacheMode | str | None = None, secrets: Sequence[str] = ()) -> ApiCache:
+        """The session's :class:`ApiCache` for ``path`` in ``mode`` (opened once, then shared)."""
+        resolved = CacheMode.parse(mode) if mode is not None else self.default_cache_mode()
+        key = (str(Path(path).resolve()), resolved, tuple(sorted(s for s in secrets if s)))
+        with self._lock:
+            cache = self._caches.get(key)
+            if cache is None:
+                cache = self._caches[key] = ApiCache(path, mode=resolved, secrets=key[2])
+            return cache
 
 
-def current() -> RunContext:
-    """The context of the running code: the current run's fields over the session's."""
-    run = _current.get()
-    return _session if run is None else run.over(_session)
+_current: contextvars.ContextVar[ModelCallContext | None] = contextvars.ContextVar("agentprop_model_call_context", default=None)
 
 
-def current_budget() -> Budget | None:
-    """``current().budget``, without building a context (it is asked on every model call)."""
-    run = _current.get()
-    if run is not None and run.budget is not None:
-        return run.budget
-    return _session.budget
+def current_model_context() -> ModelCallContext:
+    """The context of the session in force; outside any, one made for (and kept in) the
+    current context."""
+    ctx = _current.get()
+    if ctx is None:
+        ctx = ModelCallContext()
+        _current.set(ctx)
+    return ctx
 
 
-def current_cache_mode() -> CacheMode | None:
-    """``current().cache_mode``, without building a context."""
-    run = _current.get()
-    if run is not None and run.cache_mode is not None:
-        return run.cache_mode
-    return _session.cache_mode
+def set_current_model_context(ctx: ModelCallContext) -> None:
+    """Make ``ctx`` current for the rest of the current context (no block to leave)."""
+    _current.set(ctx)
 
 
 @contextlib.contextmanager
-def run_context(*, budget: Budget | None = None, cache_mode: CacheMode | str | None = None) -> Iterator[RunContext]:
-    """Within this block (and the tasks it starts), model calls use ``budget`` and
-    ``cache_mode``; fields left ``None`` keep the enclosing context's."""
-    from agentprop._modelapi.cache import CacheMode
-
-    mode = None if cache_mode is None else CacheMode.parse(cache_mode)
-    outer = _current.get()
-    mine = RunContext(budget=budget, cache_mode=mode)
-    token = _current.set(mine if outer is None else mine.over(outer))
+def model_call_context(ctx: ModelCallContext) -> Iterator[ModelCallContext]:
+    """Within this block, model agents charge ``ctx.budget`` and use ``ctx``'s cache mode."""
+    token = _current.set(ctx)
     try:
-        yield current()
+        yield ctx
     finally:
         _current.reset(token)

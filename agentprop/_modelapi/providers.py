@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from agentprop.errors import InputError, InvalidArgument
+from agentprop.errors import InvalidArgument, MissingDependency
 
 __all__ = [
     "ANTHROPIC_MESSAGES",
@@ -40,10 +40,6 @@ __all__ = [
     "TokenUsage",
     "provider_named",
 ]
-
-
-class MissingDependency(InputError):
-    """The SDK a provider needs is not installed (an optional extra of agentprop)."""
 
 
 class TokenUsage(NamedTuple):

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, cast
 
 from agentprop._modelapi.limiter import AdaptiveConcurrency
-from agentprop.errors import InvalidArgument
+from agentprop.errors import DeadlineExceeded, InvalidArgument
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
@@ -180,14 +180,6 @@ def _is_connection_error(exc: BaseException) -> bool:
         return True
     # the SDKs' APIConnectionError and httpx-style transport errors
     return bool(_class_names(exc) & {"APIConnectionError", "TransportError", "NetworkError"})
-
-
-class DeadlineExceeded(TimeoutError):
-    """A retry would wait past the deadline of the turn it belongs to: it was not waited for.
-
-    The turn's timeout wins: the runtime records the turn as timed out, with this message
-    saying what the server asked for and how much of the turn was left.
-    """
 
 
 def classify_error(exc: BaseException) -> RetryDecision:
