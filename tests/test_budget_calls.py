@@ -13,20 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from agentprop._agents.anthropic import AnthropicAgent
-from agentprop._decide.check import acheck
-from agentprop._decide.memo import TrialMemo
-from agentprop._agents.model_agent import ModelAgent
-from agentprop._modelapi.budget import Budget
-from agentprop._modelapi.retry import RetryPolicy
-from agentprop._agents.openai import OpenAIAgent
-from agentprop._decide.oracle import OracleSettings
-from agentprop._agents.project import Project, load_project
-from agentprop.testing import MessagesServer, OpenAIServer, message_reply, tool_use_block
-
 from test_anthropic_agent import SupportOpsAgent
 from test_openai_agent import OpenAIAgentAsModel
+
+from agentprop._agents.anthropic import AnthropicAgent
+from agentprop._agents.model_agent import ModelAgent
+from agentprop._agents.openai import OpenAIAgent
+from agentprop._agents.project import Project, load_project
+from agentprop._decide.check import acheck
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import OracleSettings
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.retry import RetryPolicy
+from agentprop.testing import (
+    MessagesServer,
+    OpenAIServer,
+    message_reply,
+    tool_use_block,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"

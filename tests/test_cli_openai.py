@@ -8,17 +8,15 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-from agentprop._cli import main
-from agentprop._agents.project import load_project
-from agentprop._pipeline.report.model import RunReport
-from agentprop.testing import OpenAIServer, respond_reply, tool_use_reply
-
 from test_anthropic_agent import SupportOpsAgent
 from test_openai_agent import OpenAIAgentAsModel
+
+from agentprop._agents.project import load_project
+from agentprop._cli import main
+from agentprop._pipeline.report.model import RunReport
+from agentprop.testing import OpenAIServer, respond_reply, tool_use_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"

@@ -17,20 +17,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_anthropic_agent import SupportOpsAgent, _Emit, _ReplayContext
 
+from agentprop._agents.model_agent import NUDGE
+from agentprop._agents.openai import OpenAIAgent
+from agentprop._agents.project import Project, load_project
 from agentprop._decide.check import acheck
 from agentprop._decide.memo import TrialMemo
-from agentprop._agents.model_agent import NUDGE
+from agentprop._decide.oracle import OracleSettings
 from agentprop._modelapi.budget import Budget, ModelPrice
 from agentprop._modelapi.cache import ApiCache
 from agentprop._modelapi.client import OFFLINE_API_KEY
-from agentprop.errors import MissingApiKey, MissingDependency, UnpricedModel
 from agentprop._modelapi.retry import RetryPolicy
-from agentprop._agents.openai import OpenAIAgent
-from agentprop._decide.oracle import OracleSettings
-from agentprop._agents.project import Project, load_project
 from agentprop._scenario.trace import Trace
-from agentprop.errors import InvalidArgument
+from agentprop.errors import (
+    InvalidArgument,
+    MissingApiKey,
+    MissingDependency,
+    UnpricedModel,
+)
 from agentprop.testing import (
     OpenAIServer,
     error_reply,
@@ -42,8 +47,6 @@ from agentprop.testing import (
     tool_use_block,
     tool_use_reply,
 )
-
-from test_anthropic_agent import SupportOpsAgent, _Emit, _ReplayContext
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
@@ -187,7 +190,7 @@ def test_the_reference_agent_played_through_the_api_passes_a_multi_turn_case(pro
 def test_an_injected_fault_fails_with_the_python_agents_signature(project: Project, tmp_path: Path) -> None:
     scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
     settings = OracleSettings(mode="fixed", runs=2, tau=0.9)
-    faulty = lambda: SupportOpsAgent(faults={"skip_auth": 1.0})  # noqa: E731
+    faulty = lambda: SupportOpsAgent(faults={"skip_auth": 1.0})
     python = asyncio.run(acheck(project, scenario, faulty, settings=settings, memo=TrialMemo()))
     with OpenAIServer(handler=OpenAIAgentAsModel(faulty, project.spec, project.bindings.context)) as server:
         agent = seed_agent(server, tmp_path, api="responses")

@@ -31,13 +31,26 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentprop._agents.model_agent import NUDGE, RESPOND_TOOL, ModelAgent, default_system_prompt, model_call_error, run_tool_call
+from agentprop._agents.model_agent import (
+    NUDGE,
+    RESPOND_TOOL,
+    ModelAgent,
+    default_system_prompt,
+    model_call_error,
+    run_tool_call,
+)
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import ApiCache, CacheMode
-from agentprop._modelapi.client import DEFAULT_API_CACHE_PATH, OFFLINE_API_KEY, ModelReply, default_cache_mode, open_api_cache
-from agentprop.errors import MissingApiKey, ModelCallError  # noqa: F401 (re-exported: defined in errors.py)
+from agentprop._modelapi.client import (
+    DEFAULT_API_CACHE_PATH,
+    OFFLINE_API_KEY,
+    ModelReply,
+    default_cache_mode,
+    open_api_cache,
+)
 from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
 from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from agentprop.errors import MissingApiKey, ModelCallError
 
 if TYPE_CHECKING:
     from agentprop._agents.runtime import TurnContext

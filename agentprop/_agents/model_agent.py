@@ -25,15 +25,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentprop._agents.loading import LoadedAgent
+from agentprop._agents.prompt import (
+    check_tool_descriptions,
+    load_prompt,
+    load_tool_descriptions,
+)
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import ApiCache, CacheMode, canonical_json
 from agentprop._modelapi.client import ModelClient, ModelReply
 from agentprop._modelapi.providers import Provider, TextPrompt
 from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy, RetryStats
-from agentprop._agents.prompt import check_tool_descriptions, load_prompt, load_tool_descriptions
-from agentprop._spec.response import respond_tool_schema
-from agentprop._spec.model import Spec
 from agentprop._scenario.world import copy_json
+from agentprop._spec.model import Spec
+from agentprop._spec.response import respond_tool_schema
 from agentprop.errors import (
     BudgetExhausted,
     CacheMiss,
@@ -426,7 +430,7 @@ class ToolOutcome:
     """What to answer one tool call with: ``text``, whether it is an error, and whether it was
     a successful ``respond`` (which ends the turn)."""
 
-    __slots__ = ("text", "is_error", "responded")
+    __slots__ = ("is_error", "responded", "text")
 
     def __init__(self, text: str, is_error: bool = False, responded: bool = False) -> None:
         self.text = text

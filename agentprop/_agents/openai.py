@@ -36,7 +36,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentprop._agents.model_agent import NUDGE, ModelAgent, model_call_error, run_tool_call
+from agentprop._agents.model_agent import (
+    NUDGE,
+    ModelAgent,
+    model_call_error,
+    run_tool_call,
+)
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import ApiCache, CacheMode
 from agentprop._modelapi.providers import OPENAI_CHAT, OPENAI_RESPONSES

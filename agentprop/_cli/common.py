@@ -13,8 +13,8 @@ from agentprop.errors import BindingsError, InputError, InvalidArgument, SourceL
 if TYPE_CHECKING:
     from agentprop._agents.loading import LoadedAgent
     from agentprop._agents.model_agent import ModelAgent
-    from agentprop._modelapi.budget import Budget
     from agentprop._agents.project import Project
+    from agentprop._modelapi.budget import Budget
     from agentprop._scenario.build import Scenario
 
 
@@ -98,8 +98,7 @@ def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: 
 def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> tuple[LoadedAgent, ModelAgent | None]:
     """The agent named by --agent (or the bindings' `agent:`), and the model agent behind it
     when it is `anthropic` or `openai` (the caller closes it)."""
-    from agentprop._agents.loading import load_agent
-    from agentprop._agents.loading import parse_faults
+    from agentprop._agents.loading import load_agent, parse_faults
 
     ref = args.agent or project.bindings.agent
     if not ref:

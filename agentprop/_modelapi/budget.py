@@ -48,7 +48,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agentprop.errors import BudgetExhausted, InputError, InvalidArgument, UnpricedModel  # noqa: F401 (re-exported: defined in errors.py)
+from agentprop.errors import BudgetExhausted, InputError, InvalidArgument, UnpricedModel
 
 __all__ = [
     "DEFAULT_PRICES",

@@ -59,8 +59,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from agentprop.errors import InvalidArgument
-from agentprop.errors import CacheError, CacheMiss  # noqa: F401 (re-exported: defined in errors.py)
+from agentprop.errors import CacheError, CacheMiss, InvalidArgument
 
 __all__ = [
     "KEY_FIELDS",
@@ -555,7 +554,7 @@ class _Canonical:
     """A request's canonical form: ``text`` (what is hashed and stored), the canonical request
     as data (parsed from the text on demand when the fast path did not build it) and its model."""
 
-    __slots__ = ("text", "_value", "_model", "_keys")
+    __slots__ = ("_keys", "_model", "_value", "text")
 
     def __init__(self, text: str, value: dict[str, Any] | None = None, model: str | None = None) -> None:
         self.text = text
@@ -632,7 +631,7 @@ class _RequestShape:
     path (pydantic objects, ignored fields, secrets ...): those requests are keyed as usual.
     """
 
-    __slots__ = ("_fields", "_head", "_tail", "_model", "_needles", "field")
+    __slots__ = ("_fields", "_head", "_model", "_needles", "_tail", "field")
 
     def __init__(
         self, fields: dict[str, Any], head: str, tail: str, model: str | None, needles: tuple[bytes, ...], field: str = "messages"

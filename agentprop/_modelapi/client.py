@@ -45,13 +45,32 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from agentprop._modelapi.context import ModelCallContext, current_model_context
 from agentprop._modelapi.budget import Budget, Reservation
-from agentprop._modelapi.cache import ApiCache, CachedResponse, CacheMiss, CacheMode, _RequestShape, scrub_text
+from agentprop._modelapi.cache import (
+    ApiCache,
+    CachedResponse,
+    CacheMiss,
+    CacheMode,
+    _RequestShape,
+    scrub_text,
+)
+from agentprop._modelapi.context import ModelCallContext, current_model_context
 from agentprop._modelapi.limiter import AdaptiveConcurrency
 from agentprop._modelapi.providers import Provider, TextPrompt, TokenUsage
-from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy, RetryStats, retry_call_async
-from agentprop.errors import AgentPropError, BudgetExhausted, DeadlineExceeded, InvalidArgument, MissingApiKey, ModelCallError
+from agentprop._modelapi.retry import (
+    DEFAULT_RETRY_POLICY,
+    RetryPolicy,
+    RetryStats,
+    retry_call_async,
+)
+from agentprop.errors import (
+    AgentPropError,
+    BudgetExhausted,
+    DeadlineExceeded,
+    InvalidArgument,
+    MissingApiKey,
+    ModelCallError,
+)
 
 __all__ = [
     "DEFAULT_API_CACHE_PATH",

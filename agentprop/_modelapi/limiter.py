@@ -22,7 +22,7 @@ __all__ = ["AdaptiveConcurrency", "ConcurrencySlot"]
 class ConcurrencySlot:
     """One acquired slot of an :class:`AdaptiveConcurrency`; report the outcome on it."""
 
-    __slots__ = ("_limiter", "_epoch", "_reported")
+    __slots__ = ("_epoch", "_limiter", "_reported")
 
     def __init__(self, limiter: AdaptiveConcurrency, epoch: int) -> None:
         self._limiter = limiter

@@ -44,11 +44,11 @@ from agentprop.errors import DeadlineExceeded, InvalidArgument
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
+    "DeadlineExceeded",
     "RetryDecision",
     "RetryEvent",
     "RetryPolicy",
     "RetryStats",
-    "DeadlineExceeded",
     "backoff_delay",
     "classify_error",
     "parse_retry_after",

@@ -48,7 +48,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentprop.errors import InvalidArgument
-from agentprop.testing.messages_server import MessagesServer, Reply, error_reply, message_reply
+from agentprop.testing.messages_server import (
+    MessagesServer,
+    Reply,
+    error_reply,
+    message_reply,
+)
 
 __all__ = ["OpenAIServer", "raw_arguments_block", "raw_arguments_reply"]
 
