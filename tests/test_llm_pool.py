@@ -305,7 +305,8 @@ def test_the_pool_request_replays_from_the_api_cache_like_an_agent_call(tmp_path
     """The pool's request goes through the API cache: with the pool files gone and the cache in
     replay-only mode (CI), the pool is rebuilt from the recorded reply with no request at all,
     and a request that was never recorded is reported with the nearest recorded one."""
-    from agentprop._modelapi.context import run_context
+    from agentprop._modelapi.cache import CacheMode
+    from agentprop._modelapi.context import ModelCallContext, model_call_context
 
     api = tmp_path / "api.sqlite"
     with MessagesServer(handler=json_reply(GOOD)) as s:
@@ -314,7 +315,7 @@ def test_the_pool_request_replays_from_the_api_cache_like_an_agent_call(tmp_path
         for pool_file in (tmp_path / "pools").glob("*.json"):
             pool_file.unlink()
         budget = Budget()
-        with run_context(cache_mode="replay-only", budget=budget):
+        with model_call_context(ModelCallContext(budget=budget, cache_mode=CacheMode.REPLAY_ONLY)):  # as a CI session
             again = llm_paraphrase_pool(ORIGINAL, api_cache=api, **pool_args(s, tmp_path))
             assert len(s.requests) == 1  # zero network calls
             assert again.entries == made.entries and again.source == "api"
