@@ -63,7 +63,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "agentprop._decide.memo": ("TrialMemo",),
     "agentprop._decide.metamorphic": ("DirectionResult", "InvarianceResult", "check_direction", "check_invariance"),
     "agentprop._decide.oracle": ("CheckResult", "OracleSettings", "TrialRecord", "adecide", "decide"),
-    "agentprop._decide.properties": ("mft_verdicts",),
+    "agentprop._decide.properties": ("mft_verdicts", "probe_verdicts"),
     "agentprop._decide.snapshot": (
         "Behaviour", "Snapshot", "SnapshotResult", "SnapshotStore", "acheck_snapshot", "behaviour_of", "check_snapshot",
     ),
@@ -75,6 +75,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
 """Where each lazily loaded public name is defined."""
 
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
+"""Name -> module (``__all__`` below lists them too; a test checks the two agree)."""
 
 
 def __getattr__(name: str) -> Any:
@@ -127,7 +128,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from agentprop._decide.memo import TrialMemo
     from agentprop._decide.metamorphic import DirectionResult, InvarianceResult, check_direction, check_invariance
     from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide, decide
-    from agentprop._decide.properties import mft_verdicts
+    from agentprop._decide.properties import mft_verdicts, probe_verdicts
     from agentprop._decide.session import Session
     from agentprop._decide.shrink import ShrinkReport, shrink
     from agentprop._decide.snapshot import (
@@ -156,12 +157,24 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from agentprop._spec.response import response_model
     from agentprop._spec.when import WhenClause, evaluate, parse_when
 
-__all__ = sorted(
-    {
-        "__version__", "agent_settings", "AgentPropError", "AgentPropertyViolation", "AgentPropWarning", "AgentRunError",
-        "BindingsError", "BudgetExhausted", "CacheError", "CacheMiss", "InputError", "InvalidArgument", "MemoFileError",
-        "MissingApiKey", "MissingDependency", "ModelCallError", "ParaphrasePoolError", "SpecError", "ToolError",
-        "Unsatisfiable", "UnpricedModel",
-        *_WHERE,
-    }
-)
+__all__ = [
+    "AgentFactory", "AgentPropError", "AgentPropWarning", "AgentPropertyViolation", "AgentRunError",
+    "AnthropicAgent", "AnthropicConversation", "ApiCache", "Behaviour", "Bindings", "BindingsError", "Budget",
+    "BudgetExhausted", "CacheError", "CacheMiss", "CacheMode", "CheckResult", "CompileResult", "Corpus",
+    "CorpusEntry", "DirectionResult", "Failure", "InputError", "InvalidArgument", "InvarianceResult",
+    "LintFinding", "LoadedAgent", "MemoFileError", "MissingApiKey", "MissingDependency", "ModelCallError",
+    "ModelPrice", "MutationPack", "MutationReport", "OpenAIAgent", "OracleSettings", "ParaphrasePoolError",
+    "Project", "RunError", "Scenario", "ScenarioTurn", "Session", "ShrinkReport", "Snapshot",
+    "SnapshotResult", "SnapshotStore", "Spec", "SpecError", "SursResult", "TdadMetrics", "ToolCall",
+    "ToolError", "Trace", "TreePath", "TrialMemo", "TrialRecord", "Turn", "TurnContext", "UnpricedModel",
+    "Unsatisfiable", "Usage", "Verdict", "WhenClause", "World", "__version__", "acheck", "acheck_snapshot",
+    "adecide", "agent_settings", "args_satisfy", "arun_conversation", "behaviour_of", "build_scenario",
+    "calls_in_order", "check", "check_direction", "check_invariance", "check_snapshot", "compile_prompt",
+    "decide", "decision_in_enum", "decision_is", "enumerate_loop_paths", "enumerate_paths", "evaluate",
+    "evidence_grounded", "forbids_tools", "leaf_scenarios", "lint_spec", "load_agent", "load_bindings",
+    "load_mutation_pack", "load_project", "load_spec", "make_factory", "make_world", "max_tool_calls",
+    "mft_verdicts", "mutation_test", "no_canary_leak", "no_run_errors", "node_id_matches", "numbers_grounded",
+    "parse_when", "probe_verdicts", "requires_tools", "response_grounded", "response_model", "response_valid",
+    "run_conversation", "settings_scope", "shrink", "solve", "split_suite", "surs", "tdad_metrics",
+    "tool_actions_match", "within_scope",
+]

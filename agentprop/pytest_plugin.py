@@ -48,6 +48,7 @@ registered (``deadline=None``, explain phase off, few examples, database on); us
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -175,6 +176,22 @@ def pytest_configure(config: pytest.Config) -> None:
     activation = contextlib.ExitStack()
     activation.enter_context(session.activate())
     config.stash[_ACTIVATION_KEY] = activation
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker sends what its agentprop session recorded to the controller, which
+    merges it (:func:`pytest_testnodedown`) and prints one summary for the whole run."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and SESSION_KEY in session.config.stash:
+        workeroutput["agentprop"] = json.dumps(_session(session.config).export())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    data = getattr(node, "workeroutput", {}).get("agentprop")
+    if data:
+        _session(node.config).merge(json.loads(data))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -423,10 +440,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(f"... and {len(rows) - len(shown)} more (all passed)" if all(r.verdict == "PASS" for _, r in rows[20:]) else f"... and {len(rows) - len(shown)} more")
     total_runs = sum(r.result.runs - r.result.memo_hits for r in records)
     cost = sum(r.result.cost_usd for r in records)
-    budget, memo = session.budget, session.memo
+    budget = session.budget
     tr.write_line(
         f"{len(latest)} checks, {sum(1 for r in latest.values() if r.verdict == 'PASS')} passed; "
-        f"{total_runs} new agent runs, {memo.hits} memo hits, ${cost:.4f}"
+        f"{total_runs} new agent runs, {session.memo_hits} memo hits, ${cost:.4f}"
         + (f"; budget: {budget.exhausted_reason}" if budget.exhausted else "")
     )
 

@@ -160,7 +160,7 @@ def test_all_case_kinds_run_by_default_and_catch_the_boundary_bug(tmp_path: Path
     assert code == 1
     report = RunReport.model_validate_json(report_path.read_text())
     kinds = {c.kind for c in report.cases}
-    assert kinds == {"MFT", "EXPLORE", "BOUNDARY", "DIR", "INV"}
+    assert kinds == {"MFT", "EXPLORE", "PROBE", "BOUNDARY", "DIR", "INV"}
     failing = {c.id for c in report.cases if c.verdict != "PASS"}
     # the >= / > slip only shows where the order's age equals the window: every failing case
     # is a boundary or directional case around N5_CANCEL_ELIGIBILITY, never a plain MFT path
@@ -198,7 +198,7 @@ def test_building_the_parser_loads_no_pipeline() -> None:
     parser imports none of the pipeline, the oracle or the model code."""
     code = (
         "import sys; import agentprop._cli as c; c.parser(); "
-        "heavy = sorted(m for m in sys.modules if m.startswith(('agentprop._pipeline.run', 'agentprop._decide', 'agentprop._agents', 'hypothesis', 'anthropic'))); "
+        "heavy = sorted(m for m in sys.modules if m.startswith(('agentprop._pipeline.run', 'agentprop._decide', 'agentprop._agents.loading', 'hypothesis', 'anthropic'))); "
         "print(heavy)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

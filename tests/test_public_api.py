@@ -78,3 +78,10 @@ def test_agentproperror_catches_every_agentprop_error() -> None:
         assert issubclass(cls, agentprop.errors.AgentPropError), cls
         assert cls.__doc__ and len(cls.__doc__.split()) >= 12, f"{cls.__name__} needs a docstring saying when it is raised and what to do"
     assert issubclass(agentprop.errors.AgentPropertyViolation, AssertionError)
+
+
+def test_all_lists_exactly_the_lazy_names_and_the_eager_ones() -> None:
+    from agentprop import _WHERE
+
+    eager = {"__version__", "agent_settings"} | {n for n in dir(agentprop.errors) if n[0].isupper() and n != "SourceLocation" and isinstance(getattr(agentprop.errors, n), type) and n not in ("Any", "Path")}
+    assert set(agentprop.__all__) == set(_WHERE) | (eager & set(agentprop.__all__)) and set(_WHERE) <= set(agentprop.__all__)

@@ -46,7 +46,7 @@ def selection_parent(*, seed_help: str = "trial namespace: change it to draw fre
 def suite_parent() -> argparse.ArgumentParser:
     """--kinds, --explore, --concurrency: how the suite of a spec is built and run."""
     p = _parent()
-    p.add_argument("--kinds", default=DEFAULT_KINDS, help="case kinds, comma-separated: mft (every path), explore (every path written many ways), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all")
+    p.add_argument("--kinds", default=DEFAULT_KINDS, help="case kinds, comma-separated: mft (every path), explore (every path written many ways), probe (requests for planted PII fields and invitations of forbidden tools), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all")
     p.add_argument("--explore", type=int, default=DEFAULT_PER_PATH, metavar="N", help=f"inputs explored per path: templates and phrase-pack paraphrases on every turn, the search weighted towards what failed (default {DEFAULT_PER_PATH}; 0 turns exploration off)")
     p.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
     return p

@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from agentprop._spec.free_spans import Drop
+from agentprop.strategies._internal.free_spans import render as render_free
 from agentprop._spec.paths import TreePath, enumerate_paths
 from agentprop._agents.project import Project
 from agentprop._scenario.build import Scenario, build_scenario
@@ -57,17 +59,25 @@ class Choices(BaseModel):
     lang: str = "en"
     template: int = 0
     turns: tuple[TurnChoice, ...] = ()
+    probe: int = 0
+    """PROBE cases (:mod:`agentprop._pipeline.probe`): the phrasing of the probe turn; 0 asks by the
+    field's or tool's name (direct), ``k >= 1`` the k-th indirect phrasing."""
+    dropped: tuple[Drop, ...] = ()
+    """Words left out of the templates' free spans: ``(turn, span, clause, word)`` (what token
+    shrinking removed, :mod:`agentprop._spec.free_spans`)."""
 
     @property
     def plain(self) -> bool:
         """No choice differs from the scenario's own messages."""
-        return self.template == 0 and not any(t.steps for t in self.turns)
+        return self.template == 0 and not any(t.steps for t in self.turns) and self.probe == 0 and not self.dropped
 
     def families(self) -> list[str]:
-        """What this input varies: ``template`` and ``turnN:TRANSFORM``."""
+        """What this input varies: ``template``, ``turnN:TRANSFORM`` and ``probe``."""
         out = ["template"] if self.template else []
         for i, t in enumerate(self.turns):
             out += [f"turn{i + 1}:{name}" for name, _ in t.steps]
+        if self.probe:
+            out.append("probe:indirect")
         return list(dict.fromkeys(out))
 
     def describe(self) -> str:
@@ -75,6 +85,11 @@ class Choices(BaseModel):
         for i, t in enumerate(self.turns):
             if t.steps:
                 parts.append(f"turn {i + 1}: " + " + ".join(f"{name}({', '.join(f'{k}={v}' for k, v in params)})" for name, params in t.steps))
+        if self.probe:
+            parts.append(f"probe phrasing {self.probe} (indirect)")
+        for turn in sorted({d[0] for d in self.dropped}):
+            n = sum(d[0] == turn for d in self.dropped)
+            parts.append(f"turn {turn + 1}: {n} free word(s) left out")
         return "; ".join(parts) or "the scenario's own messages"
 
 
@@ -136,14 +151,22 @@ class ChoiceSpace:
             raise InvalidArgument(f"scenario {self.scenario.id} has {len(self.variants)} template variant(s); template={template} is out of range")
         return self.variants[template]
 
+    def base_for(self, choices: Choices) -> Scenario:
+        """The scenario variant ``choices`` write (their template; a PROBE space also their
+        probe phrasing)."""
+        return self.base(choices.template)
+
     def render(self, choices: Choices) -> Scenario:
         """The scenario with its messages written as ``choices`` say (same id, expectations, world)."""
-        base = self.base(choices.template)
+        base = self.base_for(choices)
         if len(choices.turns) != len(base.turns):
             raise InvalidArgument(f"choices describe {len(choices.turns)} turn(s) but scenario {base.id} has {len(base.turns)}")
         turns = []
-        for t, c in zip(base.turns, choices.turns):
+        for i, (t, c) in enumerate(zip(base.turns, choices.turns)):
             text = t.user_message
+            gone = {(sp, cl, w) for turn, sp, cl, w in choices.dropped if turn == i}
+            if gone and t.marked is not None:
+                text = render_free(t.marked, gone, choices.lang)
             if c.steps:
                 text = str(apply_transforms(text, [(n, dict(p)) for n, p in c.steps], lang=choices.lang, protect=_protected(base, text), max_typos=MAX_TYPOS))
             turns.append(t.model_copy(update={"user_message": text}))
@@ -205,7 +228,8 @@ class ChoiceUnit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: str
-    """``template`` (removed: template 0) or ``step`` (removed: not applied)."""
+    """``template`` (removed: template 0), ``step`` (removed: not applied) or ``probe``
+    (removed: the probe asks directly, phrasing 0)."""
     turn: int = 0
     step: int = 0
 
@@ -215,6 +239,8 @@ def choice_units(choices: Choices) -> list[ChoiceUnit]:
     out = [ChoiceUnit(kind="template")] if choices.template else []
     for i, t in enumerate(choices.turns):
         out += [ChoiceUnit(kind="step", turn=i, step=j) for j in range(len(t.steps))]
+    if choices.probe:
+        out.append(ChoiceUnit(kind="probe"))
     return out
 
 
@@ -222,4 +248,10 @@ def keep_only(choices: Choices, kept: Sequence[ChoiceUnit]) -> Choices:
     """``choices`` with every unit not in ``kept`` set back to its default."""
     keep = set(kept)
     turns = tuple(TurnChoice(steps=tuple(s for j, s in enumerate(t.steps) if ChoiceUnit(kind="step", turn=i, step=j) in keep)) for i, t in enumerate(choices.turns))
-    return Choices(lang=choices.lang, template=choices.template if ChoiceUnit(kind="template") in keep else 0, turns=turns)
+    return Choices(
+        lang=choices.lang,
+        template=choices.template if ChoiceUnit(kind="template") in keep else 0,
+        turns=turns,
+        probe=choices.probe if ChoiceUnit(kind="probe") in keep else 0,
+        dropped=choices.dropped,
+    )

@@ -224,6 +224,7 @@ def pytest_regression(entry: CorpusEntry, *, spec_path: str | None = None) -> st
     spec = spec_path or entry.spec_path or "path/to/spec"
     name = "".join(c if c.isalnum() else "_" for c in entry.scenario_id.lower()).strip("_")
     scenario_json = entry.scenario.model_dump_json(indent=4)
+    prop = ", prop=lambda trace: agentprop.probe_verdicts(project.spec, SCENARIO, trace)" if entry.prop == "probe" else ""
     return f'''"""Regression test for a shrunk agentprop failure (corpus entry {entry.id}).
 
 Failure: {entry.signature}
@@ -244,7 +245,7 @@ SCENARIO = agentprop.Scenario.model_validate_json(
 def test_regression_{name}_{entry.id}() -> None:
     project = agentprop.load_project(SPEC)
     agent = agentprop.load_agent({entry.agent_ref!r}, SPEC if SPEC.is_dir() else SPEC.parent, {entry.agent_faults!r})
-    agentprop.check(project, SCENARIO, agent)
+    agentprop.check(project, SCENARIO, agent{prop})
 '''
 
 

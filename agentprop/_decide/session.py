@@ -91,6 +91,8 @@ class Session:
     snapshots: list[tuple[str, SnapshotResult]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     model_context: ModelCallContext = field(init=False, repr=False)
+    merged_memo_hits: int = 0
+    """Memo hits of other processes merged into this session (pytest-xdist workers)."""
 
     def __post_init__(self) -> None:
         self.model_context = ModelCallContext(budget=self.budget, cache_mode=self.cache_mode)
@@ -133,6 +135,46 @@ class Session:
     def shrunk_bugs(self) -> dict[str, SessionBug]:
         with self.lock:
             return dict(self.bugs)
+
+    @property
+    def memo_hits(self) -> int:
+        """Memo hits in this process and in the workers merged into it."""
+        return self.memo.hits + self.merged_memo_hits
+
+    # -- across processes (pytest-xdist) ---------------------------------------------------------
+
+    def export(self) -> dict[str, Any]:
+        """What this session recorded, as JSON-able data (a worker sends it to the controller)."""
+        with self.lock:
+            return {
+                "results": [{"test": r.test, "result": r.result.model_dump(mode="json")} for r in self.results],
+                "corpus_notes": [vars(n) for n in self.corpus_notes],
+                "bugs": [
+                    {"key": b.key, "test": b.test, "shrunk": b.shrunk.model_dump(mode="json"), "corpus_entry": b.corpus_entry, "tests": b.tests}
+                    for b in self.bugs.values()
+                ],
+                "snapshots": [[nodeid, r.model_dump(mode="json")] for nodeid, r in self.snapshots],
+                "memo_hits": self.memo.hits,
+            }
+
+    def merge(self, data: dict[str, Any]) -> None:
+        """Add what another process's session recorded (:meth:`export`) to this one: its
+        checks, corpus replays, shrunk bugs (the first shrink of a bug is kept) and snapshots."""
+        from agentprop._decide.oracle import CheckResult
+        from agentprop._decide.shrink import ShrinkReport
+        from agentprop._decide.snapshot import SnapshotResult
+
+        with self.lock:
+            self.results.extend(CheckRecord(r["test"], CheckResult.model_validate(r["result"])) for r in data.get("results", []))
+            self.corpus_notes.extend(CorpusNote(**n) for n in data.get("corpus_notes", []))
+            for b in data.get("bugs", []):
+                known = self.bugs.get(b["key"])
+                if known is None:
+                    self.bugs[b["key"]] = SessionBug(b["key"], b["test"], ShrinkReport.model_validate(b["shrunk"]), b["corpus_entry"], list(b["tests"]))
+                else:
+                    known.tests.extend(t for t in b["tests"] if t not in known.tests)
+            self.snapshots.extend((nodeid, SnapshotResult.model_validate(r)) for nodeid, r in data.get("snapshots", []))
+            self.merged_memo_hits += int(data.get("memo_hits", 0))
 
     def describe(self) -> dict[str, Any]:
         """A summary for reports: profile, seed, memo and budget figures."""

@@ -33,7 +33,8 @@ from pydantic import BaseModel, Field
 
 from agentprop._modelapi.budget import Budget
 from agentprop._decide.choices import ChoiceSpace, ChoiceUnit, Choices, TurnChoice, choice_units, keep_only
-from agentprop._decide.check import Property, as_loaded_agent, record_for, verdicts_of
+from agentprop.strategies._internal.free_spans import spans_of
+from agentprop._decide.check import Property, verdicts_of, as_loaded_agent, record_for
 from agentprop._decide.session import current_session
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, TrialRecord
@@ -118,6 +119,25 @@ def _with_world(project: Project, candidate: Scenario, original: Scenario, kept:
     failures = [f for i, f in enumerate(original.world.failures) if i in failures_kept]
     world = original.world.model_copy(update={"overrides": overrides, "failures": failures})
     return candidate.model_copy(update={"world": world})
+
+
+def free_word_units(scenario: Scenario, lang: str) -> list[Unit[Any]]:
+    """The free spans of ``scenario``'s turns as units: span -> clauses -> words (the words
+    the shrinker may remove; everything outside the spans is not a unit at all)."""
+    out: list[Unit[Any]] = []
+    for i, turn in enumerate(scenario.turns):
+        if turn.marked is None:
+            continue
+        for s, span in enumerate(spans_of(turn.marked, lang)):
+            clauses = tuple(
+                Unit(("clause", i, s, c), children=tuple(Unit(("word", i, s, c, w), label=f"turn {i + 1}: {word.strip()!r}") for w, word in enumerate(clause.words)),
+                     label=f"turn {i + 1}: clause {clause.prefix.strip()}{''.join(clause.words).strip()!r}")
+                for c, clause in enumerate(span.clauses)
+                if clause.words
+            )
+            if clauses:
+                out.append(Unit(("span", i, s), children=clauses, label=f"turn {i + 1}: free span {span.text!r}"))
+    return out
 
 
 def choices_of_messages(scenario: Scenario, messages: Sequence[str]) -> Choices | None:
@@ -246,6 +266,7 @@ def shrink(
     shrink_world: bool = True,
     seed: int = 0,
     space: ChoiceSpace | None = None,
+    shrink_words: bool = True,
 ) -> ShrinkReport:
     """Shrink a failing input of ``scenario`` (and its world) to a minimal reproducer.
 
@@ -257,6 +278,11 @@ def shrink(
     ``verify_runs`` fresh runs of the reproducer follow. ``session_budget`` (the run's shared
     budget) is charged for every new run and can stop the shrinker early: the best reproducer
     confirmed so far is returned.
+
+    After the choices (and the world), the words inside the templates' free spans
+    (``{~ ... ~}``, :mod:`agentprop._spec.free_spans`) are shrunk in a second search that starts
+    from the simplified input (``shrink_words=False`` skips it); the intent words and the
+    slots, outside those spans, are in every candidate.
     """
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     if choices is not None and messages is not None:
@@ -269,7 +295,7 @@ def shrink(
     if choices is None and msgs is not None:
         choices = choices_of_messages(sc, msgs)
     fixed_text = choices is None and msgs is not None
-    if choices is not None and not choices.plain:
+    if choices is not None and (not choices.plain or space is not None):
         space = space or ChoiceSpace(project, sc)
         original = space.render(choices)
     elif fixed_text:
@@ -322,17 +348,53 @@ def shrink(
         if not shrink_world:
             kept = kept + kept_world_all
         candidate = original
-        if choices is not None and not choices.plain:
+        if choices is not None and (not choices.plain or space is not None):
             assert space is not None
             candidate = space.render(keep_only(choices, [u.value[1] for u in kept if u.value[0] == "choice"]))
         return _with_world(project, candidate, original, kept)
 
     result = shrink_units(units, run, budget=budget, build=build, signature=chased, calibration=calibration)
     reproducer: Scenario = result.reproducer
-    verification = verify(result, run, runs=verify_runs) if verify_runs > 0 and result.signature is not None else None
+    kept_choices = keep_only(choices, [u.value[1] for u in result.units if u.value[0] == "choice"]) if choices is not None else None
+    runs, queries = result.runs, result.queries
+    minimal, exhausted, stop_reason = result.minimal, result.budget_exhausted, result.stop_reason
+    original_units, kept_units = result.original_leaves - 1, result.kept_leaves - 1
+    other_signatures = {str(k): v for k, v in result.other_signatures.items()}
+    final = result
+    # then words, only inside the free spans of the simplified input's templates
+    words = None
+    if shrink_words and not fixed_text and result.signature is not None and result.reproducer_rate is not None and result.reproducer_rate.failures:
+        space = space or ChoiceSpace(project, sc)
+        start = kept_choices if kept_choices is not None else space.plain()
+        word_units = free_word_units(space.base_for(start), start.lang)
+        if word_units and budget - runs > 0:
+            world = reproducer.world
+            every = {u.value for span in word_units for clause in span.children for u in clause.children}
+
+            def build_words(kept: tuple[Unit[Any], ...]) -> Scenario:
+                left = {u.value for span in kept for clause in span.children for u in clause.children}
+                dropped = tuple(sorted((w[1], w[2], w[3], w[4]) for w in every - left))
+                return space.render(start.model_copy(update={"dropped": dropped})).model_copy(update={"world": world})
+
+            rate = result.reproducer_rate
+            words = shrink_units(word_units, run, budget=budget - runs, build=build_words, signature=result.signature,
+                                 calibration=Calibration(runs=rate.runs, failures=rate.failures, signature=result.signature))
+            left = {u.value for span in words.units for clause in span.children for u in clause.children}
+            kept_choices = start.model_copy(update={"dropped": tuple(sorted((w[1], w[2], w[3], w[4]) for w in every - left))})
+            reproducer = words.reproducer
+            runs += words.runs
+            queries += words.queries
+            minimal = minimal and words.minimal
+            exhausted = exhausted or words.budget_exhausted
+            stop_reason = f"choices: {result.stop_reason}; free words: {words.stop_reason}"
+            original_units += len(every)
+            kept_units += len(left)
+            for k, v in words.other_signatures.items():
+                other_signatures[str(k)] = other_signatures.get(str(k), 0) + v
+            final = words
+    verification = verify(final, run, runs=verify_runs) if verify_runs > 0 and final.signature is not None else None
     kept_labels = {u.describe() for u in result.units if u.value[0] in ("world", "failure")}
     all_world = [u.describe() for u in world_units if not u.protected]
-    kept_choices = keep_only(choices, [u.value[1] for u in result.units if u.value[0] == "choice"]) if choices is not None else None
     orig = result.original_rate
     original_rate = RateSummary(failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval)
     rep_rate = None
@@ -348,17 +410,17 @@ def shrink(
         world_reset=[w for w in all_world if w not in kept_labels],
         world_kept=[w for w in all_world if w in kept_labels],
         diff=_turn_diffs(sc.messages, reproducer.messages),
-        original_units=result.original_leaves - 1,
-        kept_units=result.kept_leaves - 1,
-        runs=result.runs,
-        queries=result.queries,
-        budget=result.budget,
-        budget_exhausted=result.budget_exhausted or refused["n"] > 0,
-        minimal=result.minimal,
-        stop_reason=result.stop_reason if not refused["n"] else f"the session budget refused {refused['n']} run(s); {result.stop_reason}",
+        original_units=original_units,
+        kept_units=kept_units,
+        runs=runs,
+        queries=queries,
+        budget=budget,
+        budget_exhausted=exhausted or refused["n"] > 0,
+        minimal=minimal,
+        stop_reason=stop_reason if not refused["n"] else f"the session budget refused {refused['n']} run(s); {stop_reason}",
         original_rate=original_rate,
         reproducer_rate=rep_rate,
-        other_signatures={str(k): v for k, v in result.other_signatures.items()},
+        other_signatures=other_signatures,
         original_choices=choices.model_dump(mode="json") if choices is not None else None,
         reproducer_choices=kept_choices.model_dump(mode="json") if kept_choices is not None else None,
         choices_kept=(kept_choices.describe() if kept_choices is not None and not kept_choices.plain else "none: the scenario's own wording fails") if not fixed_text else "the messages were given as fixed text",
@@ -369,6 +431,8 @@ def shrink(
 def _choice_label(choices: Choices | None, unit: ChoiceUnit) -> str:
     if choices is None or unit.kind == "template":
         return f"template {choices.template if choices is not None else 0}"
+    if unit.kind == "probe":
+        return f"probe phrasing {choices.probe} (indirect)"
     name, params = choices.turns[unit.turn].steps[unit.step]
     return f"turn {unit.turn + 1}: {name}({', '.join(f'{k}={v}' for k, v in params)})"
 

@@ -5,7 +5,8 @@ A model agent, PromptSmith or a paraphrase pool sits below the session in the la
 what model calls need through this context variable instead: the one budget to charge, the API
 cache mode for clients that choose none, and the API caches opened so far (one per file and
 mode, shared by every client of the session). A check with a budget of its own passes that
-budget down for its runs (:meth:`ModelCallContext.with_budget`). :meth:`agentprop._decide.session.Session.activate` sets it; outside any session the
+budget down for its runs (:meth:`ModelCallContext.with_budget`).
+:meth:`agentprop._decide.session.Session.activate` sets it; outside any session the
 context is empty (no budget, the default cache mode) with caches kept per context.
 """
 

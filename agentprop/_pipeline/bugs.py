@@ -27,7 +27,7 @@ from agentprop._pipeline.report.model import BugReport, CaseReport, FailureRate,
 from agentprop._shrink.query import wilson_interval
 
 
-SHRINKABLE_KINDS = ("MFT", "EXPLORE", "BOUNDARY", "REGRESSION", "CORPUS")
+SHRINKABLE_KINDS = ("MFT", "EXPLORE", "PROBE", "BOUNDARY", "REGRESSION", "CORPUS")
 
 
 def rate_of(failures: int, runs: int) -> FailureRate:

@@ -26,7 +26,7 @@ from typing import Any
 
 from agentprop._agents.loading import LoadedAgent
 from agentprop._modelapi.budget import Budget
-from agentprop._decide.check import decide_scenario
+from agentprop._decide.check import Property, decide_scenario
 from agentprop._decide.choices import Choices, ChoiceSpace
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings
@@ -36,6 +36,7 @@ from agentprop._pipeline.kinds import Replay, case_from_check
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.world import stable_seed
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH  # noqa: F401 (re-exported)
+
 
 _FAILED_WEIGHT = 4.0
 _CLOSE_WEIGHT = 2.0
@@ -49,6 +50,9 @@ class ExploredInput:
     scenario: Scenario
     space: ChoiceSpace
     """What the shrinker simplifies ``choices`` in."""
+    prop: Property | None = None
+    """The property the case is decided by (``None``: the scenario's MFT)."""
+    kind: str = "EXPLORE"
 
 
 def explored_id(scenario: Scenario, k: int) -> str:
@@ -107,11 +111,14 @@ async def explore_cases(
     checks: dict[str, tuple[Scenario, CheckResult]] | None = None,
     replays: dict[str, Replay] | None = None,
     lang: str | None = None,
+    settings_for: Callable[[Scenario], OracleSettings] | None = None,
 ) -> tuple[list[CaseReport], list[ExploredInput]]:
     """Decide ``per_path`` explored inputs of every scenario (two rounds, the second weighted by
     what the first found), in ``lang``'s phrase pack (default: the language each scenario is
-    written in). Returns the case reports and the inputs (for shrinking: each input's base
-    scenario and choices)."""
+    written in). Each input is decided with ``settings_for(its base scenario)`` (default:
+    ``oracle``), so an input of a safety path is held to the safety rule as the path's MFT is.
+    Returns the case reports and the inputs (for shrinking: each input's base scenario and
+    choices)."""
     if per_path <= 0 or not scenarios:
         return [], []
     sem = asyncio.Semaphore(max(1, concurrency))
@@ -124,7 +131,8 @@ async def explore_cases(
 
     async def decide(e: ExploredInput, who: LoadedAgent = agent, record: bool = True) -> tuple[CaseReport, CheckResult]:
         async with sem:
-            result = await decide_scenario(project, e.scenario, who, settings=oracle, memo=memo, budget=budget, seed=seed, name=e.case_id)
+            chosen = settings_for(e.base) if settings_for is not None else oracle
+            result = await decide_scenario(project, e.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, name=e.case_id)
         if record and checks is not None:
             checks[e.case_id] = (e.scenario, result)
         case = case_from_check(

@@ -31,6 +31,7 @@ from agentprop.strategies._internal.directional import directional_pairs
 from agentprop.strategies._internal.variants import paraphrase_variants
 from agentprop._pipeline.defaults import KINDS  # noqa: F401 (re-exported)
 
+
 Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
 """Decide the same case again for another agent (a mutant), with no side effect on the run."""
 

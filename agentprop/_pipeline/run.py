@@ -30,7 +30,9 @@ from agentprop._spec.paths import loop_branches
 from agentprop._pipeline.kinds import Replay, case_from_check, extra_cases
 from agentprop._agents.project import Project
 from agentprop._pipeline.report.model import AgentInfo, BugReport, CaseReport, CorpusEvent, Metrics, RunReport, SpecInfo
-from agentprop._decide.safety import CaseSettings, case_settings, describe, spec_rule
+from agentprop._decide.check import Property
+from agentprop._pipeline.probe import probe_cases, probe_property
+from agentprop._decide.safety import CaseSettings, case_settings, describe, safety_settings, strictness
 from agentprop._scenario.build import Scenario
 
 
@@ -44,7 +46,7 @@ class RunSettings:
     """Required pass rate (default: the spec's ``defaults.reliability.min_pass_rate``)."""
     max_runs: int | None = None
     concurrency: int = 8
-    kinds: tuple[str, ...] = ("mft", "explore", "boundary", "dir", "inv")
+    kinds: tuple[str, ...] = ("mft", "explore", "probe", "boundary", "dir", "inv")
     case_filter: tuple[str, ...] = ()
     """Substrings of case ids to keep (``--case``); empty keeps everything."""
     """Which case kinds to run (see :mod:`agentprop._pipeline.kinds`)."""
@@ -132,9 +134,23 @@ async def arun_cases(
     checks: dict[str, tuple[Scenario, CheckResult]] = {}
     replays: dict[str, Replay] = {}
 
-    async def one(scenario: Scenario, case_id: str | None = None) -> CheckResult:
+    props: dict[str, Property] = {}
+
+    def corpus_prop(entry: CorpusEntry) -> Property | None:
+        """A PROBE reproducer replays with the PROBE property (and is shrunk with it)."""
+        if entry.prop != "probe":
+            return None
+        prop = probe_property(project, entry.scenario)
+        for kind in ("REGRESSION", "CORPUS"):
+            props[f"{kind} {entry.id} {entry.scenario_id}"] = prop
+        return prop
+
+    async def one(scenario: Scenario, case_id: str | None = None, prop: Property | None = None) -> CheckResult:
         async with sem:
-            result = await decide_scenario(project, scenario, agent, settings=case_rule(scenario).settings, memo=memo, budget=budget, concurrency=1, seed=settings.seed, name=case_id)
+            settings_now = case_rule(scenario).settings
+            if prop is not None:  # a PROBE reproducer: its clause is a safety clause unless the rule says otherwise
+                settings_now = max((settings_now, safety_settings(oracle)) if explicit is None else (settings_now,), key=strictness)
+            result = await decide_scenario(project, scenario, agent, prop=prop, settings=settings_now, memo=memo, budget=budget, concurrency=1, seed=settings.seed, name=case_id)
         checks[case_id or scenario.id] = (scenario, result)
         progress.update(runs=result.runs, cost=result.cost_usd, case_done=True)
         return result
@@ -142,6 +158,7 @@ async def arun_cases(
     kinds = set(settings.kinds)
     extra: list[CaseReport] = []
     explored: list[CaseReport] = []
+    probed: list[CaseReport] = []
     explored_inputs: list[ExploredInput] = []
     regressions: list[CaseReport] = []
     events: list[CorpusEvent] = []
@@ -150,11 +167,13 @@ async def arun_cases(
         if entries:
             # known reproducers first: a bug that was found stays checked until it is gone
             progress.total += len(entries)
-            decided = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}") for e in entries))
+            decided = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}", prop=corpus_prop(e)) for e in entries))
             assert corpus is not None
             regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(entries, decided)]
             for e, case in zip(entries, regressions):
                 case.rule = case_rule(e.scenario).rule
+                if e.prop == "probe" and explicit is None and strictness(safety_settings(oracle)) > strictness(case_rule(e.scenario).settings):
+                    case.rule = f"{describe(safety_settings(oracle))} (safety: a PROBE reproducer)"
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
         for scenario in scenarios if "mft" in kinds else []:
             replays[scenario.id] = _mft_replay(project, scenario, case_rule(scenario), memo, budget, settings.seed)
@@ -164,13 +183,21 @@ async def arun_cases(
                 concurrency=settings.concurrency, checks=checks, replays=replays,
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
+                settings_for=lambda sc: case_rule(sc).settings,
             )
+            bases = {e.case_id: e.base for e in explored_inputs}
             for case in explored:
-                # exploration is breadth (many inputs per path), decided at the spec's settings;
-                # a safety path's certification is its MFT's (and BOUNDARY/DIR cases')
-                case.rule = spec_rule(spec, oracle) if explicit is None else f"{describe(oracle)} (explicit {explicit})"
-                if explicit is None and case_rule(project.scenario(case.details["base"])).safety:
-                    case.rule += "; safety certified by the path's MFT"
+                # an explored input of a safety path is held to the safety rule, as its MFT is
+                case.rule = case_rule(bases[case.id]).rule
+        if "probe" in kinds:
+            probed, probe_inputs, probe_notes = await probe_cases(
+                project, agent, project.scenarios(), oracle, rule_for=case_rule, explicit=explicit, memo=memo, budget=budget, seed=settings.seed,
+                concurrency=settings.concurrency, checks=checks, replays=replays, case_filter=settings.case_filter,
+                on_planned=lambda n: setattr(progress, "total", progress.total + n),
+                on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
+            )
+            explored_inputs = explored_inputs + probe_inputs
+            problems = [*(problems or []), *probe_notes]
         if kinds - {"mft"}:
             extra = await extra_cases(
                 project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency,
@@ -184,7 +211,7 @@ async def arun_cases(
             )
     finally:
         progress.close()
-    cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + explored + extra
+    cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + explored + probed + extra
     verdicts = Counter(c.verdict for c in cases)
     coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases)
     covered = set(coverage["branches"]["covered"])
@@ -203,7 +230,7 @@ async def arun_cases(
         output_tokens=sum(c.output_tokens for c in cases),
         branch_coverage=len(covered & all_branches) / len(all_branches) if all_branches else None,
         duration_s=time.perf_counter() - started,
-        extra={"coverage": coverage, **({"exploration": exploration_summary(explored_inputs, {c.id: c for c in explored})} if explored_inputs else {})},
+        extra={"coverage": coverage, **({"exploration": exploration_summary([e for e in explored_inputs if e.kind == "EXPLORE"], {c.id: c for c in explored})} if explored else {})},
     )
     report = RunReport(
         agentprop_version=__version__,
@@ -225,6 +252,7 @@ async def arun_cases(
     report._checks = checks
     report._replays = replays
     report._explored = {e.case_id: e for e in explored_inputs}
+    report._props = props
     return report
 
 
@@ -288,11 +316,12 @@ def shrink_failures(
             stream.write(f"\r\x1b[K  shrinking {case.id} …")
             stream.flush()
         explored = report._explored.get(case.id)
-        if explored is not None:  # shrink the explored input's choices, in its base scenario
+        if explored is not None:  # shrink the explored (or PROBE) input's choices, in its base scenario
             shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
-                            budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+                            budget=budget, memo=memo, session_budget=session_budget, seed=seed, prop=explored.prop)
         else:
-            shrunk = shrink(project, scenario, agent, failing=result, signature=signature, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+            shrunk = shrink(project, scenario, agent, failing=result, signature=signature, budget=budget, memo=memo, session_budget=session_budget, seed=seed,
+                            prop=report._props.get(case.id))
         out.append(shrunk)
         by_case[case.id] = shrunk
         return shrunk
@@ -308,7 +337,8 @@ def shrink_failures(
         shrunk = by_case.get(case.id)
         if shrunk is None or shrunk.reproducer_rate is None or shrunk.reproducer_rate.failures == 0:
             continue
-        entry, new = corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent))
+        prop_name = "probe" if case.kind == "PROBE" or report._props.get(case.id) is not None else "mft"
+        entry, new = corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent, prop=prop_name))
         bug.corpus_entry = entry.id
         if case.shrunk is not None:
             case.shrunk["corpus_entry"] = entry.id

@@ -38,7 +38,7 @@ from agentprop._pipeline.surs import SursResult
 
 Side = Literal["visible", "hidden"]
 
-REPEATED_KINDS = ("MFT", "EXPLORE", "BOUNDARY", "REGRESSION")
+REPEATED_KINDS = ("MFT", "EXPLORE", "PROBE", "BOUNDARY", "REGRESSION")
 
 
 def split_suite(cases: Sequence[CaseReport], *, visible_fraction: float = 0.5, seed: int = 0, mft_visible: bool = True) -> dict[str, Side]:

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentprop._spec.bindings import Bindings, VariableBinding, parse_field_path, schema_at
+from agentprop._spec.free_spans import has_free, strip_free
 from agentprop._spec.paths import Constraint, TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop._spec.requirements import anchor_overlap
 from agentprop._scenario.exits import exit_cut
@@ -48,6 +49,10 @@ from agentprop.errors import Unsatisfiable  # noqa: F401 (re-exported: defined i
 
 class ScenarioTurn(BaseModel):
     user_message: str
+    marked: str | None = Field(default=None, exclude=True)
+    """The message with its template's free spans still marked (``{~ ... ~}``), when the
+    template has any: what token shrinking removes words from (:mod:`agentprop._spec.free_spans`).
+    Not serialised: a scenario read back is its messages."""
     expect_decision: str | None = None
     required_tools: list[str] = Field(default_factory=list)
     """Tools the spec requires this turn, in order (a subsequence of the calls)."""
@@ -322,11 +327,18 @@ _OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
 
 
 def render_template(template: str, slots: Mapping[str, Any], withheld: set[str]) -> str | None:
-    """Fill ``{slot}`` placeholders; drop ``[...]`` segments that hold a withheld slot.
+    """Fill ``{slot}`` placeholders; drop ``[...]`` segments that hold a withheld slot; drop the
+    ``{~ ... ~}`` markers of free spans (their words stay).
 
     Returns ``None`` when a withheld slot sits outside any optional segment (this template
     cannot express the withholding).
     """
+    marked = render_marked(template, slots, withheld)
+    return None if marked is None else strip_free(marked)
+
+
+def render_marked(template: str, slots: Mapping[str, Any], withheld: set[str]) -> str | None:
+    """:func:`render_template` with the free spans' markers kept."""
 
     def segment(m: re.Match[str]) -> str:
         body = m.group(1)
@@ -447,7 +459,7 @@ def build_scenario(
     first: str | None = None
     order = templates[template_index % len(templates):] + templates[: template_index % len(templates)]
     for t in order:
-        first = render_template(t, slots, withheld)
+        first = render_marked(t, slots, withheld)
         if first is not None:
             break
     if first is None:
@@ -479,7 +491,7 @@ def build_scenario(
                     utterances = _lookup_value(var.followup.values, env[key])
                     if utterances:
                         raw = utterances[template_index % len(utterances)]
-                        text = render_template(raw, slots, set()) or raw
+                        text = render_marked(raw, slots, set()) or raw
                         new_turn = (text, var.followup.after_decision)
                     else:
                         # the conversation stops here: the agent's question is the last turn
@@ -488,7 +500,7 @@ def build_scenario(
                     followups_done.add(key)
                     new_turn = _second_message(spec, path, step.node, var, env[key], slots, withheld, template_index)
             if c.after is not None and new_turn is None and not c.negated:
-                again = render_template(order[1 % len(order)], slots, withheld) or first
+                again = render_marked(order[1 % len(order)], slots, withheld) or first
                 after_decision = _decision_for(c.after, spec)
                 if after_decision is None:
                     raise Unsatisfiable(f"cannot tell which decision `after {c.after}` means in {spec.spec_id}")
@@ -571,6 +583,10 @@ def build_scenario(
     else:
         turns[-1].expect_decision = bindings.outcome(path.leaf, path.via, spec.response_contract.decision_enum)
 
+    for t in turns:
+        if has_free(t.user_message):
+            t.marked = t.user_message
+        t.user_message = strip_free(t.user_message)
     capabilities = sorted(cap for cap, nodes in bindings.capabilities.items() if set(nodes) & set(path.nodes))
     clauses = [f"decision_tree.{n}" for n in path.nodes if n in spec.nodes_by_id]
     return Scenario(
@@ -633,7 +649,7 @@ def _second_message(
         raise Unsatisfiable(f"path {path.id}: variable has no utterances for value {value!r} on the loop's second visit") from None
     text = None
     for t in templates[template_index % len(templates):] + templates[: template_index % len(templates)]:
-        text = render_template(t, slots, withheld)
+        text = render_marked(t, slots, withheld)
         if text is not None:
             break
     if text is None:

@@ -7,8 +7,9 @@ true or false:
 
 ``utterance``
     the variable selects the first user message: ``{value: [template, ...]}``. Templates use
-    ``{slot}`` placeholders and optional ``[ ... ]`` segments that are dropped when a slot
-    inside them is withheld.
+    ``{slot}`` placeholders, optional ``[ ... ]`` segments that are dropped when a slot
+    inside them is withheld, and ``{~ ... ~}`` free spans whose words the shrinker may remove
+    (:mod:`agentprop._spec.free_spans`).
 ``withhold``
     the variable removes slots from the first message: ``{value: [slot, ...]}``.
 ``followup``
@@ -36,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from agentprop._spec.free_spans import free_span_problem
 from agentprop._spec.grounding import GROUNDING_KINDS, ResponseGrounding, declared_fields, default_grounding
 from agentprop._spec.lint import condition_variables, implied_decision
 from agentprop._spec.model import Spec
@@ -324,6 +326,18 @@ class _Validator:
                 f"use a field of its output_schema (top level: {', '.join(props)})",
             )
 
+    def free_spans(self, template: str, loc: tuple[Hashable, ...]) -> None:
+        """The ``{~ ... ~}`` free spans of a template (:mod:`agentprop._spec.free_spans`)."""
+        problem = free_span_problem(template)
+        if problem is not None:
+            raise self.fail(
+                f"template {template!r}: {problem}",
+                loc,
+                "mark only removable words as free: `{~ words ~}`, balanced, not nested, with no {slot} or [ ... ] inside "
+                "(docs/reference.md#free-spans)",
+                expected="free spans written as {~ words ~}",
+            )
+
     def decision(self, decision: str, loc: tuple[Hashable, ...]) -> None:
         enum = self.spec.response_contract.decision_enum
         if decision not in enum:
@@ -478,6 +492,7 @@ class _Validator:
                 values = table.values if key == "followup" else table
                 for value, templates in values.items():
                     for i, t in enumerate(templates or []):
+                        self.free_spans(t, (*loc, key, *(("values",) if key == "followup" else ()), value, i))
                         for slot in _SLOT.findall(t):
                             if slot not in b.slots:
                                 tloc = (*loc, key, *(("values",) if key == "followup" else ()), value, i)
@@ -500,6 +515,8 @@ class _Validator:
                 warnings.append(
                     f"variable {name!r} has no binding: paths that need a value for it cannot be built"
                 )
+        for i, t in enumerate(b.utterances):
+            self.free_spans(t, ("utterances", i))
         for tool, fields in b.world.items():
             self.tool(tool, ("world", tool))
             for f in fields:

@@ -188,6 +188,9 @@ class RunReport(BaseModel):
     _explored: dict[str, Any] = PrivateAttr(default_factory=dict)
     """``case id -> ExploredInput`` of the EXPLORE cases: the base scenario and the choices
     (what the shrinker simplifies); not part of the JSON (``cases[].details.choices`` is)."""
+    _props: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """``case id -> property`` of the cases not decided by the MFT of their scenario (corpus
+    replays of PROBE reproducers); not part of the JSON."""
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)
