@@ -24,16 +24,19 @@ from agentprop.errors import (
     InvalidArgument,
     MemoFileError,
     MissingApiKey,
+    MissingDependency,
     ModelCallError,
     ParaphrasePoolError,
     SpecError,
     ToolError,
     Unsatisfiable,
+    UnpricedModel,
 )
 
 _LAZY: dict[str, tuple[str, ...]] = {
     "agentprop._agents.loading": ("LoadedAgent", "load_agent", "make_factory"),
     "agentprop._agents.anthropic": ("AnthropicAgent", "AnthropicConversation"),
+    "agentprop._agents.openai": ("OpenAIAgent",),
     "agentprop._agents.project": ("Project", "load_project"),
     "agentprop._agents.runtime": ("AgentFactory", "TurnContext", "arun_conversation", "run_conversation"),
     "agentprop._spec.bindings": ("Bindings", "load_bindings"),
@@ -44,7 +47,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "agentprop._spec.paths": ("TreePath", "enumerate_loop_paths", "enumerate_paths"),
     "agentprop._spec.response": ("response_model",),
     "agentprop._modelapi.cache": ("ApiCache", "CacheMode"),
-    "agentprop._modelapi.budget": ("Budget",),
+    "agentprop._modelapi.budget": ("Budget", "ModelPrice"),
     "agentprop._scenario.build": ("Scenario", "ScenarioTurn", "build_scenario", "leaf_scenarios", "make_world", "solve"),
     "agentprop._scenario.trace": ("RunError", "ToolCall", "Trace", "Turn", "Usage"),
     "agentprop._scenario.world": ("Failure", "World"),
@@ -97,6 +100,7 @@ def agent_settings(profile: str | None = None, **overrides: object) -> object:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
     from agentprop._agents.anthropic import AnthropicAgent, AnthropicConversation
+    from agentprop._agents.openai import OpenAIAgent
     from agentprop._agents.loading import LoadedAgent, load_agent, make_factory
     from agentprop._agents.project import Project, load_project
     from agentprop._agents.runtime import AgentFactory, TurnContext, arun_conversation, run_conversation
@@ -136,7 +140,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         behaviour_of,
         check_snapshot,
     )
-    from agentprop._modelapi.budget import Budget
+    from agentprop._modelapi.budget import Budget, ModelPrice
     from agentprop._modelapi.cache import ApiCache, CacheMode
     from agentprop._pipeline.mutation import MutationPack, MutationReport, load_mutation_pack, mutation_test
     from agentprop._pipeline.promptsmith import CompileResult, compile_prompt
@@ -158,19 +162,19 @@ __all__ = [
     "AnthropicAgent", "AnthropicConversation", "ApiCache", "Behaviour", "Bindings", "BindingsError", "Budget",
     "BudgetExhausted", "CacheError", "CacheMiss", "CacheMode", "CheckResult", "CompileResult", "Corpus",
     "CorpusEntry", "DirectionResult", "Failure", "InputError", "InvalidArgument", "InvarianceResult",
-    "LintFinding", "LoadedAgent", "MemoFileError", "MissingApiKey", "ModelCallError", "MutationPack",
-    "MutationReport", "OracleSettings", "ParaphrasePoolError", "Project", "RunError", "Scenario",
-    "ScenarioTurn", "Session", "ShrinkReport", "Snapshot", "SnapshotResult", "SnapshotStore", "Spec",
-    "SpecError", "SursResult", "TdadMetrics", "ToolCall", "ToolError", "Trace", "TreePath", "TrialMemo",
-    "TrialRecord", "Turn", "TurnContext", "Unsatisfiable", "Usage", "Verdict", "WhenClause", "World",
-    "__version__", "acheck", "acheck_snapshot", "adecide", "agent_settings", "args_satisfy",
-    "arun_conversation", "behaviour_of", "build_scenario", "calls_in_order", "check", "check_direction",
-    "check_invariance", "check_snapshot", "compile_prompt", "decide", "decision_in_enum", "decision_is",
-    "enumerate_loop_paths", "enumerate_paths", "evaluate", "evidence_grounded", "forbids_tools",
-    "leaf_scenarios", "lint_spec", "load_agent", "load_bindings", "load_mutation_pack", "load_project",
-    "load_spec", "make_factory", "make_world", "max_tool_calls", "mft_verdicts", "mutation_test",
-    "no_canary_leak", "no_run_errors", "node_id_matches", "numbers_grounded", "parse_when", "probe_verdicts",
-    "requires_tools", "response_grounded", "response_model", "response_valid", "run_conversation",
-    "settings_scope", "shrink", "solve", "split_suite", "surs", "tdad_metrics", "tool_actions_match",
-    "within_scope",
+    "LintFinding", "LoadedAgent", "MemoFileError", "MissingApiKey", "MissingDependency", "ModelCallError",
+    "ModelPrice", "MutationPack", "MutationReport", "OpenAIAgent", "OracleSettings", "ParaphrasePoolError",
+    "Project", "RunError", "Scenario", "ScenarioTurn", "Session", "ShrinkReport", "Snapshot",
+    "SnapshotResult", "SnapshotStore", "Spec", "SpecError", "SursResult", "TdadMetrics", "ToolCall",
+    "ToolError", "Trace", "TreePath", "TrialMemo", "TrialRecord", "Turn", "TurnContext", "UnpricedModel",
+    "Unsatisfiable", "Usage", "Verdict", "WhenClause", "World", "__version__", "acheck", "acheck_snapshot",
+    "adecide", "agent_settings", "args_satisfy", "arun_conversation", "behaviour_of", "build_scenario",
+    "calls_in_order", "check", "check_direction", "check_invariance", "check_snapshot", "compile_prompt",
+    "decide", "decision_in_enum", "decision_is", "enumerate_loop_paths", "enumerate_paths", "evaluate",
+    "evidence_grounded", "forbids_tools", "leaf_scenarios", "lint_spec", "load_agent", "load_bindings",
+    "load_mutation_pack", "load_project", "load_spec", "make_factory", "make_world", "max_tool_calls",
+    "mft_verdicts", "mutation_test", "no_canary_leak", "no_run_errors", "node_id_matches", "numbers_grounded",
+    "parse_when", "probe_verdicts", "requires_tools", "response_grounded", "response_model", "response_valid",
+    "run_conversation", "settings_scope", "shrink", "solve", "split_suite", "surs", "tdad_metrics",
+    "tool_actions_match", "within_scope",
 ]

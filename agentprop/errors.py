@@ -13,6 +13,8 @@ The tree::
     │   ├── BindingsError          bindings (agentprop.yaml) do not fit their spec
     │   ├── MemoFileError          a trial memo file cannot be used
     │   ├── MissingApiKey          a model call needs an API key and there is none
+    │   ├── MissingDependency      a model provider's SDK (an optional extra) is not installed
+    │   ├── UnpricedModel          a dollar limit is set and the model has no price
     │   └── ParaphrasePoolError    an LLM paraphrase pool cannot be obtained
     ├── InvalidArgument            a function got arguments it cannot use (also a TypeError)
     ├── WhenSyntaxError            a ``when`` expression does not parse (also a ValueError)
@@ -21,7 +23,8 @@ The tree::
     ├── ToolError                  a tool call failed inside a world (the agent sees it)
     ├── AgentRunError              the agent under test raised, timed out or broke the protocol
     ├── ModelCallError             a model API call failed for good
-    ├── BudgetExhausted            the session budget ran out
+    ├── DeadlineExceeded           a model call's retry would wait past the turn's deadline (also a TimeoutError)
+    ├── BudgetExhausted            the session budget ran out (no new run, no new model call)
     └── CacheError                 the API cache file cannot be used
         └── CacheMiss              replay-only mode met a request that was never recorded
     AgentPropertyViolation (AssertionError)   a property of the agent did not hold
@@ -112,7 +115,20 @@ class MemoFileError(InputError):
 
 class MissingApiKey(InputError):
     """A model call had to reach the real API and no API key is configured (for Anthropic,
-    ``ANTHROPIC_API_KEY``). Set the key, or run replay-only from a recorded API cache."""
+    ``ANTHROPIC_API_KEY``; for OpenAI, ``OPENAI_API_KEY``). Set the key, point ``base_url`` at a
+    local server (which needs none), or run replay-only from a recorded API cache."""
+
+
+class MissingDependency(InputError):
+    """A model provider's official SDK is not installed: the model agents, PromptSmith and
+    paraphrase pools need it, the rest of agentprop does not. Install the extra the message
+    names (``pip install 'agentprop[anthropic]'`` or ``'agentprop[openai]'``)."""
+
+
+class UnpricedModel(InputError):
+    """A dollar limit (``--max-usd``, ``Budget(max_usd=...)``) is set and a model without a price
+    was about to be called: its cost is unknown, so the limit cannot be enforced. Give the
+    model's price (``--prices FILE``, ``Budget(prices=...)``) or cap runs or tokens instead."""
 
 
 class ParaphrasePoolError(InputError):
@@ -199,19 +215,32 @@ class ModelCallError(AgentPropError):
     """
 
 
+class DeadlineExceeded(AgentPropError, TimeoutError):
+    """A model call's retry would have waited past the deadline of the turn making it (the
+    server's ``retry-after`` was longer than what was left of the turn's timeout), so agentprop
+    did not wait: the turn timeout won, and the trace records the turn as a ``timeout`` saying
+    so. Raise the turn timeout, or lower the load on the endpoint."""
+
+
 class BudgetExhausted(AgentPropError):
-    """A run was asked to start after the session budget ran out.
+    """A run, or a model call, was asked to start after the session budget ran out.
 
     ``reason`` names the limit that was reached; ``snapshot`` is the budget at that moment (a
-    ``BudgetSnapshot``: runs, tokens, dollars). Undecided checks are then INCONCLUSIVE, never a pass. Raise the limit if more runs are worth
+    ``BudgetSnapshot``: runs, tokens, dollars). A model call refused mid-run is recorded in
+    the trace as a ``budget_exhausted`` error and the oracle treats that run as not run.
+    Undecided checks are then INCONCLUSIVE, never a pass. Raise the limit if more runs are worth
     it.
     """
 
-    def __init__(self, reason: str, snapshot: Any) -> None:
+    run_error_kind = "budget_exhausted"
+    """How the runtime records this exception when it ends an agent's turn."""
+
+    def __init__(self, reason: str, snapshot: Any, *, call: str | None = None) -> None:
         self.reason = reason
         self.snapshot = snapshot
+        what = f"the model call {call} was not sent" if call else "No new agent runs will start"
         super().__init__(
-            f"The agentprop budget is exhausted: {reason}. No new agent runs will start "
+            f"The agentprop budget is exhausted: {reason}. {what} "
             f"(runs={snapshot.runs}, tokens={snapshot.tokens}, usd={snapshot.usd:.4f}). "
             "Raise the limit (max_runs / max_tokens / max_usd) if more runs are worth it; "
             "results so far are reported as 'not shown to fail' where runs were cut short."

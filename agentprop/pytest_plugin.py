@@ -38,8 +38,9 @@ sets the oracle for the checks inside one test. Fixtures: ``agentprop_agent``,
 ``agentprop_snapshot`` (behaviour snapshots kept in ``__snapshots__/<module>/`` beside the test),
 ``agentprop_mcp_server``: one case's world served over MCP (in-process or on loopback HTTP;
 each session one trial, see :mod:`agentprop.mcp`), and
-``messages_server``: a running :class:`agentprop.testing.MessagesServer` on loopback (script it
-with ``enqueue`` / ``set_handler``; point an agent at ``messages_server.base_url``).
+``messages_server`` / ``openai_server``: a running :class:`agentprop.testing.MessagesServer` /
+:class:`agentprop.testing.OpenAIServer` on loopback (script it with ``enqueue`` /
+``set_handler``; point an agent at its ``base_url``).
 
 The Hypothesis profiles ``agentprop-smoke``, ``agentprop-ci`` and ``agentprop-release`` are
 registered (``deadline=None``, explain phase off, few examples, database on); use
@@ -428,6 +429,16 @@ def agentprop_mcp_server(request: pytest.FixtureRequest) -> Iterator[Callable[..
     yield serve
     for server in running:
         server.stop()
+
+
+@pytest.fixture
+def openai_server() -> Iterator[Any]:
+    """A running :class:`agentprop.testing.OpenAIServer` on 127.0.0.1 (Chat Completions and
+    Responses) with an empty script (stopped after the test)."""
+    from agentprop.testing import OpenAIServer
+
+    with OpenAIServer() as server:
+        yield server
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

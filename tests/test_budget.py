@@ -107,12 +107,112 @@ def test_cached_replays_are_free_but_reported() -> None:
     assert snap.usd_saved == pytest.approx(200.0)
 
 
-def test_unpriced_model_is_charged_at_the_highest_price_and_listed() -> None:
+def test_an_unpriced_model_has_an_unknown_cost_not_zero() -> None:
     budget = Budget(prices=PRICES)
-    most_expensive = max(budget.prices.values(), key=lambda p: p.output_per_mtok)
-    usd = budget.charge("mystery-model", 1_000_000, 1_000_000)
-    assert usd == pytest.approx(most_expensive.input_per_mtok + most_expensive.output_per_mtok)
-    assert budget.snapshot().unpriced_models == ["mystery-model"]
+    assert budget.charge("mystery-model", 1_000_000, 1_000_000) is None
+    budget.charge("test-model", 1_000_000, 0)
+    snap = budget.snapshot()
+    assert snap.unpriced_models == ["mystery-model"] and snap.unpriced_calls == 1
+    assert snap.usd == pytest.approx(2.0) and not snap.usd_known  # the priced part, and it says so
+    assert snap.input_tokens == 2_000_000 and snap.calls == 2  # the tokens still count
+    assert budget.charge("mystery-model", 5, 5, cached=True) == 0.0  # a replay costs nothing
+    assert budget.snapshot().unpriced_calls == 1
+
+
+def test_a_dollar_limit_with_an_unpriced_model_is_an_error_that_says_so() -> None:
+    from agentprop.errors import UnpricedModel
+
+    budget = Budget(max_usd=1.0, prices=PRICES)
+    with pytest.raises(UnpricedModel) as info:
+        budget.reserve("mystery-model", input_tokens=10, max_output_tokens=10)
+    message = str(info.value)
+    assert "'mystery-model' has no price" in message and "max_usd" in message
+    assert "--prices" in message and "Budget(prices=" in message
+    assert budget.snapshot().in_flight_calls == 0
+    # without a dollar limit the call may go (tokens and runs can still be capped)
+    unlimited = Budget(max_tokens=100, prices=PRICES)
+    reservation = unlimited.reserve("mystery-model", input_tokens=10, max_output_tokens=10)
+    assert reservation.usd is None and unlimited.snapshot().reserved_tokens == 20
+
+
+def test_family_prefixes_end_at_a_separator() -> None:
+    table = {"gpt-5": ModelPrice(1.0, 2.0), "o3": ModelPrice(3.0, 4.0)}
+    assert price_for("gpt-5", table) == ModelPrice(1.0, 2.0)
+    assert price_for("gpt-5-2025-08-07", table) == ModelPrice(1.0, 2.0)
+    assert price_for("gpt-5.5", table) is None  # another model, not a dated gpt-5
+    assert price_for("o3-pro", table) == ModelPrice(3.0, 4.0)
+    assert price_for("o30", table) is None
+    assert price_for("gpt-4o-mini-2024-07-18") == DEFAULT_PRICES["gpt-4o-mini"]
+    assert price_for("gpt-4.1-2025-04-14") == DEFAULT_PRICES["gpt-4.1"]
+
+
+def test_the_bundled_table_is_a_data_file_and_other_files_load(tmp_path) -> None:
+    from agentprop._modelapi.budget import PRICES_PATH, load_prices
+    from agentprop.errors import InputError
+
+    assert load_prices(PRICES_PATH) == DEFAULT_PRICES
+    assert DEFAULT_PRICES["gpt-4o"] == ModelPrice(2.5, 10.0, cache_write_per_mtok=2.5, cache_read_per_mtok=1.25)
+    mine = tmp_path / "prices.json"
+    mine.write_text('{"models": {"local-llama": {"input": 0.1, "output": 0.2, "note": "our GPU"}}}')
+    assert load_prices(mine) == {"local-llama": ModelPrice(0.1, 0.2)}
+    mine.write_text('{"local-llama": {"input": 0.1}}')
+    with pytest.raises(InputError, match="needs both input and output"):
+        load_prices(mine)
+    mine.write_text('{"local-llama": {"input": -1, "output": 1}}')
+    with pytest.raises(InputError, match="invalid"):
+        load_prices(mine)
+
+
+# --- reservations: the per-call check ------------------------------------------------------------
+
+
+def test_a_call_reserves_its_worst_case_and_settles_what_it_used() -> None:
+    budget = Budget(max_usd=1.0, prices=PRICES)
+    r = budget.reserve("test-model", input_tokens=100_000, max_output_tokens=50_000)
+    # worst case: input at the dearest input rate (a prompt-cache write, 1.25x) + max output
+    assert r.usd == pytest.approx((100_000 * 2.0 * 1.25 + 50_000 * 8.0) / 1e6)
+    snap = budget.snapshot()
+    assert snap.in_flight_calls == 1 and snap.reserved_usd == pytest.approx(r.usd) and snap.usd == 0.0
+    assert budget.settle(r, 1000, 10) == pytest.approx((1000 * 2.0 + 10 * 8.0) / 1e6)
+    snap = budget.snapshot()
+    assert snap.in_flight_calls == 0 and snap.reserved_usd == 0.0 and snap.calls == 1
+    assert snap.largest_reservation_usd == pytest.approx(r.usd)
+    with pytest.raises(InvalidArgument):
+        budget.settle(r, 1, 1)  # once only
+    failed = budget.reserve("test-model", input_tokens=10, max_output_tokens=10)
+    budget.release(failed)
+    assert budget.snapshot().calls == 1 and budget.snapshot().in_flight_calls == 0
+
+
+def test_calls_in_flight_hold_the_budget_and_the_overrun_is_at_most_one_reservation() -> None:
+    budget = Budget(max_usd=0.05, prices=PRICES)
+    held = []
+    while True:  # reserve until refused: each call may cost up to $0.0205
+        try:
+            held.append(budget.reserve("test-model", input_tokens=2000, max_output_tokens=2000))
+        except BudgetExhausted as exc:
+            assert "reserved by calls in flight" in str(exc) and "was not sent" not in str(exc)
+            break
+    assert len(held) == 3  # 0, 0.0205, 0.041 < 0.05; then 0.0615 >= 0.05
+    assert not budget.try_start_run()  # the reservations hold new runs back too
+    for r in held:  # every call used its worst case
+        budget.settle(r, 2000, 2000)
+    snap = budget.snapshot()
+    assert snap.usd > snap.max_usd  # overrun ...
+    assert snap.usd - snap.max_usd <= snap.largest_reservation_usd  # ... by at most one call's worst case
+    assert snap.refused_calls == 1 and snap.exhausted
+
+
+def test_reservations_count_tokens_too() -> None:
+    budget = Budget(max_tokens=1000, prices=PRICES)
+    first = budget.reserve("test-model", input_tokens=400, max_output_tokens=500)
+    second = budget.reserve("test-model", input_tokens=400, max_output_tokens=500)  # 900 held < 1000
+    with pytest.raises(BudgetExhausted, match="max_tokens=1000") as info:
+        budget.reserve("test-model", input_tokens=400, max_output_tokens=500, call="2 of turn 0")
+    assert "the model call 2 of turn 0 was not sent" in str(info.value)
+    budget.settle(first, 100, 50)
+    budget.release(second)
+    assert budget.reserve("test-model", input_tokens=400, max_output_tokens=500).tokens == 900  # 150 used
 
 
 def test_charge_usage_from_a_real_sdk_response() -> None:
@@ -212,8 +312,16 @@ def test_price_lookup_follows_edits_of_the_table_in_place(monkeypatch: pytest.Mo
     table["claude-y"] = ModelPrice(7.0, 8.0)
     assert price_for("claude-y", table) == ModelPrice(7.0, 8.0)
     before = price_for("claude-haiku-4-5-20251001")
-    monkeypatch.setitem(DEFAULT_PRICES, "claude-haiku-4-5-2025", ModelPrice(9.0, 9.0))
+    monkeypatch.setitem(DEFAULT_PRICES, "claude-haiku-4-5-20251001", ModelPrice(9.0, 9.0))
     assert price_for("claude-haiku-4-5-20251001") == ModelPrice(9.0, 9.0)
-    assert Budget().cost("claude-haiku-4-5-20251001", 1_000_000, 0) == (9.0, True)
-    monkeypatch.delitem(DEFAULT_PRICES, "claude-haiku-4-5-2025")
+    assert Budget().cost("claude-haiku-4-5-20251001", 1_000_000, 0) == 9.0
+    monkeypatch.delitem(DEFAULT_PRICES, "claude-haiku-4-5-20251001")
     assert price_for("claude-haiku-4-5-20251001") == before
+
+
+def test_the_run_limit_refuses_runs_not_the_calls_of_runs_already_started() -> None:
+    budget = Budget(max_runs=1, prices=PRICES)
+    assert budget.try_start_run() and not budget.try_start_run()
+    r = budget.reserve("test-model", input_tokens=10, max_output_tokens=10)  # the started run goes on
+    budget.settle(r, 5, 5)
+    assert budget.snapshot().calls == 1

@@ -147,7 +147,8 @@ def test_missing_key_without_a_local_endpoint_is_a_usage_error(tmp_path: Path) -
     "argv, message",
     [
         (["--agent", "anthropic"], "--agent anthropic needs --model"),
-        (["--model", MODEL], "--model only apply to --agent anthropic"),
+        (["--model", MODEL], "--model only apply to a model agent"),
+        (["--agent", "anthropic", "--model", MODEL, "--api", "responses"], "--api only apply to --agent openai"),
         (["--agent", "anthropic", "--model", MODEL, "--prompt", "nowhere.txt"], "prompt file not found: nowhere.txt"),
         (["--agent", "anthropic", "--model", MODEL, "--fault", "skip_auth=1"], "--fault applies to Python agents"),
         (["--agent", "anthropic", "--model", MODEL, "--max-steps", "0"], "max_steps=0"),

@@ -146,7 +146,9 @@ def test_the_key_covers_the_screen_but_not_the_temperature(server: MessagesServe
     llm_paraphrase_pool(ORIGINAL, **pool_args(server, tmp_path, model="claude-other"))
     llm_paraphrase_pool(ORIGINAL, **pool_args(server, tmp_path, n=7))
     llm_paraphrase_pool(ORIGINAL, protect=["order"], **pool_args(server, tmp_path))
-    assert len(server.requests) == 6
+    # six pools; the one that differs only in its similarity bounds asks the model the same
+    # request, so it screens the reply recorded in the API cache: five requests
+    assert len(server.requests) == 5
     assert len(list((tmp_path / "pools").glob("*.json"))) == 6
 
 
@@ -293,9 +295,34 @@ def test_the_key_can_come_from_the_environment_or_a_client(
     assert server.requests[-1].headers["authorization"] == "Bearer env-dummy-key"
     client = anthropic.Anthropic(base_url=server.base_url, api_key="client-dummy-key", max_retries=0)
     budget = Budget()
-    pool = llm_paraphrase_pool(ORIGINAL, client=client, cache_dir=tmp_path / "b", n=10, budget=budget)
+    # (no API cache: the same request would replay the first one's recorded reply)
+    pool = llm_paraphrase_pool(ORIGINAL, client=client, cache_dir=tmp_path / "b", n=10, budget=budget, api_cache=False)
     assert server.requests[-1].headers["authorization"] == "Bearer client-dummy-key"
     assert len(pool) == len(GOOD) and budget.snapshot().calls == 1
+
+
+def test_the_pool_request_replays_from_the_api_cache_like_an_agent_call(tmp_path: Path) -> None:
+    """The pool's request goes through the API cache: with the pool files gone and the cache in
+    replay-only mode (CI), the pool is rebuilt from the recorded reply with no request at all,
+    and a request that was never recorded is reported with the nearest recorded one."""
+    from agentprop._modelapi.cache import CacheMode
+    from agentprop._modelapi.context import ModelCallContext, model_call_context
+
+    api = tmp_path / "api.sqlite"
+    with MessagesServer(handler=json_reply(GOOD)) as s:
+        made = llm_paraphrase_pool(ORIGINAL, api_cache=api, **pool_args(s, tmp_path))
+        assert len(s.requests) == 1
+        for pool_file in (tmp_path / "pools").glob("*.json"):
+            pool_file.unlink()
+        budget = Budget()
+        with model_call_context(ModelCallContext(budget=budget, cache_mode=CacheMode.REPLAY_ONLY)):  # as a CI session
+            again = llm_paraphrase_pool(ORIGINAL, api_cache=api, **pool_args(s, tmp_path))
+            assert len(s.requests) == 1  # zero network calls
+            assert again.entries == made.entries and again.source == "api"
+            assert budget.snapshot().cached_calls == 1 and budget.snapshot().calls == 0
+            with pytest.raises(ParaphrasePoolError, match="replay-only") as info:
+                llm_paraphrase_pool(ORIGINAL, api_cache=api, **pool_args(s, tmp_path, n=9))
+            assert "nearest recorded request" in str(info.value) and len(s.requests) == 1
 
 
 # --- committed pool files -----------------------------------------------------------------------

@@ -12,8 +12,8 @@ from typing import Any
 import anthropic
 import pytest
 
+from agentprop._modelapi.limiter import AdaptiveConcurrency
 from agentprop._modelapi.retry import (
-    AdaptiveConcurrency,
     RetryEvent,
     RetryPolicy,
     RetryStats,
@@ -158,6 +158,7 @@ def test_429_with_retry_after_then_success_is_retried_and_counted() -> None:
         "retries": 1,
         "gave_up": 0,
         "slept_seconds": 0.05,
+        "cut_by_deadline": 0,
         "by_reason": {"rate_limited": 1},
     }
     assert [(e.attempt, e.reason, e.status_code, e.retry_after) for e in events] == [(1, "rate_limited", 429, 0.05)]

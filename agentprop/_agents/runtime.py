@@ -29,15 +29,19 @@ import random
 import threading
 import time
 import traceback
+import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, Union
 
 from agentprop._spec.response import validate_response
 from agentprop._spec.model import Spec
 from agentprop._util.aio import run_sync
-from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn, Usage
+from agentprop._scenario.trace import ErrorKind, RunError, ToolCall, Trace, Turn, Usage
 from agentprop._scenario.world import World, copy_json, stable_seed
 from agentprop.errors import ToolError
+
+
+_ERROR_KINDS = frozenset(typing.get_args(ErrorKind))
 
 
 class _ConversationRandom:
@@ -89,6 +93,9 @@ class TurnContext:
         self._invalid_response: str | None = None
         self._non_respond_calls = 0
         self._closed = False
+        self.deadline: float | None = None
+        """When this turn's time runs out, in the event loop's clock (``loop.time()``), or
+        ``None`` (no timeout). Model agents pass it down so that no retry waits past it."""
 
     @property
     def rng(self) -> random.Random:
@@ -161,7 +168,7 @@ class TurnContext:
         record.result = copy_json(result)
         return result
 
-    def respond(self, **fields: Any) -> dict[str, Any]:
+    def respond(self, /, **fields: Any) -> dict[str, Any]:
         """End the turn with the structured response. Raises :class:`ToolError` if it does not
         satisfy the response contract (the agent may correct it and call again)."""
         if self._closed:
@@ -185,10 +192,18 @@ class TurnContext:
         """Record free text shown to the user outside ``respond`` (checked for leaks too)."""
         self._turn.text = (self._turn.text + "\n" + text) if self._turn.text else text
 
-    def add_usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0, model_calls: int = 1) -> None:
-        """Record model usage for this turn (API-backed agents)."""
+    def add_usage(
+        self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0, model_calls: int = 1
+    ) -> None:
+        """Record model usage for this turn (API-backed agents). ``cost_usd=None``: the calls'
+        cost is unknown (a model without a price); they are counted in ``unpriced_calls``."""
         usage = self._turn.usage
-        if type(input_tokens) is int and type(output_tokens) is int and type(model_calls) is int and type(cost_usd) in (float, int):
+        if cost_usd is None:
+            self._turn.usage = usage + Usage(
+                input_tokens=input_tokens, output_tokens=output_tokens, model_calls=model_calls, unpriced_calls=model_calls
+            )
+            return
+        if type(input_tokens) is int and type(output_tokens) is int and type(model_calls) is int and type(cost_usd) in (float, int) and not usage.unpriced_calls:
             # what ``usage + Usage(...)`` gives, validating one model instead of two
             self._turn.usage = Usage(
                 input_tokens=usage.input_tokens + input_tokens,
@@ -403,14 +418,23 @@ async def arun_conversation(
         ctx = TurnContext(spec=spec, world=world, turn=turn, history=trace.turns[:-1], context=dict(context or {}), rng=rng, memory=memory, case_id=case_id, trial=trial)
         t0 = time.perf_counter()
         stop = False
+        if turn_timeout_s is not None:
+            ctx.deadline = asyncio.get_running_loop().time() + turn_timeout_s
         try:
             await _run_turn(fn, message, ctx, turn_timeout_s)
-        except asyncio.TimeoutError:
-            turn.errors.append(RunError(kind="timeout", message=f"the agent did not finish the turn within {turn_timeout_s} s", turn_index=index))
+        except asyncio.TimeoutError as exc:
+            # a plain timeout, or a model call that would have waited past the deadline (it
+            # says what the server asked for): either way the turn's timeout is what ended it
+            why = f": {exc}" if str(exc) else ""
+            turn.errors.append(RunError(kind="timeout", message=f"the agent did not finish the turn within {turn_timeout_s} s{why}", turn_index=index))
             stop = True
         except Exception as exc:
+            # errors that are not the agent's say what they are (the budget refusing a model call)
+            kind = getattr(exc, "run_error_kind", None)
+            if kind not in _ERROR_KINDS:
+                kind = "agent_exception"
             turn.errors.append(
-                RunError(kind="agent_exception", message=f"{type(exc).__name__}: {exc}", turn_index=index, traceback=traceback.format_exc())
+                RunError(kind=kind, message=f"{type(exc).__name__}: {exc}", turn_index=index, traceback=traceback.format_exc())
             )
             stop = True
         finally:

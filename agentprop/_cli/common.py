@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from agentprop._cli.options import MODEL_OPTIONS
+from agentprop._cli.options import MODEL_AGENTS, MODEL_OPTIONS
 from agentprop.errors import BindingsError, InputError, InvalidArgument, SourceLocation
 
 if TYPE_CHECKING:
     from agentprop._pipeline.report.model import RunReport, SnapshotCheckReport
-    from agentprop._agents.anthropic import AnthropicAgent
     from agentprop._agents.loading import LoadedAgent
+    from agentprop._agents.model_agent import ModelAgent
     from agentprop._agents.project import Project
+    from agentprop._modelapi.budget import Budget
     from agentprop._scenario.build import Scenario
 
 
@@ -41,58 +42,64 @@ def check_positive_runs(runs: int | None, *, fix: str = "use --runs 1 or more, o
         raise InputError(f"--runs {runs} must be at least 1", fix=fix)
 
 
-def anthropic_agent(args: argparse.Namespace, project: Project, out: TextIO) -> AnthropicAgent:
+_EXAMPLE_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1-mini"}
+
+
+def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: TextIO) -> ModelAgent:
+    """The model agent of ``--agent anthropic`` / ``--agent openai`` and the model options."""
     from agentprop._agents.anthropic import AnthropicAgent
-    from agentprop._modelapi.cache import CacheMode
-    from agentprop._agents.anthropic import DEFAULT_API_CACHE_PATH
-    from agentprop._agents.anthropic import default_cache_mode
+    from agentprop._agents.openai import OpenAIAgent
     from agentprop._agents.prompt import find_seed_artifacts
+    from agentprop._modelapi.cache import CacheMode
+    from agentprop._modelapi.client import DEFAULT_API_CACHE_PATH, default_cache_mode
 
     if args.fault:
-        raise InputError("--fault applies to Python agents with fault knobs, not to --agent anthropic", fix="drop --fault")
+        raise InputError(f"--fault applies to Python agents with fault knobs, not to --agent {kind}", fix="drop --fault")
     if not args.model:
         raise InputError(
-            "--agent anthropic needs --model",
-            expected="--model MODEL, e.g. --model claude-sonnet-4-6",
+            f"--agent {kind} needs --model",
+            expected=f"--model MODEL, e.g. --model {_EXAMPLE_MODELS[kind]}",
             fix="name the model to call with --model",
         )
+    openai_only = [f"--{name}" for name in ("api", "stream") if getattr(args, name, None) is not None]
+    if kind != "openai" and openai_only:
+        raise InputError(f"{', '.join(openai_only)} only apply to --agent openai", fix="drop them, or pass --agent openai")
     seed_prompt, seed_tools = find_seed_artifacts(project.spec_path.parent)
     prompt = Path(args.prompt) if args.prompt else seed_prompt
     tools = Path(args.tool_descriptions) if args.tool_descriptions else seed_tools
     mode = CacheMode.parse(args.cache_mode) if args.cache_mode else default_cache_mode()
     cache: Path | bool = False if (args.cache or "").lower() == "none" else Path(args.cache or DEFAULT_API_CACHE_PATH)
-    max_tokens = 1024 if args.max_tokens is None else args.max_tokens
-    max_steps = 10 if args.max_steps is None else args.max_steps
-    timeout = 120.0 if args.timeout is None else args.timeout
+    options: dict[str, object] = {
+        "temperature": args.temperature,
+        "max_tokens": 1024 if args.max_tokens is None else args.max_tokens,
+        "max_steps": 10 if args.max_steps is None else args.max_steps,
+        "timeout": 120.0 if args.timeout is None else args.timeout,
+        "base_url": args.base_url,
+        "cache": cache,
+        "cache_mode": mode,
+    }
+    if kind == "openai":
+        options.update(api=args.api or "chat", stream=bool(args.stream))
+    agent_type = OpenAIAgent if kind == "openai" else AnthropicAgent
     try:
-        agent = AnthropicAgent.from_files(
-            args.model,
-            prompt,
-            tools,
-            temperature=args.temperature,
-            max_tokens=max_tokens,
-            max_steps=max_steps,
-            timeout=timeout,
-            base_url=args.base_url,
-            cache=cache,
-            cache_mode=mode,
-        )
+        agent: ModelAgent = agent_type.from_files(args.model, prompt, tools, **options)
     except InvalidArgument as exc:
         raise InputError(str(exc), fix="correct the option's value") from None
     agent.check_spec(project.spec)
+    agent.provider.sdk()  # a missing SDK is a usage error now, naming the extra, not an errored run per case
+    api = f" through {agent.provider.label}" + (" (streamed)" if kind == "openai" and args.stream else "")
     print(
-        f"model {args.model}; prompt {prompt or '(written from the spec)'}; tool descriptions {tools or '(the spec)'}; "
+        f"model {args.model}{api}; prompt {prompt or '(written from the spec)'}; tool descriptions {tools or '(the spec)'}; "
         f"cache {cache if cache is not False else 'off'} ({mode.value if cache is not False else 'off'})",
         file=out,
     )
     return agent
 
 
-def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> tuple[LoadedAgent, AnthropicAgent | None]:
+def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> tuple[LoadedAgent, ModelAgent | None]:
     """The agent named by --agent (or the bindings' `agent:`), and the model agent behind it
-    when it is `anthropic` (the caller closes it)."""
-    from agentprop._agents.loading import load_agent
-    from agentprop._agents.loading import parse_faults
+    when it is `anthropic` or `openai` (the caller closes it)."""
+    from agentprop._agents.loading import load_agent, parse_faults
 
     ref = args.agent or project.bindings.agent
     if not ref:
@@ -102,17 +109,45 @@ def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> t
             fix="pass --agent MODULE:ATTR, where MODULE.py sits next to the spec or is importable "
             "(e.g. --agent agent:SupportOpsAgent for examples/supportops/agent.py), or add `agent:` to agentprop.yaml",
         )
-    model_agent: AnthropicAgent | None = None
-    if ref == "anthropic":
-        model_agent = anthropic_agent(args, project, out)
+    model_agent: ModelAgent | None = None
+    if ref in MODEL_AGENTS:
+        model_agent = model_agent_for(ref, args, project, out)
         agent = model_agent.loaded()
     else:
-        given = [f"--{name.replace('_', '-')}" for name in MODEL_OPTIONS if getattr(args, name) is not None]
+        given = [f"--{name.replace('_', '-')}" for name in MODEL_OPTIONS if getattr(args, name, None) is not None]
         if given:
-            raise InputError(f"{', '.join(given)} only apply to --agent anthropic", fix="drop them, or pass --agent anthropic")
+            raise InputError(f"{', '.join(given)} only apply to a model agent (--agent anthropic or --agent openai)", fix="drop them, or pass --agent anthropic / --agent openai")
         base = project.base_dir if not args.agent else Path.cwd()
         agent = load_agent(ref, base if (base / (ref.split(':')[0].replace('.', '/') + '.py')).is_file() else project.base_dir, parse_faults(args.fault))
     return agent, model_agent
+
+
+def cli_budget(args: argparse.Namespace, model_agent: ModelAgent | None) -> Budget:
+    """The one budget of a command (``--max-runs``, ``--max-usd``, ``--prices``), given to the
+    model agent; a dollar limit on a model without a price is refused before anything runs."""
+    from agentprop._modelapi.budget import Budget, load_prices
+
+    prices = load_prices(args.prices) if getattr(args, "prices", None) else None
+    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd, prices=prices)
+    if model_agent is not None:
+        budget.check_priced(model_agent.model)
+        model_agent.budget = budget
+    return budget
+
+
+def model_summary(stats: dict[str, Any], snapshot: Any) -> str:
+    """The model agent's line after the table: calls, replays, retries, money."""
+    refused = f", {stats['refused_calls']} refused by the budget" if stats.get("refused_calls") else ""
+    line = (
+        f"model calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, {stats['live_calls']} to the API, "
+        f"{stats['retries']['retries']} retries{refused}); spent ${snapshot.usd:.4f}"
+    )
+    if snapshot.unpriced_calls:
+        line += (
+            f" on priced calls, and an unknown amount on {snapshot.unpriced_calls} call(s) of {', '.join(snapshot.unpriced_models)} "
+            "(no price: give one with --prices FILE)"
+        )
+    return line + f", saved ${snapshot.usd_saved:.4f} by replays"
 
 
 def check_explore(args: argparse.Namespace) -> None:

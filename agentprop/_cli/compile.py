@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentprop._cli.common import EXIT_FAIL, EXIT_OK, check_budget_args, check_positive_runs, load_cli_agent, selected_scenarios
-from agentprop._cli.options import BINDINGS_HELP, SPEC_HELP, budget_parent, model_parent, selection_parent
+from agentprop._cli.common import EXIT_FAIL, EXIT_OK, check_budget_args, check_positive_runs, cli_budget, load_cli_agent, selected_scenarios
+from agentprop._cli.options import BINDINGS_HELP, MODEL_AGENTS, SPEC_HELP, budget_parent, model_parent, selection_parent
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     comp.add_argument("spec", help=SPEC_HELP)
     comp.add_argument("--out", required=True, metavar="DIR", help="where the compiled prompt.txt, tool_descriptions.yaml and compile_log.json go (rewritten after every iteration)")
-    comp.add_argument("--agent", default="anthropic", help=argparse.SUPPRESS)
+    comp.add_argument("--agent", default="anthropic", choices=list(MODEL_AGENTS), help="the model agent whose prompt is compiled: anthropic (default) or openai")
     comp.add_argument("--fault", action="append", default=[], help=argparse.SUPPRESS)
     comp.add_argument("--bindings", help=BINDINGS_HELP)
     comp.add_argument("--max-iterations", type=int, default=6, metavar="N", help="outer iterations: full runs of the visible cases (default 6)")
@@ -38,7 +38,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
-    from agentprop._modelapi.budget import Budget
     from agentprop._decide.oracle import OracleSettings
     from agentprop._pipeline.promptsmith import acompile_prompt
     from agentprop._agents.project import load_project
@@ -55,8 +54,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     check_budget_args(args)
     _, model_agent = load_cli_agent(args, project, out)
     assert model_agent is not None
-    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
-    model_agent.budget = budget
+    budget = cli_budget(args, model_agent)
     settings = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
     print(f"agentprop {__version__}: compiling {project.spec.spec_id} for {model_agent.model} against "
           f"{len(scenarios)} visible (MFT) cases -> {args.out}", file=out)
@@ -77,7 +75,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     result = asyncio.run(go())
     print(result.footer(), file=out)
     if result.compiled:
-        print(f"next: agentprop tdad {args.spec} --agent anthropic --model {model_agent.model} --prompt {args.out}/prompt.txt "
+        print(f"next: agentprop tdad {args.spec} --agent {args.agent} --model {model_agent.model} --prompt {args.out}/prompt.txt "
               f"--tool-descriptions {args.out}/tool_descriptions.yaml  (hidden cases and mutation score)", file=out)
     if args.json_path:
         Path(args.json_path).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")

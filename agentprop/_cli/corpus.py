@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agentprop._cli.common import EXIT_OK
+from agentprop._cli.options import MODEL_AGENTS
 from agentprop._cli.options import BINDINGS_HELP
 from agentprop.errors import AgentPropError, InputError
 
@@ -156,9 +157,10 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
             kept += 1
             continue
         assert project is not None
-        if entry.agent_ref == "anthropic":
+        kind = entry.agent_ref.split(":", 1)[0]
+        if kind in MODEL_AGENTS:
             kept += 1
-            print(f"kept {entry.id}: not replayed (a model agent; `agentprop run --agent anthropic ...` replays and retires it)", file=out)
+            print(f"kept {entry.id}: not replayed (a model agent; `agentprop run --agent {kind} ...` replays and retires it)", file=out)
             continue
         try:
             agent = load_agent(entry.agent_ref, project.base_dir, entry.agent_faults)

@@ -14,8 +14,10 @@ from agentprop._cli.common import (
     check_budget_args,
     check_explore,
     check_report_outputs,
+    cli_budget,
     check_positive_runs,
     load_cli_agent,
+    model_summary,
     parse_kinds,
     require_decisions,
     selected_scenarios,
@@ -47,7 +49,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
-    from agentprop._modelapi.budget import Budget
     from agentprop._decide.corpus import Corpus
     from agentprop._pipeline.run import RunSettings
     from agentprop._decide.memo import TrialMemo
@@ -62,9 +63,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     project = load_project(args.spec, bindings=args.bindings)
     agent, model_agent = load_cli_agent(args, project, out)
     check_budget_args(args)
-    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
-    if model_agent is not None:
-        model_agent.budget = budget
+    budget = cli_budget(args, model_agent)
     # built once per project: coverage and shrinking read the same list
     scenarios, problems = project.scenarios(), project.problems
     scenarios = selected_scenarios(project, args.case)
@@ -102,13 +101,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         report.metrics.extra["model"] = {**model_agent.stats(), "cache": model_agent.cache.stats.as_dict()}
     print(render_table(report), file=out)
     if model_agent is not None:
-        stats = model_agent.stats()
-        print(
-            f"model calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, {stats['live_calls']} to the API, "
-            f"{stats['retries']['retries']} retries); spent ${snapshot.usd:.4f}, saved ${snapshot.usd_saved:.4f} by replays",
-            file=out,
-        )
-    if snapshot.exhausted and snapshot.refused_runs:
+        print(model_summary(model_agent.stats(), snapshot), file=out)
+    if snapshot.exhausted and (snapshot.refused_runs or snapshot.refused_calls):
         print(f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} case(s) INCONCLUSIVE", file=out)
     for pr in problems:
         print(f"note: {pr}", file=out)

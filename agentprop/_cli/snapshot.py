@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentprop._cli.common import EXIT_FAIL, EXIT_OK, check_budget_args, check_report_outputs, load_cli_agent, selected_scenarios, write_report_outputs
+from agentprop._cli.common import EXIT_FAIL, EXIT_OK, check_budget_args, check_report_outputs, cli_budget, load_cli_agent, selected_scenarios, write_report_outputs
 from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent
 from agentprop._version import __version__
 from agentprop.errors import InputError
@@ -142,7 +142,6 @@ def _pending_names(store: SnapshotStore, args: argparse.Namespace) -> list[str]:
 
 
 def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
-    from agentprop._modelapi.budget import Budget
     from agentprop._decide.snapshot import SnapshotStore
     from agentprop._decide.snapshot import acheck_snapshot
     from agentprop._decide.snapshot import check_reason
@@ -162,9 +161,7 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
         raise InputError("--reason only applies with --update", fix="add --update to approve changes, or drop --reason")
     check_budget_args(args)
     agent, model_agent = load_cli_agent(args, project, out)
-    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
-    if model_agent is not None:
-        model_agent.budget = budget
+    budget = cli_budget(args, model_agent)
     scenarios = selected_scenarios(project, args.case)
     store = SnapshotStore(args.dir) if args.dir else SnapshotStore(default_snapshot_dir(project))
     print(f"agentprop {__version__}: snapshots of {project.spec.spec_id} with agent {agent.ref}, "

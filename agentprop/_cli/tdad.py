@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agentprop._cli.common import (
+    cli_budget,
     EXIT_FAIL,
     EXIT_OK,
     check_budget_args,
@@ -68,7 +69,6 @@ def _print_split(report: RunReport, split: dict[str, str], out: TextIO) -> None:
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
-    from agentprop._modelapi.budget import Budget
     from agentprop._pipeline.mutation import KillerCase
     from agentprop._decide.oracle import OracleSettings
     from agentprop._pipeline.run import RunSettings
@@ -112,9 +112,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     agent, model_agent = load_cli_agent(args, project, out)
     if pack is not None:  # before any run: a typo should not cost a suite
         check_mutation_bindings(project, pack, agent if model_agent is None else None)
-    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
-    if model_agent is not None:
-        model_agent.budget = budget
+    budget = cli_budget(args, model_agent)
     scenarios = selected_scenarios(project, args.case)
     require_decisions(project, scenarios)
     check_positive_runs(args.runs)

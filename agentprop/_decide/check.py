@@ -26,6 +26,7 @@ from typing import Any, Union
 
 from agentprop._agents.loading import LoadedAgent, make_factory
 from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.context import current_model_context, model_call_context
 from agentprop._decide.contracts import Verdict
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.corpus import judge_replay
@@ -122,18 +123,22 @@ async def decide_scenario(
     def judge(trace: Trace) -> TrialRecord:
         return record_for(case.verdicts(trace) if case is not None else verdicts_of(prop(trace)))  # type: ignore[misc]
 
-    result = await adecide(
-        run_trial,
-        settings,
-        judge=judge,
-        name=name or scenario.id,
-        memo=memo if memo is not None else current_session().memo,
-        input_digest=run_digest(project, scenario, msgs, seed),
-        fingerprint=loaded.fingerprint,
-        budget=budget if budget is not None else current_session().budget,
-        concurrency=concurrency,
-        first_trial=seed * 1_000_003,
-    )
+    chosen_budget = budget if budget is not None else current_session().budget
+    # the check's budget is also the budget of the model calls its runs make (an agent without a
+    # budget of its own charges it): passed down through the model-call context
+    with model_call_context(current_model_context().with_budget(chosen_budget)):
+        result = await adecide(
+            run_trial,
+            settings,
+            judge=judge,
+            name=name or scenario.id,
+            memo=memo if memo is not None else current_session().memo,
+            input_digest=run_digest(project, scenario, msgs, seed),
+            fingerprint=loaded.fingerprint,
+            budget=chosen_budget,
+            concurrency=concurrency,
+            first_trial=seed * 1_000_003,
+        )
     if rule is not None:
         result.settings["rule"] = rule
     return result

@@ -323,6 +323,13 @@ def sample_runs(outcomes: list[TrialOutcome]) -> list[SampledRun]:
     ]
 
 
+def cut_by_budget(trace: Trace) -> bool:
+    """Whether the budget refused a model call of this run (a ``budget_exhausted`` error):
+    the run says nothing about the agent, so it is neither judged nor kept, and the decision
+    ends as if the run had never started (INCONCLUSIVE unless already decided)."""
+    return any(e.kind == "budget_exhausted" for e in trace.all_errors())
+
+
 class _Memoised:
     def __init__(self, memo: TrialMemo | None, input_digest: str, fingerprint: str, budget: Budget | None) -> None:
         self.memo = memo
@@ -373,7 +380,11 @@ def decide(
             if not m.may_start():
                 budget_out = True
                 break
-            trace = m.store(i, run_trial(i))
+            trace = run_trial(i)
+            if cut_by_budget(trace):  # not a run of the agent: not judged, not kept
+                budget_out = True
+                break
+            trace = m.store(i, trace)
         rec = judge(trace)
         outcomes.append(TrialOutcome(i, rec, trace, hit))
         test.update(rec.passed)
@@ -453,13 +464,16 @@ async def adecide(
                 task = tasks.get(j)
                 if task is None:
                     break
+                if cut_by_budget(task.result()):  # not a run of the agent: not judged, not kept
+                    budget_out = True
+                    break
                 trace = m.store(j, task.result())
                 stored.add(j)
             rec = judge(trace)
             outcomes.append(TrialOutcome(j, rec, trace, hit))
             test.update(rec.passed)
         for j, task in tasks.items():
-            if j not in stored:
+            if j not in stored and not cut_by_budget(task.result()):
                 # ran past the decision: kept for the next decision on this input
                 m.store(j, task.result())
         i += width

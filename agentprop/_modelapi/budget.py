@@ -2,21 +2,34 @@
 
 Generation, repeats for the statistical oracle, shrinking and mutation testing all draw from the
 same :class:`Budget`. Before starting an agent run, ask :meth:`Budget.try_start_run` (or call
-:meth:`Budget.start_run`, which raises :class:`BudgetExhausted`); after every model call, report
-its usage with :meth:`Budget.charge` (or :meth:`Budget.charge_usage`). Once any limit is reached
-the budget is *exhausted* and no new run starts; runs already in flight finish and are charged
-(so tokens and dollars can end slightly above their limits, by at most the in-flight runs).
+:meth:`Budget.start_run`, which raises :class:`BudgetExhausted`).
+
+Model calls are checked one by one. Before a call is sent, :meth:`Budget.reserve` books its
+worst case -- ``input bound x input price + max_tokens x output price`` (and as many tokens) --
+and refuses it (:class:`BudgetExhausted`) unless the dollars spent plus those reserved by the
+calls in flight are below ``max_usd`` (tokens likewise below ``max_tokens``). When the answer
+arrives, :meth:`Budget.settle` charges what it really cost and frees the reservation; a call
+that failed is released uncharged. So a limit is overrun by at most one call's reservation:
+``spent + reserved`` only grows at an admission, from below the limit by one reservation, and
+every settlement lowers it (the guarantee assumes each call costs at most its reservation; the
+model-client layer bounds the input by the request's size, see
+:mod:`agentprop._modelapi.client`). :attr:`BudgetSnapshot.largest_reservation_usd` records the
+bound that applied. :meth:`Budget.charge` records a call without a reservation.
 
 Cache hits are recorded with ``cached=True``: they are counted (to report what replays saved)
 but cost nothing and do not count against the limits.
 
-Dollars come from :data:`DEFAULT_PRICES`, a table from model-name prefix to
-:class:`ModelPrice` ($ per million tokens). The longest matching prefix wins, so
-``claude-opus-4-5-20251101`` is priced as ``claude-opus-4-5`` and ``claude-opus-4-20250514`` as
-``claude-opus-4``. Prices change: edit :data:`DEFAULT_PRICES` in place, or pass ``prices=`` to a
-:class:`Budget` (entries there override the defaults). A model that matches no prefix is charged
-at the highest price in the table, so that a dollar limit is never under-counted, and is listed
-in the snapshot's ``unpriced_models`` so the table can be fixed.
+Dollars come from :data:`DEFAULT_PRICES`, the table in ``prices.json`` beside this module:
+model-name prefix -> :class:`ModelPrice` ($ per million tokens). A model is priced by the
+longest entry that is its whole name or a prefix followed by ``-``, ``_``, ``@``, ``:`` or
+``/``, so ``claude-opus-4-5-20251101`` is priced as ``claude-opus-4-5`` and
+``gpt-4o-2024-08-06`` as ``gpt-4o``, while ``gpt-5.5`` is not priced as ``gpt-5``. Prices
+change: edit :data:`DEFAULT_PRICES` in place, pass ``prices=`` to a :class:`Budget` (entries
+there override the defaults), or load a file of the same format with :func:`load_prices`. A
+model that matches no entry has **no price**: its calls are counted, their cost is unknown
+(never $0: the snapshot lists the model in ``unpriced_models`` and counts ``unpriced_calls``),
+and a dollar limit cannot be enforced for it, so reserving a call of an unpriced model under a
+``max_usd`` raises :class:`UnpricedModel`.
 
 All methods are thread-safe (one lock, held for microseconds, never across an ``await``), so one
 budget can be shared by threads and asyncio tasks alike.
@@ -24,16 +37,18 @@ budget can be shared by threads and asyncio tasks alike.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agentprop.errors import InvalidArgument
-from agentprop.errors import BudgetExhausted  # noqa: F401 (re-exported: defined in errors.py)
+from agentprop.errors import BudgetExhausted, InputError, InvalidArgument, UnpricedModel
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -41,7 +56,10 @@ __all__ = [
     "BudgetExhausted",
     "BudgetSnapshot",
     "ModelPrice",
+    "Reservation",
+    "UnpricedModel",
     "cost_usd",
+    "load_prices",
     "price_for",
 ]
 
@@ -100,32 +118,76 @@ class ModelPrice:
         )
         return total / 1_000_000
 
+    def worst_case(self, input_tokens: int, output_tokens: int) -> float:
+        """The most one call with at most these token counts can cost: every input token at the
+        dearest input rate (plain, prompt-cache write or read) and every output token at the
+        output rate, of the tier ``input_tokens`` falls in."""
+        inp, out = self.input_per_mtok, self.output_per_mtok
+        if self.long_context_threshold is not None and input_tokens > self.long_context_threshold:
+            inp = float(self.long_input_per_mtok or 0.0)
+            out = float(self.long_output_per_mtok or 0.0)
+        write = self.cache_write_per_mtok if self.cache_write_per_mtok is not None else 1.25 * inp
+        read = self.cache_read_per_mtok if self.cache_read_per_mtok is not None else 0.1 * inp
+        return (input_tokens * max(inp, write, read) + output_tokens * out) / 1_000_000
 
-DEFAULT_PRICES: dict[str, ModelPrice] = {
-    # Anthropic list prices, $ per million tokens (input, output), checked against
-    # platform.claude.com model pages. Longest prefix wins. Edit or override as prices change.
-    "claude-fable-5": ModelPrice(10.0, 50.0),  # Fable 5, 5.1 (5.2 assumed the same)
-    "claude-mythos": ModelPrice(10.0, 50.0),  # shares Fable 5's pricing
-    "claude-opus-5-5": ModelPrice(4.0, 20.0),
-    "claude-opus-5": ModelPrice(5.0, 25.0),
-    "claude-opus-4-8": ModelPrice(5.0, 25.0),
-    "claude-opus-4-7": ModelPrice(5.0, 25.0),
-    "claude-opus-4-6": ModelPrice(5.0, 25.0),
-    "claude-opus-4-5": ModelPrice(5.0, 25.0),
-    "claude-opus-4": ModelPrice(15.0, 75.0),  # Opus 4 and 4.1
-    "claude-sonnet-5": ModelPrice(2.0, 10.0),  # Sonnet 5 and 5.5
-    "claude-sonnet-4": ModelPrice(3.0, 15.0),  # Sonnet 4, 4.5, 4.6
-    "claude-haiku-5-5": ModelPrice(
-        0.10, 0.50, long_context_threshold=100_000, long_input_per_mtok=0.50, long_output_per_mtok=2.50
-    ),
-    "claude-haiku-4-5": ModelPrice(1.0, 5.0),
-    "claude-3-7-sonnet": ModelPrice(3.0, 15.0),
-    "claude-3-5-sonnet": ModelPrice(3.0, 15.0),
-    "claude-3-5-haiku": ModelPrice(0.80, 4.0),
-    "claude-3-opus": ModelPrice(15.0, 75.0),
-    "claude-3-haiku": ModelPrice(0.25, 1.25),
+
+_PRICE_FIELDS = {
+    "input": "input_per_mtok",
+    "output": "output_per_mtok",
+    "cache_write": "cache_write_per_mtok",
+    "cache_read": "cache_read_per_mtok",
+    "long_context_threshold": "long_context_threshold",
+    "long_input": "long_input_per_mtok",
+    "long_output": "long_output_per_mtok",
 }
-"""Model-name prefix -> :class:`ModelPrice`. Editable in place; see the module docstring."""
+
+PRICES_PATH = Path(__file__).with_name("prices.json")
+"""The bundled price table."""
+
+
+def _price_entry(where: str, name: object, entry: object) -> ModelPrice:
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"{where}: a model name must be a non-empty string, not {name!r}",
+                         expected='"MODEL-PREFIX": {"input": $/MTok, "output": $/MTok}', fix="name the model")
+    if not isinstance(entry, Mapping):
+        raise InputError(f"{where}: the price of {name!r} must be an object, not {type(entry).__name__}",
+                         expected='{"input": 3.0, "output": 15.0}', fix=f"write the price of {name} as an object")
+    unknown = sorted(set(entry) - set(_PRICE_FIELDS) - {"note"})
+    if unknown or "input" not in entry or "output" not in entry:
+        raise InputError(
+            f"{where}: the price of {name!r} " + (f"has unknown field(s) {unknown}" if unknown else "needs both input and output"),
+            expected=f"fields {sorted(_PRICE_FIELDS)} (and an optional note)",
+            fix=f"give {name} its input and output price in $ per million tokens",
+        )
+    try:
+        return ModelPrice(**{_PRICE_FIELDS[k]: v for k, v in entry.items() if k != "note"})
+    except (InvalidArgument, TypeError) as exc:
+        raise InputError(f"{where}: the price of {name!r} is invalid: {exc}", expected="finite numbers >= 0",
+                         fix=f"correct the price of {name}") from None
+
+
+def load_prices(path: str | os.PathLike[str]) -> dict[str, ModelPrice]:
+    """A price table from a JSON file: ``{"models": {PREFIX: {"input": .., "output": ..}}}``
+    (the format of the bundled ``prices.json``) or just the ``models`` mapping itself."""
+    where = str(path)
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read the price file ({exc.strerror or exc})", fix="check the path") from None
+    except ValueError as exc:
+        raise InputError(f"{where}: the price file is not valid JSON ({exc})", expected="a JSON object",
+                         fix="correct the JSON") from None
+    models = document.get("models", document) if isinstance(document, dict) else None
+    if not isinstance(models, dict):
+        raise InputError(f"{where}: expected a JSON object of model prices", expected='{"models": {"MODEL": {"input": 3.0, "output": 15.0}}}',
+                         fix="write the prices as a JSON object")
+    return {name: _price_entry(where, name, entry) for name, entry in models.items()}
+
+
+DEFAULT_PRICES: dict[str, ModelPrice] = load_prices(PRICES_PATH)
+"""Model-name prefix -> :class:`ModelPrice`, read from ``prices.json``. Editable in place; see
+the module docstring."""
+
 
 
 def _coerce_price(key: str, value: object) -> ModelPrice:
@@ -138,9 +200,21 @@ def _coerce_price(key: str, value: object) -> ModelPrice:
     )
 
 
+_SUFFIX_STARTS = frozenset("-_@:/")
+
+
+def _names_family(prefix: object, model: str) -> bool:
+    """Whether the table entry ``prefix`` prices ``model``: its whole name, or a prefix that
+    ends where a suffix starts (``claude-opus-4`` prices ``claude-opus-4-1``, ``gpt-5`` does
+    not price ``gpt-5.5``)."""
+    if not isinstance(prefix, str) or not model.startswith(prefix):
+        return False
+    return len(model) == len(prefix) or model[len(prefix)] in _SUFFIX_STARTS
+
+
 def price_for(model: str, prices: Mapping[str, ModelPrice] | None = None) -> ModelPrice | None:
-    """The price of ``model`` by longest matching prefix in ``prices`` (default
-    :data:`DEFAULT_PRICES`), or ``None`` if no prefix matches."""
+    """The price of ``model`` by the longest entry of ``prices`` (default
+    :data:`DEFAULT_PRICES`) naming it or its family (see the module docstring), or ``None``."""
     table = DEFAULT_PRICES if prices is None else prices
     # Which prefix wins depends only on the table's keys, in order, and the model name: it is
     # remembered under exactly those (a table edited in place has other keys, hence another
@@ -151,7 +225,7 @@ def price_for(model: str, prices: Mapping[str, ModelPrice] | None = None) -> Mod
     if best is _NO_ENTRY:
         best = None
         for prefix in names:
-            if model.startswith(prefix) and (best is None or len(prefix) > len(best)):
+            if _names_family(prefix, model) and (best is None or len(prefix) > len(best)):
                 best = prefix
         if type(model) is str:
             _remember_prefix(names, model, best)
@@ -205,6 +279,7 @@ class BudgetSnapshot(BaseModel):
     """Input tokens, prompt-cache writes and reads included."""
     output_tokens: int
     usd: float
+    """Dollars spent on calls of priced models (see ``unpriced_calls``)."""
     cached_calls: int
     """Model calls answered from the cache (free)."""
     cached_input_tokens: int
@@ -219,12 +294,31 @@ class BudgetSnapshot(BaseModel):
     refused_runs: int
     """Runs that asked to start after the budget was exhausted."""
     unpriced_models: list[str]
+    """Models called that have no price: their cost is unknown, not counted in ``usd``."""
     usd_by_model: dict[str, float]
+    unpriced_calls: int = 0
+    """Calls (not replays) of unpriced models: ``usd`` leaves their unknown cost out."""
+    refused_calls: int = 0
+    """Model calls refused before they were sent because a limit was reached."""
+    in_flight_calls: int = 0
+    """Calls reserved and not yet settled."""
+    reserved_usd: float = 0.0
+    """The worst-case dollars reserved by the calls in flight."""
+    reserved_tokens: int = 0
+    largest_reservation_usd: float = 0.0
+    """The largest single reservation so far: a dollar limit is never overrun by more."""
+    largest_reservation_tokens: int = 0
+    """The largest single token reservation so far: a token limit is never overrun by more."""
 
     @property
     def tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
+
+    @property
+    def usd_known(self) -> bool:
+        """Whether ``usd`` is the whole cost (no call of an unpriced model was made)."""
+        return self.unpriced_calls == 0
 
 
 def _check_limit(name: str, value: float | None, *, integer: bool) -> None:
@@ -241,13 +335,32 @@ def _usage_field(usage: Any, name: str) -> int:
     return int(value) if isinstance(value, (int, float)) else 0
 
 
+def _check_counts(model: str, counts: tuple[int, ...]) -> None:
+    for n in counts:
+        if (type(n) is not int and (not isinstance(n, int) or isinstance(n, bool))) or n < 0:
+            raise InvalidArgument(f"Token counts must be ints >= 0; got {counts} for {model!r}.")
+
+
+@dataclass
+class Reservation:
+    """The worst case of one model call, booked by :meth:`Budget.reserve` until
+    :meth:`Budget.settle` (or :meth:`Budget.release`) frees it."""
+
+    model: str
+    tokens: int
+    usd: float | None
+    """``None``: the model has no price (allowed only without a dollar limit)."""
+    open: bool = field(default=True)
+
+
 class Budget:
     """The ledger of one session: runs, tokens and dollars, with optional limits.
 
     Args:
         max_runs: the most agent runs to start (``None``: unlimited).
-        max_usd: stop starting runs once this many dollars are spent.
-        max_tokens: stop starting runs once this many tokens (input + output) are used.
+        max_usd: stop starting runs, and sending model calls, once this many dollars are spent
+            or reserved (see the module docstring for the exact guarantee).
+        max_tokens: the same for tokens (input + output).
         prices: prefix -> :class:`ModelPrice` or ``(input, output)`` $/MTok, overriding
             :data:`DEFAULT_PRICES` entry by entry.
     """
@@ -278,8 +391,15 @@ class Budget:
         self._cached_output = 0
         self._usd_saved = 0.0
         self._refused = 0
+        self._refused_calls = 0
         self._unpriced: set[str] = set()
+        self._unpriced_calls = 0
         self._usd_by_model: dict[str, float] = {}
+        self._in_flight = 0
+        self._reserved_usd = 0.0
+        self._reserved_tokens = 0
+        self._largest_usd = 0.0
+        self._largest_tokens = 0
 
     # -- prices ----------------------------------------------------------------------------------
 
@@ -287,6 +407,11 @@ class Budget:
     def prices(self) -> dict[str, ModelPrice]:
         """The effective price table: :data:`DEFAULT_PRICES` with this budget's overrides."""
         return {**DEFAULT_PRICES, **self._overrides}
+
+    def price(self, model: str) -> ModelPrice | None:
+        """The price of ``model`` in the effective table, or ``None`` (no price)."""
+        # no overrides: the default table itself (what ``prices`` copies, in the same order)
+        return price_for(model, self.prices if self._overrides else DEFAULT_PRICES)
 
     def cost(
         self,
@@ -296,33 +421,40 @@ class Budget:
         *,
         cache_creation_input_tokens: int = 0,
         cache_read_input_tokens: int = 0,
-    ) -> tuple[float, bool]:
-        """Dollars for one call and whether the model was found in the price table.
-
-        An unpriced model is charged at the most expensive entry (see the module docstring).
-        """
-        # no overrides: the default table itself (what ``prices`` copies, in the same order)
-        table = self.prices if self._overrides else DEFAULT_PRICES
-        price = price_for(model, table)
-        priced = price is not None
+    ) -> float | None:
+        """Dollars for one call, or ``None`` when the model has no price (cost unknown)."""
+        price = self.price(model)
         if price is None:
-            price = max(
-                (_coerce_price(k, v) for k, v in table.items()),
-                key=lambda p: (p.output_per_mtok, p.input_per_mtok),
-                default=ModelPrice(0.0, 0.0),
+            return None
+        return price.cost(input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens)
+
+    def check_priced(self, model: str) -> None:
+        """Raise :class:`UnpricedModel` if a dollar limit is set and ``model`` has no price."""
+        if self.max_usd is not None and self.price(model) is None:
+            raise UnpricedModel(
+                f"model {model!r} has no price in agentprop's price table, so its cost is unknown and "
+                f"the dollar limit max_usd=${self.max_usd:g} cannot be enforced",
+                expected="a price for the model: an entry naming it or its family (see agentprop/_modelapi/prices.json)",
+                fix=f"give its price: --prices FILE (JSON {{\"models\": {{\"{model}\": {{\"input\": 1.0, \"output\": 2.0}}}}}}, "
+                "$ per million tokens) or Budget(prices={...}); or drop the dollar limit and cap runs or tokens instead",
             )
-        usd = price.cost(input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens)
-        return usd, priced
 
     # -- runs ------------------------------------------------------------------------------------
 
     def _exhausted_reason_locked(self) -> str | None:
         if self.max_runs is not None and self._runs >= self.max_runs:
             return f"max_runs={self.max_runs} reached ({self._runs} runs started)"
-        if self.max_tokens is not None and self._input + self._output >= self.max_tokens:
-            return f"max_tokens={self.max_tokens} reached ({self._input + self._output} tokens used)"
-        if self.max_usd is not None and self._usd >= self.max_usd:
-            return f"max_usd=${self.max_usd:.4f} reached (${self._usd:.4f} spent)"
+        return self._spent_reason_locked()
+
+    def _spent_reason_locked(self) -> str | None:
+        """Which token or dollar limit is spent or held by calls in flight (what refuses a model
+        call; the run limit only refuses new runs), or ``None``."""
+        if self.max_tokens is not None and self._input + self._output + self._reserved_tokens >= self.max_tokens:
+            held = f", {self._reserved_tokens} reserved by calls in flight" if self._reserved_tokens else ""
+            return f"max_tokens={self.max_tokens} reached ({self._input + self._output} tokens used{held})"
+        if self.max_usd is not None and self._usd + self._reserved_usd >= self.max_usd:
+            held = f", ${self._reserved_usd:.4f} reserved by calls in flight" if self._reserved_usd else ""
+            return f"max_usd=${self.max_usd:.4f} reached (${self._usd:.4f} spent{held})"
         return None
 
     def try_start_run(self) -> bool:
@@ -362,7 +494,73 @@ class Budget:
         if reason is not None:
             raise BudgetExhausted(reason, self.snapshot())
 
-    # -- charges ---------------------------------------------------------------------------------
+    # -- model calls -----------------------------------------------------------------------------
+
+    def reserve(self, model: str, *, input_tokens: int, max_output_tokens: int, call: str | None = None) -> Reservation:
+        """Book the worst case of one model call before it is sent: ``input_tokens`` (an upper
+        bound of the request's input) and ``max_output_tokens`` at the model's prices.
+
+        Raises :class:`BudgetExhausted` (nothing booked) unless what is spent plus what the calls
+        in flight reserved is below every limit, and :class:`UnpricedModel` for a model without
+        a price under a dollar limit. ``call`` names the call in the error message.
+        """
+        _check_counts(model, (input_tokens, max_output_tokens))
+        price = self.price(model)
+        if price is None:
+            self.check_priced(model)
+        usd = price.worst_case(input_tokens, max_output_tokens) if price is not None else None
+        tokens = input_tokens + max_output_tokens
+        with self._lock:
+            reason = self._spent_reason_locked()
+            if reason is None:
+                self._in_flight += 1
+                self._reserved_tokens += tokens
+                self._largest_tokens = max(self._largest_tokens, tokens)
+                if usd is not None:
+                    self._reserved_usd += usd
+                    self._largest_usd = max(self._largest_usd, usd)
+                return Reservation(model, tokens, usd)
+            self._refused_calls += 1
+        raise BudgetExhausted(reason, self.snapshot(), call=call)
+
+    def _free_locked(self, reservation: Reservation) -> None:
+        if not reservation.open:
+            raise InvalidArgument("This reservation was already settled or released.")
+        reservation.open = False
+        self._in_flight -= 1
+        self._reserved_tokens -= reservation.tokens
+        if reservation.usd is not None:
+            self._reserved_usd = max(0.0, self._reserved_usd - reservation.usd)
+        if self._in_flight == 0:
+            self._reserved_usd, self._reserved_tokens = 0.0, 0  # no rounding left behind
+
+    def release(self, reservation: Reservation) -> None:
+        """Free a reservation without a charge (the call failed before any answer)."""
+        with self._lock:
+            self._free_locked(reservation)
+
+    def settle(
+        self,
+        reservation: Reservation,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        model: str | None = None,
+        cache_creation_input_tokens: int = 0,
+        cache_read_input_tokens: int = 0,
+    ) -> float | None:
+        """Charge what a reserved call really used and free its reservation; returns its cost
+        (``None``: the model has no price). ``model``: the model the API says answered
+        (default: the reserved one)."""
+        with self._lock:
+            self._free_locked(reservation)
+        return self.charge(
+            model or reservation.model,
+            input_tokens,
+            output_tokens,
+            cache_creation_input_tokens=cache_creation_input_tokens,
+            cache_read_input_tokens=cache_read_input_tokens,
+        )
 
     def charge(
         self,
@@ -373,17 +571,16 @@ class Budget:
         cache_creation_input_tokens: int = 0,
         cache_read_input_tokens: int = 0,
         cached: bool = False,
-    ) -> float:
-        """Record one model call's usage; returns its cost in dollars.
+    ) -> float | None:
+        """Record one model call's usage; returns its cost in dollars, or ``None`` when the
+        model has no price (the tokens are still counted).
 
         With ``cached=True`` (a replay from the API cache) the call is recorded as saved and
         costs nothing.
         """
         counts = (input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens)
-        for n in counts:
-            if (type(n) is not int and (not isinstance(n, int) or isinstance(n, bool))) or n < 0:
-                raise InvalidArgument(f"Token counts must be ints >= 0; got {counts} for {model!r}.")
-        usd, priced = self.cost(
+        _check_counts(model, counts)
+        usd = self.cost(
             model,
             input_tokens,
             output_tokens,
@@ -392,22 +589,25 @@ class Budget:
         )
         all_input = input_tokens + cache_creation_input_tokens + cache_read_input_tokens
         with self._lock:
-            if not priced:
+            if usd is None:
                 self._unpriced.add(model)
             if cached:
                 self._cached_calls += 1
                 self._cached_input += all_input
                 self._cached_output += output_tokens
-                self._usd_saved += usd
+                self._usd_saved += usd or 0.0
                 return 0.0
             self._calls += 1
             self._input += all_input
             self._output += output_tokens
+            if usd is None:
+                self._unpriced_calls += 1
+                return None
             self._usd += usd
             self._usd_by_model[model] = self._usd_by_model.get(model, 0.0) + usd
         return usd
 
-    def charge_usage(self, model: str, usage: Any, *, cached: bool = False) -> float:
+    def charge_usage(self, model: str, usage: Any, *, cached: bool = False) -> float | None:
         """:meth:`charge` from a Messages API ``usage`` (an SDK ``Usage`` object or a dict)."""
         return self.charge(
             model,
@@ -423,6 +623,7 @@ class Budget:
     def snapshot(self) -> BudgetSnapshot:
         """A consistent, immutable copy of the ledger."""
         with self._lock:
+            reason = self._exhausted_reason_locked()
             return BudgetSnapshot(
                 runs=self._runs,
                 calls=self._calls,
@@ -436,11 +637,18 @@ class Budget:
                 max_runs=self.max_runs,
                 max_tokens=self.max_tokens,
                 max_usd=self.max_usd,
-                exhausted=self._exhausted_reason_locked() is not None,
-                exhausted_reason=self._exhausted_reason_locked(),
+                exhausted=reason is not None,
+                exhausted_reason=reason,
                 refused_runs=self._refused,
                 unpriced_models=sorted(self._unpriced),
                 usd_by_model=dict(sorted(self._usd_by_model.items())),
+                unpriced_calls=self._unpriced_calls,
+                refused_calls=self._refused_calls,
+                in_flight_calls=self._in_flight,
+                reserved_usd=self._reserved_usd,
+                reserved_tokens=self._reserved_tokens,
+                largest_reservation_usd=self._largest_usd,
+                largest_reservation_tokens=self._largest_tokens,
             )
 
     def __repr__(self) -> str:

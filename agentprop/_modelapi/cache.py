@@ -24,7 +24,7 @@ serialised, and the key is the same.
 Secrets are never stored. The cache only ever sees request *bodies*, never headers or the
 client, and before anything is hashed or written :func:`scrub_secrets` replaces the value of any
 key named like a credential (``api_key``, ``x-api-key``, ``authorization``, ``auth_token`` ...) and
-any string that looks like an Anthropic key (``sk-ant-...``) or equals a secret registered with
+any string that looks like an API key (``sk-ant-...``, ``sk-proj-...``) or equals a secret registered with
 ``ApiCache(secrets=...)`` with ``"[REDACTED]"``. As a last guard, a write whose text still contains
 a registered secret is refused.
 
@@ -59,8 +59,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from agentprop.errors import InvalidArgument
-from agentprop.errors import CacheError, CacheMiss  # noqa: F401 (re-exported: defined in errors.py)
+from agentprop.errors import CacheError, CacheMiss, InvalidArgument
 
 __all__ = [
     "KEY_FIELDS",
@@ -76,6 +75,7 @@ __all__ = [
     "canonical_json",
     "canonical_request",
     "scrub_secrets",
+    "scrub_text",
 ]
 
 SCHEMA_VERSION = 1
@@ -95,7 +95,13 @@ KEY_FIELDS: tuple[str, ...] = (
 )
 """The request fields that always take part in the key (other answer-changing fields do too)."""
 
-_IGNORED_FIELDS = frozenset({"stream", "metadata", "service_tier", "timeout", "extra_headers", "extra_query"})
+_IGNORED_FIELDS = frozenset(
+    {"stream", "stream_options", "metadata", "service_tier", "timeout", "extra_headers", "extra_query"}
+)
+
+CONVERSATION_FIELDS = ("messages", "input")
+"""Where a request body holds its conversation: ``messages`` (Anthropic Messages, OpenAI Chat
+Completions) or ``input`` (OpenAI Responses)."""
 
 REDACTED = "[REDACTED]"
 
@@ -113,7 +119,12 @@ _SECRET_KEY_NAMES = frozenset(
         "client_secret",
     }
 )
-_SECRET_VALUE = re.compile(r"sk-ant-[A-Za-z0-9_\-]{6,}")
+_SECRET_VALUE = re.compile(r"sk-ant-[A-Za-z0-9_\-]{6,}|(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}")
+"""API keys: Anthropic's (``sk-ant-...``) and OpenAI's (``sk-...``, ``sk-proj-...``: 20 or more key
+characters after ``sk-``, not glued to a word such as ``task-``)."""
+_SECRET_IN_JSON = re.compile(rb"sk-[A-Za-z0-9_\-]{6,}")
+"""Every match of :data:`_SECRET_VALUE` in a string shows in the string's JSON text as a match of
+this (a superset: it has no look-behind, which an escape such as ``\\n`` could defeat)."""
 
 _T = TypeVar("_T")
 
@@ -216,12 +227,27 @@ def _to_plain(value: Any, where: str = "request") -> Any:
     )
 
 
+def _has_key(value: str) -> bool:
+    """Whether the string holds something shaped like an API key (what the scrub redacts)."""
+    return "sk-" in value and _SECRET_VALUE.search(value) is not None
+
+
+def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with API-key-shaped substrings and the given ``secrets`` replaced by
+    ``"[REDACTED]"`` (for error messages that are recorded or printed)."""
+    out = _SECRET_VALUE.sub(REDACTED, text)
+    for secret in secrets:
+        if secret:
+            out = out.replace(secret, REDACTED)
+    return out
+
+
 def scrub_secrets(value: Any, secrets: Iterable[str] = ()) -> Any:
     """A copy of JSON-like ``value`` with credentials replaced by ``"[REDACTED]"``.
 
     Redacts the value of every key named like a credential (case-insensitive, ``-`` and ``_``
     alike: ``api_key``, ``x-api-key``, ``authorization``, ``auth_token`` ...), every substring that
-    looks like an Anthropic API key (``sk-ant-...``) and every occurrence of the given
+    looks like an API key (``sk-ant-...``, ``sk-...``) and every occurrence of the given
     ``secrets``.
     """
     literal = [s for s in secrets if s]
@@ -257,12 +283,12 @@ def _plain_copy(value: Any) -> Any:
 def _slow_canonical_request(request: Mapping[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
     """The reference derivation of :func:`canonical_request`: a plain copy, then a scrub."""
     plain = _to_plain(request)
-    for required in ("model", "messages"):
-        if required not in plain:
-            raise InvalidArgument(
-                f"The request has no {required!r} field; the cache keys Messages API request "
-                f"bodies (fields such as {', '.join(KEY_FIELDS)})."
-            )
+    missing = [f for f in ("model",) if f not in plain] + ([] if any(f in plain for f in CONVERSATION_FIELDS) else ["messages"])
+    for required in missing:
+        raise InvalidArgument(
+            f"The request has no {required!r} field; the cache keys model API request bodies "
+            f"(fields such as {', '.join(KEY_FIELDS)}; OpenAI's Responses API sends 'input' for 'messages')."
+        )
     kept = {k: v for k, v in plain.items() if k not in _IGNORED_FIELDS and v is not None}
     scrubbed: dict[str, Any] = scrub_secrets(kept, secrets)
     return scrubbed
@@ -312,13 +338,13 @@ _KELVIN_SIGN = "\u212a".encode()  # the one non-ASCII character whose lower() is
 def _may_hold_secrets(text: str, needles: tuple[bytes, ...]) -> bool:
     """Whether :func:`scrub_secrets` could change the data that ``text`` serialises.
 
-    A sound over-approximation checked on the JSON text: a key-shaped string (``sk-ant-``), a
+    A sound over-approximation checked on the JSON text: a key-shaped string (``sk-...``), a
     registered secret or a key named like a credential in the data always shows up in its text
     (strings are escaped character by character, and credential names need no escaping), so when
     none shows up the scrub is the identity. (Searched in UTF-8 bytes, which is much faster.)
     """
     data = text.encode()
-    if b"sk-ant-" in data:
+    if b"sk-" in data and _SECRET_IN_JSON.search(data):
         return True
     for needle in needles:
         if needle in data:
@@ -389,7 +415,7 @@ def _string_text(value: str, needles: tuple[bytes, ...]) -> str | None:
     if found is not _MISSING:
         return found  # type: ignore[return-value]
     text: str | None = json.dumps(value, ensure_ascii=False)
-    if "sk-ant-" in value or (needles and any(needle in text.encode() for needle in needles)):  # type: ignore[union-attr]
+    if _has_key(value) or (needles and any(needle in text.encode() for needle in needles)):  # type: ignore[union-attr]
         text = None
     return _memo_put(_STRING_MEMO, key, text)
 
@@ -425,14 +451,14 @@ def _composed_text(value: Any, needles: tuple[bytes, ...]) -> str | None:
     message of a conversation).
 
     The scrub is checked where it acts: every dict key is normalised as :func:`scrub_secrets`
-    normalises it, and every string is searched for ``sk-ant-`` (which every key-shaped
+    normalises it, and every string is searched for ``sk-`` (which every key-shaped
     substring starts with) and for each registered secret (in its JSON-escaped form, found in
     the string's escaped text whenever the secret occurs in the string).
     """
     kind = type(value)
     if kind is str:
         text: str = _ENCODE_STRING(value)
-        if "sk-ant-" in value or (needles and any(needle in text.encode() for needle in needles)):
+        if _has_key(value) or (needles and any(needle in text.encode() for needle in needles)):
             return None
         return text
     if kind is dict:
@@ -450,7 +476,7 @@ def _composed_text(value: Any, needles: tuple[bytes, ...]) -> str | None:
                 if len(_NAME_MEMO) < _MEMO_LIMIT:
                     _NAME_MEMO[name] = label
             v = value[name]
-            if type(v) is str and "sk-ant-" not in v and not needles:  # the common leaf, inline
+            if type(v) is str and "sk-" not in v and not needles:  # the common leaf, inline
                 item: str | None = _ENCODE_STRING(v)
             else:
                 item = _composed_text(v, needles)
@@ -461,7 +487,7 @@ def _composed_text(value: Any, needles: tuple[bytes, ...]) -> str | None:
     if kind is list:
         items: list[str] = []
         for v in value:
-            if type(v) is str and "sk-ant-" not in v and not needles:
+            if type(v) is str and "sk-" not in v and not needles:
                 items.append(_ENCODE_STRING(v))
                 continue
             item = _composed_text(v, needles)
@@ -528,7 +554,7 @@ class _Canonical:
     """A request's canonical form: ``text`` (what is hashed and stored), the canonical request
     as data (parsed from the text on demand when the fast path did not build it) and its model."""
 
-    __slots__ = ("text", "_value", "_model", "_keys")
+    __slots__ = ("_keys", "_model", "_value", "text")
 
     def __init__(self, text: str, value: dict[str, Any] | None = None, model: str | None = None) -> None:
         self.text = text
@@ -578,7 +604,7 @@ def _canonical(
                 general = True
                 break
             kept[k] = v
-        if not general and "model" in kept and "messages" in kept:
+        if not general and "model" in kept and ("messages" in kept or "input" in kept):
             secrets = tuple(s for s in secrets if s)
             try:
                 text = _fast_request_text(kept, _secret_needles(secrets) if needles is None else needles)
@@ -605,33 +631,38 @@ class _RequestShape:
     path (pydantic objects, ignored fields, secrets ...): those requests are keyed as usual.
     """
 
-    __slots__ = ("_fields", "_head", "_tail", "_model", "_needles")
+    __slots__ = ("_fields", "_head", "_model", "_needles", "_tail", "field")
 
-    def __init__(self, fields: dict[str, Any], head: str, tail: str, model: str | None, needles: tuple[bytes, ...]) -> None:
+    def __init__(
+        self, fields: dict[str, Any], head: str, tail: str, model: str | None, needles: tuple[bytes, ...], field: str = "messages"
+    ) -> None:
         self._fields = fields
         self._head = head
         self._tail = tail
         self._model = model
         self._needles = needles
+        self.field = field
+        """The field holding the conversation (``messages``; ``input`` in OpenAI's Responses API)."""
 
     @classmethod
-    def build(cls, request: Mapping[str, Any], needles: tuple[bytes, ...]) -> _RequestShape | None:
-        """The shape of ``request`` (a request body; its ``messages`` are left out), or ``None``."""
-        if type(request) is not dict or "messages" not in request:
+    def build(cls, request: Mapping[str, Any], needles: tuple[bytes, ...], field: str = "messages") -> _RequestShape | None:
+        """The shape of ``request`` (a request body; its conversation ``field`` is left out), or
+        ``None``."""
+        if type(request) is not dict or field not in request or field not in CONVERSATION_FIELDS:
             return None
-        private: dict[str, Any] = {k: None if k == "messages" else _plain_copy(v) for k, v in request.items()}
+        private: dict[str, Any] = {k: None if k == field else _plain_copy(v) for k, v in request.items()}
         kept: dict[str, Any] = {}
         for k, v in private.items():
             if type(k) is not str or k in _IGNORED_FIELDS or _is_sdk_sentinel(v):
                 return None
-            if v is not None and k != "messages":
+            if v is not None and k != field:
                 kept[k] = v
         if "model" not in kept:
             return None
         parts: list[str] = []
         before = 0
-        for name in sorted([*kept, "messages"]):
-            if name == "messages":
+        for name in sorted([*kept, field]):
+            if name == field:
                 before = len(parts)
                 continue
             if name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
@@ -640,15 +671,16 @@ class _RequestShape:
             if text is None:
                 return None
             parts.append(json.dumps(name, ensure_ascii=False) + ":" + text)
-        head = "{" + "".join(p + "," for p in parts[:before]) + '"messages":'
+        head = "{" + "".join(p + "," for p in parts[:before]) + json.dumps(field) + ":"
         tail = "".join("," + p for p in parts[before:]) + "}"
         model = kept["model"]
-        return cls(private, head, tail, model if type(model) is str else None, needles)
+        return cls(private, head, tail, model if type(model) is str else None, needles, field)
 
     def body(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        """The request body with these ``messages`` (a new dict, fields in the order given)."""
+        """The request body with this conversation (``messages``, or ``input``), a new dict,
+        fields in the order given."""
         body = dict(self._fields)
-        body["messages"] = messages
+        body[self.field] = messages
         return body
 
     def canonical(self, messages: list[Any]) -> _Canonical | None:
@@ -1191,10 +1223,10 @@ class ApiCache:
         """The asyncio form of :meth:`get_or_call` (``call`` returns an awaitable)."""
         return await self._aget_or_call_canonical(self._canonical(request), trial, call)
 
-    def _request_shape(self, request: Mapping[str, Any]) -> _RequestShape | None:
-        """The :class:`_RequestShape` of ``request`` for this cache (``None``: key such
-        requests with :meth:`aget_or_call`)."""
-        return _RequestShape.build(request, self._needles)
+    def _request_shape(self, request: Mapping[str, Any], field: str = "messages") -> _RequestShape | None:
+        """The :class:`_RequestShape` of ``request`` for this cache, its conversation in
+        ``field`` (``None``: key such requests with :meth:`aget_or_call`)."""
+        return _RequestShape.build(request, self._needles, field)
 
     async def _aget_or_call_shaped(
         self,
@@ -1218,12 +1250,32 @@ class ApiCache:
         the validated trial, and the recorded response if the mode reads and has one (a miss
         in ``replay-only`` mode raises :class:`CacheMiss`). ``None``: finish with
         :meth:`_acall_and_put`."""
-        canonical = shape.canonical(request["messages"]) if shape._needles is self._needles else None
+        canonical = shape.canonical(request[shape.field]) if shape._needles is self._needles else None
         if canonical is None:
             canonical = self._canonical(request)
         trial = _validate_trial(trial)
         hit = self._get_canonical(canonical, trial) if self.mode.reads else None
         return canonical, trial, hit
+
+    def _begin(
+        self, request: Mapping[str, Any], trial: int, shape: _RequestShape | None = None
+    ) -> tuple[_Canonical, int, CachedResponse | None]:
+        """The lookup half of a model call (the model-client layer's): the canonical request,
+        the validated trial and the replayed response, if the mode reads and has one (a miss
+        in ``replay-only`` mode raises :class:`CacheMiss`). ``request`` must be
+        ``shape.body(...)`` when a shape is given. Finish a miss with :meth:`_store`."""
+        if shape is not None:
+            return self._replay_shaped(shape, request, trial)
+        canonical = self._canonical(request)
+        trial = _validate_trial(trial)
+        hit = self._get_canonical(canonical, trial) if self.mode.reads else None
+        return canonical, trial, hit
+
+    def _store(self, canonical: _Canonical, trial: int, response: Any) -> CachedResponse:
+        """The second half of a model call after :meth:`_begin` missed: record the response the
+        API gave (if the mode writes) and return it as stored."""
+        self.stats._bump("calls")
+        return self._put_canonical(canonical, trial, response, None)
 
     async def _acall_and_put(
         self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]

@@ -1,10 +1,12 @@
-"""The model-call context: what a model-backed agent takes from the session it runs in.
+"""The model-call context: what a model call takes from the session it runs in.
 
-A model agent sits below the session in the layers (:mod:`agentprop._agents.loading` may not import
-:mod:`agentprop._decide`), so the session hands down what model calls need through this
-context variable instead: the one budget to charge, the API cache mode for agents that choose
-none, and the API caches opened so far (one per file and mode, shared by every agent of the
-session). :meth:`agentprop._decide.session.Session.activate` sets it; outside any session the
+A model agent, PromptSmith or a paraphrase pool sits below the session in the layers
+(:mod:`agentprop._agents` may not import :mod:`agentprop._decide`), so the session hands down
+what model calls need through this context variable instead: the one budget to charge, the API
+cache mode for clients that choose none, and the API caches opened so far (one per file and
+mode, shared by every client of the session). A check with a budget of its own passes that
+budget down for its runs (:meth:`ModelCallContext.with_budget`).
+:meth:`agentprop._decide.session.Session.activate` sets it; outside any session the
 context is empty (no budget, the default cache mode) with caches kept per context.
 """
 
@@ -32,6 +34,13 @@ class ModelCallContext:
     when ``CI`` is set)."""
     _caches: dict[tuple[str, CacheMode, tuple[str, ...]], ApiCache] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def with_budget(self, budget: Budget | None) -> ModelCallContext:
+        """This context, charging ``budget`` instead (same cache mode, same open caches): what a
+        check with a budget of its own passes down to the model calls of its runs."""
+        if budget is None or budget is self.budget:
+            return self
+        return ModelCallContext(budget=budget, cache_mode=self.cache_mode, _caches=self._caches, _lock=self._lock)
 
     def default_cache_mode(self) -> CacheMode:
         return self.cache_mode if self.cache_mode is not None else CacheMode.default()

@@ -1,4 +1,4 @@
-"""Retries for model API calls, and an adaptive limit on concurrent calls.
+"""Retries for model API calls.
 
 agentprop calls the Anthropic SDK with ``max_retries=0`` (a single HTTP attempt per call; the
 SDK's own loop then never runs) and retries here instead, so the policy is ours, seeded in
@@ -19,11 +19,8 @@ Policy (see :class:`RetryPolicy`):
 - After ``max_attempts`` attempts the last error is raised, with a note summarising the
   attempts (``add_note``), so tracebacks say what was tried.
 
-:class:`AdaptiveConcurrency` bounds concurrent calls in asyncio code with additive-increase /
-multiplicative-decrease: each full window of successes (as many as the current limit) raises
-the limit by ``increase_step``; a rate-limit (429) or overload (529) multiplies it by
-``decrease_factor``, once per congestion episode (calls that started before the last decrease
-do not decrease it again).
+With a limiter (:class:`agentprop._modelapi.limiter.AdaptiveConcurrency`), every attempt holds
+one of its slots and reports success or congestion to it.
 """
 
 from __future__ import annotations
@@ -37,18 +34,17 @@ import math
 import random
 import threading
 import time
-from collections import Counter, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, cast
 
-from agentprop.errors import InvalidArgument
+from agentprop._modelapi.limiter import AdaptiveConcurrency
+from agentprop.errors import DeadlineExceeded, InvalidArgument
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
-    "AdaptiveConcurrency",
-    "ConcurrencySlot",
+    "DeadlineExceeded",
     "RetryDecision",
     "RetryEvent",
     "RetryPolicy",
@@ -166,29 +162,24 @@ def _status_and_headers(exc: BaseException) -> tuple[int | None, Mapping[str, st
     return status, headers if isinstance(headers, Mapping) or hasattr(headers, "items") else None
 
 
-def _is_timeout(exc: BaseException) -> bool:
-    try:
-        import anthropic
+def _class_names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
 
-        if isinstance(exc, anthropic.APITimeoutError):
-            return True
-    except ImportError:  # pragma: no cover - anthropic is a core dependency
-        pass
-    return isinstance(exc, TimeoutError) or type(exc).__name__.endswith("TimeoutException")
+
+def _is_timeout(exc: BaseException) -> bool:
+    # the SDKs' APITimeoutError (anthropic and openai name it alike) and httpx's timeouts, by
+    # class name: neither SDK needs to be installed to classify the other's errors
+    if isinstance(exc, DeadlineExceeded):
+        return False
+    names = _class_names(exc)
+    return isinstance(exc, TimeoutError) or "APITimeoutError" in names or any(n.endswith("TimeoutException") for n in names)
 
 
 def _is_connection_error(exc: BaseException) -> bool:
-    try:
-        import anthropic
-
-        if isinstance(exc, anthropic.APIConnectionError):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
     if isinstance(exc, ConnectionError):
         return True
-    # httpx-style transport errors, without importing a particular httpx distribution
-    return any(cls.__name__ in ("TransportError", "NetworkError") for cls in type(exc).__mro__)
+    # the SDKs' APIConnectionError and httpx-style transport errors
+    return bool(_class_names(exc) & {"APIConnectionError", "TransportError", "NetworkError"})
 
 
 def classify_error(exc: BaseException) -> RetryDecision:
@@ -250,7 +241,10 @@ class RetryStats:
     """Thread-safe counters of calls, attempts and retries, shared by many calls.
 
     ``by_reason`` counts retries per :attr:`RetryDecision.reason`; ``gave_up`` counts calls that
-    raised after at least one retryable failure (attempts exhausted or retry-after too long).
+    raised after at least one retryable failure (attempts exhausted, retry-after too long, or a
+    wait that would end past the turn's deadline, also counted in ``cut_by_deadline``).
+    ``slept`` is the time actually spent waiting: a wait cut short (the turn timed out during
+    it) counts only what elapsed.
     """
 
     def __init__(self) -> None:
@@ -260,6 +254,7 @@ class RetryStats:
         self.retries = 0
         self.gave_up = 0
         self.slept = 0.0
+        self.cut_by_deadline = 0
         self.by_reason: Counter[str] = Counter()
 
     def _record_attempt(self, first: bool) -> None:
@@ -271,12 +266,17 @@ class RetryStats:
     def _record_retry(self, event: RetryEvent) -> None:
         with self._lock:
             self.retries += 1
-            self.slept += event.delay
             self.by_reason[event.reason] += 1
 
-    def _record_give_up(self) -> None:
+    def _record_sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.slept += seconds
+
+    def _record_give_up(self, *, deadline: bool = False) -> None:
         with self._lock:
             self.gave_up += 1
+            if deadline:
+                self.cut_by_deadline += 1
 
     def as_dict(self) -> dict[str, Any]:
         """A plain snapshot, for reports."""
@@ -287,6 +287,7 @@ class RetryStats:
                 "retries": self.retries,
                 "gave_up": self.gave_up,
                 "slept_seconds": self.slept,
+                "cut_by_deadline": self.cut_by_deadline,
                 "by_reason": dict(self.by_reason),
             }
 
@@ -313,8 +314,12 @@ class _Attempts:
         if self.stats is not None:
             self.stats._record_attempt(first=attempt == 1)
 
-    def after_failure(self, attempt: int, exc: BaseException, decision: RetryDecision) -> float | None:
-        """The delay before the next attempt, or ``None`` to raise ``exc`` now."""
+    def after_failure(
+        self, attempt: int, exc: BaseException, decision: RetryDecision, left: float | None = None
+    ) -> float | None:
+        """The delay before the next attempt, or ``None`` to raise ``exc`` now. ``left``: the
+        seconds before the caller's deadline; a wait that would not end before it raises
+        :class:`DeadlineExceeded` (from ``exc``) instead of sleeping."""
         label = f"{decision.status_code} {decision.reason}" if decision.status_code else decision.reason
         self.history.append(label)
         if not decision.retryable:
@@ -341,6 +346,16 @@ class _Attempts:
             delay = decision.retry_after
         else:
             delay = backoff_delay(attempt, self.policy, self.rng)
+        if left is not None and delay >= left:
+            asked = "asked to retry after" if decision.retry_after is not None and self.policy.honour_retry_after else "would back off for"
+            why = (
+                f"the server {asked} {delay:.1f}s but only {max(left, 0.0):.1f}s of the turn's time "
+                "were left, so agentprop did not wait: the turn timeout won"
+            )
+            if self.stats is not None:
+                self.stats._record_give_up(deadline=True)
+            self._note(exc, why)
+            raise DeadlineExceeded(f"{why} ({label} on attempt {attempt})") from exc
         event = RetryEvent(attempt, delay, decision.reason, decision.status_code, decision.retry_after, exc)
         if self.stats is not None:
             self.stats._record_retry(event)
@@ -393,6 +408,8 @@ def retry_call(
                 raise
         if delay > 0:
             sleep(delay)
+            if stats is not None:
+                stats._record_sleep(delay)
 
 
 async def retry_call_async(
@@ -406,11 +423,16 @@ async def retry_call_async(
     on_retry: Callable[[RetryEvent], None] | None = None,
     classify: Callable[[BaseException], RetryDecision] = classify_error,
     limiter: AdaptiveConcurrency | None = None,
+    deadline: float | None = None,
 ) -> T:
     """The asyncio form of :func:`retry_call`: ``fn`` returns an awaitable (a fresh one per call).
 
     With ``limiter``, every attempt holds one of its slots, reports success or congestion to
-    it, and the waits between attempts happen outside the slot.
+    it, and the waits between attempts happen outside the slot. ``deadline`` (in the event
+    loop's clock, ``loop.time()``) is when the caller's time runs out (a turn's timeout): a
+    wait that would not end before it is not started; :class:`DeadlineExceeded` is raised
+    instead, saying so. A wait cut short by cancellation counts only what elapsed in
+    ``stats.slept``.
     """
     state = _Attempts(policy, rng, stats, on_retry, classify)
     attempt = 0
@@ -430,11 +452,20 @@ async def retry_call_async(
                 slot.success()
                 return result
         except Exception as exc:
-            delay = state.after_failure(attempt, exc, classify(exc))
+            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            delay = state.after_failure(attempt, exc, classify(exc), left)
             if delay is None:
                 raise
         if delay > 0:
-            await sleep(delay)
+            started = time.monotonic()
+            try:
+                await sleep(delay)
+            except BaseException:  # cancelled mid-wait: count what really elapsed
+                if stats is not None:
+                    stats._record_sleep(min(delay, time.monotonic() - started))
+                raise
+            if stats is not None:
+                stats._record_sleep(delay)
 
 
 def retrying(
@@ -471,172 +502,3 @@ def retrying(
         return wrapper
 
     return decorate
-
-
-# --------------------------------------------------------------------------------------------
-# Adaptive concurrency
-# --------------------------------------------------------------------------------------------
-
-
-class ConcurrencySlot:
-    """One acquired slot of an :class:`AdaptiveConcurrency`; report the outcome on it."""
-
-    __slots__ = ("_limiter", "_epoch", "_reported")
-
-    def __init__(self, limiter: AdaptiveConcurrency, epoch: int) -> None:
-        self._limiter = limiter
-        self._epoch = epoch
-        self._reported = False
-
-    def success(self) -> None:
-        """The call succeeded: counts towards the next additive increase."""
-        if not self._reported:
-            self._reported = True
-            self._limiter._on_success()
-
-    def rate_limited(self) -> None:
-        """The server said slow down (429/529): decrease the limit, once per episode."""
-        if not self._reported:
-            self._reported = True
-            self._limiter._on_congestion(self._epoch)
-
-
-class AdaptiveConcurrency:
-    """An asyncio concurrency limit that adapts to rate limiting (AIMD).
-
-    Starts at ``initial`` concurrent slots. Each window of ``limit`` successful calls raises the
-    limit by ``increase_step`` (up to ``maximum``); a rate-limited call multiplies it by
-    ``decrease_factor`` (down to ``minimum``). Only calls that started after the latest decrease
-    can decrease it again, so a burst of 429s from one overload halves the limit once, not once
-    per failed call. Waiters are served first come, first served.
-
-    Use one instance per event loop (it is not thread-safe)::
-
-        limiter = AdaptiveConcurrency(initial=8, maximum=32)
-        async with limiter.slot() as slot:
-            reply = await call_api()
-            slot.success()
-    """
-
-    def __init__(
-        self,
-        initial: int = 8,
-        *,
-        minimum: int = 1,
-        maximum: int = 64,
-        decrease_factor: float = 0.5,
-        increase_step: int = 1,
-    ) -> None:
-        if not (isinstance(minimum, int) and isinstance(maximum, int) and isinstance(initial, int)):
-            raise InvalidArgument("initial, minimum and maximum must be ints.")
-        if not 1 <= minimum <= initial <= maximum:
-            raise InvalidArgument(
-                f"Need 1 <= minimum <= initial <= maximum; got minimum={minimum}, "
-                f"initial={initial}, maximum={maximum}."
-            )
-        if not 0 < decrease_factor < 1:
-            raise InvalidArgument(f"decrease_factor={decrease_factor} must be in (0, 1).")
-        if not isinstance(increase_step, int) or increase_step < 1:
-            raise InvalidArgument(f"increase_step={increase_step!r} must be an int >= 1.")
-        self._limit = initial
-        self.minimum = minimum
-        self.maximum = maximum
-        self.decrease_factor = decrease_factor
-        self.increase_step = increase_step
-        self._in_flight = 0
-        self._epoch = 0
-        self._successes_in_window = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
-        self.increases = 0
-        self.decreases = 0
-        self.peak_in_flight = 0
-        self.history: list[int] = [initial]
-
-    @property
-    def limit(self) -> int:
-        """The current number of calls allowed at once."""
-        return self._limit
-
-    @property
-    def in_flight(self) -> int:
-        """Calls currently holding a slot."""
-        return self._in_flight
-
-    @property
-    def waiting(self) -> int:
-        """Calls waiting for a slot."""
-        return sum(1 for fut in self._waiters if not fut.done())
-
-    async def acquire(self) -> ConcurrencySlot:
-        """Wait for a free slot and take it; pair with :meth:`release`."""
-        if self._in_flight < self._limit and not self._waiters:
-            self._take()
-        else:
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(future)
-            try:
-                await future
-            except asyncio.CancelledError:
-                if future.done() and not future.cancelled():
-                    # the slot was handed to us just as we were cancelled: give it back
-                    self._in_flight -= 1
-                    self._wake()
-                else:
-                    try:
-                        self._waiters.remove(future)
-                    except ValueError:
-                        pass
-                raise
-        return ConcurrencySlot(self, self._epoch)
-
-    def release(self) -> None:
-        """Give a slot back."""
-        if self._in_flight <= 0:
-            raise InvalidArgument("release() called more often than acquire().")
-        self._in_flight -= 1
-        self._wake()
-
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[ConcurrencySlot]:
-        """``async with limiter.slot() as slot:`` acquires and always releases a slot."""
-        acquired = await self.acquire()
-        try:
-            yield acquired
-        finally:
-            self.release()
-
-    def _take(self) -> None:
-        self._in_flight += 1
-        self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
-
-    def _wake(self) -> None:
-        while self._waiters and self._in_flight < self._limit:
-            future = self._waiters.popleft()
-            if future.done():
-                continue
-            self._take()
-            future.set_result(None)
-
-    def _set_limit(self, new: int) -> None:
-        if new != self._limit:
-            self._limit = new
-            self.history.append(new)
-            self._wake()
-
-    def _on_success(self) -> None:
-        self._successes_in_window += 1
-        if self._successes_in_window >= self._limit:
-            self._successes_in_window = 0
-            if self._limit < self.maximum:
-                self.increases += 1
-                self._set_limit(min(self.maximum, self._limit + self.increase_step))
-
-    def _on_congestion(self, epoch: int) -> None:
-        if epoch != self._epoch:
-            return  # this call started before the last decrease: already reacted
-        self._epoch += 1
-        self._successes_in_window = 0
-        new = max(self.minimum, int(self._limit * self.decrease_factor))
-        if new < self._limit:
-            self.decreases += 1
-            self._set_limit(new)

@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentprop._agents.loading import LoadedAgent
 from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, Provider, TextPrompt
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import OracleSettings
@@ -834,8 +835,8 @@ MUTATIONSMITH_ROLE = (
 )
 
 
-def mutationsmith_request(model: str, prompt: str, mutation: Mutation, generator: MutationGenerator) -> dict[str, Any]:
-    """The Messages API request asking for one prompt mutant (what the API cache keys on)."""
+def mutationsmith_prompt(prompt: str, mutation: Mutation, generator: MutationGenerator) -> TextPrompt:
+    """What MutationSmith is asked for one prompt mutant, in any provider's terms."""
     rules = "\n".join(f"- {c}" for c in generator.constraints)
     turns = "\n".join(f"  user: {t}" for t in mutation.activation_probe.user_turns)
     user = (
@@ -843,36 +844,36 @@ def mutationsmith_request(model: str, prompt: str, mutation: Mutation, generator
         f"Activation probe: in a conversation like this one the failure must show:\n{turns}\n\n"
         f"The system prompt that currently passes the visible tests:\n<prompt>\n{prompt}\n</prompt>"
     )
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": 4096,
-        "system": MUTATIONSMITH_ROLE + ("\n\nRules:\n" + rules if rules else ""),
-        "messages": [{"role": "user", "content": user}],
-    }
-    if generator.temperature is not None:
-        body["temperature"] = generator.temperature
-    return body
+    system = MUTATIONSMITH_ROLE + ("\n\nRules:\n" + rules if rules else "")
+    return TextPrompt(system=system, user=user, max_tokens=4096, temperature=generator.temperature)
 
 
-def _mutated_prompt(response: dict[str, Any]) -> str:
-    text = "".join(b.get("text", "") for b in response.get("content", []) if isinstance(b, dict) and b.get("type") == "text").strip()
+def mutationsmith_request(model: str, prompt: str, mutation: Mutation, generator: MutationGenerator,
+                          provider: Provider = ANTHROPIC_MESSAGES) -> dict[str, Any]:
+    """The request body asking for one prompt mutant in ``provider``'s API (what the API cache
+    keys on)."""
+    return provider.text_body(model, mutationsmith_prompt(prompt, mutation, generator))
+
+
+def _mutated_prompt(text: str) -> str:
+    text = text.strip()
     if text.startswith("<prompt>") and text.endswith("</prompt>"):
         text = text[len("<prompt>"):-len("</prompt>")].strip()
     return text
 
 
 def prompt_mutant_factory(model_agent: Any, project: Project, pack: MutationPack) -> MutantFactory:
-    """Prompt mutants of a model agent (:class:`~agentprop.AnthropicAgent`): each attempt asks
+    """Prompt mutants of a model agent (:class:`~agentprop.AnthropicAgent`,
+    :class:`~agentprop.OpenAIAgent`): each attempt asks
     the same model, through the agent's API cache and budget, for the agent's system prompt
     rewritten to carry the mutation intent. The probe runs in the happy-path world unless the
     bindings' ``mutations:`` section says otherwise."""
     base_prompt = model_agent.system_for(project.spec, project.bindings.context)
 
     async def make(mutation: Mutation, attempt: int) -> Mutant | None:
-        request = mutationsmith_request(model_agent.model, base_prompt, mutation, pack.generator)
-        result = await model_agent.call_model(request, trial=attempt - 1, seed_parts=("mutationsmith", mutation.id))
-        model_agent.charge(result)
-        prompt = _mutated_prompt(result.response)
+        ask = mutationsmith_prompt(base_prompt, mutation, pack.generator)
+        text, _ = await model_agent.complete_text(ask, trial=attempt - 1, seed_parts=("mutationsmith", mutation.id))
+        prompt = _mutated_prompt(text)
         if not prompt or prompt == base_prompt:
             return None
         binding = project.bindings.mutations.get(mutation.id)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from agentprop._util.files import write_atomic
 from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, Provider, TextPrompt
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.corpus import clause_of
 from agentprop._decide.memo import TrialMemo
@@ -137,9 +138,9 @@ def group_failures(results: Sequence[tuple[Scenario, CheckResult]]) -> list[Fail
     return sorted(groups.values(), key=lambda g: (-len(g.cases), g.clause))
 
 
-def promptsmith_request(model: str, spec_text: str, prompt: str, descriptions: dict[str, str], groups: Sequence[FailureGroup],
-                        *, iteration: int, temperature: float | None = None) -> dict[str, Any]:
-    """The Messages API request for one PromptSmith edit (what the API cache keys on)."""
+def promptsmith_prompt(spec_text: str, prompt: str, descriptions: dict[str, str], groups: Sequence[FailureGroup],
+                       *, iteration: int, temperature: float | None = None) -> TextPrompt:
+    """What PromptSmith is asked for one edit, in any provider's terms."""
     failures = "\n".join(
         f"{n}. {len(g.cases)} case(s) break {g.clause}: {g.explanation}\n   e.g. the user said: "
         + " / ".join(repr(m) for m in g.example_messages)
@@ -152,15 +153,14 @@ def promptsmith_request(model: str, spec_text: str, prompt: str, descriptions: d
         f"{yaml.safe_dump(descriptions, sort_keys=True, allow_unicode=True) if descriptions else '{}'}</tool_descriptions>\n\n"
         f"Iteration {iteration}. Failures on the visible checks, grouped by root cause:\n{failures}"
     )
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": 8192,
-        "system": PROMPTSMITH_ROLE + "\n\nRules:\n" + "\n".join(f"- {r}" for r in RULES),
-        "messages": [{"role": "user", "content": user}],
-    }
-    if temperature is not None:
-        body["temperature"] = temperature
-    return body
+    system = PROMPTSMITH_ROLE + "\n\nRules:\n" + "\n".join(f"- {r}" for r in RULES)
+    return TextPrompt(system=system, user=user, max_tokens=8192, temperature=temperature)
+
+
+def promptsmith_request(model: str, spec_text: str, prompt: str, descriptions: dict[str, str], groups: Sequence[FailureGroup],
+                        *, iteration: int, temperature: float | None = None, provider: Provider = ANTHROPIC_MESSAGES) -> dict[str, Any]:
+    """The request body for one PromptSmith edit in ``provider``'s API (what the API cache keys on)."""
+    return provider.text_body(model, promptsmith_prompt(spec_text, prompt, descriptions, groups, iteration=iteration, temperature=temperature))
 
 
 def _between(text: str, tag: str) -> str | None:
@@ -170,10 +170,10 @@ def _between(text: str, tag: str) -> str | None:
     return text.split(start, 1)[1].rsplit(end, 1)[0].strip("\n")
 
 
-def parse_edit(response: dict[str, Any], project: Project) -> tuple[str | None, dict[str, str] | None, str | None]:
-    """``(prompt, tool descriptions, note)`` from PromptSmith's reply; ``None`` where it gave
-    none (or something unusable, explained in the note)."""
-    text = "".join(b.get("text", "") for b in response.get("content", []) if isinstance(b, dict) and b.get("type") == "text")
+def parse_edit(response: str | dict[str, Any], project: Project) -> tuple[str | None, dict[str, str] | None, str | None]:
+    """``(prompt, tool descriptions, note)`` from PromptSmith's reply (its text, or a Messages
+    API response); ``None`` where it gave none (or something unusable, explained in the note)."""
+    text = response if isinstance(response, str) else ANTHROPIC_MESSAGES.text_of(response)
     prompt = _between(text, "prompt")
     note = None if prompt else "the reply had no <prompt>…</prompt>; prompt kept"
     raw = _between(text, "tool_descriptions")
@@ -222,8 +222,10 @@ async def acompile_prompt(
     temperature: float | None = None,
     on_iteration: Callable[[CompileIteration], None] | None = None,
 ) -> CompileResult:
-    """Edit ``agent``'s (an :class:`~agentprop.AnthropicAgent`) prompt until every case in
-    ``cases`` (the visible suite) passes; see the module doc."""
+    """Edit ``agent``'s (a model agent: :class:`~agentprop.AnthropicAgent`,
+    :class:`~agentprop.OpenAIAgent`) prompt until every case in ``cases`` (the visible suite)
+    passes; see the module doc. PromptSmith's edits are asked of the agent's own model,
+    through its client (cache, budget, retries)."""
     if not cases:
         raise ValueError("compile_prompt needs at least one visible case")
     settings = settings or OracleSettings.for_spec(project.spec)
@@ -273,11 +275,10 @@ async def acompile_prompt(
     async def edit(groups: Sequence[FailureGroup]) -> str | None:
         nonlocal prompt, descriptions, edits
         edits += 1
-        request = promptsmith_request(agent.model, spec_text, prompt, descriptions, groups, iteration=edits, temperature=temperature)
-        reply = await agent.call_model(request, trial=seed, seed_parts=("promptsmith", edits))
-        _, _, usd = agent.charge(reply)
-        result.cost_usd += usd
-        new_prompt, new_descriptions, note = parse_edit(reply.response, project)
+        ask = promptsmith_prompt(spec_text, prompt, descriptions, groups, iteration=edits, temperature=temperature)
+        text, reply = await agent.complete_text(ask, trial=seed, seed_parts=("promptsmith", edits))
+        result.cost_usd += reply.cost_usd or 0.0
+        new_prompt, new_descriptions, note = parse_edit(text, project)
         if new_prompt:
             prompt = new_prompt
         if new_descriptions:
@@ -331,8 +332,7 @@ def compile_prompt(
     out_dir: str | Path | None = None,
     temperature: float | None = None,
 ) -> CompileResult:
-    """Synchronous :func:`acompile_prompt`: edit ``agent``'s (an
-    :class:`~agentprop.AnthropicAgent`) prompt until every case of ``cases`` (default: every
+    """Synchronous :func:`acompile_prompt`: edit ``agent``'s (a model agent's) prompt until every case of ``cases`` (default: every
     MFT scenario) passes, at most ``max_outer`` full runs; see the module doc."""
     from agentprop._util.aio import run_sync
     from agentprop.errors import InvalidArgument
@@ -340,8 +340,8 @@ def compile_prompt(
     for name, value in (("max_outer", max_outer), ("max_inner", max_inner), ("inner_threshold", inner_threshold)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidArgument(f"{name}={value!r} must be a positive int")
-    if not hasattr(agent, "replace") or not hasattr(agent, "call_model"):
-        raise InvalidArgument(f"compile_prompt edits a model agent's prompt: pass an agentprop.AnthropicAgent, not {agent!r}")
+    if not hasattr(agent, "replace") or not hasattr(agent, "complete_text"):
+        raise InvalidArgument(f"compile_prompt edits a model agent's prompt: pass an agentprop.AnthropicAgent or OpenAIAgent, not {agent!r}")
     return run_sync(acompile_prompt(project, agent, list(cases) if cases is not None else project.scenarios(),
                                     max_outer=max_outer, max_inner=max_inner, inner_threshold=inner_threshold,
                                     settings=settings, budget=budget, seed=seed, out_dir=out_dir, temperature=temperature))

@@ -58,7 +58,10 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    """Dollars of the priced calls (replays cost nothing)."""
     model_calls: int = 0
+    unpriced_calls: int = 0
+    """Calls of a model without a price: their cost is unknown, not counted in ``cost_usd``."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -66,6 +69,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
             model_calls=self.model_calls + other.model_calls,
+            unpriced_calls=self.unpriced_calls + other.unpriced_calls,
         )
 
 

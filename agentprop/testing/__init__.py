@@ -1,7 +1,9 @@
-"""Test helpers for agentprop users: run agents against a scripted, offline Messages API.
+"""Test helpers for agentprop users: run agents against scripted, offline model APIs.
 
 :class:`MessagesServer` speaks enough of the Anthropic Messages API for the official SDK to
-work against it through ``base_url``; the builder functions make its scripted replies.
+work against it through ``base_url``; :class:`OpenAIServer` does the same for the OpenAI SDK
+(Chat Completions and Responses, streamed or not). The builder functions make the scripted
+replies of both.
 :func:`correct_typos` helps simulated agents read explored inputs as a person would.
 """
 
@@ -27,11 +29,13 @@ from agentprop.testing.messages_server import (
     tool_use_block,
     tool_use_reply,
 )
+from agentprop.testing.openai_server import OpenAIServer, raw_arguments_block, raw_arguments_reply
 from agentprop.testing.typos import correct_typos
 
 __all__ = [
     "Handler",
     "MessagesServer",
+    "OpenAIServer",
     "RecordedRequest",
     "Reply",
     "correct_typos",
@@ -43,6 +47,8 @@ __all__ = [
     "message_reply",
     "overloaded_reply",
     "rate_limit_reply",
+    "raw_arguments_block",
+    "raw_arguments_reply",
     "respond_reply",
     "slow_reply",
     "text_block",

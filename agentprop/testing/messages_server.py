@@ -462,7 +462,7 @@ class MessagesServer:
         self._lock = threading.Lock()
         self._queue: deque[ReplyLike | Handler] = deque()
         for entry in script:
-            self._queue.append(entry if callable(entry) else _coerce_reply(entry))
+            self._queue.append(entry if callable(entry) else self._coerce(entry))
         self._handler = handler
         self._latency = latency
         self._expected_api_key = expected_api_key
@@ -572,7 +572,7 @@ class MessagesServer:
 
     def enqueue(self, *replies: ReplyLike | Handler) -> None:
         """Append replies (or per-request callables) to the script."""
-        coerced = [entry if callable(entry) else _coerce_reply(entry) for entry in replies]
+        coerced = [entry if callable(entry) else self._coerce(entry) for entry in replies]
         with self._lock:
             self._queue.extend(coerced)
 
@@ -642,7 +642,7 @@ class MessagesServer:
         if reply.drop:
             self._drop(h)
             return
-        self._send(h, reply, request=parsed)
+        self._send(h, reply, request=parsed, path=path)
 
     def _validate(
         self,
@@ -701,7 +701,7 @@ class MessagesServer:
             return entry
         if callable(entry):
             try:
-                return _coerce_reply(entry(record.json))
+                return self._coerce(entry(record.json))
             except Exception as exc:  # the script is user code: report, don't crash the server
                 self._record_error(exc)
                 return error_reply(
@@ -709,7 +709,11 @@ class MessagesServer:
                     message=f"MessagesServer: the scripted handler raised {exc!r}",
                     headers={"x-should-retry": "false"},
                 )
-        return _coerce_reply(entry)
+        return self._coerce(entry)
+
+    def _coerce(self, value: object) -> Reply:
+        """A script entry or a handler's answer as a :class:`Reply`."""
+        return _coerce_reply(value)
 
     def _current_latency(self) -> float:
         latency = self._latency() if callable(self._latency) else self._latency
@@ -722,17 +726,20 @@ class MessagesServer:
         except OSError:
             pass
 
-    def _send(self, h: _RequestHandler, reply: Reply, request: Any = None) -> None:
+    def _body(self, reply: Reply, request: Any, path: str) -> tuple[bytes, str]:
+        """The bytes of ``reply`` and their content type (the API's wire format)."""
         if reply.message is not None:
-            payload = json.dumps(self._complete_message(reply.message, request)).encode()
-        elif reply.json_body is not None:
-            payload = json.dumps(reply.json_body).encode()
-        else:
-            payload = reply.raw_body or b""
+            return json.dumps(self._complete_message(reply.message, request)).encode(), reply.content_type
+        if reply.json_body is not None:
+            return json.dumps(reply.json_body).encode(), reply.content_type
+        return reply.raw_body or b"", reply.content_type
+
+    def _send(self, h: _RequestHandler, reply: Reply, request: Any = None, path: str = "") -> None:
+        payload, content_type = self._body(reply, request, path)
         with self._lock:
             request_id = f"req_mock_{len(self._requests):06d}"
         h.send_response(reply.status)
-        h.send_header("Content-Type", reply.content_type)
+        h.send_header("Content-Type", content_type)
         h.send_header("Content-Length", str(len(payload)))
         h.send_header("request-id", request_id)
         for name, value in reply.headers.items():

@@ -45,7 +45,14 @@ what a valid pool is. The file (``<cache_dir>/<key>.json``, default
 candidates with their reasons, and metadata (model, time, usage, prompt); never a key.
 
 Where the pool comes from, in order: ``pool_file=`` (a committed file; never any request), the
-cache, the API. With neither a cache entry nor a key, loading raises
+cache, the API. The one request goes through the model-client layer
+(:mod:`agentprop._modelapi.client`) like an agent's call: it is recorded in the API cache
+(``api_cache=``, default ``.agentprop/api-cache.sqlite``) and replays from it, so in
+``replay-only`` mode (the default under ``CI``) a pool missing from ``cache_dir`` is rebuilt from
+the recorded reply, or the miss is reported with the nearest recorded request, and no request
+is sent; it is charged to the budget (``budget=``, else the run context's) and retried like
+agent calls. A reply that holds no list is deleted from the API cache, so a later run asks
+again. With neither a cache entry nor a key, loading raises
 :class:`ParaphrasePoolError` explaining both remedies; there is no silent fallback to the
 original sentence. Creating the strategy only validates arguments; the pool is loaded (and at
 most one request made) the first time the strategy is used, once per strategy object.
@@ -54,7 +61,6 @@ most one request made) the first time the strategy is used, once per strategy ob
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -66,19 +72,22 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from rapidfuzz import fuzz
 
+from agentprop._util.aio import run_sync
 from agentprop._util.files import write_atomic
 from agentprop._modelapi.budget import Budget
-from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_call
+from agentprop._modelapi.cache import ApiCache, CacheMiss
+from agentprop._modelapi.client import ModelClient
+from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, TextPrompt
+from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 from agentprop.strategies._internal.paraphrase import Paraphrase, paraphrases
 from agentprop.strategies._internal.slots import find_slots, has_placeholder_chars, validate_protect
-from agentprop.errors import InvalidArgument, SourceLocation
+from agentprop.errors import InputError, InvalidArgument, MissingApiKey, SourceLocation
 from agentprop.errors import ParaphrasePoolError  # noqa: F401 (re-exported: defined in errors.py)
 
 __all__ = [
@@ -115,8 +124,6 @@ DEFAULT_SIMILARITY: tuple[float, float] = (0.3, 0.95)
 MAX_N = 100
 """The most candidates one request may ask for."""
 
-_ANTHROPIC_HOSTS = ("api.anthropic.com",)
-_OFFLINE_API_KEY = "agentprop-offline-no-key"
 
 Reason = Literal[
     "not_text",
@@ -544,6 +551,7 @@ class _PoolRequest:
     retry_policy: RetryPolicy
     timeout: float
     screen: PoolScreen = field(repr=False)
+    api_cache: Any = None
 
     @property
     def key_fields(self) -> dict[str, Any]:
@@ -583,67 +591,66 @@ class _PoolRequest:
             raise _empty_pool_error(pool)
         return pool
 
-    def _client(self) -> tuple[Any, bool]:
-        if self.client is not None:
-            return self.client, False
-        key = self.api_key or os.environ.get("ANTHROPIC_API_KEY")
-        base = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        if not key:
-            host = (urlsplit(base).hostname or "") if base else "api.anthropic.com"
-            if not base or host in _ANTHROPIC_HOSTS:
-                raise _no_source_error(self)
-            key = _OFFLINE_API_KEY  # a local test server needs no key
-        import anthropic
-
-        return anthropic.Anthropic(api_key=key, base_url=base, max_retries=0, timeout=self.timeout), True
+    def _model_client(self) -> ModelClient:
+        """The model client of this pool's one request: the API cache (so the request replays
+        like an agent's call, and never reaches the API in replay-only mode), the budget,
+        retries and the offline-key rule."""
+        return ModelClient(
+            ANTHROPIC_MESSAGES,
+            self.model,
+            base_url=self.base_url,
+            api_key=self.api_key,
+            cache=self.api_cache,
+            budget=self.budget,
+            retry_policy=self.retry_policy,
+            timeout=self.timeout,
+            max_concurrent_requests=None,
+            sdk_client=self.client,
+        )
 
     def _fetch(self) -> ParaphrasePool:
-        client, owned = self._client()
+        client = self._model_client()
         slots = list(self.screen.slots)
         prompt = build_prompt(self.text, n=self.n, slots=slots, keywords=self.keywords or ())
         max_tokens = _max_tokens(self.text, self.n)
-        if self.budget is not None:
-            self.budget.check()
+        ask = TextPrompt(system=_SYSTEM, user=prompt, max_tokens=max_tokens, temperature=self.temperature)
         try:
-            arguments = _create_arguments(
-                client,
-                {
-                    "model": self.model,
-                    "max_tokens": max_tokens,
-                    "temperature": self.temperature,
-                    "system": _SYSTEM,
-                    "messages": [{"role": "user", "content": prompt}],
-                },
-            )
-            response = retry_call(lambda: client.messages.create(**arguments), policy=self.retry_policy)
+            reply_text, reply = run_sync(client.text(ask, trial=0, seed_parts=("paraphrase-pool", self.key)))
+        except MissingApiKey:
+            raise _no_source_error(self) from None
+        except CacheMiss as exc:
+            raise ParaphrasePoolError(
+                f"no paraphrase pool for {self.text!r}: it is not cached (looked for {self.cache_path}) and the "
+                f"API cache is in replay-only mode, with no recorded reply for its request.\n{exc}",
+                expected="a cached pool file, or the pool's request recorded in the API cache",
+                fix="run once with the cache in read-write mode (unset CI, or AGENTPROP_CACHE_MODE=read-write) and commit "
+                "the pool file or the API cache; or pass pool_file=",
+            ) from None
         except Exception as exc:
             if not _is_api_failure(exc):
                 raise
             raise ParaphrasePoolError(
-                f"the Messages API call for a paraphrase pool of {self.text!r} failed: {type(exc).__name__}: {exc}",
+                client.scrub(f"the Messages API call for a paraphrase pool of {self.text!r} failed: {type(exc).__name__}: {exc}"),
                 expected=f"a reply from model {self.model!r}",
                 fix="check the model name, ANTHROPIC_API_KEY / api_key= and base_url=; or pass pool_file= "
                 "with a committed pool to run without the API",
             ) from exc
-        finally:
-            if owned:
-                client.close()
-        usage = _usage_dict(getattr(response, "usage", None))
-        if self.budget is not None and usage:
-            self.budget.charge_usage(self.model, usage)
-        reply = "".join(
-            getattr(block, "text", "") for block in getattr(response, "content", []) or [] if getattr(block, "type", "") == "text"
-        )
-        candidates, truncated = parse_candidates(reply)
+        response = reply.response
+        usage = {k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int)} if isinstance(response.get("usage"), dict) else {}
+        try:
+            candidates, truncated = parse_candidates(reply_text)
+        except ParaphrasePoolError:
+            client.forget(reply)  # the reply is not kept: a later run asks again
+            raise
         accepted, rejected = self.screen.screen(candidates, limit=self.n)
         created = datetime.now(timezone.utc).isoformat(timespec="seconds")
         metadata = {
             "temperature": self.temperature,
             "max_tokens": max_tokens,
-            "stop_reason": getattr(response, "stop_reason", None),
+            "stop_reason": response.get("stop_reason"),
             "truncated": truncated,
-            "response_id": getattr(response, "id", None),
-            "response_model": getattr(response, "model", None),
+            "response_id": response.get("id"),
+            "response_model": response.get("model"),
             "usage": usage,
             "keyword_rule": self.screen.rule,
             "candidates": len(candidates),
@@ -666,38 +673,12 @@ class _PoolRequest:
         return pool
 
 
-def _create_arguments(client: Any, body: Mapping[str, Any]) -> dict[str, Any]:
-    """``messages.create`` keyword arguments for ``body``. Fields the installed SDK does not take
-    as parameters (``temperature`` in recent SDKs) travel in ``extra_body``; ``None`` is omitted."""
-    try:
-        accepted = frozenset(inspect.signature(client.messages.create).parameters)
-    except (TypeError, ValueError):
-        accepted = frozenset(body)
-    kwargs: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    for name, value in body.items():
-        if value is not None:
-            (kwargs if name in accepted else extra)[name] = value
-    if extra:
-        kwargs["extra_body"] = extra
-    return kwargs
-
-
 def _is_api_failure(exc: BaseException) -> bool:
-    import anthropic
-
-    return isinstance(exc, (anthropic.APIError, json.JSONDecodeError, ConnectionError, TimeoutError))
-
-
-def _usage_dict(usage: Any) -> dict[str, int]:
-    if usage is None:
-        return {}
-    out: dict[str, int] = {}
-    for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-        value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[name] = value
-    return out
+    """An error of the API call itself (the SDK's errors, a body that is not JSON or not a
+    message, the network), as opposed to a bug."""
+    if isinstance(exc, (ValueError, ConnectionError, TimeoutError)):
+        return True
+    return any(cls.__name__ == "APIError" for cls in type(exc).__mro__)
 
 
 def _no_source_error(request: _PoolRequest) -> ParaphrasePoolError:
@@ -906,6 +887,7 @@ def _make_request(
     budget: object,
     retry_policy: object,
     timeout: object,
+    api_cache: object = None,
 ) -> _PoolRequest:
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgument(f"text={text!r} must be a non-empty str")
@@ -928,6 +910,10 @@ def _make_request(
         raise InvalidArgument(f"budget must be an agentprop Budget, got {type(budget).__name__}")
     if not isinstance(retry_policy, RetryPolicy):
         raise InvalidArgument(f"retry_policy must be a RetryPolicy, got {type(retry_policy).__name__}")
+    if api_cache is not None and api_cache is not False and not isinstance(api_cache, (ApiCache, str, os.PathLike)):
+        raise InvalidArgument(
+            f"api_cache={api_cache!r} must be an ApiCache, a path to one, None (the default .agentprop/api-cache.sqlite) or False"
+        )
     if keywords is not None:
         if isinstance(keywords, (str, bytes)) or not isinstance(keywords, Iterable):
             raise InvalidArgument(
@@ -964,6 +950,7 @@ def _make_request(
         retry_policy=retry_policy,
         timeout=float(timeout),
         screen=screen,
+        api_cache=api_cache,
     )
 
 
@@ -989,6 +976,7 @@ def llm_paraphrase_pool(
     budget: Budget | None = None,
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
     timeout: float = 120.0,
+    api_cache: ApiCache | str | os.PathLike[str] | bool | None = None,
 ) -> ParaphrasePool:
     """Load (or make, once) the validated paraphrase pool that :func:`llm_paraphrases` draws from.
 
@@ -1014,6 +1002,7 @@ def llm_paraphrase_pool(
         budget=budget,
         retry_policy=retry_policy,
         timeout=timeout,
+        api_cache=api_cache,
     )
     return request.load()
 
@@ -1074,6 +1063,7 @@ def llm_paraphrases(
     budget: Budget | None = None,
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
     timeout: float = 120.0,
+    api_cache: ApiCache | str | os.PathLike[str] | bool | None = None,
 ) -> SearchStrategy[Paraphrase]:
     """Paraphrases of ``text`` written once by an LLM, validated, cached, drawn as pool indices.
 
@@ -1113,6 +1103,7 @@ def llm_paraphrases(
         budget=budget,
         retry_policy=retry_policy,
         timeout=timeout,
+        api_cache=api_cache,
     )
     options: dict[str, Any] = {
         "lang": lang,

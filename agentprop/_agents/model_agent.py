@@ -1,0 +1,492 @@
+"""What every model-backed agent shares, whatever API it speaks.
+
+A model agent (:class:`~agentprop.AnthropicAgent`, :class:`~agentprop.OpenAIAgent`) is a
+*configuration* -- model, system prompt, tool descriptions, sampling parameters, step limit --
+on top of a :class:`~agentprop._modelapi.client.ModelClient` (endpoint, key, cache, budget,
+retries), and an agent factory: ``agent.factory()`` gives a fresh conversation, which keeps one
+agentprop conversation's API history across its turns.
+
+:class:`ModelAgent` holds the shared part: option checks, ``from_files`` and ``replace``, the
+behaviour fingerprint, the tools shown to the model (the spec's action tools, descriptions
+overridable, then ``respond`` with the response contract as its schema), the system prompt, and
+:func:`run_tool_call`, which executes one tool call of the model in the test world and says what
+to answer -- including for arguments the model got wrong, so that it can correct them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import marshal
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from agentprop._agents.loading import LoadedAgent
+from agentprop._agents.prompt import (
+    check_tool_descriptions,
+    load_prompt,
+    load_tool_descriptions,
+)
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.cache import ApiCache, CacheMode, canonical_json
+from agentprop._modelapi.client import ModelClient, ModelReply
+from agentprop._modelapi.providers import Provider, TextPrompt
+from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy, RetryStats
+from agentprop._scenario.world import copy_json
+from agentprop._spec.model import Spec
+from agentprop._spec.response import respond_tool_schema
+from agentprop.errors import (
+    BudgetExhausted,
+    CacheMiss,
+    DeadlineExceeded,
+    InvalidArgument,
+    MissingApiKey,
+    MissingDependency,
+    ModelCallError,
+    ToolError,
+)
+
+if TYPE_CHECKING:
+    from agentprop._agents.runtime import TurnContext
+
+__all__ = ["RESPOND_TOOL", "ModelAgent", "ToolOutcome", "default_system_prompt", "model_call_error", "run_tool_call"]
+
+RESPOND_TOOL = "respond"
+"""The name of the tool that ends a turn with the structured response."""
+
+NUDGE = (
+    "You ended your turn without calling the `respond` tool. Every turn must end with exactly one "
+    "call of `respond`; call it now."
+)
+
+_DEFAULT_RESPOND_DESCRIPTION = (
+    "Submit the structured response for this turn. Call it exactly once per turn, as the final action."
+)
+
+_SHARED_OPTIONS = (
+    "system_prompt", "tool_descriptions", "temperature", "top_p", "max_tokens", "max_steps", "extra_body",
+    "base_url", "api_key", "cache", "cache_mode", "budget", "retry_policy", "timeout", "max_concurrent_requests",
+    "name", "prompt_path", "tool_descriptions_path",
+)
+
+
+class _ClientOption:
+    """An agent attribute that lives on its model client (so setting it on the agent, as the
+    CLI does with ``agent.budget = ...``, changes the calls it makes)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, agent: Any, owner: type | None = None) -> Any:
+        if agent is None:
+            return self
+        return getattr(agent.client, self.name)
+
+    def __set__(self, agent: Any, value: Any) -> None:
+        setattr(agent.client, self.name, value)
+
+
+class ModelAgent:
+    """The shared configuration of a model-backed agent; see the module docstring.
+
+    Subclasses set :attr:`provider_label`, build request bodies (:meth:`request`) and their
+    conversation class (:meth:`factory`).
+    """
+
+    agent_kind: ClassVar[str] = ""
+    """The ``--agent`` name and the prefix of :attr:`ref` (``anthropic``, ``openai``)."""
+    extra_clashes: ClassVar[frozenset[str]] = frozenset()
+    """Request fields ``extra_body`` may not set (they have options of their own)."""
+    temperature_max: ClassVar[float] = 1.0
+
+    budget = _ClientOption("budget")
+    cache_mode = _ClientOption("cache_mode")
+    base_url = _ClientOption("base_url")
+    retry_policy = _ClientOption("retry_policy")
+    timeout = _ClientOption("timeout")
+    max_concurrent_requests = _ClientOption("max_concurrent_requests")
+    missing_key_error = _ClientOption("missing_key_error")
+    """Set when a call needed the API and no key was configured (the CLI reports it)."""
+
+    def __init__(
+        self,
+        model: str,
+        provider: Provider,
+        *,
+        system_prompt: str | None = None,
+        tool_descriptions: Mapping[str, str] | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int = 1024,
+        max_steps: int = 10,
+        extra_body: Mapping[str, Any] | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        cache: ApiCache | str | os.PathLike[str] | bool | None = None,
+        cache_mode: CacheMode | str | None = None,
+        budget: Budget | None = None,
+        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        timeout: float = 120.0,
+        max_concurrent_requests: int | None = 64,
+        stream: bool = False,
+        name: str | None = None,
+        prompt_path: str | os.PathLike[str] | None = None,
+        tool_descriptions_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidArgument(f"model={model!r}: name the model to call, e.g. model='{self._example_model()}'.")
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise InvalidArgument(f"system_prompt must be a string or None, not {type(system_prompt).__name__}.")
+        descriptions = dict(tool_descriptions or {})
+        for k, v in descriptions.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise InvalidArgument(f"tool_descriptions must map tool names to strings; got {k!r}: {v!r}.")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise InvalidArgument(f"max_tokens={max_tokens!r} must be an int >= 1.")
+        if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+            raise InvalidArgument(f"max_steps={max_steps!r} must be an int >= 1 (model calls per turn).")
+        if temperature is not None and not 0.0 <= float(temperature) <= self.temperature_max:
+            raise InvalidArgument(f"temperature={temperature} must be between 0 and {self.temperature_max:g}.")
+        if top_p is not None and not 0.0 < float(top_p) <= 1.0:
+            raise InvalidArgument(f"top_p={top_p} must be in (0, 1].")
+        extra = dict(extra_body or {})
+        clash = sorted(set(extra) & self.extra_clashes)
+        if clash:
+            raise InvalidArgument(
+                f"extra_body may not set {', '.join(clash)}: use the {type(self).__name__} options of those names."
+            )
+        self.client = ModelClient(
+            provider,
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            cache=cache,
+            cache_mode=cache_mode,
+            budget=budget,
+            retry_policy=retry_policy,
+            timeout=timeout,
+            max_concurrent_requests=max_concurrent_requests,
+            stream=stream,
+        )
+        self.model = model
+        self.system_prompt = system_prompt
+        self.tool_descriptions: dict[str, str] = descriptions
+        self.temperature = None if temperature is None else float(temperature)
+        self.top_p = None if top_p is None else float(top_p)
+        self.max_tokens = max_tokens
+        self.max_steps = max_steps
+        self.extra_body = extra
+        self.name = name
+        self.prompt_path = Path(prompt_path) if prompt_path is not None else None
+        self.tool_descriptions_path = Path(tool_descriptions_path) if tool_descriptions_path is not None else None
+        self._lock = threading.Lock()
+        self._tools_memo: dict[int, tuple[Spec, list[dict[str, Any]]]] = {}
+
+    @classmethod
+    def _example_model(cls) -> str:
+        return "MODEL"
+
+    # -- construction helpers -------------------------------------------------------------------
+
+    @classmethod
+    def from_files(
+        cls,
+        model: str,
+        prompt: str | os.PathLike[str] | None = None,
+        tool_descriptions: str | os.PathLike[str] | None = None,
+        **options: Any,
+    ) -> Any:
+        """An agent whose system prompt and tool descriptions are loaded from files (TDAD's
+        ``seed_prompt.txt`` and ``seed_tool_descriptions.yaml``); other options as in the
+        constructor."""
+        system = load_prompt(prompt) if prompt is not None else None
+        descriptions = load_tool_descriptions(tool_descriptions) if tool_descriptions is not None else None
+        return cls(
+            model,
+            system_prompt=system,
+            tool_descriptions=descriptions,
+            prompt_path=prompt,
+            tool_descriptions_path=tool_descriptions,
+            **options,
+        )
+
+    def _options(self) -> dict[str, Any]:
+        """Every constructor option but the model, as it is now (for :meth:`replace`)."""
+        client = self.client
+        return {
+            "system_prompt": self.system_prompt,
+            "tool_descriptions": self.tool_descriptions,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "max_steps": self.max_steps,
+            "extra_body": self.extra_body,
+            "base_url": client.base_url,
+            "api_key": client._api_key,
+            "cache": client._cache_arg,
+            "cache_mode": client.cache_mode,
+            "budget": client.budget,
+            "retry_policy": client.retry_policy,
+            "timeout": client.timeout,
+            "max_concurrent_requests": client.max_concurrent_requests,
+            "name": self.name,
+            "prompt_path": self.prompt_path,
+            "tool_descriptions_path": self.tool_descriptions_path,
+        }
+
+    def replace(self, **changes: Any) -> Any:
+        """A copy with some options changed (e.g. another prompt, for a prompt mutant)."""
+        options = self._options()
+        model = changes.pop("model", self.model)
+        unknown = set(changes) - set(options)
+        if unknown:
+            raise InvalidArgument(
+                f"{type(self).__name__}.replace: unknown option(s) {sorted(unknown)}; known: {sorted(options)}"
+            )
+        options.update(changes)
+        return type(self)(model, **options)
+
+    # -- identity --------------------------------------------------------------------------------
+
+    @property
+    def ref(self) -> str:
+        """The name in reports."""
+        return self.name or f"{self.agent_kind}:{self.model}"
+
+    def _fingerprint_payload(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of everything that changes the model's behaviour: model, system prompt, tool
+        descriptions, sampling parameters and the step limit (not the endpoint, cache or key)."""
+        return hashlib.sha256(canonical_json(self._fingerprint_payload()).encode()).hexdigest()[:16]
+
+    def loaded(self) -> LoadedAgent:
+        """This agent as a :class:`~agentprop.LoadedAgent` (what ``check`` and ``agentprop run``
+        take), fingerprinted by :attr:`fingerprint`."""
+        return LoadedAgent(ref=self.ref, factory=self.factory, faults={}, fingerprint=self.fingerprint)
+
+    def __repr__(self) -> str:
+        # make_factory() fingerprints an object by its repr: include the behaviour fingerprint
+        return f"{type(self).__name__}(model={self.model!r}, fingerprint={self.fingerprint!r})"
+
+    def factory(self) -> Any:
+        """A fresh agent for one conversation (this method is an agent factory)."""
+        raise NotImplementedError
+
+    def __call__(self) -> Any:
+        return self.factory()
+
+    # -- what the model sees ---------------------------------------------------------------------
+
+    def check_spec(self, spec: Spec) -> None:
+        """Raise :class:`InputError` if the tool descriptions name tools ``spec`` lacks."""
+        check_tool_descriptions(self.tool_descriptions, spec, path=self.tool_descriptions_path)
+
+    def spec_tools(self, spec: Spec) -> list[tuple[str, str, dict[str, Any]]]:
+        """``(name, description, input schema)`` of every tool the model gets: the spec's action
+        tools, then ``respond`` (schemas are copies)."""
+        self.check_spec(spec)
+        out: list[tuple[str, str, dict[str, Any]]] = []
+        for tool in spec.action_tools:
+            schema = copy_json(tool.input_schema) if tool.input_schema else {"type": "object", "properties": {}}
+            out.append((tool.name, self.tool_descriptions.get(tool.name, tool.description or tool.name), schema))
+        spec_respond = spec.tools_by_name.get(RESPOND_TOOL)
+        respond_description = self.tool_descriptions.get(
+            RESPOND_TOOL, (spec_respond.description if spec_respond is not None else "") or _DEFAULT_RESPOND_DESCRIPTION
+        )
+        out.append((RESPOND_TOOL, respond_description, copy_json(respond_tool_schema(spec))))
+        return out
+
+    def _format_tool(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def tools_for(self, spec: Spec) -> list[dict[str, Any]]:
+        """The ``tools`` of every request, in the API's format (a copy: changing it changes no
+        request)."""
+        return copy_json(self._tools_for(spec))
+
+    def _tools_for(self, spec: Spec) -> list[dict[str, Any]]:
+        """:meth:`tools_for`, worked out once per spec and kept private: the requests of every
+        conversation send this very list, and nothing changes it, so request shapes may be
+        remembered by its identity."""
+        memo = self._tools_memo.get(id(spec))
+        if memo is not None and memo[0] is spec:
+            return memo[1]
+        tools = [self._format_tool(*t) for t in self.spec_tools(spec)]
+        with self._lock:
+            self._tools_memo[id(spec)] = (spec, tools)
+        return tools
+
+    def system_for(self, spec: Spec, context: Mapping[str, Any]) -> str:
+        """The system prompt: the configured one, or one written from the spec."""
+        if self.system_prompt is not None:
+            return self.system_prompt
+        return default_system_prompt(spec, context)
+
+    def _request_options(self) -> tuple[Any, ...]:
+        """Every option that goes into a request body (model, sampling, ``extra_body`` ...)."""
+        raise NotImplementedError
+
+    def _shape(self, system: str, tools: list[dict[str, Any]]) -> Any:
+        """The request shape of this agent's requests with ``system`` and ``tools`` (remembered
+        by the tools' identity, the prompt and every request option)."""
+        try:
+            frozen = marshal.dumps(self._request_options())
+        except ValueError:  # not plain built-in data
+            return None
+        return self.client.request_shape(lambda: self.request(system=system, tools=tools, messages=[]), (tools, system, frozen))
+
+    def request(self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The request body of one call in the provider's API."""
+        raise NotImplementedError
+
+    # -- the client ------------------------------------------------------------------------------
+
+    @property
+    def provider(self) -> Provider:
+        return self.client.provider
+
+    @property
+    def cache(self) -> ApiCache:
+        """The API cache in use (an ``off``-mode cache when caching is disabled)."""
+        return self.client.cache
+
+    @property
+    def retry_stats(self) -> RetryStats:
+        return self.client.retry_stats
+
+    def api_key(self) -> str:
+        """The key to send (see :meth:`ModelClient.api_key`: the offline-key rule)."""
+        return self.client.api_key()
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for reports: model calls, cache hits, live calls, retries."""
+        return self.client.stats()
+
+    async def aclose(self) -> None:
+        """Close the SDK client of the running event loop now (clients are also closed when
+        their event loop shuts down)."""
+        await self.client.aclose()
+
+    async def call_model(self, request: dict[str, Any], *, trial: int, seed_parts: Sequence[object] = ()) -> ModelReply:
+        """One model call through the model client (cache, budget, retries, limiter)."""
+        return await self.client.call(request, trial=trial, seed_parts=seed_parts)
+
+    async def complete_text(self, prompt: TextPrompt, *, trial: int, seed_parts: Sequence[object] = ()) -> tuple[str, ModelReply]:
+        """A text-only call to this agent's model (PromptSmith, MutationSmith): its text and reply."""
+        return await self.client.text(prompt, trial=trial, seed_parts=seed_parts)
+
+
+def default_system_prompt(spec: Spec, context: Mapping[str, Any]) -> str:
+    """A plain system prompt written from the spec, used when no prompt is given."""
+    lines = [f"You are the agent described by the spec {spec.title or spec.spec_id!r} ({spec.spec_id})."]
+    if context:
+        lines.append("")
+        lines.append("Context of this conversation:")
+        lines.extend(f"- {k}: {json.dumps(v, ensure_ascii=False)}" for k, v in context.items())
+    if spec.assumptions:
+        lines.append("")
+        lines.append("Assumptions:")
+        lines.extend(f"- {a}" for a in spec.assumptions)
+    if spec.policies:
+        lines.append("")
+        lines.append("Policies (highest priority first):")
+        ordered = sorted(spec.policies, key=lambda p: -(p.priority or 0))
+        lines.extend(f"- {p.id}: {p.text}" for p in ordered)
+    decisions = ", ".join(spec.response_contract.decision_enum)
+    lines.append("")
+    lines.append(
+        "Use the tools to help the user. End every turn with exactly one call of the `respond` tool, "
+        f"as your final action; its `decision` is one of: {decisions}."
+    )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Running the model's tool calls
+# --------------------------------------------------------------------------------------------
+
+# ``json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)`` without building an
+# encoder on every call
+_TEXT_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
+_ACK_TEXT = _TEXT_ENCODE({"acknowledged": True})
+
+
+def as_text(value: Any) -> str:
+    """A tool's output as the text of a tool result."""
+    if isinstance(value, str):
+        return value
+    if type(value) is dict and len(value) == 1 and value.get("acknowledged") is True:
+        return _ACK_TEXT  # what ``respond`` answers: the same text, without encoding it again
+    return _TEXT_ENCODE(value)
+
+
+class ToolOutcome:
+    """What to answer one tool call with: ``text``, whether it is an error, and whether it was
+    a successful ``respond`` (which ends the turn)."""
+
+    __slots__ = ("is_error", "responded", "text")
+
+    def __init__(self, text: str, is_error: bool = False, responded: bool = False) -> None:
+        self.text = text
+        self.is_error = is_error
+        self.responded = responded
+
+
+def run_tool_call(ctx: TurnContext, name: str, args: Any) -> ToolOutcome:
+    """Execute one tool call of the model in the test world.
+
+    ``args`` is what the model sent: a JSON object (a dict), or for APIs that send arguments as
+    text, the text itself. Arguments that are not a JSON object, or that the tool cannot take,
+    are answered with an ``invalid_arguments`` error the model can correct (never an exception
+    that ends the turn); a :class:`ToolError` (a planted failure, an unknown tool, an invalid
+    ``respond``) is answered with ``kind: message``.
+    """
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError as exc:
+            return ToolOutcome(
+                f"invalid_arguments: the arguments of {name} are not valid JSON ({exc.msg} at character {exc.pos}); "
+                "send them again as one JSON object",
+                is_error=True,
+            )
+    if not isinstance(args, dict):
+        return ToolOutcome(f"invalid_arguments: the input of {name} must be a JSON object", is_error=True)
+    try:
+        if name == RESPOND_TOOL:
+            ack = ctx.respond(**args)
+            return ToolOutcome(as_text(ack), responded=True)
+        return ToolOutcome(as_text(ctx.call(name, **args)))
+    except ToolError as exc:
+        return ToolOutcome(f"{exc.kind}: {exc.message}", is_error=True)
+    except TypeError as exc:
+        if exc.__traceback__ is not None and exc.__traceback__.tb_next is not None:
+            raise  # raised inside the call: a bug there, not arguments the model got wrong
+        # raised by the call itself: arguments Python cannot pass (a field named like a parameter)
+        return ToolOutcome(f"invalid_arguments: {name} cannot take these arguments ({exc}); correct them", is_error=True)
+
+
+_PASS_THROUGH = (CacheMiss, MissingApiKey, MissingDependency, BudgetExhausted, DeadlineExceeded)
+"""Errors of a model call that go to the runtime as they are: what they say is not a model
+failure (a cache miss, a missing key or SDK, the budget, the turn's deadline)."""
+
+
+def model_call_error(agent: ModelAgent, exc: BaseException, step: int, turn_index: int) -> BaseException:
+    """What a failed model call raises into the runtime: the pass-through errors as they are,
+    anything else as a :class:`ModelCallError` naming the call, secrets scrubbed."""
+    if isinstance(exc, _PASS_THROUGH):
+        return exc
+    notes = " ".join(getattr(exc, "__notes__", []))
+    message = (
+        f"model call {step + 1} of turn {turn_index} ({agent.model}) failed: "
+        f"{type(exc).__name__}: {exc}" + (f" [{notes}]" if notes else "")
+    )
+    error = ModelCallError(agent.client.scrub(message))
+    error.__cause__ = exc
+    return error

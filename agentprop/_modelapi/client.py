@@ -1,0 +1,531 @@
+"""The model client: one path for every model call agentprop makes, whatever the provider.
+
+Model agents (:class:`~agentprop.AnthropicAgent`, :class:`~agentprop.OpenAIAgent`), PromptSmith,
+MutationSmith and LLM paraphrase pools all call a model through a :class:`ModelClient`. A call
+goes, in this order, through
+
+1. **the API cache** (:mod:`agentprop._modelapi.cache`), keyed by the canonical request and the
+   trial index: a hit is replayed and costs nothing; in ``replay-only`` mode (the default under
+   ``CI``) a miss raises :class:`~agentprop._modelapi.cache.CacheMiss` with the nearest recorded
+   request and a diff, and nothing is sent;
+2. **the offline-key rule**: the key is ``api_key=``, else the provider's environment variable
+   (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``); with neither, a ``base_url`` that is not the
+   provider's own host (a local or loopback server) gets a placeholder key, and the provider's
+   own host raises :class:`MissingApiKey` -- only now, when a request must really be sent;
+3. **the budget** (:mod:`agentprop._modelapi.budget`): the call's worst case is reserved, or the
+   call is refused (:class:`~agentprop._modelapi.budget.BudgetExhausted`) when the limit is
+   spent or held by calls in flight. The worst case is the request's size in UTF-8 bytes plus
+   :data:`INPUT_OVERHEAD_TOKENS` as the input (a token is at least one byte of text, and the
+   request's JSON is longer than the text the model reads; the overhead covers the prompt the
+   provider adds for tools) and the request's output-token limit as the output;
+4. **retries** (:mod:`agentprop._modelapi.retry`: 408/429/5xx/529, timeouts, dropped
+   connections; ``retry-after`` honoured, but never past the deadline of the turn making the
+   call) around one HTTP attempt each, under **the adaptive concurrency limit** of the event
+   loop (:mod:`agentprop._modelapi.limiter`);
+5. then the answer is stored in the cache (secrets scrubbed: the key in use is registered with
+   the cache, and anything shaped like a key is redacted) and the reservation is settled with
+   the usage the API reported.
+
+The budget and the cache mode come from the client's own ``budget=`` / ``cache_mode=`` when
+given, else from the model-call context (:mod:`agentprop._modelapi.context`) that the session,
+or the check running the agent, set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import random
+import threading
+import weakref
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
+
+from agentprop._modelapi.budget import Budget, Reservation
+from agentprop._modelapi.cache import (
+    ApiCache,
+    CachedResponse,
+    CacheMiss,
+    CacheMode,
+    _RequestShape,
+    scrub_text,
+)
+from agentprop._modelapi.context import ModelCallContext, current_model_context
+from agentprop._modelapi.limiter import AdaptiveConcurrency
+from agentprop._modelapi.providers import Provider, TextPrompt, TokenUsage
+from agentprop._modelapi.retry import (
+    DEFAULT_RETRY_POLICY,
+    RetryPolicy,
+    RetryStats,
+    retry_call_async,
+)
+from agentprop.errors import (
+    AgentPropError,
+    BudgetExhausted,
+    DeadlineExceeded,
+    InvalidArgument,
+    MissingApiKey,
+    ModelCallError,
+)
+
+__all__ = [
+    "DEFAULT_API_CACHE_PATH",
+    "INPUT_OVERHEAD_TOKENS",
+    "OFFLINE_API_KEY",
+    "MissingApiKey",
+    "ModelCallError",
+    "ModelClient",
+    "ModelReply",
+    "default_cache_mode",
+    "open_api_cache",
+]
+
+DEFAULT_API_CACHE_PATH = Path(".agentprop") / "api-cache.sqlite"
+"""Where the API cache lives when none is given (relative to the current directory)."""
+
+OFFLINE_API_KEY = "agentprop-offline-no-key"
+"""Sent when no key is configured and ``base_url`` is not the provider's own (a local server)."""
+
+INPUT_OVERHEAD_TOKENS = 1024
+"""Added to a request's size when bounding its input tokens: the provider's own prompt around
+tools and messages (Anthropic's tool-use system prompt is a few hundred tokens)."""
+
+_DISPLAY = {"anthropic": "Anthropic", "openai": "OpenAI"}
+
+
+# --------------------------------------------------------------------------------------------
+# Cache defaults and the shared caches
+# --------------------------------------------------------------------------------------------
+
+def default_cache_mode() -> CacheMode:
+    """The mode a model call's cache uses when its client chose none: the session's
+    (``--agentprop-cache-mode``), else :meth:`CacheMode.default` (``replay-only`` under CI)."""
+    return current_model_context().default_cache_mode()
+
+
+def open_api_cache(
+    path: str | os.PathLike[str], *, mode: CacheMode | str | None = None, secrets: Sequence[str] = ()
+) -> ApiCache:
+    """The session's :class:`ApiCache` for ``path`` in ``mode`` (opened once, then shared)."""
+    return current_model_context().open_api_cache(path, mode=mode, secrets=secrets)
+
+
+# --------------------------------------------------------------------------------------------
+# Replies and counters
+# --------------------------------------------------------------------------------------------
+
+
+class ModelReply(NamedTuple):
+    """One model call's answer: the (possibly replayed) response and what it cost."""
+
+    cached: CachedResponse
+    usage: TokenUsage
+    cost_usd: float | None
+    """Dollars charged: 0.0 for a replay, ``None`` when the model has no price (unknown)."""
+
+    @property
+    def response(self) -> dict[str, Any]:
+        """The response JSON, as the API sent it (or as a stream assembled it)."""
+        return self.cached.response
+
+    @property
+    def from_cache(self) -> bool:
+        return self.cached.from_cache
+
+    @property
+    def key(self) -> str:
+        return self.cached.key
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.model_calls = 0
+        self.cache_hits = 0
+        self.live_calls = 0
+        self.failed_calls = 0
+        self.refused_calls = 0
+
+    def bump(self, *names: str) -> None:
+        with self._lock:
+            for name in names:
+                setattr(self, name, getattr(self, name) + 1)
+
+    def as_dict(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "model_calls": self.model_calls,
+                "cache_hits": self.cache_hits,
+                "live_calls": self.live_calls,
+                "failed_calls": self.failed_calls,
+                "refused_calls": self.refused_calls,
+            }
+
+
+@dataclass
+class _LoopState:
+    """The SDK client and the concurrency limit of one event loop (neither may cross loops)."""
+
+    client: Any
+    limiter: AdaptiveConcurrency | None
+    owned: bool
+    closer: AsyncGenerator[None, None] | None = None
+
+
+async def _close_at_loop_shutdown(client: Any) -> AsyncGenerator[None, None]:
+    """Started once per loop and left suspended: asyncio finalises the async generators of a
+    loop when it shuts down (``asyncio.run`` does), which closes the client's connections."""
+    try:
+        yield
+    finally:
+        await client.close()
+
+
+def stable_seed(*parts: object) -> int:
+    """A 64-bit seed from the parts' text, stable across processes (as
+    :func:`agentprop._scenario.world.stable_seed`, which the layer above owns)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+_PRICING = Budget()
+"""An unlimited budget used only for its price table when no budget is in play."""
+
+_SHAPE_LIMIT = 64
+"""At most this many request shapes per client (past it the memo starts afresh)."""
+
+
+# --------------------------------------------------------------------------------------------
+# The client
+# --------------------------------------------------------------------------------------------
+
+
+class ModelClient:
+    """How to call one model: the provider, endpoint, key, cache, budget and retry policy.
+
+    Args:
+        provider: the API (:data:`~agentprop._modelapi.providers.ANTHROPIC_MESSAGES`,
+            :data:`~agentprop._modelapi.providers.OPENAI_CHAT`, ...).
+        model: the model name (for prices and messages; each request body names its model).
+        base_url: the endpoint (default: the provider's environment variable, e.g.
+            ``OPENAI_BASE_URL``, else the provider's own).
+        api_key: the key (default: the provider's environment variable). Never stored.
+        cache: an :class:`ApiCache`, a path to one, ``None`` for :data:`DEFAULT_API_CACHE_PATH`,
+            or ``False`` for no cache.
+        cache_mode: the mode when ``cache`` is a path or ``None`` (default: the run context's).
+        budget: the budget to charge (default: the run context's, if any).
+        retry_policy: how API errors are retried.
+        timeout: seconds for one HTTP attempt.
+        max_concurrent_requests: the starting (and highest) number of requests in flight per
+            event loop; halved on 429/529, raised again as calls succeed (``None``: no limit).
+        stream: receive responses as server-sent events (providers that can stream).
+        sdk_client: an SDK client to use instead of making one (its own key and endpoint apply;
+            a synchronous client is called in a worker thread).
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        cache: ApiCache | str | os.PathLike[str] | bool | None = None,
+        cache_mode: CacheMode | str | None = None,
+        budget: Budget | None = None,
+        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        timeout: float = 120.0,
+        max_concurrent_requests: int | None = 64,
+        stream: bool = False,
+        sdk_client: Any = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidArgument(f"model={model!r}: name the model to call.")
+        if timeout <= 0:
+            raise InvalidArgument(f"timeout={timeout} must be > 0 seconds.")
+        if max_concurrent_requests is not None and max_concurrent_requests < 1:
+            raise InvalidArgument(f"max_concurrent_requests={max_concurrent_requests} must be >= 1 or None.")
+        if budget is not None and not isinstance(budget, Budget):
+            raise InvalidArgument(f"budget must be an agentprop Budget, not {type(budget).__name__}.")
+        if not isinstance(retry_policy, RetryPolicy):
+            raise InvalidArgument(f"retry_policy must be a RetryPolicy, not {type(retry_policy).__name__}.")
+        if stream and not provider.streams:
+            raise InvalidArgument(f"stream=True: agentprop does not stream the {provider.label} API.")
+        self.provider = provider
+        self.model = model
+        self.base_url = base_url
+        self._api_key = api_key
+        self._cache_arg: Any = None if cache is True else cache
+        self.cache_mode = None if cache_mode is None else CacheMode.parse(cache_mode)
+        self.budget = budget
+        self.retry_policy = retry_policy
+        self.timeout = float(timeout)
+        self.max_concurrent_requests = max_concurrent_requests
+        self.stream = bool(stream)
+        self.sdk_client = sdk_client
+        self.retry_stats = RetryStats()
+        self.missing_key_error: MissingApiKey | None = None
+        """Set when a call needed the API and no key was configured (the CLI reports it)."""
+        self._counters = _Counters()
+        self._lock = threading.Lock()
+        self._caches: dict[tuple[int, CacheMode], tuple[ModelCallContext, ApiCache]] = {}
+        self._off: ApiCache | None = None
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+        self._shapes: dict[tuple[Any, ...], tuple[Any, Any, _RequestShape | None]] = {}
+
+    # -- keys and endpoints ------------------------------------------------------------------------
+
+    def resolved_base_url(self) -> str | None:
+        """``base_url``, else the provider's environment variable, else ``None`` (its own)."""
+        return self.base_url or os.environ.get(self.provider.base_url_env) or None
+
+    def secrets(self) -> tuple[str, ...]:
+        """Literal secrets to scrub from everything stored or shown: the keys in play."""
+        found = [self._api_key, os.environ.get(self.provider.key_env), getattr(self.sdk_client, "api_key", None)]
+        return tuple(s for s in found if isinstance(s, str) and s and s != OFFLINE_API_KEY)
+
+    def api_key(self) -> str:
+        """The key to send: ``api_key=``, else the provider's environment variable, else (for a
+        ``base_url`` that is not the provider's own host) a placeholder. Raises
+        :class:`MissingApiKey` otherwise."""
+        key = self._api_key or os.environ.get(self.provider.key_env)
+        if key:
+            return key
+        base = self.resolved_base_url()
+        host = (urlsplit(base).hostname or "") if base else self.provider.official_hosts[0]
+        if base and host not in self.provider.official_hosts:
+            return OFFLINE_API_KEY
+        who = _DISPLAY.get(self.provider.name, self.provider.name)
+        error = MissingApiKey(
+            f"no {who} API key for model {self.model!r}, and this request is not in the API cache",
+            expected=f"a key in the {self.provider.key_env} environment variable, or api_key=...",
+            fix=f"export {self.provider.key_env}=... (or pass api_key=); to run offline, replay a recorded "
+            "cache (--cache PATH --cache-mode replay-only) or point --base-url at a local server",
+        )
+        self.missing_key_error = error
+        raise error
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret in play, and anything shaped like a key, redacted."""
+        return scrub_text(text, self.secrets())
+
+    # -- cache and budget --------------------------------------------------------------------------
+
+    @property
+    def cache(self) -> ApiCache:
+        """The API cache model calls use now (an ``off``-mode cache when caching is disabled)."""
+        arg = self._cache_arg
+        if isinstance(arg, ApiCache):
+            return arg
+        if arg is False:
+            if self._off is None:
+                self._off = ApiCache(DEFAULT_API_CACHE_PATH, mode=CacheMode.OFF)
+            return self._off
+        ctx = current_model_context()
+        mode = self.cache_mode if self.cache_mode is not None else ctx.default_cache_mode()
+        found = self._caches.get((id(ctx), mode))
+        if found is not None and found[0] is ctx:
+            return found[1]
+        path = DEFAULT_API_CACHE_PATH if arg is None else Path(arg)
+        cache = ctx.open_api_cache(path, mode=mode, secrets=self.secrets())
+        with self._lock:
+            self._caches[(id(ctx), mode)] = (ctx, cache)  # the session's cache, remembered per session
+        return cache
+
+    def active_budget(self) -> Budget | None:
+        """The budget charged: the client's own, else the run context's."""
+        return self.budget if self.budget is not None else current_model_context().budget
+
+    def request_shape(
+        self, body: dict[str, Any] | Callable[[], dict[str, Any]], identity: tuple[Any, ...] | None = None
+    ) -> _RequestShape | None:
+        """The cache's request shape of ``body`` (its conversation field's value is ignored):
+        every request of a conversation shares it, so only the conversation is serialised per
+        call (``body`` may be a function making it: called only when the shape is not
+        remembered). ``identity``: what fully determines ``body`` but its conversation, to remember the
+        shape by -- an object compared by identity (the tools list, never changed), then
+        hashable values; ``None`` builds the shape afresh."""
+        cache = self.cache
+        if cache.mode is CacheMode.OFF:
+            return None
+        key = None if not identity else (id(cache), id(identity[0]), *identity[1:])
+        if key is not None:
+            found = self._shapes.get(key)
+            if found is not None and found[0] is cache and found[1] is identity[0]:  # type: ignore[index]
+                return found[2]
+        shape = cache._request_shape(body() if callable(body) else body, self.provider.conversation_field)
+        if key is not None:
+            with self._lock:
+                if len(self._shapes) >= _SHAPE_LIMIT:
+                    self._shapes.clear()
+                self._shapes[key] = (cache, identity[0], shape)  # type: ignore[index]
+        return shape
+
+    # -- the SDK client ----------------------------------------------------------------------------
+
+    async def _loop_state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._loops.get(loop)
+        if state is not None:
+            return state
+        limiter = None
+        if self.max_concurrent_requests is not None:
+            n = self.max_concurrent_requests
+            limiter = AdaptiveConcurrency(initial=n, minimum=1, maximum=n)
+        if self.sdk_client is not None:
+            state = _LoopState(client=self.sdk_client, limiter=limiter, owned=False)
+        else:
+            made = self.provider.make_client(api_key=self.api_key(), base_url=self.resolved_base_url(), timeout=self.timeout)
+            state = _LoopState(client=made, limiter=limiter, owned=True)
+        with self._lock:
+            state = self._loops.setdefault(loop, state)
+        if state.owned and state.closer is None:
+            state.closer = _close_at_loop_shutdown(state.client)
+            await state.closer.__anext__()
+        return state
+
+    async def aclose(self) -> None:
+        """Close the SDK client of the running event loop now. (Clients are also closed when
+        their event loop shuts down, e.g. at the end of ``asyncio.run``.)"""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._loops.pop(loop, None)
+        if state is not None and state.owned:
+            if state.closer is not None:
+                await state.closer.aclose()
+            else:
+                await state.client.close()
+
+    # -- one call --------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        body: dict[str, Any],
+        *,
+        trial: int,
+        seed_parts: Sequence[object] = (),
+        shape: _RequestShape | None = None,
+        deadline: float | None = None,
+        what: str | None = None,
+    ) -> ModelReply:
+        """One model call (see the module docstring for the path it takes).
+
+        Args:
+            body: the request body as the provider's API takes it (and as the cache keys it);
+                ``shape.body(...)`` when ``shape`` is given.
+            trial: the sample number: repeats of a request differ in it, replays share it.
+            seed_parts: what seeds the retry jitter (with ``trial``), for reproducible waits.
+            deadline: when the caller's time runs out, in the event loop's clock
+                (``loop.time()``): no retry waits past it.
+            what: names the call in messages (``"2 of turn 0"``).
+        """
+        cache = self.cache
+        try:
+            canonical, trial, hit = cache._begin(body, trial, shape)
+        except CacheMiss:
+            self._counters.bump("model_calls", "failed_calls")
+            raise
+        provider = self.provider
+        budget = self.active_budget()
+        if hit is not None:
+            self._counters.bump("model_calls", "cache_hits")
+            usage = provider.usage(hit.response)
+            if budget is not None:
+                budget.charge(
+                    self._priced_model(hit.response, body, budget), usage.input_tokens, usage.output_tokens,
+                    cache_creation_input_tokens=usage.cache_creation_input_tokens,
+                    cache_read_input_tokens=usage.cache_read_input_tokens, cached=True,
+                )
+            return ModelReply(hit, usage, 0.0)
+        try:
+            state = await self._loop_state()
+            reservation = self._reserve(budget, body, canonical.text, what)
+        except BudgetExhausted:
+            self._counters.bump("model_calls", "refused_calls")
+            raise
+        except BaseException:
+            self._counters.bump("model_calls", "failed_calls")
+            raise
+        self._counters.bump("model_calls", "live_calls")
+        client, stream = state.client, self.stream
+
+        async def attempt() -> dict[str, Any]:
+            return await provider.send(client, body, stream=stream)
+
+        try:
+            response = await retry_call_async(
+                attempt,
+                policy=self.retry_policy,
+                rng=random.Random(stable_seed("agentprop-retry", *seed_parts, trial)),
+                stats=self.retry_stats,
+                limiter=state.limiter,
+                deadline=deadline,
+            )
+            stored = cache._store(canonical, trial, response)
+        except BaseException as exc:
+            if budget is not None and reservation is not None:
+                budget.release(reservation)
+            if not isinstance(exc, DeadlineExceeded):
+                self._counters.bump("failed_calls")
+            raise
+        usage = provider.usage(stored.response)
+        if budget is not None and reservation is not None:
+            usd = budget.settle(
+                reservation, usage.input_tokens, usage.output_tokens, model=self._priced_model(stored.response, body, budget),
+                cache_creation_input_tokens=usage.cache_creation_input_tokens,
+                cache_read_input_tokens=usage.cache_read_input_tokens,
+            )
+        else:
+            usd = _PRICING.cost(
+                self._priced_model(stored.response, body, _PRICING), usage.input_tokens, usage.output_tokens,
+                cache_creation_input_tokens=usage.cache_creation_input_tokens,
+                cache_read_input_tokens=usage.cache_read_input_tokens,
+            )
+        return ModelReply(stored, usage, usd)
+
+    def _reserve(self, budget: Budget | None, body: Mapping[str, Any], canonical_text: str, what: str | None) -> Reservation | None:
+        if budget is None:
+            return None
+        model = str(body.get("model") or self.model)
+        max_out = self.provider.max_output_tokens(body)
+        if max_out is None:
+            if budget.max_usd is None and budget.max_tokens is None:
+                max_out = 0  # no limit to protect: the reservation only counts the call
+            else:
+                raise InvalidArgument(
+                    f"the request to {model!r} sets no {self.provider.max_tokens_field}, so its worst-case cost is "
+                    "unknown and the budget's limit cannot be kept: set the most output tokens per call"
+                )
+        bound = len(canonical_text.encode("utf-8")) + INPUT_OVERHEAD_TOKENS
+        return budget.reserve(model, input_tokens=bound, max_output_tokens=max_out, call=what)
+
+    def _priced_model(self, response: Mapping[str, Any], body: Mapping[str, Any], budget: Budget) -> str:
+        """The model a call is priced as: the one that answered (often a dated name) when the
+        table prices it, else the one asked for."""
+        answered = self.provider.response_model(response)
+        asked = str(body.get("model") or self.model)
+        if answered is not None and (answered == asked or budget.price(answered) is not None):
+            return answered
+        return asked
+
+    def forget(self, reply: ModelReply) -> None:
+        """Delete a recorded reply from the cache (an unusable answer, so a later run asks again)."""
+        cache = self.cache
+        if cache.mode.writes or cache.mode is CacheMode.READ:
+            try:
+                cache.delete(reply.key)
+            except AgentPropError:
+                pass
+
+    async def text(self, prompt: TextPrompt, *, trial: int, seed_parts: Sequence[object] = (), what: str | None = None) -> tuple[str, ModelReply]:
+        """A text-only call (no tools): the reply's text and the reply."""
+        reply = await self.call(self.provider.text_body(self.model, prompt), trial=trial, seed_parts=seed_parts, what=what)
+        return self.provider.text_of(reply.response), reply
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for reports: model calls, cache hits, live calls, refusals, retries."""
+        return {**self._counters.as_dict(), "retries": self.retry_stats.as_dict()}

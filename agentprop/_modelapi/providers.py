@@ -1,0 +1,441 @@
+"""The model APIs agentprop speaks: what differs between providers, and nothing else.
+
+A :class:`Provider` knows one API's wire format: how to make the official SDK's client, send a
+request body and get the response as plain JSON (streamed or not), read the usage and the
+output-token limit of a request, and write a plain text request (system + user message, for
+PromptSmith, MutationSmith and paraphrase pools). Everything around a call -- the cache, the
+budget, retries, the concurrency limit, keys and secrets -- is the same for every provider and
+lives in :mod:`agentprop._modelapi.client`.
+
+- :data:`ANTHROPIC_MESSAGES`: the Anthropic Messages API (``POST /v1/messages``).
+- :data:`OPENAI_CHAT`: OpenAI Chat Completions (``POST /v1/chat/completions``), which most
+  OpenAI-compatible servers speak (vLLM, Ollama, LiteLLM, Together ...).
+- :data:`OPENAI_RESPONSES`: the OpenAI Responses API (``POST /v1/responses``).
+
+Usage is normalised to one shape (:class:`TokenUsage`): input tokens not read from a prompt
+cache, prompt-cache writes and reads, and output tokens (reasoning included), so one price table
+prices every provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, NamedTuple
+
+from agentprop.errors import InvalidArgument, MissingDependency
+
+__all__ = [
+    "ANTHROPIC_MESSAGES",
+    "OPENAI_CHAT",
+    "OPENAI_RESPONSES",
+    "MissingDependency",
+    "Provider",
+    "TextPrompt",
+    "TokenUsage",
+    "provider_named",
+]
+
+
+class TokenUsage(NamedTuple):
+    """One call's usage in agentprop's terms (every count >= 0). (A named tuple: made on every
+    model call, replays included.)"""
+
+    input_tokens: int = 0
+    """Input tokens not written to or read from a prompt cache."""
+    output_tokens: int = 0
+    """Output tokens, reasoning tokens included."""
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def all_input_tokens(self) -> int:
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+
+@dataclass(frozen=True)
+class TextPrompt:
+    """A one-shot text request: a system prompt and one user message (no tools)."""
+
+    system: str
+    user: str
+    max_tokens: int
+    temperature: float | None = None
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else None
+
+
+def _is_async_call(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+_PARAMETERS: dict[tuple[type, str], frozenset[str]] = {}
+
+
+def _parameters(resource: Any, method: str) -> frozenset[str]:
+    """The keyword parameters of an SDK resource's method (worked out once per class)."""
+    key = (type(resource), method)
+    found = _PARAMETERS.get(key)
+    if found is None:
+        try:
+            found = frozenset(inspect.signature(getattr(resource, method)).parameters)
+        except (TypeError, ValueError):
+            found = frozenset()
+        _PARAMETERS[key] = found
+    return found
+
+
+def _sdk_kwargs(body: Mapping[str, Any], parameters: frozenset[str]) -> dict[str, Any]:
+    """Keyword arguments of an SDK ``create`` method for a request body: fields the installed
+    SDK does not take as parameters (``temperature`` in recent Anthropic SDKs, a server's own
+    fields) travel in ``extra_body``; ``None`` is left out."""
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in body.items():
+        if value is None:
+            continue
+        if key in parameters and key not in ("extra_body", "extra_headers", "extra_query", "timeout", "stream"):
+            kwargs[key] = value
+        else:
+            extra[key] = value
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
+
+
+class Provider:
+    """One model API (see the module docstring). Instances are stateless and shared."""
+
+    name: str = ""
+    """The provider: ``anthropic`` or ``openai`` (also the agentprop extra that installs its SDK)."""
+    api: str = ""
+    """The API of the provider: ``messages``, ``chat`` or ``responses``."""
+    key_env: str = ""
+    base_url_env: str = ""
+    official_hosts: tuple[str, ...] = ()
+    conversation_field = "messages"
+    max_tokens_field = "max_tokens"
+    streams = False
+    """Whether :meth:`send` can stream."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}.{self.api}"
+
+    # -- the SDK -----------------------------------------------------------------------------------
+
+    def sdk(self) -> ModuleType:
+        """The provider's official SDK, or :class:`MissingDependency` naming the extra."""
+        try:
+            return importlib.import_module(self.name)
+        except ImportError:
+            raise MissingDependency(
+                f"the {self.name} SDK is not installed, and calling the {self.label} API needs it",
+                expected=f"the `{self.name}` package",
+                fix=f"pip install 'agentprop[{self.name}]'",
+            ) from None
+
+    def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
+        raise NotImplementedError
+
+    async def send(self, client: Any, body: Mapping[str, Any], *, stream: bool = False) -> dict[str, Any]:
+        """One HTTP attempt: the response as plain JSON (a complete response, also when
+        streamed). Raises the SDK's errors, which :mod:`agentprop._modelapi.retry` classifies."""
+        raise NotImplementedError
+
+    # -- reading requests and responses ------------------------------------------------------------
+
+    def max_output_tokens(self, body: Mapping[str, Any]) -> int | None:
+        value = body.get(self.max_tokens_field)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    def usage(self, response: Mapping[str, Any]) -> TokenUsage:
+        raise NotImplementedError
+
+    def check_response(self, response: Any) -> None:
+        """Raise :class:`ValueError` if ``response`` is not a response of this API."""
+        raise NotImplementedError
+
+    def response_model(self, response: Mapping[str, Any]) -> str | None:
+        model = response.get("model")
+        return model if isinstance(model, str) and model else None
+
+    def text_body(self, model: str, prompt: TextPrompt) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def text_of(self, response: Mapping[str, Any]) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<provider {self.label}>"
+
+
+# --------------------------------------------------------------------------------------------
+# Anthropic
+# --------------------------------------------------------------------------------------------
+
+
+class _AnthropicMessages(Provider):
+    name = "anthropic"
+    api = "messages"
+    key_env = "ANTHROPIC_API_KEY"
+    base_url_env = "ANTHROPIC_BASE_URL"
+    official_hosts = ("api.anthropic.com",)
+    def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
+        return self.sdk().AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+
+    def _kwargs(self, client: Any, body: Mapping[str, Any]) -> dict[str, Any]:
+        return _sdk_kwargs(body, _parameters(client.messages, "create"))
+
+    async def send(self, client: Any, body: Mapping[str, Any], *, stream: bool = False) -> dict[str, Any]:
+        if stream:
+            raise InvalidArgument("agentprop does not stream the Anthropic Messages API; use stream=False.")
+        kwargs = self._kwargs(client, body)
+        create = client.messages.with_raw_response.create
+        if _is_async_call(create):
+            raw = await create(**kwargs)
+            data = await raw.json() if inspect.iscoroutinefunction(raw.json) else raw.json()
+        else:  # a synchronous client someone handed in (paraphrase pools' ``client=``)
+            def call() -> Any:
+                return create(**kwargs).json()
+
+            data = await asyncio.to_thread(call)
+        self.check_response(data)
+        return data  # type: ignore[no-any-return]
+
+    def check_response(self, response: Any) -> None:
+        if not isinstance(response, dict) or not isinstance(response.get("content"), list):
+            raise ValueError(f"the API answered with JSON that is not a message: {str(response)[:200]}")
+
+    def usage(self, response: Mapping[str, Any]) -> TokenUsage:
+        u = response.get("usage") or {}
+        if type(u) is dict and len(u) == 2:  # the common case: input and output only, both ints
+            inp, out = u.get("input_tokens"), u.get("output_tokens")
+            if type(inp) is int and type(out) is int and inp >= 0 and out >= 0:
+                return TokenUsage(inp, out)
+        return TokenUsage(
+            input_tokens=_int(_field(u, "input_tokens")),
+            output_tokens=_int(_field(u, "output_tokens")),
+            cache_creation_input_tokens=_int(_field(u, "cache_creation_input_tokens")),
+            cache_read_input_tokens=_int(_field(u, "cache_read_input_tokens")),
+        )
+
+    def text_body(self, model: str, prompt: TextPrompt) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model,
+            "max_tokens": prompt.max_tokens,
+            "system": prompt.system,
+            "messages": [{"role": "user", "content": prompt.user}],
+        }
+        if prompt.temperature is not None:
+            body["temperature"] = prompt.temperature
+        return body
+
+    def text_of(self, response: Mapping[str, Any]) -> str:
+        return "".join(
+            str(b.get("text", "")) for b in response.get("content") or [] if isinstance(b, dict) and b.get("type") == "text"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI
+# --------------------------------------------------------------------------------------------
+
+
+class _OpenAIBase(Provider):
+    name = "openai"
+    key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+    official_hosts = ("api.openai.com",)
+    streams = True
+    _resource = ""
+
+    def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
+        return self.sdk().AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+
+    def _resource_of(self, client: Any) -> Any:
+        raise NotImplementedError
+
+    def _kwargs(self, client: Any, body: Mapping[str, Any]) -> dict[str, Any]:
+        return _sdk_kwargs(body, _parameters(self._resource_of(client), "create"))
+
+    async def send(self, client: Any, body: Mapping[str, Any], *, stream: bool = False) -> dict[str, Any]:
+        kwargs = self._kwargs(client, body)
+        if stream:
+            data = await self._send_streamed(client, kwargs)
+        else:
+            create = self._raw_create(client)
+            if _is_async_call(create):
+                raw = await create(**kwargs)
+                data = json.loads(raw.content)
+            else:
+                def call() -> Any:
+                    return json.loads(create(**kwargs).content)
+
+                data = await asyncio.to_thread(call)
+        self.check_response(data)
+        return data  # type: ignore[no-any-return]
+
+    def _raw_create(self, client: Any) -> Any:
+        raise NotImplementedError
+
+    async def _send_streamed(self, client: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class _OpenAIChat(_OpenAIBase):
+    api = "chat"
+    max_tokens_field = "max_completion_tokens"
+
+    def _resource_of(self, client: Any) -> Any:
+        return client.chat.completions
+
+    def _raw_create(self, client: Any) -> Any:
+        return client.chat.completions.with_raw_response.create
+
+    def max_output_tokens(self, body: Mapping[str, Any]) -> int | None:
+        for name in ("max_completion_tokens", "max_tokens"):
+            value = body.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+    async def _send_streamed(self, client: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+        from openai.lib.streaming.chat import ChatCompletionStreamState
+
+        kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
+        stream = await client.chat.completions.create(**kwargs)
+        state: Any = ChatCompletionStreamState()
+        usage: Any = None
+        try:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                if chunk.choices:
+                    state.handle_chunk(chunk)
+                elif not getattr(state, "_ChatCompletionStreamState__current_completion_snapshot", None):
+                    state.handle_chunk(chunk)  # the first chunk may carry no choice
+        finally:
+            await stream.close()
+        final = state.get_final_completion()
+        data: dict[str, Any] = final.model_dump(mode="json", exclude_none=True)
+        for choice in data.get("choices", []):
+            message = choice.get("message") or {}
+            message.pop("parsed", None)
+            for call in message.get("tool_calls") or []:
+                (call.get("function") or {}).pop("parsed_arguments", None)
+        if usage is not None:
+            data["usage"] = usage.model_dump(mode="json", exclude_none=True)
+        return data
+
+    def check_response(self, response: Any) -> None:
+        choices = response.get("choices") if isinstance(response, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+            raise ValueError(f"the API answered with JSON that is not a chat completion: {str(response)[:200]}")
+
+    def usage(self, response: Mapping[str, Any]) -> TokenUsage:
+        u = response.get("usage") or {}
+        prompt = _int(_field(u, "prompt_tokens"))
+        cached = min(prompt, _int(_field(_field(u, "prompt_tokens_details") or {}, "cached_tokens")))
+        return TokenUsage(input_tokens=prompt - cached, output_tokens=_int(_field(u, "completion_tokens")), cache_read_input_tokens=cached)
+
+    def text_body(self, model: str, prompt: TextPrompt) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model,
+            "max_completion_tokens": prompt.max_tokens,
+            "messages": [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}],
+        }
+        if prompt.temperature is not None:
+            body["temperature"] = prompt.temperature
+        return body
+
+    def text_of(self, response: Mapping[str, Any]) -> str:
+        choices = response.get("choices") or []
+        message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        return content if isinstance(content, str) else ""
+
+
+class _OpenAIResponses(_OpenAIBase):
+    api = "responses"
+    conversation_field = "input"
+    max_tokens_field = "max_output_tokens"
+
+    def _resource_of(self, client: Any) -> Any:
+        return client.responses
+
+    def _raw_create(self, client: Any) -> Any:
+        return client.responses.with_raw_response.create
+
+    async def _send_streamed(self, client: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+        stream = await client.responses.create(**kwargs, stream=True)
+        final: Any = None
+        try:
+            async for event in stream:
+                if event.type in ("response.completed", "response.incomplete", "response.failed"):
+                    final = event.response
+                elif event.type == "error":
+                    raise ValueError(f"the streamed response failed: {getattr(event, 'message', event)}")
+        finally:
+            await stream.close()
+        if final is None:
+            raise ValueError("the stream ended without a response.completed event")
+        data: dict[str, Any] = final.model_dump(mode="json", exclude_none=True)
+        return data
+
+    def check_response(self, response: Any) -> None:
+        if not isinstance(response, dict) or not isinstance(response.get("output"), list):
+            raise ValueError(f"the API answered with JSON that is not a response: {str(response)[:200]}")
+
+    def usage(self, response: Mapping[str, Any]) -> TokenUsage:
+        u = response.get("usage") or {}
+        total = _int(_field(u, "input_tokens"))
+        cached = min(total, _int(_field(_field(u, "input_tokens_details") or {}, "cached_tokens")))
+        return TokenUsage(input_tokens=total - cached, output_tokens=_int(_field(u, "output_tokens")), cache_read_input_tokens=cached)
+
+    def text_body(self, model: str, prompt: TextPrompt) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model,
+            "max_output_tokens": prompt.max_tokens,
+            "instructions": prompt.system,
+            "input": [{"role": "user", "content": prompt.user}],
+            "store": False,
+        }
+        if prompt.temperature is not None:
+            body["temperature"] = prompt.temperature
+        return body
+
+    def text_of(self, response: Mapping[str, Any]) -> str:
+        parts: list[str] = []
+        for item in response.get("output") or []:
+            if isinstance(item, dict) and item.get("type") == "message":
+                for part in item.get("content") or []:
+                    if isinstance(part, dict) and part.get("type") == "output_text":
+                        parts.append(str(part.get("text", "")))
+        return "".join(parts)
+
+
+ANTHROPIC_MESSAGES: Provider = _AnthropicMessages()
+OPENAI_CHAT: Provider = _OpenAIChat()
+OPENAI_RESPONSES: Provider = _OpenAIResponses()
+
+_BY_LABEL = {p.label: p for p in (ANTHROPIC_MESSAGES, OPENAI_CHAT, OPENAI_RESPONSES)}
+
+
+def provider_named(label: str) -> Provider:
+    """A provider by its label: ``anthropic.messages``, ``openai.chat`` or ``openai.responses``."""
+    try:
+        return _BY_LABEL[label]
+    except KeyError:
+        raise InvalidArgument(f"unknown model API {label!r}; use one of {sorted(_BY_LABEL)}") from None

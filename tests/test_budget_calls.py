@@ -1,0 +1,118 @@
+"""The budget checked before every model call: a dollar or token limit is overrun by at most one
+in-flight call's reserved worst case, at concurrency 8 and with a model looping on a tool, and
+a run cut short by the budget is INCONCLUSIVE, never a failure of the agent.
+
+Before the per-call check, ``--max-usd 0.05`` at concurrency 8 spent several times the limit
+(every run that started finished), and a model looping on a tool inside one run spent as much
+as its step limit allowed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_anthropic_agent import SupportOpsAgent
+from test_openai_agent import OpenAIAgentAsModel
+
+from agentprop._agents.anthropic import AnthropicAgent
+from agentprop._agents.model_agent import ModelAgent
+from agentprop._agents.openai import OpenAIAgent
+from agentprop._agents.project import Project, load_project
+from agentprop._decide.check import acheck
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import OracleSettings
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.retry import RetryPolicy
+from agentprop.testing import (
+    MessagesServer,
+    OpenAIServer,
+    message_reply,
+    tool_use_block,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORTOPS = ROOT / "examples" / "supportops"
+USAGE = {"input_tokens": 4000, "output_tokens": 300}  # what every reply says it used
+
+
+@pytest.fixture(scope="module")
+def project() -> Project:
+    return load_project(SUPPORTOPS)
+
+
+def with_usage(reply: Any) -> Any:
+    assert reply.message is not None
+    reply.message["usage"] = dict(USAGE)
+    return reply
+
+
+def check_guarantee(budget: Budget) -> None:
+    snap = budget.snapshot()
+    assert snap.in_flight_calls == 0 and snap.reserved_usd == 0.0
+    assert snap.largest_reservation_usd > 0
+    # the guarantee the docs state: spent <= limit + the largest single reservation
+    assert snap.usd <= snap.max_usd + snap.largest_reservation_usd  # type: ignore[operator]
+
+
+def test_max_usd_at_concurrency_8_is_overrun_by_at_most_one_reservation(project: Project) -> None:
+    player = OpenAIAgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
+    budget = Budget(max_usd=0.05)
+    with OpenAIServer(handler=lambda request: with_usage(player(request)), latency=0.05) as server:
+        # no budget of its own: the check's budget reaches the agent through the run context
+        agent = OpenAIAgent("gpt-4o", base_url=server.base_url, cache=False, retry_policy=RetryPolicy(max_attempts=1))
+        scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
+        result = asyncio.run(
+            acheck(project, scenario, agent.loaded(), settings=OracleSettings(mode="fixed", runs=40, tau=0.9), memo=TrialMemo(), budget=budget, concurrency=8)
+        )
+        peak = server.peak_concurrency
+    check_guarantee(budget)
+    snap = budget.snapshot()
+    per_call = (USAGE["input_tokens"] * 2.5 + USAGE["output_tokens"] * 10.0) / 1e6
+    assert snap.usd >= snap.max_usd  # the limit was reached ...  # type: ignore[operator]
+    assert snap.calls * per_call == pytest.approx(snap.usd)  # ... by calls that were really made
+    assert snap.refused_calls >= 1 and peak <= 8
+    # runs cut short by the budget are not judged: not one failure, and the case is not decided
+    assert result.verdict == "INCONCLUSIVE" and result.budget_exhausted and not result.failures
+    assert result.passes == result.runs  # every run judged was a whole run, and passed
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_model_looping_on_a_tool_is_stopped_by_the_budget_inside_the_run(project: Project, tmp_path: Path, provider: str) -> None:
+    loop = message_reply([tool_use_block("get_account", {"account_id": "A1"})], stop_reason="tool_use")
+    loop.message["usage"] = dict(USAGE)  # type: ignore[index]
+    budget = Budget(max_usd=0.05)
+    server_type = OpenAIServer if provider == "openai" else MessagesServer
+    agent_type: type[ModelAgent] = OpenAIAgent if provider == "openai" else AnthropicAgent
+    model = "gpt-4o" if provider == "openai" else "claude-sonnet-4-6"
+    with server_type(handler=lambda request: loop) as server:
+        agent = agent_type(model, base_url=server.base_url, cache=False, max_steps=200, budget=budget)
+        scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
+        result = asyncio.run(acheck(project, scenario, agent.loaded(), settings=OracleSettings(mode="fixed", runs=3, tau=0.9), memo=TrialMemo()))
+        sent = len(server.requests)
+    check_guarantee(budget)
+    assert sent == budget.snapshot().calls < 20  # not 200 steps' worth
+    assert result.verdict == "INCONCLUSIVE" and result.runs == 0 and not result.failures
+    assert agent.stats()["refused_calls"] == 1
+
+
+def test_a_call_refused_mid_run_is_recorded_as_such(project: Project) -> None:
+    loop = message_reply([tool_use_block("get_account", {"account_id": "A1"})], stop_reason="tool_use")
+    budget = Budget(max_tokens=20_000)
+    with OpenAIServer(handler=lambda request: loop) as server:
+        agent = OpenAIAgent("gpt-4o", base_url=server.base_url, cache=False, max_steps=50, budget=budget)
+
+        async def go() -> Any:
+            try:
+                return await project.arun(project.scenario("END_BILLING_ANSWER<-N3_BILLING"), agent.factory)
+            finally:
+                await agent.aclose()
+
+        trace = asyncio.run(go())
+    # (the looping calls also broke the per-turn tool-call limit, recorded before)
+    error = trace.all_errors()[-1]
+    assert error.kind == "budget_exhausted" and [e.kind for e in trace.all_errors()].count("budget_exhausted") == 1
+    assert "max_tokens=20000 reached" in error.message and "was not sent" in error.message
+    snap = budget.snapshot()
+    assert snap.tokens <= snap.max_tokens + snap.largest_reservation_tokens  # type: ignore[operator]
