@@ -31,6 +31,31 @@ class SourceLocation:
         return where
 
 
+MESSAGE_PART_LIMIT = 1_000
+"""Characters kept of each part (problem, expected, fix) of an :class:`InputError`'s message;
+a longer part is cut in the middle (:func:`clip`), so a 120 KB value never comes back whole."""
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """``text`` itself when it has at most ``limit`` characters; else its head and tail with
+    ``… (N characters cut) …`` between them, ``limit`` characters or so in all."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 30, 2)
+    head, tail = text[: keep - keep // 3], text[len(text) - keep // 3 :] if keep // 3 else ""
+    return f"{head}… ({len(text) - len(head) - len(tail)} characters cut) …{tail}"
+
+
+def clip_repr(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to about ``limit`` characters (see :func:`clip`); values whose repr
+    cannot be made (integers over Python's digit limit) are described instead."""
+    try:
+        text = repr(value)
+    except ValueError:  # int too large to convert
+        return f"<{type(value).__name__} too large to show>"
+    return clip(text, limit)
+
+
 class InputError(AgentPropError):
     """A user-supplied file or value is wrong.
 
@@ -53,12 +78,13 @@ class InputError(AgentPropError):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        head = f"{self.location}: {self.problem}" if self.location else self.problem
+        problem = clip(self.problem, MESSAGE_PART_LIMIT)
+        head = f"{clip(str(self.location), MESSAGE_PART_LIMIT)}: {problem}" if self.location else problem
         lines = [head]
         if self.expected:
-            lines.append(f"  expected: {self.expected}")
+            lines.append(f"  expected: {clip(self.expected, MESSAGE_PART_LIMIT)}")
         if self.fix:
-            lines.append(f"  fix: {self.fix}")
+            lines.append(f"  fix: {clip(self.fix, MESSAGE_PART_LIMIT)}")
         return "\n".join(lines)
 
 
