@@ -17,7 +17,7 @@ from agentprop._spec.lint import LintFinding, lint
 from agentprop._spec.model import Spec
 from agentprop._spec.when import WhenSyntaxError, parse_when
 from agentprop._yaml_source import TYPE_WORDS, YamlSource, describe_loc, load_yaml
-from agentprop.errors import SourceLocation, SpecError
+from agentprop.errors import SourceLocation, SpecError, clip, clip_repr
 
 SPEC_FILE_NAMES = ("spec.yaml", "spec.yml")
 
@@ -69,7 +69,7 @@ def _validation_error(exc: ValidationError, src: YamlSource) -> SpecError:
             fix=f"add `{key}: ...` there (see docs/reference.md for the spec format)",
         )
     got = first.get("input")
-    got_text = f"{type(got).__name__} {got!r}" if not isinstance(got, (dict, list)) else type(got).__name__
+    got_text = f"{type(got).__name__} {clip_repr(got)}" if not isinstance(got, (dict, list)) else type(got).__name__
     word = TYPE_WORDS.get(first["type"])
     msg = first["msg"][0].lower() + first["msg"][1:]
     if word:
@@ -152,7 +152,7 @@ def _check_conditions(spec: Spec, src: YamlSource) -> None:
                 branch._clause = parse_when(branch.when)
             except WhenSyntaxError as exc:
                 raise SpecError(
-                    f"cannot parse condition {branch.when!r} of {node.node_id}: {exc.message}",
+                    f"cannot parse condition {clip_repr(branch.when, 120)} of {clip(node.node_id)}: {exc.message}",
                     location=_when_column(src, ("decision_tree", i, "branches", j, "when"), exc.offset),
                     expected=exc.expected,
                     fix="write conditions like `intent == cancel_order`, `retry_count >= 1`, "
