@@ -189,7 +189,7 @@ SCHEMA_FIELD = "            days_since_created:\n              type: integer\n"
         ("minimum > maximum", "              minimum: 10\n              maximum: 1\n", ["minimum", "maximum"]),
         ("exclusiveMinimum >= maximum", "              exclusiveMinimum: 5\n              maximum: 5\n", ["exclusiveMinimum", "maximum"]),
         ("an infinite maximum", "              maximum: .inf\n", ["maximum", "finite"]),
-        ("a maximum of 10^300", "              maximum: 1e300\n", ["maximum", "limit"]),
+        ("a maximum of 10^300", "              maximum: 1.0e+300\n", ["maximum", "limit"]),
     ),
 )
 def test_an_impossible_output_schema_is_a_located_error(tmp_path: Path, name: str, extra: str, words: list[str]) -> None:
@@ -222,12 +222,23 @@ def test_long_values_are_cut_in_error_messages(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the bindings
 
 
-def test_a_field_under_a_boolean_sub_schema_is_a_located_error(tmp_path: Path) -> None:
+def test_a_field_under_a_true_sub_schema_loads_and_is_generated(tmp_path: Path) -> None:
+    """``verified: true`` (the boolean schema that accepts anything) may hold fields: the
+    bindings load, every case is built, and each world answers with the field set."""
+    from agentprop._project import load_project
+    from agentprop._scenario import make_world
+
     spec = edit(SPEC, "      verified:\n        type: boolean\n", "      verified: true\n")
     bindings = edit(BINDINGS, "world: {tool: verify_identity, field: verified}", "world: {tool: verify_identity, field: verified.deeper}")
     root = project(tmp_path, spec=spec, bindings=bindings)
-    m = assert_clear_error(*lint(root), root / "agentprop.yaml", "verified.deeper")
-    assert int(m["line"]) == line_of(bindings, "field: verified.deeper")
+    code, err = lint(root)
+    assert code in (0, 1) and "error:" not in err, err
+    loaded = load_project(root)
+    scenarios = loaded.scenarios()
+    assert scenarios
+    for sc in scenarios:
+        output = make_world(loaded.spec, loaded.bindings, sc).default_output("verify_identity")
+        assert isinstance(output, dict)
 
 
 def test_a_field_under_a_false_sub_schema_is_a_located_error(tmp_path: Path) -> None:
@@ -265,7 +276,7 @@ def test_a_world_value_that_is_a_slot_template_still_loads(tmp_path: Path) -> No
         ("cancel_window_days, min: 0}", "cancel_window_days, min: 0, max: .inf}", ["max", "finite"]),
         ("cancel_window_days, min: 0}", "cancel_window_days, min: .nan}", ["min", "finite"]),
         ("cancel_window_days, min: 0}", "cancel_window_days, min: 10, max: 1}", ["min", "max"]),
-        ("cancel_window_days, min: 0}", "cancel_window_days, min: 0, max: 1e300}", ["max", "limit"]),
+        ("cancel_window_days, min: 0}", "cancel_window_days, min: 0, max: 1.0e+300}", ["max", "limit"]),
     ],
     ids=["max .inf", "min .nan", "min > max", "max 1e300"],
 )
@@ -292,10 +303,10 @@ def test_a_huge_list_index_is_a_located_error(tmp_path: Path, index: str) -> Non
 
 
 def test_duplicate_keys_in_the_bindings_are_an_error(tmp_path: Path) -> None:
-    bindings = edit(BINDINGS, "  can_cancel: true\n", "  can_cancel: true\n    can_cancel: false\n".replace("  can_cancel: true\n    ", "  can_cancel: true\n  "))
+    bindings = edit(BINDINGS, "    can_cancel: true\n", "    can_cancel: true\n    can_cancel: false\n")
     root = project(tmp_path, bindings=bindings)
     m = assert_clear_error(*lint(root), root / "agentprop.yaml", "duplicate", "can_cancel")
-    assert int(m["line"]) == line_of(bindings, "  can_cancel: false")
+    assert int(m["line"]) == line_of(bindings, "    can_cancel: false")
 
 
 def test_duplicate_keys_in_the_bindings_are_an_error_at_the_top_level(tmp_path: Path) -> None:
