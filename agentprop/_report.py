@@ -123,7 +123,9 @@ class CorpusEvent(BaseModel):
     """What happened to one corpus entry in this run."""
 
     entry: str
-    action: Literal["regression", "fails-differently", "retired", "kept", "saved", "updated"]
+    action: Literal["regression", "fails-differently", "retired", "kept", "saved", "updated", "damaged"]
+    """``damaged``: the entry's file could not be read; it was skipped (``message`` names the
+    file, the problem and the fix)."""
     signature: str
     message: str
 

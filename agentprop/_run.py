@@ -13,6 +13,7 @@ import shutil
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -146,6 +147,13 @@ async def arun_cases(
     regressions: list[CaseReport] = []
     events: list[CorpusEvent] = []
     entries = corpus.entries(spec_id=spec.spec_id, agent_ref=agent.ref) if corpus is not None else []
+    for damaged in corpus.damaged if corpus is not None else []:
+        # skipped, not fatal: the other entries still replay
+        where = damaged.location.path if damaged.location is not None else None
+        events.append(CorpusEvent(
+            entry=Path(str(where)).stem if where else "?", action="damaged", signature="",
+            message=f"skipped damaged entry {str(damaged).splitlines()[0]}; fix: {damaged.fix}",
+        ))
     try:
         if entries:
             # known reproducers first: a bug that was found stays checked until it is gone

@@ -50,16 +50,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentprop._files import write_atomic
+from agentprop._files import describe_validation, read_json, write_atomic
 from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
 from agentprop._project import Project
 from agentprop._scenario import Scenario
 from agentprop._stats import categorical_two_sample_test
 from agentprop._trace import Trace
-from agentprop.errors import InputError, InvalidArgument, SourceLocation
+from agentprop.errors import InputError, InvalidArgument, SourceLocation, clip_repr
 
 SCHEMA = "agentprop.snapshot/1"
 TEXT_LIMIT = 40
@@ -275,6 +275,25 @@ class Snapshot(BaseModel):
     behaviours: list[BehaviourRecord]
     approvals: list[Approval] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _consistent(self) -> Snapshot:
+        """The counts describe ``runs`` runs: each behaviour seen at least once, listed once,
+        the counts adding up to ``runs`` (a file edited by hand or damaged is refused, not
+        compared)."""
+        if self.runs < 1:
+            raise ValueError(f"runs is {self.runs}; a snapshot records at least 1 run")
+        keys = [b.key for b in self.behaviours]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"behaviour {twice[0]} is listed twice")
+        zero = [b.key for b in self.behaviours if b.count < 1]
+        if zero:
+            raise ValueError(f"behaviour {zero[0]} has count {next(b.count for b in self.behaviours if b.key == zero[0])}; every count is at least 1")
+        total = sum(b.count for b in self.behaviours)
+        if total != self.runs:
+            raise ValueError(f"the behaviour counts add up to {total}, but runs is {self.runs}")
+        return self
+
     @property
     def counts(self) -> dict[str, int]:
         return {b.key: b.count for b in self.behaviours}
@@ -369,9 +388,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 def _file_stem(name: str) -> str:
     """A file name for a snapshot name: unsafe characters replaced, plus a short hash of the
-    exact name whenever anything was replaced, so two names never share a file."""
+    exact name whenever anything was replaced or the name ends in ``.pending``, so two names
+    never share a file and no baseline shares one with a pending candidate."""
     safe = _UNSAFE.sub("_", name).strip("._")[:120] or "_"
-    if safe != name:
+    # `NAME.pending.json` holds the candidate of NAME: no stem may end in `.pending`, or the
+    # baseline of `X.pending` would be the candidate of `X`
+    if safe != name or safe.lower().endswith(".pending"):
         safe += "-" + hashlib.sha256(name.encode()).hexdigest()[:6]
     return safe
 
@@ -391,11 +413,11 @@ class SnapshotStore:
 
     def load(self, name: str) -> Snapshot | None:
         path = self.path(name)
-        return _read(path) if path.is_file() else None
+        return _read(path) if path.exists() else None
 
     def load_pending(self, name: str) -> Snapshot | None:
         path = self.pending_path(name)
-        return _read(path) if path.is_file() else None
+        return _read(path) if path.exists() else None
 
     def baselines(self) -> list[Snapshot]:
         files = sorted(p for p in self.dir.glob("*.json") if not p.name.endswith(".pending.json")) if self.dir.is_dir() else []
@@ -452,32 +474,30 @@ class SnapshotStore:
         return approved
 
 
+_DAMAGED_FIX = "restore the file from version control, or delete it and record a new baseline (agentprop snapshot check SPEC)"
+
+
 def _read(path: Path) -> Snapshot:
-    text = path.read_text(encoding="utf-8")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"not valid JSON: {exc.msg}", location=SourceLocation(str(path), exc.lineno, exc.colno),
-            expected=f"a snapshot file ({SCHEMA})",
-            fix="restore the file from version control, or delete it and record a new baseline",
-        ) from None
+    raw = read_json(path, what="a snapshot file", fix=_DAMAGED_FIX)
     if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
         found = raw.get("schema") if isinstance(raw, dict) else type(raw).__name__
         raise InputError(
-            f"not an agentprop snapshot (schema {found!r})", location=SourceLocation(str(path)),
+            f"not an agentprop snapshot (schema {clip_repr(found, 60)})", location=SourceLocation(path),
             expected=f"\"schema\": \"{SCHEMA}\"",
             fix="snapshot directories hold only files agentprop wrote; move other files elsewhere",
         )
     try:
         return Snapshot.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
         raise InputError(
-            f"invalid snapshot: {where}: {first['msg']}", location=SourceLocation(str(path)),
+            f"invalid snapshot: {describe_validation(exc)}", location=SourceLocation(path),
             expected=f"a snapshot file ({SCHEMA}) as agentprop writes it",
-            fix="restore the file from version control, or delete it and record a new baseline",
+            fix=_DAMAGED_FIX,
+        ) from None
+    except RecursionError:
+        raise InputError(
+            "invalid snapshot: nested too deep to read", location=SourceLocation(path),
+            expected=f"a snapshot file ({SCHEMA}) as agentprop writes it", fix=_DAMAGED_FIX,
         ) from None
 
 

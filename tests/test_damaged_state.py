@@ -195,7 +195,7 @@ def _good_entry(tmp_path: Path) -> Path:
     """A real corpus entry: one shrunk failure of the SupportOps agent with a fault."""
     corpus_dir = tmp_path / "corpus"
     code, out, err = cli(
-        "run", str(EXAMPLE), "--fault", "skip_verify=1", "--case", "END_CANCELLED<-N7_CANCEL", "--kinds", "mft",
+        "run", str(EXAMPLE), "--fault", "wrong_order=1", "--case", "END_CANCELLED<-N7_CANCEL", "--kinds", "mft",
         "--runs", "3", "--shrink-budget", "30", "--corpus", str(corpus_dir),
     )
     assert code == 1, out + err
@@ -215,7 +215,7 @@ def test_one_damaged_corpus_entry_is_reported_and_skipped_not_blocking_the_run(t
     code, out, err = cli("corpus", "list", "--dir", str(tmp_path / "corpus"))
     assert code == 0 and good.stem in out and "damaged" in out and str(bad) in out, out + err
     code, out, err = cli(
-        "run", str(EXAMPLE), "--fault", "skip_verify=1", "--case", "END_CANCELLED<-N7_CANCEL", "--kinds", "mft",
+        "run", str(EXAMPLE), "--fault", "wrong_order=1", "--case", "END_CANCELLED<-N7_CANCEL", "--kinds", "mft",
         "--runs", "3", "--shrink-budget", "0", "--corpus", str(tmp_path / "corpus"), "--json", str(tmp_path / "r.json"),
     )
     assert code == 1 and "Traceback" not in err, out + err

@@ -1,9 +1,8 @@
 """The pytest plugin (``agentprop.pytest_plugin``) seen from the outside.
 
-Every test writes a small test file into a ``pytester`` sandbox and runs pytest on it, in this
-process (``run``): the plugin keeps session state in module globals, so the run saves
-agentprop's module state first and puts it back after (:func:`isolated_agentprop_state`), as
-pytester does with ``sys.modules``. Generated files load ``examples/supportops`` by absolute path and report
+Every test writes a small test file into a ``pytester`` sandbox and runs pytest on it in a
+subprocess (the plugin keeps session state in module globals, so an in-process run would leak
+into this session). Generated files load ``examples/supportops`` by absolute path and report
 what they saw through ``results.jsonl`` in the sandbox; the outer test compares that, the
 exit code and the terminal output with what the options, marker and fixtures promise.
 Expected numbers are derived (Wald's SPRT boundary, the Wilson interval, the memo's keying,
@@ -12,15 +11,10 @@ the agent's fault semantics), never copied from a previous run's output.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import json
 import math
 import os
 import re
-import sys
-import types
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -73,38 +67,9 @@ IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|
 # --------------------------------------------------------------------------- helpers
 
 
-@contextlib.contextmanager
-def isolated_agentprop_state() -> Iterator[None]:
-    """Save the module-level state of every loaded ``agentprop`` module (the session memo,
-    budget, corpus, recorded results, profile …) and restore it on exit, so a pytest session
-    run in this process leaves this one's untouched. Containers are restored in place: other
-    modules hold references to the same objects."""
-    saved: list[tuple[types.ModuleType, str, Any, Any]] = []
-    for name, module in list(sys.modules.items()):
-        if module is None or not (name == "agentprop" or name.startswith("agentprop.")):
-            continue
-        for attr, value in list(vars(module).items()):
-            if attr.startswith("__") or callable(value) or isinstance(value, (types.ModuleType, type)):
-                continue
-            contents = copy.copy(value) if type(value) in (list, dict, set) else None
-            saved.append((module, attr, value, contents))
-    try:
-        yield
-    finally:
-        for module, attr, value, contents in saved:
-            if isinstance(value, list):
-                value[:] = contents
-            elif isinstance(value, (dict, set)):
-                value.clear()
-                value.update(contents)
-            setattr(module, attr, value)
-
-
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """pytest on the sandbox, in this process, with agentprop's state isolated."""
     (pytester.path / "results.jsonl").unlink(missing_ok=True)
-    with isolated_agentprop_state():
-        return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args, timeout=240)
 
 
 def results(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:

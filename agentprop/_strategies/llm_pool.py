@@ -72,7 +72,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from rapidfuzz import fuzz
 
-from agentprop._files import write_atomic
+from agentprop._files import read_json, write_atomic
 from agentprop._budget import Budget
 from agentprop._retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_call
 from agentprop._strategies.packs import PhrasePack, resolve_pack
@@ -757,21 +757,7 @@ def _bad_file(path: Path, problem: str, *, expected: str, fix: str) -> Paraphras
 
 
 def _read_document(path: Path, *, fix: str) -> dict[str, Any]:
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise _bad_file(path, "pool file not found", expected="a JSON paraphrase pool file", fix=fix) from None
-    except OSError as exc:
-        raise _bad_file(path, f"cannot read pool file: {exc}", expected="a readable file", fix=fix) from exc
-    try:
-        document = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ParaphrasePoolError(
-            f"not valid JSON: {exc.msg}",
-            location=SourceLocation(path, exc.lineno, exc.colno),
-            expected="a JSON paraphrase pool file",
-            fix=fix,
-        ) from exc
+    document = read_json(path, what="a paraphrase pool file", fix=fix, error=ParaphrasePoolError)
     if not isinstance(document, dict):
         raise _bad_file(path, f"the top level is a {type(document).__name__}", expected="a JSON object", fix=fix)
     return document
