@@ -44,13 +44,14 @@ from urllib.parse import urlsplit
 
 from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
-from agentprop._cache import ApiCache, CachedResponse, CacheMiss, CacheMode, _RequestShape, canonical_json
+from agentprop._cache import ApiCache, CachedResponse, CacheError, CacheMiss, CacheMode, _RequestShape, canonical_json
 from agentprop._prompt import check_tool_descriptions, load_prompt, load_tool_descriptions
 from agentprop._response import respond_tool_schema
 from agentprop._retry import DEFAULT_RETRY_POLICY, AdaptiveConcurrency, RetryPolicy, RetryStats, retry_call_async
 from agentprop._spec.model import Spec
 from agentprop._world import copy_json, stable_seed
-from agentprop.errors import AgentPropError, InputError, InvalidArgument, ToolError
+from agentprop._scrub import register_secret, scrub_text
+from agentprop.errors import AgentPropError, InfrastructureError, InputError, InvalidArgument, ToolError
 
 if TYPE_CHECKING:
     import anthropic
@@ -62,6 +63,7 @@ __all__ = [
     "RESPOND_TOOL",
     "AnthropicAgent",
     "AnthropicConversation",
+    "ApiUnavailable",
     "MissingApiKey",
     "ModelCallError",
     "default_cache_mode",
@@ -90,8 +92,10 @@ _DEFAULT_RESPOND_DESCRIPTION = (
 )
 
 
-class MissingApiKey(InputError):
+class MissingApiKey(InputError, InfrastructureError):
     """No Anthropic API key is configured, and a request had to reach the real API."""
+
+    kind = "missing_api_key"
 
 
 class ModelCallError(AgentPropError):
@@ -99,6 +103,36 @@ class ModelCallError(AgentPropError):
 
     The runtime records it as an errored run; ``__cause__`` is the SDK's exception.
     """
+
+
+class ApiUnavailable(ModelCallError, InfrastructureError):
+    """A Messages API call failed for a reason that is not the agent's: the API refused the
+    key (``kind`` ``auth``: 401, 403) or could not be reached or answer after every retry
+    (``api_unavailable``: connection errors, timeouts, 429, 5xx). The run is recorded with that
+    kind, never judged as the agent's failure."""
+
+
+def infrastructure_kind(exc: BaseException) -> str | None:
+    """``auth`` or ``api_unavailable`` when ``exc`` (or an exception it was raised from) is
+    the API refusing the key or being unreachable; ``None`` for anything else (a 400 is a
+    request the agent made, a malformed answer is the model's)."""
+    import anthropic
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
+            return "auth"
+        if isinstance(current, (anthropic.APIConnectionError, anthropic.RateLimitError, anthropic.InternalServerError)):
+            return "api_unavailable"
+        status = getattr(current, "status_code", None)
+        if isinstance(status, int) and (status in (401, 403)):
+            return "auth"
+        if isinstance(status, int) and (status == 429 or status >= 500):
+            return "api_unavailable"
+        current = current.__cause__ or current.__context__
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -288,6 +322,7 @@ class AnthropicAgent:
         self.extra_body = extra
         self.base_url = base_url
         self._api_key = api_key
+        register_secret(api_key)  # never echoed into a trace, a report or the terminal
         self._cache_arg = cache
         self.cache_mode = None if cache_mode is None else CacheMode.parse(cache_mode)
         self.budget = budget
@@ -411,6 +446,27 @@ class AnthropicAgent:
     def check_spec(self, spec: Spec) -> None:
         """Raise :class:`InputError` if the tool descriptions name tools ``spec`` lacks."""
         check_tool_descriptions(self.tool_descriptions, spec, path=self.tool_descriptions_path)
+
+    def preflight(self) -> None:
+        """What must hold before the first run, checked once instead of failing every run:
+        the API cache opens (a damaged file raises :class:`~agentprop._cache.CacheError` naming
+        it and the fix); a miss can reach the model (a key is configured, or ``base_url`` is a
+        local endpoint: else :class:`MissingApiKey`); in ``replay-only`` mode, where nothing can
+        be called, the cache holds responses of this model (else ``CacheError``)."""
+        cache = self.cache
+        if cache.mode is not CacheMode.OFF:
+            cache._connection()  # opens the file and checks its tables
+        if cache.mode.calls_api:
+            self.api_key()
+            return
+        recorded = cache.count(model=self.model)
+        if recorded == 0:
+            raise CacheError(
+                f"{cache.path}: replay-only mode, and the API cache holds no response of model {self.model!r}, "
+                "so no run could be made (every model call would be a cache miss).\n"
+                "  fix: record the responses first (run with --cache-mode read-write and an API key, or unset CI), "
+                "or point --cache at the file that holds them"
+            )
 
     def tools_for(self, spec: Spec) -> list[dict[str, Any]]:
         """The ``tools`` of every request: the spec's action tools, then ``respond`` (a copy:
@@ -805,14 +861,18 @@ class AnthropicConversation:
                 request = cfg.request(system=self._system, tools=self._tools, messages=list(self.messages))
             try:
                 result = await cfg._call_model(request, shape, trial, (case_id, ctx.turn_index, step))
-            except (CacheMiss, MissingApiKey):
+            except InfrastructureError:  # a cache miss or damaged cache, no key, a spent budget
                 raise
             except Exception as exc:
                 notes = " ".join(getattr(exc, "__notes__", []))
-                raise ModelCallError(
+                message = scrub_text(
                     f"model call {step + 1} of turn {ctx.turn_index} ({cfg.model}) failed: "
                     f"{type(exc).__name__}: {exc}" + (f" [{notes}]" if notes else "")
-                ) from exc
+                )
+                kind = infrastructure_kind(exc)
+                if kind is not None:
+                    raise ApiUnavailable(message, kind=kind) from exc
+                raise ModelCallError(message) from exc
             inp, out, usd = cfg.charge(result)
             ctx.add_usage(input_tokens=inp, output_tokens=out, cost_usd=usd, model_calls=1)
             response = result.response

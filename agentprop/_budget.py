@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agentprop.errors import AgentPropError, InvalidArgument
+from agentprop.errors import InfrastructureError, InvalidArgument
 
 __all__ = [
     "DEFAULT_PRICES",
@@ -226,11 +226,15 @@ class BudgetSnapshot(BaseModel):
         return self.input_tokens + self.output_tokens
 
 
-class BudgetExhausted(AgentPropError):
+class BudgetExhausted(InfrastructureError):
     """A run was asked to start after the session budget ran out.
 
     ``reason`` names the limit that was reached; ``snapshot`` is the budget at that moment.
+    Raised inside a run (a model call the budget refuses), it ends the run as
+    ``budget_exhausted``: not the agent's fault, never judged as a failure.
     """
+
+    kind = "budget_exhausted"
 
     def __init__(self, reason: str, snapshot: BudgetSnapshot) -> None:
         self.reason = reason

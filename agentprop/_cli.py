@@ -59,6 +59,7 @@ from agentprop._snapshot import (
 )
 from agentprop._readings import binding_findings, unchecked_requirements
 from agentprop._spec.lint import LintFinding, condition_variables, implied_decision
+from agentprop._scrub import scrub_text
 from agentprop._yaml_source import load_yaml
 from agentprop._spec.load import lint_spec, resolve_spec_path
 from agentprop.errors import AgentPropError, BindingsError, InputError, InvalidArgument, SourceLocation, SpecError
@@ -94,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each failing case (default 200; 0 turns shrinking off)")
     run.add_argument("--corpus", default=None, metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)")
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
+    run.add_argument("-v", "--verbose", action="store_true", help="show the traceback of an exception the agent raised (under its case) and of an error that is not the agent's")
     budget = run.add_argument_group("budget (one for the whole run; when it is spent, undecided cases are INCONCLUSIVE)")
     budget.add_argument("--max-usd", type=float, help="stop starting agent runs once this many dollars are spent")
     budget.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in the whole run, shrinking included (like --agentprop-max-runs in pytest)")
@@ -471,6 +473,7 @@ def _anthropic_agent(args: argparse.Namespace, project: Project, out: TextIO) ->
     except InvalidArgument as exc:
         raise InputError(str(exc), fix="correct the option's value") from None
     agent.check_spec(project.spec)
+    agent.preflight()  # a damaged cache or no way to call the model: one error now, not a failure per case
     print(
         f"model {args.model}; prompt {prompt or '(written from the spec)'}; tool descriptions {tools or '(the spec)'}; "
         f"cache {cache if cache is not False else 'off'} ({mode.value if cache is not False else 'off'})",
@@ -549,7 +552,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     report.metrics.extra["budget"] = snapshot.model_dump()
     if model_agent is not None:
         report.metrics.extra["model"] = {**model_agent.stats(), "cache": model_agent.cache.stats.as_dict()}
-    print(render_table(report), file=out)
+    print(render_table(report, verbose=args.verbose), file=out)
     if model_agent is not None:
         stats = model_agent.stats()
         print(
@@ -568,6 +571,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         print(f"report written to {args.json_path}", file=out)
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
+    if _print_infrastructure(report, out, verbose=args.verbose):
+        return EXIT_USAGE
     branches = report.metrics.extra["coverage"]["branches"]
     if not branches["met"] and not args.case:
         print(
@@ -578,6 +583,23 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_FAIL
     # NOT APPLICABLE cases (listed with their reason) neither pass nor fail the run
     return EXIT_OK if report.metrics.passed + report.metrics.not_applicable == report.metrics.cases else EXIT_FAIL
+
+
+def _print_infrastructure(report: RunReport, out: TextIO, *, verbose: bool = False) -> bool:
+    """The cases left undecided by errors that are not the agent's (cache misses in
+    replay-only mode, no key, a refused key, an unreachable API, the budget spent inside a
+    run), with the first error in full; whether there were any (the run then exits 2)."""
+    hit = [c for c in report.cases if c.infrastructure_error]
+    if not hit:
+        return False
+    kinds = sorted({str(c.infrastructure_error["kind"]) for c in hit if c.infrastructure_error})
+    print(f"{len(hit)} case(s) not decided for reasons that are not the agent's ({', '.join(kinds)}): "
+          "nothing was shrunk or saved for them; fix the cause and run again", file=out)
+    first = hit[0].infrastructure_error or {}
+    print(f"  {hit[0].id}: " + str(first.get("message", "")).replace("\n", "\n    "), file=out)
+    if verbose and first.get("traceback"):
+        print("    " + str(first["traceback"]).rstrip().replace("\n", "\n    "), file=out)
+    return True
 
 
 def _check_explore(args: argparse.Namespace) -> None:
@@ -772,6 +794,8 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
                    "runs": args.runs, "alpha": args.alpha, "results": [r.model_dump(mode="json") for r in results]}
         Path(args.json_path).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         print(f"results written to {args.json_path}", file=out)
+    if any(r.infrastructure_error for r in results):
+        return EXIT_USAGE  # not the agent's: see the note of each INCONCLUSIVE snapshot
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL
 
 
@@ -960,7 +984,7 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
             return _compile(args, out)
         return _run(args, out)
     except AgentPropError as exc:
-        print(f"agentprop: error: {exc}", file=err)
+        print(f"agentprop: error: {scrub_text(str(exc))}", file=err)
         return EXIT_USAGE
     except BrokenPipeError:  # `agentprop run ... | head`
         return EXIT_OK

@@ -44,7 +44,7 @@ from agentprop._shrink import Calibration, Outcome, Unit, shrink as shrink_units
 from agentprop._strategies.paraphrase import Paraphrase
 from agentprop._sync import run_sync
 from agentprop._world import get_path
-from agentprop.errors import InvalidArgument
+from agentprop.errors import InfrastructureError, InvalidArgument
 
 def _base_world(project: Project) -> dict[str, dict[str, Any]]:
     return {t: dict(v) for t, v in _fill_slots(project.bindings.world, project.bindings.slots).items()}
@@ -255,7 +255,9 @@ def shrink(
     signature to chase (``signature`` overrides). ``budget`` caps the shrinker's runs exactly;
     ``verify_runs`` fresh runs of the reproducer follow. ``session_budget`` (the run's shared
     budget) is charged for every new run and can stop the shrinker early: the best reproducer
-    confirmed so far is returned.
+    confirmed so far is returned. A run that meets an error that is not the agent's (a cache
+    miss in replay-only mode, no API key ...) stops the shrink with that
+    :class:`~agentprop.errors.InfrastructureError`: nothing it ran is kept.
     """
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     if choices is not None and messages is not None:
@@ -299,6 +301,9 @@ def shrink(
                 refused["n"] += 1
                 return TrialRecord(passed=True, signature=None, explanation="budget exhausted")
             trace = memo.put(key, run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref)))
+            infra = trace.infrastructure_error
+            if infra is not None:  # the run was not made: nothing to learn, nothing to keep
+                raise InfrastructureError(f"shrinking stopped: {infra.message}", kind=infra.kind)
         return record_for(mft_verdicts(project.spec, candidate, trace, grounding=grounding) if prop is None else _verdicts(prop(trace)))
 
     others: dict[str, OtherFailure] = {}

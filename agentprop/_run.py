@@ -33,6 +33,7 @@ from agentprop._project import Project
 from agentprop._report import AgentInfo, BugReport, CaseReport, CorpusEvent, Metrics, RunReport, SpecInfo
 from agentprop._safety import CaseSettings, case_settings, describe, spec_rule
 from agentprop._scenario import Scenario
+from agentprop.errors import InfrastructureError
 
 
 @dataclass
@@ -287,6 +288,7 @@ def shrink_failures(
     ``budget`` (runs per shrink) 0 lists the bugs without shrinking. Returns the shrinks."""
     out: list[ShrinkReport] = []
     by_case: dict[str, ShrinkReport] = {}
+    stopped: dict[str, str] = {}
     live = stream is not None and getattr(stream, "isatty", lambda: False)()
 
     def shrink_case(case: CaseReport, signature: str) -> ShrinkReport | None:
@@ -296,11 +298,15 @@ def shrink_failures(
             stream.write(f"\r\x1b[K  shrinking {case.id} …")
             stream.flush()
         explored = report._explored.get(case.id)
-        if explored is not None:  # shrink the explored input's choices, in its base scenario
-            shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
-                            budget=budget, memo=memo, session_budget=session_budget, seed=seed)
-        else:
-            shrunk = shrink(project, scenario, agent, failing=result, signature=signature, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+        try:
+            if explored is not None:  # shrink the explored input's choices, in its base scenario
+                shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
+                                budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+            else:
+                shrunk = shrink(project, scenario, agent, failing=result, signature=signature, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+        except InfrastructureError as exc:  # not the agent's: no reproducer, nothing saved
+            stopped[case.id] = f"not shrunk: a run met an error that is not the agent's ({exc.kind}): {str(exc).splitlines()[0]}"
+            return None
         out.append(shrunk)
         by_case[case.id] = shrunk
         return shrunk
@@ -309,6 +315,9 @@ def shrink_failures(
         return case.kind in SHRINKABLE_KINDS and case.id in report._checks
 
     bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable)
+    for bug in bugs:
+        if bug.representative in stopped:
+            bug.note = stopped[bug.representative]
     for bug in bugs:
         if corpus is None or bug.origin != "cases" or bug.known or bug.representative is None:
             continue
@@ -439,11 +448,12 @@ def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
     return [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
 
 
-def render_table(report: RunReport, *, width: int | None = None) -> str:
+def render_table(report: RunReport, *, width: int | None = None, verbose: bool = False) -> str:
     """The terminal summary: one line per case, then totals (fits one screen for a spec).
 
     The cost column appears only when something cost money; the first failure is cut to the
-    terminal width (the JSON report has it whole)."""
+    terminal width (the JSON report has it whole). ``verbose``: under a case whose first
+    failure is an exception the agent raised, its traceback."""
     if width is None:
         # cut to the terminal's width; in a log or a pipe keep every word
         width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10_000
@@ -471,6 +481,9 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
         cost = f" {c.cost_usd:>8.4f}" if show_cost else ""
         rule = f"  {(c.rule or '')[:rw]:<{rw}}" if rw else ""
         lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<{vw}} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}{rule}  {fail}".rstrip())
+        tb = c.failures[0].traceback if verbose and c.failures else None
+        if tb:
+            lines.extend("    " + line for line in tb.rstrip().splitlines())
     lines.extend(f"corpus: {e.message}" for e in report.corpus)
     for kind, group in kinds_seen.items():
         if kind in _LISTED:

@@ -38,7 +38,7 @@ Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
 
 
 def _failures(result: CheckResult) -> list[FailureSummary]:
-    return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial) for f in result.failures]
+    return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial, traceback=f.traceback) for f in result.failures]
 
 
 def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckResult, details: dict[str, Any]) -> CaseReport:
@@ -65,7 +65,20 @@ def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckRe
         capabilities=scenario.capabilities,
         branches=scenario.branches,
         details=details,
+        **_infrastructure(result),
     )
+
+
+def _infrastructure(result: CheckResult) -> dict[str, Any]:
+    """``reason`` and ``infrastructure_error`` of a case the infrastructure left undecided."""
+    err = result.infrastructure_error
+    if err is None:
+        return {}
+    first = err.message.splitlines()[0] if err.message else err.kind
+    return {
+        "reason": f"not the agent's ({err.kind}): {first}",
+        "infrastructure_error": {"kind": err.kind, "message": err.message, "traceback": err.traceback},
+    }
 
 
 def boundary_case_ids(cases: list[Any]) -> list[str]:
@@ -196,6 +209,7 @@ async def extra_cases(
                     failures=_failures(r.base) + _failures(r.perturbed),
                     branches=pair.base.scenario.branches + pair.perturbed.scenario.branches,
                     details={"atom": pair.atom, "base_verdict": r.base.verdict, "perturbed_verdict": r.perturbed.verdict, "expected_change": list(r.expected_change)},
+                    **_infrastructure(r.base if r.base.infrastructure_error is not None else r.perturbed),
                 )
 
             jobs.append(direction())
@@ -273,6 +287,9 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
         capabilities=scenario.capabilities,
         branches=scenario.branches,
         reason=r.reason,
+        infrastructure_error=None if r.infrastructure_error is None else {
+            "kind": r.infrastructure_error.kind, "message": r.infrastructure_error.message, "traceback": r.infrastructure_error.traceback,
+        },
         details={
             "alpha": r.alpha,
             "runs_per_side": r.runs_per_side,

@@ -58,7 +58,7 @@ from agentprop._budget import Budget
 from agentprop._project import Project
 from agentprop._scenario import Scenario
 from agentprop._stats import categorical_two_sample_test
-from agentprop._trace import Trace
+from agentprop._trace import RunError, Trace
 from agentprop.errors import InputError, InvalidArgument, SourceLocation, clip_repr
 
 SCHEMA = "agentprop.snapshot/1"
@@ -331,6 +331,9 @@ class SnapshotResult(BaseModel):
     changes: list[BehaviourChange] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     reason: str | None = None
+    infrastructure_error: str | None = None
+    """The kind of the error, not the agent's, that left the check INCONCLUSIVE (``cache_miss``,
+    ``auth`` ...; the note has the message): nothing was recorded."""
     descriptions: dict[str, str] = Field(default_factory=dict)
 
     @property
@@ -341,7 +344,8 @@ class SnapshotResult(BaseModel):
         if self.verdict == "NEW":
             head = f"snapshot {self.name}: NEW (no baseline at {self.path})"
         elif self.verdict == "INCONCLUSIVE":
-            head = f"snapshot {self.name}: INCONCLUSIVE (the budget ran out after {self.runs} runs)"
+            why = f"a run met an error that is not the agent's: {self.infrastructure_error}" if self.infrastructure_error else "the budget ran out"
+            head = f"snapshot {self.name}: INCONCLUSIVE ({why} after {self.runs} runs)"
         else:
             test = f"p={self.p_value:.4f} {'<' if self.p_value < self.alpha else '>='} alpha={self.alpha}" if self.p_value is not None else "first baseline"
             head = f"snapshot {self.name}: {self.verdict} ({test}; {self.runs} runs vs baseline {self.baseline_runs})"
@@ -567,9 +571,10 @@ async def record_snapshot(
     budget: Budget | None = None,
     concurrency: int = 8,
     messages: Sequence[str] | None = None,
-) -> tuple[Snapshot, int]:
-    """Run the case ``runs`` times and summarise the behaviours. Returns the snapshot and the
-    number of runs actually made (fewer when the budget ran out)."""
+) -> tuple[Snapshot, int, RunError | None]:
+    """Run the case ``runs`` times and summarise the behaviours. Returns the snapshot, the
+    number of runs actually made (fewer when the budget ran out) and the error, not the agent's,
+    that stopped a run (a cache miss, no key ...; such runs are left out)."""
     msgs = list(messages) if messages is not None else scenario.messages
     base = seed * 1_000_003 + 500_000
     gate = asyncio.Semaphore(max(1, concurrency))
@@ -583,7 +588,10 @@ async def record_snapshot(
         async with gate:
             return await project.arun(scenario, agent.factory, trial=trial, agent_name=agent.ref, messages=msgs)
 
-    traces = await asyncio.gather(*(one(t) for t in started))
+    everything = await asyncio.gather(*(one(t) for t in started))
+    # a run stopped by an error that is not the agent's is no behaviour of the agent
+    infra = next((t.infrastructure_error for t in everything if t.infrastructure_error is not None), None)
+    traces = [t for t in everything if t.infrastructure_error is None]
     records: dict[str, BehaviourRecord] = {}
     for trace in traces:
         behaviour = behaviour_of(trace, ignore=ignore)
@@ -598,7 +606,7 @@ async def record_snapshot(
         world=world_digest(scenario), ignore=list(ignore), runs=len(traces), seed=seed,
         agent=agent.ref, agent_fingerprint=agent.fingerprint, behaviours=ordered,
     )
-    return snapshot, len(traces)
+    return snapshot, len(traces), infra
 
 
 def compare(baseline: Snapshot, current: Snapshot, *, alpha: float, seed: int = 0) -> tuple[float, list[BehaviourChange], list[str]]:
@@ -670,8 +678,11 @@ async def acheck_snapshot(
     rerecord = False
     if baseline is not None:  # before any run: a mismatch should not cost runs
         rerecord = _check_same_case(baseline, project.spec.spec_id, msgs, world_digest(scenario), list(ignore), path, update=update)
-    current, made = await record_snapshot(project, scenario, agent, name=name, runs=runs, seed=seed,
-                                          ignore=ignore, budget=budget, messages=msgs)
+    current, made, infra = await record_snapshot(project, scenario, agent, name=name, runs=runs, seed=seed,
+                                                 ignore=ignore, budget=budget, messages=msgs)
+    if infra is not None:  # never recorded, never compared: the runs were not all made
+        return SnapshotResult(name=name, verdict="INCONCLUSIVE", path=path, directory=str(store.dir), alpha=alpha, runs=made,
+                              notes=[f"not the agent's ({infra.kind}): {infra.message}"], infrastructure_error=infra.kind)
     if rerecord:  # new ignore patterns: the old behaviours are not comparable, the approval replaces them
         if made < runs:
             return SnapshotResult(name=name, verdict="INCONCLUSIVE", path=path, directory=str(store.dir), alpha=alpha, runs=made)

@@ -97,6 +97,24 @@ class BindingsError(InputError):
     """A bindings file (``agentprop.yaml``) does not fit its spec."""
 
 
+class InfrastructureError(AgentPropError):
+    """A run could not be made, for a reason that is not the agent's: a cache miss in
+    replay-only mode, a damaged cache, no API key, an API that refuses the key or stays
+    unreachable, a spent budget.
+
+    ``kind`` (one of :data:`agentprop._trace.INFRASTRUCTURE_KINDS`) is recorded in the trace.
+    Such a run is never judged, memoised, shrunk or saved to the corpus: the case is
+    INCONCLUSIVE with the error as its reason, and ``agentprop run`` exits 2.
+    """
+
+    kind: str = "infrastructure"
+
+    def __init__(self, *args: object, kind: str | None = None) -> None:
+        if kind is not None:
+            self.kind = kind
+        super().__init__(*args)
+
+
 class InvalidArgument(AgentPropError, TypeError):
     """A function was called with arguments it cannot use (as in Hypothesis)."""
 
