@@ -245,32 +245,46 @@ def now() -> str:
 
 
 def pytest_regression(entry: CorpusEntry, *, spec_path: str | None = None) -> str:
-    """A self-contained pytest test that decides ``entry`` with the oracle."""
-    spec = spec_path or entry.spec_path or "path/to/spec"
-    name = "".join(c if c.isalnum() else "_" for c in entry.scenario_id.lower()).strip("_")
-    scenario_json = entry.scenario.model_dump_json(indent=4)
-    return f'''"""Regression test for a shrunk agentprop failure (corpus entry {entry.id}).
+    """A self-contained pytest test that decides ``entry`` with the oracle.
 
-Failure: {entry.signature}
-Original first message: {entry.original_messages[0]!r}
-Reproducer messages:    {entry.scenario.messages!r}
+    Everything taken from the entry (messages, signature, ids, paths, the scenario) appears in
+    the code only as a ``repr()``-quoted literal, and names are made of letters, digits and
+    ``_`` only: an entry whose text holds quotes, triple quotes or newlines (a corpus file
+    someone edited, or a model's message) cannot inject code into the generated test.
+    """
+    spec = spec_path or entry.spec_path or "path/to/spec"
+    name = _identifier(entry.scenario_id.lower())
+    test_name = f"test_regression_{name}_{_identifier(entry.id)}"
+    return f'''"""Regression test for a shrunk agentprop failure (a corpus entry).
+
+The failure, the original message and the reproducer are the constants below.
 """
 
 from pathlib import Path
 
 import agentprop
 
+ENTRY = {entry.id!r}
+FAILURE = {entry.signature!r}
+ORIGINAL_FIRST_MESSAGE = {entry.original_messages[0] if entry.original_messages else ""!r}
+REPRODUCER_MESSAGES = {list(entry.scenario.messages)!r}
 SPEC = Path({spec!r})
 SCENARIO = agentprop.Scenario.model_validate_json(
-    r"""{scenario_json}"""
+    {entry.scenario.model_dump_json()!r}
 )
 
 
-def test_regression_{name}_{entry.id}() -> None:
+def {test_name}() -> None:
     project = agentprop.load_project(SPEC)
-    agent = agentprop.load_agent({entry.agent_ref!r}, SPEC if SPEC.is_dir() else SPEC.parent, {entry.agent_faults!r})
+    agent = agentprop.load_agent({entry.agent_ref!r}, SPEC if SPEC.is_dir() else SPEC.parent, {dict(entry.agent_faults)!r})
     agentprop.check(project, SCENARIO, agent)
 '''
+
+
+def _identifier(text: str) -> str:
+    """``text`` as the tail of a Python identifier: letters and digits kept, the rest ``_``."""
+    out = "".join(c if c.isascii() and c.isalnum() else "_" for c in text).strip("_")
+    return out[:60] or "case"
 
 
 def entry_from_shrink(report: ShrinkReport, *, spec_id: str, spec_path: str | None, agent: LoadedAgent, prop: str = "mft") -> CorpusEntry:

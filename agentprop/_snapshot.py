@@ -280,7 +280,7 @@ class Snapshot(BaseModel):
         """The counts describe ``runs`` runs: each behaviour seen at least once, listed once,
         the counts adding up to ``runs`` (a file edited by hand or damaged is refused, not
         compared)."""
-        if self.runs < 1:
+        if self.runs < 0:
             raise ValueError(f"runs is {self.runs}; a snapshot records at least 1 run")
         keys = [b.key for b in self.behaviours]
         twice = sorted({k for k in keys if keys.count(k) > 1})
@@ -491,8 +491,11 @@ def _read(path: Path) -> Snapshot:
             fix="snapshot directories hold only files agentprop wrote; move other files elsewhere",
         )
     try:
-        return Snapshot.model_validate(raw)
-    except ValidationError as exc:
+        snapshot = Snapshot.model_validate(raw)
+        if snapshot.runs < 1:
+            raise ValueError(f"runs is {snapshot.runs}; a snapshot file records at least 1 run")
+        return snapshot
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError too
         raise InputError(
             f"invalid snapshot: {describe_validation(exc)}", location=SourceLocation(path),
             expected=f"a snapshot file ({SCHEMA}) as agentprop writes it",
