@@ -2,7 +2,7 @@
 
 Usage: ``python benchmarks/robustness.py [--json PATH] [--seed S] [--inputs N] [--timeout SECONDS]``
 
-1. **Hostile inputs.** The attack of issue #15 (``benchmarks/_hostile``: recursive aliases,
+1. **Hostile inputs.** The attack of issue #15 (``benchmarks/_robustness/inputs.py``: recursive aliases,
    billion laughs, 1,000-deep nesting, 5,000-digit integers, control bytes, hostile ``when``
    expressions, impossible schemas, bad world values and ranges, path-like agent refs, huge
    list indices, duplicate keys, 120 KB values) followed by ``--inputs`` (600) inputs that
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._hostile import HostileInput, Outcome, base_text, curated_inputs, hostile_inputs, judge  # noqa: E402
+from benchmarks._robustness.inputs import HostileInput, Outcome, base_text, curated_inputs, hostile_inputs, judge  # noqa: E402
 
 MEMORY_LIMIT = 2 * 1024**3
 
@@ -151,7 +151,7 @@ def fuzz(items: list[HostileInput], timeout: float, *, label: str) -> tuple[Coun
 
 
 def baseline_inputs() -> list[HostileInput]:
-    from benchmarks._hostile import PACK_BASES, SPEC_BASES
+    from benchmarks._robustness.inputs import PACK_BASES, SPEC_BASES
 
     items = [HostileInput(kind, base, base_text(kind, base), "unchanged") for kind in ("spec", "bindings") for base in SPEC_BASES]
     items += [HostileInput("pack", base, base_text("pack", base), "unchanged") for base in PACK_BASES]
@@ -164,7 +164,7 @@ def baseline_inputs() -> list[HostileInput]:
 
 
 def budget_overrun(seeds: int = 3) -> dict[str, Any]:
-    from benchmarks._hostile.budget import measure_overrun
+    from benchmarks._robustness.budget import measure_overrun
 
     return measure_overrun(seeds=seeds)
 

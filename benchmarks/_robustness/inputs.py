@@ -13,7 +13,8 @@ Shared by the fuzz test in the suite (``tests/test_fuzz_inputs.py``: a few dozen
   renamed, then dumped back to YAML.
 
 :func:`judge` runs one input the way a user would meet it (``agentprop lint`` on a copy of the
-example project; a phrase pack is loaded and turned into a paraphrase strategy) and classifies
+example project, then ``agentprop run`` with a small budget when lint accepts it; a phrase pack
+is loaded and turned into a paraphrase strategy) and classifies
 what happened: ``clear_error`` (exit 2, ``FILE:LINE:COL`` and a fix, a bounded message),
 ``accepted`` (exit 0 or 1: the mutation left a usable file), ``unclear_error`` (exit 2 without
 a location, or an overlong message) or ``traceback`` (an exception escaped).
@@ -311,20 +312,42 @@ def write_project(item: HostileInput, root: Path) -> Path:
     return root
 
 
-def judge(item: HostileInput, workdir: Path) -> Outcome:
-    """Run ``item`` as a user would meet it and classify the result (see the module docstring).
-    An exception that escapes is returned as ``traceback`` with its text."""
+def judge(item: HostileInput, workdir: Path, *, run: bool = True) -> Outcome:
+    """Run ``item`` as a user would meet it and classify the result (see the module docstring):
+    ``agentprop lint`` and, when lint accepts a project and ``run`` is set, ``agentprop run``
+    (:data:`RUN_ARGS`). An exception that escapes is returned as ``traceback`` with its text."""
     import traceback
 
     try:
         if item.kind == "pack":
             return _judge_pack(item, workdir)
-        return _judge_project(item, workdir)
+        return _judge_project(item, workdir, run=run)
     except Exception:
         return Outcome("traceback", traceback.format_exc()[-3000:])
 
 
-def _judge_project(item: HostileInput, workdir: Path) -> Outcome:
+RUN_ARGS = ("--kinds", "mft,explore,boundary,dir,inv", "--explore", "2", "--max-runs", "40", "--concurrency", "2",
+            "--shrink-budget", "0", "--corpus", "none")
+"""What an accepted project is run with: every case kind built, a few agent runs of the
+example's own Python agent (worlds generated, tools answered, responses checked)."""
+
+
+def _judge_run(root: Path) -> Outcome:
+    """``agentprop run`` on a project that ``lint`` accepted."""
+    from agentprop._cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(io.StringIO()):
+        code = main(["run", str(root), *RUN_ARGS], out=out, err=err)
+    text = err.getvalue()
+    if code in (0, 1):
+        return Outcome("accepted", f"run exit {code}")
+    if code == 2 and "  fix: " in text and len(text) <= MAX_MESSAGE:
+        return Outcome("clear_error", "run: " + text.splitlines()[0][:300])
+    return Outcome("unclear_error", f"run exit {code}: {text[:600]}{out.getvalue()[-600:]}")
+
+
+def _judge_project(item: HostileInput, workdir: Path, *, run: bool = True) -> Outcome:
     from agentprop._cli import main
 
     root = write_project(item, workdir / "project")
@@ -333,7 +356,7 @@ def _judge_project(item: HostileInput, workdir: Path) -> Outcome:
         code = main(["lint", str(root)], out=out, err=err)
     text = err.getvalue()
     if code in (0, 1):
-        return Outcome("accepted", f"exit {code}")
+        return _judge_run(root) if run else Outcome("accepted", f"exit {code}")
     m = LOCATED.search(text)
     target = root / ("spec.yaml" if item.kind == "spec" else "agentprop.yaml")
     if code == 2 and m is not None and "  fix: " in text and len(text) <= MAX_MESSAGE and Path(m["file"]).name in (target.name, "spec.yaml", "agentprop.yaml"):
