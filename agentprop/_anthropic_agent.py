@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 
 from agentprop._agents import LoadedAgent
 from agentprop._budget import Budget
-from agentprop._cache import ApiCache, CachedResponse, CacheError, CacheMiss, CacheMode, _RequestShape, canonical_json
+from agentprop._cache import ApiCache, CachedResponse, CacheError, CacheMode, _RequestShape, canonical_json
 from agentprop._prompt import check_tool_descriptions, load_prompt, load_tool_descriptions
 from agentprop._response import respond_tool_schema
 from agentprop._retry import DEFAULT_RETRY_POLICY, AdaptiveConcurrency, RetryPolicy, RetryStats, retry_call_async

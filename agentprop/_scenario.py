@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import itertools
 import os
 import re
 import sys

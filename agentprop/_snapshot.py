@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentprop._files import describe_validation, read_json, write_atomic
 from agentprop._agents import LoadedAgent

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import resource
 import sys
 import tempfile
