@@ -168,14 +168,14 @@ def generate_value(schema: Mapping[str, Any] | None, rng: random.Random, name: s
         items = schema.get("items", {})
         if isinstance(items, list):  # draft-4 tuple items: one value per position
             return [generate_value(item, rng, name) for item in items]
-        n = max(_bound(schema.get("minItems"), 1), 1)  # bounded at spec load (_spec/schemas.py)
+        n = max(int(_bound(schema.get("minItems"), 1)), 1)  # bounded at spec load (_spec/schemas.py)
         return [generate_value(items, rng, name.rstrip("s") or name) for _ in range(n)]
     if kind == "string":
         return _string_for(name, schema, rng)
     if kind == "integer":
-        lo = math.ceil(_bound(schema.get("minimum"), 0))
-        hi = math.floor(_bound(schema.get("maximum"), lo + 100))
-        return rng.randint(lo, max(lo, hi))
+        low = math.ceil(_bound(schema.get("minimum"), 0))
+        high = math.floor(_bound(schema.get("maximum"), low + 100))
+        return rng.randint(low, max(low, high))
     if kind == "number":
         lo = float(_bound(schema.get("minimum"), 0.0))
         hi = float(_bound(schema.get("maximum"), lo + 500.0))

@@ -241,11 +241,11 @@ def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputE
             ) from None
         except UnicodeDecodeError as exc:
             data = exc.object if isinstance(exc.object, bytes) else b""
-            line = data.count(b"\n", 0, exc.start) + 1
-            col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+            bad_line = data.count(b"\n", 0, exc.start) + 1
+            bad_col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
             raise error(
                 f"file is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                location=SourceLocation(path, line, col),
+                location=SourceLocation(path, bad_line, bad_col),
                 fix="save the file as UTF-8",
             ) from None
     if len(text) > MAX_BYTES:

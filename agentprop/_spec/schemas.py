@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from agentprop.errors import clip_repr
 
@@ -68,7 +68,7 @@ def subschemas(schema: Any, loc: Loc = ()) -> Iterator[tuple[Loc, Mapping[str, A
             yield from subschemas(child, (*loc, key))
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
