@@ -326,7 +326,7 @@ def judge(item: HostileInput, workdir: Path, *, run: bool = True) -> Outcome:
         return Outcome("traceback", traceback.format_exc()[-3000:])
 
 
-RUN_ARGS = ("--kinds", "mft,explore,boundary,dir,inv", "--explore", "2", "--max-runs", "40", "--concurrency", "2",
+RUN_ARGS = ("--kinds", "mft,explore,boundary,dir,inv", "--explore", "1", "--max-runs", "20", "--concurrency", "2",
             "--shrink-budget", "0", "--corpus", "none")
 """What an accepted project is run with: every case kind built, a few agent runs of the
 example's own Python agent (worlds generated, tools answered, responses checked)."""
