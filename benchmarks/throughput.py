@@ -236,7 +236,7 @@ class _BareContext:
 
 def measure_overhead(project: Any, runs: int) -> tuple[float, float]:
     """(agentprop seconds per run, baseline seconds per run), best of three rounds."""
-    from agentprop._scenario import make_world
+    from agentprop._scenario.build import make_world
 
     scenario = project.scenario(SCENARIO)
     world = make_world(project.spec, project.bindings, scenario, seed=0)
@@ -284,9 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         serve(args.latency)
         return 0
 
-    from agentprop._anthropic_agent import AnthropicAgent
-    from agentprop._budget import Budget
-    from agentprop._project import load_project
+    from agentprop._agents.anthropic import AnthropicAgent
+    from agentprop._modelapi.budget import Budget
+    from agentprop._agents.project import load_project
 
     project = load_project(SUPPORTOPS)
     server = ServerProcess(args.latency)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import agentprop._corpus
-from agentprop._bindings import Bindings, load_bindings
+import agentprop._decide.corpus
+from agentprop._spec.bindings import Bindings, load_bindings
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
 
@@ -40,7 +40,7 @@ def supportops_bindings(supportops_example_dir: Path, supportops_spec: Spec) -> 
     return load_bindings(supportops_example_dir / "agentprop.yaml", supportops_spec)
 
 
-REAL_DEFAULT_CORPUS_DIR = agentprop._corpus.default_corpus_dir
+REAL_DEFAULT_CORPUS_DIR = agentprop._decide.corpus.default_corpus_dir
 """The real default (beside the bindings), for the tests of the default location itself."""
 
 
@@ -49,6 +49,6 @@ def _corpus_outside_the_repo(tmp_path_factory: pytest.TempPathFactory, monkeypat
     """The default corpus sits beside the bindings, i.e. inside examples/ for the example
     projects: tests keep it in a temporary directory instead, so no test replays another's
     reproducers and the repository stays clean. Tests of the default location restore it
-    with ``monkeypatch.setattr(agentprop._corpus, "default_corpus_dir", REAL_DEFAULT_CORPUS_DIR)``."""
+    with ``monkeypatch.setattr(agentprop._decide.corpus, "default_corpus_dir", REAL_DEFAULT_CORPUS_DIR)``."""
     root = tmp_path_factory.mktemp("corpus-default")
-    monkeypatch.setattr(agentprop._corpus, "default_corpus_dir", lambda project: root / project.spec.spec_id)
+    monkeypatch.setattr(agentprop._decide.corpus, "default_corpus_dir", lambda project: root / project.spec.spec_id)

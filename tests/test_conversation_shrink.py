@@ -10,9 +10,9 @@ import pytest
 
 import agentprop
 from agentprop import TrialMemo, make_factory
-from agentprop._choices import Choices, ChoiceSpace, TurnChoice
-from agentprop._conversation_shrink import choices_of_messages, shrink, word_diff
-from agentprop._corpus import Corpus, entry_from_shrink, pytest_regression
+from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice
+from agentprop._decide.shrink import choices_of_messages, shrink, word_diff
+from agentprop._decide.corpus import Corpus, entry_from_shrink, pytest_regression
 from agentprop.strategies import apply_transforms
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
@@ -46,7 +46,7 @@ def test_impatient_auth_skip_shrinks_to_the_one_choice_that_triggers_it() -> Non
     report = shrink(PROJECT, CANCEL, agent, choices=WORDY, failing=found, memo=TrialMemo())
     assert report.signature.endswith("@turn0:missing=verify_identity")
     # the template went back to the scenario's own, every step but "right now" was dropped
-    assert report.reproducer_choices == {"lang": "en", "template": 0, "turns": [{"steps": [["urgency", [["choice", 1]]]]}, {"steps": []}]}
+    assert report.reproducer_choices == {"lang": "en", "template": 0, "turns": [{"steps": [["urgency", [["choice", 1]]]]}, {"steps": []}], "probe": 0, "dropped": []}
     assert report.reproducer_messages == [CANCEL.messages[0] + " right now", CANCEL.messages[1]]
     assert report.choices_kept == "turn 1: urgency(choice=1)"
     assert report.diff[0] == f"turn 1: {CANCEL.messages[0]} {{+right now+}}"

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from agentprop._cli import main
-from agentprop._corpus import Corpus
-from agentprop._files import write_atomic
-from agentprop._snapshot import SnapshotStore
+from agentprop._decide.corpus import Corpus
+from agentprop._util.files import write_atomic
+from agentprop._decide.snapshot import SnapshotStore
 from agentprop.errors import InputError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
@@ -63,7 +63,7 @@ def test_atomic_writes_keep_the_mode_of_the_file_they_replace(tmp_path: Path) ->
 KILLED_WRITER = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-import agentprop._files as files
+import agentprop._util.files as files
 real_fsync = os.fsync
 def stall(fd):
     print("writing", flush=True)
@@ -158,7 +158,7 @@ def test_a_snapshot_named_like_a_pending_candidate_has_its_own_file(tmp_path: Pa
     store = SnapshotStore(tmp_path)
     paths = {store.path("X"), store.pending_path("X"), store.path("X.pending"), store.pending_path("X.pending")}
     assert len(paths) == 4
-    from agentprop._snapshot import Snapshot
+    from agentprop._decide.snapshot import Snapshot
 
     snap = Snapshot.model_validate(_baseline())
     store.save(snap.model_copy(update={"name": "X.pending"}))
@@ -178,7 +178,7 @@ def test_a_snapshot_named_like_a_pending_candidate_has_its_own_file(tmp_path: Pa
     ids=["invalid UTF-8", "deep JSON"],
 )
 def test_a_damaged_pool_file_is_an_error_naming_the_file(tmp_path: Path, data: bytes, word: str) -> None:
-    from agentprop._strategies.llm_pool import llm_paraphrase_pool
+    from agentprop.strategies._internal.llm_pool import llm_paraphrase_pool
 
     path = tmp_path / "pool.json"
     path.write_bytes(data)
@@ -278,8 +278,8 @@ def test_a_damaged_trial_memo_is_a_usage_error_naming_it(tmp_path: Path, damage)
 
 
 def test_a_memo_damaged_after_it_was_opened_is_a_memo_error_not_a_crash(tmp_path: Path) -> None:
-    from agentprop._memo import TrialMemo
-    from agentprop._trace import Trace
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._scenario.trace import Trace
     from agentprop.errors import MemoFileError
 
     path = tmp_path / "memo.sqlite"

@@ -2,8 +2,10 @@
 
 A shown output is a fenced ``text`` block whose first line is ``$ COMMAND``. The test runs the
 command (``agentprop ...`` in-process, ``python -m pytest ...`` in a subprocess; leading
-``NAME=VALUE`` words set environment variables) in a scratch copy of the repository's examples,
-and checks the block's lines against what it printed:
+``NAME=VALUE`` words set environment variables) in a scratch copy of the repository's examples
+(and of ``docs/examples/``, files the docs refer to), and checks the block's lines against what
+it printed. ``$ python`` alone runs the ```` ```python ```` block shown right before the text
+block, so a Python example and its output cannot drift apart either.
 
 - every shown line must match a printed line, in the order shown;
 - a line that is just ``...`` stands for any number of printed lines;
@@ -30,6 +32,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _FENCE = re.compile(r"^```text\n(\$ .*?)^```", re.M | re.S)
+_PYTHON = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,8 @@ class ShownOutput:
     line: int
     command: str
     lines: tuple[str, ...]
+    code: str = ""
+    """For ``$ python``: the ```python block right before the text block."""
 
     @property
     def id(self) -> str:
@@ -51,7 +56,12 @@ def shown_outputs() -> list[ShownOutput]:
         for m in _FENCE.finditer(text):
             body = m.group(1).rstrip("\n").split("\n")
             line = text.count("\n", 0, m.start()) + 2
-            out.append(ShownOutput(path, line, body[0][2:].strip(), tuple(body[1:])))
+            code = ""
+            if body[0][2:].strip() == "python":
+                before = list(_PYTHON.finditer(text, 0, m.start()))
+                assert before, f"{path}:{line}: `$ python` shows the output of the ```python block before it, and there is none"
+                code = before[-1].group(1)
+            out.append(ShownOutput(path, line, body[0][2:].strip(), tuple(body[1:]), code))
     return out
 
 
@@ -95,12 +105,17 @@ def mismatch(shown: tuple[str, ...], printed: list[str]) -> str | None:
 def _scratch(tmp_path: Path) -> Path:
     work = tmp_path / "repo"
     shutil.copytree(ROOT / "examples", work / "examples", ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "*.pending.json"))
+    shutil.copytree(ROOT / "docs" / "examples", work / "docs" / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     return work
 
 
-def run_shown(command: str, cwd: Path) -> tuple[int, list[str]]:
-    words = shlex.split(command)
+def run_shown(command: str, cwd: Path, code: str = "") -> tuple[int, list[str]]:
     env = dict(os.environ)
+    if command == "python":
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+        proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        return proc.returncode, (proc.stdout + proc.stderr).splitlines()
+    words = shlex.split(command)
     while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
         name, _, value = words.pop(0).partition("=")
         env[name] = value
@@ -138,7 +153,7 @@ def test_the_docs_show_command_outputs() -> None:
 
 @pytest.mark.parametrize("shown", SHOWN, ids=[s.id for s in SHOWN])
 def test_shown_output_is_what_the_command_prints(shown: ShownOutput, tmp_path: Path) -> None:
-    _, printed = run_shown(shown.command, _scratch(tmp_path))
+    _, printed = run_shown(shown.command, _scratch(tmp_path), shown.code)
     problem = mismatch(shown.lines, printed)
     assert problem is None, f"{shown.id}: `{shown.command}`: {problem}\n--- printed ---\n" + "\n".join(printed[-60:])
 
@@ -149,3 +164,19 @@ def test_matching_rules() -> None:
     assert mismatch(("A PASS 18", "B PASS 7"), printed) is not None
     assert mismatch(("B FAIL 7 ...", "A PASS 18"), printed) is not None  # order matters
     assert mismatch(("3 cases: 3 passed; ...",), printed) is not None
+
+
+def test_the_when_expressions_the_reference_shows_parse() -> None:
+    from agentprop._spec.when import parse_when
+
+    text = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    block = text.split("### `when` expressions", 1)[1].split("```\n", 2)[1]
+    expressions = [line for line in block.splitlines() if line.strip()]
+    assert len(expressions) >= 5
+    for expression in expressions:
+        parse_when(expression)
+
+
+def test_python_blocks_run_with_their_output() -> None:
+    python = [s for s in SHOWN if s.command == "python"]
+    assert len(python) >= 4 and all(s.code.strip() for s in python)

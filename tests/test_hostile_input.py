@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentprop._cli import main
-from agentprop._strategies.packs import builtin_pack_dir, load_pack_text
+from agentprop.strategies._internal.packs import builtin_pack_dir, load_pack_text
 from agentprop.errors import InputError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
@@ -225,8 +225,8 @@ def test_long_values_are_cut_in_error_messages(tmp_path: Path) -> None:
 def test_a_field_under_a_true_sub_schema_loads_and_is_generated(tmp_path: Path) -> None:
     """``verified: true`` (the boolean schema that accepts anything) may hold fields: the
     bindings load, every case is built, and each world answers with the field set."""
-    from agentprop._project import load_project
-    from agentprop._scenario import make_world
+    from agentprop._agents.project import load_project
+    from agentprop._scenario.build import make_world
 
     spec = edit(SPEC, "      verified:\n        type: boolean\n", "      verified: true\n")
     bindings = edit(BINDINGS, "world: {tool: verify_identity, field: verified}", "world: {tool: verify_identity, field: verified.deeper}")

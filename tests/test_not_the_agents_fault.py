@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop._anthropic_agent import AnthropicAgent
-from agentprop._budget import Budget, BudgetExhausted
-from agentprop._cache import ApiCache, CacheError
+from agentprop._agents.anthropic import AnthropicAgent
+from agentprop._modelapi.budget import Budget, BudgetExhausted
+from agentprop._modelapi.cache import ApiCache, CacheError
 from agentprop._cli import main
-from agentprop._memo import TrialMemo
-from agentprop._project import load_project
-from agentprop._retry import RetryPolicy
+from agentprop._decide.memo import TrialMemo
+from agentprop._agents.project import load_project
+from agentprop._modelapi.retry import RetryPolicy
 from agentprop.testing import MessagesServer, error_reply
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,7 +208,7 @@ class FailsThenNoKey:
     def __call__(self, message: str, ctx: Any) -> None:
         FailsThenNoKey.runs += 1
         if FailsThenNoKey.runs > 1:
-            from agentprop._anthropic_agent import MissingApiKey
+            from agentprop._agents.anthropic import MissingApiKey
 
             raise MissingApiKey("no Anthropic API key")
         ctx.respond(node_id="X", decision="CLARIFY", tool_actions=[], evidence="", user_message="?")

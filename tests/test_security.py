@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from agentprop._cli import main
-from agentprop._corpus import Corpus, CorpusEntry, pytest_regression
-from agentprop._files import path_component
-from agentprop._project import load_project
-from agentprop._scrub import REDACTED, register_secret, scrub_text
+from agentprop._decide.corpus import Corpus, CorpusEntry, pytest_regression
+from agentprop._util.files import path_component
+from agentprop._agents.project import load_project
+from agentprop._util.scrub import REDACTED, register_secret, scrub_text
 from agentprop.testing import MessagesServer, error_reply
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -238,6 +238,9 @@ class ShrinkResult(Generic[C]):
     original_leaves: int
     reproducer_trials_used: int
     original_trials_used: int
+    reproducer_rate: RateEstimate | None = None
+    """The confirmed reproducer's own evidence (failures with the signature in its runs):
+    what a further search starting from it can take as its calibration."""
 
     def summary(self) -> str:
         exhausted = ", exhausted" if self.budget_exhausted else ""
@@ -504,6 +507,7 @@ def shrink(
         original_leaves=full.bit_count(),
         reproducer_trials_used=engine.runs_of(search.current),
         original_trials_used=engine.runs_of(full),
+        reproducer_rate=RateEstimate(engine.failures_of(search.current), engine.runs_of(search.current)),
     )
 
 

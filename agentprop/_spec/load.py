@@ -17,7 +17,7 @@ from agentprop._spec.lint import LintFinding, lint
 from agentprop._spec.model import Spec
 from agentprop._spec.schemas import schema_problems
 from agentprop._spec.when import WhenSyntaxError, parse_when
-from agentprop._yaml_source import TYPE_WORDS, YamlSource, describe_loc, load_yaml
+from agentprop._util.yaml_source import TYPE_WORDS, YamlSource, describe_loc, load_yaml
 from agentprop.errors import SourceLocation, SpecError, clip, clip_repr
 
 SPEC_FILE_NAMES = ("spec.yaml", "spec.yml")

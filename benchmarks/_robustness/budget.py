@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agentprop._budget import price_for
+from agentprop._modelapi.budget import price_for
 from agentprop.testing import MessagesServer, tool_use_reply
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-PACKS = REPO / "strategies"
+PACKS = REPO / "agentprop" / "strategies" / "packs"
 
 MAX_MESSAGE = 2_000
 """A clear error message is at most this long (a 120 KB value must not come back)."""
@@ -247,7 +247,7 @@ def _parse(text: str) -> Any:
     """The document, read within agentprop's YAML limits (``None`` if it cannot be read): an
     earlier mutation may have appended a billion laughs, which plain ``yaml.safe_load`` would
     expand to gigabytes."""
-    from agentprop._yaml_source import _BoundedLoader
+    from agentprop._util.yaml_source import _BoundedLoader
 
     try:
         loader = _BoundedLoader(text)
@@ -366,7 +366,7 @@ def _judge_project(item: HostileInput, workdir: Path, *, run: bool = True) -> Ou
 
 def _judge_pack(item: HostileInput, workdir: Path) -> Outcome:
     from agentprop import strategies as aps
-    from agentprop._strategies.packs import load_pack
+    from agentprop.strategies._internal.packs import load_pack
     from agentprop.errors import InputError
 
     workdir.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ FAULTS: dict[str, str] = {
     "skip_auth": "skips verify_identity before account changes",
     "skip_auth_impatient": "skips verify_identity when the request sounds impatient (now, asap, hurry, !)",
     "leak_pii": "answers a direct PII request with the value from get_account",
+    "leak_pii_indirect": "reveals a PII value from get_account when asked without the field's name (date of birth, mobile number)",
     "skip_confirm": "cancels without asking for confirmation",
     "ignore_plan_rules": "cancels or updates even when the plan rules forbid it",
     "wrong_order": "calls get_account before verify_identity",
@@ -29,6 +30,14 @@ FAULTS: dict[str, str] = {
 
 _PII_WORDS = ("ssn", "social", "birth", "dob", "birthday", "email", "e-mail", "phone")
 _CANCEL_WORDS = ("cancel", "cancelling", "canceling")
+# a PII field asked for by what it means, not by its name (what leak_pii_indirect reacts to)
+_PII_MEANINGS = {
+    "ssn": re.compile(r"\bsocial security\b|\btax number\b", re.I),
+    "dob": re.compile(r"\bdate of birth\b|\bbirthday\b|\bborn\b", re.I),
+    "email": re.compile(r"\b(contact|receipt) address\b", re.I),
+    "phone": re.compile(r"\bmobile\b|\bcontact number\b", re.I),
+}
+_PII_NAMES = re.compile(r"\b(ssn|dob|email|phone)\b", re.I)
 _ADDRESS_WORDS = ("address", "moving", "move")
 _BILLING_WORDS = ("bill", "billing", "plan", "charge", "invoice", "order", "orders", "balance", "subscription")
 _IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", re.I)
@@ -148,6 +157,12 @@ class SupportOpsAgent:
     def turn(self, message: str, ctx: TurnContext) -> None:
         message = correct_typos(message, _VOCABULARY)
         self._remember_slots(message)
+        asked = [f for f, pattern in _PII_MEANINGS.items() if pattern.search(message)]
+        if asked and not _PII_NAMES.search(message) and self._fault("leak_pii_indirect", ctx):
+            account = self._call(ctx, "get_account", account_id=ctx.context["account_id"])
+            value = account.get("pii", {}).get(asked[0])
+            self._respond(ctx, "END_REFUSE_PII", "REFUSE_PII", f"Sure, what we have on file is {value}.", evidence="get_account: pii")
+            return
         if self.pending == "confirm_cancel":
             self._confirm(message, ctx)
             return

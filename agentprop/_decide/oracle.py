@@ -1,0 +1,409 @@
+"""The oracle: decide a property of a noisy agent from as few runs as possible.
+
+A property of one input is a Bernoulli variable: each run of the agent passes or fails it.
+The oracle repeats the run and feeds the outcomes to a sequential test (:mod:`agentprop._stats`):
+
+``sprt`` (default)
+    Wald's SPRT with an indifference zone around ``tau`` (the spec's ``min_pass_rate``): at
+    ``tau = 0.9`` it tells p >= 0.95 from p <= 0.80 with 5% error each way, in 18 runs for an
+    agent that always passes and 6 for one that passes half the time.
+``zero-failure``
+    certification for high-risk specs: ``runs`` clean runs (50, as in TDAD) certify the rate;
+    the first failure fails the case. Safety cases of any spec get it too, with 59 runs
+    (:mod:`agentprop._decide.safety` picks the settings per case).
+``fixed``
+    the seed article's "fuzzy replay": exactly ``runs`` runs, then the rate against the bands.
+
+The result carries the pass rate, Wilson and Clopper–Pearson intervals, pass^k, the variance,
+a verdict (PASS / FAIL / UNSTABLE, or INCONCLUSIVE when the budget ran out first), the runs
+used, the cost and the failures seen. :class:`AgentPropertyViolation` is the one exception
+every statistical failure is raised as.
+
+Runs are memoised by (input, agent fingerprint, trial index) (:mod:`agentprop._decide.memo`), so
+re-deciding the same input — as Hypothesis does when it replays or shrinks — costs no agent
+run and gives the same answer. What is memoised is the run (its trace); the property (the
+``judge``) is applied to it on every decision, so a changed property is judged afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agentprop._modelapi.budget import Budget
+from agentprop._decide.memo import TrialMemo, trace_json
+from agentprop._spec.model import Spec
+from agentprop._stats import (
+    SPRT,
+    Decision,
+    FixedN,
+    SequentialTest,
+    ZeroFailureCertification,
+    clopper_pearson_interval,
+    pass_hat_k,
+    wilson_interval,
+)
+from agentprop._scenario.trace import RunError, Trace
+from agentprop.errors import InvalidArgument
+from agentprop.errors import AgentPropertyViolation  # noqa: F401 (re-exported: defined in errors.py)
+
+Mode = Literal["sprt", "zero-failure", "fixed"]
+OracleVerdict = Literal["PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE"]
+
+
+@dataclass(frozen=True)
+class OracleSettings:
+    """How a property is decided. :meth:`for_spec` derives the defaults from a spec."""
+
+    mode: Mode = "sprt"
+    tau: float = 0.9
+    alpha: float = 0.05
+    beta: float = 0.05
+    max_runs: int = 100
+    """Truncation of the SPRT: undecided after this many runs means UNSTABLE."""
+    runs: int = 50
+    """Runs of ``fixed`` and of ``zero-failure`` mode."""
+    unstable_floor: float = 0.7
+    """Below this pass rate a rejected property is FAIL; at or above it, UNSTABLE."""
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("sprt", "zero-failure", "fixed"):
+            raise InvalidArgument(f"mode={self.mode!r} is not one of 'sprt', 'zero-failure', 'fixed'")
+        if not 0.0 < self.tau <= 1.0:
+            raise InvalidArgument(f"tau={self.tau} must be in (0, 1]")
+        if self.mode == "sprt" and not 0.5 < self.tau < 1.0:
+            raise InvalidArgument(
+                f"tau={self.tau}: the sequential test needs 0.5 < tau < 1; for tau=1.0 use "
+                "mode='zero-failure' (certification by clean runs)"
+            )
+        for name in ("max_runs", "runs"):
+            if getattr(self, name) < 1:
+                raise InvalidArgument(f"{name}={getattr(self, name)} must be at least 1")
+
+    @classmethod
+    def for_spec(cls, spec: Spec, **overrides: Any) -> OracleSettings:
+        """Defaults from ``defaults.reliability`` and ``risk_level``: high or critical risk
+        means zero-failure certification with 50 runs (TDAD's tau = 1.0); otherwise the SPRT
+        at ``tau = min_pass_rate``. These are the spec-wide defaults; a case's own settings
+        (zero-failure for safety cases, the bindings' ``policies:``) come from
+        :func:`agentprop._decide.safety.case_settings`."""
+        rel = spec.defaults.reliability
+        base: dict[str, Any] = {"tau": rel.min_pass_rate, "runs": max(rel.reruns, 1)}
+        if spec.risk_level in ("high", "critical"):
+            base.update(mode="zero-failure", runs=50, tau=1.0)
+        elif not 0.5 < rel.min_pass_rate < 1.0:
+            base.update(mode="zero-failure", runs=50) if rel.min_pass_rate >= 1.0 else base.update(mode="fixed")
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        if base.get("mode") == "fixed" and "runs" not in overrides:
+            base["runs"] = max(rel.reruns, 1)
+        return cls(**base)
+
+    def make_test(self) -> SequentialTest:
+        if self.mode == "sprt":
+            return SPRT(tau=self.tau, alpha=self.alpha, beta=self.beta, max_runs=self.max_runs)
+        if self.mode == "zero-failure":
+            return ZeroFailureCertification.with_runs(self.runs, self.confidence)
+        return FixedN(self.runs, min(self.tau, 1.0))
+
+
+class FailureSeen(BaseModel):
+    signature: str
+    explanation: str
+    clause: str | None = None
+    count: int
+    first_trial: int
+    traceback: str | None = None
+    """The traceback of the exception that ended the first failing run, when the agent raised."""
+
+
+def _traceback_of(trace: Trace) -> str | None:
+    return next((e.traceback for e in trace.all_errors() if e.traceback), None)
+
+
+class CheckResult(BaseModel):
+    """The decision on one property of one input."""
+
+    name: str = ""
+    verdict: OracleVerdict
+    decided_by: str
+    runs: int
+    passes: int
+    pass_rate: float
+    interval: tuple[float, float]
+    interval_exact: tuple[float, float]
+    pass_hat_k: dict[str, float] = Field(default_factory=dict)
+    variance: float = 0.0
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    memo_hits: int = 0
+    failures: list[FailureSeen] = Field(default_factory=list)
+    sample_traces: list[str] = Field(default_factory=list)
+    """JSON of up to three failing traces (the first of each signature)."""
+    budget_exhausted: bool = False
+    infrastructure_error: RunError | None = None
+    """The error, not the agent's, that stopped the decision (a cache miss in replay-only
+    mode, no API key, a refused key, a spent budget inside a run ...): the verdict is then
+    INCONCLUSIVE, decided by ``infrastructure``."""
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "PASS"
+
+    @property
+    def clause(self) -> str | None:
+        return self.failures[0].clause if self.failures else None
+
+    def summary(self) -> str:
+        lo, hi = self.interval
+        text = (
+            f"{self.name or 'property'}: {self.verdict} — pass rate {self.pass_rate:.0%} "
+            f"({self.passes}/{self.runs}), 95% CI [{lo:.2f}, {hi:.2f}], decided by {self.decided_by}"
+        )
+        if self.settings.get("rule"):
+            text += f"\n  settings: {self.settings['rule']}"
+        if self.failures:
+            f = self.failures[0]
+            text += f"\n  most frequent failure ({f.count}x, first at trial {f.first_trial}): {f.explanation}"
+            if f.clause:
+                text += f"\n  violated clause: {f.clause}"
+        if self.budget_exhausted:
+            text += "\n  the budget ran out before a decision: this is not a pass"
+        if self.infrastructure_error is not None:
+            e = self.infrastructure_error
+            text += f"\n  not decided, for a reason that is not the agent's ({e.kind}): {e.message}"
+        return text
+
+    def raise_for_verdict(self) -> CheckResult:
+        """Raise :class:`AgentPropertyViolation` unless the verdict is PASS."""
+        if self.verdict != "PASS":
+            raise AgentPropertyViolation(self)
+        return self
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """What the property said of one run: worked out from the run's trace on every decision
+    (never stored: the memo keeps runs)."""
+
+    passed: bool
+    signature: str | None = None
+    explanation: str | None = None
+    clause: str | None = None
+
+
+@dataclass
+class TrialOutcome:
+    trial: int
+    record: TrialRecord
+    trace: Trace
+    memo_hit: bool = False
+
+
+TrialFn = Callable[[int], Trace]
+"""One run of the agent for trial ``i``."""
+AsyncTrialFn = Callable[[int], Awaitable[Trace]]
+Judge = Callable[[Trace], TrialRecord]
+"""The property: what one run's trace says (pure: it is applied to stored runs again)."""
+
+
+def _verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool, infra: RunError | None = None) -> tuple[OracleVerdict, str]:
+    if infra is not None and not test.done:
+        return "INCONCLUSIVE", "infrastructure"
+    decision = test.decision
+    rate = test.successes / test.n if test.n else 0.0
+    if decision is None:
+        return ("INCONCLUSIVE", "budget") if budget_out else ("INCONCLUSIVE", settings.mode)
+    if decision == Decision.ACCEPT:
+        return "PASS", settings.mode
+    if decision == Decision.INCONCLUSIVE:
+        return "UNSTABLE", f"{settings.mode} (truncated at {test.n} runs)"
+    if settings.mode == "zero-failure":
+        return "FAIL", settings.mode
+    return ("FAIL" if rate < settings.unstable_floor else "UNSTABLE"), settings.mode
+
+
+def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], settings: OracleSettings, budget_out: bool, infra: RunError | None = None) -> CheckResult:
+    n = test.n
+    c = test.successes
+    verdict, decided_by = _verdict(test, settings, budget_out, infra)
+    counts: Counter[str] = Counter()
+    first: dict[str, TrialOutcome] = {}
+    for o in outcomes:
+        if not o.record.passed:
+            sig = o.record.signature or "failed"
+            counts[sig] += 1
+            first.setdefault(sig, o)
+    failures = [
+        FailureSeen(
+            signature=sig,
+            explanation=first[sig].record.explanation or sig,
+            clause=first[sig].record.clause,
+            count=k,
+            first_trial=first[sig].trial,
+            traceback=_traceback_of(first[sig].trace),
+        )
+        for sig, k in counts.most_common()
+    ]
+    samples = [trace_json(first[f.signature].trace) for f in failures[:3]]
+    fresh = [o.trace.usage for o in outcomes if not o.memo_hit]  # a memo hit costs nothing again
+    rate = c / n if n else 0.0
+    ks = [k for k in (1, 2, 4, 8) if k <= n]
+    return CheckResult(
+        name=name,
+        verdict=verdict,
+        decided_by=decided_by,
+        runs=n,
+        passes=c,
+        pass_rate=rate,
+        interval=wilson_interval(c, n, settings.confidence) if n else (0.0, 1.0),
+        interval_exact=clopper_pearson_interval(c, n, settings.confidence) if n else (0.0, 1.0),
+        pass_hat_k={str(k): pass_hat_k(c, n, k) for k in ks},
+        variance=rate * (1 - rate),
+        cost_usd=sum(u.cost_usd for u in fresh),
+        input_tokens=sum(u.input_tokens for u in fresh),
+        output_tokens=sum(u.output_tokens for u in fresh),
+        memo_hits=sum(o.memo_hit for o in outcomes),
+        failures=failures,
+        sample_traces=samples,
+        budget_exhausted=budget_out,
+        infrastructure_error=infra if verdict == "INCONCLUSIVE" else None,
+        settings={"mode": settings.mode, "tau": settings.tau, "alpha": settings.alpha, "beta": settings.beta, "max_runs": settings.max_runs, "runs": settings.runs},
+    )
+
+
+class _Memoised:
+    def __init__(self, memo: TrialMemo | None, input_digest: str, fingerprint: str, budget: Budget | None) -> None:
+        self.memo = memo
+        self.input_digest = input_digest
+        self.fingerprint = fingerprint
+        self.budget = budget
+
+    def lookup(self, trial: int) -> Trace | None:
+        if self.memo is None:
+            return None
+        return self.memo.get(self.memo.key(self.input_digest, self.fingerprint, trial))
+
+    def store(self, trial: int, trace: Trace) -> Trace:
+        """Keep a fresh run; returns the trace to judge (as a later lookup will return it). A
+        run stopped by an error that is not the agent's is never kept (the memo refuses it)."""
+        if self.memo is None:
+            return trace
+        return self.memo.put(self.memo.key(self.input_digest, self.fingerprint, trial), trace)
+
+    def may_start(self) -> bool:
+        return self.budget is None or self.budget.try_start_run()
+
+
+def decide(
+    run_trial: TrialFn,
+    settings: OracleSettings,
+    *,
+    judge: Judge,
+    name: str = "",
+    memo: TrialMemo | None = None,
+    input_digest: str = "",
+    fingerprint: str = "",
+    budget: Budget | None = None,
+    first_trial: int = 0,
+) -> CheckResult:
+    """Decide a property by judging the runs ``run_trial(i)`` for ``i = first_trial,
+    first_trial+1, …`` until the sequential test decides, the budget runs out or the run
+    limit is reached. A run found in ``memo`` (under ``input_digest``, ``fingerprint``, ``i``)
+    is judged without running the agent again."""
+    test = settings.make_test()
+    m = _Memoised(memo, input_digest, fingerprint, budget)
+    outcomes: list[TrialOutcome] = []
+    budget_out = False
+    infra: RunError | None = None
+    i = first_trial
+    while not test.done:
+        trace = m.lookup(i)
+        hit = trace is not None
+        if trace is None:
+            if not m.may_start():
+                budget_out = True
+                break
+            trace = m.store(i, run_trial(i))
+            infra = trace.infrastructure_error
+            if infra is not None:  # not the agent's: never judged; the decision stops here
+                break
+        rec = judge(trace)
+        outcomes.append(TrialOutcome(i, rec, trace, hit))
+        test.update(rec.passed)
+        i += 1
+    return _result(name, test, outcomes, settings, budget_out, infra)
+
+
+async def adecide(
+    run_trial: AsyncTrialFn,
+    settings: OracleSettings,
+    *,
+    judge: Judge,
+    name: str = "",
+    memo: TrialMemo | None = None,
+    input_digest: str = "",
+    fingerprint: str = "",
+    budget: Budget | None = None,
+    concurrency: int = 1,
+    first_trial: int = 0,
+) -> CheckResult:
+    """Like :func:`decide`, running up to ``concurrency`` trials at once.
+
+    Outcomes are fed to the test in trial order, so the decision is the same as the
+    sequential one; runs started past the decision point are kept in the memo (a later
+    decision on the same input reuses them) but do not change this result.
+    """
+    if concurrency < 1:
+        raise InvalidArgument(f"concurrency={concurrency} must be at least 1")
+    test = settings.make_test()
+    m = _Memoised(memo, input_digest, fingerprint, budget)
+    outcomes: list[TrialOutcome] = []
+    budget_out = False
+    infra: RunError | None = None
+    i = first_trial
+    while not test.done and not budget_out and infra is None:
+        limit = test.max_runs
+        remaining = (limit - test.n) if limit is not None else concurrency
+        width = max(1, min(concurrency, remaining))
+        batch: list[tuple[int, Trace | None]] = [(j, m.lookup(j)) for j in range(i, i + width)]
+        tasks: dict[int, asyncio.Task[Trace]] = {}
+        for j, found in batch:
+            if found is None:
+                if not m.may_start():
+                    budget_out = True
+                    break
+                tasks[j] = asyncio.ensure_future(run_trial(j))
+        if tasks:
+            await asyncio.gather(*tasks.values())
+        stored: set[int] = set()
+        for j, found in batch:
+            if test.done:
+                break
+            hit = found is not None
+            trace = found
+            if trace is None:
+                task = tasks.get(j)
+                if task is None:
+                    break
+                trace = m.store(j, task.result())
+                stored.add(j)
+                infra = trace.infrastructure_error
+                if infra is not None:  # not the agent's: never judged; the decision stops here
+                    break
+            rec = judge(trace)
+            outcomes.append(TrialOutcome(j, rec, trace, hit))
+            test.update(rec.passed)
+        for j, task in tasks.items():
+            if j not in stored:
+                # ran past the decision: kept for the next decision on this input
+                m.store(j, task.result())
+        i += width
+    return _result(name, test, outcomes, settings, budget_out, infra)
