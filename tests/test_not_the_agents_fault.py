@@ -259,3 +259,13 @@ def test_an_unreachable_api_is_recorded_as_not_the_agents(tmp_path: Path) -> Non
         result = agentprop.check(project, BILLING, agent, runs=3, mode="fixed", raise_on_failure=False, memo=TrialMemo())
     assert result.verdict == "INCONCLUSIVE" and result.infrastructure_error.kind == "api_unavailable"  # type: ignore[union-attr]
     assert result.failures == [] and "503" in result.infrastructure_error.message  # type: ignore[union-attr]
+
+
+def test_check_raises_the_infrastructure_error_not_a_property_violation() -> None:
+    """In pytest the test errors with the cause; it is no assertion failure, so the plugin
+    neither shrinks it nor saves it to the corpus."""
+    project = load_project(SUPPORTOPS)
+    with pytest.raises(agentprop.InfrastructureError) as info:
+        agentprop.check(project, BILLING, BudgetSpentInside, runs=3, mode="fixed", memo=TrialMemo())
+    assert not isinstance(info.value, AssertionError) and info.value.kind == "budget_exhausted"
+    assert "not the agent's (budget_exhausted)" in str(info.value) and "max_usd=0.05" in str(info.value)
