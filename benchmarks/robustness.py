@@ -5,7 +5,7 @@ Usage: ``python benchmarks/robustness.py [--json PATH] [--seed S] [--inputs N] [
 1. **Hostile inputs.** The attack of issue #15 (``benchmarks/_robustness/inputs.py``: recursive aliases,
    billion laughs, 1,000-deep nesting, 5,000-digit integers, control bytes, hostile ``when``
    expressions, impossible schemas, bad world values and ranges, path-like agent refs, huge
-   list indices, duplicate keys, 120 KB values) followed by ``--inputs`` (400) inputs that
+   list indices, duplicate keys, 120 KB values) followed by ``--inputs`` (300) inputs that
    Hypothesis makes from the bundled specs, bindings and phrase packs with seed ``--seed``
    (text-level and parsed-tree mutations). Each is judged in a forked worker process under
    ``--timeout`` (120 s) and a 2 GB address-space limit, as a user meets it (``agentprop lint``
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", dest="json_path", help="write the figures to this file")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
-    parser.add_argument("--inputs", type=int, default=400, help="generated inputs besides the curated attack (default 400)")
+    parser.add_argument("--inputs", type=int, default=300, help="generated inputs besides the curated attack (default 300)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one input may take before it counts as a hang (default 120: a run of a project on a loaded machine can take 30)")
     parser.add_argument("--budget-seeds", type=int, default=3, help="runs of the budget measurement (default 3)")
     args = parser.parse_args(argv)
