@@ -23,10 +23,13 @@ The tree::
     ├── ToolError                  a tool call failed inside a world (the agent sees it)
     ├── AgentRunError              the agent under test raised, timed out or broke the protocol
     ├── ModelCallError             a model API call failed for good
+    │   └── ApiUnavailable         ... because the API refused the key or stayed unreachable (also InfrastructureError)
     ├── DeadlineExceeded           a model call's retry would wait past the turn's deadline (also a TimeoutError)
-    ├── BudgetExhausted            the session budget ran out (no new run, no new model call)
-    └── CacheError                 the API cache file cannot be used
-        └── CacheMiss              replay-only mode met a request that was never recorded
+    └── InfrastructureError        a run could not be made, for a reason that is not the agent's
+        ├── BudgetExhausted        the session budget ran out (no new run, no new model call)
+        ├── CacheError             the API cache file cannot be used
+        │   └── CacheMiss          replay-only mode met a request that was never recorded
+        └── (MissingApiKey, ApiUnavailable: also InfrastructureError)
     AgentPropertyViolation (AssertionError)   a property of the agent did not hold
     AgentPropWarning (UserWarning)            something the user should know; nothing failed
 """
@@ -59,6 +62,31 @@ class SourceLocation:
         return where
 
 
+MESSAGE_PART_LIMIT = 1_000
+"""Characters kept of each part (problem, expected, fix) of an :class:`InputError`'s message;
+a longer part is cut in the middle (:func:`clip`), so a 120 KB value never comes back whole."""
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """``text`` itself when it has at most ``limit`` characters; else its head and tail with
+    ``… (N characters cut) …`` between them, ``limit`` characters or so in all."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 30, 2)
+    head, tail = text[: keep - keep // 3], text[len(text) - keep // 3 :] if keep // 3 else ""
+    return f"{head}… ({len(text) - len(head) - len(tail)} characters cut) …{tail}"
+
+
+def clip_repr(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to about ``limit`` characters (see :func:`clip`); values whose repr
+    cannot be made (integers over Python's digit limit) are described instead."""
+    try:
+        text = repr(value)
+    except ValueError:  # int too large to convert
+        return f"<{type(value).__name__} too large to show>"
+    return clip(text, limit)
+
+
 # --------------------------------------------------------------------------- user input
 
 
@@ -86,12 +114,13 @@ class InputError(AgentPropError):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        head = f"{self.location}: {self.problem}" if self.location else self.problem
+        problem = clip(self.problem, MESSAGE_PART_LIMIT)
+        head = f"{clip(str(self.location), MESSAGE_PART_LIMIT)}: {problem}" if self.location else problem
         lines = [head]
         if self.expected:
-            lines.append(f"  expected: {self.expected}")
+            lines.append(f"  expected: {clip(self.expected, MESSAGE_PART_LIMIT)}")
         if self.fix:
-            lines.append(f"  fix: {self.fix}")
+            lines.append(f"  fix: {clip(self.fix, MESSAGE_PART_LIMIT)}")
         return "\n".join(lines)
 
 
@@ -113,7 +142,26 @@ class MemoFileError(InputError):
     file, or delete this one (it only holds runs that can be made again)."""
 
 
-class MissingApiKey(InputError):
+class InfrastructureError(AgentPropError):
+    """A run could not be made, for a reason that is not the agent's: a cache miss in
+    replay-only mode, a damaged cache, no API key, an API that refuses the key or stays
+    unreachable, a spent budget.
+
+    ``kind`` (one of :data:`agentprop._scenario.trace.INFRASTRUCTURE_KINDS`) is recorded in the
+    trace. Such a run is never judged, memoised, shrunk or saved to the corpus: the case is
+    INCONCLUSIVE with the error as its reason, and ``agentprop run`` exits 2. What to do: what the
+    message says (record the cache, set the key, raise the budget ...), then run again.
+    """
+
+    kind: str = "infrastructure"
+
+    def __init__(self, *args: object, kind: str | None = None) -> None:
+        if kind is not None:
+            self.kind = kind
+        super().__init__(*args)
+
+
+class MissingApiKey(InputError, InfrastructureError):
     """A model call had to reach the real API and no API key is configured (for Anthropic,
     ``ANTHROPIC_API_KEY``; for OpenAI, ``OPENAI_API_KEY``). Set the key, point ``base_url`` at a
     local server (which needs none), or run replay-only from a recorded API cache."""
@@ -129,6 +177,8 @@ class UnpricedModel(InputError):
     """A dollar limit (``--max-usd``, ``Budget(max_usd=...)``) is set and a model without a price
     was about to be called: its cost is unknown, so the limit cannot be enforced. Give the
     model's price (``--prices FILE``, ``Budget(prices=...)``) or cap runs or tokens instead."""
+
+    kind = "missing_api_key"
 
 
 class ParaphrasePoolError(InputError):
@@ -222,18 +272,24 @@ class DeadlineExceeded(AgentPropError, TimeoutError):
     so. Raise the turn timeout, or lower the load on the endpoint."""
 
 
-class BudgetExhausted(AgentPropError):
+class ApiUnavailable(ModelCallError, InfrastructureError):
+    """A model API call failed for a reason that is not the agent's: the API refused the key
+    (``kind`` ``auth``: 401, 403) or could not be reached or answer after every retry
+    (``api_unavailable``: connection errors, timeouts, 429, 5xx). The run is recorded with that
+    kind, never judged as the agent's failure. Check the key and the endpoint."""
+
+
+class BudgetExhausted(InfrastructureError):
     """A run, or a model call, was asked to start after the session budget ran out.
 
     ``reason`` names the limit that was reached; ``snapshot`` is the budget at that moment (a
-    ``BudgetSnapshot``: runs, tokens, dollars). A model call refused mid-run is recorded in
-    the trace as a ``budget_exhausted`` error and the oracle treats that run as not run.
-    Undecided checks are then INCONCLUSIVE, never a pass. Raise the limit if more runs are worth
-    it.
+    ``BudgetSnapshot``: runs, tokens, dollars). A model call refused mid-run ends the run as a
+    ``budget_exhausted`` error: not the agent's fault, never judged, and the oracle treats that
+    run as not run. Undecided checks are then INCONCLUSIVE, never a pass. Raise the limit if
+    more runs are worth it.
     """
 
-    run_error_kind = "budget_exhausted"
-    """How the runtime records this exception when it ends an agent's turn."""
+    kind = "budget_exhausted"
 
     def __init__(self, reason: str, snapshot: Any, *, call: str | None = None) -> None:
         self.reason = reason
@@ -247,9 +303,12 @@ class BudgetExhausted(AgentPropError):
         )
 
 
-class CacheError(AgentPropError):
-    """The API cache file cannot be used (wrong schema version, corrupt entry, refused write).
-    The message names the file; delete it to record afresh, or point ``--cache`` elsewhere."""
+class CacheError(InfrastructureError):
+    """The API cache file cannot be used (damaged, wrong schema version, corrupt entry, refused
+    write). The message names the file; delete it to record afresh, or point ``--cache``
+    elsewhere. Not the agent's fault: a run that meets it is reported as such, never as a failure."""
+
+    kind = "cache_error"
 
 
 class CacheMiss(CacheError):
@@ -261,6 +320,8 @@ class CacheMiss(CacheError):
     what changed (a prompt edit, a new tool description). Record again with a key
     (``--cache-mode read-write``), or undo the change.
     """
+
+    kind = "cache_miss"
 
     def __init__(
         self,

@@ -450,7 +450,7 @@ def test_distinct_trials_make_distinct_requests(project: Project, tmp_path: Path
     assert sorted(e.trial for e in cache.entries()) == [0, 0, 1, 1, 2, 2]
 
 
-def test_replay_only_miss_is_an_errored_run_with_the_diff(project: Project, tmp_path: Path) -> None:
+def test_replay_only_miss_is_a_run_error_that_is_not_the_agents_with_the_diff(project: Project, tmp_path: Path) -> None:
     cache_path = tmp_path / "api.sqlite"
     with MessagesServer(billing_script()) as server:
         run_once(project, seed_agent(server, tmp_path, cache=cache_path), "END_BILLING_ANSWER<-N3_BILLING")
@@ -458,7 +458,8 @@ def test_replay_only_miss_is_an_errored_run_with_the_diff(project: Project, tmp_
         trace = run_once(project, changed, "END_BILLING_ANSWER<-N3_BILLING")
         assert len(server.requests) == 2
     (error,) = trace.all_errors()
-    assert error.kind == "agent_exception" and error.message.startswith("CacheMiss: No recorded response")
+    assert error.kind == "cache_miss" and error.message.startswith("CacheMiss: No recorded response")
+    assert trace.infrastructure_error is error
     assert "+  \"temperature\": 0.5" in error.message
     assert "replay-only" in error.message
 

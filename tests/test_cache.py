@@ -668,7 +668,8 @@ def test_threads_and_async_tasks_share_one_cache(tmp_path: Path) -> None:
 
 def test_busy_retry_treats_a_callers_failed_attempt_as_its_first(tmp_path: Path) -> None:
     """A lookup tries SQLite once itself and hands a busy error to the retry loop, which
-    sleeps, retries until the operation succeeds, and re-raises anything that is not busy."""
+    sleeps, retries until the operation succeeds, and reports anything that is not busy as a
+    cache file that cannot be used (a CacheError naming the file, never a raw SQLite error)."""
     cache = ApiCache(tmp_path / "c.db", mode="read-write", busy_timeout=5.0)
     attempts: list[float] = []
 
@@ -683,8 +684,9 @@ def test_busy_retry_treats_a_callers_failed_attempt_as_its_first(tmp_path: Path)
     assert cache._busy_retry(flaky, first) == "ok"
     assert len(attempts) == 3
     assert attempts[0] - start >= 0.004  # it paused before its first own attempt
-    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+    with pytest.raises(CacheError, match="no such table") as info:
         cache._busy_retry(flaky, sqlite3.OperationalError("no such table: x"))
+    assert str(tmp_path / "c.db") in str(info.value) and "fix: delete the file" in str(info.value)
     cache.close()
 
 

@@ -86,9 +86,11 @@ def test_run_end_to_end_then_replay_from_the_cache(server: MessagesServer, tmp_p
     assert second.metrics.extra["budget"]["usd"] == 0.0
     assert f"{first.metrics.extra['model']['model_calls']} from the cache, 0 to the API" in out
 
-    # another seed is another set of trials: replay-only cannot draw them
+    # another seed is another set of trials: replay-only cannot draw them, and that is not the
+    # agent's failure: the case is INCONCLUSIVE, nothing is shrunk or saved, the run exits 2
     code, out, _ = cli(*model_args(server, cache, "--cache-mode", "replay-only", "--runs", "1", "--seed", "5", "--case", "END_BILLING_ANSWER<-N3_BILLING"))
-    assert code == 1 and "FAIL" in out
+    assert code == 2 and "INCONCLUSIVE" in out and "FAIL" not in out
+    assert "not the agent's (cache_miss)" in out
     assert len(server.requests) == live_requests
 
 
@@ -98,10 +100,11 @@ def test_replay_only_miss_explains_what_changed(server: MessagesServer, tmp_path
     assert code == 0
     report = tmp_path / "r.json"
     code, out, _ = cli(*model_args(server, cache, "--cache-mode", "replay-only", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--temperature", "0.3", "--json", str(report)))
-    assert code == 1
+    assert code == 2
     case = RunReport.model_validate_json(report.read_text()).cases[0]
-    assert case.verdict == "FAIL"
-    explanation = case.failures[0].explanation
+    assert case.verdict == "INCONCLUSIVE" and case.failures == []
+    assert case.infrastructure_error is not None and case.infrastructure_error["kind"] == "cache_miss"
+    explanation = case.infrastructure_error["message"]
     assert "CacheMiss: No recorded response" in explanation and "replay-only" in explanation
     assert '+  "temperature": 0.3,' in explanation  # the diff names what changed
     assert "CacheMiss" in out

@@ -180,9 +180,11 @@ def test_corrupt_corpus_entry_names_the_file_and_the_fix(tmp_path: Path) -> None
     bad = tmp_path / "supportops_v1" / "deadbeef0000.json"
     bad.parent.mkdir(parents=True)
     bad.write_text("{not json")
-    with pytest.raises(agentprop.InputError, match="corrupt corpus entry") as info:
-        Corpus(tmp_path).entries()
-    assert "delete the file" in str(info.value) and str(bad) in str(info.value)
+    corpus = Corpus(tmp_path)
+    assert corpus.entries() == []  # skipped, not fatal: one bad entry must not block every run
+    (err,) = corpus.damaged
+    assert isinstance(err, agentprop.InputError) and "not valid JSON" in str(err)
+    assert f"delete {bad}" in str(err) and str(bad) in str(err)
 
 
 def test_shrink_validates_arguments() -> None:

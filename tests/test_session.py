@@ -107,6 +107,7 @@ CACHES = {
     ("agentprop/_modelapi/providers.py", "_PARAMETERS"): "the keyword parameters of an SDK method, per SDK class: a pure function's memo",
     ("agentprop/_scenario/build.py", "_LOADED"): "modules loaded from files by MODULE:ATTR: an import registry, like sys.modules",
     ("agentprop/strategies/_internal/paraphrase.py", "_LANGUAGE_CACHE"): "phrase packs compiled once: a pure function's memo",
+    ("agentprop/_util/scrub.py", "_secrets"): "API keys seen in this process, scrubbed from every error text: a deny-list that only grows, never a result",
 }
 """Module-level mutable values that are memos of pure functions, not session state."""
 

@@ -50,7 +50,7 @@ from agentprop._modelapi.client import (
 )
 from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
 from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy
-from agentprop.errors import MissingApiKey, ModelCallError
+from agentprop.errors import ApiUnavailable, MissingApiKey, ModelCallError
 
 if TYPE_CHECKING:
     from agentprop._agents.runtime import TurnContext
@@ -61,6 +61,7 @@ __all__ = [
     "RESPOND_TOOL",
     "AnthropicAgent",
     "AnthropicConversation",
+    "ApiUnavailable",
     "MissingApiKey",
     "ModelCallError",
     "default_cache_mode",

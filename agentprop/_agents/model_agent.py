@@ -39,11 +39,11 @@ from agentprop._scenario.world import copy_json
 from agentprop._spec.model import Spec
 from agentprop._spec.response import respond_tool_schema
 from agentprop.errors import (
-    BudgetExhausted,
-    CacheMiss,
+    ApiUnavailable,
+    CacheError,
     DeadlineExceeded,
+    InfrastructureError,
     InvalidArgument,
-    MissingApiKey,
     MissingDependency,
     ModelCallError,
     ToolError,
@@ -364,6 +364,27 @@ class ModelAgent:
         """The key to send (see :meth:`ModelClient.api_key`: the offline-key rule)."""
         return self.client.api_key()
 
+    def preflight(self) -> None:
+        """What must hold before the first run, checked once instead of failing every run:
+        the API cache opens (a damaged file raises :class:`~agentprop.errors.CacheError` naming
+        it and the fix); a miss can reach the model (a key is configured, or ``base_url`` is a
+        local endpoint: else :class:`~agentprop.errors.MissingApiKey`); in ``replay-only`` mode,
+        where nothing can be called, the cache holds responses of this model (else
+        ``CacheError``)."""
+        cache = self.cache
+        if cache.mode is not CacheMode.OFF:
+            cache._connection()  # opens the file and checks its tables
+        if cache.mode.calls_api:
+            self.api_key()
+            return
+        if cache.count(model=self.model) == 0:
+            raise CacheError(
+                f"{cache.path}: replay-only mode, and the API cache holds no response of model {self.model!r}, "
+                "so no run could be made (every model call would be a cache miss).\n"
+                "  fix: record the responses first (run with --cache-mode read-write and an API key, or unset CI), "
+                "or point --cache at the file that holds them"
+            )
+
     def stats(self) -> dict[str, Any]:
         """Counters for reports: model calls, cache hits, live calls, retries."""
         return self.client.stats()
@@ -472,14 +493,39 @@ def run_tool_call(ctx: TurnContext, name: str, args: Any) -> ToolOutcome:
         return ToolOutcome(f"invalid_arguments: {name} cannot take these arguments ({exc}); correct them", is_error=True)
 
 
-_PASS_THROUGH = (CacheMiss, MissingApiKey, MissingDependency, BudgetExhausted, DeadlineExceeded)
+_PASS_THROUGH = (InfrastructureError, MissingDependency, DeadlineExceeded)
 """Errors of a model call that go to the runtime as they are: what they say is not a model
-failure (a cache miss, a missing key or SDK, the budget, the turn's deadline)."""
+failure (a cache miss or a damaged cache, a missing key or SDK, the budget, the turn's
+deadline)."""
+
+_AUTH_ERRORS = frozenset({"AuthenticationError", "PermissionDeniedError"})
+_UNREACHABLE_ERRORS = frozenset({"APIConnectionError", "APITimeoutError", "RateLimitError", "InternalServerError"})
+
+
+def infrastructure_kind(exc: BaseException) -> str | None:
+    """``auth`` or ``api_unavailable`` when ``exc`` (or an exception it was raised from) is the
+    API refusing the key or staying unreachable, in either SDK (they name these exceptions
+    alike, and carry the HTTP status); ``None`` for anything else (a 400 is a request the
+    agent made, a malformed answer is the model's)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        names = {k.__name__ for k in type(current).__mro__}
+        status = getattr(current, "status_code", None)
+        if names & _AUTH_ERRORS or status in (401, 403):
+            return "auth"
+        if names & _UNREACHABLE_ERRORS or (isinstance(status, int) and (status == 429 or status >= 500)):
+            return "api_unavailable"
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def model_call_error(agent: ModelAgent, exc: BaseException, step: int, turn_index: int) -> BaseException:
-    """What a failed model call raises into the runtime: the pass-through errors as they are,
-    anything else as a :class:`ModelCallError` naming the call, secrets scrubbed."""
+    """What a failed model call raises into the runtime: the pass-through errors as they are;
+    the API refusing the key or staying unreachable as :class:`ApiUnavailable` (not the
+    agent's: never judged); anything else as a :class:`ModelCallError` naming the call, secrets
+    scrubbed."""
     if isinstance(exc, _PASS_THROUGH):
         return exc
     notes = " ".join(getattr(exc, "__notes__", []))
@@ -487,6 +533,11 @@ def model_call_error(agent: ModelAgent, exc: BaseException, step: int, turn_inde
         f"model call {step + 1} of turn {turn_index} ({agent.model}) failed: "
         f"{type(exc).__name__}: {exc}" + (f" [{notes}]" if notes else "")
     )
+    kind = infrastructure_kind(exc)
+    if kind is not None:
+        unavailable = ApiUnavailable(agent.client.scrub(message), kind=kind)
+        unavailable.__cause__ = exc
+        return unavailable
     error = ModelCallError(agent.client.scrub(message))
     error.__cause__ = exc
     return error

@@ -29,19 +29,18 @@ import random
 import threading
 import time
 import traceback
-import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, Union
 
 from agentprop._spec.response import validate_response
 from agentprop._spec.model import Spec
 from agentprop._util.aio import run_sync
-from agentprop._scenario.trace import ErrorKind, RunError, ToolCall, Trace, Turn, Usage
+from agentprop._util.scrub import scrub_text
+from agentprop._scenario.trace import INFRASTRUCTURE_KINDS, RunError, ToolCall, Trace, Turn, Usage
 from agentprop._scenario.world import World, copy_json, stable_seed
-from agentprop.errors import ToolError
+from agentprop.errors import InfrastructureError, ToolError
 
 
-_ERROR_KINDS = frozenset(typing.get_args(ErrorKind))
 
 
 class _ConversationRandom:
@@ -409,7 +408,7 @@ async def arun_conversation(
         agent = agent_factory()
         fn = _turn_callable(agent)
     except Exception as exc:  # the factory itself is agent code
-        trace.errors.append(RunError(kind="agent_exception", message=f"agent factory raised {type(exc).__name__}: {exc}", traceback=traceback.format_exc()))
+        trace.errors.append(_run_error(exc, None, prefix="agent factory raised "))
         trace.duration_s = time.perf_counter() - started
         return trace
     for index, message in enumerate(messages):
@@ -429,13 +428,7 @@ async def arun_conversation(
             turn.errors.append(RunError(kind="timeout", message=f"the agent did not finish the turn within {turn_timeout_s} s{why}", turn_index=index))
             stop = True
         except Exception as exc:
-            # errors that are not the agent's say what they are (the budget refusing a model call)
-            kind = getattr(exc, "run_error_kind", None)
-            if kind not in _ERROR_KINDS:
-                kind = "agent_exception"
-            turn.errors.append(
-                RunError(kind=kind, message=f"{type(exc).__name__}: {exc}", turn_index=index, traceback=traceback.format_exc())
-            )
+            turn.errors.append(_run_error(exc, index))
             stop = True
         finally:
             ctx._closed = True
@@ -468,6 +461,17 @@ async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | Non
         trace.errors.append(
             RunError(kind="agent_exception", message=f"close_conversation() raised {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         )
+def _run_error(exc: Exception, turn_index: int | None, *, prefix: str = "") -> RunError:
+    """The record of an exception that ended a run: an agent exception, or (for an
+    :class:`~agentprop.errors.InfrastructureError`) the error's own kind, so the run is never
+    judged as the agent's failure. Message and traceback are scrubbed of secrets."""
+    kind = exc.kind if isinstance(exc, InfrastructureError) and exc.kind in INFRASTRUCTURE_KINDS else "agent_exception"
+    return RunError(
+        kind=kind,  # type: ignore[arg-type]
+        message=scrub_text(f"{prefix}{type(exc).__name__}: {exc}"),
+        turn_index=turn_index,
+        traceback=scrub_text(traceback.format_exc()),
+    )
 
 
 def run_conversation(

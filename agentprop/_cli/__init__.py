@@ -16,6 +16,7 @@ from agentprop._cli import corpus, init, lint, report, run, serve, snapshot, tda
 from agentprop._cli.common import EXIT_OK, EXIT_USAGE
 from agentprop._version import __version__
 from agentprop.errors import AgentPropError
+from agentprop._util.scrub import scrub_text
 
 COMMANDS = (lint, run, corpus, snapshot, tdad, compile_command, serve, init, report)
 """In the order ``agentprop --help`` lists them."""
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
     try:
         return int(args.handler(args, out))
     except AgentPropError as exc:
-        print(f"agentprop: error: {exc}", file=err)
+        print(f"agentprop: error: {scrub_text(str(exc))}", file=err)  # an echoed key never reaches the terminal
         return EXIT_USAGE
     except BrokenPipeError:  # `agentprop run ... | head`
         return EXIT_OK

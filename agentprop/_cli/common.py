@@ -88,6 +88,7 @@ def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: 
     agent.check_spec(project.spec)
     agent.provider.sdk()  # a missing SDK is a usage error now, naming the extra, not an errored run per case
     api = f" through {agent.provider.label}" + (" (streamed)" if kind == "openai" and args.stream else "")
+    agent.preflight()  # a damaged cache or no way to call the model: one error now, not a failure per case
     print(
         f"model {args.model}{api}; prompt {prompt or '(written from the spec)'}; tool descriptions {tools or '(the spec)'}; "
         f"cache {cache if cache is not False else 'off'} ({mode.value if cache is not False else 'off'})",

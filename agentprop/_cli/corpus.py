@@ -83,12 +83,12 @@ def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) 
         entries = corpus.entries(retired=args.retired)
         if not entries:
             print(f"no {'retired ' if args.retired else ''}entries in {root}" + ("" if args.dir or args.spec else " (give --spec SPEC or --dir DIR for another corpus)"), file=out)
-            return EXIT_OK
         for e in entries:
             print(_entry_line(e), file=out)
             print(f"    {e.scenario.messages!r}", file=out)
             if e.retired_reason:
                 print(f"    {e.retired_reason}", file=out)
+        _print_damaged(corpus, out)
         return EXIT_OK
     if action == "show":
         entry = corpus.get(args.id)
@@ -119,6 +119,14 @@ def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) 
     count = corpus.clear()
     print(f"deleted {count} entries in {root}", file=out)
     return EXIT_OK
+
+
+def _print_damaged(corpus: Corpus, out: TextIO) -> None:
+    """The entry files :meth:`Corpus.entries` skipped, each with its problem and fix."""
+    for err in corpus.damaged:
+        print(f"damaged (skipped): {str(err).splitlines()[0]}", file=out)
+        if err.fix:
+            print(f"    fix: {err.fix}", file=out)
 
 
 def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
@@ -177,5 +185,6 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
         else:
             kept += 1
         print(message if verdict == "retired" else f"kept {entry.id}: {message}", file=out)
+    _print_damaged(corpus, out)
     print(f"pruned {corpus.root}: {removed} removed, {retired} retired, {kept} kept", file=out)
     return EXIT_OK

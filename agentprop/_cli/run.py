@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 from agentprop._cli.common import (
     EXIT_FAIL,
     EXIT_OK,
+    EXIT_USAGE,
     check_budget_args,
     check_explore,
     check_report_outputs,
@@ -45,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     run.add_argument("--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each bug (default 200; 0 turns shrinking off)")
     run.add_argument("--corpus", default=None, metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)")
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
+    run.add_argument("-v", "--verbose", action="store_true", help="show the traceback of an exception the agent raised (under its case) and of an error that is not the agent's")
     run.set_defaults(handler=command)
 
 
@@ -99,7 +101,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     report.metrics.extra["budget"] = snapshot.model_dump()
     if model_agent is not None:
         report.metrics.extra["model"] = {**model_agent.stats(), "cache": model_agent.cache.stats.as_dict()}
-    print(render_table(report), file=out)
+    print(render_table(report, verbose=args.verbose), file=out)
     if model_agent is not None:
         print(model_summary(model_agent.stats(), snapshot), file=out)
     if snapshot.exhausted and (snapshot.refused_runs or snapshot.refused_calls):
@@ -114,6 +116,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     write_report_outputs(report, args, out)
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
+    if print_infrastructure(report, out, verbose=args.verbose):
+        return EXIT_USAGE
     branches = report.metrics.extra["coverage"]["branches"]
     if not branches["met"] and not args.case:
         print(
@@ -124,3 +128,20 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_FAIL
     # NOT APPLICABLE cases (listed with their reason) neither pass nor fail the run
     return EXIT_OK if report.metrics.passed + report.metrics.not_applicable == report.metrics.cases else EXIT_FAIL
+
+
+def print_infrastructure(report: RunReport, out: TextIO, *, verbose: bool = False) -> bool:
+    """The cases left undecided by errors that are not the agent's (cache misses in
+    replay-only mode, no key, a refused key, an unreachable API, the budget spent inside a
+    run), with the first error in full; whether there were any (the run then exits 2)."""
+    hit = [c for c in report.cases if c.infrastructure_error]
+    if not hit:
+        return False
+    kinds = sorted({str(c.infrastructure_error["kind"]) for c in hit if c.infrastructure_error})
+    print(f"{len(hit)} case(s) not decided for reasons that are not the agent's ({', '.join(kinds)}): "
+          "nothing was shrunk or saved for them; fix the cause and run again", file=out)
+    first = hit[0].infrastructure_error or {}
+    print(f"  {hit[0].id}: " + str(first.get("message", "")).replace("\n", "\n    "), file=out)
+    if verbose and first.get("traceback"):
+        print("    " + str(first["traceback"]).rstrip().replace("\n", "\n    "), file=out)
+    return True

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentprop._cli.common import EXIT_FAIL, EXIT_OK, check_budget_args, check_report_outputs, cli_budget, load_cli_agent, selected_scenarios, write_report_outputs
+from agentprop._cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, check_budget_args, check_report_outputs, cli_budget, load_cli_agent, selected_scenarios, write_report_outputs
 from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent
 from agentprop._version import __version__
 from agentprop.errors import InputError
@@ -199,4 +199,6 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
         Path(args.json_path).write_text(checked.to_json(), encoding="utf-8")
         print(f"results written to {args.json_path}", file=out)
     write_report_outputs(checked, args, out)
+    if any(r.infrastructure_error for r in results):
+        return EXIT_USAGE  # not the agent's: see the note of each INCONCLUSIVE snapshot
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL

@@ -139,7 +139,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"mutation testing with {pack.mutation_pack_id}: {len(pack.mutations)} intents, "
                       f"{can_kill} visible cases the clean agent passes to kill them"
                       + (f" ({len(shown) - can_kill} it does not pass cannot kill)" if can_kill < len(shown) else "")
-                      + f"; each probe also runs on the clean agent", file=out)
+                      + "; each probe also runs on the clean agent", file=out)
                 mutation = await amutation_test(
                     project, pack, agent, visible, mutants=mutants, generate=generate, settings=oracle, probe_runs=args.probe_runs,
                     control_runs=args.control_runs, budget=budget, seed=args.seed,

@@ -39,7 +39,7 @@ from agentprop._decide.session import CorpusNote, Session, current_session, curr
 from agentprop._scenario.build import Scenario
 from agentprop._util.aio import run_sync
 from agentprop._scenario.trace import Trace
-from agentprop.errors import InvalidArgument
+from agentprop.errors import InfrastructureError, InvalidArgument
 
 PropertyResult = Union[Verdict, bool, Sequence[Verdict]]
 Property = Callable[[Trace], PropertyResult]
@@ -164,6 +164,15 @@ class ViolationContext:
     agent: LoadedAgent
     prop: Property | None
     seed: int
+
+
+def _not_the_agents(result: CheckResult) -> InfrastructureError:
+    """The error, not the agent's, that left ``result`` undecided: raised instead of an
+    :class:`AgentPropertyViolation`, so pytest reports it as an error of the test's setup and
+    nothing is shrunk or saved to the corpus."""
+    err = result.infrastructure_error
+    assert err is not None
+    return InfrastructureError(f"{result.name or 'check'}: not decided, for a reason that is not the agent's ({err.kind}): {err.message}", kind=err.kind)
 
 
 def _violation(result: CheckResult, context: ViolationContext) -> AgentPropertyViolation:
@@ -298,6 +307,8 @@ def check(
         project, scenario, agent, messages=messages, prop=prop, mode=mode, tau=tau, runs=runs, max_runs=max_runs,
         settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=seed, session=session,
     ))
+    if raise_on_failure and outcome.result.infrastructure_error is not None:
+        raise _not_the_agents(outcome.result)
     if raise_on_failure and outcome.result.verdict != "PASS":
         exc = _violation(outcome.result, outcome.context)
         if outcome.note:

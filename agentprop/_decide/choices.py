@@ -55,7 +55,7 @@ from agentprop._spec.free_spans import Drop, has_free, strip_free
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop.strategies._internal.free_spans import render as render_free
 from agentprop._agents.project import Project
-from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked, render_template
+from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked
 from agentprop.strategies._internal.packs import builtin_languages, resolve_pack
 from agentprop.strategies._internal.paraphrase import _build_plan, apply_transforms
 from agentprop.errors import AgentPropError, BindingsError, InvalidArgument

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from agentprop._util.files import write_atomic
+from agentprop._util.files import describe_validation, path_component, read_json, write_atomic
 from agentprop._scenario.build import Scenario
 
 if TYPE_CHECKING:
@@ -110,22 +110,33 @@ class Corpus:
 
     def __init__(self, root: str | Path = DEFAULT_DIR) -> None:
         self.root = Path(root)
+        self.damaged: list[InputError] = []
+        """Entry files that could not be read, each an error naming the file, what is wrong and
+        the fix. :meth:`entries` skips them (one damaged entry must not block every run of its
+        spec) and lists them here; callers report them."""
 
     def for_project(self, project: Project) -> Corpus:
         """This corpus (an explicit directory serves every project)."""
         return self
 
+    def folder(self, spec_id: str, *, retired: bool = False) -> Path:
+        """The folder of ``spec_id``'s entries: always inside the corpus, whatever the id
+        (``../../X`` or an absolute path is made a safe name, see :func:`path_component`)."""
+        base = self.root / RETIRED if retired else self.root
+        return base / path_component(spec_id, reserved=(RETIRED,))
+
     def path(self, entry: CorpusEntry) -> Path:
-        base = self.root / RETIRED if entry.retired else self.root
-        return base / entry.spec_id / f"{entry.id}.json"
+        return self.folder(entry.spec_id, retired=bool(entry.retired)) / f"{path_component(entry.id)}.json"
 
     def save(self, entry: CorpusEntry) -> Path:
         # atomic: a kill never leaves half an entry
         return write_atomic(self.path(entry), entry.model_dump_json(indent=2))
 
     def find(self, entry_id_: str, spec_id: str) -> CorpusEntry | None:
-        path = self.root / spec_id / f"{entry_id_}.json"
-        return self._read(path) if path.is_file() else None
+        """The live entry ``entry_id_`` of ``spec_id``; a damaged file there counts as absent
+        (it is noted in :attr:`damaged`, and the entry saved in its place replaces it)."""
+        path = self.folder(spec_id) / f"{path_component(entry_id_)}.json"
+        return self._read_or_note(path) if path.exists() else None
 
     def record(self, entry: CorpusEntry) -> tuple[CorpusEntry, bool]:
         """Save a newly shrunk reproducer, or update the entry that already holds the same bug
@@ -158,7 +169,7 @@ class Corpus:
         """Move ``entry`` to ``retired/<spec_id>/`` with the reason (its fault is gone)."""
         retired = entry.model_copy(update={"retired": now(), "retired_reason": reason})
         path = self.save(retired)
-        (self.root / entry.spec_id / f"{entry.id}.json").unlink(missing_ok=True)
+        self.path(entry.model_copy(update={"retired": None})).unlink(missing_ok=True)
         return path
 
     def clear(self) -> int:
@@ -167,7 +178,7 @@ class Corpus:
         entries = self.entries() + self.entries(retired=True)
         for entry in entries:
             self.remove(entry)
-        folders = [self.root / RETIRED / e.spec_id for e in entries if e.retired] + [self.root / e.spec_id for e in entries]
+        folders = [self.folder(e.spec_id, retired=True) for e in entries if e.retired] + [self.folder(e.spec_id) for e in entries]
         for folder in [*dict.fromkeys(folders), self.root / RETIRED, self.root]:
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
@@ -177,11 +188,13 @@ class Corpus:
         root = self.root / RETIRED if retired else self.root
         if not root.is_dir():
             return []
-        folders = [root / spec_id] if spec_id else sorted(p for p in root.iterdir() if p.is_dir() and (retired or p.name != RETIRED))
+        folders = [self.folder(spec_id, retired=retired)] if spec_id else sorted(p for p in root.iterdir() if p.is_dir() and (retired or p.name != RETIRED))
         out: list[CorpusEntry] = []
         for folder in folders:
             for path in sorted(folder.glob("*.json")):
-                entry = self._read(path)
+                entry = self._read_or_note(path)
+                if entry is None:
+                    continue
                 if agent_ref is not None and entry.agent_ref != agent_ref:
                     continue
                 if scenario_id is not None and entry.scenario_id != scenario_id:
@@ -203,15 +216,27 @@ class Corpus:
     def remove(self, entry: CorpusEntry) -> None:
         self.path(entry).unlink(missing_ok=True)
 
+    def _read_or_note(self, path: Path) -> CorpusEntry | None:
+        """The entry in ``path``, or ``None`` with the problem added to :attr:`damaged`."""
+        try:
+            return self._read(path)
+        except InputError as exc:
+            if all(d.location != exc.location for d in self.damaged):
+                self.damaged.append(exc)
+            return None
+
     @staticmethod
     def _read(path: Path) -> CorpusEntry:
+        fix = f"delete {path} (the failure it held is found and shrunk again if it still occurs)"
+        raw = read_json(path, what="a corpus entry", fix=fix)
         try:
-            return CorpusEntry.model_validate_json(path.read_text(encoding="utf-8"))
-        except (ValidationError, ValueError) as exc:
+            return CorpusEntry.model_validate(raw)
+        except (ValidationError, ValueError, RecursionError) as exc:
             raise InputError(
-                f"corrupt corpus entry: {exc.__class__.__name__}",
+                f"damaged corpus entry: {describe_validation(exc)}",
                 location=SourceLocation(path),
-                fix="delete the file (it will be recreated the next time the failure is shrunk)",
+                expected="a corpus entry as agentprop writes it",
+                fix=fix,
             ) from None
 
 
@@ -220,33 +245,47 @@ def now() -> str:
 
 
 def pytest_regression(entry: CorpusEntry, *, spec_path: str | None = None) -> str:
-    """A self-contained pytest test that decides ``entry`` with the oracle."""
-    spec = spec_path or entry.spec_path or "path/to/spec"
-    name = "".join(c if c.isalnum() else "_" for c in entry.scenario_id.lower()).strip("_")
-    scenario_json = entry.scenario.model_dump_json(indent=4)
-    prop = ", prop=lambda trace: agentprop.probe_verdicts(project.spec, SCENARIO, trace)" if entry.prop == "probe" else ""
-    return f'''"""Regression test for a shrunk agentprop failure (corpus entry {entry.id}).
+    """A self-contained pytest test that decides ``entry`` with the oracle.
 
-Failure: {entry.signature}
-Original first message: {entry.original_messages[0]!r}
-Reproducer messages:    {entry.scenario.messages!r}
+    Everything taken from the entry (messages, signature, ids, paths, the scenario) appears in
+    the code only as a ``repr()``-quoted literal, and names are made of letters, digits and
+    ``_`` only: an entry whose text holds quotes, triple quotes or newlines (a corpus file
+    someone edited, or a model's message) cannot inject code into the generated test.
+    """
+    spec = spec_path or entry.spec_path or "path/to/spec"
+    name = _identifier(entry.scenario_id.lower())
+    test_name = f"test_regression_{name}_{_identifier(entry.id)}"
+    prop = ", prop=lambda trace: agentprop.probe_verdicts(project.spec, SCENARIO, trace)" if entry.prop == "probe" else ""
+    return f'''"""Regression test for a shrunk agentprop failure (a corpus entry).
+
+The failure, the original message and the reproducer are the constants below.
 """
 
 from pathlib import Path
 
 import agentprop
 
+ENTRY = {entry.id!r}
+FAILURE = {entry.signature!r}
+ORIGINAL_FIRST_MESSAGE = {entry.original_messages[0] if entry.original_messages else ""!r}
+REPRODUCER_MESSAGES = {list(entry.scenario.messages)!r}
 SPEC = Path({spec!r})
 SCENARIO = agentprop.Scenario.model_validate_json(
-    r"""{scenario_json}"""
+    {entry.scenario.model_dump_json()!r}
 )
 
 
-def test_regression_{name}_{entry.id}() -> None:
+def {test_name}() -> None:
     project = agentprop.load_project(SPEC)
-    agent = agentprop.load_agent({entry.agent_ref!r}, SPEC if SPEC.is_dir() else SPEC.parent, {entry.agent_faults!r})
+    agent = agentprop.load_agent({entry.agent_ref!r}, SPEC if SPEC.is_dir() else SPEC.parent, {dict(entry.agent_faults)!r})
     agentprop.check(project, SCENARIO, agent{prop})
 '''
+
+
+def _identifier(text: str) -> str:
+    """``text`` as the tail of a Python identifier: letters and digits kept, the rest ``_``."""
+    out = "".join(c if c.isascii() and c.isalnum() else "_" for c in text).strip("_")
+    return out[:60] or "case"
 
 
 def entry_from_shrink(report: ShrinkReport, *, spec_id: str, spec_path: str | None, agent: LoadedAgent, prop: str = "mft") -> CorpusEntry:

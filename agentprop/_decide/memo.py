@@ -104,6 +104,12 @@ class TrialMemo:
         version = int(con.execute("PRAGMA user_version").fetchone()[0])
         tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if version == SCHEMA_VERSION and "runs" in tables:
+            columns = self._columns(con, "runs")
+            if not {"key", "trace_json"} <= columns:
+                raise self._fail(f"damaged trial memo: its `runs` table has columns {', '.join(sorted(columns))}, not key and trace_json")
+            problems = [str(r[0]) for r in con.execute("PRAGMA quick_check(5)")]
+            if problems != ["ok"]:
+                raise self._fail(f"damaged trial memo: SQLite's quick_check says {'; '.join(problems)[:300]}")
             return
         if version > SCHEMA_VERSION:
             raise self._fail(
@@ -167,12 +173,19 @@ class TrialMemo:
     def key(self, input_digest: str, fingerprint: str, trial: int) -> str:
         return hashlib.sha256(f"{self.namespace}\x1f{input_digest}\x1f{fingerprint}\x1f{trial}".encode()).hexdigest()
 
+    def _damaged(self, exc: sqlite3.DatabaseError) -> MemoFileError:
+        """A memo file that broke after it was opened (another process, the disk)."""
+        return self._fail(f"the trial memo failed: SQLite says {exc!s} (the file was damaged or changed while in use)")
+
     def get(self, key: str) -> Trace | None:
         """The run stored under ``key`` (a fresh copy on every call), or ``None``."""
         with self._lock:
             text = self._mem.get(key)
         if text is None and self.path is not None:
-            row = self._con().execute("SELECT trace_json FROM runs WHERE key = ?", (key,)).fetchone()
+            try:
+                row = self._con().execute("SELECT trace_json FROM runs WHERE key = ?", (key,)).fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged(exc) from None
             if row is not None:
                 text = str(row[0])
                 with self._lock:
@@ -185,6 +198,8 @@ class TrialMemo:
                 with self._lock:
                     self.unreadable += 1
                     self._mem.pop(key, None)
+            if trace is not None and trace.infrastructure_error is not None:
+                trace = None  # kept by an older agentprop: a run that was never made, made again
         with self._lock:
             if trace is None:
                 self.misses += 1
@@ -194,15 +209,25 @@ class TrialMemo:
 
     def put(self, key: str, trace: Trace) -> Trace:
         """Store a run under ``key``; returns it as every later :meth:`get` will see it (read
-        back from its JSON), so a fresh run and a replayed one are judged on equal traces."""
+        back from its JSON), so a fresh run and a replayed one are judged on equal traces. A run
+        stopped by an error that is not the agent's (a cache miss, no API key ...) is not a run
+        of the agent: it is returned as it is and never stored, so the trial is made again."""
+        if trace.infrastructure_error is not None:
+            return trace
         text = trace_json(trace)
         with self._lock:
             self._mem[key] = text
         if self.path is not None:
-            self._con().execute("INSERT OR REPLACE INTO runs VALUES (?, ?)", (key, text))
+            try:
+                self._con().execute("INSERT OR REPLACE INTO runs (key, trace_json) VALUES (?, ?)", (key, text))
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged(exc) from None
         return Trace.from_json(text)
 
     def __len__(self) -> int:
         if self.path is not None:
-            return int(self._con().execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+            try:
+                return int(self._con().execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged(exc) from None
         return len(self._mem)

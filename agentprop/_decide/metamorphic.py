@@ -35,7 +35,7 @@ from agentprop._decide.properties import first_failure
 from agentprop._scenario.build import Scenario
 from agentprop._stats import categorical_two_sample_test
 from agentprop._util.aio import run_sync
-from agentprop._scenario.trace import Trace
+from agentprop._scenario.trace import RunError, Trace
 from agentprop.errors import InvalidArgument
 
 MetaVerdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT APPLICABLE"]
@@ -83,6 +83,8 @@ class InvarianceResult(BaseModel):
     """Why the verdict is NOT APPLICABLE (or INCONCLUSIVE before any comparison)."""
     base_verdict: str | None = None
     """The verdict of the base case (the scenario's MFT) the invariance was gated on."""
+    infrastructure_error: RunError | None = None
+    """The error, not the agent's, that stopped the comparison (see :class:`~agentprop.errors.InfrastructureError`)."""
 
     def summary(self) -> str:
         if self.verdict == "NOT APPLICABLE":
@@ -105,8 +107,9 @@ async def _sample(
     budget: Budget | None,
     seed: int,
     examples: list[SampledRun] | None = None,
-) -> tuple[Counter[str], int, int, bool]:
-    """Run ``messages`` ``n`` times; return behaviour counts, MFT passes, runs, budget_out.
+) -> tuple[Counter[str], int, int, bool, RunError | None]:
+    """Run ``messages`` ``n`` times; return behaviour counts, MFT passes, runs, budget_out
+    and the error, not the agent's, that stopped the sampling (``None`` if none did).
     The runs are memoised like a check's (same key: the MFT check of the same messages shares
     them); the behaviour and the MFT verdict are worked out from each trace every time.
     ``examples`` receives the first run of each behaviour (up to :data:`EXAMPLES_PER_SIDE`)."""
@@ -120,8 +123,10 @@ async def _sample(
         trace = memo.get(key)
         if trace is None:
             if budget is not None and not budget.try_start_run():
-                return counts, passes, runs, True
+                return counts, passes, runs, True, None
             trace = memo.put(key, await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages)))
+            if trace.infrastructure_error is not None:  # a run that was not made: no behaviour to count
+                return counts, passes, runs, False, trace.infrastructure_error
         failed = first_failure(case.verdicts(trace))
         behaviour = decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")
         if examples is not None and behaviour not in counts and len(examples) < EXAMPLES_PER_SIDE:
@@ -134,7 +139,7 @@ async def _sample(
         counts[behaviour] += 1
         passes += failed is None
         runs += 1
-    return counts, passes, runs, False
+    return counts, passes, runs, False, None
 
 
 async def acheck_invariance(
@@ -168,29 +173,30 @@ async def acheck_invariance(
     memo = memo if memo is not None else current_session().memo
     first_trial = seed * 1_000_003
     original_examples: list[SampledRun] = []
-    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed, original_examples)
+    original, _, runs, out, infra = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed, original_examples)
     results: list[VariantResult] = []
     total = runs
     corrected = alpha / len(variants)
     for k, v in enumerate(variants):
-        if out:
+        if out or infra is not None:
             break
         # independent samples: each side gets its own trial indices (the two-sample test
         # assumes independence; shared indices would pair simulated agents' random draws)
         examples: list[SampledRun] = []
-        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed, examples)
+        counts, passes, r, out, infra = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed, examples)
         total += r
         if r < n:
             break
         p = categorical_two_sample_test(dict(original), dict(counts), seed=seed + k)
         results.append(VariantResult(messages=list(v), decisions=dict(counts), p_value=p, mft_pass_rate=passes / r, differs=p < corrected, examples=examples))
-    if out or len(results) < len(variants):
+    if out or infra is not None or len(results) < len(variants):
         verdict: MetaVerdict = "INCONCLUSIVE"
     else:
         verdict = "FAIL" if any(r.differs for r in results) else "PASS"
+    reason = None if infra is None else f"not the agent's ({infra.kind}): {infra.message.splitlines()[0] if infra.message else infra.kind}"
     return InvarianceResult(
         scenario=scenario.id, verdict=verdict, runs_per_side=n, alpha=alpha, original=dict(original), variants=results, runs=total,
-        budget_exhausted=out, base_verdict=base.verdict if base is not None else None, original_examples=original_examples,
+        budget_exhausted=out, base_verdict=base.verdict if base is not None else None, original_examples=original_examples, reason=reason, infrastructure_error=infra,
     )
 
 
@@ -201,6 +207,7 @@ def not_applicable(scenario: Scenario, base: CheckResult, *, n: int, alpha: floa
     if base.verdict == "INCONCLUSIVE":
         return InvarianceResult(scenario=scenario.id, verdict="INCONCLUSIVE", runs_per_side=n, alpha=alpha, original={},
                                 budget_exhausted=base.budget_exhausted, base_verdict=base.verdict,
+                                infrastructure_error=base.infrastructure_error,
                                 reason=f"its base case {scenario.id} is undecided ({seen}): invariance is decided only where the base case passes")
     first = f"; first failure: {base.failures[0].explanation}" if base.failures else ""
     return InvarianceResult(

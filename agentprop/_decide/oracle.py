@@ -48,7 +48,7 @@ from agentprop._stats import (
     pass_hat_k,
     wilson_interval,
 )
-from agentprop._scenario.trace import Trace
+from agentprop._scenario.trace import RunError, Trace
 from agentprop.errors import InvalidArgument
 from agentprop.errors import AgentPropertyViolation  # noqa: F401 (re-exported: defined in errors.py)
 
@@ -118,6 +118,12 @@ class FailureSeen(BaseModel):
     clause: str | None = None
     count: int
     first_trial: int
+    traceback: str | None = None
+    """The traceback of the exception that ended the first failing run, when the agent raised."""
+
+
+def _traceback_of(trace: Trace) -> str | None:
+    return next((e.traceback for e in trace.all_errors() if e.traceback), None)
 
 
 FAILING_PER_SIGNATURE = 3
@@ -170,6 +176,10 @@ class CheckResult(BaseModel):
     passing ones (:data:`PASSING_PER_RESULT`); ``runs - len(sampled_runs)`` were left out. Not
     part of the result's JSON (the run report carries them, see ``cases[].traces``)."""
     budget_exhausted: bool = False
+    infrastructure_error: RunError | None = None
+    """The error, not the agent's, that stopped the decision (a cache miss in replay-only
+    mode, no API key, a refused key, a spent budget inside a run ...): the verdict is then
+    INCONCLUSIVE, decided by ``infrastructure``."""
     settings: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -195,6 +205,9 @@ class CheckResult(BaseModel):
                 text += f"\n  violated clause: {f.clause}"
         if self.budget_exhausted:
             text += "\n  the budget ran out before a decision: this is not a pass"
+        if self.infrastructure_error is not None:
+            e = self.infrastructure_error
+            text += f"\n  not decided, for a reason that is not the agent's ({e.kind}): {e.message}"
         return text
 
     def raise_for_verdict(self) -> CheckResult:
@@ -235,7 +248,9 @@ Judge = Callable[[Trace], TrialRecord]
 """The property: what one run's trace says (pure: it is applied to stored runs again)."""
 
 
-def _verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool) -> tuple[OracleVerdict, str]:
+def _verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool, infra: RunError | None = None) -> tuple[OracleVerdict, str]:
+    if infra is not None and not test.done:
+        return "INCONCLUSIVE", "infrastructure"
     decision = test.decision
     rate = test.successes / test.n if test.n else 0.0
     if decision is None:
@@ -249,10 +264,10 @@ def _verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool) -
     return ("FAIL" if rate < settings.unstable_floor else "UNSTABLE"), settings.mode
 
 
-def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], settings: OracleSettings, budget_out: bool) -> CheckResult:
+def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], settings: OracleSettings, budget_out: bool, infra: RunError | None = None) -> CheckResult:
     n = test.n
     c = test.successes
-    verdict, decided_by = _verdict(test, settings, budget_out)
+    verdict, decided_by = _verdict(test, settings, budget_out, infra)
     counts: Counter[str] = Counter()
     first: dict[str, TrialOutcome] = {}
     for o in outcomes:
@@ -267,6 +282,7 @@ def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], setti
             clause=first[sig].record.clause,
             count=k,
             first_trial=first[sig].trial,
+            traceback=_traceback_of(first[sig].trace),
         )
         for sig, k in counts.most_common()
     ]
@@ -294,6 +310,7 @@ def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], setti
         sample_traces=samples,
         sampled_runs=sampled,
         budget_exhausted=budget_out,
+        infrastructure_error=infra if verdict == "INCONCLUSIVE" else None,
         settings={"mode": settings.mode, "tau": settings.tau, "alpha": settings.alpha, "beta": settings.beta, "max_runs": settings.max_runs, "runs": settings.runs},
     )
 
@@ -343,7 +360,8 @@ class _Memoised:
         return self.memo.get(self.memo.key(self.input_digest, self.fingerprint, trial))
 
     def store(self, trial: int, trace: Trace) -> Trace:
-        """Keep a fresh run; returns the trace to judge (as a later lookup will return it)."""
+        """Keep a fresh run; returns the trace to judge (as a later lookup will return it). A
+        run stopped by an error that is not the agent's is never kept (the memo refuses it)."""
         if self.memo is None:
             return trace
         return self.memo.put(self.memo.key(self.input_digest, self.fingerprint, trial), trace)
@@ -372,6 +390,7 @@ def decide(
     m = _Memoised(memo, input_digest, fingerprint, budget)
     outcomes: list[TrialOutcome] = []
     budget_out = False
+    infra: RunError | None = None
     i = first_trial
     while not test.done:
         trace = m.lookup(i)
@@ -385,11 +404,14 @@ def decide(
                 budget_out = True
                 break
             trace = m.store(i, trace)
+            infra = trace.infrastructure_error
+            if infra is not None:  # not the agent's: never judged; the decision stops here
+                break
         rec = judge(trace)
         outcomes.append(TrialOutcome(i, rec, trace, hit))
         test.update(rec.passed)
         i += 1
-    return _result(name, test, outcomes, settings, budget_out)
+    return _result(name, test, outcomes, settings, budget_out, infra)
 
 
 def decide_runs(
@@ -439,8 +461,9 @@ async def adecide(
     m = _Memoised(memo, input_digest, fingerprint, budget)
     outcomes: list[TrialOutcome] = []
     budget_out = False
+    infra: RunError | None = None
     i = first_trial
-    while not test.done and not budget_out:
+    while not test.done and not budget_out and infra is None:
         limit = test.max_runs
         remaining = (limit - test.n) if limit is not None else concurrency
         width = max(1, min(concurrency, remaining))
@@ -469,6 +492,9 @@ async def adecide(
                     break
                 trace = m.store(j, task.result())
                 stored.add(j)
+                infra = trace.infrastructure_error
+                if infra is not None:  # not the agent's: never judged; the decision stops here
+                    break
             rec = judge(trace)
             outcomes.append(TrialOutcome(j, rec, trace, hit))
             test.update(rec.passed)
@@ -477,4 +503,4 @@ async def adecide(
                 # ran past the decision: kept for the next decision on this input
                 m.store(j, task.result())
         i += width
-    return _result(name, test, outcomes, settings, budget_out)
+    return _result(name, test, outcomes, settings, budget_out, infra)

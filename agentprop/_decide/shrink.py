@@ -48,7 +48,7 @@ from agentprop._shrink import Calibration, Outcome, Unit, shrink as shrink_units
 from agentprop.strategies._internal.paraphrase import Paraphrase
 from agentprop._util.aio import run_sync
 from agentprop._scenario.world import get_path
-from agentprop.errors import InvalidArgument
+from agentprop.errors import InfrastructureError, InvalidArgument
 
 def _base_world(project: Project) -> dict[str, dict[str, Any]]:
     return {t: dict(v) for t, v in _fill_slots(project.bindings.world, project.bindings.slots).items()}
@@ -281,7 +281,9 @@ def shrink(
     signature to chase (``signature`` overrides). ``budget`` caps the shrinker's runs exactly;
     ``verify_runs`` fresh runs of the reproducer follow. ``session_budget`` (the run's shared
     budget) is charged for every new run and can stop the shrinker early: the best reproducer
-    confirmed so far is returned.
+    confirmed so far is returned. A run that meets an error that is not the agent's (a cache
+    miss in replay-only mode, no API key ...) stops the shrink with that
+    :class:`~agentprop.errors.InfrastructureError`: nothing it ran is kept.
 
     After the choices (and the world), the words inside the templates' free spans
     (``{~ ... ~}``, :mod:`agentprop._spec.free_spans`) are shrunk in a second search that starts
@@ -344,6 +346,9 @@ def shrink(
                 refused["n"] += 1
                 return TrialRecord(passed=True, signature=None, explanation="budget exhausted")
             trace = memo.put(key, run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref)))
+            infra = trace.infrastructure_error
+            if infra is not None:  # the run was not made: nothing to learn, nothing to keep
+                raise InfrastructureError(f"shrinking stopped: {infra.message}", kind=infra.kind)
         return record_for(case_of(candidate).verdicts(trace) if prop is None else verdicts_of(prop(trace)))
 
     others: dict[str, OtherFailure] = {}

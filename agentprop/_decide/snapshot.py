@@ -50,16 +50,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentprop._util.files import write_atomic
+from agentprop._util.files import describe_validation, read_json, write_atomic
 from agentprop._agents.loading import LoadedAgent
 from agentprop._modelapi.budget import Budget
 from agentprop._agents.project import Project
 from agentprop._scenario.build import Scenario
 from agentprop._stats import categorical_two_sample_test
-from agentprop._scenario.trace import Trace
-from agentprop.errors import InputError, InvalidArgument, SourceLocation
+from agentprop._scenario.trace import RunError, Trace
+from agentprop.errors import InputError, InvalidArgument, SourceLocation, clip_repr
 
 SCHEMA = "agentprop.snapshot/1"
 TEXT_LIMIT = 40
@@ -275,6 +275,25 @@ class Snapshot(BaseModel):
     behaviours: list[BehaviourRecord]
     approvals: list[Approval] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _consistent(self) -> Snapshot:
+        """The counts describe ``runs`` runs: each behaviour seen at least once, listed once,
+        the counts adding up to ``runs`` (a file edited by hand or damaged is refused, not
+        compared)."""
+        if self.runs < 0:
+            raise ValueError(f"runs is {self.runs}; a snapshot records at least 1 run")
+        keys = [b.key for b in self.behaviours]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"behaviour {twice[0]} is listed twice")
+        zero = [b.key for b in self.behaviours if b.count < 1]
+        if zero:
+            raise ValueError(f"behaviour {zero[0]} has count {next(b.count for b in self.behaviours if b.key == zero[0])}; every count is at least 1")
+        total = sum(b.count for b in self.behaviours)
+        if total != self.runs:
+            raise ValueError(f"the behaviour counts add up to {total}, but runs is {self.runs}")
+        return self
+
     @property
     def counts(self) -> dict[str, int]:
         return {b.key: b.count for b in self.behaviours}
@@ -312,6 +331,9 @@ class SnapshotResult(BaseModel):
     changes: list[BehaviourChange] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     reason: str | None = None
+    infrastructure_error: str | None = None
+    """The kind of the error, not the agent's, that left the check INCONCLUSIVE (``cache_miss``,
+    ``auth`` ...; the note has the message): nothing was recorded."""
     descriptions: dict[str, str] = Field(default_factory=dict)
 
     @property
@@ -322,7 +344,8 @@ class SnapshotResult(BaseModel):
         if self.verdict == "NEW":
             head = f"snapshot {self.name}: NEW (no baseline at {self.path})"
         elif self.verdict == "INCONCLUSIVE":
-            head = f"snapshot {self.name}: INCONCLUSIVE (the budget ran out after {self.runs} runs)"
+            why = f"a run met an error that is not the agent's: {self.infrastructure_error}" if self.infrastructure_error else "the budget ran out"
+            head = f"snapshot {self.name}: INCONCLUSIVE ({why} after {self.runs} runs)"
         else:
             test = f"p={self.p_value:.4f} {'<' if self.p_value < self.alpha else '>='} alpha={self.alpha}" if self.p_value is not None else "first baseline"
             head = f"snapshot {self.name}: {self.verdict} ({test}; {self.runs} runs vs baseline {self.baseline_runs})"
@@ -369,9 +392,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 def _file_stem(name: str) -> str:
     """A file name for a snapshot name: unsafe characters replaced, plus a short hash of the
-    exact name whenever anything was replaced, so two names never share a file."""
+    exact name whenever anything was replaced or the name ends in ``.pending``, so two names
+    never share a file and no baseline shares one with a pending candidate."""
     safe = _UNSAFE.sub("_", name).strip("._")[:120] or "_"
-    if safe != name:
+    # `NAME.pending.json` holds the candidate of NAME: no stem may end in `.pending`, or the
+    # baseline of `X.pending` would be the candidate of `X`
+    if safe != name or safe.lower().endswith(".pending"):
         safe += "-" + hashlib.sha256(name.encode()).hexdigest()[:6]
     return safe
 
@@ -391,11 +417,11 @@ class SnapshotStore:
 
     def load(self, name: str) -> Snapshot | None:
         path = self.path(name)
-        return _read(path) if path.is_file() else None
+        return _read(path) if path.exists() else None
 
     def load_pending(self, name: str) -> Snapshot | None:
         path = self.pending_path(name)
-        return _read(path) if path.is_file() else None
+        return _read(path) if path.exists() else None
 
     def baselines(self) -> list[Snapshot]:
         files = sorted(p for p in self.dir.glob("*.json") if not p.name.endswith(".pending.json")) if self.dir.is_dir() else []
@@ -452,32 +478,33 @@ class SnapshotStore:
         return approved
 
 
+_DAMAGED_FIX = "restore the file from version control, or delete it and record a new baseline (agentprop snapshot check SPEC)"
+
+
 def _read(path: Path) -> Snapshot:
-    text = path.read_text(encoding="utf-8")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"not valid JSON: {exc.msg}", location=SourceLocation(str(path), exc.lineno, exc.colno),
-            expected=f"a snapshot file ({SCHEMA})",
-            fix="restore the file from version control, or delete it and record a new baseline",
-        ) from None
+    raw = read_json(path, what="a snapshot file", fix=_DAMAGED_FIX)
     if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
         found = raw.get("schema") if isinstance(raw, dict) else type(raw).__name__
         raise InputError(
-            f"not an agentprop snapshot (schema {found!r})", location=SourceLocation(str(path)),
+            f"not an agentprop snapshot (schema {clip_repr(found, 60)})", location=SourceLocation(path),
             expected=f"\"schema\": \"{SCHEMA}\"",
             fix="snapshot directories hold only files agentprop wrote; move other files elsewhere",
         )
     try:
-        return Snapshot.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        snapshot = Snapshot.model_validate(raw)
+        if snapshot.runs < 1:
+            raise ValueError(f"runs is {snapshot.runs}; a snapshot file records at least 1 run")
+        return snapshot
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError too
         raise InputError(
-            f"invalid snapshot: {where}: {first['msg']}", location=SourceLocation(str(path)),
+            f"invalid snapshot: {describe_validation(exc)}", location=SourceLocation(path),
             expected=f"a snapshot file ({SCHEMA}) as agentprop writes it",
-            fix="restore the file from version control, or delete it and record a new baseline",
+            fix=_DAMAGED_FIX,
+        ) from None
+    except RecursionError:
+        raise InputError(
+            "invalid snapshot: nested too deep to read", location=SourceLocation(path),
+            expected=f"a snapshot file ({SCHEMA}) as agentprop writes it", fix=_DAMAGED_FIX,
         ) from None
 
 
@@ -547,9 +574,10 @@ async def record_snapshot(
     budget: Budget | None = None,
     concurrency: int = 8,
     messages: Sequence[str] | None = None,
-) -> tuple[Snapshot, int]:
-    """Run the case ``runs`` times and summarise the behaviours. Returns the snapshot and the
-    number of runs actually made (fewer when the budget ran out)."""
+) -> tuple[Snapshot, int, RunError | None]:
+    """Run the case ``runs`` times and summarise the behaviours. Returns the snapshot, the
+    number of runs actually made (fewer when the budget ran out) and the error, not the agent's,
+    that stopped a run (a cache miss, no key ...; such runs are left out)."""
     msgs = list(messages) if messages is not None else scenario.messages
     base = seed * 1_000_003 + 500_000
     gate = asyncio.Semaphore(max(1, concurrency))
@@ -563,7 +591,10 @@ async def record_snapshot(
         async with gate:
             return await project.arun(scenario, agent.factory, trial=trial, agent_name=agent.ref, messages=msgs)
 
-    traces = await asyncio.gather(*(one(t) for t in started))
+    everything = await asyncio.gather(*(one(t) for t in started))
+    # a run stopped by an error that is not the agent's is no behaviour of the agent
+    infra = next((t.infrastructure_error for t in everything if t.infrastructure_error is not None), None)
+    traces = [t for t in everything if t.infrastructure_error is None]
     records: dict[str, BehaviourRecord] = {}
     for trace in traces:
         behaviour = behaviour_of(trace, ignore=ignore)
@@ -578,7 +609,7 @@ async def record_snapshot(
         world=world_digest(scenario), ignore=list(ignore), runs=len(traces), seed=seed,
         agent=agent.ref, agent_fingerprint=agent.fingerprint, behaviours=ordered,
     )
-    return snapshot, len(traces)
+    return snapshot, len(traces), infra
 
 
 def compare(baseline: Snapshot, current: Snapshot, *, alpha: float, seed: int = 0) -> tuple[float, list[BehaviourChange], list[str]]:
@@ -650,8 +681,11 @@ async def acheck_snapshot(
     rerecord = False
     if baseline is not None:  # before any run: a mismatch should not cost runs
         rerecord = _check_same_case(baseline, project.spec.spec_id, msgs, world_digest(scenario), list(ignore), path, update=update)
-    current, made = await record_snapshot(project, scenario, agent, name=name, runs=runs, seed=seed,
-                                          ignore=ignore, budget=budget, messages=msgs)
+    current, made, infra = await record_snapshot(project, scenario, agent, name=name, runs=runs, seed=seed,
+                                                 ignore=ignore, budget=budget, messages=msgs)
+    if infra is not None:  # never recorded, never compared: the runs were not all made
+        return SnapshotResult(name=name, verdict="INCONCLUSIVE", path=path, directory=str(store.dir), alpha=alpha, runs=made,
+                              notes=[f"not the agent's ({infra.kind}): {infra.message}"], infrastructure_error=infra.kind)
     if rerecord:  # new ignore patterns: the old behaviours are not comparable, the approval replaces them
         if made < runs:
             return SnapshotResult(name=name, verdict="INCONCLUSIVE", path=path, directory=str(store.dir), alpha=alpha, runs=made)

@@ -59,6 +59,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from agentprop._util.scrub import REDACTED, SECRET_PATTERN, scrub_text
 from agentprop.errors import CacheError, CacheMiss, InvalidArgument
 
 __all__ = [
@@ -103,7 +104,6 @@ CONVERSATION_FIELDS = ("messages", "input")
 """Where a request body holds its conversation: ``messages`` (Anthropic Messages, OpenAI Chat
 Completions) or ``input`` (OpenAI Responses)."""
 
-REDACTED = "[REDACTED]"
 
 _SECRET_KEY_NAMES = frozenset(
     {
@@ -119,9 +119,7 @@ _SECRET_KEY_NAMES = frozenset(
         "client_secret",
     }
 )
-_SECRET_VALUE = re.compile(r"sk-ant-[A-Za-z0-9_\-]{6,}|(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}")
-"""API keys: Anthropic's (``sk-ant-...``) and OpenAI's (``sk-...``, ``sk-proj-...``: 20 or more key
-characters after ``sk-``, not glued to a word such as ``task-``)."""
+_SECRET_VALUE = SECRET_PATTERN
 _SECRET_IN_JSON = re.compile(rb"sk-[A-Za-z0-9_\-]{6,}")
 """Every match of :data:`_SECRET_VALUE` in a string shows in the string's JSON text as a match of
 this (a superset: it has no look-behind, which an escape such as ``\\n`` could defeat)."""
@@ -230,16 +228,6 @@ def _to_plain(value: Any, where: str = "request") -> Any:
 def _has_key(value: str) -> bool:
     """Whether the string holds something shaped like an API key (what the scrub redacts)."""
     return "sk-" in value and _SECRET_VALUE.search(value) is not None
-
-
-def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with API-key-shaped substrings and the given ``secrets`` replaced by
-    ``"[REDACTED]"`` (for error messages that are recorded or printed)."""
-    out = _SECRET_VALUE.sub(REDACTED, text)
-    for secret in secrets:
-        if secret:
-            out = out.replace(secret, REDACTED)
-    return out
 
 
 def scrub_secrets(value: Any, secrets: Iterable[str] = ()) -> Any:
@@ -895,12 +883,24 @@ class ApiCache:
                     return op()
                 except sqlite3.OperationalError as exc:
                     failed = exc
+                except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed" ...
+                    raise self._damaged(exc) from None
             message = str(failed).lower()
-            if ("locked" not in message and "busy" not in message) or time.monotonic() >= deadline:
+            if "locked" not in message and "busy" not in message:
+                raise self._damaged(failed) from None
+            if time.monotonic() >= deadline:
                 raise failed
             failed = None
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
+
+    def _damaged(self, exc: BaseException) -> CacheError:
+        """SQLite could not use the file: a damaged (or foreign) cache, never an agent failure."""
+        return CacheError(
+            f"{self.path}: the API cache file cannot be used: SQLite says {exc}.\n"
+            f"  fix: delete the file (responses are recorded again in read-write mode) or restore it from "
+            f"version control; ApiCache({str(self.path)!r}).verify() lists what is wrong with it"
+        )
 
     def _connection(self) -> sqlite3.Connection | None:
         """This thread's connection, or ``None`` when a mode that never writes finds no cache.
@@ -1059,9 +1059,15 @@ class ApiCache:
                 "damaged). Run ApiCache.verify() to list damaged entries, delete them with "
                 "ApiCache.delete(key), and re-record."
             )
-        return CachedResponse(
-            key, model, int(trial), _decode_stored(response_json), _decode_stored(usage_json), from_cache, float(created_at)
-        )
+        try:
+            return CachedResponse(
+                key, model, int(trial), _decode_stored(response_json), _decode_stored(usage_json), from_cache, float(created_at)
+            )
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise CacheError(
+                f"{self.path}: the entry {str(key)[:16]}... cannot be read back ({type(exc).__name__}: {str(exc)[:200]}). "
+                "Run ApiCache.verify() to list damaged entries, delete them with ApiCache.delete(key), and re-record."
+            ) from None
 
     def lookup(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
         """The recorded response for (request, trial), whatever the mode; ``None`` if absent."""
@@ -1076,6 +1082,8 @@ class ApiCache:
             row = conn.execute(_SELECT_BY_KEY, (key,)).fetchone()
         except sqlite3.OperationalError as exc:
             row = self._busy_retry(lambda: conn.execute(_SELECT_BY_KEY, (key,)).fetchone(), exc)
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
         return None if row is None else self._row_to_result(row, from_cache=True)
 
     def get(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
@@ -1298,7 +1306,13 @@ class ApiCache:
     # -- inspection ------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        rows = self._read("SELECT COUNT(*) FROM responses")
+        return self.count()
+
+    def count(self, *, model: str | None = None) -> int:
+        """Entries stored (of ``model`` only, when given); 0 when there is no cache file."""
+        rows = self._read("SELECT COUNT(*) FROM responses") if model is None else self._read(
+            "SELECT COUNT(*) FROM responses WHERE model = ?", (model,)
+        )
         return int(rows[0][0]) if rows else 0
 
     def entries(self) -> Iterator[CachedResponse]:
@@ -1309,33 +1323,43 @@ class ApiCache:
 
     def verify(self) -> list[str]:
         """Check the file: SQLite's ``integrity_check``, then every entry's checksum, JSON and
-        key. Returns the problems found (empty when the cache is sound)."""
-        integrity = self._read("PRAGMA integrity_check")
-        if integrity is None:
+        key. Returns the problems found (empty when the cache is sound); never raises for a
+        damaged file, which is itself a problem on the list."""
+        if not self.path.exists():
             return []
         problems: list[str] = []
+
+        def read(sql: str) -> list[tuple[Any, ...]] | None:
+            try:
+                return self._read(sql)
+            except CacheError as exc:
+                problems.append(str(exc).splitlines()[0].removeprefix(f"{self.path}: "))
+                return None
+
+        integrity = read("PRAGMA integrity_check")
+        if integrity is None:
+            return problems or ["not an agentprop API cache: the file has no schema_version and responses tables"]
         if [r[0] for r in integrity] != ["ok"]:
             problems.extend(f"integrity_check: {r[0]}" for r in integrity)
-        version = self._read("SELECT version FROM schema_version") or []
-        if [v[0] for v in version] != [SCHEMA_VERSION]:
+        version = read("SELECT version FROM schema_version")
+        if version is not None and [v[0] for v in version] != [SCHEMA_VERSION]:
             problems.append(f"schema_version is {version}, expected [{SCHEMA_VERSION}]")
-        for key, model, trial, request_json, response_json, usage_json, _created, checksum in (
-            self._read(f"SELECT {_COLUMNS} FROM responses") or []
-        ):
-            if _checksum(key, request_json, response_json, usage_json) != checksum:
-                problems.append(f"{key}: checksum mismatch")
-                continue
+        for row in read(f"SELECT {_COLUMNS} FROM responses") or []:
+            key = str(row[0])[:64]
             try:
+                key, model, trial, request_json, response_json, usage_json, _created, checksum = row
+                if _checksum(key, request_json, response_json, usage_json) != checksum:
+                    problems.append(f"{key}: checksum mismatch")
+                    continue
                 request = json.loads(request_json)
                 json.loads(response_json)
                 json.loads(usage_json)
-            except ValueError as exc:
-                problems.append(f"{key}: stored JSON does not parse ({exc})")
-                continue
-            if _key_from_canonical(request_json, int(trial)) != key:
-                problems.append(f"{key}: key does not match the stored request and trial")
-            if request.get("model") != model:
-                problems.append(f"{key}: model column {model!r} differs from the request's")
+                if _key_from_canonical(request_json, int(trial)) != key:
+                    problems.append(f"{key}: key does not match the stored request and trial")
+                if not isinstance(request, dict) or request.get("model") != model:
+                    problems.append(f"{key}: model column {model!r} differs from the request's")
+            except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+                problems.append(f"{key}: unreadable entry ({type(exc).__name__}: {str(exc)[:200]})")
         return problems
 
     # -- miss explanation ------------------------------------------------------------------------

@@ -55,6 +55,7 @@ from agentprop._modelapi.cache import (
     scrub_text,
 )
 from agentprop._modelapi.context import ModelCallContext, current_model_context
+from agentprop._util.scrub import register_secret
 from agentprop._modelapi.limiter import AdaptiveConcurrency
 from agentprop._modelapi.providers import Provider, TextPrompt, TokenUsage
 from agentprop._modelapi.retry import (
@@ -259,6 +260,7 @@ class ModelClient:
         self.model = model
         self.base_url = base_url
         self._api_key = api_key
+        register_secret(api_key)  # never echoed into a trace, a report or the terminal
         self._cache_arg: Any = None if cache is True else cache
         self.cache_mode = None if cache_mode is None else CacheMode.parse(cache_mode)
         self.budget = budget

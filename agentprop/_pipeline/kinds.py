@@ -38,7 +38,7 @@ Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
 
 
 def _failures(result: CheckResult) -> list[FailureSummary]:
-    return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial, clause=f.clause) for f in result.failures]
+    return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial, clause=f.clause, traceback=f.traceback) for f in result.failures]
 
 
 def run_traces(runs: list[SampledRun], *, side: str | None = None, world: dict[str, Any] | None = None) -> list[RunTrace]:
@@ -83,7 +83,20 @@ def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckRe
         world=scenario.world.model_dump(mode="json"),
         traces=traces,
         traces_omitted=max(0, result.runs - len(traces)),
+        **_infrastructure(result),
     )
+
+
+def _infrastructure(result: CheckResult) -> dict[str, Any]:
+    """``reason`` and ``infrastructure_error`` of a case the infrastructure left undecided."""
+    err = result.infrastructure_error
+    if err is None:
+        return {}
+    first = err.message.splitlines()[0] if err.message else err.kind
+    return {
+        "reason": f"not the agent's ({err.kind}): {first}",
+        "infrastructure_error": {"kind": err.kind, "message": err.message, "traceback": err.traceback},
+    }
 
 
 def boundary_case_ids(cases: list[Any]) -> list[str]:
@@ -222,6 +235,7 @@ async def extra_cases(
                     world=world,
                     traces=traces,
                     traces_omitted=max(0, runs - len(traces)),
+                    **_infrastructure(r.base if r.base.infrastructure_error is not None else r.perturbed),
                 )
 
             jobs.append(direction())
@@ -303,6 +317,9 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
         capabilities=scenario.capabilities,
         branches=scenario.branches,
         reason=r.reason,
+        infrastructure_error=None if r.infrastructure_error is None else {
+            "kind": r.infrastructure_error.kind, "message": r.infrastructure_error.message, "traceback": r.infrastructure_error.traceback,
+        },
         details={
             "alpha": r.alpha,
             "runs_per_side": r.runs_per_side,

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -46,8 +47,9 @@ from agentprop._pipeline.report.model import (
 )
 from agentprop._decide.check import Property
 from agentprop._pipeline.probe import probe_cases, probe_property
-from agentprop._decide.safety import CaseSettings, case_settings, describe, safety_settings, spec_rule, strictness
+from agentprop._decide.safety import CaseSettings, case_settings, describe, safety_settings, strictness
 from agentprop._scenario.build import Scenario
+from agentprop.errors import InfrastructureError
 
 
 @dataclass
@@ -213,6 +215,13 @@ async def arun_cases(
     regressions: list[CaseReport] = []
     events: list[CorpusEvent] = []
     entries = corpus.entries(spec_id=spec.spec_id, agent_ref=agent.ref) if corpus is not None else []
+    for damaged in corpus.damaged if corpus is not None else []:
+        # skipped, not fatal: the other entries still replay
+        where = damaged.location.path if damaged.location is not None else None
+        events.append(CorpusEvent(
+            entry=Path(str(where)).stem if where else "?", action="damaged", signature="",
+            message=f"skipped damaged entry {str(damaged).splitlines()[0]}; fix: {damaged.fix}",
+        ))
     try:
         progress.start()
         if entries:
@@ -364,18 +373,24 @@ def shrink_failures(
     out: list[ShrinkReport] = []
     by_case: dict[str, ShrinkReport] = {}
     progress = Progress(0, stream) if stream is not None and budget > 0 else None
+    stopped: dict[str, str] = {}
 
     def shrink_case(case: CaseReport, signature: str) -> ShrinkReport | None:
         scenario, result = report._checks[case.id]
         if progress is not None:
             progress.note(f"shrinking {case.id} …")
         explored = report._explored.get(case.id)
-        if explored is not None:  # shrink the explored (or PROBE) input's choices, in its base scenario
-            shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
-                            budget=budget, memo=memo, session_budget=session_budget, seed=seed, prop=explored.prop, suspects=_shared_families(report, signature))
-        else:
-            shrunk = shrink(project, scenario, agent, failing=result, signature=signature, budget=budget, memo=memo, session_budget=session_budget, seed=seed,
-                            prop=report._props.get(case.id))
+        try:
+            if explored is not None:  # shrink the explored (or PROBE) input's choices, in its base scenario
+                shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
+                                budget=budget, memo=memo, session_budget=session_budget, seed=seed, prop=explored.prop,
+                                suspects=_shared_families(report, signature))
+            else:
+                shrunk = shrink(project, scenario, agent, failing=result, signature=signature, budget=budget, memo=memo, session_budget=session_budget, seed=seed,
+                                prop=report._props.get(case.id))
+        except InfrastructureError as exc:  # not the agent's: no reproducer, nothing saved
+            stopped[case.id] = f"not shrunk: a run met an error that is not the agent's ({exc.kind}): {str(exc).splitlines()[0]}"
+            return None
         out.append(shrunk)
         by_case[case.id] = shrunk
         return shrunk
@@ -387,6 +402,9 @@ def shrink_failures(
         if progress is not None:
             progress.start()
         bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable)
+        for bug in bugs:
+            if bug.representative in stopped:
+                bug.note = stopped[bug.representative]
         for bug in bugs:
             if corpus is None or bug.origin != "cases" or bug.known or bug.representative is None:
                 continue
@@ -553,11 +571,12 @@ def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
     return [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
 
 
-def render_table(report: RunReport, *, width: int | None = None) -> str:
+def render_table(report: RunReport, *, width: int | None = None, verbose: bool = False) -> str:
     """The terminal summary: one line per case, then totals (fits one screen for a spec).
 
     The cost column appears only when something cost money; the first failure is cut to the
-    terminal width (the JSON report has it whole)."""
+    terminal width (the JSON report has it whole). ``verbose``: under a case whose first
+    failure is an exception the agent raised, its traceback."""
     if width is None:
         # cut to the terminal's width; in a log or a pipe keep every word
         width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10_000
@@ -585,6 +604,9 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
         cost = f" {c.cost_usd:>8.4f}" if show_cost else ""
         rule = f"  {(c.rule or '')[:rw]:<{rw}}" if rw else ""
         lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<{vw}} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}{rule}  {fail}".rstrip())
+        tb = c.failures[0].traceback if verbose and c.failures else None
+        if tb:
+            lines.extend("    " + line for line in tb.rstrip().splitlines())
     lines.extend(f"corpus: {e.message}" for e in report.corpus)
     for kind, group in kinds_seen.items():
         if kind in _LISTED:

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import itertools
 import os
 import re
 import sys
-from collections.abc import Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentprop._spec.bindings import Bindings, VariableBinding, parse_field_path, schema_at
+from agentprop._spec.bindings import Bindings, VariableBinding, fill_slots, parse_field_path, schema_at
 from agentprop._spec.free_spans import has_free, strip_free
 from agentprop._spec.paths import Constraint, TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop._spec.requirements import anchor_overlap
@@ -43,7 +42,7 @@ from agentprop._spec.when import (
     variables,
 )
 from agentprop._scenario.world import Failure, World, get_path
-from agentprop.errors import AgentPropError, BindingsError, InputError, SourceLocation
+from agentprop.errors import AgentPropError, BindingsError, InputError, SourceLocation, clip, clip_repr
 from agentprop.errors import Unsatisfiable  # noqa: F401 (re-exported: defined in errors.py)
 
 
@@ -308,15 +307,12 @@ def _solve(spec: Spec, bindings: Bindings, path: TreePath, constraints: list[Con
             defaults[n] = _world_default(bindings, spec, var)
     slots = list(dict.fromkeys(keys.values()))
     domains = [_candidates(base_name(k), spec, bindings, exprs, defaults) for k in slots]
-    for combo in itertools.product(*domains):
-        env = dict(zip(slots, combo))
-        try:
-            if all(evaluate(c.as_expr(), {n: env[keys[(n, c.instance)]] for n in variables(c.expr)}) for c in constraints) and (
-                len(slots) == len(names) or _instances_realisable(bindings, env)
-            ):
-                return env
-        except (UnboundVariable, TypeError):
-            continue
+    found = _first_assignment(
+        slots, domains, constraints, keys,
+        lambda env: len(slots) == len(names) or _instances_realisable(bindings, env),
+    )
+    if found is not None:
+        return found
     shown = ", ".join(slots)
     raise Unsatisfiable(
         f"no values of {shown} satisfy path {path.id}: "
@@ -326,6 +322,65 @@ def _solve(spec: Spec, bindings: Bindings, path: TreePath, constraints: list[Con
            "that differ in their failure can change" if len(slots) != len(names) else "")
         + ")"
     )
+
+
+MAX_SOLVER_STEPS = 200_000
+"""Most partial assignments the solver tries for one path before it gives up (the shipped
+examples need a few hundred at most)."""
+
+
+def _first_assignment(
+    slots: list[str],
+    domains: list[list[Any]],
+    constraints: list[Constraint],
+    keys: dict[tuple[str, int], str],
+    accept: Callable[[dict[str, Any]], bool],
+) -> dict[str, Any] | None:
+    """The first assignment, in the order of ``itertools.product(*domains)``, under which every
+    constraint holds and ``accept`` agrees; ``None`` if there is none.
+
+    A backtracking search: a constraint is evaluated as soon as every slot it reads has a
+    value, and a partial assignment that breaks one (or makes it raise) is not extended, so
+    contradictory paths are rejected without enumerating the whole product. Past
+    :data:`MAX_SOLVER_STEPS` partial assignments it raises :class:`Unsatisfiable` naming the limit.
+    """
+    position = {k: i for i, k in enumerate(slots)}
+    ready: list[list[Constraint]] = [[] for _ in slots]
+    for c in constraints:
+        reads = [position[keys[(n, c.instance)]] for n in variables(c.expr)]
+        if slots:
+            ready[max(reads, default=0)].append(c)
+    env: dict[str, Any] = {}
+    steps = 0
+
+    def holds(c: Constraint) -> bool:
+        try:
+            return bool(evaluate(c.as_expr(), {n: env[keys[(n, c.instance)]] for n in variables(c.expr)}))
+        except (UnboundVariable, TypeError, ArithmeticError):
+            return False
+
+    def extend(depth: int) -> dict[str, Any] | None:
+        nonlocal steps
+        if depth == len(slots):
+            return dict(env) if accept(env) else None
+        for value in domains[depth]:
+            steps += 1
+            if steps > MAX_SOLVER_STEPS:
+                raise Unsatisfiable(
+                    f"gave up after trying {MAX_SOLVER_STEPS:,} partial assignments of {', '.join(slots)} "
+                    f"(agentprop's limit): the variables have too many candidate values to search"
+                )
+            env[slots[depth]] = value
+            if all(holds(c) for c in ready[depth]):
+                found = extend(depth + 1)
+                if found is not None:
+                    return found
+            del env[slots[depth]]
+        return None
+
+    if not slots:
+        return {} if all(holds(c) for c in constraints) and accept({}) else None
+    return extend(0)
 
 
 # ----------------------------------------------------------------------------- realising
@@ -373,19 +428,7 @@ def render_marked(template: str, slots: Mapping[str, Any], withheld: set[str], s
     return re.sub(r"\s{2,}", " ", text).strip()
 
 
-def _fill_slots(value: Any, slots: Mapping[str, Any]) -> Any:
-    """Replace ``{slot}`` in every string inside ``value`` (a whole-string placeholder keeps the
-    slot's own type)."""
-    if isinstance(value, str):
-        whole = _SLOT.fullmatch(value)
-        if whole and whole.group(1) in slots:
-            return slots[whole.group(1)]
-        return _SLOT.sub(lambda m: str(slots.get(m.group(1), m.group(0))), value)
-    if isinstance(value, dict):
-        return {k: _fill_slots(v, slots) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fill_slots(v, slots) for v in value]
-    return value
+_fill_slots = fill_slots
 
 
 def _lookup_value(table: Mapping[Hashable, Any], value: Any) -> Any:
@@ -1003,9 +1046,10 @@ _LOADED: dict[tuple[str, str], tuple[str, Any]] = {}
 def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
     """Import ``MODULE:ATTR`` (``MODULE`` may be a file next to the bindings, e.g.
     ``agent:make_agent`` for ``agent.py``)."""
-    if ":" not in ref:
+    module_name, colon, attr = ref.partition(":")
+    if not colon or not module_name or not attr.replace(".", "_").isidentifier():
         raise InputError(
-            f"cannot load {what} {ref!r}",
+            f"cannot load {what} {clip_repr(ref)}",
             expected="MODULE:ATTR, e.g. `agent:make_agent` or `mypkg.agents:build`",
             fix="name the module and the attribute separated by a colon",
         )
@@ -1044,9 +1088,9 @@ def _import_module(module_name: str, base_dir: Path, *, what: str, ref: str) -> 
         else:
             unique = module_name
             module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except (ImportError, TypeError, ValueError) as exc:  # TypeError: `../x` reads as a relative import
         raise InputError(
-            f"cannot import module {module_name!r} for {what} {ref!r}: {exc}",
+            f"cannot import module {clip_repr(module_name)} for {what} {clip_repr(ref)}: {clip(str(exc), 300)}",
             location=SourceLocation(base_dir),
             fix=f"make {module_name} importable (install it, or put {module_name}.py in {base_dir})",
         ) from None

@@ -23,7 +23,19 @@ ErrorKind = Literal[
     "respond_twice",
     "budget_exhausted",
     "protocol",
+    "cache_miss",
+    "cache_error",
+    "missing_api_key",
+    "auth",
+    "api_unavailable",
+    "infrastructure",
 ]
+
+INFRASTRUCTURE_KINDS: frozenset[str] = frozenset(
+    {"budget_exhausted", "cache_miss", "cache_error", "missing_api_key", "auth", "api_unavailable", "infrastructure"}
+)
+"""Run errors that are not the agent's (see :class:`agentprop.errors.InfrastructureError`): a
+run that meets one is never judged, memoised, shrunk or saved to the corpus."""
 
 
 class ToolCall(BaseModel):
@@ -136,6 +148,12 @@ class Trace(BaseModel):
 
     def all_errors(self) -> list[RunError]:
         return [*self.errors, *(e for t in self.turns for e in t.errors)]
+
+    @property
+    def infrastructure_error(self) -> RunError | None:
+        """The first error of this run that is not the agent's (a cache miss in replay-only
+        mode, no API key, a refused key, a spent budget ...), or ``None``."""
+        return next((e for e in self.all_errors() if e.kind in INFRASTRUCTURE_KINDS), None)
 
     @property
     def tool_calls(self) -> list[ToolCall]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import math
 import pickle
 import random
 import string
@@ -139,7 +140,8 @@ def generate_value(schema: Mapping[str, Any] | None, rng: random.Random, name: s
     Booleans are ``True`` and enums take their first value, so a default world is the happy
     path; numbers and strings vary with the seed.
     """
-    schema = schema or {}
+    if not isinstance(schema, Mapping):  # a boolean schema, or none: no constraint to follow
+        return None
     if "const" in schema:
         return copy.deepcopy(schema["const"])
     if "enum" in schema and schema["enum"]:
@@ -149,26 +151,37 @@ def generate_value(schema: Mapping[str, Any] | None, rng: random.Random, name: s
         kind = next((k for k in kind if k != "null"), None)
     if kind == "object" or (kind is None and "properties" in schema):
         props = schema.get("properties", {})
-        return {k: generate_value(v, rng, k) for k, v in props.items()}
+        return {k: generate_value(v, rng, k) for k, v in props.items()} if isinstance(props, Mapping) else {}
     if kind == "array":
         items = schema.get("items", {})
-        n = max(int(schema.get("minItems", 1)), 1)
+        if isinstance(items, list):  # draft-4 tuple items: one value per position
+            return [generate_value(item, rng, name) for item in items]
+        n = max(int(_bound(schema.get("minItems"), 1)), 1)  # bounded at spec load (_spec/schemas.py)
         return [generate_value(items, rng, name.rstrip("s") or name) for _ in range(n)]
     if kind == "string":
         return _string_for(name, schema, rng)
     if kind == "integer":
-        lo = int(schema.get("minimum", 0))
-        hi = int(schema.get("maximum", lo + 100))
-        return rng.randint(lo, hi)
+        low = math.ceil(_bound(schema.get("minimum"), 0))
+        high = math.floor(_bound(schema.get("maximum"), low + 100))
+        return rng.randint(low, max(low, high))
     if kind == "number":
-        lo = float(schema.get("minimum", 0.0))
-        hi = float(schema.get("maximum", lo + 500.0))
-        return round(rng.uniform(lo, hi), 2)
+        lo = float(_bound(schema.get("minimum"), 0.0))
+        hi = float(_bound(schema.get("maximum"), lo + 500.0))
+        return round(rng.uniform(lo, max(lo, hi)), 2)
     if kind == "boolean":
         return True
     if kind == "null":
         return None
     return None
+
+
+def _bound(value: Any, default: float) -> float:
+    """A numeric schema keyword's value, or ``default`` when it is absent or not a finite
+    number (specs are checked when they load; this keeps generation total for schemas built
+    in code)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    return value if isinstance(value, int) or math.isfinite(value) else default
 
 
 def set_path(target: Any, path: str | list[str | int], value: Any) -> None:

@@ -34,12 +34,13 @@ node stands for (``outcomes``). :func:`load_bindings` validates all of it agains
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from agentprop._spec.free_spans import free_span_problem
 from agentprop._spec.grounding import GROUNDING_KINDS, ResponseGrounding, declared_fields, default_grounding
@@ -48,8 +49,8 @@ from agentprop._spec.model import Spec
 from agentprop._spec.when import Compare, Symbol, atoms
 from agentprop._spec.when import Literal as WhenLiteral
 from agentprop._spec.when import Path as WhenPath
-from agentprop._util.yaml_source import YamlSource, load_yaml
-from agentprop.errors import BindingsError, SourceLocation
+from agentprop._util.yaml_source import YamlSource, describe_loc, load_yaml
+from agentprop.errors import BindingsError, SourceLocation, clip, clip_repr
 
 BINDINGS_FILE_NAMES = ("agentprop.yaml", "agentprop.yml")
 
@@ -66,6 +67,26 @@ def language_of(text: str) -> str:
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+MAX_MAGNITUDE = 2.0**53
+"""Largest ``min``/``max`` of a world binding in absolute value (past 2^53 a float cannot step
+from one number to the next, so no boundary case can be built)."""
+
+
+def is_object_ref(ref: str) -> bool:
+    """Whether ``ref`` has the form ``MODULE:ATTR`` (dotted Python names on both sides)."""
+    module, colon, attr = ref.partition(":")
+    return bool(colon) and all(p.isidentifier() for p in module.split(".")) and all(p.isidentifier() for p in attr.split("."))
+
+
+def _object_ref(ref: str, what: str) -> str:
+    if not is_object_ref(ref):
+        raise ValueError(
+            f"{what} {clip_repr(ref)} is not MODULE:ATTR (dotted Python names, e.g. `agent:SupportOpsAgent` for "
+            "SupportOpsAgent in agent.py next to the bindings); paths are not accepted"
+        )
+    return ref
 
 
 class Effect(_Strict):
@@ -88,10 +109,25 @@ class WorldBinding(_Strict):
     max: float | None = None
     precision: float | None = None
 
+    @field_validator("min", "max", "precision")
+    @classmethod
+    def _finite(cls, value: float | None, info: Any) -> float | None:
+        if value is None:
+            return value
+        if not math.isfinite(value):
+            raise ValueError(f"`{info.field_name}: {value}` is not a finite number; give a number, or leave it out")
+        if abs(value) > MAX_MAGNITUDE:
+            raise ValueError(f"`{info.field_name}: {value:g}` is over agentprop's limit of 2^53 in absolute value (past it a float cannot step from one number to the next)")
+        if info.field_name == "precision" and value <= 0:
+            raise ValueError(f"`precision: {value:g}` must be greater than 0 (the smallest step of the field)")
+        return value
+
     @model_validator(mode="after")
     def _one_of(self) -> WorldBinding:
         if self.field is None and self.values is None:
             raise ValueError("a world binding needs `field:` (the value is written there) or `values:`")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"`min: {self.min:g}` is greater than `max: {self.max:g}`: no value fits; make min at most max")
         return self
 
 
@@ -210,6 +246,18 @@ class Bindings(_Strict):
     languages: list[str] | None = None
     """The languages users write in (``[en, zh]``); default: those of the templates."""
 
+    @field_validator("agent")
+    @classmethod
+    def _agent_ref(cls, value: str | None) -> str | None:
+        return value if value is None or value == "anthropic" else _object_ref(value, "agent")
+
+    @field_validator("handlers")
+    @classmethod
+    def _handler_refs(cls, value: dict[str, str]) -> dict[str, str]:
+        for ref in value.values():
+            _object_ref(ref, "handler")
+        return value
+
     _path: Path | None = PrivateAttr(default=None)
     _src: YamlSource | None = PrivateAttr(default=None)
     _warnings: list[str] = PrivateAttr(default_factory=list)
@@ -289,7 +337,26 @@ class Bindings(_Strict):
         return SourceLocation(self._path)
 
 
+def fill_slots(value: Any, slots: Mapping[str, Any]) -> Any:
+    """Replace ``{slot}`` in every string inside ``value`` (a whole-string placeholder keeps the
+    slot's own type)."""
+    if isinstance(value, str):
+        whole = _SLOT.fullmatch(value)
+        if whole and whole.group(1) in slots:
+            return slots[whole.group(1)]
+        return _SLOT.sub(lambda m: str(slots.get(m.group(1), m.group(0))), value)
+    if isinstance(value, dict):
+        return {k: fill_slots(v, slots) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_slots(v, slots) for v in value]
+    return value
+
+
 # ----------------------------------------------------------------------------- field paths
+
+MAX_LIST_INDEX = 999
+"""Largest list index in a field path (``orders[999]``): setting ``orders[N]`` builds a list of
+N + 1 items, and generated lists hold at most :data:`agentprop._spec.schemas.MAX_GENERATED_ITEMS`."""
 
 _FIELD_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
 
@@ -300,9 +367,14 @@ def parse_field_path(path: str) -> list[str | int]:
     for part in path.split("."):
         m = _FIELD_PART.fullmatch(part)
         if m is None:
-            raise ValueError(f"bad field path {path!r}: {part!r} is not `name` or `name[index]`")
+            raise ValueError(f"bad field path {clip_repr(path)}: {clip_repr(part)} is not `name` or `name[index]`")
         out.append(m.group(1))
-        out.extend(int(i) for i in re.findall(r"\[(\d+)\]", m.group(2)))
+        for digits in re.findall(r"\[(\d+)\]", m.group(2)):
+            if len(digits) > 3 or int(digits) > MAX_LIST_INDEX:
+                raise ValueError(
+                    f"list index {clip(digits, 20)} in field path {clip_repr(path)} is over agentprop's limit of {MAX_LIST_INDEX}"
+                )
+            out.append(int(digits))
     return out
 
 
@@ -310,11 +382,14 @@ def schema_at(schema: Mapping[str, Any] | None, path: list[str | int]) -> Mappin
     """The sub-schema of a JSON Schema at a parsed field path (``None`` if not declared).
 
     Object schemas without ``properties`` (``type: object`` alone, e.g. ``limits``) accept any
-    field below them: the result is an empty schema.
+    field below them: the result is an empty schema. So does the boolean schema ``true``; the
+    boolean schema ``false`` accepts nothing (``None``).
     """
-    node: Mapping[str, Any] | None = schema
+    node: Any = schema
     for part in path:
-        if node is None:
+        if node is True:  # the boolean schema `true`: anything, fields included
+            return {}
+        if not isinstance(node, Mapping):  # `false` (nothing), or not a schema at all
             return None
         if isinstance(part, int):
             if node.get("type") != "array":
@@ -326,8 +401,10 @@ def schema_at(schema: Mapping[str, Any] | None, path: list[str | int]) -> Mappin
             props = node.get("properties")
             if props is None:
                 return {}
-            node = props.get(part)
-    return node
+            node = props.get(part) if isinstance(props, Mapping) else None
+    if node is True:
+        return {}
+    return node if isinstance(node, Mapping) else None
 
 
 # ----------------------------------------------------------------------------- validation
@@ -365,6 +442,32 @@ class _Validator:
                 f"use a field of its output_schema (top level: {', '.join(props)})",
             )
 
+    def value_type(self, tool: str, path: str, value: Any, loc: tuple[Hashable, ...]) -> None:
+        """A world value has the type the tool's output schema gives its field (after its
+        ``{slot}`` placeholders are filled in). Only types are checked: a partial object is
+        merged into the generated output, and a value outside an enum may be the point."""
+        schema = schema_at(self.spec.tool(tool).output_schema, parse_field_path(path))
+        if not schema:
+            return
+        filled = fill_slots(value, self.b.slots)
+        try:
+            import jsonschema
+
+            errors = [e for e in jsonschema.validators.validator_for(schema)(schema).iter_errors(filled) if e.validator == "type"]
+        except Exception:  # a sub-schema that cannot stand alone (a $ref to its root): not checked here
+            return
+        if not errors:
+            return
+        e = min(errors, key=lambda e: len(e.absolute_path))
+        inner = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
+        wanted = e.validator_value if isinstance(e.validator_value, str) else " or ".join(map(str, e.validator_value))
+        got = type(e.instance).__name__
+        raise self.fail(
+            f"world value of {tool}.{path}{inner} is {got} {clip_repr(e.instance, 60)}, but {tool}'s output_schema says {wanted}",
+            (*loc, *e.absolute_path),
+            f"give a value of type {wanted} (quote text, write true/false for booleans), or change the output_schema",
+            expected=f"a {wanted}",
+        )
     def free_spans(self, template: str, loc: tuple[Hashable, ...]) -> None:
         """The ``{~ ... ~}`` free spans of a template (:mod:`agentprop._spec.free_spans`)."""
         problem = free_span_problem(template)
@@ -543,8 +646,9 @@ class _Validator:
                             (*eloc, "failure"),
                             f"use one of its failure_modes: {', '.join(modes) or '(none declared)'}",
                         )
-                    for f in effect.set:
+                    for f, value in effect.set.items():
                         self.field(var.world.tool, f, (*eloc, "set"))
+                        self.value_type(var.world.tool, f, value, (*eloc, "set", f))
             if var.followup is not None:
                 self.decision(var.followup.after_decision, (*loc, "followup", "after_decision"))
             for key in ("utterance", "followup"):
@@ -581,8 +685,9 @@ class _Validator:
             self.free_spans(t, ("utterances", i))
         for tool, fields in b.world.items():
             self.tool(tool, ("world", tool))
-            for f in fields:
+            for f, value in fields.items():
                 self.field(tool, f, ("world", tool, f))
+                self.value_type(tool, f, value, ("world", tool, f))
         for tool, fields in b.pii.items():
             self.tool(tool, ("pii", tool))
             for i, f in enumerate(fields):
@@ -695,6 +800,14 @@ def load_bindings(path: str | Path, spec: Spec) -> Bindings:
     """
     p = Path(path)
     src = load_yaml(p, error=BindingsError)
+    if src.duplicate_keys:
+        loc, (line, col) = src.duplicate_keys[0]
+        raise BindingsError(
+            f"duplicate key {clip_repr(loc[-1])} in {describe_loc(loc[:-1])}",
+            location=SourceLocation(p, line, col),
+            expected="each key once per mapping",
+            fix="merge the two entries into one, or remove one (YAML would silently keep only the last)",
+        )
     data = src.data if src.data is not None else {}
     if not isinstance(data, dict):
         raise BindingsError(
@@ -707,12 +820,12 @@ def load_bindings(path: str | Path, spec: Spec) -> Bindings:
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "list[", "str"))))
-        where = ".".join(str(x) for x in loc) or "the top level"
+        where = ".".join(clip(str(x), 60) for x in loc) or "the top level"
         fix = "see docs/reference.md#bindings for the format"
         if err["type"] == "extra_forbidden":
             fix = f"remove or rename {loc[-1]!r}; " + fix
         raise BindingsError(
-            f"invalid bindings at {where}: {err['msg']}",
+            f"invalid bindings at {clip(where, 200)}: {clip(err['msg'], 300)}",
             location=src.location(loc, key=err["type"] == "extra_forbidden"),
             fix=fix,
         ) from None

@@ -15,9 +15,10 @@ from pydantic import ValidationError
 
 from agentprop._spec.lint import LintFinding, lint
 from agentprop._spec.model import Spec
+from agentprop._spec.schemas import schema_problems
 from agentprop._spec.when import WhenSyntaxError, parse_when
 from agentprop._util.yaml_source import TYPE_WORDS, YamlSource, describe_loc, load_yaml
-from agentprop.errors import SourceLocation, SpecError
+from agentprop.errors import SourceLocation, SpecError, clip, clip_repr
 
 SPEC_FILE_NAMES = ("spec.yaml", "spec.yml")
 
@@ -69,7 +70,7 @@ def _validation_error(exc: ValidationError, src: YamlSource) -> SpecError:
             fix=f"add `{key}: ...` there (see docs/reference.md for the spec format)",
         )
     got = first.get("input")
-    got_text = f"{type(got).__name__} {got!r}" if not isinstance(got, (dict, list)) else type(got).__name__
+    got_text = f"{type(got).__name__} {clip_repr(got)}" if not isinstance(got, (dict, list)) else type(got).__name__
     word = TYPE_WORDS.get(first["type"])
     msg = first["msg"][0].lower() + first["msg"][1:]
     if word:
@@ -125,12 +126,48 @@ def _check_schemas(spec: Spec, src: YamlSource) -> None:
             except jsonschema.SchemaError as exc:
                 loc: tuple[Hashable, ...] = ("tools", i, key, *exc.path)
                 raise SpecError(
-                    f"invalid JSON Schema in tool {tool.name!r} {key}: {exc.message}",
+                    f"invalid JSON Schema in tool {clip_repr(tool.name)} {key}"
+                    + (f" at {clip(describe_loc(exc.path), 200)}" if exc.path else "") + f": {clip(exc.message, 300)}",
                     location=src.location(loc),
                     expected="a JSON Schema (draft 2020-12), e.g. `type: object` with `properties:`",
                     fix="fix the schema keyword at that position; types are one of object, array, string, "
                     "number, integer, boolean, null",
                 ) from None
+            except Exception as exc:  # the validator failed on the user's schema (an unresolvable $ref ...)
+                raise SpecError(
+                    f"unusable JSON Schema in tool {clip_repr(tool.name)} {key}: {clip(str(exc), 300)}",
+                    location=src.location(("tools", i, key)),
+                    expected="a JSON Schema (draft 2020-12) without remote references",
+                    fix="fix the schema; `$schema` and `$ref` must name schemas agentprop can read offline",
+                ) from None
+            problems = schema_problems(schema, output=key == "output_schema")
+            if problems:
+                first = problems[0]
+                raise SpecError(
+                    f"impossible JSON Schema in tool {clip_repr(tool.name)} {key}: {first.problem}",
+                    location=src.location(("tools", i, key, *first.loc)),
+                    expected="bounds that some value satisfies, within agentprop's limits (docs/reference.md#limits)",
+                    fix=first.fix,
+                )
+        if tool.name == "respond":
+            _check_respond_decision_enum(tool.input_schema, src, i)
+
+
+def _check_respond_decision_enum(schema: Any, src: YamlSource, index: int) -> None:
+    """The ``respond`` tool's ``decision`` enum holds decisions: strings, as in decision_enum."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    decision = props.get("decision") if isinstance(props, dict) else None
+    enum = decision.get("enum") if isinstance(decision, dict) else None
+    if not isinstance(enum, list):
+        return
+    for j, value in enumerate(enum):
+        if not isinstance(value, str):
+            raise SpecError(
+                f"the respond tool's decision enum holds {type(value).__name__} {clip_repr(value, 60)}, not a decision name",
+                location=src.location(("tools", index, "input_schema", "properties", "decision", "enum", j)),
+                expected="decision names (strings), the same as response_contract.decision_enum",
+                fix="write the decision's name; quote it if YAML would read it as a number or boolean",
+            )
 
 
 def _when_column(src: YamlSource, loc: tuple[Hashable, ...], offset: int) -> SourceLocation:
@@ -152,7 +189,7 @@ def _check_conditions(spec: Spec, src: YamlSource) -> None:
                 branch._clause = parse_when(branch.when)
             except WhenSyntaxError as exc:
                 raise SpecError(
-                    f"cannot parse condition {branch.when!r} of {node.node_id}: {exc.message}",
+                    f"cannot parse condition {clip_repr(branch.when, 120)} of {clip(node.node_id)}: {exc.message}",
                     location=_when_column(src, ("decision_tree", i, "branches", j, "when"), exc.offset),
                     expected=exc.expected,
                     fix="write conditions like `intent == cancel_order`, `retry_count >= 1`, "

@@ -28,6 +28,11 @@ name (``pii_request``, ``yes``, ``canceled``) is a *symbol*, i.e. the string con
 name. Everywhere else a name is a variable path. ``after NAME`` marks a condition that holds on a
 follow-up turn after the agent performed ``NAME`` (``after clarify``).
 
+Limits keep a hostile expression from costing time or recursion: at most :data:`MAX_TOKENS`
+tokens, :data:`MAX_NESTING` levels of parentheses, ``not`` and unary ``-``, and numbers of at
+most :data:`MAX_NUMBER_DIGITS` digits; past them the expression is a :class:`WhenSyntaxError`
+that names the limit.
+
 The AST nodes are frozen dataclasses; :func:`evaluate` computes a clause against an environment
 of variable values, :func:`variables` lists the paths a clause reads.
 """
@@ -174,6 +179,13 @@ class WhenClause:
 
 # ----------------------------------------------------------------------------- tokenizer
 
+MAX_TOKENS = 256
+"""Most tokens in one expression (the SpecSuite-Core conditions have at most 15)."""
+MAX_NESTING = 32
+"""Deepest nesting of parentheses, ``not`` and unary ``-`` (each level is a parser frame)."""
+MAX_NUMBER_DIGITS = 100
+"""Longest number literal."""
+
 _TOKEN = re.compile(
     r"""
     (?P<ws>\s+)
@@ -210,6 +222,17 @@ def _tokenize(text: str) -> list[_Tok]:
             )
         kind = m.lastgroup or ""
         tok = m.group()
+        if kind == "number" and len(tok) > MAX_NUMBER_DIGITS:
+            raise WhenSyntaxError(
+                f"a number of {len(tok):,} digits (the limit is {MAX_NUMBER_DIGITS} digits)",
+                text,
+                pos,
+                "a number of ordinary size",
+            )
+        if kind != "ws" and len(out) >= MAX_TOKENS:
+            # the parser reports it when it gets there (a nesting error may come first)
+            out.append(_Tok("too_long", tok, pos))
+            return out
         if kind != "ws":
             if kind == "name" and tok.lower() in _KEYWORDS:
                 out.append(_Tok("kw", tok.lower(), pos))
@@ -232,10 +255,28 @@ class _Parser:
         self.text = text
         self.toks = _tokenize(text)
         self.i = 0
+        self.depth = 0
+
+    def _enter(self) -> None:
+        """One level deeper (parentheses, ``not``, unary ``-``); refused past the limit."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self._fail(
+                f"nested too deep: more than {MAX_NESTING} levels of parentheses, `not` and `-` (the limit is {MAX_NESTING})",
+                "a condition with fewer nested parentheses or negations (`not not x` is `x`)",
+            )
 
     @property
     def tok(self) -> _Tok:
-        return self.toks[self.i]
+        t = self.toks[self.i]
+        if t.kind == "too_long":
+            raise WhenSyntaxError(
+                f"the condition is too long: more than {MAX_TOKENS} tokens (the limit is {MAX_TOKENS})",
+                self.text,
+                t.offset,
+                "a short condition; split a long one over several branches",
+            )
+        return t
 
     def _advance(self) -> _Tok:
         t = self.toks[self.i]
@@ -243,7 +284,7 @@ class _Parser:
         return t
 
     def _fail(self, message: str, expected: str) -> WhenSyntaxError:
-        return WhenSyntaxError(message, self.text, self.tok.offset, expected)
+        return WhenSyntaxError(message, self.text, self.toks[self.i].offset, expected)
 
     def _describe(self, t: _Tok) -> str:
         return "the end of the expression" if t.kind == "end" else repr(t.text)
@@ -292,8 +333,11 @@ class _Parser:
 
     def not_(self) -> Expr:
         if self.tok.kind == "kw" and self.tok.text == "not":
+            self._enter()
             self._advance()
-            return Not(self.not_())
+            item = self.not_()
+            self.depth -= 1
+            return Not(item)
         return self.compare()
 
     def compare(self) -> Expr:
@@ -327,8 +371,10 @@ class _Parser:
 
     def unary(self) -> Expr:
         if self.tok.kind == "op" and self.tok.text == "-":
+            self._enter()
             self._advance()
             inner = self.unary()
+            self.depth -= 1
             if isinstance(inner, Literal) and isinstance(inner.value, (int, float)) and not isinstance(
                 inner.value, bool
             ):
@@ -363,8 +409,10 @@ class _Parser:
                 parts.append(self._advance().text)
             return Path(tuple(parts))
         if t.kind == "op" and t.text == "(":
+            self._enter()
             self._advance()
             inner = self.or_()
+            self.depth -= 1
             if not (self.tok.kind == "op" and self.tok.text == ")"):
                 raise self._fail(f"expected ')', found {self._describe(self.tok)}", "a closing parenthesis")
             self._advance()

@@ -1,25 +1,163 @@
-"""Writing files so that a crash or a kill never leaves half of one."""
+"""Files agentprop writes and reads back: never torn by a kill, never trusted blindly.
+
+Writing (:func:`write_atomic`): the text goes to a temporary file in the same directory, is
+flushed to disk, and is renamed over the target, so readers see the old file or the new one,
+never half of one. The temporary file is named ``.NAME.<random>.tmp``: hidden, and ending in
+``.tmp``, so no store's listing (``*.json``) ever takes a leftover for data; a leftover of a
+write that was killed is removed by the next write of the same file once it is an hour old. The
+new file gets the mode a plain ``open()`` would give it (``0o666`` less the umask), or the mode
+of the file it replaces.
+
+Reading (:func:`read_json`): a JSON file that may have been damaged (truncated, edited, not
+UTF-8, nested without end) is an :class:`~agentprop.errors.InputError` naming the file, the
+line and column where that is known, what is wrong and how to fix it; never a traceback.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-import tempfile
+import re
+import secrets
+import stat
+import time
+from collections.abc import Collection
 from pathlib import Path
+from typing import Any
+
+from agentprop.errors import InputError, SourceLocation, clip
+
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def path_component(name: str, *, reserved: Collection[str] = ()) -> str:
+    """``name`` (a spec id, a snapshot or case name) as one safe path component.
+
+    Names made of letters, digits, ``_``, ``.`` and ``-`` that do not start with ``.`` or
+    ``-`` are kept as they are. Anything else (``../../X``, ``/etc``, ``..``, separators,
+    control characters) has the unsafe characters replaced by ``_``, leading dots and dashes
+    dropped and a short hash of the exact name appended, so the result never leaves the
+    directory it is joined to, and two names never share a component. ``reserved`` names (a
+    folder the store uses itself) get the hash too.
+    """
+    safe = _UNSAFE_NAME.sub("_", name).lstrip(".-")[:120]
+    if safe == name and safe and safe not in reserved:
+        return safe
+    return f"{safe or '_'}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
+STRAY_AGE_S = 3600.0
+"""A temporary file of :func:`write_atomic` older than this is a leftover of a killed write."""
+
+
+def _temp_name(target: Path) -> Path:
+    return target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
+
+
+def stray_temp_files(target: str | Path, *, older_than: float = STRAY_AGE_S) -> list[Path]:
+    """Leftover temporary files of writes of ``target`` killed more than ``older_than``
+    seconds ago (a younger one may belong to a write in progress in another process)."""
+    target = Path(target)
+    now = time.time()
+    out = []
+    for path in target.parent.glob(f".{target.name}.*.tmp"):
+        try:
+            if now - path.stat().st_mtime >= older_than:
+                out.append(path)
+        except OSError:  # removed meanwhile
+            continue
+    return out
 
 
 def write_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` (UTF-8) through a temporary file in the same directory and a
-    rename: readers see the old file or the new one, never a torn one. Creates the directory."""
+    rename: readers see the old file or the new one, never a torn one. Creates the directory;
+    removes leftovers of earlier killed writes of the same file (see the module docstring)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    for stray in stray_temp_files(target):
+        stray.unlink(missing_ok=True)
+    try:
+        keep_mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        keep_mode = None
+    tmp = _temp_name(target)
+    # mode 0o666: the kernel applies the umask, as for any new file (mkstemp would give 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            if keep_mode is not None:
+                os.fchmod(handle.fileno(), keep_mode)
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return target
+
+
+def read_json(
+    path: str | Path,
+    *,
+    what: str,
+    fix: str,
+    error: type[InputError] = InputError,
+) -> Any:
+    """The JSON document in ``path``; any way the file cannot be read or parsed is ``error``
+    (an :class:`InputError` subclass) naming the file and, when known, the line and column.
+    ``what`` names the file's kind in the message (``a snapshot file``); ``fix`` says how to
+    recover (delete it and record again, restore it from version control ...)."""
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{what} not found", location=SourceLocation(file), expected=what, fix=fix) from None
+    except IsADirectoryError:
+        raise error(f"{file} is a directory, not {what}", location=SourceLocation(file), expected=what, fix=fix) from None
+    except OSError as exc:
+        raise error(f"cannot read {what}: {exc.strerror or exc}", location=SourceLocation(file), expected="a readable file", fix=fix) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise error(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} ({what}, damaged)",
+            location=SourceLocation(file, line, col),
+            expected=f"{what} (JSON, UTF-8)",
+            fix=fix,
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(
+            f"not valid JSON: {exc.msg} ({what}, damaged or edited)",
+            location=SourceLocation(file, exc.lineno, exc.colno),
+            expected=f"{what} (JSON)",
+            fix=fix,
+        ) from None
+    except RecursionError:
+        raise error(
+            f"JSON nested too deep to read ({what}, damaged)",
+            location=SourceLocation(file, 1, 1),
+            expected=f"{what} as agentprop writes it (a few levels deep)",
+            fix=fix,
+        ) from None
+
+
+def describe_validation(exc: Exception, limit: int = 300) -> str:
+    """The first problem of a pydantic ``ValidationError`` as ``where: what`` (cut to
+    ``limit`` characters), for messages about damaged files."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors(include_url=False)[0]
+        except Exception:  # noqa: BLE001 - describing an error must not raise another
+            return clip(str(exc), limit)
+        where = ".".join(clip(str(p), 40) for p in first.get("loc", ()))
+        msg = str(first.get("msg", "")).removeprefix("Value error, ")
+        return clip(f"{where}: {msg}" if where else msg, limit)
+    return clip(str(exc), limit)

@@ -1,9 +1,16 @@
-"""YAML loading that remembers where every value came from.
+"""YAML loading that remembers where every value came from, within bounds.
 
 Errors about a spec, a bindings file or a phrase pack must name the file, the line and the
 column. PyYAML's composed node tree carries those marks; this module loads the data with the
 safe loader and, from the same node tree, builds a map from each value's path (a tuple of
 mapping keys and sequence indices) to its 1-based line and column.
+
+Hostile YAML is refused before it costs time or memory, each time naming the limit it hit
+(:data:`LIMITS`): a file over :data:`MAX_BYTES`; nesting deeper than :data:`MAX_DEPTH`; an
+alias (``*name``) inside the value it names (a recursive alias); more than :data:`MAX_VALUES`
+values once aliases are expanded ("billion laughs": nine lines of nine aliases each make 387
+million values); an integer of more than :data:`MAX_INT_DIGITS` digits; a control character
+(YAML allows none but tab, line feed and carriage return).
 """
 
 from __future__ import annotations
@@ -18,6 +25,103 @@ import yaml
 from agentprop.errors import InputError, SourceLocation
 
 Loc = tuple[Hashable, ...]
+
+MAX_BYTES = 4 * 1024 * 1024
+"""Largest YAML file read (4 MiB; the shipped specs are about 20 KB)."""
+MAX_DEPTH = 64
+"""Deepest nesting of lists and mappings (the shipped specs nest 9 deep)."""
+MAX_VALUES = 100_000
+"""Most values (scalars, lists and mappings) in one document once aliases are expanded (the
+shipped specs hold about 2,000)."""
+MAX_INT_DIGITS = 4_300
+"""Longest integer (Python's own limit for turning text into an int)."""
+LIMITS = {"bytes": MAX_BYTES, "depth": MAX_DEPTH, "values": MAX_VALUES, "integer digits": MAX_INT_DIGITS}
+
+
+class _YamlLimitError(yaml.MarkedYAMLError):
+    """The YAML is well-formed but over one of agentprop's limits (:data:`LIMITS`)."""
+
+    def __init__(self, problem: str, mark: yaml.Mark | None, fix: str) -> None:
+        super().__init__(problem=problem, problem_mark=mark)
+        self.fix = fix
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """The safe loader with the limits of this module enforced while the node tree is composed
+    (before anything is expanded or constructed)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._open: set[str] = set()
+        """Anchors whose node is being composed: an alias to one of them is recursive."""
+        self._sizes: dict[int, int] = {}
+        """``id(node)`` -> how many values the node stands for with its aliases expanded."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:  # type: ignore[override]
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open:
+                raise _YamlLimitError(
+                    f"recursive alias *{event.anchor}: the alias is inside the value &{event.anchor} names, "
+                    "so that value would contain itself",
+                    event.start_mark,
+                    f"write the value out instead of *{event.anchor}, or move the alias out of the value it names",
+                )
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _YamlLimitError(
+                f"nested too deep: more than {MAX_DEPTH} levels of lists and mappings (agentprop's limit is {MAX_DEPTH})",
+                event.start_mark,
+                "flatten the structure; specs, bindings and phrase packs need only a few levels",
+            )
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            self._open.add(anchor)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            if anchor is not None:
+                self._open.discard(anchor)
+        self._count(node)
+        return node  # type: ignore[no-any-return]
+
+    def _count(self, node: yaml.Node) -> None:
+        """Record how many values ``node`` expands to; refuse it past :data:`MAX_VALUES`."""
+        size = 1
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                size += self._sizes.get(id(key), 1) + self._sizes.get(id(value), 1)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                size += self._sizes.get(id(item), 1)
+        self._sizes[id(node)] = size
+        if size > MAX_VALUES:
+            raise _YamlLimitError(
+                f"this value expands to more than {MAX_VALUES:,} values once its aliases (*name) are expanded "
+                f"(agentprop's limit is {MAX_VALUES:,}; aliases repeating aliases grow exponentially)",
+                node.start_mark,
+                "write the repeated values out, or use fewer aliases (*name) of large anchored values (&name)",
+            )
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    digits = sum(ch.isdigit() for ch in str(node.value))
+    if digits > MAX_INT_DIGITS:
+        raise _YamlLimitError(
+            f"an integer of {digits:,} digits (agentprop's limit is {MAX_INT_DIGITS:,} integer digits)",
+            node.start_mark,
+            "write a smaller number; quote it if it is meant as text",
+        )
+    try:
+        return loader.construct_yaml_int(node)  # type: ignore[no-any-return]
+    except ValueError as exc:
+        raise _YamlLimitError(f"an integer YAML cannot read ({exc})", node.start_mark, "write a plain decimal integer") from None
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 TYPE_WORDS = {
     "string_type": "a string",
@@ -94,17 +198,41 @@ def _walk(node: yaml.Node, loc: Loc, src: YamlSource, loader: yaml.SafeLoader) -
             _walk(item, (*loc, i), src, loader)
 
 
+def _line_col(text: str, position: int) -> tuple[int, int]:
+    """1-based line and column of character ``position`` of ``text``."""
+    line = text.count("\n", 0, position) + 1
+    return line, position - (text.rfind("\n", 0, position) + 1) + 1
+
+
+def _too_big(path: Path | None, size: int, error: type[InputError]) -> InputError:
+    return error(
+        f"the file is {size:,} bytes, over agentprop's limit of {MAX_BYTES:,} bytes for a YAML file",
+        location=SourceLocation(path, 1, 1),
+        expected="a spec, bindings file or phrase pack of a few hundred KB at most",
+        fix="split the file, or check that this is the file you meant",
+    )
+
+
 def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputError] = InputError) -> YamlSource:
     """Load a YAML file (or ``text`` attributed to ``source``) with positions.
 
-    A syntax error becomes ``error`` (an :class:`InputError` subclass) with the file, line and
-    column of the problem.
+    A syntax error, or input over one of the limits (:data:`LIMITS`), becomes ``error`` (an
+    :class:`InputError` subclass) with the file, line and column of the problem.
     """
     path = Path(source) if source is not None else None
     if text is None:
         assert path is not None
         try:
+            size = path.stat().st_size if path.is_file() else 0
+            if size > MAX_BYTES:
+                raise _too_big(path, size, error)
             text = path.read_text(encoding="utf-8")
+        except IsADirectoryError:
+            raise error(
+                f"{path} is a directory, not a YAML file",
+                location=SourceLocation(path),
+                fix="give the path of the file itself",
+            ) from None
         except FileNotFoundError:
             raise error(
                 f"file not found: {path}",
@@ -112,12 +240,20 @@ def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputE
                 fix="check the path; relative paths are resolved from the current directory",
             ) from None
         except UnicodeDecodeError as exc:
+            data = exc.object if isinstance(exc.object, bytes) else b""
+            bad_line = data.count(b"\n", 0, exc.start) + 1
+            bad_col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
             raise error(
                 f"file is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                location=SourceLocation(path),
+                location=SourceLocation(path, bad_line, bad_col),
                 fix="save the file as UTF-8",
             ) from None
-    loader = yaml.SafeLoader(text)
+    if len(text) > MAX_BYTES:
+        raise _too_big(path, len(text.encode("utf-8", "surrogatepass")), error)
+    try:
+        loader = _BoundedLoader(text)
+    except yaml.reader.ReaderError as exc:  # the reader checks every character up front
+        raise _reader_error(exc, text, path, error) from None
     try:
         node = loader.get_single_node()
         src = YamlSource(data=None, path=path, text=text)
@@ -125,6 +261,15 @@ def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputE
             _walk(node, (), src, loader)
             src.data = loader.construct_document(node)
         return src
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(exc, text, path, error) from None
+    except _YamlLimitError as exc:
+        mark = exc.problem_mark
+        raise error(
+            f"YAML over a limit: {exc.problem}",
+            location=SourceLocation(path, mark.line + 1 if mark else None, mark.column + 1 if mark else None),
+            fix=exc.fix,
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -138,5 +283,27 @@ def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputE
             fix="fix the YAML at that line; a common cause is a missing space after ':' or a tab "
             "used for indentation, or an unquoted value containing ': ' or '#'",
         ) from None
+    except yaml.YAMLError as exc:  # no position: the start of the file
+        raise error(
+            f"YAML error: {exc}",
+            location=SourceLocation(path, 1, 1),
+            expected="valid YAML",
+            fix="fix the YAML (indentation with spaces, `key: value` pairs, `- item` lists)",
+        ) from None
     finally:
         loader.dispose()
+
+
+def _reader_error(exc: yaml.reader.ReaderError, text: str, path: Path | None, error: type[InputError]) -> InputError:
+    """A character YAML does not allow (a control character, a lone surrogate), at its place."""
+    position = min(max(int(exc.position), 0), len(text))
+    line, col = _line_col(text, position)
+    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+    kind = "control character" if code < 0x20 or 0x7F <= code < 0xA0 else "character"
+    return error(
+        f"{kind} U+{code:04X} is not allowed in YAML (only tab, line feed and carriage return are, of the control characters)",
+        location=SourceLocation(path, line, col),
+        expected="printable text",
+        fix=f"delete the character; to mean it, write it as an escape in a double-quoted string (\"\\x{code:02x}\")"
+        if code <= 0xFF else "delete the character",
+    )

@@ -29,6 +29,9 @@ class FailureSummary(BaseModel):
     first_trial: int
     clause: str | None = None
     """The spec clause it broke (``decision_tree.N2_AUTH.requirements.must_call_tools_in_order``)."""
+    traceback: str | None = None
+    """The traceback of the agent's exception in the first failing run (when the agent
+    raised; secrets scrubbed); ``agentprop run -v`` prints it."""
 
 
 class RunTrace(BaseModel):
@@ -83,7 +86,13 @@ class CaseReport(BaseModel):
     """Which rule chose the oracle settings of this case, e.g. ``zero-failure, 59 clean runs
     (safety: policies.P1_NO_PII)`` or ``sprt at tau 0.9 (spec min_pass_rate)``."""
     reason: str | None = None
-    """Why the verdict is NOT APPLICABLE (``None`` otherwise)."""
+    """Why the verdict is NOT APPLICABLE, or why an INCONCLUSIVE case was not decided when the
+    reason is not the agent's (``None`` otherwise)."""
+    infrastructure_error: dict[str, Any] | None = None
+    """``{"kind", "message", "traceback"}`` of the error, not the agent's, that stopped the
+    case (a cache miss in replay-only mode, no API key, a refused key, the API unreachable, the
+    budget spent inside a run): the case is INCONCLUSIVE, never shrunk or saved to the corpus,
+    and ``agentprop run`` exits 2."""
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -164,7 +173,9 @@ class CorpusEvent(BaseModel):
     """What happened to one corpus entry in this run."""
 
     entry: str
-    action: Literal["regression", "fails-differently", "retired", "kept", "saved", "updated"]
+    action: Literal["regression", "fails-differently", "retired", "kept", "saved", "updated", "damaged"]
+    """``damaged``: the entry's file could not be read; it was skipped (``message`` names the
+    file, the problem and the fix)."""
     signature: str
     message: str
 

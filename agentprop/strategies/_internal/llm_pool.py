@@ -78,7 +78,7 @@ from hypothesis.strategies import SearchStrategy
 from rapidfuzz import fuzz
 
 from agentprop._util.aio import run_sync
-from agentprop._util.files import write_atomic
+from agentprop._util.files import read_json, write_atomic
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import ApiCache, CacheMiss
 from agentprop._modelapi.client import ModelClient
@@ -87,7 +87,7 @@ from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 from agentprop.strategies._internal.paraphrase import Paraphrase, paraphrases
 from agentprop.strategies._internal.slots import find_slots, has_placeholder_chars, validate_protect
-from agentprop.errors import InputError, InvalidArgument, MissingApiKey, SourceLocation
+from agentprop.errors import InvalidArgument, MissingApiKey, SourceLocation
 from agentprop.errors import ParaphrasePoolError  # noqa: F401 (re-exported: defined in errors.py)
 
 __all__ = [
@@ -734,21 +734,7 @@ def _bad_file(path: Path, problem: str, *, expected: str, fix: str) -> Paraphras
 
 
 def _read_document(path: Path, *, fix: str) -> dict[str, Any]:
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise _bad_file(path, "pool file not found", expected="a JSON paraphrase pool file", fix=fix) from None
-    except OSError as exc:
-        raise _bad_file(path, f"cannot read pool file: {exc}", expected="a readable file", fix=fix) from exc
-    try:
-        document = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ParaphrasePoolError(
-            f"not valid JSON: {exc.msg}",
-            location=SourceLocation(path, exc.lineno, exc.colno),
-            expected="a JSON paraphrase pool file",
-            fix=fix,
-        ) from exc
+    document = read_json(path, what="a paraphrase pool file", fix=fix, error=ParaphrasePoolError)
     if not isinstance(document, dict):
         raise _bad_file(path, f"the top level is a {type(document).__name__}", expected="a JSON object", fix=fix)
     return document

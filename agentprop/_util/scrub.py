@@ -1,0 +1,63 @@
+"""Secrets never reach a file or the terminal: error texts are scrubbed before they are kept.
+
+An API that refuses a key may echo it in its error message (``invalid x-api-key sk-ant-...``);
+that message becomes a run error, which is recorded in traces, snapshots, the JSON report and
+printed. :func:`scrub_text` replaces, in any text, every string that looks like an API key
+(``sk-ant-...``, ``sk-...``), the value after ``Bearer`` / ``x-api-key`` / ``api_key=``-style labels, the
+keys in the ``ANTHROPIC_API_KEY`` and ``OPENAI_API_KEY`` environment variables, and every secret registered with
+:func:`register_secret` (an ``AnthropicAgent(api_key=...)`` registers its own) with
+``[REDACTED]``. The runtime scrubs every run error it records; the command line scrubs what it
+prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable
+
+REDACTED = "[REDACTED]"
+
+SECRET_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{6,}|(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}")
+"""What an API key looks like: Anthropic's (``sk-ant-...``) and OpenAI's (``sk-...``,
+``sk-proj-...``: 20 or more key characters after ``sk-``, not glued to a word such as ``task-``)."""
+
+_LABELLED = re.compile(
+    r"(?i)(\b(?:bearer|x-api-key|api[_-]?key|auth[_-]?token|access[_-]?token)[\"']?(?:\s+|\s*[:=]\s*)[\"']?)([A-Za-z0-9_\-.~+/]{12,})"
+)
+"""A credential after a label (``Bearer abc...``, ``x-api-key: abc...``, ``api_key='abc...'``)."""
+
+_ENV_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY")
+_MIN_SECRET = 8
+"""Shorter registered strings are not scrubbed (they would blank out ordinary words)."""
+
+_secrets: set[str] = set()
+_lock = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Scrub ``value`` from every error text from now on (values under 8 characters are ignored)."""
+    if value and len(value) >= _MIN_SECRET:
+        with _lock:
+            _secrets.add(value)
+
+
+def known_secrets() -> list[str]:
+    """The registered secrets and the keys in the environment, longest first."""
+    with _lock:
+        found = set(_secrets)
+    found.update(v for name in _ENV_KEYS if (v := os.environ.get(name)) and len(v) >= _MIN_SECRET)
+    return sorted(found, key=len, reverse=True)
+
+
+def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every secret it holds (and the given ``secrets``) replaced by
+    ``[REDACTED]`` (see the module docstring)."""
+    if not text:
+        return text
+    for secret in sorted({*known_secrets(), *(s for s in secrets if s)}, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    text = SECRET_PATTERN.sub(REDACTED, text)
+    return _LABELLED.sub(lambda m: m.group(1) + REDACTED, text)
