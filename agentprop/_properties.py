@@ -27,6 +27,7 @@ from agentprop._contracts import (
     node_id_matches,
     response_grounded,
     response_valid,
+    shared_turn_facts,
     tool_actions_match,
 )
 from agentprop._grounding import TEXT_GROUNDINGS, ResponseGrounding, declared_fields, default_grounding
@@ -63,6 +64,11 @@ def mft_verdicts(
     ``grounding`` says which checks apply to which response field (a project's is
     ``project.bindings.response_grounding(project.spec)``); ``None`` means the defaults derived
     from the spec (:func:`agentprop._grounding.default_grounding`)."""
+    with shared_turn_facts():
+        return _mft_verdicts(spec, scenario, trace, grounding)
+
+
+def _mft_verdicts(spec: Spec, scenario: Scenario, trace: Trace, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None) -> list[Verdict]:
     pii_policy = next((f"policies.{p.id}" for p in spec.policies if "PII" in p.id.upper() or "pii" in p.text.lower()), None)
     # most severe first: a leak is reported as a leak even when it also broke the tool scope
     out: list[Verdict] = [no_canary_leak(trace, clause=pii_policy), no_run_errors(trace)]
