@@ -33,6 +33,7 @@ from agentprop._properties import mft_verdicts
 from agentprop._run_key import run_digest
 from agentprop._safety import CaseSettings, case_settings
 from agentprop._scenario import Scenario
+from agentprop._slots import RunSlots
 from agentprop._sync import run_sync
 from agentprop._trace import Trace
 from agentprop.errors import InvalidArgument
@@ -153,6 +154,7 @@ async def acheck(
     concurrency: int = 1,
     name: str | None = None,
     seed: int = 0,
+    slots: RunSlots | None = None,
 ) -> CheckResult:
     """Async core of :func:`check` (never raises for a failed property).
 
@@ -190,6 +192,7 @@ async def acheck(
         budget=budget if budget is not None else _session_budget,
         concurrency=concurrency,
         first_trial=seed * 1_000_003,
+        slots=slots,
     )
     if rule is not None:
         result.settings["rule"] = rule

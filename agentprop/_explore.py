@@ -34,6 +34,7 @@ from agentprop._project import Project
 from agentprop._report import CaseReport
 from agentprop._run_kinds import Replay, case_from_check
 from agentprop._scenario import Scenario
+from agentprop._slots import CaseLanes
 from agentprop._world import stable_seed
 
 DEFAULT_PER_PATH = 8
@@ -109,6 +110,7 @@ async def explore_cases(
     checks: dict[str, tuple[Scenario, CheckResult]] | None = None,
     replays: dict[str, Replay] | None = None,
     lang: str | None = None,
+    lanes: CaseLanes = CaseLanes(),
 ) -> tuple[list[CaseReport], list[ExploredInput]]:
     """Decide ``per_path`` explored inputs of every scenario (two rounds, the second weighted by
     what the first found), in ``lang``'s phrase pack (default: the language each scenario is
@@ -126,7 +128,7 @@ async def explore_cases(
 
     async def decide(e: ExploredInput, who: LoadedAgent = agent, record: bool = True) -> tuple[CaseReport, CheckResult]:
         async with sem:
-            result = await acheck(project, e.scenario, who, settings=oracle, memo=memo, budget=budget, seed=seed, name=e.case_id)
+            result = await acheck(project, e.scenario, who, settings=oracle, memo=memo, budget=budget, seed=seed, name=e.case_id, **lanes.for_case())
         if record and checks is not None:
             checks[e.case_id] = (e.scenario, result)
         case = case_from_check(

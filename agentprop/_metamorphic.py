@@ -26,11 +26,12 @@ from pydantic import BaseModel, Field
 from agentprop._budget import Budget
 from agentprop._check import CheckRecord, _current_test, _lock, _results, acheck, as_loaded_agent, default_memo
 from agentprop._memo import TrialMemo
-from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings
+from agentprop._oracle import AgentPropertyViolation, CheckResult, OracleSettings, TrialRecord, adecide
 from agentprop._project import Project
 from agentprop._run_key import run_digest
 from agentprop._properties import first_failure, mft_verdicts
 from agentprop._scenario import Scenario
+from agentprop._slots import RunSlots
 from agentprop._stats import categorical_two_sample_test
 from agentprop._sync import run_sync
 from agentprop._trace import Trace
@@ -94,26 +95,30 @@ async def _sample(
     memo: TrialMemo,
     budget: Budget | None,
     seed: int,
+    concurrency: int = 1,
+    slots: RunSlots | None = None,
 ) -> tuple[Counter[str], int, int, bool]:
     """Run ``messages`` ``n`` times; return behaviour counts, MFT passes, runs, budget_out.
     The runs are memoised like a check's (same key: the MFT check of the same messages shares
-    them); the behaviour and the MFT verdict are worked out from each trace every time."""
+    them, finished or still in flight); the behaviour and the MFT verdict are worked out from
+    each trace every time. Up to ``concurrency`` runs are in flight (all ``n`` are needed)."""
     counts: Counter[str] = Counter()
-    passes = 0
-    runs = 0
-    digest = run_digest(project, scenario, messages, seed)
-    for i in range(first_trial, first_trial + n):
-        key = memo.key(digest, loaded.fingerprint, i)
-        trace = memo.get(key)
-        if trace is None:
-            if budget is not None and not budget.try_start_run():
-                return counts, passes, runs, True
-            trace = memo.put(key, await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages)))
-        failed = first_failure(mft_verdicts(project.spec, scenario, trace, grounding=project.bindings.response_grounding(project.spec)))
+    grounding = project.bindings.response_grounding(project.spec)
+
+    async def run_trial(i: int) -> Trace:
+        return await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages))
+
+    def judge(trace: Trace) -> TrialRecord:
+        failed = first_failure(mft_verdicts(project.spec, scenario, trace, grounding=grounding))
         counts[decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")] += 1
-        passes += failed is None
-        runs += 1
-    return counts, passes, runs, False
+        return TrialRecord(passed=failed is None)
+
+    result = await adecide(
+        run_trial, OracleSettings(mode="fixed", runs=n), judge=judge, name=scenario.id, memo=memo,
+        input_digest=run_digest(project, scenario, messages, seed), fingerprint=loaded.fingerprint, budget=budget,
+        concurrency=concurrency, first_trial=first_trial, slots=slots,
+    )
+    return counts, result.passes, result.runs, result.budget_exhausted
 
 
 async def acheck_invariance(
@@ -128,6 +133,8 @@ async def acheck_invariance(
     budget: Budget | None = None,
     seed: int = 0,
     base: CheckResult | None = None,
+    concurrency: int = 1,
+    slots: RunSlots | None = None,
 ) -> InvarianceResult:
     """Compare the behaviour under each variant with the original's.
 
@@ -146,7 +153,7 @@ async def acheck_invariance(
     loaded = as_loaded_agent(agent)
     memo = memo if memo is not None else default_memo()
     first_trial = seed * 1_000_003
-    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed)
+    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed, concurrency, slots)
     results: list[VariantResult] = []
     total = runs
     corrected = alpha / len(variants)
@@ -155,7 +162,7 @@ async def acheck_invariance(
             break
         # independent samples: each side gets its own trial indices (the two-sample test
         # assumes independence; shared indices would pair simulated agents' random draws)
-        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed)
+        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed, concurrency, slots)
         total += r
         if r < n:
             break
@@ -208,6 +215,8 @@ async def acheck_direction(
     memo: TrialMemo | None = None,
     budget: Budget | None = None,
     seed: int = 0,
+    concurrency: int = 1,
+    slots: RunSlots | None = None,
 ) -> DirectionResult:
     change = (base.expect_decision, perturbed.expect_decision)
     if change[0] == change[1] and base.leaf == perturbed.leaf:
@@ -215,8 +224,9 @@ async def acheck_direction(
             f"base {base.id} and perturbed {perturbed.id} expect the same outcome ({change[0]}); a direction "
             "test needs a perturbation that changes the spec's decision"
         )
-    a = await acheck(project, base, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR base {base.id}")
-    b = await acheck(project, perturbed, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR perturbed {perturbed.id}")
+    lanes: dict[str, Any] = {"concurrency": concurrency, "slots": slots}
+    a = await acheck(project, base, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR base {base.id}", **lanes)
+    b = await acheck(project, perturbed, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR perturbed {perturbed.id}", **lanes)
     order = ["FAIL", "UNSTABLE", "INCONCLUSIVE", "PASS"]
     verdict = min((a.verdict, b.verdict), key=order.index)
     return DirectionResult(base=a, perturbed=b, expected_change=change, verdict=verdict)  # type: ignore[arg-type]

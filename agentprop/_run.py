@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from agentprop._version import __version__
-from agentprop._agents import LoadedAgent
+from agentprop._agents import LoadedAgent, runs_concurrently
+from agentprop._slots import CaseLanes, RunSlots
 from agentprop._budget import Budget
 from agentprop._conversation_shrink import ShrinkReport, shrink
 from agentprop._bugs import SHRINKABLE_KINDS, find_bugs
@@ -87,6 +88,16 @@ class Progress:
             self.stream.flush()
 
 
+def case_lanes(agent: LoadedAgent, concurrency: int) -> CaseLanes:
+    """A model-backed (async) agent's case keeps up to ``concurrency`` trials in flight, all
+    cases' runs sharing ``concurrency`` slots; a sync agent's case runs one trial at a time
+    (its runs compete for the interpreter: more in flight would only add runs past the
+    decision)."""
+    if concurrency > 1 and runs_concurrently(agent):
+        return CaseLanes(concurrency, RunSlots(concurrency))
+    return CaseLanes()
+
+
 def _case_report(scenario: Scenario, result: CheckResult, rule: str | None = None) -> CaseReport:
     case = case_from_check(scenario.id, "MFT", scenario, result, {})
     case.rule = rule
@@ -128,13 +139,14 @@ async def arun_cases(
     progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream)
     memo = memo if memo is not None else TrialMemo()
     sem = asyncio.Semaphore(max(1, settings.concurrency))
+    lanes = case_lanes(agent, settings.concurrency)
 
     checks: dict[str, tuple[Scenario, CheckResult]] = {}
     replays: dict[str, Replay] = {}
 
     async def one(scenario: Scenario, case_id: str | None = None) -> CheckResult:
         async with sem:
-            result = await acheck(project, scenario, agent, settings=case_rule(scenario).settings, memo=memo, budget=budget, concurrency=1, seed=settings.seed, name=case_id)
+            result = await acheck(project, scenario, agent, settings=case_rule(scenario).settings, memo=memo, budget=budget, seed=settings.seed, name=case_id, **lanes.for_case())
         checks[case_id or scenario.id] = (scenario, result)
         progress.update(runs=result.runs, cost=result.cost_usd, case_done=True)
         return result
@@ -161,7 +173,7 @@ async def arun_cases(
         if "explore" in kinds and settings.explore > 0:
             explored, explored_inputs = await explore_cases(
                 project, agent, scenarios, oracle, per_path=settings.explore, memo=memo, budget=budget, seed=settings.seed,
-                concurrency=settings.concurrency, checks=checks, replays=replays,
+                concurrency=settings.concurrency, checks=checks, replays=replays, lanes=lanes,
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
             )
@@ -173,7 +185,7 @@ async def arun_cases(
                     case.rule += "; safety certified by the path's MFT"
         if kinds - {"mft"}:
             extra = await extra_cases(
-                project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency,
+                project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency, lanes=lanes,
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 case_filter=settings.case_filter,
@@ -198,6 +210,7 @@ async def arun_cases(
         not_applicable=verdicts["NOT APPLICABLE"],
         case_pass_rate=verdicts["PASS"] / decided if (decided := len(cases) - verdicts["NOT APPLICABLE"]) else 0.0,
         runs=sum(c.runs for c in cases),
+        runs_beyond_decision=sum(c.runs_beyond_decision for c in cases),
         cost_usd=sum(c.cost_usd for c in cases),
         input_tokens=sum(c.input_tokens for c in cases),
         output_tokens=sum(c.output_tokens for c in cases),
@@ -501,8 +514,9 @@ def render_table(report: RunReport, *, width: int | None = None) -> str:
             note += f"; realisable coverage {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
         lines.append(note)
     na = f", {m.not_applicable} not applicable" if m.not_applicable else ""
+    beyond = f" (+{m.runs_beyond_decision} started ahead of a decision that did not need them)" if m.runs_beyond_decision else ""
     lines.append(
         f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable{na}; "
-        f"{m.runs} runs, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"
+        f"{m.runs} runs{beyond}, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"
     )
     return "\n".join(lines)
