@@ -34,6 +34,7 @@ import asyncio
 import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -271,6 +272,135 @@ def measure_overhead(project: Any, runs: int) -> tuple[float, float]:
 # --------------------------------------------------------------------------------------------
 
 
+def trivial_sync_agent(message: str, ctx: Any) -> None:
+    """The same zero-latency agent, sync: the runtime runs its conversation on a worker thread
+    (so that a stuck turn could be abandoned at its timeout)."""
+    _trivial_agent_body(ctx)
+
+
+def measure_sync_overhead(project: Any, runs: int) -> tuple[float, float]:
+    """(agentprop seconds per run, baseline seconds per run) for the sync agent, best of three
+    rounds, the two interleaved."""
+    from agentprop._scenario import make_world
+
+    scenario = project.scenario(SCENARIO)
+    world = make_world(project.spec, project.bindings, scenario, seed=0)
+    outputs = {"get_account": world.call("get_account", {"account_id": "A1"})}
+
+    async def framework() -> float:
+        _clean_heap()
+        t0 = time.perf_counter()
+        for i in range(runs):
+            trace = await project.arun(scenario, lambda: trivial_sync_agent, trial=i)
+        elapsed = time.perf_counter() - t0
+        assert trace.final_decision == "BILLING_ANSWER" and not trace.errored, trace.all_errors()
+        return elapsed
+
+    def baseline() -> float:
+        _clean_heap()
+        t0 = time.perf_counter()
+        for _ in range(runs):
+            ctx = _BareContext(outputs)
+            trivial_sync_agent("What plan am I on?", ctx)
+        elapsed = time.perf_counter() - t0
+        assert ctx.response is not None and ctx.response["decision"] == "BILLING_ANSWER"
+        return elapsed
+
+    fw: list[float] = []
+    base: list[float] = []
+    for _ in range(3):
+        fw.append(asyncio.run(framework()))
+        base.append(baseline())
+    return min(fw) / runs, min(base) / runs
+
+
+def _model_agent(base_url: str, concurrency: int, cache: Path | bool, mode: str) -> Any:
+    from agentprop._anthropic_agent import AnthropicAgent
+    from agentprop._budget import Budget
+
+    return AnthropicAgent.from_files(
+        MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
+        cache_mode=mode, budget=Budget(), base_url=base_url, cache=cache, max_concurrent_requests=concurrency,
+    )
+
+
+def live_sdk_replay_rounds(project: Any, base_url: str, runs: int, concurrency: int, repeats: int, tmp: Path) -> dict[str, Any]:
+    """``repeats`` rounds of: ``runs`` live runs recording into a fresh cache, the SDK alone
+    sending the same requests, and the runs replayed from that round's cache. The SDK goes
+    first in every other round, so that a drift in the machine's load favours neither."""
+    out: dict[str, Any] = {k: [] for k in ("live", "sdk", "replay", "live_cpu", "sdk_cpu", "replay_cpu")}
+    bodies: list[list[dict[str, Any]]] | None = None
+    for r in range(repeats):
+        cache = tmp / f"api-cache-{r}.sqlite"
+
+        def live() -> None:
+            nonlocal bodies
+            agent = _model_agent(base_url, concurrency, cache, "read-write")
+            elapsed, traces, conversations, cpu = timed_agent_runs(project, agent, runs, concurrency)
+            check_traces(traces, "live")
+            out["live"].append(elapsed)
+            out["live_cpu"].append(cpu)
+            out["live_stats"] = agent.stats()
+            out["live_decisions"] = [t.decisions for t in traces]
+            if bodies is None:
+                bodies = request_bodies(agent, project, conversations)
+
+        def sdk() -> None:
+            assert bodies is not None
+            elapsed, cpu = sdk_alone(base_url, bodies, concurrency)
+            out["sdk"].append(elapsed)
+            out["sdk_cpu"].append(cpu)
+            out["requests"] = sum(map(len, bodies))
+
+        for step in ((live, sdk) if r % 2 == 0 or bodies is None else (sdk, live)):
+            step()
+        agent = _model_agent(base_url, concurrency, cache, "replay-only")
+        elapsed, traces, _, cpu = timed_agent_runs(project, agent, runs, concurrency)
+        check_traces(traces, "replay")
+        if [t.decisions for t in traces] != out["live_decisions"]:
+            raise SystemExit("the replay differs from the live run")
+        out["replay"].append(elapsed)
+        out["replay_cpu"].append(cpu)
+        out["replay_stats"] = agent.stats()
+    return out
+
+
+def case_concurrency(project: Any, base_url: str, case_runs: int, concurrency: int, repeats: int) -> dict[str, list[float]]:
+    """Wall seconds of one fixed-N case of ``case_runs`` model runs (``agentprop run --mode
+    fixed --runs N --kinds mft --case SCENARIO``, no cache: every run calls the API) at
+    ``--concurrency 1`` and at ``concurrency``, interleaved, ``repeats`` times each."""
+    from agentprop._budget import Budget
+    from agentprop._memo import TrialMemo
+    from agentprop._run import RunSettings, arun_cases
+
+    scenario = project.scenario(SCENARIO)
+    out: dict[str, list[float]] = {"serial": [], "concurrent": []}
+    for r in range(repeats):
+        for width in ((1, concurrency) if r % 2 == 0 else (concurrency, 1)):
+            agent = _model_agent(base_url, concurrency, False, "off")
+            settings = RunSettings(mode="fixed", runs=case_runs, kinds=("mft",), concurrency=width, explore=0, case_filter=(SCENARIO,))
+
+            async def go() -> Any:
+                try:
+                    return await arun_cases(project, agent.loaded(), [scenario], settings, memo=TrialMemo(), budget=Budget())
+                finally:
+                    await agent.aclose()
+
+            _clean_heap()
+            t0 = time.perf_counter()
+            report = asyncio.run(go())
+            elapsed = time.perf_counter() - t0
+            [case] = report.cases
+            if case.verdict != "PASS" or case.runs != case_runs or agent.stats()["live_calls"] != case_runs * CALLS_PER_RUN:
+                raise SystemExit(f"the fixed-N case at concurrency {width} went wrong: {case.verdict}, {case.runs} runs, {agent.stats()}")
+            out["serial" if width == 1 else "concurrent"].append(elapsed)
+    return out
+
+
+def _spread(values: list[float]) -> str:
+    return f"min {min(values):.3f} median {statistics.median(values):.3f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", dest="json_path", help="write the results as JSON to this file")
@@ -278,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.05, help="server latency per reply, seconds (default 0.05)")
     parser.add_argument("--concurrency", type=int, default=32, help="runs in flight (default 32)")
     parser.add_argument("--overhead-runs", type=int, default=2000, help="runs of the overhead measurement (default 2000)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of each measurement (default 3)")
+    parser.add_argument("--case-runs", type=int, default=200, help="runs of the fixed-N case (default 200)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -285,88 +417,79 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from agentprop._anthropic_agent import AnthropicAgent
-    from agentprop._budget import Budget
     from agentprop._project import load_project
 
     project = load_project(SUPPORTOPS)
     server = ServerProcess(args.latency)
     with tempfile.TemporaryDirectory() as tmp:
-        cache = Path(tmp) / "api-cache.sqlite"
-        options: dict[str, Any] = {
-            "base_url": server.base_url,
-            "cache": cache,
-            "max_concurrent_requests": args.concurrency,
-        }
         try:
             # warm-up: imports, the SDK client, the SQLite file (its own trials, not replayed)
             warm = AnthropicAgent(MODEL, base_url=server.base_url, cache=False)
             asyncio.run(_warm(project, warm))
-
-            live_budget = Budget()
-            live_agent = AnthropicAgent.from_files(
-                MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
-                cache_mode="read-write", budget=live_budget, **options,
-            )
-            live_s, live_traces, conversations, live_cpu = timed_agent_runs(project, live_agent, args.runs, args.concurrency)
-            check_traces(live_traces, "live")
-            live_stats = live_agent.stats()
-
-            bodies = request_bodies(live_agent, project, conversations)
-            sdk_s, sdk_cpu = sdk_alone(server.base_url, bodies, args.concurrency)
-
-            replay_budget = Budget()
-            replay_agent = AnthropicAgent.from_files(
-                MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
-                cache_mode="replay-only", budget=replay_budget, **options,
-            )
-            replay_s, replay_traces, _, replay_cpu = timed_agent_runs(project, replay_agent, args.runs, args.concurrency)
-            check_traces(replay_traces, "replay")
-            replay_stats = replay_agent.stats()
+            rounds = live_sdk_replay_rounds(project, server.base_url, args.runs, args.concurrency, args.repeats, Path(tmp))
+            case = case_concurrency(project, server.base_url, args.case_runs, args.concurrency, args.repeats)
         finally:
             served = server.stop()
-    if [t.decisions for t in replay_traces] != [t.decisions for t in live_traces]:
-        raise SystemExit("the replay differs from the live run")
 
     fw_s, base_s = measure_overhead(project, args.overhead_runs)
+    sync_fw_s, sync_base_s = measure_sync_overhead(project, args.overhead_runs)
 
+    # ratios of the rounds' medians (each round measured its pair back to back)
+    live_s, sdk_s, replay_s = (statistics.median(rounds[k]) for k in ("live", "sdk", "replay"))
+    live_over_sdk = statistics.median(a / b for a, b in zip(rounds["live"], rounds["sdk"]))
+    replay_over_live = statistics.median(a / b for a, b in zip(rounds["replay"], rounds["live"]))
+    speedup = statistics.median(a / b for a, b in zip(case["serial"], case["concurrent"]))
     ideal_s = args.runs * CALLS_PER_RUN * args.latency / args.concurrency
-    live_over_ideal = live_s / ideal_s
-    replay_over_live = replay_s / live_s
     overhead_us = (fw_s - base_s) * 1e6
+    sync_overhead_us = (sync_fw_s - sync_base_s) * 1e6
+    live_stats, replay_stats = rounds["live_stats"], rounds["replay_stats"]
     rows = [
-        ("live: ideal (runs x calls x latency / concurrency)", f"{ideal_s:8.3f} s", "baseline"),
-        (f"the SDK alone: the same {sum(map(len, bodies))} requests, no agentprop", f"{sdk_s:8.3f} s", f"{sdk_s / ideal_s:5.2f}x ideal; client CPU {sdk_cpu:.3f} s"),
-        (f"live: {args.runs} runs, {live_stats['live_calls']} API calls", f"{live_s:8.3f} s", f"{live_over_ideal:5.2f}x ideal (target <= 1.30x), {live_s / sdk_s:4.2f}x the SDK alone; client CPU {live_cpu:.3f} s"),
-        (f"replay-only: {args.runs} runs, {replay_stats['cache_hits']} cache hits", f"{replay_s:8.3f} s", f"{replay_over_live:6.1%} of live (target <= 5%); client CPU {replay_cpu:.3f} s"),
-        ("direct call of the Python agent (no agentprop)", f"{base_s * 1e6:8.1f} us", "baseline"),
-        ("the same agent through the runtime", f"{fw_s * 1e6:8.1f} us", f"{fw_s / base_s:5.1f}x; overhead {overhead_us:.1f} us/run"),
+        (f"the SDK alone: the same {rounds['requests']} requests, no agentprop", f"{sdk_s:8.3f} s", f"baseline ({_spread(rounds['sdk'])}; {sdk_s / ideal_s:.2f}x the ideal {ideal_s:.3f} s); client CPU {statistics.median(rounds['sdk_cpu']):.3f} s"),
+        (f"live: {args.runs} runs, {live_stats['live_calls']} API calls", f"{live_s:8.3f} s", f"{live_over_sdk:5.2f}x the SDK alone (target <= 1.15x; {_spread(rounds['live'])}); client CPU {statistics.median(rounds['live_cpu']):.3f} s"),
+        (f"replay-only: {args.runs} runs, {replay_stats['cache_hits']} cache hits", f"{replay_s:8.3f} s", f"{replay_over_live:6.1%} of live (target <= 5%; {_spread(rounds['replay'])}); client CPU {statistics.median(rounds['replay_cpu']):.3f} s"),
+        (f"fixed-N case of {args.case_runs} model runs, --concurrency 1", f"{statistics.median(case['serial']):8.3f} s", f"baseline ({_spread(case['serial'])})"),
+        (f"the same case, --concurrency {args.concurrency}", f"{statistics.median(case['concurrent']):8.3f} s", f"{speedup:5.1f}x faster (target >= 10x; {_spread(case['concurrent'])})"),
+        ("direct call of the async Python agent (no agentprop)", f"{base_s * 1e6:8.1f} us", "baseline"),
+        ("the same agent through the runtime", f"{fw_s * 1e6:8.1f} us", f"overhead {overhead_us:.1f} us/run"),
+        ("direct call of the sync Python agent (no agentprop)", f"{sync_base_s * 1e6:8.1f} us", "baseline"),
+        ("the same agent through the runtime (one thread hop a run)", f"{sync_fw_s * 1e6:8.1f} us", f"overhead {sync_overhead_us:.1f} us/run"),
     ]
-    print(f"throughput: {args.runs} runs of {SCENARIO}, {args.latency * 1000:.0f} ms latency, concurrency {args.concurrency}")
+    print(
+        f"throughput: {args.runs} runs of {SCENARIO}, {args.latency * 1000:.0f} ms latency, concurrency {args.concurrency}; "
+        f"{args.repeats} interleaved rounds, medians (ratios: median of the rounds' ratios)"
+    )
     print(f"{'measurement':<62} {'time':>12}  ratio")
     for name, value, ratio in rows:
         print(f"{name:<62} {value:>12}  {ratio}")
     print(
         f"server answered {served} requests (warm-up included); replay sent {replay_stats['live_calls']}; "
-        f"live cost ${live_budget.snapshot().usd:.4f}, replay saved ${replay_budget.snapshot().usd_saved:.4f}; "
         f"retries {live_stats['retries']['retries']}"
     )
     if args.json_path:
         Path(args.json_path).write_text(
             json.dumps(
                 {
-                    "live_over_ideal": live_over_ideal,
+                    "live_over_sdk": live_over_sdk,
                     "replay_over_live": replay_over_live,
                     "overhead_us_per_run": overhead_us,
-                    "live_s": live_s,
+                    "sync_overhead_us_per_run": sync_overhead_us,
+                    "case_concurrency_speedup": speedup,
+                    "live_s": rounds["live"],
+                    "sdk_alone_s": rounds["sdk"],
+                    "replay_s": rounds["replay"],
+                    "case_serial_s": case["serial"],
+                    "case_concurrent_s": case["concurrent"],
+                    "live_over_ideal": live_s / ideal_s,
                     "ideal_s": ideal_s,
-                    "sdk_alone_s": sdk_s,
-                    "live_over_sdk_alone": live_s / sdk_s,
-                    "replay_s": replay_s,
                     "runtime_us_per_run": fw_s * 1e6,
                     "baseline_us_per_run": base_s * 1e6,
+                    "sync_runtime_us_per_run": sync_fw_s * 1e6,
+                    "sync_baseline_us_per_run": sync_base_s * 1e6,
                     "runs": args.runs,
+                    "case_runs": args.case_runs,
                     "latency_s": args.latency,
                     "concurrency": args.concurrency,
+                    "repeats": args.repeats,
                 },
                 indent=2,
             )
