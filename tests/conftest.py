@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import sys
+import types
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,3 +58,41 @@ def _corpus_outside_the_repo(tmp_path_factory: pytest.TempPathFactory, monkeypat
     with ``monkeypatch.setattr(agentprop._corpus, "default_corpus_dir", REAL_DEFAULT_CORPUS_DIR)``."""
     root = tmp_path_factory.mktemp("corpus-default")
     monkeypatch.setattr(agentprop._corpus, "default_corpus_dir", lambda project: root / project.spec.spec_id)
+
+
+@contextlib.contextmanager
+def isolated_agentprop_state() -> Iterator[None]:
+    """Save the module-level state of every loaded ``agentprop`` module (the plugin's session
+    memo, budget, corpus, recorded results, profile …) and restore it on exit, so that a pytest
+    session run in this process (``pytester.runpytest_inprocess``) leaves this one's untouched.
+    Containers are restored in place: other modules hold references to the same objects."""
+    saved: list[tuple[types.ModuleType, str, Any, Any]] = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "agentprop" or name.startswith("agentprop.")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if attr.startswith("__") or callable(value) or isinstance(value, (types.ModuleType, type)):
+                continue
+            saved.append((module, attr, value, copy.copy(value) if type(value) in (list, dict, set) else None))
+    try:
+        yield
+    finally:
+        for module, attr, value, contents in saved:
+            if isinstance(value, list):
+                value[:] = contents
+            elif isinstance(value, (dict, set)):
+                value.clear()
+                value.update(contents)
+            setattr(module, attr, value)
+
+
+@pytest.fixture(autouse=True)
+def _agentprop_state_put_back(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that runs pytest sessions in this process (it uses ``pytester``) gets agentprop's
+    state back as it was: the plugin of an inner session replaces the session memo, budget,
+    corpus and profile."""
+    if "pytester" not in request.fixturenames:
+        yield
+        return
+    with isolated_agentprop_state():
+        yield

@@ -1,8 +1,9 @@
 """The pytest plugin (``agentprop.pytest_plugin``) seen from the outside.
 
-Every test writes a small test file into a ``pytester`` sandbox and runs pytest on it in a
-subprocess (the plugin keeps session state in module globals, so an in-process run would leak
-into this session). Generated files load ``examples/supportops`` by absolute path and report
+Every test writes a small test file into a ``pytester`` sandbox and runs pytest on it, in this
+process (``run``): the plugin keeps session state in module globals, so agentprop's module
+state is saved before a test that uses ``pytester`` and put back after it (``conftest.py``), as
+pytester does with ``sys.modules``. Generated files load ``examples/supportops`` by absolute path and report
 what they saw through ``results.jsonl`` in the sandbox; the outer test compares that, the
 exit code and the terminal output with what the options, marker and fixtures promise.
 Expected numbers are derived (Wald's SPRT boundary, the Wilson interval, the memo's keying,
@@ -68,8 +69,10 @@ IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """pytest on the sandbox, in this process (agentprop's state is put back after the test:
+    see ``conftest.py``)."""
     (pytester.path / "results.jsonl").unlink(missing_ok=True)
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args, timeout=240)
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args)
 
 
 def results(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
@@ -608,3 +611,19 @@ def test_noisy_agent_fails_with_a_violation_never_flaky(pytester: pytest.Pyteste
         assert "Flaky" not in text, text
     # the control shows what the memo prevents: the replayed input passes, Hypothesis says Flaky
     assert "hypothesis.errors.FlakyFailure" in (failures["test_control"].text or "")  # type: ignore[union-attr]
+
+
+def test_a_session_run_in_this_process_leaves_this_sessions_state_alone(pytester: pytest.Pytester) -> None:
+    from agentprop import _check, pytest_plugin
+    from conftest import isolated_agentprop_state
+
+    def state() -> tuple[Any, ...]:
+        return (_check.default_memo(), _check.session_budget(), _check.default_corpus(), pytest_plugin._active_profile, len(_check.recorded_results()))
+
+    before = state()
+    pytester.makepyfile(test_budget=BUDGET)
+    with isolated_agentprop_state():
+        run(pytester, "--agentprop-max-runs=5", "--agentprop-profile=smoke", f"--agentprop-corpus={pytester.path / 'corpus'}")
+        assert results(pytester)["budget"] == {"max_runs": 5, "used": 5}  # the inner session had its own
+        assert state() != before  # the plugin did replace this process's state …
+    assert state() == before  # … and it is back
