@@ -67,7 +67,7 @@ class RunClaim:
     it. Settle it exactly once: :meth:`store` the run, or :meth:`release` it (the run was
     cancelled, refused by the budget or failed), which lets a waiting request make it."""
 
-    __slots__ = ("_memo", "key", "_flight")
+    __slots__ = ("_flight", "_memo", "key")
 
     def __init__(self, memo: TrialMemo, key: str, flight: asyncio.Future[bool] | None) -> None:
         self._memo = memo

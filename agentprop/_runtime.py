@@ -408,7 +408,7 @@ class _Segment:
     """What the event loop and the worker thread running a sync agent's turns share (under
     ``lock``): the turn running and since when, and whether the loop has given up on it."""
 
-    __slots__ = ("lock", "abandoned", "index", "started", "t0", "turn", "ctx", "handed")
+    __slots__ = ("abandoned", "ctx", "handed", "index", "lock", "started", "t0", "turn")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

@@ -333,7 +333,7 @@ def live_sdk_replay_rounds(project: Any, base_url: str, runs: int, concurrency: 
     for r in range(repeats):
         cache = tmp / f"api-cache-{r}.sqlite"
 
-        def live() -> None:
+        def live(cache: Path = cache) -> None:
             nonlocal bodies
             agent = _model_agent(base_url, concurrency, cache, "read-write")
             elapsed, traces, conversations, cpu = timed_agent_runs(project, agent, runs, concurrency)
@@ -380,7 +380,7 @@ def case_concurrency(project: Any, base_url: str, case_runs: int, concurrency: i
             agent = _model_agent(base_url, concurrency, False, "off")
             settings = RunSettings(mode="fixed", runs=case_runs, kinds=("mft",), concurrency=width, explore=0, case_filter=(SCENARIO,))
 
-            async def go() -> Any:
+            async def go(agent: Any = agent, settings: RunSettings = settings) -> Any:
                 try:
                     return await arun_cases(project, agent.loaded(), [scenario], settings, memo=TrialMemo(), budget=Budget())
                 finally:

@@ -107,7 +107,7 @@ def test_runs_past_the_decision_are_cancelled_and_counted() -> None:
     # seed 3, p=0.6: zero-failure certification fails early, with trials in flight behind it
     agent = SimulatedAgent(0.6, seed=3, max_delay=0.02)
     memo = TrialMemo()
-    result, order = decide(agent, OracleSettings(mode="zero-failure", tau=1.0, runs=59), 12, memo=memo)
+    result, _ = decide(agent, OracleSettings(mode="zero-failure", tau=1.0, runs=59), 12, memo=memo)
     assert result.verdict == "FAIL" and result.runs < 12
     assert agent.cancelled, "no run in flight was cancelled"
     assert result.runs_beyond_decision == len(agent.started) - result.runs

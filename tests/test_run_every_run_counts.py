@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 DATAINSIGHTS = ROOT / "examples" / "datainsights"
 sys.path.insert(0, str(SUPPORTOPS))
-from agent import SupportOpsAgent  # noqa: E402
+from agent import SupportOpsAgent
 
 
 class AsyncSupportOps:
