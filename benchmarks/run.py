@@ -67,11 +67,22 @@ RECORDED: dict[str, dict[str, Any]] = {
 
 def child(example: Path, report: Path, stats: Path) -> int:
     """Run ``agentprop run example --json report`` with ``Project.arun`` counted by run key."""
+    import importlib
     from collections import Counter
 
-    from agentprop import _project
-    from agentprop._cli import main
-    from agentprop._run_key import project_digest, run_digest
+    def first_module(*names: str) -> Any:
+        # the trees measured may predate the layered layout of issue #12: try both names
+        for name in names:
+            try:
+                return importlib.import_module("agentprop." + name)
+            except ImportError:
+                continue
+        raise ImportError(f"none of {names} in this agentprop")
+
+    _project = first_module("_agents" + ".project", "_project")
+    run_key = first_module("_decide" + ".run_key", "_run_key")
+    project_digest, run_digest = run_key.project_digest, run_key.run_digest
+    main = first_module("_cli").main
 
     executed: Counter[str] = Counter()
     digests: dict[int, str] = {}
