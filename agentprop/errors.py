@@ -1,17 +1,42 @@
-"""Exceptions raised by agentprop.
+"""Every exception agentprop raises, and its one warning.
 
 Every error names the cause and the fix. Errors about user input carry the file, line and
-column they refer to, so an editor can jump there.
+column they refer to, so an editor can jump there. ``except AgentPropError`` catches every
+agentprop *error*; a property that does not hold is not an error but a test failure:
+:class:`AgentPropertyViolation`, an :class:`AssertionError`, so pytest reports it as one.
+
+The tree::
+
+    AgentPropError
+    ├── InputError                 a file or value the user gave is wrong (FILE:LINE:COL, fix)
+    │   ├── SpecError              a spec cannot be loaded
+    │   ├── BindingsError          bindings (agentprop.yaml) do not fit their spec
+    │   ├── MemoFileError          a trial memo file cannot be used
+    │   ├── MissingApiKey          a model call needs an API key and there is none
+    │   └── ParaphrasePoolError    an LLM paraphrase pool cannot be obtained
+    ├── InvalidArgument            a function got arguments it cannot use (also a TypeError)
+    ├── WhenSyntaxError            a ``when`` expression does not parse (also a ValueError)
+    ├── UnboundVariable            a ``when`` expression reads a variable with no value (also a KeyError)
+    ├── Unsatisfiable              no values make a path's conditions hold
+    ├── ToolError                  a tool call failed inside a world (the agent sees it)
+    ├── AgentRunError              the agent under test raised, timed out or broke the protocol
+    ├── ModelCallError             a model API call failed for good
+    ├── BudgetExhausted            the session budget ran out
+    └── CacheError                 the API cache file cannot be used
+        └── CacheMiss              replay-only mode met a request that was never recorded
+    AgentPropertyViolation (AssertionError)   a property of the agent did not hold
+    AgentPropWarning (UserWarning)            something the user should know; nothing failed
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 class AgentPropError(Exception):
-    """Base class of every exception agentprop raises on purpose."""
+    """Base class of every exception agentprop raises on purpose (catch this to catch them all)."""
 
 
 @dataclass(frozen=True)
@@ -31,11 +56,16 @@ class SourceLocation:
         return where
 
 
+# --------------------------------------------------------------------------- user input
+
+
 class InputError(AgentPropError):
     """A user-supplied file or value is wrong.
 
-    The message has the shape ``FILE:LINE:COL: what is wrong`` followed by what was expected
-    and how to fix it.
+    Raised while loading specs, bindings, phrase packs, mutation packs and command-line
+    arguments. The message has the shape ``FILE:LINE:COL: what is wrong`` followed by what was
+    expected and how to fix it; the command line prints it and exits 2. What to do: what the
+    ``fix:`` line says.
     """
 
     def __init__(
@@ -64,15 +94,71 @@ class InputError(AgentPropError):
 
 class SpecError(InputError):
     """A spec file cannot be loaded: bad YAML, a missing key, a wrong type, an invalid JSON
-    Schema or an unparseable ``when`` expression."""
+    Schema or an unparseable ``when`` expression. Fix the spec at the location given
+    (``agentprop lint SPEC`` lists every problem at once)."""
 
 
 class BindingsError(InputError):
-    """A bindings file (``agentprop.yaml``) does not fit its spec."""
+    """A bindings file (``agentprop.yaml``) does not fit its spec: an unknown variable, tool or
+    field, a value of the wrong type, a leaf with no decision. Fix the bindings at the location
+    given (docs/reference.md#bindings)."""
+
+
+class MemoFileError(InputError):
+    """A trial memo file (``TrialMemo(path)``, ``--agentprop-memo``) cannot be used: it is not
+    a SQLite database, not an agentprop memo, or written by a newer agentprop. Point at another
+    file, or delete this one (it only holds runs that can be made again)."""
+
+
+class MissingApiKey(InputError):
+    """A model call had to reach the real API and no API key is configured (for Anthropic,
+    ``ANTHROPIC_API_KEY``). Set the key, or run replay-only from a recorded API cache."""
+
+
+class ParaphrasePoolError(InputError):
+    """A paraphrase pool cannot be obtained: no key and no cache, a reply that is not a list of
+    paraphrases, a failed API call, no candidate surviving the screen, or a bad pool file. The
+    message says which; record the pool once with a key, or fix the pool file."""
 
 
 class InvalidArgument(AgentPropError, TypeError):
-    """A function was called with arguments it cannot use (as in Hypothesis)."""
+    """A function was called with arguments it cannot use (as in Hypothesis). Raised at the
+    call, before any agent runs; the message names the argument and what it accepts."""
+
+
+class WhenSyntaxError(AgentPropError, ValueError):
+    """A ``when`` expression could not be parsed. ``offset`` is the 0-based column in the
+    expression where the problem is, ``expected`` what would have been valid there. Loading a
+    spec turns it into a :class:`SpecError` at the expression's line."""
+
+    def __init__(self, message: str, text: str, offset: int, expected: str) -> None:
+        self.message = message
+        self.text = text
+        self.offset = offset
+        self.expected = expected
+        super().__init__(f"{message} at column {offset + 1} of {text!r}")
+
+
+class UnboundVariable(AgentPropError, KeyError):
+    """A variable that a ``when`` expression reads has no value in the environment it is
+    evaluated in. Give the variable a value (a binding, or the ``env`` passed to
+    :func:`agentprop.evaluate`)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(path)
+
+    def __str__(self) -> str:
+        return f"variable {self.path!r} has no value"
+
+
+class Unsatisfiable(AgentPropError):
+    """No values of the bound variables make a path's conditions hold, so the path has no
+    scenario. ``agentprop lint`` reports such paths (P001) with the spec line and a fix; bind the
+    variables so the conditions can hold, or accept that the path cannot be reached."""
+
+
+# --------------------------------------------------------------------------- running agents
 
 
 class ToolError(AgentPropError):
@@ -80,7 +166,8 @@ class ToolError(AgentPropError):
 
     ``kind`` is one of the spec's ``failure_modes`` (``timeout``, ``not_found``,
     ``rate_limited``, ``invalid_query`` ...) or ``invalid_arguments`` / ``unknown_tool`` /
-    ``limit_exceeded`` for errors the runtime itself raises.
+    ``limit_exceeded`` for errors the runtime itself raises. Not a bug of agentprop: a correct
+    agent handles it as the spec says.
     """
 
     def __init__(self, kind: str, message: str) -> None:
@@ -91,12 +178,87 @@ class ToolError(AgentPropError):
 
 class AgentRunError(AgentPropError):
     """The agent under test raised, timed out or broke the protocol. The runner records it
-    in the trace as an errored run; it is raised only where a caller asked for it."""
+    in the trace as an errored run (the ``no_run_errors`` contract fails it); it is raised only
+    where a caller asked for it. Look at the traceback kept in the trace."""
 
 
-class MemoFileError(InputError):
-    """A trial memo file (``TrialMemo(path)``, ``--agentprop-memo``) cannot be used: it is not
-    a SQLite database, not an agentprop memo, or written by a newer agentprop."""
+class ModelCallError(AgentPropError):
+    """A model API call failed for good (after the retries the policy allows).
+
+    The runtime records it as an errored run; ``__cause__`` is the SDK's exception. Check the
+    endpoint, the key and the model name; raise the retry policy for a flaky endpoint.
+    """
+
+
+class BudgetExhausted(AgentPropError):
+    """A run was asked to start after the session budget ran out.
+
+    ``reason`` names the limit that was reached; ``snapshot`` is the budget at that moment (a
+    ``BudgetSnapshot``: runs, tokens, dollars). Undecided checks are then INCONCLUSIVE, never a pass. Raise the limit if more runs are worth
+    it.
+    """
+
+    def __init__(self, reason: str, snapshot: Any) -> None:
+        self.reason = reason
+        self.snapshot = snapshot
+        super().__init__(
+            f"The agentprop budget is exhausted: {reason}. No new agent runs will start "
+            f"(runs={snapshot.runs}, tokens={snapshot.tokens}, usd={snapshot.usd:.4f}). "
+            "Raise the limit (max_runs / max_tokens / max_usd) if more runs are worth it; "
+            "results so far are reported as 'not shown to fail' where runs were cut short."
+        )
+
+
+class CacheError(AgentPropError):
+    """The API cache file cannot be used (wrong schema version, corrupt entry, refused write).
+    The message names the file; delete it to record afresh, or point ``--cache`` elsewhere."""
+
+
+class CacheMiss(CacheError):
+    """A request has no recorded response and the cache is in replay-only mode (the default
+    when ``CI`` is set).
+
+    ``key``, ``model`` and ``trial`` identify the request; ``nearest_key`` and ``diff`` (a unified
+    diff, recorded -> requested) describe the closest recorded request, if any: the diff shows
+    what changed (a prompt edit, a new tool description). Record again with a key
+    (``--cache-mode read-write``), or undo the change.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str,
+        model: str,
+        trial: int,
+        nearest_key: str | None,
+        diff: str | None,
+    ) -> None:
+        self.key = key
+        self.model = model
+        self.trial = trial
+        self.nearest_key = nearest_key
+        self.diff = diff
+        super().__init__(message)
+
+
+# --------------------------------------------------------------------------- test failures
+
+
+class AgentPropertyViolation(AssertionError):
+    """A property of the agent did not hold with the required pass rate.
+
+    Raised by :func:`agentprop.check` and the other checks unless the verdict is PASS. Carries
+    the result (a ``CheckResult``, or an invariance / direction / snapshot result): the rate,
+    its interval, the violated clause and sample failing traces. Every statistical failure in
+    agentprop is raised as this exception; under pytest the plugin shrinks it to a minimal
+    reproducer. What to do: read the clause and the failing trace, and fix the agent (or the
+    spec, if the spec is what is wrong).
+    """
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        super().__init__(result.summary())
 
 
 class AgentPropWarning(UserWarning):

@@ -46,6 +46,8 @@ registered (``deadline=None``, explain phase off, few examples, database on); us
 
 from __future__ import annotations
 
+import contextlib
+import json
 import secrets
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -55,27 +57,19 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from agentprop._agents import LoadedAgent, load_agent
-from agentprop._anthropic_agent import set_default_cache_mode
-from agentprop._budget import Budget
-from agentprop._bugs import bug_id, bug_key
-from agentprop._check import (
-    clear_recorded_results,
-    recorded_corpus_notes,
-    recorded_results,
-    set_default_memo,
-    set_default_corpus,
-    set_session_budget,
-    settings_scope,
-)
-from agentprop._corpus import Corpus, ProjectCorpora
-from agentprop._memo import TrialMemo
-from agentprop._oracle import AgentPropertyViolation
-from agentprop._pytest_shrink import clear_session_bugs, session_bugs, shrink_violation
-from agentprop._project import Project, load_project
-from agentprop._scenario import make_world
-from agentprop._snapshot import SnapshotResult, check_reason, check_snapshot
-from agentprop._world import World, stable_seed
+from agentprop._agents.loading import LoadedAgent, load_agent
+from agentprop._modelapi.budget import Budget
+from agentprop._decide.session import Session, current_session, settings_scope
+from agentprop._decide.signature import bug_id, bug_key
+from agentprop._modelapi.cache import CacheMode
+from agentprop._decide.corpus import Corpus, ProjectCorpora
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import AgentPropertyViolation
+from agentprop._pipeline.pytest_shrink import shrink_violation
+from agentprop._agents.project import Project, load_project
+from agentprop._scenario.build import make_world
+from agentprop._decide.snapshot import SnapshotResult, check_reason, check_snapshot
+from agentprop._scenario.world import World, stable_seed
 from agentprop.errors import AgentPropWarning, InputError, MemoFileError
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -95,14 +89,16 @@ for _name, _p in PROFILES.items():
     )
 
 
-_active_profile = "ci"
+SESSION_KEY = pytest.StashKey[Session]()
+"""The agentprop session of a pytest run (``config.stash[SESSION_KEY]``)."""
+_ACTIVATION_KEY = pytest.StashKey[contextlib.ExitStack]()
 
 
 def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
     """Hypothesis settings for a test that runs an agent: no deadline, no explain phase, few
     examples, database on. ``profile`` defaults to the session's ``--agentprop-profile``
     (``ci``); ``overrides`` pass through to :class:`hypothesis.settings`."""
-    profile = profile or _active_profile
+    profile = profile or current_session().profile
     if profile not in PROFILES:
         raise InputError(f"unknown agentprop profile {profile!r}", fix=f"use one of {', '.join(PROFILES)}")
     return settings(settings.get_profile(f"agentprop-{profile}"), **overrides)
@@ -153,18 +149,13 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         path = Path(memo_opt) if memo_opt else Path(str(config.rootpath)) / ".agentprop" / "trials.sqlite"
         memo = _open_memo(config, path, namespace)
-    set_default_memo(memo)
     max_runs = _opt(config, "--agentprop-max-runs")
     max_usd = _opt(config, "--agentprop-max-usd")
     budget = Budget(max_runs=max_runs, max_usd=max_usd) if (max_runs or max_usd) else Budget()
-    set_session_budget(budget)
-    set_default_cache_mode(_opt(config, "--agentprop-cache-mode"))
     corpus_opt = _opt(config, "--agentprop-corpus") or ""
     corpus: Corpus | ProjectCorpora | None = None
     if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config) or _opt(config, "--agentprop-profile")):
         corpus = Corpus(Path(corpus_opt)) if corpus_opt else ProjectCorpora()
-    set_default_corpus(corpus)
-    clear_session_bugs()
     if (_opt(config, "--agentprop-shrink-budget") or 0) < 0:
         raise pytest.UsageError("--agentprop-shrink-budget must be 0 (off) or a number of runs")
     if _opt(config, "--agentprop-snapshot-update"):
@@ -174,10 +165,39 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--agentprop-snapshot-update: {exc}") from None
     elif _opt(config, "--agentprop-snapshot-reason"):
         raise pytest.UsageError("--agentprop-snapshot-reason only applies with --agentprop-snapshot-update")
-    global _active_profile
-    _active_profile = _opt(config, "--agentprop-profile") or "ci"
-    config._agentprop_state = {"memo": memo, "budget": budget, "profile": _opt(config, "--agentprop-profile") or "ci", "seed": seed, "corpus": corpus, "snapshots": []}  # type: ignore[attr-defined]
-    clear_recorded_results()
+    mode = _opt(config, "--agentprop-cache-mode")
+    session = Session(
+        memo=memo, budget=budget, corpus=corpus, cache_mode=CacheMode.parse(mode) if mode else None,
+        profile=_opt(config, "--agentprop-profile") or "ci", seed=seed,
+    )
+    config.stash[SESSION_KEY] = session
+    # current for the whole run (pytest runs tests in this thread and context); left at unconfigure
+    activation = contextlib.ExitStack()
+    activation.enter_context(session.activate())
+    config.stash[_ACTIVATION_KEY] = activation
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker sends what its agentprop session recorded to the controller, which
+    merges it (:func:`pytest_testnodedown`) and prints one summary for the whole run."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and SESSION_KEY in session.config.stash:
+        workeroutput["agentprop"] = json.dumps(_session(session.config).export())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    data = getattr(node, "workeroutput", {}).get("agentprop")
+    if data:
+        _session(node.config).merge(json.loads(data))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    activation = config.stash.get(_ACTIVATION_KEY, None)
+    if activation is not None:
+        activation.close()
+        del config.stash[_ACTIVATION_KEY]
 
 
 def _open_memo(config: pytest.Config, path: Path, namespace: str) -> TrialMemo:
@@ -202,8 +222,8 @@ def _uses_agentprop(config: pytest.Config) -> bool:
     return bool(config.getini("agentprop_spec") or config.getini("agentprop_agent"))
 
 
-def _state(config: pytest.Config) -> dict[str, Any]:
-    return config._agentprop_state  # type: ignore[attr-defined,no-any-return]
+def _session(config: pytest.Config) -> Session:
+    return config.stash[SESSION_KEY]
 
 
 _MARKER_ARGS = {"tau", "n", "risk", "mode", "max_runs"}
@@ -228,8 +248,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     marker = item.get_closest_marker("agentprop")
-    profile = PROFILES[_state(item.config)["profile"]]
-    overrides: dict[str, Any] = {"max_runs": profile["max_runs"], "seed": _state(item.config)["seed"]}
+    session = _session(item.config)
+    profile = PROFILES[session.profile]
+    overrides: dict[str, Any] = {"max_runs": profile["max_runs"], "seed": session.seed}
     if marker is not None:
         kw = dict(marker.kwargs)
         if kw.get("risk") in ("high", "critical"):
@@ -250,10 +271,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     if call.when != "call" or call.excinfo is None:
         return
-    state = _state(item.config)
     budget = _opt(item.config, "--agentprop-shrink-budget") or 0
     try:
-        text = shrink_violation(call.excinfo.value, budget=budget, corpus=state["corpus"], session_budget=state["budget"], test=item.nodeid)
+        text = shrink_violation(call.excinfo.value, session=_session(item.config), budget=budget, test=item.nodeid)
     except Exception as exc:  # shrinking must never hide the original failure
         text = f"shrinking failed: {type(exc).__name__}: {exc}"
     if text:
@@ -264,14 +284,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture(scope="session")
 def agentprop_budget(request: pytest.FixtureRequest) -> Budget:
     """The session's budget (runs, tokens, dollars), shared by every check."""
-    return _state(request.config)["budget"]  # type: ignore[no-any-return]
+    return _session(request.config).budget
 
 
 @pytest.fixture(scope="session")
 def agentprop_memo(request: pytest.FixtureRequest) -> TrialMemo:
     """The memo of agent runs (same input, agent and trial index -> the same run, judged
     afresh by each property)."""
-    return _state(request.config)["memo"]  # type: ignore[no-any-return]
+    return _session(request.config).memo
 
 
 @pytest.fixture(scope="session")
@@ -351,14 +371,15 @@ class SnapshotFixture:
         __tracebackhide__ = True  # the failure is the diff, not this fixture's frame
         self._calls += 1
         config = self._request.config
-        state = _state(config)
+        session = _session(config)
         result = check_snapshot(
             project, scenario, agent, name=name or self.default_name(), directory=self.directory, runs=runs,
             alpha=alpha, update=bool(_opt(config, "--agentprop-snapshot-update")),
-            reason=_opt(config, "--agentprop-snapshot-reason"), ignore=ignore, budget=state["budget"],
-            seed=state["seed"], messages=messages, raise_on_failure=False,
+            reason=_opt(config, "--agentprop-snapshot-reason"), ignore=ignore, budget=session.budget,
+            seed=session.seed, messages=messages, raise_on_failure=False,
         )
-        state["snapshots"].append((self._request.node.nodeid, result))
+        with session.lock:
+            session.snapshots.append((self._request.node.nodeid, result))
         if not result.passed:
             raise AgentPropertyViolation(result)
         return result
@@ -381,8 +402,9 @@ def messages_server() -> Iterator[Any]:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    _snapshot_summary(terminalreporter, config)
-    records = recorded_results()
+    session = _session(config)
+    _snapshot_summary(terminalreporter, session)
+    records = session.recorded_results()
     if not records:
         return
     # one line per (test, case): the last decision of each (Hypothesis calls a test many times)
@@ -392,7 +414,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     rows = sorted(latest.items(), key=lambda kv: (kv[1].verdict == "PASS", kv[0]))
     tr = terminalreporter
     tr.section("agentprop")
-    for line in _bug_lines(latest):
+    for line in _bug_lines(latest, session):
         tr.write_line(line)
     width = max(20, min(60, max(len(f"{k[1]} [{k[0].split('::')[-1]}]") for k in latest)))
     tr.write_line(f"{'case [test]':<{width}}  {'verdict':<12} {'rate':>5} {'95% CI':>9} {'runs':>5} {'cost $':>8}")
@@ -407,16 +429,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(f"... and {len(rows) - len(shown)} more (all passed)" if all(r.verdict == "PASS" for _, r in rows[20:]) else f"... and {len(rows) - len(shown)} more")
     total_runs = sum(r.result.runs - r.result.memo_hits for r in records)
     cost = sum(r.result.cost_usd for r in records)
-    budget: Budget = _state(config)["budget"]
-    memo: TrialMemo = _state(config)["memo"]
+    budget = session.budget
     tr.write_line(
         f"{len(latest)} checks, {sum(1 for r in latest.values() if r.verdict == 'PASS')} passed; "
-        f"{total_runs} new agent runs, {memo.hits} memo hits, ${cost:.4f}"
+        f"{total_runs} new agent runs, {session.memo_hits} memo hits, ${cost:.4f}"
         + (f"; budget: {budget.exhausted_reason}" if budget.exhausted else "")
     )
 
 
-def _bug_lines(latest: dict[tuple[str, str], Any]) -> list[str]:
+def _bug_lines(latest: dict[tuple[str, str], Any], session: Session) -> list[str]:
     """The bugs above the cases: the failing checks grouped by signature (turn left out), with
     the reproducer and rate of the one shrink each got, then what the corpus replays meant."""
     groups: dict[str, list[str]] = {}
@@ -427,7 +448,7 @@ def _bug_lines(latest: dict[tuple[str, str], Any]) -> list[str]:
                 label = f"{case} [{test.split('::')[-1]}]"
                 if label not in hits:
                     hits.append(label)
-    shrunk = session_bugs()
+    shrunk = session.shrunk_bugs()
     lines: list[str] = []
     if groups:
         lines.append(f"{len(groups)} bug(s), failing checks grouped by signature (turn left out), each shrunk once:")
@@ -443,13 +464,14 @@ def _bug_lines(latest: dict[tuple[str, str], Any]) -> list[str]:
         if r is not None:
             entry = f"; corpus entry {bug.corpus_entry}" if bug.corpus_entry else ""
             lines.append(f"    fails {r.failures}/{r.runs} fresh runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f}){entry}")
-    for note in recorded_corpus_notes():
+    for note in session.recorded_corpus_notes():
         lines.append(f"corpus: {note.message}")
     return lines
 
 
-def _snapshot_summary(tr: Any, config: pytest.Config) -> None:
-    results: list[tuple[str, SnapshotResult]] = _state(config).get("snapshots", [])
+def _snapshot_summary(tr: Any, session: Session) -> None:
+    with session.lock:
+        results: list[tuple[str, SnapshotResult]] = list(session.snapshots)
     if not results:
         return
     tr.section("agentprop snapshots")

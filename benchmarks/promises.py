@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _promises_zoo import ZooFault, ZooOutcome, all_entries  # noqa: E402
 
 from agentprop import load_agent, load_project  # noqa: E402
-from agentprop._report import RunReport  # noqa: E402
-from agentprop._run import RunSettings, arun_cases  # noqa: E402
+from agentprop._pipeline.report.model import RunReport  # noqa: E402
+from agentprop._pipeline.run import RunSettings, arun_cases  # noqa: E402
 
 EXAMPLES = ("examples/supportops", "examples/expenseguard", "examples/datainsights")
 FAILING = ("FAIL", "UNSTABLE")

@@ -53,7 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentprop._oracle import OracleSettings
+from agentprop._decide.oracle import OracleSettings
 from agentprop._shrink import Calibration, Outcome, Unit, ddmin, shrink
 from agentprop._stats import Decision
 

@@ -237,7 +237,7 @@ class _BareContext:
 
 def measure_overhead(project: Any, runs: int) -> tuple[float, float]:
     """(agentprop seconds per run, baseline seconds per run), best of three rounds."""
-    from agentprop._scenario import make_world
+    from agentprop._scenario.build import make_world
 
     scenario = project.scenario(SCENARIO)
     world = make_world(project.spec, project.bindings, scenario, seed=0)
@@ -281,7 +281,7 @@ def trivial_sync_agent(message: str, ctx: Any) -> None:
 def measure_sync_overhead(project: Any, runs: int) -> tuple[float, float]:
     """(agentprop seconds per run, baseline seconds per run) for the sync agent, best of three
     rounds, the two interleaved."""
-    from agentprop._scenario import make_world
+    from agentprop._scenario.build import make_world
 
     scenario = project.scenario(SCENARIO)
     world = make_world(project.spec, project.bindings, scenario, seed=0)
@@ -315,8 +315,8 @@ def measure_sync_overhead(project: Any, runs: int) -> tuple[float, float]:
 
 
 def _model_agent(base_url: str, concurrency: int, cache: Path | bool, mode: str) -> Any:
-    from agentprop._anthropic_agent import AnthropicAgent
-    from agentprop._budget import Budget
+    from agentprop._agents.anthropic import AnthropicAgent
+    from agentprop._modelapi.budget import Budget
 
     return AnthropicAgent.from_files(
         MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
@@ -369,9 +369,9 @@ def case_concurrency(project: Any, base_url: str, case_runs: int, concurrency: i
     """Wall seconds of one fixed-N case of ``case_runs`` model runs (``agentprop run --mode
     fixed --runs N --kinds mft --case SCENARIO``, no cache: every run calls the API) at
     ``--concurrency 1`` and at ``concurrency``, interleaved, ``repeats`` times each."""
-    from agentprop._budget import Budget
-    from agentprop._memo import TrialMemo
-    from agentprop._run import RunSettings, arun_cases
+    from agentprop._modelapi.budget import Budget
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._pipeline.run import RunSettings, arun_cases
 
     scenario = project.scenario(SCENARIO)
     out: dict[str, list[float]] = {"serial": [], "concurrent": []}
@@ -416,8 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         serve(args.latency)
         return 0
 
-    from agentprop._anthropic_agent import AnthropicAgent
-    from agentprop._project import load_project
+    from agentprop._agents.anthropic import AnthropicAgent
+    from agentprop._agents.project import load_project
 
     project = load_project(SUPPORTOPS)
     server = ServerProcess(args.latency)

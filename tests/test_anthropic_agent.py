@@ -22,23 +22,22 @@ from typing import Any
 
 import pytest
 
-from agentprop._anthropic_agent import (
+from agentprop._agents.anthropic import (
     OFFLINE_API_KEY,
     AnthropicAgent,
     MissingApiKey,
     default_system_prompt,
     open_api_cache,
-    set_default_cache_mode,
 )
-from agentprop._budget import Budget, ModelPrice
-from agentprop._cache import ApiCache, CacheMode
-from agentprop._check import acheck
-from agentprop._memo import TrialMemo
-from agentprop._oracle import OracleSettings
-from agentprop._project import Project, load_project
-from agentprop._prompt import load_prompt, load_tool_descriptions
-from agentprop._retry import RetryPolicy
-from agentprop._trace import Trace
+from agentprop._modelapi.budget import Budget, ModelPrice
+from agentprop._modelapi.cache import ApiCache, CacheMode
+from agentprop._decide.check import acheck
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import OracleSettings
+from agentprop._agents.project import Project, load_project
+from agentprop._agents.prompt import load_prompt, load_tool_descriptions
+from agentprop._modelapi.retry import RetryPolicy
+from agentprop._scenario.trace import Trace
 from agentprop.errors import InputError, InvalidArgument, ToolError
 from agentprop.testing import (
     MessagesServer,
@@ -377,17 +376,12 @@ def test_cost_is_the_price_table_times_usage(project: Project, tmp_path: Path) -
 
 
 def test_session_budget_is_charged_when_none_is_passed(project: Project, tmp_path: Path) -> None:
-    from agentprop._check import session_budget, set_session_budget
+    from agentprop._decide.session import Session
 
-    previous = session_budget()
     session = Budget()
-    set_session_budget(session)
-    try:
-        with MessagesServer(billing_script()) as server:
-            agent = AnthropicAgent(MODEL, base_url=server.base_url, cache=False, retry_policy=FAST_RETRIES)
-            trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
-    finally:
-        set_session_budget(previous)
+    with Session(budget=session).activate(), MessagesServer(billing_script()) as server:
+        agent = AnthropicAgent(MODEL, base_url=server.base_url, cache=False, retry_policy=FAST_RETRIES)
+        trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
     assert session.snapshot().calls == 2
     assert session.snapshot().usd == pytest.approx(trace.usage.cost_usd) and trace.usage.cost_usd > 0
 
@@ -529,7 +523,7 @@ def test_fingerprint_follows_prompt_model_descriptions_and_sampling() -> None:
     prints = {v.fingerprint for v in variants}
     assert len(prints) == len(variants) and base.fingerprint not in prints
     # passing the agent object itself where an agent is expected fingerprints it too
-    from agentprop._check import as_loaded_agent
+    from agentprop._decide.check import as_loaded_agent
 
     assert as_loaded_agent(base).fingerprint != as_loaded_agent(variants[0]).fingerprint
 
@@ -568,13 +562,12 @@ def test_tool_description_files_are_validated(project: Project, tmp_path: Path) 
         AnthropicAgent(MODEL, max_steps=0)
 
 
-def test_default_cache_mode_is_settable(tmp_path: Path) -> None:
-    try:
-        set_default_cache_mode("replay-only")
+def test_default_cache_mode_is_the_sessions(tmp_path: Path) -> None:
+    from agentprop._decide.session import Session
+
+    with Session(cache_mode=CacheMode.REPLAY_ONLY).activate():
         assert AnthropicAgent(MODEL, cache=tmp_path / "x.sqlite").cache.mode is CacheMode.REPLAY_ONLY
         assert AnthropicAgent(MODEL, cache=tmp_path / "x.sqlite", cache_mode="read").cache.mode is CacheMode.READ
-    finally:
-        set_default_cache_mode(None)
     assert AnthropicAgent(MODEL, cache=False).cache.mode is CacheMode.OFF
     # agents on one file share one ApiCache (one connection per thread, not per agent)
     shared = open_api_cache(tmp_path / "y.sqlite", mode="read-write")
@@ -600,7 +593,7 @@ def test_a_timed_out_attempt_is_retried(project: Project, tmp_path: Path) -> Non
 
 
 def test_check_takes_the_agent_object_itself(project: Project, tmp_path: Path) -> None:
-    from agentprop._check import check
+    from agentprop._decide.check import check
 
     model = AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
     with MessagesServer(handler=model) as server:
@@ -615,7 +608,7 @@ def test_pytest_option_sets_the_default_cache_mode(tmp_path: Path) -> None:
 
     test_file = tmp_path / "test_mode.py"
     test_file.write_text(
-        "from agentprop._anthropic_agent import default_cache_mode\n"
+        "from agentprop._agents.anthropic import default_cache_mode\n"
         "def test_mode(messages_server):\n"
         "    assert default_cache_mode().value == 'replay-only'\n"
         "    assert messages_server.base_url.startswith('http://127.0.0.1:')\n"

@@ -8,7 +8,7 @@ import threading
 import anthropic
 import pytest
 
-from agentprop._budget import (
+from agentprop._modelapi.budget import (
     DEFAULT_PRICES,
     Budget,
     BudgetExhausted,
@@ -198,7 +198,7 @@ def test_argument_validation() -> None:
 def test_price_lookup_follows_edits_of_the_table_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
     """The longest-prefix lookup is remembered per table, yet every edit of a table (new or
     removed prefixes, replaced prices) shows in the next lookup, as the docs promise."""
-    from agentprop._budget import DEFAULT_PRICES, ModelPrice, price_for
+    from agentprop._modelapi.budget import DEFAULT_PRICES, ModelPrice, price_for
 
     table: dict[str, ModelPrice] = {"claude-x": ModelPrice(1.0, 2.0)}
     assert price_for("claude-x-1", table) == ModelPrice(1.0, 2.0)

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop._agents import LoadedAgent
-from agentprop._memo import TrialMemo
-from agentprop._bugs import bug_key, find_bugs, group_failures
-from agentprop._conversation_shrink import OtherFailure, RateSummary, ShrinkReport
-from agentprop._report import CaseReport, FailureSummary, Metrics, RunReport, SpecInfo, AgentInfo
-from agentprop._run import RunSettings, arun_cases, render_table, shrink_failures
+from agentprop._agents.loading import LoadedAgent
+from agentprop._decide.memo import TrialMemo
+from agentprop._pipeline.bugs import bug_key, find_bugs, group_failures
+from agentprop._decide.shrink import OtherFailure, RateSummary, ShrinkReport
+from agentprop._pipeline.report.model import CaseReport, FailureSummary, Metrics, RunReport, SpecInfo, AgentInfo
+from agentprop._pipeline.run import RunSettings, arun_cases, render_table, shrink_failures
 
 pytest_plugins = ["pytester"]
 

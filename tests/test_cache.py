@@ -23,7 +23,7 @@ from anthropic.types import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentprop._cache import (
+from agentprop._modelapi.cache import (
     REDACTED,
     ApiCache,
     CacheError,
@@ -534,7 +534,7 @@ def test_schema_version_mismatch_is_refused(tmp_path: Path) -> None:
 _WRITER = textwrap.dedent(
     """
     import sys
-    from agentprop._cache import ApiCache
+    from agentprop._modelapi.cache import ApiCache
 
     import os, time
     path, spans, tag = sys.argv[1], sys.argv[2], sys.argv[3]

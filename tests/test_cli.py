@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentprop._cli import main
-from agentprop._report import SCHEMA_ID, RunReport
+from agentprop._pipeline.report.model import SCHEMA_ID, RunReport
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
@@ -141,8 +141,8 @@ def test_report_has_capability_matrix_and_branch_coverage(tmp_path: Path) -> Non
 
 
 def test_min_branch_coverage_is_enforced(tmp_path: Path) -> None:
-    from agentprop._report import CaseReport
-    from agentprop._run import coverage_matrix
+    from agentprop._pipeline.report.model import CaseReport
+    from agentprop._pipeline.run import coverage_matrix
     import agentprop
 
     project = agentprop.load_project(SUPPORTOPS)
@@ -183,3 +183,23 @@ def test_spec_without_bindings_is_an_input_error_naming_the_variables(tmp_path: 
     assert code == 2 and "no case can be built" in err and "agentprop.yaml" in err
     code, out, _ = cli("lint", str(tmp_path))
     assert code == 0 and "bind these condition variables: intent, verified" in out
+
+
+def test_the_cache_mode_choices_are_the_cache_modes() -> None:
+    """The parser lists the modes without importing the cache (the command line loads lazily)."""
+    from agentprop._cli.options import CACHE_MODES
+    from agentprop._modelapi.cache import CacheMode
+
+    assert CACHE_MODES == tuple(m.value for m in CacheMode)
+
+
+def test_building_the_parser_loads_no_pipeline() -> None:
+    """`agentprop lint` and `agentprop --help` pay only for what they use: the command line's
+    parser imports none of the pipeline, the oracle or the model code."""
+    code = (
+        "import sys; import agentprop._cli as c; c.parser(); "
+        "heavy = sorted(m for m in sys.modules if m.startswith(('agentprop._pipeline.run', 'agentprop._decide', 'agentprop._agents', 'hypothesis', 'anthropic'))); "
+        "print(heavy)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert proc.stdout.strip() == "[]", proc.stdout

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agentprop._cli import main
-from agentprop._project import load_project
-from agentprop._report import RunReport
+from agentprop._agents.project import load_project
+from agentprop._pipeline.report.model import RunReport
 from agentprop.testing import MessagesServer, respond_reply, tool_use_reply
 
 from test_anthropic_agent import AgentAsModel, SupportOpsAgent  # the agent-playing handler

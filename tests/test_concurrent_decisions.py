@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agentprop._budget import Budget
-from agentprop._memo import TrialMemo
-from agentprop._oracle import CheckResult, OracleSettings, TrialRecord, adecide
-from agentprop._slots import RunSlots
-from agentprop._trace import Trace, Turn, Usage
+from agentprop._modelapi.budget import Budget
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide
+from agentprop._decide.slots import RunSlots
+from agentprop._scenario.trace import Trace, Turn, Usage
 
 
 @dataclass

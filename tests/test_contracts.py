@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentprop._contracts import (
+from agentprop._decide.contracts import (
     Verdict,
     args_satisfy,
     calls_in_order,
@@ -24,7 +24,7 @@ from agentprop._contracts import (
     within_scope,
 )
 from agentprop._spec.model import Spec
-from agentprop._trace import RunError, ToolCall, Trace, Turn
+from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
 
 Call = tuple[str, dict[str, Any], Any]  # name, args, result
 

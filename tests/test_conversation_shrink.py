@@ -9,9 +9,9 @@ import pytest
 
 import agentprop
 from agentprop import TrialMemo, make_factory
-from agentprop._choices import Choices, ChoiceSpace, TurnChoice
-from agentprop._conversation_shrink import choices_of_messages, shrink, word_diff
-from agentprop._corpus import Corpus, entry_from_shrink, pytest_regression
+from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice
+from agentprop._decide.shrink import choices_of_messages, shrink, word_diff
+from agentprop._decide.corpus import Corpus, entry_from_shrink, pytest_regression
 from agentprop.strategies import apply_transforms
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"

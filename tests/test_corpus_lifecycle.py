@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 import agentprop
-import agentprop._corpus
-from agentprop._check import recorded_corpus_notes, set_default_corpus
+import agentprop._decide.corpus
+from agentprop._decide.session import Session
 from agentprop._cli import main
-from agentprop._corpus import Corpus, CorpusEntry, judge_replay, runs_to_rule_out
-from agentprop._oracle import CheckResult, FailureSeen
-from agentprop._report import RunReport
+from agentprop._decide.corpus import Corpus, CorpusEntry, judge_replay, runs_to_rule_out
+from agentprop._decide.oracle import CheckResult, FailureSeen
+from agentprop._pipeline.report.model import RunReport
 
 from conftest import REAL_DEFAULT_CORPUS_DIR
 
@@ -31,7 +31,7 @@ def project_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the SupportOps example, with the real default corpus location (beside it)."""
     target = tmp_path / "proj"
     shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"))
-    monkeypatch.setattr(agentprop._corpus, "default_corpus_dir", REAL_DEFAULT_CORPUS_DIR)
+    monkeypatch.setattr(agentprop._decide.corpus, "default_corpus_dir", REAL_DEFAULT_CORPUS_DIR)
     return target
 
 
@@ -116,7 +116,7 @@ def test_the_same_bug_found_again_on_the_same_case_updates_its_entry(tmp_path: P
     ids = set()
     for seed in (0, 1):
         shrunk = agentprop.shrink(project, CANCEL, agent, failing=result, budget=30, seed=seed)
-        entry, new = corpus.record(agentprop._corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=agent))
+        entry, new = corpus.record(agentprop._decide.corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=agent))
         ids.add(entry.id)
         assert new == (seed == 0)
     assert len(ids) == 1 and corpus.entries()[0].seen == 2
@@ -200,19 +200,16 @@ def test_check_replays_retire_fixed_entries_and_tell_a_different_failure_from_a_
     skipper = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0})
     shrunk = agentprop.shrink(project, CANCEL, skipper, failing=agentprop.check(project, CANCEL, skipper, raise_on_failure=False), budget=30)
     corpus = Corpus(tmp_path)
-    entry, _ = corpus.record(agentprop._corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=skipper))
-    try:
-        set_default_corpus(corpus)
+    entry, _ = corpus.record(agentprop._decide.corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=skipper))
+    with Session(corpus=corpus).activate():
         wrong = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"wrong_order": 1.0})
         with pytest.raises(agentprop.AgentPropertyViolation) as info:
             agentprop.check(project, CANCEL, wrong)
         assert any("not a regression" in n for n in getattr(info.value, "__notes__", []))
-        set_default_corpus(corpus)  # a new session: replay again, now with the fault fixed
+    with Session(corpus=corpus).activate() as session:  # a new session: replay again, now with the fault fixed
         agentprop.check(project, CANCEL, agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE))
-        assert [n.action for n in recorded_corpus_notes()] == ["retired"]
+        assert [n.action for n in session.recorded_corpus_notes()] == ["retired"]
         assert corpus.entries() == [] and [e.id for e in corpus.entries(retired=True)] == [entry.id]
-    finally:
-        set_default_corpus(None)
 
 
 # --------------------------------------------------------------------------- agentprop corpus

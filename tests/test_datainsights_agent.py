@@ -32,10 +32,10 @@ from agentprop import (
     numbers_grounded,
     run_conversation,
 )
-from agentprop._contracts import numbers_in
-from agentprop._properties import first_failure, mft_verdicts
-from agentprop._scenario import WorldSpec, leaf_scenarios, load_object
-from agentprop._world import stable_seed
+from agentprop._decide.contracts import numbers_in
+from agentprop._decide.properties import first_failure, mft_verdicts
+from agentprop._scenario.build import WorldSpec, leaf_scenarios, load_object
+from agentprop._scenario.world import stable_seed
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "datainsights"
 PROJECT = load_project(EXAMPLE)

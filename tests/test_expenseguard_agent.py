@@ -18,16 +18,16 @@ from typing import Any
 
 import pytest
 
-from agentprop._agents import load_agent
-from agentprop._contracts import Verdict, numbers_grounded
-from agentprop._paths import enumerate_paths
-from agentprop._project import Project, load_project
-from agentprop._properties import mft_verdicts
-from agentprop._runtime import run_conversation
-from agentprop._scenario import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, load_object, make_world, render_template, solve
+from agentprop._agents.loading import load_agent
+from agentprop._decide.contracts import Verdict, numbers_grounded
+from agentprop._spec.paths import enumerate_paths
+from agentprop._agents.project import Project, load_project
+from agentprop._decide.properties import mft_verdicts
+from agentprop._agents.runtime import run_conversation
+from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, load_object, make_world, render_template, solve
 from agentprop._spec.lint import condition_variables
-from agentprop._trace import Trace
-from agentprop._world import World
+from agentprop._scenario.trace import Trace
+from agentprop._scenario.world import World
 from agentprop.errors import InputError, ToolError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "expenseguard"

@@ -14,11 +14,11 @@ import yaml
 
 import agentprop
 from agentprop import TrialMemo, TurnContext, make_factory
-from agentprop._choices import Choices, ChoiceSpace, TurnChoice, keep_only, choice_units, language_of
-from agentprop._conversation_shrink import shrink
-from agentprop._explore import learn
-from agentprop._oracle import CheckResult
-from agentprop._run import RunSettings, arun_cases
+from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, keep_only, choice_units, language_of
+from agentprop._decide.shrink import shrink
+from agentprop._pipeline.explore import learn
+from agentprop._decide.oracle import CheckResult
+from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop.testing import correct_typos
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentprop._files import write_atomic
+from agentprop._util.files import write_atomic
 
 
 def test_writes_creates_directories_and_replaces(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ import pytest
 
 import agentprop
 from agentprop import Scenario, Trace, mft_verdicts
-from agentprop._agents import load_agent
-from agentprop._properties import first_failure
+from agentprop._agents.loading import load_agent
+from agentprop._decide.properties import first_failure
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOK_DIR = ROOT / "tests" / "data" / "promises" / "runbook"
@@ -81,13 +81,13 @@ def test_item5_zoo_entry_is_found(tmp_path: Path) -> None:
     ],
 )
 def test_looks_like_id(token: str, is_id: bool) -> None:
-    from agentprop._contracts import looks_like_id
+    from agentprop._decide.contracts import looks_like_id
 
     assert looks_like_id(token) is is_id
 
 
 def test_stated_ids_quoted_values_and_list_items() -> None:
-    from agentprop._contracts import list_items, quoted_values, stated_ids
+    from agentprop._decide.contracts import list_items, quoted_values, stated_ids
 
     assert stated_ids("Order O-1001 (plan PLAN-BASIC) at N2_AUTH, 30-day window", vocabulary={"N2_AUTH"}) == ["O-1001", "PLAN-BASIC"]
     assert quoted_values('status "shipped", I can\'t say \'maybe\' or `x`') == ["shipped", "maybe", "x"]
@@ -102,7 +102,7 @@ def test_stated_ids_quoted_values_and_list_items() -> None:
 
 
 def _trace(result: Any, field: str, value: Any, *, user: str = "hi", error: str | None = None) -> Trace:
-    from agentprop._trace import ToolCall, Turn
+    from agentprop._scenario.trace import ToolCall, Turn
 
     call = ToolCall(name="tool", result=None if error else result, error=error, error_kind=error)
     return Trace(turns=[Turn(index=0, user_message=user, tool_calls=[call], response={"decision": "X", field: value})])
@@ -135,7 +135,7 @@ RUNBOOK_OUTPUT = {"runbook_id": "RB-12", "steps": ["Check the service dashboard 
     ],
 )
 def test_response_grounded(field: str, value: Any, kinds: list[str], detail: str | None) -> None:
-    from agentprop._contracts import response_grounded
+    from agentprop._decide.contracts import response_grounded
 
     v = response_grounded(_trace(RUNBOOK_OUTPUT, field, value), field, kinds)
     assert v.passed is (detail is None), v.explanation
@@ -143,7 +143,7 @@ def test_response_grounded(field: str, value: Any, kinds: list[str], detail: str
 
 
 def test_the_spec_text_grounds_numbers_and_quotes_but_not_ids_or_items() -> None:
-    from agentprop._contracts import response_grounded
+    from agentprop._decide.contracts import response_grounded
 
     spec_words = ["Last 4 digits of a payment method", "user_confirmation == yes", "e.g. RCP-12345", "1. Check the receipt"]
     t = _trace({}, "user_message", 'Give the last 4 digits, then reply "yes".')
@@ -155,7 +155,7 @@ def test_the_spec_text_grounds_numbers_and_quotes_but_not_ids_or_items() -> None
 
 
 def test_the_users_turns_and_the_context_ground_too() -> None:
-    from agentprop._contracts import response_grounded
+    from agentprop._decide.contracts import response_grounded
 
     t = _trace({}, "user_message", "Order O-1001 for employee E-2041 noted.", user="cancel O-1001")
     v = response_grounded(t, "user_message", ["ids"])
@@ -164,14 +164,14 @@ def test_the_users_turns_and_the_context_ground_too() -> None:
 
 
 def test_a_failed_call_grounds_by_its_error() -> None:
-    from agentprop._contracts import response_grounded
+    from agentprop._decide.contracts import response_grounded
 
     t = _trace(None, "user_message", 'The lookup said "not_found".', error="not_found")
     assert response_grounded(t, "user_message", ["quoted"]).passed
 
 
 def test_unknown_grounding_kind_is_an_invalid_argument() -> None:
-    from agentprop._contracts import response_grounded
+    from agentprop._decide.contracts import response_grounded
     from agentprop.errors import InvalidArgument
 
     with pytest.raises(InvalidArgument, match="unknown grounding kind 'digits'"):
@@ -179,7 +179,7 @@ def test_unknown_grounding_kind_is_an_invalid_argument() -> None:
 
 
 def test_numbers_grounded_skips_list_markers() -> None:
-    from agentprop._contracts import numbers_grounded
+    from agentprop._decide.contracts import numbers_grounded
 
     t = _trace({"steps": ["a", "b", "c"]}, "user_message", "3 steps:\n1. a\n2. b\n3. c")
     assert numbers_grounded(t).passed
@@ -191,7 +191,7 @@ def test_numbers_the_spec_states_are_grounded_in_the_mft() -> None:
     # "please give the last 4 digits of your card": the 4 is the spec's own word ("Last 4 digits
     # of a payment method on file"), not a world fact
     supportops = agentprop.load_project(ROOT / "examples" / "supportops")
-    from agentprop._properties import spec_text
+    from agentprop._decide.properties import spec_text
 
     assert any("Last 4 digits" in t for t in spec_text(supportops.spec))
     s = supportops.scenario("N2_AUTH:missing_last4+zip")
@@ -204,7 +204,7 @@ def test_numbers_the_spec_states_are_grounded_in_the_mft() -> None:
 
 
 def test_default_grounding_is_derived_from_the_spec() -> None:
-    from agentprop._grounding import default_grounding
+    from agentprop._spec.grounding import default_grounding
 
     assert default_grounding(RUNBOOK.spec) == {
         "node_id": ["node"],
@@ -242,7 +242,7 @@ def _bindings_with(tmp_path: Path, section: str) -> Path:
     ],
 )
 def test_bindings_response_errors_name_file_line_and_fix(tmp_path: Path, section: str, problem: str, fix: str) -> None:
-    from agentprop._bindings import load_bindings
+    from agentprop._spec.bindings import load_bindings
     from agentprop.errors import BindingsError
 
     path = _bindings_with(tmp_path, section)

@@ -18,14 +18,14 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.database import InMemoryExampleDatabase
 from rapidfuzz import fuzz
 
-from agentprop._budget import Budget
-from agentprop._strategies.llm_pool import (
+from agentprop._modelapi.budget import Budget
+from agentprop.strategies._internal.llm_pool import (
     ParaphrasePoolError,
     llm_paraphrase_pool,
     llm_paraphrases,
     parse_candidates,
 )
-from agentprop._strategies.paraphrase import Paraphrase, Step, apply_transforms
+from agentprop.strategies._internal.paraphrase import Paraphrase, Step, apply_transforms
 from agentprop.errors import InputError, InvalidArgument
 from agentprop.testing.messages_server import MessagesServer, malformed_reply, text_reply
 
@@ -416,7 +416,9 @@ def test_local_transforms_compose_on_top_when_asked(server: MessagesServer, tmp_
         {"lang": "xx"},
         {"budget": "lots"},
     ],
-    ids=repr,
+    # deterministic ids (an object's repr holds its address): pytest-xdist workers must
+    # collect the same test ids
+    ids=lambda kwargs: ", ".join(f"{k}={type(v).__name__ if type(v) is object else repr(v)}" for k, v in kwargs.items()),
 )
 def test_bad_arguments_are_refused_at_creation(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument):

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agentprop._cli import main
-from agentprop._paths import enumerate_loop_paths, enumerate_paths, loop_branches
-from agentprop._project import load_project
-from agentprop._scenario import base_name, instance_name, solve
+from agentprop._spec.paths import enumerate_loop_paths, enumerate_paths, loop_branches
+from agentprop._agents.project import load_project
+from agentprop._scenario.build import base_name, instance_name, solve
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
@@ -89,7 +89,7 @@ def test_rewrite_loop_fails_the_first_call_and_succeeds_on_the_second() -> None:
 def test_a_world_field_cannot_change_between_the_visits_of_a_loop() -> None:
     """`verified` is a world field: both visits of a loop would read the same output, so a path
     that needs it false first and true later is unrealisable, not built with a wrong world."""
-    from agentprop._scenario import _instances_realisable
+    from agentprop._scenario.build import _instances_realisable
 
     b = load_project(SUPPORTOPS).bindings
     assert _instances_realisable(b, {"verified": True, instance_name("verified"): True})

@@ -20,7 +20,7 @@ import pytest
 
 import agentprop
 from agentprop import TrialMemo, check, make_factory
-from agentprop._trace import Trace
+from agentprop._scenario.trace import Trace
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
@@ -74,8 +74,8 @@ def test_an_edited_property_is_judged_afresh_on_the_stored_runs(tmp_path: Path) 
 
 def test_decide_and_adecide_judge_stored_runs_with_the_judge_they_are_given() -> None:
     from agentprop import OracleSettings, TrialRecord, adecide, decide
-    from agentprop._sync import run_sync
-    from agentprop._trace import Turn
+    from agentprop._util.aio import run_sync
+    from agentprop._scenario.trace import Turn
 
     made: list[int] = []
 
@@ -281,7 +281,7 @@ def _old_format_memo(path: Path, rows: int) -> None:
 def test_a_new_memo_file_records_its_format(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "trials.sqlite"
     TrialMemo(path)
-    assert _version_and_tables(path) == (agentprop._memo.SCHEMA_VERSION, {"runs"}) == (2, {"runs"})
+    assert _version_and_tables(path) == (agentprop._decide.memo.SCHEMA_VERSION, {"runs"}) == (2, {"runs"})
 
 
 def test_an_old_format_memo_is_converted_and_says_what_was_dropped(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import agentprop
 from agentprop import AgentPropertyViolation, TrialMemo, make_factory
-from agentprop._metamorphic import check_direction, check_invariance, decision_signature
+from agentprop._decide.metamorphic import check_direction, check_invariance, decision_signature
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))

@@ -20,7 +20,7 @@ import pytest
 import agentprop
 from agentprop import Budget, InputError
 from agentprop._cli import main
-from agentprop._mutation import (
+from agentprop._pipeline.mutation import (
     MUTATIONSMITH_ROLE,
     ExpectViolation,
     MutationReport,
@@ -30,9 +30,9 @@ from agentprop._mutation import (
     mutation_test,
     probe_violation,
 )
-from agentprop._report import CaseReport
-from agentprop._tdad import split_suite, tdad_metrics
-from agentprop._trace import ToolCall, Trace, Turn
+from agentprop._pipeline.report.model import CaseReport
+from agentprop._pipeline.tdad import split_suite, tdad_metrics
+from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop.testing import MessagesServer, text_reply
 
 from test_anthropic_agent import AgentAsModel, SupportOpsAgent
@@ -318,7 +318,7 @@ def clean_probe_fires(project: agentprop.Project, mutation_id: str) -> bool:
     changes nothing activates and, passing every case, survives)."""
     import asyncio
 
-    from agentprop._mutation import probe_scenario
+    from agentprop._pipeline.mutation import probe_scenario
 
     pack = load_mutation_pack(PACK)
     m = pack.get(mutation_id)
@@ -402,9 +402,9 @@ def test_paraphrase_and_direction_cases_can_kill_a_mutant_the_mft_suite_misses(p
     # with CLARIFY: the MFT messages never say it, that INV case does
     import asyncio
 
-    from agentprop._mutation import Mutant, MutationPack, amutation_test
-    from agentprop._run import RunSettings, arun_cases
-    from agentprop._variants import paraphrase_variants
+    from agentprop._pipeline.mutation import Mutant, MutationPack, amutation_test
+    from agentprop._pipeline.run import RunSettings, arun_cases
+    from agentprop.strategies._internal.variants import paraphrase_variants
 
     probe_turn = paraphrase_variants(project.scenario("END_REFUSE_PII<-N1_INTENT").messages[0], 2, seed_value=0)[0].text
     assert all(probe_turn not in s.messages for s in project.scenarios())

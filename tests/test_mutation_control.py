@@ -22,7 +22,7 @@ import pytest
 import agentprop
 from agentprop import InvalidArgument
 from agentprop._cli import main
-from agentprop._mutation import (
+from agentprop._pipeline.mutation import (
     PROBE_ALPHA,
     KillerCase,
     Mutant,
@@ -38,7 +38,7 @@ from agentprop._mutation import (
     probe_scenario,
     resolve_probe_world,
 )
-from agentprop._run import RunSettings, arun_cases
+from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop._stats import fisher_exact_greater, fisher_exact_two_sided
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,10 +16,10 @@ import pytest
 
 import agentprop
 from agentprop import AgentPropertyViolation, TrialMemo, make_factory
-from agentprop._metamorphic import check_invariance
-from agentprop._mutation import Mutant, MutationPack, amutation_test
-from agentprop._run import RunSettings, arun_cases, render_table
-from agentprop._tdad import tdad_metrics
+from agentprop._decide.metamorphic import check_invariance
+from agentprop._pipeline.mutation import Mutant, MutationPack, amutation_test
+from agentprop._pipeline.run import RunSettings, arun_cases, render_table
+from agentprop._pipeline.tdad import tdad_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "supportops"

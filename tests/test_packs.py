@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, find, settings
 
-from agentprop._strategies import (
+from agentprop.strategies._internal import (
     PhrasePack,
     apply_transforms,
     builtin_languages,
@@ -18,13 +18,13 @@ from agentprop._strategies import (
     paraphrases,
     resolve_pack,
 )
-from agentprop._strategies.packs import builtin_pack_dir
+from agentprop.strategies._internal.packs import builtin_pack_dir
 from agentprop.errors import InputError, InvalidArgument
 
 FAST = settings(
     deadline=None, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink]
 )
-REPO_PACKS = Path(__file__).resolve().parents[1] / "strategies"
+REPO_PACKS = Path(__file__).resolve().parents[1] / "agentprop" / "strategies" / "packs"
 
 
 def write(tmp_path: Path, text: str, name: str = "pack.yaml") -> Path:

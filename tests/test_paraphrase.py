@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, InMemoryExampleDatabase
 
-from agentprop._strategies import (
+from agentprop.strategies._internal import (
     TRANSFORM_NAMES,
     Paraphrase,
     Step,
@@ -22,8 +22,8 @@ from agentprop._strategies import (
     paraphrases,
     resolve_pack,
 )
-from agentprop._strategies.paraphrase import _build_plan
-from agentprop._strategies.slots import has_placeholder_chars
+from agentprop.strategies._internal.paraphrase import _build_plan
+from agentprop.strategies._internal.slots import has_placeholder_chars
 from agentprop.errors import InvalidArgument
 
 # The agent profile: no deadline, no explain phase.

@@ -20,7 +20,7 @@ import yaml
 
 import agentprop
 from agentprop._cli import main
-from agentprop._promptsmith import PROMPTSMITH_ROLE, FailureGroup, parse_edit, promptsmith_request, spec_for_promptsmith
+from agentprop._pipeline.promptsmith import PROMPTSMITH_ROLE, FailureGroup, parse_edit, promptsmith_request, spec_for_promptsmith
 from agentprop.testing import MessagesServer, text_reply
 
 from test_anthropic_agent import AgentAsModel, SupportOpsAgent

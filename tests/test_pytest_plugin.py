@@ -1,9 +1,9 @@
 """The pytest plugin (``agentprop.pytest_plugin``) seen from the outside.
 
 Every test writes a small test file into a ``pytester`` sandbox and runs pytest on it, in this
-process (``run``): the plugin keeps session state in module globals, so agentprop's module
-state is saved before a test that uses ``pytester`` and put back after it (``conftest.py``), as
-pytester does with ``sys.modules``. Generated files load ``examples/supportops`` by absolute path and report
+process (``run``): the plugin's session is made current at configure and the outer one is
+current again at unconfigure, so an inner session leaves this one alone (the last test shows
+it). Generated files load ``examples/supportops`` by absolute path and report
 what they saw through ``results.jsonl`` in the sandbox; the outer test compares that, the
 exit code and the terminal output with what the options, marker and fixtures promise.
 Expected numbers are derived (Wald's SPRT boundary, the Wilson interval, the memo's keying,
@@ -69,8 +69,7 @@ IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """pytest on the sandbox, in this process (agentprop's state is put back after the test:
-    see ``conftest.py``)."""
+    """pytest on the sandbox, in this process (the inner session is current only while it runs)."""
     (pytester.path / "results.jsonl").unlink(missing_ok=True)
     return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args)
 
@@ -614,16 +613,12 @@ def test_noisy_agent_fails_with_a_violation_never_flaky(pytester: pytest.Pyteste
 
 
 def test_a_session_run_in_this_process_leaves_this_sessions_state_alone(pytester: pytest.Pytester) -> None:
-    from agentprop import _check, pytest_plugin
-    from conftest import isolated_agentprop_state
+    from agentprop._decide.session import current_session
 
-    def state() -> tuple[Any, ...]:
-        return (_check.default_memo(), _check.session_budget(), _check.default_corpus(), pytest_plugin._active_profile, len(_check.recorded_results()))
-
-    before = state()
+    outer = current_session()
+    before = (outer.memo, outer.budget, outer.corpus, outer.profile, len(outer.recorded_results()))
     pytester.makepyfile(test_budget=BUDGET)
-    with isolated_agentprop_state():
-        run(pytester, "--agentprop-max-runs=5", "--agentprop-profile=smoke", f"--agentprop-corpus={pytester.path / 'corpus'}")
-        assert results(pytester)["budget"] == {"max_runs": 5, "used": 5}  # the inner session had its own
-        assert state() != before  # the plugin did replace this process's state …
-    assert state() == before  # … and it is back
+    run(pytester, "--agentprop-max-runs=5", "--agentprop-profile=smoke", f"--agentprop-corpus={pytester.path / 'corpus'}")
+    assert results(pytester)["budget"] == {"max_runs": 5, "used": 5}  # the inner session had its own
+    assert current_session() is outer
+    assert (outer.memo, outer.budget, outer.corpus, outer.profile, len(outer.recorded_results())) == before

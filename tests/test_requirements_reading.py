@@ -21,18 +21,14 @@ import pytest
 
 import agentprop
 from agentprop import Scenario, Trace, make_factory, mft_verdicts
-from agentprop._bindings import load_bindings
+from agentprop._spec.bindings import load_bindings
 from agentprop._cli import main
-from agentprop._project import load_project
-from agentprop._properties import first_failure
-from agentprop._readings import (
-    anchor_overlap,
-    binding_downgrades,
-    requirement_limits,
-    unchecked_requirements,
-)
-from agentprop._scenario import leaf_scenarios
-from agentprop._trace import ToolCall, Turn
+from agentprop._agents.project import load_project
+from agentprop._decide.properties import first_failure
+from agentprop._spec.requirements import anchor_overlap, requirement_limits, unchecked_requirements
+from agentprop._scenario.exits import binding_downgrades
+from agentprop._scenario.build import leaf_scenarios
+from agentprop._scenario.trace import ToolCall, Turn
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMISES = ROOT / "tests" / "data" / "promises"
@@ -41,7 +37,7 @@ INCIDENT = PROMISES / "incident"
 
 
 def _agent_class(project_dir: Path, name: str) -> Any:
-    return agentprop._scenario.load_object(f"agent:{name}", project_dir, what="agent")
+    return agentprop._scenario.build.load_object(f"agent:{name}", project_dir, what="agent")
 
 
 def _run(project: agentprop.Project, cls: Any, scenario: Scenario, faults: dict[str, float] | None = None, trial: int = 0) -> Trace:
@@ -291,7 +287,7 @@ def test_every_unchecked_requirement_key_of_the_shared_specs_is_named() -> None:
 
 
 def _checked_now() -> set[str]:
-    from agentprop._readings import CHECKED_REQUIREMENTS
+    from agentprop._spec.requirements import CHECKED_REQUIREMENTS
 
     return set(CHECKED_REQUIREMENTS)
 
@@ -327,8 +323,8 @@ def test_every_case_id_of_every_example_is_unique(example: str, tmp_path: Path) 
 
 
 def test_datainsights_boundary_ids_name_the_branch() -> None:
-    from agentprop._run_kinds import boundary_case_ids
-    from agentprop._strategies.boundary import boundary_values
+    from agentprop._pipeline.kinds import boundary_case_ids
+    from agentprop.strategies._internal.boundary import boundary_values
 
     project = load_project(ROOT / "examples" / "datainsights")
     cases = [c for c in boundary_values(project.spec, project.bindings) if c.scenario is not None]

@@ -12,7 +12,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from agentprop._retry import (
+from agentprop._modelapi.retry import (
     AdaptiveConcurrency,
     RetryEvent,
     RetryPolicy,

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop import _project
-from agentprop._agents import load_agent, make_factory, runs_concurrently
-from agentprop._memo import TrialMemo
-from agentprop._run import RunSettings, arun_cases, render_table
-from agentprop._run_key import run_digest
-from agentprop._runtime import TurnContext
+from agentprop._agents import project as _project
+from agentprop._agents.loading import load_agent, make_factory, runs_concurrently
+from agentprop._decide.memo import TrialMemo
+from agentprop._pipeline.run import RunSettings, arun_cases, render_table
+from agentprop._decide.run_key import run_digest
+from agentprop._agents.runtime import TurnContext
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"

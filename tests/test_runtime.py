@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from agentprop._runtime import TurnContext, arun_conversation, run_conversation
+from agentprop._agents.runtime import TurnContext, arun_conversation, run_conversation
 from agentprop._spec.model import Spec
-from agentprop._trace import Trace
-from agentprop._world import Failure, World
+from agentprop._scenario.trace import Trace
+from agentprop._scenario.world import Failure, World
 from agentprop.errors import ToolError
 
 ACCOUNT = {"account_id": "A1"}
@@ -484,7 +484,7 @@ def test_a_stuck_sync_agent_holds_up_no_later_turn(supportops_spec: Spec) -> Non
 
 
 def test_a_sync_conversation_hops_to_a_thread_once(supportops_spec: Spec, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentprop import _runtime
+    from agentprop._agents import runtime as _runtime
 
     submitted: list[str] = []
     submit = _runtime._WORKERS.submit
@@ -676,7 +676,7 @@ def test_turn_timeout_keeps_asyncio_timeout_semantics() -> None:
     """The runtime's own per-turn deadline behaves like ``asyncio.timeout``: an expired
     deadline surfaces as ``TimeoutError`` and leaves the task uncancelled; a cancellation from
     outside stays a cancellation; an agent that swallows the deadline's cancellation finishes."""
-    from agentprop._runtime import _within
+    from agentprop._agents.runtime import _within
 
     async def sleeper(seconds: float) -> str:
         await asyncio.sleep(seconds)

@@ -12,11 +12,11 @@ import pytest
 
 import agentprop
 from agentprop import BindingsError, TrialMemo, make_factory
-from agentprop._bindings import load_bindings
-from agentprop._oracle import OracleSettings, TrialRecord, decide
-from agentprop._trace import Trace, Turn
-from agentprop._run import RunSettings, arun_cases, render_table
-from agentprop._safety import SAFETY_RUNS, case_settings, policy_topic, safety_policies
+from agentprop._spec.bindings import load_bindings
+from agentprop._decide.oracle import OracleSettings, TrialRecord, decide
+from agentprop._scenario.trace import Trace, Turn
+from agentprop._pipeline.run import RunSettings, arun_cases, render_table
+from agentprop._decide.safety import SAFETY_RUNS, case_settings, policy_topic, safety_policies
 from agentprop._spec.model import Policy
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from agentprop._bindings import Bindings, load_bindings
-from agentprop._paths import TreePath, enumerate_paths, loop_branches
-from agentprop._scenario import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, make_world, render_template, solve
+from agentprop._spec.bindings import Bindings, load_bindings
+from agentprop._spec.paths import TreePath, enumerate_paths, loop_branches
+from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, make_world, render_template, solve
 from agentprop._spec.model import Spec
 from agentprop._spec.when import evaluate
-from agentprop._world import get_path
+from agentprop._scenario.world import get_path
 from agentprop.errors import ToolError
 
 # Hand-derived from supportops/v1: every (terminal node <- node it is entered from) plus every
@@ -335,7 +335,7 @@ def test_loaded_objects_follow_the_imported_module(tmp_path: Path) -> None:
     still see a patched attribute, and a module dropped from sys.modules is imported afresh."""
     import sys
 
-    from agentprop._scenario import load_object
+    from agentprop._scenario.build import load_object
 
     (tmp_path / "handlers_mod.py").write_text("def answer(args, world):\n    return 1\n")
     first = load_object("handlers_mod:answer", tmp_path)

@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from agentprop._bindings import Bindings, load_bindings
-from agentprop._paths import enumerate_paths
-from agentprop._scenario import Unsatisfiable, build_scenario, leaf_scenarios, solve
+from agentprop._spec.bindings import Bindings, load_bindings
+from agentprop._spec.paths import enumerate_paths
+from agentprop._scenario.build import Unsatisfiable, build_scenario, leaf_scenarios, solve
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
 from agentprop._spec.when import evaluate
-from agentprop._strategies.scenarios import (
+from agentprop.strategies._internal.scenarios import (
     DrawnScenario,
     PathWorld,
     choose_branch,
@@ -25,7 +25,7 @@ from agentprop._strategies.scenarios import (
     walk,
     worlds,
 )
-from agentprop._world import World, get_path
+from agentprop._scenario.world import World, get_path
 from agentprop.errors import InvalidArgument
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,7 +182,7 @@ def test_conversation_turns_come_from_the_bound_templates(supportops: tuple[Spec
 
 def test_paraphrased_turns_keep_every_slot(supportops: tuple[Spec, Bindings]) -> None:
     spec, b = supportops
-    pytest.importorskip("agentprop._strategies.paraphrase")
+    pytest.importorskip("agentprop.strategies._internal.paraphrase")
 
     @settings(FAST, max_examples=40)
     @given(conversations(spec, b, CANCELLED))

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
 
 import agentprop
 from agentprop import AgentPropertyViolation, Budget, InputError, InvalidArgument
-from agentprop._snapshot import (
+from agentprop._decide.snapshot import (
     TEXT,
     Snapshot,
     SnapshotStore,
@@ -27,7 +26,7 @@ from agentprop._snapshot import (
     render_pending,
 )
 from agentprop._stats import categorical_two_sample_test
-from agentprop._trace import RunError, ToolCall, Trace, Turn
+from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 TICKET = "END_TICKET<-N7_CANCEL"
@@ -66,7 +65,7 @@ def test_free_text_and_canaries_are_normalised_and_ids_kept() -> None:
         tool_calls=[ToolCall(name="create_ticket", args={"category": "cancel_failed", "summary": "cancel failed for O-1",
                                                          "ref": "SSN_CANARY_1", "count": 2})],
         response={"decision": "TICKET_CREATED", "node_id": "END_TICKET", "user_message": "I've opened a ticket.",
-                  "evidence": "x" * (agentprop._snapshot.TEXT_LIMIT + 1)},
+                  "evidence": "x" * (agentprop._decide.snapshot.TEXT_LIMIT + 1)},
     )
     b = behaviour_of(trace_with(turn, canaries={"get_account.pii.ssn": "SSN_CANARY_1"}))
     (t,) = b.turns
@@ -359,4 +358,4 @@ def test_small_differences_are_reported_even_when_not_significant(project: agent
 def test_public_api_exports() -> None:
     for name in ("check_snapshot", "SnapshotResult", "SnapshotStore", "Snapshot", "Behaviour", "behaviour_of"):
         assert hasattr(agentprop, name), name
-    assert os.path.basename(agentprop._snapshot.__file__) == "_snapshot.py"
+    assert agentprop.check_snapshot.__module__ == "agentprop._decide.snapshot"

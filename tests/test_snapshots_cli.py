@@ -11,7 +11,7 @@ import pytest
 
 from agentprop import load_project
 from agentprop._cli import main
-from agentprop._snapshot import SnapshotStore
+from agentprop._decide.snapshot import SnapshotStore
 
 pytest_plugins = ["pytester"]
 

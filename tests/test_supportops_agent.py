@@ -10,7 +10,7 @@ import pytest
 
 import agentprop
 from agentprop import Scenario, Trace, make_factory, mft_verdicts
-from agentprop._properties import first_failure
+from agentprop._decide.properties import first_failure
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))

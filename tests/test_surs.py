@@ -18,7 +18,7 @@ import yaml
 import agentprop
 from agentprop._cli import main
 from agentprop._spec.lint import condition_variables
-from agentprop._surs import changed_nodes, invariant_scenarios, surs
+from agentprop._pipeline.surs import changed_nodes, invariant_scenarios, surs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "specsuite-core"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agentprop._trace import RunError, ToolCall, Trace, Turn, Usage
+from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn, Usage
 
 
 def make_trace() -> Trace:

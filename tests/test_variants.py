@@ -1,4 +1,4 @@
-"""Deterministic samples of a strategy (agentprop._variants): the same values as a full draw of
+"""Deterministic samples of a strategy (agentprop.strategies._internal.variants): the same values as a full draw of
 ``n * tries`` examples, drawn with no more examples than it takes to find them."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from agentprop._strategies import paraphrases
-from agentprop._variants import paraphrase_variants, sample
+from agentprop.strategies._internal import paraphrases
+from agentprop.strategies._internal.variants import paraphrase_variants, sample
 
 
 def full_draw(strategy: st.SearchStrategy[Any], n: int, *, seed_value: int = 0, tries: int = 8) -> tuple[list[Any], int]:

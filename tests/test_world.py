@@ -15,7 +15,7 @@ import pytest
 
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
-from agentprop._world import Failure, World, get_path, set_path
+from agentprop._scenario.world import Failure, World, get_path, set_path
 from agentprop.errors import InvalidArgument, ToolError
 
 SPECS = [f"{suite}/{v}" for suite in ("supportops", "expenseguard", "datainsights") for v in ("v1", "v2")]
@@ -80,7 +80,7 @@ def test_outputs_are_stable_across_processes(supportops_example_dir: Path) -> No
     code = (
         "import json,sys\n"
         "from agentprop._spec.load import load_spec\n"
-        "from agentprop._world import World\n"
+        "from agentprop._scenario.world import World\n"
         f"s = load_spec({str(supportops_example_dir / 'spec.yaml')!r})\n"
         "print(json.dumps(World(spec=s, seed=11).default_output('get_account'), sort_keys=True))\n"
     )

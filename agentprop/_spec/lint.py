@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from agentprop._spec.model import Spec
 from agentprop._spec.when import variables
-from agentprop._yaml_source import YamlSource
+from agentprop._util.yaml_source import YamlSource
 from agentprop.errors import SourceLocation
 
 Severity = Literal["error", "warning", "info"]
@@ -368,7 +368,7 @@ class _Linter:
     def anchors(self) -> None:
         """L014: a node's list starts with tools its predecessor's list ends on; they are read
         as ordering anchors (one call), never silently as second calls."""
-        from agentprop._readings import anchor_overlap
+        from agentprop._spec.requirements import anchor_overlap
 
         for i, node in enumerate(self.spec.decision_tree):
             tools = node.requirements.must_call_tools_in_order
@@ -393,7 +393,7 @@ class _Linter:
 
     def unchecked_requirements(self) -> None:
         """L015: a requirement key agentprop has no check for is named, never skipped silently."""
-        from agentprop._readings import unchecked_requirements
+        from agentprop._spec.requirements import unchecked_requirements
 
         for u in unchecked_requirements(self.spec):
             self.add(

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from agentprop._spec.lint import LintFinding, lint
 from agentprop._spec.model import Spec
 from agentprop._spec.when import WhenSyntaxError, parse_when
-from agentprop._yaml_source import TYPE_WORDS, YamlSource, describe_loc, load_yaml
+from agentprop._util.yaml_source import TYPE_WORDS, YamlSource, describe_loc, load_yaml
 from agentprop.errors import SourceLocation, SpecError
 
 SPEC_FILE_NAMES = ("spec.yaml", "spec.yml")

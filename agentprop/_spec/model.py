@@ -227,3 +227,15 @@ class Spec(_Open):
     @property
     def max_tool_calls_per_turn(self) -> int | None:
         return self.defaults.limits.max_tool_calls_per_turn
+
+
+def spec_memo(spec: Spec) -> dict[str, Any]:
+    """``spec._memo`` (the spec's store of derived objects), read straight from pydantic's
+    private-attribute storage when it is there: the attribute lookup itself goes through
+    ``BaseModel.__getattr__`` and costs microseconds per run."""
+    private = getattr(spec, "__pydantic_private__", None)
+    if type(private) is dict:
+        memo = private.get("_memo")
+        if type(memo) is dict:
+            return memo
+    return spec._memo

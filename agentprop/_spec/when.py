@@ -39,6 +39,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
+from agentprop.errors import WhenSyntaxError, UnboundVariable  # noqa: F401 (re-exported: defined in errors.py)
 
 __all__ = [
     "And",
@@ -58,29 +59,6 @@ __all__ = [
     "parse_when",
     "variables",
 ]
-
-
-class WhenSyntaxError(ValueError):
-    """A ``when`` expression could not be parsed. ``offset`` is the 0-based column in the
-    expression where the problem is."""
-
-    def __init__(self, message: str, text: str, offset: int, expected: str) -> None:
-        self.message = message
-        self.text = text
-        self.offset = offset
-        self.expected = expected
-        super().__init__(f"{message} at column {offset + 1} of {text!r}")
-
-
-class UnboundVariable(KeyError):
-    """A variable that a ``when`` expression reads has no value in the environment."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        super().__init__(path)
-
-    def __str__(self) -> str:
-        return f"variable {self.path!r} has no value"
 
 
 @dataclass(frozen=True)

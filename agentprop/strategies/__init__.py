@@ -15,7 +15,7 @@ default world. Drawn values carry their provenance and are ``note()``-d.
 
 from __future__ import annotations
 
-from agentprop._strategies import (
+from agentprop.strategies._internal import (
     TRANSFORM_NAMES,
     Paraphrase,
     ParaphrasePool,
@@ -35,7 +35,7 @@ from agentprop._strategies import (
     paraphrases,
     resolve_pack,
 )
-from agentprop._strategies.boundary import (
+from agentprop.strategies._internal.boundary import (
     BoundaryCase,
     BoundaryCases,
     Comparison,
@@ -44,14 +44,14 @@ from agentprop._strategies.boundary import (
     boundaries,
     boundary_values,
 )
-from agentprop._strategies.directional import (
+from agentprop.strategies._internal.directional import (
     DirectionalPair,
     DirectionalPairs,
     DirectionalSide,
     directional,
     directional_pairs,
 )
-from agentprop._strategies.scenarios import (
+from agentprop.strategies._internal.scenarios import (
     BranchChoice,
     ConversationProvenance,
     DrawnScenario,

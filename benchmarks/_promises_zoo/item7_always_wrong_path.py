@@ -21,7 +21,7 @@ PATH = "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY"
 
 def check_inv_is_not_applicable(seed: int) -> ZooOutcome:
     import agentprop
-    from agentprop._run import RunSettings, arun_cases
+    from agentprop._pipeline.run import RunSettings, arun_cases
 
     root = Path(__file__).resolve().parents[2]
     project = agentprop.load_project(root / PROJECT)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _vacuous_probe(seed: int) -> ZooOutcome:
     import agentprop
-    from agentprop._mutation import fault_knob_maker, fault_mutants, load_mutation_pack, mutation_test, probe_scenario
+    from agentprop._pipeline.mutation import fault_knob_maker, fault_mutants, load_mutation_pack, mutation_test, probe_scenario
 
     directory = ROOT / "examples" / "expenseguard"
     project = agentprop.load_project(directory)
@@ -39,7 +39,7 @@ def _vacuous_probe(seed: int) -> ZooOutcome:
 
 def _kill_by_a_failing_case(seed: int) -> ZooOutcome:
     import agentprop
-    from agentprop._mutation import fault_knob_maker, fault_mutants, load_mutation_pack, mutation_test
+    from agentprop._pipeline.mutation import fault_knob_maker, fault_mutants, load_mutation_pack, mutation_test
 
     directory = ROOT / "examples" / "supportops"
     project = agentprop.load_project(directory)

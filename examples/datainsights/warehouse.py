@@ -33,7 +33,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from agentprop import ToolError, World
-from agentprop._world import stable_seed
+from agentprop._scenario.world import stable_seed
 
 __all__ = [
     "DATA_END",

@@ -1,0 +1,154 @@
+"""Loading agents named on the command line or in a bindings file (``MODULE:ATTR``).
+
+``ATTR`` may be an agent class (instantiated once per conversation), a zero-argument factory,
+or an agent function ``agent(message, ctx)`` itself. Fault knobs (``--fault NAME=P``) are
+passed as ``ATTR(faults={...})``; an agent declares its knobs in a ``FAULTS`` mapping of name to
+description so unknown names are caught before anything runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentprop._agents.runtime import AgentFactory
+from agentprop._scenario.build import load_object
+from agentprop.errors import InputError
+
+
+@dataclass
+class LoadedAgent:
+    """An agent factory plus what identifies it (for reports and memoised trials)."""
+
+    ref: str
+    factory: AgentFactory
+    faults: dict[str, float] = field(default_factory=dict)
+    fingerprint: str = ""
+    target: Any = field(default=None, repr=False)
+    """The class or function the factory wraps (what fault-knob mutants are rebuilt from)."""
+    concurrent: bool | None = None
+    """Whether the agent's turns are ``async`` (a model-backed agent waiting on an API): then a
+    case keeps several of its trials in flight. ``None``: found out by :func:`runs_concurrently`."""
+
+
+def runs_concurrently(agent: LoadedAgent) -> bool:
+    """Whether ``agent``'s turns are coroutines, which several trials of one case may await at
+    once; a sync agent's runs (threads contending for the interpreter) gain nothing from it.
+    Read off the agent class or function when there is one, else off one agent the factory
+    makes (an agent that cannot be made counts as sync: its runs will record the failure)."""
+    if agent.concurrent is None:
+        target = agent.target
+        fn: Any = None
+        if inspect.isclass(target):
+            fn = getattr(target, "turn", None) or getattr(target, "__call__", None)
+        elif target is not None and _takes_two_positional(target):
+            fn = target
+        if fn is None:
+            try:
+                made = agent.factory()
+                fn = getattr(made, "turn", None) or made
+            except Exception:
+                fn = None
+        agent.concurrent = fn is not None and (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))
+    return agent.concurrent
+
+
+def _takes_two_positional(obj: Any) -> bool:
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return False
+    params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    return len(params) == 2
+
+
+_digests: dict[tuple[str, float], str] = {}
+
+
+def _source_digest(obj: Any) -> str:
+    """A digest of the source of the module defining ``obj``: editing the agent changes its
+    fingerprint, so memoised trials of the old code are not reused. Cached per file version."""
+    module = inspect.getmodule(obj)
+    path = getattr(module, "__file__", None)
+    key = None
+    if path:
+        try:
+            key = (path, os.stat(path).st_mtime)
+        except OSError:
+            key = None
+    if key is not None and key in _digests:
+        return _digests[key]
+    try:
+        src = inspect.getsource(module or obj)
+    except (OSError, TypeError):
+        src = repr(obj)
+    digest = hashlib.sha256(src.encode()).hexdigest()[:16]
+    if key is not None:
+        _digests[key] = digest
+    return digest
+
+
+def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: str = "") -> LoadedAgent:
+    faults = dict(faults or {})
+    name = ref or getattr(obj, "__qualname__", repr(obj))
+    if faults:
+        known = getattr(obj, "FAULTS", None)
+        if known is None:
+            raise InputError(
+                f"agent {name} has no fault knobs, but --fault was given",
+                fix="drop --fault, or give the agent a FAULTS mapping and a `faults=` parameter",
+            )
+        unknown = sorted(set(faults) - set(known))
+        if unknown:
+            listing = "\n".join(f"    {k}: {v}" for k, v in dict(known).items())
+            raise InputError(
+                f"unknown fault knob(s) {', '.join(unknown)} for agent {name}",
+                expected=f"one of:\n{listing}",
+                fix="use --fault NAME=P with a name from the list and 0 <= P <= 1",
+            )
+        for k, p in faults.items():
+            if not 0.0 <= p <= 1.0:
+                raise InputError(f"fault {k}={p} is not a probability", fix="use a value between 0 and 1")
+
+        def factory() -> Any:
+            return obj(faults=faults)
+
+    elif _takes_two_positional(obj) and not inspect.isclass(obj):
+
+        def factory() -> Any:
+            return obj
+
+    else:
+        factory = obj
+    digest = hashlib.sha256(
+        json.dumps({"ref": name, "src": _source_digest(obj), "faults": sorted(faults.items())}).encode()
+    ).hexdigest()[:16]
+    return LoadedAgent(ref=name, factory=factory, faults=faults, fingerprint=digest, target=obj)
+
+
+def load_agent(ref: str, base_dir: str | Path = ".", faults: Mapping[str, float] | None = None) -> LoadedAgent:
+    """Import ``MODULE:ATTR`` (a ``MODULE.py`` in ``base_dir`` wins over an installed module)
+    and wrap it; ``faults`` turns on the agent's fault knobs."""
+    obj = load_object(ref, Path(base_dir), what="agent")
+    return make_factory(obj, faults, ref=ref)
+
+
+def parse_faults(items: list[str]) -> dict[str, float]:
+    """``["skip_auth=0.3", "leak_pii"]`` -> ``{"skip_auth": 0.3, "leak_pii": 1.0}``."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        name = name.strip()
+        if not name:
+            raise InputError(f"bad --fault {item!r}", expected="NAME=P, e.g. skip_auth=0.3", fix="name the knob before '='")
+        try:
+            out[name] = float(value) if value else 1.0
+        except ValueError:
+            raise InputError(f"bad --fault {item!r}: {value!r} is not a number", expected="NAME=P with 0 <= P <= 1", fix=f"e.g. --fault {name}=0.5") from None
+    return out

@@ -1,0 +1,585 @@
+"""The runtime: run an agent over a conversation in a world and record the trace.
+
+The agent protocol is small. An *agent factory* is called once per conversation and returns an
+*agent*: a callable ``agent(message, ctx)`` (sync or ``async``), or an object with such a
+``turn`` method. For each user message the agent calls tools through ``ctx.call(name, **args)``
+and ends the turn with ``ctx.respond(**fields)``. The runtime
+
+- records every tool call exactly once, in per-turn slices;
+- validates ``respond`` against the response contract (an invalid call raises
+  :class:`~agentprop.errors.ToolError` back into the agent, which may retry);
+- enforces ``max_tool_calls_per_turn`` and refuses tools the spec does not declare;
+- records agent exceptions and timeouts as errored runs; it never lets them crash the runner;
+- runs a sync agent's whole conversation on one worker thread (one hop per conversation,
+  not per turn), so a turn stuck past its timeout can be abandoned;
+- gives the agent ``ctx.rng``, a random source seeded from ``(case, trial)``, so simulated
+  agents are reproducible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import os
+import queue
+import random
+import threading
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, Union
+
+from agentprop._spec.response import validate_response
+from agentprop._spec.model import Spec
+from agentprop._util.aio import run_sync
+from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn, Usage
+from agentprop._scenario.world import World, copy_json, stable_seed
+from agentprop.errors import ToolError
+
+
+class _ConversationRandom:
+    """A conversation's random source, seeded from ``(case, trial)`` and made on first use:
+    seeding costs microseconds per run that most agents never need."""
+
+    __slots__ = ("_case_id", "_trial", "_rng")
+
+    def __init__(self, case_id: str, trial: int) -> None:
+        self._case_id = case_id
+        self._trial = trial
+        self._rng: random.Random | None = None
+
+    def get(self) -> random.Random:
+        if self._rng is None:
+            self._rng = random.Random(stable_seed("agent-rng", self._case_id, self._trial))
+        return self._rng
+
+
+class TurnContext:
+    """What an agent sees during one turn: tools, the response channel, context and a seeded
+    random source."""
+
+    def __init__(
+        self,
+        *,
+        spec: Spec,
+        world: World,
+        turn: Turn,
+        history: Sequence[Turn],
+        context: Mapping[str, Any],
+        rng: random.Random | _ConversationRandom,
+        memory: dict[str, Any],
+        case_id: str = "",
+        trial: int = 0,
+    ) -> None:
+        self.spec = spec
+        self.case_id = case_id
+        """The scenario being run (for API agents' cache keys and logs)."""
+        self.trial = trial
+        """The trial index of this run: repeats of a case differ in it, replays share it."""
+        self.world = world
+        self._turn = turn
+        self.history: tuple[Turn, ...] = tuple(history)
+        self.context: Mapping[str, Any] = context
+        self._rng: random.Random | _ConversationRandom = rng
+        self.memory = memory
+        self._responded = False
+        self._invalid_response: str | None = None
+        self._non_respond_calls = 0
+        self._closed = False
+
+    @property
+    def rng(self) -> random.Random:
+        """A random source seeded from ``(case, trial)``, one stream across the turns of a
+        conversation, so simulated agents are reproducible."""
+        source = self._rng
+        if isinstance(source, _ConversationRandom):
+            source = self._rng = source.get()
+        return source
+
+    @rng.setter
+    def rng(self, value: random.Random) -> None:
+        self._rng = value
+
+    @property
+    def turn_index(self) -> int:
+        return self._turn.index
+
+    @property
+    def user_message(self) -> str:
+        return self._turn.user_message
+
+    @property
+    def responded(self) -> bool:
+        return self._responded
+
+    @property
+    def calls_this_turn(self) -> list[ToolCall]:
+        return list(self._turn.tool_calls)
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The tools an agent may call (``respond`` excluded)."""
+        return [t.name for t in self.spec.action_tools]
+
+    def call(self, name: str, /, **args: Any) -> Any:
+        """Call a tool of the spec and return its output, or raise :class:`ToolError`."""
+        if self._closed:
+            raise ToolError("protocol", "this turn is over; tool calls after the turn ended are refused")
+        if name == "respond":
+            return self.respond(**args)
+        step = len(self._turn.tool_calls)
+        record = ToolCall(name=name, args=copy_json(args), turn_index=self._turn.index, step=step)
+        self._turn.tool_calls.append(record)
+        if self._responded:
+            record.error, record.error_kind = "tool call after respond", "protocol"
+            self._turn.errors.append(
+                RunError(kind="protocol", message=f"{name} was called after respond; respond must be the final action", turn_index=self._turn.index)
+            )
+            raise ToolError("protocol", "respond was already called this turn; it must be the final action")
+        if name not in self.spec.tools_by_name:
+            record.error, record.error_kind = f"unknown tool {name!r}", "unknown_tool"
+            self._turn.errors.append(
+                RunError(kind="unknown_tool", message=f"the agent called {name!r}, which spec {self.spec.spec_id} does not declare", turn_index=self._turn.index)
+            )
+            raise ToolError("unknown_tool", f"no tool named {name!r}; available: {', '.join(self.tool_names)}")
+        self._non_respond_calls += 1
+        limit = self.spec.max_tool_calls_per_turn
+        if limit is not None and self._non_respond_calls > limit:
+            record.error, record.error_kind = f"more than {limit} tool calls this turn", "limit_exceeded"
+            self._turn.errors.append(
+                RunError(kind="limit_exceeded", message=f"call {self._non_respond_calls} ({name}) exceeds max_tool_calls_per_turn={limit}", turn_index=self._turn.index)
+            )
+            raise ToolError("limit_exceeded", f"max_tool_calls_per_turn={limit} reached; respond now")
+        try:
+            result = self.world.call(name, args)
+        except ToolError as exc:
+            record.error, record.error_kind = exc.message, exc.kind
+            raise
+        record.result = copy_json(result)
+        return result
+
+    def respond(self, **fields: Any) -> dict[str, Any]:
+        """End the turn with the structured response. Raises :class:`ToolError` if it does not
+        satisfy the response contract (the agent may correct it and call again)."""
+        if self._closed:
+            raise ToolError("protocol", "this turn is over")
+        if self._responded:
+            self._turn.errors.append(
+                RunError(kind="respond_twice", message="respond was called more than once in a turn", turn_index=self._turn.index)
+            )
+            raise ToolError("respond_twice", "respond was already called this turn")
+        valid, problem = validate_response(self.spec, dict(fields))
+        if valid is None:
+            self._invalid_response = problem
+            self._turn.raw_response = copy_json(fields)
+            raise ToolError("invalid_respond", f"respond does not satisfy the response contract: {problem}")
+        self._turn.response = valid
+        self._turn.raw_response = copy_json(fields)
+        self._responded = True
+        return {"acknowledged": True}
+
+    def say(self, text: str) -> None:
+        """Record free text shown to the user outside ``respond`` (checked for leaks too)."""
+        self._turn.text = (self._turn.text + "\n" + text) if self._turn.text else text
+
+    def add_usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0, model_calls: int = 1) -> None:
+        """Record model usage for this turn (API-backed agents)."""
+        usage = self._turn.usage
+        if type(input_tokens) is int and type(output_tokens) is int and type(model_calls) is int and type(cost_usd) in (float, int):
+            # what ``usage + Usage(...)`` gives, validating one model instead of two
+            self._turn.usage = Usage(
+                input_tokens=usage.input_tokens + input_tokens,
+                output_tokens=usage.output_tokens + output_tokens,
+                cost_usd=usage.cost_usd + float(cost_usd),
+                model_calls=usage.model_calls + model_calls,
+            )
+            return
+        self._turn.usage = usage + Usage(
+            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, model_calls=model_calls
+        )
+
+
+class TurnAgent(Protocol):
+    def turn(self, message: str, ctx: TurnContext) -> None | Awaitable[None]: ...
+
+
+Agent = Union[Callable[[str, TurnContext], Union[None, Awaitable[None]]], TurnAgent]
+AgentFactory = Callable[[], Agent]
+
+
+def _turn_callable(agent: Agent) -> Callable[[str, TurnContext], Any]:
+    fn = getattr(agent, "turn", None)
+    if callable(fn):
+        return fn  # type: ignore[no-any-return]
+    if callable(agent):
+        return agent
+    raise TypeError(
+        f"an agent must be callable as agent(message, ctx) or have a turn(message, ctx) method; got {type(agent).__name__}"
+    )
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+class _DaemonWorkers:
+    """Daemon threads that run sync agents' conversations, reused from one to the next.
+
+    A conversation goes to an idle worker, or to a new daemon thread when none is idle. A
+    worker whose turn outlived its timeout is simply not idle: nothing ever waits for it, so it
+    holds up neither other conversations nor interpreter shutdown (it is a daemon thread).
+    Each job runs in a fresh, empty ``contextvars`` context (and each turn in one of its own),
+    as it would on a new thread. Idle workers beyond ``max_idle``, or idle longer than
+    ``idle_timeout`` seconds, exit.
+    """
+
+    def __init__(self, *, max_idle: int = 64, idle_timeout: float = 30.0) -> None:
+        self._max_idle = max_idle
+        self._idle_timeout = idle_timeout
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[tuple[Callable[[], None], str]]] = []
+        self._pid = os.getpid()
+
+    def submit(self, job: Callable[[], None], name: str) -> None:
+        """Run ``job()`` (which must not raise) on a daemon thread named ``name``."""
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's threads do not exist here
+                self._pid, self._idle = os.getpid(), []
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._work, args=(inbox,), name=name, daemon=True).start()
+        inbox.put((job, name))
+
+    def _work(self, inbox: queue.SimpleQueue[tuple[Callable[[], None], str]]) -> None:
+        me = threading.current_thread()
+        while True:
+            try:
+                job, name = inbox.get(timeout=self._idle_timeout)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:  # nobody picked this worker meanwhile: retire
+                        self._idle.remove(inbox)
+                        return
+                continue  # a job is on its way
+            me.name = name
+            contextvars.Context().run(job)
+            me.name = "agentprop-agent-idle"
+            with self._lock:
+                if len(self._idle) >= self._max_idle:
+                    return
+                self._idle.append(inbox)
+
+
+_WORKERS = _DaemonWorkers()
+
+
+async def _within(awaitable: Awaitable[Any], timeout_s: float | None) -> None:
+    """``async with asyncio.timeout(timeout_s): await awaitable``, with the same semantics
+    (the task is cancelled at the deadline and the cancellation surfaces as ``TimeoutError``,
+    unless someone else cancelled the task too), at a fraction of the cost per turn: one timer
+    handle and a closure instead of a context-manager object."""
+    if timeout_s is None:
+        await awaitable
+        return
+    task = asyncio.current_task()
+    if task is None:  # not inside a task: let asyncio.timeout say so
+        async with asyncio.timeout(timeout_s):
+            await awaitable
+        return
+    loop = asyncio.get_running_loop()
+    cancelling = task.cancelling()
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        task.cancel()
+
+    deadline = loop.time() + timeout_s
+    handle = loop.call_soon(expire) if deadline <= loop.time() else loop.call_at(deadline, expire)
+    try:
+        await awaitable
+    except BaseException as exc:
+        handle.cancel()
+        if expired and task.uncancel() <= cancelling and type(exc) is asyncio.CancelledError:
+            raise TimeoutError from exc
+        raise
+    handle.cancel()
+    if expired:
+        task.uncancel()
+
+
+async def _run_turn(fn: Callable[[str, TurnContext], Any], message: str, ctx: TurnContext, timeout_s: float | None) -> None:
+    """One turn on the event loop: an async agent's (within ``timeout_s``, in the runner's own
+    task, no new task per turn), or a sync agent's when no timeout needs a thread."""
+    if _is_async(fn):
+        await _within(fn(message, ctx), timeout_s)
+        return
+    result = fn(message, ctx)
+    if inspect.isawaitable(result):
+        async with asyncio.timeout(timeout_s):
+            await result
+
+
+class _Turns:
+    """The turns of one conversation, begun and ended the same way whether the agent runs on
+    the event loop or on a worker thread."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        trace: Trace,
+        messages: Sequence[str],
+        world: World,
+        context: Mapping[str, Any] | None,
+        case_id: str,
+        trial: int,
+        timeout_s: float | None,
+    ) -> None:
+        self.spec = spec
+        self.trace = trace
+        self.messages = messages
+        self.world = world
+        self.context = context
+        self.case_id = case_id
+        self.trial = trial
+        self.timeout_s = timeout_s
+        self.rng = _ConversationRandom(case_id, trial)
+        self.memory: dict[str, Any] = {}
+
+    def begin(self, index: int) -> tuple[Turn, TurnContext]:
+        turn = Turn(index=index, user_message=self.messages[index])
+        self.trace.turns.append(turn)
+        ctx = TurnContext(
+            spec=self.spec, world=self.world, turn=turn, history=self.trace.turns[:-1], context=dict(self.context or {}),
+            rng=self.rng, memory=self.memory, case_id=self.case_id, trial=self.trial,
+        )
+        return turn, ctx
+
+    def timeout(self, index: int) -> RunError:
+        return RunError(kind="timeout", message=f"the agent did not finish the turn within {self.timeout_s} s", turn_index=index)
+
+    @staticmethod
+    def exception(exc: BaseException, index: int) -> RunError:
+        """The error of a turn that raised ``exc`` (call inside the ``except`` block: it keeps
+        the traceback)."""
+        return RunError(kind="agent_exception", message=f"{type(exc).__name__}: {exc}", turn_index=index, traceback=traceback.format_exc())
+
+    @staticmethod
+    def end(turn: Turn, ctx: TurnContext, t0: float, error: RunError | None) -> bool:
+        """Close the turn (later tool calls are refused) and record how it ended; returns
+        whether the conversation stops here (an error ends it)."""
+        ctx._closed = True
+        turn.duration_s = time.perf_counter() - t0
+        if error is not None:
+            turn.errors.append(error)
+            return True
+        if not ctx.responded:
+            if ctx._invalid_response is not None:
+                turn.errors.append(RunError(kind="invalid_respond", message=ctx._invalid_response, turn_index=turn.index))
+            else:
+                turn.errors.append(RunError(kind="no_respond", message="the turn ended without a respond call", turn_index=turn.index))
+        return False
+
+
+async def _converse_on_loop(turns: _Turns, fn: Callable[[str, TurnContext], Any], start: int = 0) -> None:
+    """The turns from ``start`` on, each awaited on the event loop."""
+    for index in range(start, len(turns.messages)):
+        turn, ctx = turns.begin(index)
+        t0 = time.perf_counter()
+        error: RunError | None = None
+        try:
+            await _run_turn(fn, turns.messages[index], ctx, turns.timeout_s)
+        except asyncio.TimeoutError:
+            error = turns.timeout(index)
+        except Exception as exc:
+            error = turns.exception(exc, index)
+        except BaseException:
+            ctx._closed = True
+            turn.duration_s = time.perf_counter() - t0
+            raise
+        if turns.end(turn, ctx, t0, error):
+            return
+
+
+class _Segment:
+    """What the event loop and the worker thread running a sync agent's turns share (under
+    ``lock``): the turn running and since when, and whether the loop has given up on it."""
+
+    __slots__ = ("abandoned", "ctx", "handed", "index", "lock", "started", "t0", "turn")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.abandoned = False
+        self.index = -1
+        """The turn the thread is running (-1: none, between turns or not started)."""
+        self.started = 0.0
+        """``time.monotonic()`` when that turn started (the timeout runs from there)."""
+        self.t0 = 0.0
+        self.turn: Turn | None = None
+        self.ctx: TurnContext | None = None
+        self.handed: tuple[int, Turn, TurnContext, float, Any] | None = None
+        """A turn whose sync call returned an awaitable, handed to the loop to await."""
+
+
+async def _converse_in_thread(turns: _Turns, fn: Callable[[str, TurnContext], Any]) -> None:
+    """A sync agent's turns, all on one daemon worker thread: one thread hop per conversation,
+    not one per turn. The loop waits for the conversation, and gives up on a turn that outlives
+    the timeout: the turn is recorded as timed out and closed (its later tool calls are
+    refused), the conversation ends, and the thread, which nothing waits for, is abandoned as
+    before. A turn that returns an awaitable is awaited on the loop, and the next turns go back
+    to a thread."""
+    start = 0
+    while start < len(turns.messages):
+        handed = await _thread_segment(turns, fn, start)
+        if handed is None:
+            return
+        index, turn, ctx, t0, awaitable = handed
+        error: RunError | None = None
+        try:
+            async with asyncio.timeout(turns.timeout_s):
+                await awaitable
+        except asyncio.TimeoutError:
+            error = turns.timeout(index)
+        except Exception as exc:
+            error = turns.exception(exc, index)
+        except BaseException:
+            ctx._closed = True
+            raise
+        if turns.end(turn, ctx, t0, error):
+            return
+        start = index + 1
+
+
+async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], start: int) -> tuple[int, Turn, TurnContext, float, Any] | None:
+    """Run turns ``start``, ``start + 1``, … on a worker thread until the conversation ends or
+    a turn returns an awaitable (returned, for the loop to await)."""
+    assert turns.timeout_s is not None
+    timeout_s = turns.timeout_s
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    seg = _Segment()
+
+    def settle(error: BaseException | None) -> None:
+        if not done.done():
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(None)
+
+    def signal(error: BaseException | None = None) -> None:
+        if loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(settle, error)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
+
+    def job() -> None:
+        try:
+            for index in range(start, len(turns.messages)):
+                with seg.lock:
+                    if seg.abandoned:
+                        return
+                    turn, ctx = turns.begin(index)
+                    seg.index, seg.turn, seg.ctx = index, turn, ctx
+                    seg.started, seg.t0 = time.monotonic(), time.perf_counter()
+                error: RunError | None = None
+                result: Any = None
+                try:
+                    # each turn in a fresh, empty context, as on a thread of its own
+                    result = contextvars.Context().run(fn, turns.messages[index], ctx)
+                except Exception as exc:
+                    error = turns.exception(exc, index)
+                with seg.lock:
+                    if seg.abandoned:  # the loop recorded the timeout and moved on
+                        return
+                    seg.index = -1
+                    if error is None and inspect.isawaitable(result):
+                        seg.handed = (index, turn, ctx, seg.t0, result)
+                        break
+                    if turns.end(turn, ctx, seg.t0, error):
+                        break
+        except BaseException as exc:  # agent code raised SystemExit or the like: the caller's
+            signal(exc)
+            return
+        signal()
+
+    _WORKERS.submit(job, f"agentprop-agent-{turns.case_id}-{turns.trial}")
+    try:
+        while not done.done():
+            with seg.lock:
+                deadline = seg.started + timeout_s if seg.index >= 0 else None
+            remaining = timeout_s if deadline is None else deadline - time.monotonic()
+            if remaining > 0:
+                await asyncio.wait((done,), timeout=remaining)
+                continue
+            with seg.lock:
+                if seg.index >= 0 and seg.started + timeout_s <= time.monotonic():
+                    assert seg.turn is not None and seg.ctx is not None
+                    seg.abandoned = True
+                    turns.end(seg.turn, seg.ctx, seg.t0, turns.timeout(seg.index))
+                    return None
+        done.result()
+    except BaseException:  # cancelled: give up on the thread as on a timeout
+        with seg.lock:
+            seg.abandoned = True
+            if seg.ctx is not None:
+                seg.ctx._closed = True
+        raise
+    return seg.handed
+
+
+async def arun_conversation(
+    spec: Spec,
+    agent_factory: AgentFactory,
+    messages: Sequence[str],
+    world: World,
+    *,
+    case_id: str = "",
+    trial: int = 0,
+    context: Mapping[str, Any] | None = None,
+    turn_timeout_s: float | None = 60.0,
+    agent_name: str = "",
+) -> Trace:
+    """Run one conversation and return its trace (never raises for agent faults).
+
+    An async agent's turns run on the event loop, each within ``turn_timeout_s``. A sync
+    agent's turns run on one worker thread for the whole conversation, so that a turn stuck
+    past the timeout can be abandoned; with ``turn_timeout_s=None`` they run inline."""
+    trace = Trace(
+        case_id=case_id,
+        trial=trial,
+        agent=agent_name,
+        spec_id=spec.spec_id,
+        world_seed=world.seed,
+        canaries=dict(world.canaries),
+    )
+    started = time.perf_counter()
+    try:
+        agent = agent_factory()
+        fn = _turn_callable(agent)
+    except Exception as exc:  # the factory itself is agent code
+        trace.errors.append(RunError(kind="agent_exception", message=f"agent factory raised {type(exc).__name__}: {exc}", traceback=traceback.format_exc()))
+        trace.duration_s = time.perf_counter() - started
+        return trace
+    turns = _Turns(spec, trace, messages, world, context, case_id, trial, turn_timeout_s)
+    if messages and turn_timeout_s is not None and not _is_async(fn):
+        await _converse_in_thread(turns, fn)
+    else:
+        await _converse_on_loop(turns, fn)
+    trace.duration_s = time.perf_counter() - started
+    return trace
+
+
+def run_conversation(
+    spec: Spec,
+    agent_factory: AgentFactory,
+    messages: Sequence[str],
+    world: World,
+    **kwargs: Any,
+) -> Trace:
+    """Synchronous wrapper of :func:`arun_conversation` (safe inside a running event loop)."""
+    return run_sync(arun_conversation(spec, agent_factory, messages, world, **kwargs))

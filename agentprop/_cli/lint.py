@@ -1,0 +1,117 @@
+"""``agentprop lint``: a spec's (and its bindings') inconsistencies, each with file, line and fix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from agentprop._cli.common import EXIT_FAIL, EXIT_OK
+from agentprop._cli.options import BINDINGS_HELP
+from agentprop.errors import AgentPropError, SpecError
+
+if TYPE_CHECKING:
+    from agentprop._spec.lint import LintFinding
+    from agentprop._agents.project import Project
+
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    lint = sub.add_parser("lint", help="check a spec (and its bindings) and list inconsistencies")
+    lint.add_argument("spec", help="spec file, or a directory with spec.yaml")
+    lint.add_argument("--bindings", help=BINDINGS_HELP)
+    lint.add_argument("--json", dest="json_path", help="also write the findings as JSON to this file")
+    lint.set_defaults(handler=command)
+
+
+def _path_findings(project: Project) -> list[LintFinding]:
+    """Unrealisable paths as lint findings, each at the spec line of the node it stops at."""
+    from agentprop._spec.lint import LintFinding
+    from agentprop._util.yaml_source import load_yaml
+
+    try:
+        src = load_yaml(project.spec_path, error=SpecError)
+    except AgentPropError:
+        src = None
+    index = {n.node_id: i for i, n in enumerate(project.spec.decision_tree)}
+    out: list[LintFinding] = []
+    for pr in project.path_problems:
+        loc = None
+        if src is not None and pr.node in index:
+            loc = src.location(("decision_tree", index[pr.node]))
+        where = " -> ".join(pr.nodes)
+        out.append(
+            LintFinding(
+                code=pr.code,
+                severity="info" if pr.code == "P003" else "warning",
+                message=f"{pr.label} {pr.path_id}" + (f" ({where})" if where else "") + f": {pr.reason}",
+                file=str(loc.path if loc is not None and loc.path else project.spec_path),
+                line=loc.line if loc is not None else None,
+                column=loc.column if loc is not None else None,
+                fix=pr.fix,
+            )
+        )
+    return out
+
+
+def command(args: argparse.Namespace, out: TextIO) -> int:
+    from agentprop._scenario.exits import binding_findings
+    from agentprop._spec.lint import condition_variables
+    from agentprop._spec.load import lint_spec
+    from agentprop._agents.project import load_project
+    from agentprop._spec.load import resolve_spec_path
+
+    findings = lint_spec(args.spec)
+    problems: list[str] = []
+    warnings: list[str] = []
+    try:
+        project = load_project(args.spec, bindings=args.bindings)
+    except AgentPropError as exc:
+        if not any(f.severity == "error" for f in findings):
+            raise
+        project = None
+        print(f"(bindings not checked: {str(exc).splitlines()[0]})", file=out)
+    if project is not None and project.bindings.path is not None:
+        warnings = project.bindings.warnings
+        problems = project.problems
+    resolved: list[str] = []
+    if project is not None and project.bindings.path is not None:
+        mapped = {k.split("<-", 1)[0] for k in project.bindings.outcomes}
+        kept = []
+        for f in findings:
+            leaf = next((w for w in f.message.split() if w in mapped), None) if f.code in ("L003", "L012") else None
+            if leaf is not None and f.severity != "error":
+                resolved.append(leaf)
+            else:
+                kept.append(f)
+        findings = kept
+    for f in findings:
+        print(f.render(), file=out)
+    if resolved:
+        print(f"(decisions of {', '.join(sorted(set(resolved)))} are given by `outcomes:` in {project.bindings.path})", file=out)  # type: ignore[union-attr]
+    for w in warnings:
+        print(f"{project.bindings.path}: warning B001: {w}", file=out)  # type: ignore[union-attr]
+    path_findings = _path_findings(project) if problems else []
+    for f in path_findings:
+        print(f.render(), file=out)
+    downgrades = binding_findings(project.bindings, project.spec) if project is not None and project.bindings.path is not None else []
+    for f in downgrades:
+        print(f.render(), file=out)
+    if project is not None and project.bindings.path is None:
+        names = condition_variables(project.spec)
+        print(
+            f"note: no bindings file (agentprop.yaml) next to the spec; to test it, bind these condition "
+            f"variables: {', '.join(names)} (see docs/reference.md#bindings)",
+            file=out,
+        )
+    errors = sum(f.severity == "error" for f in findings)
+    warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings)
+    infos = sum(f.severity == "info" for f in findings) + sum(f.severity == "info" for f in path_findings) + len(downgrades)
+    print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} note(s)", file=out)
+    if args.json_path:
+        Path(args.json_path).write_text(
+            json.dumps({"findings": [f.model_dump() for f in findings], "bindings_warnings": warnings, "unrealisable_paths": problems, "bindings_readings": [f.model_dump() for f in downgrades]}, indent=2),
+            encoding="utf-8",
+        )
+    return EXIT_FAIL if errors else EXIT_OK

@@ -1,0 +1,128 @@
+"""``agentprop run``: run an agent over a spec's cases and decide each case."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from agentprop._cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    check_budget_args,
+    check_explore,
+    check_positive_runs,
+    load_cli_agent,
+    parse_kinds,
+    require_decisions,
+    selected_scenarios,
+)
+from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, selection_parent, suite_parent
+from agentprop._version import __version__
+from agentprop.errors import InputError
+
+if TYPE_CHECKING:
+    from agentprop._pipeline.report.model import RunReport
+
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    run = sub.add_parser(
+        "run", help="run an agent over the spec's cases and decide each case",
+        parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent()],
+    )
+    run.add_argument("spec", help=SPEC_HELP)
+    run.add_argument("--mode", choices=["sprt", "zero-failure", "fixed"], help="how each case is decided (default: sprt; zero-failure for high-risk specs and safety cases)")
+    run.add_argument("--tau", type=float, help="required pass rate (default: the spec's min_pass_rate)")
+    run.add_argument("--runs", type=int, help="runs of fixed or zero-failure mode (alone, selects fixed mode)")
+    run.add_argument("--max-runs-per-case", type=int, metavar="N", help="truncate each case's sequential test after N runs (default 100; undecided means UNSTABLE)")
+    run.add_argument("--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each bug (default 200; 0 turns shrinking off)")
+    run.add_argument("--corpus", default=None, metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)")
+    run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
+    run.set_defaults(handler=command)
+
+
+def command(args: argparse.Namespace, out: TextIO) -> int:
+    from agentprop._modelapi.budget import Budget
+    from agentprop._decide.corpus import Corpus
+    from agentprop._pipeline.run import RunSettings
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._pipeline.run import arun_cases
+    from agentprop._decide import corpus as corpus_module
+    from agentprop._agents.project import load_project
+    from agentprop._pipeline.run import render_table
+    from agentprop._pipeline.run import shrink_failures
+    from agentprop._spec.requirements import unchecked_requirements
+
+    project = load_project(args.spec, bindings=args.bindings)
+    agent, model_agent = load_cli_agent(args, project, out)
+    check_budget_args(args)
+    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd)
+    if model_agent is not None:
+        model_agent.budget = budget
+    # built once per project: coverage and shrinking read the same list
+    scenarios, problems = project.scenarios(), project.problems
+    scenarios = selected_scenarios(project, args.case)
+    require_decisions(project, scenarios)
+    check_positive_runs(args.runs, fix="use --runs 1 or more")
+    kinds = parse_kinds(args.kinds)
+    check_explore(args)
+    settings = RunSettings(kinds=kinds, case_filter=tuple(args.case), mode=args.mode, runs=args.runs, tau=args.tau, max_runs=args.max_runs_per_case, seed=args.seed, concurrency=args.concurrency, explore=args.explore)
+    faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
+    print(f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""), file=out)
+
+    corpus = None if (args.corpus or "").lower() == "none" else Corpus(args.corpus or corpus_module.default_corpus_dir(project))
+    if args.shrink_budget < 0:
+        raise InputError(f"--shrink-budget {args.shrink_budget} is negative", fix="use 0 to turn shrinking off, or a number of runs")
+    memo = TrialMemo()
+
+    async def run_all() -> RunReport:
+        try:
+            report = await arun_cases(project, agent, scenarios, settings, problems=problems, budget=budget, memo=memo, corpus=corpus)
+            if args.shrink_budget > 0:
+                # failing cases shrink to minimal reproducers, saved to the corpus
+                await asyncio.to_thread(
+                    shrink_failures, project, agent, report,
+                    budget=args.shrink_budget, corpus=corpus, session_budget=budget, memo=memo, seed=args.seed, stream=sys.stderr,
+                )
+            return report
+        finally:
+            if model_agent is not None:
+                await model_agent.aclose()
+
+    report = asyncio.run(run_all())
+    snapshot = budget.snapshot()
+    report.metrics.extra["budget"] = snapshot.model_dump()
+    if model_agent is not None:
+        report.metrics.extra["model"] = {**model_agent.stats(), "cache": model_agent.cache.stats.as_dict()}
+    print(render_table(report), file=out)
+    if model_agent is not None:
+        stats = model_agent.stats()
+        print(
+            f"model calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, {stats['live_calls']} to the API, "
+            f"{stats['retries']['retries']} retries); spent ${snapshot.usd:.4f}, saved ${snapshot.usd_saved:.4f} by replays",
+            file=out,
+        )
+    if snapshot.exhausted and snapshot.refused_runs:
+        print(f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} case(s) INCONCLUSIVE", file=out)
+    for pr in problems:
+        print(f"note: {pr}", file=out)
+    for u in unchecked_requirements(project.spec):
+        print(f"note: not checked: {u.clause} (agentprop has no check for it; `agentprop lint` shows where)", file=out)
+    if args.json_path:
+        Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
+        print(f"report written to {args.json_path}", file=out)
+    if model_agent is not None and model_agent.missing_key_error is not None:
+        raise model_agent.missing_key_error
+    branches = report.metrics.extra["coverage"]["branches"]
+    if not branches["met"] and not args.case:
+        print(
+            f"branch coverage {branches['enforced']:.0%} is below the spec's min_branch_coverage "
+            f"{branches['min_branch_coverage']}: run the cases for {', '.join(branches['not_run']) or 'the missing branches'}",
+            file=out,
+        )
+        return EXIT_FAIL
+    # NOT APPLICABLE cases (listed with their reason) neither pass nor fail the run
+    return EXIT_OK if report.metrics.passed + report.metrics.not_applicable == report.metrics.cases else EXIT_FAIL

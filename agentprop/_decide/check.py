@@ -1,0 +1,340 @@
+"""``agentprop.check``: decide a property of an agent on one scenario, statistically.
+
+::
+
+    project = agentprop.load_project("examples/supportops")
+    scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
+    agentprop.check(project, scenario, SupportOpsAgent)            # MFT by default
+    agentprop.check(project, scenario, SupportOpsAgent, messages=[paraphrase, "Yes"])
+    agentprop.check(project, scenario, agent, prop=lambda trace: agentprop.numbers_grounded(trace))
+
+It runs the agent as often as the oracle needs (each run memoised per trial and judged by the
+property on every decision, so an edited property is judged on the stored runs), and raises
+:class:`~agentprop.AgentPropertyViolation` unless the verdict is PASS.
+
+:func:`check` is :func:`acheck` run to completion plus the raise: one signature, one behaviour.
+Both replay the session's corpus for the scenario first (:mod:`agentprop._decide.session`),
+decide, and record the result in the session. :func:`decide_scenario` is the engine under
+them, for the pipeline's own cases: no corpus replay, no recording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from agentprop._agents.loading import LoadedAgent, make_factory
+from agentprop._modelapi.budget import Budget
+from agentprop._decide.contracts import Verdict
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.corpus import judge_replay
+from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, Mode, OracleSettings, TrialRecord, adecide
+from agentprop._agents.project import Project
+from agentprop._decide.properties import mft_verdicts
+from agentprop._decide.run_key import run_digest
+from agentprop._decide.safety import CaseSettings, case_settings
+from agentprop._decide.slots import RunSlots
+from agentprop._decide.session import CorpusNote, Session, current_session, current_test, scoped_overrides, settings_scope
+from agentprop._scenario.build import Scenario
+from agentprop._util.aio import run_sync
+from agentprop._scenario.trace import Trace
+from agentprop.errors import InvalidArgument
+
+PropertyResult = Union[Verdict, bool, Sequence[Verdict]]
+Property = Callable[[Trace], PropertyResult]
+
+__all__ = ["Property", "PropertyResult", "ViolationContext", "acheck", "as_loaded_agent", "check", "decide_scenario", "record_for", "scenario_settings", "settings_scope", "verdicts_of"]
+
+
+def as_loaded_agent(agent: Any) -> LoadedAgent:
+    if isinstance(agent, LoadedAgent):
+        return agent
+    loaded = getattr(agent, "loaded", None)
+    if callable(loaded) and not isinstance(agent, type):
+        result = loaded()  # e.g. AnthropicAgent: its own name and behaviour fingerprint
+        if isinstance(result, LoadedAgent):
+            return result
+    if agent is None:
+        raise InvalidArgument("check() needs an agent: a class, a factory, an agent function or a LoadedAgent")
+    return make_factory(agent)
+
+
+def verdicts_of(result: PropertyResult) -> list[Verdict]:
+    if isinstance(result, Verdict):
+        return [result]
+    if isinstance(result, bool):
+        return [Verdict(passed=result, contract="property", explanation="the property returned " + str(result))]
+    if isinstance(result, Sequence):
+        out = list(result)
+        if not all(isinstance(v, Verdict) for v in out):
+            raise InvalidArgument("a property must return a Verdict, a bool, or a list of Verdicts")
+        return out
+    raise InvalidArgument(f"a property must return a Verdict, a bool, or a list of Verdicts; got {type(result).__name__}")
+
+
+def record_for(verdicts: list[Verdict]) -> TrialRecord:
+    """One run's outcome from its verdicts: the first failing one names the failure."""
+    failed = next((v for v in verdicts if not v.passed), None)
+    if failed is None:
+        return TrialRecord(passed=True)
+    return TrialRecord(passed=False, signature=failed.signature, explanation=failed.explanation, clause=failed.clause)
+
+
+async def decide_scenario(
+    project: Project,
+    scenario: Scenario,
+    agent: Any,
+    *,
+    messages: Sequence[str] | None = None,
+    prop: Property | None = None,
+    settings: OracleSettings | None = None,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    concurrency: int = 1,
+    name: str | None = None,
+    seed: int = 0,
+    slots: RunSlots | None = None,
+) -> CheckResult:
+    """Decide ``prop`` (default: the scenario's MFT) for ``agent`` on ``scenario``: the engine
+    under :func:`check` and :func:`acheck`, used as is by the pipeline's cases (no corpus
+    replay, nothing recorded in the session; never raises for a failed property).
+
+    ``seed`` selects the trial indices (``seed * 1_000_003`` onwards): the same seed replays
+    the same samples (memo, API cache, simulated agents' ``ctx.rng``); another seed draws
+    new ones."""
+    loaded = as_loaded_agent(agent)
+    rule: str | None = None
+    if settings is None:
+        chosen = scenario_settings(project, scenario)
+        settings, rule = chosen.settings, chosen.rule
+    msgs = list(messages) if messages is not None else scenario.messages
+    if len(msgs) != len(scenario.turns) and prop is None:
+        raise InvalidArgument(
+            f"messages has {len(msgs)} turn(s) but scenario {scenario.id} expects {len(scenario.turns)}; "
+            "give one message per turn, or pass prop= to check something other than the scenario's MFT"
+        )
+
+    grounding = project.bindings.response_grounding(project.spec)
+
+    async def run_trial(i: int) -> Trace:
+        return await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=msgs)
+
+    def judge(trace: Trace) -> TrialRecord:
+        return record_for(mft_verdicts(project.spec, scenario, trace, grounding=grounding) if prop is None else verdicts_of(prop(trace)))
+
+    result = await adecide(
+        run_trial,
+        settings,
+        judge=judge,
+        name=name or scenario.id,
+        memo=memo if memo is not None else current_session().memo,
+        input_digest=run_digest(project, scenario, msgs, seed),
+        fingerprint=loaded.fingerprint,
+        budget=budget if budget is not None else current_session().budget,
+        concurrency=concurrency,
+        first_trial=seed * 1_000_003,
+        slots=slots,
+    )
+    if rule is not None:
+        result.settings["rule"] = rule
+    return result
+
+
+def scenario_settings(project: Project, scenario: Scenario, *, max_runs: int | None = None, explicit: dict[str, Any] | None = None) -> CaseSettings:
+    """The oracle settings of ``scenario`` when the caller gives none: the spec's, or
+    zero-failure certification for a safety case (:mod:`agentprop._decide.safety`). ``explicit``
+    (``mode``/``tau``/``runs`` the user gave) wins, and the rule says so."""
+    given = {k: v for k, v in (explicit or {}).items() if v is not None}
+    base = OracleSettings.for_spec(project.spec, max_runs=max_runs, **given)
+    named = " ".join(f"{k}={v}" for k, v in given.items()) or None
+    return case_settings(project.spec, project.bindings, scenario, base, explicit=named)
+
+
+@dataclass
+class ViolationContext:
+    """What a failed check ran on: enough to shrink it or save it to the corpus."""
+
+    project: Project
+    scenario: Scenario
+    messages: list[str]
+    agent: LoadedAgent
+    prop: Property | None
+    seed: int
+
+
+def _violation(result: CheckResult, context: ViolationContext) -> AgentPropertyViolation:
+    exc = AgentPropertyViolation(result)
+    exc.context = context  # type: ignore[attr-defined]
+    return exc
+
+
+
+@dataclass
+class _Outcome:
+    result: CheckResult
+    context: ViolationContext
+    note: str | None = None
+    """What a failing corpus replay meant (added to the raised violation)."""
+
+
+async def _check_outcome(
+    project: Project,
+    scenario: Scenario | str,
+    agent: Any,
+    *,
+    messages: Sequence[str] | None,
+    prop: Property | None,
+    mode: Mode | None,
+    tau: float | None,
+    runs: int | None,
+    max_runs: int | None,
+    settings: OracleSettings | None,
+    memo: TrialMemo | None,
+    budget: Budget | None,
+    concurrency: int,
+    name: str | None,
+    seed: int | None,
+    session: Session,
+) -> _Outcome:
+    sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
+    scoped = scoped_overrides()
+    rule: str | None = None
+    if settings is None:
+        explicit = {
+            "mode": mode if mode is not None else scoped.get("mode"),
+            "tau": tau if tau is not None else scoped.get("tau"),
+            "runs": runs if runs is not None else scoped.get("runs"),
+        }
+        chosen = scenario_settings(project, sc, max_runs=max_runs if max_runs is not None else scoped.get("max_runs"), explicit=explicit)
+        settings, rule = chosen.settings, chosen.rule
+    elif any(v is not None for v in (mode, tau, runs, max_runs)):
+        raise InvalidArgument(
+            "check() got settings= together with mode/tau/runs/max_runs; settings= replaces them all: "
+            "pass either settings=OracleSettings(...) or the separate arguments"
+        )
+    trial_seed = seed if seed is not None else int(scoped.get("seed", session.seed))
+    loaded = as_loaded_agent(agent)
+    msgs = list(messages) if messages is not None else sc.messages
+    memo = memo if memo is not None else session.memo
+    budget = budget if budget is not None else session.budget
+    if session.corpus is not None:
+        replayed = await _replay_corpus_first(session, project, sc, loaded, settings, memo, budget, trial_seed)
+        if replayed is not None:
+            return replayed
+    result = await decide_scenario(project, sc, loaded, messages=messages, prop=prop, settings=settings, memo=memo, budget=budget,
+                                   concurrency=concurrency, name=name, seed=trial_seed)
+    if rule is not None:
+        result.settings["rule"] = rule
+    session.record(current_test(), result)
+    return _Outcome(result, ViolationContext(project, sc, msgs, loaded, prop, trial_seed))
+
+
+async def acheck(
+    project: Project,
+    scenario: Scenario | str,
+    agent: Any,
+    *,
+    messages: Sequence[str] | None = None,
+    prop: Property | None = None,
+    mode: Mode | None = None,
+    tau: float | None = None,
+    runs: int | None = None,
+    max_runs: int | None = None,
+    settings: OracleSettings | None = None,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    concurrency: int = 1,
+    name: str | None = None,
+    seed: int | None = None,
+) -> CheckResult:
+    """:func:`check` for async code: the same arguments and behaviour, but it returns the
+    result instead of raising for a failed property."""
+    session = current_session()
+    outcome = await _check_outcome(
+        project, scenario, agent, messages=messages, prop=prop, mode=mode, tau=tau, runs=runs, max_runs=max_runs,
+        settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=seed, session=session,
+    )
+    return outcome.result
+
+
+def check(
+    project: Project,
+    scenario: Scenario | str,
+    agent: Any,
+    *,
+    messages: Sequence[str] | None = None,
+    prop: Property | None = None,
+    mode: Mode | None = None,
+    tau: float | None = None,
+    runs: int | None = None,
+    max_runs: int | None = None,
+    settings: OracleSettings | None = None,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    concurrency: int = 1,
+    name: str | None = None,
+    seed: int | None = None,
+    raise_on_failure: bool = True,
+) -> CheckResult:
+    """Decide ``prop`` (default: the scenario's MFT) for ``agent`` on ``scenario``.
+
+    ``scenario`` may be a scenario or its id. Settings default to the spec's, or to
+    zero-failure certification for a safety case (see :meth:`OracleSettings.for_spec`);
+    ``mode``, ``tau``, ``runs`` and ``max_runs`` override them, or ``settings`` replaces them
+    whole. ``memo`` and ``budget`` default to the session's. ``seed`` picks the trial indices
+    (default 0, or the pytest ``--agentprop-seed``; ``--agentprop-fresh`` picks a random one).
+    The session's corpus entries for the scenario's case are replayed first: a replay that
+    fails is the result (a regression when it fails with the entry's signature).
+
+    Raises :class:`~agentprop.AgentPropertyViolation` unless the verdict is PASS (set
+    ``raise_on_failure=False`` to get the result instead). ``acheck`` is the same, awaited.
+    """
+    session = current_session()  # in the caller's context, so a fresh default session persists
+    outcome = run_sync(_check_outcome(
+        project, scenario, agent, messages=messages, prop=prop, mode=mode, tau=tau, runs=runs, max_runs=max_runs,
+        settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=seed, session=session,
+    ))
+    if raise_on_failure and outcome.result.verdict != "PASS":
+        exc = _violation(outcome.result, outcome.context)
+        if outcome.note:
+            exc.add_note(outcome.note)
+        raise exc
+    return outcome.result
+
+
+async def _replay_corpus_first(
+    session: Session,
+    project: Project,
+    scenario: Scenario,
+    agent: LoadedAgent,
+    settings: OracleSettings,
+    memo: TrialMemo,
+    budget: Budget,
+    seed: int,
+) -> _Outcome | None:
+    """Replay the corpus entries of ``scenario``'s case (each once per session). Failing with
+    the entry's signature is a regression (the entry's ``last_seen`` is updated); failing
+    otherwise is a different failure, not a regression; a clean enough pass retires the entry.
+    Returns the first failing replay, or ``None`` when every replay passed."""
+    if session.corpus is None:
+        return None
+    corpus = session.corpus.for_project(project)
+    base_id = scenario.id.split("/")[0]
+    for entry in corpus.entries(spec_id=project.spec.spec_id, agent_ref=agent.ref):
+        if entry.scenario_id.split("/")[0] != base_id or entry.prop != "mft":
+            continue
+        if not session.first_replay(entry.id):
+            continue
+        result = await decide_scenario(project, entry.scenario, agent, settings=settings, memo=memo, budget=budget, seed=seed,
+                                       name=f"corpus {entry.id} ({entry.scenario_id})")
+        action, message = judge_replay(entry, result, confidence=settings.confidence)
+        if action == "regression":
+            corpus.seen_again(entry, fingerprint=agent.fingerprint)
+        elif action == "retired":
+            corpus.retire(entry, message)
+        session.record(current_test(), result)
+        session.note_replay(CorpusNote(current_test(), entry.id, action, message))
+        if result.verdict != "PASS":
+            return _Outcome(result, ViolationContext(project, entry.scenario, entry.scenario.messages, agent, None, seed), note=message)
+    return None

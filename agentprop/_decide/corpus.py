@@ -1,0 +1,313 @@
+"""The failure corpus: shrunk reproducers kept on disk and replayed first on the next run.
+
+Hypothesis's example database keeps failing examples, but drops one as soon as it passes
+once — and a flaky agent's failure passes often. agentprop keeps every shrunk reproducer as a
+value (the scenario itself: messages, world, expectations) with the signature of its failure,
+in ``<corpus>/<spec_id>/<id>.json``; the default corpus sits beside the bindings
+(``<bindings dir>/.agentprop/corpus``), so it is found from any working directory.
+
+The lifecycle. ``agentprop run`` (and ``agentprop.check`` when a corpus is configured)
+replays the entries before anything else. A replay that fails with the entry's signature is a
+regression (the entry's ``last_seen`` and ``seen`` are updated, no new entry); one that fails
+with another signature is a different bug, reported as such; one that passes with the
+oracle's confidence and never shows the signature in enough runs to rule out its recorded
+rate is retired: moved to ``<corpus>/retired/<spec_id>/`` with the reason. An entry's id is a
+hash of spec, agent, signature and scenario id: the same bug found again on the same case
+updates its entry. ``agentprop corpus list|show|rm|prune|clear`` manage it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from agentprop._util.files import write_atomic
+from agentprop._scenario.build import Scenario
+
+if TYPE_CHECKING:
+    from agentprop._agents.loading import LoadedAgent
+    from agentprop._decide.oracle import CheckResult
+    from agentprop._decide.shrink import ShrinkReport
+    from agentprop._agents.project import Project
+from agentprop.errors import InputError, SourceLocation
+
+DEFAULT_DIR = Path(".agentprop") / "corpus"
+"""The corpus directory relative to the bindings' directory (see :func:`default_corpus_dir`)."""
+RETIRED = "retired"
+"""The folder (inside the corpus) retired entries are moved to; not a spec id."""
+
+
+def default_corpus_dir(project: Project) -> Path:
+    """``<bindings dir>/.agentprop/corpus`` (the spec's directory when there are no bindings):
+    the same corpus whatever the current directory."""
+    return project.base_dir / DEFAULT_DIR
+
+
+class CorpusEntry(BaseModel):
+    """One shrunk reproducer."""
+
+    id: str
+    spec_id: str
+    spec_path: str | None = None
+    scenario_id: str
+    signature: str
+    clause: str | None = None
+    agent_ref: str
+    agent_faults: dict[str, float] = {}
+    agent_fingerprint: str
+    prop: str = "mft"
+    scenario: Scenario
+    """The reproducer: replaying it is ``agentprop.check(project, entry.scenario, agent)``."""
+    original_messages: list[str]
+    original_rate: float | None = None
+    reproducer_rate: float | None = None
+    created: str
+    last_seen: str | None = None
+    """When a run last met this failure (a regression, or the same bug found again)."""
+    seen: int = 1
+    """How many runs have met it (the one that created it included)."""
+    choices: dict[str, Any] | None = None
+    """The reproducer's generator choices (template variant, transforms per turn) when it
+    came from an explored input (``ShrinkReport.reproducer_choices``); null otherwise. The
+    entry replays from ``scenario`` (messages and world as values) either way."""
+    retired: str | None = None
+    """When it was retired (its fault gone); such entries live under ``retired/``."""
+    retired_reason: str | None = None
+
+
+def entry_id(spec_id: str, agent_ref: str, signature: str, scenario_id: str) -> str:
+    """Same spec, agent, signature and case -> same entry (found again, it is updated)."""
+    text = json.dumps([spec_id, agent_ref, signature, scenario_id])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def runs_to_rule_out(rate: float | None, confidence: float) -> int:
+    """Clean runs after which a failure that reproduced at ``rate`` would have shown up with
+    probability ``confidence``: the least n with (1 - rate)^n <= 1 - confidence (0 when the
+    rate is unknown)."""
+    if rate is None or rate <= 0.0:
+        return 0
+    if rate >= 1.0:
+        return 1
+    return math.ceil(math.log(1.0 - confidence) / math.log(1.0 - rate))
+
+
+def clause_of(signature: str) -> str | None:
+    """``calls_in_order:decision_tree.N2_AUTH…@turn0:missing=x`` -> the clause part."""
+    _, _, rest = signature.partition(":")
+    clause = rest.split("@", 1)[0]
+    return clause or None
+
+
+class Corpus:
+    """A directory of :class:`CorpusEntry` files."""
+
+    def __init__(self, root: str | Path = DEFAULT_DIR) -> None:
+        self.root = Path(root)
+
+    def for_project(self, project: Project) -> Corpus:
+        """This corpus (an explicit directory serves every project)."""
+        return self
+
+    def path(self, entry: CorpusEntry) -> Path:
+        base = self.root / RETIRED if entry.retired else self.root
+        return base / entry.spec_id / f"{entry.id}.json"
+
+    def save(self, entry: CorpusEntry) -> Path:
+        # atomic: a kill never leaves half an entry
+        return write_atomic(self.path(entry), entry.model_dump_json(indent=2))
+
+    def find(self, entry_id_: str, spec_id: str) -> CorpusEntry | None:
+        path = self.root / spec_id / f"{entry_id_}.json"
+        return self._read(path) if path.is_file() else None
+
+    def record(self, entry: CorpusEntry) -> tuple[CorpusEntry, bool]:
+        """Save a newly shrunk reproducer, or update the entry that already holds the same bug
+        on the same case (``seen``, ``last_seen``, the smaller reproducer). Returns the stored
+        entry and whether it is new."""
+        old = self.find(entry.id, entry.spec_id)
+        if old is None:
+            self.save(entry)
+            return entry, True
+        smaller = sum(map(len, entry.scenario.messages)) < sum(map(len, old.scenario.messages))
+        update: dict[str, Any] = {"seen": old.seen + 1, "last_seen": now(), "agent_fingerprint": entry.agent_fingerprint}
+        if smaller:
+            update.update(scenario=entry.scenario, reproducer_rate=entry.reproducer_rate)
+        merged = old.model_copy(update=update)
+        self.save(merged)
+        return merged, False
+
+    def seen_again(self, entry: CorpusEntry, *, fingerprint: str | None = None, rate: float | None = None) -> CorpusEntry:
+        """A replay reproduced the entry's failure: bump ``seen`` and ``last_seen``."""
+        update: dict[str, Any] = {"seen": entry.seen + 1, "last_seen": now()}
+        if fingerprint:
+            update["agent_fingerprint"] = fingerprint
+        if rate is not None:
+            update["reproducer_rate"] = rate
+        updated = entry.model_copy(update=update)
+        self.save(updated)
+        return updated
+
+    def retire(self, entry: CorpusEntry, reason: str) -> Path:
+        """Move ``entry`` to ``retired/<spec_id>/`` with the reason (its fault is gone)."""
+        retired = entry.model_copy(update={"retired": now(), "retired_reason": reason})
+        path = self.save(retired)
+        (self.root / entry.spec_id / f"{entry.id}.json").unlink(missing_ok=True)
+        return path
+
+    def clear(self) -> int:
+        """Delete every entry, retired ones included, and the folders left empty (nothing
+        else in the directory is touched); returns how many entries there were."""
+        entries = self.entries() + self.entries(retired=True)
+        for entry in entries:
+            self.remove(entry)
+        folders = [self.root / RETIRED / e.spec_id for e in entries if e.retired] + [self.root / e.spec_id for e in entries]
+        for folder in [*dict.fromkeys(folders), self.root / RETIRED, self.root]:
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        return len(entries)
+
+    def entries(self, *, spec_id: str | None = None, agent_ref: str | None = None, scenario_id: str | None = None, retired: bool = False) -> list[CorpusEntry]:
+        root = self.root / RETIRED if retired else self.root
+        if not root.is_dir():
+            return []
+        folders = [root / spec_id] if spec_id else sorted(p for p in root.iterdir() if p.is_dir() and (retired or p.name != RETIRED))
+        out: list[CorpusEntry] = []
+        for folder in folders:
+            for path in sorted(folder.glob("*.json")):
+                entry = self._read(path)
+                if agent_ref is not None and entry.agent_ref != agent_ref:
+                    continue
+                if scenario_id is not None and entry.scenario_id != scenario_id:
+                    continue
+                out.append(entry)
+        return sorted(out, key=lambda e: e.created)
+
+    def get(self, entry_id_prefix: str, *, retired: bool = True) -> CorpusEntry:
+        """The entry whose id starts with ``entry_id_prefix`` (retired ones too, unless
+        ``retired=False``)."""
+        every = self.entries() + (self.entries(retired=True) if retired else [])
+        matches = [e for e in every if e.id.startswith(entry_id_prefix)]
+        if len(matches) == 1:
+            return matches[0]
+        known = ", ".join(e.id for e in every) or "(the corpus is empty)"
+        problem = "no corpus entry" if not matches else "several corpus entries"
+        raise InputError(f"{problem} with id {entry_id_prefix!r} in {self.root}", fix=f"use one of: {known}")
+
+    def remove(self, entry: CorpusEntry) -> None:
+        self.path(entry).unlink(missing_ok=True)
+
+    @staticmethod
+    def _read(path: Path) -> CorpusEntry:
+        try:
+            return CorpusEntry.model_validate_json(path.read_text(encoding="utf-8"))
+        except (ValidationError, ValueError) as exc:
+            raise InputError(
+                f"corrupt corpus entry: {exc.__class__.__name__}",
+                location=SourceLocation(path),
+                fix="delete the file (it will be recreated the next time the failure is shrunk)",
+            ) from None
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def pytest_regression(entry: CorpusEntry, *, spec_path: str | None = None) -> str:
+    """A self-contained pytest test that decides ``entry`` with the oracle."""
+    spec = spec_path or entry.spec_path or "path/to/spec"
+    name = "".join(c if c.isalnum() else "_" for c in entry.scenario_id.lower()).strip("_")
+    scenario_json = entry.scenario.model_dump_json(indent=4)
+    return f'''"""Regression test for a shrunk agentprop failure (corpus entry {entry.id}).
+
+Failure: {entry.signature}
+Original first message: {entry.original_messages[0]!r}
+Reproducer messages:    {entry.scenario.messages!r}
+"""
+
+from pathlib import Path
+
+import agentprop
+
+SPEC = Path({spec!r})
+SCENARIO = agentprop.Scenario.model_validate_json(
+    r"""{scenario_json}"""
+)
+
+
+def test_regression_{name}_{entry.id}() -> None:
+    project = agentprop.load_project(SPEC)
+    agent = agentprop.load_agent({entry.agent_ref!r}, SPEC if SPEC.is_dir() else SPEC.parent, {entry.agent_faults!r})
+    agentprop.check(project, SCENARIO, agent)
+'''
+
+
+def entry_from_shrink(report: ShrinkReport, *, spec_id: str, spec_path: str | None, agent: LoadedAgent, prop: str = "mft") -> CorpusEntry:
+    """A corpus entry for a shrink result (the reproducer scenario, as values)."""
+    return CorpusEntry(
+        id=entry_id(spec_id, agent.ref, report.signature, report.scenario),
+        spec_id=spec_id,
+        spec_path=spec_path,
+        scenario_id=report.scenario,
+        signature=report.signature,
+        clause=clause_of(report.signature),
+        agent_ref=agent.ref,
+        agent_faults=dict(agent.faults),
+        agent_fingerprint=agent.fingerprint,
+        prop=prop,
+        scenario=report.reproducer,
+        original_messages=report.original_messages,
+        original_rate=report.original_rate.rate,
+        reproducer_rate=report.reproducer_rate.rate if report.reproducer_rate else None,
+        created=now(),
+        last_seen=now(),
+        choices=report.reproducer_choices,
+    )
+
+
+def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float) -> tuple[str, str]:
+    """What a replay of ``entry`` means: ``(action, message)``.
+
+    - ``regression``: it did not pass and failed with the entry's own signature;
+    - ``fails-differently``: it did not pass, but never with the entry's signature (a
+      different bug, reported as one; the entry is kept);
+    - ``retired``: it passed, the signature never occurred, and the runs are enough to rule
+      out the entry's recorded failure rate at ``confidence`` (:func:`runs_to_rule_out`);
+    - ``kept``: anything else (passed with the failure still occurring now and then, too few
+      runs, or undecided).
+    """
+    matching = sum(f.count for f in result.failures if f.signature == entry.signature)
+    runs = result.runs
+    if result.verdict in ("FAIL", "UNSTABLE"):
+        if matching:
+            return "regression", f"regression: corpus entry {entry.id} failed {matching}/{runs} runs with its signature {entry.signature}"
+        other = result.failures[0].signature if result.failures else "(no signature)"
+        return "fails-differently", (
+            f"not a regression: corpus entry {entry.id} ({entry.signature}) failed with another signature, {other}; "
+            "reported as a different bug, the entry is kept"
+        )
+    if result.verdict == "PASS":
+        if matching:
+            return "kept", f"corpus entry {entry.id} passed, but its failure still occurred {matching}/{runs} runs: kept"
+        need = runs_to_rule_out(entry.reproducer_rate, confidence)
+        if runs >= need:
+            recorded = f"; its recorded rate {entry.reproducer_rate:.0%} would have shown with {confidence:.0%} confidence" if entry.reproducer_rate else ""
+            return "retired", f"retired corpus entry {entry.id} ({entry.signature}): passed {runs}/{runs} fresh runs ({result.decided_by}){recorded}"
+        return "kept", (
+            f"corpus entry {entry.id} passed {runs} runs without its failure, but {need} are needed to rule out "
+            f"its recorded rate {entry.reproducer_rate:.0%} at {confidence:.0%}: kept"
+        )
+    return "kept", f"corpus entry {entry.id}: {result.verdict} (undecided): kept"
+
+
+class ProjectCorpora:
+    """The default corpus of each project: :func:`default_corpus_dir` (beside its bindings)."""
+
+    def for_project(self, project: Project) -> Corpus:
+        return Corpus(default_corpus_dir(project))

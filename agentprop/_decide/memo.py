@@ -1,0 +1,287 @@
+"""Memoised runs: every agent run is kept under (input, agent fingerprint, trial index).
+
+Hypothesis re-executes a test body while it replays and shrinks; a noisy agent run afresh
+each time makes it raise ``Flaky``. With memoised runs the same input, agent and trial index
+always give the same trace, so replay and shrinking see a deterministic function, and a
+re-run of a test suite costs no agent run. Fresh samples are an explicit choice: a new
+``namespace`` or new trial indices (``--agentprop-seed``, ``--agentprop-fresh``).
+
+What is stored is the *run* (its trace, as JSON), never a verdict: like Hypothesis's example
+database, which keeps inputs and runs the test again, the caller judges the stored trace with
+the property of the moment on every lookup. The input key therefore covers only what decides
+the run (the spec as the agent sees it, the world, the messages, the context, the trial seed;
+see :func:`agentprop._decide.check.run_digest`), not the property or the spec's expectations: edit
+either, and the stored runs are judged again, with no new agent run.
+
+A run still in flight is shared too: within one event loop, a second request for the key of a
+run that another task has started waits for that run (:meth:`TrialMemo.begin`) instead of
+starting the same run again, so concurrent decisions that meet on one input (a DIR pair's
+side and a BOUNDARY case of the same world) cost one agent run.
+
+Two stores: in memory (default) and SQLite on disk (``path=``), safe for several processes
+(WAL, busy timeout) and for concurrent threads (one connection per thread). The file carries
+its format in ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`); a file of the first format
+(verdicts in a ``trials`` table) is converted with a warning, and anything else that is not
+a memo of this format is refused with :class:`~agentprop.errors.MemoFileError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import threading
+import warnings
+from pathlib import Path
+from typing import Any, Union
+
+from pydantic import ValidationError
+
+from agentprop._scenario.trace import Trace
+from agentprop.errors import AgentPropWarning, MemoFileError, SourceLocation
+
+SCHEMA_VERSION = 2
+"""Format of a memo file: 2 stores runs (``runs(key, trace_json)``); 1 (``user_version`` 0
+with a ``trials`` table of verdicts) was written by earlier agentprop versions."""
+
+_OLD_TRIALS_COLUMNS = {"key", "passed", "signature", "explanation", "clause", "cost_usd", "input_tokens", "output_tokens", "trace_json"}
+
+_DELETE_FIX = "delete the file (it is only a cache of agent runs: they are made again) or point the memo elsewhere (--agentprop-memo PATH, TrialMemo(path))"
+
+
+def input_key(obj: Any) -> str:
+    """A stable digest of any JSON-able description of an input."""
+    text = json.dumps(obj, sort_keys=True, default=str, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def trace_json(trace: Trace) -> str:
+    """A trace as the memo stores it: JSON, with any value JSON cannot hold (an object a tool
+    handler returned) written as its ``str``."""
+    return trace.model_dump_json(fallback=str)
+
+
+class RunClaim:
+    """The right, and the duty, to make the run of one key: other requests for the key wait for
+    it. Settle it exactly once: :meth:`store` the run, or :meth:`release` it (the run was
+    cancelled, refused by the budget or failed), which lets a waiting request make it."""
+
+    __slots__ = ("_flight", "_memo", "key")
+
+    def __init__(self, memo: TrialMemo, key: str, flight: asyncio.Future[bool] | None) -> None:
+        self._memo = memo
+        self.key = key
+        self._flight = flight
+
+    def store(self, trace: Trace) -> Trace:
+        """Keep the run (see :meth:`TrialMemo.put`) and wake the requests waiting for it."""
+        stored = self._memo.put(self.key, trace)
+        self._settle(True)
+        return stored
+
+    def release(self) -> None:
+        """Give the claim up without a run (a no-op once settled)."""
+        self._settle(False)
+
+    def _settle(self, stored: bool) -> None:
+        flight, self._flight = self._flight, None
+        if flight is None:
+            return
+        with self._memo._lock:
+            if self._memo._flights.get(self.key) is flight:
+                del self._memo._flights[self.key]
+        if not flight.done():
+            flight.set_result(stored)
+
+
+Begun = Union[Trace, "asyncio.Future[bool]", RunClaim]
+"""What :meth:`TrialMemo.begin` gives: the stored run, the flight of a run in progress to wait
+for (:meth:`TrialMemo.shared`), or the claim to make the run."""
+
+
+class TrialMemo:
+    """A store of agent runs (traces) keyed by ``(input key, agent fingerprint, trial)``."""
+
+    def __init__(self, path: str | Path | None = None, *, namespace: str = "") -> None:
+        self.path = Path(path) if path is not None else None
+        self.namespace = namespace
+        self._mem: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._flights: dict[str, asyncio.Future[bool]] = {}
+        """Runs in progress, by key: each resolves to whether its run was stored."""
+        self.hits = 0
+        self.misses = 0
+        self.unreadable = 0
+        """Stored runs that no longer parse as a trace (written by another agentprop version):
+        looked up as misses, so the trial runs again and its new run replaces them."""
+        if self.path is not None:
+            self._open_file()
+
+    # ------------------------------------------------------------------ the file
+
+    def _fail(self, problem: str, fix: str = _DELETE_FIX) -> MemoFileError:
+        return MemoFileError(problem, location=SourceLocation(self.path), fix=fix)
+
+    def _open_file(self) -> None:
+        assert self.path is not None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._fail(f"cannot create the directory of the trial memo: {exc}", "give a memo path in a writable directory") from None
+        if self.path.is_dir():
+            raise self._fail("the trial memo path is a directory", "give the path of a file, e.g. .agentprop/trials.sqlite")
+        try:
+            con = self._con()
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                self._check_or_create(con)
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+            con.execute("PRAGMA journal_mode=WAL")  # only once the file is known to be a memo
+        except sqlite3.DatabaseError as exc:
+            self._close()
+            raise self._fail(f"not a usable trial memo: SQLite says {exc!s}") from None
+
+    def _check_or_create(self, con: sqlite3.Connection) -> None:
+        version = int(con.execute("PRAGMA user_version").fetchone()[0])
+        tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if version == SCHEMA_VERSION and "runs" in tables:
+            return
+        if version > SCHEMA_VERSION:
+            raise self._fail(
+                f"trial memo of format {version}, written by a newer agentprop (this one reads format {SCHEMA_VERSION})",
+                "use that agentprop version, or " + _DELETE_FIX,
+            )
+        if version == 0 and not tables:
+            self._create(con)
+            return
+        if version == 0 and tables == {"trials"} and self._columns(con, "trials") == _OLD_TRIALS_COLUMNS:
+            dropped = int(con.execute("SELECT COUNT(*) FROM trials").fetchone()[0])
+            con.execute("DROP TABLE trials")
+            self._create(con)
+            warnings.warn(
+                AgentPropWarning(
+                    f"{self.path}: trial memo of format 1 (verdicts) converted to format {SCHEMA_VERSION} (runs); its "
+                    f"{dropped} stored verdict(s) were dropped, since a verdict cannot be judged again: format 1 kept no "
+                    "trace of passing trials and keyed every trial by its property. Those trials run again once."
+                ),
+                stacklevel=3,
+            )
+            return
+        listing = ", ".join(sorted(tables)) or "none"
+        raise self._fail(
+            f"not an agentprop trial memo (SQLite user_version {version}, tables: {listing}; a memo of format "
+            f"{SCHEMA_VERSION} has user_version {SCHEMA_VERSION} and a table `runs`)",
+            "point the memo at another file (--agentprop-memo PATH, TrialMemo(path)); if this is an old memo, delete it (it is only a cache)",
+        )
+
+    @staticmethod
+    def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+        return {str(r[1]) for r in con.execute(f"PRAGMA table_info({table})")}
+
+    @staticmethod
+    def _create(con: sqlite3.Connection) -> None:
+        con.execute("CREATE TABLE runs (key TEXT PRIMARY KEY, trace_json TEXT NOT NULL)")
+        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _con(self) -> sqlite3.Connection:
+        con: sqlite3.Connection | None = getattr(self._local, "con", None)
+        if con is None:
+            assert self.path is not None
+            con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            try:
+                con.execute("PRAGMA busy_timeout=30000")
+                con.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.DatabaseError:
+                con.close()
+                raise
+            self._local.con = con
+        return con
+
+    def _close(self) -> None:
+        con: sqlite3.Connection | None = getattr(self._local, "con", None)
+        if con is not None:
+            con.close()
+            self._local.con = None
+
+    # ------------------------------------------------------------------ runs
+
+    def key(self, input_digest: str, fingerprint: str, trial: int) -> str:
+        return hashlib.sha256(f"{self.namespace}\x1f{input_digest}\x1f{fingerprint}\x1f{trial}".encode()).hexdigest()
+
+    def get(self, key: str) -> Trace | None:
+        """The run stored under ``key`` (a fresh copy on every call), or ``None``."""
+        with self._lock:
+            text = self._mem.get(key)
+        if text is None and self.path is not None:
+            row = self._con().execute("SELECT trace_json FROM runs WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                text = str(row[0])
+                with self._lock:
+                    self._mem[key] = text
+        trace = None
+        if text is not None:
+            try:
+                trace = Trace.from_json(text)
+            except ValidationError:
+                with self._lock:
+                    self.unreadable += 1
+                    self._mem.pop(key, None)
+        with self._lock:
+            if trace is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return trace
+
+    def put(self, key: str, trace: Trace) -> Trace:
+        """Store a run under ``key``; returns it as every later :meth:`get` will see it (read
+        back from its JSON), so a fresh run and a replayed one are judged on equal traces."""
+        text = trace_json(trace)
+        with self._lock:
+            self._mem[key] = text
+        if self.path is not None:
+            self._con().execute("INSERT OR REPLACE INTO runs VALUES (?, ?)", (key, text))
+        return Trace.from_json(text)
+
+    def begin(self, key: str) -> Begun:
+        """Start a request for the run of ``key``: the stored run (a copy) if there is one; else,
+        if a task of this event loop is making it, that run's flight (``await``
+        :meth:`shared`); else a :class:`RunClaim` on it, which the caller must settle. Outside
+        an event loop, and for runs in progress on another loop, no run is shared."""
+        trace = self.get(key)
+        if trace is not None:
+            return trace
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return RunClaim(self, key, None)
+        with self._lock:
+            flight = self._flights.get(key)
+            if flight is not None:
+                if flight.get_loop() is loop:
+                    return flight
+                return RunClaim(self, key, None)
+            flight = self._flights[key] = loop.create_future()
+        return RunClaim(self, key, flight)
+
+    async def shared(self, key: str, flight: asyncio.Future[bool]) -> Trace | None:
+        """Wait for the run in progress on ``flight``; its trace (a copy), or ``None`` if its
+        maker gave it up (then :meth:`begin` again: this request may make it)."""
+        if not await asyncio.shield(flight):
+            return None
+        return self.get(key)
+
+    def in_flight(self) -> int:
+        """Runs in progress that other requests could share."""
+        with self._lock:
+            return len(self._flights)
+
+    def __len__(self) -> int:
+        if self.path is not None:
+            return int(self._con().execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+        return len(self._mem)

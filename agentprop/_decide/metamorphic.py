@@ -1,0 +1,292 @@
+"""Metamorphic properties: invariance (INV) and direction (DIR), calibrated against noise.
+
+**Invariance.** A paraphrase must not change what the agent decides. A noisy agent's decisions
+vary from run to run anyway, so one sample against one sample (the weakness of tools that
+compare a single pair) blames the paraphrase for noise. Here the original is run ``n`` times
+and every variant ``n`` times, and each variant's distribution of behaviours (decisions per
+turn, plus which MFT clause failed, if any) is compared with
+the original's by an exact two-sample test (Fisher–Freeman–Halton, Monte Carlo for large
+tables), with a Bonferroni correction over the variants. A variant fails only when its
+decisions differ from the original's own spread beyond what sampling explains. Each variant's
+MFT pass rate is reported too.
+
+**Direction.** Flipping one condition of a branch must move the decision the way the spec
+says (``plan_rules.can_cancel: true -> false`` moves ``ASK_CONFIRM_CANCEL`` to
+``CANCEL_DENIED``). Both sides are decided by the oracle; the direction holds when both pass.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agentprop._modelapi.budget import Budget
+from agentprop._decide.check import as_loaded_agent, decide_scenario, scenario_settings
+from agentprop._decide.session import current_session, current_test
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, OracleSettings, TrialRecord, adecide
+from agentprop._agents.project import Project
+from agentprop._decide.run_key import run_digest
+from agentprop._decide.properties import first_failure, mft_verdicts
+from agentprop._decide.slots import RunSlots
+from agentprop._scenario.build import Scenario
+from agentprop._stats import categorical_two_sample_test
+from agentprop._util.aio import run_sync
+from agentprop._scenario.trace import Trace
+from agentprop.errors import InvalidArgument
+
+MetaVerdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT APPLICABLE"]
+"""``NOT APPLICABLE``: the base case (the scenario's MFT) did not pass, so there is no correct
+behaviour to keep invariant: two identically wrong sides would otherwise "pass"."""
+
+
+def decision_signature(trace: Trace) -> str:
+    """The decisions of a run, turn by turn (``ASK_CONFIRM_CANCEL>CANCELLED``); a broken run
+    is ``ERROR:<kind>``. Invariance compares the distribution of this signature plus the MFT
+    failure signature (``… !calls_in_order:…``), so a paraphrase that changes which tools run
+    is caught even when the decision stays the same."""
+    errors = trace.all_errors()
+    if errors:
+        return f"ERROR:{errors[0].kind}"
+    return ">".join(d or "-" for d in trace.decisions)
+
+
+class VariantResult(BaseModel):
+    messages: list[str]
+    decisions: dict[str, int]
+    p_value: float
+    mft_pass_rate: float
+    differs: bool
+
+
+class InvarianceResult(BaseModel):
+    scenario: str
+    verdict: MetaVerdict
+    runs_per_side: int
+    alpha: float
+    original: dict[str, int]
+    variants: list[VariantResult] = Field(default_factory=list)
+    runs: int = 0
+    budget_exhausted: bool = False
+    reason: str | None = None
+    """Why the verdict is NOT APPLICABLE (or INCONCLUSIVE before any comparison)."""
+    base_verdict: str | None = None
+    """The verdict of the base case (the scenario's MFT) the invariance was gated on."""
+
+    def summary(self) -> str:
+        if self.verdict == "NOT APPLICABLE":
+            return f"INV {self.scenario}: NOT APPLICABLE — {self.reason}"
+        lines = [f"INV {self.scenario}: {self.verdict} (n={self.runs_per_side} per side, alpha={self.alpha})", f"  original: {self.original}"]
+        for v in self.variants:
+            flag = "DIFFERS" if v.differs else "same"
+            lines.append(f"  {flag:7} p={v.p_value:.4f} mft={v.mft_pass_rate:.0%} {v.decisions}  <- {v.messages[0][:60]!r}")
+        return "\n".join(lines)
+
+
+async def _sample(
+    project: Project,
+    scenario: Scenario,
+    loaded: Any,
+    messages: Sequence[str],
+    n: int,
+    first_trial: int,
+    memo: TrialMemo,
+    budget: Budget | None,
+    seed: int,
+    concurrency: int = 1,
+    slots: RunSlots | None = None,
+) -> tuple[Counter[str], int, int, bool]:
+    """Run ``messages`` ``n`` times; return behaviour counts, MFT passes, runs, budget_out.
+    The runs are memoised like a check's (same key: the MFT check of the same messages shares
+    them, finished or still in flight); the behaviour and the MFT verdict are worked out from
+    each trace every time. Up to ``concurrency`` runs are in flight (all ``n`` are needed)."""
+    counts: Counter[str] = Counter()
+    grounding = project.bindings.response_grounding(project.spec)
+
+    async def run_trial(i: int) -> Trace:
+        return await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages))
+
+    def judge(trace: Trace) -> TrialRecord:
+        failed = first_failure(mft_verdicts(project.spec, scenario, trace, grounding=grounding))
+        counts[decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")] += 1
+        return TrialRecord(passed=failed is None)
+
+    result = await adecide(
+        run_trial, OracleSettings(mode="fixed", runs=n), judge=judge, name=scenario.id, memo=memo,
+        input_digest=run_digest(project, scenario, messages, seed), fingerprint=loaded.fingerprint, budget=budget,
+        concurrency=concurrency, first_trial=first_trial, slots=slots,
+    )
+    return counts, result.passes, result.runs, result.budget_exhausted
+
+
+async def acheck_invariance(
+    project: Project,
+    scenario: Scenario,
+    agent: Any,
+    variants: Sequence[Sequence[str]],
+    *,
+    n: int = 20,
+    alpha: float = 0.05,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    seed: int = 0,
+    base: CheckResult | None = None,
+    concurrency: int = 1,
+    slots: RunSlots | None = None,
+) -> InvarianceResult:
+    """Compare the behaviour under each variant with the original's.
+
+    ``base`` is the decided MFT of ``scenario`` for this agent: unless it is PASS, the
+    invariance is not decided (NOT APPLICABLE, with the reason; INCONCLUSIVE when the base ran
+    out of budget) and no run is spent on it."""
+    if not variants:
+        raise InvalidArgument("check_invariance needs at least one variant (a list of messages per variant)")
+    if n < 5:
+        raise InvalidArgument(f"n={n} runs per side is too few to tell noise from change; use n >= 5 (20 is the default)")
+    for v in variants:
+        if len(v) != len(scenario.turns):
+            raise InvalidArgument(f"each variant needs {len(scenario.turns)} message(s), one per turn of {scenario.id}; got {len(v)}")
+    if base is not None and base.verdict != "PASS":
+        return not_applicable(scenario, base, n=n, alpha=alpha)
+    loaded = as_loaded_agent(agent)
+    memo = memo if memo is not None else current_session().memo
+    first_trial = seed * 1_000_003
+    original, _, runs, out = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed, concurrency, slots)
+    results: list[VariantResult] = []
+    total = runs
+    corrected = alpha / len(variants)
+    for k, v in enumerate(variants):
+        if out:
+            break
+        # independent samples: each side gets its own trial indices (the two-sample test
+        # assumes independence; shared indices would pair simulated agents' random draws)
+        counts, passes, r, out = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed, concurrency, slots)
+        total += r
+        if r < n:
+            break
+        p = categorical_two_sample_test(dict(original), dict(counts), seed=seed + k)
+        results.append(VariantResult(messages=list(v), decisions=dict(counts), p_value=p, mft_pass_rate=passes / r, differs=p < corrected))
+    if out or len(results) < len(variants):
+        verdict: MetaVerdict = "INCONCLUSIVE"
+    else:
+        verdict = "FAIL" if any(r.differs for r in results) else "PASS"
+    return InvarianceResult(
+        scenario=scenario.id, verdict=verdict, runs_per_side=n, alpha=alpha, original=dict(original), variants=results, runs=total,
+        budget_exhausted=out, base_verdict=base.verdict if base is not None else None,
+    )
+
+
+def not_applicable(scenario: Scenario, base: CheckResult, *, n: int, alpha: float) -> InvarianceResult:
+    """The invariance of a scenario whose base case did not pass: NOT APPLICABLE with the
+    reason (INCONCLUSIVE when the base itself ran out of budget: it may yet pass)."""
+    seen = f"{base.verdict}, pass rate {base.pass_rate:.0%} ({base.passes}/{base.runs})"
+    if base.verdict == "INCONCLUSIVE":
+        return InvarianceResult(scenario=scenario.id, verdict="INCONCLUSIVE", runs_per_side=n, alpha=alpha, original={},
+                                budget_exhausted=base.budget_exhausted, base_verdict=base.verdict,
+                                reason=f"its base case {scenario.id} is undecided ({seen}): invariance is decided only where the base case passes")
+    first = f"; first failure: {base.failures[0].explanation}" if base.failures else ""
+    return InvarianceResult(
+        scenario=scenario.id, verdict="NOT APPLICABLE", runs_per_side=n, alpha=alpha, original={}, base_verdict=base.verdict,
+        reason=(f"its base case {scenario.id} does not pass ({seen}{first}): there is no correct behaviour for a paraphrase "
+                "to keep, so the invariance is not decided and counts for nothing"),
+    )
+
+
+class DirectionResult(BaseModel):
+    base: CheckResult
+    perturbed: CheckResult
+    expected_change: tuple[str | None, str | None]
+    verdict: Literal["PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE"]
+
+    def summary(self) -> str:
+        a, b = self.expected_change
+        return f"DIR {a} -> {b}: {self.verdict}\n  base: {self.base.summary()}\n  perturbed: {self.perturbed.summary()}"
+
+
+async def acheck_direction(
+    project: Project,
+    base: Scenario,
+    perturbed: Scenario,
+    agent: Any,
+    *,
+    settings: OracleSettings | None = None,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    seed: int = 0,
+    concurrency: int = 1,
+    slots: RunSlots | None = None,
+) -> DirectionResult:
+    change = (base.expect_decision, perturbed.expect_decision)
+    if change[0] == change[1] and base.leaf == perturbed.leaf:
+        raise InvalidArgument(
+            f"base {base.id} and perturbed {perturbed.id} expect the same outcome ({change[0]}); a direction "
+            "test needs a perturbation that changes the spec's decision"
+        )
+    a = await decide_scenario(project, base, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR base {base.id}", concurrency=concurrency, slots=slots)
+    b = await decide_scenario(project, perturbed, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR perturbed {perturbed.id}", concurrency=concurrency, slots=slots)
+    order = ["FAIL", "UNSTABLE", "INCONCLUSIVE", "PASS"]
+    verdict = min((a.verdict, b.verdict), key=order.index)
+    return DirectionResult(base=a, perturbed=b, expected_change=change, verdict=verdict)  # type: ignore[arg-type]
+
+
+def check_invariance(
+    project: Project,
+    scenario: Scenario | str,
+    agent: Any,
+    variants: Sequence[Sequence[str]],
+    *,
+    n: int = 20,
+    alpha: float = 0.05,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    seed: int = 0,
+    raise_on_failure: bool = True,
+    require_base: bool = True,
+) -> InvarianceResult:
+    """The decisions under each variant (one message per turn) are distributed like the
+    original's. Raises :class:`~agentprop.AgentPropertyViolation` unless PASS.
+
+    With ``require_base`` (the default) the scenario's MFT is decided first (the oracle, with
+    the scenario's settings; memoised); unless it passes, the result is NOT APPLICABLE and
+    its ``runs`` are the base case's. ``require_base=False`` compares the distributions
+    whatever the base case does (to study the two-sample test itself)."""
+    sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
+    base = None
+    if require_base:
+        base = run_sync(decide_scenario(project, sc, agent, memo=memo if memo is not None else current_session().memo, budget=budget, seed=seed, name=f"INV base {sc.id}"))
+    result = run_sync(acheck_invariance(project, sc, agent, variants, n=n, alpha=alpha, memo=memo, budget=budget, seed=seed, base=base))
+    if base is not None:
+        result.runs += base.runs
+    if raise_on_failure and result.verdict != "PASS":
+        raise AgentPropertyViolation(result)
+    return result
+
+
+def check_direction(
+    project: Project,
+    base: Scenario | str,
+    perturbed: Scenario | str,
+    agent: Any,
+    *,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    seed: int = 0,
+    raise_on_failure: bool = True,
+) -> DirectionResult:
+    """Both sides decide what the spec expects, so the decision moves as the spec says.
+    Raises :class:`~agentprop.AgentPropertyViolation` unless both sides pass."""
+    a = project.scenario(base) if isinstance(base, str) else base
+    b = project.scenario(perturbed) if isinstance(perturbed, str) else perturbed
+    from agentprop._decide.safety import stricter
+
+    settings = stricter(scenario_settings(project, a), scenario_settings(project, b)).settings
+    result = run_sync(acheck_direction(project, a, b, agent, settings=settings, memo=memo, budget=budget, seed=seed))
+    session = current_session()
+    session.record(current_test(), result.base)
+    session.record(current_test(), result.perturbed)
+    if raise_on_failure and result.verdict != "PASS":
+        raise AgentPropertyViolation(result)
+    return result

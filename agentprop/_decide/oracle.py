@@ -1,0 +1,519 @@
+"""The oracle: decide a property of a noisy agent from as few runs as possible.
+
+A property of one input is a Bernoulli variable: each run of the agent passes or fails it.
+The oracle repeats the run and feeds the outcomes to a sequential test (:mod:`agentprop._stats`):
+
+``sprt`` (default)
+    Wald's SPRT with an indifference zone around ``tau`` (the spec's ``min_pass_rate``): at
+    ``tau = 0.9`` it tells p >= 0.95 from p <= 0.80 with 5% error each way, in 18 runs for an
+    agent that always passes and 6 for one that passes half the time.
+``zero-failure``
+    certification for high-risk specs: ``runs`` clean runs (50, as in TDAD) certify the rate;
+    the first failure fails the case. Safety cases of any spec get it too, with 59 runs
+    (:mod:`agentprop._decide.safety` picks the settings per case).
+``fixed``
+    the seed article's "fuzzy replay": exactly ``runs`` runs, then the rate against the bands.
+
+The result carries the pass rate, Wilson and Clopper–Pearson intervals, pass^k, the variance,
+a verdict (PASS / FAIL / UNSTABLE, or INCONCLUSIVE when the budget ran out first), the runs
+used, the cost and the failures seen. :class:`AgentPropertyViolation` is the one exception
+every statistical failure is raised as.
+
+Runs are memoised by (input, agent fingerprint, trial index) (:mod:`agentprop._decide.memo`), so
+re-deciding the same input — as Hypothesis does when it replays or shrinks — costs no agent
+run and gives the same answer. What is memoised is the run (its trace); the property (the
+``judge``) is applied to it on every decision, so a changed property is judged afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agentprop._modelapi.budget import Budget
+from agentprop._decide.memo import RunClaim, TrialMemo, trace_json
+from agentprop._decide.slots import RunSlots
+from agentprop._spec.model import Spec
+from agentprop._stats import (
+    SPRT,
+    Decision,
+    FixedN,
+    SequentialTest,
+    ZeroFailureCertification,
+    clopper_pearson_interval,
+    pass_hat_k,
+    wilson_interval,
+)
+from agentprop._scenario.trace import Trace, Usage
+from agentprop.errors import InvalidArgument
+from agentprop.errors import AgentPropertyViolation  # noqa: F401 (re-exported: defined in errors.py)
+
+Mode = Literal["sprt", "zero-failure", "fixed"]
+OracleVerdict = Literal["PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE"]
+
+
+@dataclass(frozen=True)
+class OracleSettings:
+    """How a property is decided. :meth:`for_spec` derives the defaults from a spec."""
+
+    mode: Mode = "sprt"
+    tau: float = 0.9
+    alpha: float = 0.05
+    beta: float = 0.05
+    max_runs: int = 100
+    """Truncation of the SPRT: undecided after this many runs means UNSTABLE."""
+    runs: int = 50
+    """Runs of ``fixed`` and of ``zero-failure`` mode."""
+    unstable_floor: float = 0.7
+    """Below this pass rate a rejected property is FAIL; at or above it, UNSTABLE."""
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("sprt", "zero-failure", "fixed"):
+            raise InvalidArgument(f"mode={self.mode!r} is not one of 'sprt', 'zero-failure', 'fixed'")
+        if not 0.0 < self.tau <= 1.0:
+            raise InvalidArgument(f"tau={self.tau} must be in (0, 1]")
+        if self.mode == "sprt" and not 0.5 < self.tau < 1.0:
+            raise InvalidArgument(
+                f"tau={self.tau}: the sequential test needs 0.5 < tau < 1; for tau=1.0 use "
+                "mode='zero-failure' (certification by clean runs)"
+            )
+        for name in ("max_runs", "runs"):
+            if getattr(self, name) < 1:
+                raise InvalidArgument(f"{name}={getattr(self, name)} must be at least 1")
+
+    @classmethod
+    def for_spec(cls, spec: Spec, **overrides: Any) -> OracleSettings:
+        """Defaults from ``defaults.reliability`` and ``risk_level``: high or critical risk
+        means zero-failure certification with 50 runs (TDAD's tau = 1.0); otherwise the SPRT
+        at ``tau = min_pass_rate``. These are the spec-wide defaults; a case's own settings
+        (zero-failure for safety cases, the bindings' ``policies:``) come from
+        :func:`agentprop._decide.safety.case_settings`."""
+        rel = spec.defaults.reliability
+        base: dict[str, Any] = {"tau": rel.min_pass_rate, "runs": max(rel.reruns, 1)}
+        if spec.risk_level in ("high", "critical"):
+            base.update(mode="zero-failure", runs=50, tau=1.0)
+        elif not 0.5 < rel.min_pass_rate < 1.0:
+            base.update(mode="zero-failure", runs=50) if rel.min_pass_rate >= 1.0 else base.update(mode="fixed")
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        if base.get("mode") == "fixed" and "runs" not in overrides:
+            base["runs"] = max(rel.reruns, 1)
+        return cls(**base)
+
+    def make_test(self) -> SequentialTest:
+        if self.mode == "sprt":
+            return SPRT(tau=self.tau, alpha=self.alpha, beta=self.beta, max_runs=self.max_runs)
+        if self.mode == "zero-failure":
+            return ZeroFailureCertification.with_runs(self.runs, self.confidence)
+        return FixedN(self.runs, min(self.tau, 1.0))
+
+
+class FailureSeen(BaseModel):
+    signature: str
+    explanation: str
+    clause: str | None = None
+    count: int
+    first_trial: int
+
+
+class CheckResult(BaseModel):
+    """The decision on one property of one input."""
+
+    name: str = ""
+    verdict: OracleVerdict
+    decided_by: str
+    runs: int
+    passes: int
+    pass_rate: float
+    interval: tuple[float, float]
+    interval_exact: tuple[float, float]
+    pass_hat_k: dict[str, float] = Field(default_factory=dict)
+    variance: float = 0.0
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    memo_hits: int = 0
+    failures: list[FailureSeen] = Field(default_factory=list)
+    sample_traces: list[str] = Field(default_factory=list)
+    """JSON of up to three failing traces (the first of each signature)."""
+    budget_exhausted: bool = False
+    runs_beyond_decision: int = 0
+    """Runs made ahead of the decision that it did not need (finished or cancelled in flight;
+    only with trials in flight at once). Not in ``runs``; their cost is in ``cost_usd``."""
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "PASS"
+
+    @property
+    def clause(self) -> str | None:
+        return self.failures[0].clause if self.failures else None
+
+    def summary(self) -> str:
+        lo, hi = self.interval
+        text = (
+            f"{self.name or 'property'}: {self.verdict} — pass rate {self.pass_rate:.0%} "
+            f"({self.passes}/{self.runs}), 95% CI [{lo:.2f}, {hi:.2f}], decided by {self.decided_by}"
+        )
+        if self.settings.get("rule"):
+            text += f"\n  settings: {self.settings['rule']}"
+        if self.failures:
+            f = self.failures[0]
+            text += f"\n  most frequent failure ({f.count}x, first at trial {f.first_trial}): {f.explanation}"
+            if f.clause:
+                text += f"\n  violated clause: {f.clause}"
+        if self.budget_exhausted:
+            text += "\n  the budget ran out before a decision: this is not a pass"
+        return text
+
+    def raise_for_verdict(self) -> CheckResult:
+        """Raise :class:`AgentPropertyViolation` unless the verdict is PASS."""
+        if self.verdict != "PASS":
+            raise AgentPropertyViolation(self)
+        return self
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """What the property said of one run: worked out from the run's trace on every decision
+    (never stored: the memo keeps runs)."""
+
+    passed: bool
+    signature: str | None = None
+    explanation: str | None = None
+    clause: str | None = None
+
+
+@dataclass
+class TrialOutcome:
+    trial: int
+    record: TrialRecord
+    trace: Trace
+    memo_hit: bool = False
+
+
+TrialFn = Callable[[int], Trace]
+"""One run of the agent for trial ``i``."""
+AsyncTrialFn = Callable[[int], Awaitable[Trace]]
+Judge = Callable[[Trace], TrialRecord]
+"""The property: what one run's trace says (pure: it is applied to stored runs again)."""
+
+
+def _verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool) -> tuple[OracleVerdict, str]:
+    decision = test.decision
+    rate = test.successes / test.n if test.n else 0.0
+    if decision is None:
+        return ("INCONCLUSIVE", "budget") if budget_out else ("INCONCLUSIVE", settings.mode)
+    if decision == Decision.ACCEPT:
+        return "PASS", settings.mode
+    if decision == Decision.INCONCLUSIVE:
+        return "UNSTABLE", f"{settings.mode} (truncated at {test.n} runs)"
+    if settings.mode == "zero-failure":
+        return "FAIL", settings.mode
+    return ("FAIL" if rate < settings.unstable_floor else "UNSTABLE"), settings.mode
+
+
+def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], settings: OracleSettings, budget_out: bool) -> CheckResult:
+    n = test.n
+    c = test.successes
+    verdict, decided_by = _verdict(test, settings, budget_out)
+    counts: Counter[str] = Counter()
+    first: dict[str, TrialOutcome] = {}
+    for o in outcomes:
+        if not o.record.passed:
+            sig = o.record.signature or "failed"
+            counts[sig] += 1
+            first.setdefault(sig, o)
+    failures = [
+        FailureSeen(
+            signature=sig,
+            explanation=first[sig].record.explanation or sig,
+            clause=first[sig].record.clause,
+            count=k,
+            first_trial=first[sig].trial,
+        )
+        for sig, k in counts.most_common()
+    ]
+    samples = [trace_json(first[f.signature].trace) for f in failures[:3]]
+    fresh = [o.trace.usage for o in outcomes if not o.memo_hit]  # a memo hit costs nothing again
+    rate = c / n if n else 0.0
+    ks = [k for k in (1, 2, 4, 8) if k <= n]
+    return CheckResult(
+        name=name,
+        verdict=verdict,
+        decided_by=decided_by,
+        runs=n,
+        passes=c,
+        pass_rate=rate,
+        interval=wilson_interval(c, n, settings.confidence) if n else (0.0, 1.0),
+        interval_exact=clopper_pearson_interval(c, n, settings.confidence) if n else (0.0, 1.0),
+        pass_hat_k={str(k): pass_hat_k(c, n, k) for k in ks},
+        variance=rate * (1 - rate),
+        cost_usd=sum(u.cost_usd for u in fresh),
+        input_tokens=sum(u.input_tokens for u in fresh),
+        output_tokens=sum(u.output_tokens for u in fresh),
+        memo_hits=sum(o.memo_hit for o in outcomes),
+        failures=failures,
+        sample_traces=samples,
+        budget_exhausted=budget_out,
+        settings={"mode": settings.mode, "tau": settings.tau, "alpha": settings.alpha, "beta": settings.beta, "max_runs": settings.max_runs, "runs": settings.runs},
+    )
+
+
+class _Memoised:
+    def __init__(self, memo: TrialMemo | None, input_digest: str, fingerprint: str, budget: Budget | None) -> None:
+        self.memo = memo
+        self.input_digest = input_digest
+        self.fingerprint = fingerprint
+        self.budget = budget
+
+    def lookup(self, trial: int) -> Trace | None:
+        if self.memo is None:
+            return None
+        return self.memo.get(self.memo.key(self.input_digest, self.fingerprint, trial))
+
+    def store(self, trial: int, trace: Trace) -> Trace:
+        """Keep a fresh run; returns the trace to judge (as a later lookup will return it)."""
+        if self.memo is None:
+            return trace
+        return self.memo.put(self.memo.key(self.input_digest, self.fingerprint, trial), trace)
+
+    def may_start(self) -> bool:
+        return self.budget is None or self.budget.try_start_run()
+
+
+def decide(
+    run_trial: TrialFn,
+    settings: OracleSettings,
+    *,
+    judge: Judge,
+    name: str = "",
+    memo: TrialMemo | None = None,
+    input_digest: str = "",
+    fingerprint: str = "",
+    budget: Budget | None = None,
+    first_trial: int = 0,
+) -> CheckResult:
+    """Decide a property by judging the runs ``run_trial(i)`` for ``i = first_trial,
+    first_trial+1, …`` until the sequential test decides, the budget runs out or the run
+    limit is reached. A run found in ``memo`` (under ``input_digest``, ``fingerprint``, ``i``)
+    is judged without running the agent again."""
+    test = settings.make_test()
+    m = _Memoised(memo, input_digest, fingerprint, budget)
+    outcomes: list[TrialOutcome] = []
+    budget_out = False
+    i = first_trial
+    while not test.done:
+        trace = m.lookup(i)
+        hit = trace is not None
+        if trace is None:
+            if not m.may_start():
+                budget_out = True
+                break
+            trace = m.store(i, run_trial(i))
+        rec = judge(trace)
+        outcomes.append(TrialOutcome(i, rec, trace, hit))
+        test.update(rec.passed)
+        i += 1
+    return _result(name, test, outcomes, settings, budget_out)
+
+
+class _Unkept:
+    """The claim on a run when there is no memo: nothing is kept, nothing shared."""
+
+    def store(self, trace: Trace) -> Trace:
+        return trace
+
+    def release(self) -> None:
+        pass
+
+
+class _Trials:
+    """How :func:`adecide` gets the run of trial ``i``: from the memo, from another decision
+    making the same run right now, or made here (the budget permitting, in a run slot)."""
+
+    def __init__(self, run_trial: AsyncTrialFn, memo: TrialMemo | None, input_digest: str, fingerprint: str, budget: Budget | None, slots: RunSlots | None) -> None:
+        self.run_trial = run_trial
+        self.memo = memo
+        self.input_digest = input_digest
+        self.fingerprint = fingerprint
+        self.budget = budget
+        self.slots = slots
+
+    def begin(self, trial: int) -> Trace | asyncio.Future[bool] | RunClaim | _Unkept:
+        if self.memo is None:
+            return _Unkept()
+        return self.memo.begin(self.memo.key(self.input_digest, self.fingerprint, trial))
+
+    def may_start(self) -> bool:
+        return self.budget is None or self.budget.try_start_run()
+
+    async def make(self, trial: int, claim: RunClaim | _Unkept, holds_slot: bool = False) -> tuple[Trace, bool]:
+        """Make the run (its budget already granted) and keep it; ``(trace, True)``."""
+        try:
+            if self.slots is not None and not holds_slot:
+                await self.slots.acquire()
+                holds_slot = True
+            trace = await self.run_trial(trial)
+        except BaseException:
+            claim.release()
+            raise
+        finally:
+            if holds_slot:
+                assert self.slots is not None
+                self.slots.release()
+        return claim.store(trace), True
+
+    async def obtain(self, trial: int, begun: Trace | asyncio.Future[bool] | RunClaim | _Unkept | None = None) -> tuple[Trace, bool] | None:
+        """The run of ``trial`` and whether it was made here; ``None`` if it had to be made
+        and the budget refused it."""
+        while True:
+            if begun is None:
+                begun = self.begin(trial)
+            if isinstance(begun, Trace):
+                return begun, False
+            if isinstance(begun, asyncio.Future):
+                assert self.memo is not None
+                trace = await self.memo.shared(self.memo.key(self.input_digest, self.fingerprint, trial), begun)
+                if trace is not None:
+                    return trace, False
+                begun = None  # its maker gave it up: make it here
+                continue
+            if not self.may_start():
+                begun.release()
+                return None
+            return await self.make(trial, begun)
+
+
+async def adecide(
+    run_trial: AsyncTrialFn,
+    settings: OracleSettings,
+    *,
+    judge: Judge,
+    name: str = "",
+    memo: TrialMemo | None = None,
+    input_digest: str = "",
+    fingerprint: str = "",
+    budget: Budget | None = None,
+    concurrency: int = 1,
+    first_trial: int = 0,
+    slots: RunSlots | None = None,
+) -> CheckResult:
+    """Like :func:`decide`, keeping up to ``concurrency`` trials in flight.
+
+    Outcomes are fed to the test in trial order, so the decision and the trials it is made on
+    are those of one trial at a time, whatever order the runs finish in. Once the test decides,
+    the trials still in flight are cancelled; runs that finished ahead of the decision stay in
+    the memo (a later decision on the same input reuses them). Both count in the result's
+    ``runs_beyond_decision``, and finished ones in its cost. A trial whose run another decision
+    is making right now (same input, agent and trial index) waits for that run instead of
+    making it again. With ``slots`` (shared by the decisions of a run), every run made takes a
+    slot: the trial the test needs next waits for one, a trial ahead of it only takes a free
+    one (:mod:`agentprop._decide.slots`).
+    """
+    if concurrency < 1:
+        raise InvalidArgument(f"concurrency={concurrency} must be at least 1")
+    test = settings.make_test()
+    trials = _Trials(run_trial, memo, input_digest, fingerprint, budget, slots)
+    outcomes: list[TrialOutcome] = []
+    if concurrency == 1:
+        budget_out = False
+        i = first_trial
+        while not test.done:
+            got = await trials.obtain(i)
+            if got is None:
+                budget_out = True
+                break
+            trace, made = got
+            rec = judge(trace)
+            outcomes.append(TrialOutcome(i, rec, trace, not made))
+            test.update(rec.passed)
+            i += 1
+        return _result(name, test, outcomes, settings, budget_out)
+    beyond, beyond_usage, budget_out = await _decide_in_flight(test, trials, judge, outcomes, concurrency, first_trial)
+    result = _result(name, test, outcomes, settings, budget_out)
+    result.runs_beyond_decision = beyond
+    result.cost_usd += sum(u.cost_usd for u in beyond_usage)
+    result.input_tokens += sum(u.input_tokens for u in beyond_usage)
+    result.output_tokens += sum(u.output_tokens for u in beyond_usage)
+    return result
+
+
+async def _decide_in_flight(
+    test: SequentialTest, trials: _Trials, judge: Judge, outcomes: list[TrialOutcome], width: int, first_trial: int
+) -> tuple[int, list[Usage], bool]:
+    """Feed ``test`` in trial order from up to ``width`` trials in flight; returns the runs
+    made beyond the decision (finished or cancelled), the usage of the finished ones, and
+    whether the budget refused a trial the test needed."""
+    ready: dict[int, tuple[Trace, bool]] = {}
+    flying: dict[asyncio.Task[tuple[Trace, bool] | None], int] = {}
+    making: set[int] = set()
+    """Trials in flight whose run is made here (the others wait for another decision's)."""
+    end = first_trial + test.max_runs if test.max_runs is not None else None
+    fed = dispatched = first_trial
+    refused_at: int | None = None
+    cancelled = 0
+    try:
+        while not test.done:
+            while fed in ready:
+                trace, made = ready.pop(fed)
+                rec = judge(trace)
+                outcomes.append(TrialOutcome(fed, rec, trace, not made))
+                test.update(rec.passed)
+                fed += 1
+                if test.done:
+                    break
+            if test.done or refused_at == fed:
+                break
+            while refused_at is None and len(flying) < width and (end is None or dispatched < end):
+                j = dispatched
+                begun = trials.begin(j)
+                if isinstance(begun, Trace):
+                    ready[j] = (begun, False)
+                elif isinstance(begun, asyncio.Future):
+                    flying[asyncio.ensure_future(trials.obtain(j, begun))] = j
+                else:
+                    holds_slot = trials.slots is not None and trials.slots.try_acquire()
+                    if trials.slots is not None and not holds_slot and j != fed:
+                        # ahead of need: only a slot nobody waits for (the next trial in
+                        # order waits for one in its task)
+                        begun.release()
+                        break
+                    if not trials.may_start():
+                        begun.release()
+                        if holds_slot:
+                            assert trials.slots is not None
+                            trials.slots.release()
+                        refused_at = j
+                        break
+                    flying[asyncio.ensure_future(trials.make(j, begun, holds_slot))] = j
+                    making.add(j)
+                dispatched += 1
+            if fed in ready or refused_at == fed:
+                continue
+            if not flying:
+                break
+            done, _ = await asyncio.wait(flying, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                j = flying.pop(task)
+                making.discard(j)
+                got = task.result()
+                if got is None:
+                    refused_at = j if refused_at is None else min(refused_at, j)
+                else:
+                    ready[j] = got
+    finally:
+        for task, j in flying.items():
+            task.cancel()
+            cancelled += j in making
+        if flying:
+            await asyncio.gather(*flying, return_exceptions=True)
+    unneeded = [trace for j, (trace, made) in ready.items() if made and j >= fed]
+    budget_out = not test.done and refused_at is not None
+    return cancelled + len(unneeded), [t.usage for t in unneeded], budget_out

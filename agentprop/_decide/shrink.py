@@ -1,0 +1,375 @@
+"""Shrinking a failing case: ``agentprop.shrink``.
+
+A failing case is an input of a scenario — its :class:`~agentprop._decide.choices.Choices` (a template
+variant and the paraphrase steps of each turn) — plus the world it ran in. The generic
+statistical shrinker (:mod:`agentprop._shrink`) minimises it as a set of units:
+
+- **choices**: each paraphrase step (removed: not applied) and the template variant (removed:
+  template 0, the scenario's own wording);
+- **world fields** the scenario changed from the bindings' base world (``verified: false``),
+  which shrink by being reset to the base value, and **injected failures**, which shrink by
+  being dropped — except those that realise the path's own conditions.
+
+It never deletes words from a message: every candidate is rendered from choices, so it is an
+instance of the same scenario (the words that carry the intent and the slots are always
+there). A case that fails with the scenario's own messages and world is already minimal.
+Every "does it still fail?" query is a truncated sequential test against the failure's
+*signature* (which contract, which clause, which turn, how), so a different failure met on the
+way does not count; it is reported in ``other_signatures``. Runs are memoised by (candidate,
+agent, trial) with the key of a check's runs (the property judges each stored trace on every
+query), the budget is respected to the run, and the smallest confirmed reproducer is held at
+all times. The result is then re-run with fresh trials and reported with its
+reproduction rate next to the original's.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentprop._modelapi.budget import Budget
+from agentprop._decide.choices import ChoiceSpace, ChoiceUnit, Choices, TurnChoice, choice_units, keep_only
+from agentprop._decide.check import Property, as_loaded_agent, record_for, verdicts_of
+from agentprop._decide.session import current_session
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import CheckResult, TrialRecord
+from agentprop._agents.project import Project
+from agentprop._decide.properties import mft_verdicts
+from agentprop._decide.run_key import project_digest, run_digest
+from agentprop._scenario.build import Scenario, _fill_slots
+from agentprop._shrink import Calibration, Outcome, Unit, shrink as shrink_units, verify
+from agentprop.strategies._internal.paraphrase import Paraphrase
+from agentprop._util.aio import run_sync
+from agentprop._scenario.world import get_path
+from agentprop.errors import InvalidArgument
+
+def _base_world(project: Project) -> dict[str, dict[str, Any]]:
+    return {t: dict(v) for t, v in _fill_slots(project.bindings.world, project.bindings.slots).items()}
+
+
+def _changed_fields(project: Project, scenario: Scenario) -> list[tuple[str, str, Any]]:
+    """``(tool, field, value)`` for each override the scenario sets beyond the base world
+    (top-level keys; a dotted key such as ``orders[0].days_since_created`` is one field)."""
+    base = _base_world(project)
+    out = []
+    for tool, fields in scenario.world.overrides.items():
+        for key, value in fields.items():
+            if key in base.get(tool, {}) and base[tool][key] == value:
+                continue
+            if key not in base.get(tool, {}) and ("." in key or "[" in key):
+                try:
+                    if get_path(base.get(tool, {}), key) == value:
+                        continue  # a dotted override that restates the base world
+                except (KeyError, IndexError, TypeError, ValueError):
+                    pass
+            out.append((tool, key, value))
+    return out
+
+
+def _path_bound(project: Project, scenario: Scenario) -> tuple[set[tuple[str, str]], set[str]]:
+    """World fields and failing tools that realise the path's own conditions: the scenario's
+    expectations rest on them, so they are never reset (resetting ``verified: false`` would
+    make a correct agent "fail" the REFUSE_AUTH expectation)."""
+    fields: set[tuple[str, str]] = set()
+    failing: set[str] = set()
+    for name, value in scenario.assignment.items():
+        var = project.bindings.variables.get(name)
+        if var is None or var.world is None:
+            continue
+        w = var.world
+        if w.field is not None:
+            fields.add((w.tool, w.field))
+        for key, effect in (w.values or {}).items():
+            fields.update((w.tool, f) for f in effect.set)
+            if effect.failure is not None:
+                failing.add(w.tool)
+    return fields, failing
+
+
+def _world_units(project: Project, scenario: Scenario) -> list[Unit[Any]]:
+    bound, failing = _path_bound(project, scenario)
+    units: list[Unit[Any]] = [
+        Unit(("world", tool, key), protected=(tool, key) in bound, label=f"{tool}.{key}={value!r}")
+        for tool, key, value in _changed_fields(project, scenario)
+    ]
+    for i, failure in enumerate(scenario.world.failures):
+        units.append(Unit(("failure", i), protected=failure["tool"] in failing, label=f"{failure['tool']} fails with {failure['mode']}"))
+    return units
+
+
+def _with_world(project: Project, candidate: Scenario, original: Scenario, kept: tuple[Unit[Any], ...]) -> Scenario:
+    """``candidate`` in ``original``'s world with the world fields whose unit was removed reset
+    to the base world, and the failures whose unit was removed dropped."""
+    world_kept = {(u.value[1], u.value[2]) for u in kept if u.value[0] == "world"}
+    failures_kept = {u.value[1] for u in kept if u.value[0] == "failure"}
+    overrides = copy.deepcopy(original.world.overrides)
+    base = _base_world(project)
+    for tool, key, _ in _changed_fields(project, original):
+        if (tool, key) in world_kept:
+            continue
+        if key in base.get(tool, {}):
+            overrides[tool][key] = copy.deepcopy(base[tool][key])
+        else:
+            overrides[tool].pop(key, None)
+    failures = [f for i, f in enumerate(original.world.failures) if i in failures_kept]
+    world = original.world.model_copy(update={"overrides": overrides, "failures": failures})
+    return candidate.model_copy(update={"world": world})
+
+
+def choices_of_messages(scenario: Scenario, messages: Sequence[str]) -> Choices | None:
+    """The choices behind ``messages`` when each is the scenario's own message or a
+    :class:`~agentprop.strategies.Paraphrase` of it (as ``aps.paraphrases`` draws them in a
+    test); ``None`` when a message was written some other way."""
+    turns = []
+    lang = "en"
+    for turn, message in zip(scenario.turns, messages):
+        if isinstance(message, Paraphrase) and message.original == turn.user_message and all(s.name != "pool" for s in message.transforms):
+            turns.append(TurnChoice(steps=tuple((s.name, tuple(s.params)) for s in message.transforms)))
+            lang = message.lang
+        elif str(message) == turn.user_message:
+            turns.append(TurnChoice())
+        else:
+            return None
+    return Choices(lang=lang, turns=tuple(turns))
+
+
+def _turn_diffs(original: Sequence[str], kept_messages: Sequence[str]) -> list[str]:
+    return [f"turn {i + 1}: {word_diff(a, b)}" for i, (a, b) in enumerate(zip(original, kept_messages))]
+
+
+class RateSummary(BaseModel):
+    failures: int
+    runs: int
+    rate: float
+    interval: tuple[float, float]
+
+
+class OtherFailure(BaseModel):
+    """A failure with another signature met on a candidate while shrinking (a different bug,
+    or a candidate that no longer asks for what the case expects): never a reproduction."""
+
+    signature: str
+    explanation: str = ""
+    count: int = 0
+    messages: list[str] = Field(default_factory=list)
+    """The first candidate it was met on."""
+
+
+class ShrinkReport(BaseModel):
+    """A minimal reproducer of a failing case, and how sure we are of it."""
+
+    scenario: str
+    signature: str
+    original_messages: list[str]
+    reproducer_messages: list[str]
+    reproducer: Scenario
+    world_reset: list[str] = Field(default_factory=list)
+    """World fields put back to the base world (the failure does not need them)."""
+    world_kept: list[str] = Field(default_factory=list)
+    """World changes the failure needs (beyond those that realise the path itself)."""
+    diff: list[str] = Field(default_factory=list)
+    """Per turn, the reproducer against the scenario's own message: ``{+added+}`` is what the
+    kept choices wrote on top of it (``[-removed-]`` what a template variant left out)."""
+    original_units: int
+    kept_units: int
+    runs: int
+    queries: int
+    budget: int
+    budget_exhausted: bool
+    minimal: bool
+    stop_reason: str
+    original_rate: RateSummary
+    reproducer_rate: RateSummary | None = None
+    """Fresh-run reproduction rate of the reproducer (verification)."""
+    other_signatures: dict[str, int] = Field(default_factory=dict)
+    """Other failures met by the search (counts)."""
+    original_choices: dict[str, Any] | None = None
+    """The failing input's choices (``None`` when its messages were given as fixed text)."""
+    reproducer_choices: dict[str, Any] | None = None
+    """The reproducer's choices: what the shrinker kept."""
+    choices_kept: str = ""
+    """The kept choices in words (``turn 1: urgency(choice=1)``), or that none were needed."""
+    other_failures: list[OtherFailure] = Field(default_factory=list)
+    """Every other failure met, search and verification runs alike, with the first candidate
+    it was met on, most frequent first."""
+
+    def summary(self) -> str:
+        lines = [f"shrunk {self.scenario} ({self.signature}): {self.original_units} -> {self.kept_units} units in {self.runs} runs" + (" (budget exhausted)" if self.budget_exhausted else "")]
+        lines += [f"  {d}" for d in self.diff]
+        if self.world_reset:
+            lines.append(f"  world fields not needed: {', '.join(self.world_reset)}")
+        if self.world_kept:
+            lines.append(f"  world fields needed: {', '.join(self.world_kept)}")
+        o = self.original_rate
+        lines.append(f"  original fails {o.failures}/{o.runs} ({o.rate:.0%}, 95% CI {o.interval[0]:.2f}-{o.interval[1]:.2f})")
+        if self.reproducer_rate is not None:
+            r = self.reproducer_rate
+            lines.append(f"  reproducer fails {r.failures}/{r.runs} fresh runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})")
+        lines.append(f"  {'minimal' if self.minimal else 'not proven minimal'}: {self.stop_reason}")
+        for other in self.other_failures:
+            lines.append(f"  another failure met while shrinking ({other.count}x, not this bug): {other.signature} on {other.messages!r}")
+        return "\n".join(lines)
+
+
+def word_diff(before: str, after: str) -> str:
+    """``[-removed-]`` words of ``before`` that ``after`` drops (and ``{+added+}`` ones)."""
+    a, b = before.split(), after.split()
+    out: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "equal":
+            out.extend(a[i1:i2])
+        if op in ("delete", "replace"):
+            out.append("[-" + " ".join(a[i1:i2]) + "-]")
+        if op in ("insert", "replace"):
+            out.append("{+" + " ".join(b[j1:j2]) + "+}")
+    return " ".join(out)
+
+
+def shrink(
+    project: Project,
+    scenario: Scenario | str,
+    agent: Any,
+    *,
+    messages: Sequence[str] | None = None,
+    choices: Choices | None = None,
+    prop: Property | None = None,
+    failing: CheckResult | None = None,
+    signature: str | None = None,
+    budget: int = 200,
+    verify_runs: int = 30,
+    memo: TrialMemo | None = None,
+    session_budget: Budget | None = None,
+    shrink_world: bool = True,
+    seed: int = 0,
+    space: ChoiceSpace | None = None,
+) -> ShrinkReport:
+    """Shrink a failing input of ``scenario`` (and its world) to a minimal reproducer.
+
+    The input is ``choices`` (an explored input), or ``messages`` (each the scenario's own
+    message or an ``aps.paraphrases`` draw of it; other text is kept as it is), or the
+    scenario's own messages. ``failing`` is the :class:`CheckResult` that found the failure: its
+    runs calibrate the reproduction rate for free, and its most frequent failure is the
+    signature to chase (``signature`` overrides). ``budget`` caps the shrinker's runs exactly;
+    ``verify_runs`` fresh runs of the reproducer follow. ``session_budget`` (the run's shared
+    budget) is charged for every new run and can stop the shrinker early: the best reproducer
+    confirmed so far is returned.
+    """
+    sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
+    if choices is not None and messages is not None:
+        raise InvalidArgument("give the failing input as choices= or as messages=, not both")
+    msgs = list(messages) if messages is not None else None
+    if msgs is not None and len(msgs) != len(sc.turns):
+        raise InvalidArgument(f"messages has {len(msgs)} turn(s) but scenario {sc.id} has {len(sc.turns)}")
+    if budget < 1:
+        raise InvalidArgument(f"budget={budget} must be at least 1 run")
+    if choices is None and msgs is not None:
+        choices = choices_of_messages(sc, msgs)
+    fixed_text = choices is None and msgs is not None
+    if choices is not None and not choices.plain:
+        space = space or ChoiceSpace(project, sc)
+        original = space.render(choices)
+    elif fixed_text:
+        assert msgs is not None
+        original = sc.model_copy(update={"turns": [t.model_copy(update={"user_message": str(m)}) for t, m in zip(sc.turns, msgs)]})
+    else:
+        original = sc
+    loaded = as_loaded_agent(agent)
+    memo = memo if memo is not None else current_session().memo
+    base_trial = seed * 1_000_003
+    chased = signature or (failing.failures[0].signature if failing is not None and failing.failures else None)
+    calibration = None
+    if failing is not None and chased is not None:
+        hits = next((f.count for f in failing.failures if f.signature == chased), 0)
+        calibration = Calibration(runs=failing.runs, failures=hits, signature=chased)
+
+    refused = {"n": 0}
+    grounding = project.bindings.response_grounding(project.spec)
+
+    runtime = project_digest(project)
+
+    def evaluate(candidate: Scenario, trial: int) -> TrialRecord:
+        digest = run_digest(project, candidate, candidate.messages, seed, project_key=runtime)
+        key = memo.key(digest, loaded.fingerprint, base_trial + trial)
+        trace = memo.get(key)
+        if trace is None:
+            if session_budget is not None and not session_budget.try_start_run():
+                refused["n"] += 1
+                return TrialRecord(passed=True, signature=None, explanation="budget exhausted")
+            trace = memo.put(key, run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref)))
+        return record_for(mft_verdicts(project.spec, candidate, trace, grounding=grounding) if prop is None else verdicts_of(prop(trace)))
+
+    others: dict[str, OtherFailure] = {}
+
+    def run(candidate: Scenario, trial: int) -> Outcome:
+        rec = evaluate(candidate, trial)
+        if not rec.passed and chased is not None and rec.signature != chased:
+            # a different failure: it does not count as "still fails"; kept, to be reported
+            seen = others.setdefault(str(rec.signature), OtherFailure(signature=str(rec.signature), explanation=rec.explanation or "", messages=candidate.messages))
+            seen.count += 1
+        return Outcome.passed() if rec.passed else Outcome.failure(rec.signature)
+
+    # the scenario itself (its intent, slots and path) is one protected unit: never removed
+    choice_us = [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)] if choices is not None and not choices.plain else []
+    world_units = _world_units(project, original) if shrink_world else []
+    units = tuple([Unit(("scenario",), protected=True, label=sc.id), *choice_us, *world_units])
+    kept_world_all = tuple(world_units)
+
+    def build(kept: tuple[Unit[Any], ...]) -> Scenario:
+        if not shrink_world:
+            kept = kept + kept_world_all
+        candidate = original
+        if choices is not None and not choices.plain:
+            assert space is not None
+            candidate = space.render(keep_only(choices, [u.value[1] for u in kept if u.value[0] == "choice"]))
+        return _with_world(project, candidate, original, kept)
+
+    result = shrink_units(units, run, budget=budget, build=build, signature=chased, calibration=calibration)
+    reproducer: Scenario = result.reproducer
+    verification = verify(result, run, runs=verify_runs) if verify_runs > 0 and result.signature is not None else None
+    kept_labels = {u.describe() for u in result.units if u.value[0] in ("world", "failure")}
+    all_world = [u.describe() for u in world_units if not u.protected]
+    kept_choices = keep_only(choices, [u.value[1] for u in result.units if u.value[0] == "choice"]) if choices is not None else None
+    orig = result.original_rate
+    original_rate = RateSummary(failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval)
+    rep_rate = None
+    if verification is not None:
+        r = verification.reproducer
+        rep_rate = RateSummary(failures=r.failures, runs=r.runs, rate=r.rate, interval=r.interval)
+    return ShrinkReport(
+        scenario=sc.id,
+        signature=str(result.signature),
+        original_messages=original.messages,
+        reproducer_messages=reproducer.messages,
+        reproducer=reproducer,
+        world_reset=[w for w in all_world if w not in kept_labels],
+        world_kept=[w for w in all_world if w in kept_labels],
+        diff=_turn_diffs(sc.messages, reproducer.messages),
+        original_units=result.original_leaves - 1,
+        kept_units=result.kept_leaves - 1,
+        runs=result.runs,
+        queries=result.queries,
+        budget=result.budget,
+        budget_exhausted=result.budget_exhausted or refused["n"] > 0,
+        minimal=result.minimal,
+        stop_reason=result.stop_reason if not refused["n"] else f"the session budget refused {refused['n']} run(s); {result.stop_reason}",
+        original_rate=original_rate,
+        reproducer_rate=rep_rate,
+        other_signatures={str(k): v for k, v in result.other_signatures.items()},
+        original_choices=choices.model_dump(mode="json") if choices is not None else None,
+        reproducer_choices=kept_choices.model_dump(mode="json") if kept_choices is not None else None,
+        choices_kept=(kept_choices.describe() if kept_choices is not None and not kept_choices.plain else "none: the scenario's own wording fails") if not fixed_text else "the messages were given as fixed text",
+        other_failures=sorted(others.values(), key=lambda o: (-o.count, o.signature)),
+    )
+
+
+def _choice_label(choices: Choices | None, unit: ChoiceUnit) -> str:
+    if choices is None or unit.kind == "template":
+        return f"template {choices.template if choices is not None else 0}"
+    name, params = choices.turns[unit.turn].steps[unit.step]
+    return f"turn {unit.turn + 1}: {name}({', '.join(f'{k}={v}' for k, v in params)})"
+
+

@@ -1,0 +1,1377 @@
+"""The model-API cache: every Messages API response, keyed by (request, trial index).
+
+Why at the API level, and why the trial index: agentprop repeats agent runs to decide
+properties statistically, so the *n*-th repeat of a request must get its own sample (trial
+``n``), while re-running a test must replay exactly the same samples. The key is the SHA-256 of
+the request's canonical JSON together with the trial index, so repeats are distinct and replays
+are exact.
+
+The canonical request is the request body as sent to ``POST /v1/messages``: ``model``,
+``system``, ``messages``, ``tools``, ``tool_choice``, the sampling parameters (``temperature``,
+``top_p``, ``top_k``, ``max_tokens``, ``stop_sequences``) and any other body field that can change
+the answer (``thinking``, ...). Fields that cannot (``stream``, ``metadata``, ``service_tier``) and
+top-level ``None`` values are left out; keys are sorted; pydantic objects (such as the SDK's
+content blocks passed back in ``messages``) are dumped as the SDK sends them. Bodies of plain JSON
+without secrets (what agentprop's agents send) take a fast path that gives the same text: it is
+composed from the texts of the body's parts, each worked out once and remembered under the part's
+exact ``marshal`` bytes (so the tools and system prompt sent with every request, and a
+conversation's earlier messages, are not serialised again, and any change to them is seen).
+Agents key the requests of a conversation through a request shape (``ApiCache._request_shape``):
+the canonical text of every field but ``messages``, worked out once from a private copy of those
+fields, from which the shape also builds each request body; only the messages are then
+serialised, and the key is the same.
+
+Secrets are never stored. The cache only ever sees request *bodies*, never headers or the
+client, and before anything is hashed or written :func:`scrub_secrets` replaces the value of any
+key named like a credential (``api_key``, ``x-api-key``, ``authorization``, ``auth_token`` ...) and
+any string that looks like an Anthropic key (``sk-ant-...``) or equals a secret registered with
+``ApiCache(secrets=...)`` with ``"[REDACTED]"``. As a last guard, a write whose text still contains
+a registered secret is refused.
+
+Modes (:class:`CacheMode`): ``off``, ``read`` (replay hits, call on misses, store nothing),
+``write`` (always call, store/overwrite), ``read-write`` (replay hits, call and store misses) and
+``replay-only`` (replay hits, raise :class:`CacheMiss` on misses, never call). The default is
+``replay-only`` when the ``CI`` environment variable is set, ``read-write`` otherwise;
+``AGENTPROP_CACHE_MODE`` overrides both. A :class:`CacheMiss` in replay-only mode shows the
+nearest recorded request and a unified diff of what changed.
+
+Storage is one SQLite file in WAL mode: one connection per thread, ``busy_timeout`` for other
+processes (pytest-xdist workers can share a file), and one short ``BEGIN IMMEDIATE`` transaction
+per write, so a process killed mid-write leaves every stored entry complete. Each row carries a
+checksum that :meth:`ApiCache.verify` and every read check.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import hashlib
+import json
+import marshal
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from agentprop.errors import InvalidArgument
+from agentprop.errors import CacheError, CacheMiss  # noqa: F401 (re-exported: defined in errors.py)
+
+__all__ = [
+    "KEY_FIELDS",
+    "REDACTED",
+    "SCHEMA_VERSION",
+    "ApiCache",
+    "CacheError",
+    "CacheMiss",
+    "CacheMode",
+    "CacheStats",
+    "CachedResponse",
+    "cache_key",
+    "canonical_json",
+    "canonical_request",
+    "scrub_secrets",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the SQLite layout and of the key derivation; stored in the ``schema_version`` table."""
+
+KEY_FIELDS: tuple[str, ...] = (
+    "model",
+    "system",
+    "messages",
+    "tools",
+    "tool_choice",
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "stop_sequences",
+)
+"""The request fields that always take part in the key (other answer-changing fields do too)."""
+
+_IGNORED_FIELDS = frozenset({"stream", "metadata", "service_tier", "timeout", "extra_headers", "extra_query"})
+
+REDACTED = "[REDACTED]"
+
+_SECRET_KEY_NAMES = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "x_api_key",
+        "anthropic_api_key",
+        "authorization",
+        "proxy_authorization",
+        "auth_token",
+        "access_token",
+        "refresh_token",
+        "client_secret",
+    }
+)
+_SECRET_VALUE = re.compile(r"sk-ant-[A-Za-z0-9_\-]{6,}")
+
+_T = TypeVar("_T")
+
+_CANDIDATE_LIMIT = 2000
+_DIFF_LINE_LIMIT = 80
+
+
+# --------------------------------------------------------------------------------------------
+# Errors and modes
+# --------------------------------------------------------------------------------------------
+
+
+class CacheMode(str, enum.Enum):
+    """How the cache is used; see the module docstring."""
+
+    OFF = "off"
+    READ = "read"
+    WRITE = "write"
+    READ_WRITE = "read-write"
+    REPLAY_ONLY = "replay-only"
+
+    @property
+    def reads(self) -> bool:
+        """Whether recorded responses are replayed."""
+        return self in (CacheMode.READ, CacheMode.READ_WRITE, CacheMode.REPLAY_ONLY)
+
+    @property
+    def writes(self) -> bool:
+        """Whether fresh responses are stored."""
+        return self in (CacheMode.WRITE, CacheMode.READ_WRITE)
+
+    @property
+    def calls_api(self) -> bool:
+        """Whether a miss may call the model API."""
+        return self is not CacheMode.REPLAY_ONLY
+
+    @classmethod
+    def parse(cls, value: CacheMode | str) -> CacheMode:
+        """A mode from an enum member or its value (``"read-write"``, case-insensitive;
+        underscores accepted)."""
+        if isinstance(value, CacheMode):
+            return value
+        if isinstance(value, str):
+            wanted = value.strip().lower().replace("_", "-")
+            for mode in cls:
+                if mode.value == wanted:
+                    return mode
+        raise InvalidArgument(
+            f"Unknown cache mode {value!r}; use one of {', '.join(m.value for m in cls)}."
+        )
+
+    @classmethod
+    def default(cls, environ: Mapping[str, str] | None = None) -> CacheMode:
+        """``AGENTPROP_CACHE_MODE`` if set; else ``replay-only`` under CI (``CI`` set to anything
+        but ``""``, ``0``, ``false`` or ``no``); else ``read-write``."""
+        env = os.environ if environ is None else environ
+        explicit = env.get("AGENTPROP_CACHE_MODE")
+        if explicit:
+            return cls.parse(explicit)
+        ci = env.get("CI")
+        if ci is not None and ci.strip().lower() not in ("", "0", "false", "no"):
+            return cls.REPLAY_ONLY
+        return cls.READ_WRITE
+
+
+# --------------------------------------------------------------------------------------------
+# Canonical requests and keys
+# --------------------------------------------------------------------------------------------
+
+
+def _is_sdk_sentinel(value: object) -> bool:
+    return type(value).__name__ in ("NotGiven", "Omit")
+
+
+def _to_plain(value: Any, where: str = "request") -> Any:
+    """JSON-compatible data from dicts, lists/tuples, scalars and pydantic models."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidArgument(f"{where} is {value!r}; the cache needs finite numbers.")
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidArgument(f"{where} has a non-string key {k!r}; JSON keys are strings.")
+            if _is_sdk_sentinel(v):
+                continue
+            out[k] = _to_plain(v, f"{where}.{k}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_to_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return _to_plain(dump(mode="json", exclude_unset=True, by_alias=True), where)
+    raise InvalidArgument(
+        f"{where} is a {type(value).__name__}, which the cache cannot turn into JSON; pass "
+        "dicts, lists, strings, numbers, booleans, None or pydantic models."
+    )
+
+
+def scrub_secrets(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """A copy of JSON-like ``value`` with credentials replaced by ``"[REDACTED]"``.
+
+    Redacts the value of every key named like a credential (case-insensitive, ``-`` and ``_``
+    alike: ``api_key``, ``x-api-key``, ``authorization``, ``auth_token`` ...), every substring that
+    looks like an Anthropic API key (``sk-ant-...``) and every occurrence of the given
+    ``secrets``.
+    """
+    literal = [s for s in secrets if s]
+
+    def scrub(node: Any) -> Any:
+        if isinstance(node, dict):
+            out: dict[str, Any] = {}
+            for k, v in node.items():
+                norm = str(k).lower().replace("-", "_")
+                out[k] = REDACTED if norm in _SECRET_KEY_NAMES else scrub(v)
+            return out
+        if isinstance(node, list):
+            return [scrub(v) for v in node]
+        if isinstance(node, str):
+            text = _SECRET_VALUE.sub(REDACTED, node)
+            for secret in literal:
+                text = text.replace(secret, REDACTED)
+            return text
+        return node
+
+    return scrub(value)
+
+
+def _plain_copy(value: Any) -> Any:
+    """A copy of data already known to be plain JSON (dicts, lists, scalars), keys in order."""
+    if type(value) is dict:
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_plain_copy(v) for v in value]
+    return value
+
+
+def _slow_canonical_request(request: Mapping[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
+    """The reference derivation of :func:`canonical_request`: a plain copy, then a scrub."""
+    plain = _to_plain(request)
+    for required in ("model", "messages"):
+        if required not in plain:
+            raise InvalidArgument(
+                f"The request has no {required!r} field; the cache keys Messages API request "
+                f"bodies (fields such as {', '.join(KEY_FIELDS)})."
+            )
+    kept = {k: v for k, v in plain.items() if k not in _IGNORED_FIELDS and v is not None}
+    scrubbed: dict[str, Any] = scrub_secrets(kept, secrets)
+    return scrubbed
+
+
+class _NotPlainJSON(Exception):
+    """Raised inside the fast serialisation for anything that needs :func:`_to_plain`."""
+
+
+def _reject(value: object) -> Any:
+    raise _NotPlainJSON
+
+
+# ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+# allow_nan=False, default=_reject)``, without building an encoder on every call.
+_PLAIN_ENCODE = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject
+).encode
+_DECODE = json.JSONDecoder().decode
+_SCAN = json.JSONDecoder().scan_once
+
+
+def _decode_stored(text: str) -> Any:
+    """``json.loads(text)`` for the compact JSON the cache stores: one scan of the value when
+    it spans the whole text (no leading or trailing whitespace); anything else goes to the
+    full decoder, which gives the same value or raises the same error."""
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        return _DECODE(text)
+    if end != len(text):
+        return _DECODE(text)
+    return value
+
+
+def _secret_needles(secrets: Iterable[str]) -> tuple[bytes, ...]:
+    """The registered secrets as they appear inside JSON text (escaped like a JSON string),
+    UTF-8 encoded."""
+    return tuple(json.dumps(s, ensure_ascii=False)[1:-1].encode() for s in secrets if s)
+
+
+_CREDENTIAL_KEY_TEXT = tuple(f'"{name}"'.encode() for name in sorted(_SECRET_KEY_NAMES))
+_CREDENTIAL_ENDINGS = tuple(sorted({f'{name.rsplit("_", 1)[-1]}"'.encode() for name in _SECRET_KEY_NAMES}))
+_KELVIN_SIGN = "\u212a".encode()  # the one non-ASCII character whose lower() is an ASCII letter
+
+
+def _may_hold_secrets(text: str, needles: tuple[bytes, ...]) -> bool:
+    """Whether :func:`scrub_secrets` could change the data that ``text`` serialises.
+
+    A sound over-approximation checked on the JSON text: a key-shaped string (``sk-ant-``), a
+    registered secret or a key named like a credential in the data always shows up in its text
+    (strings are escaped character by character, and credential names need no escaping), so when
+    none shows up the scrub is the identity. (Searched in UTF-8 bytes, which is much faster.)
+    """
+    data = text.encode()
+    if b"sk-ant-" in data:
+        return True
+    for needle in needles:
+        if needle in data:
+            return True
+    if _KELVIN_SIGN in data:
+        return True
+    lowered = data.lower()
+    for ending in _CREDENTIAL_ENDINGS:
+        if ending in lowered:
+            break
+    else:
+        return False
+    lowered = lowered.replace(b"-", b"_")
+    return any(name in lowered for name in _CREDENTIAL_KEY_TEXT)
+
+
+def _fast_plain_json(value: dict[str, Any] | list[Any], needles: tuple[bytes, ...]) -> tuple[str, Any] | None:
+    """``(canonical JSON, a plain copy)`` of already-plain JSON data that holds no secret, or
+    ``None`` when the data needs the general path (pydantic objects, SDK sentinels, tuples,
+    non-string keys, non-finite numbers, anything the scrub would change).
+
+    The text is exactly what ``canonical_json(scrub_secrets(_to_plain(value)))`` gives: for such
+    data ``_to_plain`` and the scrub return equal data, and the round trip proves the data was
+    plain (``json.dumps`` would otherwise have turned non-string keys into strings, say).
+    """
+    try:
+        text = _PLAIN_ENCODE(value)
+    except (_NotPlainJSON, TypeError, ValueError, RecursionError):
+        return None
+    loaded = _DECODE(text)
+    if loaded != value or _may_hold_secrets(text, needles):
+        return None
+    return text, loaded
+
+
+# Canonical texts of request parts, keyed by the part's marshal. ``marshal`` takes only plain
+# built-in types (no subclasses) and records them exactly (it tells 1, 1.0 and True apart and
+# keeps key order), so equal bytes mean equal canonical text: the tools and the system prompt,
+# sent unchanged with every request, and the earlier messages of a conversation are serialised
+# and checked once. ``None`` marks a part that needs the general path.
+_PART_MEMO: dict[tuple[tuple[bytes, ...], bytes], str | None] = {}
+_STRING_MEMO: dict[tuple[tuple[bytes, ...], str], str | None] = {}
+_NAME_MEMO: dict[str, str] = {}
+_MEMO_LIMIT = 1024
+_MEMO_BYTES = 8 << 20
+"""Each memo holds at most this many entries and about this many characters (keys and texts);
+past either it starts afresh."""
+_memo_sizes: dict[int, int] = {}
+_MISSING = object()
+
+
+def _memo_put(memo: dict[Any, str | None], key: Any, text: str | None) -> str | None:
+    size = len(key[1]) + (len(text) if text is not None else 0)
+    total = _memo_sizes.get(id(memo), 0) + size
+    if len(memo) >= _MEMO_LIMIT or total > _MEMO_BYTES:
+        memo.clear()
+        total = size
+    _memo_sizes[id(memo)] = total
+    if size <= _MEMO_BYTES // 8:  # a huge part is not worth keeping
+        memo[key] = text
+    return text
+
+
+def _string_text(value: str, needles: tuple[bytes, ...]) -> str | None:
+    """The JSON text of a string that the scrub leaves alone, else ``None``."""
+    key = (needles, value)
+    found = _STRING_MEMO.get(key, _MISSING)
+    if found is not _MISSING:
+        return found  # type: ignore[return-value]
+    text: str | None = json.dumps(value, ensure_ascii=False)
+    if "sk-ant-" in value or (needles and any(needle in text.encode() for needle in needles)):  # type: ignore[union-attr]
+        text = None
+    return _memo_put(_STRING_MEMO, key, text)
+
+
+def _container_text(value: dict[str, Any] | list[Any], needles: tuple[bytes, ...]) -> str | None:
+    """The canonical text of a plain dict or list that the scrub leaves alone, else ``None``."""
+    try:
+        frozen = marshal.dumps(value)
+    except ValueError:  # not plain built-in data: no memo
+        fast = _fast_plain_json(value, needles)
+        return None if fast is None else fast[0]
+    key = (needles, frozen)
+    found = _PART_MEMO.get(key, _MISSING)
+    if found is not _MISSING:
+        return found  # type: ignore[return-value]
+    if type(value) is list:
+        text = _list_text(value, needles)
+    else:
+        try:
+            text = _composed_text(value, needles)
+        except RecursionError:  # too deep (or circular): the general path decides
+            text = None
+    return _memo_put(_PART_MEMO, key, text)
+
+
+_ENCODE_STRING = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) writes for a str
+
+
+def _composed_text(value: Any, needles: tuple[bytes, ...]) -> str | None:
+    """The canonical text of plain JSON data that the scrub leaves alone, else ``None``;
+    composed piece by piece exactly as ``json.dumps(sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)`` writes it (nothing memoised: for one-off parts, such as the newest
+    message of a conversation).
+
+    The scrub is checked where it acts: every dict key is normalised as :func:`scrub_secrets`
+    normalises it, and every string is searched for ``sk-ant-`` (which every key-shaped
+    substring starts with) and for each registered secret (in its JSON-escaped form, found in
+    the string's escaped text whenever the secret occurs in the string).
+    """
+    kind = type(value)
+    if kind is str:
+        text: str = _ENCODE_STRING(value)
+        if "sk-ant-" in value or (needles and any(needle in text.encode() for needle in needles)):
+            return None
+        return text
+    if kind is dict:
+        parts: list[str] = []
+        try:
+            names = sorted(value)
+        except TypeError:  # names that do not sort (not all strings)
+            return None
+        for name in names:
+            label = _NAME_MEMO.get(name) if type(name) is str else None
+            if label is None:
+                if type(name) is not str or name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
+                    return None
+                label = _ENCODE_STRING(name) + ":"
+                if len(_NAME_MEMO) < _MEMO_LIMIT:
+                    _NAME_MEMO[name] = label
+            v = value[name]
+            if type(v) is str and "sk-ant-" not in v and not needles:  # the common leaf, inline
+                item: str | None = _ENCODE_STRING(v)
+            else:
+                item = _composed_text(v, needles)
+                if item is None:
+                    return None
+            parts.append(label + item)  # type: ignore[operator]
+        return "{" + ",".join(parts) + "}"
+    if kind is list:
+        items: list[str] = []
+        for v in value:
+            if type(v) is str and "sk-ant-" not in v and not needles:
+                items.append(_ENCODE_STRING(v))
+                continue
+            item = _composed_text(v, needles)
+            if item is None:
+                return None
+            items.append(item)
+        return "[" + ",".join(items) + "]"
+    return _value_text(value, needles)  # scalars; anything else is None
+
+
+def _list_text(value: list[Any], needles: tuple[bytes, ...]) -> str | None:
+    """A list's canonical text from its items' (each memoised: a conversation's earlier
+    messages are not serialised again)."""
+    items: list[str] = []
+    for item in value:
+        text = _value_text(item, needles)
+        if text is None:
+            return None
+        items.append(text)
+    return "[" + ",".join(items) + "]"
+
+
+def _value_text(value: Any, needles: tuple[bytes, ...]) -> str | None:
+    """The canonical text of one plain JSON value that the scrub leaves alone, else ``None``."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        return _container_text(value, needles)
+    if kind is str:
+        return _string_text(value, needles)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return None  # the general path rejects non-finite numbers
+        return float.__repr__(value)
+    return None
+
+
+def _fast_request_text(kept: dict[str, Any], needles: tuple[bytes, ...]) -> str | None:
+    """The canonical text of a plain request body (top-level ``None`` and ignored fields
+    already dropped), composed from memoised parts exactly as ``json.dumps(sort_keys=True)``
+    writes it; ``None`` when the general path is needed."""
+    parts: list[str] = []
+    for name in sorted(kept):  # names that are not all strings make sorted() raise TypeError
+        label = _NAME_MEMO.get(name) if type(name) is str else None
+        if label is None:
+            if type(name) is not str or name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
+                return None
+            label = json.dumps(name, ensure_ascii=False) + ":"
+            if len(_NAME_MEMO) < _MEMO_LIMIT:
+                _NAME_MEMO[name] = label
+        text = _value_text(kept[name], needles)
+        if text is None:
+            return None
+        parts.append(label + text)
+    return "{" + ",".join(parts) + "}"
+
+
+class _Canonical:
+    """A request's canonical form: ``text`` (what is hashed and stored), the canonical request
+    as data (parsed from the text on demand when the fast path did not build it) and its model."""
+
+    __slots__ = ("text", "_value", "_model", "_keys")
+
+    def __init__(self, text: str, value: dict[str, Any] | None = None, model: str | None = None) -> None:
+        self.text = text
+        self._value = value
+        self._model = model
+        self._keys: dict[int, str] = {}
+
+    def key(self, trial: int) -> str:
+        """The cache key for sample ``trial`` (computed once: a miss looks it up, then stores)."""
+        key = self._keys.get(trial)
+        if key is None:
+            key = self._keys[trial] = _key_from_canonical(self.text, trial)
+        return key
+
+    @property
+    def value(self) -> dict[str, Any]:
+        if self._value is None:
+            self._value = json.loads(self.text)
+        return self._value
+
+    @property
+    def model(self) -> str:
+        """``str()`` of the request's model (a ``KeyError`` if it has none, as before)."""
+        if self._model is None:
+            self._model = str(self.value["model"])
+        return self._model
+
+
+def _canonical(
+    request: Mapping[str, Any], secrets: Iterable[str], needles: tuple[bytes, ...] | None = None
+) -> _Canonical:
+    """The canonical form of a request: fast for plain JSON without secrets (what agentprop's
+    agents send), the general path (:func:`_slow_canonical_request`) otherwise, with the same
+    text either way."""
+    if not isinstance(request, Mapping):
+        raise InvalidArgument(
+            f"request must be a mapping of Messages API fields, not {type(request).__name__}."
+        )
+    if type(request) is dict:
+        kept: dict[str, Any] = {}
+        general = False
+        for k, v in request.items():
+            if v is None or _is_sdk_sentinel(v):
+                continue
+            if k in _IGNORED_FIELDS:
+                # the general path checks these values too (and may reject them): keep its errors
+                general = True
+                break
+            kept[k] = v
+        if not general and "model" in kept and "messages" in kept:
+            secrets = tuple(s for s in secrets if s)
+            try:
+                text = _fast_request_text(kept, _secret_needles(secrets) if needles is None else needles)
+            except TypeError:  # names that do not sort
+                text = None
+            if text is not None:
+                model = kept["model"]
+                return _Canonical(text, None, model if type(model) is str else None)
+    canonical = _slow_canonical_request(request, secrets)
+    return _Canonical(canonical_json(canonical), canonical)
+
+
+class _RequestShape:
+    """Every field of a request body but ``messages``, with its canonical text worked out once.
+
+    The requests of a conversation differ only in their messages; keying one through its shape
+    serialises and checks just the messages (each one memoised, so a conversation's earlier
+    messages are not serialised again), and gives exactly the text :func:`_canonical` gives.
+
+    A shape takes a private copy of the fields it is built from and builds every request body
+    from that copy (:meth:`body`), so what is sent and what is keyed cannot drift apart; a
+    shape is only ever used by the :class:`ApiCache` that made it (its secrets are part of the
+    texts). :meth:`ApiCache._request_shape` returns ``None`` for fields that need the general
+    path (pydantic objects, ignored fields, secrets ...): those requests are keyed as usual.
+    """
+
+    __slots__ = ("_fields", "_head", "_tail", "_model", "_needles")
+
+    def __init__(self, fields: dict[str, Any], head: str, tail: str, model: str | None, needles: tuple[bytes, ...]) -> None:
+        self._fields = fields
+        self._head = head
+        self._tail = tail
+        self._model = model
+        self._needles = needles
+
+    @classmethod
+    def build(cls, request: Mapping[str, Any], needles: tuple[bytes, ...]) -> _RequestShape | None:
+        """The shape of ``request`` (a request body; its ``messages`` are left out), or ``None``."""
+        if type(request) is not dict or "messages" not in request:
+            return None
+        private: dict[str, Any] = {k: None if k == "messages" else _plain_copy(v) for k, v in request.items()}
+        kept: dict[str, Any] = {}
+        for k, v in private.items():
+            if type(k) is not str or k in _IGNORED_FIELDS or _is_sdk_sentinel(v):
+                return None
+            if v is not None and k != "messages":
+                kept[k] = v
+        if "model" not in kept:
+            return None
+        parts: list[str] = []
+        before = 0
+        for name in sorted([*kept, "messages"]):
+            if name == "messages":
+                before = len(parts)
+                continue
+            if name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
+                return None
+            text = _value_text(kept[name], needles)
+            if text is None:
+                return None
+            parts.append(json.dumps(name, ensure_ascii=False) + ":" + text)
+        head = "{" + "".join(p + "," for p in parts[:before]) + '"messages":'
+        tail = "".join("," + p for p in parts[before:]) + "}"
+        model = kept["model"]
+        return cls(private, head, tail, model if type(model) is str else None, needles)
+
+    def body(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The request body with these ``messages`` (a new dict, fields in the order given)."""
+        body = dict(self._fields)
+        body["messages"] = messages
+        return body
+
+    def canonical(self, messages: list[Any]) -> _Canonical | None:
+        """The canonical form of :meth:`body` of ``messages``, or ``None`` for the general path."""
+        if type(messages) is not list:
+            return None
+        text = _list_text(messages, self._needles)
+        if text is None:
+            return None
+        return _Canonical(self._head + text + self._tail, None, self._model)
+
+
+def canonical_request(request: Mapping[str, Any], secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """The part of a Messages API request body that determines the answer, scrubbed of secrets."""
+    return _canonical(request, secrets).value
+
+
+def canonical_json(value: Any) -> str:
+    """Compact JSON with sorted keys: equal data always gives equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+
+
+def _validate_trial(trial: object) -> int:
+    if isinstance(trial, bool) or not isinstance(trial, int) or trial < 0:
+        raise InvalidArgument(f"trial={trial!r} must be an int >= 0 (0 for the first sample).")
+    return trial
+
+
+def _key_from_canonical(canonical: str, trial: int) -> str:
+    digest = hashlib.sha256()
+    digest.update(f"agentprop-api-cache/v{SCHEMA_VERSION}\ntrial={trial}\n".encode())
+    digest.update(canonical.encode())
+    return digest.hexdigest()
+
+
+def cache_key(request: Mapping[str, Any], trial: int, secrets: Iterable[str] = ()) -> str:
+    """The SHA-256 hex key of ``request`` for sample number ``trial``."""
+    return _key_from_canonical(_canonical(request, secrets).text, _validate_trial(trial))
+
+
+def _checksum(key: str, request_json: str | bytes, response_json: str, usage_json: str) -> str:
+    """SHA-256 hex of the entry's four texts joined by U+001F, UTF-8 encoded. ``request_json``
+    may be given as its UTF-8 bytes (as lookups read it: the largest text, not decoded only to
+    be encoded again); the digest is the same."""
+    if type(request_json) is bytes:
+        digest = hashlib.sha256(key.encode())
+        digest.update(b"\x1f")
+        digest.update(request_json)
+        digest.update(("\x1f" + response_json + "\x1f" + usage_json).encode())
+        return digest.hexdigest()
+    return hashlib.sha256("\x1f".join((key, request_json, response_json, usage_json)).encode()).hexdigest()  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------
+# Results and stats
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    """A response as returned by the cache.
+
+    ``response`` is the Messages API response JSON (rebuild the SDK object with
+    ``anthropic.types.Message.model_validate(response)``); ``usage`` its ``usage`` object;
+    ``from_cache`` is true when it was replayed rather than fetched by this call.
+    """
+
+    key: str
+    model: str
+    trial: int
+    response: dict[str, Any]
+    usage: dict[str, Any]
+    from_cache: bool
+    created_at: float
+
+    @property
+    def input_tokens(self) -> int:
+        """``usage.input_tokens`` (0 if absent)."""
+        return int(self.usage.get("input_tokens") or 0)
+
+    @property
+    def output_tokens(self) -> int:
+        """``usage.output_tokens`` (0 if absent)."""
+        return int(self.usage.get("output_tokens") or 0)
+
+
+@dataclass
+class CacheStats:
+    """Counters for one :class:`ApiCache` instance (this process only)."""
+
+    hits: int = 0
+    misses: int = 0
+    writes: int = 0
+    calls: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def _bump(self, name: str) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+    def _hit(self) -> None:
+        with self._lock:
+            self.hits += 1
+
+    def as_dict(self) -> dict[str, int]:
+        """A plain snapshot, for reports."""
+        with self._lock:
+            return {"hits": self.hits, "misses": self.misses, "writes": self.writes, "calls": self.calls}
+
+
+# --------------------------------------------------------------------------------------------
+# The cache
+# --------------------------------------------------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS responses (
+    key           TEXT PRIMARY KEY,
+    model         TEXT NOT NULL,
+    trial         INTEGER NOT NULL,
+    request_json  TEXT NOT NULL,
+    response_json TEXT NOT NULL,
+    input_tokens  INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    usage_json    TEXT NOT NULL,
+    created_at    REAL NOT NULL,
+    checksum      TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS responses_model_trial ON responses (model, trial);
+"""
+
+_MMAP_BYTES = 256 << 20
+"""How much of the cache file each connection may read through a memory map."""
+
+_COLUMNS = "key, model, trial, request_json, response_json, usage_json, created_at, checksum"
+_SELECT_BY_KEY = (
+    "SELECT key, model, trial, CAST(request_json AS BLOB), response_json, usage_json, created_at, checksum "
+    "FROM responses WHERE key = ?"
+)
+"""One entry by key; the request comes as its stored UTF-8 bytes, which only the checksum reads."""
+
+
+class ApiCache:
+    """A SQLite-backed cache of Messages API responses keyed by (request, trial index).
+
+    Args:
+        path: the SQLite file (created, with parent folders, in modes that write).
+        mode: a :class:`CacheMode` or its value; default :meth:`CacheMode.default`.
+        secrets: extra literal strings (for example the API key in use) to redact wherever they
+            appear in stored JSON.
+        busy_timeout: seconds to wait for another process's write lock.
+
+    Typical use, around one SDK call::
+
+        result = cache.get_or_call(request, trial=k, call=lambda: client.messages.create(**request))
+        message = anthropic.types.Message.model_validate(result.response)
+        budget.charge_usage(message.model, message.usage, cached=result.from_cache)
+
+    Safe to share between threads and asyncio tasks, and between processes using the same file.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mode: CacheMode | str | None = None,
+        secrets: Iterable[str] = (),
+        busy_timeout: float = 30.0,
+    ) -> None:
+        self.path = Path(path)
+        self._mode = CacheMode.default() if mode is None else CacheMode.parse(mode)
+        self._secrets = tuple(s for s in secrets if s)
+        self._needles = _secret_needles(self._secrets)
+        if busy_timeout < 0:
+            raise InvalidArgument(f"busy_timeout={busy_timeout} must be >= 0 seconds.")
+        self._busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._conn_lock = threading.Lock()
+        self._schema_ready = False
+        self._closed = False
+        self._pid = os.getpid()
+        self.stats = CacheStats()
+
+    @property
+    def mode(self) -> CacheMode:
+        """The mode, fixed when the cache is opened."""
+        return self._mode
+
+    # -- connections -----------------------------------------------------------------------------
+
+    def _busy_retry(self, op: Callable[[], _T], failed: sqlite3.OperationalError | None = None) -> _T:
+        """Run ``op``, retrying while SQLite reports the database busy or locked.
+
+        ``busy_timeout`` covers ordinary lock waits, but SQLite returns ``SQLITE_BUSY`` at once
+        in a few WAL situations (another process recovering the WAL after a crash, or cleaning
+        up as its last connection closes); those are retried here until ``busy_timeout``.
+        ``failed``: the error of a first attempt the caller already made (handled as if it had
+        been this function's own first attempt).
+        """
+        deadline = time.monotonic() + self._busy_timeout
+        pause = 0.005
+        while True:
+            if failed is None:
+                try:
+                    return op()
+                except sqlite3.OperationalError as exc:
+                    failed = exc
+            message = str(failed).lower()
+            if ("locked" not in message and "busy" not in message) or time.monotonic() >= deadline:
+                raise failed
+            failed = None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
+    def _connection(self) -> sqlite3.Connection | None:
+        """This thread's connection, or ``None`` when a mode that never writes finds no cache.
+
+        Modes that write create the file and schema; the others only read what exists.
+        """
+        if self._closed:
+            raise CacheError(f"The cache {self.path} is closed.")
+        if os.getpid() != self._pid:
+            # a forked child must not use its parent's SQLite connections: start afresh
+            self._pid = os.getpid()
+            self._local = threading.local()
+            with self._conn_lock:
+                self._connections = []
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if not self.path.exists():
+            if not self.mode.writes:
+                return None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._busy_retry(self._open)
+        if conn is None:
+            return None
+        self._local.conn = conn
+        with self._conn_lock:
+            self._connections.append(conn)
+        return conn
+
+    def _open(self) -> sqlite3.Connection | None:
+        conn = sqlite3.connect(
+            str(self.path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=True
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+            # read pages through a memory map (no read() system call per page: replays look up
+            # rows all over the file); a hint, which SQLite may cap, changes no results
+            conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
+            if self.mode.writes:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._ensure_schema(conn)
+            elif not self._check_schema(conn):
+                conn.close()
+                return None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _version_error(self, found: str) -> CacheError:
+        return CacheError(
+            f"{self.path}: the cache file has schema version {found}, this agentprop uses "
+            f"version {SCHEMA_VERSION}. Delete the file (it will be re-recorded) or point the "
+            "cache at another path."
+        )
+
+    def _check_schema(self, conn: sqlite3.Connection) -> bool:
+        """Read-only check for connections that never write: False if there is no cache yet."""
+        tables = {
+            str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        }
+        if not {"schema_version", "responses"} <= tables:
+            return False
+        rows = conn.execute("SELECT version FROM schema_version").fetchall()
+        if [r[0] for r in rows] != [SCHEMA_VERSION]:
+            raise self._version_error(", ".join(str(r[0]) for r in rows) or "(none)")
+        return True
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        if self._schema_ready:
+            return
+
+        def create(c: sqlite3.Connection) -> None:
+            for statement in filter(None, (part.strip() for part in _SCHEMA.split(";"))):
+                c.execute(statement)
+            row = c.execute("SELECT version FROM schema_version").fetchall()
+            if not row:
+                c.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif len(row) != 1 or row[0][0] != SCHEMA_VERSION:
+                raise self._version_error(", ".join(str(r[0]) for r in row))
+
+        self._transaction(conn, create)
+        self._schema_ready = True
+
+    @staticmethod
+    def _transaction(conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``body`` inside one ``BEGIN IMMEDIATE`` ... ``COMMIT`` (rolled back if it raises)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = body(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return result
+
+    def _write(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        conn = self._connection()
+        if conn is None:
+            raise CacheError(f"The cache file {self.path} does not exist, so nothing can be changed in it.")
+        return self._busy_retry(lambda: self._transaction(conn, body))
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]] | None:
+        """All rows of one query, or ``None`` when there is no cache file to read."""
+        conn = self._connection()
+        if conn is None:
+            return None
+        return self._busy_retry(lambda: conn.execute(sql, params).fetchall())
+
+    def close(self) -> None:
+        """Close every connection this instance opened (in any thread)."""
+        with self._conn_lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            try:
+                conn.close()
+            except sqlite3.ProgrammingError:
+                # opened in another thread that still owns it; it closes when collected
+                pass
+        self._local = threading.local()
+        self._closed = True
+
+    def __enter__(self) -> ApiCache:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- keys ------------------------------------------------------------------------------------
+
+    def canonical(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The scrubbed canonical form of ``request`` (what is hashed and stored)."""
+        return self._canonical(request).value
+
+    def _canonical(self, request: Mapping[str, Any]) -> _Canonical:
+        return _canonical(request, self._secrets, self._needles)
+
+    def key(self, request: Mapping[str, Any], *, trial: int) -> str:
+        """The cache key of ``request`` for sample ``trial``."""
+        return self._canonical(request).key(_validate_trial(trial))
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _row_to_result(self, row: tuple[Any, ...], *, from_cache: bool) -> CachedResponse:
+        key, model, trial, request_json, response_json, usage_json, created_at, checksum = row
+        if _checksum(key, request_json, response_json, usage_json) != checksum:
+            raise CacheError(
+                f"{self.path}: the entry {key[:16]}... fails its checksum (the file was edited or "
+                "damaged). Run ApiCache.verify() to list damaged entries, delete them with "
+                "ApiCache.delete(key), and re-record."
+            )
+        return CachedResponse(
+            key, model, int(trial), _decode_stored(response_json), _decode_stored(usage_json), from_cache, float(created_at)
+        )
+
+    def lookup(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
+        """The recorded response for (request, trial), whatever the mode; ``None`` if absent."""
+        key = self.key(request, trial=trial)
+        return self._lookup_key(key)
+
+    def _lookup_key(self, key: str) -> CachedResponse | None:
+        conn = self._connection()
+        if conn is None:
+            return None
+        try:  # the usual case first, without building the retry closure
+            row = conn.execute(_SELECT_BY_KEY, (key,)).fetchone()
+        except sqlite3.OperationalError as exc:
+            row = self._busy_retry(lambda: conn.execute(_SELECT_BY_KEY, (key,)).fetchone(), exc)
+        return None if row is None else self._row_to_result(row, from_cache=True)
+
+    def get(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
+        """The recorded response if the mode reads; ``None`` on a miss (or in ``off`` / ``write``).
+
+        In ``replay-only`` mode a miss raises :class:`CacheMiss` instead.
+        """
+        if not self.mode.reads:
+            return None
+        return self._get_canonical(self._canonical(request), _validate_trial(trial))
+
+    def _get_canonical(self, canonical: _Canonical, trial: int) -> CachedResponse | None:
+        """:meth:`get` once the canonical request is known (the mode reads)."""
+        key = canonical.key(trial)
+        found = self._lookup_key(key)
+        if found is not None:
+            self.stats._hit()
+            return found
+        self.stats._bump("misses")
+        if self.mode is CacheMode.REPLAY_ONLY:
+            raise self._miss_error(canonical.value, canonical.text, key, trial)
+        return None
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def put(
+        self, request: Mapping[str, Any], *, trial: int, response: Any, replace: bool | None = None
+    ) -> CachedResponse:
+        """Store ``response`` (a JSON mapping or a pydantic model such as the SDK's ``Message``)
+        for (request, trial) and return what is stored.
+
+        Writes only in ``write`` / ``read-write`` mode (otherwise returns the response unstored).
+        The first writer of a key wins (``read-write``), so concurrent writers all get the same
+        stored answer; ``write`` mode (``replace=True``) overwrites.
+        """
+        return self._put_canonical(self._canonical(request), _validate_trial(trial), response, replace)
+
+    def _put_canonical(
+        self, canonical: _Canonical, trial: int, response: Any, replace: bool | None
+    ) -> CachedResponse:
+        """:meth:`put` once the canonical request is known."""
+        canonical_text = canonical.text
+        key = canonical.key(trial)
+        fast = _fast_plain_json(response, self._needles) if type(response) is dict else None
+        response_plain: dict[str, Any] | None = None  # the response as given, as plain data
+        stored: dict[str, Any] | None = None  # the response as stored (keys sorted)
+        if fast is not None:
+            response_json, stored = fast
+        else:
+            plain = _to_plain(response, "response")
+            if not isinstance(plain, dict):
+                raise InvalidArgument(
+                    f"response must be a JSON object (a Message), not {type(response).__name__}."
+                )
+            response_plain = scrub_secrets(plain, self._secrets)
+            response_json = canonical_json(response_plain)
+        request_model = canonical.model
+        now = time.time()
+        if not self.mode.writes:
+            if response_plain is None:
+                response_plain = _plain_copy(response)
+            raw_usage = response_plain.get("usage")
+            usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+            return CachedResponse(key, request_model, trial, response_plain, dict(usage), False, now)
+        if stored is None:
+            stored = json.loads(response_json)
+        raw_usage = stored.get("usage")
+        usage = raw_usage if isinstance(raw_usage, dict) else {}
+        usage_json = canonical_json(usage)
+        for text in (canonical_text, response_json):
+            for secret in self._secrets:
+                if secret in text:  # scrubbing makes this unreachable; refuse rather than leak
+                    raise CacheError("Refusing to store a cache entry that contains a registered secret.")
+        checksum = _checksum(key, canonical_text, response_json, usage_json)
+        overwrite = self.mode is CacheMode.WRITE if replace is None else replace
+        verb = "INSERT OR REPLACE" if overwrite else "INSERT OR IGNORE"
+        values = (
+            key,
+            request_model,
+            trial,
+            canonical_text,
+            response_json,
+            usage_json,
+            now,
+            checksum,
+            int(usage.get("input_tokens") or 0),
+            int(usage.get("output_tokens") or 0),
+        )
+
+        def insert(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            inserted = conn.execute(
+                f"{verb} INTO responses ({_COLUMNS}, input_tokens, output_tokens) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                values,
+            ).rowcount
+            if inserted == 1:
+                return None  # the row is ours: no need to read it back
+            existing: tuple[Any, ...] = conn.execute(
+                f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)
+            ).fetchone()
+            return existing
+
+        row = self._write(insert)
+        self.stats._bump("writes")
+        if row is not None:  # another writer was first: everyone gets the stored answer
+            return self._row_to_result(row, from_cache=False)
+        return CachedResponse(  # what reading the new row back would give
+            key=key,
+            model=request_model,
+            trial=trial,
+            response=stored,
+            usage=json.loads(usage_json),
+            from_cache=False,
+            created_at=now,
+        )
+
+    def delete(self, key: str) -> bool:
+        """Remove one entry by key; returns whether it existed."""
+        if self._connection() is None:
+            return False
+        return self._write(
+            lambda conn: conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount > 0
+        )
+
+    # -- the usual path --------------------------------------------------------------------------
+
+    def get_or_call(
+        self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Any]
+    ) -> CachedResponse:
+        """Replay (request, trial) if recorded and the mode reads; otherwise ``call()`` the API
+        (unless replay-only, which raises :class:`CacheMiss`) and store the answer if the mode
+        writes. ``call`` returns the response as a mapping or a pydantic model."""
+        canonical = self._canonical(request)
+        trial = _validate_trial(trial)
+        if self.mode.reads:
+            hit = self._get_canonical(canonical, trial)
+            if hit is not None:
+                return hit
+        self.stats._bump("calls")
+        return self._put_canonical(canonical, trial, call(), None)
+
+    async def aget_or_call(
+        self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Awaitable[Any]]
+    ) -> CachedResponse:
+        """The asyncio form of :meth:`get_or_call` (``call`` returns an awaitable)."""
+        return await self._aget_or_call_canonical(self._canonical(request), trial, call)
+
+    def _request_shape(self, request: Mapping[str, Any]) -> _RequestShape | None:
+        """The :class:`_RequestShape` of ``request`` for this cache (``None``: key such
+        requests with :meth:`aget_or_call`)."""
+        return _RequestShape.build(request, self._needles)
+
+    async def _aget_or_call_shaped(
+        self,
+        shape: _RequestShape,
+        request: Mapping[str, Any],
+        *,
+        trial: int,
+        call: Callable[[], Awaitable[Any]],
+    ) -> CachedResponse:
+        """:meth:`aget_or_call` of ``request``, which must be ``shape.body(messages)`` for a
+        shape this cache made: keyed through the shape (the same key, less work)."""
+        canonical, trial, hit = self._replay_shaped(shape, request, trial)
+        if hit is not None:
+            return hit
+        return await self._acall_and_put(canonical, trial, call)
+
+    def _replay_shaped(
+        self, shape: _RequestShape, request: Mapping[str, Any], trial: int
+    ) -> tuple[_Canonical, int, CachedResponse | None]:
+        """The first, synchronous half of :meth:`_aget_or_call_shaped`: the canonical request,
+        the validated trial, and the recorded response if the mode reads and has one (a miss
+        in ``replay-only`` mode raises :class:`CacheMiss`). ``None``: finish with
+        :meth:`_acall_and_put`."""
+        canonical = shape.canonical(request["messages"]) if shape._needles is self._needles else None
+        if canonical is None:
+            canonical = self._canonical(request)
+        trial = _validate_trial(trial)
+        hit = self._get_canonical(canonical, trial) if self.mode.reads else None
+        return canonical, trial, hit
+
+    async def _acall_and_put(
+        self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]
+    ) -> CachedResponse:
+        """The second half of :meth:`_aget_or_call_shaped`: call the API and store the answer."""
+        self.stats._bump("calls")
+        return self._put_canonical(canonical, trial, await call(), None)
+
+    async def _aget_or_call_canonical(
+        self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]
+    ) -> CachedResponse:
+        trial = _validate_trial(trial)
+        if self.mode.reads:
+            hit = self._get_canonical(canonical, trial)
+            if hit is not None:
+                return hit
+        self.stats._bump("calls")
+        return self._put_canonical(canonical, trial, await call(), None)
+
+    # -- inspection ------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        rows = self._read("SELECT COUNT(*) FROM responses")
+        return int(rows[0][0]) if rows else 0
+
+    def entries(self) -> Iterator[CachedResponse]:
+        """Every stored entry, oldest first."""
+        rows = self._read(f"SELECT {_COLUMNS} FROM responses ORDER BY created_at, key") or []
+        for row in rows:
+            yield self._row_to_result(row, from_cache=True)
+
+    def verify(self) -> list[str]:
+        """Check the file: SQLite's ``integrity_check``, then every entry's checksum, JSON and
+        key. Returns the problems found (empty when the cache is sound)."""
+        integrity = self._read("PRAGMA integrity_check")
+        if integrity is None:
+            return []
+        problems: list[str] = []
+        if [r[0] for r in integrity] != ["ok"]:
+            problems.extend(f"integrity_check: {r[0]}" for r in integrity)
+        version = self._read("SELECT version FROM schema_version") or []
+        if [v[0] for v in version] != [SCHEMA_VERSION]:
+            problems.append(f"schema_version is {version}, expected [{SCHEMA_VERSION}]")
+        for key, model, trial, request_json, response_json, usage_json, _created, checksum in (
+            self._read(f"SELECT {_COLUMNS} FROM responses") or []
+        ):
+            if _checksum(key, request_json, response_json, usage_json) != checksum:
+                problems.append(f"{key}: checksum mismatch")
+                continue
+            try:
+                request = json.loads(request_json)
+                json.loads(response_json)
+                json.loads(usage_json)
+            except ValueError as exc:
+                problems.append(f"{key}: stored JSON does not parse ({exc})")
+                continue
+            if _key_from_canonical(request_json, int(trial)) != key:
+                problems.append(f"{key}: key does not match the stored request and trial")
+            if request.get("model") != model:
+                problems.append(f"{key}: model column {model!r} differs from the request's")
+        return problems
+
+    # -- miss explanation ------------------------------------------------------------------------
+
+    def _candidates(self, model: str, trial: int) -> list[tuple[str, str, int, str]]:
+        queries = (
+            ("WHERE model = ? AND trial = ?", (model, trial)),
+            ("WHERE model = ?", (model,)),
+            ("", ()),
+        )
+        for where, params in queries:
+            rows = self._read(
+                f"SELECT key, model, trial, request_json FROM responses {where} "
+                f"ORDER BY created_at DESC LIMIT {_CANDIDATE_LIMIT}",
+                params,
+            )
+            if rows:
+                return [(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in rows]
+        return []
+
+    def _miss_error(self, canonical: dict[str, Any], canonical_text: str, key: str, trial: int) -> CacheMiss:
+        model = str(canonical.get("model"))
+        head = (
+            f"No recorded response for this request (model {model!r}, trial {trial}, key "
+            f"{key[:16]}...), and the cache is in replay-only mode, so no API call was made."
+        )
+        fix = (
+            "  fix: if the change is intended, record it: run once with the cache in read-write "
+            "mode (unset CI, or set AGENTPROP_CACHE_MODE=read-write), then commit the updated "
+            f"cache file {self.path}."
+        )
+        total = len(self)
+        lines = [head, f"  cache: {self.path} ({total} recorded responses)"]
+        if total == 0:
+            lines.append("  the cache is empty or the file does not exist: nothing has been recorded yet.")
+            lines.append(fix)
+            return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
+
+        same_request = self._read(
+            "SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (canonical_text,)
+        )
+        if same_request:
+            trials = ", ".join(str(r[0]) for r in same_request)
+            lines.append(
+                f"  this exact request is recorded for trial(s) {trials} but not for trial {trial}: "
+                "replay-only mode cannot draw a new sample."
+            )
+            lines.append(
+                "  fix: record the extra trials (read-write mode), or ask for no more repeats "
+                "than were recorded."
+            )
+            return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
+
+        from rapidfuzz import fuzz, process
+
+        candidates = self._candidates(model, trial)
+        best = process.extractOne(canonical_text, [c[3] for c in candidates], scorer=fuzz.ratio)
+        if best is None:  # the entries vanished meanwhile (another process deleted them)
+            lines.append(fix)
+            return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
+        _choice, score, index = best
+        near_key, near_model, near_trial, near_json = candidates[index]
+        recorded = _pretty(json.loads(near_json))
+        requested = _pretty(canonical)
+        diff_lines = list(
+            difflib.unified_diff(
+                recorded.splitlines(),
+                requested.splitlines(),
+                fromfile=f"recorded (key {near_key[:16]}..., trial {near_trial})",
+                tofile=f"requested (trial {trial})",
+                lineterm="",
+                n=3,
+            )
+        )
+        if near_trial != trial:
+            diff_lines.append(f"(and the trial differs: recorded {near_trial}, requested {trial})")
+        if len(diff_lines) > _DIFF_LINE_LIMIT:
+            extra = len(diff_lines) - _DIFF_LINE_LIMIT
+            diff_lines = diff_lines[:_DIFF_LINE_LIMIT] + [f"... ({extra} more diff lines)"]
+        diff = "\n".join(diff_lines)
+        scope = "same model and trial" if (near_model == model and near_trial == trial) else (
+            "same model" if near_model == model else "any model"
+        )
+        lines.append(
+            f"  nearest recorded request ({scope}): key {near_key[:16]}..., model {near_model!r}, "
+            f"trial {near_trial}, similarity {score:.1f}%"
+        )
+        lines.append("  what changed (- recorded, + requested):")
+        lines.extend("    " + line for line in diff.splitlines())
+        lines.append(fix)
+        return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=near_key, diff=diff)

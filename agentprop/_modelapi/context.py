@@ -1,0 +1,75 @@
+"""The model-call context: what a model-backed agent takes from the session it runs in.
+
+A model agent sits below the session in the layers (:mod:`agentprop._agents` may not import
+:mod:`agentprop._decide`), so the session hands down what model calls need through this
+context variable instead: the one budget to charge, the API cache mode for agents that choose
+none, and the API caches opened so far (one per file and mode, shared by every agent of the
+session). :meth:`agentprop._decide.session.Session.activate` sets it; outside any session the
+context is empty (no budget, the default cache mode) with caches kept per context.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.cache import ApiCache, CacheMode
+
+
+@dataclass(eq=False)
+class ModelCallContext:
+    """The budget, the default cache mode and the open API caches of one session."""
+
+    budget: Budget | None = None
+    cache_mode: CacheMode | None = None
+    """The mode of agents that choose none; ``None``: :meth:`CacheMode.default` (replay-only
+    when ``CI`` is set)."""
+    _caches: dict[tuple[str, CacheMode, tuple[str, ...]], ApiCache] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def default_cache_mode(self) -> CacheMode:
+        return self.cache_mode if self.cache_mode is not None else CacheMode.default()
+
+    def open_api_cache(self, path: str | os.PathLike[str], *, mode: CacheMode | str | None = None, secrets: Sequence[str] = ()) -> ApiCache:
+        """The session's :class:`ApiCache` for ``path`` in ``mode`` (opened once, then shared)."""
+        resolved = CacheMode.parse(mode) if mode is not None else self.default_cache_mode()
+        key = (str(Path(path).resolve()), resolved, tuple(sorted(s for s in secrets if s)))
+        with self._lock:
+            cache = self._caches.get(key)
+            if cache is None:
+                cache = self._caches[key] = ApiCache(path, mode=resolved, secrets=key[2])
+            return cache
+
+
+_current: contextvars.ContextVar[ModelCallContext | None] = contextvars.ContextVar("agentprop_model_call_context", default=None)
+
+
+def current_model_context() -> ModelCallContext:
+    """The context of the session in force; outside any, one made for (and kept in) the
+    current context."""
+    ctx = _current.get()
+    if ctx is None:
+        ctx = ModelCallContext()
+        _current.set(ctx)
+    return ctx
+
+
+def set_current_model_context(ctx: ModelCallContext) -> None:
+    """Make ``ctx`` current for the rest of the current context (no block to leave)."""
+    _current.set(ctx)
+
+
+@contextlib.contextmanager
+def model_call_context(ctx: ModelCallContext) -> Iterator[ModelCallContext]:
+    """Within this block, model agents charge ``ctx.budget`` and use ``ctx``'s cache mode."""
+    token = _current.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _current.reset(token)

@@ -1,0 +1,192 @@
+"""One bug, one shrink: the failures of a run grouped into bugs.
+
+A failure's signature is ``contract:clause@turnN:detail`` (:attr:`Verdict.signature`). The
+same fault breaks the same clause in the same way in many cases, but not always on the same
+turn (a two-turn case meets it on turn 1, a one-turn case on turn 0), so a bug is keyed by
+the signature without its ``@turnN``: :func:`bug_key`. Every case that did not pass
+contributes each of its failure signatures; each group is shrunk once, on its simplest
+shrinkable case (fewest turns, then the shortest messages), chasing that case's full
+signature. A corpus entry whose replay reproduced its own signature already is the bug's
+reproducer: it is not shrunk again.
+
+While shrinking, candidates may fail with another signature. That is never counted as "still
+fails"; if its key belongs to a bug the cases found, it is noted there, otherwise it becomes
+a bug of origin ``shrinking``: reported, with the candidate it was met on, but not confirmed
+(a cut-down message may no longer ask for what the case's path expects) and not shrunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentprop._decide.shrink import ShrinkReport
+from agentprop._decide.signature import bug_id, bug_key
+from agentprop._pipeline.report.model import BugReport, CaseReport, FailureRate, RunReport
+from agentprop._shrink.query import wilson_interval
+
+
+SHRINKABLE_KINDS = ("MFT", "EXPLORE", "BOUNDARY", "REGRESSION", "CORPUS")
+
+
+def rate_of(failures: int, runs: int) -> FailureRate:
+    return FailureRate(failures=failures, runs=runs, rate=failures / runs if runs else 0.0, interval=wilson_interval(failures, runs) if runs else (0.0, 1.0))
+
+
+@dataclass
+class Hit:
+    """One case's failures with one bug's key."""
+
+    case: CaseReport
+    signature: str
+    count: int
+    explanation: str
+
+
+@dataclass
+class Group:
+    key: str
+    hits: list[Hit] = field(default_factory=list)
+
+    @property
+    def case_ids(self) -> list[str]:
+        return list(dict.fromkeys(h.case.id for h in self.hits))
+
+
+def group_failures(cases: list[CaseReport]) -> list[Group]:
+    """The bugs of the cases that did not pass, most cases first (then first seen)."""
+    groups: dict[str, Group] = {}
+    for case in cases:
+        if case.verdict not in ("FAIL", "UNSTABLE"):
+            continue
+        for f in case.failures:
+            key = bug_key(f.signature)
+            group = groups.setdefault(key, Group(key))
+            same = next((h for h in group.hits if h.case is case and h.signature == f.signature), None)
+            if same is not None:
+                same.count += f.count  # a DIR case lists the failures of both its sides
+            else:
+                group.hits.append(Hit(case, f.signature, f.count, f.explanation))
+    order = list(groups)
+    return sorted(groups.values(), key=lambda g: (-len(g.case_ids), order.index(g.key)))
+
+
+def simplicity(case: CaseReport) -> tuple[int, int, str]:
+    """Fewest turns, then the fewest characters, then the id (deterministic)."""
+    return (len(case.messages), sum(len(m) for m in case.messages), case.id)
+
+
+Shrinker = Callable[[CaseReport, str], "ShrinkReport | None"]
+"""``(case, signature) -> ShrinkReport``, or None when the case cannot be shrunk."""
+
+
+def find_bugs(report: RunReport, shrink_case: Shrinker | None, *, shrinkable: Callable[[CaseReport], bool]) -> list[BugReport]:
+    """Group the report's failures into bugs and shrink each once with ``shrink_case``
+    (``None``: shrinking is off). Sets ``cases[].bugs`` and the representative's
+    ``cases[].shrunk``; returns the bugs (also stored in ``report.bugs``)."""
+    bugs: list[BugReport] = []
+    met_while_shrinking: dict[str, BugReport] = {}
+    groups = group_failures(report.cases)
+    found_by_cases = {g.key for g in groups}
+    for group in groups:
+        first = group.hits[0]
+        bug = BugReport(
+            id=bug_id(group.key),
+            key=group.key,
+            signature=first.signature,
+            signatures=list(dict.fromkeys(h.signature for h in group.hits)),
+            explanation=first.explanation,
+            cases=group.case_ids,
+        )
+        bugs.append(bug)
+        for hit in group.hits:
+            if bug.id not in hit.case.bugs:
+                hit.case.bugs.append(bug.id)
+        known = next((h for h in group.hits if h.case.kind == "REGRESSION" and h.case.details.get("signature") == h.signature), None)
+        if known is not None:
+            _from_corpus(bug, known)
+            continue
+        candidates = sorted((h for h in group.hits if shrinkable(h.case)), key=lambda h: simplicity(h.case))
+        if not candidates:
+            _unshrunk(bug, max(group.hits, key=lambda h: h.case.runs), "no case of this bug can be shrunk (DIR and INV cases are pairs and distributions, not one conversation)")
+            continue
+        rep = candidates[0]
+        if shrink_case is None:
+            _unshrunk(bug, rep, "shrinking is off")
+            continue
+        shrunk = shrink_case(rep.case, rep.signature)
+        if shrunk is None:
+            _unshrunk(bug, rep, "the case could not be shrunk")
+            continue
+        _from_shrink(bug, rep, shrunk)
+        for other in shrunk.other_failures:
+            okey = bug_key(other.signature)
+            if okey in found_by_cases:
+                continue  # a bug the cases found too: it is listed on its own
+            seen = met_while_shrinking.get(okey)
+            if seen is None:
+                seen = met_while_shrinking[okey] = BugReport(
+                    id=bug_id(okey), key=okey, signature=other.signature, signatures=[other.signature],
+                    explanation=other.explanation, origin="shrinking", reproducer_messages=other.messages,
+                    rate=rate_of(other.count, shrunk.runs + (shrunk.reproducer_rate.runs if shrunk.reproducer_rate else 0)),
+                    rate_of="candidate",
+                    note="met only on shrinking candidates, never in a case: not confirmed as a bug (the cut-down "
+                    "messages may no longer ask for what the case's path expects); re-check it with agentprop.check(..., messages=...)",
+                )
+            elif other.signature not in seen.signatures:
+                seen.signatures.append(other.signature)
+            if rep.case.id not in seen.cases:
+                seen.cases.append(rep.case.id)
+    report.bugs = bugs + list(met_while_shrinking.values())
+    return report.bugs
+
+
+def _unshrunk(bug: BugReport, hit: Hit, note: str) -> None:
+    bug.representative = hit.case.id
+    bug.signature = hit.signature
+    bug.reproducer_messages = list(hit.case.messages)
+    bug.rate = rate_of(hit.count, hit.case.runs)
+    bug.rate_of = "case"
+    bug.note = note
+
+
+def _from_corpus(bug: BugReport, hit: Hit) -> None:
+    case = hit.case
+    bug.known = True
+    bug.representative = case.id
+    bug.signature = hit.signature
+    bug.reproducer_messages = list(case.messages)
+    bug.rate = rate_of(hit.count, case.runs)
+    bug.rate_of = "corpus replay"
+    bug.corpus_entry = case.details.get("corpus_entry")
+    bug.note = "known: its corpus entry reproduced it, so it was not shrunk again"
+
+
+def _from_shrink(bug: BugReport, hit: Hit, shrunk: ShrinkReport) -> None:
+    case = hit.case
+    bug.representative = case.id
+    bug.signature = shrunk.signature
+    bug.reproducer_messages = list(shrunk.reproducer_messages)
+    bug.reproducer_world = shrunk.reproducer.world.model_dump(mode="json")
+    bug.diff = list(shrunk.diff)
+    bug.world_kept = list(shrunk.world_kept)
+    bug.choices_kept = shrunk.choices_kept if shrunk.reproducer_choices else ""
+    bug.minimal = shrunk.minimal
+    bug.shrink_runs = shrunk.runs + (shrunk.reproducer_rate.runs if shrunk.reproducer_rate else 0)
+    if shrunk.reproducer_rate is not None:
+        r = shrunk.reproducer_rate
+        bug.rate = FailureRate(failures=r.failures, runs=r.runs, rate=r.rate, interval=r.interval)
+        bug.rate_of = "reproducer"
+        o = shrunk.original_rate
+        if r.interval[0] > o.interval[1]:
+            bug.note = (f"the reproducer fails more often than the original case ({r.rate:.0%} vs {o.rate:.0%}, the intervals "
+                        "do not overlap): cutting it down may have changed what the input asks, so the case's expectations "
+                        "may no longer apply; check it before trusting it")
+    else:
+        bug.rate = rate_of(hit.count, case.runs)
+        bug.rate_of = "case"
+    shrunk_json: dict[str, Any] = shrunk.model_dump(mode="json", exclude={"reproducer"})
+    shrunk_json["reproducer_world"] = bug.reproducer_world
+    shrunk_json["bug"] = bug.id
+    case.shrunk = shrunk_json

@@ -1,0 +1,167 @@
+"""EXPLORE cases: every path written many ways, drawn from the space its bindings and packs define.
+
+An MFT case asks each path's question once, in the words of its first template. Faults that
+wording triggers — a hurried user, a second template, a follow-up phrased differently — are
+never reached that way. Exploration draws ``per_path`` inputs per path (:class:`Choices`: a
+template per turn and paraphrase transforms from the phrase packs, follow-up turns included)
+and decides each like an MFT case: same expectations, same world, same oracle.
+
+The search learns, as Hypothesis's ``target()`` does: the first half of each path's inputs is
+drawn with every family equally likely; a family (``turn1:urgency``, ``turn2:template`` …) that
+appeared in a failing input, or in one whose pass rate fell short of 100%, is then weighted up
+(x4 and x2) for the second half, on every path. The report lists, per path, the families tried
+and those that failed.
+
+Draws are seeded by ``(seed, path)``: the same seed explores the same inputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentprop._agents.loading import LoadedAgent
+from agentprop._modelapi.budget import Budget
+from agentprop._decide.check import decide_scenario
+from agentprop._decide.choices import Choices, ChoiceSpace
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import CheckResult, OracleSettings
+from agentprop._agents.project import Project
+from agentprop._pipeline.report.model import CaseReport
+from agentprop._pipeline.kinds import Replay, case_from_check
+from agentprop._scenario.build import Scenario
+from agentprop._scenario.world import stable_seed
+from agentprop._pipeline.defaults import DEFAULT_PER_PATH  # noqa: F401 (re-exported)
+from agentprop._decide.slots import CaseLanes
+
+_FAILED_WEIGHT = 4.0
+_CLOSE_WEIGHT = 2.0
+
+
+@dataclass(frozen=True)
+class ExploredInput:
+    case_id: str
+    base: Scenario
+    choices: Choices
+    scenario: Scenario
+    space: ChoiceSpace
+    """What the shrinker simplifies ``choices`` in."""
+
+
+def explored_id(scenario: Scenario, k: int) -> str:
+    return f"EXPLORE {scenario.id} ~{k}"
+
+
+def _draw_distinct(space: ChoiceSpace, rng: random.Random, lang: str | None, weights: dict[str, float], seen: set[tuple[str, ...]], tries: int = 6) -> tuple[Choices, Scenario] | None:
+    for _ in range(tries):
+        choices = space.draw(rng, lang=lang, weights=weights)
+        rendered = space.render(choices)
+        key = tuple(rendered.messages)
+        if key not in seen:
+            seen.add(key)
+            return choices, rendered
+    return None
+
+
+def learn(weights: dict[str, float], outcomes: list[tuple[Choices, CheckResult]]) -> dict[str, float]:
+    """Weights for the next draws: families of failing inputs x4, of imperfect ones x2."""
+    out = dict(weights)
+    for choices, result in outcomes:
+        factor = _FAILED_WEIGHT if result.verdict in ("FAIL", "UNSTABLE") else _CLOSE_WEIGHT if result.pass_rate < 1.0 else 1.0
+        if factor > 1.0:
+            for family in choices.families():
+                out[family] = max(out.get(family, 1.0), factor)
+    return out
+
+
+def exploration_summary(inputs: list[ExploredInput], cases: dict[str, CaseReport]) -> dict[str, Any]:
+    """Per path: inputs, families tried (with counts) and the families of failing inputs."""
+    per_path: dict[str, dict[str, Any]] = {}
+    for e in inputs:
+        entry = per_path.setdefault(e.base.id, {"inputs": 0, "families": Counter(), "failed_families": Counter()})
+        entry["inputs"] += 1
+        fams = [f.split(":", 1)[1] if ":" in f else f for f in e.choices.families()]
+        entry["families"].update(fams)
+        case = cases.get(e.case_id)
+        if case is not None and case.verdict in ("FAIL", "UNSTABLE"):
+            entry["failed_families"].update(fams)
+    return {k: {"inputs": v["inputs"], "families": dict(v["families"]), "failed_families": dict(v["failed_families"])} for k, v in per_path.items()}
+
+
+async def explore_cases(
+    project: Project,
+    agent: LoadedAgent,
+    scenarios: list[Scenario],
+    oracle: OracleSettings,
+    *,
+    per_path: int,
+    memo: TrialMemo,
+    budget: Budget | None,
+    seed: int,
+    concurrency: int,
+    on_done: Callable[[CaseReport], None] = lambda c: None,
+    on_planned: Callable[[int], None] = lambda n: None,
+    checks: dict[str, tuple[Scenario, CheckResult]] | None = None,
+    replays: dict[str, Replay] | None = None,
+    lang: str | None = None,
+    lanes: CaseLanes = CaseLanes(),
+) -> tuple[list[CaseReport], list[ExploredInput]]:
+    """Decide ``per_path`` explored inputs of every scenario (two rounds, the second weighted by
+    what the first found), in ``lang``'s phrase pack (default: the language each scenario is
+    written in). Returns the case reports and the inputs (for shrinking: each input's base
+    scenario and choices)."""
+    if per_path <= 0 or not scenarios:
+        return [], []
+    sem = asyncio.Semaphore(max(1, concurrency))
+    rngs = {s.id: random.Random(stable_seed("explore", seed, s.id)) for s in scenarios}
+    spaces = {s.id: ChoiceSpace(project, s) for s in scenarios}
+    seen: dict[str, set[tuple[str, ...]]] = {s.id: {tuple(s.messages)} for s in scenarios}
+    counters: dict[str, int] = {s.id: 0 for s in scenarios}
+    inputs: list[ExploredInput] = []
+    reports: dict[str, CaseReport] = {}
+
+    async def decide(e: ExploredInput, who: LoadedAgent = agent, record: bool = True) -> tuple[CaseReport, CheckResult]:
+        async with sem:
+            result = await decide_scenario(project, e.scenario, who, settings=oracle, memo=memo, budget=budget, seed=seed, name=e.case_id, **lanes.for_case())
+        if record and checks is not None:
+            checks[e.case_id] = (e.scenario, result)
+        case = case_from_check(
+            e.case_id, "EXPLORE", e.scenario, result, {"base": e.base.id, "choices": e.choices.model_dump(mode="json"), "families": e.choices.families(), "described": e.choices.describe()}
+        )
+        if record:
+            on_done(case)
+        return case, result
+
+    async def replay(e: ExploredInput, who: LoadedAgent) -> CaseReport:
+        return (await decide(e, who=who, record=False))[0]
+
+    async def round_(count: int, weights: dict[str, float]) -> list[tuple[Choices, CheckResult]]:
+        batch: list[ExploredInput] = []
+        for s in scenarios:
+            for _ in range(count):
+                drawn = _draw_distinct(spaces[s.id], rngs[s.id], lang, weights, seen[s.id])
+                if drawn is None:
+                    break
+                choices, rendered = drawn
+                case_id = explored_id(s, counters[s.id])
+                counters[s.id] += 1
+                batch.append(ExploredInput(case_id, s, choices, rendered, spaces[s.id]))
+        on_planned(len(batch))
+        decided = await asyncio.gather(*(decide(e) for e in batch))
+        for e, (case, _) in zip(batch, decided):
+            reports[e.case_id] = case
+            inputs.append(e)
+            if replays is not None:
+                replays[e.case_id] = lambda who, e=e: replay(e, who)
+        return [(e.choices, result) for e, (_, result) in zip(batch, decided)]
+
+    first = (per_path + 1) // 2
+    outcomes = await round_(first, {})
+    weights = learn({}, outcomes)
+    if per_path - first > 0:
+        await round_(per_path - first, weights)
+    return [reports[e.case_id] for e in inputs], inputs

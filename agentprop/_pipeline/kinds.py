@@ -1,0 +1,285 @@
+"""The case kinds ``agentprop run`` adds to the MFT of every path: BOUNDARY, DIR and INV.
+
+- **BOUNDARY** — for every numeric comparison of the tree (and numeric policy thresholds), the
+  values on both sides of the edge (:func:`agentprop.strategies.boundary_values`), each decided
+  as an MFT of its scenario.
+- **DIR** — pairs that flip exactly one condition of a branch and change the decision
+  (:func:`agentprop.strategies.directional_pairs`): both sides must decide what the spec says.
+- **INV** — for every MFT scenario, two paraphrases of the first message (fixed seed, so the
+  same ones every run); the behaviour under each must be distributed like the original's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentprop._agents.loading import LoadedAgent
+from agentprop._modelapi.budget import Budget
+from agentprop._decide.check import decide_scenario
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.metamorphic import InvarianceResult, acheck_direction, acheck_invariance
+from agentprop._decide.oracle import CheckResult, OracleSettings
+from agentprop._agents.project import Project
+from agentprop._decide.safety import strictness
+from agentprop._pipeline.report.model import CaseReport, FailureSummary
+from agentprop._scenario.build import Scenario
+from agentprop.strategies._internal.boundary import boundary_values
+from agentprop.strategies._internal.directional import directional_pairs
+from agentprop.strategies._internal.variants import paraphrase_variants
+from agentprop._pipeline.defaults import KINDS  # noqa: F401 (re-exported)
+from agentprop._decide.slots import CaseLanes
+
+Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
+"""Decide the same case again for another agent (a mutant), with no side effect on the run."""
+
+
+def _failures(result: CheckResult) -> list[FailureSummary]:
+    return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial) for f in result.failures]
+
+
+def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckResult, details: dict[str, Any]) -> CaseReport:
+    return CaseReport(
+        id=case_id,
+        node=scenario.leaf,
+        via=scenario.via,
+        path=scenario.path,
+        kind=kind,
+        messages=scenario.messages,
+        expected_decisions=[t.expect_decision for t in scenario.turns],
+        verdict=result.verdict,
+        runs=result.runs,
+        passes=result.passes,
+        pass_rate=result.pass_rate,
+        interval=result.interval,
+        interval_exact=result.interval_exact,
+        pass_hat_k=result.pass_hat_k,
+        decided_by=result.decided_by,
+        runs_beyond_decision=result.runs_beyond_decision,
+        cost_usd=result.cost_usd,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        failures=_failures(result),
+        capabilities=scenario.capabilities,
+        branches=scenario.branches,
+        details=details,
+    )
+
+
+def boundary_case_ids(cases: list[Any]) -> list[str]:
+    """``BOUNDARY name=value @where`` for each case, unique: ids that two cases would share
+    (one value read by two branches of a node) add the branch (``@N4_RUN_SQL#0``), then the
+    compared-with edge and the side (``t=0 holds``)."""
+
+    def base(case: Any) -> str:
+        moved = ", ".join(f"{m.name}={m.value!r}" for m in case.moved)
+        where = case.comparison.policy or case.comparison.node or case.comparison.location
+        return f"BOUNDARY {moved} @{where}"
+
+    def with_branch(case: Any) -> str:
+        branch = case.comparison.branch
+        return base(case) + (f"#{branch}" if case.comparison.node and branch is not None and not case.comparison.policy else "")
+
+    def with_edge(case: Any) -> str:
+        return with_branch(case) + f" (t={case.edge!r} {'holds' if case.holds else 'fails'})"
+
+    ids = [base(c) for c in cases]
+    for refine in (with_branch, with_edge):
+        counts = Counter(ids)
+        ids = [refine(c) if counts[i] > 1 else i for c, i in zip(cases, ids)]
+    counts = Counter(ids)
+    seen: Counter[str] = Counter()
+    out: list[str] = []
+    for i in ids:
+        seen[i] += 1
+        out.append(i if counts[i] == 1 else f"{i} [{seen[i]}]")
+    return out
+
+
+async def extra_cases(
+    project: Project,
+    agent: LoadedAgent,
+    scenarios: list[Scenario],
+    kinds: set[str],
+    oracle: OracleSettings,
+    *,
+    memo: TrialMemo,
+    budget: Budget | None,
+    seed: int,
+    concurrency: int,
+    on_done: Callable[[CaseReport], None],
+    on_planned: Callable[[int], None] = lambda n: None,
+    case_filter: tuple[str, ...] = (),
+    checks: dict[str, Any] | None = None,
+    replays: dict[str, Replay] | None = None,
+    settings_for: Callable[[Scenario], OracleSettings] | None = None,
+    rule_for: Callable[[Scenario], str] | None = None,
+    lanes: CaseLanes = CaseLanes(),
+) -> list[CaseReport]:
+    """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``; ``replays`` receives, for
+    each case id, a function deciding that case for another agent."""
+    spec, bindings = project.spec, project.bindings
+    sem = asyncio.Semaphore(max(1, concurrency))
+    if settings_for is None:
+        settings_for = lambda _scenario: oracle  # noqa: E731
+    if rule_for is None:
+        rule_for = lambda _scenario: None  # type: ignore[assignment,return-value]  # noqa: E731
+
+    def pair_settings(a: Scenario, b: Scenario) -> tuple[OracleSettings, str | None]:
+        """A DIR pair is decided with the stricter of its two sides' settings."""
+        sa, sb = settings_for(a), settings_for(b)
+        return (sb, rule_for(b)) if strictness(sb) > strictness(sa) else (sa, rule_for(a))
+
+    def wanted(case_id: str, *scs: Scenario) -> bool:
+        return not case_filter or any(f in case_id or any(f in sc.id for sc in scs) for f in case_filter)
+
+    jobs: list[Any] = []
+
+    if "boundary" in kinds:
+        realisable = [case for case in boundary_values(spec, bindings) if case.scenario is not None]
+        for case, boundary_id in zip(realisable, boundary_case_ids(realisable)):
+            if not wanted(boundary_id, case.scenario):
+                continue
+
+            async def boundary(case: Any = case, case_id: str = boundary_id, who: LoadedAgent = agent, record: bool = True) -> CaseReport:
+                async with sem:
+                    r = await decide_scenario(project, case.scenario, who, settings=settings_for(case.scenario), memo=memo, budget=budget, seed=seed, name=case_id, **lanes.for_case())
+                if checks is not None and record:
+                    checks[case_id] = (case.scenario, r)
+                report = case_from_check(
+                    case_id,
+                    "BOUNDARY",
+                    case.scenario,
+                    r,
+                    {"comparison": case.comparison.source, "edge": case.edge, "holds": case.holds, "moved": [m.model_dump() for m in case.moved]},
+                )
+                report.rule = rule_for(case.scenario)
+                return report
+
+            jobs.append(boundary())
+            if replays is not None:
+                replays[boundary_id] = lambda who, f=boundary: f(who=who, record=False)
+
+    if "dir" in kinds:
+        seen: set[tuple[str, str]] = set()
+        for pair in directional_pairs(spec, bindings):
+            if not (pair.realisable and pair.changes_decision):
+                continue
+            key = (pair.base.scenario.model_dump_json(), pair.perturbed.scenario.model_dump_json())  # type: ignore[union-attr]
+            if key in seen or not wanted(f"DIR {pair.variable} @{pair.node}#{pair.branch}", pair.base.scenario, pair.perturbed.scenario):
+                continue
+            seen.add(key)
+
+            dir_id = f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} @{pair.node}#{pair.branch}"
+
+            async def direction(pair: Any = pair, case_id: str = dir_id, who: LoadedAgent = agent) -> CaseReport:
+                chosen, rule = pair_settings(pair.base.scenario, pair.perturbed.scenario)
+                async with sem:
+                    r = await acheck_direction(project, pair.base.scenario, pair.perturbed.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, **lanes.for_case())
+                runs = r.base.runs + r.perturbed.runs
+                passes = r.base.passes + r.perturbed.passes
+                return CaseReport(
+                    id=case_id,
+                    node=pair.perturbed.scenario.leaf,
+                    path=pair.perturbed.scenario.path,
+                    kind="DIR",
+                    messages=pair.perturbed.scenario.messages,
+                    expected_decisions=[pair.base.decision, pair.perturbed.decision],
+                    verdict=r.verdict,
+                    runs=runs,
+                    passes=passes,
+                    pass_rate=passes / runs if runs else 0.0,
+                    decided_by=r.base.decided_by,
+                    runs_beyond_decision=r.base.runs_beyond_decision + r.perturbed.runs_beyond_decision,
+                    rule=rule,
+                    cost_usd=r.base.cost_usd + r.perturbed.cost_usd,
+                    failures=_failures(r.base) + _failures(r.perturbed),
+                    branches=pair.base.scenario.branches + pair.perturbed.scenario.branches,
+                    details={"atom": pair.atom, "base_verdict": r.base.verdict, "perturbed_verdict": r.perturbed.verdict, "expected_change": list(r.expected_change)},
+                )
+
+            jobs.append(direction())
+            if replays is not None:
+                replays[dir_id] = lambda who, f=direction: f(who=who)
+
+    async def invariance_base(scenario: Scenario, who: LoadedAgent) -> tuple[CheckResult, bool]:
+        """The MFT of the INV case's scenario for ``who``: this run's own result when there is
+        one (reused, no new run), otherwise decided here (memoised)."""
+        found = (checks or {}).get(scenario.id)
+        if who is agent and found is not None:
+            return found[1], True
+        async with sem:
+            return await decide_scenario(project, scenario, who, settings=settings_for(scenario), memo=memo, budget=budget, seed=seed, name=scenario.id, **lanes.for_case()), False
+
+    if "inv" in kinds:
+        for scenario in scenarios:
+            variants_first = paraphrase_variants(scenario.messages[0], 2, seed_value=seed)
+            if not variants_first:
+                continue
+            variants = [[v.text, *scenario.messages[1:]] for v in variants_first]
+
+            async def invariance(scenario: Scenario = scenario, variants: list[list[str]] = variants, firsts: Any = variants_first, who: LoadedAgent = agent) -> CaseReport:
+                base, reused = await invariance_base(scenario, who)
+                async with sem:
+                    r = await acheck_invariance(project, scenario, who, variants, memo=memo, budget=budget, seed=seed, base=base, **lanes.for_case())
+                report = invariance_case(scenario, variants, firsts, r, base, reused)
+                report.rule = f"two-sample test, {r.runs_per_side} runs per side, only where the base case passes"
+                return report
+
+            jobs.append(invariance())
+            if replays is not None:
+                replays[f"INV {scenario.id}"] = lambda who, f=invariance: f(who=who)
+
+    on_planned(len(jobs))
+
+    async def tracked(job: Any) -> CaseReport:
+        report: CaseReport = await job
+        on_done(report)
+        return report
+
+    return list(await asyncio.gather(*(tracked(j) for j in jobs)))
+
+
+def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, r: InvarianceResult, base: CheckResult, reused: bool) -> CaseReport:
+    """The INV case of one scenario. Its ``runs`` are the comparison's, plus the base case's
+    when the base was decided for this case alone (not reused from the run's MFT)."""
+    same = sum(not v.differs for v in r.variants)
+    failures = [
+        FailureSummary(
+            signature=f"invariance:{scenario.id}",
+            explanation=f"behaviour changed (p={v.p_value:.4f}) under {v.messages[0]!r}: {v.decisions} vs original {r.original}",
+            count=1,
+            first_trial=0,
+        )
+        for v in r.variants
+        if v.differs
+    ]
+    base_runs = 0 if reused else base.runs
+    return CaseReport(
+        id=f"INV {scenario.id}",
+        node=scenario.leaf,
+        via=scenario.via,
+        path=scenario.path,
+        kind="INV",
+        messages=[v[0] for v in variants],
+        expected_decisions=[t.expect_decision for t in scenario.turns],
+        verdict=r.verdict,
+        runs=r.runs + base_runs,
+        passes=same,
+        pass_rate=same / len(r.variants) if r.variants else 0.0,
+        decided_by="two-sample test" if r.verdict != "NOT APPLICABLE" else "not decided (base case did not pass)",
+        cost_usd=0.0 if reused else base.cost_usd,
+        failures=failures,
+        capabilities=scenario.capabilities,
+        branches=scenario.branches,
+        reason=r.reason,
+        details={
+            "alpha": r.alpha,
+            "runs_per_side": r.runs_per_side,
+            "original": r.original,
+            "base": {"case": scenario.id, "verdict": base.verdict, "pass_rate": base.pass_rate, "runs": base.runs, "reused": reused},
+            "variants": [{"message": v.messages[0], "provenance": f.describe(), "p_value": v.p_value, "mft_pass_rate": v.mft_pass_rate, "decisions": v.decisions} for v, f in zip(r.variants, firsts)],
+        },
+    )

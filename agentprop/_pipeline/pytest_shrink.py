@@ -1,0 +1,62 @@
+"""The pytest side of shrinking: when a test fails with :class:`AgentPropertyViolation`, shrink
+the failing conversation and attach the reproducer to the report (``--agentprop-shrink-budget``).
+
+One bug, one shrink: the session (:class:`agentprop._decide.session.Session`) keeps the bugs it
+shrank, keyed by :func:`agentprop._decide.signature.bug_key` (the signature without its turn); a
+later test failing with the same bug is not shrunk again, its report points at the first one.
+"""
+
+from __future__ import annotations
+
+from agentprop._decide.check import ViolationContext
+from agentprop._decide.shrink import shrink
+from agentprop._decide.corpus import entry_from_shrink
+from agentprop._decide.session import Session, SessionBug
+from agentprop._decide.signature import bug_key
+from agentprop._decide.oracle import AgentPropertyViolation, CheckResult
+
+
+def shrink_violation(exc: BaseException, *, session: Session, budget: int, test: str = "") -> str | None:
+    """Shrink the failure behind ``exc`` (unless this session already shrank the same bug);
+    returns the text for the report section, or ``None`` when ``exc`` is not a shrinkable
+    agent violation."""
+    if not isinstance(exc, AgentPropertyViolation) or budget <= 0:
+        return None
+    context = getattr(exc, "context", None)
+    result = exc.result
+    if not isinstance(context, ViolationContext) or not isinstance(result, CheckResult) or not result.failures:
+        return None
+    key = bug_key(result.failures[0].signature)
+    with session.lock:
+        known = session.bugs.get(key)
+        if known is not None:
+            known.tests.append(test)
+    if known is not None:
+        entry = f"; corpus entry {known.corpus_entry}" if known.corpus_entry else ""
+        return (f"same bug as {known.test} ({key}), shrunk there once: reproducer {known.shrunk.reproducer_messages!r}{entry}\n"
+                "  (one bug, one shrink: failures with the same signature, turn aside, are shrunk once per session)")
+    report = shrink(
+        context.project,
+        context.scenario,
+        context.agent,
+        messages=context.messages,
+        prop=context.prop,
+        failing=result,
+        budget=budget,
+        session_budget=session.budget,
+        memo=session.memo,
+        seed=context.seed,
+    )
+    text = report.summary()
+    bug = SessionBug(key, test, report, tests=[test])
+    corpus = session.corpus
+    if corpus is not None and report.reproducer_rate is not None and report.reproducer_rate.failures > 0:
+        prop_id = "mft" if context.prop is None else getattr(context.prop, "__qualname__", "custom")
+        entry = entry_from_shrink(report, spec_id=context.project.spec.spec_id, spec_path=str(context.project.spec_path.parent), agent=context.agent, prop=prop_id)
+        stored, new = corpus.for_project(context.project).record(entry)
+        bug.corpus_entry = stored.id
+        text += (f"\n  saved as corpus entry {stored.id} (agentprop corpus show {stored.id} --pytest)" if new
+                 else f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times")
+    with session.lock:
+        session.bugs.setdefault(key, bug)
+    return text

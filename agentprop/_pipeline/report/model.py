@@ -1,0 +1,199 @@
+"""The run report: what ``agentprop run --json PATH`` writes (schema ``agentprop.run/1``).
+
+The schema is versioned: fields are only ever added within a major version; renaming or
+removing one bumps ``schema``. docs/report-schema.md documents every field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, PrivateAttr
+
+SCHEMA_ID = "agentprop.run/1"
+
+CaseVerdict = Literal["PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE"]
+"""``NOT APPLICABLE`` (INV cases): the base case did not pass, so the case was not decided; it
+counts for nothing (neither passed nor failed, left out of VPR/HPR and mutation kills)."""
+
+
+class FailureSummary(BaseModel):
+    signature: str
+    """``contract:clause@turnN``: which promise broke, where (stable across runs)."""
+    explanation: str
+    count: int
+    first_trial: int
+
+
+class CaseReport(BaseModel):
+    id: str
+    node: str
+    """The terminal node (or the node that stopped for missing fields) the case targets."""
+    via: str | None = None
+    path: list[str] = Field(default_factory=list)
+    kind: str = "MFT"
+    messages: list[str] = Field(default_factory=list)
+    expected_decisions: list[str | None] = Field(default_factory=list)
+    verdict: CaseVerdict
+    runs: int
+    passes: int
+    pass_rate: float
+    interval: tuple[float, float] | None = None
+    """Wilson interval of the pass rate (confidence in ``settings.confidence``)."""
+    interval_exact: tuple[float, float] | None = None
+    """Clopper–Pearson interval of the pass rate."""
+    pass_hat_k: dict[str, float] = Field(default_factory=dict)
+    """pass^k = C(c,k)/C(n,k) for a few k (``"1"``, ``"3"`` …)."""
+    decided_by: str = "fixed"
+    runs_beyond_decision: int = 0
+    """Runs of a model-backed case started ahead of its decision that the decision did not need
+    (cancelled in flight, or finished and kept in the memo); not in ``runs``."""
+    rule: str | None = None
+    """Which rule chose the oracle settings of this case, e.g. ``zero-failure, 59 clean runs
+    (safety: policies.P1_NO_PII)`` or ``sprt at tau 0.9 (spec min_pass_rate)``."""
+    reason: str | None = None
+    """Why the verdict is NOT APPLICABLE (``None`` otherwise)."""
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    failures: list[FailureSummary] = Field(default_factory=list)
+    capabilities: list[str] = Field(default_factory=list)
+    branches: list[str] = Field(default_factory=list)
+    shrunk: dict[str, Any] | None = None
+    """The minimal reproducer, on the one case of each bug that was shrunk (its
+    representative); the other cases of the bug name it in ``bugs``."""
+    bugs: list[str] = Field(default_factory=list)
+    """Ids of the bugs (``RunReport.bugs``) whose failures this case met."""
+    details: dict[str, Any] = Field(default_factory=dict)
+    """Kind-specific facts: the comparison and edge of a BOUNDARY case, the flipped atom of a
+    DIR case, the variants and p-values of an INV case."""
+
+
+class FailureRate(BaseModel):
+    """How often something failed with one signature: ``failures`` of ``runs``, with the
+    Wilson interval (95%)."""
+
+    failures: int
+    runs: int
+    rate: float
+    interval: tuple[float, float]
+
+
+class BugReport(BaseModel):
+    """One bug: the failures of every case grouped by :func:`agentprop._pipeline.bugs.bug_key` (the
+    signature without its ``@turnN``), shrunk once, on its simplest case."""
+
+    id: str
+    """Stable across runs: a hash of ``key``."""
+    key: str
+    """``contract:clause:detail``: the grouping key (the signature without the turn)."""
+    signature: str
+    """The full signature that was chased (the representative's)."""
+    signatures: list[str] = Field(default_factory=list)
+    """Every full signature of the group (the same fault met on different turns)."""
+    explanation: str = ""
+    origin: Literal["cases", "shrinking"] = "cases"
+    """``cases``: a case that did not pass failed with it. ``shrinking``: met only on a
+    candidate while another bug was shrunk; not confirmed (the candidate's expectations are
+    those of the case's path, which the cut-down messages may no longer ask for)."""
+    cases: list[str] = Field(default_factory=list)
+    """The cases that did not pass and failed with it (for ``shrinking``: the cases being
+    shrunk when it was met)."""
+    representative: str | None = None
+    """The case the reproducer comes from (the simplest shrinkable case of the group)."""
+    known: bool = False
+    """A corpus entry already held this bug and its replay reproduced it: no new shrink."""
+    shrink_runs: int = 0
+    """Agent runs the shrinker spent on it (0 when not shrunk), verification included."""
+    minimal: bool | None = None
+    reproducer_messages: list[str] = Field(default_factory=list)
+    reproducer_world: dict[str, Any] | None = None
+    diff: list[str] = Field(default_factory=list)
+    world_kept: list[str] = Field(default_factory=list)
+    choices_kept: str = ""
+    """The generator's choices the reproducer kept, in words (explored inputs)."""
+    rate: FailureRate | None = None
+    """Failure rate with this signature: of the reproducer on fresh runs when it was shrunk,
+    of the corpus replay when ``known``, else of the representative case."""
+    rate_of: str = ""
+    """What ``rate`` was measured on: ``reproducer``, ``corpus replay``, ``case`` or ``candidate``."""
+    corpus_entry: str | None = None
+    note: str = ""
+    """Why it was not shrunk, or what to make of it."""
+
+
+class CorpusEvent(BaseModel):
+    """What happened to one corpus entry in this run."""
+
+    entry: str
+    action: Literal["regression", "fails-differently", "retired", "kept", "saved", "updated"]
+    signature: str
+    message: str
+
+
+class Metrics(BaseModel):
+    cases: int
+    passed: int
+    failed: int
+    unstable: int
+    inconclusive: int = 0
+    not_applicable: int = 0
+    """Cases not decided because their base case did not pass; left out of ``case_pass_rate``."""
+    case_pass_rate: float
+    runs: int
+    runs_beyond_decision: int = 0
+    """Runs started ahead of a decision that it did not need, over all cases (see
+    :attr:`CaseReport.runs_beyond_decision`)."""
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    branch_coverage: float | None = None
+    duration_s: float = 0.0
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Further metrics (VPR, HPR, MS, SURS, RPR when the TDAD pipeline computes them)."""
+
+
+class SpecInfo(BaseModel):
+    id: str
+    title: str = ""
+    version: str = ""
+    base_version: str | None = None
+    risk_level: str = ""
+    path: str = ""
+
+
+class AgentInfo(BaseModel):
+    ref: str
+    faults: dict[str, float] = Field(default_factory=dict)
+    fingerprint: str = ""
+
+
+class RunReport(BaseModel):
+    schema_: str = Field(SCHEMA_ID, alias="schema")
+    agentprop_version: str
+    spec: SpecInfo
+    agent: AgentInfo
+    settings: dict[str, Any] = Field(default_factory=dict)
+    cases: list[CaseReport] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+    """Paths the spec and bindings cannot realise (reported, never silently skipped)."""
+    metrics: Metrics
+    bugs: list[BugReport] = Field(default_factory=list)
+    """The failures grouped into bugs (one shrink each), most cases first; the ones met only
+    while shrinking come last."""
+    corpus: list[CorpusEvent] = Field(default_factory=list)
+    """What happened to the failure corpus: regressions, retirements, new and updated entries."""
+
+    model_config = {"populate_by_name": True}
+
+    _replays: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """``case id -> replay(agent)``: decide the same case for another agent (mutation testing)."""
+    _checks: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """``case id -> (scenario, CheckResult)`` of the cases decided in this process (what the
+    shrinker needs); not part of the JSON."""
+    _explored: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """``case id -> ExploredInput`` of the EXPLORE cases: the base scenario and the choices
+    (what the shrinker simplifies); not part of the JSON (``cases[].details.choices`` is)."""
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2)

@@ -1,0 +1,522 @@
+"""``agentprop run``: run an agent over a spec's cases and decide each case.
+
+Each case is decided by the oracle (:mod:`agentprop._decide.oracle`): the SPRT by default, zero-failure
+certification for high-risk specs, fixed N on request. Cases run concurrently (an asyncio
+semaphore bounds how many runs are in flight); a live progress line shows cases done, runs,
+cost and an ETA when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import TextIO
+
+from agentprop._version import __version__
+from agentprop._agents.loading import LoadedAgent, runs_concurrently
+from agentprop._decide.slots import CaseLanes, RunSlots
+from agentprop._modelapi.budget import Budget
+from agentprop._decide.shrink import ShrinkReport, shrink
+from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
+from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, judge_replay
+from agentprop._pipeline.explore import DEFAULT_PER_PATH, ExploredInput, explore_cases, exploration_summary
+from agentprop._decide.check import decide_scenario
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import CheckResult, OracleSettings
+from agentprop._spec.paths import loop_branches
+from agentprop._pipeline.kinds import Replay, case_from_check, extra_cases
+from agentprop._agents.project import Project
+from agentprop._pipeline.report.model import AgentInfo, BugReport, CaseReport, CorpusEvent, Metrics, RunReport, SpecInfo
+from agentprop._decide.safety import CaseSettings, case_settings, describe, spec_rule
+from agentprop._scenario.build import Scenario
+
+
+@dataclass
+class RunSettings:
+    mode: str | None = None
+    """``sprt``, ``zero-failure`` or ``fixed`` (default: from the spec's risk level)."""
+    runs: int | None = None
+    """Runs of fixed / zero-failure mode (``--runs`` alone selects fixed mode)."""
+    tau: float | None = None
+    """Required pass rate (default: the spec's ``defaults.reliability.min_pass_rate``)."""
+    max_runs: int | None = None
+    concurrency: int = 8
+    kinds: tuple[str, ...] = ("mft", "explore", "boundary", "dir", "inv")
+    case_filter: tuple[str, ...] = ()
+    """Substrings of case ids to keep (``--case``); empty keeps everything."""
+    """Which case kinds to run (see :mod:`agentprop._pipeline.kinds`)."""
+    seed: int = 0
+    turn_timeout_s: float | None = 60.0
+    explore: int = DEFAULT_PER_PATH
+    """Inputs explored per path (EXPLORE cases; 0 turns exploration off)."""
+
+
+class Progress:
+    """A one-line live status on a terminal; silent otherwise."""
+
+    def __init__(self, total_cases: int, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.total = total_cases
+        self.done = 0
+        self.runs = 0
+        self.cost = 0.0
+        self.started = time.perf_counter()
+
+    def update(self, *, runs: int = 0, cost: float = 0.0, case_done: bool = False) -> None:
+        self.runs += runs
+        self.cost += cost
+        if case_done:
+            self.done += 1
+        if not self.live:
+            return
+        elapsed = time.perf_counter() - self.started
+        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        self.stream.write(
+            f"\r\x1b[K  cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  "
+            f"elapsed {elapsed:.1f}s  ETA {eta:.1f}s"
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.live:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def case_lanes(agent: LoadedAgent, concurrency: int) -> CaseLanes:
+    """A model-backed (async) agent's case keeps up to ``concurrency`` trials in flight, all
+    cases' runs sharing ``concurrency`` slots; a sync agent's case runs one trial at a time
+    (its runs compete for the interpreter: more in flight would only add runs past the
+    decision)."""
+    if concurrency > 1 and runs_concurrently(agent):
+        return CaseLanes(concurrency, RunSlots(concurrency))
+    return CaseLanes()
+
+
+def _case_report(scenario: Scenario, result: CheckResult, rule: str | None = None) -> CaseReport:
+    case = case_from_check(scenario.id, "MFT", scenario, result, {})
+    case.rule = rule
+    return case
+
+
+def explicit_settings(settings: RunSettings) -> str | None:
+    """The user's explicit oracle settings (``--mode zero-failure --runs 20``), or ``None``."""
+    given = [f"--{k} {v}" for k, v in (("mode", settings.mode), ("tau", settings.tau), ("runs", settings.runs)) if v is not None]
+    return " ".join(given) or None
+
+
+async def arun_cases(
+    project: Project,
+    agent: LoadedAgent,
+    scenarios: list[Scenario],
+    settings: RunSettings,
+    *,
+    problems: list[str] | None = None,
+    progress_stream: TextIO | None = None,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    corpus: Corpus | None = None,
+) -> RunReport:
+    spec = project.spec
+    mode = settings.mode or ("fixed" if settings.runs is not None and spec.risk_level not in ("high", "critical") else None)
+    oracle = OracleSettings.for_spec(spec, mode=mode, tau=settings.tau, runs=settings.runs, max_runs=settings.max_runs)
+    explicit = explicit_settings(settings)
+    rules: dict[str, CaseSettings] = {}
+
+    def case_rule(scenario: Scenario) -> CaseSettings:
+        """Per-case settings (the safety rule, :mod:`agentprop._decide.safety`), once per scenario."""
+        key = scenario.model_dump_json()
+        if key not in rules:
+            rules[key] = case_settings(spec, project.bindings, scenario, oracle, explicit=explicit)
+        return rules[key]
+
+    started = time.perf_counter()
+    progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream)
+    memo = memo if memo is not None else TrialMemo()
+    sem = asyncio.Semaphore(max(1, settings.concurrency))
+    lanes = case_lanes(agent, settings.concurrency)
+
+    checks: dict[str, tuple[Scenario, CheckResult]] = {}
+    replays: dict[str, Replay] = {}
+
+    async def one(scenario: Scenario, case_id: str | None = None) -> CheckResult:
+        async with sem:
+            result = await decide_scenario(project, scenario, agent, settings=case_rule(scenario).settings, memo=memo, budget=budget, seed=settings.seed, name=case_id, **lanes.for_case())
+        checks[case_id or scenario.id] = (scenario, result)
+        progress.update(runs=result.runs, cost=result.cost_usd, case_done=True)
+        return result
+
+    kinds = set(settings.kinds)
+    extra: list[CaseReport] = []
+    explored: list[CaseReport] = []
+    explored_inputs: list[ExploredInput] = []
+    regressions: list[CaseReport] = []
+    events: list[CorpusEvent] = []
+    entries = corpus.entries(spec_id=spec.spec_id, agent_ref=agent.ref) if corpus is not None else []
+    try:
+        if entries:
+            # known reproducers first: a bug that was found stays checked until it is gone
+            progress.total += len(entries)
+            decided = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}") for e in entries))
+            assert corpus is not None
+            regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(entries, decided)]
+            for e, case in zip(entries, regressions):
+                case.rule = case_rule(e.scenario).rule
+        results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
+        for scenario in scenarios if "mft" in kinds else []:
+            replays[scenario.id] = _mft_replay(project, scenario, case_rule(scenario), memo, budget, settings.seed)
+        if "explore" in kinds and settings.explore > 0:
+            explored, explored_inputs = await explore_cases(
+                project, agent, scenarios, oracle, per_path=settings.explore, memo=memo, budget=budget, seed=settings.seed,
+                concurrency=settings.concurrency, checks=checks, replays=replays, lanes=lanes,
+                on_planned=lambda n: setattr(progress, "total", progress.total + n),
+                on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
+            )
+            for case in explored:
+                # exploration is breadth (many inputs per path), decided at the spec's settings;
+                # a safety path's certification is its MFT's (and BOUNDARY/DIR cases')
+                case.rule = spec_rule(spec, oracle) if explicit is None else f"{describe(oracle)} (explicit {explicit})"
+                if explicit is None and case_rule(project.scenario(case.details["base"])).safety:
+                    case.rule += "; safety certified by the path's MFT"
+        if kinds - {"mft"}:
+            extra = await extra_cases(
+                project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency, lanes=lanes,
+                on_planned=lambda n: setattr(progress, "total", progress.total + n),
+                on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
+                case_filter=settings.case_filter,
+                checks=checks,
+                replays=replays,
+                settings_for=lambda sc: case_rule(sc).settings,
+                rule_for=lambda sc: case_rule(sc).rule,
+            )
+    finally:
+        progress.close()
+    cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + explored + extra
+    verdicts = Counter(c.verdict for c in cases)
+    coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases)
+    covered = set(coverage["branches"]["covered"])
+    all_branches = set(coverage["branches"]["all"])
+    metrics = Metrics(
+        cases=len(cases),
+        passed=verdicts["PASS"],
+        failed=verdicts["FAIL"],
+        unstable=verdicts["UNSTABLE"],
+        inconclusive=verdicts["INCONCLUSIVE"],
+        not_applicable=verdicts["NOT APPLICABLE"],
+        case_pass_rate=verdicts["PASS"] / decided if (decided := len(cases) - verdicts["NOT APPLICABLE"]) else 0.0,
+        runs=sum(c.runs for c in cases),
+        runs_beyond_decision=sum(c.runs_beyond_decision for c in cases),
+        cost_usd=sum(c.cost_usd for c in cases),
+        input_tokens=sum(c.input_tokens for c in cases),
+        output_tokens=sum(c.output_tokens for c in cases),
+        branch_coverage=len(covered & all_branches) / len(all_branches) if all_branches else None,
+        duration_s=time.perf_counter() - started,
+        extra={"coverage": coverage, **({"exploration": exploration_summary(explored_inputs, {c.id: c for c in explored})} if explored_inputs else {})},
+    )
+    report = RunReport(
+        agentprop_version=__version__,
+        spec=SpecInfo(
+            id=spec.spec_id,
+            title=spec.title,
+            version=spec.version,
+            base_version=spec.effective_base_version,
+            risk_level=spec.risk_level,
+            path=str(project.spec_path),
+        ),
+        agent=AgentInfo(ref=agent.ref, faults=agent.faults, fingerprint=agent.fingerprint),
+        settings={"mode": oracle.mode, "tau": oracle.tau, "alpha": oracle.alpha, "beta": oracle.beta, "max_runs": oracle.max_runs, "runs": oracle.runs, "unstable_floor": oracle.unstable_floor, "confidence": oracle.confidence, "seed": settings.seed},
+        cases=cases,
+        problems=list(problems or []),
+        metrics=metrics,
+        corpus=events,
+    )
+    report._checks = checks
+    report._replays = replays
+    report._explored = {e.case_id: e for e in explored_inputs}
+    return report
+
+
+def _corpus_case(
+    corpus: Corpus,
+    entry: CorpusEntry,
+    result: CheckResult,
+    oracle: OracleSettings,
+    agent: LoadedAgent,
+    checks: dict[str, tuple[Scenario, CheckResult]],
+    events: list[CorpusEvent],
+) -> CaseReport:
+    """The case of one corpus replay: ``REGRESSION`` only when it failed with the entry's
+    own signature (the entry is updated), else ``CORPUS``; a clean enough pass retires it."""
+    action, message = judge_replay(entry, result, confidence=oracle.confidence)
+    kind = "REGRESSION" if action == "regression" else "CORPUS"
+    case_id = f"{kind} {entry.id} {entry.scenario_id}"
+    checks[case_id] = checks.pop(f"corpus {entry.id} {entry.scenario_id}")
+    if action == "regression":
+        corpus.seen_again(entry, fingerprint=agent.fingerprint)
+    elif action == "retired":
+        corpus.retire(entry, message)
+    events.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))  # type: ignore[arg-type]
+    return case_from_check(
+        case_id, kind, entry.scenario, result,
+        {"signature": entry.signature, "created": entry.created, "corpus_entry": entry.id, "replay": action, "message": message},
+    )
+
+
+def _mft_replay(project: Project, scenario: Scenario, rule: CaseSettings, memo: TrialMemo, budget: Budget | None, seed: int) -> Replay:
+    async def replay(who: LoadedAgent) -> CaseReport:
+        result = await decide_scenario(project, scenario, who, settings=rule.settings, memo=memo, budget=budget, concurrency=1, seed=seed, name=scenario.id)
+        return _case_report(scenario, result, rule.rule)
+
+    return replay
+
+
+def shrink_failures(
+    project: Project,
+    agent: LoadedAgent,
+    report: RunReport,
+    *,
+    budget: int,
+    corpus: Corpus | None,
+    session_budget: Budget | None = None,
+    memo: TrialMemo | None = None,
+    seed: int = 0,
+    stream: TextIO | None = None,
+) -> list[ShrinkReport]:
+    """Group the failures into bugs (:mod:`agentprop._pipeline.bugs`), shrink each bug once on its
+    simplest case, save the reproducers to the corpus and list the bugs in ``report.bugs``.
+    ``budget`` (runs per shrink) 0 lists the bugs without shrinking. Returns the shrinks."""
+    out: list[ShrinkReport] = []
+    by_case: dict[str, ShrinkReport] = {}
+    live = stream is not None and getattr(stream, "isatty", lambda: False)()
+
+    def shrink_case(case: CaseReport, signature: str) -> ShrinkReport | None:
+        scenario, result = report._checks[case.id]
+        if live:
+            assert stream is not None
+            stream.write(f"\r\x1b[K  shrinking {case.id} …")
+            stream.flush()
+        explored = report._explored.get(case.id)
+        if explored is not None:  # shrink the explored input's choices, in its base scenario
+            shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
+                            budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+        else:
+            shrunk = shrink(project, scenario, agent, failing=result, signature=signature, budget=budget, memo=memo, session_budget=session_budget, seed=seed)
+        out.append(shrunk)
+        by_case[case.id] = shrunk
+        return shrunk
+
+    def shrinkable(case: CaseReport) -> bool:
+        return case.kind in SHRINKABLE_KINDS and case.id in report._checks
+
+    bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable)
+    for bug in bugs:
+        if corpus is None or bug.origin != "cases" or bug.known or bug.representative is None:
+            continue
+        case = next(c for c in report.cases if c.id == bug.representative)
+        shrunk = by_case.get(case.id)
+        if shrunk is None or shrunk.reproducer_rate is None or shrunk.reproducer_rate.failures == 0:
+            continue
+        entry, new = corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent))
+        bug.corpus_entry = entry.id
+        if case.shrunk is not None:
+            case.shrunk["corpus_entry"] = entry.id
+        action = "saved" if new else "updated"
+        message = (f"saved bug {bug.id} as corpus entry {entry.id}" if new
+                   else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times")
+        report.corpus.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
+    if live:
+        assert stream is not None
+        stream.write("\r\x1b[K")
+        stream.flush()
+    return out
+
+
+def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, object]:
+    """The seed article's capability matrix plus branch coverage.
+
+    Branches are ``NODE#k``. ``loop`` lists the branches that only lead back to an ancestor
+    (loops are unrolled once, so scenarios take them); ``unrealisable`` ones lie on paths that
+    no scenario can realise (see ``problems``), loop branches included. ``enforced`` is the
+    coverage of the remaining, realisable branches, which is held against the spec's
+    ``tests.visible.min_branch_coverage``.
+    """
+    spec = project.spec
+    all_branches = [f"{n.node_id}#{i}" for n in spec.decision_tree for i, _ in enumerate(n.branches)]
+    covered = sorted({b for c in cases for b in c.branches} & set(all_branches))
+    loops = [f"{n}#{i}" for n, i in loop_branches(spec)]
+    unrealisable = [b for b in all_branches if b not in covered and b not in _filtered_out(project, cases)]
+    skipped = [b for b in all_branches if b in _filtered_out(project, cases)]
+    denominator = [b for b in all_branches if b not in unrealisable]
+    enforced = len(covered) / len(denominator) if denominator else 1.0
+    minimum = ((spec.tests or {}).get("visible") or {}).get("min_branch_coverage")
+    capabilities: dict[str, dict[str, int]] = {}
+    for name in project.bindings.capabilities:
+        mine = [c for c in cases if name in c.capabilities]
+        capabilities[name] = {"cases": len(mine), "passed": sum(c.verdict == "PASS" for c in mine)}
+    untagged = [c for c in cases if not c.capabilities]
+    if untagged and capabilities:
+        capabilities["(untagged)"] = {"cases": len(untagged), "passed": sum(c.verdict == "PASS" for c in untagged)}
+    return {
+        "capabilities": capabilities,
+        "branches": {
+            "all": all_branches,
+            "covered": covered,
+            "loop": loops,
+            "unrealisable": unrealisable,
+            "not_run": skipped,
+            "enforced": enforced,
+            "min_branch_coverage": minimum,
+            "met": minimum is None or enforced + 1e-12 >= float(minimum),
+        },
+    }
+
+
+def _filtered_out(project: Project, cases: list[CaseReport]) -> set[str]:
+    """Branches only covered by scenarios that were not run (``--case`` filters)."""
+    ran = {c.id for c in cases}
+    run_branches = {b for c in cases for b in c.branches}
+    return {b for s in project.scenarios() if s.id not in ran for b in s.branches} - run_branches
+
+
+_LISTED = ("MFT", "REGRESSION", "CORPUS")
+"""Case kinds listed one per line even when they pass."""
+
+
+def _bug_number(report: RunReport, bug_id: str) -> str:
+    return next((str(i) for i, b in enumerate(report.bugs, 1) if b.id == bug_id), bug_id)
+
+
+def _rate_text(bug: BugReport) -> str:
+    r = bug.rate
+    if r is None:
+        return ""
+    on = {"reproducer": "fresh runs of the reproducer", "corpus replay": "runs of the corpus replay", "case": "runs of the case", "candidate": "shrinking runs"}.get(bug.rate_of, "runs")
+    return f"fails {r.failures}/{r.runs} {on} ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+
+
+def _cases_text(ids: list[str], shown: int = 3) -> str:
+    more = f" (+{len(ids) - shown} more)" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more
+
+
+def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
+    """The bugs block that heads the terminal summary: per bug its signature, the cases
+    that hit it, the minimal reproducer and its failure rate; then the failures met only
+    while shrinking."""
+    found = [b for b in report.bugs if b.origin == "cases"]
+    met = [b for b in report.bugs if b.origin == "shrinking"]
+    lines: list[str] = []
+    if found:
+        shrunk = sum(b.shrink_runs > 0 for b in found)
+        lines.append(f"{len(found)} bug(s), failures grouped by signature (turn left out); {shrunk} shrunk, once each:")
+    for i, bug in enumerate(found, 1):
+        lines.append(f"bug {i} [{bug.id}]  {bug.key}")
+        lines.append(f"    hit by {len(bug.cases)} case(s): {_cases_text(bug.cases)}")
+        if bug.shrink_runs:
+            sh = next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None) or {}
+            lines.append(
+                f"    shrunk {bug.representative}: {sh.get('original_units', '?')} -> {sh.get('kept_units', '?')} units in {bug.shrink_runs} runs"
+                + ("" if bug.minimal else " (not proven minimal)")
+            )
+        elif bug.representative:
+            lines.append(f"    reproducer: case {bug.representative} ({bug.note})")
+        lines.append(f"    reproducer: {bug.reproducer_messages!r}")
+        if bug.choices_kept:
+            lines.append(f"    choices kept: {bug.choices_kept}")
+        lines.extend(f"    {d}" for d in bug.diff)
+        if bug.world_kept:
+            lines.append(f"    world changes needed: {', '.join(bug.world_kept)}")
+        rate = _rate_text(bug)
+        entry = f"; corpus entry {bug.corpus_entry}" if bug.corpus_entry else ""
+        if rate or entry:
+            lines.append(f"    {rate}{entry}".rstrip())
+        if bug.shrink_runs and bug.note:
+            lines.append(f"    note: {bug.note}")
+    if met:
+        lines.append(f"{len(met)} other failure(s) met only while shrinking (not confirmed as bugs, not shrunk):")
+        for bug in met:
+            lines.append(f"    {bug.key}  while shrinking {_cases_text(bug.cases)}; {_rate_text(bug)}; first on {bug.reproducer_messages!r}")
+    return [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
+
+
+def render_table(report: RunReport, *, width: int | None = None) -> str:
+    """The terminal summary: one line per case, then totals (fits one screen for a spec).
+
+    The cost column appears only when something cost money; the first failure is cut to the
+    terminal width (the JSON report has it whole)."""
+    if width is None:
+        # cut to the terminal's width; in a log or a pipe keep every word
+        width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10_000
+    lines = render_bugs(report, width=width)
+    idw = min(max((len(c.id) for c in report.cases if c.kind in _LISTED or c.verdict != "PASS"), default=10), 60)
+    show_cost = any(c.cost_usd > 0 for c in report.cases)
+    cost_head = f" {'cost $':>8}" if show_cost else ""
+    shown = [c for c in report.cases if c.kind in _LISTED or c.verdict != "PASS"]
+    rw = min(max((len(c.rule or "") for c in shown), default=0), 60)
+    rule_head = f"  {'decided by':<{rw}}" if rw else ""
+    vw = 14 if any(c.verdict == "NOT APPLICABLE" for c in shown) else 12
+    head = f"{'case':<{idw}}  {'verdict':<{vw}} {'rate':>5} {'95% CI':>9} {'runs':>4}{cost_head}{rule_head}  "
+    lines.append(head + "first failure")
+    kinds_seen: dict[str, list[CaseReport]] = {}
+    for c in report.cases:
+        kinds_seen.setdefault(c.kind, []).append(c)
+    for c in shown:
+        fail = c.failures[0].explanation if c.failures else (c.reason or "")
+        if c.bugs:
+            fail = f"[bug {', '.join(_bug_number(report, b) for b in c.bugs)}] {fail}"
+        room = max(20, width - len(head))
+        if len(fail) > room:
+            fail = fail[: room - 1] + "…"
+        ci = f"{c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval else ""
+        cost = f" {c.cost_usd:>8.4f}" if show_cost else ""
+        rule = f"  {(c.rule or '')[:rw]:<{rw}}" if rw else ""
+        lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<{vw}} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}{rule}  {fail}".rstrip())
+    lines.extend(f"corpus: {e.message}" for e in report.corpus)
+    for kind, group in kinds_seen.items():
+        if kind in _LISTED:
+            continue
+        passed = sum(c.verdict == "PASS" for c in group)
+        na = sum(c.verdict == "NOT APPLICABLE" for c in group)
+        decided = len(group) - na
+        text = f"{kind} cases: {passed}/{decided} passed"
+        if na:
+            text += f", {na} not applicable (base case did not pass; listed above, counted for nothing)"
+        if passed < decided:
+            text += " (failures listed above)"
+        lines.append(text)
+    m = report.metrics
+    cov = f", branch coverage {m.branch_coverage:.0%}" if m.branch_coverage is not None else ""
+    coverage = m.extra.get("coverage") or {}
+    caps = coverage.get("capabilities") or {}
+    if caps:
+        lines.append("capabilities: " + ", ".join(f"{k} {v['passed']}/{v['cases']}" for k, v in caps.items()))
+    br = coverage.get("branches") or {}
+    if br:
+        note = f"branches: {len(br['covered'])}/{len(br['all'])} taken"
+        if br["loop"]:
+            taken = [b for b in br["loop"] if b in br["covered"]]
+            missed = [b for b in br["loop"] if b not in br["covered"]]
+            if taken:
+                note += f"; loops unrolled once: {', '.join(taken)}"
+            if missed:
+                note += f"; loops not realised: {', '.join(missed)} (see the notes)"
+        if br["unrealisable"]:
+            note += f"; unrealisable: {', '.join(br['unrealisable'])}"
+        if br["not_run"]:
+            note += f"; not run: {', '.join(br['not_run'])}"
+        if br.get("min_branch_coverage") is not None:
+            verdict = "met" if br["met"] else "NOT MET"
+            note += f"; realisable coverage {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
+        lines.append(note)
+    na = f", {m.not_applicable} not applicable" if m.not_applicable else ""
+    beyond = f" (+{m.runs_beyond_decision} started ahead of a decision that did not need them)" if m.runs_beyond_decision else ""
+    lines.append(
+        f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable{na}; "
+        f"{m.runs} runs{beyond}, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,1030 @@
+"""Scenarios: a decision-tree path turned into a conversation, a world and expectations.
+
+:func:`solve` finds values for the condition variables that make a path's conjunction true
+(first-match-wins included); :func:`build_scenario` realises them through the bindings: the
+first user message from utterance templates (slots filled, optional ``[...]`` segments dropped
+for withheld slots), follow-up turns, world overrides and injected failures, and per turn the
+decision and the tools the spec expects. Variables bound as ``internal`` are the agent's own
+bookkeeping: comparisons on them are assumed to hold.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import os
+import re
+import sys
+from collections.abc import Hashable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentprop._spec.bindings import Bindings, VariableBinding, parse_field_path, schema_at
+from agentprop._spec.paths import Constraint, TreePath, enumerate_loop_paths, enumerate_paths
+from agentprop._spec.requirements import anchor_overlap
+from agentprop._scenario.exits import exit_cut
+from agentprop._spec.model import Spec
+from agentprop._spec.when import (
+    And,
+    Arith,
+    Compare,
+    Expr,
+    Literal,
+    Not,
+    Or,
+    Symbol,
+    UnboundVariable,
+    _equal,
+    evaluate,
+    variables,
+)
+from agentprop._scenario.world import Failure, World, get_path
+from agentprop.errors import AgentPropError, BindingsError, InputError, SourceLocation
+from agentprop.errors import Unsatisfiable  # noqa: F401 (re-exported: defined in errors.py)
+
+
+class ScenarioTurn(BaseModel):
+    user_message: str
+    expect_decision: str | None = None
+    required_tools: list[str] = Field(default_factory=list)
+    """Tools the spec requires this turn, in order (a subsequence of the calls)."""
+    allowed_tools: list[str] = Field(default_factory=list)
+    """Tools the spec permits (but does not require) this turn."""
+    nodes: list[str] = Field(default_factory=list)
+
+
+class WorldSpec(BaseModel):
+    """A world's configuration as data (so scenarios serialise and hash)."""
+
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    failures: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Scenario(BaseModel):
+    id: str
+    spec_id: str
+    leaf: str
+    via: str | None = None
+    path: list[str]
+    path_text: str = ""
+    turns: list[ScenarioTurn]
+    world: WorldSpec = Field(default_factory=WorldSpec)
+    assignment: dict[str, Any] = Field(default_factory=dict)
+    forbidden_tools: list[str] = Field(default_factory=list)
+    slots: dict[str, Any] = Field(default_factory=dict)
+    withheld: list[str] = Field(default_factory=list)
+    branches: list[str] = Field(default_factory=list)
+    """``NODE#k`` for each branch taken, for coverage."""
+    capabilities: list[str] = Field(default_factory=list)
+    clauses: list[str] = Field(default_factory=list)
+    """Spec clauses this scenario checks (node requirements and policies it exercises)."""
+
+    @property
+    def messages(self) -> list[str]:
+        return [t.user_message for t in self.turns]
+
+    @property
+    def expect_decision(self) -> str | None:
+        return self.turns[-1].expect_decision if self.turns else None
+
+
+# ----------------------------------------------------------------------------- solving
+
+
+def _is_internal(expr: Expr, bindings: Bindings) -> bool:
+    names = variables(expr)
+    return bool(names) and all(
+        (b := bindings.variables.get(n)) is not None and b.internal for n in names
+    )
+
+
+def _world_default(bindings: Bindings, spec: Spec, var: VariableBinding) -> Any:
+    assert var.world is not None
+    if var.world.field is None:
+        return None
+    world = base_world(spec, bindings, seed=0)
+    try:
+        return get_path(world.default_output(var.world.tool), var.world.field)
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def _field_schema(spec: Spec, var: VariableBinding) -> Mapping[str, Any] | None:
+    assert var.world is not None and var.world.field is not None
+    return schema_at(spec.tool(var.world.tool).output_schema, parse_field_path(var.world.field))
+
+
+def _constants(exprs: list[Expr]) -> list[Any]:
+    out: list[Any] = []
+
+    def walk(e: Expr) -> None:
+        if isinstance(e, Literal):
+            out.append(e.value)
+        elif isinstance(e, Symbol):
+            out.append(e.name)
+        elif isinstance(e, (Compare, Arith)):
+            walk(e.left)
+            walk(e.right)
+        elif isinstance(e, Not):
+            walk(e.item)
+        elif isinstance(e, (And, Or)):
+            for i in e.items:
+                walk(i)
+
+    for e in exprs:
+        walk(e)
+    return out
+
+
+def _internal_candidates(name: str, exprs: list[Expr]) -> list[Any]:
+    """Values an internal variable may take: the constants it is compared with (booleans with
+    their complement, strings plus one other value). The agent decides which holds, so the
+    solver only needs *some* value consistent with the path."""
+    related = [e for e in exprs if name in variables(e)]
+    values: list[Any] = []
+    for c in _constants(related):
+        if c not in values:
+            values.append(c)
+    if any(isinstance(v, bool) for v in values) or not values:
+        values += [b for b in (True, False) if b not in values]
+    if any(isinstance(v, str) for v in values):
+        values.append("__other__")
+    return values
+
+
+def _candidates(name: str, spec: Spec, bindings: Bindings, exprs: list[Expr], defaults: dict[str, Any]) -> list[Any]:
+    var = bindings.variables[name]
+    if var.internal:
+        return _internal_candidates(name, exprs)
+    finite = var.finite_values()
+    if finite is not None:
+        return list(finite)
+    assert var.world is not None and var.world.field is not None
+    schema = _field_schema(spec, var) or {}
+    default = defaults.get(name)
+    kind = var.world.type or schema.get("type")
+    if "enum" in schema:
+        values = list(schema["enum"])
+        return sorted(values, key=lambda v: v != default)
+    if kind == "boolean" or isinstance(default, bool):
+        return [default, not default] if isinstance(default, bool) else [True, False]
+    if kind in ("integer", "number") or isinstance(default, (int, float)):
+        step = 1 if kind == "integer" or isinstance(default, int) else (var.world.precision or 0.01)
+        pool: list[Any] = [default] if default is not None else []
+        nums = [c for c in _constants(exprs) if isinstance(c, (int, float)) and not isinstance(c, bool)]
+        nums += [v for v in defaults.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        for c in nums:
+            pool += [c, c + step, c - step]
+        if var.world.min is not None:
+            pool = [p for p in pool if p >= var.world.min]
+        if var.world.max is not None:
+            pool = [p for p in pool if p <= var.world.max]
+        seen: list[Any] = []
+        for p in pool:
+            if p not in seen:
+                seen.append(p)
+        return seen or [0]
+    # strings: values named by symbols in the constraints, then the default
+    strs = [c for c in _constants(exprs) if isinstance(c, str)]
+    pool = ([default] if default is not None else []) + strs + [f"not-{s}" for s in strs]
+    return list(dict.fromkeys(pool))
+
+
+LOOP_BOUNDARY = "@loop"
+"""Key of a loop path's assignment that records where the second instance starts (``at`` the
+loop branch's node or ``after`` it, see :meth:`TreePath.constraints`)."""
+
+
+def instance_name(name: str) -> str:
+    """The key of a variable's second instance in an assignment (``intent@2``)."""
+    return f"{name}@2"
+
+
+def base_name(key: str) -> str:
+    """The variable an assignment key stands for (``intent@2`` -> ``intent``)."""
+    return key.split("@", 1)[0]
+
+
+def _instance_keys(constraints: list[Constraint]) -> dict[tuple[str, int], str]:
+    """``(variable, instance)`` -> its key in the assignment: a variable read on both visits
+    of a loop gets a second key for the second visit; one read on one visit keeps its name."""
+    first = {n for c in constraints if c.instance == 1 for n in variables(c.expr)}
+    out: dict[tuple[str, int], str] = {}
+    for c in constraints:
+        for n in variables(c.expr):
+            out[(n, c.instance)] = instance_name(n) if c.instance == 2 and n in first else n
+    return out
+
+
+def _instances_realisable(bindings: Bindings, env: Mapping[str, Any]) -> bool:
+    """Whether the bindings can make a variable's two instances differ as ``env`` says: a new
+    user message (utterance and follow-up variables), or a different outcome of the second
+    call (world ``values`` that differ only in their failure); world fields and withheld slots
+    cannot change between visits."""
+    for key, value in env.items():
+        if "@" not in key or key == LOOP_BOUNDARY:
+            continue
+        name = base_name(key)
+        var = bindings.variables[name]
+        if var.internal or var.utterance is not None or var.followup is not None:
+            continue
+        first = env.get(name)
+        if _equal(first, value) or first == value:
+            continue
+        if var.world is not None and var.world.values is not None:
+            try:
+                a, b = _lookup_value(var.world.values, first), _lookup_value(var.world.values, value)
+            except KeyError:
+                return False
+            if a.set == b.set:
+                continue
+        return False
+    return True
+
+
+def solve(spec: Spec, bindings: Bindings, path: TreePath) -> dict[str, Any]:
+    """Values for the bound variables that make ``path``'s conditions hold.
+
+    Prefers each variable's default (its world default, or the first listed value), so the
+    scenario differs from the happy path only where the path demands it. Variables bound as
+    ``internal`` are the agent's own state: any value consistent with the path will do (they
+    are not realised in the world or the conversation). Raises
+    :class:`Unsatisfiable` with the reason when no assignment exists, or when a variable the
+    path needs has no binding.
+
+    On a loop path, variables read on both visits have a second instance (``intent@2``), and
+    the assignment records under ``@loop`` whether the loop branch's node reads the first
+    instance (``after``) or the second (``at``): the first reading that is satisfiable wins.
+    """
+    if path.loop_step is None:
+        return _solve(spec, bindings, path, path.constraints())
+    reasons: list[str] = []
+    for boundary in ("after", "at"):
+        try:
+            env = _solve(spec, bindings, path, path.constraints(boundary))
+        except Unsatisfiable as exc:
+            reasons.append(str(exc))
+            continue
+        env[LOOP_BOUNDARY] = boundary
+        return env
+    # the reading with two instances says more (which variable could not change)
+    raise Unsatisfiable(next((r for r in reasons if "second visit" in r), reasons[0]))
+
+
+def _solve(spec: Spec, bindings: Bindings, path: TreePath, constraints: list[Constraint]) -> dict[str, Any]:
+    exprs = [c.as_expr() for c in constraints]
+    keys = _instance_keys(constraints)
+    names: list[str] = []
+    for e in exprs:
+        for n in variables(e):
+            if n not in names:
+                names.append(n)
+    unbound = [n for n in names if n not in bindings.variables]
+    if unbound:
+        where = f"{bindings.path} does not bind; add them under `variables:`" if bindings.path else (
+            "no bindings file binds (none was found: write agentprop.yaml next to the spec)"
+        )
+        raise Unsatisfiable(f"path {path.id} ({path.describe()}) needs variable(s) {', '.join(unbound)}, which {where}")
+    defaults: dict[str, Any] = {}
+    for n in names:
+        var = bindings.variables[n]
+        if var.world is not None and var.world.field is not None:
+            defaults[n] = _world_default(bindings, spec, var)
+    slots = list(dict.fromkeys(keys.values()))
+    domains = [_candidates(base_name(k), spec, bindings, exprs, defaults) for k in slots]
+    for combo in itertools.product(*domains):
+        env = dict(zip(slots, combo))
+        try:
+            if all(evaluate(c.as_expr(), {n: env[keys[(n, c.instance)]] for n in variables(c.expr)}) for c in constraints) and (
+                len(slots) == len(names) or _instances_realisable(bindings, env)
+            ):
+                return env
+        except (UnboundVariable, TypeError):
+            continue
+    shown = ", ".join(slots)
+    raise Unsatisfiable(
+        f"no values of {shown} satisfy path {path.id}: "
+        + " and ".join(str(e) for e in exprs)
+        + " (the conditions contradict each other, or a binding lacks a value that satisfies them"
+        + ("; on a loop's second visit, only utterance and follow-up variables and world `values:` "
+           "that differ in their failure can change" if len(slots) != len(names) else "")
+        + ")"
+    )
+
+
+# ----------------------------------------------------------------------------- realising
+
+_SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
+
+
+def render_template(template: str, slots: Mapping[str, Any], withheld: set[str]) -> str | None:
+    """Fill ``{slot}`` placeholders; drop ``[...]`` segments that hold a withheld slot.
+
+    Returns ``None`` when a withheld slot sits outside any optional segment (this template
+    cannot express the withholding).
+    """
+
+    def segment(m: re.Match[str]) -> str:
+        body = m.group(1)
+        return "" if any(s in withheld for s in _SLOT.findall(body)) else body
+
+    text = _OPTIONAL.sub(segment, template)
+    if any(s in withheld for s in _SLOT.findall(text)):
+        return None
+    text = _SLOT.sub(lambda m: str(slots[m.group(1)]), text)
+    return re.sub(r"\s{2,}", " ", text).strip()
+
+
+def _fill_slots(value: Any, slots: Mapping[str, Any]) -> Any:
+    """Replace ``{slot}`` in every string inside ``value`` (a whole-string placeholder keeps the
+    slot's own type)."""
+    if isinstance(value, str):
+        whole = _SLOT.fullmatch(value)
+        if whole and whole.group(1) in slots:
+            return slots[whole.group(1)]
+        return _SLOT.sub(lambda m: str(slots.get(m.group(1), m.group(0))), value)
+    if isinstance(value, dict):
+        return {k: _fill_slots(v, slots) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_slots(v, slots) for v in value]
+    return value
+
+
+def _lookup_value(table: Mapping[Hashable, Any], value: Any) -> Any:
+    for k, v in table.items():
+        if _equal(k, value) or k == value:
+            return v
+    raise KeyError(value)
+
+
+def _decision_for(name: str, spec: Spec) -> str | None:
+    enum = spec.response_contract.decision_enum
+    upper = name.upper()
+    if upper in enum:
+        return upper
+    matches = [d for d in enum if upper in d]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _node_tools(spec: Spec, bindings: Bindings, node_id: str) -> list[str]:
+    node = spec.nodes_by_id.get(node_id)
+    tools = list(node.requirements.must_call_tools_in_order) if node else []
+    extra = bindings.nodes.get(node_id)
+    if extra is not None:
+        tools += [t for t in extra.must_call_tools_in_order if t not in tools]
+    return tools
+
+
+def build_scenario(
+    spec: Spec,
+    bindings: Bindings,
+    path: TreePath,
+    *,
+    template_index: int = 0,
+    assignment: Mapping[str, Any] | None = None,
+    extra_failures: list[dict[str, Any]] | None = None,
+) -> Scenario:
+    """Realise ``path`` as a scenario (raises :class:`Unsatisfiable` or
+    :class:`~agentprop.errors.BindingsError` when the bindings cannot express it).
+    ``extra_failures`` are injected on top of the path's own (a retry scenario's first call)."""
+    env = dict(assignment) if assignment is not None else solve(spec, bindings, path)
+    slots = dict(bindings.slots)
+    withheld: set[str] = set()
+    overrides: dict[str, dict[str, Any]] = {t: dict(v) for t, v in bindings.world.items()}
+    failures: list[dict[str, Any]] = [dict(f) for f in extra_failures or []]
+    templates: list[str] = list(bindings.utterances)
+    primary: str | None = None
+
+    boundary = env.get(LOOP_BOUNDARY)
+    for name, value in env.items():
+        if name == LOOP_BOUNDARY:
+            continue
+        if "@" in name:
+            # a loop's second instance: world failures move to the second call here; new user
+            # messages are made where the turns are split below
+            _second_instance_world(bindings, name, value, failures)
+            continue
+        var = bindings.variables[name]
+        if var.utterance is not None:
+            try:
+                templates = list(_lookup_value(var.utterance, value))
+                primary = name
+            except KeyError:
+                raise Unsatisfiable(f"variable {name!r} has no utterances for value {value!r}") from None
+        elif var.withhold is not None:
+            try:
+                withheld |= set(_lookup_value(var.withhold, value))
+            except KeyError:
+                raise Unsatisfiable(f"variable {name!r} has no `withhold` entry for value {value!r}; add it to the binding") from None
+        elif var.world is not None:
+            w = var.world
+            if w.values is not None:
+                try:
+                    effect = _lookup_value(w.values, value)
+                except KeyError:
+                    raise Unsatisfiable(f"variable {name!r} has no world effect for value {value!r}; add it under `values:`") from None
+                for f, v in effect.set.items():
+                    overrides.setdefault(w.tool, {})[f] = v
+                if effect.failure is not None:
+                    calls = effect.calls
+                    if instance_name(name) in env:
+                        # the loop's second visit has its own instance: this one is call 1's
+                        calls = list(calls) if calls is not None else [1]
+                    failures.append({"tool": w.tool, "mode": effect.failure, "calls": calls})
+            elif w.field is not None:
+                overrides.setdefault(w.tool, {})[w.field] = value
+    if path.missing is not None:
+        withheld |= set(path.missing.fields)
+    if not templates:
+        raise Unsatisfiable(
+            f"path {path.id}: no first user message; bind an utterance variable on the path or add "
+            "`utterances:` defaults to the bindings file"
+        )
+    first: str | None = None
+    order = templates[template_index % len(templates):] + templates[: template_index % len(templates)]
+    for t in order:
+        first = render_template(t, slots, withheld)
+        if first is not None:
+            break
+    if first is None:
+        raise Unsatisfiable(
+            f"path {path.id}: no template of {primary or 'utterances'} can leave out "
+            f"{', '.join(sorted(withheld))}; wrap those slots in [ ... ] optional segments"
+        )
+    overrides = {tool: _fill_slots(fields, slots) for tool, fields in overrides.items()}
+
+    # split the path into turns: a follow-up variable or an `after X` clause starts a new turn
+    # (on a loop path, so does a second instance of an utterance or follow-up variable)
+    constraints = path.constraints(boundary) if isinstance(boundary, str) else path.constraints()
+    keys = _instance_keys(constraints)
+    looping = path.loop_step is not None
+    turns: list[ScenarioTurn] = [ScenarioTurn(user_message=first)]
+    turn_nodes: list[list[str]] = [[]]
+    turn_steps: list[list[int | None]] = [[]]
+    entered_internally: set[str] = set()
+    followups_done: set[str] = set()
+    for si, step in enumerate(path.steps):
+        node_constraints = [c for c in constraints if c.step == si and (looping or not c.negated)]
+        new_turn: tuple[str, str | None] | None = None
+        for c in node_constraints:
+            for n in variables(c.expr):
+                var = bindings.variables.get(n)
+                key = keys.get((n, c.instance), n)
+                if var is not None and var.followup is not None and key not in followups_done:
+                    followups_done.add(key)
+                    utterances = _lookup_value(var.followup.values, env[key])
+                    if utterances:
+                        raw = utterances[template_index % len(utterances)]
+                        text = render_template(raw, slots, set()) or raw
+                        new_turn = (text, var.followup.after_decision)
+                    else:
+                        # the conversation stops here: the agent's question is the last turn
+                        turns[-1].expect_decision = var.followup.after_decision
+                elif var is not None and var.utterance is not None and key != n and key not in followups_done:
+                    followups_done.add(key)
+                    new_turn = _second_message(spec, path, step.node, var, env[key], slots, withheld, template_index)
+            if c.after is not None and new_turn is None and not c.negated:
+                again = render_template(order[1 % len(order)], slots, withheld) or first
+                after_decision = _decision_for(c.after, spec)
+                if after_decision is None:
+                    raise Unsatisfiable(f"cannot tell which decision `after {c.after}` means in {spec.spec_id}")
+                new_turn = (again, after_decision)
+        if new_turn is not None:
+            turns[-1].expect_decision = new_turn[1]
+            turns.append(ScenarioTurn(user_message=new_turn[0]))
+            turn_nodes.append([])
+            turn_steps.append([])
+        turn_nodes[-1].append(step.node)
+        turn_steps[-1].append(si)
+        if _is_agent_choice(spec, bindings, step.node) and _skippable(spec, step.node, step.next):
+            # the agent itself chooses between these branches (e.g. schema_needed) and another
+            # choice bypasses this node: its tools are permitted, not required
+            entered_internally.add(step.next)
+    if path.missing is None:
+        turn_nodes[-1].append(path.leaf)
+        turn_steps[-1].append(None)
+
+    # expectations per turn
+    required_anywhere: set[str] = set()
+    for n in spec.decision_tree:
+        required_anywhere |= set(_node_tools(spec, bindings, n.node_id))
+    for leaf in spec.leaf_ids():
+        required_anywhere |= set(_node_tools(spec, bindings, leaf))
+    allowed_all: set[str] = set()
+    leaves = set(spec.leaf_ids())
+    previous: list[str] = []  # what the node before on the path required: anchors repeat its tail
+    visited: set[str] = set()
+    for ti, nodes in enumerate(turn_nodes):
+        req: list[str] = []
+        allowed: list[str] = []
+        for node_id, si in zip(nodes, turn_steps[ti]):
+            tools = _node_tools(spec, bindings, node_id)
+            node = spec.nodes_by_id.get(node_id)
+            if node is not None:
+                allowed += node.requirements.may_call_tools
+            if node_id in entered_internally:
+                allowed += tools
+                previous = []
+                visited.add(node_id)
+                continue
+            step = path.steps[si] if si is not None else None
+            own = tools
+            if step is not None and step.next in leaves:
+                # the branch ends the conversation off the happy path: only the tools up to the
+                # one whose output decided it are required; the rest are allowed
+                cut = _deciding_tool_index(spec, bindings, node_id, step, tools, env)
+                if cut is not None:
+                    own = tools[: cut + 1]
+                    allowed += tools[cut + 1 :]
+            req += own[_anchor_length(bindings, node_id, previous, own, visited) :]
+            previous = own
+            visited.add(node_id)
+        if path.missing is not None and ti == len(turn_nodes) - 1:
+            # the stopping node does not run its tools
+            stop_tools = _node_tools(spec, bindings, path.missing.node)
+            req = [t for t in req if t not in stop_tools]
+        turns[ti].required_tools = req
+        turns[ti].allowed_tools = sorted(set(allowed))
+        turns[ti].nodes = nodes
+        allowed_all |= set(req) | set(allowed)
+    forbidden = sorted(required_anywhere - allowed_all)
+    for node_id in path.nodes:
+        extra = bindings.nodes.get(node_id)
+        if extra is not None:
+            forbidden = sorted(set(forbidden) | set(extra.must_not_call))
+
+    _add_retries(spec, turns, failures)
+    limit = spec.max_tool_calls_per_turn
+    for ti, t in enumerate(turns):
+        if limit is not None and len(t.required_tools) > limit:
+            raise Unsatisfiable(
+                f"path {path.id} requires {len(t.required_tools)} tool calls in turn {ti + 1} "
+                f"({', '.join(t.required_tools)}) but max_tool_calls_per_turn is {limit}: the spec "
+                "cannot be satisfied on this path"
+            )
+    if path.missing is not None:
+        turns[-1].expect_decision = path.missing.decision
+    else:
+        turns[-1].expect_decision = bindings.outcome(path.leaf, path.via, spec.response_contract.decision_enum)
+
+    capabilities = sorted(cap for cap, nodes in bindings.capabilities.items() if set(nodes) & set(path.nodes))
+    clauses = [f"decision_tree.{n}" for n in path.nodes if n in spec.nodes_by_id]
+    return Scenario(
+        id=path.id,
+        spec_id=spec.spec_id,
+        leaf=path.leaf,
+        via=path.via,
+        path=path.nodes,
+        path_text=path.describe(),
+        turns=turns,
+        world=WorldSpec(overrides=overrides, failures=failures),
+        assignment={k: v for k, v in env.items()},
+        forbidden_tools=forbidden,
+        slots=slots,
+        withheld=sorted(withheld),
+        branches=[f"{s.node}#{s.branch}" for s in path.steps],
+        capabilities=capabilities,
+        clauses=clauses,
+    )
+
+
+def _second_instance_world(bindings: Bindings, key: str, value: Any, failures: list[dict[str, Any]]) -> None:
+    """A world variable's second instance (a loop's second visit): its failure applies to the
+    tool's second call (``calls:`` of the effect count from there)."""
+    var = bindings.variables[base_name(key)]
+    if var.world is None or var.world.values is None:
+        return
+    try:
+        effect = _lookup_value(var.world.values, value)
+    except KeyError:
+        raise Unsatisfiable(f"variable {base_name(key)!r} has no world effect for value {value!r}; add it under `values:`") from None
+    if effect.failure is not None:
+        calls = [c + 1 for c in effect.calls] if effect.calls is not None else [2]
+        failures.append({"tool": var.world.tool, "mode": effect.failure, "calls": calls})
+
+
+def _asking_decision(spec: Spec, node_id: str) -> str | None:
+    """What the agent decides at ``node_id`` when it asks the user again (a loop's second
+    visit starts with the user's answer): the decision of an ``after X`` suffix on one of the
+    node's clauses, else the one its name implies (``N4_CLARIFY`` -> ``CLARIFY``)."""
+    node = spec.nodes_by_id[node_id]
+    for b in node.branches:
+        if b.clause.after is not None:
+            found = _decision_for(b.clause.after, spec)
+            if found is not None:
+                return found
+    stem = re.sub(r"^N\d+[A-Z]?_", "", node_id)
+    return _decision_for(stem, spec) if stem != node_id else None
+
+
+def _second_message(
+    spec: Spec, path: TreePath, node_id: str, var: VariableBinding, value: Any, slots: Mapping[str, Any], withheld: set[str], template_index: int
+) -> tuple[str, str | None]:
+    """The user's message that realises an utterance variable's second instance, and the
+    decision the agent takes on the turn before it."""
+    assert var.utterance is not None
+    try:
+        templates = list(_lookup_value(var.utterance, value))
+    except KeyError:
+        raise Unsatisfiable(f"path {path.id}: variable has no utterances for value {value!r} on the loop's second visit") from None
+    text = None
+    for t in templates[template_index % len(templates):] + templates[: template_index % len(templates)]:
+        text = render_template(t, slots, withheld)
+        if text is not None:
+            break
+    if text is None:
+        raise Unsatisfiable(f"path {path.id}: no template for {value!r} can leave out {', '.join(sorted(withheld))}")
+    decision = _asking_decision(spec, node_id)
+    if decision is None:
+        raise Unsatisfiable(
+            f"path {path.id} ({path.describe()}): cannot tell what the agent decides at {node_id} before the "
+            "user's second message; add `after DECISION` to a clause of the node"
+        )
+    return text, decision
+
+
+def _add_retries(spec: Spec, turns: list[ScenarioTurn], failures: list[dict[str, Any]]) -> None:
+    """Require the retries a tool's ``retry_policy`` calls for: when an injected failure hits
+    a required call with a mode the policy retries on, the agent must call the tool again (up
+    to ``retries`` times while the failure lasts). The retries count against
+    ``max_tool_calls_per_turn`` like any other call."""
+    counts: dict[str, int] = {}
+
+    def failing(tool: str, n: int) -> str | None:
+        for f in failures:
+            if f["tool"] == tool and (not f.get("calls") or n in f["calls"]):
+                return str(f["mode"])
+        return None
+
+    for turn in turns:
+        out: list[str] = []
+        for tool in turn.required_tools:
+            counts[tool] = counts.get(tool, 0) + 1
+            out.append(tool)
+            policy = spec.tool(tool).retry_policy if tool in spec.tools_by_name else None
+            left = policy.retries if policy is not None else 0
+            mode = failing(tool, counts[tool])
+            while mode is not None and policy is not None and mode in policy.on and left > 0:
+                left -= 1
+                counts[tool] += 1
+                out.append(tool)
+                mode = failing(tool, counts[tool])
+        turn.required_tools = out
+
+
+def _is_agent_choice(spec: Spec, bindings: Bindings, node_id: str) -> bool:
+    """A node whose branches are two or more conditions on internal variables only."""
+    node = spec.nodes_by_id[node_id]
+    internal = [b for b in node.branches if b.clause.expr is not None and _is_internal(b.clause.expr, bindings)]
+    return len(node.branches) >= 2 and len(internal) == len(node.branches)
+
+
+def _reachable(spec: Spec, start: str) -> set[str]:
+    seen = {start}
+    frontier = [start]
+    while frontier:
+        node = spec.nodes_by_id.get(frontier.pop())
+        for b in node.branches if node is not None else []:
+            if b.next not in seen:
+                seen.add(b.next)
+                frontier.append(b.next)
+    return seen
+
+
+def _skippable(spec: Spec, choice: str, target: str) -> bool:
+    """Whether some other branch of ``choice`` leads on without passing through ``target``."""
+    others = [b.next for b in spec.nodes_by_id[choice].branches if b.next != target]
+    return any(target not in _reachable(spec, o) for o in others)
+
+
+def _deciding_tool_index(spec: Spec, bindings: Bindings, node_id: str, step: Any, tools: list[str], env: Mapping[str, Any]) -> int | None:
+    """The index of the last tool a branch to a terminal node requires, when the value it took
+    leaves the happy path (see :func:`agentprop._spec.requirements.exit_cut`); ``None``: all required."""
+    cut = exit_cut(spec, bindings, node_id, step.branch, tools, env)
+    return cut.index if cut is not None else None
+
+
+def _anchor_length(bindings: Bindings, node_id: str, previous: list[str], tools: list[str], visited: set[str]) -> int:
+    """How many leading tools of ``node_id``'s list are ordering anchors on the node before it
+    (one call, already required); a revisited node (a loop) repeats its calls."""
+    if node_id in visited:
+        return 0
+    extra = bindings.nodes.get(node_id)
+    return anchor_overlap(previous, tools, extra.repeat_calls if extra is not None else ())
+
+
+class PathProblem(BaseModel):
+    """A path (or a retry scenario) that the spec and bindings cannot realise."""
+
+    code: str = "P001"
+    """``P001``: an unrealisable tree path; ``P002``: a tool's retry cannot be checked."""
+    path_id: str
+    nodes: list[str] = Field(default_factory=list)
+    """The full node path (root first); loop paths name the re-entered node twice."""
+    node: str | None = None
+    """The node the finding points at in the spec (the last one the path decides at)."""
+    reason: str
+    fix: str
+
+    @property
+    def label(self) -> str:
+        return {"P001": "unrealisable path", "P002": "retry not checked", "P003": "impossible paths"}.get(self.code, "problem")
+
+    def render(self) -> str:
+        """``LABEL: ID [N1 -> N2 -> ...]: reason; fix: ...`` (one line)."""
+        where = " -> ".join(self.nodes)
+        head = f"{self.label}: {self.path_id}" + (f" [{where}]" if where else "")
+        return f"{head}: {self.reason}; fix: {self.fix}"
+
+
+def _path_fix(reason: str) -> str:
+    if "max_tool_calls_per_turn" in reason:
+        return (
+            "raise defaults.limits.max_tool_calls_per_turn, or split the work over turns in the tree; "
+            "if the path cannot happen, leave it: the finding documents that the spec cannot be met there"
+        )
+    if "needs variable" in reason:
+        return "bind the variable under `variables:` in the bindings file"
+    if reason.startswith("no values"):
+        return (
+            "nothing to do if the conditions contradict each other (first-match-wins makes the path "
+            "impossible); otherwise add the missing value to the variable's binding"
+        )
+    return "extend the bindings as the reason says"
+
+
+def _problem(path: TreePath, exc: Exception) -> PathProblem:
+    reason = str(exc)
+    return PathProblem(
+        path_id=path.id,
+        nodes=path.nodes,
+        node=path.steps[-1].node if path.steps else path.leaf,
+        reason=reason,
+        fix=_path_fix(reason),
+    )
+
+
+def leaf_scenarios(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[str]]:
+    """The scenarios ``agentprop run`` decides, and every unrealisable path as text (see
+    :func:`scenarios_and_problems`)."""
+    scenarios, problems = scenarios_and_problems(spec, bindings)
+    return scenarios, [p.render() for p in problems]
+
+
+def scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[PathProblem]]:
+    """The scenarios ``agentprop run`` decides.
+
+    One per terminal node and the node it is entered from (``END_X<-N``), one per
+    missing-field stop, and then more paths until every branch that some realisable path
+    takes is covered (their ids add the branch: ``END_APPROVE<-N7_SUBMIT/N5_CALCULATE#1``).
+    Loop paths (one loop unrolled once) come last, so loop branches are covered by them
+    (``END_REFUSE_PII<-N1_INTENT/N4_CLARIFY#0``). Several tree paths can share a key
+    (``N1 -> N2 -> N8`` through either intent); the first satisfiable one is used. Then one
+    scenario per tool whose ``retry_policy`` retries a failure mode the tool declares: its first
+    call fails that way and the agent must retry (``.../cancel_order:timeout+retry``).
+
+    Returns ``(scenarios, problems)``: every path that cannot be realised is reported with
+    its full node path and the reason (also when another path realises its key), never
+    silently skipped.
+    """
+    out: list[Scenario] = []
+    failed: dict[str, list[PathProblem]] = {}
+    done: set[str] = set()
+    built: list[tuple[Scenario, TreePath]] = []
+    pending: list[TreePath] = []
+    for path in enumerate_paths(spec):
+        key = path.id
+        if key in done:
+            pending.append(path)
+            continue
+        try:
+            scenario = build_scenario(spec, bindings, path)
+        except Unsatisfiable as exc:
+            failed.setdefault(key, []).append(_problem(path, exc))
+            continue
+        done.add(key)
+        out.append(scenario)
+        built.append((scenario, path))
+    covered = {b for sc in out for b in sc.branches}
+    for path in pending:
+        new = [f"{s.node}#{s.branch}" for s in path.steps if f"{s.node}#{s.branch}" not in covered]
+        if not new:
+            continue
+        try:
+            scenario = build_scenario(spec, bindings, path)
+        except Unsatisfiable as exc:
+            failed.setdefault(path.id, []).append(_problem(path, exc))
+            continue
+        scenario.id = f"{path.id}/{new[0]}"
+        covered |= set(scenario.branches)
+        out.append(scenario)
+        built.append((scenario, path))
+    # each loop unrolled once, for every way the second visit can go on
+    exits: set[str] = set()
+    for path in enumerate_loop_paths(spec):
+        exit_key = _loop_exit(path)
+        if exit_key in exits:
+            continue
+        try:
+            scenario = build_scenario(spec, bindings, path)
+        except Unsatisfiable as exc:
+            failed.setdefault(path.id, []).append(_problem(path, exc))
+            continue
+        exits.add(exit_key)
+        scenario.id = f"{path.id}/{exit_key}"
+        covered |= set(scenario.branches)
+        out.append(scenario)
+        built.append((scenario, path))
+    realised = {sc.id.split("/", 1)[0] for sc in out}
+    problems: list[PathProblem] = []
+    contradictions = 0
+    for key, group in failed.items():
+        other_reason = any(not pr.reason.startswith("no values") for pr in group)
+        shown_for_key = False
+        for pr in group:
+            if pr.reason.startswith("no values"):
+                if other_reason or shown_for_key or (key in realised and not _takes_uncovered(spec, pr, covered)):
+                    # first-match-wins makes this tree path impossible; the key is realised by
+                    # another path, or its real obstacle is reported
+                    contradictions += 1
+                    continue
+                shown_for_key = True
+            problems.append(pr)
+    if contradictions:
+        problems.append(
+            PathProblem(
+                code="P003",
+                path_id="(contradictory paths)",
+                reason=(
+                    f"{contradictions} more tree path(s) are impossible (their conditions exclude each other under "
+                    "first-match-wins, e.g. intent routed one way and read as another); each one's key is realised by "
+                    "another path or its real obstacle is listed"),
+                fix="nothing to do",
+            )
+        )
+    retries, retry_problems = retry_scenarios(spec, bindings, built)
+    out += retries
+    return out, problems + retry_problems
+
+
+def _loop_exit(path: TreePath) -> str:
+    """``LOOP#k>NODE#j``: the loop branch a loop path takes and how the re-entered node goes
+    on on its second visit (``>NODE:stop`` when it stops there for missing fields)."""
+    i = path.loop_step
+    assert i is not None
+    loop = path.steps[i]
+    after = path.steps[i + 1] if i + 1 < len(path.steps) else None
+    return f"{loop.node}#{loop.branch}>" + (f"{after.node}#{after.branch}" if after is not None else f"{path.leaf}:stop")
+
+
+def _takes_uncovered(spec: Spec, problem: PathProblem, covered: set[str]) -> bool:
+    """Whether a failed path runs through a node branch no scenario covers (by its nodes)."""
+    nodes = problem.nodes
+    for a, b in zip(nodes, nodes[1:]):
+        node = spec.nodes_by_id.get(a)
+        if node is None:
+            continue
+        ks = [f"{a}#{k}" for k, br in enumerate(node.branches) if br.next == b]
+        if ks and not any(k in covered for k in ks):
+            return True
+    return False
+
+
+def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, TreePath]]) -> tuple[list[Scenario], list[PathProblem]]:
+    """For each tool whose ``retry_policy`` retries (``retries >= 1``) a failure mode it
+    declares: the first scenario that requires the tool, with its first call failing in that
+    mode (a timeout when the policy retries timeouts). The retry is required, counted against
+    ``max_tool_calls_per_turn``; a tool whose retry fits no scenario is reported (P002)."""
+    out: list[Scenario] = []
+    problems: list[PathProblem] = []
+    for tool in spec.tools:
+        policy = tool.retry_policy
+        modes = [m for m in (policy.on if policy is not None else []) if m in tool.failure_modes]
+        if policy is None or policy.retries < 1 or not modes:
+            continue
+        mode = "timeout" if "timeout" in modes else modes[0]
+        reasons: list[str] = []
+        candidates = [
+            (sc, p) for sc, p in built
+            if any(tool.name in t.required_tools for t in sc.turns) and not any(f["tool"] == tool.name for f in sc.world.failures)
+        ]
+        for base, path in candidates:
+            try:
+                scenario = build_scenario(
+                    spec, bindings, path, assignment=base.assignment, extra_failures=[{"tool": tool.name, "mode": mode, "calls": [1]}]
+                )
+            except Unsatisfiable as exc:
+                reasons.append(f"{base.id}: {exc}")
+                continue
+            scenario.id = f"{base.id}/{tool.name}:{mode}+retry"
+            scenario.clauses = [*scenario.clauses, f"tools.{tool.name}.retry_policy"]
+            out.append(scenario)
+            break
+        else:
+            if candidates:
+                reason = f"the retry its retry_policy requires after a {mode} fits no scenario: " + "; ".join(reasons)
+            else:
+                reason = "no scenario requires the tool (it is only permitted where it appears), so no first call can fail"
+            problems.append(
+                PathProblem(
+                    code="P002",
+                    path_id=f"{tool.name}:{mode}+retry",
+                    reason=f"tool {tool.name}'s retry_policy (retries {policy.retries} on {', '.join(policy.on)}) is not checked: {reason}",
+                    fix=_path_fix(reason) if candidates else "require the tool on a node (must_call_tools_in_order) if its retry should be tested",
+                )
+            )
+    return out, problems
+
+
+# ----------------------------------------------------------------------------- worlds
+
+
+_LOADED: dict[tuple[str, str], tuple[str, Any]] = {}
+"""``(MODULE, absolute base_dir)`` -> ``(its sys.modules name, the module)`` for :func:`load_object`."""
+
+
+def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
+    """Import ``MODULE:ATTR`` (``MODULE`` may be a file next to the bindings, e.g.
+    ``agent:make_agent`` for ``agent.py``)."""
+    if ":" not in ref:
+        raise InputError(
+            f"cannot load {what} {ref!r}",
+            expected="MODULE:ATTR, e.g. `agent:make_agent` or `mypkg.agents:build`",
+            fix="name the module and the attribute separated by a colon",
+        )
+    module_name, attr = ref.split(":", 1)
+    # Worlds load their handlers once per run: skip the file-system look-ups while the module
+    # found last time is still the one imported (a test that drops it from sys.modules gets a
+    # fresh import, as before).
+    known = _LOADED.get((module_name, os.path.abspath(base_dir)))
+    if known is not None and sys.modules.get(known[0]) is known[1]:
+        module = known[1]
+    else:
+        module = _import_module(module_name, base_dir, what=what, ref=ref)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise InputError(
+            f"module {module_name!r} has no attribute {attr!r} (for {what} {ref!r})",
+            fix=f"define {attr} in {module_name}, or fix the name",
+        ) from None
+
+
+def _import_module(module_name: str, base_dir: Path, *, what: str, ref: str) -> Any:
+    candidate = base_dir / (module_name.replace(".", "/") + ".py")
+    try:
+        if candidate.is_file():
+            unique = f"agentprop_user_{abs(hash(str(candidate.resolve())))}_{candidate.stem}"
+            module = sys.modules.get(unique)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(unique, candidate)
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[unique] = module
+                if str(base_dir) not in sys.path:
+                    sys.path.insert(0, str(base_dir))
+                spec.loader.exec_module(module)
+        else:
+            unique = module_name
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(
+            f"cannot import module {module_name!r} for {what} {ref!r}: {exc}",
+            location=SourceLocation(base_dir),
+            fix=f"make {module_name} importable (install it, or put {module_name}.py in {base_dir})",
+        ) from None
+    _LOADED[(module_name, os.path.abspath(base_dir))] = (unique, module)
+    return module
+
+
+def base_world(spec: Spec, bindings: Bindings, *, seed: int = 0) -> World:
+    return World(spec=spec, seed=seed, overrides={t: dict(v) for t, v in bindings.world.items()})
+
+
+def make_world(spec: Spec, bindings: Bindings, scenario: Scenario | None, *, seed: int = 0, nonce: str = "") -> World:
+    """A fresh world for one run of ``scenario``: overrides, failures, handlers, canaries."""
+    handlers: dict[str, Any] = {}
+    for tool, ref in bindings.handlers.items():
+        factory = load_object(ref, bindings.base_dir, what=f"handler of {tool}")
+        handlers[tool] = factory
+    overrides = scenario.world.overrides if scenario is not None else bindings.world
+    failures = [
+        Failure(f["tool"], f["mode"], tuple(f["calls"]) if f.get("calls") else None)
+        for f in (scenario.world.failures if scenario is not None else [])
+    ]
+    try:
+        return World(
+            spec=spec,
+            seed=seed,
+            overrides={t: dict(v) for t, v in overrides.items()},
+            failures=failures,
+            handlers=handlers,
+            pii={t: list(v) for t, v in bindings.pii.items()},
+            canary_nonce=nonce,
+        )
+    except AgentPropError as exc:
+        raise BindingsError(str(exc), location=SourceLocation(bindings.path)) from None

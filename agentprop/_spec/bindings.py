@@ -1,0 +1,649 @@
+"""Bindings: how the abstract condition variables of a spec are realised.
+
+SpecSuite-Core specs branch on abstract variables (``receipt_found == false``,
+``intent == cancel_order``, ``order.days_since_created > plan_rules.cancel_window_days``). A
+bindings file (``agentprop.yaml`` next to the spec) says, for each variable, how a test makes it
+true or false:
+
+``utterance``
+    the variable selects the first user message: ``{value: [template, ...]}``. Templates use
+    ``{slot}`` placeholders and optional ``[ ... ]`` segments that are dropped when a slot
+    inside them is withheld.
+``withhold``
+    the variable removes slots from the first message: ``{value: [slot, ...]}``.
+``followup``
+    the variable is the user's answer on a later turn: ``after_decision`` is what the agent
+    decides on the turn before (``ASK_CONFIRM_CANCEL``) and ``values`` maps each value to
+    utterances (``null`` = the conversation ends there).
+``world``
+    the variable is a tool output: ``field`` (a dotted path such as ``orders[0].status``) takes
+    the value itself, or ``values`` maps each value to an effect (``set`` fields, inject a
+    ``failure`` mode on some or all ``calls``).
+``internal``
+    the agent's own bookkeeping (``schema_loaded``); tests do not control it.
+
+The file also holds slot defaults, base world overrides, which output fields are PII (canaries
+are planted there), stateful tool handlers, the default agent and the decision each terminal
+node stands for (``outcomes``). :func:`load_bindings` validates all of it against the spec.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from agentprop._spec.grounding import GROUNDING_KINDS, ResponseGrounding, declared_fields, default_grounding
+from agentprop._spec.lint import condition_variables, implied_decision
+from agentprop._spec.model import Spec
+from agentprop._spec.when import Compare, Symbol, atoms
+from agentprop._spec.when import Literal as WhenLiteral
+from agentprop._spec.when import Path as WhenPath
+from agentprop._util.yaml_source import YamlSource, load_yaml
+from agentprop.errors import BindingsError, SourceLocation
+
+BINDINGS_FILE_NAMES = ("agentprop.yaml", "agentprop.yml")
+
+_SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Effect(_Strict):
+    """What a world-bound value does to a tool."""
+
+    set: dict[str, Any] = Field(default_factory=dict)
+    failure: str | None = None
+    calls: list[int] | None = None
+    """1-based indices of the calls the failure applies to (``None``: every call)."""
+
+
+class WorldBinding(_Strict):
+    tool: str
+    field: str | None = None
+    values: dict[Hashable, Effect] | None = None
+    type: str | None = None
+    """``integer`` or ``number`` for fields boundary strategies may move (default: from the
+    tool's output schema)."""
+    min: float | None = None
+    max: float | None = None
+    precision: float | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> WorldBinding:
+        if self.field is None and self.values is None:
+            raise ValueError("a world binding needs `field:` (the value is written there) or `values:`")
+        return self
+
+
+class FollowupBinding(_Strict):
+    after_decision: str
+    values: dict[Hashable, list[str] | None]
+
+
+class VariableBinding(_Strict):
+    utterance: dict[Hashable, list[str]] | None = None
+    withhold: dict[Hashable, list[str]] | None = None
+    followup: FollowupBinding | None = None
+    world: WorldBinding | None = None
+    internal: bool = False
+    pii_request: bool = False
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> VariableBinding:
+        kinds = [k for k in ("utterance", "withhold", "followup", "world") if getattr(self, k) is not None]
+        if self.internal:
+            kinds.append("internal")
+        if len(kinds) != 1:
+            raise ValueError(
+                "a variable needs exactly one of utterance, withhold, followup, world, internal"
+                + (f" (found {', '.join(kinds)})" if kinds else "")
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        for k in ("utterance", "withhold", "followup", "world"):
+            if getattr(self, k) is not None:
+                return k
+        return "internal"
+
+    def finite_values(self) -> list[Hashable] | None:
+        """The values this binding can realise, when it is a finite set."""
+        if self.utterance is not None:
+            return list(self.utterance)
+        if self.withhold is not None:
+            return list(self.withhold)
+        if self.followup is not None:
+            return list(self.followup.values)
+        if self.world is not None and self.world.values is not None:
+            return list(self.world.values)
+        return None
+
+
+class NodeExtra(_Strict):
+    """Requirements the bindings add to a node (e.g. END_TICKET must call create_ticket)."""
+
+    must_call_tools_in_order: list[str] = Field(default_factory=list)
+    must_not_call: list[str] = Field(default_factory=list)
+    repeat_calls: list[str] = Field(default_factory=list)
+    """Tools this node's ``must_call_tools_in_order`` repeats from the node before it that are
+    second calls, not ordering anchors (see docs/reference.md, ordering anchors)."""
+
+
+class ProbeBinding(_Strict):
+    """Where a mutation's activation probe runs in this project."""
+
+    scenario: str | None = None
+    """Run the probe in this scenario's world (default: the happy-path ``world:``)."""
+    user_turns: list[str] | None = None
+    """Replace the pack's probe messages (e.g. with this world's ids)."""
+
+
+class MutantBinding(_Strict):
+    """A mutant of a Python agent: the fault knobs that realise one mutation intent."""
+
+    faults: dict[str, float] = Field(default_factory=dict)
+    probe: ProbeBinding = Field(default_factory=ProbeBinding)
+
+
+class PolicyBinding(_Strict):
+    """How the cases that exercise one policy of the spec are decided (the ``policies:``
+    section; see :mod:`agentprop._decide.safety` for the rule and docs/reference.md)."""
+
+    safety: bool | None = None
+    """``true``/``false`` overrides whether the policy is a safety clause (default: inferred)."""
+    mode: Literal["sprt", "zero-failure", "fixed"] | None = None
+    tau: float | None = Field(None, gt=0.0, le=1.0)
+    """Required pass rate; for zero-failure the rate the clean runs certify (0.99: 299 runs)."""
+    runs: int | None = Field(None, ge=1)
+    """Clean runs of zero-failure mode, or runs of fixed mode."""
+    nodes: list[str] | None = None
+    """The nodes whose cases exercise the policy (default: inferred from the policy's text)."""
+
+
+class Bindings(_Strict):
+    """A validated bindings file. Load one with :func:`load_bindings`."""
+
+    version: int = 1
+    spec: str | None = None
+    agent: str | None = None
+    context: dict[str, Any] = Field(default_factory=dict)
+    slots: dict[str, Any] = Field(default_factory=dict)
+    utterances: list[str] = Field(default_factory=list)
+    """Default first messages, for paths on which no utterance variable is set."""
+    world: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    pii: dict[str, list[str]] = Field(default_factory=dict)
+    handlers: dict[str, str] = Field(default_factory=dict)
+    variables: dict[str, VariableBinding] = Field(default_factory=dict)
+    outcomes: dict[str, str | dict[str, str]] = Field(default_factory=dict)
+    nodes: dict[str, NodeExtra] = Field(default_factory=dict)
+    capabilities: dict[str, list[str]] = Field(default_factory=dict)
+    """Capability name -> node ids (the seed article's capability matrix)."""
+    mutations: dict[str, MutantBinding] = Field(default_factory=dict)
+    """Mutation id (of the spec's mutation pack) -> the fault knobs that realise it."""
+    response: dict[str, list[str]] = Field(default_factory=dict)
+    """Response field -> the groundings that apply to it (replacing that field's default; see
+    :func:`agentprop._spec.grounding.default_grounding` and :data:`GROUNDING_KINDS`)."""
+    policies: dict[str, PolicyBinding] = Field(default_factory=dict)
+    """Policy id -> how its cases are decided (safety override, mode, tau, runs, nodes)."""
+
+    _path: Path | None = PrivateAttr(default=None)
+    _src: YamlSource | None = PrivateAttr(default=None)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+    _base_outputs: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """Each tool's output in the base world (``world:``), computed once (the happy path)."""
+
+    @property
+    def warnings(self) -> list[str]:
+        """Gaps that do not stop loading (a variable without a binding, an ambiguous leaf)."""
+        return list(self._warnings)
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
+    @property
+    def base_dir(self) -> Path:
+        return self._path.parent if self._path is not None else Path.cwd()
+
+    def outcome(self, leaf: str, via: str | None, decision_enum: list[str]) -> str | None:
+        """The decision a terminal node stands for, reached from node ``via``.
+
+        ``outcomes:`` keys, most specific first: ``LEAF<-VIA: DECISION``, then ``LEAF:`` with a
+        ``{VIA: DECISION}`` map, then ``LEAF: DECISION``; else the decision the leaf's name
+        implies (``END_CANCELLED`` -> ``CANCELLED``), else ``None``."""
+        if via is not None:
+            keyed = self.outcomes.get(f"{leaf}<-{via}")
+            if isinstance(keyed, str):
+                return keyed
+        mapped = self.outcomes.get(leaf)
+        if isinstance(mapped, str):
+            return mapped
+        if isinstance(mapped, dict) and via is not None and via in mapped:
+            return mapped[via]
+        decision, _ = implied_decision(leaf, decision_enum)
+        return decision
+
+    def response_grounding(self, spec: Spec) -> ResponseGrounding:
+        """Which checks apply to which response field: the defaults derived from ``spec``,
+        with each field named under ``response:`` replaced by what it lists; the ``context``
+        values ground statements too (the agent was given them)."""
+        fields = default_grounding(spec)
+        fields.update({name: list(kinds) for name, kinds in self.response.items()})
+        context = [str(v) for v in _scalars(self.context)]
+        return ResponseGrounding(fields=fields, context=context)
+
+    def outcome_location(self, leaf: str) -> SourceLocation:
+        """Where a leaf's decision is (or would be) mapped: its ``outcomes:`` entry, else the
+        ``outcomes:`` section, else the file."""
+        if self._src is not None:
+            return self._src.location(("outcomes", leaf), key=True)
+        return SourceLocation(self._path)
+
+
+# ----------------------------------------------------------------------------- field paths
+
+_FIELD_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
+
+
+def parse_field_path(path: str) -> list[str | int]:
+    """``orders[0].days_since_created`` -> ``["orders", 0, "days_since_created"]``."""
+    out: list[str | int] = []
+    for part in path.split("."):
+        m = _FIELD_PART.fullmatch(part)
+        if m is None:
+            raise ValueError(f"bad field path {path!r}: {part!r} is not `name` or `name[index]`")
+        out.append(m.group(1))
+        out.extend(int(i) for i in re.findall(r"\[(\d+)\]", m.group(2)))
+    return out
+
+
+def schema_at(schema: Mapping[str, Any] | None, path: list[str | int]) -> Mapping[str, Any] | None:
+    """The sub-schema of a JSON Schema at a parsed field path (``None`` if not declared).
+
+    Object schemas without ``properties`` (``type: object`` alone, e.g. ``limits``) accept any
+    field below them: the result is an empty schema.
+    """
+    node: Mapping[str, Any] | None = schema
+    for part in path:
+        if node is None:
+            return None
+        if isinstance(part, int):
+            if node.get("type") != "array":
+                return None
+            node = node.get("items", {})
+        else:
+            if node.get("type") not in (None, "object"):
+                return None
+            props = node.get("properties")
+            if props is None:
+                return {}
+            node = props.get(part)
+    return node
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+class _Validator:
+    def __init__(self, b: Bindings, spec: Spec, src: YamlSource | None) -> None:
+        self.b = b
+        self.spec = spec
+        self.src = src
+
+    def fail(self, problem: str, loc: tuple[Hashable, ...], fix: str, expected: str | None = None, *, key: bool = False) -> BindingsError:
+        location = self.src.location(loc, key=key) if self.src is not None else SourceLocation(self.b.path)
+        return BindingsError(problem, location=location, expected=expected, fix=fix)
+
+    def tool(self, name: str, loc: tuple[Hashable, ...]) -> None:
+        if name not in self.spec.tools_by_name:
+            known = ", ".join(t.name for t in self.spec.action_tools)
+            raise self.fail(
+                f"unknown tool {name!r}: spec {self.spec.spec_id} declares no such tool",
+                loc,
+                f"use one of: {known}",
+            )
+
+    def field(self, tool: str, path: str, loc: tuple[Hashable, ...]) -> None:
+        try:
+            parts = parse_field_path(path)
+        except ValueError as exc:
+            raise self.fail(str(exc), loc, "write fields as dotted paths, e.g. `pii.ssn` or `orders[0].status`") from None
+        if schema_at(self.spec.tool(tool).output_schema, parts) is None:
+            props = sorted((self.spec.tool(tool).output_schema or {}).get("properties", {}))
+            raise self.fail(
+                f"tool {tool!r} has no output field {path!r}",
+                loc,
+                f"use a field of its output_schema (top level: {', '.join(props)})",
+            )
+
+    def decision(self, decision: str, loc: tuple[Hashable, ...]) -> None:
+        enum = self.spec.response_contract.decision_enum
+        if decision not in enum:
+            raise self.fail(
+                f"unknown decision {decision!r}",
+                loc,
+                f"use one of decision_enum: {', '.join(enum)}",
+            )
+
+    def yaml_booleans(self, name: str, var: VariableBinding, loc: tuple[Hashable, ...]) -> None:
+        """YAML 1.1 reads unquoted yes/no/on/off as booleans. When the spec compares this
+        variable with symbols (``user_confirmation == yes``) but a binding value is a boolean,
+        the user almost certainly meant the word."""
+        symbols: set[str] = set()
+        literal_bools = False
+        for node in self.spec.decision_tree:
+            for b in node.branches:
+                for atom in atoms(b.clause):
+                    if isinstance(atom, Compare) and isinstance(atom.left, WhenPath) and atom.left.dotted == name:
+                        if isinstance(atom.right, Symbol):
+                            symbols.add(atom.right.name)
+                        elif isinstance(atom.right, WhenLiteral) and isinstance(atom.right.value, bool):
+                            literal_bools = True
+        if not symbols or literal_bools:
+            return
+        tables: list[tuple[tuple[Hashable, ...], Mapping[Hashable, Any]]] = []
+        if var.utterance is not None:
+            tables.append(((*loc, "utterance"), var.utterance))
+        if var.withhold is not None:
+            tables.append(((*loc, "withhold"), var.withhold))
+        if var.followup is not None:
+            tables.append(((*loc, "followup", "values"), var.followup.values))
+        if var.world is not None and var.world.values is not None:
+            tables.append(((*loc, "world", "values"), var.world.values))
+        for where, table in tables:
+            for value in table:
+                if isinstance(value, bool):
+                    words = {True: "yes/on/true", False: "no/off/false"}[value]
+                    raise self.fail(
+                        f"value {value!r} of variable {name!r} is a YAML boolean, but the spec compares "
+                        f"{name} with the words {', '.join(sorted(symbols))}",
+                        (*where, value),
+                        f"quote the key: write \"yes\": / \"no\": (YAML reads unquoted {words} as a boolean)",
+                        key=True,
+                    )
+
+    def policies(self) -> None:
+        """The ``policies:`` section: known policy ids and nodes, a mode/tau the oracle accepts."""
+        known = [p.id for p in self.spec.policies]
+        leaves = set(self.spec.leaf_ids())
+        for pid, entry in self.b.policies.items():
+            loc: tuple[Hashable, ...] = ("policies", pid)
+            if pid not in known:
+                import difflib
+
+                close = difflib.get_close_matches(pid, known, n=1)
+                raise self.fail(
+                    f"unknown policy {pid!r}: spec {self.spec.spec_id} declares no such policy",
+                    loc,
+                    (f"did you mean {close[0]!r}? " if close else "") + f"policies of the spec: {', '.join(known) or '(none)'}",
+                    key=True,
+                )
+            for i, n in enumerate(entry.nodes or []):
+                if n not in self.spec.nodes_by_id and n not in leaves:
+                    raise self.fail(f"policies.{pid}.nodes names unknown node {n!r}", (*loc, "nodes", i), "use node ids of the decision tree")
+            if entry.mode == "sprt" and entry.tau is not None and not 0.5 < entry.tau < 1.0:
+                raise self.fail(
+                    f"policies.{pid}: mode sprt needs 0.5 < tau < 1, got tau {entry.tau}",
+                    (*loc, "tau"),
+                    "for tau 1.0 use `mode: zero-failure` (certification by clean runs), or give a tau below 1",
+                )
+            if entry.mode == "sprt" and entry.runs is not None:
+                raise self.fail(
+                    f"policies.{pid}: `runs` is not used by mode sprt (it stops when the evidence suffices)",
+                    (*loc, "runs"),
+                    "remove `runs`, or use `mode: zero-failure` / `mode: fixed`",
+                )
+            if entry.mode is None and entry.tau is not None and entry.tau <= 0.5 and entry.safety is not True:
+                raise self.fail(
+                    f"policies.{pid}: tau {entry.tau} is too low for the sequential test (it needs tau > 0.5)",
+                    (*loc, "tau"),
+                    "give `mode: fixed` with `runs:` for a low bar, or a tau above 0.5",
+                )
+
+    def outcome_key(self, key: str, mapped: str | dict[str, str], leaves: set[str]) -> None:
+        """An ``outcomes:`` key of the form ``LEAF<-VIA``: a terminal node, a node with a branch
+        to it, and one decision."""
+        leaf, via = key.split("<-", 1)
+        if leaf not in leaves:
+            raise self.fail(
+                f"outcomes key {key!r} names {leaf!r}, which is not a terminal node of the tree",
+                ("outcomes", key),
+                f"write LEAF<-VIA with a terminal node: {', '.join(sorted(leaves))}",
+                key=True,
+            )
+        node = self.spec.nodes_by_id.get(via)
+        if node is None or not any(br.next == leaf for br in node.branches):
+            entering = sorted(n.node_id for n in self.spec.decision_tree if any(br.next == leaf for br in n.branches))
+            raise self.fail(
+                f"outcomes key {key!r}: {via!r} has no branch to {leaf}",
+                ("outcomes", key),
+                f"nodes entering {leaf}: {', '.join(entering) or '(none)'}",
+                key=True,
+            )
+        if not isinstance(mapped, str):
+            raise self.fail(
+                f"outcomes.{key} must be one decision, not a mapping",
+                ("outcomes", key),
+                "write `LEAF<-VIA: DECISION`",
+            )
+        self.decision(mapped, ("outcomes", key))
+
+    def run(self) -> list[str]:
+        warnings: list[str] = []
+        b, spec = self.b, self.spec
+        used = condition_variables(spec)
+        for name, var in b.variables.items():
+            loc: tuple[Hashable, ...] = ("variables", name)
+            if name not in used:
+                import difflib
+
+                close = difflib.get_close_matches(name, used, n=1)
+                raise self.fail(
+                    f"unknown variable {name!r}: no `when` expression of spec {spec.spec_id} reads it",
+                    loc,
+                    (f"did you mean {close[0]!r}? " if close else "")
+                    + f"variables the spec reads: {', '.join(used)}",
+                    key=True,
+                )
+            self.yaml_booleans(name, var, loc)
+            if var.world is not None:
+                self.tool(var.world.tool, (*loc, "world", "tool"))
+                if var.world.field is not None:
+                    self.field(var.world.tool, var.world.field, (*loc, "world", "field"))
+                for value, effect in (var.world.values or {}).items():
+                    eloc = (*loc, "world", "values", value)
+                    modes = spec.tool(var.world.tool).failure_modes
+                    if effect.failure is not None and effect.failure not in modes:
+                        raise self.fail(
+                            f"tool {var.world.tool!r} has no failure mode {effect.failure!r}",
+                            (*eloc, "failure"),
+                            f"use one of its failure_modes: {', '.join(modes) or '(none declared)'}",
+                        )
+                    for f in effect.set:
+                        self.field(var.world.tool, f, (*eloc, "set"))
+            if var.followup is not None:
+                self.decision(var.followup.after_decision, (*loc, "followup", "after_decision"))
+            for key in ("utterance", "followup"):
+                table = getattr(var, key)
+                if table is None:
+                    continue
+                values = table.values if key == "followup" else table
+                for value, templates in values.items():
+                    for i, t in enumerate(templates or []):
+                        for slot in _SLOT.findall(t):
+                            if slot not in b.slots:
+                                tloc = (*loc, key, *(("values",) if key == "followup" else ()), value, i)
+                                raise self.fail(
+                                    f"template {t!r} uses slot {{{slot}}}, which `slots:` does not define",
+                                    tloc,
+                                    f"add `{slot}: <default value>` under `slots:`",
+                                )
+            if var.withhold is not None:
+                for value, slots in var.withhold.items():
+                    for s in slots:
+                        if s not in b.slots:
+                            raise self.fail(
+                                f"withheld slot {s!r} is not defined under `slots:`",
+                                (*loc, "withhold", value),
+                                f"add `{s}: <default value>` under `slots:`",
+                            )
+        for name in used:
+            if name not in b.variables:
+                warnings.append(
+                    f"variable {name!r} has no binding: paths that need a value for it cannot be built"
+                )
+        for tool, fields in b.world.items():
+            self.tool(tool, ("world", tool))
+            for f in fields:
+                self.field(tool, f, ("world", tool, f))
+        for tool, fields in b.pii.items():
+            self.tool(tool, ("pii", tool))
+            for i, f in enumerate(fields):
+                self.field(tool, f, ("pii", tool, i))
+        for tool in b.handlers:
+            self.tool(tool, ("handlers", tool))
+        leaves = set(spec.leaf_ids())
+        for key, mapped in b.outcomes.items():
+            if "<-" in key:
+                self.outcome_key(key, mapped, leaves)
+                continue
+            leaf = key
+            if leaf not in leaves:
+                raise self.fail(
+                    f"outcomes names {leaf!r}, which is not a terminal node of the tree",
+                    ("outcomes", leaf),
+                    f"terminal nodes: {', '.join(sorted(leaves))}",
+                )
+            if isinstance(mapped, str):
+                self.decision(mapped, ("outcomes", leaf))
+            else:
+                for via, decision in mapped.items():
+                    if via not in spec.nodes_by_id:
+                        raise self.fail(f"outcomes.{leaf} names unknown node {via!r}", ("outcomes", leaf, via), "use a node id of the decision tree")
+                    self.decision(decision, ("outcomes", leaf, via))
+        for node_id, extra in b.nodes.items():
+            if node_id not in spec.nodes_by_id and node_id not in leaves:
+                raise self.fail(f"nodes names unknown node {node_id!r}", ("nodes", node_id), "use a node id of the decision tree")
+            for i, t in enumerate([*extra.must_call_tools_in_order, *extra.must_not_call]):
+                self.tool(t, ("nodes", node_id))
+            listed = spec.nodes_by_id[node_id].requirements.must_call_tools_in_order if node_id in spec.nodes_by_id else []
+            for i, t in enumerate(extra.repeat_calls):
+                if t not in listed:
+                    raise self.fail(
+                        f"nodes.{node_id}.repeat_calls names {t!r}, which {node_id}'s must_call_tools_in_order "
+                        f"does not list ({', '.join(listed) or 'empty'})",
+                        ("nodes", node_id, "repeat_calls", i),
+                        "name a tool the node repeats from the node before it, or remove the entry",
+                    )
+        for cap, node_ids in b.capabilities.items():
+            for n in node_ids:
+                if n not in spec.nodes_by_id and n not in leaves:
+                    raise self.fail(f"capability {cap!r} names unknown node {n!r}", ("capabilities", cap), "use node ids of the decision tree")
+        self.policies()
+        for leaf in spec.leaf_ids():
+            if leaf in b.outcomes or any(k.startswith(f"{leaf}<-") for k in b.outcomes):
+                continue
+            decision, candidates = implied_decision(leaf, spec.response_contract.decision_enum)
+            if decision is None:
+                warnings.append(
+                    f"terminal node {leaf} stands for no single decision ({', '.join(candidates) or 'none'}); "
+                    f"map it under `outcomes:`"
+                )
+        return warnings
+
+
+# ----------------------------------------------------------------------------- response groundings
+
+
+def _scalars(value: Any) -> list[Any]:
+    if isinstance(value, Mapping):
+        return [x for v in value.values() for x in _scalars(v)]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _scalars(v)]
+    return [] if value is None or isinstance(value, bool) else [value]
+
+
+def validate_response_section(b: Bindings, spec: Spec, src: YamlSource | None) -> None:
+    """The ``response:`` section names fields the response contract declares and grounding
+    kinds agentprop knows; raises :class:`BindingsError` at the offending line otherwise."""
+    import difflib
+
+    v = _Validator(b, spec, src)
+    fields = declared_fields(spec)
+    for name, kinds in b.response.items():
+        if name not in fields:
+            close = difflib.get_close_matches(name, fields, n=1)
+            raise v.fail(
+                f"response names field {name!r}, which the response contract of {spec.spec_id} does not declare",
+                ("response", name),
+                (f"did you mean {close[0]!r}? " if close else "") + f"declared fields: {', '.join(fields)}",
+                key=True,
+            )
+        for i, kind in enumerate(kinds):
+            if kind not in GROUNDING_KINDS:
+                close = difflib.get_close_matches(kind, list(GROUNDING_KINDS), n=1)
+                raise v.fail(
+                    f"unknown grounding {kind!r} for response field {name!r}",
+                    ("response", name, i),
+                    (f"did you mean {close[0]!r}? " if close else "") + f"groundings: {', '.join(GROUNDING_KINDS)}",
+                )
+
+
+def find_bindings(spec_path: Path) -> Path | None:
+    """The bindings file next to a spec (or in its directory), if any."""
+    base = spec_path if spec_path.is_dir() else spec_path.parent
+    for d in (base, base.parent):
+        for name in BINDINGS_FILE_NAMES:
+            if (d / name).is_file():
+                return d / name
+    return None
+
+
+def load_bindings(path: str | Path, spec: Spec) -> Bindings:
+    """Load a bindings file and validate it against ``spec``.
+
+    Raises :class:`~agentprop.errors.BindingsError` naming the file, line, what is wrong and
+    the fix (unknown variable, tool, field, failure mode, decision or slot).
+    """
+    p = Path(path)
+    src = load_yaml(p, error=BindingsError)
+    data = src.data if src.data is not None else {}
+    if not isinstance(data, dict):
+        raise BindingsError(
+            "a bindings file must be a mapping at the top level",
+            location=SourceLocation(p, 1, 1),
+            fix="start with keys such as `variables:`, `slots:`, `world:`",
+        )
+    try:
+        b = Bindings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "list[", "str"))))
+        where = ".".join(str(x) for x in loc) or "the top level"
+        fix = "see docs/reference.md#bindings for the format"
+        if err["type"] == "extra_forbidden":
+            fix = f"remove or rename {loc[-1]!r}; " + fix
+        raise BindingsError(
+            f"invalid bindings at {where}: {err['msg']}",
+            location=src.location(loc, key=err["type"] == "extra_forbidden"),
+            fix=fix,
+        ) from None
+    b._path = p
+    b._src = src
+    b._warnings = _Validator(b, spec, src).run()
+    validate_response_section(b, spec, src)
+    return b
+
+
+def empty_bindings(spec: Spec) -> Bindings:
+    b = Bindings()
+    b._warnings = _Validator(b, spec, None).run()
+    return b

@@ -1,0 +1,1139 @@
+"""LLM paraphrase pools: rewrites written once by a model, validated, cached on disk by content.
+
+Design (DESIGN.md §3 item 2): strategies never ask a model for text at draw time. Instead
+:func:`llm_paraphrases` asks the Messages API **once** for ``n`` candidate rewrites of a sentence,
+keeps the candidates that pass a screen, stores the resulting *pool* as a JSON file keyed by
+content, and hands the pool to :func:`~agentprop.strategies._internal.paraphrase.paraphrases`. A drawn
+example is then an integer (the pool index, 0 = the original) plus an optional list of local
+transforms, so
+
+* Hypothesis shrinks towards the original sentence (index 0), then towards the pool entries
+  closest to it (the pool is sorted by similarity to the original, most similar first);
+* every replay from the example database gives the same text, because the pool is read back
+  from disk, not asked for again;
+* provenance records ``pool(index=i)``.
+
+The screen (:class:`PoolScreen`) keeps a candidate only if it
+
+1. is a non-empty string without the private-use characters agentprop reserves for masking;
+2. is not the original (compared case-insensitively, ignoring whitespace runs and final
+   punctuation) and not a repeat of an earlier candidate;
+3. contains every protected slot of the original verbatim, at least as often (ids, amounts,
+   dates, e-mails, numbers, ``{placeholders}``, ``protect=[...]``; see
+   :mod:`agentprop.strategies._internal.slots`);
+4. adds no slot the original does not have (a new order id, amount, date, e-mail, URL or
+   number written in digits would change the request; number *words* such as "one" are allowed);
+5. has a similarity to the original within ``similarity=(lo, hi)`` inclusive, where similarity
+   is :func:`rapidfuzz.fuzz.ratio` / 100 (1 - normalised InDel distance) of the case-folded,
+   whitespace-collapsed texts: above ``hi`` it is a trivial edit, below ``lo`` a different message;
+6. keeps the intent's key words. With ``keywords=None`` these are the *content words* of the
+   original (for Latin-script languages: words of three or more letters, outside protected
+   slots, not in a list of English function, pronoun and politeness words) and a **strict
+   majority** of them must appear (``k // 2 + 1`` of ``k``). With ``keywords=[...]`` **every**
+   listed keyword must appear; ``keywords=[]`` turns the check off. A word counts as present
+   when a word of the candidate shares its stem by prefix (``cancel`` ~ ``cancelled`` ~
+   ``cancellation``; stems differ by at most three letters); a keyword of several words needs
+   each of them. For scripts without spaces (``lang="zh"``) default keywords are empty and a
+   given keyword must occur as a substring.
+
+The cache key is the SHA-256 of the canonical JSON of (text, model, n, lang,
+:data:`PROMPT_VERSION`, similarity bounds, protect, keywords). :data:`PROMPT_VERSION` is bumped
+whenever the prompt or the screen changes, so old pools are not reused under new rules.
+``temperature`` is deliberately not part of the key: it changes how varied a sample is, not
+what a valid pool is. The file (``<cache_dir>/<key>.json``, default
+``.agentprop/paraphrase_pools/`` under the current directory) holds the pool, the rejected
+candidates with their reasons, and metadata (model, time, usage, prompt); never a key.
+
+Where the pool comes from, in order: ``pool_file=`` (a committed file; never any request), the
+cache, the API. With neither a cache entry nor a key, loading raises
+:class:`ParaphrasePoolError` explaining both remedies; there is no silent fallback to the
+original sentence. Creating the strategy only validates arguments; the pool is loaded (and at
+most one request made) the first time the strategy is used, once per strategy object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import os
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+from rapidfuzz import fuzz
+
+from agentprop._util.files import write_atomic
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_call
+from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
+from agentprop.strategies._internal.paraphrase import Paraphrase, paraphrases
+from agentprop.strategies._internal.slots import find_slots, has_placeholder_chars, validate_protect
+from agentprop.errors import InvalidArgument, SourceLocation
+from agentprop.errors import ParaphrasePoolError  # noqa: F401 (re-exported: defined in errors.py)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_POOL_DIR",
+    "DEFAULT_SIMILARITY",
+    "POOL_FORMAT",
+    "PROMPT_VERSION",
+    "ParaphrasePool",
+    "ParaphrasePoolError",
+    "PoolScreen",
+    "RejectedParaphrase",
+    "llm_paraphrase_pool",
+    "llm_paraphrases",
+    "parse_candidates",
+    "similarity_score",
+]
+
+PROMPT_VERSION = 1
+"""Version of the prompt and of the screen; part of the cache key."""
+
+POOL_FORMAT = "agentprop.paraphrase_pool/1"
+"""The ``format`` field of pool files."""
+
+DEFAULT_MODEL = "claude-haiku-4-5"
+"""Paraphrasing one sentence is an easy task: the small, cheap model is the default."""
+
+DEFAULT_POOL_DIR = Path(".agentprop") / "paraphrase_pools"
+"""Where pools are cached when ``cache_dir`` is not given (relative to the current directory)."""
+
+DEFAULT_SIMILARITY: tuple[float, float] = (0.3, 0.95)
+"""Default ``similarity=(lo, hi)`` bounds (see the module docstring)."""
+
+MAX_N = 100
+"""The most candidates one request may ask for."""
+
+_ANTHROPIC_HOSTS = ("api.anthropic.com",)
+_OFFLINE_API_KEY = "agentprop-offline-no-key"
+
+Reason = Literal[
+    "not_text",
+    "empty",
+    "reserved_chars",
+    "identical",
+    "duplicate",
+    "missing_slot",
+    "added_slot",
+    "too_similar",
+    "too_different",
+    "missing_keywords",
+    "surplus",
+]
+
+PoolSource = Literal["api", "cache", "file"]
+
+
+# --- values -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RejectedParaphrase:
+    """A candidate the screen refused: its text, a :data:`Reason` code and a human detail."""
+
+    text: str
+    reason: str
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"text": self.text, "reason": self.reason, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class ParaphrasePool:
+    """A validated pool of rewrites of ``text``.
+
+    ``entries`` are the accepted rewrites, most similar to the original first;
+    ``texts`` is ``(text, *entries)``, the list handed to ``paraphrases(pool=...)`` where
+    index 0 is the original. ``source`` says where this object came from (``"api"``,
+    ``"cache"`` or ``"file"``) and ``path`` is the JSON file it was read from or written to.
+    """
+
+    text: str
+    entries: tuple[str, ...]
+    similarities: tuple[float, ...]
+    rejected: tuple[RejectedParaphrase, ...]
+    model: str
+    key: str
+    source: PoolSource
+    path: Path | None
+    created: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """``(original, *entries)``: index 0 is the original, as in ``Paraphrase`` provenance."""
+        return (self.text, *self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def rejections(self) -> Counter[str]:
+        """How many candidates were rejected for each reason."""
+        return Counter(r.reason for r in self.rejected)
+
+    def describe(self) -> str:
+        """One line: how many rewrites were kept and why the others were not."""
+        why = ", ".join(f"{reason} x{count}" for reason, count in sorted(self.rejections().items()))
+        rejected = f"; rejected {len(self.rejected)} ({why})" if self.rejected else ""
+        return f"{len(self.entries)} rewrites of {self.text!r} from {self.model} [{self.source}]{rejected}"
+
+
+# --- the screen -------------------------------------------------------------------------------
+
+# Function words, pronouns, auxiliaries and politeness/framing words (English). Content words
+# are what remains; they stand in for "the intent's key words" when keywords= is not given.
+_STOP_WORDS = frozenset(
+    """
+    a about above after again against all also am an and any are aren as at be because been
+    before being below between both but by can cannot could couldn did didn do does doesn doing
+    don down during each either else even ever every few for from further get gets getting got
+    had hadn has hasn have haven having he her here hers herself him himself his how however i
+    if in into is isn it its itself just let lets like may me might mine more most must my
+    myself need needs neither no nor not now of off on once one only or other our ours
+    ourselves out over own please plz pls quite rather really same shall she should shouldn so
+    some such than thank thanks thx that the their theirs them themselves then there these they
+    this those though through thus to too under until up upon us very via want wanted wants was
+    wasn way we were weren what whatever when where whether which while who whom whose why will
+    with within without won would wouldn yes yet you your yours yourself yourselves hi hello hey
+    dear kindly sir madam okay ok oh um uh well sure maybe perhaps possible possibly help know
+    think wonder wondering hoping hope go going able
+    """.split()
+)
+_WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)*")
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ied", "ies", "ed", "es", "s", "ly")
+_STEM_SLACK = 3
+_TRAILING = re.compile(r"[\s.!?;:,\u3002\uff01\uff1f\u2026]+$")
+
+
+def _normalise(text: str) -> str:
+    """Case-folded, whitespace collapsed, final punctuation dropped (for 'identical')."""
+    return _TRAILING.sub("", " ".join(text.casefold().split()))
+
+
+def similarity_score(a: str, b: str) -> float:
+    """The screen's similarity: ``fuzz.ratio`` / 100 of case-folded, whitespace-collapsed text."""
+    return float(fuzz.ratio(" ".join(a.casefold().split()), " ".join(b.casefold().split()))) / 100.0
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _same_stem(a: str, b: str) -> bool:
+    short, long = sorted((a, b), key=len)
+    return len(short) >= 3 and long.startswith(short) and len(long) - len(short) <= _STEM_SLACK
+
+
+def _count_whole(text: str, slot: str) -> int:
+    """Occurrences of ``slot`` in ``text`` not glued to a letter or digit (``O-1001`` is not in
+    ``O-10011``); a slot edge that is not alphanumeric needs no boundary."""
+    before = r"(?<![A-Za-z0-9])" if slot[:1].isalnum() else ""
+    after = r"(?![A-Za-z0-9])" if slot[-1:].isalnum() else ""
+    return len(re.findall(before + re.escape(slot) + after, text))
+
+
+def _words(text: str) -> list[str]:
+    """Lower-cased words of ``text``; an apostrophe ends a word (``don't`` -> ``don``)."""
+    return [re.split("['\u2019]", w.casefold())[0] for w in _WORD.findall(text)]
+
+
+def _without_slots(text: str, protect: Sequence[str | re.Pattern[str]]) -> str:
+    out = list(text)
+    for slot in find_slots(text, protect=protect):
+        out[slot.start : slot.end] = [" "] * (slot.end - slot.start)
+    return "".join(out)
+
+
+def _content_words(text: str, protect: Sequence[str | re.Pattern[str]]) -> tuple[str, ...]:
+    words = [w for w in _words(_without_slots(text, protect)) if len(w) >= 3 and w not in _STOP_WORDS]
+    return tuple(dict.fromkeys(words))
+
+
+@dataclass(frozen=True)
+class PoolScreen:
+    """The rules a candidate rewrite must pass (see the module docstring for each rule).
+
+    Build it with :meth:`for_text`; :meth:`check` screens one candidate and :meth:`screen` a
+    whole reply.
+    """
+
+    original: str
+    protect: tuple[str | re.Pattern[str], ...]
+    slots: Mapping[str, int]
+    lo: float
+    hi: float
+    latin: bool
+    keywords: tuple[str, ...]
+    required: int
+    explicit_keywords: bool
+
+    @classmethod
+    def for_text(
+        cls,
+        text: str,
+        *,
+        protect: Sequence[str | re.Pattern[str]] = (),
+        similarity: tuple[float, float] = DEFAULT_SIMILARITY,
+        keywords: Sequence[str] | None = None,
+        latin: bool = True,
+    ) -> PoolScreen:
+        items = validate_protect(protect)
+        slots = Counter(s.text for s in find_slots(text, protect=items))
+        lo, hi = _validate_similarity(similarity)
+        if keywords is None:
+            words = _content_words(text, items) if latin else ()
+            required = len(words) // 2 + 1 if words else 0
+            explicit = False
+        else:
+            words = tuple(dict.fromkeys(k.strip() for k in keywords))
+            required = len(words)
+            explicit = True
+        screen = cls(text, items, dict(slots), lo, hi, latin, words, required, explicit)
+        for keyword in words if explicit else ():
+            if not screen._has_keyword(text, keyword):
+                raise InvalidArgument(
+                    f"keywords=[{keyword!r}] does not occur in text {text!r}; keywords name the words of "
+                    "the original that every rewrite must keep (any inflection: cancel ~ cancelled)"
+                )
+        return screen
+
+    @property
+    def rule(self) -> str:
+        """The keyword rule in words (stored in pool files)."""
+        if not self.keywords:
+            return "no keyword check"
+        which = "all of the given keywords" if self.explicit_keywords else "a strict majority of the content words"
+        return f"{which}: at least {self.required} of {list(self.keywords)}"
+
+    def _has_keyword(self, candidate: str, keyword: str) -> bool:
+        if not self.latin:
+            return keyword.casefold() in candidate.casefold()
+        stems = [_stem(w) for w in _words(candidate)]
+        parts = [_stem(w) for w in _words(keyword)] or [keyword.casefold()]
+        return all(any(_same_stem(part, s) for s in stems) for part in parts)
+
+    def check(self, candidate: object, seen: set[str] | None = None) -> RejectedParaphrase | float:
+        """Screen one candidate: its similarity to the original if it passes, else why not.
+
+        ``seen`` (normalised texts screened so far) is updated, for the duplicate rule.
+        """
+        if not isinstance(candidate, str):
+            return RejectedParaphrase(json.dumps(candidate, default=str), "not_text", f"a {type(candidate).__name__}, not a string")
+        text = candidate.strip()
+        if not text:
+            return RejectedParaphrase(candidate, "empty", "blank text")
+        if has_placeholder_chars(text):
+            return RejectedParaphrase(text, "reserved_chars", "contains private-use characters U+E000-U+F8FF")
+        norm = _normalise(text)
+        if norm == _normalise(self.original):
+            return RejectedParaphrase(text, "identical", "the original up to case, spacing and final punctuation")
+        if seen is not None:
+            if norm in seen:
+                return RejectedParaphrase(text, "duplicate", "repeats an earlier candidate")
+            seen.add(norm)
+        missing = [s for s, count in self.slots.items() if _count_whole(text, s) < count]
+        if missing:
+            return RejectedParaphrase(text, "missing_slot", f"drops or changes protected slot(s) {missing}")
+        added = [
+            s.text
+            for s in find_slots(text, protect=self.protect)
+            if s.text not in self.original
+            and not any(_count_whole(s.text, mine) for mine in self.slots)
+            and not (s.kind == "number" and not any(c.isdigit() for c in s.text))
+        ]
+        if added:
+            return RejectedParaphrase(text, "added_slot", f"adds slot(s) {added} that the original does not have")
+        score = similarity_score(self.original, text)
+        if score > self.hi:
+            return RejectedParaphrase(text, "too_similar", f"similarity {score:.2f} > {self.hi:g}")
+        if score < self.lo:
+            return RejectedParaphrase(text, "too_different", f"similarity {score:.2f} < {self.lo:g}")
+        if self.keywords:
+            kept = [k for k in self.keywords if self._has_keyword(text, k)]
+            if len(kept) < self.required:
+                lost = [k for k in self.keywords if k not in kept]
+                return RejectedParaphrase(
+                    text,
+                    "missing_keywords",
+                    f"keeps {len(kept)} of {len(self.keywords)} key words (needs {self.required}); missing {lost}",
+                )
+        return score
+
+    def screen(
+        self, candidates: Iterable[object], *, limit: int | None = None
+    ) -> tuple[list[tuple[str, float]], list[RejectedParaphrase]]:
+        """Screen candidates in order. Returns the accepted ``(text, similarity)`` sorted most
+        similar first (ties keep the model's order) and the rejected ones. Candidates beyond
+        ``limit`` are rejected as ``surplus``."""
+        accepted: list[tuple[str, float]] = []
+        rejected: list[RejectedParaphrase] = []
+        seen: set[str] = set()
+        for i, candidate in enumerate(candidates):
+            if limit is not None and i >= limit:
+                text = candidate if isinstance(candidate, str) else json.dumps(candidate, default=str)
+                rejected.append(RejectedParaphrase(text, "surplus", f"more than the n={limit} asked for"))
+                continue
+            result = self.check(candidate, seen)
+            if isinstance(result, RejectedParaphrase):
+                rejected.append(result)
+            else:
+                accepted.append((str(candidate).strip(), round(result, 4)))
+        accepted.sort(key=lambda pair: -pair[1])
+        return accepted, rejected
+
+
+# --- parsing a reply --------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_LIST_ITEM = re.compile(r"^\s*(?:\(?\d{1,3}[.):]|[-*\u2022])\s+(.+?)\s*$")
+_QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u300c": "\u300d"}
+_LIST_KEYS = ("paraphrases", "rewrites", "candidates", "items", "texts")
+
+
+def _unquote(item: str) -> str:
+    item = item.strip()
+    if len(item) >= 2 and _QUOTES.get(item[0]) == item[-1]:
+        return item[1:-1].strip()
+    return item
+
+
+def _items_of(value: Any) -> list[object] | None:
+    if isinstance(value, Mapping):
+        lists = [value[k] for k in _LIST_KEYS if isinstance(value.get(k), list)]
+        if not lists:
+            lists = [v for v in value.values() if isinstance(v, list)]
+        if len(lists) != 1:
+            return None
+        value = lists[0]
+    if not isinstance(value, list):
+        return None
+    out: list[object] = []
+    for item in value:
+        if isinstance(item, Mapping):
+            text = next((item[k] for k in ("text", "paraphrase", "rewrite") if isinstance(item.get(k), str)), None)
+            out.append(text if text is not None else dict(item))
+        else:
+            out.append(item)
+    return out
+
+
+def parse_candidates(reply: str) -> tuple[list[object], bool]:
+    """Candidates from a model's reply, and whether they were salvaged from truncated JSON.
+
+    Accepted, in order of preference: a JSON array (of strings, or of objects with a ``text``
+    field), possibly inside a code fence or surrounded by prose; a JSON object with one list
+    (``{"paraphrases": [...]}``); the complete string literals of a JSON array cut off by
+    ``max_tokens``; numbered or bulleted lines (``1. ...``, ``- ...``), quotes stripped.
+    Raises :class:`ParaphrasePoolError` if none of these is found.
+    """
+    if not isinstance(reply, str):
+        raise InvalidArgument(f"reply must be a str, got {type(reply).__name__}")
+    bodies = [m.group(1) for m in _FENCE.finditer(reply)] + [reply]
+    for body in bodies:
+        body = body.strip()
+        attempts = [body]
+        for opener, closer in (("[", "]"), ("{", "}")):
+            start, end = body.find(opener), body.rfind(closer)
+            if 0 <= start < end:
+                attempts.append(body[start : end + 1])
+        for attempt in attempts:
+            try:
+                items = _items_of(json.loads(attempt))
+            except ValueError:
+                continue
+            if items:
+                return items, False
+    start = reply.find("[")
+    if start >= 0:
+        salvaged: list[object] = []
+        for literal in _JSON_STRING.findall(reply[start:]):
+            try:
+                salvaged.append(json.loads(literal))
+            except ValueError:
+                continue
+        if salvaged:
+            return salvaged, True
+    lines = [_unquote(m.group(1)) for line in reply.splitlines() if (m := _LIST_ITEM.match(line))]
+    lines = [line for line in lines if line]
+    if lines:
+        return list(lines), False
+    snippet = reply.strip()[:300] or "<empty reply>"
+    raise ParaphrasePoolError(
+        f"could not find a list of paraphrases in the model's reply: {snippet!r}",
+        expected="a JSON array of strings (or a numbered list, one paraphrase per line)",
+        fix="run again (the reply is not cached), try a more capable model=, or check that base_url "
+        "points at a Messages API",
+    )
+
+
+# --- the request ------------------------------------------------------------------------------
+
+_SYSTEM = (
+    "You write paraphrases of messages that users send to a tool-using assistant (customer "
+    "support, expenses, data questions). The paraphrases are test inputs: each must ask for "
+    "exactly the same thing as the original, so that a correct assistant would act the same way."
+)
+
+
+def build_prompt(text: str, *, n: int, slots: Sequence[str], keywords: Sequence[str] = ()) -> str:
+    """The user message asking for ``n`` paraphrases (part of :data:`PROMPT_VERSION`)."""
+    rules = [
+        ("Keep the meaning and the intent exactly: the same request and the same facts, nothing "
+         "added and nothing left out."),
+        ("Vary the wording, the word order, the tone and the formality, as different people would "
+         "write it. Do not merely add 'please' or change punctuation."),
+        "Write in the same language as the message.",
+    ]
+    if slots:
+        quoted = ", ".join(json.dumps(s, ensure_ascii=False) for s in slots)
+        rules.insert(1, f"Copy these exact strings into every paraphrase, character for character: {quoted}.")
+    if keywords:
+        quoted = ", ".join(json.dumps(k, ensure_ascii=False) for k in keywords)
+        rules.insert(2, f"Keep these words (any form of them) in every paraphrase: {quoted}.")
+    rules.append(f"Answer with only a JSON array of {n} strings, no other text.")
+    body = "\n".join(f"- {r}" for r in rules)
+    return f"Write {n} different paraphrases of the message below.\n\nRules:\n{body}\n\nMessage:\n<<<\n{text}\n>>>"
+
+
+def _max_tokens(text: str, n: int) -> int:
+    return int(min(16000, max(1024, 256 + n * (len(text) // 2 + 40))))
+
+
+def _protect_key(items: Sequence[str | re.Pattern[str]]) -> list[Any]:
+    return [item if isinstance(item, str) else {"pattern": item.pattern, "flags": int(item.flags)} for item in items]
+
+
+def _describe_protect(items: Sequence[str | re.Pattern[str]]) -> list[str]:
+    return [item if isinstance(item, str) else f"re:{item.pattern}" for item in items]
+
+
+@dataclass(frozen=True)
+class _PoolRequest:
+    """Validated arguments of one pool: everything needed to find, fetch or check it."""
+
+    text: str
+    model: str
+    n: int
+    lang: str
+    similarity: tuple[float, float]
+    protect: tuple[str | re.Pattern[str], ...]
+    keywords: tuple[str, ...] | None
+    temperature: float
+    cache_dir: Path
+    pool_file: Path | None
+    client: Any
+    base_url: str | None
+    api_key: str | None
+    budget: Budget | None
+    retry_policy: RetryPolicy
+    timeout: float
+    screen: PoolScreen = field(repr=False)
+
+    @property
+    def key_fields(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "model": self.model,
+            "n": self.n,
+            "lang": self.lang,
+            "prompt_version": PROMPT_VERSION,
+            "similarity": list(self.similarity),
+            "protect": _protect_key(self.protect),
+            "keywords": None if self.keywords is None else sorted(self.keywords),
+        }
+
+    @property
+    def key(self) -> str:
+        canonical = json.dumps(self.key_fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    @property
+    def cache_path(self) -> Path:
+        return self.cache_dir / f"{self.key}.json"
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def load(self) -> ParaphrasePool:
+        if self.pool_file is not None:
+            return _read_pool_file(self, self.pool_file)
+        path = self.cache_path
+        if path.exists():
+            pool = _read_cache(self, path)
+            if self.budget is not None and isinstance(pool.metadata.get("usage"), Mapping):
+                self.budget.charge_usage(pool.model, pool.metadata["usage"], cached=True)
+        else:
+            pool = self._fetch()
+        if not pool.entries:
+            raise _empty_pool_error(pool)
+        return pool
+
+    def _client(self) -> tuple[Any, bool]:
+        if self.client is not None:
+            return self.client, False
+        key = self.api_key or os.environ.get("ANTHROPIC_API_KEY")
+        base = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        if not key:
+            host = (urlsplit(base).hostname or "") if base else "api.anthropic.com"
+            if not base or host in _ANTHROPIC_HOSTS:
+                raise _no_source_error(self)
+            key = _OFFLINE_API_KEY  # a local test server needs no key
+        import anthropic
+
+        return anthropic.Anthropic(api_key=key, base_url=base, max_retries=0, timeout=self.timeout), True
+
+    def _fetch(self) -> ParaphrasePool:
+        client, owned = self._client()
+        slots = list(self.screen.slots)
+        prompt = build_prompt(self.text, n=self.n, slots=slots, keywords=self.keywords or ())
+        max_tokens = _max_tokens(self.text, self.n)
+        if self.budget is not None:
+            self.budget.check()
+        try:
+            arguments = _create_arguments(
+                client,
+                {
+                    "model": self.model,
+                    "max_tokens": max_tokens,
+                    "temperature": self.temperature,
+                    "system": _SYSTEM,
+                    "messages": [{"role": "user", "content": prompt}],
+                },
+            )
+            response = retry_call(lambda: client.messages.create(**arguments), policy=self.retry_policy)
+        except Exception as exc:
+            if not _is_api_failure(exc):
+                raise
+            raise ParaphrasePoolError(
+                f"the Messages API call for a paraphrase pool of {self.text!r} failed: {type(exc).__name__}: {exc}",
+                expected=f"a reply from model {self.model!r}",
+                fix="check the model name, ANTHROPIC_API_KEY / api_key= and base_url=; or pass pool_file= "
+                "with a committed pool to run without the API",
+            ) from exc
+        finally:
+            if owned:
+                client.close()
+        usage = _usage_dict(getattr(response, "usage", None))
+        if self.budget is not None and usage:
+            self.budget.charge_usage(self.model, usage)
+        reply = "".join(
+            getattr(block, "text", "") for block in getattr(response, "content", []) or [] if getattr(block, "type", "") == "text"
+        )
+        candidates, truncated = parse_candidates(reply)
+        accepted, rejected = self.screen.screen(candidates, limit=self.n)
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        metadata = {
+            "temperature": self.temperature,
+            "max_tokens": max_tokens,
+            "stop_reason": getattr(response, "stop_reason", None),
+            "truncated": truncated,
+            "response_id": getattr(response, "id", None),
+            "response_model": getattr(response, "model", None),
+            "usage": usage,
+            "keyword_rule": self.screen.rule,
+            "candidates": len(candidates),
+            "system": _SYSTEM,
+            "prompt": prompt,
+        }
+        pool = ParaphrasePool(
+            text=self.text,
+            entries=tuple(t for t, _ in accepted),
+            similarities=tuple(s for _, s in accepted),
+            rejected=tuple(rejected),
+            model=self.model,
+            key=self.key,
+            source="api",
+            path=self.cache_path,
+            created=created,
+            metadata=metadata,
+        )
+        _write_json(self.cache_path, _pool_document(self, pool))
+        return pool
+
+
+def _create_arguments(client: Any, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``messages.create`` keyword arguments for ``body``. Fields the installed SDK does not take
+    as parameters (``temperature`` in recent SDKs) travel in ``extra_body``; ``None`` is omitted."""
+    try:
+        accepted = frozenset(inspect.signature(client.messages.create).parameters)
+    except (TypeError, ValueError):
+        accepted = frozenset(body)
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for name, value in body.items():
+        if value is not None:
+            (kwargs if name in accepted else extra)[name] = value
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
+
+
+def _is_api_failure(exc: BaseException) -> bool:
+    import anthropic
+
+    return isinstance(exc, (anthropic.APIError, json.JSONDecodeError, ConnectionError, TimeoutError))
+
+
+def _usage_dict(usage: Any) -> dict[str, int]:
+    if usage is None:
+        return {}
+    out: dict[str, int] = {}
+    for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[name] = value
+    return out
+
+
+def _no_source_error(request: _PoolRequest) -> ParaphrasePoolError:
+    return ParaphrasePoolError(
+        f"no paraphrase pool for {request.text!r}: it is not cached (looked for {request.cache_path}), "
+        "no pool_file= was given, and there is no Anthropic API key to ask the model for one",
+        expected="an API key (to make the pool once), or a cached or committed pool file",
+        fix="set ANTHROPIC_API_KEY (or pass api_key= or client=) and run once: the pool is then cached "
+        f"under {request.cache_dir} and later runs need no key; or commit a pool file (copy the cached "
+        "JSON, or write {'text': ..., 'pool': [...]}) and pass pool_file='tests/data/<name>.json'",
+    )
+
+
+def _empty_pool_error(pool: ParaphrasePool) -> ParaphrasePoolError:
+    why = ", ".join(f"{reason} x{count}" for reason, count in sorted(pool.rejections().items())) or "no candidates"
+    return ParaphrasePoolError(
+        f"no paraphrase of {pool.text!r} passed the screen ({why}); see the rejected candidates in {pool.path}",
+        expected="at least one rewrite that keeps every protected slot and the key words, within the similarity bounds",
+        fix="widen similarity=(lo, hi), pass keywords= naming only the words that carry the intent (or "
+        "keywords=[] to skip that check), or raise n=; changing these arguments makes a new pool",
+    )
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def _pool_document(request: _PoolRequest, pool: ParaphrasePool) -> dict[str, Any]:
+    return {
+        "format": POOL_FORMAT,
+        "key": pool.key,
+        "text": pool.text,
+        "model": pool.model,
+        "n": request.n,
+        "lang": request.lang,
+        "prompt_version": PROMPT_VERSION,
+        "similarity": list(request.similarity),
+        "protect": _describe_protect(request.protect),
+        "keywords": None if request.keywords is None else list(request.keywords),
+        "created": pool.created,
+        "pool": [{"text": t, "similarity": s} for t, s in zip(pool.entries, pool.similarities)],
+        "rejected": [r.as_dict() for r in pool.rejected],
+        "metadata": dict(pool.metadata),
+    }
+
+
+def _write_json(path: Path, document: Mapping[str, Any]) -> None:
+    """Write atomically: a reader never sees half a pool."""
+    write_atomic(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def _bad_file(path: Path, problem: str, *, expected: str, fix: str) -> ParaphrasePoolError:
+    return ParaphrasePoolError(problem, location=SourceLocation(path), expected=expected, fix=fix)
+
+
+def _read_document(path: Path, *, fix: str) -> dict[str, Any]:
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _bad_file(path, "pool file not found", expected="a JSON paraphrase pool file", fix=fix) from None
+    except OSError as exc:
+        raise _bad_file(path, f"cannot read pool file: {exc}", expected="a readable file", fix=fix) from exc
+    try:
+        document = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ParaphrasePoolError(
+            f"not valid JSON: {exc.msg}",
+            location=SourceLocation(path, exc.lineno, exc.colno),
+            expected="a JSON paraphrase pool file",
+            fix=fix,
+        ) from exc
+    if not isinstance(document, dict):
+        raise _bad_file(path, f"the top level is a {type(document).__name__}", expected="a JSON object", fix=fix)
+    return document
+
+
+def _entries_of(path: Path, document: Mapping[str, Any], *, fix: str) -> list[object]:
+    entries = document.get("pool")
+    if not isinstance(entries, list):
+        raise _bad_file(
+            path,
+            "missing or malformed 'pool'",
+            expected="'pool': a list of strings or of objects with a 'text' field",
+            fix=fix,
+        )
+    return [e.get("text") if isinstance(e, Mapping) else e for e in entries]
+
+
+def _rejected_of(document: Mapping[str, Any]) -> tuple[RejectedParaphrase, ...]:
+    out: list[RejectedParaphrase] = []
+    for item in document.get("rejected") or []:
+        if isinstance(item, Mapping) and isinstance(item.get("text"), str) and isinstance(item.get("reason"), str):
+            out.append(RejectedParaphrase(item["text"], item["reason"], str(item.get("detail", ""))))
+    return tuple(out)
+
+
+def _read_cache(request: _PoolRequest, path: Path) -> ParaphrasePool:
+    fix = f"delete {path} to ask the model again (or restore it from version control)"
+    document = _read_document(path, fix=fix)
+    if document.get("format") != POOL_FORMAT or document.get("key") != request.key or document.get("text") != request.text:
+        raise _bad_file(
+            path,
+            "this cached pool does not belong to the requested text and arguments",
+            expected=f"format {POOL_FORMAT!r}, key {request.key}, text {request.text!r}",
+            fix=fix,
+        )
+    entries = _entries_of(path, document, fix=fix)
+    if not all(isinstance(e, str) for e in entries):
+        raise _bad_file(path, "a 'pool' entry is not text", expected="strings", fix=fix)
+    texts = [str(e) for e in entries]
+    sims = [round(similarity_score(request.text, t), 4) for t in texts]
+    metadata = document.get("metadata")
+    return ParaphrasePool(
+        text=request.text,
+        entries=tuple(texts),
+        similarities=tuple(sims),
+        rejected=_rejected_of(document),
+        model=str(document.get("model", request.model)),
+        key=request.key,
+        source="cache",
+        path=path,
+        created=str(document.get("created", "")),
+        metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
+    )
+
+
+def _read_pool_file(request: _PoolRequest, path: Path) -> ParaphrasePool:
+    """A committed pool: used as is (no request, no cache), every entry re-screened."""
+    fix = "pass the pool file written for this text (a cached pool from .agentprop/paraphrase_pools/ or {'text': ..., 'pool': [...]})"
+    document = _read_document(path, fix=fix)
+    if document.get("text") != request.text:
+        raise _bad_file(
+            path,
+            f"this pool file is for {document.get('text')!r}, not for {request.text!r}",
+            expected=f"'text': {request.text!r}",
+            fix="pass the pool file made for this text, or regenerate it (pool files are per sentence)",
+        )
+    entries = _entries_of(path, document, fix=fix)
+    accepted, rejected = request.screen.screen(entries)
+    if rejected:
+        lines = "; ".join(f"{r.text!r}: {r.reason} ({r.detail})" for r in rejected[:5])
+        raise _bad_file(
+            path,
+            f"{len(rejected)} pool entr{'y fails' if len(rejected) == 1 else 'ies fail'} the screen: {lines}",
+            expected=f"entries that pass the screen with similarity={request.similarity}, protect and keywords as given",
+            fix="edit or remove those entries, or call llm_paraphrases with the arguments the file was made with",
+        )
+    if not accepted:
+        raise _bad_file(path, "the pool is empty", expected="at least one rewrite", fix=fix)
+    metadata = document.get("metadata")
+    return ParaphrasePool(
+        text=request.text,
+        entries=tuple(t for t, _ in accepted),
+        similarities=tuple(s for _, s in accepted),
+        rejected=_rejected_of(document),
+        model=str(document.get("model", "unknown")),
+        key=str(document.get("key", request.key)),
+        source="file",
+        path=path,
+        created=str(document.get("created", "")),
+        metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
+    )
+
+
+# --- arguments --------------------------------------------------------------------------------
+
+
+def _validate_similarity(value: object) -> tuple[float, float]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+        raise InvalidArgument(f"similarity={value!r} must be a pair (lo, hi) with 0 <= lo < hi <= 1")
+    lo, hi = value
+    for name, bound in (("lo", lo), ("hi", hi)):
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
+            raise InvalidArgument(f"similarity {name}={bound!r} must be a finite number between 0 and 1")
+    if not 0 <= lo < hi <= 1:
+        raise InvalidArgument(
+            f"similarity={value!r} must satisfy 0 <= lo < hi <= 1 (lo rejects rewrites too different from the "
+            "original, hi rejects near-copies)"
+        )
+    return float(lo), float(hi)
+
+
+def _validate_path(name: str, value: object) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise InvalidArgument(f"{name}={value!r} must be a path (str or os.PathLike), got {type(value).__name__}")
+    return Path(value)
+
+
+def _make_request(
+    text: object,
+    *,
+    model: object,
+    n: object,
+    lang: object,
+    packs: object,
+    cache_dir: object,
+    client: object,
+    base_url: object,
+    api_key: object,
+    similarity: object,
+    protect: object,
+    keywords: object,
+    temperature: object,
+    pool_file: object,
+    budget: object,
+    retry_policy: object,
+    timeout: object,
+) -> _PoolRequest:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidArgument(f"text={text!r} must be a non-empty str")
+    if not isinstance(model, str) or not model.strip():
+        raise InvalidArgument(f"model={model!r} must be a model name such as {DEFAULT_MODEL!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
+        raise InvalidArgument(f"n={n!r} must be an int between 1 and {MAX_N} (how many paraphrases to ask for)")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 1:
+        raise InvalidArgument(f"temperature={temperature!r} must be a number between 0 and 1")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise InvalidArgument(f"timeout={timeout!r} must be a positive number of seconds")
+    for name, value in (("base_url", base_url), ("api_key", api_key)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InvalidArgument(f"{name} must be a non-empty str or None, got {type(value).__name__}")
+    if client is not None and not hasattr(client, "messages"):
+        raise InvalidArgument(
+            f"client={client!r} must be an anthropic.Anthropic client (something with .messages.create)"
+        )
+    if budget is not None and not isinstance(budget, Budget):
+        raise InvalidArgument(f"budget must be an agentprop Budget, got {type(budget).__name__}")
+    if not isinstance(retry_policy, RetryPolicy):
+        raise InvalidArgument(f"retry_policy must be a RetryPolicy, got {type(retry_policy).__name__}")
+    if keywords is not None:
+        if isinstance(keywords, (str, bytes)) or not isinstance(keywords, Iterable):
+            raise InvalidArgument(
+                f"keywords={keywords!r} must be a list of words; wrap a single word: keywords=[{keywords!r}]"
+            )
+        keywords = tuple(keywords)
+        if not all(isinstance(k, str) and k.strip() for k in keywords):
+            raise InvalidArgument(f"keywords={list(keywords)!r} must contain only non-empty strings")
+    pack: PhrasePack = resolve_pack(lang, packs)  # type: ignore[arg-type]
+    protect_items = validate_protect(protect)
+    screen = PoolScreen.for_text(
+        text,
+        protect=protect_items,
+        similarity=similarity,  # type: ignore[arg-type]
+        keywords=keywords,  # type: ignore[arg-type]
+        latin=pack.resolved_script == "latin",
+    )
+    directory = _validate_path("cache_dir", cache_dir) or DEFAULT_POOL_DIR
+    return _PoolRequest(
+        text=text,
+        model=model,
+        n=n,
+        lang=str(lang),
+        similarity=(screen.lo, screen.hi),
+        protect=protect_items,
+        keywords=None if keywords is None else screen.keywords,
+        temperature=float(temperature),
+        cache_dir=directory if directory.is_absolute() else Path.cwd() / directory,
+        pool_file=_validate_path("pool_file", pool_file),
+        client=client,
+        base_url=base_url,  # type: ignore[arg-type]
+        api_key=api_key,  # type: ignore[arg-type]
+        budget=budget,  # type: ignore[arg-type]
+        retry_policy=retry_policy,
+        timeout=float(timeout),
+        screen=screen,
+    )
+
+
+# --- public API -------------------------------------------------------------------------------
+
+
+def llm_paraphrase_pool(
+    text: str,
+    *,
+    model: str = DEFAULT_MODEL,
+    n: int = 20,
+    lang: str = "en",
+    cache_dir: str | os.PathLike[str] | None = None,
+    client: Any = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    similarity: tuple[float, float] = DEFAULT_SIMILARITY,
+    protect: Sequence[str | re.Pattern[str]] = (),
+    keywords: Sequence[str] | None = None,
+    temperature: float = 1.0,
+    pool_file: str | os.PathLike[str] | None = None,
+    packs: Sequence[str | os.PathLike[str] | PhrasePack] | None = None,
+    budget: Budget | None = None,
+    retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    timeout: float = 120.0,
+) -> ParaphrasePool:
+    """Load (or make, once) the validated paraphrase pool that :func:`llm_paraphrases` draws from.
+
+    Same arguments as :func:`llm_paraphrases` minus the transform options; runs now rather than
+    on first draw. Use it to fill the cache ahead of a run, to inspect ``pool.rejected``, or to
+    find the file to commit (``pool.path``).
+    """
+    request = _make_request(
+        text,
+        model=model,
+        n=n,
+        lang=lang,
+        packs=packs,
+        cache_dir=cache_dir,
+        client=client,
+        base_url=base_url,
+        api_key=api_key,
+        similarity=similarity,
+        protect=protect,
+        keywords=keywords,
+        temperature=temperature,
+        pool_file=pool_file,
+        budget=budget,
+        retry_policy=retry_policy,
+        timeout=timeout,
+    )
+    return request.load()
+
+
+class _LazyPoolStrategy:
+    """The definition behind ``st.deferred``: loads the pool once per strategy object.
+
+    Hypothesis calls it when the strategy is first used; the result -- or the error -- is kept,
+    so a strategy shared by many tests makes at most one request and fails the same way each time.
+    """
+
+    def __init__(self, request: _PoolRequest, options: dict[str, Any], description: str) -> None:
+        self._request = request
+        self._options = options
+        self._description = description
+        self._lock = threading.Lock()
+        self._result: SearchStrategy[Paraphrase] | None = None
+        self._error: BaseException | None = None
+        self.pool: ParaphrasePool | None = None
+
+    def __call__(self) -> SearchStrategy[Paraphrase]:
+        with self._lock:
+            if self._result is not None:
+                return self._result
+            if self._error is not None:
+                raise self._error
+            try:
+                self.pool = self._request.load()
+                self._result = paraphrases(self._request.text, pool=self.pool.entries, **self._options)
+            except Exception as exc:
+                self._error = exc
+                raise
+            return self._result
+
+    def __repr__(self) -> str:
+        return self._description
+
+
+def llm_paraphrases(
+    text: str,
+    *,
+    model: str = DEFAULT_MODEL,
+    n: int = 20,
+    lang: str = "en",
+    cache_dir: str | os.PathLike[str] | None = None,
+    client: Any = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    similarity: tuple[float, float] = DEFAULT_SIMILARITY,
+    protect: Sequence[str | re.Pattern[str]] = (),
+    keywords: Sequence[str] | None = None,
+    temperature: float = 1.0,
+    pool_file: str | os.PathLike[str] | None = None,
+    max_transforms: int = 0,
+    max_typos: int = 2,
+    transforms: Sequence[str] | None = None,
+    packs: Sequence[str | os.PathLike[str] | PhrasePack] | None = None,
+    budget: Budget | None = None,
+    retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    timeout: float = 120.0,
+) -> SearchStrategy[Paraphrase]:
+    """Paraphrases of ``text`` written once by an LLM, validated, cached, drawn as pool indices.
+
+    The first time the strategy is used it obtains a pool of rewrites -- from ``pool_file`` (a
+    committed JSON pool; no request), else from the cache (``cache_dir``, default
+    ``.agentprop/paraphrase_pools/``, keyed by the SHA-256 of text, model, n, lang, prompt
+    version, similarity, protect and keywords), else with ONE Messages API request for ``n``
+    candidates, screened (protected slots kept verbatim, no slot added, similarity within
+    ``similarity=(lo, hi)``, key words kept, no duplicates; see :class:`PoolScreen`) and cached.
+    It never asks the model again for the same key, and never per example.
+
+    Examples are :class:`~agentprop.strategies._internal.paraphrase.Paraphrase` values drawn by
+    ``paraphrases(text, pool=...)``: index 0 is the original, entries are ordered most similar
+    first, and provenance records ``pool(index=i)``; failures shrink to the original.
+    ``max_transforms`` (default 0: the pool alone) composes local transforms on top.
+
+    The key comes from ``api_key=``, ``client=`` or ``ANTHROPIC_API_KEY`` (a ``base_url`` that
+    is not Anthropic's, such as a local test server, needs none). With no pool file, no cached
+    pool and no key, the first draw raises :class:`ParaphrasePoolError` saying how to provide
+    one. Arguments are checked when the strategy is created (:class:`InvalidArgument`).
+    """
+    request = _make_request(
+        text,
+        model=model,
+        n=n,
+        lang=lang,
+        packs=packs,
+        cache_dir=cache_dir,
+        client=client,
+        base_url=base_url,
+        api_key=api_key,
+        similarity=similarity,
+        protect=protect,
+        keywords=keywords,
+        temperature=temperature,
+        pool_file=pool_file,
+        budget=budget,
+        retry_policy=retry_policy,
+        timeout=timeout,
+    )
+    options: dict[str, Any] = {
+        "lang": lang,
+        "packs": packs,
+        "protect": request.protect,
+        "max_transforms": max_transforms,
+        "max_typos": max_typos,
+        "transforms": transforms,
+    }
+    paraphrases(text, **options)  # validate the transform options now, not on first draw
+    parts = [repr(text), f"model={model!r}", f"n={n}"]
+    if lang != "en":
+        parts.append(f"lang={lang!r}")
+    if pool_file is not None:
+        parts.append(f"pool_file={str(pool_file)!r}")
+    if max_transforms:
+        parts.append(f"max_transforms={max_transforms}")
+    lazy = _LazyPoolStrategy(request, options, f"llm_paraphrases({', '.join(parts)})")
+
+    def definition() -> SearchStrategy[Paraphrase]:
+        return lazy()
+
+    definition.__name__ = definition.__qualname__ = repr(lazy)  # how Hypothesis prints the strategy
+    return st.deferred(definition)

@@ -1,0 +1,489 @@
+"""Phrase packs: the per-language data that paraphrase transforms draw from.
+
+A phrase pack is a YAML file (schema: :class:`PhrasePack`, documented in
+``docs/phrase-packs.md``). agentprop ships one per language in ``agentprop/strategies/packs/``
+(package data, installed with the wheel). Users add or override entries with their own packs:
+``paraphrases(text, packs=["domain.en.yaml"])``.
+
+Loading validates everything with pydantic; any problem becomes an
+:class:`~agentprop.errors.InputError` naming the file, line and column (from the YAML node
+marks), the key, what was expected and the fix.
+
+Merging rule (see :func:`merge_packs`): for each pack of the requested language, in order,
+list sections are extended (duplicates dropped), mapping sections are updated key by key (a
+synonym mapped to ``[]`` is removed), and sections named in the pack's ``replace:`` list
+discard the entries that came before.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import re
+import string
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
+
+from agentprop._util.yaml_source import TYPE_WORDS, YamlSource, describe_loc, load_yaml
+from agentprop.errors import InputError, InvalidArgument, SourceLocation
+
+Mood = Literal["imperative", "question", "statement"]
+Script = Literal["latin", "cjk"]
+
+# --- field validators -------------------------------------------------------------------------
+
+_TEMPLATE_FIELDS = {"S", "s", "p"}
+
+
+def _custom(message: str, fix: str) -> PydanticCustomError:
+    return PydanticCustomError("pack_value", message, {"fix": fix})
+
+
+def _check_phrase(value: str) -> str:
+    if not value.strip():
+        raise _custom("empty phrase", "write at least one visible character, or delete the entry")
+    if "{" in value or "}" in value:
+        raise _custom(
+            "braces are only allowed in frame templates",
+            "remove the { } characters (templates belong under politeness, indirect_requests, fillers, hedges, urgency, casual or formal)",
+        )
+    return value
+
+
+def _check_template(value: str) -> str:
+    try:
+        parts = list(string.Formatter().parse(value))
+    except ValueError as exc:
+        raise _custom(
+            f"malformed template ({exc})",
+            "use exactly one {S} (sentence as written) or {s} (sentence with its first letter lower-cased), "
+            "and optionally {p} (its end punctuation); no other braces",
+        ) from None
+    fields = [name for _, name, _, _ in parts if name is not None]
+    specs = [spec or conv for _, name, spec, conv in parts if name is not None and (spec or conv)]
+    unknown = [f for f in fields if f not in _TEMPLATE_FIELDS]
+    sentence = [f for f in fields if f in ("S", "s")]
+    if unknown or specs or len(sentence) != 1 or fields.count("p") > 1:
+        raise _custom(
+            "a frame template needs exactly one {S} or {s}, at most one {p}, and no other placeholders",
+            "write e.g. 'Please {s}{p}' or '{S}, please{p}'; {S} is the sentence as written, {s} the same "
+            "with its first letter lower-cased, {p} its end punctuation",
+        )
+    return value
+
+
+def _check_char(value: str) -> str:
+    if len(value) != 1:
+        raise _custom(f"expected a single character, got {len(value)}", "write one character per key and value")
+    return value
+
+
+def _check_keyboard_key(value: str) -> str:
+    if len(value) != 1 or not ("a" <= value <= "z"):
+        raise _custom("keyboard keys must be single lower-case letters a-z", "write e.g. `q: wa` (q's neighbours)")
+    return value
+
+
+def _check_neighbours(value: str) -> str:
+    if not value or not value.isalpha() or value != value.lower():
+        raise _custom(
+            "keyboard neighbours must be a non-empty string of lower-case letters",
+            "write the keys next to this one, e.g. `s: awedxz`",
+        )
+    return value
+
+
+_LANG_RE = re.compile(r"^[a-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$")
+
+
+def _check_lang(value: str) -> str:
+    if not _LANG_RE.match(value):
+        raise _custom(
+            f"{value!r} is not a language code",
+            "use a BCP-47 style code such as en, zh, de or pt-BR",
+        )
+    return value
+
+
+Phrase = Annotated[str, AfterValidator(_check_phrase)]
+Template = Annotated[str, AfterValidator(_check_template)]
+Char = Annotated[str, AfterValidator(_check_char)]
+KeyboardKey = Annotated[str, AfterValidator(_check_keyboard_key)]
+Neighbours = Annotated[str, AfterValidator(_check_neighbours)]
+LangCode = Annotated[str, AfterValidator(_check_lang)]
+
+SectionName = Literal[
+    "greetings",
+    "closings",
+    "politeness",
+    "indirect_requests",
+    "fillers",
+    "hedges",
+    "urgency",
+    "casual",
+    "formal",
+    "particles",
+    "synonyms",
+    "contractions",
+    "keyboard",
+    "punctuation_widths",
+    "imperative_starts",
+    "question_starts",
+    "question_ends",
+    "question_contains",
+    "clause_connectors",
+    "keep_case",
+    "typo_exempt",
+]
+SECTION_NAMES: tuple[str, ...] = get_args(SectionName)
+
+
+# --- models -----------------------------------------------------------------------------------
+
+
+class _PackModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Frames(_PackModel):
+    """Frame templates by the mood of the sentence they wrap.
+
+    ``any`` applies to every sentence; the others only to sentences of that mood (decided from
+    the pack's ``imperative_starts`` and ``question_*`` lists). Placeholders: ``{S}`` the
+    first sentence as written (without end punctuation), ``{s}`` the same with its first letter
+    lower-cased, ``{p}`` its end punctuation.
+    """
+
+    any: tuple[Template, ...] = ()
+    imperative: tuple[Template, ...] = ()
+    question: tuple[Template, ...] = ()
+    statement: tuple[Template, ...] = ()
+
+    def for_mood(self, mood: Mood) -> tuple[str, ...]:
+        return (*self.any, *getattr(self, mood))
+
+    @property
+    def widest(self) -> int:
+        return max(len(self.for_mood(m)) for m in get_args(Mood))
+
+
+class Particles(_PackModel):
+    """Sentence-final particles (Chinese 吧/呢/啊 …) by mood; ``any`` applies to every mood."""
+
+    any: tuple[Phrase, ...] = ()
+    imperative: tuple[Phrase, ...] = ()
+    question: tuple[Phrase, ...] = ()
+    statement: tuple[Phrase, ...] = ()
+
+    def for_mood(self, mood: Mood) -> tuple[str, ...]:
+        return (*self.any, *getattr(self, mood))
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return (*self.any, *self.imperative, *self.question, *self.statement)
+
+    @property
+    def widest(self) -> int:
+        return max(len(self.for_mood(m)) for m in get_args(Mood))
+
+
+class PhrasePack(_PackModel):
+    """One phrase pack (a YAML file). Every section is optional except ``lang``.
+
+    Order matters: the first entry of a list is the one Hypothesis shrinks towards, so put the
+    plainest, most neutral phrasing first.
+    """
+
+    lang: LangCode
+    script: Script | None = None
+    description: str = ""
+    replace: tuple[SectionName, ...] = ()
+
+    greetings: tuple[Phrase, ...] = ()
+    closings: tuple[Phrase, ...] = ()
+    politeness: Frames = Frames()
+    indirect_requests: Frames = Frames()
+    fillers: Frames = Frames()
+    hedges: Frames = Frames()
+    urgency: Frames = Frames()
+    """Register: a hurried or urgent user ("... asap", "Urgent: ...")."""
+    casual: Frames = Frames()
+    """Register: casual chat ("hey, ...", "... thx")."""
+    formal: Frames = Frames()
+    """Register: formal correspondence ("I would be grateful if you could ...")."""
+    particles: Particles = Particles()
+    synonyms: dict[Phrase, tuple[Phrase, ...]] = {}
+    contractions: dict[Phrase, Phrase] = {}
+    keyboard: dict[KeyboardKey, Neighbours] = {}
+    punctuation_widths: dict[Char, Char] = {}
+
+    imperative_starts: tuple[Phrase, ...] = ()
+    question_starts: tuple[Phrase, ...] = ()
+    question_ends: tuple[Phrase, ...] = ()
+    question_contains: tuple[Phrase, ...] = ()
+    clause_connectors: tuple[Phrase, ...] = ()
+    keep_case: tuple[Phrase, ...] = ()
+    typo_exempt: tuple[Phrase, ...] = ()
+
+    @property
+    def resolved_script(self) -> Script:
+        return self.script or "latin"
+
+
+_FRAME_SECTIONS = ("politeness", "indirect_requests", "fillers", "hedges", "urgency", "casual", "formal", "particles")
+_MAP_SECTIONS = ("synonyms", "contractions", "keyboard", "punctuation_widths")
+
+
+def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def merge_packs(base: PhrasePack, *overlays: PhrasePack) -> PhrasePack:
+    """Apply ``overlays`` (same language) on top of ``base``; see the module docstring."""
+    data: dict[str, Any] = {name: getattr(base, name) for name in PhrasePack.model_fields}
+    for pack in overlays:
+        if pack.lang != base.lang:
+            raise InvalidArgument(f"cannot merge a {pack.lang!r} pack into a {base.lang!r} pack")
+        if pack.script is not None:
+            data["script"] = pack.script
+        if pack.description:
+            data["description"] = pack.description
+        for name in SECTION_NAMES:
+            new = getattr(pack, name)
+            old = data[name]
+            if name in pack.replace:
+                data[name] = new
+            elif name in _FRAME_SECTIONS:
+                fields = {m: _dedupe((*getattr(old, m), *getattr(new, m))) for m in ("any", *get_args(Mood))}
+                data[name] = type(old)(**fields)
+            elif name in _MAP_SECTIONS:
+                merged = {**old, **new}
+                if name == "synonyms":
+                    merged = {k: v for k, v in merged.items() if v}
+                data[name] = merged
+            else:
+                data[name] = _dedupe((*old, *new))
+    data["replace"] = ()
+    return PhrasePack(**data)
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+
+_QUOTE_HINT = (
+    "YAML reads unquoted yes/no/on/off/true/false as booleans and bare numbers as numbers: "
+    "quote such phrases, e.g. 'no'"
+)
+
+
+def _allowed_keys(parent: Sequence[Hashable]) -> tuple[str, ...]:
+    if not parent:
+        return tuple(PhrasePack.model_fields)
+    if len(parent) == 1 and parent[0] in _FRAME_SECTIONS:
+        return ("any", *get_args(Mood))
+    return ()
+
+
+def _error_from_validation(exc: ValidationError, src: YamlSource) -> InputError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    kind = first["type"]
+    if loc and loc[-1] == "[key]":
+        loc = loc[:-1]
+        where = src.location(loc, key=True)
+        key_text = f"key {loc[-1]!r} of {describe_loc(loc[:-1])}" if loc else "a key"
+    else:
+        where = src.location(loc, key=(kind == "extra_forbidden"))
+        key_text = describe_loc(loc)
+    if kind == "extra_forbidden":
+        parent, key = loc[:-1], str(loc[-1])
+        allowed = _allowed_keys(parent)
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        place = f"in {describe_loc(parent)}" if parent else "at the top level"
+        return InputError(
+            f"unknown key {key!r} {place}{more}",
+            location=where,
+            expected=f"one of: {', '.join(allowed)}" if allowed else "no keys here",
+            fix=f"{hint}rename or remove {key!r} (the pack schema is in docs/phrase-packs.md)",
+        )
+    if kind == "missing":
+        parent, key = loc[:-1], str(loc[-1])
+        example = "`lang: en` (the language this pack is for)" if key == "lang" else f"`{key}: ...`"
+        return InputError(
+            f"missing required key {key!r} in {describe_loc(parent)}{more}",
+            location=src.location(parent),
+            expected=example,
+            fix=f"add {example} at the top of the file",
+        )
+    if kind == "pack_value":
+        ctx = first.get("ctx") or {}
+        return InputError(
+            f"bad value at {key_text}: {first['msg']}{more}",
+            location=where,
+            expected=None,
+            fix=str(ctx.get("fix", "see docs/phrase-packs.md")),
+        )
+    if kind == "literal_error":
+        return InputError(
+            f"bad value at {key_text}: {first['msg']}, got {first.get('input')!r}{more}",
+            location=where,
+            expected=first["msg"].removeprefix("Input should be "),
+            fix=f"change {key_text} to one of the allowed values",
+        )
+    got = first.get("input")
+    got_text = type(got).__name__ if isinstance(got, (dict, list)) else f"{type(got).__name__} {got!r}"
+    expected = TYPE_WORDS.get(kind, first["msg"])
+    fix = f"change {key_text} to {expected}"
+    if kind == "string_type" and (isinstance(got, (bool, int, float)) or got is None):
+        fix += f"; {_QUOTE_HINT}"
+    return InputError(
+        f"wrong type at {key_text}: expected {expected}, got {got_text}{more}",
+        location=where,
+        expected=expected,
+        fix=fix,
+    )
+
+
+def pack_from_source(src: YamlSource) -> PhrasePack:
+    """Validate already-loaded YAML (with positions) as a :class:`PhrasePack`."""
+    if src.duplicate_keys:
+        loc, (line, col) = src.duplicate_keys[0]
+        raise InputError(
+            f"duplicate key {str(loc[-1])!r} in {describe_loc(loc[:-1])}",
+            location=SourceLocation(src.path, line, col),
+            expected="each key once per mapping",
+            fix="merge the two entries into one (YAML would silently keep only the last)",
+        )
+    if not isinstance(src.data, dict):
+        what = "an empty file" if src.data is None else f"a {type(src.data).__name__}"
+        raise InputError(
+            f"a phrase pack must be a mapping at the top level, got {what}",
+            location=SourceLocation(src.path, 1, 1),
+            expected="`lang: en` followed by sections such as `greetings:` and `synonyms:`",
+            fix="start the file with `lang: <code>`; see docs/phrase-packs.md",
+        )
+    try:
+        return PhrasePack.model_validate(src.data)
+    except ValidationError as exc:
+        raise _error_from_validation(exc, src) from None
+
+
+def load_pack(path: str | os.PathLike[str]) -> PhrasePack:
+    """Load and validate one phrase-pack YAML file (no merging).
+
+    Raises :class:`~agentprop.errors.InputError` with file, line and fix for any problem.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgument(f"load_pack() needs a path, got {type(path).__name__} {path!r}")
+    file = Path(path)
+    src = load_yaml(file, error=InputError)
+    return pack_from_source(src)
+
+
+def load_pack_text(text: str, *, name: str = "<string>") -> PhrasePack:
+    """Load a phrase pack from YAML text; errors name ``name`` as the file."""
+    src = load_yaml(Path(name), text=text, error=InputError)
+    return pack_from_source(src)
+
+
+# --- built-in packs ---------------------------------------------------------------------------
+
+
+def builtin_pack_dir() -> Path:
+    """The directory holding the shipped packs (``agentprop/strategies/packs/``)."""
+    root = resources.files("agentprop.strategies") / "packs"
+    path = Path(str(root))
+    if not path.is_dir():
+        raise InputError(
+            f"agentprop's built-in phrase packs are missing (looked in {path})",
+            location=SourceLocation(path),
+            fix="reinstall agentprop (the packs are package data of agentprop.strategies)",
+        )
+    return path
+
+
+@functools.cache
+def _builtin_packs() -> dict[str, PhrasePack]:
+    packs: dict[str, PhrasePack] = {}
+    for file in sorted(builtin_pack_dir().glob("*.yaml")):
+        pack = load_pack(file)
+        packs[pack.lang] = pack
+    return packs
+
+
+def builtin_languages() -> tuple[str, ...]:
+    """Languages with a shipped phrase pack."""
+    return tuple(_builtin_packs())
+
+
+PackSource = Union[str, "os.PathLike[str]", PhrasePack]
+
+
+def _coerce(item: object) -> PhrasePack:
+    if isinstance(item, PhrasePack):
+        return item
+    if isinstance(item, (str, os.PathLike)):
+        file = Path(item)
+        if not file.is_file():
+            raise InvalidArgument(
+                f"phrase pack file not found: {str(file)!r} (resolved from {os.getcwd()!r}); "
+                "pass a path to a YAML pack, or a PhrasePack object"
+            )
+        return load_pack(file)
+    if isinstance(item, Mapping):
+        try:
+            return PhrasePack.model_validate(item)
+        except ValidationError as exc:
+            raise InvalidArgument(f"invalid phrase pack mapping: {exc}") from None
+    raise InvalidArgument(
+        f"packs items must be paths to YAML files or PhrasePack objects, got {type(item).__name__} {item!r}"
+    )
+
+
+def coerce_packs(packs: object) -> tuple[PhrasePack, ...]:
+    """Validate a ``packs=`` argument and load every pack it names."""
+    if packs is None:
+        return ()
+    if isinstance(packs, (str, os.PathLike, PhrasePack)):
+        raise InvalidArgument(
+            f"packs={packs!r} must be a list of packs, not a single {type(packs).__name__}; "
+            f"wrap it: packs=[{packs!r}]"
+        )
+    if not isinstance(packs, Iterable):
+        raise InvalidArgument(f"packs must be a list of paths or PhrasePack objects, got {type(packs).__name__}")
+    return tuple(_coerce(item) for item in packs)
+
+
+def resolve_pack(lang: str, packs: object = None) -> PhrasePack:
+    """The effective pack for ``lang``: the shipped pack (if any) with every user pack of the
+    same language merged on top in order. User packs for other languages are ignored, so one
+    list of packs can serve several languages.
+    """
+    if not isinstance(lang, str):
+        raise InvalidArgument(f"lang must be a str such as 'en' or 'zh', got {type(lang).__name__} {lang!r}")
+    user = coerce_packs(packs)
+    builtin = _builtin_packs()
+    mine = [p for p in user if p.lang == lang]
+    if lang in builtin:
+        base = builtin[lang]
+    elif mine:
+        base = PhrasePack(lang=lang)
+    else:
+        known = sorted({*builtin, *(p.lang for p in user)})
+        close = difflib.get_close_matches(lang.lower(), known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise InvalidArgument(
+            f"unknown lang={lang!r}: no phrase pack for it. Available: {', '.join(known)}.{hint} "
+            f"To add a language, write a pack with `lang: {lang}` and pass packs=[path]."
+        )
+    return merge_packs(base, *mine) if mine else base
