@@ -104,16 +104,31 @@ def test_a_fixed_case_keeps_the_concurrency_in_flight() -> None:
 
 
 def test_runs_past_the_decision_are_cancelled_and_counted() -> None:
-    # seed 3, p=0.6: zero-failure certification fails early, with trials in flight behind it
-    agent = SimulatedAgent(0.6, seed=3, max_delay=0.02)
+    # zero-failure certification: trials 0-2 pass, trial 3 fails and decides; trial 4 finishes
+    # ahead of the decision, trials 5-11 are still running when it is made
+    started: list[int] = []
+    cancelled: list[int] = []
+    forever = asyncio.Event()
+
+    async def run(trial: int) -> Trace:
+        started.append(trial)
+        if trial >= 5:
+            try:
+                await forever.wait()
+            except asyncio.CancelledError:
+                cancelled.append(trial)
+                raise
+        await asyncio.sleep(0)
+        turn = Turn(index=0, user_message="hi", response={"decision": "WRONG" if trial == 3 else "OK"}, usage=Usage(cost_usd=0.01, model_calls=1))
+        return Trace(trial=trial, turns=[turn])
+
     memo = TrialMemo()
-    result, _ = decide(agent, OracleSettings(mode="zero-failure", tau=1.0, runs=59), 12, memo=memo)
-    assert result.verdict == "FAIL" and result.runs < 12
-    assert agent.cancelled, "no run in flight was cancelled"
-    assert result.runs_beyond_decision == len(agent.started) - result.runs
-    finished_beyond = [t for t in agent.finished if t - 1000 >= result.runs]
-    assert len(memo) == result.runs + len(finished_beyond)  # finished runs are kept for later
-    assert result.cost_usd == pytest.approx(0.01 * (result.runs + len(finished_beyond)))
+    result = asyncio.run(adecide(run, OracleSettings(mode="zero-failure", tau=1.0, runs=59), judge=judged_by([]), memo=memo, input_digest="in", fingerprint="a", concurrency=12))  # type: ignore[arg-type]
+    assert result.verdict == "FAIL" and result.runs == 4 and result.failures[0].first_trial == 3
+    assert sorted(started) == list(range(12)) and sorted(cancelled) == list(range(5, 12))
+    assert result.runs_beyond_decision == 1 + 7  # trial 4 finished, 5-11 cancelled
+    assert len(memo) == 5  # the finished run beyond the decision is kept for later
+    assert result.cost_usd == pytest.approx(0.05)  # and paid for
 
 
 def test_the_budget_stops_a_decision_in_flight_where_it_stops_a_serial_one() -> None:
