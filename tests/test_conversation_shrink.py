@@ -162,7 +162,7 @@ def test_corpus_saves_replays_and_prints_a_regression_test(tmp_path: Path, pytes
     assert corpus.entries(agent_ref="someone:Else") == []
 
     pytester.makepyfile(test_regression=pytest_regression(entry))
-    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "--import-mode=importlib")
     # the agent still has its leak knob on: the regression test fails, naming the leak
     assert result.ret == 1, result.stdout.str()
     assert "AgentPropertyViolation" in result.stdout.str()

@@ -21,6 +21,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+from hypothesis import core as hypothesis_core
 
 from agentprop.strategies import apply_transforms
 
@@ -39,6 +40,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import core as hypothesis_core
 from hypothesis import given, strategies as st
 
 import agentprop
@@ -69,9 +71,17 @@ IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """pytest on the sandbox, in this process (the inner session is current only while it runs)."""
+    """pytest on the sandbox, in this process (the inner session is current only while it
+    runs). The sandbox's files are imported in ``importlib`` mode and named apart from this
+    suite's modules (a sandbox ``test_budget.py`` would be taken for this suite's, already
+    imported), and Hypothesis's global seed, which its plugin sets for good from
+    ``--hypothesis-seed``, is put back."""
     (pytester.path / "results.jsonl").unlink(missing_ok=True)
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+    seed = hypothesis_core.global_force_seed
+    try:
+        return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib", *args)
+    finally:
+        hypothesis_core.global_force_seed = seed
 
 
 def results(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
@@ -351,7 +361,7 @@ def test_budget(agentprop_budget):
 
 
 def test_session_budget_makes_an_undecided_check_inconclusive(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_budget=BUDGET)
+    pytester.makepyfile(test_session_budget=BUDGET)
     result = run(pytester, "--agentprop-max-runs=5")
     result.assert_outcomes(failed=1)
     assert results(pytester)["budget"] == {"max_runs": 5, "used": 5}
@@ -617,7 +627,7 @@ def test_a_session_run_in_this_process_leaves_this_sessions_state_alone(pytester
 
     outer = current_session()
     before = (outer.memo, outer.budget, outer.corpus, outer.profile, len(outer.recorded_results()))
-    pytester.makepyfile(test_budget=BUDGET)
+    pytester.makepyfile(test_session_budget=BUDGET)
     run(pytester, "--agentprop-max-runs=5", "--agentprop-profile=smoke", f"--agentprop-corpus={pytester.path / 'corpus'}")
     assert results(pytester)["budget"] == {"max_runs": 5, "used": 5}  # the inner session had its own
     assert current_session() is outer

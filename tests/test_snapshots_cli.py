@@ -151,7 +151,7 @@ def test_ticket_path(agentprop_snapshot):
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "--import-mode=importlib", *args)
 
 
 def test_fixture_fails_new_then_approves_with_a_reason_then_matches(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,7 +206,8 @@ def run_example_file(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
     agent's faults in ``AGENTPROP_FAULTS`` (read when the file is imported)."""
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("AGENTPROP_FAULTS", faults)
-    return pytester.runpytest_inprocess(str(EXAMPLE / "test_snapshots.py"), "-q", "-p", "no:cacheprovider", "--rootdir", str(pytester.path))
+    # importlib mode: the example's test_snapshots.py is not this suite's tests/test_snapshots.py
+    return pytester.runpytest_inprocess(str(EXAMPLE / "test_snapshots.py"), "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", str(pytester.path))
 
 
 def test_the_example_snapshot_tests_pass_and_catch_the_wrong_order_fault(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
