@@ -193,8 +193,8 @@ def test_ticket():
 
 def test_pytest_shrinks_one_bug_once_and_lists_it_above_the_cases(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_two=TWO_TESTS_ONE_BUG)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--agentprop-shrink-budget=40",
-                                           f"--agentprop-corpus={pytester.path / 'corpus'}", timeout=240)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib", "--agentprop-shrink-budget=40",
+                                          f"--agentprop-corpus={pytester.path / 'corpus'}")
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert out.count("reproducer fails") == 1, out  # one shrink

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from agentprop._decide.corpus import Corpus, entry_from_shrink, pytest_regressio
 from agentprop.strategies import apply_transforms
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
+pytest_plugins = ["pytester"]
 sys.path.insert(0, str(EXAMPLE))
 from agent import SupportOpsAgent  # noqa: E402
 
@@ -156,7 +156,7 @@ def test_word_diff() -> None:
     assert word_diff("a b", "a b c") == "a b {+c+}"
 
 
-def test_corpus_saves_replays_and_prints_a_regression_test(tmp_path: Path) -> None:
+def test_corpus_saves_replays_and_prints_a_regression_test(tmp_path: Path, pytester: pytest.Pytester) -> None:
     agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"leak_pii": 0.4})
     scenario = PROJECT.scenario("END_REFUSE_PII<-N1_INTENT")
     found = failing_check(agent, scenario)
@@ -168,12 +168,11 @@ def test_corpus_saves_replays_and_prints_a_regression_test(tmp_path: Path) -> No
     assert [e.id for e in corpus.entries(spec_id="supportops_v1", agent_ref="agent:SupportOpsAgent")] == [entry.id]
     assert corpus.entries(agent_ref="someone:Else") == []
 
-    test_file = tmp_path / "test_regression.py"
-    test_file.write_text(pytest_regression(entry))
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    pytester.makepyfile(test_regression=pytest_regression(entry))
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "--import-mode=importlib")
     # the agent still has its leak knob on: the regression test fails, naming the leak
-    assert proc.returncode == 1, proc.stdout
-    assert "AgentPropertyViolation" in proc.stdout
+    assert result.ret == 1, result.stdout.str()
+    assert "AgentPropertyViolation" in result.stdout.str()
 
 
 def test_corrupt_corpus_entry_names_the_file_and_the_fix(tmp_path: Path) -> None:

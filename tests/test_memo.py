@@ -346,7 +346,7 @@ def test_pytest_names_a_garbage_memo_file_in_a_usage_error(pytester: pytest.Pyte
     path = pytester.path / "trials.sqlite"
     path.write_bytes(b"not a database at all " * 50)
     pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--agentprop-memo={path}", timeout=120)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--import-mode=importlib", f"--agentprop-memo={path}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert f"ERROR: agentprop memo: {path}: not a usable trial memo: SQLite says file is not a database" in err, err

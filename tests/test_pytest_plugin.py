@@ -1,8 +1,9 @@
 """The pytest plugin (``agentprop.pytest_plugin``) seen from the outside.
 
-Every test writes a small test file into a ``pytester`` sandbox and runs pytest on it in a
-subprocess (the plugin keeps session state in module globals, so an in-process run would leak
-into this session). Generated files load ``examples/supportops`` by absolute path and report
+Every test writes a small test file into a ``pytester`` sandbox and runs pytest on it, in this
+process (``run``): the plugin's session is made current at configure and the outer one is
+current again at unconfigure, so an inner session leaves this one alone (the last test shows
+it). Generated files load ``examples/supportops`` by absolute path and report
 what they saw through ``results.jsonl`` in the sandbox; the outer test compares that, the
 exit code and the terminal output with what the options, marker and fixtures promise.
 Expected numbers are derived (Wald's SPRT boundary, the Wilson interval, the memo's keying,
@@ -20,6 +21,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+from hypothesis import core as hypothesis_core
 
 from agentprop.strategies import apply_transforms
 
@@ -38,6 +40,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import core as hypothesis_core
 from hypothesis import given, strategies as st
 
 import agentprop
@@ -68,8 +71,17 @@ IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """pytest on the sandbox, in this process (the inner session is current only while it
+    runs). The sandbox's files are imported in ``importlib`` mode and named apart from this
+    suite's modules (a sandbox ``test_budget.py`` would be taken for this suite's, already
+    imported), and Hypothesis's global seed, which its plugin sets for good from
+    ``--hypothesis-seed``, is put back."""
     (pytester.path / "results.jsonl").unlink(missing_ok=True)
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args, timeout=240)
+    seed = hypothesis_core.global_force_seed
+    try:
+        return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib", *args)
+    finally:
+        hypothesis_core.global_force_seed = seed
 
 
 def results(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
@@ -349,7 +361,7 @@ def test_budget(agentprop_budget):
 
 
 def test_session_budget_makes_an_undecided_check_inconclusive(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_budget=BUDGET)
+    pytester.makepyfile(test_session_budget=BUDGET)
     result = run(pytester, "--agentprop-max-runs=5")
     result.assert_outcomes(failed=1)
     assert results(pytester)["budget"] == {"max_runs": 5, "used": 5}
@@ -608,3 +620,15 @@ def test_noisy_agent_fails_with_a_violation_never_flaky(pytester: pytest.Pyteste
         assert "Flaky" not in text, text
     # the control shows what the memo prevents: the replayed input passes, Hypothesis says Flaky
     assert "hypothesis.errors.FlakyFailure" in (failures["test_control"].text or "")  # type: ignore[union-attr]
+
+
+def test_a_session_run_in_this_process_leaves_this_sessions_state_alone(pytester: pytest.Pytester) -> None:
+    from agentprop._decide.session import current_session
+
+    outer = current_session()
+    before = (outer.memo, outer.budget, outer.corpus, outer.profile, len(outer.recorded_results()))
+    pytester.makepyfile(test_session_budget=BUDGET)
+    run(pytester, "--agentprop-max-runs=5", "--agentprop-profile=smoke", f"--agentprop-corpus={pytester.path / 'corpus'}")
+    assert results(pytester)["budget"] == {"max_runs": 5, "used": 5}  # the inner session had its own
+    assert current_session() is outer
+    assert (outer.memo, outer.budget, outer.corpus, outer.profile, len(outer.recorded_results())) == before

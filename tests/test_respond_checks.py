@@ -332,3 +332,35 @@ def test_the_clean_example_agents_pass_the_new_checks() -> None:
             for trial in range(2):
                 bad = failures(project, s, run(project, s, agent, trial))
                 assert bad == [], f"{name} {s.id}: {bad[0].explanation if bad else ''}"
+
+
+# ----------------------------------------------------------------------------- judged once per turn
+
+
+def test_the_mft_reads_each_turns_tool_outputs_once_with_the_same_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One MFT judgement grounds several response fields and the evidence, each over the same
+    turns: the facts of a turn's tool outputs are worked out once, and the verdicts are those
+    of working them out per check."""
+    from agentprop._decide import contracts as _contracts
+    from agentprop._decide.properties import response_verdicts
+
+    s = SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL")
+    agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS.base_dir).factory
+    grounding = SUPPORTOPS.bindings.response_grounding(SUPPORTOPS.spec)
+    made: list[int] = []
+    facts = _contracts._TurnFacts
+
+    def counting(*args: Any) -> Any:
+        made.append(1)
+        return facts(*args)
+
+    monkeypatch.setattr(_contracts, "_TurnFacts", counting)
+    for trial in range(3):
+        trace = run(SUPPORTOPS, s, agent, trial)
+        made.clear()
+        judged = mft_verdicts(SUPPORTOPS.spec, s, trace, grounding=grounding)
+        assert len(made) == len(trace.turns)
+        made.clear()
+        apart = response_verdicts(SUPPORTOPS.spec, s, trace, grounding)  # outside the shared scope
+        assert len(made) > len(trace.turns)
+        assert [v for v in judged if v.contract in {a.contract for a in apart}] == apart

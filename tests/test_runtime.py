@@ -483,6 +483,99 @@ def test_a_stuck_sync_agent_holds_up_no_later_turn(supportops_spec: Spec) -> Non
         release.set()
 
 
+def test_a_sync_conversation_hops_to_a_thread_once(supportops_spec: Spec, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentprop._agents import runtime as _runtime
+
+    submitted: list[str] = []
+    submit = _runtime._WORKERS.submit
+
+    def counting(job: Callable[[], None], name: str) -> None:
+        submitted.append(name)
+        submit(job, name)
+
+    monkeypatch.setattr(_runtime._WORKERS, "submit", counting)
+    threads: list[threading.Thread] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        threads.append(threading.current_thread())
+        respond(ctx)
+
+    trace = run(supportops_spec, lambda: agent, ["one", "two", "three"], case_id="c", trial=4)
+    assert not trace.errored and len(trace.turns) == 3
+    assert submitted == ["agentprop-agent-c-4"]  # one hop for the three turns
+    assert len(set(threads)) == 1 and threads[0] is not threading.main_thread()
+
+
+def test_a_later_turn_that_hangs_is_abandoned_and_the_earlier_ones_kept(supportops_spec: Spec) -> None:
+    release = threading.Event()
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        if ctx.turn_index == 1:
+            release.wait(10)
+        respond(ctx)
+
+    try:
+        t0 = time.monotonic()
+        trace = run(supportops_spec, lambda: agent, ["one", "two", "three"], turn_timeout_s=0.2)
+        assert time.monotonic() - t0 < 5
+    finally:
+        release.set()
+    assert [t.index for t in trace.turns] == [0, 1]  # the conversation ends at the stuck turn
+    assert trace.turns[0].response is not None and not trace.turns[0].errors
+    assert [e.kind for e in trace.turns[1].errors] == ["timeout"] and trace.turns[1].response is None
+
+
+def test_a_cancelled_sync_conversation_abandons_its_thread(supportops_spec: Spec) -> None:
+    entered = threading.Event()
+    release = threading.Event()
+    late: list[str] = []
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        entered.set()
+        release.wait(10)
+        try:
+            ctx.call("get_account", **ACCOUNT)
+        except ToolError as exc:
+            late.append(exc.kind)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(arun_conversation(supportops_spec, lambda: agent, ["hi", "again"], World(spec=supportops_spec)))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    release.set()
+    deadline = time.monotonic() + 5.0
+    while not late and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert late == ["protocol"]  # the abandoned turn is closed: its tool call is refused
+
+
+def test_a_sync_turn_returning_an_awaitable_is_awaited_and_the_next_turns_go_on(supportops_spec: Spec) -> None:
+    seen: list[tuple[int, bool]] = []
+
+    class Mixed:
+        def turn(self, message: str, ctx: TurnContext) -> Any:
+            seen.append((ctx.turn_index, threading.current_thread() is threading.main_thread()))
+            if ctx.turn_index == 0:
+
+                async def later() -> None:
+                    await asyncio.sleep(0)
+                    respond(ctx, message="awaited")
+
+                return later()
+            respond(ctx, message="sync")
+            return None
+
+    trace = run(supportops_spec, Mixed, ["one", "two", "three"])
+    assert not trace.errored, trace.all_errors()
+    assert [t.response["user_message"] for t in trace.turns if t.response] == ["awaited", "sync", "sync"]
+    assert [i for i, _ in seen] == [0, 1, 2] and not any(on_main for _, on_main in seen)
+
+
 _TURN_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("turn_var", default="unset")
 
 

@@ -445,6 +445,19 @@ def test_ddmin_runs_n_times_per_query_and_respects_budget_and_protection():
     assert limited.runs <= 35 and limited.budget_exhausted
 
 
+def test_ddmin_that_stops_a_query_at_its_first_failure_answers_the_same_in_fewer_runs():
+    def run(candidate: frozenset[int], trial: int) -> Outcome:
+        # fails on the third run of a candidate holding both needed units, as a flaky bug does
+        return Outcome.failure(SIG) if {1, 6} <= candidate and trial % 4 == 2 else Outcome.passed()
+
+    units = tuple(Unit(i) for i in range(8))
+    full = ddmin(units, run, runs_per_query=10, build=kept_values, signature=SIG)
+    early = ddmin(units, run, runs_per_query=10, build=kept_values, signature=SIG, stop_at_first_failure=True)
+    assert early.reproducer == full.reproducer == {1, 6} and early.queries == full.queries
+    failing_queries = (full.runs - early.runs) // 7  # each failing query stops after 3 runs, not 10
+    assert failing_queries >= 1 and early.runs == full.runs - 7 * failing_queries
+
+
 # --- argument validation -------------------------------------------------------------------
 
 

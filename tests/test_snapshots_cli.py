@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -154,7 +151,7 @@ def test_ticket_path(agentprop_snapshot):
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=240)
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "--import-mode=importlib", *args)
 
 
 def test_fixture_fails_new_then_approves_with_a_reason_then_matches(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,23 +201,24 @@ def test_the_example_baselines_match_the_reference_agent(tmp_path: Path, monkeyp
     assert sorted(p.name for p in (EXAMPLE / "__snapshots__").iterdir()) == before
 
 
-def run_example_file(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", str(EXAMPLE / "test_snapshots.py"), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**{k: v for k, v in os.environ.items() if k != "CI"}, **env},
-    )
+def run_example_file(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, faults: str = "") -> pytest.RunResult:
+    """``pytest examples/supportops/test_snapshots.py`` (in this process), CI unset and the
+    agent's faults in ``AGENTPROP_FAULTS`` (read when the file is imported)."""
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("AGENTPROP_FAULTS", faults)
+    # importlib mode: the example's test_snapshots.py is not this suite's tests/test_snapshots.py
+    return pytester.runpytest_inprocess(str(EXAMPLE / "test_snapshots.py"), "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", str(pytester.path))
 
 
-def test_the_example_snapshot_tests_pass_and_catch_the_wrong_order_fault(tmp_path: Path) -> None:
-    clean = run_example_file(tmp_path)
-    assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "2 snapshots: 2 match" in clean.stdout
-    faulty = run_example_file(tmp_path, AGENTPROP_FAULTS="wrong_order=1")
+def test_the_example_snapshot_tests_pass_and_catch_the_wrong_order_fault(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    clean = run_example_file(pytester, monkeypatch)
+    assert clean.ret == 0, clean.stdout.str() + clean.stderr.str()
+    assert "2 snapshots: 2 match" in clean.stdout.str()
+    faulty = run_example_file(pytester, monkeypatch, "wrong_order=1")
     try:
-        assert faulty.returncode == 1
-        assert "tool order verify_identity, get_account" in faulty.stdout
-        assert "2 snapshots: 2 changed" in faulty.stdout
+        assert faulty.ret == 1
+        assert "tool order verify_identity, get_account" in faulty.stdout.str()
+        assert "2 snapshots: 2 changed" in faulty.stdout.str()
     finally:  # the failing run leaves candidates beside the committed baselines: clean them up
         for pending in (EXAMPLE / "__snapshots__" / "test_snapshots").glob("*.pending.json"):
             pending.unlink()

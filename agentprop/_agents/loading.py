@@ -32,6 +32,31 @@ class LoadedAgent:
     fingerprint: str = ""
     target: Any = field(default=None, repr=False)
     """The class or function the factory wraps (what fault-knob mutants are rebuilt from)."""
+    concurrent: bool | None = None
+    """Whether the agent's turns are ``async`` (a model-backed agent waiting on an API): then a
+    case keeps several of its trials in flight. ``None``: found out by :func:`runs_concurrently`."""
+
+
+def runs_concurrently(agent: LoadedAgent) -> bool:
+    """Whether ``agent``'s turns are coroutines, which several trials of one case may await at
+    once; a sync agent's runs (threads contending for the interpreter) gain nothing from it.
+    Read off the agent class or function when there is one, else off one agent the factory
+    makes (an agent that cannot be made counts as sync: its runs will record the failure)."""
+    if agent.concurrent is None:
+        target = agent.target
+        fn: Any = None
+        if inspect.isclass(target):
+            fn = getattr(target, "turn", None) or getattr(target, "__call__", None)
+        elif target is not None and _takes_two_positional(target):
+            fn = target
+        if fn is None:
+            try:
+                made = agent.factory()
+                fn = getattr(made, "turn", None) or made
+            except Exception:
+                fn = None
+        agent.concurrent = fn is not None and (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))
+    return agent.concurrent
 
 
 def _takes_two_positional(obj: Any) -> bool:

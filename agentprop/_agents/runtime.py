@@ -10,6 +10,8 @@ and ends the turn with ``ctx.respond(**fields)``. The runtime
   :class:`~agentprop.errors.ToolError` back into the agent, which may retry);
 - enforces ``max_tool_calls_per_turn`` and refuses tools the spec does not declare;
 - records agent exceptions and timeouts as errored runs; it never lets them crash the runner;
+- runs a sync agent's whole conversation on one worker thread (one hop per conversation,
+  not per turn), so a turn stuck past its timeout can be abandoned;
 - gives the agent ``ctx.rng``, a random source seeded from ``(case, trial)``, so simulated
   agents are reproducible;
 - calls the agent's ``close_conversation()`` (sync or ``async``), when it has one, once the
@@ -240,13 +242,13 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 
 class _DaemonWorkers:
-    """Daemon threads that run sync agent turns, reused from turn to turn.
+    """Daemon threads that run sync agents' conversations, reused from one to the next.
 
-    A turn goes to an idle worker, or to a new daemon thread when none is idle. A worker whose
-    turn outlived its timeout is simply not idle: nothing ever waits for it, so it holds up
-    neither other turns nor interpreter shutdown (it is a daemon thread), exactly like the
-    thread-per-turn it replaces. Each turn runs in a fresh, empty ``contextvars`` context, as it
-    would on a new thread. Idle workers beyond ``max_idle``, or idle longer than
+    A conversation goes to an idle worker, or to a new daemon thread when none is idle. A
+    worker whose turn outlived its timeout is simply not idle: nothing ever waits for it, so it
+    holds up neither other conversations nor interpreter shutdown (it is a daemon thread).
+    Each job runs in a fresh, empty ``contextvars`` context (and each turn in one of its own),
+    as it would on a new thread. Idle workers beyond ``max_idle``, or idle longer than
     ``idle_timeout`` seconds, exit.
     """
 
@@ -291,42 +293,6 @@ class _DaemonWorkers:
 _WORKERS = _DaemonWorkers()
 
 
-async def _in_daemon_thread(fn: Callable[[str, TurnContext], Any], message: str, ctx: TurnContext) -> Any:
-    """Run a sync agent turn on a daemon thread (see :class:`_DaemonWorkers`). Unlike the
-    default executor, a thread that outlives its timeout does not hold up ``asyncio.run`` at
-    shutdown; it finds its context closed (every further tool call is refused) and is
-    abandoned."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def target() -> None:
-        try:
-            value = fn(message, ctx)
-        except BaseException as exc:  # delivered to the awaiting coroutine
-            if not loop.is_closed():
-                try:
-                    loop.call_soon_threadsafe(settle, None, exc)
-                except RuntimeError:  # the loop closed meanwhile
-                    pass
-            return
-        if not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(settle, value, None)
-            except RuntimeError:
-                pass
-
-    _WORKERS.submit(target, f"agentprop-agent-{ctx.case_id}-{ctx.trial}")
-    return await future
-
-
 async def _within(awaitable: Awaitable[Any], timeout_s: float | None) -> None:
     """``async with asyncio.timeout(timeout_s): await awaitable``, with the same semantics
     (the task is cancelled at the deadline and the cancellation surfaces as ``TimeoutError``,
@@ -364,20 +330,230 @@ async def _within(awaitable: Awaitable[Any], timeout_s: float | None) -> None:
 
 
 async def _run_turn(fn: Callable[[str, TurnContext], Any], message: str, ctx: TurnContext, timeout_s: float | None) -> None:
-    # ``asyncio.timeout`` rather than ``wait_for``: the turn runs in the runner's own task, as
-    # ``wait_for`` itself does from Python 3.12 on, instead of a new task per turn (a timeout
-    # still raises TimeoutError here after cancelling the turn).
+    """One turn on the event loop: an async agent's (within ``timeout_s``, in the runner's own
+    task, no new task per turn), or a sync agent's when no timeout needs a thread."""
     if _is_async(fn):
         await _within(fn(message, ctx), timeout_s)
         return
-    if timeout_s is None:
-        result = fn(message, ctx)
-    else:
-        async with asyncio.timeout(timeout_s):
-            result = await _in_daemon_thread(fn, message, ctx)
+    result = fn(message, ctx)
     if inspect.isawaitable(result):
         async with asyncio.timeout(timeout_s):
             await result
+
+
+class _Turns:
+    """The turns of one conversation, begun and ended the same way whether the agent runs on
+    the event loop or on a worker thread."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        trace: Trace,
+        messages: Sequence[str],
+        world: World,
+        context: Mapping[str, Any] | None,
+        case_id: str,
+        trial: int,
+        timeout_s: float | None,
+    ) -> None:
+        self.spec = spec
+        self.trace = trace
+        self.messages = messages
+        self.world = world
+        self.context = context
+        self.case_id = case_id
+        self.trial = trial
+        self.timeout_s = timeout_s
+        self.rng = _ConversationRandom(case_id, trial)
+        self.memory: dict[str, Any] = {}
+        self.loop = asyncio.get_running_loop()
+
+    def begin(self, index: int) -> tuple[Turn, TurnContext]:
+        turn = Turn(index=index, user_message=self.messages[index])
+        self.trace.turns.append(turn)
+        ctx = TurnContext(
+            spec=self.spec, world=self.world, turn=turn, history=self.trace.turns[:-1], context=dict(self.context or {}),
+            rng=self.rng, memory=self.memory, case_id=self.case_id, trial=self.trial,
+        )
+        if self.timeout_s is not None:  # what a model call's retries may not wait past
+            ctx.deadline = self.loop.time() + self.timeout_s
+        return turn, ctx
+
+    def timeout(self, index: int, exc: BaseException | None = None) -> RunError:
+        # a plain timeout, or a model call that would have waited past the deadline (it says
+        # what the server asked for): either way the turn's timeout is what ended it
+        why = f": {exc}" if exc is not None and str(exc) else ""
+        return RunError(kind="timeout", message=f"the agent did not finish the turn within {self.timeout_s} s{why}", turn_index=index)
+
+    @staticmethod
+    def exception(exc: Exception, index: int) -> RunError:
+        """The error of a turn that raised ``exc`` (call inside the ``except`` block: it keeps
+        the traceback): the agent's, or the kind of an error that is not the agent's."""
+        return _run_error(exc, index)
+
+    @staticmethod
+    def end(turn: Turn, ctx: TurnContext, t0: float, error: RunError | None) -> bool:
+        """Close the turn (later tool calls are refused) and record how it ended; returns
+        whether the conversation stops here (an error ends it)."""
+        ctx._closed = True
+        turn.duration_s = time.perf_counter() - t0
+        if error is not None:
+            turn.errors.append(error)
+            return True
+        if not ctx.responded:
+            if ctx._invalid_response is not None:
+                turn.errors.append(RunError(kind="invalid_respond", message=ctx._invalid_response, turn_index=turn.index))
+            else:
+                turn.errors.append(RunError(kind="no_respond", message="the turn ended without a respond call", turn_index=turn.index))
+        return False
+
+
+async def _converse_on_loop(turns: _Turns, fn: Callable[[str, TurnContext], Any], start: int = 0) -> None:
+    """The turns from ``start`` on, each awaited on the event loop."""
+    for index in range(start, len(turns.messages)):
+        turn, ctx = turns.begin(index)
+        t0 = time.perf_counter()
+        error: RunError | None = None
+        try:
+            await _run_turn(fn, turns.messages[index], ctx, turns.timeout_s)
+        except asyncio.TimeoutError as exc:
+            error = turns.timeout(index, exc)
+        except Exception as exc:
+            error = turns.exception(exc, index)
+        except BaseException:
+            ctx._closed = True
+            turn.duration_s = time.perf_counter() - t0
+            raise
+        if turns.end(turn, ctx, t0, error):
+            return
+
+
+class _Segment:
+    """What the event loop and the worker thread running a sync agent's turns share (under
+    ``lock``): the turn running and since when, and whether the loop has given up on it."""
+
+    __slots__ = ("abandoned", "ctx", "handed", "index", "lock", "started", "t0", "turn")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.abandoned = False
+        self.index = -1
+        """The turn the thread is running (-1: none, between turns or not started)."""
+        self.started = 0.0
+        """``time.monotonic()`` when that turn started (the timeout runs from there)."""
+        self.t0 = 0.0
+        self.turn: Turn | None = None
+        self.ctx: TurnContext | None = None
+        self.handed: tuple[int, Turn, TurnContext, float, Any] | None = None
+        """A turn whose sync call returned an awaitable, handed to the loop to await."""
+
+
+async def _converse_in_thread(turns: _Turns, fn: Callable[[str, TurnContext], Any]) -> None:
+    """A sync agent's turns, all on one daemon worker thread: one thread hop per conversation,
+    not one per turn. The loop waits for the conversation, and gives up on a turn that outlives
+    the timeout: the turn is recorded as timed out and closed (its later tool calls are
+    refused), the conversation ends, and the thread, which nothing waits for, is abandoned as
+    before. A turn that returns an awaitable is awaited on the loop, and the next turns go back
+    to a thread."""
+    start = 0
+    while start < len(turns.messages):
+        handed = await _thread_segment(turns, fn, start)
+        if handed is None:
+            return
+        index, turn, ctx, t0, awaitable = handed
+        error: RunError | None = None
+        try:
+            async with asyncio.timeout(turns.timeout_s):
+                await awaitable
+        except asyncio.TimeoutError as exc:
+            error = turns.timeout(index, exc)
+        except Exception as exc:
+            error = turns.exception(exc, index)
+        except BaseException:
+            ctx._closed = True
+            raise
+        if turns.end(turn, ctx, t0, error):
+            return
+        start = index + 1
+
+
+async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], start: int) -> tuple[int, Turn, TurnContext, float, Any] | None:
+    """Run turns ``start``, ``start + 1``, … on a worker thread until the conversation ends or
+    a turn returns an awaitable (returned, for the loop to await)."""
+    assert turns.timeout_s is not None
+    timeout_s = turns.timeout_s
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    seg = _Segment()
+
+    def settle(error: BaseException | None) -> None:
+        if not done.done():
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(None)
+
+    def signal(error: BaseException | None = None) -> None:
+        if loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(settle, error)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
+
+    def job() -> None:
+        try:
+            for index in range(start, len(turns.messages)):
+                with seg.lock:
+                    if seg.abandoned:
+                        return
+                    turn, ctx = turns.begin(index)
+                    seg.index, seg.turn, seg.ctx = index, turn, ctx
+                    seg.started, seg.t0 = time.monotonic(), time.perf_counter()
+                error: RunError | None = None
+                result: Any = None
+                try:
+                    # each turn in a fresh, empty context, as on a thread of its own
+                    result = contextvars.Context().run(fn, turns.messages[index], ctx)
+                except Exception as exc:
+                    error = turns.exception(exc, index)
+                with seg.lock:
+                    if seg.abandoned:  # the loop recorded the timeout and moved on
+                        return
+                    seg.index = -1
+                    if error is None and inspect.isawaitable(result):
+                        seg.handed = (index, turn, ctx, seg.t0, result)
+                        break
+                    if turns.end(turn, ctx, seg.t0, error):
+                        break
+        except BaseException as exc:  # agent code raised SystemExit or the like: the caller's
+            signal(exc)
+            return
+        signal()
+
+    _WORKERS.submit(job, f"agentprop-agent-{turns.case_id}-{turns.trial}")
+    try:
+        while not done.done():
+            with seg.lock:
+                deadline = seg.started + timeout_s if seg.index >= 0 else None
+            remaining = timeout_s if deadline is None else deadline - time.monotonic()
+            if remaining > 0:
+                await asyncio.wait((done,), timeout=remaining)
+                continue
+            with seg.lock:
+                if seg.index >= 0 and seg.started + timeout_s <= time.monotonic():
+                    assert seg.turn is not None and seg.ctx is not None
+                    seg.abandoned = True
+                    turns.end(seg.turn, seg.ctx, seg.t0, turns.timeout(seg.index))
+                    return None
+        done.result()
+    except BaseException:  # cancelled: give up on the thread as on a timeout
+        with seg.lock:
+            seg.abandoned = True
+            if seg.ctx is not None:
+                seg.ctx._closed = True
+        raise
+    return seg.handed
 
 
 async def arun_conversation(
@@ -392,7 +568,11 @@ async def arun_conversation(
     turn_timeout_s: float | None = 60.0,
     agent_name: str = "",
 ) -> Trace:
-    """Run one conversation and return its trace (never raises for agent faults)."""
+    """Run one conversation and return its trace (never raises for agent faults).
+
+    An async agent's turns run on the event loop, each within ``turn_timeout_s``. A sync
+    agent's turns run on one worker thread for the whole conversation, so that a turn stuck
+    past the timeout can be abandoned; with ``turn_timeout_s=None`` they run inline."""
     trace = Trace(
         case_id=case_id,
         trial=trial,
@@ -402,8 +582,6 @@ async def arun_conversation(
         canaries=dict(world.canaries),
     )
     started = time.perf_counter()
-    rng = _ConversationRandom(case_id, trial)
-    memory: dict[str, Any] = {}
     try:
         agent = agent_factory()
         fn = _turn_callable(agent)
@@ -411,35 +589,11 @@ async def arun_conversation(
         trace.errors.append(_run_error(exc, None, prefix="agent factory raised "))
         trace.duration_s = time.perf_counter() - started
         return trace
-    for index, message in enumerate(messages):
-        turn = Turn(index=index, user_message=message)
-        trace.turns.append(turn)
-        ctx = TurnContext(spec=spec, world=world, turn=turn, history=trace.turns[:-1], context=dict(context or {}), rng=rng, memory=memory, case_id=case_id, trial=trial)
-        t0 = time.perf_counter()
-        stop = False
-        if turn_timeout_s is not None:
-            ctx.deadline = asyncio.get_running_loop().time() + turn_timeout_s
-        try:
-            await _run_turn(fn, message, ctx, turn_timeout_s)
-        except asyncio.TimeoutError as exc:
-            # a plain timeout, or a model call that would have waited past the deadline (it
-            # says what the server asked for): either way the turn's timeout is what ended it
-            why = f": {exc}" if str(exc) else ""
-            turn.errors.append(RunError(kind="timeout", message=f"the agent did not finish the turn within {turn_timeout_s} s{why}", turn_index=index))
-            stop = True
-        except Exception as exc:
-            turn.errors.append(_run_error(exc, index))
-            stop = True
-        finally:
-            ctx._closed = True
-            turn.duration_s = time.perf_counter() - t0
-        if not stop and not ctx.responded:
-            if ctx._invalid_response is not None:
-                turn.errors.append(RunError(kind="invalid_respond", message=ctx._invalid_response, turn_index=index))
-            else:
-                turn.errors.append(RunError(kind="no_respond", message="the turn ended without a respond call", turn_index=index))
-        if stop:
-            break
+    turns = _Turns(spec, trace, messages, world, context, case_id, trial, turn_timeout_s)
+    if messages and turn_timeout_s is not None and not _is_async(fn):
+        await _converse_in_thread(turns, fn)
+    else:
+        await _converse_on_loop(turns, fn)
     await _close_conversation(agent, trace, turn_timeout_s)
     trace.duration_s = time.perf_counter() - started
     return trace

@@ -34,6 +34,7 @@ from agentprop._decide.contracts import (
     node_id_matches,
     response_grounded,
     response_valid,
+    shared_turn_facts,
     tool_actions_match,
 )
 from agentprop._decide.requirements import requirement_checks
@@ -68,8 +69,10 @@ class Case:
     expectations: tuple[Expectation, ...]
 
     def verdicts(self, trace: Trace) -> list[Verdict]:
-        """Every verdict of one run; the run passes when each does."""
-        return [v for e in self.expectations for v in e.verdicts(trace)]
+        """Every verdict of one run; the run passes when each does (each turn's tool outputs
+        are read once for all the grounding checks)."""
+        with shared_turn_facts():
+            return [v for e in self.expectations for v in e.verdicts(trace)]
 
     @property
     def clauses(self) -> list[str]:

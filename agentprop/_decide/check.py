@@ -35,6 +35,7 @@ from agentprop._agents.project import Project
 from agentprop._decide.case import compile_mft
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.safety import CaseSettings, case_settings
+from agentprop._decide.slots import RunSlots
 from agentprop._decide.session import CorpusNote, Session, current_session, current_test, scoped_overrides, settings_scope
 from agentprop._scenario.build import Scenario
 from agentprop._util.aio import run_sync
@@ -94,6 +95,7 @@ async def decide_scenario(
     concurrency: int = 1,
     name: str | None = None,
     seed: int = 0,
+    slots: RunSlots | None = None,
 ) -> CheckResult:
     """Decide ``prop`` (default: the scenario's MFT) for ``agent`` on ``scenario``: the engine
     under :func:`check` and :func:`acheck`, used as is by the pipeline's cases (no corpus
@@ -138,6 +140,7 @@ async def decide_scenario(
             budget=chosen_budget,
             concurrency=concurrency,
             first_trial=seed * 1_000_003,
+            slots=slots,
         )
     if rule is not None:
         result.settings["rule"] = rule

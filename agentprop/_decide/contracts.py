@@ -9,11 +9,12 @@ to the user can be traced to a tool result.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
-
 import re
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -269,6 +270,12 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?")
 def stated_numbers(text: str) -> list[tuple[float, int, bool]]:
     """Numbers stated in text as ``(value, decimals, is_percent)``: ``1,234.50`` is
     ``(1234.5, 2, False)``, ``45.2%`` is ``(45.2, 1, True)``."""
+    return list(_stated_numbers(text))
+
+
+@functools.lru_cache(maxsize=16384)
+def _stated_numbers(text: str) -> tuple[tuple[float, int, bool], ...]:
+    # cached: every judged run reads the same tool outputs, user turns and spec texts again
     out = []
     for m in _NUMBER.finditer(text):
         raw = m.group()
@@ -280,12 +287,23 @@ def stated_numbers(text: str) -> list[tuple[float, int, bool]]:
             continue
         decimals = len(digits.split(".", 1)[1]) if "." in digits else 0
         out.append((value, decimals, percent))
-    return out
+    return tuple(out)
 
 
 def numbers_in(text: str) -> list[float]:
     """Numbers stated in text: ``1,234.50``, ``$12``, ``-3``, ``45%`` (as 45)."""
-    return [v for v, _, _ in stated_numbers(text)]
+    return [v for v, _, _ in _stated_numbers(text)]
+
+
+@functools.lru_cache(maxsize=16384)
+def _number_set(text: str) -> frozenset[float]:
+    return frozenset(v for v, _, _ in _stated_numbers(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _numbers_of_texts(texts: tuple[str, ...]) -> frozenset[float]:
+    """Every number the texts state (a spec's own strings: the same for every judged run)."""
+    return frozenset().union(*(_number_set(t) for t in texts))
 
 
 def _source_numbers(value: Any, out: set[float]) -> None:
@@ -294,7 +312,7 @@ def _source_numbers(value: Any, out: set[float]) -> None:
     if isinstance(value, (int, float)):
         out.add(float(value))
     elif isinstance(value, str):
-        out.update(numbers_in(value))
+        out.update(_number_set(value))
     elif isinstance(value, dict):
         for v in value.values():
             _source_numbers(v, out)
@@ -420,7 +438,8 @@ def _norm(text: str) -> str:
     return " ".join(without_list_markers(text).casefold().split()).strip(" .,;:!?")
 
 
-def _words(text: str) -> set[str]:
+@functools.lru_cache(maxsize=16384)
+def _words(text: str) -> frozenset[str]:
     out = set()
     for w in _WORD.findall(text.replace("_", " ")):
         w = w.lower()
@@ -428,7 +447,7 @@ def _words(text: str) -> set[str]:
             w = w[:-1]
         if w not in _FILLER:
             out.add(w)
-    return out
+    return frozenset(out)
 
 
 def _keys(value: Any) -> Iterable[str]:
@@ -445,6 +464,65 @@ def _calls_before_respond(turn: Turn) -> list[ToolCall]:
     """The calls a turn made before it responded (a call refused because it came after
     ``respond`` is not one the response could report)."""
     return [c for c in turn.tool_calls if c.error_kind != "protocol"]
+
+
+@dataclass(frozen=True)
+class _TurnFacts:
+    """What a turn's tool calls contribute to the sources of a statement (see
+    :meth:`_Sources.add_turn`)."""
+
+    called: tuple[str, ...]
+    numbers: frozenset[float]
+    texts: tuple[str, ...]
+    words: frozenset[str]
+
+
+_shared_facts: contextvars.ContextVar[dict[int, tuple[Turn, _TurnFacts]] | None] = contextvars.ContextVar("agentprop_turn_facts", default=None)
+
+
+@contextlib.contextmanager
+def shared_turn_facts() -> Iterator[None]:
+    """Within this scope, the checks work out each turn's tool-output facts once, however many
+    of them read the turn (the MFT judges one trace with a grounding check per response field
+    and the evidence check). The trace must not change inside the scope."""
+    token = _shared_facts.set({})
+    try:
+        yield
+    finally:
+        _shared_facts.reset(token)
+
+
+def _turn_facts(t: Turn) -> _TurnFacts:
+    cache = _shared_facts.get()
+    if cache is not None:
+        hit = cache.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+    called: list[str] = []
+    numbers: set[float] = set()
+    texts: list[str] = []
+    words: set[str] = set()
+    for c in t.tool_calls:
+        called.append(c.name)
+        if c.result is not None:
+            _source_numbers(c.result, numbers)
+            for s in _strings(c.result):
+                texts.append(s)
+                words |= _words(s)
+            for k in _keys(c.result):
+                texts.append(k)
+                words |= _words(k)
+            if isinstance(c.result, (int, float)) and not isinstance(c.result, bool):
+                texts.append(str(c.result))
+        for s in (c.error, c.error_kind):
+            if s:
+                texts.append(s)
+                numbers |= _number_set(s)
+                words |= _words(s)
+    facts = _TurnFacts(tuple(called), frozenset(numbers), tuple(texts), frozenset(words))
+    if cache is not None:
+        cache[id(t)] = (t, facts)
+    return facts
 
 
 @dataclass
@@ -464,33 +542,27 @@ class _Sources:
     def add_turn(self, t: Turn) -> None:
         if not self.outputs_only:
             self.add_text(t.user_message)
-        for c in t.tool_calls:
-            self.called.add(c.name)
-            if c.result is not None:
-                _source_numbers(c.result, self.numbers)
-                for s in _strings(c.result):
-                    self.texts.append(s)
-                    self.words |= _words(s)
-                for k in _keys(c.result):
-                    self.texts.append(k)
-                    self.words |= _words(k)
-                if isinstance(c.result, (int, float)) and not isinstance(c.result, bool):
-                    self.texts.append(str(c.result))
-            for s in (c.error, c.error_kind):
-                if s:
-                    self.texts.append(s)
-                    self.numbers.update(numbers_in(s))
-                    self.words |= _words(s)
+        facts = _turn_facts(t)
+        self.called.update(facts.called)
+        self.numbers |= facts.numbers
+        self.texts.extend(facts.texts)
+        self.words |= facts.words
         self._lines = None
 
     def add_text(self, text: str) -> None:
         self.texts.append(text)
-        self.numbers.update(numbers_in(text))
+        self.numbers |= _number_set(text)
         self._lines = None
 
     def add_spec_text(self, text: str) -> None:
         self.quotable.append(text)
-        self.numbers.update(numbers_in(text))
+        self.numbers |= _number_set(text)
+
+    def add_spec_texts(self, texts: Iterable[str]) -> None:
+        """:meth:`add_spec_text` for each of ``texts``, at once."""
+        texts = tuple(texts)
+        self.quotable.extend(texts)
+        self.numbers |= _numbers_of_texts(texts)
 
     def number(self, x: float, decimals: int, percent: bool, rel_tol: float) -> bool:
         return _grounded(x, decimals, percent, self.numbers, rel_tol)
@@ -594,14 +666,6 @@ _KIND_ORDER = ["value", "ids", "quoted", "list_items", "numbers"]
 as an id, not as the number 9999."""
 
 
-@functools.lru_cache(maxsize=32)
-def _numbers_of(texts: tuple[str, ...]) -> frozenset[float]:
-    """The numbers stated in ``texts`` (the spec's own strings: the same on every check, so
-    read once)."""
-    out: set[float] = set()
-    for t in texts:
-        out.update(numbers_in(t))
-    return frozenset(out)
 _KIND_NOUN = {"numbers": "a number", "ids": "an id", "quoted": "a quoted value", "list_items": "a list item", "value": "a value"}
 
 
@@ -638,9 +702,7 @@ def response_grounded(
         raise InvalidArgument(f"unknown grounding kind {unknown[0]!r}; kinds: {', '.join(TEXT_GROUNDINGS)}")
     ordered = sorted(dict.fromkeys(kinds), key=_KIND_ORDER.index)
     sources = _Sources()
-    texts = tuple(spec_text)
-    sources.quotable.extend(texts)
-    sources.numbers |= _numbers_of(texts)
+    sources.add_spec_texts(spec_text)
     for s in extra_sources:
         sources.add_text(s)
     for t in trace.turns:

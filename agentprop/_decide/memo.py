@@ -13,6 +13,11 @@ the run (the spec as the agent sees it, the world, the messages, the context, th
 see :func:`agentprop._decide.check.run_digest`), not the property or the spec's expectations: edit
 either, and the stored runs are judged again, with no new agent run.
 
+A run still in flight is shared too: within one event loop, a second request for the key of a
+run that another task has started waits for that run (:meth:`TrialMemo.begin`) instead of
+starting the same run again, so concurrent decisions that meet on one input (a DIR pair's
+side and a BOUNDARY case of the same world) cost one agent run.
+
 Two stores: in memory (default) and SQLite on disk (``path=``), safe for several processes
 (WAL, busy timeout) and for concurrent threads (one connection per thread). The file carries
 its format in ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`); a file of the first format
@@ -22,13 +27,14 @@ a memo of this format is refused with :class:`~agentprop.errors.MemoFileError`.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import sqlite3
 import threading
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from pydantic import ValidationError
 
@@ -56,6 +62,44 @@ def trace_json(trace: Trace) -> str:
     return trace.model_dump_json(fallback=str)
 
 
+class RunClaim:
+    """The right, and the duty, to make the run of one key: other requests for the key wait for
+    it. Settle it exactly once: :meth:`store` the run, or :meth:`release` it (the run was
+    cancelled, refused by the budget or failed), which lets a waiting request make it."""
+
+    __slots__ = ("_flight", "_memo", "key")
+
+    def __init__(self, memo: TrialMemo, key: str, flight: asyncio.Future[bool] | None) -> None:
+        self._memo = memo
+        self.key = key
+        self._flight = flight
+
+    def store(self, trace: Trace) -> Trace:
+        """Keep the run (see :meth:`TrialMemo.put`) and wake the requests waiting for it."""
+        stored = self._memo.put(self.key, trace)
+        self._settle(True)
+        return stored
+
+    def release(self) -> None:
+        """Give the claim up without a run (a no-op once settled)."""
+        self._settle(False)
+
+    def _settle(self, stored: bool) -> None:
+        flight, self._flight = self._flight, None
+        if flight is None:
+            return
+        with self._memo._lock:
+            if self._memo._flights.get(self.key) is flight:
+                del self._memo._flights[self.key]
+        if not flight.done():
+            flight.set_result(stored)
+
+
+Begun = Union[Trace, "asyncio.Future[bool]", RunClaim]
+"""What :meth:`TrialMemo.begin` gives: the stored run, the flight of a run in progress to wait
+for (:meth:`TrialMemo.shared`), or the claim to make the run."""
+
+
 class TrialMemo:
     """A store of agent runs (traces) keyed by ``(input key, agent fingerprint, trial)``."""
 
@@ -65,6 +109,8 @@ class TrialMemo:
         self._mem: dict[str, str] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._flights: dict[str, asyncio.Future[bool]] = {}
+        """Runs in progress, by key: each resolves to whether its run was stored."""
         self.hits = 0
         self.misses = 0
         self.unreadable = 0
@@ -223,6 +269,39 @@ class TrialMemo:
             except sqlite3.DatabaseError as exc:
                 raise self._damaged(exc) from None
         return Trace.from_json(text)
+
+    def begin(self, key: str) -> Begun:
+        """Start a request for the run of ``key``: the stored run (a copy) if there is one; else,
+        if a task of this event loop is making it, that run's flight (``await``
+        :meth:`shared`); else a :class:`RunClaim` on it, which the caller must settle. Outside
+        an event loop, and for runs in progress on another loop, no run is shared."""
+        trace = self.get(key)
+        if trace is not None:
+            return trace
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return RunClaim(self, key, None)
+        with self._lock:
+            flight = self._flights.get(key)
+            if flight is not None:
+                if flight.get_loop() is loop:
+                    return flight
+                return RunClaim(self, key, None)
+            flight = self._flights[key] = loop.create_future()
+        return RunClaim(self, key, flight)
+
+    async def shared(self, key: str, flight: asyncio.Future[bool]) -> Trace | None:
+        """Wait for the run in progress on ``flight``; its trace (a copy), or ``None`` if its
+        maker gave it up (then :meth:`begin` again: this request may make it)."""
+        if not await asyncio.shield(flight):
+            return None
+        return self.get(key)
+
+    def in_flight(self) -> int:
+        """Runs in progress that other requests could share."""
+        with self._lock:
+            return len(self._flights)
 
     def __len__(self) -> int:
         if self.path is not None:

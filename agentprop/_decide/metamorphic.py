@@ -27,11 +27,12 @@ from agentprop._modelapi.budget import Budget
 from agentprop._decide.check import as_loaded_agent, decide_scenario, scenario_settings
 from agentprop._decide.session import current_session, current_test
 from agentprop._decide.memo import TrialMemo, trace_json
-from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, OracleSettings, SampledRun
+from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, OracleSettings, SampledRun, TrialRecord, adecide
 from agentprop._agents.project import Project
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.case import compile_mft
 from agentprop._decide.properties import first_failure
+from agentprop._decide.slots import RunSlots
 from agentprop._scenario.build import Scenario
 from agentprop._stats import categorical_two_sample_test
 from agentprop._util.aio import run_sync
@@ -107,39 +108,42 @@ async def _sample(
     budget: Budget | None,
     seed: int,
     examples: list[SampledRun] | None = None,
+    concurrency: int = 1,
+    slots: RunSlots | None = None,
 ) -> tuple[Counter[str], int, int, bool, RunError | None]:
     """Run ``messages`` ``n`` times; return behaviour counts, MFT passes, runs, budget_out
     and the error, not the agent's, that stopped the sampling (``None`` if none did).
     The runs are memoised like a check's (same key: the MFT check of the same messages shares
-    them); the behaviour and the MFT verdict are worked out from each trace every time.
+    them, finished or still in flight); the behaviour and the MFT verdict are worked out from
+    each trace every time. Up to ``concurrency`` runs are in flight (all ``n`` are needed).
     ``examples`` receives the first run of each behaviour (up to :data:`EXAMPLES_PER_SIDE`)."""
     counts: Counter[str] = Counter()
-    passes = 0
-    runs = 0
-    digest = run_digest(project, scenario, messages, seed)
     case = compile_mft(project.spec, scenario, project.bindings.response_grounding(project.spec))
-    for i in range(first_trial, first_trial + n):
-        key = memo.key(digest, loaded.fingerprint, i)
-        trace = memo.get(key)
-        if trace is None:
-            if budget is not None and not budget.try_start_run():
-                return counts, passes, runs, True, None
-            trace = memo.put(key, await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages)))
-            if trace.infrastructure_error is not None:  # a run that was not made: no behaviour to count
-                return counts, passes, runs, False, trace.infrastructure_error
+    trial = {"next": first_trial}
+
+    async def run_trial(i: int) -> Trace:
+        return await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages))
+
+    def judge(trace: Trace) -> TrialRecord:
         failed = first_failure(case.verdicts(trace))
         behaviour = decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")
         if examples is not None and behaviour not in counts and len(examples) < EXAMPLES_PER_SIDE:
             examples.append(SampledRun(
-                trial=i, passed=failed is None, signature=None if failed is None else failed.signature,
+                trial=trial["next"], passed=failed is None, signature=None if failed is None else failed.signature,
                 explanation=f"behaviour {behaviour}" if failed is None else failed.explanation,
                 clause=None if failed is None else failed.clause, turn=None if failed is None else failed.turn,
                 step=None if failed is None else failed.step, trace_json=trace_json(trace),
             ))
         counts[behaviour] += 1
-        passes += failed is None
-        runs += 1
-    return counts, passes, runs, False, None
+        trial["next"] += 1  # the test is fed in trial order
+        return TrialRecord(passed=failed is None)
+
+    result = await adecide(
+        run_trial, OracleSettings(mode="fixed", runs=n), judge=judge, name=scenario.id, memo=memo,
+        input_digest=run_digest(project, scenario, messages, seed), fingerprint=loaded.fingerprint, budget=budget,
+        concurrency=concurrency, first_trial=first_trial, slots=slots,
+    )
+    return counts, result.passes, result.runs, result.budget_exhausted, result.infrastructure_error
 
 
 async def acheck_invariance(
@@ -154,6 +158,8 @@ async def acheck_invariance(
     budget: Budget | None = None,
     seed: int = 0,
     base: CheckResult | None = None,
+    concurrency: int = 1,
+    slots: RunSlots | None = None,
 ) -> InvarianceResult:
     """Compare the behaviour under each variant with the original's.
 
@@ -173,7 +179,7 @@ async def acheck_invariance(
     memo = memo if memo is not None else current_session().memo
     first_trial = seed * 1_000_003
     original_examples: list[SampledRun] = []
-    original, _, runs, out, infra = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed, original_examples)
+    original, _, runs, out, infra = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed, original_examples, concurrency, slots)
     results: list[VariantResult] = []
     total = runs
     corrected = alpha / len(variants)
@@ -183,7 +189,7 @@ async def acheck_invariance(
         # independent samples: each side gets its own trial indices (the two-sample test
         # assumes independence; shared indices would pair simulated agents' random draws)
         examples: list[SampledRun] = []
-        counts, passes, r, out, infra = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed, examples)
+        counts, passes, r, out, infra = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed, examples, concurrency, slots)
         total += r
         if r < n:
             break
@@ -238,6 +244,8 @@ async def acheck_direction(
     memo: TrialMemo | None = None,
     budget: Budget | None = None,
     seed: int = 0,
+    concurrency: int = 1,
+    slots: RunSlots | None = None,
 ) -> DirectionResult:
     change = (base.expect_decision, perturbed.expect_decision)
     if change[0] == change[1] and base.leaf == perturbed.leaf:
@@ -245,8 +253,8 @@ async def acheck_direction(
             f"base {base.id} and perturbed {perturbed.id} expect the same outcome ({change[0]}); a direction "
             "test needs a perturbation that changes the spec's decision"
         )
-    a = await decide_scenario(project, base, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR base {base.id}")
-    b = await decide_scenario(project, perturbed, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR perturbed {perturbed.id}")
+    a = await decide_scenario(project, base, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR base {base.id}", concurrency=concurrency, slots=slots)
+    b = await decide_scenario(project, perturbed, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR perturbed {perturbed.id}", concurrency=concurrency, slots=slots)
     order = ["FAIL", "UNSTABLE", "INCONCLUSIVE", "PASS"]
     verdict = min((a.verdict, b.verdict), key=order.index)
     return DirectionResult(base=a, perturbed=b, expected_change=change, verdict=verdict)  # type: ignore[arg-type]

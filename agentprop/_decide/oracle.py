@@ -36,7 +36,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agentprop._modelapi.budget import Budget
-from agentprop._decide.memo import TrialMemo, trace_json
+from agentprop._decide.memo import RunClaim, TrialMemo, trace_json
+from agentprop._decide.slots import RunSlots
 from agentprop._spec.model import Spec
 from agentprop._stats import (
     SPRT,
@@ -48,7 +49,7 @@ from agentprop._stats import (
     pass_hat_k,
     wilson_interval,
 )
-from agentprop._scenario.trace import RunError, Trace
+from agentprop._scenario.trace import RunError, Trace, Usage
 from agentprop.errors import InvalidArgument
 from agentprop.errors import AgentPropertyViolation  # noqa: F401 (re-exported: defined in errors.py)
 
@@ -180,6 +181,9 @@ class CheckResult(BaseModel):
     """The error, not the agent's, that stopped the decision (a cache miss in replay-only
     mode, no API key, a refused key, a spent budget inside a run ...): the verdict is then
     INCONCLUSIVE, decided by ``infrastructure``."""
+    runs_beyond_decision: int = 0
+    """Runs made ahead of the decision that it did not need (finished or cancelled in flight;
+    only with trials in flight at once). Not in ``runs``; their cost is in ``cost_usd``."""
     settings: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -436,6 +440,73 @@ def decide_runs(
     return _result(name, test, outcomes, settings, False)
 
 
+class _Unkept:
+    """The claim on a run when there is no memo: nothing is kept, nothing shared."""
+
+    def store(self, trace: Trace) -> Trace:
+        return trace
+
+    def release(self) -> None:
+        pass
+
+
+class _Trials:
+    """How :func:`adecide` gets the run of trial ``i``: from the memo, from another decision
+    making the same run right now, or made here (the budget permitting, in a run slot)."""
+
+    def __init__(self, run_trial: AsyncTrialFn, memo: TrialMemo | None, input_digest: str, fingerprint: str, budget: Budget | None, slots: RunSlots | None) -> None:
+        self.run_trial = run_trial
+        self.memo = memo
+        self.input_digest = input_digest
+        self.fingerprint = fingerprint
+        self.budget = budget
+        self.slots = slots
+
+    def begin(self, trial: int) -> Trace | asyncio.Future[bool] | RunClaim | _Unkept:
+        if self.memo is None:
+            return _Unkept()
+        return self.memo.begin(self.memo.key(self.input_digest, self.fingerprint, trial))
+
+    def may_start(self) -> bool:
+        return self.budget is None or self.budget.try_start_run()
+
+    async def make(self, trial: int, claim: RunClaim | _Unkept, holds_slot: bool = False) -> tuple[Trace, bool]:
+        """Make the run (its budget already granted) and keep it; ``(trace, True)``."""
+        try:
+            if self.slots is not None and not holds_slot:
+                await self.slots.acquire()
+                holds_slot = True
+            trace = await self.run_trial(trial)
+        except BaseException:
+            claim.release()
+            raise
+        finally:
+            if holds_slot:
+                assert self.slots is not None
+                self.slots.release()
+        return claim.store(trace), True
+
+    async def obtain(self, trial: int, begun: Trace | asyncio.Future[bool] | RunClaim | _Unkept | None = None) -> tuple[Trace, bool] | None:
+        """The run of ``trial`` and whether it was made here; ``None`` if it had to be made
+        and the budget refused it."""
+        while True:
+            if begun is None:
+                begun = self.begin(trial)
+            if isinstance(begun, Trace):
+                return begun, False
+            if isinstance(begun, asyncio.Future):
+                assert self.memo is not None
+                trace = await self.memo.shared(self.memo.key(self.input_digest, self.fingerprint, trial), begun)
+                if trace is not None:
+                    return trace, False
+                begun = None  # its maker gave it up: make it here
+                continue
+            if not self.may_start():
+                begun.release()
+                return None
+            return await self.make(trial, begun)
+
+
 async def adecide(
     run_trial: AsyncTrialFn,
     settings: OracleSettings,
@@ -448,59 +519,132 @@ async def adecide(
     budget: Budget | None = None,
     concurrency: int = 1,
     first_trial: int = 0,
+    slots: RunSlots | None = None,
 ) -> CheckResult:
-    """Like :func:`decide`, running up to ``concurrency`` trials at once.
+    """Like :func:`decide`, keeping up to ``concurrency`` trials in flight.
 
-    Outcomes are fed to the test in trial order, so the decision is the same as the
-    sequential one; runs started past the decision point are kept in the memo (a later
-    decision on the same input reuses them) but do not change this result.
+    Outcomes are fed to the test in trial order, so the decision and the trials it is made on
+    are those of one trial at a time, whatever order the runs finish in. Once the test decides,
+    the trials still in flight are cancelled; runs that finished ahead of the decision stay in
+    the memo (a later decision on the same input reuses them). Both count in the result's
+    ``runs_beyond_decision``, and finished ones in its cost. A trial whose run another decision
+    is making right now (same input, agent and trial index) waits for that run instead of
+    making it again. With ``slots`` (shared by the decisions of a run), every run made takes a
+    slot: the trial the test needs next waits for one, a trial ahead of it only takes a free
+    one (:mod:`agentprop._decide.slots`).
     """
     if concurrency < 1:
         raise InvalidArgument(f"concurrency={concurrency} must be at least 1")
     test = settings.make_test()
-    m = _Memoised(memo, input_digest, fingerprint, budget)
+    trials = _Trials(run_trial, memo, input_digest, fingerprint, budget, slots)
     outcomes: list[TrialOutcome] = []
-    budget_out = False
     infra: RunError | None = None
-    i = first_trial
-    while not test.done and not budget_out and infra is None:
-        limit = test.max_runs
-        remaining = (limit - test.n) if limit is not None else concurrency
-        width = max(1, min(concurrency, remaining))
-        batch: list[tuple[int, Trace | None]] = [(j, m.lookup(j)) for j in range(i, i + width)]
-        tasks: dict[int, asyncio.Task[Trace]] = {}
-        for j, found in batch:
-            if found is None:
-                if not m.may_start():
-                    budget_out = True
-                    break
-                tasks[j] = asyncio.ensure_future(run_trial(j))
-        if tasks:
-            await asyncio.gather(*tasks.values())
-        stored: set[int] = set()
-        for j, found in batch:
-            if test.done:
+    if concurrency == 1:
+        budget_out = False
+        i = first_trial
+        while not test.done:
+            got = await trials.obtain(i)
+            if got is None:
+                budget_out = True
                 break
-            hit = found is not None
-            trace = found
-            if trace is None:
-                task = tasks.get(j)
-                if task is None:
+            trace, made = got
+            if cut_by_budget(trace):  # a model call the budget refused: not a run of the agent
+                budget_out = True
+                break
+            infra = trace.infrastructure_error
+            if infra is not None:  # not the agent's: never judged; the decision stops here
+                break
+            rec = judge(trace)
+            outcomes.append(TrialOutcome(i, rec, trace, not made))
+            test.update(rec.passed)
+            i += 1
+        return _result(name, test, outcomes, settings, budget_out, infra)
+    beyond, beyond_usage, budget_out, infra = await _decide_in_flight(test, trials, judge, outcomes, concurrency, first_trial)
+    result = _result(name, test, outcomes, settings, budget_out, infra)
+    result.runs_beyond_decision = beyond
+    result.cost_usd += sum(u.cost_usd for u in beyond_usage)
+    result.input_tokens += sum(u.input_tokens for u in beyond_usage)
+    result.output_tokens += sum(u.output_tokens for u in beyond_usage)
+    return result
+
+
+async def _decide_in_flight(
+    test: SequentialTest, trials: _Trials, judge: Judge, outcomes: list[TrialOutcome], width: int, first_trial: int
+) -> tuple[int, list[Usage], bool, RunError | None]:
+    """Feed ``test`` in trial order from up to ``width`` trials in flight; returns the runs
+    made beyond the decision (finished or cancelled), the usage of the finished ones, whether
+    the budget refused a trial the test needed, and the error, not the agent's, that stopped
+    the decision (``None`` if none did)."""
+    ready: dict[int, tuple[Trace, bool]] = {}
+    flying: dict[asyncio.Task[tuple[Trace, bool] | None], int] = {}
+    making: set[int] = set()
+    """Trials in flight whose run is made here (the others wait for another decision's)."""
+    end = first_trial + test.max_runs if test.max_runs is not None else None
+    fed = dispatched = first_trial
+    refused_at: int | None = None
+    infra: RunError | None = None
+    cancelled = 0
+    try:
+        while not test.done:
+            while fed in ready:
+                trace, made = ready.pop(fed)
+                if cut_by_budget(trace):  # a model call the budget refused: not a run of the agent
+                    refused_at = fed
                     break
-                if cut_by_budget(task.result()):  # not a run of the agent: not judged, not kept
-                    budget_out = True
-                    break
-                trace = m.store(j, task.result())
-                stored.add(j)
                 infra = trace.infrastructure_error
                 if infra is not None:  # not the agent's: never judged; the decision stops here
                     break
-            rec = judge(trace)
-            outcomes.append(TrialOutcome(j, rec, trace, hit))
-            test.update(rec.passed)
-        for j, task in tasks.items():
-            if j not in stored and not cut_by_budget(task.result()):
-                # ran past the decision: kept for the next decision on this input
-                m.store(j, task.result())
-        i += width
-    return _result(name, test, outcomes, settings, budget_out, infra)
+                rec = judge(trace)
+                outcomes.append(TrialOutcome(fed, rec, trace, not made))
+                test.update(rec.passed)
+                fed += 1
+                if test.done:
+                    break
+            if test.done or refused_at == fed or infra is not None:
+                break
+            while refused_at is None and len(flying) < width and (end is None or dispatched < end):
+                j = dispatched
+                begun = trials.begin(j)
+                if isinstance(begun, Trace):
+                    ready[j] = (begun, False)
+                elif isinstance(begun, asyncio.Future):
+                    flying[asyncio.ensure_future(trials.obtain(j, begun))] = j
+                else:
+                    holds_slot = trials.slots is not None and trials.slots.try_acquire()
+                    if trials.slots is not None and not holds_slot and j != fed:
+                        # ahead of need: only a slot nobody waits for (the next trial in
+                        # order waits for one in its task)
+                        begun.release()
+                        break
+                    if not trials.may_start():
+                        begun.release()
+                        if holds_slot:
+                            assert trials.slots is not None
+                            trials.slots.release()
+                        refused_at = j
+                        break
+                    flying[asyncio.ensure_future(trials.make(j, begun, holds_slot))] = j
+                    making.add(j)
+                dispatched += 1
+            if fed in ready or refused_at == fed:
+                continue
+            if not flying:
+                break
+            done, _ = await asyncio.wait(flying, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                j = flying.pop(task)
+                making.discard(j)
+                got = task.result()
+                if got is None:
+                    refused_at = j if refused_at is None else min(refused_at, j)
+                else:
+                    ready[j] = got
+    finally:
+        for task, j in flying.items():
+            task.cancel()
+            cancelled += j in making
+        if flying:
+            await asyncio.gather(*flying, return_exceptions=True)
+    unneeded = [trace for j, (trace, made) in ready.items() if made and j >= fed]
+    budget_out = not test.done and refused_at is not None and infra is None
+    return cancelled + len(unneeded), [t.usage for t in unneeded], budget_out, infra

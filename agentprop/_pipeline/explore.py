@@ -38,6 +38,7 @@ from agentprop._pipeline.report.model import CaseReport
 from agentprop._pipeline.kinds import Replay, case_from_check
 from agentprop._scenario.build import Scenario
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH  # noqa: F401 (re-exported)
+from agentprop._decide.slots import CaseLanes
 from agentprop._scenario.world import stable_seed
 
 
@@ -114,6 +115,7 @@ async def explore_cases(
     checks: dict[str, tuple[Scenario, CheckResult]] | None = None,
     replays: dict[str, Replay] | None = None,
     settings_for: Callable[[Scenario], OracleSettings] | None = None,
+    lanes: CaseLanes = CaseLanes(),
 ) -> tuple[list[CaseReport], list[ExploredInput]]:
     """Decide ``per_path`` explored inputs of every scenario (two rounds, the second weighted by
     what the first found), each turn in the phrase pack of the language it is written in. Each input is decided with ``settings_for(its base scenario)`` (default:
@@ -135,7 +137,7 @@ async def explore_cases(
     async def decide(e: ExploredInput, who: LoadedAgent = agent, record: bool = True) -> tuple[CaseReport, CheckResult]:
         async with sem:
             chosen = settings_for(e.base) if settings_for is not None else oracle
-            result = await decide_scenario(project, e.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, name=e.case_id)
+            result = await decide_scenario(project, e.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, name=e.case_id, **lanes.for_case())
         if record and checks is not None:
             checks[e.case_id] = (e.scenario, result)
         case = case_from_check(

@@ -31,6 +31,7 @@ from agentprop.strategies._internal.boundary import boundary_values
 from agentprop.strategies._internal.directional import directional_pairs
 from agentprop.strategies._internal.variants import paraphrase_variants
 from agentprop._pipeline.defaults import KINDS  # noqa: F401 (re-exported)
+from agentprop._decide.slots import CaseLanes
 
 
 Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
@@ -73,6 +74,7 @@ def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckRe
         interval_exact=result.interval_exact,
         pass_hat_k=result.pass_hat_k,
         decided_by=result.decided_by,
+        runs_beyond_decision=result.runs_beyond_decision,
         cost_usd=result.cost_usd,
         input_tokens=result.input_tokens,
         output_tokens=result.output_tokens,
@@ -147,6 +149,7 @@ async def extra_cases(
     replays: dict[str, Replay] | None = None,
     settings_for: Callable[[Scenario], OracleSettings] | None = None,
     rule_for: Callable[[Scenario], str] | None = None,
+    lanes: CaseLanes = CaseLanes(),
 ) -> list[CaseReport]:
     """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``; ``replays`` receives, for
     each case id, a function deciding that case for another agent."""
@@ -175,7 +178,7 @@ async def extra_cases(
 
             async def boundary(case: Any = case, case_id: str = boundary_id, who: LoadedAgent = agent, record: bool = True) -> CaseReport:
                 async with sem:
-                    r = await decide_scenario(project, case.scenario, who, settings=settings_for(case.scenario), memo=memo, budget=budget, seed=seed, name=case_id)
+                    r = await decide_scenario(project, case.scenario, who, settings=settings_for(case.scenario), memo=memo, budget=budget, seed=seed, name=case_id, **lanes.for_case())
                 if checks is not None and record:
                     checks[case_id] = (case.scenario, r)
                 report = case_from_check(
@@ -207,7 +210,7 @@ async def extra_cases(
             async def direction(pair: Any = pair, case_id: str = dir_id, who: LoadedAgent = agent) -> CaseReport:
                 chosen, rule = pair_settings(pair.base.scenario, pair.perturbed.scenario)
                 async with sem:
-                    r = await acheck_direction(project, pair.base.scenario, pair.perturbed.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed)
+                    r = await acheck_direction(project, pair.base.scenario, pair.perturbed.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, **lanes.for_case())
                 runs = r.base.runs + r.perturbed.runs
                 passes = r.base.passes + r.perturbed.passes
                 base_world = pair.base.scenario.world.model_dump(mode="json")
@@ -226,6 +229,7 @@ async def extra_cases(
                     passes=passes,
                     pass_rate=passes / runs if runs else 0.0,
                     decided_by=r.base.decided_by,
+                    runs_beyond_decision=r.base.runs_beyond_decision + r.perturbed.runs_beyond_decision,
                     rule=rule,
                     cost_usd=r.base.cost_usd + r.perturbed.cost_usd,
                     failures=_failures(r.base) + _failures(r.perturbed),
@@ -249,7 +253,7 @@ async def extra_cases(
         if who is agent and found is not None:
             return found[1], True
         async with sem:
-            return await decide_scenario(project, scenario, who, settings=settings_for(scenario), memo=memo, budget=budget, seed=seed, name=scenario.id), False
+            return await decide_scenario(project, scenario, who, settings=settings_for(scenario), memo=memo, budget=budget, seed=seed, name=scenario.id, **lanes.for_case()), False
 
     if "inv" in kinds:
         for scenario in scenarios:
@@ -261,7 +265,7 @@ async def extra_cases(
             async def invariance(scenario: Scenario = scenario, variants: list[list[str]] = variants, firsts: Any = variants_first, who: LoadedAgent = agent) -> CaseReport:
                 base, reused = await invariance_base(scenario, who)
                 async with sem:
-                    r = await acheck_invariance(project, scenario, who, variants, memo=memo, budget=budget, seed=seed, base=base)
+                    r = await acheck_invariance(project, scenario, who, variants, memo=memo, budget=budget, seed=seed, base=base, **lanes.for_case())
                 report = invariance_case(scenario, variants, firsts, r, base, reused)
                 report.rule = f"two-sample test, {r.runs_per_side} runs per side, only where the base case passes"
                 return report

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from agentprop._version import __version__
-from agentprop._agents.loading import LoadedAgent
+from agentprop._agents.loading import LoadedAgent, runs_concurrently
+from agentprop._decide.slots import CaseLanes, RunSlots
 from agentprop._modelapi.budget import Budget
 from agentprop._decide.shrink import ShrinkReport, shrink
 from agentprop._pipeline.bugs import SHRINKABLE_KINDS, bug_key, find_bugs
@@ -141,6 +142,16 @@ class Progress:
             self._write("\r\x1b[K")
 
 
+def case_lanes(agent: LoadedAgent, concurrency: int) -> CaseLanes:
+    """A model-backed (async) agent's case keeps up to ``concurrency`` trials in flight, all
+    cases' runs sharing ``concurrency`` slots; a sync agent's case runs one trial at a time
+    (its runs compete for the interpreter: more in flight would only add runs past the
+    decision)."""
+    if concurrency > 1 and runs_concurrently(agent):
+        return CaseLanes(concurrency, RunSlots(concurrency))
+    return CaseLanes()
+
+
 def _case_report(scenario: Scenario, result: CheckResult, rule: str | None = None) -> CaseReport:
     case = case_from_check(scenario.id, "MFT", scenario, result, {})
     case.rule = rule
@@ -182,6 +193,7 @@ async def arun_cases(
     progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream)
     memo = memo if memo is not None else TrialMemo()
     sem = asyncio.Semaphore(max(1, settings.concurrency))
+    lanes = case_lanes(agent, settings.concurrency)
 
     checks: dict[str, tuple[Scenario, CheckResult]] = {}
     replays: dict[str, Replay] = {}
@@ -202,7 +214,7 @@ async def arun_cases(
             settings_now = case_rule(scenario).settings
             if prop is not None:  # a PROBE reproducer: its clause is a safety clause unless the rule says otherwise
                 settings_now = max((settings_now, safety_settings(oracle)) if explicit is None else (settings_now,), key=strictness)
-            result = await decide_scenario(project, scenario, agent, prop=prop, settings=settings_now, memo=memo, budget=budget, concurrency=1, seed=settings.seed, name=case_id)
+            result = await decide_scenario(project, scenario, agent, prop=prop, settings=settings_now, memo=memo, budget=budget, seed=settings.seed, name=case_id, **lanes.for_case())
         checks[case_id or scenario.id] = (scenario, result)
         progress.update(runs=result.runs, cost=result.cost_usd, case_done=True)
         return result
@@ -240,7 +252,7 @@ async def arun_cases(
         if "explore" in kinds and settings.explore > 0:
             explored, explored_inputs = await explore_cases(
                 project, agent, scenarios, oracle, per_path=settings.explore, memo=memo, budget=budget, seed=settings.seed,
-                concurrency=settings.concurrency, checks=checks, replays=replays,
+                concurrency=settings.concurrency, checks=checks, replays=replays, lanes=lanes,
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 settings_for=lambda sc: case_rule(sc).settings,
@@ -260,7 +272,7 @@ async def arun_cases(
             problems = [*(problems or []), *probe_notes]
         if kinds - {"mft"}:
             extra = await extra_cases(
-                project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency,
+                project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency, lanes=lanes,
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 case_filter=settings.case_filter,
@@ -285,6 +297,7 @@ async def arun_cases(
         not_applicable=verdicts["NOT APPLICABLE"],
         case_pass_rate=verdicts["PASS"] / decided if (decided := len(cases) - verdicts["NOT APPLICABLE"]) else 0.0,
         runs=sum(c.runs for c in cases),
+        runs_beyond_decision=sum(c.runs_beyond_decision for c in cases),
         cost_usd=sum(c.cost_usd for c in cases),
         input_tokens=sum(c.input_tokens for c in cases),
         output_tokens=sum(c.output_tokens for c in cases),
@@ -645,8 +658,9 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
             note += f"; realisable coverage {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
         lines.append(note)
     na = f", {m.not_applicable} not applicable" if m.not_applicable else ""
+    beyond = f" (+{m.runs_beyond_decision} started ahead of a decision that did not need them)" if m.runs_beyond_decision else ""
     lines.append(
         f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable{na}; "
-        f"{m.runs} runs, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"
+        f"{m.runs} runs{beyond}, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"
     )
     return "\n".join(lines)

@@ -8,9 +8,10 @@ benchmark can compare the two on equal inputs. Queries are memoised and the run 
 respected (a query the remaining budget cannot pay for in full is not started).
 
 It is a baseline, not a recommendation: with ``N = 10`` every query costs 10 runs even when
-the first one already failed, and with a background false-failure rate ``eps`` the "at least
-one failure" rule accepts a non-reproducing candidate with probability ``1 - (1 - eps)^N``
-(40% at ``eps = 0.05``), so the result is rarely the true minimal input.
+the first one already failed (``stop_at_first_failure=True`` is the fairer baseline: a query
+stops at its first failing run, which decides it), and with a background false-failure rate
+``eps`` the "at least one failure" rule accepts a non-reproducing candidate with probability
+``1 - (1 - eps)^N`` (40% at ``eps = 0.05``), so the result is rarely the true minimal input.
 """
 
 from __future__ import annotations
@@ -51,11 +52,14 @@ def ddmin(
     build: Callable[[tuple[Unit[T], ...]], C] | None = None,
     signature: Hashable = None,
     protected: Callable[[Unit[T]], bool] | None = None,
+    stop_at_first_failure: bool = False,
 ) -> DdminResult[C]:
-    """Delta-debug the leaves of ``units`` with ``runs_per_query`` runs per query.
+    """Delta-debug the leaves of ``units`` with up to ``runs_per_query`` runs per query.
 
     A candidate "fails" if at least one of its runs fails with ``signature`` (with any
-    signature when ``signature`` is None). Protected leaves are in every candidate.
+    signature when ``signature`` is None); with ``stop_at_first_failure`` a query makes no
+    run after its first failing one (same answers, fewer runs). Protected leaves are in every
+    candidate.
     """
     if not isinstance(runs_per_query, int) or runs_per_query < 1:
         raise InvalidArgument(f"runs_per_query must be a positive int, got {runs_per_query!r}.")
@@ -88,6 +92,8 @@ def ddmin(
             spent += 1
             if outcome.failed and (signature is None or outcome.signature == signature):
                 hit = True
+                if stop_at_first_failure:
+                    break
         memo[mask] = hit
         return hit
 

@@ -82,6 +82,9 @@ class CaseReport(BaseModel):
     pass_hat_k: dict[str, float] = Field(default_factory=dict)
     """pass^k = C(c,k)/C(n,k) for a few k (``"1"``, ``"3"`` …)."""
     decided_by: str = "fixed"
+    runs_beyond_decision: int = 0
+    """Runs of a model-backed case started ahead of its decision that the decision did not need
+    (cancelled in flight, or finished and kept in the memo); not in ``runs``."""
     rule: str | None = None
     """Which rule chose the oracle settings of this case, e.g. ``zero-failure, 59 clean runs
     (safety: policies.P1_NO_PII)`` or ``sprt at tau 0.9 (spec min_pass_rate)``."""
@@ -190,6 +193,9 @@ class Metrics(BaseModel):
     """Cases not decided because their base case did not pass; left out of ``case_pass_rate``."""
     case_pass_rate: float
     runs: int
+    runs_beyond_decision: int = 0
+    """Runs started ahead of a decision that it did not need, over all cases (see
+    :attr:`CaseReport.runs_beyond_decision`)."""
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0

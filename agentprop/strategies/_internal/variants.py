@@ -13,9 +13,20 @@ from agentprop.strategies._internal import Paraphrase, paraphrases
 T = TypeVar("T")
 
 
+class _Enough(Exception):
+    """Raised by :func:`sample`'s test once it holds ``n`` values: Hypothesis stops generating
+    at the first failing example when the shrink phase is off."""
+
+
 def sample(strategy: st.SearchStrategy[T], n: int, *, seed_value: int = 0, tries: int = 8) -> list[T]:
     """Up to ``n`` distinct values drawn from ``strategy`` with a fixed seed (same seed, same
-    values), through Hypothesis's public API only."""
+    values), through Hypothesis's public API only.
+
+    Hypothesis draws up to ``n * tries`` examples, but stops as soon as ``n`` distinct values
+    are in: the test raises once it has them, and with generation the only phase, the first
+    failure ends the run (Hypothesis replays that example once, which adds nothing). The
+    settings, ``max_examples`` included, are those of a full run, so the examples drawn before
+    the stop, and the values kept, are the same as if all ``n * tries`` had been drawn."""
     found: list[T] = []
 
     @seed(seed_value)
@@ -30,8 +41,13 @@ def sample(strategy: st.SearchStrategy[T], n: int, *, seed_value: int = 0, tries
     def collect(value: T) -> None:
         if len(found) < n and value not in found:
             found.append(value)
+        if len(found) >= n:
+            raise _Enough
 
-    collect()
+    try:
+        collect()
+    except _Enough:
+        pass
     return found
 
 

@@ -1,0 +1,83 @@
+"""Run slots: how many agent runs may be in flight at once, shared by every case of a run.
+
+``agentprop run --concurrency C`` lets ``C`` cases run at once, and a case of a model-backed
+agent may keep several of its own trials in flight (:func:`agentprop._decide.oracle.adecide`). The
+slots keep the total at ``C``: the trial a case needs next waits for a slot in turn
+(:meth:`RunSlots.acquire`), while a trial run ahead of need only takes a slot nobody is
+waiting for (:meth:`RunSlots.try_acquire`). So while there are ``C`` cases to decide every slot
+goes to a needed run, and runs ahead of need (which a decision may leave unused) fill only the
+slots that would otherwise idle, e.g. when one long case is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from agentprop.errors import InvalidArgument
+
+
+class RunSlots:
+    """``capacity`` slots for runs in flight, first come first served (one event loop)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise InvalidArgument(f"RunSlots({capacity}): at least one run must be able to run")
+        self.capacity = capacity
+        self._free = capacity
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def free(self) -> int:
+        """Slots free right now (0 while anyone waits)."""
+        return 0 if self._waiters else self._free
+
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody is waiting for one; never waits."""
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        """Take a slot, waiting in turn for one."""
+        if self.try_acquire():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed a slot just as we were cancelled: pass it on
+            else:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
+            raise
+
+    def release(self) -> None:
+        """Give a slot back: to the first waiter, else to the pool."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+
+@dataclass(frozen=True)
+class CaseLanes:
+    """How the cases of one run use the concurrency: how many trials of one case may be in
+    flight (``width``), and the slots every case's runs share (``None``: one trial at a time,
+    cases in flight bounded by the caller)."""
+
+    width: int = 1
+    slots: RunSlots | None = None
+
+    def for_case(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`agentprop._decide.check.acheck` for one case."""
+        return {"concurrency": self.width, "slots": self.slots}
