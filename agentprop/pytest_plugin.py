@@ -52,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -62,6 +63,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from agentprop._agents.loading import LoadedAgent, load_agent
 from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.ledger import SharedLedger
 from agentprop._decide.session import Session, current_session, settings_scope
 from agentprop._decide.signature import bug_id, bug_key
 from agentprop._modelapi.cache import CacheMode
@@ -95,6 +97,9 @@ for _name, _p in PROFILES.items():
 SESSION_KEY = pytest.StashKey[Session]()
 """The agentprop session of a pytest run (``config.stash[SESSION_KEY]``)."""
 _ACTIVATION_KEY = pytest.StashKey[contextlib.ExitStack]()
+_LEDGER_DIR_KEY = pytest.StashKey[tempfile.TemporaryDirectory[str]]()
+_LEDGER_INPUT = "agentprop_budget_ledger"
+"""The pytest-xdist ``workerinput`` key naming the shared budget ledger's file."""
 
 
 def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
@@ -154,7 +159,10 @@ def pytest_configure(config: pytest.Config) -> None:
         memo = _open_memo(config, path, namespace)
     max_runs = _opt(config, "--agentprop-max-runs")
     max_usd = _opt(config, "--agentprop-max-usd")
-    budget = Budget(max_runs=max_runs, max_usd=max_usd) if (max_runs or max_usd) else Budget()
+    # a pytest-xdist worker books against the controller's shared ledger: one budget per run
+    ledger_path = getattr(config, "workerinput", {}).get(_LEDGER_INPUT)
+    ledger = SharedLedger(ledger_path) if ledger_path else None
+    budget = Budget(max_runs=max_runs, max_usd=max_usd, ledger=ledger) if (max_runs or max_usd) else Budget()
     corpus_opt = _opt(config, "--agentprop-corpus") or ""
     corpus: Corpus | ProjectCorpora | None = None
     if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config) or _opt(config, "--agentprop-profile")):
@@ -180,6 +188,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_ACTIVATION_KEY] = activation
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """The pytest-xdist controller gives every worker the same budget ledger when a limit is
+    set (``--agentprop-max-runs``, ``--agentprop-max-usd``): the limits hold for the whole run,
+    not per worker."""
+    config = node.config
+    if not (_opt(config, "--agentprop-max-runs") or _opt(config, "--agentprop-max-usd")):
+        return
+    directory = config.stash.get(_LEDGER_DIR_KEY, None)
+    if directory is None:
+        directory = tempfile.TemporaryDirectory(prefix="agentprop-budget-")
+        config.stash[_LEDGER_DIR_KEY] = directory
+        SharedLedger(Path(directory.name) / "budget.sqlite")
+    node.workerinput[_LEDGER_INPUT] = str(Path(directory.name) / "budget.sqlite")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """A pytest-xdist worker sends what its agentprop session recorded to the controller, which
@@ -197,6 +221,10 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    ledger_dir = config.stash.get(_LEDGER_DIR_KEY, None)
+    if ledger_dir is not None:
+        ledger_dir.cleanup()
+        del config.stash[_LEDGER_DIR_KEY]
     activation = config.stash.get(_ACTIVATION_KEY, None)
     if activation is not None:
         activation.close()

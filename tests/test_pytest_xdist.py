@@ -53,3 +53,32 @@ def test_the_controller_prints_one_summary_of_every_workers_checks(pytester: pyt
     assert text.count("== agentprop ==") == 1
     # the two failing checks are one bug (same signature), listed once
     assert re.search(r"1 bug\(s\)", text) and "hit by 2 check(s)" in text
+
+
+HUNGRY = f'''
+import pytest
+import agentprop
+
+EXAMPLE = {str(EXAMPLE)!r}
+project = agentprop.load_project(EXAMPLE)
+CLEAN = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_hungry(i):
+    try:
+        agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", CLEAN, mode="fixed", runs=6, seed=i)
+    except agentprop.AgentPropertyViolation:
+        pass  # a check the budget cut short is not a pass; what counts here is the runs made
+'''
+
+
+def test_one_budget_holds_for_every_worker(pytester: pytest.Pytester) -> None:
+    # four checks want 24 runs in all; the limit is 10 for the whole run. Each worker with a
+    # budget of its own would make 10 (20 on two workers).
+    pytester.makepyfile(test_hungry=HUNGRY)
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "-p", "no:cacheprovider", "--agentprop-shrink-budget", "0", "--agentprop-memo", "none", "--agentprop-max-runs", "10"
+    )
+    text = result.stdout.str()
+    assert int(_totals(text)[3]) == 10, text

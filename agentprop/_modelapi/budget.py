@@ -32,7 +32,10 @@ and a dollar limit cannot be enforced for it, so reserving a call of an unpriced
 ``max_usd`` raises :class:`UnpricedModel`.
 
 All methods are thread-safe (one lock, held for microseconds, never across an ``await``), so one
-budget can be shared by threads and asyncio tasks alike.
+budget can be shared by threads and asyncio tasks alike. Processes share one through a
+:class:`~agentprop._modelapi.ledger.SharedLedger` (``Budget(ledger=...)``): the pytest plugin
+gives every pytest-xdist worker the same ledger, so the limits hold for the whole run, with the
+same guarantee (each booking is one transaction across processes).
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ import math
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from agentprop._modelapi.ledger import LedgerTotals, SharedLedger
 from agentprop.errors import BudgetExhausted, InputError, InvalidArgument, UnpricedModel
 
 __all__ = [
@@ -363,6 +367,10 @@ class Budget:
         max_tokens: the same for tokens (input + output).
         prices: prefix -> :class:`ModelPrice` or ``(input, output)`` $/MTok, overriding
             :data:`DEFAULT_PRICES` entry by entry.
+        ledger: a :class:`~agentprop._modelapi.ledger.SharedLedger` when several processes
+            share the limits (pytest-xdist workers): every run, reservation and charge is booked
+            there too, and the limits are checked against its totals. This budget's own
+            figures (its snapshot) stay those of this process.
     """
 
     def __init__(
@@ -372,6 +380,7 @@ class Budget:
         max_usd: float | None = None,
         max_tokens: int | None = None,
         prices: Mapping[str, ModelPrice | tuple[float, float]] | None = None,
+        ledger: SharedLedger | None = None,
     ) -> None:
         _check_limit("max_runs", max_runs, integer=True)
         _check_limit("max_tokens", max_tokens, integer=True)
@@ -400,6 +409,7 @@ class Budget:
         self._reserved_tokens = 0
         self._largest_usd = 0.0
         self._largest_tokens = 0
+        self.ledger = ledger
 
     # -- prices ----------------------------------------------------------------------------------
 
@@ -441,40 +451,70 @@ class Budget:
 
     # -- runs ------------------------------------------------------------------------------------
 
-    def _exhausted_reason_locked(self) -> str | None:
-        if self.max_runs is not None and self._runs >= self.max_runs:
-            return f"max_runs={self.max_runs} reached ({self._runs} runs started)"
-        return self._spent_reason_locked()
+    def _local_totals_locked(self) -> LedgerTotals:
+        return LedgerTotals(self._runs, self._input + self._output, self._usd, self._reserved_tokens, self._reserved_usd)
 
-    def _spent_reason_locked(self) -> str | None:
+    def _totals_locked(self) -> LedgerTotals:
+        """What the limits are checked against: this process's figures, or the shared ledger's."""
+        return self.ledger.totals() if self.ledger is not None else self._local_totals_locked()
+
+    def _run_reason(self, t: LedgerTotals) -> str | None:
+        """Which limit refuses a new run, or ``None``."""
+        if self.max_runs is not None and t.runs >= self.max_runs:
+            who = " by all processes" if self.ledger is not None else ""
+            return f"max_runs={self.max_runs} reached ({t.runs} runs started{who})"
+        return self._spent_reason(t)
+
+    def _spent_reason(self, t: LedgerTotals) -> str | None:
         """Which token or dollar limit is spent or held by calls in flight (what refuses a model
         call; the run limit only refuses new runs), or ``None``."""
-        if self.max_tokens is not None and self._input + self._output + self._reserved_tokens >= self.max_tokens:
-            held = f", {self._reserved_tokens} reserved by calls in flight" if self._reserved_tokens else ""
-            return f"max_tokens={self.max_tokens} reached ({self._input + self._output} tokens used{held})"
-        if self.max_usd is not None and self._usd + self._reserved_usd >= self.max_usd:
-            held = f", ${self._reserved_usd:.4f} reserved by calls in flight" if self._reserved_usd else ""
-            return f"max_usd=${self.max_usd:.4f} reached (${self._usd:.4f} spent{held})"
+        if self.max_tokens is not None and t.tokens + t.reserved_tokens >= self.max_tokens:
+            held = f", {t.reserved_tokens} reserved by calls in flight" if t.reserved_tokens else ""
+            return f"max_tokens={self.max_tokens} reached ({t.tokens} tokens used{held})"
+        if self.max_usd is not None and t.usd + t.reserved_usd >= self.max_usd:
+            held = f", ${t.reserved_usd:.4f} reserved by calls in flight" if t.reserved_usd else ""
+            return f"max_usd=${self.max_usd:.4f} reached (${t.usd:.4f} spent{held})"
         return None
+
+    def _exhausted_reason_locked(self) -> str | None:
+        return self._run_reason(self._totals_locked())
+
+    def _book_run(self) -> str | None:
+        """Start one run if no limit refuses it; returns the refusing limit, or ``None``."""
+        if self.ledger is not None:
+            refused: list[str] = []
+
+            def change(t: LedgerTotals) -> LedgerTotals | None:
+                reason = self._run_reason(t)
+                if reason is not None:
+                    refused.append(reason)
+                    return None
+                return replace(t, runs=t.runs + 1)
+
+            self.ledger.book(change)
+            with self._lock:
+                if refused:
+                    self._refused += 1
+                    return refused[0]
+                self._runs += 1
+                return None
+        with self._lock:
+            reason = self._exhausted_reason_locked()
+            if reason is not None:
+                self._refused += 1
+                return reason
+            self._runs += 1
+            return None
 
     def try_start_run(self) -> bool:
         """Reserve one run if the budget allows it; ``False`` (and nothing reserved) if not."""
-        with self._lock:
-            if self._exhausted_reason_locked() is not None:
-                self._refused += 1
-                return False
-            self._runs += 1
-            return True
+        return self._book_run() is None
 
     def start_run(self) -> None:
         """Reserve one run or raise :class:`BudgetExhausted`."""
-        with self._lock:
-            reason = self._exhausted_reason_locked()
-            if reason is None:
-                self._runs += 1
-                return
-            self._refused += 1
-        raise BudgetExhausted(reason, self.snapshot())
+        reason = self._book_run()
+        if reason is not None:
+            raise BudgetExhausted(reason, self.snapshot())
 
     @property
     def exhausted(self) -> bool:
@@ -510,8 +550,23 @@ class Budget:
             self.check_priced(model)
         usd = price.worst_case(input_tokens, max_output_tokens) if price is not None else None
         tokens = input_tokens + max_output_tokens
+        if self.ledger is not None:
+            refused: list[str] = []
+
+            def change(t: LedgerTotals) -> LedgerTotals | None:
+                reason = self._spent_reason(t)
+                if reason is not None:
+                    refused.append(reason)
+                    return None
+                return replace(t, reserved_tokens=t.reserved_tokens + tokens, reserved_usd=t.reserved_usd + (usd or 0.0))
+
+            self.ledger.book(change)
+            if refused:
+                with self._lock:
+                    self._refused_calls += 1
+                raise BudgetExhausted(refused[0], self.snapshot(), call=call)
         with self._lock:
-            reason = self._spent_reason_locked()
+            reason = None if self.ledger is not None else self._spent_reason(self._local_totals_locked())
             if reason is None:
                 self._in_flight += 1
                 self._reserved_tokens += tokens
@@ -533,6 +588,8 @@ class Budget:
             self._reserved_usd = max(0.0, self._reserved_usd - reservation.usd)
         if self._in_flight == 0:
             self._reserved_usd, self._reserved_tokens = 0.0, 0  # no rounding left behind
+        if self.ledger is not None:
+            self.ledger.add(reserved_tokens=-reservation.tokens, reserved_usd=-(reservation.usd or 0.0))
 
     def release(self, reservation: Reservation) -> None:
         """Free a reservation without a charge (the call failed before any answer)."""
@@ -600,6 +657,8 @@ class Budget:
             self._calls += 1
             self._input += all_input
             self._output += output_tokens
+            if self.ledger is not None:
+                self.ledger.add(tokens=all_input + output_tokens, usd=usd or 0.0)
             if usd is None:
                 self._unpriced_calls += 1
                 return None
