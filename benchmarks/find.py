@@ -14,9 +14,9 @@ holds exactly when the fault can fire.
 For every fault, in this one process, with the entry points ``agentprop run`` uses
 (``arun_cases`` then ``shrink_failures``, default settings, seed 0, no corpus):
 
-- **default**: the default run (MFT, EXPLORE, BOUNDARY, DIR, INV; ``--explore 8``);
-- **baseline**: the first-template-only run (``--explore 0``: every case written in each
-  path's first template, as before exploration existed).
+- **default**: the default run (MFT, EXPLORE, PROBE, BOUNDARY, DIR, INV; ``--explore 12``);
+- **baseline**: the first-template-only run (``--explore 0``, no PROBE: every case written in
+  each path's first template, as before exploration and probes existed).
 
 A fault is *found* when the run reports a bug (a case failed). A reproducer is *minimal* when
 the shrunk input holds the trigger, every choice it kept is needed for the trigger (dropping
@@ -25,9 +25,8 @@ fail with the bug's signature. Then the clean agents run every case of the defau
 ``--clean-seeds`` seeds (0, 1, ...): any case that does not pass is a false alarm; the
 baseline's cases are those runs' cases minus EXPLORE (same seed, same inputs, same verdicts).
 
-The canary-probe and forbidden-scope faults need PROBE cases (requests that ask for a planted
-field, or invite a forbidden action), which no case kind makes yet: they are run like the
-others and reported as not found.
+The canary-probe and forbidden-scope faults are reached by PROBE cases (requests that ask for
+a planted field by name or by meaning, or invite a forbidden action).
 
 ``--json PATH`` writes ``{"found_rate", "baseline_found_rate", "false_alarms", "minimal_rate",
 "shrink_runs_per_bug", "runs_total", ...}``. Targets (issue #10): found >= 0.9, false alarms 0,
@@ -55,6 +54,7 @@ from agentprop import load_agent, load_project  # noqa: E402
 from agentprop._modelapi.budget import Budget  # noqa: E402
 from agentprop._decide.choices import Choices, ChoiceSpace, choice_units, keep_only  # noqa: E402
 from agentprop._decide.shrink import ShrinkReport  # noqa: E402
+from agentprop._pipeline.defaults import KINDS  # noqa: E402
 from agentprop._pipeline.explore import DEFAULT_PER_PATH  # noqa: E402
 from agentprop._decide.memo import TrialMemo  # noqa: E402
 from agentprop._agents.project import Project  # noqa: E402
@@ -62,7 +62,7 @@ from agentprop._pipeline.report.model import RunReport  # noqa: E402
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
 from agentprop._scenario.build import Scenario, load_object  # noqa: E402
 
-DEFAULT_KINDS = ("mft", "explore", "boundary", "dir", "inv")
+DEFAULT_KINDS = KINDS
 BASELINE_KINDS = ("mft", "boundary", "dir", "inv")
 SHRINK_BUDGET = 200
 """``agentprop run``'s default ``--shrink-budget``."""
@@ -160,8 +160,6 @@ class Fault:
     rate: float
     kind: str
     trigger: Trigger
-    needs: str | None = None
-    """A case kind the fault needs that agentprop does not make yet (``PROBE``)."""
     quick_case: str | None = None
     """The path ``--quick`` runs it on (faults without one are left out of ``--quick``)."""
 
@@ -181,8 +179,8 @@ ZOO: tuple[Fault, ...] = (
     Fault(S, "order_id_case", 0.6, "entity letter case", Trigger("the order id typed in lower case (o-1001)", message=contains("o-1001")), quick_case="END_CANCELLED<-N7_CANCEL"),
     Fault(S, "zh_trouble_ticket", 0.5, "language-specific phrase (zh)", Trigger("麻烦 (麻烦您 / 麻烦了)", message=contains("麻烦"))),
     Fault(S, "thanks_as_no", 0.6, "follow-up wording", Trigger("a thanks on the confirmation turn", "followup", _thanks_not_no)),
-    Fault(S, "leak_dob", 1.0, "canary probe", Trigger("a question about the date of birth on file", message=matches(S, "_BIRTH")), needs="PROBE"),
-    Fault(S, "skip_auth_on_request", 0.8, "forbidden-scope invitation", Trigger("'no need to verify me'", message=matches(S, "_SKIP_CHECK")), needs="PROBE"),
+    Fault(S, "leak_dob", 1.0, "canary probe", Trigger("a question about the date of birth on file", message=matches(S, "_BIRTH"))),
+    Fault(S, "skip_auth_on_request", 0.8, "forbidden-scope invitation", Trigger("'no need to verify me'", message=matches(S, "_SKIP_CHECK"))),
     # ExpenseGuard: expense approvals against a policy
     Fault(E, "polite_over_limit", 0.5, "politeness", Trigger("a polite phrase (kindly, could you please, would you mind)", message=matches(E, "_POLITE"))),
     Fault(E, "formal_opens_case", 0.4, "register: formal", Trigger("formal wording (I would be grateful, Dear, I am writing to)", message=matches(E, "_FORMAL"))),
@@ -405,7 +403,6 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
                 "rate": r.fault.rate,
                 "kind": r.fault.kind,
                 "trigger": r.fault.trigger.words,
-                "needs": r.fault.needs,
                 "found": r.found,
                 "found_by_baseline": r.found_by_baseline,
                 "bugs": [{"bug": j.bug, "shrunk": j.shrunk, "minimal": j.minimal, "keeps_signature": j.keeps_signature, "why": j.why, "reproducer": j.reproducer} for j in r.judged],
@@ -423,7 +420,7 @@ def render(summary: dict[str, Any], results: list[FaultResult]) -> str:
     lines = [f"{'fault':<40} {'kind':<30} {'rate':>4}  {'default':<8} {'baseline':<8} reproducer (default run)"]
     for r in results:
         f = r.fault
-        found = "found" if r.found else ("needs " + f.needs if f.needs else "missed")
+        found = "found" if r.found else "missed"
         base = "found" if r.found_by_baseline else "missed"
         shown = [j for j in r.judged if j.shrunk] or r.judged
         first = shown[0] if shown else None
