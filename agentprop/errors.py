@@ -166,6 +166,8 @@ class MissingApiKey(InputError, InfrastructureError):
     ``ANTHROPIC_API_KEY``; for OpenAI, ``OPENAI_API_KEY``). Set the key, point ``base_url`` at a
     local server (which needs none), or run replay-only from a recorded API cache."""
 
+    kind = "missing_api_key"
+
 
 class MissingDependency(InputError):
     """A model provider's official SDK is not installed: the model agents, PromptSmith and
@@ -177,8 +179,6 @@ class UnpricedModel(InputError):
     """A dollar limit (``--max-usd``, ``Budget(max_usd=...)``) is set and a model without a price
     was about to be called: its cost is unknown, so the limit cannot be enforced. Give the
     model's price (``--prices FILE``, ``Budget(prices=...)``) or cap runs or tokens instead."""
-
-    kind = "missing_api_key"
 
 
 class ParaphrasePoolError(InputError):

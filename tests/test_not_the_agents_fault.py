@@ -66,7 +66,7 @@ def test_a_refused_key_is_not_an_agent_failure_and_nothing_is_shrunk_or_saved(re
     argv = [
         "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", MODEL, "--base-url", refusing_server.base_url,
         "--cache", "none", "--kinds", "mft", "--runs", "2", "--corpus", str(corpus), "--json", str(tmp_path / "r.json"),
-        "--case", BILLING, "--case", "END_CANCELLED<-N7_CANCEL",
+        "--case", BILLING, "--case", "END_CANCELLED<-N7_CANCEL", "--concurrency", "1",
     ]
     for _ in range(2):  # a second run must not find (or add) anything either
         code, out, err = cli(*argv)
@@ -76,7 +76,9 @@ def test_a_refused_key_is_not_an_agent_failure_and_nothing_is_shrunk_or_saved(re
         assert all(c["infrastructure_error"]["kind"] == "auth" and not c["failures"] for c in report["cases"])
         assert report["bugs"] == [] and corpus_files(corpus) == []
         assert "not the agent's (auth)" in out and "FAIL" not in out
-    assert len(refusing_server.requests) == 4  # one run per case and command: the first refusal stops the case
+    # one run per case and command: the first refusal stops the case (--concurrency 1: no trial
+    # of the case is in flight ahead of it)
+    assert len(refusing_server.requests) == 4
 
 
 # --------------------------------------------------------------------------- no key
@@ -195,9 +197,11 @@ def test_a_budget_spent_inside_a_run_is_not_a_failure_and_is_not_memoised(tmp_pa
     memo = TrialMemo(tmp_path / "memo.sqlite")
     result = agentprop.check(project, BILLING, BudgetSpentInside, runs=5, mode="fixed", raise_on_failure=False, memo=memo)
     assert result.verdict == "INCONCLUSIVE" and result.failures == [] and result.passes == 0
-    assert result.infrastructure_error is not None and result.infrastructure_error.kind == "budget_exhausted"
+    # a model call the budget refused ends its run as not made: the decision stops as when the
+    # budget refuses a run before it starts (decided by the budget, never a pass)
+    assert result.decided_by == "budget" and result.budget_exhausted and result.runs == 0
     assert len(memo) == 0  # the run that was not made is not kept: the trial runs again next time
-    assert "not the agent's (budget_exhausted)" in result.summary()
+    assert "the budget ran out before a decision: this is not a pass" in result.summary()
 
 
 class FailsThenNoKey:
@@ -265,7 +269,8 @@ def test_check_raises_the_infrastructure_error_not_a_property_violation() -> Non
     """In pytest the test errors with the cause; it is no assertion failure, so the plugin
     neither shrinks it nor saves it to the corpus."""
     project = load_project(SUPPORTOPS)
+    FailsThenNoKey.runs = 1  # every run meets the missing key
     with pytest.raises(agentprop.InfrastructureError) as info:
-        agentprop.check(project, BILLING, BudgetSpentInside, runs=3, mode="fixed", memo=TrialMemo())
-    assert not isinstance(info.value, AssertionError) and info.value.kind == "budget_exhausted"
-    assert "not the agent's (budget_exhausted)" in str(info.value) and "max_usd=0.05" in str(info.value)
+        agentprop.check(project, BILLING, FailsThenNoKey, runs=3, mode="fixed", memo=TrialMemo())
+    assert not isinstance(info.value, AssertionError) and info.value.kind == "missing_api_key"
+    assert "not the agent's (missing_api_key)" in str(info.value) and "no Anthropic API key" in str(info.value)

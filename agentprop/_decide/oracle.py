@@ -450,6 +450,10 @@ class _Unkept:
         pass
 
 
+_MAX_CUTS = 3
+"""How many times one trial cut short by the budget is made again while the budget has room."""
+
+
 class _Trials:
     """How :func:`adecide` gets the run of trial ``i``: from the memo, from another decision
     making the same run right now, or made here (the budget permitting, in a run slot)."""
@@ -461,6 +465,7 @@ class _Trials:
         self.fingerprint = fingerprint
         self.budget = budget
         self.slots = slots
+        self.cuts: dict[int, int] = {}
 
     def begin(self, trial: int) -> Trace | asyncio.Future[bool] | RunClaim | _Unkept:
         if self.memo is None:
@@ -469,6 +474,22 @@ class _Trials:
 
     def may_start(self) -> bool:
         return self.budget is None or self.budget.try_start_run()
+
+    def room_left_for_runs(self) -> bool:
+        """Whether no limit refuses a new run now (reservations held by runs in flight may have
+        refused one a moment ago)."""
+        return self.budget is None or not self.budget.exhausted
+
+    def room_left(self, trial: int) -> bool:
+        """Whether a run this decision's budget cut short (a model call refused while other
+        calls held reservations) is worth making again: its token or dollar limit is not
+        reached now, and the trial was not cut :data:`_MAX_CUTS` times already (a call refused
+        by another budget, the agent's own, is not this one's to retry)."""
+        budget = self.budget
+        if budget is None or (budget.max_usd is None and budget.max_tokens is None) or budget.exhausted:
+            return False
+        self.cuts[trial] = self.cuts.get(trial, 0) + 1
+        return self.cuts[trial] <= _MAX_CUTS
 
     async def make(self, trial: int, claim: RunClaim | _Unkept, holds_slot: bool = False) -> tuple[Trace, bool]:
         """Make the run (its budget already granted) and keep it; ``(trace, True)``."""
@@ -549,6 +570,8 @@ async def adecide(
                 break
             trace, made = got
             if cut_by_budget(trace):  # a model call the budget refused: not a run of the agent
+                if trials.room_left(i):  # refused while other calls held reservations: again
+                    continue
                 budget_out = True
                 break
             infra = trace.infrastructure_error
@@ -583,13 +606,19 @@ async def _decide_in_flight(
     fed = dispatched = first_trial
     refused_at: int | None = None
     infra: RunError | None = None
+    retry: list[int] = []
+    """Trials the budget refused while other runs held reservations: asked again once one settles."""
     cancelled = 0
     try:
         while not test.done:
             while fed in ready:
                 trace, made = ready.pop(fed)
                 if cut_by_budget(trace):  # a model call the budget refused: not a run of the agent
-                    refused_at = fed
+                    if trials.room_left(fed):  # refused while other calls held reservations: again
+                        flying[asyncio.ensure_future(trials.obtain(fed))] = fed
+                        making.add(fed)
+                    else:
+                        refused_at = fed
                     break
                 infra = trace.infrastructure_error
                 if infra is not None:  # not the agent's: never judged; the decision stops here
@@ -621,8 +650,9 @@ async def _decide_in_flight(
                         if holds_slot:
                             assert trials.slots is not None
                             trials.slots.release()
-                        refused_at = j
-                        break
+                        if not flying:  # nothing holds a reservation that could come back
+                            refused_at = j
+                        break  # else asked again once a run in flight settles
                     flying[asyncio.ensure_future(trials.make(j, begun, holds_slot))] = j
                     making.add(j)
                 dispatched += 1
@@ -631,14 +661,24 @@ async def _decide_in_flight(
             if not flying:
                 break
             done, _ = await asyncio.wait(flying, return_when=asyncio.FIRST_COMPLETED)
+            settled = False
             for task in done:
                 j = flying.pop(task)
                 making.discard(j)
                 got = task.result()
                 if got is None:
-                    refused_at = j if refused_at is None else min(refused_at, j)
+                    retry.append(j)
                 else:
                     ready[j] = got
+                    settled = True
+            if retry and (settled or not flying) and trials.room_left_for_runs():
+                for j in retry:
+                    flying[asyncio.ensure_future(trials.obtain(j))] = j
+                    making.add(j)
+                retry.clear()
+            elif retry and not flying:
+                refused_at = min(retry) if refused_at is None else min(refused_at, *retry)
+                retry.clear()
     finally:
         for task, j in flying.items():
             task.cancel()
