@@ -1,28 +1,45 @@
-"""Throughput of the model-backed agent, and the framework's own overhead per run.
+"""Throughput of the model-backed agents (Anthropic and OpenAI), and the framework's own overhead.
 
-Usage: ``python benchmarks/throughput.py [--json PATH] [--runs N] [--latency S] [--concurrency C]``
+Usage: ``python benchmarks/throughput.py [--json PATH] [--runs N] [--latency S] [--concurrency C]
+[--repeats R] [--case-runs N] [--overhead-runs N] [--providers anthropic,openai]``
 
-Three measurements, in one process (the API server runs in a subprocess, so client and server do
-not share a GIL). Each timed phase starts on a collected heap (``gc.collect()``), so that a full
-collection of what an earlier phase left behind cannot land inside a later phase's timing, and
-keeps ``--concurrency`` runs in flight with that many workers (see :func:`in_flight`). Besides wall
-times the table shows the client's CPU time (its main thread, where the event loop runs): the
-client is CPU-bound on a small machine, and other processes on the machine inflate the wall times
-but not the CPU times.
+Four measurements, in one process (each API server runs in a subprocess of its own, so client
+and server do not share a GIL). Each timed phase starts on a collected heap (``gc.collect()``), so
+that a full collection of what an earlier phase left behind cannot land inside a later phase's
+timing, and keeps ``--concurrency`` runs in flight with that many workers (see :func:`in_flight`).
+Measurements are repeated in ``--repeats`` (3) interleaved rounds and reported as median and min;
+a ratio is the median of the rounds' ratios (each round measures its pair back to back). Besides
+wall times the table shows the client's CPU time (its main thread, where the event loop runs):
+the client is CPU-bound on a small machine, and other processes on the machine inflate the wall
+times but not the CPU times.
 
-1. **Live.** ``--runs`` (1,000) runs of :class:`agentprop.AnthropicAgent` on the SupportOps
-   billing scenario (two model calls a run: ``get_account``, then ``respond``) against
-   :class:`agentprop.testing.MessagesServer` answering after ``--latency`` (50 ms), with
-   ``--concurrency`` (32) runs in flight, recording into a fresh API cache. The baseline is
-   the ideal wall time ``runs x calls per run x latency / concurrency``; target <= 1.3x.
-2. **Replay.** The same runs again from the cache in ``replay-only`` mode (no HTTP at all);
-   target <= 5% of the live time.
-3. **Overhead.** A zero-latency Python agent (one tool call, then ``respond``) run through the
-   runtime (``Project.arun``: world, conversation, trace) against the same function called
-   directly with a bare stand-in context (no agentprop); the difference is agentprop's overhead
-   per run.
+1. **Live, the SDK alone, replay**, per provider of ``--providers`` (both by default), side by
+   side: :class:`agentprop.AnthropicAgent` against :class:`agentprop.testing.MessagesServer`, and
+   :class:`agentprop.OpenAIAgent` (Chat Completions) against
+   :class:`agentprop.testing.OpenAIServer`. A round of a provider: ``--runs`` (1,000) runs on the
+   SupportOps billing scenario (two model calls a run: ``get_account``, then ``respond``), the
+   server answering after ``--latency`` (50 ms), recording into a fresh API cache (**live**); the
+   provider's official SDK alone sending the same request bodies, a conversation's calls in
+   sequence (**the SDK alone**: the baseline, the floor of the live run; it goes first in every
+   other round); the same runs again from that round's cache in ``replay-only`` mode, no HTTP at
+   all (**replay**). The providers take turns within a round (the order alternates too). Targets:
+   live <= 1.15x the SDK alone, replay <= 5% of live. Live is also shown over the ideal wall time
+   ``runs x calls per run x latency / concurrency``, which the SDK itself cannot reach on a
+   small machine.
+2. **In-case concurrency.** One fixed-N case of ``--case-runs`` (200) model runs, no cache, at
+   ``--concurrency 1`` and at ``--concurrency``, interleaved (against the Anthropic server, or the
+   first provider's when Anthropic is not measured); target >= 10x faster.
+3. **Overhead, async.** A zero-latency async Python agent (one tool call, then ``respond``) run
+   ``--overhead-runs`` (2,000) times through the runtime (``Project.arun``: world, conversation,
+   trace) against the same function called directly with a bare stand-in context (no
+   agentprop); the difference is agentprop's overhead per run (best of three rounds).
+4. **Overhead, sync.** The same for a sync agent (its conversation runs on a worker thread).
 
-``--json`` writes ``{"live_over_ideal", "replay_over_live", "overhead_us_per_run", ...}``. Inputs
+``--json`` writes ``live_over_sdk``, ``replay_over_live``, ``live_over_ideal`` and the live, SDK
+and replay times of Anthropic at the top level (absent when Anthropic is not measured),
+``overhead_us_per_run``, ``sync_overhead_us_per_run``, ``case_concurrency_speedup``, and
+``"providers": {"anthropic": {...}, "openai": {...}}`` with each provider's ``live_over_sdk``,
+``live_over_ideal``, ``replay_over_live``, the rounds' times and their medians and mins. Inputs
 (scenario, trials, replies, token counts) are fixed, so the table's shape and its counts repeat;
 the timings are measurements.
 """
@@ -45,8 +62,21 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 SCENARIO = "END_BILLING_ANSWER<-N3_BILLING"
-MODEL = "claude-haiku-4-5"
 CALLS_PER_RUN = 2
+PROVIDERS = ("anthropic", "openai")
+MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4.1-mini"}
+APIS = {"anthropic": "Messages API", "openai": "Chat Completions"}
+
+
+def agent_type(provider: str) -> Any:
+    """The model agent class of ``provider``."""
+    if provider == "openai":
+        from agentprop._agents.openai import OpenAIAgent
+
+        return OpenAIAgent
+    from agentprop._agents.anthropic import AnthropicAgent
+
+    return AnthropicAgent
 
 
 # --------------------------------------------------------------------------------------------
@@ -54,14 +84,20 @@ CALLS_PER_RUN = 2
 # --------------------------------------------------------------------------------------------
 
 
-def serve(latency: float) -> None:
-    """Run a MessagesServer that plays a correct billing agent; print its port; stop on EOF."""
-    from agentprop.testing import MessagesServer, respond_reply, tool_use_reply
+def serve(latency: float, provider: str) -> None:
+    """Run the provider's API server (a MessagesServer or an OpenAIServer) playing a correct
+    billing agent; print its port; stop on EOF."""
+    from agentprop.testing import (
+        MessagesServer,
+        OpenAIServer,
+        respond_reply,
+        tool_use_reply,
+    )
 
     # The stand-in for the API must answer after ``latency``, not after a garbage collection:
-    # it keeps every request it answers (4,000 parsed bodies), and a full collection of those
-    # stalls all its threads, which would bill the server's pauses to the client being measured.
-    # Reference counting still frees what the server drops.
+    # it keeps every request it answers (4,000 parsed bodies a round), and a full collection of
+    # those stalls all its threads, which would bill the server's pauses to the client being
+    # measured. Reference counting still frees what the server drops.
     gc.disable()
 
     call = tool_use_reply("get_account", {"account_id": "A1"}, input_tokens=1500, output_tokens=40)
@@ -76,19 +112,24 @@ def serve(latency: float) -> None:
     answer_msg = {**answer.message, "usage": {"input_tokens": 1700, "output_tokens": 90}}
 
     def handler(request: dict[str, Any]) -> Any:
-        return call if len(request["messages"]) == 1 else answer_msg
+        # the first call of a run is the one with no assistant turn yet (in either API's messages)
+        return answer_msg if any(m.get("role") == "assistant" for m in request["messages"]) else call
 
-    with MessagesServer(handler=handler, latency=latency) as server:
+    server_type = OpenAIServer if provider == "openai" else MessagesServer
+    with server_type(handler=handler, latency=latency) as server:
         print(server.port, flush=True)
         sys.stdin.read()  # until the parent closes our stdin
         print(len(server.requests), flush=True)
 
 
 class ServerProcess:
-    def __init__(self, latency: float) -> None:
+    """The provider's API server in a subprocess (see :func:`serve`)."""
+
+    def __init__(self, latency: float, provider: str) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        self.provider = provider
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", "--latency", str(latency)],
+            [sys.executable, __file__, "--serve", "--latency", str(latency), "--serve-provider", provider],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -96,7 +137,8 @@ class ServerProcess:
         )
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        # the openai SDK expects the /v1 prefix in base_url; the anthropic SDK adds it itself
+        self.base_url = f"http://127.0.0.1:{self.port}" + ("/v1" if provider == "openai" else "")
 
     def stop(self) -> int:
         """Stop the server; returns how many requests it answered."""
@@ -163,29 +205,42 @@ def timed_agent_runs(project: Any, agent: Any, runs: int, concurrency: int) -> t
 
 
 def request_bodies(agent: Any, project: Any, conversations: list[Any]) -> list[list[dict[str, Any]]]:
-    """The request bodies each conversation sent, in order (user turns end each prefix)."""
+    """The request bodies each conversation sent, in order: the conversation as it was at each
+    call, i.e. each prefix that ends in a user or tool message and is followed by the reply (or
+    is the whole conversation)."""
     spec = project.spec
     tools = agent.tools_for(spec)
     system = agent.system_for(spec, project.bindings.context)
     out = []
     for conversation in conversations:
-        prefixes = [conversation.messages[: i + 1] for i, m in enumerate(conversation.messages) if m["role"] == "user"]
+        messages = conversation.messages
+        ends = [i + 1 for i, m in enumerate(messages) if m["role"] in ("user", "tool")]
+        prefixes = [messages[:end] for end in ends if end == len(messages) or messages[end]["role"] == "assistant"]
         out.append([agent.request(system=system, tools=tools, messages=p) for p in prefixes])
     return out
 
 
-def sdk_alone(base_url: str, conversations: list[list[dict[str, Any]]], concurrency: int) -> tuple[float, float]:
-    """(wall seconds, client CPU seconds) for the official SDK alone to send the same requests,
-    a conversation's calls in sequence, ``concurrency`` conversations in flight (no agentprop:
-    the floor of the live run)."""
-    import anthropic
+def sdk_alone(provider: str, base_url: str, conversations: list[list[dict[str, Any]]], concurrency: int) -> tuple[float, float]:
+    """(wall seconds, client CPU seconds) for the provider's official SDK alone to send the same
+    requests, a conversation's calls in sequence, ``concurrency`` conversations in flight (no
+    agentprop: the floor of the live run)."""
 
     async def go() -> float:
-        client = anthropic.AsyncAnthropic(base_url=base_url, api_key="benchmark", max_retries=0)
+        client: Any
+        if provider == "openai":
+            import openai
+
+            client = openai.AsyncOpenAI(base_url=base_url, api_key="benchmark", max_retries=0)
+            create = client.chat.completions.create
+        else:
+            import anthropic
+
+            client = anthropic.AsyncAnthropic(base_url=base_url, api_key="benchmark", max_retries=0)
+            create = client.messages.create
 
         async def one(i: int) -> None:
             for body in conversations[i]:
-                await client.messages.create(**body)
+                await create(**body)
 
         t0 = time.perf_counter()
         await in_flight(len(conversations), concurrency, one)
@@ -314,70 +369,80 @@ def measure_sync_overhead(project: Any, runs: int) -> tuple[float, float]:
     return min(fw) / runs, min(base) / runs
 
 
-def _model_agent(base_url: str, concurrency: int, cache: Path | bool, mode: str) -> Any:
-    from agentprop._agents.anthropic import AnthropicAgent
+def _model_agent(provider: str, base_url: str, concurrency: int, cache: Path | bool, mode: str) -> Any:
     from agentprop._modelapi.budget import Budget
 
-    return AnthropicAgent.from_files(
-        MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
+    return agent_type(provider).from_files(
+        MODELS[provider], SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
         cache_mode=mode, budget=Budget(), base_url=base_url, cache=cache, max_concurrent_requests=concurrency,
     )
 
 
-def live_sdk_replay_rounds(project: Any, base_url: str, runs: int, concurrency: int, repeats: int, tmp: Path) -> dict[str, Any]:
-    """``repeats`` rounds of: ``runs`` live runs recording into a fresh cache, the SDK alone
-    sending the same requests, and the runs replayed from that round's cache. The SDK goes
-    first in every other round, so that a drift in the machine's load favours neither."""
-    out: dict[str, Any] = {k: [] for k in ("live", "sdk", "replay", "live_cpu", "sdk_cpu", "replay_cpu")}
-    bodies: list[list[dict[str, Any]]] | None = None
+ROUND_KEYS = ("live", "sdk", "replay", "live_cpu", "sdk_cpu", "replay_cpu")
+
+
+def live_sdk_replay_round(provider: str, project: Any, base_url: str, runs: int, concurrency: int, sdk_first: bool, cache: Path, out: dict[str, Any]) -> None:
+    """One round of one provider, appended to ``out``: ``runs`` live runs recording into a fresh
+    cache, the SDK alone sending the same requests (first if ``sdk_first`` and the requests are
+    known), and the runs replayed from that round's cache."""
+
+    def live() -> None:
+        agent = _model_agent(provider, base_url, concurrency, cache, "read-write")
+        elapsed, traces, conversations, cpu = timed_agent_runs(project, agent, runs, concurrency)
+        check_traces(traces, f"{provider} live")
+        out["live"].append(elapsed)
+        out["live_cpu"].append(cpu)
+        out["live_stats"] = agent.stats()
+        out["live_decisions"] = [t.decisions for t in traces]
+        if "bodies" not in out:
+            out["bodies"] = request_bodies(agent, project, conversations)
+
+    def sdk() -> None:
+        bodies = out["bodies"]
+        elapsed, cpu = sdk_alone(provider, base_url, bodies, concurrency)
+        out["sdk"].append(elapsed)
+        out["sdk_cpu"].append(cpu)
+        out["requests"] = sum(map(len, bodies))
+
+    for step in ((sdk, live) if sdk_first and "bodies" in out else (live, sdk)):
+        step()
+    agent = _model_agent(provider, base_url, concurrency, cache, "replay-only")
+    elapsed, traces, _, cpu = timed_agent_runs(project, agent, runs, concurrency)
+    check_traces(traces, f"{provider} replay")
+    if [t.decisions for t in traces] != out["live_decisions"]:
+        raise SystemExit(f"{provider}: the replay differs from the live run")
+    out["replay"].append(elapsed)
+    out["replay_cpu"].append(cpu)
+    out["replay_stats"] = agent.stats()
+
+
+def live_sdk_replay_rounds(project: Any, servers: dict[str, ServerProcess], runs: int, concurrency: int, repeats: int, tmp: Path) -> dict[str, dict[str, Any]]:
+    """``repeats`` rounds; in each, every provider's live runs, SDK alone and replay
+    (:func:`live_sdk_replay_round`). The SDK goes first in every other round, and the providers
+    take turns in alternating order, so that a drift in the machine's load favours neither
+    side of a ratio nor either provider."""
+    out: dict[str, dict[str, Any]] = {p: {k: [] for k in ROUND_KEYS} for p in servers}
+    order = list(servers)
     for r in range(repeats):
-        cache = tmp / f"api-cache-{r}.sqlite"
-
-        def live(cache: Path = cache) -> None:
-            nonlocal bodies
-            agent = _model_agent(base_url, concurrency, cache, "read-write")
-            elapsed, traces, conversations, cpu = timed_agent_runs(project, agent, runs, concurrency)
-            check_traces(traces, "live")
-            out["live"].append(elapsed)
-            out["live_cpu"].append(cpu)
-            out["live_stats"] = agent.stats()
-            out["live_decisions"] = [t.decisions for t in traces]
-            if bodies is None:
-                bodies = request_bodies(agent, project, conversations)
-
-        def sdk() -> None:
-            assert bodies is not None
-            elapsed, cpu = sdk_alone(base_url, bodies, concurrency)
-            out["sdk"].append(elapsed)
-            out["sdk_cpu"].append(cpu)
-            out["requests"] = sum(map(len, bodies))
-
-        for step in ((live, sdk) if r % 2 == 0 or bodies is None else (sdk, live)):
-            step()
-        agent = _model_agent(base_url, concurrency, cache, "replay-only")
-        elapsed, traces, _, cpu = timed_agent_runs(project, agent, runs, concurrency)
-        check_traces(traces, "replay")
-        if [t.decisions for t in traces] != out["live_decisions"]:
-            raise SystemExit("the replay differs from the live run")
-        out["replay"].append(elapsed)
-        out["replay_cpu"].append(cpu)
-        out["replay_stats"] = agent.stats()
+        for provider in (order if r % 2 == 0 else order[::-1]):
+            cache = tmp / f"api-cache-{provider}-{r}.sqlite"
+            live_sdk_replay_round(provider, project, servers[provider].base_url, runs, concurrency, r % 2 == 1, cache, out[provider])
     return out
 
 
-def case_concurrency(project: Any, base_url: str, case_runs: int, concurrency: int, repeats: int) -> dict[str, list[float]]:
+def case_concurrency(provider: str, project: Any, base_url: str, case_runs: int, concurrency: int, repeats: int) -> dict[str, list[float]]:
     """Wall seconds of one fixed-N case of ``case_runs`` model runs (``agentprop run --mode
     fixed --runs N --kinds mft --case SCENARIO``, no cache: every run calls the API) at
     ``--concurrency 1`` and at ``concurrency``, interleaved, ``repeats`` times each."""
-    from agentprop._modelapi.budget import Budget
     from agentprop._decide.memo import TrialMemo
+    from agentprop._modelapi.budget import Budget
     from agentprop._pipeline.run import RunSettings, arun_cases
 
     scenario = project.scenario(SCENARIO)
     out: dict[str, list[float]] = {"serial": [], "concurrent": []}
     for r in range(repeats):
         for width in ((1, concurrency) if r % 2 == 0 else (concurrency, 1)):
-            agent = _model_agent(base_url, concurrency, False, "off")
+            agent = _model_agent(provider, base_url, concurrency, False, "off")
             settings = RunSettings(mode="fixed", runs=case_runs, kinds=("mft",), concurrency=width, explore=0, case_filter=(SCENARIO,))
 
             async def go(agent: Any = agent, settings: RunSettings = settings) -> Any:
@@ -401,6 +466,76 @@ def _spread(values: list[float]) -> str:
     return f"min {min(values):.3f} median {statistics.median(values):.3f}"
 
 
+def _ratio(numerators: list[float], denominators: list[float]) -> float:
+    """The median of the rounds' ratios."""
+    return statistics.median(a / b for a, b in zip(numerators, denominators, strict=True))
+
+
+def provider_results(provider: str, rounds: dict[str, Any], ideal_s: float, served: int) -> dict[str, Any]:
+    """One provider's figures (what ``--json`` writes under ``providers``)."""
+    live, sdk, replay = rounds["live"], rounds["sdk"], rounds["replay"]
+    live_stats, replay_stats = rounds["live_stats"], rounds["replay_stats"]
+    out: dict[str, Any] = {
+        "model": MODELS[provider],
+        "api": APIS[provider],
+        "live_over_sdk": _ratio(live, sdk),
+        "live_over_ideal": statistics.median(live) / ideal_s,
+        "sdk_over_ideal": statistics.median(sdk) / ideal_s,
+        "replay_over_live": _ratio(replay, live),
+    }
+    for key, values in (("live", live), ("sdk_alone", sdk), ("replay", replay)):
+        out[f"{key}_median_s"] = statistics.median(values)
+        out[f"{key}_min_s"] = min(values)
+    out.update(
+        {
+            "live_s": live,
+            "sdk_alone_s": sdk,
+            "replay_s": replay,
+            "live_cpu_s": rounds["live_cpu"],
+            "sdk_cpu_s": rounds["sdk_cpu"],
+            "replay_cpu_s": rounds["replay_cpu"],
+            "requests": rounds["requests"],
+            "live_calls": live_stats["live_calls"],
+            "replay_cache_hits": replay_stats["cache_hits"],
+            "replay_live_calls": replay_stats["live_calls"],
+            "retries": live_stats["retries"]["retries"],
+            "served": served,
+        }
+    )
+    return out
+
+
+def print_side_by_side(results: dict[str, dict[str, Any]], ideal_s: float) -> None:
+    """The providers' live, SDK-alone and replay figures, one column per provider."""
+
+    def cpu(r: dict[str, Any], key: str, calls: int) -> str:
+        seconds = statistics.median(r[key])
+        return f"{seconds:.3f} s, {seconds / calls * 1e3:.2f} ms/call"
+
+    def wall(r: dict[str, Any], key: str) -> str:
+        return f"{r[key + '_median_s']:.3f} s (min {r[key + '_min_s']:.3f})"
+
+    rows: list[tuple[str, Any]] = [
+        ("ideal: runs x calls per run x latency / concurrency", lambda r: f"{ideal_s:.3f} s"),
+        ("the SDK alone, the same requests (the baseline)", lambda r: wall(r, "sdk_alone")),
+        ("  over the ideal", lambda r: f"{r['sdk_over_ideal']:.2f}x"),
+        ("  requests; client CPU", lambda r: f"{r['requests']}; {cpu(r, 'sdk_cpu_s', r['requests'])}"),
+        ("live: the runs through agentprop", lambda r: wall(r, "live")),
+        ("  over the SDK alone (target <= 1.15x)", lambda r: f"{r['live_over_sdk']:.2f}x"),
+        ("  over the ideal", lambda r: f"{r['live_over_ideal']:.2f}x"),
+        ("  API calls; client CPU", lambda r: f"{r['live_calls']}; {cpu(r, 'live_cpu_s', r['live_calls'])}"),
+        ("replay-only: the same runs from the cache", lambda r: wall(r, "replay")),
+        ("  of live (target <= 5%)", lambda r: f"{r['replay_over_live']:.1%}"),
+        ("  cache hits; client CPU", lambda r: f"{r['replay_cache_hits']}; {cpu(r, 'replay_cpu_s', r['replay_cache_hits'])}"),
+        ("server: requests answered (warm-up included)", lambda r: str(r["served"])),
+        ("requests the replay sent; retries of live calls", lambda r: f"{r['replay_live_calls']}; {r['retries']}"),
+    ]
+    width = 30
+    print(f"{'side by side (wall: median of the rounds, min)':<52}" + "".join(f"{f'{p} ({APIS[p]})':>{width}}" for p in results))
+    for name, cell in rows:
+        print(f"{name:<52}" + "".join(f"{cell(r):>{width}}" for r in results.values()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", dest="json_path", help="write the results as JSON to this file")
@@ -410,81 +545,94 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overhead-runs", type=int, default=2000, help="runs of the overhead measurement (default 2000)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of each measurement (default 3)")
     parser.add_argument("--case-runs", type=int, default=200, help="runs of the fixed-N case (default 200)")
+    parser.add_argument("--providers", default=",".join(PROVIDERS), help="the model agents to measure, side by side (default anthropic,openai)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-provider", choices=PROVIDERS, default="anthropic", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.latency)
+        serve(args.latency, args.serve_provider)
         return 0
+    if args.latency <= 0:
+        parser.error(f"--latency {args.latency}: give a positive number of seconds (the ideal wall time, live's reference, is proportional to it)")
+    providers = list(dict.fromkeys(p.strip() for p in args.providers.split(",") if p.strip()))
+    unknown = [p for p in providers if p not in PROVIDERS]
+    if unknown or not providers:
+        parser.error(f"--providers {args.providers!r}: {'unknown ' + ', '.join(unknown) if unknown else 'none given'}; give anthropic, openai or both, comma-separated")
+    case_provider = "anthropic" if "anthropic" in providers else providers[0]
 
-    from agentprop._agents.anthropic import AnthropicAgent
     from agentprop._agents.project import load_project
 
     project = load_project(SUPPORTOPS)
-    server = ServerProcess(args.latency)
+    servers: dict[str, ServerProcess] = {}
+    served: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            # warm-up: imports, the SDK client, the SQLite file (its own trials, not replayed)
-            warm = AnthropicAgent(MODEL, base_url=server.base_url, cache=False)
-            asyncio.run(_warm(project, warm))
-            rounds = live_sdk_replay_rounds(project, server.base_url, args.runs, args.concurrency, args.repeats, Path(tmp))
-            case = case_concurrency(project, server.base_url, args.case_runs, args.concurrency, args.repeats)
+            for provider in providers:
+                servers[provider] = ServerProcess(args.latency, provider)
+                # warm-up: imports, the SDK client, the SQLite file (its own trials, not replayed)
+                warm = agent_type(provider)(MODELS[provider], base_url=servers[provider].base_url, cache=False)
+                asyncio.run(_warm(project, warm))
+            rounds = live_sdk_replay_rounds(project, servers, args.runs, args.concurrency, args.repeats, Path(tmp))
+            case = case_concurrency(case_provider, project, servers[case_provider].base_url, args.case_runs, args.concurrency, args.repeats)
         finally:
-            served = server.stop()
+            for provider, server in servers.items():
+                served[provider] = server.stop()
 
     fw_s, base_s = measure_overhead(project, args.overhead_runs)
     sync_fw_s, sync_base_s = measure_sync_overhead(project, args.overhead_runs)
 
-    # ratios of the rounds' medians (each round measured its pair back to back)
-    live_s, sdk_s, replay_s = (statistics.median(rounds[k]) for k in ("live", "sdk", "replay"))
-    live_over_sdk = statistics.median(a / b for a, b in zip(rounds["live"], rounds["sdk"]))
-    replay_over_live = statistics.median(a / b for a, b in zip(rounds["replay"], rounds["live"]))
-    speedup = statistics.median(a / b for a, b in zip(case["serial"], case["concurrent"]))
     ideal_s = args.runs * CALLS_PER_RUN * args.latency / args.concurrency
+    results = {p: provider_results(p, rounds[p], ideal_s, served[p]) for p in providers}
+    speedup = _ratio(case["serial"], case["concurrent"])
     overhead_us = (fw_s - base_s) * 1e6
     sync_overhead_us = (sync_fw_s - sync_base_s) * 1e6
-    live_stats, replay_stats = rounds["live_stats"], rounds["replay_stats"]
+
+    print(
+        f"throughput: {args.runs} runs of {SCENARIO}, {args.latency * 1000:.0f} ms latency, concurrency {args.concurrency}; "
+        f"{args.repeats} interleaved round{'s' if args.repeats != 1 else ''}, medians (ratios: median of the rounds' ratios)"
+    )
+    print_side_by_side(results, ideal_s)
     rows = [
-        (f"the SDK alone: the same {rounds['requests']} requests, no agentprop", f"{sdk_s:8.3f} s", f"baseline ({_spread(rounds['sdk'])}; {sdk_s / ideal_s:.2f}x the ideal {ideal_s:.3f} s); client CPU {statistics.median(rounds['sdk_cpu']):.3f} s"),
-        (f"live: {args.runs} runs, {live_stats['live_calls']} API calls", f"{live_s:8.3f} s", f"{live_over_sdk:5.2f}x the SDK alone (target <= 1.15x; {_spread(rounds['live'])}); client CPU {statistics.median(rounds['live_cpu']):.3f} s"),
-        (f"replay-only: {args.runs} runs, {replay_stats['cache_hits']} cache hits", f"{replay_s:8.3f} s", f"{replay_over_live:6.1%} of live (target <= 5%; {_spread(rounds['replay'])}); client CPU {statistics.median(rounds['replay_cpu']):.3f} s"),
-        (f"fixed-N case of {args.case_runs} model runs, --concurrency 1", f"{statistics.median(case['serial']):8.3f} s", f"baseline ({_spread(case['serial'])})"),
+        (f"fixed-N case of {args.case_runs} model runs ({case_provider}), --concurrency 1", f"{statistics.median(case['serial']):8.3f} s", f"baseline ({_spread(case['serial'])})"),
         (f"the same case, --concurrency {args.concurrency}", f"{statistics.median(case['concurrent']):8.3f} s", f"{speedup:5.1f}x faster (target >= 10x; {_spread(case['concurrent'])})"),
         ("direct call of the async Python agent (no agentprop)", f"{base_s * 1e6:8.1f} us", "baseline"),
         ("the same agent through the runtime", f"{fw_s * 1e6:8.1f} us", f"overhead {overhead_us:.1f} us/run"),
         ("direct call of the sync Python agent (no agentprop)", f"{sync_base_s * 1e6:8.1f} us", "baseline"),
         ("the same agent through the runtime (one thread hop a run)", f"{sync_fw_s * 1e6:8.1f} us", f"overhead {sync_overhead_us:.1f} us/run"),
     ]
-    print(
-        f"throughput: {args.runs} runs of {SCENARIO}, {args.latency * 1000:.0f} ms latency, concurrency {args.concurrency}; "
-        f"{args.repeats} interleaved rounds, medians (ratios: median of the rounds' ratios)"
-    )
     print(f"{'measurement':<62} {'time':>12}  ratio")
     for name, value, ratio in rows:
         print(f"{name:<62} {value:>12}  {ratio}")
-    print(
-        f"server answered {served} requests (warm-up included); replay sent {replay_stats['live_calls']}; "
-        f"retries {live_stats['retries']['retries']}"
-    )
+    if "anthropic" not in results:
+        print("anthropic not measured: the JSON's top-level live, SDK-alone and replay keys (Anthropic's) are left out")
     if args.json_path:
+        top: dict[str, Any] = {}
+        if "anthropic" in results:  # the top-level figures are Anthropic's, as before the providers
+            a = results["anthropic"]
+            top = {
+                "live_over_sdk": a["live_over_sdk"],
+                "replay_over_live": a["replay_over_live"],
+                "live_over_ideal": a["live_over_ideal"],
+                "live_s": a["live_s"],
+                "sdk_alone_s": a["sdk_alone_s"],
+                "replay_s": a["replay_s"],
+            }
         Path(args.json_path).write_text(
             json.dumps(
                 {
-                    "live_over_sdk": live_over_sdk,
-                    "replay_over_live": replay_over_live,
+                    **top,
                     "overhead_us_per_run": overhead_us,
                     "sync_overhead_us_per_run": sync_overhead_us,
                     "case_concurrency_speedup": speedup,
-                    "live_s": rounds["live"],
-                    "sdk_alone_s": rounds["sdk"],
-                    "replay_s": rounds["replay"],
+                    "case_provider": case_provider,
                     "case_serial_s": case["serial"],
                     "case_concurrent_s": case["concurrent"],
-                    "live_over_ideal": live_s / ideal_s,
                     "ideal_s": ideal_s,
                     "runtime_us_per_run": fw_s * 1e6,
                     "baseline_us_per_run": base_s * 1e6,
                     "sync_runtime_us_per_run": sync_fw_s * 1e6,
                     "sync_baseline_us_per_run": sync_base_s * 1e6,
+                    "providers": results,
                     "runs": args.runs,
                     "case_runs": args.case_runs,
                     "latency_s": args.latency,

@@ -1,0 +1,89 @@
+"""benchmarks/throughput.py in a tiny configuration: both providers measured side by side, every
+request accounted for, and the JSON keys issues #13 and #16 name (the timings themselves are
+the benchmark's business, not this test's)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytest.importorskip("anthropic")
+pytest.importorskip("openai")
+
+
+@pytest.fixture(scope="module")
+def throughput() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("throughput_benchmark", ROOT / "benchmarks" / "throughput.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["throughput_benchmark"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def no_heap_collection(throughput: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark collects the heap before each timed phase, so that timings are fair; in a
+    test process with a large heap that is most of the time, and nothing here is timed."""
+    monkeypatch.setattr(throughput, "_clean_heap", lambda: None)
+
+
+def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs, repeats, case_runs = 3, 2, 2
+    out = tmp_path / "throughput.json"
+    argv = ["--runs", str(runs), "--repeats", str(repeats), "--case-runs", str(case_runs), "--overhead-runs", "5",
+            "--latency", "0.001", "--concurrency", "2", "--json", str(out)]
+    assert throughput.main(argv) == 0
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text())
+
+    # issue #16's keys at the top level: Anthropic's figures, measured in the same run
+    for key in ("live_over_sdk", "replay_over_live", "overhead_us_per_run", "case_concurrency_speedup"):
+        assert isinstance(data[key], float), key
+    assert data["case_provider"] == "anthropic"
+    assert len(data["case_serial_s"]) == len(data["case_concurrent_s"]) == repeats
+
+    # issue #13: both providers, each with its ratios and the rounds' medians and mins
+    assert list(data["providers"]) == ["anthropic", "openai"]
+    calls = runs * throughput.CALLS_PER_RUN
+    warm_up = 8 * throughput.CALLS_PER_RUN
+    for provider, r in data["providers"].items():
+        for key in ("live_over_sdk", "live_over_ideal", "replay_over_live"):
+            assert r[key] > 0, (provider, key)
+        for key in ("live", "sdk_alone", "replay"):
+            assert len(r[f"{key}_s"]) == repeats
+            assert r[f"{key}_min_s"] == min(r[f"{key}_s"]) <= r[f"{key}_median_s"]
+        # the SDK alone sent exactly the requests the live runs made; the replay sent none
+        assert r["requests"] == r["live_calls"] == r["replay_cache_hits"] == calls
+        assert r["replay_live_calls"] == 0
+        case_calls = 2 * repeats * case_runs * throughput.CALLS_PER_RUN if provider == "anthropic" else 0
+        assert r["served"] == warm_up + repeats * 2 * calls + case_calls, provider
+    a = data["providers"]["anthropic"]
+    assert (data["live_over_sdk"], data["replay_over_live"], data["live_s"]) == (a["live_over_sdk"], a["replay_over_live"], a["live_s"])
+    header = next(line for line in printed.splitlines() if line.startswith("side by side"))
+    assert "anthropic (Messages API)" in header and "openai (Chat Completions)" in header
+
+
+def test_one_provider_leaves_out_the_top_level_keys_of_the_other(throughput: ModuleType, tmp_path: Path) -> None:
+    out = tmp_path / "throughput.json"
+    argv = ["--runs", "2", "--repeats", "1", "--case-runs", "2", "--overhead-runs", "5", "--latency", "0.001",
+            "--concurrency", "2", "--providers", "openai", "--json", str(out)]
+    assert throughput.main(argv) == 0
+    data = json.loads(out.read_text())
+    assert list(data["providers"]) == ["openai"] and data["case_provider"] == "openai"
+    assert "live_over_sdk" not in data and "replay_over_live" not in data  # they are Anthropic's
+    assert data["providers"]["openai"]["replay_live_calls"] == 0
+
+
+def test_an_unknown_provider_is_a_usage_error(throughput: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        throughput.main(["--providers", "anthropic,gemini"])
+    assert exit_info.value.code == 2
+    assert "unknown gemini" in capsys.readouterr().err
