@@ -11,7 +11,7 @@ import re
 
 from agentprop import TurnContext
 
-ORDER_ID = re.compile(r"\b([A-Z]-\d{3,})\b")
+ORDER_ID = re.compile(r"\b([A-Z]-\d{3,})\b", re.IGNORECASE)  # users type o-1001 as often as O-1001
 
 
 class OrderAgent:
@@ -21,7 +21,7 @@ class OrderAgent:
             ctx.respond(node_id="END_CLARIFY", decision="CLARIFY", tool_actions=[], evidence="no order id in the message",
                         user_message="Which order do you mean? Please give its id.")
             return
-        order = ctx.call("get_order", order_id=found.group(1))
+        order = ctx.call("get_order", order_id=found.group(1).upper())
         ctx.respond(
             node_id="END_ANSWERED",
             decision="ANSWERED",
