@@ -472,8 +472,10 @@ def run_tool_call(ctx: TurnContext, name: str, args: Any) -> ToolOutcome:
         try:
             args = json.loads(args) if args.strip() else {}
         except ValueError as exc:
+            # not only JSONDecodeError: an integer past Python's digit limit is a plain ValueError
+            why = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
             return ToolOutcome(
-                f"invalid_arguments: the arguments of {name} are not valid JSON ({exc.msg} at character {exc.pos}); "
+                f"invalid_arguments: the arguments of {name} are not valid JSON ({why}); "
                 "send them again as one JSON object",
                 is_error=True,
             )
