@@ -28,6 +28,7 @@ outside the domain are listed in :attr:`BoundaryCases.skipped` with the reason.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -505,7 +506,7 @@ class _Builder:
                         continue
                     moved = MovedValue(variable=name, tool=var.world.tool, field=var.world.field, default=default, value=v, label=label)
                     src = Compare(op, VarPath(tuple(name.split("."))), Literal(bound))
-                    self.case(cmp, lambda env3, src=src: ctx.truth(src, env3), env, moved, bound)
+                    self.case(cmp, functools.partial(ctx.truth, src), env, moved, bound)
 
     def first_reader(self, name: str) -> tuple[str, int, Expr, list[Expr]] | None:
         for node in self.ctx.spec.decision_tree:
