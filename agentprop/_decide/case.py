@@ -102,8 +102,8 @@ def compile_mft(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | M
             clause = f"decision_tree.{scenario.leaf}" if i == last else f"decision_tree.{turn.nodes[-1] if turn.nodes else scenario.leaf}"
             out.append(Expectation("decision_is", clause, _decision(turn.expect_decision, i, clause)))
         if turn.required_tools:
-            clause = _node_clause(spec, turn.nodes, turn.required_tools)
-            out.append(Expectation("calls_in_order", clause, _in_order(list(turn.required_tools), i, clause)))
+            order_clause = _node_clause(spec, turn.nodes, turn.required_tools)
+            out.append(Expectation("calls_in_order", order_clause, _in_order(list(turn.required_tools), i, order_clause)))
     if scenario.forbidden_tools:
         out.append(_forbidden(spec, scenario))
     for node_id in scenario.path:

@@ -239,9 +239,9 @@ async def arun_cases(
         if entries:
             # known reproducers first: a bug that was found stays checked until it is gone
             progress.total += len(entries)
-            decided = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}", prop=corpus_prop(e)) for e in entries))
+            rechecked = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}", prop=corpus_prop(e)) for e in entries))
             assert corpus is not None
-            regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(entries, decided)]
+            regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(entries, rechecked)]
             for e, case in zip(entries, regressions):
                 case.rule = case_rule(e.scenario).rule
                 if e.prop == "probe" and explicit is None and strictness(safety_settings(oracle)) > strictness(case_rule(e.scenario).settings):
@@ -657,10 +657,10 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
             verdict = "met" if br["met"] else "NOT MET"
             note += f"; realisable coverage {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
         lines.append(note)
-    na = f", {m.not_applicable} not applicable" if m.not_applicable else ""
+    na_text = f", {m.not_applicable} not applicable" if m.not_applicable else ""
     beyond = f" (+{m.runs_beyond_decision} started ahead of a decision that did not need them)" if m.runs_beyond_decision else ""
     lines.append(
-        f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable{na}; "
+        f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable{na_text}; "
         f"{m.runs} runs{beyond}, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"
     )
     return "\n".join(lines)

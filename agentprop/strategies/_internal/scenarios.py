@@ -494,11 +494,11 @@ class Context:
             return None
         assert var.world is not None
         schema, missing_ok = self.field_schema(name)
-        kind = var.world.type or _schema_kind(schema)
-        if kind not in ("integer", "number"):
+        field_kind = var.world.type or _schema_kind(schema)
+        if field_kind not in ("integer", "number"):
             return None
         return numeric_field(
-            kind,
+            field_kind,
             schema=schema,
             missing_ok=missing_ok,
             precision=var.world.precision,
