@@ -23,7 +23,8 @@ from agentprop._agents.loading import LoadedAgent, runs_concurrently
 from agentprop._decide.slots import CaseLanes, RunSlots
 from agentprop._modelapi.budget import Budget
 from agentprop._decide.shrink import ShrinkReport, shrink
-from agentprop._pipeline.bugs import SHRINKABLE_KINDS, bug_key, find_bugs
+from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
+from agentprop._decide.signature import bug_key
 from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, judge_replay
 from agentprop._pipeline.explore import DEFAULT_PER_PATH, ExploredInput, explore_cases, exploration_summary
 from agentprop._decide.check import decide_scenario
