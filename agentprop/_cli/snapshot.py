@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     snap = sub.add_parser("snapshot", help="check, review and approve behaviour snapshots (approved baselines of what the agent does)")
     snap.set_defaults(handler=command)
     actions = snap.add_subparsers(dest="snapshot_action", metavar="ACTION")
