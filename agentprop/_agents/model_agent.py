@@ -308,7 +308,8 @@ class ModelAgent:
     def tools_for(self, spec: Spec) -> list[dict[str, Any]]:
         """The ``tools`` of every request, in the API's format (a copy: changing it changes no
         request)."""
-        return copy_json(self._tools_for(spec))
+        tools: list[dict[str, Any]] = copy_json(self._tools_for(spec))
+        return tools
 
     def _tools_for(self, spec: Spec) -> list[dict[str, Any]]:
         """:meth:`tools_for`, worked out once per spec and kept private: the requests of every

@@ -296,7 +296,8 @@ _PLAIN_ENCODE = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject
 ).encode
 _DECODE = json.JSONDecoder().decode
-_SCAN = json.JSONDecoder().scan_once
+# typeshed does not declare scan_once, which JSONDecoder.__init__ sets (the C scanner when there is one)
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _decode_stored(text: str) -> Any:
