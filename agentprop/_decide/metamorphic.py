@@ -257,7 +257,7 @@ async def acheck_direction(
     b = await decide_scenario(project, perturbed, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR perturbed {perturbed.id}", concurrency=concurrency, slots=slots)
     order = ["FAIL", "UNSTABLE", "INCONCLUSIVE", "PASS"]
     verdict = min((a.verdict, b.verdict), key=order.index)
-    return DirectionResult(base=a, perturbed=b, expected_change=change, verdict=verdict)  # type: ignore[arg-type]
+    return DirectionResult(base=a, perturbed=b, expected_change=change, verdict=verdict)
 
 
 def check_invariance(

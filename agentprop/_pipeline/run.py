@@ -354,7 +354,7 @@ def _corpus_case(
         corpus.seen_again(entry, fingerprint=agent.fingerprint)
     elif action == "retired":
         corpus.retire(entry, message)
-    events.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))  # type: ignore[arg-type]
+    events.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
     return case_from_check(
         case_id, kind, entry.scenario, result,
         {"signature": entry.signature, "created": entry.created, "corpus_entry": entry.id, "replay": action, "message": message},
@@ -431,10 +431,9 @@ def shrink_failures(
             bug.corpus_entry = entry.id
             if case.shrunk is not None:
                 case.shrunk["corpus_entry"] = entry.id
-            action = "saved" if new else "updated"
             message = (f"saved bug {bug.id} as corpus entry {entry.id}" if new
                        else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times")
-            report.corpus.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
+            report.corpus.append(CorpusEvent(entry=entry.id, action="saved" if new else "updated", signature=entry.signature, message=message))
     finally:
         if progress is not None:
             progress.close()
@@ -455,7 +454,7 @@ def _shared_families(report: RunReport, signature: str) -> set[str]:
     return shared if shared - {"template"} else set()
 
 
-def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, object]:
+def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, Any]:
     """The seed article's capability matrix plus branch coverage.
 
     Branches are ``NODE#k``. ``loop`` lists the branches that only lead back to an ancestor
