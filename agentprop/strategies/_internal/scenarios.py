@@ -34,7 +34,7 @@ import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from hypothesis import note
 from hypothesis import strategies as st
@@ -346,7 +346,7 @@ def _schema_field(
     required = True
     if isinstance(last, str) and parent is not None:
         required = last in (parent.get("required") or [])
-    nullable = bool(sub) and isinstance(sub.get("type"), list) and "null" in sub["type"]
+    nullable = sub is not None and isinstance(sub.get("type"), list) and "null" in sub["type"]
     return sub, (not required) or nullable
 
 
@@ -393,7 +393,7 @@ def numeric_field(
     )
 
 
-def is_number(x: Any) -> bool:
+def is_number(x: object) -> TypeGuard[int | float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
