@@ -227,9 +227,9 @@ AgentFactory = Callable[[], Agent]
 
 
 def _turn_callable(agent: Agent) -> Callable[[str, TurnContext], Any]:
-    fn = getattr(agent, "turn", None)
+    fn: object = getattr(agent, "turn", None)
     if callable(fn):
-        return fn  # type: ignore[no-any-return]
+        return fn
     if callable(agent):
         return agent
     raise TypeError(

@@ -307,5 +307,5 @@ def _evidence(field: str, tools: list[str], vocabulary: set[str], clause: str) -
     return lambda t: evidence_grounded(t, field=field, tools=tools, vocabulary=vocabulary, clause=clause)
 
 
-def _grounded(field: str, kinds: list[str], vocabulary: set[str], context: object, own_words: list[str], clause: str) -> Check:
-    return lambda t: response_grounded(t, field, kinds, vocabulary=vocabulary, extra_sources=context, spec_text=own_words, clause=clause)  # type: ignore[arg-type]
+def _grounded(field: str, kinds: list[str], vocabulary: set[str], context: list[str], own_words: list[str], clause: str) -> Check:
+    return lambda t: response_grounded(t, field, kinds, vocabulary=vocabulary, extra_sources=context, spec_text=own_words, clause=clause)

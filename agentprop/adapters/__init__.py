@@ -57,13 +57,13 @@ def bind(ctx: TurnContext | Any) -> Iterator[None]:
 
 def current_turn() -> TurnContext:
     """The turn bound by :func:`bind` (an :class:`InvalidArgument` outside one)."""
-    ctx = _current.get()
+    ctx: TurnContext | None = _current.get()  # bind() takes duck-typed contexts too
     if ctx is None:
         raise InvalidArgument(
             "an agentprop tool function was called outside a turn: call the framework inside "
             "`with agentprop.adapters.bind(ctx):` in your agent's turn(message, ctx)"
         )
-    return ctx  # type: ignore[no-any-return]
+    return ctx
 
 
 # ----------------------------------------------------------------- JSON Schema -> Python types
