@@ -621,7 +621,7 @@ def _run_error(exc: Exception, turn_index: int | None, *, prefix: str = "") -> R
     judged as the agent's failure. Message and traceback are scrubbed of secrets."""
     kind = exc.kind if isinstance(exc, InfrastructureError) and exc.kind in INFRASTRUCTURE_KINDS else "agent_exception"
     return RunError(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,  # type: ignore[arg-type]  # one of INFRASTRUCTURE_KINDS (ErrorKinds) or agent_exception; `in` does not narrow a str
         message=scrub_text(f"{prefix}{type(exc).__name__}: {exc}"),
         turn_index=turn_index,
         traceback=scrub_text(traceback.format_exc()),

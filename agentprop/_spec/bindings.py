@@ -460,7 +460,8 @@ class _Validator:
             return
         e = min(errors, key=lambda e: len(e.absolute_path))
         inner = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
-        wanted = e.validator_value if isinstance(e.validator_value, str) else " or ".join(map(str, e.validator_value))
+        # types-jsonschema allows validator_value to be unset; a "type" error always carries the schema's types
+        wanted = e.validator_value if isinstance(e.validator_value, str) else " or ".join(map(str, e.validator_value))  # type: ignore[arg-type]
         got = type(e.instance).__name__
         raise self.fail(
             f"world value of {tool}.{path}{inner} is {got} {clip_repr(e.instance, 60)}, but {tool}'s output_schema says {wanted}",
