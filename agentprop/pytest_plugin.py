@@ -70,13 +70,12 @@ from agentprop._decide.signature import bug_id, bug_key
 from agentprop._modelapi.cache import CacheMode
 from agentprop._decide.corpus import Corpus, ProjectCorpora
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.oracle import AgentPropertyViolation
 from agentprop._pipeline.pytest_shrink import shrink_violation
 from agentprop._agents.project import Project, load_project
 from agentprop._scenario.build import make_world
 from agentprop._decide.snapshot import SnapshotResult, check_reason, check_snapshot
 from agentprop._scenario.world import World, stable_seed
-from agentprop.errors import AgentPropWarning, InputError, MemoFileError
+from agentprop.errors import AgentPropertyViolation, AgentPropWarning, InputError, MemoFileError
 
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {"max_runs": 30, "max_examples": 5},

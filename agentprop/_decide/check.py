@@ -30,7 +30,7 @@ from agentprop._modelapi.context import current_model_context, model_call_contex
 from agentprop._decide.contracts import Verdict
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.corpus import judge_replay
-from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, Mode, OracleSettings, TrialRecord, adecide
+from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide
 from agentprop._agents.project import Project
 from agentprop._decide.case import compile_mft
 from agentprop._decide.run_key import run_digest
@@ -40,7 +40,7 @@ from agentprop._decide.session import CorpusNote, Session, current_session, curr
 from agentprop._scenario.build import Scenario
 from agentprop._util.aio import run_sync
 from agentprop._scenario.trace import Trace
-from agentprop.errors import InfrastructureError, InvalidArgument
+from agentprop.errors import AgentPropertyViolation, InfrastructureError, InvalidArgument
 
 PropertyResult = Union[Verdict, bool, Sequence[Verdict]]
 Property = Callable[[Trace], PropertyResult]

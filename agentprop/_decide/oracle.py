@@ -51,7 +51,7 @@ from agentprop._stats import (
 )
 from agentprop._scenario.trace import RunError, Trace, Usage
 from agentprop.errors import InvalidArgument
-from agentprop.errors import AgentPropertyViolation as AgentPropertyViolation  # noqa: F401 (re-exported: defined in errors.py)
+from agentprop.errors import AgentPropertyViolation  # noqa: F401 (re-exported: defined in errors.py)
 
 Mode = Literal["sprt", "zero-failure", "fixed"]
 OracleVerdict = Literal["PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE"]

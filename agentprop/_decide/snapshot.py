@@ -794,8 +794,8 @@ def check_snapshot(
     ``allow_ci``). Snapshots live in ``directory`` (default ``__snapshots__`` next to the
     spec) under ``name`` (default: the scenario id).
     """
-    from agentprop._decide.oracle import AgentPropertyViolation
     from agentprop._util.aio import run_sync
+    from agentprop.errors import AgentPropertyViolation
 
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     store = SnapshotStore(directory if directory is not None else default_snapshot_dir(project))

@@ -38,7 +38,7 @@ from agentprop._agents.project import Project
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._pipeline.kinds import Replay, case_from_check
 from agentprop._scenario.build import Scenario
-from agentprop._pipeline.defaults import DEFAULT_PER_PATH as DEFAULT_PER_PATH  # noqa: F401 (re-exported)
+from agentprop._pipeline.defaults import DEFAULT_PER_PATH  # noqa: F401 (re-exported)
 from agentprop._decide.slots import CaseLanes
 from agentprop._scenario.world import stable_seed
 

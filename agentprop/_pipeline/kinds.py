@@ -30,7 +30,7 @@ from agentprop._scenario.trace import Trace
 from agentprop.strategies._internal.boundary import boundary_values
 from agentprop.strategies._internal.directional import directional_pairs
 from agentprop.strategies._internal.variants import paraphrase_variants
-from agentprop._pipeline.defaults import KINDS as KINDS  # noqa: F401 (re-exported)
+from agentprop._pipeline.defaults import KINDS  # noqa: F401 (re-exported)
 from agentprop._decide.slots import CaseLanes
 
 

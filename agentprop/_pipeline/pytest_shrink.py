@@ -13,7 +13,8 @@ from agentprop._decide.shrink import shrink
 from agentprop._decide.corpus import entry_from_shrink
 from agentprop._decide.session import Session, SessionBug
 from agentprop._decide.signature import bug_key
-from agentprop._decide.oracle import AgentPropertyViolation, CheckResult
+from agentprop._decide.oracle import CheckResult
+from agentprop.errors import AgentPropertyViolation
 
 
 def shrink_violation(exc: BaseException, *, session: Session, budget: int, test: str = "") -> str | None:

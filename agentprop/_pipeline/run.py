@@ -26,7 +26,8 @@ from agentprop._decide.shrink import ShrinkReport, shrink
 from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
 from agentprop._decide.signature import bug_key
 from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, judge_replay
-from agentprop._pipeline.explore import DEFAULT_PER_PATH, ExploredInput, explore_cases, exploration_summary
+from agentprop._pipeline.explore import ExploredInput, explore_cases, exploration_summary
+from agentprop._pipeline.defaults import DEFAULT_PER_PATH
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings

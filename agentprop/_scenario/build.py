@@ -43,7 +43,7 @@ from agentprop._spec.when import (
 )
 from agentprop._scenario.world import Failure, World, get_path
 from agentprop.errors import AgentPropError, BindingsError, InputError, SourceLocation, clip, clip_repr
-from agentprop.errors import Unsatisfiable as Unsatisfiable  # noqa: F401 (re-exported: defined in errors.py)
+from agentprop.errors import Unsatisfiable  # noqa: F401 (re-exported: defined in errors.py)
 
 
 class TemplateSource(BaseModel):

@@ -42,7 +42,7 @@ from pydantic import BaseModel
 
 from agentprop._spec.bindings import Bindings
 from agentprop._spec.paths import enumerate_paths
-from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, solve
+from agentprop._scenario.build import Scenario, build_scenario, solve
 from agentprop._spec.model import Spec
 from agentprop._spec.when import Compare, Expr, Literal, Path as VarPath, UnboundVariable, atoms, variables
 from agentprop.strategies._internal.scenarios import (
@@ -61,7 +61,7 @@ from agentprop.strategies._internal.scenarios import (
     numeric_value,
 )
 from agentprop._scenario.world import get_path
-from agentprop.errors import AgentPropError, InvalidArgument
+from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
 
 __all__ = [
     "BoundaryCase",

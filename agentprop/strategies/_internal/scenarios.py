@@ -43,7 +43,7 @@ from pydantic import BaseModel, Field
 
 from agentprop._spec.bindings import Bindings, VariableBinding, parse_field_path, schema_at
 from agentprop._spec.paths import Step, TreePath, enumerate_paths
-from agentprop._scenario.build import Scenario, Unsatisfiable, WorldSpec, base_world, build_scenario, solve
+from agentprop._scenario.build import Scenario, WorldSpec, base_world, build_scenario, solve
 from agentprop._spec.model import Spec
 from agentprop._spec.when import (
     And,
@@ -63,7 +63,7 @@ from agentprop._spec.when import (
     variables,
 )
 from agentprop._scenario.world import get_path
-from agentprop.errors import AgentPropError, InvalidArgument
+from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
 
 __all__ = [
     "BranchChoice",
