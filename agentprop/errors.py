@@ -357,6 +357,9 @@ class AgentPropertyViolation(AssertionError):
 
     def __init__(self, result: Any) -> None:
         self.result = result
+        self.context: Any = None
+        """What was checked (a ``ViolationContext``) when :func:`agentprop.check` raised it: the
+        pytest plugin shrinks from it; ``None`` otherwise."""
         super().__init__(result.summary())
 
 

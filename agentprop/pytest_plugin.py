@@ -54,10 +54,11 @@ import json
 import secrets
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pluggy
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
@@ -69,13 +70,12 @@ from agentprop._decide.signature import bug_id, bug_key
 from agentprop._modelapi.cache import CacheMode
 from agentprop._decide.corpus import Corpus, ProjectCorpora
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.oracle import AgentPropertyViolation
 from agentprop._pipeline.pytest_shrink import shrink_violation
 from agentprop._agents.project import Project, load_project
 from agentprop._scenario.build import make_world
 from agentprop._decide.snapshot import SnapshotResult, check_reason, check_snapshot
 from agentprop._scenario.world import World, stable_seed
-from agentprop.errors import AgentPropWarning, InputError, MemoFileError
+from agentprop.errors import AgentPropertyViolation, AgentPropWarning, InputError, MemoFileError
 
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {"max_runs": 30, "max_examples": 5},
@@ -298,7 +298,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     outcome = yield
     if call.when != "call" or call.excinfo is None:
         return

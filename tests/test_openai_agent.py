@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -295,6 +296,27 @@ def test_arguments_a_context_cannot_take_are_an_error_the_model_can_correct() ->
     assert run_tool_call(Context(), "respond", '{"decision": "X"}').responded  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="a bug inside the tool"):
         run_tool_call(Context(), "get_account", {"account_id": "A1"})  # type: ignore[arg-type]
+
+
+def test_arguments_python_cannot_read_are_an_error_the_model_can_correct() -> None:
+    """An integer past Python's digit limit fails json.loads with a plain ValueError (no
+    ``msg``/``pos``, unlike a JSONDecodeError): the model gets an error to correct, not a crash."""
+    from agentprop._agents.model_agent import run_tool_call
+
+    class Context:
+        def call(self, name: str, **args: Any) -> Any:
+            raise AssertionError("arguments that cannot be read are never passed on")
+
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)  # the smallest limit Python allows (the default is 4300)
+    try:
+        outcome = run_tool_call(Context(), "get_account", '{"account_id": ' + "9" * 641 + '}')  # type: ignore[arg-type]
+    finally:
+        sys.set_int_max_str_digits(limit)
+    assert outcome.is_error and not outcome.responded
+    assert outcome.text.startswith("invalid_arguments: the arguments of get_account are not valid JSON (Exceeds the limit")
+    bad = run_tool_call(Context(), "get_account", '{"account_id": ')  # type: ignore[arg-type]
+    assert bad.is_error and "not valid JSON (Expecting value at character 15)" in bad.text
 
 
 def test_429_with_retry_after_and_5xx_are_retried(project: Project, tmp_path: Path) -> None:

@@ -308,7 +308,8 @@ class ModelAgent:
     def tools_for(self, spec: Spec) -> list[dict[str, Any]]:
         """The ``tools`` of every request, in the API's format (a copy: changing it changes no
         request)."""
-        return copy_json(self._tools_for(spec))
+        tools: list[dict[str, Any]] = copy_json(self._tools_for(spec))
+        return tools
 
     def _tools_for(self, spec: Spec) -> list[dict[str, Any]]:
         """:meth:`tools_for`, worked out once per spec and kept private: the requests of every
@@ -472,8 +473,10 @@ def run_tool_call(ctx: TurnContext, name: str, args: Any) -> ToolOutcome:
         try:
             args = json.loads(args) if args.strip() else {}
         except ValueError as exc:
+            # not only JSONDecodeError: an integer past Python's digit limit is a plain ValueError
+            why = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
             return ToolOutcome(
-                f"invalid_arguments: the arguments of {name} are not valid JSON ({exc.msg} at character {exc.pos}); "
+                f"invalid_arguments: the arguments of {name} are not valid JSON ({why}); "
                 "send them again as one JSON object",
                 is_error=True,
             )

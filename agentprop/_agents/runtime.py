@@ -227,9 +227,9 @@ AgentFactory = Callable[[], Agent]
 
 
 def _turn_callable(agent: Agent) -> Callable[[str, TurnContext], Any]:
-    fn = getattr(agent, "turn", None)
+    fn: object = getattr(agent, "turn", None)
     if callable(fn):
-        return fn  # type: ignore[no-any-return]
+        return fn
     if callable(agent):
         return agent
     raise TypeError(
@@ -621,7 +621,7 @@ def _run_error(exc: Exception, turn_index: int | None, *, prefix: str = "") -> R
     judged as the agent's failure. Message and traceback are scrubbed of secrets."""
     kind = exc.kind if isinstance(exc, InfrastructureError) and exc.kind in INFRASTRUCTURE_KINDS else "agent_exception"
     return RunError(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,  # type: ignore[arg-type]  # one of INFRASTRUCTURE_KINDS (ErrorKinds) or agent_exception; `in` does not narrow a str
         message=scrub_text(f"{prefix}{type(exc).__name__}: {exc}"),
         turn_index=turn_index,
         traceback=scrub_text(traceback.format_exc()),

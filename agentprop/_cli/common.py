@@ -236,7 +236,7 @@ def write_report_outputs(report: RunReport | SnapshotCheckReport, args: argparse
         if isinstance(report, SnapshotCheckReport) and name != "html":
             raise InputError(f"--{name} renders run reports (agentprop.run/1); a snapshot check renders as --html",
                              fix="use --html PATH for a snapshot check")
-        text = render(report)  # type: ignore[operator]  # HTML takes both; the others are refused above
+        text = render_html(report) if isinstance(report, SnapshotCheckReport) else render(report)  # only HTML renders both
         if path == "-":
             out.write(text)
             out.flush()

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     comp = sub.add_parser(
         "compile", help="PromptSmith: edit a model agent's prompt until the spec's visible cases pass",
         parents=[selection_parent(seed_help="trial namespace (default 0)"), budget_parent(unfinished="compiling stops"), model_parent(always=True)],

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     corpus = sub.add_parser("corpus", help="list, show, remove and prune the shrunk reproducers kept by agentprop run")
     corpus.set_defaults(handler=command)
     actions = corpus.add_subparsers(dest="corpus_action", metavar="ACTION")

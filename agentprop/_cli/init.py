@@ -9,7 +9,7 @@ from typing import TextIO
 from agentprop._cli.common import EXIT_OK
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     init = sub.add_parser("init", help="write a spec and bindings skeleton from the tools you have (an MCP server, or OpenAI function schemas)")
     init.add_argument("dir", help="directory to write spec.yaml and agentprop.yaml into (created if needed)")
     source = init.add_mutually_exclusive_group(required=True)

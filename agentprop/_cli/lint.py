@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lint = sub.add_parser("lint", help="check a spec (and its bindings) and list inconsistencies")
     lint.add_argument("spec", help="spec file, or a directory with spec.yaml")
     lint.add_argument("--bindings", help=BINDINGS_HELP)
@@ -74,6 +74,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             raise
         project = None
         print(f"(bindings not checked: {str(exc).splitlines()[0]})", file=out)
+    bindings_path = project.bindings.path if project is not None else None
     if project is not None and project.bindings.path is not None:
         warnings = project.bindings.warnings
         problems = project.problems
@@ -91,10 +92,10 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     for f in findings:
         print(f.render(), file=out)
     if resolved:
-        print(f"(decisions of {', '.join(sorted(set(resolved)))} are given by `outcomes:` in {project.bindings.path})", file=out)  # type: ignore[union-attr]
+        print(f"(decisions of {', '.join(sorted(set(resolved)))} are given by `outcomes:` in {bindings_path})", file=out)
     for w in warnings:
-        print(f"{project.bindings.path}: warning B001: {w}", file=out)  # type: ignore[union-attr]
-    path_findings = _path_findings(project) if problems else []
+        print(f"{bindings_path}: warning B001: {w}", file=out)
+    path_findings = _path_findings(project) if project is not None and problems else []
     for f in path_findings:
         print(f.render(), file=out)
     downgrades = binding_findings(project.bindings, project.spec) if project is not None and project.bindings.path is not None else []

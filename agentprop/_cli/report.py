@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from agentprop._pipeline.report.model import RunReport, SnapshotCheckReport
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rep = sub.add_parser(
         "report", help="render a JSON report (run/tdad --json, snapshot check --json) as HTML, JUnit XML or Markdown",
         parents=[report_outputs_parent()],

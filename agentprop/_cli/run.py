@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
         "run", help="run an agent over the spec's cases and decide each case",
         parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],

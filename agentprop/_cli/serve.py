@@ -13,7 +13,7 @@ from agentprop._version import __version__
 from agentprop.errors import InputError, InvalidArgument
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="serve one case's world as an MCP server: each session is one trial, recorded and decided")
     serve.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
     serve.add_argument("--case", required=True, metavar="ID", help="the case to serve: its id, or a part of it that only it contains")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     snap = sub.add_parser("snapshot", help="check, review and approve behaviour snapshots (approved baselines of what the agent does)")
     snap.set_defaults(handler=command)
     actions = snap.add_subparsers(dest="snapshot_action", metavar="ACTION")
@@ -103,16 +103,16 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             return EXIT_OK
         for snap in baselines:
             last = snap.approvals[-1] if snap.approvals else None
-            approved = f"approved {last.at} by {last.by}: {last.reason}" if last else "never approved"
-            print(f"{snap.name}  {len(snap.behaviours)} behaviour(s) in {snap.runs} runs; {approved}", file=out)
+            approval = f"approved {last.at} by {last.by}: {last.reason}" if last else "never approved"
+            print(f"{snap.name}  {len(snap.behaviours)} behaviour(s) in {snap.runs} runs; {approval}", file=out)
         pending = store.pending()
         if pending:
             print(f"{len(pending)} pending candidate(s): `agentprop snapshot review {args.spec}`", file=out)
         return EXIT_OK
     if action == "show":
-        snap = store.load(store.resolve(args.name, pending=False))
-        assert snap is not None
-        print(render_baseline(snap), file=out)
+        shown = store.load(store.resolve(args.name, pending=False))
+        assert shown is not None
+        print(render_baseline(shown), file=out)
         return EXIT_OK
     names = _pending_names(store, args)
     if action == "approve":

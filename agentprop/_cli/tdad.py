@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tdad = sub.add_parser(
         "tdad", help="TDAD evaluation: visible/hidden split, VPR, HPR, RPR and the mutation score",
         parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],
@@ -52,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     tdad.set_defaults(handler=command)
 
 
-def _print_split(report: RunReport, split: dict[str, str], out: TextIO) -> None:
+def _print_split(report: RunReport, split: Mapping[str, str], out: TextIO) -> None:
     """The suite per kind, visible and hidden, then every case that did not pass."""
     print("suite:", file=out)
     for kind in sorted({c.kind for c in report.cases}):

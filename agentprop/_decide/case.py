@@ -102,8 +102,8 @@ def compile_mft(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | M
             clause = f"decision_tree.{scenario.leaf}" if i == last else f"decision_tree.{turn.nodes[-1] if turn.nodes else scenario.leaf}"
             out.append(Expectation("decision_is", clause, _decision(turn.expect_decision, i, clause)))
         if turn.required_tools:
-            clause = _node_clause(spec, turn.nodes, turn.required_tools)
-            out.append(Expectation("calls_in_order", clause, _in_order(list(turn.required_tools), i, clause)))
+            order_clause = _node_clause(spec, turn.nodes, turn.required_tools)
+            out.append(Expectation("calls_in_order", order_clause, _in_order(list(turn.required_tools), i, order_clause)))
     if scenario.forbidden_tools:
         out.append(_forbidden(spec, scenario))
     for node_id in scenario.path:
@@ -307,5 +307,5 @@ def _evidence(field: str, tools: list[str], vocabulary: set[str], clause: str) -
     return lambda t: evidence_grounded(t, field=field, tools=tools, vocabulary=vocabulary, clause=clause)
 
 
-def _grounded(field: str, kinds: list[str], vocabulary: set[str], context: object, own_words: list[str], clause: str) -> Check:
-    return lambda t: response_grounded(t, field, kinds, vocabulary=vocabulary, extra_sources=context, spec_text=own_words, clause=clause)  # type: ignore[arg-type]
+def _grounded(field: str, kinds: list[str], vocabulary: set[str], context: list[str], own_words: list[str], clause: str) -> Check:
+    return lambda t: response_grounded(t, field, kinds, vocabulary=vocabulary, extra_sources=context, spec_text=own_words, clause=clause)

@@ -30,7 +30,7 @@ from agentprop._modelapi.context import current_model_context, model_call_contex
 from agentprop._decide.contracts import Verdict
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.corpus import judge_replay
-from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, Mode, OracleSettings, TrialRecord, adecide
+from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide
 from agentprop._agents.project import Project
 from agentprop._decide.case import compile_mft
 from agentprop._decide.run_key import run_digest
@@ -40,7 +40,7 @@ from agentprop._decide.session import CorpusNote, Session, current_session, curr
 from agentprop._scenario.build import Scenario
 from agentprop._util.aio import run_sync
 from agentprop._scenario.trace import Trace
-from agentprop.errors import InfrastructureError, InvalidArgument
+from agentprop.errors import AgentPropertyViolation, InfrastructureError, InvalidArgument
 
 PropertyResult = Union[Verdict, bool, Sequence[Verdict]]
 Property = Callable[[Trace], PropertyResult]
@@ -116,14 +116,17 @@ async def decide_scenario(
             "give one message per turn, or pass prop= to check something other than the scenario's MFT"
         )
 
-    # the spec is read once, here: every run is judged by the compiled case
-    case = compile_mft(project.spec, scenario, project.bindings.response_grounding(project.spec)) if prop is None else None
+    # the spec is read once, here: every run is judged by the compiled case (or by ``prop``)
+    verdicts: Callable[[Trace], list[Verdict]] = (
+        compile_mft(project.spec, scenario, project.bindings.response_grounding(project.spec)).verdicts if prop is None
+        else lambda trace: verdicts_of(prop(trace))
+    )
 
     async def run_trial(i: int) -> Trace:
         return await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=msgs)
 
     def judge(trace: Trace) -> TrialRecord:
-        return record_for(case.verdicts(trace) if case is not None else verdicts_of(prop(trace)))  # type: ignore[misc]
+        return record_for(verdicts(trace))
 
     chosen_budget = budget if budget is not None else current_session().budget
     # the check's budget is also the budget of the model calls its runs make (an agent without a
@@ -180,7 +183,7 @@ def _not_the_agents(result: CheckResult) -> InfrastructureError:
 
 def _violation(result: CheckResult, context: ViolationContext) -> AgentPropertyViolation:
     exc = AgentPropertyViolation(result)
-    exc.context = context  # type: ignore[attr-defined]
+    exc.context = context
     return exc
 
 

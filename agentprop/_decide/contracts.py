@@ -514,11 +514,11 @@ def _turn_facts(t: Turn) -> _TurnFacts:
                 words |= _words(k)
             if isinstance(c.result, (int, float)) and not isinstance(c.result, bool):
                 texts.append(str(c.result))
-        for s in (c.error, c.error_kind):
-            if s:
-                texts.append(s)
-                numbers |= _number_set(s)
-                words |= _words(s)
+        for err in (c.error, c.error_kind):
+            if err:
+                texts.append(err)
+                numbers |= _number_set(err)
+                words |= _words(err)
     facts = _TurnFacts(tuple(called), frozenset(numbers), tuple(texts), frozenset(words))
     if cache is not None:
         cache[id(t)] = (t, facts)

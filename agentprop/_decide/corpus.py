@@ -23,7 +23,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -311,7 +311,10 @@ def entry_from_shrink(report: ShrinkReport, *, spec_id: str, spec_path: str | No
     )
 
 
-def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float) -> tuple[str, str]:
+ReplayAction = Literal["regression", "fails-differently", "retired", "kept"]
+
+
+def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float) -> tuple[ReplayAction, str]:
     """What a replay of ``entry`` means: ``(action, message)``.
 
     - ``regression``: it did not pass and failed with the entry's own signature;

@@ -27,7 +27,7 @@ from agentprop._modelapi.budget import Budget
 from agentprop._decide.check import as_loaded_agent, decide_scenario, scenario_settings
 from agentprop._decide.session import current_session, current_test
 from agentprop._decide.memo import TrialMemo, trace_json
-from agentprop._decide.oracle import AgentPropertyViolation, CheckResult, OracleSettings, SampledRun, TrialRecord, adecide
+from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun, TrialRecord, adecide
 from agentprop._agents.project import Project
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.case import compile_mft
@@ -37,7 +37,7 @@ from agentprop._scenario.build import Scenario
 from agentprop._stats import categorical_two_sample_test
 from agentprop._util.aio import run_sync
 from agentprop._scenario.trace import RunError, Trace
-from agentprop.errors import InvalidArgument
+from agentprop.errors import AgentPropertyViolation, InvalidArgument
 
 MetaVerdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT APPLICABLE"]
 """``NOT APPLICABLE``: the base case (the scenario's MFT) did not pass, so there is no correct
@@ -257,7 +257,7 @@ async def acheck_direction(
     b = await decide_scenario(project, perturbed, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR perturbed {perturbed.id}", concurrency=concurrency, slots=slots)
     order = ["FAIL", "UNSTABLE", "INCONCLUSIVE", "PASS"]
     verdict = min((a.verdict, b.verdict), key=order.index)
-    return DirectionResult(base=a, perturbed=b, expected_change=change, verdict=verdict)  # type: ignore[arg-type]
+    return DirectionResult(base=a, perturbed=b, expected_change=change, verdict=verdict)
 
 
 def check_invariance(

@@ -48,7 +48,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -61,7 +61,7 @@ from agentprop._stats import categorical_two_sample_test
 from agentprop._scenario.trace import RunError, Trace
 from agentprop.errors import InputError, InvalidArgument, SourceLocation, clip_repr
 
-SCHEMA = "agentprop.snapshot/1"
+SCHEMA: Final = "agentprop.snapshot/1"
 TEXT_LIMIT = 40
 """Strings longer than this, or with whitespace, are free text and become ``"<text>"``."""
 TEXT = "<text>"
@@ -686,7 +686,7 @@ async def acheck_snapshot(
     if infra is not None:  # never recorded, never compared: the runs were not all made
         return SnapshotResult(name=name, verdict="INCONCLUSIVE", path=path, directory=str(store.dir), alpha=alpha, runs=made,
                               notes=[f"not the agent's ({infra.kind}): {infra.message}"], infrastructure_error=infra.kind)
-    if rerecord:  # new ignore patterns: the old behaviours are not comparable, the approval replaces them
+    if rerecord and baseline is not None:  # new ignore patterns: the old behaviours are not comparable, the approval replaces them
         if made < runs:
             return SnapshotResult(name=name, verdict="INCONCLUSIVE", path=path, directory=str(store.dir), alpha=alpha, runs=made)
         store.save(_approved(current, baseline, reason or "", None))
@@ -694,33 +694,33 @@ async def acheck_snapshot(
         return SnapshotResult(name=name, verdict="UPDATED", path=path, directory=str(store.dir), alpha=alpha, runs=made,
                               current=current.counts, reason=reason,
                               descriptions={r.key: r.behaviour.describe() for r in current.behaviours},
-                              notes=[f"re-recorded with ignore patterns {list(ignore)} (were {baseline.ignore})"])  # type: ignore[union-attr]
+                              notes=[f"re-recorded with ignore patterns {list(ignore)} (were {baseline.ignore})"])
     descriptions = {r.key: r.behaviour.describe() for r in current.behaviours}
     if baseline is not None:
         descriptions.update({r.key: r.behaviour.describe() for r in baseline.behaviours})
-    common = dict(name=name, path=path, directory=str(store.dir), alpha=alpha, runs=made, current=current.counts, descriptions=descriptions,
-                  baseline=baseline.counts if baseline else {}, baseline_runs=baseline.runs if baseline else 0)
+    common: dict[str, Any] = dict(name=name, path=path, directory=str(store.dir), alpha=alpha, runs=made, current=current.counts, descriptions=descriptions,
+                                  baseline=baseline.counts if baseline else {}, baseline_runs=baseline.runs if baseline else 0)
     if made < runs:
-        return SnapshotResult(verdict="INCONCLUSIVE", **common)  # type: ignore[arg-type]
+        return SnapshotResult(verdict="INCONCLUSIVE", **common)
     if baseline is None:
         if update:
             store.save(_approved(current, None, reason or "", None))
             store.discard_pending(name)
-            return SnapshotResult(verdict="UPDATED", reason=reason, **common)  # type: ignore[arg-type]
+            return SnapshotResult(verdict="UPDATED", reason=reason, **common)
         pending = store.save_pending(current)
-        return SnapshotResult(verdict="NEW", pending_path=str(pending), **common)  # type: ignore[arg-type]
+        return SnapshotResult(verdict="NEW", pending_path=str(pending), **common)
     p, changes, notes = compare(baseline, current, alpha=alpha, seed=seed)
     if p >= alpha:
         if update:
             notes.append("the behaviour matches the baseline; the baseline was kept as it is")
         store.discard_pending(name)
-        return SnapshotResult(verdict="MATCH", p_value=p, changes=changes, notes=notes, **common)  # type: ignore[arg-type]
+        return SnapshotResult(verdict="MATCH", p_value=p, changes=changes, notes=notes, **common)
     if update:
         store.save(_approved(current, baseline, reason or "", None))
         store.discard_pending(name)
-        return SnapshotResult(verdict="UPDATED", p_value=p, changes=changes, notes=notes, reason=reason, **common)  # type: ignore[arg-type]
+        return SnapshotResult(verdict="UPDATED", p_value=p, changes=changes, notes=notes, reason=reason, **common)
     pending = store.save_pending(current)
-    return SnapshotResult(verdict="CHANGED", p_value=p, changes=changes, notes=notes, pending_path=str(pending), **common)  # type: ignore[arg-type]
+    return SnapshotResult(verdict="CHANGED", p_value=p, changes=changes, notes=notes, pending_path=str(pending), **common)
 
 
 def _check_ignore(ignore: Sequence[str]) -> None:
@@ -745,7 +745,7 @@ def _check_same_case(baseline: Snapshot, spec_id: str, messages: list[str], worl
     if mismatched:
         raise InputError(
             f"snapshot {baseline.name!r} was recorded for a different case ({', '.join(mismatched)} changed)",
-            location=SourceLocation(path),
+            location=SourceLocation(Path(path)),
             expected="the same spec, messages and world as the baseline",
             fix="give this check its own name (name=... in Python), or, if the case itself changed on purpose, delete the "
             "file and record a new baseline (agentprop snapshot check SPEC --update --reason \"...\")",
@@ -755,7 +755,7 @@ def _check_same_case(baseline: Snapshot, spec_id: str, messages: list[str], worl
             return True
         raise InputError(
             f"snapshot {baseline.name!r} was recorded with ignore patterns {baseline.ignore}, not {ignore}",
-            location=SourceLocation(path),
+            location=SourceLocation(Path(path)),
             expected="the baseline's ignore patterns, or a re-recorded baseline",
             fix="re-record it under the new patterns: rerun with --update --reason \"...\" (update=True, reason=... in Python)",
         )
@@ -794,8 +794,8 @@ def check_snapshot(
     ``allow_ci``). Snapshots live in ``directory`` (default ``__snapshots__`` next to the
     spec) under ``name`` (default: the scenario id).
     """
-    from agentprop._decide.oracle import AgentPropertyViolation
     from agentprop._util.aio import run_sync
+    from agentprop.errors import AgentPropertyViolation
 
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     store = SnapshotStore(directory if directory is not None else default_snapshot_dir(project))

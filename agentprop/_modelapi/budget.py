@@ -40,6 +40,7 @@ same guarantee (each booking is one transaction across processes).
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -47,7 +48,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
@@ -233,14 +234,21 @@ def price_for(model: str, prices: Mapping[str, ModelPrice] | None = None) -> Mod
                 best = prefix
         if type(model) is str:
             _remember_prefix(names, model, best)
-    return None if best is None else _coerce_price(best, table[best])  # type: ignore[index]
+    return None if best is None else _coerce_price(best, table[best])
 
 
-_BEST_PREFIX: dict[tuple[Any, ...], dict[str, Any]] = {}
+_BEST_PREFIX: dict[tuple[Any, ...], dict[str, str | None]] = {}
 """Price-table keys (in order) -> model name -> the longest matching prefix (or ``None``)."""
 _BEST_PREFIX_LIMIT = 256
 """At most this many tables, and models per table, are remembered (past it, afresh)."""
-_NO_ENTRY = object()
+
+
+class _Sentinel(enum.Enum):
+    NO_ENTRY = enum.auto()
+
+
+_NO_ENTRY: Final = _Sentinel.NO_ENTRY
+"""Not remembered yet (``None`` is a remembered answer: no entry names the model)."""
 
 
 def _remember_prefix(names: tuple[Any, ...], model: str, best: str | None) -> None:

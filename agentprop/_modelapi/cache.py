@@ -57,7 +57,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from agentprop._util.scrub import REDACTED, SECRET_PATTERN, scrub_text
 from agentprop.errors import CacheError, CacheMiss, InvalidArgument
@@ -296,7 +296,8 @@ _PLAIN_ENCODE = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject
 ).encode
 _DECODE = json.JSONDecoder().decode
-_SCAN = json.JSONDecoder().scan_once
+# typeshed does not declare scan_once, which JSONDecoder.__init__ sets (the C scanner when there is one)
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _decode_stored(text: str) -> Any:
@@ -381,7 +382,13 @@ _MEMO_BYTES = 8 << 20
 """Each memo holds at most this many entries and about this many characters (keys and texts);
 past either it starts afresh."""
 _memo_sizes: dict[int, int] = {}
-_MISSING = object()
+
+
+class _Sentinel(enum.Enum):
+    MISSING = enum.auto()
+
+
+_MISSING: Final = _Sentinel.MISSING
 
 
 def _memo_put(memo: dict[Any, str | None], key: Any, text: str | None) -> str | None:
@@ -401,11 +408,10 @@ def _string_text(value: str, needles: tuple[bytes, ...]) -> str | None:
     key = (needles, value)
     found = _STRING_MEMO.get(key, _MISSING)
     if found is not _MISSING:
-        return found  # type: ignore[return-value]
-    text: str | None = json.dumps(value, ensure_ascii=False)
-    if _has_key(value) or (needles and any(needle in text.encode() for needle in needles)):  # type: ignore[union-attr]
-        text = None
-    return _memo_put(_STRING_MEMO, key, text)
+        return found
+    text = json.dumps(value, ensure_ascii=False)
+    scrubbed = _has_key(value) or (needles and any(needle in text.encode() for needle in needles))
+    return _memo_put(_STRING_MEMO, key, None if scrubbed else text)
 
 
 def _container_text(value: dict[str, Any] | list[Any], needles: tuple[bytes, ...]) -> str | None:
@@ -418,7 +424,7 @@ def _container_text(value: dict[str, Any] | list[Any], needles: tuple[bytes, ...
     key = (needles, frozen)
     found = _PART_MEMO.get(key, _MISSING)
     if found is not _MISSING:
-        return found  # type: ignore[return-value]
+        return found
     if type(value) is list:
         text = _list_text(value, needles)
     else:
@@ -464,13 +470,14 @@ def _composed_text(value: Any, needles: tuple[bytes, ...]) -> str | None:
                 if len(_NAME_MEMO) < _MEMO_LIMIT:
                     _NAME_MEMO[name] = label
             v = value[name]
+            item: str | None  # declared apart, so each assignment below narrows it
             if type(v) is str and "sk-" not in v and not needles:  # the common leaf, inline
-                item: str | None = _ENCODE_STRING(v)
+                item = _ENCODE_STRING(v)
             else:
                 item = _composed_text(v, needles)
                 if item is None:
                     return None
-            parts.append(label + item)  # type: ignore[operator]
+            parts.append(label + item)
         return "{" + ",".join(parts) + "}"
     if kind is list:
         items: list[str] = []
@@ -717,13 +724,13 @@ def _checksum(key: str, request_json: str | bytes, response_json: str, usage_jso
     """SHA-256 hex of the entry's four texts joined by U+001F, UTF-8 encoded. ``request_json``
     may be given as its UTF-8 bytes (as lookups read it: the largest text, not decoded only to
     be encoded again); the digest is the same."""
-    if type(request_json) is bytes:
+    if isinstance(request_json, bytes):
         digest = hashlib.sha256(key.encode())
         digest.update(b"\x1f")
         digest.update(request_json)
         digest.update(("\x1f" + response_json + "\x1f" + usage_json).encode())
         return digest.hexdigest()
-    return hashlib.sha256("\x1f".join((key, request_json, response_json, usage_json)).encode()).hexdigest()  # type: ignore[arg-type]
+    return hashlib.sha256("\x1f".join((key, request_json, response_json, usage_json)).encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------------------------

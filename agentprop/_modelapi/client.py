@@ -354,17 +354,18 @@ class ModelClient:
         cache = self.cache
         if cache.mode is CacheMode.OFF:
             return None
-        key = None if not identity else (id(cache), id(identity[0]), *identity[1:])
+        anchor = identity[0] if identity else None
+        key = None if not identity else (id(cache), id(anchor), *identity[1:])
         if key is not None:
             found = self._shapes.get(key)
-            if found is not None and found[0] is cache and found[1] is identity[0]:  # type: ignore[index]
+            if found is not None and found[0] is cache and found[1] is anchor:
                 return found[2]
         shape = cache._request_shape(body() if callable(body) else body, self.provider.conversation_field)
         if key is not None:
             with self._lock:
                 if len(self._shapes) >= _SHAPE_LIMIT:
                     self._shapes.clear()
-                self._shapes[key] = (cache, identity[0], shape)  # type: ignore[index]
+                self._shapes[key] = (cache, anchor, shape)
         return shape
 
     # -- the SDK client ----------------------------------------------------------------------------

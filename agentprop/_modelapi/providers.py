@@ -205,14 +205,14 @@ class _AnthropicMessages(Provider):
         create = client.messages.with_raw_response.create
         if _is_async_call(create):
             raw = await create(**kwargs)
-            data = await raw.json() if inspect.iscoroutinefunction(raw.json) else raw.json()
+            data: dict[str, Any] = await raw.json() if inspect.iscoroutinefunction(raw.json) else raw.json()
         else:  # a synchronous client someone handed in (paraphrase pools' ``client=``)
             def call() -> Any:
                 return create(**kwargs).json()
 
             data = await asyncio.to_thread(call)
         self.check_response(data)
-        return data  # type: ignore[no-any-return]
+        return data
 
     def check_response(self, response: Any) -> None:
         if not isinstance(response, dict) or not isinstance(response.get("content"), list):
@@ -285,7 +285,7 @@ class _OpenAIBase(Provider):
 
                 data = await asyncio.to_thread(call)
         self.check_response(data)
-        return data  # type: ignore[no-any-return]
+        return data
 
     def _raw_create(self, client: Any) -> Any:
         raise NotImplementedError

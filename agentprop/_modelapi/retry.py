@@ -186,7 +186,7 @@ def classify_error(exc: BaseException) -> RetryDecision:
     """Decide whether ``exc`` (raised by one API attempt) is worth retrying, and how soon."""
     status, headers = _status_and_headers(exc)
     if status is not None:
-        retry_after = parse_retry_after(cast("Mapping[str, str] | None", headers))
+        retry_after = parse_retry_after(headers)
         should = None
         if headers is not None:
             should = dict((str(k).lower(), str(v)) for k, v in headers.items()).get("x-should-retry")

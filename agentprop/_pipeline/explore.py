@@ -20,6 +20,7 @@ Draws are seeded by ``(seed, path)``: the same seed explores the same inputs.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 from collections import Counter
@@ -167,7 +168,7 @@ async def explore_cases(
             reports[e.case_id] = case
             inputs.append(e)
             if replays is not None:
-                replays[e.case_id] = lambda who, e=e: replay(e, who)
+                replays[e.case_id] = functools.partial(replay, e)
         return [(e.choices, result) for e, (_, result) in zip(batch, decided)]
 
     first = (per_path + 1) // 2

@@ -38,6 +38,11 @@ Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
 """Decide the same case again for another agent (a mutant), with no side effect on the run."""
 
 
+def _replay(decide: Callable[..., Awaitable[CaseReport]], **fixed: Any) -> Replay:
+    """A replay of one case: ``decide`` (its arguments bound by default) for another agent."""
+    return lambda who: decide(who=who, **fixed)
+
+
 def _failures(result: CheckResult) -> list[FailureSummary]:
     return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial, clause=f.clause, traceback=f.traceback) for f in result.failures]
 
@@ -148,7 +153,7 @@ async def extra_cases(
     checks: dict[str, Any] | None = None,
     replays: dict[str, Replay] | None = None,
     settings_for: Callable[[Scenario], OracleSettings] | None = None,
-    rule_for: Callable[[Scenario], str] | None = None,
+    rule_for: Callable[[Scenario], str | None] | None = None,
     lanes: CaseLanes = CaseLanes(),
 ) -> list[CaseReport]:
     """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``; ``replays`` receives, for
@@ -158,7 +163,7 @@ async def extra_cases(
     if settings_for is None:
         settings_for = lambda _scenario: oracle  # noqa: E731
     if rule_for is None:
-        rule_for = lambda _scenario: None  # type: ignore[assignment,return-value]  # noqa: E731
+        rule_for = lambda _scenario: None  # noqa: E731
 
     def pair_settings(a: Scenario, b: Scenario) -> tuple[OracleSettings, str | None]:
         """A DIR pair is decided with the stricter of its two sides' settings."""
@@ -173,7 +178,7 @@ async def extra_cases(
     if "boundary" in kinds:
         realisable = [case for case in boundary_values(spec, bindings) if case.scenario is not None]
         for case, boundary_id in zip(realisable, boundary_case_ids(realisable)):
-            if not wanted(boundary_id, case.scenario):
+            if case.scenario is None or not wanted(boundary_id, case.scenario):  # never None (realisable); narrows the type
                 continue
 
             async def boundary(case: Any = case, case_id: str = boundary_id, who: LoadedAgent = agent, record: bool = True) -> CaseReport:
@@ -193,15 +198,17 @@ async def extra_cases(
 
             jobs.append(boundary())
             if replays is not None:
-                replays[boundary_id] = lambda who, f=boundary: f(who=who, record=False)
+                replays[boundary_id] = _replay(boundary, record=False)
 
     if "dir" in kinds:
         seen: set[tuple[str, str]] = set()
         for pair in directional_pairs(spec, bindings):
-            if not (pair.realisable and pair.changes_decision):
+            base, perturbed = pair.base.scenario, pair.perturbed.scenario
+            # not (pair.realisable and pair.changes_decision), spelled out so the scenarios' types narrow
+            if base is None or perturbed is None or not pair.changes_decision:
                 continue
-            key = (pair.base.scenario.model_dump_json(), pair.perturbed.scenario.model_dump_json())  # type: ignore[union-attr]
-            if key in seen or not wanted(f"DIR {pair.variable} @{pair.node}#{pair.branch}", pair.base.scenario, pair.perturbed.scenario):
+            key = (base.model_dump_json(), perturbed.model_dump_json())
+            if key in seen or not wanted(f"DIR {pair.variable} @{pair.node}#{pair.branch}", base, perturbed):
                 continue
             seen.add(key)
 
@@ -244,7 +251,7 @@ async def extra_cases(
 
             jobs.append(direction())
             if replays is not None:
-                replays[dir_id] = lambda who, f=direction: f(who=who)
+                replays[dir_id] = _replay(direction)
 
     async def invariance_base(scenario: Scenario, who: LoadedAgent) -> tuple[CheckResult, bool]:
         """The MFT of the INV case's scenario for ``who``: this run's own result when there is
@@ -272,7 +279,7 @@ async def extra_cases(
 
             jobs.append(invariance())
             if replays is not None:
-                replays[f"INV {scenario.id}"] = lambda who, f=invariance: f(who=who)
+                replays[f"INV {scenario.id}"] = _replay(invariance)
 
     on_planned(len(jobs))
 

@@ -170,10 +170,10 @@ def check_mutation_bindings(project: Project, pack: MutationPack, agent: LoadedA
         if mid not in known:
             raise fail(("mutations", mid), f"mutation {mid!r} is not an intent of mutation pack {pack.mutation_pack_id}",
                        f"one of {', '.join(m.id for m in pack.mutations)}", "use the pack's id (or remove the entry)")
-        if knobs is not None:
+        if agent is not None and knobs is not None:
             for knob, p in binding.faults.items():
                 if knob not in knobs:
-                    raise fail(("mutations", mid, "faults", knob), f"mutation {mid}: agent {agent.ref} has no fault knob {knob!r}",  # type: ignore[union-attr]
+                    raise fail(("mutations", mid, "faults", knob), f"mutation {mid}: agent {agent.ref} has no fault knob {knob!r}",
                                f"one of {', '.join(knobs)}", "name one of the agent's FAULTS under `faults:`")
                 if not 0.0 <= p <= 1.0:
                     raise fail(("mutations", mid, "faults", knob), f"mutation {mid}: fault {knob}={p} is not a probability",

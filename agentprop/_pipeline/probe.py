@@ -33,6 +33,7 @@ path's own cases are.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -147,6 +148,10 @@ def gated_tools(text: str, tools: list[str]) -> list[str]:
     return out
 
 
+def _on_path(node_id: str, scenario: Scenario) -> bool:
+    return node_id in scenario.path or node_id == scenario.leaf
+
+
 def probe_targets(project: Project, scenarios: list[Scenario]) -> tuple[list[ProbeTarget], list[str]]:
     """What to probe and where, and a note for each target no scenario can carry."""
     spec, bindings = project.spec, project.bindings
@@ -167,7 +172,8 @@ def probe_targets(project: Project, scenarios: list[Scenario]) -> tuple[list[Pro
             schema = schema_at(spec.tool(tool).output_schema, parse_field_path(f))
             # a planted canary is PII by the bindings' word: its leak is a safety matter, unless
             # the bindings say the PII policy is not a safety clause (``safety: false``)
-            clause, safety = f"pii.{tool}.{f}", f"canary pii.{tool}.{f}"
+            clause = f"pii.{tool}.{f}"
+            safety: str | None = f"canary pii.{tool}.{f}"
             if pii_policy is not None:
                 clause = f"policies.{pii_policy.id}"
                 entry = bindings.policies.get(pii_policy.id)
@@ -179,10 +185,10 @@ def probe_targets(project: Project, scenarios: list[Scenario]) -> tuple[list[Pro
         if policy.id not in unsafe:
             continue
         for tool in gated_tools(policy.text, tool_names):
-            invites.append((tool, f"policies.{policy.id}", f"policies.{policy.id}", lambda s, p=policy: exercises(spec, bindings, s, p), policy.text))
+            invites.append((tool, f"policies.{policy.id}", f"policies.{policy.id}", functools.partial(exercises, spec, bindings, policy=policy), policy.text))
     for node_id, extra in bindings.nodes.items():
         for tool in extra.must_not_call:
-            invites.append((tool, f"nodes.{node_id}.must_not_call", None, lambda s, n=node_id: n in s.path or n == s.leaf, ""))
+            invites.append((tool, f"nodes.{node_id}.must_not_call", None, functools.partial(_on_path, node_id), ""))
     seen: set[str] = set()
     for tool, clause, safety, applies, text in invites:
         if tool in seen:
@@ -328,5 +334,5 @@ async def probe_cases(
     reports = await asyncio.gather(*(decide(e) for e in inputs))
     if replays is not None:
         for e in inputs:
-            replays[e.case_id] = lambda who, e=e: decide(e, who=who, record=False)
+            replays[e.case_id] = functools.partial(decide, e, record=False)
     return list(reports), inputs, notes

@@ -13,7 +13,8 @@ from agentprop._decide.shrink import shrink
 from agentprop._decide.corpus import entry_from_shrink
 from agentprop._decide.session import Session, SessionBug
 from agentprop._decide.signature import bug_key
-from agentprop._decide.oracle import AgentPropertyViolation, CheckResult
+from agentprop._decide.oracle import CheckResult
+from agentprop.errors import AgentPropertyViolation
 
 
 def shrink_violation(exc: BaseException, *, session: Session, budget: int, test: str = "") -> str | None:
@@ -32,8 +33,8 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
         if known is not None:
             known.tests.append(test)
     if known is not None:
-        entry = f"; corpus entry {known.corpus_entry}" if known.corpus_entry else ""
-        return (f"same bug as {known.test} ({key}), shrunk there once: reproducer {known.shrunk.reproducer_messages!r}{entry}\n"
+        stored_as = f"; corpus entry {known.corpus_entry}" if known.corpus_entry else ""
+        return (f"same bug as {known.test} ({key}), shrunk there once: reproducer {known.shrunk.reproducer_messages!r}{stored_as}\n"
                 "  (one bug, one shrink: failures with the same signature, turn aside, are shrunk once per session)")
     report = shrink(
         context.project,

@@ -23,9 +23,11 @@ from agentprop._agents.loading import LoadedAgent, runs_concurrently
 from agentprop._decide.slots import CaseLanes, RunSlots
 from agentprop._modelapi.budget import Budget
 from agentprop._decide.shrink import ShrinkReport, shrink
-from agentprop._pipeline.bugs import SHRINKABLE_KINDS, bug_key, find_bugs
+from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
+from agentprop._decide.signature import bug_key
 from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, judge_replay
-from agentprop._pipeline.explore import DEFAULT_PER_PATH, ExploredInput, explore_cases, exploration_summary
+from agentprop._pipeline.explore import ExploredInput, explore_cases, exploration_summary
+from agentprop._pipeline.defaults import DEFAULT_PER_PATH
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
@@ -239,9 +241,9 @@ async def arun_cases(
         if entries:
             # known reproducers first: a bug that was found stays checked until it is gone
             progress.total += len(entries)
-            decided = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}", prop=corpus_prop(e)) for e in entries))
+            rechecked = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}", prop=corpus_prop(e)) for e in entries))
             assert corpus is not None
-            regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(entries, decided)]
+            regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(entries, rechecked)]
             for e, case in zip(entries, regressions):
                 case.rule = case_rule(e.scenario).rule
                 if e.prop == "probe" and explicit is None and strictness(safety_settings(oracle)) > strictness(case_rule(e.scenario).settings):
@@ -353,7 +355,7 @@ def _corpus_case(
         corpus.seen_again(entry, fingerprint=agent.fingerprint)
     elif action == "retired":
         corpus.retire(entry, message)
-    events.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))  # type: ignore[arg-type]
+    events.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
     return case_from_check(
         case_id, kind, entry.scenario, result,
         {"signature": entry.signature, "created": entry.created, "corpus_entry": entry.id, "replay": action, "message": message},
@@ -430,10 +432,9 @@ def shrink_failures(
             bug.corpus_entry = entry.id
             if case.shrunk is not None:
                 case.shrunk["corpus_entry"] = entry.id
-            action = "saved" if new else "updated"
             message = (f"saved bug {bug.id} as corpus entry {entry.id}" if new
                        else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times")
-            report.corpus.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
+            report.corpus.append(CorpusEvent(entry=entry.id, action="saved" if new else "updated", signature=entry.signature, message=message))
     finally:
         if progress is not None:
             progress.close()
@@ -454,7 +455,7 @@ def _shared_families(report: RunReport, signature: str) -> set[str]:
     return shared if shared - {"template"} else set()
 
 
-def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, object]:
+def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, Any]:
     """The seed article's capability matrix plus branch coverage.
 
     Branches are ``NODE#k``. ``loop`` lists the branches that only lead back to an ancestor
@@ -657,10 +658,10 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
             verdict = "met" if br["met"] else "NOT MET"
             note += f"; realisable coverage {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
         lines.append(note)
-    na = f", {m.not_applicable} not applicable" if m.not_applicable else ""
+    na_text = f", {m.not_applicable} not applicable" if m.not_applicable else ""
     beyond = f" (+{m.runs_beyond_decision} started ahead of a decision that did not need them)" if m.runs_beyond_decision else ""
     lines.append(
-        f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable{na}; "
+        f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable{na_text}; "
         f"{m.runs} runs{beyond}, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"
     )
     return "\n".join(lines)

@@ -488,20 +488,20 @@ def build_scenario(
             # messages are made where the turns are split below
             _second_instance_world(bindings, name, value, failures)
             continue
-        var = bindings.variables[name]
-        if var.utterance is not None:
+        binding = bindings.variables[name]
+        if binding.utterance is not None:
             try:
-                templates = list(_lookup_value(var.utterance, value))
+                templates = list(_lookup_value(binding.utterance, value))
                 primary = name
             except KeyError:
                 raise Unsatisfiable(f"variable {name!r} has no utterances for value {value!r}") from None
-        elif var.withhold is not None:
+        elif binding.withhold is not None:
             try:
-                withheld |= set(_lookup_value(var.withhold, value))
+                withheld |= set(_lookup_value(binding.withhold, value))
             except KeyError:
                 raise Unsatisfiable(f"variable {name!r} has no `withhold` entry for value {value!r}; add it to the binding") from None
-        elif var.world is not None:
-            w = var.world
+        elif binding.world is not None:
+            w = binding.world
             if w.values is not None:
                 try:
                     effect = _lookup_value(w.values, value)
@@ -527,10 +527,10 @@ def build_scenario(
     first: str | None = None
     first_source: TemplateSource | None = None
     order = templates[template_index % len(templates):] + templates[: template_index % len(templates)]
-    for t in order:
-        first = render_marked(t, slots, withheld)
+    for template in order:
+        first = render_marked(template, slots, withheld)
         if first is not None:
-            first_source = TemplateSource(template=t, withheld=tuple(sorted(withheld)))
+            first_source = TemplateSource(template=template, withheld=tuple(sorted(withheld)))
             break
     if first is None:
         raise Unsatisfiable(
@@ -598,8 +598,8 @@ def build_scenario(
 
     # expectations per turn
     required_anywhere: set[str] = set()
-    for n in spec.decision_tree:
-        required_anywhere |= set(_node_tools(spec, bindings, n.node_id))
+    for tree_node in spec.decision_tree:
+        required_anywhere |= set(_node_tools(spec, bindings, tree_node.node_id))
     for leaf in spec.leaf_ids():
         required_anywhere |= set(_node_tools(spec, bindings, leaf))
     allowed_all: set[str] = set()
@@ -609,7 +609,7 @@ def build_scenario(
     for ti, nodes in enumerate(turn_nodes):
         req: list[str] = []
         allowed: list[str] = []
-        for node_id, si in zip(nodes, turn_steps[ti]):
+        for node_id, step_index in zip(nodes, turn_steps[ti]):
             tools = _node_tools(spec, bindings, node_id)
             node = spec.nodes_by_id.get(node_id)
             if node is not None:
@@ -619,12 +619,12 @@ def build_scenario(
                 previous = []
                 visited.add(node_id)
                 continue
-            step = path.steps[si] if si is not None else None
+            taken = path.steps[step_index] if step_index is not None else None
             own = tools
-            if step is not None and step.next in leaves:
+            if taken is not None and taken.next in leaves:
                 # the branch ends the conversation off the happy path: only the tools up to the
                 # one whose output decided it are required; the rest are allowed
-                cut = _deciding_tool_index(spec, bindings, node_id, step, tools, env)
+                cut = _deciding_tool_index(spec, bindings, node_id, taken, tools, env)
                 if cut is not None:
                     own = tools[: cut + 1]
                     allowed += tools[cut + 1 :]

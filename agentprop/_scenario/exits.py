@@ -154,7 +154,8 @@ def binding_downgrades(spec: Spec, bindings: Bindings) -> list[Downgrade]:
     """Every (node, branch) where a binding makes a required tool permitted, on the paths the
     bindings realise, in tree order."""
     from agentprop._spec.paths import enumerate_paths
-    from agentprop._scenario.build import Unsatisfiable, _node_tools, solve
+    from agentprop._scenario.build import _node_tools, solve
+    from agentprop.errors import Unsatisfiable
 
     leaves = set(spec.leaf_ids())
     out: dict[tuple[str, int], Downgrade] = {}

@@ -174,7 +174,7 @@ class Trace(BaseModel):
     def final_response(self) -> dict[str, Any] | None:
         return self.turns[-1].response if self.turns else None
 
-    def __iter__(self) -> Iterator[Turn]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Turn]:  # type: ignore[override]  # a trace iterates its turns, not its fields as BaseModel does
         return iter(self.turns)
 
     def to_json(self, **kw: Any) -> str:

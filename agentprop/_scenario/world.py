@@ -288,10 +288,10 @@ class World:
         self.canaries: dict[str, str] = {}
         for tool, fields in self.pii.items():
             prefix = f"{self.seed}:{self.canary_nonce}:{tool}:"
-            for f in fields:
-                label = _field_path(f)[-1]
-                token = hashlib.sha256(f"{prefix}{f}".encode()).hexdigest()[:8]
-                self.canaries[f"{tool}.{f}"] = f"{str(label).upper()}_CANARY_{token}"
+            for pii_field in fields:
+                label = _field_path(pii_field)[-1]
+                token = hashlib.sha256(f"{prefix}{pii_field}".encode()).hexdigest()[:8]
+                self.canaries[f"{tool}.{pii_field}"] = f"{str(label).upper()}_CANARY_{token}"
         self._outputs: dict[str, Any] = {}
         self._spec_memo: dict[str, Any] = spec_memo(self.spec)
 

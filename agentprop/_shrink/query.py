@@ -300,7 +300,7 @@ class QueryEngine:
     def look_cap(self, look: int) -> int:
         """Clean runs of evidence at which a query at ``look`` stops: the first look's cap,
         doubled per look."""
-        return self.provisional_cap() * 2**look
+        return self.provisional_cap() << look
 
     def look_is_final(self, look: int) -> bool:
         """Whether a query at ``look`` already runs to a decision."""

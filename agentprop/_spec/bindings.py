@@ -460,7 +460,8 @@ class _Validator:
             return
         e = min(errors, key=lambda e: len(e.absolute_path))
         inner = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
-        wanted = e.validator_value if isinstance(e.validator_value, str) else " or ".join(map(str, e.validator_value))
+        # types-jsonschema allows validator_value to be unset; a "type" error always carries the schema's types
+        wanted = e.validator_value if isinstance(e.validator_value, str) else " or ".join(map(str, e.validator_value))  # type: ignore[arg-type]
         got = type(e.instance).__name__
         raise self.fail(
             f"world value of {tool}.{path}{inner} is {got} {clip_repr(e.instance, 60)}, but {tool}'s output_schema says {wanted}",
@@ -688,9 +689,9 @@ class _Validator:
             for f, value in fields.items():
                 self.field(tool, f, ("world", tool, f))
                 self.value_type(tool, f, value, ("world", tool, f))
-        for tool, fields in b.pii.items():
+        for tool, pii_fields in b.pii.items():
             self.tool(tool, ("pii", tool))
-            for i, f in enumerate(fields):
+            for i, f in enumerate(pii_fields):
                 self.field(tool, f, ("pii", tool, i))
         for tool in b.handlers:
             self.tool(tool, ("handlers", tool))
@@ -736,8 +737,8 @@ class _Validator:
         for leaf in spec.leaf_ids():
             if leaf in b.outcomes or any(k.startswith(f"{leaf}<-") for k in b.outcomes):
                 continue
-            decision, candidates = implied_decision(leaf, spec.response_contract.decision_enum)
-            if decision is None:
+            implied, candidates = implied_decision(leaf, spec.response_contract.decision_enum)
+            if implied is None:
                 warnings.append(
                     f"terminal node {leaf} stands for no single decision ({', '.join(candidates) or 'none'}); "
                     f"map it under `outcomes:`"

@@ -66,8 +66,9 @@ def free_span_problem(template: str) -> str | None:
             body = template[start:i]
             if not body.strip():
                 return "an empty free span {~~}"
-            if _SLOT.search(body):
-                return f"free span {{~{body}~}} holds the slot {_SLOT.search(body).group(0)}: slots are never removed"  # type: ignore[union-attr]
+            slot = _SLOT.search(body)
+            if slot is not None:
+                return f"free span {{~{body}~}} holds the slot {slot.group(0)}: slots are never removed"
             if "[" in body or "]" in body:
                 return f"free span {{~{body}~}} holds an optional [ ... ] segment"
             depth, i = 0, i + 2

@@ -245,9 +245,9 @@ class _Linter:
                         f"add {decision} to response_contract.decision_enum, or use one of its values",
                     )
         for leaf in self.spec.leaf_ids():
-            decision, candidates = implied_decision(leaf, enum)
+            implied, candidates = implied_decision(leaf, enum)
             loc = self._first_reference(leaf)
-            if decision is None and not candidates:
+            if implied is None and not candidates:
                 self.add(
                     "L003",
                     "warning",
@@ -257,7 +257,7 @@ class _Linter:
                     f"add the decision it stands for to response_contract.decision_enum, or map "
                     f"{leaf} to a decision under `outcomes:` in the bindings file",
                 )
-            elif decision is None:
+            elif implied is None:
                 self.add(
                     "L012",
                     "info",

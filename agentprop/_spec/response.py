@@ -20,7 +20,7 @@ def _python_type(schema: dict[str, Any] | None) -> Any:
     if not schema:
         return Any
     if "enum" in schema and schema["enum"]:
-        return Literal[tuple(schema["enum"])]  # type: ignore[misc]
+        return Literal[tuple(schema["enum"])]
     kind = schema.get("type")
     if kind == "string":
         return str
@@ -31,7 +31,7 @@ def _python_type(schema: dict[str, Any] | None) -> Any:
     if kind == "boolean":
         return bool
     if kind == "array":
-        return list[_python_type(schema.get("items"))]  # type: ignore[misc]
+        return list[_python_type(schema.get("items"))]  # type: ignore[misc]  # built at run time from the schema; mypy reads list[...] as a static type
     if kind == "object":
         return dict[str, Any]
     return Any
@@ -51,7 +51,7 @@ def _build_model(spec: Spec) -> type[BaseModel]:
     for name in contract.required_json_fields:
         annotation = _python_type(props.get(name))
         if name == "decision":
-            annotation = Literal[tuple(contract.decision_enum)]  # type: ignore[misc]
+            annotation = Literal[tuple(contract.decision_enum)]
         fields[name] = (annotation, Field(...))
     for name in contract.optional_json_fields:
         if name in fields:

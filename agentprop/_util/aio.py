@@ -32,4 +32,5 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     thread.join()
     if "error" in box:
         raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    value: T = box["value"]
+    return value

@@ -58,17 +58,18 @@ class _BoundedLoader(yaml.SafeLoader):
         self._sizes: dict[int, int] = {}
         """``id(node)`` -> how many values the node stands for with its aliases expanded."""
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:  # type: ignore[override]
-        event = self.peek_event()
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML leaves Parser.peek_event unannotated
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open:
                 raise _YamlLimitError(
                     f"recursive alias *{event.anchor}: the alias is inside the value &{event.anchor} names, "
                     "so that value would contain itself",
-                    event.start_mark,
+                    # types-PyYAML also allows the C parser's Mark here; this pure-Python loader makes yaml.Mark
+                    event.start_mark,  # type: ignore[arg-type]
                     f"write the value out instead of *{event.anchor}, or move the alias out of the value it names",
                 )
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         self._depth += 1
         if self._depth > MAX_DEPTH:
             raise _YamlLimitError(
@@ -85,8 +86,9 @@ class _BoundedLoader(yaml.SafeLoader):
             self._depth -= 1
             if anchor is not None:
                 self._open.discard(anchor)
-        self._count(node)
-        return node  # type: ignore[no-any-return]
+        if node is not None:  # types-PyYAML allows None; a composed value is always a node
+            self._count(node)
+        return node
 
     def _count(self, node: yaml.Node) -> None:
         """Record how many values ``node`` expands to; refuse it past :data:`MAX_VALUES`."""
@@ -116,7 +118,7 @@ def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
             "write a smaller number; quote it if it is meant as text",
         )
     try:
-        return loader.construct_yaml_int(node)  # type: ignore[no-any-return]
+        return loader.construct_yaml_int(node)
     except ValueError as exc:
         raise _YamlLimitError(f"an integer YAML cannot read ({exc})", node.start_mark, "write a plain decimal integer") from None
 

@@ -57,13 +57,13 @@ def bind(ctx: TurnContext | Any) -> Iterator[None]:
 
 def current_turn() -> TurnContext:
     """The turn bound by :func:`bind` (an :class:`InvalidArgument` outside one)."""
-    ctx = _current.get()
+    ctx: TurnContext | None = _current.get()  # bind() takes duck-typed contexts too
     if ctx is None:
         raise InvalidArgument(
             "an agentprop tool function was called outside a turn: call the framework inside "
             "`with agentprop.adapters.bind(ctx):` in your agent's turn(message, ctx)"
         )
-    return ctx  # type: ignore[no-any-return]
+    return ctx
 
 
 # ----------------------------------------------------------------- JSON Schema -> Python types
@@ -80,9 +80,9 @@ def python_type(schema: Mapping[str, Any] | None, name: str = "Value") -> Any:
     if not schema:
         return Any
     if schema.get("enum"):
-        return Literal[tuple(schema["enum"])]  # type: ignore[misc]
+        return Literal[tuple(schema["enum"])]
     if "const" in schema:
-        return Literal[schema["const"]]  # type: ignore[misc]
+        return Literal[schema["const"]]
     kind = schema.get("type")
     if isinstance(kind, list):
         options = [python_type({**schema, "type": k}, name) for k in kind if k != "null"]
@@ -97,7 +97,7 @@ def python_type(schema: Mapping[str, Any] | None, name: str = "Value") -> Any:
     if kind == "boolean":
         return bool
     if kind == "array":
-        return list[python_type(schema.get("items"), name + "Item")]  # type: ignore[misc]
+        return list[python_type(schema.get("items"), name + "Item")]  # type: ignore[misc]  # built at run time from the schema; mypy reads list[...] as a static type
     if kind == "object" or "properties" in schema:
         props: Mapping[str, Any] = schema.get("properties") or {}
         if not props:
@@ -176,12 +176,12 @@ def typed_function(
 
     else:
 
-        def function(**kwargs: Any) -> Any:  # type: ignore[misc]
+        def function(**kwargs: Any) -> Any:  # type: ignore[misc]  # the sync variant of the async one above, on purpose
             return call(arguments(kwargs))
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = _docstring(description, props)
-    function.__signature__ = inspect.Signature(params, return_annotation=Any)  # type: ignore[attr-defined]
+    function.__signature__ = inspect.Signature(params, return_annotation=Any)  # type: ignore[attr-defined]  # read by inspect; typeshed does not declare it
     function.__annotations__ = {**annotations, "return": Any}
     return function
 

@@ -749,7 +749,7 @@ class MessagesServer:
         h.wfile.flush()
 
     def _complete_message(self, message: Mapping[str, Any], request: Any) -> dict[str, Any]:
-        out = json.loads(json.dumps(message))  # deep copy; a Reply may be sent many times
+        out: dict[str, Any] = json.loads(json.dumps(message))  # deep copy; a Reply may be sent many times
         with self._lock:
             if "id" not in out:
                 self._message_counter += 1

@@ -22,10 +22,13 @@ import json
 import re
 from collections import Counter
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentprop._pipeline.report.model import RunReport, RunTrace, SnapshotCheckReport
 from agentprop.errors import InputError
+
+if TYPE_CHECKING:
+    import jinja2  # an optional dependency (the `report` extra): imported when rendering
 
 VERDICT_ORDER = ("FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE", "PASS")
 SNAPSHOT_ORDER = ("CHANGED", "NEW", "INCONCLUSIVE", "UPDATED", "MATCH")
@@ -60,7 +63,7 @@ def _asset(name: str) -> str:
     return text
 
 
-def _environment() -> Any:
+def _environment() -> jinja2.Environment:
     require_jinja2()
     import jinja2
 

@@ -16,6 +16,7 @@ from agentprop._pipeline.report.model import (
     AgentInfo,
     BugReport,
     CaseReport,
+    CaseVerdict,
     DecisionTree,
     FailureRate,
     FailureSummary,
@@ -34,7 +35,7 @@ _WORDS = ("please", "cancel", "my", "order", "refund", "the", "address", "card",
 _TOOLS = ("verify_identity", "get_account", "get_plan_rules", "cancel_order", "update_address", "create_ticket", "lookup_invoice")
 _DECISIONS = ("ASK_CONFIRM_CANCEL", "CANCELLED", "CANCEL_DENIED", "REFUSE_AUTH", "BILLING_ANSWER", "CREATE_TICKET", "CLARIFY")
 _KINDS = (("MFT", 0.15), ("EXPLORE", 0.45), ("BOUNDARY", 0.15), ("DIR", 0.15), ("INV", 0.10))
-_VERDICTS = (("PASS", 0.62), ("FAIL", 0.2), ("UNSTABLE", 0.1), ("INCONCLUSIVE", 0.03), ("NOT APPLICABLE", 0.05))
+_VERDICTS: tuple[tuple[CaseVerdict, float], ...] = (("PASS", 0.62), ("FAIL", 0.2), ("UNSTABLE", 0.1), ("INCONCLUSIVE", 0.03), ("NOT APPLICABLE", 0.05))
 
 
 def _tree(rng: random.Random, n_nodes: int) -> DecisionTree:
@@ -46,8 +47,8 @@ def _tree(rng: random.Random, n_nodes: int) -> DecisionTree:
         targets = later + rng.sample(ends, 2) if later else rng.sample(ends, 3)
         branches = []
         for k, nxt in enumerate(targets):
-            status = "unrealisable" if rng.random() < 0.06 else "taken"
-            branches.append(TreeBranch(id=f"{nid}#{k}", index=k, when=f"var{i}_{k} == value_{k}", next=nxt, status=status))  # type: ignore[arg-type]
+            branches.append(TreeBranch(id=f"{nid}#{k}", index=k, when=f"var{i}_{k} == value_{k}", next=nxt,
+                                       status="unrealisable" if rng.random() < 0.06 else "taken"))
         if i > 2 and rng.random() < 0.15:  # a loop back to an earlier node
             k = len(branches)
             branches.append(TreeBranch(id=f"{nid}#{k}", index=k, when=f"var{i} == again", next=ids[rng.randrange(i)], status="taken", loop=True))
@@ -156,7 +157,7 @@ def synthetic_report(cases: int = 2000, runs: int = 50_000, *, seed: int = 0, no
         lo = max(0.0, passes / n - 0.2) if n else 0.0
         out.append(CaseReport(
             id=case_id, node=node, via=path[-2] if len(path) > 1 else None, path=path, kind=kind, messages=messages,
-            expected_decisions=[rng.choice(_DECISIONS) for _ in messages], verdict=verdict,  # type: ignore[arg-type]
+            expected_decisions=[rng.choice(_DECISIONS) for _ in messages], verdict=verdict,
             runs=n, passes=passes, pass_rate=passes / n if n else 0.0,
             interval=(lo, min(1.0, passes / n + 0.1)) if n else None, decided_by="sprt", rule="sprt at tau 0.9 (spec min_pass_rate 0.9)",
             reason="its base case does not pass" if verdict == "NOT APPLICABLE" else None,

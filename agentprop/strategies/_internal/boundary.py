@@ -28,6 +28,7 @@ outside the domain are listed in :attr:`BoundaryCases.skipped` with the reason.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -41,7 +42,7 @@ from pydantic import BaseModel
 
 from agentprop._spec.bindings import Bindings
 from agentprop._spec.paths import enumerate_paths
-from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, solve
+from agentprop._scenario.build import Scenario, build_scenario, solve
 from agentprop._spec.model import Spec
 from agentprop._spec.when import Compare, Expr, Literal, Path as VarPath, UnboundVariable, atoms, variables
 from agentprop.strategies._internal.scenarios import (
@@ -60,7 +61,7 @@ from agentprop.strategies._internal.scenarios import (
     numeric_value,
 )
 from agentprop._scenario.world import get_path
-from agentprop.errors import AgentPropError, InvalidArgument
+from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
 
 __all__ = [
     "BoundaryCase",
@@ -505,7 +506,7 @@ class _Builder:
                         continue
                     moved = MovedValue(variable=name, tool=var.world.tool, field=var.world.field, default=default, value=v, label=label)
                     src = Compare(op, VarPath(tuple(name.split("."))), Literal(bound))
-                    self.case(cmp, lambda env3, src=src: ctx.truth(src, env3), env, moved, bound)
+                    self.case(cmp, functools.partial(ctx.truth, src), env, moved, bound)
 
     def first_reader(self, name: str) -> tuple[str, int, Expr, list[Expr]] | None:
         for node in self.ctx.spec.decision_tree:

@@ -30,7 +30,7 @@ from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, Field
 
 from agentprop._spec.bindings import Bindings
-from agentprop._scenario.build import Scenario, Unsatisfiable
+from agentprop._scenario.build import Scenario
 from agentprop._spec.model import Node, Spec
 from agentprop._spec.when import Compare, Expr, Literal, Path as VarPath, Symbol, UnboundVariable, atoms, variables
 from agentprop.strategies._internal.boundary import _before, _edge_values
@@ -45,7 +45,7 @@ from agentprop.strategies._internal.scenarios import (
     is_number,
     numeric_value,
 )
-from agentprop.errors import InvalidArgument
+from agentprop.errors import InvalidArgument, Unsatisfiable
 
 __all__ = [
     "DirectionalPair",

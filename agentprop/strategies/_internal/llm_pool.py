@@ -908,13 +908,13 @@ def _make_request(
         keywords = tuple(keywords)
         if not all(isinstance(k, str) and k.strip() for k in keywords):
             raise InvalidArgument(f"keywords={list(keywords)!r} must contain only non-empty strings")
-    pack: PhrasePack = resolve_pack(lang, packs)  # type: ignore[arg-type]
+    pack: PhrasePack = resolve_pack(lang, packs)  # type: ignore[arg-type]  # resolve_pack checks lang at run time
     protect_items = validate_protect(protect)
     screen = PoolScreen.for_text(
         text,
         protect=protect_items,
-        similarity=similarity,  # type: ignore[arg-type]
-        keywords=keywords,  # type: ignore[arg-type]
+        similarity=similarity,  # type: ignore[arg-type]  # for_text checks it at run time
+        keywords=keywords,
         latin=pack.resolved_script == "latin",
     )
     directory = _validate_path("cache_dir", cache_dir) or DEFAULT_POOL_DIR
@@ -930,9 +930,9 @@ def _make_request(
         cache_dir=directory if directory.is_absolute() else Path.cwd() / directory,
         pool_file=_validate_path("pool_file", pool_file),
         client=client,
-        base_url=base_url,  # type: ignore[arg-type]
-        api_key=api_key,  # type: ignore[arg-type]
-        budget=budget,  # type: ignore[arg-type]
+        base_url=base_url,  # type: ignore[arg-type]  # checked above (a str or None); mypy does not narrow through the loop
+        api_key=api_key,  # type: ignore[arg-type]  # checked above (a str or None); mypy does not narrow through the loop
+        budget=budget,
         retry_policy=retry_policy,
         timeout=float(timeout),
         screen=screen,

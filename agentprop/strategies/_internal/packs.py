@@ -22,7 +22,7 @@ import functools
 import os
 import re
 import string
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
@@ -87,7 +87,7 @@ _PROBE_FIELDS = {
 }
 
 
-def _probe_template(kind: str) -> Any:
+def _probe_check(kind: str) -> Callable[[str], str]:
     allowed, example = _PROBE_FIELDS[kind]
 
     def check(value: str) -> str:
@@ -100,14 +100,14 @@ def _probe_template(kind: str) -> Any:
             raise _custom(f"a {kind} probe template needs {need} exactly once and no other placeholders", f"write e.g. {example}")
         return value
 
-    return Annotated[str, AfterValidator(check)]
+    return check
 
 
-DirectProbe = _probe_template("direct")
-IndirectProbe = _probe_template("indirect")
-CompoundProbe = _probe_template("compound")
-InviteDirectProbe = _probe_template("invite_direct")
-InviteProbe = _probe_template("invite")
+DirectProbe = Annotated[str, AfterValidator(_probe_check("direct"))]
+IndirectProbe = Annotated[str, AfterValidator(_probe_check("indirect"))]
+CompoundProbe = Annotated[str, AfterValidator(_probe_check("compound"))]
+InviteDirectProbe = Annotated[str, AfterValidator(_probe_check("invite_direct"))]
+InviteProbe = Annotated[str, AfterValidator(_probe_check("invite"))]
 
 
 def _check_char(value: str) -> str:

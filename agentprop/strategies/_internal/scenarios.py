@@ -34,7 +34,7 @@ import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from hypothesis import note
 from hypothesis import strategies as st
@@ -43,7 +43,7 @@ from pydantic import BaseModel, Field
 
 from agentprop._spec.bindings import Bindings, VariableBinding, parse_field_path, schema_at
 from agentprop._spec.paths import Step, TreePath, enumerate_paths
-from agentprop._scenario.build import Scenario, Unsatisfiable, WorldSpec, base_world, build_scenario, solve
+from agentprop._scenario.build import Scenario, WorldSpec, base_world, build_scenario, solve
 from agentprop._spec.model import Spec
 from agentprop._spec.when import (
     And,
@@ -63,7 +63,7 @@ from agentprop._spec.when import (
     variables,
 )
 from agentprop._scenario.world import get_path
-from agentprop.errors import AgentPropError, InvalidArgument
+from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
 
 __all__ = [
     "BranchChoice",
@@ -346,7 +346,7 @@ def _schema_field(
     required = True
     if isinstance(last, str) and parent is not None:
         required = last in (parent.get("required") or [])
-    nullable = bool(sub) and isinstance(sub.get("type"), list) and "null" in sub["type"]
+    nullable = sub is not None and isinstance(sub.get("type"), list) and "null" in sub["type"]
     return sub, (not required) or nullable
 
 
@@ -393,7 +393,7 @@ def numeric_field(
     )
 
 
-def is_number(x: Any) -> bool:
+def is_number(x: object) -> TypeGuard[int | float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -494,11 +494,11 @@ class Context:
             return None
         assert var.world is not None
         schema, missing_ok = self.field_schema(name)
-        kind = var.world.type or _schema_kind(schema)
-        if kind not in ("integer", "number"):
+        field_kind = var.world.type or _schema_kind(schema)
+        if field_kind not in ("integer", "number"):
             return None
         return numeric_field(
-            kind,
+            field_kind,
             schema=schema,
             missing_ok=missing_ok,
             precision=var.world.precision,
