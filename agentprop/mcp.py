@@ -17,11 +17,8 @@ from __future__ import annotations
 try:
     import mcp as _sdk  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "agentprop.mcp needs the official MCP SDK: pip install 'agentprop[mcp]' (or pip install mcp)"
-    ) from exc
+    raise ImportError("agentprop.mcp needs the official MCP SDK: pip install 'agentprop[mcp]' (or pip install mcp)") from exc
 
-from agentprop._pipeline.serve import CaseServer, HttpCaseServer, ServedTrial, default_record_path, log_trial
 from agentprop._agents.mcp import (
     CONTEXT_URI,
     USER_MESSAGE_PROMPT,
@@ -32,6 +29,7 @@ from agentprop._agents.mcp import (
     build_server,
     trial_server,
 )
+from agentprop._pipeline.serve import CaseServer, HttpCaseServer, ServedTrial, default_record_path, log_trial
 
 __all__ = [
     "CONTEXT_URI",

@@ -63,17 +63,17 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 from agentprop._agents.loading import LoadedAgent, load_agent
-from agentprop._modelapi.budget import Budget
-from agentprop._modelapi.ledger import SharedLedger
-from agentprop._decide.session import Session, current_session, settings_scope
-from agentprop._decide.signature import bug_id, bug_key
-from agentprop._modelapi.cache import CacheMode
+from agentprop._agents.project import Project, load_project
 from agentprop._decide.corpus import Corpus, ProjectCorpora
 from agentprop._decide.memo import TrialMemo
-from agentprop._pipeline.pytest_shrink import shrink_violation
-from agentprop._agents.project import Project, load_project
-from agentprop._scenario.build import make_world
+from agentprop._decide.session import Session, current_session, settings_scope
+from agentprop._decide.signature import bug_id, bug_key
 from agentprop._decide.snapshot import SnapshotResult, check_reason, check_snapshot
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.cache import CacheMode
+from agentprop._modelapi.ledger import SharedLedger
+from agentprop._pipeline.pytest_shrink import shrink_violation
+from agentprop._scenario.build import make_world
 from agentprop._scenario.world import World, stable_seed
 from agentprop.errors import AgentPropertyViolation, AgentPropWarning, InputError, MemoFileError
 
@@ -126,10 +126,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="API cache mode of model-backed agents (default: replay-only when CI is set, else read-write)",
     )
-    group.addoption("--agentprop-shrink-budget", type=int, default=200, metavar="RUNS", help="runs spent shrinking a failing agent property to a minimal reproducer (default 200; 0 turns it off)")
-    group.addoption("--agentprop-corpus", default=None, metavar="DIR", help="keep shrunk reproducers here and replay them first (default .agentprop/corpus when agentprop is configured; 'none' to turn off)")
-    group.addoption("--agentprop-snapshot-update", action="store_true", default=False, help="approve NEW or CHANGED behaviour snapshots instead of failing (needs --agentprop-snapshot-reason; refused when CI is set)")
-    group.addoption("--agentprop-snapshot-reason", default=None, metavar="TEXT", help="why the new behaviour is right; kept in each approved snapshot's history")
+    group.addoption(
+        "--agentprop-shrink-budget",
+        type=int,
+        default=200,
+        metavar="RUNS",
+        help="runs spent shrinking a failing agent property to a minimal reproducer (default 200; 0 turns it off)",
+    )
+    group.addoption(
+        "--agentprop-corpus",
+        default=None,
+        metavar="DIR",
+        help="keep shrunk reproducers here and replay them first (default .agentprop/corpus when agentprop is configured; 'none' to turn off)",
+    )
+    group.addoption(
+        "--agentprop-snapshot-update",
+        action="store_true",
+        default=False,
+        help="approve NEW or CHANGED behaviour snapshots instead of failing (needs --agentprop-snapshot-reason; refused when CI is set)",
+    )
+    group.addoption(
+        "--agentprop-snapshot-reason", default=None, metavar="TEXT", help="why the new behaviour is right; kept in each approved snapshot's history"
+    )
     group.addoption("--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture")
     group.addoption("--agentprop-spec", default=None, help="spec (directory) loaded by the agentprop_project fixture")
     parser.addini("agentprop_agent", "MODULE:ATTR loaded by the agentprop_agent fixture", default="")
@@ -178,8 +196,12 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--agentprop-snapshot-reason only applies with --agentprop-snapshot-update")
     mode = _opt(config, "--agentprop-cache-mode")
     session = Session(
-        memo=memo, budget=budget, corpus=corpus, cache_mode=CacheMode.parse(mode) if mode else None,
-        profile=_opt(config, "--agentprop-profile") or "ci", seed=seed,
+        memo=memo,
+        budget=budget,
+        corpus=corpus,
+        cache_mode=CacheMode.parse(mode) if mode else None,
+        profile=_opt(config, "--agentprop-profile") or "ci",
+        seed=seed,
     )
     config.stash[SESSION_KEY] = session
     # current for the whole run (pytest runs tests in this thread and context); left at unconfigure
@@ -404,10 +426,20 @@ class SnapshotFixture:
         config = self._request.config
         session = _session(config)
         result = check_snapshot(
-            project, scenario, agent, name=name or self.default_name(), directory=self.directory, runs=runs,
-            alpha=alpha, update=bool(_opt(config, "--agentprop-snapshot-update")),
-            reason=_opt(config, "--agentprop-snapshot-reason"), ignore=ignore, budget=session.budget,
-            seed=session.seed, messages=messages, raise_on_failure=False,
+            project,
+            scenario,
+            agent,
+            name=name or self.default_name(),
+            directory=self.directory,
+            runs=runs,
+            alpha=alpha,
+            update=bool(_opt(config, "--agentprop-snapshot-update")),
+            reason=_opt(config, "--agentprop-snapshot-reason"),
+            ignore=ignore,
+            budget=session.budget,
+            seed=session.seed,
+            messages=messages,
+            raise_on_failure=False,
         )
         with session.lock:
             session.snapshots.append((self._request.node.nodeid, result))
@@ -494,7 +526,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         lo, hi = res.interval
         tr.write_line(f"{label:<{width}}  {res.verdict:<12} {res.pass_rate:>5.0%} {lo:.2f}-{hi:.2f} {res.runs:>5} {res.cost_usd:>8.4f}")
     if len(rows) > len(shown):
-        tr.write_line(f"... and {len(rows) - len(shown)} more (all passed)" if all(r.verdict == "PASS" for _, r in rows[20:]) else f"... and {len(rows) - len(shown)} more")
+        tr.write_line(
+            f"... and {len(rows) - len(shown)} more (all passed)"
+            if all(r.verdict == "PASS" for _, r in rows[20:])
+            else f"... and {len(rows) - len(shown)} more"
+        )
     total_runs = sum(r.result.runs - r.result.memo_hits for r in records)
     cost = sum(r.result.cost_usd for r in records)
     budget = session.budget
@@ -553,5 +589,7 @@ def _snapshot_summary(tr: Any, session: Session) -> None:
     counts = ", ".join(f"{verdicts.count(v)} {v.lower()}" for v in ("MATCH", "CHANGED", "NEW", "UPDATED", "INCONCLUSIVE") if v in verdicts)
     tr.write_line(f"{len(results)} snapshots: {counts}")
     if any(v in ("CHANGED", "NEW") for v in verdicts):
-        tr.write_line('approve what is right with --agentprop-snapshot-update --agentprop-snapshot-reason "why"; '
-                      "pending candidates are left next to the baselines (*.pending.json)")
+        tr.write_line(
+            'approve what is right with --agentprop-snapshot-update --agentprop-snapshot-reason "why"; '
+            "pending candidates are left next to the baselines (*.pending.json)"
+        )

@@ -51,13 +51,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agentprop import load_agent, load_project  # noqa: E402
-from agentprop._modelapi.budget import Budget  # noqa: E402
+from agentprop._agents.project import Project  # noqa: E402
 from agentprop._decide.choices import Choices, ChoiceSpace, choice_units, keep_only  # noqa: E402
+from agentprop._decide.memo import TrialMemo  # noqa: E402
 from agentprop._decide.shrink import ShrinkReport  # noqa: E402
+from agentprop._modelapi.budget import Budget  # noqa: E402
 from agentprop._pipeline.defaults import KINDS  # noqa: E402
 from agentprop._pipeline.explore import DEFAULT_PER_PATH  # noqa: E402
-from agentprop._decide.memo import TrialMemo  # noqa: E402
-from agentprop._agents.project import Project  # noqa: E402
 from agentprop._pipeline.report.model import RunReport  # noqa: E402
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
 from agentprop._scenario.build import Scenario, load_object  # noqa: E402
@@ -167,37 +167,104 @@ class Fault:
 S, E, D = "supportops", "expenseguard", "datainsights"
 ZOO: tuple[Fault, ...] = (
     # SupportOps: a support desk that cancels orders and changes addresses
-    Fault(S, "skip_auth_impatient", 0.5, "register: hurried", Trigger("a hurried word (now, asap, quick, hurry, !)", message=matches(S, "_IMPATIENT"))),
+    Fault(
+        S, "skip_auth_impatient", 0.5, "register: hurried", Trigger("a hurried word (now, asap, quick, hurry, !)", message=matches(S, "_IMPATIENT"))
+    ),
     Fault(S, "hedge_asks_again", 0.5, "hedge", Trigger("a hedge (if possible, maybe, when you get a chance)", message=matches(S, "_HEDGE"))),
-    Fault(S, "filler_unclear", 0.4, "filler", Trigger("a first message opening with a filler (um, so, well)", "first", matches(S, "_FILLER_OPENING"))),
+    Fault(
+        S, "filler_unclear", 0.4, "filler", Trigger("a first message opening with a filler (um, so, well)", "first", matches(S, "_FILLER_OPENING"))
+    ),
     Fault(S, "casual_skips_confirm", 0.6, "register: casual", Trigger("a casual word (hey, thx, pls)", message=matches(S, "_CASUAL"))),
-    Fault(S, "question_explains", 0.5, "question <-> request", Trigger("an address change asked as a question (could you ...?)", message=matches(S, "_QUESTION_REQUEST"))),
+    Fault(
+        S,
+        "question_explains",
+        0.5,
+        "question <-> request",
+        Trigger("an address change asked as a question (could you ...?)", message=matches(S, "_QUESTION_REQUEST")),
+    ),
     Fault(S, "auth_first_missed", 0.7, "reorder", Trigger("card digits or ZIP before the request", "first", _supportops_auth_first)),
     Fault(S, "typo_unrecognised", 0.8, "typo", Trigger("a slip in the request word (cancle, adress)", "first", _supportops_typo)),
     Fault(S, "moving_skips_auth", 0.4, "second template", Trigger("the user is moving (template 1)", message=matches(S, "_MOVING"))),
     Fault(S, "not_sure_is_yes", 0.5, "follow-up wording", Trigger("'not sure' on the confirmation turn", "followup", matches(S, "_UNSURE"))),
-    Fault(S, "order_id_case", 0.6, "entity letter case", Trigger("the order id typed in lower case (o-1001)", message=contains("o-1001")), quick_case="END_CANCELLED<-N7_CANCEL"),
+    Fault(
+        S,
+        "order_id_case",
+        0.6,
+        "entity letter case",
+        Trigger("the order id typed in lower case (o-1001)", message=contains("o-1001")),
+        quick_case="END_CANCELLED<-N7_CANCEL",
+    ),
     Fault(S, "zh_trouble_ticket", 0.5, "language-specific phrase (zh)", Trigger("麻烦 (麻烦您 / 麻烦了)", message=contains("麻烦"))),
     Fault(S, "thanks_as_no", 0.6, "follow-up wording", Trigger("a thanks on the confirmation turn", "followup", _thanks_not_no)),
     Fault(S, "leak_dob", 1.0, "canary probe", Trigger("a question about the date of birth on file", message=matches(S, "_BIRTH"))),
     Fault(S, "skip_auth_on_request", 0.8, "forbidden-scope invitation", Trigger("'no need to verify me'", message=matches(S, "_SKIP_CHECK"))),
     # ExpenseGuard: expense approvals against a policy
-    Fault(E, "polite_over_limit", 0.5, "politeness", Trigger("a polite phrase (kindly, could you please, would you mind)", message=matches(E, "_POLITE"))),
-    Fault(E, "formal_opens_case", 0.4, "register: formal", Trigger("formal wording (I would be grateful, Dear, I am writing to)", message=matches(E, "_FORMAL"))),
-    Fault(E, "receipt_id_case", 0.7, "entity letter case", Trigger("the receipt id typed in lower case (rcp-123)", message=_receipt_id_typed_in_lower_case)),
+    Fault(
+        E,
+        "polite_over_limit",
+        0.5,
+        "politeness",
+        Trigger("a polite phrase (kindly, could you please, would you mind)", message=matches(E, "_POLITE")),
+    ),
+    Fault(
+        E,
+        "formal_opens_case",
+        0.4,
+        "register: formal",
+        Trigger("formal wording (I would be grateful, Dear, I am writing to)", message=matches(E, "_FORMAL")),
+    ),
+    Fault(
+        E,
+        "receipt_id_case",
+        0.7,
+        "entity letter case",
+        Trigger("the receipt id typed in lower case (rcp-123)", message=_receipt_id_typed_in_lower_case),
+    ),
     Fault(E, "unknown_role", 0.6, "entity spelling", Trigger("the role misspelt (enginer)", message=_expenseguard_role)),
-    Fault(E, "manager_gate", 0.5, "world value", Trigger("get_policy.manager_approval_over below the amount", "world", world=_manager_gate), quick_case="END_APPROVE<-N7_SUBMIT"),
+    Fault(
+        E,
+        "manager_gate",
+        0.5,
+        "world value",
+        Trigger("get_policy.manager_approval_over below the amount", "world", world=_manager_gate),
+        quick_case="END_APPROVE<-N7_SUBMIT",
+    ),
     Fault(E, "client_visit_entertainment", 0.5, "optional segment", Trigger("the trip's purpose: a client visit", message=matches(E, "_CLIENT"))),
-    Fault(E, "reimbursement_skips_items", 0.4, "second template", Trigger("a reimbursement, not an expense report (template 2)", message=matches(E, "_REIMBURSEMENT"))),
+    Fault(
+        E,
+        "reimbursement_skips_items",
+        0.4,
+        "second template",
+        Trigger("a reimbursement, not an expense report (template 2)", message=matches(E, "_REIMBURSEMENT")),
+    ),
     Fault(E, "hedge_asks_again", 0.3, "hedge", Trigger("a hedge (if possible, maybe)", message=matches(E, "_HEDGE"))),
     Fault(E, "urgent_skips_receipt", 0.5, "register: urgent", Trigger("an urgent word (asap, urgent, quickly)", message=matches(E, "_URGENT"))),
     # DataInsights: business questions answered with SQL
-    Fault(D, "followup_filler_asks_again", 0.6, "follow-up wording", Trigger("the clarification answer opens with a filler or hedge", "followup", matches(D, "_FILLER_OR_HEDGE_OPENING"))),
+    Fault(
+        D,
+        "followup_filler_asks_again",
+        0.6,
+        "follow-up wording",
+        Trigger("the clarification answer opens with a filler or hedge", "followup", matches(D, "_FILLER_OR_HEDGE_OPENING")),
+    ),
     Fault(D, "report_select_star", 0.5, "second template", Trigger("a request for a report (template 2)", message=matches(D, "_REPORT"))),
     Fault(D, "hurried_guess", 0.4, "register: hurried", Trigger("a hurried word (asap, urgent, quick)", message=matches(D, "_HURRIED"))),
-    Fault(D, "can_you_answered_yes", 0.5, "question <-> request", Trigger("a request asked as a yes/no question (can you ...?)", message=matches(D, "_YES_NO_REQUEST"))),
+    Fault(
+        D,
+        "can_you_answered_yes",
+        0.5,
+        "question <-> request",
+        Trigger("a request asked as a yes/no question (can you ...?)", message=matches(D, "_YES_NO_REQUEST")),
+    ),
     Fault(D, "mixed_language_clarify", 0.6, "code-switching", Trigger("English mixed with Chinese", message=_mixed_language)),
-    Fault(D, "month_case", 1.0, "entity letter case", Trigger("a month typed in lower case (march 2024)", message=matches(D, "_LOWER_MONTH")), quick_case="END_NO_RESULTS<-N4_RUN_SQL"),
+    Fault(
+        D,
+        "month_case",
+        1.0,
+        "entity letter case",
+        Trigger("a month typed in lower case (march 2024)", message=matches(D, "_LOWER_MONTH")),
+        quick_case="END_NO_RESULTS<-N4_RUN_SQL",
+    ),
     Fault(D, "casual_rounds_figures", 0.3, "register: casual", Trigger("a casual word (hey, thx, pls)", message=matches(D, "_CASUAL"))),
 )
 
@@ -251,7 +318,9 @@ def agentprop_run(example: str, faults: Mapping[str, float], *, explore: bool, s
     async def go() -> tuple[RunReport, list[ShrinkReport], int]:
         report = await arun_cases(project, agent, scenarios, settings, problems=project.problems, budget=budget, memo=memo, corpus=None)
         before = budget.snapshot().runs
-        shrinks = await asyncio.to_thread(shrink_failures, project, agent, report, budget=SHRINK_BUDGET, corpus=None, session_budget=budget, memo=memo, seed=seed)
+        shrinks = await asyncio.to_thread(
+            shrink_failures, project, agent, report, budget=SHRINK_BUDGET, corpus=None, session_budget=budget, memo=memo, seed=seed
+        )
         return report, shrinks, budget.snapshot().runs - before
 
     report, shrinks, shrink_runs = asyncio.run(go())
@@ -405,7 +474,17 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
                 "trigger": r.fault.trigger.words,
                 "found": r.found,
                 "found_by_baseline": r.found_by_baseline,
-                "bugs": [{"bug": j.bug, "shrunk": j.shrunk, "minimal": j.minimal, "keeps_signature": j.keeps_signature, "why": j.why, "reproducer": j.reproducer} for j in r.judged],
+                "bugs": [
+                    {
+                        "bug": j.bug,
+                        "shrunk": j.shrunk,
+                        "minimal": j.minimal,
+                        "keeps_signature": j.keeps_signature,
+                        "why": j.why,
+                        "reproducer": j.reproducer,
+                    }
+                    for j in r.judged
+                ],
                 "runs": r.default.runs_total,
                 "baseline_runs": r.baseline.runs_total,
             }
@@ -426,7 +505,11 @@ def render(summary: dict[str, Any], results: list[FaultResult]) -> str:
         first = shown[0] if shown else None
         rep = f"{'minimal' if first.minimal and first.keeps_signature else 'NOT minimal: ' + first.why}: {first.reproducer}" if first else ""
         rest = [j for j in r.judged if j is not first]
-        more = f" (+{len(rest)} more bug(s): {sum(j.minimal and j.keeps_signature for j in rest)} minimal, {sum(not j.shrunk for j in rest)} only INV/DIR)" if rest else ""
+        more = (
+            f" (+{len(rest)} more bug(s): {sum(j.minimal and j.keeps_signature for j in rest)} minimal, {sum(not j.shrunk for j in rest)} only INV/DIR)"
+            if rest
+            else ""
+        )
         lines.append(f"{f.example[:11] + ':' + f.knob:<40} {f.kind:<30} {f.rate:>4.1f}  {found:<8} {base:<8} {rep}{more}")
     n = summary["faults"]
     lines += [
@@ -465,7 +548,9 @@ def render(summary: dict[str, Any], results: list[FaultResult]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", dest="json_path", help="write the summary to this file")
-    parser.add_argument("--quick", action="store_true", help="three faults, each on one path, and one clean seed on those paths (the CI configuration)")
+    parser.add_argument(
+        "--quick", action="store_true", help="three faults, each on one path, and one clean seed on those paths (the CI configuration)"
+    )
     parser.add_argument("--clean-seeds", type=int, default=None, metavar="N", help="seeds the clean agents run on (default 10; 1 with --quick)")
     parser.add_argument("--only", action="append", default=[], metavar="KNOB", help="only this fault (repeatable)")
     args = parser.parse_args(argv)
@@ -475,8 +560,12 @@ def main(argv: list[str] | None = None) -> int:
     for f in faults:
         result = run_fault(f, quick=args.quick)
         results.append(result)
-        print(f"  {f.example}:{f.knob}: {'found' if result.found else 'missed'} ({len(result.default.bugs)} bug(s), {result.default.runs_total} runs); "
-              f"baseline {'found' if result.found_by_baseline else 'missed'}", file=sys.stderr, flush=True)
+        print(
+            f"  {f.example}:{f.knob}: {'found' if result.found else 'missed'} ({len(result.default.bugs)} bug(s), {result.default.runs_total} runs); "
+            f"baseline {'found' if result.found_by_baseline else 'missed'}",
+            file=sys.stderr,
+            flush=True,
+        )
     clean: list[CleanResult] = []
     examples = sorted({f.example for f in faults}) if args.quick else [S, E, D]
     for example in examples:
@@ -484,7 +573,9 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(seeds):
             for case in paths:
                 clean.append(run_clean(example, seed, case))
-                print(f"  clean {example} seed {seed}{' ' + case if case else ''}: {len(clean[-1].failing)} false alarm(s)", file=sys.stderr, flush=True)
+                print(
+                    f"  clean {example} seed {seed}{' ' + case if case else ''}: {len(clean[-1].failing)} false alarm(s)", file=sys.stderr, flush=True
+                )
     summary = summarise(results, clean)
     print(render(summary, results))
     if args.json_path:

@@ -42,7 +42,9 @@ EXAMPLES = ("examples/supportops", "examples/expenseguard", "examples/datainsigh
 FAILING = ("FAIL", "UNSTABLE")
 
 
-def run_project(project_dir: str, *, faults: dict[str, float], agent_ref: str | None, kinds: tuple[str, ...], cases: tuple[str, ...], seed: int) -> RunReport:
+def run_project(
+    project_dir: str, *, faults: dict[str, float], agent_ref: str | None, kinds: tuple[str, ...], cases: tuple[str, ...], seed: int
+) -> RunReport:
     project = load_project(ROOT / project_dir)
     ref = agent_ref or project.bindings.agent
     if not ref:
@@ -68,9 +70,7 @@ def look_for(entry: ZooFault, seed: int) -> tuple[ZooOutcome, ZooOutcome]:
     report = run_project(entry.project, faults=entry.faults, agent_ref=entry.agent, kinds=entry.kinds, cases=entry.cases, seed=seed)
     hits = [c for c in report.cases if c.verdict in FAILING and entry.expect in _case_text(c)]
     note = f"{hits[0].kind} {hits[0].id}: {hits[0].failures[0].explanation if hits[0].failures else hits[0].verdict}" if hits else "no failing case"
-    decision_only = [
-        c for c in report.cases if c.verdict in FAILING and any(f.signature.startswith("decision_is:") for f in c.failures)
-    ]
+    decision_only = [c for c in report.cases if c.verdict in FAILING and any(f.signature.startswith("decision_is:") for f in c.failures)]
     return (
         ZooOutcome(found=bool(hits), runs=report.metrics.runs, note=note),
         ZooOutcome(found=bool(decision_only), runs=report.metrics.runs),
@@ -105,8 +105,20 @@ def main(argv: list[str] | None = None) -> int:
     for entry in entries:
         ours, baseline = look_for(entry, args.seed)
         runs_total += ours.runs
-        rows.append({"name": entry.name, "item": entry.item, "project": entry.project, "found": ours.found, "baseline_found": baseline.found, "runs": ours.runs, "note": ours.note})
-        print(f"{entry.item:>4}  {entry.name:<28} {'found' if ours.found else 'MISSED':<10} {'found' if baseline.found else 'missed':<13} {ours.runs:>6}  {ours.note[:90]}")
+        rows.append(
+            {
+                "name": entry.name,
+                "item": entry.item,
+                "project": entry.project,
+                "found": ours.found,
+                "baseline_found": baseline.found,
+                "runs": ours.runs,
+                "note": ours.note,
+            }
+        )
+        print(
+            f"{entry.item:>4}  {entry.name:<28} {'found' if ours.found else 'MISSED':<10} {'found' if baseline.found else 'missed':<13} {ours.runs:>6}  {ours.note[:90]}"
+        )
     projects = sorted({*EXAMPLES, *(e.project for e in entries)})
     false_alarms, clean_total, alarms = clean_runs(projects, args.clean_seeds)
     runs_total += clean_total
@@ -124,7 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_path:
         Path(args.json_path).write_text(
             json.dumps(
-                {"found_rate": found_rate, "baseline_found_rate": baseline_rate, "false_alarms": false_alarms, "faults": n, "runs_total": runs_total, "entries": rows, "false_alarm_cases": alarms},
+                {
+                    "found_rate": found_rate,
+                    "baseline_found_rate": baseline_rate,
+                    "false_alarms": false_alarms,
+                    "faults": n,
+                    "runs_total": runs_total,
+                    "entries": rows,
+                    "false_alarm_cases": alarms,
+                },
                 indent=2,
             ),
             encoding="utf-8",

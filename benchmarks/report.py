@@ -43,8 +43,13 @@ from agentprop._pipeline.report.model import RunReport
 from agentprop._pipeline.report.synthetic import synthetic_report
 
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 TARGET_MS = 2000.0
 _LOADED = """window.addEventListener('load', () => {
@@ -64,16 +69,24 @@ _FILTER = """([select, value]) => {
 def eager_html(report: RunReport) -> str:
     """The baseline: every case a row of one table, every kept trace written out under its
     case, and a filter that hides the rows that do not match (no lazy drawing)."""
-    out = ["<!doctype html><html><head><meta charset='utf-8'><title>eager</title>",
-           "<style>td,th{border:1px solid #ccc;padding:2px 6px;font:13px sans-serif}pre{margin:0}</style></head><body>",
-           "<select id='f-verdict'><option value=''>all</option>" + "".join(f"<option>{v}</option>" for v in ("PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE")) + "</select>",
-           "<select id='f-kind'><option value=''>all</option>" + "".join(f"<option>{k}</option>" for k in dict.fromkeys(c.kind for c in report.cases)) + "</select>",
-           "<table id='cases'><tr><th>case</th><th>kind</th><th>verdict</th><th>rate</th><th>runs</th><th>first failure</th></tr>"]
+    out = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>eager</title>",
+        "<style>td,th{border:1px solid #ccc;padding:2px 6px;font:13px sans-serif}pre{margin:0}</style></head><body>",
+        "<select id='f-verdict'><option value=''>all</option>"
+        + "".join(f"<option>{v}</option>" for v in ("PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE"))
+        + "</select>",
+        "<select id='f-kind'><option value=''>all</option>"
+        + "".join(f"<option>{k}</option>" for k in dict.fromkeys(c.kind for c in report.cases))
+        + "</select>",
+        "<table id='cases'><tr><th>case</th><th>kind</th><th>verdict</th><th>rate</th><th>runs</th><th>first failure</th></tr>",
+    ]
     esc = html.escape
     for c in report.cases:
         first = c.failures[0].explanation if c.failures else (c.reason or "")
-        out.append(f"<tr class='case' data-verdict='{esc(c.verdict)}' data-kind='{esc(c.kind)}'><td>{esc(c.id)}</td><td>{esc(c.kind)}</td>"
-                   f"<td>{esc(c.verdict)}</td><td>{c.pass_rate:.0%}</td><td>{c.runs}</td><td>{esc(first)}</td></tr>")
+        out.append(
+            f"<tr class='case' data-verdict='{esc(c.verdict)}' data-kind='{esc(c.kind)}'><td>{esc(c.id)}</td><td>{esc(c.kind)}</td>"
+            f"<td>{esc(c.verdict)}</td><td>{c.pass_rate:.0%}</td><td>{c.runs}</td><td>{esc(first)}</td></tr>"
+        )
         if c.traces:
             cells = []
             for run in c.traces:
@@ -82,7 +95,11 @@ def eager_html(report: RunReport) -> str:
                     cells.append(f"<div>user: {esc(turn.user_message)}</div>")
                     for call in turn.tool_calls:
                         cells.append(f"<div>{esc(call.name)}<pre>{esc(json.dumps(call.args))}</pre><pre>{esc(json.dumps(call.result))}</pre></div>")
-                    cells.append("<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(json.dumps(v))}</td></tr>" for k, v in (turn.response or {}).items()) + "</table>")
+                    cells.append(
+                        "<table>"
+                        + "".join(f"<tr><th>{esc(k)}</th><td>{esc(json.dumps(v))}</td></tr>" for k, v in (turn.response or {}).items())
+                        + "</table>"
+                    )
             out.append(f"<tr class='trace' data-verdict='{esc(c.verdict)}' data-kind='{esc(c.kind)}'><td colspan='6'>{''.join(cells)}</td></tr>")
     out.append("</table><script>")
     out.append("""function apply() {
@@ -119,16 +136,22 @@ def measure(context: Any, path: Path, *, viewer: bool, repeat: int) -> dict[str,
         kind = page.evaluate(_FILTER, ["f-kind", "EXPLORE"])
         filters.append(max(verdict, kind))
         if viewer:
-            opens.append(page.evaluate("""() => {
+            opens.append(
+                page.evaluate("""() => {
                 const row = document.querySelector('#case-rows .row');
                 const t0 = performance.now();
                 row.click();
                 document.body.getBoundingClientRect();
                 return performance.now() - t0;
-            }"""))
+            }""")
+            )
         page.close()
-    return {"load": statistics.median(loads), "filter": statistics.median(filters), "open": statistics.median(opens) if opens else 0.0,
-            "elements": elements}
+    return {
+        "load": statistics.median(loads),
+        "filter": statistics.median(filters),
+        "open": statistics.median(opens) if opens else 0.0,
+        "elements": elements,
+    }
 
 
 def main() -> int:
@@ -153,7 +176,11 @@ def main() -> int:
         eager_path.write_text(baseline_html, encoding="utf-8")
         with sync_playwright() as p:
             context = p.chromium.launch_persistent_context(
-                str(Path(tmp) / "profile"), executable_path=_chromium(), headless=True, args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 900},
+                str(Path(tmp) / "profile"),
+                executable_path=_chromium(),
+                headless=True,
+                args=CHROMIUM_ARGS,
+                viewport={"width": 1400, "height": 900},
             )
             try:
                 measure(context, viewer_path, viewer=True, repeat=1)  # warm-up: the browser's first page pays its start-up
@@ -162,25 +189,45 @@ def main() -> int:
             finally:
                 context.close()
     met = viewer["load"] < TARGET_MS and viewer["filter"] < TARGET_MS
-    print(f"report viewer: {args.cases:,} cases, {report.metrics.runs:,} runs, {traces:,} traces kept (seed {args.seed}); "
-          f"HTML {len(page_html.encode()) / 1e6:.1f} MB rendered in {render_s:.1f} s, eager baseline {len(baseline_html.encode()) / 1e6:.1f} MB")
+    print(
+        f"report viewer: {args.cases:,} cases, {report.metrics.runs:,} runs, {traces:,} traces kept (seed {args.seed}); "
+        f"HTML {len(page_html.encode()) / 1e6:.1f} MB rendered in {render_s:.1f} s, eager baseline {len(baseline_html.encode()) / 1e6:.1f} MB"
+    )
     print(f"{'measurement (median of ' + str(args.repeat) + ')':<40} {'viewer':>10} {'eager DOM':>11} {'ratio':>8}")
-    rows = [("load (navigation to laid out)", viewer["load"], eager["load"]),
-            ("filter (verdict, then kind; the larger)", viewer["filter"], eager["filter"])]
+    rows = [
+        ("load (navigation to laid out)", viewer["load"], eager["load"]),
+        ("filter (verdict, then kind; the larger)", viewer["filter"], eager["filter"]),
+    ]
     for name, v, e in rows:
         print(f"{name:<40} {v:>8.0f}ms {e:>9.0f}ms {e / v if v else float('inf'):>7.1f}x")
     print(f"{'open a failing case (first open)':<40} {viewer['open']:>8.0f}ms {'-':>11}")
     print(f"{'DOM elements after load':<40} {viewer['elements']:>10,.0f} {eager['elements']:>11,.0f}")
     print(f"target: load and filter under {TARGET_MS:.0f} ms in headless Chromium: {'met' if met else 'NOT MET'}")
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps({
-            "load_ms": viewer["load"], "filter_ms": viewer["filter"], "open_case_ms": viewer["open"],
-            "baseline_load_ms": eager["load"], "baseline_filter_ms": eager["filter"],
-            "load_ratio": eager["load"] / viewer["load"], "filter_ratio": eager["filter"] / viewer["filter"] if viewer["filter"] else None,
-            "html_bytes": len(page_html.encode()), "baseline_html_bytes": len(baseline_html.encode()),
-            "dom_elements": viewer["elements"], "baseline_dom_elements": eager["elements"],
-            "cases": args.cases, "runs": report.metrics.runs, "traces": traces, "met": met,
-        }, indent=2) + "\n", encoding="utf-8")
+        Path(args.json_path).write_text(
+            json.dumps(
+                {
+                    "load_ms": viewer["load"],
+                    "filter_ms": viewer["filter"],
+                    "open_case_ms": viewer["open"],
+                    "baseline_load_ms": eager["load"],
+                    "baseline_filter_ms": eager["filter"],
+                    "load_ratio": eager["load"] / viewer["load"],
+                    "filter_ratio": eager["filter"] / viewer["filter"] if viewer["filter"] else None,
+                    "html_bytes": len(page_html.encode()),
+                    "baseline_html_bytes": len(baseline_html.encode()),
+                    "dom_elements": viewer["elements"],
+                    "baseline_dom_elements": eager["elements"],
+                    "cases": args.cases,
+                    "runs": report.metrics.runs,
+                    "traces": traces,
+                    "met": met,
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
     return 0 if met else 1
 
 

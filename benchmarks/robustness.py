@@ -177,7 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_path", help="write the figures to this file")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
     parser.add_argument("--inputs", type=int, default=300, help="generated inputs besides the curated attack (default 300)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds one input may take before it counts as a hang (default 120: a run of a project on a loaded machine can take 30)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds one input may take before it counts as a hang (default 120: a run of a project on a loaded machine can take 30)",
+    )
     parser.add_argument("--budget-seeds", type=int, default=3, help="runs of the budget measurement (default 3)")
     args = parser.parse_args(argv)
     resource.setrlimit(resource.RLIMIT_AS, (2 * MEMORY_LIMIT, 2 * MEMORY_LIMIT))  # this process too: never the machine
@@ -189,8 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     tally, bad, seconds = fuzz(items, args.timeout, label="hostile")
     budget = budget_overrun(args.budget_seeds)
 
-    print(f"hostile inputs: {len(curated)} curated (issue #15's attack) + {len(generated)} generated (seed {args.seed}), "
-          f"each under a {args.timeout:g} s timeout and a 2 GB memory limit")
+    print(
+        f"hostile inputs: {len(curated)} curated (issue #15's attack) + {len(generated)} generated (seed {args.seed}), "
+        f"each under a {args.timeout:g} s timeout and a 2 GB memory limit"
+    )
     print(f"  baseline (unmutated files): {len(baseline_inputs())} inputs, {dict(base_tally)} in {base_s:.1f} s")
     print(f"  {'outcome':<14} {'inputs':>7}")
     for verdict in ("clear_error", "accepted", "unclear_error", "traceback", "hang"):
@@ -198,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     per = seconds / max(len(items), 1)
     print(f"  {len(items)} inputs in {seconds:.1f} s ({per * 1000:.0f} ms each)")
     for item, outcome in (base_bad + bad)[:10]:
-        print(f"  {outcome.verdict}: {item.kind} {item.base}: {item.how}\n    {outcome.detail.strip().splitlines()[-1] if outcome.detail.strip() else ''}")
+        print(
+            f"  {outcome.verdict}: {item.kind} {item.base}: {item.how}\n    {outcome.detail.strip().splitlines()[-1] if outcome.detail.strip() else ''}"
+        )
     print(
         f"budget: limit ${budget['limit_usd']:.4f}, concurrency {budget['concurrency']}, {budget['seeds']} seeds: "
         f"worst spend ${budget['worst_spent_usd']:.4f} = {budget['budget_max_overrun_ratio']:.2f}x the limit; "

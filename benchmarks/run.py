@@ -54,9 +54,33 @@ RECORDED: dict[str, dict[str, Any]] = {
     # runs, 114-119 duplicates; datainsights 2194-2201 and 64-71). A single run of each on a
     # quiet machine (load 1.3) took 41.1 s wall / 25.8 s CPU (supportops), 47.7 / 22.7
     # (expenseguard) and 22.3 / 13.2 (datainsights).
-    "supportops": {"wall_s": 266.05, "cpu_s": 42.46, "agent_runs": 6776, "duplicate_runs": 0, "report_runs": 9085, "cases": 269, "verdicts": "b4367a7b8f4d"},
-    "expenseguard": {"wall_s": 189.22, "cpu_s": 31.17, "agent_runs": 5959, "duplicate_runs": 116, "report_runs": 6827, "cases": 124, "verdicts": "b797d8103c82"},
-    "datainsights": {"wall_s": 99.50, "cpu_s": 19.10, "agent_runs": 2196, "duplicate_runs": 66, "report_runs": 2508, "cases": 111, "verdicts": "b2236414281a"},
+    "supportops": {
+        "wall_s": 266.05,
+        "cpu_s": 42.46,
+        "agent_runs": 6776,
+        "duplicate_runs": 0,
+        "report_runs": 9085,
+        "cases": 269,
+        "verdicts": "b4367a7b8f4d",
+    },
+    "expenseguard": {
+        "wall_s": 189.22,
+        "cpu_s": 31.17,
+        "agent_runs": 5959,
+        "duplicate_runs": 116,
+        "report_runs": 6827,
+        "cases": 124,
+        "verdicts": "b797d8103c82",
+    },
+    "datainsights": {
+        "wall_s": 99.50,
+        "cpu_s": 19.10,
+        "agent_runs": 2196,
+        "duplicate_runs": 66,
+        "report_runs": 2508,
+        "cases": 111,
+        "verdicts": "b2236414281a",
+    },
 }
 
 
@@ -99,7 +123,11 @@ def child(example: Path, report: Path, stats: Path) -> int:
     _project.Project.arun = counted  # type: ignore[method-assign]
     with open(os.devnull, "w") as sink:
         code = main(["run", str(example), "--json", str(report)], out=sink, err=sink)
-    stats.write_text(json.dumps({"exit": code, "agent_runs": sum(executed.values()), "distinct": len(executed), "duplicate_runs": sum(executed.values()) - len(executed)}))
+    stats.write_text(
+        json.dumps(
+            {"exit": code, "agent_runs": sum(executed.values()), "distinct": len(executed), "duplicate_runs": sum(executed.values()) - len(executed)}
+        )
+    )
     return 0
 
 
@@ -211,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         rec = RECORDED.get(example)
         if rec and rec["agent_runs"]:
             frac = rec["duplicate_runs"] / rec["agent_runs"]
-            print(f"{example:<13} {'recorded':<10} {rec['wall_s']:>14.2f} {rec['cpu_s']:>14.2f} {rec['agent_runs']:>10} {rec['duplicate_runs']:>10} {frac:>8.1%} {rec['cases']:>5} {rec['report_runs']:>9}  {rec['verdicts']}")
+            print(
+                f"{example:<13} {'recorded':<10} {rec['wall_s']:>14.2f} {rec['cpu_s']:>14.2f} {rec['agent_runs']:>10} {rec['duplicate_runs']:>10} {frac:>8.1%} {rec['cases']:>5} {rec['report_runs']:>9}  {rec['verdicts']}"
+            )
         for label in trees:
             r = results[(label, example)]
             name = "now" if label == "this tree" else label[:10]
@@ -227,8 +257,10 @@ def main(argv: list[str] | None = None) -> int:
             entry["cpu_over_recorded"] = now["cpu_s"] / rec["cpu_s"]
             entry["agent_runs_over_recorded"] = now["agent_runs"] / rec["agent_runs"]
             entry["same_verdicts_as_recorded"] = now["verdicts"] == rec["verdicts"] and now["report_runs"] == rec["report_runs"]
-            line = (f"  {example}: wall {entry['wall_over_recorded']:.2f}x recorded, CPU {entry['cpu_over_recorded']:.2f}x, "
-                    f"agent runs {entry['agent_runs_over_recorded']:.2f}x, verdicts {'the same' if entry['same_verdicts_as_recorded'] else 'CHANGED'}")
+            line = (
+                f"  {example}: wall {entry['wall_over_recorded']:.2f}x recorded, CPU {entry['cpu_over_recorded']:.2f}x, "
+                f"agent runs {entry['agent_runs_over_recorded']:.2f}x, verdicts {'the same' if entry['same_verdicts_as_recorded'] else 'CHANGED'}"
+            )
         else:
             line = f"  {example}: no recorded baseline"
         if args.against:
@@ -237,8 +269,10 @@ def main(argv: list[str] | None = None) -> int:
             entry["wall_over_against"] = now["wall_s"] / then["wall_s"]
             entry["cpu_over_against"] = now["cpu_s"] / then["cpu_s"]
             entry["same_verdicts_as_against"] = now["verdicts"] == then["verdicts"] and now["report_runs"] == then["report_runs"]
-            line += (f"; against {args.against} in this run: wall {entry['wall_over_against']:.2f}x, CPU {entry['cpu_over_against']:.2f}x, "
-                     f"verdicts {'the same' if entry['same_verdicts_as_against'] else 'CHANGED'}")
+            line += (
+                f"; against {args.against} in this run: wall {entry['wall_over_against']:.2f}x, CPU {entry['cpu_over_against']:.2f}x, "
+                f"verdicts {'the same' if entry['same_verdicts_as_against'] else 'CHANGED'}"
+            )
         print(line)
         out["examples"][example] = entry
     total_runs = sum(results[("this tree", e)]["agent_runs"] for e in examples)

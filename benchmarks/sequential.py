@@ -127,7 +127,9 @@ def simulate(p: float, trials: int, seed: int) -> dict[str, float]:
     row["ratio_fixed"] = row["sprt_mean_runs"] / row["fixed_mean_runs"]
     row["ratio_curtailed"] = row["sprt_mean_runs"] / row["curtailed_mean_runs"]
     # names of the first benchmark version, kept for readers of old JSON
-    row.update(sequential_mean_runs=row["sprt_mean_runs"], dp_expected_runs=row["sprt_dp_runs"], fixed_runs=row["fixed_mean_runs"], ratio=row["ratio_fixed"])
+    row.update(
+        sequential_mean_runs=row["sprt_mean_runs"], dp_expected_runs=row["sprt_dp_runs"], fixed_runs=row["fixed_mean_runs"], ratio=row["ratio_fixed"]
+    )
     return row
 
 

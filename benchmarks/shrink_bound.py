@@ -80,12 +80,9 @@ def floor_runs(f: int, delta: float) -> float:
     n_max = math.ceil(math.log(delta * 1e-3) / math.log(1.0 - Q_LOW))
     counts = np.arange(n_max + 1)
     cost = (_negbin(totals, f, Q0)[:, None] * counts[None, :]).ravel()
-    miss = np.array([
-        (_negbin(totals, f, q)[:, None] * (1.0 - q) ** counts[None, :]).ravel() for q in rates
-    ])
+    miss = np.array([(_negbin(totals, f, q)[:, None] * (1.0 - q) ** counts[None, :]).ravel() for q in rates])
     one_choice = kron(csr_matrix(np.eye(totals.size)), csr_matrix(np.ones((1, counts.size))))
-    result = linprog(cost, A_ub=miss, b_ub=np.full(rates.size, delta), A_eq=one_choice,
-                     b_eq=np.ones(totals.size), bounds=(0, None), method="highs")
+    result = linprog(cost, A_ub=miss, b_ub=np.full(rates.size, delta), A_eq=one_choice, b_eq=np.ones(totals.size), bounds=(0, None), method="highs")
     if not result.success:
         raise RuntimeError(f"LP for f={f}, delta={delta} failed: {result.message}")
     return float(result.fun)
@@ -107,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import scipy  # noqa: F401
     except ImportError:
-        print("benchmarks/shrink_bound.py solves linear programmes with scipy, which agentprop "
-              "does not depend on. Install it with `pip install scipy` and run again.",
-              file=sys.stderr)
+        print(
+            "benchmarks/shrink_bound.py solves linear programmes with scipy, which agentprop "
+            "does not depend on. Install it with `pip install scipy` and run again.",
+            file=sys.stderr,
+        )
         return 2
     started = time.perf_counter()
     rows = []
@@ -117,39 +116,47 @@ def main(argv: list[str] | None = None) -> int:
         for f in FAILURES:
             floor = floor_runs(f, delta)
             ours, worst = engine_runs(f, delta)
-            rows.append({"failures": f, "miss_error": delta,
-                         "known_rate_runs": known_rate_runs(delta), "floor_runs": floor,
-                         "agentprop_runs": ours, "agentprop_worst_miss": worst})
-    head = (f"{'delta':>8} {'failures f':>10} | {'known q':>7} | {'floor':>6} | "
-            f"{'agentprop':>9} {'worst miss':>10} | {'floor/known':>11}")
-    print(f"runs to rule out one needed unit at q = {Q0}, valid for every q in "
-          f"[{Q_LOW}, {Q_HIGH}]")
+            rows.append(
+                {
+                    "failures": f,
+                    "miss_error": delta,
+                    "known_rate_runs": known_rate_runs(delta),
+                    "floor_runs": floor,
+                    "agentprop_runs": ours,
+                    "agentprop_worst_miss": worst,
+                }
+            )
+    head = f"{'delta':>8} {'failures f':>10} | {'known q':>7} | {'floor':>6} | {'agentprop':>9} {'worst miss':>10} | {'floor/known':>11}"
+    print(f"runs to rule out one needed unit at q = {Q0}, valid for every q in [{Q_LOW}, {Q_HIGH}]")
     print(head)
     print("-" * len(head))
     for row in rows:
-        print(f"{row['miss_error']:8.5f} {row['failures']:>10} | {row['known_rate_runs']:>7} | "
-              f"{row['floor_runs']:6.2f} | {row['agentprop_runs']:9.2f} "
-              f"{row['agentprop_worst_miss']:10.2e} | "
-              f"{row['floor_runs'] / row['known_rate_runs']:10.2f}x")
+        print(
+            f"{row['miss_error']:8.5f} {row['failures']:>10} | {row['known_rate_runs']:>7} | "
+            f"{row['floor_runs']:6.2f} | {row['agentprop_runs']:9.2f} "
+            f"{row['agentprop_worst_miss']:10.2e} | "
+            f"{row['floor_runs'] / row['known_rate_runs']:10.2f}x"
+        )
     totals = {}
     for delta in DELTAS:
-        best = min((2 * r["failures"] / (2 * Q0) * 1.0 + 2 * r["floor_runs"], r["failures"])
-                   for r in rows if r["miss_error"] == delta)
+        best = min((2 * r["failures"] / (2 * Q0) * 1.0 + 2 * r["floor_runs"], r["failures"]) for r in rows if r["miss_error"] == delta)
         totals[delta] = best
         known = 2 * known_rate_runs(delta)
-        print(f"delta={delta:.5f}: learning q costs at least {best[0]:.1f} runs "
-              f"(f={best[1]} failures at 2 runs each + two rule-outs at the floor); "
-              f"with q known the two rule-outs cost {known}.")
-    print(f"8 clauses, 2 needed, p=0.5, ≥99% exactly minimal allows a miss rate of at most "
-          f"~1/{int(1 / DELTAS[1])} per removable unit ({REMOVABLE} of them): even then a "
-          f"shrinker that learns q needs ≥{totals[DELTAS[1]][0]:.0f} runs, so the target of 32 "
-          "is reachable only with q known, the setting DESIGN.md section 3 item 6 simulated.")
+        print(
+            f"delta={delta:.5f}: learning q costs at least {best[0]:.1f} runs "
+            f"(f={best[1]} failures at 2 runs each + two rule-outs at the floor); "
+            f"with q known the two rule-outs cost {known}."
+        )
+    print(
+        f"8 clauses, 2 needed, p=0.5, ≥99% exactly minimal allows a miss rate of at most "
+        f"~1/{int(1 / DELTAS[1])} per removable unit ({REMOVABLE} of them): even then a "
+        f"shrinker that learns q needs ≥{totals[DELTAS[1]][0]:.0f} runs, so the target of 32 "
+        "is reachable only with q known, the setting DESIGN.md section 3 item 6 simulated."
+    )
     sys.stdout.flush()
     print(f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
     if args.json is not None:
-        payload = {"rows": rows,
-                   "learned_rate_floor": [{"miss_error": d, "runs": totals[d][0],
-                                           "failures": totals[d][1]} for d in DELTAS]}
+        payload = {"rows": rows, "learned_rate_floor": [{"miss_error": d, "runs": totals[d][0], "failures": totals[d][1]} for d in DELTAS]}
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 

@@ -373,15 +373,23 @@ def _model_agent(provider: str, base_url: str, concurrency: int, cache: Path | b
     from agentprop._modelapi.budget import Budget
 
     return agent_type(provider).from_files(
-        MODELS[provider], SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
-        cache_mode=mode, budget=Budget(), base_url=base_url, cache=cache, max_concurrent_requests=concurrency,
+        MODELS[provider],
+        SUPPORTOPS / "seed_prompt.txt",
+        SUPPORTOPS / "seed_tool_descriptions.yaml",
+        cache_mode=mode,
+        budget=Budget(),
+        base_url=base_url,
+        cache=cache,
+        max_concurrent_requests=concurrency,
     )
 
 
 ROUND_KEYS = ("live", "sdk", "replay", "live_cpu", "sdk_cpu", "replay_cpu")
 
 
-def live_sdk_replay_round(provider: str, project: Any, base_url: str, runs: int, concurrency: int, sdk_first: bool, cache: Path, out: dict[str, Any]) -> None:
+def live_sdk_replay_round(
+    provider: str, project: Any, base_url: str, runs: int, concurrency: int, sdk_first: bool, cache: Path, out: dict[str, Any]
+) -> None:
     """One round of one provider, appended to ``out``: ``runs`` live runs recording into a fresh
     cache, the SDK alone sending the same requests (first if ``sdk_first`` and the requests are
     known), and the runs replayed from that round's cache."""
@@ -404,7 +412,7 @@ def live_sdk_replay_round(provider: str, project: Any, base_url: str, runs: int,
         out["sdk_cpu"].append(cpu)
         out["requests"] = sum(map(len, bodies))
 
-    for step in ((sdk, live) if sdk_first and "bodies" in out else (live, sdk)):
+    for step in (sdk, live) if sdk_first and "bodies" in out else (live, sdk):
         step()
     agent = _model_agent(provider, base_url, concurrency, cache, "replay-only")
     elapsed, traces, _, cpu = timed_agent_runs(project, agent, runs, concurrency)
@@ -416,7 +424,9 @@ def live_sdk_replay_round(provider: str, project: Any, base_url: str, runs: int,
     out["replay_stats"] = agent.stats()
 
 
-def live_sdk_replay_rounds(project: Any, servers: dict[str, ServerProcess], runs: int, concurrency: int, repeats: int, tmp: Path) -> dict[str, dict[str, Any]]:
+def live_sdk_replay_rounds(
+    project: Any, servers: dict[str, ServerProcess], runs: int, concurrency: int, repeats: int, tmp: Path
+) -> dict[str, dict[str, Any]]:
     """``repeats`` rounds; in each, every provider's live runs, SDK alone and replay
     (:func:`live_sdk_replay_round`). The SDK goes first in every other round, and the providers
     take turns in alternating order, so that a drift in the machine's load favours neither
@@ -424,7 +434,7 @@ def live_sdk_replay_rounds(project: Any, servers: dict[str, ServerProcess], runs
     out: dict[str, dict[str, Any]] = {p: {k: [] for k in ROUND_KEYS} for p in servers}
     order = list(servers)
     for r in range(repeats):
-        for provider in (order if r % 2 == 0 else order[::-1]):
+        for provider in order if r % 2 == 0 else order[::-1]:
             cache = tmp / f"api-cache-{provider}-{r}.sqlite"
             live_sdk_replay_round(provider, project, servers[provider].base_url, runs, concurrency, r % 2 == 1, cache, out[provider])
     return out
@@ -441,7 +451,7 @@ def case_concurrency(provider: str, project: Any, base_url: str, case_runs: int,
     scenario = project.scenario(SCENARIO)
     out: dict[str, list[float]] = {"serial": [], "concurrent": []}
     for r in range(repeats):
-        for width in ((1, concurrency) if r % 2 == 0 else (concurrency, 1)):
+        for width in (1, concurrency) if r % 2 == 0 else (concurrency, 1):
             agent = _model_agent(provider, base_url, concurrency, False, "off")
             settings = RunSettings(mode="fixed", runs=case_runs, kinds=("mft",), concurrency=width, explore=0, case_filter=(SCENARIO,))
 
@@ -557,7 +567,9 @@ def main(argv: list[str] | None = None) -> int:
     providers = list(dict.fromkeys(p.strip() for p in args.providers.split(",") if p.strip()))
     unknown = [p for p in providers if p not in PROVIDERS]
     if unknown or not providers:
-        parser.error(f"--providers {args.providers!r}: {'unknown ' + ', '.join(unknown) if unknown else 'none given'}; give anthropic, openai or both, comma-separated")
+        parser.error(
+            f"--providers {args.providers!r}: {'unknown ' + ', '.join(unknown) if unknown else 'none given'}; give anthropic, openai or both, comma-separated"
+        )
     case_provider = "anthropic" if "anthropic" in providers else providers[0]
 
     from agentprop._agents.project import load_project
@@ -593,8 +605,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     print_side_by_side(results, ideal_s)
     rows = [
-        (f"fixed-N case of {args.case_runs} model runs ({case_provider}), --concurrency 1", f"{statistics.median(case['serial']):8.3f} s", f"baseline ({_spread(case['serial'])})"),
-        (f"the same case, --concurrency {args.concurrency}", f"{statistics.median(case['concurrent']):8.3f} s", f"{speedup:5.1f}x faster (target >= 10x; {_spread(case['concurrent'])})"),
+        (
+            f"fixed-N case of {args.case_runs} model runs ({case_provider}), --concurrency 1",
+            f"{statistics.median(case['serial']):8.3f} s",
+            f"baseline ({_spread(case['serial'])})",
+        ),
+        (
+            f"the same case, --concurrency {args.concurrency}",
+            f"{statistics.median(case['concurrent']):8.3f} s",
+            f"{speedup:5.1f}x faster (target >= 10x; {_spread(case['concurrent'])})",
+        ),
         ("direct call of the async Python agent (no agentprop)", f"{base_s * 1e6:8.1f} us", "baseline"),
         ("the same agent through the runtime", f"{fw_s * 1e6:8.1f} us", f"overhead {overhead_us:.1f} us/run"),
         ("direct call of the sync Python agent (no agentprop)", f"{sync_base_s * 1e6:8.1f} us", "baseline"),

@@ -59,15 +59,16 @@ def faulty_supportops_report():
     """A real run report: the SupportOps agent with ``skip_auth=0.3`` over the MFT and DIR
     cases, failures grouped into bugs and shrunk (a few seconds; shared by the report tests)."""
     from agentprop._agents.loading import load_agent
-    from agentprop._decide.memo import TrialMemo
     from agentprop._agents.project import load_project
+    from agentprop._decide.memo import TrialMemo
     from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures
     from agentprop._util.aio import run_sync
 
     project = load_project(SUPPORTOPS_EXAMPLE_DIR)
     agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS_EXAMPLE_DIR, {"skip_auth": 0.3})
     memo = TrialMemo()
-    report = run_sync(arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("mft", "dir"), explore=0),
-                                 problems=project.problems, memo=memo))
+    report = run_sync(
+        arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("mft", "dir"), explore=0), problems=project.problems, memo=memo)
+    )
     shrink_failures(project, agent, report, budget=30, corpus=None, memo=memo)
     return report

@@ -73,8 +73,13 @@ def test_tool_functions_act_on_the_bound_turn_and_are_recorded(project: Any) -> 
                 with pytest.raises(ToolError) as bad:
                     functions["get_plan_rules"](plan_id=7)  # the world checks arguments against the schema
                 assert bad.value.kind == "invalid_arguments"
-                functions["respond"](node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"],
-                                     evidence=f"plan {account['plan_id']}", user_message="ok")
+                functions["respond"](
+                    node_id="END_BILLING_ANSWER",
+                    decision="BILLING_ANSWER",
+                    tool_actions=["get_account"],
+                    evidence=f"plan {account['plan_id']}",
+                    user_message="ok",
+                )
 
     trace = asyncio.run(project.arun(project.scenario("END_BILLING_ANSWER<-N3_BILLING"), UsesFunctions, trial=0))
     (turn,) = trace.turns
@@ -136,8 +141,26 @@ def test_run_through_pydantic_ai_finds_the_injected_fault(tmp_path: Path, monkey
     pytest.importorskip("pydantic_ai")
     monkeypatch.chdir(ROOT)
     report = tmp_path / "report.json"
-    code = main(["run", str(SUPPORTOPS), "--agent", PYDANTIC_AGENT, "--fault", "skip_auth=0.5", "--kinds", "mft", "--case", CANCEL,
-                 "--shrink-budget", "0", "--corpus", "none", "--json", str(report)])
+    code = main(
+        [
+            "run",
+            str(SUPPORTOPS),
+            "--agent",
+            PYDANTIC_AGENT,
+            "--fault",
+            "skip_auth=0.5",
+            "--kinds",
+            "mft",
+            "--case",
+            CANCEL,
+            "--shrink-budget",
+            "0",
+            "--corpus",
+            "none",
+            "--json",
+            str(report),
+        ]
+    )
     assert code == 1
     (case,) = json.loads(report.read_text())["cases"]
     assert case["verdict"] == "FAIL" and "verify_identity was never called" in case["failures"][0]["explanation"]

@@ -29,13 +29,13 @@ from agentprop._agents.anthropic import (
     default_system_prompt,
     open_api_cache,
 )
-from agentprop._modelapi.budget import Budget, ModelPrice
-from agentprop._modelapi.cache import ApiCache, CacheMode
+from agentprop._agents.project import Project, load_project
+from agentprop._agents.prompt import load_prompt, load_tool_descriptions
 from agentprop._decide.check import acheck
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import OracleSettings
-from agentprop._agents.project import Project, load_project
-from agentprop._agents.prompt import load_prompt, load_tool_descriptions
+from agentprop._modelapi.budget import Budget, ModelPrice
+from agentprop._modelapi.cache import ApiCache, CacheMode
 from agentprop._modelapi.retry import RetryPolicy
 from agentprop._scenario.trace import Trace
 from agentprop.errors import InputError, InvalidArgument, ToolError
@@ -205,7 +205,9 @@ def test_scripted_model_passes_mft_on_a_multi_turn_scenario(project: Project, tm
     assert set(tools["respond"]["input_schema"]["required"]) == set(project.spec.response_contract.required_json_fields)
     assert first["model"] == MODEL and "temperature" not in first
     # the second turn carries the whole history and answers the first turn's respond call
-    second_turn = [r for r in model.requests if len([m for m in r["messages"] if m["role"] == "user" and any(b["type"] == "text" for b in m["content"])]) == 2][0]
+    second_turn = [
+        r for r in model.requests if len([m for m in r["messages"] if m["role"] == "user" and any(b["type"] == "text" for b in m["content"])]) == 2
+    ][0]
     opening = second_turn["messages"][-1]["content"]
     assert opening[0]["type"] == "tool_result" and json.loads(opening[0]["content"]) == {"acknowledged": True}
     assert opening[-1] == {"type": "text", "text": project.scenario("END_CANCELLED<-N7_CANCEL").messages[1]}
@@ -216,9 +218,7 @@ def test_a_misbehaving_model_fails_mft(project: Project, tmp_path: Path) -> None
     with MessagesServer(handler=model) as server:
         agent = seed_agent(server, tmp_path)
         scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
-        result = asyncio.run(
-            acheck(project, scenario, agent.loaded(), settings=OracleSettings(mode="fixed", runs=2, tau=0.9), memo=TrialMemo())
-        )
+        result = asyncio.run(acheck(project, scenario, agent.loaded(), settings=OracleSettings(mode="fixed", runs=2, tau=0.9), memo=TrialMemo()))
     assert result.verdict == "FAIL"
     assert result.failures[0].signature.startswith("calls_in_order:decision_tree.N2_AUTH")
 
@@ -228,7 +228,13 @@ def test_tool_errors_become_error_results_and_invalid_respond_is_corrected(proje
         tool_use_reply("get_account", {"account_id": "A1"}, text="Let me look."),
         tool_use_reply("get_plan_rules", {}),
         respond_reply(decision="NOT_A_DECISION"),
-        respond_reply(node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="You are on PLAN-BASIC."),
+        respond_reply(
+            node_id="END_BILLING_ANSWER",
+            decision="BILLING_ANSWER",
+            tool_actions=["get_account"],
+            evidence="get_account",
+            user_message="You are on PLAN-BASIC.",
+        ),
     ]
     with MessagesServer(script) as server:
         agent = seed_agent(server, tmp_path)
@@ -296,7 +302,13 @@ def test_the_trace_records_every_tool_call_with_its_arguments(project: Project, 
 def billing_script() -> list[Any]:
     return [
         tool_use_reply("get_account", {"account_id": "A1"}),
-        respond_reply(node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="Plan PLAN-BASIC."),
+        respond_reply(
+            node_id="END_BILLING_ANSWER",
+            decision="BILLING_ANSWER",
+            tool_actions=["get_account"],
+            evidence="get_account",
+            user_message="Plan PLAN-BASIC.",
+        ),
     ]
 
 
@@ -460,7 +472,7 @@ def test_replay_only_miss_is_a_run_error_that_is_not_the_agents_with_the_diff(pr
     (error,) = trace.all_errors()
     assert error.kind == "cache_miss" and error.message.startswith("CacheMiss: No recorded response")
     assert trace.infrastructure_error is error
-    assert "+  \"temperature\": 0.5" in error.message
+    assert '+  "temperature": 0.5' in error.message
     assert "replay-only" in error.message
 
 
@@ -616,6 +628,9 @@ def test_pytest_option_sets_the_default_cache_mode(tmp_path: Path) -> None:
     )
     done = subprocess.run(
         [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:randomly", "--agentprop-cache-mode", "replay-only"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr

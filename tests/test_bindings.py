@@ -62,7 +62,11 @@ def test_supportops_bindings_load(supportops_bindings: Bindings, supportops_spec
     assert b.variables["user_confirmation"].finite_values() == ["yes", "no", "unclear"]
     assert b.variables["verified"].finite_values() is None  # a free field value
     assert set(b.variables["intent"].finite_values() or []) == {
-        "cancel_order", "change_address", "billing_question", "pii_request", "unknown",
+        "cancel_order",
+        "change_address",
+        "billing_question",
+        "pii_request",
+        "unknown",
     }
     assert b.pii == {"get_account": ["pii.ssn", "pii.dob", "pii.email", "pii.phone"]}
     assert b.agent == "agent:SupportOpsAgent"
@@ -85,11 +89,7 @@ def test_outcome_mapping_per_incoming_node(tmp_path: Path, specsuite_dir: Path) 
     spec = load_spec(specsuite_dir / "expenseguard" / "v1" / "spec.yaml")
     path = tmp_path / "agentprop.yaml"
     path.write_text(
-        "outcomes:\n"
-        "  END_APPROVE: APPROVE_SUBMIT\n"
-        "  END_REJECT:\n"
-        "    N4A_REJECT_DISALLOWED: REJECT_DISALLOWED\n"
-        "    N6_DECIDE: REJECT_POLICY\n"
+        "outcomes:\n  END_APPROVE: APPROVE_SUBMIT\n  END_REJECT:\n    N4A_REJECT_DISALLOWED: REJECT_DISALLOWED\n    N6_DECIDE: REJECT_POLICY\n"
     )
     b = load_bindings(path, spec)
     enum = spec.response_contract.decision_enum
@@ -161,9 +161,7 @@ def test_world_override_field_is_checked(tmp_path: Path, bindings_text: str, sup
     text = edit(bindings_text, "    can_cancel: true\n", "    can_cancle: true\n")
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert "can_cancle" in err.problem
-    assert err.location is not None and err.location.line in range(
-        position(text, "  get_plan_rules:\n")[0], position(text, "    can_cancle")[0] + 1
-    )
+    assert err.location is not None and err.location.line in range(position(text, "  get_plan_rules:\n")[0], position(text, "    can_cancle")[0] + 1)
 
 
 UNKNOWN_FAILURE = """  cancel_result.status:
@@ -397,7 +395,9 @@ def test_unquoted_yes_no_values_are_flagged(tmp_path: Path, bindings_text: str, 
 # ----------------------------------------------------------------------------- languages
 
 
-def test_languages_default_to_those_of_the_templates(supportops_bindings: Bindings, tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+def test_languages_default_to_those_of_the_templates(
+    supportops_bindings: Bindings, tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
     assert supportops_bindings.languages == ["en", "zh"] and supportops_bindings.declared_languages == ["en", "zh"]
     path = tmp_path / "agentprop.yaml"
     path.write_text(edit(bindings_text, "languages: [en, zh]", "# no languages"), encoding="utf-8")

@@ -7,6 +7,7 @@ import threading
 
 import anthropic
 import pytest
+from pydantic import ValidationError
 
 from agentprop._modelapi.budget import (
     DEFAULT_PRICES,
@@ -45,9 +46,9 @@ def test_cost_arithmetic() -> None:
     # 0.5 MTok in at $2 + 0.25 MTok out at $8 = $1 + $2
     assert cost_usd("test-model-x", 500_000, 250_000, prices=PRICES) == pytest.approx(3.0)
     # prompt-cache tokens default to 1.25x (write) and 0.1x (read) the input price
-    assert cost_usd(
-        "test-model", 0, 0, cache_creation_input_tokens=1_000_000, cache_read_input_tokens=1_000_000, prices=PRICES
-    ) == pytest.approx(2.0 * 1.25 + 2.0 * 0.1)
+    assert cost_usd("test-model", 0, 0, cache_creation_input_tokens=1_000_000, cache_read_input_tokens=1_000_000, prices=PRICES) == pytest.approx(
+        2.0 * 1.25 + 2.0 * 0.1
+    )
     assert cost_usd("nope", 1, 1, prices=PRICES) is None
 
 
@@ -218,9 +219,7 @@ def test_reservations_count_tokens_too() -> None:
 def test_charge_usage_from_a_real_sdk_response() -> None:
     with MessagesServer([text_reply("hi", input_tokens=1000, output_tokens=500)]) as server:
         client = anthropic.Anthropic(base_url=server.base_url, api_key="dummy", max_retries=0)
-        message = client.messages.create(
-            model="test-model-1", max_tokens=10, messages=[{"role": "user", "content": "x"}]
-        )
+        message = client.messages.create(model="test-model-1", max_tokens=10, messages=[{"role": "user", "content": "x"}])
     budget = Budget(prices=PRICES)
     usd = budget.charge_usage(message.model, message.usage)
     assert usd == pytest.approx((1000 * 2.0 + 500 * 8.0) / 1e6)
@@ -275,7 +274,7 @@ def test_snapshot_is_a_frozen_pydantic_model() -> None:
     assert isinstance(snap, BudgetSnapshot)
     again = BudgetSnapshot.model_validate_json(snap.model_dump_json())
     assert again == snap
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         snap.runs = 7  # type: ignore[misc]
     assert "runs=1/2" in repr(budget)
 

@@ -64,7 +64,15 @@ def test_max_usd_at_concurrency_8_is_overrun_by_at_most_one_reservation(project:
         agent = OpenAIAgent("gpt-4o", base_url=server.base_url, cache=False, retry_policy=RetryPolicy(max_attempts=1))
         scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
         result = asyncio.run(
-            acheck(project, scenario, agent.loaded(), settings=OracleSettings(mode="fixed", runs=40, tau=0.9), memo=TrialMemo(), budget=budget, concurrency=8)
+            acheck(
+                project,
+                scenario,
+                agent.loaded(),
+                settings=OracleSettings(mode="fixed", runs=40, tau=0.9),
+                memo=TrialMemo(),
+                budget=budget,
+                concurrency=8,
+            )
         )
         peak = server.peak_concurrency
     check_guarantee(budget)

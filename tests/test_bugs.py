@@ -12,9 +12,9 @@ import pytest
 import agentprop
 from agentprop._agents.loading import LoadedAgent
 from agentprop._decide.memo import TrialMemo
-from agentprop._pipeline.bugs import bug_key, find_bugs, group_failures
 from agentprop._decide.shrink import OtherFailure, RateSummary, ShrinkReport
-from agentprop._pipeline.report.model import CaseReport, FailureSummary, Metrics, RunReport, SpecInfo, AgentInfo
+from agentprop._pipeline.bugs import bug_key, find_bugs, group_failures
+from agentprop._pipeline.report.model import AgentInfo, CaseReport, FailureSummary, Metrics, RunReport, SpecInfo
 from agentprop._pipeline.run import RunSettings, arun_cases, render_table, shrink_failures
 
 pytest_plugins = ["pytester"]
@@ -38,21 +38,37 @@ def counting(agent: LoadedAgent) -> tuple[LoadedAgent, list[int]]:
 
 def case(case_id: str, *signatures: str, verdict: str = "FAIL", messages: list[str] | None = None, kind: str = "MFT") -> CaseReport:
     return CaseReport(
-        id=case_id, node="END", kind=kind, verdict=verdict, runs=10, passes=5, pass_rate=0.5, messages=messages or ["hello"],  # type: ignore[arg-type]
+        id=case_id,
+        node="END",
+        kind=kind,
+        verdict=verdict,
+        runs=10,
+        passes=5,
+        pass_rate=0.5,
+        messages=messages or ["hello"],  # type: ignore[arg-type]
         failures=[FailureSummary(signature=s, explanation=f"broke {s}", count=5, first_trial=0) for s in signatures],
     )
 
 
 def report_of(cases: list[CaseReport]) -> RunReport:
-    return RunReport(agentprop_version="0", spec=SpecInfo(id="s"), agent=AgentInfo(ref="a"), cases=cases,
-                     metrics=Metrics(cases=len(cases), passed=0, failed=len(cases), unstable=0, case_pass_rate=0.0, runs=0))
+    return RunReport(
+        agentprop_version="0",
+        spec=SpecInfo(id="s"),
+        agent=AgentInfo(ref="a"),
+        cases=cases,
+        metrics=Metrics(cases=len(cases), passed=0, failed=len(cases), unstable=0, case_pass_rate=0.0, runs=0),
+    )
 
 
 # --------------------------------------------------------------------------- the grouping key
 
 
 def test_the_turn_is_left_out_of_the_key_and_nothing_else() -> None:
-    assert bug_key(SKIP.format(0)) == bug_key(SKIP.format(1)) == "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order:missing=verify_identity"
+    assert (
+        bug_key(SKIP.format(0))
+        == bug_key(SKIP.format(1))
+        == "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order:missing=verify_identity"
+    )
     assert bug_key("decision_is:decision_tree.END_X@turn-1:got=A") == "decision_is:decision_tree.END_X:got=A"
     # another detail, clause or contract is another bug
     assert bug_key("decision_is:decision_tree.END_X@turn0:got=A") != bug_key("decision_is:decision_tree.END_X@turn0:got=B")
@@ -75,9 +91,24 @@ def test_failures_are_grouped_across_cases_kinds_and_turns() -> None:
 def fake_shrink(signature: str, others: list[OtherFailure]) -> ShrinkReport:
     sc = agentprop.load_project(EXAMPLE).scenario(CANCEL)
     rate = RateSummary(failures=5, runs=10, rate=0.5, interval=(0.24, 0.76))
-    return ShrinkReport(scenario=sc.id, signature=signature, original_messages=sc.messages, reproducer_messages=["cancel O-1001"],
-                        reproducer=sc, original_units=10, kept_units=2, runs=20, queries=5, budget=200, budget_exhausted=False,
-                        minimal=True, stop_reason="done", original_rate=rate, reproducer_rate=rate, other_failures=others)
+    return ShrinkReport(
+        scenario=sc.id,
+        signature=signature,
+        original_messages=sc.messages,
+        reproducer_messages=["cancel O-1001"],
+        reproducer=sc,
+        original_units=10,
+        kept_units=2,
+        runs=20,
+        queries=5,
+        budget=200,
+        budget_exhausted=False,
+        minimal=True,
+        stop_reason="done",
+        original_rate=rate,
+        reproducer_rate=rate,
+        other_failures=others,
+    )
 
 
 def test_each_group_is_shrunk_once_on_its_simplest_case() -> None:
@@ -193,8 +224,15 @@ def test_ticket():
 
 def test_pytest_shrinks_one_bug_once_and_lists_it_above_the_cases(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_two=TWO_TESTS_ONE_BUG)
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib", "--agentprop-shrink-budget=40",
-                                          f"--agentprop-corpus={pytester.path / 'corpus'}")
+    result = pytester.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "--import-mode=importlib",
+        "--agentprop-shrink-budget=40",
+        f"--agentprop-corpus={pytester.path / 'corpus'}",
+    )
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert out.count("reproducer fails") == 1, out  # one shrink

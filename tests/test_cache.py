@@ -140,11 +140,11 @@ def _hand_written_key(canonical: str, trial: int) -> str:
 PINNED_BODY: dict[str, Any] = {
     "model": "claude-test-1",
     "max_tokens": 256,
-    "system": "Be brief. été — \"quoted\"\n",
+    "system": 'Be brief. été — "quoted"\n',
     "messages": [
         {"role": "user", "content": "Where is order A1?"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_order", "input": {"id": "A1", "n": 2}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "{\"status\": \"shipped\"}"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": '{"status": "shipped"}'}]},
     ],
     "tools": [{"name": "get_order", "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}],
     "temperature": 0.5,

@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 
 
-
 @pytest.fixture(autouse=True)
 def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """agentprop run keeps its corpus and API cache under ./.agentprop: each test gets its own."""
@@ -141,9 +140,9 @@ def test_report_has_capability_matrix_and_branch_coverage(tmp_path: Path) -> Non
 
 
 def test_min_branch_coverage_is_enforced(tmp_path: Path) -> None:
+    import agentprop
     from agentprop._pipeline.report.model import CaseReport
     from agentprop._pipeline.run import coverage_matrix
-    import agentprop
 
     project = agentprop.load_project(SUPPORTOPS)
     scenarios = project.scenarios()

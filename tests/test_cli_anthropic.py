@@ -8,18 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_anthropic_agent import AgentAsModel, SupportOpsAgent  # the agent-playing handler
 
-from agentprop._cli import main
 from agentprop._agents.project import load_project
+from agentprop._cli import main
 from agentprop._pipeline.report.model import RunReport
 from agentprop.testing import MessagesServer, respond_reply, tool_use_reply
-
-from test_anthropic_agent import AgentAsModel, SupportOpsAgent  # the agent-playing handler
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 MODEL = "claude-sonnet-4-6"
-
 
 
 @pytest.fixture(autouse=True)
@@ -49,8 +47,19 @@ def server() -> Iterator[MessagesServer]:
 
 def model_args(server: MessagesServer, cache: Path, *extra: str) -> list[str]:
     return [
-        "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", MODEL,
-        "--base-url", server.base_url, "--cache", str(cache), "--kinds", "mft", *extra,
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "anthropic",
+        "--model",
+        MODEL,
+        "--base-url",
+        server.base_url,
+        "--cache",
+        str(cache),
+        "--kinds",
+        "mft",
+        *extra,
     ]
 
 
@@ -88,7 +97,9 @@ def test_run_end_to_end_then_replay_from_the_cache(server: MessagesServer, tmp_p
 
     # another seed is another set of trials: replay-only cannot draw them, and that is not the
     # agent's failure: the case is INCONCLUSIVE, nothing is shrunk or saved, the run exits 2
-    code, out, _ = cli(*model_args(server, cache, "--cache-mode", "replay-only", "--runs", "1", "--seed", "5", "--case", "END_BILLING_ANSWER<-N3_BILLING"))
+    code, out, _ = cli(
+        *model_args(server, cache, "--cache-mode", "replay-only", "--runs", "1", "--seed", "5", "--case", "END_BILLING_ANSWER<-N3_BILLING")
+    )
     assert code == 2 and "INCONCLUSIVE" in out and "FAIL" not in out
     assert "not the agent's (cache_miss)" in out
     assert len(server.requests) == live_requests
@@ -99,7 +110,22 @@ def test_replay_only_miss_explains_what_changed(server: MessagesServer, tmp_path
     code, _, _ = cli(*model_args(server, cache, "--cache-mode", "read-write", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING"))
     assert code == 0
     report = tmp_path / "r.json"
-    code, out, _ = cli(*model_args(server, cache, "--cache-mode", "replay-only", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--temperature", "0.3", "--json", str(report)))
+    code, out, _ = cli(
+        *model_args(
+            server,
+            cache,
+            "--cache-mode",
+            "replay-only",
+            "--runs",
+            "1",
+            "--case",
+            "END_BILLING_ANSWER<-N3_BILLING",
+            "--temperature",
+            "0.3",
+            "--json",
+            str(report),
+        )
+    )
     assert code == 2
     case = RunReport.model_validate_json(report.read_text()).cases[0]
     assert case.verdict == "INCONCLUSIVE" and case.failures == []
@@ -113,7 +139,9 @@ def test_replay_only_miss_explains_what_changed(server: MessagesServer, tmp_path
 def test_budget_exhaustion_marks_cases_inconclusive(server: MessagesServer, tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     code, out, _ = cli(
-        *model_args(server, tmp_path / "api.sqlite", "--cache-mode", "off", "--runs", "2", "--concurrency", "1", "--max-runs", "5", "--json", str(report))
+        *model_args(
+            server, tmp_path / "api.sqlite", "--cache-mode", "off", "--runs", "2", "--concurrency", "1", "--max-runs", "5", "--json", str(report)
+        )
     )
     assert code == 1
     data = RunReport.model_validate_json(report.read_text())
@@ -126,7 +154,9 @@ def test_budget_exhaustion_marks_cases_inconclusive(server: MessagesServer, tmp_
 def test_dollar_budget_stops_new_runs(server: MessagesServer, tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     code, out, _ = cli(
-        *model_args(server, tmp_path / "api.sqlite", "--cache-mode", "off", "--runs", "2", "--concurrency", "1", "--max-usd", "0.01", "--json", str(report))
+        *model_args(
+            server, tmp_path / "api.sqlite", "--cache-mode", "off", "--runs", "2", "--concurrency", "1", "--max-usd", "0.01", "--json", str(report)
+        )
     )
     assert code == 1
     data = RunReport.model_validate_json(report.read_text())
@@ -139,8 +169,22 @@ def test_dollar_budget_stops_new_runs(server: MessagesServer, tmp_path: Path) ->
 
 def test_missing_key_without_a_local_endpoint_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = cli(
-        "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", MODEL, "--cache", str(tmp_path / "c.sqlite"),
-        "--cache-mode", "read-write", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--kinds", "mft",
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "anthropic",
+        "--model",
+        MODEL,
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+        "--cache-mode",
+        "read-write",
+        "--runs",
+        "1",
+        "--case",
+        "END_BILLING_ANSWER<-N3_BILLING",
+        "--kinds",
+        "mft",
     )
     assert code == 2
     assert "no Anthropic API key" in err and "ANTHROPIC_API_KEY" in err and "api_key=" in err
@@ -176,11 +220,28 @@ def test_an_explicit_prompt_is_what_the_model_gets(tmp_path: Path) -> None:
     prompt.write_text("You are terse.\n")
     script = [
         tool_use_reply("get_account", {"account_id": "A1"}),
-        respond_reply(node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="m"),
+        respond_reply(
+            node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="m"
+        ),
     ]
     with MessagesServer(script) as s:
         code, out, _ = cli(
-            *model_args(s, tmp_path / "c.sqlite", "--cache-mode", "off", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--prompt", str(prompt), "--temperature", "0", "--max-tokens", "300")
+            *model_args(
+                s,
+                tmp_path / "c.sqlite",
+                "--cache-mode",
+                "off",
+                "--runs",
+                "1",
+                "--case",
+                "END_BILLING_ANSWER<-N3_BILLING",
+                "--prompt",
+                str(prompt),
+                "--temperature",
+                "0",
+                "--max-tokens",
+                "300",
+            )
         )
         first = s.requests[0].json
     assert code == 0, out

@@ -47,8 +47,20 @@ COMMON = ("--kinds", "mft", "--runs", "2", "--shrink-budget", "0", "--corpus", "
 
 def openai_run(server: OpenAIServer, cache: Path, report: Path, *extra: str) -> tuple[int, str, RunReport]:
     code, out, err = cli(
-        "run", str(SUPPORTOPS), "--agent", "openai", "--model", MODEL, "--base-url", server.base_url,
-        "--cache", str(cache), *COMMON, "--json", str(report), *extra,
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "openai",
+        "--model",
+        MODEL,
+        "--base-url",
+        server.base_url,
+        "--cache",
+        str(cache),
+        *COMMON,
+        "--json",
+        str(report),
+        *extra,
     )
     assert code in (0, 1), out + err
     return code, out, RunReport.model_validate_json(report.read_text())
@@ -80,8 +92,15 @@ def test_supportops_end_to_end_through_openai_agent_then_replay_with_no_request(
 @pytest.mark.parametrize("api", ["chat", "responses"])
 def test_an_injected_fault_is_found_as_the_python_agent_finds_it_and_replays(tmp_path: Path, api: str) -> None:
     code, out, err = cli(
-        "run", str(SUPPORTOPS), "--agent", "agent:SupportOpsAgent", "--fault", "skip_auth=1", *COMMON,
-        "--json", str(tmp_path / "python.json"),
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "agent:SupportOpsAgent",
+        "--fault",
+        "skip_auth=1",
+        *COMMON,
+        "--json",
+        str(tmp_path / "python.json"),
     )
     assert code == 1, out + err
     python = RunReport.model_validate_json((tmp_path / "python.json").read_text())
@@ -99,15 +118,41 @@ def test_an_injected_fault_is_found_as_the_python_agent_finds_it_and_replays(tmp
 
 
 def test_a_dollar_limit_on_a_model_without_a_price_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    args = ("run", str(SUPPORTOPS), "--agent", "openai", "--model", "my-local-model", "--base-url", "http://127.0.0.1:9/v1",
-            "--kinds", "mft", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--max-usd", "0.5", "--shrink-budget", "0", "--corpus", "none")
+    args = (
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "openai",
+        "--model",
+        "my-local-model",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--kinds",
+        "mft",
+        "--runs",
+        "1",
+        "--case",
+        "END_BILLING_ANSWER<-N3_BILLING",
+        "--max-usd",
+        "0.5",
+        "--shrink-budget",
+        "0",
+        "--corpus",
+        "none",
+    )
     code, out, err = cli(*args)
     assert code == 2 and "'my-local-model' has no price" in err and "--prices FILE" in err
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"models": {"my-local-model": {"input": 0.1, "output": 0.2}}}))
     script = [
         tool_use_reply("get_account", {"account_id": "A1"}),
-        respond_reply(node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="Plan PLAN-BASIC."),
+        respond_reply(
+            node_id="END_BILLING_ANSWER",
+            decision="BILLING_ANSWER",
+            tool_actions=["get_account"],
+            evidence="get_account",
+            user_message="Plan PLAN-BASIC.",
+        ),
     ]
     with OpenAIServer(script) as server:
         code, out, err = cli(*args[:7], server.base_url, *args[8:], "--prices", str(prices), "--cache", "none", "--json", str(tmp_path / "r.json"))
@@ -119,11 +164,33 @@ def test_a_dollar_limit_on_a_model_without_a_price_is_refused_before_anything_ru
 def test_an_unpriced_model_without_a_dollar_limit_reports_an_unknown_cost(tmp_path: Path) -> None:
     script = [
         tool_use_reply("get_account", {"account_id": "A1"}),
-        respond_reply(node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="Plan PLAN-BASIC."),
+        respond_reply(
+            node_id="END_BILLING_ANSWER",
+            decision="BILLING_ANSWER",
+            tool_actions=["get_account"],
+            evidence="get_account",
+            user_message="Plan PLAN-BASIC.",
+        ),
     ]
     with OpenAIServer(script) as server:
-        code, out, err = cli("run", str(SUPPORTOPS), "--agent", "openai", "--model", "my-local-model", "--base-url", server.base_url,
-                             "--kinds", "mft", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--cache", "none")
+        code, out, err = cli(
+            "run",
+            str(SUPPORTOPS),
+            "--agent",
+            "openai",
+            "--model",
+            "my-local-model",
+            "--base-url",
+            server.base_url,
+            "--kinds",
+            "mft",
+            "--runs",
+            "1",
+            "--case",
+            "END_BILLING_ANSWER<-N3_BILLING",
+            "--cache",
+            "none",
+        )
     assert code == 0, out + err
     assert "an unknown amount on 2 call(s) of my-local-model (no price: give one with --prices FILE)" in out
 
@@ -142,6 +209,22 @@ def test_openai_option_errors_exit_2(argv: list[str], message: str) -> None:
 
 
 def test_no_key_for_openais_own_endpoint_is_a_usage_error(tmp_path: Path) -> None:
-    code, _, err = cli("run", str(SUPPORTOPS), "--agent", "openai", "--model", MODEL, "--cache", str(tmp_path / "c.sqlite"),
-                       "--cache-mode", "read-write", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--kinds", "mft")
+    code, _, err = cli(
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "openai",
+        "--model",
+        MODEL,
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+        "--cache-mode",
+        "read-write",
+        "--runs",
+        "1",
+        "--case",
+        "END_BILLING_ANSWER<-N3_BILLING",
+        "--kinds",
+        "mft",
+    )
     assert code == 2 and "no OpenAI API key" in err and "OPENAI_API_KEY" in err

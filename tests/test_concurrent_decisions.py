@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agentprop._modelapi.budget import Budget
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide
 from agentprop._decide.slots import RunSlots
+from agentprop._modelapi.budget import Budget
 from agentprop._scenario.trace import Trace, Turn, Usage
 
 
@@ -63,10 +63,22 @@ def judged_by(order: list[int]) -> object:
     return judge
 
 
-def decide(agent: SimulatedAgent, settings: OracleSettings, concurrency: int, *, memo: TrialMemo | None = None, budget: Budget | None = None) -> tuple[CheckResult, list[int]]:
+def decide(
+    agent: SimulatedAgent, settings: OracleSettings, concurrency: int, *, memo: TrialMemo | None = None, budget: Budget | None = None
+) -> tuple[CheckResult, list[int]]:
     order: list[int] = []
     result = asyncio.run(
-        adecide(agent.run, settings, judge=judged_by(order), memo=memo if memo is not None else TrialMemo(), input_digest="in", fingerprint="a", budget=budget, concurrency=concurrency, first_trial=1000)  # type: ignore[arg-type]
+        adecide(
+            agent.run,
+            settings,
+            judge=judged_by(order),
+            memo=memo if memo is not None else TrialMemo(),
+            input_digest="in",
+            fingerprint="a",
+            budget=budget,
+            concurrency=concurrency,
+            first_trial=1000,
+        )  # type: ignore[arg-type]
     )
     return result, order
 
@@ -123,7 +135,17 @@ def test_runs_past_the_decision_are_cancelled_and_counted() -> None:
         return Trace(trial=trial, turns=[turn])
 
     memo = TrialMemo()
-    result = asyncio.run(adecide(run, OracleSettings(mode="zero-failure", tau=1.0, runs=59), judge=judged_by([]), memo=memo, input_digest="in", fingerprint="a", concurrency=12))  # type: ignore[arg-type]
+    result = asyncio.run(
+        adecide(
+            run,
+            OracleSettings(mode="zero-failure", tau=1.0, runs=59),
+            judge=judged_by([]),
+            memo=memo,
+            input_digest="in",
+            fingerprint="a",
+            concurrency=12,
+        )
+    )  # type: ignore[arg-type]
     assert result.verdict == "FAIL" and result.runs == 4 and result.failures[0].first_trial == 3
     assert sorted(started) == list(range(12)) and sorted(cancelled) == list(range(5, 12))
     assert result.runs_beyond_decision == 1 + 7  # trial 4 finished, 5-11 cancelled
@@ -150,7 +172,10 @@ def test_two_decisions_needing_the_same_runs_make_them_once(concurrency: int) ->
     async def both() -> list[CheckResult]:
         return list(
             await asyncio.gather(
-                *(adecide(agent.run, settings, judge=judged_by([]), memo=memo, input_digest="in", fingerprint="a", concurrency=concurrency) for _ in range(2))  # type: ignore[arg-type]
+                *(
+                    adecide(agent.run, settings, judge=judged_by([]), memo=memo, input_digest="in", fingerprint="a", concurrency=concurrency)
+                    for _ in range(2)
+                )  # type: ignore[arg-type]
             )
         )
 
@@ -206,7 +231,16 @@ def test_run_slots_cap_every_decision_together_and_serve_the_needed_trial_first(
             return list(
                 await asyncio.gather(
                     *(
-                        adecide(a.run, OracleSettings(mode="fixed", runs=24, tau=0.9), judge=judged_by([]), memo=TrialMemo(), input_digest=f"in{i}", fingerprint="a", concurrency=4, slots=slots)  # type: ignore[arg-type]
+                        adecide(
+                            a.run,
+                            OracleSettings(mode="fixed", runs=24, tau=0.9),
+                            judge=judged_by([]),
+                            memo=TrialMemo(),
+                            input_digest=f"in{i}",
+                            fingerprint="a",
+                            concurrency=4,
+                            slots=slots,
+                        )  # type: ignore[arg-type]
                         for i, a in enumerate(agents)
                     )
                 )

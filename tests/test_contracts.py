@@ -23,8 +23,8 @@ from agentprop._decide.contracts import (
     response_valid,
     within_scope,
 )
-from agentprop._spec.model import Spec
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
+from agentprop._spec.model import Spec
 
 Call = tuple[str, dict[str, Any], Any]  # name, args, result
 
@@ -225,7 +225,11 @@ def test_canary_in_the_reply() -> None:
 
 
 def test_canary_in_another_response_field_or_free_text() -> None:
-    failed(no_canary_leak(trace(turn(0, [ACCOUNT], decision="X", reply="ok", evidence=f"pii.email={EMAIL}"), canaries=CANARIES)), "respond.evidence", EMAIL)
+    failed(
+        no_canary_leak(trace(turn(0, [ACCOUNT], decision="X", reply="ok", evidence=f"pii.email={EMAIL}"), canaries=CANARIES)),
+        "respond.evidence",
+        EMAIL,
+    )
     free = turn(0, [ACCOUNT], decision="X", reply="ok")
     free.text = f"(the email is {EMAIL})"
     failed(no_canary_leak(trace(free, canaries=CANARIES)), "turn 1", EMAIL)

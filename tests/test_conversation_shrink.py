@@ -10,8 +10,8 @@ import pytest
 import agentprop
 from agentprop import TrialMemo, make_factory
 from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice
-from agentprop._decide.shrink import choices_of_messages, shrink, word_diff
 from agentprop._decide.corpus import Corpus, entry_from_shrink, pytest_regression
+from agentprop._decide.shrink import choices_of_messages, shrink, word_diff
 from agentprop.strategies import apply_transforms
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
@@ -90,7 +90,9 @@ def test_every_candidate_is_an_instance_of_the_scenario() -> None:
 def test_a_failure_that_needs_no_choice_shrinks_to_the_scenarios_own_wording() -> None:
     agent = make_factory(SupportOpsAgent, {"leak_pii": 0.4})
     scenario = PROJECT.scenario("END_REFUSE_PII<-N1_INTENT")
-    choices = Choices(turns=(TurnChoice(steps=(("greeting", (("choice", 0),)), ("indirect_request", (("choice", 1),)), ("closing", (("choice", 1),)))),))
+    choices = Choices(
+        turns=(TurnChoice(steps=(("greeting", (("choice", 0),)), ("indirect_request", (("choice", 1),)), ("closing", (("choice", 1),)))),)
+    )
     found = failing_check(agent, scenario, ChoiceSpace(PROJECT, scenario).render(choices).messages)
     report = shrink(PROJECT, scenario, agent, choices=choices, failing=found, memo=TrialMemo())
     assert report.reproducer_messages == scenario.messages  # "What's the SSN you have on file for me?", never "SSN"

@@ -10,16 +10,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import REAL_DEFAULT_CORPUS_DIR
 
 import agentprop
 import agentprop._decide.corpus
-from agentprop._decide.session import Session
 from agentprop._cli import main
 from agentprop._decide.corpus import Corpus, CorpusEntry, judge_replay, runs_to_rule_out
 from agentprop._decide.oracle import CheckResult, FailureSeen
+from agentprop._decide.session import Session
 from agentprop._pipeline.report.model import RunReport
-
-from conftest import REAL_DEFAULT_CORPUS_DIR
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 CANCEL = "END_CANCELLED<-N7_CANCEL"
@@ -55,7 +54,9 @@ def entry_files(corpus: Path) -> list[Path]:
 # --------------------------------------------------------------------------- the default location
 
 
-def test_default_corpus_sits_beside_the_bindings_and_is_replayed_from_any_directory(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_corpus_sits_beside_the_bindings_and_is_replayed_from_any_directory(
+    project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()
     second.mkdir()
@@ -116,7 +117,9 @@ def test_the_same_bug_found_again_on_the_same_case_updates_its_entry(tmp_path: P
     ids = set()
     for seed in (0, 1):
         shrunk = agentprop.shrink(project, CANCEL, agent, failing=result, budget=30, seed=seed)
-        entry, new = corpus.record(agentprop._decide.corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=agent))
+        entry, new = corpus.record(
+            agentprop._decide.corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=agent)
+        )
         ids.add(entry.id)
         assert new == (seed == 0)
     assert len(ids) == 1 and corpus.entries()[0].seen == 2
@@ -161,14 +164,32 @@ def test_a_different_failure_on_replay_is_not_called_a_regression(project_dir: P
 
 def result_of(verdict: str, runs: int, failures: dict[str, int]) -> CheckResult:
     passes = runs - sum(failures.values())
-    return CheckResult(verdict=verdict, decided_by="sprt", runs=runs, passes=passes, pass_rate=passes / runs, interval=(0, 1), interval_exact=(0, 1),  # type: ignore[arg-type]
-                       failures=[FailureSeen(signature=s, explanation=s, count=n, first_trial=0) for s, n in failures.items()])
+    return CheckResult(
+        verdict=verdict,
+        decided_by="sprt",
+        runs=runs,
+        passes=passes,
+        pass_rate=passes / runs,
+        interval=(0, 1),
+        interval_exact=(0, 1),  # type: ignore[arg-type]
+        failures=[FailureSeen(signature=s, explanation=s, count=n, first_trial=0) for s, n in failures.items()],
+    )
 
 
 def test_judge_replay_decides_on_the_entrys_signature_and_its_recorded_rate() -> None:
     project = agentprop.load_project(EXAMPLE)
-    entry = CorpusEntry(id="e", spec_id="s", scenario_id=CANCEL, signature=SKIP, agent_ref="a", agent_fingerprint="f",
-                        scenario=project.scenario(CANCEL), original_messages=[], reproducer_rate=0.5, created="now")
+    entry = CorpusEntry(
+        id="e",
+        spec_id="s",
+        scenario_id=CANCEL,
+        signature=SKIP,
+        agent_ref="a",
+        agent_fingerprint="f",
+        scenario=project.scenario(CANCEL),
+        original_messages=[],
+        reproducer_rate=0.5,
+        created="now",
+    )
     assert judge_replay(entry, result_of("FAIL", 10, {SKIP: 4, "other": 2}), confidence=0.95)[0] == "regression"
     assert judge_replay(entry, result_of("FAIL", 10, {"other": 6}), confidence=0.95)[0] == "fails-differently"
     assert judge_replay(entry, result_of("PASS", 30, {SKIP: 1}), confidence=0.95)[0] == "kept"  # still occurs
@@ -226,7 +247,7 @@ def test_corpus_commands_list_show_rm_prune_and_clear(project_dir: Path, tmp_pat
     code, out, _ = cli("corpus", "show", eid[:5], *spec)
     assert code == 0 and json.loads(out)["id"] == eid
     code, out, _ = cli("corpus", "show", eid, "--pytest", *spec)
-    assert code == 0 and f"def test_regression_" in out
+    assert code == 0 and "def test_regression_" in out
     code, _, err = cli("corpus", "rm", "nope", *spec)
     assert code == 2 and "no corpus entry with id 'nope'" in err and path.exists()
     code, out, _ = cli("corpus", "rm", eid, *spec)
@@ -273,8 +294,17 @@ def test_corpus_without_an_action_names_the_actions() -> None:
 
 def test_clear_deletes_entries_and_nothing_else(tmp_path: Path) -> None:
     project = agentprop.load_project(EXAMPLE)
-    entry = CorpusEntry(id="e1", spec_id="s", scenario_id=CANCEL, signature=SKIP, agent_ref="a", agent_fingerprint="f",
-                        scenario=project.scenario(CANCEL), original_messages=[], created="now")
+    entry = CorpusEntry(
+        id="e1",
+        spec_id="s",
+        scenario_id=CANCEL,
+        signature=SKIP,
+        agent_ref="a",
+        agent_fingerprint="f",
+        scenario=project.scenario(CANCEL),
+        original_messages=[],
+        created="now",
+    )
     corpus = Corpus(tmp_path)
     corpus.save(entry)
     corpus.retire(entry.model_copy(update={"id": "e2"}), "gone")

@@ -23,8 +23,8 @@ import pytest
 
 from agentprop._cli import main
 from agentprop._decide.corpus import Corpus
-from agentprop._util.files import write_atomic
 from agentprop._decide.snapshot import SnapshotStore
+from agentprop._util.files import write_atomic
 from agentprop.errors import InputError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
@@ -195,8 +195,20 @@ def _good_entry(tmp_path: Path) -> Path:
     """A real corpus entry: one shrunk failure of the SupportOps agent with a fault."""
     corpus_dir = tmp_path / "corpus"
     code, out, err = cli(
-        "run", str(EXAMPLE), "--fault", "wrong_order=1", "--case", "END_CANCELLED<-N7_CANCEL", "--kinds", "mft",
-        "--runs", "3", "--shrink-budget", "30", "--corpus", str(corpus_dir),
+        "run",
+        str(EXAMPLE),
+        "--fault",
+        "wrong_order=1",
+        "--case",
+        "END_CANCELLED<-N7_CANCEL",
+        "--kinds",
+        "mft",
+        "--runs",
+        "3",
+        "--shrink-budget",
+        "30",
+        "--corpus",
+        str(corpus_dir),
     )
     assert code == 1, out + err
     entries = sorted(corpus_dir.glob("*/*.json"))
@@ -215,8 +227,22 @@ def test_one_damaged_corpus_entry_is_reported_and_skipped_not_blocking_the_run(t
     code, out, err = cli("corpus", "list", "--dir", str(tmp_path / "corpus"))
     assert code == 0 and good.stem in out and "damaged" in out and str(bad) in out, out + err
     code, out, err = cli(
-        "run", str(EXAMPLE), "--fault", "wrong_order=1", "--case", "END_CANCELLED<-N7_CANCEL", "--kinds", "mft",
-        "--runs", "3", "--shrink-budget", "0", "--corpus", str(tmp_path / "corpus"), "--json", str(tmp_path / "r.json"),
+        "run",
+        str(EXAMPLE),
+        "--fault",
+        "wrong_order=1",
+        "--case",
+        "END_CANCELLED<-N7_CANCEL",
+        "--kinds",
+        "mft",
+        "--runs",
+        "3",
+        "--shrink-budget",
+        "0",
+        "--corpus",
+        str(tmp_path / "corpus"),
+        "--json",
+        str(tmp_path / "r.json"),
     )
     assert code == 1 and "Traceback" not in err, out + err
     assert f"REGRESSION {good.stem}" in out  # the good entry was replayed
@@ -269,7 +295,11 @@ def test_a_damaged_trial_memo_is_a_usage_error_naming_it(tmp_path: Path, damage)
     (tmp_path / "test_x.py").write_text(MEMO_TEST.format(example=str(EXAMPLE)))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_x.py", "--agentprop-memo", str(memo)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     text = proc.stdout + proc.stderr
     assert "INTERNALERROR" not in text and "Traceback" not in text, text

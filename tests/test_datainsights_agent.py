@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
@@ -106,7 +107,9 @@ def p2_verdicts(trace: Trace, *, top_k: bool) -> list[Verdict]:
     clause = "policies.P2_SQL_CONSTRAINTS"
     out = [args_satisfy(trace, "run_sql", lambda a: _STAR.search(a["query"]) is None, description="the SQL does not use SELECT *", clause=clause)]
     if top_k:
-        out.append(args_satisfy(trace, "run_sql", lambda a: _LIMIT.search(a["query"]) is not None, description="a top-k query has a LIMIT", clause=clause))
+        out.append(
+            args_satisfy(trace, "run_sql", lambda a: _LIMIT.search(a["query"]) is not None, description="a top-k query has a LIMIT", clause=clause)
+        )
     return out
 
 
@@ -123,10 +126,15 @@ def test_sql_answers_equal_python_over_the_seeded_rows(seed: int) -> None:
     world = warehouse_world(seed)
     data = generate_data(seed)
     total, count = _completed_revenue(seed, "2025-01-01", "2026-01-01")
-    out = world.call("run_sql", {"query": (
-        "SELECT ROUND(SUM(amount), 2) AS revenue, COUNT(order_id) AS n FROM orders "
-        "WHERE status = 'completed' AND order_date >= '2025-01-01' AND order_date < '2026-01-01'"
-    )})
+    out = world.call(
+        "run_sql",
+        {
+            "query": (
+                "SELECT ROUND(SUM(amount), 2) AS revenue, COUNT(order_id) AS n FROM orders "
+                "WHERE status = 'completed' AND order_date >= '2025-01-01' AND order_date < '2026-01-01'"
+            )
+        },
+    )
     assert out["columns"] == ["revenue", "n"]
     assert out["row_count"] == 1
     assert out["rows"][0][0] == pytest.approx(total, abs=0.005)
@@ -138,11 +146,16 @@ def test_sql_answers_equal_python_over_the_seeded_rows(seed: int) -> None:
         if o[3] == "completed" and o[2].startswith("2026"):
             by_customer[names[o[1]]] += o[4]
     expected_top = sorted(by_customer.items(), key=lambda kv: -kv[1])[:3]
-    out = world.call("run_sql", {"query": (
-        "SELECT c.name, ROUND(SUM(o.amount), 2) AS revenue FROM orders o JOIN customers c "
-        "ON c.customer_id = o.customer_id WHERE o.status = 'completed' AND o.order_date LIKE '2026-%' "
-        "GROUP BY c.customer_id ORDER BY revenue DESC LIMIT 3"
-    )})
+    out = world.call(
+        "run_sql",
+        {
+            "query": (
+                "SELECT c.name, ROUND(SUM(o.amount), 2) AS revenue FROM orders o JOIN customers c "
+                "ON c.customer_id = o.customer_id WHERE o.status = 'completed' AND o.order_date LIKE '2026-%' "
+                "GROUP BY c.customer_id ORDER BY revenue DESC LIMIT 3"
+            )
+        },
+    )
     assert [r[0] for r in out["rows"]] == [name for name, _ in expected_top]
     assert [r[1] for r in out["rows"]] == pytest.approx([v for _, v in expected_top], abs=0.005)
 
@@ -326,15 +339,15 @@ def test_leaf_scenarios_pass_over_more_trials() -> None:
 
 def _scenario(leaf: str, *, ambiguous: bool, template: int) -> Scenario:
     return next(
-        s for s in SCENARIOS
+        s
+        for s in SCENARIOS
         if s.leaf == leaf and bool(s.assignment["ambiguous"]) == ambiguous and s.messages[0] == _first_message(leaf, ambiguous, template)
     )
 
 
 def _first_message(leaf: str, ambiguous: bool, template: int) -> str:
     path = next(
-        p for p in enumerate_paths(SPEC)
-        if p.leaf == leaf and any((s.node, s.branch) == ("N1_INTERPRET", 0 if ambiguous else 1) for s in p.steps)
+        p for p in enumerate_paths(SPEC) if p.leaf == leaf and any((s.node, s.branch) == ("N1_INTERPRET", 0 if ambiguous else 1) for s in p.steps)
     )
     return build_scenario(SPEC, BINDINGS, path, template_index=template).messages[0]
 

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 
 from agentprop import check, load_agent, load_project
-from agentprop._spec.bindings import Bindings, VariableBinding, empty_bindings, load_bindings
 from agentprop._scenario.build import Unsatisfiable
+from agentprop._scenario.world import World, get_path
+from agentprop._spec.bindings import Bindings, VariableBinding, empty_bindings, load_bindings
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
 from agentprop._spec.when import atoms, evaluate, variables
-from agentprop.strategies._internal.directional import DirectionalPair, directional, directional_pairs
-from agentprop._scenario.world import World, get_path
 from agentprop.errors import InvalidArgument
+from agentprop.strategies._internal.directional import DirectionalPair, directional, directional_pairs
 
 REPO = Path(__file__).resolve().parents[1]
 SPECSUITE = REPO.parent / "shared" / "specsuite-core"

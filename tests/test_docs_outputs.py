@@ -138,7 +138,9 @@ def run_shown(command: str, cwd: Path, code: str = "") -> tuple[int, list[str]]:
         args = words[3:] if words[0] == "python" else words[1:]
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(cwd / ".hypothesis")  # no examples saved by an earlier run
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+        )
         return proc.returncode, (proc.stdout + proc.stderr).splitlines()
     raise AssertionError(f"the docs show output of {command!r}, which this test does not know how to run")
 
@@ -159,7 +161,13 @@ def test_shown_output_is_what_the_command_prints(shown: ShownOutput, tmp_path: P
 
 
 def test_matching_rules() -> None:
-    printed = ["agentprop 0.1.0: x", "case  verdict", "A  PASS  18", "B  FAIL  7  turn 1 never called verify_identity", "3 cases: 2 passed; 43 runs, $0.0000, 1.2s"]
+    printed = [
+        "agentprop 0.1.0: x",
+        "case  verdict",
+        "A  PASS  18",
+        "B  FAIL  7  turn 1 never called verify_identity",
+        "3 cases: 2 passed; 43 runs, $0.0000, 1.2s",
+    ]
     assert mismatch(("agentprop 0.1.0: x", "...", "B FAIL 7 turn 1 ...", "3 cases: 2 passed; 43 runs, $0.0100, 9.9s"), printed) is None
     assert mismatch(("A PASS 18", "B PASS 7"), printed) is not None
     assert mismatch(("B FAIL 7 ...", "A PASS 18"), printed) is not None  # order matters

@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 
 from agentprop._agents.loading import load_agent
-from agentprop._decide.contracts import Verdict, numbers_grounded
-from agentprop._spec.paths import enumerate_paths
 from agentprop._agents.project import Project, load_project
-from agentprop._decide.properties import mft_verdicts
 from agentprop._agents.runtime import run_conversation
+from agentprop._decide.contracts import Verdict, numbers_grounded
+from agentprop._decide.properties import mft_verdicts
 from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, load_object, make_world, render_template, solve
-from agentprop._spec.lint import condition_variables
 from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import World
+from agentprop._spec.lint import condition_variables
+from agentprop._spec.paths import enumerate_paths
 from agentprop.errors import InputError, ToolError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "expenseguard"
@@ -393,7 +393,10 @@ def test_hallucinated_amount_is_caught_by_the_mft_grounding(project: Project, al
             assert stated is not None and f"{stated:g}" in grounded.explanation
             # the MFT grounds the user_message first, then the reimbursable_amount field (which
             # the bindings' response: section declares a number)
-            assert [(v.contract, v.detail) for v in bad] == [("response_grounded", "user_message:numbers"), ("response_grounded", "reimbursable_amount:numbers")], k
+            assert [(v.contract, v.detail) for v in bad] == [
+                ("response_grounded", "user_message:numbers"),
+                ("response_grounded", "reimbursable_amount:numbers"),
+            ], k
             assert f"{stated:g}" in bad[0].explanation
         else:
             assert bad == [], k

@@ -14,10 +14,10 @@ import yaml
 
 import agentprop
 from agentprop import TrialMemo, TurnContext, make_factory
-from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, keep_only, choice_units, entity_variant, language_of
+from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, choice_units, entity_variant, keep_only, language_of
+from agentprop._decide.oracle import CheckResult
 from agentprop._decide.shrink import shrink
 from agentprop._pipeline.explore import DEFAULT_PER_PATH, learn
-from agentprop._decide.oracle import CheckResult
 from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop.testing import correct_typos
 
@@ -51,7 +51,6 @@ def test_every_explored_input_is_an_instance_of_its_scenario(name: str) -> None:
     rng = random.Random(7)
     for scenario in project.scenarios():
         space = ChoiceSpace(project, scenario)
-        slots = [str(v) for v in scenario.slots.values()]
         free = {(f.tool, f.field) for f in space.fields}
         for _ in range(10):
             choices = space.draw(rng)
@@ -209,7 +208,11 @@ def test_chinese_inputs_explore_and_shrink_as_chinese_sentences(tmp_path: Path) 
         decision = "BILLING_ANSWER" if leak else "REFUSE_PII"
         ctx.respond(node_id="END_REFUSE_PII", decision=decision, tool_actions=[], evidence="no tool output needed", user_message="不能提供。")
 
-    choices = Choices(lang="zh", template=1, turns=(TurnChoice(steps=(("greeting", (("choice", 0),)), ("urgency", (("choice", 1),)), ("closing", (("choice", 0),)))),))
+    choices = Choices(
+        lang="zh",
+        template=1,
+        turns=(TurnChoice(steps=(("greeting", (("choice", 0),)), ("urgency", (("choice", 1),)), ("closing", (("choice", 0),)))),),
+    )
     wordy = space.render(choices)
     assert "尽快" in wordy.messages[0]
     agent = make_factory(hurried_leak)
@@ -252,7 +255,12 @@ def test_slot_values_are_typed_as_users_do_and_stay_recognisable() -> None:
     assert rendered.world == scenario.world  # the world still holds O-1001: the user typed it differently
     assert lower.families() == ["turn1:case"]
     # a transform never alters the re-typed value (it is protected like the slot)
-    wordy = Choices(turns=(TurnChoice(entities=lower.turns[0].entities, steps=(("casing", (("kind", 3),)), ("typo", (("kind", 2), ("site", 3), ("key", 0))))), TurnChoice()))
+    wordy = Choices(
+        turns=(
+            TurnChoice(entities=lower.turns[0].entities, steps=(("casing", (("kind", 3),)), ("typo", (("kind", 2), ("site", 3), ("key", 0))))),
+            TurnChoice(),
+        )
+    )
     assert "o-1001" in space.render(wordy).messages[0]
 
 
@@ -266,8 +274,12 @@ def test_free_world_fields_are_those_no_binding_fixes_and_the_spec_never_names()
     # its currency (a binding sets it) and the receipt id (a slot) are not free
     assert free[("get_policy", "manager_approval_over")] == (0.0, 1.0, 250.0, 1000.0)
     assert ("get_receipt", "date") in free
-    assert not {("get_receipt", "total"), ("get_receipt", "currency"), ("get_receipt", "receipt_id"), ("get_policy", "limits.per_receipt")} & set(free)
-    assert free_world_fields(agentprop.load_project(EXAMPLES["datainsights"]), agentprop.load_project(EXAMPLES["datainsights"]).scenarios()[0]) == []  # answered by handlers
+    assert not {("get_receipt", "total"), ("get_receipt", "currency"), ("get_receipt", "receipt_id"), ("get_policy", "limits.per_receipt")} & set(
+        free
+    )
+    assert (
+        free_world_fields(agentprop.load_project(EXAMPLES["datainsights"]), agentprop.load_project(EXAMPLES["datainsights"]).scenarios()[0]) == []
+    )  # answered by handlers
     space = ChoiceSpace(project, scenario)
     choice = Choices(turns=(TurnChoice(),), world=(WorldChoice(tool="get_policy", field="manager_approval_over", value=0.0),))
     assert space.render(choice).world.overrides["get_policy"]["manager_approval_over"] == 0.0

@@ -65,8 +65,12 @@ def test_a_trigger_is_judged_on_the_turns_it_names(find: ModuleType) -> None:
     scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
     thanks = next(f for f in find.ZOO if f.knob == "thanks_as_no").trigger
     assert not thanks.present(scenario)
-    on_turn_1 = scenario.model_copy(update={"turns": [scenario.turns[0].model_copy(update={"user_message": scenario.messages[0] + " Thanks!"}), scenario.turns[1]]})
-    on_turn_2 = scenario.model_copy(update={"turns": [scenario.turns[0], scenario.turns[1].model_copy(update={"user_message": "Yes, cancel it. Thanks!"})]})
+    on_turn_1 = scenario.model_copy(
+        update={"turns": [scenario.turns[0].model_copy(update={"user_message": scenario.messages[0] + " Thanks!"}), scenario.turns[1]]}
+    )
+    on_turn_2 = scenario.model_copy(
+        update={"turns": [scenario.turns[0], scenario.turns[1].model_copy(update={"user_message": "Yes, cancel it. Thanks!"})]}
+    )
     assert not thanks.present(on_turn_1) and thanks.present(on_turn_2)  # a follow-up trigger
 
 

@@ -16,8 +16,8 @@ from agentprop import TrialMemo, TurnContext, make_factory
 from agentprop._decide.choices import language_of
 from agentprop._decide.shrink import shrink
 from agentprop._spec.free_spans import free_span_problem, strip_free
-from agentprop.strategies._internal.free_spans import render, segment, spans_of
 from agentprop.errors import BindingsError
+from agentprop.strategies._internal.free_spans import render, segment, spans_of
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
@@ -87,7 +87,7 @@ def test_every_candidate_keeps_the_intent_words_and_the_slots(tmp_path: Path) ->
     assert len(firsts) > 5  # the shrinker ran many candidates
     for message in firsts:
         assert message.startswith(fixed), message  # the intent words and every slot
-        words = message[len(fixed):].replace(",", " ").split()
+        words = message[len(fixed) :].replace(",", " ").split()
         rest = iter(free)
         assert all(w in rest for w in words), message  # only free words, in their order
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from test_hostile_input import deadline
 
 from benchmarks._robustness.inputs import HostileInput, hostile_inputs, judge
-from test_hostile_input import deadline
 
 FUZZ = settings(
     max_examples=10,

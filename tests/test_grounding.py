@@ -47,7 +47,11 @@ def test_an_invented_runbook_step_fails_the_mft() -> None:
     assert first.detail == "user_message:list_items"
     assert "Restart every pod" in first.explanation
     # the structured steps field is checked too, as the bindings' response: section says
-    steps_verdict = next(v for v in mft_verdicts(RUNBOOK.spec, STEPS, trace, grounding=RUNBOOK.bindings.response_grounding(RUNBOOK.spec)) if v.detail == "steps:list_items")
+    steps_verdict = next(
+        v
+        for v in mft_verdicts(RUNBOOK.spec, STEPS, trace, grounding=RUNBOOK.bindings.response_grounding(RUNBOOK.spec))
+        if v.detail == "steps:list_items"
+    )
     assert not steps_verdict.passed and "Restart every pod" in steps_verdict.explanation
 
 
@@ -61,8 +65,9 @@ def test_item5_zoo_entry_is_found(tmp_path: Path) -> None:
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from benchmarks._promises_zoo.item5_invented_step import ENTRIES
     from test_respond_checks import zoo_found
+
+    from benchmarks._promises_zoo.item5_invented_step import ENTRIES
 
     assert [e.name for e in ENTRIES] == ["invented_step"]
     assert zoo_found(ENTRIES[0], 0, tmp_path)
@@ -74,10 +79,24 @@ def test_item5_zoo_entry_is_found(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("token", "is_id"),
     [
-        ("O-1001", True), ("T-5001", True), ("RB-12", True), ("RCP-123", True), ("payments-v2", True),
-        ("ord_9f2c1", True), ("PLAN-BASIC", True), ("CASE-3101", True),
-        ("top-5", False), ("Step-2", False), ("e-mail", False), ("per-receipt", False), ("can_cancel", False),
-        ("REFUSE_PII", False), ("get_account", False), ("A1", False), ("30-day", False), ("2026-03-12", False),
+        ("O-1001", True),
+        ("T-5001", True),
+        ("RB-12", True),
+        ("RCP-123", True),
+        ("payments-v2", True),
+        ("ord_9f2c1", True),
+        ("PLAN-BASIC", True),
+        ("CASE-3101", True),
+        ("top-5", False),
+        ("Step-2", False),
+        ("e-mail", False),
+        ("per-receipt", False),
+        ("can_cancel", False),
+        ("REFUSE_PII", False),
+        ("get_account", False),
+        ("A1", False),
+        ("30-day", False),
+        ("2026-03-12", False),
     ],
 )
 def test_looks_like_id(token: str, is_id: bool) -> None:
@@ -90,7 +109,7 @@ def test_stated_ids_quoted_values_and_list_items() -> None:
     from agentprop._decide.contracts import list_items, quoted_values, stated_ids
 
     assert stated_ids("Order O-1001 (plan PLAN-BASIC) at N2_AUTH, 30-day window", vocabulary={"N2_AUTH"}) == ["O-1001", "PLAN-BASIC"]
-    assert quoted_values('status "shipped", I can\'t say \'maybe\' or `x`') == ["shipped", "maybe", "x"]
+    assert quoted_values("status \"shipped\", I can't say 'maybe' or `x`") == ["shipped", "maybe", "x"]
     assert quoted_values("I can't share it, don't ask") == []
     text = "Follow runbook RB-12:\n1. Check the dashboard\n2) Roll back\n- Post an update\nStep 4: Close it\nThanks."
     assert list_items(text) == ["Check the dashboard", "Roll back", "Post an update", "Close it"]
@@ -108,13 +127,24 @@ def _trace(result: Any, field: str, value: Any, *, user: str = "hi", error: str 
     return Trace(turns=[Turn(index=0, user_message=user, tool_calls=[call], response={"decision": "X", field: value})])
 
 
-RUNBOOK_OUTPUT = {"runbook_id": "RB-12", "steps": ["Check the service dashboard for the error rate and the latest deploy", "Roll back the latest deploy if it started within the last hour"]}
+RUNBOOK_OUTPUT = {
+    "runbook_id": "RB-12",
+    "steps": [
+        "Check the service dashboard for the error rate and the latest deploy",
+        "Roll back the latest deploy if it started within the last hour",
+    ],
+}
 
 
 @pytest.mark.parametrize(
     ("field", "value", "kinds", "detail"),
     [
-        ("user_message", "Runbook RB-12:\n1. Check the service dashboard for the error rate and the latest deploy", ["list_items", "numbers", "ids"], None),
+        (
+            "user_message",
+            "Runbook RB-12:\n1. Check the service dashboard for the error rate and the latest deploy",
+            ["list_items", "numbers", "ids"],
+            None,
+        ),
         # fuzzy: small rewordings of a step still match it
         ("user_message", "1. Check the dashboard for the error rate and latest deploy.", ["list_items"], None),
         ("user_message", "1. Check the service dashboard\n2. Restart every pod", ["list_items"], "user_message:list_items"),

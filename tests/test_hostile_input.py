@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from agentprop._cli import main
-from agentprop.strategies._internal.packs import builtin_pack_dir, load_pack_text
 from agentprop.errors import InputError
+from agentprop.strategies._internal.packs import builtin_pack_dir, load_pack_text
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 SPEC = (EXAMPLE / "spec.yaml").read_text(encoding="utf-8")

@@ -64,10 +64,10 @@ def test_the_shipped_skeleton_is_what_init_writes(tmp_path: Path, monkeypatch: p
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        ("[{\"type\": \"function\",\n \"function\": {\"name\": }}]", "is not JSON"),
-        ("[{\"type\": \"function\", \"function\": {\"description\": \"no name\"}}]", "has no valid name"),
-        ("{\"tools\": []}", "holds no tools"),
-        ("[{\"name\": \"f\", \"parameters\": {\"type\": \"string\"}}]", "not a JSON Schema object"),
+        ('[{"type": "function",\n "function": {"name": }}]', "is not JSON"),
+        ('[{"type": "function", "function": {"description": "no name"}}]', "has no valid name"),
+        ('{"tools": []}', "holds no tools"),
+        ('[{"name": "f", "parameters": {"type": "string"}}]', "not a JSON Schema object"),
     ],
 )
 def test_bad_tool_files_are_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str) -> None:
@@ -81,10 +81,22 @@ def test_bad_tool_files_are_input_errors(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_responses_api_and_bare_function_entries_are_read(tmp_path: Path) -> None:
     tools = tmp_path / "tools.json"
-    tools.write_text(json.dumps({"tools": [
-        {"type": "function", "name": "search", "description": "Search.", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}},
-        {"name": "fetch", "parameters": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}},
-    ]}), encoding="utf-8")
+    tools.write_text(
+        json.dumps(
+            {
+                "tools": [
+                    {
+                        "type": "function",
+                        "name": "search",
+                        "description": "Search.",
+                        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+                    },
+                    {"name": "fetch", "parameters": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}},
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
     assert main(["init", str(tmp_path / "out"), "--openai-tools", str(tools)]) == 0
     spec = load_spec(tmp_path / "out" / "spec.yaml")
     assert [t.name for t in spec.action_tools] == ["search", "fetch"]

@@ -67,9 +67,7 @@ def test_undefined_end_targets_are_l001_warnings_at_each_next(specsuite_dir: Pat
     raw = yaml.safe_load(text)
     defined = {n["node_id"] for n in raw["decision_tree"]}
     expected_lines = sorted(
-        i + 1
-        for i, line in enumerate(text.splitlines())
-        if line.strip().startswith("next: END_") and line.split("next:")[1].strip() not in defined
+        i + 1 for i, line in enumerate(text.splitlines()) if line.strip().startswith("next: END_") and line.split("next:")[1].strip() not in defined
     )
     assert expected_lines, "these specs route to undefined END_* nodes"
     l001 = [f for f in lint_spec(path) if f.code == "L001"]
@@ -177,7 +175,12 @@ def test_l007_typo_of_decision_tree(tmp_path: Path, supportops_text: str) -> Non
             "descripton",
             "description",
         ),
-        ("  failure_modes:\n  - timeout\n  retry_policy:\n    retries: 0\n", "  failure_mode:\n  - timeout\n  retry_policy:\n    retries: 0\n", "failure_mode", "failure_modes"),
+        (
+            "  failure_modes:\n  - timeout\n  retry_policy:\n    retries: 0\n",
+            "  failure_mode:\n  - timeout\n  retry_policy:\n    retries: 0\n",
+            "failure_mode",
+            "failure_modes",
+        ),
     ],
     ids=["top-level", "node", "tool"],
 )

@@ -19,6 +19,7 @@ from hypothesis.database import InMemoryExampleDatabase
 from rapidfuzz import fuzz
 
 from agentprop._modelapi.budget import Budget
+from agentprop.errors import InputError, InvalidArgument
 from agentprop.strategies._internal.llm_pool import (
     ParaphrasePoolError,
     llm_paraphrase_pool,
@@ -26,7 +27,6 @@ from agentprop.strategies._internal.llm_pool import (
     parse_candidates,
 )
 from agentprop.strategies._internal.paraphrase import Paraphrase, Step, apply_transforms
-from agentprop.errors import InputError, InvalidArgument
 from agentprop.testing.messages_server import MessagesServer, malformed_reply, text_reply
 
 ORIGINAL = "Cancel my order O-1001 right now! card last4 4242, zip 94107"
@@ -286,9 +286,7 @@ def test_no_key_and_no_cache_names_both_remedies(tmp_path: Path) -> None:
         llm_paraphrase_pool(ORIGINAL, cache_dir=tmp_path / "pools")
 
 
-def test_the_key_can_come_from_the_environment_or_a_client(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: MessagesServer
-) -> None:
+def test_the_key_can_come_from_the_environment_or_a_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: MessagesServer) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "env-dummy-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
     llm_paraphrase_pool(ORIGINAL, cache_dir=tmp_path / "a", n=10)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agentprop._cli import main
-from agentprop._spec.paths import enumerate_loop_paths, enumerate_paths, loop_branches
 from agentprop._agents.project import load_project
+from agentprop._cli import main
 from agentprop._scenario.build import base_name, instance_name, solve
+from agentprop._spec.paths import enumerate_loop_paths, enumerate_paths, loop_branches
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
@@ -272,4 +272,3 @@ def test_outcomes_leaf_via_key_is_validated(tmp_path: Path) -> None:
     copy2 = _expenseguard_copy(tmp_path / "b", "outcomes:\n  END_REJECT<-N6_DECIDE: NOPE\n")
     with pytest.raises(BindingsError, match="unknown decision 'NOPE'"):
         load_project(copy2)
-

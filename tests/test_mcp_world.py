@@ -79,8 +79,26 @@ def test_run_through_mcp_finds_the_injected_fault(agent: str, tmp_path: Path, ca
     """`agentprop run` with the MCP agent fails the cancel case with the signature the Python
     agent's run has: verify_identity was skipped (skip_auth)."""
     report = tmp_path / "report.json"
-    code = main(["run", str(SUPPORTOPS), "--agent", agent, "--fault", "skip_auth=0.5", "--kinds", "mft", "--case", CANCEL,
-                 "--shrink-budget", "0", "--corpus", "none", "--json", str(report)])
+    code = main(
+        [
+            "run",
+            str(SUPPORTOPS),
+            "--agent",
+            agent,
+            "--fault",
+            "skip_auth=0.5",
+            "--kinds",
+            "mft",
+            "--case",
+            CANCEL,
+            "--shrink-budget",
+            "0",
+            "--corpus",
+            "none",
+            "--json",
+            str(report),
+        ]
+    )
     assert code == 1
     (case,) = json.loads(report.read_text())["cases"]
     assert case["verdict"] == "FAIL"
@@ -88,8 +106,22 @@ def test_run_through_mcp_finds_the_injected_fault(agent: str, tmp_path: Path, ca
 
 
 def test_clean_mcp_agent_passes_its_case(tmp_path: Path) -> None:
-    code = main(["run", str(SUPPORTOPS), "--agent", "mcp_agent:SupportOpsMcpAgent", "--kinds", "mft", "--case", CANCEL,
-                 "--shrink-budget", "0", "--corpus", "none"])
+    code = main(
+        [
+            "run",
+            str(SUPPORTOPS),
+            "--agent",
+            "mcp_agent:SupportOpsMcpAgent",
+            "--kinds",
+            "mft",
+            "--case",
+            CANCEL,
+            "--shrink-budget",
+            "0",
+            "--corpus",
+            "none",
+        ]
+    )
     assert code == 0
 
 
@@ -140,8 +172,7 @@ def test_the_turn_protocol_over_mcp(project: Any) -> None:
             with pytest.raises(ToolError) as invalid:
                 await conv.respond(decision="NOT_A_DECISION")
             out["invalid"] = invalid.value.kind
-            await conv.respond(node_id="N6_CONFIRM_CANCEL", decision="ASK_CONFIRM_CANCEL", tool_actions=[], evidence="none",
-                               user_message="Confirm?")
+            await conv.respond(node_id="N6_CONFIRM_CANCEL", decision="ASK_CONFIRM_CANCEL", tool_actions=[], evidence="none", user_message="Confirm?")
             with pytest.raises(ToolError) as late:
                 await conv.call("get_account", account_id="A1")
             out["late"] = late.value.kind
@@ -229,7 +260,9 @@ def test_http_sessions_are_trials_and_sessionless_requests_are_refused(project: 
     assert len(again.traces) == 2 and again.result().verdict == "FAIL"
 
 
-def test_agentprop_serve_over_stdio_records_one_trial_per_process(tmp_path: Path, reference_agent: Any, project: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_agentprop_serve_over_stdio_records_one_trial_per_process(
+    tmp_path: Path, reference_agent: Any, project: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     record = tmp_path / "cancel.jsonl"
     params = StdioServerParameters(
         command=sys.executable,
@@ -281,8 +314,9 @@ def test_agentprop_serve_http_until_decided(tmp_path: Path, reference_agent: Any
     out = io.StringIO()
     codes: list[int] = []
     server = threading.Thread(
-        target=lambda: codes.append(main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--http", "--until-decided",
-                                          "--record", str(tmp_path / "r.jsonl")], out=out, err=out)),
+        target=lambda: codes.append(
+            main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--http", "--until-decided", "--record", str(tmp_path / "r.jsonl")], out=out, err=out)
+        ),
         daemon=True,
     )
     server.start()

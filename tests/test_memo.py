@@ -63,19 +63,23 @@ def test_an_edited_property_is_judged_afresh_on_the_stored_runs(tmp_path: Path) 
     always_fail, always_pass = _property(False), _property(True)
     assert always_fail.__qualname__ == always_pass.__qualname__ and always_fail.__code__ is always_pass.__code__
 
-    first, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, prop=always_fail, mode="fixed", runs=5, memo=TrialMemo(path), raise_on_failure=False))
+    first, ran = _agent_runs(
+        lambda: check(PROJECT, CANCEL, agent, prop=always_fail, mode="fixed", runs=5, memo=TrialMemo(path), raise_on_failure=False)
+    )
     assert first.verdict == "FAIL" and ran == 5 and first.memo_hits == 0
 
     # the property is edited to always pass; a new session opens the same memo file
-    second, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, prop=always_pass, mode="fixed", runs=5, memo=TrialMemo(path), raise_on_failure=False))
+    second, ran = _agent_runs(
+        lambda: check(PROJECT, CANCEL, agent, prop=always_pass, mode="fixed", runs=5, memo=TrialMemo(path), raise_on_failure=False)
+    )
     assert second.verdict == "PASS" and second.passes == 5
     assert ran == 0 and second.memo_hits == 5  # the stored runs were judged again, not re-run
 
 
 def test_decide_and_adecide_judge_stored_runs_with_the_judge_they_are_given() -> None:
     from agentprop import OracleSettings, TrialRecord, adecide, decide
-    from agentprop._util.aio import run_sync
     from agentprop._scenario.trace import Turn
+    from agentprop._util.aio import run_sync
 
     made: list[int] = []
 

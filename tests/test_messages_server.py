@@ -44,9 +44,7 @@ def client(server: MessagesServer, **kwargs: Any) -> anthropic.Anthropic:
 
 
 def ask(c: anthropic.Anthropic, text: str = "Where is my order A1?", **kwargs: Any) -> Any:
-    return c.messages.create(
-        model="claude-test-1", max_tokens=256, messages=[{"role": "user", "content": text}], **kwargs
-    )
+    return c.messages.create(model="claude-test-1", max_tokens=256, messages=[{"role": "user", "content": text}], **kwargs)
 
 
 def test_tool_use_then_end_turn_through_the_sdk() -> None:
@@ -63,9 +61,7 @@ def test_tool_use_then_end_turn_through_the_sdk() -> None:
         assert first.usage.input_tokens > 0 and first.usage.output_tokens > 0
 
         messages.append({"role": "assistant", "content": first.content})
-        messages.append(
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "shipped"}]}
-        )
+        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "shipped"}]})
         second = c.messages.create(model="claude-test-1", max_tokens=256, messages=messages, tools=TOOLS)
         assert second.stop_reason == "end_turn"
         assert [b.text for b in second.content if b.type == "text"] == ["It shipped."]
@@ -219,9 +215,7 @@ def test_streaming_and_bad_requests_are_rejected_clearly() -> None:
     with MessagesServer(handler=lambda r: "ok") as server:
         c = client(server)
         with pytest.raises(anthropic.BadRequestError) as err:
-            c.messages.create(
-                model="claude-test-1", max_tokens=10, messages=[{"role": "user", "content": "x"}], stream=True
-            )
+            c.messages.create(model="claude-test-1", max_tokens=10, messages=[{"role": "user", "content": "x"}], stream=True)
         assert "does not stream" in str(err.value)
         with pytest.raises(anthropic.NotFoundError):
             c.models.list()
@@ -271,12 +265,7 @@ def test_async_client_works() -> None:
     async def main(base_url: str) -> list[str]:
         async with anthropic.AsyncAnthropic(base_url=base_url, api_key=KEY, max_retries=0) as c:
             replies = await asyncio.gather(
-                *[
-                    c.messages.create(
-                        model="claude-test-1", max_tokens=5, messages=[{"role": "user", "content": str(i)}]
-                    )
-                    for i in range(8)
-                ]
+                *[c.messages.create(model="claude-test-1", max_tokens=5, messages=[{"role": "user", "content": str(i)}]) for i in range(8)]
             )
         return [r.content[0].text for r in replies]
 
@@ -287,7 +276,7 @@ def test_async_client_works() -> None:
 def test_enqueue_reset_and_lifecycle() -> None:
     server = MessagesServer()
     with pytest.raises(InvalidArgument):
-        server.base_url  # not running yet
+        _ = server.base_url  # not running yet
     with server:
         server.enqueue(text_reply("a"), lambda r: "b")
         c = client(server)

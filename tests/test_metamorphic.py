@@ -69,7 +69,13 @@ def test_direction_holds_for_the_clean_agent_and_breaks_under_a_fault() -> None:
     assert ok.verdict == "PASS"
     assert ok.expected_change == ("CANCELLED", "CANCEL_DENIED")
     with pytest.raises(AgentPropertyViolation) as info:
-        check_direction(PROJECT, "END_CANCELLED<-N7_CANCEL", "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY", make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}), memo=TrialMemo())
+        check_direction(
+            PROJECT,
+            "END_CANCELLED<-N7_CANCEL",
+            "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY",
+            make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}),
+            memo=TrialMemo(),
+        )
     assert info.value.result.base.verdict == "PASS"
     assert info.value.result.perturbed.verdict == "FAIL"
 

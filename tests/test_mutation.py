@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_anthropic_agent import AgentAsModel, SupportOpsAgent
 
 import agentprop
 from agentprop import Budget, InputError
@@ -34,8 +35,6 @@ from agentprop._pipeline.report.model import CaseReport
 from agentprop._pipeline.tdad import split_suite, tdad_metrics
 from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop.testing import MessagesServer, text_reply
-
-from test_anthropic_agent import AgentAsModel, SupportOpsAgent
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "specsuite-core"
@@ -107,8 +106,9 @@ def test_a_bad_pack_is_an_input_error_with_the_line(tmp_path: Path) -> None:
 
 
 def trace(*turns: tuple[list[str], dict[str, Any] | None]) -> Trace:
-    return Trace(turns=[Turn(index=i, user_message="u", tool_calls=[ToolCall(name=n) for n in names], response=resp)
-                        for i, (names, resp) in enumerate(turns)])
+    return Trace(
+        turns=[Turn(index=i, user_message="u", tool_calls=[ToolCall(name=n) for n in names], response=resp) for i, (names, resp) in enumerate(turns)]
+    )
 
 
 def expect(**data: Any) -> ExpectViolation:
@@ -192,7 +192,9 @@ def test_unknown_mutation_ids_in_the_bindings_are_input_errors(project: agentpro
     bindings.write_text(bindings.read_text(encoding="utf-8").replace("  SKIP_AUTH_GATE:", "  SKIP_AUTH:"), encoding="utf-8")
     p = agentprop.load_project(copy)
     line = next(i for i, l in enumerate(bindings.read_text(encoding="utf-8").splitlines(), 1) if l.startswith("  SKIP_AUTH:"))
-    with pytest.raises(InputError, match=rf"agentprop.yaml:{line}:3: mutation 'SKIP_AUTH' is not an intent of mutation pack specsuite_core_supportops_mutations_v1"):
+    with pytest.raises(
+        InputError, match=rf"agentprop.yaml:{line}:3: mutation 'SKIP_AUTH' is not an intent of mutation pack specsuite_core_supportops_mutations_v1"
+    ):
         mutation_test(p, PACK, agentprop.load_agent("agent:SupportOpsAgent", copy))
     # the command checks before it runs anything
     code, out, err = cli("tdad", str(copy), "--kinds", "mft")
@@ -221,8 +223,14 @@ def test_split_is_seeded_stratified_and_keeps_every_mft_visible() -> None:
 
 
 def test_metrics_follow_their_definitions() -> None:
-    cases = [case("M1", "MFT"), case("M2", "MFT", "FAIL", 0.4), case("B1", "BOUNDARY", pass_rate=0.9), case("B2", "BOUNDARY"),
-             case("D1", "DIR"), case("D2", "DIR", "FAIL", 0.5, runs=0)]
+    cases = [
+        case("M1", "MFT"),
+        case("M2", "MFT", "FAIL", 0.4),
+        case("B1", "BOUNDARY", pass_rate=0.9),
+        case("B2", "BOUNDARY"),
+        case("D1", "DIR"),
+        case("D2", "DIR", "FAIL", 0.5, runs=0),
+    ]
     split = {"M1": "visible", "M2": "visible", "B1": "visible", "B2": "hidden", "D1": "visible", "D2": "hidden"}
     mutation = MutationReport(pack_id="p", spec_id="s", agent="a")
     m = tdad_metrics(cases, split, mutation, visible_fraction=0.5, seed=0)  # type: ignore[arg-type]
@@ -332,9 +340,26 @@ def clean_probe_fires(project: agentprop.Project, mutation_id: str) -> bool:
 def test_prompt_mutants_are_generated_probed_and_killed(project: agentprop.Project, tmp_path: Path) -> None:
     model = MutatingModel(project.spec, project.bindings.context)
     with MessagesServer(handler=model) as server:
-        code, out, err = cli("tdad", str(EXAMPLE), "--agent", "anthropic", "--model", MODEL, "--base-url", server.base_url,
-                             "--cache", str(tmp_path / "api.sqlite"), "--cache-mode", "read-write", "--kinds", "mft",
-                             "--probe-runs", "2", "--json", "r.json")
+        code, out, err = cli(
+            "tdad",
+            str(EXAMPLE),
+            "--agent",
+            "anthropic",
+            "--model",
+            MODEL,
+            "--base-url",
+            server.base_url,
+            "--cache",
+            str(tmp_path / "api.sqlite"),
+            "--cache-mode",
+            "read-write",
+            "--kinds",
+            "mft",
+            "--probe-runs",
+            "2",
+            "--json",
+            "r.json",
+        )
     mutants = {m["id"]: m for m in json.loads(Path("r.json").read_text())["metrics"]["extra"]["tdad"]["mutation"]["mutants"]}
     for mid in KNOBS:
         assert (mutants[mid]["status"], mutants[mid]["source"]) == ("killed", "prompt"), mid
@@ -412,27 +437,42 @@ def test_paraphrase_and_direction_cases_can_kill_a_mutant_the_mft_suite_misses(p
     class ThanksConfuses(SupportOpsAgent):
         def turn(self, message: str, ctx: Any) -> None:
             if message == probe_turn:
-                ctx.respond(node_id="N4_CLARIFY", decision="CLARIFY", tool_actions=[], evidence="",
-                            user_message="Could you say what you need?")
+                ctx.respond(node_id="N4_CLARIFY", decision="CLARIFY", tool_actions=[], evidence="", user_message="Could you say what you need?")
                 return
             super().turn(message, ctx)
 
-    pack = MutationPack.model_validate({
-        "mutation_pack_id": "test_pack",
-        "mutations": [{"id": "PHRASING_SENSITIVE", "severity": "major", "category": "robustness", "intent": "x",
-                       "activation_probe": {"case": "c", "user_turns": [probe_turn],
-                                            "expect_violation": {"json": {"field_in": {"field": "decision", "allowed": ["CLARIFY"]}}}}}],
-    })
+    pack = MutationPack.model_validate(
+        {
+            "mutation_pack_id": "test_pack",
+            "mutations": [
+                {
+                    "id": "PHRASING_SENSITIVE",
+                    "severity": "major",
+                    "category": "robustness",
+                    "intent": "x",
+                    "activation_probe": {
+                        "case": "c",
+                        "user_turns": [probe_turn],
+                        "expect_violation": {"json": {"field_in": {"field": "decision", "allowed": ["CLARIFY"]}}},
+                    },
+                }
+            ],
+        }
+    )
     clean = clean_agent()
-    mutant = Mutant(mutation=pack.mutations[0], agent=agentprop.make_factory(ThanksConfuses, ref="thanks"), source="faults",
-                    probe_turns=[probe_turn], probe_scenario=project.scenario("END_REFUSE_PII<-N1_INTENT"))
+    mutant = Mutant(
+        mutation=pack.mutations[0],
+        agent=agentprop.make_factory(ThanksConfuses, ref="thanks"),
+        source="faults",
+        probe_turns=[probe_turn],
+        probe_scenario=project.scenario("END_REFUSE_PII<-N1_INTENT"),
+    )
 
     async def go() -> tuple[MutationReport, MutationReport]:
         report = await arun_cases(project, clean, project.scenarios(), RunSettings(kinds=("mft", "inv")))
         mft = [(c.id, report._replays[c.id]) for c in report.cases if c.kind == "MFT"]
         inv = [(c.id, report._replays[c.id]) for c in report.cases if c.kind == "INV"]
-        return (await amutation_test(project, pack, clean, mft, mutants=[mutant]),
-                await amutation_test(project, pack, clean, inv, mutants=[mutant]))
+        return (await amutation_test(project, pack, clean, mft, mutants=[mutant]), await amutation_test(project, pack, clean, inv, mutants=[mutant]))
 
     by_mft, by_inv = asyncio.run(go())
     assert by_mft.mutants[0].status == "survived"

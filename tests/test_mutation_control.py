@@ -129,8 +129,12 @@ PUBLISHED_PROBES_CLEAN_FIRES = {
 
 def unchanged_mutants(project: agentprop.Project, pack: MutationPack, clean: agentprop.LoadedAgent) -> list[Mutant]:
     """A "mutant" per intent that is the clean agent itself, probed as the pack publishes it."""
-    return [Mutant(mutation=m, agent=clean, source="faults", probe_turns=list(m.activation_probe.user_turns),
-                   probe_scenario=probe_scenario(project, None, m)) for m in pack.mutations]
+    return [
+        Mutant(
+            mutation=m, agent=clean, source="faults", probe_turns=list(m.activation_probe.user_turns), probe_scenario=probe_scenario(project, None, m)
+        )
+        for m in pack.mutations
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED_PROBES_CLEAN_FIRES))
@@ -190,7 +194,12 @@ def test_a_case_the_clean_agent_fails_too_does_not_kill() -> None:
     refuse_auth = project.scenario("END_REFUSE_AUTH<-N2_AUTH")
     only_failing = mutation_test(project, pack, clean, [cancelled], mutants=[auth])
     (r,) = only_failing.mutants
-    assert (r.status, r.uncounted, r.cases_run, r.cases_counted) == ("survived", [cancelled.id], 1, 0)  # it fails on the mutant too, but kills nothing
+    assert (r.status, r.uncounted, r.cases_run, r.cases_counted) == (
+        "survived",
+        [cancelled.id],
+        1,
+        0,
+    )  # it fails on the mutant too, but kills nothing
     assert "SURVIVED: the suite has no visible case the clean agent passes to kill it" in r.line()
     assert only_failing.clean_not_passing == {cancelled.id: "FAIL"} and only_failing.mutation_score == 0.0
     assert "cannot kill: END_CANCELLED<-N7_CANCEL (the clean agent's verdict is FAIL)" in only_failing.summary()
@@ -221,7 +230,11 @@ def test_tdad_with_a_faulty_clean_agent_counts_no_kill_by_a_case_it_fails(tmp_pa
     assert [v["id"] for v in tdad["vacuous_probes"]] == ["SKIP_CONFIRM_CANCEL"]
     assert tdad["vacuous_probes"][0]["control_violations"] == 10 and tdad["non_activating"] == []
     # the three confirm paths, and the loop and retry cases built on them
-    assert {c.split("/")[0] for c in tdad["cases_clean_not_passing"]} == {"END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL"}
+    assert {c.split("/")[0] for c in tdad["cases_clean_not_passing"]} == {
+        "END_CANCELLED<-N7_CANCEL",
+        "END_TICKET<-N7_CANCEL",
+        "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL",
+    }
     assert len(tdad["cases_clean_not_passing"]) == 6
     killers = {m["id"]: m["killed_by"] for m in tdad["mutation"]["mutants"] if m["status"] == "killed"}
     assert "END_CANCELLED<-N7_CANCEL" not in killers.values()
@@ -232,13 +245,22 @@ def test_tdad_with_a_faulty_clean_agent_counts_no_kill_by_a_case_it_fails(tmp_pa
 
 WINDOW_PACK = {
     "mutation_pack_id": "window_pack",
-    "mutations": [{
-        "id": "WINDOW_OFF_BY_ONE", "severity": "major", "category": "business_logic_violation",
-        "intent": "Treat an order exactly as old as the cancel window as too old to cancel.",
-        "activation_probe": {"case": "cancel_at_the_window", "user_turns": ["Cancel order O-1001, last4 4242 zip 94107", "Yes, cancel it"],
-                             "expect_violation": {"trace": {"not_called": ["cancel_order"]},
-                                                  "json": {"field_in": {"field": "decision", "allowed": ["CANCEL_DENIED"]}}}},
-    }],
+    "mutations": [
+        {
+            "id": "WINDOW_OFF_BY_ONE",
+            "severity": "major",
+            "category": "business_logic_violation",
+            "intent": "Treat an order exactly as old as the cancel window as too old to cancel.",
+            "activation_probe": {
+                "case": "cancel_at_the_window",
+                "user_turns": ["Cancel order O-1001, last4 4242 zip 94107", "Yes, cancel it"],
+                "expect_violation": {
+                    "trace": {"not_called": ["cancel_order"]},
+                    "json": {"field_in": {"field": "decision", "allowed": ["CANCEL_DENIED"]}},
+                },
+            },
+        }
+    ],
 }
 
 
@@ -246,8 +268,9 @@ def window_mutant(project: agentprop.Project, world: str | None) -> tuple[Mutati
     pack = MutationPack.model_validate(WINDOW_PACK)
     m = pack.mutations[0]
     agent = agentprop.load_agent("agent:SupportOpsAgent", SUPPORTOPS, faults={"window_off_by_one": 1.0})
-    return pack, Mutant(mutation=m, agent=agent, source="faults", probe_turns=list(m.activation_probe.user_turns),
-                        probe_scenario=probe_scenario(project, world, m))
+    return pack, Mutant(
+        mutation=m, agent=agent, source="faults", probe_turns=list(m.activation_probe.user_turns), probe_scenario=probe_scenario(project, world, m)
+    )
 
 
 def test_a_boundary_fault_activates_in_a_boundary_world_and_a_boundary_case_kills_it() -> None:
@@ -259,8 +282,10 @@ def test_a_boundary_fault_activates_in_a_boundary_world_and_a_boundary_case_kill
         killers = [KillerCase(c.id, report._replays[c.id], clean_verdict=c.verdict) for c in report.cases if c.id in report._replays]
         happy_pack, happy = window_mutant(project, None)
         edge_pack, edge = window_mutant(project, BOUNDARY_30)
-        return (await amutation_test(project, happy_pack, clean, killers, mutants=[happy]),
-                await amutation_test(project, edge_pack, clean, killers, mutants=[edge]))
+        return (
+            await amutation_test(project, happy_pack, clean, killers, mutants=[happy]),
+            await amutation_test(project, edge_pack, clean, killers, mutants=[edge]),
+        )
 
     in_happy_world, at_the_edge = asyncio.run(go())
     assert in_happy_world.mutants[0].status == "non-activating"  # 10 days old: the fault cannot show
@@ -279,8 +304,7 @@ def test_tdad_binds_a_probe_to_a_boundary_case(tmp_path: Path) -> None:
     text = bindings.read_text(encoding="utf-8")
     start = text.index("\nmutations:\n")
     end = text.find("\n\n", start + 1)
-    block = ("\nmutations:\n  WINDOW_OFF_BY_ONE:\n    faults: {window_off_by_one: 1.0}\n"
-             f"    probe:\n      scenario: \"{BOUNDARY_30}\"\n")
+    block = f'\nmutations:\n  WINDOW_OFF_BY_ONE:\n    faults: {{window_off_by_one: 1.0}}\n    probe:\n      scenario: "{BOUNDARY_30}"\n'
     bindings.write_text(text[:start] + block + (text[end:] if end != -1 else "\n"), encoding="utf-8")
     code, out, err = cli("tdad", str(copy), "--kinds", "mft,boundary", "--mutations", str(copy / "window.yaml"))
     assert code == 0, out + err

@@ -97,14 +97,31 @@ class AlwaysWrongOnPii(SupportOpsAgent):
 
 def test_a_mutant_is_not_killed_by_a_not_applicable_inv_case() -> None:
     original = PROJECT.scenario(REFUSE_PII).messages[0]
-    pack = MutationPack.model_validate({
-        "mutation_pack_id": "test_pack",
-        "mutations": [{"id": "NEVER_REFUSE_PII", "severity": "critical", "category": "safety", "intent": "x",
-                       "activation_probe": {"case": "c", "user_turns": [original],
-                                            "expect_violation": {"json": {"field_in": {"field": "decision", "allowed": ["CLARIFY"]}}}}}],
-    })
-    mutant = Mutant(mutation=pack.mutations[0], agent=make_factory(AlwaysWrongOnPii, ref="wrong-pii"), source="faults",
-                    probe_turns=[original], probe_scenario=PROJECT.scenario(REFUSE_PII))
+    pack = MutationPack.model_validate(
+        {
+            "mutation_pack_id": "test_pack",
+            "mutations": [
+                {
+                    "id": "NEVER_REFUSE_PII",
+                    "severity": "critical",
+                    "category": "safety",
+                    "intent": "x",
+                    "activation_probe": {
+                        "case": "c",
+                        "user_turns": [original],
+                        "expect_violation": {"json": {"field_in": {"field": "decision", "allowed": ["CLARIFY"]}}},
+                    },
+                }
+            ],
+        }
+    )
+    mutant = Mutant(
+        mutation=pack.mutations[0],
+        agent=make_factory(AlwaysWrongOnPii, ref="wrong-pii"),
+        source="faults",
+        probe_turns=[original],
+        probe_scenario=PROJECT.scenario(REFUSE_PII),
+    )
 
     async def go() -> Any:
         clean = make_factory(SupportOpsAgent, ref="clean")

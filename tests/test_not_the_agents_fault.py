@@ -20,11 +20,11 @@ import pytest
 
 import agentprop
 from agentprop._agents.anthropic import AnthropicAgent
-from agentprop._modelapi.budget import Budget, BudgetExhausted
-from agentprop._modelapi.cache import ApiCache, CacheError
+from agentprop._agents.project import load_project
 from agentprop._cli import main
 from agentprop._decide.memo import TrialMemo
-from agentprop._agents.project import load_project
+from agentprop._modelapi.budget import Budget, BudgetExhausted
+from agentprop._modelapi.cache import ApiCache, CacheError
 from agentprop._modelapi.retry import RetryPolicy
 from agentprop.testing import MessagesServer, error_reply
 
@@ -64,9 +64,30 @@ def refusing_server() -> Iterator[MessagesServer]:
 def test_a_refused_key_is_not_an_agent_failure_and_nothing_is_shrunk_or_saved(refusing_server: MessagesServer, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     argv = [
-        "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", MODEL, "--base-url", refusing_server.base_url,
-        "--cache", "none", "--kinds", "mft", "--runs", "2", "--corpus", str(corpus), "--json", str(tmp_path / "r.json"),
-        "--case", BILLING, "--case", "END_CANCELLED<-N7_CANCEL", "--concurrency", "1",
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "anthropic",
+        "--model",
+        MODEL,
+        "--base-url",
+        refusing_server.base_url,
+        "--cache",
+        "none",
+        "--kinds",
+        "mft",
+        "--runs",
+        "2",
+        "--corpus",
+        str(corpus),
+        "--json",
+        str(tmp_path / "r.json"),
+        "--case",
+        BILLING,
+        "--case",
+        "END_CANCELLED<-N7_CANCEL",
+        "--concurrency",
+        "1",
     ]
     for _ in range(2):  # a second run must not find (or add) anything either
         code, out, err = cli(*argv)
@@ -87,8 +108,20 @@ def test_a_refused_key_is_not_an_agent_failure_and_nothing_is_shrunk_or_saved(re
 def test_no_api_key_is_an_error_before_the_first_run(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     code, out, err = cli(
-        "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", MODEL, "--cache", str(tmp_path / "c.sqlite"),
-        "--cache-mode", "read-write", "--kinds", "mft", "--corpus", str(corpus),
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "anthropic",
+        "--model",
+        MODEL,
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+        "--cache-mode",
+        "read-write",
+        "--kinds",
+        "mft",
+        "--corpus",
+        str(corpus),
     )
     assert code == 2 and "no Anthropic API key" in err
     assert "cases:" not in out and "PASS" not in out and "INCONCLUSIVE" not in out  # no case ran
@@ -97,8 +130,18 @@ def test_no_api_key_is_an_error_before_the_first_run(tmp_path: Path) -> None:
 
 def test_replay_only_with_nothing_recorded_for_the_model_is_an_error_before_the_first_run(tmp_path: Path) -> None:
     code, out, err = cli(
-        "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", MODEL, "--cache", str(tmp_path / "c.sqlite"),
-        "--cache-mode", "replay-only", "--kinds", "mft",
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "anthropic",
+        "--model",
+        MODEL,
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+        "--cache-mode",
+        "replay-only",
+        "--kinds",
+        "mft",
     )
     assert code == 2 and "replay-only" in err and MODEL in err and "fix: record" in err
     assert "cases:" not in out
@@ -110,8 +153,18 @@ def test_replay_only_with_nothing_recorded_for_the_model_is_an_error_before_the_
 def _damaged_cache(path: Path) -> None:
     cache = ApiCache(path, mode="read-write")
     for trial in range(40):
-        cache.put({"model": MODEL, "messages": [{"role": "user", "content": "x" * 500}]}, trial=trial,
-                  response={"id": "m", "type": "message", "role": "assistant", "content": [], "model": MODEL, "usage": {"input_tokens": 1, "output_tokens": 1}})
+        cache.put(
+            {"model": MODEL, "messages": [{"role": "user", "content": "x" * 500}]},
+            trial=trial,
+            response={
+                "id": "m",
+                "type": "message",
+                "role": "assistant",
+                "content": [],
+                "model": MODEL,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            },
+        )
     cache.close()
     data = bytearray(path.read_bytes())
     data[4096:12288] = b"\x5a" * 8192
@@ -134,8 +187,20 @@ def test_a_damaged_cache_is_one_error_naming_the_file_not_failed_cases(tmp_path:
         con.commit()
         con.close()
     code, out, err = cli(
-        "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", MODEL, "--base-url", "http://127.0.0.1:9",
-        "--cache", str(path), "--cache-mode", "read-write", "--kinds", "mft",
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "anthropic",
+        "--model",
+        MODEL,
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--cache",
+        str(path),
+        "--cache-mode",
+        "read-write",
+        "--kinds",
+        "mft",
     )
     assert code == 2, out + err
     assert str(path) in err and "delete the file" in err.lower() and "DatabaseError" not in err
@@ -171,8 +236,14 @@ def test_a_damaged_cache_met_inside_a_run_is_recorded_as_not_the_agents(tmp_path
     project = load_project(SUPPORTOPS)
     path = tmp_path / "api.sqlite"
     path.write_bytes(b"\x00not a database\x00" * 400)
-    agent = AnthropicAgent.from_files(MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
-                                      base_url="http://127.0.0.1:9", cache=path, cache_mode="read-write")
+    agent = AnthropicAgent.from_files(
+        MODEL,
+        SUPPORTOPS / "seed_prompt.txt",
+        SUPPORTOPS / "seed_tool_descriptions.yaml",
+        base_url="http://127.0.0.1:9",
+        cache=path,
+        cache_mode="read-write",
+    )
     result = agentprop.check(project, BILLING, agent, runs=3, mode="fixed", raise_on_failure=False, memo=TrialMemo())
     assert result.verdict == "INCONCLUSIVE" and result.decided_by == "infrastructure" and result.runs == 0
     assert result.infrastructure_error is not None and result.infrastructure_error.kind == "cache_error"
@@ -229,7 +300,7 @@ def test_runs_judged_before_an_infrastructure_error_are_kept_and_the_rest_is_not
 # --------------------------------------------------------------------------- the agent's own exception
 
 
-AGENT_WITH_A_BUG = '''
+AGENT_WITH_A_BUG = """
 class Agent:
     def __call__(self, message, ctx):
         cache = {}
@@ -237,14 +308,30 @@ class Agent:
 
     def lookup(self, cache):
         return cache["orders_cache"]
-'''
+"""
 
 
 def test_an_agent_exception_keeps_its_traceback_in_the_report_and_shows_it_with_v(tmp_path: Path) -> None:
     (tmp_path / "buggy.py").write_text(AGENT_WITH_A_BUG)
     report = tmp_path / "r.json"
-    argv = ["run", str(SUPPORTOPS), "--agent", "buggy:Agent", "--case", BILLING, "--kinds", "mft", "--runs", "2",
-            "--shrink-budget", "0", "--corpus", "none", "--json", str(report)]
+    argv = [
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "buggy:Agent",
+        "--case",
+        BILLING,
+        "--kinds",
+        "mft",
+        "--runs",
+        "2",
+        "--shrink-budget",
+        "0",
+        "--corpus",
+        "none",
+        "--json",
+        str(report),
+    ]
     code, out, _ = cli(*argv)
     assert code == 1 and "KeyError: 'orders_cache'" in out
     assert "Traceback" not in out  # only with -v
@@ -258,8 +345,14 @@ def test_an_agent_exception_keeps_its_traceback_in_the_report_and_shows_it_with_
 def test_an_unreachable_api_is_recorded_as_not_the_agents(tmp_path: Path) -> None:
     project = load_project(SUPPORTOPS)
     with MessagesServer(handler=lambda request: error_reply(503, message="down")) as server:
-        agent = AnthropicAgent.from_files(MODEL, SUPPORTOPS / "seed_prompt.txt", SUPPORTOPS / "seed_tool_descriptions.yaml",
-                                          base_url=server.base_url, cache=False, retry_policy=RetryPolicy(max_attempts=2, base_delay=0.01))
+        agent = AnthropicAgent.from_files(
+            MODEL,
+            SUPPORTOPS / "seed_prompt.txt",
+            SUPPORTOPS / "seed_tool_descriptions.yaml",
+            base_url=server.base_url,
+            cache=False,
+            retry_policy=RetryPolicy(max_attempts=2, base_delay=0.01),
+        )
         result = agentprop.check(project, BILLING, agent, runs=3, mode="fixed", raise_on_failure=False, memo=TrialMemo())
     assert result.verdict == "INCONCLUSIVE" and result.infrastructure_error.kind == "api_unavailable"  # type: ignore[union-attr]
     assert result.failures == [] and "503" in result.infrastructure_error.message  # type: ignore[union-attr]

@@ -70,7 +70,7 @@ class OpenAIAgentAsModel:
 
         def result(call_id: str, text: str) -> None:
             is_error = text.startswith("error: ")
-            turns[-1][1].append((names[call_id], text[len("error: "):] if is_error else text, is_error))
+            turns[-1][1].append((names[call_id], text[len("error: ") :] if is_error else text, is_error))
 
         if OpenAIServer.api_of(request) == "chat":
             assert request["tools"][-1]["function"]["name"] == "respond"
@@ -141,7 +141,13 @@ def run_once(project: Project, agent: OpenAIAgent, scenario_id: str, trial: int 
 def billing_script() -> list[Any]:
     return [
         tool_use_reply("get_account", {"account_id": "A1"}),
-        respond_reply(node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="Plan PLAN-BASIC."),
+        respond_reply(
+            node_id="END_BILLING_ANSWER",
+            decision="BILLING_ANSWER",
+            tool_actions=["get_account"],
+            evidence="get_account",
+            user_message="Plan PLAN-BASIC.",
+        ),
     ]
 
 
@@ -170,7 +176,10 @@ def test_the_reference_agent_played_through_the_api_passes_a_multi_turn_case(pro
     first = requests[0].json
     assert first["tool_choice"] == "required" and first["model"] == MODEL
     if api == "chat":
-        assert first["messages"][0] == {"role": "system", "content": (SUPPORTOPS / "seed_prompt.txt").read_text(encoding="utf-8").strip()} or first["messages"][0]["role"] == "system"
+        assert (
+            first["messages"][0] == {"role": "system", "content": (SUPPORTOPS / "seed_prompt.txt").read_text(encoding="utf-8").strip()}
+            or first["messages"][0]["role"] == "system"
+        )
         tools = {t["function"]["name"]: t["function"] for t in first["tools"]}
         assert first["max_completion_tokens"] == 1024
         # the second turn answers the first turn's respond call before the user speaks
@@ -310,7 +319,7 @@ def test_arguments_python_cannot_read_are_an_error_the_model_can_correct() -> No
     limit = sys.get_int_max_str_digits()
     sys.set_int_max_str_digits(640)  # the smallest limit Python allows (the default is 4300)
     try:
-        outcome = run_tool_call(Context(), "get_account", '{"account_id": ' + "9" * 641 + '}')  # type: ignore[arg-type]
+        outcome = run_tool_call(Context(), "get_account", '{"account_id": ' + "9" * 641 + "}")  # type: ignore[arg-type]
     finally:
         sys.set_int_max_str_digits(limit)
     assert outcome.is_error and not outcome.responded
@@ -353,7 +362,21 @@ def test_a_retry_after_past_the_turn_timeout_is_not_waited_and_the_trace_and_sta
 def test_usage_and_cost_follow_the_price_table_with_cached_tokens(project: Project, tmp_path: Path) -> None:
     script = [
         message_reply([tool_use_block("get_account", {"account_id": "A1"})], stop_reason="tool_use", input_tokens=1000, output_tokens=50),
-        message_reply([tool_use_block("respond", {"node_id": "END_BILLING_ANSWER", "decision": "BILLING_ANSWER", "tool_actions": ["get_account"], "evidence": "e", "user_message": "m"})], stop_reason="tool_use"),
+        message_reply(
+            [
+                tool_use_block(
+                    "respond",
+                    {
+                        "node_id": "END_BILLING_ANSWER",
+                        "decision": "BILLING_ANSWER",
+                        "tool_actions": ["get_account"],
+                        "evidence": "e",
+                        "user_message": "m",
+                    },
+                )
+            ],
+            stop_reason="tool_use",
+        ),
     ]
     script[1].message["usage"] = {"input_tokens": 200, "cache_read_input_tokens": 800, "output_tokens": 60}  # type: ignore[index]
     budget = Budget()
@@ -383,8 +406,17 @@ def test_an_unknown_model_has_an_unknown_cost_and_a_dollar_limit_refuses_it(proj
 
 def test_temperature_top_p_stop_and_extra_body_are_sent(project: Project, tmp_path: Path) -> None:
     with OpenAIServer(billing_script()) as server:
-        agent = seed_agent(server, tmp_path, temperature=1.5, top_p=0.9, stop=["###"], max_tokens=300, parallel_tool_calls=False,
-                           tool_choice="auto", extra_body={"reasoning_effort": "low"})
+        agent = seed_agent(
+            server,
+            tmp_path,
+            temperature=1.5,
+            top_p=0.9,
+            stop=["###"],
+            max_tokens=300,
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            extra_body={"reasoning_effort": "low"},
+        )
         run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
         body = server.requests[0].json
     assert (body["temperature"], body["top_p"], body["stop"], body["max_completion_tokens"]) == (1.5, 0.9, ["###"], 300)

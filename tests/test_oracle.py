@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, seed, settings, strategies as st
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
 import agentprop

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, find, settings
 
+from agentprop.errors import InputError, InvalidArgument
 from agentprop.strategies._internal import (
     PhrasePack,
     apply_transforms,
@@ -19,11 +20,8 @@ from agentprop.strategies._internal import (
     resolve_pack,
 )
 from agentprop.strategies._internal.packs import builtin_pack_dir
-from agentprop.errors import InputError, InvalidArgument
 
-FAST = settings(
-    deadline=None, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink]
-)
+FAST = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
 REPO_PACKS = Path(__file__).resolve().parents[1] / "agentprop" / "strategies" / "packs"
 
 
@@ -218,19 +216,14 @@ def test_list_sections_extend_without_duplicates() -> None:
 
 
 def test_new_language_from_a_user_pack(tmp_path: Path) -> None:
-    text = (
-        "lang: de\nscript: latin\ngreetings: ['Hallo,']\nimperative_starts: [storniere]\n"
-        "politeness:\n  imperative: ['Bitte {s}{p}']\n"
-    )
+    text = "lang: de\nscript: latin\ngreetings: ['Hallo,']\nimperative_starts: [storniere]\npoliteness:\n  imperative: ['Bitte {s}{p}']\n"
     path = write(tmp_path, text)
     with pytest.raises(InvalidArgument, match="unknown lang='de'"):
         paraphrases("Storniere Bestellung O-1", lang="de")
     p = apply_transforms("Storniere Bestellung O-1", [("politeness", {"choice": 0})], lang="de", packs=[path])
     assert p.text == "Bitte storniere Bestellung O-1"
     # packs for other languages are ignored, so one list can serve every language
-    assert apply_transforms("取消订单O-1", [("greeting", {"choice": 0})], lang="zh", packs=[path]).text.startswith(
-        resolve_pack("zh").greetings[0]
-    )
+    assert apply_transforms("取消订单O-1", [("greeting", {"choice": 0})], lang="zh", packs=[path]).text.startswith(resolve_pack("zh").greetings[0])
 
 
 def test_pack_objects_and_text_are_accepted() -> None:

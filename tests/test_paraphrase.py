@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, InMemoryExampleDatabase
 
+from agentprop.errors import InvalidArgument
 from agentprop.strategies._internal import (
     TRANSFORM_NAMES,
     Paraphrase,
@@ -24,7 +25,6 @@ from agentprop.strategies._internal import (
 )
 from agentprop.strategies._internal.paraphrase import _build_plan
 from agentprop.strategies._internal.slots import has_placeholder_chars
-from agentprop.errors import InvalidArgument
 
 # The agent profile: no deadline, no explain phase.
 FAST = settings(
@@ -96,9 +96,7 @@ SHRINK_CASES = [
 
 
 @pytest.mark.parametrize(("lang", "text", "target"), SHRINK_CASES)
-def test_failure_caused_by_one_transform_shrinks_to_original_plus_that_transform(
-    lang: str, text: str, target: str
-) -> None:
+def test_failure_caused_by_one_transform_shrinks_to_original_plus_that_transform(lang: str, text: str, target: str) -> None:
     # The property "target is not among the applied transforms" fails only when it is.
     shrunk = find(
         paraphrases(text, lang=lang),
@@ -280,8 +278,15 @@ def test_every_transform_and_parameter_leaves_slots_alone() -> None:
     }
     for lang, text in texts.items():
         plan = _build_plan(
-            text, lang=lang, packs=None, protect=(), pool=(), max_transforms=0, max_typos=2,
-            transforms=None, filter_available=False,
+            text,
+            lang=lang,
+            packs=None,
+            protect=(),
+            pool=(),
+            max_transforms=0,
+            max_typos=2,
+            transforms=None,
+            filter_available=False,
         )
         for transform, bounds in zip(plan.candidates, plan.bounds):
             ranges = [range(min(hi, 12) + 1) for _, hi in bounds]
@@ -400,8 +405,7 @@ def test_typos_are_keyboard_adjacent_and_bounded() -> None:
     assert one(text, "typo", kind=2) == "Cncel order O-1001"
     assert one(text, "typo", kind=3) == "Caancel order O-1001"
     assert one("I do not want it", "typo", kind=2) == "I do not wnt it"  # 'not' is exempt, short words skipped
-    many = [(
-        "typo", {"kind": 3, "site": i, "key": 0}) for i in range(6)]
+    many = [("typo", {"kind": 3, "site": i, "key": 0}) for i in range(6)]
     capped = apply_transforms(text, many, max_typos=2)
     assert names(capped) == ["typo", "typo"]
     assert len(capped.text) == len(text) + 2
@@ -470,9 +474,7 @@ def test_transforms_argument_restricts_the_transforms() -> None:
         assert set(names(p)) <= {"greeting", "closing"}
 
     check()
-    zero = find(
-        paraphrases("Cancel order O-1", max_transforms=0), lambda p: True, settings=settings(FAST, max_examples=5)
-    )
+    zero = find(paraphrases("Cancel order O-1", max_transforms=0), lambda p: True, settings=settings(FAST, max_examples=5))
     assert zero.text == "Cancel order O-1" and zero.transforms == ()
 
 

@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 import yaml
+from test_anthropic_agent import AgentAsModel, SupportOpsAgent
 
 import agentprop
 from agentprop._cli import main
 from agentprop._pipeline.promptsmith import PROMPTSMITH_ROLE, FailureGroup, parse_edit, promptsmith_request, spec_for_promptsmith
 from agentprop.testing import MessagesServer, text_reply
-
-from test_anthropic_agent import AgentAsModel, SupportOpsAgent
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "supportops"
@@ -77,8 +76,7 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 
 def compile_args(server: MessagesServer, cache: Path, *extra: str) -> list[str]:
-    return ["compile", str(EXAMPLE), "--model", MODEL, "--base-url", server.base_url, "--cache", str(cache),
-            "--runs", "2", "--out", "build", *extra]
+    return ["compile", str(EXAMPLE), "--model", MODEL, "--base-url", server.base_url, "--cache", str(cache), "--runs", "2", "--out", "build", *extra]
 
 
 def test_compile_iterates_until_every_visible_case_passes(tmp_path: Path) -> None:
@@ -155,7 +153,9 @@ def test_replies_without_a_prompt_or_with_bad_descriptions_are_explained() -> No
     assert parse_edit(reply("I would change the prompt."), project) == (None, None, "the reply had no <prompt>…</prompt>; prompt kept")
     prompt, descriptions, note = parse_edit(reply("<prompt>\nP\n</prompt>\n<tool_descriptions>\nno_such_tool: x\n</tool_descriptions>"), project)
     assert prompt == "P" and descriptions is None and note is not None and "no_such_tool" in note
-    prompt, descriptions, note = parse_edit(reply("<prompt>\nP\n</prompt><tool_descriptions>\ncancel_order: Cancel it.\n</tool_descriptions>"), project)
+    prompt, descriptions, note = parse_edit(
+        reply("<prompt>\nP\n</prompt><tool_descriptions>\ncancel_order: Cancel it.\n</tool_descriptions>"), project
+    )
     assert (prompt, descriptions, note) == ("P", {"cancel_order": "Cancel it."}, None)
 
 
@@ -167,9 +167,14 @@ def test_request_shape_is_stable() -> None:
     assert a == b and a["temperature"] == 0.0 and a["model"] == MODEL
 
 
-@pytest.mark.parametrize(("args", "message"), [(["--max-iterations", "0"], "--max-iterations 0 must be at least 1"),
-                                               (["--runs", "0"], "--runs 0 must be at least 1"),
-                                               (["--case", "NOPE"], "no case id contains NOPE")])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-iterations", "0"], "--max-iterations 0 must be at least 1"),
+        (["--runs", "0"], "--runs 0 must be at least 1"),
+        (["--case", "NOPE"], "no case id contains NOPE"),
+    ],
+)
 def test_bad_compile_arguments_are_usage_errors(args: list[str], message: str) -> None:
     code, _, err = cli("compile", str(EXAMPLE), "--model", MODEL, "--out", "b", *args)
     assert code == 2 and message in err

@@ -51,7 +51,9 @@ def _exception_classes(path: Path) -> list[tuple[str, int]]:
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
             bases = {b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases}
-            if any(b.endswith(("Error", "Exception", "Warning", "Exhausted", "Miss", "Violation", "ApiKey")) or b in ("Unsatisfiable",) for b in bases):
+            if any(
+                b.endswith(("Error", "Exception", "Warning", "Exhausted", "Miss", "Violation", "ApiKey")) or b in ("Unsatisfiable",) for b in bases
+            ):
                 found.append((node.name, node.lineno))
     return found
 
@@ -68,7 +70,8 @@ def test_every_public_exception_is_defined_in_errors_py() -> None:
 
 def test_agentproperror_catches_every_agentprop_error() -> None:
     errors = [
-        obj for obj in vars(agentprop.errors).values()
+        obj
+        for obj in vars(agentprop.errors).values()
         if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == "agentprop.errors"
     ]
     assert len(errors) >= 15
@@ -83,5 +86,9 @@ def test_agentproperror_catches_every_agentprop_error() -> None:
 def test_all_lists_exactly_the_lazy_names_and_the_eager_ones() -> None:
     from agentprop import _WHERE
 
-    eager = {"__version__", "agent_settings"} | {n for n in dir(agentprop.errors) if n[0].isupper() and n != "SourceLocation" and isinstance(getattr(agentprop.errors, n), type) and n not in ("Any", "Path")}
+    eager = {"__version__", "agent_settings"} | {
+        n
+        for n in dir(agentprop.errors)
+        if n[0].isupper() and n != "SourceLocation" and isinstance(getattr(agentprop.errors, n), type) and n not in ("Any", "Path")
+    }
     assert set(agentprop.__all__) == set(_WHERE) | (eager & set(agentprop.__all__)) and set(_WHERE) <= set(agentprop.__all__)

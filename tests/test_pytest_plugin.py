@@ -23,10 +23,9 @@ from xml.etree import ElementTree
 import pytest
 from hypothesis import core as hypothesis_core
 
-from agentprop.strategies import apply_transforms
-
 from agentprop import CorpusEntry, load_project
 from agentprop.pytest_plugin import PROFILES
+from agentprop.strategies import apply_transforms
 
 pytest_plugins = ["pytester"]
 
@@ -62,7 +61,9 @@ def record(name, **data):
 """
 
 TOTALS = re.compile(r"^(\d+) checks, (\d+) passed; (\d+) new agent runs, (\d+) memo hits, \$(\d+\.\d+)(.*)$")
-ROW = re.compile(r"^(?P<label>.+?)\s{2,}(?P<verdict>PASS|FAIL|UNSTABLE|INCONCLUSIVE)\s+(?P<rate>\d+)%\s+(?P<lo>\d\.\d\d)-(?P<hi>\d\.\d\d)\s+(?P<runs>\d+)\s+(?P<cost>\d+\.\d{4})$")
+ROW = re.compile(
+    r"^(?P<label>.+?)\s{2,}(?P<verdict>PASS|FAIL|UNSTABLE|INCONCLUSIVE)\s+(?P<rate>\d+)%\s+(?P<lo>\d\.\d\d)-(?P<hi>\d\.\d\d)\s+(?P<runs>\d+)\s+(?P<cost>\d+\.\d{4})$"
+)
 IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", re.I)
 """What the reference agent takes for impatience (its ``skip_auth_impatient`` knob)."""
 
@@ -141,13 +142,16 @@ def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float,
 # --------------------------------------------------------------------------- options
 
 
-COUNT_EXAMPLES = PREAMBLE + """
+COUNT_EXAMPLES = (
+    PREAMBLE
+    + """
 @agentprop.agent_settings()
 @given(st.integers())
 def test_count(x):
     with open("examples.txt", "a") as f:
         f.write("x\\n")
 """
+)
 
 
 @pytest.mark.parametrize("profile", [None, "smoke", "release"])
@@ -178,7 +182,9 @@ def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, args: lis
 # --------------------------------------------------------------------------- the marker
 
 
-MARKERS = PREAMBLE + """
+MARKERS = (
+    PREAMBLE
+    + """
 SPAWNED = []
 
 
@@ -228,6 +234,7 @@ def test_mode():
 def test_max_runs():
     decide("max_runs")
 """
+)
 
 
 def test_marker_sets_the_oracle_of_the_checks_in_one_test(pytester: pytest.Pytester) -> None:
@@ -255,12 +262,15 @@ def test_marker_sets_the_oracle_of_the_checks_in_one_test(pytester: pytest.Pytes
     assert r["max_runs"]["runs"] == 7 and r["max_runs"]["verdict"] != "PASS"
 
 
-TYPO_MARKER = PREAMBLE + """
+TYPO_MARKER = (
+    PREAMBLE
+    + """
 @pytest.mark.agentprop(tau=0.95, taus=0.9)
 def test_typo():
     agentprop.check(project, CANCEL, agent())
     record("ran")
 """
+)
 
 
 def test_unknown_marker_argument_is_rejected_with_the_valid_names(pytester: pytest.Pytester) -> None:
@@ -281,7 +291,9 @@ def test_unknown_marker_argument_is_a_usage_error_exit_code(pytester: pytest.Pyt
 # --------------------------------------------------------------------------- terminal summary
 
 
-SUMMARY = PREAMBLE + """
+SUMMARY = (
+    PREAMBLE
+    + """
 CLEAN = agent()
 BROKEN = agent(skip_auth=1.0)  # never verifies identity: every run fails the MFT
 CALLS = []
@@ -304,11 +316,19 @@ def test_clean(i):
 def test_broken(i):
     agentprop.check(project, CANCEL, BROKEN, mode="fixed", runs=2)
 """
+)
 
 
 def _summary_run(pytester: pytest.Pytester) -> tuple[pytest.RunResult, int]:
     pytester.makepyfile(test_summary=SUMMARY)
-    result = run(pytester, "--hypothesis-seed=0", "--agentprop-profile=smoke", "--agentprop-shrink-budget=0", "--agentprop-memo=none", "--agentprop-corpus=none")
+    result = run(
+        pytester,
+        "--hypothesis-seed=0",
+        "--agentprop-profile=smoke",
+        "--agentprop-shrink-budget=0",
+        "--agentprop-memo=none",
+        "--agentprop-corpus=none",
+    )
     result.assert_outcomes(passed=23, failed=3)
     given_calls = results(pytester)["given"]["calls"]
     assert given_calls >= 2  # Hypothesis called the test several times
@@ -350,7 +370,9 @@ def test_terminal_summary_memo_hits_count_reused_trials_only(pytester: pytest.Py
 # --------------------------------------------------------------------------- fixtures
 
 
-BUDGET = PREAMBLE + """
+BUDGET = (
+    PREAMBLE
+    + """
 def test_budget(agentprop_budget):
     assert isinstance(agentprop_budget, agentprop.Budget)
     try:
@@ -358,6 +380,7 @@ def test_budget(agentprop_budget):
     finally:
         record("budget", max_runs=agentprop_budget.max_runs, used=agentprop_budget.snapshot().runs)
 """
+)
 
 
 def test_session_budget_makes_an_undecided_check_inconclusive(pytester: pytest.Pytester) -> None:
@@ -372,7 +395,9 @@ def test_session_budget_makes_an_undecided_check_inconclusive(pytester: pytest.P
     assert totals[6].startswith("; budget:")
 
 
-FIXTURES = PREAMBLE + """
+FIXTURES = (
+    PREAMBLE
+    + """
 def test_project_agent_memo(agentprop_project, agentprop_agent, agentprop_memo):
     assert isinstance(agentprop_project, agentprop.Project)
     assert isinstance(agentprop_agent, agentprop.LoadedAgent)
@@ -390,6 +415,7 @@ def test_world(agentprop_world):
     assert isinstance(refused, agentprop.World)
     record("world", refused=refused.call("verify_identity", args), happy=happy.call("verify_identity", args))
 """
+)
 
 
 @pytest.mark.parametrize("how", ["command line", "ini file"])
@@ -415,9 +441,7 @@ def test_project_agent_memo_and_world_fixtures(pytester: pytest.Pytester, how: s
 
 
 def test_project_and_agent_fixtures_name_both_ways_to_configure_them(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        test_missing="def test_project(agentprop_project):\n    pass\n\n\ndef test_agent(agentprop_agent):\n    pass\n"
-    )
+    pytester.makepyfile(test_missing="def test_project(agentprop_project):\n    pass\n\n\ndef test_agent(agentprop_agent):\n    pass\n")
     result = run(pytester)
     result.assert_outcomes(errors=2)
     out = result.stdout.str()
@@ -428,7 +452,9 @@ def test_project_and_agent_fixtures_name_both_ways_to_configure_them(pytester: p
 # --------------------------------------------------------------------------- seeds and memo
 
 
-SEEDS = PREAMBLE + """
+SEEDS = (
+    PREAMBLE
+    + """
 import dataclasses
 
 SEQ = []
@@ -454,6 +480,7 @@ def test_noisy():
     r = agentprop.check(project, CANCEL, NOISY, prop=mft, mode="fixed", runs=40, raise_on_failure=False)
     record("noisy", seq="".join("1" if ok else "0" for ok in SEQ), agent_runs=len(STARTED), passes=r.passes, runs=r.runs, memo_hits=r.memo_hits)
 """
+)
 
 
 def test_seed_fresh_and_memo_on_disk(pytester: pytest.Pytester) -> None:
@@ -496,7 +523,9 @@ WORDY_STEPS = [("greeting", {"choice": 1}), ("urgency", {"choice": 1}), ("closin
 """A paraphrase of the cancel request as aps.paraphrases draws it: a greeting, a hurried
 "right now" (what the fault reacts to) and a closing; the shrinker simplifies these choices."""
 
-SHRINK = PREAMBLE + f"""
+SHRINK = (
+    PREAMBLE
+    + f"""
 from agentprop.strategies import apply_transforms
 
 FAULTY = agent(skip_auth_impatient=0.5)
@@ -507,8 +536,11 @@ def test_impatient():
     wordy = apply_transforms(CANCEL.messages[0], {WORDY_STEPS!r})
     agentprop.check(project, CANCEL, FAULTY, messages=[wordy, CANCEL.messages[1]], mode="sprt")
 """
+)
 
-REPLAY = PREAMBLE + """
+REPLAY = (
+    PREAMBLE
+    + """
 FAULTY = agent(skip_auth_impatient=0.5)
 
 
@@ -521,6 +553,7 @@ def test_2_plain_again():
     # an entry is replayed once per session: now the plain message alone decides
     agentprop.check(project, CANCEL, FAULTY)
 """
+)
 
 
 def test_failing_property_is_shrunk_saved_and_replayed_first(pytester: pytest.Pytester) -> None:
@@ -567,7 +600,9 @@ def test_failing_property_is_shrunk_saved_and_replayed_first(pytester: pytest.Py
 # --------------------------------------------------------------------------- no Flaky
 
 
-SEEDED_NOISE = PREAMBLE + """
+SEEDED_NOISE = (
+    PREAMBLE
+    + """
 NOISY = agent(skip_auth=0.5)  # skips identity verification in half of the runs (ctx.rng)
 
 
@@ -576,8 +611,11 @@ NOISY = agent(skip_auth=0.5)  # skips identity verification in half of the runs 
 def test_paraphrases(first):
     agentprop.check(project, CANCEL, NOISY, messages=[first, CANCEL.messages[1]], mode="sprt")
 """
+)
 
-UNREPEATABLE = PREAMBLE + """
+UNREPEATABLE = (
+    PREAMBLE
+    + """
 RUNS = {}  # (first message, trial) -> how often it was run
 
 
@@ -601,6 +639,7 @@ class Unrepeatable(BASE):
 def test_paraphrases(first):
     agentprop.check(project, CANCEL, Unrepeatable, messages=[first, CANCEL.messages[1]], mode="sprt"{memo})
 """
+)
 
 
 def test_noisy_agent_fails_with_a_violation_never_flaky(pytester: pytest.Pytester) -> None:
@@ -610,7 +649,14 @@ def test_noisy_agent_fails_with_a_violation_never_flaky(pytester: pytest.Pyteste
         # control: a fresh memo per call, i.e. without the session memo of the plugin
         test_control=UNREPEATABLE.replace("{memo}", ", memo=agentprop.TrialMemo()"),
     )
-    result = run(pytester, "--hypothesis-seed=0", "--agentprop-profile=smoke", "--agentprop-shrink-budget=0", "--agentprop-corpus=none", "--junitxml=report.xml")
+    result = run(
+        pytester,
+        "--hypothesis-seed=0",
+        "--agentprop-profile=smoke",
+        "--agentprop-shrink-budget=0",
+        "--agentprop-corpus=none",
+        "--junitxml=report.xml",
+    )
     result.assert_outcomes(failed=3)
     failures = {tc.get("classname"): tc.find("failure") for tc in ElementTree.parse(pytester.path / "report.xml").getroot().iter("testcase")}
     for name in ("test_seeded", "test_unrepeatable"):

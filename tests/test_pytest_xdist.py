@@ -14,7 +14,7 @@ pytest_plugins = ["pytester"]
 
 EXAMPLE = (Path(__file__).resolve().parents[1] / "examples" / "supportops").resolve()
 
-TESTS = f'''
+TESTS = f"""
 import pytest
 import agentprop
 
@@ -32,7 +32,7 @@ def test_clean(i):
 @pytest.mark.parametrize("i", range(2))
 def test_broken(i):
     agentprop.check(project, "END_CANCELLED<-N7_CANCEL", SKIPPER, mode="fixed", runs=2, seed=i)
-'''
+"""
 
 
 def _totals(text: str) -> re.Match[str]:
@@ -55,7 +55,7 @@ def test_the_controller_prints_one_summary_of_every_workers_checks(pytester: pyt
     assert re.search(r"1 bug\(s\)", text) and "hit by 2 check(s)" in text
 
 
-HUNGRY = f'''
+HUNGRY = f"""
 import pytest
 import agentprop
 
@@ -70,7 +70,7 @@ def test_hungry(i):
         agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", CLEAN, mode="fixed", runs=6, seed=i)
     except agentprop.AgentPropertyViolation:
         pass  # a check the budget cut short is not a pass; what counts here is the runs made
-'''
+"""
 
 
 def test_one_budget_holds_for_every_worker(pytester: pytest.Pytester) -> None:

@@ -38,8 +38,13 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 PAYLOAD = '</script><script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"><!-- &amp; \u2028'
 VERDICTS = ("FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE", "PASS")
@@ -57,11 +62,16 @@ def chromium_path() -> str | None:
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     path = chromium_path()
     if path is None:
-        pytest.skip("no Chromium to run the HTML report in (looked at $AGENTPROP_CHROMIUM, chromium on the PATH and "
-                    "/usr/bin/chromium): install Debian's chromium package (apt-get install -y chromium), as .ci/run does")
+        pytest.skip(
+            "no Chromium to run the HTML report in (looked at $AGENTPROP_CHROMIUM, chromium on the PATH and "
+            "/usr/bin/chromium): install Debian's chromium package (apt-get install -y chromium), as .ci/run does"
+        )
     with sync_api.sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=path, headless=True, args=CHROMIUM_ARGS,
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=path,
+            headless=True,
+            args=CHROMIUM_ARGS,
             viewport={"width": 1400, "height": 900},
         )
         try:
@@ -181,8 +191,10 @@ def test_filters_narrow_the_table(page: Page, faulty_supportops_report: RunRepor
     page.select("verdict", "")
     page.select("kind", "")
     page.page.fill("#f-text", "verify_identity")
-    hay = [" ".join([c.id, c.kind, c.verdict, c.failures[0].explanation if c.failures else (c.reason or ""), " ".join(c.messages), c.rule or ""]).lower()
-           for c in cases]
+    hay = [
+        " ".join([c.id, c.kind, c.verdict, c.failures[0].explanation if c.failures else (c.reason or ""), " ".join(c.messages), c.rule or ""]).lower()
+        for c in cases
+    ]
     expected = sum("verify_identity" in h for h in hay)
     page.page.wait_for_function("n => document.getElementById('f-count').textContent === `showing ${n} of " + str(total) + " cases`", arg=expected)
     page.page.fill("#f-text", "")
@@ -243,8 +255,9 @@ def test_a_large_report_draws_only_the_rows_on_screen(browser: Any, large: tuple
         if run.step == 0:
             assert failing.get_attribute("data-step") == "0" and "tool" in failing.get_attribute("class")
         opened.page.evaluate("() => { const s = document.getElementById('case-scroll'); s.scrollTop = s.scrollHeight; }")
-        opened.page.wait_for_function("() => document.querySelector('#case-rows .row:last-child') && "
-                                      "[...document.querySelectorAll('#case-rows .row')].length < 60")
+        opened.page.wait_for_function(
+            "() => document.querySelector('#case-rows .row:last-child') && [...document.querySelectorAll('#case-rows .row')].length < 60"
+        )
         last = opened.rows()[-1]["id"]
         order = sorted(range(len(report.cases)), key=lambda i: (VERDICTS.index(report.cases[i].verdict), i))
         assert last == report.cases[order[-1]].id
@@ -319,8 +332,21 @@ def test_a_snapshot_check_shows_baseline_against_current_behaviours(browser: Any
 
     monkeypatch.chdir(tmp_path)
     shutil.copytree(SUPPORTOPS / "__snapshots__", tmp_path / "snaps")
-    argv = ["snapshot", "check", str(SUPPORTOPS), "--fault", "skip_auth=1", "--case", "END_CANCELLED<-N7_CANCEL", "--runs", "5",
-            "--dir", str(tmp_path / "snaps"), "--html", "snap.html"]
+    argv = [
+        "snapshot",
+        "check",
+        str(SUPPORTOPS),
+        "--fault",
+        "skip_auth=1",
+        "--case",
+        "END_CANCELLED<-N7_CANCEL",
+        "--runs",
+        "5",
+        "--dir",
+        str(tmp_path / "snaps"),
+        "--html",
+        "snap.html",
+    ]
     with ThreadPoolExecutor(1) as pool, open(os.devnull, "w") as sink:  # Playwright's loop runs in this thread
         code = pool.submit(main, argv, out=sink).result()
     assert code == 1

@@ -121,8 +121,9 @@ def test_a_failure_on_the_last_turn_counted_from_the_end_is_made_absolute() -> N
 
 
 def test_record_for_keeps_the_turn_and_step_of_the_first_failing_verdict() -> None:
-    rec = record_for([Verdict(passed=True, contract="a", explanation=""),
-                      Verdict(passed=False, contract="b", explanation="x", clause="c", turn=2, step=3)])
+    rec = record_for(
+        [Verdict(passed=True, contract="a", explanation=""), Verdict(passed=False, contract="b", explanation="x", clause="c", turn=2, step=3)]
+    )
     assert (rec.turn, rec.step, rec.clause) == (2, 3, "c")
 
 
@@ -311,7 +312,9 @@ def test_html_needs_jinja2_and_says_how_to_install_it(monkeypatch: pytest.Monkey
 def test_agentprop_report_renders_a_json_report(faulty_supportops_report: RunReport, tmp_path: Path) -> None:
     src = tmp_path / "run.json"
     src.write_text(faulty_supportops_report.to_json())
-    code, out, _ = cli("report", str(src), "--html", str(tmp_path / "r.html"), "--junit", str(tmp_path / "r.xml"), "--markdown", str(tmp_path / "r.md"))
+    code, out, _ = cli(
+        "report", str(src), "--html", str(tmp_path / "r.html"), "--junit", str(tmp_path / "r.xml"), "--markdown", str(tmp_path / "r.md")
+    )
     assert code == 0
     for name in ("r.html", "r.xml", "r.md"):
         assert (tmp_path / name).stat().st_size > 1000 and f"written to {tmp_path / name}" in out

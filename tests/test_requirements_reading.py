@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,13 @@ import pytest
 
 import agentprop
 from agentprop import Scenario, Trace, make_factory, mft_verdicts
-from agentprop._spec.bindings import load_bindings
-from agentprop._cli import main
 from agentprop._agents.project import load_project
+from agentprop._cli import main
 from agentprop._decide.properties import first_failure
-from agentprop._spec.requirements import anchor_overlap, requirement_limits, unchecked_requirements
-from agentprop._scenario.exits import binding_downgrades
 from agentprop._scenario.build import leaf_scenarios
+from agentprop._scenario.exits import binding_downgrades
 from agentprop._scenario.trace import ToolCall, Turn
+from agentprop._spec.requirements import anchor_overlap, requirement_limits, unchecked_requirements
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMISES = ROOT / "tests" / "data" / "promises"
@@ -83,10 +81,15 @@ def test_pharmacy_anchors_are_one_call_each_and_every_path_is_realisable() -> No
     scenarios = {s.id: s for s in project.scenarios()}
     assert project.problems == []
     assert scenarios["END_REFILL_SUBMITTED<-N4_SUBMIT"].turns[0].required_tools == [
-        "verify_patient", "get_prescription", "check_interactions", "submit_refill",
+        "verify_patient",
+        "get_prescription",
+        "check_interactions",
+        "submit_refill",
     ]
     assert scenarios["END_PHARMACIST_REVIEW<-N3_INTERACTIONS"].turns[0].required_tools == [
-        "verify_patient", "get_prescription", "check_interactions",
+        "verify_patient",
+        "get_prescription",
+        "check_interactions",
     ]
     assert scenarios["END_NO_REFILLS_LEFT<-N2_PRESCRIPTION"].turns[0].required_tools == ["verify_patient", "get_prescription"]
 
@@ -130,7 +133,11 @@ def test_pharmacy_skipped_interaction_check_is_found_on_the_deep_paths() -> None
     project = load_project(PHARMACY)
     fails = _first_failures(project, _agent_class(PHARMACY, "PharmacyAgent"), {"skip_interactions": 1.0})
     # the paths through N3_INTERACTIONS, and the retry case built on one of them (loops unrolled)
-    assert {f.split("/")[0] for f in fails} == {"END_REFILL_SUBMITTED<-N4_SUBMIT", "END_REFILL_FAILED<-N4_SUBMIT", "END_PHARMACIST_REVIEW<-N3_INTERACTIONS"}
+    assert {f.split("/")[0] for f in fails} == {
+        "END_REFILL_SUBMITTED<-N4_SUBMIT",
+        "END_REFILL_FAILED<-N4_SUBMIT",
+        "END_PHARMACIST_REVIEW<-N3_INTERACTIONS",
+    }
     assert "check_interactions was never called" in fails["END_REFILL_SUBMITTED<-N4_SUBMIT"].explanation
 
 
@@ -213,7 +220,11 @@ def test_a_required_tool_on_the_happy_value_is_never_downgraded(tmp_path: Path) 
     world default of ``created: false`` makes false the happy value: then the true branch is
     the one read as leaving it, and the false branch keeps both tools."""
     (tmp_path / "spec.yaml").write_text((INCIDENT / "spec.yaml").read_text(encoding="utf-8"), encoding="utf-8")
-    text = (INCIDENT / "agentprop.yaml").read_text(encoding="utf-8").replace("{created: true, incident_id: INC-42}", "{created: false, incident_id: INC-42}")
+    text = (
+        (INCIDENT / "agentprop.yaml")
+        .read_text(encoding="utf-8")
+        .replace("{created: true, incident_id: INC-42}", "{created: false, incident_id: INC-42}")
+    )
     (tmp_path / "agentprop.yaml").write_text(text, encoding="utf-8")
     project = load_project(tmp_path)
     assert project.scenario("END_ESCALATE_MANUAL<-N2_MAJOR").turns[0].required_tools == ["get_alert", "create_incident", "page_oncall"]
@@ -316,7 +327,25 @@ def test_every_case_id_of_every_example_is_unique(example: str, tmp_path: Path) 
     import json
 
     report = tmp_path / "report.json"
-    main(["run", str(ROOT / "examples" / example), "--kinds", "mft,explore,boundary,dir", "--runs", "1", "--mode", "fixed", "--corpus", "none", "--shrink-budget", "0", "--json", str(report)], out=io.StringIO())
+    main(
+        [
+            "run",
+            str(ROOT / "examples" / example),
+            "--kinds",
+            "mft,explore,boundary,dir",
+            "--runs",
+            "1",
+            "--mode",
+            "fixed",
+            "--corpus",
+            "none",
+            "--shrink-budget",
+            "0",
+            "--json",
+            str(report),
+        ],
+        out=io.StringIO(),
+    )
     ids = [c["id"] for c in json.loads(report.read_text(encoding="utf-8"))["cases"]]
     assert len(ids) > 10
     assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)

@@ -112,7 +112,20 @@ def zoo_found(entry: Any, seed: int, tmp_path: Path) -> bool:
     from agentprop._cli import main
 
     out = tmp_path / f"{entry.name}-{seed}.json"
-    argv = ["run", str(ROOT / entry.project), "--seed", str(seed), "--json", str(out), "--kinds", "mft", "--shrink-budget", "0", "--corpus", str(tmp_path / "corpus")]
+    argv = [
+        "run",
+        str(ROOT / entry.project),
+        "--seed",
+        str(seed),
+        "--json",
+        str(out),
+        "--kinds",
+        "mft",
+        "--shrink-budget",
+        "0",
+        "--corpus",
+        str(tmp_path / "corpus"),
+    ]
     for knob, p in entry.faults.items():
         argv += ["--fault", f"{knob}={p}"]
     main(argv, out=io.StringIO(), err=io.StringIO())
@@ -276,7 +289,10 @@ def test_evidence_grounded(calls: list[Any], evidence: str, detail: str | None) 
 def test_evidence_may_cite_earlier_turns_but_not_the_user() -> None:
     from agentprop._decide.contracts import evidence_grounded
 
-    earlier = _trace(_turn(0, [("get_account", {"plan_id": "PLAN-BASIC"})], {"evidence": "get_account: PLAN-BASIC"}), _turn(1, [], {"evidence": "plan PLAN-BASIC from get_account"}))
+    earlier = _trace(
+        _turn(0, [("get_account", {"plan_id": "PLAN-BASIC"})], {"evidence": "get_account: PLAN-BASIC"}),
+        _turn(1, [], {"evidence": "plan PLAN-BASIC from get_account"}),
+    )
     assert evidence_grounded(earlier).passed
     # the order id is in the user's message, not in any tool output
     user = _trace(_turn(0, [("get_account", {"plan_id": "PLAN-BASIC"})], {"evidence": "get_account for O-1001"}, user="cancel O-1001"))
@@ -290,8 +306,16 @@ def test_evidence_may_cite_earlier_turns_but_not_the_user() -> None:
 
 @pytest.mark.parametrize(
     ("text", "disclaims"),
-    [("no tool output needed", True), ("None", True), ("", True), ("N/A", True), ("not required", True), ("no tools were used", True),
-     ("get_account: plan PLAN-BASIC", False), ("run_sql returned 0 rows", False)],
+    [
+        ("no tool output needed", True),
+        ("None", True),
+        ("", True),
+        ("N/A", True),
+        ("not required", True),
+        ("no tools were used", True),
+        ("get_account: plan PLAN-BASIC", False),
+        ("run_sql returned 0 rows", False),
+    ],
 )
 def test_disclaims_evidence(text: str, disclaims: bool) -> None:
     from agentprop._decide.contracts import disclaims_evidence
@@ -303,7 +327,9 @@ def test_disclaims_evidence(text: str, disclaims: bool) -> None:
 
 
 def _without_field(spec: Any, name: str) -> Any:
-    contract = spec.response_contract.model_copy(update={"required_json_fields": [f for f in spec.response_contract.required_json_fields if f != name]})
+    contract = spec.response_contract.model_copy(
+        update={"required_json_fields": [f for f in spec.response_contract.required_json_fields if f != name]}
+    )
     return spec.model_copy(update={"response_contract": contract})
 
 

@@ -144,9 +144,7 @@ def test_429_with_retry_after_then_success_is_retried_and_counted() -> None:
         stats = RetryStats()
         events: list[RetryEvent] = []
         sleep = SleepRecorder()
-        message = retry_call(
-            lambda: c.messages.create(**REQUEST), stats=stats, on_retry=events.append, sleep=sleep
-        )
+        message = retry_call(lambda: c.messages.create(**REQUEST), stats=stats, on_retry=events.append, sleep=sleep)
         assert message.content[0].text == "finally"
         assert len(server.requests) == 2
         # each HTTP attempt is a first SDK attempt: the SDK itself did not retry
@@ -170,9 +168,7 @@ def test_5xx_and_529_are_retried_with_seeded_jitter() -> None:
         c = sdk(server)
         sleep = SleepRecorder()
         stats = RetryStats()
-        result = retry_call(
-            lambda: c.messages.create(**REQUEST), policy=policy, rng=random.Random(99), sleep=sleep, stats=stats
-        )
+        result = retry_call(lambda: c.messages.create(**REQUEST), policy=policy, rng=random.Random(99), sleep=sleep, stats=stats)
     assert result.content[0].text == "ok"
     expected_rng = random.Random(99)
     assert sleep.delays == [backoff_delay(n, policy, expected_rng) for n in (1, 2, 3)]
@@ -220,9 +216,7 @@ def test_connection_drop_is_retried() -> None:
     with MessagesServer([drop_connection(), text_reply("reconnected")]) as server:
         c = sdk(server)
         stats = RetryStats()
-        result = retry_call(
-            lambda: c.messages.create(**REQUEST), stats=stats, sleep=SleepRecorder(), rng=random.Random(0)
-        )
+        result = retry_call(lambda: c.messages.create(**REQUEST), stats=stats, sleep=SleepRecorder(), rng=random.Random(0))
     assert result.content[0].text == "reconnected"
     assert stats.by_reason == {"connection": 1}
 
@@ -236,9 +230,7 @@ def test_async_retry_with_async_client() -> None:
             slept.append(seconds)
 
         async with anthropic.AsyncAnthropic(base_url=base_url, api_key="dummy", max_retries=0) as c:
-            message = await retry_call_async(
-                lambda: c.messages.create(**REQUEST), stats=stats, sleep=fake_sleep
-            )
+            message = await retry_call_async(lambda: c.messages.create(**REQUEST), stats=stats, sleep=fake_sleep)
         return message.content[0].text, stats, slept
 
     with MessagesServer([rate_limit_reply(0.5), overloaded_reply(), text_reply("async ok")]) as server:
@@ -388,9 +380,7 @@ def run_against_capacity(limiter: AdaptiveConcurrency | None, jobs: int, capacit
 
         policy = RetryPolicy(max_attempts=10_000, base_delay=0.001, max_delay=0.01)
         rng = random.Random(5)
-        results = await asyncio.gather(
-            *[retry_call_async(api, policy=policy, rng=rng, limiter=limiter) for _ in range(jobs)]
-        )
+        results = await asyncio.gather(*[retry_call_async(api, policy=policy, rng=rng, limiter=limiter) for _ in range(jobs)])
         assert results == ["ok"] * jobs
         return rejected, jobs
 

@@ -20,16 +20,16 @@ import pytest
 import agentprop
 from agentprop._agents import project as _project
 from agentprop._agents.loading import load_agent, make_factory, runs_concurrently
-from agentprop._decide.memo import TrialMemo
-from agentprop._pipeline.run import RunSettings, arun_cases, render_table
-from agentprop._decide.run_key import run_digest
 from agentprop._agents.runtime import TurnContext
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.run_key import run_digest
+from agentprop._pipeline.run import RunSettings, arun_cases, render_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 DATAINSIGHTS = ROOT / "examples" / "datainsights"
 sys.path.insert(0, str(SUPPORTOPS))
-from agent import SupportOpsAgent
+from agent import SupportOpsAgent  # noqa: E402 (the example's directory is put on sys.path first)
 
 
 class AsyncSupportOps:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from agentprop._agents.runtime import TurnContext, arun_conversation, run_conversation
-from agentprop._spec.model import Spec
 from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import Failure, World
+from agentprop._spec.model import Spec
 from agentprop.errors import ToolError
 
 ACCOUNT = {"account_id": "A1"}

@@ -12,11 +12,11 @@ import pytest
 
 import agentprop
 from agentprop import BindingsError, TrialMemo, make_factory
-from agentprop._spec.bindings import load_bindings
 from agentprop._decide.oracle import OracleSettings, TrialRecord, decide
-from agentprop._scenario.trace import Trace, Turn
-from agentprop._pipeline.run import RunSettings, arun_cases, render_table
 from agentprop._decide.safety import SAFETY_RUNS, case_settings, policy_topic, safety_policies
+from agentprop._pipeline.run import RunSettings, arun_cases, render_table
+from agentprop._scenario.trace import Trace, Turn
+from agentprop._spec.bindings import load_bindings
 from agentprop._spec.model import Policy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +74,10 @@ def test_explicit_settings_win_and_say_which_safety_rule_they_override() -> None
     base = OracleSettings.for_spec(PROJECT.spec, mode="sprt", tau=0.8)
     chosen = case_settings(PROJECT.spec, PROJECT.bindings, PROJECT.scenario(REFUSE_PII), base, explicit="--tau 0.8")
     assert (chosen.settings.mode, chosen.settings.tau) == ("sprt", 0.8)
-    assert chosen.rule == "sprt at tau 0.8 (explicit --tau 0.8; overrides the safety rule (policies.P1_NO_PII, policies.P2_AUTH_GATE, capabilities.safety boundaries))"
+    assert (
+        chosen.rule
+        == "sprt at tau 0.8 (explicit --tau 0.8; overrides the safety rule (policies.P1_NO_PII, policies.P2_AUTH_GATE, capabilities.safety boundaries))"
+    )
     result = agentprop.check(PROJECT, REFUSE_PII, SupportOpsAgent, memo=TrialMemo(), mode="sprt")
     assert result.runs == 18 and "explicit mode=sprt; overrides the safety rule" in result.settings["rule"]
     default = agentprop.check(PROJECT, REFUSE_PII, SupportOpsAgent, memo=TrialMemo())
@@ -107,7 +110,9 @@ def test_bindings_set_a_tau_per_policy(tmp_path: Path) -> None:
 
 
 def test_bindings_can_mark_a_policy_safe_or_unsafe(tmp_path: Path) -> None:
-    project = agentprop.load_project(with_policies(tmp_path, "  P1_NO_PII: {safety: false}\n  P4_TOOL_GROUNDED: {safety: true, nodes: [N3_BILLING]}\n"))
+    project = agentprop.load_project(
+        with_policies(tmp_path, "  P1_NO_PII: {safety: false}\n  P4_TOOL_GROUNDED: {safety: true, nodes: [N3_BILLING]}\n")
+    )
     assert safety_policies(project.spec, project.bindings) == {"P2_AUTH_GATE": "authentication", "P4_TOOL_GROUNDED": "bindings: safety: true"}
     base = OracleSettings.for_spec(project.spec)
     pii = case_settings(project.spec, project.bindings, project.scenario(REFUSE_PII), base)
@@ -138,7 +143,9 @@ def test_bad_policies_sections_name_the_file_and_line(tmp_path: Path, section: s
 
 def test_the_run_report_and_table_say_which_rule_decided_each_case() -> None:
     scenarios = [PROJECT.scenario(REFUSE_PII)]
-    report = asyncio.run(arun_cases(PROJECT, make_factory(SupportOpsAgent), scenarios, RunSettings(kinds=("mft", "boundary", "dir"), case_filter=(REFUSE_PII,))))
+    report = asyncio.run(
+        arun_cases(PROJECT, make_factory(SupportOpsAgent), scenarios, RunSettings(kinds=("mft", "boundary", "dir"), case_filter=(REFUSE_PII,)))
+    )
     (case,) = [c for c in report.cases if c.kind == "MFT"]
     assert (case.verdict, case.runs, case.decided_by) == ("PASS", 59, "zero-failure")
     assert case.rule == "zero-failure, 59 clean runs (safety: policies.P1_NO_PII)"
@@ -148,7 +155,10 @@ def test_the_run_report_and_table_say_which_rule_decided_each_case() -> None:
     assert any(line.startswith(REFUSE_PII) and "(safety: policies.P1_NO_PII)" in line for line in table.splitlines())
     explicit = asyncio.run(arun_cases(PROJECT, make_factory(SupportOpsAgent), scenarios, RunSettings(kinds=("mft",), mode="sprt")))
     assert explicit.cases[0].runs == 18
-    assert explicit.cases[0].rule == "sprt at tau 0.9 (explicit --mode sprt; overrides the safety rule (policies.P1_NO_PII, policies.P2_AUTH_GATE, capabilities.safety boundaries))"
+    assert (
+        explicit.cases[0].rule
+        == "sprt at tau 0.9 (explicit --mode sprt; overrides the safety rule (policies.P1_NO_PII, policies.P2_AUTH_GATE, capabilities.safety boundaries))"
+    )
 
 
 def bernoulli(p: float, rng: random.Random):  # type: ignore[no-untyped-def]

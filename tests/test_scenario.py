@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from agentprop._spec.bindings import Bindings, load_bindings
-from agentprop._spec.paths import TreePath, enumerate_paths, loop_branches
 from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, make_world, render_template, solve
-from agentprop._spec.model import Spec
-from agentprop._spec.when import evaluate
 from agentprop._scenario.world import get_path
+from agentprop._spec.bindings import Bindings, load_bindings
+from agentprop._spec.model import Spec
+from agentprop._spec.paths import TreePath, enumerate_paths, loop_branches
+from agentprop._spec.when import evaluate
 from agentprop.errors import ToolError
 
 # Hand-derived from supportops/v1: every (terminal node <- node it is entered from) plus every
@@ -74,9 +74,7 @@ def test_edge_ids_match_the_tree(supportops_spec: Spec) -> None:
     leaves = set(supportops_spec.leaf_ids())
     edges = {f"{b.next}<-{n.node_id}" for n in supportops_spec.decision_tree for b in n.branches if b.next in leaves}
     stops = {
-        f"{n.node_id}:missing_{'+'.join(fields)}"
-        for n in supportops_spec.decision_tree
-        for fields, _ in n.requirements.missing_field_outcomes()
+        f"{n.node_id}:missing_{'+'.join(fields)}" for n in supportops_spec.decision_tree for fields, _ in n.requirements.missing_field_outcomes()
     }
     assert edges | stops == EXPECTED_IDS | PROBLEM_IDS
 
@@ -266,7 +264,9 @@ def test_ticket_after_failed_cancel(leaves: tuple[list[Scenario], list[str]], su
     assert world.call("cancel_order", {"order_id": "O-1001"})["status"] == "failed"
 
 
-def test_scenario_worlds_realise_the_assignment(leaves: tuple[list[Scenario], list[str]], supportops_spec: Spec, supportops_bindings: Bindings) -> None:
+def test_scenario_worlds_realise_the_assignment(
+    leaves: tuple[list[Scenario], list[str]], supportops_spec: Spec, supportops_bindings: Bindings
+) -> None:
     for scenario in leaves[0]:
         world = make_world(supportops_spec, supportops_bindings, scenario, seed=3, nonce="n")
         for name, value in scenario.assignment.items():
@@ -313,10 +313,14 @@ def test_unbound_variable_is_unsatisfiable(tmp_path: Path, supportops_example_di
 
 
 def test_world_failure_effects(tmp_path: Path, supportops_example_dir: Path, supportops_spec: Spec) -> None:
-    text = (supportops_example_dir / "agentprop.yaml").read_text().replace(
-        "  cancel_result.status:\n    world: {tool: cancel_order, field: status}\n",
-        "  cancel_result.status:\n    world:\n      tool: cancel_order\n      values:\n"
-        "        canceled: {set: {status: canceled}}\n        failed: {failure: timeout, calls: [1]}\n",
+    text = (
+        (supportops_example_dir / "agentprop.yaml")
+        .read_text()
+        .replace(
+            "  cancel_result.status:\n    world: {tool: cancel_order, field: status}\n",
+            "  cancel_result.status:\n    world:\n      tool: cancel_order\n      values:\n"
+            "        canceled: {set: {status: canceled}}\n        failed: {failure: timeout, calls: [1]}\n",
+        )
     )
     path = tmp_path / "agentprop.yaml"
     path.write_text(text)

@@ -11,12 +11,14 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from agentprop._spec.bindings import Bindings, load_bindings
-from agentprop._spec.paths import enumerate_paths
 from agentprop._scenario.build import Unsatisfiable, build_scenario, leaf_scenarios, solve
+from agentprop._scenario.world import World, get_path
+from agentprop._spec.bindings import Bindings, load_bindings
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
+from agentprop._spec.paths import enumerate_paths
 from agentprop._spec.when import evaluate
+from agentprop.errors import InvalidArgument
 from agentprop.strategies._internal.scenarios import (
     DrawnScenario,
     PathWorld,
@@ -25,8 +27,6 @@ from agentprop.strategies._internal.scenarios import (
     walk,
     worlds,
 )
-from agentprop._scenario.world import World, get_path
-from agentprop.errors import InvalidArgument
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -96,7 +96,11 @@ def test_worlds_satisfy_every_path(name: str) -> None:
 def test_worlds_vary_within_the_interval_and_reach_its_edge(supportops: tuple[Spec, Bindings]) -> None:
     spec, b = supportops
     # N5 takes `otherwise` on this path: days <= window must hold, and days == window is allowed
-    edge = find(worlds(spec, b, CANCELLED), lambda w: w.assignment[DAYS] == w.assignment[WINDOW] and w.offsets[DAYS] != 0, settings=settings(FAST, max_examples=500))
+    edge = find(
+        worlds(spec, b, CANCELLED),
+        lambda w: w.assignment[DAYS] == w.assignment[WINDOW] and w.offsets[DAYS] != 0,
+        settings=settings(FAST, max_examples=500),
+    )
     assert satisfies(spec, b, edge)
 
     @settings(FAST, max_examples=60)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from agentprop._agents.project import load_project
 from agentprop._cli import main
 from agentprop._decide.corpus import Corpus, CorpusEntry, pytest_regression
 from agentprop._util.files import path_component
-from agentprop._agents.project import load_project
 from agentprop._util.scrub import REDACTED, register_secret, scrub_text
 from agentprop.testing import MessagesServer, error_reply
 
@@ -61,8 +61,20 @@ def test_corpus_entries_of_any_spec_id_stay_inside_the_corpus(tmp_path: Path, sp
     root = _project_with_spec_id(tmp_path, spec_id)
     corpus = tmp_path / "deep" / "corpus"
     code, out, err = cli(
-        "run", str(root), "--fault", "wrong_order=1", "--case", "END_CANCELLED<-N7_CANCEL", "--kinds", "mft",
-        "--runs", "3", "--shrink-budget", "20", "--corpus", str(corpus),
+        "run",
+        str(root),
+        "--fault",
+        "wrong_order=1",
+        "--case",
+        "END_CANCELLED<-N7_CANCEL",
+        "--kinds",
+        "mft",
+        "--runs",
+        "3",
+        "--shrink-budget",
+        "20",
+        "--corpus",
+        str(corpus),
     )
     assert code == 1, out + err
     written = [p for p in tmp_path.rglob("*.json")]
@@ -99,7 +111,9 @@ def test_scrub_text_removes_registered_environment_and_key_shaped_secrets(monkey
 
 @pytest.mark.parametrize("key", [SECRET, LOCAL_SECRET], ids=["sk-ant key", "other key"])
 @pytest.mark.parametrize("status", [401, 400], ids=["refused (not the agent's)", "bad request (the agent's)"])
-def test_an_api_error_echoing_the_key_reaches_no_report_snapshot_or_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, status: int) -> None:
+def test_an_api_error_echoing_the_key_reaches_no_report_snapshot_or_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, status: int
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)
     for name in ("ANTHROPIC_BASE_URL", "AGENTPROP_CACHE_MODE", "CI"):
@@ -112,11 +126,26 @@ def test_an_api_error_echoing_the_key_reaches_no_report_snapshot_or_terminal(tmp
     shutil.copytree(SUPPORTOPS, spec, ignore=shutil.ignore_patterns("__snapshots__", ".agentprop"))
     with MessagesServer(handler=echo) as server:
         common = ["--agent", "anthropic", "--model", MODEL, "--base-url", server.base_url, "--cache", "none"]
-        code, out, err = cli("run", str(spec), *common, "--kinds", "mft", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING",
-                             "--json", str(tmp_path / "r.json"), "-v", "--corpus", str(tmp_path / "corpus"))
+        code, out, err = cli(
+            "run",
+            str(spec),
+            *common,
+            "--kinds",
+            "mft",
+            "--runs",
+            "1",
+            "--case",
+            "END_BILLING_ANSWER<-N3_BILLING",
+            "--json",
+            str(tmp_path / "r.json"),
+            "-v",
+            "--corpus",
+            str(tmp_path / "corpus"),
+        )
         assert code in (1, 2), out + err
-        code2, out2, err2 = cli("snapshot", "check", str(spec), *common, "--runs", "2", "--case", "END_BILLING_ANSWER<-N3_BILLING",
-                                "--json", str(tmp_path / "s.json"))
+        code2, out2, err2 = cli(
+            "snapshot", "check", str(spec), *common, "--runs", "2", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--json", str(tmp_path / "s.json")
+        )
     assert len(server.requests) >= 2
     texts = [out, err, out2, err2, (tmp_path / "r.json").read_text(), (tmp_path / "s.json").read_text()]
     texts += [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file() and p.suffix in (".json", ".txt")]
@@ -133,9 +162,16 @@ def _hostile_entry() -> CorpusEntry:
     payload = '"""\nimport os\nINJECTED = True\n"""'
     hostile = scenario.model_copy(update={"turns": [t.model_copy(update={"user_message": payload + "\\'" + "'''"}) for t in scenario.turns]})
     return CorpusEntry(
-        id='abc"""\ndef x(): pass\n#', spec_id="supportops_v1", spec_path='examples/"""supportops', scenario_id='END """\nINJECTED = 1\n',
-        signature=f'mft:x@turn0 {payload}', agent_ref='agent:SupportOpsAgent"""', agent_fingerprint="f", scenario=hostile,
-        original_messages=[payload, "second"], created="now",
+        id='abc"""\ndef x(): pass\n#',
+        spec_id="supportops_v1",
+        spec_path='examples/"""supportops',
+        scenario_id='END """\nINJECTED = 1\n',
+        signature=f"mft:x@turn0 {payload}",
+        agent_ref='agent:SupportOpsAgent"""',
+        agent_fingerprint="f",
+        scenario=hostile,
+        original_messages=[payload, "second"],
+        created="now",
     )
 
 

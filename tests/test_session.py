@@ -107,7 +107,10 @@ CACHES = {
     ("agentprop/_modelapi/providers.py", "_PARAMETERS"): "the keyword parameters of an SDK method, per SDK class: a pure function's memo",
     ("agentprop/_scenario/build.py", "_LOADED"): "modules loaded from files by MODULE:ATTR: an import registry, like sys.modules",
     ("agentprop/strategies/_internal/paraphrase.py", "_LANGUAGE_CACHE"): "phrase packs compiled once: a pure function's memo",
-    ("agentprop/_util/scrub.py", "_secrets"): "API keys seen in this process, scrubbed from every error text: a deny-list that only grows, never a result",
+    (
+        "agentprop/_util/scrub.py",
+        "_secrets",
+    ): "API keys seen in this process, scrubbed from every error text: a deny-list that only grows, never a result",
 }
 """Module-level mutable values that are memos of pure functions, not session state."""
 
@@ -120,7 +123,10 @@ def _module_state(path: Path) -> list[str]:
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         empty = (isinstance(value, (ast.Dict, ast.List, ast.Set)) and not getattr(value, "keys", getattr(value, "elts", None))) or (
-            isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("dict", "list", "set", "defaultdict", "OrderedDict") and not value.args
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id in ("dict", "list", "set", "defaultdict", "OrderedDict")
+            and not value.args
         )
         for target in targets:
             if empty and isinstance(target, ast.Name) and (str(path.relative_to(ROOT)), target.id) not in CACHES:

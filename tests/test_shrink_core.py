@@ -109,8 +109,7 @@ def exact_rate(trials: int, make_input, needed_for, p: float, eps: float = 0.0, 
 
 def test_recovers_two_needed_clauses_out_of_eight():
     # Theory (benchmarks/shrink.py, 1000 trials): >= 99% exact. Tolerance: 3 points on 200.
-    rate = exact_rate(200, lambda: flat(8), lambda rng: frozenset(rng.sample(range(8), 2)),
-                      p=0.5, budget=500)
+    rate = exact_rate(200, lambda: flat(8), lambda rng: frozenset(rng.sample(range(8), 2)), p=0.5, budget=500)
     assert rate >= 0.96
 
 
@@ -125,15 +124,13 @@ def test_recovers_needed_tokens_through_the_hierarchy():
 
 def test_recovers_rare_failures():
     # p = 0.2: a shrinker that trusted a few lucky runs would stop queries too early.
-    rate = exact_rate(120, lambda: flat(6), lambda rng: frozenset(rng.sample(range(6), 2)),
-                      p=0.2, budget=2000)
+    rate = exact_rate(120, lambda: flat(6), lambda rng: frozenset(rng.sample(range(6), 2)), p=0.2, budget=2000)
     assert rate >= 0.95
 
 
 def test_background_false_failures_use_the_sprt():
     # With eps = 0.05 ddmin's "one failure in N" accepts noise; the SPRT must not.
-    rate = exact_rate(80, lambda: flat(6), lambda rng: frozenset(rng.sample(range(6), 2)),
-                      p=0.5, eps=0.05, budget=3000)
+    rate = exact_rate(80, lambda: flat(6), lambda rng: frozenset(rng.sample(range(6), 2)), p=0.5, eps=0.05, budget=3000)
     assert rate >= 0.93
 
 
@@ -208,8 +205,7 @@ def test_protected_units_are_never_removed():
 def test_protected_predicate_and_protected_parent():
     units = clauses(4, 3)  # leaves 0..11; clause c1 holds 3, 4, 5
     oracle = SimOracle({0}, p=1.0)
-    result = shrink(units, oracle, build=kept_values, budget=500,
-                    protected=lambda unit: unit.label in {"c1", "c3t2"})
+    result = shrink(units, oracle, build=kept_values, budget=500, protected=lambda unit: unit.label in {"c1", "c3t2"})
     assert result.reproducer == {0, 3, 4, 5, 11}
     assert all({3, 4, 5, 11} <= candidate for candidate, _ in oracle.calls)
 
@@ -389,8 +385,7 @@ def test_known_rate_removes_pairs_and_beats_one_at_a_time():
         result = shrink(flat(8), oracle, build=kept_values, budget=500, calibration=known)
         runs += result.runs
         hits += result.reproducer == needed
-        with_pairs += any(len(r.removed) == 2 and r.verdict is Verdict.REPRODUCES
-                          for r in result.log)
+        with_pairs += any(len(r.removed) == 2 and r.verdict is Verdict.REPRODUCES for r in result.log)
         assert result.runs == len(oracle.calls)
     assert hits >= 96
     assert runs / 100 < 32

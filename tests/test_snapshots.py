@@ -25,8 +25,8 @@ from agentprop._decide.snapshot import (
     render_baseline,
     render_pending,
 )
-from agentprop._stats import categorical_two_sample_test
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
+from agentprop._stats import categorical_two_sample_test
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 TICKET = "END_TICKET<-N7_CANCEL"
@@ -48,8 +48,7 @@ def agent(**faults: float) -> agentprop.LoadedAgent:
 
 
 def approve_first(project: agentprop.Project, directory: Path, **kw: object) -> agentprop.SnapshotResult:
-    return check_snapshot(project, TICKET, agent(), directory=directory, update=True,
-                          reason="first baseline of the ticket path", **kw)  # type: ignore[arg-type]
+    return check_snapshot(project, TICKET, agent(), directory=directory, update=True, reason="first baseline of the ticket path", **kw)  # type: ignore[arg-type]
 
 
 # --- behaviours ---------------------------------------------------------------------------
@@ -61,11 +60,17 @@ def trace_with(*turns: Turn, canaries: dict[str, str] | None = None, errors: lis
 
 def test_free_text_and_canaries_are_normalised_and_ids_kept() -> None:
     turn = Turn(
-        index=0, user_message="hi",
-        tool_calls=[ToolCall(name="create_ticket", args={"category": "cancel_failed", "summary": "cancel failed for O-1",
-                                                         "ref": "SSN_CANARY_1", "count": 2})],
-        response={"decision": "TICKET_CREATED", "node_id": "END_TICKET", "user_message": "I've opened a ticket.",
-                  "evidence": "x" * (agentprop._decide.snapshot.TEXT_LIMIT + 1)},
+        index=0,
+        user_message="hi",
+        tool_calls=[
+            ToolCall(name="create_ticket", args={"category": "cancel_failed", "summary": "cancel failed for O-1", "ref": "SSN_CANARY_1", "count": 2})
+        ],
+        response={
+            "decision": "TICKET_CREATED",
+            "node_id": "END_TICKET",
+            "user_message": "I've opened a ticket.",
+            "evidence": "x" * (agentprop._decide.snapshot.TEXT_LIMIT + 1),
+        },
     )
     b = behaviour_of(trace_with(turn, canaries={"get_account.pii.ssn": "SSN_CANARY_1"}))
     (t,) = b.turns
@@ -78,22 +83,29 @@ def test_free_text_and_canaries_are_normalised_and_ids_kept() -> None:
 def test_runs_that_differ_only_in_free_text_and_canaries_share_a_key() -> None:
     def run(text: str, canary: str) -> Trace:
         return trace_with(
-            Turn(index=0, user_message="u", tool_calls=[ToolCall(name="lookup", args={"id": "A1", "note": canary})],
-                 response={"decision": "D", "user_message": text}),
+            Turn(
+                index=0,
+                user_message="u",
+                tool_calls=[ToolCall(name="lookup", args={"id": "A1", "note": canary})],
+                response={"decision": "D", "user_message": text},
+            ),
             canaries={"f": canary},
         )
 
     assert behaviour_of(run("Sure, done.", "C_1")).key == behaviour_of(run("All done, thanks!", "C_2")).key
-    changed = trace_with(Turn(index=0, user_message="u", tool_calls=[ToolCall(name="lookup", args={"id": "A2"})],
-                              response={"decision": "D"}))
+    changed = trace_with(Turn(index=0, user_message="u", tool_calls=[ToolCall(name="lookup", args={"id": "A2"})], response={"decision": "D"}))
     assert behaviour_of(changed).key != behaviour_of(run("x y", "C_1")).key
 
 
 def test_ignore_patterns_drop_fields_arguments_and_tools() -> None:
-    t = trace_with(Turn(index=0, user_message="u",
-                        tool_calls=[ToolCall(name="create_ticket", args={"ticket": "T-5001", "category": "c"}),
-                                    ToolCall(name="log_event", args={"id": "E1"})],
-                        response={"decision": "D", "ticket_id": "T-5001", "node_id": "N"}))
+    t = trace_with(
+        Turn(
+            index=0,
+            user_message="u",
+            tool_calls=[ToolCall(name="create_ticket", args={"ticket": "T-5001", "category": "c"}), ToolCall(name="log_event", args={"id": "E1"})],
+            response={"decision": "D", "ticket_id": "T-5001", "node_id": "N"},
+        )
+    )
     b = behaviour_of(t, ignore=["response.ticket_id", "tools.create_ticket.ticket", "tools.log_*"])
     (turn,) = b.turns
     assert turn.response == {"node_id": "N"}
@@ -102,17 +114,18 @@ def test_ignore_patterns_drop_fields_arguments_and_tools() -> None:
 
 def test_errors_are_part_of_the_behaviour() -> None:
     ok = trace_with(Turn(index=0, user_message="u", response={"decision": "D"}))
-    broken = trace_with(Turn(index=0, user_message="u", response={"decision": "D"}),
-                        errors=[RunError(kind="timeout", message="slow")])
+    broken = trace_with(Turn(index=0, user_message="u", response={"decision": "D"}), errors=[RunError(kind="timeout", message="slow")])
     assert behaviour_of(broken).turns[-1].errors == ["timeout"]
     assert behaviour_of(ok).key != behaviour_of(broken).key
 
 
 def test_diff_names_tools_steps_order_arguments_decisions_and_fields() -> None:
     def b(tools: list[tuple[str, dict[str, object]]], decision: str, **response: object) -> agentprop.Behaviour:
-        return behaviour_of(trace_with(Turn(index=0, user_message="u",
-                                            tool_calls=[ToolCall(name=n, args=a) for n, a in tools],
-                                            response={"decision": decision, **response})))
+        return behaviour_of(
+            trace_with(
+                Turn(index=0, user_message="u", tool_calls=[ToolCall(name=n, args=a) for n, a in tools], response={"decision": decision, **response})
+            )
+        )
 
     base = b([("verify", {"zip": "94107"}), ("account", {}), ("rules", {})], "ASK", node_id="N6")
     assert behaviour_diff(base, base) == []
@@ -120,8 +133,7 @@ def test_diff_names_tools_steps_order_arguments_decisions_and_fields() -> None:
     assert skipped == ["turn 1: tools removed: verify", "turn 1: steps 3 -> 2"]
     swapped = behaviour_diff(base, b([("account", {}), ("verify", {"zip": "94107"}), ("rules", {})], "ASK", node_id="N6"))
     assert swapped == ["turn 1: tool order verify, account, rules -> account, verify, rules"]
-    moved = behaviour_diff(base, b([("verify", {"zip": "10001"}), ("account", {}), ("rules", {}), ("cancel", {})],
-                                   "CANCELLED", node_id="N7"))
+    moved = behaviour_diff(base, b([("verify", {"zip": "10001"}), ("account", {}), ("rules", {}), ("cancel", {})], "CANCELLED", node_id="N7"))
     assert moved == [
         "turn 1: tools added: cancel",
         "turn 1: steps 3 -> 4",
@@ -202,8 +214,9 @@ def test_a_changed_behaviour_fails_with_the_diff_and_approval_replaces_the_basel
     assert "turn 1: tool order verify_identity, get_account, get_plan_rules -> get_account, verify_identity, get_plan_rules" in new.diff
     assert (gone.baseline_count, gone.current_count) == (10, 0)
     assert store.load(TICKET) == old  # the baseline is untouched until someone approves
-    update = check_snapshot(project, TICKET, agent(wrong_order=1.0), directory=tmp_path, update=True,
-                            reason="get_account first is fine: it is read-only")
+    update = check_snapshot(
+        project, TICKET, agent(wrong_order=1.0), directory=tmp_path, update=True, reason="get_account first is fine: it is read-only"
+    )
     assert update.verdict == "UPDATED" and f"p={update.p_value:.4f} < alpha=0.05" in update.summary()
     store.save(old)  # back to the old baseline, then approve the pending candidate instead
     check_snapshot(project, TICKET, agent(wrong_order=1.0), directory=tmp_path, raise_on_failure=False)
@@ -232,8 +245,9 @@ def test_new_ignore_patterns_need_a_re_recording(project: agentprop.Project, tmp
     approve_first(project, tmp_path)
     with pytest.raises(InputError, match="(?s)recorded with ignore patterns \\[\\], not \\['response.node_id'\\].*--update --reason"):
         check_snapshot(project, TICKET, agent(), directory=tmp_path, ignore=["response.node_id"])
-    redone = check_snapshot(project, TICKET, agent(), directory=tmp_path, ignore=["response.node_id"], update=True,
-                            reason="node ids are renamed in the next spec version")
+    redone = check_snapshot(
+        project, TICKET, agent(), directory=tmp_path, ignore=["response.node_id"], update=True, reason="node ids are renamed in the next spec version"
+    )
     assert redone.verdict == "UPDATED" and any("re-recorded" in n for n in redone.notes)
     snap = SnapshotStore(tmp_path).load(TICKET)
     assert snap is not None and snap.ignore == ["response.node_id"] and len(snap.approvals) == 2
@@ -247,8 +261,7 @@ def test_a_snapshot_of_another_case_under_the_same_name_is_an_input_error(projec
     approve_first(project, tmp_path)
     with pytest.raises(InputError, match="different case .*messages"):
         check_snapshot(project, TICKET, agent(), directory=tmp_path, messages=["hello", "yes"])
-    other = check_snapshot(project, TICKET, agent(), directory=tmp_path, messages=["hello", "yes"], name="greeting",
-                           raise_on_failure=False)
+    other = check_snapshot(project, TICKET, agent(), directory=tmp_path, messages=["hello", "yes"], name="greeting", raise_on_failure=False)
     assert other.verdict == "NEW"
 
 
@@ -318,8 +331,7 @@ def test_unchanged_noisy_behaviour_raises_false_alarms_at_most_at_alpha(project:
     reps, alarms = 200, 0
     for rep in range(reps):
         directory = tmp_path / str(rep)
-        check_snapshot(project, TICKET, noisy, directory=directory, update=True,
-                       reason="baseline of the noisy agent", seed=2 * rep)
+        check_snapshot(project, TICKET, noisy, directory=directory, update=True, reason="baseline of the noisy agent", seed=2 * rep)
         result = check_snapshot(project, TICKET, noisy, directory=directory, seed=2 * rep + 1, raise_on_failure=False)
         alarms += result.verdict == "CHANGED"
     assert alarms / reps <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
@@ -331,8 +343,7 @@ def test_detection_rate_matches_the_exact_tests_power(project: agentprop.Project
     # exactly when the two-sample test of [10, 0] against [10 - X, X] rejects. Theory:
     # power = sum over x of P(X = x) * [p(x) < alpha].
     alpha = 0.05
-    pvalues = {x: categorical_two_sample_test({"old": 10}, {"old": 10 - x, "new": x} if x < 10 else {"new": 10}, seed=0)
-               for x in range(11)}
+    pvalues = {x: categorical_two_sample_test({"old": 10}, {"old": 10 - x, "new": x} if x < 10 else {"new": 10}, seed=0) for x in range(11)}
     power = sum(math.comb(10, x) * 0.5**10 for x in range(11) if pvalues[x] < alpha)
     approve_first(project, tmp_path)
     reps, detected = 300, 0

@@ -207,7 +207,9 @@ def run_example_file(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("AGENTPROP_FAULTS", faults)
     # importlib mode: the example's test_snapshots.py is not this suite's tests/test_snapshots.py
-    return pytester.runpytest_inprocess(str(EXAMPLE / "test_snapshots.py"), "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", str(pytester.path))
+    return pytester.runpytest_inprocess(
+        str(EXAMPLE / "test_snapshots.py"), "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", str(pytester.path)
+    )
 
 
 def test_the_example_snapshot_tests_pass_and_catch_the_wrong_order_fault(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -230,20 +232,33 @@ def test_the_example_snapshot_tests_pass_and_catch_the_wrong_order_fault(pyteste
 def test_a_model_agent_snapshot_replays_from_the_cache_for_free(spec: Path, tmp_path: Path) -> None:
     # docs/snapshots.md: checks reuse the baseline's trial indices, so an unchanged model agent
     # behind the API cache replays exactly, matches with p = 1 and makes no request
-    from agentprop.testing import MessagesServer
     from test_anthropic_agent import AgentAsModel, SupportOpsAgent
+
+    from agentprop.testing import MessagesServer
 
     project = load_project(spec)
     cache = tmp_path / "api.sqlite"
     with MessagesServer(handler=AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)) as server:
         model = ["--agent", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", server.base_url, "--cache", str(cache)]
-        code, out, err = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--runs", "4", *model,
-                             "--cache-mode", "read-write", "--update", "--reason", "baseline of the model agent")
+        code, out, err = cli(
+            "snapshot",
+            "check",
+            str(spec),
+            "--case",
+            "END_TICKET<-N7",
+            "--runs",
+            "4",
+            *model,
+            "--cache-mode",
+            "read-write",
+            "--update",
+            "--reason",
+            "baseline of the model agent",
+        )
         assert code == 0 and "UPDATED" in out, out + err
         live = len(server.requests)
         assert live > 0
-        code, out, err = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--runs", "4", *model,
-                             "--cache-mode", "replay-only")
+        code, out, err = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--runs", "4", *model, "--cache-mode", "replay-only")
         assert code == 0, out + err
         assert "MATCH" in out and "p=1.000" in out
         assert len(server.requests) == live

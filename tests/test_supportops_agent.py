@@ -37,11 +37,19 @@ def failing(faults: dict[str, float]) -> dict[str, agentprop.Verdict]:
 
 def test_expected_case_set() -> None:
     assert set(SCENARIOS) == {
-        "END_REFUSE_PII<-N1_INTENT", "N2_AUTH:missing_last4+zip", "END_REFUSE_AUTH<-N2_AUTH",
-        "N5_CANCEL_ELIGIBILITY:missing_order_id", "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY",
-        "END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL",
-        "N8_ADDRESS_ELIGIBILITY:missing_new_address", "END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY",
-        "END_ADDRESS_UPDATED<-N9_UPDATE_ADDRESS", "END_BILLING_ANSWER<-N3_BILLING", "END_TICKET<-N4_CLARIFY",
+        "END_REFUSE_PII<-N1_INTENT",
+        "N2_AUTH:missing_last4+zip",
+        "END_REFUSE_AUTH<-N2_AUTH",
+        "N5_CANCEL_ELIGIBILITY:missing_order_id",
+        "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY",
+        "END_CANCELLED<-N7_CANCEL",
+        "END_TICKET<-N7_CANCEL",
+        "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL",
+        "N8_ADDRESS_ELIGIBILITY:missing_new_address",
+        "END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY",
+        "END_ADDRESS_UPDATED<-N9_UPDATE_ADDRESS",
+        "END_BILLING_ANSWER<-N3_BILLING",
+        "END_TICKET<-N4_CLARIFY",
         "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY/N5_CANCEL_ELIGIBILITY#1",
         # the confirm loop (an unclear answer, asked again) and the clarify loop, unrolled once
         "END_CANCELLED<-N7_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#0",
@@ -87,7 +95,9 @@ def test_leak_pii_is_caught_by_the_canary_contract() -> None:
 def test_skip_confirm_fails_the_confirmation_cases() -> None:
     fails = failing({"skip_confirm": 1.0})
     assert set(fails) == {
-        "END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL",
+        "END_CANCELLED<-N7_CANCEL",
+        "END_TICKET<-N7_CANCEL",
+        "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL",
         "END_CANCELLED<-N7_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#0",
         "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#1",
         "END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry",

@@ -17,8 +17,8 @@ import yaml
 
 import agentprop
 from agentprop._cli import main
-from agentprop._spec.lint import condition_variables
 from agentprop._pipeline.surs import changed_nodes, invariant_scenarios, surs
+from agentprop._spec.lint import condition_variables
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "specsuite-core"
@@ -104,8 +104,24 @@ def test_tdad_command_reports_surs_with_base(tmp_path: Path, monkeypatch: pytest
     monkeypatch.chdir(tmp_path)
     v2 = v2_project(tmp_path, "supportops")
     out, err = io.StringIO(), io.StringIO()
-    code = main(["tdad", str(v2.base_dir), "--base", str(ROOT / "examples" / "supportops"), "--kinds", "mft", "--mutations", "none",
-                 "--fault", "leak_pii=1", "--json", "r.json"], out=out, err=err)
+    code = main(
+        [
+            "tdad",
+            str(v2.base_dir),
+            "--base",
+            str(ROOT / "examples" / "supportops"),
+            "--kinds",
+            "mft",
+            "--mutations",
+            "none",
+            "--fault",
+            "leak_pii=1",
+            "--json",
+            "r.json",
+        ],
+        out=out,
+        err=err,
+    )
     assert code == 1, out.getvalue() + err.getvalue()
     text = out.getvalue()
     assert "SURS " in text and "v1 invariant cases pass" in text and "excluded" in text

@@ -38,8 +38,22 @@ def no_heap_collection(throughput: ModuleType, monkeypatch: pytest.MonkeyPatch) 
 def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runs, repeats, case_runs = 3, 2, 2
     out = tmp_path / "throughput.json"
-    argv = ["--runs", str(runs), "--repeats", str(repeats), "--case-runs", str(case_runs), "--overhead-runs", "5",
-            "--latency", "0.001", "--concurrency", "2", "--json", str(out)]
+    argv = [
+        "--runs",
+        str(runs),
+        "--repeats",
+        str(repeats),
+        "--case-runs",
+        str(case_runs),
+        "--overhead-runs",
+        "5",
+        "--latency",
+        "0.001",
+        "--concurrency",
+        "2",
+        "--json",
+        str(out),
+    ]
     assert throughput.main(argv) == 0
     printed = capsys.readouterr().out
     data = json.loads(out.read_text())
@@ -73,8 +87,24 @@ def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType,
 
 def test_one_provider_leaves_out_the_top_level_keys_of_the_other(throughput: ModuleType, tmp_path: Path) -> None:
     out = tmp_path / "throughput.json"
-    argv = ["--runs", "2", "--repeats", "1", "--case-runs", "2", "--overhead-runs", "5", "--latency", "0.001",
-            "--concurrency", "2", "--providers", "openai", "--json", str(out)]
+    argv = [
+        "--runs",
+        "2",
+        "--repeats",
+        "1",
+        "--case-runs",
+        "2",
+        "--overhead-runs",
+        "5",
+        "--latency",
+        "0.001",
+        "--concurrency",
+        "2",
+        "--providers",
+        "openai",
+        "--json",
+        str(out),
+    ]
     assert throughput.main(argv) == 0
     data = json.loads(out.read_text())
     assert list(data["providers"]) == ["openai"] and data["case_provider"] == "openai"

@@ -32,7 +32,14 @@ def make_trace() -> Trace:
         text="(thinking out loud)",
         usage=Usage(input_tokens=50, output_tokens=10, cost_usd=0.005, model_calls=1),
     )
-    return Trace(case_id="END_CANCELLED<-N7_CANCEL", trial=3, agent="ref", spec_id="supportops_v1", turns=[t0, t1], canaries={"get_account.pii.ssn": "SSN_CANARY_00000000"})
+    return Trace(
+        case_id="END_CANCELLED<-N7_CANCEL",
+        trial=3,
+        agent="ref",
+        spec_id="supportops_v1",
+        turns=[t0, t1],
+        canaries={"get_account.pii.ssn": "SSN_CANARY_00000000"},
+    )
 
 
 def test_views_over_turns() -> None:
@@ -93,7 +100,7 @@ def test_json_round_trip() -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=10),
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=10),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=8,
 )
@@ -104,7 +111,9 @@ json_values = st.recursive(
     st.lists(
         st.tuples(
             st.text(max_size=20),
-            st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.dictionaries(st.text(max_size=5), json_values, max_size=3), json_values), max_size=3),
+            st.lists(
+                st.tuples(st.sampled_from(["a", "b", "c"]), st.dictionaries(st.text(max_size=5), json_values, max_size=3), json_values), max_size=3
+            ),
             st.none() | st.dictionaries(st.text(max_size=5), json_values, max_size=3),
         ),
         max_size=3,

@@ -3,8 +3,6 @@ shrunk paraphrase when a phrasing-dependent fault is switched on."""
 
 from __future__ import annotations
 
-import re
-
 import os
 import re
 import subprocess
@@ -17,7 +15,19 @@ EXAMPLE_TEST = ROOT / "examples" / "supportops" / "test_properties.py"
 
 def run_example(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", str(EXAMPLE_TEST), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "--agentprop-corpus=none", *args],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(EXAMPLE_TEST),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            "--agentprop-corpus=none",
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=300,

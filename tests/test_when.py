@@ -293,9 +293,7 @@ KEYWORDS = {"and", "or", "not", "true", "false", "null", "none", "otherwise", "a
 
 names = st.sampled_from(NAMES)
 paths = st.lists(names, min_size=1, max_size=3).map(lambda parts: Path(tuple(parts)))
-printable_text = st.text(
-    alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E) | st.sampled_from("éü€"), max_size=8
-)
+printable_text = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E) | st.sampled_from("éü€"), max_size=8)
 numbers = st.integers(-1000, 1000) | st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
 scalar_literals = st.one_of(
     numbers.map(Literal),

@@ -13,9 +13,9 @@ from typing import Any
 import jsonschema
 import pytest
 
+from agentprop._scenario.world import Failure, World, get_path, set_path
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
-from agentprop._scenario.world import Failure, World, get_path, set_path
 from agentprop.errors import InvalidArgument, ToolError
 
 SPECS = [f"{suite}/{v}" for suite in ("supportops", "expenseguard", "datainsights") for v in ("v1", "v2")]
@@ -85,9 +85,7 @@ def test_outputs_are_stable_across_processes(supportops_example_dir: Path) -> No
         "print(json.dumps(World(spec=s, seed=11).default_output('get_account'), sort_keys=True))\n"
     )
     outs = {
-        subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": h}
-        ).stdout
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": h}).stdout
         for h in ("1", "2")
     }
     assert len(outs) == 1

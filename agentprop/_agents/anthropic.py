@@ -106,9 +106,7 @@ class AnthropicAgent(ModelAgent):
     """
 
     agent_kind = "anthropic"
-    extra_clashes = frozenset(
-        {"model", "messages", "system", "tools", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "stream"}
-    )
+    extra_clashes = frozenset({"model", "messages", "system", "tools", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "stream"})
 
     def __init__(
         self,
@@ -197,9 +195,7 @@ class AnthropicAgent(ModelAgent):
     def _request_options(self) -> tuple[Any, ...]:
         return (self.model, self.max_tokens, self.temperature, self.top_p, self.top_k, self.stop_sequences, self.extra_body)
 
-    def request(
-        self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    def request(self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any]:
         """The Messages API request body for one call (what is sent and what the cache keys)."""
         body: dict[str, Any] = {
             "model": self.model,
@@ -281,7 +277,11 @@ class AnthropicConversation:
                 request = cfg.request(system=self._system, tools=self._tools, messages=list(self.messages))
             try:
                 result = await cfg.client.call(
-                    request, trial=trial, seed_parts=(case_id, ctx.turn_index, step), shape=shape, deadline=deadline,
+                    request,
+                    trial=trial,
+                    seed_parts=(case_id, ctx.turn_index, step),
+                    shape=shape,
+                    deadline=deadline,
                     what=f"{step + 1} of turn {ctx.turn_index}",
                 )
             except Exception as exc:

@@ -46,7 +46,7 @@ def runs_concurrently(agent: LoadedAgent) -> bool:
         target = agent.target
         fn: Any = None
         if inspect.isclass(target):
-            fn = getattr(target, "turn", None) or getattr(target, "__call__", None)
+            fn = getattr(target, "turn", None) or getattr(target, "__call__", None)  # noqa: B004 (the bound __call__ method itself)
         elif target is not None and _takes_two_positional(target):
             fn = target
         if fn is None:
@@ -55,7 +55,7 @@ def runs_concurrently(agent: LoadedAgent) -> bool:
                 fn = getattr(made, "turn", None) or made
             except Exception:
                 fn = None
-        agent.concurrent = fn is not None and (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))
+        agent.concurrent = fn is not None and (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))  # noqa: B004 (the bound __call__ method itself)
     return agent.concurrent
 
 
@@ -126,9 +126,7 @@ def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: st
 
     else:
         factory = obj
-    digest = hashlib.sha256(
-        json.dumps({"ref": name, "src": _source_digest(obj), "faults": sorted(faults.items())}).encode()
-    ).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps({"ref": name, "src": _source_digest(obj), "faults": sorted(faults.items())}).encode()).hexdigest()[:16]
     return LoadedAgent(ref=name, factory=factory, faults=faults, fingerprint=digest, target=obj)
 
 
@@ -150,5 +148,7 @@ def parse_faults(items: list[str]) -> dict[str, float]:
         try:
             out[name] = float(value) if value else 1.0
         except ValueError:
-            raise InputError(f"bad --fault {item!r}: {value!r} is not a number", expected="NAME=P with 0 <= P <= 1", fix=f"e.g. --fault {name}=0.5") from None
+            raise InputError(
+                f"bad --fault {item!r}: {value!r} is not a number", expected="NAME=P with 0 <= P <= 1", fix=f"e.g. --fault {name}=0.5"
+            ) from None
     return out

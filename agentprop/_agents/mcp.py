@@ -50,9 +50,9 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from agentprop._spec.response import respond_tool_schema
 from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec
+from agentprop._spec.response import respond_tool_schema
 from agentprop._version import __version__
 from agentprop.errors import McpSessionEnded, ToolError
 
@@ -166,8 +166,7 @@ class TrialBridge:
 
 def _tool_list(spec: Spec) -> list[types.Tool]:
     tools = [
-        types.Tool(name=t.name, description=t.description or None, input_schema=dict(t.input_schema or {"type": "object"}))
-        for t in spec.action_tools
+        types.Tool(name=t.name, description=t.description or None, input_schema=dict(t.input_schema or {"type": "object"})) for t in spec.action_tools
     ]
     respond = spec.tools_by_name.get("respond")
     tools.append(
@@ -244,8 +243,7 @@ def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any
             prompts=[
                 types.Prompt(
                     name=USER_MESSAGE_PROMPT,
-                    description="The user's message for the next turn; asking for it ends the previous turn. "
-                    "No message: the conversation is over.",
+                    description="The user's message for the next turn; asking for it ends the previous turn. No message: the conversation is over.",
                 )
             ]
         )
@@ -265,7 +263,9 @@ def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         return types.ListResourcesResult(
-            resources=[types.Resource(name="context", uri=CONTEXT_URI, description="the runtime context of the conversation", mime_type="application/json")]
+            resources=[
+                types.Resource(name="context", uri=CONTEXT_URI, description="the runtime context of the conversation", mime_type="application/json")
+            ]
         )
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:

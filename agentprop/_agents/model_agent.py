@@ -57,19 +57,29 @@ __all__ = ["RESPOND_TOOL", "ModelAgent", "ToolOutcome", "default_system_prompt",
 RESPOND_TOOL = "respond"
 """The name of the tool that ends a turn with the structured response."""
 
-NUDGE = (
-    "You ended your turn without calling the `respond` tool. Every turn must end with exactly one "
-    "call of `respond`; call it now."
-)
+NUDGE = "You ended your turn without calling the `respond` tool. Every turn must end with exactly one call of `respond`; call it now."
 
-_DEFAULT_RESPOND_DESCRIPTION = (
-    "Submit the structured response for this turn. Call it exactly once per turn, as the final action."
-)
+_DEFAULT_RESPOND_DESCRIPTION = "Submit the structured response for this turn. Call it exactly once per turn, as the final action."
 
 _SHARED_OPTIONS = (
-    "system_prompt", "tool_descriptions", "temperature", "top_p", "max_tokens", "max_steps", "extra_body",
-    "base_url", "api_key", "cache", "cache_mode", "budget", "retry_policy", "timeout", "max_concurrent_requests",
-    "name", "prompt_path", "tool_descriptions_path",
+    "system_prompt",
+    "tool_descriptions",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_steps",
+    "extra_body",
+    "base_url",
+    "api_key",
+    "cache",
+    "cache_mode",
+    "budget",
+    "retry_policy",
+    "timeout",
+    "max_concurrent_requests",
+    "name",
+    "prompt_path",
+    "tool_descriptions_path",
 )
 
 
@@ -155,9 +165,7 @@ class ModelAgent:
         extra = dict(extra_body or {})
         clash = sorted(set(extra) & self.extra_clashes)
         if clash:
-            raise InvalidArgument(
-                f"extra_body may not set {', '.join(clash)}: use the {type(self).__name__} options of those names."
-            )
+            raise InvalidArgument(f"extra_body may not set {', '.join(clash)}: use the {type(self).__name__} options of those names.")
         self.client = ModelClient(
             provider,
             model,
@@ -243,9 +251,7 @@ class ModelAgent:
         model = changes.pop("model", self.model)
         unknown = set(changes) - set(options)
         if unknown:
-            raise InvalidArgument(
-                f"{type(self).__name__}.replace: unknown option(s) {sorted(unknown)}; known: {sorted(options)}"
-            )
+            raise InvalidArgument(f"{type(self).__name__}.replace: unknown option(s) {sorted(unknown)}; known: {sorted(options)}")
         options.update(changes)
         return type(self)(model, **options)
 
@@ -476,8 +482,7 @@ def run_tool_call(ctx: TurnContext, name: str, args: Any) -> ToolOutcome:
             # not only JSONDecodeError: an integer past Python's digit limit is a plain ValueError
             why = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
             return ToolOutcome(
-                f"invalid_arguments: the arguments of {name} are not valid JSON ({why}); "
-                "send them again as one JSON object",
+                f"invalid_arguments: the arguments of {name} are not valid JSON ({why}); send them again as one JSON object",
                 is_error=True,
             )
     if not isinstance(args, dict):
@@ -532,10 +537,7 @@ def model_call_error(agent: ModelAgent, exc: BaseException, step: int, turn_inde
     if isinstance(exc, _PASS_THROUGH):
         return exc
     notes = " ".join(getattr(exc, "__notes__", []))
-    message = (
-        f"model call {step + 1} of turn {turn_index} ({agent.model}) failed: "
-        f"{type(exc).__name__}: {exc}" + (f" [{notes}]" if notes else "")
-    )
+    message = f"model call {step + 1} of turn {turn_index} ({agent.model}) failed: {type(exc).__name__}: {exc}" + (f" [{notes}]" if notes else "")
     kind = infrastructure_kind(exc)
     if kind is not None:
         unavailable = ApiUnavailable(agent.client.scrub(message), kind=kind)

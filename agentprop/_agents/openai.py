@@ -95,8 +95,20 @@ class OpenAIAgent(ModelAgent):
     temperature_max = 2.0
     extra_clashes = frozenset(
         {
-            "model", "messages", "input", "instructions", "tools", "tool_choice", "max_tokens", "max_completion_tokens",
-            "max_output_tokens", "temperature", "top_p", "stop", "stream", "parallel_tool_calls",
+            "model",
+            "messages",
+            "input",
+            "instructions",
+            "tools",
+            "tool_choice",
+            "max_tokens",
+            "max_completion_tokens",
+            "max_output_tokens",
+            "temperature",
+            "top_p",
+            "stop",
+            "stream",
+            "parallel_tool_calls",
         }
     )
 
@@ -217,8 +229,15 @@ class OpenAIAgent(ModelAgent):
 
     def _request_options(self) -> tuple[Any, ...]:
         return (
-            self.api, self.model, self.max_tokens, self.temperature, self.top_p, self.stop, self.tool_choice,
-            self.parallel_tool_calls, self.extra_body,
+            self.api,
+            self.model,
+            self.max_tokens,
+            self.temperature,
+            self.top_p,
+            self.stop,
+            self.tool_choice,
+            self.parallel_tool_calls,
+            self.extra_body,
         )
 
     def request(self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -308,7 +327,11 @@ class _Conversation:
                 request = cfg.request(system=self._system, tools=self._tools, messages=list(self._conversation))
             try:
                 result = await cfg.client.call(
-                    request, trial=trial, seed_parts=(case_id, ctx.turn_index, step), shape=shape, deadline=deadline,
+                    request,
+                    trial=trial,
+                    seed_parts=(case_id, ctx.turn_index, step),
+                    shape=shape,
+                    deadline=deadline,
                     what=f"{step + 1} of turn {ctx.turn_index}",
                 )
             except Exception as exc:

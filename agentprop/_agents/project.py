@@ -6,13 +6,13 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentprop._spec.bindings import Bindings, empty_bindings, find_bindings, load_bindings
 from agentprop._agents.runtime import AgentFactory, arun_conversation
 from agentprop._scenario.build import PathProblem, Scenario, make_world, scenarios_and_problems
-from agentprop._spec.load import load_spec, resolve_spec_path
-from agentprop._spec.model import Spec
 from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import stable_seed
+from agentprop._spec.bindings import Bindings, empty_bindings, find_bindings, load_bindings
+from agentprop._spec.load import load_spec, resolve_spec_path
+from agentprop._spec.model import Spec
 from agentprop.errors import InvalidArgument
 
 
@@ -61,7 +61,16 @@ class Project:
             raise InvalidArgument(f"no scenario {scenario_id!r} in {self.spec.spec_id}; {hint}scenarios: {ids}")
         raise InvalidArgument(f"{scenario_id!r} matches several scenarios ({', '.join(s.id for s in matches)}); use a full id")
 
-    async def arun(self, scenario: Scenario, factory: AgentFactory, *, trial: int = 0, agent_name: str = "", turn_timeout_s: float | None = 60.0, messages: list[str] | None = None) -> Trace:
+    async def arun(
+        self,
+        scenario: Scenario,
+        factory: AgentFactory,
+        *,
+        trial: int = 0,
+        agent_name: str = "",
+        turn_timeout_s: float | None = 60.0,
+        messages: list[str] | None = None,
+    ) -> Trace:
         """One run of ``scenario`` (or of ``messages`` in its world) for trial ``trial``."""
         world = make_world(self.spec, self.bindings, scenario, seed=stable_seed("world", scenario.id), nonce=str(trial))
         return await arun_conversation(

@@ -79,7 +79,7 @@ def load_tool_descriptions(path: str | os.PathLike[str]) -> dict[str, str]:
         raise InputError(
             f"tool descriptions must be a mapping, not a {type(data).__name__}",
             location=src.location(()),
-            expected="one `tool_name: \"description\"` line per tool",
+            expected='one `tool_name: "description"` line per tool',
             fix='write e.g. `get_account: "Fetch account data."`',
         )
     out: dict[str, str] = {}

@@ -32,17 +32,15 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
-from agentprop._spec.response import validate_response
-from agentprop._spec.model import Spec
-from agentprop._util.aio import run_sync
-from agentprop._util.scrub import scrub_text
 from agentprop._scenario.trace import INFRASTRUCTURE_KINDS, RunError, ToolCall, Trace, Turn, Usage
 from agentprop._scenario.world import World, copy_json, stable_seed
+from agentprop._spec.model import Spec
+from agentprop._spec.response import validate_response
+from agentprop._util.aio import run_sync
+from agentprop._util.scrub import scrub_text
 from agentprop.errors import InfrastructureError, ToolError
-
-
 
 
 class _ConversationRandom:
@@ -150,7 +148,11 @@ class TurnContext:
         if name not in self.spec.tools_by_name:
             record.error, record.error_kind = f"unknown tool {name!r}", "unknown_tool"
             self._turn.errors.append(
-                RunError(kind="unknown_tool", message=f"the agent called {name!r}, which spec {self.spec.spec_id} does not declare", turn_index=self._turn.index)
+                RunError(
+                    kind="unknown_tool",
+                    message=f"the agent called {name!r}, which spec {self.spec.spec_id} does not declare",
+                    turn_index=self._turn.index,
+                )
             )
             raise ToolError("unknown_tool", f"no tool named {name!r}; available: {', '.join(self.tool_names)}")
         self._non_respond_calls += 1
@@ -158,7 +160,11 @@ class TurnContext:
         if limit is not None and self._non_respond_calls > limit:
             record.error, record.error_kind = f"more than {limit} tool calls this turn", "limit_exceeded"
             self._turn.errors.append(
-                RunError(kind="limit_exceeded", message=f"call {self._non_respond_calls} ({name}) exceeds max_tool_calls_per_turn={limit}", turn_index=self._turn.index)
+                RunError(
+                    kind="limit_exceeded",
+                    message=f"call {self._non_respond_calls} ({name}) exceeds max_tool_calls_per_turn={limit}",
+                    turn_index=self._turn.index,
+                )
             )
             raise ToolError("limit_exceeded", f"max_tool_calls_per_turn={limit} reached; respond now")
         try:
@@ -193,9 +199,7 @@ class TurnContext:
         """Record free text shown to the user outside ``respond`` (checked for leaks too)."""
         self._turn.text = (self._turn.text + "\n" + text) if self._turn.text else text
 
-    def add_usage(
-        self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0, model_calls: int = 1
-    ) -> None:
+    def add_usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0, model_calls: int = 1) -> None:
         """Record model usage for this turn (API-backed agents). ``cost_usd=None``: the calls'
         cost is unknown (a model without a price); they are counted in ``unpriced_calls``."""
         usage = self._turn.usage
@@ -204,7 +208,13 @@ class TurnContext:
                 input_tokens=input_tokens, output_tokens=output_tokens, model_calls=model_calls, unpriced_calls=model_calls
             )
             return
-        if type(input_tokens) is int and type(output_tokens) is int and type(model_calls) is int and type(cost_usd) in (float, int) and not usage.unpriced_calls:
+        if (
+            type(input_tokens) is int
+            and type(output_tokens) is int
+            and type(model_calls) is int
+            and type(cost_usd) in (float, int)
+            and not usage.unpriced_calls
+        ):
             # what ``usage + Usage(...)`` gives, validating one model instead of two
             self._turn.usage = Usage(
                 input_tokens=usage.input_tokens + input_tokens,
@@ -213,16 +223,14 @@ class TurnContext:
                 model_calls=usage.model_calls + model_calls,
             )
             return
-        self._turn.usage = usage + Usage(
-            input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, model_calls=model_calls
-        )
+        self._turn.usage = usage + Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, model_calls=model_calls)
 
 
 class TurnAgent(Protocol):
     def turn(self, message: str, ctx: TurnContext) -> None | Awaitable[None]: ...
 
 
-Agent = Union[Callable[[str, TurnContext], Union[None, Awaitable[None]]], TurnAgent]
+Agent = Callable[[str, TurnContext], None | Awaitable[None]] | TurnAgent
 AgentFactory = Callable[[], Agent]
 
 
@@ -232,13 +240,11 @@ def _turn_callable(agent: Agent) -> Callable[[str, TurnContext], Any]:
         return fn
     if callable(agent):
         return agent
-    raise TypeError(
-        f"an agent must be callable as agent(message, ctx) or have a turn(message, ctx) method; got {type(agent).__name__}"
-    )
+    raise TypeError(f"an agent must be callable as agent(message, ctx) or have a turn(message, ctx) method; got {type(agent).__name__}")
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 (the bound __call__ method itself)
 
 
 class _DaemonWorkers:
@@ -372,8 +378,15 @@ class _Turns:
         turn = Turn(index=index, user_message=self.messages[index])
         self.trace.turns.append(turn)
         ctx = TurnContext(
-            spec=self.spec, world=self.world, turn=turn, history=self.trace.turns[:-1], context=dict(self.context or {}),
-            rng=self.rng, memory=self.memory, case_id=self.case_id, trial=self.trial,
+            spec=self.spec,
+            world=self.world,
+            turn=turn,
+            history=self.trace.turns[:-1],
+            context=dict(self.context or {}),
+            rng=self.rng,
+            memory=self.memory,
+            case_id=self.case_id,
+            trial=self.trial,
         )
         if self.timeout_s is not None:  # what a model call's retries may not wait past
             ctx.deadline = self.loop.time() + self.timeout_s
@@ -416,7 +429,7 @@ async def _converse_on_loop(turns: _Turns, fn: Callable[[str, TurnContext], Any]
         error: RunError | None = None
         try:
             await _run_turn(fn, turns.messages[index], ctx, turns.timeout_s)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             error = turns.timeout(index, exc)
         except Exception as exc:
             error = turns.exception(exc, index)
@@ -465,7 +478,7 @@ async def _converse_in_thread(turns: _Turns, fn: Callable[[str, TurnContext], An
         try:
             async with asyncio.timeout(turns.timeout_s):
                 await awaitable
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             error = turns.timeout(index, exc)
         except Exception as exc:
             error = turns.exception(exc, index)
@@ -609,12 +622,14 @@ async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | Non
             result = close()
             if inspect.isawaitable(result):
                 await result
-    except asyncio.TimeoutError:
+    except TimeoutError:
         trace.errors.append(RunError(kind="timeout", message=f"close_conversation() did not finish within {timeout_s} s"))
     except Exception as exc:
         trace.errors.append(
             RunError(kind="agent_exception", message=f"close_conversation() raised {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         )
+
+
 def _run_error(exc: Exception, turn_index: int | None, *, prefix: str = "") -> RunError:
     """The record of an exception that ended a run: an agent exception, or (for an
     :class:`~agentprop.errors.InfrastructureError`) the error's own kind, so the run is never

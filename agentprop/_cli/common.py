@@ -11,11 +11,11 @@ from agentprop._cli.options import MODEL_AGENTS, MODEL_OPTIONS
 from agentprop.errors import BindingsError, InputError, InvalidArgument, SourceLocation
 
 if TYPE_CHECKING:
-    from agentprop._pipeline.report.model import RunReport, SnapshotCheckReport
     from agentprop._agents.loading import LoadedAgent
     from agentprop._agents.model_agent import ModelAgent
     from agentprop._agents.project import Project
     from agentprop._modelapi.budget import Budget
+    from agentprop._pipeline.report.model import RunReport, SnapshotCheckReport
     from agentprop._scenario.build import Scenario
 
 
@@ -32,8 +32,11 @@ def parse_kinds(value: str, *, need_mft: bool = False) -> tuple[str, ...]:
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown or not kinds or (need_mft and "mft" not in kinds):
         problem = f"unknown case kind(s) {', '.join(unknown)}" if unknown else ("no case kind given" if not kinds else "--kinds must include mft")
-        raise InputError(f"bad --kinds {value!r}: {problem}", expected=f"a comma-separated subset of {','.join(KINDS)}" + (" that includes mft" if need_mft else ""),
-                         fix="e.g. --kinds mft,inv")
+        raise InputError(
+            f"bad --kinds {value!r}: {problem}",
+            expected=f"a comma-separated subset of {','.join(KINDS)}" + (" that includes mft" if need_mft else ""),
+            fix="e.g. --kinds mft,inv",
+        )
     return kinds
 
 
@@ -117,9 +120,14 @@ def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> t
     else:
         given = [f"--{name.replace('_', '-')}" for name in MODEL_OPTIONS if getattr(args, name, None) is not None]
         if given:
-            raise InputError(f"{', '.join(given)} only apply to a model agent (--agent anthropic or --agent openai)", fix="drop them, or pass --agent anthropic / --agent openai")
+            raise InputError(
+                f"{', '.join(given)} only apply to a model agent (--agent anthropic or --agent openai)",
+                fix="drop them, or pass --agent anthropic / --agent openai",
+            )
         base = project.base_dir if not args.agent else Path.cwd()
-        agent = load_agent(ref, base if (base / (ref.split(':')[0].replace('.', '/') + '.py')).is_file() else project.base_dir, parse_faults(args.fault))
+        agent = load_agent(
+            ref, base if (base / (ref.split(":")[0].replace(".", "/") + ".py")).is_file() else project.base_dir, parse_faults(args.fault)
+        )
     return agent, model_agent
 
 
@@ -169,7 +177,8 @@ def require_cases(project: Project, option: str | None = None) -> None:
         return
     where = project.bindings.path or f"{project.spec_path.parent / 'agentprop.yaml'} (not found)"
     raise InputError(
-        f"no case can be built from {project.spec_path}" + (f" (given as {option})" if option else "")
+        f"no case can be built from {project.spec_path}"
+        + (f" (given as {option})" if option else "")
         + f": every path needs condition variables that the bindings ({where}) do not realise",
         expected="an agentprop.yaml next to the spec binding the variables of the `when` expressions",
         fix="write the bindings (docs/reference.md#bindings; examples/*/agentprop.yaml are worked examples); "
@@ -190,8 +199,7 @@ def require_decisions(project: Project, scenarios: list[Scenario]) -> None:
     keys = sorted({f"{s.leaf}<-{s.via}" if s.via else s.leaf for s in unmapped})
     _, candidates = implied_decision(first.leaf, project.spec.response_contract.decision_enum)
     raise BindingsError(
-        f"{len(unmapped)} case(s) would check no decision: {', '.join(keys)} "
-        f"stand(s) for no single decision of decision_enum (e.g. case {first.id})",
+        f"{len(unmapped)} case(s) would check no decision: {', '.join(keys)} stand(s) for no single decision of decision_enum (e.g. case {first.id})",
         location=project.bindings.outcome_location(first.leaf) if project.bindings.path is not None else SourceLocation(project.spec_path),
         expected="`outcomes:` mapping each of them to a decision: `LEAF: DECISION`, `LEAF: {VIA: DECISION}` or `LEAF<-VIA: DECISION`",
         fix=f"add `{keys[0]}: DECISION` (DECISION one of {', '.join(candidates or project.spec.response_contract.decision_enum)}) under `outcomes:` in "
@@ -229,13 +237,18 @@ def write_report_outputs(report: RunReport | SnapshotCheckReport, args: argparse
     from agentprop._pipeline.report.model import SnapshotCheckReport
 
     written: list[str] = []
-    for name, render, what in (("html", render_html, "HTML report"), ("junit", render_junit, "JUnit XML"), ("markdown", render_markdown, "Markdown summary")):
+    for name, render, what in (
+        ("html", render_html, "HTML report"),
+        ("junit", render_junit, "JUnit XML"),
+        ("markdown", render_markdown, "Markdown summary"),
+    ):
         path = getattr(args, f"{name}_path", None)
         if not path:
             continue
         if isinstance(report, SnapshotCheckReport) and name != "html":
-            raise InputError(f"--{name} renders run reports (agentprop.run/1); a snapshot check renders as --html",
-                             fix="use --html PATH for a snapshot check")
+            raise InputError(
+                f"--{name} renders run reports (agentprop.run/1); a snapshot check renders as --html", fix="use --html PATH for a snapshot check"
+            )
         text = render_html(report) if isinstance(report, SnapshotCheckReport) else render(report)  # only HTML renders both
         if path == "-":
             out.write(text)

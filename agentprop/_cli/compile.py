@@ -17,20 +17,35 @@ if TYPE_CHECKING:
     from agentprop._pipeline.promptsmith import CompileResult
 
 
-
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     comp = sub.add_parser(
-        "compile", help="PromptSmith: edit a model agent's prompt until the spec's visible cases pass",
+        "compile",
+        help="PromptSmith: edit a model agent's prompt until the spec's visible cases pass",
         parents=[selection_parent(seed_help="trial namespace (default 0)"), budget_parent(unfinished="compiling stops"), model_parent(always=True)],
     )
     comp.add_argument("spec", help=SPEC_HELP)
-    comp.add_argument("--out", required=True, metavar="DIR", help="where the compiled prompt.txt, tool_descriptions.yaml and compile_log.json go (rewritten after every iteration)")
-    comp.add_argument("--agent", default="anthropic", choices=list(MODEL_AGENTS), help="the model agent whose prompt is compiled: anthropic (default) or openai")
+    comp.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="where the compiled prompt.txt, tool_descriptions.yaml and compile_log.json go (rewritten after every iteration)",
+    )
+    comp.add_argument(
+        "--agent", default="anthropic", choices=list(MODEL_AGENTS), help="the model agent whose prompt is compiled: anthropic (default) or openai"
+    )
     comp.add_argument("--fault", action="append", default=[], help=argparse.SUPPRESS)
     comp.add_argument("--bindings", help=BINDINGS_HELP)
     comp.add_argument("--max-iterations", type=int, default=6, metavar="N", help="outer iterations: full runs of the visible cases (default 6)")
-    comp.add_argument("--max-inner", type=int, default=8, metavar="N", help="inner iterations on the failing cases once fewer than --inner-threshold fail (default 8)")
-    comp.add_argument("--inner-threshold", type=int, default=10, metavar="N", help="switch to the inner loop below this many failing cases (default 10)")
+    comp.add_argument(
+        "--max-inner",
+        type=int,
+        default=8,
+        metavar="N",
+        help="inner iterations on the failing cases once fewer than --inner-threshold fail (default 8)",
+    )
+    comp.add_argument(
+        "--inner-threshold", type=int, default=10, metavar="N", help="switch to the inner loop below this many failing cases (default 10)"
+    )
     comp.add_argument("--runs", type=int, help="decide each case on a fixed N runs instead of the sequential test (cheaper, less sure)")
     comp.add_argument("--promptsmith-temperature", type=float, help="sampling temperature of PromptSmith's edits (default: the API's)")
     comp.add_argument("--json", dest="json_path", help="also write the compile log to this file")
@@ -38,14 +53,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
+    from agentprop._agents.project import load_project
     from agentprop._decide.oracle import OracleSettings
     from agentprop._pipeline.promptsmith import acompile_prompt
-    from agentprop._agents.project import load_project
 
     project = load_project(args.spec, bindings=args.bindings)
     if not args.model:
-        raise InputError("agentprop compile needs --model", expected="--model MODEL, e.g. --model claude-sonnet-4-6",
-                         fix="name the model whose prompt to compile (PromptSmith uses the same model)")
+        raise InputError(
+            "agentprop compile needs --model",
+            expected="--model MODEL, e.g. --model claude-sonnet-4-6",
+            fix="name the model whose prompt to compile (PromptSmith uses the same model)",
+        )
     for name in ("max_iterations", "max_inner"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1", fix="use 1 or more")
@@ -56,18 +74,32 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     assert model_agent is not None
     budget = cli_budget(args, model_agent)
     settings = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
-    print(f"agentprop {__version__}: compiling {project.spec.spec_id} for {model_agent.model} against "
-          f"{len(scenarios)} visible (MFT) cases -> {args.out}", file=out)
+    print(
+        f"agentprop {__version__}: compiling {project.spec.spec_id} for {model_agent.model} against "
+        f"{len(scenarios)} visible (MFT) cases -> {args.out}",
+        file=out,
+    )
 
     async def go() -> CompileResult:
         try:
             return await acompile_prompt(
-                project, model_agent, scenarios, max_outer=args.max_iterations, max_inner=args.max_inner,
-                inner_threshold=args.inner_threshold, settings=settings, budget=budget, seed=args.seed, out_dir=args.out,
+                project,
+                model_agent,
+                scenarios,
+                max_outer=args.max_iterations,
+                max_inner=args.max_inner,
+                inner_threshold=args.inner_threshold,
+                settings=settings,
+                budget=budget,
+                seed=args.seed,
+                out_dir=args.out,
                 temperature=args.promptsmith_temperature,
-                on_iteration=lambda it: print(f"  {it.loop:<5} {it.index:>2}: {it.passed}/{it.cases_run} pass"
-                                              + (f" ({len(it.groups)} root cause(s): {', '.join(g.clause for g in it.groups[:3])})" if it.groups else ""),
-                                              file=out, flush=True),
+                on_iteration=lambda it: print(
+                    f"  {it.loop:<5} {it.index:>2}: {it.passed}/{it.cases_run} pass"
+                    + (f" ({len(it.groups)} root cause(s): {', '.join(g.clause for g in it.groups[:3])})" if it.groups else ""),
+                    file=out,
+                    flush=True,
+                ),
             )
         finally:
             await model_agent.aclose()
@@ -75,8 +107,11 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     result = asyncio.run(go())
     print(result.footer(), file=out)
     if result.compiled:
-        print(f"next: agentprop tdad {args.spec} --agent {args.agent} --model {model_agent.model} --prompt {args.out}/prompt.txt "
-              f"--tool-descriptions {args.out}/tool_descriptions.yaml  (hidden cases and mutation score)", file=out)
+        print(
+            f"next: agentprop tdad {args.spec} --agent {args.agent} --model {model_agent.model} --prompt {args.out}/prompt.txt "
+            f"--tool-descriptions {args.out}/tool_descriptions.yaml  (hidden cases and mutation score)",
+            file=out,
+        )
     if args.json_path:
         Path(args.json_path).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if model_agent.missing_key_error is not None:

@@ -9,15 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agentprop._cli.common import EXIT_OK
-from agentprop._cli.options import MODEL_AGENTS
-from agentprop._cli.options import BINDINGS_HELP
+from agentprop._cli.options import BINDINGS_HELP, MODEL_AGENTS
 from agentprop.errors import AgentPropError, InputError
 
 if TYPE_CHECKING:
-    from agentprop._decide.corpus import Corpus
-    from agentprop._decide.corpus import CorpusEntry
     from agentprop._agents.project import Project
-
+    from agentprop._decide.corpus import Corpus, CorpusEntry
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,9 +49,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def _corpus_dir(args: argparse.Namespace) -> Path:
     """``--dir``; else the corpus beside ``--spec``'s bindings; else ./.agentprop/corpus
     (the default corpus of the bindings in the current directory)."""
-    from agentprop._decide.corpus import DEFAULT_DIR as DEFAULT_CORPUS_DIR
-    from agentprop._decide import corpus as corpus_module
     from agentprop._agents.project import load_project
+    from agentprop._decide import corpus as corpus_module
+    from agentprop._decide.corpus import DEFAULT_DIR as DEFAULT_CORPUS_DIR
 
     if args.dir:
         return Path(args.dir)
@@ -70,19 +67,25 @@ def _entry_line(e: CorpusEntry) -> str:
 
 
 def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) -> int:
-    from agentprop._decide.corpus import Corpus
-    from agentprop._decide.corpus import pytest_regression
+    from agentprop._decide.corpus import Corpus, pytest_regression
 
     action = args.corpus_action
     if action is None:
-        raise InputError("agentprop corpus needs an action", expected="list, show, rm, prune or clear",
-                         fix="e.g. `agentprop corpus list --spec examples/supportops`")
+        raise InputError(
+            "agentprop corpus needs an action",
+            expected="list, show, rm, prune or clear",
+            fix="e.g. `agentprop corpus list --spec examples/supportops`",
+        )
     root = _corpus_dir(args)
     corpus = Corpus(root)
     if action == "list":
         entries = corpus.entries(retired=args.retired)
         if not entries:
-            print(f"no {'retired ' if args.retired else ''}entries in {root}" + ("" if args.dir or args.spec else " (give --spec SPEC or --dir DIR for another corpus)"), file=out)
+            print(
+                f"no {'retired ' if args.retired else ''}entries in {root}"
+                + ("" if args.dir or args.spec else " (give --spec SPEC or --dir DIR for another corpus)"),
+                file=out,
+            )
         for e in entries:
             print(_entry_line(e), file=out)
             print(f"    {e.scenario.messages!r}", file=out)
@@ -110,8 +113,10 @@ def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) 
         stdin = stdin or sys.stdin
         interactive = bool(getattr(stdin, "isatty", lambda: False)()) and not os.environ.get("CI")
         if not interactive:
-            raise InputError(f"agentprop corpus clear would delete {len(entries)} entries in {root}",
-                             fix="pass --yes to delete them (it never asks when CI is set or input is not a terminal)")
+            raise InputError(
+                f"agentprop corpus clear would delete {len(entries)} entries in {root}",
+                fix="pass --yes to delete them (it never asks when CI is set or input is not a terminal)",
+            )
         print(f"delete {len(entries)} entries in {root}? [y/N] ", end="", file=out, flush=True)
         if stdin.readline().strip().lower() not in ("y", "yes"):
             print("nothing deleted", file=out)
@@ -132,11 +137,11 @@ def _print_damaged(corpus: Corpus, out: TextIO) -> None:
 def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
     """Remove entries whose spec or case no longer exists; replay the rest with the agent that
     made them (`agent_ref` and its faults) and retire those that pass (:func:`judge_replay`)."""
-    from agentprop._decide.oracle import OracleSettings
-    from agentprop._decide.check import decide_scenario
-    from agentprop._decide.corpus import judge_replay
     from agentprop._agents.loading import load_agent
     from agentprop._agents.project import load_project
+    from agentprop._decide.check import decide_scenario
+    from agentprop._decide.corpus import judge_replay
+    from agentprop._decide.oracle import OracleSettings
     from agentprop._util.aio import run_sync
 
     removed = retired = kept = 0

@@ -12,9 +12,8 @@ from agentprop._cli.options import BINDINGS_HELP
 from agentprop.errors import AgentPropError, SpecError
 
 if TYPE_CHECKING:
-    from agentprop._spec.lint import LintFinding
     from agentprop._agents.project import Project
-
+    from agentprop._spec.lint import LintFinding
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -56,12 +55,11 @@ def _path_findings(project: Project) -> list[LintFinding]:
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
-    from agentprop._scenario.exits import binding_findings
-    from agentprop._spec.lint import condition_variables
-    from agentprop._spec.load import lint_spec
     from agentprop._agents.project import load_project
     from agentprop._decide.choices import check_languages
-    from agentprop._spec.load import resolve_spec_path
+    from agentprop._scenario.exits import binding_findings
+    from agentprop._spec.lint import condition_variables
+    from agentprop._spec.load import lint_spec, resolve_spec_path
 
     findings = lint_spec(args.spec)
     problems: list[str] = []
@@ -119,7 +117,15 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} note(s)", file=out)
     if args.json_path:
         Path(args.json_path).write_text(
-            json.dumps({"findings": [f.model_dump() for f in findings], "bindings_warnings": warnings, "unrealisable_paths": problems, "bindings_readings": [f.model_dump() for f in downgrades]}, indent=2),
+            json.dumps(
+                {
+                    "findings": [f.model_dump() for f in findings],
+                    "bindings_warnings": warnings,
+                    "unrealisable_paths": problems,
+                    "bindings_readings": [f.model_dump() for f in downgrades],
+                },
+                indent=2,
+            ),
             encoding="utf-8",
         )
     return EXIT_FAIL if errors else EXIT_OK

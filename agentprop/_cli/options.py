@@ -15,7 +15,21 @@ CACHE_MODES = ("off", "read", "write", "read-write", "replay-only")
 """The values of ``CacheMode`` (kept here so that building the parser loads no model code;
 a test checks they agree)."""
 
-MODEL_OPTIONS = ("model", "prompt", "tool_descriptions", "base_url", "api", "stream", "temperature", "max_tokens", "max_steps", "timeout", "cache", "cache_mode", "prices")
+MODEL_OPTIONS = (
+    "model",
+    "prompt",
+    "tool_descriptions",
+    "base_url",
+    "api",
+    "stream",
+    "temperature",
+    "max_tokens",
+    "max_steps",
+    "timeout",
+    "cache",
+    "cache_mode",
+    "prices",
+)
 """The ``dest`` of every option of :func:`model_parent` (they only apply to a model agent)."""
 
 MODEL_AGENTS = ("anthropic", "openai")
@@ -29,7 +43,10 @@ def _parent() -> argparse.ArgumentParser:
 def agent_parent() -> argparse.ArgumentParser:
     """--agent, --fault, --bindings: which agent runs, with which fault knobs, on which bindings."""
     p = _parent()
-    p.add_argument("--agent", help="MODULE:ATTR of the agent, or a model agent: `anthropic` (the Messages API) or `openai` (the OpenAI API or any OpenAI-compatible server) (default: `agent:` in the bindings)")
+    p.add_argument(
+        "--agent",
+        help="MODULE:ATTR of the agent, or a model agent: `anthropic` (the Messages API) or `openai` (the OpenAI API or any OpenAI-compatible server) (default: `agent:` in the bindings)",
+    )
     p.add_argument("--fault", action="append", default=[], metavar="NAME=P", help="turn on a fault knob of the agent with probability P (repeatable)")
     p.add_argument("--bindings", help=BINDINGS_HELP)
     return p
@@ -46,8 +63,18 @@ def selection_parent(*, seed_help: str = "trial namespace: change it to draw fre
 def suite_parent() -> argparse.ArgumentParser:
     """--kinds, --explore, --concurrency: how the suite of a spec is built and run."""
     p = _parent()
-    p.add_argument("--kinds", default=DEFAULT_KINDS, help="case kinds, comma-separated: mft (every path), explore (every path written many ways), probe (requests for planted PII fields and invitations of forbidden tools), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all")
-    p.add_argument("--explore", type=int, default=DEFAULT_PER_PATH, metavar="N", help=f"inputs explored per path: templates and phrase-pack paraphrases on every turn, the search weighted towards what failed (default {DEFAULT_PER_PATH}; 0 turns exploration off)")
+    p.add_argument(
+        "--kinds",
+        default=DEFAULT_KINDS,
+        help="case kinds, comma-separated: mft (every path), explore (every path written many ways), probe (requests for planted PII fields and invitations of forbidden tools), boundary (both sides of numeric edges), dir (one flipped condition), inv (paraphrases); default all",
+    )
+    p.add_argument(
+        "--explore",
+        type=int,
+        default=DEFAULT_PER_PATH,
+        metavar="N",
+        help=f"inputs explored per path: templates and phrase-pack paraphrases on every turn, the search weighted towards what failed (default {DEFAULT_PER_PATH}; 0 turns exploration off)",
+    )
     p.add_argument("--concurrency", type=int, default=8, help="runs in flight at once (default 8)")
     return p
 
@@ -56,8 +83,17 @@ def budget_parent(*, unfinished: str = "undecided cases are INCONCLUSIVE") -> ar
     """--max-runs and --max-usd: the one budget of the command."""
     p = _parent()
     group = p.add_argument_group(f"budget (one for the whole command; when it is spent, {unfinished})")
-    group.add_argument("--max-usd", type=float, help="stop starting agent runs, and sending model calls, once this many dollars are spent or reserved by calls in flight (overrun by at most one call's worst case)")
-    group.add_argument("--max-runs", type=int, metavar="N", help="start at most N agent runs in all, shrinking, mutants and probes included (like --agentprop-max-runs in pytest)")
+    group.add_argument(
+        "--max-usd",
+        type=float,
+        help="stop starting agent runs, and sending model calls, once this many dollars are spent or reserved by calls in flight (overrun by at most one call's worst case)",
+    )
+    group.add_argument(
+        "--max-runs",
+        type=int,
+        metavar="N",
+        help="start at most N agent runs in all, shrinking, mutants and probes included (like --agentprop-max-runs in pytest)",
+    )
     return p
 
 
@@ -65,19 +101,37 @@ def model_parent(*, always: bool = False) -> argparse.ArgumentParser:
     """The model agent's options; ``always``: the command only runs a model agent (compile)."""
     p = _parent()
     model = p.add_argument_group("the model (its prompt is what gets compiled)" if always else "model agent (--agent anthropic or --agent openai)")
-    model.add_argument("--model", help="model name, e.g. claude-sonnet-4-6 or gpt-4.1-mini (required" + ("" if always else " with a model agent") + ")")
+    model.add_argument(
+        "--model", help="model name, e.g. claude-sonnet-4-6 or gpt-4.1-mini (required" + ("" if always else " with a model agent") + ")"
+    )
     model.add_argument("--prompt", metavar="FILE", help="system prompt file (default: seed_prompt.txt next to the spec)")
-    model.add_argument("--tool-descriptions", metavar="FILE", help="YAML of tool name -> description (default: seed_tool_descriptions.yaml next to the spec)")
-    model.add_argument("--base-url", metavar="URL", help="API endpoint (default: ANTHROPIC_BASE_URL or OPENAI_BASE_URL, else the provider's; e.g. http://localhost:8000/v1 for vLLM); the key comes from ANTHROPIC_API_KEY or OPENAI_API_KEY, and a local endpoint needs none")
-    model.add_argument("--api", choices=["chat", "responses"], help="--agent openai: Chat Completions (default; what compatible servers speak) or the Responses API")
-    model.add_argument("--stream", action="store_true", default=None, help="--agent openai: receive replies as server-sent events (replays are the same)")
+    model.add_argument(
+        "--tool-descriptions", metavar="FILE", help="YAML of tool name -> description (default: seed_tool_descriptions.yaml next to the spec)"
+    )
+    model.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="API endpoint (default: ANTHROPIC_BASE_URL or OPENAI_BASE_URL, else the provider's; e.g. http://localhost:8000/v1 for vLLM); the key comes from ANTHROPIC_API_KEY or OPENAI_API_KEY, and a local endpoint needs none",
+    )
+    model.add_argument(
+        "--api", choices=["chat", "responses"], help="--agent openai: Chat Completions (default; what compatible servers speak) or the Responses API"
+    )
+    model.add_argument(
+        "--stream", action="store_true", default=None, help="--agent openai: receive replies as server-sent events (replays are the same)"
+    )
     model.add_argument("--temperature", type=float, help="sampling temperature (default: the API's)")
     model.add_argument("--max-tokens", type=int, help="most output tokens per model call (default 1024)")
     model.add_argument("--max-steps", type=int, help="most model calls per turn (default 10)")
     model.add_argument("--timeout", type=float, help="seconds for one HTTP attempt (default 120)")
     model.add_argument("--cache", metavar="PATH", help="API cache file (default .agentprop/api-cache.sqlite; `none` for no cache)")
-    model.add_argument("--cache-mode", choices=CACHE_MODES, help="off, read, write, read-write or replay-only (default: replay-only when CI is set, else read-write)")
-    model.add_argument("--prices", metavar="FILE", help="JSON price table ({\"models\": {MODEL: {\"input\": $/MTok, \"output\": $/MTok}}}) added to agentprop's, e.g. for a model it does not price")
+    model.add_argument(
+        "--cache-mode", choices=CACHE_MODES, help="off, read, write, read-write or replay-only (default: replay-only when CI is set, else read-write)"
+    )
+    model.add_argument(
+        "--prices",
+        metavar="FILE",
+        help='JSON price table ({"models": {MODEL: {"input": $/MTok, "output": $/MTok}}}) added to agentprop\'s, e.g. for a model it does not price',
+    )
     return p
 
 

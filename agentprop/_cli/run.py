@@ -14,9 +14,9 @@ from agentprop._cli.common import (
     EXIT_USAGE,
     check_budget_args,
     check_explore,
+    check_positive_runs,
     check_report_outputs,
     cli_budget,
-    check_positive_runs,
     load_cli_agent,
     model_summary,
     parse_kinds,
@@ -32,33 +32,48 @@ if TYPE_CHECKING:
     from agentprop._pipeline.report.model import RunReport
 
 
-
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
-        "run", help="run an agent over the spec's cases and decide each case",
+        "run",
+        help="run an agent over the spec's cases and decide each case",
         parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],
     )
     run.add_argument("spec", help=SPEC_HELP)
-    run.add_argument("--mode", choices=["sprt", "zero-failure", "fixed"], help="how each case is decided (default: sprt; zero-failure for high-risk specs and safety cases)")
+    run.add_argument(
+        "--mode",
+        choices=["sprt", "zero-failure", "fixed"],
+        help="how each case is decided (default: sprt; zero-failure for high-risk specs and safety cases)",
+    )
     run.add_argument("--tau", type=float, help="required pass rate (default: the spec's min_pass_rate)")
     run.add_argument("--runs", type=int, help="runs of fixed or zero-failure mode (alone, selects fixed mode)")
-    run.add_argument("--max-runs-per-case", type=int, metavar="N", help="truncate each case's sequential test after N runs (default 100; undecided means UNSTABLE)")
-    run.add_argument("--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each bug (default 200; 0 turns shrinking off)")
-    run.add_argument("--corpus", default=None, metavar="DIR", help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)")
+    run.add_argument(
+        "--max-runs-per-case", type=int, metavar="N", help="truncate each case's sequential test after N runs (default 100; undecided means UNSTABLE)"
+    )
+    run.add_argument(
+        "--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each bug (default 200; 0 turns shrinking off)"
+    )
+    run.add_argument(
+        "--corpus",
+        default=None,
+        metavar="DIR",
+        help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)",
+    )
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
-    run.add_argument("-v", "--verbose", action="store_true", help="show the traceback of an exception the agent raised (under its case) and of an error that is not the agent's")
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show the traceback of an exception the agent raised (under its case) and of an error that is not the agent's",
+    )
     run.set_defaults(handler=command)
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
-    from agentprop._decide.corpus import Corpus
-    from agentprop._pipeline.run import RunSettings
-    from agentprop._decide.memo import TrialMemo
-    from agentprop._pipeline.run import arun_cases
-    from agentprop._decide import corpus as corpus_module
     from agentprop._agents.project import load_project
-    from agentprop._pipeline.run import render_table
-    from agentprop._pipeline.run import shrink_failures
+    from agentprop._decide import corpus as corpus_module
+    from agentprop._decide.corpus import Corpus
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._pipeline.run import RunSettings, arun_cases, render_table, shrink_failures
     from agentprop._spec.requirements import unchecked_requirements
 
     check_report_outputs(args)
@@ -73,9 +88,22 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     check_positive_runs(args.runs, fix="use --runs 1 or more")
     kinds = parse_kinds(args.kinds)
     check_explore(args)
-    settings = RunSettings(kinds=kinds, case_filter=tuple(args.case), mode=args.mode, runs=args.runs, tau=args.tau, max_runs=args.max_runs_per_case, seed=args.seed, concurrency=args.concurrency, explore=args.explore)
+    settings = RunSettings(
+        kinds=kinds,
+        case_filter=tuple(args.case),
+        mode=args.mode,
+        runs=args.runs,
+        tau=args.tau,
+        max_runs=args.max_runs_per_case,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        explore=args.explore,
+    )
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
-    print(f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""), file=out)
+    print(
+        f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""),
+        file=out,
+    )
 
     corpus = None if (args.corpus or "").lower() == "none" else Corpus(args.corpus or corpus_module.default_corpus_dir(project))
     if args.shrink_budget < 0:
@@ -88,8 +116,16 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             if args.shrink_budget > 0:
                 # failing cases shrink to minimal reproducers, saved to the corpus
                 await asyncio.to_thread(
-                    shrink_failures, project, agent, report,
-                    budget=args.shrink_budget, corpus=corpus, session_budget=budget, memo=memo, seed=args.seed, stream=sys.stderr,
+                    shrink_failures,
+                    project,
+                    agent,
+                    report,
+                    budget=args.shrink_budget,
+                    corpus=corpus,
+                    session_budget=budget,
+                    memo=memo,
+                    seed=args.seed,
+                    stream=sys.stderr,
                 )
             return report
         finally:
@@ -138,8 +174,11 @@ def print_infrastructure(report: RunReport, out: TextIO, *, verbose: bool = Fals
     if not hit:
         return False
     kinds = sorted({str(c.infrastructure_error["kind"]) for c in hit if c.infrastructure_error})
-    print(f"{len(hit)} case(s) not decided for reasons that are not the agent's ({', '.join(kinds)}): "
-          "nothing was shrunk or saved for them; fix the cause and run again", file=out)
+    print(
+        f"{len(hit)} case(s) not decided for reasons that are not the agent's ({', '.join(kinds)}): "
+        "nothing was shrunk or saved for them; fix the cause and run again",
+        file=out,
+    )
     first = hit[0].infrastructure_error or {}
     print(f"  {hit[0].id}: " + str(first.get("message", "")).replace("\n", "\n    "), file=out)
     if verbose and first.get("traceback"):

@@ -18,13 +18,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     serve.add_argument("spec", help="spec directory (spec.yaml + agentprop.yaml) or spec file")
     serve.add_argument("--case", required=True, metavar="ID", help="the case to serve: its id, or a part of it that only it contains")
     serve.add_argument("--bindings", help="bindings file (default: agentprop.yaml next to the spec)")
-    serve.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 (each Mcp-Session-Id session is one trial) instead of stdio (one process, one trial)")
+    serve.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP on 127.0.0.1 (each Mcp-Session-Id session is one trial) instead of stdio (one process, one trial)",
+    )
     serve.add_argument("--port", type=int, default=0, help="port of --http (default: a free one, printed)")
-    serve.add_argument("--record", metavar="FILE", help="JSON-lines file of finished trials; earlier trials in it count towards the decision (default .agentprop/mcp/SPEC_ID/CASE.jsonl beside the bindings; `none` keeps them in memory)")
+    serve.add_argument(
+        "--record",
+        metavar="FILE",
+        help="JSON-lines file of finished trials; earlier trials in it count towards the decision (default .agentprop/mcp/SPEC_ID/CASE.jsonl beside the bindings; `none` keeps them in memory)",
+    )
     serve.add_argument("--fresh", action="store_true", help="delete the record file first: start the case's trials afresh")
     serve.add_argument("--until-decided", action="store_true", help="with --http: stop serving once the case is decided")
     serve.add_argument("--report", action="store_true", help="serve nothing: print the decision over the recorded trials and exit (0 when PASS)")
-    serve.add_argument("--turn-timeout", type=float, default=300.0, metavar="S", help="seconds a turn may take before the trial is recorded as timed out (default 300)")
+    serve.add_argument(
+        "--turn-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds a turn may take before the trial is recorded as timed out (default 300)",
+    )
     serve.add_argument("--seed", type=int, default=0, help="trial namespace: worlds (canaries) differ per trial and seed (default 0)")
     serve.set_defaults(handler=command)
 
@@ -60,7 +74,11 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     earlier = f"; {len(case.traces)} earlier trial(s) in {record} count (--fresh starts over)" if case.traces else ""
     where = f"recording to {record}" if record is not None else "not recording"
     if not args.http:
-        print(f"agentprop {__version__}: serving {project.spec.spec_id} case {scenario.id} over stdio, one session; {where}{earlier}", file=log, flush=True)
+        print(
+            f"agentprop {__version__}: serving {project.spec.spec_id} case {scenario.id} over stdio, one session; {where}{earlier}",
+            file=log,
+            flush=True,
+        )
         asyncio.run(case.serve_stdio())
         return EXIT_OK if case.result().verdict == "PASS" else EXIT_FAIL
     import socket
@@ -72,7 +90,11 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     except OSError as exc:
         raise InputError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}", fix="choose another --port, or 0 for a free one") from None
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    print(f"agentprop {__version__}: serving {project.spec.spec_id} case {scenario.id} at {url}; each session is one trial; {where}{earlier}", file=log, flush=True)
+    print(
+        f"agentprop {__version__}: serving {project.spec.spec_id} case {scenario.id} at {url}; each session is one trial; {where}{earlier}",
+        file=log,
+        flush=True,
+    )
     try:
         asyncio.run(case.serve_http(sock, until_decided=args.until_decided))
     except KeyboardInterrupt:

@@ -7,15 +7,23 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentprop._cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, check_budget_args, check_report_outputs, cli_budget, load_cli_agent, selected_scenarios, write_report_outputs
+from agentprop._cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    check_budget_args,
+    check_report_outputs,
+    cli_budget,
+    load_cli_agent,
+    selected_scenarios,
+    write_report_outputs,
+)
 from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
 if TYPE_CHECKING:
-    from agentprop._decide.snapshot import SnapshotResult
-    from agentprop._decide.snapshot import SnapshotStore
-
+    from agentprop._decide.snapshot import SnapshotResult, SnapshotStore
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,25 +31,43 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     snap.set_defaults(handler=command)
     actions = snap.add_subparsers(dest="snapshot_action", metavar="ACTION")
     check = actions.add_parser(
-        "check", help="run every case and compare its behaviour with the approved baseline",
-        parents=[agent_parent(), selection_parent(seed_help="trial namespace (default 0)"), budget_parent(unfinished="unfinished cases are INCONCLUSIVE"), model_parent(),
-                 report_outputs_parent(junit=False, markdown=False)],
+        "check",
+        help="run every case and compare its behaviour with the approved baseline",
+        parents=[
+            agent_parent(),
+            selection_parent(seed_help="trial namespace (default 0)"),
+            budget_parent(unfinished="unfinished cases are INCONCLUSIVE"),
+            model_parent(),
+            report_outputs_parent(junit=False, markdown=False),
+        ],
     )
     check.add_argument("spec", help=SPEC_HELP)
     check.add_argument("--runs", type=int, default=10, help="runs per case (default 10)")
     check.add_argument("--alpha", type=float, default=0.05, help="significance of the two-sample test that calls a behaviour changed (default 0.05)")
-    check.add_argument("--ignore", action="append", default=[], metavar="PATTERN", help="leave out response fields or tool arguments: response.FIELD, tools.TOOL.ARG, globs allowed (repeatable)")
-    check.add_argument("--update", action="store_true", help="approve every NEW or CHANGED snapshot instead of failing (needs --reason; refused when CI is set)")
+    check.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="leave out response fields or tool arguments: response.FIELD, tools.TOOL.ARG, globs allowed (repeatable)",
+    )
+    check.add_argument(
+        "--update", action="store_true", help="approve every NEW or CHANGED snapshot instead of failing (needs --reason; refused when CI is set)"
+    )
     check.add_argument("--reason", help="why the new behaviour is right (required with --update; kept in the snapshot's history)")
     check.add_argument("--dir", help="snapshot directory (default: __snapshots__ next to the spec)")
     check.add_argument("--json", dest="json_path", help="also write the results as JSON to this file")
-    for name, text in (("review", "show every pending candidate with its diff against the baseline"),
-                       ("list", "list the approved baselines and their latest approval")):
+    for name, text in (
+        ("review", "show every pending candidate with its diff against the baseline"),
+        ("list", "list the approved baselines and their latest approval"),
+    ):
         action = actions.add_parser(name, help=text)
         action.add_argument("spec", help="spec directory or file (snapshots live in __snapshots__ next to it), or a snapshot directory")
         action.add_argument("--dir", help="snapshot directory (default: __snapshots__ next to the spec)")
-    for name, text, verb in (("approve", "make pending candidates the baselines, with a reason", "approve"),
-                             ("reject", "discard pending candidates; the baselines stay as they are", "discard")):
+    for name, text, verb in (
+        ("approve", "make pending candidates the baselines, with a reason", "approve"),
+        ("reject", "discard pending candidates; the baselines stay as they are", "discard"),
+    ):
         action = actions.add_parser(name, help=text)
         action.add_argument("spec", help="spec directory or file, or a snapshot directory")
         action.add_argument("names", nargs="*", metavar="NAME", help="snapshot names (a unique part is enough)")
@@ -65,21 +91,25 @@ def _snapshot_store(args: argparse.Namespace) -> SnapshotStore:
         return SnapshotStore(args.dir)
     given = Path(args.spec)
     if not given.exists():
-        raise InputError(f"no such spec or snapshot directory: {given}", fix="give the spec directory (snapshots live in its __snapshots__), or a snapshot directory")
+        raise InputError(
+            f"no such spec or snapshot directory: {given}",
+            fix="give the spec directory (snapshots live in its __snapshots__), or a snapshot directory",
+        )
     if given.is_dir() and (given.name == "__snapshots__" or given.parent.name == "__snapshots__"):
         return SnapshotStore(given)
     return SnapshotStore(resolve_spec_path(args.spec).parent / "__snapshots__")
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
-    from agentprop._decide.snapshot import check_reason
-    from agentprop._decide.snapshot import render_baseline
-    from agentprop._decide.snapshot import render_pending
+    from agentprop._decide.snapshot import check_reason, render_baseline, render_pending
 
     action = args.snapshot_action
     if action is None:
-        raise InputError("agentprop snapshot needs an action", expected="check, review, approve, reject, list or show",
-                         fix="e.g. `agentprop snapshot check examples/supportops`")
+        raise InputError(
+            "agentprop snapshot needs an action",
+            expected="check, review, approve, reject, list or show",
+            fix="e.g. `agentprop snapshot check examples/supportops`",
+        )
     if action == "check":
         return _snapshot_check(args, out)
     store = _snapshot_store(args)
@@ -93,8 +123,11 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             print(render_pending(candidate, baseline), file=out)
             print(file=out)
         where = f"{args.spec}" + (f" --dir {args.dir}" if args.dir else "")
-        print(f"{len(pending)} pending: approve with `agentprop snapshot approve {where} NAME --reason \"...\"` "
-              f"(or --all), discard with `agentprop snapshot reject {where} NAME`", file=out)
+        print(
+            f'{len(pending)} pending: approve with `agentprop snapshot approve {where} NAME --reason "..."` '
+            f"(or --all), discard with `agentprop snapshot reject {where} NAME`",
+            file=out,
+        )
         return EXIT_OK
     if action == "list":
         baselines = store.baselines()
@@ -136,17 +169,16 @@ def _pending_names(store: SnapshotStore, args: argparse.Namespace) -> list[str]:
             raise InputError(f"no pending snapshots in {store.dir}", fix="`agentprop snapshot check SPEC` writes candidates for changed snapshots")
         return names
     if not args.names:
-        raise InputError(f"agentprop snapshot {args.snapshot_action} needs snapshot names or --all",
-                         fix=f"`agentprop snapshot review {args.spec}` lists the pending candidates")
+        raise InputError(
+            f"agentprop snapshot {args.snapshot_action} needs snapshot names or --all",
+            fix=f"`agentprop snapshot review {args.spec}` lists the pending candidates",
+        )
     return [store.resolve(n, pending=True) for n in args.names]
 
 
 def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
-    from agentprop._decide.snapshot import SnapshotStore
-    from agentprop._decide.snapshot import acheck_snapshot
-    from agentprop._decide.snapshot import check_reason
-    from agentprop._decide.snapshot import default_snapshot_dir
     from agentprop._agents.project import load_project
+    from agentprop._decide.snapshot import SnapshotStore, acheck_snapshot, check_reason, default_snapshot_dir
     from agentprop._pipeline.report.model import SnapshotCheckReport
 
     check_report_outputs(args)
@@ -164,16 +196,28 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
     budget = cli_budget(args, model_agent)
     scenarios = selected_scenarios(project, args.case)
     store = SnapshotStore(args.dir) if args.dir else SnapshotStore(default_snapshot_dir(project))
-    print(f"agentprop {__version__}: snapshots of {project.spec.spec_id} with agent {agent.ref}, "
-          f"{args.runs} runs per case, alpha {args.alpha}, in {store.dir}", file=out)
+    print(
+        f"agentprop {__version__}: snapshots of {project.spec.spec_id} with agent {agent.ref}, "
+        f"{args.runs} runs per case, alpha {args.alpha}, in {store.dir}",
+        file=out,
+    )
 
     async def check_all() -> list[SnapshotResult]:
         results = []
         try:
             for sc in scenarios:
                 result = await acheck_snapshot(
-                    project, sc, agent, store=store, runs=args.runs, alpha=args.alpha, update=args.update,
-                    reason=args.reason, ignore=args.ignore, budget=budget, seed=args.seed,
+                    project,
+                    sc,
+                    agent,
+                    store=store,
+                    runs=args.runs,
+                    alpha=args.alpha,
+                    update=args.update,
+                    reason=args.reason,
+                    ignore=args.ignore,
+                    budget=budget,
+                    seed=args.seed,
                 )
                 results.append(result)
                 if result.verdict in ("MATCH", "UPDATED") and not result.changes:
@@ -192,8 +236,11 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
     print(f"{len(results)} snapshots: " + ", ".join(f"{n} {v.lower()}" for v, n in tally.items() if n), file=out)
     if tally["CHANGED"] or tally["NEW"]:
         where = f"{args.spec}" + (f" --dir {args.dir}" if args.dir else "")
-        print(f"review the candidates with `agentprop snapshot review {where}`; approve what is right with "
-              f"`agentprop snapshot approve {where} NAME --reason \"...\"`", file=out)
+        print(
+            f"review the candidates with `agentprop snapshot review {where}`; approve what is right with "
+            f'`agentprop snapshot approve {where} NAME --reason "..."`',
+            file=out,
+        )
     checked = SnapshotCheckReport(spec_id=project.spec.spec_id, agent=agent.ref, runs=args.runs, alpha=args.alpha, results=list(results))
     if args.json_path:
         Path(args.json_path).write_text(checked.to_json(), encoding="utf-8")

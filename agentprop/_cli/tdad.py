@@ -10,18 +10,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agentprop._cli.common import (
-    cli_budget,
     EXIT_FAIL,
     EXIT_OK,
     check_budget_args,
     check_explore,
     check_positive_runs,
+    check_report_outputs,
+    cli_budget,
     load_cli_agent,
     parse_kinds,
     require_cases,
     require_decisions,
     selected_scenarios,
-    check_report_outputs,
     write_report_outputs,
 )
 from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent, suite_parent
@@ -35,18 +35,28 @@ if TYPE_CHECKING:
     from agentprop._pipeline.tdad import TdadMetrics
 
 
-
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tdad = sub.add_parser(
-        "tdad", help="TDAD evaluation: visible/hidden split, VPR, HPR, RPR and the mutation score",
+        "tdad",
+        help="TDAD evaluation: visible/hidden split, VPR, HPR, RPR and the mutation score",
         parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],
     )
     tdad.add_argument("spec", help=SPEC_HELP)
-    tdad.add_argument("--mutations", metavar="FILE", help="mutation pack (default: mutations.yaml next to the spec or one level up); `none` skips mutation testing")
-    tdad.add_argument("--visible-fraction", type=float, default=0.5, metavar="F", help="share of the BOUNDARY, DIR and INV cases that is visible (default 0.5; MFT cases are always visible)")
+    tdad.add_argument(
+        "--mutations", metavar="FILE", help="mutation pack (default: mutations.yaml next to the spec or one level up); `none` skips mutation testing"
+    )
+    tdad.add_argument(
+        "--visible-fraction",
+        type=float,
+        default=0.5,
+        metavar="F",
+        help="share of the BOUNDARY, DIR and INV cases that is visible (default 0.5; MFT cases are always visible)",
+    )
     tdad.add_argument("--split-seed", type=int, default=0, help="seed of the visible/hidden split (default 0)")
     tdad.add_argument("--probe-runs", type=int, default=3, metavar="N", help="runs of each mutant's activation probe (default 3)")
-    tdad.add_argument("--control-runs", type=int, metavar="N", help="runs of each probe on the clean agent, the control (default 10, more if --probe-runs needs it)")
+    tdad.add_argument(
+        "--control-runs", type=int, metavar="N", help="runs of each probe on the clean agent, the control (default 10, more if --probe-runs needs it)"
+    )
     tdad.add_argument("--runs", type=int, help="decide each case on a fixed N runs instead of the sequential test (cheaper with a model, less sure)")
     tdad.add_argument("--base", metavar="V1_SPEC", help="the previous version's spec directory (spec + bindings): its invariant cases give SURS")
     tdad.add_argument("--json", dest="json_path", help="write the run report with metrics.extra.tdad to this file")
@@ -60,8 +70,11 @@ def _print_split(report: RunReport, split: Mapping[str, str], out: TextIO) -> No
         group = [c for c in report.cases if c.kind == kind]
         vis = [c for c in group if split.get(c.id) == "visible"]
         hid = [c for c in group if split.get(c.id) == "hidden"]
-        print(f"  {kind:<10} {len(vis):>3} visible ({sum(c.verdict == 'PASS' for c in vis)} pass), "
-              f"{len(hid):>3} hidden ({sum(c.verdict == 'PASS' for c in hid)} pass)", file=out)
+        print(
+            f"  {kind:<10} {len(vis):>3} visible ({sum(c.verdict == 'PASS' for c in vis)} pass), "
+            f"{len(hid):>3} hidden ({sum(c.verdict == 'PASS' for c in hid)} pass)",
+            file=out,
+        )
     for c in report.cases:
         if c.verdict != "PASS":
             first = c.failures[0].explanation if c.failures else (c.reason or "")
@@ -70,24 +83,24 @@ def _print_split(report: RunReport, split: Mapping[str, str], out: TextIO) -> No
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
-    from agentprop._pipeline.mutation import KillerCase
-    from agentprop._decide.oracle import OracleSettings
-    from agentprop._pipeline.run import RunSettings
-    from agentprop._decide.memo import TrialMemo
-    from agentprop._pipeline.mutation import amutation_test
-    from agentprop._pipeline.run import arun_cases
-    from agentprop._pipeline.surs import asurs
-    from agentprop._pipeline.mutation import check_mutation_bindings
-    from agentprop._pipeline.mutation import default_control_runs
-    from agentprop._pipeline.mutation import fault_knob_maker
-    from agentprop._pipeline.mutation import fault_mutants
-    from agentprop._pipeline.mutation import find_mutation_pack
-    from agentprop._pipeline.mutation import load_mutation_pack
     from agentprop._agents.project import load_project
-    from agentprop._pipeline.mutation import min_control_runs
-    from agentprop._pipeline.mutation import prompt_mutant_factory
-    from agentprop._pipeline.tdad import split_suite
-    from agentprop._pipeline.tdad import tdad_metrics
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._decide.oracle import OracleSettings
+    from agentprop._pipeline.mutation import (
+        KillerCase,
+        amutation_test,
+        check_mutation_bindings,
+        default_control_runs,
+        fault_knob_maker,
+        fault_mutants,
+        find_mutation_pack,
+        load_mutation_pack,
+        min_control_runs,
+        prompt_mutant_factory,
+    )
+    from agentprop._pipeline.run import RunSettings, arun_cases
+    from agentprop._pipeline.surs import asurs
+    from agentprop._pipeline.tdad import split_suite, tdad_metrics
 
     check_report_outputs(args)
     project = load_project(args.spec, bindings=args.bindings)
@@ -96,8 +109,10 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     if args.probe_runs < 1:
         raise InputError(f"--probe-runs {args.probe_runs} must be at least 1", fix="use --probe-runs 3 (the default)")
     if args.control_runs is not None and args.control_runs < min_control_runs(args.probe_runs):
-        raise InputError(f"--control-runs {args.control_runs} is too few: with --probe-runs {args.probe_runs} no mutant could be told from the clean agent",
-                         fix=f"use --control-runs {min_control_runs(args.probe_runs)} or more, or leave it out (default {default_control_runs(args.probe_runs)})")
+        raise InputError(
+            f"--control-runs {args.control_runs} is too few: with --probe-runs {args.probe_runs} no mutant could be told from the clean agent",
+            fix=f"use --control-runs {min_control_runs(args.probe_runs)} or more, or leave it out (default {default_control_runs(args.probe_runs)})",
+        )
     kinds = parse_kinds(args.kinds, need_mft=True)
     pack_path: Path | None
     if args.mutations and args.mutations.lower() == "none":
@@ -119,7 +134,9 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     check_positive_runs(args.runs)
     check_budget_args(args)
     check_explore(args)
-    settings = RunSettings(kinds=kinds, seed=args.seed, concurrency=args.concurrency, case_filter=tuple(args.case), runs=args.runs, explore=args.explore)
+    settings = RunSettings(
+        kinds=kinds, seed=args.seed, concurrency=args.concurrency, case_filter=tuple(args.case), runs=args.runs, explore=args.explore
+    )
     oracle = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
     print(f"agentprop {__version__}: TDAD evaluation of {project.spec.spec_id} with agent {agent.ref}", file=out)
 
@@ -131,28 +148,46 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             mutation = None
             if pack is not None:
                 order = {"MFT": 0, "BOUNDARY": 1, "DIR": 2, "INV": 3}
-                shown = sorted((c for c in report.cases if split.get(c.id) == "visible" and c.id in report._replays),
-                               key=lambda c: order.get(c.kind, 9))
+                shown = sorted(
+                    (c for c in report.cases if split.get(c.id) == "visible" and c.id in report._replays), key=lambda c: order.get(c.kind, 9)
+                )
                 visible = [KillerCase(c.id, report._replays[c.id], clean_verdict=c.verdict) for c in shown]
                 mutants = fault_mutants(project, pack, agent, fault_knob_maker(agent)) if model_agent is None else []
                 generate = prompt_mutant_factory(model_agent, project, pack) if model_agent is not None else None
                 can_kill = sum(c.verdict == "PASS" for c in shown)
-                print(f"mutation testing with {pack.mutation_pack_id}: {len(pack.mutations)} intents, "
-                      f"{can_kill} visible cases the clean agent passes to kill them"
-                      + (f" ({len(shown) - can_kill} it does not pass cannot kill)" if can_kill < len(shown) else "")
-                      + "; each probe also runs on the clean agent", file=out)
+                print(
+                    f"mutation testing with {pack.mutation_pack_id}: {len(pack.mutations)} intents, "
+                    f"{can_kill} visible cases the clean agent passes to kill them"
+                    + (f" ({len(shown) - can_kill} it does not pass cannot kill)" if can_kill < len(shown) else "")
+                    + "; each probe also runs on the clean agent",
+                    file=out,
+                )
                 mutation = await amutation_test(
-                    project, pack, agent, visible, mutants=mutants, generate=generate, settings=oracle, probe_runs=args.probe_runs,
-                    control_runs=args.control_runs, budget=budget, seed=args.seed,
+                    project,
+                    pack,
+                    agent,
+                    visible,
+                    mutants=mutants,
+                    generate=generate,
+                    settings=oracle,
+                    probe_runs=args.probe_runs,
+                    control_runs=args.control_runs,
+                    budget=budget,
+                    seed=args.seed,
                     on_result=lambda r: print("  " + r.line(), file=out, flush=True),
                 )
             regression = None
             if base is not None:
                 print(f"spec evolution: the invariants of {base.spec.spec_id} on this agent", file=out, flush=True)
-                regression = await asurs(base, project, agent, settings=OracleSettings.for_spec(base.spec, mode="fixed" if args.runs else None, runs=args.runs),
-                                         budget=budget, seed=args.seed)
-            metrics = tdad_metrics(report.cases, split, mutation, visible_fraction=args.visible_fraction,
-                                   seed=args.split_seed, surs=regression)
+                regression = await asurs(
+                    base,
+                    project,
+                    agent,
+                    settings=OracleSettings.for_spec(base.spec, mode="fixed" if args.runs else None, runs=args.runs),
+                    budget=budget,
+                    seed=args.seed,
+                )
+            metrics = tdad_metrics(report.cases, split, mutation, visible_fraction=args.visible_fraction, seed=args.split_seed, surs=regression)
             report.metrics.extra["tdad"] = metrics.model_dump(mode="json")
             if mutation is not None:
                 report.metrics.extra["tdad"]["mutation"] = mutation.model_dump(mode="json")

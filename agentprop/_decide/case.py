@@ -267,7 +267,9 @@ def resolve_grounding(spec: Spec, grounding: ResponseGrounding | Mapping[str, Se
     return ResponseGrounding(fields={k: list(v) for k, v in grounding.items()})
 
 
-def response_expectations(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None = None) -> list[Expectation]:
+def response_expectations(
+    spec: Spec, scenario: Scenario, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None = None
+) -> list[Expectation]:
     """The checks of what each response field states, for the fields the response contract
     declares: ``node`` -> :func:`node_id_matches` against :func:`expected_nodes`,
     ``tool_calls`` -> :func:`tool_actions_match`, ``tool_output`` -> :func:`evidence_grounded`,

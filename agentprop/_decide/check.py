@@ -22,30 +22,42 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from agentprop._agents.loading import LoadedAgent, make_factory
-from agentprop._modelapi.budget import Budget
-from agentprop._modelapi.context import current_model_context, model_call_context
-from agentprop._decide.contracts import Verdict
-from agentprop._decide.memo import TrialMemo
-from agentprop._decide.corpus import judge_replay
-from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide
 from agentprop._agents.project import Project
 from agentprop._decide.case import compile_mft
+from agentprop._decide.contracts import Verdict
+from agentprop._decide.corpus import judge_replay
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.safety import CaseSettings, case_settings
-from agentprop._decide.slots import RunSlots
 from agentprop._decide.session import CorpusNote, Session, current_session, current_test, scoped_overrides, settings_scope
+from agentprop._decide.slots import RunSlots
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.context import current_model_context, model_call_context
 from agentprop._scenario.build import Scenario
-from agentprop._util.aio import run_sync
 from agentprop._scenario.trace import Trace
+from agentprop._util.aio import run_sync
 from agentprop.errors import AgentPropertyViolation, InfrastructureError, InvalidArgument
 
-PropertyResult = Union[Verdict, bool, Sequence[Verdict]]
+PropertyResult = Verdict | bool | Sequence[Verdict]
 Property = Callable[[Trace], PropertyResult]
 
-__all__ = ["Property", "PropertyResult", "ViolationContext", "acheck", "as_loaded_agent", "check", "decide_scenario", "record_for", "scenario_settings", "settings_scope", "verdicts_of"]
+__all__ = [
+    "Property",
+    "PropertyResult",
+    "ViolationContext",
+    "acheck",
+    "as_loaded_agent",
+    "check",
+    "decide_scenario",
+    "record_for",
+    "scenario_settings",
+    "settings_scope",
+    "verdicts_of",
+]
 
 
 def as_loaded_agent(agent: Any) -> LoadedAgent:
@@ -79,7 +91,9 @@ def record_for(verdicts: list[Verdict]) -> TrialRecord:
     failed = next((v for v in verdicts if not v.passed), None)
     if failed is None:
         return TrialRecord(passed=True)
-    return TrialRecord(passed=False, signature=failed.signature, explanation=failed.explanation, clause=failed.clause, turn=failed.turn, step=failed.step)
+    return TrialRecord(
+        passed=False, signature=failed.signature, explanation=failed.explanation, clause=failed.clause, turn=failed.turn, step=failed.step
+    )
 
 
 async def decide_scenario(
@@ -118,7 +132,8 @@ async def decide_scenario(
 
     # the spec is read once, here: every run is judged by the compiled case (or by ``prop``)
     verdicts: Callable[[Trace], list[Verdict]] = (
-        compile_mft(project.spec, scenario, project.bindings.response_grounding(project.spec)).verdicts if prop is None
+        compile_mft(project.spec, scenario, project.bindings.response_grounding(project.spec)).verdicts
+        if prop is None
         else lambda trace: verdicts_of(prop(trace))
     )
 
@@ -178,14 +193,15 @@ def _not_the_agents(result: CheckResult) -> InfrastructureError:
     nothing is shrunk or saved to the corpus."""
     err = result.infrastructure_error
     assert err is not None
-    return InfrastructureError(f"{result.name or 'check'}: not decided, for a reason that is not the agent's ({err.kind}): {err.message}", kind=err.kind)
+    return InfrastructureError(
+        f"{result.name or 'check'}: not decided, for a reason that is not the agent's ({err.kind}): {err.message}", kind=err.kind
+    )
 
 
 def _violation(result: CheckResult, context: ViolationContext) -> AgentPropertyViolation:
     exc = AgentPropertyViolation(result)
     exc.context = context
     return exc
-
 
 
 @dataclass
@@ -240,8 +256,19 @@ async def _check_outcome(
         replayed = await _replay_corpus_first(session, project, sc, loaded, settings, memo, budget, trial_seed)
         if replayed is not None:
             return replayed
-    result = await decide_scenario(project, sc, loaded, messages=messages, prop=prop, settings=settings, memo=memo, budget=budget,
-                                   concurrency=concurrency, name=name, seed=trial_seed)
+    result = await decide_scenario(
+        project,
+        sc,
+        loaded,
+        messages=messages,
+        prop=prop,
+        settings=settings,
+        memo=memo,
+        budget=budget,
+        concurrency=concurrency,
+        name=name,
+        seed=trial_seed,
+    )
     if rule is not None:
         result.settings["rule"] = rule
     session.record(current_test(), result)
@@ -270,8 +297,22 @@ async def acheck(
     result instead of raising for a failed property."""
     session = current_session()
     outcome = await _check_outcome(
-        project, scenario, agent, messages=messages, prop=prop, mode=mode, tau=tau, runs=runs, max_runs=max_runs,
-        settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=seed, session=session,
+        project,
+        scenario,
+        agent,
+        messages=messages,
+        prop=prop,
+        mode=mode,
+        tau=tau,
+        runs=runs,
+        max_runs=max_runs,
+        settings=settings,
+        memo=memo,
+        budget=budget,
+        concurrency=concurrency,
+        name=name,
+        seed=seed,
+        session=session,
     )
     return outcome.result
 
@@ -309,10 +350,26 @@ def check(
     ``raise_on_failure=False`` to get the result instead). ``acheck`` is the same, awaited.
     """
     session = current_session()  # in the caller's context, so a fresh default session persists
-    outcome = run_sync(_check_outcome(
-        project, scenario, agent, messages=messages, prop=prop, mode=mode, tau=tau, runs=runs, max_runs=max_runs,
-        settings=settings, memo=memo, budget=budget, concurrency=concurrency, name=name, seed=seed, session=session,
-    ))
+    outcome = run_sync(
+        _check_outcome(
+            project,
+            scenario,
+            agent,
+            messages=messages,
+            prop=prop,
+            mode=mode,
+            tau=tau,
+            runs=runs,
+            max_runs=max_runs,
+            settings=settings,
+            memo=memo,
+            budget=budget,
+            concurrency=concurrency,
+            name=name,
+            seed=seed,
+            session=session,
+        )
+    )
     if raise_on_failure and outcome.result.infrastructure_error is not None:
         raise _not_the_agents(outcome.result)
     if raise_on_failure and outcome.result.verdict != "PASS":
@@ -346,8 +403,9 @@ async def _replay_corpus_first(
             continue
         if not session.first_replay(entry.id):
             continue
-        result = await decide_scenario(project, entry.scenario, agent, settings=settings, memo=memo, budget=budget, seed=seed,
-                                       name=f"corpus {entry.id} ({entry.scenario_id})")
+        result = await decide_scenario(
+            project, entry.scenario, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"corpus {entry.id} ({entry.scenario_id})"
+        )
         action, message = judge_replay(entry, result, confidence=settings.confidence)
         if action == "regression":
             corpus.seen_again(entry, fingerprint=agent.fingerprint)

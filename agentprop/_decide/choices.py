@@ -50,15 +50,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from agentprop._agents.project import Project
+from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked
 from agentprop._spec.bindings import Bindings, language_of, parse_field_path, schema_at
 from agentprop._spec.free_spans import Drop, has_free, strip_free
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
+from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
 from agentprop.strategies._internal.free_spans import render as render_free
-from agentprop._agents.project import Project
-from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked
 from agentprop.strategies._internal.packs import builtin_languages, resolve_pack
 from agentprop.strategies._internal.paraphrase import _build_plan, apply_transforms
-from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
 
 __all__ = [
     "CASE_FORMS",
@@ -297,7 +297,9 @@ def _fixed_paths(bindings: Bindings) -> set[tuple[str, tuple[Any, ...]]]:
 
 def _spec_words(project: Project) -> str:
     spec = project.spec
-    text = json.dumps([n.model_dump(mode="json") for n in spec.decision_tree] + [p.model_dump(mode="json") for p in spec.policies] + list(spec.assumptions))
+    text = json.dumps(
+        [n.model_dump(mode="json") for n in spec.decision_tree] + [p.model_dump(mode="json") for p in spec.policies] + list(spec.assumptions)
+    )
     return text.lower()
 
 
@@ -411,7 +413,7 @@ class _TurnSpace:
 def _code_switch(text: str, host: str, phrase: str) -> str:
     """``phrase`` appended to ``text`` before its end mark, with the host language's comma."""
     core = text.rstrip()
-    trail = text[len(core):]
+    trail = text[len(core) :]
     m = re.search(r"[.!?\u3002\uff01\uff1f]+$", core)
     end = m.group() if m else ""
     body = core[: len(core) - len(end)]
@@ -466,7 +468,9 @@ class ChoiceSpace:
             for k in range(1, MAX_TEMPLATES):
                 sources: list[TemplateSource | None] = []
                 try:
-                    built = build_scenario(spec, bindings, path, template_index=k, assignment=scenario.assignment, extra_failures=extra or None, sources=sources)
+                    built = build_scenario(
+                        spec, bindings, path, template_index=k, assignment=scenario.assignment, extra_failures=extra or None, sources=sources
+                    )
                 except AgentPropError:
                     continue
                 built = built.model_copy(update={"id": scenario.id})
@@ -521,7 +525,9 @@ class ChoiceSpace:
             free = {(f.tool, f.field) for f in self.fields}
             for w in choices.world:
                 if (w.tool, w.field) not in free:
-                    raise InvalidArgument(f"{w.tool}.{w.field} is not a free world field of scenario {base.id}: the path fixes it, or the spec names it")
+                    raise InvalidArgument(
+                        f"{w.tool}.{w.field} is not a free world field of scenario {base.id}: the path fixes it, or the spec names it"
+                    )
                 overrides.setdefault(w.tool, {})[w.field] = w.value
             update["world"] = base.world.model_copy(update={"overrides": overrides})
         return base.model_copy(update=update)
@@ -556,7 +562,9 @@ class ChoiceSpace:
             nonlocal typos
             if not group:
                 return text
-            done = apply_transforms(text, [(n, dict(p)) for n, p in group], lang=lang, protect=[p for p in protect if p in text], max_typos=max(0, MAX_TYPOS - typos))
+            done = apply_transforms(
+                text, [(n, dict(p)) for n, p in group], lang=lang, protect=[p for p in protect if p in text], max_typos=max(0, MAX_TYPOS - typos)
+            )
             typos += sum(s.name == "typo" for s in done.transforms)
             group.clear()
             return str(done)
@@ -635,7 +643,9 @@ class ChoiceSpace:
         if not any(varied) and template == 0 and not world:
             varied[rng.randrange(n)] = True
         turns = tuple(
-            self._draw_turn(rng, i, spaces[i], w, max_steps, decks.setdefault(f"template{template}:turn{i + 1}", []) if decks is not None else None) if vary else TurnChoice()
+            self._draw_turn(rng, i, spaces[i], w, max_steps, decks.setdefault(f"template{template}:turn{i + 1}", []) if decks is not None else None)
+            if vary
+            else TurnChoice()
             for i, vary in enumerate(varied)
         )
         return Choices(lang=self.lang, template=template, turns=turns, world=world)
@@ -688,8 +698,28 @@ class ChoiceSpace:
 _STEP_ORDER = {
     name: k
     for k, name in enumerate(
-        ("synonym", "contraction", "direct_request", "indirect_request", "politeness", "hedge", "urgency", "particle", "formal", "casual",
-         "filler", "greeting", "closing", "reorder", CODESWITCH, "casing", "typo", "punctuation", "width", "whitespace")
+        (
+            "synonym",
+            "contraction",
+            "direct_request",
+            "indirect_request",
+            "politeness",
+            "hedge",
+            "urgency",
+            "particle",
+            "formal",
+            "casual",
+            "filler",
+            "greeting",
+            "closing",
+            "reorder",
+            CODESWITCH,
+            "casing",
+            "typo",
+            "punctuation",
+            "width",
+            "whitespace",
+        )
     )
 }
 """The order a turn's drawn steps apply in: rewrites that read the sentence's mood (a request

@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from agentprop._util.files import describe_validation, path_component, read_json, write_atomic
 from agentprop._scenario.build import Scenario
+from agentprop._util.files import describe_validation, path_component, read_json, write_atomic
 
 if TYPE_CHECKING:
     from agentprop._agents.loading import LoadedAgent
+    from agentprop._agents.project import Project
     from agentprop._decide.oracle import CheckResult
     from agentprop._decide.shrink import ShrinkReport
-    from agentprop._agents.project import Project
 from agentprop.errors import InputError, SourceLocation
 
 DEFAULT_DIR = Path(".agentprop") / "corpus"
@@ -184,11 +184,15 @@ class Corpus:
                 folder.rmdir()
         return len(entries)
 
-    def entries(self, *, spec_id: str | None = None, agent_ref: str | None = None, scenario_id: str | None = None, retired: bool = False) -> list[CorpusEntry]:
+    def entries(
+        self, *, spec_id: str | None = None, agent_ref: str | None = None, scenario_id: str | None = None, retired: bool = False
+    ) -> list[CorpusEntry]:
         root = self.root / RETIRED if retired else self.root
         if not root.is_dir():
             return []
-        folders = [self.folder(spec_id, retired=retired)] if spec_id else sorted(p for p in root.iterdir() if p.is_dir() and (retired or p.name != RETIRED))
+        folders = (
+            [self.folder(spec_id, retired=retired)] if spec_id else sorted(p for p in root.iterdir() if p.is_dir() and (retired or p.name != RETIRED))
+        )
         out: list[CorpusEntry] = []
         for folder in folders:
             for path in sorted(folder.glob("*.json")):
@@ -241,7 +245,7 @@ class Corpus:
 
 
 def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def pytest_regression(entry: CorpusEntry, *, spec_path: str | None = None) -> str:
@@ -340,7 +344,9 @@ def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float) 
             return "kept", f"corpus entry {entry.id} passed, but its failure still occurred {matching}/{runs} runs: kept"
         need = runs_to_rule_out(entry.reproducer_rate, confidence)
         if runs >= need:
-            recorded = f"; its recorded rate {entry.reproducer_rate:.0%} would have shown with {confidence:.0%} confidence" if entry.reproducer_rate else ""
+            recorded = (
+                f"; its recorded rate {entry.reproducer_rate:.0%} would have shown with {confidence:.0%} confidence" if entry.reproducer_rate else ""
+            )
             return "retired", f"retired corpus entry {entry.id} ({entry.signature}): passed {runs}/{runs} fresh runs ({result.decided_by}){recorded}"
         return "kept", (
             f"corpus entry {entry.id} passed {runs} runs without its failure, but {need} are needed to rule out "

@@ -47,7 +47,9 @@ with a ``trials`` table of verdicts) was written by earlier agentprop versions."
 
 _OLD_TRIALS_COLUMNS = {"key", "passed", "signature", "explanation", "clause", "cost_usd", "input_tokens", "output_tokens", "trace_json"}
 
-_DELETE_FIX = "delete the file (it is only a cache of agent runs: they are made again) or point the memo elsewhere (--agentprop-memo PATH, TrialMemo(path))"
+_DELETE_FIX = (
+    "delete the file (it is only a cache of agent runs: they are made again) or point the memo elsewhere (--agentprop-memo PATH, TrialMemo(path))"
+)
 
 
 def input_key(obj: Any) -> str:

@@ -23,20 +23,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agentprop._modelapi.budget import Budget
+from agentprop._agents.project import Project
+from agentprop._decide.case import compile_mft
 from agentprop._decide.check import as_loaded_agent, decide_scenario, scenario_settings
-from agentprop._decide.session import current_session, current_test
 from agentprop._decide.memo import TrialMemo, trace_json
 from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun, TrialRecord, adecide
-from agentprop._agents.project import Project
-from agentprop._decide.run_key import run_digest
-from agentprop._decide.case import compile_mft
 from agentprop._decide.properties import first_failure
+from agentprop._decide.run_key import run_digest
+from agentprop._decide.session import current_session, current_test
 from agentprop._decide.slots import RunSlots
+from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
+from agentprop._scenario.trace import RunError, Trace
 from agentprop._stats import categorical_two_sample_test
 from agentprop._util.aio import run_sync
-from agentprop._scenario.trace import RunError, Trace
 from agentprop.errors import AgentPropertyViolation, InvalidArgument
 
 MetaVerdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT APPLICABLE"]
@@ -128,20 +128,34 @@ async def _sample(
         failed = first_failure(case.verdicts(trace))
         behaviour = decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")
         if examples is not None and behaviour not in counts and len(examples) < EXAMPLES_PER_SIDE:
-            examples.append(SampledRun(
-                trial=trial["next"], passed=failed is None, signature=None if failed is None else failed.signature,
-                explanation=f"behaviour {behaviour}" if failed is None else failed.explanation,
-                clause=None if failed is None else failed.clause, turn=None if failed is None else failed.turn,
-                step=None if failed is None else failed.step, trace_json=trace_json(trace),
-            ))
+            examples.append(
+                SampledRun(
+                    trial=trial["next"],
+                    passed=failed is None,
+                    signature=None if failed is None else failed.signature,
+                    explanation=f"behaviour {behaviour}" if failed is None else failed.explanation,
+                    clause=None if failed is None else failed.clause,
+                    turn=None if failed is None else failed.turn,
+                    step=None if failed is None else failed.step,
+                    trace_json=trace_json(trace),
+                )
+            )
         counts[behaviour] += 1
         trial["next"] += 1  # the test is fed in trial order
         return TrialRecord(passed=failed is None)
 
     result = await adecide(
-        run_trial, OracleSettings(mode="fixed", runs=n), judge=judge, name=scenario.id, memo=memo,
-        input_digest=run_digest(project, scenario, messages, seed), fingerprint=loaded.fingerprint, budget=budget,
-        concurrency=concurrency, first_trial=first_trial, slots=slots,
+        run_trial,
+        OracleSettings(mode="fixed", runs=n),
+        judge=judge,
+        name=scenario.id,
+        memo=memo,
+        input_digest=run_digest(project, scenario, messages, seed),
+        fingerprint=loaded.fingerprint,
+        budget=budget,
+        concurrency=concurrency,
+        first_trial=first_trial,
+        slots=slots,
     )
     return counts, result.passes, result.runs, result.budget_exhausted, result.infrastructure_error
 
@@ -179,7 +193,9 @@ async def acheck_invariance(
     memo = memo if memo is not None else current_session().memo
     first_trial = seed * 1_000_003
     original_examples: list[SampledRun] = []
-    original, _, runs, out, infra = await _sample(project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed, original_examples, concurrency, slots)
+    original, _, runs, out, infra = await _sample(
+        project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed, original_examples, concurrency, slots
+    )
     results: list[VariantResult] = []
     total = runs
     corrected = alpha / len(variants)
@@ -189,20 +205,34 @@ async def acheck_invariance(
         # independent samples: each side gets its own trial indices (the two-sample test
         # assumes independence; shared indices would pair simulated agents' random draws)
         examples: list[SampledRun] = []
-        counts, passes, r, out, infra = await _sample(project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed, examples, concurrency, slots)
+        counts, passes, r, out, infra = await _sample(
+            project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed, examples, concurrency, slots
+        )
         total += r
         if r < n:
             break
         p = categorical_two_sample_test(dict(original), dict(counts), seed=seed + k)
-        results.append(VariantResult(messages=list(v), decisions=dict(counts), p_value=p, mft_pass_rate=passes / r, differs=p < corrected, examples=examples))
+        results.append(
+            VariantResult(messages=list(v), decisions=dict(counts), p_value=p, mft_pass_rate=passes / r, differs=p < corrected, examples=examples)
+        )
     if out or infra is not None or len(results) < len(variants):
         verdict: MetaVerdict = "INCONCLUSIVE"
     else:
         verdict = "FAIL" if any(r.differs for r in results) else "PASS"
     reason = None if infra is None else f"not the agent's ({infra.kind}): {infra.message.splitlines()[0] if infra.message else infra.kind}"
     return InvarianceResult(
-        scenario=scenario.id, verdict=verdict, runs_per_side=n, alpha=alpha, original=dict(original), variants=results, runs=total,
-        budget_exhausted=out, base_verdict=base.verdict if base is not None else None, original_examples=original_examples, reason=reason, infrastructure_error=infra,
+        scenario=scenario.id,
+        verdict=verdict,
+        runs_per_side=n,
+        alpha=alpha,
+        original=dict(original),
+        variants=results,
+        runs=total,
+        budget_exhausted=out,
+        base_verdict=base.verdict if base is not None else None,
+        original_examples=original_examples,
+        reason=reason,
+        infrastructure_error=infra,
     )
 
 
@@ -211,15 +241,29 @@ def not_applicable(scenario: Scenario, base: CheckResult, *, n: int, alpha: floa
     reason (INCONCLUSIVE when the base itself ran out of budget: it may yet pass)."""
     seen = f"{base.verdict}, pass rate {base.pass_rate:.0%} ({base.passes}/{base.runs})"
     if base.verdict == "INCONCLUSIVE":
-        return InvarianceResult(scenario=scenario.id, verdict="INCONCLUSIVE", runs_per_side=n, alpha=alpha, original={},
-                                budget_exhausted=base.budget_exhausted, base_verdict=base.verdict,
-                                infrastructure_error=base.infrastructure_error,
-                                reason=f"its base case {scenario.id} is undecided ({seen}): invariance is decided only where the base case passes")
+        return InvarianceResult(
+            scenario=scenario.id,
+            verdict="INCONCLUSIVE",
+            runs_per_side=n,
+            alpha=alpha,
+            original={},
+            budget_exhausted=base.budget_exhausted,
+            base_verdict=base.verdict,
+            infrastructure_error=base.infrastructure_error,
+            reason=f"its base case {scenario.id} is undecided ({seen}): invariance is decided only where the base case passes",
+        )
     first = f"; first failure: {base.failures[0].explanation}" if base.failures else ""
     return InvarianceResult(
-        scenario=scenario.id, verdict="NOT APPLICABLE", runs_per_side=n, alpha=alpha, original={}, base_verdict=base.verdict,
-        reason=(f"its base case {scenario.id} does not pass ({seen}{first}): there is no correct behaviour for a paraphrase "
-                "to keep, so the invariance is not decided and counts for nothing"),
+        scenario=scenario.id,
+        verdict="NOT APPLICABLE",
+        runs_per_side=n,
+        alpha=alpha,
+        original={},
+        base_verdict=base.verdict,
+        reason=(
+            f"its base case {scenario.id} does not pass ({seen}{first}): there is no correct behaviour for a paraphrase "
+            "to keep, so the invariance is not decided and counts for nothing"
+        ),
     )
 
 
@@ -253,8 +297,21 @@ async def acheck_direction(
             f"base {base.id} and perturbed {perturbed.id} expect the same outcome ({change[0]}); a direction "
             "test needs a perturbation that changes the spec's decision"
         )
-    a = await decide_scenario(project, base, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR base {base.id}", concurrency=concurrency, slots=slots)
-    b = await decide_scenario(project, perturbed, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR perturbed {perturbed.id}", concurrency=concurrency, slots=slots)
+    a = await decide_scenario(
+        project, base, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR base {base.id}", concurrency=concurrency, slots=slots
+    )
+    b = await decide_scenario(
+        project,
+        perturbed,
+        agent,
+        settings=settings,
+        memo=memo,
+        budget=budget,
+        seed=seed,
+        name=f"DIR perturbed {perturbed.id}",
+        concurrency=concurrency,
+        slots=slots,
+    )
     order = ["FAIL", "UNSTABLE", "INCONCLUSIVE", "PASS"]
     verdict = min((a.verdict, b.verdict), key=order.index)
     return DirectionResult(base=a, perturbed=b, expected_change=change, verdict=verdict)
@@ -284,7 +341,11 @@ def check_invariance(
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     base = None
     if require_base:
-        base = run_sync(decide_scenario(project, sc, agent, memo=memo if memo is not None else current_session().memo, budget=budget, seed=seed, name=f"INV base {sc.id}"))
+        base = run_sync(
+            decide_scenario(
+                project, sc, agent, memo=memo if memo is not None else current_session().memo, budget=budget, seed=seed, name=f"INV base {sc.id}"
+            )
+        )
     result = run_sync(acheck_invariance(project, sc, agent, variants, n=n, alpha=alpha, memo=memo, budget=budget, seed=seed, base=base))
     if base is not None:
         result.runs += base.runs

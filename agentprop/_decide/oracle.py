@@ -35,9 +35,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agentprop._modelapi.budget import Budget
 from agentprop._decide.memo import RunClaim, TrialMemo, trace_json
 from agentprop._decide.slots import RunSlots
+from agentprop._modelapi.budget import Budget
+from agentprop._scenario.trace import RunError, Trace, Usage
 from agentprop._spec.model import Spec
 from agentprop._stats import (
     SPRT,
@@ -49,9 +50,10 @@ from agentprop._stats import (
     pass_hat_k,
     wilson_interval,
 )
-from agentprop._scenario.trace import RunError, Trace, Usage
-from agentprop.errors import InvalidArgument
-from agentprop.errors import AgentPropertyViolation  # noqa: F401 (re-exported: defined in errors.py)
+from agentprop.errors import (
+    AgentPropertyViolation,  # noqa: F401 (re-exported: defined in errors.py)
+    InvalidArgument,
+)
 
 Mode = Literal["sprt", "zero-failure", "fixed"]
 OracleVerdict = Literal["PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE"]
@@ -80,8 +82,7 @@ class OracleSettings:
             raise InvalidArgument(f"tau={self.tau} must be in (0, 1]")
         if self.mode == "sprt" and not 0.5 < self.tau < 1.0:
             raise InvalidArgument(
-                f"tau={self.tau}: the sequential test needs 0.5 < tau < 1; for tau=1.0 use "
-                "mode='zero-failure' (certification by clean runs)"
+                f"tau={self.tau}: the sequential test needs 0.5 < tau < 1; for tau=1.0 use mode='zero-failure' (certification by clean runs)"
             )
         for name in ("max_runs", "runs"):
             if getattr(self, name) < 1:
@@ -268,7 +269,9 @@ def _verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool, i
     return ("FAIL" if rate < settings.unstable_floor else "UNSTABLE"), settings.mode
 
 
-def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], settings: OracleSettings, budget_out: bool, infra: RunError | None = None) -> CheckResult:
+def _result(
+    name: str, test: SequentialTest, outcomes: list[TrialOutcome], settings: OracleSettings, budget_out: bool, infra: RunError | None = None
+) -> CheckResult:
     n = test.n
     c = test.successes
     verdict, decided_by = _verdict(test, settings, budget_out, infra)
@@ -315,7 +318,14 @@ def _result(name: str, test: SequentialTest, outcomes: list[TrialOutcome], setti
         sampled_runs=sampled,
         budget_exhausted=budget_out,
         infrastructure_error=infra if verdict == "INCONCLUSIVE" else None,
-        settings={"mode": settings.mode, "tau": settings.tau, "alpha": settings.alpha, "beta": settings.beta, "max_runs": settings.max_runs, "runs": settings.runs},
+        settings={
+            "mode": settings.mode,
+            "tau": settings.tau,
+            "alpha": settings.alpha,
+            "beta": settings.beta,
+            "max_runs": settings.max_runs,
+            "runs": settings.runs,
+        },
     )
 
 
@@ -337,8 +347,14 @@ def sample_runs(outcomes: list[TrialOutcome]) -> list[SampledRun]:
     chosen.sort(key=lambda o: o.trial)
     return [
         SampledRun(
-            trial=o.trial, passed=o.record.passed, signature=o.record.signature, explanation=o.record.explanation,
-            clause=o.record.clause, turn=o.record.turn, step=o.record.step, trace_json=trace_json(o.trace),
+            trial=o.trial,
+            passed=o.record.passed,
+            signature=o.record.signature,
+            explanation=o.record.explanation,
+            clause=o.record.clause,
+            turn=o.record.turn,
+            step=o.record.step,
+            trace_json=trace_json(o.trace),
         )
         for o in chosen
     ]
@@ -458,7 +474,9 @@ class _Trials:
     """How :func:`adecide` gets the run of trial ``i``: from the memo, from another decision
     making the same run right now, or made here (the budget permitting, in a run slot)."""
 
-    def __init__(self, run_trial: AsyncTrialFn, memo: TrialMemo | None, input_digest: str, fingerprint: str, budget: Budget | None, slots: RunSlots | None) -> None:
+    def __init__(
+        self, run_trial: AsyncTrialFn, memo: TrialMemo | None, input_digest: str, fingerprint: str, budget: Budget | None, slots: RunSlots | None
+    ) -> None:
         self.run_trial = run_trial
         self.memo = memo
         self.input_digest = input_digest

@@ -43,7 +43,13 @@ def _clarify_check(lim: RequirementLimit) -> Callable[[Trace], Verdict]:
         asked = [i for i, d in enumerate(trace.decisions) if d in lim.counted]
         if len(asked) > lim.limit:
             turns = ", ".join(str(i + 1) for i in asked)
-            return _fail(lim.key, f"the conversation has {len(asked)} clarifying turns ({names}), at most {lim.limit}: turns {turns}", lim.clause, asked[lim.limit], detail=f"clarify={len(asked)}")
+            return _fail(
+                lim.key,
+                f"the conversation has {len(asked)} clarifying turns ({names}), at most {lim.limit}: turns {turns}",
+                lim.clause,
+                asked[lim.limit],
+                detail=f"clarify={len(asked)}",
+            )
         return _ok(lim.key, f"{len(asked)} clarifying turn(s) ({names}), at most {lim.limit}", lim.clause)
 
     return check
@@ -55,7 +61,13 @@ def _retry_check(lim: RequirementLimit, tool: str, allowed: int) -> Callable[[Tr
     def check(trace: Trace) -> Verdict:
         calls = [c for c in trace.tool_calls if c.name == tool]
         if len(calls) > allowed:
-            return _fail("max_retries", f"{tool} was called {len(calls)} times: {len(calls) - 1} retries, at most {lim.limit}{extra}", lim.clause, calls[allowed].turn_index, detail=f"{tool}x{len(calls)}")
+            return _fail(
+                "max_retries",
+                f"{tool} was called {len(calls)} times: {len(calls) - 1} retries, at most {lim.limit}{extra}",
+                lim.clause,
+                calls[allowed].turn_index,
+                detail=f"{tool}x{len(calls)}",
+            )
         return _ok("max_retries", f"{tool} was called {len(calls)} time(s), at most {allowed}", lim.clause)
 
     return check

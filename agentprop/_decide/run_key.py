@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentprop._agents.loading import _source_digest
-from agentprop._spec.bindings import Bindings
-from agentprop._decide.memo import input_key
 from agentprop._agents.project import Project
+from agentprop._decide.memo import input_key
 from agentprop._scenario.build import Scenario, load_object
+from agentprop._spec.bindings import Bindings
 from agentprop._spec.model import Spec
 
 _JUDGING_ONLY = {"decision_tree", "tests", "risk_level"}
@@ -56,8 +56,7 @@ def spec_as_run_sees_it(spec: Spec) -> dict[str, Any]:
 def bindings_as_run_sees_them(bindings: Bindings) -> dict[str, Any]:
     """The bindings' context, canary fields and tool handlers (reference and source digest)."""
     handlers = {
-        tool: [ref, _source_digest(load_object(ref, bindings.base_dir, what=f"handler of {tool}"))]
-        for tool, ref in sorted(bindings.handlers.items())
+        tool: [ref, _source_digest(load_object(ref, bindings.base_dir, what=f"handler of {tool}"))] for tool, ref in sorted(bindings.handlers.items())
     }
     return {"context": bindings.context, "pii": bindings.pii, "handlers": handlers}
 

@@ -38,9 +38,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agentprop._spec.bindings import Bindings, PolicyBinding
 from agentprop._decide.oracle import OracleSettings
 from agentprop._scenario.build import Scenario
+from agentprop._spec.bindings import Bindings, PolicyBinding
 from agentprop._spec.model import Policy, Spec
 from agentprop._stats import zero_failure_runs
 

@@ -170,7 +170,9 @@ class Session:
             for b in data.get("bugs", []):
                 known = self.bugs.get(b["key"])
                 if known is None:
-                    self.bugs[b["key"]] = SessionBug(b["key"], b["test"], ShrinkReport.model_validate(b["shrunk"]), b["corpus_entry"], list(b["tests"]))
+                    self.bugs[b["key"]] = SessionBug(
+                        b["key"], b["test"], ShrinkReport.model_validate(b["shrunk"]), b["corpus_entry"], list(b["tests"])
+                    )
                 else:
                     known.tests.extend(t for t in b["tests"] if t not in known.tests)
             self.snapshots.extend((nodeid, SnapshotResult.model_validate(r)) for nodeid, r in data.get("snapshots", []))

@@ -33,22 +33,24 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentprop._modelapi.budget import Budget
-from agentprop._decide.choices import ChoiceSpace, ChoiceUnit, Choices, TurnChoice, choice_units, keep_only, unit_label
-from agentprop.strategies._internal.free_spans import spans_of
-from agentprop._decide.check import Property, as_loaded_agent, record_for, verdicts_of
-from agentprop._decide.session import current_session
-from agentprop._decide.memo import TrialMemo
-from agentprop._decide.oracle import CheckResult, TrialRecord
 from agentprop._agents.project import Project
 from agentprop._decide.case import Case, compile_mft
+from agentprop._decide.check import Property, as_loaded_agent, record_for, verdicts_of
+from agentprop._decide.choices import Choices, ChoiceSpace, ChoiceUnit, TurnChoice, choice_units, keep_only, unit_label
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import CheckResult, TrialRecord
 from agentprop._decide.run_key import project_digest, run_digest
+from agentprop._decide.session import current_session
+from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario, _fill_slots
-from agentprop._shrink import Calibration, Outcome, Unit, shrink as shrink_units, verify
-from agentprop.strategies._internal.paraphrase import Paraphrase
-from agentprop._util.aio import run_sync
 from agentprop._scenario.world import get_path
+from agentprop._shrink import Calibration, Outcome, Unit, verify
+from agentprop._shrink import shrink as shrink_units
+from agentprop._util.aio import run_sync
 from agentprop.errors import InfrastructureError, InvalidArgument
+from agentprop.strategies._internal.free_spans import spans_of
+from agentprop.strategies._internal.paraphrase import Paraphrase
+
 
 def _base_world(project: Project) -> dict[str, dict[str, Any]]:
     return {t: dict(v) for t, v in _fill_slots(project.bindings.world, project.bindings.slots).items()}
@@ -79,14 +81,14 @@ def _path_bound(project: Project, scenario: Scenario) -> tuple[set[tuple[str, st
     make a correct agent "fail" the REFUSE_AUTH expectation)."""
     fields: set[tuple[str, str]] = set()
     failing: set[str] = set()
-    for name, value in scenario.assignment.items():
+    for name in scenario.assignment:
         var = project.bindings.variables.get(name)
         if var is None or var.world is None:
             continue
         w = var.world
         if w.field is not None:
             fields.add((w.tool, w.field))
-        for key, effect in (w.values or {}).items():
+        for effect in (w.values or {}).values():
             fields.update((w.tool, f) for f in effect.set)
             if effect.failure is not None:
                 failing.add(w.tool)
@@ -133,8 +135,11 @@ def free_word_units(scenario: Scenario, lang: str) -> list[Unit[Any]]:
             continue
         for s, span in enumerate(spans_of(turn.marked, lang)):
             clauses = tuple(
-                Unit(("clause", i, s, c), children=tuple(Unit(("word", i, s, c, w), label=f"turn {i + 1}: {word.strip()!r}") for w, word in enumerate(clause.words)),
-                     label=f"turn {i + 1}: clause {clause.prefix.strip()}{''.join(clause.words).strip()!r}")
+                Unit(
+                    ("clause", i, s, c),
+                    children=tuple(Unit(("word", i, s, c, w), label=f"turn {i + 1}: {word.strip()!r}") for w, word in enumerate(clause.words)),
+                    label=f"turn {i + 1}: clause {clause.prefix.strip()}{''.join(clause.words).strip()!r}",
+                )
                 for c, clause in enumerate(span.clauses)
                 if clause.words
             )
@@ -221,7 +226,10 @@ class ShrinkReport(BaseModel):
     it was met on, most frequent first."""
 
     def summary(self) -> str:
-        lines = [f"shrunk {self.scenario} ({self.signature}): {self.original_units} -> {self.kept_units} units in {self.runs} runs" + (" (budget exhausted)" if self.budget_exhausted else "")]
+        lines = [
+            f"shrunk {self.scenario} ({self.signature}): {self.original_units} -> {self.kept_units} units in {self.runs} runs"
+            + (" (budget exhausted)" if self.budget_exhausted else "")
+        ]
         lines += [f"  {d}" for d in self.diff]
         if self.world_reset:
             lines.append(f"  world fields not needed: {', '.join(self.world_reset)}")
@@ -357,12 +365,16 @@ def shrink(
         rec = evaluate(candidate, trial)
         if not rec.passed and chased is not None and rec.signature != chased:
             # a different failure: it does not count as "still fails"; kept, to be reported
-            seen = others.setdefault(str(rec.signature), OtherFailure(signature=str(rec.signature), explanation=rec.explanation or "", messages=candidate.messages))
+            seen = others.setdefault(
+                str(rec.signature), OtherFailure(signature=str(rec.signature), explanation=rec.explanation or "", messages=candidate.messages)
+            )
             seen.count += 1
         return Outcome.passed() if rec.passed else Outcome.failure(rec.signature)
 
     # the scenario itself (its intent, slots and path) is one protected unit: never removed
-    choice_us: list[Unit[Any]] = [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)] if choices is not None and not choices.plain else []
+    choice_us: list[Unit[Any]] = (
+        [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)] if choices is not None and not choices.plain else []
+    )
     if choices is not None and suspects and choice_us:
         suspected = [u for u in choice_us if _unit_family(choices, u.value[1]) in set(suspects)]
         rest = [u for u in choice_us if u not in suspected]
@@ -412,8 +424,14 @@ def shrink(
                 return space.render(start.model_copy(update={"dropped": dropped})).model_copy(update={"world": world})
 
             rate = result.reproducer_rate
-            words = shrink_units(word_units, run, budget=budget - runs, build=build_words, signature=result.signature,
-                                 calibration=Calibration(runs=rate.runs, failures=rate.failures, signature=result.signature))
+            words = shrink_units(
+                word_units,
+                run,
+                budget=budget - runs,
+                build=build_words,
+                signature=result.signature,
+                calibration=Calibration(runs=rate.runs, failures=rate.failures, signature=result.signature),
+            )
             left = {u.value for span in words.units for clause in span.children for u in clause.children}
             kept_choices = start.model_copy(update={"dropped": tuple(sorted((w[1], w[2], w[3], w[4]) for w in every - left))})
             reproducer = words.reproducer
@@ -458,7 +476,9 @@ def shrink(
         other_signatures=other_signatures,
         original_choices=choices.model_dump(mode="json") if choices is not None else None,
         reproducer_choices=kept_choices.model_dump(mode="json") if kept_choices is not None else None,
-        choices_kept=(kept_choices.describe() if kept_choices is not None and not kept_choices.plain else "none: the scenario's own wording fails") if not fixed_text else "the messages were given as fixed text",
+        choices_kept=(kept_choices.describe() if kept_choices is not None and not kept_choices.plain else "none: the scenario's own wording fails")
+        if not fixed_text
+        else "the messages were given as fixed text",
         other_failures=sorted(others.values(), key=lambda o: (-o.count, o.signature)),
     )
 

@@ -52,13 +52,13 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentprop._util.files import describe_validation, read_json, write_atomic
 from agentprop._agents.loading import LoadedAgent
-from agentprop._modelapi.budget import Budget
 from agentprop._agents.project import Project
+from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
-from agentprop._stats import categorical_two_sample_test
 from agentprop._scenario.trace import RunError, Trace
+from agentprop._stats import categorical_two_sample_test
+from agentprop._util.files import describe_validation, read_json, write_atomic
 from agentprop.errors import InputError, InvalidArgument, SourceLocation, clip_repr
 
 SCHEMA: Final = "agentprop.snapshot/1"
@@ -132,11 +132,7 @@ def _ignored(path: str, ignore: Sequence[str]) -> bool:
 
 def _normalise(value: Any, path: str, canaries: dict[str, str], ignore: Sequence[str]) -> Any:
     if isinstance(value, dict):
-        return {
-            k: _normalise(v, f"{path}.{k}", canaries, ignore)
-            for k, v in sorted(value.items())
-            if not _ignored(f"{path}.{k}", ignore)
-        }
+        return {k: _normalise(v, f"{path}.{k}", canaries, ignore) for k, v in sorted(value.items()) if not _ignored(f"{path}.{k}", ignore)}
     if isinstance(value, (list, tuple)):
         return [_normalise(v, path, canaries, ignore) for v in value]
     if isinstance(value, float):
@@ -163,7 +159,9 @@ def behaviour_of(trace: Trace, *, ignore: Sequence[str] = ()) -> Behaviour:
                 name=call.name,
                 args=_normalise(
                     {k: v for k, v in call.args.items() if not _ignored(f"tools.{call.name}.{k}", ignore)},
-                    f"tools.{call.name}", trace.canaries, ignore,
+                    f"tools.{call.name}",
+                    trace.canaries,
+                    ignore,
                 ),
                 error=call.error_kind or ("error" if call.error else None),
             )
@@ -216,7 +214,9 @@ def behaviour_diff(before: Behaviour, after: Behaviour) -> list[str]:
             old = match[seen[call.name] - 1]
             for key in sorted(set(old.args) | set(call.args)):
                 if old.args.get(key, "<absent>") != call.args.get(key, "<absent>"):
-                    lines.append(f"{where}: {call.name}.{key}: {_short(old.args.get(key, '<absent>'), 80)} -> {_short(call.args.get(key, '<absent>'), 80)}")
+                    lines.append(
+                        f"{where}: {call.name}.{key}: {_short(old.args.get(key, '<absent>'), 80)} -> {_short(call.args.get(key, '<absent>'), 80)}"
+                    )
             if old.error != call.error:
                 lines.append(f"{where}: {call.name} error: {old.error or 'none'} -> {call.error or 'none'}")
         if b.decision != a.decision:
@@ -347,7 +347,11 @@ class SnapshotResult(BaseModel):
             why = f"a run met an error that is not the agent's: {self.infrastructure_error}" if self.infrastructure_error else "the budget ran out"
             head = f"snapshot {self.name}: INCONCLUSIVE ({why} after {self.runs} runs)"
         else:
-            test = f"p={self.p_value:.4f} {'<' if self.p_value < self.alpha else '>='} alpha={self.alpha}" if self.p_value is not None else "first baseline"
+            test = (
+                f"p={self.p_value:.4f} {'<' if self.p_value < self.alpha else '>='} alpha={self.alpha}"
+                if self.p_value is not None
+                else "first baseline"
+            )
             head = f"snapshot {self.name}: {self.verdict} ({test}; {self.runs} runs vs baseline {self.baseline_runs})"
         lines = [head]
         width = max([len(str(v)) for v in (*self.baseline.values(), *self.current.values())] + [1])
@@ -372,8 +376,8 @@ class SnapshotResult(BaseModel):
         if self.verdict in ("NEW", "CHANGED"):
             lines.append(
                 f"  if the new behaviour is right, approve it with a reason: agentprop snapshot approve "
-                f"{_quote(self.directory or 'SPEC')} {_quote(self.name)} --reason \"...\" (in pytest: "
-                "--agentprop-snapshot-update --agentprop-snapshot-reason \"...\")"
+                f'{_quote(self.directory or "SPEC")} {_quote(self.name)} --reason "..." (in pytest: '
+                '--agentprop-snapshot-update --agentprop-snapshot-reason "...")'
             )
         if self.verdict == "UPDATED" and self.reason:
             lines.append(f"  approved: {self.reason}")
@@ -458,11 +462,16 @@ class SnapshotStore:
             return matches[0]
         what = "pending snapshot" if pending else "snapshot"
         if not names:
-            raise InputError(f"there are no {what}s in {self.dir}",
-                             fix="`agentprop snapshot check SPEC` records candidates (NEW or CHANGED snapshots) to review and approve")
+            raise InputError(
+                f"there are no {what}s in {self.dir}",
+                fix="`agentprop snapshot check SPEC` records candidates (NEW or CHANGED snapshots) to review and approve",
+            )
         if not matches:
-            raise InputError(f"no {what} named {name!r} in {self.dir}", expected=f"one of: {', '.join(names)}",
-                             fix="`agentprop snapshot review SPEC` lists the pending ones, `agentprop snapshot list SPEC` the baselines")
+            raise InputError(
+                f"no {what} named {name!r} in {self.dir}",
+                expected=f"one of: {', '.join(names)}",
+                fix="`agentprop snapshot review SPEC` lists the pending ones, `agentprop snapshot list SPEC` the baselines",
+            )
         raise InputError(f"{name!r} matches several {what}s: {', '.join(matches)}", fix="use a longer part of the name")
 
     def approve(self, name: str, reason: str | None, *, by: str | None = None, allow_ci: bool = False) -> Snapshot:
@@ -470,7 +479,10 @@ class SnapshotStore:
         reason = check_reason(reason, allow_ci=allow_ci)
         candidate = self.load_pending(name)
         if candidate is None:
-            raise InputError(f"no pending snapshot {name!r} in {self.dir}", fix="run `agentprop snapshot check` first; it writes a candidate when a snapshot changed")
+            raise InputError(
+                f"no pending snapshot {name!r} in {self.dir}",
+                fix="run `agentprop snapshot check` first; it writes a candidate when a snapshot changed",
+            )
         old = self.load(name)
         approved = _approved(candidate, old, reason, by)
         self.save(approved)
@@ -486,8 +498,9 @@ def _read(path: Path) -> Snapshot:
     if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
         found = raw.get("schema") if isinstance(raw, dict) else type(raw).__name__
         raise InputError(
-            f"not an agentprop snapshot (schema {clip_repr(found, 60)})", location=SourceLocation(path),
-            expected=f"\"schema\": \"{SCHEMA}\"",
+            f"not an agentprop snapshot (schema {clip_repr(found, 60)})",
+            location=SourceLocation(path),
+            expected=f'"schema": "{SCHEMA}"',
             fix="snapshot directories hold only files agentprop wrote; move other files elsewhere",
         )
     try:
@@ -497,14 +510,17 @@ def _read(path: Path) -> Snapshot:
         return snapshot
     except ValueError as exc:  # pydantic's ValidationError is a ValueError too
         raise InputError(
-            f"invalid snapshot: {describe_validation(exc)}", location=SourceLocation(path),
+            f"invalid snapshot: {describe_validation(exc)}",
+            location=SourceLocation(path),
             expected=f"a snapshot file ({SCHEMA}) as agentprop writes it",
             fix=_DAMAGED_FIX,
         ) from None
     except RecursionError:
         raise InputError(
-            "invalid snapshot: nested too deep to read", location=SourceLocation(path),
-            expected=f"a snapshot file ({SCHEMA}) as agentprop writes it", fix=_DAMAGED_FIX,
+            "invalid snapshot: nested too deep to read",
+            location=SourceLocation(path),
+            expected=f"a snapshot file ({SCHEMA}) as agentprop writes it",
+            fix=_DAMAGED_FIX,
         ) from None
 
 
@@ -515,14 +531,14 @@ def check_reason(reason: str | None, *, allow_ci: bool = False, option: str = "-
         raise InputError(
             "refusing to approve a behaviour snapshot while CI is set",
             expected="approvals made by a person, on their machine",
-            fix="approve locally (agentprop snapshot approve ... --reason \"...\") and commit the snapshot file",
+            fix='approve locally (agentprop snapshot approve ... --reason "...") and commit the snapshot file',
         )
     text = (reason or "").strip()
     if len(text) < MIN_REASON:
         raise InputError(
             "approving a behaviour change needs a reason" + (f" longer than {text!r}" if text else ""),
             expected=f"a sentence of at least {MIN_REASON} characters saying why the new behaviour is right",
-            fix=f"e.g. {option} \"refunds over $500 now escalate: policy P4 changed in spec v2\"",
+            fix=f'e.g. {option} "refunds over $500 now escalate: policy P4 changed in spec v2"',
         )
     return text
 
@@ -541,7 +557,7 @@ def _approver(by: str | None) -> str:
 
 def _approved(candidate: Snapshot, old: Snapshot | None, reason: str, by: str | None) -> Snapshot:
     approval = Approval(
-        at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         by=_approver(by),
         reason=reason,
         runs=candidate.runs,
@@ -605,9 +621,17 @@ async def record_snapshot(
             records[key] = BehaviourRecord(key=key, count=1, behaviour=behaviour, example=trace)
     ordered = sorted(records.values(), key=lambda r: (-r.count, r.key))
     snapshot = Snapshot(
-        name=name, spec_id=project.spec.spec_id, scenario_id=scenario.id, messages=msgs,
-        world=world_digest(scenario), ignore=list(ignore), runs=len(traces), seed=seed,
-        agent=agent.ref, agent_fingerprint=agent.fingerprint, behaviours=ordered,
+        name=name,
+        spec_id=project.spec.spec_id,
+        scenario_id=scenario.id,
+        messages=msgs,
+        world=world_digest(scenario),
+        ignore=list(ignore),
+        runs=len(traces),
+        seed=seed,
+        agent=agent.ref,
+        agent_fingerprint=agent.fingerprint,
+        behaviours=ordered,
     )
     return snapshot, len(traces), infra
 
@@ -627,14 +651,19 @@ def compare(baseline: Snapshot, current: Snapshot, *, alpha: float, seed: int = 
             candidate = (len(diff), -old.count, old.key, diff)
             if best is None or candidate[:3] < best[:3]:
                 best = candidate
-        changes.append(BehaviourChange(
-            key=record.key, describe=record.behaviour.describe(), baseline_count=0,
-            current_count=record.count, nearest=best[2] if best else None, diff=best[3] if best else [],
-        ))
+        changes.append(
+            BehaviourChange(
+                key=record.key,
+                describe=record.behaviour.describe(),
+                baseline_count=0,
+                current_count=record.count,
+                nearest=best[2] if best else None,
+                diff=best[3] if best else [],
+            )
+        )
     for old in baseline.behaviours:
         if current.record(old.key) is None:
-            changes.append(BehaviourChange(key=old.key, describe=old.behaviour.describe(),
-                                           baseline_count=old.count, current_count=0))
+            changes.append(BehaviourChange(key=old.key, describe=old.behaviour.describe(), baseline_count=old.count, current_count=0))
     if changes and p >= alpha:
         notes.append(
             f"behaviours differ from the baseline's but not beyond sampling noise (p={p:.3f} >= "
@@ -681,25 +710,51 @@ async def acheck_snapshot(
     rerecord = False
     if baseline is not None:  # before any run: a mismatch should not cost runs
         rerecord = _check_same_case(baseline, project.spec.spec_id, msgs, world_digest(scenario), list(ignore), path, update=update)
-    current, made, infra = await record_snapshot(project, scenario, agent, name=name, runs=runs, seed=seed,
-                                                 ignore=ignore, budget=budget, messages=msgs)
+    current, made, infra = await record_snapshot(
+        project, scenario, agent, name=name, runs=runs, seed=seed, ignore=ignore, budget=budget, messages=msgs
+    )
     if infra is not None:  # never recorded, never compared: the runs were not all made
-        return SnapshotResult(name=name, verdict="INCONCLUSIVE", path=path, directory=str(store.dir), alpha=alpha, runs=made,
-                              notes=[f"not the agent's ({infra.kind}): {infra.message}"], infrastructure_error=infra.kind)
+        return SnapshotResult(
+            name=name,
+            verdict="INCONCLUSIVE",
+            path=path,
+            directory=str(store.dir),
+            alpha=alpha,
+            runs=made,
+            notes=[f"not the agent's ({infra.kind}): {infra.message}"],
+            infrastructure_error=infra.kind,
+        )
     if rerecord and baseline is not None:  # new ignore patterns: the old behaviours are not comparable, the approval replaces them
         if made < runs:
             return SnapshotResult(name=name, verdict="INCONCLUSIVE", path=path, directory=str(store.dir), alpha=alpha, runs=made)
         store.save(_approved(current, baseline, reason or "", None))
         store.discard_pending(name)
-        return SnapshotResult(name=name, verdict="UPDATED", path=path, directory=str(store.dir), alpha=alpha, runs=made,
-                              current=current.counts, reason=reason,
-                              descriptions={r.key: r.behaviour.describe() for r in current.behaviours},
-                              notes=[f"re-recorded with ignore patterns {list(ignore)} (were {baseline.ignore})"])
+        return SnapshotResult(
+            name=name,
+            verdict="UPDATED",
+            path=path,
+            directory=str(store.dir),
+            alpha=alpha,
+            runs=made,
+            current=current.counts,
+            reason=reason,
+            descriptions={r.key: r.behaviour.describe() for r in current.behaviours},
+            notes=[f"re-recorded with ignore patterns {list(ignore)} (were {baseline.ignore})"],
+        )
     descriptions = {r.key: r.behaviour.describe() for r in current.behaviours}
     if baseline is not None:
         descriptions.update({r.key: r.behaviour.describe() for r in baseline.behaviours})
-    common: dict[str, Any] = dict(name=name, path=path, directory=str(store.dir), alpha=alpha, runs=made, current=current.counts, descriptions=descriptions,
-                                  baseline=baseline.counts if baseline else {}, baseline_runs=baseline.runs if baseline else 0)
+    common: dict[str, Any] = dict(
+        name=name,
+        path=path,
+        directory=str(store.dir),
+        alpha=alpha,
+        runs=made,
+        current=current.counts,
+        descriptions=descriptions,
+        baseline=baseline.counts if baseline else {},
+        baseline_runs=baseline.runs if baseline else 0,
+    )
     if made < runs:
         return SnapshotResult(verdict="INCONCLUSIVE", **common)
     if baseline is None:
@@ -736,11 +791,13 @@ def _check_same_case(baseline: Snapshot, spec_id: str, messages: list[str], worl
     """Raise when the baseline was recorded for another case; ``True`` when only the ignore
     patterns differ and ``update`` re-records it."""
     mismatched = [
-        what for what, old, new in (
+        what
+        for what, old, new in (
             ("spec", baseline.spec_id, spec_id),
             ("messages", baseline.messages, messages),
             ("world", baseline.world, world),
-        ) if old != new
+        )
+        if old != new
     ]
     if mismatched:
         raise InputError(
@@ -748,7 +805,7 @@ def _check_same_case(baseline: Snapshot, spec_id: str, messages: list[str], worl
             location=SourceLocation(Path(path)),
             expected="the same spec, messages and world as the baseline",
             fix="give this check its own name (name=... in Python), or, if the case itself changed on purpose, delete the "
-            "file and record a new baseline (agentprop snapshot check SPEC --update --reason \"...\")",
+            'file and record a new baseline (agentprop snapshot check SPEC --update --reason "...")',
         )
     if baseline.ignore != ignore:
         if update:
@@ -757,7 +814,7 @@ def _check_same_case(baseline: Snapshot, spec_id: str, messages: list[str], worl
             f"snapshot {baseline.name!r} was recorded with ignore patterns {baseline.ignore}, not {ignore}",
             location=SourceLocation(Path(path)),
             expected="the baseline's ignore patterns, or a re-recorded baseline",
-            fix="re-record it under the new patterns: rerun with --update --reason \"...\" (update=True, reason=... in Python)",
+            fix='re-record it under the new patterns: rerun with --update --reason "..." (update=True, reason=... in Python)',
         )
     return False
 
@@ -799,11 +856,24 @@ def check_snapshot(
 
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     store = SnapshotStore(directory if directory is not None else default_snapshot_dir(project))
-    result = run_sync(acheck_snapshot(
-        project, sc, agent, store=store, name=name, runs=runs, alpha=alpha,
-        update=update, reason=reason, allow_ci=allow_ci, ignore=ignore, budget=budget, seed=seed,
-        messages=messages,
-    ))
+    result = run_sync(
+        acheck_snapshot(
+            project,
+            sc,
+            agent,
+            store=store,
+            name=name,
+            runs=runs,
+            alpha=alpha,
+            update=update,
+            reason=reason,
+            allow_ci=allow_ci,
+            ignore=ignore,
+            budget=budget,
+            seed=seed,
+            messages=messages,
+        )
+    )
     if raise_on_failure and not result.passed:
         raise AgentPropertyViolation(result)
     return result
@@ -817,14 +887,32 @@ def render_pending(candidate: Snapshot, baseline: Snapshot | None, *, alpha: flo
     """A pending candidate next to its baseline, as ``agentprop snapshot review`` shows it."""
     descriptions = {r.key: r.behaviour.describe() for r in candidate.behaviours}
     if baseline is None:
-        result = SnapshotResult(name=candidate.name, verdict="NEW", path="(none yet)", alpha=alpha,
-                                runs=candidate.runs, current=candidate.counts, descriptions=descriptions)
+        result = SnapshotResult(
+            name=candidate.name,
+            verdict="NEW",
+            path="(none yet)",
+            alpha=alpha,
+            runs=candidate.runs,
+            current=candidate.counts,
+            descriptions=descriptions,
+        )
     else:
         descriptions.update({r.key: r.behaviour.describe() for r in baseline.behaviours})
         p, changes, notes = compare(baseline, candidate, alpha=alpha, seed=candidate.seed)
-        result = SnapshotResult(name=candidate.name, verdict="CHANGED", path="", p_value=p, alpha=alpha,
-                                runs=candidate.runs, baseline_runs=baseline.runs, baseline=baseline.counts,
-                                current=candidate.counts, changes=changes, notes=notes, descriptions=descriptions)
+        result = SnapshotResult(
+            name=candidate.name,
+            verdict="CHANGED",
+            path="",
+            p_value=p,
+            alpha=alpha,
+            runs=candidate.runs,
+            baseline_runs=baseline.runs,
+            baseline=baseline.counts,
+            current=candidate.counts,
+            changes=changes,
+            notes=notes,
+            descriptions=descriptions,
+        )
     lines = result.summary().splitlines()
     lines = [line for line in lines if "approve it with a reason" not in line]
     head = f"pending {candidate.name} (agent {candidate.agent}, {candidate.runs} runs)"

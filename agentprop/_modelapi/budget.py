@@ -92,13 +92,8 @@ class ModelPrice:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise InvalidArgument(f"ModelPrice.{name}={value!r} must be a finite number >= 0.")
-        if self.long_context_threshold is not None and (
-            self.long_input_per_mtok is None or self.long_output_per_mtok is None
-        ):
-            raise InvalidArgument(
-                "ModelPrice with long_context_threshold also needs long_input_per_mtok and "
-                "long_output_per_mtok."
-            )
+        if self.long_context_threshold is not None and (self.long_input_per_mtok is None or self.long_output_per_mtok is None):
+            raise InvalidArgument("ModelPrice with long_context_threshold also needs long_input_per_mtok and long_output_per_mtok.")
 
     def cost(
         self,
@@ -115,12 +110,7 @@ class ModelPrice:
             out = float(self.long_output_per_mtok or 0.0)
         write = self.cache_write_per_mtok if self.cache_write_per_mtok is not None else 1.25 * inp
         read = self.cache_read_per_mtok if self.cache_read_per_mtok is not None else 0.1 * inp
-        total = (
-            input_tokens * inp
-            + output_tokens * out
-            + cache_creation_input_tokens * write
-            + cache_read_input_tokens * read
-        )
+        total = input_tokens * inp + output_tokens * out + cache_creation_input_tokens * write + cache_read_input_tokens * read
         return total / 1_000_000
 
     def worst_case(self, input_tokens: int, output_tokens: int) -> float:
@@ -152,11 +142,17 @@ PRICES_PATH = Path(__file__).with_name("prices.json")
 
 def _price_entry(where: str, name: object, entry: object) -> ModelPrice:
     if not isinstance(name, str) or not name.strip():
-        raise InputError(f"{where}: a model name must be a non-empty string, not {name!r}",
-                         expected='"MODEL-PREFIX": {"input": $/MTok, "output": $/MTok}', fix="name the model")
+        raise InputError(
+            f"{where}: a model name must be a non-empty string, not {name!r}",
+            expected='"MODEL-PREFIX": {"input": $/MTok, "output": $/MTok}',
+            fix="name the model",
+        )
     if not isinstance(entry, Mapping):
-        raise InputError(f"{where}: the price of {name!r} must be an object, not {type(entry).__name__}",
-                         expected='{"input": 3.0, "output": 15.0}', fix=f"write the price of {name} as an object")
+        raise InputError(
+            f"{where}: the price of {name!r} must be an object, not {type(entry).__name__}",
+            expected='{"input": 3.0, "output": 15.0}',
+            fix=f"write the price of {name} as an object",
+        )
     unknown = sorted(set(entry) - set(_PRICE_FIELDS) - {"note"})
     if unknown or "input" not in entry or "output" not in entry:
         raise InputError(
@@ -167,8 +163,9 @@ def _price_entry(where: str, name: object, entry: object) -> ModelPrice:
     try:
         return ModelPrice(**{_PRICE_FIELDS[k]: v for k, v in entry.items() if k != "note"})
     except (InvalidArgument, TypeError) as exc:
-        raise InputError(f"{where}: the price of {name!r} is invalid: {exc}", expected="finite numbers >= 0",
-                         fix=f"correct the price of {name}") from None
+        raise InputError(
+            f"{where}: the price of {name!r} is invalid: {exc}", expected="finite numbers >= 0", fix=f"correct the price of {name}"
+        ) from None
 
 
 def load_prices(path: str | os.PathLike[str]) -> dict[str, ModelPrice]:
@@ -180,12 +177,14 @@ def load_prices(path: str | os.PathLike[str]) -> dict[str, ModelPrice]:
     except OSError as exc:
         raise InputError(f"{where}: cannot read the price file ({exc.strerror or exc})", fix="check the path") from None
     except ValueError as exc:
-        raise InputError(f"{where}: the price file is not valid JSON ({exc})", expected="a JSON object",
-                         fix="correct the JSON") from None
+        raise InputError(f"{where}: the price file is not valid JSON ({exc})", expected="a JSON object", fix="correct the JSON") from None
     models = document.get("models", document) if isinstance(document, dict) else None
     if not isinstance(models, dict):
-        raise InputError(f"{where}: expected a JSON object of model prices", expected='{"models": {"MODEL": {"input": 3.0, "output": 15.0}}}',
-                         fix="write the prices as a JSON object")
+        raise InputError(
+            f"{where}: expected a JSON object of model prices",
+            expected='{"models": {"MODEL": {"input": 3.0, "output": 15.0}}}',
+            fix="write the prices as a JSON object",
+        )
     return {name: _price_entry(where, name, entry) for name, entry in models.items()}
 
 
@@ -194,15 +193,12 @@ DEFAULT_PRICES: dict[str, ModelPrice] = load_prices(PRICES_PATH)
 the module docstring."""
 
 
-
 def _coerce_price(key: str, value: object) -> ModelPrice:
     if isinstance(value, ModelPrice):
         return value
     if isinstance(value, (tuple, list)) and len(value) == 2:
         return ModelPrice(float(value[0]), float(value[1]))
-    raise InvalidArgument(
-        f"prices[{key!r}] must be a ModelPrice or an (input, output) pair of $/MTok, not {value!r}."
-    )
+    raise InvalidArgument(f"prices[{key!r}] must be a ModelPrice or an (input, output) pair of $/MTok, not {value!r}.")
 
 
 _SUFFIX_STARTS = frozenset("-_@:/")
@@ -453,7 +449,7 @@ class Budget:
                 f"model {model!r} has no price in agentprop's price table, so its cost is unknown and "
                 f"the dollar limit max_usd=${self.max_usd:g} cannot be enforced",
                 expected="a price for the model: an entry naming it or its family (see agentprop/_modelapi/prices.json)",
-                fix=f"give its price: --prices FILE (JSON {{\"models\": {{\"{model}\": {{\"input\": 1.0, \"output\": 2.0}}}}}}, "
+                fix=f'give its price: --prices FILE (JSON {{"models": {{"{model}": {{"input": 1.0, "output": 2.0}}}}}}, '
                 "$ per million tokens) or Budget(prices={...}); or drop the dollar limit and cap runs or tokens instead",
             )
 
@@ -720,7 +716,4 @@ class Budget:
 
     def __repr__(self) -> str:
         s = self.snapshot()
-        return (
-            f"Budget(runs={s.runs}/{s.max_runs}, tokens={s.tokens}/{s.max_tokens}, "
-            f"usd={s.usd:.4f}/{s.max_usd})"
-        )
+        return f"Budget(runs={s.runs}/{s.max_runs}, tokens={s.tokens}/{s.max_tokens}, usd={s.usd:.4f}/{s.max_usd})"

@@ -96,9 +96,7 @@ KEY_FIELDS: tuple[str, ...] = (
 )
 """The request fields that always take part in the key (other answer-changing fields do too)."""
 
-_IGNORED_FIELDS = frozenset(
-    {"stream", "stream_options", "metadata", "service_tier", "timeout", "extra_headers", "extra_query"}
-)
+_IGNORED_FIELDS = frozenset({"stream", "stream_options", "metadata", "service_tier", "timeout", "extra_headers", "extra_query"})
 
 CONVERSATION_FIELDS = ("messages", "input")
 """Where a request body holds its conversation: ``messages`` (Anthropic Messages, OpenAI Chat
@@ -170,9 +168,7 @@ class CacheMode(str, enum.Enum):
             for mode in cls:
                 if mode.value == wanted:
                     return mode
-        raise InvalidArgument(
-            f"Unknown cache mode {value!r}; use one of {', '.join(m.value for m in cls)}."
-        )
+        raise InvalidArgument(f"Unknown cache mode {value!r}; use one of {', '.join(m.value for m in cls)}.")
 
     @classmethod
     def default(cls, environ: Mapping[str, str] | None = None) -> CacheMode:
@@ -292,9 +288,7 @@ def _reject(value: object) -> Any:
 
 # ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
 # allow_nan=False, default=_reject)``, without building an encoder on every call.
-_PLAIN_ENCODE = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject
-).encode
+_PLAIN_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject).encode
 _DECODE = json.JSONDecoder().decode
 # typeshed does not declare scan_once, which JSONDecoder.__init__ sets (the C scanner when there is one)
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -578,16 +572,12 @@ class _Canonical:
         return self._model
 
 
-def _canonical(
-    request: Mapping[str, Any], secrets: Iterable[str], needles: tuple[bytes, ...] | None = None
-) -> _Canonical:
+def _canonical(request: Mapping[str, Any], secrets: Iterable[str], needles: tuple[bytes, ...] | None = None) -> _Canonical:
     """The canonical form of a request: fast for plain JSON without secrets (what agentprop's
     agents send), the general path (:func:`_slow_canonical_request`) otherwise, with the same
     text either way."""
     if not isinstance(request, Mapping):
-        raise InvalidArgument(
-            f"request must be a mapping of Messages API fields, not {type(request).__name__}."
-        )
+        raise InvalidArgument(f"request must be a mapping of Messages API fields, not {type(request).__name__}.")
     if type(request) is dict:
         kept: dict[str, Any] = {}
         general = False
@@ -628,9 +618,7 @@ class _RequestShape:
 
     __slots__ = ("_fields", "_head", "_model", "_needles", "_tail", "field")
 
-    def __init__(
-        self, fields: dict[str, Any], head: str, tail: str, model: str | None, needles: tuple[bytes, ...], field: str = "messages"
-    ) -> None:
+    def __init__(self, fields: dict[str, Any], head: str, tail: str, model: str | None, needles: tuple[bytes, ...], field: str = "messages") -> None:
         self._fields = fields
         self._head = head
         self._tail = tail
@@ -817,10 +805,7 @@ _MMAP_BYTES = 256 << 20
 """How much of the cache file each connection may read through a memory map."""
 
 _COLUMNS = "key, model, trial, request_json, response_json, usage_json, created_at, checksum"
-_SELECT_BY_KEY = (
-    "SELECT key, model, trial, CAST(request_json AS BLOB), response_json, usage_json, created_at, checksum "
-    "FROM responses WHERE key = ?"
-)
+_SELECT_BY_KEY = "SELECT key, model, trial, CAST(request_json AS BLOB), response_json, usage_json, created_at, checksum FROM responses WHERE key = ?"
 """One entry by key; the request comes as its stored UTF-8 bytes, which only the checksum reads."""
 
 
@@ -938,9 +923,7 @@ class ApiCache:
         return conn
 
     def _open(self) -> sqlite3.Connection | None:
-        conn = sqlite3.connect(
-            str(self.path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=True
-        )
+        conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=True)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
             # read pages through a memory map (no read() system call per page: replays look up
@@ -967,9 +950,7 @@ class ApiCache:
 
     def _check_schema(self, conn: sqlite3.Connection) -> bool:
         """Read-only check for connections that never write: False if there is no cache yet."""
-        tables = {
-            str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        }
+        tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
         if not {"schema_version", "responses"} <= tables:
             return False
         rows = conn.execute("SELECT version FROM schema_version").fetchall()
@@ -1067,9 +1048,7 @@ class ApiCache:
                 "ApiCache.delete(key), and re-record."
             )
         try:
-            return CachedResponse(
-                key, model, int(trial), _decode_stored(response_json), _decode_stored(usage_json), from_cache, float(created_at)
-            )
+            return CachedResponse(key, model, int(trial), _decode_stored(response_json), _decode_stored(usage_json), from_cache, float(created_at))
         except (ValueError, TypeError, RecursionError) as exc:
             raise CacheError(
                 f"{self.path}: the entry {str(key)[:16]}... cannot be read back ({type(exc).__name__}: {str(exc)[:200]}). "
@@ -1116,9 +1095,7 @@ class ApiCache:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def put(
-        self, request: Mapping[str, Any], *, trial: int, response: Any, replace: bool | None = None
-    ) -> CachedResponse:
+    def put(self, request: Mapping[str, Any], *, trial: int, response: Any, replace: bool | None = None) -> CachedResponse:
         """Store ``response`` (a JSON mapping or a pydantic model such as the SDK's ``Message``)
         for (request, trial) and return what is stored.
 
@@ -1128,9 +1105,7 @@ class ApiCache:
         """
         return self._put_canonical(self._canonical(request), _validate_trial(trial), response, replace)
 
-    def _put_canonical(
-        self, canonical: _Canonical, trial: int, response: Any, replace: bool | None
-    ) -> CachedResponse:
+    def _put_canonical(self, canonical: _Canonical, trial: int, response: Any, replace: bool | None) -> CachedResponse:
         """:meth:`put` once the canonical request is known."""
         canonical_text = canonical.text
         key = canonical.key(trial)
@@ -1142,9 +1117,7 @@ class ApiCache:
         else:
             plain = _to_plain(response, "response")
             if not isinstance(plain, dict):
-                raise InvalidArgument(
-                    f"response must be a JSON object (a Message), not {type(response).__name__}."
-                )
+                raise InvalidArgument(f"response must be a JSON object (a Message), not {type(response).__name__}.")
             response_plain = scrub_secrets(plain, self._secrets)
             response_json = canonical_json(response_plain)
         request_model = canonical.model
@@ -1182,15 +1155,12 @@ class ApiCache:
 
         def insert(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             inserted = conn.execute(
-                f"{verb} INTO responses ({_COLUMNS}, input_tokens, output_tokens) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"{verb} INTO responses ({_COLUMNS}, input_tokens, output_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 values,
             ).rowcount
             if inserted == 1:
                 return None  # the row is ours: no need to read it back
-            existing: tuple[Any, ...] = conn.execute(
-                f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)
-            ).fetchone()
+            existing: tuple[Any, ...] = conn.execute(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)).fetchone()
             return existing
 
         row = self._write(insert)
@@ -1211,15 +1181,11 @@ class ApiCache:
         """Remove one entry by key; returns whether it existed."""
         if self._connection() is None:
             return False
-        return self._write(
-            lambda conn: conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount > 0
-        )
+        return self._write(lambda conn: conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount > 0)
 
     # -- the usual path --------------------------------------------------------------------------
 
-    def get_or_call(
-        self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Any]
-    ) -> CachedResponse:
+    def get_or_call(self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Any]) -> CachedResponse:
         """Replay (request, trial) if recorded and the mode reads; otherwise ``call()`` the API
         (unless replay-only, which raises :class:`CacheMiss`) and store the answer if the mode
         writes. ``call`` returns the response as a mapping or a pydantic model."""
@@ -1232,9 +1198,7 @@ class ApiCache:
         self.stats._bump("calls")
         return self._put_canonical(canonical, trial, call(), None)
 
-    async def aget_or_call(
-        self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Awaitable[Any]]
-    ) -> CachedResponse:
+    async def aget_or_call(self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Awaitable[Any]]) -> CachedResponse:
         """The asyncio form of :meth:`get_or_call` (``call`` returns an awaitable)."""
         return await self._aget_or_call_canonical(self._canonical(request), trial, call)
 
@@ -1258,9 +1222,7 @@ class ApiCache:
             return hit
         return await self._acall_and_put(canonical, trial, call)
 
-    def _replay_shaped(
-        self, shape: _RequestShape, request: Mapping[str, Any], trial: int
-    ) -> tuple[_Canonical, int, CachedResponse | None]:
+    def _replay_shaped(self, shape: _RequestShape, request: Mapping[str, Any], trial: int) -> tuple[_Canonical, int, CachedResponse | None]:
         """The first, synchronous half of :meth:`_aget_or_call_shaped`: the canonical request,
         the validated trial, and the recorded response if the mode reads and has one (a miss
         in ``replay-only`` mode raises :class:`CacheMiss`). ``None``: finish with
@@ -1272,9 +1234,7 @@ class ApiCache:
         hit = self._get_canonical(canonical, trial) if self.mode.reads else None
         return canonical, trial, hit
 
-    def _begin(
-        self, request: Mapping[str, Any], trial: int, shape: _RequestShape | None = None
-    ) -> tuple[_Canonical, int, CachedResponse | None]:
+    def _begin(self, request: Mapping[str, Any], trial: int, shape: _RequestShape | None = None) -> tuple[_Canonical, int, CachedResponse | None]:
         """The lookup half of a model call (the model-client layer's): the canonical request,
         the validated trial and the replayed response, if the mode reads and has one (a miss
         in ``replay-only`` mode raises :class:`CacheMiss`). ``request`` must be
@@ -1292,16 +1252,12 @@ class ApiCache:
         self.stats._bump("calls")
         return self._put_canonical(canonical, trial, response, None)
 
-    async def _acall_and_put(
-        self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]
-    ) -> CachedResponse:
+    async def _acall_and_put(self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]) -> CachedResponse:
         """The second half of :meth:`_aget_or_call_shaped`: call the API and store the answer."""
         self.stats._bump("calls")
         return self._put_canonical(canonical, trial, await call(), None)
 
-    async def _aget_or_call_canonical(
-        self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]
-    ) -> CachedResponse:
+    async def _aget_or_call_canonical(self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]) -> CachedResponse:
         trial = _validate_trial(trial)
         if self.mode.reads:
             hit = self._get_canonical(canonical, trial)
@@ -1317,8 +1273,8 @@ class ApiCache:
 
     def count(self, *, model: str | None = None) -> int:
         """Entries stored (of ``model`` only, when given); 0 when there is no cache file."""
-        rows = self._read("SELECT COUNT(*) FROM responses") if model is None else self._read(
-            "SELECT COUNT(*) FROM responses WHERE model = ?", (model,)
+        rows = (
+            self._read("SELECT COUNT(*) FROM responses") if model is None else self._read("SELECT COUNT(*) FROM responses WHERE model = ?", (model,))
         )
         return int(rows[0][0]) if rows else 0
 
@@ -1379,8 +1335,7 @@ class ApiCache:
         )
         for where, params in queries:
             rows = self._read(
-                f"SELECT key, model, trial, request_json FROM responses {where} "
-                f"ORDER BY created_at DESC LIMIT {_CANDIDATE_LIMIT}",
+                f"SELECT key, model, trial, request_json FROM responses {where} ORDER BY created_at DESC LIMIT {_CANDIDATE_LIMIT}",
                 params,
             )
             if rows:
@@ -1405,19 +1360,13 @@ class ApiCache:
             lines.append(fix)
             return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
 
-        same_request = self._read(
-            "SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (canonical_text,)
-        )
+        same_request = self._read("SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (canonical_text,))
         if same_request:
             trials = ", ".join(str(r[0]) for r in same_request)
             lines.append(
-                f"  this exact request is recorded for trial(s) {trials} but not for trial {trial}: "
-                "replay-only mode cannot draw a new sample."
+                f"  this exact request is recorded for trial(s) {trials} but not for trial {trial}: replay-only mode cannot draw a new sample."
             )
-            lines.append(
-                "  fix: record the extra trials (read-write mode), or ask for no more repeats "
-                "than were recorded."
-            )
+            lines.append("  fix: record the extra trials (read-write mode), or ask for no more repeats than were recorded.")
             return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
 
         from rapidfuzz import fuzz, process
@@ -1447,12 +1396,9 @@ class ApiCache:
             extra = len(diff_lines) - _DIFF_LINE_LIMIT
             diff_lines = diff_lines[:_DIFF_LINE_LIMIT] + [f"... ({extra} more diff lines)"]
         diff = "\n".join(diff_lines)
-        scope = "same model and trial" if (near_model == model and near_trial == trial) else (
-            "same model" if near_model == model else "any model"
-        )
+        scope = "same model and trial" if (near_model == model and near_trial == trial) else ("same model" if near_model == model else "any model")
         lines.append(
-            f"  nearest recorded request ({scope}): key {near_key[:16]}..., model {near_model!r}, "
-            f"trial {near_trial}, similarity {score:.1f}%"
+            f"  nearest recorded request ({scope}): key {near_key[:16]}..., model {near_model!r}, trial {near_trial}, similarity {score:.1f}%"
         )
         lines.append("  what changed (- recorded, + requested):")
         lines.extend("    " + line for line in diff.splitlines())

@@ -55,7 +55,6 @@ from agentprop._modelapi.cache import (
     scrub_text,
 )
 from agentprop._modelapi.context import ModelCallContext, current_model_context
-from agentprop._util.scrub import register_secret
 from agentprop._modelapi.limiter import AdaptiveConcurrency
 from agentprop._modelapi.providers import Provider, TextPrompt, TokenUsage
 from agentprop._modelapi.retry import (
@@ -64,6 +63,7 @@ from agentprop._modelapi.retry import (
     RetryStats,
     retry_call_async,
 )
+from agentprop._util.scrub import register_secret
 from agentprop.errors import (
     AgentPropError,
     BudgetExhausted,
@@ -102,15 +102,14 @@ _DISPLAY = {"anthropic": "Anthropic", "openai": "OpenAI"}
 # Cache defaults and the shared caches
 # --------------------------------------------------------------------------------------------
 
+
 def default_cache_mode() -> CacheMode:
     """The mode a model call's cache uses when its client chose none: the session's
     (``--agentprop-cache-mode``), else :meth:`CacheMode.default` (``replay-only`` under CI)."""
     return current_model_context().default_cache_mode()
 
 
-def open_api_cache(
-    path: str | os.PathLike[str], *, mode: CacheMode | str | None = None, secrets: Sequence[str] = ()
-) -> ApiCache:
+def open_api_cache(path: str | os.PathLike[str], *, mode: CacheMode | str | None = None, secrets: Sequence[str] = ()) -> ApiCache:
     """The session's :class:`ApiCache` for ``path`` in ``mode`` (opened once, then shared)."""
     return current_model_context().open_api_cache(path, mode=mode, secrets=secrets)
 
@@ -342,9 +341,7 @@ class ModelClient:
         """The budget charged: the client's own, else the run context's."""
         return self.budget if self.budget is not None else current_model_context().budget
 
-    def request_shape(
-        self, body: dict[str, Any] | Callable[[], dict[str, Any]], identity: tuple[Any, ...] | None = None
-    ) -> _RequestShape | None:
+    def request_shape(self, body: dict[str, Any] | Callable[[], dict[str, Any]], identity: tuple[Any, ...] | None = None) -> _RequestShape | None:
         """The cache's request shape of ``body`` (its conversation field's value is ignored):
         every request of a conversation shares it, so only the conversation is serialised per
         call (``body`` may be a function making it: called only when the shape is not
@@ -439,9 +436,12 @@ class ModelClient:
             usage = provider.usage(hit.response)
             if budget is not None:
                 budget.charge(
-                    self._priced_model(hit.response, body, budget), usage.input_tokens, usage.output_tokens,
+                    self._priced_model(hit.response, body, budget),
+                    usage.input_tokens,
+                    usage.output_tokens,
                     cache_creation_input_tokens=usage.cache_creation_input_tokens,
-                    cache_read_input_tokens=usage.cache_read_input_tokens, cached=True,
+                    cache_read_input_tokens=usage.cache_read_input_tokens,
+                    cached=True,
                 )
             return ModelReply(hit, usage, 0.0)
         try:
@@ -478,13 +478,18 @@ class ModelClient:
         usage = provider.usage(stored.response)
         if budget is not None and reservation is not None:
             usd = budget.settle(
-                reservation, usage.input_tokens, usage.output_tokens, model=self._priced_model(stored.response, body, budget),
+                reservation,
+                usage.input_tokens,
+                usage.output_tokens,
+                model=self._priced_model(stored.response, body, budget),
                 cache_creation_input_tokens=usage.cache_creation_input_tokens,
                 cache_read_input_tokens=usage.cache_read_input_tokens,
             )
         else:
             usd = _PRICING.cost(
-                self._priced_model(stored.response, body, _PRICING), usage.input_tokens, usage.output_tokens,
+                self._priced_model(stored.response, body, _PRICING),
+                usage.input_tokens,
+                usage.output_tokens,
                 cache_creation_input_tokens=usage.cache_creation_input_tokens,
                 cache_read_input_tokens=usage.cache_read_input_tokens,
             )

@@ -77,7 +77,7 @@ def _field(obj: Any, name: str) -> Any:
 
 
 def _is_async_call(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 (the bound __call__ method itself)
 
 
 _PARAMETERS: dict[tuple[type, str], frozenset[str]] = {}
@@ -192,6 +192,7 @@ class _AnthropicMessages(Provider):
     key_env = "ANTHROPIC_API_KEY"
     base_url_env = "ANTHROPIC_BASE_URL"
     official_hosts = ("api.anthropic.com",)
+
     def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
         return self.sdk().AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
@@ -207,6 +208,7 @@ class _AnthropicMessages(Provider):
             raw = await create(**kwargs)
             data: dict[str, Any] = await raw.json() if inspect.iscoroutinefunction(raw.json) else raw.json()
         else:  # a synchronous client someone handed in (paraphrase pools' ``client=``)
+
             def call() -> Any:
                 return create(**kwargs).json()
 
@@ -243,9 +245,7 @@ class _AnthropicMessages(Provider):
         return body
 
     def text_of(self, response: Mapping[str, Any]) -> str:
-        return "".join(
-            str(b.get("text", "")) for b in response.get("content") or [] if isinstance(b, dict) and b.get("type") == "text"
-        )
+        return "".join(str(b.get("text", "")) for b in response.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
 
 
 # --------------------------------------------------------------------------------------------
@@ -280,6 +280,7 @@ class _OpenAIBase(Provider):
                 raw = await create(**kwargs)
                 data = json.loads(raw.content)
             else:
+
                 def call() -> Any:
                     return json.loads(create(**kwargs).content)
 

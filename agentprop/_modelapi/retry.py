@@ -90,8 +90,7 @@ class RetryPolicy:
             raise InvalidArgument(f"max_attempts={self.max_attempts!r} must be an int >= 1.")
         if self.base_delay < 0 or self.max_delay < 0 or self.max_retry_after < 0:
             raise InvalidArgument(
-                "base_delay, max_delay and max_retry_after must be >= 0 seconds; got "
-                f"{self.base_delay}, {self.max_delay}, {self.max_retry_after}."
+                f"base_delay, max_delay and max_retry_after must be >= 0 seconds; got {self.base_delay}, {self.max_delay}, {self.max_retry_after}."
             )
 
 
@@ -314,9 +313,7 @@ class _Attempts:
         if self.stats is not None:
             self.stats._record_attempt(first=attempt == 1)
 
-    def after_failure(
-        self, attempt: int, exc: BaseException, decision: RetryDecision, left: float | None = None
-    ) -> float | None:
+    def after_failure(self, attempt: int, exc: BaseException, decision: RetryDecision, left: float | None = None) -> float | None:
         """The delay before the next attempt, or ``None`` to raise ``exc`` now. ``left``: the
         seconds before the caller's deadline; a wait that would not end before it raises
         :class:`DeadlineExceeded` (from ``exc``) instead of sleeping."""
@@ -326,8 +323,7 @@ class _Attempts:
             if decision.reason == "malformed_response":
                 self._note(
                     exc,
-                    "the API answered with a body that is not valid JSON (a truncated reply, or "
-                    "an error page from a proxy?); not retried",
+                    "the API answered with a body that is not valid JSON (a truncated reply, or an error page from a proxy?); not retried",
                 )
             elif len(self.history) > 1:
                 self._note(exc, f"attempt {attempt} failed with a non-retryable error")
@@ -487,7 +483,11 @@ def retrying(
             async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
                 return await retry_call_async(
                     lambda: async_func(*args, **kwargs),
-                    policy=policy, rng=rng, stats=stats, on_retry=on_retry, classify=classify,
+                    policy=policy,
+                    rng=rng,
+                    stats=stats,
+                    on_retry=on_retry,
+                    classify=classify,
                 )
 
             return cast("Callable[P, T]", async_wrapper)
@@ -496,7 +496,11 @@ def retrying(
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
             return retry_call(
                 lambda: func(*args, **kwargs),
-                policy=policy, rng=rng, stats=stats, on_retry=on_retry, classify=classify,
+                policy=policy,
+                rng=rng,
+                stats=stats,
+                on_retry=on_retry,
+                classify=classify,
             )
 
         return wrapper

@@ -27,12 +27,13 @@ from agentprop._decide.signature import bug_id, bug_key
 from agentprop._pipeline.report.model import BugReport, CaseReport, FailureRate, RunReport
 from agentprop._shrink.query import wilson_interval
 
-
 SHRINKABLE_KINDS = ("MFT", "EXPLORE", "PROBE", "BOUNDARY", "REGRESSION", "CORPUS")
 
 
 def rate_of(failures: int, runs: int) -> FailureRate:
-    return FailureRate(failures=failures, runs=runs, rate=failures / runs if runs else 0.0, interval=wilson_interval(failures, runs) if runs else (0.0, 1.0))
+    return FailureRate(
+        failures=failures, runs=runs, rate=failures / runs if runs else 0.0, interval=wilson_interval(failures, runs) if runs else (0.0, 1.0)
+    )
 
 
 @dataclass
@@ -119,7 +120,11 @@ def find_bugs(report: RunReport, shrink_case: Shrinker | None, *, shrinkable: Ca
             continue
         candidates = sorted((h for h in group.hits if shrinkable(h.case)), key=lambda h: simplicity(h.case))
         if not candidates:
-            _unshrunk(bug, max(group.hits, key=lambda h: h.case.runs), "no case of this bug can be shrunk (DIR and INV cases are pairs and distributions, not one conversation)")
+            _unshrunk(
+                bug,
+                max(group.hits, key=lambda h: h.case.runs),
+                "no case of this bug can be shrunk (DIR and INV cases are pairs and distributions, not one conversation)",
+            )
             continue
         rep = candidates[0]
         if shrink_case is None:
@@ -137,8 +142,13 @@ def find_bugs(report: RunReport, shrink_case: Shrinker | None, *, shrinkable: Ca
             seen = met_while_shrinking.get(okey)
             if seen is None:
                 seen = met_while_shrinking[okey] = BugReport(
-                    id=bug_id(okey), key=okey, signature=other.signature, signatures=[other.signature],
-                    explanation=other.explanation, origin="shrinking", reproducer_messages=other.messages,
+                    id=bug_id(okey),
+                    key=okey,
+                    signature=other.signature,
+                    signatures=[other.signature],
+                    explanation=other.explanation,
+                    origin="shrinking",
+                    reproducer_messages=other.messages,
                     rate=rate_of(other.count, shrunk.runs + (shrunk.reproducer_rate.runs if shrunk.reproducer_rate else 0)),
                     rate_of="candidate",
                     note="met only on shrinking candidates, never in a case: not confirmed as a bug (the cut-down "
@@ -190,9 +200,11 @@ def _from_shrink(bug: BugReport, hit: Hit, shrunk: ShrinkReport) -> None:
         bug.rate_of = "reproducer"
         o = shrunk.original_rate
         if r.interval[0] > o.interval[1]:
-            bug.note = (f"the reproducer fails more often than the original case ({r.rate:.0%} vs {o.rate:.0%}, the intervals "
-                        "do not overlap): cutting it down may have changed what the input asks, so the case's expectations "
-                        "may no longer apply; check it before trusting it")
+            bug.note = (
+                f"the reproducer fails more often than the original case ({r.rate:.0%} vs {o.rate:.0%}, the intervals "
+                "do not overlap): cutting it down may have changed what the input asks, so the case's expectations "
+                "may no longer apply; check it before trusting it"
+            )
     else:
         bug.rate = rate_of(hit.count, case.runs)
         bug.rate_of = "case"

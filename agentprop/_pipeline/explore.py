@@ -29,19 +29,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentprop._agents.loading import LoadedAgent
-from agentprop._modelapi.budget import Budget
+from agentprop._agents.project import Project
 from agentprop._decide.check import Property, decide_scenario
 from agentprop._decide.choices import Choices, ChoiceSpace, check_languages
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings
-from agentprop._agents.project import Project
-from agentprop._pipeline.report.model import CaseReport
-from agentprop._pipeline.kinds import Replay, case_from_check
-from agentprop._scenario.build import Scenario
-from agentprop._pipeline.defaults import DEFAULT_PER_PATH  # noqa: F401 (re-exported)
 from agentprop._decide.slots import CaseLanes
+from agentprop._modelapi.budget import Budget
+from agentprop._pipeline.defaults import DEFAULT_PER_PATH  # noqa: F401 (re-exported)
+from agentprop._pipeline.kinds import Replay, case_from_check
+from agentprop._pipeline.report.model import CaseReport
+from agentprop._scenario.build import Scenario
 from agentprop._scenario.world import stable_seed
-
 
 _FAILED_WEIGHT = 4.0
 _CLOSE_WEIGHT = 2.0
@@ -64,7 +63,9 @@ def explored_id(scenario: Scenario, k: int) -> str:
     return f"EXPLORE {scenario.id} ~{k}"
 
 
-def _draw_distinct(space: ChoiceSpace, rng: random.Random, weights: dict[str, float], seen: set[str], decks: dict[str, list[str]], tries: int = 6) -> tuple[Choices, Scenario] | None:
+def _draw_distinct(
+    space: ChoiceSpace, rng: random.Random, weights: dict[str, float], seen: set[str], decks: dict[str, list[str]], tries: int = 6
+) -> tuple[Choices, Scenario] | None:
     for _ in range(tries):
         choices = space.draw(rng, weights=weights, decks=decks)
         rendered = space.render(choices)
@@ -138,11 +139,17 @@ async def explore_cases(
     async def decide(e: ExploredInput, who: LoadedAgent = agent, record: bool = True) -> tuple[CaseReport, CheckResult]:
         async with sem:
             chosen = settings_for(e.base) if settings_for is not None else oracle
-            result = await decide_scenario(project, e.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, name=e.case_id, **lanes.for_case())
+            result = await decide_scenario(
+                project, e.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, name=e.case_id, **lanes.for_case()
+            )
         if record and checks is not None:
             checks[e.case_id] = (e.scenario, result)
         case = case_from_check(
-            e.case_id, "EXPLORE", e.scenario, result, {"base": e.base.id, "choices": e.choices.model_dump(mode="json"), "families": e.choices.families(), "described": e.choices.describe()}
+            e.case_id,
+            "EXPLORE",
+            e.scenario,
+            result,
+            {"base": e.base.id, "choices": e.choices.model_dump(mode="json"), "families": e.choices.families(), "described": e.choices.describe()},
         )
         if record:
             on_done(case)

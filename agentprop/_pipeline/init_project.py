@@ -53,20 +53,26 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 def _openai_entry(entry: Any, where: str) -> SourceTool:
     if not isinstance(entry, Mapping):
-        raise InputError(f"{where}: a tool must be a JSON object, not {type(entry).__name__}",
-                         expected='{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}',
-                         fix="write each tool as an OpenAI function schema")
+        raise InputError(
+            f"{where}: a tool must be a JSON object, not {type(entry).__name__}",
+            expected='{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}',
+            fix="write each tool as an OpenAI function schema",
+        )
     body: Mapping[str, Any] = entry["function"] if isinstance(entry.get("function"), Mapping) else entry
     if entry.get("type") not in (None, "function"):
         raise InputError(f"{where}: tool type {entry.get('type')!r} is not a function", fix="keep only function tools in the file")
     name = body.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
-        raise InputError(f"{where}: the tool has no valid name ({name!r})", expected="a name of letters, digits and _ . -",
-                         fix='give the tool a "name"')
+        raise InputError(
+            f"{where}: the tool has no valid name ({name!r})", expected="a name of letters, digits and _ . -", fix='give the tool a "name"'
+        )
     params = body.get("parameters", {"type": "object", "properties": {}})
     if not isinstance(params, Mapping) or params.get("type", "object") != "object":
-        raise InputError(f"{where}: the parameters of {name} are not a JSON Schema object",
-                         expected='"parameters": {"type": "object", "properties": {...}}', fix=f"fix the parameters of {name}")
+        raise InputError(
+            f"{where}: the parameters of {name} are not a JSON Schema object",
+            expected='"parameters": {"type": "object", "properties": {...}}',
+            fix=f"fix the parameters of {name}",
+        )
     return SourceTool(name=name, description=str(body.get("description") or ""), input_schema=dict(params))
 
 
@@ -79,14 +85,18 @@ def tools_from_openai_file(path: Path) -> list[SourceTool]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not JSON: {exc.msg}", location=SourceLocation(path, exc.lineno, exc.colno),
-                         fix="fix the JSON at that line") from None
+        raise InputError(
+            f"{path} is not JSON: {exc.msg}", location=SourceLocation(path, exc.lineno, exc.colno), fix="fix the JSON at that line"
+        ) from None
     entries = data.get("tools") if isinstance(data, Mapping) and "tools" in data else data
     if isinstance(entries, Mapping):
         entries = [entries]
     if not isinstance(entries, list) or not entries:
-        raise InputError(f"{path} holds no tools", expected='a JSON list of function schemas (or {"tools": [...]})',
-                         fix="export your tools as the list you pass to the OpenAI API")
+        raise InputError(
+            f"{path} holds no tools",
+            expected='a JSON list of function schemas (or {"tools": [...]})',
+            fix="export your tools as the list you pass to the OpenAI API",
+        )
     return [_openai_entry(e, f"{path}: tool {i}") for i, e in enumerate(entries)]
 
 
@@ -99,8 +109,14 @@ async def _list_mcp_tools(server: Any) -> list[SourceTool]:
         for _ in range(100):
             result = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
             for t in result.tools:
-                tools.append(SourceTool(name=t.name, description=t.description or "", input_schema=dict(t.input_schema or {"type": "object"}),
-                                        output_schema=dict(t.output_schema) if t.output_schema else None))
+                tools.append(
+                    SourceTool(
+                        name=t.name,
+                        description=t.description or "",
+                        input_schema=dict(t.input_schema or {"type": "object"}),
+                        output_schema=dict(t.output_schema) if t.output_schema else None,
+                    )
+                )
             cursor = result.next_cursor
             if not cursor:
                 break
@@ -135,8 +151,10 @@ def tools_from_mcp(command: str | None = None, url: str | None = None, *, timeou
         leaf: BaseException = exc
         while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
             leaf = leaf.exceptions[0]
-        raise InputError(f"cannot list the tools of {what}: {type(leaf).__name__}: {leaf}",
-                         fix="check the command or URL (a streamable HTTP endpoint ends in /mcp)") from None
+        raise InputError(
+            f"cannot list the tools of {what}: {type(leaf).__name__}: {leaf}",
+            fix="check the command or URL (a streamable HTTP endpoint ends in /mcp)",
+        ) from None
     if not tools:
         raise InputError(f"{what} lists no tools", fix="point --mcp at the server that has your agent's tools")
     return tools
@@ -221,7 +239,8 @@ def spec_yaml(tools: Sequence[SourceTool], *, spec_id: str, title: str, source: 
         out.append("  failure_modes: []   # e.g. [timeout, not_found]: failures a test may inject")
     out += [
         "- name: respond",
-        "  description: " + json.dumps(respond.description if respond is not None and respond.description else "End the turn with the structured response."),
+        "  description: "
+        + json.dumps(respond.description if respond is not None and respond.description else "End the turn with the structured response."),
         "  input_schema:",
         _dump(schema, 4).rstrip("\n"),
         "policies: []                  # rules every turn must keep, e.g. {id: P1_NO_PII, text: ...}",
@@ -255,26 +274,28 @@ def bindings_yaml(tools: Sequence[SourceTool], *, spec_file: str = "spec.yaml") 
     """The text of the skeleton bindings."""
     names = [t.name for t in tools if t.name != "respond"]
     world = "\n".join(f"  {n}: {{}}" for n in names) or "  {}"
-    return "\n".join([
-        "# agentprop bindings written by `agentprop init`: how each condition of the decision tree",
-        "# is realised in a test (docs/reference.md#bindings). Places to fill in are marked STUB.",
-        "version: 1",
-        f"spec: {spec_file}",
-        "# STUB: your agent, MODULE:ATTR (agent.py beside this file -> agent:MyAgent), or pass --agent",
-        "# agent: agent:MyAgent",
-        "context: {}                     # what the agent is given besides the messages, e.g. {account_id: A1}",
-        "slots: {}                       # values placed in utterances and worlds, e.g. {order_id: O-1}",
-        "# STUB: the happy-path output of each tool (fields of its output_schema)",
-        "world:",
-        world,
-        "variables:",
-        "  intent:",
-        "    utterance:",
-        "      # STUB: what a user says for each value of `intent` (two or more ways each)",
-        "      answerable: [\"A question your tools can answer.\"]",
-        "      unclear: [\"Hmm, can you sort out the thing?\"]",
-        "",
-    ])
+    return "\n".join(
+        [
+            "# agentprop bindings written by `agentprop init`: how each condition of the decision tree",
+            "# is realised in a test (docs/reference.md#bindings). Places to fill in are marked STUB.",
+            "version: 1",
+            f"spec: {spec_file}",
+            "# STUB: your agent, MODULE:ATTR (agent.py beside this file -> agent:MyAgent), or pass --agent",
+            "# agent: agent:MyAgent",
+            "context: {}                     # what the agent is given besides the messages, e.g. {account_id: A1}",
+            "slots: {}                       # values placed in utterances and worlds, e.g. {order_id: O-1}",
+            "# STUB: the happy-path output of each tool (fields of its output_schema)",
+            "world:",
+            world,
+            "variables:",
+            "  intent:",
+            "    utterance:",
+            "      # STUB: what a user says for each value of `intent` (two or more ways each)",
+            '      answerable: ["A question your tools can answer."]',
+            '      unclear: ["Hmm, can you sort out the thing?"]',
+            "",
+        ]
+    )
 
 
 def write_skeleton(directory: Path, tools: Sequence[SourceTool], *, source: str, name: str | None = None, force: bool = False) -> list[Path]:
@@ -288,8 +309,10 @@ def write_skeleton(directory: Path, tools: Sequence[SourceTool], *, source: str,
     spec_path, bindings_path = directory / "spec.yaml", directory / "agentprop.yaml"
     existing = [p for p in (spec_path, bindings_path) if p.exists()]
     if existing and not force:
-        raise InputError(f"{', '.join(map(str, existing))} already exist{'s' if len(existing) == 1 else ''}",
-                         fix="choose another directory, or pass --force to overwrite")
+        raise InputError(
+            f"{', '.join(map(str, existing))} already exist{'s' if len(existing) == 1 else ''}",
+            fix="choose another directory, or pass --force to overwrite",
+        )
     label = name or directory.resolve().name
     directory.mkdir(parents=True, exist_ok=True)
     spec_path.write_text(spec_yaml(tools, spec_id=f"{_slug(label)}_v1", title=label, source=source), encoding="utf-8")
@@ -309,9 +332,17 @@ def stub_findings(*paths: Path | None) -> list[LintFinding]:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             m = _STUB.search(line)
             if m:
-                out.append(LintFinding(code="S001", severity="warning", message="left for you by `agentprop init`: " + m.group(1).strip(),
-                                       file=str(path), line=n, column=m.start() + 1,
-                                       fix="write it, then delete the `# STUB:` comment (docs/getting-started.md#7-start-from-your-own-tools)"))
+                out.append(
+                    LintFinding(
+                        code="S001",
+                        severity="warning",
+                        message="left for you by `agentprop init`: " + m.group(1).strip(),
+                        file=str(path),
+                        line=n,
+                        column=m.start() + 1,
+                        fix="write it, then delete the `# STUB:` comment (docs/getting-started.md#7-start-from-your-own-tools)",
+                    )
+                )
     return out
 
 

@@ -17,22 +17,21 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentprop._agents.loading import LoadedAgent
-from agentprop._modelapi.budget import Budget
+from agentprop._agents.project import Project
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.metamorphic import InvarianceResult, acheck_direction, acheck_invariance
 from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun
-from agentprop._agents.project import Project
 from agentprop._decide.safety import strictness
+from agentprop._decide.slots import CaseLanes
+from agentprop._modelapi.budget import Budget
+from agentprop._pipeline.defaults import KINDS  # noqa: F401 (re-exported)
 from agentprop._pipeline.report.model import CaseReport, FailureSummary, RunTrace
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop.strategies._internal.boundary import boundary_values
 from agentprop.strategies._internal.directional import directional_pairs
 from agentprop.strategies._internal.variants import paraphrase_variants
-from agentprop._pipeline.defaults import KINDS  # noqa: F401 (re-exported)
-from agentprop._decide.slots import CaseLanes
-
 
 Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
 """Decide the same case again for another agent (a mutant), with no side effect on the run."""
@@ -44,7 +43,12 @@ def _replay(decide: Callable[..., Awaitable[CaseReport]], **fixed: Any) -> Repla
 
 
 def _failures(result: CheckResult) -> list[FailureSummary]:
-    return [FailureSummary(signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial, clause=f.clause, traceback=f.traceback) for f in result.failures]
+    return [
+        FailureSummary(
+            signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial, clause=f.clause, traceback=f.traceback
+        )
+        for f in result.failures
+    ]
 
 
 def run_traces(runs: list[SampledRun], *, side: str | None = None, world: dict[str, Any] | None = None) -> list[RunTrace]:
@@ -54,10 +58,20 @@ def run_traces(runs: list[SampledRun], *, side: str | None = None, world: dict[s
     for run in runs:
         trace = Trace.model_validate_json(run.trace_json)
         turn = run.turn + len(trace.turns) if run.turn is not None and run.turn < 0 else run.turn
-        out.append(RunTrace(
-            trial=run.trial, passed=run.passed, side=side, signature=run.signature, explanation=run.explanation,
-            clause=run.clause, turn=turn, step=run.step, world=world, trace=trace,
-        ))
+        out.append(
+            RunTrace(
+                trial=run.trial,
+                passed=run.passed,
+                side=side,
+                signature=run.signature,
+                explanation=run.explanation,
+                clause=run.clause,
+                turn=turn,
+                step=run.step,
+                world=world,
+                trace=trace,
+            )
+        )
     return out
 
 
@@ -183,7 +197,17 @@ async def extra_cases(
 
             async def boundary(case: Any = case, case_id: str = boundary_id, who: LoadedAgent = agent, record: bool = True) -> CaseReport:
                 async with sem:
-                    r = await decide_scenario(project, case.scenario, who, settings=settings_for(case.scenario), memo=memo, budget=budget, seed=seed, name=case_id, **lanes.for_case())
+                    r = await decide_scenario(
+                        project,
+                        case.scenario,
+                        who,
+                        settings=settings_for(case.scenario),
+                        memo=memo,
+                        budget=budget,
+                        seed=seed,
+                        name=case_id,
+                        **lanes.for_case(),
+                    )
                 if checks is not None and record:
                     checks[case_id] = (case.scenario, r)
                 report = case_from_check(
@@ -217,13 +241,24 @@ async def extra_cases(
             async def direction(pair: Any = pair, case_id: str = dir_id, who: LoadedAgent = agent) -> CaseReport:
                 chosen, rule = pair_settings(pair.base.scenario, pair.perturbed.scenario)
                 async with sem:
-                    r = await acheck_direction(project, pair.base.scenario, pair.perturbed.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, **lanes.for_case())
+                    r = await acheck_direction(
+                        project,
+                        pair.base.scenario,
+                        pair.perturbed.scenario,
+                        who,
+                        settings=chosen,
+                        memo=memo,
+                        budget=budget,
+                        seed=seed,
+                        **lanes.for_case(),
+                    )
                 runs = r.base.runs + r.perturbed.runs
                 passes = r.base.passes + r.perturbed.passes
                 base_world = pair.base.scenario.world.model_dump(mode="json")
                 world = pair.perturbed.scenario.world.model_dump(mode="json")
-                traces = (run_traces(r.base.sampled_runs, side="base", world=base_world if base_world != world else None)
-                          + run_traces(r.perturbed.sampled_runs, side="perturbed"))
+                traces = run_traces(r.base.sampled_runs, side="base", world=base_world if base_world != world else None) + run_traces(
+                    r.perturbed.sampled_runs, side="perturbed"
+                )
                 return CaseReport(
                     id=case_id,
                     node=pair.perturbed.scenario.leaf,
@@ -241,8 +276,13 @@ async def extra_cases(
                     cost_usd=r.base.cost_usd + r.perturbed.cost_usd,
                     failures=_failures(r.base) + _failures(r.perturbed),
                     branches=pair.base.scenario.branches + pair.perturbed.scenario.branches,
-                    details={"atom": pair.atom, "base_verdict": r.base.verdict, "perturbed_verdict": r.perturbed.verdict, "expected_change": list(r.expected_change),
-                             "base_messages": pair.base.scenario.messages},
+                    details={
+                        "atom": pair.atom,
+                        "base_verdict": r.base.verdict,
+                        "perturbed_verdict": r.perturbed.verdict,
+                        "expected_change": list(r.expected_change),
+                        "base_messages": pair.base.scenario.messages,
+                    },
                     world=world,
                     traces=traces,
                     traces_omitted=max(0, runs - len(traces)),
@@ -260,7 +300,9 @@ async def extra_cases(
         if who is agent and found is not None:
             return found[1], True
         async with sem:
-            return await decide_scenario(project, scenario, who, settings=settings_for(scenario), memo=memo, budget=budget, seed=seed, name=scenario.id, **lanes.for_case()), False
+            return await decide_scenario(
+                project, scenario, who, settings=settings_for(scenario), memo=memo, budget=budget, seed=seed, name=scenario.id, **lanes.for_case()
+            ), False
 
     if "inv" in kinds:
         for scenario in scenarios:
@@ -269,7 +311,9 @@ async def extra_cases(
                 continue
             variants = [[v.text, *scenario.messages[1:]] for v in variants_first]
 
-            async def invariance(scenario: Scenario = scenario, variants: list[list[str]] = variants, firsts: Any = variants_first, who: LoadedAgent = agent) -> CaseReport:
+            async def invariance(
+                scenario: Scenario = scenario, variants: list[list[str]] = variants, firsts: Any = variants_first, who: LoadedAgent = agent
+            ) -> CaseReport:
                 base, reused = await invariance_base(scenario, who)
                 async with sem:
                     r = await acheck_invariance(project, scenario, who, variants, memo=memo, budget=budget, seed=seed, base=base, **lanes.for_case())
@@ -328,15 +372,28 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
         capabilities=scenario.capabilities,
         branches=scenario.branches,
         reason=r.reason,
-        infrastructure_error=None if r.infrastructure_error is None else {
-            "kind": r.infrastructure_error.kind, "message": r.infrastructure_error.message, "traceback": r.infrastructure_error.traceback,
+        infrastructure_error=None
+        if r.infrastructure_error is None
+        else {
+            "kind": r.infrastructure_error.kind,
+            "message": r.infrastructure_error.message,
+            "traceback": r.infrastructure_error.traceback,
         },
         details={
             "alpha": r.alpha,
             "runs_per_side": r.runs_per_side,
             "original": r.original,
             "base": {"case": scenario.id, "verdict": base.verdict, "pass_rate": base.pass_rate, "runs": base.runs, "reused": reused},
-            "variants": [{"message": v.messages[0], "provenance": f.describe(), "p_value": v.p_value, "mft_pass_rate": v.mft_pass_rate, "decisions": v.decisions} for v, f in zip(r.variants, firsts)],
+            "variants": [
+                {
+                    "message": v.messages[0],
+                    "provenance": f.describe(),
+                    "p_value": v.p_value,
+                    "mft_pass_rate": v.mft_pass_rate,
+                    "decisions": v.decisions,
+                }
+                for v, f in zip(r.variants, firsts)
+            ],
         },
         world=scenario.world.model_dump(mode="json"),
         traces=traces,

@@ -41,16 +41,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentprop._agents.loading import LoadedAgent
-from agentprop._modelapi.budget import Budget
-from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, Provider, TextPrompt
+from agentprop._agents.project import Project
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import OracleSettings
-from agentprop._agents.project import Project
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, Provider, TextPrompt
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._scenario.build import Scenario, WorldSpec
-from agentprop._stats.two_sample import fisher_exact_greater
 from agentprop._scenario.trace import Trace
+from agentprop._stats.two_sample import fisher_exact_greater
 from agentprop._util.yaml_source import describe_loc, load_yaml
 from agentprop.errors import InputError, SourceLocation
 
@@ -127,16 +127,23 @@ class MutationPack(_Strict):
             if m.id == mutation_id:
                 return m
         known = ", ".join(m.id for m in self.mutations)
-        raise InputError(f"no mutation {mutation_id!r} in pack {self.mutation_pack_id}", expected=f"one of {known}",
-                         fix="check the id in the bindings' `mutations:` section")
+        raise InputError(
+            f"no mutation {mutation_id!r} in pack {self.mutation_pack_id}",
+            expected=f"one of {known}",
+            fix="check the id in the bindings' `mutations:` section",
+        )
 
 
 def load_mutation_pack(path: str | Path) -> MutationPack:
     """Load a ``mutations.yaml`` (SpecSuite-Core format); errors name the file, line and fix."""
     src = load_yaml(path)
     if not isinstance(src.data, dict):
-        raise InputError("a mutation pack must be a mapping at the top level", location=SourceLocation(Path(path), 1, 1),
-                         expected="keys mutation_pack_id, generator, mutations", fix="see docs/tdad.md for the format")
+        raise InputError(
+            "a mutation pack must be a mapping at the top level",
+            location=SourceLocation(Path(path), 1, 1),
+            expected="keys mutation_pack_id, generator, mutations",
+            fix="see docs/tdad.md for the format",
+        )
     try:
         return MutationPack.model_validate(src.data)
     except ValidationError as exc:
@@ -168,16 +175,28 @@ def check_mutation_bindings(project: Project, pack: MutationPack, agent: LoadedA
     worlds: dict[str, list[Scenario]] | None = None
     for mid, binding in project.bindings.mutations.items():
         if mid not in known:
-            raise fail(("mutations", mid), f"mutation {mid!r} is not an intent of mutation pack {pack.mutation_pack_id}",
-                       f"one of {', '.join(m.id for m in pack.mutations)}", "use the pack's id (or remove the entry)")
+            raise fail(
+                ("mutations", mid),
+                f"mutation {mid!r} is not an intent of mutation pack {pack.mutation_pack_id}",
+                f"one of {', '.join(m.id for m in pack.mutations)}",
+                "use the pack's id (or remove the entry)",
+            )
         if agent is not None and knobs is not None:
             for knob, p in binding.faults.items():
                 if knob not in knobs:
-                    raise fail(("mutations", mid, "faults", knob), f"mutation {mid}: agent {agent.ref} has no fault knob {knob!r}",
-                               f"one of {', '.join(knobs)}", "name one of the agent's FAULTS under `faults:`")
+                    raise fail(
+                        ("mutations", mid, "faults", knob),
+                        f"mutation {mid}: agent {agent.ref} has no fault knob {knob!r}",
+                        f"one of {', '.join(knobs)}",
+                        "name one of the agent's FAULTS under `faults:`",
+                    )
                 if not 0.0 <= p <= 1.0:
-                    raise fail(("mutations", mid, "faults", knob), f"mutation {mid}: fault {knob}={p} is not a probability",
-                               "a number between 0 and 1", "use 1.0 for a mutant that always misbehaves")
+                    raise fail(
+                        ("mutations", mid, "faults", knob),
+                        f"mutation {mid}: fault {knob}={p} is not a probability",
+                        "a number between 0 and 1",
+                        "use 1.0 for a mutant that always misbehaves",
+                    )
         named = binding.probe.scenario
         if named is None or named in ids:
             continue
@@ -185,13 +204,23 @@ def check_mutation_bindings(project: Project, pack: MutationPack, agent: LoadedA
             worlds = worlds if worlds is not None else case_worlds(project)
             if len(worlds.get(named, [])) == 1:
                 continue
-            problem = (f"mutation {mid}: {named!r} names {len(worlds[named])} different cases" if named in worlds
-                       else f"mutation {mid}: no BOUNDARY or DIR case {named!r} for its probe")
-            raise fail(("mutations", mid, "probe", "scenario"), problem, "the id of one BOUNDARY or DIR case, as `agentprop run` reports it",
-                       "`agentprop run SPEC --kinds boundary,dir` lists the case ids")
-        raise fail(("mutations", mid, "probe", "scenario"), f"mutation {mid}: no scenario {named!r} for its probe",
-                   "the full id of one of the spec's scenarios, or of a BOUNDARY or DIR case",
-                   "`agentprop run SPEC` lists the case ids")
+            problem = (
+                f"mutation {mid}: {named!r} names {len(worlds[named])} different cases"
+                if named in worlds
+                else f"mutation {mid}: no BOUNDARY or DIR case {named!r} for its probe"
+            )
+            raise fail(
+                ("mutations", mid, "probe", "scenario"),
+                problem,
+                "the id of one BOUNDARY or DIR case, as `agentprop run` reports it",
+                "`agentprop run SPEC --kinds boundary,dir` lists the case ids",
+            )
+        raise fail(
+            ("mutations", mid, "probe", "scenario"),
+            f"mutation {mid}: no scenario {named!r} for its probe",
+            "the full id of one of the spec's scenarios, or of a BOUNDARY or DIR case",
+            "`agentprop run SPEC` lists the case ids",
+        )
 
 
 def find_mutation_pack(project: Project) -> Path | None:
@@ -323,13 +352,14 @@ class MutantResult(BaseModel):
                 tail += f" ({self.not_applicable} more not applicable, counted for nothing)"
         elif self.status == "vacuous":
             why = f" ({self.control_explanation})" if self.control_explanation else ""
-            tail = (f"VACUOUS probe: the clean agent shows the violation in {self.control_violations}/{self.control_runs} runs{why}, "
-                    "so it cannot tell this mutant from a correct agent (left out of the score; move the probe: the bindings' "
-                    "`mutations:` probe scenario/user_turns)")
+            tail = (
+                f"VACUOUS probe: the clean agent shows the violation in {self.control_violations}/{self.control_runs} runs{why}, "
+                "so it cannot tell this mutant from a correct agent (left out of the score; move the probe: the bindings' "
+                "`mutations:` probe scenario/user_turns)"
+            )
         elif self.status == "non-activating":
             p = "" if self.probe_p_value is None else f", p={self.probe_p_value:.3g}"
-            tail = ("non-activating: the probe did not show the violation more often on the mutant than on the clean agent"
-                    f"{p} (left out of the score)")
+            tail = f"non-activating: the probe did not show the violation more often on the mutant than on the clean agent{p} (left out of the score)"
         else:
             tail = "INCONCLUSIVE: the budget ran out"
         if self.uncounted and self.status in ("killed", "survived"):
@@ -375,8 +405,11 @@ class MutationReport(BaseModel):
 
     def skipped_lines(self) -> list[str]:
         """One line per intent that had no mutant, saying how to give it one."""
-        return [f"{mid:<28} {'':<8} {'':<26} not run: no mutant (bind a fault knob under the bindings' `mutations:`, "
-                "or use a model agent: --agent anthropic)" for mid in self.skipped]
+        return [
+            f"{mid:<28} {'':<8} {'':<26} not run: no mutant (bind a fault knob under the bindings' `mutations:`, "
+            "or use a model agent: --agent anthropic)"
+            for mid in self.skipped
+        ]
 
     def clean_not_passing_lines(self) -> list[str]:
         """One line per visible case that kills nothing because the clean agent does not pass it."""
@@ -386,10 +419,12 @@ class MutationReport(BaseModel):
         lines = [m.line() for m in self.mutants] + self.skipped_lines() + self.clean_not_passing_lines()
         ms = self.mutation_score
         score = "n/a (no mutant activated)" if ms is None else f"{ms:.0%}"
-        lines.append(f"MS {score}: {self.killed}/{self.activated} activated mutants killed; "
-                     f"{self.vacuous} vacuous probes, {self.non_activating} non-activating, "
-                     f"{len(self.skipped)} without a mutant; {len(self.clean_not_passing)} cases the clean agent does not pass "
-                     f"cannot kill; {self.runs} runs")
+        lines.append(
+            f"MS {score}: {self.killed}/{self.activated} activated mutants killed; "
+            f"{self.vacuous} vacuous probes, {self.non_activating} non-activating, "
+            f"{len(self.skipped)} without a mutant; {len(self.clean_not_passing)} cases the clean agent does not pass "
+            f"cannot kill; {self.runs} runs"
+        )
         return "\n".join(lines)
 
 
@@ -435,11 +470,14 @@ def resolve_probe_world(project: Project, scenario_id: str) -> Scenario:
         if not found:
             close = difflib.get_close_matches(scenario_id, list(worlds), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise InvalidArgument(f"no BOUNDARY or DIR case {scenario_id!r} in {project.spec.spec_id}; {hint}"
-                                  "`agentprop run SPEC --kinds boundary,dir` lists their ids")
+            raise InvalidArgument(
+                f"no BOUNDARY or DIR case {scenario_id!r} in {project.spec.spec_id}; {hint}`agentprop run SPEC --kinds boundary,dir` lists their ids"
+            )
         if len(found) > 1:
-            raise InvalidArgument(f"{scenario_id!r} names {len(found)} different cases (their ids coincide); "
-                                  "name an MFT scenario or another BOUNDARY/DIR case for the probe")
+            raise InvalidArgument(
+                f"{scenario_id!r} names {len(found)} different cases (their ids coincide); "
+                "name an MFT scenario or another BOUNDARY/DIR case for the probe"
+            )
         return found[0]
     return project.scenario(scenario_id)
 
@@ -449,8 +487,14 @@ def probe_scenario(project: Project, scenario_id: str | None, mutation: Mutation
     :func:`resolve_probe_world`), or the bindings' happy-path world."""
     if scenario_id:
         return resolve_probe_world(project, scenario_id)
-    return Scenario(id=f"PROBE {mutation.id}", spec_id=project.spec.spec_id, leaf=mutation.activation_probe.case, path=[],
-                    turns=[], world=WorldSpec(overrides={t: dict(v) for t, v in project.bindings.world.items()}))
+    return Scenario(
+        id=f"PROBE {mutation.id}",
+        spec_id=project.spec.spec_id,
+        leaf=mutation.activation_probe.case,
+        path=[],
+        turns=[],
+        world=WorldSpec(overrides={t: dict(v) for t, v in project.bindings.world.items()}),
+    )
 
 
 def fault_mutants(project: Project, pack: MutationPack, agent: LoadedAgent, make: Callable[[dict[str, float]], LoadedAgent]) -> list[Mutant]:
@@ -459,11 +503,15 @@ def fault_mutants(project: Project, pack: MutationPack, agent: LoadedAgent, make
     out = []
     for mid, binding in project.bindings.mutations.items():
         mutation = pack.get(mid)
-        out.append(Mutant(
-            mutation=mutation, agent=make({**agent.faults, **binding.faults}), source="faults",
-            probe_turns=list(binding.probe.user_turns or mutation.activation_probe.user_turns),
-            probe_scenario=probe_scenario(project, binding.probe.scenario, mutation),
-        ))
+        out.append(
+            Mutant(
+                mutation=mutation,
+                agent=make({**agent.faults, **binding.faults}),
+                source="faults",
+                probe_turns=list(binding.probe.user_turns or mutation.activation_probe.user_turns),
+                probe_scenario=probe_scenario(project, binding.probe.scenario, mutation),
+            )
+        )
     return out
 
 
@@ -525,8 +573,9 @@ class ProbeSample(BaseModel):
     """``False`` when the budget stopped the sample early."""
 
 
-async def sample_probe(project: Project, agent: LoadedAgent, scenario: Scenario, turns: list[str], expect: ExpectViolation, runs: int,
-                       budget: Budget | None, seed: int) -> ProbeSample:
+async def sample_probe(
+    project: Project, agent: LoadedAgent, scenario: Scenario, turns: list[str], expect: ExpectViolation, runs: int, budget: Budget | None, seed: int
+) -> ProbeSample:
     """``runs`` runs of a probe (``turns`` in ``scenario``'s world) on ``agent``. Trial ``i`` is
     the same for every agent, so the mutant and its control see the same draws."""
     out = ProbeSample()
@@ -543,14 +592,16 @@ async def sample_probe(project: Project, agent: LoadedAgent, scenario: Scenario,
 
 
 async def _probe(project: Project, mutant: Mutant, runs: int, budget: Budget | None, seed: int) -> tuple[int, int, str | None]:
-    sample = await sample_probe(project, mutant.agent, mutant.probe_scenario, mutant.probe_turns,
-                                mutant.mutation.activation_probe.expect_violation, runs, budget, seed)
+    sample = await sample_probe(
+        project, mutant.agent, mutant.probe_scenario, mutant.probe_turns, mutant.mutation.activation_probe.expect_violation, runs, budget, seed
+    )
     return sample.runs, sample.violations, sample.explanation
 
 
 def _control_key(mutant: Mutant) -> str:
-    return "\x00".join([mutant.probe_scenario.model_dump_json(), *mutant.probe_turns,
-                        mutant.mutation.activation_probe.expect_violation.model_dump_json()])
+    return "\x00".join(
+        [mutant.probe_scenario.model_dump_json(), *mutant.probe_turns, mutant.mutation.activation_probe.expect_violation.model_dump_json()]
+    )
 
 
 # --- the killing cases --------------------------------------------------------------------
@@ -572,8 +623,15 @@ class KillerCase:
     clean_verdict: str | None = None
 
 
-def as_killers(project: Project, cases: Sequence[Scenario | Killer | KillerCase], *, settings: OracleSettings, memo: TrialMemo | None,
-               budget: Budget | None, seed: int) -> list[KillerCase]:
+def as_killers(
+    project: Project,
+    cases: Sequence[Scenario | Killer | KillerCase],
+    *,
+    settings: OracleSettings,
+    memo: TrialMemo | None,
+    budget: Budget | None,
+    seed: int,
+) -> list[KillerCase]:
     """Scenarios become MFT cases decided by the oracle; ``(id, replay)`` pairs and
     :class:`KillerCase` (what ``agentprop tdad`` passes for every visible case, with its
     verdict) are kept as they are."""
@@ -583,6 +641,7 @@ def as_killers(project: Project, cases: Sequence[Scenario | Killer | KillerCase]
     out: list[KillerCase] = []
     for case in cases:
         if isinstance(case, Scenario):
+
             async def replay(who: LoadedAgent, scenario: Scenario = case) -> CaseReport:
                 r = await decide_scenario(project, scenario, who, settings=settings, memo=memo, budget=budget, seed=seed, name=scenario.id)
                 return case_from_check(scenario.id, "MFT", scenario, r, {})
@@ -614,8 +673,16 @@ async def _control(project: Project, mutant: Mutant, controls: Controls, budget:
     known = controls.probes.get(key)
     if known is not None and known.complete:
         return known
-    sample = await sample_probe(project, controls.clean, mutant.probe_scenario, mutant.probe_turns,
-                                mutant.mutation.activation_probe.expect_violation, controls.control_runs, budget, controls.seed)
+    sample = await sample_probe(
+        project,
+        controls.clean,
+        mutant.probe_scenario,
+        mutant.probe_turns,
+        mutant.mutation.activation_probe.expect_violation,
+        controls.control_runs,
+        budget,
+        controls.seed,
+    )
     controls.runs += sample.runs
     controls.probes[key] = sample
     return sample
@@ -688,10 +755,25 @@ async def evaluate_mutant(
                 uncounted.append(killer.id)
                 continue
         failure = report.failures[0].explanation if report.failures else None
-        return MutantResult(status="killed", killed_by=killer.id, killing_failure=failure, cases_run=run_on_mutant, uncounted=uncounted,
-                            runs=runs, cost_usd=cost, **base)
-    return MutantResult(status="survived", cases_run=run_on_mutant, cases_counted=len(killers) - len(uncounted) - base.get("not_applicable", 0), uncounted=uncounted,
-                        runs=runs, cost_usd=cost, **base)
+        return MutantResult(
+            status="killed",
+            killed_by=killer.id,
+            killing_failure=failure,
+            cases_run=run_on_mutant,
+            uncounted=uncounted,
+            runs=runs,
+            cost_usd=cost,
+            **base,
+        )
+    return MutantResult(
+        status="survived",
+        cases_run=run_on_mutant,
+        cases_counted=len(killers) - len(uncounted) - base.get("not_applicable", 0),
+        uncounted=uncounted,
+        runs=runs,
+        cost_usd=cost,
+        **base,
+    )
 
 
 MutantFactory = Callable[[Mutation, int], Awaitable["Mutant | None"]]
@@ -709,8 +791,10 @@ def check_control_runs(control_runs: object, probe_runs: int, probe_alpha: float
         raise InvalidArgument(f"control_runs={control_runs!r} must be a positive int (None: {default_control_runs(probe_runs, probe_alpha)})")
     need = min_control_runs(probe_runs, probe_alpha)
     if control_runs < need:
-        raise InvalidArgument(f"control_runs={control_runs} is too few: with probe_runs={probe_runs} no mutant could be told from the "
-                              f"clean agent at probe_alpha={probe_alpha}; use at least {need} (or leave it None)")
+        raise InvalidArgument(
+            f"control_runs={control_runs} is too few: with probe_runs={probe_runs} no mutant could be told from the "
+            f"clean agent at probe_alpha={probe_alpha}; use at least {need} (or leave it None)"
+        )
     return control_runs
 
 
@@ -746,15 +830,26 @@ async def amutation_test(
     for mutation in pack.mutations:
         result: MutantResult | None = None
         if mutation.id in given:
-            result = await evaluate_mutant(project, given[mutation.id], cases, settings=settings, controls=controls, probe_runs=probe_runs,
-                                           budget=budget, memo=memo, seed=seed)
+            result = await evaluate_mutant(
+                project, given[mutation.id], cases, settings=settings, controls=controls, probe_runs=probe_runs, budget=budget, memo=memo, seed=seed
+            )
         elif generate is not None:
             for attempt in range(1, pack.generator.max_attempts + 1):
                 mutant = await generate(mutation, attempt)
                 if mutant is None:
                     break
-                result = await evaluate_mutant(project, mutant, cases, settings=settings, controls=controls, probe_runs=probe_runs,
-                                               budget=budget, memo=memo, seed=seed + attempt - 1, attempts=attempt)
+                result = await evaluate_mutant(
+                    project,
+                    mutant,
+                    cases,
+                    settings=settings,
+                    controls=controls,
+                    probe_runs=probe_runs,
+                    budget=budget,
+                    memo=memo,
+                    seed=seed + attempt - 1,
+                    attempts=attempt,
+                )
                 if result.status != "non-activating":  # a vacuous probe is the same for every rewrite
                     break
         if result is None:
@@ -809,8 +904,22 @@ def mutation_test(
     p = pack if isinstance(pack, MutationPack) else load_mutation_pack(pack)
     chosen = list(mutants) if mutants is not None else fault_mutants(project, p, loaded, fault_knob_maker(loaded))
     suite = list(cases) if cases is not None else project.scenarios()
-    return run_sync(amutation_test(project, p, loaded, suite, mutants=chosen, settings=settings, probe_runs=probe_runs,
-                                   control_runs=control_runs, probe_alpha=probe_alpha, budget=budget, memo=memo, seed=seed))
+    return run_sync(
+        amutation_test(
+            project,
+            p,
+            loaded,
+            suite,
+            mutants=chosen,
+            settings=settings,
+            probe_runs=probe_runs,
+            control_runs=control_runs,
+            probe_alpha=probe_alpha,
+            budget=budget,
+            memo=memo,
+            seed=seed,
+        )
+    )
 
 
 def fault_knob_maker(agent: LoadedAgent) -> Callable[[dict[str, float]], LoadedAgent]:
@@ -820,8 +929,11 @@ def fault_knob_maker(agent: LoadedAgent) -> Callable[[dict[str, float]], LoadedA
     def make(faults: dict[str, float]) -> LoadedAgent:
         target = getattr(agent, "target", None)
         if target is None:
-            raise InputError(f"agent {agent.ref} cannot take fault knobs", expected="a Python agent class with a FAULTS table",
-                             fix="fault-knob mutants need a Python agent; for a model agent use prompt mutants (--agent anthropic)")
+            raise InputError(
+                f"agent {agent.ref} cannot take fault knobs",
+                expected="a Python agent class with a FAULTS table",
+                fix="fault-knob mutants need a Python agent; for a model agent use prompt mutants (--agent anthropic)",
+            )
         return make_factory(target, faults, ref=agent.ref)
 
     return make
@@ -848,8 +960,9 @@ def mutationsmith_prompt(prompt: str, mutation: Mutation, generator: MutationGen
     return TextPrompt(system=system, user=user, max_tokens=4096, temperature=generator.temperature)
 
 
-def mutationsmith_request(model: str, prompt: str, mutation: Mutation, generator: MutationGenerator,
-                          provider: Provider = ANTHROPIC_MESSAGES) -> dict[str, Any]:
+def mutationsmith_request(
+    model: str, prompt: str, mutation: Mutation, generator: MutationGenerator, provider: Provider = ANTHROPIC_MESSAGES
+) -> dict[str, Any]:
     """The request body asking for one prompt mutant in ``provider``'s API (what the API cache
     keys on)."""
     return provider.text_body(model, mutationsmith_prompt(prompt, mutation, generator))
@@ -858,7 +971,7 @@ def mutationsmith_request(model: str, prompt: str, mutation: Mutation, generator
 def _mutated_prompt(text: str) -> str:
     text = text.strip()
     if text.startswith("<prompt>") and text.endswith("</prompt>"):
-        text = text[len("<prompt>"):-len("</prompt>")].strip()
+        text = text[len("<prompt>") : -len("</prompt>")].strip()
     return text
 
 
@@ -880,7 +993,10 @@ def prompt_mutant_factory(model_agent: Any, project: Project, pack: MutationPack
         turns = (binding.probe.user_turns if binding is not None else None) or mutation.activation_probe.user_turns
         mutant_agent = model_agent.replace(system_prompt=prompt, name=f"{model_agent.ref}~{mutation.id}")
         return Mutant(
-            mutation=mutation, agent=mutant_agent.loaded(), source="prompt", probe_turns=list(turns),
+            mutation=mutation,
+            agent=mutant_agent.loaded(),
+            source="prompt",
+            probe_turns=list(turns),
             probe_scenario=probe_scenario(project, binding.probe.scenario if binding is not None else None, mutation),
             prompt=prompt,
         )

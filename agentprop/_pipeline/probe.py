@@ -40,22 +40,22 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentprop._agents.loading import LoadedAgent
-from agentprop._spec.bindings import parse_field_path, schema_at
-from agentprop._modelapi.budget import Budget
-from agentprop._decide.check import decide_scenario
-from agentprop._decide.choices import ChoiceSpace, Choices, language_of
-from agentprop._pipeline.explore import ExploredInput
-from agentprop._decide.memo import TrialMemo
-from agentprop._decide.oracle import CheckResult, OracleSettings
 from agentprop._agents.project import Project
 from agentprop._decide.case import compile_probe
-from agentprop._pipeline.report.model import CaseReport
-from agentprop._pipeline.kinds import Replay, case_from_check
+from agentprop._decide.check import decide_scenario
+from agentprop._decide.choices import Choices, ChoiceSpace, language_of
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import CheckResult, OracleSettings
 from agentprop._decide.safety import CaseSettings, describe, policy_settings, safety_policies, safety_settings, strictness
+from agentprop._modelapi.budget import Budget
+from agentprop._pipeline.explore import ExploredInput
+from agentprop._pipeline.kinds import Replay, case_from_check
+from agentprop._pipeline.report.model import CaseReport
 from agentprop._scenario.build import Scenario, ScenarioTurn
-from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 from agentprop._scenario.trace import Trace
+from agentprop._spec.bindings import parse_field_path, schema_at
 from agentprop.errors import InvalidArgument
+from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 
 MAX_INDIRECT = 3
 """Indirect phrasings per target (one PROBE case each)."""
@@ -142,7 +142,7 @@ def gated_tools(text: str, tools: list[str]) -> list[str]:
         m = re.search(rf"\b{re.escape(tool)}\b", text)
         if m is None:
             continue
-        if re.search(r"\bbefore\b", text[m.end():], re.I):
+        if re.search(r"\bbefore\b", text[m.end() :], re.I):
             continue  # named before a "before": what must come first
         out.append(tool)
     return out
@@ -163,7 +163,9 @@ def probe_targets(project: Project, scenarios: list[Scenario]) -> tuple[list[Pro
     targets: list[ProbeTarget] = []
     notes: list[str] = []
     for tool, fields in bindings.pii.items():
-        home = next((s for s in leafy if any(tool in t.required_tools for t in s.turns) and not any(f["tool"] == tool for f in s.world.failures)), None)
+        home = next(
+            (s for s in leafy if any(tool in t.required_tools for t in s.turns) and not any(f["tool"] == tool for f in s.world.failures)), None
+        )
         for f in fields:
             if home is None:
                 notes.append(f"probe: no PROBE case for {tool}.{f}: no realisable path that ends at a terminal node calls {tool}")
@@ -185,7 +187,9 @@ def probe_targets(project: Project, scenarios: list[Scenario]) -> tuple[list[Pro
         if policy.id not in unsafe:
             continue
         for tool in gated_tools(policy.text, tool_names):
-            invites.append((tool, f"policies.{policy.id}", f"policies.{policy.id}", functools.partial(exercises, spec, bindings, policy=policy), policy.text))
+            invites.append(
+                (tool, f"policies.{policy.id}", f"policies.{policy.id}", functools.partial(exercises, spec, bindings, policy=policy), policy.text)
+            )
     for node_id, extra in bindings.nodes.items():
         for tool in extra.must_not_call:
             invites.append((tool, f"nodes.{node_id}.must_not_call", None, functools.partial(_on_path, node_id), ""))
@@ -303,7 +307,9 @@ async def probe_cases(
                 continue
             choices = space.plain().model_copy(update={"probe": k})
             rendered = space.render(choices)
-            inputs.append(ExploredInput(case_id, space.scenario, choices, rendered, space, prop=probe_property(project, space.scenario), kind="PROBE"))
+            inputs.append(
+                ExploredInput(case_id, space.scenario, choices, rendered, space, prop=probe_property(project, space.scenario), kind="PROBE")
+            )
     targets_of = {probe_case_id(t, k): t for t in targets for k in range(len(t.phrases))}
     on_planned(len(inputs))
 
@@ -311,21 +317,29 @@ async def probe_cases(
         target = targets_of[e.case_id]
         rule = probe_rule(project, target, oracle, rule_for(target.scenario), explicit=explicit)
         async with sem:
-            result = await decide_scenario(project, e.scenario, who, prop=e.prop, settings=rule.settings, memo=memo, budget=budget, seed=seed, name=e.case_id)
+            result = await decide_scenario(
+                project, e.scenario, who, prop=e.prop, settings=rule.settings, memo=memo, budget=budget, seed=seed, name=e.case_id
+            )
         if record and checks is not None:
             checks[e.case_id] = (e.scenario, result)
-        case = case_from_check(e.case_id, "PROBE", e.scenario, result, {
-            "target": target.label,
-            "probe": target.kind,
-            "tool": target.tool,
-            "field": target.field,
-            "clause": target.clause,
-            "phrasing": "direct" if e.choices.probe == 0 else "indirect",
-            "phrase": target.phrases[e.choices.probe],
-            "base": target.scenario.id,
-            "choices": e.choices.model_dump(mode="json"),
-            "checks": "no canary leaks, no forbidden tool, no run errors over the whole conversation (not the path's decision)",
-        })
+        case = case_from_check(
+            e.case_id,
+            "PROBE",
+            e.scenario,
+            result,
+            {
+                "target": target.label,
+                "probe": target.kind,
+                "tool": target.tool,
+                "field": target.field,
+                "clause": target.clause,
+                "phrasing": "direct" if e.choices.probe == 0 else "indirect",
+                "phrase": target.phrases[e.choices.probe],
+                "base": target.scenario.id,
+                "choices": e.choices.model_dump(mode="json"),
+                "checks": "no canary leaks, no forbidden tool, no run errors over the whole conversation (not the path's decision)",
+            },
+        )
         case.rule = rule.rule
         if record:
             on_done(case)

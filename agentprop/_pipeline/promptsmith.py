@@ -29,30 +29,31 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field
 
-from agentprop._util.files import write_atomic
-from agentprop._modelapi.budget import Budget
-from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, Provider, TextPrompt
+from agentprop._agents.project import Project
+from agentprop._agents.prompt import check_tool_descriptions
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.corpus import clause_of
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings
-from agentprop._agents.project import Project
-from agentprop._agents.prompt import check_tool_descriptions
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, Provider, TextPrompt
 from agentprop._scenario.build import Scenario
+from agentprop._util.files import write_atomic
 from agentprop.errors import AgentPropError
 
 PROMPTSMITH_ROLE = (
-    "You are PromptSmith. You edit the system prompt and tool descriptions of a tool-using agent "
-    "so that it behaves as its behavioural spec requires."
+    "You are PromptSmith. You edit the system prompt and tool descriptions of a tool-using agent so that it behaves as its behavioural spec requires."
 )
 
 RULES = (
     "Fix the largest group of failures first, with the smallest change that fixes it.",
     "Every rule you add must follow from the spec; never mention test cases, test ids or expected outputs.",
     "Keep everything that already works; do not remove the response contract (the respond tool).",
-    ("Return the complete new system prompt between <prompt> and </prompt>. Optionally, return "
-     "changed tool descriptions as YAML (tool name: description) between <tool_descriptions> and "
-     "</tool_descriptions>; tools you leave out keep their current description."),
+    (
+        "Return the complete new system prompt between <prompt> and </prompt>. Optionally, return "
+        "changed tool descriptions as YAML (tool name: description) between <tool_descriptions> and "
+        "</tool_descriptions>; tools you leave out keep their current description."
+    ),
 )
 
 
@@ -106,8 +107,12 @@ class CompileResult(BaseModel):
         """The outcome, without the per-iteration lines."""
         state = "compiled" if self.compiled else "NOT compiled"
         vpr = f"{self.vpr:.0%}" if self.vpr is not None else "n/a"
-        lines = [(f"{state}: VPR {vpr} ({self.visible_passed}/{self.visible} visible cases) after "
-                  f"{len(self.iterations)} iteration(s), {self.runs} runs, ${self.cost_usd:.4f}; {self.stop_reason}")]
+        lines = [
+            (
+                f"{state}: VPR {vpr} ({self.visible_passed}/{self.visible} visible cases) after "
+                f"{len(self.iterations)} iteration(s), {self.runs} runs, ${self.cost_usd:.4f}; {self.stop_reason}"
+            )
+        ]
         if self.out_dir:
             lines.append(f"artifact: {self.out_dir}/prompt.txt, {self.out_dir}/tool_descriptions.yaml, {self.out_dir}/compile_log.json")
         return "\n".join(lines)
@@ -131,19 +136,23 @@ def group_failures(results: Sequence[tuple[Scenario, CheckResult]]) -> list[Fail
         clause = (clause_of(first.signature) if first is not None else None) or (first.signature if first else "no verdict")
         group = groups.get(clause)
         if group is None:
-            groups[clause] = FailureGroup(clause=clause, explanation=first.explanation if first else result.verdict,
-                                          cases=[scenario.id], example_messages=list(scenario.messages))
+            groups[clause] = FailureGroup(
+                clause=clause,
+                explanation=first.explanation if first else result.verdict,
+                cases=[scenario.id],
+                example_messages=list(scenario.messages),
+            )
         else:
             group.cases.append(scenario.id)
     return sorted(groups.values(), key=lambda g: (-len(g.cases), g.clause))
 
 
-def promptsmith_prompt(spec_text: str, prompt: str, descriptions: dict[str, str], groups: Sequence[FailureGroup],
-                       *, iteration: int, temperature: float | None = None) -> TextPrompt:
+def promptsmith_prompt(
+    spec_text: str, prompt: str, descriptions: dict[str, str], groups: Sequence[FailureGroup], *, iteration: int, temperature: float | None = None
+) -> TextPrompt:
     """What PromptSmith is asked for one edit, in any provider's terms."""
     failures = "\n".join(
-        f"{n}. {len(g.cases)} case(s) break {g.clause}: {g.explanation}\n   e.g. the user said: "
-        + " / ".join(repr(m) for m in g.example_messages)
+        f"{n}. {len(g.cases)} case(s) break {g.clause}: {g.explanation}\n   e.g. the user said: " + " / ".join(repr(m) for m in g.example_messages)
         for n, g in enumerate(groups, 1)
     )
     user = (
@@ -157,8 +166,17 @@ def promptsmith_prompt(spec_text: str, prompt: str, descriptions: dict[str, str]
     return TextPrompt(system=system, user=user, max_tokens=8192, temperature=temperature)
 
 
-def promptsmith_request(model: str, spec_text: str, prompt: str, descriptions: dict[str, str], groups: Sequence[FailureGroup],
-                        *, iteration: int, temperature: float | None = None, provider: Provider = ANTHROPIC_MESSAGES) -> dict[str, Any]:
+def promptsmith_request(
+    model: str,
+    spec_text: str,
+    prompt: str,
+    descriptions: dict[str, str],
+    groups: Sequence[FailureGroup],
+    *,
+    iteration: int,
+    temperature: float | None = None,
+    provider: Provider = ANTHROPIC_MESSAGES,
+) -> dict[str, Any]:
     """The request body for one PromptSmith edit in ``provider``'s API (what the API cache keys on)."""
     return provider.text_body(model, promptsmith_prompt(spec_text, prompt, descriptions, groups, iteration=iteration, temperature=temperature))
 
@@ -202,8 +220,10 @@ def _digest(prompt: str, descriptions: dict[str, str]) -> str:
 def save_artifact(out_dir: Path, result: CompileResult) -> None:
     """The compiled (or best so far) prompt, tool descriptions and the log, written atomically."""
     write_atomic(out_dir / "prompt.txt", result.prompt + "\n")
-    write_atomic(out_dir / "tool_descriptions.yaml",
-                  yaml.safe_dump(result.tool_descriptions, sort_keys=True, allow_unicode=True) if result.tool_descriptions else "{}\n")
+    write_atomic(
+        out_dir / "tool_descriptions.yaml",
+        yaml.safe_dump(result.tool_descriptions, sort_keys=True, allow_unicode=True) if result.tool_descriptions else "{}\n",
+    )
     write_atomic(out_dir / "compile_log.json", result.model_dump_json(indent=2) + "\n")
 
 
@@ -233,8 +253,15 @@ async def acompile_prompt(
     prompt = agent.system_for(project.spec, project.bindings.context)
     descriptions = dict(agent.tool_descriptions)
     out = Path(out_dir) if out_dir is not None else None
-    result = CompileResult(compiled=False, stop_reason="", visible=len(cases), visible_passed=0, prompt=prompt,
-                           tool_descriptions=descriptions, out_dir=str(out) if out else None)
+    result = CompileResult(
+        compiled=False,
+        stop_reason="",
+        visible=len(cases),
+        visible_passed=0,
+        prompt=prompt,
+        tool_descriptions=descriptions,
+        out_dir=str(out) if out else None,
+    )
     best = -1
     edits = 0
 
@@ -247,8 +274,9 @@ async def acompile_prompt(
         decided: list[tuple[Scenario, CheckResult]] = []
         runs, cost = 0, 0.0
         for scenario in subset:
-            r = await decide_scenario(project, scenario, candidate.loaded(), settings=settings, memo=TrialMemo(), budget=budget,
-                             seed=seed, name=f"COMPILE {scenario.id}")
+            r = await decide_scenario(
+                project, scenario, candidate.loaded(), settings=settings, memo=TrialMemo(), budget=budget, seed=seed, name=f"COMPILE {scenario.id}"
+            )
             decided.append((scenario, r))
             runs += r.runs
             cost += r.cost_usd
@@ -257,8 +285,18 @@ async def acompile_prompt(
             raise error  # no key and nothing cached: say so now, not as a prompt to fix
         groups = group_failures(decided)
         failing = [s.id for s, r in decided if r.verdict != "PASS"]
-        it = CompileIteration(index=index, loop=loop, cases_run=len(subset), passed=len(subset) - len(failing), failing=failing,
-                              groups=groups, prompt_digest=_digest(prompt, descriptions), runs=runs, cost_usd=cost, note=note)
+        it = CompileIteration(
+            index=index,
+            loop=loop,
+            cases_run=len(subset),
+            passed=len(subset) - len(failing),
+            failing=failing,
+            groups=groups,
+            prompt_digest=_digest(prompt, descriptions),
+            runs=runs,
+            cost_usd=cost,
+            note=note,
+        )
         result.iterations.append(it)
         result.runs += runs
         result.cost_usd += cost
@@ -342,6 +380,18 @@ def compile_prompt(
             raise InvalidArgument(f"{name}={value!r} must be a positive int")
     if not hasattr(agent, "replace") or not hasattr(agent, "complete_text"):
         raise InvalidArgument(f"compile_prompt edits a model agent's prompt: pass an agentprop.AnthropicAgent or OpenAIAgent, not {agent!r}")
-    return run_sync(acompile_prompt(project, agent, list(cases) if cases is not None else project.scenarios(),
-                                    max_outer=max_outer, max_inner=max_inner, inner_threshold=inner_threshold,
-                                    settings=settings, budget=budget, seed=seed, out_dir=out_dir, temperature=temperature))
+    return run_sync(
+        acompile_prompt(
+            project,
+            agent,
+            list(cases) if cases is not None else project.scenarios(),
+            max_outer=max_outer,
+            max_inner=max_inner,
+            inner_threshold=inner_threshold,
+            settings=settings,
+            budget=budget,
+            seed=seed,
+            out_dir=out_dir,
+            temperature=temperature,
+        )
+    )

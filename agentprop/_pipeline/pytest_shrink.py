@@ -9,11 +9,11 @@ later test failing with the same bug is not shrunk again, its report points at t
 from __future__ import annotations
 
 from agentprop._decide.check import ViolationContext
-from agentprop._decide.shrink import shrink
 from agentprop._decide.corpus import entry_from_shrink
-from agentprop._decide.session import Session, SessionBug
-from agentprop._decide.signature import bug_key
 from agentprop._decide.oracle import CheckResult
+from agentprop._decide.session import Session, SessionBug
+from agentprop._decide.shrink import shrink
+from agentprop._decide.signature import bug_key
 from agentprop.errors import AgentPropertyViolation
 
 
@@ -34,8 +34,10 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
             known.tests.append(test)
     if known is not None:
         stored_as = f"; corpus entry {known.corpus_entry}" if known.corpus_entry else ""
-        return (f"same bug as {known.test} ({key}), shrunk there once: reproducer {known.shrunk.reproducer_messages!r}{stored_as}\n"
-                "  (one bug, one shrink: failures with the same signature, turn aside, are shrunk once per session)")
+        return (
+            f"same bug as {known.test} ({key}), shrunk there once: reproducer {known.shrunk.reproducer_messages!r}{stored_as}\n"
+            "  (one bug, one shrink: failures with the same signature, turn aside, are shrunk once per session)"
+        )
     report = shrink(
         context.project,
         context.scenario,
@@ -53,11 +55,16 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
     corpus = session.corpus
     if corpus is not None and report.reproducer_rate is not None and report.reproducer_rate.failures > 0:
         prop_id = "mft" if context.prop is None else getattr(context.prop, "__qualname__", "custom")
-        entry = entry_from_shrink(report, spec_id=context.project.spec.spec_id, spec_path=str(context.project.spec_path.parent), agent=context.agent, prop=prop_id)
+        entry = entry_from_shrink(
+            report, spec_id=context.project.spec.spec_id, spec_path=str(context.project.spec_path.parent), agent=context.agent, prop=prop_id
+        )
         stored, new = corpus.for_project(context.project).record(entry)
         bug.corpus_entry = stored.id
-        text += (f"\n  saved as corpus entry {stored.id} (agentprop corpus show {stored.id} --pytest)" if new
-                 else f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times")
+        text += (
+            f"\n  saved as corpus entry {stored.id} (agentprop corpus show {stored.id} --pytest)"
+            if new
+            else f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times"
+        )
     with session.lock:
         session.bugs.setdefault(key, bug)
     return text

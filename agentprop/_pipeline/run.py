@@ -14,26 +14,26 @@ import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
-from agentprop._version import __version__
 from agentprop._agents.loading import LoadedAgent, runs_concurrently
-from agentprop._decide.slots import CaseLanes, RunSlots
-from agentprop._modelapi.budget import Budget
-from agentprop._decide.shrink import ShrinkReport, shrink
-from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
-from agentprop._decide.signature import bug_key
+from agentprop._agents.project import Project
+from agentprop._decide.check import Property, decide_scenario
 from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, judge_replay
-from agentprop._pipeline.explore import ExploredInput, explore_cases, exploration_summary
-from agentprop._pipeline.defaults import DEFAULT_PER_PATH
-from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
-from agentprop._spec.paths import loop_branches
+from agentprop._decide.safety import CaseSettings, case_settings, describe, safety_settings, strictness
+from agentprop._decide.shrink import ShrinkReport, shrink
+from agentprop._decide.signature import bug_key
+from agentprop._decide.slots import CaseLanes, RunSlots
+from agentprop._modelapi.budget import Budget
+from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
+from agentprop._pipeline.defaults import DEFAULT_PER_PATH
+from agentprop._pipeline.explore import ExploredInput, exploration_summary, explore_cases
 from agentprop._pipeline.kinds import Replay, case_from_check, extra_cases
-from agentprop._agents.project import Project
+from agentprop._pipeline.probe import probe_cases, probe_property
 from agentprop._pipeline.report.model import (
     AgentInfo,
     BranchStatus,
@@ -48,10 +48,9 @@ from agentprop._pipeline.report.model import (
     TreeBranch,
     TreeNode,
 )
-from agentprop._decide.check import Property
-from agentprop._pipeline.probe import probe_cases, probe_property
-from agentprop._decide.safety import CaseSettings, case_settings, describe, safety_settings, strictness
 from agentprop._scenario.build import Scenario
+from agentprop._spec.paths import loop_branches
+from agentprop._version import __version__
 from agentprop.errors import InfrastructureError
 
 
@@ -99,8 +98,7 @@ class Progress:
         if self.stage is not None and not self.total:
             return f"{self.stage}  elapsed {elapsed:.1f}s"
         eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-        return (f"cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  "
-                f"elapsed {elapsed:.1f}s  ETA {eta:.1f}s")
+        return f"cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  elapsed {elapsed:.1f}s  ETA {eta:.1f}s"
 
     def _write(self, text: str) -> None:
         with self._lock:
@@ -216,7 +214,18 @@ async def arun_cases(
             settings_now = case_rule(scenario).settings
             if prop is not None:  # a PROBE reproducer: its clause is a safety clause unless the rule says otherwise
                 settings_now = max((settings_now, safety_settings(oracle)) if explicit is None else (settings_now,), key=strictness)
-            result = await decide_scenario(project, scenario, agent, prop=prop, settings=settings_now, memo=memo, budget=budget, seed=settings.seed, name=case_id, **lanes.for_case())
+            result = await decide_scenario(
+                project,
+                scenario,
+                agent,
+                prop=prop,
+                settings=settings_now,
+                memo=memo,
+                budget=budget,
+                seed=settings.seed,
+                name=case_id,
+                **lanes.for_case(),
+            )
         checks[case_id or scenario.id] = (scenario, result)
         progress.update(runs=result.runs, cost=result.cost_usd, case_done=True)
         return result
@@ -232,10 +241,14 @@ async def arun_cases(
     for damaged in corpus.damaged if corpus is not None else []:
         # skipped, not fatal: the other entries still replay
         where = damaged.location.path if damaged.location is not None else None
-        events.append(CorpusEvent(
-            entry=Path(str(where)).stem if where else "?", action="damaged", signature="",
-            message=f"skipped damaged entry {str(damaged).splitlines()[0]}; fix: {damaged.fix}",
-        ))
+        events.append(
+            CorpusEvent(
+                entry=Path(str(where)).stem if where else "?",
+                action="damaged",
+                signature="",
+                message=f"skipped damaged entry {str(damaged).splitlines()[0]}; fix: {damaged.fix}",
+            )
+        )
     try:
         progress.start()
         if entries:
@@ -253,8 +266,18 @@ async def arun_cases(
             replays[scenario.id] = _mft_replay(project, scenario, case_rule(scenario), memo, budget, settings.seed)
         if "explore" in kinds and settings.explore > 0:
             explored, explored_inputs = await explore_cases(
-                project, agent, scenarios, oracle, per_path=settings.explore, memo=memo, budget=budget, seed=settings.seed,
-                concurrency=settings.concurrency, checks=checks, replays=replays, lanes=lanes,
+                project,
+                agent,
+                scenarios,
+                oracle,
+                per_path=settings.explore,
+                memo=memo,
+                budget=budget,
+                seed=settings.seed,
+                concurrency=settings.concurrency,
+                checks=checks,
+                replays=replays,
+                lanes=lanes,
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 settings_for=lambda sc: case_rule(sc).settings,
@@ -265,8 +288,19 @@ async def arun_cases(
                 case.rule = case_rule(bases[case.id]).rule
         if "probe" in kinds:
             probed, probe_inputs, probe_notes = await probe_cases(
-                project, agent, project.scenarios(), oracle, rule_for=case_rule, explicit=explicit, memo=memo, budget=budget, seed=settings.seed,
-                concurrency=settings.concurrency, checks=checks, replays=replays, case_filter=settings.case_filter,
+                project,
+                agent,
+                project.scenarios(),
+                oracle,
+                rule_for=case_rule,
+                explicit=explicit,
+                memo=memo,
+                budget=budget,
+                seed=settings.seed,
+                concurrency=settings.concurrency,
+                checks=checks,
+                replays=replays,
+                case_filter=settings.case_filter,
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
             )
@@ -274,7 +308,16 @@ async def arun_cases(
             problems = [*(problems or []), *probe_notes]
         if kinds - {"mft"}:
             extra = await extra_cases(
-                project, agent, scenarios, kinds, oracle, memo=memo, budget=budget, seed=settings.seed, concurrency=settings.concurrency, lanes=lanes,
+                project,
+                agent,
+                scenarios,
+                kinds,
+                oracle,
+                memo=memo,
+                budget=budget,
+                seed=settings.seed,
+                concurrency=settings.concurrency,
+                lanes=lanes,
                 on_planned=lambda n: setattr(progress, "total", progress.total + n),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 case_filter=settings.case_filter,
@@ -305,7 +348,14 @@ async def arun_cases(
         output_tokens=sum(c.output_tokens for c in cases),
         branch_coverage=len(covered & all_branches) / len(all_branches) if all_branches else None,
         duration_s=time.perf_counter() - started,
-        extra={"coverage": coverage, **({"exploration": exploration_summary([e for e in explored_inputs if e.kind == "EXPLORE"], {c.id: c for c in explored})} if explored else {})},
+        extra={
+            "coverage": coverage,
+            **(
+                {"exploration": exploration_summary([e for e in explored_inputs if e.kind == "EXPLORE"], {c.id: c for c in explored})}
+                if explored
+                else {}
+            ),
+        },
     )
     report = RunReport(
         agentprop_version=__version__,
@@ -318,15 +368,28 @@ async def arun_cases(
             path=str(project.spec_path),
         ),
         agent=AgentInfo(ref=agent.ref, faults=agent.faults, fingerprint=agent.fingerprint),
-        settings={"mode": oracle.mode, "tau": oracle.tau, "alpha": oracle.alpha, "beta": oracle.beta, "max_runs": oracle.max_runs, "runs": oracle.runs, "unstable_floor": oracle.unstable_floor, "confidence": oracle.confidence, "seed": settings.seed},
+        settings={
+            "mode": oracle.mode,
+            "tau": oracle.tau,
+            "alpha": oracle.alpha,
+            "beta": oracle.beta,
+            "max_runs": oracle.max_runs,
+            "runs": oracle.runs,
+            "unstable_floor": oracle.unstable_floor,
+            "confidence": oracle.confidence,
+            "seed": settings.seed,
+        },
         cases=cases,
         problems=list(problems or []),
         metrics=metrics,
         corpus=events,
         tree=decision_tree(project, coverage),
         trace_sampling=TraceSampling(
-            kept=sum(len(c.traces) for c in cases), omitted=sum(c.traces_omitted for c in cases),
-            failing_per_signature=FAILING_PER_SIGNATURE, failing_per_case=FAILING_PER_RESULT, passing_per_case=PASSING_PER_RESULT,
+            kept=sum(len(c.traces) for c in cases),
+            omitted=sum(c.traces_omitted for c in cases),
+            failing_per_signature=FAILING_PER_SIGNATURE,
+            failing_per_case=FAILING_PER_RESULT,
+            passing_per_case=PASSING_PER_RESULT,
         ),
     )
     report._checks = checks
@@ -357,14 +420,19 @@ def _corpus_case(
         corpus.retire(entry, message)
     events.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
     return case_from_check(
-        case_id, kind, entry.scenario, result,
+        case_id,
+        kind,
+        entry.scenario,
+        result,
         {"signature": entry.signature, "created": entry.created, "corpus_entry": entry.id, "replay": action, "message": message},
     )
 
 
 def _mft_replay(project: Project, scenario: Scenario, rule: CaseSettings, memo: TrialMemo, budget: Budget | None, seed: int) -> Replay:
     async def replay(who: LoadedAgent) -> CaseReport:
-        result = await decide_scenario(project, scenario, who, settings=rule.settings, memo=memo, budget=budget, concurrency=1, seed=seed, name=scenario.id)
+        result = await decide_scenario(
+            project, scenario, who, settings=rule.settings, memo=memo, budget=budget, concurrency=1, seed=seed, name=scenario.id
+        )
         return _case_report(scenario, result, rule.rule)
 
     return replay
@@ -397,12 +465,34 @@ def shrink_failures(
         explored = report._explored.get(case.id)
         try:
             if explored is not None:  # shrink the explored (or PROBE) input's choices, in its base scenario
-                shrunk = shrink(project, explored.base, agent, choices=explored.choices, space=explored.space, failing=result, signature=signature,
-                                budget=budget, memo=memo, session_budget=session_budget, seed=seed, prop=explored.prop,
-                                suspects=_shared_families(report, signature))
+                shrunk = shrink(
+                    project,
+                    explored.base,
+                    agent,
+                    choices=explored.choices,
+                    space=explored.space,
+                    failing=result,
+                    signature=signature,
+                    budget=budget,
+                    memo=memo,
+                    session_budget=session_budget,
+                    seed=seed,
+                    prop=explored.prop,
+                    suspects=_shared_families(report, signature),
+                )
             else:
-                shrunk = shrink(project, scenario, agent, failing=result, signature=signature, budget=budget, memo=memo, session_budget=session_budget, seed=seed,
-                                prop=report._props.get(case.id))
+                shrunk = shrink(
+                    project,
+                    scenario,
+                    agent,
+                    failing=result,
+                    signature=signature,
+                    budget=budget,
+                    memo=memo,
+                    session_budget=session_budget,
+                    seed=seed,
+                    prop=report._props.get(case.id),
+                )
         except InfrastructureError as exc:  # not the agent's: no reproducer, nothing saved
             stopped[case.id] = f"not shrunk: a run met an error that is not the agent's ({exc.kind}): {str(exc).splitlines()[0]}"
             return None
@@ -428,12 +518,17 @@ def shrink_failures(
             if shrunk is None or shrunk.reproducer_rate is None or shrunk.reproducer_rate.failures == 0:
                 continue
             prop_name = "probe" if case.kind == "PROBE" or report._props.get(case.id) is not None else "mft"
-            entry, new = corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent, prop=prop_name))
+            entry, new = corpus.record(
+                entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent, prop=prop_name)
+            )
             bug.corpus_entry = entry.id
             if case.shrunk is not None:
                 case.shrunk["corpus_entry"] = entry.id
-            message = (f"saved bug {bug.id} as corpus entry {entry.id}" if new
-                       else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times")
+            message = (
+                f"saved bug {bug.id} as corpus entry {entry.id}"
+                if new
+                else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times"
+            )
             report.corpus.append(CorpusEvent(entry=entry.id, action="saved" if new else "updated", signature=entry.signature, message=message))
     finally:
         if progress is not None:
@@ -536,7 +631,12 @@ def _rate_text(bug: BugReport) -> str:
     r = bug.rate
     if r is None:
         return ""
-    on = {"reproducer": "fresh runs of the reproducer", "corpus replay": "runs of the corpus replay", "case": "runs of the case", "candidate": "shrinking runs"}.get(bug.rate_of, "runs")
+    on = {
+        "reproducer": "fresh runs of the reproducer",
+        "corpus replay": "runs of the corpus replay",
+        "case": "runs of the case",
+        "candidate": "shrinking runs",
+    }.get(bug.rate_of, "runs")
     return f"fails {r.failures}/{r.runs} {on} ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
 
 

@@ -29,12 +29,12 @@ from mcp import Client
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from agentprop._decide.check import record_for, scenario_settings
 from agentprop._agents.mcp import TrialBridge, build_server, trial_server
-from agentprop._decide.oracle import CheckResult, OracleSettings, decide_runs
 from agentprop._agents.project import Project
-from agentprop._decide.case import compile_mft
 from agentprop._agents.runtime import arun_conversation
+from agentprop._decide.case import compile_mft
+from agentprop._decide.check import record_for, scenario_settings
+from agentprop._decide.oracle import CheckResult, OracleSettings, decide_runs
 from agentprop._scenario.build import Scenario, make_world
 from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import stable_seed
@@ -119,8 +119,15 @@ class CaseServer:
 
         async def run() -> Trace:
             return await arun_conversation(
-                spec, lambda: bridge, self.scenario.messages, world, case_id=self.scenario.id, trial=index,
-                context=bindings.context, turn_timeout_s=self.turn_timeout_s, agent_name="mcp",
+                spec,
+                lambda: bridge,
+                self.scenario.messages,
+                world,
+                case_id=self.scenario.id,
+                trial=index,
+                context=bindings.context,
+                turn_timeout_s=self.turn_timeout_s,
+                agent_name="mcp",
             )
 
         trial = ServedTrial(index=index, bridge=bridge, task=asyncio.ensure_future(run()), session_id=session_id)
@@ -289,7 +296,9 @@ def _read_record(path: Path, spec_id: str, case_id: str) -> list[Trace]:
         try:
             trace = Trace.from_json(line)
         except ValueError as exc:
-            raise InputError(f"{path}:{n}: not a recorded trial ({str(exc).splitlines()[0]})", fix=f"delete {path} to start the case's trials afresh") from None
+            raise InputError(
+                f"{path}:{n}: not a recorded trial ({str(exc).splitlines()[0]})", fix=f"delete {path} to start the case's trials afresh"
+            ) from None
         if trace.spec_id != spec_id or trace.case_id != case_id:
             raise InputError(
                 f"{path}:{n}: a trial of {trace.spec_id} {trace.case_id}, not of {spec_id} {case_id}",
@@ -375,8 +384,11 @@ def log_trial(out: TextIO) -> Callable[[Trace, CheckResult], None]:
         if errors:
             what += f", {errors[0].kind}: {errors[0].message}"
         print(f"trial {trace.trial}: {what}; decisions {trace.decisions}", file=out)
-        print(f"  so far: {result.passes}/{result.runs} passed; "
-              + ("undecided, keep the agent running" if result.verdict == "INCONCLUSIVE" else f"verdict {result.verdict}"), file=out)
+        print(
+            f"  so far: {result.passes}/{result.runs} passed; "
+            + ("undecided, keep the agent running" if result.verdict == "INCONCLUSIVE" else f"verdict {result.verdict}"),
+            file=out,
+        )
         if result.verdict != "INCONCLUSIVE" and not announced[0]:
             announced[0] = True
             print(result.summary(), file=out)

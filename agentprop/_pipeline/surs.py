@@ -19,15 +19,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentprop._modelapi.budget import Budget
+from agentprop._agents.project import Project
+from agentprop._decide.case import compile_mft
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import OracleSettings
-from agentprop._agents.project import Project
-from agentprop._decide.case import compile_mft
+from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
-from agentprop._spec.model import Spec
 from agentprop._scenario.trace import Trace
+from agentprop._spec.model import Spec
 
 
 def changed_nodes(v1: Spec, v2: Spec) -> dict[str, str]:
@@ -142,15 +142,26 @@ async def asurs(
         kept = [s for s in kept if s.id in wanted]
     settings = settings or OracleSettings.for_spec(base.spec)
     memo = TrialMemo()
-    result = SursResult(base_spec=base.spec.spec_id, spec=project.spec.spec_id, agent=loaded.ref, invariants=len(kept),
-                        passed=0, excluded=excluded)
+    result = SursResult(base_spec=base.spec.spec_id, spec=project.spec.spec_id, agent=loaded.ref, invariants=len(kept), passed=0, excluded=excluded)
     for scenario in kept:
-        r = await decide_scenario(project, scenario, loaded, prop=V1Checks(base.spec, scenario), settings=settings, memo=memo,
-                         budget=budget, seed=seed, name=f"SURS {scenario.id}")
+        r = await decide_scenario(
+            project,
+            scenario,
+            loaded,
+            prop=V1Checks(base.spec, scenario),
+            settings=settings,
+            memo=memo,
+            budget=budget,
+            seed=seed,
+            name=f"SURS {scenario.id}",
+        )
         result.runs += r.runs
         result.passed += r.verdict == "PASS"
-        result.cases.append(SursCase(id=scenario.id, verdict=r.verdict, pass_rate=r.pass_rate, runs=r.runs,
-                                     first_failure=r.failures[0].explanation if r.failures else None))
+        result.cases.append(
+            SursCase(
+                id=scenario.id, verdict=r.verdict, pass_rate=r.pass_rate, runs=r.runs, first_failure=r.failures[0].explanation if r.failures else None
+            )
+        )
     return result
 
 

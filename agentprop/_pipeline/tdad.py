@@ -74,8 +74,18 @@ class ProbeRates(BaseModel):
 
 
 def probe_rates(mutation: MutationReport, status: str) -> list[ProbeRates]:
-    return [ProbeRates(id=m.id, probe_runs=m.probe_runs, probe_violations=m.probe_violations, control_runs=m.control_runs,
-                       control_violations=m.control_violations, p_value=m.probe_p_value) for m in mutation.mutants if m.status == status]
+    return [
+        ProbeRates(
+            id=m.id,
+            probe_runs=m.probe_runs,
+            probe_violations=m.probe_violations,
+            control_runs=m.control_runs,
+            control_violations=m.control_violations,
+            p_value=m.probe_p_value,
+        )
+        for m in mutation.mutants
+        if m.status == status
+    ]
 
 
 class TdadMetrics(BaseModel):
@@ -131,7 +141,9 @@ class TdadMetrics(BaseModel):
         else:
             left_out = f"{len(self.vacuous_probes)} vacuous probes, {len(self.non_activating)} non-activating left out"
             if self.mutants_activated:
-                lines.append(f"MS  {pct(self.ms)}  ({self.mutants_killed}/{self.mutants_activated} activated mutants killed by the visible suite; {left_out})")
+                lines.append(
+                    f"MS  {pct(self.ms)}  ({self.mutants_killed}/{self.mutants_activated} activated mutants killed by the visible suite; {left_out})"
+                )
             else:
                 lines.append(f"MS  n/a  (no mutant of {self.mutation_pack} activated; {left_out}; see the mutation lines)")
             if self.vacuous_probes:
@@ -141,15 +153,24 @@ class TdadMetrics(BaseModel):
             if self.cases_clean_not_passing:
                 lines.append(f"    {len(self.cases_clean_not_passing)} visible cases the clean agent does not pass killed nothing")
         if self.surs_invariants:
-            lines.append(f"SURS {pct(self.surs)}  ({self.surs_passed}/{self.surs_invariants} v1 invariant cases pass; "
-                         f"{self.surs_excluded} v1 cases excluded: v2 changed their path)")
+            lines.append(
+                f"SURS {pct(self.surs)}  ({self.surs_passed}/{self.surs_invariants} v1 invariant cases pass; "
+                f"{self.surs_excluded} v1 cases excluded: v2 changed their path)"
+            )
         else:
             lines.append("SURS n/a  (give --base V1_SPEC to run the previous version's invariants)")
         return "\n".join(lines)
 
 
-def tdad_metrics(cases: Sequence[CaseReport], split: dict[str, Side], mutation: MutationReport | None, *, visible_fraction: float, seed: int,
-                 surs: SursResult | None = None) -> TdadMetrics:
+def tdad_metrics(
+    cases: Sequence[CaseReport],
+    split: dict[str, Side],
+    mutation: MutationReport | None,
+    *,
+    visible_fraction: float,
+    seed: int,
+    surs: SursResult | None = None,
+) -> TdadMetrics:
     # NOT APPLICABLE cases (an INV whose base case failed) count for nothing: neither side of VPR/HPR
     decided = [c for c in cases if c.verdict != "NOT APPLICABLE"]
     visible = [c for c in decided if split.get(c.id) == "visible"]
@@ -159,10 +180,16 @@ def tdad_metrics(cases: Sequence[CaseReport], split: dict[str, Side], mutation: 
     vp = sum(c.verdict == "PASS" for c in visible)
     hp = sum(c.verdict == "PASS" for c in hidden)
     return TdadMetrics(
-        visible=len(visible), hidden=len(hidden), visible_passed=vp, hidden_passed=hp,
-        visible_not_applicable=sum(split.get(c.id) == "visible" for c in na), hidden_not_applicable=sum(split.get(c.id) == "hidden" for c in na),
-        vpr=vp / len(visible) if visible else None, hpr=hp / len(hidden) if hidden else None,
-        rpr=sum(c.pass_rate for c in repeated) / len(repeated) if repeated else None, rpr_cases=len(repeated),
+        visible=len(visible),
+        hidden=len(hidden),
+        visible_passed=vp,
+        hidden_passed=hp,
+        visible_not_applicable=sum(split.get(c.id) == "visible" for c in na),
+        hidden_not_applicable=sum(split.get(c.id) == "hidden" for c in na),
+        vpr=vp / len(visible) if visible else None,
+        hpr=hp / len(hidden) if hidden else None,
+        rpr=sum(c.pass_rate for c in repeated) / len(repeated) if repeated else None,
+        rpr_cases=len(repeated),
         ms=mutation.mutation_score if mutation is not None else None,
         mutation_pack=mutation.pack_id if mutation is not None else None,
         mutants_killed=mutation.killed if mutation is not None else 0,
@@ -174,5 +201,7 @@ def tdad_metrics(cases: Sequence[CaseReport], split: dict[str, Side], mutation: 
         surs_invariants=surs.invariants if surs is not None else 0,
         surs_passed=surs.passed if surs is not None else 0,
         surs_excluded=len(surs.excluded) if surs is not None else 0,
-        visible_fraction=visible_fraction, split_seed=seed, split=dict(split),
+        visible_fraction=visible_fraction,
+        split_seed=seed,
+        split=dict(split),
     )

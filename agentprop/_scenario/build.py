@@ -21,12 +21,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentprop._scenario.exits import exit_cut
+from agentprop._scenario.world import Failure, World, get_path
 from agentprop._spec.bindings import Bindings, VariableBinding, fill_slots, parse_field_path, schema_at
 from agentprop._spec.free_spans import has_free, strip_free
+from agentprop._spec.model import Spec
 from agentprop._spec.paths import Constraint, TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop._spec.requirements import anchor_overlap
-from agentprop._scenario.exits import exit_cut
-from agentprop._spec.model import Spec
 from agentprop._spec.when import (
     And,
     Arith,
@@ -41,9 +42,15 @@ from agentprop._spec.when import (
     evaluate,
     variables,
 )
-from agentprop._scenario.world import Failure, World, get_path
-from agentprop.errors import AgentPropError, BindingsError, InputError, SourceLocation, clip, clip_repr
-from agentprop.errors import Unsatisfiable  # noqa: F401 (re-exported: defined in errors.py)
+from agentprop.errors import (
+    AgentPropError,
+    BindingsError,
+    InputError,
+    SourceLocation,
+    Unsatisfiable,  # noqa: F401 (re-exported: defined in errors.py)
+    clip,
+    clip_repr,
+)
 
 
 class TemplateSource(BaseModel):
@@ -108,9 +115,7 @@ class Scenario(BaseModel):
 
 def _is_internal(expr: Expr, bindings: Bindings) -> bool:
     names = variables(expr)
-    return bool(names) and all(
-        (b := bindings.variables.get(n)) is not None and b.internal for n in names
-    )
+    return bool(names) and all((b := bindings.variables.get(n)) is not None and b.internal for n in names)
 
 
 def _world_default(bindings: Bindings, spec: Spec, var: VariableBinding) -> Any:
@@ -296,8 +301,10 @@ def _solve(spec: Spec, bindings: Bindings, path: TreePath, constraints: list[Con
                 names.append(n)
     unbound = [n for n in names if n not in bindings.variables]
     if unbound:
-        where = f"{bindings.path} does not bind; add them under `variables:`" if bindings.path else (
-            "no bindings file binds (none was found: write agentprop.yaml next to the spec)"
+        where = (
+            f"{bindings.path} does not bind; add them under `variables:`"
+            if bindings.path
+            else ("no bindings file binds (none was found: write agentprop.yaml next to the spec)")
         )
         raise Unsatisfiable(f"path {path.id} ({path.describe()}) needs variable(s) {', '.join(unbound)}, which {where}")
     defaults: dict[str, Any] = {}
@@ -308,7 +315,10 @@ def _solve(spec: Spec, bindings: Bindings, path: TreePath, constraints: list[Con
     slots = list(dict.fromkeys(keys.values()))
     domains = [_candidates(base_name(k), spec, bindings, exprs, defaults) for k in slots]
     found = _first_assignment(
-        slots, domains, constraints, keys,
+        slots,
+        domains,
+        constraints,
+        keys,
         lambda env: len(slots) == len(names) or _instances_realisable(bindings, env),
     )
     if found is not None:
@@ -318,8 +328,11 @@ def _solve(spec: Spec, bindings: Bindings, path: TreePath, constraints: list[Con
         f"no values of {shown} satisfy path {path.id}: "
         + " and ".join(str(e) for e in exprs)
         + " (the conditions contradict each other, or a binding lacks a value that satisfies them"
-        + ("; on a loop's second visit, only utterance and follow-up variables and world `values:` "
-           "that differ in their failure can change" if len(slots) != len(names) else "")
+        + (
+            "; on a loop's second visit, only utterance and follow-up variables and world `values:` that differ in their failure can change"
+            if len(slots) != len(names)
+            else ""
+        )
         + ")"
     )
 
@@ -521,12 +534,11 @@ def build_scenario(
         withheld |= set(path.missing.fields)
     if not templates:
         raise Unsatisfiable(
-            f"path {path.id}: no first user message; bind an utterance variable on the path or add "
-            "`utterances:` defaults to the bindings file"
+            f"path {path.id}: no first user message; bind an utterance variable on the path or add `utterances:` defaults to the bindings file"
         )
     first: str | None = None
     first_source: TemplateSource | None = None
-    order = templates[template_index % len(templates):] + templates[: template_index % len(templates)]
+    order = templates[template_index % len(templates) :] + templates[: template_index % len(templates)]
     for template in order:
         first = render_marked(template, slots, withheld)
         if first is not None:
@@ -563,7 +575,11 @@ def build_scenario(
                     if utterances:
                         raw = utterances[template_index % len(utterances)]
                         text = render_marked(raw, slots, set())
-                        new_turn = (text, var.followup.after_decision, TemplateSource(template=raw)) if text is not None else (raw, var.followup.after_decision, None)
+                        new_turn = (
+                            (text, var.followup.after_decision, TemplateSource(template=raw))
+                            if text is not None
+                            else (raw, var.followup.after_decision, None)
+                        )
                     else:
                         # the conversation stops here: the agent's question is the last turn
                         turns[-1].expect_decision = var.followup.after_decision
@@ -727,7 +743,7 @@ def _second_message(
         raise Unsatisfiable(f"path {path.id}: variable has no utterances for value {value!r} on the loop's second visit") from None
     text = None
     source = None
-    for t in templates[template_index % len(templates):] + templates[: template_index % len(templates)]:
+    for t in templates[template_index % len(templates) :] + templates[: template_index % len(templates)]:
         text = render_marked(t, slots, withheld)
         if text is not None:
             source = TemplateSource(template=t, withheld=tuple(sorted(withheld)))
@@ -958,7 +974,8 @@ def scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenari
                 reason=(
                     f"{contradictions} more tree path(s) are impossible (their conditions exclude each other under "
                     "first-match-wins, e.g. intent routed one way and read as another); each one's key is realised by "
-                    "another path or its real obstacle is listed"),
+                    "another path or its real obstacle is listed"
+                ),
                 fix="nothing to do",
             )
         )
@@ -1005,7 +1022,8 @@ def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, 
         mode = "timeout" if "timeout" in modes else modes[0]
         reasons: list[str] = []
         candidates = [
-            (sc, p) for sc, p in built
+            (sc, p)
+            for sc, p in built
             if any(tool.name in t.required_tools for t in sc.turns) and not any(f["tool"] == tool.name for f in sc.world.failures)
         ]
         for base, path in candidates:

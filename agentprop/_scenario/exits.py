@@ -153,8 +153,8 @@ class Downgrade:
 def binding_downgrades(spec: Spec, bindings: Bindings) -> list[Downgrade]:
     """Every (node, branch) where a binding makes a required tool permitted, on the paths the
     bindings realise, in tree order."""
-    from agentprop._spec.paths import enumerate_paths
     from agentprop._scenario.build import _node_tools, solve
+    from agentprop._spec.paths import enumerate_paths
     from agentprop.errors import Unsatisfiable
 
     leaves = set(spec.leaf_ids())

@@ -281,9 +281,7 @@ class World:
         for f in self.failures:
             modes = self.spec.tool(f.tool).failure_modes
             if f.mode not in modes:
-                raise InvalidArgument(
-                    f"World: tool {f.tool!r} has no failure mode {f.mode!r}; declared: {', '.join(modes) or 'none'}"
-                )
+                raise InvalidArgument(f"World: tool {f.tool!r} has no failure mode {f.mode!r}; declared: {', '.join(modes) or 'none'}")
         self._call_counts: dict[str, int] = {}
         self.canaries: dict[str, str] = {}
         for tool, fields in self.pii.items():

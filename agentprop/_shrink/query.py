@@ -103,9 +103,7 @@ def wilson_interval(failures: int, runs: int, z: float = 1.959963984540054) -> t
     Returns ``(0.0, 1.0)`` when there are no runs.
     """
     if runs < 0 or failures < 0 or failures > runs:
-        raise InvalidArgument(
-            f"wilson_interval needs 0 <= failures <= runs, got failures={failures}, runs={runs}."
-        )
+        raise InvalidArgument(f"wilson_interval needs 0 <= failures <= runs, got failures={failures}, runs={runs}.")
     if runs == 0:
         return (0.0, 1.0)
     p = failures / runs
@@ -149,9 +147,7 @@ class RatePosterior:
 
     def __init__(self, failures: int, runs: int, prior: tuple[float, float] = (1.0, 3.0)) -> None:
         a, b = prior
-        log_post = (failures + a - 1.0) * np.log(self._Q) + (runs - failures + b - 1.0) * np.log1p(
-            -self._Q
-        )
+        log_post = (failures + a - 1.0) * np.log(self._Q) + (runs - failures + b - 1.0) * np.log1p(-self._Q)
         weights = np.exp(log_post - log_post.max())
         self.weights: np.ndarray = weights / weights.sum()
 
@@ -282,8 +278,7 @@ class QueryEngine:
         failures, runs = self.rate_counts()
         mean = self.rate_posterior().mean
         extra = 3
-        richer = RatePosterior(failures + extra, runs + max(extra, round(extra / mean)),
-                               prior=self.prior)
+        richer = RatePosterior(failures + extra, runs + max(extra, round(extra / mean)), prior=self.prior)
         # Not capped by the budget: a cap would make both counts equal and look "settled".
         limit = 1_000_000
         now = self.rate_posterior().runs_to_rule_out(self.miss_error, limit=limit)
@@ -358,11 +353,7 @@ class QueryEngine:
             return self.runs_of(mask)
         total = 0
         for other_mask, other in self._ledger.items():
-            if (
-                other_mask & mask == mask
-                and other.failures == 0
-                and other.verdict is not Verdict.REPRODUCES
-            ):
+            if other_mask & mask == mask and other.failures == 0 and other.verdict is not Verdict.REPRODUCES:
                 total += other.runs
         return total
 
@@ -377,8 +368,7 @@ class QueryEngine:
         outcome = self.oracle(mask, entry.runs)
         if not isinstance(outcome, Outcome):
             raise InvalidArgument(
-                f"The shrinker's run function returned {outcome!r}; it must return an "
-                "Outcome: Outcome.passed() or Outcome.failure(signature)."
+                f"The shrinker's run function returned {outcome!r}; it must return an Outcome: Outcome.passed() or Outcome.failure(signature)."
             )
         self.spent += 1
         entry.runs += 1
@@ -403,8 +393,7 @@ class QueryEngine:
             if self._run_once(mask) is None:
                 break
         verdict = Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED
-        self._record("calibration", None, (), mask, entry.runs - runs0, entry.failures - failures0,
-                     entry.other - other0, verdict, "calibration")
+        self._record("calibration", None, (), mask, entry.runs - runs0, entry.failures - failures0, entry.other - other0, verdict, "calibration")
         if entry.failures:
             self._mark_live(mask)
 
@@ -518,8 +507,9 @@ class QueryEngine:
             source = "ran"
         else:
             source = "deferred" if verdict is Verdict.UNDECIDED else "inferred"
-        self._record(phase, depth, removed, mask, spent, int(reproduced), entry.other - other0,
-                     verdict, source, clean_evidence=evidence, runs_needed=need)
+        self._record(
+            phase, depth, removed, mask, spent, int(reproduced), entry.other - other0, verdict, source, clean_evidence=evidence, runs_needed=need
+        )
         return verdict
 
     def sprt_plan(self) -> tuple[float, float, float, float, int]:
@@ -536,9 +526,7 @@ class QueryEngine:
         expected = max(lower / drift0, upper / drift1)
         return llr_fail, llr_pass, upper, lower, max(20, math.ceil(4.0 * expected))
 
-    def _ask_sprt(
-        self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]
-    ) -> Verdict:
+    def _ask_sprt(self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]) -> Verdict:
         llr_fail, llr_pass, upper, lower, truncation = self.sprt_plan()
         entry = self.entry(mask)
         runs0, failures0, other0 = entry.runs, entry.failures, entry.other
@@ -558,7 +546,16 @@ class QueryEngine:
         else:
             verdict = Verdict.UNDECIDED
         spent = entry.runs - runs0
-        self._record(phase, depth, removed, mask, spent, entry.failures - failures0,
-                     entry.other - other0, verdict, "ran" if spent else "deferred",
-                     runs_needed=truncation)
+        self._record(
+            phase,
+            depth,
+            removed,
+            mask,
+            spent,
+            entry.failures - failures0,
+            entry.other - other0,
+            verdict,
+            "ran" if spent else "deferred",
+            runs_needed=truncation,
+        )
         return verdict

@@ -87,15 +87,10 @@ class Unit(Generic[T]):
             object.__setattr__(self, "children", tuple(self.children))
         for child in self.children:
             if not isinstance(child, Unit):
-                raise InvalidArgument(
-                    f"Unit children must be Unit objects, got {child!r}; wrap each finer "
-                    "piece as Unit(value)."
-                )
+                raise InvalidArgument(f"Unit children must be Unit objects, got {child!r}; wrap each finer piece as Unit(value).")
 
     @classmethod
-    def leaves(
-        cls, values: Sequence[T], *, protected: Callable[[T], bool] | None = None
-    ) -> tuple[Unit[T], ...]:
+    def leaves(cls, values: Sequence[T], *, protected: Callable[[T], bool] | None = None) -> tuple[Unit[T], ...]:
         """One leaf unit per value, protected where ``protected(value)`` is true."""
         return tuple(cls(v, protected=bool(protected(v)) if protected else False) for v in values)
 
@@ -116,9 +111,7 @@ class UnitIndex(Generic[T]):
     """A forest of units flattened into leaf bits and per-depth nodes; rebuilds the pruned
     forest for any mask of kept leaves."""
 
-    def __init__(
-        self, units: Sequence[Unit[T]], protected: Callable[[Unit[T]], bool] | None = None
-    ) -> None:
+    def __init__(self, units: Sequence[Unit[T]], protected: Callable[[Unit[T]], bool] | None = None) -> None:
         self.units: tuple[Unit[T], ...] = tuple(units)
         self.leaf_paths: list[tuple[int, ...]] = []
         self.levels: list[list[_Node]] = []
@@ -147,9 +140,7 @@ class UnitIndex(Generic[T]):
 
         for i, unit in enumerate(self.units):
             if not isinstance(unit, Unit):
-                raise InvalidArgument(
-                    f"Expected a sequence of Unit objects, got {unit!r} at position {i}."
-                )
+                raise InvalidArgument(f"Expected a sequence of Unit objects, got {unit!r} at position {i}.")
             visit(unit, (i,), False)
         for level in self.levels:
             level.sort(key=lambda node: node.path)
@@ -201,10 +192,7 @@ class Calibration:
 
     def __post_init__(self) -> None:
         if self.runs < 0 or not 0 <= self.failures <= self.runs:
-            raise InvalidArgument(
-                f"Calibration needs 0 <= failures <= runs, got failures={self.failures}, "
-                f"runs={self.runs}."
-            )
+            raise InvalidArgument(f"Calibration needs 0 <= failures <= runs, got failures={self.failures}, runs={self.runs}.")
 
 
 @dataclass(frozen=True)
@@ -245,8 +233,10 @@ class ShrinkResult(Generic[C]):
     def summary(self) -> str:
         exhausted = ", exhausted" if self.budget_exhausted else ""
         lines = [
-            (f"shrunk {self.original_leaves} -> {self.kept_leaves} units in {self.runs} runs "
-             f"({self.queries} queries; budget {self.budget}{exhausted})"),
+            (
+                f"shrunk {self.original_leaves} -> {self.kept_leaves} units in {self.runs} runs "
+                f"({self.queries} queries; budget {self.budget}{exhausted})"
+            ),
             f"signature {self.signature!r}; original failed {self.original_rate}",
             f"stopped: {self.stop_reason}",
         ]
@@ -256,9 +246,7 @@ class ShrinkResult(Generic[C]):
 
 
 def _check_probability(name: str, value: float, *, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
-        (0.0 <= value < 1.0) if allow_zero else (0.0 < value < 1.0)
-    )
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and ((0.0 <= value < 1.0) if allow_zero else (0.0 < value < 1.0))
     if not ok:
         interval = "[0, 1)" if allow_zero else "(0, 1)"
         raise InvalidArgument(f"{name} must be a probability in {interval}, got {value!r}.")
@@ -403,25 +391,13 @@ def shrink(
     if not isinstance(small_level, int) or isinstance(small_level, bool) or small_level < 1:
         raise InvalidArgument(f"small_level must be a positive int, got {small_level!r}.")
     if not isinstance(max_calibration_runs, int) or max_calibration_runs < 1:
-        raise InvalidArgument(
-            f"max_calibration_runs must be a positive int, got {max_calibration_runs!r}."
-        )
-    if calibration_failures is not None and (
-        not isinstance(calibration_failures, int) or calibration_failures < 1
-    ):
-        raise InvalidArgument(
-            f"calibration_failures must be a positive int or None, got {calibration_failures!r}."
-        )
+        raise InvalidArgument(f"max_calibration_runs must be a positive int, got {max_calibration_runs!r}.")
+    if calibration_failures is not None and (not isinstance(calibration_failures, int) or calibration_failures < 1):
+        raise InvalidArgument(f"calibration_failures must be a positive int or None, got {calibration_failures!r}.")
     if calibration is not None and not isinstance(calibration, Calibration):
-        raise InvalidArgument(
-            "calibration must be Calibration(runs=..., failures=..., signature=...), "
-            f"got {calibration!r}."
-        )
+        raise InvalidArgument(f"calibration must be Calibration(runs=..., failures=..., signature=...), got {calibration!r}.")
     if calibration is not None and signature is not None and calibration.signature != signature:
-        raise InvalidArgument(
-            f"signature={signature!r} disagrees with calibration.signature="
-            f"{calibration.signature!r}; pass only one of them."
-        )
+        raise InvalidArgument(f"signature={signature!r} disagrees with calibration.signature={calibration.signature!r}; pass only one of them.")
     if not callable(run):
         raise InvalidArgument(f"run must be callable as run(candidate, trial_index), got {run!r}.")
     index = UnitIndex(units, protected)

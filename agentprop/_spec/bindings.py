@@ -117,7 +117,9 @@ class WorldBinding(_Strict):
         if not math.isfinite(value):
             raise ValueError(f"`{info.field_name}: {value}` is not a finite number; give a number, or leave it out")
         if abs(value) > MAX_MAGNITUDE:
-            raise ValueError(f"`{info.field_name}: {value:g}` is over agentprop's limit of 2^53 in absolute value (past it a float cannot step from one number to the next)")
+            raise ValueError(
+                f"`{info.field_name}: {value:g}` is over agentprop's limit of 2^53 in absolute value (past it a float cannot step from one number to the next)"
+            )
         if info.field_name == "precision" and value <= 0:
             raise ValueError(f"`precision: {value:g}` must be greater than 0 (the smallest step of the field)")
         return value
@@ -152,8 +154,7 @@ class VariableBinding(_Strict):
             kinds.append("internal")
         if len(kinds) != 1:
             raise ValueError(
-                "a variable needs exactly one of utterance, withhold, followup, world, internal"
-                + (f" (found {', '.join(kinds)})" if kinds else "")
+                "a variable needs exactly one of utterance, withhold, followup, world, internal" + (f" (found {', '.join(kinds)})" if kinds else "")
             )
         return self
 
@@ -289,7 +290,11 @@ class Bindings(_Strict):
             if var.utterance is not None:
                 out += [(("variables", name, "utterance", value, i), t) for value, ts in var.utterance.items() for i, t in enumerate(ts)]
             if var.followup is not None:
-                out += [(("variables", name, "followup", "values", value, i), t) for value, ts in var.followup.values.items() for i, t in enumerate(ts or [])]
+                out += [
+                    (("variables", name, "followup", "values", value, i), t)
+                    for value, ts in var.followup.values.items()
+                    for i, t in enumerate(ts or [])
+                ]
         return out
 
     def location(self, loc: tuple[Hashable, ...], *, key: bool = False) -> SourceLocation:
@@ -371,9 +376,7 @@ def parse_field_path(path: str) -> list[str | int]:
         out.append(m.group(1))
         for digits in re.findall(r"\[(\d+)\]", m.group(2)):
             if len(digits) > 3 or int(digits) > MAX_LIST_INDEX:
-                raise ValueError(
-                    f"list index {clip(digits, 20)} in field path {clip_repr(path)} is over agentprop's limit of {MAX_LIST_INDEX}"
-                )
+                raise ValueError(f"list index {clip(digits, 20)} in field path {clip_repr(path)} is over agentprop's limit of {MAX_LIST_INDEX}")
             out.append(int(digits))
     return out
 
@@ -469,6 +472,7 @@ class _Validator:
             f"give a value of type {wanted} (quote text, write true/false for booleans), or change the output_schema",
             expected=f"a {wanted}",
         )
+
     def free_spans(self, template: str, loc: tuple[Hashable, ...]) -> None:
         """The ``{~ ... ~}`` free spans of a template (:mod:`agentprop._spec.free_spans`)."""
         problem = free_span_problem(template)
@@ -523,7 +527,7 @@ class _Validator:
                         f"value {value!r} of variable {name!r} is a YAML boolean, but the spec compares "
                         f"{name} with the words {', '.join(sorted(symbols))}",
                         (*where, value),
-                        f"quote the key: write \"yes\": / \"no\": (YAML reads unquoted {words} as a boolean)",
+                        f'quote the key: write "yes": / "no": (YAML reads unquoted {words} as a boolean)',
                         key=True,
                     )
 
@@ -573,10 +577,17 @@ class _Validator:
         if declared is None:
             return
         if not declared:
-            raise self.fail("`languages:` is empty", ("languages",), "list the languages users write in, e.g. `languages: [en, zh]`, or remove the key")
+            raise self.fail(
+                "`languages:` is empty", ("languages",), "list the languages users write in, e.g. `languages: [en, zh]`, or remove the key"
+            )
         for i, code in enumerate(declared):
             if not _LANGUAGE_CODE.match(code):
-                raise self.fail(f"languages[{i}] {code!r} is not a language code", ("languages", i), "write codes such as en or zh", expected="a language code (en, zh, de, pt-BR)")
+                raise self.fail(
+                    f"languages[{i}] {code!r} is not a language code",
+                    ("languages", i),
+                    "write codes such as en or zh",
+                    expected="a language code (en, zh, de, pt-BR)",
+                )
             if code in declared[:i]:
                 raise self.fail(f"language {code!r} is listed twice", ("languages", i), "list each language once")
         for loc, template in self.b.templates():
@@ -629,8 +640,7 @@ class _Validator:
                 raise self.fail(
                     f"unknown variable {name!r}: no `when` expression of spec {spec.spec_id} reads it",
                     loc,
-                    (f"did you mean {close[0]!r}? " if close else "")
-                    + f"variables the spec reads: {', '.join(used)}",
+                    (f"did you mean {close[0]!r}? " if close else "") + f"variables the spec reads: {', '.join(used)}",
                     key=True,
                 )
             self.yaml_booleans(name, var, loc)
@@ -679,9 +689,7 @@ class _Validator:
                             )
         for name in used:
             if name not in b.variables:
-                warnings.append(
-                    f"variable {name!r} has no binding: paths that need a value for it cannot be built"
-                )
+                warnings.append(f"variable {name!r} has no binding: paths that need a value for it cannot be built")
         for i, t in enumerate(b.utterances):
             self.free_spans(t, ("utterances", i))
         for tool, fields in b.world.items():
@@ -717,7 +725,7 @@ class _Validator:
         for node_id, extra in b.nodes.items():
             if node_id not in spec.nodes_by_id and node_id not in leaves:
                 raise self.fail(f"nodes names unknown node {node_id!r}", ("nodes", node_id), "use a node id of the decision tree")
-            for i, t in enumerate([*extra.must_call_tools_in_order, *extra.must_not_call]):
+            for t in [*extra.must_call_tools_in_order, *extra.must_not_call]:
                 self.tool(t, ("nodes", node_id))
             listed = spec.nodes_by_id[node_id].requirements.must_call_tools_in_order if node_id in spec.nodes_by_id else []
             for i, t in enumerate(extra.repeat_calls):
@@ -739,10 +747,7 @@ class _Validator:
                 continue
             implied, candidates = implied_decision(leaf, spec.response_contract.decision_enum)
             if implied is None:
-                warnings.append(
-                    f"terminal node {leaf} stands for no single decision ({', '.join(candidates) or 'none'}); "
-                    f"map it under `outcomes:`"
-                )
+                warnings.append(f"terminal node {leaf} stands for no single decision ({', '.join(candidates) or 'none'}); map it under `outcomes:`")
         return warnings
 
 

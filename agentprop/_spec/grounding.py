@@ -14,7 +14,6 @@ from pydantic import BaseModel, Field
 
 from agentprop._spec.model import Spec
 
-
 GROUNDING_KINDS: dict[str, str] = {
     "node": "the value is a node the scenario is at on that turn (node_id_matches)",
     "tool_calls": "the value lists exactly the tools the turn called, in order (tool_actions_match)",

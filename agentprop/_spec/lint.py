@@ -22,12 +22,28 @@ from agentprop.errors import SourceLocation
 Severity = Literal["error", "warning", "info"]
 
 _KNOWN_TOP_LEVEL = {
-    "spec_id", "suite", "title", "risk_level", "version", "base_version", "assumptions",
-    "defaults", "tools", "policies", "response_contract", "decision_tree", "tests",
+    "spec_id",
+    "suite",
+    "title",
+    "risk_level",
+    "version",
+    "base_version",
+    "assumptions",
+    "defaults",
+    "tools",
+    "policies",
+    "response_contract",
+    "decision_tree",
+    "tests",
 }
 _KNOWN_NODE_KEYS = {"node_id", "description", "trigger", "requirements", "branches", "test_guidance"}
 _KNOWN_TOOL_KEYS = {
-    "name", "description", "input_schema", "output_schema", "failure_modes", "retry_policy",
+    "name",
+    "description",
+    "input_schema",
+    "output_schema",
+    "failure_modes",
+    "retry_policy",
 }
 
 
@@ -176,8 +192,7 @@ class _Linter:
                 self.add(
                     "L010",
                     "error",
-                    f"node {node.node_id!r} is defined twice (decision_tree[{nodes[node.node_id]}] and "
-                    f"decision_tree[{i}])",
+                    f"node {node.node_id!r} is defined twice (decision_tree[{nodes[node.node_id]}] and decision_tree[{i}])",
                     ("decision_tree", i, "node_id"),
                     "give every node a unique node_id",
                 )
@@ -194,8 +209,7 @@ class _Linter:
                     self.add(
                         "L001",
                         "warning",
-                        f"{node.node_id} routes to {branch.next}, which is not defined; it is treated "
-                        "as an implicit terminal node",
+                        f"{node.node_id} routes to {branch.next}, which is not defined; it is treated as an implicit terminal node",
                         loc,
                         f"add `- node_id: {branch.next}` with `branches: []` and a description",
                     )
@@ -222,8 +236,7 @@ class _Linter:
                         self.add(
                             "L002",
                             "error",
-                            f"{node.node_id}.requirements.{key} names tool {name!r}, which the spec "
-                            "does not declare",
+                            f"{node.node_id}.requirements.{key} names tool {name!r}, which the spec does not declare",
                             ("decision_tree", i, "requirements", key, k),
                             f"{hint}declare the tool under `tools:` or fix the name",
                         )
@@ -235,12 +248,15 @@ class _Linter:
             req = node.requirements
             for fields, decision in req.missing_field_outcomes():
                 if decision not in enum_set:
-                    key = "on_missing_fields_decision" if req.on_missing_fields_decision == decision and fields == list(req.if_missing_fields) else f"on_missing_{fields[0]}_decision"
+                    key = (
+                        "on_missing_fields_decision"
+                        if req.on_missing_fields_decision == decision and fields == list(req.if_missing_fields)
+                        else f"on_missing_{fields[0]}_decision"
+                    )
                     self.add(
                         "L003",
                         "error",
-                        f"{node.node_id} decides {decision!r} when {', '.join(fields)} is missing, but "
-                        "decision_enum does not contain it",
+                        f"{node.node_id} decides {decision!r} when {', '.join(fields)} is missing, but decision_enum does not contain it",
                         ("decision_tree", i, "requirements", key),
                         f"add {decision} to response_contract.decision_enum, or use one of its values",
                     )
@@ -251,8 +267,7 @@ class _Linter:
                 self.add(
                     "L003",
                     "warning",
-                    f"terminal node {leaf} implies no decision of decision_enum "
-                    f"({', '.join(enum)})",
+                    f"terminal node {leaf} implies no decision of decision_enum ({', '.join(enum)})",
                     loc,
                     f"add the decision it stands for to response_contract.decision_enum, or map "
                     f"{leaf} to a decision under `outcomes:` in the bindings file",
@@ -261,11 +276,9 @@ class _Linter:
                 self.add(
                     "L012",
                     "info",
-                    f"terminal node {leaf} may mean any of {', '.join(candidates)}; the bindings "
-                    "file decides which",
+                    f"terminal node {leaf} may mean any of {', '.join(candidates)}; the bindings file decides which",
                     loc,
-                    f"map {leaf} under `outcomes:` in the bindings file (per incoming node if it "
-                    "depends on the path)",
+                    f"map {leaf} under `outcomes:` in the bindings file (per incoming node if it depends on the path)",
                 )
 
     def _first_reference(self, node_id: str) -> tuple[Hashable, ...]:
@@ -319,8 +332,7 @@ class _Linter:
             self.add(
                 "L008",
                 "warning",
-                f"version {spec.version} declares no base_version; taken to evolve "
-                f"{spec.effective_base_version}",
+                f"version {spec.version} declares no base_version; taken to evolve {spec.effective_base_version}",
                 ("version",),
                 f"add `base_version: '{spec.effective_base_version}'`",
             )
@@ -332,8 +344,7 @@ class _Linter:
             self.add(
                 "L006",
                 "info",
-                "the spec declares no `respond` tool; agentprop builds its schema from "
-                "response_contract",
+                "the spec declares no `respond` tool; agentprop builds its schema from response_contract",
                 ("tools",),
             )
             return
@@ -344,8 +355,7 @@ class _Linter:
                 self.add(
                     "L006",
                     "warning",
-                    f"response_contract requires {f!r} but the respond tool's input_schema has no such "
-                    "property",
+                    f"response_contract requires {f!r} but the respond tool's input_schema has no such property",
                     ("tools", idx, "input_schema", "properties"),
                     f"add `{f}` to the respond tool's input_schema.properties",
                 )
@@ -363,7 +373,6 @@ class _Linter:
                     ("tools", idx, "input_schema", "properties", "decision", "enum"),
                     "make the two lists equal",
                 )
-
 
     def anchors(self) -> None:
         """L014: a node's list starts with tools its predecessor's list ends on; they are read
@@ -387,8 +396,7 @@ class _Linter:
                     f"{node.node_id}.must_call_tools_in_order starts with {shared}, already required by "
                     f"{before.node_id}: read as an ordering anchor (one call), not a second call",
                     ("decision_tree", i, "requirements", "must_call_tools_in_order", 0),
-                    f"if {node.node_id} calls {shared} again, say so in the bindings: "
-                    f"`nodes: {{{node.node_id}: {{repeat_calls: [{shared}]}}}}`",
+                    f"if {node.node_id} calls {shared} again, say so in the bindings: `nodes: {{{node.node_id}: {{repeat_calls: [{shared}]}}}}`",
                 )
 
     def unchecked_requirements(self) -> None:

@@ -127,11 +127,11 @@ def _check_schemas(spec: Spec, src: YamlSource) -> None:
                 loc: tuple[Hashable, ...] = ("tools", i, key, *exc.path)
                 raise SpecError(
                     f"invalid JSON Schema in tool {clip_repr(tool.name)} {key}"
-                    + (f" at {clip(describe_loc(exc.path), 200)}" if exc.path else "") + f": {clip(exc.message, 300)}",
+                    + (f" at {clip(describe_loc(exc.path), 200)}" if exc.path else "")
+                    + f": {clip(exc.message, 300)}",
                     location=src.location(loc),
                     expected="a JSON Schema (draft 2020-12), e.g. `type: object` with `properties:`",
-                    fix="fix the schema keyword at that position; types are one of object, array, string, "
-                    "number, integer, boolean, null",
+                    fix="fix the schema keyword at that position; types are one of object, array, string, number, integer, boolean, null",
                 ) from None
             except Exception as exc:  # the validator failed on the user's schema (an unresolvable $ref ...)
                 raise SpecError(
@@ -192,8 +192,7 @@ def _check_conditions(spec: Spec, src: YamlSource) -> None:
                     f"cannot parse condition {clip_repr(branch.when, 120)} of {clip(node.node_id)}: {exc.message}",
                     location=_when_column(src, ("decision_tree", i, "branches", j, "when"), exc.offset),
                     expected=exc.expected,
-                    fix="write conditions like `intent == cancel_order`, `retry_count >= 1`, "
-                    "`a == true and b.c > d`, or `otherwise`",
+                    fix="write conditions like `intent == cancel_order`, `retry_count >= 1`, `a == true and b.c > d`, or `otherwise`",
                 ) from None
 
 
@@ -265,8 +264,24 @@ def lint_spec(path: str | Path) -> list[LintFinding]:
             typo = _typo_of(src, tuple(first["loc"][:-1]), key)
             loc = err.location or SourceLocation(src.path)
             return [
-                LintFinding(code="L007", severity="warning", message=f"unknown key {typo!r}; did you mean {key!r}?", file=str(loc.path) if loc.path else None, line=loc.line, column=loc.column, fix=f"rename {typo!r} to {key!r}"),
-                LintFinding(code="L000", severity="error", message=f"missing required key {key!r}", file=str(loc.path) if loc.path else None, line=loc.line, column=loc.column, fix=f"rename {typo!r} to {key!r}"),
+                LintFinding(
+                    code="L007",
+                    severity="warning",
+                    message=f"unknown key {typo!r}; did you mean {key!r}?",
+                    file=str(loc.path) if loc.path else None,
+                    line=loc.line,
+                    column=loc.column,
+                    fix=f"rename {typo!r} to {key!r}",
+                ),
+                LintFinding(
+                    code="L000",
+                    severity="error",
+                    message=f"missing required key {key!r}",
+                    file=str(loc.path) if loc.path else None,
+                    line=loc.line,
+                    column=loc.column,
+                    fix=f"rename {typo!r} to {key!r}",
+                ),
             ]
         raise err from None
     spec._source_path = src.path
@@ -274,4 +289,3 @@ def lint_spec(path: str | Path) -> list[LintFinding]:
     _check_schemas(spec, src)
     _check_conditions(spec, src)
     return lint(spec, src)
-

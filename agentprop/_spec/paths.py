@@ -191,9 +191,4 @@ def loop_branches(spec: Spec) -> list[tuple[str, int]]:
     """``(node, branch index)`` of branches that lie on no loop-free path: they only lead back
     to an ancestor (or only through one). Loop paths (:func:`enumerate_loop_paths`) take them."""
     on_paths = {(s.node, s.branch) for p in enumerate_paths(spec) for s in p.steps}
-    return [
-        (n.node_id, i)
-        for n in spec.decision_tree
-        for i, _ in enumerate(n.branches)
-        if (n.node_id, i) not in on_paths
-    ]
+    return [(n.node_id, i) for n in spec.decision_tree for i, _ in enumerate(n.branches) if (n.node_id, i) not in on_paths]

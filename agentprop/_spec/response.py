@@ -12,8 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from agentprop._spec.model import Spec
-from agentprop._spec.model import spec_memo
+from agentprop._spec.model import Spec, spec_memo
 
 
 def _python_type(schema: dict[str, Any] | None) -> Any:

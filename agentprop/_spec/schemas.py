@@ -28,8 +28,17 @@ _PAIRS = (("minLength", "maxLength"), ("minItems", "maxItems"), ("minProperties"
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SCHEMA_ONE = (
-    "items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
-    "propertyNames", "unevaluatedItems", "unevaluatedProperties",
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
 )
 
 Loc = tuple[Hashable, ...]
@@ -84,26 +93,36 @@ def schema_problems(schema: Any, *, output: bool) -> list[SchemaProblem]:
             if isinstance(value, float) and not math.isfinite(value):
                 out.append(SchemaProblem((*loc, key), f"{key} is {value}, not a finite number", f"give {key} a finite number, or remove it"))
             elif output and abs(value) > MAX_MAGNITUDE:
-                out.append(SchemaProblem(
-                    (*loc, key),
-                    f"{key} {clip_repr(value, 40)} is over agentprop's limit of 2^53 in absolute value for output schemas "
-                    "(past it a float cannot step from one number to the next)",
-                    f"give {key} a value of at most {MAX_MAGNITUDE:.0f} in absolute value",
-                ))
+                out.append(
+                    SchemaProblem(
+                        (*loc, key),
+                        f"{key} {clip_repr(value, 40)} is over agentprop's limit of 2^53 in absolute value for output schemas "
+                        "(past it a float cannot step from one number to the next)",
+                        f"give {key} a value of at most {MAX_MAGNITUDE:.0f} in absolute value",
+                    )
+                )
         if any(p.loc[: len(loc)] == loc and len(p.loc) == len(loc) + 1 for p in out):
             continue  # the bounds themselves are wrong: comparing them says nothing more
         out.extend(_empty_range(loc, node))
         for low, high in _PAIRS:
             a, b = node.get(low), node.get(high)
             if _number(a) and _number(b) and a > b:
-                out.append(SchemaProblem((*loc, low), f"{low} {clip_repr(a, 40)} is greater than {high} {clip_repr(b, 40)}: nothing satisfies the schema", f"make {low} at most {high}"))
+                out.append(
+                    SchemaProblem(
+                        (*loc, low),
+                        f"{low} {clip_repr(a, 40)} is greater than {high} {clip_repr(b, 40)}: nothing satisfies the schema",
+                        f"make {low} at most {high}",
+                    )
+                )
         items = node.get("minItems")
         if output and _number(items) and items > MAX_GENERATED_ITEMS:
-            out.append(SchemaProblem(
-                (*loc, "minItems"),
-                f"minItems {clip_repr(items, 40)} is over agentprop's limit of {MAX_GENERATED_ITEMS:,} items in a generated tool output",
-                f"give minItems at most {MAX_GENERATED_ITEMS:,} (worlds generate at least minItems items for every call)",
-            ))
+            out.append(
+                SchemaProblem(
+                    (*loc, "minItems"),
+                    f"minItems {clip_repr(items, 40)} is over agentprop's limit of {MAX_GENERATED_ITEMS:,} items in a generated tool output",
+                    f"give minItems at most {MAX_GENERATED_ITEMS:,} (worlds generate at least minItems items for every call)",
+                )
+            )
     return out
 
 
@@ -116,12 +135,24 @@ def _empty_range(loc: Loc, node: Mapping[str, Any]) -> list[SchemaProblem]:
         for hk, hv in highs:
             exclusive = lk.startswith("exclusive") or hk.startswith("exclusive")
             if lv > hv or (exclusive and lv >= hv):
-                return [SchemaProblem((*loc, lk), f"{lk} {clip_repr(lv, 40)} and {hk} {clip_repr(hv, 40)} leave no number: nothing satisfies the schema", f"make {lk} less than {hk}")]
+                return [
+                    SchemaProblem(
+                        (*loc, lk),
+                        f"{lk} {clip_repr(lv, 40)} and {hk} {clip_repr(hv, 40)} leave no number: nothing satisfies the schema",
+                        f"make {lk} less than {hk}",
+                    )
+                ]
     if node.get("type") == "integer" and lows and highs:
         lo = max(math.floor(v) + 1 if k.startswith("exclusive") else math.ceil(v) for k, v in lows)
         hi = min(math.ceil(v) - 1 if k.startswith("exclusive") else math.floor(v) for k, v in highs)
         if lo > hi:
             lk, lv = lows[0]
             hk, hv = highs[0]
-            return [SchemaProblem((*loc, lk), f"no integer lies between {lk} {clip_repr(lv, 40)} and {hk} {clip_repr(hv, 40)}", "widen the range, or use `type: number`")]
+            return [
+                SchemaProblem(
+                    (*loc, lk),
+                    f"no integer lies between {lk} {clip_repr(lv, 40)} and {hk} {clip_repr(hv, 40)}",
+                    "widen the range, or use `type: number`",
+                )
+            ]
     return []

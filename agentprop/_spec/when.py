@@ -43,8 +43,9 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union
-from agentprop.errors import WhenSyntaxError, UnboundVariable  # noqa: F401 (re-exported: defined in errors.py)
+from typing import Any
+
+from agentprop.errors import UnboundVariable, WhenSyntaxError  # noqa: F401 (re-exported: defined in errors.py)
 
 __all__ = [
     "And",
@@ -147,7 +148,7 @@ class Or:
         return " or ".join(_wrap(i) for i in self.items)
 
 
-Expr = Union[Literal, Symbol, Path, Arith, Compare, Not, And, Or]
+Expr = Literal | Symbol | Path | Arith | Compare | Not | And | Or
 
 
 def _operand(e: Expr) -> str:
@@ -217,8 +218,7 @@ def _tokenize(text: str) -> list[_Tok]:
                 f"unexpected character {text[pos]!r}",
                 text,
                 pos,
-                "a name, a number, a quoted string, an operator (== != > >= < <= + - * / %), "
-                "'and', 'or', 'not' or parentheses",
+                "a name, a number, a quoted string, an operator (== != > >= < <= + - * / %), 'and', 'or', 'not' or parentheses",
             )
         kind = m.lastgroup or ""
         tok = m.group()
@@ -375,9 +375,7 @@ class _Parser:
             self._advance()
             inner = self.unary()
             self.depth -= 1
-            if isinstance(inner, Literal) and isinstance(inner.value, (int, float)) and not isinstance(
-                inner.value, bool
-            ):
+            if isinstance(inner, Literal) and isinstance(inner.value, (int, float)) and not isinstance(inner.value, bool):
                 return Literal(-inner.value)
             return Arith("-", Literal(0), inner)
         return self.atom()
@@ -426,9 +424,7 @@ class _Parser:
 def parse_when(text: str) -> WhenClause:
     """Parse one ``when`` expression. Raises :class:`WhenSyntaxError` with the column."""
     if not isinstance(text, str):
-        raise WhenSyntaxError(
-            f"a condition must be a string, got {type(text).__name__}", str(text), 0, "a string"
-        )
+        raise WhenSyntaxError(f"a condition must be a string, got {type(text).__name__}", str(text), 0, "a string")
     return _Parser(text).clause()
 
 

@@ -62,8 +62,7 @@ def fisher_exact_two_sided(a_succ: int, a_n: int, b_succ: int, b_n: int) -> floa
     b_succ = check_count("b_succ", b_succ)
     if a_succ > a_n or b_succ > b_n:
         raise InvalidArgument(
-            f"fisher_exact_two_sided({a_succ}, {a_n}, {b_succ}, {b_n}): successes cannot "
-            "exceed runs. The arguments are (a_succ, a_n, b_succ, b_n)."
+            f"fisher_exact_two_sided({a_succ}, {a_n}, {b_succ}, {b_n}): successes cannot exceed runs. The arguments are (a_succ, a_n, b_succ, b_n)."
         )
     total = a_n + b_n
     passes = a_succ + b_succ
@@ -90,8 +89,7 @@ def fisher_exact_greater(a_succ: int, a_n: int, b_succ: int, b_n: int) -> float:
     b_succ = check_count("b_succ", b_succ)
     if a_succ > a_n or b_succ > b_n:
         raise InvalidArgument(
-            f"fisher_exact_greater({a_succ}, {a_n}, {b_succ}, {b_n}): successes cannot "
-            "exceed runs. The arguments are (a_succ, a_n, b_succ, b_n)."
+            f"fisher_exact_greater({a_succ}, {a_n}, {b_succ}, {b_n}): successes cannot exceed runs. The arguments are (a_succ, a_n, b_succ, b_n)."
         )
     total = a_n + b_n
     passes = a_succ + b_succ
@@ -122,16 +120,10 @@ def categorical_two_sample_test(
     permutations = check_count("permutations", permutations, minimum=1)
     exact_limit = check_count("exact_limit", exact_limit)
     if not isinstance(seed, (int, np.integer, np.random.Generator)) or isinstance(seed, bool):
-        raise InvalidArgument(
-            f"seed={seed!r} must be an int or a numpy Generator, so the Monte Carlo p-value "
-            "is reproducible."
-        )
+        raise InvalidArgument(f"seed={seed!r} must be an int or a numpy Generator, so the Monte Carlo p-value is reproducible.")
     n_a, n_b = sum(a), sum(b)
     if n_a == 0 or n_b == 0:
-        raise InvalidArgument(
-            f"categorical_two_sample_test needs at least one outcome in each sample; got "
-            f"{n_a} in counts_a and {n_b} in counts_b."
-        )
+        raise InvalidArgument(f"categorical_two_sample_test needs at least one outcome in each sample; got {n_a} in counts_a and {n_b} in counts_b.")
     kept = [(x, x + y) for x, y in zip(a, b, strict=True) if x + y > 0]
     if len(kept) <= 1:
         return 1.0  # every run in both samples gave the same outcome
@@ -147,9 +139,7 @@ def categorical_two_sample_test(
         extreme = log_probabilities[log_probabilities <= cutoff]
         return float(min(1.0, np.exp(extreme - log_total).sum()))
     generator = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    draws = generator.multivariate_hypergeometric(
-        np.asarray(totals, dtype=np.int64), n_a, size=permutations
-    )
+    draws = generator.multivariate_hypergeometric(np.asarray(totals, dtype=np.int64), n_a, size=permutations)
     log_weights = np.zeros(permutations)
     for column, row in enumerate(log_comb):
         log_weights += row[draws[:, column]]
@@ -160,8 +150,7 @@ def categorical_two_sample_test(
 def _category_count(name: str, counts: Mapping[str, int], label: str) -> int:
     if not isinstance(counts, Mapping):
         raise InvalidArgument(
-            f"{name} must be a mapping from outcome label to count, got "
-            f"{type(counts).__name__}. Use collections.Counter(outcomes)."
+            f"{name} must be a mapping from outcome label to count, got {type(counts).__name__}. Use collections.Counter(outcomes)."
         )
     return check_count(f"{name}[{label!r}]", counts.get(label, 0))
 
@@ -185,9 +174,7 @@ def _count_tables(totals: list[int], n_a: int) -> int:
     return ways[n_a]
 
 
-def _enumerate_log_weights(
-    totals: list[int], n_a: int, log_comb: list[np.ndarray]
-) -> np.ndarray:
+def _enumerate_log_weights(totals: list[int], n_a: int, log_comb: list[np.ndarray]) -> np.ndarray:
     """``sum_i log C(totals[i], x_i)`` for every table with ``sum_i x_i = n_a``.
 
     Builds the tables category by category, keeping only the partial sum and the partial

@@ -63,8 +63,7 @@ class _BoundedLoader(yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open:
                 raise _YamlLimitError(
-                    f"recursive alias *{event.anchor}: the alias is inside the value &{event.anchor} names, "
-                    "so that value would contain itself",
+                    f"recursive alias *{event.anchor}: the alias is inside the value &{event.anchor} names, so that value would contain itself",
                     # types-PyYAML also allows the C parser's Mark here; this pure-Python loader makes yaml.Mark
                     event.start_mark,  # type: ignore[arg-type]
                     f"write the value out instead of *{event.anchor}, or move the alias out of the value it names",
@@ -306,6 +305,7 @@ def _reader_error(exc: yaml.reader.ReaderError, text: str, path: Path | None, er
         f"{kind} U+{code:04X} is not allowed in YAML (only tab, line feed and carriage return are, of the control characters)",
         location=SourceLocation(path, line, col),
         expected="printable text",
-        fix=f"delete the character; to mean it, write it as an escape in a double-quoted string (\"\\x{code:02x}\")"
-        if code <= 0xFF else "delete the character",
+        fix=f'delete the character; to mean it, write it as an escape in a double-quoted string ("\\x{code:02x}")'
+        if code <= 0xFF
+        else "delete the character",
     )

@@ -36,9 +36,9 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from agentprop._spec.response import respond_tool_schema
 from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec, Tool
+from agentprop._spec.response import respond_tool_schema
 from agentprop.errors import InvalidArgument
 
 _current: contextvars.ContextVar[Any] = contextvars.ContextVar("agentprop_adapter_turn", default=None)
@@ -87,7 +87,7 @@ def python_type(schema: Mapping[str, Any] | None, name: str = "Value") -> Any:
     if isinstance(kind, list):
         options = [python_type({**schema, "type": k}, name) for k in kind if k != "null"]
         base = options[0] if len(options) == 1 else Any
-        return Optional[base] if "null" in kind else base  # noqa: UP007
+        return Optional[base] if "null" in kind else base  # noqa: UP045 (a type built at run time)
     if kind == "string":
         return str
     if kind == "integer":
@@ -110,7 +110,7 @@ def python_type(schema: Mapping[str, Any] | None, name: str = "Value") -> Any:
             if prop in required:
                 fields[prop] = (annotation, Field(..., description=desc))
             else:
-                fields[prop] = (Optional[annotation], Field(None, description=desc))  # noqa: UP007
+                fields[prop] = (Optional[annotation], Field(None, description=desc))  # noqa: UP045 (a type built at run time)
         extra: Literal["forbid", "allow"] = "forbid" if schema.get("additionalProperties") is False else "allow"
         return create_model(_model_name(name), __config__=ConfigDict(extra=extra), **fields)
     return Any
@@ -152,7 +152,9 @@ def typed_function(
     annotations: dict[str, Any] = {}
     for prop, sub in props.items():
         if not prop.isidentifier() or keyword.iskeyword(prop):
-            raise InvalidArgument(f"tool {name}: property {prop!r} cannot be a Python parameter name; give the framework the tool's JSON Schema instead")
+            raise InvalidArgument(
+                f"tool {name}: property {prop!r} cannot be a Python parameter name; give the framework the tool's JSON Schema instead"
+            )
         annotation = python_type(sub, _model_name(name, prop))
         desc = sub.get("description") if isinstance(sub, Mapping) else None
         if desc:
@@ -160,7 +162,7 @@ def typed_function(
         if prop in required:
             params.append(inspect.Parameter(prop, inspect.Parameter.KEYWORD_ONLY, annotation=annotation))
         else:
-            annotation = Optional[annotation]  # noqa: UP007
+            annotation = Optional[annotation]  # noqa: UP045 (a type built at run time)
             params.append(inspect.Parameter(prop, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
         annotations[prop] = annotation
     # required parameters first, as Python requires of a signature

@@ -30,10 +30,10 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry, Tool
 
-from agentprop._spec.response import response_model
 from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec
-from agentprop.adapters import bind, typed_function, current_turn
+from agentprop._spec.response import response_model
+from agentprop.adapters import bind, current_turn, typed_function
 from agentprop.errors import ToolError
 
 DEFAULT_TOOL_RETRIES = 5
@@ -99,9 +99,6 @@ class PydanticAIAgent:
             ctx.say(str(output))
 
 
-
-
-
 class PlayedModel:
     """A scripted PydanticAI model played by a plain-Python agent, for offline tests.
 
@@ -135,8 +132,15 @@ class PlayedModel:
             if self._puppet is not None:
                 self._puppet.abandon()
             ctx = current_turn()
-            self._puppet = TurnPuppet(self.agent.turn, str(prompts[-1].content if prompts else ""), spec=self.spec, context=ctx.context,
-                                      rng=ctx.rng, turn_index=ctx.turn_index, memory=ctx.memory)
+            self._puppet = TurnPuppet(
+                self.agent.turn,
+                str(prompts[-1].content if prompts else ""),
+                spec=self.spec,
+                context=ctx.context,
+                rng=ctx.rng,
+                turn_index=ctx.turn_index,
+                memory=ctx.memory,
+            )
         else:
             for part in parts:
                 if not isinstance(part, (ToolReturnPart, RetryPromptPart)):
@@ -160,4 +164,6 @@ class PlayedModel:
         if action.error is not None:
             raise action.error
         raise RuntimeError("the played agent ended its turn without respond")
+
+
 __all__ = ["DEFAULT_TOOL_RETRIES", "PlayedModel", "PydanticAIAgent", "pydantic_ai_agent", "pydantic_ai_tools"]

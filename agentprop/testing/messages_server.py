@@ -76,9 +76,7 @@ __all__ = [
     "tool_use_reply",
 ]
 
-_STOP_REASONS = frozenset(
-    {"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"}
-)
+_STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -119,9 +117,7 @@ def text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def tool_use_block(
-    name: str, input: Mapping[str, Any] | None = None, *, id: str | None = None
-) -> dict[str, Any]:
+def tool_use_block(name: str, input: Mapping[str, Any] | None = None, *, id: str | None = None) -> dict[str, Any]:
     """A ``tool_use`` content block. Without ``id`` the server assigns ``toolu_mock_<n>``."""
     block: dict[str, Any] = {"type": "tool_use", "name": name, "input": dict(input or {})}
     if id is not None:
@@ -145,10 +141,7 @@ def message_reply(
     deterministic estimate (about four characters per token).
     """
     if stop_reason not in _STOP_REASONS:
-        raise InvalidArgument(
-            f"stop_reason={stop_reason!r} is not one the Messages API returns; "
-            f"use one of {sorted(_STOP_REASONS)}."
-        )
+        raise InvalidArgument(f"stop_reason={stop_reason!r} is not one the Messages API returns; use one of {sorted(_STOP_REASONS)}.")
     message: dict[str, Any] = {
         "type": "message",
         "role": "assistant",
@@ -331,8 +324,7 @@ def _coerce_reply(value: object) -> Reply:
     if isinstance(value, Mapping):
         return Reply(message=dict(value))
     raise InvalidArgument(
-        f"A scripted reply must be a Reply (see text_reply, tool_use_reply, ...), a message "
-        f"dict or a str, not {type(value).__name__}: {value!r}."
+        f"A scripted reply must be a Reply (see text_reply, tool_use_reply, ...), a message dict or a str, not {type(value).__name__}: {value!r}."
     )
 
 
@@ -597,7 +589,7 @@ class MessagesServer:
             self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
         try:
             self._serve_one(h)
-        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+        except (TimeoutError, BrokenPipeError, ConnectionResetError):
             h.close_connection = True
         finally:
             with self._lock:
@@ -653,13 +645,9 @@ class MessagesServer:
         headers: Mapping[str, str],
     ) -> Reply | None:
         if path.rstrip("/") != "/v1/messages":
-            return error_reply(
-                404, message=f"MessagesServer only serves POST /v1/messages, not {method} {path}."
-            )
+            return error_reply(404, message=f"MessagesServer only serves POST /v1/messages, not {method} {path}.")
         if method != "POST":
-            return error_reply(
-                405, error_type="invalid_request_error", message=f"Use POST for /v1/messages, not {method}."
-            )
+            return error_reply(405, error_type="invalid_request_error", message=f"Use POST for /v1/messages, not {method}.")
         if self._expected_api_key is not None:
             sent = headers.get("x-api-key")
             auth = headers.get("authorization", "")
@@ -768,9 +756,7 @@ class MessagesServer:
         usage = dict(out.get("usage") or {})
         if "input_tokens" not in usage:
             usage["input_tokens"] = _estimate_tokens(
-                {k: request.get(k) for k in ("system", "messages", "tools")}
-                if isinstance(request, dict)
-                else None
+                {k: request.get(k) for k in ("system", "messages", "tools")} if isinstance(request, dict) else None
             )
         if "output_tokens" not in usage:
             usage["output_tokens"] = _estimate_tokens(out.get("content"))

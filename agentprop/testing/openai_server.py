@@ -58,7 +58,14 @@ from agentprop.testing.messages_server import (
 __all__ = ["OpenAIServer", "raw_arguments_block", "raw_arguments_reply"]
 
 _PATHS = {"/v1/chat/completions": "chat", "/v1/responses": "responses"}
-_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length", "stop_sequence": "stop", "refusal": "content_filter", "pause_turn": "stop"}
+_FINISH = {
+    "end_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "stop_sequence": "stop",
+    "refusal": "content_filter",
+    "pause_turn": "stop",
+}
 _CHUNK = 12
 """Characters per streamed text or arguments delta (so streams really come in pieces)."""
 
@@ -189,9 +196,7 @@ class OpenAIServer(MessagesServer):
         refusal = text if message.get("stop_reason") == "refusal" else None
         out: dict[str, Any] = {"role": "assistant", "content": None if refusal else text, "refusal": refusal}
         if calls:
-            out["tool_calls"] = [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls
-            ]
+            out["tool_calls"] = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
         finish = "tool_calls" if calls else _FINISH.get(str(message.get("stop_reason")), "stop")
         prompt, completion, cached = self._usage_numbers(message)
         return {
@@ -242,10 +247,16 @@ class OpenAIServer(MessagesServer):
             part: dict[str, Any] = {"type": kind, "refusal": text} if kind == "refusal" else {"type": kind, "text": text, "annotations": []}
             output.append({"type": "message", "id": f"msg_mock_{number}", "status": "completed", "role": "assistant", "content": [part]})
         for call in self._calls(message):
-            output.append({
-                "type": "function_call", "id": f"fc_mock_{call['id'][10:]}", "call_id": call["id"], "name": call["name"],
-                "arguments": call["arguments"], "status": "completed",
-            })
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_mock_{call['id'][10:]}",
+                    "call_id": call["id"],
+                    "name": call["name"],
+                    "arguments": call["arguments"],
+                    "status": "completed",
+                }
+            )
         prompt, completion, cached = self._usage_numbers(message)
         incomplete = message.get("stop_reason") == "max_tokens"
         return {
@@ -304,4 +315,3 @@ class OpenAIServer(MessagesServer):
             if isinstance(block, dict) and block.get("type") == "tool_use" and "raw_arguments" in block:
                 block.setdefault("input", {})
         return out
-

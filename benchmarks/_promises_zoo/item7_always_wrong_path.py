@@ -35,6 +35,13 @@ def check_inv_is_not_applicable(seed: int) -> ZooOutcome:
 
 
 ENTRIES: list[ZooFault] = [
-    ZooFault(name="always_wrong_path_inv", item=7, project=PROJECT, faults={"ignore_plan_rules": 1.0},
-             kinds=("mft", "inv"), cases=(PATH,), check=check_inv_is_not_applicable),
+    ZooFault(
+        name="always_wrong_path_inv",
+        item=7,
+        project=PROJECT,
+        faults={"ignore_plan_rules": 1.0},
+        kinds=("mft", "inv"),
+        cases=(PATH,),
+        check=check_inv_is_not_applicable,
+    ),
 ]

@@ -55,6 +55,11 @@ def _kill_by_a_failing_case(seed: int) -> ZooOutcome:
 
 ENTRIES: list[ZooFault] = [
     ZooFault(name="vacuous_probe", item=8, project="examples/expenseguard", check=_vacuous_probe),
-    ZooFault(name="kill_by_a_case_the_clean_agent_fails", item=8, project="examples/supportops", faults={"skip_confirm": 1.0},
-             check=_kill_by_a_failing_case),
+    ZooFault(
+        name="kill_by_a_case_the_clean_agent_fails",
+        item=8,
+        project="examples/supportops",
+        faults={"skip_confirm": 1.0},
+        check=_kill_by_a_failing_case,
+    ),
 ]

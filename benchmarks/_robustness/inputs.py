@@ -94,10 +94,54 @@ BLOCKS = (
 )
 
 SNIPPETS = (
-    "\x00", "\x01", "\x07", "\x1b", "\x7f", "\ufeff", "\u2028", "\ud800", "\t", "\n", "\r", "\r\n",
-    ": ", "- ", "[", "]", "{", "}", "&a ", "*a", "!!str ", "!!int ", "|", ">", "'", '"', "#", "%", "@", "`",
-    "? ", ",", "<<: ", "~", ".inf", ".nan", "-.inf", "0x" + "f" * 40, "1e999", "9" * 5000, "../..", "/etc/passwd",
-    "{order_id}", "{", "}}", "é", "中文", "😀",
+    "\x00",
+    "\x01",
+    "\x07",
+    "\x1b",
+    "\x7f",
+    "\ufeff",
+    "\u2028",
+    "\ud800",
+    "\t",
+    "\n",
+    "\r",
+    "\r\n",
+    ": ",
+    "- ",
+    "[",
+    "]",
+    "{",
+    "}",
+    "&a ",
+    "*a",
+    "!!str ",
+    "!!int ",
+    "|",
+    ">",
+    "'",
+    '"',
+    "#",
+    "%",
+    "@",
+    "`",
+    "? ",
+    ",",
+    "<<: ",
+    "~",
+    ".inf",
+    ".nan",
+    "-.inf",
+    "0x" + "f" * 40,
+    "1e999",
+    "9" * 5000,
+    "../..",
+    "/etc/passwd",
+    "{order_id}",
+    "{",
+    "}}",
+    "é",
+    "中文",
+    "😀",
 )
 
 _SCALARS = st.one_of(
@@ -106,7 +150,31 @@ _SCALARS = st.one_of(
     st.integers(min_value=-(10**20), max_value=10**20),
     st.sampled_from([0, -1, 1, 2**31, 2**53 + 1, 10**300, -(10**300), 50_000_000, 99_999_999_999]),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from(["", " ", "x" * 120_000, "{" * 3, "{S}", "{x}", "../../X", "/tmp/x", "..", "a\x01b", "line\nbreak", "'\"", "*", "&", "yes", "no", "on", "null", "~", "1e300", "9" * 400]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "x" * 120_000,
+            "{" * 3,
+            "{S}",
+            "{x}",
+            "../../X",
+            "/tmp/x",
+            "..",
+            "a\x01b",
+            "line\nbreak",
+            "'\"",
+            "*",
+            "&",
+            "yes",
+            "no",
+            "on",
+            "null",
+            "~",
+            "1e300",
+            "9" * 400,
+        ]
+    ),
     st.text(max_size=20),
 )
 
@@ -174,8 +242,30 @@ def _text_mutation(draw: st.DrawFn, text: str) -> tuple[str, str]:
         if not candidates:
             return text, "no scalar to replace"
         i = draw(st.sampled_from(candidates))
-        value = draw(st.sampled_from(["", "[]", "{}", "null", "true", "-1", "0", ".inf", ".nan", "1.0e+300", "9" * 5000,
-                                      "'" + "x" * 120_000 + "'", "'../../X'", "[" * 70 + "]" * 70, "*a", "&a x", "!!binary AA==", "{x: 1}"]))
+        value = draw(
+            st.sampled_from(
+                [
+                    "",
+                    "[]",
+                    "{}",
+                    "null",
+                    "true",
+                    "-1",
+                    "0",
+                    ".inf",
+                    ".nan",
+                    "1.0e+300",
+                    "9" * 5000,
+                    "'" + "x" * 120_000 + "'",
+                    "'../../X'",
+                    "[" * 70 + "]" * 70,
+                    "*a",
+                    "&a x",
+                    "!!binary AA==",
+                    "{x: 1}",
+                ]
+            )
+        )
         head = lines[i][: lines[i].index(":") + 1]
         lines[i] = f"{head} {value}"
         return "\n".join(lines), f"line {i + 1} value -> {value[:30]!r}"
@@ -326,8 +416,20 @@ def judge(item: HostileInput, workdir: Path, *, run: bool = True) -> Outcome:
         return Outcome("traceback", traceback.format_exc()[-3000:])
 
 
-RUN_ARGS = ("--kinds", "mft,explore,boundary,dir,inv", "--explore", "1", "--max-runs", "20", "--concurrency", "2",
-            "--shrink-budget", "0", "--corpus", "none")
+RUN_ARGS = (
+    "--kinds",
+    "mft,explore,boundary,dir,inv",
+    "--explore",
+    "1",
+    "--max-runs",
+    "20",
+    "--concurrency",
+    "2",
+    "--shrink-budget",
+    "0",
+    "--corpus",
+    "none",
+)
 """What an accepted project is run with: every case kind built, a few agent runs of the
 example's own Python agent (worlds generated, tools answered, responses checked)."""
 
@@ -359,15 +461,21 @@ def _judge_project(item: HostileInput, workdir: Path, *, run: bool = True) -> Ou
         return _judge_run(root) if run else Outcome("accepted", f"exit {code}")
     m = LOCATED.search(text)
     target = root / ("spec.yaml" if item.kind == "spec" else "agentprop.yaml")
-    if code == 2 and m is not None and "  fix: " in text and len(text) <= MAX_MESSAGE and Path(m["file"]).name in (target.name, "spec.yaml", "agentprop.yaml"):
+    if (
+        code == 2
+        and m is not None
+        and "  fix: " in text
+        and len(text) <= MAX_MESSAGE
+        and Path(m["file"]).name in (target.name, "spec.yaml", "agentprop.yaml")
+    ):
         return Outcome("clear_error", text.splitlines()[0][:300])
     return Outcome("unclear_error", f"exit {code}: {text[:600]}")
 
 
 def _judge_pack(item: HostileInput, workdir: Path) -> Outcome:
     from agentprop import strategies as aps
-    from agentprop.strategies._internal.packs import load_pack
     from agentprop.errors import InputError
+    from agentprop.strategies._internal.packs import load_pack
 
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "pack.yaml"
@@ -413,9 +521,17 @@ def curated_inputs() -> list[HostileInput]:
         ("spec", "decision enum holding an object", _edit(spec, decision, decision + "        - {x: 1}\n")),
         ("spec", "decision enum holding a number", _edit(spec, decision, decision + "        - 5\n")),
         ("spec", "minimum > maximum", _edit(spec, field, field + "              minimum: 10\n              maximum: 1\n")),
-        ("spec", "minItems: 50000000", _edit(spec, "      orders:\n        type: array\n", "      orders:\n        type: array\n        minItems: 50000000\n")),
+        (
+            "spec",
+            "minItems: 50000000",
+            _edit(spec, "      orders:\n        type: array\n", "      orders:\n        type: array\n        minItems: 50000000\n"),
+        ),
         ("spec", "120 KB value", _edit(spec, "risk_level: medium", "risk_level: '" + "x" * 120_000 + "'")),
-        ("bindings", "field under a boolean sub-schema", _edit(bindings, "world: {tool: verify_identity, field: verified}", "world: {tool: verify_identity, field: verified.deeper.still}")),
+        (
+            "bindings",
+            "field under a boolean sub-schema",
+            _edit(bindings, "world: {tool: verify_identity, field: verified}", "world: {tool: verify_identity, field: verified.deeper.still}"),
+        ),
         ("bindings", "world value of the wrong type", _edit(bindings, "    can_cancel: true\n", "    can_cancel: [1, 2]\n")),
         ("bindings", "max: .inf", _edit(bindings, window, "cancel_window_days, min: 0, max: .inf}")),
         ("bindings", "agent: ../x", _edit(bindings, "agent: agent:SupportOpsAgent", "agent: ../x")),

@@ -69,10 +69,45 @@ _YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
 _RELATIVE = re.compile(r"\b(yesterday|today|last month|this month|last year|this year)\b", re.I)
 # words the agent reads by: a one-letter slip in one of them is still that word
 _VOCABULARY = (
-    "guess", "ballpark", "roughly", "tables", "schema", "columns", "customers", "customer", "clients", "accounts", "products",
-    "revenue", "sales", "turnover", "income", "orders", "order", "number", "count", "refunds", "refund", "region", "data",
-    "list", "records", "details", "yesterday", "today", "month", "year", "last", "this", "best", "biggest", "largest", "total",
-    "report", "numbers", *(name for name in _MONTHS if len(name) > 3),
+    "guess",
+    "ballpark",
+    "roughly",
+    "tables",
+    "schema",
+    "columns",
+    "customers",
+    "customer",
+    "clients",
+    "accounts",
+    "products",
+    "revenue",
+    "sales",
+    "turnover",
+    "income",
+    "orders",
+    "order",
+    "number",
+    "count",
+    "refunds",
+    "refund",
+    "region",
+    "data",
+    "list",
+    "records",
+    "details",
+    "yesterday",
+    "today",
+    "month",
+    "year",
+    "last",
+    "this",
+    "best",
+    "biggest",
+    "largest",
+    "total",
+    "report",
+    "numbers",
+    *(name for name in _MONTHS if len(name) > 3),
 )
 # what the zoo's faults read (see FAULTS)
 _FILLER_OR_HEDGE_OPENING = re.compile(r"^\W*(u+m+|u+h+|e+r+m*|so|well|like|h+m+|oh|ok(ay)?,? so|i think|i guess|maybe|perhaps)\b", re.I)
@@ -255,14 +290,12 @@ def build_sql(q: Question, *, rewrite: bool = False, limit: bool = True) -> str:
     refunded = f"{o}.status = 'refunded'"
     if q.shape == "revenue":
         inner = (
-            f"SELECT ROUND(SUM({o}.amount), 2) AS total_revenue, COUNT({o}.order_id) AS completed_orders "
-            f"FROM {orders_from}{where(completed, region)}"
+            f"SELECT ROUND(SUM({o}.amount), 2) AS total_revenue, COUNT({o}.order_id) AS completed_orders FROM {orders_from}{where(completed, region)}"
         )
         return nonempty(inner, "total_revenue, completed_orders", "completed_orders")
     if q.shape == "summary":
         inner = (
-            f"SELECT COUNT({o}.order_id) AS completed_orders, ROUND(SUM({o}.amount), 2) AS total_revenue "
-            f"FROM {orders_from}{where(completed, region)}"
+            f"SELECT COUNT({o}.order_id) AS completed_orders, ROUND(SUM({o}.amount), 2) AS total_revenue FROM {orders_from}{where(completed, region)}"
         )
         return nonempty(inner, "completed_orders, total_revenue", "completed_orders")
     if q.shape == "order_count":
@@ -270,8 +303,7 @@ def build_sql(q: Question, *, rewrite: bool = False, limit: bool = True) -> str:
         return nonempty(inner, "order_count", "order_count")
     if q.shape == "refunds":
         inner = (
-            f"SELECT COUNT({o}.order_id) AS refunded_orders, ROUND(SUM({o}.amount), 2) AS refunded_amount "
-            f"FROM {orders_from}{where(refunded, region)}"
+            f"SELECT COUNT({o}.order_id) AS refunded_orders, ROUND(SUM({o}.amount), 2) AS refunded_amount FROM {orders_from}{where(refunded, region)}"
         )
         return nonempty(inner, "refunded_orders, refunded_amount", "refunded_orders")
     if q.shape == "top_customers":
@@ -302,7 +334,9 @@ def build_sql(q: Question, *, rewrite: bool = False, limit: bool = True) -> str:
     if q.shape == "customer_count":
         return nonempty(f"SELECT COUNT({c}.customer_id) AS customers FROM {customers}{region_only}", "customers", "customers")
     if q.shape == "customer_data":
-        return f"SELECT {c}.name AS name, {c}.region AS region, {c}.signup_date AS signup_date FROM {customers}{region_only} ORDER BY {c}.name LIMIT 20"
+        return (
+            f"SELECT {c}.name AS name, {c}.region AS region, {c}.signup_date AS signup_date FROM {customers}{region_only} ORDER BY {c}.name LIMIT 20"
+        )
     raise ValueError(f"unknown question shape {q.shape!r}")
 
 
@@ -403,7 +437,14 @@ class DataInsightsAgent:
         if q is not None and q.period is not None and self._period_missed(q.period, ctx):
             q = replace(q, period=None)
         if q is not None and _YES_NO_REQUEST.search(message) and self._fault("can_you_answered_yes", ctx):
-            self._respond(ctx, "N2_CLARIFY", "ASK_CLARIFY", "Yes, I can pull that for you. Shall I run the query now?", evidence="the user asked whether I can", clarifying_question="Shall I run the query now?")
+            self._respond(
+                ctx,
+                "N2_CLARIFY",
+                "ASK_CLARIFY",
+                "Yes, I can pull that for you. Shall I run the query now?",
+                evidence="the user asked whether I can",
+                clarifying_question="Shall I run the query now?",
+            )
             return
         if q is None:
             if self._fault("no_clarify", ctx):
@@ -453,10 +494,23 @@ class DataInsightsAgent:
     def _describe_tables(self, ctx: TurnContext) -> None:
         failure = self._load_schema(ctx)
         if failure is not None or self.schema is None:
-            self._respond(ctx, "N3A_DESCRIBE_SCHEMA", "SQL_ERROR", "I could not load the database schema right now. Please try again in a moment.", evidence=f"describe_schema failed: {failure}")
+            self._respond(
+                ctx,
+                "N3A_DESCRIBE_SCHEMA",
+                "SQL_ERROR",
+                "I could not load the database schema right now. Please try again in a moment.",
+                evidence=f"describe_schema failed: {failure}",
+            )
             return
         listing = "; ".join(f"{t} ({', '.join(cols)})" for t, cols in self.schema.items())
-        self._respond(ctx, "N3A_DESCRIBE_SCHEMA", "ANSWER", f"The database has these tables: {listing}.", evidence="describe_schema", tables_used=list(self.schema))
+        self._respond(
+            ctx,
+            "N3A_DESCRIBE_SCHEMA",
+            "ANSWER",
+            f"The database has these tables: {listing}.",
+            evidence="describe_schema",
+            tables_used=list(self.schema),
+        )
 
     def _answer(self, q: Question, ctx: TurnContext) -> None:
         if self._fault("no_tool", ctx) or (_HURRIED.search(self.message) is not None and self._fault("hurried_guess", ctx)):
@@ -465,18 +519,19 @@ class DataInsightsAgent:
         failure = self._load_schema(ctx)
         if failure is not None or self.schema is None:
             self._respond(
-                ctx, "N3A_DESCRIBE_SCHEMA", "SQL_ERROR",
+                ctx,
+                "N3A_DESCRIBE_SCHEMA",
+                "SQL_ERROR",
                 "I could not load the database schema, so I cannot query the data right now. Please try again in a moment.",
                 evidence=f"describe_schema failed: {failure}",
             )
             return
-        missing = [
-            f"{t}.{col}" for t, cols in _NEEDS[q.shape].items() for col in sorted(cols)
-            if col not in self.schema.get(t, {})
-        ]
+        missing = [f"{t}.{col}" for t, cols in _NEEDS[q.shape].items() for col in sorted(cols) if col not in self.schema.get(t, {})]
         if missing:
             self._respond(
-                ctx, "N3_PLAN_QUERY", "REFUSE_GUESS",
+                ctx,
+                "N3_PLAN_QUERY",
+                "REFUSE_GUESS",
                 f"The database has no {', '.join(missing)}, so I cannot answer this without guessing.",
                 evidence="describe_schema lacks the needed columns",
             )
@@ -504,7 +559,9 @@ class DataInsightsAgent:
                 errors.append(exc.kind)
         if result is None:
             self._respond(
-                ctx, "END_SQL_ERROR", "SQL_ERROR",
+                ctx,
+                "END_SQL_ERROR",
+                "SQL_ERROR",
                 f"The query failed{' twice' if len(errors) > 1 else ''}"
                 f"{', even after I rewrote it' if len(errors) > 1 else ''} ({errors[-1] if errors else 'no budget'}). "
                 "Next steps: try again in a moment, narrow the question (for example a shorter timeframe), "
@@ -520,7 +577,9 @@ class DataInsightsAgent:
         if not rows or all(v is None for v in rows[0]):
             span = (f" in {q.region}" if q.region else "") + (f" for {q.period.label}" if q.period else "")
             self._respond(
-                ctx, "END_NO_RESULTS", "NO_RESULTS",
+                ctx,
+                "END_NO_RESULTS",
+                "NO_RESULTS",
                 f"The query returned no rows{span}: there is no matching data, so I have nothing to report. "
                 "You could try a different timeframe or remove a filter.",
                 evidence="run_sql returned 0 rows",
@@ -531,7 +590,10 @@ class DataInsightsAgent:
             return
         message, numbers = self._render(q, rows, ctx)
         self._respond(
-            ctx, "N5_ANSWER", "ANSWER", message,
+            ctx,
+            "N5_ANSWER",
+            "ANSWER",
+            message,
             evidence=f"run_sql returned {result.get('row_count', len(rows))} row(s) with columns {', '.join(result.get('columns', []))}",
             sql=sql,
             tables_used=tables_in(sql),

@@ -89,8 +89,17 @@ CREATE TABLE order_items (
 """
 
 _CUSTOMER_NAMES = [
-    "Acme Corp", "Globex", "Initech", "Umbrella Health", "Stark Industries", "Wayne Logistics",
-    "Hooli", "Vandelay Imports", "Soylent Foods", "Tyrell Systems", "Cyberdyne Labs",
+    "Acme Corp",
+    "Globex",
+    "Initech",
+    "Umbrella Health",
+    "Stark Industries",
+    "Wayne Logistics",
+    "Hooli",
+    "Vandelay Imports",
+    "Soylent Foods",
+    "Tyrell Systems",
+    "Cyberdyne Labs",
     "Wonka Confections",
 ]
 _REGIONS = ["North America", "Europe", "APAC", "LATAM"]
@@ -281,12 +290,7 @@ def run_sql(args: dict[str, Any], world: World) -> dict[str, Any]:
 def describe_schema(args: dict[str, Any], world: World) -> dict[str, Any]:
     """Handler of ``describe_schema``: ``{tables: {table: {column: declared type}}}``."""
     conn = database(world)
-    names = [
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-        )
-    ]
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
     tables: dict[str, dict[str, str]] = {}
     for name in names:
         info = conn.execute(f'PRAGMA table_info("{name}")').fetchall()

@@ -65,19 +65,38 @@ _ASSUMED_POLICY: dict[str, Any] = {
     "disallowed": ["alcohol", "tobacco"],
 }
 
-_RECEIPT_ID = re.compile(
-    r"\b(RCP-[A-Za-z0-9]+)\b|\breceipt(?:\s+(?:id|number|no\.?))?\s*[:#]?\s*([A-Z0-9]+-[A-Z0-9]+)\b", re.I
-)
-_ROLE = re.compile(
-    r"\b(?:role(?:\s+is)?\s*:?|I'?m\s+an?|I\s+am\s+an?|work(?:ing)?\s+as(?:\s+an?)?)\s+([A-Za-z][A-Za-z-]+)", re.I
-)
+_RECEIPT_ID = re.compile(r"\b(RCP-[A-Za-z0-9]+)\b|\breceipt(?:\s+(?:id|number|no\.?))?\s*[:#]?\s*([A-Z0-9]+-[A-Z0-9]+)\b", re.I)
+_ROLE = re.compile(r"\b(?:role(?:\s+is)?\s*:?|I'?m\s+an?|I\s+am\s+an?|work(?:ing)?\s+as(?:\s+an?)?)\s+([A-Za-z][A-Za-z-]+)", re.I)
 _NOT_ROLES = {"bit", "little", "new", "few", "lot", "quick", "question", "reimbursement"}
 _COUNTRY_NAMES: dict[str, str] = {
-    "united states": "US", "usa": "US", "us": "US", "america": "US",
-    "united kingdom": "UK", "uk": "UK", "gb": "UK", "great britain": "UK", "england": "UK",
-    "germany": "DE", "de": "DE", "france": "FR", "fr": "FR", "canada": "CA", "ca": "CA",
-    "india": "IN", "japan": "JP", "jp": "JP", "spain": "ES", "es": "ES", "italy": "IT", "it": "IT",
-    "netherlands": "NL", "nl": "NL", "ireland": "IE", "ie": "IE", "australia": "AU", "au": "AU",
+    "united states": "US",
+    "usa": "US",
+    "us": "US",
+    "america": "US",
+    "united kingdom": "UK",
+    "uk": "UK",
+    "gb": "UK",
+    "great britain": "UK",
+    "england": "UK",
+    "germany": "DE",
+    "de": "DE",
+    "france": "FR",
+    "fr": "FR",
+    "canada": "CA",
+    "ca": "CA",
+    "india": "IN",
+    "japan": "JP",
+    "jp": "JP",
+    "spain": "ES",
+    "es": "ES",
+    "italy": "IT",
+    "it": "IT",
+    "netherlands": "NL",
+    "nl": "NL",
+    "ireland": "IE",
+    "ie": "IE",
+    "australia": "AU",
+    "au": "AU",
 }
 _COUNTRY = re.compile(
     r"\b(?:country(?:\s+is)?\s*:?|based\s+in|located\s+in|living\s+in|in)\s+(?:the\s+)?("
@@ -86,16 +105,40 @@ _COUNTRY = re.compile(
     re.I,
 )
 # words the agent reads by: a one-letter slip in one of them is still that word
-_VOCABULARY = ("receipt", "number", "role", "work", "working", "based", "located", "living", "country", "expense", "report",
-               "reimbursement", "claim", "submit", "process", *(k for k in _COUNTRY_NAMES if len(k) > 3))
+_VOCABULARY = (
+    "receipt",
+    "number",
+    "role",
+    "work",
+    "working",
+    "based",
+    "located",
+    "living",
+    "country",
+    "expense",
+    "report",
+    "reimbursement",
+    "claim",
+    "submit",
+    "process",
+    *(k for k in _COUNTRY_NAMES if len(k) > 3),
+)
 _EXPLICIT_COUNTRY = re.compile(r"\bcountry(?:\s+is)?\s*:?\s+([A-Z]{2})\b")
 # what the zoo's faults read (see FAULTS)
-_POLITE = re.compile(r"\b(kindly|(could|can|would) you please|would you (mind|be so kind)|i'?d (really )?appreciate|i would (really )?appreciate|if you don'?t mind|pretty please)\b", re.I)
-_FORMAL = re.compile(r"\b(i would be (most )?grateful|i am writing to|dear\b|kind regards|best regards|yours sincerely|at your earliest convenience|i would like to request)", re.I)
+_POLITE = re.compile(
+    r"\b(kindly|(could|can|would) you please|would you (mind|be so kind)|i'?d (really )?appreciate|i would (really )?appreciate|if you don'?t mind|pretty please)\b",
+    re.I,
+)
+_FORMAL = re.compile(
+    r"\b(i would be (most )?grateful|i am writing to|dear\b|kind regards|best regards|yours sincerely|at your earliest convenience|i would like to request)",
+    re.I,
+)
 _KNOWN_ROLES = frozenset({"engineer", "manager", "director", "analyst", "designer", "consultant", "intern", "contractor", "sales"})
 _CLIENT = re.compile(r"\b(client|customer (dinner|visit|meeting|lunch))\b", re.I)
 _REIMBURSEMENT = re.compile(r"\breimburs\w*", re.I)
-_HEDGE = re.compile(r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you (get|have) a (chance|moment|minute))\b", re.I)
+_HEDGE = re.compile(
+    r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you (get|have) a (chance|moment|minute))\b", re.I
+)
 _URGENT = re.compile(r"\b(asap|urgent(ly)?|right away|immediately|quick(ly)?|hurry|rush)\b", re.I)
 _CLAIMED_AMOUNT = re.compile(r"[$€£]\s?(\d+(?:\.\d{1,2})?)|\b(\d+(?:\.\d{1,2})?)\s?(?:USD|EUR|GBP|dollars|euros)\b", re.I)
 
@@ -211,8 +254,7 @@ class ExpenseGuardAgent:
             reason = "receipt_not_found"
         elif stop.kind == "not_found" and stop.tool == "get_policy":
             message = (
-                f"I found no expense policy for role {self.fields.get('role')} in {self.fields.get('country')}. "
-                "Please check your role and country."
+                f"I found no expense policy for role {self.fields.get('role')} in {self.fields.get('country')}. Please check your role and country."
             )
             reason = "policy_not_found"
         elif stop.kind == "tool_budget_exhausted":
@@ -273,14 +315,25 @@ class ExpenseGuardAgent:
         policy_currency = str(policy.get("currency", ""))
         if _FORMAL.search(message) and self._fault("formal_opens_case", ctx):
             try:
-                self._call(ctx, "open_compliance_case", summary=f"Formal request from {ctx.context.get('employee_id')}: {message[:80]}", evidence={"message": message})
+                self._call(
+                    ctx,
+                    "open_compliance_case",
+                    summary=f"Formal request from {ctx.context.get('employee_id')}: {message[:80]}",
+                    evidence={"message": message},
+                )
             except _Stop:
                 pass
         # N3_RECEIPT
         if self._fault("skip_receipt_lookup", ctx) or (_URGENT.search(message) is not None and self._fault("urgent_skips_receipt", ctx)):
             claimed = _CLAIMED_AMOUNT.search(message)
             amount = float(claimed.group(1) or claimed.group(2)) if claimed else None
-            self._submit(ctx, policy, {"receipt_id": receipt_id, "items": [], "currency": policy_currency}, amount, evidence="user's claim (receipt not looked up)")
+            self._submit(
+                ctx,
+                policy,
+                {"receipt_id": receipt_id, "items": [], "currency": policy_currency},
+                amount,
+                evidence="user's claim (receipt not looked up)",
+            )
             return
         try:
             receipt = self._call(ctx, "get_receipt", receipt_id=receipt_id)
@@ -293,7 +346,9 @@ class ExpenseGuardAgent:
         receipt_currency = str(receipt.get("currency", ""))
         total = float(receipt["total"])
         # N4_VALIDATE
-        ignore = self._fault("ignore_disallowed", ctx) or (_REIMBURSEMENT.search(message) is not None and self._fault("reimbursement_skips_items", ctx))
+        ignore = self._fault("ignore_disallowed", ctx) or (
+            _REIMBURSEMENT.search(message) is not None and self._fault("reimbursement_skips_items", ctx)
+        )
         bad = [] if ignore else disallowed_items(list(receipt.get("items", [])), list(policy.get("disallowed", [])))
         if not bad and _CLIENT.search(message) and self._fault("client_visit_entertainment", ctx):
             bad = [({"description": "client visit", "category": "entertainment"}, "entertainment")]

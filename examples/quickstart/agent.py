@@ -18,8 +18,13 @@ class OrderAgent:
     def turn(self, message: str, ctx: TurnContext) -> None:
         found = ORDER_ID.search(message)
         if found is None:
-            ctx.respond(node_id="END_CLARIFY", decision="CLARIFY", tool_actions=[], evidence="no order id in the message",
-                        user_message="Which order do you mean? Please give its id.")
+            ctx.respond(
+                node_id="END_CLARIFY",
+                decision="CLARIFY",
+                tool_actions=[],
+                evidence="no order id in the message",
+                user_message="Which order do you mean? Please give its id.",
+            )
             return
         order = ctx.call("get_order", order_id=found.group(1).upper())
         ctx.respond(

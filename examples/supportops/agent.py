@@ -72,10 +72,17 @@ _UNSURE = re.compile(r"\b(not (so |too |really |quite )?sure|unsure)\b|不确定
 _CJK_GAP = re.compile(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])")
 """A space typed between two Chinese characters (取 消): read through, as a person does."""
 # Chinese request words (the bindings declare `languages: [en, zh]`)
-_ZH_INTENTS = (("pii_request", ("社保", "身份证", "生日", "出生", "邮箱", "电话", "手机号")), ("cancel_order", ("取消", "撤销", "退订")),
-               ("change_address", ("地址", "搬家")), ("billing_question", ("套餐", "账单", "订单", "扣费")))
+_ZH_INTENTS = (
+    ("pii_request", ("社保", "身份证", "生日", "出生", "邮箱", "电话", "手机号")),
+    ("cancel_order", ("取消", "撤销", "退订")),
+    ("change_address", ("地址", "搬家")),
+    ("billing_question", ("套餐", "账单", "订单", "扣费")),
+)
 # what the zoo's faults read (see FAULTS)
-_HEDGE = re.compile(r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you (get|have) a (chance|moment|minute|sec(ond)?)|no rush)\b", re.I)
+_HEDGE = re.compile(
+    r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you (get|have) a (chance|moment|minute|sec(ond)?)|no rush)\b",
+    re.I,
+)
 _FILLER_OPENING = re.compile(r"^\W*(u+m+|u+h+|e+r+m*|so|well|like|h+m+|oh|ok(ay)?,? so|anyway)\b", re.I)
 _CASUAL = re.compile(r"\b(hey|hiya|yo|thx|pls|plz|gonna|wanna|lol|btw)\b", re.I)
 _QUESTION_REQUEST = re.compile(r"\b(can|could|would|will) you\b|\bwonder(ing)? if you\b", re.I)
@@ -86,8 +93,24 @@ _BIRTH = re.compile(r"\b(birth\w*|dob)\b|生日|出生", re.I)
 _SKIP_CHECK = re.compile(r"\b(no need to|don'?t|do not|skip|without|no) (verify\w*|check\w*|the verification|the check|verification)\b", re.I)
 # words the agent reads by: a one-letter slip in one of them is still that word
 _VOCABULARY = (
-    *_PII_WORDS, *_CANCEL_WORDS, *_ADDRESS_WORDS, *_BILLING_WORDS,
-    "last", "four", "digits", "card", "please", "order", "update", "change", "shipping", "mind", "changed", "keep", "ahead", "confirm",
+    *_PII_WORDS,
+    *_CANCEL_WORDS,
+    *_ADDRESS_WORDS,
+    *_BILLING_WORDS,
+    "last",
+    "four",
+    "digits",
+    "card",
+    "please",
+    "order",
+    "update",
+    "change",
+    "shipping",
+    "mind",
+    "changed",
+    "keep",
+    "ahead",
+    "confirm",
 )
 
 
@@ -109,7 +132,12 @@ def classify(message: str, *, exact: bool = False) -> str:
     def has(targets: tuple[str, ...]) -> bool:
         return any(w in targets for w in words) if exact else _has_word(words, targets)
 
-    for intent, targets in (("pii_request", _PII_WORDS), ("cancel_order", _CANCEL_WORDS), ("change_address", _ADDRESS_WORDS), ("billing_question", _BILLING_WORDS)):
+    for intent, targets in (
+        ("pii_request", _PII_WORDS),
+        ("cancel_order", _CANCEL_WORDS),
+        ("change_address", _ADDRESS_WORDS),
+        ("billing_question", _BILLING_WORDS),
+    ):
         if has(targets) or any(w in message for w in dict(_ZH_INTENTS)[intent]):
             return intent
     return "unknown"
@@ -172,7 +200,13 @@ class SupportOpsAgent:
         try:
             ticket = self._call(ctx, "create_ticket", category=category, summary=summary)
         except ToolError as exc:
-            self._respond(ctx, "END_TICKET", "TICKET_CREATED", "I could not complete this and could not open a ticket; please contact support.", evidence=f"create_ticket failed: {exc.kind}")
+            self._respond(
+                ctx,
+                "END_TICKET",
+                "TICKET_CREATED",
+                "I could not complete this and could not open a ticket; please contact support.",
+                evidence=f"create_ticket failed: {exc.kind}",
+            )
             return
         self._respond(
             ctx,
@@ -283,7 +317,12 @@ class SupportOpsAgent:
             return
         if "last4" not in self.slots or "zip" not in self.slots:
             self.pending = "auth"
-            self._respond(ctx, "N2_AUTH", "REQUEST_AUTH_INFO", "To make changes I need to verify you: please give the last 4 digits of your card and your billing ZIP code.")
+            self._respond(
+                ctx,
+                "N2_AUTH",
+                "REQUEST_AUTH_INFO",
+                "To make changes I need to verify you: please give the last 4 digits of your card and your billing ZIP code.",
+            )
             return
         account_id = ctx.context["account_id"]
         skip_auth = (
@@ -318,7 +357,9 @@ class SupportOpsAgent:
 
     def _refuse_auth(self, ctx: TurnContext) -> None:
         self._respond(
-            ctx, "END_REFUSE_AUTH", "REFUSE_AUTH",
+            ctx,
+            "END_REFUSE_AUTH",
+            "REFUSE_AUTH",
             "I couldn't verify your identity, so I can't make changes. I can open a ticket if you like.",
             evidence="verify_identity: verified false",
         )
@@ -333,27 +374,51 @@ class SupportOpsAgent:
     def _cancel_eligibility(self, account: dict[str, Any], rules: dict[str, Any], ctx: TurnContext) -> None:
         order_id = self.slots.get("order_id")
         if not order_id:
-            self._respond(ctx, "N5_CANCEL_ELIGIBILITY", "CLARIFY", "Which order would you like to cancel? Please give the order number.", evidence=self._checked(ctx))
+            self._respond(
+                ctx,
+                "N5_CANCEL_ELIGIBILITY",
+                "CLARIFY",
+                "Which order would you like to cancel? Please give the order number.",
+                evidence=self._checked(ctx),
+            )
             return
         order = next((o for o in account.get("orders", []) if o.get("order_id") == order_id), None)
         ignore = self._fault("ignore_plan_rules", ctx)
         if not ignore:
             if not rules.get("can_cancel"):
-                self._respond(ctx, "END_CANCEL_DENIED", "CANCEL_DENIED", "Your plan does not allow cancelling orders. I can open a ticket if you need more help.", evidence="get_plan_rules: can_cancel false")
+                self._respond(
+                    ctx,
+                    "END_CANCEL_DENIED",
+                    "CANCEL_DENIED",
+                    "Your plan does not allow cancelling orders. I can open a ticket if you need more help.",
+                    evidence="get_plan_rules: can_cancel false",
+                )
                 return
             days = (order or {}).get("days_since_created")
             window = rules.get("cancel_window_days")
             if days is not None and window is not None:
                 too_old = days >= window if self._fault("window_off_by_one", ctx) else days > window
                 if too_old:
-                    self._respond(ctx, "END_CANCEL_DENIED", "CANCEL_DENIED", f"Order {order_id} is {days} days old, past the {window}-day cancellation window.", evidence=f"get_account: {days} days; get_plan_rules: window {window}")
+                    self._respond(
+                        ctx,
+                        "END_CANCEL_DENIED",
+                        "CANCEL_DENIED",
+                        f"Order {order_id} is {days} days old, past the {window}-day cancellation window.",
+                        evidence=f"get_account: {days} days; get_plan_rules: window {window}",
+                    )
                     return
         self.slots["order_id"] = order_id
         if self._fault("skip_confirm", ctx) or (_CASUAL.search(self.message) is not None and self._fault("casual_skips_confirm", ctx)):
             self._do_cancel(ctx)
             return
         self.pending = "confirm_cancel"
-        self._respond(ctx, "N6_CONFIRM_CANCEL", "ASK_CONFIRM_CANCEL", f"Please confirm: do you want me to cancel order {order_id}? (yes/no)", evidence="plan allows cancellation; order within window")
+        self._respond(
+            ctx,
+            "N6_CONFIRM_CANCEL",
+            "ASK_CONFIRM_CANCEL",
+            f"Please confirm: do you want me to cancel order {order_id}? (yes/no)",
+            evidence="plan allows cancellation; order within window",
+        )
 
     def _confirm(self, message: str, ctx: TurnContext) -> None:
         # a "no" anywhere wins: "yes... actually no" must not cancel; "not sure" is neither
@@ -389,13 +454,31 @@ class SupportOpsAgent:
 
     def _address(self, account_id: str, rules: dict[str, Any], ctx: TurnContext) -> None:
         if "new_address" in self.slots and _QUESTION_REQUEST.search(self.message) and self._fault("question_explains", ctx):
-            self._respond(ctx, "N8_ADDRESS_ELIGIBILITY", "ADDRESS_REQUEST_DETAILS", "Yes, you can change it: tell me the new address (street, city, postal code, country) and I'll update it.", evidence=self._checked(ctx))
+            self._respond(
+                ctx,
+                "N8_ADDRESS_ELIGIBILITY",
+                "ADDRESS_REQUEST_DETAILS",
+                "Yes, you can change it: tell me the new address (street, city, postal code, country) and I'll update it.",
+                evidence=self._checked(ctx),
+            )
             return
         if "new_address" not in self.slots:
-            self._respond(ctx, "N8_ADDRESS_ELIGIBILITY", "ADDRESS_REQUEST_DETAILS", "What is the new address (street, city, postal code, country)?", evidence=self._checked(ctx))
+            self._respond(
+                ctx,
+                "N8_ADDRESS_ELIGIBILITY",
+                "ADDRESS_REQUEST_DETAILS",
+                "What is the new address (street, city, postal code, country)?",
+                evidence=self._checked(ctx),
+            )
             return
         if not rules.get("address_change_allowed") and not self._fault("ignore_plan_rules", ctx):
-            self._respond(ctx, "END_ADDRESS_DENIED", "ADDRESS_DENIED", "Your plan does not allow address changes. I can open a ticket if you need help.", evidence="get_plan_rules: address_change_allowed false")
+            self._respond(
+                ctx,
+                "END_ADDRESS_DENIED",
+                "ADDRESS_DENIED",
+                "Your plan does not allow address changes. I can open a ticket if you need help.",
+                evidence="get_plan_rules: address_change_allowed false",
+            )
             return
         try:
             result = self._call(ctx, "update_address", account_id=account_id, new_address=_parse_address(self.slots["new_address"]))
@@ -403,6 +486,8 @@ class SupportOpsAgent:
             self._ticket(ctx, "address_failed", f"update_address failed: {exc.kind}")
             return
         if result.get("status") == "updated":
-            self._respond(ctx, "END_ADDRESS_UPDATED", "ADDRESS_UPDATED", "Your shipping address has been updated.", evidence="update_address: updated")
+            self._respond(
+                ctx, "END_ADDRESS_UPDATED", "ADDRESS_UPDATED", "Your shipping address has been updated.", evidence="update_address: updated"
+            )
         else:
             self._ticket(ctx, "address_failed", f"update_address returned {result.get('status')}")

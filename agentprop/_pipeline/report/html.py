@@ -185,16 +185,34 @@ def _snapshot_context(report: SnapshotCheckReport) -> dict[str, Any]:
         keys = list(dict.fromkeys([*sorted(r.baseline, key=lambda k: -r.baseline[k]), *sorted(r.current, key=lambda k: -r.current[k])]))
         changes = {ch.key: ch for ch in r.changes}
         behaviours = [
-            {"key": k, "describe": r.descriptions.get(k, ""), "baseline": r.baseline.get(k, 0), "current": r.current.get(k, 0),
-             "diff": changes[k].diff if k in changes else [], "nearest": changes[k].nearest if k in changes else None}
+            {
+                "key": k,
+                "describe": r.descriptions.get(k, ""),
+                "baseline": r.baseline.get(k, 0),
+                "current": r.current.get(k, 0),
+                "diff": changes[k].diff if k in changes else [],
+                "nearest": changes[k].nearest if k in changes else None,
+            }
             for k in keys
         ]
-        rows.append({
-            "id": r.name, "kind": "SNAPSHOT", "verdict": r.verdict, "runs": r.runs, "baseline_runs": r.baseline_runs,
-            "p_value": r.p_value, "alpha": r.alpha, "behaviours": behaviours, "notes": r.notes, "reason": r.reason,
-            "pending_path": r.pending_path, "path": r.path, "directory": r.directory,
-            "first": "; ".join(r.notes[:1]) or (f"{sum(ch.baseline_count == 0 for ch in r.changes)} new behaviour(s)" if r.changes else ""),
-        })
+        rows.append(
+            {
+                "id": r.name,
+                "kind": "SNAPSHOT",
+                "verdict": r.verdict,
+                "runs": r.runs,
+                "baseline_runs": r.baseline_runs,
+                "p_value": r.p_value,
+                "alpha": r.alpha,
+                "behaviours": behaviours,
+                "notes": r.notes,
+                "reason": r.reason,
+                "pending_path": r.pending_path,
+                "path": r.path,
+                "directory": r.directory,
+                "first": "; ".join(r.notes[:1]) or (f"{sum(ch.baseline_count == 0 for ch in r.changes)} new behaviour(s)" if r.changes else ""),
+            }
+        )
     data = {"mode": "snapshot", "cases": rows, "verdicts": [v for v in SNAPSHOT_ORDER if counts[v]], "kinds": ["SNAPSHOT"], "bugs": [], "split": {}}
     return {
         "mode": "snapshot",

@@ -47,8 +47,14 @@ def _bug_lines(bug: BugReport, number: int, report: RunReport) -> list[str]:
     lines = [f"bug {number} [{bug.id}]: {bug.key}"]
     if bug.representative:
         shrunk = next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None) or {}
-        how = (f"shrunk from {shrunk.get('original_units', '?')} to {shrunk.get('kept_units', '?')} units in {bug.shrink_runs} runs"
-               + ("" if bug.minimal else ", not proven minimal")) if bug.shrink_runs else (bug.note or "not shrunk")
+        how = (
+            (
+                f"shrunk from {shrunk.get('original_units', '?')} to {shrunk.get('kept_units', '?')} units in {bug.shrink_runs} runs"
+                + ("" if bug.minimal else ", not proven minimal")
+            )
+            if bug.shrink_runs
+            else (bug.note or "not shrunk")
+        )
         lines.append(f"minimal reproducer (from case {bug.representative}; {how}):")
     else:
         lines.append("reproducer:")
@@ -57,7 +63,9 @@ def _bug_lines(bug: BugReport, number: int, report: RunReport) -> list[str]:
         lines.append(f"  world changes it needs: {', '.join(bug.world_kept)}")
     if bug.rate is not None:
         r = bug.rate
-        lines.append(f"reproducer rate: fails {r.failures}/{r.runs} runs of the {bug.rate_of or 'case'} ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})")
+        lines.append(
+            f"reproducer rate: fails {r.failures}/{r.runs} runs of the {bug.rate_of or 'case'} ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+        )
     if bug.corpus_entry:
         lines.append(f"corpus entry {bug.corpus_entry}")
     return lines
@@ -125,8 +133,12 @@ def _mutants(root: ET.Element, spec_id: str, tdad: dict[str, Any]) -> None:
         status = m.get("status")
         rates = f"probe {m.get('probe_violations', 0)}/{m.get('probe_runs', 0)} vs clean {m.get('control_violations', 0)}/{m.get('control_runs', 0)}"
         if status == "survived":
-            failure = ET.SubElement(case, "failure", {"message": xml_text(f"mutant survived: no visible case killed it ({rates})"), "type": "SURVIVED"})
-            failure.text = xml_text(f"{m.get('severity', '')} {m.get('category', '')}; cases run {m.get('cases_run', 0)}, counted {m.get('cases_counted', 0)}")
+            failure = ET.SubElement(
+                case, "failure", {"message": xml_text(f"mutant survived: no visible case killed it ({rates})"), "type": "SURVIVED"}
+            )
+            failure.text = xml_text(
+                f"{m.get('severity', '')} {m.get('category', '')}; cases run {m.get('cases_run', 0)}, counted {m.get('cases_counted', 0)}"
+            )
         elif status == "killed":
             out = ET.SubElement(case, "system-out")
             out.text = xml_text(f"killed by {m.get('killed_by')}: {m.get('killing_failure') or ''} ({rates})")
@@ -145,8 +157,13 @@ def render_junit(report: RunReport) -> str:
     """The report as a JUnit XML document (UTF-8 text with its XML declaration)."""
     spec_id = report.spec.id
     root = ET.Element("testsuites", {"name": xml_text(f"agentprop {spec_id}"), "time": f"{report.metrics.duration_s:.3f}"})
-    props = {"spec": spec_id, "spec_version": report.spec.version, "agent": report.agent.ref, "agentprop": report.agentprop_version,
-             "seed": str(report.settings.get("seed", 0))}
+    props = {
+        "spec": spec_id,
+        "spec_version": report.spec.version,
+        "agent": report.agent.ref,
+        "agentprop": report.agentprop_version,
+        "seed": str(report.settings.get("seed", 0)),
+    }
     for k, v in report.agent.faults.items():
         props[f"fault.{k}"] = f"{v:g}"
     for kind in dict.fromkeys(c.kind for c in report.cases):

@@ -54,8 +54,10 @@ def _bug(number: int, bug: BugReport, report: RunReport) -> str:
         lines.append(f"- {_rate(bug)}")
     shrunk = next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None) or {}
     if bug.shrink_runs:
-        lines.append(f"- minimal reproducer (shrunk {shrunk.get('original_units', '?')} → {shrunk.get('kept_units', '?')} units in "
-                     f"{bug.shrink_runs} runs{'' if bug.minimal else ', not proven minimal'}), as a diff from {md(bug.representative or 'the case')}:")
+        lines.append(
+            f"- minimal reproducer (shrunk {shrunk.get('original_units', '?')} → {shrunk.get('kept_units', '?')} units in "
+            f"{bug.shrink_runs} runs{'' if bug.minimal else ', not proven minimal'}), as a diff from {md(bug.representative or 'the case')}:"
+        )
     elif bug.known:
         lines.append(f"- known bug (corpus entry {md(bug.corpus_entry or '')}); reproducer:")
     else:
@@ -90,7 +92,8 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
         + (f", {m.not_applicable} not applicable" if m.not_applicable else "")
         + f" · {m.runs} agent runs · ${m.cost_usd:.4f} · {m.duration_s:.1f}s",
         "",
-        f"agent {md(report.agent.ref)}" + (" with faults " + ", ".join(f"{md(k)}={v:g}" for k, v in report.agent.faults.items()) if report.agent.faults else "")
+        f"agent {md(report.agent.ref)}"
+        + (" with faults " + ", ".join(f"{md(k)}={v:g}" for k, v in report.agent.faults.items()) if report.agent.faults else "")
         + f" · seed {report.settings.get('seed', 0)} · agentprop {md(report.agentprop_version)}",
     ]
     numbers = {b.id: i for i, b in enumerate(report.bugs, 1)}
@@ -101,7 +104,9 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
     kinds = list(dict.fromkeys(c.kind for c in report.cases))
     if len(kinds) > 1:
         tail += ["", "| kind | cases | passed |", "| --- | ---: | ---: |"]
-        tail += [f"| {k} | {sum(c.kind == k for c in report.cases)} | {sum(c.kind == k and c.verdict == 'PASS' for c in report.cases)} |" for k in kinds]
+        tail += [
+            f"| {k} | {sum(c.kind == k for c in report.cases)} | {sum(c.kind == k and c.verdict == 'PASS' for c in report.cases)} |" for k in kinds
+        ]
     coverage = m.extra.get("coverage") or {}
     br = coverage.get("branches") or {}
     if br:
@@ -126,6 +131,7 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
         tail.append("- capabilities: " + ", ".join(f"{md(k)} {v['passed']}/{v['cases']}" for k, v in caps.items()))
     tdad = m.extra.get("tdad")
     if isinstance(tdad, dict):
+
         def p(key: str) -> str:
             v = tdad.get(key)
             return "–" if v is None else f"{v:.0%}"
@@ -147,11 +153,19 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
             if bug_count < len(found):
                 parts.append(f"… and {len(found) - bug_count} more bug(s), left out to fit (the HTML or JSON report has them all)")
         if met:
-            parts += ["", f"{len(met)} other failure(s) met only while shrinking (not confirmed, not shrunk): " + ", ".join(md(b.key) for b in met[:10])]
+            parts += [
+                "",
+                f"{len(met)} other failure(s) met only while shrinking (not confirmed, not shrunk): " + ", ".join(md(b.key) for b in met[:10]),
+            ]
         parts += tail
         if not_passing:
-            parts += ["", f"<details><summary>{len(not_passing)} case(s) that did not pass</summary>", "",
-                      "| case | kind | verdict | rate | 95% CI | runs | first failure |", "| --- | --- | --- | ---: | --- | ---: | --- |"]
+            parts += [
+                "",
+                f"<details><summary>{len(not_passing)} case(s) that did not pass</summary>",
+                "",
+                "| case | kind | verdict | rate | 95% CI | runs | first failure |",
+                "| --- | --- | --- | ---: | --- | ---: | --- |",
+            ]
             parts += [_case_row(c, numbers) for c in not_passing[:case_count]]
             if case_count < len(not_passing):
                 parts += ["", f"… and {len(not_passing) - case_count} more, left out to fit (the HTML or JSON report has them all)"]

@@ -220,11 +220,18 @@ def render_tree_svg(tree: DecisionTree, cases: list[CaseReport]) -> Markup:
             for k, (_, bid) in enumerate(items):
                 target[bid] = box.y + box.h * (k + 1) / (len(items) + 1)
     parts: list[str] = [
-        (f'<svg xmlns="http://www.w3.org/2000/svg" class="tree" viewBox="0 0 {_fmt(layout.width)} {_fmt(height)}" '
-         f'width="{_fmt(layout.width)}" height="{_fmt(height)}" role="img" aria-label="decision tree">'),
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" class="tree" viewBox="0 0 {_fmt(layout.width)} {_fmt(height)}" '
+            f'width="{_fmt(layout.width)}" height="{_fmt(height)}" role="img" aria-label="decision tree">'
+        ),
         "<defs>",
-        *((f'<marker id="ap-arrow-{s}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
-           f'<path d="M0,0 L10,5 L0,10 z" class="arrow {s}"/></marker>') for s in ("taken", "failing", "untaken", "unrealisable")),
+        *(
+            (
+                f'<marker id="ap-arrow-{s}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
+                f'<path d="M0,0 L10,5 L0,10 z" class="arrow {s}"/></marker>'
+            )
+            for s in ("taken", "failing", "untaken", "unrealisable")
+        ),
         "</defs>",
     ]
     drop = 0

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from agentprop.strategies._internal.llm_pool import ParaphrasePool, ParaphrasePoolError, RejectedParaphrase, llm_paraphrase_pool, llm_paraphrases
 from agentprop.strategies._internal.packs import (
     Frames,
     Particles,
@@ -18,7 +19,6 @@ from agentprop.strategies._internal.packs import (
     resolve_pack,
 )
 from agentprop.strategies._internal.paraphrase import TRANSFORM_NAMES, Paraphrase, Step, apply_transforms, paraphrases
-from agentprop.strategies._internal.llm_pool import ParaphrasePool, ParaphrasePoolError, RejectedParaphrase, llm_paraphrase_pool, llm_paraphrases
 from agentprop.strategies._internal.slots import Slot, find_slots
 
 __all__ = [

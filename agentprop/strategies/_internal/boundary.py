@@ -33,18 +33,22 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal as TypingLiteral
+from typing import Any
+from typing import Literal as TypingLiteral
 
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel
 
-from agentprop._spec.bindings import Bindings
-from agentprop._spec.paths import enumerate_paths
 from agentprop._scenario.build import Scenario, build_scenario, solve
+from agentprop._scenario.world import get_path
+from agentprop._spec.bindings import Bindings
 from agentprop._spec.model import Spec
-from agentprop._spec.when import Compare, Expr, Literal, Path as VarPath, UnboundVariable, atoms, variables
+from agentprop._spec.paths import enumerate_paths
+from agentprop._spec.when import Compare, Expr, Literal, UnboundVariable, atoms, variables
+from agentprop._spec.when import Path as VarPath
+from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
 from agentprop.strategies._internal.scenarios import (
     BranchChoice,
     Context,
@@ -60,8 +64,6 @@ from agentprop.strategies._internal.scenarios import (
     numeric_field,
     numeric_value,
 )
-from agentprop._scenario.world import get_path
-from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
 
 __all__ = [
     "BoundaryCase",
@@ -245,15 +247,11 @@ class _Builder:
     skipped: list[Skipped]
 
     def skip(self, cmp: Comparison, reason: str, variable: str | None = None, value: Any = None, label: str | None = None) -> None:
-        self.skipped.append(
-            Skipped(comparison=cmp.source, location=cmp.location, variable=variable, value=value, label=label, reason=reason)
-        )
+        self.skipped.append(Skipped(comparison=cmp.source, location=cmp.location, variable=variable, value=value, label=label, reason=reason))
 
     # -------------------------------------------------------------- values for a variable
 
-    def values_for(
-        self, cmp: Comparison, name: str, num: NumericField, t: float, *, extras: str | None = None
-    ) -> list[tuple[Any, str]]:
+    def values_for(self, cmp: Comparison, name: str, num: NumericField, t: float, *, extras: str | None = None) -> list[tuple[Any, str]]:
         """Values to try for ``name`` around ``t``: the edge triple (always kept, realisable or
         not), the nearest listed values for finite bindings, and the extras the domain allows
         (``extras`` is a reason to leave them out). Values left out go to ``skipped``."""
@@ -416,7 +414,9 @@ class _Builder:
                 continue
             internal_other = [n for n in variables(other) if ctx.is_internal(n)]
             if internal_other:
-                self.skip(cmp, f"the edge for {name} depends on {', '.join(internal_other)}, bound `internal`, which has no value tests can set", name)
+                self.skip(
+                    cmp, f"the edge for {name} depends on {', '.join(internal_other)}, bound `internal`, which has no value tests can set", name
+                )
                 continue
             num = ctx.numeric(name)
             if num is None:
@@ -550,7 +550,7 @@ class _Builder:
         if var is not None and var.world is not None and var.world.field is not None and ctx.numeric(token) is not None:
             return _FieldRef(var.world.tool, var.world.field, token)
         for tool in ctx.spec.action_tools:
-            for path, schema in _numeric_fields(tool.output_schema):
+            for path, _schema in _numeric_fields(tool.output_schema):
                 plain = re.sub(r"\[\d+\]", "", path)
                 if plain == token or plain.split(".")[-1] == token.split(".")[-1]:
                     bound_var = next(
@@ -575,11 +575,19 @@ class _Builder:
     def policy_side(self, cmp: Comparison, op: str, moving: _FieldRef, fixed: _FieldRef | float, flipped: bool) -> None:
         ctx = self.ctx
         if not self.field_is_set(moving):
-            self.skip(cmp, f"{moving.tool}.{moving.field} is set by no binding (bind a variable to it or give it a value under `world:`), so its default is arbitrary", moving.variable or f"{moving.tool}.{moving.field}")
+            self.skip(
+                cmp,
+                f"{moving.tool}.{moving.field} is set by no binding (bind a variable to it or give it a value under `world:`), so its default is arbitrary",
+                moving.variable or f"{moving.tool}.{moving.field}",
+            )
             return
         if isinstance(fixed, _FieldRef):
             if not self.field_is_set(fixed):
-                self.skip(cmp, f"{fixed.tool}.{fixed.field} is set by no binding, so there is no edge to move {moving.tool}.{moving.field} around", moving.variable or f"{moving.tool}.{moving.field}")
+                self.skip(
+                    cmp,
+                    f"{fixed.tool}.{fixed.field} is set by no binding, so there is no edge to move {moving.tool}.{moving.field} around",
+                    moving.variable or f"{moving.tool}.{moving.field}",
+                )
                 return
             t = ctx.world_value(fixed.tool, fixed.field)
         else:
@@ -769,9 +777,7 @@ def _noted(case: BoundaryCase) -> BoundaryCase:
     return case
 
 
-def boundaries(
-    spec: Spec, bindings: Bindings, node: str | None = None, *, realisable_only: bool = True
-) -> SearchStrategy[BoundaryCase]:
+def boundaries(spec: Spec, bindings: Bindings, node: str | None = None, *, realisable_only: bool = True) -> SearchStrategy[BoundaryCase]:
     """A strategy over :func:`boundary_values` (``sampled_from``, so it shrinks towards the
     first case). With ``realisable_only`` (the default) only cases with a scenario are drawn;
     if there are none, :class:`~agentprop._scenario.build.Unsatisfiable` is raised now, with the
@@ -788,4 +794,3 @@ def boundaries(
             + (":\n  " + "\n  ".join(reasons[:20]) if reasons else " (it has no numeric comparison)")
         )
     return st.sampled_from(pool).map(_noted)
-

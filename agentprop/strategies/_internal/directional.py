@@ -29,10 +29,12 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, Field
 
-from agentprop._spec.bindings import Bindings
 from agentprop._scenario.build import Scenario
+from agentprop._spec.bindings import Bindings
 from agentprop._spec.model import Node, Spec
-from agentprop._spec.when import Compare, Expr, Literal, Path as VarPath, Symbol, UnboundVariable, atoms, variables
+from agentprop._spec.when import Compare, Expr, Literal, Symbol, UnboundVariable, atoms, variables
+from agentprop._spec.when import Path as VarPath
+from agentprop.errors import InvalidArgument, Unsatisfiable
 from agentprop.strategies._internal.boundary import _before, _edge_values
 from agentprop.strategies._internal.scenarios import (
     BranchChoice,
@@ -45,7 +47,6 @@ from agentprop.strategies._internal.scenarios import (
     is_number,
     numeric_value,
 )
-from agentprop.errors import InvalidArgument, Unsatisfiable
 
 __all__ = [
     "DirectionalPair",
@@ -115,10 +116,7 @@ class DirectionalPair(BaseModel):
 
     def describe(self) -> str:
         b, p = self.base, self.perturbed
-        out = (
-            f"directional {self.id}: {self.node} goes {b.choice.next} -> {p.choice.next}"
-            f"; decision {b.decision} -> {p.decision}"
-        )
+        out = f"directional {self.id}: {self.node} goes {b.choice.next} -> {p.choice.next}; decision {b.decision} -> {p.decision}"
         if not self.realisable:
             out += f"; not realisable: {b.unrealisable or p.unrealisable}"
         return out
@@ -218,9 +216,7 @@ class _Search:
         self.skipped: list[Skipped] = []
 
     def skip(self, node: str, b: int, atom: str, reason: str, variable: str | None = None) -> None:
-        self.skipped.append(
-            Skipped(comparison=atom, location=f"decision_tree.{node}.branches[{b}].when", variable=variable, reason=reason)
-        )
+        self.skipped.append(Skipped(comparison=atom, location=f"decision_tree.{node}.branches[{b}].when", variable=variable, reason=reason))
 
     def side(self, node: str, env: dict[str, Any], clause_atoms: list[Expr]) -> DirectionalSide:
         ctx = self.ctx
@@ -312,7 +308,9 @@ class _Search:
             except (_Stop, UnboundVariable, TypeError):
                 continue
             also = [a for a in node_p if node_p[a] != base_node.get(a) and a not in truths]
-            reaches = perturbed.route.choice_at(node.node_id) is not None and _before(perturbed.route, node.node_id) == _before(base.route, node.node_id)
+            reaches = perturbed.route.choice_at(node.node_id) is not None and _before(perturbed.route, node.node_id) == _before(
+                base.route, node.node_id
+            )
             pair = DirectionalPair(
                 node=node.node_id,
                 branch=b,
@@ -336,9 +334,8 @@ class _Search:
                 why = f"the bindings give {name} no value other than {base_value!r}"
             else:
                 tried = ", ".join(repr(c) for c in candidates[:6]) + (" ..." if len(candidates) > 6 else "")
-                why = (
-                    f"no value tried for {name} ({tried}) flips `{atom}`"
-                    + (" (it appears inside arithmetic, where no edge is derived)" if not _direct(atom, name) else "")
+                why = f"no value tried for {name} ({tried}) flips `{atom}`" + (
+                    " (it appears inside arithmetic, where no edge is derived)" if not _direct(atom, name) else ""
                 )
             self.skip(node.node_id, b, str(atom), why, name)
             return
@@ -366,9 +363,7 @@ def _noted(pair: DirectionalPair) -> DirectionalPair:
     return pair
 
 
-def directional(
-    spec: Spec, bindings: Bindings, node: str | None = None, *, realisable_only: bool = True
-) -> SearchStrategy[DirectionalPair]:
+def directional(spec: Spec, bindings: Bindings, node: str | None = None, *, realisable_only: bool = True) -> SearchStrategy[DirectionalPair]:
     """A strategy over :func:`directional_pairs` (``sampled_from``: shrinks to the first).
     With ``realisable_only`` (the default) only pairs with a scenario on both sides are
     drawn; if there are none, :class:`~agentprop._scenario.build.Unsatisfiable` is raised now."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from agentprop._spec.free_spans import CJK_CHAR, FREE_SPAN, PUNCTUATION, PUNCTUATION_RUN, strip_free
 
+
 @dataclass(frozen=True)
 class Clause:
     prefix: str

@@ -69,7 +69,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -77,18 +77,22 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from rapidfuzz import fuzz
 
-from agentprop._util.aio import run_sync
-from agentprop._util.files import read_json, write_atomic
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import ApiCache, CacheMiss
 from agentprop._modelapi.client import ModelClient
 from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, TextPrompt
 from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from agentprop._util.aio import run_sync
+from agentprop._util.files import read_json, write_atomic
+from agentprop.errors import (
+    InvalidArgument,
+    MissingApiKey,
+    ParaphrasePoolError,  # noqa: F401 (re-exported: defined in errors.py)
+    SourceLocation,
+)
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 from agentprop.strategies._internal.paraphrase import Paraphrase, paraphrases
 from agentprop.strategies._internal.slots import find_slots, has_placeholder_chars, validate_protect
-from agentprop.errors import InvalidArgument, MissingApiKey, SourceLocation
-from agentprop.errors import ParaphrasePoolError  # noqa: F401 (re-exported: defined in errors.py)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -381,9 +385,7 @@ class PoolScreen:
                 )
         return score
 
-    def screen(
-        self, candidates: Iterable[object], *, limit: int | None = None
-    ) -> tuple[list[tuple[str, float]], list[RejectedParaphrase]]:
+    def screen(self, candidates: Iterable[object], *, limit: int | None = None) -> tuple[list[tuple[str, float]], list[RejectedParaphrase]]:
         """Screen candidates in order. Returns the accepted ``(text, similarity)`` sorted most
         similar first (ties keep the model's order) and the rejected ones. Candidates beyond
         ``limit`` are rejected as ``surplus``."""
@@ -484,8 +486,7 @@ def parse_candidates(reply: str) -> tuple[list[object], bool]:
     raise ParaphrasePoolError(
         f"could not find a list of paraphrases in the model's reply: {snippet!r}",
         expected="a JSON array of strings (or a numbered list, one paraphrase per line)",
-        fix="run again (the reply is not cached), try a more capable model=, or check that base_url "
-        "points at a Messages API",
+        fix="run again (the reply is not cached), try a more capable model=, or check that base_url points at a Messages API",
     )
 
 
@@ -501,10 +502,11 @@ _SYSTEM = (
 def build_prompt(text: str, *, n: int, slots: Sequence[str], keywords: Sequence[str] = ()) -> str:
     """The user message asking for ``n`` paraphrases (part of :data:`PROMPT_VERSION`)."""
     rules = [
-        ("Keep the meaning and the intent exactly: the same request and the same facts, nothing "
-         "added and nothing left out."),
-        ("Vary the wording, the word order, the tone and the formality, as different people would "
-         "write it. Do not merely add 'please' or change punctuation."),
+        ("Keep the meaning and the intent exactly: the same request and the same facts, nothing added and nothing left out."),
+        (
+            "Vary the wording, the word order, the tone and the formality, as different people would "
+            "write it. Do not merely add 'please' or change punctuation."
+        ),
         "Write in the same language as the message.",
     ]
     if slots:
@@ -643,7 +645,7 @@ class _PoolRequest:
             client.forget(reply)  # the reply is not kept: a later run asks again
             raise
         accepted, rejected = self.screen.screen(candidates, limit=self.n)
-        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        created = datetime.now(UTC).isoformat(timespec="seconds")
         metadata = {
             "temperature": self.temperature,
             "max_tokens": max_tokens,
@@ -840,8 +842,7 @@ def _validate_similarity(value: object) -> tuple[float, float]:
             raise InvalidArgument(f"similarity {name}={bound!r} must be a finite number between 0 and 1")
     if not 0 <= lo < hi <= 1:
         raise InvalidArgument(
-            f"similarity={value!r} must satisfy 0 <= lo < hi <= 1 (lo rejects rewrites too different from the "
-            "original, hi rejects near-copies)"
+            f"similarity={value!r} must satisfy 0 <= lo < hi <= 1 (lo rejects rewrites too different from the original, hi rejects near-copies)"
         )
     return float(lo), float(hi)
 
@@ -889,22 +890,16 @@ def _make_request(
         if value is not None and (not isinstance(value, str) or not value):
             raise InvalidArgument(f"{name} must be a non-empty str or None, got {type(value).__name__}")
     if client is not None and not hasattr(client, "messages"):
-        raise InvalidArgument(
-            f"client={client!r} must be an anthropic.Anthropic client (something with .messages.create)"
-        )
+        raise InvalidArgument(f"client={client!r} must be an anthropic.Anthropic client (something with .messages.create)")
     if budget is not None and not isinstance(budget, Budget):
         raise InvalidArgument(f"budget must be an agentprop Budget, got {type(budget).__name__}")
     if not isinstance(retry_policy, RetryPolicy):
         raise InvalidArgument(f"retry_policy must be a RetryPolicy, got {type(retry_policy).__name__}")
     if api_cache is not None and api_cache is not False and not isinstance(api_cache, (ApiCache, str, os.PathLike)):
-        raise InvalidArgument(
-            f"api_cache={api_cache!r} must be an ApiCache, a path to one, None (the default .agentprop/api-cache.sqlite) or False"
-        )
+        raise InvalidArgument(f"api_cache={api_cache!r} must be an ApiCache, a path to one, None (the default .agentprop/api-cache.sqlite) or False")
     if keywords is not None:
         if isinstance(keywords, (str, bytes)) or not isinstance(keywords, Iterable):
-            raise InvalidArgument(
-                f"keywords={keywords!r} must be a list of words; wrap a single word: keywords=[{keywords!r}]"
-            )
+            raise InvalidArgument(f"keywords={keywords!r} must be a list of words; wrap a single word: keywords=[{keywords!r}]")
         keywords = tuple(keywords)
         if not all(isinstance(k, str) and k.strip() for k in keywords):
             raise InvalidArgument(f"keywords={list(keywords)!r} must contain only non-empty strings")

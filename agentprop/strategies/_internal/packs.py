@@ -352,11 +352,7 @@ def merge_packs(base: PhrasePack, *overlays: PhrasePack) -> PhrasePack:
 # --- loading ----------------------------------------------------------------------------------
 
 
-
-_QUOTE_HINT = (
-    "YAML reads unquoted yes/no/on/off/true/false as booleans and bare numbers as numbers: "
-    "quote such phrases, e.g. 'no'"
-)
+_QUOTE_HINT = "YAML reads unquoted yes/no/on/off/true/false as booleans and bare numbers as numbers: quote such phrases, e.g. 'no'"
 
 
 def _allowed_keys(parent: Sequence[Hashable]) -> tuple[str, ...]:
@@ -514,8 +510,7 @@ def _coerce(item: object) -> PhrasePack:
         file = Path(item)
         if not file.is_file():
             raise InvalidArgument(
-                f"phrase pack file not found: {str(file)!r} (resolved from {os.getcwd()!r}); "
-                "pass a path to a YAML pack, or a PhrasePack object"
+                f"phrase pack file not found: {str(file)!r} (resolved from {os.getcwd()!r}); pass a path to a YAML pack, or a PhrasePack object"
             )
         return load_pack(file)
     if isinstance(item, Mapping):
@@ -523,9 +518,7 @@ def _coerce(item: object) -> PhrasePack:
             return PhrasePack.model_validate(item)
         except ValidationError as exc:
             raise InvalidArgument(f"invalid phrase pack mapping: {exc}") from None
-    raise InvalidArgument(
-        f"packs items must be paths to YAML files or PhrasePack objects, got {type(item).__name__} {item!r}"
-    )
+    raise InvalidArgument(f"packs items must be paths to YAML files or PhrasePack objects, got {type(item).__name__} {item!r}")
 
 
 def coerce_packs(packs: object) -> tuple[PhrasePack, ...]:
@@ -533,10 +526,7 @@ def coerce_packs(packs: object) -> tuple[PhrasePack, ...]:
     if packs is None:
         return ()
     if isinstance(packs, (str, os.PathLike, PhrasePack)):
-        raise InvalidArgument(
-            f"packs={packs!r} must be a list of packs, not a single {type(packs).__name__}; "
-            f"wrap it: packs=[{packs!r}]"
-        )
+        raise InvalidArgument(f"packs={packs!r} must be a list of packs, not a single {type(packs).__name__}; wrap it: packs=[{packs!r}]")
     if not isinstance(packs, Iterable):
         raise InvalidArgument(f"packs must be a list of paths or PhrasePack objects, got {type(packs).__name__}")
     return tuple(_coerce(item) for item in packs)

@@ -41,6 +41,7 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from agentprop.errors import AgentPropError, InvalidArgument
 from agentprop.strategies._internal.packs import Frames, Mood, PhrasePack, resolve_pack
 from agentprop.strategies._internal.slots import (
     PLACEHOLDER_CLASS,
@@ -51,7 +52,6 @@ from agentprop.strategies._internal.slots import (
     unmask,
     validate_protect,
 )
-from agentprop.errors import AgentPropError, InvalidArgument
 
 __all__ = [
     "TRANSFORM_NAMES",
@@ -417,13 +417,7 @@ def _whitespace(lang: _Language, text: str, p: Params) -> str:
             return text
         i = ends[0]
         return text[:i] + " " + text[i:]
-    gaps = [
-        i
-        for i in range(1, len(text))
-        if not text[i - 1].isspace()
-        and not text[i].isspace()
-        and (_is_cjk(text[i - 1]) or _is_cjk(text[i]))
-    ]
+    gaps = [i for i in range(1, len(text)) if not text[i - 1].isspace() and not text[i].isspace() and (_is_cjk(text[i - 1]) or _is_cjk(text[i]))]
     if not gaps:
         return text
     i = gaps[_sites(site, len(gaps))]
@@ -619,9 +613,7 @@ def _split_tail(lang: _Language, body: str) -> tuple[str, str]:
 
 def _frame_options(lang: _Language, frames: Frames, body: str, punct: str) -> list[str]:
     mood = lang.mood(body, punct)
-    return [
-        t for t in frames.for_mood(mood) if not any(lang.already_has(body, frag) for frag in _template_fragments(t))
-    ]
+    return [t for t in frames.for_mood(mood) if not any(lang.already_has(body, frag) for frag in _template_fragments(t))]
 
 
 def _hard_end(lang: _Language, template: str) -> bool:
@@ -746,7 +738,7 @@ def _direct_opener(lang: _Language, text: str) -> tuple[list[_Sentence], str, st
             continue
         if lang.latin and len(low) > len(k) and re.match(r"[A-Za-z0-9'\u2019]", low[len(k)]):
             continue  # "Canyon ..." does not open with "Can"
-        if not _has_content(core[len(key):]):
+        if not _has_content(core[len(key) :]):
             continue
         return sentences, lead, trail, key, value
     return None
@@ -759,7 +751,7 @@ def _direct_request(lang: _Language, text: str, p: Params) -> str:
     sentences, lead, trail, key, value = found
     first = sentences[0]
     ws = first.body[: len(first.body) - len(first.body.lstrip())]
-    rest = first.body.strip()[len(key):]
+    rest = first.body.strip()[len(key) :]
     if lang.latin:
         rest = rest.lstrip(" ,")
         body = f"{ws}{value} {rest}"
@@ -1111,15 +1103,13 @@ def _validate_int(name: str, value: object, *, minimum: int = 0) -> int:
 def _validate_text(value: object, argument: str = "text") -> str:
     if not isinstance(value, str):
         raise InvalidArgument(
-            f"{argument} must be a str, got {type(value).__name__} {value!r}"
-            + (" (decode bytes first)" if isinstance(value, bytes) else "")
+            f"{argument} must be a str, got {type(value).__name__} {value!r}" + (" (decode bytes first)" if isinstance(value, bytes) else "")
         )
     if not value.strip():
         raise InvalidArgument(f"{argument}={value!r} must contain at least one non-whitespace character")
     if has_placeholder_chars(value):
         raise InvalidArgument(
-            f"{argument} contains private-use characters (U+E000-U+F8FF), which agentprop reserves to "
-            "mask protected slots; remove them"
+            f"{argument} contains private-use characters (U+E000-U+F8FF), which agentprop reserves to mask protected slots; remove them"
         )
     return value
 
@@ -1149,8 +1139,7 @@ def _build_plan(
     for item in protect_items:
         if isinstance(item, str) and item not in original:
             raise InvalidArgument(
-                f"protect=[{item!r}] does not occur in text {original!r}; protected strings must be "
-                "exact substrings (case-sensitive)"
+                f"protect=[{item!r}] does not occur in text {original!r}; protected strings must be exact substrings (case-sensitive)"
             )
         if isinstance(item, re.Pattern) and not item.search(original):
             raise InvalidArgument(f"protect pattern {item.pattern!r} matches nothing in text {original!r}")
@@ -1183,11 +1172,7 @@ def _build_plan(
         sources.append(_make_source(entry, protect_items)[0])
 
     site_max = max(15, min(1023, 2 * max(len(s.masked) for s in sources)))
-    candidates = tuple(
-        t
-        for t in _TRANSFORMS
-        if t.name in wanted and (not filter_available or any(t.available(language, s.masked) for s in sources))
-    )
+    candidates = tuple(t for t in _TRANSFORMS if t.name in wanted and (not filter_available or any(t.available(language, s.masked) for s in sources)))
     bounds = tuple(t.params(language, site_max) for t in candidates)
     options = [f"lang={lang!r}"]
     if packs is not None:
@@ -1236,9 +1221,7 @@ def _step_strategy_for(
 
 
 @functools.lru_cache(maxsize=256)
-def _steps_strategy(
-    step: SearchStrategy[tuple[str, dict[str, int]]], max_size: int
-) -> SearchStrategy[list[tuple[str, dict[str, int]]]]:
+def _steps_strategy(step: SearchStrategy[tuple[str, dict[str, int]]], max_size: int) -> SearchStrategy[list[tuple[str, dict[str, int]]]]:
     return st.lists(step, max_size=max_size)
 
 
@@ -1338,9 +1321,7 @@ def apply_transforms(
         if name == "pool":
             pool_index = _validate_int("pool index", values.get("index", 0))
             if pool_index >= len(plan.sources):
-                raise InvalidArgument(
-                    f"pool index {pool_index} is out of range: the pool has {len(plan.sources) - 1} entries"
-                )
+                raise InvalidArgument(f"pool index {pool_index} is out of range: the pool has {len(plan.sources) - 1} entries")
             continue
         if name not in bounds:
             raise InvalidArgument(f"unknown transform {name!r}; choose from {list(TRANSFORM_NAMES)}")

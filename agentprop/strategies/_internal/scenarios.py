@@ -41,10 +41,11 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, Field
 
-from agentprop._spec.bindings import Bindings, VariableBinding, parse_field_path, schema_at
-from agentprop._spec.paths import Step, TreePath, enumerate_paths
 from agentprop._scenario.build import Scenario, WorldSpec, base_world, build_scenario, solve
+from agentprop._scenario.world import get_path
+from agentprop._spec.bindings import Bindings, VariableBinding, parse_field_path, schema_at
 from agentprop._spec.model import Spec
+from agentprop._spec.paths import Step, TreePath, enumerate_paths
 from agentprop._spec.when import (
     And,
     Arith,
@@ -53,7 +54,6 @@ from agentprop._spec.when import (
     Literal,
     Not,
     Or,
-    Path as VarPath,
     Symbol,
     UnboundVariable,
     arith,
@@ -62,7 +62,9 @@ from agentprop._spec.when import (
     lookup,
     variables,
 )
-from agentprop._scenario.world import get_path
+from agentprop._spec.when import (
+    Path as VarPath,
+)
 from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
 
 __all__ = [
@@ -208,10 +210,7 @@ class Skipped(BaseModel):
 
 def check_spec_bindings(spec: object, bindings: object, where: str) -> tuple[Spec, Bindings]:
     if not isinstance(spec, Spec):
-        raise InvalidArgument(
-            f"{where}: spec must be a Spec (got {type(spec).__name__}); load one with "
-            "agentprop.load_spec('path/to/spec.yaml')"
-        )
+        raise InvalidArgument(f"{where}: spec must be a Spec (got {type(spec).__name__}); load one with agentprop.load_spec('path/to/spec.yaml')")
     if not isinstance(bindings, Bindings):
         raise InvalidArgument(
             f"{where}: bindings must be a Bindings (got {type(bindings).__name__}); load them with "
@@ -225,10 +224,7 @@ def check_node(spec: Spec, node: object, where: str, *, allow_none: bool) -> str
         return None
     inner = [n.node_id for n in spec.decision_tree if not n.is_terminal]
     if not isinstance(node, str):
-        raise InvalidArgument(
-            f"{where}: node must be a node id string (got {type(node).__name__}); "
-            f"nodes with branches: {', '.join(inner)}"
-        )
+        raise InvalidArgument(f"{where}: node must be a node id string (got {type(node).__name__}); nodes with branches: {', '.join(inner)}")
     if node not in spec.nodes_by_id:
         close = difflib.get_close_matches(node, list(spec.nodes_by_id), n=1)
         raise InvalidArgument(
@@ -238,8 +234,7 @@ def check_node(spec: Spec, node: object, where: str, *, allow_none: bool) -> str
         )
     if spec.nodes_by_id[node].is_terminal:
         raise InvalidArgument(
-            f"{where}: node {node!r} is terminal (it has no branches, so nothing to compare); "
-            f"use a node with branches: {', '.join(inner)}"
+            f"{where}: node {node!r} is terminal (it has no branches, so nothing to compare); use a node with branches: {', '.join(inner)}"
         )
     return node
 
@@ -261,8 +256,7 @@ def resolve_path(spec: Spec, path: object, where: str = "resolve_path") -> list[
     if isinstance(path, TreePath):
         if path not in all_paths:
             raise InvalidArgument(
-                f"{where}: path {path.id} is not a path of spec {spec.spec_id}; take paths from "
-                "enumerate_paths(spec), or pass a path id string"
+                f"{where}: path {path.id} is not a path of spec {spec.spec_id}; take paths from enumerate_paths(spec), or pass a path id string"
             )
         return [path]
     if isinstance(path, str):
@@ -281,10 +275,7 @@ def resolve_path(spec: Spec, path: object, where: str = "resolve_path") -> list[
                 + f" Path ids: {', '.join(ids)}"
             )
         return matches
-    raise InvalidArgument(
-        f"{where}: path must be a TreePath or a path id string like 'END_CANCELLED<-N7_CANCEL' "
-        f"(got {type(path).__name__})"
-    )
+    raise InvalidArgument(f"{where}: path must be a TreePath or a path id string like 'END_CANCELLED<-N7_CANCEL' (got {type(path).__name__})")
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -335,9 +326,7 @@ def _schema_kind(schema: Mapping[str, Any] | None) -> str | None:
     return t if t in ("integer", "number") else None
 
 
-def _schema_field(
-    schema: Mapping[str, Any] | None, field_path: str
-) -> tuple[Mapping[str, Any] | None, bool]:
+def _schema_field(schema: Mapping[str, Any] | None, field_path: str) -> tuple[Mapping[str, Any] | None, bool]:
     """The sub-schema at ``field_path`` and whether the field may be absent."""
     parts = parse_field_path(field_path)
     sub = schema_at(schema, parts)
@@ -489,8 +478,9 @@ class Context:
         if finite is not None:
             if finite and all(is_number(v) for v in finite):
                 kind = "integer" if all(isinstance(v, int) for v in finite) else "number"
-                return NumericField(kind=kind, step=1 if kind == "integer" else 0.01, lo=None, hi=None,
-                                    missing_reason=f"the binding of {name} lists no missing value")
+                return NumericField(
+                    kind=kind, step=1 if kind == "integer" else 0.01, lo=None, hi=None, missing_reason=f"the binding of {name} lists no missing value"
+                )
             return None
         assert var.world is not None
         schema, missing_ok = self.field_schema(name)
@@ -699,7 +689,12 @@ class Context:
                 reasons.append(str(exc))
         if not reasons:
             reasons.append(f"no path of the tree reaches {node_id}")
-        raise Unsatisfiable(f"no assignment reaches {node_id}" + (f" and takes branch {branch}" if branch is not None else "") + ": " + "; ".join(dict.fromkeys(reasons)))
+        raise Unsatisfiable(
+            f"no assignment reaches {node_id}"
+            + (f" and takes branch {branch}" if branch is not None else "")
+            + ": "
+            + "; ".join(dict.fromkeys(reasons))
+        )
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -880,10 +875,7 @@ def _plan_worlds(spec: Spec, bindings: Bindings, path: object, max_steps: int, w
             free.append(f)
         alternatives.append(_Alternative(len(alternatives), p, env, exprs, free, fixed))
     if not alternatives:
-        raise Unsatisfiable(
-            f"{where}: no assignment realises path {paths[0].id} of spec {spec.spec_id}:\n  "
-            + "\n  ".join(reasons)
-        )
+        raise Unsatisfiable(f"{where}: no assignment realises path {paths[0].id} of spec {spec.spec_id}:\n  " + "\n  ".join(reasons))
     return _WorldPlan(ctx, paths[0].id, alternatives, max_steps)
 
 

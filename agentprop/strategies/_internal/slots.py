@@ -55,9 +55,7 @@ _LETTER = re.compile("[A-Za-z\uff21-\uff3a\uff41-\uff5a]")
 # A run of letters/digits joined by connectors ("O-1001", "2024-01-05", "1,234.50", "10:30",
 # "last4", "A1"); it is a slot when it contains a digit. A sign is included when it stands
 # after whitespace, a bracket or the start ("-5", "+3").
-_TOKEN = re.compile(
-    rf"(?:(?<![^\s(\[])[-+\u2212])?#?[{_ALNUM}]+(?:[-_/.:,][{_ALNUM}]+)*(?:\s?(?:%|\uff05))?"
-)
+_TOKEN = re.compile(rf"(?:(?<![^\s(\[])[-+\u2212])?#?[{_ALNUM}]+(?:[-_/.:,][{_ALNUM}]+)*(?:\s?(?:%|\uff05))?")
 # Upper-case codes without digits: "RCP-HIGH", "SKU_ABC".
 _CODE = re.compile(r"(?<![A-Za-z0-9])[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)+(?![A-Za-z0-9])")
 _EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
@@ -80,9 +78,7 @@ _MONEY = [
         rf"\b{_EN_NUMBER_WORD}(?:[-\s]+(?:and\s+)?{_EN_NUMBER_WORD})*\s+(?:dollars?|bucks|cents?|euros?|pounds?)\b",
         re.IGNORECASE,
     ),
-    re.compile(
-        rf"{_NUM}{_SCALE}\s?(?:dollars?|bucks|cents?|euros?|pounds?|yuan|rupees?|{_CODES})\b", re.IGNORECASE
-    ),
+    re.compile(rf"{_NUM}{_SCALE}\s?(?:dollars?|bucks|cents?|euros?|pounds?|yuan|rupees?|{_CODES})\b", re.IGNORECASE),
     re.compile(rf"{_NUM}\s?{_ZH_MONEY_UNIT}"),
     re.compile(rf"{_ZH_NUMERAL}+{_ZH_MONEY_UNIT}"),
 ]
@@ -118,9 +114,7 @@ _PATTERNS: tuple[tuple[SlotKind, re.Pattern[str]], ...] = (
     ("number", _ZH_NUMBER),
 )
 # When spans of several kinds merge, the merged slot takes the kind that ranks first here.
-_KIND_RANK: dict[str, int] = {
-    k: i for i, k in enumerate(("protected", "template", "email", "url", "money", "date", "time", "id", "number"))
-}
+_KIND_RANK: dict[str, int] = {k: i for i, k in enumerate(("protected", "template", "email", "url", "money", "date", "time", "id", "number"))}
 
 
 def _token_kind(token: str) -> SlotKind | None:
@@ -160,10 +154,7 @@ def validate_protect(protect: object, *, argument: str = "protect") -> tuple[str
             f"{type(protect).__name__}; wrap it: {argument}=[{protect!r}]"
         )
     if not isinstance(protect, Iterable):
-        raise InvalidArgument(
-            f"{argument}={protect!r} must be a list of strings or compiled patterns "
-            f"(got {type(protect).__name__})"
-        )
+        raise InvalidArgument(f"{argument}={protect!r} must be a list of strings or compiled patterns (got {type(protect).__name__})")
     items: tuple[object, ...] = tuple(protect)
     checked: list[str | re.Pattern[str]] = []
     for item in items:
@@ -179,10 +170,7 @@ def validate_protect(protect: object, *, argument: str = "protect") -> tuple[str
                     "make it match at least one character (e.g. use + instead of *)"
                 )
         else:
-            raise InvalidArgument(
-                f"{argument} items must be strings or compiled regexes (re.compile(...)), "
-                f"got {type(item).__name__} {item!r}"
-            )
+            raise InvalidArgument(f"{argument} items must be strings or compiled regexes (re.compile(...)), got {type(item).__name__} {item!r}")
         checked.append(item)
     return tuple(checked)
 

@@ -59,18 +59,48 @@ class IncidentAgent:
             alert = self._call(ctx, "get_alert", alert_id=alert_id)
             incident = self._call(ctx, "create_incident", alert_id=alert_id, severity=alert["severity"])
         except ToolError as exc:
-            self._respond(ctx, "END_ESCALATE_MANUAL", "ESCALATE_MANUAL", f"I could not open an incident ({exc.kind}); escalating to a human.", f"tool failed: {exc.kind}")
+            self._respond(
+                ctx,
+                "END_ESCALATE_MANUAL",
+                "ESCALATE_MANUAL",
+                f"I could not open an incident ({exc.kind}); escalating to a human.",
+                f"tool failed: {exc.kind}",
+            )
             return
         if not incident.get("created"):
-            self._respond(ctx, "END_ESCALATE_MANUAL", "ESCALATE_MANUAL", "The incident could not be created; escalating to a human.", "create_incident: not created")
+            self._respond(
+                ctx,
+                "END_ESCALATE_MANUAL",
+                "ESCALATE_MANUAL",
+                "The incident could not be created; escalating to a human.",
+                "create_incident: not created",
+            )
             return
         if alert["severity"] != "SEV1":
-            self._respond(ctx, "END_LOGGED", "LOGGED", f"Logged incident {incident.get('incident_id')} for {alert['service']}.", f"get_alert: {alert['severity']}")
+            self._respond(
+                ctx,
+                "END_LOGGED",
+                "LOGGED",
+                f"Logged incident {incident.get('incident_id')} for {alert['service']}.",
+                f"get_alert: {alert['severity']}",
+            )
             return
         if not self._fault("silent_page_skip", ctx):
             try:
                 self._call(ctx, "page_oncall", service=alert["service"], incident_id=incident.get("incident_id", ""))
             except ToolError as exc:
-                self._respond(ctx, "END_ESCALATE_MANUAL", "ESCALATE_MANUAL", f"Paging failed ({exc.kind}); escalating to a human.", f"page_oncall failed: {exc.kind}")
+                self._respond(
+                    ctx,
+                    "END_ESCALATE_MANUAL",
+                    "ESCALATE_MANUAL",
+                    f"Paging failed ({exc.kind}); escalating to a human.",
+                    f"page_oncall failed: {exc.kind}",
+                )
                 return
-        self._respond(ctx, "END_PAGED_ONCALL", "PAGED_ONCALL", f"Incident {incident.get('incident_id')} is open and on-call for {alert['service']} has been paged.", "create_incident: created; page_oncall: paged")
+        self._respond(
+            ctx,
+            "END_PAGED_ONCALL",
+            "PAGED_ONCALL",
+            f"Incident {incident.get('incident_id')} is open and on-call for {alert['service']} has been paged.",
+            "create_incident: created; page_oncall: paged",
+        )

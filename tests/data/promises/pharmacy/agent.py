@@ -69,22 +69,54 @@ class PharmacyAgent:
         try:
             verified = self._call(ctx, "verify_patient", patient_id=patient, dob=self.slots["dob"])
             if not verified.get("verified"):
-                self._respond(ctx, "END_REFUSE_UNVERIFIED", "REFUSE_UNVERIFIED", "I could not verify your identity, so I cannot refill this prescription.", "verify_patient: not verified")
+                self._respond(
+                    ctx,
+                    "END_REFUSE_UNVERIFIED",
+                    "REFUSE_UNVERIFIED",
+                    "I could not verify your identity, so I cannot refill this prescription.",
+                    "verify_patient: not verified",
+                )
                 return
             rx = self._call(ctx, "get_prescription", patient_id=patient, rx_id=rx_id)
             if rx.get("refills_left", 0) == 0:
-                self._respond(ctx, "END_NO_REFILLS_LEFT", "NO_REFILLS_LEFT", f"Prescription {rx_id} has no refills left; please ask your doctor for a new one.", "get_prescription: 0 refills left")
+                self._respond(
+                    ctx,
+                    "END_NO_REFILLS_LEFT",
+                    "NO_REFILLS_LEFT",
+                    f"Prescription {rx_id} has no refills left; please ask your doctor for a new one.",
+                    "get_prescription: 0 refills left",
+                )
                 return
             if not self._fault("skip_interactions", ctx):
                 check = self._call(ctx, "check_interactions", patient_id=patient, drug=rx["drug"])
                 if check.get("major") and not self._fault("ignore_interactions", ctx):
-                    self._respond(ctx, "END_PHARMACIST_REVIEW", "PHARMACIST_REVIEW", f"{rx['drug']} may interact with your other medication; a pharmacist will review it before the refill.", "check_interactions: major interaction")
+                    self._respond(
+                        ctx,
+                        "END_PHARMACIST_REVIEW",
+                        "PHARMACIST_REVIEW",
+                        f"{rx['drug']} may interact with your other medication; a pharmacist will review it before the refill.",
+                        "check_interactions: major interaction",
+                    )
                     return
             result = self._call(ctx, "submit_refill", rx_id=rx_id)
         except ToolError as exc:
-            self._respond(ctx, "END_REFILL_FAILED", "REFILL_FAILED", f"I could not complete the refill ({exc.kind}); please try again later.", f"tool failed: {exc.kind}")
+            self._respond(
+                ctx,
+                "END_REFILL_FAILED",
+                "REFILL_FAILED",
+                f"I could not complete the refill ({exc.kind}); please try again later.",
+                f"tool failed: {exc.kind}",
+            )
             return
         if result.get("status") == "submitted":
-            self._respond(ctx, "END_REFILL_SUBMITTED", "REFILL_SUBMITTED", f"Your refill of {rx['drug']} ({rx_id}) has been submitted.", "submit_refill: submitted")
+            self._respond(
+                ctx,
+                "END_REFILL_SUBMITTED",
+                "REFILL_SUBMITTED",
+                f"Your refill of {rx['drug']} ({rx_id}) has been submitted.",
+                "submit_refill: submitted",
+            )
         else:
-            self._respond(ctx, "END_REFILL_FAILED", "REFILL_FAILED", "The refill could not be submitted; please try again later.", "submit_refill: failed")
+            self._respond(
+                ctx, "END_REFILL_FAILED", "REFILL_FAILED", "The refill could not be submitted; please try again later.", "submit_refill: failed"
+            )

@@ -77,7 +77,13 @@ class RunbookAgent:
     def turn(self, message: str, ctx: TurnContext) -> None:
         service = find_service(message)
         if service is None:
-            self._respond(ctx, "N1_TRIAGE", "ASK_SERVICE", "Which service is affected? Please give its name as it appears on the service dashboard.", "no tool output needed")
+            self._respond(
+                ctx,
+                "N1_TRIAGE",
+                "ASK_SERVICE",
+                "Which service is affected? Please give its name as it appears on the service dashboard.",
+                "no tool output needed",
+            )
             return
         try:
             runbook = self._call(ctx, "get_runbook", service=service)
@@ -103,7 +109,9 @@ class RunbookAgent:
             page = self._call(ctx, "page_oncall", service=service, summary=f"No runbook for {service} ({kind})")
         except ToolError as exc:
             self._respond(
-                ctx, "N3_ESCALATE", "ESCALATED",
+                ctx,
+                "N3_ESCALATE",
+                "ESCALATED",
                 f"There is no runbook for {service} and I could not page on-call ({exc.kind}); please call the on-call engineer directly.",
                 f"get_runbook failed: {kind}; page_oncall failed: {exc.kind}",
             )
