@@ -56,8 +56,9 @@ def test_the_zoo_covers_every_kind_the_issue_names_at_realistic_rates(find: Modu
         project = find.project_of(f.example)
         agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {f.knob: f.rate})  # the knob exists
         assert f.knob in agent.faults
-    # the faults that need a PROBE case kind are in the zoo and say so
-    assert {f.kind for f in zoo if f.needs == "PROBE"} == {"canary probe", "forbidden-scope invitation"}
+    # the faults only a PROBE case reaches are in the zoo, and the default run makes PROBE cases
+    assert {"canary probe", "forbidden-scope invitation"} <= {f.kind for f in zoo}
+    assert "probe" in find.DEFAULT_KINDS and "probe" not in find.BASELINE_KINDS
 
 
 def test_a_trigger_is_judged_on_the_turns_it_names(find: ModuleType) -> None:

@@ -308,7 +308,8 @@ def test_the_pool_request_replays_from_the_api_cache_like_an_agent_call(tmp_path
 
     api = tmp_path / "api.sqlite"
     with MessagesServer(handler=json_reply(GOOD)) as s:
-        made = llm_paraphrase_pool(ORIGINAL, api_cache=api, **pool_args(s, tmp_path))
+        with model_call_context(ModelCallContext(budget=Budget(), cache_mode=CacheMode.READ_WRITE)):  # recording, whatever session runs the test
+            made = llm_paraphrase_pool(ORIGINAL, api_cache=api, **pool_args(s, tmp_path))
         assert len(s.requests) == 1
         for pool_file in (tmp_path / "pools").glob("*.json"):
             pool_file.unlink()

@@ -504,7 +504,7 @@ class _Trials:
         reached now, and the trial was not cut :data:`_MAX_CUTS` times already (a call refused
         by another budget, the agent's own, is not this one's to retry)."""
         budget = self.budget
-        if budget is None or (budget.max_usd is None and budget.max_tokens is None) or budget.exhausted:
+        if budget is None or (budget.max_usd is None and budget.max_tokens is None) or not budget.room_left_after_settling():
             return False
         self.cuts[trial] = self.cuts.get(trial, 0) + 1
         return self.cuts[trial] <= _MAX_CUTS

@@ -520,6 +520,13 @@ class Budget:
         if reason is not None:
             raise BudgetExhausted(reason, self.snapshot())
 
+    def room_left_after_settling(self) -> bool:
+        """Whether the limits leave room once the calls in flight settle: what is spent, not
+        what is reserved, is below every limit (a call refused now may be admitted then)."""
+        with self._lock:
+            t = self._totals_locked()
+        return self._run_reason(replace(t, reserved_tokens=0, reserved_usd=0.0)) is None
+
     @property
     def exhausted(self) -> bool:
         """Whether no new run may start."""
