@@ -213,8 +213,29 @@ def test_a_session_that_ends_mid_conversation_is_recorded(project: Any) -> None:
     (trace,) = case.traces
     assert len(trace.turns) == 1 and trace.tool_names() == ["verify_identity"]
     (error,) = trace.all_errors()
-    assert error.kind == "agent_exception" and "ended during turn 0, before respond" in error.message
+    assert error.kind == "agent_exception" and "ended during turn 1, before respond" in error.message
     assert case.result().verdict == "FAIL"
+
+
+def test_a_session_whose_client_never_took_part_is_no_trial(project: Any) -> None:
+    # a client that connects, lists the tools and leaves (or a stdio server started with no
+    # client at all) says nothing about the agent: it is neither judged nor recorded, and the
+    # next session is the case's next trial
+    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+
+    async def idle() -> None:
+        async with case.connect() as client:
+            await client.list_tools()
+
+    asyncio.run(idle())
+    assert case.traces == [] and case.skipped == 1 and case.result().verdict == "INCONCLUSIVE"
+
+    async def leaves_mid_turn() -> None:
+        async with case.connect() as client:
+            await McpConversation(client).next_message()
+
+    asyncio.run(leaves_mid_turn())
+    assert len(case.traces) == 1 and case.result().verdict == "FAIL"
 
 
 def test_an_exception_in_the_mcp_agent_is_the_runs_agent_exception(project: Any) -> None:

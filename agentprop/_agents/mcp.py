@@ -82,6 +82,7 @@ class TrialBridge:
         self._closed = False
         self._close_error: BaseException | None = None
         self._finished = False
+        self._touched = False
 
     def _condition(self) -> asyncio.Condition:
         if self._cond is None:
@@ -94,12 +95,12 @@ class TrialBridge:
         cond = self._condition()
         async with cond:
             if self._closed:
-                raise self._ended(f"the MCP session ended before turn {ctx.turn_index} began")
+                raise self._ended(f"the MCP session ended before turn {ctx.turn_index + 1} began")
             self._ctx, self._message, self._index, self._turn_over = ctx, message, ctx.turn_index, False
             cond.notify_all()
             await cond.wait_for(lambda: self._turn_over or self._closed)
             if not self._turn_over and not ctx.responded:
-                raise self._ended(f"the MCP session ended during turn {ctx.turn_index}, before respond")
+                raise self._ended(f"the MCP session ended during turn {ctx.turn_index + 1}, before respond")
 
     def _ended(self, what: str) -> BaseException:
         if self._close_error is not None:
@@ -125,6 +126,13 @@ class TrialBridge:
             cond.notify_all()
 
     @property
+    def engaged(self) -> bool:
+        """Whether the client took part: read a user message or called a tool. A session that
+        ended before either (a client that never connected, or only listed the tools) is no
+        trial of the agent."""
+        return self._fetched >= 0 or self._touched
+
+    @property
     def over(self) -> bool:
         return self._finished or self._closed
 
@@ -134,7 +142,10 @@ class TrialBridge:
         cond = self._condition()
         async with cond:
             await cond.wait_for(lambda: self.over or (self._ctx is not None and not self._turn_over))
-            return None if self.over else self._ctx
+            if self.over:
+                return None
+            self._touched = True
+            return self._ctx
 
     async def next_message(self) -> tuple[int, str] | None:
         """End the turn whose message was handed out last, then hand out the next turn's

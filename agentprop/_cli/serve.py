@@ -80,6 +80,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             flush=True,
         )
         asyncio.run(case.serve_stdio())
+        if case.skipped:
+            print("the session ended before its client read a message or called a tool: not a trial, nothing recorded", file=log, flush=True)
         return EXIT_OK if case.result().verdict == "PASS" else EXIT_FAIL
     import socket
 

@@ -86,10 +86,12 @@ class CaseServer:
     rule: str | None = None
     _open: dict[str, ServedTrial] = field(default_factory=dict, repr=False)
     _next: int = 0
-    _done: dict[int, Trace] = field(default_factory=dict, repr=False)
+    _done: dict[int, Trace | None] = field(default_factory=dict, repr=False)
     _lock: asyncio.Lock | None = field(default=None, repr=False)
     _decided: asyncio.Event | None = field(default=None, repr=False)
     _seen_sessions: set[str] = field(default_factory=set, repr=False)
+    skipped: int = 0
+    """Sessions that ended before their client read a message or called a tool (not trials)."""
 
     def __post_init__(self) -> None:
         if self.settings is None:
@@ -100,6 +102,8 @@ class CaseServer:
         if self.record is not None and self.record.exists():
             self.traces = _read_record(self.record, self.project.spec.spec_id, self.scenario.id)
         self._next = self._first + len(self.traces)
+        self._joining = self._next
+        """The next trial index to join the decision (trials join in index order)."""
         self._over = TrialBridge()
         self._over._closed = True
 
@@ -149,11 +153,17 @@ class CaseServer:
             trace = trial.task.result()
         except BaseException:  # the runtime never raises for agent faults; nothing to record
             return
-        self._done[trial.index] = trace
+        # a session whose client never read a message nor called a tool (it never connected,
+        # or only listed the tools) is no trial of the agent: not judged, not recorded
+        self._done[trial.index] = trace if trial.bridge.engaged else None
         # trials join the decision in trial order (a session that ends first is not favoured)
         added: list[Trace] = []
-        while (self._first + len(self.traces)) in self._done:
-            t = self._done.pop(self._first + len(self.traces))
+        while self._joining in self._done:
+            t = self._done.pop(self._joining)
+            self._joining += 1
+            if t is None:
+                self.skipped += 1
+                continue
             self.traces.append(t)
             added.append(t)
         if self.record is not None and added:
