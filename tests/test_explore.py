@@ -327,3 +327,18 @@ def test_an_explored_world_value_shrinks_to_that_value_alone() -> None:
     shrunk = shrink(project, scenario, agent, choices=busy, space=space, failing=found, memo=TrialMemo())
     assert shrunk.choices_kept == "world: get_policy.manager_approval_over=0.0" and shrunk.reproducer_messages == scenario.messages
     assert shrunk.world_kept == [] and shrunk.reproducer_rate is not None and shrunk.reproducer_rate.failures > 0
+
+
+def test_a_world_key_no_field_path_can_name_is_not_explored_and_breaks_nothing() -> None:
+    # found by benchmarks/robustness.py: a world value under a key such as 'created_at\U0003755a'
+    # (not a schema field, not a name) made exploration raise a bare ValueError
+    from agentprop._decide.choices import free_world_fields
+
+    scenario = SUPPORTOPS.scenario("END_BILLING_ANSWER<-N3_BILLING")
+    overrides = {tool: dict(fields) for tool, fields in scenario.world.overrides.items()}
+    tool = next(iter(overrides))
+    overrides[tool]["odd key\U0003755a"] = 3
+    odd = scenario.model_copy(update={"world": scenario.world.model_copy(update={"overrides": overrides})})
+    fields = free_world_fields(SUPPORTOPS, odd)
+    assert all("\U0003755a" not in f.field for f in fields)
+    assert {(f.tool, f.field) for f in fields} == {(f.tool, f.field) for f in free_world_fields(SUPPORTOPS, scenario)}

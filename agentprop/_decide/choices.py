@@ -350,7 +350,10 @@ def free_world_fields(project: Project, scenario: Scenario) -> list[FreeField]:
             continue
         schema_root = project.spec.tool(tool).output_schema
         for path, value in _walk(fields):
-            parts = tuple(parse_field_path(path))
+            try:
+                parts = tuple(parse_field_path(path))
+            except ValueError:  # a key no field path can name (not a schema field): not explored
+                continue
             if any(t == tool and _related(parts, p) for t, p in fixed):
                 continue
             if isinstance(value, str) and (value in context or any(s in value for s in slot_values) or "{" in value):
