@@ -36,7 +36,6 @@ from agentprop._agents.model_agent import (
     RESPOND_TOOL,
     ModelAgent,
     default_system_prompt,
-    model_call_error,
     run_tool_call,
 )
 from agentprop._modelapi.budget import Budget
@@ -262,32 +261,13 @@ class AnthropicConversation:
             self._tools = cfg._tools_for(ctx.spec)
             self._system = cfg.system_for(ctx.spec, ctx.context)
         assert self._system is not None
-        trial = int(getattr(ctx, "trial", 0))
-        case_id = str(getattr(ctx, "case_id", ""))
-        deadline = getattr(ctx, "deadline", None)
         self._push_user([*self._carry, {"type": "text", "text": message}])
         self._carry = []
         # every request of the turn has the same fields but its messages: key them through one
         # shape (built from, and checked against, this turn's tools, prompt and options)
         shape = cfg._shape(self._system, self._tools)
         for step in range(cfg.max_steps):
-            if shape is not None:
-                request = shape.body(list(self.messages))
-            else:
-                request = cfg.request(system=self._system, tools=self._tools, messages=list(self.messages))
-            try:
-                result = await cfg.client.call(
-                    request,
-                    trial=trial,
-                    seed_parts=(case_id, ctx.turn_index, step),
-                    shape=shape,
-                    deadline=deadline,
-                    what=f"{step + 1} of turn {ctx.turn_index}",
-                )
-            except Exception as exc:
-                raise model_call_error(cfg, exc, step, ctx.turn_index) from exc
-            usage = result.usage
-            ctx.add_usage(input_tokens=usage.all_input_tokens, output_tokens=usage.output_tokens, cost_usd=result.cost_usd, model_calls=1)
+            result = await cfg.turn_step(ctx, shape, system=self._system, tools=self._tools, messages=list(self.messages), step=step)
             response = result.response
             content = [b for b in (response.get("content") or []) if isinstance(b, dict)]
             if content:

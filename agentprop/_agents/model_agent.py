@@ -405,6 +405,29 @@ class ModelAgent:
         """One model call through the model client (cache, budget, retries, limiter)."""
         return await self.client.call(request, trial=trial, seed_parts=seed_parts)
 
+    async def turn_step(
+        self, ctx: TurnContext, shape: Any, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]], step: int
+    ) -> ModelReply:
+        """Model call ``step`` of the turn ``ctx`` runs, in the provider's API: the request (through
+        the turn's request ``shape`` when there is one: :meth:`_shape`), the call through the model
+        client (cache, budget, retries within the turn's deadline), its usage charged to the turn;
+        a failure raised as :func:`model_call_error` says."""
+        request = shape.body(messages) if shape is not None else self.request(system=system, tools=tools, messages=messages)
+        try:
+            result = await self.client.call(
+                request,
+                trial=int(getattr(ctx, "trial", 0)),
+                seed_parts=(str(getattr(ctx, "case_id", "")), ctx.turn_index, step),
+                shape=shape,
+                deadline=getattr(ctx, "deadline", None),
+                what=f"{step + 1} of turn {ctx.turn_index}",
+            )
+        except Exception as exc:
+            raise model_call_error(self, exc, step, ctx.turn_index) from exc
+        usage = result.usage
+        ctx.add_usage(input_tokens=usage.all_input_tokens, output_tokens=usage.output_tokens, cost_usd=result.cost_usd, model_calls=1)
+        return result
+
     async def complete_text(self, prompt: TextPrompt, *, trial: int, seed_parts: Sequence[object] = ()) -> tuple[str, ModelReply]:
         """A text-only call to this agent's model (PromptSmith, MutationSmith): its text and reply."""
         return await self.client.text(prompt, trial=trial, seed_parts=seed_parts)

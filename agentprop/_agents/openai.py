@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentprop._agents.model_agent import (
     NUDGE,
     ModelAgent,
-    model_call_error,
     run_tool_call,
 )
 from agentprop._modelapi.budget import Budget
@@ -313,31 +312,12 @@ class _Conversation:
             self._system = cfg.system_for(ctx.spec, ctx.context)
             self._start(self._system)
         assert self._system is not None
-        trial = int(getattr(ctx, "trial", 0))
-        case_id = str(getattr(ctx, "case_id", ""))
-        deadline = getattr(ctx, "deadline", None)
         self._conversation.extend(self._carry)
         self._carry = []
         self._open_turn(message)
         shape = cfg._shape(self._system, self._tools)
         for step in range(cfg.max_steps):
-            if shape is not None:
-                request = shape.body(list(self._conversation))
-            else:
-                request = cfg.request(system=self._system, tools=self._tools, messages=list(self._conversation))
-            try:
-                result = await cfg.client.call(
-                    request,
-                    trial=trial,
-                    seed_parts=(case_id, ctx.turn_index, step),
-                    shape=shape,
-                    deadline=deadline,
-                    what=f"{step + 1} of turn {ctx.turn_index}",
-                )
-            except Exception as exc:
-                raise model_call_error(cfg, exc, step, ctx.turn_index) from exc
-            usage = result.usage
-            ctx.add_usage(input_tokens=usage.all_input_tokens, output_tokens=usage.output_tokens, cost_usd=result.cost_usd, model_calls=1)
+            result = await cfg.turn_step(ctx, shape, system=self._system, tools=self._tools, messages=list(self._conversation), step=step)
             calls, refused = self._take_reply(result.response, ctx)
             results: list[dict[str, Any]] = []
             responded = False
