@@ -351,3 +351,15 @@ def test_loaded_objects_follow_the_imported_module(tmp_path: Path) -> None:
     (tmp_path / "handlers_mod.py").write_text("def answer(args, world):\n    return 30  # another size: a stale .pyc cannot match\n")
     del sys.modules[first.__module__]
     assert load_object("handlers_mod:answer", tmp_path)({}, None) == 30
+
+
+def test_a_module_file_replaced_at_the_same_path_is_imported_again(tmp_path: Path) -> None:
+    # found by benchmarks/robustness.py: two example projects copied in turn to one directory
+    # in one process; the second project's `agent:ExpenseGuardAgent` was looked up in the first
+    # project's agent.py, still cached
+    from agentprop._scenario.build import load_object
+
+    (tmp_path / "agent.py").write_text("class First:\n    pass\n", encoding="utf-8")
+    assert load_object("agent:First", tmp_path).__name__ == "First"
+    (tmp_path / "agent.py").write_text("class Second:\n    answer = 42\n", encoding="utf-8")
+    assert load_object("agent:Second", tmp_path).answer == 42

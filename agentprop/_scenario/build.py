@@ -1057,8 +1057,17 @@ def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, 
 # ----------------------------------------------------------------------------- worlds
 
 
-_LOADED: dict[tuple[str, str], tuple[str, Any]] = {}
-"""``(MODULE, absolute base_dir)`` -> ``(its sys.modules name, the module)`` for :func:`load_object`."""
+_LOADED: dict[tuple[str, str], tuple[str, Any, tuple[int, int] | None]] = {}
+"""``(MODULE, absolute base_dir)`` -> ``(its sys.modules name, the module, the file's (mtime_ns,
+size) when it was loaded from a file)`` for :func:`load_object`."""
+
+
+def _file_stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
@@ -1075,8 +1084,14 @@ def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
     # Worlds load their handlers once per run: skip the file-system look-ups while the module
     # found last time is still the one imported (a test that drops it from sys.modules gets a
     # fresh import, as before).
+    # A file replaced at the same path (another project copied to the same directory, an edited
+    # agent) is imported again: its stamp differs.
     known = _LOADED.get((module_name, os.path.abspath(base_dir)))
-    if known is not None and sys.modules.get(known[0]) is known[1]:
+    if (
+        known is not None
+        and sys.modules.get(known[0]) is known[1]
+        and (known[2] is None or known[2] == _file_stamp(_module_file(module_name, base_dir)))
+    ):
         module = known[1]
     else:
         module = _import_module(module_name, base_dir, what=what, ref=ref)
@@ -1089,11 +1104,17 @@ def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
         ) from None
 
 
+def _module_file(module_name: str, base_dir: Path) -> Path:
+    return base_dir / (module_name.replace(".", "/") + ".py")
+
+
 def _import_module(module_name: str, base_dir: Path, *, what: str, ref: str) -> Any:
-    candidate = base_dir / (module_name.replace(".", "/") + ".py")
+    candidate = _module_file(module_name, base_dir)
+    stamp: tuple[int, int] | None = None
     try:
         if candidate.is_file():
-            unique = f"agentprop_user_{abs(hash(str(candidate.resolve())))}_{candidate.stem}"
+            stamp = _file_stamp(candidate)
+            unique = f"agentprop_user_{abs(hash((str(candidate.resolve()), stamp)))}_{candidate.stem}"
             module = sys.modules.get(unique)
             if module is None:
                 spec = importlib.util.spec_from_file_location(unique, candidate)
@@ -1112,7 +1133,7 @@ def _import_module(module_name: str, base_dir: Path, *, what: str, ref: str) -> 
             location=SourceLocation(base_dir),
             fix=f"make {module_name} importable (install it, or put {module_name}.py in {base_dir})",
         ) from None
-    _LOADED[(module_name, os.path.abspath(base_dir))] = (unique, module)
+    _LOADED[(module_name, os.path.abspath(base_dir))] = (unique, module, stamp)
     return module
 
 
