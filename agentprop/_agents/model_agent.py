@@ -20,6 +20,7 @@ import json
 import marshal
 import os
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -99,7 +100,7 @@ class _ClientOption:
         setattr(agent.client, self.name, value)
 
 
-class ModelAgent:
+class ModelAgent(ABC):
     """The shared configuration of a model-backed agent; see the module docstring.
 
     Subclasses set :attr:`provider_label`, build request bodies (:meth:`request`) and their
@@ -262,8 +263,9 @@ class ModelAgent:
         """The name in reports."""
         return self.name or f"{self.agent_kind}:{self.model}"
 
+    @abstractmethod
     def _fingerprint_payload(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """What identifies this agent's behaviour (model, prompt, tools, options): hashed into its fingerprint."""
 
     @property
     def fingerprint(self) -> str:
@@ -280,9 +282,9 @@ class ModelAgent:
         # make_factory() fingerprints an object by its repr: include the behaviour fingerprint
         return f"{type(self).__name__}(model={self.model!r}, fingerprint={self.fingerprint!r})"
 
+    @abstractmethod
     def factory(self) -> Any:
         """A fresh agent for one conversation (this method is an agent factory)."""
-        raise NotImplementedError
 
     def __call__(self) -> Any:
         return self.factory()
@@ -308,8 +310,9 @@ class ModelAgent:
         out.append((RESPOND_TOOL, respond_description, copy_json(respond_tool_schema(spec))))
         return out
 
+    @abstractmethod
     def _format_tool(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """One tool in the provider's request format."""
 
     def tools_for(self, spec: Spec) -> list[dict[str, Any]]:
         """The ``tools`` of every request, in the API's format (a copy: changing it changes no
@@ -335,9 +338,9 @@ class ModelAgent:
             return self.system_prompt
         return default_system_prompt(spec, context)
 
+    @abstractmethod
     def _request_options(self) -> tuple[Any, ...]:
         """Every option that goes into a request body (model, sampling, ``extra_body`` ...)."""
-        raise NotImplementedError
 
     def _shape(self, system: str, tools: list[dict[str, Any]]) -> Any:
         """The request shape of this agent's requests with ``system`` and ``tools`` (remembered
@@ -348,9 +351,9 @@ class ModelAgent:
             return None
         return self.client.request_shape(lambda: self.request(system=system, tools=tools, messages=[]), (tools, system, frozen))
 
+    @abstractmethod
     def request(self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any]:
         """The request body of one call in the provider's API."""
-        raise NotImplementedError
 
     # -- the client ------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ unknown cost, never $0.
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -278,7 +279,7 @@ class OpenAIAgent(ModelAgent):
 # --------------------------------------------------------------------------------------------
 
 
-class _Conversation:
+class _Conversation(ABC):
     """The loop shared by both APIs; subclasses read replies and write the conversation."""
 
     def __init__(self, config: OpenAIAgent) -> None:
@@ -288,22 +289,26 @@ class _Conversation:
         self._tools: list[dict[str, Any]] | None = None
 
     @property
+    @abstractmethod
     def _conversation(self) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        """The conversation so far, in the API's input format."""
 
+    @abstractmethod
     def _open_turn(self, message: str) -> None:
-        raise NotImplementedError
+        """Add the user's message of a new turn."""
 
+    @abstractmethod
     def _take_reply(self, response: dict[str, Any], ctx: TurnContext) -> tuple[list[tuple[str, str, Any]], bool]:
         """Record the reply (text said, the assistant's part of the conversation); returns its
         tool calls as ``(call id, name, arguments)`` and whether the model refused."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _result(self, call_id: str, text: str) -> dict[str, Any]:
-        raise NotImplementedError
+        """The conversation item that answers tool call ``call_id`` with ``text``."""
 
+    @abstractmethod
     def _nudge(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The user item that reminds the model to end its turn with ``respond``."""
 
     async def turn(self, message: str, ctx: TurnContext) -> None:
         cfg = self.config
@@ -336,8 +341,8 @@ class _Conversation:
                 self._conversation.append(self._nudge())
         # step limit reached: the runtime records no_respond; pending results open the next turn
 
-    def _start(self, system: str) -> None:
-        pass
+    def _start(self, system: str) -> None:  # noqa: B027 (a hook: most APIs need nothing at the start)
+        """Begin the conversation with ``system`` (a hook; nothing by default)."""
 
 
 class OpenAIChatConversation(_Conversation):

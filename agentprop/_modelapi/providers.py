@@ -23,6 +23,7 @@ import asyncio
 import importlib
 import inspect
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -114,7 +115,7 @@ def _sdk_kwargs(body: Mapping[str, Any], parameters: frozenset[str]) -> dict[str
     return kwargs
 
 
-class Provider:
+class Provider(ABC):
     """One model API (see the module docstring). Instances are stateless and shared."""
 
     name: str = ""
@@ -146,13 +147,14 @@ class Provider:
                 fix=f"pip install 'agentprop[{self.name}]'",
             ) from None
 
+    @abstractmethod
     def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
-        raise NotImplementedError
+        """The SDK's async client for this API."""
 
+    @abstractmethod
     async def send(self, client: Any, body: Mapping[str, Any], *, stream: bool = False) -> dict[str, Any]:
         """One HTTP attempt: the response as plain JSON (a complete response, also when
         streamed). Raises the SDK's errors, which :mod:`agentprop._modelapi.retry` classifies."""
-        raise NotImplementedError
 
     # -- reading requests and responses ------------------------------------------------------------
 
@@ -160,22 +162,25 @@ class Provider:
         value = body.get(self.max_tokens_field)
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
+    @abstractmethod
     def usage(self, response: Mapping[str, Any]) -> TokenUsage:
-        raise NotImplementedError
+        """The tokens one response used."""
 
+    @abstractmethod
     def check_response(self, response: Any) -> None:
         """Raise :class:`ValueError` if ``response`` is not a response of this API."""
-        raise NotImplementedError
 
     def response_model(self, response: Mapping[str, Any]) -> str | None:
         model = response.get("model")
         return model if isinstance(model, str) and model else None
 
+    @abstractmethod
     def text_body(self, model: str, prompt: TextPrompt) -> dict[str, Any]:
-        raise NotImplementedError
+        """The request body of a text-only call (PromptSmith, MutationSmith, paraphrase pools)."""
 
+    @abstractmethod
     def text_of(self, response: Mapping[str, Any]) -> str:
-        raise NotImplementedError
+        """The text of a text-only call's response."""
 
     def __repr__(self) -> str:
         return f"<provider {self.label}>"
@@ -264,8 +269,9 @@ class _OpenAIBase(Provider):
     def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
         return self.sdk().AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
+    @abstractmethod
     def _resource_of(self, client: Any) -> Any:
-        raise NotImplementedError
+        """The SDK resource whose ``create`` this API calls."""
 
     def _kwargs(self, client: Any, body: Mapping[str, Any]) -> dict[str, Any]:
         return _sdk_kwargs(body, _parameters(self._resource_of(client), "create"))
@@ -288,11 +294,13 @@ class _OpenAIBase(Provider):
         self.check_response(data)
         return data
 
+    @abstractmethod
     def _raw_create(self, client: Any) -> Any:
-        raise NotImplementedError
+        """The SDK's ``create`` that returns the raw HTTP response."""
 
+    @abstractmethod
     async def _send_streamed(self, client: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """One streamed call, assembled into the complete response."""
 
 
 class _OpenAIChat(_OpenAIBase):
