@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -404,7 +405,7 @@ class McpConversation:
             raise
 
 
-class McpAgent:
+class McpAgent(ABC):
     """Base class of an agent that reaches its world over MCP, run by agentprop in-process.
 
     Subclass it and write :meth:`converse`; agentprop makes one instance per conversation (pass
@@ -429,8 +430,10 @@ class McpAgent:
         self._bridge: TrialBridge | None = None
         self._client_task: asyncio.Task[None] | None = None
 
+    @abstractmethod
     async def converse(self, client: Client, conversation: McpConversation) -> None:
-        raise NotImplementedError("write converse(client, conversation) in your McpAgent subclass")
+        """Your agent: take the turns' messages from ``conversation`` and act through ``client``
+        (the tools, ``respond``) until ``conversation`` has no more (write it in your subclass)."""
 
     async def turn(self, message: str, ctx: TurnContext) -> None:
         bridge = getattr(self, "_bridge", None)
