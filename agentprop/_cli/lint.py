@@ -114,7 +114,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     errors = sum(f.severity == "error" for f in findings)
     warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings) + len(stubs)
     infos = sum(f.severity == "info" for f in findings) + sum(f.severity == "info" for f in path_findings) + len(downgrades)
-    print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} note(s)", file=out)
+    print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} info", file=out)
     if args.json_path:
         Path(args.json_path).write_text(
             json.dumps(
