@@ -272,3 +272,16 @@ def test_outcomes_leaf_via_key_is_validated(tmp_path: Path) -> None:
     copy2 = _expenseguard_copy(tmp_path / "b", "outcomes:\n  END_REJECT<-N6_DECIDE: NOPE\n")
     with pytest.raises(BindingsError, match="unknown decision 'NOPE'"):
         load_project(copy2)
+
+
+def test_a_loop_branch_whose_paths_were_not_selected_is_not_run_not_unrealised(capsys: pytest.CaptureFixture[str]) -> None:
+    # a newcomer's finding: with --case, the branches line said "loops not realised ... (see the
+    # notes)" for loops that were only not selected, and no note said anything about them
+    from agentprop._cli import main
+
+    root = Path(__file__).resolve().parents[1] / "examples" / "supportops"
+    code = main(["run", str(root), "--kinds", "mft", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--corpus", "none"])
+    out = capsys.readouterr().out
+    assert code == 0
+    branches = next(line for line in out.splitlines() if line.startswith("branches:"))
+    assert "loops not realised" not in branches and "N4_CLARIFY#0" in branches.split("not run:")[1]

@@ -745,7 +745,8 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
         note = f"branches: {len(br['covered'])}/{len(br['all'])} taken"
         if br["loop"]:
             taken = [b for b in br["loop"] if b in br["covered"]]
-            missed = [b for b in br["loop"] if b not in br["covered"]]
+            # a loop branch whose paths were not selected (--case) is "not run", not unrealised
+            missed = [b for b in br["loop"] if b not in br["covered"] and b not in br["not_run"]]
             if taken:
                 note += f"; loops unrolled once: {', '.join(taken)}"
             if missed:
