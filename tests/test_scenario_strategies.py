@@ -99,7 +99,8 @@ def test_worlds_vary_within_the_interval_and_reach_its_edge(supportops: tuple[Sp
     edge = find(
         worlds(spec, b, CANCELLED),
         lambda w: w.assignment[DAYS] == w.assignment[WINDOW] and w.offsets[DAYS] != 0,
-        settings=settings(FAST, max_examples=500),
+        # derandomized: the same search every run (a random one missed the edge once in CI)
+        settings=settings(FAST, max_examples=500, derandomize=True),
     )
     assert satisfies(spec, b, edge)
 
