@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,12 @@ import agentprop._decide.corpus
 from agentprop._spec.bindings import Bindings, load_bindings
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
+
+# The suite is hermetic about where it runs: CI services set ``CI``, which switches the API
+# cache to replay-only and snapshots to refuse updates. Tests of that behaviour set it
+# themselves (monkeypatch.setenv); every other test runs as on a developer's machine.
+for _name in ("CI", "AGENTPROP_CACHE_MODE"):
+    os.environ.pop(_name, None)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPECSUITE_DIR = REPO_ROOT.parent / "shared" / "specsuite-core"
