@@ -168,7 +168,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from agentprop._pipeline.promptsmith import CompileResult, compile_prompt
     from agentprop._pipeline.surs import SursResult, surs
     from agentprop._pipeline.tdad import TdadMetrics, split_suite, tdad_metrics
-    from agentprop._scenario.build import Scenario, ScenarioTurn, build_scenario, leaf_scenarios, make_world, solve
+    from agentprop._scenario.build import Scenario, ScenarioTurn, build_scenario, leaf_scenarios, make_world
+    from agentprop._scenario.solver import solve
     from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn, Usage
     from agentprop._scenario.world import Failure, World
     from agentprop._spec.bindings import Bindings, load_bindings

@@ -11,7 +11,7 @@ import pytest
 
 from agentprop._agents.project import load_project
 from agentprop._cli import main
-from agentprop._scenario.build import base_name, instance_name, solve
+from agentprop._scenario.solver import base_name, instance_name, solve
 from agentprop._spec.paths import enumerate_loop_paths, enumerate_paths, loop_branches
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,12 +89,12 @@ def test_rewrite_loop_fails_the_first_call_and_succeeds_on_the_second() -> None:
 def test_a_world_field_cannot_change_between_the_visits_of_a_loop() -> None:
     """`verified` is a world field: both visits of a loop would read the same output, so a path
     that needs it false first and true later is unrealisable, not built with a wrong world."""
-    from agentprop._scenario.build import _instances_realisable
+    from agentprop._scenario.solver import instances_realisable
 
     b = load_project(SUPPORTOPS).bindings
-    assert _instances_realisable(b, {"verified": True, instance_name("verified"): True})
-    assert not _instances_realisable(b, {"verified": False, instance_name("verified"): True})
-    assert _instances_realisable(b, {"intent": "unknown", instance_name("intent"): "cancel_order"})
+    assert instances_realisable(b, {"verified": True, instance_name("verified"): True})
+    assert not instances_realisable(b, {"verified": False, instance_name("verified"): True})
+    assert instances_realisable(b, {"intent": "unknown", instance_name("intent"): "cancel_order"})
     assert base_name(instance_name("plan_rules.can_cancel")) == "plan_rules.can_cancel"
 
 

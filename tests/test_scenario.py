@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, make_world, render_template, solve
+from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, make_world, render_template
+from agentprop._scenario.solver import solve
 from agentprop._scenario.world import get_path
 from agentprop._spec.bindings import Bindings, load_bindings
 from agentprop._spec.model import Spec

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from agentprop._scenario.build import Unsatisfiable, build_scenario, leaf_scenarios, solve
+from agentprop._scenario.build import Unsatisfiable, build_scenario, leaf_scenarios
+from agentprop._scenario.solver import solve
 from agentprop._scenario.world import World, get_path
 from agentprop._spec.bindings import Bindings, load_bindings
 from agentprop._spec.load import load_spec

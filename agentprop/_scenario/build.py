@@ -15,31 +15,29 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agentprop._scenario.exits import exit_cut
-from agentprop._scenario.world import Failure, World, get_path
-from agentprop._spec.bindings import Bindings, VariableBinding, fill_slots, parse_field_path, schema_at
+from agentprop._scenario.solver import (
+    LOOP_BOUNDARY,
+    base_name,
+    instance_keys,
+    instance_name,
+    lookup_value,
+    solve,
+)
+from agentprop._scenario.world import Failure, World
+from agentprop._spec.bindings import Bindings, VariableBinding, fill_slots
 from agentprop._spec.free_spans import has_free, strip_free
 from agentprop._spec.model import Spec
-from agentprop._spec.paths import Constraint, TreePath, enumerate_loop_paths, enumerate_paths
+from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop._spec.requirements import anchor_overlap
 from agentprop._spec.when import (
-    And,
-    Arith,
-    Compare,
     Expr,
-    Literal,
-    Not,
-    Or,
-    Symbol,
-    UnboundVariable,
-    _equal,
-    evaluate,
     variables,
 )
 from agentprop.errors import (
@@ -110,290 +108,9 @@ class Scenario(BaseModel):
         return self.turns[-1].expect_decision if self.turns else None
 
 
-# ----------------------------------------------------------------------------- solving
-
-
 def _is_internal(expr: Expr, bindings: Bindings) -> bool:
     names = variables(expr)
     return bool(names) and all((b := bindings.variables.get(n)) is not None and b.internal for n in names)
-
-
-def _world_default(bindings: Bindings, spec: Spec, var: VariableBinding) -> Any:
-    assert var.world is not None
-    if var.world.field is None:
-        return None
-    world = base_world(spec, bindings, seed=0)
-    try:
-        return get_path(world.default_output(var.world.tool), var.world.field)
-    except (KeyError, IndexError, TypeError):
-        return None
-
-
-def _field_schema(spec: Spec, var: VariableBinding) -> Mapping[str, Any] | None:
-    assert var.world is not None and var.world.field is not None
-    return schema_at(spec.tool(var.world.tool).output_schema, parse_field_path(var.world.field))
-
-
-def _constants(exprs: list[Expr]) -> list[Any]:
-    out: list[Any] = []
-
-    def walk(e: Expr) -> None:
-        if isinstance(e, Literal):
-            out.append(e.value)
-        elif isinstance(e, Symbol):
-            out.append(e.name)
-        elif isinstance(e, (Compare, Arith)):
-            walk(e.left)
-            walk(e.right)
-        elif isinstance(e, Not):
-            walk(e.item)
-        elif isinstance(e, (And, Or)):
-            for i in e.items:
-                walk(i)
-
-    for e in exprs:
-        walk(e)
-    return out
-
-
-def _internal_candidates(name: str, exprs: list[Expr]) -> list[Any]:
-    """Values an internal variable may take: the constants it is compared with (booleans with
-    their complement, strings plus one other value). The agent decides which holds, so the
-    solver only needs *some* value consistent with the path."""
-    related = [e for e in exprs if name in variables(e)]
-    values: list[Any] = []
-    for c in _constants(related):
-        if c not in values:
-            values.append(c)
-    if any(isinstance(v, bool) for v in values) or not values:
-        values += [b for b in (True, False) if b not in values]
-    if any(isinstance(v, str) for v in values):
-        values.append("__other__")
-    return values
-
-
-def _candidates(name: str, spec: Spec, bindings: Bindings, exprs: list[Expr], defaults: dict[str, Any]) -> list[Any]:
-    var = bindings.variables[name]
-    if var.internal:
-        return _internal_candidates(name, exprs)
-    finite = var.finite_values()
-    if finite is not None:
-        return list(finite)
-    assert var.world is not None and var.world.field is not None
-    schema = _field_schema(spec, var) or {}
-    default = defaults.get(name)
-    kind = var.world.type or schema.get("type")
-    if "enum" in schema:
-        values = list(schema["enum"])
-        return sorted(values, key=lambda v: v != default)
-    if kind == "boolean" or isinstance(default, bool):
-        return [default, not default] if isinstance(default, bool) else [True, False]
-    if kind in ("integer", "number") or isinstance(default, (int, float)):
-        step = 1 if kind == "integer" or isinstance(default, int) else (var.world.precision or 0.01)
-        pool: list[Any] = [default] if default is not None else []
-        nums = [c for c in _constants(exprs) if isinstance(c, (int, float)) and not isinstance(c, bool)]
-        nums += [v for v in defaults.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        for c in nums:
-            pool += [c, c + step, c - step]
-        if var.world.min is not None:
-            pool = [p for p in pool if p >= var.world.min]
-        if var.world.max is not None:
-            pool = [p for p in pool if p <= var.world.max]
-        seen: list[Any] = []
-        for p in pool:
-            if p not in seen:
-                seen.append(p)
-        return seen or [0]
-    # strings: values named by symbols in the constraints, then the default
-    strs = [c for c in _constants(exprs) if isinstance(c, str)]
-    pool = ([default] if default is not None else []) + strs + [f"not-{s}" for s in strs]
-    return list(dict.fromkeys(pool))
-
-
-LOOP_BOUNDARY = "@loop"
-"""Key of a loop path's assignment that records where the second instance starts (``at`` the
-loop branch's node or ``after`` it, see :meth:`TreePath.constraints`)."""
-
-
-def instance_name(name: str) -> str:
-    """The key of a variable's second instance in an assignment (``intent@2``)."""
-    return f"{name}@2"
-
-
-def base_name(key: str) -> str:
-    """The variable an assignment key stands for (``intent@2`` -> ``intent``)."""
-    return key.split("@", 1)[0]
-
-
-def _instance_keys(constraints: list[Constraint]) -> dict[tuple[str, int], str]:
-    """``(variable, instance)`` -> its key in the assignment: a variable read on both visits
-    of a loop gets a second key for the second visit; one read on one visit keeps its name."""
-    first = {n for c in constraints if c.instance == 1 for n in variables(c.expr)}
-    out: dict[tuple[str, int], str] = {}
-    for c in constraints:
-        for n in variables(c.expr):
-            out[(n, c.instance)] = instance_name(n) if c.instance == 2 and n in first else n
-    return out
-
-
-def _instances_realisable(bindings: Bindings, env: Mapping[str, Any]) -> bool:
-    """Whether the bindings can make a variable's two instances differ as ``env`` says: a new
-    user message (utterance and follow-up variables), or a different outcome of the second
-    call (world ``values`` that differ only in their failure); world fields and withheld slots
-    cannot change between visits."""
-    for key, value in env.items():
-        if "@" not in key or key == LOOP_BOUNDARY:
-            continue
-        name = base_name(key)
-        var = bindings.variables[name]
-        if var.internal or var.utterance is not None or var.followup is not None:
-            continue
-        first = env.get(name)
-        if _equal(first, value) or first == value:
-            continue
-        if var.world is not None and var.world.values is not None:
-            try:
-                a, b = _lookup_value(var.world.values, first), _lookup_value(var.world.values, value)
-            except KeyError:
-                return False
-            if a.set == b.set:
-                continue
-        return False
-    return True
-
-
-def solve(spec: Spec, bindings: Bindings, path: TreePath) -> dict[str, Any]:
-    """Values for the bound variables that make ``path``'s conditions hold.
-
-    Prefers each variable's default (its world default, or the first listed value), so the
-    scenario differs from the happy path only where the path demands it. Variables bound as
-    ``internal`` are the agent's own state: any value consistent with the path will do (they
-    are not realised in the world or the conversation). Raises
-    :class:`Unsatisfiable` with the reason when no assignment exists, or when a variable the
-    path needs has no binding.
-
-    On a loop path, variables read on both visits have a second instance (``intent@2``), and
-    the assignment records under ``@loop`` whether the loop branch's node reads the first
-    instance (``after``) or the second (``at``): the first reading that is satisfiable wins.
-    """
-    if path.loop_step is None:
-        return _solve(spec, bindings, path, path.constraints())
-    reasons: list[str] = []
-    for boundary in ("after", "at"):
-        try:
-            env = _solve(spec, bindings, path, path.constraints(boundary))
-        except Unsatisfiable as exc:
-            reasons.append(str(exc))
-            continue
-        env[LOOP_BOUNDARY] = boundary
-        return env
-    # the reading with two instances says more (which variable could not change)
-    raise Unsatisfiable(next((r for r in reasons if "second visit" in r), reasons[0]))
-
-
-def _solve(spec: Spec, bindings: Bindings, path: TreePath, constraints: list[Constraint]) -> dict[str, Any]:
-    exprs = [c.as_expr() for c in constraints]
-    keys = _instance_keys(constraints)
-    names: list[str] = []
-    for e in exprs:
-        for n in variables(e):
-            if n not in names:
-                names.append(n)
-    unbound = [n for n in names if n not in bindings.variables]
-    if unbound:
-        where = (
-            f"{bindings.path} does not bind; add them under `variables:`"
-            if bindings.path
-            else ("no bindings file binds (none was found: write agentprop.yaml next to the spec)")
-        )
-        raise Unsatisfiable(f"path {path.id} ({path.describe()}) needs variable(s) {', '.join(unbound)}, which {where}")
-    defaults: dict[str, Any] = {}
-    for n in names:
-        var = bindings.variables[n]
-        if var.world is not None and var.world.field is not None:
-            defaults[n] = _world_default(bindings, spec, var)
-    slots = list(dict.fromkeys(keys.values()))
-    domains = [_candidates(base_name(k), spec, bindings, exprs, defaults) for k in slots]
-    found = _first_assignment(
-        slots,
-        domains,
-        constraints,
-        keys,
-        lambda env: len(slots) == len(names) or _instances_realisable(bindings, env),
-    )
-    if found is not None:
-        return found
-    shown = ", ".join(slots)
-    raise Unsatisfiable(
-        f"no values of {shown} satisfy path {path.id}: "
-        + " and ".join(str(e) for e in exprs)
-        + " (the conditions contradict each other, or a binding lacks a value that satisfies them"
-        + (
-            "; on a loop's second visit, only utterance and follow-up variables and world `values:` that differ in their failure can change"
-            if len(slots) != len(names)
-            else ""
-        )
-        + ")"
-    )
-
-
-MAX_SOLVER_STEPS = 200_000
-"""Most partial assignments the solver tries for one path before it gives up (the shipped
-examples need a few hundred at most)."""
-
-
-def _first_assignment(
-    slots: list[str],
-    domains: list[list[Any]],
-    constraints: list[Constraint],
-    keys: dict[tuple[str, int], str],
-    accept: Callable[[dict[str, Any]], bool],
-) -> dict[str, Any] | None:
-    """The first assignment, in the order of ``itertools.product(*domains)``, under which every
-    constraint holds and ``accept`` agrees; ``None`` if there is none.
-
-    A backtracking search: a constraint is evaluated as soon as every slot it reads has a
-    value, and a partial assignment that breaks one (or makes it raise) is not extended, so
-    contradictory paths are rejected without enumerating the whole product. Past
-    :data:`MAX_SOLVER_STEPS` partial assignments it raises :class:`Unsatisfiable` naming the limit.
-    """
-    position = {k: i for i, k in enumerate(slots)}
-    ready: list[list[Constraint]] = [[] for _ in slots]
-    for c in constraints:
-        reads = [position[keys[(n, c.instance)]] for n in variables(c.expr)]
-        if slots:
-            ready[max(reads, default=0)].append(c)
-    env: dict[str, Any] = {}
-    steps = 0
-
-    def holds(c: Constraint) -> bool:
-        try:
-            return bool(evaluate(c.as_expr(), {n: env[keys[(n, c.instance)]] for n in variables(c.expr)}))
-        except (UnboundVariable, TypeError, ArithmeticError):
-            return False
-
-    def extend(depth: int) -> dict[str, Any] | None:
-        nonlocal steps
-        if depth == len(slots):
-            return dict(env) if accept(env) else None
-        for value in domains[depth]:
-            steps += 1
-            if steps > MAX_SOLVER_STEPS:
-                raise Unsatisfiable(
-                    f"gave up after trying {MAX_SOLVER_STEPS:,} partial assignments of {', '.join(slots)} "
-                    f"(agentprop's limit): the variables have too many candidate values to search"
-                )
-            env[slots[depth]] = value
-            if all(holds(c) for c in ready[depth]):
-                found = extend(depth + 1)
-                if found is not None:
-                    return found
-            del env[slots[depth]]
-        return None
-
-    if not slots:
-        return {} if all(holds(c) for c in constraints) and accept({}) else None
-    return extend(0)
 
 
 # ----------------------------------------------------------------------------- realising
@@ -442,13 +159,6 @@ def render_marked(template: str, slots: Mapping[str, Any], withheld: set[str], s
 
 
 _fill_slots = fill_slots
-
-
-def _lookup_value(table: Mapping[Hashable, Any], value: Any) -> Any:
-    for k, v in table.items():
-        if _equal(k, value) or k == value:
-            return v
-    raise KeyError(value)
 
 
 def _decision_for(name: str, spec: Spec) -> str | None:
@@ -504,20 +214,20 @@ def build_scenario(
         binding = bindings.variables[name]
         if binding.utterance is not None:
             try:
-                templates = list(_lookup_value(binding.utterance, value))
+                templates = list(lookup_value(binding.utterance, value))
                 primary = name
             except KeyError:
                 raise Unsatisfiable(f"variable {name!r} has no utterances for value {value!r}") from None
         elif binding.withhold is not None:
             try:
-                withheld |= set(_lookup_value(binding.withhold, value))
+                withheld |= set(lookup_value(binding.withhold, value))
             except KeyError:
                 raise Unsatisfiable(f"variable {name!r} has no `withhold` entry for value {value!r}; add it to the binding") from None
         elif binding.world is not None:
             w = binding.world
             if w.values is not None:
                 try:
-                    effect = _lookup_value(w.values, value)
+                    effect = lookup_value(w.values, value)
                 except KeyError:
                     raise Unsatisfiable(f"variable {name!r} has no world effect for value {value!r}; add it under `values:`") from None
                 for f, v in effect.set.items():
@@ -554,7 +264,7 @@ def build_scenario(
     # split the path into turns: a follow-up variable or an `after X` clause starts a new turn
     # (on a loop path, so does a second instance of an utterance or follow-up variable)
     constraints = path.constraints(boundary) if isinstance(boundary, str) else path.constraints()
-    keys = _instance_keys(constraints)
+    keys = instance_keys(constraints)
     looping = path.loop_step is not None
     turns: list[ScenarioTurn] = [ScenarioTurn(user_message=first)]
     turn_sources: list[TemplateSource | None] = [first_source]
@@ -571,7 +281,7 @@ def build_scenario(
                 key = keys.get((n, c.instance), n)
                 if var is not None and var.followup is not None and key not in followups_done:
                     followups_done.add(key)
-                    utterances = _lookup_value(var.followup.values, env[key])
+                    utterances = lookup_value(var.followup.values, env[key])
                     if utterances:
                         raw = utterances[template_index % len(utterances)]
                         text = render_marked(raw, slots, set())
@@ -709,7 +419,7 @@ def _second_instance_world(bindings: Bindings, key: str, value: Any, failures: l
     if var.world is None or var.world.values is None:
         return
     try:
-        effect = _lookup_value(var.world.values, value)
+        effect = lookup_value(var.world.values, value)
     except KeyError:
         raise Unsatisfiable(f"variable {base_name(key)!r} has no world effect for value {value!r}; add it under `values:`") from None
     if effect.failure is not None:
@@ -738,7 +448,7 @@ def _second_message(
     decision the agent takes on the turn before it."""
     assert var.utterance is not None
     try:
-        templates = list(_lookup_value(var.utterance, value))
+        templates = list(lookup_value(var.utterance, value))
     except KeyError:
         raise Unsatisfiable(f"path {path.id}: variable has no utterances for value {value!r} on the loop's second visit") from None
     text = None

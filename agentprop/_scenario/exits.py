@@ -153,7 +153,8 @@ class Downgrade:
 def binding_downgrades(spec: Spec, bindings: Bindings) -> list[Downgrade]:
     """Every (node, branch) where a binding makes a required tool permitted, on the paths the
     bindings realise, in tree order."""
-    from agentprop._scenario.build import _node_tools, solve
+    from agentprop._scenario.build import _node_tools
+    from agentprop._scenario.solver import solve
     from agentprop._spec.paths import enumerate_paths
     from agentprop.errors import Unsatisfiable
 

@@ -41,7 +41,19 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel
 
-from agentprop._scenario.build import Scenario, build_scenario, solve
+from agentprop._scenario.build import Scenario, build_scenario
+from agentprop._scenario.solver import (
+    BranchChoice,
+    NumericField,
+    Route,
+    WalkStop,
+    is_number,
+    numeric_field,
+    numeric_value,
+    schema_field,
+    schema_numeric_kind,
+    solve,
+)
 from agentprop._scenario.world import get_path
 from agentprop._spec.bindings import Bindings
 from agentprop._spec.model import Spec
@@ -49,21 +61,7 @@ from agentprop._spec.paths import enumerate_paths
 from agentprop._spec.when import Compare, Expr, Literal, UnboundVariable, atoms, variables
 from agentprop._spec.when import Path as VarPath
 from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
-from agentprop.strategies._internal.scenarios import (
-    BranchChoice,
-    Context,
-    NumericField,
-    Route,
-    Skipped,
-    _schema_field,
-    _schema_kind,
-    _Stop,
-    check_node,
-    check_spec_bindings,
-    is_number,
-    numeric_field,
-    numeric_value,
-)
+from agentprop.strategies._internal.scenarios import Context, Skipped, check_node, check_spec_bindings
 
 __all__ = [
     "BoundaryCase",
@@ -313,7 +311,7 @@ class _Builder:
                 expected = ctx.choose(cmp.node, env2, {})
             route, env3 = ctx.walk(env2)
             truth = holds(env3)
-        except (_Stop, UnboundVariable, TypeError) as exc:
+        except (WalkStop, UnboundVariable, TypeError) as exc:
             self.skip(cmp, f"cannot evaluate the spec for this value: {exc}", moved.name, moved.value, moved.label)
             return
         reaches = cmp.node is None or route.choice_at(cmp.node) is not None
@@ -351,7 +349,7 @@ class _Builder:
             if var is not None and not var.internal:
                 try:
                     reset[n] = ctx.default(n)
-                except _Stop:
+                except WalkStop:
                     pass
         try:
             others = [a for a in clause_atoms if a != atom]
@@ -360,7 +358,7 @@ class _Builder:
             r2, _ = ctx.walk(reset)
             if same and r2.choice_at(node) is not None and _before(r1, node) == _before(r2, node):
                 return reset
-        except (_Stop, UnboundVariable, TypeError):
+        except (WalkStop, UnboundVariable, TypeError):
             pass
         return env
 
@@ -432,7 +430,7 @@ class _Builder:
                 e = dict(env)
                 ctx.fill(other, e, {})
                 t = numeric_value(other, e)
-            except (_Stop, UnboundVariable) as exc:
+            except (WalkStop, UnboundVariable) as exc:
                 self.skip(cmp, f"the other side has no value: {exc}", name)
                 continue
             if not is_number(t):
@@ -440,7 +438,7 @@ class _Builder:
                 continue
             try:
                 default = env[name] if name in env else ctx.default(name)
-            except _Stop as exc:
+            except WalkStop as exc:
                 self.skip(cmp, str(exc), name)
                 continue
             w = var.world
@@ -595,11 +593,11 @@ class _Builder:
         if not is_number(t):
             self.skip(cmp, f"the other side has no numeric value ({t!r})", moving.variable)
             return
-        schema, missing_ok = _schema_field(ctx.spec.tool(moving.tool).output_schema, moving.field)
+        schema, missing_ok = schema_field(ctx.spec.tool(moving.tool).output_schema, moving.field)
         var = ctx.var(moving.variable) if moving.variable is not None else None
         num = ctx.numeric(moving.variable) if moving.variable is not None else None
         if num is None:
-            kind = _schema_kind(schema) or "number"
+            kind = schema_numeric_kind(schema) or "number"
             num = numeric_field(
                 kind,
                 schema=schema,
@@ -663,7 +661,7 @@ class _Builder:
             for n, v in env.items():
                 try:
                     score += int(v != ctx.default(n))
-                except _Stop:
+                except WalkStop:
                     score += 1
             if best is None or (score, i) < best[:2]:
                 best = (score, i, env)
@@ -739,7 +737,7 @@ def _numeric_fields(schema: Mapping[str, Any] | None, prefix: str = "") -> list[
     out: list[tuple[str, Mapping[str, Any]]] = []
     if not schema:
         return out
-    if _schema_kind(schema) and prefix:
+    if schema_numeric_kind(schema) and prefix:
         out.append((prefix, schema))
     t = schema.get("type")
     if t == "object" or "properties" in schema:

@@ -29,37 +29,29 @@ Invariants (DESIGN.md §3 item 2):
 
 from __future__ import annotations
 
-import decimal
 import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, Field
 
-from agentprop._scenario.build import Scenario, WorldSpec, base_world, build_scenario, solve
-from agentprop._scenario.world import get_path
-from agentprop._spec.bindings import Bindings, VariableBinding, parse_field_path, schema_at
+from agentprop._scenario.build import Scenario, WorldSpec, build_scenario
+from agentprop._scenario.solver import BranchChoice, NumericField, Route, Solver, WalkStop, is_number, numeric_value, same_value, solve
+from agentprop._spec.bindings import Bindings
 from agentprop._spec.model import Spec
-from agentprop._spec.paths import Step, TreePath, enumerate_paths
+from agentprop._spec.paths import TreePath, enumerate_paths
 from agentprop._spec.when import (
     And,
-    Arith,
     Compare,
     Expr,
-    Literal,
     Not,
     Or,
-    Symbol,
     UnboundVariable,
-    arith,
-    atoms,
-    evaluate,
-    lookup,
     variables,
 )
 from agentprop._spec.when import (
@@ -85,61 +77,6 @@ PathLike = TreePath | str
 
 
 # ----------------------------------------------------------------------------- models
-
-
-class BranchChoice(BaseModel):
-    """The branch the spec takes at ``node`` for an assignment (first match wins).
-
-    ``branch is None`` means no clause of the node holds and it has no ``otherwise``: the spec
-    does not say what happens. ``decision`` is set when ``next`` is a terminal node (from the
-    bindings' ``outcomes`` or the leaf's name). ``assumed`` lists the ``internal`` variables
-    the assignment lacked and that were given a value while choosing (``name = value``): the
-    agent decides those, so the branch holds *if* the agent decides that way.
-    """
-
-    node: str
-    branch: int | None
-    clause: str | None = None
-    next: str | None = None
-    decision: str | None = None
-    assumed: list[str] = Field(default_factory=list)
-
-    def __str__(self) -> str:
-        if self.branch is None:
-            return f"{self.node}: no branch matches"
-        return f"{self.node}#{self.branch} [{self.clause}] -> {self.next}"
-
-
-class Route(BaseModel):
-    """Where an assignment leads from the root: the branches taken, and the leaf (or why the
-    walk stopped: a loop back to a visited node, no matching branch, an unbound variable)."""
-
-    steps: list[BranchChoice] = Field(default_factory=list)
-    leaf: str | None = None
-    decision: str | None = None
-    stop: str | None = None
-    path_id: str | None = None
-    """The id of the loop-free tree path this route follows (``None`` if it stopped)."""
-    defaults: dict[str, Any] = Field(default_factory=dict)
-    """Variables the assignment lacked, set to their defaults while walking."""
-
-    @property
-    def nodes(self) -> list[str]:
-        out = [s.node for s in self.steps]
-        if self.leaf is not None:
-            out.append(self.leaf)
-        return out
-
-    def choice_at(self, node: str) -> BranchChoice | None:
-        for s in self.steps:
-            if s.node == node:
-                return s
-        return None
-
-    def __str__(self) -> str:
-        parts = [f"{s.node}#{s.branch}" for s in self.steps]
-        parts.append(self.leaf if self.leaf is not None else f"stop: {self.stop}")
-        return " -> ".join(parts)
 
 
 class PathWorld(BaseModel):
@@ -278,350 +215,12 @@ def resolve_path(spec: Spec, path: object, where: str = "resolve_path") -> list[
     raise InvalidArgument(f"{where}: path must be a TreePath or a path id string like 'END_CANCELLED<-N7_CANCEL' (got {type(path).__name__})")
 
 
-# ----------------------------------------------------------------------------- numbers
-
-
-@dataclass(frozen=True)
-class NumericField:
-    """How a numeric condition variable (or tool field) may move."""
-
-    kind: str  # "integer" or "number"
-    step: float | int
-    lo: float | None
-    hi: float | None
-    lo_reason: str | None = None
-    hi_reason: str | None = None
-    missing_ok: bool = False
-    missing_reason: str = ""
-
-    @property
-    def decimals(self) -> int:
-        if self.kind == "integer":
-            return 0
-        exp = decimal.Decimal(str(self.step)).normalize().as_tuple().exponent
-        return max(0, -int(exp))
-
-    def norm(self, x: float) -> int | float:
-        """``x`` on this field's grid (an ``int`` for integers, rounded to the precision)."""
-        if self.kind == "integer":
-            return int(round(x))
-        return round(float(x), self.decimals)
-
-    def out_of_domain(self, x: Any) -> str | None:
-        if x is None:
-            return None if self.missing_ok else self.missing_reason
-        if self.lo is not None and x < self.lo:
-            return f"{x!r} is below the lowest allowed value {self.lo!r} ({self.lo_reason})"
-        if self.hi is not None and x > self.hi:
-            return f"{x!r} is above the highest allowed value {self.hi!r} ({self.hi_reason})"
-        return None
-
-
-def _schema_kind(schema: Mapping[str, Any] | None) -> str | None:
-    if not schema:
-        return None
-    t = schema.get("type")
-    if isinstance(t, list):
-        t = next((k for k in t if k in ("integer", "number")), None)
-    return t if t in ("integer", "number") else None
-
-
-def _schema_field(schema: Mapping[str, Any] | None, field_path: str) -> tuple[Mapping[str, Any] | None, bool]:
-    """The sub-schema at ``field_path`` and whether the field may be absent."""
-    parts = parse_field_path(field_path)
-    sub = schema_at(schema, parts)
-    parent = schema_at(schema, parts[:-1]) if len(parts) > 1 else schema
-    last = parts[-1]
-    required = True
-    if isinstance(last, str) and parent is not None:
-        required = last in (parent.get("required") or [])
-    nullable = sub is not None and isinstance(sub.get("type"), list) and "null" in sub["type"]
-    return sub, (not required) or nullable
-
-
-def numeric_field(
-    kind: str,
-    *,
-    schema: Mapping[str, Any] | None,
-    missing_ok: bool,
-    precision: float | None,
-    bmin: float | None,
-    bmax: float | None,
-    what: str,
-) -> NumericField:
-    step: float | int = 1 if kind == "integer" else (precision or 0.01)
-    lo: float | None = None
-    hi: float | None = None
-    lo_reason = hi_reason = None
-    s = schema or {}
-    for key, bound, excl in (("minimum", "lo", False), ("exclusiveMinimum", "lo", True), ("maximum", "hi", False), ("exclusiveMaximum", "hi", True)):
-        v = s.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            continue
-        if bound == "lo":
-            v2 = v + step if excl else v
-            if lo is None or v2 > lo:
-                lo, lo_reason = v2, f"output_schema {key} {v}"
-        else:
-            v2 = v - step if excl else v
-            if hi is None or v2 < hi:
-                hi, hi_reason = v2, f"output_schema {key} {v}"
-    if bmin is not None and (lo is None or bmin > lo):
-        lo, lo_reason = bmin, f"binding min {bmin}"
-    if bmax is not None and (hi is None or bmax < hi):
-        hi, hi_reason = bmax, f"binding max {bmax}"
-    return NumericField(
-        kind=kind,
-        step=step,
-        lo=lo,
-        hi=hi,
-        lo_reason=lo_reason,
-        hi_reason=hi_reason,
-        missing_ok=missing_ok,
-        missing_reason=f"{what} is required by its output_schema, so it cannot be missing",
-    )
-
-
-def is_number(x: object) -> TypeGuard[int | float]:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def numeric_value(e: Expr, env: Mapping[str, Any]) -> Any:
-    """The value of a (numeric) expression; ``UnboundVariable`` if a variable has none."""
-    if isinstance(e, Literal):
-        return e.value
-    if isinstance(e, VarPath):
-        return lookup(env, e.dotted)
-    if isinstance(e, Arith):
-        a, b = numeric_value(e.left, env), numeric_value(e.right, env)
-        if not (is_number(a) and is_number(b)):
-            return None
-        return arith(e.op, a, b)
-    return None
-
-
 # ----------------------------------------------------------------------------- the context
 
 
-class _Stop(Exception):
-    """The walk cannot go on (a variable has no binding and no value)."""
-
-
-@dataclass
-class Context:
-    """A spec with its bindings, and what is derived from them once (defaults, domains)."""
-
-    spec: Spec
-    bindings: Bindings
-    _defaults: dict[str, Any] = field(default_factory=dict)
-    _paths_by_steps: dict[tuple[tuple[str, int], ...], TreePath] | None = None
-    _world_outputs: dict[str, Any] = field(default_factory=dict)
-
-    # -------------------------------------------------------------- variables
-
-    def var(self, name: str) -> VariableBinding | None:
-        return self.bindings.variables.get(name)
-
-    def is_internal(self, name: str) -> bool:
-        v = self.var(name)
-        return v is not None and v.internal
-
-    def world_output(self, tool: str) -> Any:
-        if tool not in self._world_outputs:
-            self._world_outputs[tool] = base_world(self.spec, self.bindings, seed=0).default_output(tool)
-        return self._world_outputs[tool]
-
-    def world_value(self, tool: str, field_path: str) -> Any:
-        try:
-            return get_path(self.world_output(tool), field_path)
-        except (KeyError, IndexError, TypeError):
-            return None
-
-    def default(self, name: str) -> Any:
-        """The value a variable takes when nothing sets it: its world default, else the first
-        value its binding lists. Raises :class:`_Stop` for an unbound variable."""
-        if name in self._defaults:
-            return self._defaults[name]
-        var = self.var(name)
-        if var is None:
-            where = self.bindings.path or "the bindings file"
-            raise _Stop(f"variable {name!r} has no binding in {where}, so it has no value")
-        value: Any = None
-        finite = var.finite_values()
-        if finite:
-            value = finite[0]
-        elif var.world is not None and var.world.field is not None:
-            value = self.world_value(var.world.tool, var.world.field)
-            if value is None:
-                schema = self.field_schema(name)[0] or {}
-                if schema.get("enum"):
-                    value = schema["enum"][0]
-                elif schema.get("type") == "boolean":
-                    value = True
-                elif _schema_kind(schema):
-                    value = 0
-        self._defaults[name] = value
-        return value
-
-    def field_schema(self, name: str) -> tuple[Mapping[str, Any] | None, bool]:
-        var = self.var(name)
-        if var is None or var.world is None or var.world.field is None:
-            return None, False
-        return _schema_field(self.spec.tool(var.world.tool).output_schema, var.world.field)
-
-    def numeric(self, name: str) -> NumericField | None:
-        """How a numeric variable may move (``None`` if it is not numeric)."""
-        var = self.var(name)
-        if var is None or var.internal:
-            return None
-        finite = var.finite_values()
-        if finite is not None:
-            if finite and all(is_number(v) for v in finite):
-                kind = "integer" if all(isinstance(v, int) for v in finite) else "number"
-                return NumericField(
-                    kind=kind, step=1 if kind == "integer" else 0.01, lo=None, hi=None, missing_reason=f"the binding of {name} lists no missing value"
-                )
-            return None
-        assert var.world is not None
-        schema, missing_ok = self.field_schema(name)
-        field_kind = var.world.type or _schema_kind(schema)
-        if field_kind not in ("integer", "number"):
-            return None
-        return numeric_field(
-            field_kind,
-            schema=schema,
-            missing_ok=missing_ok,
-            precision=var.world.precision,
-            bmin=var.world.min,
-            bmax=var.world.max,
-            what=f"{var.world.tool}.{var.world.field}",
-        )
-
-    def realisable(self, name: str, value: Any) -> str | None:
-        """Why the bindings cannot give ``name`` this value (``None``: they can)."""
-        var = self.var(name)
-        if var is None:
-            return f"variable {name!r} has no binding"
-        if var.internal:
-            return f"variable {name!r} is bound `internal`: the agent sets it, tests do not"
-        finite = var.finite_values()
-        if finite is not None:
-            if any(_same(value, f) for f in finite):
-                return None
-            return f"the binding of {name} realises only the values {', '.join(repr(f) for f in finite)}"
-        return None
-
-    # -------------------------------------------------------------- evaluation
-
-    def internal_default(self, name: str) -> Any:
-        """A value for an ``internal`` variable the assignment lacks: the first constant the
-        tree compares it with (the agent decides it; any consistent value will do)."""
-        for node in self.spec.decision_tree:
-            for br in node.branches:
-                if br.clause.expr is None:
-                    continue
-                for a in atoms(br.clause):
-                    if isinstance(a, Compare) and name in variables(a):
-                        for side in (a.right, a.left):
-                            if isinstance(side, Literal):
-                                return side.value
-                            if isinstance(side, Symbol):
-                                return side.name
-        return True
-
-    def fill(self, expr: Expr, env: dict[str, Any], filled: dict[str, Any], assumed: list[str] | None = None) -> None:
-        for n in variables(expr):
-            try:
-                lookup(env, n)
-            except UnboundVariable:
-                if self.is_internal(n):
-                    env[n] = filled[n] = self.internal_default(n)
-                    if assumed is not None:
-                        assumed.append(f"{n} = {env[n]!r}")
-                else:
-                    env[n] = filled[n] = self.default(n)
-
-    def truth(self, expr: Expr, env: Mapping[str, Any]) -> bool:
-        """Evaluate ``expr``, with missing variables at their defaults (on a copy)."""
-        e = dict(env)
-        self.fill(expr, e, {})
-        return evaluate(expr, e)
-
-    def choose(self, node_id: str, env: dict[str, Any], filled: dict[str, Any]) -> BranchChoice:
-        """First-match-wins at ``node_id``; fills missing variables into ``env``/``filled``."""
-        node = self.spec.nodes_by_id[node_id]
-        assumed: list[str] = []
-        for i, br in enumerate(node.branches):
-            clause = br.clause
-            if clause.expr is None:
-                return self._choice(node_id, i, clause.source, br.next, assumed)
-            self.fill(clause.expr, env, filled, assumed)
-            try:
-                ok = evaluate(clause.expr, env)
-            except TypeError as exc:
-                raise _Stop(f"cannot evaluate `{clause.source}` at {node_id}: {exc}") from None
-            if ok:
-                return self._choice(node_id, i, clause.source, br.next, assumed)
-        return BranchChoice(node=node_id, branch=None, assumed=assumed)
-
-    def _choice(self, node_id: str, i: int, source: str, nxt: str, assumed: list[str]) -> BranchChoice:
-        decision = None
-        target = self.spec.nodes_by_id.get(nxt)
-        if target is None or target.is_terminal:
-            decision = self.bindings.outcome(nxt, node_id, self.spec.response_contract.decision_enum)
-        return BranchChoice(node=node_id, branch=i, clause=source, next=nxt, decision=decision, assumed=assumed)
-
-    def walk(self, env: Mapping[str, Any]) -> tuple[Route, dict[str, Any]]:
-        """Follow the tree from the root under ``env``; returns the route and ``env`` with
-        the defaults it needed."""
-        env2 = dict(env)
-        filled: dict[str, Any] = {}
-        steps: list[BranchChoice] = []
-        node_id = self.spec.root.node_id
-        visited = {node_id}
-        leaf: str | None = None
-        stop: str | None = None
-        while True:
-            node = self.spec.nodes_by_id.get(node_id)
-            if node is None or node.is_terminal:
-                leaf = node_id
-                break
-            try:
-                choice = self.choose(node_id, env2, filled)
-            except _Stop as exc:
-                stop = str(exc)
-                break
-            steps.append(choice)
-            if choice.branch is None or choice.next is None:
-                stop = f"no branch of {node_id} matches and it has no `otherwise`: the spec does not say what happens"
-                break
-            if choice.next in visited:
-                stop = f"{node_id} leads back to {choice.next}, a node already visited (loops are not unrolled)"
-                break
-            visited.add(choice.next)
-            node_id = choice.next
-        decision = steps[-1].decision if leaf is not None and steps else None
-        path = self.path_for(steps) if leaf is not None else None
-        route = Route(
-            steps=steps,
-            leaf=leaf,
-            decision=decision,
-            stop=stop,
-            path_id=path.id if path is not None else None,
-            defaults=filled,
-        )
-        return route, env2
-
-    def path_for(self, steps: Sequence[BranchChoice]) -> TreePath | None:
-        if self._paths_by_steps is None:
-            self._paths_by_steps = {}
-            for p in enumerate_paths(self.spec):
-                if p.missing is None:
-                    self._paths_by_steps.setdefault(tuple((s.node, s.branch) for s in p.steps), p)
-        key = tuple((s.node, s.branch) for s in steps if s.branch is not None)
-        return self._paths_by_steps.get(key)
-
-    # -------------------------------------------------------------- realising
+class Context(Solver):
+    """The :class:`~agentprop._scenario.solver.Solver` of a spec and its bindings, plus what the
+    strategies need on top of it: realising an assignment as a scenario."""
 
     def build_env(self, env: Mapping[str, Any]) -> dict[str, Any]:
         """The part of an assignment ``build_scenario`` can realise (bound, not internal)."""
@@ -655,55 +254,6 @@ class Context:
                 scenario.world.overrides.setdefault(tool, {}).update(dict(fields))
         return scenario, None
 
-    # -------------------------------------------------------------- prefixes
-
-    def prefixes(self, node_id: str) -> list[tuple[Step, ...]]:
-        """Distinct step sequences from the root to ``node_id``, shortest first."""
-        out: dict[tuple[Step, ...], None] = {}
-        if node_id == self.spec.root.node_id:
-            out[()] = None
-        for p in enumerate_paths(self.spec):
-            for i, s in enumerate(p.steps):
-                if s.node == node_id:
-                    out.setdefault(tuple(p.steps[:i]), None)
-                    break
-        return sorted(out, key=len)
-
-    def base_env(self, node_id: str, branch: int | None) -> dict[str, Any]:
-        """An assignment that reaches ``node_id`` and, when ``branch`` is given, takes that
-        branch there (solved with defaults preferred; shortest prefix first). Raises
-        :class:`Unsatisfiable` with every reason when none exists."""
-        node = self.spec.nodes_by_id[node_id]
-        reasons: list[str] = []
-        for prefix in self.prefixes(node_id):
-            if branch is not None:
-                br = node.branches[branch]
-                steps = (*prefix, Step(node_id, branch, br.clause, br.next))
-                leaf = br.next
-            else:
-                steps, leaf = prefix, node_id
-            path = TreePath(steps, leaf, None, self.spec)
-            try:
-                return solve(self.spec, self.bindings, path)
-            except Unsatisfiable as exc:
-                reasons.append(str(exc))
-        if not reasons:
-            reasons.append(f"no path of the tree reaches {node_id}")
-        raise Unsatisfiable(
-            f"no assignment reaches {node_id}"
-            + (f" and takes branch {branch}" if branch is not None else "")
-            + ": "
-            + "; ".join(dict.fromkeys(reasons))
-        )
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a is b
-    if is_number(a) and is_number(b):
-        return bool(a == b)
-    return bool(a == b) or (a is not None and b is not None and str(a) == str(b))
-
 
 def choose_branch(spec: Spec, bindings: Bindings, node: str, assignment: Mapping[str, Any]) -> BranchChoice:
     """The branch ``node`` takes for ``assignment``: its ``when`` clauses evaluated in order,
@@ -714,7 +264,7 @@ def choose_branch(spec: Spec, bindings: Bindings, node: str, assignment: Mapping
     assert node is not None
     try:
         return Context(spec, bindings).choose(node, dict(assignment), {})
-    except _Stop as exc:
+    except WalkStop as exc:
         raise Unsatisfiable(str(exc)) from None
 
 
@@ -795,7 +345,7 @@ def _k_interval(free: _Free, exprs: Sequence[Expr], env: Mapping[str, Any], max_
         e[free.name] = free.at(k)
         try:
             return all(ctx.truth(x, e) for x in exprs)
-        except (UnboundVariable, TypeError, _Stop):
+        except (UnboundVariable, TypeError, WalkStop):
             return False
 
     # between consecutive probes the truth of every comparison is constant (no threshold lies
@@ -951,7 +501,7 @@ def _template_count(ctx: Context, env: Mapping[str, Any]) -> int:
         var = ctx.var(name)
         if var is not None and var.utterance is not None:
             for k, templates in var.utterance.items():
-                if _same(k, value):
+                if same_value(k, value):
                     return max(1, len(templates))
     return max(1, len(ctx.bindings.utterances))
 
