@@ -386,6 +386,34 @@ def test_progress_on_a_terminal_rewrites_one_line() -> None:
     assert "\n" not in text and "\r\x1b[K  cases 1/2  runs 3" in text and text.endswith("\r\x1b[K")
 
 
+def test_progress_shows_no_eta_while_stages_are_still_to_plan() -> None:
+    """A newcomer's finding: the total grows as each stage plans its cases, so an ETA computed
+    early promised the end of the run at the end of the MFT cases."""
+    stream = _Stream(tty=True)
+    progress = Progress(4, stream, interval_s=0)
+    progress.to_plan = ["explore", "probe"]
+    progress.update(runs=10, case_done=True)
+    assert "ETA" not in progress.status() and "cases 1/4 so far (explore, probe still to plan)" in progress.status()
+    progress.planned(6, "explore", final=False)
+    assert progress.total == 10 and "explore, probe still to plan" in progress.status()
+    progress.planned(0, "explore")
+    progress.planned(5, "probe")
+    assert progress.total == 15 and progress.to_plan == []
+    assert "cases 1/15  runs 10" in progress.status() and "ETA" in progress.status()
+
+
+def _bug_lines(original: int, kept: int) -> list[str]:
+    from agentprop._pipeline.run import _shrunk_text
+
+    return [_shrunk_text("EXPLORE X ~1", original, kept, 12)]
+
+
+def test_the_shrink_line_says_when_there_was_nothing_to_remove() -> None:
+    assert _bug_lines(9, 2) == ["shrunk EXPLORE X ~1: 9 -> 2 units in 12 runs"]
+    assert _bug_lines(0, 0) == ["shrunk EXPLORE X ~1: nothing to remove (it is the path's default scenario, no choices) in 12 runs"]
+    assert _bug_lines(3, 3) == ["shrunk EXPLORE X ~1: none of its 3 units could be removed in 12 runs"]
+
+
 def test_a_report_from_before_traces_and_tree_says_what_it_lacks(faulty_supportops_report: RunReport) -> None:
     pytest.importorskip("jinja2", reason="the HTML report needs the report extra (jinja2)")
     old = json.loads(faulty_supportops_report.to_json())

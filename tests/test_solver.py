@@ -83,7 +83,9 @@ decision_tree:
 """,
         encoding="utf-8",
     )
-    (tmp_path / "agentprop.yaml").write_text("version: 1\nutterances: [\"How risky is my account?\"]\nvariables:\n  risk: {internal: true}\n", encoding="utf-8")
+    (tmp_path / "agentprop.yaml").write_text(
+        'version: 1\nutterances: ["How risky is my account?"]\nvariables:\n  risk: {internal: true}\n', encoding="utf-8"
+    )
     spec = load_spec(tmp_path / "spec.yaml")
     return spec, load_bindings(tmp_path / "agentprop.yaml", spec)
 

@@ -89,6 +89,8 @@ class Progress:
         self.interval_s = interval_s
         self.started = time.perf_counter()
         self.stage: str | None = None
+        self.to_plan: list[str] = []
+        """Stages whose cases are not counted in ``total`` yet: no ETA is shown until they are."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -97,8 +99,20 @@ class Progress:
         elapsed = time.perf_counter() - self.started
         if self.stage is not None and not self.total:
             return f"{self.stage}  elapsed {elapsed:.1f}s"
+        if self.to_plan:
+            # the total will still grow: an ETA from it would promise too early an end
+            return (
+                f"cases {self.done}/{self.total} so far ({', '.join(self.to_plan)} still to plan)  runs {self.runs}  "
+                f"cost ${self.cost:.4f}  elapsed {elapsed:.1f}s"
+            )
         eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
         return f"cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  elapsed {elapsed:.1f}s  ETA {eta:.1f}s"
+
+    def planned(self, n: int, stage: str, *, final: bool = True) -> None:
+        """``n`` more cases of ``stage`` are planned; ``final``: the stage plans no more."""
+        self.total += n
+        if final and stage in self.to_plan:
+            self.to_plan.remove(stage)
 
     def _write(self, text: str) -> None:
         with self._lock:
@@ -249,6 +263,12 @@ async def arun_cases(
                 message=f"skipped damaged entry {str(damaged).splitlines()[0]}; fix: {damaged.fix}",
             )
         )
+    explores = "explore" in kinds and settings.explore > 0
+    progress.to_plan = [
+        stage
+        for stage, on in (("explore", explores), ("probe", "probe" in kinds), ("boundary/dir/inv", bool(kinds & {"boundary", "dir", "inv"})))
+        if on
+    ]
     try:
         progress.start()
         if entries:
@@ -264,7 +284,7 @@ async def arun_cases(
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
         for scenario in scenarios if "mft" in kinds else []:
             replays[scenario.id] = _mft_replay(project, scenario, case_rule(scenario), memo, budget, settings.seed)
-        if "explore" in kinds and settings.explore > 0:
+        if explores:
             explored, explored_inputs = await explore_cases(
                 project,
                 agent,
@@ -278,10 +298,11 @@ async def arun_cases(
                 checks=checks,
                 replays=replays,
                 lanes=lanes,
-                on_planned=lambda n: setattr(progress, "total", progress.total + n),
+                on_planned=lambda n: progress.planned(n, "explore", final=False),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 settings_for=lambda sc: case_rule(sc).settings,
             )
+            progress.planned(0, "explore")
             bases = {e.case_id: e.base for e in explored_inputs}
             for case in explored:
                 # an explored input of a safety path is held to the safety rule, as its MFT is
@@ -301,9 +322,10 @@ async def arun_cases(
                 checks=checks,
                 replays=replays,
                 case_filter=settings.case_filter,
-                on_planned=lambda n: setattr(progress, "total", progress.total + n),
+                on_planned=lambda n: progress.planned(n, "probe"),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
             )
+            progress.planned(0, "probe")
             explored_inputs = explored_inputs + probe_inputs
             problems = [*(problems or []), *probe_notes]
         if kinds - {"mft"}:
@@ -318,7 +340,7 @@ async def arun_cases(
                 seed=settings.seed,
                 concurrency=settings.concurrency,
                 lanes=lanes,
-                on_planned=lambda n: setattr(progress, "total", progress.total + n),
+                on_planned=lambda n: progress.planned(n, "boundary/dir/inv"),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 case_filter=settings.case_filter,
                 checks=checks,
@@ -326,6 +348,7 @@ async def arun_cases(
                 settings_for=lambda sc: case_rule(sc).settings,
                 rule_for=lambda sc: case_rule(sc).rule,
             )
+            progress.planned(0, "boundary/dir/inv")
     finally:
         progress.close()
     cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + explored + probed + extra
@@ -645,6 +668,16 @@ def _cases_text(ids: list[str], shown: int = 3) -> str:
     return ", ".join(ids[:shown]) + more
 
 
+def _shrunk_text(case_id: str | None, original: object, kept: object, runs: int) -> str:
+    """What shrinking did to a bug's representative case, in words: ``9 -> 2 units``, or that
+    there was nothing to remove (a default scenario has no choices) or nothing could go."""
+    if original == 0:
+        return f"shrunk {case_id}: nothing to remove (it is the path's default scenario, no choices) in {runs} runs"
+    if original is not None and original == kept:
+        return f"shrunk {case_id}: none of its {original} units could be removed in {runs} runs"
+    return f"shrunk {case_id}: {original if original is not None else '?'} -> {kept if kept is not None else '?'} units in {runs} runs"
+
+
 def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
     """The bugs block that heads the terminal summary: per bug its signature, the cases
     that hit it, the minimal reproducer and its failure rate; then the failures met only
@@ -661,11 +694,11 @@ def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
         if bug.shrink_runs:
             sh = next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None) or {}
             lines.append(
-                f"    shrunk {bug.representative}: {sh.get('original_units', '?')} -> {sh.get('kept_units', '?')} units in {bug.shrink_runs} runs"
+                f"    {_shrunk_text(bug.representative, sh.get('original_units'), sh.get('kept_units'), bug.shrink_runs)}"
                 + ("" if bug.minimal else " (not proven minimal)")
             )
         elif bug.representative:
-            lines.append(f"    reproducer: case {bug.representative} ({bug.note})")
+            lines.append(f"    representative case: {bug.representative} ({bug.note})")
         lines.append(f"    reproducer: {bug.reproducer_messages!r}")
         if bug.choices_kept:
             lines.append(f"    choices kept: {bug.choices_kept}")

@@ -359,7 +359,7 @@ MAX_SOLVER_STEPS = 200_000
 examples need a few hundred at most)."""
 
 
-class WalkStop(Exception):
+class _WalkStop(Exception):
     """The walk cannot go on (a variable has no binding and no value)."""
 
 
@@ -413,13 +413,13 @@ class Solver:
     def default(self, name: str) -> Any:
         """The value a variable takes when nothing sets it: the first value its binding lists,
         else its world default, else the first value its schema allows. Raises
-        :class:`WalkStop` for an unbound variable."""
+        :class:`_WalkStop` for an unbound variable."""
         if name in self._defaults:
             return self._defaults[name]
         var = self.var(name)
         if var is None:
             where = self.bindings.path or "the bindings file"
-            raise WalkStop(f"variable {name!r} has no binding in {where}, so it has no value")
+            raise _WalkStop(f"variable {name!r} has no binding in {where}, so it has no value")
         value: Any = None
         finite = var.finite_values()
         if finite:
@@ -637,7 +637,7 @@ class Solver:
             try:
                 ok = evaluate(clause.expr, env)
             except TypeError as exc:
-                raise WalkStop(f"cannot evaluate `{clause.source}` at {node_id}: {exc}") from None
+                raise _WalkStop(f"cannot evaluate `{clause.source}` at {node_id}: {exc}") from None
             if ok:
                 return self._choice(node_id, i, clause.source, br.next, assumed)
         return BranchChoice(node=node_id, branch=None, assumed=assumed)
@@ -666,7 +666,7 @@ class Solver:
                 break
             try:
                 choice = self.choose(node_id, env2, filled)
-            except WalkStop as exc:
+            except _WalkStop as exc:
                 stop = str(exc)
                 break
             steps.append(choice)

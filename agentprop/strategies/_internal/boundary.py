@@ -46,7 +46,7 @@ from agentprop._scenario.solver import (
     BranchChoice,
     NumericField,
     Route,
-    WalkStop,
+    _WalkStop,
     is_number,
     numeric_field,
     numeric_value,
@@ -311,7 +311,7 @@ class _Builder:
                 expected = ctx.choose(cmp.node, env2, {})
             route, env3 = ctx.walk(env2)
             truth = holds(env3)
-        except (WalkStop, UnboundVariable, TypeError) as exc:
+        except (_WalkStop, UnboundVariable, TypeError) as exc:
             self.skip(cmp, f"cannot evaluate the spec for this value: {exc}", moved.name, moved.value, moved.label)
             return
         reaches = cmp.node is None or route.choice_at(cmp.node) is not None
@@ -349,7 +349,7 @@ class _Builder:
             if var is not None and not var.internal:
                 try:
                     reset[n] = ctx.default(n)
-                except WalkStop:
+                except _WalkStop:
                     pass
         try:
             others = [a for a in clause_atoms if a != atom]
@@ -358,7 +358,7 @@ class _Builder:
             r2, _ = ctx.walk(reset)
             if same and r2.choice_at(node) is not None and _before(r1, node) == _before(r2, node):
                 return reset
-        except (WalkStop, UnboundVariable, TypeError):
+        except (_WalkStop, UnboundVariable, TypeError):
             pass
         return env
 
@@ -430,7 +430,7 @@ class _Builder:
                 e = dict(env)
                 ctx.fill(other, e, {})
                 t = numeric_value(other, e)
-            except (WalkStop, UnboundVariable) as exc:
+            except (_WalkStop, UnboundVariable) as exc:
                 self.skip(cmp, f"the other side has no value: {exc}", name)
                 continue
             if not is_number(t):
@@ -438,7 +438,7 @@ class _Builder:
                 continue
             try:
                 default = env[name] if name in env else ctx.default(name)
-            except WalkStop as exc:
+            except _WalkStop as exc:
                 self.skip(cmp, str(exc), name)
                 continue
             w = var.world
@@ -661,7 +661,7 @@ class _Builder:
             for n, v in env.items():
                 try:
                     score += int(v != ctx.default(n))
-                except WalkStop:
+                except _WalkStop:
                     score += 1
             if best is None or (score, i) < best[:2]:
                 best = (score, i, env)

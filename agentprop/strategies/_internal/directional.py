@@ -30,7 +30,7 @@ from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, Field
 
 from agentprop._scenario.build import Scenario
-from agentprop._scenario.solver import BranchChoice, Route, WalkStop, is_number, numeric_value
+from agentprop._scenario.solver import BranchChoice, Route, _WalkStop, is_number, numeric_value
 from agentprop._spec.bindings import Bindings
 from agentprop._spec.model import Node, Spec
 from agentprop._spec.when import Compare, Expr, Literal, Symbol, UnboundVariable, atoms, variables
@@ -162,7 +162,7 @@ def _candidates(ctx: Context, name: str, env: Mapping[str, Any], node: Node) -> 
                         e = dict(env)
                         ctx.fill(other, e, {})
                         t = numeric_value(other, e)
-                    except (WalkStop, UnboundVariable):
+                    except (_WalkStop, UnboundVariable):
                         continue
                     if is_number(t):
                         out += [v for v, _ in _edge_values(num, float(t)) if num.out_of_domain(v) is None]
@@ -235,7 +235,7 @@ class _Search:
             try:
                 env = ctx.base_env(node.node_id, b)
                 base = self.side(node.node_id, env, clause_atoms)
-            except (Unsatisfiable, WalkStop) as exc:
+            except (Unsatisfiable, _WalkStop) as exc:
                 for a in clause_atoms:
                     self.skip(node.node_id, b, str(a), f"no assignment takes this branch: {exc}")
                 continue
@@ -287,7 +287,7 @@ class _Search:
             env_p[name] = value
             try:
                 truths = _truths(ctx, clause_atoms, env_p)
-            except (WalkStop, UnboundVariable, TypeError):
+            except (_WalkStop, UnboundVariable, TypeError):
                 continue
             changed = [a for a in truths if truths[a] != base_truth[a]]
             if changed != [str(atom)]:
@@ -296,7 +296,7 @@ class _Search:
             try:
                 perturbed = self.side(node.node_id, env_p, clause_atoms)
                 node_p = _truths(ctx, node_atoms, perturbed.assignment)
-            except (WalkStop, UnboundVariable, TypeError):
+            except (_WalkStop, UnboundVariable, TypeError):
                 continue
             also = [a for a in node_p if node_p[a] != base_node.get(a) and a not in truths]
             reaches = perturbed.route.choice_at(node.node_id) is not None and _before(perturbed.route, node.node_id) == _before(

@@ -41,7 +41,7 @@ from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, Field
 
 from agentprop._scenario.build import Scenario, WorldSpec, build_scenario
-from agentprop._scenario.solver import BranchChoice, NumericField, Route, Solver, WalkStop, is_number, numeric_value, same_value, solve
+from agentprop._scenario.solver import BranchChoice, NumericField, Route, Solver, _WalkStop, is_number, numeric_value, same_value, solve
 from agentprop._spec.bindings import Bindings
 from agentprop._spec.model import Spec
 from agentprop._spec.paths import TreePath, enumerate_paths
@@ -264,7 +264,7 @@ def choose_branch(spec: Spec, bindings: Bindings, node: str, assignment: Mapping
     assert node is not None
     try:
         return Context(spec, bindings).choose(node, dict(assignment), {})
-    except WalkStop as exc:
+    except _WalkStop as exc:
         raise Unsatisfiable(str(exc)) from None
 
 
@@ -345,7 +345,7 @@ def _k_interval(free: _Free, exprs: Sequence[Expr], env: Mapping[str, Any], max_
         e[free.name] = free.at(k)
         try:
             return all(ctx.truth(x, e) for x in exprs)
-        except (UnboundVariable, TypeError, WalkStop):
+        except (UnboundVariable, TypeError, _WalkStop):
             return False
 
     # between consecutive probes the truth of every comparison is constant (no threshold lies
