@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -89,8 +90,8 @@ RECORDED: dict[str, dict[str, Any]] = {
 # --------------------------------------------------------------------------------------------
 
 
-def child(example: Path, report: Path, stats: Path) -> int:
-    """Run ``agentprop run example --json report`` with ``Project.arun`` counted by run key."""
+def child(example: Path, report: Path, stats: Path, extra: list[str]) -> int:
+    """Run ``agentprop run example --json report [extra...]`` with ``Project.arun`` counted by run key."""
     import importlib
     from collections import Counter
 
@@ -122,7 +123,7 @@ def child(example: Path, report: Path, stats: Path) -> int:
 
     _project.Project.arun = counted  # type: ignore[method-assign]
     with open(os.devnull, "w") as sink:
-        code = main(["run", str(example), "--json", str(report)], out=sink, err=sink)
+        code = main(["run", str(example), "--json", str(report), *extra], out=sink, err=sink)
     stats.write_text(
         json.dumps(
             {"exit": code, "agent_runs": sum(executed.values()), "distinct": len(executed), "duplicate_runs": sum(executed.values()) - len(executed)}
@@ -141,7 +142,7 @@ def verdict_digest(report: dict[str, Any]) -> str:
     return hashlib.sha256("\n".join(pairs).encode()).hexdigest()[:12]
 
 
-def measure(tree: Path, example: str, tmp: Path) -> dict[str, Any]:
+def measure(tree: Path, example: str, tmp: Path, extra: list[str]) -> dict[str, Any]:
     """One `agentprop run` of ``example`` with the agentprop of ``tree``, on a fresh copy."""
     work = Path(tempfile.mkdtemp(dir=tmp))
     target = work / example
@@ -151,7 +152,12 @@ def measure(tree: Path, example: str, tmp: Path) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", str(target), str(report), str(stats)], env=env, cwd=work, capture_output=True, text=True, check=False
+        [sys.executable, __file__, "--child", str(target), str(report), str(stats), "--run-args", json.dumps(extra)],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -212,10 +218,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each example (default 3), interleaved")
     parser.add_argument("--examples", default=",".join(EXAMPLES), help="comma-separated subset of " + ",".join(EXAMPLES))
     parser.add_argument("--against", metavar="REF", help="also measure this git revision, interleaved (e.g. 9ad53cc)")
+    parser.add_argument(
+        "--run-args",
+        default="",
+        help="extra arguments for `agentprop run` in every tree, e.g. '--kinds mft,boundary,dir,inv --explore 0': a case set "
+        "both trees generate alike, so --against compares wall times with the same verdicts (the recorded baseline is for the defaults)",
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return child(*(Path(p) for p in args.child))
+        report_args = json.loads(args.run_args) if args.run_args.startswith("[") else []
+        example, report, stats = (Path(p) for p in args.child)
+        return child(example, report, stats, report_args)
+    extra = shlex.split(args.run_args)
 
     examples = [e.strip() for e in args.examples.split(",") if e.strip()]
     with tempfile.TemporaryDirectory() as tmpdir:
@@ -227,16 +242,18 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeats):
             for example in examples:
                 for label, tree in trees.items():
-                    samples.setdefault((label, example), []).append(measure(tree, example, tmp))
+                    samples.setdefault((label, example), []).append(measure(tree, example, tmp, extra))
     results = {key: summarise(s) for key, s in samples.items()}
 
-    print(f"agentprop run EXAMPLE (defaults), {args.repeats} interleaved repeat(s); wall and CPU are medians (min in brackets)")
+    print(
+        f"agentprop run EXAMPLE {' '.join(extra) or '(defaults)'}, {args.repeats} interleaved repeat(s); wall and CPU are medians (min in brackets)"
+    )
     header = f"{'example':<13} {'tree':<10} {'wall s':>14} {'cpu s':>14} {'agent runs':>10} {'duplicates':>10} {'dup frac':>8} {'cases':>5} {'case runs':>9}  verdicts"
     print(header)
     print("-" * len(header))
-    out: dict[str, Any] = {"examples": {}, "repeats": args.repeats}
+    out: dict[str, Any] = {"examples": {}, "repeats": args.repeats, "run_args": extra}
     for example in examples:
-        rec = RECORDED.get(example)
+        rec = RECORDED.get(example) if not extra else None  # recorded with the defaults
         if rec and rec["agent_runs"]:
             frac = rec["duplicate_runs"] / rec["agent_runs"]
             print(
@@ -262,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"agent runs {entry['agent_runs_over_recorded']:.2f}x, verdicts {'the same' if entry['same_verdicts_as_recorded'] else 'CHANGED'}"
             )
         else:
-            line = f"  {example}: no recorded baseline"
+            line = f"  {example}: no recorded baseline" + (" for these arguments" if extra else "")
         if args.against:
             then = results[(args.against, example)]
             entry["against"] = {"ref": args.against, **then}

@@ -89,6 +89,9 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", args.port))
+        # listen before the address is printed: a client that connects at once then waits in
+        # the backlog until the server accepts, instead of being refused
+        sock.listen(128)
     except OSError as exc:
         raise InputError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}", fix="choose another --port, or 0 for a free one") from None
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
