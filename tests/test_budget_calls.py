@@ -25,10 +25,12 @@ from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import OracleSettings
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.retry import RetryPolicy
+from agentprop.errors import InvalidArgument
 from agentprop.testing import (
     MessagesServer,
     OpenAIServer,
     message_reply,
+    text_block,
     tool_use_block,
 )
 
@@ -124,3 +126,40 @@ def test_a_call_refused_mid_run_is_recorded_as_such(project: Project) -> None:
     assert "max_tokens=20000 reached" in error.message and "was not sent" in error.message
     snap = budget.snapshot()
     assert snap.tokens <= snap.max_tokens + snap.largest_reservation_tokens  # type: ignore[operator]
+
+
+def test_a_paid_answer_is_charged_even_when_storing_it_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API answered (the call is paid): a cache write that fails afterwards (disk full, a
+    damaged file) surfaces as an error, but the spend stays on the budget. It used to be
+    released with the reservation, so a run of failing writes spent money the budget never saw."""
+    from agentprop._modelapi.cache import ApiCache
+    from agentprop._modelapi.client import ModelClient
+    from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
+    from agentprop.errors import CacheError
+
+    def failing_store(self: ApiCache, canonical: Any, trial: int, response: Any) -> Any:
+        raise CacheError("disk full (simulated)")
+
+    monkeypatch.setattr(ApiCache, "_store", failing_store)
+    budget = Budget(max_usd=1.0)
+    with pytest.raises(InvalidArgument, match=r"list of content blocks"):
+        message_reply("hello")  # type: ignore[arg-type]
+    reply = with_usage(message_reply([text_block("hello")]))
+    with MessagesServer(handler=lambda request: reply) as server:
+        client = ModelClient(
+            ANTHROPIC_MESSAGES,
+            "claude-haiku-4-5",
+            base_url=server.base_url,
+            api_key="k-test",
+            cache=tmp_path / "c.sqlite",
+            cache_mode="read-write",
+            budget=budget,
+        )
+        body = {"model": "claude-haiku-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+        with pytest.raises(CacheError, match="disk full"):
+            asyncio.run(client.call(body, trial=0))
+        assert len(server.requests) == 1
+    snap = budget.snapshot()
+    assert snap.calls == 1 and snap.in_flight_calls == 0 and snap.reserved_usd == 0.0
+    assert snap.usd == pytest.approx((USAGE["input_tokens"] * 1.0 + USAGE["output_tokens"] * 5.0) / 1e6)
+    assert client.stats()["failed_calls"] == 1

@@ -468,32 +468,38 @@ class ModelClient:
                 limiter=state.limiter,
                 deadline=deadline,
             )
-            stored = cache._store(canonical, trial, response)
         except BaseException as exc:
             if budget is not None and reservation is not None:
                 budget.release(reservation)
             if not isinstance(exc, DeadlineExceeded):
                 self._counters.bump("failed_calls")
             raise
-        usage = provider.usage(stored.response)
+        # the answer is paid for: charge it before storing it, so that a failed write or a
+        # caller cancelled meanwhile still leaves the spend on the budget
+        usage = provider.usage(response)
         if budget is not None and reservation is not None:
             usd = budget.settle(
                 reservation,
                 usage.input_tokens,
                 usage.output_tokens,
-                model=self._priced_model(stored.response, body, budget),
+                model=self._priced_model(response, body, budget),
                 cache_creation_input_tokens=usage.cache_creation_input_tokens,
                 cache_read_input_tokens=usage.cache_read_input_tokens,
             )
         else:
             usd = _PRICING.cost(
-                self._priced_model(stored.response, body, _PRICING),
+                self._priced_model(response, body, _PRICING),
                 usage.input_tokens,
                 usage.output_tokens,
                 cache_creation_input_tokens=usage.cache_creation_input_tokens,
                 cache_read_input_tokens=usage.cache_read_input_tokens,
             )
-        return ModelReply(stored, usage, usd)
+        try:
+            stored = cache._store(canonical, trial, response)
+        except BaseException:
+            self._counters.bump("failed_calls")
+            raise
+        return ModelReply(stored, provider.usage(stored.response), usd)
 
     def _reserve(self, budget: Budget | None, body: Mapping[str, Any], canonical_text: str, what: str | None) -> Reservation | None:
         if budget is None:

@@ -140,6 +140,11 @@ def message_reply(
     ``model`` defaults to the request's model, ``id`` to a counter, and the token counts to a
     deterministic estimate (about four characters per token).
     """
+    if isinstance(content, str) or not all(isinstance(block, Mapping) for block in content):
+        raise InvalidArgument(
+            f"message_reply(content={content!r:.60}): content is a list of content blocks, e.g. "
+            "[text_block('Hello')] (or use text_reply('Hello') for a reply that is just text)."
+        )
     if stop_reason not in _STOP_REASONS:
         raise InvalidArgument(f"stop_reason={stop_reason!r} is not one the Messages API returns; use one of {sorted(_STOP_REASONS)}.")
     message: dict[str, Any] = {
