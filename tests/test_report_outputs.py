@@ -391,6 +391,7 @@ def test_progress_shows_no_eta_while_stages_are_still_to_plan() -> None:
     early promised the end of the run at the end of the MFT cases."""
     stream = _Stream(tty=True)
     progress = Progress(4, stream, interval_s=0)
+    assert progress.status().startswith("cases 0/4  runs 0") and "ETA" not in progress.status()  # nothing done yet
     progress.to_plan = ["explore", "probe"]
     progress.update(runs=10, case_done=True)
     assert "ETA" not in progress.status() and "cases 1/4 so far (explore, probe still to plan)" in progress.status()

@@ -105,8 +105,10 @@ class Progress:
                 f"cases {self.done}/{self.total} so far ({', '.join(self.to_plan)} still to plan)  runs {self.runs}  "
                 f"cost ${self.cost:.4f}  elapsed {elapsed:.1f}s"
             )
-        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-        return f"cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  elapsed {elapsed:.1f}s  ETA {eta:.1f}s"
+        line = f"cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  elapsed {elapsed:.1f}s"
+        if not self.done:  # nothing finished yet to extrapolate from ("ETA 0.0s" misled)
+            return line
+        return f"{line}  ETA {elapsed / self.done * (self.total - self.done):.1f}s"
 
     def planned(self, n: int, stage: str, *, final: bool = True) -> None:
         """``n`` more cases of ``stage`` are planned; ``final``: the stage plans no more."""
