@@ -34,7 +34,6 @@ from agentprop._spec.paths import Constraint, Step, TreePath, enumerate_paths
 from agentprop._spec.when import (
     And,
     Arith,
-    Compare,
     Expr,
     Literal,
     Not,
@@ -44,6 +43,7 @@ from agentprop._spec.when import (
     _equal,
     arith,
     evaluate,
+    leaves,
     lookup,
     variables,
 )
@@ -253,25 +253,8 @@ def lookup_value(table: Mapping[Hashable, Any], value: Any) -> Any:
 
 
 def _constants(exprs: Sequence[Expr]) -> list[Any]:
-    out: list[Any] = []
-
-    def walk(e: Expr) -> None:
-        if isinstance(e, Literal):
-            out.append(e.value)
-        elif isinstance(e, Symbol):
-            out.append(e.name)
-        elif isinstance(e, (Compare, Arith)):
-            walk(e.left)
-            walk(e.right)
-        elif isinstance(e, Not):
-            walk(e.item)
-        elif isinstance(e, (And, Or)):
-            for i in e.items:
-                walk(i)
-
-    for e in exprs:
-        walk(e)
-    return out
+    """The literal values and symbols the expressions name, left to right."""
+    return [leaf.value if isinstance(leaf, Literal) else leaf.name for e in exprs for leaf in leaves(e) if isinstance(leaf, (Literal, Symbol))]
 
 
 def _internal_candidates(name: str, exprs: Sequence[Expr]) -> list[Any]:

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -431,28 +431,26 @@ def parse_when(text: str) -> WhenClause:
 # ----------------------------------------------------------------------------- analysis
 
 
+def leaves(e: Expr) -> Iterator[Literal | Symbol | Path]:
+    """The literals, symbols and variable paths of an expression, left to right."""
+    if isinstance(e, (Literal, Symbol, Path)):
+        yield e
+    elif isinstance(e, (Arith, Compare)):
+        yield from leaves(e.left)
+        yield from leaves(e.right)
+    elif isinstance(e, Not):
+        yield from leaves(e.item)
+    elif isinstance(e, (And, Or)):
+        for i in e.items:
+            yield from leaves(i)
+
+
 def variables(node: WhenClause | Expr) -> list[str]:
     """The dotted variable paths a clause or expression reads, in first-seen order."""
-    seen: dict[str, None] = {}
-
-    def walk(e: Expr) -> None:
-        if isinstance(e, Path):
-            seen.setdefault(e.dotted, None)
-        elif isinstance(e, (Arith, Compare)):
-            walk(e.left)
-            walk(e.right)
-        elif isinstance(e, Not):
-            walk(e.item)
-        elif isinstance(e, (And, Or)):
-            for i in e.items:
-                walk(i)
-
-    if isinstance(node, WhenClause):
-        if node.expr is not None:
-            walk(node.expr)
-    else:
-        walk(node)
-    return list(seen)
+    expr = node.expr if isinstance(node, WhenClause) else node
+    if expr is None:
+        return []
+    return list(dict.fromkeys(leaf.dotted for leaf in leaves(expr) if isinstance(leaf, Path)))
 
 
 def atoms(node: WhenClause | Expr) -> list[Expr]:
