@@ -394,9 +394,9 @@ def test_progress_shows_no_eta_while_stages_are_still_to_plan() -> None:
     assert progress.status().startswith("cases 0/4  runs 0") and "ETA" not in progress.status()  # nothing done yet
     progress.to_plan = ["explore", "probe"]
     progress.update(runs=10, case_done=True)
-    assert "ETA" not in progress.status() and "cases 1/4 so far (explore, probe still to plan)" in progress.status()
+    assert "ETA" not in progress.status() and "cases 1/4+ (more to come from explore, probe)" in progress.status()
     progress.planned(6, "explore", final=False)
-    assert progress.total == 10 and "explore, probe still to plan" in progress.status()
+    assert progress.total == 10 and "more to come from explore, probe)" in progress.status()
     progress.planned(0, "explore")
     progress.planned(5, "probe")
     assert progress.total == 15 and progress.to_plan == []

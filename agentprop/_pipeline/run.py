@@ -102,7 +102,7 @@ class Progress:
         if self.to_plan:
             # the total will still grow: an ETA from it would promise too early an end
             return (
-                f"cases {self.done}/{self.total} so far ({', '.join(self.to_plan)} still to plan)  runs {self.runs}  "
+                f"cases {self.done}/{self.total}+ (more to come from {', '.join(self.to_plan)})  runs {self.runs}  "
                 f"cost ${self.cost:.4f}  elapsed {elapsed:.1f}s"
             )
         line = f"cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  elapsed {elapsed:.1f}s"
