@@ -32,16 +32,14 @@ from agentprop._spec.bindings import Bindings, VariableBinding, parse_field_path
 from agentprop._spec.model import Spec
 from agentprop._spec.paths import Constraint, Step, TreePath, enumerate_paths
 from agentprop._spec.when import (
-    And,
     Arith,
     Expr,
     Literal,
-    Not,
-    Or,
     Symbol,
     UnboundVariable,
     _equal,
     arith,
+    atoms,
     evaluate,
     leaves,
     lookup,
@@ -246,6 +244,9 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 def lookup_value(table: Mapping[Hashable, Any], value: Any) -> Any:
+    """``table[value]`` for a binding's table keyed by variable values (``utterance:``,
+    ``withhold:``, world ``values:``), keys compared as the spec's ``when`` compares them;
+    ``KeyError`` if none matches."""
     for k, v in table.items():
         if _equal(k, value) or k == value:
             return v
@@ -262,7 +263,7 @@ def _internal_candidates(name: str, exprs: Sequence[Expr]) -> list[Any]:
     with (numbers with one either side, booleans with their complement, strings plus one
     other value). The agent decides which holds, so the solver only needs *some* value
     consistent with the path."""
-    related = [a for e in exprs for a in _atoms_of(e) if name in variables(a)]
+    related = [a for e in exprs for a in atoms(e) if name in variables(a)]
     values: list[Any] = []
     for c in _constants(related):
         if c not in values:
@@ -275,14 +276,6 @@ def _internal_candidates(name: str, exprs: Sequence[Expr]) -> list[Any]:
     if any(isinstance(v, str) for v in values):
         values.append("__other__")
     return values
-
-
-def _atoms_of(e: Expr) -> list[Expr]:
-    if isinstance(e, (And, Or)):
-        return [a for i in e.items for a in _atoms_of(i)]
-    if isinstance(e, Not):
-        return _atoms_of(e.item)
-    return [e]
 
 
 LOOP_BOUNDARY = "@loop"
