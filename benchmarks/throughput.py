@@ -1,9 +1,9 @@
 """Throughput of the model-backed agents (Anthropic and OpenAI), and the framework's own overhead.
 
 Usage: ``python benchmarks/throughput.py [--json PATH] [--runs N] [--latency S] [--concurrency C]
-[--repeats R] [--case-runs N] [--overhead-runs N] [--providers anthropic,openai]``
+[--repeats R] [--case-runs N] [--overhead-runs N] [--own-cost-runs N] [--providers anthropic,openai]``
 
-Four measurements, in one process (each API server runs in a subprocess of its own, so client
+Five measurements, in one process (each API server runs in a subprocess of its own, so client
 and server do not share a GIL). Each timed phase starts on a collected heap (``gc.collect()``), so
 that a full collection of what an earlier phase left behind cannot land inside a later phase's
 timing, and keeps ``--concurrency`` runs in flight with that many workers (see :func:`in_flight`).
@@ -34,10 +34,16 @@ times but not the CPU times.
    trace) against the same function called directly with a bare stand-in context (no
    agentprop); the difference is agentprop's overhead per run (best of three rounds).
 4. **Overhead, sync.** The same for a sync agent (its conversation runs on a worker thread).
+5. **agentprop's own cost per model call.** ``--own-cost-runs`` (2,000) Anthropic runs with the
+   HTTP layer stubbed out (the provider's ``send`` returns the canned reply at once), with a
+   read-write API cache and without one, best of three: the client CPU per model call that
+   agentprop itself spends (world, runtime, agent loop, tool call, budget, cache), i.e. about
+   what live adds over the SDK alone.
 
 ``--json`` writes ``live_over_sdk``, ``replay_over_live``, ``live_over_ideal`` and the live, SDK
 and replay times of Anthropic at the top level (absent when Anthropic is not measured),
-``overhead_us_per_run``, ``sync_overhead_us_per_run``, ``case_concurrency_speedup``, and
+``overhead_us_per_run``, ``sync_overhead_us_per_run``, ``case_concurrency_speedup``,
+``own_cpu_ms_per_call`` (with the cache) and ``own_cpu_ms_per_call_no_cache``, and
 ``"providers": {"anthropic": {...}, "openai": {...}}`` with each provider's ``live_over_sdk``,
 ``live_over_ideal``, ``replay_over_live``, the rounds' times and their medians and mins. Inputs
 (scenario, trials, replies, token counts) are fixed, so the table's shape and its counts repeat;
@@ -384,6 +390,60 @@ def _model_agent(provider: str, base_url: str, concurrency: int, cache: Path | b
     )
 
 
+def canned_replies() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two replies of a billing run (the server's, as JSON): the tool call, then the answer."""
+    from agentprop.testing import respond_reply, tool_use_reply
+
+    call = tool_use_reply("get_account", {"account_id": "A1"}, input_tokens=1500, output_tokens=40).message
+    answer = respond_reply(
+        node_id="END_BILLING_ANSWER",
+        decision="BILLING_ANSWER",
+        tool_actions=["get_account"],
+        evidence="get_account: plan PLAN-BASIC",
+        user_message="You are on plan PLAN-BASIC; order O-1001 is processing.",
+    ).message
+    assert call is not None and answer is not None
+    model = MODELS["anthropic"]
+    return {**call, "model": model, "id": "msg_call"}, {
+        **answer,
+        "model": model,
+        "id": "msg_answer",
+        "usage": {"input_tokens": 1700, "output_tokens": 90},
+    }
+
+
+def own_cost(project: Any, runs: int, concurrency: int, tmp: Path) -> dict[str, float]:
+    """agentprop's own client CPU per model call, in ms, with the HTTP layer stubbed out: the
+    Anthropic provider's ``send`` returns the canned reply at once (a fresh copy, as JSON
+    decoding would give), so what is left is the world, the runtime, the agent loop, the tool
+    call, the budget and the API cache (``cache``: read-write, recording; ``no cache``: off).
+    Best of three rounds each. What live over the SDK alone adds is about this per call."""
+    from unittest import mock
+
+    from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
+
+    call, answer = canned_replies()
+    call_text, answer_text = json.dumps(call), json.dumps(answer)
+
+    async def send(self: Any, client: Any, body: Any, *, stream: bool = False) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        answered = any(m.get("role") == "assistant" for m in body["messages"])
+        return json.loads(answer_text if answered else call_text)
+
+    out: dict[str, float] = {}
+    with mock.patch.object(type(ANTHROPIC_MESSAGES), "send", send):
+        for label, cache in (("cache", True), ("no cache", False)):
+            best = float("inf")
+            for r in range(3):
+                where: Path | bool = tmp / f"own-cost-{r}.sqlite" if cache else False
+                agent = _model_agent("anthropic", "http://127.0.0.1:9", concurrency, where, "read-write")
+                _, traces, _, cpu = timed_agent_runs(project, agent, runs, concurrency)
+                check_traces(traces, f"own cost ({label})")
+                best = min(best, cpu / (runs * CALLS_PER_RUN) * 1e3)
+            out[label] = best
+    return out
+
+
 ROUND_KEYS = ("live", "sdk", "replay", "live_cpu", "sdk_cpu", "replay_cpu")
 
 
@@ -555,6 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overhead-runs", type=int, default=2000, help="runs of the overhead measurement (default 2000)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of each measurement (default 3)")
     parser.add_argument("--case-runs", type=int, default=200, help="runs of the fixed-N case (default 200)")
+    parser.add_argument("--own-cost-runs", type=int, default=2000, help="runs of the stubbed-HTTP measurement of agentprop's own cost (default 2000)")
     parser.add_argument("--providers", default=",".join(PROVIDERS), help="the model agents to measure, side by side (default anthropic,openai)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-provider", choices=PROVIDERS, default="anthropic", help=argparse.SUPPRESS)
@@ -586,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
                 asyncio.run(_warm(project, warm))
             rounds = live_sdk_replay_rounds(project, servers, args.runs, args.concurrency, args.repeats, Path(tmp))
             case = case_concurrency(case_provider, project, servers[case_provider].base_url, args.case_runs, args.concurrency, args.repeats)
+            own = own_cost(project, args.own_cost_runs, args.concurrency, Path(tmp))
         finally:
             for provider, server in servers.items():
                 served[provider] = server.stop()
@@ -620,6 +682,14 @@ def main(argv: list[str] | None = None) -> int:
         ("direct call of the sync Python agent (no agentprop)", f"{sync_base_s * 1e6:8.1f} us", "baseline"),
         ("the same agent through the runtime (one thread hop a run)", f"{sync_fw_s * 1e6:8.1f} us", f"overhead {sync_overhead_us:.1f} us/run"),
     ]
+    rows += [
+        (
+            "agentprop's own CPU per model call, HTTP stubbed, with the cache",
+            f"{own['cache']:8.3f} ms",
+            "what live adds over the SDK alone, about (best of 3)",
+        ),
+        ("the same without the cache", f"{own['no cache']:8.3f} ms", "(best of 3)"),
+    ]
     print(f"{'measurement':<62} {'time':>12}  ratio")
     for name, value, ratio in rows:
         print(f"{name:<62} {value:>12}  {ratio}")
@@ -644,6 +714,8 @@ def main(argv: list[str] | None = None) -> int:
                     "overhead_us_per_run": overhead_us,
                     "sync_overhead_us_per_run": sync_overhead_us,
                     "case_concurrency_speedup": speedup,
+                    "own_cpu_ms_per_call": own["cache"],
+                    "own_cpu_ms_per_call_no_cache": own["no cache"],
                     "case_provider": case_provider,
                     "case_serial_s": case["serial"],
                     "case_concurrent_s": case["concurrent"],
