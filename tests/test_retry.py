@@ -406,3 +406,73 @@ def test_limiter_validation() -> None:
     limiter = AdaptiveConcurrency(1)
     with pytest.raises(InvalidArgument):
         limiter.release()
+
+
+def test_the_jitter_source_is_made_only_when_a_call_is_retried() -> None:
+    """A seeded generator per call is work for nothing when the call succeeds first time (most
+    do): ``rng=`` may be a factory, called at the first retry and only then."""
+    made: list[int] = []
+
+    def factory() -> random.Random:
+        made.append(1)
+        return random.Random(7)
+
+    async def flaky(failures: int) -> str:
+        left = [failures]
+
+        async def api() -> str:
+            if left[0]:
+                left[0] -= 1
+                raise CapacityError()
+            return "ok"
+
+        async def no_sleep(seconds: float) -> None:
+            return None
+
+        return await retry_call_async(api, rng=factory, sleep=no_sleep)
+
+    assert asyncio.run(flaky(0)) == "ok" and made == []
+    assert asyncio.run(flaky(2)) == "ok" and made == [1]  # once per call, not per retry
+    # the factory's generator gives the same waits as passing it directly
+    waits: dict[str, list[float]] = {"factory": [], "direct": []}
+    for label, rng in (("factory", lambda: random.Random(7)), ("direct", random.Random(7))):
+
+        async def record(seconds: float, label: str = label) -> None:
+            waits[label].append(seconds)
+
+        calls = iter([CapacityError(), CapacityError(), "ok"])
+
+        async def api() -> str:
+            step = next(calls)
+            if isinstance(step, Exception):
+                raise step
+            return step
+
+        asyncio.run(retry_call_async(api, rng=rng, sleep=record))
+    assert waits["factory"] == waits["direct"] and len(waits["direct"]) == 2
+
+
+def test_a_failed_or_cancelled_attempt_gives_its_limiter_slot_back() -> None:
+    async def main() -> AdaptiveConcurrency:
+        limiter = AdaptiveConcurrency(2, minimum=1, maximum=2)
+
+        async def boom() -> str:
+            raise ValueError("not retryable")
+
+        with pytest.raises(ValueError):
+            await retry_call_async(boom, limiter=limiter)
+        assert limiter.in_flight == 0
+
+        async def forever() -> str:
+            await asyncio.sleep(3600)
+            return "never"
+
+        task = asyncio.ensure_future(retry_call_async(forever, limiter=limiter))
+        await asyncio.sleep(0)
+        assert limiter.in_flight == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return limiter
+
+    assert asyncio.run(main()).in_flight == 0

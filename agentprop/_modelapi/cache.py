@@ -37,12 +37,17 @@ nearest recorded request and a unified diff of what changed.
 
 Storage is one SQLite file in WAL mode: one connection per thread, ``busy_timeout`` for other
 processes (pytest-xdist workers can share a file), and one short ``BEGIN IMMEDIATE`` transaction
-per write, so a process killed mid-write leaves every stored entry complete. Each row carries a
-checksum that :meth:`ApiCache.verify` and every read check.
+per write, so a process killed mid-write leaves every stored entry complete. On an event loop
+the writes group-commit (:meth:`ApiCache._aput_canonical`): the answers stored during one pass
+of the loop share one transaction, run at the start of the next pass, and each caller resumes
+only once it has committed; a burst of answers pays one ``COMMIT``, the bulk of a write's cost,
+and no answer is handed on before it is stored. Each row carries a checksum that
+:meth:`ApiCache.verify` and every read check.
 """
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import enum
 import hashlib
@@ -57,7 +62,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from agentprop._util.scrub import REDACTED, SECRET_PATTERN, scrub_text
 from agentprop.errors import CacheError, CacheMiss, InvalidArgument
@@ -809,6 +814,40 @@ _SELECT_BY_KEY = "SELECT key, model, trial, CAST(request_json AS BLOB), response
 """One entry by key; the request comes as its stored UTF-8 bytes, which only the checksum reads."""
 
 
+_INSERT_COLUMNS = f"{_COLUMNS}, input_tokens, output_tokens"
+_INSERT_OR_IGNORE = f"INSERT OR IGNORE INTO responses ({_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_OR_REPLACE = f"INSERT OR REPLACE INTO responses ({_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+class _PendingRow(NamedTuple):
+    """An entry ready to write: the statement, its values (``_INSERT_COLUMNS`` order), the
+    response as stored and its usage JSON."""
+
+    statement: str
+    values: tuple[Any, ...]
+    stored: dict[str, Any]
+    usage_json: str
+
+
+def _insert_row(conn: sqlite3.Connection, row: _PendingRow) -> tuple[Any, ...] | None:
+    """Write one entry (inside the caller's transaction); ``None`` when the row is ours, else
+    the entry another writer stored first under the same key (``INSERT OR IGNORE``)."""
+    if conn.execute(row.statement, row.values).rowcount == 1:
+        return None  # the row is ours: no need to read it back
+    existing: tuple[Any, ...] = conn.execute(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (row.values[0],)).fetchone()
+    return existing
+
+
+@dataclass
+class _WriteBatch:
+    """The entries put on one event loop during one pass of it, committed together by
+    :meth:`ApiCache._commit_batch`; ``waiters[i]`` is resolved with ``rows[i]``'s result."""
+
+    loop: asyncio.AbstractEventLoop
+    rows: list[_PendingRow] = field(default_factory=list)
+    waiters: list[asyncio.Future[CachedResponse]] = field(default_factory=list)
+
+
 class ApiCache:
     """A SQLite-backed cache of Messages API responses keyed by (request, trial index).
 
@@ -1106,7 +1145,61 @@ class ApiCache:
         return self._put_canonical(self._canonical(request), _validate_trial(trial), response, replace)
 
     def _put_canonical(self, canonical: _Canonical, trial: int, response: Any, replace: bool | None) -> CachedResponse:
-        """:meth:`put` once the canonical request is known."""
+        """:meth:`put` once the canonical request is known: one transaction for the one entry."""
+        row = self._prepare_row(canonical, trial, response, replace)
+        if isinstance(row, CachedResponse):
+            return row
+        existing = self._write(lambda conn: _insert_row(conn, row))
+        self.stats._bump("writes")
+        return self._stored_result(row, existing)
+
+    async def _aput_canonical(self, canonical: _Canonical, trial: int, response: Any) -> CachedResponse:
+        """:meth:`_put_canonical` for the event loop, with group commit: every entry put on one
+        loop within one pass of the loop is written by one transaction, at the start of the
+        next pass, and each caller resumes only once that transaction has committed. So an
+        answer is never handed on before it is stored (a kill loses nothing that was
+        returned), and a burst of answers arriving together pays one ``COMMIT`` (the bulk of a
+        write's cost) instead of one each."""
+        row = self._prepare_row(canonical, trial, response, None)
+        if isinstance(row, CachedResponse):
+            return row
+        batch: _WriteBatch | None = getattr(self._local, "batch", None)
+        loop = asyncio.get_running_loop()
+        if batch is None or batch.loop is not loop:
+            batch = _WriteBatch(loop)
+            self._local.batch = batch
+            loop.call_soon(self._commit_batch, batch)
+        waiter: asyncio.Future[CachedResponse] = loop.create_future()
+        batch.rows.append(row)
+        batch.waiters.append(waiter)
+        return await waiter
+
+    def _commit_batch(self, batch: _WriteBatch) -> None:
+        """Write a :class:`_WriteBatch` in one transaction and wake its callers (each with its
+        own result, or the error that stopped the transaction). Runs as a loop callback."""
+        if getattr(self._local, "batch", None) is batch:
+            self._local.batch = None
+        rows = batch.rows
+        try:
+            existing = self._write(lambda conn: [_insert_row(conn, row) for row in rows])
+        except Exception as exc:  # each caller gets the error (a cancelled caller needs none)
+            for waiter in batch.waiters:
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            return
+        with self.stats._lock:
+            self.stats.writes += len(rows)
+        for waiter, row, found in zip(batch.waiters, rows, existing, strict=True):
+            if waiter.done():  # the caller was cancelled; its entry is stored all the same
+                continue
+            try:
+                waiter.set_result(self._stored_result(row, found))
+            except CacheError as exc:
+                waiter.set_exception(exc)
+
+    def _prepare_row(self, canonical: _Canonical, trial: int, response: Any, replace: bool | None) -> _PendingRow | CachedResponse:
+        """The entry to write for ``response`` (scrubbed, checksummed), or, in a mode that
+        does not write, the response as it would be returned."""
         canonical_text = canonical.text
         key = canonical.key(trial)
         fast = _fast_plain_json(response, self._needles) if type(response) is dict else None
@@ -1139,7 +1232,6 @@ class ApiCache:
                     raise CacheError("Refusing to store a cache entry that contains a registered secret.")
         checksum = _checksum(key, canonical_text, response_json, usage_json)
         overwrite = self.mode is CacheMode.WRITE if replace is None else replace
-        verb = "INSERT OR REPLACE" if overwrite else "INSERT OR IGNORE"
         values = (
             key,
             request_model,
@@ -1152,30 +1244,14 @@ class ApiCache:
             int(usage.get("input_tokens") or 0),
             int(usage.get("output_tokens") or 0),
         )
+        return _PendingRow(_INSERT_OR_REPLACE if overwrite else _INSERT_OR_IGNORE, values, stored, usage_json)
 
-        def insert(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
-            inserted = conn.execute(
-                f"{verb} INTO responses ({_COLUMNS}, input_tokens, output_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                values,
-            ).rowcount
-            if inserted == 1:
-                return None  # the row is ours: no need to read it back
-            existing: tuple[Any, ...] = conn.execute(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (key,)).fetchone()
-            return existing
-
-        row = self._write(insert)
-        self.stats._bump("writes")
-        if row is not None:  # another writer was first: everyone gets the stored answer
-            return self._row_to_result(row, from_cache=False)
-        return CachedResponse(  # what reading the new row back would give
-            key=key,
-            model=request_model,
-            trial=trial,
-            response=stored,
-            usage=json.loads(usage_json),
-            from_cache=False,
-            created_at=now,
-        )
+    def _stored_result(self, row: _PendingRow, existing: tuple[Any, ...] | None) -> CachedResponse:
+        """What a put returns: the new entry, or the one another writer stored first."""
+        if existing is not None:  # another writer was first: everyone gets the stored answer
+            return self._row_to_result(existing, from_cache=False)
+        key, model, trial, _request, _response, usage_json, now = row.values[:7]
+        return CachedResponse(key, model, trial, row.stored, json.loads(usage_json), False, now)  # what reading it back would give
 
     def delete(self, key: str) -> bool:
         """Remove one entry by key; returns whether it existed."""
@@ -1246,16 +1322,17 @@ class ApiCache:
         hit = self._get_canonical(canonical, trial) if self.mode.reads else None
         return canonical, trial, hit
 
-    def _store(self, canonical: _Canonical, trial: int, response: Any) -> CachedResponse:
+    async def _store(self, canonical: _Canonical, trial: int, response: Any) -> CachedResponse:
         """The second half of a model call after :meth:`_begin` missed: record the response the
-        API gave (if the mode writes) and return it as stored."""
+        API gave (if the mode writes; group-committed, see :meth:`_aput_canonical`) and return
+        it as stored."""
         self.stats._bump("calls")
-        return self._put_canonical(canonical, trial, response, None)
+        return await self._aput_canonical(canonical, trial, response)
 
     async def _acall_and_put(self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]) -> CachedResponse:
         """The second half of :meth:`_aget_or_call_shaped`: call the API and store the answer."""
         self.stats._bump("calls")
-        return self._put_canonical(canonical, trial, await call(), None)
+        return await self._aput_canonical(canonical, trial, await call())
 
     async def _aget_or_call_canonical(self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]) -> CachedResponse:
         trial = _validate_trial(trial)
@@ -1264,7 +1341,7 @@ class ApiCache:
             if hit is not None:
                 return hit
         self.stats._bump("calls")
-        return self._put_canonical(canonical, trial, await call(), None)
+        return await self._aput_canonical(canonical, trial, await call())
 
     # -- inspection ------------------------------------------------------------------------------
 

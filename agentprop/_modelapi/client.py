@@ -34,6 +34,7 @@ or the check running the agent, set.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import random
@@ -54,7 +55,7 @@ from agentprop._modelapi.cache import (
     _RequestShape,
     scrub_text,
 )
-from agentprop._modelapi.context import ModelCallContext, current_model_context
+from agentprop._modelapi.context import ModelCallContext, current_model_context, model_context_in_force
 from agentprop._modelapi.limiter import AdaptiveConcurrency
 from agentprop._modelapi.providers import Provider, TextPrompt, TokenUsage
 from agentprop._modelapi.retry import (
@@ -192,6 +193,12 @@ def stable_seed(*parts: object) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
+def _retry_rng(seed_parts: Sequence[object], trial: int) -> random.Random:
+    """The retry jitter's random source for one call: reproducible from the call's seed parts
+    and trial (made only when the call is retried)."""
+    return random.Random(stable_seed("agentprop-retry", *seed_parts, trial))
+
+
 _PRICING = Budget()
 """An unlimited budget used only for its price table when no budget is in play."""
 
@@ -274,6 +281,10 @@ class ModelClient:
         self._counters = _Counters()
         self._lock = threading.Lock()
         self._caches: dict[tuple[int, CacheMode], tuple[ModelCallContext, ApiCache]] = {}
+        self._outside_sessions = ModelCallContext()
+        """The context of this client's calls outside any session or check: one per client, not
+        one per asyncio task (``asyncio.gather`` gives each run a copy of the context
+        variables), so concurrent runs share one cache, its connection and its group commits."""
         self._off: ApiCache | None = None
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
         self._shapes: dict[tuple[Any, ...], tuple[Any, Any, _RequestShape | None]] = {}
@@ -326,7 +337,7 @@ class ModelClient:
             if self._off is None:
                 self._off = ApiCache(DEFAULT_API_CACHE_PATH, mode=CacheMode.OFF)
             return self._off
-        ctx = current_model_context()
+        ctx = self._context()
         mode = self.cache_mode if self.cache_mode is not None else ctx.default_cache_mode()
         found = self._caches.get((id(ctx), mode))
         if found is not None and found[0] is ctx:
@@ -339,7 +350,12 @@ class ModelClient:
 
     def active_budget(self) -> Budget | None:
         """The budget charged: the client's own, else the run context's."""
-        return self.budget if self.budget is not None else current_model_context().budget
+        return self.budget if self.budget is not None else self._context().budget
+
+    def _context(self) -> ModelCallContext:
+        """The model-call context in force, or this client's own outside any."""
+        ctx = model_context_in_force()
+        return ctx if ctx is not None else self._outside_sessions
 
     def request_shape(self, body: dict[str, Any] | Callable[[], dict[str, Any]], identity: tuple[Any, ...] | None = None) -> _RequestShape | None:
         """The cache's request shape of ``body`` (its conversation field's value is ignored):
@@ -454,16 +470,15 @@ class ModelClient:
             self._counters.bump("model_calls", "failed_calls")
             raise
         self._counters.bump("model_calls", "live_calls")
-        client, stream = state.client, self.stream
-
-        async def attempt() -> dict[str, Any]:
-            return await provider.send(client, body, stream=stream)
-
+        # the attempt is the provider's send itself, not a coroutine around it: every
+        # resumption of a call (each read and write of the HTTP exchange) passes through each
+        # frame of the chain
+        attempt = functools.partial(provider.send, state.client, body, stream=self.stream)
         try:
             response = await retry_call_async(
                 attempt,
                 policy=self.retry_policy,
-                rng=random.Random(stable_seed("agentprop-retry", *seed_parts, trial)),
+                rng=functools.partial(_retry_rng, seed_parts, trial),
                 stats=self.retry_stats,
                 limiter=state.limiter,
                 deadline=deadline,
@@ -495,7 +510,7 @@ class ModelClient:
                 cache_read_input_tokens=usage.cache_read_input_tokens,
             )
         try:
-            stored = cache._store(canonical, trial, response)
+            stored = await cache._store(canonical, trial, response)
         except BaseException:
             self._counters.bump("failed_calls")
             raise

@@ -7,7 +7,9 @@ cache mode for clients that choose none, and the API caches opened so far (one p
 mode, shared by every client of the session). A check with a budget of its own passes that
 budget down for its runs (:meth:`ModelCallContext.with_budget`).
 :meth:`agentprop._decide.session.Session.activate` sets it; outside any session the
-context is empty (no budget, the default cache mode) with caches kept per context.
+context is empty (no budget, the default cache mode) with caches kept per context. A model
+client outside any session uses a context of its own (:func:`model_context_in_force` is
+``None``), so that runs started concurrently in tasks of their own share its caches.
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ def current_model_context() -> ModelCallContext:
         ctx = ModelCallContext()
         _current.set(ctx)
     return ctx
+
+
+def model_context_in_force() -> ModelCallContext | None:
+    """The context the session or check in force set; ``None`` outside any (none is made)."""
+    return _current.get()
 
 
 def set_current_model_context(ctx: ModelCallContext) -> None:

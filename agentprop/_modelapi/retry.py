@@ -297,17 +297,26 @@ class _Attempts:
     def __init__(
         self,
         policy: RetryPolicy,
-        rng: random.Random | None,
+        rng: random.Random | Callable[[], random.Random] | None,
         stats: RetryStats | None,
         on_retry: Callable[[RetryEvent], None] | None,
         classify: Callable[[BaseException], RetryDecision],
     ) -> None:
         self.policy = policy
-        self.rng = rng if rng is not None else random.Random()
+        self._rng = rng
         self.stats = stats
         self.on_retry = on_retry
         self.classify = classify
         self.history: list[str] = []
+
+    @property
+    def rng(self) -> random.Random:
+        """The jitter's random source, made when the first retry needs it (most calls never
+        retry, so a seeded generator per call would be work for nothing)."""
+        rng = self._rng
+        if not isinstance(rng, random.Random):
+            rng = self._rng = rng() if rng is not None else random.Random()
+        return rng
 
     def started(self, attempt: int) -> None:
         if self.stats is not None:
@@ -413,7 +422,7 @@ async def retry_call_async(
     /,
     *,
     policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-    rng: random.Random | None = None,
+    rng: random.Random | Callable[[], random.Random] | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     stats: RetryStats | None = None,
     on_retry: Callable[[RetryEvent], None] | None = None,
@@ -438,7 +447,8 @@ async def retry_call_async(
         try:
             if limiter is None:
                 return await fn()
-            async with limiter.slot() as slot:
+            slot = await limiter.acquire()  # (not ``async with limiter.slot()``: an async generator per call)
+            try:
                 try:
                     result = await fn()
                 except Exception as exc:
@@ -446,7 +456,9 @@ async def retry_call_async(
                         slot.rate_limited()
                     raise
                 slot.success()
-                return result
+            finally:
+                limiter.release()
+            return result
         except Exception as exc:
             left = None if deadline is None else deadline - asyncio.get_running_loop().time()
             delay = state.after_failure(attempt, exc, classify(exc), left)
