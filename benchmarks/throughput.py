@@ -1,14 +1,19 @@
 """Throughput of the model-backed agents (Anthropic and OpenAI), and the framework's own overhead.
 
-Usage: ``python benchmarks/throughput.py [--json PATH] [--runs N] [--latency S] [--concurrency C]
-[--repeats R] [--case-runs N] [--overhead-runs N] [--own-cost-runs N] [--providers anthropic,openai]``
+Usage: ``python benchmarks/throughput.py [--json PATH] [--runs N] [--rounds R] [--latency S]
+[--concurrency C] [--repeats R] [--case-runs N] [--overhead-runs N] [--own-cost-runs N]
+[--providers anthropic,openai]``
 
 Five measurements, in one process (each API server runs in a subprocess of its own, so client
 and server do not share a GIL). Each timed phase starts on a collected heap (``gc.collect()``), so
 that a full collection of what an earlier phase left behind cannot land inside a later phase's
 timing, and keeps ``--concurrency`` runs in flight with that many workers (see :func:`in_flight`).
-Measurements are repeated in ``--repeats`` (3) interleaved rounds and reported as median and min;
-a ratio is the median of the rounds' ratios (each round measures its pair back to back). Besides
+Measurements are repeated in interleaved rounds (``--rounds``, 15, for live / SDK alone / replay;
+``--repeats``, 3, for the fixed-N case) and reported as median and min; a ratio is the median of
+the rounds' ratios (each round measures its pair back to back). Many short rounds rather than a
+few long ones: on a shared machine the speed of the CPU drifts by tens of percent within a
+minute, and a ratio taken over seconds, many times, cancels that drift where one taken over
+half a minute does not. Besides
 wall times the table shows the client's CPU time (its main thread, where the event loop runs):
 the client is CPU-bound on a small machine, and other processes on the machine inflate the wall
 times but not the CPU times.
@@ -16,7 +21,7 @@ times but not the CPU times.
 1. **Live, the SDK alone, replay**, per provider of ``--providers`` (both by default), side by
    side: :class:`agentprop.AnthropicAgent` against :class:`agentprop.testing.MessagesServer`, and
    :class:`agentprop.OpenAIAgent` (Chat Completions) against
-   :class:`agentprop.testing.OpenAIServer`. A round of a provider: ``--runs`` (1,000) runs on the
+   :class:`agentprop.testing.OpenAIServer`. A round of a provider: ``--runs`` (200) runs on the
    SupportOps billing scenario (two model calls a run: ``get_account``, then ``respond``), the
    server answering after ``--latency`` (50 ms), recording into a fresh API cache (**live**); the
    provider's official SDK alone sending the same request bodies, a conversation's calls in
@@ -609,11 +614,12 @@ def print_side_by_side(results: dict[str, dict[str, Any]], ideal_s: float) -> No
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", dest="json_path", help="write the results as JSON to this file")
-    parser.add_argument("--runs", type=int, default=1000, help="agent runs against the server (default 1000)")
+    parser.add_argument("--runs", type=int, default=200, help="agent runs against the server per round (default 200)")
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds of live, SDK alone and replay (default 15)")
     parser.add_argument("--latency", type=float, default=0.05, help="server latency per reply, seconds (default 0.05)")
     parser.add_argument("--concurrency", type=int, default=32, help="runs in flight (default 32)")
     parser.add_argument("--overhead-runs", type=int, default=2000, help="runs of the overhead measurement (default 2000)")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of each measurement (default 3)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of the fixed-N case (default 3)")
     parser.add_argument("--case-runs", type=int, default=200, help="runs of the fixed-N case (default 200)")
     parser.add_argument("--own-cost-runs", type=int, default=2000, help="runs of the stubbed-HTTP measurement of agentprop's own cost (default 2000)")
     parser.add_argument("--providers", default=",".join(PROVIDERS), help="the model agents to measure, side by side (default anthropic,openai)")
@@ -623,6 +629,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         serve(args.latency, args.serve_provider)
         return 0
+    for name in ("runs", "rounds", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)}: give at least 1")
     if args.latency <= 0:
         parser.error(f"--latency {args.latency}: give a positive number of seconds (the ideal wall time, live's reference, is proportional to it)")
     providers = list(dict.fromkeys(p.strip() for p in args.providers.split(",") if p.strip()))
@@ -645,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
                 # warm-up: imports, the SDK client, the SQLite file (its own trials, not replayed)
                 warm = agent_type(provider)(MODELS[provider], base_url=servers[provider].base_url, cache=False)
                 asyncio.run(_warm(project, warm))
-            rounds = live_sdk_replay_rounds(project, servers, args.runs, args.concurrency, args.repeats, Path(tmp))
+            rounds = live_sdk_replay_rounds(project, servers, args.runs, args.concurrency, args.rounds, Path(tmp))
             case = case_concurrency(case_provider, project, servers[case_provider].base_url, args.case_runs, args.concurrency, args.repeats)
             own = own_cost(project, args.own_cost_runs, args.concurrency, Path(tmp))
         finally:
@@ -663,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"throughput: {args.runs} runs of {SCENARIO}, {args.latency * 1000:.0f} ms latency, concurrency {args.concurrency}; "
-        f"{args.repeats} interleaved round{'s' if args.repeats != 1 else ''}, medians (ratios: median of the rounds' ratios)"
+        f"{args.rounds} interleaved round{'s' if args.rounds != 1 else ''}, medians (ratios: median of the rounds' ratios)"
     )
     print_side_by_side(results, ideal_s)
     rows = [
@@ -729,6 +738,7 @@ def main(argv: list[str] | None = None) -> int:
                     "case_runs": args.case_runs,
                     "latency_s": args.latency,
                     "concurrency": args.concurrency,
+                    "rounds": args.rounds,
                     "repeats": args.repeats,
                 },
                 indent=2,

@@ -36,16 +36,20 @@ def no_heap_collection(throughput: ModuleType, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    runs, repeats, case_runs = 3, 2, 2
+    runs, rounds, repeats, case_runs = 3, 3, 2, 2
     out = tmp_path / "throughput.json"
     argv = [
         "--runs",
         str(runs),
+        "--rounds",
+        str(rounds),
         "--repeats",
         str(repeats),
         "--case-runs",
         str(case_runs),
         "--overhead-runs",
+        "5",
+        "--own-cost-runs",
         "5",
         "--latency",
         "0.001",
@@ -59,8 +63,16 @@ def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType,
     data = json.loads(out.read_text())
 
     # issue #16's keys at the top level: Anthropic's figures, measured in the same run
-    for key in ("live_over_sdk", "replay_over_live", "overhead_us_per_run", "case_concurrency_speedup"):
+    for key in (
+        "live_over_sdk",
+        "replay_over_live",
+        "overhead_us_per_run",
+        "case_concurrency_speedup",
+        "own_cpu_ms_per_call",
+        "own_cpu_ms_per_call_no_cache",
+    ):
         assert isinstance(data[key], float), key
+    assert data["rounds"] == rounds and data["repeats"] == repeats
     assert data["case_provider"] == "anthropic"
     assert len(data["case_serial_s"]) == len(data["case_concurrent_s"]) == repeats
 
@@ -72,13 +84,13 @@ def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType,
         for key in ("live_over_sdk", "live_over_ideal", "replay_over_live"):
             assert r[key] > 0, (provider, key)
         for key in ("live", "sdk_alone", "replay"):
-            assert len(r[f"{key}_s"]) == repeats
+            assert len(r[f"{key}_s"]) == rounds
             assert r[f"{key}_min_s"] == min(r[f"{key}_s"]) <= r[f"{key}_median_s"]
         # the SDK alone sent exactly the requests the live runs made; the replay sent none
         assert r["requests"] == r["live_calls"] == r["replay_cache_hits"] == calls
         assert r["replay_live_calls"] == 0
         case_calls = 2 * repeats * case_runs * throughput.CALLS_PER_RUN if provider == "anthropic" else 0
-        assert r["served"] == warm_up + repeats * 2 * calls + case_calls, provider
+        assert r["served"] == warm_up + rounds * 2 * calls + case_calls, provider
     a = data["providers"]["anthropic"]
     assert (data["live_over_sdk"], data["replay_over_live"], data["live_s"]) == (a["live_over_sdk"], a["replay_over_live"], a["live_s"])
     header = next(line for line in printed.splitlines() if line.startswith("side by side"))
@@ -90,11 +102,15 @@ def test_one_provider_leaves_out_the_top_level_keys_of_the_other(throughput: Mod
     argv = [
         "--runs",
         "2",
+        "--rounds",
+        "1",
         "--repeats",
         "1",
         "--case-runs",
         "2",
         "--overhead-runs",
+        "5",
+        "--own-cost-runs",
         "5",
         "--latency",
         "0.001",
@@ -110,6 +126,13 @@ def test_one_provider_leaves_out_the_top_level_keys_of_the_other(throughput: Mod
     assert list(data["providers"]) == ["openai"] and data["case_provider"] == "openai"
     assert "live_over_sdk" not in data and "replay_over_live" not in data  # they are Anthropic's
     assert data["providers"]["openai"]["replay_live_calls"] == 0
+
+
+def test_zero_rounds_is_a_usage_error(throughput: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        throughput.main(["--rounds", "0"])
+    assert exit_info.value.code == 2
+    assert "--rounds 0: give at least 1" in capsys.readouterr().err
 
 
 def test_an_unknown_provider_is_a_usage_error(throughput: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
