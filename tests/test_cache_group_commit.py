@@ -219,3 +219,32 @@ def test_a_client_outside_any_session_shares_one_cache_across_concurrent_tasks(t
         asyncio.run(main())
     assert len({id(c) for c in caches}) == 1
     assert len(caches[0]) == 8 and client.stats()["live_calls"] == 8
+
+
+def test_callers_that_resume_before_the_commit_wait_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio runs the commit before the callers it scheduled ahead of; a loop that did not
+    (the commit deferred here by one more pass) must still hand nothing back uncommitted."""
+    path = tmp_path / "c.sqlite"
+    cache = ApiCache(path, mode="read-write")
+    original = ApiCache._commit_batch
+    deferred: set[int] = set()
+
+    def late_commit(self: ApiCache, batch: Any) -> None:
+        if id(batch) not in deferred:
+            deferred.add(id(batch))
+            batch.loop.call_soon(late_commit, self, batch)
+            return
+        original(self, batch)
+
+    monkeypatch.setattr(ApiCache, "_commit_batch", late_commit)
+    seen_committed: list[bool] = []
+
+    async def one(i: int) -> None:
+        await cache.aget_or_call(_body(i), trial=0, call=lambda i=i: asyncio.sleep(0, _answer(f"a{i}")))
+        seen_committed.append(_stored_in_another_connection(path, cache, _body(i)))
+
+    async def main() -> None:
+        await asyncio.gather(*(one(i) for i in range(4)))
+
+    asyncio.run(main())
+    assert deferred and seen_committed == [True] * 4

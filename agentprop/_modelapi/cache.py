@@ -841,11 +841,17 @@ def _insert_row(conn: sqlite3.Connection, row: _PendingRow) -> tuple[Any, ...] |
 @dataclass
 class _WriteBatch:
     """The entries put on one event loop during one pass of it, committed together by
-    :meth:`ApiCache._commit_batch`; ``waiters[i]`` is resolved with ``rows[i]``'s result."""
+    :meth:`ApiCache._commit_batch`, which sets ``found`` (for each row, ``None`` when the row is
+    ours, else the entry another writer stored first) or ``error``, then ``done``."""
 
     loop: asyncio.AbstractEventLoop
     rows: list[_PendingRow] = field(default_factory=list)
-    waiters: list[asyncio.Future[CachedResponse]] = field(default_factory=list)
+    found: list[tuple[Any, ...] | None] = field(default_factory=list)
+    error: Exception | None = None
+    done: bool = False
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    """Callers that resumed before the commit ran (only on a loop that does not run its
+    callbacks in the order they were scheduled); woken when it has."""
 
 
 class ApiCache:
@@ -1159,7 +1165,11 @@ class ApiCache:
         next pass, and each caller resumes only once that transaction has committed. So an
         answer is never handed on before it is stored (a kill loses nothing that was
         returned), and a burst of answers arriving together pays one ``COMMIT`` (the bulk of a
-        write's cost) instead of one each."""
+        write's cost) instead of one each.
+
+        The wait is one yield to the loop: the commit was scheduled (``call_soon``) before any
+        of its callers yielded, so the loop runs it before it resumes them (asyncio runs ready
+        callbacks in order). A caller that finds it has not run waits for it."""
         row = self._prepare_row(canonical, trial, response, None)
         if isinstance(row, CachedResponse):
             return row
@@ -1169,33 +1179,35 @@ class ApiCache:
             batch = _WriteBatch(loop)
             self._local.batch = batch
             loop.call_soon(self._commit_batch, batch)
-        waiter: asyncio.Future[CachedResponse] = loop.create_future()
+        index = len(batch.rows)
         batch.rows.append(row)
-        batch.waiters.append(waiter)
-        return await waiter
+        await asyncio.sleep(0)
+        if not batch.done:
+            waiter: asyncio.Future[None] = loop.create_future()
+            batch.waiters.append(waiter)
+            await waiter
+        if batch.error is not None:
+            raise batch.error
+        return self._stored_result(row, batch.found[index])
 
     def _commit_batch(self, batch: _WriteBatch) -> None:
-        """Write a :class:`_WriteBatch` in one transaction and wake its callers (each with its
-        own result, or the error that stopped the transaction). Runs as a loop callback."""
+        """Write a :class:`_WriteBatch` in one transaction (a loop callback); its callers read
+        the outcome when they resume. A caller cancelled meanwhile has its entry stored all
+        the same: the answer was paid for."""
         if getattr(self._local, "batch", None) is batch:
             self._local.batch = None
         rows = batch.rows
         try:
-            existing = self._write(lambda conn: [_insert_row(conn, row) for row in rows])
-        except Exception as exc:  # each caller gets the error (a cancelled caller needs none)
+            batch.found = self._write(lambda conn: [_insert_row(conn, row) for row in rows])
+            with self.stats._lock:
+                self.stats.writes += len(rows)
+        except Exception as exc:  # every caller of the batch gets it
+            batch.error = exc
+        finally:
+            batch.done = True
             for waiter in batch.waiters:
                 if not waiter.done():
-                    waiter.set_exception(exc)
-            return
-        with self.stats._lock:
-            self.stats.writes += len(rows)
-        for waiter, row, found in zip(batch.waiters, rows, existing, strict=True):
-            if waiter.done():  # the caller was cancelled; its entry is stored all the same
-                continue
-            try:
-                waiter.set_result(self._stored_result(row, found))
-            except CacheError as exc:
-                waiter.set_exception(exc)
+                    waiter.set_result(None)
 
     def _prepare_row(self, canonical: _Canonical, trial: int, response: Any, replace: bool | None) -> _PendingRow | CachedResponse:
         """The entry to write for ``response`` (scrubbed, checksummed), or, in a mode that
