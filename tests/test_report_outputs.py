@@ -403,6 +403,24 @@ def test_progress_shows_no_eta_while_stages_are_still_to_plan() -> None:
     assert "cases 1/15  runs 10" in progress.status() and "ETA" in progress.status()
 
 
+def test_progress_counts_the_runs_of_a_case_still_running_from_the_budget() -> None:
+    """Seen in throughput.py's log: one 200-run case printed ``runs 0`` for 20 s, because runs
+    were counted only when a case finished. With the run's budget, the line shows every run
+    started so far (and what they cost), counted from when the progress began."""
+    from agentprop._modelapi.budget import Budget
+
+    budget = Budget()
+    for _ in range(3):  # runs from before this progress: not its own
+        budget.start_run()
+    progress = Progress(1, _Stream(tty=False), interval_s=0, budget=budget)
+    assert progress.status().startswith("cases 0/1  runs 0")
+    for _ in range(7):
+        budget.start_run()
+    assert progress.status().startswith("cases 0/1  runs 7")  # the case is still running
+    progress.update(runs=7, case_done=True)
+    assert progress.status().startswith("cases 1/1  runs 7")  # not counted twice
+
+
 def _bug_lines(original: int, kept: int) -> list[str]:
     from agentprop._pipeline.run import _shrunk_text
 

@@ -79,8 +79,12 @@ class Progress:
     pipe) a plain line every ``interval_s`` seconds from a heartbeat thread (:meth:`start`), so a
     long run is never silent, and a line when a stage starts (:meth:`note`)."""
 
-    def __init__(self, total_cases: int, stream: TextIO | None = None, *, interval_s: float = 5.0) -> None:
+    def __init__(self, total_cases: int, stream: TextIO | None = None, *, interval_s: float = 5.0, budget: Budget | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
+        self.budget = budget
+        """When given, the runs and cost shown are the budget's as they happen (counted from
+        now), not only those of finished cases: one long case otherwise shows ``runs 0``."""
+        self._budget_start = self._budget_counts()
         self.live = bool(getattr(self.stream, "isatty", lambda: False)())
         self.total = total_cases
         self.done = 0
@@ -95,17 +99,32 @@ class Progress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def _budget_counts(self) -> tuple[int, float]:
+        if self.budget is None:
+            return (0, 0.0)
+        snap = self.budget.snapshot()
+        return (snap.runs, snap.usd)
+
+    def _counts(self) -> tuple[int, float]:
+        """Runs and cost so far: the budget's since the start when there is one (every run
+        started, in a finished case or not), else the sum over finished cases."""
+        if self.budget is None:
+            return (self.runs, self.cost)
+        runs, usd = self._budget_counts()
+        return (max(self.runs, runs - self._budget_start[0]), max(self.cost, usd - self._budget_start[1]))
+
     def status(self) -> str:
         elapsed = time.perf_counter() - self.started
+        runs, cost = self._counts()
         if self.stage is not None and not self.total:
             return f"{self.stage}  elapsed {elapsed:.1f}s"
         if self.to_plan:
             # the total will still grow: an ETA from it would promise too early an end
             return (
-                f"cases {self.done}/{self.total}+ (more to come from {', '.join(self.to_plan)})  runs {self.runs}  "
-                f"cost ${self.cost:.4f}  elapsed {elapsed:.1f}s"
+                f"cases {self.done}/{self.total}+ (more to come from {', '.join(self.to_plan)})  runs {runs}  "
+                f"cost ${cost:.4f}  elapsed {elapsed:.1f}s"
             )
-        line = f"cases {self.done}/{self.total}  runs {self.runs}  cost ${self.cost:.4f}  elapsed {elapsed:.1f}s"
+        line = f"cases {self.done}/{self.total}  runs {runs}  cost ${cost:.4f}  elapsed {elapsed:.1f}s"
         if not self.done:  # nothing finished yet to extrapolate from ("ETA 0.0s" misled)
             return line
         return f"{line}  ETA {elapsed / self.done * (self.total - self.done):.1f}s"
@@ -206,7 +225,7 @@ async def arun_cases(
         return rules[key]
 
     started = time.perf_counter()
-    progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream)
+    progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream, budget=budget)
     memo = memo if memo is not None else TrialMemo()
     sem = asyncio.Semaphore(max(1, settings.concurrency))
     lanes = case_lanes(agent, settings.concurrency)
