@@ -98,12 +98,7 @@ def agent_type(provider: str) -> Any:
 def serve(latency: float, provider: str) -> None:
     """Run the provider's API server (a MessagesServer or an OpenAIServer) playing a correct
     billing agent; print its port; stop on EOF."""
-    from agentprop.testing import (
-        MessagesServer,
-        OpenAIServer,
-        respond_reply,
-        tool_use_reply,
-    )
+    from agentprop.testing import MessagesServer, OpenAIServer
 
     # The stand-in for the API must answer after ``latency``, not after a garbage collection:
     # it keeps every request it answers (4,000 parsed bodies a round), and a full collection of
@@ -111,16 +106,7 @@ def serve(latency: float, provider: str) -> None:
     # measured. Reference counting still frees what the server drops.
     gc.disable()
 
-    call = tool_use_reply("get_account", {"account_id": "A1"}, input_tokens=1500, output_tokens=40)
-    answer = respond_reply(
-        node_id="END_BILLING_ANSWER",
-        decision="BILLING_ANSWER",
-        tool_actions=["get_account"],
-        evidence="get_account: plan PLAN-BASIC",
-        user_message="You are on plan PLAN-BASIC; order O-1001 is processing.",
-    )
-    assert answer.message is not None
-    answer_msg = {**answer.message, "usage": {"input_tokens": 1700, "output_tokens": 90}}
+    call, answer_msg = billing_replies()
 
     def handler(request: dict[str, Any]) -> Any:
         # the first call of a run is the one with no assistant turn yet (in either API's messages)
@@ -395,8 +381,9 @@ def _model_agent(provider: str, base_url: str, concurrency: int, cache: Path | b
     )
 
 
-def canned_replies() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The two replies of a billing run (the server's, as JSON): the tool call, then the answer."""
+def billing_replies() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two replies of a billing run, as message JSON: the ``get_account`` tool call, then
+    the answer (what the servers send, and what the stubbed measurement returns)."""
     from agentprop.testing import respond_reply, tool_use_reply
 
     call = tool_use_reply("get_account", {"account_id": "A1"}, input_tokens=1500, output_tokens=40).message
@@ -408,13 +395,14 @@ def canned_replies() -> tuple[dict[str, Any], dict[str, Any]]:
         user_message="You are on plan PLAN-BASIC; order O-1001 is processing.",
     ).message
     assert call is not None and answer is not None
+    return dict(call), {**answer, "usage": {"input_tokens": 1700, "output_tokens": 90}}
+
+
+def canned_replies() -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`billing_replies` as the Anthropic API would send them (model and id filled in)."""
+    call, answer = billing_replies()
     model = MODELS["anthropic"]
-    return {**call, "model": model, "id": "msg_call"}, {
-        **answer,
-        "model": model,
-        "id": "msg_answer",
-        "usage": {"input_tokens": 1700, "output_tokens": 90},
-    }
+    return {**call, "model": model, "id": "msg_call"}, {**answer, "model": model, "id": "msg_answer"}
 
 
 def own_cost(project: Any, runs: int, concurrency: int, tmp: Path) -> dict[str, float]:
