@@ -437,7 +437,8 @@ async def retry_call_async(
     loop's clock, ``loop.time()``) is when the caller's time runs out (a turn's timeout): a
     wait that would not end before it is not started; :class:`DeadlineExceeded` is raised
     instead, saying so. A wait cut short by cancellation counts only what elapsed in
-    ``stats.slept``.
+    ``stats.slept``. ``rng`` may be a function making the generator: it is called at the first
+    retry, so a call that succeeds at once never seeds one.
     """
     state = _Attempts(policy, rng, stats, on_retry, classify)
     attempt = 0
