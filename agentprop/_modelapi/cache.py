@@ -854,6 +854,13 @@ class _WriteBatch:
     callbacks in the order they were scheduled); woken when it has."""
 
 
+class _Staged(NamedTuple):
+    """An entry waiting in ``batch`` at ``position`` for its commit (:meth:`ApiCache._stage`)."""
+
+    batch: _WriteBatch
+    position: int
+
+
 class ApiCache:
     """A SQLite-backed cache of Messages API responses keyed by (request, trial index).
 
@@ -1165,11 +1172,17 @@ class ApiCache:
         next pass, and each caller resumes only once that transaction has committed. So an
         answer is never handed on before it is stored (a kill loses nothing that was
         returned), and a burst of answers arriving together pays one ``COMMIT`` (the bulk of a
-        write's cost) instead of one each.
+        write's cost) instead of one each. (:meth:`_stage` then :meth:`_committed`.)"""
+        staged = self._stage(canonical, trial, response)
+        del response  # not held while waiting: see _stage
+        return staged if isinstance(staged, CachedResponse) else await self._committed(staged)
 
-        The wait is one yield to the loop: the commit was scheduled (``call_soon``) before any
-        of its callers yielded, so the loop runs it before it resumes them (asyncio runs ready
-        callbacks in order). A caller that finds it has not run waits for it."""
+    def _stage(self, canonical: _Canonical, trial: int, response: Any) -> CachedResponse | _Staged:
+        """The first half of :meth:`_aput_canonical`: the entry prepared and added to this
+        pass's batch (the answer as returned, in a mode that does not write). The caller should
+        drop its own reference to ``response`` before awaiting :meth:`_committed`: a batch's
+        callers all wait at once, and what they hold meanwhile is what the garbage collector's
+        youngest generation sees grow."""
         row = self._prepare_row(canonical, trial, response, None)
         if isinstance(row, CachedResponse):
             return row
@@ -1179,16 +1192,23 @@ class ApiCache:
             batch = _WriteBatch(loop)
             self._local.batch = batch
             loop.call_soon(self._commit_batch, batch)
-        index = len(batch.rows)
         batch.rows.append(row)
+        return _Staged(batch, len(batch.rows) - 1)
+
+    async def _committed(self, staged: _Staged) -> CachedResponse:
+        """The second half of :meth:`_aput_canonical`: wait for the batch's commit and return
+        the entry as stored. The wait is one yield: the commit was scheduled before any of its
+        callers yielded, and asyncio runs ready callbacks in order; a caller that finds it has
+        not run (a loop that reorders callbacks) waits for it."""
+        batch = staged.batch
         await asyncio.sleep(0)
         if not batch.done:
-            waiter: asyncio.Future[None] = loop.create_future()
+            waiter: asyncio.Future[None] = batch.loop.create_future()
             batch.waiters.append(waiter)
             await waiter
         if batch.error is not None:
             raise batch.error
-        return self._stored_result(row, batch.found[index])
+        return self._stored_result(batch.rows[staged.position], batch.found[staged.position])
 
     def _commit_batch(self, batch: _WriteBatch) -> None:
         """Write a :class:`_WriteBatch` in one transaction (a loop callback); its callers read
@@ -1334,12 +1354,13 @@ class ApiCache:
         hit = self._get_canonical(canonical, trial) if self.mode.reads else None
         return canonical, trial, hit
 
-    async def _store(self, canonical: _Canonical, trial: int, response: Any) -> CachedResponse:
+    def _store(self, canonical: _Canonical, trial: int, response: Any) -> CachedResponse | _Staged:
         """The second half of a model call after :meth:`_begin` missed: record the response the
-        API gave (if the mode writes; group-committed, see :meth:`_aput_canonical`) and return
-        it as stored."""
+        API gave (if the mode writes). Group-committed: returns the entry staged for the next
+        commit (await :meth:`_committed` for it, having dropped ``response``; see
+        :meth:`_stage`), or the response as returned in a mode that does not write."""
         self.stats._bump("calls")
-        return await self._aput_canonical(canonical, trial, response)
+        return self._stage(canonical, trial, response)
 
     async def _acall_and_put(self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]) -> CachedResponse:
         """The second half of :meth:`_aget_or_call_shaped`: call the API and store the answer."""

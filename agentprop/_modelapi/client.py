@@ -510,7 +510,9 @@ class ModelClient:
                 cache_read_input_tokens=usage.cache_read_input_tokens,
             )
         try:
-            stored = await cache._store(canonical, trial, response)
+            staged = cache._store(canonical, trial, response)
+            del response  # not held while the batch commits (see ApiCache._stage)
+            stored = staged if isinstance(staged, CachedResponse) else await cache._committed(staged)
         except BaseException:
             self._counters.bump("failed_calls")
             raise
