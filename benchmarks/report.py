@@ -1,6 +1,6 @@
 """Benchmark: the HTML report of a large suite opens and filters fast in a real browser.
 
-A seeded synthetic run report (:func:`agentprop._pipeline.report.synthetic.synthetic_report`: 2,000
+A seeded synthetic run report (:func:`benchmarks._support.synthetic_report.synthetic_report`: 2,000
 cases, 50,000 agent runs, the kept traces of every case by the report's own rule) is rendered
 by ``render_html`` and opened from ``file://`` in headless Chromium (Debian's, through
 Playwright). The baseline is the same data rendered the obvious way, measured in the same
@@ -40,7 +40,12 @@ from typing import Any
 
 from agentprop._pipeline.report import render_html
 from agentprop._pipeline.report.model import RunReport
-from agentprop._pipeline.report.synthetic import synthetic_report
+
+ROOT_DIR = Path(__file__).resolve().parents[1]
+if str(ROOT_DIR) not in sys.path:
+    sys.path.insert(0, str(ROOT_DIR))
+
+from benchmarks._support.synthetic_report import synthetic_report  # noqa: E402
 
 CHROMIUM_ARGS = [
     "--no-sandbox",

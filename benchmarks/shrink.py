@@ -54,8 +54,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentprop._decide.oracle import OracleSettings
-from agentprop._shrink import Calibration, Outcome, Unit, ddmin, shrink
+from agentprop._shrink import Calibration, Outcome, Unit, shrink
 from agentprop._stats import Decision
+
+ROOT_DIR = Path(__file__).resolve().parents[1]
+if str(ROOT_DIR) not in sys.path:
+    sys.path.insert(0, str(ROOT_DIR))
+
+from benchmarks._support.ddmin import ddmin  # noqa: E402
 
 SIGNATURE = ("contract:refund_limit", "clause:C3", "step:2")
 _M64 = (1 << 64) - 1

@@ -28,9 +28,9 @@ from agentprop._agents.project import load_project
 from agentprop._decide.memo import TrialMemo
 from agentprop._pipeline.report import render_html
 from agentprop._pipeline.report.model import RunReport
-from agentprop._pipeline.report.synthetic import synthetic_report
 from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop._util.aio import run_sync
+from benchmarks._support.synthetic_report import synthetic_report
 
 pytest.importorskip("jinja2", reason="the HTML report needs the report extra (pip install 'agentprop[report]')")
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need Playwright (pip install playwright; the test extra has it)")

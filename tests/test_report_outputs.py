@@ -39,10 +39,10 @@ from agentprop._pipeline.report import (
 from agentprop._pipeline.report.html import diff_parts, script_json
 from agentprop._pipeline.report.markdown import md
 from agentprop._pipeline.report.model import SCHEMA_ID, RunReport
-from agentprop._pipeline.report.synthetic import synthetic_report
 from agentprop._pipeline.run import Progress
 from agentprop._scenario.trace import Trace, Turn
 from agentprop._util.aio import run_sync
+from benchmarks._support.synthetic_report import synthetic_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"

@@ -20,13 +20,13 @@ from agentprop._shrink import (
     Outcome,
     Unit,
     Verdict,
-    ddmin,
     shrink,
     verify,
     wilson_interval,
 )
 from agentprop._shrink.query import QueryEngine, RatePosterior
 from agentprop.errors import InvalidArgument
+from benchmarks._support.ddmin import ddmin
 
 SIG = ("contract:no_refund_over_limit", "clause:R2", "step:3")
 

