@@ -11,6 +11,8 @@ statistics in plain words:
 * :mod:`~agentprop._stats.two_sample` — Fisher's exact test and its categorical
   (Freeman–Halton) generalisation, for "did this change alter the behaviour?".
 * :mod:`~agentprop._stats.bands` — PASS / UNSTABLE / FAIL bands for a pass rate.
+* :mod:`~agentprop._stats.judged` — a judge's measured error (sensitivity, specificity,
+  kappa) and pass rates corrected for it (Rogan–Gladen, with the calibration's uncertainty).
 
 Only numpy and the standard library are used.
 """
@@ -24,6 +26,16 @@ from agentprop._stats.intervals import (
     clopper_pearson_interval,
     estimate_rate,
     wilson_interval,
+)
+from agentprop._stats.judged import (
+    CorrectedRate,
+    JudgeAgreement,
+    cohens_kappa,
+    corrected_interval,
+    judge_pass_probability,
+    judged_hypotheses,
+    rogan_gladen,
+    self_disagreement,
 )
 from agentprop._stats.passk import mean_pass_hat_k, pass_at_k, pass_hat_k
 from agentprop._stats.sequential import (
@@ -39,8 +51,10 @@ from agentprop._stats.two_sample import categorical_two_sample_test, fisher_exac
 
 __all__ = [
     "SPRT",
+    "CorrectedRate",
     "Decision",
     "FixedN",
+    "JudgeAgreement",
     "RateBand",
     "RateEstimate",
     "SequentialAnalysis",
@@ -50,12 +64,18 @@ __all__ = [
     "categorical_two_sample_test",
     "classify_rate",
     "clopper_pearson_interval",
+    "cohens_kappa",
+    "corrected_interval",
     "estimate_rate",
     "fisher_exact_greater",
     "fisher_exact_two_sided",
+    "judge_pass_probability",
+    "judged_hypotheses",
     "mean_pass_hat_k",
     "pass_at_k",
     "pass_hat_k",
+    "rogan_gladen",
+    "self_disagreement",
     "wilson_interval",
     "zero_failure_runs",
 ]
