@@ -20,6 +20,8 @@ from agentprop._decide.oracle import CheckResult, FailureSeen
 from agentprop._decide.session import Session
 from agentprop._pipeline.report.model import RunReport
 
+pytest_plugins = ["pytester"]
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 CANCEL = "END_CANCELLED<-N7_CANCEL"
 SKIP = "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn0:missing=verify_identity"
@@ -75,6 +77,59 @@ def test_default_corpus_sits_beside_the_bindings_and_is_replayed_from_any_direct
     # `agentprop corpus list --spec` finds it there too
     code, out, _ = cli("corpus", "list", "--spec", str(project_dir))
     assert code == 0 and saved.stem in out and SKIP in out
+
+
+def test_prune_from_another_directory_keeps_every_entry_and_show_pytest_works_from_anywhere(
+    project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pytester: pytest.Pytester
+) -> None:
+    # issue #27 item 1: the run is given a relative spec path; prune runs from elsewhere
+    monkeypatch.chdir(project_dir.parent)
+    run(Path(project_dir.name), tmp_path, "--fault", "skip_auth=1")
+    corpus = project_dir / ".agentprop" / "corpus"
+    [path] = entry_files(corpus)
+    stored = json.loads(path.read_text())
+    assert stored["spec_path_base"] == "corpus" and not Path(stored["spec_path"]).is_absolute()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, out, _ = cli("corpus", "prune", "--no-replay", "--dir", str(corpus))
+    assert code == 0 and "0 removed, 0 retired, 1 kept" in out and path.exists()
+
+    # the project moves with its corpus: the entry still finds its spec
+    moved = tmp_path / "moved"
+    shutil.move(str(project_dir), moved)
+    [path] = entry_files(moved / ".agentprop" / "corpus")
+    code, out, _ = cli("corpus", "prune", "--no-replay", "--dir", str(path.parent.parent))
+    assert code == 0 and "0 removed, 0 retired, 1 kept" in out
+
+    # the regression test finds the spec relative to its own file, run from any directory
+    test_file = moved / "tests" / "test_regression.py"
+    code, out, err = cli("corpus", "show", path.stem, "--pytest", "--out", str(test_file), "--dir", str(path.parent.parent))
+    assert code == 0 and f"wrote {test_file}" in out, err
+    assert "Path(__file__).resolve().parent / '..'" in test_file.read_text()
+    monkeypatch.chdir(pytester.path)
+    result = pytester.runpytest_inprocess(str(test_file), "-q", "-p", "no:cacheprovider", "--import-mode=importlib")
+    assert result.ret == 1 and "AgentPropertyViolation" in result.stdout.str()  # the entry's fault is on: it reproduces
+
+
+def test_prune_never_deletes_an_entry_whose_spec_is_not_found_without_asking(
+    project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an entry written before paths were anchored: its spec path is relative to another directory
+    monkeypatch.chdir(project_dir.parent)
+    run(Path(project_dir.name), tmp_path, "--fault", "skip_auth=1")
+    corpus = project_dir / ".agentprop" / "corpus"
+    [path] = entry_files(corpus)
+    legacy = CorpusEntry.model_validate_json(path.read_text()).model_copy(update={"spec_path": project_dir.name, "spec_path_base": None})
+    path.write_text(legacy.model_dump_json())
+    monkeypatch.chdir(project_dir)  # where ./proj does not exist
+    monkeypatch.setenv("CI", "true")
+    code, out, _ = cli("corpus", "prune", "--no-replay", "--dir", str(corpus))
+    assert code == 0 and path.exists(), out
+    assert f"{legacy.id}: its spec " in out and "is not found" in out and "pass --yes to remove them" in out
+    assert "0 removed, 0 retired, 1 kept" in out
+    code, out, _ = cli("corpus", "prune", "--no-replay", "--yes", "--dir", str(corpus))
+    assert code == 0 and not path.exists() and f"removed {legacy.id}: its spec" in out and "1 removed" in out
 
 
 def test_the_corpus_option_still_overrides_the_default(project_dir: Path, tmp_path: Path) -> None:

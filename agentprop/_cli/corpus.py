@@ -33,6 +33,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     show = actions.add_parser("show", help="print one entry (JSON), or with --pytest as a ready regression test")
     show.add_argument("id", help="entry id (a unique prefix is enough)")
     show.add_argument("--pytest", action="store_true", help="print the entry as a self-contained pytest regression test")
+    show.add_argument(
+        "--out",
+        metavar="FILE",
+        help="with --pytest: write the test to FILE, finding the spec relative to FILE (else it is printed with the spec's absolute path)",
+    )
     where(show)
     rm = actions.add_parser("rm", help="delete entries")
     rm.add_argument("ids", nargs="+", metavar="ID", help="entry ids (unique prefixes are enough)")
@@ -40,6 +45,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     prune = actions.add_parser("prune", help="remove entries whose spec or case is gone, and retire those that now pass")
     prune.add_argument("--no-replay", action="store_true", help="only remove entries whose spec or case is gone; run no agent")
     prune.add_argument("--seed", type=int, default=0, help="trial namespace of the replays (default 0)")
+    prune.add_argument(
+        "--yes",
+        action="store_true",
+        help="also remove entries whose spec is not found or does not load, without asking (it never asks when CI is set)",
+    )
     where(prune)
     clear = actions.add_parser("clear", help="delete every entry, retired ones included")
     clear.add_argument("--yes", action="store_true", help="do it without asking (required when not on a terminal or when CI is set)")
@@ -95,7 +105,19 @@ def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) 
         return EXIT_OK
     if action == "show":
         entry = corpus.get(args.id)
-        print(pytest_regression(entry) if args.pytest else entry.model_dump_json(indent=2), file=out)
+        if args.out and not args.pytest:
+            raise InputError("agentprop corpus show --out needs --pytest", fix=f"`agentprop corpus show {entry.id} --pytest --out {args.out}`")
+        if not args.pytest:
+            print(entry.model_dump_json(indent=2), file=out)
+            return EXIT_OK
+        code = pytest_regression(entry, spec_path=corpus.spec_location(entry), test_file=args.out)
+        if args.out:
+            from agentprop._util.files import write_atomic
+
+            write_atomic(Path(args.out), code)
+            print(f"wrote {args.out}: the regression test of corpus entry {entry.id}", file=out)
+        else:
+            print(code, file=out)
         return EXIT_OK
     if action == "rm":
         chosen = [corpus.get(i) for i in args.ids]  # every id is checked before anything is deleted
@@ -104,7 +126,7 @@ def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) 
             print(f"removed {entry.id} ({entry.scenario_id}: {entry.signature})", file=out)
         return EXIT_OK
     if action == "prune":
-        return _corpus_prune(corpus, args, out)
+        return _corpus_prune(corpus, args, out, stdin or sys.stdin)
     entries = corpus.entries() + corpus.entries(retired=True)
     if not entries:
         print(f"no entries in {root}", file=out)
@@ -134,9 +156,18 @@ def _print_damaged(corpus: Corpus, out: TextIO) -> None:
             print(f"    fix: {err.fix}", file=out)
 
 
-def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
-    """Remove entries whose spec or case no longer exists; replay the rest with the agent that
-    made them (`agent_ref` and its faults) and retire those that pass (:func:`judge_replay`)."""
+def _interactive(stdin: TextIO) -> bool:
+    return bool(getattr(stdin, "isatty", lambda: False)()) and not os.environ.get("CI")
+
+
+def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO, stdin: TextIO) -> int:
+    """Remove entries whose case no longer exists in their spec; replay the rest with the agent
+    that made them (`agent_ref` and its faults) and retire those that pass (:func:`judge_replay`).
+
+    An entry whose spec is not found or does not load may be a path problem (a moved project,
+    a legacy entry written from another directory, a spec being edited), not a deleted spec:
+    those are removed only with ``--yes`` or when someone at a terminal says yes; otherwise
+    they are kept and listed."""
     from agentprop._agents.loading import load_agent
     from agentprop._agents.project import load_project
     from agentprop._decide.check import decide_scenario
@@ -145,19 +176,27 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._util.aio import run_sync
 
     removed = retired = kept = 0
-    projects: dict[str, Project | None] = {}
+    projects: dict[str, Project | str] = {}
+    unsure: list[tuple[CorpusEntry, str]] = []
     for entry in corpus.entries():
-        spec_path = entry.spec_path or ""
+        where = corpus.spec_location(entry)
+        spec_path = str(where) if where is not None else ""
         if spec_path not in projects:
-            try:
-                projects[spec_path] = load_project(spec_path) if spec_path and Path(spec_path).exists() else None
-            except AgentPropError:
-                projects[spec_path] = None
+            if where is None:
+                projects[spec_path] = "no spec path is recorded"
+            elif not where.exists():
+                projects[spec_path] = f"its spec {where} is not found"
+            else:
+                try:
+                    projects[spec_path] = load_project(where)
+                except AgentPropError as exc:
+                    projects[spec_path] = f"its spec {where} does not load ({str(exc).splitlines()[0]})"
         project = projects[spec_path]
         gone = None
-        if project is None:
-            gone = f"its spec {spec_path or '(not recorded)'} no longer loads"
-        elif project.spec.spec_id != entry.spec_id:
+        if isinstance(project, str):
+            unsure.append((entry, project))
+            continue
+        if project.spec.spec_id != entry.spec_id:
             gone = f"{spec_path} is now spec {project.spec.spec_id}, not {entry.spec_id}"
         elif entry.scenario_id.split("/")[0] not in {s.id.split("/")[0] for s in project.scenarios()}:
             gone = f"case {entry.scenario_id} is no longer in {entry.spec_id}"
@@ -169,7 +208,6 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
         if args.no_replay:
             kept += 1
             continue
-        assert project is not None
         kind = entry.agent_ref.split(":", 1)[0]
         if kind in MODEL_AGENTS:
             kept += 1
@@ -190,6 +228,26 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO) -> int:
         else:
             kept += 1
         print(message if verdict == "retired" else f"kept {entry.id}: {message}", file=out)
+    if unsure:
+        for entry, why in unsure:
+            print(f"{entry.id}: {why}", file=out)
+        remove = args.yes
+        if not remove and _interactive(stdin):
+            print(f"remove these {len(unsure)} entries (if the spec moved, answer no)? [y/N] ", end="", file=out, flush=True)
+            remove = stdin.readline().strip().lower() in ("y", "yes")
+        for entry, why in unsure:
+            if remove:
+                corpus.remove(entry)
+                removed += 1
+                print(f"removed {entry.id}: {why}", file=out)
+            else:
+                kept += 1
+        if not remove:
+            print(
+                f"kept {len(unsure)} entries whose spec was not found or did not load: a wrong directory or a moved project "
+                "is not a deleted spec; fix the path (run from the project, or --spec), or pass --yes to remove them",
+                file=out,
+            )
     _print_damaged(corpus, out)
     print(f"pruned {corpus.root}: {removed} removed, {retired} retired, {kept} kept", file=out)
     return EXIT_OK

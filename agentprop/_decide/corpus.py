@@ -14,6 +14,13 @@ oracle's confidence and never shows the signature in enough runs to rule out its
 rate is retired: moved to ``<corpus>/retired/<spec_id>/`` with the reason. An entry's id is a
 hash of spec, agent, signature and scenario id: the same bug found again on the same case
 updates its entry. ``agentprop corpus list|show|rm|prune|clear`` manage it.
+
+An entry's ``spec_path`` is stored relative to the corpus folder (``spec_path_base:
+corpus``), so the corpus and its project can move together and every command finds the spec
+from any working directory. Entries written before that hold the path as typed on the run's
+command line; they are resolved against the current directory, and ``prune`` never deletes an
+entry whose spec it cannot find without asking (or ``--yes``): a wrong directory is not a
+deleted spec.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import datetime as _dt
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -55,6 +63,9 @@ class CorpusEntry(BaseModel):
     id: str
     spec_id: str
     spec_path: str | None = None
+    """The spec's directory: relative to the corpus folder when ``spec_path_base`` is
+    ``"corpus"`` (what :meth:`Corpus.save` writes), else as typed on the run's command line."""
+    spec_path_base: Literal["corpus"] | None = None
     scenario_id: str
     signature: str
     clause: str | None = None
@@ -130,7 +141,32 @@ class Corpus:
 
     def save(self, entry: CorpusEntry) -> Path:
         # atomic: a kill never leaves half an entry
-        return write_atomic(self.path(entry), entry.model_dump_json(indent=2))
+        return write_atomic(self.path(entry), self._anchored(entry).model_dump_json(indent=2))
+
+    def spec_location(self, entry: CorpusEntry) -> Path | None:
+        """Where ``entry``'s spec is (absolute), or ``None`` when no path was recorded."""
+        if not entry.spec_path:
+            return None
+        path = Path(entry.spec_path)
+        if path.is_absolute():
+            return path
+        base = self.root.resolve() if entry.spec_path_base == "corpus" else Path.cwd()
+        return Path(os.path.normpath(base / path))
+
+    def _anchored(self, entry: CorpusEntry) -> CorpusEntry:
+        """``entry`` with its spec path relative to this corpus folder (absolute when there
+        is no relative path, e.g. another drive). A legacy path that does not exist from here
+        is kept as it is: it may be relative to a directory this process does not know."""
+        if not entry.spec_path or entry.spec_path_base == "corpus":
+            return entry
+        where = self.spec_location(entry)
+        if where is None or not where.exists():
+            return entry
+        try:
+            rel = os.path.relpath(where.resolve(), self.root.resolve())
+        except ValueError:
+            rel = str(where.resolve())
+        return entry.model_copy(update={"spec_path": rel, "spec_path_base": "corpus"})
 
     def find(self, entry_id_: str, spec_id: str) -> CorpusEntry | None:
         """The live entry ``entry_id_`` of ``spec_id``; a damaged file there counts as absent
@@ -248,15 +284,30 @@ def now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def pytest_regression(entry: CorpusEntry, *, spec_path: str | None = None) -> str:
+def pytest_regression(entry: CorpusEntry, *, spec_path: str | Path | None = None, test_file: str | Path | None = None) -> str:
     """A self-contained pytest test that decides ``entry`` with the oracle.
+
+    ``spec_path`` is where the spec is (resolve it with :meth:`Corpus.spec_location`). With
+    ``test_file`` (where the test will be written) the test finds the spec relative to its own
+    file, so it works from any working directory and moves with its project; without it the
+    path is absolute.
 
     Everything taken from the entry (messages, signature, ids, paths, the scenario) appears in
     the code only as a ``repr()``-quoted literal, and names are made of letters, digits and
     ``_`` only: an entry whose text holds quotes, triple quotes or newlines (a corpus file
     someone edited, or a model's message) cannot inject code into the generated test.
     """
-    spec = spec_path or entry.spec_path or "path/to/spec"
+    where = Path(spec_path) if spec_path is not None else (Path(entry.spec_path) if entry.spec_path else None)
+    if where is None:
+        spec_expr = f"Path({'path/to/spec'!r})"
+    elif test_file is not None:
+        try:
+            rel = os.path.relpath(where.resolve(), Path(test_file).resolve().parent)
+            spec_expr = f"Path(__file__).resolve().parent / {Path(rel).as_posix()!r}"
+        except ValueError:
+            spec_expr = f"Path({str(where.resolve())!r})"
+    else:
+        spec_expr = f"Path({str(where.resolve())!r})"
     name = _identifier(entry.scenario_id.lower())
     test_name = f"test_regression_{name}_{_identifier(entry.id)}"
     prop = ", prop=lambda trace: agentprop.probe_verdicts(project.spec, SCENARIO, trace)" if entry.prop == "probe" else ""
@@ -273,7 +324,7 @@ ENTRY = {entry.id!r}
 FAILURE = {entry.signature!r}
 ORIGINAL_FIRST_MESSAGE = {entry.original_messages[0] if entry.original_messages else ""!r}
 REPRODUCER_MESSAGES = {list(entry.scenario.messages)!r}
-SPEC = Path({spec!r})
+SPEC = {spec_expr}
 SCENARIO = agentprop.Scenario.model_validate_json(
     {entry.scenario.model_dump_json()!r}
 )
