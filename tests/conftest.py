@@ -13,21 +13,32 @@ from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
 
 # The suite is hermetic about where it runs: CI services set ``CI``, which switches the API
-# cache to replay-only and snapshots to refuse updates. Tests of that behaviour set it
-# themselves (monkeypatch.setenv); every other test runs as on a developer's machine.
-for _name in ("CI", "AGENTPROP_CACHE_MODE"):
+# cache to replay-only and snapshots to refuse updates; a user's shell may hold fault knobs for
+# the examples, an approver, API keys or base URLs. Tests of that behaviour set them themselves
+# (monkeypatch.setenv); every other test runs as on a fresh machine, subprocesses included.
+HOST_ENVIRONMENT = (
+    "CI",
+    "AGENTPROP_CACHE_MODE",
+    "AGENTPROP_FAULTS",
+    "AGENTPROP_APPROVER",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+)
+for _name in HOST_ENVIRONMENT:
     os.environ.pop(_name, None)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SPECSUITE_DIR = REPO_ROOT.parent / "shared" / "specsuite-core"
+SPECSUITE_DIR = REPO_ROOT / "tests" / "data" / "specsuite-core"
+"""The SpecSuite-Core specs, packs and prompts, vendored with their licence (see THIRD_PARTY.md there)."""
 SUPPORTOPS_EXAMPLE_DIR = REPO_ROOT / "examples" / "supportops"
 
 
 @pytest.fixture(scope="session")
 def specsuite_dir() -> Path:
-    """The read-only SpecSuite-Core checkout next to the repo (skips when it is absent)."""
-    if not SPECSUITE_DIR.is_dir():
-        pytest.skip(f"SpecSuite-Core specs not found at {SPECSUITE_DIR} (expected ../shared/specsuite-core)")
+    """The vendored SpecSuite-Core data (tests/data/specsuite-core): unchanged third-party specs."""
     return SPECSUITE_DIR
 
 

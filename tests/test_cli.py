@@ -108,10 +108,25 @@ def test_console_script_is_installed_and_runs(tmp_path: Path) -> None:
     exe = shutil.which("agentprop")
     if exe is None:
         pytest.skip("the agentprop console script is not on PATH (package not installed)")
-    proc = subprocess.run([exe, "run", str(SUPPORTOPS), "--case", "BILLING", "--kinds", "mft"], capture_output=True, text=True, timeout=120)
+    before = _state_beside(SUPPORTOPS)
+    # a subprocess does not see the suite's corpus fixture: without --corpus none it would replay
+    # (and retire) the corpus entries a user's own runs of the example left beside its bindings
+    proc = subprocess.run(
+        [exe, "run", str(SUPPORTOPS), "--case", "BILLING", "--kinds", "mft", "--corpus", "none"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
+    assert _state_beside(SUPPORTOPS) == before  # the user's corpus, memo and cache untouched
     # the billing path, and the clarify loop that re-routes to it
     assert "2 cases: 2 passed" in proc.stdout
+
+
+def _state_beside(project: Path) -> dict[str, int]:
+    """What agentprop keeps beside a project (corpus, memo, cache): each file and its mtime."""
+    root = project / ".agentprop"
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*"))} if root.is_dir() else {}
 
 
 def test_no_subcommand_prints_help_and_exits_2() -> None:

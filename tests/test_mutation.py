@@ -37,7 +37,7 @@ from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop.testing import MessagesServer, text_reply
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "specsuite-core"
+SHARED = ROOT / "tests" / "data" / "specsuite-core"  # vendored, see THIRD_PARTY.md there
 EXAMPLE = ROOT / "examples" / "supportops"
 PACK = EXAMPLE / "mutations.yaml"
 MODEL = "claude-sonnet-4-6"
@@ -71,8 +71,6 @@ def clean_agent() -> agentprop.LoadedAgent:
 @pytest.mark.parametrize("lineage", ["supportops", "expenseguard", "datainsights"])
 def test_the_specsuite_core_packs_load_unchanged(lineage: str) -> None:
     path = SHARED / lineage / "mutations.yaml"
-    if not path.is_file():  # a user's clone has no ../shared; the examples vendor the packs
-        path = ROOT / "examples" / lineage / "mutations.yaml"
     pack = load_mutation_pack(path)
     assert pack.spec_lineage == lineage
     assert pack.generator.role == "MutationSmith" and pack.generator.constraints
@@ -83,11 +81,11 @@ def test_the_specsuite_core_packs_load_unchanged(lineage: str) -> None:
         assert e.trace or e.text or e.json_, m.id
 
 
-def test_vendored_packs_are_the_shared_ones() -> None:
+def test_the_examples_vendor_the_same_specsuite_core_files_as_the_tests() -> None:
     for lineage in ("supportops", "expenseguard", "datainsights"):
-        shared = SHARED / lineage / "mutations.yaml"
-        if shared.is_file():
-            assert (ROOT / "examples" / lineage / "mutations.yaml").read_bytes() == shared.read_bytes()
+        for name in ("mutations.yaml", "seed_prompt.txt", "seed_tool_descriptions.yaml"):
+            assert (ROOT / "examples" / lineage / name).read_bytes() == (SHARED / lineage / name).read_bytes()
+        assert (ROOT / "examples" / lineage / "spec.yaml").read_bytes() == (SHARED / lineage / "v1" / "spec.yaml").read_bytes()
 
 
 def test_a_bad_pack_is_an_input_error_with_the_line(tmp_path: Path) -> None:

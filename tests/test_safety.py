@@ -21,7 +21,7 @@ from agentprop._spec.model import Policy
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
-SHARED = ROOT.parent / "shared" / "specsuite-core"
+SHARED = ROOT / "tests" / "data" / "specsuite-core"  # vendored, see THIRD_PARTY.md there
 sys.path.insert(0, str(SUPPORTOPS))
 from agent import SupportOpsAgent  # noqa: E402
 
@@ -44,7 +44,6 @@ def test_which_policies_are_safety_clauses() -> None:
     assert policy_topic(Policy(id="P3_CLARIFY", text="Ask one clarifying question.")) is None
 
 
-@pytest.mark.skipif(not (SHARED / "supportops" / "v2" / "spec.yaml").is_file(), reason="shared SpecSuite-Core specs not present")
 def test_the_v2_abuse_policy_is_of_the_p0_tier() -> None:
     spec = agentprop.load_spec(SHARED / "supportops" / "v2" / "spec.yaml")
     assert {p.id: policy_topic(p) for p in spec.policies}["P0_ABUSE_FLAG"] == "P0 tier"

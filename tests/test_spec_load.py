@@ -151,3 +151,19 @@ def test_lint_spec_and_load_spec_agree_on_a_clean_spec(specsuite_dir: Path) -> N
     from_lint = [(f.code, f.line) for f in lint_spec(path)]
     assert from_load == from_lint
     assert from_lint  # datainsights routes to undefined END_* nodes
+
+
+def test_the_suite_reads_specsuite_core_from_inside_the_repository(specsuite_dir: Path) -> None:
+    # a fresh clone has no ../shared checkout: the specs, packs and prompts are vendored with
+    # their licence, and no test file reaches outside the repository for them
+    tests = Path(__file__).resolve().parent
+    assert specsuite_dir.is_relative_to(tests)
+    assert "Apache License" in (specsuite_dir / "LICENSE").read_text(encoding="utf-8")
+    assert "f-labs-io/tdad-paper-code" in (specsuite_dir / "THIRD_PARTY.md").read_text(encoding="utf-8")
+    for suite in ("supportops", "expenseguard", "datainsights"):
+        for name in ("v1/spec.yaml", "v2/spec.yaml", "mutations.yaml", "seed_prompt.txt", "seed_tool_descriptions.yaml"):
+            assert (specsuite_dir / suite / name).is_file(), f"{suite}/{name}"
+    outside = ('"shared" / "specsuite-core"', "/work/shared", "../shared")
+    for source in sorted(tests.glob("*.py")):
+        text = source.read_text(encoding="utf-8")
+        assert not [s for s in outside if s in text and source.name != "test_spec_load.py"], source.name

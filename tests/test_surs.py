@@ -21,10 +21,8 @@ from agentprop._pipeline.surs import changed_nodes, invariant_scenarios, surs
 from agentprop._spec.lint import condition_variables
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "specsuite-core"
+SHARED = ROOT / "tests" / "data" / "specsuite-core"  # vendored, see THIRD_PARTY.md there
 LINEAGES = ["supportops", "expenseguard", "datainsights"]
-
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="the SpecSuite-Core v2 specs live in ../shared")
 
 
 def v2_project(tmp_path: Path, lineage: str) -> agentprop.Project:
@@ -52,7 +50,6 @@ def test_an_unchanged_spec_keeps_every_case() -> None:
     assert [s.id for s in kept] == [s.id for s in v1.scenarios()] and excluded == []
 
 
-@needs_shared
 @pytest.mark.parametrize("lineage", LINEAGES)
 def test_invariants_are_exactly_the_cases_whose_path_v2_left_alone(lineage: str) -> None:
     v1 = agentprop.load_project(ROOT / "examples" / lineage)
@@ -69,7 +66,6 @@ def test_invariants_are_exactly_the_cases_whose_path_v2_left_alone(lineage: str)
         assert hit and any(node in e.reason for node in hit), e
 
 
-@needs_shared
 def test_surs_is_full_for_a_faithful_agent_and_drops_for_a_regression(tmp_path: Path) -> None:
     v1 = agentprop.load_project(ROOT / "examples" / "supportops")
     v2 = v2_project(tmp_path, "supportops")
@@ -83,7 +79,6 @@ def test_surs_is_full_for_a_faithful_agent_and_drops_for_a_regression(tmp_path: 
     assert "reveals the planted PII" in leaky.summary()
 
 
-@needs_shared
 def test_a_base_or_project_without_cases_is_an_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # an empty suite proves nothing: v2 with v1's bindings cannot build a single v2 path
     monkeypatch.chdir(tmp_path)
@@ -99,7 +94,6 @@ def test_a_base_or_project_without_cases_is_an_input_error(tmp_path: Path, monke
     assert code == 2 and "(given as --base)" in err.getvalue()
 
 
-@needs_shared
 def test_tdad_command_reports_surs_with_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     v2 = v2_project(tmp_path, "supportops")
