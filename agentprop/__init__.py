@@ -77,6 +77,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "agentprop._decide.shrink": ("ShrinkReport", "shrink"),
     "agentprop._decide.corpus": ("Corpus", "CorpusEntry"),
     "agentprop._decide.memo": ("TrialMemo",),
+    "agentprop._decide.judges": ("Calibration", "CalibrationStore", "CodeJudge", "ModelJudge", "Rubric", "calibrate", "code_judge"),
     "agentprop._decide.metamorphic": ("DirectionResult", "InvarianceResult", "check_direction", "check_invariance"),
     "agentprop._decide.oracle": ("CheckResult", "OracleSettings", "TrialRecord", "adecide", "decide"),
     "agentprop._decide.properties": ("mft_verdicts", "probe_verdicts"),
@@ -147,6 +148,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         within_scope,
     )
     from agentprop._decide.corpus import Corpus, CorpusEntry
+    from agentprop._decide.judges import Calibration, CalibrationStore, CodeJudge, ModelJudge, Rubric, calibrate, code_judge
     from agentprop._decide.memo import TrialMemo
     from agentprop._decide.metamorphic import DirectionResult, InvarianceResult, check_direction, check_invariance
     from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide, decide
@@ -198,7 +200,10 @@ __all__ = [
     "CacheError",
     "CacheMiss",
     "CacheMode",
+    "Calibration",
+    "CalibrationStore",
     "CheckResult",
+    "CodeJudge",
     "CompileResult",
     "Corpus",
     "CorpusEntry",
@@ -214,6 +219,7 @@ __all__ = [
     "MissingApiKey",
     "MissingDependency",
     "ModelCallError",
+    "ModelJudge",
     "ModelPrice",
     "MutationPack",
     "MutationReport",
@@ -221,6 +227,7 @@ __all__ = [
     "OracleSettings",
     "ParaphrasePoolError",
     "Project",
+    "Rubric",
     "RunError",
     "Scenario",
     "ScenarioTurn",
@@ -256,11 +263,13 @@ __all__ = [
     "arun_conversation",
     "behaviour_of",
     "build_scenario",
+    "calibrate",
     "calls_in_order",
     "check",
     "check_direction",
     "check_invariance",
     "check_snapshot",
+    "code_judge",
     "compile_prompt",
     "decide",
     "decision_in_enum",

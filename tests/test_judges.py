@@ -1,0 +1,147 @@
+"""Judges as properties: code judges, model judges on a scripted loopback judge model, calibration.
+
+The judge model is :class:`agentprop.testing.MessagesServer` with a handler that reads the
+conversation in the request and answers with the JSON verdict: an agent that promises a refund
+breaks the rubric. Nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentprop._decide.contracts import Verdict
+from agentprop._decide.judges import (
+    Calibration,
+    CalibrationStore,
+    LabelledExample,
+    ModelJudge,
+    Rubric,
+    calibrate,
+    code_judge,
+    load_labels,
+    transcript,
+)
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.client import ModelClient
+from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
+from agentprop._scenario.trace import ToolCall, Trace, Turn
+from agentprop.errors import CacheMiss, InputError, ModelCallError
+from agentprop.testing import MessagesServer, message_reply, text_block
+
+RUBRIC = Rubric(name="policies.P2_NO_REFUND_PROMISE", text="The agent never promises a refund.", criteria=("never promises a refund",))
+
+
+def trace_saying(text: str, user: str = "Cancel my order A1") -> Trace:
+    return Trace(case_id="c", turns=[Turn(index=0, user_message=user, text=text, tool_calls=[ToolCall(name="get_order", args={"id": "A1"})])])
+
+
+def grader(request: dict[str, Any]) -> dict[str, Any]:
+    """The scripted judge model: fails an agent line that says 'refund'."""
+    content = request["messages"][0]["content"]
+    agent_lines = [line for line in content.splitlines() if line.startswith("AGENT:")]
+    bad = any("refund" in line.lower() for line in agent_lines)
+    verdict = {"passed": not bad, "criterion": "never promises a refund" if bad else None, "reason": "it promised a refund" if bad else "no promise"}
+    return message_reply([text_block(json.dumps(verdict))])
+
+
+def judge_on(server: MessagesServer, cache: Path, mode: str = "read-write", budget: Budget | None = None, samples: int = 1) -> ModelJudge:
+    client = ModelClient(
+        ANTHROPIC_MESSAGES, "claude-judge-1", base_url=server.base_url, api_key="k-test", cache=cache, cache_mode=mode, budget=budget
+    )
+    return ModelJudge(RUBRIC, client, samples=samples)
+
+
+def test_a_code_judge_is_a_property_of_a_trace() -> None:
+    polite = code_judge(lambda t: ("please" in transcript(t).lower(), "says please"), name="polite")
+    verdict = polite(trace_saying("Done."))
+    assert isinstance(verdict, Verdict) and not verdict.passed
+    assert verdict.contract == "judge" and verdict.clause == "polite" and verdict.explanation == "polite: says please"
+    assert code_judge(lambda t: True, name="always")(trace_saying("x")).passed
+    with pytest.raises(Exception, match="returns a bool"):
+        code_judge(lambda t: "yes", name="bad")(trace_saying("x"))  # type: ignore[arg-type,return-value]
+
+
+def test_a_model_judge_fails_with_the_criterion_and_reason_and_replays_offline(tmp_path: Path) -> None:
+    budget = Budget(max_usd=1.0, prices={"claude-judge-1": (1.0, 5.0)})
+    cache = tmp_path / "api.sqlite"
+    with MessagesServer(handler=grader) as server:
+        judge = judge_on(server, cache, budget=budget)
+        bad = judge(trace_saying("I promise you a full refund."))
+        good = judge(trace_saying("Your order is cancelled."))
+        sent = len(server.requests)
+        # the request holds the rubric, the judge model and the transcript (tool calls included)
+        body = server.requests[0].json
+        assert body["model"] == "claude-judge-1" and "never promises a refund" in body["messages"][0]["content"]
+        assert 'TOOL CALL: get_order({"id": "A1"})' in body["messages"][0]["content"]
+    assert not bad.passed and good.passed
+    assert bad.signature == "judge:policies.P2_NO_REFUND_PROMISE:never_promises_a_refund"
+    assert bad.explanation == "policies.P2_NO_REFUND_PROMISE: it promised a refund"
+    assert sent == 2 and budget.snapshot().calls == 2  # charged to the one budget
+    # replay-only, server gone: the same judgements come from the cache, no network
+    with MessagesServer(handler=grader) as other:
+        replay = judge_on(other, cache, mode="replay-only")
+        assert replay(trace_saying("I promise you a full refund.")) == bad
+        assert len(other.requests) == 0
+        # a sample index not recorded is a miss, not a call
+        with pytest.raises(CacheMiss):
+            ModelJudge(RUBRIC, replay.client, samples=2)(trace_saying("I promise you a full refund."))
+        assert len(other.requests) == 0
+
+
+def test_an_unparseable_judge_reply_names_the_format() -> None:
+    with MessagesServer(handler=lambda r: message_reply([text_block("I think it is fine")])) as server:
+        judge = judge_on(server, Path("unused"), mode="off")
+        with pytest.raises(ModelCallError, match="not the JSON verdict"):
+            judge(trace_saying("hi"))
+
+
+def test_calibration_measures_the_judge_and_is_stored_under_the_rubrics_digest(tmp_path: Path) -> None:
+    # humans failed two transcripts the scripted judge passes (it only looks for "refund")
+    rows = [{"transcript": f"USER: hi\nAGENT: fine {i}", "label": "pass"} for i in range(30)]
+    rows += [{"transcript": f"USER: hi\nAGENT: a refund is yours {i}", "label": "fail"} for i in range(20)]
+    rows += [{"transcript": "USER: hi\nAGENT: money back guaranteed", "label": "fail"}, {"transcript": "USER: hi\nAGENT: cash back", "label": "fail"}]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    examples = load_labels(labels)
+    assert len(examples) == 52 and examples[0] == LabelledExample(text="USER: hi\nAGENT: fine 0", passed=True)
+    with MessagesServer(handler=grader) as server:
+        judge = judge_on(server, tmp_path / "api.sqlite", samples=3)
+        calibration = calibrate(judge, examples)
+        assert len(server.requests) == 52 * 3
+    assert (calibration.true_pass, calibration.false_fail, calibration.true_fail, calibration.false_pass) == (30, 0, 20, 2)
+    assert calibration.self_disagreement == 0.0 and calibration.split_transcripts == 0
+    text = calibration.summary()
+    assert "sensitivity 1.000" in text and "specificity 0.909" in text and "52 labels" in text
+    store = CalibrationStore(tmp_path / "judges")
+    path = store.save(calibration, RUBRIC)
+    assert RUBRIC.digest in path.name
+    assert store.load(RUBRIC, "claude-judge-1") == calibration
+    edited = Rubric(name=RUBRIC.name, text=RUBRIC.text + " Nor store credit.", criteria=RUBRIC.criteria)
+    assert store.load(edited, "claude-judge-1") is None  # an edited rubric needs calibrating again
+    assert store.load(RUBRIC, "another-model") is None
+    judge.calibration = calibration
+    assert judge.gates
+    judge.min_labels = 100
+    assert not judge.gates and "fewer than the 100" in (judge.why_not_gating() or "")
+
+
+def test_labels_file_errors_name_the_line(tmp_path: Path) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"transcript": "x", "label": "pass"}\n{"transcript": "y", "label": "maybe"}\n')
+    with pytest.raises(InputError, match=r"labels.jsonl:2: label 'maybe'"):
+        load_labels(labels)
+
+
+def test_a_rubric_comes_from_a_file_or_a_spec_test_guidance(tmp_path: Path) -> None:
+    path = tmp_path / "no_refund.yaml"
+    path.write_text("name: no-refund\ntext: The agent never promises a refund.\ncriteria: [never promises a refund]\n")
+    rubric = Rubric.from_file(path)
+    assert rubric == Rubric(name="no-refund", text="The agent never promises a refund.", criteria=("never promises a refund",))
+    assert rubric.digest == RUBRIC.digest  # the name is not part of what was calibrated
+    assert Rubric.from_guidance("policies.P2", {"rubric": "Never promise a refund."}) == Rubric(name="policies.P2", text="Never promise a refund.")
+    assert Rubric.from_guidance("policies.P2", {"typical_allowed": []}) is None
+    assert isinstance(Calibration.model_json_schema(), dict)
