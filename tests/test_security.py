@@ -153,6 +153,53 @@ def test_an_api_error_echoing_the_key_reaches_no_report_snapshot_or_terminal(
     assert REDACTED in (tmp_path / "r.json").read_text()
 
 
+LEAKY_AGENT = """
+import os
+
+from agent import SupportOpsAgent
+from agentprop import ToolError
+
+
+class Leaky(SupportOpsAgent):
+    def turn(self, message, ctx):
+        key = os.environ["ANTHROPIC_API_KEY"]
+        try:
+            ctx.call("get_account", account_id="A1", note=f"auth {key}")
+        except ToolError:
+            pass
+        super().turn(message, ctx)
+
+    def _respond(self, ctx, node, decision, message, evidence=""):
+        super()._respond(ctx, node, decision, message + " (session " + os.environ["ANTHROPIC_API_KEY"] + ")", evidence)
+
+    def close_conversation(self):
+        raise RuntimeError("could not close the session of " + os.environ["ANTHROPIC_API_KEY"])
+"""
+
+
+@pytest.mark.parametrize("key", [SECRET, LOCAL_SECRET], ids=["sk-ant key", "other key"])
+def test_a_python_agent_holding_the_key_in_replies_tool_args_and_close_errors_leaks_it_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    # issue #27 item 2: the runtime scrubs the whole trace, whatever part of it the agent wrote
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    spec = tmp_path / "project"
+    shutil.copytree(SUPPORTOPS, spec, ignore=shutil.ignore_patterns("__snapshots__", ".agentprop", "__pycache__"))
+    (spec / "leaky.py").write_text(LEAKY_AGENT)
+    outputs = {name: tmp_path / f"r.{name}" for name in ("json", "html", "junit", "markdown")}
+    flags = [arg for name, path in outputs.items() for arg in (f"--{name}", str(path))]
+    case = ("--case", "END_BILLING_ANSWER<-N3_BILLING", "--runs", "2", "--agent", "leaky:Leaky")
+    code, out, err = cli("run", str(spec), "--kinds", "mft", *case, "-v", "--corpus", str(tmp_path / "corpus"), *flags)
+    assert code == 1, out + err  # every run errs in close_conversation(): the case fails
+    code2, out2, err2 = cli("snapshot", "check", str(spec), *case, "--update", "--reason", "r", "--dir", str(tmp_path / "snaps"))
+    texts = [out, err, out2, err2]
+    texts += [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file() and p.suffix not in (".py", ".yaml", ".txt", ".pyc")]
+    assert all(key not in t for t in texts)
+    report = outputs["json"].read_text()
+    assert "close_conversation() raised RuntimeError: could not close the session of [REDACTED]" in report
+    assert "(session [REDACTED])" in report or "(session [REDACTED])" in "".join(texts)
+
+
 # --------------------------------------------------------------------------- generated code
 
 

@@ -17,7 +17,9 @@ and ends the turn with ``ctx.respond(**fields)``. The runtime
 - calls the agent's ``close_conversation()`` (sync or ``async``), when it has one, once the
   conversation is over however it ended, so an agent holding a connection for the whole
   conversation (an MCP client, :mod:`agentprop.mcp`) can let it go; an exception there is
-  recorded as an ``agent_exception`` of the run.
+  recorded as an ``agent_exception`` of the run;
+- scrubs secrets (API keys) from the trace it returns, whatever part of it the agent wrote
+  (:mod:`agentprop._util.scrub`): nothing downstream ever holds one.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from agentprop._scenario.world import World, copy_json, stable_seed
 from agentprop._spec.model import Spec
 from agentprop._spec.response import validate_response
 from agentprop._util.aio import run_sync
-from agentprop._util.scrub import scrub_text
+from agentprop._util.scrub import might_hold_secret, scrub_data, scrub_text
 from agentprop.errors import InfrastructureError, ToolError
 
 
@@ -601,7 +603,7 @@ async def arun_conversation(
     except Exception as exc:  # the factory itself is agent code
         trace.errors.append(_run_error(exc, None, prefix="agent factory raised "))
         trace.duration_s = time.perf_counter() - started
-        return trace
+        return _scrubbed(trace)
     turns = _Turns(spec, trace, messages, world, context, case_id, trial, turn_timeout_s)
     if messages and turn_timeout_s is not None and not _is_async(fn):
         await _converse_in_thread(turns, fn)
@@ -609,7 +611,18 @@ async def arun_conversation(
         await _converse_on_loop(turns, fn)
     await _close_conversation(agent, trace, turn_timeout_s)
     trace.duration_s = time.perf_counter() - started
-    return trace
+    return _scrubbed(trace)
+
+
+def _scrubbed(trace: Trace) -> Trace:
+    """``trace`` with every secret in it redacted (itself when it holds none, the common case:
+    one search over its JSON)."""
+    if not might_hold_secret(trace.model_dump_json()):
+        return trace
+    canaries = trace.canaries  # planted by the world, compared with replies: kept as they are
+    clean = Trace.model_validate(scrub_data(trace.model_dump(mode="json")))
+    clean.canaries = canaries
+    return clean
 
 
 async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | None) -> None:
@@ -625,9 +638,7 @@ async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | Non
     except TimeoutError:
         trace.errors.append(RunError(kind="timeout", message=f"close_conversation() did not finish within {timeout_s} s"))
     except Exception as exc:
-        trace.errors.append(
-            RunError(kind="agent_exception", message=f"close_conversation() raised {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
-        )
+        trace.errors.append(_run_error(exc, None, prefix="close_conversation() raised "))
 
 
 def _run_error(exc: Exception, turn_index: int | None, *, prefix: str = "") -> RunError:

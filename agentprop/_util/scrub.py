@@ -6,8 +6,10 @@ printed. :func:`scrub_text` replaces, in any text, every string that looks like 
 (``sk-ant-...``, ``sk-...``), the value after ``Bearer`` / ``x-api-key`` / ``api_key=``-style labels, the
 keys in the ``ANTHROPIC_API_KEY`` and ``OPENAI_API_KEY`` environment variables, and every secret registered with
 :func:`register_secret` (an ``AnthropicAgent(api_key=...)`` registers its own) with
-``[REDACTED]``. The runtime scrubs every run error it records; the command line scrubs what it
-prints.
+``[REDACTED]``. The runtime scrubs every trace it returns (:func:`scrub_data` over replies,
+tool arguments and results, run errors, however the agent produced them), so everything made
+from a trace — reports, snapshots, the corpus, the memo — is clean; the command line scrubs
+what it prints.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable
+from typing import Any
 
 REDACTED = "[REDACTED]"
 
@@ -61,3 +64,24 @@ def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
             text = text.replace(secret, REDACTED)
     text = SECRET_PATTERN.sub(REDACTED, text)
     return _LABELLED.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def might_hold_secret(text: str, secrets: Iterable[str] = ()) -> bool:
+    """Whether :func:`scrub_text` could change ``text`` (a cheap test over, say, a whole
+    trace's JSON before scrubbing its strings one by one)."""
+    if any(secret in text for secret in (*known_secrets(), *secrets) if secret):
+        return True
+    return SECRET_PATTERN.search(text) is not None or _LABELLED.search(text) is not None
+
+
+def scrub_data(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """``value`` (plain JSON-like data: dicts, lists, strings) with :func:`scrub_text` applied
+    to every string in it, dict keys included; other values are returned as they are."""
+    extra = tuple(secrets)
+    if isinstance(value, str):
+        return scrub_text(value, extra)
+    if isinstance(value, dict):
+        return {scrub_data(k, extra): scrub_data(v, extra) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(scrub_data(v, extra) for v in value)
+    return value
