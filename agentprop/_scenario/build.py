@@ -357,10 +357,9 @@ def build_scenario(
             req += own[_anchor_length(bindings, node_id, previous, own, visited) :]
             previous = own
             visited.add(node_id)
-        if path.missing is not None and ti == len(turn_nodes) - 1:
-            # the stopping node does not run its tools
-            stop_tools = _node_tools(spec, bindings, path.missing.node)
-            req = [t for t in req if t not in stop_tools]
+        # a missing-field stop: the stopping node runs none of its own tools (it is not in
+        # turn_nodes), but the nodes before it on the path keep their requirements, also for a
+        # tool the stopping node lists too (an anchor): they ran before the stop
         turns[ti].required_tools = req
         turns[ti].allowed_tools = sorted(set(allowed))
         turns[ti].nodes = nodes
