@@ -21,6 +21,16 @@ from typing import Any
 from pydantic import BaseModel
 from rapidfuzz import fuzz
 
+from agentprop._decide.derive import (
+    composed_item,
+    derive_date,
+    derive_number,
+    digit_parts,
+    iso_dates,
+    nearest_numbers,
+    records,
+    stated_dates,
+)
 from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop._spec.grounding import TEXT_GROUNDINGS
 from agentprop._spec.model import Spec
@@ -510,6 +520,8 @@ class _TurnFacts:
     numbers: frozenset[float]
     texts: tuple[str, ...]
     words: frozenset[str]
+    records: tuple[tuple[tuple[str, ...], frozenset[str]], ...] = ()
+    """Each dict of the outputs: its scalar values and key words (see :func:`composed_item`)."""
 
 
 _shared_facts: contextvars.ContextVar[dict[int, tuple[Turn, _TurnFacts]] | None] = contextvars.ContextVar("agentprop_turn_facts", default=None)
@@ -537,10 +549,12 @@ def _turn_facts(t: Turn) -> _TurnFacts:
     numbers: set[float] = set()
     texts: list[str] = []
     words: set[str] = set()
+    recs: list[tuple[tuple[str, ...], frozenset[str]]] = []
     for c in t.tool_calls:
         called.append(c.name)
         if c.result is not None:
             _source_numbers(c.result, numbers)
+            recs.extend(records(c.result))
             for s in _strings(c.result):
                 texts.append(s)
                 words |= _words(s)
@@ -554,7 +568,7 @@ def _turn_facts(t: Turn) -> _TurnFacts:
                 texts.append(err)
                 numbers |= _number_set(err)
                 words |= _words(err)
-    facts = _TurnFacts(tuple(called), frozenset(numbers), tuple(texts), frozenset(words))
+    facts = _TurnFacts(tuple(called), frozenset(numbers), tuple(texts), frozenset(words), tuple(recs))
     if cache is not None:
         cache[id(t)] = (t, facts)
     return facts
@@ -572,7 +586,17 @@ class _Sources:
     """Texts that ground quoted values only (the spec's own words)."""
     words: set[str] = field(default_factory=set)
     called: set[str] = field(default_factory=set)
+    records: list[tuple[tuple[str, ...], frozenset[str]]] = field(default_factory=list)
+    derived: list[str] = field(default_factory=list)
+    """The derivations accepted so far (see :mod:`agentprop._decide.derive`), in order."""
     _lines: list[str] | None = None
+    _sorted: list[float] | None = None
+    _parts: dict[float, str] | None = None
+
+    def _changed(self) -> None:
+        self._lines = None
+        self._sorted = None
+        self._parts = None
 
     def add_turn(self, t: Turn) -> None:
         if not self.outputs_only:
@@ -582,25 +606,77 @@ class _Sources:
         self.numbers |= facts.numbers
         self.texts.extend(facts.texts)
         self.words |= facts.words
-        self._lines = None
+        self.records.extend(facts.records)
+        self._changed()
 
     def add_text(self, text: str) -> None:
         self.texts.append(text)
         self.numbers |= _number_set(text)
-        self._lines = None
+        self._changed()
 
     def add_spec_text(self, text: str) -> None:
         self.quotable.append(text)
         self.numbers |= _number_set(text)
+        self._changed()
 
     def add_spec_texts(self, texts: Iterable[str]) -> None:
         """:meth:`add_spec_text` for each of ``texts``, at once."""
         texts = tuple(texts)
         self.quotable.extend(texts)
         self.numbers |= _numbers_of_texts(texts)
+        self._changed()
+
+    def sorted_numbers(self) -> list[float]:
+        if self._sorted is None:
+            self._sorted = sorted(self.numbers)
+        return self._sorted
+
+    def _accept(self, how: str) -> bool:
+        if how not in self.derived:
+            self.derived.append(how)
+        return True
 
     def number(self, x: float, decimals: int, percent: bool, rel_tol: float) -> bool:
-        return _grounded(x, decimals, percent, self.numbers, rel_tol)
+        """``x`` is a grounded number, a part of a grounded string, or one arithmetic step
+        from two grounded numbers (the derivation is recorded in :attr:`derived`)."""
+        if _grounded(x, decimals, percent, self.numbers, rel_tol):
+            return True
+        if decimals == 0 and not percent:
+            if self._parts is None:
+                self._parts = digit_parts(self.texts)
+            whole = self._parts.get(x)
+            if whole is not None:
+                return self._accept(f"{x:g} is part of {clip_text(whole)!r}")
+        how = derive_number(x, decimals, percent, self.sorted_numbers(), rel_tol)
+        return self._accept(how) if how is not None else False
+
+    def without_derived_dates(self, text: str) -> str:
+        """``text`` with each ISO date blanked out that is a grounded date plus or minus a
+        grounded number of days (recorded); a date stated as the sources state it stays (its
+        parts are grounded numbers)."""
+        stated = stated_dates(text)
+        if not stated:
+            return text
+        dates = iso_dates(self.texts)
+        for written, date in stated:
+            if date in dates:
+                continue
+            how = derive_date(date, dates, self.numbers)
+            if how is not None:
+                self._accept(how)
+                text = text.replace(written, " ")
+        return text
+
+    def nearest(self, kind: str, bad: str) -> list[str]:
+        """The grounded values closest to a rejected one, for the failure message."""
+        if kind == "numbers":
+            try:
+                x = float(bad)
+            except ValueError:
+                return []
+            return [f"{n:g}" for n in nearest_numbers(x, self.sorted_numbers())]
+        scored = sorted({clip_text(t) for t in self.texts if t.strip()}, key=lambda t: (-fuzz.ratio(bad.casefold(), t.casefold()), t))
+        return scored[:3]
 
     def has_id(self, token: str) -> bool:
         pattern = re.compile(rf"(?<![\w-]){re.escape(token)}(?![\w-])", re.I)
@@ -627,7 +703,16 @@ class _Sources:
 
     def has_item(self, item: str, min_similarity: float) -> bool:
         i = _norm(item)
-        return not i or any(max(fuzz.ratio(i, s), fuzz.token_sort_ratio(i, s)) >= min_similarity for s in self.lines())
+        if not i or any(max(fuzz.ratio(i, s), fuzz.token_sort_ratio(i, s)) >= min_similarity for s in self.lines()):
+            return True
+        how = composed_item(i, self.records)
+        return self._accept(how) if how is not None else False
+
+
+def clip_text(text: str, limit: int = 60) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 def _decimals(x: float) -> int:
@@ -651,6 +736,7 @@ def _ungrounded_number(value: Any, sources: _Sources, rel_tol: float, vocabulary
         return None if sources.number(float(value), _decimals(value), False, rel_tol) else f"{value:g}"
     if isinstance(value, str):
         text = without_ids(value, vocabulary) if vocabulary is not None else value
+        text = sources.without_derived_dates(text)
         for x, decimals, percent in stated_numbers(without_list_markers(text)):
             if not sources.number(x, decimals, percent, rel_tol):
                 return f"{x:g}"
@@ -750,14 +836,17 @@ def response_grounded(
         for kind in ordered:
             bad = _ungrounded(kind, value, sources, vocabulary=vocabulary, rel_tol=rel_tol, min_similarity=min_similarity, ids_checked="ids" in kinds)
             if bad is not None:
+                near = sources.nearest(kind, bad)
                 return _fail(
                     "response_grounded",
-                    f"turn {t.index + 1}: respond.{field} states {bad!r} ({_KIND_NOUN[kind]}), which no tool output or user turn supports",
+                    f"turn {t.index + 1}: respond.{field} states {bad!r} ({_KIND_NOUN[kind]}), which no tool output or user turn supports"
+                    + (f" (nearest grounded: {', '.join(near)})" if near else ""),
                     clause,
                     t.index,
                     detail=f"{field}:{kind}",
                 )
-    return _ok("response_grounded", f"everything respond.{field} states ({', '.join(kinds) or 'nothing checked'}) is grounded", clause)
+    derived = f"; derived in one step: {'; '.join(sources.derived)}" if sources.derived else ""
+    return _ok("response_grounded", f"everything respond.{field} states ({', '.join(kinds) or 'nothing checked'}) is grounded{derived}", clause)
 
 
 # ----------------------------------------------------------------------------- respond against the trace
@@ -936,12 +1025,14 @@ def evidence_grounded(
                 t.index,
                 detail="quoted",
             )
-        stated = stated_numbers(without_list_markers(without_ids(rest, vocabulary)))
+        stated = stated_numbers(without_list_markers(sources.without_derived_dates(without_ids(rest, vocabulary))))
         bad_number = next((x for x, d, p in stated if not sources.number(x, d, p, rel_tol)), None)
         if bad_number is not None:
+            near = ", ".join(sources.nearest("numbers", f"{bad_number:g}"))
             return _fail(
                 "evidence_grounded",
-                f"{scope} states {bad_number:g}, which no tool output of this or an earlier turn holds",
+                f"{scope} states {bad_number:g}, which no tool output of this or an earlier turn holds"
+                + (f" (nearest grounded: {near})" if near else ""),
                 clause,
                 t.index,
                 detail="numbers",

@@ -1,0 +1,192 @@
+"""Numbers, dates and list items a reply may derive from grounded values in one step.
+
+A number not found among the grounded numbers is still grounded when one arithmetic step
+makes it from two of them (the spec's constants included): a sum, a difference, a product, a
+ratio, a percentage (``a% of b``, ``a / b`` as a percentage), each possibly rounded to the
+stated digit (up, down or to nearest); or when it is a part of a grounded string (the hour of
+a timestamp, the day of a date: any digit run of a tool output). Operands 0 and 1 are not
+used (``n + 1`` would ground every neighbour of a grounded number). An ISO date is grounded
+when it is a grounded date plus or minus a grounded number of days. A list item is grounded
+when it joins several values of one tool record (``Dune: due 2026-12-10`` from ``{title:
+Dune, due: 2026-12-10}``) with nothing else but the record's own key words and connectors.
+Each acceptance returns the derivation as text, for the verdict to say what it accepted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+_ISO_DATE = re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?![\d])")
+_DIGITS = re.compile(r"\d+")
+_TOKEN = re.compile(r"[a-z0-9]+")
+_CONNECTORS = frozenset(
+    "a an the and or of on at by for to in is are was from with until till due each per x "
+    "left remaining available total ends end starts start since".split()
+)
+MAX_DAYS = 3660
+"""Largest day count a date derivation adds or subtracts (about ten years)."""
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+_Op = tuple[str, Callable[[float, float], float | None]]
+
+
+def _div(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+_OPS: tuple[_Op, ...] = (
+    ("{a} + {b}", lambda a, b: a + b),
+    ("{a} - {b}", lambda a, b: a - b),
+    ("{a} × {b}", lambda a, b: a * b),
+    ("{a} / {b}", _div),
+    ("{a}% of {b}", lambda a, b: a * b / 100.0),
+)
+
+
+def _candidates(x: float, op: str, a: float) -> list[float]:
+    """The second operands ``b`` that make ``op(a, b) == x`` (exactly)."""
+    if op == "{a} + {b}":
+        return [x - a]
+    if op == "{a} - {b}":
+        return [a - x]
+    if op == "{a} × {b}":
+        return [x / a] if a else []
+    if op == "{a} / {b}":
+        return [a / x] if x else []
+    return [100.0 * x / a] if a else []
+
+
+def derive_number(x: float, decimals: int, percent: bool, sources: Sequence[float], rel_tol: float) -> str | None:
+    """How ``x`` (stated with ``decimals`` decimals; ``percent``: stated as ``x%``) follows in one
+    arithmetic step from two of ``sources`` (sorted ascending), or ``None``.
+
+    The step's result may be rounded in any direction to the stated digit, or be within
+    ``rel_tol`` of ``x``. A percentage may be the ratio itself (``80%`` for ``24 / 30``)."""
+    usable = [s for s in sources if s not in (0.0, 1.0, -1.0)]
+    if not usable:
+        return None
+    targets = [(x, decimals, "")]
+    if percent:
+        targets.append((x / 100.0, decimals + 2, "%"))
+    for value, d, unit in targets:
+        # rounding up or down to the stated digit: strictly less than one unit away
+        tol = max(10.0 ** (-d) * (1 - 1e-9), rel_tol * abs(value))
+        for a in usable:
+            for text, fn in _OPS:
+                for b_guess in _candidates(value, text, a):
+                    i = bisect.bisect_left(usable, b_guess)
+                    for b in usable[max(0, i - 2) : i + 2]:
+                        got = fn(a, b)
+                        if got is not None and abs(got - value) < tol:
+                            how = text.format(a=_fmt(a), b=_fmt(b))
+                            return (
+                                f"{_fmt(x)}{'%' if percent else ''} = {how}"
+                                + (f" = {_fmt(got)}" if abs(got - value) > 1e-9 else "")
+                                + (" (as a percentage)" if unit else "")
+                            )
+    return None
+
+
+def digit_parts(texts: Iterable[str]) -> dict[float, str]:
+    """Every digit run of ``texts`` (the hour of ``2026-12-10T14:30``, the day of a date), with
+    the text it is part of."""
+    out: dict[float, str] = {}
+    for text in texts:
+        for m in _DIGITS.finditer(text):
+            out.setdefault(float(m.group()), text)
+    return out
+
+
+def iso_dates(texts: Iterable[str]) -> dict[dt.date, str]:
+    """Every ISO date (``YYYY-MM-DD``, also inside a timestamp) of ``texts``."""
+    out: dict[dt.date, str] = {}
+    for text in texts:
+        for m in _ISO_DATE.finditer(text):
+            try:
+                out.setdefault(dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3))), text)
+            except ValueError:
+                continue
+    return out
+
+
+def stated_dates(text: str) -> list[tuple[str, dt.date]]:
+    """The ISO dates ``text`` states, as ``(as written, date)``."""
+    out = []
+    for m in _ISO_DATE.finditer(text):
+        try:
+            out.append((m.group(), dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))))
+        except ValueError:
+            continue
+    return out
+
+
+def derive_date(date: dt.date, dates: Iterable[dt.date], numbers: Iterable[float]) -> str | None:
+    """How ``date`` is a grounded date plus or minus a grounded number of days, or ``None``."""
+    days = sorted({int(n) for n in numbers if n == int(n) and 0 < abs(n) <= MAX_DAYS})
+    known = set(dates)
+    for base in sorted(known):
+        delta = (date - base).days
+        if delta and abs(delta) in days:
+            sign = "+" if delta > 0 else "-"
+            return f"{date.isoformat()} = {base.isoformat()} {sign} {abs(delta)} days"
+    return None
+
+
+def _scalars(record: dict[str, Any]) -> list[str]:
+    out = []
+    for v in record.values():
+        if isinstance(v, bool) or v is None:
+            continue
+        if isinstance(v, (str, int, float)):
+            text = str(v).strip()
+            if text:
+                out.append(text)
+    return out
+
+
+def records(value: Any) -> list[tuple[tuple[str, ...], frozenset[str]]]:
+    """Every dict of a tool output, as (its scalar values, the words of its keys)."""
+    out: list[tuple[tuple[str, ...], frozenset[str]]] = []
+    if isinstance(value, dict):
+        scalars = _scalars(value)
+        if len(scalars) >= 2:
+            keys = frozenset(w for k in value for w in _TOKEN.findall(str(k).lower().replace("_", " ")))
+            out.append((tuple(scalars), keys))
+        for v in value.values():
+            out.extend(records(v))
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            out.extend(records(v))
+    return out
+
+
+def composed_item(item: str, recs: Iterable[tuple[tuple[str, ...], frozenset[str]]]) -> str | None:
+    """How list item ``item`` (normalised: case-folded, single spaces) joins two or more values
+    of one record, with only the record's key words and connectors around them; ``None``."""
+    for values, keys in recs:
+        rest = f" {item} "
+        used = []
+        for v in sorted({v.casefold() for v in values}, key=len, reverse=True):
+            pattern = re.compile(rf"(?<![\w]){re.escape(v)}(?![\w])")
+            if pattern.search(rest):
+                rest = pattern.sub(" ", rest, count=1)
+                used.append(v)
+        if len(used) < 2:
+            continue
+        left = _TOKEN.findall(rest)
+        if all(w in _CONNECTORS or w in keys for w in left):
+            return f"{item!r} joins {', '.join(repr(u) for u in used)} of one tool record"
+    return None
+
+
+def nearest_numbers(x: float, sources: Sequence[float], k: int = 3) -> list[float]:
+    """The ``k`` grounded numbers closest to ``x``."""
+    return sorted(sources, key=lambda s: (abs(s - x), s))[:k]
