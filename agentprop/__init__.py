@@ -54,6 +54,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "agentprop._scenario.trace": ("RunError", "ToolCall", "Trace", "Turn", "Usage"),
     "agentprop._scenario.world": ("Failure", "World"),
     "agentprop._decide.check": ("acheck", "check", "settings_scope"),
+    "agentprop._decide.plain": ("Case", "Result", "Tools"),
     "agentprop._decide.session": ("Session",),
     "agentprop._decide.contracts": (
         "Verdict",
@@ -152,6 +153,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from agentprop._decide.memo import TrialMemo
     from agentprop._decide.metamorphic import DirectionResult, InvarianceResult, check_direction, check_invariance
     from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide, decide
+    from agentprop._decide.plain import Case, Result, Tools
     from agentprop._decide.properties import mft_verdicts, probe_verdicts
     from agentprop._decide.session import Session
     from agentprop._decide.shrink import ShrinkReport, shrink
@@ -197,6 +199,7 @@ __all__ = [
     "BindingsError",
     "Budget",
     "BudgetExhausted",
+    "Case",
     "CacheError",
     "CacheMiss",
     "CacheMode",
@@ -227,6 +230,7 @@ __all__ = [
     "OracleSettings",
     "ParaphrasePoolError",
     "Project",
+    "Result",
     "Rubric",
     "RunError",
     "Scenario",
@@ -242,6 +246,7 @@ __all__ = [
     "TdadMetrics",
     "ToolCall",
     "ToolError",
+    "Tools",
     "Trace",
     "TreePath",
     "TrialMemo",

@@ -545,9 +545,12 @@ def _bug_lines(latest: dict[tuple[str, str], Any], session: Session) -> list[str
     """The bugs above the cases: the failing checks grouped by signature (turn left out), with
     the reproducer and rate of the one shrink each got, then what the corpus replays meant."""
     groups: dict[str, list[str]] = {}
+    by_hypothesis: set[str] = set()
     for (test, case), res in latest.items():
         if res.verdict in ("FAIL", "UNSTABLE"):
             for f in res.failures:
+                if res.settings.get("shrunk_by") == "hypothesis":
+                    by_hypothesis.add(bug_key(f.signature))
                 hits = groups.setdefault(bug_key(f.signature), [])
                 label = f"{case} [{test.split('::')[-1]}]"
                 if label not in hits:
@@ -560,6 +563,9 @@ def _bug_lines(latest: dict[tuple[str, str], Any], session: Session) -> list[str
         lines.append(f"bug {i} [{bug_id(key)}]  {key}")
         lines.append(f"    hit by {len(hits)} check(s): {', '.join(hits[:3])}" + (f" (+{len(hits) - 3} more)" if len(hits) > 3 else ""))
         bug = shrunk.get(key)
+        if bug is None and key in by_hypothesis:
+            lines.append("    shrunk by Hypothesis: the falsifying example in the test's report is the minimal input")
+            continue
         if bug is None:
             lines.append("    not shrunk (no test failed on it with shrinking on)")
             continue

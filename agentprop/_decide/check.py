@@ -20,6 +20,8 @@ them, for the pipeline's own cases: no corpus replay, no recording.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +33,8 @@ from agentprop._decide.contracts import Verdict
 from agentprop._decide.corpus import judge_replay
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide
+from agentprop._decide.plain import Case, Judge, PlainAgent, ToolFunctions, decide_plain, plain_run
+from agentprop._decide.properties import Property, PropertyResult, record_for, verdicts_of
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.safety import CaseSettings, case_settings
 from agentprop._decide.session import CorpusNote, Session, current_session, current_test, scoped_overrides, settings_scope
@@ -41,9 +45,6 @@ from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop._util.aio import run_sync
 from agentprop.errors import AgentPropertyViolation, InfrastructureError, InvalidArgument
-
-PropertyResult = Verdict | bool | Sequence[Verdict]
-Property = Callable[[Trace], PropertyResult]
 
 __all__ = [
     "Property",
@@ -71,29 +72,6 @@ def as_loaded_agent(agent: Any) -> LoadedAgent:
     if agent is None:
         raise InvalidArgument("check() needs an agent: a class, a factory, an agent function or a LoadedAgent")
     return make_factory(agent)
-
-
-def verdicts_of(result: PropertyResult) -> list[Verdict]:
-    if isinstance(result, Verdict):
-        return [result]
-    if isinstance(result, bool):
-        return [Verdict(passed=result, contract="property", explanation="the property returned " + str(result))]
-    if isinstance(result, Sequence):
-        out = list(result)
-        if not all(isinstance(v, Verdict) for v in out):
-            raise InvalidArgument("a property must return a Verdict, a bool, or a list of Verdicts")
-        return out
-    raise InvalidArgument(f"a property must return a Verdict, a bool, or a list of Verdicts; got {type(result).__name__}")
-
-
-def record_for(verdicts: list[Verdict]) -> TrialRecord:
-    """One run's outcome from its verdicts: the first failing one names the failure."""
-    failed = next((v for v in verdicts if not v.passed), None)
-    if failed is None:
-        return TrialRecord(passed=True)
-    return TrialRecord(
-        passed=False, signature=failed.signature, explanation=failed.explanation, clause=failed.clause, turn=failed.turn, step=failed.step
-    )
 
 
 async def decide_scenario(
@@ -198,7 +176,7 @@ def _not_the_agents(result: CheckResult) -> InfrastructureError:
     )
 
 
-def _violation(result: CheckResult, context: ViolationContext) -> AgentPropertyViolation:
+def _violation(result: CheckResult, context: ViolationContext | None) -> AgentPropertyViolation:
     exc = AgentPropertyViolation(result)
     exc.context = context
     return exc
@@ -207,7 +185,7 @@ def _violation(result: CheckResult, context: ViolationContext) -> AgentPropertyV
 @dataclass
 class _Outcome:
     result: CheckResult
-    context: ViolationContext
+    context: ViolationContext | None
     note: str | None = None
     """What a failing corpus replay meant (added to the raised violation)."""
 
@@ -276,9 +254,9 @@ async def _check_outcome(
 
 
 async def acheck(
-    project: Project,
-    scenario: Scenario | str,
-    agent: Any,
+    project: Project | PlainAgent,
+    scenario: Scenario | str | Sequence[str],
+    agent: Any = None,
     *,
     messages: Sequence[str] | None = None,
     prop: Property | None = None,
@@ -292,10 +270,19 @@ async def acheck(
     concurrency: int = 1,
     name: str | None = None,
     seed: int | None = None,
+    tools: ToolFunctions | None = None,
+    judge: Judge | None = None,
 ) -> CheckResult:
     """:func:`check` for async code: the same arguments and behaviour, but it returns the
     result instead of raising for a failed property."""
     session = current_session()
+    if not isinstance(project, Project):
+        plain = _PlainCall(project, scenario, agent, tools, judge)
+        return (await _plain_outcome(plain, mode, tau, runs, max_runs, settings, memo, budget, name, seed, session)).result
+    if tools is not None or judge is not None:
+        raise _spec_tier_keywords()
+    if isinstance(scenario, Sequence) and not isinstance(scenario, str):
+        raise _messages_as_scenario()
     outcome = await _check_outcome(
         project,
         scenario,
@@ -318,9 +305,9 @@ async def acheck(
 
 
 def check(
-    project: Project,
-    scenario: Scenario | str,
-    agent: Any,
+    project: Project | PlainAgent,
+    scenario: Scenario | str | Sequence[str],
+    agent: Any = None,
     *,
     messages: Sequence[str] | None = None,
     prop: Property | None = None,
@@ -334,6 +321,8 @@ def check(
     concurrency: int = 1,
     name: str | None = None,
     seed: int | None = None,
+    tools: ToolFunctions | None = None,
+    judge: Judge | None = None,
     raise_on_failure: bool = True,
 ) -> CheckResult:
     """Decide ``prop`` (default: the scenario's MFT) for ``agent`` on ``scenario``.
@@ -350,6 +339,14 @@ def check(
     ``raise_on_failure=False`` to get the result instead). ``acheck`` is the same, awaited.
     """
     session = current_session()  # in the caller's context, so a fresh default session persists
+    if not isinstance(project, Project):
+        plain = _PlainCall(project, scenario, agent, tools, judge)
+        outcome = run_sync(_plain_outcome(plain, mode, tau, runs, max_runs, settings, memo, budget, name, seed, session))
+        return _raise_or_return(outcome, raise_on_failure)
+    if tools is not None or judge is not None:
+        raise _spec_tier_keywords()
+    if isinstance(scenario, Sequence) and not isinstance(scenario, str):
+        raise _messages_as_scenario()
     outcome = run_sync(
         _check_outcome(
             project,
@@ -370,6 +367,11 @@ def check(
             session=session,
         )
     )
+    return _raise_or_return(outcome, raise_on_failure)
+
+
+def _raise_or_return(outcome: _Outcome, raise_on_failure: bool) -> CheckResult:
+    tell_hypothesis(outcome.result, spec_free=outcome.context is None)
     if raise_on_failure and outcome.result.infrastructure_error is not None:
         raise _not_the_agents(outcome.result)
     if raise_on_failure and outcome.result.verdict != "PASS":
@@ -378,6 +380,100 @@ def check(
             exc.add_note(outcome.note)
         raise exc
     return outcome.result
+
+
+def tell_hypothesis(result: CheckResult, *, spec_free: bool = False) -> None:
+    """Inside ``@given``: ``target()`` the observed failure rate (Hypothesis then steers towards
+    inputs that fail more often) and ``event()`` the rule that decided. Outside, nothing."""
+    from hypothesis import event, target
+    from hypothesis.control import currently_in_test_context
+    from hypothesis.errors import InvalidArgument as HypothesisInvalidArgument
+
+    if not currently_in_test_context() or not result.runs:
+        return
+    if spec_free:  # no scenario to shrink: Hypothesis's shrinker minimises the drawn input
+        result.settings["shrunk_by"] = "hypothesis"
+    label = f"agentprop failure rate: {result.name or 'check'}"
+    with contextlib.suppress(HypothesisInvalidArgument):  # the same label twice in one example
+        target(1.0 - result.pass_rate, label=label)
+    event("agentprop rule", f"{result.settings.get('rule') or result.settings.get('mode', '?')} -> {result.verdict} by {result.decided_by}")
+
+
+def _messages_as_scenario() -> InvalidArgument:
+    return InvalidArgument("check(project, scenario, agent): the second argument is a scenario or its id; give the messages as messages=")
+
+
+def _spec_tier_keywords() -> InvalidArgument:
+    return InvalidArgument(
+        "check(project, scenario, agent) got tools= or judge=, which are for a plain agent: "
+        "call check(agent, messages, case_or_property, tools=..., judge=...) without a project, or pass prop= to a project's check"
+    )
+
+
+@dataclass
+class _PlainCall:
+    """A spec-free ``check(agent, messages, prop)`` call, its arguments checked."""
+
+    agent: PlainAgent
+    messages: list[str]
+    prop: Case | Callable[..., PropertyResult]
+    tools: ToolFunctions | None
+
+    def __init__(self, agent: Any, messages: Any, prop: Any, tools: ToolFunctions | None, judge: Judge | None) -> None:
+        if isinstance(messages, str):
+            messages = [messages]
+        if not isinstance(messages, Sequence) or not all(isinstance(m, str) for m in messages):
+            raise InvalidArgument(f"check(agent, messages, ...): messages must be a string or a list of strings, not {type(messages).__name__}")
+        if prop is None and judge is None:
+            raise InvalidArgument("check(agent, messages) needs something to check: a Case, a property trace -> bool | Verdict, or judge=")
+        if judge is not None:
+            if prop is None:
+                prop = Case(judge=judge)
+            elif isinstance(prop, Case):
+                if prop.judge is not None:
+                    raise InvalidArgument("check(): the Case has a judge and judge= gives another; keep one")
+                prop = dataclasses.replace(prop, judge=judge)
+            else:
+                raise InvalidArgument("check(): judge= goes with a Case (or alone), not with a property function; combine them in one property")
+        self.agent, self.messages, self.prop, self.tools = agent, list(messages), prop, tools
+
+
+async def _plain_outcome(
+    call: _PlainCall,
+    mode: Mode | None,
+    tau: float | None,
+    runs: int | None,
+    max_runs: int | None,
+    settings: OracleSettings | None,
+    memo: TrialMemo | None,
+    budget: Budget | None,
+    name: str | None,
+    seed: int | None,
+    session: Session,
+) -> _Outcome:
+    scoped = scoped_overrides()
+    if settings is None:
+        given: dict[str, Any] = {"mode": mode, "tau": tau, "runs": runs, "max_runs": max_runs}
+        chosen = {k: v if v is not None else scoped.get(k) for k, v in given.items()}
+        settings = OracleSettings(**{k: v for k, v in chosen.items() if v is not None})
+    elif any(v is not None for v in (mode, tau, runs, max_runs)):
+        raise InvalidArgument("check() got settings= together with mode/tau/runs/max_runs; settings= replaces them all: pass one or the other")
+    trial_seed = seed if seed is not None else int(scoped.get("seed", session.seed))
+    run = plain_run(call.agent, call.tools)
+    chosen_budget = budget if budget is not None else session.budget
+    with model_call_context(current_model_context().with_budget(chosen_budget)):
+        result = await decide_plain(
+            run,
+            call.messages,
+            call.prop,
+            settings,
+            memo=memo if memo is not None else session.memo,
+            budget=chosen_budget,
+            seed=trial_seed,
+            name=name or "",
+        )
+    session.record(current_test(), result)
+    return _Outcome(result, None)
 
 
 async def _replay_corpus_first(

@@ -9,16 +9,34 @@ judge one trace with it. Code that judges many runs of one scenario compiles it 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from agentprop._decide.case import compile_mft, compile_probe, expected_nodes, response_expectations, spec_text, spec_vocabulary
 from agentprop._decide.contracts import Verdict
+from agentprop._decide.oracle import TrialRecord
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop._spec.grounding import ResponseGrounding
 from agentprop._spec.model import Spec
+from agentprop.errors import InvalidArgument
 
-__all__ = ["expected_nodes", "first_failure", "mft_verdicts", "probe_verdicts", "response_verdicts", "spec_text", "spec_vocabulary"]
+__all__ = [
+    "Property",
+    "PropertyResult",
+    "expected_nodes",
+    "first_failure",
+    "record_for",
+    "verdicts_of",
+    "mft_verdicts",
+    "probe_verdicts",
+    "response_verdicts",
+    "spec_text",
+    "spec_vocabulary",
+]
+
+PropertyResult = Verdict | bool | Sequence[Verdict]
+"""What a property returns for one run."""
+Property = Callable[[Trace], PropertyResult]
 
 
 def mft_verdicts(
@@ -53,3 +71,26 @@ def response_verdicts(
 
 def first_failure(verdicts: list[Verdict]) -> Verdict | None:
     return next((v for v in verdicts if not v.passed), None)
+
+
+def verdicts_of(result: PropertyResult) -> list[Verdict]:
+    if isinstance(result, Verdict):
+        return [result]
+    if isinstance(result, bool):
+        return [Verdict(passed=result, contract="property", explanation="the property returned " + str(result))]
+    if isinstance(result, Sequence):
+        out = list(result)
+        if not all(isinstance(v, Verdict) for v in out):
+            raise InvalidArgument("a property must return a Verdict, a bool, or a list of Verdicts")
+        return out
+    raise InvalidArgument(f"a property must return a Verdict, a bool, or a list of Verdicts; got {type(result).__name__}")
+
+
+def record_for(verdicts: list[Verdict]) -> TrialRecord:
+    """One run's outcome from its verdicts: the first failing one names the failure."""
+    failed = next((v for v in verdicts if not v.passed), None)
+    if failed is None:
+        return TrialRecord(passed=True)
+    return TrialRecord(
+        passed=False, signature=failed.signature, explanation=failed.explanation, clause=failed.clause, turn=failed.turn, step=failed.step
+    )

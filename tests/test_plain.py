@@ -1,0 +1,273 @@
+"""The spec-free tier: ``agentprop.check(agent, messages, case_or_property)`` on plain Python agents."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.control import current_build_context
+from pydantic import BaseModel
+
+import agentprop
+from agentprop import Case, Result, Tools, Trace
+from agentprop._decide.session import Session
+from agentprop._scenario.trace import ToolCall, Turn
+from agentprop.errors import AgentPropertyViolation, InvalidArgument
+
+
+class OrderStatus(BaseModel):
+    status: str
+
+
+def query_order(order_id: str) -> dict[str, str]:
+    return {"order_id": order_id, "status": "shipped"}
+
+
+def drop_table(name: str) -> None:
+    raise PermissionError(f"no dropping {name}")
+
+
+def trace_of(*calls: tuple[str, dict[str, Any]], response: dict[str, Any] | None = None, text: str = "") -> Trace:
+    turn = Turn(
+        index=0, user_message="hi", tool_calls=[ToolCall(name=n, args=a, step=i) for i, (n, a) in enumerate(calls)], response=response, text=text
+    )
+    return Trace(turns=[turn])
+
+
+@pytest.fixture(autouse=True)
+def fresh_session() -> Any:
+    with Session().activate() as session:
+        yield session
+
+
+# ---------------------------------------------------------------------------------------- Case
+
+
+def failed(case: Case, trace: Trace) -> list[str]:
+    return [v.contract for v in case.verdicts(trace) if not v.passed]
+
+
+def test_a_case_checks_expected_and_forbidden_tools() -> None:
+    case = Case(expected_tools=["query_order"], forbidden_tools=["drop_table"])
+    assert failed(case, trace_of(("query_order", {}))) == []
+    assert failed(case, trace_of()) == ["requires_tools"]
+    assert failed(case, trace_of(("query_order", {}), ("drop_table", {}))) == ["forbids_tools"]
+
+
+def test_scope_admits_a_tool_by_name_or_by_its_scope_argument() -> None:
+    case = Case(scope={"read"})
+    assert failed(case, trace_of(("query_order", {"scope": "read"}))) == []
+    assert failed(case, trace_of(("query_order", {"scope": "write"}))) == ["within_scope"]
+    assert failed(Case(scope={"query_order"}), trace_of(("query_order", {}))) == []
+    assert failed(Case(scope={"query_order"}), trace_of(("drop_table", {}))) == ["within_scope"]
+
+
+def test_schema_as_pydantic_model_or_json_schema() -> None:
+    good, bad = trace_of(response={"status": "paid"}), trace_of(response={"state": "paid"})
+    for schema in (OrderStatus, {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}}):
+        case = Case(schema=schema)
+        assert failed(case, good) == []
+        assert failed(case, bad) == ["result_schema"]
+        assert failed(case, trace_of()) == ["result_schema"]  # no result at all
+    assert failed(Case(schema=OrderStatus), trace_of(text='{"status": "paid"}')) == []  # JSON text is parsed
+
+
+def test_the_judge_sees_the_validated_output() -> None:
+    seen: list[Any] = []
+
+    def judge(case: Case, result: Result) -> bool:
+        seen.append(result.output)
+        return bool(result.output.status == "paid")
+
+    case = Case(schema=OrderStatus, judge=judge)
+    assert failed(case, trace_of(response={"status": "paid"})) == []
+    assert failed(case, trace_of(response={"status": "lost"})) == ["judge"]
+    assert seen == [OrderStatus(status="paid"), OrderStatus(status="lost")]
+
+
+def test_a_baseline_flags_added_and_dropped_tools() -> None:
+    case = Case(baseline=trace_of(("query_order", {})))
+    assert failed(case, trace_of(("query_order", {}))) == []
+    verdicts = case.verdicts(trace_of(("query_order", {}), ("refund", {})))
+    assert not verdicts[0].passed and "added refund" in verdicts[0].explanation
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"expected_tools": "query_order"}, "give a list of tool names"),
+        ({"expected_tools": ["a"], "forbidden_tools": ["a"]}, "both expected and forbidden"),
+        ({"schema": {"type": "no-such-type"}}, "not a valid JSON Schema"),
+        ({"schema": 3}, "pydantic model class or a JSON Schema"),
+    ],
+)
+def test_a_bad_case_names_the_fix(kwargs: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(InvalidArgument, match=fragment):
+        Case(**kwargs)
+
+
+# ------------------------------------------------------------------------------------- agents
+
+
+def test_tools_are_recorded_into_the_trace_with_results_and_errors() -> None:
+    def agent(messages: list[str], tools: Tools) -> dict[str, str]:
+        status = tools.query_order(order_id="O-1")["status"]
+        try:
+            tools.drop_table(name="orders")
+        except PermissionError:
+            pass
+        return {"status": status}
+
+    seen: list[Trace] = []
+    agentprop.check(agent, "where is O-1?", lambda t: seen.append(t) is None, tools=[query_order, drop_table], runs=1, mode="fixed", tau=1.0)
+    trace = seen[0]
+    assert [(c.name, c.args, c.ok) for c in trace.tool_calls] == [
+        ("query_order", {"order_id": "O-1"}, True),
+        ("drop_table", {"name": "orders"}, False),
+    ]
+    assert trace.tool_calls[0].result == {"order_id": "O-1", "status": "shipped"}
+    assert trace.final_response == {"status": "shipped"} and trace.turns[0].user_message == "where is O-1?"
+
+
+def test_an_agent_returning_a_trace_and_an_async_agent() -> None:
+    def as_trace(messages: list[str]) -> Trace:
+        return trace_of(("query_order", {}), response={"status": "paid"})
+
+    async def as_coroutine(messages: list[str], tools: Tools) -> OrderStatus:
+        await tools.acall("query_order", order_id="O-2")
+        return OrderStatus(status="paid")
+
+    case = Case(expected_tools=["query_order"], schema=OrderStatus)
+    assert agentprop.check(as_trace, ["hi"], case).verdict == "PASS"
+    assert agentprop.check(as_coroutine, ["hi"], case, tools={"query_order": query_order}).verdict == "PASS"
+
+
+def test_an_agent_exception_is_a_failing_run_not_a_crash() -> None:
+    def broken(messages: list[str]) -> str:
+        raise KeyError("boom")
+
+    result = agentprop.check(broken, ["hi"], lambda t: True, raise_on_failure=False)
+    assert result.verdict == "FAIL" and "agent_exception: KeyError" in result.failures[0].explanation
+    assert "raise KeyError" in (result.failures[0].traceback or "")
+
+
+def test_check_decides_statistically_and_memoises(fresh_session: Session) -> None:
+    # an agent that skips its lookup on 40% of runs, seeded per trial: FAIL at tau 0.9
+    def flaky(messages: list[str], tools: Tools, rng: random.Random) -> dict[str, str]:
+        if rng.random() < 0.4:
+            return {"status": "unknown"}
+        return {"status": tools.query_order(order_id="O-1")["status"]}
+
+    case = Case(expected_tools=["query_order"])
+    first = agentprop.check(flaky, ["status of O-1?"], case, tools=[query_order], raise_on_failure=False)
+    assert first.verdict == "FAIL" and first.memo_hits == 0 and first.runs < 40
+    again = agentprop.check(flaky, ["status of O-1?"], case, tools=[query_order], raise_on_failure=False)
+    assert again.model_dump(exclude={"memo_hits"}) == first.model_dump(exclude={"memo_hits"})
+    assert again.memo_hits == again.runs
+    # a correct agent passes, and the raised violation carries the result
+    with pytest.raises(AgentPropertyViolation) as info:
+        agentprop.check(flaky, ["status of O-1?"], case, tools=[query_order])
+    assert info.value.result.verdict == "FAIL"
+    assert any(r.result is first for r in fresh_session.results)
+
+
+def test_judge_keyword_and_judge_as_property() -> None:
+    def agent(messages: list[str]) -> dict[str, str]:
+        return {"status": "paid" if "O-1" in messages[0] else "lost"}
+
+    def judge(case: Case, result: Result) -> bool:
+        return bool(result.output["status"] == "paid")
+
+    assert agentprop.check(agent, ["O-1"], judge=judge).passed
+    assert not agentprop.check(agent, ["O-2"], judge, raise_on_failure=False).passed
+    assert agentprop.check(agent, ["O-1"], Case(name="paid"), judge=judge).name == "paid"
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "fragment"),
+    [
+        ((lambda m: None, ["hi"]), {}, "needs something to check"),
+        ((lambda m: None, [1]), {"judge": lambda c, r: True}, "messages must be a string or a list of strings"),
+        ((3, ["hi"], lambda t: True), {}, "the agent must be callable"),
+        ((lambda m: None, ["hi"], lambda t: True), {"judge": lambda c, r: True}, "judge= goes with a Case"),
+    ],
+)
+def test_bad_arguments_name_the_fix(args: tuple[Any, ...], kwargs: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(InvalidArgument, match=fragment):
+        agentprop.check(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------------- Hypothesis
+
+
+def picky(messages: list[str], tools: Tools, rng: random.Random) -> dict[str, str]:
+    """Fails half the time on a message that does not start with a question word."""
+    text = messages[-1]
+    if not text.lower().startswith(("what", "where")) and rng.random() < 0.5:
+        return {"status": "unknown"}
+    return {"status": tools.query_order(order_id="O-1")["status"]}
+
+
+def test_given_finds_and_shrinks_a_phrasing_bug_without_flaky() -> None:
+    from agentprop import strategies as aps
+
+    @seed(1)
+    @settings(max_examples=30, database=None, deadline=None)
+    @given(msg=aps.paraphrases("What is the status of order O-1234?"))
+    def test_status(msg: str) -> None:
+        agentprop.check(picky, [msg], Case(expected_tools=["query_order"]), tools=[query_order])
+
+    with pytest.raises(AgentPropertyViolation) as info:  # not FlakyFailure: every replay is memoised
+        test_status()
+    shrunk = info.value.result.sample_traces
+    assert shrunk and "requires_tools" in info.value.result.failures[0].signature
+    failing = Trace.from_json(shrunk[0]).turns[0].user_message
+    assert not failing.lower().startswith(("what", "where"))
+
+
+def test_inside_given_the_failure_rate_is_targeted_and_the_rule_is_an_event() -> None:
+    observed: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def agent(messages: list[str], rng: random.Random) -> dict[str, str]:
+        return {"status": "paid" if rng.random() < 0.95 else "lost"}
+
+    @settings(max_examples=2, database=None, deadline=None)
+    @given(st.sampled_from(["a", "b"]))
+    def test_it(msg: str) -> None:
+        agentprop.check(agent, [msg], judge=lambda c, r: r.output["status"] == "paid", mode="fixed", runs=20, tau=0.5)
+        data = current_build_context().data
+        observed.append((dict(data.target_observations), dict(data.events)))
+
+    test_it()
+    targets, events = observed[0]
+    assert set(targets) == {"agentprop failure rate: agent"} and 0.0 <= next(iter(targets.values())) <= 0.2
+    assert "fixed -> PASS by fixed" in events["agentprop rule"]
+
+
+# ------------------------------------------------------------------------------ docs, example
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_first_docs_page_shows_the_file_it_runs() -> None:
+    page = (ROOT / "docs" / "testing-the-agent-you-have.md").read_text(encoding="utf-8")
+    shown = [line for block in re.findall(r"^```python\n(.*?)^```", page, re.M | re.S) for line in block.splitlines() if line.strip()]
+    source = set((ROOT / "docs" / "examples" / "first-agent" / "test_orders.py").read_text(encoding="utf-8").splitlines())
+    assert len(shown) > 30 and [line for line in shown if line not in source] == []
+
+
+def test_the_plain_example_passes() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/plain_agent"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "2 checks, 2 passed" in proc.stdout
