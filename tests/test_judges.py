@@ -145,3 +145,56 @@ def test_a_rubric_comes_from_a_file_or_a_spec_test_guidance(tmp_path: Path) -> N
     assert Rubric.from_guidance("policies.P2", {"rubric": "Never promise a refund."}) == Rubric(name="policies.P2", text="Never promise a refund.")
     assert Rubric.from_guidance("policies.P2", {"typical_allowed": []}) is None
     assert isinstance(Calibration.model_json_schema(), dict)
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples" / "judges"
+
+
+def _docs_grader() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_judge_grader", EXAMPLES / "grader.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.grade
+
+
+def test_cli_calibrate_reports_stores_and_replays_with_no_network(tmp_path: Path) -> None:
+    import io
+
+    from agentprop._cli import main
+
+    grade = _docs_grader()
+    common = [str(EXAMPLES / "no_refund.yaml"), str(EXAMPLES / "labels.jsonl"), "--model", "claude-haiku-4-5", "--samples", "3"]
+    common += ["--cache", str(tmp_path / "api.sqlite"), "--store", str(tmp_path / "judges")]
+    with MessagesServer(handler=grade) as server:
+        out = io.StringIO()
+        assert main(["judge", "calibrate", *common, "--base-url", server.base_url, "--json", str(tmp_path / "c.json")], out=out, err=out) == 0
+        assert len(server.requests) == 180
+    text = out.getvalue()
+    assert "sensitivity 0.800 [0.652, 0.895]  (32/40 human passes judged pass)" in text
+    assert "specificity 0.750 [0.531, 0.888]  (15/20 human fails judged fail)" in text
+    assert "self-disagreement 0.089 over 3 samples (8 of 60 transcripts split)" in text
+    assert "gates: no -- at tau 0.9 (0.95 vs 0.8) this judge cannot tell a good agent from a bad one" in text
+    assert json.loads((tmp_path / "c.json").read_text())["true_pass"] == 32
+    with MessagesServer(handler=grade) as server:
+        out = io.StringIO()
+        code = main(
+            ["judge", "calibrate", *common, "--base-url", server.base_url, "--cache-mode", "replay-only", "--min-labels", "100"], out=out, err=out
+        )
+        assert code == 0 and len(server.requests) == 0
+    assert "judge calls: 180 (180 from the cache, 0 to the API)" in out.getvalue()
+    assert "gates: no -- judge 'policies.P2_NO_REFUND_PROMISE' is calibrated on 60 labels, fewer than the 100 needed to gate" in out.getvalue()
+
+
+def test_cli_calibrate_bad_labels_is_a_usage_error_naming_the_line(tmp_path: Path) -> None:
+    import io
+
+    from agentprop._cli import main
+
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"transcript": "x", "label": "pass"}\nnot json\n')
+    out = io.StringIO()
+    assert main(["judge", "calibrate", str(EXAMPLES / "no_refund.yaml"), str(labels), "--model", "m", "--cache", "none"], out=out, err=out) == 2
+    assert "labels.jsonl:2: not a JSON object" in out.getvalue()

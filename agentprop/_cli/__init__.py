@@ -12,13 +12,13 @@ import sys
 from typing import TextIO
 
 from agentprop._cli import compile as compile_command
-from agentprop._cli import corpus, init, lint, report, run, serve, snapshot, tdad
+from agentprop._cli import corpus, init, judge, lint, report, run, serve, snapshot, tdad
 from agentprop._cli.common import EXIT_OK, EXIT_USAGE
 from agentprop._util.scrub import scrub_text
 from agentprop._version import __version__
 from agentprop.errors import AgentPropError
 
-COMMANDS = (lint, run, corpus, snapshot, tdad, compile_command, serve, init, report)
+COMMANDS = (lint, run, corpus, snapshot, tdad, compile_command, serve, init, report, judge)
 """In the order ``agentprop --help`` lists them."""
 
 

@@ -33,8 +33,9 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentprop._decide.contracts import Verdict
+from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.client import ModelClient
-from agentprop._modelapi.providers import TextPrompt
+from agentprop._modelapi.providers import TextPrompt, provider_named
 from agentprop._scenario.trace import Trace
 from agentprop._stats import JudgeAgreement, cohens_kappa, corrected_interval, judged_hypotheses, self_disagreement
 from agentprop._stats.judged import CorrectedRate
@@ -59,6 +60,9 @@ DEFAULT_MIN_LABELS = 50
 """Labels a calibration needs before its judge may gate (reviewers' usual bar)."""
 
 JUDGE_CONTRACT = "judge"
+
+PROVIDERS = {"anthropic": "anthropic.messages", "openai": "openai.chat", "openai-responses": "openai.responses"}
+"""The judge model's API by the name options use."""
 
 
 @runtime_checkable
@@ -259,6 +263,30 @@ class ModelJudge:
     def __post_init__(self) -> None:
         if self.samples < 1:
             raise InvalidArgument(f"samples={self.samples} must be at least 1 (the answers asked per transcript).")
+
+    @classmethod
+    def for_model(
+        cls,
+        rubric: Rubric,
+        model: str,
+        *,
+        provider: str = "anthropic",
+        base_url: str | None = None,
+        cache: str | Path | bool | None = None,
+        cache_mode: str | None = None,
+        budget: Budget | None = None,
+        samples: int = 1,
+        store: CalibrationStore | None = None,
+        min_labels: int = DEFAULT_MIN_LABELS,
+    ) -> ModelJudge:
+        """A judge calling ``model`` on ``provider`` (``anthropic``, ``openai`` or ``openai-responses``),
+        with the calibration ``store`` holds for this rubric and model attached (the default store:
+        ``.agentprop/judges``)."""
+        if provider not in PROVIDERS:
+            raise InvalidArgument(f"provider={provider!r} is not one of {sorted(PROVIDERS)}.")
+        client = ModelClient(provider_named(PROVIDERS[provider]), model, base_url=base_url, cache=cache, cache_mode=cache_mode, budget=budget)
+        judge = cls(rubric, client, samples=samples, min_labels=min_labels)
+        return (store or CalibrationStore()).attach(judge)
 
     @property
     def name(self) -> str:
