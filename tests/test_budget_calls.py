@@ -9,6 +9,7 @@ as its step limit allowed."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,75 @@ def test_a_paid_answer_is_charged_even_when_storing_it_fails(tmp_path: Path, mon
     assert snap.calls == 1 and snap.in_flight_calls == 0 and snap.reserved_usd == 0.0
     assert snap.usd == pytest.approx((USAGE["input_tokens"] * 1.0 + USAGE["output_tokens"] * 5.0) / 1e6)
     assert client.stats()["failed_calls"] == 1
+
+
+# --------------------------------------------------------------------------- abandoned calls (issue #27 item 3)
+
+BILLED = {"input_tokens": 2000, "output_tokens": 500}  # what the server bills each request it received
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    import io
+
+    from agentprop._cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_calls_abandoned_on_a_client_timeout_are_charged_and_the_run_stops_at_the_limit(tmp_path: Path) -> None:
+    """A server answering after the client's timeout bills every request it received; agentprop
+    used to release each one uncharged, report $0.00 and never stop. Each is now charged its
+    reservation (its worst case, never less than the bill), so the limit stops the run with
+    what the provider billed within one reservation of it."""
+    from agentprop._modelapi.budget import price_for
+    from agentprop.testing import slow_reply, tool_use_reply
+
+    reply = tool_use_reply("get_account", {"account_id": "A1"}, **BILLED)
+    report = tmp_path / "r.json"
+    with MessagesServer(handler=lambda request: slow_reply(reply, 0.6)) as server:
+        code, out, err = _cli(
+            "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", server.base_url,
+            "--cache", "none", "--max-usd", "0.05", "--timeout", "0.1", "--kinds", "mft", "--shrink-budget", "0",
+            "--corpus", "none", "--json", str(report),
+        )  # fmt: skip
+        billed_calls = len(server.requests)
+    price = price_for("claude-sonnet-4-6")
+    assert price is not None
+    billed = billed_calls * price.cost(BILLED["input_tokens"], BILLED["output_tokens"])
+    budget = json.loads(report.read_text())["metrics"]["extra"]["budget"]
+    assert billed_calls >= 1 and budget["abandoned_calls"] == billed_calls == budget["calls"], out + err
+    assert budget["usd"] == pytest.approx(budget["abandoned_usd"]) and budget["usd"] >= billed
+    assert billed <= 0.05 + budget["largest_reservation_usd"]
+    assert budget["exhausted"] and "max_usd=$0.0500 reached" in budget["exhausted_reason"]
+    assert f"{billed_calls} abandoned in flight (charged their worst case)" in out
+
+
+def test_a_call_cancelled_in_flight_is_charged_and_an_error_answer_is_not() -> None:
+    from agentprop._modelapi.client import ModelClient
+    from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
+    from agentprop.testing import error_reply, slow_reply
+
+    budget = Budget(max_usd=1.0)
+    replies = [slow_reply(with_usage(message_reply([text_block("late")])), 5.0), error_reply(400, message="bad request")]
+    with MessagesServer() as server:
+        server.enqueue(*replies)
+        client = ModelClient(ANTHROPIC_MESSAGES, "claude-haiku-4-5", base_url=server.base_url, api_key="k-test", cache=None, budget=budget)
+        body = {"model": "claude-haiku-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+
+        async def cancel_in_flight() -> None:
+            task = asyncio.create_task(client.call(body, trial=0))
+            while not server.requests:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancel_in_flight())
+        snap = budget.snapshot()
+        assert snap.abandoned_calls == 1 and snap.calls == 1 and snap.in_flight_calls == 0
+        assert snap.usd == pytest.approx(snap.largest_reservation_usd) and snap.usd > 0
+        with pytest.raises(Exception, match="bad request"):
+            asyncio.run(client.call(body, trial=1))  # refused with an error: not billed
+        assert budget.snapshot().calls == 1 and budget.snapshot().usd == snap.usd

@@ -151,6 +151,8 @@ def model_summary(stats: dict[str, Any], snapshot: Any) -> str:
         f"model calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, {stats['live_calls']} to the API, "
         f"{stats['retries']['retries']} retries{refused}); spent ${snapshot.usd:.4f}"
     )
+    if getattr(snapshot, "abandoned_calls", 0):
+        line += f" (${snapshot.abandoned_usd:.4f} of it on {snapshot.abandoned_calls} abandoned in flight (charged their worst case))"
     if snapshot.unpriced_calls:
         line += (
             f" on priced calls, and an unknown amount on {snapshot.unpriced_calls} call(s) of {', '.join(snapshot.unpriced_models)} "

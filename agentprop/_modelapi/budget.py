@@ -9,7 +9,9 @@ worst case -- ``input bound x input price + max_tokens x output price`` (and as 
 and refuses it (:class:`BudgetExhausted`) unless the dollars spent plus those reserved by the
 calls in flight are below ``max_usd`` (tokens likewise below ``max_tokens``). When the answer
 arrives, :meth:`Budget.settle` charges what it really cost and frees the reservation; a call
-that failed is released uncharged. So a limit is overrun by at most one call's reservation:
+the API refused with an error (or that never connected) is released uncharged, and one
+abandoned in flight (timed out, cancelled, cut off: the provider may bill it) is charged its
+whole reservation by :meth:`Budget.charge_abandoned` and counted in ``abandoned_calls``. So a limit is overrun by at most one call's reservation:
 ``spent + reserved`` only grows at an admission, from below the limit by one reservation, and
 every settlement lowers it (the guarantee assumes each call costs at most its reservation; the
 model-client layer bounds the input by the request's size, see
@@ -317,6 +319,11 @@ class BudgetSnapshot(BaseModel):
     """The largest single reservation so far: a dollar limit is never overrun by more."""
     largest_reservation_tokens: int = 0
     """The largest single token reservation so far: a token limit is never overrun by more."""
+    abandoned_calls: int = 0
+    """Calls abandoned in flight (timed out, cancelled, cut off) that the provider may have
+    billed: each is charged its reservation (the worst case), included in ``calls`` and ``usd``."""
+    abandoned_usd: float = 0.0
+    """The dollars charged for ``abandoned_calls`` (a worst case, not a bill)."""
 
     @property
     def tokens(self) -> int:
@@ -359,6 +366,8 @@ class Reservation:
     usd: float | None
     """``None``: the model has no price (allowed only without a dollar limit)."""
     open: bool = field(default=True)
+    input_tokens: int = 0
+    """The input bound of ``tokens`` (the rest is the output limit)."""
 
 
 class Budget:
@@ -413,6 +422,8 @@ class Budget:
         self._reserved_tokens = 0
         self._largest_usd = 0.0
         self._largest_tokens = 0
+        self._abandoned = 0
+        self._abandoned_usd = 0.0
         self.ledger = ledger
 
     # -- prices ----------------------------------------------------------------------------------
@@ -585,7 +596,7 @@ class Budget:
                 if usd is not None:
                     self._reserved_usd += usd
                     self._largest_usd = max(self._largest_usd, usd)
-                return Reservation(model, tokens, usd)
+                return Reservation(model, tokens, usd, input_tokens=input_tokens)
             self._refused_calls += 1
         raise BudgetExhausted(reason, self.snapshot(), call=call)
 
@@ -606,6 +617,28 @@ class Budget:
         """Free a reservation without a charge (the call failed before any answer)."""
         with self._lock:
             self._free_locked(reservation)
+
+    def charge_abandoned(self, reservation: Reservation) -> float | None:
+        """Charge a call abandoned in flight its whole reservation and free it: the provider may
+        have billed it, and what it used is unknown, so the worst case is what counts. Returns
+        the dollars charged (``None``: the model has no price)."""
+        usd = reservation.usd
+        with self._lock:
+            self._free_locked(reservation)
+            self._abandoned += 1
+            self._calls += 1
+            self._input += reservation.input_tokens
+            self._output += reservation.tokens - reservation.input_tokens
+            if self.ledger is not None:
+                self.ledger.add(tokens=reservation.tokens, usd=usd or 0.0)
+            if usd is None:
+                self._unpriced.add(reservation.model)
+                self._unpriced_calls += 1
+                return None
+            self._abandoned_usd += usd
+            self._usd += usd
+            self._usd_by_model[reservation.model] = self._usd_by_model.get(reservation.model, 0.0) + usd
+        return usd
 
     def settle(
         self,
@@ -719,6 +752,8 @@ class Budget:
                 reserved_tokens=self._reserved_tokens,
                 largest_reservation_usd=self._largest_usd,
                 largest_reservation_tokens=self._largest_tokens,
+                abandoned_calls=self._abandoned,
+                abandoned_usd=self._abandoned_usd,
             )
 
     def __repr__(self) -> str:

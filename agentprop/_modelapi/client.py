@@ -24,7 +24,9 @@ goes, in this order, through
    loop (:mod:`agentprop._modelapi.limiter`);
 5. then the answer is stored in the cache (secrets scrubbed: the key in use is registered with
    the cache, and anything shaped like a key is redacted) and the reservation is settled with
-   the usage the API reported.
+   the usage the API reported. An attempt abandoned in flight (timed out, cancelled, cut off:
+   :func:`~agentprop._modelapi.retry.may_have_been_billed`) is charged its whole reservation,
+   and a retry books a new one, so the dollar limit bounds what the provider may bill.
 
 The budget and the cache mode come from the client's own ``budget=`` / ``cache_mode=`` when
 given, else from the model-call context (:mod:`agentprop._modelapi.context`) that the session,
@@ -60,8 +62,10 @@ from agentprop._modelapi.limiter import AdaptiveConcurrency
 from agentprop._modelapi.providers import Provider, TextPrompt, TokenUsage
 from agentprop._modelapi.retry import (
     DEFAULT_RETRY_POLICY,
+    RetryEvent,
     RetryPolicy,
     RetryStats,
+    may_have_been_billed,
     retry_call_async,
 )
 from agentprop._util.scrub import register_secret
@@ -474,21 +478,38 @@ class ModelClient:
         # resumption of a call (each read and write of the HTTP exchange) passes through each
         # frame of the chain
         attempt = functools.partial(provider.send, state.client, body, stream=self.stream)
+        held = [reservation]  # the reservation of the attempt in flight
+        on_retry = None
+        if budget is not None and reservation is not None:
+
+            def on_retry(event: RetryEvent) -> None:
+                # an attempt abandoned in flight may be billed: charge its worst case, and
+                # book the next attempt's (BudgetExhausted here ends the call: no more attempts)
+                if may_have_been_billed(event.error) and held[0] is not None:
+                    budget.charge_abandoned(held[0])
+                    held[0] = None
+                    held[0] = self._reserve(budget, body, canonical.text, what)
+
         try:
             response = await retry_call_async(
                 attempt,
                 policy=self.retry_policy,
                 rng=functools.partial(_retry_rng, seed_parts, trial),
                 stats=self.retry_stats,
+                on_retry=on_retry,
                 limiter=state.limiter,
                 deadline=deadline,
             )
         except BaseException as exc:
-            if budget is not None and reservation is not None:
-                budget.release(reservation)
+            if budget is not None and held[0] is not None:
+                if may_have_been_billed(exc):
+                    budget.charge_abandoned(held[0])
+                else:
+                    budget.release(held[0])
             if not isinstance(exc, DeadlineExceeded):
                 self._counters.bump("failed_calls")
             raise
+        reservation = held[0]
         # the answer is paid for: charge it before storing it, so that a failed write or a
         # caller cancelled meanwhile still leaves the spend on the budget
         usage = provider.usage(response)

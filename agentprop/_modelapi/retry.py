@@ -181,6 +181,29 @@ def _is_connection_error(exc: BaseException) -> bool:
     return bool(_class_names(exc) & {"APIConnectionError", "TransportError", "NetworkError"})
 
 
+_NEVER_SENT = frozenset({"ConnectError", "ConnectTimeout", "ConnectionRefusedError", "ClientConnectorError", "gaierror"})
+"""Errors of a connection that was never made: the request never reached the provider."""
+
+
+def may_have_been_billed(exc: BaseException) -> bool:
+    """Whether an attempt that ended in ``exc`` may have been billed by the provider: it was
+    abandoned or cut off in flight (a timeout, a cancellation, a dropped or malformed answer),
+    not refused with an HTTP error nor stopped before a connection was made. When in doubt,
+    yes: the budget charges such a call its worst case rather than nothing."""
+    if isinstance(exc, DeadlineExceeded):  # the wait after a failed attempt: that attempt decides
+        return exc.__cause__ is not None and may_have_been_billed(exc.__cause__)
+    if _status_and_headers(exc)[0] is not None:
+        return False
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        if _class_names(node) & _NEVER_SENT:
+            return False
+        node = node.__cause__ or node.__context__
+    return True
+
+
 def classify_error(exc: BaseException) -> RetryDecision:
     """Decide whether ``exc`` (raised by one API attempt) is worth retrying, and how soon."""
     status, headers = _status_and_headers(exc)
