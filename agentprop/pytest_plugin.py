@@ -75,6 +75,7 @@ from agentprop._modelapi.ledger import SharedLedger
 from agentprop._pipeline.pytest_shrink import shrink_violation
 from agentprop._scenario.build import make_world
 from agentprop._scenario.world import World, stable_seed
+from agentprop._util.refs import did_you_mean
 from agentprop.errors import AgentPropertyViolation, AgentPropWarning, InputError, MemoFileError
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -108,7 +109,8 @@ def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
     (``ci``); ``overrides`` pass through to :class:`hypothesis.settings`."""
     profile = profile or current_session().profile
     if profile not in PROFILES:
-        raise InputError(f"unknown agentprop profile {profile!r}", fix=f"use one of {', '.join(PROFILES)}")
+        hint = did_you_mean(profile, PROFILES).strip()
+        raise InputError(f"unknown agentprop profile {profile!r}" + (f"; {hint}" if hint else ""), fix=f"use one of {', '.join(PROFILES)}")
     return settings(settings.get_profile(f"agentprop-{profile}"), **overrides)
 
 
@@ -377,7 +379,7 @@ def agentprop_agent(request: pytest.FixtureRequest) -> LoadedAgent:
             base = Path(str(request.config.rootpath)) / base
     if not ref:
         pytest.fail("agentprop_agent needs an agent: pass --agentprop-agent MODULE:ATTR or set `agentprop_agent` in the ini file", pytrace=False)
-    return load_agent(ref, base)
+    return load_agent(ref, base, search=[Path(str(request.config.rootpath))])
 
 
 @pytest.fixture

@@ -12,13 +12,14 @@ import hashlib
 import inspect
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentprop._agents.runtime import AgentFactory
 from agentprop._scenario.build import load_object
+from agentprop._util.refs import did_you_mean
 from agentprop.errors import InputError
 
 
@@ -108,7 +109,8 @@ def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: st
         if unknown:
             listing = "\n".join(f"    {k}: {v}" for k, v in dict(known).items())
             raise InputError(
-                f"unknown fault knob(s) {', '.join(unknown)} for agent {name}",
+                f"unknown fault knob(s) {', '.join(unknown)} for agent {name}"
+                + (f"; {hint}" if (hint := did_you_mean(unknown[0], [str(k) for k in known]).strip()) else ""),
                 expected=f"one of:\n{listing}",
                 fix="use --fault NAME=P with a name from the list and 0 <= P <= 1",
             )
@@ -130,10 +132,11 @@ def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: st
     return LoadedAgent(ref=name, factory=factory, faults=faults, fingerprint=digest, target=obj)
 
 
-def load_agent(ref: str, base_dir: str | Path = ".", faults: Mapping[str, float] | None = None) -> LoadedAgent:
-    """Import ``MODULE:ATTR`` (a ``MODULE.py`` in ``base_dir`` wins over an installed module)
-    and wrap it; ``faults`` turns on the agent's fault knobs."""
-    obj = load_object(ref, Path(base_dir), what="agent")
+def load_agent(ref: str, base_dir: str | Path = ".", faults: Mapping[str, float] | None = None, *, search: Sequence[str | Path] = ()) -> LoadedAgent:
+    """Import ``MODULE:ATTR`` or ``FILE:ATTR`` and wrap it; ``faults`` turns on the agent's fault
+    knobs. A relative file (``agent.py:MyAgent``, ``./so/agent.py:MyAgent``, ``so/agent:MyAgent``)
+    or module file is looked for in ``search`` and then ``base_dir``, before installed modules."""
+    obj = load_object(ref, Path(base_dir), what="agent", dirs=[Path(d) for d in search])
     return make_factory(obj, faults, ref=ref)
 
 

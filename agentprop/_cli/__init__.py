@@ -8,12 +8,14 @@ Each command module has ``add_parser(subparsers)``, which registers the command 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from agentprop._cli import compile as compile_command
 from agentprop._cli import corpus, init, judge, lint, report, run, serve, snapshot, tdad
 from agentprop._cli.common import EXIT_OK, EXIT_USAGE
+from agentprop._util.refs import did_you_mean
 from agentprop._util.scrub import scrub_text
 from agentprop._version import __version__
 from agentprop.errors import AgentPropError
@@ -23,7 +25,7 @@ COMMANDS = (lint, run, corpus, snapshot, tdad, compile_command, serve, init, rep
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="agentprop",
         description="Property-based, statistically decided tests for tool-using LLM agents.",
     )
@@ -34,12 +36,45 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose "invalid choice" error names the closest choice."""
+
+    def error(self, message: str) -> NoReturn:
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            hint = did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2))).strip()
+            message += f"; {hint}" if hint else ""
+        super().error(message)
+
+
+def unrecognized(p: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> str:
+    """argparse's "unrecognized arguments" with the closest option of the command for each."""
+    command = getattr(args, "command", None)
+    options: list[str] = list(p._option_string_actions)
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            options = list(action.choices[command]._option_string_actions)
+    hints = []
+    for word in extra:
+        if word.startswith("-"):
+            hint = did_you_mean(word.split("=", 1)[0], options).strip()
+            if hint:
+                hints.append(f"{word}: {hint}")
+    return (
+        f"unrecognized arguments: {' '.join(extra)}"
+        + (f" ({'; '.join(hints)})" if hints else "")
+        + (f"; `agentprop {command} --help` lists the options" if command else "")
+    )
+
+
 def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     p = parser()
     try:
-        args = p.parse_args(argv)
+        args, extra = p.parse_known_args(argv)
+        if extra:
+            p.error(unrecognized(p, args, extra))
     except SystemExit as exc:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_USAGE
     if args.command is None:

@@ -106,9 +106,17 @@ def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> t
     from agentprop._agents.loading import load_agent, parse_faults
 
     ref = args.agent or project.bindings.agent
+    if not ref and project.bindings.path is None:
+        missing = project.spec_path.parent / "agentprop.yaml"
+        raise InputError(
+            f"no agent to run: there is no bindings file {missing} (and no --bindings FILE), so nothing names the agent",
+            expected="agentprop.yaml next to the spec with `agent: MODULE:ATTR`, or --bindings FILE, or --agent MODULE:ATTR",
+            fix=f"write the bindings (`agentprop init {project.spec_path.parent}` drafts them), pass --bindings PATH/agentprop.yaml, "
+            "or pass --agent path/to/agent.py:MyAgent",
+        )
     if not ref:
         raise InputError(
-            "no agent to run",
+            f"no agent to run: {project.bindings.path} has no `agent:`",
             expected="--agent MODULE:ATTR, or `agent: MODULE:ATTR` in the bindings file",
             fix="pass --agent MODULE:ATTR, where MODULE.py sits next to the spec or is importable "
             "(e.g. --agent agent:SupportOpsAgent for examples/supportops/agent.py), or add `agent:` to agentprop.yaml",
@@ -124,10 +132,10 @@ def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> t
                 f"{', '.join(given)} only apply to a model agent (--agent anthropic or --agent openai)",
                 fix="drop them, or pass --agent anthropic / --agent openai",
             )
-        base = project.base_dir if not args.agent else Path.cwd()
-        agent = load_agent(
-            ref, base if (base / (ref.split(":")[0].replace(".", "/") + ".py")).is_file() else project.base_dir, parse_faults(args.fault)
-        )
+        # --agent is typed relative to where the command runs, then to the project; the
+        # bindings' `agent:` to the bindings file
+        search = [Path.cwd()] if args.agent else []
+        agent = load_agent(ref, project.base_dir, parse_faults(args.fault), search=search)
     return agent, model_agent
 
 

@@ -45,7 +45,7 @@ def agent_parent() -> argparse.ArgumentParser:
     p = _parent()
     p.add_argument(
         "--agent",
-        help="MODULE:ATTR of the agent, or a model agent: `anthropic` (the Messages API) or `openai` (the OpenAI API or any OpenAI-compatible server) (default: `agent:` in the bindings)",
+        help="the agent as FILE:ATTR (agent.py:MyAgent, ./so/agent.py:MyAgent) or MODULE:ATTR (mypkg.agents:build), or a model agent: `anthropic` (the Messages API) or `openai` (the OpenAI API or any OpenAI-compatible server) (default: `agent:` in the bindings)",
     )
     p.add_argument("--fault", action="append", default=[], metavar="NAME=P", help="turn on a fault knob of the agent with probability P (repeatable)")
     p.add_argument("--bindings", help=BINDINGS_HELP)

@@ -10,12 +10,8 @@ bookkeeping: comparisons on them are assumed to hold.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
 import re
-import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +36,12 @@ from agentprop._spec.when import (
     Expr,
     variables,
 )
+from agentprop._util.refs import load_ref
 from agentprop.errors import (
     AgentPropError,
     BindingsError,
-    InputError,
     SourceLocation,
     Unsatisfiable,  # noqa: F401 (re-exported: defined in errors.py)
-    clip,
-    clip_repr,
 )
 
 
@@ -766,84 +760,11 @@ def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, 
 # ----------------------------------------------------------------------------- worlds
 
 
-_LOADED: dict[tuple[str, str], tuple[str, Any, tuple[int, int] | None]] = {}
-"""``(MODULE, absolute base_dir)`` -> ``(its sys.modules name, the module, the file's (mtime_ns,
-size) when it was loaded from a file)`` for :func:`load_object`."""
-
-
-def _file_stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
-
-
-def load_object(ref: str, base_dir: Path, *, what: str = "object") -> Any:
-    """Import ``MODULE:ATTR`` (``MODULE`` may be a file next to the bindings, e.g.
-    ``agent:make_agent`` for ``agent.py``)."""
-    module_name, colon, attr = ref.partition(":")
-    if not colon or not module_name or not attr.replace(".", "_").isidentifier():
-        raise InputError(
-            f"cannot load {what} {clip_repr(ref)}",
-            expected="MODULE:ATTR, e.g. `agent:make_agent` or `mypkg.agents:build`",
-            fix="name the module and the attribute separated by a colon",
-        )
-    module_name, attr = ref.split(":", 1)
-    # Worlds load their handlers once per run: skip the file-system look-ups while the module
-    # found last time is still the one imported (a test that drops it from sys.modules gets a
-    # fresh import, as before).
-    # A file replaced at the same path (another project copied to the same directory, an edited
-    # agent) is imported again: its stamp differs.
-    known = _LOADED.get((module_name, os.path.abspath(base_dir)))
-    if (
-        known is not None
-        and sys.modules.get(known[0]) is known[1]
-        and (known[2] is None or known[2] == _file_stamp(_module_file(module_name, base_dir)))
-    ):
-        module = known[1]
-    else:
-        module = _import_module(module_name, base_dir, what=what, ref=ref)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise InputError(
-            f"module {module_name!r} has no attribute {attr!r} (for {what} {ref!r})",
-            fix=f"define {attr} in {module_name}, or fix the name",
-        ) from None
-
-
-def _module_file(module_name: str, base_dir: Path) -> Path:
-    return base_dir / (module_name.replace(".", "/") + ".py")
-
-
-def _import_module(module_name: str, base_dir: Path, *, what: str, ref: str) -> Any:
-    candidate = _module_file(module_name, base_dir)
-    stamp: tuple[int, int] | None = None
-    try:
-        if candidate.is_file():
-            stamp = _file_stamp(candidate)
-            unique = f"agentprop_user_{abs(hash((str(candidate.resolve()), stamp)))}_{candidate.stem}"
-            module = sys.modules.get(unique)
-            if module is None:
-                spec = importlib.util.spec_from_file_location(unique, candidate)
-                assert spec is not None and spec.loader is not None
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[unique] = module
-                if str(base_dir) not in sys.path:
-                    sys.path.insert(0, str(base_dir))
-                spec.loader.exec_module(module)
-        else:
-            unique = module_name
-            module = importlib.import_module(module_name)
-    except (ImportError, TypeError, ValueError) as exc:  # TypeError: `../x` reads as a relative import
-        raise InputError(
-            f"cannot import module {clip_repr(module_name)} for {what} {clip_repr(ref)}: {clip(str(exc), 300)}",
-            location=SourceLocation(base_dir),
-            fix=f"make {module_name} importable (install it, or put {module_name}.py in {base_dir})",
-        ) from None
-    _LOADED[(module_name, os.path.abspath(base_dir))] = (unique, module, stamp)
-    return module
+def load_object(ref: str, base_dir: Path, *, what: str = "object", dirs: Sequence[Path] = ()) -> Any:
+    """Import ``MODULE:ATTR`` or ``FILE:ATTR`` (``MODULE`` may be a file next to the bindings,
+    e.g. ``agent:make_agent`` or ``agent.py:make_agent`` for ``agent.py``); ``dirs`` are
+    searched before ``base_dir`` (see :mod:`agentprop._util.refs`)."""
+    return load_ref(ref, [*dirs, base_dir], what=what)
 
 
 def base_world(spec: Spec, bindings: Bindings, *, seed: int = 0) -> World:

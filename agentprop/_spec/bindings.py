@@ -49,6 +49,7 @@ from agentprop._spec.model import Spec
 from agentprop._spec.when import Compare, Symbol, atoms
 from agentprop._spec.when import Literal as WhenLiteral
 from agentprop._spec.when import Path as WhenPath
+from agentprop._util.refs import is_project_ref
 from agentprop._util.yaml_source import YamlSource, describe_loc, load_yaml
 from agentprop.errors import BindingsError, SourceLocation, clip, clip_repr
 
@@ -75,16 +76,17 @@ from one number to the next, so no boundary case can be built)."""
 
 
 def is_object_ref(ref: str) -> bool:
-    """Whether ``ref`` has the form ``MODULE:ATTR`` (dotted Python names on both sides)."""
-    module, colon, attr = ref.partition(":")
-    return bool(colon) and all(p.isidentifier() for p in module.split(".")) and all(p.isidentifier() for p in attr.split("."))
+    """Whether ``ref`` may name an object in a bindings file: ``MODULE:ATTR`` with dotted Python
+    names, or ``FILE:ATTR`` with a relative path inside the project (``agent.py:MyAgent``)."""
+    return is_project_ref(ref)
 
 
 def _object_ref(ref: str, what: str) -> str:
     if not is_object_ref(ref):
         raise ValueError(
-            f"{what} {clip_repr(ref)} is not MODULE:ATTR (dotted Python names, e.g. `agent:SupportOpsAgent` for "
-            "SupportOpsAgent in agent.py next to the bindings); paths are not accepted"
+            f"{what} {clip_repr(ref)} is not MODULE:ATTR (dotted Python names, e.g. `agent:SupportOpsAgent` or "
+            "`agent.py:SupportOpsAgent` for SupportOpsAgent in agent.py next to the bindings); a path must stay inside "
+            "the project (no `..`, not absolute)"
         )
     return ref
 

@@ -21,31 +21,6 @@ from agentprop.errors import SourceLocation
 
 Severity = Literal["error", "warning", "info"]
 
-_KNOWN_TOP_LEVEL = {
-    "spec_id",
-    "suite",
-    "title",
-    "risk_level",
-    "version",
-    "base_version",
-    "assumptions",
-    "defaults",
-    "tools",
-    "policies",
-    "response_contract",
-    "decision_tree",
-    "tests",
-}
-_KNOWN_NODE_KEYS = {"node_id", "description", "trigger", "requirements", "branches", "test_guidance"}
-_KNOWN_TOOL_KEYS = {
-    "name",
-    "description",
-    "input_schema",
-    "output_schema",
-    "failure_modes",
-    "retry_policy",
-}
-
 
 class LintFinding(BaseModel):
     """One finding: a stable code, a severity, what is wrong, where, and how to fix it."""
@@ -165,14 +140,35 @@ class _Linter:
             )
 
     def unknown_keys(self) -> None:
-        for key in self.spec.model_extra or {}:
-            self._typo(key, _KNOWN_TOP_LEVEL, (key,), "the spec")
-        for i, node in enumerate(self.spec.decision_tree):
-            for key in node.model_extra or {}:
-                self._typo(key, _KNOWN_NODE_KEYS, ("decision_tree", i, key), f"node {node.node_id}")
-        for i, tool in enumerate(self.spec.tools):
-            for key in tool.model_extra or {}:
-                self._typo(key, _KNOWN_TOOL_KEYS, ("tools", i, key), f"tool {tool.name}")
+        """L007 for a near miss of a known key at any depth (requirement keys: see
+        :meth:`unchecked_requirements`)."""
+        self._unknown_keys_in(self.spec, (), "the spec")
+
+    def _unknown_keys_in(self, model: BaseModel, loc: tuple[Hashable, ...], where: str) -> None:
+        from agentprop._spec.model import Node, Policy, Requirements, Tool
+
+        if isinstance(model, Requirements):
+            return
+        fields = type(model).model_fields
+        known = {**dict.fromkeys(fields), **{f.alias: None for f in fields.values() if f.alias}}
+        for key in model.model_extra or {}:
+            self._typo(key, set(known), (*loc, key), where)
+        for name in fields:
+            value = getattr(model, name)
+            items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+            for i, item in items:
+                if not isinstance(item, BaseModel):
+                    continue
+                label = (
+                    f"node {item.node_id}"
+                    if isinstance(item, Node)
+                    else f"tool {item.name}"
+                    if isinstance(item, Tool)
+                    else f"policy {item.id}"
+                    if isinstance(item, Policy)
+                    else ".".join(str(p) for p in (*loc, name)) + (f"[{i}]" if i is not None else "")
+                )
+                self._unknown_keys_in(item, (*loc, name) if i is None else (*loc, name, i), label)
 
     def duplicate_tools_and_nodes(self) -> None:
         seen: dict[str, int] = {}
@@ -401,14 +397,28 @@ class _Linter:
 
     def unchecked_requirements(self) -> None:
         """L015: a requirement key agentprop has no check for is named, never skipped silently."""
-        from agentprop._spec.requirements import unchecked_requirements
+        from agentprop._spec.requirements import requirement_keys, unchecked_requirements
 
         for u in unchecked_requirements(self.spec):
+            loc = ("decision_tree", u.node_index, "requirements", u.key)
+            close = difflib.get_close_matches(u.key, requirement_keys(self.spec.decision_tree[u.node_index]), n=1, cutoff=0.8)
+            if close:
+                # a misspelt key would drop the node's requirement: an error, never a note
+                self.add(
+                    "L007",
+                    "error",
+                    f"unknown requirement key {u.key!r} in node {u.node}; did you mean {close[0]!r}? "
+                    "(as written, agentprop would not check this requirement)",
+                    loc,
+                    f"rename {u.key!r} to {close[0]!r}",
+                    key=True,
+                )
+                continue
             self.add(
                 "L015",
                 "warning",
                 f"{u.clause} is not checked by agentprop (no case verdict reads it)",
-                ("decision_tree", u.node_index, "requirements", u.key),
+                loc,
                 "check it with a property of your own (agentprop.check(..., prop=...)); a prose rule "
                 "that the agent's prompt carries needs no key under requirements:",
                 key=True,

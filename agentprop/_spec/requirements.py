@@ -71,6 +71,12 @@ def _is_checked(key: str, node: Node) -> bool:
     return m is not None and m.group(1) in node.requirements.must_have
 
 
+def requirement_keys(node: Node) -> list[str]:
+    """The requirement keys agentprop reads on ``node`` (what a misspelt key is compared with)."""
+    fields = list(type(node.requirements).model_fields)
+    return list(dict.fromkeys([*fields, *CHECKED_REQUIREMENTS, *(f"on_missing_{f}_decision" for f in node.requirements.must_have)]))
+
+
 @dataclass(frozen=True)
 class Unchecked:
     node: str

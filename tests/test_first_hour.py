@@ -1,0 +1,149 @@
+"""What a newcomer types in the first hour (issue 32): every spelling of ``--agent`` works from
+any working directory, and every unknown name gets "did you mean" and the fix."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentprop._cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORTOPS = ROOT / "examples" / "supportops"
+CASE = ("--kinds", "mft", "--case", "END_CANCELLED<-N7_CANCEL", "--shrink-budget", "0")
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture()
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory that is not the repository: the agent lives in a folder whose name
+    holds a dot, and a package of the user's is importable."""
+    cwd = tmp_path / "work"
+    (cwd / "my.agents" / "so").mkdir(parents=True)
+    shutil.copy(SUPPORTOPS / "agent.py", cwd / "my.agents" / "so" / "agent.py")
+    shutil.copy(SUPPORTOPS / "agent.py", cwd / "agent.py")
+    (cwd / "mypkg").mkdir()
+    (cwd / "mypkg" / "__init__.py").write_text("")
+    shutil.copy(SUPPORTOPS / "agent.py", cwd / "mypkg" / "support.py")
+    monkeypatch.chdir(cwd)
+    monkeypatch.syspath_prepend(str(cwd))
+    return cwd
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "agent.py:SupportOpsAgent",
+        "agent:SupportOpsAgent",
+        "./my.agents/so/agent.py:SupportOpsAgent",
+        "my.agents/so/agent:SupportOpsAgent",
+        "{cwd}/my.agents/so/agent:SupportOpsAgent",
+        "{cwd}/my.agents/so/agent.py:SupportOpsAgent",
+        "mypkg.support:SupportOpsAgent",
+    ],
+)
+def test_every_spelling_of_agent_runs_from_another_directory(elsewhere: Path, ref: str) -> None:
+    code, out, err = cli("run", str(SUPPORTOPS), "--agent", ref.format(cwd=elsewhere), "--fault", "skip_auth=1", *CASE)
+    assert code == 1, err  # the fault knob reached the agent: the case fails
+    assert "END_CANCELLED<-N7_CANCEL" in out and "FAIL" in out
+
+
+def test_the_projects_own_agent_file_is_found_from_another_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for ref in ("agent.py:SupportOpsAgent", "agent:SupportOpsAgent"):
+        code, out, err = cli("run", str(SUPPORTOPS), "--agent", ref, *CASE)
+        assert code == 0, err
+        assert "1 cases: 1 passed" in out or "1 case: 1 passed" in out
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--agent", "agent.py:SupportOpsAgnt"], ["has no 'SupportOpsAgnt'", "did you mean 'SupportOpsAgent'?", "fix:"]),
+        (["--agent", "agent:SupportOpsAgnt"], ["did you mean 'SupportOpsAgent'?"]),
+        (["--agent", "agnet.py:SupportOpsAgent"], ["no file 'agnet.py'", "did you mean 'agent.py'?", "fix:"]),
+        (["--agent", "agnet:SupportOpsAgent"], ["cannot import module 'agnet'", "did you mean 'agent'?"]),
+        (["--agent", "./nowhere/agent.py:X"], ["no file './nowhere/agent.py'", "looked for"]),
+        (["--agent", "agent.py"], ["`agent.py:MyAgent`"]),
+        (["--fault", "skip_ath=1"], ["unknown fault knob(s) skip_ath", "did you mean 'skip_auth'?", "fix:"]),
+    ],
+    ids=["class in file", "class in module", "file", "module", "folder", "no colon", "knob"],
+)
+def test_a_misspelt_name_gets_did_you_mean(elsewhere: Path, argv: list[str], words: list[str]) -> None:
+    code, _, err = cli("run", str(SUPPORTOPS), *argv, *CASE)
+    assert code == 2
+    for word in words:
+        assert word in err, err
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["run", str(SUPPORTOPS), "--sede", "3"], ["--sede: did you mean '--seed'?", "agentprop run --help"]),
+        (["rn", str(SUPPORTOPS)], ["invalid choice: 'rn'", "did you mean 'run'?"]),
+        (["run", str(SUPPORTOPS), "--mode", "sprrt"], ["did you mean 'sprt'?"]),
+    ],
+    ids=["option", "command", "choice"],
+)
+def test_a_misspelt_option_gets_did_you_mean(argv: list[str], words: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(*argv)[0] == 2
+    err = capsys.readouterr().err  # argparse writes usage errors to sys.stderr itself
+    for word in words:
+        assert word in err, err
+
+
+def test_a_misspelt_profile_gets_did_you_mean() -> None:
+    from agentprop import agent_settings
+    from agentprop.errors import InputError
+
+    with pytest.raises(InputError, match=r"unknown agentprop profile 'smok'; did you mean 'smoke'\?"):
+        agent_settings("smok")
+
+
+def test_a_misspelt_requirement_key_is_a_lint_error(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    shutil.copytree(SUPPORTOPS, project, ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "__snapshots__"))
+    spec = project / "spec.yaml"
+    spec.write_text(spec.read_text().replace("must_call_tools_in_order", "must_call_tool_in_order", 1))
+    code, out, _ = cli("lint", str(project))
+    assert code == 1
+    assert "error L007: unknown requirement key 'must_call_tool_in_order' in node N2_AUTH; did you mean 'must_call_tools_in_order'?" in out
+    assert "fix: rename 'must_call_tool_in_order' to 'must_call_tools_in_order'" in out
+    code, _, err = cli("run", str(project), *CASE)  # the requirement is not dropped: nothing runs
+    assert code == 2 and "must_call_tool_in_order" in err
+
+
+def test_a_misspelt_key_deep_in_the_spec_gets_did_you_mean(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    shutil.copytree(SUPPORTOPS, project, ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "__snapshots__"))
+    spec = project / "spec.yaml"
+    spec.write_text(spec.read_text().replace("reruns:", "rerunz:", 1))
+    code, out, _ = cli("lint", str(project))
+    assert "unknown key 'rerunz' in defaults.reliability; did you mean 'reruns'?" in out
+
+
+def test_run_without_bindings_names_agentprop_yaml_and_bindings(tmp_path: Path) -> None:
+    (tmp_path / "p").mkdir()
+    shutil.copy(SUPPORTOPS / "spec.yaml", tmp_path / "p" / "spec.yaml")
+    code, _, err = cli("run", str(tmp_path / "p"))
+    assert code == 2
+    assert str(tmp_path / "p" / "agentprop.yaml") in err and "--bindings" in err and "--agent" in err
+
+
+def test_the_bindings_agent_may_be_a_file_in_the_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "p"
+    shutil.copytree(SUPPORTOPS, project, ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "__snapshots__"))
+    bindings = project / "agentprop.yaml"
+    bindings.write_text(bindings.read_text().replace("agent: agent:SupportOpsAgent", "agent: agent.py:SupportOpsAgent", 1))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("run", str(project), *CASE)
+    assert code == 0, err
+    assert "with agent agent.py:SupportOpsAgent" in out
