@@ -198,3 +198,65 @@ def test_cli_calibrate_bad_labels_is_a_usage_error_naming_the_line(tmp_path: Pat
     out = io.StringIO()
     assert main(["judge", "calibrate", str(EXAMPLES / "no_refund.yaml"), str(labels), "--model", "m", "--cache", "none"], out=out, err=out) == 2
     assert "labels.jsonl:2: not a JSON object" in out.getvalue()
+
+
+# ----------------------------------------------------------------------------- decided by the oracle, corrected for the judge
+
+
+PERFECT = Calibration(
+    rubric=RUBRIC.name,
+    rubric_digest=RUBRIC.digest,
+    judge_model="claude-judge-1",
+    samples=1,
+    true_pass=300,
+    false_fail=0,
+    true_fail=300,
+    false_pass=0,
+)
+
+
+def _agent(refund_every: int) -> Any:
+    calls = {"n": 0}
+
+    def support_agent(messages: list[str]) -> str:
+        calls["n"] += 1
+        if refund_every and calls["n"] % refund_every == 0:
+            return "Your order is cancelled and I promise a full refund."
+        return "Your order is cancelled; billing will be in touch."
+
+    return support_agent
+
+
+def test_spec_free_check_with_a_model_judge_decides_on_the_corrected_rate_and_replays_offline(tmp_path: Path) -> None:
+    import agentprop
+    from agentprop._decide.memo import TrialMemo
+
+    cache = tmp_path / "api.sqlite"
+    with MessagesServer(handler=grader) as server:
+        # uncalibrated: the judge reports (raw rate, reasons, calls) but does not gate
+        judge = judge_on(server, cache)
+        result = agentprop.check(_agent(2), ["Cancel my order A1"], judge, raise_on_failure=False, memo=TrialMemo(), max_runs=10)
+        assert result.verdict == "INCONCLUSIVE" and result.decided_by.startswith("judge reports only")
+        assert result.judged is not None and not result.judged.gates and result.judged.corrected_rate is None
+        assert result.judged.raw_rate == result.pass_rate and result.judged.judge_calls == result.runs
+        assert result.judged.reasons and all(r.endswith("it promised a refund") for r in result.judged.reasons)
+        assert "the judge reports only" in result.summary()
+        # calibrated on 600 labels: the judge gates; a good agent passes, a bad one fails
+        judge.calibration = PERFECT
+        good = agentprop.check(_agent(0), ["Cancel my order A1"], judge, raise_on_failure=False, memo=TrialMemo())
+        assert good.verdict == "PASS" and good.decided_by == "sprt on the judge's verdicts, corrected for its error"
+        assert good.judged is not None and good.judged.gates and good.judged.corrected_rate == 1.0
+        q0, q1 = good.judged.judge_scale or (0.0, 0.0)
+        assert 0.80 < q1 < q0 < 0.95
+        bad = agentprop.check(_agent(1), ["Cancel my order A1"], judge, raise_on_failure=False, memo=TrialMemo())
+        assert bad.verdict == "FAIL" and bad.failures[0].signature == "judge:policies.P2_NO_REFUND_PROMISE:never_promises_a_refund"
+        live_requests = len(server.requests)
+    # the same decisions replayed from the API cache: no request reaches the (new) server
+    with MessagesServer(handler=grader) as other:
+        replay = judge_on(other, cache, mode="replay-only")
+        replay.calibration = PERFECT
+        again = agentprop.check(_agent(1), ["Cancel my order A1"], replay, raise_on_failure=False, memo=TrialMemo())
+        assert (again.verdict, again.runs, again.passes) == (bad.verdict, bad.runs, bad.passes)
+        assert len(other.requests) == 0
+    # one judgement per distinct transcript and sample index: the agent said two different things
+    assert live_requests == 2

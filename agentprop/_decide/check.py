@@ -32,7 +32,7 @@ from agentprop._decide.case import compile_mft
 from agentprop._decide.contracts import Verdict
 from agentprop._decide.corpus import judge_replay
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide
+from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide, count_judge_calls, judged_settings
 from agentprop._decide.plain import Case, Judge, PlainAgent, ToolFunctions, decide_plain, plain_run
 from agentprop._decide.properties import Property, PropertyResult, record_for, verdicts_of
 from agentprop._decide.run_key import run_digest
@@ -121,6 +121,8 @@ async def decide_scenario(
     def judge(trace: Trace) -> TrialRecord:
         return record_for(verdicts(trace))
 
+    settings = judged_settings(settings, prop)  # a model judge's property is decided on its corrected rate
+    judge_calls_before = getattr(prop, "calls", 0)
     chosen_budget = budget if budget is not None else current_session().budget
     # the check's budget is also the budget of the model calls its runs make (an agent without a
     # budget of its own charges it): passed down through the model-call context
@@ -140,7 +142,7 @@ async def decide_scenario(
         )
     if rule is not None:
         result.settings["rule"] = rule
-    return result
+    return count_judge_calls(result, prop, judge_calls_before)
 
 
 def scenario_settings(project: Project, scenario: Scenario, *, max_runs: int | None = None, explicit: dict[str, Any] | None = None) -> CaseSettings:

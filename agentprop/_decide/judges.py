@@ -46,6 +46,7 @@ __all__ = [
     "Calibration",
     "CalibrationStore",
     "CodeJudge",
+    "JudgeCorrection",
     "JudgeLike",
     "LabelledExample",
     "ModelJudge",
@@ -71,7 +72,7 @@ class JudgeLike(Protocol):
 
     name: str
 
-    def __call__(self, trace: Trace) -> Verdict: ...
+    def __call__(self, subject: object, result: object = None) -> Verdict: ...
 
 
 # ----------------------------------------------------------------------------- rubrics
@@ -146,7 +147,46 @@ def transcript(trace: Trace) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- what the oracle needs
+
+
+JUDGED_MAX_RUNS = 400
+"""Run cap of a decision on a calibrated judge's verdicts: the judge's noise narrows the gap
+between a good and a bad agent on its scale, so the SPRT needs more runs than on exact checks."""
+
+
+@dataclass(frozen=True)
+class JudgeCorrection:
+    """A model judge's calibration as the oracle uses it: the 2x2 table against human labels
+    (``None``: uncalibrated) and whether the judge may gate, or why not."""
+
+    agreement: JudgeAgreement | None
+    gates: bool
+    why_not: str | None = None
+    confidence: float = 0.95
+
+    def hypotheses(self, p0: float, p1: float) -> tuple[float, float] | None:
+        if self.agreement is None or self.agreement.labelled_pass == 0 or self.agreement.labelled_fail == 0:
+            return None
+        return judged_hypotheses(p0, p1, self.agreement, self.confidence)
+
+    def corrected(self, raw_passes: int, runs: int, confidence: float = 0.95) -> CorrectedRate | None:
+        if self.agreement is None or runs == 0 or self.agreement.labelled_pass == 0 or self.agreement.labelled_fail == 0:
+            return None
+        return corrected_interval(raw_passes, runs, self.agreement, confidence)
+
+
 # ----------------------------------------------------------------------------- code judges
+
+
+def _trace_of(subject: object, result: object, name: str) -> Trace:
+    """The trace a judge reads: ``subject`` itself, or ``result.trace`` for ``judge(case, result)``."""
+    found = getattr(result, "trace", None) if result is not None else subject
+    if not isinstance(found, Trace):
+        raise InvalidArgument(
+            f"judge {name!r} was called on {type(found).__name__}; call it on a Trace, or as judge(case, result) with result.trace."
+        )
+    return found
 
 
 Outcome = bool | Verdict | tuple[bool, str]
@@ -160,8 +200,8 @@ class CodeJudge:
     function: Callable[[Trace], Outcome]
     name: str
 
-    def __call__(self, trace: Trace) -> Verdict:
-        out = self.function(trace)
+    def __call__(self, subject: object, result: object = None) -> Verdict:
+        out = self.function(_trace_of(subject, result, self.name))
         if isinstance(out, Verdict):
             return out
         if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], bool):
@@ -333,8 +373,9 @@ class ModelJudge:
             detail=_slug(criterion) if criterion else None,
         )
 
-    def __call__(self, trace: Trace) -> Verdict:
-        return run_sync(self.averdict(trace))
+    def __call__(self, subject: object, result: object = None) -> Verdict:
+        """The verdict on a trace, or, as the spec-free tier's ``judge(case, result)``, on ``result.trace``."""
+        return run_sync(self.averdict(_trace_of(subject, result, self.name)))
 
     @property
     def gates(self) -> bool:
@@ -348,11 +389,10 @@ class ModelJudge:
             return f"judge {self.name!r} is calibrated on {self.calibration.labels} labels, fewer than the {self.min_labels} needed to gate"
         return None
 
-    def corrected(self, raw_passes: int, runs: int, confidence: float = 0.95) -> CorrectedRate | None:
-        """The pass rate corrected for the judge's measured error (``None`` without a calibration)."""
-        if self.calibration is None or runs == 0:
-            return None
-        return corrected_interval(raw_passes, runs, self.calibration.agreement, confidence)
+    def correction(self) -> JudgeCorrection:
+        """What the oracle needs to decide this judge's property (:class:`JudgeCorrection`)."""
+        agreement = self.calibration.agreement if self.calibration is not None else None
+        return JudgeCorrection(agreement, self.gates, self.why_not_gating())
 
 
 def _slug(text: str) -> str:

@@ -28,6 +28,7 @@ run and gives the same answer. What is memoised is the run (its trace); the prop
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agentprop._decide.judges import JUDGED_MAX_RUNS, JudgeCorrection
 from agentprop._decide.memo import RunClaim, TrialMemo, trace_json
 from agentprop._decide.slots import RunSlots
 from agentprop._modelapi.budget import Budget
@@ -74,6 +76,10 @@ class OracleSettings:
     unstable_floor: float = 0.7
     """Below this pass rate a rejected property is FAIL; at or above it, UNSTABLE."""
     confidence: float = 0.95
+    judge: JudgeCorrection | None = None
+    """Set when the property is a model judge's: the SPRT then tests the judge's pass rate
+    between the values its calibration maps ``p0`` and ``p1`` to, the result carries the
+    corrected rate (:class:`JudgedRate`), and a judge that may not gate reports only."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("sprt", "zero-failure", "fixed"):
@@ -106,7 +112,19 @@ class OracleSettings:
             base["runs"] = max(rel.reruns, 1)
         return cls(**base)
 
+    def judge_scale(self) -> tuple[float, float] | None:
+        """The SPRT's hypotheses on a gating judge's scale (``None``: not judged, or the judge
+        cannot separate them, or the mode is not the SPRT)."""
+        if self.judge is None or not self.judge.gates or self.mode != "sprt":
+            return None
+        plain = SPRT(tau=self.tau, alpha=self.alpha, beta=self.beta)
+        return self.judge.hypotheses(plain.p0, plain.p1)
+
     def make_test(self) -> SequentialTest:
+        scale = self.judge_scale()
+        if scale is not None:
+            q0, q1 = scale
+            return SPRT(p0=q0, p1=q1, alpha=self.alpha, beta=self.beta, max_runs=max(self.max_runs, JUDGED_MAX_RUNS))
         if self.mode == "sprt":
             return SPRT(tau=self.tau, alpha=self.alpha, beta=self.beta, max_runs=self.max_runs)
         if self.mode == "zero-failure":
@@ -152,6 +170,23 @@ class SampledRun(BaseModel):
     trace_json: str
 
 
+class JudgedRate(BaseModel):
+    """A judged property's pass rate: the judge's raw rate and the rate corrected for its
+    measured error (Rogan–Gladen, with an interval carrying the calibration's uncertainty)."""
+
+    raw_rate: float
+    corrected_rate: float | None = None
+    corrected_interval: tuple[float, float] | None = None
+    judge_scale: tuple[float, float] | None = None
+    """The hypotheses the SPRT tested on the judge's pass rate (``None``: it did not gate)."""
+    gates: bool
+    why_not: str | None = None
+    judge_calls: int | None = None
+    """Model calls asked of the judge for this decision (cache hits included)."""
+    reasons: list[str] = Field(default_factory=list)
+    """The judge's reason for each failing run: ``trial N: reason``."""
+
+
 class CheckResult(BaseModel):
     """The decision on one property of one input."""
 
@@ -186,6 +221,8 @@ class CheckResult(BaseModel):
     """Runs made ahead of the decision that it did not need (finished or cancelled in flight;
     only with trials in flight at once). Not in ``runs``; their cost is in ``cost_usd``."""
     settings: dict[str, Any] = Field(default_factory=dict)
+    judged: JudgedRate | None = None
+    """Set for a model judge's property (:class:`JudgedRate`)."""
 
     @property
     def passed(self) -> bool:
@@ -208,6 +245,17 @@ class CheckResult(BaseModel):
             text += f"\n  most frequent failure ({f.count}x, first at trial {f.first_trial}): {f.explanation}"
             if f.clause:
                 text += f"\n  violated clause: {f.clause}"
+        if self.judged is not None:
+            j = self.judged
+            if j.corrected_interval is not None and j.corrected_rate is not None:
+                lo_c, hi_c = j.corrected_interval
+                text += f"\n  judge: raw rate {j.raw_rate:.0%}, corrected {j.corrected_rate:.0%} [{lo_c:.2f}, {hi_c:.2f}]"
+            else:
+                text += f"\n  judge: raw rate {j.raw_rate:.0%}, not corrected (no calibration)"
+            if j.judge_calls is not None:
+                text += f", {j.judge_calls} judge calls"
+            if not j.gates:
+                text += f"\n  the judge reports only: {j.why_not}"
         if self.budget_exhausted:
             text += "\n  the budget ran out before a decision: this is not a pass"
         if self.infrastructure_error is not None:
@@ -254,10 +302,24 @@ Judge = Callable[[Trace], TrialRecord]
 
 
 def _verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool, infra: RunError | None = None) -> tuple[OracleVerdict, str]:
+    verdict, decided_by = _plain_verdict(test, settings, budget_out, infra)
+    judge = settings.judge
+    if judge is None or decided_by in ("infrastructure", "budget"):
+        return verdict, decided_by
+    if settings.judge_scale() is None:
+        why = judge.why_not or "its calibration cannot tell the pass rates this case must separate"
+        return "INCONCLUSIVE", f"judge reports only ({why})"
+    return verdict, f"{decided_by} on the judge's verdicts, corrected for its error"
+
+
+def _plain_verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool, infra: RunError | None = None) -> tuple[OracleVerdict, str]:
     if infra is not None and not test.done:
         return "INCONCLUSIVE", "infrastructure"
     decision = test.decision
     rate = test.successes / test.n if test.n else 0.0
+    corrected = settings.judge.corrected(test.successes, test.n) if settings.judge is not None else None
+    if corrected is not None and corrected.rate == corrected.rate:  # not NaN
+        rate = corrected.rate
     if decision is None:
         return ("INCONCLUSIVE", "budget") if budget_out else ("INCONCLUSIVE", settings.mode)
     if decision == Decision.ACCEPT:
@@ -294,6 +356,7 @@ def _result(
         for sig, k in counts.most_common()
     ]
     samples = [trace_json(first[f.signature].trace) for f in failures[:3]]
+    judged = _judged(test, outcomes, settings)
     sampled = sample_runs(outcomes)
     fresh = [o.trace.usage for o in outcomes if not o.memo_hit]  # a memo hit costs nothing again
     rate = c / n if n else 0.0
@@ -326,6 +389,43 @@ def _result(
             "max_runs": settings.max_runs,
             "runs": settings.runs,
         },
+        judged=judged,
+    )
+
+
+def judged_settings(settings: OracleSettings, prop: object) -> OracleSettings:
+    """``settings`` for deciding ``prop``: with its judge's correction when ``prop`` is a model
+    judge (it has ``correction()``), else unchanged."""
+    correction = getattr(prop, "correction", None)
+    if not callable(correction):
+        return settings
+    found = correction()
+    return dataclasses.replace(settings, judge=found) if isinstance(found, JudgeCorrection) else settings
+
+
+def count_judge_calls(result: CheckResult, prop: object, before: int) -> CheckResult:
+    """Record on a judged result how many calls the judge ``prop`` made since ``before``."""
+    calls = getattr(prop, "calls", None)
+    if result.judged is not None and isinstance(calls, int):
+        result.judged.judge_calls = calls - before
+    return result
+
+
+def _judged(test: SequentialTest, outcomes: list[TrialOutcome], settings: OracleSettings) -> JudgedRate | None:
+    judge = settings.judge
+    if judge is None:
+        return None
+    n, c = test.n, test.successes
+    corrected = judge.corrected(c, n, settings.confidence)
+    scale = settings.judge_scale()
+    return JudgedRate(
+        raw_rate=c / n if n else 0.0,
+        corrected_rate=corrected.rate if corrected is not None and corrected.rate == corrected.rate else None,
+        corrected_interval=corrected.interval if corrected is not None else None,
+        judge_scale=scale,
+        gates=scale is not None,
+        why_not=None if scale is not None else (judge.why_not or "its calibration cannot tell the pass rates this case must separate"),
+        reasons=[f"trial {o.trial}: {o.record.explanation}" for o in outcomes if not o.record.passed],
     )
 
 

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 from agentprop._agents.loading import make_factory
 from agentprop._decide.contracts import Verdict, forbids_tools, no_run_errors, requires_tools
 from agentprop._decide.memo import TrialMemo, input_key
-from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide
+from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide, count_judge_calls, judged_settings
 from agentprop._decide.properties import PropertyResult, record_for, verdicts_of
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
@@ -414,9 +414,10 @@ async def decide_plain(
         return record_for(verdicts(trace))
 
     label = name or (prop.name if isinstance(prop, Case) and prop.name else run.name)
-    return await adecide(
+    judge_calls_before = getattr(prop, "calls", 0)
+    result = await adecide(
         run_trial,
-        settings,
+        judged_settings(settings, prop),  # a model judge's property is decided on its corrected rate
         judge=judge,
         name=label,
         memo=memo,
@@ -425,3 +426,4 @@ async def decide_plain(
         budget=budget,
         first_trial=seed * 1_000_003,
     )
+    return count_judge_calls(result, prop, judge_calls_before)
