@@ -14,7 +14,7 @@ from typing import NoReturn, TextIO
 
 from agentprop._cli import compile as compile_command
 from agentprop._cli import corpus, init, judge, lint, report, run, serve, snapshot, tdad
-from agentprop._cli.common import EXIT_OK, EXIT_USAGE
+from agentprop._cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from agentprop._util.refs import did_you_mean
 from agentprop._util.scrub import scrub_text
 from agentprop._version import __version__
@@ -87,3 +87,6 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
         return EXIT_USAGE
     except BrokenPipeError:  # `agentprop run ... | head`
         return EXIT_OK
+    except KeyboardInterrupt:  # Ctrl-C where nothing was decided yet (or a second one)
+        print("agentprop: interrupted", file=err)
+        return EXIT_INTERRUPTED

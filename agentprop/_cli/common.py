@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT), as a shell reports it: after the partial report is written."""
 """0: every case passed (lint: no error); 1: a case failed (lint: an error); 2: usage or input
 error (bad spec, bindings, agent or arguments) or a run that could not be carried out."""
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agentprop._cli.common import (
     EXIT_FAIL,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     check_budget_args,
@@ -98,6 +100,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         seed=args.seed,
         concurrency=args.concurrency,
         explore=args.explore,
+        keep_partial=True,  # Ctrl-C: the report of what was decided, not a traceback
     )
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(
@@ -113,19 +116,22 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     async def run_all() -> RunReport:
         try:
             report = await arun_cases(project, agent, scenarios, settings, problems=problems, budget=budget, memo=memo, corpus=corpus)
-            if args.shrink_budget > 0:
+            if args.shrink_budget > 0 and "interrupted" not in report.metrics.extra:
                 # failing cases shrink to minimal reproducers, saved to the corpus
-                await asyncio.to_thread(
-                    shrink_failures,
-                    project,
-                    agent,
+                await _unless_interrupted(
                     report,
-                    budget=args.shrink_budget,
-                    corpus=corpus,
-                    session_budget=budget,
-                    memo=memo,
-                    seed=args.seed,
-                    stream=sys.stderr,
+                    asyncio.to_thread(
+                        shrink_failures,
+                        project,
+                        agent,
+                        report,
+                        budget=args.shrink_budget,
+                        corpus=corpus,
+                        session_budget=budget,
+                        memo=memo,
+                        seed=args.seed,
+                        stream=sys.stderr,
+                    ),
                 )
             return report
         finally:
@@ -140,6 +146,13 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     print(render_table(report, verbose=args.verbose), file=out)
     if model_agent is not None:
         print(model_summary(model_agent.stats(), snapshot), file=out)
+    interrupted = report.metrics.extra.get("interrupted")
+    if interrupted:
+        print(
+            f"interrupted: {interrupted['cases_decided']} case(s) decided before it, the rest not run or not decided "
+            f"({snapshot.runs} runs started, ${snapshot.usd:.4f} spent); the reports below hold what was decided",
+            file=out,
+        )
     if snapshot.exhausted and (snapshot.refused_runs or snapshot.refused_calls):
         print(f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} case(s) INCONCLUSIVE", file=out)
     for pr in problems:
@@ -150,6 +163,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
         print(f"report written to {args.json_path}", file=out)
     write_report_outputs(report, args, out)
+    if interrupted:
+        return EXIT_INTERRUPTED
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
     if print_infrastructure(report, out, verbose=args.verbose):
@@ -164,6 +179,18 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_FAIL
     # NOT APPLICABLE cases (listed with their reason) neither pass nor fail the run
     return EXIT_OK if report.metrics.passed + report.metrics.not_applicable == report.metrics.cases else EXIT_FAIL
+
+
+async def _unless_interrupted(report: RunReport, work: Awaitable[object]) -> None:
+    """Await ``work`` (shrinking); if the run is interrupted meanwhile, mark ``report`` so."""
+    try:
+        await work
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        decided = len(report.cases)
+        report.metrics.extra["interrupted"] = {"cases_planned": decided, "cases_decided": decided, "stage": "shrinking"}
 
 
 def print_infrastructure(report: RunReport, out: TextIO, *, verbose: bool = False) -> bool:

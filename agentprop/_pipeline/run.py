@@ -72,6 +72,9 @@ class RunSettings:
     turn_timeout_s: float | None = 60.0
     explore: int = DEFAULT_PER_PATH
     """Inputs explored per path (EXPLORE cases; 0 turns exploration off)."""
+    keep_partial: bool = False
+    """On cancellation (Ctrl-C under ``asyncio.run``), return the report of the cases decided
+    so far, marked ``metrics.extra["interrupted"]``, instead of raising ``CancelledError``."""
 
 
 class Progress:
@@ -290,6 +293,8 @@ async def arun_cases(
         for stage, on in (("explore", explores), ("probe", "probe" in kinds), ("boundary/dir/inv", bool(kinds & {"boundary", "dir", "inv"})))
         if on
     ]
+    results: list[CheckResult] = []
+    interrupted = False
     try:
         progress.start()
         if entries:
@@ -370,8 +375,18 @@ async def arun_cases(
                 rule_for=lambda sc: case_rule(sc).rule,
             )
             progress.planned(0, "boundary/dir/inv")
+    except asyncio.CancelledError:
+        if not settings.keep_partial:
+            raise
+        interrupted = True
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
     finally:
         progress.close()
+    if interrupted:  # the cases decided before the interruption; the rest are left out
+        results = [checks[sc.id][1] for sc in scenarios if sc.id in checks] if "mft" in kinds else []
+        scenarios = [sc for sc in scenarios if sc.id in checks] if "mft" in kinds else []
     cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + explored + probed + extra
     verdicts = Counter(c.verdict for c in cases)
     coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases)
@@ -394,6 +409,7 @@ async def arun_cases(
         duration_s=time.perf_counter() - started,
         extra={
             "coverage": coverage,
+            **({"interrupted": {"cases_planned": progress.total, "cases_decided": len(cases)}} if interrupted else {}),
             **(
                 {"exploration": exploration_summary([e for e in explored_inputs if e.kind == "EXPLORE"], {c.id: c for c in explored})}
                 if explored

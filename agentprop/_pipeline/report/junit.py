@@ -180,6 +180,12 @@ def render_junit(report: RunReport) -> str:
     tdad = report.metrics.extra.get("tdad")
     if isinstance(tdad, dict):
         _mutants(root, spec_id, tdad)
+    interrupted = report.metrics.extra.get("interrupted")
+    if isinstance(interrupted, dict):  # a partial report must not read as a green run
+        suite = _suite(root, f"{spec_id} run")
+        case = ET.SubElement(suite, "testcase", {"classname": xml_text(f"agentprop.{spec_id}.run"), "name": "interrupted"})
+        message = f"the run was interrupted (Ctrl-C) after {interrupted.get('cases_decided', 0)} case(s) were decided; the rest were not run"
+        ET.SubElement(case, "error", {"type": "INTERRUPTED", "message": xml_text(message)})
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for suite in root.findall("testsuite"):
         for k, v in _count(suite).items():

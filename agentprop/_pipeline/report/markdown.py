@@ -83,10 +83,16 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
     m = report.metrics
     counts: Counter[str] = Counter(c.verdict for c in report.cases)
     not_passing = [c for c in report.cases if c.verdict in ("FAIL", "UNSTABLE", "INCONCLUSIVE")]
-    mark = "✅" if not not_passing else "❌"
+    interrupted = m.extra.get("interrupted")
+    mark = "⚠️" if interrupted else "✅" if not not_passing else "❌"
     head = [
-        f"## {mark} agentprop: {md(report.spec.title or report.spec.id)} ({md(report.spec.id)})",
+        f"## {mark} agentprop: {md(report.spec.title or report.spec.id)} ({md(report.spec.id)})" + (" (interrupted)" if interrupted else ""),
         "",
+        *(
+            [f"**Interrupted** (Ctrl-C): the {interrupted['cases_decided']} case(s) decided before it; the rest were not run or not decided.", ""]
+            if interrupted
+            else []
+        ),
         f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable"
         + (f", {m.inconclusive} inconclusive" if m.inconclusive else "")
         + (f", {m.not_applicable} not applicable" if m.not_applicable else "")
