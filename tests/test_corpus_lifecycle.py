@@ -187,7 +187,8 @@ def test_an_entry_whose_fault_is_fixed_is_retired_with_a_message(project_dir: Pa
     corpus = project_dir / ".agentprop" / "corpus"
     run(project_dir, tmp_path, "--fault", "skip_auth=1")
     [path] = entry_files(corpus)
-    code, out, report = run(project_dir, tmp_path)  # the clean agent: the fault is gone
+    fix_skip_auth(project_dir)
+    code, out, report = run(project_dir, tmp_path, "--fault", "skip_auth=1")  # the same agent, its code fixed
     assert code == 0
     replay = report.cases[0]
     assert replay.kind == "CORPUS" and replay.verdict == "PASS" and replay.details["replay"] == "retired"
@@ -196,7 +197,7 @@ def test_an_entry_whose_fault_is_fixed_is_retired_with_a_message(project_dir: Pa
     retired = CorpusEntry.model_validate_json((corpus / "retired" / path.parent.name / path.name).read_text())
     assert retired.retired and "passed" in (retired.retired_reason or "")
     # retired entries are not replayed again
-    _, _, later = run(project_dir, tmp_path)
+    _, _, later = run(project_dir, tmp_path, "--fault", "skip_auth=1")
     assert [c.kind for c in later.cases] == ["MFT"]
 
 
@@ -204,7 +205,7 @@ def test_a_different_failure_on_replay_is_not_called_a_regression(project_dir: P
     corpus = project_dir / ".agentprop" / "corpus"
     run(project_dir, tmp_path, "--fault", "skip_auth=1")
     [path] = entry_files(corpus)
-    code, out, report = run(project_dir, tmp_path, "--fault", "wrong_order=1")
+    code, out, report = run(project_dir, tmp_path, "--fault", "wrong_order=1", "--replay-corpus", "all")
     assert code == 1
     replay = report.cases[0]
     assert replay.kind == "CORPUS" and replay.verdict == "FAIL" and replay.details["replay"] == "fails-differently"
@@ -271,19 +272,38 @@ def test_a_fault_still_present_is_retired_at_most_as_often_as_the_confidence_all
 # --------------------------------------------------------------------------- agentprop.check replays
 
 
-def test_check_replays_retire_fixed_entries_and_tell_a_different_failure_from_a_regression(tmp_path: Path) -> None:
+def fix_skip_auth(project_dir: Path, *, instead: str | None = None) -> None:
+    """Edit the copied agent as its author would fix the bug: the ``skip_auth`` knob no longer
+    skips anything (with ``instead``, it turns on that other fault: the code now fails
+    differently). Same reference, same knobs, other code."""
+    agent = project_dir / "agent.py"
+    text = agent.read_text()
+    assert 'self._fault("skip_auth", ctx)' in text
+    text = text.replace('self._fault("skip_auth", ctx)', "False", 1)
+    if instead is not None:
+        assert f'self._fault("{instead}", ctx)' in text
+        text = text.replace(f'self._fault("{instead}", ctx)', 'self._fault("skip_auth", ctx)')
+    agent.write_text(text)
+
+
+def test_check_replays_retire_fixed_entries_and_tell_a_different_failure_from_a_regression(tmp_path: Path, project_dir: Path) -> None:
     project = agentprop.load_project(EXAMPLE)
     skipper = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0})
     shrunk = agentprop.shrink(project, CANCEL, skipper, failing=agentprop.check(project, CANCEL, skipper, raise_on_failure=False), budget=30)
-    corpus = Corpus(tmp_path)
+    corpus = Corpus(tmp_path / "corpus")
     entry, _ = corpus.record(agentprop._decide.corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=skipper))
+    with Session(corpus=corpus).activate() as session:  # another agent: the entry is not replayed, nor retired
+        agentprop.check(project, CANCEL, agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE))
+        assert session.recorded_corpus_notes() == [] and [e.id for e in corpus.entries()] == [entry.id]
+    fix_skip_auth(project_dir, instead="wrong_order")  # the same agent, its code now failing differently
     with Session(corpus=corpus).activate():
-        wrong = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"wrong_order": 1.0})
+        wrong = agentprop.load_agent("agent:SupportOpsAgent", project_dir, {"skip_auth": 1.0})
         with pytest.raises(agentprop.AgentPropertyViolation) as info:
             agentprop.check(project, CANCEL, wrong)
         assert any("not a regression" in n for n in getattr(info.value, "__notes__", []))
+    fix_skip_auth(project_dir)
     with Session(corpus=corpus).activate() as session:  # a new session: replay again, now with the fault fixed
-        agentprop.check(project, CANCEL, agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE))
+        agentprop.check(project, CANCEL, agentprop.load_agent("agent:SupportOpsAgent", project_dir, {"skip_auth": 1.0}))
         assert [n.action for n in session.recorded_corpus_notes()] == ["retired"]
         assert corpus.entries() == [] and [e.id for e in corpus.entries(retired=True)] == [entry.id]
 

@@ -147,3 +147,48 @@ def test_the_bindings_agent_may_be_a_file_in_the_project(tmp_path: Path, monkeyp
     code, out, err = cli("run", str(project), *CASE)
     assert code == 0, err
     assert "with agent agent.py:SupportOpsAgent" in out
+
+
+# --------------------------------------------------------------------------- the corpus keeps each agent's finds
+
+
+def test_a_clean_run_between_two_fault_runs_keeps_the_faults_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentprop._decide.corpus import CorpusEntry
+    from agentprop._pipeline.report.model import RunReport
+
+    project = tmp_path / "p"
+    shutil.copytree(SUPPORTOPS, project, ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "__snapshots__"))
+    monkeypatch.chdir(tmp_path)
+    corpus = project / ".agentprop" / "corpus"
+
+    def run(*argv: str) -> tuple[int, str, RunReport]:
+        report = tmp_path / "report.json"
+        argv = ("--kinds", "mft", "--case", "END_CANCELLED<-N7_CANCEL", "--corpus", str(corpus), "--json", str(report), *argv)
+        code, out, err = cli("run", str(project), *argv)
+        assert code in (0, 1), err
+        return code, out, RunReport.model_validate_json(report.read_text())
+
+    code, _, first = run("--fault", "skip_auth=0.3", "--shrink-budget", "40")
+    assert code == 1
+    saved = sorted(p for p in corpus.glob("*/*.json"))
+    assert saved and all(e.action == "saved" for e in first.corpus)
+    assert all(CorpusEntry.model_validate_json(p.read_text()).agent_faults == {"skip_auth": 0.3} for p in saved)
+
+    code, out, clean = run("--shrink-budget", "0")  # another agent: the entries are neither replayed nor retired
+    assert code == 0
+    assert [c.kind for c in clean.cases] == ["MFT"] and clean.corpus == []
+    assert sorted(p for p in corpus.glob("*/*.json")) == saved and not (corpus / "retired").exists()
+    assert f"note: {len(saved)} corpus entr" in out and "agent:SupportOpsAgent --fault skip_auth=0.3" in out
+    assert "--replay-corpus all" in out
+
+    code, _, again = run("--fault", "skip_auth=0.3", "--shrink-budget", "0")  # the faulty agent: regressions
+    assert code == 1
+    replays = [c for c in again.cases if c.kind in ("REGRESSION", "CORPUS")]
+    assert {c.details["corpus_entry"] for c in replays} == {p.stem for p in saved}
+    assert any(c.kind == "REGRESSION" for c in replays)
+
+    code, _, asked = run("--replay-corpus", "all", "--shrink-budget", "0")  # asked: replayed, never retired
+    assert code == 0
+    assert {c.kind for c in asked.cases if c.id != "END_CANCELLED<-N7_CANCEL"} == {"CORPUS"}
+    assert all(c.details["replay"] == "kept" for c in asked.cases if c.kind == "CORPUS")
+    assert sorted(p for p in corpus.glob("*/*.json")) == saved

@@ -60,6 +60,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="DIR",
         help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)",
     )
+    run.add_argument(
+        "--replay-corpus",
+        choices=("own", "all"),
+        default="own",
+        help="which corpus entries replay first: those found with this agent and its --fault knobs (own, the default), "
+        "or all of the spec's as regression checks (another agent's passes never retire an entry)",
+    )
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
     run.add_argument(
         "-v",
@@ -101,6 +108,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         concurrency=args.concurrency,
         explore=args.explore,
         keep_partial=True,  # Ctrl-C: the report of what was decided, not a traceback
+        replay_corpus=args.replay_corpus,
     )
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(
@@ -157,6 +165,15 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         print(f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} case(s) INCONCLUSIVE", file=out)
     for pr in problems:
         print(f"note: {pr}", file=out)
+    if corpus is not None and args.replay_corpus == "own":
+        others = [e for e in corpus.entries(spec_id=project.spec.spec_id) if not corpus_module.found_with(e, agent)]
+        if others:
+            agents = sorted({corpus_module.agent_label(e.agent_ref, e.agent_faults) for e in others})
+            print(
+                f"note: {len(others)} corpus entr{'y' if len(others) == 1 else 'ies'} found with another agent ({'; '.join(agents)}) "
+                "not replayed, and kept; --replay-corpus all replays them as regression checks",
+                file=out,
+            )
     for u in unchecked_requirements(project.spec):
         print(f"note: not checked: {u.clause} (agentprop has no check for it; `agentprop lint` shows where)", file=out)
     if args.json_path:

@@ -30,7 +30,7 @@ from agentprop._agents.loading import LoadedAgent, make_factory
 from agentprop._agents.project import Project
 from agentprop._decide.case import compile_mft
 from agentprop._decide.contracts import Verdict
-from agentprop._decide.corpus import judge_replay
+from agentprop._decide.corpus import found_with, judge_replay
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide, count_judge_calls, judged_settings
 from agentprop._decide.plain import Case, Judge, PlainAgent, ToolFunctions, decide_plain, plain_run
@@ -497,7 +497,7 @@ async def _replay_corpus_first(
     corpus = session.corpus.for_project(project)
     base_id = scenario.id.split("/")[0]
     for entry in corpus.entries(spec_id=project.spec.spec_id, agent_ref=agent.ref):
-        if entry.scenario_id.split("/")[0] != base_id or entry.prop != "mft":
+        if entry.scenario_id.split("/")[0] != base_id or entry.prop != "mft" or not found_with(entry, agent):
             continue
         if not session.first_replay(entry.id):
             continue

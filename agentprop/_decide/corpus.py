@@ -12,8 +12,11 @@ regression (the entry's ``last_seen`` and ``seen`` are updated, no new entry); o
 with another signature is a different bug, reported as such; one that passes with the
 oracle's confidence and never shows the signature in enough runs to rule out its recorded
 rate is retired: moved to ``<corpus>/retired/<spec_id>/`` with the reason. An entry's id is a
-hash of spec, agent, signature and scenario id: the same bug found again on the same case
-updates its entry. ``agentprop corpus list|show|rm|prune|clear`` manage it.
+hash of spec, agent (reference and fault knobs), signature and scenario id: the same bug found
+again on the same case updates its entry. Entries are replayed by the agent they were found
+with (same reference and fault knobs); another agent replays them only when asked (``agentprop
+run --replay-corpus all``), and its passes never retire them. ``agentprop corpus
+list|show|rm|prune|clear`` manage it.
 
 An entry's ``spec_path`` is stored relative to the corpus folder (``spec_path_base:
 corpus``), so the corpus and its project can move together and every command finds the spec
@@ -30,6 +33,7 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -92,10 +96,24 @@ class CorpusEntry(BaseModel):
     retired_reason: str | None = None
 
 
-def entry_id(spec_id: str, agent_ref: str, signature: str, scenario_id: str) -> str:
-    """Same spec, agent, signature and case -> same entry (found again, it is updated)."""
-    text = json.dumps([spec_id, agent_ref, signature, scenario_id])
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+def entry_id(spec_id: str, agent_ref: str, signature: str, scenario_id: str, faults: Mapping[str, float] | None = None) -> str:
+    """Same spec, agent (reference and fault knobs), signature and case -> same entry (found
+    again, it is updated). Without knobs the id is what it always was."""
+    parts: list[Any] = [spec_id, agent_ref, signature, scenario_id]
+    if faults:
+        parts.append(sorted(faults.items()))
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
+
+
+def agent_label(ref: str, faults: Mapping[str, float]) -> str:
+    """``agent:SupportOpsAgent --fault skip_auth=0.3``: the agent an entry was found with."""
+    return ref + "".join(f" --fault {k}={v:g}" for k, v in sorted(faults.items()))
+
+
+def found_with(entry: CorpusEntry, agent: LoadedAgent) -> bool:
+    """Whether ``agent`` is the one ``entry`` was found with: the same reference and the same
+    fault knobs (its code may have changed: that is what a replay checks)."""
+    return entry.agent_ref == agent.ref and dict(entry.agent_faults) == dict(agent.faults)
 
 
 def runs_to_rule_out(rate: float | None, confidence: float) -> int:
@@ -346,7 +364,7 @@ def _identifier(text: str) -> str:
 def entry_from_shrink(report: ShrinkReport, *, spec_id: str, spec_path: str | None, agent: LoadedAgent, prop: str = "mft") -> CorpusEntry:
     """A corpus entry for a shrink result (the reproducer scenario, as values)."""
     return CorpusEntry(
-        id=entry_id(spec_id, agent.ref, report.signature, report.scenario),
+        id=entry_id(spec_id, agent.ref, report.signature, report.scenario, agent.faults),
         spec_id=spec_id,
         spec_path=spec_path,
         scenario_id=report.scenario,
@@ -369,7 +387,7 @@ def entry_from_shrink(report: ShrinkReport, *, spec_id: str, spec_path: str | No
 ReplayAction = Literal["regression", "fails-differently", "retired", "kept"]
 
 
-def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float) -> tuple[ReplayAction, str]:
+def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float, own: bool = True) -> tuple[ReplayAction, str]:
     """What a replay of ``entry`` means: ``(action, message)``.
 
     - ``regression``: it did not pass and failed with the entry's own signature;
@@ -379,6 +397,9 @@ def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float) 
       out the entry's recorded failure rate at ``confidence`` (:func:`runs_to_rule_out`);
     - ``kept``: anything else (passed with the failure still occurring now and then, too few
       runs, or undecided).
+
+    ``own=False``: the replay ran another agent than the one that found the entry (asked
+    for); a pass then never retires the entry, it is ``kept``.
     """
     matching = sum(f.count for f in result.failures if f.signature == entry.signature)
     runs = result.runs
@@ -394,6 +415,11 @@ def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float) 
         if matching:
             return "kept", f"corpus entry {entry.id} passed, but its failure still occurred {matching}/{runs} runs: kept"
         need = runs_to_rule_out(entry.reproducer_rate, confidence)
+        if not own:
+            return "kept", (
+                f"corpus entry {entry.id} passed {runs} runs of this agent; kept: it was found with "
+                f"{agent_label(entry.agent_ref, entry.agent_faults)}, whose replays alone retire it"
+            )
         if runs >= need:
             recorded = (
                 f"; its recorded rate {entry.reproducer_rate:.0%} would have shown with {confidence:.0%} confidence" if entry.reproducer_rate else ""

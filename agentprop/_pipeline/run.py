@@ -16,12 +16,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from agentprop._agents.loading import LoadedAgent, runs_concurrently
 from agentprop._agents.project import Project
 from agentprop._decide.check import Property, decide_scenario
-from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, judge_replay
+from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, found_with, judge_replay
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
 from agentprop._decide.safety import CaseSettings, case_settings, describe, safety_settings, strictness
@@ -75,6 +75,9 @@ class RunSettings:
     keep_partial: bool = False
     """On cancellation (Ctrl-C under ``asyncio.run``), return the report of the cases decided
     so far, marked ``metrics.extra["interrupted"]``, instead of raising ``CancelledError``."""
+    replay_corpus: Literal["own", "all"] = "own"
+    """Which corpus entries are replayed first: those found with this agent (reference and
+    fault knobs), or ``all`` of the spec's (another agent's passes never retire an entry)."""
 
 
 class Progress:
@@ -275,7 +278,8 @@ async def arun_cases(
     explored_inputs: list[ExploredInput] = []
     regressions: list[CaseReport] = []
     events: list[CorpusEvent] = []
-    entries = corpus.entries(spec_id=spec.spec_id, agent_ref=agent.ref) if corpus is not None else []
+    every = corpus.entries(spec_id=spec.spec_id) if corpus is not None else []
+    entries = [e for e in every if settings.replay_corpus == "all" or found_with(e, agent)]
     for damaged in corpus.damaged if corpus is not None else []:
         # skipped, not fatal: the other entries still replay
         where = damaged.location.path if damaged.location is not None else None
@@ -470,11 +474,12 @@ def _corpus_case(
 ) -> CaseReport:
     """The case of one corpus replay: ``REGRESSION`` only when it failed with the entry's
     own signature (the entry is updated), else ``CORPUS``; a clean enough pass retires it."""
-    action, message = judge_replay(entry, result, confidence=oracle.confidence)
+    own = found_with(entry, agent)
+    action, message = judge_replay(entry, result, confidence=oracle.confidence, own=own)
     kind = "REGRESSION" if action == "regression" else "CORPUS"
     case_id = f"{kind} {entry.id} {entry.scenario_id}"
     checks[case_id] = checks.pop(f"corpus {entry.id} {entry.scenario_id}")
-    if action == "regression":
+    if action == "regression" and own:
         corpus.seen_again(entry, fingerprint=agent.fingerprint)
     elif action == "retired":
         corpus.retire(entry, message)
