@@ -71,3 +71,82 @@ def test_ctrl_c_during_run_writes_the_partial_report_and_says_interrupted(tmp_pa
     assert f"interrupted: {decided} case(s) decided before it" in done.stdout and f"({budget['runs']} runs started, $0.0000 spent)" in done.stdout
     assert 'name="interrupted"' in outputs["junit"].read_text() and 'type="INTERRUPTED"' in outputs["junit"].read_text()
     assert "(interrupted)" in outputs["markdown"].read_text() and "sum-interrupted" in outputs["html"].read_text()
+
+
+# --------------------------------------------------------------------------- agents that end the process (item 9)
+
+HOSTILE = """
+import sys
+
+from agent import SupportOpsAgent
+
+
+class Exits(SupportOpsAgent):
+    def turn(self, message, ctx):
+        sys.exit(5)
+
+
+class Interrupts(SupportOpsAgent):
+    def turn(self, message, ctx):
+        raise KeyboardInterrupt
+
+
+class AsyncExits:
+    async def turn(self, message, ctx):
+        sys.exit(5)
+
+
+class AsyncInterrupts:
+    async def turn(self, message, ctx):
+        raise KeyboardInterrupt
+
+
+class ExitsOnClose(SupportOpsAgent):
+    def close_conversation(self):
+        sys.exit(3)
+
+
+def exiting_factory():
+    sys.exit(4)
+
+
+class BadGetattr(SupportOpsAgent):
+    def __getattr__(self, name):
+        raise RuntimeError(f"no attribute {name} here")
+"""
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    import io
+
+    from agentprop._cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("agent", "says"),
+    [
+        ("Exits", "the agent called sys.exit(5) (SystemExit)"),
+        ("Interrupts", "the agent raised KeyboardInterrupt"),
+        ("AsyncExits", "the agent called sys.exit(5) (SystemExit)"),
+        ("AsyncInterrupts", "the agent raised KeyboardInterrupt"),
+        ("ExitsOnClose", "close_conversation(): the agent called sys.exit(3) (SystemExit)"),
+        ("exiting_factory", "agent factory: the agent called sys.exit(4) (SystemExit)"),
+        ("BadGetattr", None),
+    ],
+)
+def test_an_agent_that_exits_or_interrupts_fails_its_runs_and_the_run_reports(tmp_path: Path, agent: str, says: str | None) -> None:
+    project = project_with(tmp_path, "hostile", HOSTILE)
+    report = tmp_path / "r.json"
+    argv = ("run", str(project), "--agent", f"hostile:{agent}", "--runs", "2", "--kinds", "mft", "--case", "END_BILLING_ANSWER<-N3_BILLING")
+    code, out, err = cli(*argv, "--corpus", "none", "--shrink-budget", "0", "--json", str(report))
+    cases = json.loads(report.read_text())["cases"]
+    assert cases and all(c["runs"] == 2 for c in cases), out + err
+    if says is None:  # a __getattr__ that raises is an agent without the optional hooks, not a crash
+        assert code == 0 and all(c["verdict"] == "PASS" for c in cases), out + err
+        return
+    assert code == 1 and all(c["verdict"] == "FAIL" for c in cases), out + err
+    assert all(says in c["failures"][0]["explanation"] for c in cases), cases[0]["failures"][0]

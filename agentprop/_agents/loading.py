@@ -54,7 +54,7 @@ def runs_concurrently(agent: LoadedAgent) -> bool:
             try:
                 made = agent.factory()
                 fn = getattr(made, "turn", None) or made
-            except Exception:
+            except (Exception, SystemExit, KeyboardInterrupt):  # agent code: its runs record it
                 fn = None
         agent.concurrent = fn is not None and (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))  # noqa: B004 (the bound __call__ method itself)
     return agent.concurrent

@@ -30,6 +30,7 @@ import inspect
 import os
 import queue
 import random
+import signal
 import threading
 import time
 import traceback
@@ -236,8 +237,17 @@ Agent = Callable[[str, TurnContext], None | Awaitable[None]] | TurnAgent
 AgentFactory = Callable[[], Agent]
 
 
+def _hook(agent: object, name: str) -> Any:
+    """``agent.name``, or ``None`` when it has none -- also when looking it up raises (an
+    agent whose ``__getattr__`` raises for names it does not know)."""
+    try:
+        return getattr(agent, name, None)
+    except Exception:
+        return None
+
+
 def _turn_callable(agent: Agent) -> Callable[[str, TurnContext], Any]:
-    fn: object = getattr(agent, "turn", None)
+    fn: object = _hook(agent, "turn")
     if callable(fn):
         return fn
     if callable(agent):
@@ -435,10 +445,12 @@ async def _converse_on_loop(turns: _Turns, fn: Callable[[str, TurnContext], Any]
             error = turns.timeout(index, exc)
         except Exception as exc:
             error = turns.exception(exc, index)
-        except BaseException:
-            ctx._closed = True
-            turn.duration_s = time.perf_counter() - t0
-            raise
+        except BaseException as exc:
+            error = _agent_stop(exc, index)
+            if error is None:  # a cancellation, or a real Ctrl-C: the caller's
+                ctx._closed = True
+                turn.duration_s = time.perf_counter() - t0
+                raise
         if turns.end(turn, ctx, t0, error):
             return
 
@@ -484,9 +496,11 @@ async def _converse_in_thread(turns: _Turns, fn: Callable[[str, TurnContext], An
             error = turns.timeout(index, exc)
         except Exception as exc:
             error = turns.exception(exc, index)
-        except BaseException:
-            ctx._closed = True
-            raise
+        except BaseException as exc:
+            error = _agent_stop(exc, index)
+            if error is None:
+                ctx._closed = True
+                raise
         if turns.end(turn, ctx, t0, error):
             return
         start = index + 1
@@ -508,7 +522,7 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
             else:
                 done.set_result(None)
 
-    def signal(error: BaseException | None = None) -> None:
+    def notify(error: BaseException | None = None) -> None:
         if loop.is_closed():
             return
         try:
@@ -532,6 +546,10 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
                     result = contextvars.Context().run(fn, turns.messages[index], ctx)
                 except Exception as exc:
                     error = turns.exception(exc, index)
+                except (SystemExit, KeyboardInterrupt) as exc:  # on a worker thread: the agent's own, never a Ctrl-C
+                    error = _agent_stop(exc, index)
+                    if error is None:
+                        raise
                 with seg.lock:
                     if seg.abandoned:  # the loop recorded the timeout and moved on
                         return
@@ -542,9 +560,9 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
                     if turns.end(turn, ctx, seg.t0, error):
                         break
         except BaseException as exc:  # agent code raised SystemExit or the like: the caller's
-            signal(exc)
+            notify(exc)
             return
-        signal()
+        notify()
 
     _WORKERS.submit(job, f"agentprop-agent-{turns.case_id}-{turns.trial}")
     try:
@@ -600,8 +618,13 @@ async def arun_conversation(
     try:
         agent = agent_factory()
         fn = _turn_callable(agent)
-    except Exception as exc:  # the factory itself is agent code
-        trace.errors.append(_run_error(exc, None, prefix="agent factory raised "))
+    except BaseException as exc:  # the factory itself is agent code
+        error = (
+            _run_error(exc, None, prefix="agent factory raised ") if isinstance(exc, Exception) else _agent_stop(exc, None, prefix="agent factory: ")
+        )
+        if error is None:
+            raise
+        trace.errors.append(error)
         trace.duration_s = time.perf_counter() - started
         return _scrubbed(trace)
     turns = _Turns(spec, trace, messages, world, context, case_id, trial, turn_timeout_s)
@@ -627,7 +650,7 @@ def _scrubbed(trace: Trace) -> Trace:
 
 async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | None) -> None:
     """Call the agent's ``close_conversation()`` hook, if it has one (errors are recorded)."""
-    close = getattr(agent, "close_conversation", None)
+    close = _hook(agent, "close_conversation")
     if not callable(close):
         return
     try:
@@ -639,6 +662,44 @@ async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | Non
         trace.errors.append(RunError(kind="timeout", message=f"close_conversation() did not finish within {timeout_s} s"))
     except Exception as exc:
         trace.errors.append(_run_error(exc, None, prefix="close_conversation() raised "))
+    except BaseException as exc:
+        error = _agent_stop(exc, None, prefix="close_conversation(): ")
+        if error is None:
+            raise
+        trace.errors.append(error)
+
+
+def _agent_stop(exc: BaseException, turn_index: int | None, *, prefix: str = "") -> RunError | None:
+    """The run error of a ``SystemExit`` or ``KeyboardInterrupt`` that the agent's own code
+    raised (``sys.exit(5)``, ``raise KeyboardInterrupt``): an agent ends its run, never the
+    process. ``None`` for what must go on up: a cancellation, or a real Ctrl-C
+    (:func:`_real_interrupt`). Call it inside the ``except`` block (it keeps the traceback)."""
+    if isinstance(exc, SystemExit):
+        what = f"the agent called sys.exit({exc.code!r}) (SystemExit)"
+    elif isinstance(exc, KeyboardInterrupt) and not _real_interrupt(exc):
+        what = "the agent raised KeyboardInterrupt"
+    else:
+        return None
+    return RunError(
+        kind="agent_exception",
+        message=scrub_text(f"{prefix}{what}: an agent must not end the process; the run ends here, as on an exception"),
+        turn_index=turn_index,
+        traceback=scrub_text(traceback.format_exc()),
+    )
+
+
+def _real_interrupt(exc: BaseException) -> bool:
+    """Whether a ``KeyboardInterrupt`` may be a real Ctrl-C: only the main thread receives
+    signals, and under ``asyncio.run`` a Ctrl-C is raised by its SIGINT handler (the innermost
+    frame); with Python's default handler in force it cannot be told apart, so it counts."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None and tb.tb_frame.f_code.co_name == "_on_sigint":
+        return True
+    return signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def _run_error(exc: Exception, turn_index: int | None, *, prefix: str = "") -> RunError:
