@@ -72,7 +72,9 @@ from agentprop._decide.snapshot import SnapshotResult, check_reason, check_snaps
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import CacheMode
 from agentprop._modelapi.ledger import SharedLedger
+from agentprop._pipeline.bugs import rates_from_shrink
 from agentprop._pipeline.pytest_shrink import shrink_violation
+from agentprop._pipeline.report.model import BugReport, FailureRate
 from agentprop._scenario.build import make_world
 from agentprop._scenario.world import World, stable_seed
 from agentprop._util.refs import did_you_mean
@@ -572,10 +574,12 @@ def _bug_lines(latest: dict[tuple[str, str], Any], session: Session) -> list[str
             lines.append("    not shrunk (no test failed on it with shrinking on)")
             continue
         lines.append(f"    reproducer (shrunk once, in {bug.test.split('::')[-1]}): {bug.shrunk.reproducer_messages!r}")
-        r = bug.shrunk.reproducer_rate
-        if r is not None:
+        o = bug.shrunk.original_rate
+        figures = BugReport(id=bug_id(key), key=key, signature=bug.shrunk.signature)
+        rates_from_shrink(figures, bug.shrunk, FailureRate(failures=o.failures, runs=o.runs, rate=o.rate, interval=o.interval))
+        if figures.rate_text:
             entry = f"; corpus entry {bug.corpus_entry}" if bug.corpus_entry else ""
-            lines.append(f"    fails {r.failures}/{r.runs} fresh runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f}){entry}")
+            lines.append(f"    {figures.rate_text}{entry}")
     for note in session.recorded_corpus_notes():
         lines.append(f"corpus: {note.message}")
     return lines

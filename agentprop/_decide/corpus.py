@@ -82,6 +82,11 @@ class CorpusEntry(BaseModel):
     original_messages: list[str]
     original_rate: float | None = None
     reproducer_rate: float | None = None
+    """The reproducer's failure rate on fresh runs; ``None`` when none were made."""
+    confirmed: bool = True
+    """``False``: the run saw the failure in its cases, but the reproducer's fresh runs stayed
+    clean or were not made (budget spent). Saved all the same; retiring it needs the runs that
+    would show ``original_rate``."""
     created: str
     last_seen: str | None = None
     """When a run last met this failure (a regression, or the same bug found again)."""
@@ -377,7 +382,8 @@ def entry_from_shrink(report: ShrinkReport, *, spec_id: str, spec_path: str | No
         scenario=report.reproducer,
         original_messages=report.original_messages,
         original_rate=report.original_rate.rate,
-        reproducer_rate=report.reproducer_rate.rate if report.reproducer_rate else None,
+        reproducer_rate=report.reproducer_rate.rate if report.reproducer_rate and report.reproducer_rate.runs else None,
+        confirmed=report.confirmed,
         created=now(),
         last_seen=now(),
         choices=report.reproducer_choices,
@@ -414,20 +420,19 @@ def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float, 
     if result.verdict == "PASS":
         if matching:
             return "kept", f"corpus entry {entry.id} passed, but its failure still occurred {matching}/{runs} runs: kept"
-        need = runs_to_rule_out(entry.reproducer_rate, confidence)
+        known_rate = entry.reproducer_rate if entry.confirmed else entry.original_rate
+        need = runs_to_rule_out(known_rate, confidence)
         if not own:
             return "kept", (
                 f"corpus entry {entry.id} passed {runs} runs of this agent; kept: it was found with "
                 f"{agent_label(entry.agent_ref, entry.agent_faults)}, whose replays alone retire it"
             )
         if runs >= need:
-            recorded = (
-                f"; its recorded rate {entry.reproducer_rate:.0%} would have shown with {confidence:.0%} confidence" if entry.reproducer_rate else ""
-            )
+            recorded = f"; its recorded rate {known_rate:.0%} would have shown with {confidence:.0%} confidence" if known_rate else ""
             return "retired", f"retired corpus entry {entry.id} ({entry.signature}): passed {runs}/{runs} fresh runs ({result.decided_by}){recorded}"
         return "kept", (
             f"corpus entry {entry.id} passed {runs} runs without its failure, but {need} are needed to rule out "
-            f"its recorded rate {entry.reproducer_rate:.0%} at {confidence:.0%}: kept"
+            f"its recorded rate {known_rate or 0.0:.0%} at {confidence:.0%}: kept"
         )
     return "kept", f"corpus entry {entry.id}: {result.verdict} (undecided): kept"
 

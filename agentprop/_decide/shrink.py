@@ -212,7 +212,12 @@ class ShrinkReport(BaseModel):
     stop_reason: str
     original_rate: RateSummary
     reproducer_rate: RateSummary | None = None
-    """Fresh-run reproduction rate of the reproducer (verification)."""
+    """Fresh-run reproduction rate of the reproducer (verification), over the runs made
+    (``runs`` 0: none was made; see ``verify_refused``)."""
+    verify_refused: int = 0
+    """Verification runs asked for but refused by the session budget: not counted."""
+    budget_spent: str | None = None
+    """Which session limit refused runs (``max_runs=60 reached``), when one did."""
     other_signatures: dict[str, int] = Field(default_factory=dict)
     """Other failures met by the search (counts)."""
     original_choices: dict[str, Any] | None = None
@@ -224,6 +229,11 @@ class ShrinkReport(BaseModel):
     other_failures: list[OtherFailure] = Field(default_factory=list)
     """Every other failure met, search and verification runs alike, with the first candidate
     it was met on, most frequent first."""
+
+    @property
+    def confirmed(self) -> bool:
+        """Whether the reproducer failed again with the signature on fresh runs."""
+        return self.reproducer_rate is not None and self.reproducer_rate.failures > 0
 
     def summary(self) -> str:
         lines = [
@@ -239,7 +249,16 @@ class ShrinkReport(BaseModel):
         lines.append(f"  original fails {o.failures}/{o.runs} ({o.rate:.0%}, 95% CI {o.interval[0]:.2f}-{o.interval[1]:.2f})")
         if self.reproducer_rate is not None:
             r = self.reproducer_rate
-            lines.append(f"  reproducer fails {r.failures}/{r.runs} fresh runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})")
+            spent = f"budget spent: {self.budget_spent or 'the run budget'}"
+            if not r.runs:
+                lines.append(f"  reproducer: fresh runs not measured ({spent}; {self.verify_refused} run(s) refused); not reconfirmed")
+            else:
+                text = f"  reproducer fails {r.failures}/{r.runs} fresh runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+                if self.verify_refused:
+                    text += f"; {self.verify_refused} more run(s) not measured ({spent})"
+                if not r.failures:
+                    text += f": not reconfirmed, a rate above {r.interval[1]:.2f} is excluded (95%)"
+                lines.append(text)
         lines.append(f"  {'minimal' if self.minimal else 'not proven minimal'}: {self.stop_reason}")
         for other in self.other_failures:
             lines.append(f"  another failure met while shrinking ({other.count}x, not this bug): {other.signature} on {other.messages!r}")
@@ -272,6 +291,7 @@ def shrink(
     signature: str | None = None,
     budget: int = 200,
     verify_runs: int = 30,
+    max_verify_runs: int = 300,
     memo: TrialMemo | None = None,
     session_budget: Budget | None = None,
     shrink_world: bool = True,
@@ -287,7 +307,9 @@ def shrink(
     scenario's own messages. ``failing`` is the :class:`CheckResult` that found the failure: its
     runs calibrate the reproduction rate for free, and its most frequent failure is the
     signature to chase (``signature`` overrides). ``budget`` caps the shrinker's runs exactly;
-    ``verify_runs`` fresh runs of the reproducer follow. ``session_budget`` (the run's shared
+    ``verify_runs`` fresh runs of the reproducer follow, more (up to ``max_verify_runs``) when it
+    stays clean and the original's rate says a failure would need more runs to show (a
+    rare failure is not called gone after 30 clean runs). ``session_budget`` (the run's shared
     budget) is charged for every new run and can stop the shrinker early: the best reproducer
     confirmed so far is returned. A run that meets an error that is not the agent's (a cache
     miss in replay-only mode, no API key ...) stops the shrink with that
@@ -331,7 +353,7 @@ def shrink(
         hits = next((f.count for f in failing.failures if f.signature == chased), 0)
         calibration = Calibration(runs=failing.runs, failures=hits, signature=chased)
 
-    refused = {"n": 0}
+    refused: dict[str, Any] = {"n": 0, "why": None}
     grounding = project.bindings.response_grounding(project.spec)
 
     runtime = project_digest(project)
@@ -345,14 +367,17 @@ def shrink(
             known = compiled[id(candidate)] = (candidate, compile_mft(project.spec, candidate, grounding))
         return known[1]
 
-    def evaluate(candidate: Scenario, trial: int) -> TrialRecord:
+    def evaluate(candidate: Scenario, trial: int) -> TrialRecord | None:
+        """The judged run, or None when the session budget refused to start it."""
         digest = run_digest(project, candidate, candidate.messages, seed, project_key=runtime)
         key = memo.key(digest, loaded.fingerprint, base_trial + trial)
         trace = memo.get(key)
         if trace is None:
             if session_budget is not None and not session_budget.try_start_run():
                 refused["n"] += 1
-                return TrialRecord(passed=True, signature=None, explanation="budget exhausted")
+                if refused["why"] is None:
+                    refused["why"] = session_budget.exhausted_reason or "the session budget is spent"
+                return None
             trace = memo.put(key, run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref)))
             infra = trace.infrastructure_error
             if infra is not None:  # the run was not made: nothing to learn, nothing to keep
@@ -363,6 +388,8 @@ def shrink(
 
     def run(candidate: Scenario, trial: int) -> Outcome:
         rec = evaluate(candidate, trial)
+        if rec is None:  # not run: no evidence either way (never a pass)
+            return Outcome.refused()
         if not rec.passed and chased is not None and rec.signature != chased:
             # a different failure: it does not count as "still fails"; kept, to be reported
             seen = others.setdefault(
@@ -445,15 +472,22 @@ def shrink(
             for k, v in words.other_signatures.items():
                 other_signatures[str(k)] = other_signatures.get(str(k), 0) + v
             final = words
-    verification = verify(final, run, runs=verify_runs) if verify_runs > 0 and final.signature is not None else None
+    seen = calibration.failures / calibration.runs if calibration is not None and calibration.runs else None
+    verification = (
+        verify(final, run, runs=verify_runs, see_rate=seen, max_runs=max(verify_runs, max_verify_runs))
+        if verify_runs > 0 and final.signature is not None
+        else None
+    )
     kept_labels = {u.describe() for u in kept_leaves if u.value[0] in ("world", "failure")}
     all_world = [u.describe() for u in world_units if not u.protected]
     orig = result.original_rate
     original_rate = RateSummary(failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval)
     rep_rate = None
+    verify_refused = 0
     if verification is not None:
         r = verification.reproducer
-        rep_rate = RateSummary(failures=r.failures, runs=r.runs, rate=r.rate, interval=r.interval)
+        rep_rate = RateSummary(failures=r.failures, runs=r.runs, rate=r.rate if r.runs else 0.0, interval=r.interval)
+        verify_refused = verification.refused
     return ShrinkReport(
         scenario=sc.id,
         signature=str(result.signature),
@@ -473,6 +507,8 @@ def shrink(
         stop_reason=stop_reason if not refused["n"] else f"the session budget refused {refused['n']} run(s); {stop_reason}",
         original_rate=original_rate,
         reproducer_rate=rep_rate,
+        verify_refused=verify_refused,
+        budget_spent=refused["why"] if refused["n"] else None,
         other_signatures=other_signatures,
         original_choices=choices.model_dump(mode="json") if choices is not None else None,
         reproducer_choices=kept_choices.model_dump(mode="json") if kept_choices is not None else None,

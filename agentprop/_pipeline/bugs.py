@@ -194,21 +194,33 @@ def _from_shrink(bug: BugReport, hit: Hit, shrunk: ShrinkReport) -> None:
     bug.choices_kept = shrunk.choices_kept if shrunk.reproducer_choices else ""
     bug.minimal = shrunk.minimal
     bug.shrink_runs = shrunk.runs + (shrunk.reproducer_rate.runs if shrunk.reproducer_rate else 0)
-    if shrunk.reproducer_rate is not None:
-        r = shrunk.reproducer_rate
-        bug.rate = FailureRate(failures=r.failures, runs=r.runs, rate=r.rate, interval=r.interval)
-        bug.rate_of = "reproducer"
-        o = shrunk.original_rate
-        if r.interval[0] > o.interval[1]:
-            bug.note = (
-                f"the reproducer fails more often than the original case ({r.rate:.0%} vs {o.rate:.0%}, the intervals "
-                "do not overlap): cutting it down may have changed what the input asks, so the case's expectations "
-                "may no longer apply; check it before trusting it"
-            )
-    else:
+    rates_from_shrink(bug, shrunk, rate_of(hit.count, case.runs))
+    if not bug.shrink_runs and shrunk.budget_spent:
+        bug.note = f"not shrunk: the run's budget was spent before any shrinking run: {shrunk.budget_spent}"
+    if shrunk.reproducer_rate is None:
         bug.rate = rate_of(hit.count, case.runs)
         bug.rate_of = "case"
     shrunk_json: dict[str, Any] = shrunk.model_dump(mode="json", exclude={"reproducer"})
     shrunk_json["reproducer_world"] = bug.reproducer_world
     shrunk_json["bug"] = bug.id
     case.shrunk = shrunk_json
+
+
+def rates_from_shrink(bug: BugReport, shrunk: ShrinkReport, case_rate: FailureRate) -> None:
+    """Set ``bug``'s figures from its shrink: the reproducer's fresh runs (only those made),
+    the runs the budget refused, whether it was reconfirmed, and the case's own rate."""
+    bug.case_rate = case_rate
+    bug.refused_runs = shrunk.verify_refused
+    bug.budget_spent = shrunk.budget_spent
+    if shrunk.reproducer_rate is not None:
+        r = shrunk.reproducer_rate
+        bug.rate = FailureRate(failures=r.failures, runs=r.runs, rate=r.rate, interval=r.interval) if r.runs else None
+        bug.rate_of = "reproducer"
+        bug.confirmed = r.failures > 0
+        o = shrunk.original_rate
+        if r.runs and r.interval[0] > o.interval[1]:
+            bug.note = (
+                f"the reproducer fails more often than the original case ({r.rate:.0%} vs {o.rate:.0%}, the intervals "
+                "do not overlap): cutting it down may have changed what the input asks, so the case's expectations "
+                "may no longer apply; check it before trusting it"
+            )

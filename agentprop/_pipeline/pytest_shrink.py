@@ -53,7 +53,7 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
     text = report.summary()
     bug = SessionBug(key, test, report, tests=[test])
     corpus = session.corpus
-    if corpus is not None and report.reproducer_rate is not None and report.reproducer_rate.failures > 0:
+    if corpus is not None and report.reproducer_rate is not None:
         prop_id = "mft" if context.prop is None else getattr(context.prop, "__qualname__", "custom")
         entry = entry_from_shrink(
             report, spec_id=context.project.spec.spec_id, spec_path=str(context.project.spec_path.parent), agent=context.agent, prop=prop_id
@@ -62,6 +62,7 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
         bug.corpus_entry = stored.id
         text += (
             f"\n  saved as corpus entry {stored.id} (agentprop corpus show {stored.id} --pytest)"
+            + ("" if report.confirmed else "; unconfirmed: its reproducer did not fail again in fresh runs")
             if new
             else f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times"
         )

@@ -580,8 +580,8 @@ def shrink_failures(
                 continue
             case = next(c for c in report.cases if c.id == bug.representative)
             shrunk = by_case.get(case.id)
-            if shrunk is None or shrunk.reproducer_rate is None or shrunk.reproducer_rate.failures == 0:
-                continue
+            if shrunk is None or shrunk.reproducer_rate is None:
+                continue  # saved unconfirmed too (marked), but not without a reproducer to re-run
             prop_name = "probe" if case.kind == "PROBE" or report._props.get(case.id) is not None else "mft"
             entry, new = corpus.record(
                 entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent, prop=prop_name)
@@ -589,8 +589,9 @@ def shrink_failures(
             bug.corpus_entry = entry.id
             if case.shrunk is not None:
                 case.shrunk["corpus_entry"] = entry.id
+            unconfirmed = "" if shrunk.confirmed else " (unconfirmed: its reproducer did not fail again in fresh runs)"
             message = (
-                f"saved bug {bug.id} as corpus entry {entry.id}"
+                f"saved bug {bug.id} as corpus entry {entry.id}{unconfirmed}"
                 if new
                 else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times"
             )
@@ -693,16 +694,7 @@ def _bug_number(report: RunReport, bug_id: str) -> str:
 
 
 def _rate_text(bug: BugReport) -> str:
-    r = bug.rate
-    if r is None:
-        return ""
-    on = {
-        "reproducer": "fresh runs of the reproducer",
-        "corpus replay": "runs of the corpus replay",
-        "case": "runs of the case",
-        "candidate": "shrinking runs",
-    }.get(bug.rate_of, "runs")
-    return f"fails {r.failures}/{r.runs} {on} ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+    return bug.rate_text
 
 
 def _cases_text(ids: list[str], shown: int = 3) -> str:

@@ -114,6 +114,7 @@ from agentprop._shrink.search import (
     Unit,
     UnitIndex,
     Verification,
+    runs_to_see,
     shrink,
     verify,
 )
@@ -129,6 +130,7 @@ __all__ = [
     "UnitIndex",
     "Verdict",
     "Verification",
+    "runs_to_see",
     "shrink",
     "verify",
     "wilson_interval",

@@ -77,11 +77,19 @@ class Outcome:
 
     failed: bool
     signature: Hashable = None
+    not_run: bool = False
+    """The run could not be made (a shared budget refused it): it says nothing about the
+    candidate. The engine stops as if its own budget were spent; it is never counted."""
 
     @classmethod
     def passed(cls) -> Outcome:
         """A run in which nothing failed."""
         return cls(False, None)
+
+    @classmethod
+    def refused(cls) -> Outcome:
+        """A run that was not made (a budget outside the shrinker refused it)."""
+        return cls(False, None, not_run=True)
 
     @classmethod
     def failure(cls, signature: Hashable) -> Outcome:
@@ -370,6 +378,9 @@ class QueryEngine:
             raise InvalidArgument(
                 f"The shrinker's run function returned {outcome!r}; it must return an Outcome: Outcome.passed() or Outcome.failure(signature)."
             )
+        if outcome.not_run:  # refused outside: no evidence, and no more runs to come
+            self.exhausted = True
+            return None
         self.spent += 1
         entry.runs += 1
         if outcome.failed:

@@ -46,6 +46,7 @@ stops, it holds the smallest confirmed reproducer found so far.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -60,6 +61,7 @@ __all__ = [
     "UnitIndex",
     "Verification",
     "shrink",
+    "runs_to_see",
     "verify",
 ]
 
@@ -496,6 +498,9 @@ class Verification:
     original: RateEstimate
     signature: Hashable
     first_trial: int
+    refused: int = 0
+    """Runs of the reproducer that were asked for but not made (``Outcome.refused()``): the
+    rate counts only the runs made, so ``reproducer.runs`` may be fewer than asked, or 0."""
 
     def __str__(self) -> str:
         return f"reproducer failed {self.reproducer}; original failed {self.original}"
@@ -507,21 +512,45 @@ def verify(
     *,
     runs: int = 30,
     rerun_original: bool = False,
+    see_rate: float | None = None,
+    max_runs: int | None = None,
 ) -> Verification:
     """Re-run the reproducer ``runs`` times with trial indices the shrinker never used and
     report how often it fails with the shrunk signature, next to the original's rate (its
-    calibration evidence, or ``runs`` fresh runs of it with ``rerun_original=True``)."""
+    calibration evidence, or ``runs`` fresh runs of it with ``rerun_original=True``).
+
+    ``runs`` is the least; with ``see_rate`` (a rate the failure is known to have, such as
+    the original's), a reproducer still clean after ``runs`` gets more runs, up to
+    ``max_runs``, until a failure at that rate would have shown with 95% probability. A run
+    the caller refuses (``Outcome.refused()``) ends the verification; only runs made count."""
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise InvalidArgument(f"runs must be a positive int, got {runs!r}.")
     first = max(result.reproducer_trials_used, result.original_trials_used)
+    wanted = runs
+    if see_rate is not None and 0.0 < see_rate < 1.0:
+        wanted = max(runs, min(max_runs if max_runs is not None else runs, runs_to_see(see_rate)))
+    refused = 0
 
-    def rate(candidate: C) -> RateEstimate:
-        failures = 0
-        for trial in range(first, first + runs):
-            outcome = run(candidate, trial)
+    def rate(candidate: C, least: int, most: int) -> RateEstimate:
+        nonlocal refused
+        failures = made = 0
+        while made < least or (failures == 0 and made < most):
+            outcome = run(candidate, first + made)
+            if outcome.not_run:
+                refused += (most if failures == 0 else least) - made
+                break
+            made += 1
             if outcome.failed and outcome.signature == result.signature:
                 failures += 1
-        return RateEstimate(failures, runs)
+        return RateEstimate(failures, made)
 
-    original = rate(result.original) if rerun_original else result.original_rate
-    return Verification(rate(result.reproducer), original, result.signature, first)
+    original = rate(result.original, runs, runs) if rerun_original else result.original_rate
+    return Verification(rate(result.reproducer, runs, wanted), original, result.signature, first, refused)
+
+
+def runs_to_see(rate: float, confidence: float = 0.95) -> int:
+    """Runs in which a failure of probability ``rate`` shows at least once with
+    ``confidence``: the smallest ``n`` with ``(1 - rate)^n <= 1 - confidence``."""
+    if not 0.0 < rate < 1.0:
+        return 1
+    return max(1, math.ceil(math.log1p(-confidence) / math.log1p(-rate)))

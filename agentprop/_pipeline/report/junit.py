@@ -61,11 +61,8 @@ def _bug_lines(bug: BugReport, number: int, report: RunReport) -> list[str]:
     lines.extend(f"  {d}" for d in (bug.diff or [f"turn {i}: {m}" for i, m in enumerate(bug.reproducer_messages, 1)]))
     if bug.world_kept:
         lines.append(f"  world changes it needs: {', '.join(bug.world_kept)}")
-    if bug.rate is not None:
-        r = bug.rate
-        lines.append(
-            f"reproducer rate: fails {r.failures}/{r.runs} runs of the {bug.rate_of or 'case'} ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
-        )
+    if bug.rate_text:
+        lines.append(f"rate: {bug.rate_text}")
     if bug.corpus_entry:
         lines.append(f"corpus entry {bug.corpus_entry}")
     return lines

@@ -40,17 +40,14 @@ def _diff(line: str) -> str:
 
 
 def _rate(bug: BugReport) -> str:
-    r = bug.rate
-    if r is None:
-        return ""
-    return f"fails {r.failures}/{r.runs} runs of the {md(bug.rate_of or 'case')}: **{r.rate:.0%}** (95% CI {r.interval[0]:.2f}–{r.interval[1]:.2f})"
+    return md(bug.rate_text)
 
 
 def _bug(number: int, bug: BugReport, report: RunReport) -> str:
     lines = [f"**{number}. {md(bug.key)}** \\[{bug.id}\\]", ""]
     shown = ", ".join(md(c) for c in bug.cases[:3]) + (f" and {len(bug.cases) - 3} more" if len(bug.cases) > 3 else "")
     lines.append(f"- hit by {len(bug.cases)} case(s): {shown}")
-    if bug.rate is not None:
+    if bug.rate_text:
         lines.append(f"- {_rate(bug)}")
     shrunk = next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None) or {}
     if bug.shrink_runs:

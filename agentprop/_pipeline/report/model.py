@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
 from agentprop._decide.snapshot import SnapshotResult
 from agentprop._scenario.trace import Trace
@@ -167,9 +167,61 @@ class BugReport(BaseModel):
     of the corpus replay when ``known``, else of the representative case."""
     rate_of: str = ""
     """What ``rate`` was measured on: ``reproducer``, ``corpus replay``, ``case`` or ``candidate``."""
+    confirmed: bool | None = None
+    """``True``: the reproducer failed again with the signature on fresh runs. ``False``: seen
+    in the cases but not reconfirmed (the fresh runs stayed clean, or were not made); it is
+    reported and saved all the same. ``None``: there was no reproducer to re-run."""
+    refused_runs: int = 0
+    """Fresh runs of the reproducer asked for but refused by the run's budget: not in ``rate``."""
+    budget_spent: str | None = None
+    """The budget limit that refused runs (``max_runs=60 reached``), when one did."""
+    case_rate: FailureRate | None = None
+    """The representative case's own failures with the signature (the evidence the bug rests
+    on when its reproducer was not re-run, or stayed clean)."""
     corpus_entry: str | None = None
     note: str = ""
     """Why it was not shrunk, or what to make of it."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def rate_text(self) -> str:
+        """The bug's figures in one sentence: what every output (terminal, JSON, HTML, JUnit,
+        Markdown) prints, made by :func:`bug_rate_text`."""
+        return bug_rate_text(self)
+
+
+_RATE_ON = {
+    "reproducer": "fresh runs of the reproducer",
+    "corpus replay": "runs of the corpus replay",
+    "case": "runs of the case",
+    "candidate": "shrinking runs",
+}
+
+
+def _figures(r: FailureRate) -> str:
+    return f"{r.failures}/{r.runs} runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+
+
+def bug_rate_text(bug: BugReport) -> str:
+    """How often ``bug`` failed, in the words every output uses: only figures that were
+    measured. Runs the budget refused are never counted as clean runs: with none made it
+    says "not measured (budget spent)" and what was spent; a reproducer whose fresh runs
+    stayed clean is "not reconfirmed", with the rate its runs can exclude and the case's."""
+    on = _RATE_ON.get(bug.rate_of, "runs")
+    spent = f"budget spent: {bug.budget_spent or 'the run budget'}"
+    case = f"; the case failed {_figures(bug.case_rate)}" if bug.case_rate is not None and bug.case_rate.runs else ""
+    r = bug.rate
+    if r is None or r.runs == 0:
+        if bug.rate_of == "reproducer" or bug.refused_runs:
+            return f"{on}: not measured ({spent}; {bug.refused_runs} run(s) refused){case}"
+        return ""
+    failures, runs = r.failures, r.runs
+    text = f"fails {failures}/{runs} {on} ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+    if bug.refused_runs:
+        text += f"; {bug.refused_runs} more run(s) not measured ({spent})"
+    if bug.confirmed is False and failures == 0:
+        text += f": not reconfirmed, a rate above {r.interval[1]:.2f} is excluded (95%){case}"
+    return text
 
 
 class CorpusEvent(BaseModel):
