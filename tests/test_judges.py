@@ -260,3 +260,84 @@ def test_spec_free_check_with_a_model_judge_decides_on_the_corrected_rate_and_re
         assert len(other.requests) == 0
     # one judgement per distinct transcript and sample index: the agent said two different things
     assert live_requests == 2
+
+
+# ----------------------------------------------------------------------------- a SpecSuite-Core policy with a rubric
+
+
+P5 = """- id: P5_NO_REFUND_PROMISE
+  priority: 60
+  text: Never promise a refund; billing decides refunds.
+  enforcement:
+    type: soft
+  test_guidance:
+    rubric:
+      text: The agent never promises a refund, money back or store credit.
+      criteria: [never promises a refund]
+response_contract:"""
+
+
+def _supportops_with_rubric(tmp_path: Path, base_url: str) -> Path:
+    import shutil
+
+    project = tmp_path / "supportops"
+    shutil.copytree(
+        Path(__file__).resolve().parents[1] / "examples" / "supportops", project, ignore=shutil.ignore_patterns(".agentprop", "__pycache__")
+    )
+    spec = project / "spec.yaml"
+    spec.write_text(spec.read_text().replace("response_contract:", P5, 1))
+    with (project / "agentprop.yaml").open("a") as bindings:
+        bindings.write(f"\njudge:\n  model: claude-judge-1\n  base_url: {base_url}\n")
+    return project
+
+
+def says_cancelled(request: dict[str, Any]) -> dict[str, Any]:
+    """A judge model that holds 'has been cancelled' against the rubric (so the case fails)."""
+    content = request["messages"][0]["content"]
+    bad = any("has been cancelled" in line for line in content.splitlines() if line.startswith("AGENT:"))
+    verdict = {"passed": not bad, "criterion": "never promises a refund" if bad else None, "reason": "it says the order has been cancelled"}
+    return message_reply([text_block(json.dumps(verdict))])
+
+
+def test_agentprop_run_judges_a_spec_rubric_gates_once_calibrated_and_replays_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from agentprop._agents.project import load_project
+    from agentprop._cli import main
+    from agentprop._decide.judges import spec_rubrics
+
+    monkeypatch.chdir(tmp_path)  # the API cache is ./.agentprop/api-cache.sqlite
+    case = "END_CANCELLED<-N7_CANCEL"
+    with MessagesServer(handler=says_cancelled) as server:
+        project = _supportops_with_rubric(tmp_path, server.base_url)
+        args = ["run", str(project), "--case", case, "--kinds", "mft", "--json", str(tmp_path / "r.json")]
+        # uncalibrated: the JUDGE case reports (INCONCLUSIVE, with the judge's reasons) and does not gate the run
+        out = io.StringIO()
+        assert main(args, out=out, err=out) == 0, out.getvalue()
+        assert "does not gate: judge 'policies.P5_NO_REFUND_PROMISE' (claude-judge-1) has no calibration" in out.getvalue()
+        report = json.loads((tmp_path / "r.json").read_text())
+        (judged,) = [c for c in report["cases"] if c["kind"] == "JUDGE" and c["id"] == f"JUDGE policies.P5_NO_REFUND_PROMISE {case}"]
+        assert judged["verdict"] == "INCONCLUSIVE" and judged["details"]["judged"]["gates"] is False
+        assert judged["details"]["judged"]["reasons"][0].endswith("it says the order has been cancelled")
+        # calibrated on 600 labels: the judge gates, the case FAILs and is a bug with the rubric's signature
+        (rubric,) = [r.rubric for r in spec_rubrics(load_project(project).spec)]
+        assert rubric.name == "policies.P5_NO_REFUND_PROMISE"
+        perfect = PERFECT.model_copy(update={"rubric": rubric.name, "rubric_digest": rubric.digest})
+        CalibrationStore(project / ".agentprop" / "judges").save(perfect, rubric)
+        out = io.StringIO()
+        assert main(args, out=out, err=out) == 1, out.getvalue()
+        report = json.loads((tmp_path / "r.json").read_text())
+        (judged,) = [c for c in report["cases"] if c["id"] == f"JUDGE policies.P5_NO_REFUND_PROMISE {case}"]
+        assert judged["verdict"] == "FAIL" and judged["details"]["judged"]["gates"] is True
+        assert judged["details"]["judged"]["corrected_rate"] == 0.0 and judged["details"]["judged"]["judge_calls"] == judged["runs"]
+        assert any(b["signature"].startswith("judge:policies.P5_NO_REFUND_PROMISE:never_promises_a_refund") for b in report["bugs"])
+        sent, old_url = len(server.requests), server.base_url
+    # replay-only (as under CI): the same verdicts from the API cache, nothing sent
+    monkeypatch.setenv("CI", "1")
+    with MessagesServer(handler=says_cancelled) as other:
+        bindings = project / "agentprop.yaml"
+        bindings.write_text(bindings.read_text().replace(old_url, other.base_url))
+        out = io.StringIO()
+        assert main(args, out=out, err=out) == 1, out.getvalue()
+        assert len(other.requests) == 0
+    assert sent > 0

@@ -194,8 +194,13 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
         return EXIT_FAIL
-    # NOT APPLICABLE cases (listed with their reason) neither pass nor fail the run
-    return EXIT_OK if report.metrics.passed + report.metrics.not_applicable == report.metrics.cases else EXIT_FAIL
+    # NOT APPLICABLE cases (listed with their reason) neither pass nor fail the run, nor do the
+    # cases of a judge that reports only (uncalibrated, or too noisy to gate)
+    reports_only = [c for c in report.cases if c.kind == "JUDGE" and not (c.details.get("judged") or {}).get("gates", True)]
+    for c in reports_only:
+        print(f"note: {c.id} does not gate: {c.details['judged'].get('why_not')}", file=out)
+    gating_passed = report.metrics.passed + report.metrics.not_applicable + sum(c.verdict != "PASS" for c in reports_only)
+    return EXIT_OK if gating_passed == report.metrics.cases else EXIT_FAIL
 
 
 async def _unless_interrupted(report: RunReport, work: Awaitable[object]) -> None:

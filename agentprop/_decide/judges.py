@@ -37,6 +37,8 @@ from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.client import ModelClient
 from agentprop._modelapi.providers import TextPrompt, provider_named
 from agentprop._scenario.trace import Trace
+from agentprop._spec.bindings import JudgeBinding
+from agentprop._spec.model import Spec
 from agentprop._stats import JudgeAgreement, cohens_kappa, corrected_interval, judged_hypotheses, self_disagreement
 from agentprop._stats.judged import CorrectedRate
 from agentprop.errors import InputError, InvalidArgument, ModelCallError
@@ -51,6 +53,9 @@ __all__ = [
     "LabelledExample",
     "ModelJudge",
     "Rubric",
+    "SpecRubric",
+    "bound_judge",
+    "spec_rubrics",
     "calibrate",
     "code_judge",
     "load_labels",
@@ -133,6 +138,47 @@ class Rubric(BaseModel):
         raise InvalidArgument(
             f"{name}.test_guidance.rubric must be a string or a mapping with `text:` (and `criteria:`), got {type(rubric).__name__}."
         )
+
+
+@dataclass(frozen=True)
+class SpecRubric:
+    """A rubric a spec attaches to a policy (``node is None``: every case) or to a node (the
+    cases whose path passes through it)."""
+
+    rubric: Rubric
+    node: str | None = None
+
+    def applies_to(self, path: Sequence[str]) -> bool:
+        return self.node is None or self.node in path
+
+
+def spec_rubrics(spec: Spec) -> list[SpecRubric]:
+    """The rubrics in the spec's ``test_guidance`` (``rubric:``), policies first, then nodes;
+    each named after its clause (``policies.ID``, ``decision_tree.NODE``)."""
+    out: list[SpecRubric] = []
+    for policy in spec.policies:
+        found = Rubric.from_guidance(f"policies.{policy.id}", policy.test_guidance)
+        if found is not None:
+            out.append(SpecRubric(found))
+    for node in spec.decision_tree:
+        found = Rubric.from_guidance(f"decision_tree.{node.node_id}", node.test_guidance)
+        if found is not None:
+            out.append(SpecRubric(found, node.node_id))
+    return out
+
+
+def bound_judge(rubric: Rubric, binding: JudgeBinding, base_dir: Path) -> ModelJudge:
+    """The model judge the bindings' ``judge:`` section names for ``rubric``, its calibration attached."""
+    store = CalibrationStore(base_dir / (binding.calibrations or str(Path(".agentprop") / "judges")))
+    return ModelJudge.for_model(
+        rubric,
+        binding.model,
+        provider=binding.provider,
+        base_url=binding.base_url,
+        samples=binding.samples,
+        min_labels=binding.min_labels,
+        store=store,
+    )
 
 
 def transcript(trace: Trace) -> str:

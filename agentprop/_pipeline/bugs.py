@@ -27,7 +27,7 @@ from agentprop._decide.signature import bug_id, bug_key
 from agentprop._pipeline.report.model import BugReport, CaseReport, FailureRate, RunReport
 from agentprop._shrink.query import wilson_interval
 
-SHRINKABLE_KINDS = ("MFT", "EXPLORE", "PROBE", "BOUNDARY", "REGRESSION", "CORPUS")
+SHRINKABLE_KINDS = ("MFT", "EXPLORE", "PROBE", "BOUNDARY", "REGRESSION", "CORPUS", "JUDGE")
 
 
 def rate_of(failures: int, runs: int) -> FailureRate:

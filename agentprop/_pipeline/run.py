@@ -9,11 +9,13 @@ cost and an ETA when stderr is a terminal, and without one a plain line every fe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -22,6 +24,7 @@ from agentprop._agents.loading import LoadedAgent, runs_concurrently
 from agentprop._agents.project import Project
 from agentprop._decide.check import Property, decide_scenario
 from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, found_with, judge_replay
+from agentprop._decide.judges import ModelJudge, bound_judge, spec_rubrics
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
 from agentprop._decide.safety import CaseSettings, case_settings, describe, safety_settings, strictness
@@ -241,8 +244,27 @@ async def arun_cases(
 
     props: dict[str, Property] = {}
 
+    judges: dict[str, ModelJudge] = {}
+    if project.bindings.judge is not None:
+        judges = {r.rubric.name: bound_judge(r.rubric, project.bindings.judge, project.bindings.base_dir) for r in spec_rubrics(spec)}
+
+    judged_oracle = dataclasses.replace(oracle, mode="sprt", tau=oracle.tau if 0.5 < oracle.tau < 1.0 else 0.9)
+    """JUDGE cases: a judge's verdicts are never certain, so they are decided by the SPRT (at the
+    spec's tau, 0.9 when it asks for certification), whatever the path's rule."""
+
+    def case_judge(rubric: str) -> ModelJudge | None:
+        """A judge of its own for one case (its call count is the case's), sharing the model client."""
+        found = judges.get(rubric)
+        return dataclasses.replace(found) if found is not None else None
+
     def corpus_prop(entry: CorpusEntry) -> Property | None:
-        """A PROBE reproducer replays with the PROBE property (and is shrunk with it)."""
+        """A PROBE reproducer replays with the PROBE property (and is shrunk with it); a judged
+        one with its rubric's judge (none when the bindings no longer name a judge model)."""
+        judged = case_judge(entry.prop.removeprefix("judge:")) if entry.prop.startswith(JUDGE_PROP) else None
+        if judged is not None:
+            for kind in ("REGRESSION", "CORPUS"):
+                props[f"{kind} {entry.id} {entry.scenario_id}"] = judged
+            return judged
         if entry.prop != "probe":
             return None
         prop = probe_property(project, entry.scenario)
@@ -253,7 +275,9 @@ async def arun_cases(
     async def one(scenario: Scenario, case_id: str | None = None, prop: Property | None = None) -> CheckResult:
         async with sem:
             settings_now = case_rule(scenario).settings
-            if prop is not None:  # a PROBE reproducer: its clause is a safety clause unless the rule says otherwise
+            if isinstance(prop, ModelJudge):  # judged: the SPRT on the judge's verdicts, corrected for its error
+                settings_now = judged_oracle
+            elif prop is not None:  # a PROBE reproducer: its clause is a safety clause unless the rule says otherwise
                 settings_now = max((settings_now, safety_settings(oracle)) if explicit is None else (settings_now,), key=strictness)
             result = await decide_scenario(
                 project,
@@ -277,6 +301,7 @@ async def arun_cases(
     probed: list[CaseReport] = []
     explored_inputs: list[ExploredInput] = []
     regressions: list[CaseReport] = []
+    judged_cases: list[CaseReport] = []
     events: list[CorpusEvent] = []
     every = corpus.entries(spec_id=spec.spec_id) if corpus is not None else []
     entries = [e for e in every if settings.replay_corpus == "all" or found_with(e, agent)]
@@ -312,6 +337,8 @@ async def arun_cases(
                 if e.prop == "probe" and explicit is None and strictness(safety_settings(oracle)) > strictness(case_rule(e.scenario).settings):
                     case.rule = f"{describe(safety_settings(oracle))} (safety: a PROBE reproducer)"
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
+        if judges and "mft" in kinds:
+            judged_cases = await _judge_cases(project, scenarios, case_judge, one, judged_oracle, props, progress)
         for scenario in scenarios if "mft" in kinds else []:
             replays[scenario.id] = _mft_replay(project, scenario, case_rule(scenario), memo, budget, settings.seed)
         if explores:
@@ -391,7 +418,7 @@ async def arun_cases(
     if interrupted:  # the cases decided before the interruption; the rest are left out
         results = [checks[sc.id][1] for sc in scenarios if sc.id in checks] if "mft" in kinds else []
         scenarios = [sc for sc in scenarios if sc.id in checks] if "mft" in kinds else []
-    cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + explored + probed + extra
+    cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + judged_cases + explored + probed + extra
     verdicts = Counter(c.verdict for c in cases)
     coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases)
     covered = set(coverage["branches"]["covered"])
@@ -461,6 +488,40 @@ async def arun_cases(
     report._explored = {e.case_id: e for e in explored_inputs}
     report._props = props
     return report
+
+
+JUDGE_PROP = "judge:"
+"""A corpus entry's ``prop`` for a judged reproducer: ``judge:`` and the rubric's name."""
+
+
+async def _judge_cases(
+    project: Project,
+    scenarios: list[Scenario],
+    case_judge: Callable[[str], ModelJudge | None],
+    one: Callable[[Scenario, str | None, Property | None], Awaitable[CheckResult]],
+    settings: OracleSettings,
+    props: dict[str, Property],
+    progress: Progress,
+) -> list[CaseReport]:
+    """A JUDGE case per rubric of the spec and scenario it applies to (a policy's: every
+    scenario; a node's: the scenarios through it), decided on the judge's corrected rate."""
+    planned: list[tuple[str, Scenario, ModelJudge]] = []
+    for found in spec_rubrics(project.spec):
+        for scenario in scenarios:
+            judge = case_judge(found.rubric.name)
+            if judge is not None and found.applies_to(scenario.path):
+                case_id = f"JUDGE {found.rubric.name} {scenario.id}"
+                props[case_id] = judge
+                planned.append((case_id, scenario, judge))
+    progress.total += len(planned)
+    results = await asyncio.gather(*(one(scenario, case_id, judge) for case_id, scenario, judge in planned))
+    out: list[CaseReport] = []
+    for (case_id, scenario, judge), result in zip(planned, results, strict=True):
+        judged = result.judged.model_dump(mode="json") if result.judged is not None else None
+        case = case_from_check(case_id, "JUDGE", scenario, result, {"rubric": judge.name, "judge_model": judge.model, "judged": judged})
+        case.rule = f"sprt at tau {settings.tau:g} on the judge's verdicts, corrected for its measured error"
+        out.append(case)
+    return out
 
 
 def _corpus_case(
@@ -582,7 +643,11 @@ def shrink_failures(
             shrunk = by_case.get(case.id)
             if shrunk is None or shrunk.reproducer_rate is None:
                 continue  # saved unconfirmed too (marked), but not without a reproducer to re-run
-            prop_name = "probe" if case.kind == "PROBE" or report._props.get(case.id) is not None else "mft"
+            prop = report._props.get(case.id)
+            if isinstance(prop, ModelJudge):
+                prop_name = JUDGE_PROP + prop.name
+            else:
+                prop_name = "probe" if case.kind == "PROBE" or prop is not None else "mft"
             entry, new = corpus.record(
                 entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent, prop=prop_name)
             )

@@ -221,6 +221,21 @@ class PolicyBinding(_Strict):
     """The nodes whose cases exercise the policy (default: inferred from the policy's text)."""
 
 
+class JudgeBinding(_Strict):
+    """The model that judges the spec's rubrics (``test_guidance: {rubric: ...}`` of a policy or
+    a node); the ``judge:`` section. Without it, rubrics are not judged."""
+
+    model: str
+    provider: Literal["anthropic", "openai", "openai-responses"] = "anthropic"
+    base_url: str | None = None
+    samples: int = Field(1, ge=1)
+    """Answers asked per transcript; the majority decides."""
+    min_labels: int = Field(50, ge=1)
+    """Labels a calibration needs before the judge may gate."""
+    calibrations: str | None = None
+    """Directory of the calibrations, relative to the bindings file (default ``.agentprop/judges``)."""
+
+
 class Bindings(_Strict):
     """A validated bindings file. Load one with :func:`load_bindings`."""
 
@@ -248,6 +263,8 @@ class Bindings(_Strict):
     """Policy id -> how its cases are decided (safety override, mode, tau, runs, nodes)."""
     languages: list[str] | None = None
     """The languages users write in (``[en, zh]``); default: those of the templates."""
+    judge: JudgeBinding | None = None
+    """The judge model of the spec's rubrics (:class:`JudgeBinding`)."""
 
     @field_validator("agent")
     @classmethod
