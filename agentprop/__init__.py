@@ -55,6 +55,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "agentprop._scenario.world": ("Failure", "World"),
     "agentprop._decide.check": ("acheck", "check", "settings_scope"),
     "agentprop._decide.plain": ("Case", "Result", "Tools"),
+    "agentprop._decide.settings": ("settings",),
     "agentprop._decide.session": ("Session",),
     "agentprop._decide.contracts": (
         "Verdict",
@@ -115,14 +116,17 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_WHERE))
 
 
-def agent_settings(profile: str | None = None, **overrides: object) -> object:
-    """Hypothesis settings for tests that run an agent (see :mod:`agentprop.pytest_plugin`)."""
+def agent_settings(profile: str | None = None, **overrides: Any) -> hypothesis.settings:
+    """Hypothesis settings for tests that run an agent (see :mod:`agentprop.pytest_plugin`):
+    use it as a decorator, like :class:`hypothesis.settings`."""
     from agentprop.pytest_plugin import agent_settings as _impl
 
     return _impl(profile, **overrides)
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
+    import hypothesis
+
     from agentprop._agents.anthropic import AnthropicAgent, AnthropicConversation
     from agentprop._agents.loading import LoadedAgent, load_agent, make_factory
     from agentprop._agents.openai import OpenAIAgent
@@ -156,6 +160,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from agentprop._decide.plain import Case, Result, Tools
     from agentprop._decide.properties import mft_verdicts, probe_verdicts
     from agentprop._decide.session import Session
+    from agentprop._decide.settings import settings
     from agentprop._decide.shrink import ShrinkReport, shrink
     from agentprop._decide.snapshot import (
         Behaviour,
@@ -307,6 +312,7 @@ __all__ = [
     "response_model",
     "response_valid",
     "run_conversation",
+    "settings",
     "settings_scope",
     "shrink",
     "solve",

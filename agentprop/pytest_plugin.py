@@ -10,7 +10,8 @@ Options (all prefixed ``--agentprop-``):
     re-sample every agent run instead of reusing memoised runs.
 ``--agentprop-memo PATH``
     where memoised agent runs (traces; properties judge them afresh) are kept (default
-    ``.agentprop/trials.sqlite`` under the rootdir; ``none`` keeps them in memory only).
+    ``.agentprop/trials.sqlite`` under the rootdir once agentprop is configured by an ini
+    option or this option, whatever the profile; else in memory; ``none`` keeps them in memory).
     A file that is not a memo of this format is a usage error naming it.
 ``--agentprop-max-runs N`` / ``--agentprop-max-usd X``
     one budget for the whole session; when it is spent, undecided checks are INCONCLUSIVE
@@ -33,7 +34,8 @@ Options (all prefixed ``--agentprop-``):
     ini options ``agentprop_agent`` and ``agentprop_spec``).
 
 Marker: ``@pytest.mark.agentprop(tau=0.9, n=50, risk="high", mode="sprt", max_runs=100)``
-sets the oracle for the checks inside one test. Fixtures: ``agentprop_agent``,
+sets the oracle for the checks inside one test: one layer of :class:`agentprop.settings`
+(profile < marker < ``@settings`` / ``with settings`` < the call's arguments). Fixtures: ``agentprop_agent``,
 ``agentprop_project``, ``agentprop_world``, ``agentprop_budget``, ``agentprop_memo``,
 ``agentprop_snapshot`` (behaviour snapshots kept in ``__snapshots__/<module>/`` beside the test),
 ``agentprop_mcp_server``: one case's world served over MCP (in-process or on loopback HTTP;
@@ -67,6 +69,8 @@ from agentprop._agents.project import Project, load_project
 from agentprop._decide.corpus import Corpus, ProjectCorpora
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.session import Session, current_session, settings_scope
+from agentprop._decide.settings import PROFILES
+from agentprop._decide.settings import settings as AgentSettings
 from agentprop._decide.signature import bug_id, bug_key
 from agentprop._decide.snapshot import SnapshotResult, check_reason, check_snapshot
 from agentprop._modelapi.budget import Budget
@@ -79,12 +83,6 @@ from agentprop._scenario.build import make_world
 from agentprop._scenario.world import World, stable_seed
 from agentprop._util.refs import did_you_mean
 from agentprop.errors import AgentPropertyViolation, AgentPropWarning, InputError, MemoFileError
-
-PROFILES: dict[str, dict[str, Any]] = {
-    "smoke": {"max_runs": 30, "max_examples": 5},
-    "ci": {"max_runs": 100, "max_examples": 10},
-    "release": {"max_runs": 300, "max_examples": 50},
-}
 
 for _name, _p in PROFILES.items():
     settings.register_profile(
@@ -110,10 +108,18 @@ def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
     examples, database on. ``profile`` defaults to the session's ``--agentprop-profile``
     (``ci``); ``overrides`` pass through to :class:`hypothesis.settings`."""
     profile = profile or current_session().profile
-    if profile not in PROFILES:
+    if profile in PROFILES:
+        return settings(settings.get_profile(f"agentprop-{profile}"), **overrides)
+    try:
+        chosen = AgentSettings.get_profile(profile)
+    except Exception:
         hint = did_you_mean(profile, PROFILES).strip()
-        raise InputError(f"unknown agentprop profile {profile!r}" + (f"; {hint}" if hint else ""), fix=f"use one of {', '.join(PROFILES)}")
-    return settings(settings.get_profile(f"agentprop-{profile}"), **overrides)
+        raise InputError(
+            f"unknown agentprop profile {profile!r}" + (f"; {hint}" if hint else ""),
+            fix=f"use one of {', '.join(PROFILES)}, or register it with agentprop.settings.register_profile",
+        ) from None
+    base = settings(settings.get_profile("agentprop-ci"), max_examples=chosen.max_examples or PROFILES["ci"]["max_examples"])
+    return settings(base, **overrides)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -174,7 +180,9 @@ def pytest_configure(config: pytest.Config) -> None:
         # new trial indices: new samples from simulated agents, the API cache and the memo
         seed = secrets.randbelow(2**31) + 1
     namespace = ""
-    if memo_opt.lower() == "none" or not memo_opt and not _opt(config, "--agentprop-profile") and not _uses_agentprop(config):
+    # the same with or without --agentprop-profile: on disk once agentprop is configured (an
+    # ini option, or the option itself), else in memory
+    if memo_opt.lower() == "none" or not memo_opt and not _uses_agentprop(config):
         memo = TrialMemo(namespace=namespace)
     else:
         path = Path(memo_opt) if memo_opt else Path(str(config.rootpath)) / ".agentprop" / "trials.sqlite"
@@ -187,7 +195,7 @@ def pytest_configure(config: pytest.Config) -> None:
     budget = Budget(max_runs=max_runs, max_usd=max_usd, ledger=ledger) if (max_runs or max_usd) else Budget()
     corpus_opt = _opt(config, "--agentprop-corpus") or ""
     corpus: Corpus | ProjectCorpora | None = None
-    if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config) or _opt(config, "--agentprop-profile")):
+    if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config)):
         corpus = Corpus(Path(corpus_opt)) if corpus_opt else ProjectCorpora()
     if (_opt(config, "--agentprop-shrink-budget") or 0) < 0:
         raise pytest.UsageError("--agentprop-shrink-budget must be 0 (off) or a number of runs")
@@ -304,10 +312,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    # the marker's layer; the profile and the session's seed are the layers below it, applied
+    # with every other layer by agentprop._decide.settings.resolve
     marker = item.get_closest_marker("agentprop")
-    session = _session(item.config)
-    profile = PROFILES[session.profile]
-    overrides: dict[str, Any] = {"max_runs": profile["max_runs"], "seed": session.seed}
+    overrides: dict[str, Any] = {}
     if marker is not None:
         kw = dict(marker.kwargs)
         if kw.get("risk") in ("high", "critical"):

@@ -37,7 +37,9 @@ from agentprop._decide.plain import Case, Judge, PlainAgent, ToolFunctions, deci
 from agentprop._decide.properties import Property, PropertyResult, record_for, verdicts_of
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.safety import CaseSettings, case_settings
-from agentprop._decide.session import CorpusNote, Session, current_session, current_test, scoped_overrides, settings_scope
+from agentprop._decide.session import CorpusNote, Session, current_session, current_test, settings_scope
+from agentprop._decide.settings import Resolved, resolve
+from agentprop._decide.settings import settings as AgentSettings
 from agentprop._decide.slots import RunSlots
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.context import current_model_context, model_call_context
@@ -203,7 +205,7 @@ async def _check_outcome(
     tau: float | None,
     runs: int | None,
     max_runs: int | None,
-    settings: OracleSettings | None,
+    settings: OracleSettings | AgentSettings | None,
     memo: TrialMemo | None,
     budget: Budget | None,
     concurrency: int,
@@ -212,22 +214,13 @@ async def _check_outcome(
     session: Session,
 ) -> _Outcome:
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
-    scoped = scoped_overrides()
     rule: str | None = None
-    if settings is None:
-        explicit = {
-            "mode": mode if mode is not None else scoped.get("mode"),
-            "tau": tau if tau is not None else scoped.get("tau"),
-            "runs": runs if runs is not None else scoped.get("runs"),
-        }
-        chosen = scenario_settings(project, sc, max_runs=max_runs if max_runs is not None else scoped.get("max_runs"), explicit=explicit)
-        settings, rule = chosen.settings, chosen.rule
-    elif any(v is not None for v in (mode, tau, runs, max_runs)):
-        raise InvalidArgument(
-            "check() got settings= together with mode/tau/runs/max_runs; settings= replaces them all: "
-            "pass either settings=OracleSettings(...) or the separate arguments"
-        )
-    trial_seed = seed if seed is not None else int(scoped.get("seed", session.seed))
+    oracle, resolved = _resolved(settings, mode, tau, runs, max_runs, seed)
+    if oracle is None:
+        chosen = scenario_settings(project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit())
+        oracle, rule = chosen.settings, chosen.rule
+    settings = oracle
+    trial_seed = resolved.seed
     loaded = as_loaded_agent(agent)
     msgs = list(messages) if messages is not None else sc.messages
     memo = memo if memo is not None else session.memo
@@ -266,7 +259,7 @@ async def acheck(
     tau: float | None = None,
     runs: int | None = None,
     max_runs: int | None = None,
-    settings: OracleSettings | None = None,
+    settings: OracleSettings | AgentSettings | None = None,
     memo: TrialMemo | None = None,
     budget: Budget | None = None,
     concurrency: int = 1,
@@ -317,7 +310,7 @@ def check(
     tau: float | None = None,
     runs: int | None = None,
     max_runs: int | None = None,
-    settings: OracleSettings | None = None,
+    settings: OracleSettings | AgentSettings | None = None,
     memo: TrialMemo | None = None,
     budget: Budget | None = None,
     concurrency: int = 1,
@@ -327,13 +320,18 @@ def check(
     judge: Judge | None = None,
     raise_on_failure: bool = True,
 ) -> CheckResult:
-    """Decide ``prop`` (default: the scenario's MFT) for ``agent`` on ``scenario``.
+    """Decide ``prop`` (default: the scenario's MFT) for ``agent`` on ``scenario``; or, with no
+    project, ``check(agent, messages, case_or_property, tools=..., judge=...)`` for a plain
+    agent (:mod:`agentprop._decide.plain`).
 
     ``scenario`` may be a scenario or its id. Settings default to the spec's, or to
     zero-failure certification for a safety case (see :meth:`OracleSettings.for_spec`);
-    ``mode``, ``tau``, ``runs`` and ``max_runs`` override them, or ``settings`` replaces them
-    whole. ``memo`` and ``budget`` default to the session's. ``seed`` picks the trial indices
-    (default 0, or the pytest ``--agentprop-seed``; ``--agentprop-fresh`` picks a random one).
+    ``settings=agentprop.settings(...)`` (or the scope: profile, marker, ``@settings``,
+    ``with settings``; see :mod:`agentprop._decide.settings`) overrides them, and ``mode``,
+    ``tau``, ``runs``, ``max_runs`` and ``seed`` override that; an ``OracleSettings`` replaces
+    the oracle's whole. ``memo`` and ``budget`` default to the session's. ``seed`` picks the
+    trial indices (default 0, or the pytest ``--agentprop-seed``; ``--agentprop-fresh`` picks a
+    random one).
     The session's corpus entries for the scenario's case are replayed first: a replay that
     fails is the result (a regression when it fails with the entry's signature).
 
@@ -440,27 +438,37 @@ class _PlainCall:
         self.agent, self.messages, self.prop, self.tools = agent, list(messages), prop, tools
 
 
+def _resolved(
+    given: OracleSettings | AgentSettings | None, mode: Mode | None, tau: float | None, runs: int | None, max_runs: int | None, seed: int | None
+) -> tuple[OracleSettings | None, Resolved]:
+    """The settings of one check (:func:`agentprop._decide.settings.resolve`): an
+    ``OracleSettings`` given whole replaces the oracle's; the seed is resolved either way."""
+    if isinstance(given, OracleSettings):
+        if any(v is not None for v in (mode, tau, runs, max_runs)):
+            raise InvalidArgument(
+                "check() got settings=OracleSettings(...) together with mode/tau/runs/max_runs; an OracleSettings replaces them all: "
+                "pass one or the other, or pass settings=agentprop.settings(...), which the arguments refine"
+            )
+        return given, resolve(seed=seed)
+    return None, resolve(given, mode=mode, tau=tau, runs=runs, max_runs=max_runs, seed=seed)
+
+
 async def _plain_outcome(
     call: _PlainCall,
     mode: Mode | None,
     tau: float | None,
     runs: int | None,
     max_runs: int | None,
-    settings: OracleSettings | None,
+    settings: OracleSettings | AgentSettings | None,
     memo: TrialMemo | None,
     budget: Budget | None,
     name: str | None,
     seed: int | None,
     session: Session,
 ) -> _Outcome:
-    scoped = scoped_overrides()
-    if settings is None:
-        given: dict[str, Any] = {"mode": mode, "tau": tau, "runs": runs, "max_runs": max_runs}
-        chosen = {k: v if v is not None else scoped.get(k) for k, v in given.items()}
-        settings = OracleSettings(**{k: v for k, v in chosen.items() if v is not None})
-    elif any(v is not None for v in (mode, tau, runs, max_runs)):
-        raise InvalidArgument("check() got settings= together with mode/tau/runs/max_runs; settings= replaces them all: pass one or the other")
-    trial_seed = seed if seed is not None else int(scoped.get("seed", session.seed))
+    oracle, resolved = _resolved(settings, mode, tau, runs, max_runs, seed)
+    settings = oracle if oracle is not None else resolved.oracle()
+    trial_seed = resolved.seed
     run = plain_run(call.agent, call.tools)
     chosen_budget = budget if budget is not None else session.budget
     with model_call_context(current_model_context().with_budget(chosen_budget)):

@@ -31,6 +31,8 @@ from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun, Tr
 from agentprop._decide.properties import first_failure
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.session import current_session, current_test
+from agentprop._decide.settings import resolve
+from agentprop._decide.settings import settings as AgentSettings
 from agentprop._decide.slots import RunSlots
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
@@ -327,9 +329,10 @@ def check_invariance(
     alpha: float = 0.05,
     memo: TrialMemo | None = None,
     budget: Budget | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     raise_on_failure: bool = True,
     require_base: bool = True,
+    settings: AgentSettings | None = None,
 ) -> InvarianceResult:
     """The decisions under each variant (one message per turn) are distributed like the
     original's. Raises :class:`~agentprop.AgentPropertyViolation` unless PASS.
@@ -337,16 +340,27 @@ def check_invariance(
     With ``require_base`` (the default) the scenario's MFT is decided first (the oracle, with
     the scenario's settings; memoised); unless it passes, the result is NOT APPLICABLE and
     its ``runs`` are the base case's. ``require_base=False`` compares the distributions
-    whatever the base case does (to study the two-sample test itself)."""
+    whatever the base case does (to study the two-sample test itself). The base case's
+    settings and the seed are resolved like :func:`agentprop.check`'s (``settings``, then the
+    scope: profile, marker, ``@settings``, ``with settings``)."""
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
+    resolved = resolve(settings, seed=seed)
     base = None
     if require_base:
+        oracle = scenario_settings(project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit()).settings
         base = run_sync(
             decide_scenario(
-                project, sc, agent, memo=memo if memo is not None else current_session().memo, budget=budget, seed=seed, name=f"INV base {sc.id}"
+                project,
+                sc,
+                agent,
+                settings=oracle,
+                memo=memo if memo is not None else current_session().memo,
+                budget=budget,
+                seed=resolved.seed,
+                name=f"INV base {sc.id}",
             )
         )
-    result = run_sync(acheck_invariance(project, sc, agent, variants, n=n, alpha=alpha, memo=memo, budget=budget, seed=seed, base=base))
+    result = run_sync(acheck_invariance(project, sc, agent, variants, n=n, alpha=alpha, memo=memo, budget=budget, seed=resolved.seed, base=base))
     if base is not None:
         result.runs += base.runs
     if raise_on_failure and result.verdict != "PASS":
@@ -362,17 +376,21 @@ def check_direction(
     *,
     memo: TrialMemo | None = None,
     budget: Budget | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     raise_on_failure: bool = True,
+    settings: AgentSettings | None = None,
 ) -> DirectionResult:
     """Both sides decide what the spec expects, so the decision moves as the spec says.
-    Raises :class:`~agentprop.AgentPropertyViolation` unless both sides pass."""
+    Raises :class:`~agentprop.AgentPropertyViolation` unless both sides pass. Settings and
+    seed are resolved like :func:`agentprop.check`'s; the stricter side's oracle decides both."""
     a = project.scenario(base) if isinstance(base, str) else base
     b = project.scenario(perturbed) if isinstance(perturbed, str) else perturbed
     from agentprop._decide.safety import stricter
 
-    settings = stricter(scenario_settings(project, a), scenario_settings(project, b)).settings
-    result = run_sync(acheck_direction(project, a, b, agent, settings=settings, memo=memo, budget=budget, seed=seed))
+    resolved = resolve(settings, seed=seed)
+    sides = [scenario_settings(project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit()) for sc in (a, b)]
+    oracle = stricter(*sides).settings
+    result = run_sync(acheck_direction(project, a, b, agent, settings=oracle, memo=memo, budget=budget, seed=resolved.seed))
     session = current_session()
     session.record(current_test(), result.base)
     session.record(current_test(), result.perturbed)

@@ -48,7 +48,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -60,6 +60,9 @@ from agentprop._scenario.trace import RunError, Trace
 from agentprop._stats import categorical_two_sample_test
 from agentprop._util.files import describe_validation, read_json, write_atomic
 from agentprop.errors import InputError, InvalidArgument, SourceLocation, clip_repr
+
+if TYPE_CHECKING:
+    from agentprop._decide.settings import settings as AgentSettings
 
 SCHEMA: Final = "agentprop.snapshot/1"
 TEXT_LIMIT = 40
@@ -838,9 +841,10 @@ def check_snapshot(
     allow_ci: bool = False,
     ignore: Sequence[str] = (),
     budget: Budget | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     messages: Sequence[str] | None = None,
     raise_on_failure: bool = True,
+    settings: AgentSettings | None = None,
 ) -> SnapshotResult:
     """Compare the agent's behaviour on ``scenario`` with its approved baseline.
 
@@ -849,8 +853,10 @@ def check_snapshot(
     pending candidate and raise :class:`~agentprop.AgentPropertyViolation` with the diff;
     ``update=True`` with a ``reason`` approves instead (refused when ``CI`` is set unless
     ``allow_ci``). Snapshots live in ``directory`` (default ``__snapshots__`` next to the
-    spec) under ``name`` (default: the scenario id).
+    spec) under ``name`` (default: the scenario id). The seed is resolved like
+    :func:`agentprop.check`'s (``seed``, ``settings``, the scope, the session's).
     """
+    from agentprop._decide.settings import resolve
     from agentprop._util.aio import run_sync
     from agentprop.errors import AgentPropertyViolation
 
@@ -870,7 +876,7 @@ def check_snapshot(
             allow_ci=allow_ci,
             ignore=ignore,
             budget=budget,
-            seed=seed,
+            seed=resolve(settings, seed=seed).seed,
             messages=messages,
         )
     )

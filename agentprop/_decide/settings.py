@@ -1,0 +1,235 @@
+"""``agentprop.settings``: how hard every check looks, in Hypothesis's manner.
+
+One object holds what a check may be told: the oracle's ``mode``, ``tau``, ``runs`` and
+``max_runs``, the trial ``seed`` (``fresh=True`` draws a new one), and Hypothesis's
+``max_examples`` for :func:`agentprop.agent_settings`. Profiles are registered and loaded
+like Hypothesis's (``smoke``, ``ci`` — the default — and ``release`` are built in); a settings
+object is also a decorator and a context manager.
+
+Settings are resolved in one place, :func:`resolve`, the same for every check kind (``check``
+on both tiers, ``check_invariance``, ``check_direction``, ``check_snapshot``). Later layers win:
+the session's profile < the pytest marker < a decorator or ``with`` block (inner wins) < the
+call's own arguments. The seed, when nothing sets it, is the session's (``--agentprop-seed``,
+or a random one with ``--agentprop-fresh``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ClassVar, TypeVar
+
+from agentprop._decide.oracle import Mode, OracleSettings
+from agentprop._decide.session import current_session, scoped_overrides, settings_scope
+from agentprop.errors import InvalidArgument
+
+__all__ = ["PROFILES", "Resolved", "resolve", "settings"]
+
+PROFILES: dict[str, dict[str, Any]] = {
+    "smoke": {"max_runs": 30, "max_examples": 5},
+    "ci": {"max_runs": 100, "max_examples": 10},
+    "release": {"max_runs": 300, "max_examples": 50},
+}
+"""The built-in profiles (what each does: the oracle's run limit, Hypothesis's examples)."""
+
+ORACLE_KEYS = ("mode", "tau", "runs", "max_runs")
+KEYS = (*ORACLE_KEYS, "seed", "max_examples")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
+    """How hard the checks look. ``settings(parent, **changes)`` copies ``parent`` (or nothing)
+    with ``changes``; unset values fall through to the layer below (see the module docstring).
+
+    - ``mode``: ``"sprt"``, ``"zero-failure"`` or ``"fixed"``; ``tau``: the pass rate to hold;
+      ``runs``: runs of fixed N and zero-failure; ``max_runs``: the sequential test's limit;
+    - ``seed``: the trial namespace (the same seed replays the memo); ``fresh=True``: a new
+      random seed, drawn once when the object is made (so Hypothesis's replays agree);
+    - ``max_examples``: Hypothesis examples of :func:`agentprop.agent_settings`.
+
+    ``settings.register_profile(name, parent, **changes)`` / ``settings.load_profile(name)`` /
+    ``settings.get_profile(name)``; ``@settings(...)`` on a test, or ``with settings(...):``."""
+
+    _profiles: ClassVar[dict[str, settings]] = {}
+    _values: dict[str, Any]
+
+    def __init__(
+        self,
+        parent: settings | None = None,
+        *,
+        mode: Mode | None = None,
+        tau: float | None = None,
+        runs: int | None = None,
+        max_runs: int | None = None,
+        seed: int | None = None,
+        fresh: bool = False,
+        max_examples: int | None = None,
+    ) -> None:
+        if parent is not None and not isinstance(parent, settings):
+            raise InvalidArgument(f"agentprop.settings(parent, ...): parent must be an agentprop.settings, not {type(parent).__name__}")
+        values: dict[str, Any] = dict(parent._values) if parent is not None else {}
+        given = {"mode": mode, "tau": tau, "runs": runs, "max_runs": max_runs, "seed": seed, "max_examples": max_examples}
+        values.update({k: v for k, v in given.items() if v is not None})
+        if fresh:
+            if seed is not None:
+                raise InvalidArgument("agentprop.settings(seed=..., fresh=True): fresh draws a new seed; give one or the other")
+            values["seed"] = secrets.randbelow(2**31) + 1
+        _validate(values)
+        self._values = values
+        self._entered: list[contextlib.AbstractContextManager[None]] = []
+
+    @property
+    def mode(self) -> Mode | None:
+        return self._values.get("mode")
+
+    @property
+    def tau(self) -> float | None:
+        return self._values.get("tau")
+
+    @property
+    def runs(self) -> int | None:
+        return self._values.get("runs")
+
+    @property
+    def max_runs(self) -> int | None:
+        return self._values.get("max_runs")
+
+    @property
+    def seed(self) -> int | None:
+        return self._values.get("seed")
+
+    @property
+    def max_examples(self) -> int | None:
+        return self._values.get("max_examples")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The values this object sets (unset ones fall through)."""
+        return dict(self._values)
+
+    def __repr__(self) -> str:
+        return "agentprop.settings(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, settings) and other._values == self._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._values.items())))
+
+    # ------------------------------------------------------------------ profiles
+
+    @classmethod
+    def register_profile(cls, name: str, parent: settings | None = None, **changes: Any) -> None:
+        """Register (or replace) profile ``name``: ``parent`` with ``changes``."""
+        if not name or not isinstance(name, str):
+            raise InvalidArgument("settings.register_profile(name, ...): name must be a non-empty string")
+        cls._profiles[name] = settings(parent, **changes)
+
+    @classmethod
+    def get_profile(cls, name: str) -> settings:
+        try:
+            return cls._profiles[name]
+        except KeyError:
+            raise InvalidArgument(
+                f"no agentprop settings profile {name!r}; registered: {', '.join(sorted(cls._profiles))} "
+                "(register one with agentprop.settings.register_profile(name, ...))"
+            ) from None
+
+    @classmethod
+    def load_profile(cls, name: str) -> None:
+        """Make profile ``name`` the current session's (what every check falls back to)."""
+        cls.get_profile(name)
+        current_session().profile = name
+
+    @classmethod
+    def default(cls) -> settings:
+        """The profile in force (the current session's, ``ci`` unless one was loaded)."""
+        return cls.get_profile(current_session().profile)
+
+    # ------------------------------------------------------------------ scope
+
+    def _scope(self) -> contextlib.AbstractContextManager[None]:
+        return settings_scope(**{k: v for k, v in self._values.items() if k in (*ORACLE_KEYS, "seed")})
+
+    def __enter__(self) -> settings:
+        scope = self._scope()
+        scope.__enter__()
+        self._entered.append(scope)  # ``with`` on one object may nest
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._entered.pop().__exit__(exc_type, exc, tb)
+
+    def __call__(self, test: F) -> F:
+        """As a decorator: the test runs with these settings (above or below ``@given``)."""
+        if not callable(test):
+            raise InvalidArgument(f"@agentprop.settings(...) decorates a test function, not {type(test).__name__}")
+
+        @functools.wraps(test)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return test(*args, **kwargs)
+
+        return wrapped  # type: ignore[return-value]
+
+
+def _validate(values: Mapping[str, Any]) -> None:
+    unknown = set(values) - set(KEYS)
+    if unknown:
+        raise InvalidArgument(f"agentprop.settings: unknown setting(s) {', '.join(sorted(unknown))}; use {', '.join(KEYS)}")
+    for key in ("runs", "max_runs", "max_examples"):
+        value = values.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise InvalidArgument(f"agentprop.settings({key}={value!r}): must be a whole number of at least 1")
+    seed = values.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise InvalidArgument(f"agentprop.settings(seed={seed!r}): must be a whole number of at least 0")
+    if values.get("mode", "sprt") not in ("sprt", "zero-failure", "fixed"):
+        raise InvalidArgument(f"agentprop.settings(mode={values['mode']!r}): use 'sprt', 'zero-failure' or 'fixed'")
+    tau = values.get("tau")
+    if tau is not None and not (isinstance(tau, int | float) and 0.0 < tau <= 1.0):
+        raise InvalidArgument(f"agentprop.settings(tau={tau!r}): the pass rate to hold must be in (0, 1]")
+
+
+for _name, _values in PROFILES.items():
+    settings.register_profile(_name, **_values)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The settings a check runs with, every layer applied (:func:`resolve`)."""
+
+    values: dict[str, Any]
+    seed: int
+
+    def explicit(self) -> dict[str, Any]:
+        """``mode``/``tau``/``runs`` as set by some layer (a spec's defaults fill the rest)."""
+        return {k: self.values[k] for k in ("mode", "tau", "runs") if self.values.get(k) is not None}
+
+    @property
+    def max_runs(self) -> int | None:
+        return self.values.get("max_runs")
+
+    def oracle(self) -> OracleSettings:
+        """Oracle settings with no spec to take defaults from (the spec-free tier)."""
+        return OracleSettings(**{k: self.values[k] for k in ORACLE_KEYS if self.values.get(k) is not None})
+
+
+def resolve(given: settings | Mapping[str, Any] | None = None, **call: Any) -> Resolved:
+    """The one place settings are resolved: the session's profile, then the scope (pytest
+    marker, ``@settings``, ``with settings``), then ``given`` (a settings object or a dict),
+    then the call's own non-``None`` keyword arguments."""
+    session = current_session()
+    values: dict[str, Any] = settings.get_profile(session.profile).as_dict()
+    values.update(scoped_overrides())
+    if isinstance(given, settings):
+        values.update(given.as_dict())
+    elif given is not None:
+        values.update({k: v for k, v in given.items() if v is not None})
+    values.update({k: v for k, v in call.items() if v is not None})
+    seed = values.pop("seed", None)
+    return Resolved(values, int(seed) if seed is not None else session.seed)

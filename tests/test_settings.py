@@ -1,0 +1,223 @@
+"""``agentprop.settings``: one settings object, resolved in one place, honoured by every check kind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import core as hypothesis_core
+from hypothesis import given
+from hypothesis import strategies as st
+
+import agentprop
+from agentprop._decide.session import Session, settings_scope
+from agentprop._decide.settings import resolve
+from agentprop.errors import InvalidArgument
+
+pytest_plugins = ["pytester"]
+
+EXAMPLE = (Path(__file__).resolve().parents[1] / "examples" / "supportops").resolve()
+CANCEL_ID = "END_CANCELLED<-N7_CANCEL"
+DENIED_ID = "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY"
+
+
+@pytest.fixture(autouse=True)
+def fresh_session() -> Any:
+    saved = dict(agentprop.settings._profiles)
+    with Session().activate() as session:
+        yield session
+    agentprop.settings._profiles.clear()
+    agentprop.settings._profiles.update(saved)
+
+
+# ------------------------------------------------------------------------------- the object
+
+
+def test_a_child_keeps_its_parents_values_and_overrides_some() -> None:
+    parent = agentprop.settings(tau=0.95, max_runs=40)
+    child = agentprop.settings(parent, max_runs=10, seed=3)
+    assert (child.tau, child.max_runs, child.seed, child.mode) == (0.95, 10, 3, None)
+    assert parent.max_runs == 40 and child == agentprop.settings(tau=0.95, max_runs=10, seed=3)
+
+
+def test_fresh_draws_one_seed_when_made() -> None:
+    fresh = agentprop.settings(fresh=True)
+    assert fresh.seed is not None and fresh.seed > 0 and fresh.seed == fresh.seed
+    with pytest.raises(InvalidArgument, match="fresh draws a new seed"):
+        agentprop.settings(seed=1, fresh=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"mode": "bayes"}, "use 'sprt', 'zero-failure' or 'fixed'"),
+        ({"tau": 1.5}, r"must be in \(0, 1\]"),
+        ({"runs": 0}, "whole number of at least 1"),
+        ({"seed": -1}, "whole number of at least 0"),
+    ],
+)
+def test_bad_values_name_the_fix(kwargs: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(InvalidArgument, match=fragment):
+        agentprop.settings(**kwargs)
+
+
+def test_profiles_register_load_and_get(fresh_session: Session) -> None:
+    assert agentprop.settings.default() == agentprop.settings.get_profile("ci")
+    agentprop.settings.register_profile("nightly", agentprop.settings.get_profile("release"), tau=0.97)
+    agentprop.settings.load_profile("nightly")
+    assert fresh_session.profile == "nightly"
+    assert (agentprop.settings.default().max_runs, agentprop.settings.default().tau) == (300, 0.97)
+    with pytest.raises(InvalidArgument, match="no agentprop settings profile 'weekly'; registered: ci, nightly, release, smoke"):
+        agentprop.settings.load_profile("weekly")
+
+
+def test_resolution_layers_profile_scope_object_call(fresh_session: Session) -> None:
+    agentprop.settings.load_profile("smoke")
+    assert resolve().max_runs == 30 and resolve().seed == 0  # the profile, the session's seed
+    fresh_session.seed = 11
+    assert resolve().seed == 11
+    with settings_scope(max_runs=20, tau=0.8):  # what the pytest marker sets
+        assert (resolve().max_runs, resolve().values["tau"]) == (20, 0.8)
+        with agentprop.settings(max_runs=12, seed=4):  # a with block (or decorator) inside it
+            assert (resolve().max_runs, resolve().values["tau"], resolve().seed) == (12, 0.8, 4)
+            given = agentprop.settings(max_runs=9)
+            assert resolve(given).max_runs == 9  # settings= of the call
+            assert resolve(given, max_runs=5, seed=2).max_runs == 5  # the call's own arguments win
+            assert resolve(given, seed=2).seed == 2
+        assert resolve().max_runs == 20
+    assert resolve().max_runs == 30
+
+
+def test_the_decorator_works_above_and_below_given() -> None:
+    seen: list[int | None] = []
+
+    @agentprop.settings(max_runs=7)
+    @given(st.integers(0, 1))
+    def above(x: int) -> None:
+        seen.append(resolve().max_runs)
+
+    @given(st.integers(0, 1))
+    @agentprop.settings(max_runs=8)
+    def below(x: int) -> None:
+        seen.append(resolve().max_runs)
+
+    above()
+    below()
+    assert set(seen) == {7, 8} and resolve().max_runs == 100
+
+
+def test_check_takes_the_settings_object() -> None:
+    def agent(messages: list[str]) -> dict[str, str]:
+        return {"status": "paid"}
+
+    result = agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=6, tau=1.0))
+    assert (result.runs, result.settings["mode"]) == (6, "fixed")
+    assert agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=6, tau=1.0), runs=3).runs == 3
+    with pytest.raises(InvalidArgument, match="an OracleSettings replaces them all"):
+        agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.OracleSettings(), runs=3)
+
+
+# ------------------------------------------------------------------- every check kind, pytest
+
+EVERY_KIND = f"""
+import json
+import random
+
+import pytest
+
+import agentprop
+from agentprop._agents.project import Project
+
+EXAMPLE = {str(EXAMPLE)!r}
+project = agentprop.load_project(EXAMPLE)
+AGENT = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
+TRIALS = []
+
+
+@pytest.fixture(autouse=True)
+def watch_trials(monkeypatch):
+    original = Project.arun  # a snapshot's runs are not memoised: every one is made here
+
+    async def arun(self, scenario, factory, *, trial, **kw):
+        TRIALS.append(trial)
+        return await original(self, scenario, factory, trial=trial, **kw)
+
+    monkeypatch.setattr(Project, "arun", arun)
+    TRIALS.clear()
+
+
+def record(kind, settings=None):
+    with open("kinds.jsonl", "a") as f:
+        f.write(json.dumps({{"kind": kind, "first": min(TRIALS) if TRIALS else None, "settings": settings}}) + "\\n")
+
+
+{{marker}}
+def test_check():
+    r = agentprop.check(project, {CANCEL_ID!r}, AGENT)
+    TRIALS.append(r.sampled_runs[0].trial)  # memo hits make no run: the result says which trials
+    record("check", r.settings)
+
+{{marker}}
+def test_plain_check():
+    r = agentprop.check(lambda m: {{"status": "paid"}}, ["hi"], lambda t: True)
+    TRIALS.append(r.sampled_runs[0].trial)
+    record("plain", r.settings)
+
+{{marker}}
+def test_invariance():
+    m = project.scenario({CANCEL_ID!r}).messages
+    r = agentprop.check_invariance(project, {CANCEL_ID!r}, AGENT, [[m[0] + " please", m[1]]], n=5)
+    TRIALS.append(r.original_examples[0].trial)
+    record("invariance", {{"runs": r.runs}})
+
+{{marker}}
+def test_direction():
+    r = agentprop.check_direction(project, {CANCEL_ID!r}, {DENIED_ID!r}, AGENT)
+    TRIALS.append(r.base.sampled_runs[0].trial)
+    record("direction", r.base.settings)
+
+{{marker}}
+def test_snapshot(tmp_path):
+    agentprop.check_snapshot(project, {CANCEL_ID!r}, AGENT, directory=tmp_path, runs=5, raise_on_failure=False)
+    record("snapshot")
+"""
+
+
+def run_kinds(pytester: pytest.Pytester, marker: str, *args: str) -> dict[str, dict[str, Any]]:
+    pytester.makepyfile(test_kinds=EVERY_KIND.replace("{marker}", marker))
+    (pytester.path / "kinds.jsonl").unlink(missing_ok=True)
+    seed = hypothesis_core.global_force_seed
+    try:
+        result = pytester.runpytest_inprocess(
+            "-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib", "--agentprop-shrink-budget=0", *args
+        )
+    finally:
+        hypothesis_core.global_force_seed = seed
+    result.assert_outcomes(passed=5)
+    lines = (pytester.path / "kinds.jsonl").read_text().splitlines()
+    return {d["kind"]: d for d in map(json.loads, lines)}
+
+
+def first_trials(kinds: dict[str, dict[str, Any]]) -> dict[str, int]:
+    # a snapshot's runs start 500,000 after its seed's block, so two kinds never share a run
+    return {k: d["first"] - (500_000 if k == "snapshot" else 0) for k, d in kinds.items()}
+
+
+def test_every_check_kind_honours_the_marker_seed_and_profile(pytester: pytest.Pytester) -> None:
+    kinds = run_kinds(pytester, '@pytest.mark.agentprop(mode="fixed", n=7, tau=1.0)', "--agentprop-seed=5", "--agentprop-profile=smoke")
+    assert set(kinds) == {"check", "plain", "invariance", "direction", "snapshot"}
+    assert set(first_trials(kinds).values()) == {5 * 1_000_003}  # the same seed for every kind
+    for kind in ("check", "plain", "direction"):
+        s = kinds[kind]["settings"]
+        assert (s["mode"], s["runs"], s["max_runs"]) == ("fixed", 7, 30), (kind, s)  # the marker's and the profile's
+    assert kinds["invariance"]["settings"]["runs"] == 7 + 2 * 5  # its base case: the marker's 7 runs
+
+
+def test_every_check_kind_honours_fresh_and_a_settings_decorator(pytester: pytest.Pytester) -> None:
+    kinds = run_kinds(pytester, "@agentprop.settings(max_runs=44)", "--agentprop-fresh")
+    firsts = set(first_trials(kinds).values())
+    assert len(firsts) == 1 and firsts != {0}  # one fresh seed, used by every kind
+    for kind in ("check", "plain", "direction"):
+        assert kinds[kind]["settings"]["max_runs"] == 44, kind
