@@ -550,7 +550,7 @@ def test_1_plain():
 
 
 def test_2_plain_again():
-    # an entry is replayed once per session: now the plain message alone decides
+    # every check of the case replays the entry (memoised): it fails again, as the first did
     agentprop.check(project, CANCEL, FAULTY)
 """
 )
@@ -585,13 +585,15 @@ def test_failing_property_is_shrunk_saved_and_replayed_first(pytester: pytest.Py
     # second session, same corpus: the entry is decided first and fails the check
     pytester.makepyfile(test_shrink=REPLAY)
     result = run(pytester, "--agentprop-shrink-budget=0", f"--agentprop-corpus={corpus}")
-    result.assert_outcomes(failed=1, passed=1)
+    result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert f"corpus {entry_id} ({CANCEL_ID}): FAIL" in out
     rows, _, _ = summary(result)
-    assert [r["verdict"] for r in rows] == ["FAIL", "PASS"]
+    assert [r["verdict"] for r in rows] == ["FAIL", "FAIL"]
     assert abbreviates(rows[0]["label"], f"corpus {entry_id} ({CANCEL_ID}) [test_1_plain]")
-    assert abbreviates(rows[1]["label"], f"{CANCEL_ID} [test_2_plain_again]")
+    assert abbreviates(rows[1]["label"], f"corpus {entry_id} ({CANCEL_ID}) [test_2_plain_again]")
+    # what the replay means for the corpus is said once per session
+    assert len([line for line in out.splitlines() if line.startswith("corpus: ")]) == 1, out
     # --agentprop-shrink-budget 0: the failure is reported unshrunk and nothing new is saved
     assert "minimal reproducer" not in out
     assert list(corpus.glob("*/*.json")) == files

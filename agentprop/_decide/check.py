@@ -496,10 +496,15 @@ async def _replay_corpus_first(
     budget: Budget,
     seed: int,
 ) -> _Outcome | None:
-    """Replay the corpus entries of ``scenario``'s case (each once per session). Failing with
-    the entry's signature is a regression (the entry's ``last_seen`` is updated); failing
-    otherwise is a different failure, not a regression; a clean enough pass retires the entry.
-    Returns the first failing replay, or ``None`` when every replay passed."""
+    """Replay the corpus entries of ``scenario``'s case. Failing with the entry's signature is
+    a regression (the entry's ``last_seen`` is updated); failing otherwise is a different
+    failure, not a regression; a clean enough pass retires the entry. Returns the first
+    failing replay, or ``None`` when every replay passed.
+
+    Every check of the case replays them (memoised: the same runs, the same verdict each time),
+    so a check's outcome never depends on which call came first: when Hypothesis calls the test
+    again with the same input, it fails again, never Flaky. What a replay means for the corpus
+    (retire, seen again, the summary's note) is acted on once per session."""
     if session.corpus is None:
         return None
     corpus = session.corpus.for_project(project)
@@ -507,18 +512,17 @@ async def _replay_corpus_first(
     for entry in corpus.entries(spec_id=project.spec.spec_id, agent_ref=agent.ref):
         if entry.scenario_id.split("/")[0] != base_id or entry.prop != "mft" or not found_with(entry, agent):
             continue
-        if not session.first_replay(entry.id):
-            continue
         result = await decide_scenario(
             project, entry.scenario, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"corpus {entry.id} ({entry.scenario_id})"
         )
         action, message = judge_replay(entry, result, confidence=settings.confidence)
-        if action == "regression":
-            corpus.seen_again(entry, fingerprint=agent.fingerprint)
-        elif action == "retired":
-            corpus.retire(entry, message)
+        if session.first_replay(entry.id):
+            if action == "regression":
+                corpus.seen_again(entry, fingerprint=agent.fingerprint)
+            elif action == "retired":
+                corpus.retire(entry, message)
+            session.note_replay(CorpusNote(current_test(), entry.id, action, message))
         session.record(current_test(), result)
-        session.note_replay(CorpusNote(current_test(), entry.id, action, message))
         if result.verdict != "PASS":
             return _Outcome(result, ViolationContext(project, entry.scenario, entry.scenario.messages, agent, None, seed), note=message)
     return None
