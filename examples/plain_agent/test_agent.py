@@ -24,6 +24,7 @@ def answers_the_asked_order(case: agentprop.Case, result: agentprop.Result) -> b
     return bool(result.output.order_id in asked)
 
 
+@agentprop.agent_settings()  # no deadline: an agent run is slower than a function call
 @given(order_id=st.sampled_from(["O-1001", "O-1002"]), data=st.data())
 def test_a_status_question_never_cancels(order_id: str, data: st.DataObject) -> None:
     msg = data.draw(aps.paraphrases(f"What is the status of order {order_id}?"))

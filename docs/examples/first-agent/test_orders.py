@@ -46,6 +46,7 @@ def right_status(case: agentprop.Case, result: agentprop.Result) -> bool:
     return bool(result.output.status == "shipped")
 
 
+@agentprop.agent_settings()  # Hypothesis settings for agents: no deadline, few examples
 @given(msg=aps.paraphrases("What is the status of order O-1234?"))
 def test_status(msg: str) -> None:
     agentprop.check(order_agent, [msg], case, tools=[query_order], judge=right_status)
