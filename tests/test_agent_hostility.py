@@ -8,7 +8,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,3 +152,74 @@ def test_an_agent_that_exits_or_interrupts_fails_its_runs_and_the_run_reports(tm
         return
     assert code == 1 and all(c["verdict"] == "FAIL" for c in cases), out + err
     assert all(says in c["failures"][0]["explanation"] for c in cases), cases[0]["failures"][0]
+
+
+# --------------------------------------------------------------------------- the runtime bounds the agent (item 8)
+
+
+def _respond(ctx: Any, message: str = "done") -> None:
+    ctx.respond(node_id="N3_BILLING", decision="BILLING_ANSWER", tool_actions=[], evidence="from tools", user_message=message)
+
+
+def _run(spec: Any, agent: Any, **kw: Any) -> Any:
+    from agentprop._agents.runtime import run_conversation
+    from agentprop._scenario.world import World
+
+    return run_conversation(spec, lambda: agent, ["what plan am I on?"], World(spec=spec, seed=1), **kw)
+
+
+def test_a_blocking_close_conversation_is_timed_out(supportops_spec: Any) -> None:
+    release = threading.Event()
+
+    class BlocksOnClose:
+        def turn(self, message: str, ctx: Any) -> None:
+            _respond(ctx)
+
+        def close_conversation(self) -> None:
+            release.wait(10)  # blocks until the test ends (10 s at most: before the fix it hung the runner)
+
+    try:
+        trace = _run(supportops_spec, BlocksOnClose(), turn_timeout_s=0.2)
+    finally:
+        release.set()
+    assert [(e.kind, e.message) for e in trace.errors] == [("timeout", "close_conversation() did not finish within 0.2 s")]
+
+
+def test_an_agent_looping_on_refused_calls_has_its_turn_ended_and_its_trace_bounded(supportops_spec: Any) -> None:
+    from agentprop import ToolError
+    from agentprop._agents.runtime import MAX_REFUSED_CALLS_PER_TURN
+
+    attempts = [0]
+
+    def loops(message: str, ctx: Any) -> None:
+        while attempts[0] < 100_000:  # as good as forever
+            attempts[0] += 1
+            try:
+                ctx.call("no_such_tool", attempt=attempts[0])
+            except ToolError:
+                continue
+
+    trace = _run(supportops_spec, loops, turn_timeout_s=None)
+    turn = trace.turns[0]
+    assert len(turn.tool_calls) == MAX_REFUSED_CALLS_PER_TURN + 1
+    [limit] = [e for e in turn.errors if e.kind == "limit_exceeded"]
+    assert "kept calling after 20 of its calls were refused this turn" in limit.message and "the turn is ended" in limit.message
+    assert len(trace.to_json()) < 100_000
+
+
+def test_a_huge_reply_or_tool_argument_ends_the_turn_with_a_clear_error(supportops_spec: Any) -> None:
+    from agentprop._agents.runtime import MAX_TEXT_CHARS
+
+    huge = "x" * (MAX_TEXT_CHARS + 1)
+
+    def big_reply(message: str, ctx: Any) -> None:
+        _respond(ctx, message=huge)
+
+    def big_args(message: str, ctx: Any) -> None:
+        ctx.call("get_account", account_id=huge)
+
+    for agent, what in ((big_reply, "the reply (respond's fields) is"), (big_args, "the arguments of get_account are")):
+        trace = _run(supportops_spec, agent, turn_timeout_s=5.0)
+        [limit] = [e for e in trace.all_errors() if e.kind == "limit_exceeded"]
+        assert what in limit.message and f"over the {MAX_TEXT_CHARS:,} agentprop records" in limit.message
+        assert len(trace.to_json()) < 100_000

@@ -35,7 +35,7 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from agentprop._scenario.trace import INFRASTRUCTURE_KINDS, RunError, ToolCall, Trace, Turn, Usage
 from agentprop._scenario.world import World, copy_json, stable_seed
@@ -63,9 +63,22 @@ class _ConversationRandom:
         return self._rng
 
 
+MAX_CALLS_PER_TURN = 1_000
+"""Tool calls recorded in one turn, whatever the spec's ``max_tool_calls_per_turn``: an agent
+looping on calls (refused or not) has its turn ended there, so its trace stays bounded."""
+MAX_REFUSED_CALLS_PER_TURN = 20
+"""Calls refused in one turn (over the spec's limit, after respond, unknown tools, a second
+respond) before the turn is ended."""
+MAX_TEXT_CHARS = 1_000_000
+"""The most characters one reply (``respond``'s fields, ``say``'s text) or one tool call's
+arguments may hold; a bigger one ends the turn with a ``limit_exceeded`` error."""
+
+
 class TurnContext:
     """What an agent sees during one turn: tools, the response channel, context and a seeded
-    random source."""
+    random source. What a turn records is bounded (:data:`MAX_CALLS_PER_TURN`,
+    :data:`MAX_REFUSED_CALLS_PER_TURN`, :data:`MAX_TEXT_CHARS`): past a bound the turn is
+    ended with a ``limit_exceeded`` error naming it."""
 
     def __init__(
         self,
@@ -94,6 +107,7 @@ class TurnContext:
         self._responded = False
         self._invalid_response: str | None = None
         self._non_respond_calls = 0
+        self._refused = 0
         self._closed = False
         self.deadline: float | None = None
         """When this turn's time runs out, in the event loop's clock (``loop.time()``), or
@@ -140,15 +154,22 @@ class TurnContext:
         if name == "respond":
             return self.respond(**args)
         step = len(self._turn.tool_calls)
+        if step >= MAX_CALLS_PER_TURN:
+            self._stop(f"the agent made {step} tool calls in one turn, the most agentprop records (MAX_CALLS_PER_TURN)")
+        size = len(repr(args))
+        if size > MAX_TEXT_CHARS:
+            self._stop(f"the arguments of {name} are {size:,} characters, over the {MAX_TEXT_CHARS:,} agentprop records")
         record = ToolCall(name=name, args=copy_json(args), turn_index=self._turn.index, step=step)
         self._turn.tool_calls.append(record)
         if self._responded:
+            self._count_refusal()
             record.error, record.error_kind = "tool call after respond", "protocol"
             self._turn.errors.append(
                 RunError(kind="protocol", message=f"{name} was called after respond; respond must be the final action", turn_index=self._turn.index)
             )
             raise ToolError("protocol", "respond was already called this turn; it must be the final action")
         if name not in self.spec.tools_by_name:
+            self._count_refusal()
             record.error, record.error_kind = f"unknown tool {name!r}", "unknown_tool"
             self._turn.errors.append(
                 RunError(
@@ -161,6 +182,7 @@ class TurnContext:
         self._non_respond_calls += 1
         limit = self.spec.max_tool_calls_per_turn
         if limit is not None and self._non_respond_calls > limit:
+            self._count_refusal()
             record.error, record.error_kind = f"more than {limit} tool calls this turn", "limit_exceeded"
             self._turn.errors.append(
                 RunError(
@@ -184,10 +206,14 @@ class TurnContext:
         if self._closed:
             raise ToolError("protocol", "this turn is over")
         if self._responded:
+            self._count_refusal()
             self._turn.errors.append(
                 RunError(kind="respond_twice", message="respond was called more than once in a turn", turn_index=self._turn.index)
             )
             raise ToolError("respond_twice", "respond was already called this turn")
+        size = len(repr(fields))
+        if size > MAX_TEXT_CHARS:
+            self._stop(f"the reply (respond's fields) is {size:,} characters, over the {MAX_TEXT_CHARS:,} agentprop records")
         valid, problem = validate_response(self.spec, dict(fields))
         if valid is None:
             self._invalid_response = problem
@@ -200,7 +226,25 @@ class TurnContext:
 
     def say(self, text: str) -> None:
         """Record free text shown to the user outside ``respond`` (checked for leaks too)."""
+        if self._closed:  # the turn is over (timed out, or ended on a bound): not recorded
+            return
+        if len(self._turn.text) + len(text) > MAX_TEXT_CHARS:
+            self._stop(
+                f"the agent's free text (say) reached {len(self._turn.text) + len(text):,} characters, over the {MAX_TEXT_CHARS:,} agentprop records"
+            )
         self._turn.text = (self._turn.text + "\n" + text) if self._turn.text else text
+
+    def _count_refusal(self) -> None:
+        self._refused += 1
+        if self._refused > MAX_REFUSED_CALLS_PER_TURN:
+            self._stop(f"the agent kept calling after {MAX_REFUSED_CALLS_PER_TURN} of its calls were refused this turn (MAX_REFUSED_CALLS_PER_TURN)")
+
+    def _stop(self, why: str) -> NoReturn:
+        """End the turn on a bound: record ``why`` as a ``limit_exceeded`` error; every later
+        call of this turn is refused, unrecorded."""
+        self._closed = True
+        self._turn.errors.append(RunError(kind="limit_exceeded", message=f"{why}: the turn is ended", turn_index=self._turn.index))
+        raise ToolError("limit_exceeded", f"{why}; this turn is over")
 
     def add_usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0, model_calls: int = 1) -> None:
         """Record model usage for this turn (API-backed agents). ``cost_usd=None``: the calls'
@@ -655,7 +699,8 @@ async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | Non
         return
     try:
         async with asyncio.timeout(timeout_s):
-            result = close()
+            # a sync hook runs on a worker thread, so one that blocks is still timed out
+            result = close() if timeout_s is None or _is_async(close) else await _on_worker(close, "agentprop-close")
             if inspect.isawaitable(result):
                 await result
     except TimeoutError:
@@ -667,6 +712,34 @@ async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | Non
         if error is None:
             raise
         trace.errors.append(error)
+
+
+async def _on_worker(fn: Callable[[], Any], name: str) -> Any:
+    """``fn()`` on a daemon worker thread, awaited: its result or its exception. Cancelled
+    (a timeout), the thread is abandoned as a timed-out turn's is."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def job() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (fn(), None)
+        except BaseException as exc:  # handed to the loop, which judges it
+            outcome = (None, exc)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the loop closed meanwhile: nobody waits any more
+            pass
+
+    _WORKERS.submit(job, name)
+    return await done
 
 
 def _agent_stop(exc: BaseException, turn_index: int | None, *, prefix: str = "") -> RunError | None:
