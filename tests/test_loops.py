@@ -158,7 +158,7 @@ def test_zoo_entry_never_retry_is_found() -> None:
 
 def test_coverage_reports_loop_branches_as_covered() -> None:
     code, out, _ = cli("run", str(SUPPORTOPS), "--kinds", "mft")
-    assert code == 0
+    assert code == 3  # every case passes; two branches of the published spec cannot be tested
     assert "loops unrolled once: N4_CLARIFY#0, N6_CONFIRM_CANCEL#2" in out
     assert "not unrolled" not in out
     code, out, _ = cli("run", str(DATAINSIGHTS), "--kinds", "mft")
@@ -179,8 +179,9 @@ def test_a_loop_the_bindings_cannot_realise_is_reported_with_the_reason(tmp_path
     assert "unrealisable: N3_BILLING#0, N6_CONFIRM_CANCEL#2, N9_UPDATE_ADDRESS#1" in out
     assert "N6_CONFIRM_CANCEL -> N6_CONFIRM_CANCEL" in out
     assert "on a loop's second visit" in out
-    # unrealisable branches leave the denominator of the enforced coverage, named as such
-    assert code == 0
+    # every case passes; the unrealisable branches are named and make the run incomplete
+    assert "not tested (6): branch N3_BILLING#0" in out
+    assert code == 3
 
 
 # ----------------------------------------------------------------------------- item 10
@@ -194,12 +195,14 @@ def test_an_over_the_limit_path_sharing_its_key_is_reported_in_lint_with_line_an
     assert f"{spec}:{line}:3: warning P001: unrealisable path END_DONE<-N3_FINISH (N1_ROUTE -> N2_DEEP -> N3_FINISH -> END_DONE)" in out
     assert "requires 4 tool calls in turn 1 (lookup, cross_check, audit, summarize) but max_tool_calls_per_turn is 3" in out
     assert "fix: raise defaults.limits.max_tool_calls_per_turn" in out
-    assert "0 error(s), 1 warning(s)" in out
+    assert "0 error(s), 5 warning(s)" in out  # + L018: no branch routes the tools' timeouts
 
 
 def test_an_over_the_limit_path_sharing_its_key_is_reported_in_run() -> None:
     code, out, _ = cli("run", str(LOOKUPS), "--kinds", "mft")
-    assert code == 0
+    # the key is realised by the quick path, but the thorough branches are not tested: incomplete
+    assert code == 3
+    assert "not tested (2): branch N1_ROUTE#1 (over the call limit" in out
     assert "END_DONE<-N3_FINISH  PASS" in out
     assert "note: unrealisable path: END_DONE<-N3_FINISH [N1_ROUTE -> N2_DEEP -> N3_FINISH -> END_DONE]" in out
 

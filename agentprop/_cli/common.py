@@ -19,11 +19,13 @@ if TYPE_CHECKING:
     from agentprop._scenario.build import Scenario
 
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+"""0: every case passed (lint: no error); 1: a case failed (lint: an error); 2: usage or input
+error (bad spec, bindings, agent or arguments) or a run that could not be carried out; 3 (run):
+every case passed but something the spec describes was not tested (a branch, path, decision,
+policy or retry no case reached, or ``min_branch_coverage`` not met over all branches)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C (128 + SIGINT), as a shell reports it: after the partial report is written."""
-"""0: every case passed (lint: no error); 1: a case failed (lint: an error); 2: usage or input
-error (bad spec, bindings, agent or arguments) or a run that could not be carried out."""
 
 
 def parse_kinds(value: str, *, need_mft: bool = False) -> tuple[str, ...]:

@@ -33,6 +33,7 @@ from agentprop._decide.signature import bug_key
 from agentprop._decide.slots import CaseLanes, RunSlots
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
+from agentprop._pipeline.completeness import untested
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH
 from agentprop._pipeline.explore import ExploredInput, exploration_summary, explore_cases
 from agentprop._pipeline.kinds import Replay, case_from_check, extra_cases
@@ -420,7 +421,7 @@ async def arun_cases(
         scenarios = [sc for sc in scenarios if sc.id in checks] if "mft" in kinds else []
     cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + judged_cases + explored + probed + extra
     verdicts = Counter(c.verdict for c in cases)
-    coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases)
+    coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases)
     covered = set(coverage["branches"]["covered"])
     all_branches = set(coverage["branches"]["all"])
     metrics = Metrics(
@@ -681,14 +682,18 @@ def _shared_families(report: RunReport, signature: str) -> set[str]:
     return shared if shared - {"template"} else set()
 
 
-def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, Any]:
+def coverage_matrix(project: Project, cases: list[CaseReport], *, every_case: list[CaseReport] | None = None) -> dict[str, Any]:
     """The seed article's capability matrix plus branch coverage.
 
     Branches are ``NODE#k``. ``loop`` lists the branches that only lead back to an ancestor
     (loops are unrolled once, so scenarios take them); ``unrealisable`` ones lie on paths that
     no scenario can realise (see ``problems``), loop branches included. ``enforced`` is the
-    coverage of the remaining, realisable branches, which is held against the spec's
-    ``tests.visible.min_branch_coverage``.
+    coverage of every branch, untestable ones included (only branches a ``--case`` filter left
+    out are not counted), which is held against the spec's ``tests.visible.min_branch_coverage``;
+    ``realisable`` is the coverage of the realisable ones. ``untested`` lists every branch,
+    path, decision, policy and retry no case reached, with the reason
+    (:func:`agentprop._pipeline.completeness.untested`; ``every_case``: all the run's cases,
+    which PROBE cases of policies are among).
     """
     spec = project.spec
     all_branches = [f"{n.node_id}#{i}" for n in spec.decision_tree for i, _ in enumerate(n.branches)]
@@ -696,8 +701,9 @@ def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, Any]
     loops = [f"{n}#{i}" for n, i in loop_branches(spec)]
     unrealisable = [b for b in all_branches if b not in covered and b not in _filtered_out(project, cases)]
     skipped = [b for b in all_branches if b in _filtered_out(project, cases)]
-    denominator = [b for b in all_branches if b not in unrealisable]
-    enforced = len(covered) / len(denominator) if denominator else 1.0
+    realisable = [b for b in all_branches if b not in unrealisable]
+    counted = [b for b in all_branches if b not in skipped]
+    enforced = len(covered) / len(counted) if counted else 1.0
     minimum = ((spec.tests or {}).get("visible") or {}).get("min_branch_coverage")
     capabilities: dict[str, dict[str, int]] = {}
     for name in project.bindings.capabilities:
@@ -715,9 +721,11 @@ def coverage_matrix(project: Project, cases: list[CaseReport]) -> dict[str, Any]
             "unrealisable": unrealisable,
             "not_run": skipped,
             "enforced": enforced,
+            "realisable": len(covered) / len(realisable) if realisable else 1.0,
             "min_branch_coverage": minimum,
             "met": minimum is None or enforced + 1e-12 >= float(minimum),
         },
+        "untested": [u.as_dict() for u in untested(project, every_case if every_case is not None else cases, not_run=skipped)],
     }
 
 
@@ -889,8 +897,11 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
             note += f"; not run: {', '.join(br['not_run'])}"
         if br.get("min_branch_coverage") is not None:
             verdict = "met" if br["met"] else "NOT MET"
-            note += f"; realisable coverage {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
+            note += f"; coverage of all branches {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
         lines.append(note)
+    gaps = coverage.get("untested") or []
+    if gaps:
+        lines.append(f"not tested ({len(gaps)}): " + "; ".join(f"{g['what']} {g['id']} ({g['reason']})" for g in gaps))
     na_text = f", {m.not_applicable} not applicable" if m.not_applicable else ""
     beyond = f" (+{m.runs_beyond_decision} started ahead of a decision that did not need them)" if m.runs_beyond_decision else ""
     lines.append(

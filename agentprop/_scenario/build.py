@@ -684,7 +684,12 @@ def scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenari
         )
     retries, retry_problems = retry_scenarios(spec, bindings, built)
     out += retries
-    return out, problems + retry_problems
+    # one finding per (key, reason): tree paths that share a key and fail for the same reason
+    # (the same calls over the limit) are one problem, not one line each
+    unique: dict[tuple[str, str, str], PathProblem] = {}
+    for pr in problems + retry_problems:
+        unique.setdefault((pr.code, pr.path_id, pr.reason), pr)
+    return out, list(unique.values())
 
 
 def _loop_exit(path: TreePath) -> str:

@@ -9,8 +9,9 @@ are routed to but never defined, a v2 spec without ``base_version``): the spec s
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Hashable, Iterable
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -109,6 +110,11 @@ class _Linter:
         self.respond_tool()
         self.anchors()
         self.unchecked_requirements()
+        self.call_limit()
+        self.unrouted_failures()
+        self.sourceless_variables()
+        self.policy_references()
+        self.optional_fields()
         return self.findings
 
     def yaml_duplicates(self) -> None:
@@ -422,6 +428,151 @@ class _Linter:
                 "check it with a property of your own (agentprop.check(..., prop=...)); a prose rule "
                 "that the agent's prompt carries needs no key under requirements:",
                 key=True,
+            )
+
+    def call_limit(self) -> None:
+        """L016: a loop-free path whose nodes require more calls (anchors read as one call, a new
+        turn at each ``after X`` clause) than ``max_tool_calls_per_turn`` allows in one turn."""
+        from agentprop._spec.paths import enumerate_paths
+        from agentprop._spec.requirements import anchor_overlap
+
+        limit = self.spec.max_tool_calls_per_turn
+        if limit is None or not self.spec.decision_tree:
+            return
+        seen: set[tuple[str, ...]] = set()
+        for path in enumerate_paths(self.spec):
+            if path.missing is not None:
+                continue
+            turn: list[str] = []
+            previous: list[str] = []
+            worst: list[str] = []
+            for node_id in path.nodes:
+                node = self.spec.nodes_by_id.get(node_id)
+                if node is None:
+                    continue
+                step = next((st for st in path.steps if st.node == node_id), None)
+                tools = list(node.requirements.must_call_tools_in_order)
+                turn += tools[anchor_overlap(previous, tools) :]
+                previous = tools or previous
+                if len(turn) > len(worst):
+                    worst = list(turn)
+                if step is not None and step.clause.after is not None:
+                    turn = []
+            if len(worst) <= limit or tuple(worst) in seen:
+                continue
+            seen.add(tuple(worst))
+            last = path.steps[-1].node if path.steps else path.leaf
+            self.add(
+                "L016",
+                "warning",
+                f"path {path.id} ({' -> '.join(path.nodes)}) requires {len(worst)} tool calls in one turn "
+                f"({', '.join(worst)}) but max_tool_calls_per_turn is {limit}: no case can reach it",
+                ("decision_tree", self.node_index(last), "node_id") if last in self.spec.nodes_by_id else ("defaults",),
+                "raise defaults.limits.max_tool_calls_per_turn, or split the work over turns in the tree (an `after DECISION` clause ends a turn)",
+            )
+
+    def unrouted_failures(self) -> None:
+        """L018: a tool a node requires declares a failure mode that its ``retry_policy`` does not
+        retry, and no condition of the tree reads a failure: no word of any ``when`` contains a
+        word of the mode (``found`` of ``not_found``), ``error``, ``fail`` or ``status``."""
+        words = {w.lower() for node in self.spec.decision_tree for b in node.branches for w in re.findall(r"[A-Za-z]+", b.when)}
+        required = {t for n in self.spec.decision_tree for t in n.requirements.must_call_tools_in_order}
+        for i, tool in enumerate(self.spec.tools):
+            if tool.name not in required:
+                continue
+            retried = set(tool.retry_policy.on) if tool.retry_policy is not None and tool.retry_policy.retries > 0 else set()
+            unrouted = []
+            for mode in tool.failure_modes:
+                if mode in retried:
+                    continue
+                marks = {p for p in mode.lower().split("_") if len(p) > 3} | {"error", "fail", "status", "timeout"}
+                if not any(m in w for w in words for m in marks):
+                    unrouted.append(mode)
+            if not unrouted:
+                continue
+            self.add(
+                "L018",
+                "warning",
+                f"tool {tool.name} declares failure mode(s) {', '.join(unrouted)}, which its retry_policy does not retry, "
+                "and no branch of the decision tree reads a failure: where a case injects one, no path says what the agent decides",
+                ("tools", i, "failure_modes"),
+                f"add a branch on the failure to a node that requires {tool.name} (e.g. `when: {tool.name}_status == failed`), "
+                "or retry the mode in its retry_policy",
+            )
+
+    def sourceless_variables(self) -> None:
+        """L019: a dotted condition variable (``order.days_since_created``) whose field is no
+        property of any tool's output or input schema: nothing can give it a value."""
+        props: set[str] = set()
+
+        def collect(schema: Any) -> None:
+            if isinstance(schema, dict):
+                for k, v in (schema.get("properties") or {}).items():
+                    props.add(str(k))
+                    collect(v)
+                collect(schema.get("items"))
+
+        for tool in self.spec.tools:
+            collect(tool.output_schema)
+            collect(tool.input_schema)
+        reported: set[str] = set()
+        for i, node in enumerate(self.spec.decision_tree):
+            for j, b in enumerate(node.branches):
+                for name in variables(b.clause):
+                    if "." not in name or name in reported:
+                        continue
+                    field = name.rsplit(".", 1)[1]
+                    if field in props:
+                        continue
+                    reported.add(name)
+                    self.add(
+                        "L019",
+                        "warning",
+                        f"variable {name} has no possible source: no tool's output (or input) schema has a field {field!r}",
+                        ("decision_tree", i, "branches", j, "when"),
+                        f"add {field!r} to the output_schema of the tool that returns it, or fix the variable's name",
+                    )
+
+    def policy_references(self) -> None:
+        """L020: a policy names a tool no node requires or permits, or a decision no node or
+        terminal node decides."""
+        used_tools = {t for n in self.spec.decision_tree for t in (*n.requirements.must_call_tools_in_order, *n.requirements.may_call_tools)}
+        enum = self.spec.response_contract.decision_enum
+        decided = {d for n in self.spec.decision_tree for _, d in n.requirements.missing_field_outcomes()}
+        for leaf in self.spec.leaf_ids():
+            implied, candidates = implied_decision(leaf, enum)
+            decided |= {implied} if implied else set(candidates)
+        for i, policy in enumerate(self.spec.policies):
+            tools = [t.name for t in self.spec.action_tools if re.search(rf"\b{re.escape(t.name)}\b", policy.text)]
+            decisions = [d for d in enum if re.search(rf"\b{re.escape(d)}\b", policy.text)]
+            unused = [t for t in tools if t not in used_tools] + [d for d in decisions if d not in decided]
+            if not unused:
+                continue
+            self.add(
+                "L020",
+                "warning",
+                f"policy {policy.id} names {', '.join(unused)}, which the decision tree never uses: no case can exercise it there",
+                ("policies", i, "text"),
+                "require the tool (must_call_tools_in_order / may_call_tools) or route to the decision on a node, "
+                "or map a terminal node to the decision under `outcomes:` in the bindings",
+            )
+
+    def optional_fields(self) -> None:
+        """L021: optional response fields the ``respond`` tool's schema does not have."""
+        respond = self.spec.tools_by_name.get("respond")
+        if respond is None:
+            return
+        idx = next(i for i, t in enumerate(self.spec.tools) if t.name == "respond")
+        props = (respond.input_schema or {}).get("properties", {})
+        missing = [f for f in self.spec.response_contract.optional_json_fields if f not in props]
+        if missing:
+            self.add(
+                "L021",
+                "info",
+                f"response_contract lists optional field(s) {', '.join(missing)} that the respond tool's input_schema does "
+                "not have: an agent that follows the schema never sends them, so no case checks them",
+                ("tools", idx, "input_schema", "properties"),
+                "add them to the respond tool's input_schema.properties, or drop them from optional_json_fields",
             )
 
 

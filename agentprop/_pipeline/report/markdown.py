@@ -117,8 +117,8 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
         line = f"- branches: {len(br.get('covered', []))}/{len(br.get('all', []))} taken"
         if m.branch_coverage is not None:
             line += f" ({m.branch_coverage:.0%})"
-        if br.get("enforced") is not None:
-            line += f"; realisable coverage {br['enforced']:.0%}"
+        if br.get("realisable") is not None:
+            line += f"; realisable coverage {br['realisable']:.0%}"
         if br.get("min_branch_coverage") is not None:
             line += f" (min\\_branch\\_coverage {br['min_branch_coverage']}: {'met' if br.get('met') else '**NOT MET**'})"
         tail.append(line)
@@ -126,6 +126,8 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
             tail.append(f"- unrealisable: {', '.join(md(b) for b in br['unrealisable'])}")
         if br.get("not_run"):
             tail.append(f"- not run: {', '.join(md(b) for b in br['not_run'])}")
+        for gap in coverage.get("untested") or []:
+            tail.append(f"- **not tested**: {gap['what']} {md(gap['id'])} ({md(gap['reason'])})")
         loops = br.get("loop") or []
         if loops:
             tail.append(f"- loops (unrolled once): {', '.join(md(b) + ('' if b in br.get('covered', []) else ' (not realised)') for b in loops)}")

@@ -1,0 +1,141 @@
+"""What a run did not test, and why: no silent green.
+
+A branch, a path (``LEAF<-VIA`` or a missing-field stop), a decision of the response
+contract, a spec policy or a tool's retry that no case of the run reaches is *untested*; each
+is named with its reason (over the call limit, contradictory conditions, an unbound variable,
+no realisable path). A full run that passes every case but leaves something untested is
+INCOMPLETE (exit code 3), never green. Items only skipped by a ``--case`` filter are not
+untested: the run did not ask for them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from agentprop._agents.project import Project
+from agentprop._decide.safety import exercises
+from agentprop._pipeline.report.model import CaseReport
+from agentprop._scenario.build import PathProblem
+from agentprop._spec.paths import enumerate_paths
+
+
+@dataclass(frozen=True)
+class Untested:
+    """One thing the run did not test: ``what`` is ``branch``, ``path``, ``decision``,
+    ``policy`` or ``retry``; ``id`` names it (``N9_UPDATE_ADDRESS#1``,
+    ``END_TICKET<-N9_UPDATE_ADDRESS``, ``TICKET_CREATED``, ``policies.P3``,
+    ``tools.update_address.retry_policy``)."""
+
+    what: str
+    id: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"what": self.what, "id": self.id, "reason": self.reason}
+
+    def render(self) -> str:
+        return f"{self.what} {self.id} ({self.reason})"
+
+
+_CALLS = re.compile(r"requires (\d+) tool calls in turn \d+ \(([^)]*)\) but max_tool_calls_per_turn is (\d+)")
+_UNBOUND = re.compile(r"needs variable '?([\w.@]+)'?|variable '?([\w.]+)'? (?:is not bound|has no)")
+
+
+def why(problem: PathProblem) -> str:
+    """A short reason for an unrealisable path, from its problem."""
+    m = _CALLS.search(problem.reason)
+    if m:
+        return f"over the call limit: needs {m.group(1)} calls ({m.group(2)}), max_tool_calls_per_turn is {m.group(3)}"
+    if problem.reason.startswith("no values"):
+        return "contradictory conditions: first-match-wins makes it impossible"
+    m = _UNBOUND.search(problem.reason)
+    if m:
+        return f"unbound: variable {m.group(1) or m.group(2)} has no binding that realises it"
+    return "unrealisable: " + (problem.reason if len(problem.reason) <= 120 else problem.reason[:119] + "…")
+
+
+def _branch_pairs(project: Project, nodes: Sequence[str]) -> set[str]:
+    out = set()
+    for a, b in zip(nodes, nodes[1:]):
+        node = project.spec.nodes_by_id.get(a)
+        if node is None:
+            continue
+        for k, br in enumerate(node.branches):
+            if br.next == b:
+                out.add(f"{a}#{k}")
+    return out
+
+
+def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable[str] = ()) -> list[Untested]:
+    """Everything the run's ``cases`` did not reach, in spec order; ``not_run`` are the branches
+    a ``--case`` filter left out (not counted)."""
+    spec = project.spec
+    cases = list(cases)
+    skipped = set(not_run)
+    problems = project.path_problems
+    ran = {c.id for c in cases}
+    scenarios = [s for s in project.scenarios() if s.id in ran]
+    filtered = len(scenarios) < len(project.scenarios())
+    out: list[Untested] = []
+
+    # branches
+    covered = {b for c in cases for b in c.branches}
+    for node in spec.decision_tree:
+        for k, _ in enumerate(node.branches):
+            bid = f"{node.node_id}#{k}"
+            if bid in covered or bid in skipped:
+                continue
+            reasons = [why(p) for p in problems if p.code == "P001" and bid in _branch_pairs(project, p.nodes)]
+            reasons.sort(key=lambda r: r.startswith("contradictory"))
+            out.append(Untested("branch", bid, reasons[0] if reasons else "no case reaches it"))
+
+    # paths: every path key (a loop-free path's, or an unrealisable loop path's) no scenario realises
+    realised = {s.id.split("/", 1)[0] for s in project.scenarios()}
+    keys = list(dict.fromkeys([*(p.id for p in enumerate_paths(spec)), *(p.path_id for p in problems if p.code == "P001")]))
+    for key in keys:
+        if key in realised:
+            continue
+        mine = [why(p) for p in problems if p.code == "P001" and p.path_id == key]
+        mine.sort(key=lambda r: r.startswith("contradictory"))
+        out.append(Untested("path", key, mine[0] if mine else "no case realises it"))
+
+    if filtered:
+        return out
+
+    # decisions that only unrealisable paths decide
+    expected = {d for c in cases for d in c.expected_decisions if d}
+    enum = spec.response_contract.decision_enum
+    by_key = {p.id: p for p in enumerate_paths(spec)}
+    unrealised = [u.id for u in out if u.what == "path"]
+    deciders: dict[str, list[str]] = {}
+    for key in unrealised:
+        path = by_key.get(key)
+        if path is None:
+            continue
+        decision = path.missing.decision if path.missing is not None else project.bindings.outcome(path.leaf, path.via, enum)
+        if decision is not None:
+            deciders.setdefault(decision, []).append(key)
+    for decision in enum:
+        if decision in deciders and decision not in expected:
+            out.append(
+                Untested("decision", decision, f"no case expects it: only {', '.join(deciders[decision])} decide(s) it, and no case realises that")
+            )
+
+    # policies that name what the tree uses (tools, nodes, decisions) but no case exercises
+    probed = {str(c.details.get("clause")) for c in cases if c.kind == "PROBE"}
+    names = [t.name for t in spec.action_tools] + [n.node_id for n in spec.decision_tree] + list(enum) + spec.leaf_ids()
+    for policy in spec.policies:
+        if f"policies.{policy.id}" in probed or any(exercises(spec, project.bindings, s, policy) for s in scenarios):
+            continue
+        named = [n for n in dict.fromkeys(names) if re.search(rf"\b{re.escape(n)}\b", policy.text)]
+        if named:
+            out.append(Untested("policy", f"policies.{policy.id}", f"no case exercises it (it names {', '.join(named)})"))
+
+    # a required tool's retry that no case can check (over the call limit, contradictory)
+    for p in problems:
+        if p.code == "P002" and "fits no scenario" in p.reason:
+            tool = p.path_id.split(":", 1)[0]
+            out.append(Untested("retry", f"tools.{tool}.retry_policy", why(p)))
+    return out
