@@ -341,3 +341,55 @@ def test_agentprop_run_judges_a_spec_rubric_gates_once_calibrated_and_replays_of
         assert main(args, out=out, err=out) == 1, out.getvalue()
         assert len(other.requests) == 0
     assert sent > 0
+
+
+def test_a_judge_case_replays_for_mutation_testing_and_kills_only_where_the_judge_gates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from agentprop._agents.loading import load_agent
+    from agentprop._agents.project import load_project
+    from agentprop._decide.judges import spec_rubrics
+    from agentprop._pipeline.run import RunSettings, arun_cases
+
+    monkeypatch.chdir(tmp_path)
+    with MessagesServer(handler=says_cancelled) as server:
+        project = load_project(_supportops_with_rubric(tmp_path, server.base_url))
+        agent = load_agent(project.bindings.agent or "", project.base_dir)
+        scenarios = [s for s in project.scenarios() if s.id == "END_CANCELLED<-N7_CANCEL"]
+        settings = RunSettings(kinds=("mft",))
+        case_id = "JUDGE policies.P5_NO_REFUND_PROMISE END_CANCELLED<-N7_CANCEL"
+
+        def judged_verdicts() -> tuple[str, str]:
+            report = asyncio.run(arun_cases(project, agent, scenarios, settings))
+            (case,) = [c for c in report.cases if c.id == case_id]
+            replayed = asyncio.run(report._replays[case_id](agent))  # as mutation testing decides it for a mutant
+            assert replayed.kind == "JUDGE" and replayed.details["rubric"] == "policies.P5_NO_REFUND_PROMISE"
+            return case.verdict, replayed.verdict
+
+        # a judge that may not gate is INCONCLUSIVE on any agent: it can never kill a mutant
+        assert judged_verdicts() == ("INCONCLUSIVE", "INCONCLUSIVE")
+        (rubric,) = [r.rubric for r in spec_rubrics(project.spec)]
+        CalibrationStore(project.base_dir / ".agentprop" / "judges").save(PERFECT.model_copy(update={"rubric_digest": rubric.digest}), rubric)
+        assert judged_verdicts() == ("FAIL", "FAIL")
+
+
+def test_a_snapshot_records_judged_properties_and_a_changed_judgement_is_a_change(tmp_path: Path) -> None:
+    import agentprop
+    from agentprop._decide.snapshot import behaviour_of, check_snapshot
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "supportops"
+    project = agentprop.load_project(examples)
+    agent = agentprop.load_agent("agent:SupportOpsAgent", examples)
+    ticket = "END_TICKET<-N7_CANCEL"
+    # without judges a behaviour keys as before judges existed (stored baselines stay valid)
+    plain = behaviour_of(trace_saying("x"))
+    assert plain.key == agentprop.Behaviour(turns=plain.turns).key and "judged" not in plain.describe()
+    polite = code_judge(lambda t: True, name="polite")
+    first = check_snapshot(project, ticket, agent, directory=tmp_path, runs=5, update=True, reason="baseline with the polite judge", judges=[polite])
+    assert first.passed
+    recorded = agentprop.SnapshotStore(tmp_path).load(ticket)
+    assert recorded is not None and all(b.behaviour.judged == {"polite": True} for b in recorded.behaviours)
+    rude = code_judge(lambda t: False, name="polite")
+    changed = check_snapshot(project, ticket, agent, directory=tmp_path, runs=5, judges=[rude], raise_on_failure=False)
+    assert changed.verdict == "CHANGED"
+    assert any("judge polite: pass -> fail" in line for change in changed.changes for line in change.diff)

@@ -20,15 +20,13 @@ sensitivity and specificity separate the oracle's hypotheses; otherwise it repor
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import hashlib
 import json
 import re
-import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -41,6 +39,7 @@ from agentprop._spec.bindings import JudgeBinding
 from agentprop._spec.model import Spec
 from agentprop._stats import JudgeAgreement, cohens_kappa, corrected_interval, judged_hypotheses, self_disagreement
 from agentprop._stats.judged import CorrectedRate
+from agentprop._util.aio import run_sync
 from agentprop.errors import InputError, InvalidArgument, ModelCallError
 
 __all__ = [
@@ -299,34 +298,6 @@ def parse_reply(text: str, judge_name: str) -> JudgeReply:
             f'({{"passed": ..., "criterion": ..., "reason": ...}}): {text[:200]!r}. Use a model that follows the '
             "format, or raise max_tokens if the reply was cut off."
         ) from None
-
-
-_T = TypeVar("_T")
-
-
-def run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
-    """Run ``coroutine`` to completion from synchronous code, also when this thread's event loop
-    is running (then in a worker thread with its own loop, carrying the context: budget, cache mode)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    box: list[Any] = []
-    context = contextvars.copy_context()
-
-    def work() -> None:
-        try:
-            box.append((True, context.run(asyncio.run, coroutine)))
-        except BaseException as exc:  # handed to the caller's thread
-            box.append((False, exc))
-
-    worker = threading.Thread(target=work, name="agentprop-judge")
-    worker.start()
-    worker.join()
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value  # type: ignore[no-any-return]  # what the coroutine returned
 
 
 @dataclass

@@ -54,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.project import Project
+from agentprop._decide.judges import JudgeLike
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import RunError, Trace
@@ -108,10 +109,13 @@ class Behaviour(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     turns: list[TurnBehaviour] = Field(default_factory=list)
+    judged: dict[str, bool] = Field(default_factory=dict)
+    """What each judge recorded with the snapshot said of the run (judge name -> passed)."""
 
     @property
     def key(self) -> str:
-        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        # a behaviour with no judged property keys as it did before judges existed
+        text = json.dumps(self.model_dump(mode="json", exclude={"judged"} if not self.judged else None), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
     def describe(self) -> str:
@@ -121,7 +125,8 @@ class Behaviour(BaseModel):
             tools = " ".join(t.describe() for t in turn.tools)
             outcome = turn.decision or ("ERROR:" + ",".join(turn.errors) if turn.errors else "no decision")
             parts.append(f"T{i} {tools + ' ' if tools else ''}-> {outcome}")
-        return " | ".join(parts) or "(no turns)"
+        judged = "".join(f" [{name}: {'pass' if ok else 'fail'}]" for name, ok in sorted(self.judged.items()))
+        return (" | ".join(parts) or "(no turns)") + judged
 
 
 def _short(value: Any, limit: int = 40) -> str:
@@ -152,9 +157,10 @@ def _normalise(value: Any, path: str, canaries: dict[str, str], ignore: Sequence
     return _normalise(str(value), path, canaries, ignore)
 
 
-def behaviour_of(trace: Trace, *, ignore: Sequence[str] = ()) -> Behaviour:
+def behaviour_of(trace: Trace, *, ignore: Sequence[str] = (), judges: Sequence[JudgeLike] = ()) -> Behaviour:
     """The behaviour of one run. ``ignore`` holds glob patterns over ``response.FIELD`` and
-    ``tools.TOOL.ARG`` paths to leave out (``response.ticket_id``, ``tools.*.note``)."""
+    ``tools.TOOL.ARG`` paths to leave out (``response.ticket_id``, ``tools.*.note``); each of
+    ``judges`` (code or model judges) adds whether the run passed it."""
     turns = []
     for turn in trace.turns:
         tools = [
@@ -187,7 +193,7 @@ def behaviour_of(trace: Trace, *, ignore: Sequence[str] = ()) -> Behaviour:
         turns[-1] = last.model_copy(update={"errors": sorted(set(last.errors) | set(extra))})
     elif trace.errors:
         turns.append(TurnBehaviour(errors=sorted({e.kind for e in trace.errors})))
-    return Behaviour(turns=turns)
+    return Behaviour(turns=turns, judged={judge.name: judge(trace).passed for judge in judges})
 
 
 def behaviour_diff(before: Behaviour, after: Behaviour) -> list[str]:
@@ -230,7 +236,15 @@ def behaviour_diff(before: Behaviour, after: Behaviour) -> list[str]:
                 lines.append(f"{where}: response.{key}: {_short(old_v, 80)} -> {_short(new_v, 80)}")
         if b.errors != a.errors:
             lines.append(f"{where}: errors {', '.join(b.errors) or 'none'} -> {', '.join(a.errors) or 'none'}")
+    for name in sorted(set(before.judged) | set(after.judged)):
+        old_j, new_j = before.judged.get(name), after.judged.get(name)
+        if old_j != new_j:
+            lines.append(f"judge {name}: {_judged_word(old_j)} -> {_judged_word(new_j)}")
     return lines
+
+
+def _judged_word(value: bool | None) -> str:
+    return "not judged" if value is None else "pass" if value else "fail"
 
 
 # --- the snapshot file ------------------------------------------------------------------
@@ -593,6 +607,7 @@ async def record_snapshot(
     budget: Budget | None = None,
     concurrency: int = 8,
     messages: Sequence[str] | None = None,
+    judges: Sequence[JudgeLike] = (),
 ) -> tuple[Snapshot, int, RunError | None]:
     """Run the case ``runs`` times and summarise the behaviours. Returns the snapshot, the
     number of runs actually made (fewer when the budget ran out) and the error, not the agent's,
@@ -616,7 +631,7 @@ async def record_snapshot(
     traces = [t for t in everything if t.infrastructure_error is None]
     records: dict[str, BehaviourRecord] = {}
     for trace in traces:
-        behaviour = behaviour_of(trace, ignore=ignore)
+        behaviour = behaviour_of(trace, ignore=ignore, judges=judges)
         key = behaviour.key
         if key in records:
             records[key].count += 1
@@ -698,6 +713,7 @@ async def acheck_snapshot(
     budget: Budget | None = None,
     seed: int = 0,
     messages: Sequence[str] | None = None,
+    judges: Sequence[JudgeLike] = (),
 ) -> SnapshotResult:
     from agentprop._decide.check import as_loaded_agent
 
@@ -714,7 +730,7 @@ async def acheck_snapshot(
     if baseline is not None:  # before any run: a mismatch should not cost runs
         rerecord = _check_same_case(baseline, project.spec.spec_id, msgs, world_digest(scenario), list(ignore), path, update=update)
     current, made, infra = await record_snapshot(
-        project, scenario, agent, name=name, runs=runs, seed=seed, ignore=ignore, budget=budget, messages=msgs
+        project, scenario, agent, name=name, runs=runs, seed=seed, ignore=ignore, budget=budget, messages=msgs, judges=judges
     )
     if infra is not None:  # never recorded, never compared: the runs were not all made
         return SnapshotResult(
@@ -845,6 +861,7 @@ def check_snapshot(
     messages: Sequence[str] | None = None,
     raise_on_failure: bool = True,
     settings: AgentSettings | None = None,
+    judges: Sequence[JudgeLike] = (),
 ) -> SnapshotResult:
     """Compare the agent's behaviour on ``scenario`` with its approved baseline.
 
@@ -854,7 +871,9 @@ def check_snapshot(
     ``update=True`` with a ``reason`` approves instead (refused when ``CI`` is set unless
     ``allow_ci``). Snapshots live in ``directory`` (default ``__snapshots__`` next to the
     spec) under ``name`` (default: the scenario id). The seed is resolved like
-    :func:`agentprop.check`'s (``seed``, ``settings``, the scope, the session's).
+    :func:`agentprop.check`'s (``seed``, ``settings``, the scope, the session's). Each of
+    ``judges`` (code or model judges) is recorded per run as part of the behaviour, so a change
+    in what they say is a change.
     """
     from agentprop._decide.settings import resolve
     from agentprop._util.aio import run_sync
@@ -878,6 +897,7 @@ def check_snapshot(
             budget=budget,
             seed=resolve(settings, seed=seed).seed,
             messages=messages,
+            judges=judges,
         )
     )
     if raise_on_failure and not result.passed:

@@ -340,6 +340,10 @@ async def arun_cases(
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
         if judges and "mft" in kinds:
             judged_cases = await _judge_cases(project, scenarios, case_judge, one, judged_oracle, props, progress)
+            for case in judged_cases:
+                replays[case.id] = _judge_replay(
+                    project, checks[case.id][0], case.id, case.details["rubric"], case_judge, judged_oracle, memo, budget, settings.seed
+                )
         for scenario in scenarios if "mft" in kinds else []:
             replays[scenario.id] = _mft_replay(project, scenario, case_rule(scenario), memo, budget, settings.seed)
         if explores:
@@ -491,6 +495,7 @@ async def arun_cases(
     return report
 
 
+JUDGE_RULE = "sprt at tau {tau:g} on the judge's verdicts, corrected for its measured error"
 JUDGE_PROP = "judge:"
 """A corpus entry's ``prop`` for a judged reproducer: ``judge:`` and the rubric's name."""
 
@@ -520,9 +525,37 @@ async def _judge_cases(
     for (case_id, scenario, judge), result in zip(planned, results, strict=True):
         judged = result.judged.model_dump(mode="json") if result.judged is not None else None
         case = case_from_check(case_id, "JUDGE", scenario, result, {"rubric": judge.name, "judge_model": judge.model, "judged": judged})
-        case.rule = f"sprt at tau {settings.tau:g} on the judge's verdicts, corrected for its measured error"
+        case.rule = JUDGE_RULE.format(tau=settings.tau)
         out.append(case)
     return out
+
+
+def _judge_replay(
+    project: Project,
+    scenario: Scenario,
+    case_id: str,
+    rubric: str,
+    case_judge: Callable[[str], ModelJudge | None],
+    settings: OracleSettings,
+    memo: TrialMemo,
+    budget: Budget | None,
+    seed: int,
+) -> Replay:
+    """A JUDGE case decided again for another agent (a mutant): a judge that may not gate gives
+    INCONCLUSIVE there too, so it kills no mutant."""
+
+    async def replay(who: LoadedAgent) -> CaseReport:
+        judge = case_judge(rubric)
+        result = await decide_scenario(
+            project, scenario, who, prop=judge, settings=settings, memo=memo, budget=budget, concurrency=1, seed=seed, name=case_id
+        )
+        judged = result.judged.model_dump(mode="json") if result.judged is not None else None
+        details = {"rubric": rubric, "judge_model": judge.model if judge is not None else None, "judged": judged}
+        case = case_from_check(case_id, "JUDGE", scenario, result, details)
+        case.rule = JUDGE_RULE.format(tau=settings.tau)
+        return case
+
+    return replay
 
 
 def _corpus_case(
