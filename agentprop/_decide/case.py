@@ -103,7 +103,8 @@ def compile_mft(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | M
             out.append(Expectation("decision_is", clause, _decision(turn.expect_decision, i, clause)))
         if turn.required_tools:
             order_clause = _node_clause(spec, turn.nodes, turn.required_tools)
-            out.append(Expectation("calls_in_order", order_clause, _in_order(list(turn.required_tools), i, order_clause)))
+            owners = _tool_owners(spec, turn.nodes, turn.required_tools)
+            out.append(Expectation("calls_in_order", order_clause, _in_order(list(turn.required_tools), i, order_clause, owners)))
     if scenario.forbidden_tools:
         out.append(_forbidden(spec, scenario))
     for node_id in scenario.path:
@@ -138,13 +139,54 @@ def _decision(expected: str, turn: int, clause: str) -> Check:
     return lambda t: decision_is(t, expected, turn=turn, clause=clause)
 
 
-def _in_order(tools: list[str], turn: int, clause: str | None) -> Check:
-    return lambda t: calls_in_order(t, tools, turn=turn, clause=clause)
+def _in_order(tools: list[str], turn: int, clause: str | None, owners: Mapping[str, list[str]] | None = None) -> Check:
+    """The turn's calls in order; a failure cites the clause that requires the missing call
+    (``owners``: per tool, the clause of each expected occurrence)."""
+
+    def check(trace: Trace) -> Verdict:
+        verdict = calls_in_order(trace, tools, turn=turn, clause=clause)
+        if verdict.passed or owners is None or not (verdict.detail or "").startswith("missing="):
+            return verdict
+        missing = (verdict.detail or "").removeprefix("missing=")
+        names = [c.name for c in trace.turns[turn].tool_calls] if -len(trace.turns) <= turn < len(trace.turns) else []
+        matched = 0
+        for name in names:
+            if matched < len(tools) and name == tools[matched]:
+                matched += 1
+        occurrence = tools[: matched + 1].count(missing)  # which expected call of the tool is missing
+        cited = owners.get(missing) or []
+        if not cited:
+            return verdict
+        return verdict.model_copy(update={"clause": cited[min(occurrence, len(cited)) - 1]})
+
+    return check
 
 
 def pii_clause(spec: Spec) -> str | None:
     """The policy that protects personal data, the clause a leak breaks (``None``: none)."""
     return next((f"policies.{p.id}" for p in spec.policies if "PII" in p.id.upper() or "pii" in p.text.lower()), None)
+
+
+def _tool_owners(spec: Spec, nodes: list[str], tools: list[str]) -> dict[str, list[str]]:
+    """Per required tool, the clause that requires each of its expected calls in the turn: the
+    ``must_call_tools_in_order`` of the node on the turn that names it (never a node that does
+    not name the tool); a further call beyond those nodes is the tool's ``retry_policy`` when
+    it has one. A tool no node of the spec names (a bindings requirement) keeps the turn's
+    clause."""
+    out: dict[str, list[str]] = {}
+    for tool in dict.fromkeys(tools):
+        naming = [
+            f"decision_tree.{n}.requirements.must_call_tools_in_order"
+            for n in nodes
+            if (node := spec.nodes_by_id.get(n)) is not None and tool in node.requirements.must_call_tools_in_order
+        ]
+        naming = list(dict.fromkeys(naming))
+        policy = spec.tools_by_name[tool].retry_policy if tool in spec.tools_by_name else None
+        if naming and policy is not None and policy.retries > 0 and tools.count(tool) > len(naming):
+            naming += [f"tools.{tool}.retry_policy"] * (tools.count(tool) - len(naming))
+        if naming:
+            out[tool] = naming
+    return out
 
 
 def _node_clause(spec: Spec, scenario_nodes: list[str], tools: list[str]) -> str | None:

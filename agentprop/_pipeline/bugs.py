@@ -103,7 +103,7 @@ def find_bugs(report: RunReport, shrink_case: Shrinker | None, *, shrinkable: Ca
     for group in groups:
         first = group.hits[0]
         bug = BugReport(
-            id=bug_id(group.key),
+            id=bug_id(group.key, report.spec.id),
             key=group.key,
             signature=first.signature,
             signatures=list(dict.fromkeys(h.signature for h in group.hits)),
@@ -142,7 +142,7 @@ def find_bugs(report: RunReport, shrink_case: Shrinker | None, *, shrinkable: Ca
             seen = met_while_shrinking.get(okey)
             if seen is None:
                 seen = met_while_shrinking[okey] = BugReport(
-                    id=bug_id(okey),
+                    id=bug_id(okey, report.spec.id),
                     key=okey,
                     signature=other.signature,
                     signatures=[other.signature],

@@ -1,0 +1,101 @@
+"""Signatures that name the truth (issue #23 item 6): a missing call is cited against the node
+whose requirement names the tool, bug ids are scoped to the spec, and a canary leak met in an
+INV variant is the leak bug, decided as a safety case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import agentprop
+from agentprop._decide.case import compile_mft
+from agentprop._decide.metamorphic import InvarianceResult, VariantResult
+from agentprop._decide.oracle import CheckResult
+from agentprop._decide.signature import bug_id, bug_key
+from agentprop._pipeline.bugs import find_bugs
+from agentprop._pipeline.kinds import invariance_case
+from agentprop._pipeline.report.model import AgentInfo, CaseReport, FailureSummary, Metrics, RunReport, SpecInfo
+from agentprop._scenario.trace import ToolCall, Trace, Turn
+
+EXAMPLE = (Path(__file__).resolve().parents[1] / "examples" / "supportops").resolve()
+ADDRESS = "END_ADDRESS_UPDATED<-N9_UPDATE_ADDRESS"
+LEAK = "no_canary_leak:policies.P1_NO_PII@turn0:leak=SSN"
+
+
+def order_verdict(calls: list[str]) -> Any:
+    project = agentprop.load_project(EXAMPLE)
+    scenario = project.scenario(ADDRESS)
+    case = compile_mft(project.spec, scenario)
+    trace = Trace(turns=[Turn(index=0, user_message=scenario.messages[0], tool_calls=[ToolCall(name=c, turn_index=0) for c in calls])])
+    return next(v for v in case.verdicts(trace) if v.contract == "calls_in_order")
+
+
+def test_a_missing_call_cites_the_node_that_names_the_tool() -> None:
+    # on main it was cited against N2_AUTH, whose requirement does not name update_address
+    v = order_verdict(["verify_identity", "get_account", "get_plan_rules"])
+    assert not v.passed
+    assert v.signature == "calls_in_order:decision_tree.N9_UPDATE_ADDRESS.requirements.must_call_tools_in_order@turn0:missing=update_address"
+    skipped = order_verdict(["get_account", "get_plan_rules", "update_address"])
+    assert skipped.clause == "decision_tree.N2_AUTH.requirements.must_call_tools_in_order" and skipped.detail == "missing=verify_identity"
+
+
+def test_the_same_key_in_two_specs_is_two_bug_ids() -> None:
+    key = bug_key("calls_in_order:decision_tree.N2_VERIFY.requirements.must_call_tools_in_order@turn0:missing=x")
+    assert bug_id(key, "pharmacy_v1") != bug_id(key, "pharmacy_v2")
+    assert bug_id(key) != bug_id(key, "pharmacy_v1")
+
+
+def _mft(case_id: str, signature: str) -> CaseReport:
+    return CaseReport(
+        id=case_id,
+        node="END",
+        kind="MFT",
+        verdict="FAIL",
+        runs=10,
+        passes=9,
+        pass_rate=0.9,
+        messages=["m"],
+        failures=[FailureSummary(signature=signature, explanation="leaked", count=1, first_trial=0)],
+    )
+
+
+def _inv_case() -> CaseReport:
+    project = agentprop.load_project(EXAMPLE)
+    scenario = project.scenario("END_REFUSE_PII<-N1_INTENT")
+    leaked = f"REFUSE_PII !{LEAK}"
+    r = InvarianceResult(
+        scenario=scenario.id,
+        verdict="FAIL",
+        runs_per_side=20,
+        alpha=0.05,
+        original={"REFUSE_PII": 20},
+        variants=[
+            VariantResult(messages=["v1"], decisions={"REFUSE_PII": 8, leaked: 12}, p_value=0.0001, mft_pass_rate=0.4, differs=True),
+            VariantResult(messages=["v2"], decisions={"REFUSE_PII": 20}, p_value=1.0, mft_pass_rate=1.0, differs=False),
+        ],
+        runs=60,
+    )
+    base = CheckResult(verdict="PASS", decided_by="zero-failure", runs=59, passes=59, pass_rate=1.0, interval=(0.94, 1.0), interval_exact=(0.94, 1.0))
+
+    class First:
+        def describe(self) -> str:
+            return "paraphrase"
+
+    return invariance_case(scenario, [["v1"], ["v2"]], [First(), First()], r, base, True)
+
+
+def test_a_leak_in_an_inv_variant_is_the_leak_bug_decided_as_a_safety_case() -> None:
+    inv = _inv_case()
+    assert inv.verdict == "FAIL"
+    assert [f.signature for f in inv.failures] == [LEAK]  # not an invariance bug
+    assert inv.failures[0].count == 12 and "12 of 60 runs" in inv.failures[0].explanation
+    report = RunReport(
+        agentprop_version="0",
+        spec=SpecInfo(id="supportops_v1"),
+        agent=AgentInfo(ref="a"),
+        cases=[inv, _mft("END_REFUSE_PII<-N1_INTENT", LEAK.replace("@turn0", "@turn1"))],
+        metrics=Metrics(cases=2, passed=0, failed=2, unstable=0, case_pass_rate=0.0, runs=0),
+    )
+    bugs = find_bugs(report, None, shrinkable=lambda c: c.kind == "MFT")
+    assert len(bugs) == 1 and bugs[0].cases == [inv.id, "END_REFUSE_PII<-N1_INTENT"]
+    assert bugs[0].id == bug_id(bug_key(LEAK), "supportops_v1")
