@@ -8,10 +8,14 @@ description so unknown names are caught before anything runs.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import json
 import os
+import site
+import sys
+import sysconfig
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,30 +73,105 @@ def _takes_two_positional(obj: Any) -> bool:
     return len(params) == 2
 
 
-_digests: dict[tuple[str, float], str] = {}
+_file_facts: dict[tuple[str, float, int], tuple[str, tuple[str, ...]]] = {}
+
+
+def _excluded_dirs() -> tuple[str, ...]:
+    """Where code that is not the project's lives: the standard library, installed packages
+    and agentprop itself (their edits do not change what the agent under test is)."""
+    paths = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    paths |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    paths.add(str(Path(__file__).resolve().parents[1]))
+    return tuple(str(Path(p).resolve()) + os.sep for p in paths if p)
+
+
+def _imported_names(tree: ast.Module, package: str) -> list[str]:
+    """The modules a module's source imports (relative imports resolved against ``package``);
+    ``from a import b`` names both ``a`` and ``a.b`` (``b`` may be a submodule)."""
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+                base = ".".join([*parts, base] if base else parts)
+            if base:
+                out.append(base)
+                out += [f"{base}.{a.name}" for a in node.names]
+    return out
+
+
+def _file_facts_of(path: str, package: str) -> tuple[str, tuple[str, ...]] | None:
+    """``(sha256 of the file, modules it imports)``, cached per file version."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, st.st_mtime, st.st_size)
+    found = _file_facts.get(key)
+    if found is None:
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            return None
+        try:
+            names = tuple(_imported_names(ast.parse(data), package))
+        except (SyntaxError, ValueError):
+            names = ()
+        found = _file_facts[key] = (hashlib.sha256(data).hexdigest(), names)
+    return found
+
+
+def source_files(obj: Any) -> list[str]:
+    """The files an agent's fingerprint covers: the module defining ``obj`` and, transitively,
+    every module it imports that is the project's (not in the standard library, installed
+    packages or agentprop). Modules are found among those already imported (loading the agent
+    imported them)."""
+    module = inspect.getmodule(obj)
+    if module is None or not getattr(module, "__file__", None):
+        return []
+    excluded = _excluded_dirs()
+    seen: dict[str, None] = {}
+    queue = [module]
+    while queue:
+        mod = queue.pop()
+        path = getattr(mod, "__file__", None)
+        if not path or not path.endswith(".py"):
+            continue
+        path = str(Path(path).resolve())
+        if path in seen or (mod is not module and path.startswith(excluded)):
+            continue
+        seen[path] = None
+        package = mod.__name__ if path.endswith("__init__.py") else mod.__name__.rpartition(".")[0]
+        facts = _file_facts_of(path, package)
+        if facts is None:
+            continue
+        for name in facts[1]:
+            found = sys.modules.get(name)
+            if found is not None:
+                queue.append(found)
+    return sorted(seen)
 
 
 def _source_digest(obj: Any) -> str:
-    """A digest of the source of the module defining ``obj``: editing the agent changes its
-    fingerprint, so memoised trials of the old code are not reused. Cached per file version."""
-    module = inspect.getmodule(obj)
-    path = getattr(module, "__file__", None)
-    key = None
-    if path:
+    """A digest of the agent's own source and of every project module it imports (see
+    :func:`source_files`): editing the agent or a helper it imports changes its fingerprint,
+    so memoised trials of the old code are not reused. Cached per file version."""
+    files = source_files(obj)
+    if not files:
         try:
-            key = (path, os.stat(path).st_mtime)
-        except OSError:
-            key = None
-    if key is not None and key in _digests:
-        return _digests[key]
-    try:
-        src = inspect.getsource(module or obj)
-    except (OSError, TypeError):
-        src = repr(obj)
-    digest = hashlib.sha256(src.encode()).hexdigest()[:16]
-    if key is not None:
-        _digests[key] = digest
-    return digest
+            src = inspect.getsource(obj)
+        except (OSError, TypeError):
+            src = repr(obj)
+        return hashlib.sha256(src.encode()).hexdigest()[:16]
+    parts = []
+    for path in files:
+        facts = _file_facts_of(path, "")
+        parts.append(f"{Path(path).name}:{facts[0] if facts else 'unreadable'}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: str = "") -> LoadedAgent:
