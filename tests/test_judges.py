@@ -127,6 +127,8 @@ def test_calibration_measures_the_judge_and_is_stored_under_the_rubrics_digest(t
     assert judge.gates
     judge.min_labels = 100
     assert not judge.gates and "fewer than the 100" in (judge.why_not_gating() or "")
+    judge.min_labels, judge.samples = 50, 1  # calibrated on the majority of 3 samples: not the same judge
+    assert not judge.gates and "calibrate again with --samples 1" in (judge.why_not_gating() or "")
 
 
 def test_labels_file_errors_name_the_line(tmp_path: Path) -> None:

@@ -396,14 +396,20 @@ class ModelJudge:
 
     @property
     def gates(self) -> bool:
-        """Whether the judge's verdicts may fail a case: calibrated on at least ``min_labels`` labels."""
-        return self.calibration is not None and self.calibration.labels >= self.min_labels
+        """Whether the judge's verdicts may fail a case: calibrated on at least ``min_labels``
+        labels, asking as many samples per transcript as it asks now."""
+        return self.why_not_gating() is None
 
     def why_not_gating(self) -> str | None:
         if self.calibration is None:
             return f"judge {self.name!r} ({self.model}) has no calibration for this rubric: run `agentprop judge calibrate`"
         if self.calibration.labels < self.min_labels:
             return f"judge {self.name!r} is calibrated on {self.calibration.labels} labels, fewer than the {self.min_labels} needed to gate"
+        if self.calibration.samples != self.samples:
+            return (
+                f"judge {self.name!r} was calibrated on the majority of {self.calibration.samples} sample(s) per transcript and now asks "
+                f"{self.samples}: its error differs; calibrate again with --samples {self.samples}"
+            )
         return None
 
     def correction(self) -> JudgeCorrection:

@@ -307,8 +307,7 @@ def _verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool, i
     if judge is None or decided_by in ("infrastructure", "budget"):
         return verdict, decided_by
     if settings.judge_scale() is None:
-        why = judge.why_not or "its calibration cannot tell the pass rates this case must separate"
-        return "INCONCLUSIVE", f"judge reports only ({why})"
+        return "INCONCLUSIVE", "judge reports only"
     return verdict, f"{decided_by} on the judge's verdicts, corrected for its error"
 
 
