@@ -360,7 +360,22 @@ class AgentPropertyViolation(AssertionError):
         self.context: Any = None
         """What was checked (a ``ViolationContext``) when :func:`agentprop.check` raised it: the
         pytest plugin shrinks from it; ``None`` otherwise."""
-        super().__init__(result.summary())
+        super().__init__(verdict_first(result.summary(), getattr(result, "verdict", None)))
+
+
+def verdict_first(summary: str, verdict: object) -> str:
+    """``"X: FAIL — pass rate …"`` -> ``"FAIL X — pass rate …"``: a failure's first word is its
+    verdict (what a pytest report shows first)."""
+    if not isinstance(verdict, str) or not verdict:
+        return summary
+    head, sep, rest = summary.partition("\n")
+    if head.startswith(verdict):
+        return summary
+    marker = f": {verdict}"
+    at = head.find(marker)
+    if at >= 0 and (at + len(marker) == len(head) or head[at + len(marker)] in " (—"):
+        head = head[:at] + head[at + len(marker) :]
+    return f"{verdict} {head.strip()}{sep}{rest}"
 
 
 class AgentPropWarning(UserWarning):

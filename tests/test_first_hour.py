@@ -192,3 +192,97 @@ def test_a_clean_run_between_two_fault_runs_keeps_the_faults_entries(tmp_path: P
     assert {c.kind for c in asked.cases if c.id != "END_CANCELLED<-N7_CANCEL"} == {"CORPUS"}
     assert all(c.details["replay"] == "kept" for c in asked.cases if c.kind == "CORPUS")
     assert sorted(p for p in corpus.glob("*/*.json")) == saved
+
+
+# --------------------------------------------------------------------------- pytest failures
+
+
+def test_a_pytest_failure_starts_with_the_verdict_and_hides_agentprops_frames(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_cancel.py").write_text(
+        "import agentprop\n"
+        f"project = agentprop.load_project({str(SUPPORTOPS)!r})\n"
+        f"AGENT = agentprop.load_agent('agent.py:SupportOpsAgent', {str(SUPPORTOPS)!r}, 'skip_auth=1')\n"
+        "def test_cancel():\n"
+        "    agentprop.check(project, 'END_CANCELLED<-N7_CANCEL', AGENT)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--agentprop-shrink-budget=30", "test_cancel.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "E       agentprop.errors.AgentPropertyViolation: FAIL END_CANCELLED<-N7_CANCEL — pass rate 0%" in out
+    assert "test_cancel.py:5: AgentPropertyViolation" in out  # the test's own line, not agentprop's
+    assert "Decide ``prop``" not in out and "def check(" not in out and "_raise_or_return" not in out
+    assert "minimal: nothing to remove" in out and "minimal: minimal:" not in out
+
+
+# --------------------------------------------------------------------------- public names only
+
+
+def _private_uses(code: str) -> list[str]:
+    """Imports of private agentprop names in ``code``: ``agentprop._x``, ``from agentprop import
+    _x``, ``from agentprop.mod import _x``, and attribute uses ``agentprop._x``."""
+    import ast
+
+    found: list[str] = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "agentprop" and any(p.startswith("_") for p in a.name.split("."))]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "agentprop":
+            parts = (node.module or "").split(".")
+            if any(p.startswith("_") for p in parts):
+                found.append(node.module or "")
+            found += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "agentprop" and node.attr.startswith("_"):
+            if not (node.attr.startswith("__") and node.attr.endswith("__")):  # __version__, __file__ are public
+                found.append(f"agentprop.{node.attr}")
+    return found
+
+
+def _snippets() -> list[tuple[str, str]]:
+    import re
+
+    out = [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in sorted((ROOT / "examples").rglob("*.py"))]
+    out += [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in sorted((ROOT / "docs" / "examples").rglob("*.py"))]
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        for m in re.finditer(r"^```python\n(.*?)^```", text, re.M | re.S):
+            out.append((f"{doc.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}", m.group(1)))
+    return out
+
+
+def test_docs_snippets_and_examples_import_only_public_names() -> None:
+    import re
+
+    snippets = _snippets()
+    assert len(snippets) > 20  # the collector finds the files and the fenced blocks
+    bad = []
+    for where, code in snippets:
+        try:
+            uses = _private_uses(code)
+        except SyntaxError:  # a fragment (`...` in a signature): its dotted names are read as text
+            uses = re.findall(r"\bagentprop(?:\.\w+)*\._\w+", code)
+        bad += [f"{where}: {u}" for u in uses]
+    assert bad == [], "docs and examples must use public names (re-export what they need from agentprop):\n" + "\n".join(bad)
+
+
+def test_the_private_import_check_finds_private_imports() -> None:
+    code = "import agentprop._spec\nfrom agentprop._agents.loading import parse_faults\nfrom agentprop import _x, check\nagentprop._y()\n"
+    assert _private_uses(code) == ["agentprop._spec", "agentprop._agents.loading", "agentprop._x", "agentprop._y"]
+
+
+def test_load_agent_takes_fault_knobs_as_text() -> None:
+    import agentprop
+
+    assert agentprop.load_agent("agent:SupportOpsAgent", SUPPORTOPS, "skip_auth=0.3, leak_pii").faults == {"skip_auth": 0.3, "leak_pii": 1.0}
+    assert agentprop.load_agent("agent:SupportOpsAgent", SUPPORTOPS, "").faults == {}

@@ -587,7 +587,7 @@ def test_failing_property_is_shrunk_saved_and_replayed_first(pytester: pytest.Py
     result = run(pytester, "--agentprop-shrink-budget=0", f"--agentprop-corpus={corpus}")
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
-    assert f"corpus {entry_id} ({CANCEL_ID}): FAIL" in out
+    assert f"FAIL corpus {entry_id} ({CANCEL_ID}) — pass rate" in out
     rows, _, _ = summary(result)
     assert [r["verdict"] for r in rows] == ["FAIL", "FAIL"]
     assert abbreviates(rows[0]["label"], f"corpus {entry_id} ({CANCEL_ID}) [test_1_plain]")

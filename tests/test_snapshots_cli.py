@@ -161,7 +161,7 @@ def test_fixture_fails_new_then_approves_with_a_reason_then_matches(pytester: py
 
     first = run(pytester)
     assert first.ret == 1
-    first.stdout.fnmatch_lines(["*snapshot test_ticket_path: NEW*", "*agentprop snapshots*", "1 snapshots: 1 new"])
+    first.stdout.fnmatch_lines(["*NEW snapshot test_ticket_path*", "*agentprop snapshots*", "1 snapshots: 1 new"])
     assert [c.name for c in store.pending()] == ["test_ticket_path"]
 
     usage = run(pytester, "--agentprop-snapshot-update")

@@ -211,10 +211,15 @@ def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: st
     return LoadedAgent(ref=name, factory=factory, faults=faults, fingerprint=digest, target=obj)
 
 
-def load_agent(ref: str, base_dir: str | Path = ".", faults: Mapping[str, float] | None = None, *, search: Sequence[str | Path] = ()) -> LoadedAgent:
+def load_agent(
+    ref: str, base_dir: str | Path = ".", faults: Mapping[str, float] | str | None = None, *, search: Sequence[str | Path] = ()
+) -> LoadedAgent:
     """Import ``MODULE:ATTR`` or ``FILE:ATTR`` and wrap it; ``faults`` turns on the agent's fault
-    knobs. A relative file (``agent.py:MyAgent``, ``./so/agent.py:MyAgent``, ``so/agent:MyAgent``)
-    or module file is looked for in ``search`` and then ``base_dir``, before installed modules."""
+    knobs, as a mapping or as ``--fault`` text (``"skip_auth=0.3,leak_pii"``; ``""`` is none).
+    A relative file (``agent.py:MyAgent``, ``./so/agent.py:MyAgent``, ``so/agent:MyAgent``) or
+    module file is looked for in ``search`` and then ``base_dir``, before installed modules."""
+    if isinstance(faults, str):
+        faults = parse_faults([f for f in faults.split(",") if f.strip()])
     obj = load_object(ref, Path(base_dir), what="agent", dirs=[Path(d) for d in search])
     return make_factory(obj, faults, ref=ref)
 

@@ -338,6 +338,7 @@ def check(
     Raises :class:`~agentprop.AgentPropertyViolation` unless the verdict is PASS (set
     ``raise_on_failure=False`` to get the result instead). ``acheck`` is the same, awaited.
     """
+    __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
     session = current_session()  # in the caller's context, so a fresh default session persists
     if not isinstance(project, Project):
         plain = _PlainCall(project, scenario, agent, tools, judge)
@@ -371,6 +372,7 @@ def check(
 
 
 def _raise_or_return(outcome: _Outcome, raise_on_failure: bool) -> CheckResult:
+    __tracebackhide__ = True
     tell_hypothesis(outcome.result, spec_free=outcome.context is None)
     if raise_on_failure and outcome.result.infrastructure_error is not None:
         raise _not_the_agents(outcome.result)

@@ -343,6 +343,7 @@ def check_invariance(
     whatever the base case does (to study the two-sample test itself). The base case's
     settings and the seed are resolved like :func:`agentprop.check`'s (``settings``, then the
     scope: profile, marker, ``@settings``, ``with settings``)."""
+    __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     resolved = resolve(settings, seed=seed)
     base = None
@@ -383,6 +384,7 @@ def check_direction(
     """Both sides decide what the spec expects, so the decision moves as the spec says.
     Raises :class:`~agentprop.AgentPropertyViolation` unless both sides pass. Settings and
     seed are resolved like :func:`agentprop.check`'s; the stricter side's oracle decides both."""
+    __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
     a = project.scenario(base) if isinstance(base, str) else base
     b = project.scenario(perturbed) if isinstance(perturbed, str) else perturbed
     from agentprop._decide.safety import stricter

@@ -265,6 +265,7 @@ class CheckResult(BaseModel):
 
     def raise_for_verdict(self) -> CheckResult:
         """Raise :class:`AgentPropertyViolation` unless the verdict is PASS."""
+        __tracebackhide__ = True
         if self.verdict != "PASS":
             raise AgentPropertyViolation(self)
         return self

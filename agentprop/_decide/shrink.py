@@ -259,7 +259,8 @@ class ShrinkReport(BaseModel):
                 if not r.failures:
                     text += f": not reconfirmed, a rate above {r.interval[1]:.2f} is excluded (95%)"
                 lines.append(text)
-        lines.append(f"  {'minimal' if self.minimal else 'not proven minimal'}: {self.stop_reason}")
+        reason = self.stop_reason.removeprefix("minimal: ")  # "minimal: minimal: ..." read as a stutter
+        lines.append(f"  {'minimal' if self.minimal else 'not proven minimal'}: {reason}")
         for other in self.other_failures:
             lines.append(f"  another failure met while shrinking ({other.count}x, not this bug): {other.signature} on {other.messages!r}")
         return "\n".join(lines)

@@ -875,6 +875,7 @@ def check_snapshot(
     ``judges`` (code or model judges) is recorded per run as part of the behaviour, so a change
     in what they say is a change.
     """
+    __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
     from agentprop._decide.settings import resolve
     from agentprop._util.aio import run_sync
     from agentprop.errors import AgentPropertyViolation

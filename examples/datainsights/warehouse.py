@@ -25,6 +25,7 @@ computation over :func:`generate_data` (see ``tests/test_datainsights_agent.py``
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import sqlite3
@@ -33,7 +34,6 @@ from datetime import date, timedelta
 from typing import Any
 
 from agentprop import ToolError, World
-from agentprop._scenario.world import stable_seed
 
 __all__ = [
     "DATA_END",
@@ -127,6 +127,12 @@ class Dataset:
     order_items: list[tuple[int, int, int, float]]
 
 
+def _stable_seed(*parts: object) -> int:
+    """A 64-bit seed from the parts' text, the same in every process (``hash()`` is salted)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 def _random_day(rng: random.Random, start: date, end: date) -> date:
     return start + timedelta(days=rng.randint(0, (end - start).days))
 
@@ -137,7 +143,7 @@ def generate_data(seed: int) -> Dataset:
     Every customer has at least one completed order in each calendar year covered (2025 and
     2026), so per-year and top-k questions always have answers; 2024 and 2027 are empty.
     """
-    rng = random.Random(stable_seed("datainsights-warehouse", seed))
+    rng = random.Random(_stable_seed("datainsights-warehouse", seed))
     customers = [
         (i + 1, name, rng.choice(_REGIONS), _random_day(rng, date(2023, 1, 1), date(2024, 12, 31)).isoformat())
         for i, name in enumerate(_CUSTOMER_NAMES)

@@ -19,11 +19,7 @@ project = agentprop.load_project(HERE)
 
 def reference_agent() -> agentprop.LoadedAgent:
     """The reference agent, with the fault knobs named in AGENTPROP_FAULTS (NAME=P,NAME=P)."""
-    from agentprop._agents.loading import parse_faults
-
-    spec = os.environ.get("AGENTPROP_FAULTS", "")
-    faults = parse_faults([f for f in spec.split(",") if f]) if spec else {}
-    return agentprop.load_agent("agent:SupportOpsAgent", HERE, faults)
+    return agentprop.load_agent("agent:SupportOpsAgent", HERE, os.environ.get("AGENTPROP_FAULTS", ""))
 
 
 agent = reference_agent()
