@@ -9,8 +9,10 @@ statistical shrinker (:mod:`agentprop._shrink`) minimises it as a set of units:
   (removed: the path's value) and the template variant (removed: template 0, the scenario's
   own wording);
 - **world fields** the scenario changed from the bindings' base world (``verified: false``),
-  which shrink by being reset to the base value, and **injected failures**, which shrink by
-  being dropped — except those that realise the path's own conditions.
+  which shrink by being reset to the base value — except those that realise the path's own
+  conditions. The scenario's **injected failures** are never dropped: its expectations (the
+  retry a tool's ``retry_policy`` requires, the route a failure takes) were compiled with
+  them, so a candidate without one would no longer be an instance of the scenario.
 
 It never deletes words from a message: every candidate is rendered from choices, so it is an
 instance of the same scenario (the words that carry the intent and the slots are always
@@ -96,13 +98,16 @@ def _path_bound(project: Project, scenario: Scenario) -> tuple[set[tuple[str, st
 
 
 def _world_units(project: Project, scenario: Scenario) -> list[Unit[Any]]:
-    bound, failing = _path_bound(project, scenario)
+    bound, _ = _path_bound(project, scenario)
     units: list[Unit[Any]] = [
         Unit(("world", tool, key), protected=(tool, key) in bound, label=f"{tool}.{key}={value!r}")
         for tool, key, value in _changed_fields(project, scenario)
     ]
     for i, failure in enumerate(scenario.world.failures):
-        units.append(Unit(("failure", i), protected=failure["tool"] in failing, label=f"{failure['tool']} fails with {failure['mode']}"))
+        # every injected failure defines the scenario: its expected calls (a retry the
+        # tool's retry_policy or a retry node requires) and its route were compiled with it, so
+        # a candidate without it would keep expectations it no longer implies
+        units.append(Unit(("failure", i), protected=True, label=f"{failure['tool']} fails with {failure['mode']}"))
     return units
 
 
@@ -199,6 +204,9 @@ class ShrinkReport(BaseModel):
     """World fields put back to the base world (the failure does not need them)."""
     world_kept: list[str] = Field(default_factory=list)
     """World changes the failure needs (beyond those that realise the path itself)."""
+    world_scenario: list[str] = Field(default_factory=list)
+    """The world values the scenario itself sets and the reproducer always keeps (those that
+    realise the path's conditions, the injected failures): part of what reproduces it."""
     diff: list[str] = Field(default_factory=list)
     """Per turn, the reproducer against the scenario's own message: ``{+added+}`` is what the
     kept choices wrote on top of it (``[-removed-]`` what a template variant left out)."""
@@ -245,6 +253,8 @@ class ShrinkReport(BaseModel):
             lines.append(f"  world fields not needed: {', '.join(self.world_reset)}")
         if self.world_kept:
             lines.append(f"  world fields needed: {', '.join(self.world_kept)}")
+        if self.world_scenario:
+            lines.append(f"  world the scenario sets: {', '.join(self.world_scenario)}")
         o = self.original_rate
         lines.append(f"  original fails {o.failures}/{o.runs} ({o.rate:.0%}, 95% CI {o.interval[0]:.2f}-{o.interval[1]:.2f})")
         if self.reproducer_rate is not None:
@@ -497,6 +507,7 @@ def shrink(
         reproducer=reproducer,
         world_reset=[w for w in all_world if w not in kept_labels],
         world_kept=[w for w in all_world if w in kept_labels],
+        world_scenario=[u.describe() for u in world_units if u.protected],
         diff=_turn_diffs(sc.messages, reproducer.messages),
         original_units=original_units,
         kept_units=kept_units,

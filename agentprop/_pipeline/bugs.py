@@ -191,6 +191,7 @@ def _from_shrink(bug: BugReport, hit: Hit, shrunk: ShrinkReport) -> None:
     bug.reproducer_world = shrunk.reproducer.world.model_dump(mode="json")
     bug.diff = list(shrunk.diff)
     bug.world_kept = list(shrunk.world_kept)
+    bug.world_scenario = list(shrunk.world_scenario)
     bug.choices_kept = shrunk.choices_kept if shrunk.reproducer_choices else ""
     bug.minimal = shrunk.minimal
     bug.shrink_runs = shrunk.runs + (shrunk.reproducer_rate.runs if shrunk.reproducer_rate else 0)

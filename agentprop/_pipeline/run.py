@@ -845,6 +845,8 @@ def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
         lines.extend(f"    {d}" for d in bug.diff)
         if bug.world_kept:
             lines.append(f"    world changes needed: {', '.join(bug.world_kept)}")
+        if bug.world_scenario:
+            lines.append(f"    world the scenario sets: {', '.join(bug.world_scenario)}")
         rate = _rate_text(bug)
         entry = f"; corpus entry {bug.corpus_entry}" if bug.corpus_entry else ""
         if rate or entry:

@@ -61,6 +61,8 @@ def _bug_lines(bug: BugReport, number: int, report: RunReport) -> list[str]:
     lines.extend(f"  {d}" for d in (bug.diff or [f"turn {i}: {m}" for i, m in enumerate(bug.reproducer_messages, 1)]))
     if bug.world_kept:
         lines.append(f"  world changes it needs: {', '.join(bug.world_kept)}")
+    if bug.world_scenario:
+        lines.append(f"  world the scenario sets: {', '.join(bug.world_scenario)}")
     if bug.rate_text:
         lines.append(f"rate: {bug.rate_text}")
     if bug.corpus_entry:

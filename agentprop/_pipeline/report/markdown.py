@@ -63,6 +63,8 @@ def _bug(number: int, bug: BugReport, report: RunReport) -> str:
         lines.append(f"  - {_diff(d)}")
     if bug.world_kept:
         lines.append(f"- world changes it needs: {', '.join(md(w) for w in bug.world_kept)}")
+    if bug.world_scenario:
+        lines.append(f"- world the scenario sets: {', '.join(md(w) for w in bug.world_scenario)}")
     return "\n".join(lines)
 
 

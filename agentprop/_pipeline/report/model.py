@@ -160,6 +160,9 @@ class BugReport(BaseModel):
     reproducer_world: dict[str, Any] | None = None
     diff: list[str] = Field(default_factory=list)
     world_kept: list[str] = Field(default_factory=list)
+    world_scenario: list[str] = Field(default_factory=list)
+    """The world values the reproducer's scenario sets (path conditions, injected failures):
+    printed with the reproducer, since they are part of what makes it fail."""
     choices_kept: str = ""
     """The generator's choices the reproducer kept, in words (explored inputs)."""
     rate: FailureRate | None = None
