@@ -286,3 +286,31 @@ def test_load_agent_takes_fault_knobs_as_text() -> None:
 
     assert agentprop.load_agent("agent:SupportOpsAgent", SUPPORTOPS, "skip_auth=0.3, leak_pii").faults == {"skip_auth": 0.3, "leak_pii": 1.0}
     assert agentprop.load_agent("agent:SupportOpsAgent", SUPPORTOPS, "").faults == {}
+
+
+# --------------------------------------------------------------------------- snapshot review
+
+
+def test_snapshot_review_finds_candidates_below_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentprop._decide.snapshot import SnapshotStore
+
+    monkeypatch.chdir(tmp_path)
+    project = tmp_path / "p"
+    shutil.copytree(SUPPORTOPS, project, ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "__snapshots__"))
+    code, _, err = cli("snapshot", "check", str(project), "--case", "END_TICKET<-N7")  # NEW: one pending candidate
+    assert code == 1, err
+    # where the pytest fixture keeps them: __snapshots__/<test module>/
+    [candidate] = (project / "__snapshots__").glob("*.pending.json")
+    (project / "__snapshots__" / "test_snapshots").mkdir()
+    candidate.rename(project / "__snapshots__" / "test_snapshots" / candidate.name)
+
+    code, out, _ = cli("snapshot", "review", str(project))
+    assert code == 0 and "1 pending" in out and "END_TICKET<-N7_CANCEL" in out
+    assert f"in {project / '__snapshots__' / 'test_snapshots'}" in out
+    code, out, _ = cli("snapshot", "list", str(project))
+    assert "1 pending candidate(s)" in out
+    code, out, err = cli("snapshot", "approve", str(project), "END_TICKET<-N7", "--reason", "the ticket path as it is now")
+    assert code == 0, err
+    store = SnapshotStore(project / "__snapshots__" / "test_snapshots")
+    assert [s.name for s in store.baselines()] == ["END_TICKET<-N7_CANCEL"] and store.pending() == []
+    assert cli("snapshot", "review", str(project))[1].startswith("no pending snapshots")

@@ -100,6 +100,26 @@ def _snapshot_store(args: argparse.Namespace) -> SnapshotStore:
     return SnapshotStore(resolve_spec_path(args.spec).parent / "__snapshots__")
 
 
+def _pending_stores(args: argparse.Namespace, primary: SnapshotStore) -> list[SnapshotStore]:
+    """``primary`` and every folder below the path given that holds pending candidates (the
+    pytest fixture keeps its snapshots in ``__snapshots__/<test module>``); with ``--dir``,
+    that directory alone. Hidden folders (``.agentprop``, ``.git``) are not searched."""
+    from agentprop._decide.snapshot import SnapshotStore
+
+    if args.dir:
+        return [primary]
+    given = Path(args.spec)
+    root = given if given.is_dir() else given.parent
+    found = sorted({p.parent for p in root.rglob("*.pending.json") if not any(part.startswith(".") for part in p.relative_to(root).parts[:-1])})
+    seen = {primary.dir.resolve()}
+    stores = [primary]
+    for folder in found:
+        if folder.resolve() not in seen:
+            seen.add(folder.resolve())
+            stores.append(SnapshotStore(folder))
+    return stores
+
+
 def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._decide.snapshot import check_reason, render_baseline, render_pending
 
@@ -113,13 +133,16 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     if action == "check":
         return _snapshot_check(args, out)
     store = _snapshot_store(args)
+    stores = _pending_stores(args, store)
     if action == "review":
-        pending = store.pending()
+        pending = [(s, c) for s in stores for c in s.pending()]
         if not pending:
-            print(f"no pending snapshots in {store.dir}", file=out)
+            print(f"no pending snapshots in {store.dir}" + (" or below " + args.spec if len(stores) == 1 and not args.dir else ""), file=out)
             return EXIT_OK
-        for candidate in pending:
-            baseline = store.load(candidate.name)
+        for holder, candidate in pending:
+            baseline = holder.load(candidate.name)
+            if holder is not store:
+                print(f"in {holder.dir}:", file=out)
             print(render_pending(candidate, baseline), file=out)
             print(file=out)
         where = f"{args.spec}" + (f" --dir {args.dir}" if args.dir else "")
@@ -133,38 +156,39 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         baselines = store.baselines()
         if not baselines:
             print(f"no snapshots in {store.dir}", file=out)
-            return EXIT_OK
         for snap in baselines:
             last = snap.approvals[-1] if snap.approvals else None
             approval = f"approved {last.at} by {last.by}: {last.reason}" if last else "never approved"
             print(f"{snap.name}  {len(snap.behaviours)} behaviour(s) in {snap.runs} runs; {approval}", file=out)
-        pending = store.pending()
-        if pending:
-            print(f"{len(pending)} pending candidate(s): `agentprop snapshot review {args.spec}`", file=out)
+        waiting = [c for s in stores for c in s.pending()]
+        if waiting:
+            print(f"{len(waiting)} pending candidate(s): `agentprop snapshot review {args.spec}`", file=out)
         return EXIT_OK
     if action == "show":
         shown = store.load(store.resolve(args.name, pending=False))
         assert shown is not None
         print(render_baseline(shown), file=out)
         return EXIT_OK
-    names = _pending_names(store, args)
+    names = _pending_names(stores, args)
     if action == "approve":
         check_reason(args.reason)
-        for name in names:
-            approved = store.approve(name, args.reason)
-            print(f"approved {name}: {len(approved.behaviours)} behaviour(s) in {approved.runs} runs -> {store.path(name)}", file=out)
+        for holder, name in names:
+            approved = holder.approve(name, args.reason)
+            print(f"approved {name}: {len(approved.behaviours)} behaviour(s) in {approved.runs} runs -> {holder.path(name)}", file=out)
         return EXIT_OK
-    for name in names:
-        store.discard_pending(name)
+    for holder, name in names:
+        holder.discard_pending(name)
         print(f"rejected {name}: the baseline is unchanged", file=out)
     return EXIT_OK
 
 
-def _pending_names(store: SnapshotStore, args: argparse.Namespace) -> list[str]:
+def _pending_names(stores: list[SnapshotStore], args: argparse.Namespace) -> list[tuple[SnapshotStore, str]]:
+    """The pending candidates named (or ``--all``), each with the store that holds it."""
+    store = stores[0]
     if args.all:
         if args.names:
             raise InputError("give snapshot names or --all, not both", fix="drop the names, or drop --all")
-        names = [c.name for c in store.pending()]
+        names = [(s, c.name) for s in stores for c in s.pending()]
         if not names:
             raise InputError(f"no pending snapshots in {store.dir}", fix="`agentprop snapshot check SPEC` writes candidates for changed snapshots")
         return names
@@ -173,7 +197,19 @@ def _pending_names(store: SnapshotStore, args: argparse.Namespace) -> list[str]:
             f"agentprop snapshot {args.snapshot_action} needs snapshot names or --all",
             fix=f"`agentprop snapshot review {args.spec}` lists the pending candidates",
         )
-    return [store.resolve(n, pending=True) for n in args.names]
+    out: list[tuple[SnapshotStore, str]] = []
+    for n in args.names:
+        holders = [s for s in stores if s.pending()] or [store]
+        errors: list[InputError] = []
+        for holder in holders:
+            try:
+                out.append((holder, holder.resolve(n, pending=True)))
+                break
+            except InputError as exc:
+                errors.append(exc)
+        else:
+            raise errors[0]
+    return out
 
 
 def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
