@@ -351,6 +351,7 @@ def test_a_judge_case_replays_for_mutation_testing_and_kills_only_where_the_judg
     from agentprop._agents.loading import load_agent
     from agentprop._agents.project import load_project
     from agentprop._decide.judges import spec_rubrics
+    from agentprop._pipeline.report.markdown import md, render_markdown
     from agentprop._pipeline.run import RunSettings, arun_cases
 
     monkeypatch.chdir(tmp_path)
@@ -366,6 +367,10 @@ def test_a_judge_case_replays_for_mutation_testing_and_kills_only_where_the_judg
             (case,) = [c for c in report.cases if c.id == case_id]
             replayed = asyncio.run(report._replays[case_id](agent))  # as mutation testing decides it for a mutant
             assert replayed.kind == "JUDGE" and replayed.details["rubric"] == "policies.P5_NO_REFUND_PROMISE"
+            markdown = render_markdown(report)
+            assert "### Judged cases" in markdown and f"{md(case_id)}: trial " in markdown
+            row = next(line for line in markdown.splitlines() if line.startswith(f"| {md(case_id)} | {case.verdict}"))
+            assert ("| 0% | 0% [0.00," in row and "| yes |" in row) if case.verdict == "FAIL" else ("| not corrected |" in row and "| no: " in row)
             return case.verdict, replayed.verdict
 
         # a judge that may not gate is INCONCLUSIVE on any agent: it can never kill a mutant

@@ -77,6 +77,44 @@ def _case_row(c: CaseReport, numbers: dict[str, int]) -> str:
     return f"| {md(c.id)} | {c.kind} | {c.verdict} | {c.pass_rate:.0%} | {ci} | {c.runs} | {bugs}{md(first)} |"
 
 
+JUDGED_REASONS_SHOWN = 3
+"""The judge's reasons listed per judged case (the JSON report has one per failing run)."""
+
+
+def _judged_lines(report: RunReport) -> list[str]:
+    """Per JUDGE case: the raw judge rate, the rate corrected for the judge's error with its
+    interval, the judge calls, whether it gates, and the judge's first reasons for failing runs."""
+    judged = [c for c in report.cases if c.kind == "JUDGE" and isinstance(c.details.get("judged"), dict)]
+    if not judged:
+        return []
+    lines = [
+        "",
+        "### Judged cases",
+        "",
+        "| case | verdict | raw judge rate | corrected rate | judge calls | gates |",
+        "| --- | --- | ---: | --- | ---: | --- |",
+    ]
+    reasons: list[str] = []
+    for c in judged:
+        j = c.details["judged"]
+        interval = j.get("corrected_interval")
+        corrected = (
+            f"{j['corrected_rate']:.0%} [{interval[0]:.2f}, {interval[1]:.2f}]"
+            if j.get("corrected_rate") is not None and interval
+            else "not corrected"
+        )
+        calls = "" if j.get("judge_calls") is None else str(j["judge_calls"])
+        gates = "yes" if j.get("gates") else f"no: {md(j.get('why_not') or '')}"
+        lines.append(f"| {md(c.id)} | {c.verdict} | {j['raw_rate']:.0%} | {corrected} | {calls} | {gates} |")
+        shown = j.get("reasons") or []
+        reasons += [f"- {md(c.id)}: {md(r)}" for r in shown[:JUDGED_REASONS_SHOWN]]
+        if len(shown) > JUDGED_REASONS_SHOWN:
+            reasons.append(f"- {md(c.id)}: … {len(shown) - JUDGED_REASONS_SHOWN} more failing run(s) (the JSON report has every reason)")
+    if reasons:
+        lines += ["", "The judge's reasons for failing runs:", "", *reasons]
+    return lines
+
+
 def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
     """The summary as GitHub-flavoured Markdown, at most ``max_chars`` characters."""
     m = report.metrics
@@ -148,6 +186,7 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
         if survived:
             tail.append("")
             tail.append("surviving mutants: " + ", ".join(md(mu.get("id", "?")) for mu in survived))
+    tail += _judged_lines(report)
     if report.problems:
         tail += ["", f"{len(report.problems)} path(s) not checked (the spec and bindings cannot realise them; see the report's `problems`)."]
 
