@@ -88,8 +88,20 @@ def test_a_model_judge_fails_with_the_criterion_and_reason_and_replays_offline(t
         assert len(other.requests) == 0
         # a sample index not recorded is a miss, not a call
         with pytest.raises(CacheMiss):
-            ModelJudge(RUBRIC, replay.client, samples=2)(trace_saying("I promise you a full refund."))
+            ModelJudge(RUBRIC, replay.client, samples=3)(trace_saying("Your order is cancelled."))
         assert len(other.requests) == 0
+
+
+def test_a_judge_asks_more_samples_only_while_its_majority_is_open(tmp_path: Path) -> None:
+    grade = _docs_grader()  # wavers on transcripts that say "maybe": pass, fail, pass, ...
+    with MessagesServer(handler=grade) as server:
+        judge = judge_on(server, tmp_path / "api.sqlite", samples=3)
+        steady = judge(trace_saying("Your order is cancelled."))
+        assert steady.passed and len(server.requests) == 2 and judge.calls == 2  # two agreeing answers settle 2 of 3
+        wavering = judge(trace_saying("Cancelled. Maybe billing writes."))
+        assert wavering.passed and len(server.requests) == 5 and wavering.explanation.endswith("(2/3 samples passed)")
+        refund = judge(trace_saying("A refund is on its way."))
+        assert not refund.passed and len(server.requests) == 7
 
 
 def test_an_unparseable_judge_reply_names_the_format() -> None:

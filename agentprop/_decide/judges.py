@@ -369,8 +369,18 @@ class ModelJudge:
         return list(await asyncio.gather(*(self.asample(text, i) for i in range(k))))
 
     async def averdict(self, trace: Trace) -> Verdict:
-        replies = await self.areplies(transcript(trace))
-        return self.verdict_of(replies)
+        """The majority of ``samples`` answers, asked one at a time and only while the majority
+        is still open: a judge that agrees with itself costs ``samples // 2 + 1`` calls, one that
+        wavers up to ``samples``. The verdict is always the full majority's, so the calibration
+        (made on all ``samples`` answers) applies."""
+        text = transcript(trace)
+        needed = self.samples // 2 + 1
+        replies: list[JudgeReply] = []
+        while True:
+            replies.append(await self.asample(text, len(replies)))
+            passes = sum(r.passed for r in replies)
+            if passes >= needed or len(replies) - passes > self.samples - needed:
+                return self.verdict_of(replies)
 
     def verdict_of(self, replies: Sequence[JudgeReply]) -> Verdict:
         """The majority of the samples (a tie fails); a failure names the most named criterion."""
