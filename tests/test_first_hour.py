@@ -314,3 +314,44 @@ def test_snapshot_review_finds_candidates_below_the_path(tmp_path: Path, monkeyp
     store = SnapshotStore(project / "__snapshots__" / "test_snapshots")
     assert [s.name for s in store.baselines()] == ["END_TICKET<-N7_CANCEL"] and store.pending() == []
     assert cli("snapshot", "review", str(project))[1].startswith("no pending snapshots")
+
+
+# --------------------------------------------------------------------------- INV bugs in words
+
+
+def test_an_inv_bug_is_a_pair_of_variants_with_one_rate_in_every_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", str(SUPPORTOPS), "--fault", "skip_auth_impatient=0.5", "--kinds", "mft,inv", "--case", "END_CANCELLED<-N7_CANCEL"]
+    code, out, err = cli(*argv, "--shrink-budget", "10", "--corpus", "none", "--json", "r.json", "--junit", "j.xml", "--markdown", "r.md")
+    assert code == 1, err
+    report = json.loads((tmp_path / "r.json").read_text())
+    [inv] = [c for c in report["cases"] if c["kind"] == "INV"]
+    [bug] = [b for b in report["bugs"] if b["representative"] == inv["id"]]
+    variants = inv["details"]["variants"]
+    changed = sum(v["differs"] for v in variants)
+    assert inv["pass_rate"] == (len(variants) - changed) / len(variants)
+    words = f"{inv['pass_rate']:.0%} ({len(variants) - changed}/{len(variants)} variants kept the original's behaviour)"
+    assert inv["rate_text"] == words
+    assert bug["rate_text"].startswith(f"fails {changed}/{len(variants)} variants") and bug["rate_of"] == "variants"
+    # a pair of variants, not a two-turn conversation; distributions in words, not a dict
+    assert bug["diff"][0].startswith("original: 'Please cancel my order O-1001") and bug["diff"][1].startswith("variant: ")
+    assert "/20 ASK_CONFIRM_CANCEL then CANCELLED" in bug["diff"][0]
+    assert "{'" not in inv["failures"][0]["explanation"] and "the original: 20/20" in inv["failures"][0]["explanation"]
+    bugs_block = out.split("\ncase ")[0]
+    assert "turn 1:" not in bugs_block and "reproducer: [" not in bugs_block and bug["rate_text"] in bugs_block
+    junit = (tmp_path / "j.xml").read_text()
+    assert f"pass rate {words}" in junit and bug["rate_text"] in junit and "turn 1:" not in junit
+    markdown = (tmp_path / "r.md").read_text()
+    assert "turn 1:" not in markdown and f"fails {changed}/{len(variants)} variants" in markdown
+
+
+def test_behaviour_keys_read_as_words() -> None:
+    from agentprop._decide.metamorphic import distribution_words
+
+    counts = {"A>B": 11, "A>B !calls_in_order:decision_tree.N2_AUTH.requirements.x@turn0:missing=verify_identity": 9}
+    assert distribution_words(counts) == (
+        "11/20 A then B; 9/20 A then B, failing calls_in_order:decision_tree.N2_AUTH.requirements.x (missing=verify_identity)"
+    )
+    assert distribution_words({}) == "no runs"

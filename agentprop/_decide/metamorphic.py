@@ -18,7 +18,7 @@ says (``plan_rules.can_cancel: true -> false`` moves ``ASK_CONFIRM_CANCEL`` to
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -61,6 +61,25 @@ EXAMPLES_PER_SIDE = 3
 """Runs kept for the report per side of an invariance test: the first of each behaviour."""
 
 
+def behaviour_words(key: str) -> str:
+    """A behaviour key (``A>B !signature@turn0:missing=x``) in words: ``A then B, failing
+    signature (missing=x)``."""
+    decisions, _, failing = key.partition(" !")
+    text = " then ".join(d for d in decisions.split(">") if d) or "no decision"
+    if failing:
+        clause, _, rest = failing.partition("@")
+        detail = rest.partition(":")[2]
+        text += f", failing {clause}" + (f" ({detail})" if detail else "")
+    return text
+
+
+def distribution_words(counts: Mapping[str, int]) -> str:
+    """``{'A>B': 11, 'A>B !sig': 9}`` -> ``11/20 A then B; 9/20 A then B, failing sig``."""
+    items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    total = sum(n for _, n in items)
+    return "; ".join(f"{n}/{total} {behaviour_words(k)}" for k, n in items) or "no runs"
+
+
 class VariantResult(BaseModel):
     messages: list[str]
     decisions: dict[str, int]
@@ -92,10 +111,13 @@ class InvarianceResult(BaseModel):
     def summary(self) -> str:
         if self.verdict == "NOT APPLICABLE":
             return f"INV {self.scenario}: NOT APPLICABLE — {self.reason}"
-        lines = [f"INV {self.scenario}: {self.verdict} (n={self.runs_per_side} per side, alpha={self.alpha})", f"  original: {self.original}"]
+        lines = [
+            f"INV {self.scenario}: {self.verdict} (n={self.runs_per_side} per side, alpha={self.alpha})",
+            f"  original: {distribution_words(self.original)}",
+        ]
         for v in self.variants:
             flag = "DIFFERS" if v.differs else "same"
-            lines.append(f"  {flag:7} p={v.p_value:.4f} mft={v.mft_pass_rate:.0%} {v.decisions}  <- {v.messages[0][:60]!r}")
+            lines.append(f"  {flag:7} p={v.p_value:.4f} mft={v.mft_pass_rate:.0%} {distribution_words(v.decisions)}  <- {v.messages[0][:60]!r}")
         return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentprop._decide.choices import Choices, choice_units
+from agentprop._decide.metamorphic import distribution_words
 from agentprop._decide.shrink import ShrinkReport
 from agentprop._decide.signature import bug_id, bug_key
 from agentprop._pipeline.report.model import BugReport, CaseReport, FailureRate, RunReport
@@ -169,6 +170,41 @@ def _unshrunk(bug: BugReport, hit: Hit, note: str) -> None:
     bug.rate = rate_of(hit.count, hit.case.runs)
     bug.rate_of = "case"
     bug.note = note
+    if hit.case.kind == "INV":
+        _invariance_pair(bug, hit.case)
+    elif hit.case.kind == "DIR":
+        _direction_pair(bug, hit.case)
+
+
+def _invariance_pair(bug: BugReport, case: CaseReport) -> None:
+    """An INV bug is the original message and a variant that changed the behaviour, each with
+    its distribution of decisions, and the share of variants that changed it (the case's rate
+    read from the other side): not a conversation of turns, nor a rate per run."""
+    variants = [v for v in case.details.get("variants") or [] if isinstance(v, dict)]
+    differing = [v for v in variants if v.get("differs")]
+    if not variants or not differing:
+        return
+    first = differing[0]
+    original = case.details.get("original") or {}
+    bug.reproducer_messages = [str(first.get("message", ""))]
+    bug.diff = [
+        f"original: {case.details.get('original_message', '')!r} -> {distribution_words(original)}",
+        f"variant:  {first.get('message', '')!r} -> {distribution_words(first.get('decisions') or {})}",
+    ]
+    bug.rate = rate_of(len(differing), len(variants))
+    bug.rate_of = "variants"
+
+
+def _direction_pair(bug: BugReport, case: CaseReport) -> None:
+    """A DIR bug is its two sides: the base messages and the perturbed ones, with the decision
+    each side should reach; its rate is over the runs of both sides."""
+    expected = case.details.get("expected_change") or ["?", "?"]
+    base = case.details.get("base_messages") or []
+    bug.diff = [
+        f"base ({case.details.get('base_verdict', '?')}, expects {expected[0]}): {base!r}",
+        f"perturbed ({case.details.get('perturbed_verdict', '?')}, expects {expected[-1]}): {list(case.messages)!r}",
+    ]
+    bug.rate_of = "pair"
 
 
 def _from_corpus(bug: BugReport, hit: Hit) -> None:

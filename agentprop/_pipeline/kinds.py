@@ -20,7 +20,7 @@ from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.project import Project
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.metamorphic import InvarianceResult, acheck_direction, acheck_invariance
+from agentprop._decide.metamorphic import InvarianceResult, acheck_direction, acheck_invariance, distribution_words
 from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun
 from agentprop._decide.safety import strictness
 from agentprop._decide.slots import CaseLanes
@@ -376,7 +376,10 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
     failures = leaks + [
         FailureSummary(
             signature=f"invariance:{scenario.id}",
-            explanation=f"behaviour changed (p={v.p_value:.4f}) under {v.messages[0]!r}: {v.decisions} vs original {r.original}",
+            explanation=(
+                f"behaviour changed (p={v.p_value:.4f}) under the variant {v.messages[0]!r}: {distribution_words(v.decisions)}; "
+                f"the original: {distribution_words(r.original)}"
+            ),
             count=1,
             first_trial=0,
         )
@@ -420,6 +423,7 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
             "alpha": r.alpha,
             "runs_per_side": r.runs_per_side,
             "original": r.original,
+            "original_message": scenario.messages[0] if scenario.messages else "",
             "base": {"case": scenario.id, "verdict": base.verdict, "pass_rate": base.pass_rate, "runs": base.runs, "reused": reused},
             "variants": [
                 {
@@ -428,6 +432,7 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
                     "p_value": v.p_value,
                     "mft_pass_rate": v.mft_pass_rate,
                     "decisions": v.decisions,
+                    "differs": v.differs,
                 }
                 for v, f in zip(r.variants, firsts)
             ],

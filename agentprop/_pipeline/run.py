@@ -839,7 +839,8 @@ def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
             )
         elif bug.representative:
             lines.append(f"    representative case: {bug.representative} ({bug.note})")
-        lines.append(f"    reproducer: {bug.reproducer_messages!r}")
+        if bug.rate_of not in ("variants", "pair"):  # an INV or DIR bug is a pair, shown by its diff lines
+            lines.append(f"    reproducer: {bug.reproducer_messages!r}")
         if bug.choices_kept:
             lines.append(f"    choices kept: {bug.choices_kept}")
         lines.extend(f"    {d}" for d in bug.diff)

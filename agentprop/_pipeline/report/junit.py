@@ -33,7 +33,7 @@ def xml_text(text: object) -> str:
 
 def _rate(c: CaseReport) -> str:
     ci = f", 95% CI {c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval else ""
-    return f"pass rate {c.pass_rate:.0%} ({c.passes}/{c.runs}{ci})"
+    return f"pass rate {c.rate_text}{ci}"
 
 
 def _clause(c: CaseReport) -> str | None:

@@ -118,6 +118,19 @@ class CaseReport(BaseModel):
     """Runs of the case whose traces the report left out (``runs`` minus the kept ones, for
     the kinds that keep traces)."""
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def rate_text(self) -> str:
+        """The pass rate and what it counts, as every output prints it: runs for most kinds,
+        both sides' runs for DIR, variants that kept the original's behaviour for INV (whose
+        ``runs`` count the comparison's runs, not what ``pass_rate`` divides)."""
+        n = len(self.details.get("variants") or []) if self.kind == "INV" else 0
+        if n:
+            return f"{self.pass_rate:.0%} ({self.passes}/{n} variants kept the original's behaviour)"
+        if self.kind == "DIR":
+            return f"{self.pass_rate:.0%} ({self.passes}/{self.runs} runs of both sides)"
+        return f"{self.pass_rate:.0%} ({self.passes}/{self.runs} runs)"
+
 
 class FailureRate(BaseModel):
     """How often something failed with one signature: ``failures`` of ``runs``, with the
@@ -169,7 +182,8 @@ class BugReport(BaseModel):
     """Failure rate with this signature: of the reproducer on fresh runs when it was shrunk,
     of the corpus replay when ``known``, else of the representative case."""
     rate_of: str = ""
-    """What ``rate`` was measured on: ``reproducer``, ``corpus replay``, ``case`` or ``candidate``."""
+    """What ``rate`` was measured on: ``reproducer``, ``corpus replay``, ``case``, ``candidate``,
+    ``variants`` (INV: the variants that changed the behaviour) or ``pair`` (DIR: both sides' runs)."""
     confirmed: bool | None = None
     """``True``: the reproducer failed again with the signature on fresh runs. ``False``: seen
     in the cases but not reconfirmed (the fresh runs stayed clean, or were not made); it is
@@ -198,6 +212,8 @@ _RATE_ON = {
     "corpus replay": "runs of the corpus replay",
     "case": "runs of the case",
     "candidate": "shrinking runs",
+    "variants": "variants (each against the original, over its runs)",
+    "pair": "runs of the pair (both sides)",
 }
 
 

@@ -238,7 +238,7 @@
     var split = data.split[c.id];
     facts(box, [
       ["kind", c.kind + (split ? " (" + split + ")" : "")],
-      ["pass rate", pct(c.pass_rate) + " (" + c.passes + "/" + c.runs + ")"],
+      ["pass rate", c.rate_text || (pct(c.pass_rate) + " (" + c.passes + "/" + c.runs + ")")],
       ["95% interval", c.interval ? num(c.interval[0], 2) + " \u2013 " + num(c.interval[1], 2) + " (Wilson)" : ""],
       ["decided by", c.decided_by],
       ["rule", c.rule],
