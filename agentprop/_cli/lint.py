@@ -54,12 +54,30 @@ def _path_findings(project: Project) -> list[LintFinding]:
     return out
 
 
+def _too_big(project: Project, exc: AgentPropError) -> str:
+    """A tree over a path limit, as one error line: how many paths it has (counted, not
+    listed; up to :data:`COUNT_UP_TO`), the limit hit and how to raise it."""
+    from agentprop._spec.paths import count_paths
+
+    n, complete = count_paths(project.spec, limit=COUNT_UP_TO)
+    count = f"{n:,} loop-free paths" if complete else f"more than {n:,} loop-free paths"
+    first, *rest = str(exc).splitlines()
+    fix = next((line.strip()[len("fix: ") :] for line in rest if line.strip().startswith("fix: ")), "")
+    return f"{project.spec_path}: error P004: the decision tree has {count}; {first.split(': ', 1)[-1]}" + (f"\n  fix: {fix}" if fix else "")
+
+
+COUNT_UP_TO = 1_000_000
+"""Lint counts a tree's paths up to this many (a lazy walk: a second or so)."""
+
+
 def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._agents.project import load_project
     from agentprop._decide.choices import check_languages
     from agentprop._scenario.exits import binding_findings
+    from agentprop._scenario.solver import ConditionBudgetExceeded
     from agentprop._spec.lint import condition_variables
     from agentprop._spec.load import lint_spec, resolve_spec_path
+    from agentprop._spec.paths import PathLimitExceeded
 
     findings = lint_spec(args.spec)
     problems: list[str] = []
@@ -73,9 +91,13 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         project = None
         print(f"(bindings not checked: {str(exc).splitlines()[0]})", file=out)
     bindings_path = project.bindings.path if project is not None else None
+    too_big: list[str] = []
     if project is not None and project.bindings.path is not None:
         warnings = project.bindings.warnings
-        problems = project.problems
+        try:
+            problems = project.problems
+        except (PathLimitExceeded, ConditionBudgetExceeded) as exc:  # reported as an error, the rest still linted
+            too_big = [_too_big(project, exc)]
     resolved: list[str] = []
     if project is not None and project.bindings.path is not None:
         mapped = {k.split("<-", 1)[0] for k in project.bindings.outcomes}
@@ -101,7 +123,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     path_findings = _path_findings(project) if project is not None and problems else []
     for f in path_findings:
         print(f.render(), file=out)
-    downgrades = binding_findings(project.bindings, project.spec) if project is not None and project.bindings.path is not None else []
+    downgrades = binding_findings(project.bindings, project.spec) if project is not None and project.bindings.path is not None and not too_big else []
     for f in downgrades:
         print(f.render(), file=out)
     if project is not None and project.bindings.path is None:
@@ -116,7 +138,9 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     stubs = stub_findings(resolve_spec_path(args.spec), project.bindings.path if project is not None else None)
     for f in stubs:
         print(f.render(), file=out)
-    errors = sum(f.severity == "error" for f in findings)
+    for line in too_big:
+        print(line, file=out)
+    errors = sum(f.severity == "error" for f in findings) + len(too_big)
     warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings) + len(stubs)
     infos = sum(f.severity == "info" for f in findings) + sum(f.severity == "info" for f in path_findings) + len(downgrades)
     print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} info", file=out)

@@ -21,6 +21,7 @@ from agentprop._scenario.exits import exit_cut
 from agentprop._scenario.solver import (
     LOOP_BOUNDARY,
     base_name,
+    condition_budget,
     instance_keys,
     instance_name,
     lookup_value,
@@ -606,6 +607,11 @@ def scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenari
     its full node path and the reason (also when another path realises its key), never
     silently skipped.
     """
+    with condition_budget(spec):
+        return _scenarios_and_problems(spec, bindings)
+
+
+def _scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[PathProblem]]:
     out: list[Scenario] = []
     failed: dict[str, list[PathProblem]] = {}
     done: set[str] = set()

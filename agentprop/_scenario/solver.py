@@ -20,8 +20,11 @@ a candidate or a branch choice means the same thing in a default run and under `
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import decimal
-from collections.abc import Callable, Hashable, Mapping, Sequence
+import os
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -48,7 +51,7 @@ from agentprop._spec.when import (
 from agentprop._spec.when import (
     Path as VarPath,
 )
-from agentprop.errors import Unsatisfiable
+from agentprop.errors import InputError, Unsatisfiable
 
 # ----------------------------------------------------------------------------- models
 
@@ -258,12 +261,23 @@ def _constants(exprs: Sequence[Expr]) -> list[Any]:
     return [leaf.value if isinstance(leaf, Literal) else leaf.name for e in exprs for leaf in leaves(e) if isinstance(leaf, (Literal, Symbol))]
 
 
-def _internal_candidates(name: str, exprs: Sequence[Expr]) -> list[Any]:
+def _atoms_by_variable(exprs: Sequence[Expr]) -> dict[str, list[Expr]]:
+    """The atoms of ``exprs`` that read each variable, in order (one pass over them all)."""
+    index: dict[str, list[Expr]] = {}
+    for e in exprs:
+        for a in atoms(e):
+            for n in variables(a):
+                index.setdefault(n, []).append(a)
+    return index
+
+
+def _internal_candidates(name: str, exprs: Sequence[Expr], index: Mapping[str, list[Expr]] | None = None) -> list[Any]:
     """Values an internal variable may take: the constants the atoms that read it compare it
     with (numbers with one either side, booleans with their complement, strings plus one
     other value). The agent decides which holds, so the solver only needs *some* value
-    consistent with the path."""
-    related = [a for e in exprs for a in atoms(e) if name in variables(a)]
+    consistent with the path. ``index``: :func:`_atoms_by_variable` of ``exprs``, when the
+    caller asks for many variables (a path of hundreds of nodes)."""
+    related = list(index.get(name, ())) if index is not None else [a for e in exprs for a in atoms(e) if name in variables(a)]
     values: list[Any] = []
     for c in _constants(related):
         if c not in values:
@@ -333,6 +347,45 @@ def instances_realisable(bindings: Bindings, env: Mapping[str, Any]) -> bool:
 MAX_SOLVER_STEPS = 200_000
 """Most partial assignments the solver tries for one path before it gives up (the shipped
 examples need a few hundred at most)."""
+
+MAX_CONDITION_CHECKS = 2_000_000
+"""Most condition evaluations the solver makes for all the paths of one spec while its cases
+are built (:func:`condition_budget`; the shipped examples need a few thousand): a router with
+a thousand branches would otherwise take hours. ``AGENTPROP_MAX_CONDITION_CHECKS`` overrides it."""
+
+_CHECKS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("agentprop_condition_checks", default=None)
+
+
+class ConditionBudgetExceeded(InputError):
+    """Building a spec's cases needed more condition evaluations than :data:`MAX_CONDITION_CHECKS`."""
+
+
+@contextlib.contextmanager
+def condition_budget(spec: Spec) -> Iterator[None]:
+    """Count the solver's condition evaluations inside the block (the cases of ``spec``) and
+    raise :class:`ConditionBudgetExceeded` past the limit, naming it and how to raise it."""
+    raw = os.environ.get("AGENTPROP_MAX_CONDITION_CHECKS", "")
+    limit = int(raw) if raw.isdigit() and int(raw) > 0 else MAX_CONDITION_CHECKS
+    token = _CHECKS.set([0, limit])
+    try:
+        yield
+    finally:
+        _CHECKS.reset(token)
+
+
+def _count_check() -> None:
+    budget = _CHECKS.get()
+    if budget is None:
+        return
+    budget[0] += 1
+    if budget[0] > budget[1]:
+        raise ConditionBudgetExceeded(
+            f"building the cases of this spec needs more than {budget[1]:,} evaluations of its branch conditions "
+            "(agentprop's limit, MAX_CONDITION_CHECKS): a node with hundreds of branches, or paths hundreds of nodes long",
+            expected="a decision tree whose paths agentprop can solve in seconds",
+            fix="merge branches that lead to the same place, or split the tree into several specs; to search longer, "
+            f"set AGENTPROP_MAX_CONDITION_CHECKS (e.g. AGENTPROP_MAX_CONDITION_CHECKS={budget[1] * 5})",
+        )
 
 
 class _WalkStop(Exception):
@@ -462,14 +515,14 @@ class Solver:
             return f"the binding of {name} realises only the values {', '.join(repr(f) for f in finite)}"
         return None
 
-    def candidates(self, name: str, exprs: Sequence[Expr]) -> list[Any]:
+    def candidates(self, name: str, exprs: Sequence[Expr], index: Mapping[str, list[Expr]] | None = None) -> list[Any]:
         """The values :meth:`solve` tries for ``name`` under the conditions ``exprs``, the
         default first: the values its binding lists; for a world field, its enum, both
         booleans, or the numbers the conditions compare with and one grid step either side
         (within the binding's bounds), or the strings they name and one other."""
         var = self.bindings.variables[name]
         if var.internal:
-            return _internal_candidates(name, exprs)
+            return _internal_candidates(name, exprs, index)
         finite = var.finite_values()
         if finite is not None:
             return list(finite)
@@ -551,7 +604,8 @@ class Solver:
             )
             raise Unsatisfiable(f"path {path.id} ({path.describe()}) needs variable(s) {', '.join(unbound)}, which {where}")
         slots = list(dict.fromkeys(keys.values()))
-        domains = [self.candidates(base_name(k), exprs) for k in slots]
+        index = _atoms_by_variable(exprs) if len(slots) > 8 else None
+        domains = [self.candidates(base_name(k), exprs, index) for k in slots]
         found = _first_assignment(
             slots,
             domains,
@@ -744,19 +798,35 @@ def _first_assignment(
         if slots:
             ready[max(reads, default=0)].append(c)
     env: dict[str, Any] = {}
-    steps = 0
 
     def holds(c: Constraint) -> bool:
+        _count_check()
         try:
             return bool(evaluate(c.as_expr(), {n: env[keys[(n, c.instance)]] for n in variables(c.expr)}))
         except (UnboundVariable, TypeError, ArithmeticError):
             return False
 
-    def extend(depth: int) -> dict[str, Any] | None:
-        nonlocal steps
-        if depth == len(slots):
-            return dict(env) if accept(env) else None
-        for value in domains[depth]:
+    def extend() -> dict[str, Any] | None:
+        # depth-first over the slots with an explicit stack (``tried[d]``: the values of slot d
+        # tried so far), so a path reading thousands of variables is no deeper for Python
+        steps = 0
+        tried = [0] * len(slots)
+        depth = 0
+        while depth >= 0:
+            if depth == len(slots):
+                if accept(env):
+                    return dict(env)
+                depth -= 1
+                del env[slots[depth]]
+                continue
+            if tried[depth] == len(domains[depth]):  # slot exhausted: back to the one before
+                tried[depth] = 0
+                depth -= 1
+                if depth >= 0:
+                    del env[slots[depth]]
+                continue
+            value = domains[depth][tried[depth]]
+            tried[depth] += 1
             steps += 1
             if steps > MAX_SOLVER_STEPS:
                 raise Unsatisfiable(
@@ -765,12 +835,11 @@ def _first_assignment(
                 )
             env[slots[depth]] = value
             if all(holds(c) for c in ready[depth]):
-                found = extend(depth + 1)
-                if found is not None:
-                    return found
-            del env[slots[depth]]
+                depth += 1
+            else:
+                del env[slots[depth]]
         return None
 
     if not slots:
         return {} if all(holds(c) for c in constraints) and accept({}) else None
-    return extend(0)
+    return extend()

@@ -21,10 +21,49 @@ the answer was neither yes nor no, ask again) it is after it; the solver tries b
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from agentprop._spec.model import Spec
 from agentprop._spec.when import Expr, Not, WhenClause
+from agentprop.errors import InputError, SourceLocation
+
+MAX_PATHS = 2_000
+"""The most paths (loop-free plus loop paths, each counted apart) agentprop enumerates for a
+spec; more raise :class:`PathLimitExceeded`. ``AGENTPROP_MAX_PATHS`` overrides it."""
+MAX_PATH_CONDITIONS = 20_000
+"""The most branch conditions over all those paths, first-match-wins included (taking branch
+*k* of a node reads k + 1 conditions): a chain of hundreds of nodes, or a router with a
+thousand branches, has few paths but long ones, each solved apart.
+``AGENTPROP_MAX_PATH_CONDITIONS`` overrides it."""
+
+
+def _limit(name: str, default: int) -> int:
+    raw = os.environ.get(f"AGENTPROP_{name}", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+
+
+def max_paths() -> int:
+    """:data:`MAX_PATHS`, or the ``AGENTPROP_MAX_PATHS`` environment variable when it is a
+    positive integer."""
+    return _limit("MAX_PATHS", MAX_PATHS)
+
+
+class PathLimitExceeded(InputError):
+    """A decision tree has more paths, or longer ones, than agentprop enumerates (a ladder of
+    two-way nodes doubles them at every rung): the work is bounded, and the error says which
+    limit was hit and how to raise it."""
+
+    def __init__(self, spec: Spec, what: str, name: str, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"spec {spec.spec_id}: its decision tree has more than {limit:,} {what} (agentprop's limit, {name}): testing every path would take hours",
+            location=SourceLocation(spec.source_path) if spec.source_path else None,
+            expected=f"at most {MAX_PATHS:,} paths from the root to a terminal node, {MAX_PATH_CONDITIONS:,} branch conditions in all",
+            fix="merge branches that lead to the same place, or split the tree into several specs; "
+            f"to enumerate more, set AGENTPROP_{name} (e.g. AGENTPROP_{name}={limit * 5})",
+        )
 
 
 @dataclass(frozen=True)
@@ -131,60 +170,100 @@ class TreePath:
 
 def enumerate_paths(spec: Spec) -> list[TreePath]:
     """Every loop-free path from the root to a terminal node, plus one path per
-    missing-field requirement, in depth-first tree order."""
+    missing-field requirement, in depth-first tree order. Raises :class:`PathLimitExceeded`
+    past :func:`max_paths` paths."""
     memo = spec._memo.get("paths")
     if memo is not None:
         return list(memo)
-    out: list[TreePath] = []
-    if not spec.decision_tree:
-        return out
-
-    def walk(node_id: str, steps: tuple[Step, ...], visited: frozenset[str]) -> None:
-        node = spec.nodes_by_id.get(node_id)
-        if node is None or node.is_terminal:
-            out.append(TreePath(steps, node_id, None, spec))
-            return
-        for fields, decision in node.requirements.missing_field_outcomes():
-            out.append(TreePath(steps, node_id, MissingFields(node_id, tuple(fields), decision), spec))
-        for i, branch in enumerate(node.branches):
-            if branch.next in visited:
-                continue
-            walk(branch.next, (*steps, Step(node_id, i, branch.clause, branch.next)), visited | {branch.next})
-
-    walk(spec.root.node_id, (), frozenset({spec.root.node_id}))
+    out = _bounded(iter_paths(spec), spec, "loop-free paths")
     spec._memo["paths"] = tuple(out)
     return out
 
 
 def enumerate_loop_paths(spec: Spec) -> list[TreePath]:
     """The paths that unroll one loop once, in depth-first tree order: each takes exactly one
-    branch back to a node already on the path, and never re-enters a node after that."""
+    branch back to a node already on the path, and never re-enters a node after that. Raises
+    :class:`PathLimitExceeded` past :func:`max_paths` paths."""
     memo = spec._memo.get("loop_paths")
     if memo is not None:
         return list(memo)
-    out: list[TreePath] = []
-    if not spec.decision_tree:
-        return out
+    out = _bounded(iter_loop_paths(spec), spec, "paths that unroll a loop")
+    spec._memo["loop_paths"] = tuple(out)
+    return out
 
-    def walk(node_id: str, steps: tuple[Step, ...], visited: frozenset[str], looped: bool) -> None:
+
+def count_paths(spec: Spec, limit: int | None = None) -> tuple[int, bool]:
+    """How many loop-free paths the tree has, counting lazily: ``(count, complete)``, where
+    ``complete`` is false when counting stopped at ``limit`` (default :func:`max_paths`)."""
+    cap = max_paths() if limit is None else limit
+    n = 0
+    for _ in iter_paths(spec):
+        n += 1
+        if n > cap:
+            return cap, False
+    return n, True
+
+
+def _bounded(paths: Iterator[TreePath], spec: Spec, what: str) -> list[TreePath]:
+    limit, condition_limit = max_paths(), _limit("MAX_PATH_CONDITIONS", MAX_PATH_CONDITIONS)
+    out: list[TreePath] = []
+    conditions = 0
+    for path in paths:
+        if len(out) >= limit:
+            raise PathLimitExceeded(spec, what, "MAX_PATHS", limit)
+        conditions += sum(step.branch + 1 for step in path.steps)
+        if conditions > condition_limit:
+            raise PathLimitExceeded(spec, f"branch conditions over its {what}", "MAX_PATH_CONDITIONS", condition_limit)
+        out.append(path)
+    return out
+
+
+def iter_paths(spec: Spec) -> Iterator[TreePath]:
+    """:func:`enumerate_paths`, lazily and unbounded (an explicit stack: a chain of thousands
+    of nodes is no deeper for Python than a chain of two)."""
+    if not spec.decision_tree:
+        return
+    # (node, steps, visited), or a branch still to take: the stack holds work in reverse order
+    stack: list[tuple[str, tuple[Step, ...], frozenset[str]]] = [(spec.root.node_id, (), frozenset({spec.root.node_id}))]
+    while stack:
+        node_id, steps, visited = stack.pop()
+        node = spec.nodes_by_id.get(node_id)
+        if node is None or node.is_terminal:
+            yield TreePath(steps, node_id, None, spec)
+            continue
+        for fields, decision in node.requirements.missing_field_outcomes():
+            yield TreePath(steps, node_id, MissingFields(node_id, tuple(fields), decision), spec)
+        later = [
+            (branch.next, (*steps, Step(node_id, i, branch.clause, branch.next)), visited | {branch.next})
+            for i, branch in enumerate(node.branches)
+            if branch.next not in visited
+        ]
+        stack.extend(reversed(later))
+
+
+def iter_loop_paths(spec: Spec) -> Iterator[TreePath]:
+    """:func:`enumerate_loop_paths`, lazily and unbounded (an explicit stack)."""
+    if not spec.decision_tree:
+        return
+    stack: list[tuple[str, tuple[Step, ...], frozenset[str], bool]] = [(spec.root.node_id, (), frozenset({spec.root.node_id}), False)]
+    while stack:
+        node_id, steps, visited, looped = stack.pop()
         node = spec.nodes_by_id.get(node_id)
         if node is None or node.is_terminal:
             if looped:
-                out.append(TreePath(steps, node_id, None, spec))
-            return
+                yield TreePath(steps, node_id, None, spec)
+            continue
         if looped:
             for fields, decision in node.requirements.missing_field_outcomes():
-                out.append(TreePath(steps, node_id, MissingFields(node_id, tuple(fields), decision), spec))
+                yield TreePath(steps, node_id, MissingFields(node_id, tuple(fields), decision), spec)
+        later = []
         for i, branch in enumerate(node.branches):
             again = branch.next in visited
             if again and looped:
                 continue
             step = Step(node_id, i, branch.clause, branch.next, loop=again)
-            walk(branch.next, (*steps, step), visited | {branch.next}, looped or again)
-
-    walk(spec.root.node_id, (), frozenset({spec.root.node_id}), False)
-    spec._memo["loop_paths"] = tuple(out)
-    return out
+            later.append((branch.next, (*steps, step), visited | {branch.next}, looped or again))
+        stack.extend(reversed(later))
 
 
 def loop_branches(spec: Spec) -> list[tuple[str, int]]:

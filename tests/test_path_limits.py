@@ -1,0 +1,61 @@
+"""Issue #27 items 4 and 11: path enumeration is lazy and bounded, says which limit it hit and
+how to raise it, and a tree thousands of nodes deep is no deeper for Python."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from agentprop._cli import main
+from agentprop._scenario.solver import _first_assignment
+from agentprop._spec.load import load_spec
+from agentprop._spec.paths import PathLimitExceeded, count_paths, enumerate_paths, iter_paths
+from benchmarks._robustness.attack_a import tree_spec
+
+
+def write(tmp_path: Path, shape: str, n: int) -> Path:
+    spec, bindings = tree_spec(shape, n)
+    (tmp_path / "spec.yaml").write_text(spec)
+    (tmp_path / "agentprop.yaml").write_text(bindings)
+    return tmp_path
+
+
+def test_a_ladder_is_counted_lazily_and_refused_past_the_limit_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTPROP_MAX_PATH_CONDITIONS", "1000000")  # the path count is the limit hit here
+    spec = load_spec(write(tmp_path, "ladder", 12) / "spec.yaml")
+    assert count_paths(spec, limit=10_000) == (4096, True)
+    assert count_paths(spec, limit=100) == (100, False)
+    with pytest.raises(PathLimitExceeded) as info:
+        enumerate_paths(spec)
+    text = str(info.value)
+    assert "more than 2,000 loop-free paths (agentprop's limit, MAX_PATHS)" in text and "AGENTPROP_MAX_PATHS=10000" in text
+    monkeypatch.setenv("AGENTPROP_MAX_PATHS", "5000")
+    assert len(enumerate_paths(spec)) == 4096
+
+
+def test_a_router_with_a_thousand_branches_is_refused_on_its_conditions(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, "router", 1000) / "spec.yaml")
+    with pytest.raises(PathLimitExceeded, match=r"more than 20,000 branch conditions .*MAX_PATH_CONDITIONS"):
+        enumerate_paths(spec)
+
+
+def test_a_chain_thousands_of_nodes_deep_raises_no_recursion_error(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, "chain", 1500) / "spec.yaml")
+    longest = max(iter_paths(spec), key=lambda p: len(p.steps))
+    assert len(longest.steps) == 1500
+    # the solver's search is as deep as the number of variables a path reads
+    slots = [f"v{i}" for i in range(3000)]
+    found = _first_assignment(slots, [[1, 2]] * 3000, [], {}, lambda env: env["v2999"] == 2)
+    assert found is not None and found["v0"] == 1 and found["v2999"] == 2
+
+
+def test_lint_reports_the_number_of_paths_and_the_limit_without_listing_them(tmp_path: Path) -> None:
+    folder = write(tmp_path, "ladder", 13)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["lint", str(folder)], out=out, err=err)
+    text = out.getvalue()
+    assert code == 1, text + err.getvalue()
+    assert "error P004: the decision tree has 8,192 loop-free paths" in text and "AGENTPROP_MAX_PATH" in text
+    assert text.count("N12") < 5  # the paths are counted, not listed
