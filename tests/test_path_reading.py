@@ -144,3 +144,18 @@ def test_a_list_item_joining_values_of_one_record_is_grounded() -> None:
     mixed = _reply(loans, "Your loans:\n1. Dune: due 2026-12-14", kinds=("list_items",))
     assert not mixed.passed
     assert "nearest grounded:" in mixed.explanation
+
+
+def test_a_number_the_reply_derived_grounds_the_next_one() -> None:
+    """Fare 300, new flight 340: the difference 40 and the 25% fee 75 are one step each, and the
+    total 115 is one step from those two."""
+    offer = {"fare": 300, "options": [{"flight_no": "TA418", "price": 340}]}
+    text = "The fare difference is 40.00, the change fee is 75.00, so the total due is 115.00."
+    verdict = _reply(offer, text, spec_text=("The change fee is 25% of the fare.",))
+    assert verdict.passed, verdict.explanation
+    assert "115 = 40 + 75" in verdict.explanation
+
+
+def test_a_date_format_placeholder_is_not_an_id() -> None:
+    verdict = _reply({}, "Please give your date of birth (YYYY-MM-DD).", kinds=("ids",))
+    assert verdict.passed, verdict.explanation

@@ -442,10 +442,13 @@ def looks_like_id(token: str) -> bool:
     """Whether a token is shaped like an identifier: letters and digits joined by ``-`` or
     ``_``, starting with a letter, and either holding a digit in a segment that is not a plain
     word or number (``O-1001``, ``RB-12``, ``payments-v2``, ``ord_9f2c``; not ``top-5`` or
-    ``Step-2``), or all upper case and joined by ``-`` (``PLAN-BASIC``)."""
+    ``Step-2``), or all upper case and joined by ``-`` (``PLAN-BASIC``). A format placeholder
+    whose segments each repeat one letter (``YYYY-MM-DD``) is no identifier."""
     if _ID_TOKEN.fullmatch(token) is None:
         return False
     segments = re.split(r"[-_]", token)
+    if all(len(set(seg.upper())) == 1 and seg.isalpha() for seg in segments):
+        return False  # a format placeholder (YYYY-MM-DD, HH-MM), not an identifier
     if any(ch.isdigit() for ch in token):
         return not all(_is_word_segment(s) for s in segments)
     return "_" not in token and len(token) >= 4 and all(s.isupper() for s in segments)
@@ -648,7 +651,14 @@ class _Sources:
             if whole is not None:
                 return self._accept(f"{x:g} is part of {clip_text(whole)!r}")
         how = derive_number(x, decimals, percent, self.sorted_numbers(), rel_tol)
-        return self._accept(how) if how is not None else False
+        if how is None:
+            return False
+        # a number the reply derived grounds the next one (a total of a derived difference and a
+        # derived fee): each is one step from what is grounded so far
+        self.numbers.add(x / 100.0 if percent else x)
+        self.numbers.add(x)
+        self._sorted = None
+        return self._accept(how)
 
     def without_derived_dates(self, text: str) -> str:
         """``text`` with each ISO date blanked out that is a grounded date plus or minus a
