@@ -320,18 +320,21 @@ def test_world_failure_effects(tmp_path: Path, supportops_example_dir: Path, sup
         .replace(
             "  cancel_result.status:\n    world: {tool: cancel_order, field: status}\n",
             "  cancel_result.status:\n    world:\n      tool: cancel_order\n      values:\n"
-            "        canceled: {set: {status: canceled}}\n        failed: {failure: timeout, calls: [1]}\n",
+            "        canceled: {set: {status: canceled}}\n        failed: {failure: timeout, calls: [1, 2]}\n",
         )
     )
     path = tmp_path / "agentprop.yaml"
     path.write_text(text)
     bindings = load_bindings(path, supportops_spec)
+    # (a timeout on call 1 only would be the retry_policy's own retry case: the same world, a
+    # different ending, so a contradiction; calls 1 and 2 fail, so the retry fails too)
     scenario = by_id(leaf_scenarios(supportops_spec, bindings)[0])["END_TICKET<-N7_CANCEL"]
-    assert scenario.world.failures == [{"tool": "cancel_order", "mode": "timeout", "calls": [1]}]
+    assert scenario.world.failures == [{"tool": "cancel_order", "mode": "timeout", "calls": [1, 2]}]
     world = make_world(supportops_spec, bindings, scenario)
-    with pytest.raises(ToolError) as info:
-        world.call("cancel_order", {"order_id": "O-1001"})
-    assert info.value.kind == "timeout"
+    for _ in range(2):
+        with pytest.raises(ToolError) as info:
+            world.call("cancel_order", {"order_id": "O-1001"})
+        assert info.value.kind == "timeout"
     assert world.call("cancel_order", {"order_id": "O-1001"})["status"] == "canceled"
 
 

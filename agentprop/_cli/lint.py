@@ -43,7 +43,7 @@ def _path_findings(project: Project) -> list[LintFinding]:
         out.append(
             LintFinding(
                 code=pr.code,
-                severity="info" if pr.code == "P003" else "warning",
+                severity="info" if pr.code == "P003" else "error" if pr.code == "P005" else "warning",
                 message=f"{pr.label} {pr.path_id}" + (f" ({where})" if where else "") + f": {pr.reason}",
                 file=str(loc.path if loc is not None and loc.path else project.spec_path),
                 line=loc.line if loc is not None else None,
@@ -140,7 +140,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         print(f.render(), file=out)
     for line in too_big:
         print(line, file=out)
-    errors = sum(f.severity == "error" for f in findings) + len(too_big)
+    errors = sum(f.severity == "error" for f in findings) + len(too_big) + sum(f.severity == "error" for f in path_findings)
     warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings) + len(stubs)
     infos = sum(f.severity == "info" for f in findings) + sum(f.severity == "info" for f in path_findings) + len(downgrades)
     print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} info", file=out)

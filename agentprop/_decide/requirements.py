@@ -15,6 +15,7 @@ from agentprop._decide.contracts import Verdict, _fail, _ok
 from agentprop._scenario.trace import Trace
 from agentprop._spec.model import Spec
 from agentprop._spec.requirements import RequirementLimit, _retry_allowance, requirement_limits
+from agentprop._spec.retries import spec_retries
 
 RequirementCheck = tuple[str, str, Callable[[Trace], Verdict]]
 """``(contract, clause, check)``."""
@@ -30,8 +31,11 @@ def requirement_checks(spec: Spec, path: Sequence[str], failures: Sequence[Mappi
         if lim.kind == "clarify":
             out.append((lim.key, lim.clause, _clarify_check(lim)))
             continue
+        same = {r.tool for r in spec_retries(spec) if r.target == lim.node and r.policy_too(spec)}
         for tool in lim.counted:
-            allowed = 1 + lim.limit + _retry_allowance(spec, tool, failures, 1 + lim.limit)
+            # a retry node and the tool's retry_policy that describe the same retry: one retry
+            allowance = 0 if tool in same else _retry_allowance(spec, tool, failures, 1 + lim.limit)
+            allowed = 1 + lim.limit + allowance
             out.append(("max_retries", lim.clause, _retry_check(lim, tool, allowed)))
     return out
 

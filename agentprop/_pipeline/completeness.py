@@ -48,6 +48,8 @@ def why(problem: PathProblem) -> str:
     m = _CALLS.search(problem.reason)
     if m:
         return f"over the call limit: needs {m.group(1)} calls ({m.group(2)}), max_tool_calls_per_turn is {m.group(3)}"
+    if problem.code == "P005":
+        return f"contradictory cases: {problem.path_id} expect different things of one conversation and world (P005)"
     if problem.reason.startswith("no values"):
         return "contradictory conditions: first-match-wins makes it impossible"
     m = _UNBOUND.search(problem.reason)
@@ -88,6 +90,7 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
             if bid in covered or bid in skipped:
                 continue
             reasons = [why(p) for p in problems if p.code == "P001" and bid in _branch_pairs(project, p.nodes)]
+            reasons += [why(p) for p in problems if p.code == "P005" and f"decision_tree.{node.node_id}.branches[{k}]" in p.reason]
             reasons.sort(key=lambda r: r.startswith("contradictory"))
             out.append(Untested("branch", bid, reasons[0] if reasons else "no case reaches it"))
 
@@ -98,6 +101,7 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
         if key in realised:
             continue
         mine = [why(p) for p in problems if p.code == "P001" and p.path_id == key]
+        mine += [why(p) for p in problems if p.code == "P005" and key in p.path_id.split(" vs ")[0].split("/")[:1] + p.path_id.split(" vs ")[1:]]
         mine.sort(key=lambda r: r.startswith("contradictory"))
         out.append(Untested("path", key, mine[0] if mine else "no case realises it"))
 

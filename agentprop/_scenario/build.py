@@ -10,6 +10,7 @@ bookkeeping: comparisons on them are assumed to hold.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from agentprop._spec.free_spans import has_free, strip_free
 from agentprop._spec.model import Spec
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop._spec.requirements import anchor_overlap
+from agentprop._spec.retries import tree_retries
 from agentprop._spec.when import (
     Expr,
     variables,
@@ -327,6 +329,13 @@ def build_scenario(
     leaves = set(spec.leaf_ids())
     previous: list[str] = []  # what the node before on the path required: anchors repeat its tail
     visited: set[str] = set()
+    # branches of this path that retry a tool after its failure (the tree's own retry): the
+    # node that calls it again calls it from that tool on (a second call, not an anchor, and
+    # not the tools before it, which did not fail), and the retry_policy adds none (one retry)
+    on_path = {(st.node, st.branch) for st in path.steps}
+    retries = [r for r in tree_retries(spec, bindings) if (r.node, r.branch) in on_path]
+    retry_at = {(r.node, r.branch): r.tool for r in retries}
+    pending: str | None = None
     for ti, nodes in enumerate(turn_nodes):
         req: list[str] = []
         allowed: list[str] = []
@@ -349,7 +358,13 @@ def build_scenario(
                 if cut is not None:
                     own = tools[: cut + 1]
                     allowed += tools[cut + 1 :]
-            req += own[_anchor_length(bindings, node_id, previous, own, visited) :]
+            if pending is not None and pending in own:
+                req += own[own.index(pending) :]
+                pending = None
+            else:
+                req += own[_anchor_length(bindings, node_id, previous, own, visited) :]
+            if taken is not None and (taken.node, taken.branch) in retry_at:
+                pending = retry_at[(taken.node, taken.branch)]
             previous = own
             visited.add(node_id)
         # a missing-field stop: the stopping node runs none of its own tools (it is not in
@@ -365,7 +380,7 @@ def build_scenario(
         if extra is not None:
             forbidden = sorted(set(forbidden) | set(extra.must_not_call))
 
-    _add_retries(spec, turns, failures)
+    _add_retries(spec, turns, failures, {(r.tool, r.mode) for r in retries})
     limit = spec.max_tool_calls_per_turn
     for ti, t in enumerate(turns):
         if limit is not None and len(t.required_tools) > limit:
@@ -463,11 +478,13 @@ def _second_message(
     return text, decision, source
 
 
-def _add_retries(spec: Spec, turns: list[ScenarioTurn], failures: list[dict[str, Any]]) -> None:
+def _add_retries(spec: Spec, turns: list[ScenarioTurn], failures: list[dict[str, Any]], tree: Collection[tuple[str, str]] = ()) -> None:
     """Require the retries a tool's ``retry_policy`` calls for: when an injected failure hits
     a required call with a mode the policy retries on, the agent must call the tool again (up
     to ``retries`` times while the failure lasts). The retries count against
-    ``max_tool_calls_per_turn`` like any other call."""
+    ``max_tool_calls_per_turn`` like any other call. ``tree``: ``(tool, mode)`` failures the
+    path's own retry node retries (:mod:`agentprop._spec.retries`): that is the retry, the
+    policy adds none."""
     counts: dict[str, int] = {}
 
     def failing(tool: str, n: int) -> str | None:
@@ -484,7 +501,7 @@ def _add_retries(spec: Spec, turns: list[ScenarioTurn], failures: list[dict[str,
             policy = spec.tool(tool).retry_policy if tool in spec.tools_by_name else None
             left = policy.retries if policy is not None else 0
             mode = failing(tool, counts[tool])
-            while mode is not None and policy is not None and mode in policy.on and left > 0:
+            while mode is not None and policy is not None and mode in policy.on and left > 0 and (tool, mode) not in tree:
                 left -= 1
                 counts[tool] += 1
                 out.append(tool)
@@ -537,7 +554,8 @@ class PathProblem(BaseModel):
     """A path (or a retry scenario) that the spec and bindings cannot realise."""
 
     code: str = "P001"
-    """``P001``: an unrealisable tree path; ``P002``: a tool's retry cannot be checked."""
+    """``P001``: an unrealisable tree path; ``P002``: a tool's retry cannot be checked; ``P005``: two
+    cases of one conversation and world that expect different things (a spec contradiction)."""
     path_id: str
     nodes: list[str] = Field(default_factory=list)
     """The full node path (root first); loop paths name the re-entered node twice."""
@@ -548,7 +566,9 @@ class PathProblem(BaseModel):
 
     @property
     def label(self) -> str:
-        return {"P001": "unrealisable path", "P002": "retry not checked", "P003": "impossible paths"}.get(self.code, "problem")
+        return {"P001": "unrealisable path", "P002": "retry not checked", "P003": "impossible paths", "P005": "contradictory cases"}.get(
+            self.code, "problem"
+        )
 
     def render(self) -> str:
         """``LABEL: ID [N1 -> N2 -> ...]: reason; fix: ...`` (one line)."""
@@ -690,12 +710,113 @@ def _scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenar
         )
     retries, retry_problems = retry_scenarios(spec, bindings, built)
     out += retries
+    out, clashes = drop_contradictions(spec, out, bindings)
+    retry_problems += clashes
     # one finding per (key, reason): tree paths that share a key and fail for the same reason
     # (the same calls over the limit) are one problem, not one line each
     unique: dict[tuple[str, str, str], PathProblem] = {}
     for pr in problems + retry_problems:
         unique.setdefault((pr.code, pr.path_id, pr.reason), pr)
     return out, list(unique.values())
+
+
+def _conflict(a: Scenario, b: Scenario) -> str | None:
+    """What two scenarios of one world expect differently on the turns where their
+    conversations are the same so far (the agent cannot know what comes next), or ``None``."""
+    same = 0
+    for ma, mb in zip(a.messages, b.messages):
+        if ma != mb:
+            break
+        same += 1
+    for i in range(same):
+        ta, tb = a.turns[i], b.turns[i]
+        last = i == len(a.turns) - 1 or i == len(b.turns) - 1
+        if ta.expect_decision != tb.expect_decision and not (last and None in (ta.expect_decision, tb.expect_decision)):
+            return f"turn {i + 1}: decision {ta.expect_decision} vs {tb.expect_decision}"
+        if ta.required_tools != tb.required_tools:
+            return f"turn {i + 1}: calls {', '.join(ta.required_tools) or 'none'} vs {', '.join(tb.required_tools) or 'none'}"
+    if same == len(a.turns) == len(b.turns):
+        required_a = {t for turn in a.turns for t in turn.required_tools}
+        required_b = {t for turn in b.turns for t in turn.required_tools}
+        clash = sorted((required_a & set(b.forbidden_tools)) | (required_b & set(a.forbidden_tools)))
+        if clash:
+            return f"{', '.join(clash)} required by one and forbidden by the other"
+    return None
+
+
+def _internal_only(spec: Spec, a: Scenario, b: Scenario, bindings: Bindings) -> bool:
+    """Whether the branch where ``a``'s path parts from ``b``'s reads an ``internal`` variable
+    (assumed, never realised): nothing in the conversation or world can make the agent take it."""
+    for x, y in zip(a.branches, [*b.branches, *([""] * len(a.branches))]):
+        if x == y:
+            continue
+        node, _, k = x.partition("#")
+        branch = spec.nodes_by_id[node].branches[int(k)] if node in spec.nodes_by_id else None
+        return branch is not None and any((var := bindings.variables.get(name)) is not None and var.internal for name in variables(branch.clause))
+    return False
+
+
+def _clauses(spec: Spec, a: Scenario, b: Scenario) -> str:
+    """The clauses of ``a`` that ``b`` does not share: the branch where their paths part
+    (``decision_tree.N1.branches[2] `when```) and any tool ``retry_policy`` only ``a`` reads."""
+    out = []
+    for x, y in zip(a.branches, [*b.branches, *([""] * len(a.branches))]):
+        if x != y:
+            node, _, k = x.partition("#")
+            when = spec.nodes_by_id[node].branches[int(k)].when if node in spec.nodes_by_id else ""
+            out.append(f"decision_tree.{node}.branches[{k}] `{when}`")
+            break
+    out += [c for c in a.clauses if c.startswith("tools.") and c not in b.clauses]
+    return ", ".join(out) or a.id
+
+
+def drop_contradictions(spec: Spec, scenarios: list[Scenario], bindings: Bindings) -> tuple[list[Scenario], list[PathProblem]]:
+    """Pairs of scenarios of one world whose conversations agree up to a turn where they
+    expect different things (:func:`_conflict`): no agent can pass both, so each pair is a spec error (P005) citing the clauses
+    that differ, never a case an agent fails. The scenario that differs only by an ``internal``
+    variable's assumed value is dropped (nothing realises it); otherwise both are."""
+    groups: dict[str, list[Scenario]] = {}
+    for sc in scenarios:
+        key = json.dumps(sc.world.model_dump(mode="json"), sort_keys=True, default=str)
+        groups.setdefault(key, []).append(sc)
+    out: list[PathProblem] = []
+    dropped: set[int] = set()
+    for group in groups.values():
+        for i, a in enumerate(group):
+            for b in group[i + 1 :]:
+                if id(a) in dropped or id(b) in dropped:
+                    continue
+                why = _conflict(a, b)
+                if why is None:
+                    continue
+                a_assumed, b_assumed = _internal_only(spec, a, b, bindings), _internal_only(spec, b, a, bindings)
+                if a_assumed != b_assumed:
+                    dropped.add(id(a) if a_assumed else id(b))
+                else:
+                    dropped |= {id(a), id(b)}
+                out.append(
+                    PathProblem(
+                        code="P005",
+                        path_id=f"{a.id} vs {b.id}",
+                        nodes=[],
+                        node=a.path[-1] if a.path else None,
+                        reason=(
+                            f"the two cases have the same world and conversation so far but expect different things ({why}): "
+                            f"{_clauses(spec, a, b)} against {_clauses(spec, b, a)}; no agent can pass both"
+                            + (
+                                f"; {(a if a_assumed else b).id} is dropped: it differs only by an internal variable's assumed value"
+                                if a_assumed != b_assumed
+                                else "; both are dropped"
+                            )
+                        ),
+                        fix=(
+                            "make the clauses describe one behaviour: if they describe the same retry or step, say it once "
+                            "(in the tree or in the tool's retry_policy); give the cases different worlds or messages in the "
+                            "bindings; a branch on a variable nothing can realise (bound `internal`) needs a source"
+                        ),
+                    )
+                )
+    return [sc for sc in scenarios if id(sc) not in dropped], out
 
 
 def _loop_exit(path: TreePath) -> str:
@@ -728,9 +849,12 @@ def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, 
     ``max_tool_calls_per_turn``; a tool whose retry fits no scenario is reported (P002)."""
     out: list[Scenario] = []
     problems: list[PathProblem] = []
+    # a failure the tree itself retries is tested by the tree's path: the policy describes the
+    # same retry, so no second case (it would expect the same calls of the same world)
+    by_tree = {(r.tool, r.mode) for r in tree_retries(spec, bindings) if r.policy_too(spec)}
     for tool in spec.tools:
         policy = tool.retry_policy
-        modes = [m for m in (policy.on if policy is not None else []) if m in tool.failure_modes]
+        modes = [m for m in (policy.on if policy is not None else []) if m in tool.failure_modes and (tool.name, m) not in by_tree]
         if policy is None or policy.retries < 1 or not modes:
             continue
         mode = "timeout" if "timeout" in modes else modes[0]

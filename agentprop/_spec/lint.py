@@ -111,6 +111,7 @@ class _Linter:
         self.anchors()
         self.unchecked_requirements()
         self.call_limit()
+        self.retries_twice()
         self.unrouted_failures()
         self.sourceless_variables()
         self.policy_references()
@@ -471,6 +472,26 @@ class _Linter:
                 "raise defaults.limits.max_tool_calls_per_turn, or split the work over turns in the tree (an `after DECISION` clause ends a turn)",
             )
 
+    def retries_twice(self) -> None:
+        """L017: a retry node of the tree and the tool's ``retry_policy`` describe the same retry;
+        agentprop reads them as one (see :mod:`agentprop._spec.retries`)."""
+        from agentprop._spec.retries import spec_retries
+
+        for r in spec_retries(self.spec):
+            if not r.policy_too(self.spec):
+                continue
+            policy = self.spec.tools_by_name[r.tool].retry_policy
+            assert policy is not None
+            self.add(
+                "L017",
+                "info",
+                f"the retry of {r.tool} after {r.mode} is described twice: by {r.node}'s branch `{r.when}` (to {r.target}) and by "
+                f"{r.tool}'s retry_policy (retries {policy.retries} on {r.mode}); read as one retry: a case where {r.tool} "
+                f"fails once expects it twice, and {r.target}'s retry limit counts that one retry",
+                ("decision_tree", self.node_index(r.node), "branches", r.branch, "when"),
+                f"describe the retry once: drop {r.mode} from {r.tool}'s retry_policy.on, or the retry node",
+            )
+
     def unrouted_failures(self) -> None:
         """L018: a tool a node requires declares a failure mode that its ``retry_policy`` does not
         retry, and no condition of the tree reads a failure: no word of any ``when`` contains a
@@ -485,7 +506,7 @@ class _Linter:
             for mode in tool.failure_modes:
                 if mode in retried:
                     continue
-                marks = {p for p in mode.lower().split("_") if len(p) > 3} | {"error", "fail", "status", "timeout"}
+                marks = {p for p in mode.lower().split("_") if len(p) > 3} | {"error", "fail", "status"}
                 if not any(m in w for w in words for m in marks):
                     unrouted.append(mode)
             if not unrouted:

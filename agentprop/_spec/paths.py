@@ -253,7 +253,9 @@ def iter_loop_paths(spec: Spec) -> Iterator[TreePath]:
             if looped:
                 yield TreePath(steps, node_id, None, spec)
             continue
-        if looped:
+        if looped and not any(s.node == node_id for s in steps):
+            # a stop at a node the path already passed cannot happen: its first visit had the
+            # fields (a withheld field is withheld from the whole conversation)
             for fields, decision in node.requirements.missing_field_outcomes():
                 yield TreePath(steps, node_id, MissingFields(node_id, tuple(fields), decision), spec)
         later = []
