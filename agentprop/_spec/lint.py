@@ -495,7 +495,8 @@ class _Linter:
     def unrouted_failures(self) -> None:
         """L018: a tool a node requires declares a failure mode that its ``retry_policy`` does not
         retry, and no condition of the tree reads a failure: no word of any ``when`` contains a
-        word of the mode (``found`` of ``not_found``), ``error``, ``fail`` or ``status``."""
+        word of the mode (``found`` of ``not_found``) or ``error`` (``status == failed`` reads the
+        tool's answer, not its failure)."""
         words = {w.lower() for node in self.spec.decision_tree for b in node.branches for w in re.findall(r"[A-Za-z]+", b.when)}
         required = {t for n in self.spec.decision_tree for t in n.requirements.must_call_tools_in_order}
         for i, tool in enumerate(self.spec.tools):
@@ -506,7 +507,7 @@ class _Linter:
             for mode in tool.failure_modes:
                 if mode in retried:
                     continue
-                marks = {p for p in mode.lower().split("_") if len(p) > 3} | {"error", "fail", "status"}
+                marks = {p for p in mode.lower().split("_") if len(p) > 3} | {"error"}
                 if not any(m in w for w in words for m in marks):
                     unrouted.append(mode)
             if not unrouted:
