@@ -412,3 +412,15 @@ def test_a_snapshot_records_judged_properties_and_a_changed_judgement_is_a_chang
     changed = check_snapshot(project, ticket, agent, directory=tmp_path, runs=5, judges=[rude], raise_on_failure=False)
     assert changed.verdict == "CHANGED"
     assert any("judge polite: pass -> fail" in line for change in changed.changes for line in change.diff)
+
+
+def test_lint_names_a_rubric_a_judge_cannot_read(tmp_path: Path) -> None:
+    from agentprop._spec.load import lint_spec
+
+    project = _supportops_with_rubric(tmp_path, "http://127.0.0.1:9")
+    spec = project / "spec.yaml"
+    assert not [f for f in lint_spec(spec) if f.code == "L022"]
+    spec.write_text(spec.read_text().replace("      criteria: [never promises a refund]", "      criteria: [1, 2]"))
+    (finding,) = [f for f in lint_spec(spec) if f.code == "L022"]
+    assert finding.severity == "error" and finding.file == str(spec) and finding.line is not None
+    assert "mapping with `text:`" in (finding.fix or "")

@@ -116,6 +116,7 @@ class _Linter:
         self.sourceless_variables()
         self.policy_references()
         self.optional_fields()
+        self.rubrics()
         return self.findings
 
     def yaml_duplicates(self) -> None:
@@ -595,6 +596,32 @@ class _Linter:
                 "not have: an agent that follows the schema never sends them, so no case checks them",
                 ("tools", idx, "input_schema", "properties"),
                 "add them to the respond tool's input_schema.properties, or drop them from optional_json_fields",
+            )
+
+    def rubrics(self) -> None:
+        """A ``test_guidance.rubric`` is judged by a model (docs/judges.md): a string, or a mapping
+        with a ``text`` string and an optional ``criteria`` list of strings."""
+        owners: list[tuple[tuple[Hashable, ...], dict[str, Any] | None]] = [
+            (("policies", i), p.test_guidance) for i, p in enumerate(self.spec.policies)
+        ] + [(("decision_tree", i), n.test_guidance) for i, n in enumerate(self.spec.decision_tree)]
+        for loc, guidance in owners:
+            if not isinstance(guidance, dict) or "rubric" not in guidance:
+                continue
+            rubric = guidance["rubric"]
+            criteria = rubric.get("criteria", []) if isinstance(rubric, dict) else []
+            if isinstance(rubric, str) or (
+                isinstance(rubric, dict)
+                and isinstance(rubric.get("text"), str)
+                and isinstance(criteria, list)
+                and all(isinstance(c, str) for c in criteria)
+            ):
+                continue
+            self.add(
+                "L022",
+                "error",
+                f"test_guidance.rubric is a {type(rubric).__name__}; a judge cannot read it",
+                (*loc, "test_guidance", "rubric"),
+                fix="write the rubric as a string, or as a mapping with `text:` (a string) and `criteria:` (a list of strings)",
             )
 
 
