@@ -17,6 +17,7 @@ when it also broke the tool scope): the first failing verdict names a failing ru
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from agentprop._decide.contracts import (
     calls_in_order,
     decision_is,
     evidence_grounded,
+    field_provenance,
     forbids_tools,
     max_tool_calls,
     no_canary_leak,
@@ -40,7 +42,7 @@ from agentprop._decide.contracts import (
 from agentprop._decide.requirements import requirement_checks
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
-from agentprop._spec.grounding import TEXT_GROUNDINGS, ResponseGrounding, declared_fields, default_grounding
+from agentprop._spec.grounding import TEXT_GROUNDINGS, ResponseGrounding, declared_fields, default_grounding, default_provenance
 from agentprop._spec.model import Spec
 from agentprop._spec.response import response_model
 
@@ -303,10 +305,10 @@ def _grounding_clause(spec: Spec, field: str) -> str:
 def resolve_grounding(spec: Spec, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None) -> ResponseGrounding:
     """``grounding`` as a :class:`ResponseGrounding` (``None``: the spec's defaults)."""
     if grounding is None:
-        return ResponseGrounding(fields=default_grounding(spec))
+        return ResponseGrounding(fields=default_grounding(spec), provenance=default_provenance(spec))
     if isinstance(grounding, ResponseGrounding):
         return grounding
-    return ResponseGrounding(fields={k: list(v) for k, v in grounding.items()})
+    return ResponseGrounding(fields={k: list(v) for k, v in grounding.items()}, provenance=default_provenance(spec))
 
 
 def response_expectations(
@@ -332,11 +334,25 @@ def response_expectations(
             out.append(Expectation("tool_actions_match", clause, _tool_actions(name, clause)))
         if "tool_output" in kinds:
             out.append(Expectation("evidence_grounded", clause, _evidence(name, tools, vocabulary, clause)))
+        sources = resolved.provenance.get(name)
+        if sources:
+            out.append(Expectation("field_provenance", _provenance_clause(spec, name), _from(name, sources, _provenance_clause(spec, name))))
         text_kinds = [k for k in kinds if k in TEXT_GROUNDINGS]
         if text_kinds:
             grounded = _grounding_clause(spec, name)
             out.append(Expectation("response_grounded", grounded, _grounded(name, text_kinds, vocabulary, resolved.context, own_words, grounded)))
     return out
+
+
+def _provenance_clause(spec: Spec, field: str) -> str:
+    """The policy whose text names the field (``The ticket_id given ... is the one create_ticket
+    returned``), else ``response_contract.<field>``."""
+    policy = next((p for p in spec.policies if re.search(rf"\b{re.escape(field)}\b", p.text)), None)
+    return f"policies.{policy.id}" if policy is not None else f"response_contract.{field}"
+
+
+def _from(field: str, sources: list[str], clause: str) -> Check:
+    return lambda t: field_provenance(t, field, sources, clause=clause)
 
 
 def _node_id(nodes: list[list[str]], field: str, known: set[str], clause: str) -> Check:

@@ -862,6 +862,70 @@ def response_grounded(
 # ----------------------------------------------------------------------------- respond against the trace
 
 
+def _output_field(result: Any, path: str) -> list[Any]:
+    """The values at ``path`` (``ticket_id``, ``ticket.id``) of one tool result."""
+    values: list[Any] = [result]
+    for key in path.split("."):
+        values = [v.get(key) for v in values if isinstance(v, dict) and key in v]
+    return [v for v in values if v is not None and not isinstance(v, (dict, bool))]
+
+
+def _same(a: Any, b: Any) -> bool:
+    return str(a).strip().casefold() == str(b).strip().casefold()
+
+
+def field_provenance(trace: Trace, field: str, sources: Sequence[str], *, clause: str | None = None) -> Verdict:
+    """``respond.<field>`` holds a value one of ``sources`` (``TOOL.FIELD``) returned on that turn
+    or an earlier one; each element, for a list. A turn before any source tool answered is not
+    checked here (the field's ``value`` grounding still is). A value that another tool's output
+    holds is shown with where it came from."""
+    wanted: dict[str, list[str]] = {}
+    for source in sources:
+        tool, _, path = source.partition(".")
+        wanted.setdefault(tool, []).append(path)
+    got: list[tuple[str, Any]] = []
+    for t in trace.turns:
+        for c in t.tool_calls:
+            if c.name in wanted and c.result is not None:
+                got += [(f"{c.name}.{path}", v) for path in wanted[c.name] for v in _output_field(c.result, path)]
+        value = (t.response or {}).get(field)
+        if value is None or value == "" or value == [] or not got:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if any(_same(item, v) for _, v in got):
+                continue
+            elsewhere = next(
+                (
+                    c.name
+                    for turn in trace.turns[: t.index + 1]
+                    for c in turn.tool_calls
+                    if c.result is not None and any(_same(item, s) for s in _strings_and_scalars(c.result))
+                ),
+                None,
+            )
+            returned = "; ".join(f"{where} returned {v!r}" for where, v in got[-3:])
+            return _fail(
+                "field_provenance",
+                f"turn {t.index + 1}: respond.{field} is {item!r}, but {returned}"
+                + (f" ({item!r} is {elsewhere}'s output, the wrong tool)" if elsewhere else ""),
+                clause,
+                t.index,
+                detail=f"{field}:from",
+            )
+    return _ok("field_provenance", f"respond.{field} comes from {', '.join(sources)}", clause)
+
+
+def _strings_and_scalars(value: Any) -> Iterable[Any]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _strings_and_scalars(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings_and_scalars(v)
+    elif value is not None and not isinstance(value, bool):
+        yield value
+
+
 def node_id_matches(
     trace: Trace,
     accepted: Sequence[Collection[str]],

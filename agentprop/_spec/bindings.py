@@ -43,7 +43,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from agentprop._spec.free_spans import free_span_problem
-from agentprop._spec.grounding import GROUNDING_KINDS, ResponseGrounding, declared_fields, default_grounding
+from agentprop._spec.grounding import GROUNDING_KINDS, ResponseGrounding, declared_fields, default_grounding, default_provenance
 from agentprop._spec.lint import condition_variables, implied_decision
 from agentprop._spec.model import Spec
 from agentprop._spec.when import Compare, Symbol, atoms
@@ -206,6 +206,21 @@ class MutantBinding(_Strict):
     probe: ProbeBinding = Field(default_factory=ProbeBinding)
 
 
+class ResponseFieldBinding(_Strict):
+    """``response: {FIELD: {from: TOOL.FIELD, check: [KINDS]}}``: the value of a response field
+    must be one of those tool output fields' values (once such a tool was called); ``check``
+    replaces the field's default groundings (default: kept)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    from_: list[str] = Field(alias="from")
+    check: list[str] | None = None
+
+    @field_validator("from_", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+
 class PolicyBinding(_Strict):
     """How the cases that exercise one policy of the spec are decided (the ``policies:``
     section; see :mod:`agentprop._decide.safety` for the rule and docs/reference.md)."""
@@ -256,9 +271,10 @@ class Bindings(_Strict):
     """Capability name -> node ids (the seed article's capability matrix)."""
     mutations: dict[str, MutantBinding] = Field(default_factory=dict)
     """Mutation id (of the spec's mutation pack) -> the fault knobs that realise it."""
-    response: dict[str, list[str]] = Field(default_factory=dict)
+    response: dict[str, list[str] | ResponseFieldBinding] = Field(default_factory=dict)
     """Response field -> the groundings that apply to it (replacing that field's default; see
-    :func:`agentprop._spec.grounding.default_grounding` and :data:`GROUNDING_KINDS`)."""
+    :func:`agentprop._spec.grounding.default_grounding` and :data:`GROUNDING_KINDS`), or
+    ``{from: TOOL.FIELD, check: [...]}``: the tool output field(s) its value must come from."""
     policies: dict[str, PolicyBinding] = Field(default_factory=dict)
     """Policy id -> how its cases are decided (safety override, mode, tau, runs, nodes)."""
     languages: list[str] | None = None
@@ -349,9 +365,16 @@ class Bindings(_Strict):
         with each field named under ``response:`` replaced by what it lists; the ``context``
         values ground statements too (the agent was given them)."""
         fields = default_grounding(spec)
-        fields.update({name: list(kinds) for name, kinds in self.response.items()})
+        provenance = default_provenance(spec)
+        for name, entry in self.response.items():
+            if isinstance(entry, ResponseFieldBinding):
+                provenance[name] = list(entry.from_)
+                if entry.check is not None:
+                    fields[name] = list(entry.check)
+            else:
+                fields[name] = list(entry)
         context = [str(v) for v in _scalars(self.context)]
-        return ResponseGrounding(fields=fields, context=context)
+        return ResponseGrounding(fields=fields, context=context, provenance=provenance)
 
     def outcome_location(self, leaf: str) -> SourceLocation:
         """Where a leaf's decision is (or would be) mapped: its ``outcomes:`` entry, else the
@@ -788,7 +811,25 @@ def validate_response_section(b: Bindings, spec: Spec, src: YamlSource | None) -
 
     v = _Validator(b, spec, src)
     fields = declared_fields(spec)
-    for name, kinds in b.response.items():
+    for name, entry in b.response.items():
+        kinds = entry if isinstance(entry, list) else (entry.check or [])
+        if isinstance(entry, ResponseFieldBinding):
+            for source in entry.from_:
+                tool, _, out_field = source.partition(".")
+                declared = spec.tools_by_name.get(tool)
+                props = (declared.output_schema or {}).get("properties") if declared is not None else None
+                if (
+                    declared is None
+                    or tool == "respond"
+                    or not out_field
+                    or (isinstance(props, dict) and props and out_field.split(".")[0] not in props)
+                ):
+                    outputs = [f"{t.name}.{f}" for t in spec.action_tools for f in ((t.output_schema or {}).get("properties") or {})]
+                    raise v.fail(
+                        f"response field {name!r} comes `from: {source}`, which is no output field of a tool of {spec.spec_id}",
+                        ("response", name, "from"),
+                        "write TOOL.FIELD of a tool's output_schema, e.g. " + (", ".join(outputs[:6]) if outputs else "create_ticket.ticket_id"),
+                    )
         if name not in fields:
             close = difflib.get_close_matches(name, fields, n=1)
             raise v.fail(

@@ -39,6 +39,9 @@ class ResponseGrounding(BaseModel):
     fields: dict[str, list[str]] = Field(default_factory=dict)
     context: list[str] = Field(default_factory=list)
     """Values of the bindings' ``context`` (the agent is given them, so they ground too)."""
+    provenance: dict[str, list[str]] = Field(default_factory=dict)
+    """Response field -> the tool output fields (``create_ticket.ticket_id``) its value must be
+    one of, once such a tool was called (:func:`default_provenance`, or the bindings' ``from:``)."""
 
 
 def declared_fields(spec: Spec) -> list[str]:
@@ -81,4 +84,24 @@ def default_grounding(spec: Spec) -> dict[str, list[str]]:
             out[name] = ["numbers"]
         else:
             out[name] = []
+    return out
+
+
+def default_provenance(spec: Spec) -> dict[str, list[str]]:
+    """Per id-like response field (``*_id``, ``*_ids``): the action tools whose output schema has
+    a top-level field of the same name (``ticket_id`` -> ``create_ticket.ticket_id``). A field no
+    output has at the top level has none (its ``value`` grounding still applies)."""
+    out: dict[str, list[str]] = {}
+    for name in declared_fields(spec):
+        if not name.endswith(("_id", "_ids")):
+            continue
+        own = [name, name[:-1]] if name.endswith("_ids") else [name]
+        sources = [
+            f"{t.name}.{f}"
+            for t in spec.action_tools
+            for f in own
+            if isinstance(t.output_schema, dict) and f in (t.output_schema.get("properties") or {})
+        ]
+        if sources:
+            out[name] = sources
     return out
