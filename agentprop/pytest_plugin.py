@@ -58,47 +58,69 @@ import tempfile
 import warnings
 from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 
-from agentprop._agents.loading import LoadedAgent, load_agent
-from agentprop._agents.project import Project, load_project
-from agentprop._decide.corpus import Corpus, ProjectCorpora
-from agentprop._decide.memo import TrialMemo
-from agentprop._decide.session import Session, current_session, settings_scope
-from agentprop._decide.settings import PROFILES
-from agentprop._decide.settings import settings as AgentSettings
-from agentprop._decide.signature import bug_id, bug_key
-from agentprop._decide.snapshot import SnapshotResult, check_reason, check_snapshot
-from agentprop._modelapi.budget import Budget
-from agentprop._modelapi.cache import CacheMode
-from agentprop._modelapi.ledger import SharedLedger
-from agentprop._pipeline.bugs import rates_from_shrink
-from agentprop._pipeline.pytest_shrink import shrink_violation
-from agentprop._pipeline.report.model import BugReport, FailureRate
-from agentprop._scenario.build import make_world
-from agentprop._scenario.world import World, stable_seed
-from agentprop._util.refs import did_you_mean
+# nothing heavier than this at import: the plugin loads in every project where agentprop is
+# installed, most of which never call it (benchmarks/startup.py measures what it costs)
+from agentprop._util.scope import reset_session_provider, session_var, set_session_provider, settings_scope
 from agentprop.errors import AgentPropertyViolation, AgentPropWarning, InputError, MemoFileError
 
-for _name, _p in PROFILES.items():
-    settings.register_profile(
-        f"agentprop-{_name}",
-        deadline=None,
-        max_examples=_p["max_examples"],
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
-        suppress_health_check=[HealthCheck.too_slow],
-        derandomize=False,
-    )
+if TYPE_CHECKING:
+    from hypothesis import settings
+
+    from agentprop._agents.loading import LoadedAgent
+    from agentprop._agents.project import Project
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._decide.session import Session
+    from agentprop._decide.snapshot import SnapshotResult
+    from agentprop._modelapi.budget import Budget
+    from agentprop._scenario.world import World
+
+PROFILE_NAMES = ("ci", "release", "smoke")
+"""The built-in profiles (:data:`agentprop._decide.settings.PROFILES` says what each does)."""
 
 
-SESSION_KEY = pytest.StashKey[Session]()
+def __getattr__(name: str) -> Any:
+    if name == "PROFILES":  # loaded on first use, like everything heavier than the hooks
+        from agentprop._decide.settings import PROFILES
+
+        return PROFILES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def register_hypothesis_profiles() -> None:
+    """Register ``agentprop-smoke``, ``agentprop-ci`` and ``agentprop-release`` with Hypothesis
+    (once; on first use, or at configure time when ``--hypothesis-profile`` names one)."""
+    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis.errors import InvalidArgument as HypothesisInvalidArgument
+
+    from agentprop._decide.settings import PROFILES
+
+    with contextlib.suppress(HypothesisInvalidArgument):
+        settings.get_profile("agentprop-release")
+        return
+    for name, p in PROFILES.items():
+        settings.register_profile(
+            f"agentprop-{name}",
+            deadline=None,
+            max_examples=p["max_examples"],
+            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+            suppress_health_check=[HealthCheck.too_slow],
+            derandomize=False,
+        )
+
+
+SESSION_KEY = pytest.StashKey["Session"]()
 """The agentprop session of a pytest run (``config.stash[SESSION_KEY]``)."""
 _ACTIVATION_KEY = pytest.StashKey[contextlib.ExitStack]()
 _LEDGER_DIR_KEY = pytest.StashKey[tempfile.TemporaryDirectory[str]]()
+_PROVIDER_KEY = pytest.StashKey[Any]()
+_HIDDEN_KEY = pytest.StashKey[Any]()
+_SHRUNK_KEY = pytest.StashKey[str]()
+"""The reproducer text of a test's failure, shrunk inside the test call (for its report)."""
 _LEDGER_INPUT = "agentprop_budget_ledger"
 """The pytest-xdist ``workerinput`` key naming the shared budget ledger's file."""
 
@@ -107,6 +129,14 @@ def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
     """Hypothesis settings for a test that runs an agent: no deadline, no explain phase, few
     examples, database on. ``profile`` defaults to the session's ``--agentprop-profile``
     (``ci``); ``overrides`` pass through to :class:`hypothesis.settings`."""
+    from hypothesis import settings
+
+    from agentprop._decide.session import current_session
+    from agentprop._decide.settings import PROFILES
+    from agentprop._decide.settings import settings as AgentSettings
+    from agentprop._util.refs import did_you_mean
+
+    register_hypothesis_profiles()
     profile = profile or current_session().profile
     if profile in PROFILES:
         return settings(settings.get_profile(f"agentprop-{profile}"), **overrides)
@@ -124,7 +154,7 @@ def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agentprop", "agentprop: statistical tests of LLM agents")
-    group.addoption("--agentprop-profile", choices=sorted(PROFILES), default=None, help="smoke, ci (default) or release")
+    group.addoption("--agentprop-profile", choices=PROFILE_NAMES, default=None, help="smoke, ci (default) or release")
     group.addoption("--agentprop-seed", type=int, default=None, help="trial namespace (default 0)")
     group.addoption("--agentprop-fresh", action="store_true", default=False, help="re-sample agent runs instead of reusing memoised runs")
     group.addoption("--agentprop-memo", default=None, help="memo file of agent runs (default .agentprop/trials.sqlite; 'none' for memory only)")
@@ -169,11 +199,48 @@ def _opt(config: pytest.Config, name: str) -> Any:
     return config.getoption(name)
 
 
+@pytest.hookimpl(tryfirst=True)  # before Hypothesis's, which loads --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "agentprop(tau=None, n=None, risk=None, mode=None, max_runs=None): oracle settings for the agent checks in this test",
     )
+    if (_opt(config, "--agentprop-shrink-budget") or 0) < 0:
+        raise pytest.UsageError("--agentprop-shrink-budget must be 0 (off) or a number of runs")
+    if _opt(config, "--agentprop-snapshot-update"):
+        from agentprop._decide.snapshot import check_reason
+
+        try:
+            check_reason(_opt(config, "--agentprop-snapshot-reason"), option="--agentprop-snapshot-reason")
+        except InputError as exc:
+            raise pytest.UsageError(f"--agentprop-snapshot-update: {exc}") from None
+    elif _opt(config, "--agentprop-snapshot-reason"):
+        raise pytest.UsageError("--agentprop-snapshot-reason only applies with --agentprop-snapshot-update")
+    if str(config.getoption("hypothesis_profile", None) or "").startswith("agentprop-"):
+        register_hypothesis_profiles()
+    # a session current around this run (pytest run in-process by a test) is not this run's
+    config.stash[_HIDDEN_KEY] = session_var.set(None)
+    config.stash[_PROVIDER_KEY] = set_session_provider(lambda: _session(config))
+    if _configured(config):  # the user asked for agentprop: a memo file that cannot be used is a usage error now
+        _session(config)
+
+
+def _configured(config: pytest.Config) -> bool:
+    """Whether any agentprop option or ini option is set (else the session waits for a check)."""
+    options = ("--agentprop-memo", "--agentprop-corpus", "--agentprop-max-runs", "--agentprop-max-usd", "--agentprop-cache-mode", "--agentprop-seed")
+    return _uses_agentprop(config) or bool(config.getini("agentprop_memo")) or any(_opt(config, o) for o in options)
+
+
+def _start_session(config: pytest.Config) -> Session:
+    """The session of this pytest run, made and made current (for the whole run: pytest runs
+    tests in this thread and context; left at unconfigure)."""
+    from agentprop._decide.corpus import Corpus, ProjectCorpora
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._decide.session import Session
+    from agentprop._modelapi.budget import Budget
+    from agentprop._modelapi.cache import CacheMode
+    from agentprop._modelapi.ledger import SharedLedger
+
     memo_opt = _opt(config, "--agentprop-memo") or config.getini("agentprop_memo") or ""
     seed = _opt(config, "--agentprop-seed") or 0
     if _opt(config, "--agentprop-fresh"):
@@ -197,15 +264,6 @@ def pytest_configure(config: pytest.Config) -> None:
     corpus: Corpus | ProjectCorpora | None = None
     if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config)):
         corpus = Corpus(Path(corpus_opt)) if corpus_opt else ProjectCorpora()
-    if (_opt(config, "--agentprop-shrink-budget") or 0) < 0:
-        raise pytest.UsageError("--agentprop-shrink-budget must be 0 (off) or a number of runs")
-    if _opt(config, "--agentprop-snapshot-update"):
-        try:
-            check_reason(_opt(config, "--agentprop-snapshot-reason"), option="--agentprop-snapshot-reason")
-        except InputError as exc:
-            raise pytest.UsageError(f"--agentprop-snapshot-update: {exc}") from None
-    elif _opt(config, "--agentprop-snapshot-reason"):
-        raise pytest.UsageError("--agentprop-snapshot-reason only applies with --agentprop-snapshot-update")
     mode = _opt(config, "--agentprop-cache-mode")
     session = Session(
         memo=memo,
@@ -216,10 +274,10 @@ def pytest_configure(config: pytest.Config) -> None:
         seed=seed,
     )
     config.stash[SESSION_KEY] = session
-    # current for the whole run (pytest runs tests in this thread and context); left at unconfigure
     activation = contextlib.ExitStack()
     activation.enter_context(session.activate())
     config.stash[_ACTIVATION_KEY] = activation
+    return session
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -234,6 +292,8 @@ def pytest_configure_node(node: Any) -> None:
     if directory is None:
         directory = tempfile.TemporaryDirectory(prefix="agentprop-budget-")
         config.stash[_LEDGER_DIR_KEY] = directory
+        from agentprop._modelapi.ledger import SharedLedger
+
         SharedLedger(Path(directory.name) / "budget.sqlite")
     node.workerinput[_LEDGER_INPUT] = str(Path(directory.name) / "budget.sqlite")
 
@@ -263,9 +323,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if activation is not None:
         activation.close()
         del config.stash[_ACTIVATION_KEY]
+    token = config.stash.get(_PROVIDER_KEY, None)
+    if token is not None:
+        reset_session_provider(token)
+        del config.stash[_PROVIDER_KEY]
+    hidden = config.stash.get(_HIDDEN_KEY, None)
+    if hidden is not None:
+        session_var.reset(hidden)
+        del config.stash[_HIDDEN_KEY]
 
 
 def _open_memo(config: pytest.Config, path: Path, namespace: str) -> TrialMemo:
+    from agentprop._decide.memo import TrialMemo
+
     """The on-disk memo; a file that cannot be used is a usage error naming it (not an
     INTERNALERROR), and the note of an old-format file's conversion is a configuration warning."""
     with warnings.catch_warnings(record=True) as caught:
@@ -288,7 +358,8 @@ def _uses_agentprop(config: pytest.Config) -> bool:
 
 
 def _session(config: pytest.Config) -> Session:
-    return config.stash[SESSION_KEY]
+    session = config.stash.get(SESSION_KEY, None)
+    return session if session is not None else _start_session(config)
 
 
 _MARKER_ARGS = {"tau", "n", "risk", "mode", "max_runs"}
@@ -311,7 +382,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, pluggy.Result[None], None]:
     # the marker's layer; the profile and the session's seed are the layers below it, applied
     # with every other layer by agentprop._decide.settings.resolve
     marker = item.get_closest_marker("agentprop")
@@ -328,22 +399,35 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         if kw.get("n") is not None:
             overrides["runs"] = kw["n"]
     with settings_scope(item.nodeid, **overrides):
-        yield
+        outcome = yield
+        # shrinking is part of the test call: its runs are the test's, in the test's settings
+        excinfo = outcome.excinfo
+        if excinfo is not None and isinstance(excinfo[1], AgentPropertyViolation):
+            text = _shrink(item, excinfo[1])
+            if text:
+                item.stash[_SHRUNK_KEY] = text
+
+
+def _shrink(item: pytest.Item, exc: AgentPropertyViolation) -> str | None:
+    budget = _opt(item.config, "--agentprop-shrink-budget") or 0
+    if budget <= 0:
+        return None
+    try:
+        from agentprop._pipeline.pytest_shrink import shrink_violation
+
+        return shrink_violation(exc, session=_session(item.config), budget=budget, test=item.nodeid)
+    except Exception as err:  # shrinking must never hide the original failure
+        return f"shrinking failed: {type(err).__name__}: {err}"
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     outcome = yield
-    if call.when != "call" or call.excinfo is None:
+    if call.when != "call":
         return
-    budget = _opt(item.config, "--agentprop-shrink-budget") or 0
-    try:
-        text = shrink_violation(call.excinfo.value, session=_session(item.config), budget=budget, test=item.nodeid)
-    except Exception as exc:  # shrinking must never hide the original failure
-        text = f"shrinking failed: {type(exc).__name__}: {exc}"
+    text = item.stash.get(_SHRUNK_KEY, None)
     if text:
-        report = outcome.get_result()
-        report.sections.append(("agentprop: minimal reproducer", text))
+        outcome.get_result().sections.append(("agentprop: minimal reproducer", text))
 
 
 @pytest.fixture(scope="session")
@@ -362,6 +446,8 @@ def agentprop_memo(request: pytest.FixtureRequest) -> TrialMemo:
 @pytest.fixture(scope="session")
 def agentprop_project(request: pytest.FixtureRequest) -> Project:
     """The project named by ``--agentprop-spec`` or the ``agentprop_spec`` ini option."""
+    from agentprop._agents.project import load_project
+
     spec = _opt(request.config, "--agentprop-spec") or request.config.getini("agentprop_spec")
     if not spec:
         pytest.fail("agentprop_project needs a spec: pass --agentprop-spec PATH or set `agentprop_spec` in the ini file", pytrace=False)
@@ -375,6 +461,8 @@ def agentprop_project(request: pytest.FixtureRequest) -> Project:
 def agentprop_agent(request: pytest.FixtureRequest) -> LoadedAgent:
     """The agent named by ``--agentprop-agent`` or the ``agentprop_agent`` ini option
     (``MODULE:ATTR``; with a spec set, ``MODULE.py`` next to the spec is found too)."""
+    from agentprop._agents.loading import load_agent
+
     ref = _opt(request.config, "--agentprop-agent") or request.config.getini("agentprop_agent")
     spec = _opt(request.config, "--agentprop-spec") or request.config.getini("agentprop_spec")
     base = Path(str(request.config.rootpath))
@@ -395,6 +483,9 @@ def agentprop_agent(request: pytest.FixtureRequest) -> LoadedAgent:
 @pytest.fixture
 def agentprop_world(agentprop_project: Project) -> Callable[..., World]:
     """``agentprop_world(scenario_id, seed=0)`` -> a fresh world for that scenario."""
+
+    from agentprop._scenario.build import make_world
+    from agentprop._scenario.world import stable_seed
 
     def make(scenario_id: str | None = None, *, seed: int = 0) -> World:
         scenario = agentprop_project.scenario(scenario_id) if scenario_id else None
@@ -435,6 +526,8 @@ class SnapshotFixture:
     ) -> SnapshotResult:
         __tracebackhide__ = True  # the failure is the diff, not this fixture's frame
         self._calls += 1
+        from agentprop._decide.snapshot import check_snapshot
+
         config = self._request.config
         session = _session(config)
         result = check_snapshot(
@@ -449,7 +542,6 @@ class SnapshotFixture:
             reason=_opt(config, "--agentprop-snapshot-reason"),
             ignore=ignore,
             budget=session.budget,
-            seed=session.seed,
             messages=messages,
             raise_on_failure=False,
         )
@@ -514,7 +606,9 @@ def openai_server() -> Iterator[Any]:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    session = _session(config)
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None:  # no check ran: nothing to say, and nothing to import
+        return
     _snapshot_summary(terminalreporter, session)
     records = session.recorded_results()
     if not records:
@@ -556,6 +650,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def _bug_lines(latest: dict[tuple[str, str], Any], session: Session) -> list[str]:
     """The bugs above the cases: the failing checks grouped by signature (turn left out), with
     the reproducer and rate of the one shrink each got, then what the corpus replays meant."""
+    from agentprop._decide.signature import bug_id, bug_key
+    from agentprop._pipeline.bugs import rates_from_shrink
+    from agentprop._pipeline.report.model import BugReport, FailureRate
+
     groups: dict[str, list[str]] = {}
     by_hypothesis: set[str] = set()
     for (test, case), res in latest.items():

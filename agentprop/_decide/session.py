@@ -29,6 +29,9 @@ from agentprop._decide.signature import bug_id
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import CacheMode
 from agentprop._modelapi.context import ModelCallContext, model_call_context, set_current_model_context
+from agentprop._util.scope import current_test, scoped_overrides, session_provider, session_var, settings_scope
+
+__all__ = ["CheckRecord", "CorpusNote", "Session", "SessionBug", "current_session", "current_test", "scoped_overrides", "settings_scope"]
 
 if TYPE_CHECKING:
     from agentprop._decide.corpus import Corpus, ProjectCorpora
@@ -183,45 +186,24 @@ class Session:
         return {"profile": self.profile, "seed": self.seed, "memo_hits": self.memo.hits, "budget": self.budget.snapshot().model_dump()}
 
 
-_current: contextvars.ContextVar[Session | None] = contextvars.ContextVar("agentprop_session", default=None)
-
-_test: contextvars.ContextVar[str] = contextvars.ContextVar("agentprop_test", default="")
-"""The pytest node id of the test in progress (results are recorded under it)."""
-
-_overrides: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentprop_overrides", default={})  # noqa: B039 (never mutated: settings_scope sets a new dict)
-"""Oracle settings imposed by the surrounding test (pytest marker, profile)."""
+_current: contextvars.ContextVar[Any] = session_var
+"""The session in force (kept in :mod:`agentprop._util.scope`, so the pytest plugin can hide an
+outer one without importing this module)."""
 
 
 def current_session() -> Session:
-    """The session in force; if there is none in this context, a fresh one made current for
-    the rest of the context."""
-    session = _current.get()
+    """The session in force; if there is none in this context, the pytest run's (made on first
+    use), else a fresh one made current for the rest of the context."""
+    session: Session | None = _current.get()
+    provider = session_provider() if session is None else None
+    if provider is not None:  # the pytest run's session, made and activated on first use
+        session = provider()
+        if _current.get() is None:  # activated in another context (an async test's task): here too
+            _current.set(session)
+            set_current_model_context(session.model_context)
     if session is None:
         session = Session()
         _current.set(session)
         # its model context too, so a model agent outside any `activate` block shares its budget
         set_current_model_context(session.model_context)
     return session
-
-
-def current_test() -> str:
-    return _test.get()
-
-
-def scoped_overrides() -> dict[str, Any]:
-    return _overrides.get()
-
-
-@contextlib.contextmanager
-def settings_scope(test: str = "", **overrides: Any) -> Iterator[None]:
-    """Within this scope, :func:`agentprop.check` uses these overrides (``mode``, ``tau``,
-    ``runs``, ``max_runs``, ``seed``) unless a call passes its own, and records results under
-    ``test``."""
-    merged = {**_overrides.get(), **{k: v for k, v in overrides.items() if v is not None}}
-    t1 = _overrides.set(merged)
-    t2 = _test.set(test or _test.get())
-    try:
-        yield
-    finally:
-        _overrides.reset(t1)
-        _test.reset(t2)
