@@ -66,6 +66,11 @@ certified" rather than "proved bad".
 ``threshold``. It is the baseline the sequential tests are measured against.
 ``FixedN.design(p0, p1, alpha, beta)`` finds the smallest batch with the same error
 guarantees as an SPRT (for 0.95 vs 0.80 at 5%/5%: 50 runs, accept from 45 passes).
+
+**Screen.** A cheap first look in front of any of these: ``depth`` clean runs ACCEPT (a
+screen, not a certification: ``depth`` clean runs bound the pass rate only loosely); the first
+failure hands the counts to the inner test, which then decides as it would have (a failure is
+confirmed, never waved through by the screen).
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ __all__ = [
     "Decision",
     "FixedN",
     "SequentialAnalysis",
+    "Screen",
     "SequentialTest",
     "ZeroFailureCertification",
     "zero_failure_runs",
@@ -578,3 +584,29 @@ class FixedN(_LatticeTest):
 
     def __repr__(self) -> str:
         return f"FixedN(n={self.runs}, threshold={self.threshold:g}; {self._state_repr()})"
+
+
+class Screen(_LatticeTest):
+    """ACCEPT after ``depth`` clean runs; from the first failure on, decide as ``inner`` does
+    on the same counts (the inner tests decide on counts alone, so nothing is lost)."""
+
+    def __init__(self, inner: _LatticeTest, depth: int) -> None:
+        self.inner = inner.fresh()
+        self.depth = check_count("depth", depth, minimum=1)
+        super().__init__(inner.max_runs)
+
+    def _rule(self, successes: int, failures: int) -> Decision | None:
+        if failures == 0 and successes >= self.depth:
+            return Decision.ACCEPT
+        return self.inner._rule(successes, failures)
+
+    @property
+    def screened(self) -> bool:
+        """Whether the screen (not the inner test) accepted: clean runs, fewer than the inner test needs."""
+        return self.decision is Decision.ACCEPT and self.failures == 0 and self.inner._decide(self.successes, 0) is not Decision.ACCEPT
+
+    def fresh(self) -> Screen:
+        return Screen(self.inner, self.depth)
+
+    def __repr__(self) -> str:
+        return f"Screen(depth={self.depth}, then {type(self.inner).__name__}; {self._state_repr()})"
