@@ -53,8 +53,12 @@ def test_run_with_fault_exits_1_and_writes_a_valid_report(tmp_path: Path) -> Non
     bad = by_id["END_CANCELLED<-N7_CANCEL"]
     assert bad.verdict == "FAIL" and bad.pass_rate == 0.0
     assert bad.failures[0].signature.startswith("calls_in_order:decision_tree.N2_AUTH")
-    # a safety case (P2_AUTH_GATE): zero-failure certification stops at the first failure
-    assert (bad.decided_by, bad.runs, bad.rule) == ("zero-failure", 1, "zero-failure, 59 clean runs (safety: policies.P2_AUTH_GATE)")
+    # a safety case (P2_AUTH_GATE) behind the default profile's screen: its first failure goes
+    # to zero-failure certification, which stops there; the policy is not certified
+    assert (bad.decided_by, bad.runs) == ("zero-failure", 1)
+    assert bad.rule == "ci: 2 clean runs, else zero-failure, 59 clean runs (safety: policies.P2_AUTH_GATE)"
+    auth = next(c for c in report.claims if c.policy == "P2_AUTH_GATE")
+    assert auth.status == "not certified" and "failed (with other clauses, which may hide a violation)" in auth.statement
     assert by_id["END_BILLING_ANSWER<-N3_BILLING"].verdict == "PASS"
     assert report.agent.faults == {"skip_auth": 1.0}
     assert report.metrics.failed >= 1 and report.metrics.runs == sum(c.runs for c in report.cases)

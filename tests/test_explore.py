@@ -136,7 +136,7 @@ def test_dealt_families_cover_a_turn_before_any_repeats() -> None:
 
 
 def test_an_explored_failure_shrinks_to_its_trigger_in_the_scenarios_words() -> None:
-    report = run(SUPPORTOPS, {"skip_auth_impatient": 0.5}, kinds=("explore",))
+    report = run(SUPPORTOPS, {"skip_auth_impatient": 0.5}, kinds=("explore",), profile="release")
     case = next(c for c in report.cases if c.verdict in ("FAIL", "UNSTABLE") and c.id.startswith("EXPLORE END_CANCELLED<-N7_CANCEL "))
     explored = report._explored[case.id]
     agent = make_factory(_supportops_agent(), {"skip_auth_impatient": 0.5})

@@ -31,6 +31,7 @@ def run(
     agent: agentprop.LoadedAgent | None = None, *, faults: dict[str, float] | None = None, corpus: Corpus | None = None, **settings: object
 ) -> agentprop.RunReport:
     loaded = agent or agentprop.load_agent(PROJECT.bindings.agent or "", PROJECT.base_dir, faults or {})
+    settings.setdefault("profile", "release")  # each PROBE case certified on its own (59 clean runs)
     return asyncio.run(arun_cases(PROJECT, loaded, PROJECT.scenarios(), RunSettings(**settings), memo=TrialMemo(), corpus=corpus))  # type: ignore[arg-type]
 
 
@@ -183,7 +184,9 @@ def test_explored_inputs_of_safety_paths_are_decided_by_the_safety_rule() -> Non
     boundaries need 59. An explored input is held to the rule of its path, as the MFT is."""
     project = agentprop.load_project(ROOT / "examples" / "expenseguard")
     agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
-    report = asyncio.run(arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("mft", "explore"), explore=1), memo=TrialMemo()))
+    report = asyncio.run(
+        arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("mft", "explore"), explore=1, profile="release"), memo=TrialMemo())
+    )
     explored = {c.details["base"]: c for c in report.cases if c.kind == "EXPLORE"}
     mft = {c.id: c for c in report.cases if c.kind == "MFT"}
     for base, case in explored.items():

@@ -369,7 +369,7 @@ def test_progress_prints_a_line_every_interval_without_a_terminal() -> None:
     progress.close()
     lines = stream.getvalue().splitlines()
     assert len(lines) >= 3 and "\r" not in stream.getvalue()
-    assert lines[0].startswith("agentprop: cases 1/3  runs 5")
+    assert lines[0].startswith("agentprop: cases 1/3  runs judged 5")
     assert "agentprop: shrinking END_X<-N1 …" in lines
     after = stream.getvalue()
     time.sleep(0.1)
@@ -383,7 +383,7 @@ def test_progress_on_a_terminal_rewrites_one_line() -> None:
     time.sleep(0.05)
     progress.close()
     text = stream.getvalue()
-    assert "\n" not in text and "\r\x1b[K  cases 1/2  runs 3" in text and text.endswith("\r\x1b[K")
+    assert "\n" not in text and "\r\x1b[K  cases 1/2  runs judged 3" in text and text.endswith("\r\x1b[K")
 
 
 def test_progress_shows_no_eta_while_stages_are_still_to_plan() -> None:
@@ -391,7 +391,7 @@ def test_progress_shows_no_eta_while_stages_are_still_to_plan() -> None:
     early promised the end of the run at the end of the MFT cases."""
     stream = _Stream(tty=True)
     progress = Progress(4, stream, interval_s=0)
-    assert progress.status().startswith("cases 0/4  runs 0") and "ETA" not in progress.status()  # nothing done yet
+    assert progress.status().startswith("cases 0/4  runs judged 0") and "ETA" not in progress.status()  # nothing done yet
     progress.to_plan = ["explore", "probe"]
     progress.update(runs=10, case_done=True)
     assert "ETA" not in progress.status() and "cases 1/4+ (more to come from explore, probe)" in progress.status()
@@ -400,7 +400,7 @@ def test_progress_shows_no_eta_while_stages_are_still_to_plan() -> None:
     progress.planned(0, "explore")
     progress.planned(5, "probe")
     assert progress.total == 15 and progress.to_plan == []
-    assert "cases 1/15  runs 10" in progress.status() and "ETA" in progress.status()
+    assert "cases 1/15  runs judged 10" in progress.status() and "ETA" in progress.status()
 
 
 def test_progress_counts_the_runs_of_a_case_still_running_from_the_budget() -> None:
@@ -413,12 +413,12 @@ def test_progress_counts_the_runs_of_a_case_still_running_from_the_budget() -> N
     for _ in range(3):  # runs from before this progress: not its own
         budget.start_run()
     progress = Progress(1, _Stream(tty=False), interval_s=0, budget=budget)
-    assert progress.status().startswith("cases 0/1  runs 0")
+    assert progress.status().startswith("cases 0/1  runs started 0")
     for _ in range(7):
         budget.start_run()
-    assert progress.status().startswith("cases 0/1  runs 7")  # the case is still running
+    assert progress.status().startswith("cases 0/1  runs started 7")  # the case is still running
     progress.update(runs=7, case_done=True)
-    assert progress.status().startswith("cases 1/1  runs 7")  # not counted twice
+    assert progress.status().startswith("cases 1/1  runs started 7")  # not counted twice
 
 
 def _bug_lines(original: int, kept: int) -> list[str]:

@@ -82,8 +82,8 @@ def test_cases_in_flight_reach_the_serial_verdicts_on_the_same_trials() -> None:
     project = agentprop.load_project(SUPPORTOPS)
     agent = make_factory(AsyncSupportOps, {"skip_auth": 0.3}, ref="async")
     chosen = ["END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_BILLING_ANSWER<-N3_BILLING", "END_REFUSE_PII<-N1_INTENT"]
-    serial = run_cases(project, agent, chosen, kinds=("mft",), concurrency=1)
-    parallel = run_cases(project, agent, chosen, kinds=("mft",), concurrency=8)
+    serial = run_cases(project, agent, chosen, kinds=("mft",), concurrency=1, profile="release")
+    parallel = run_cases(project, agent, chosen, kinds=("mft",), concurrency=8, profile="release")
     assert {c.verdict for c in serial.cases} == {"PASS", "FAIL"}  # the fault is found, the rest pass
 
     def decided(report: Any) -> list[tuple[Any, ...]]:
@@ -93,7 +93,7 @@ def test_cases_in_flight_reach_the_serial_verdicts_on_the_same_trials() -> None:
     assert all(c.runs_beyond_decision == 0 for c in serial.cases)
     beyond = parallel.metrics.runs_beyond_decision
     assert beyond == sum(c.runs_beyond_decision for c in parallel.cases) > 0  # a failure decided with runs in flight
-    assert f"(+{beyond} started ahead of a decision that did not need them)" in render_table(parallel)
+    assert f"({beyond} of them ahead of a decision that did not need them)" in render_table(parallel)
 
 
 def test_no_run_key_runs_twice_when_concurrent_cases_meet_on_one_world(executed: Counter[str]) -> None:
@@ -111,9 +111,10 @@ def test_inv_reuses_the_mft_runs_of_the_original_wording(executed: Counter[str])
     project = agentprop.load_project(SUPPORTOPS)
     agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS)
     scenario = [project.scenario("END_BILLING_ANSWER<-N3_BILLING")]
-    mft = asyncio.run(arun_cases(project, agent, scenario, RunSettings(kinds=("mft",)), memo=(memo := TrialMemo())))
+    release = {"profile": "release"}  # 59 MFT runs, 20 runs a side
+    mft = asyncio.run(arun_cases(project, agent, scenario, RunSettings(kinds=("mft",), **release), memo=(memo := TrialMemo())))
     made_by_mft = sum(executed.values())
-    inv = asyncio.run(arun_cases(project, agent, scenario, RunSettings(kinds=("mft", "inv")), memo=memo))
+    inv = asyncio.run(arun_cases(project, agent, scenario, RunSettings(kinds=("mft", "inv"), **release), memo=memo))
     [case] = [c for c in inv.cases if c.kind == "INV"]
     assert case.verdict == "PASS" and case.details["base"]["reused"]
     # the 20 runs of the original side are the MFT's first 20 trials (it ran 59): only the two

@@ -143,7 +143,12 @@ def test_bad_policies_sections_name_the_file_and_line(tmp_path: Path, section: s
 def test_the_run_report_and_table_say_which_rule_decided_each_case() -> None:
     scenarios = [PROJECT.scenario(REFUSE_PII)]
     report = asyncio.run(
-        arun_cases(PROJECT, make_factory(SupportOpsAgent), scenarios, RunSettings(kinds=("mft", "boundary", "dir"), case_filter=(REFUSE_PII,)))
+        arun_cases(
+            PROJECT,
+            make_factory(SupportOpsAgent),
+            scenarios,
+            RunSettings(kinds=("mft", "boundary", "dir"), case_filter=(REFUSE_PII,), profile="release"),
+        )
     )
     (case,) = [c for c in report.cases if c.kind == "MFT"]
     assert (case.verdict, case.runs, case.decided_by) == ("PASS", 59, "zero-failure")
@@ -198,11 +203,11 @@ def test_the_leak_pii_knob_at_five_percent_is_found_by_the_default_decision() ->
 def test_a_destructive_action_five_percent_of_the_time_is_found_only_by_the_safety_rule() -> None:
     # skip_confirm at 0.05: cancel_order without the user's confirmation on 5% of cancel
     # requests (the item-6 zoo entry). On these seeds the SPRT at the spec's tau passes every
-    # cancel case; the default (zero-failure on safety cases) fails all three.
+    # cancel case; the release profile (zero-failure on safety cases) fails all three.
     cancels = [PROJECT.scenario(s) for s in ("END_CANCELLED<-N7_CANCEL", "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL", "END_TICKET<-N7_CANCEL")]
     agent = make_factory(SupportOpsAgent, {"skip_confirm": 0.05})
     for seed in range(3):
         sprt = asyncio.run(arun_cases(PROJECT, agent, cancels, RunSettings(kinds=("mft",), mode="sprt", seed=seed)))
-        default = asyncio.run(arun_cases(PROJECT, agent, cancels, RunSettings(kinds=("mft",), seed=seed)))
+        default = asyncio.run(arun_cases(PROJECT, agent, cancels, RunSettings(kinds=("mft",), seed=seed, profile="release")))
         assert sprt.metrics.passed == 3, seed
         assert default.metrics.failed == 3, seed

@@ -47,6 +47,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         choices=["sprt", "zero-failure", "fixed"],
         help="how each case is decided (default: sprt; zero-failure for high-risk specs and safety cases)",
     )
+    run.add_argument(
+        "--profile",
+        choices=["smoke", "ci", "release"],
+        default=None,
+        help="how deep each case is decided: smoke (1 clean run a case), ci (2; the default) or release (each case certified on its own: "
+        "the SPRT, 59 clean runs for a safety case); a failure is always confirmed by the case's own test",
+    )
     run.add_argument("--tau", type=float, help="required pass rate (default: the spec's min_pass_rate)")
     run.add_argument("--runs", type=int, help="runs of fixed or zero-failure mode (alone, selects fixed mode)")
     run.add_argument(
@@ -110,6 +117,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         explore=args.explore,
         keep_partial=True,  # Ctrl-C: the report of what was decided, not a traceback
         replay_corpus=args.replay_corpus,
+        profile=args.profile,
     )
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(

@@ -14,6 +14,10 @@ The oracle repeats the run and feeds the outcomes to a sequential test (:mod:`ag
 ``fixed``
     the seed article's "fuzzy replay": exactly ``runs`` runs, then the rate against the bands.
 
+Any of them may stand behind a **screen** (``screen=k``, the ``smoke`` and ``ci`` profiles of
+:mod:`agentprop._decide.profiles`): ``k`` clean runs pass the case, decided by ``screen``; the
+first failure hands the runs to the mode above, so a failure is always confirmed by it.
+
 The result carries the pass rate, Wilson and Clopper–Pearson intervals, pass^k, the variance,
 a verdict (PASS / FAIL / UNSTABLE, or INCONCLUSIVE when the budget ran out first), the runs
 used, the cost and the failures seen. :class:`AgentPropertyViolation` is the one exception
@@ -46,6 +50,7 @@ from agentprop._stats import (
     SPRT,
     Decision,
     FixedN,
+    Screen,
     SequentialTest,
     ZeroFailureCertification,
     clopper_pearson_interval,
@@ -80,6 +85,8 @@ class OracleSettings:
     """Set when the property is a model judge's: the SPRT then tests the judge's pass rate
     between the values its calibration maps ``p0`` and ``p1`` to, the result carries the
     corrected rate (:class:`JudgedRate`), and a judge that may not gate reports only."""
+    screen: int | None = None
+    """Clean runs that pass a case before the mode's own test would (``None``: no screen)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("sprt", "zero-failure", "fixed"):
@@ -90,6 +97,8 @@ class OracleSettings:
             raise InvalidArgument(
                 f"tau={self.tau}: the sequential test needs 0.5 < tau < 1; for tau=1.0 use mode='zero-failure' (certification by clean runs)"
             )
+        if self.screen is not None and self.screen < 1:
+            raise InvalidArgument(f"screen={self.screen} must be at least 1 (or None for no screen)")
         for name in ("max_runs", "runs"):
             if getattr(self, name) < 1:
                 raise InvalidArgument(f"{name}={getattr(self, name)} must be at least 1")
@@ -121,15 +130,18 @@ class OracleSettings:
         return self.judge.hypotheses(plain.p0, plain.p1)
 
     def make_test(self) -> SequentialTest:
+        test: SPRT | ZeroFailureCertification | FixedN
         scale = self.judge_scale()
         if scale is not None:
             q0, q1 = scale
-            return SPRT(p0=q0, p1=q1, alpha=self.alpha, beta=self.beta, max_runs=max(self.max_runs, JUDGED_MAX_RUNS))
-        if self.mode == "sprt":
-            return SPRT(tau=self.tau, alpha=self.alpha, beta=self.beta, max_runs=self.max_runs)
-        if self.mode == "zero-failure":
-            return ZeroFailureCertification.with_runs(self.runs, self.confidence)
-        return FixedN(self.runs, min(self.tau, 1.0))
+            test = SPRT(p0=q0, p1=q1, alpha=self.alpha, beta=self.beta, max_runs=max(self.max_runs, JUDGED_MAX_RUNS))
+        elif self.mode == "sprt":
+            test = SPRT(tau=self.tau, alpha=self.alpha, beta=self.beta, max_runs=self.max_runs)
+        elif self.mode == "zero-failure":
+            test = ZeroFailureCertification.with_runs(self.runs, self.confidence)
+        else:
+            test = FixedN(self.runs, min(self.tau, 1.0))
+        return Screen(test, self.screen) if self.screen is not None else test
 
 
 class FailureSeen(BaseModel):
@@ -320,10 +332,14 @@ def _plain_verdict(test: SequentialTest, settings: OracleSettings, budget_out: b
     corrected = settings.judge.corrected(test.successes, test.n) if settings.judge is not None else None
     if corrected is not None and corrected.rate == corrected.rate:  # not NaN
         rate = corrected.rate
+    if decision is None and budget_out and test.failures and rate < settings.tau:
+        # the budget stopped the test after failures: what the runs made show, as a fixed batch
+        # of that size would say it (never a pass; ``--runs 1`` would say the same of 1 run)
+        return ("FAIL" if rate < settings.unstable_floor else "UNSTABLE"), f"budget ({test.n} run(s), not confirmed)"
     if decision is None:
         return ("INCONCLUSIVE", "budget") if budget_out else ("INCONCLUSIVE", settings.mode)
     if decision == Decision.ACCEPT:
-        return "PASS", settings.mode
+        return "PASS", "screen" if isinstance(test, Screen) and test.screened else settings.mode
     if decision == Decision.INCONCLUSIVE:
         return "UNSTABLE", f"{settings.mode} (truncated at {test.n} runs)"
     if settings.mode == "zero-failure":
@@ -388,6 +404,7 @@ def _result(
             "beta": settings.beta,
             "max_runs": settings.max_runs,
             "runs": settings.runs,
+            "screen": settings.screen,
         },
         judged=judged,
     )

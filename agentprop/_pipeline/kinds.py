@@ -169,6 +169,7 @@ async def extra_cases(
     settings_for: Callable[[Scenario], OracleSettings] | None = None,
     rule_for: Callable[[Scenario], str | None] | None = None,
     lanes: CaseLanes = CaseLanes(),
+    inv_runs: int = 20,
 ) -> list[CaseReport]:
     """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``; ``replays`` receives, for
     each case id, a function deciding that case for another agent."""
@@ -316,7 +317,9 @@ async def extra_cases(
             ) -> CaseReport:
                 base, reused = await invariance_base(scenario, who)
                 async with sem:
-                    r = await acheck_invariance(project, scenario, who, variants, memo=memo, budget=budget, seed=seed, base=base, **lanes.for_case())
+                    r = await acheck_invariance(
+                        project, scenario, who, variants, n=inv_runs, memo=memo, budget=budget, seed=seed, base=base, **lanes.for_case()
+                    )
                 report = invariance_case(scenario, variants, firsts, r, base, reused)
                 report.rule = f"two-sample test, {r.runs_per_side} runs per side, only where the base case passes"
                 return report

@@ -281,6 +281,7 @@ async def probe_cases(
     *,
     rule_for: Callable[[Scenario], CaseSettings],
     explicit: str | None,
+    profile_rule: Callable[[CaseSettings], CaseSettings] | None = None,
     memo: TrialMemo,
     budget: Budget | None,
     seed: int,
@@ -316,6 +317,8 @@ async def probe_cases(
     async def decide(e: ExploredInput, who: LoadedAgent = agent, record: bool = True) -> CaseReport:
         target = targets_of[e.case_id]
         rule = probe_rule(project, target, oracle, rule_for(target.scenario), explicit=explicit)
+        if profile_rule is not None and explicit is None:  # the run's profile (a screen) in front
+            rule = profile_rule(rule)
         async with sem:
             result = await decide_scenario(
                 project, e.scenario, who, prop=e.prop, settings=rule.settings, memo=memo, budget=budget, seed=seed, name=e.case_id

@@ -23,11 +23,13 @@ from typing import Any, Literal, TextIO
 from agentprop._agents.loading import LoadedAgent, runs_concurrently
 from agentprop._agents.project import Project
 from agentprop._decide.check import Property, decide_scenario
+from agentprop._decide.claims import PolicyEvidence, claim
 from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, found_with, judge_replay
 from agentprop._decide.judges import ModelJudge, bound_judge, spec_rubrics
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
-from agentprop._decide.safety import CaseSettings, case_settings, describe, safety_settings, strictness
+from agentprop._decide.profiles import get_profile, screened
+from agentprop._decide.safety import SAFETY_RUNS, CaseSettings, case_settings, describe, safety_policies, safety_reasons, safety_settings, strictness
 from agentprop._decide.shrink import ShrinkReport, shrink
 from agentprop._decide.signature import bug_key
 from agentprop._decide.slots import CaseLanes, RunSlots
@@ -46,6 +48,7 @@ from agentprop._pipeline.report.model import (
     CorpusEvent,
     DecisionTree,
     Metrics,
+    PolicyClaimReport,
     RunReport,
     SpecInfo,
     TraceSampling,
@@ -82,6 +85,11 @@ class RunSettings:
     replay_corpus: Literal["own", "all"] = "own"
     """Which corpus entries are replayed first: those found with this agent (reference and
     fault knobs), or ``all`` of the spec's (another agent's passes never retire an entry)."""
+    profile: str | None = None
+    """How deep each case is decided (:mod:`agentprop._decide.profiles`; ``None``: the default)."""
+    stage: str = "final"
+    """A pass of a budgeted run (:func:`arun_cases`): ``breadth`` (one run a case, nothing
+    confirmed), ``confirm`` (a screen of one run: failures confirmed) or ``final`` (the profile)."""
 
 
 class Progress:
@@ -109,6 +117,12 @@ class Progress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def _runs_label(self) -> str:
+        """With the budget, the runs shown are those started; without it, those judged by the
+        cases finished (a run reused by several cases counts in each)."""
+        return "runs started" if self.budget is not None else "runs judged"
+
     def _budget_counts(self) -> tuple[int, float]:
         if self.budget is None:
             return (0, 0.0)
@@ -131,10 +145,10 @@ class Progress:
         if self.to_plan:
             # the total will still grow: an ETA from it would promise too early an end
             return (
-                f"cases {self.done}/{self.total}+ (more to come from {', '.join(self.to_plan)})  runs {runs}  "
+                f"cases {self.done}/{self.total}+ (more to come from {', '.join(self.to_plan)})  {self._runs_label} {runs}  "
                 f"cost ${cost:.4f}  elapsed {elapsed:.1f}s"
             )
-        line = f"cases {self.done}/{self.total}  runs {runs}  cost ${cost:.4f}  elapsed {elapsed:.1f}s"
+        line = f"cases {self.done}/{self.total}  {self._runs_label} {runs}  cost ${cost:.4f}  elapsed {elapsed:.1f}s"
         if not self.done:  # nothing finished yet to extrapolate from ("ETA 0.0s" misled)
             return line
         return f"{line}  ETA {elapsed / self.done * (self.total - self.done):.1f}s"
@@ -209,7 +223,50 @@ def explicit_settings(settings: RunSettings) -> str | None:
     return " ".join(given) or None
 
 
+def limited(budget: Budget | None) -> bool:
+    """Whether ``budget`` can refuse a run (a limit on runs, tokens or dollars)."""
+    return budget is not None and (budget.max_runs is not None or budget.max_usd is not None or budget.max_tokens is not None)
+
+
 async def arun_cases(
+    project: Project,
+    agent: LoadedAgent,
+    scenarios: list[Scenario],
+    settings: RunSettings,
+    *,
+    problems: list[str] | None = None,
+    progress_stream: TextIO | None = None,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
+    corpus: Corpus | None = None,
+) -> RunReport:
+    """Decide every case of the suite. Under a limited budget the suite is run breadth first,
+    in passes over one memo: one run of every case (INV cases aside), then the failures
+    confirmed (a screen of one run), then the profile's depth; each pass reuses the runs of the
+    one before, so a case the budget cut short keeps what its runs showed, and no case is left
+    without a run while another got a second."""
+    memo = memo if memo is not None else TrialMemo()
+    if not limited(budget) or explicit_settings(settings) is not None:
+        return await _arun_cases(
+            project, agent, scenarios, settings, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, corpus=corpus
+        )
+    assert budget is not None
+    at_start = budget.snapshot()
+    early = tuple(k for k in settings.kinds if k != "inv")
+    for stage in ("breadth", "confirm") if early else ():
+        first_look = dataclasses.replace(settings, stage=stage, kinds=early)
+        await _arun_cases(project, agent, scenarios, first_look, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget)
+    report = await _arun_cases(
+        project, agent, scenarios, settings, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, corpus=corpus
+    )
+    m, at_end = report.metrics, budget.snapshot()
+    m.runs_started = at_end.runs - at_start.runs
+    m.runs_refused = at_end.refused_runs - at_start.refused_runs
+    m.runs_reused = max(0, m.runs - (m.runs_started - m.runs_beyond_decision))
+    return report
+
+
+async def _arun_cases(
     project: Project,
     agent: LoadedAgent,
     scenarios: list[Scenario],
@@ -225,17 +282,35 @@ async def arun_cases(
     mode = settings.mode or ("fixed" if settings.runs is not None and spec.risk_level not in ("high", "critical") else None)
     oracle = OracleSettings.for_spec(spec, mode=mode, tau=settings.tau, runs=settings.runs, max_runs=settings.max_runs)
     explicit = explicit_settings(settings)
+    profile = get_profile(settings.profile)
     rules: dict[str, CaseSettings] = {}
 
-    def case_rule(scenario: Scenario) -> CaseSettings:
+    def own_rule(scenario: Scenario) -> CaseSettings:
         """Per-case settings (the safety rule, :mod:`agentprop._decide.safety`), once per scenario."""
         key = scenario.model_dump_json()
         if key not in rules:
             rules[key] = case_settings(spec, project.bindings, scenario, oracle, explicit=explicit)
         return rules[key]
 
+    def profiled(rule: CaseSettings) -> CaseSettings:
+        """``rule`` under the profile, or this pass's depth (:attr:`RunSettings.stage`)."""
+        if settings.stage == "breadth":
+            return CaseSettings(dataclasses.replace(rule.settings, mode="fixed", runs=1, screen=None), rule.rule, rule.safety)
+        if settings.stage == "confirm":
+            return CaseSettings(dataclasses.replace(rule.settings, screen=1), rule.rule, rule.safety)
+        return screened(profile, rule)
+
+    def case_rule(scenario: Scenario) -> CaseSettings:
+        """The case's settings under the profile (explicit settings are taken as given)."""
+        rule = own_rule(scenario)
+        return rule if explicit is not None else profiled(rule)
+
     started = time.perf_counter()
+    budget = budget if budget is not None else Budget()  # unlimited: it counts the runs started
+    at_start = budget.snapshot()
     progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream, budget=budget)
+    if settings.stage != "final":
+        progress.note(f"a first look under the budget ({'one run a case' if settings.stage == 'breadth' else 'failures confirmed'})")
     memo = memo if memo is not None else TrialMemo()
     sem = asyncio.Semaphore(max(1, settings.concurrency))
     lanes = case_lanes(agent, settings.concurrency)
@@ -275,7 +350,8 @@ async def arun_cases(
 
     async def one(scenario: Scenario, case_id: str | None = None, prop: Property | None = None) -> CheckResult:
         async with sem:
-            settings_now = case_rule(scenario).settings
+            # a known bug (a corpus replay) is decided in full: a screen would retire nothing
+            settings_now = (own_rule if case_id is not None else case_rule)(scenario).settings
             if isinstance(prop, ModelJudge):  # judged: the SPRT on the judge's verdicts, corrected for its error
                 settings_now = judged_oracle
             elif prop is not None:  # a PROBE reproducer: its clause is a safety clause unless the rule says otherwise
@@ -334,8 +410,8 @@ async def arun_cases(
             assert corpus is not None
             regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(entries, rechecked)]
             for e, case in zip(entries, regressions):
-                case.rule = case_rule(e.scenario).rule
-                if e.prop == "probe" and explicit is None and strictness(safety_settings(oracle)) > strictness(case_rule(e.scenario).settings):
+                case.rule = own_rule(e.scenario).rule
+                if e.prop == "probe" and explicit is None and strictness(safety_settings(oracle)) > strictness(own_rule(e.scenario).settings):
                     case.rule = f"{describe(safety_settings(oracle))} (safety: a PROBE reproducer)"
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
         if judges and "mft" in kinds:
@@ -375,8 +451,9 @@ async def arun_cases(
                 agent,
                 project.scenarios(),
                 oracle,
-                rule_for=case_rule,
+                rule_for=own_rule,
                 explicit=explicit,
+                profile_rule=profiled,
                 memo=memo,
                 budget=budget,
                 seed=settings.seed,
@@ -409,6 +486,7 @@ async def arun_cases(
                 replays=replays,
                 settings_for=lambda sc: case_rule(sc).settings,
                 rule_for=lambda sc: case_rule(sc).rule,
+                inv_runs=profile.inv_runs if explicit is None else 20,
             )
             progress.planned(0, "boundary/dir/inv")
     except asyncio.CancelledError:
@@ -436,8 +514,11 @@ async def arun_cases(
         inconclusive=verdicts["INCONCLUSIVE"],
         not_applicable=verdicts["NOT APPLICABLE"],
         case_pass_rate=verdicts["PASS"] / decided if (decided := len(cases) - verdicts["NOT APPLICABLE"]) else 0.0,
-        runs=sum(c.runs for c in cases),
-        runs_beyond_decision=sum(c.runs_beyond_decision for c in cases),
+        runs=(judged := sum(c.runs for c in cases)),
+        runs_started=(runs_started := (at_end := budget.snapshot()).runs - at_start.runs),
+        runs_reused=max(0, judged - (runs_started - (beyond := sum(c.runs_beyond_decision for c in cases)))),
+        runs_refused=at_end.refused_runs - at_start.refused_runs,
+        runs_beyond_decision=beyond,
         cost_usd=sum(c.cost_usd for c in cases),
         input_tokens=sum(c.input_tokens for c in cases),
         output_tokens=sum(c.output_tokens for c in cases),
@@ -488,6 +569,8 @@ async def arun_cases(
             passing_per_case=PASSING_PER_RESULT,
         ),
     )
+    report.profile = None if explicit is not None else profile.name
+    report.claims = policy_claims(project, cases, checks, per_case=explicit is not None or not profile.pooled)
     report._checks = checks
     report._replays = replays
     report._explored = {e.case_id: e for e in explored_inputs}
@@ -556,6 +639,33 @@ def _judge_replay(
         return case
 
     return replay
+
+
+def policy_claims(
+    project: Project, cases: list[CaseReport], checks: dict[str, tuple[Scenario, CheckResult]], *, per_case: bool
+) -> list[PolicyClaimReport]:
+    """Each safety policy's claim over the cases decided here that exercise it (a PROBE case
+    exercises the policy it probes): their runs pooled, a run with the policy's clause among its
+    failures counted as a violation (:mod:`agentprop._decide.claims`)."""
+    spec, bindings = project.spec, project.bindings
+    unsafe = safety_policies(spec, bindings)
+    if not unsafe:
+        return []
+    evidence = {p: PolicyEvidence(p, why) for p, why in unsafe.items()}
+    for case in cases:
+        if case.id not in checks:
+            continue
+        scenario, result = checks[case.id]
+        mine = {r.removeprefix("policies.") for r in safety_reasons(spec, bindings, scenario) if r.startswith("policies.")}
+        probed = str(case.details.get("clause") or "")
+        if case.kind == "PROBE" and probed.startswith("policies."):
+            mine.add(probed.removeprefix("policies."))
+        certified = result.verdict == "PASS" and result.decided_by == "zero-failure" and result.runs >= SAFETY_RUNS
+        for policy in mine & set(evidence):
+            violations = sum(f.count for f in result.failures if f.clause == f"policies.{policy}")
+            failed = result.runs - result.passes
+            evidence[policy].add(case.id, result.runs, violations, other_failures=max(0, failed - violations), certified=certified)
+    return [PolicyClaimReport(**dataclasses.asdict(claim(e, per_case=per_case))) for e in evidence.values() if e.cases]
 
 
 def _corpus_case(
@@ -861,6 +971,15 @@ def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
     return [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
 
 
+def runs_text(m: Metrics) -> str:
+    """The three meanings of "runs", each named: started (what was spent), reused from the
+    memo, refused by the budget; a report written before they were counted shows runs judged."""
+    beyond = f" ({m.runs_beyond_decision} of them ahead of a decision that did not need them)" if m.runs_beyond_decision else ""
+    if m.runs_started is None:
+        return f"{m.runs} runs judged{beyond}"
+    return f"runs: {m.runs_started} started{beyond}, {m.runs_reused} reused from the memo, {m.runs_refused} refused by the budget"
+
+
 def render_table(report: RunReport, *, width: int | None = None, verbose: bool = False) -> str:
     """The terminal summary: one line per case, then totals (fits one screen for a spec).
 
@@ -898,6 +1017,7 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
         if tb:
             lines.extend("    " + line for line in tb.rstrip().splitlines())
     lines.extend(f"corpus: {e.message}" for e in report.corpus)
+    lines.extend(c.statement for c in report.claims)
     for kind, group in kinds_seen.items():
         if kind in _LISTED:
             continue
@@ -939,9 +1059,8 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
     if gaps:
         lines.append(f"not tested ({len(gaps)}): " + "; ".join(f"{g['what']} {g['id']} ({g['reason']})" for g in gaps))
     na_text = f", {m.not_applicable} not applicable" if m.not_applicable else ""
-    beyond = f" (+{m.runs_beyond_decision} started ahead of a decision that did not need them)" if m.runs_beyond_decision else ""
     lines.append(
         f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable{na_text}; "
-        f"{m.runs} runs{beyond}, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"
+        f"{runs_text(m)}, ${m.cost_usd:.4f}{cov}, {m.duration_s:.1f}s"
     )
     return "\n".join(lines)

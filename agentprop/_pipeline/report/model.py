@@ -264,6 +264,16 @@ class Metrics(BaseModel):
     """Cases not decided because their base case did not pass; left out of ``case_pass_rate``."""
     case_pass_rate: float
     runs: int
+    """Runs judged, summed over the cases (a run one case reuses from another counts in each):
+    not what was spent, which is ``runs_started``."""
+    runs_started: int | None = None
+    """Agent runs started (each one costs model calls), shrinking not included (``None``:
+    written by an agentprop that did not count them)."""
+    runs_reused: int | None = None
+    """Runs judged without starting them: reused from the memo (another case's, an earlier
+    decision's, or the screen's when a failure was confirmed)."""
+    runs_refused: int | None = None
+    """Runs the budget refused to start (cases left undecided or shallower for it)."""
     runs_beyond_decision: int = 0
     """Runs started ahead of a decision that it did not need, over all cases (see
     :attr:`CaseReport.runs_beyond_decision`)."""
@@ -335,6 +345,26 @@ class TraceSampling(BaseModel):
     passing_per_case: int = 0
 
 
+class PolicyClaimReport(BaseModel):
+    """A safety policy's claim (:mod:`agentprop._decide.claims`): certified over the suite's
+    runs (``level: suite``) or per case (``case``, the ``release`` profile), violated, or not
+    certified for want of runs."""
+
+    policy: str
+    why: str
+    level: Literal["suite", "case"]
+    status: Literal["certified", "violated", "not certified"]
+    cases: int
+    runs: int
+    violations: int
+    violating_cases: list[str] = Field(default_factory=list)
+    bound: float | None = None
+    """Upper bound on the violation rate at ``confidence`` (no violation in ``runs``)."""
+    confidence: float = 0.95
+    needed: int = 59
+    statement: str = ""
+
+
 class RunReport(BaseModel):
     schema_: str = Field(SCHEMA_ID, alias="schema")
     agentprop_version: str
@@ -355,6 +385,10 @@ class RunReport(BaseModel):
     agentprop before the tree was reported)."""
     trace_sampling: TraceSampling | None = None
     """Totals of the runs kept in ``cases[].traces`` and left out."""
+    profile: str | None = None
+    """How deep the cases were decided (``smoke``, ``ci``, ``release``; ``None``: explicit settings)."""
+    claims: list[PolicyClaimReport] = Field(default_factory=list)
+    """Per safety policy, the level at which it was certified (or that it was violated)."""
 
     model_config = {"populate_by_name": True}
 

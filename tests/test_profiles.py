@@ -1,0 +1,153 @@
+"""Profiles (#31): screened cases, policies certified over the suite, breadth first under a
+budget, and the three meanings of "runs"."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentprop
+from agentprop._agents.loading import make_factory
+from agentprop._decide.claims import PolicyEvidence, claim, violation_bound
+from agentprop._decide.memo import TrialMemo
+from agentprop._decide.oracle import OracleSettings, TrialRecord, decide
+from agentprop._decide.profiles import get_profile
+from agentprop._modelapi.budget import Budget
+from agentprop._pipeline.report.model import RunReport
+from agentprop._pipeline.run import RunSettings, arun_cases, render_table
+from agentprop._scenario.trace import Trace, Turn
+from agentprop._stats import SPRT, Decision, Screen, ZeroFailureCertification
+from agentprop.errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+SUPPORTOPS = ROOT / "examples" / "supportops"
+sys.path.insert(0, str(SUPPORTOPS))
+from agent import SupportOpsAgent  # noqa: E402
+
+
+def test_a_screen_accepts_clean_runs_and_hands_any_failure_to_its_inner_test() -> None:
+    rng = random.Random(31)
+    for _ in range(300):
+        p = rng.choice([0.5, 0.8, 0.95])
+        outcomes = [rng.random() < p for _ in range(200)]
+        screen = Screen(SPRT(tau=0.9, max_runs=100), 2)
+        inner = SPRT(tau=0.9, max_runs=100)
+        screen.run(outcomes)
+        inner.run(outcomes)
+        if outcomes[0] and outcomes[1]:
+            assert (screen.decision, screen.n, screen.screened) == (Decision.ACCEPT, 2, True)
+        else:  # a failure within the screen: the inner test's decision, on the same runs
+            assert (screen.decision, screen.n, screen.screened) == (inner.decision, inner.n, False)
+
+
+def test_a_screen_before_certification_passes_a_95_percent_agent_at_the_exact_rate() -> None:
+    # Screen(2) then zero-failure: accepted only by two clean runs first (0.95^2), since the
+    # inner test rejects at the first failure; the lattice analysis says so exactly
+    screen = Screen(ZeroFailureCertification.with_runs(59), 2)
+    analysis = screen.analyse(0.95)
+    assert analysis.accept_probability == pytest.approx(0.95**2)
+    assert analysis.expected_runs == pytest.approx(1 + 0.95)
+
+
+def bernoulli(p: float, rng: random.Random):  # type: ignore[no-untyped-def]
+    return lambda i: Trace(trial=i, turns=[Turn(index=0, user_message="pass" if rng.random() < p else "fail")])
+
+
+def judge(trace: Trace) -> TrialRecord:
+    return TrialRecord(passed=trace.turns[0].user_message == "pass", signature="broken")
+
+
+def test_a_budget_that_stops_a_test_after_a_failure_reports_the_failure_not_a_pass_or_nothing() -> None:
+    settings = OracleSettings(mode="sprt", tau=0.9, screen=2)
+    result = decide(bernoulli(0.0, random.Random(1)), settings, judge=judge, budget=Budget(max_runs=1))
+    assert (result.verdict, result.runs, result.decided_by) == ("FAIL", 1, "budget (1 run(s), not confirmed)")
+    clean = decide(bernoulli(1.0, random.Random(1)), settings, judge=judge, budget=Budget(max_runs=1))
+    assert (clean.verdict, clean.runs) == ("INCONCLUSIVE", 1)  # one clean run of the two asked: nothing claimed
+
+
+def test_a_policy_is_certified_by_59_clean_runs_over_the_suite() -> None:
+    def evidence(runs_per_case: list[int], violations: int = 0, other: int = 0) -> PolicyEvidence:
+        e = PolicyEvidence("P1_NO_PII", "PII")
+        for i, runs in enumerate(runs_per_case):
+            e.add(f"case {i}", runs, violations if i == 0 else 0, other_failures=other if i == 0 else 0, certified=False)
+        return e
+
+    assert claim(evidence([2] * 29)).status == "not certified"  # 58 runs
+    c = claim(evidence([2] * 29 + [1]))  # 59 runs of 30 cases
+    assert (c.status, c.level, c.runs, c.cases) == ("certified", "suite", 59, 30)
+    assert c.bound == pytest.approx(violation_bound(59, 0.95)) and c.bound <= 0.05 < violation_bound(58, 0.95)
+    assert claim(evidence([2] * 40, violations=1)).status == "violated"
+    assert claim(evidence([2] * 40, other=1)).status == "not certified"  # a failed run is no clean run
+
+
+def run_supportops(
+    *, faults: dict[str, float] | None = None, budget: Budget | None = None, cases: tuple[str, ...] = (), **settings: Any
+) -> RunReport:
+    project = agentprop.load_project(SUPPORTOPS)
+    chosen = [project.scenario(s) for s in cases] or project.scenarios()
+    agent = make_factory(SupportOpsAgent, faults or {})
+    return asyncio.run(arun_cases(project, agent, chosen, RunSettings(**settings), memo=TrialMemo(), budget=budget))
+
+
+def test_the_default_profile_screens_each_case_and_certifies_policies_over_the_suite() -> None:
+    report = run_supportops(kinds=("mft", "explore"), explore=2)
+    m = report.metrics
+    assert report.profile == "ci" and m.passed == m.cases == 72
+    assert m.runs_started is not None and m.runs_started / m.cases <= 3
+    assert all(c.runs == 2 and c.decided_by == "screen" for c in report.cases)
+    claims = {c.policy: c for c in report.claims}
+    assert claims["P2_AUTH_GATE"].status == "certified" and claims["P2_AUTH_GATE"].level == "suite"
+    assert claims["P2_AUTH_GATE"].runs >= 59 > claims["P1_NO_PII"].runs
+    assert claims["P1_NO_PII"].status == "not certified"  # 6 cases x 2 runs: too few to claim 5%
+    table = render_table(report)
+    assert "policy P2_AUTH_GATE (authentication): certified over the suite: no violation in" in table
+
+
+def test_release_certifies_each_safety_case_and_says_so() -> None:
+    report = run_supportops(kinds=("mft",), profile="release", cases=("END_REFUSE_PII<-N1_INTENT",))
+    (case,) = report.cases
+    assert (case.runs, case.decided_by) == (59, "zero-failure")
+    pii = next(c for c in report.claims if c.policy == "P1_NO_PII")
+    assert (pii.status, pii.level) == ("certified", "case")
+
+
+def test_an_unknown_profile_names_the_ones_there_are() -> None:
+    with pytest.raises(InputError, match="unknown profile 'deep'"):
+        get_profile("deep")
+
+
+def test_under_a_budget_every_case_gets_a_run_before_any_case_gets_a_second() -> None:
+    # 24 MFT + 48 EXPLORE cases, 72 runs allowed: depth first, the first cases took 2 runs each
+    # (the profile's screen) and the last ones none; breadth first, every case has its run
+    cases = 72
+    budget = Budget(max_runs=cases)
+    report = run_supportops(kinds=("mft", "explore"), explore=2, budget=budget)
+    assert report.metrics.cases == cases
+    assert all(c.runs == 1 for c in report.cases), sorted({c.runs for c in report.cases})
+    m = report.metrics
+    assert (m.runs_started, m.inconclusive) == (cases, cases)  # one clean run each: not the 2 the screen asks
+    assert m.runs_refused and m.runs_refused > 0
+    assert f"runs: {cases} started, " in render_table(report) and "refused by the budget" in render_table(report)
+
+
+def test_under_a_budget_a_failure_is_confirmed_before_passing_cases_are_deepened() -> None:
+    # skip_auth=1 fails every account-changing case on its first run; with 2 runs per case
+    # allowed, the failures are decided (FAIL), none is left INCONCLUSIVE for want of a run
+    report = run_supportops(kinds=("mft",), faults={"skip_auth": 1.0}, budget=Budget(max_runs=48))
+    failing = [c for c in report.cases if c.failures]
+    assert failing and all(c.verdict == "FAIL" for c in failing)
+    assert report.metrics.inconclusive == 0 and report.metrics.runs_started == len(failing) + 2 * (24 - len(failing))
+
+
+def test_the_runs_started_are_the_budgets_and_the_reused_ones_are_named_apart() -> None:
+    budget = Budget()
+    report = run_supportops(kinds=("mft", "inv"), budget=budget)
+    m = report.metrics
+    assert m.runs_started == budget.snapshot().runs
+    assert m.runs_reused and m.runs == m.runs_started + m.runs_reused - m.runs_beyond_decision  # INV reuses its path's runs
+    assert m.runs_refused == 0
