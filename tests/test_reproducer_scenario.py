@@ -35,3 +35,49 @@ def test_the_injected_failure_of_a_retry_scenario_is_kept() -> None:
     assert "world the scenario sets: cancel_order fails with timeout" in report.summary()
     # the reproducer, judged by the spec, passes on the correct agent: it is still the retry scenario
     assert agentprop.check(project, report.reproducer, agent, raise_on_failure=False).verdict == "PASS"
+
+
+def _typo_word(before: str, after: str) -> str:
+    """The word of ``before`` that the typo changed (words compared in order)."""
+    changed = [a for a, b in zip(before.split(), after.split()) if a != b]
+    return changed[0] if changed else ""
+
+
+def test_a_typo_is_anchored_to_a_word_not_an_offset() -> None:
+    # dropping another transform (here: words added in front) must not move the typo to
+    # another word; on main the site was an index into the transformed text
+    from agentprop.strategies._internal.paraphrase import apply_transforms
+
+    base = "please cancel order number immediately thanks"
+    longer = "honestly really " + base
+    moved = 0
+    for site in range(60):
+        step = [("typo", {"kind": 2, "site": site, "key": 0})]
+        a = _typo_word(base, str(apply_transforms(base, step)))
+        b = _typo_word(longer, str(apply_transforms(longer, step)))
+        if b not in ("honestly", "really") and a != b:
+            moved += 1
+    assert moved == 0
+
+
+def test_minimal_is_not_claimed_for_a_reproducer_that_did_not_fail_again() -> None:
+    from agentprop._decide.oracle import CheckResult, FailureSeen
+
+    project = agentprop.load_project(EXAMPLE)
+    scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
+    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
+    sig = "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn0:missing=verify_identity"
+    seen = CheckResult(
+        verdict="FAIL",
+        decided_by="sprt",
+        runs=5,
+        passes=0,
+        pass_rate=0.0,
+        interval=(0.0, 0.4),
+        interval_exact=(0.0, 0.5),
+        failures=[FailureSeen(signature=sig, explanation="x", count=5, first_trial=0)],
+    )
+    # the correct agent never fails again: on main this said "minimal" (nothing to remove)
+    report = shrink(project, scenario, agent, failing=seen, budget=20, verify_runs=10, shrink_words=False)
+    assert report.reproducer_rate is not None and report.reproducer_rate.failures == 0
+    assert not report.minimal and "not reconfirmed" in report.stop_reason

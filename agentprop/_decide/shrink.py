@@ -483,6 +483,9 @@ def shrink(
             for k, v in words.other_signatures.items():
                 other_signatures[str(k)] = other_signatures.get(str(k), 0) + v
             final = words
+        elif word_units:  # the free words were never offered for removal: not shown minimal
+            minimal = False
+            stop_reason = f"choices: {result.stop_reason}; free words: not checked (the shrink budget of {budget} runs was spent on the choices)"
     seen = calibration.failures / calibration.runs if calibration is not None and calibration.runs else None
     verification = (
         verify(final, run, runs=verify_runs, see_rate=seen, max_runs=max(verify_runs, max_verify_runs))
@@ -498,6 +501,9 @@ def shrink(
     if verification is not None:
         r = verification.reproducer
         rep_rate = RateSummary(failures=r.failures, runs=r.runs, rate=r.rate if r.runs else 0.0, interval=r.interval)
+        if minimal and not r.failures:  # a reproducer that did not fail again is not shown to need its units
+            minimal = False
+            stop_reason = f"{stop_reason}; not reconfirmed: the reproducer did not fail in {r.runs} fresh run(s)"
         verify_refused = verification.refused
     return ShrinkReport(
         scenario=sc.id,

@@ -29,6 +29,7 @@ what was actually applied and re-applying it reproduces the text exactly.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import string
@@ -840,12 +841,38 @@ def _typo_positions(lang: _Language, text: str, kind: int) -> list[int]:
     return out
 
 
+def _anchored_site(text: str, positions: list[int], site: int) -> int:
+    """The typo's position, anchored to a word rather than an offset: each candidate word (by
+    its text and which occurrence of that text it is) gets a score from ``site``, the best
+    word wins, and ``site`` picks the letter inside it. Words other transforms add or remove
+    elsewhere change the pick only when they win themselves, so dropping another transform
+    while shrinking leaves the typo on the same word (an offset would move it)."""
+    words: dict[tuple[str, int], list[int]] = {}
+    seen: Counter[str] = Counter()
+    by_start: dict[int, tuple[str, int]] = {}
+    for m in _TYPO_WORD.finditer(text):
+        w = m.group().lower()
+        by_start[m.start()] = (w, seen[w])
+        seen[w] += 1
+    starts = sorted(by_start)
+    for i in positions:
+        start = max(st for st in starts if st <= i)
+        words.setdefault(by_start[start], []).append(i)
+
+    def score(word: tuple[str, int]) -> bytes:
+        return hashlib.sha256(f"{site}|{word[0]}|{word[1]}".encode()).digest()
+
+    chosen = max(words, key=score)
+    letters = words[chosen]
+    return letters[_sites(site, len(letters))]
+
+
 def _typo(lang: _Language, text: str, p: Params) -> str:
     kind = p["kind"]
     positions = _typo_positions(lang, text, kind)
     if not positions:
         return text
-    i = positions[_sites(p["site"], len(positions))]
+    i = _anchored_site(text, positions, p["site"])
     c = text[i]
     if kind == 0:
         return text[:i] + text[i + 1] + c + text[i + 2 :]
