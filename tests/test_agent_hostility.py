@@ -223,3 +223,16 @@ def test_a_huge_reply_or_tool_argument_ends_the_turn_with_a_clear_error(supporto
         [limit] = [e for e in trace.all_errors() if e.kind == "limit_exceeded"]
         assert what in limit.message and f"over the {MAX_TEXT_CHARS:,} agentprop records" in limit.message
         assert len(trace.to_json()) < 100_000
+
+
+def test_a_worker_looping_forever_on_refused_calls_is_let_go_at_once_not_at_the_timeout(supportops_spec: Any) -> None:
+    def forever(message: str, ctx: Any) -> None:
+        while True:  # catches everything, never returns
+            try:
+                ctx.call("no_such_tool")
+            except Exception:
+                pass
+
+    trace = _run(supportops_spec, forever, turn_timeout_s=60.0)
+    kinds = [e.kind for e in trace.all_errors()]
+    assert "limit_exceeded" in kinds and "timeout" not in kinds  # let go at the bound, not at the 60 s timeout

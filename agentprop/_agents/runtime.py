@@ -109,6 +109,10 @@ class TurnContext:
         self._non_respond_calls = 0
         self._refused = 0
         self._closed = False
+        self._stopped = False
+        """The turn was ended on a bound (:meth:`_stop`)."""
+        self._on_stop: Callable[[], None] | None = None
+        """Told when the turn is ended on a bound (the worker running it need not be waited for)."""
         self.deadline: float | None = None
         """When this turn's time runs out, in the event loop's clock (``loop.time()``), or
         ``None`` (no timeout). Model agents pass it down so that no retry waits past it."""
@@ -150,6 +154,8 @@ class TurnContext:
     def call(self, name: str, /, **args: Any) -> Any:
         """Call a tool of the spec and return its output, or raise :class:`ToolError`."""
         if self._closed:
+            if self._stopped and asyncio._get_running_loop() is None:
+                time.sleep(0.05)  # an abandoned worker still looping on calls: let it spin slowly
             raise ToolError("protocol", "this turn is over; tool calls after the turn ended are refused")
         if name == "respond":
             return self.respond(**args)
@@ -242,8 +248,10 @@ class TurnContext:
     def _stop(self, why: str) -> NoReturn:
         """End the turn on a bound: record ``why`` as a ``limit_exceeded`` error; every later
         call of this turn is refused, unrecorded."""
-        self._closed = True
+        self._closed = self._stopped = True
         self._turn.errors.append(RunError(kind="limit_exceeded", message=f"{why}: the turn is ended", turn_index=self._turn.index))
+        if self._on_stop is not None:
+            self._on_stop()
         raise ToolError("limit_exceeded", f"{why}; this turn is over")
 
     def add_usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0, model_calls: int = 1) -> None:
@@ -574,6 +582,19 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
         except RuntimeError:  # the loop closed meanwhile
             pass
 
+    stopped: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not stopped.done():
+            stopped.set_result(None)
+
+    def stop_now() -> None:
+        if not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(wake)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
     def job() -> None:
         try:
             for index in range(start, len(turns.messages)):
@@ -581,6 +602,7 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
                     if seg.abandoned:
                         return
                     turn, ctx = turns.begin(index)
+                    ctx._on_stop = stop_now
                     seg.index, seg.turn, seg.ctx = index, turn, ctx
                     seg.started, seg.t0 = time.monotonic(), time.perf_counter()
                 error: RunError | None = None
@@ -613,9 +635,16 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
         while not done.done():
             with seg.lock:
                 deadline = seg.started + timeout_s if seg.index >= 0 else None
+                if seg.index >= 0 and seg.ctx is not None and seg.ctx._stopped and seg.turn is not None:
+                    # ended on a bound (an agent looping on refused calls): do not wait for it
+                    seg.abandoned = True
+                    turns.end(seg.turn, seg.ctx, seg.t0, None)
+                    return None
+            if stopped.done():  # a stop the worker got past by itself: wait for the next one
+                stopped = loop.create_future()
             remaining = timeout_s if deadline is None else deadline - time.monotonic()
             if remaining > 0:
-                await asyncio.wait((done,), timeout=remaining)
+                await asyncio.wait((done, stopped), timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
                 continue
             with seg.lock:
                 if seg.index >= 0 and seg.started + timeout_s <= time.monotonic():

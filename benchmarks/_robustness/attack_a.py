@@ -212,11 +212,13 @@ def attack_agents(*, timeout_s: float = 120.0) -> dict[str, Any]:
             ("LoopsOnRefusals", {1}), ("HugeReply", {1}), ("LeaksKey", {1}), ("PressesCtrlC", {130}),
         ):  # fmt: skip
             report = Path(tmp) / f"{agent}.json"
-            argv = ["run", str(project), "--agent", f"hostile:{agent}", "--kinds", "mft", "--runs", "3", "--concurrency", "1"]
+            # a blocking close_conversation() is let go at the turn timeout (60 s): one run per case
+            runs = "1" if agent == "BlocksOnClose" else "3"
+            argv = ["run", str(project), "--agent", f"hostile:{agent}", "--kinds", "mft", "--runs", runs, "--concurrency", "1"]
             argv += ["--shrink-budget", "0", "--corpus", str(Path(tmp) / "corpus"), "--json", str(report)]
             if agent != "PressesCtrlC":
                 argv += ["--case", "END_BILLING_ANSWER<-N3_BILLING"]
-            code, text = _cli(argv, timeout_s=timeout_s)
+            code, text = _cli(argv, timeout_s=timeout_s * 2 if agent == "BlocksOnClose" else timeout_s)
             out["inputs"] += 1
             if code is None:
                 out["hangs"] += 1
@@ -266,7 +268,7 @@ def attack_abandoned_calls(*, timeout_s: float = 180.0) -> dict[str, Any]:
             out["tracebacks"] += 1
             return out
         billed = len(server.requests) * price.cost(usage["input_tokens"], usage["output_tokens"])
-    budget = json.loads(report.read_text())["metrics"]["extra"]["budget"]
+        budget = json.loads(report.read_text())["metrics"]["extra"]["budget"]
     out.update(billed_usd=round(billed, 6), reported_usd=round(budget["usd"], 6), limit_usd=limit, reservation_usd=budget["largest_reservation_usd"])
     out["worst_overrun_usd"] = round(max(0.0, billed - limit), 6)
     if budget["usd"] < billed:
