@@ -153,3 +153,35 @@ def test_an_unreachable_mcp_server_is_an_input_error(tmp_path: Path, capsys: pyt
     assert main(["init", str(tmp_path), "--mcp-url", "http://127.0.0.1:9/mcp"]) == 2
     err = capsys.readouterr().err
     assert "cannot list the tools of the MCP server at http://127.0.0.1:9/mcp" in err
+
+
+PYTHON_TOOLS = '''
+def query_order(order_id: str, verbose: bool = False) -> dict[str, str]:
+    """Look an order up.
+
+    More words that stay out of the spec's description."""
+    return {"order_id": order_id}
+
+
+def cancel_order(order_id: str) -> None:
+    """Cancel an order."""
+
+
+TOOLS = [query_order, cancel_order]
+'''
+
+
+def test_init_from_the_python_tools_of_a_spec_free_test(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_tools.py").write_text(PYTHON_TOOLS)
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "orders", "--python-tools", "my_tools:TOOLS"]) == 0
+    assert "(query_order, cancel_order)" in capsys.readouterr().out
+    spec = load_spec(tmp_path / "orders" / "spec.yaml")
+    query = spec.tool("query_order")
+    assert query.description == "Look an order up."
+    assert query.input_schema["required"] == ["order_id"]
+    assert query.input_schema["properties"]["order_id"]["type"] == "string" and query.input_schema["properties"]["verbose"]["default"] is False
+    assert query.output_schema is not None and query.output_schema["type"] == "object"
+    assert spec.tool("cancel_order").output_schema == {"type": "object", "properties": {}}  # returns None: the skeleton's empty object
+    assert main(["lint", "orders"]) == 0
+    assert main(["init", "bad", "--python-tools", "my_tools:ORDERS"]) == 2  # no such name: a usage error

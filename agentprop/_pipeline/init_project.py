@@ -1,6 +1,7 @@
 """``agentprop init``: a spec and bindings skeleton from the tools a team already has.
 
-The tools come from an MCP server's ``tools/list`` (a stdio command or a streamable HTTP URL)
+The tools come from an MCP server's ``tools/list`` (a stdio command or a streamable HTTP URL),
+from the Python functions a spec-free test gives its agent (``--python-tools MODULE:ATTR``),
 or from a JSON file of OpenAI function schemas (Chat Completions ``{"type": "function",
 "function": {...}}`` entries, Responses API ``{"type": "function", "name": ...}`` entries, bare
 ``{"name", "description", "parameters"}`` objects, or any of these under ``"tools"``).
@@ -98,6 +99,55 @@ def tools_from_openai_file(path: Path) -> list[SourceTool]:
             fix="export your tools as the list you pass to the OpenAI API",
         )
     return [_openai_entry(e, f"{path}: tool {i}") for i, e in enumerate(entries)]
+
+
+def tools_from_python(ref: str, base_dir: Path) -> list[SourceTool]:
+    """The tools a spec-free test gives its agent (``MODULE:ATTR``: a function, a list of
+    functions, or ``{name: function}``): each function's name, the first paragraph of its
+    docstring, its parameters as a JSON Schema (from their annotations, through pydantic) and,
+    when it is annotated to return an object, its output schema."""
+    import inspect
+
+    from pydantic import BaseModel, TypeAdapter, create_model
+
+    from agentprop._scenario.build import load_object
+
+    obj = load_object(ref, base_dir, what="tools")
+    items = (
+        list(obj.items())
+        if isinstance(obj, Mapping)
+        else [(getattr(f, "__name__", ""), f) for f in (obj if isinstance(obj, list | tuple) else [obj])]
+    )
+    tools: list[SourceTool] = []
+    for name, fn in items:
+        if not callable(fn) or not _NAME.match(name or ""):
+            raise InputError(
+                f"{ref}: {name or fn!r} is not a named function", fix="point --python-tools at a function, a list of functions or {name: function}"
+            )
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            raise InputError(f"{ref}: cannot read the parameters of {name}", fix="give it a Python signature") from None
+        fields: dict[str, Any] = {
+            p.name: (Any if p.annotation is inspect.Parameter.empty else p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
+            for p in signature.parameters.values()
+            if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        }
+        args_model: type[BaseModel] = create_model(f"{name}_args", **fields)
+        params: dict[str, Any] = args_model.model_json_schema()
+        params.pop("title", None)
+        output: dict[str, Any] | None = None
+        if signature.return_annotation is not inspect.Signature.empty:
+            try:
+                schema = TypeAdapter(signature.return_annotation).json_schema()
+            except Exception:  # an annotation pydantic cannot describe: no output schema
+                schema = {}
+            output = schema if schema.get("type") == "object" else None
+        description = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
+        tools.append(SourceTool(name=name, description=description, input_schema=params, output_schema=output))
+    if not tools:
+        raise InputError(f"{ref} holds no tools", fix="point --python-tools at a function, a list of functions or {name: function}")
+    return tools
 
 
 async def _list_mcp_tools(server: Any) -> list[SourceTool]:
