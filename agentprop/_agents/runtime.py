@@ -699,7 +699,7 @@ async def arun_conversation(
             raise
         trace.errors.append(error)
         trace.duration_s = time.perf_counter() - started
-        return _scrubbed(trace)
+        return _scrubbed(trace.make_valid_unicode())
     turns = _Turns(spec, trace, messages, world, context, case_id, trial, turn_timeout_s)
     if messages and turn_timeout_s is not None and not _is_async(fn):
         await _converse_in_thread(turns, fn)
@@ -707,7 +707,8 @@ async def arun_conversation(
         await _converse_on_loop(turns, fn)
     await _close_conversation(agent, trace, turn_timeout_s)
     trace.duration_s = time.perf_counter() - started
-    return _scrubbed(trace)
+    # an agent's lone surrogate must not lose the run's report (nor the scrubber's JSON)
+    return _scrubbed(trace.make_valid_unicode())
 
 
 def _scrubbed(trace: Trace) -> Trace:

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from agentprop._scenario.build import Scenario
 from agentprop._util.files import describe_validation, path_component, read_json, write_atomic
@@ -80,9 +80,10 @@ class CorpusEntry(BaseModel):
     scenario: Scenario
     """The reproducer: replaying it is ``agentprop.check(project, entry.scenario, agent)``."""
     original_messages: list[str]
-    original_rate: float | None = None
-    reproducer_rate: float | None = None
-    """The reproducer's failure rate on fresh runs; ``None`` when none were made."""
+    original_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    reproducer_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The reproducer's failure rate on fresh runs; ``None`` when none were made. Rates are in
+    [0, 1]: anything else (NaN, 2.0) makes the entry damaged, not a run's crash."""
     confirmed: bool = True
     """``False``: the run saw the failure in its cases, but the reproducer's fresh runs stayed
     clean or were not made (budget spent). Saved all the same; retiring it needs the runs that

@@ -38,6 +38,7 @@ from agentprop._decide.oracle import CheckResult, OracleSettings, decide_runs
 from agentprop._scenario.build import Scenario, make_world
 from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import stable_seed
+from agentprop._util.files import read_regular
 from agentprop.errors import InputError
 
 _SESSION_HEADER = "mcp-session-id"
@@ -298,9 +299,20 @@ class _SessionEnds:
         await self.app(scope, receive, send)
 
 
+MAX_RECORD_BYTES = 256 * 1024 * 1024
+"""Largest record file read back (256 MiB: thousands of trials)."""
+
+
 def _read_record(path: Path, spec_id: str, case_id: str) -> list[Trace]:
+    fix = f"delete {path} to start the case's trials afresh (or pass --fresh)"
+    data = read_regular(path, what="a record of trials", fix=fix, limit=MAX_RECORD_BYTES)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{path}:{bad}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}; damaged)", fix=fix) from None
     traces: list[Trace] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

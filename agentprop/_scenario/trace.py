@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentprop._util.text import valid_unicode, valid_unicode_value
+
 ErrorKind = Literal[
     "agent_exception",
     "timeout",
@@ -179,6 +181,24 @@ class Trace(BaseModel):
 
     def to_json(self, **kw: Any) -> str:
         return self.model_dump_json(**kw)
+
+    def make_valid_unicode(self) -> Trace:
+        """Replace each lone surrogate in what the agent produced (replies, free text, tool
+        arguments and results, error messages) by U+FFFD, in place: such text cannot be
+        written as UTF-8, so a report, memo or snapshot of the run would fail. Returns self."""
+        for error in self.all_errors():
+            error.message = valid_unicode(error.message)
+            error.traceback = None if error.traceback is None else valid_unicode(error.traceback)
+        for turn in self.turns:
+            turn.text = valid_unicode(turn.text)
+            turn.response = valid_unicode_value(turn.response)
+            turn.raw_response = valid_unicode_value(turn.raw_response)
+            for call in turn.tool_calls:
+                call.name = valid_unicode(call.name)
+                call.args = valid_unicode_value(call.args)
+                call.result = valid_unicode_value(call.result)
+                call.error = None if call.error is None else valid_unicode(call.error)
+        return self
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Trace:

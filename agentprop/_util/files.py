@@ -8,9 +8,11 @@ write that was killed is removed by the next write of the same file once it is a
 new file gets the mode a plain ``open()`` would give it (``0o666`` less the umask), or the mode
 of the file it replaces.
 
-Reading (:func:`read_json`): a JSON file that may have been damaged (truncated, edited, not
-UTF-8, nested without end) is an :class:`~agentprop.errors.InputError` naming the file, the
-line and column where that is known, what is wrong and how to fix it; never a traceback.
+Reading (:func:`read_regular`, :func:`read_json`): only a regular file is opened (a FIFO would
+block, a link to ``/dev/zero`` would never end), and at most a size limit of it is read. A file
+that may have been damaged (truncated, edited, not UTF-8, a lone surrogate, nested without end,
+too big) is an :class:`~agentprop.errors.InputError` naming the file, the line and column where
+that is known, what is wrong and how to fix it; never a traceback.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from agentprop._util.text import find_lone_surrogate
 from agentprop.errors import InputError, SourceLocation, clip
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
@@ -99,26 +102,78 @@ def write_atomic(path: str | Path, text: str) -> Path:
     return target
 
 
+MAX_READ_BYTES = 64 * 1024 * 1024
+"""Largest state file read back (64 MiB; a corpus entry or snapshot is a few KB)."""
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_regular(
+    path: str | Path,
+    *,
+    what: str,
+    fix: str,
+    limit: int = MAX_READ_BYTES,
+    error: type[InputError] = InputError,
+) -> bytes:
+    """The bytes of ``path`` when it is a regular file (a link to one counts) of at most
+    ``limit`` bytes; anything else (missing, a directory, a FIFO, a device such as
+    ``/dev/zero``, unreadable, too big) is ``error`` naming the file. Never blocks on a FIFO
+    and never reads more than ``limit + 1`` bytes."""
+    file = Path(path)
+    try:
+        mode = os.stat(file).st_mode
+    except FileNotFoundError:
+        raise error(f"{what} not found", location=SourceLocation(file), expected=what, fix=fix) from None
+    except OSError as exc:
+        raise error(f"cannot read {what}: {exc.strerror or exc}", location=SourceLocation(file), expected="a readable file", fix=fix) from None
+    if not stat.S_ISREG(mode):
+        kind = _kind_of(mode)
+        raise error(f"{file} is {kind}, not {what}", location=SourceLocation(file), expected=f"{what} (a regular file)", fix=fix)
+    try:
+        # O_NONBLOCK: should the file be swapped for a FIFO after the check, open() does not wait
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise error(f"{file} is not a regular file, not {what}", location=SourceLocation(file), expected=what, fix=fix)
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise error(f"cannot read {what}: {exc.strerror or exc}", location=SourceLocation(file), expected="a readable file", fix=fix) from None
+    if len(data) > limit:
+        raise error(
+            f"{what} of more than {limit:,} bytes (agentprop's limit for it; damaged, or not the file meant)",
+            location=SourceLocation(file),
+            expected=f"{what} of at most {limit:,} bytes",
+            fix=fix,
+        )
+    return data
+
+
 def read_json(
     path: str | Path,
     *,
     what: str,
     fix: str,
     error: type[InputError] = InputError,
+    limit: int = MAX_READ_BYTES,
 ) -> Any:
     """The JSON document in ``path``; any way the file cannot be read or parsed is ``error``
     (an :class:`InputError` subclass) naming the file and, when known, the line and column.
     ``what`` names the file's kind in the message (``a snapshot file``); ``fix`` says how to
-    recover (delete it and record again, restore it from version control ...)."""
+    recover (delete it and record again, restore it from version control ...). Text with a
+    lone surrogate (a ``"\\ud83d"`` escape) is refused too: nothing could write it back."""
     file = Path(path)
-    try:
-        data = file.read_bytes()
-    except FileNotFoundError:
-        raise error(f"{what} not found", location=SourceLocation(file), expected=what, fix=fix) from None
-    except IsADirectoryError:
-        raise error(f"{file} is a directory, not {what}", location=SourceLocation(file), expected=what, fix=fix) from None
-    except OSError as exc:
-        raise error(f"cannot read {what}: {exc.strerror or exc}", location=SourceLocation(file), expected="a readable file", fix=fix) from None
+    data = read_regular(file, what=what, fix=fix, limit=limit, error=error)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -131,7 +186,7 @@ def read_json(
             fix=fix,
         ) from None
     try:
-        return json.loads(text)
+        document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(
             f"not valid JSON: {exc.msg} ({what}, damaged or edited)",
@@ -146,6 +201,19 @@ def read_json(
             expected=f"{what} as agentprop writes it (a few levels deep)",
             fix=fix,
         ) from None
+    try:
+        bad = find_lone_surrogate(document)
+    except RecursionError:
+        bad = None  # json.loads managed the depth, so the walk does too, barring a tight stack
+    if bad is not None:
+        where = ".".join(str(p) for p in bad[0]) or "the top level"
+        raise error(
+            f"a lone surrogate U+{ord(bad[1]):04X} at {where} ({what}, damaged or edited): not text anything can write back",
+            location=SourceLocation(file),
+            expected=f"{what} of valid Unicode text",
+            fix=fix,
+        )
+    return document
 
 
 def describe_validation(exc: Exception, limit: int = 300) -> str:

@@ -15,6 +15,7 @@ million values); an integer of more than :data:`MAX_INT_DIGITS` digits; a contro
 
 from __future__ import annotations
 
+import os
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from agentprop._util.files import read_regular
+from agentprop._util.text import SURROGATE_FIX, find_lone_surrogate
 from agentprop.errors import InputError, SourceLocation
 
 Loc = tuple[Hashable, ...]
@@ -44,6 +47,21 @@ class _YamlLimitError(yaml.MarkedYAMLError):
     def __init__(self, problem: str, mark: yaml.Mark | None, fix: str) -> None:
         super().__init__(problem=problem, problem_mark=mark)
         self.fix = fix
+
+
+class _YamlTextError(_YamlLimitError):
+    """A scalar that is well-formed YAML but not text agentprop can keep (a lone surrogate)."""
+
+
+def _check_text(node: yaml.Node) -> None:
+    if isinstance(node, yaml.ScalarNode) and isinstance(node.value, str) and not node.value.isascii():
+        hit = find_lone_surrogate(node.value)
+        if hit is not None:
+            raise _YamlTextError(
+                f"a lone surrogate U+{ord(hit[1]):04X} (half of a UTF-16 pair, not a character): no file or report can hold it",
+                node.start_mark,
+                SURROGATE_FIX,
+            )
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -108,18 +126,25 @@ class _BoundedLoader(yaml.SafeLoader):
             )
 
 
+_MAX_INT_BITS = (10**MAX_INT_DIGITS - 1).bit_length()
+"""Bits of the largest integer of :data:`MAX_INT_DIGITS` decimal digits."""
+
+
 def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
-    digits = sum(ch.isdigit() for ch in str(node.value))
+    # every form counts: decimal, hex (0x), octal (0...), binary (0b) and sexagesimal (1:59:59),
+    # whose digits are not all decimal and whose value can grow faster than its text
+    text = str(node.value).replace("_", "").lstrip("+-")
+    digits = sum(ch.isalnum() for ch in (text[2:] if text[:2].lower() in ("0x", "0b") else text))
+    too_big = f"write a smaller number; quote it if it is meant as text (agentprop's limit is {MAX_INT_DIGITS:,} decimal digits)"
     if digits > MAX_INT_DIGITS:
-        raise _YamlLimitError(
-            f"an integer of {digits:,} digits (agentprop's limit is {MAX_INT_DIGITS:,} integer digits)",
-            node.start_mark,
-            "write a smaller number; quote it if it is meant as text",
-        )
+        raise _YamlLimitError(f"an integer of {digits:,} digits (agentprop's limit is {MAX_INT_DIGITS:,} integer digits)", node.start_mark, too_big)
     try:
-        return loader.construct_yaml_int(node)
+        value = loader.construct_yaml_int(node)
     except ValueError as exc:
         raise _YamlLimitError(f"an integer YAML cannot read ({exc})", node.start_mark, "write a plain decimal integer") from None
+    if value.bit_length() > _MAX_INT_BITS:
+        raise _YamlLimitError(f"an integer of more than {MAX_INT_DIGITS:,} decimal digits ({value.bit_length():,} bits)", node.start_mark, too_big)
+    return value
 
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
@@ -182,9 +207,11 @@ class YamlSource:
 
 def _walk(node: yaml.Node, loc: Loc, src: YamlSource, loader: yaml.SafeLoader) -> None:
     src.positions[loc] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    _check_text(node)
     if isinstance(node, yaml.MappingNode):
         seen: set[Hashable] = set()
         for key_node, value_node in node.value:
+            _check_text(key_node)
             key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, Hashable):
                 key = str(key)
@@ -224,22 +251,20 @@ def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputE
     if text is None:
         assert path is not None
         try:
-            size = path.stat().st_size if path.is_file() else 0
-            if size > MAX_BYTES:
-                raise _too_big(path, size, error)
-            text = path.read_text(encoding="utf-8")
-        except IsADirectoryError:
-            raise error(
-                f"{path} is a directory, not a YAML file",
-                location=SourceLocation(path),
-                fix="give the path of the file itself",
-            ) from None
+            size = os.stat(path).st_size
         except FileNotFoundError:
             raise error(
                 f"file not found: {path}",
                 location=SourceLocation(path),
                 fix="check the path; relative paths are resolved from the current directory",
             ) from None
+        except OSError:
+            size = 0  # read_regular names the problem
+        if size > MAX_BYTES:
+            raise _too_big(path, size, error)
+        data = read_regular(path, what="a YAML file", fix="give the path of the file itself", limit=MAX_BYTES, error=error)
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             data = exc.object if isinstance(exc.object, bytes) else b""
             bad_line = data.count(b"\n", 0, exc.start) + 1
@@ -267,7 +292,7 @@ def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputE
     except _YamlLimitError as exc:
         mark = exc.problem_mark
         raise error(
-            f"YAML over a limit: {exc.problem}",
+            str(exc.problem) if isinstance(exc, _YamlTextError) else f"YAML over a limit: {exc.problem}",
             location=SourceLocation(path, mark.line + 1 if mark else None, mark.column + 1 if mark else None),
             fix=exc.fix,
         ) from None
