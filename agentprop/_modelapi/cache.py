@@ -726,6 +726,29 @@ def _checksum(key: str, request_json: str | bytes, response_json: str, usage_jso
     return hashlib.sha256("\x1f".join((key, request_json, response_json, usage_json)).encode()).hexdigest()
 
 
+_COLUMN_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("key", (str,)),
+    ("model", (str,)),
+    ("trial", (int,)),
+    ("request_json", (str, bytes)),
+    ("response_json", (str,)),
+    ("usage_json", (str,)),
+    ("created_at", (float, int)),
+    ("checksum", (str,)),
+)
+"""The columns of :data:`_COLUMNS`, each with the Python types SQLite may give for it."""
+
+
+def _sql_type(value: object) -> str:
+    return {type(None): "NULL", str: "text", bytes: "a blob", int: "an integer", float: "a real"}.get(type(value), type(value).__name__)
+
+
+def _wrong_column_types(row: tuple[Any, ...]) -> str:
+    """What is wrong with the types of a row of :data:`_COLUMNS` (``""`` when nothing): a
+    NULL or a value of the wrong kind in a column that SQLite does not type strictly."""
+    return ", ".join(f"{name} is {_sql_type(value)}" for (name, types), value in zip(_COLUMN_TYPES, row, strict=True) if type(value) not in types)
+
+
 # --------------------------------------------------------------------------------------------
 # Results and stats
 # --------------------------------------------------------------------------------------------
@@ -978,6 +1001,7 @@ class ApiCache:
         conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=True)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+            self._refuse_foreign(conn)  # before anything is changed: no tables added, no WAL
             # read pages through a memory map (no read() system call per page: replays look up
             # rows all over the file); a hint, which SQLite may cap, changes no results
             conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
@@ -992,6 +1016,23 @@ class ApiCache:
             conn.close()
             raise
         return conn
+
+    def _refuse_foreign(self, conn: sqlite3.Connection) -> None:
+        """Refuse a SQLite file that holds tables of another application (as the trial memo
+        does): adding agentprop's tables and switching it to WAL mode would change someone
+        else's database."""
+        try:
+            tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()}
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
+        foreign = sorted(n for n in tables - {"schema_version", "responses"} if not n.startswith("sqlite_"))
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise CacheError(
+                f"{self.path}: not an agentprop API cache: the SQLite file holds other tables ({shown}); it was left unchanged.\n"
+                "  fix: point the cache at a file of its own (--cache PATH, or cache= in Python; the default is "
+                ".agentprop/api-cache.sqlite)"
+            )
 
     def _version_error(self, found: str) -> CacheError:
         return CacheError(
@@ -1093,6 +1134,13 @@ class ApiCache:
 
     def _row_to_result(self, row: tuple[Any, ...], *, from_cache: bool) -> CachedResponse:
         key, model, trial, request_json, response_json, usage_json, created_at, checksum = row
+        wrong = _wrong_column_types(row)
+        if wrong:
+            raise CacheError(
+                f"{self.path}: the entry {str(key)[:16]}... is damaged ({wrong}): the row was edited, or written by "
+                "another program. Run ApiCache.verify() to list damaged entries, delete them with "
+                "ApiCache.delete(key), and re-record."
+            )
         if _checksum(key, request_json, response_json, usage_json) != checksum:
             raise CacheError(
                 f"{self.path}: the entry {key[:16]}... fails its checksum (the file was edited or "
@@ -1417,8 +1465,15 @@ class ApiCache:
         version = read("SELECT version FROM schema_version")
         if version is not None and [v[0] for v in version] != [SCHEMA_VERSION]:
             problems.append(f"schema_version is {version}, expected [{SCHEMA_VERSION}]")
-        for row in read(f"SELECT {_COLUMNS} FROM responses") or []:
+        for full in read(f"SELECT {_COLUMNS}, input_tokens, output_tokens FROM responses") or []:
+            row, tokens = full[:8], full[8:]
             key = str(row[0])[:64]
+            wrong = _wrong_column_types(row) or ", ".join(
+                f"{n} is {_sql_type(v)}, not an integer" for n, v in zip(("input_tokens", "output_tokens"), tokens, strict=True) if type(v) is not int
+            )
+            if wrong:
+                problems.append(f"{key}: damaged entry ({wrong})")
+                continue
             try:
                 key, model, trial, request_json, response_json, usage_json, _created, checksum = row
                 if _checksum(key, request_json, response_json, usage_json) != checksum:
