@@ -4,6 +4,8 @@ selected, and checks of numeric options."""
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -236,12 +238,57 @@ def selected_scenarios(project: Project, filters: list[str]) -> list[Scenario]:
     return scenarios
 
 
+OUTPUTS = ("json", "html", "junit", "markdown")
+"""The output options (``--json PATH`` ...) of the commands that run cases."""
+
+
 def check_report_outputs(args: argparse.Namespace) -> None:
-    """Before anything runs: ``--html`` needs jinja2 (a missing extra should not cost a suite)."""
+    """Before anything runs, so that no results are lost after the work: ``--html`` needs
+    jinja2, and each output path must be writable. Missing directories are created; each path
+    is made absolute (an agent that changes directory must not move the report)."""
     if getattr(args, "html_path", None):
         from agentprop._pipeline.report import require_jinja2
 
         require_jinja2()
+    resolved: dict[str, Path] = {}
+    for name in OUTPUTS:
+        typed = getattr(args, f"{name}_path", None)
+        if not typed or typed == "-":
+            continue
+        path = Path(typed).absolute()
+        fix = f"give --{name} a file path in a directory you can write to"
+        if path.is_dir():
+            raise InputError(f"--{name} {typed} is a directory", expected="a file path", fix=fix)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"--{name} {typed}: cannot create its directory {path.parent}: {exc.strerror or exc}", fix=fix) from None
+        if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise InputError(f"--{name} {typed}: {path if path.exists() else path.parent} is not writable", fix=fix)
+        resolved[name] = path
+    args.resolved_outputs = resolved
+
+
+def write_output(args: argparse.Namespace, name: str, text: str, what: str, out: TextIO) -> bool:
+    """Write ``text`` to the ``--NAME`` path (made absolute by :func:`check_report_outputs`).
+    On a failure (a full or read-only disk) the text goes to a file in the temporary directory
+    instead and the message says where; ``False`` then, so the command can exit 2."""
+    typed = str(getattr(args, f"{name}_path"))
+    path = getattr(args, "resolved_outputs", {}).get(name) or Path(typed).absolute()
+    try:
+        path.write_text(text, encoding="utf-8")
+        return True
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+    fd, spare = tempfile.mkstemp(prefix=f"agentprop-{name}-", suffix={"json": ".json", "html": ".html", "junit": ".xml"}.get(name, ".md"))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        print(f"error: cannot write the {what} to {typed} ({problem}), nor to {spare} ({exc.strerror or exc}): it is lost", file=out)
+        return False
+    print(f"error: cannot write the {what} to {typed} ({problem}); it was written to {spare} instead", file=out)
+    return False
 
 
 def write_report_outputs(report: RunReport | SnapshotCheckReport, args: argparse.Namespace, out: TextIO) -> list[str]:
@@ -251,6 +298,7 @@ def write_report_outputs(report: RunReport | SnapshotCheckReport, args: argparse
     from agentprop._pipeline.report.model import SnapshotCheckReport
 
     written: list[str] = []
+    failed = False
     for name, render, what in (
         ("html", render_html, "HTML report"),
         ("junit", render_junit, "JUnit XML"),
@@ -268,8 +316,10 @@ def write_report_outputs(report: RunReport | SnapshotCheckReport, args: argparse
             out.write(text)
             out.flush()
             continue
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text, encoding="utf-8")
-        written.append(path)
-        print(f"{what} written to {path}", file=out)
+        if write_output(args, name, text, what, out):
+            written.append(path)
+            print(f"{what} written to {path}", file=out)
+        else:
+            failed = True
+    args.output_failed = failed or getattr(args, "output_failed", False)
     return written

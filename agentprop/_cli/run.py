@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agentprop._cli.common import (
@@ -25,6 +24,7 @@ from agentprop._cli.common import (
     parse_kinds,
     require_decisions,
     selected_scenarios,
+    write_output,
     write_report_outputs,
 )
 from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent, suite_parent
@@ -186,11 +186,15 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     for u in unchecked_requirements(project.spec):
         print(f"note: not checked: {u.clause} (agentprop has no check for it; `agentprop lint` shows where)", file=out)
     if args.json_path:
-        Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
-        print(f"report written to {args.json_path}", file=out)
+        if write_output(args, "json", report.to_json(), "JSON report", out):
+            print(f"report written to {args.json_path}", file=out)
+        else:
+            args.output_failed = True
     write_report_outputs(report, args, out)
     if interrupted:
         return EXIT_INTERRUPTED
+    if getattr(args, "output_failed", False):
+        return EXIT_USAGE  # the results are kept where the message says; the exit code shows the loss
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
     if print_infrastructure(report, out, verbose=args.verbose):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 from agentprop._cli.common import (
     EXIT_FAIL,
     EXIT_OK,
+    EXIT_USAGE,
     check_budget_args,
     check_explore,
     check_positive_runs,
@@ -22,6 +23,7 @@ from agentprop._cli.common import (
     require_cases,
     require_decisions,
     selected_scenarios,
+    write_output,
     write_report_outputs,
 )
 from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent, suite_parent
@@ -207,9 +209,13 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             print(line, file=out)
     print(metrics.summary(), file=out)
     if args.json_path:
-        Path(args.json_path).write_text(report.to_json(), encoding="utf-8")
-        print(f"report written to {args.json_path}", file=out)
+        if write_output(args, "json", report.to_json(), "JSON report", out):
+            print(f"report written to {args.json_path}", file=out)
+        else:
+            args.output_failed = True
     write_report_outputs(report, args, out)
+    if getattr(args, "output_failed", False):
+        return EXIT_USAGE  # the results are kept where the message says; the exit code shows the loss
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
     survived = mutation is not None and any(m.status == "survived" for m in mutation.mutants)

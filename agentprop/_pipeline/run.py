@@ -684,10 +684,13 @@ def _corpus_case(
     kind = "REGRESSION" if action == "regression" else "CORPUS"
     case_id = f"{kind} {entry.id} {entry.scenario_id}"
     checks[case_id] = checks.pop(f"corpus {entry.id} {entry.scenario_id}")
-    if action == "regression" and own:
-        corpus.seen_again(entry, fingerprint=agent.fingerprint)
-    elif action == "retired":
-        corpus.retire(entry, message)
+    try:
+        if action == "regression" and own:
+            corpus.seen_again(entry, fingerprint=agent.fingerprint)
+        elif action == "retired":
+            corpus.retire(entry, message)
+    except OSError as exc:  # a full or read-only disk: the replay's verdict still stands
+        message += f"; the corpus could not be updated ({exc.strerror or exc})"
     events.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
     return case_from_check(
         case_id,
@@ -792,9 +795,13 @@ def shrink_failures(
                 prop_name = JUDGE_PROP + prop.name
             else:
                 prop_name = "probe" if case.kind == "PROBE" or prop is not None else "mft"
-            entry, new = corpus.record(
-                entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent, prop=prop_name)
-            )
+            fresh = entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent, prop=prop_name)
+            try:
+                entry, new = corpus.record(fresh)
+            except OSError as exc:  # a full or read-only disk: the reproducer stays in the report
+                message = f"bug {bug.id} not saved to the corpus ({corpus.root}): {exc.strerror or exc}; its reproducer is in this report"
+                report.corpus.append(CorpusEvent(entry=fresh.id, action="not-saved", signature=fresh.signature, message=message))
+                continue
             bug.corpus_entry = entry.id
             if case.shrunk is not None:
                 case.shrunk["corpus_entry"] = entry.id

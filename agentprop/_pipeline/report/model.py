@@ -247,9 +247,10 @@ class CorpusEvent(BaseModel):
     """What happened to one corpus entry in this run."""
 
     entry: str
-    action: Literal["regression", "fails-differently", "retired", "kept", "saved", "updated", "damaged"]
+    action: Literal["regression", "fails-differently", "retired", "kept", "saved", "updated", "damaged", "not-saved"]
     """``damaged``: the entry's file could not be read; it was skipped (``message`` names the
-    file, the problem and the fix)."""
+    file, the problem and the fix). ``not-saved``: the entry could not be written (a full or
+    read-only disk); the reproducer is still in this report, under its case's ``shrunk``."""
     signature: str
     message: str
 
