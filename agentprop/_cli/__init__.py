@@ -8,15 +8,17 @@ Each command module has ``add_parser(subparsers)``, which registers the command 
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import sys
-from typing import NoReturn, TextIO
+from typing import NoReturn, TextIO, cast
 
 from agentprop._cli import compile as compile_command
 from agentprop._cli import corpus, init, judge, lint, report, run, serve, snapshot, tdad
 from agentprop._cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from agentprop._util.refs import did_you_mean
 from agentprop._util.scrub import scrub_text
+from agentprop._util.text import printable
 from agentprop._version import __version__
 from agentprop.errors import AgentPropError
 
@@ -67,9 +69,28 @@ def unrecognized(p: argparse.ArgumentParser, args: argparse.Namespace, extra: li
     )
 
 
+class _Printable(io.TextIOBase):
+    """A text stream that writes :func:`~agentprop._util.text.printable` text to another: what
+    the command prints may quote a spec's names or an agent's reply, which must not retitle the
+    terminal, clear it, or hold a lone surrogate that no encoding can write."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+
+    def write(self, s: str) -> int:
+        self.inner.write(printable(s))
+        return len(s)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+
 def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
+    out = cast(TextIO, _Printable(out or sys.stdout))
+    err = cast(TextIO, _Printable(err or sys.stderr))
     p = parser()
     try:
         args, extra = p.parse_known_args(argv)

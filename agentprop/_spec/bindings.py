@@ -384,6 +384,11 @@ class Bindings(_Strict):
         return SourceLocation(self._path)
 
 
+MAX_TEXT_CHARS = 65_536
+"""Longest template or slot value (64 Ki characters): each run renders, stores and judges every
+message, so a megabyte template made one ``agentprop run`` take minutes."""
+
+
 def fill_slots(value: Any, slots: Mapping[str, Any]) -> Any:
     """Replace ``{slot}`` in every string inside ``value`` (a whole-string placeholder keeps the
     slot's own type)."""
@@ -669,10 +674,58 @@ class _Validator:
             )
         self.decision(mapped, ("outcomes", key))
 
+    def texts(self) -> None:
+        """Every template and slot value: within :data:`MAX_TEXT_CHARS`; every template's
+        ``{slot}`` defined and its optional parts ``[ ... ]`` not nested; no empty list of
+        templates (nothing could be said)."""
+        b = self.b
+        for name, value in b.slots.items():
+            if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
+                raise self.fail(
+                    f"slot {name!r} is {len(value):,} characters long (agentprop's limit is {MAX_TEXT_CHARS:,})",
+                    ("slots", name),
+                    "use a shorter value; a long message is tested as well by a few hundred characters",
+                )
+        for loc, template in b.templates():
+            if len(template) > MAX_TEXT_CHARS:
+                raise self.fail(
+                    f"a template of {len(template):,} characters (agentprop's limit is {MAX_TEXT_CHARS:,})",
+                    loc,
+                    "use a shorter template; a long message is tested as well by a few hundred characters",
+                )
+            depth = 0
+            for ch in template:
+                depth += {"[": 1, "]": -1}.get(ch, 0)
+                if depth > 1:
+                    raise self.fail(
+                        f"template {clip(template, 120)!r}: optional parts [ ... ] are nested",
+                        loc,
+                        "write optional parts side by side: `Cancel[ my order][ now]`, not `Cancel[ my[ order]]`",
+                    )
+            for slot in _SLOT.findall(template):
+                if slot not in b.slots:
+                    raise self.fail(
+                        f"template {clip(template, 120)!r} uses slot {{{slot}}}, which `slots:` does not define",
+                        loc,
+                        f"add `{slot}: <default value>` under `slots:`",
+                    )
+        for name, var in b.variables.items():
+            tables = [("utterance", var.utterance or {})] + ([("followup", var.followup.values)] if var.followup is not None else [])
+            for key, table in tables:
+                for value, templates in table.items():
+                    if templates is not None and not templates:
+                        loc = ("variables", name, key, *(("values",) if key == "followup" else ()), value)
+                        raise self.fail(
+                            f"variable {name!r}: {key} for value {value!r} is an empty list: there is nothing to say",
+                            loc,
+                            "give at least one template, or remove the value" + (" (null ends the conversation there)" if key == "followup" else ""),
+                        )
+
     def run(self) -> list[str]:
         warnings: list[str] = []
         b, spec = self.b, self.spec
         used = condition_variables(spec)
+        self.texts()
         for name, var in b.variables.items():
             loc: tuple[Hashable, ...] = ("variables", name)
             if name not in used:

@@ -26,8 +26,26 @@ class RetryPolicy(_Open):
     on: list[str] = Field(default_factory=list)
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _printable_name(value: Any) -> Any:
+    """Names (spec id, tool names, node ids) are printed, used in file and type names: a
+    control character (NUL, an escape sequence) in one is refused where it is written."""
+    if isinstance(value, str):
+        found = _CONTROL.search(value)
+        if found:
+            raise ValueError(
+                f"holds the control character U+{ord(found.group()):04X} at position {found.start()}, "
+                "which no name may hold (a NUL, or a terminal escape sequence); use letters, digits, '_', '-' and '.'"
+            )
+    return value
+
+
 class Tool(_Open):
     name: str
+
+    _printable = field_validator("name", mode="before")(_printable_name)
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     output_schema: dict[str, Any] | None = None
@@ -109,6 +127,8 @@ class Branch(_Open):
 
 class Node(_Open):
     node_id: str
+
+    _printable = field_validator("node_id", mode="before")(_printable_name)
     description: str = ""
     trigger: str | None = None
     requirements: Requirements = Field(default_factory=Requirements)
@@ -156,6 +176,8 @@ class Spec(_Open):
     @classmethod
     def _version_text(cls, v: Any) -> Any:
         return str(v) if isinstance(v, (int, float)) else v
+
+    _printable = field_validator("spec_id", mode="before")(_printable_name)
 
     # ------------------------------------------------------------------ navigation
 
