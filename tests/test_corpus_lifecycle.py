@@ -205,6 +205,31 @@ def test_an_entry_whose_fault_is_fixed_is_retired_with_a_message(project_dir: Pa
     assert [c.kind for c in later.cases] == ["MFT"]
 
 
+def test_a_bug_that_comes_back_after_retirement_can_be_shown_and_removed(project_dir: Path, tmp_path: Path) -> None:
+    # issue #27 item 10: the retired copy and the new live entry shared one id, and
+    # `corpus show` / `corpus rm` refused it as "several corpus entries with id X"
+    corpus = project_dir / ".agentprop" / "corpus"
+    run(project_dir, tmp_path, "--fault", "skip_auth=1")
+    [path] = entry_files(corpus)
+    buggy = (project_dir / "agent.py").read_text()
+    fix_skip_auth(project_dir)
+    run(project_dir, tmp_path, "--fault", "skip_auth=1")  # fixed: retired
+    retired = corpus / "retired" / path.parent.name / path.name
+    assert retired.exists()
+    (project_dir / "agent.py").write_text(buggy)
+    run(project_dir, tmp_path, "--fault", "skip_auth=1")  # the bug is back: a live entry again
+    assert entry_files(corpus) == [path] and not retired.exists()
+    code, out, err = cli("corpus", "show", path.stem, "--dir", str(corpus))
+    assert code == 0 and json.loads(out)["id"] == path.stem, err
+    # a corpus left with both copies (by an older agentprop) shows the live one and removes both
+    shutil.copy(path, retired)
+    code, out, err = cli("corpus", "show", path.stem, "--dir", str(corpus))
+    assert code == 0 and json.loads(out)["retired"] is None, err
+    code, out, err = cli("corpus", "rm", path.stem, "--dir", str(corpus))
+    assert code == 0, err
+    assert not path.exists() and not retired.exists()
+
+
 def test_a_different_failure_on_replay_is_not_called_a_regression(project_dir: Path, tmp_path: Path) -> None:
     corpus = project_dir / ".agentprop" / "corpus"
     run(project_dir, tmp_path, "--fault", "skip_auth=1")

@@ -205,6 +205,9 @@ class Corpus:
         old = self.find(entry.id, entry.spec_id)
         if old is None:
             self.save(entry)
+            # a bug that comes back after its entry was retired: the live entry supersedes the
+            # retired one (two files with one id could be neither shown nor removed)
+            (self.folder(entry.spec_id, retired=True) / f"{path_component(entry.id)}.json").unlink(missing_ok=True)
             return entry, True
         smaller = sum(map(len, entry.scenario.messages)) < sum(map(len, old.scenario.messages))
         update: dict[str, Any] = {"seen": old.seen + 1, "last_seen": now(), "agent_fingerprint": entry.agent_fingerprint}
@@ -271,14 +274,17 @@ class Corpus:
         ``retired=False``)."""
         every = self.entries() + (self.entries(retired=True) if retired else [])
         matches = [e for e in every if e.id.startswith(entry_id_prefix)]
-        if len(matches) == 1:
-            return matches[0]
-        known = ", ".join(e.id for e in every) or "(the corpus is empty)"
+        matches = [e for e in matches if e.id == entry_id_prefix] or matches
+        if matches and len({(e.spec_id, e.id) for e in matches}) == 1:
+            return matches[0]  # one entry; live and retired copies of it: the live one first
+        known = ", ".join(dict.fromkeys(e.id for e in every)) or "(the corpus is empty)"
         problem = "no corpus entry" if not matches else "several corpus entries"
         raise InputError(f"{problem} with id {entry_id_prefix!r} in {self.root}", fix=f"use one of: {known}")
 
     def remove(self, entry: CorpusEntry) -> None:
-        self.path(entry).unlink(missing_ok=True)
+        """Delete ``entry``: its live and its retired file, whichever exist."""
+        for retired in (False, True):
+            (self.folder(entry.spec_id, retired=retired) / f"{path_component(entry.id)}.json").unlink(missing_ok=True)
 
     def _read_or_note(self, path: Path) -> CorpusEntry | None:
         """The entry in ``path``, or ``None`` with the problem added to :attr:`damaged`."""
