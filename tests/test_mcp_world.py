@@ -342,7 +342,7 @@ def test_agentprop_serve_http_until_decided(tmp_path: Path, reference_agent: Any
     )
     server.start()
     deadline = time.monotonic() + 60
-    while not (found := re.search(r"at (http://127\.0\.0\.1:\d+/mcp)", out.getvalue())) and time.monotonic() < deadline:
+    while not (found := re.search(r"at (http://127\.0\.0\.1:\d+/mcp\?token=[\w-]+);", out.getvalue())) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert found, out.getvalue()
 
@@ -355,3 +355,43 @@ def test_agentprop_serve_http_until_decided(tmp_path: Path, reference_agent: Any
     assert codes == [1]
     printed = out.getvalue()
     assert "trial 0:" in printed and "verdict FAIL" in printed and "verify_identity was never called" in printed
+
+
+def test_http_sessions_need_the_servers_token(project: Any, reference_agent: Any) -> None:
+    """Issue #27 item 19: any local process can reach the loopback port; only a client holding
+    the token (in the URL the server gives, or as a bearer token) may open a session."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=2))
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+    }
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+    def post(url: str, extra: dict[str, str]) -> tuple[int, str]:
+        request = urllib.request.Request(url, data=json.dumps(initialize).encode(), headers={**headers, **extra}, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, ""
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    with HttpCaseServer(case) as running:
+        bare = running.url.split("?")[0]
+        assert running.url == f"{bare}?token={case.token}" and len(case.token) >= 32
+        for url, extra in [(bare, {}), (f"{bare}?token=wrong", {}), (bare, {"authorization": "Bearer wrong"})]:
+            status, body = post(url, extra)
+            assert status == 401 and "token" in json.loads(body)["error"]
+        assert post(bare, {"authorization": f"Bearer {case.token}"})[0] == 200
+
+        async def session() -> None:
+            async with Client(running.url) as client:
+                await _play_session(client, reference_agent(), project.spec)
+
+        asyncio.run(session())
+    assert [t.trial for t in case.traces] == [0]  # the refused requests opened no trial

@@ -49,7 +49,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._agents.project import load_project
 
     try:
-        from agentprop._pipeline.serve import CaseServer, default_record_path, log_trial
+        from agentprop._pipeline.serve import CaseServer, default_record_path, log_trial, url_with_token
     except ImportError:
         raise InputError("agentprop serve needs the MCP SDK, which is not installed", fix="pip install 'agentprop[mcp]'") from None
     project = load_project(args.spec, bindings=args.bindings)
@@ -94,7 +94,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         sock.listen(128)
     except OSError as exc:
         raise InputError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}", fix="choose another --port, or 0 for a free one") from None
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    url = url_with_token(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", case.token)  # no token, no session
     print(
         f"agentprop {__version__}: serving {project.spec.spec_id} case {scenario.id} at {url}; each session is one trial; {where}{earlier}",
         file=log,

@@ -7,6 +7,11 @@ sequential test (:func:`agentprop._decide.oracle.decide_runs`); the verdict is r
 is reached. Trials are appended to a record file, so separate stdio processes add up to one
 decision.
 
+Over HTTP only clients holding the server's token are served: any local process can reach a
+loopback port, and a session opened by one would count toward the verdict. The token is part of
+the URL the server prints (``/mcp?token=...``), or sent as ``Authorization: Bearer TOKEN``; a
+request without it is refused (401) before it reaches MCP.
+
 MCP's 2026-07-28 revision has no sessions over HTTP; the HTTP server advertises the handshake
 revisions only, so the SDK's clients (``mode="auto"``) fall back to sessions, and a sessionless
 request is refused with an error that says so.
@@ -15,7 +20,9 @@ request is refused with an error that says so.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import re
+import secrets
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -23,6 +30,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import parse_qs
 
 import mcp_types as types
 from mcp import Client
@@ -83,6 +91,8 @@ class CaseServer:
     turn_timeout_s: float | None = 300.0
     seed: int = 0
     on_trial: Callable[[Trace, CheckResult], None] | None = None
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    """What an HTTP client must present (``?token=`` in the URL, or a bearer token)."""
     traces: list[Trace] = field(default_factory=list)
     rule: str | None = None
     _open: dict[str, ServedTrial] = field(default_factory=dict, repr=False)
@@ -284,14 +294,46 @@ class CaseServer:
             await asyncio.gather(serving, return_exceptions=True)
 
 
+def url_with_token(base: str, token: str) -> str:
+    """``base`` (``http://127.0.0.1:PORT/mcp``) with the server's token as its query."""
+    return f"{base}?token={token}"
+
+
+def _presented_token(scope: Any) -> str:
+    query = parse_qs(bytes(scope.get("query_string") or b"").decode("latin-1"))
+    if query.get("token"):
+        return query["token"][0]
+    auth = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"authorization"), "")
+    return auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+
+
+async def _refuse(send: Any) -> None:
+    body = (
+        b'{"error": "unauthorized: this agentprop server serves only clients that present its token '
+        b'(the ?token=... of the URL agentprop serve --http printed, or Authorization: Bearer TOKEN)"}'
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 class _SessionEnds:
-    """ASGI wrapper: a ``DELETE`` of a session (the client closing it) ends its trial."""
+    """ASGI wrapper: a request without the server's token is refused (401); a ``DELETE`` of a
+    session (the client closing it) ends its trial."""
 
     def __init__(self, app: Any, owner: CaseServer) -> None:
         self.app = app
         self.owner = owner
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and not hmac.compare_digest(_presented_token(scope).encode(), self.owner.token.encode()):
+            await _refuse(send)
+            return
         if scope.get("type") == "http" and scope.get("method") == "DELETE":
             sid = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == _SESSION_HEADER.encode()), None)
             if sid:
@@ -344,6 +386,9 @@ class HttpCaseServer:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
+        # listening from the start: a client that connects before the server thread accepts
+        # waits in the backlog instead of being refused
+        self._sock.listen(128)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -356,7 +401,8 @@ class HttpCaseServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        """The URL to give the client: the server's token included."""
+        return url_with_token(f"http://127.0.0.1:{self.port}/mcp", self.case.token)
 
     def start(self) -> HttpCaseServer:
         def main() -> None:
