@@ -101,6 +101,7 @@ class CaseServer:
     _lock: asyncio.Lock | None = field(default=None, repr=False)
     _decided: asyncio.Event | None = field(default=None, repr=False)
     _seen_sessions: set[str] = field(default_factory=set, repr=False)
+    _closed_sessions: set[str] = field(default_factory=set, repr=False)
     skipped: int = 0
     """Sessions that ended before their client read a message or called a tool (not trials)."""
 
@@ -258,6 +259,7 @@ class CaseServer:
         return _SessionEnds(app, self)
 
     async def session_deleted(self, sid: str) -> None:
+        self._closed_sessions.add(sid)
         trial = self._open.get(sid)
         if trial is not None:
             await trial.bridge.close()
@@ -285,6 +287,12 @@ class CaseServer:
             waits.add(asyncio.ensure_future(stop.wait()))
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if until_decided and not serving.done():
+                # the client whose trial decided the case is still closing its session: serve
+                # its DELETE (a few seconds at most) rather than refuse the connection
+                deadline = asyncio.get_running_loop().time() + 5.0
+                while self._seen_sessions - self._closed_sessions and asyncio.get_running_loop().time() < deadline:
+                    await asyncio.sleep(0.05)
         finally:
             for w in waits - {serving}:
                 w.cancel()
