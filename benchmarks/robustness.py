@@ -1,16 +1,18 @@
 """Robustness: hostile inputs never crash or hang agentprop; a shared budget is not overrun.
 
-Usage: ``python benchmarks/robustness.py [--json PATH] [--seed S] [--inputs N] [--timeout SECONDS]``
+Usage: ``python benchmarks/robustness.py [--json PATH] [--seed S] [--inputs N] [--run-every K] [--timeout SECONDS]``
 
 1. **Hostile inputs.** The attack of issue #15 (``benchmarks/_robustness/inputs.py``: recursive aliases,
    billion laughs, 1,000-deep nesting, 5,000-digit integers, control bytes, hostile ``when``
    expressions, impossible schemas, bad world values and ranges, path-like agent refs, huge
-   list indices, duplicate keys, 120 KB values) followed by ``--inputs`` (300) inputs that
+   list indices, duplicate keys, 120 KB values) followed by ``--inputs`` (1,500) inputs that
    Hypothesis makes from the bundled specs, bindings and phrase packs with seed ``--seed``
-   (text-level and parsed-tree mutations). Each is judged in a forked worker process under
-   ``--timeout`` (120 s) and a 2 GB address-space limit, as a user meets it (``agentprop lint``
-   on a copy of the example project, then ``agentprop run`` with every case kind and 20 runs of
-   the example's agent when lint accepts it; a pack is loaded and made into a paraphrase strategy):
+   (text-level and parsed-tree mutations; issue #27's lone-surrogate escapes, hex and
+   sexagesimal integers, NULs and escape sequences among the pieces inserted). Each is judged in
+   a forked worker process under ``--timeout`` (120 s) and a 2 GB address-space limit, as a user
+   meets it (``agentprop lint`` on a copy of the example project, then, for every
+   ``--run-every``-th input (10) that lint accepts, ``agentprop run`` with every case kind and 20
+   runs of the example's agent; a pack is loaded and made into a paraphrase strategy):
    ``clear_error`` (exit 2, ``FILE:LINE:COL`` and a fix, at most 2,000 characters),
    ``accepted`` (exit 0/1: the mutation left a usable file), ``unclear_error``, ``traceback``
    or ``hang`` (the timeout fired; the worker is killed and replaced). Targets: 0 tracebacks,
@@ -23,7 +25,20 @@ Usage: ``python benchmarks/robustness.py [--json PATH] [--seed S] [--inputs N] [
    over a few seeds, measured with the Budget API as it stands, and the reserved worst case
    of one call (``max_tokens x price``) for comparison.
 
-``--json`` writes ``{"inputs", "clear_errors", "tracebacks", "hangs", "budget_max_overrun_ratio", ...}``.
+3. **Issue #27's categories.** Part B (``benchmarks/_robustness/attack_b.py``: lone surrogates,
+   damaged and foreign caches, full disks and bad output paths, a corpus entry back after
+   retirement, huge integers, unprintable names, unrenderable templates, special files, the
+   ``serve --http`` token) and, when it exists, part A (``benchmarks/_robustness/attack_a.py``,
+   the same interface: ``CATEGORIES``, name -> ``fn(workdir)`` returning a tally). Each category
+   runs in a forked worker under the timeout and the memory limit; its cases end ``ok``,
+   ``traceback``, ``data_lost`` or ``silent_wrong``, the worker's fate adds ``hang`` and ``oom``.
+   Every file the categories wrote is searched for the API key they were given (``keys on disk``).
+   A category that is not run is named as not covered, with no figure, and the exit code is 1.
+
+Targets: tracebacks 0, hangs 0, OOM 0, data lost 0, silent wrong 0, keys on disk 0, worst dollar
+overrun at most one call's reservation; the exit code is 0 only when every target is met and
+every category was run. ``--json`` writes ``{"tracebacks", "hangs", "oom", "data_lost",
+"silent_wrong", "keys_on_disk", "worst_overrun_usd", "reservation_usd", "inputs", ...}``.
 """
 
 from __future__ import annotations
@@ -77,12 +92,15 @@ def _worker(conn: Any, workdir: str) -> None:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
     i = 0
     while True:
-        item = conn.recv()
-        if item is None:
+        job = conn.recv()
+        if job is None:
             return
+        item, run = job
         i += 1
         try:
-            outcome = judge(item, Path(workdir) / f"w{i % 4}")
+            outcome = judge(item, Path(workdir) / f"w{i % 4}", run=run)
+        except MemoryError:
+            outcome = Outcome("oom", "MemoryError under the 2 GB limit")
         except BaseException:  # noqa: BLE001 - anything at all is a traceback here
             outcome = Outcome("traceback", traceback.format_exc()[-3000:])
         conn.send(outcome)
@@ -102,8 +120,8 @@ class Judge:
         self.proc = self.ctx.Process(target=_worker, args=(child, str(self.workdir)), daemon=True)
         self.proc.start()
 
-    def __call__(self, item: HostileInput) -> Outcome:
-        self.conn.send(item)
+    def __call__(self, item: HostileInput, run: bool = True) -> Outcome:
+        self.conn.send((item, run))
         if self.conn.poll(self.timeout):
             try:
                 return self.conn.recv()  # type: ignore[no-any-return]
@@ -117,7 +135,9 @@ class Judge:
         self.proc.join()
         code = self.proc.exitcode
         self._start()
-        return Outcome("traceback", f"the worker died (exit {code}): out of memory or a crash")
+        if code == -9:  # SIGKILL: the kernel's out-of-memory killer
+            return Outcome("oom", "the worker was killed (SIGKILL): out of memory")
+        return Outcome("traceback", f"the worker died (exit {code}): a crash")
 
     def close(self) -> None:
         try:
@@ -129,7 +149,9 @@ class Judge:
             self.proc.kill()
 
 
-def fuzz(items: list[HostileInput], timeout: float, *, label: str) -> tuple[Counter[str], list[tuple[HostileInput, Outcome]], float]:
+def fuzz(
+    items: list[HostileInput], timeout: float, *, label: str, run_every: int = 1
+) -> tuple[Counter[str], list[tuple[HostileInput, Outcome]], float]:
     started = time.perf_counter()
     tally: Counter[str] = Counter()
     bad: list[tuple[HostileInput, Outcome]] = []
@@ -137,9 +159,9 @@ def fuzz(items: list[HostileInput], timeout: float, *, label: str) -> tuple[Coun
         worker = Judge(Path(tmp), timeout)
         try:
             for n, item in enumerate(items, 1):
-                outcome = worker(item)
+                outcome = worker(item, run=n % run_every == 0)
                 tally[outcome.verdict] += 1
-                if outcome.verdict in ("traceback", "hang", "unclear_error"):
+                if outcome.verdict in ("traceback", "hang", "oom", "unclear_error"):
                     bad.append((item, outcome))
                 if sys.stderr.isatty():
                     print(f"\r  {label}: {n}/{len(items)} {dict(tally)}", end="", file=sys.stderr, flush=True)
@@ -156,6 +178,117 @@ def baseline_inputs() -> list[HostileInput]:
     items = [HostileInput(kind, base, base_text(kind, base), "unchanged") for kind in ("spec", "bindings") for base in SPEC_BASES]
     items += [HostileInput("pack", base, base_text("pack", base), "unchanged") for base in PACK_BASES]
     return items
+
+
+# --------------------------------------------------------------------------------------------
+# Issue #27's categories
+# --------------------------------------------------------------------------------------------
+
+SENTINEL_KEY = "sk-ant-api03-robustness-SENTINEL-0123456789abcdefghijklmnopqrstuvwxyz"
+"""The API key the categories run with: found in any file they wrote, it is a key on disk."""
+
+PART_A = (
+    "1 corpus prune elsewhere",
+    "2 key in reports",
+    "3 abandoned calls billed",
+    "4 path explosion",
+    "8 unbounded agent",
+    "9 exits inside agents",
+    "11 deep tree",
+    "12 Ctrl-C",
+    "13 timeouts replayed",
+)
+"""Issue #27's items of part A, each covered only if attack_a.py runs it."""
+
+
+def _category_worker(conn: Any, module: str, name: str, workdir: str) -> None:
+    import importlib
+    import os
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    os.environ["ANTHROPIC_API_KEY"] = SENTINEL_KEY
+    try:
+        fn = importlib.import_module(module).CATEGORIES[name]
+        found = fn(Path(workdir))
+        conn.send(("done", found.as_dict() if hasattr(found, "as_dict") else dict(found)))
+    except MemoryError:
+        conn.send(("oom", "MemoryError under the 2 GB limit"))
+    except BaseException:  # noqa: BLE001 - anything that escapes the category is a traceback
+        conn.send(("traceback", traceback.format_exc()[-2000:]))
+
+
+def run_category(module: str, name: str, workdir: Path, timeout: float) -> dict[str, Any]:
+    """One category in a forked worker: its tally, with ``hangs`` and ``oom`` from its fate."""
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    workdir.mkdir(parents=True, exist_ok=True)
+    proc = ctx.Process(target=_category_worker, args=(child, module, name, str(workdir)), daemon=True)
+    started = time.perf_counter()
+    proc.start()
+    blank = {"cases": 0, "ok": 0, "tracebacks": 0, "data_lost": 0, "silent_wrong": 0, "hangs": 0, "oom": 0, "notes": []}
+    if parent.poll(timeout):
+        status, payload = parent.recv()
+        proc.join(10)
+        if status == "done":
+            result = {**blank, **payload}
+        else:
+            result = {**blank, "cases": 1, "tracebacks": int(status == "traceback"), "oom": int(status == "oom"), "notes": [str(payload)[-500:]]}
+    else:
+        alive = proc.is_alive()
+        if alive:
+            proc.kill()
+        proc.join()
+        oom = not alive and proc.exitcode == -9
+        result = {**blank, "cases": 1, "hangs": int(alive), "oom": int(oom), "tracebacks": int(not alive and not oom)}
+        result["notes"] = [f"still running after {timeout:g} s" if alive else f"the worker died (exit {proc.exitcode})"]
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def keys_on_disk(root: Path) -> tuple[int, int]:
+    """Files under ``root`` holding :data:`SENTINEL_KEY`, and files searched."""
+    hits = searched = 0
+    needle = SENTINEL_KEY.encode()
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            searched += 1
+            try:
+                hits += needle in path.read_bytes()
+            except OSError:
+                pass
+    return hits, searched
+
+
+def categories(timeout: float, only: list[str] | None = None) -> tuple[dict[str, dict[str, Any]], list[str], tuple[int, int]]:
+    """Every category of parts B and A that exists: results by name, the names not covered,
+    and (keys found on disk, files searched)."""
+    import importlib.util
+
+    from benchmarks._robustness.attack_b import CATEGORIES as PART_B
+
+    results: dict[str, dict[str, Any]] = {}
+    not_covered: list[str] = []
+    plan: list[tuple[str, str]] = [("benchmarks._robustness.attack_b", name) for name in PART_B]
+    if importlib.util.find_spec("benchmarks._robustness.attack_a") is not None:
+        from benchmarks._robustness import attack_a  # type: ignore[attr-defined, unused-ignore]
+
+        plan += [("benchmarks._robustness.attack_a", name) for name in getattr(attack_a, "CATEGORIES", {})]
+        if not getattr(attack_a, "CATEGORIES", None):
+            not_covered += [f"{name} (attack_a.py has no CATEGORIES)" for name in PART_A]
+    else:
+        not_covered += [f"{name} (benchmarks/_robustness/attack_a.py is not in this tree)" for name in PART_A]
+    with tempfile.TemporaryDirectory(prefix="agentprop-attack-") as tmp:
+        for n, (module, name) in enumerate(plan):
+            if only and not any(o in name for o in only):
+                not_covered.append(f"{name} (not selected by --category)")
+                continue
+            if sys.stderr.isatty():
+                print(f"\r  category {n + 1}/{len(plan)}: {name}", end="", file=sys.stderr, flush=True)
+            results[name] = run_category(module, name, Path(tmp) / f"c{n}", timeout)
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+        keys = keys_on_disk(Path(tmp))
+    return results, not_covered, keys
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,13 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", dest="json_path", help="write the figures to this file")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
-    parser.add_argument("--inputs", type=int, default=300, help="generated inputs besides the curated attack (default 300)")
+    parser.add_argument("--inputs", type=int, default=1500, help="generated inputs besides the curated attack (default 1,500)")
+    parser.add_argument("--run-every", type=int, default=10, help="also `agentprop run` every K-th generated input lint accepts (default 10)")
     parser.add_argument(
         "--timeout",
         type=float,
         default=120.0,
         help="seconds one input may take before it counts as a hang (default 120: a run of a project on a loaded machine can take 30)",
     )
+    parser.add_argument("--category-timeout", type=float, default=900.0, help="seconds one category of issue #27 may take (default 900)")
+    parser.add_argument("--category", action="append", help="run only the categories whose name holds this text (repeatable)")
     parser.add_argument("--budget-seeds", type=int, default=3, help="runs of the budget measurement (default 3)")
     args = parser.parse_args(argv)
     resource.setrlimit(resource.RLIMIT_AS, (2 * MEMORY_LIMIT, 2 * MEMORY_LIMIT))  # this process too: never the machine
@@ -191,16 +327,17 @@ def main(argv: list[str] | None = None) -> int:
     curated = curated_inputs()
     generated = generate(args.seed, args.inputs)
     items = curated + generated
-    tally, bad, seconds = fuzz(items, args.timeout, label="hostile")
+    tally, bad, seconds = fuzz(items, args.timeout, label="hostile", run_every=max(args.run_every, 1))
+    found, not_covered, (keys, searched) = categories(args.category_timeout, args.category)
     budget = budget_overrun(args.budget_seeds)
 
     print(
         f"hostile inputs: {len(curated)} curated (issue #15's attack) + {len(generated)} generated (seed {args.seed}), "
-        f"each under a {args.timeout:g} s timeout and a 2 GB memory limit"
+        f"each under a {args.timeout:g} s timeout and a 2 GB memory limit; every {args.run_every}-th also run"
     )
     print(f"  baseline (unmutated files): {len(baseline_inputs())} inputs, {dict(base_tally)} in {base_s:.1f} s")
     print(f"  {'outcome':<14} {'inputs':>7}")
-    for verdict in ("clear_error", "accepted", "unclear_error", "traceback", "hang"):
+    for verdict in ("clear_error", "accepted", "unclear_error", "traceback", "hang", "oom"):
         print(f"  {verdict:<14} {tally[verdict]:>7}")
     per = seconds / max(len(items), 1)
     print(f"  {len(items)} inputs in {seconds:.1f} s ({per * 1000:.0f} ms each)")
@@ -208,32 +345,66 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {outcome.verdict}: {item.kind} {item.base}: {item.how}\n    {outcome.detail.strip().splitlines()[-1] if outcome.detail.strip() else ''}"
         )
+    print(f"issue #27 categories (each in a forked worker, 2 GB, timeout {args.category_timeout:g} s):")
+    columns = ("cases", "ok", "tracebacks", "hangs", "oom", "data_lost", "silent_wrong")
+    print(f"  {'category':<42}" + "".join(f" {c:>12}" for c in columns) + f" {'seconds':>8}")
+    for name, r in found.items():
+        print(f"  {name:<42}" + "".join(f" {r[c]:>12}" for c in columns) + f" {r['seconds']:>8}")
+        for note in r["notes"][:3]:
+            print(f"    {note}")
+    for name in not_covered:
+        print(f"  NOT COVERED: {name}")
+    print(f"  keys on disk: {keys} of {searched} files the categories wrote hold the API key they ran with")
     print(
         f"budget: limit ${budget['limit_usd']:.4f}, concurrency {budget['concurrency']}, {budget['seeds']} seeds: "
         f"worst spend ${budget['worst_spent_usd']:.4f} = {budget['budget_max_overrun_ratio']:.2f}x the limit; "
         f"one call's reserved worst case ${budget['call_worst_case_usd']:.4f} "
         f"(limit + one call = {budget['allowed_ratio']:.2f}x)"
     )
+    overrun = max(0.0, budget["worst_spent_usd"] - budget["limit_usd"])
+    totals = {c: sum(r[c] for r in found.values()) for c in ("tracebacks", "hangs", "oom", "data_lost", "silent_wrong")}
+    totals["tracebacks"] += tally["traceback"]
+    totals["hangs"] += tally["hang"]
+    totals["oom"] += tally["oom"]
+    within = overrun <= budget["call_worst_case_usd"]
+    print(
+        f"totals: tracebacks {totals['tracebacks']}, hangs {totals['hangs']}, OOM {totals['oom']}, data lost {totals['data_lost']}, "
+        f"silent wrong {totals['silent_wrong']}, keys on disk {keys}, worst dollar overrun ${overrun:.4f} "
+        f"({'within' if within else 'MORE than'} one reservation, ${budget['call_worst_case_usd']:.4f}; spend as agentprop reports it)"
+    )
+    met = not any(totals.values()) and keys == 0 and within and tally["unclear_error"] == 0
+    if not_covered:
+        print(f"not every category was run: {len(not_covered)} not covered (listed above); exit 1")
     result = {
         "inputs": len(items),
         "clear_errors": tally["clear_error"],
-        "tracebacks": tally["traceback"],
-        "hangs": tally["hang"],
+        **totals,
+        "keys_on_disk": keys,
+        "files_searched_for_keys": searched,
+        "worst_overrun_usd": round(overrun, 6),
+        "reservation_usd": budget["call_worst_case_usd"],
+        "overrun_within_one_reservation": within,
         "unclear_errors": tally["unclear_error"],
         "accepted": tally["accepted"],
         "curated": len(curated),
         "generated": len(generated),
+        "run_every": args.run_every,
         "seed": args.seed,
         "timeout_s": args.timeout,
         "seconds": round(seconds, 1),
         "baseline": {"inputs": sum(base_tally.values()), **dict(base_tally)},
+        "fuzz_tracebacks": tally["traceback"],
+        "fuzz_hangs": tally["hang"],
+        "categories": found,
+        "not_covered": not_covered,
+        "targets_met": met and not not_covered,
         "failures": [{"kind": i.kind, "base": i.base, "how": i.how, "verdict": o.verdict, "detail": o.detail[-1500:]} for i, o in bad[:20]],
         **{k: v for k, v in budget.items() if k != "runs"},
     }
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         print(f"written to {args.json_path}")
-    return 0
+    return 0 if met and not not_covered else 1
 
 
 if __name__ == "__main__":

@@ -132,6 +132,13 @@ SNIPPETS = (
     ".nan",
     "-.inf",
     "0x" + "f" * 40,
+    "0x" + "F" * 5000,  # issue #27: integers past the digit limit in other notations
+    ":".join(["1"] + ["59"] * 3000),
+    '"\\ud83d"',  # a lone surrogate as a YAML escape
+    '"\\udc80\\ud83d"',
+    '"\\0"',  # a NUL, an escape sequence, a window title as YAML escapes
+    '"\\e[2J"',
+    '"\\e]0;owned\\a"',
     "1e999",
     "9" * 5000,
     "../..",
