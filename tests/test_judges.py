@@ -424,3 +424,27 @@ def test_lint_names_a_rubric_a_judge_cannot_read(tmp_path: Path) -> None:
     (finding,) = [f for f in lint_spec(spec) if f.code == "L022"]
     assert finding.severity == "error" and finding.file == str(spec) and finding.line is not None
     assert "mapping with `text:`" in (finding.fix or "")
+
+
+def test_cli_calibrates_a_spec_rubric_where_the_bindings_judge_finds_it(tmp_path: Path) -> None:
+    import io
+
+    from agentprop._agents.project import load_project
+    from agentprop._cli import main
+    from agentprop._decide.judges import bound_judge, spec_rubrics
+
+    with MessagesServer(handler=says_cancelled) as server:
+        project_dir = _supportops_with_rubric(tmp_path, server.base_url)
+        args = ["judge", "calibrate", "policies.P5_NO_REFUND_PROMISE", str(EXAMPLES / "labels.jsonl"), "--spec", str(project_dir)]
+        out = io.StringIO()
+        assert main([*args, "--cache", str(tmp_path / "api.sqlite")], out=out, err=out) == 0, out.getvalue()
+        assert "with claude-judge-1, 60 labels" in out.getvalue() and len(server.requests) == 60, out.getvalue()
+        assert f"stored: {project_dir}" in out.getvalue(), out.getvalue()
+        out = io.StringIO()
+        assert main(["judge", "calibrate", "policies.NOPE", *args[3:], "--cache", "none"], out=out, err=out) == 2
+        assert "no rubric 'policies.NOPE'" in out.getvalue() and "policies.P5_NO_REFUND_PROMISE" in out.getvalue()
+    project = load_project(project_dir)
+    assert project.bindings.judge is not None
+    (rubric,) = [r.rubric for r in spec_rubrics(project.spec)]
+    judge = bound_judge(rubric, project.bindings.judge, project.bindings.base_dir)  # as agentprop run builds it
+    assert judge.calibration is not None and judge.calibration.labels == 60 and judge.gates
