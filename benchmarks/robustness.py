@@ -28,12 +28,13 @@ Usage: ``python benchmarks/robustness.py [--json PATH] [--seed S] [--inputs N] [
 3. **Issue #27's categories.** Part B (``benchmarks/_robustness/attack_b.py``: lone surrogates,
    damaged and foreign caches, full disks and bad output paths, a corpus entry back after
    retirement, huge integers, unprintable names, unrenderable templates, special files, the
-   ``serve --http`` token) and, when it exists, part A (``benchmarks/_robustness/attack_a.py``,
-   the same interface: ``CATEGORIES``, name -> ``fn(workdir)`` returning a tally). Each category
-   runs in a forked worker under the timeout and the memory limit; its cases end ``ok``,
-   ``traceback``, ``data_lost`` or ``silent_wrong``, the worker's fate adds ``hang`` and ``oom``.
-   Every file the categories wrote is searched for the API key they were given (``keys on disk``).
-   A category that is not run is named as not covered, with no figure, and the exit code is 1.
+   ``serve --http`` token) and part A (``benchmarks/_robustness/attack_a.py``: its ``ATTACKS``,
+   name -> ``fn(timeout_s=)`` returning its counts; the billing loopback server's worst
+   overrun among them). Each category runs in a forked worker under the timeout and the memory
+   limit; its cases end ``ok``, ``traceback``, ``data_lost`` or ``silent_wrong``, the worker's
+   fate adds ``hang`` and ``oom``. Every file part B wrote is searched for the API key it was
+   given; part A counts its own (``keys on disk``). An item no attack covers is named as not
+   covered, with no figure, and the exit code is 1.
 
 Targets: tracebacks 0, hangs 0, OOM 0, data lost 0, silent wrong 0, keys on disk 0, worst dollar
 overrun at most one call's reservation; the exit code is 0 only when every target is met and
@@ -187,18 +188,15 @@ def baseline_inputs() -> list[HostileInput]:
 SENTINEL_KEY = "sk-ant-api03-robustness-SENTINEL-0123456789abcdefghijklmnopqrstuvwxyz"
 """The API key the categories run with: found in any file they wrote, it is a key on disk."""
 
-PART_A = (
-    "1 corpus prune elsewhere",
-    "2 key in reports",
-    "3 abandoned calls billed",
-    "4 path explosion",
-    "8 unbounded agent",
-    "9 exits inside agents",
-    "11 deep tree",
-    "12 Ctrl-C",
-    "13 timeouts replayed",
-)
-"""Issue #27's items of part A, each covered only if attack_a.py runs it."""
+PART_A = {
+    "corpus_prune": "1 corpus prune from elsewhere",
+    "agents": "2+8+9+12 hostile agents (key, bounds, exits, Ctrl-C)",
+    "abandoned_calls": "3 abandoned calls billed",
+    "trees": "4+11 path explosion, deep trees",
+    "": "13 timed-out live runs replayed",
+}
+"""Issue #27's items of part A by the name of the attack in ``attack_a.ATTACKS`` that covers
+them (``""``: no attack there covers it); each is covered only if that attack is run."""
 
 
 def _category_worker(conn: Any, module: str, name: str, workdir: str) -> None:
@@ -208,9 +206,17 @@ def _category_worker(conn: Any, module: str, name: str, workdir: str) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     os.environ["ANTHROPIC_API_KEY"] = SENTINEL_KEY
     try:
+        if module.endswith("attack_a"):  # part A: fn(timeout_s=) -> {"inputs", "tracebacks", ...}
+            os.chdir(workdir)
+            got = importlib.import_module(module).ATTACKS[name](timeout_s=300.0)
+            bad = sum(int(got.get(k, 0)) for k in ("tracebacks", "hangs", "data_lost", "silent_wrong"))
+            notes = [f"{k}: {v}" for k, v in got.items() if k in ("billed_usd", "reported_usd", "worst_overrun_usd", "reservation_usd")]
+            found = {**got, "cases": int(got.get("inputs", 0)), "ok": max(int(got.get("inputs", 0)) - bad, 0), "notes": notes}
+            conn.send(("done", found))
+            return
         fn = importlib.import_module(module).CATEGORIES[name]
-        found = fn(Path(workdir))
-        conn.send(("done", found.as_dict() if hasattr(found, "as_dict") else dict(found)))
+        result = fn(Path(workdir))
+        conn.send(("done", result.as_dict() if hasattr(result, "as_dict") else dict(result)))
     except MemoryError:
         conn.send(("oom", "MemoryError under the 2 GB limit"))
     except BaseException:  # noqa: BLE001 - anything that escapes the category is a traceback
@@ -225,7 +231,7 @@ def run_category(module: str, name: str, workdir: Path, timeout: float) -> dict[
     proc = ctx.Process(target=_category_worker, args=(child, module, name, str(workdir)), daemon=True)
     started = time.perf_counter()
     proc.start()
-    blank = {"cases": 0, "ok": 0, "tracebacks": 0, "data_lost": 0, "silent_wrong": 0, "hangs": 0, "oom": 0, "notes": []}
+    blank = {"cases": 0, "ok": 0, "tracebacks": 0, "data_lost": 0, "silent_wrong": 0, "hangs": 0, "oom": 0, "keys_on_disk": 0, "notes": []}
     if parent.poll(timeout):
         status, payload = parent.recv()
         proc.join(10)
@@ -268,23 +274,24 @@ def categories(timeout: float, only: list[str] | None = None) -> tuple[dict[str,
 
     results: dict[str, dict[str, Any]] = {}
     not_covered: list[str] = []
-    plan: list[tuple[str, str]] = [("benchmarks._robustness.attack_b", name) for name in PART_B]
+    plan: list[tuple[str, str, str]] = [("benchmarks._robustness.attack_b", name, name) for name in PART_B]
+    attacks: dict[str, Any] = {}
     if importlib.util.find_spec("benchmarks._robustness.attack_a") is not None:
-        from benchmarks._robustness import attack_a  # type: ignore[attr-defined, unused-ignore]
-
-        plan += [("benchmarks._robustness.attack_a", name) for name in getattr(attack_a, "CATEGORIES", {})]
-        if not getattr(attack_a, "CATEGORIES", None):
-            not_covered += [f"{name} (attack_a.py has no CATEGORIES)" for name in PART_A]
-    else:
-        not_covered += [f"{name} (benchmarks/_robustness/attack_a.py is not in this tree)" for name in PART_A]
+        attacks = dict(getattr(importlib.import_module("benchmarks._robustness.attack_a"), "ATTACKS", {}))
+    for key, label in PART_A.items():
+        if key in attacks:
+            plan.append(("benchmarks._robustness.attack_a", key, label))
+        else:
+            where = "no attack in benchmarks/_robustness/attack_a.py covers it" if attacks else "benchmarks/_robustness/attack_a.py has no ATTACKS"
+            not_covered.append(f"{label} ({where})")
     with tempfile.TemporaryDirectory(prefix="agentprop-attack-") as tmp:
-        for n, (module, name) in enumerate(plan):
-            if only and not any(o in name for o in only):
-                not_covered.append(f"{name} (not selected by --category)")
+        for n, (module, name, label) in enumerate(plan):
+            if only and not any(o in label for o in only):
+                not_covered.append(f"{label} (not selected by --category)")
                 continue
             if sys.stderr.isatty():
-                print(f"\r  category {n + 1}/{len(plan)}: {name}", end="", file=sys.stderr, flush=True)
-            results[name] = run_category(module, name, Path(tmp) / f"c{n}", timeout)
+                print(f"\r  category {n + 1}/{len(plan)}: {label}", end="", file=sys.stderr, flush=True)
+            results[label] = run_category(module, name, Path(tmp) / f"c{n}", timeout)
         if sys.stderr.isatty():
             print(file=sys.stderr)
         keys = keys_on_disk(Path(tmp))
@@ -354,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {note}")
     for name in not_covered:
         print(f"  NOT COVERED: {name}")
-    print(f"  keys on disk: {keys} of {searched} files the categories wrote hold the API key they ran with")
+    part_a_keys = sum(int(r.get("keys_on_disk", 0)) for r in found.values())
+    print(f"  keys on disk: {keys} of {searched} files part B wrote hold the API key it ran with; part A's own count: {part_a_keys}")
     print(
         f"budget: limit ${budget['limit_usd']:.4f}, concurrency {budget['concurrency']}, {budget['seeds']} seeds: "
         f"worst spend ${budget['worst_spent_usd']:.4f} = {budget['budget_max_overrun_ratio']:.2f}x the limit; "
@@ -362,15 +370,24 @@ def main(argv: list[str] | None = None) -> int:
         f"(limit + one call = {budget['allowed_ratio']:.2f}x)"
     )
     overrun = max(0.0, budget["worst_spent_usd"] - budget["limit_usd"])
+    within = overrun <= budget["call_worst_case_usd"]
+    for r in found.values():  # part A's abandoned calls: what the loopback server billed over the limit
+        if "worst_overrun_usd" in r and "reservation_usd" in r:
+            print(
+                f"  abandoned calls: billed ${r.get('billed_usd', 0):.4f}, reported ${r.get('reported_usd', 0):.4f}, "
+                f"over the limit by ${r['worst_overrun_usd']:.4f}; one reservation ${r['reservation_usd']:.4f}"
+            )
+            within = within and r["worst_overrun_usd"] <= r["reservation_usd"]
+            overrun = max(overrun, r["worst_overrun_usd"])
+    keys += sum(int(r.get("keys_on_disk", 0)) for r in found.values())
     totals = {c: sum(r[c] for r in found.values()) for c in ("tracebacks", "hangs", "oom", "data_lost", "silent_wrong")}
     totals["tracebacks"] += tally["traceback"]
     totals["hangs"] += tally["hang"]
     totals["oom"] += tally["oom"]
-    within = overrun <= budget["call_worst_case_usd"]
     print(
         f"totals: tracebacks {totals['tracebacks']}, hangs {totals['hangs']}, OOM {totals['oom']}, data lost {totals['data_lost']}, "
         f"silent wrong {totals['silent_wrong']}, keys on disk {keys}, worst dollar overrun ${overrun:.4f} "
-        f"({'within' if within else 'MORE than'} one reservation, ${budget['call_worst_case_usd']:.4f}; spend as agentprop reports it)"
+        f"({'within' if within else 'MORE than'} one reservation in every measurement above)"
     )
     met = not any(totals.values()) and keys == 0 and within and tally["unclear_error"] == 0
     if not_covered:
