@@ -355,3 +355,28 @@ def test_behaviour_keys_read_as_words() -> None:
         "11/20 A then B; 9/20 A then B, failing calls_in_order:decision_tree.N2_AUTH.requirements.x (missing=verify_identity)"
     )
     assert distribution_words({}) == "no runs"
+
+
+# --------------------------------------------------------------------------- long commands say so first
+
+
+def test_run_and_tdad_announce_their_plan_before_they_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from agentprop._agents.project import load_project
+    from agentprop._cli.common import announce_plan
+
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("run", str(SUPPORTOPS), *CASE, "--corpus", "none")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1] == ("plan: 1 MFT case(s); the MFT and EXPLORE cases take at most 59 agent runs (a case stops once decided, most far sooner)")
+    assert "1 case: 1 passed" in out or "1 cases: 1 passed" in out
+    project = load_project(SUPPORTOPS)
+    scenarios = project.scenarios()
+    args = argparse.Namespace(mode=None, tau=None, runs=None, max_runs_per_case=None, explore=4)
+    buf = io.StringIO()
+    announce_plan(project, scenarios, ("mft", "explore", "inv"), args, buf, model_agent=None, repeats="then 7 mutation intents rerun")
+    text = buf.getvalue()
+    assert text.startswith(f"plan: {len(scenarios)} MFT case(s), up to {4 * len(scenarios)} EXPLORE case(s), the INV cases (counted once built)")
+    assert "then 7 mutation intents rerun; this can take minutes" in text

@@ -323,3 +323,66 @@ def write_report_outputs(report: RunReport | SnapshotCheckReport, args: argparse
             failed = True
     args.output_failed = failed or getattr(args, "output_failed", False)
     return written
+
+
+def announce_plan(
+    project: Project,
+    scenarios: list[Scenario],
+    kinds: tuple[str, ...],
+    args: argparse.Namespace,
+    out: TextIO,
+    *,
+    model_agent: ModelAgent | None,
+    repeats: str = "",
+) -> None:
+    """Before a long command starts: the cases it will decide, the most agent runs its MFT and
+    EXPLORE cases can take (each stops once decided, usually far sooner), and for a model
+    agent the price per million tokens and the dollar cap. Only figures known before running:
+    the other kinds' cases are counted once built, the cost as calls are made. ``repeats``
+    names what multiplies the suite (tdad's mutants): such a command, or one calling a model,
+    is announced as taking minutes."""
+    from agentprop._decide.check import scenario_settings
+
+    explicit = {name: getattr(args, name, None) for name in ("mode", "tau", "runs")}
+    if explicit["runs"] is not None and explicit["mode"] is None:
+        explicit["mode"] = "fixed"  # --runs alone selects fixed mode
+    per_case = []
+    for s in scenarios:
+        settings = scenario_settings(project, s, max_runs=getattr(args, "max_runs_per_case", None), explicit=explicit).settings
+        per_case.append(settings.make_test().max_runs or settings.runs)
+    mft = len(scenarios) if "mft" in kinds else 0
+    per_path = getattr(args, "explore", 0) if "explore" in kinds else 0
+    bound = (sum(per_case) if mft else 0) + per_path * sum(per_case)
+    parts = [f"{mft} MFT case(s)"] if mft else []
+    if per_path:
+        parts.append(f"up to {per_path * len(scenarios)} EXPLORE case(s)")
+    others = [k.upper() for k in kinds if k not in ("mft", "explore")]
+    if others:
+        parts.append(f"the {'/'.join(others)} cases (counted once built)")
+    line = f"plan: {', '.join(parts) or 'no case'}"
+    if mft or per_path:
+        line += f"; the MFT and EXPLORE cases take at most {bound:,} agent runs (a case stops once decided, most far sooner)"
+    if model_agent is not None:
+        from agentprop._modelapi.budget import price_for
+
+        price = price_for(model_agent.model, load_prices_of(args))
+        line += (
+            f"; {model_agent.model} costs ${price.input_per_mtok:g} in / ${price.output_per_mtok:g} out per million tokens, counted as calls are made"
+            if price is not None
+            else f"; {model_agent.model} has no known price (--prices FILE gives one)"
+        )
+        max_usd = getattr(args, "max_usd", None)
+        line += f", capped at ${max_usd:g} (--max-usd)" if max_usd is not None else "; --max-usd X caps the spend"
+    if repeats:
+        line += f"; {repeats}"
+    if repeats or model_agent is not None:
+        line += "; this can take minutes: progress is shown on stderr, and --kinds mft or --case ID narrows it"
+    print(line, file=out, flush=True)
+
+
+def load_prices_of(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The price table of ``--prices`` merged over the bundled one, or ``None`` for the bundled."""
+    from agentprop._modelapi.budget import DEFAULT_PRICES, load_prices
+
+    path = getattr(args, "prices", None)
+    return {**DEFAULT_PRICES, **load_prices(path)} if path else None

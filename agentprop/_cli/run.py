@@ -14,6 +14,7 @@ from agentprop._cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    announce_plan,
     check_budget_args,
     check_explore,
     check_positive_runs,
@@ -125,6 +126,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         file=out,
     )
 
+    announce_plan(project, scenarios, kinds, args, out, model_agent=model_agent)
     corpus = None if (args.corpus or "").lower() == "none" else Corpus(args.corpus or corpus_module.default_corpus_dir(project))
     if args.shrink_budget < 0:
         raise InputError(f"--shrink-budget {args.shrink_budget} is negative", fix="use 0 to turn shrinking off, or a number of runs")

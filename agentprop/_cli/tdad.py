@@ -13,6 +13,7 @@ from agentprop._cli.common import (
     EXIT_FAIL,
     EXIT_OK,
     EXIT_USAGE,
+    announce_plan,
     check_budget_args,
     check_explore,
     check_positive_runs,
@@ -141,6 +142,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     )
     oracle = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
     print(f"agentprop {__version__}: TDAD evaluation of {project.spec.spec_id} with agent {agent.ref}", file=out)
+    repeats = f"then each of the {len(pack.mutations)} mutation intents reruns the visible cases it targets" if pack is not None else ""
+    announce_plan(project, scenarios, kinds, args, out, model_agent=model_agent, repeats=repeats)
 
     async def evaluate() -> tuple[RunReport, TdadMetrics, MutationReport | None, SursResult | None]:
         try:
