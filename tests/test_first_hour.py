@@ -163,7 +163,7 @@ def test_a_clean_run_between_two_fault_runs_keeps_the_faults_entries(tmp_path: P
 
     def run(*argv: str) -> tuple[int, str, RunReport]:
         report = tmp_path / "report.json"
-        argv = ("--kinds", "mft", "--case", "END_CANCELLED<-N7_CANCEL", "--corpus", str(corpus), "--json", str(report), *argv)
+        argv = ("--kinds", "mft", "--case", "END_CANCELLED<-N7_CANCEL", "--profile", "release", "--corpus", str(corpus), "--json", str(report), *argv)
         code, out, err = cli("run", str(project), *argv)
         assert code in (0, 1), err
         return code, out, RunReport.model_validate_json(report.read_text())
@@ -323,7 +323,18 @@ def test_an_inv_bug_is_a_pair_of_variants_with_one_rate_in_every_output(tmp_path
     import json
 
     monkeypatch.chdir(tmp_path)
-    argv = ["run", str(SUPPORTOPS), "--fault", "skip_auth_impatient=0.5", "--kinds", "mft,inv", "--case", "END_CANCELLED<-N7_CANCEL"]
+    argv = [
+        "run",
+        str(SUPPORTOPS),
+        "--fault",
+        "skip_auth_impatient=0.5",
+        "--kinds",
+        "mft,inv",
+        "--case",
+        "END_CANCELLED<-N7_CANCEL",
+        "--profile",
+        "release",
+    ]
     code, out, err = cli(*argv, "--shrink-budget", "10", "--corpus", "none", "--json", "r.json", "--junit", "j.xml", "--markdown", "r.md")
     assert code == 1, err
     report = json.loads((tmp_path / "r.json").read_text())
