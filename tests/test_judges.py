@@ -357,6 +357,38 @@ def test_agentprop_run_judges_a_spec_rubric_gates_once_calibrated_and_replays_of
     assert sent > 0
 
 
+def _assert_html_and_junit_show_the_judgement(report: Any, case_id: str) -> None:
+    """The HTML and JUnit reports show what the Markdown report shows per judged case."""
+    import html as htmllib
+    import re
+    import xml.etree.ElementTree as ET
+
+    from agentprop._pipeline.report import render_html, render_junit
+
+    (case,) = [c for c in report.cases if c.id == case_id]
+    j = case.details["judged"]
+    reason = j["reasons"][0]
+    corrected = "0% [0.00," if case.verdict == "FAIL" else "not corrected"
+    page = render_html(report)
+    section = page[page.index('<section id="judged">') :]
+    section = section[: section.index("</section>")]
+    text = htmllib.unescape(re.sub(r"<[^>]+>", " ", section))
+    assert "Judged cases" in text and case_id in text and htmllib.escape(reason) in section
+    row = " ".join(text[text.index(case_id) :].split())
+    assert row.startswith(f"{case_id} {case.verdict} {j['raw_rate']:.0%} {corrected}") and f" {j['judge_calls']} " in row
+    assert (" yes " in row) if case.verdict == "FAIL" else (" no: " in row)
+    root = ET.fromstring(render_junit(report).encode())
+    (tc,) = [t for t in root.iter("testcase") if t.get("name") == case_id]
+    body = "".join(t.text or "" for t in tc if t.tag in ("failure", "system-out"))
+    assert f"judged: raw judge rate {j['raw_rate']:.0%}, " in body and f"{j['judge_calls']} judge calls" in body
+    assert (
+        ("corrected rate 0% [0.00," in body and "; gates" in body)
+        if case.verdict == "FAIL"
+        else "not corrected" in body and "does not gate: " in body
+    )
+    assert all(f"judge's reason: {r}" in body for r in j["reasons"])
+
+
 def test_a_judge_case_replays_for_mutation_testing_and_kills_only_where_the_judge_gates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
@@ -383,6 +415,7 @@ def test_a_judge_case_replays_for_mutation_testing_and_kills_only_where_the_judg
             assert "### Judged cases" in markdown and f"{md(case_id)}: trial " in markdown
             row = next(line for line in markdown.splitlines() if line.startswith(f"| {md(case_id)} | {case.verdict}"))
             assert ("| 0% | 0% [0.00," in row and "| yes |" in row) if case.verdict == "FAIL" else ("| not corrected |" in row and "| no: " in row)
+            _assert_html_and_junit_show_the_judgement(report, case_id)
             return case.verdict, replayed.verdict
 
         # a judge that may not gate is INCONCLUSIVE on any agent: it can never kill a mutant

@@ -127,6 +127,35 @@ def _case_rows(report: RunReport) -> tuple[list[dict[str, Any]], list[list[dict[
     return rows, traces
 
 
+def _judged(report: RunReport) -> list[dict[str, Any]]:
+    """Per JUDGE case, as the Markdown report shows it: the raw judge rate, the rate corrected
+    for the judge's error with its interval, the judge calls, whether it gates (or why not),
+    and the judge's reason for each failing run."""
+    rows: list[dict[str, Any]] = []
+    for c in report.cases:
+        j = c.details.get("judged") if c.kind == "JUDGE" else None
+        if not isinstance(j, dict):
+            continue
+        interval = j.get("corrected_interval")
+        corrected = (
+            f"{j['corrected_rate']:.0%} [{interval[0]:.2f}, {interval[1]:.2f}]"
+            if j.get("corrected_rate") is not None and interval
+            else "not corrected"
+        )
+        rows.append(
+            {
+                "id": c.id,
+                "verdict": c.verdict,
+                "raw": _pct(j.get("raw_rate")),
+                "corrected": corrected,
+                "calls": "–" if j.get("judge_calls") is None else str(j["judge_calls"]),
+                "gates": "yes" if j.get("gates") else f"no: {j.get('why_not') or ''}",
+                "reasons": [str(r) for r in j.get("reasons") or []],
+            }
+        )
+    return rows
+
+
 def _run_context(report: RunReport) -> dict[str, Any]:
     m = report.metrics
     counts: Counter[str] = Counter(c.verdict for c in report.cases)
@@ -162,6 +191,7 @@ def _run_context(report: RunReport) -> dict[str, Any]:
         "tdad": tdad,
         "mutants": mutation.get("mutants") or [],
         "mutation": mutation,
+        "judged": _judged(report),
         "sampling": sampling,
         "traces_kept": sum(len(t) for t in traces),
         "traces_omitted": sum(c.traces_omitted for c in report.cases),

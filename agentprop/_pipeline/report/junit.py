@@ -5,7 +5,8 @@ per case.
 A case that did not pass is a ``<failure>`` whose ``type`` is its verdict (FAIL, UNSTABLE, or
 INCONCLUSIVE, which is never a pass) and whose message carries the rate with its interval and
 the clause; the body adds the failures seen, the bug and its minimal reproducer with its own
-failure rate. NOT APPLICABLE cases are ``<skipped>`` with the reason. Paths the spec cannot
+failure rate; a JUDGE case adds its judgement (raw judge rate, corrected rate and interval,
+judge calls, whether it gates, the judge's reason for each failing run). NOT APPLICABLE cases are ``<skipped>`` with the reason. Paths the spec cannot
 realise are ``<skipped>`` test cases of their own suite (never silently left out), and with the
 TDAD evaluation each mutant is a test case (a survivor fails). Test cases and suites carry no
 ``time``: agentprop decides cases concurrently and does not time them one by one; the root's
@@ -70,6 +71,26 @@ def _bug_lines(bug: BugReport, number: int, report: RunReport) -> list[str]:
     return lines
 
 
+def _judged_lines(c: CaseReport) -> list[str]:
+    """A JUDGE case's judgement: the raw judge rate, the rate corrected for the judge's error
+    with its interval, the judge calls, whether it gates (or why not), and the judge's reason
+    for each failing run."""
+    j = c.details.get("judged") if c.kind == "JUDGE" else None
+    if not isinstance(j, dict):
+        return []
+    interval = j.get("corrected_interval")
+    corrected = (
+        f"corrected rate {j['corrected_rate']:.0%} [{interval[0]:.2f}, {interval[1]:.2f}]"
+        if j.get("corrected_rate") is not None and interval
+        else "not corrected"
+    )
+    calls = "" if j.get("judge_calls") is None else f", {j['judge_calls']} judge calls"
+    gates = "gates" if j.get("gates") else f"does not gate: {j.get('why_not') or ''}"
+    lines = [f"judged: raw judge rate {j['raw_rate']:.0%}, {corrected}{calls}; {gates}"]
+    lines += [f"judge's reason: {r}" for r in j.get("reasons") or []]
+    return lines
+
+
 def _case(parent: ET.Element, c: CaseReport, report: RunReport, classname: str) -> None:
     case = ET.SubElement(parent, "testcase", {"classname": xml_text(classname), "name": xml_text(c.id)})
     numbers = {b.id: i for i, b in enumerate(report.bugs, 1)}
@@ -89,6 +110,7 @@ def _case(parent: ET.Element, c: CaseReport, report: RunReport, classname: str) 
             bug = next((b for b in report.bugs if b.id == bug_id), None)
             if bug is not None:
                 body.extend(_bug_lines(bug, numbers[bug_id], report))
+        body.extend(_judged_lines(c))
         body.append("conversation: " + " | ".join(c.messages))
         failure = ET.SubElement(case, "failure", {"message": xml_text(message), "type": c.verdict})
         failure.text = xml_text("\n".join(body))
@@ -96,7 +118,7 @@ def _case(parent: ET.Element, c: CaseReport, report: RunReport, classname: str) 
         ET.SubElement(case, "skipped", {"message": xml_text(f"NOT APPLICABLE: {c.reason or 'not decided'}")})
     else:
         out = ET.SubElement(case, "system-out")
-        out.text = xml_text(f"{_rate(c)}; decided by {c.decided_by}" + (f" ({c.rule})" if c.rule else ""))
+        out.text = xml_text("\n".join([f"{_rate(c)}; decided by {c.decided_by}" + (f" ({c.rule})" if c.rule else ""), *_judged_lines(c)]))
 
 
 def _suite(root: ET.Element, name: str, props: dict[str, str] | None = None) -> ET.Element:
