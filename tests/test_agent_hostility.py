@@ -236,3 +236,52 @@ def test_a_worker_looping_forever_on_refused_calls_is_let_go_at_once_not_at_the_
     trace = _run(supportops_spec, forever, turn_timeout_s=60.0)
     kinds = [e.kind for e in trace.all_errors()]
     assert "limit_exceeded" in kinds and "timeout" not in kinds  # let go at the bound, not at the 60 s timeout
+
+
+# --------------------------------------------------------------------------- a live run's timeout replays (item 13)
+
+
+def test_a_turn_timed_out_on_a_slow_live_model_replays_to_the_same_timeout(tmp_path: Path) -> None:
+    """The live run's second model call outlives the turn: its turn times out. The replay used
+    to miss the cache on that call (the live run never finished it) and end INCONCLUSIVE on a
+    cache miss; the cut-off call is now recorded, and the replay times out on it too."""
+    import asyncio
+
+    pytest.importorskip("anthropic")  # imported before the clock runs: the first turn must reach the model
+    from agentprop._agents.anthropic import AnthropicAgent
+    from agentprop._agents.project import load_project
+    from agentprop._modelapi.retry import RetryPolicy
+    from agentprop.testing import MessagesServer, respond_reply, slow_reply, tool_use_reply
+
+    project = load_project(SUPPORTOPS)
+    scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
+    answer = respond_reply(
+        node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="Plan PLAN-BASIC."
+    )
+
+    def model(request: Any) -> Any:
+        calls = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        return tool_use_reply("get_account", {"account_id": "A1"}) if calls == 0 else slow_reply(answer, 10.0)
+
+    def run(server: MessagesServer, mode: str) -> Any:
+        agent = AnthropicAgent(
+            "claude-sonnet-4-6", base_url=server.base_url, cache=tmp_path / "api.sqlite", cache_mode=mode, retry_policy=RetryPolicy(max_attempts=1)
+        )
+
+        async def go() -> Any:
+            try:
+                return await project.arun(scenario, agent.factory, trial=0, agent_name=agent.ref, turn_timeout_s=3.0)
+            finally:
+                await agent.aclose()
+
+        return asyncio.run(go())
+
+    with MessagesServer(handler=model) as server:
+        live = run(server, "read-write")
+        sent = len(server.requests)
+        replay = run(server, "replay-only")
+        assert len(server.requests) == sent == 2  # the replay sent nothing
+    assert [e.kind for e in live.all_errors()] == ["timeout"]
+    assert [e.kind for e in replay.all_errors()] == ["timeout"], replay.all_errors()
+    assert "when this call was recorded, it did not answer before the turn's timeout" in replay.all_errors()[0].message
+    assert [c.name for c in replay.turns[0].tool_calls] == [c.name for c in live.turns[0].tool_calls] == ["get_account"]

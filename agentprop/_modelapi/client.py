@@ -78,6 +78,11 @@ from agentprop.errors import (
     ModelCallError,
 )
 
+TIMED_OUT = "agentprop_timed_out"
+"""The key of a cache entry that records a call the turn's timeout cut off (not an answer)."""
+_DEADLINE_SLACK_S = 0.05
+"""A cancellation this close to the turn's deadline is the turn's timeout."""
+
 __all__ = [
     "DEFAULT_API_CACHE_PATH",
     "INPUT_OVERHEAD_TOKENS",
@@ -453,6 +458,12 @@ class ModelClient:
         budget = self.active_budget()
         if hit is not None:
             self._counters.bump("model_calls", "cache_hits")
+            timed_out = hit.response.get(TIMED_OUT)
+            if timed_out is not None:  # the recorded run's turn ran out of time on this call
+                raise DeadlineExceeded(
+                    f"replayed from the API cache: when this call was recorded, {timed_out.get('why', 'it did not answer in time')}; "
+                    "the turn times out again (--cache-mode write asks the API again)"
+                )
             usage = provider.usage(hit.response)
             if budget is not None:
                 budget.charge(
@@ -508,6 +519,7 @@ class ModelClient:
                     budget.release(held[0])
             if not isinstance(exc, DeadlineExceeded):
                 self._counters.bump("failed_calls")
+            self._record_timeout(exc, deadline, cache, canonical, trial)
             raise
         reservation = held[0]
         # the answer is paid for: charge it before storing it, so that a failed write or a
@@ -538,6 +550,25 @@ class ModelClient:
             self._counters.bump("failed_calls")
             raise
         return ModelReply(stored, provider.usage(stored.response), usd)
+
+    @staticmethod
+    def _record_timeout(exc: BaseException, deadline: float | None, cache: ApiCache, canonical: Any, trial: int) -> None:
+        """A call the turn's timeout cut off (cancelled at the deadline, or a retry that would
+        have waited past it) is recorded as such, so a replay of the run times out on the same
+        call instead of missing the cache on it (a call the live run never finished)."""
+        if deadline is None:
+            return
+        now = asyncio.get_running_loop().time()
+        if isinstance(exc, DeadlineExceeded):
+            why = f"the turn's time ran out ({str(exc).splitlines()[0]})"
+        elif isinstance(exc, asyncio.CancelledError) and now >= deadline - _DEADLINE_SLACK_S:
+            why = "it did not answer before the turn's timeout"
+        else:
+            return
+        try:
+            cache._store(canonical, trial, {TIMED_OUT: {"why": why}})  # committed by the loop, awaited by no one
+        except Exception:  # a cache that cannot take it: the replay misses, as before
+            pass
 
     def _reserve(self, budget: Budget | None, body: Mapping[str, Any], canonical_text: str, what: str | None) -> Reservation | None:
         if budget is None:
