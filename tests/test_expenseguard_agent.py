@@ -294,13 +294,13 @@ def test_one_timeout_is_retried(project: Project, all_paths: dict[str, Scenario]
 def test_retry_cannot_fit_on_the_fx_approve_path(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
     """Spec tension: retry_policy allows one retry per tool, but the FX approve path already
     needs all 4 calls max_tool_calls_per_turn allows. The agent stays within the limit (no
-    protocol error) and so cannot submit; the MFT then fails on the decision."""
+    protocol error) and so cannot submit; the MFT fails on the missing call, then the decision."""
     s = with_failure(all_paths[APPROVE_FX], "get_policy", "timeout", [1])
     tr = run(project, s, agent_cls)
     assert len(tr.turns[0].tool_calls) == project.spec.max_tool_calls_per_turn
     assert tr.all_errors() == []
     assert tr.final_response is not None and tr.final_response["decision_reason"] == "tool_budget_exhausted"
-    assert [v.contract for v in failing(mft_verdicts(project.spec, s, tr))] == ["decision_is", "calls_in_order"]
+    assert [v.contract for v in failing(mft_verdicts(project.spec, s, tr))] == ["calls_in_order", "decision_is"]
 
 
 @pytest.mark.parametrize(

@@ -135,7 +135,7 @@ def test_never_retry_agent_fails_and_clean_agent_passes_the_retry_cases() -> Non
     code, out, _ = cli("run", str(SUPPORTOPS), "--case", "+retry", "--kinds", "mft", "--fault", "never_retry=1", "--shrink-budget", "0")
     assert code == 1
     assert "END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry" in out
-    assert "turn 2 decided TICKET_CREATED; the spec expects CANCELLED" in out
+    assert "cancel_order was called 1 time(s), 2 expected" in out  # the missing retry, before the decision it changed
     code, out, _ = cli("run", str(SUPPORTOPS), "--case", "+retry", "--kinds", "mft")
     assert code == 0, out
     assert "4 cases: 4 passed" in out

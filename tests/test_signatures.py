@@ -99,3 +99,26 @@ def test_a_leak_in_an_inv_variant_is_the_leak_bug_decided_as_a_safety_case() -> 
     bugs = find_bugs(report, None, shrinkable=lambda c: c.kind == "MFT")
     assert len(bugs) == 1 and bugs[0].cases == [inv.id, "END_REFUSE_PII<-N1_INTENT"]
     assert bugs[0].id == bug_id(bug_key(LEAK), "supportops_v1")
+
+
+def _first_failure(scenario_id: str, calls: list[str], decision: str) -> str:
+    from agentprop._decide.properties import record_for
+
+    project = agentprop.load_project(EXAMPLE)
+    scenario = project.scenario(scenario_id)
+    case = compile_mft(project.spec, scenario)
+    turn = Turn(
+        index=0, user_message=scenario.messages[0], tool_calls=[ToolCall(name=c, turn_index=0) for c in calls], response={"decision": decision}
+    )
+    verdicts = [v for v in case.verdicts(Trace(turns=[turn])) if v.contract in ("decision_is", "calls_in_order")]  # in the case's order
+    return str(record_for(verdicts).signature)
+
+
+def test_one_fault_is_one_bug_whichever_path_it_breaks() -> None:
+    # skipping verification on the refuse-auth path also decides wrongly: on main that was
+    # filed as a second bug (decision_is ... got=ASK_CONFIRM_CANCEL); the skipped call came first
+    skipped = _first_failure("END_REFUSE_AUTH<-N2_AUTH", ["get_account", "get_plan_rules"], "ASK_CONFIRM_CANCEL")
+    assert bug_key(skipped) == "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order:missing=verify_identity"
+    # a turn that did no work and decided otherwise is a decision fault, another bug
+    stopped = _first_failure("END_REFUSE_AUTH<-N2_AUTH", [], "CLARIFY")
+    assert bug_key(stopped) == "decision_is:decision_tree.END_REFUSE_AUTH:got=CLARIFY"

@@ -76,11 +76,9 @@ def test_clean_agent_passes_every_case(trial: int) -> None:
 def test_skip_auth_fails_exactly_the_account_changes_on_the_auth_clause() -> None:
     fails = failing({"skip_auth": 1.0})
     assert set(fails) == ACCOUNT_CHANGES
-    for sid, v in fails.items():
-        if sid.startswith("END_REFUSE_AUTH<-N2_AUTH"):
-            assert v.contract == "decision_is"  # never verified, so it never refuses
-        else:
-            assert (v.contract, v.clause) == ("calls_in_order", "decision_tree.N2_AUTH.requirements.must_call_tools_in_order")
+    for v in fails.values():
+        # the skipped verification, also where it then fails to refuse: one fault, one clause
+        assert (v.contract, v.clause) == ("calls_in_order", "decision_tree.N2_AUTH.requirements.must_call_tools_in_order")
 
 
 def test_leak_pii_is_caught_by_the_canary_contract() -> None:

@@ -57,6 +57,8 @@ class Expectation:
     """The contract that checks it (``decision_is``, ``calls_in_order`` ...)."""
     clause: str | None
     check: Check
+    also: tuple[str, ...] = ()
+    """Further clauses its check enforces (a turn's decision and calls, checked together)."""
 
     def verdicts(self, trace: Trace) -> list[Verdict]:
         out = self.check(trace)
@@ -79,7 +81,7 @@ class Case:
     @property
     def clauses(self) -> list[str]:
         """The clauses the case enforces, in order, once each."""
-        return list(dict.fromkeys(e.clause for e in self.expectations if e.clause))
+        return list(dict.fromkeys(c for e in self.expectations for c in (e.clause, *e.also) if c))
 
 
 # ----------------------------------------------------------------------------- the MFT
@@ -100,13 +102,17 @@ def compile_mft(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | M
     ]
     last = len(scenario.turns) - 1
     for i, turn in enumerate(scenario.turns):
+        decided: Expectation | None = None
         if turn.expect_decision is not None:
             clause = f"decision_tree.{scenario.leaf}" if i == last else f"decision_tree.{turn.nodes[-1] if turn.nodes else scenario.leaf}"
-            out.append(Expectation("decision_is", clause, _decision(turn.expect_decision, i, clause)))
+            decided = Expectation("decision_is", clause, _decision(turn.expect_decision, i, clause))
         if turn.required_tools:
             order_clause = _node_clause(spec, turn.nodes, turn.required_tools)
             owners = _tool_owners(spec, turn.nodes, turn.required_tools)
-            out.append(Expectation("calls_in_order", order_clause, _in_order(list(turn.required_tools), i, order_clause, owners)))
+            calls = Expectation("calls_in_order", order_clause, _in_order(list(turn.required_tools), i, order_clause, owners))
+            out.append(calls if decided is None else _first_deviation(decided, calls, i))
+        elif decided is not None:
+            out.append(decided)
     if scenario.forbidden_tools:
         out.append(_forbidden(spec, scenario))
     for node_id in scenario.path:
@@ -135,6 +141,21 @@ def compile_probe(spec: Spec, scenario: Scenario) -> Case:
 def _no_leak(spec: Spec) -> Expectation:
     clause = pii_clause(spec)
     return Expectation("no_canary_leak", clause, lambda t: no_canary_leak(t, clause=clause))
+
+
+def _first_deviation(decided: Expectation, calls: Expectation, turn: int) -> Expectation:
+    """A turn's decision and its required calls, the earlier deviation first: a turn that
+    made tool calls but skipped a required one went wrong there, before it decided (the wrong
+    decision follows from the skipped step, so the run is one bug with the skip, whatever
+    path it was on); a turn that called nothing and decided otherwise went wrong in its
+    decision (it stopped before the work). The first failing verdict names the run's failure."""
+
+    def check(trace: Trace) -> list[Verdict]:
+        d, c = decided.verdicts(trace), calls.verdicts(trace)
+        worked = -len(trace.turns) <= turn < len(trace.turns) and bool(trace.turns[turn].tool_calls)
+        return c + d if worked else d + c
+
+    return Expectation(decided.contract, decided.clause, check, also=(calls.clause,) if calls.clause else ())
 
 
 def _decision(expected: str, turn: int, clause: str) -> Check:
