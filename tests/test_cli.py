@@ -36,8 +36,8 @@ def test_run_clean_agent_passes_every_case_and_names_what_it_did_not_test() -> N
     assert code == 3
     assert "not tested (5): branch N3_BILLING#0 (contradictory conditions" in out
     assert "INCOMPLETE: every case passed" in out
-    # 14 loop-free paths, 6 loop paths (each loop unrolled once) and 4 retry cases
-    assert "24 cases: 24 passed, 0 failed" in out
+    # 14 loop-free paths, 6 loop paths, 4 retry cases and 1 MC/DC case (N2_AUTH#2, atom 1)
+    assert "25 cases: 25 passed, 0 failed" in out
     assert "END_CANCELLED<-N7_CANCEL" in out
     assert "unrealisable path" in out
 

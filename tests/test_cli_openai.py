@@ -62,7 +62,7 @@ def openai_run(server: OpenAIServer, cache: Path, report: Path, *extra: str) -> 
         str(report),
         *extra,
     )
-    assert code in (0, 1), out + err
+    assert code in (0, 1, 3), out + err  # 3: every case passed, the spec has untestable parts
     return code, out, RunReport.model_validate_json(report.read_text())
 
 

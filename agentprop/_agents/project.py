@@ -8,6 +8,7 @@ from pathlib import Path
 
 from agentprop._agents.runtime import AgentFactory, arun_conversation
 from agentprop._scenario.build import PathProblem, Scenario, make_world, scenarios_and_problems
+from agentprop._scenario.mcdc import mcdc_scenarios
 from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import stable_seed
 from agentprop._spec.bindings import Bindings, empty_bindings, find_bindings, load_bindings
@@ -23,16 +24,27 @@ class Project:
     spec_path: Path
     _scenarios: list[Scenario] | None = field(default=None, repr=False)
     _problems: list[PathProblem] | None = field(default=None, repr=False)
+    _condition_gaps: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def base_dir(self) -> Path:
         return self.bindings.base_dir if self.bindings.path is not None else self.spec_path.parent
 
     def scenarios(self) -> list[Scenario]:
-        """One scenario per terminal node (and entering node) and per missing-field stop."""
+        """One scenario per terminal node (and entering node) and per missing-field stop, and
+        the MC/DC scenarios of ``and`` / ``or`` conditions (:mod:`agentprop._scenario.mcdc`)."""
         if self._scenarios is None:
-            self._scenarios, self._problems = scenarios_and_problems(self.spec, self.bindings)
+            scenarios, self._problems = scenarios_and_problems(self.spec, self.bindings)
+            extra, self._condition_gaps = mcdc_scenarios(self.spec, self.bindings, scenarios)
+            self._scenarios = scenarios + extra
         return list(self._scenarios)
+
+    @property
+    def condition_gaps(self) -> dict[str, str]:
+        """Per condition atom (``N1_TRIAGE#0.2``) that no case shows changing its branch on its
+        own, the reason."""
+        self.scenarios()
+        return dict(self._condition_gaps)
 
     @property
     def problems(self) -> list[str]:

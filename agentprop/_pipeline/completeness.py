@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agentprop._agents.project import Project
 from agentprop._decide.safety import exercises
@@ -143,3 +144,18 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
             tool = p.path_id.split(":", 1)[0]
             out.append(Untested("retry", f"tools.{tool}.retry_policy", why(p)))
     return out
+
+
+def condition_coverage(project: Project, cases: Iterable[CaseReport]) -> dict[str, Any]:
+    """MC/DC condition coverage: every atom of an ``and`` / ``or`` branch condition, the ones a
+    run case shows changing its branch on its own (its MC/DC case ran, or a path case already
+    was that case), and why the others are not shown."""
+    from agentprop._scenario.mcdc import condition_atoms
+
+    ran = {c.id for c in cases}
+    gaps = project.condition_gaps
+    atoms = [a.id for a in condition_atoms(project.spec)]
+    built = {s.id.rsplit("/MCDC ", 1)[1]: s.id for s in project.scenarios() if "/MCDC " in s.id}
+    shown = [a for a in atoms if a not in gaps and (a not in built or built[a] in ran)]
+    not_shown = {a: gaps.get(a, "its MC/DC case was not run") for a in atoms if a not in shown}
+    return {"atoms": atoms, "shown": shown, "not_shown": not_shown}

@@ -35,7 +35,7 @@ from agentprop._decide.signature import bug_key
 from agentprop._decide.slots import CaseLanes, RunSlots
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
-from agentprop._pipeline.completeness import untested
+from agentprop._pipeline.completeness import condition_coverage, untested
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH
 from agentprop._pipeline.explore import ExploredInput, exploration_summary, explore_cases
 from agentprop._pipeline.kinds import Replay, case_from_check, extra_cases
@@ -876,6 +876,7 @@ def coverage_matrix(project: Project, cases: list[CaseReport], *, every_case: li
             "met": minimum is None or enforced + 1e-12 >= float(minimum),
         },
         "untested": [u.as_dict() for u in untested(project, every_case if every_case is not None else cases, not_run=skipped)],
+        "conditions": condition_coverage(project, cases),
     }
 
 
@@ -1062,6 +1063,12 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
             verdict = "met" if br["met"] else "NOT MET"
             note += f"; coverage of all branches {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
         lines.append(note)
+    conditions = coverage.get("conditions") or {}
+    if conditions.get("atoms"):
+        line = f"conditions (MC/DC): {len(conditions['shown'])}/{len(conditions['atoms'])} atoms shown to change their branch alone"
+        if conditions.get("not_shown"):
+            line += "; not shown: " + "; ".join(f"{a} ({r})" for a, r in conditions["not_shown"].items())
+        lines.append(line)
     gaps = coverage.get("untested") or []
     if gaps:
         lines.append(f"not tested ({len(gaps)}): " + "; ".join(f"{g['what']} {g['id']} ({g['reason']})" for g in gaps))
