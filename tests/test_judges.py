@@ -481,3 +481,29 @@ def test_cli_calibrates_a_spec_rubric_where_the_bindings_judge_finds_it(tmp_path
     (rubric,) = [r.rubric for r in spec_rubrics(project.spec)]
     judge = bound_judge(rubric, project.bindings.judge, project.bindings.base_dir)  # as agentprop run builds it
     assert judge.calibration is not None and judge.calibration.labels == 60 and judge.gates
+
+
+def test_judge_calls_while_shrinking_spend_the_shrink_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judged failure shrinks with its judge; each judge call counts as one run of the budget."""
+    from agentprop._agents.loading import load_agent
+    from agentprop._agents.project import load_project
+    from agentprop._decide.judges import spec_rubrics
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._decide.shrink import shrink
+
+    monkeypatch.chdir(tmp_path)
+    with MessagesServer(handler=says_cancelled) as server:
+        project = load_project(_supportops_with_rubric(tmp_path, server.base_url))
+        agent = load_agent(project.bindings.agent or "", project.base_dir)
+        (scenario,) = [s for s in project.scenarios() if s.id == "END_CANCELLED<-N7_CANCEL"]
+        (found,) = spec_rubrics(project.spec)
+        judge = ModelJudge(
+            found.rubric, ModelClient(ANTHROPIC_MESSAGES, "claude-judge-1", base_url=server.base_url, api_key="k", cache=False), samples=3
+        )
+        budget = 12
+        shrunk = shrink(project, scenario, agent, prop=judge, budget=budget, verify_runs=1, memo=TrialMemo(), shrink_words=False)
+        assert shrunk.signature.startswith("judge:policies.P5_NO_REFUND_PROMISE")
+        # a judge that agrees with itself answers 2 of its 3 samples per run
+        assert shrunk.runs > 0 and shrunk.judge_calls == 2 * shrunk.runs
+        assert shrunk.runs + shrunk.judge_calls <= budget + 2  # within the budget but for the last run's calls
+        assert f"in {shrunk.runs} runs and {shrunk.judge_calls} judge calls" in shrunk.summary()

@@ -61,7 +61,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--max-runs-per-case", type=int, metavar="N", help="truncate each case's sequential test after N runs (default 100; undecided means UNSTABLE)"
     )
     run.add_argument(
-        "--shrink-budget", type=int, default=200, metavar="RUNS", help="runs the shrinker may spend on each bug (default 200; 0 turns shrinking off)"
+        "--shrink-budget",
+        type=int,
+        default=200,
+        metavar="RUNS",
+        help="runs the shrinker may spend on each bug, a judge call counting as a run (default 200; 0 turns shrinking off)",
     )
     run.add_argument(
         "--corpus",

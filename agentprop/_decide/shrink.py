@@ -39,6 +39,7 @@ from agentprop._agents.project import Project
 from agentprop._decide.case import Case, compile_mft
 from agentprop._decide.check import Property, as_loaded_agent, record_for, verdicts_of
 from agentprop._decide.choices import Choices, ChoiceSpace, ChoiceUnit, TurnChoice, choice_units, keep_only, unit_label
+from agentprop._decide.judges import ModelJudge
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, TrialRecord
 from agentprop._decide.run_key import project_digest, run_digest
@@ -213,6 +214,9 @@ class ShrinkReport(BaseModel):
     original_units: int
     kept_units: int
     runs: int
+    judge_calls: int = 0
+    """Judge-model calls the shrinker's runs took (a judged property): each spent one run of
+    ``budget``, so ``runs + judge_calls`` is within it, but for the last run's calls."""
     queries: int
     budget: int
     budget_exhausted: bool
@@ -246,6 +250,7 @@ class ShrinkReport(BaseModel):
     def summary(self) -> str:
         lines = [
             f"shrunk {self.scenario} ({self.signature}): {self.original_units} -> {self.kept_units} units in {self.runs} runs"
+            + (f" and {self.judge_calls} judge calls" if self.judge_calls else "")
             + (" (budget exhausted)" if self.budget_exhausted else "")
         ]
         lines += [f"  {d}" for d in self.diff]
@@ -365,6 +370,7 @@ def shrink(
         calibration = Calibration(runs=failing.runs, failures=hits, signature=chased)
 
     refused: dict[str, Any] = {"n": 0, "why": None}
+    judge_calls = {"n": 0}
     grounding = project.bindings.response_grounding(project.spec)
 
     runtime = project_digest(project)
@@ -379,7 +385,8 @@ def shrink(
         return known[1]
 
     def evaluate(candidate: Scenario, trial: int) -> TrialRecord | None:
-        """The judged run, or None when the session budget refused to start it."""
+        """The judged run, or None when the session budget refused to start it. A model judge's
+        calls for it are added to ``judge_calls["n"]``."""
         digest = run_digest(project, candidate, candidate.messages, seed, project_key=runtime)
         key = memo.key(digest, loaded.fingerprint, base_trial + trial)
         trace = memo.get(key)
@@ -393,12 +400,20 @@ def shrink(
             infra = trace.infrastructure_error
             if infra is not None:  # the run was not made: nothing to learn, nothing to keep
                 raise InfrastructureError(f"shrinking stopped: {infra.message}", kind=infra.kind)
-        return record_for(case_of(candidate).verdicts(trace) if prop is None else verdicts_of(prop(trace)))
+        if prop is None:
+            return record_for(case_of(candidate).verdicts(trace))
+        before = prop.calls if isinstance(prop, ModelJudge) else 0
+        verdicts = verdicts_of(prop(trace))
+        judge_calls["n"] += (prop.calls - before) if isinstance(prop, ModelJudge) else 0
+        return record_for(verdicts)
 
     others: dict[str, OtherFailure] = {}
 
     def run(candidate: Scenario, trial: int) -> Outcome:
+        """One run; a model judge's calls for it spend the shrink budget like runs."""
+        calls0 = judge_calls["n"]
         rec = evaluate(candidate, trial)
+        calls = judge_calls["n"] - calls0
         if rec is None:  # not run: no evidence either way (never a pass)
             return Outcome.refused()
         if not rec.passed and chased is not None and rec.signature != chased:
@@ -407,7 +422,7 @@ def shrink(
                 str(rec.signature), OtherFailure(signature=str(rec.signature), explanation=rec.explanation or "", messages=candidate.messages)
             )
             seen.count += 1
-        return Outcome.passed() if rec.passed else Outcome.failure(rec.signature)
+        return Outcome.passed(calls) if rec.passed else Outcome.failure(rec.signature, calls)
 
     # the scenario itself (its intent, slots and path) is one protected unit: never removed
     choice_us: list[Unit[Any]] = (
@@ -441,7 +456,7 @@ def shrink(
     reproducer: Scenario = result.reproducer
     kept_leaves = _leaves(result.units)
     kept_choices = keep_only(choices, [u.value[1] for u in kept_leaves if u.value[0] == "choice"]) if choices is not None else None
-    runs, queries = result.runs, result.queries
+    runs, queries, judged = result.runs, result.queries, result.judge_calls
     minimal, exhausted, stop_reason = result.minimal, result.budget_exhausted, result.stop_reason
     original_units, kept_units = result.original_leaves - 1, result.kept_leaves - 1
     other_signatures = {str(k): v for k, v in result.other_signatures.items()}
@@ -452,7 +467,7 @@ def shrink(
         space = space or ChoiceSpace(project, sc)
         start = kept_choices if kept_choices is not None else space.plain()
         word_units = free_word_units(space.base_for(start), start.lang)
-        if word_units and budget - runs > 0:
+        if word_units and budget - runs - judged > 0:
             world = reproducer.world
             every = {u.value for span in word_units for clause in span.children for u in clause.children}
 
@@ -465,7 +480,7 @@ def shrink(
             words = shrink_units(
                 word_units,
                 run,
-                budget=budget - runs,
+                budget=budget - runs - judged,
                 build=build_words,
                 signature=result.signature,
                 calibration=Calibration(runs=rate.runs, failures=rate.failures, signature=result.signature),
@@ -474,6 +489,7 @@ def shrink(
             kept_choices = start.model_copy(update={"dropped": tuple(sorted((w[1], w[2], w[3], w[4]) for w in every - left))})
             reproducer = words.reproducer
             runs += words.runs
+            judged += words.judge_calls
             queries += words.queries
             minimal = minimal and words.minimal
             exhausted = exhausted or words.budget_exhausted
@@ -518,6 +534,7 @@ def shrink(
         original_units=original_units,
         kept_units=kept_units,
         runs=runs,
+        judge_calls=judged,
         queries=queries,
         budget=budget,
         budget_exhausted=exhausted or refused["n"] > 0,

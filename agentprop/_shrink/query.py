@@ -80,11 +80,14 @@ class Outcome:
     not_run: bool = False
     """The run could not be made (a shared budget refused it): it says nothing about the
     candidate. The engine stops as if its own budget were spent; it is never counted."""
+    judge_calls: int = 0
+    """Calls to a judge model the run's verdict took. Each counts as one run of the budget
+    (a run judged by a model costs ``1 + judge_calls``)."""
 
     @classmethod
-    def passed(cls) -> Outcome:
+    def passed(cls, judge_calls: int = 0) -> Outcome:
         """A run in which nothing failed."""
-        return cls(False, None)
+        return cls(False, None, judge_calls=judge_calls)
 
     @classmethod
     def refused(cls) -> Outcome:
@@ -92,9 +95,9 @@ class Outcome:
         return cls(False, None, not_run=True)
 
     @classmethod
-    def failure(cls, signature: Hashable) -> Outcome:
+    def failure(cls, signature: Hashable, judge_calls: int = 0) -> Outcome:
         """A run that failed with ``signature``."""
-        return cls(True, signature)
+        return cls(True, signature, judge_calls=judge_calls)
 
 
 class Verdict(str, Enum):
@@ -245,6 +248,8 @@ class QueryEngine:
     monotone: bool = True
     signature: Hashable = None
     spent: int = 0
+    """Budget spent: runs plus the judge calls their verdicts took."""
+    judge_calls: int = 0
     exhausted: bool = False
     log: list[QueryRecord] = field(default_factory=list)
     other_signatures: Counter[Hashable] = field(default_factory=Counter)
@@ -381,7 +386,8 @@ class QueryEngine:
         if outcome.not_run:  # refused outside: no evidence, and no more runs to come
             self.exhausted = True
             return None
-        self.spent += 1
+        self.spent += 1 + outcome.judge_calls
+        self.judge_calls += outcome.judge_calls
         entry.runs += 1
         if outcome.failed:
             if self.signature is None:

@@ -205,7 +205,9 @@ class ShrinkResult(Generic[C]):
     original when nothing smaller was confirmed) and ``units`` its pruned forest. ``minimal``
     is true when every remaining removable unit was *decided* necessary; it is false when the
     budget ran out first or the original never reproduced, and ``stop_reason`` says which.
-    ``runs`` counts every run, calibration included; ``queries`` the queries that ran.
+    ``runs`` counts every run, calibration included; ``queries`` the queries that ran;
+    ``judge_calls`` the judge-model calls the runs' verdicts took (each spends one run of the
+    budget, so ``runs + judge_calls`` stays within it, but for the last run's calls).
     ``pooled_rate`` is the posterior mean reproduction rate the queries were planned with.
     """
 
@@ -228,6 +230,7 @@ class ShrinkResult(Generic[C]):
     original_leaves: int
     reproducer_trials_used: int
     original_trials_used: int
+    judge_calls: int = 0
     reproducer_rate: RateEstimate | None = None
     """The confirmed reproducer's own evidence (failures with the signature in its runs):
     what a further search starting from it can take as its calibration."""
@@ -237,7 +240,8 @@ class ShrinkResult(Generic[C]):
         lines = [
             (
                 f"shrunk {self.original_leaves} -> {self.kept_leaves} units in {self.runs} runs "
-                f"({self.queries} queries; budget {self.budget}{exhausted})"
+                + (f"and {self.judge_calls} judge calls " if self.judge_calls else "")
+                + f"({self.queries} queries; budget {self.budget}{exhausted})"
             ),
             f"signature {self.signature!r}; original failed {self.original_rate}",
             f"stopped: {self.stop_reason}",
@@ -470,7 +474,8 @@ def shrink(
         units=forest,
         original=make(index.forest(full)),
         signature=engine.signature,
-        runs=engine.spent,
+        runs=engine.spent - engine.judge_calls,
+        judge_calls=engine.judge_calls,
         queries=sum(1 for r in engine.log if r.source == "ran"),
         log=tuple(engine.log),
         budget=budget,
