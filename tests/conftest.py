@@ -29,6 +29,9 @@ HOST_ENVIRONMENT = (
 )
 for _name in HOST_ENVIRONMENT:
     os.environ.pop(_name, None)
+os.environ["AGENTPROP_SEED"] = "0"
+"""`agentprop run` explores new inputs each run outside CI; the suite (docs outputs included)
+keeps seed 0's, as CI does. Tests of the per-run seed unset it."""
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPECSUITE_DIR = REPO_ROOT / "tests" / "data" / "specsuite-core"

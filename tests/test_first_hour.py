@@ -391,3 +391,36 @@ def test_run_and_tdad_announce_their_plan_before_they_start(tmp_path: Path, monk
     text = buf.getvalue()
     assert text.startswith(f"plan: {len(scenarios)} MFT case(s), up to {4 * len(scenarios)} EXPLORE case(s), the INV cases (counted once built)")
     assert "then 7 mutation intents rerun; this can take minutes" in text
+
+
+# --------------------------------------------------------------------------- repeated runs widen the search
+
+
+def test_each_run_explores_new_inputs_outside_ci_and_prints_the_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import secrets
+
+    from agentprop._pipeline.report.model import RunReport
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTPROP_SEED", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    drawn = iter([100, 200])
+    monkeypatch.setattr(secrets, "randbelow", lambda n: next(drawn))
+
+    def explored(*extra: str) -> tuple[str, list[list[str]]]:
+        argv = ("run", str(SUPPORTOPS), "--kinds", "explore", "--explore", "3", "--case", "END_CANCELLED<-N7_CANCEL", "--corpus", "none")
+        code, out, err = cli(*argv, "--json", "r.json", *extra)
+        assert code in (0, 3), err
+        report = RunReport.model_validate(json.loads((tmp_path / "r.json").read_text()))
+        return out, [c.messages for c in report.cases if c.kind == "EXPLORE"]
+
+    first_out, first = explored()
+    assert "explored inputs: --explore-seed 101 (a new seed each run outside CI" in first_out
+    second_out, second = explored()
+    assert "explored inputs: --explore-seed 201 (" in second_out and second != first  # a rerun widens the search
+    assert explored("--explore-seed", "101")[1] == first  # the printed seed repeats the inputs
+    monkeypatch.setenv("CI", "true")
+    ci_out, ci_inputs = explored()
+    assert "explored inputs: --explore-seed 0 (fixed because CI is set)" in ci_out
+    assert explored("--seed", "0", "--explore-seed", "0")[1] == ci_inputs

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import secrets
 import sys
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, TextIO
@@ -74,6 +76,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)",
     )
     run.add_argument(
+        "--explore-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the seed of the explored inputs (default: a new one each run, printed; 0 when CI is set; --seed N sets both)",
+    )
+    run.add_argument(
         "--replay-corpus",
         choices=("own", "all"),
         default="own",
@@ -88,6 +97,32 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="show the traceback of an exception the agent raised (under its case) and of an error that is not the agent's",
     )
     run.set_defaults(handler=command)
+
+
+def explore_seed(args: argparse.Namespace) -> int:
+    """The seed of a run's explored inputs, in Hypothesis's manner: the one given
+    (``--explore-seed``, else a non-zero ``--seed``), ``AGENTPROP_SEED``, 0 under ``CI``, else a
+    new one per run, so repeated runs explore other inputs; the trials keep ``--seed``, so the
+    runs of inputs met before are reused. ``args.explore_seed_source`` says which."""
+    if args.explore_seed is not None:
+        args.explore_seed_source = "given"
+        return int(args.explore_seed)
+    if args.seed:
+        args.explore_seed_source = "from --seed"
+        return int(args.seed)
+    fixed = os.environ.get("AGENTPROP_SEED", "").strip()
+    if fixed:
+        try:
+            value = int(fixed)
+        except ValueError:
+            raise InputError(f"AGENTPROP_SEED={fixed!r} is not an integer", fix="set AGENTPROP_SEED to a whole number, or unset it") from None
+        args.explore_seed_source = "AGENTPROP_SEED"
+        return value
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        args.explore_seed_source = "fixed because CI is set"
+        return 0
+    args.explore_seed_source = "a new seed each run outside CI, so reruns explore other inputs; CI=true or --explore-seed N fixes it"
+    return secrets.randbelow(1_000_000) + 1
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
@@ -123,6 +158,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         keep_partial=True,  # Ctrl-C: the report of what was decided, not a traceback
         replay_corpus=args.replay_corpus,
         profile=args.profile,
+        explore_seed=explore_seed(args),
     )
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(
@@ -131,6 +167,9 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     )
 
     announce_plan(project, scenarios, kinds, args, out, model_agent=model_agent)
+    explores = "explore" in kinds and args.explore > 0
+    if explores:
+        print(f"explored inputs: --explore-seed {settings.explore_seed} ({args.explore_seed_source})", file=out)
     corpus = None if (args.corpus or "").lower() == "none" else Corpus(args.corpus or corpus_module.default_corpus_dir(project))
     if args.shrink_budget < 0:
         raise InputError(f"--shrink-budget {args.shrink_budget} is negative", fix="use 0 to turn shrinking off, or a number of runs")
@@ -212,6 +251,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         print(f"note: {c.id} does not gate: {c.details['judged'].get('why_not')}", file=out)
     gating_passed = report.metrics.passed + report.metrics.not_applicable + sum(c.verdict != "PASS" for c in reports_only)
     if gating_passed != report.metrics.cases:
+        if explores and any(c.kind == "EXPLORE" and c.verdict != "PASS" for c in report.cases):
+            print(f"the explored inputs of this run: --explore-seed {settings.explore_seed} repeats them", file=out)
         return EXIT_FAIL
     coverage = report.metrics.extra["coverage"]
     branches = coverage["branches"]

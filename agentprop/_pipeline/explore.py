@@ -118,17 +118,20 @@ async def explore_cases(
     replays: dict[str, Replay] | None = None,
     settings_for: Callable[[Scenario], OracleSettings] | None = None,
     lanes: CaseLanes = CaseLanes(),
+    input_seed: int | None = None,
 ) -> tuple[list[CaseReport], list[ExploredInput]]:
     """Decide ``per_path`` explored inputs of every scenario (two rounds, the second weighted by
     what the first found), each turn in the phrase pack of the language it is written in. Each input is decided with ``settings_for(its base scenario)`` (default:
     ``oracle``), so an input of a safety path is held to the safety rule as the path's MFT is.
     Returns the case reports and the inputs (for shrinking: each input's base scenario and
-    choices)."""
+    choices). ``input_seed`` (default ``seed``) draws the inputs; ``seed`` names the trials,
+    so a new input seed explores other inputs while repeated ones replay their runs."""
     if per_path <= 0 or not scenarios:
         return [], []
     check_languages(project.bindings)
     sem = asyncio.Semaphore(max(1, concurrency))
-    rngs = {s.id: random.Random(stable_seed("explore", seed, s.id)) for s in scenarios}
+    drawn = seed if input_seed is None else input_seed
+    rngs = {s.id: random.Random(stable_seed("explore", drawn, s.id)) for s in scenarios}
     spaces = {s.id: ChoiceSpace(project, s) for s in scenarios}
     seen: dict[str, set[str]] = {s.id: {json.dumps([s.messages, s.world.model_dump(mode="json")], sort_keys=True)} for s in scenarios}
     counters: dict[str, int] = {s.id: 0 for s in scenarios}

@@ -82,6 +82,9 @@ class RunSettings:
     keep_partial: bool = False
     """On cancellation (Ctrl-C under ``asyncio.run``), return the report of the cases decided
     so far, marked ``metrics.extra["interrupted"]``, instead of raising ``CancelledError``."""
+    explore_seed: int | None = None
+    """The seed of the inputs explored (``None``: ``seed``); ``seed`` stays the trials' namespace,
+    so memoised and cached runs of the same inputs are reused."""
     replay_corpus: Literal["own", "all"] = "own"
     """Which corpus entries are replayed first: those found with this agent (reference and
     fault knobs), or ``all`` of the spec's (another agent's passes never retire an entry)."""
@@ -432,6 +435,7 @@ async def _arun_cases(
                 memo=memo,
                 budget=budget,
                 seed=settings.seed,
+                input_seed=settings.explore_seed,
                 concurrency=settings.concurrency,
                 checks=checks,
                 replays=replays,
