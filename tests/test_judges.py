@@ -507,3 +507,27 @@ def test_judge_calls_while_shrinking_spend_the_shrink_budget(tmp_path: Path, mon
         assert shrunk.runs > 0 and shrunk.judge_calls == 2 * shrunk.runs
         assert shrunk.runs + shrunk.judge_calls <= budget + 2  # within the budget but for the last run's calls
         assert f"in {shrunk.runs} runs and {shrunk.judge_calls} judge calls" in shrunk.summary()
+
+
+def test_a_spec_free_case_with_a_model_judge_is_decided_on_the_corrected_rate(tmp_path: Path) -> None:
+    """Case(judge=model judge), or judge= alone, decides like the judge passed as the property."""
+    import agentprop
+    from agentprop._decide.memo import TrialMemo
+
+    with MessagesServer(handler=grader) as server:
+        judge = judge_on(server, tmp_path / "api.sqlite")
+        as_case = agentprop.check(
+            _agent(2), ["Cancel my order A1"], agentprop.Case(judge=judge), raise_on_failure=False, memo=TrialMemo(), max_runs=10
+        )
+        assert as_case.verdict == "INCONCLUSIVE" and as_case.decided_by.startswith("judge reports only")  # uncalibrated: never gates
+        assert as_case.judged is not None and not as_case.judged.gates and as_case.judged.judge_calls == as_case.runs
+        judge.calibration = PERFECT
+        for case, alone in ((agentprop.Case(judge=judge), None), (None, judge)):  # check(agent, messages, Case(judge=...)) or judge=
+            bad = agentprop.check(_agent(1), ["Cancel my order A1"], case, judge=alone, raise_on_failure=False, memo=TrialMemo())
+            assert bad.verdict == "FAIL" and bad.decided_by == "sprt on the judge's verdicts, corrected for its error"
+            assert bad.judged is not None and bad.judged.gates and bad.judged.corrected_rate == 0.0
+            good = agentprop.check(_agent(0), ["Cancel my order A1"], case, judge=alone, raise_on_failure=False, memo=TrialMemo())
+            assert good.verdict == "PASS" and good.judged is not None and good.judged.corrected_rate == 1.0
+        # the correction does not hold for a verdict mixing in other promises: refused, naming the fix
+        with pytest.raises(agentprop.InvalidArgument, match=r"also has expected_tools.*check them apart"):
+            agentprop.Case(judge=judge, expected_tools=["get_order"])

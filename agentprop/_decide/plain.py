@@ -81,7 +81,11 @@ class Case:
     what a call may touch: a call is in scope when its tool's name, or its ``scope`` argument,
     is in the set. ``schema`` (a pydantic model or a JSON Schema) is what the final result must
     validate against. ``baseline`` is an approved run: a run must call the same set of tools.
-    ``judge(case, result)`` is any further property. ``name`` names the case in reports."""
+    ``judge(case, result)`` is any further property. ``name`` names the case in reports.
+
+    A model judge (one with a measured error: ``correction()``) decides the case on its
+    corrected rate, as when it is the property itself; it must then be the case's only promise,
+    since its correction does not hold for a verdict that mixes in the others."""
 
     name: str = ""
     expected_tools: Sequence[str] = ()
@@ -112,6 +116,23 @@ class Case:
                 raise InvalidArgument(f"Case(schema=...) is not a valid JSON Schema: {exc.message}") from None
         if self.judge is not None and not callable(self.judge):
             raise InvalidArgument("Case(judge=...) must be a callable judge(case, result)")
+        others = [
+            name
+            for name, given in (
+                ("expected_tools", bool(self.expected_tools)),
+                ("forbidden_tools", bool(self.forbidden_tools)),
+                ("scope", self.scope is not None),
+                ("schema", self.schema is not None),
+                ("baseline", self.baseline is not None),
+            )
+            if given
+        ]
+        if others and _model_judge(self.judge) is not None:
+            raise InvalidArgument(
+                f"Case(judge=<model judge>) also has {', '.join(others)}: a model judge's verdicts are corrected for its "
+                "measured error, which does not hold for a verdict that mixes in other promises; "
+                f"check them apart: check(agent, messages, Case(judge=judge)) and check(agent, messages, Case({others[0]}=...))"
+            )
 
     def output_of(self, trace: Trace) -> tuple[Any, Verdict | None]:
         """The run's result validated against ``schema``, and the schema's verdict (``None``
@@ -152,6 +173,11 @@ class Case:
             judged = verdicts_of(self.judge(self, Result(trace, output)))
             out.extend(v if v.contract != "property" else v.model_copy(update={"contract": "judge"}) for v in judged)
         return out or [_verdict(True, "case", "the case makes no promise")]
+
+
+def _model_judge(judge: object) -> object | None:
+    """``judge`` when it is a model judge (its error is measured: it has ``correction()``)."""
+    return judge if callable(getattr(judge, "correction", None)) else None
 
 
 def _verdict(passed: bool, contract: str, explanation: str, detail: str | None = None) -> Verdict:
@@ -414,10 +440,11 @@ async def decide_plain(
         return record_for(verdicts(trace))
 
     label = name or (prop.name if isinstance(prop, Case) and prop.name else run.name)
-    judge_calls_before = getattr(prop, "calls", 0)
+    judged_by = (_model_judge(prop.judge) or prop) if isinstance(prop, Case) else prop  # Case(judge=model judge): the judge
+    judge_calls_before = getattr(judged_by, "calls", 0)
     result = await adecide(
         run_trial,
-        judged_settings(settings, prop),  # a model judge's property is decided on its corrected rate
+        judged_settings(settings, judged_by),  # a model judge's property is decided on its corrected rate
         judge=judge,
         name=label,
         memo=memo,
@@ -426,4 +453,4 @@ async def decide_plain(
         budget=budget,
         first_trial=seed * 1_000_003,
     )
-    return count_judge_calls(result, prop, judge_calls_before)
+    return count_judge_calls(result, judged_by, judge_calls_before)
