@@ -124,6 +124,34 @@ class InputError(AgentPropError):
         return "\n".join(lines)
 
 
+class LimitExceeded(InputError):
+    """A spec asks for more work than agentprop's bound on it allows (paths to enumerate,
+    conditions to evaluate): the work stops at the bound, and the message names the limit and
+    the ``AGENTPROP_*`` variable that raises it. ``limit`` is the bound that was hit."""
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        limit: int,
+        location: SourceLocation | None = None,
+        expected: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        self.limit = limit
+        super().__init__(problem, location=location, expected=expected, fix=fix)
+
+
+class PathLimitExceeded(LimitExceeded):
+    """A decision tree has more paths, or more branch conditions over its paths, than agentprop
+    enumerates. What to do: merge branches or split the spec, or raise the limit it names."""
+
+
+class ConditionBudgetExceeded(LimitExceeded):
+    """Building a spec's cases needed more condition evaluations than agentprop's limit. What to
+    do: merge branches or split the spec, or raise ``AGENTPROP_MAX_CONDITION_CHECKS``."""
+
+
 class SpecError(InputError):
     """A spec file cannot be loaded: bad YAML, a missing key, a wrong type, an invalid JSON
     Schema or an unparseable ``when`` expression. Fix the spec at the location given

@@ -11,7 +11,8 @@ import pytest
 from agentprop._cli import main
 from agentprop._scenario.solver import _first_assignment
 from agentprop._spec.load import load_spec
-from agentprop._spec.paths import PathLimitExceeded, count_paths, enumerate_paths, iter_paths
+from agentprop._spec.paths import count_paths, enumerate_paths, iter_paths
+from agentprop.errors import PathLimitExceeded
 from benchmarks._robustness.attack_a import tree_spec
 
 

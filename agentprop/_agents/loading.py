@@ -9,6 +9,7 @@ description so unknown names are caught before anything runs.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
 import json
@@ -73,9 +74,6 @@ def _takes_two_positional(obj: Any) -> bool:
     return len(params) == 2
 
 
-_file_facts: dict[tuple[str, float, int], tuple[str, tuple[str, ...]]] = {}
-
-
 def _excluded_dirs() -> tuple[str, ...]:
     """Where code that is not the project's lives: the standard library, installed packages
     and agentprop itself (their edits do not change what the agent under test is)."""
@@ -110,19 +108,21 @@ def _file_facts_of(path: str, package: str) -> tuple[str, tuple[str, ...]] | Non
         st = os.stat(path)
     except OSError:
         return None
-    key = (path, st.st_mtime, st.st_size)
-    found = _file_facts.get(key)
-    if found is None:
-        try:
-            data = Path(path).read_bytes()
-        except OSError:
-            return None
-        try:
-            names = tuple(_imported_names(ast.parse(data), package))
-        except (SyntaxError, ValueError):
-            names = ()
-        found = _file_facts[key] = (hashlib.sha256(data).hexdigest(), names)
-    return found
+    return _file_facts(path, package, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_facts(path: str, package: str, mtime_ns: int, size: int) -> tuple[str, tuple[str, ...]] | None:
+    """The facts of one version of a file (its mtime and size are part of the key)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    try:
+        names = tuple(_imported_names(ast.parse(data), package))
+    except (SyntaxError, ValueError):
+        names = ()
+    return hashlib.sha256(data).hexdigest(), names
 
 
 def source_files(obj: Any) -> list[str]:

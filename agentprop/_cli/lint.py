@@ -74,10 +74,9 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._agents.project import load_project
     from agentprop._decide.choices import check_languages
     from agentprop._scenario.exits import binding_findings
-    from agentprop._scenario.solver import ConditionBudgetExceeded
     from agentprop._spec.lint import condition_variables
     from agentprop._spec.load import lint_spec, resolve_spec_path
-    from agentprop._spec.paths import PathLimitExceeded
+    from agentprop.errors import LimitExceeded
 
     findings = lint_spec(args.spec)
     problems: list[str] = []
@@ -96,7 +95,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         warnings = project.bindings.warnings
         try:
             problems = project.problems
-        except (PathLimitExceeded, ConditionBudgetExceeded) as exc:  # reported as an error, the rest still linted
+        except LimitExceeded as exc:  # reported as an error, the rest still linted
             too_big = [_too_big(project, exc)]
     resolved: list[str] = []
     if project is not None and project.bindings.path is not None:

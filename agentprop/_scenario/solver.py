@@ -51,7 +51,7 @@ from agentprop._spec.when import (
 from agentprop._spec.when import (
     Path as VarPath,
 )
-from agentprop.errors import InputError, Unsatisfiable
+from agentprop.errors import ConditionBudgetExceeded, Unsatisfiable
 
 # ----------------------------------------------------------------------------- models
 
@@ -356,10 +356,6 @@ a thousand branches would otherwise take hours. ``AGENTPROP_MAX_CONDITION_CHECKS
 _CHECKS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("agentprop_condition_checks", default=None)
 
 
-class ConditionBudgetExceeded(InputError):
-    """Building a spec's cases needed more condition evaluations than :data:`MAX_CONDITION_CHECKS`."""
-
-
 @contextlib.contextmanager
 def condition_budget(spec: Spec) -> Iterator[None]:
     """Count the solver's condition evaluations inside the block (the cases of ``spec``) and
@@ -382,6 +378,7 @@ def _count_check() -> None:
         raise ConditionBudgetExceeded(
             f"building the cases of this spec needs more than {budget[1]:,} evaluations of its branch conditions "
             "(agentprop's limit, MAX_CONDITION_CHECKS): a node with hundreds of branches, or paths hundreds of nodes long",
+            limit=budget[1],
             expected="a decision tree whose paths agentprop can solve in seconds",
             fix="merge branches that lead to the same place, or split the tree into several specs; to search longer, "
             f"set AGENTPROP_MAX_CONDITION_CHECKS (e.g. AGENTPROP_MAX_CONDITION_CHECKS={budget[1] * 5})",

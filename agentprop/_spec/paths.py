@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from agentprop._spec.model import Spec
 from agentprop._spec.when import Expr, Not, WhenClause
-from agentprop.errors import InputError, SourceLocation
+from agentprop.errors import PathLimitExceeded, SourceLocation
 
 MAX_PATHS = 2_000
 """The most paths (loop-free plus loop paths, each counted apart) agentprop enumerates for a
@@ -50,20 +50,17 @@ def max_paths() -> int:
     return _limit("MAX_PATHS", MAX_PATHS)
 
 
-class PathLimitExceeded(InputError):
-    """A decision tree has more paths, or longer ones, than agentprop enumerates (a ladder of
-    two-way nodes doubles them at every rung): the work is bounded, and the error says which
-    limit was hit and how to raise it."""
-
-    def __init__(self, spec: Spec, what: str, name: str, limit: int) -> None:
-        self.limit = limit
-        super().__init__(
-            f"spec {spec.spec_id}: its decision tree has more than {limit:,} {what} (agentprop's limit, {name}): testing every path would take hours",
-            location=SourceLocation(spec.source_path) if spec.source_path else None,
-            expected=f"at most {MAX_PATHS:,} paths from the root to a terminal node, {MAX_PATH_CONDITIONS:,} branch conditions in all",
-            fix="merge branches that lead to the same place, or split the tree into several specs; "
-            f"to enumerate more, set AGENTPROP_{name} (e.g. AGENTPROP_{name}={limit * 5})",
-        )
+def _path_limit(spec: Spec, what: str, name: str, limit: int) -> PathLimitExceeded:
+    """The error for a tree with more paths, or longer ones, than agentprop enumerates (a ladder of
+    two-way nodes doubles them at every rung), naming the limit and how to raise it."""
+    return PathLimitExceeded(
+        f"spec {spec.spec_id}: its decision tree has more than {limit:,} {what} (agentprop's limit, {name}): testing every path would take hours",
+        limit=limit,
+        location=SourceLocation(spec.source_path) if spec.source_path else None,
+        expected=f"at most {MAX_PATHS:,} paths from the root to a terminal node, {MAX_PATH_CONDITIONS:,} branch conditions in all",
+        fix="merge branches that lead to the same place, or split the tree into several specs; "
+        f"to enumerate more, set AGENTPROP_{name} (e.g. AGENTPROP_{name}={limit * 5})",
+    )
 
 
 @dataclass(frozen=True)
@@ -210,10 +207,10 @@ def _bounded(paths: Iterator[TreePath], spec: Spec, what: str) -> list[TreePath]
     conditions = 0
     for path in paths:
         if len(out) >= limit:
-            raise PathLimitExceeded(spec, what, "MAX_PATHS", limit)
+            raise _path_limit(spec, what, "MAX_PATHS", limit)
         conditions += sum(step.branch + 1 for step in path.steps)
         if conditions > condition_limit:
-            raise PathLimitExceeded(spec, f"branch conditions over its {what}", "MAX_PATH_CONDITIONS", condition_limit)
+            raise _path_limit(spec, f"branch conditions over its {what}", "MAX_PATH_CONDITIONS", condition_limit)
         out.append(path)
     return out
 
