@@ -219,7 +219,7 @@ def test_tdad_with_a_faulty_clean_agent_counts_no_kill_by_a_case_it_fails(tmp_pa
     # the agent under test fails itself (MS 4/4)
     code, out, err = cli("tdad", str(SUPPORTOPS), "--kinds", "mft", "--fault", "skip_confirm=1.0", "--json", "r.json")
     assert code == 1, out + err  # a visible case fails
-    assert "18 visible cases the clean agent passes to kill them (6 it does not pass cannot kill)" in out  # loop and retry cases included
+    assert "19 visible cases the clean agent passes to kill them (6 it does not pass cannot kill)" in out  # loop, retry and MC/DC cases included
     line = next(l for l in out.splitlines() if l.strip().startswith("SKIP_CONFIRM_CANCEL"))
     assert "VACUOUS probe: the clean agent shows the violation in 10/10 runs" in line
     assert "cannot kill: END_CANCELLED<-N7_CANCEL (the clean agent's verdict is FAIL)" in out
