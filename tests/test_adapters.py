@@ -149,6 +149,8 @@ def test_run_through_pydantic_ai_finds_the_injected_fault(tmp_path: Path, monkey
             PYDANTIC_AGENT,
             "--fault",
             "skip_auth=0.5",
+            "--profile",
+            "release",  # certify the case: two clean runs (the ci profile) can miss a 50% fault
             "--kinds",
             "mft",
             "--case",

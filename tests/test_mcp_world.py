@@ -87,6 +87,8 @@ def test_run_through_mcp_finds_the_injected_fault(agent: str, tmp_path: Path, ca
             agent,
             "--fault",
             "skip_auth=0.5",
+            "--profile",
+            "release",  # certify the case: two clean runs (the ci profile) can miss a 50% fault
             "--kinds",
             "mft",
             "--case",

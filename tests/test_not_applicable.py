@@ -142,7 +142,9 @@ def test_check_invariance_gates_on_the_base_case() -> None:
     calm = ["I'd like to cancel order O-1001. Last four digits 4242, ZIP 94107", "Yes, cancel it."]
     always_wrong = make_factory(SupportOpsAgent, {"skip_confirm": 1.0})
     cancel = PROJECT.scenario("END_CANCELLED<-N7_CANCEL")
-    with pytest.raises(AgentPropertyViolation, match="NOT APPLICABLE — its base case END_CANCELLED<-N7_CANCEL does not pass"):
+    with pytest.raises(
+        AgentPropertyViolation, match="NOT APPLICABLE INV END_CANCELLED<-N7_CANCEL — its base case END_CANCELLED<-N7_CANCEL does not pass"
+    ):
         check_invariance(PROJECT, cancel, always_wrong, [calm], memo=TrialMemo())
     compared = check_invariance(PROJECT, cancel, always_wrong, [calm], memo=TrialMemo(), require_base=False)
     assert compared.verdict == "PASS", "ungated, two identically wrong sides look invariant: the bug this gate fixes"
