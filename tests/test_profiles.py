@@ -29,6 +29,9 @@ SUPPORTOPS = ROOT / "examples" / "supportops"
 sys.path.insert(0, str(SUPPORTOPS))
 from agent import SupportOpsAgent  # noqa: E402
 
+PATHS = len(agentprop.load_project(SUPPORTOPS).scenarios())
+"""SupportOps' MFT cases (one per path of its tree, loops and retries included)."""
+
 
 def test_a_screen_accepts_clean_runs_and_hands_any_failure_to_its_inner_test() -> None:
     rng = random.Random(31)
@@ -97,7 +100,7 @@ def run_supportops(
 def test_the_default_profile_screens_each_case_and_certifies_policies_over_the_suite() -> None:
     report = run_supportops(kinds=("mft", "explore"), explore=2)
     m = report.metrics
-    assert report.profile == "ci" and m.passed == m.cases == 72
+    assert report.profile == "ci" and m.passed == m.cases == 3 * PATHS  # MFT and 2 EXPLORE inputs a path
     assert m.runs_started is not None and m.runs_started / m.cases <= 3
     assert all(c.runs == 2 and c.decided_by == "screen" for c in report.cases)
     claims = {c.policy: c for c in report.claims}
@@ -122,9 +125,10 @@ def test_an_unknown_profile_names_the_ones_there_are() -> None:
 
 
 def test_under_a_budget_every_case_gets_a_run_before_any_case_gets_a_second() -> None:
-    # 24 MFT + 48 EXPLORE cases, 72 runs allowed: depth first, the first cases took 2 runs each
-    # (the profile's screen) and the last ones none; breadth first, every case has its run
-    cases = 72
+    # the MFT and 2 EXPLORE cases of every path, as many runs allowed: depth first, the first
+    # cases took 2 runs each (the profile's screen) and the last ones none; breadth first, every
+    # case has its run
+    cases = 3 * PATHS
     budget = Budget(max_runs=cases)
     report = run_supportops(kinds=("mft", "explore"), explore=2, budget=budget)
     assert report.metrics.cases == cases
@@ -138,10 +142,10 @@ def test_under_a_budget_every_case_gets_a_run_before_any_case_gets_a_second() ->
 def test_under_a_budget_a_failure_is_confirmed_before_passing_cases_are_deepened() -> None:
     # skip_auth=1 fails every account-changing case on its first run; with 2 runs per case
     # allowed, the failures are decided (FAIL), none is left INCONCLUSIVE for want of a run
-    report = run_supportops(kinds=("mft",), faults={"skip_auth": 1.0}, budget=Budget(max_runs=48))
+    report = run_supportops(kinds=("mft",), faults={"skip_auth": 1.0}, budget=Budget(max_runs=2 * PATHS))
     failing = [c for c in report.cases if c.failures]
     assert failing and all(c.verdict == "FAIL" for c in failing)
-    assert report.metrics.inconclusive == 0 and report.metrics.runs_started == len(failing) + 2 * (24 - len(failing))
+    assert report.metrics.inconclusive == 0 and report.metrics.runs_started == len(failing) + 2 * (PATHS - len(failing))
 
 
 def test_the_runs_started_are_the_budgets_and_the_reused_ones_are_named_apart() -> None:
