@@ -63,6 +63,8 @@ def test_expected_case_set() -> None:
         "N5_CANCEL_ELIGIBILITY:missing_order_id/get_account:timeout+retry",
         "N5_CANCEL_ELIGIBILITY:missing_order_id/get_plan_rules:timeout+retry",
         "END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry",
+        # MC/DC of N2_AUTH's branch 2 (`verified == true and intent == change_address`): atom 1 alone
+        "END_REFUSE_AUTH<-N2_AUTH/MCDC N2_AUTH#2.1",
     }
 
 
