@@ -367,6 +367,34 @@ def test_terminal_summary_memo_hits_count_reused_trials_only(pytester: pytest.Py
     assert int(totals[4]) == all_runs - int(totals[3])
 
 
+EXPECTED = (
+    PREAMBLE
+    + """
+BROKEN = agent(skip_auth=1.0)
+
+
+def test_expects_the_failure():
+    with pytest.raises(agentprop.AgentPropertyViolation):
+        agentprop.check(project, CANCEL, BROKEN, mode="fixed", runs=2)
+
+
+def test_fails():
+    agentprop.check(project, CANCEL, BROKEN, mode="fixed", runs=3)
+"""
+)
+
+
+def test_terminal_summary_says_which_failing_checks_their_tests_expected(pytester: pytest.Pytester) -> None:
+    """A check that fails inside a test that passes (pytest.raises) is counted apart: the
+    totals line of a suite that tests agentprop itself must not read like failures."""
+    pytester.makepyfile(test_expected=EXPECTED)
+    result = run(pytester, "--agentprop-shrink-budget=0", "--agentprop-memo=none", "--agentprop-corpus=none")
+    result.assert_outcomes(passed=1, failed=1)
+    _, _, totals = summary(result)
+    assert (int(totals[1]), int(totals[2])) == (2, 0)
+    assert totals[6] == "; 1 of the other checks failed inside tests that passed (the test expected the failure)"
+
+
 # --------------------------------------------------------------------------- fixtures
 
 
