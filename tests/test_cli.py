@@ -81,12 +81,37 @@ def test_fixed_mode_runs_exactly_n(tmp_path: Path) -> None:
         (["run", str(SUPPORTOPS), "--fault", "skip_auth=abc"], "is not a number"),
         (["run", str(SUPPORTOPS), "--agent", "no_such_module:X"], "cannot import module"),
         (["run", str(SUPPORTOPS), "--case", "NOPE"], "no case id contains NOPE"),
+        (["run", str(SUPPORTOPS), "--turn-timeout", "0"], "--turn-timeout 0 is not a positive, finite number of seconds"),
+        (["run", str(SUPPORTOPS), "--turn-timeout", "-1"], "--turn-timeout -1 is not a positive"),
+        (["run", str(SUPPORTOPS), "--turn-timeout", "nan"], "--turn-timeout nan is not a positive"),
+        (["run", str(SUPPORTOPS), "--turn-timeout", "inf"], "--turn-timeout inf is not a positive"),
     ],
 )
 def test_usage_and_input_errors_exit_2_with_a_fix(argv: list[str], message: str) -> None:
     code, _, err = cli(*argv)
     assert code == 2
     assert message in err
+
+
+SLOW_AGENT = """
+import time
+
+
+class Slow:
+    def turn(self, message, ctx):
+        time.sleep(5)
+        ctx.respond(decision="ESCALATE_TO_HUMAN", reason="slow")
+"""
+
+
+def test_turn_timeout_is_the_one_given_and_a_slow_turn_is_a_timeout_error(tmp_path: Path) -> None:
+    (tmp_path / "slow_agent.py").write_text(SLOW_AGENT)
+    report_path = tmp_path / "r.json"
+    argv = ["run", str(SUPPORTOPS), "--agent", f"{tmp_path / 'slow_agent.py'}:Slow", "--runs", "1", "--kinds", "mft", "--shrink-budget", "0"]
+    code, out, err = cli(*argv, "--case", "END_BILLING_ANSWER<-N3_BILLING", "--turn-timeout", "1", "--json", str(report_path))
+    assert code == 1, out + err
+    case = RunReport.model_validate_json(report_path.read_text()).cases[0]
+    assert "the agent did not finish the turn within 1.0 s" in case.model_dump_json()
 
 
 def test_lint_real_spec_lists_warnings_and_exits_0() -> None:

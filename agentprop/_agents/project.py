@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import EllipsisType
 
 from agentprop._agents.runtime import AgentFactory, arun_conversation
 from agentprop._scenario.build import PathProblem, Scenario, make_world, scenarios_and_problems
@@ -22,6 +23,8 @@ class Project:
     spec: Spec
     bindings: Bindings
     spec_path: Path
+    turn_timeout_s: float | None = 60.0
+    """The turn timeout of :meth:`arun` when it is not given (``agentprop run --turn-timeout``)."""
     _scenarios: list[Scenario] | None = field(default=None, repr=False)
     _problems: list[PathProblem] | None = field(default=None, repr=False)
     _condition_gaps: dict[str, str] = field(default_factory=dict, repr=False)
@@ -80,10 +83,11 @@ class Project:
         *,
         trial: int = 0,
         agent_name: str = "",
-        turn_timeout_s: float | None = 60.0,
+        turn_timeout_s: float | None | EllipsisType = ...,
         messages: list[str] | None = None,
     ) -> Trace:
-        """One run of ``scenario`` (or of ``messages`` in its world) for trial ``trial``."""
+        """One run of ``scenario`` (or of ``messages`` in its world) for trial ``trial``, each
+        turn within ``turn_timeout_s`` (default: the project's :attr:`turn_timeout_s`)."""
         world = make_world(self.spec, self.bindings, scenario, seed=stable_seed("world", scenario.id), nonce=str(trial))
         return await arun_conversation(
             self.spec,
@@ -94,7 +98,7 @@ class Project:
             trial=trial,
             context=self.bindings.context,
             agent_name=agent_name,
-            turn_timeout_s=turn_timeout_s,
+            turn_timeout_s=self.turn_timeout_s if isinstance(turn_timeout_s, EllipsisType) else turn_timeout_s,
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import secrets
 import sys
@@ -89,6 +90,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="which corpus entries replay first: those found with this agent and its --fault knobs (own, the default), "
         "or all of the spec's as regression checks (another agent's passes never retire an entry)",
     )
+    run.add_argument(
+        "--turn-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds each turn of a run may take before the run is recorded as a timeout error (default 60)",
+    )
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
     run.add_argument(
         "-v",
@@ -125,6 +133,13 @@ def explore_seed(args: argparse.Namespace) -> int:
     return secrets.randbelow(1_000_000) + 1
 
 
+def check_turn_timeout(seconds: float) -> float:
+    """``--turn-timeout``: a positive, finite number of seconds."""
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InputError(f"--turn-timeout {seconds:g} is not a positive, finite number of seconds", fix="use e.g. --turn-timeout 60")
+    return seconds
+
+
 def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._agents.project import load_project
     from agentprop._decide import corpus as corpus_module
@@ -145,9 +160,11 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     check_positive_runs(args.runs, fix="use --runs 1 or more")
     kinds = parse_kinds(args.kinds)
     check_explore(args)
+    project.turn_timeout_s = check_turn_timeout(args.turn_timeout)  # shrinking runs the project too
     settings = RunSettings(
         kinds=kinds,
         case_filter=tuple(args.case),
+        turn_timeout_s=project.turn_timeout_s,
         mode=args.mode,
         runs=args.runs,
         tau=args.tau,

@@ -77,6 +77,8 @@ class RunSettings:
     """Which case kinds to run (see :mod:`agentprop._pipeline.kinds`)."""
     seed: int = 0
     turn_timeout_s: float | None = 60.0
+    """Seconds each turn of a run may take (``--turn-timeout``); it is the project's
+    :attr:`~agentprop._agents.project.Project.turn_timeout_s` for the cases run."""
     explore: int = DEFAULT_PER_PATH
     """Inputs explored per path (EXPLORE cases; 0 turns exploration off)."""
     keep_partial: bool = False
@@ -249,6 +251,8 @@ async def arun_cases(
     one before, so a case the budget cut short keeps what its runs showed, and no case is left
     without a run while another got a second."""
     memo = memo if memo is not None else TrialMemo()
+    if project.turn_timeout_s != settings.turn_timeout_s:
+        project = dataclasses.replace(project, turn_timeout_s=settings.turn_timeout_s)
     if not limited(budget) or explicit_settings(settings) is not None:
         return await _arun_cases(
             project, agent, scenarios, settings, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, corpus=corpus
