@@ -84,7 +84,7 @@ def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: 
         "max_steps": 10 if args.max_steps is None else args.max_steps,
         "timeout": 120.0 if args.timeout is None else args.timeout,
         "base_url": args.base_url,
-        "cache": cache,
+        "cache": False if getattr(args, "dry_run", False) else cache,  # a dry run writes nothing, not even an empty cache
         "cache_mode": mode,
     }
     if kind == "openai":

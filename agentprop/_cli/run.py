@@ -97,6 +97,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="SECONDS",
         help="seconds each turn of a run may take before the run is recorded as a timeout error (default 60)",
     )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the cases per kind, the agent runs (fewest for a correct agent, the cap) and the price basis; run nothing, write nothing",
+    )
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
     run.add_argument(
         "-v",
@@ -161,6 +166,13 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     kinds = parse_kinds(args.kinds)
     check_explore(args)
     project.turn_timeout_s = check_turn_timeout(args.turn_timeout)  # shrinking runs the project too
+    if args.dry_run:
+        from agentprop._cli.dryrun import print_dry_run
+
+        print_dry_run(project, scenarios, kinds, args, out, model_agent=model_agent)
+        if model_agent is not None:
+            asyncio.run(model_agent.aclose())
+        return EXIT_OK
     settings = RunSettings(
         kinds=kinds,
         case_filter=tuple(args.case),

@@ -1,0 +1,82 @@
+"""``--dry-run``: what ``agentprop run`` would start, computed without running any agent.
+
+Only figures computed before running are printed: the MFT cases, and per case the runs its
+test takes when every run passes (a correct agent: the fewest) and its cap (the most). The
+other kinds are built from the runs, so they are named, not counted. Dollars are printed only
+from a recorded token usage; none is read yet, so the output says dollars were not estimated.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from agentprop._agents.model_agent import ModelAgent
+    from agentprop._agents.project import Project
+    from agentprop._scenario.build import Scenario
+    from agentprop._stats.sequential import SequentialTest
+
+
+def clean_runs(test_max: int | None, make: Callable[[], SequentialTest]) -> int:
+    """Runs the test ``make()`` takes to decide when every run passes (capped at ``test_max``)."""
+    test = make()
+    while not test.done and (test_max is None or test.n < test_max):
+        test.update(True)
+    return test.n
+
+
+def print_dry_run(
+    project: Project, scenarios: list[Scenario], kinds: tuple[str, ...], args: argparse.Namespace, out: TextIO, *, model_agent: ModelAgent | None
+) -> None:
+    """Print the cases per kind, the agent runs (fewest for a correct agent, the cap) and the
+    price basis of ``agentprop run``'s plan under ``args``; run nothing."""
+    from agentprop._cli.common import load_prices_of
+    from agentprop._decide.oracle import OracleSettings
+    from agentprop._decide.profiles import get_profile, screened
+    from agentprop._decide.safety import case_settings
+
+    spec = project.spec
+    profile = get_profile(args.profile)
+    explicit = [f"--{k} {v}" for k in ("mode", "tau", "runs") if (v := getattr(args, k, None)) is not None]
+    mode = args.mode or ("fixed" if args.runs is not None and spec.risk_level not in ("high", "critical") else None)
+    oracle = OracleSettings.for_spec(spec, mode=mode, tau=args.tau, runs=args.runs, max_runs=args.max_runs_per_case)
+    least = most = 0
+    for s in scenarios:
+        rule = case_settings(spec, project.bindings, s, oracle, explicit=" ".join(explicit) or None)
+        settings = rule.settings if explicit else screened(profile, rule).settings
+        cap = settings.make_test().max_runs or settings.runs
+        least += clean_runs(cap, settings.make_test)
+        most += cap
+    mft = len(scenarios) if "mft" in kinds else 0
+    per_path = args.explore if "explore" in kinds else 0
+    depth = "explicit " + " ".join(explicit) if explicit else f"profile {profile.name}"
+    print(f"dry run ({depth}): nothing is run and nothing is written", file=out)
+    if mft:
+        print(
+            f"  MFT: {mft} case(s); agent runs at least {least:,} (every run passes, as a correct agent's do), at most {most:,} (each case's cap)",
+            file=out,
+        )
+    if per_path:
+        print(
+            f"  EXPLORE: up to {per_path * len(scenarios)} case(s) ({per_path} per path); agent runs up to {least * per_path:,} "
+            f"if every run passes, {most * per_path:,} at the caps",
+            file=out,
+        )
+    others = [k.upper() for k in kinds if k not in ("mft", "explore")]
+    if others:
+        print(f"  {'/'.join(others)}: built from the runs, so neither cases nor runs are counted before running", file=out)
+    if model_agent is not None:
+        from agentprop._modelapi.budget import price_for
+
+        price = price_for(model_agent.model, load_prices_of(args))
+        if price is None:
+            print(f"  dollars: {model_agent.model} has no known price (--prices FILE gives one): dollars not estimated", file=out)
+        else:
+            print(
+                f"  dollars: {model_agent.model} costs ${price.input_per_mtok:g} in / ${price.output_per_mtok:g} out per million tokens; "
+                "no recorded usage: dollars not estimated",
+                file=out,
+            )

@@ -1,0 +1,87 @@
+"""``agentprop run --dry-run``: cases and runs computed from the profile, nothing run or written."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from agentprop._cli import main
+from agentprop.testing import OpenAIServer
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORTOPS = ROOT / "examples" / "supportops"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGENTPROP_CACHE_MODE", "CI"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def cli(*argv: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue() + err.getvalue()
+
+
+def mft_runs(out: str) -> tuple[int, int, int]:
+    found = re.search(r"MFT: (\d+) case\(s\); agent runs at least ([\d,]+) .* at most ([\d,]+)", out)
+    assert found, out
+    cases, least, most = (int(g.replace(",", "")) for g in found.groups())
+    return cases, least, most
+
+
+def files_under(path: Path) -> set[Path]:
+    return set(path.rglob("*"))
+
+
+def test_profiles_scale_the_fewest_runs_and_nothing_is_written(tmp_path: Path) -> None:
+    before = files_under(SUPPORTOPS) | files_under(tmp_path)
+    counted = {}
+    for profile in ("smoke", "ci", "release"):
+        code, out = cli("run", str(SUPPORTOPS), "--dry-run", "--profile", profile)
+        assert code == 0, out
+        assert "nothing is run" in out and "neither cases nor runs are counted before running" in out
+        counted[profile] = mft_runs(out)
+    cases = counted["ci"][0]
+    assert cases > 0
+    assert counted["smoke"][1] == cases  # one clean run a case
+    assert counted["ci"][1] == 2 * cases
+    # SupportOps' cases all carry the PII policy: release certifies each with 59 clean runs
+    assert counted["release"][1] == counted["release"][2] == 59 * cases
+    assert files_under(SUPPORTOPS) | files_under(tmp_path) == before
+
+
+def test_explicit_runs_and_kinds() -> None:
+    code, out = cli("run", str(SUPPORTOPS), "--dry-run", "--kinds", "mft", "--runs", "3")
+    assert code == 0, out
+    cases, least, most = mft_runs(out)
+    assert least == most == 3 * cases
+    assert "EXPLORE" not in out and "explicit --runs 3" in out
+
+
+def test_model_agent_states_its_price_and_sends_nothing(tmp_path: Path) -> None:
+    with OpenAIServer(handler=lambda request: pytest.fail("a dry run sent a request")) as server:
+        code, out = cli(
+            "run",
+            str(SUPPORTOPS),
+            "--dry-run",
+            "--agent",
+            "openai",
+            "--model",
+            "gpt-4.1-mini",
+            "--base-url",
+            server.base_url,
+            "--cache",
+            str(tmp_path / "api.sqlite"),
+            "--kinds",
+            "mft",
+        )
+    assert code == 0, out
+    assert "per million tokens; no recorded usage: dollars not estimated" in out
+    assert "$" not in out.split("dollars:")[0]
+    assert not (tmp_path / "api.sqlite").exists()
