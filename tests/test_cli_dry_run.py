@@ -85,3 +85,23 @@ def test_model_agent_states_its_price_and_sends_nothing(tmp_path: Path) -> None:
     assert "per million tokens; no recorded usage: dollars not estimated" in out
     assert "$" not in out.split("dollars:")[0]
     assert not (tmp_path / "api.sqlite").exists()
+
+
+def test_recorded_usage_gives_a_lower_dollar_bound(tmp_path: Path) -> None:
+    from test_cli_openai import playing
+
+    cache = tmp_path / "api.sqlite"
+    model = ("--agent", "openai", "--model", "gpt-4.1-mini", "--cache", str(cache), "--kinds", "mft")
+    with OpenAIServer(handler=playing()) as server:
+        url = ("--base-url", server.base_url)
+        code, out = cli(
+            "run", str(SUPPORTOPS), *model, *url, "--runs", "1", "--shrink-budget", "0", "--corpus", "none", "--case", "END_REFUSE_AUTH<-N2_AUTH"
+        )
+        assert code in (0, 3), out
+        requests = len(server.requests)
+        code, out = cli("run", str(SUPPORTOPS), "--dry-run", *model, *url)
+        assert len(server.requests) == requests  # the dry run sent nothing
+    assert code == 0, out
+    found = re.search(r"holds (\d+) call\(s\) of it, .* cost at least \$([\d.]+) ", out)
+    assert found, out
+    assert int(found.group(1)) == requests and float(found.group(2)) > 0

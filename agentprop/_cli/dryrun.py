@@ -3,12 +3,15 @@
 Only figures computed before running are printed: the MFT cases, and per case the runs its
 test takes when every run passes (a correct agent: the fewest) and its cap (the most). The
 other kinds are built from the runs, so they are named, not counted. Dollars are printed only
-from a recorded token usage; none is read yet, so the output says dollars were not estimated.
+from the API cache's recorded usage of the same model (read-only), as a lower bound of one call
+a run; with none recorded the output says dollars were not estimated.
 """
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -18,6 +21,24 @@ if TYPE_CHECKING:
     from agentprop._agents.project import Project
     from agentprop._scenario.build import Scenario
     from agentprop._stats.sequential import SequentialTest
+
+
+def recorded_usage(path: Path, model: str) -> tuple[int, float, float] | None:
+    """Calls of ``model`` recorded in the API cache at ``path`` and their mean input and output
+    tokens, read without creating or changing the file; ``None`` when there are none."""
+    if not path.is_file():
+        return None
+    try:
+        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as db:
+            # OpenAI chat usage is stored as prompt/completion tokens, with the columns left 0
+            row = db.execute(
+                "SELECT COUNT(*), AVG(COALESCE(NULLIF(input_tokens, 0), json_extract(usage_json, '$.prompt_tokens'), 0)), "
+                "AVG(COALESCE(NULLIF(output_tokens, 0), json_extract(usage_json, '$.completion_tokens'), 0)) FROM responses WHERE model = ?",
+                (model,),
+            ).fetchone()
+    except sqlite3.Error:
+        return None
+    return (int(row[0]), float(row[1]), float(row[2])) if row and row[0] else None
 
 
 def clean_runs(test_max: int | None, make: Callable[[], SequentialTest]) -> int:
@@ -75,8 +96,20 @@ def print_dry_run(
         if price is None:
             print(f"  dollars: {model_agent.model} has no known price (--prices FILE gives one): dollars not estimated", file=out)
         else:
-            print(
-                f"  dollars: {model_agent.model} costs ${price.input_per_mtok:g} in / ${price.output_per_mtok:g} out per million tokens; "
-                "no recorded usage: dollars not estimated",
-                file=out,
-            )
+            basis = f"  dollars: {model_agent.model} costs ${price.input_per_mtok:g} in / ${price.output_per_mtok:g} out per million tokens; "
+            from agentprop._modelapi.client import DEFAULT_API_CACHE_PATH
+
+            cache = None if (args.cache or "").lower() == "none" else Path(args.cache or DEFAULT_API_CACHE_PATH)
+            usage = recorded_usage(cache, model_agent.model) if cache is not None else None
+            if usage is None or not mft:
+                print(basis + "no recorded usage: dollars not estimated", file=out)
+            else:
+                calls, mean_in, mean_out = usage
+                per_call = price.cost(round(mean_in), round(mean_out))
+                runs = least
+                print(
+                    basis + f"the API cache holds {calls} call(s) of it, {mean_in:.0f} in / {mean_out:.0f} out tokens a call on average; "
+                    f"assuming one call a run, the MFT cases' fewest runs cost at least ${runs * per_call:.4f} "
+                    "(a run usually makes several calls; no upper figure: calls per run are not recorded)",
+                    file=out,
+                )
