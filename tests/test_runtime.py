@@ -715,3 +715,21 @@ def test_turn_timeout_keeps_asyncio_timeout_semantics() -> None:
         return seen
 
     assert asyncio.run(scenario()) == [0, 0, "cancelled"]
+
+
+def test_async_agent_blocking_its_loop_is_still_timed_out(supportops_spec: Spec) -> None:
+    release = threading.Event()
+
+    async def agent(message: str, ctx: TurnContext) -> None:
+        ctx.call("get_account", **ACCOUNT)
+        release.wait(100)  # blocks the agent's event loop, as time.sleep(100) would
+        respond(ctx)
+
+    try:
+        trace = run(supportops_spec, lambda: agent, ["one", "two"], turn_timeout_s=1.0)
+    finally:
+        release.set()  # let the abandoned thread go
+    assert kinds(trace) == ["timeout"]
+    assert len(trace.turns) == 1 and trace.turns[0].response is None
+    assert "within 1.0 s" in trace.turns[0].errors[0].message
+    assert trace.tool_names() == ["get_account"]

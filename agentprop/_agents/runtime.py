@@ -11,7 +11,9 @@ and ends the turn with ``ctx.respond(**fields)``. The runtime
 - enforces ``max_tool_calls_per_turn`` and refuses tools the spec does not declare;
 - records agent exceptions and timeouts as errored runs; it never lets them crash the runner;
 - runs a sync agent's whole conversation on one worker thread (one hop per conversation,
-  not per turn), so a turn stuck past its timeout can be abandoned;
+  not per turn), and a user's async agent on an event loop of its own on a daemon thread, so a
+  turn stuck past its timeout (even one blocking its loop) can be abandoned; agentprop's own
+  async agents (loop-bound model clients) run on the runner's loop;
 - gives the agent ``ctx.rng``, a random source seeded from ``(case, trial)``, so simulated
   agents are reproducible;
 - calls the agent's ``close_conversation()`` (sync or ``async``), when it has one, once the
@@ -399,11 +401,65 @@ async def _within(awaitable: Awaitable[Any], timeout_s: float | None) -> None:
         task.uncancel()
 
 
-async def _run_turn(fn: Callable[[str, TurnContext], Any], message: str, ctx: TurnContext, timeout_s: float | None) -> None:
+class _OwnLoop:
+    """A user async agent's own event loop, on a daemon thread for one conversation: a turn that
+    blocks it (``time.sleep`` inside ``async def turn``) is still timed out from the runner's
+    loop, and the thread, which nothing waits for then, is abandoned as a sync agent's is."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        while True:
+            try:
+                self.loop.run_forever()
+                break
+            except BaseException:  # noqa: S112 (an agent's SystemExit: its task hands it to the run; serve on)
+                continue
+        try:
+            pending = asyncio.all_tasks(self.loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        except BaseException:  # noqa: S110 (agent code that will not stop: the loop closes anyway)
+            pass
+        finally:
+            self.loop.close()
+
+    def run(self, coro: Any) -> Awaitable[Any]:
+        """``coro`` as a task of this loop (in a copy of the caller's context), awaitable from
+        the runner's loop; cancelling that cancels the task once the loop gets control."""
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def stop(self) -> None:
+        if not self.loop.is_closed():
+            try:
+                self.loop.call_soon_threadsafe(self.loop.stop)
+            except RuntimeError:  # closed meanwhile
+                pass
+
+
+def _needs_own_loop(agent: object, fn: Callable[..., Any]) -> bool:
+    """Whether an async agent's turns run on a loop of their own: a user's do; agentprop's own
+    (model agents sharing loop-bound clients, MCP, adapters) stay on the runner's loop."""
+    if not _is_async(fn):
+        return False
+    owners = [getattr(fn, "__module__", None) or "", *(getattr(c, "__module__", "") or "" for c in type(agent).__mro__)]
+    return not any(m == "agentprop" or m.startswith("agentprop.") for m in owners)
+
+
+async def _run_turn(
+    fn: Callable[[str, TurnContext], Any], message: str, ctx: TurnContext, timeout_s: float | None, own: _OwnLoop | None = None
+) -> None:
     """One turn on the event loop: an async agent's (within ``timeout_s``, in the runner's own
-    task, no new task per turn), or a sync agent's when no timeout needs a thread."""
+    task, no new task per turn, or as a task of the agent's own loop), or a sync agent's when
+    no timeout needs a thread."""
     if _is_async(fn):
-        await _within(fn(message, ctx), timeout_s)
+        coro = fn(message, ctx)
+        await _within(coro if own is None else own.run(coro), timeout_s)
         return
     result = fn(message, ctx)
     if inspect.isawaitable(result):
@@ -485,14 +541,14 @@ class _Turns:
         return False
 
 
-async def _converse_on_loop(turns: _Turns, fn: Callable[[str, TurnContext], Any], start: int = 0) -> None:
-    """The turns from ``start`` on, each awaited on the event loop."""
+async def _converse_on_loop(turns: _Turns, fn: Callable[[str, TurnContext], Any], start: int = 0, own: _OwnLoop | None = None) -> None:
+    """The turns from ``start`` on, each awaited on the event loop (or on ``own``)."""
     for index in range(start, len(turns.messages)):
         turn, ctx = turns.begin(index)
         t0 = time.perf_counter()
         error: RunError | None = None
         try:
-            await _run_turn(fn, turns.messages[index], ctx, turns.timeout_s)
+            await _run_turn(fn, turns.messages[index], ctx, turns.timeout_s, own)
         except TimeoutError as exc:
             error = turns.timeout(index, exc)
         except Exception as exc:
@@ -676,7 +732,8 @@ async def arun_conversation(
 ) -> Trace:
     """Run one conversation and return its trace (never raises for agent faults).
 
-    An async agent's turns run on the event loop, each within ``turn_timeout_s``. A sync
+    An async agent's turns run on an event loop (a user's on one of its own), each within
+    ``turn_timeout_s``. A sync
     agent's turns run on one worker thread for the whole conversation, so that a turn stuck
     past the timeout can be abandoned; with ``turn_timeout_s=None`` they run inline."""
     trace = Trace(
@@ -701,11 +758,16 @@ async def arun_conversation(
         trace.duration_s = time.perf_counter() - started
         return _scrubbed(trace.make_valid_unicode())
     turns = _Turns(spec, trace, messages, world, context, case_id, trial, turn_timeout_s)
-    if messages and turn_timeout_s is not None and not _is_async(fn):
-        await _converse_in_thread(turns, fn)
-    else:
-        await _converse_on_loop(turns, fn)
-    await _close_conversation(agent, trace, turn_timeout_s)
+    own = _OwnLoop(f"agentprop-agent-loop-{case_id}-{trial}") if turn_timeout_s is not None and _needs_own_loop(agent, fn) else None
+    try:
+        if messages and turn_timeout_s is not None and not _is_async(fn):
+            await _converse_in_thread(turns, fn)
+        else:
+            await _converse_on_loop(turns, fn, own=own)
+        await _close_conversation(agent, trace, turn_timeout_s, own)
+    finally:
+        if own is not None:
+            own.stop()
     trace.duration_s = time.perf_counter() - started
     # an agent's lone surrogate must not lose the run's report (nor the scrubber's JSON)
     return _scrubbed(trace.make_valid_unicode())
@@ -722,8 +784,9 @@ def _scrubbed(trace: Trace) -> Trace:
     return clean
 
 
-async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | None) -> None:
-    """Call the agent's ``close_conversation()`` hook, if it has one (errors are recorded)."""
+async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | None, own: _OwnLoop | None = None) -> None:
+    """Call the agent's ``close_conversation()`` hook, if it has one (errors are recorded); an
+    async hook of an agent with its own loop runs there."""
     close = _hook(agent, "close_conversation")
     if not callable(close):
         return
@@ -732,7 +795,7 @@ async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | Non
             # a sync hook runs on a worker thread, so one that blocks is still timed out
             result = close() if timeout_s is None or _is_async(close) else await _on_worker(close, "agentprop-close")
             if inspect.isawaitable(result):
-                await result
+                await (own.run(result) if own is not None and inspect.iscoroutine(result) else result)
     except TimeoutError:
         trace.errors.append(RunError(kind="timeout", message=f"close_conversation() did not finish within {timeout_s} s"))
     except Exception as exc:
