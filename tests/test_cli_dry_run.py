@@ -105,3 +105,14 @@ def test_recorded_usage_gives_a_lower_dollar_bound(tmp_path: Path) -> None:
     found = re.search(r"holds (\d+) call\(s\) of it, .* cost at least \$([\d.]+) ", out)
     assert found, out
     assert int(found.group(1)) == requests and float(found.group(2)) > 0
+
+
+def test_tdad_dry_run_names_the_mutants_and_runs_nothing(tmp_path: Path) -> None:
+    before = files_under(SUPPORTOPS) | files_under(tmp_path)
+    code, out = cli("tdad", str(SUPPORTOPS), "--dry-run")
+    assert code == 0, out
+    cases, least, _ = mft_runs(out)
+    assert least == 2 * cases  # tdad runs the default profile, ci
+    assert re.search(r"each of the \d+ mutation intents reruns .*: those runs are not counted before running", out)
+    assert "suite:" not in out  # no case was run
+    assert files_under(SUPPORTOPS) | files_under(tmp_path) == before

@@ -50,7 +50,14 @@ def clean_runs(test_max: int | None, make: Callable[[], SequentialTest]) -> int:
 
 
 def print_dry_run(
-    project: Project, scenarios: list[Scenario], kinds: tuple[str, ...], args: argparse.Namespace, out: TextIO, *, model_agent: ModelAgent | None
+    project: Project,
+    scenarios: list[Scenario],
+    kinds: tuple[str, ...],
+    args: argparse.Namespace,
+    out: TextIO,
+    *,
+    model_agent: ModelAgent | None,
+    repeats: str = "",
 ) -> None:
     """Print the cases per kind, the agent runs (fewest for a correct agent, the cap) and the
     price basis of ``agentprop run``'s plan under ``args``; run nothing."""
@@ -60,10 +67,14 @@ def print_dry_run(
     from agentprop._decide.safety import case_settings
 
     spec = project.spec
-    profile = get_profile(args.profile)
+    profile = get_profile(getattr(args, "profile", None))
     explicit = [f"--{k} {v}" for k in ("mode", "tau", "runs") if (v := getattr(args, k, None)) is not None]
-    mode = args.mode or ("fixed" if args.runs is not None and spec.risk_level not in ("high", "critical") else None)
-    oracle = OracleSettings.for_spec(spec, mode=mode, tau=args.tau, runs=args.runs, max_runs=args.max_runs_per_case)
+    mode = getattr(args, "mode", None) or (
+        "fixed" if getattr(args, "runs", None) is not None and spec.risk_level not in ("high", "critical") else None
+    )
+    oracle = OracleSettings.for_spec(
+        spec, mode=mode, tau=getattr(args, "tau", None), runs=getattr(args, "runs", None), max_runs=getattr(args, "max_runs_per_case", None)
+    )
     least = most = 0
     for s in scenarios:
         rule = case_settings(spec, project.bindings, s, oracle, explicit=" ".join(explicit) or None)
@@ -89,6 +100,8 @@ def print_dry_run(
     others = [k.upper() for k in kinds if k not in ("mft", "explore")]
     if others:
         print(f"  {'/'.join(others)}: built from the runs, so neither cases nor runs are counted before running", file=out)
+    if repeats:
+        print(f"  {repeats}: those runs are not counted before running", file=out)
     if model_agent is not None:
         from agentprop._modelapi.budget import price_for
 

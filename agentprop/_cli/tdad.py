@@ -62,6 +62,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     tdad.add_argument("--runs", type=int, help="decide each case on a fixed N runs instead of the sequential test (cheaper with a model, less sure)")
     tdad.add_argument("--base", metavar="V1_SPEC", help="the previous version's spec directory (spec + bindings): its invariant cases give SURS")
+    tdad.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the cases per kind and the agent runs of the suite (fewest for a correct agent, the cap); run nothing, write nothing",
+    )
     tdad.add_argument("--json", dest="json_path", help="write the run report with metrics.extra.tdad to this file")
     tdad.set_defaults(handler=command)
 
@@ -143,6 +148,13 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     oracle = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
     print(f"agentprop {__version__}: TDAD evaluation of {project.spec.spec_id} with agent {agent.ref}", file=out)
     repeats = f"then each of the {len(pack.mutations)} mutation intents reruns the visible cases it targets" if pack is not None else ""
+    if args.dry_run:
+        from agentprop._cli.dryrun import print_dry_run
+
+        print_dry_run(project, scenarios, kinds, args, out, model_agent=model_agent, repeats=repeats)
+        if model_agent is not None:
+            asyncio.run(model_agent.aclose())
+        return EXIT_OK
     announce_plan(project, scenarios, kinds, args, out, model_agent=model_agent, repeats=repeats)
 
     async def evaluate() -> tuple[RunReport, TdadMetrics, MutationReport | None, SursResult | None]:
