@@ -143,6 +143,18 @@ def test_calibration_measures_the_judge_and_is_stored_under_the_rubrics_digest(t
     assert not judge.gates and "calibrate again with --samples 1" in (judge.why_not_gating() or "")
 
 
+def test_a_damaged_calibration_file_is_an_input_error_naming_the_fix(tmp_path: Path) -> None:
+    store = CalibrationStore(tmp_path / "judges")
+    path = store.path(RUBRIC, "claude-judge-1")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"rubric_digest": 3')  # a write cut short
+    with pytest.raises(InputError, match=r"not valid JSON.*\n.*\n  fix: delete .* and run `agentprop judge calibrate` again"):
+        store.load(RUBRIC, "claude-judge-1")
+    path.write_text('{"rubric_digest": "x"}')
+    with pytest.raises(InputError, match=r"not a judge calibration: .*damaged or edited"):
+        store.load(RUBRIC, "claude-judge-1")
+
+
 def test_labels_file_errors_name_the_line(tmp_path: Path) -> None:
     labels = tmp_path / "labels.jsonl"
     labels.write_text('{"transcript": "x", "label": "pass"}\n{"transcript": "y", "label": "maybe"}\n')

@@ -40,7 +40,8 @@ from agentprop._spec.model import Spec
 from agentprop._stats import JudgeAgreement, cohens_kappa, corrected_interval, judged_hypotheses, self_disagreement
 from agentprop._stats.judged import CorrectedRate
 from agentprop._util.aio import run_sync
-from agentprop.errors import InputError, InvalidArgument, ModelCallError
+from agentprop._util.files import describe_validation, read_json, write_atomic
+from agentprop.errors import InputError, InvalidArgument, ModelCallError, SourceLocation
 
 __all__ = [
     "DEFAULT_MIN_LABELS",
@@ -582,14 +583,23 @@ class CalibrationStore:
             raise InvalidArgument(f"the calibration is of rubric {calibration.rubric_digest}, not {rubric.digest}; calibrate this rubric.")
         path = self.path(rubric, calibration.judge_model)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(calibration.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        return path
+        return write_atomic(path, calibration.model_dump_json(indent=2) + "\n")
 
     def load(self, rubric: Rubric, model: str) -> Calibration | None:
         path = self.path(rubric, model)
         if not path.exists():
             return None
-        calibration = Calibration.model_validate_json(path.read_text(encoding="utf-8"))
+        fix = f"delete {path} and run `agentprop judge calibrate` again"
+        document = read_json(path, what="a judge calibration", fix=fix)
+        try:
+            calibration = Calibration.model_validate(document)
+        except ValueError as exc:
+            raise InputError(
+                f"not a judge calibration: {describe_validation(exc)} (damaged or edited)",
+                location=SourceLocation(path),
+                expected="a calibration as `agentprop judge calibrate` writes it",
+                fix=fix,
+            ) from None
         return calibration if calibration.rubric_digest == rubric.digest else None
 
     def attach(self, judge: ModelJudge) -> ModelJudge:
