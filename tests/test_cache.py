@@ -333,6 +333,26 @@ def test_read_write_hit_and_miss(tmp_path: Path) -> None:
         assert cache.stats.as_dict() == {"hits": 1, "misses": 1, "writes": 1, "calls": 1}
 
 
+def test_chat_completions_usage_is_stored_in_the_token_columns(tmp_path: Path) -> None:
+    # Chat Completions name their tokens prompt/completion: stored as 0 before, so the dry
+    # run's dollars (and anything else reading the columns) saw free calls
+    chat = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-test",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 41, "completion_tokens": 7, "total_tokens": 48},
+    }
+    path = tmp_path / "c.db"
+    with ApiCache(path, mode="read-write") as cache:
+        stored = cache.put(request(), trial=0, response=chat)
+        assert (stored.input_tokens, stored.output_tokens) == (41, 7)
+        cache.put(request("other"), trial=0, response=response("x", input_tokens=5, output_tokens=2))
+    with sqlite3.connect(path) as db:
+        rows = sorted(db.execute("SELECT input_tokens, output_tokens FROM responses").fetchall())
+    assert rows == [(5, 2), (41, 7)]
+
+
 def test_trials_are_distinct_samples_and_replays_are_exact(tmp_path: Path) -> None:
     api = Counter()
     path = tmp_path / "c.db"

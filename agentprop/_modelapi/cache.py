@@ -773,13 +773,28 @@ class CachedResponse:
 
     @property
     def input_tokens(self) -> int:
-        """``usage.input_tokens`` (0 if absent)."""
-        return int(self.usage.get("input_tokens") or 0)
+        """``usage.input_tokens``, or Chat Completions' ``prompt_tokens`` (0 if absent)."""
+        return usage_tokens(self.usage)[0]
 
     @property
     def output_tokens(self) -> int:
-        """``usage.output_tokens`` (0 if absent)."""
-        return int(self.usage.get("output_tokens") or 0)
+        """``usage.output_tokens``, or Chat Completions' ``completion_tokens`` (0 if absent)."""
+        return usage_tokens(self.usage)[1]
+
+
+def usage_tokens(usage: Mapping[str, Any]) -> tuple[int, int]:
+    """Input and output tokens of a stored ``usage`` object, whichever API answered: the
+    Messages and Responses APIs name them ``input_tokens`` / ``output_tokens``, Chat
+    Completions ``prompt_tokens`` / ``completion_tokens`` (0 when neither is there)."""
+
+    def first(*names: str) -> int:
+        for name in names:
+            value = usage.get(name)
+            if type(value) is int and value >= 0:
+                return value
+        return 0
+
+    return first("input_tokens", "prompt_tokens"), first("output_tokens", "completion_tokens")
 
 
 @dataclass
@@ -1321,8 +1336,7 @@ class ApiCache:
             usage_json,
             now,
             checksum,
-            int(usage.get("input_tokens") or 0),
-            int(usage.get("output_tokens") or 0),
+            *usage_tokens(usage),
         )
         return _PendingRow(_INSERT_OR_REPLACE if overwrite else _INSERT_OR_IGNORE, values, stored, usage_json)
 
