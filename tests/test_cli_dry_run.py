@@ -87,8 +87,12 @@ def test_model_agent_states_its_price_and_sends_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "api.sqlite").exists()
 
 
-def test_recorded_usage_gives_a_lower_dollar_bound(tmp_path: Path) -> None:
+def test_recorded_usage_gives_a_dollar_range_with_its_assumptions(tmp_path: Path) -> None:
+    import sqlite3
+
     from test_cli_openai import playing
+
+    from agentprop._modelapi.budget import price_for
 
     cache = tmp_path / "api.sqlite"
     model = ("--agent", "openai", "--model", "gpt-4.1-mini", "--cache", str(cache), "--kinds", "mft")
@@ -99,12 +103,33 @@ def test_recorded_usage_gives_a_lower_dollar_bound(tmp_path: Path) -> None:
         )
         assert code in (0, 3), out
         requests = len(server.requests)
-        code, out = cli("run", str(SUPPORTOPS), "--dry-run", *model, *url)
+        code, out = cli("run", str(SUPPORTOPS), "--dry-run", *model, *url, "--max-usd", "2")
         assert len(server.requests) == requests  # the dry run sent nothing
     assert code == 0, out
-    found = re.search(r"holds (\d+) call\(s\) of it, .* cost at least \$([\d.]+) ", out)
+    with sqlite3.connect(cache) as db:  # Chat Completions' prompt/completion tokens are in the columns
+        (max_in,) = db.execute("SELECT MAX(input_tokens) FROM responses").fetchone()
+    assert max_in > 0
+    found = re.search(r"holds (\d+) call\(s\) of it, .* ([\d,]+) in at most", out)
     assert found, out
-    assert int(found.group(1)) == requests and float(found.group(2)) > 0
+    assert int(found.group(1)) == requests and int(found.group(2).replace(",", "")) == max_in
+    low, high = (float(x) for x in re.findall(r"dollars for the MFT cases: \$([\d.]+) to \$([\d.]+)", out)[0])
+    assert 0 < low < high
+    turns = int(re.search(r"every case runs to its cap \(([\d,]+) turns\)", out).group(1).replace(",", ""))  # type: ignore[union-attr]
+    # SupportOps allows 4 tool calls a turn: 5 model calls at most, each at the largest input and max_tokens out
+    assert "5 model calls a turn (max_tool_calls_per_turn 4" in out
+    price = price_for("gpt-4.1-mini")
+    assert price is not None
+    assert high == pytest.approx(turns * 5 * price.cost(max_in, 1024), abs=1e-4)
+    assert "at the agent's max_steps (10 calls a turn) up to $" in out
+    assert "not counted: shrinking; --max-usd caps the whole command at $2" in out
+
+
+def test_calls_a_turn_are_bounded_by_the_tool_limit_within_max_steps() -> None:
+    from agentprop._cli.dryrun import calls_per_turn
+
+    assert calls_per_turn(4, 10)[0] == 5
+    assert calls_per_turn(None, 10)[0] == 10 and "hard cap" in calls_per_turn(None, 10)[1]
+    assert calls_per_turn(12, 10)[0] == 10
 
 
 def test_tdad_dry_run_names_the_mutants_and_runs_nothing(tmp_path: Path) -> None:

@@ -3,8 +3,12 @@
 Only figures computed before running are printed: the MFT cases, and per case the runs its
 test takes when every run passes (a correct agent: the fewest) and its cap (the most). The
 other kinds are built from the runs, so they are named, not counted. Dollars are printed only
-from the API cache's recorded usage of the same model (read-only), as a lower bound of one call
-a run; with none recorded the output says dollars were not estimated.
+from the API cache's recorded usage of the same model (read-only), as a range with what each end
+assumes: at least the MFT cases' fewest runs at one call a run of mean tokens; at most every
+MFT and EXPLORE case at its cap, each turn making one model call per allowed tool call plus one
+to respond, each call at the largest recorded input and the agent's ``max_tokens`` out (the
+agent's ``max_steps`` calls a turn is the hard cap, stated beside it). With no recorded usage
+the output says dollars were not estimated.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -23,22 +27,40 @@ if TYPE_CHECKING:
     from agentprop._stats.sequential import SequentialTest
 
 
-def recorded_usage(path: Path, model: str) -> tuple[int, float, float] | None:
-    """Calls of ``model`` recorded in the API cache at ``path`` and their mean input and output
-    tokens, read without creating or changing the file; ``None`` when there are none."""
+class RecordedUsage(NamedTuple):
+    calls: int
+    mean_in: float
+    mean_out: float
+    max_in: int
+    """The largest input of one recorded call (prompt caching aside: every input token)."""
+
+
+def recorded_usage(path: Path, model: str) -> RecordedUsage | None:
+    """Calls of ``model`` recorded in the API cache at ``path``, their mean input and output
+    tokens and the largest input, read without creating or changing the file; ``None`` when
+    there are none."""
     if not path.is_file():
         return None
+    # caches written before the columns took Chat Completions' names hold 0 there: read the usage
+    inp = "COALESCE(NULLIF(input_tokens, 0), json_extract(usage_json, '$.prompt_tokens'), 0)"
+    out = "COALESCE(NULLIF(output_tokens, 0), json_extract(usage_json, '$.completion_tokens'), 0)"
     try:
         with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as db:
-            # OpenAI chat usage is stored as prompt/completion tokens, with the columns left 0
-            row = db.execute(
-                "SELECT COUNT(*), AVG(COALESCE(NULLIF(input_tokens, 0), json_extract(usage_json, '$.prompt_tokens'), 0)), "
-                "AVG(COALESCE(NULLIF(output_tokens, 0), json_extract(usage_json, '$.completion_tokens'), 0)) FROM responses WHERE model = ?",
-                (model,),
-            ).fetchone()
+            row = db.execute(f"SELECT COUNT(*), AVG({inp}), AVG({out}), MAX({inp}) FROM responses WHERE model = ?", (model,)).fetchone()
     except sqlite3.Error:
         return None
-    return (int(row[0]), float(row[1]), float(row[2])) if row and row[0] else None
+    return RecordedUsage(int(row[0]), float(row[1]), float(row[2]), int(row[3])) if row and row[0] else None
+
+
+def calls_per_turn(tool_limit: int | None, max_steps: int) -> tuple[int, str]:
+    """The model calls a turn is assumed to make at most, and the assumption in words: one per
+    tool call the spec allows a turn plus one to respond, within the agent's ``max_steps``."""
+    if tool_limit is None or tool_limit + 1 >= max_steps:
+        return max_steps, f"{max_steps} model calls a turn (the agent's max_steps, its hard cap)"
+    return tool_limit + 1, (
+        f"{tool_limit + 1} model calls a turn (max_tool_calls_per_turn {tool_limit}, each tool call in a call of its own, "
+        "then one to respond; an agent that ignores refusals or answers without respond makes more)"
+    )
 
 
 def clean_runs(test_max: int | None, make: Callable[[], SequentialTest]) -> int:
@@ -75,13 +97,14 @@ def print_dry_run(
     oracle = OracleSettings.for_spec(
         spec, mode=mode, tau=getattr(args, "tau", None), runs=getattr(args, "runs", None), max_runs=getattr(args, "max_runs_per_case", None)
     )
-    least = most = 0
+    least = most = most_turns = 0
     for s in scenarios:
         rule = case_settings(spec, project.bindings, s, oracle, explicit=" ".join(explicit) or None)
         settings = rule.settings if explicit else screened(profile, rule).settings
         cap = settings.make_test().max_runs or settings.runs
         least += clean_runs(cap, settings.make_test)
         most += cap
+        most_turns += cap * max(1, len(s.turns))
     mft = len(scenarios) if "mft" in kinds else 0
     per_path = args.explore if "explore" in kinds else 0
     depth = "explicit " + " ".join(explicit) if explicit else f"profile {profile.name}"
@@ -116,13 +139,28 @@ def print_dry_run(
             usage = recorded_usage(cache, model_agent.model) if cache is not None else None
             if usage is None or not mft:
                 print(basis + "no recorded usage: dollars not estimated", file=out)
-            else:
-                calls, mean_in, mean_out = usage
-                per_call = price.cost(round(mean_in), round(mean_out))
-                runs = least
-                print(
-                    basis + f"the API cache holds {calls} call(s) of it, {mean_in:.0f} in / {mean_out:.0f} out tokens a call on average; "
-                    f"assuming one call a run, the MFT cases' fewest runs cost at least ${runs * per_call:.4f} "
-                    "(a run usually makes several calls; no upper figure: calls per run are not recorded)",
-                    file=out,
-                )
+                return
+            per_call = price.cost(round(usage.mean_in), round(usage.mean_out))
+            worst_call = price.cost(usage.max_in, model_agent.max_tokens)
+            calls, assumed = calls_per_turn(spec.max_tool_calls_per_turn, model_agent.max_steps)
+            turns = most_turns * (1 + per_path)
+            low, high, hard = least * per_call, turns * calls * worst_call, turns * model_agent.max_steps * worst_call
+            print(
+                basis + f"the API cache holds {usage.calls} call(s) of it, {usage.mean_in:.0f} in / {usage.mean_out:.0f} out tokens "
+                f"a call on average, {usage.max_in:,} in at most",
+                file=out,
+            )
+            cases = "MFT and EXPLORE cases" if per_path else "MFT cases"
+            print(f"  dollars for the {cases}: ${low:.4f} to ${high:.4f}", file=out)
+            print(f"    at least ${low:.4f}: the MFT cases' fewest runs ({least:,}), one call a run at the average tokens", file=out)
+            print(
+                f"    at most ${high:.4f}, assuming every case runs to its cap ({turns:,} turns), {assumed}, "
+                f"no call's input above the largest recorded ({usage.max_in:,} tokens) and {model_agent.max_tokens:,} out a call (max_tokens)"
+                + (f"; at the agent's max_steps ({model_agent.max_steps} calls a turn) up to ${hard:.4f}" if hard > high else ""),
+                file=out,
+            )
+            others = [k.upper() for k in kinds if k not in ("mft", "explore")]
+            left = [*(["/".join(others) + " runs"] if others else []), *([repeats] if repeats else []), "shrinking"]
+            limit = getattr(args, "max_usd", None)
+            capped = f"; --max-usd caps the whole command at ${limit:g}" if limit is not None else ""
+            print(f"    not counted: {', '.join(left)}{capped}", file=out)
