@@ -479,3 +479,38 @@ def test_run_must_return_an_outcome():
 def test_units_must_be_units():
     with pytest.raises(InvalidArgument, match="Unit"):
         shrink([1, 2, 3], SimOracle({0}, p=1.0), budget=10)
+
+
+# --- the 1-minimality statement ----------------------------------------------------------------
+
+
+def test_minimal_result_states_its_confidence_from_measured_single_removals():
+    # needs units 1 and 4 at p = 0.5: each single simplification of {1, 4} is a rule-out whose
+    # clean runs were measured, and the statement says how many and at what confidence
+    oracle = SimOracle({1, 4}, 0.5, seed=3)
+    result = shrink(flat(6), oracle, build=kept_values, budget=500)
+    assert result.reproducer == frozenset({1, 4}) and result.minimal
+    assert sorted(label for label, _, _ in result.single_removals) == ["u1", "u4"]
+    for label, clean, own in result.single_removals:
+        without = frozenset({1, 4}) - {int(label[1:])}
+        # the clean runs counted are runs made: of the simplification, or of candidates
+        # containing it (which cannot fail either: unit 1 or 4 is missing), none invented
+        made = sum(1 for cand, _ in oracle.calls if without <= cand and not {1, 4} <= cand)
+        assert own == sum(1 for cand, _ in oracle.calls if cand == without) and own <= clean <= made
+        assert clean >= 10  # at q = 0.5, (1/2)^10 < 1e-3
+    statement = result.minimality()
+    assert statement.startswith("1-minimal at 99.8% confidence: each of the 2 single simplification(s) passed")
+    assert "minimal: 1-minimal at 99.8% confidence" in result.stop_reason
+
+
+def test_result_not_shown_minimal_says_so_and_lists_no_single_removals():
+    result = shrink(flat(6), SimOracle({1, 4}, 0.5, seed=3), build=kept_values, budget=12)
+    assert not result.minimal and result.single_removals == ()
+    assert result.minimality().startswith("not shown 1-minimal: ")
+
+
+def test_a_result_with_nothing_left_to_remove_is_minimal_without_a_confidence_figure():
+    # the failure needs no unit: everything goes, and no single simplification is left to check
+    result = shrink(flat(3), SimOracle(set(), 1.0, seed=1), build=kept_values, budget=50)
+    assert result.minimal and result.reproducer == frozenset() and result.single_removals == ()
+    assert result.minimality() == "1-minimal: nothing removable is left"

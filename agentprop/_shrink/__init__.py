@@ -64,7 +64,8 @@ and defers the expensive "no"s:
 
 The run budget is never exceeded, and the search is anytime: it only ever moves to a
 candidate a query confirmed, so stopping early returns the smallest confirmed reproducer so
-far (``ShrinkResult.minimal`` says whether every remaining unit was shown necessary).
+far (``ShrinkResult.minimal`` says whether every remaining unit was shown necessary;
+``ShrinkResult.minimality()`` states it with its confidence and the runs that decided it).
 :func:`verify` re-runs the result with fresh trial indices and reports its failure rate
 with a Wilson interval next to the original's.
 

@@ -360,6 +360,11 @@ class QueryEngine:
                 return Verdict.DOES_NOT_REPRODUCE
         return None
 
+    def clean_evidence(self, mask: int) -> int:
+        """Clean runs that speak against ``mask`` reproducing (specific signature): its own,
+        and under monotonicity those of every candidate containing it never seen to fail."""
+        return self._clean_evidence(mask)
+
     def _clean_evidence(self, mask: int) -> int:
         """Clean runs that speak against ``mask`` reproducing (specific signature)."""
         if not self.monotone:

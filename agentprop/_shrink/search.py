@@ -234,6 +234,20 @@ class ShrinkResult(Generic[C]):
     reproducer_rate: RateEstimate | None = None
     """The confirmed reproducer's own evidence (failures with the signature in its runs):
     what a further search starting from it can take as its calibration."""
+    single_removals: tuple[tuple[str, int, int], ...] = ()
+    """Set when ``minimal``: each single simplification of the result (one removable unit
+    taken out), the clean runs that decided it did not reproduce (its own, and under
+    monotonicity those of candidates containing it that never failed) and how many of those
+    were its own."""
+    miss_error: float = 1e-3
+    """The chance each "does not reproduce" verdict is wrong (the queries' planning error)."""
+
+    def minimality(self) -> str:
+        """What was checked of ``minimal``, from measured runs ("1-minimal at X% confidence:
+        each single simplification passed N runs"), or what was not checked."""
+        if not self.minimal:
+            return f"not shown 1-minimal: {self.stop_reason}"
+        return one_minimal_statement(self.single_removals, self.miss_error)
 
     def summary(self) -> str:
         exhausted = ", exhausted" if self.budget_exhausted else ""
@@ -249,6 +263,27 @@ class ShrinkResult(Generic[C]):
         if self.other_signatures:
             lines.append(f"other failures seen while shrinking: {self.other_signatures!r}")
         return "\n".join(lines)
+
+
+def one_minimal_statement(single_removals: Sequence[tuple[str, int, int]], miss_error: float) -> str:
+    """The sentence "1-minimal at X% confidence: each single simplification passed N runs": X is the union
+    bound over the simplifications (each "does not reproduce" is wrong with probability at most
+    ``miss_error``), N the measured clean runs that decided each (a range when they differ),
+    and how many of them were the simplification's own runs."""
+    k = len(single_removals)
+    if not k:
+        return "1-minimal: nothing removable is left"
+    confidence = max(0.0, 1.0 - k * miss_error)
+    clean = sorted(n for _, n, _ in single_removals)
+    own = sum(o for _, _, o in single_removals)
+    total = sum(clean)
+    runs = f"{clean[0]}" if clean[0] == clean[-1] else f"{clean[0]}-{clean[-1]}"
+    where = (
+        "all on the simplifications themselves"
+        if own == total
+        else f"{own} of these {total} runs on the simplifications themselves, the rest on larger candidates without the unit"
+    )
+    return f"1-minimal at {confidence:.1%} confidence: each of the {k} single simplification(s) passed {runs} run(s) without the failure ({where})"
 
 
 def _check_probability(name: str, value: float, *, allow_zero: bool = False) -> None:
@@ -462,7 +497,7 @@ def shrink(
     else:
         minimal = search.run()
         if minimal:
-            reason = "minimal: every remaining unit was shown to be needed"
+            reason = "minimal: " + one_minimal_statement(_single_removals(index, engine, search.current), miss_error)
         elif engine.exhausted:
             reason = "budget exhausted; returning the smallest confirmed reproducer so far"
         else:
@@ -491,7 +526,24 @@ def shrink(
         reproducer_trials_used=engine.runs_of(search.current),
         original_trials_used=engine.runs_of(full),
         reproducer_rate=RateEstimate(engine.failures_of(search.current), engine.runs_of(search.current)),
+        single_removals=_single_removals(index, engine, search.current) if minimal else (),
+        miss_error=miss_error,
     )
+
+
+def _single_removals(index: UnitIndex[Any], engine: QueryEngine, current: int) -> tuple[tuple[str, int, int], ...]:
+    """Each removable unit of ``current`` (leaf or group, every depth), the clean runs that
+    speak against ``current`` without it, and how many of them it ran itself."""
+    out: list[tuple[str, int, int]] = []
+    seen: set[int] = set()
+    for depth in range(index.depth):
+        for node in index.removable(depth, current):
+            candidate = current & ~node.mask
+            if candidate not in seen:  # a group of one unit and its unit are one simplification
+                seen.add(candidate)
+                own = engine.runs_of(candidate) - engine.failures_of(candidate)
+                out.append((node.label, engine.clean_evidence(candidate), own))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
