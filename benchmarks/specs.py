@@ -12,12 +12,17 @@ agent each, fault knobs and planted spec defects, written blind. This benchmark 
 - **found rate**: faults (each knob at probability 1, seed 1) with a failing case, over the
   faults the manifest marks detectable; the undetectable ones (behind planted defect D2) must
   leave the run incomplete instead;
-- **bugs per fault**: bugs (failure groups, unshrunk) of each found fault, mean.
+- **bugs per fault**: bugs (failure groups, unshrunk) of each found fault, mean;
+- **reproducers valid rate**: each bug of each found fault is shrunk (``--shrink-budget`` runs)
+  and its reproducer replayed (``--replay-runs`` runs per agent, fresh trials): it is valid when
+  it is an instance of its scenario — the correct agent passes it (its expectations follow from
+  its own choices) and the faulty agent fails it with the signature the shrinker chased.
 
 Baseline, measured in the same run: the lint findings of the codes lint had before issue #23
-(L001-L015, P001-P003), matched the same way; the ratio is reported/baseline. Shrunk
-reproducers are not replayed here: ``reproducers_valid_rate`` is written as ``null`` and the
-output says it was not measured (the exit code is 1 when anything was not measured).
+(L001-L015, P001-P003), matched the same way; the ratio is reported/baseline. With
+``--shrink-budget 0`` no reproducer is shrunk: ``reproducers_valid_rate`` is written as ``null``,
+the output says it was not measured and the exit code is 1 (it is 1 whenever anything was not
+measured).
 
 ``--json PATH`` writes ``{"false_alarms", "spec_defects_reported", "spec_defects_planted",
 "found_rate", "bugs_per_fault", "reproducers_valid_rate", ...}``. Seeded.
@@ -40,6 +45,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agentprop import load_agent, load_project  # noqa: E402
+from agentprop._agents.loading import LoadedAgent  # noqa: E402
+from agentprop._agents.project import Project  # noqa: E402
+from agentprop._decide.check import decide_scenario  # noqa: E402
+from agentprop._decide.oracle import OracleSettings  # noqa: E402
+from agentprop._decide.shrink import ShrinkReport  # noqa: E402
 from agentprop._pipeline.report.model import RunReport  # noqa: E402
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
 
@@ -58,13 +68,54 @@ KIND_CODES: list[tuple[str, set[str]]] = [
 ]
 
 
-def run_report(spec_dir: Path, faults: dict[str, float], kinds: tuple[str, ...], seed: int, explore: int) -> RunReport:
+def run_report(
+    spec_dir: Path, faults: dict[str, float], kinds: tuple[str, ...], seed: int, explore: int, shrink_budget: int = 0
+) -> tuple[RunReport, list[ShrinkReport]]:
     project = load_project(spec_dir)
     agent = load_agent(project.bindings.agent or "", project.base_dir, faults)
     settings = RunSettings(kinds=kinds, seed=seed, explore=explore)
     report = asyncio.run(arun_cases(project, agent, project.scenarios(), settings, problems=project.problems))
-    shrink_failures(project, agent, report, budget=0, corpus=None, seed=seed)
-    return report
+    shrunk = shrink_failures(project, agent, report, budget=shrink_budget, corpus=None, seed=seed)
+    return report, shrunk
+
+
+def replay(project: Project, agent: LoadedAgent, shrunk: ShrinkReport, prop: Any, runs: int) -> tuple[bool, list[str]]:
+    """``runs`` fresh runs of the reproducer (trials no shrink used): whether every run passed,
+    and the signatures of the failures seen."""
+    settings = OracleSettings(mode="fixed", runs=runs)
+    result = asyncio.run(decide_scenario(project, shrunk.reproducer, agent, prop=prop, settings=settings, seed=991))
+    return result.passes == result.runs > 0, [f.signature for f in result.failures]
+
+
+def reproducer_validity(spec_dir: Path, knob: str, report: RunReport, shrunk: list[ShrinkReport], runs: int) -> list[dict[str, Any]]:
+    """Each shrunk reproducer replayed on the correct and on the faulty agent."""
+    project = load_project(spec_dir)
+    correct = load_agent(project.bindings.agent or "", project.base_dir, {})
+    faulty = load_agent(project.bindings.agent or "", project.base_dir, {knob: 1.0})
+    out = []
+    for bug in report.bugs:
+        sr = next((s for s in shrunk if s.signature == bug.signature and bug.representative), None)
+        if sr is None or bug.representative is None:
+            continue
+        explored = report._explored.get(bug.representative)
+        prop = explored.prop if explored is not None else report._props.get(bug.representative)
+        correct_passes, correct_sigs = replay(project, correct, sr, prop, runs)
+        _, faulty_sigs = replay(project, faulty, sr, prop, runs)
+        same = sr.signature in faulty_sigs
+        out.append(
+            {
+                "bug": bug.id,
+                "case": bug.representative,
+                "signature": sr.signature,
+                "choices_kept": sr.choices_kept,
+                "correct_passes": correct_passes,
+                "correct_failures": sorted(set(correct_sigs)),
+                "faulty_same_signature": same,
+                "faulty_failures": sorted(set(faulty_sigs)),
+                "valid": correct_passes and same,
+            }
+        )
+    return out
 
 
 def lint_lines(spec_dir: Path) -> list[str]:
@@ -115,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default="mft,explore,boundary,probe", help="case kinds of every run (default mft,explore,boundary,probe)")
     parser.add_argument("--explore", type=int, default=4, help="inputs per path of EXPLORE cases (default 4)")
     parser.add_argument("--only", help="one spec of the zoo")
+    parser.add_argument("--shrink-budget", type=int, default=40, help="runs per shrink of each found fault's bugs; 0 skips shrinking (default 40)")
+    parser.add_argument("--replay-runs", type=int, default=10, help="runs of each reproducer on each agent (default 10)")
     args = parser.parse_args(argv)
     kinds = tuple(k.strip() for k in args.kinds.split(","))
     started = time.perf_counter()
@@ -131,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     clean_reports: dict[str, RunReport] = {}
     for s in specs:
         for seed in range(1, args.seeds + 1):
-            report = run_report(ZOO / s["name"], {}, kinds, seed, args.explore)
+            report, _ = run_report(ZOO / s["name"], {}, kinds, seed, args.explore)
             clean_reports.setdefault(s["name"], report)
             bad = [c.id for c in report.cases if c.verdict in FAILING]
             false_alarms += [f"{s['name']} seed {seed}: {c}" for c in bad]
@@ -158,9 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     found = detectable = 0
     bugs: list[int] = []
     fault_rows = []
+    replays: list[dict[str, Any]] = []
     for s in specs:
         for f in s["faults"]:
-            report = run_report(ZOO / s["name"], {f["knob"]: float(f.get("probability_for_tests", 1.0))}, kinds, 1, args.explore)
+            report, shrunk = run_report(
+                ZOO / s["name"], {f["knob"]: float(f.get("probability_for_tests", 1.0))}, kinds, 1, args.explore, args.shrink_budget
+            )
+            checked = reproducer_validity(ZOO / s["name"], f["knob"], report, shrunk, args.replay_runs) if shrunk else []
+            replays += [{"spec": s["name"], "knob": f["knob"], **r} for r in checked]
             failing = [c.id for c in report.cases if c.verdict in FAILING]
             incomplete = bool((report.metrics.extra.get("coverage") or {}).get("untested"))
             if f.get("detectable_in_principle", True):
@@ -179,10 +237,20 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
             mark = "found" if failing else ("not found (run incomplete)" if incomplete else "NOT FOUND")
-            print(f"fault {s['name']}.{f['knob']}: {mark}; {len(failing)} failing case(s), {len(report.bugs)} bug(s)")
+            valid = f"; reproducers valid {sum(r['valid'] for r in checked)}/{len(checked)}" if checked else ""
+            print(f"fault {s['name']}.{f['knob']}: {mark}; {len(failing)} failing case(s), {len(report.bugs)} bug(s){valid}")
+            for r in checked:
+                if not r["valid"]:
+                    why = (
+                        f"correct agent fails {', '.join(r['correct_failures'])}"
+                        if not r["correct_passes"]
+                        else f"faulty agent fails {', '.join(r['faulty_failures']) or 'nothing'}"
+                    )
+                    print(f"  invalid reproducer of {r['case']} ({r['signature']}; kept {r['choices_kept'] or 'nothing'}): {why}")
 
     found_rate = found / detectable if detectable else None
     bugs_per_fault = sum(bugs) / len(bugs) if bugs else None
+    valid_rate = sum(r["valid"] for r in replays) / len(replays) if replays else None
     ratio = f"{reported_lint / baseline:.2f}x" if baseline else f"{reported_lint} vs 0"
     print(f"false alarms: {len(false_alarms)} (correct agents, {args.seeds} seed(s) each, kinds {','.join(kinds)}, explore {args.explore})")
     print("  by kind: " + (", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())) or "none"))
@@ -196,7 +264,14 @@ def main(argv: list[str] | None = None) -> int:
         "bugs per fault: "
         + (f"{bugs_per_fault:.2f} (mean over {len(bugs)} found faults, unshrunk groups)" if bugs_per_fault is not None else "no fault found")
     )
-    print("reproducers valid rate: not measured (reproducers are not shrunk and replayed by this benchmark)")
+    if valid_rate is None:
+        why = "--shrink-budget 0: nothing shrunk" if args.shrink_budget <= 0 else "no reproducer was shrunk"
+        print(f"reproducers valid rate: not measured ({why})")
+    else:
+        print(
+            f"reproducers valid rate: {sum(r['valid'] for r in replays)}/{len(replays)} ({valid_rate:.2f}; "
+            f"shrink budget {args.shrink_budget} runs, {args.replay_runs} replay runs per agent)"
+        )
     print(f"{time.perf_counter() - started:.0f}s")
     if args.json_path:
         Path(args.json_path).write_text(
@@ -209,8 +284,11 @@ def main(argv: list[str] | None = None) -> int:
                     "baseline_spec_defects_reported": baseline,
                     "found_rate": found_rate,
                     "bugs_per_fault": bugs_per_fault,
-                    "reproducers_valid_rate": None,
-                    "not_measured": ["reproducers_valid_rate"],
+                    "reproducers_valid_rate": valid_rate,
+                    "not_measured": [] if valid_rate is not None else ["reproducers_valid_rate"],
+                    "shrink_budget": args.shrink_budget,
+                    "replay_runs": args.replay_runs,
+                    "reproducers": replays,
                     "seeds": args.seeds,
                     "kinds": list(kinds),
                     "false_alarms_by_kind": by_kind,
@@ -222,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
             encoding="utf-8",
         )
-    return 1  # reproducers_valid_rate was not measured (and the exit code says so)
+    return 0 if valid_rate is not None else 1  # 1: something was not measured
 
 
 if __name__ == "__main__":
