@@ -285,3 +285,63 @@ def test_a_turn_timed_out_on_a_slow_live_model_replays_to_the_same_timeout(tmp_p
     assert [e.kind for e in replay.all_errors()] == ["timeout"], replay.all_errors()
     assert "when this call was recorded, it did not answer before the turn's timeout" in replay.all_errors()[0].message
     assert [c.name for c in replay.turns[0].tool_calls] == [c.name for c in live.turns[0].tool_calls] == ["get_account"]
+
+
+def test_a_call_the_live_api_never_answered_replays_as_unavailable_without_a_call(tmp_path: Path) -> None:
+    """Every attempt of the live run's second call timed out on the client (``timeout``): the
+    run was INCONCLUSIVE, api_unavailable. Its replay-only run used to miss the cache on that
+    call (a cache miss, "record it first") though the live run recorded all there was; it now
+    ends as the live one did, with no call. A mode that may call the API asks again."""
+    import asyncio
+
+    pytest.importorskip("anthropic")
+    from agentprop._agents.anthropic import AnthropicAgent
+    from agentprop._agents.project import load_project
+    from agentprop._modelapi.retry import RetryPolicy
+    from agentprop.testing import MessagesServer, respond_reply, slow_reply, tool_use_reply
+
+    project = load_project(SUPPORTOPS)
+    scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
+    answer = respond_reply(
+        node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="Plan PLAN-BASIC."
+    )
+    delay = [2.0]
+
+    def model(request: Any) -> Any:
+        calls = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        return tool_use_reply("get_account", {"account_id": "A1"}) if calls == 0 else slow_reply(answer, delay[0])
+
+    def run(server: MessagesServer, mode: str) -> Any:
+        agent = AnthropicAgent(
+            "claude-sonnet-4-6",
+            base_url=server.base_url,
+            cache=tmp_path / "api.sqlite",
+            cache_mode=mode,
+            retry_policy=RetryPolicy(max_attempts=2, base_delay=0.01, max_delay=0.01),
+            timeout=0.5,
+        )
+
+        async def go() -> Any:
+            try:
+                return await project.arun(scenario, agent.factory, trial=0, agent_name=agent.ref, turn_timeout_s=30.0)
+            finally:
+                await agent.aclose()
+
+        return asyncio.run(go())
+
+    with MessagesServer(handler=model) as server:
+        live = run(server, "read-write")
+        sent = len(server.requests)
+        replay = run(server, "replay-only")
+        assert len(server.requests) == sent == 3  # one answered, two timed out; the replay sent nothing
+        delay[0] = 0.0
+        again = run(server, "read-write")  # asks again, and keeps the answer
+        assert len(server.requests) == sent + 1
+        replayed = run(server, "replay-only")
+        assert len(server.requests) == sent + 1
+    assert live.infrastructure_error is not None and live.infrastructure_error.kind == "api_unavailable"
+    error = replay.infrastructure_error
+    assert error is not None and error.kind == "api_unavailable", replay.all_errors()
+    assert "when this call was recorded, the API did not answer it (APITimeoutError" in error.message
+    assert again.infrastructure_error is None and replayed.infrastructure_error is None
+    assert [c.name for c in replayed.turns[0].tool_calls] == [c.name for c in again.turns[0].tool_calls]

@@ -138,7 +138,7 @@ def test_a_paid_answer_is_charged_even_when_storing_it_fails(tmp_path: Path, mon
     from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
     from agentprop.errors import CacheError
 
-    def failing_store(self: ApiCache, canonical: Any, trial: int, response: Any) -> Any:
+    def failing_store(self: ApiCache, canonical: Any, trial: int, response: Any, **options: Any) -> Any:
         raise CacheError("disk full (simulated)")
 
     monkeypatch.setattr(ApiCache, "_store", failing_store)

@@ -1240,13 +1240,13 @@ class ApiCache:
         del response  # not held while waiting: see _stage
         return staged if isinstance(staged, CachedResponse) else await self._committed(staged)
 
-    def _stage(self, canonical: _Canonical, trial: int, response: Any) -> CachedResponse | _Staged:
+    def _stage(self, canonical: _Canonical, trial: int, response: Any, replace: bool | None = None) -> CachedResponse | _Staged:
         """The first half of :meth:`_aput_canonical`: the entry prepared and added to this
         pass's batch (the answer as returned, in a mode that does not write). The caller should
         drop its own reference to ``response`` before awaiting :meth:`_committed`: a batch's
         callers all wait at once, and what they hold meanwhile is what the garbage collector's
         youngest generation sees grow."""
-        row = self._prepare_row(canonical, trial, response, None)
+        row = self._prepare_row(canonical, trial, response, replace)
         if isinstance(row, CachedResponse):
             return row
         batch: _WriteBatch | None = getattr(self._local, "batch", None)
@@ -1416,13 +1416,15 @@ class ApiCache:
         hit = self._get_canonical(canonical, trial) if self.mode.reads else None
         return canonical, trial, hit
 
-    def _store(self, canonical: _Canonical, trial: int, response: Any) -> CachedResponse | _Staged:
+    def _store(self, canonical: _Canonical, trial: int, response: Any, *, replace: bool | None = None) -> CachedResponse | _Staged:
         """The second half of a model call after :meth:`_begin` missed: record the response the
         API gave (if the mode writes). Group-committed: returns the entry staged for the next
         commit (await :meth:`_committed` for it, having dropped ``response``; see
-        :meth:`_stage`), or the response as returned in a mode that does not write."""
+        :meth:`_stage`), or the response as returned in a mode that does not write.
+        ``replace``: overwrite an entry already stored under the key (default: only in
+        ``write`` mode)."""
         self.stats._bump("calls")
-        return self._stage(canonical, trial, response)
+        return self._stage(canonical, trial, response, replace)
 
     async def _acall_and_put(self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]) -> CachedResponse:
         """The second half of :meth:`_aget_or_call_shaped`: call the API and store the answer."""

@@ -65,12 +65,14 @@ from agentprop._modelapi.retry import (
     RetryEvent,
     RetryPolicy,
     RetryStats,
+    classify_error,
     may_have_been_billed,
     retry_call_async,
 )
 from agentprop._util.scrub import register_secret
 from agentprop.errors import (
     AgentPropError,
+    ApiUnavailable,
     BudgetExhausted,
     DeadlineExceeded,
     InvalidArgument,
@@ -80,6 +82,10 @@ from agentprop.errors import (
 
 TIMED_OUT = "agentprop_timed_out"
 """The key of a cache entry that records a call the turn's timeout cut off (not an answer)."""
+UNANSWERED = "agentprop_unanswered"
+"""The key of a cache entry that records a call the API never answered, every retry failing
+(timeouts, connection errors, 5xx, 429): replayed only in ``replay-only`` mode, where it ends
+the run as the live one ended (``api_unavailable``); a mode that may call the API asks again."""
 _DEADLINE_SLACK_S = 0.05
 """A cancellation this close to the turn's deadline is the turn's timeout."""
 
@@ -456,6 +462,17 @@ class ModelClient:
             raise
         provider = self.provider
         budget = self.active_budget()
+        replace: bool | None = None
+        if hit is not None and UNANSWERED in hit.response:
+            if cache.mode is CacheMode.REPLAY_ONLY:  # the recorded run's API never answered this call
+                self._counters.bump("model_calls", "cache_hits")
+                why = hit.response[UNANSWERED].get("why", "the API did not answer")
+                raise ApiUnavailable(
+                    f"replayed from the API cache: when this call was recorded, {why}; "
+                    "the run ends as it did (--cache-mode read-write asks the API again)",
+                    kind="api_unavailable",
+                )
+            hit, replace = None, True  # a mode that may call the API asks again, and keeps the answer
         if hit is not None:
             self._counters.bump("model_calls", "cache_hits")
             timed_out = hit.response.get(TIMED_OUT)
@@ -520,6 +537,7 @@ class ModelClient:
             if not isinstance(exc, DeadlineExceeded):
                 self._counters.bump("failed_calls")
             self._record_timeout(exc, deadline, cache, canonical, trial)
+            self._record_unanswered(exc, cache, canonical, trial)
             raise
         reservation = held[0]
         # the answer is paid for: charge it before storing it, so that a failed write or a
@@ -543,7 +561,7 @@ class ModelClient:
                 cache_read_input_tokens=usage.cache_read_input_tokens,
             )
         try:
-            staged = cache._store(canonical, trial, response)
+            staged = cache._store(canonical, trial, response, replace=replace)
             del response  # not held while the batch commits (see ApiCache._stage)
             stored = staged if isinstance(staged, CachedResponse) else await cache._committed(staged)
         except BaseException:
@@ -567,6 +585,20 @@ class ModelClient:
             return
         try:
             cache._store(canonical, trial, {TIMED_OUT: {"why": why}})  # committed by the loop, awaited by no one
+        except Exception:  # a cache that cannot take it: the replay misses, as before
+            pass
+
+    @staticmethod
+    def _record_unanswered(exc: BaseException, cache: ApiCache, canonical: Any, trial: int) -> None:
+        """A call the API never answered (every attempt a timeout, a dropped connection, a 5xx
+        or a 429: the retries given up) is recorded as such, so a replay-only run ends as the
+        live one did (``api_unavailable``) instead of missing the cache on it."""
+        if isinstance(exc, (DeadlineExceeded, asyncio.CancelledError)) or not classify_error(exc).retryable:
+            return
+        notes = " ".join(str(n) for n in getattr(exc, "__notes__", []))
+        why = f"the API did not answer it ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{f' [{notes}]' if notes else ''})"
+        try:
+            cache._store(canonical, trial, {UNANSWERED: {"why": why}})  # committed by the loop, awaited by no one
         except Exception:  # a cache that cannot take it: the replay misses, as before
             pass
 
