@@ -30,7 +30,7 @@ Usage: ``python benchmarks/robustness.py [--json PATH] [--seed S] [--inputs N] [
    retirement, huge integers, unprintable names, unrenderable templates, special files, the
    ``serve --http`` token) and part A (``benchmarks/_robustness/attack_a.py``: its ``ATTACKS``,
    name -> ``fn(timeout_s=)`` returning its counts; the billing loopback server's worst
-   overrun among them). Each category runs in a forked worker under the timeout and the memory
+   overrun among them). part A also replays live runs whose model calls timed out (item 13). Each category runs in a forked worker under the timeout and the memory
    limit; its cases end ``ok``, ``traceback``, ``data_lost`` or ``silent_wrong``, the worker's
    fate adds ``hang`` and ``oom``. Every file part B wrote is searched for the API key it was
    given; part A counts its own (``keys on disk``). An item no attack covers is named as not
@@ -193,7 +193,7 @@ PART_A = {
     "agents": "2+8+9+12 hostile agents (key, bounds, exits, Ctrl-C)",
     "abandoned_calls": "3 abandoned calls billed",
     "trees": "4+11 path explosion, deep trees",
-    "": "13 timed-out live runs replayed",
+    "timed_out_replay": "13 timed-out live runs replayed",
 }
 """Issue #27's items of part A by the name of the attack in ``attack_a.ATTACKS`` that covers
 them (``""``: no attack there covers it); each is covered only if that attack is run."""
@@ -210,7 +210,11 @@ def _category_worker(conn: Any, module: str, name: str, workdir: str) -> None:
             os.chdir(workdir)
             got = importlib.import_module(module).ATTACKS[name](timeout_s=300.0)
             bad = sum(int(got.get(k, 0)) for k in ("tracebacks", "hangs", "data_lost", "silent_wrong"))
-            notes = [f"{k}: {v}" for k, v in got.items() if k in ("billed_usd", "reported_usd", "worst_overrun_usd", "reservation_usd")]
+            notes = [
+                f"{k}: {v}"
+                for k, v in got.items()
+                if k in ("billed_usd", "reported_usd", "worst_overrun_usd", "reservation_usd", "replay_live_calls") or k.endswith("_verdicts")
+            ]
             found = {**got, "cases": int(got.get("inputs", 0)), "ok": max(int(got.get("inputs", 0)) - bad, 0), "notes": notes}
             conn.send(("done", found))
             return

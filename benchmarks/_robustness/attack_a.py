@@ -329,11 +329,81 @@ def attack_corpus_prune(*, timeout_s: float = 180.0) -> dict[str, Any]:
     return out
 
 
+def _verdicts(report: Path) -> dict[str, str]:
+    """``{case id: verdict}`` of a ``--json`` run report, with the kind of a cause that is not
+    the agent's (``INCONCLUSIVE (api_unavailable)``)."""
+    data = json.loads(report.read_text())
+    out = {}
+    for case in data["cases"]:
+        kind = re.match(r"not the agent's \((\w+)\)", str(case.get("reason") or ""))
+        out[str(case["id"])] = str(case["verdict"]) + (f" ({kind.group(1)})" if kind else "")
+    return out
+
+
+def attack_timed_out_replay(*, timeout_s: float = 180.0) -> dict[str, Any]:
+    """Item 13: a live run whose model calls outlive their time (the turn timeout; an HTTP
+    attempt's ``--timeout``) against a slow loopback model, then the same run replayed from the
+    API cache it wrote (``--cache-mode replay-only``): the same verdict for every case (and the
+    same cause when it is not the agent's), and not one call reaching the server. A different
+    verdict or a live call is ``silent_wrong``; no report is ``data_lost``."""
+    from agentprop._cli import main
+    from agentprop.testing import MessagesServer, respond_reply, slow_reply, tool_use_reply
+
+    out = {
+        "category": "timed-out live runs replayed (#27 item 13)",
+        "inputs": 0,
+        "tracebacks": 0,
+        "hangs": 0,
+        "data_lost": 0,
+        "silent_wrong": 0,
+        "keys_on_disk": 0,
+        "replay_live_calls": 0,
+    }
+    answer = respond_reply(
+        node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="Plan PLAN-BASIC."
+    )
+
+    def model(request: Any) -> Any:  # the first call answers at once, the second after 4 s
+        calls = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        return tool_use_reply("get_account", {"account_id": "A1"}) if calls == 0 else slow_reply(answer, 4.0)
+
+    # (what times out, its option): the turn at 1.5 s, or each HTTP attempt at 1 s
+    for label, limit in (("turn", ["--turn-timeout", "1.5"]), ("http", ["--timeout", "1"])):
+        with tempfile.TemporaryDirectory(prefix="agentprop-replay-") as tmp, MessagesServer(handler=model) as server:
+            argv = ["run", str(SUPPORTOPS), "--agent", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", server.base_url, *limit]
+            argv += ["--cache", str(Path(tmp) / "api.sqlite"), "--kinds", "mft", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--runs", "2"]
+            argv += ["--shrink-budget", "0", "--corpus", "none", "--seed", "1"]
+            verdicts = []
+            for mode in ("read-write", "replay-only"):
+                out["inputs"] += 1
+                report = Path(tmp) / f"{label}-{mode}.json"
+                sent = len(server.requests)
+                try:
+                    main([*argv, "--cache-mode", mode, "--json", str(report)], out=io.StringIO(), err=io.StringIO())
+                except SystemExit:
+                    pass
+                except Exception:
+                    out["tracebacks"] += 1
+                    continue
+                if mode == "replay-only":
+                    out["replay_live_calls"] += len(server.requests) - sent
+                if not report.exists():
+                    out["data_lost"] += 1
+                    continue
+                verdicts.append(_verdicts(report))
+            if len(verdicts) == 2 and (verdicts[0] != verdicts[1] or not verdicts[0]):
+                out["silent_wrong"] += 1
+            out[f"{label}_verdicts"] = verdicts
+    out["silent_wrong"] += int(out["replay_live_calls"] > 0)
+    return out
+
+
 ATTACKS: dict[str, Callable[..., dict[str, Any]]] = {
     "trees": attack_trees,
     "agents": attack_agents,
     "abandoned_calls": attack_abandoned_calls,
     "corpus_prune": attack_corpus_prune,
+    "timed_out_replay": attack_timed_out_replay,
 }
 """Every category of part A, by name: ``{name: fn}``; each ``fn(timeout_s=...)`` returns its dict."""
 
