@@ -155,3 +155,14 @@ def test_the_runs_started_are_the_budgets_and_the_reused_ones_are_named_apart() 
     assert m.runs_started == budget.snapshot().runs
     assert m.runs_reused and m.runs == m.runs_started + m.runs_reused - m.runs_beyond_decision  # INV reuses its path's runs
     assert m.runs_refused == 0
+
+
+def test_later_passes_of_a_budgeted_run_explore_the_inputs_the_first_pass_ran() -> None:
+    # exploration weights its second round by what the first found: a second run of a
+    # first-round input (a 1-run pass, then the profile's 2) used to change the weights, so the
+    # last pass drew new inputs no run had reached and left them INCONCLUSIVE with 0 runs
+    cases = 5 * PATHS  # the MFT and 4 EXPLORE inputs of every path
+    budget = Budget(max_runs=cases * 3 // 2)
+    report = run_supportops(kinds=("mft", "explore"), explore=4, faults={"skip_auth_impatient": 0.5}, budget=budget)
+    assert report.metrics.cases == cases
+    assert [c.id for c in report.cases if c.runs == 0] == []

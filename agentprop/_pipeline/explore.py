@@ -59,6 +59,13 @@ class ExploredInput:
     kind: str = "EXPLORE"
 
 
+@dataclass
+class LearnedWeights:
+    """The second round's weights, learned by the first pass that explored (``None``: none yet)."""
+
+    weights: dict[str, float] | None = None
+
+
 def explored_id(scenario: Scenario, k: int) -> str:
     return f"EXPLORE {scenario.id} ~{k}"
 
@@ -119,13 +126,17 @@ async def explore_cases(
     settings_for: Callable[[Scenario], OracleSettings] | None = None,
     lanes: CaseLanes = CaseLanes(),
     input_seed: int | None = None,
+    learned: LearnedWeights | None = None,
 ) -> tuple[list[CaseReport], list[ExploredInput]]:
     """Decide ``per_path`` explored inputs of every scenario (two rounds, the second weighted by
     what the first found), each turn in the phrase pack of the language it is written in. Each input is decided with ``settings_for(its base scenario)`` (default:
     ``oracle``), so an input of a safety path is held to the safety rule as the path's MFT is.
     Returns the case reports and the inputs (for shrinking: each input's base scenario and
     choices). ``input_seed`` (default ``seed``) draws the inputs; ``seed`` names the trials,
-    so a new input seed explores other inputs while repeated ones replay their runs."""
+    so a new input seed explores other inputs while repeated ones replay their runs.
+    ``learned``: shared by the passes of a budgeted run: the first pass keeps the weights it
+    learned there, later passes draw with them, so they decide the very inputs the first one ran
+    (a second run of a first-round input must not change which inputs the second round draws)."""
     if per_path <= 0 or not scenarios:
         return [], []
     check_languages(project.bindings)
@@ -183,7 +194,12 @@ async def explore_cases(
 
     first = (per_path + 1) // 2
     outcomes = await round_(first, {})
-    weights = learn({}, outcomes)
+    if learned is not None and learned.weights is not None:
+        weights = dict(learned.weights)
+    else:
+        weights = learn({}, outcomes)
+        if learned is not None:
+            learned.weights = dict(weights)
     if per_path - first > 0:
         await round_(per_path - first, weights)
     return [reports[e.case_id] for e in inputs], inputs

@@ -37,7 +37,7 @@ from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
 from agentprop._pipeline.completeness import condition_coverage, untested
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH
-from agentprop._pipeline.explore import ExploredInput, exploration_summary, explore_cases
+from agentprop._pipeline.explore import ExploredInput, LearnedWeights, exploration_summary, explore_cases
 from agentprop._pipeline.kinds import Replay, case_from_check, extra_cases
 from agentprop._pipeline.probe import probe_cases, probe_property
 from agentprop._pipeline.report.model import (
@@ -259,12 +259,24 @@ async def arun_cases(
         )
     assert budget is not None
     at_start = budget.snapshot()
+    learned = LearnedWeights()  # every pass explores the inputs the first one drew
     early = tuple(k for k in settings.kinds if k != "inv")
     for stage in ("breadth", "confirm") if early else ():
         first_look = dataclasses.replace(settings, stage=stage, kinds=early)
-        await _arun_cases(project, agent, scenarios, first_look, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget)
+        await _arun_cases(
+            project, agent, scenarios, first_look, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, learned=learned
+        )
     report = await _arun_cases(
-        project, agent, scenarios, settings, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, corpus=corpus
+        project,
+        agent,
+        scenarios,
+        settings,
+        problems=problems,
+        progress_stream=progress_stream,
+        memo=memo,
+        budget=budget,
+        corpus=corpus,
+        learned=learned,
     )
     m, at_end = report.metrics, budget.snapshot()
     m.runs_started = at_end.runs - at_start.runs
@@ -284,6 +296,7 @@ async def _arun_cases(
     memo: TrialMemo | None = None,
     budget: Budget | None = None,
     corpus: Corpus | None = None,
+    learned: LearnedWeights | None = None,
 ) -> RunReport:
     spec = project.spec
     mode = settings.mode or ("fixed" if settings.runs is not None and spec.risk_level not in ("high", "critical") else None)
@@ -447,6 +460,7 @@ async def _arun_cases(
                 on_planned=lambda n: progress.planned(n, "explore", final=False),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 settings_for=lambda sc: case_rule(sc).settings,
+                learned=learned,
             )
             progress.planned(0, "explore")
             bases = {e.case_id: e.base for e in explored_inputs}
