@@ -32,9 +32,12 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 def test_run_clean_agent_passes_every_case_and_names_what_it_did_not_test() -> None:
     code, out, _ = cli("run", str(SUPPORTOPS), "--kinds", "mft")
-    # SupportOps' published spec has a dead branch and a path over the call limit: incomplete
+    # SupportOps' published spec has a dead branch, a path over the call limit, not_found
+    # failures no branch routes and optional response fields its respond schema lacks: incomplete
     assert code == 3
-    assert "not tested (5): branch N3_BILLING#0 (contradictory conditions" in out
+    assert "not tested (15): branch N3_BILLING#0 (contradictory conditions" in out
+    assert "failure tools.verify_identity.failure_modes.not_found (declared, but no branch routes it" in out
+    assert "field respond.ticket_id (optional in response_contract but not in the respond tool's input_schema (L021)" in out
     assert "INCOMPLETE: every case passed" in out
     # 14 loop-free paths, 6 loop paths, 4 retry cases and 1 MC/DC case (N2_AUTH#2, atom 1)
     assert "25 cases: 25 passed, 0 failed" in out

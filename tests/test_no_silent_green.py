@@ -24,12 +24,15 @@ def cli(*argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def _escalating_lookups(tmp_path: Path, *, limit: int = 3) -> Path:
+def _escalating_lookups(tmp_path: Path, *, limit: int = 3, failures: bool = False) -> Path:
     """The lookups spec where the thorough branch ends in its own decision, ESCALATE, under a
-    policy that names that decision; the branch needs 4 calls."""
+    policy that names that decision; the branch needs 4 calls. Its tools' timeouts (which no
+    branch routes) are dropped unless ``failures``."""
     work = tmp_path / "lookups"
     shutil.copytree(LOOKUPS, work, ignore=shutil.ignore_patterns(".agentprop", "__pycache__"))
     spec = (work / "spec.yaml").read_text(encoding="utf-8")
+    if not failures:
+        spec = spec.replace("failure_modes: [timeout]", "failure_modes: []")
     spec = spec.replace("enum: [DONE]", "enum: [DONE, ESCALATE]").replace("decision_enum: [DONE]", "decision_enum: [DONE, ESCALATE]")
     spec = spec.replace(
         "  - when: otherwise\n    next: N3_FINISH\n- node_id: N3_FINISH",
@@ -85,6 +88,29 @@ def test_a_spec_tested_everywhere_exits_0(tmp_path: Path) -> None:
     assert "not tested" not in out
     assert "INCOMPLETE" not in out
     assert code in (0, 1)  # the lookups agent answers DONE, not ESCALATE, on the thorough path
+
+
+def test_an_unrouted_failure_and_an_unsendable_optional_field_make_the_run_incomplete(tmp_path: Path) -> None:
+    """A declared failure no branch routes (L018) is injected by no case, and an optional
+    response field the respond schema lacks (L021) is sent by no agent that follows the schema:
+    the run names both as not tested, with the lint code, and exits 3."""
+    work = _escalating_lookups(tmp_path, failures=True)
+    spec = work / "spec.yaml"
+    text = spec.read_text(encoding="utf-8")
+    contract = "required_json_fields: [node_id, decision, tool_actions, evidence, user_message]\n"
+    assert contract in text
+    spec.write_text(text.replace(contract, contract + "  optional_json_fields: [total_due]\n"), encoding="utf-8")
+    code, out = cli("run", str(work), "--kinds", "mft", "--corpus", "none")
+    assert code == 3, out
+    line = next(ln for ln in out.splitlines() if ln.startswith("not tested"))
+    unrouted = "declared, but no branch routes it and no retry_policy retries it (L018): no case injects it"
+    for tool in ("lookup", "cross_check", "audit", "summarize"):
+        assert f"failure tools.{tool}.failure_modes.timeout ({unrouted})" in line
+    assert (
+        "field respond.total_due (optional in response_contract but not in the respond tool's input_schema (L021), "
+        "and no run's response carried it)" in line
+    )
+    assert "not tested (11): " in line  # and the 6 items of the branch over the call limit
 
 
 # ----------------------------------------------------------------------------- lint, no bindings

@@ -1,7 +1,9 @@
 """What a run did not test, and why: no silent green.
 
 A branch, a path (``LEAF<-VIA`` or a missing-field stop), a decision of the response
-contract, a spec policy or a tool's retry that no case of the run reaches is *untested*; each
+contract, a spec policy, a tool's retry, a declared tool failure the tree does not route (no
+case injects it) or an optional response field the ``respond`` schema lacks (no response
+carried it) that no case of the run reaches is *untested*; each
 is named with its reason (over the call limit, contradictory conditions, an unbound variable,
 no realisable path). A full run that passes every case but leaves something untested is
 INCOMPLETE (exit code 3), never green. Items only skipped by a ``--case`` filter are not
@@ -19,15 +21,17 @@ from agentprop._agents.project import Project
 from agentprop._decide.safety import exercises
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._scenario.build import PathProblem
+from agentprop._spec.lint import missing_optional_fields, unrouted_failures
 from agentprop._spec.paths import enumerate_paths
 
 
 @dataclass(frozen=True)
 class Untested:
     """One thing the run did not test: ``what`` is ``branch``, ``path``, ``decision``,
-    ``policy`` or ``retry``; ``id`` names it (``N9_UPDATE_ADDRESS#1``,
+    ``policy``, ``retry``, ``failure`` or ``field``; ``id`` names it (``N9_UPDATE_ADDRESS#1``,
     ``END_TICKET<-N9_UPDATE_ADDRESS``, ``TICKET_CREATED``, ``policies.P3``,
-    ``tools.update_address.retry_policy``)."""
+    ``tools.update_address.retry_policy``, ``tools.renew_loan.failure_modes.timeout``,
+    ``respond.total_due``)."""
 
     what: str
     id: str
@@ -143,6 +147,32 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
         if p.code == "P002" and "fits no scenario" in p.reason:
             tool = p.path_id.split(":", 1)[0]
             out.append(Untested("retry", f"tools.{tool}.retry_policy", why(p)))
+
+    # a declared failure the tree does not route (L018) that no case injected
+    injected = {(str(f.get("tool")), str(f.get("mode"))) for s in scenarios for f in s.world.failures}
+    injected |= {(str(f.get("tool")), str(f.get("mode"))) for c in cases for f in (c.world or {}).get("failures") or [] if isinstance(f, dict)}
+    for tool, modes in unrouted_failures(spec).items():
+        for mode in modes:
+            if (tool, mode) not in injected:
+                out.append(
+                    Untested(
+                        "failure",
+                        f"tools.{tool}.failure_modes.{mode}",
+                        "declared, but no branch routes it and no retry_policy retries it (L018): no case injects it",
+                    )
+                )
+
+    # an optional response field the respond schema lacks (L021) that no kept run's response carried
+    sent = {k for c in cases for r in c.traces for t in r.trace.turns for k in (t.response or {})}
+    for name in missing_optional_fields(spec):
+        if name not in sent:
+            out.append(
+                Untested(
+                    "field",
+                    f"respond.{name}",
+                    "optional in response_contract but not in the respond tool's input_schema (L021), and no run's response carried it",
+                )
+            )
     return out
 
 

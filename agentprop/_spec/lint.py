@@ -494,32 +494,16 @@ class _Linter:
             )
 
     def unrouted_failures(self) -> None:
-        """L018: a tool a node requires declares a failure mode that its ``retry_policy`` does not
-        retry, and no condition of the tree reads a failure: no word of any ``when`` contains a
-        word of the mode (``found`` of ``not_found``) or ``error`` (``status == failed`` reads the
-        tool's answer, not its failure)."""
-        words = {w.lower() for node in self.spec.decision_tree for b in node.branches for w in re.findall(r"[A-Za-z]+", b.when)}
-        required = {t for n in self.spec.decision_tree for t in n.requirements.must_call_tools_in_order}
-        for i, tool in enumerate(self.spec.tools):
-            if tool.name not in required:
-                continue
-            retried = set(tool.retry_policy.on) if tool.retry_policy is not None and tool.retry_policy.retries > 0 else set()
-            unrouted = []
-            for mode in tool.failure_modes:
-                if mode in retried:
-                    continue
-                marks = {p for p in mode.lower().split("_") if len(p) > 3} | {"error"}
-                if not any(m in w for w in words for m in marks):
-                    unrouted.append(mode)
-            if not unrouted:
-                continue
+        """L018: see :func:`unrouted_failures`."""
+        index = {t.name: i for i, t in enumerate(self.spec.tools)}
+        for tool, unrouted in unrouted_failures(self.spec).items():
             self.add(
                 "L018",
                 "warning",
-                f"tool {tool.name} declares failure mode(s) {', '.join(unrouted)}, which its retry_policy does not retry, "
+                f"tool {tool} declares failure mode(s) {', '.join(unrouted)}, which its retry_policy does not retry, "
                 "and no branch of the decision tree reads a failure: where a case injects one, no path says what the agent decides",
-                ("tools", i, "failure_modes"),
-                f"add a branch on the failure to a node that requires {tool.name} (e.g. `when: {tool.name}_status == failed`), "
+                ("tools", index[tool], "failure_modes"),
+                f"add a branch on the failure to a node that requires {tool} (e.g. `when: {tool}_status == failed`), "
                 "or retry the mode in its retry_policy",
             )
 
@@ -582,13 +566,9 @@ class _Linter:
 
     def optional_fields(self) -> None:
         """L021: optional response fields the ``respond`` tool's schema does not have."""
-        respond = self.spec.tools_by_name.get("respond")
-        if respond is None:
-            return
-        idx = next(i for i, t in enumerate(self.spec.tools) if t.name == "respond")
-        props = (respond.input_schema or {}).get("properties", {})
-        missing = [f for f in self.spec.response_contract.optional_json_fields if f not in props]
+        missing = missing_optional_fields(self.spec)
         if missing:
+            idx = next(i for i, t in enumerate(self.spec.tools) if t.name == "respond")
             self.add(
                 "L021",
                 "info",
@@ -623,6 +603,40 @@ class _Linter:
                 (*loc, "test_guidance", "rubric"),
                 fix="write the rubric as a string, or as a mapping with `text:` (a string) and `criteria:` (a list of strings)",
             )
+
+
+def unrouted_failures(spec: Spec) -> dict[str, list[str]]:
+    """Per tool a node requires, its failure modes that its ``retry_policy`` does not retry and
+    no condition of the tree reads: no word of any ``when`` contains a word of the mode
+    (``found`` of ``not_found``) or ``error`` (``status == failed`` reads the tool's answer, not
+    its failure). Where a case injects one, no path says what the agent decides."""
+    words = {w.lower() for node in spec.decision_tree for b in node.branches for w in re.findall(r"[A-Za-z]+", b.when)}
+    required = {t for n in spec.decision_tree for t in n.requirements.must_call_tools_in_order}
+    out: dict[str, list[str]] = {}
+    for tool in spec.tools:
+        if tool.name not in required:
+            continue
+        retried = set(tool.retry_policy.on) if tool.retry_policy is not None and tool.retry_policy.retries > 0 else set()
+        unrouted = []
+        for mode in tool.failure_modes:
+            if mode in retried:
+                continue
+            marks = {p for p in mode.lower().split("_") if len(p) > 3} | {"error"}
+            if not any(m in w for w in words for m in marks):
+                unrouted.append(mode)
+        if unrouted:
+            out[tool.name] = unrouted
+    return out
+
+
+def missing_optional_fields(spec: Spec) -> list[str]:
+    """The response contract's optional fields that the ``respond`` tool's input schema does not
+    have (none when the spec has no ``respond`` tool)."""
+    respond = spec.tools_by_name.get("respond")
+    if respond is None:
+        return []
+    props = (respond.input_schema or {}).get("properties", {})
+    return [f for f in spec.response_contract.optional_json_fields if f not in props]
 
 
 def lint(spec: Spec, src: YamlSource | None = None) -> list[LintFinding]:
