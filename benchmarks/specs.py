@@ -7,8 +7,8 @@ agent each, fault knobs and planted spec defects, written blind. This benchmark 
 
 - **false alarms**: cases of a correct agent that are not PASS, over ``--seeds`` seeds;
 - **spec defects reported**: each planted defect (MANIFEST ``planted_spec_defects``) found by
-  ``agentprop lint`` (a finding of the defect's kind naming its place) and by ``agentprop run``
-  (an untested item naming it, a run that is not green);
+  ``agentprop lint`` (a finding of the defect's kind naming its subject: the variable, tool,
+  policy or field, see :func:`subject`) and by ``agentprop run`` (an untested item naming it);
 - **found rate**: faults (each knob at probability 1, seed 1) with a failing case, over the
   faults the manifest marks detectable; the undetectable ones (behind planted defect D2) must
   leave the run incomplete instead;
@@ -129,14 +129,27 @@ def _tokens(where: str) -> list[str]:
     return [t for t in re.findall(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+", where) if not t.startswith("max_")]
 
 
+# words of the spec format itself: they place a defect but do not name it
+SPEC_KEYWORDS = {"failure_modes", "retry_policy", "input_schema", "output_schema", "response_contract", "optional_json_fields"}
+
+
+def subject(where: str) -> str:
+    """The name a report of the defect must contain: the first name quoted in its ``where``
+    (```loyalty_tier == gold```), else its first name that is not a word of the spec format
+    (``N5_SEV1``, ``renew_loan``, ``total_due``). Matching any word of ``where`` let another
+    tool's finding (one sharing ``retry_policy``) count for the defect."""
+    quoted = [t for q in re.findall(r"`([^`]*)`", where) for t in _tokens(q)]
+    return (quoted or [t for t in _tokens(where) if t not in SPEC_KEYWORDS])[0]
+
+
 def defect_in_lint(defect: dict[str, Any], lines: list[str], codes_allowed: set[str] | None = None) -> str | None:
     codes = set(next((c for k, c in KIND_CODES if k in defect["kind"]), set()))
     if codes_allowed is not None:
         codes &= codes_allowed
-    tokens = _tokens(defect["where"])
+    name = subject(defect["where"])
     for line in lines:
         code = re.search(r"\b(?:error|warning|info) ([A-Z]\d{3}):", line)
-        if code and code.group(1) in codes and any(t in line for t in tokens):
+        if code and code.group(1) in codes and re.search(rf"\b{re.escape(name)}\b", line):
             return line
     return None
 
@@ -151,10 +164,11 @@ def defect_in_run(defect: dict[str, Any], report: RunReport) -> str | None:
         return f"at most {most} calls of {tool} expected; no unrealisable path" if most <= 2 and not lost else None
     coverage = report.metrics.extra.get("coverage") or {}
     gaps = coverage.get("untested") or []
-    tokens = _tokens(defect["where"]) + re.findall(r"END_[A-Z_]+|P\d_[A-Z_]+", defect.get("expected_run", ""))
+    # the defect's own name, or what the manifest says the run should name (END_GOLD_DESK)
+    tokens = [subject(defect["where"]), *re.findall(r"END_[A-Z_]+|P\d_[A-Z_]+", defect.get("expected_run", ""))]
     for gap in gaps:
         text = f"{gap['what']} {gap['id']} {gap['reason']}"
-        if any(t in text for t in tokens):
+        if any(re.search(rf"\b{re.escape(t)}\b", text) for t in tokens):
             return text
     return None
 
