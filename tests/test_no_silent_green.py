@@ -164,6 +164,24 @@ def test_lint_finds_an_unrouted_failure_a_sourceless_variable_and_an_unused_poli
     assert "info L021: response_contract lists optional field(s) record_id that the respond tool's input_schema does not have" in out
 
 
+def test_lint_finds_an_undotted_variable_with_no_source(tmp_path: Path) -> None:
+    """``tier == gold``: no schema field is named tier, no enum holds gold, and the tree reads
+    no other value of it. ``depth`` (read as quick and as thorough) is what a user says: not
+    flagged; nor is a variable compared with a number."""
+    code, out, spec = _spec_only(
+        tmp_path,
+        {
+            "  - when: depth == quick\n": "  - when: tier == gold\n    next: END_DONE\n  - when: hops > 2\n    next: END_DONE\n  - when: depth == quick\n"
+        },
+    )
+    assert f"{spec}:{_line(spec, 'tier == gold')}:" in out
+    assert (
+        "warning L019: variable tier has no possible source: no tool's output (or input) schema has a field 'tier', "
+        "no schema's enum holds 'gold', and the tree reads no other value of it" in out
+    )
+    assert out.count("L019") == 1
+
+
 def test_lint_reads_a_retry_that_fits_as_realisable_and_says_nothing(tmp_path: Path) -> None:
     """A tool's retry is a required call only when a case injects the failure: a path that fits
     the limit without it is no L016."""

@@ -16,7 +16,9 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from agentprop._spec.model import Spec
-from agentprop._spec.when import variables
+from agentprop._spec.when import Compare, Symbol, atoms, variables
+from agentprop._spec.when import Literal as WhenLiteral
+from agentprop._spec.when import Path as WhenPath
 from agentprop._util.yaml_source import YamlSource
 from agentprop.errors import SourceLocation
 
@@ -508,12 +510,19 @@ class _Linter:
             )
 
     def sourceless_variables(self) -> None:
-        """L019: a dotted condition variable (``order.days_since_created``) whose field is no
-        property of any tool's output or input schema: nothing can give it a value."""
+        """L019: a condition variable nothing can give a value: a dotted one
+        (``order.days_since_created``) whose field is no property of any tool's output or input
+        schema; an undotted one (``loyalty_tier == gold``) compared only with one word, when no
+        schema property is named by it or by one of its words (``status`` of ``service_status``),
+        no schema ``enum`` holds the word, and the tree reads no other value of it (a variable
+        read with several words, like ``intent``, is taken from the conversation). Variables
+        compared with a number or a boolean are counts and outcomes the run derives: not flagged."""
         props: set[str] = set()
+        enums: set[str] = set()
 
         def collect(schema: Any) -> None:
             if isinstance(schema, dict):
+                enums.update(str(v) for v in schema.get("enum") or [] if isinstance(v, str))
                 for k, v in (schema.get("properties") or {}).items():
                     props.add(str(k))
                     collect(v)
@@ -522,23 +531,44 @@ class _Linter:
         for tool in self.spec.tools:
             collect(tool.output_schema)
             collect(tool.input_schema)
+        words_of: dict[str, set[str]] = {}
+        for node in self.spec.decision_tree:
+            for b in node.branches:
+                for atom in atoms(b.clause):
+                    if not isinstance(atom, Compare) or atom.op not in ("==", "!="):
+                        continue
+                    for var, other in ((atom.left, atom.right), (atom.right, atom.left)):
+                        if isinstance(var, WhenPath) and len(var.parts) == 1:
+                            value = other.name if isinstance(other, Symbol) else other.value if isinstance(other, WhenLiteral) else None
+                            words_of.setdefault(var.dotted, set()).add(value if isinstance(value, str) else "")
         reported: set[str] = set()
         for i, node in enumerate(self.spec.decision_tree):
             for j, b in enumerate(node.branches):
                 for name in variables(b.clause):
-                    if "." not in name or name in reported:
+                    if name in reported:
                         continue
-                    field = name.rsplit(".", 1)[1]
-                    if field in props:
-                        continue
+                    if "." in name:
+                        field = name.rsplit(".", 1)[1]
+                        if field in props:
+                            continue
+                        message = f"variable {name} has no possible source: no tool's output (or input) schema has a field {field!r}"
+                        fix = f"add {field!r} to the output_schema of the tool that returns it, or fix the variable's name"
+                    else:
+                        words = words_of.get(name, set())
+                        if len(words) != 1 or "" in words:
+                            continue
+                        [word] = words
+                        named = {name, *name.split("_")}
+                        if named & props or word in enums:
+                            continue
+                        message = (
+                            f"variable {name} has no possible source: no tool's output (or input) schema has a field "
+                            f"{' or '.join(repr(n) for n in sorted(named))}, no schema's enum holds {word!r}, and the tree reads "
+                            f"no other value of it (as it does of what a user says)"
+                        )
+                        fix = f"add the field to the output_schema of the tool that returns {name} (with {word!r} in its enum), or drop the branch"
                     reported.add(name)
-                    self.add(
-                        "L019",
-                        "warning",
-                        f"variable {name} has no possible source: no tool's output (or input) schema has a field {field!r}",
-                        ("decision_tree", i, "branches", j, "when"),
-                        f"add {field!r} to the output_schema of the tool that returns it, or fix the variable's name",
-                    )
+                    self.add("L019", "warning", message, ("decision_tree", i, "branches", j, "when"), fix)
 
     def policy_references(self) -> None:
         """L020: a policy names a tool no node requires or permits, or a decision no node or
