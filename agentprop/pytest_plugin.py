@@ -25,7 +25,10 @@ Options (all prefixed ``--agentprop-``):
 ``--agentprop-corpus DIR``
     shrunk reproducers are saved there and replayed first by ``agentprop.check`` on the next
     run (default, when agentprop is configured: each project's ``.agentprop/corpus`` beside
-    its bindings, the one ``agentprop run`` uses; ``none`` to turn off).
+    its bindings, the one ``agentprop run`` uses, and ``.agentprop/corpus`` under the rootdir
+    for spec-free checks; ``none`` to turn off). A spec-free check's entry is keyed by its case
+    (the check's name, its messages' originals, the property) and replayed first by every
+    check of that case.
 ``--agentprop-snapshot-update`` with ``--agentprop-snapshot-reason TEXT``
     approve NEW or CHANGED behaviour snapshots (``agentprop_snapshot``) instead of failing;
     the reason is kept in each snapshot's history. Refused when ``CI`` is set.
@@ -263,7 +266,7 @@ def _start_session(config: pytest.Config) -> Session:
     corpus_opt = _opt(config, "--agentprop-corpus") or ""
     corpus: Corpus | ProjectCorpora | None = None
     if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config)):
-        corpus = Corpus(Path(corpus_opt)) if corpus_opt else ProjectCorpora()
+        corpus = Corpus(Path(corpus_opt)) if corpus_opt else ProjectCorpora(plain=Path(str(config.rootpath)) / ".agentprop" / "corpus")
     mode = _opt(config, "--agentprop-cache-mode")
     session = Session(
         memo=memo,

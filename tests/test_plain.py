@@ -271,3 +271,82 @@ def test_the_plain_example_passes() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "2 checks, 2 passed" in proc.stdout
+
+
+# ------------------------------------------------------- shrinking, corpus (the plugin's machinery)
+
+
+def starts_oddly(messages: list[str], tools: Tools, rng: random.Random) -> dict[str, str]:
+    """Fails half the time on a message that does not start with "What"; records what it saw."""
+    text = messages[-1]
+    SEEN.append(text)
+    if not text.startswith("What") and (BUGGY and rng.random() < 0.5):
+        return {"status": "unknown"}
+    return {"status": tools.query_order(order_id="O-1234")["status"]}
+
+
+SEEN: list[str] = []
+BUGGY = True
+
+
+def failing_check(msg: str) -> AgentPropertyViolation:
+    with pytest.raises(AgentPropertyViolation) as info:
+        agentprop.check(starts_oddly, [msg], Case(name="status", expected_tools=["query_order"]), tools=[query_order], seed=3)
+    return info.value
+
+
+def test_a_spec_free_failure_is_shrunk_over_its_drawn_steps_keeping_the_slots(fresh_session: Session) -> None:
+    from agentprop._decide.plain import PlainContext
+    from agentprop._decide.plain_shrink import shrink_plain
+    from agentprop.strategies import apply_transforms
+
+    # three drawn steps; only the greeting (the text no longer starts with "What") makes it fail
+    steps = [("politeness", {"choice": 0}), ("greeting", {"choice": 0}), ("closing", {"choice": 0})]
+    msg = apply_transforms("What is the status of order O-1234?", steps)
+    assert len(msg.transforms) == 3 and "O-1234" in msg
+    exc = failing_check(msg)
+    assert isinstance(exc.context, PlainContext)
+    SEEN.clear()
+    report = shrink_plain(exc.context, exc.result, budget=200, memo=fresh_session.memo)
+    assert report.original_units == 3 and report.kept_units == 1 and report.minimal
+    assert report.choices_kept == "turn 1: greeting(choice=0)"
+    assert report.reproducer_messages == ["Hi, what is the status of order O-1234?"]
+    assert report.confirmed and report.reproducer_rate is not None and report.reproducer_rate.runs >= 30
+    assert SEEN and all("O-1234" in text for text in SEEN)  # every candidate kept the protected slot
+
+
+def test_a_shrunk_spec_free_failure_is_saved_and_replayed_first_by_the_next_check(tmp_path: Path) -> None:
+    global BUGGY
+    from agentprop._decide.corpus import Corpus
+    from agentprop._pipeline.pytest_shrink import shrink_violation
+    from agentprop.strategies import apply_transforms
+
+    corpus = Corpus(tmp_path / "corpus")
+    drawn = apply_transforms("What is the status of order O-1234?", [("greeting", {"choice": 0}), ("closing", {"choice": 0})])
+    with Session(corpus=corpus).activate() as first:
+        text = shrink_violation(failing_check(drawn), session=first, budget=200, test="t")
+    assert text is not None and "saved as corpus entry" in text and "turn 1: 'Hi, what is the status of order O-1234?'" in text
+    (entry,) = corpus.entries(spec_id="plain")
+    assert entry.scenario.messages == ["Hi, what is the status of order O-1234?"] and entry.confirmed
+
+    # the next session: Hypothesis draws the unchanged original, which never fails by itself; the
+    # entry is replayed first, every time (memoised: the same verdict each call, never Flaky)
+    with Session(corpus=corpus).activate():
+        again = [failing_check("What is the status of order O-1234?") for _ in range(2)]
+    assert [e.result.name for e in again] == [f"corpus {entry.id} (status)"] * 2
+    assert again[0].result.verdict == again[1].result.verdict != "PASS"
+    assert any("regression: corpus entry" in note for note in getattr(again[0], "__notes__", []))
+
+    BUGGY = False  # the bug fixed: the replay passes, and enough clean runs retire the entry
+    try:
+        with Session(corpus=corpus).activate():
+            agentprop.check(
+                starts_oddly,
+                ["What is the status of order O-1234?"],
+                Case(name="status", expected_tools=["query_order"]),
+                tools=[query_order],
+                seed=3,
+            )
+    finally:
+        BUGGY = True
+    assert corpus.entries(spec_id="plain") == [] and [e.id for e in corpus.entries(retired=True)] == [entry.id]

@@ -77,7 +77,7 @@ def _entry_line(e: CorpusEntry) -> str:
 
 
 def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) -> int:
-    from agentprop._decide.corpus import Corpus, pytest_regression
+    from agentprop._decide.corpus import PLAIN_SPEC_ID, Corpus, pytest_regression
 
     action = args.corpus_action
     if action is None:
@@ -110,6 +110,11 @@ def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) 
         if not args.pytest:
             print(entry.model_dump_json(indent=2), file=out)
             return EXIT_OK
+        if entry.spec_id == PLAIN_SPEC_ID:
+            raise InputError(
+                f"corpus entry {entry.id} is a spec-free check's ({entry.scenario_id}): there is no spec to write a regression test against",
+                fix=f"the check that found it replays it first on every run; `agentprop corpus show {entry.id}` prints its messages",
+            )
         code = pytest_regression(entry, spec_path=corpus.spec_location(entry), test_file=args.out)
         if args.out:
             from agentprop._util.files import write_atomic
@@ -171,7 +176,7 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO, stdin: 
     from agentprop._agents.loading import load_agent
     from agentprop._agents.project import load_project
     from agentprop._decide.check import decide_scenario
-    from agentprop._decide.corpus import judge_replay
+    from agentprop._decide.corpus import PLAIN_SPEC_ID, judge_replay
     from agentprop._decide.oracle import OracleSettings
     from agentprop._util.aio import run_sync
 
@@ -179,6 +184,10 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO, stdin: 
     projects: dict[str, Project | str] = {}
     unsure: list[tuple[CorpusEntry, str]] = []
     for entry in corpus.entries():
+        if entry.spec_id == PLAIN_SPEC_ID:  # no spec to prune against: its own check replays and retires it
+            kept += 1
+            print(f"kept {entry.id}: a spec-free check's entry ({entry.scenario_id}); the check replays it first and retires it", file=out)
+            continue
         where = corpus.spec_location(entry)
         spec_path = str(where) if where is not None else ""
         if spec_path not in projects:

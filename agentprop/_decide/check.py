@@ -33,7 +33,20 @@ from agentprop._decide.contracts import Verdict
 from agentprop._decide.corpus import found_with, judge_replay
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide, count_judge_calls, judged_settings
-from agentprop._decide.plain import Case, Judge, PlainAgent, ToolFunctions, decide_plain, plain_run
+from agentprop._decide.plain import (
+    PLAIN_SPEC_ID,
+    Case,
+    Judge,
+    PlainAgent,
+    PlainContext,
+    ToolFunctions,
+    agent_ref,
+    case_key,
+    decide_plain,
+    plain_corpus,
+    plain_fingerprint,
+    plain_run,
+)
 from agentprop._decide.properties import Property, PropertyResult, record_for, verdicts_of
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.safety import CaseSettings, case_settings
@@ -180,7 +193,7 @@ def _not_the_agents(result: CheckResult) -> InfrastructureError:
     )
 
 
-def _violation(result: CheckResult, context: ViolationContext | None) -> AgentPropertyViolation:
+def _violation(result: CheckResult, context: ViolationContext | PlainContext | None) -> AgentPropertyViolation:
     exc = AgentPropertyViolation(result)
     exc.context = context
     return exc
@@ -189,7 +202,7 @@ def _violation(result: CheckResult, context: ViolationContext | None) -> AgentPr
 @dataclass
 class _Outcome:
     result: CheckResult
-    context: ViolationContext | None
+    context: ViolationContext | PlainContext | None
     note: str | None = None
     """What a failing corpus replay meant (added to the raised violation)."""
 
@@ -373,7 +386,7 @@ def check(
 
 def _raise_or_return(outcome: _Outcome, raise_on_failure: bool) -> CheckResult:
     __tracebackhide__ = True
-    tell_hypothesis(outcome.result, spec_free=outcome.context is None)
+    tell_hypothesis(outcome.result, spec_free=isinstance(outcome.context, PlainContext))
     if raise_on_failure and outcome.result.infrastructure_error is not None:
         raise _not_the_agents(outcome.result)
     if raise_on_failure and outcome.result.verdict != "PASS":
@@ -393,7 +406,7 @@ def tell_hypothesis(result: CheckResult, *, spec_free: bool = False) -> None:
 
     if not currently_in_test_context() or not result.runs:
         return
-    if spec_free:  # no scenario to shrink: Hypothesis's shrinker minimises the drawn input
+    if spec_free:  # Hypothesis shrinks the drawn input first (the plugin's statistical shrink follows)
         result.settings["shrunk_by"] = "hypothesis"
     label = f"agentprop failure rate: {result.name or 'check'}"
     with contextlib.suppress(HypothesisInvalidArgument):  # the same label twice in one example
@@ -473,19 +486,50 @@ async def _plain_outcome(
     trial_seed = resolved.seed
     run = plain_run(call.agent, call.tools)
     chosen_budget = budget if budget is not None else session.budget
+    memo = memo if memo is not None else session.memo
+    label = name or (call.prop.name if isinstance(call.prop, Case) and call.prop.name else run.name)
+    context = PlainContext(run, call.messages, call.prop, settings, trial_seed, label, case_key(label, call.messages, call.prop))
     with model_call_context(current_model_context().with_budget(chosen_budget)):
-        result = await decide_plain(
-            run,
-            call.messages,
-            call.prop,
-            settings,
-            memo=memo if memo is not None else session.memo,
-            budget=chosen_budget,
-            seed=trial_seed,
-            name=name or "",
-        )
+        replayed = await _replay_plain_corpus_first(session, context, memo, chosen_budget)
+        if replayed is not None:
+            return replayed
+        result = await decide_plain(run, call.messages, call.prop, settings, memo=memo, budget=chosen_budget, seed=trial_seed, name=label)
     session.record(current_test(), result)
-    return _Outcome(result, None)
+    return _Outcome(result, context)
+
+
+async def _replay_plain_corpus_first(session: Session, context: PlainContext, memo: TrialMemo, budget: Budget) -> _Outcome | None:
+    """Replay the corpus entries of a spec-free check's case (same label, originals of the
+    messages and property; found with the same agent) before its own runs, as
+    :func:`_replay_corpus_first` does for a scenario: every check of the case replays them,
+    memoised, so Hypothesis's replay of any example fails the same way (never Flaky)."""
+    corpus = plain_corpus(session.corpus)
+    if corpus is None:
+        return None
+    for entry in corpus.entries(spec_id=PLAIN_SPEC_ID, agent_ref=agent_ref(context.run), scenario_id=context.key):
+        messages = entry.scenario.messages
+        result = await decide_plain(
+            context.run,
+            messages,
+            context.prop,
+            context.settings,
+            memo=memo,
+            budget=budget,
+            seed=context.seed,
+            name=f"corpus {entry.id} ({context.label})",
+        )
+        action, message = judge_replay(entry, result, confidence=context.settings.confidence)
+        if session.first_replay(entry.id):
+            if action == "regression":
+                corpus.seen_again(entry, fingerprint=plain_fingerprint(context.run))
+            elif action == "retired":
+                corpus.retire(entry, message)
+            session.note_replay(CorpusNote(current_test(), entry.id, action, message))
+        session.record(current_test(), result)
+        if result.verdict != "PASS":
+            replay = dataclasses.replace(context, messages=list(messages))
+            return _Outcome(result, replay, note=message)
+    return None
 
 
 async def _replay_corpus_first(

@@ -51,6 +51,9 @@ from agentprop.errors import InputError, SourceLocation
 
 DEFAULT_DIR = Path(".agentprop") / "corpus"
 """The corpus directory relative to the bindings' directory (see :func:`default_corpus_dir`)."""
+PLAIN_SPEC_ID = "plain"
+"""The spec id (folder) of the entries of spec-free checks (``agentprop.check(agent, messages,
+prop)``), which have no spec: keyed by the case, replayed and retired by the check itself."""
 RETIRED = "retired"
 """The folder (inside the corpus) retired entries are moved to; not a spec id."""
 
@@ -445,7 +448,12 @@ def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float, 
 
 
 class ProjectCorpora:
-    """The default corpus of each project: :func:`default_corpus_dir` (beside its bindings)."""
+    """The default corpus of each project: :func:`default_corpus_dir` (beside its bindings);
+    ``plain`` (when given a directory) holds the entries of spec-free checks, which have no
+    project to sit beside."""
+
+    def __init__(self, plain: str | Path | None = None) -> None:
+        self.plain = Corpus(plain) if plain is not None else None
 
     def for_project(self, project: Project) -> Corpus:
         return Corpus(default_corpus_dir(project))

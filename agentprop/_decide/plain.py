@@ -30,22 +30,31 @@ from pydantic import BaseModel, ValidationError
 
 from agentprop._agents.loading import make_factory
 from agentprop._decide.contracts import Verdict, forbids_tools, no_run_errors, requires_tools
+from agentprop._decide.corpus import PLAIN_SPEC_ID, Corpus, ProjectCorpora
 from agentprop._decide.memo import TrialMemo, input_key
 from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide, count_judge_calls, judged_settings
 from agentprop._decide.properties import PropertyResult, record_for, verdicts_of
 from agentprop._modelapi.budget import Budget
+from agentprop._scenario.build import Scenario, ScenarioTurn
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
 from agentprop.errors import InvalidArgument
+from agentprop.strategies._internal.paraphrase import Paraphrase
 
 __all__ = [
+    "PLAIN_SPEC_ID",
     "Case",
     "Judge",
     "PlainAgent",
+    "PlainContext",
     "PlainRun",
     "Result",
     "ToolFunctions",
     "Tools",
+    "agent_ref",
+    "case_key",
     "decide_plain",
+    "plain_corpus",
+    "plain_digest",
     "plain_fingerprint",
     "plain_run",
     "run_plain_agent",
@@ -431,7 +440,7 @@ async def decide_plain(
     """Decide ``prop`` for the plain agent on ``messages``: the engine under the spec-free
     :func:`agentprop.check` (never raises for a failed property)."""
     verdicts = plain_verdicts(prop)
-    digest = input_key({"plain": 1, "messages": list(messages), "tools": sorted(run.tools or {}), "seed": seed})
+    digest = plain_digest(run, messages, seed)  # the shrinker's runs of the same messages share it
 
     async def run_trial(i: int) -> Trace:
         return await run_plain_agent(run, messages, i, seed)
@@ -454,3 +463,69 @@ async def decide_plain(
         first_trial=seed * 1_000_003,
     )
     return count_judge_calls(result, judged_by, judge_calls_before)
+
+
+# --- the case a spec-free check decides (its corpus key) -----------------------------------
+
+
+@dataclass
+class PlainContext:
+    """What a failed spec-free check ran on: enough to shrink it and save it to the corpus."""
+
+    run: PlainRun
+    messages: list[str]
+    prop: Case | Callable[..., PropertyResult]
+    settings: OracleSettings
+    seed: int
+    label: str
+    key: str
+    """The case (:func:`case_key` of the check's own messages): a replay of its corpus entry
+    keeps it, so the same bug found again updates that entry."""
+
+
+def plain_digest(run: PlainRun, messages: Sequence[str], seed: int) -> str:
+    """The memo's input key of a spec-free run (what :func:`decide_plain` stores runs under)."""
+    return input_key({"plain": 1, "messages": [str(m) for m in messages], "tools": sorted(run.tools or {}), "seed": seed})
+
+
+def agent_ref(run: PlainRun) -> str:
+    """``module:qualname`` of the agent: what a corpus entry was found with."""
+    module = getattr(run.agent, "__module__", None) or "?"
+    return f"{module}:{getattr(run.agent, '__qualname__', run.name)}"
+
+
+def prop_id(prop: Case | Callable[..., PropertyResult]) -> str:
+    if isinstance(prop, Case):
+        judge = getattr(prop.judge, "__qualname__", "") if prop.judge is not None else ""
+        schema = getattr(prop.schema, "__name__", None) or (json.dumps(prop.schema, sort_keys=True, default=str) if prop.schema else "")
+        return json.dumps(
+            [prop.name, sorted(prop.expected_tools), sorted(prop.forbidden_tools), sorted(prop.scope or []), schema, judge, prop.baseline is not None]
+        )
+    return str(getattr(prop, "__qualname__", type(prop).__name__))
+
+
+def originals(messages: Sequence[str]) -> list[str]:
+    """Each message's original: what the drawn paraphrase was made from, or the text itself."""
+    return [m.original if isinstance(m, Paraphrase) else str(m) for m in messages]
+
+
+def case_key(label: str, messages: Sequence[str], prop: Case | Callable[..., PropertyResult]) -> str:
+    """The case a spec-free check decides, whatever paraphrase Hypothesis drew of its messages:
+    ``label#digest`` of the originals and the property (the corpus entry's scenario id)."""
+    digest = hashlib.sha256(json.dumps([originals(messages), prop_id(prop)]).encode()).hexdigest()[:10]
+    return f"{label}#{digest}"
+
+
+def plain_scenario(key: str, messages: Sequence[str]) -> Scenario:
+    """The messages as a scenario value (what the corpus and the shrink report hold)."""
+    return Scenario(id=key, spec_id=PLAIN_SPEC_ID, leaf="", path=[], turns=[ScenarioTurn(user_message=str(m)) for m in messages])
+
+
+def plain_corpus(corpus: Corpus | ProjectCorpora | None) -> Corpus | None:
+    """The corpus spec-free entries go to: an explicit corpus directory, or the session's
+    default one for checks without a project (``None`` when there is none)."""
+    if isinstance(corpus, Corpus):
+        return corpus
+    if isinstance(corpus, ProjectCorpora):
+        return corpus.plain
+    return None

@@ -11,6 +11,8 @@ from __future__ import annotations
 from agentprop._decide.check import ViolationContext
 from agentprop._decide.corpus import entry_from_shrink
 from agentprop._decide.oracle import CheckResult
+from agentprop._decide.plain import PlainContext, plain_corpus
+from agentprop._decide.plain_shrink import entry_for, shrink_plain
 from agentprop._decide.session import Session, SessionBug
 from agentprop._decide.shrink import shrink
 from agentprop._decide.signature import bug_key
@@ -25,7 +27,7 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
         return None
     context = getattr(exc, "context", None)
     result = exc.result
-    if not isinstance(context, ViolationContext) or not isinstance(result, CheckResult) or not result.failures:
+    if not isinstance(context, ViolationContext | PlainContext) or not isinstance(result, CheckResult) or not result.failures:
         return None
     key = bug_key(result.failures[0].signature)
     with session.lock:
@@ -38,6 +40,8 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
             f"same bug as {known.test} ({key}), shrunk there once: reproducer {known.shrunk.reproducer_messages!r}{stored_as}\n"
             "  (one bug, one shrink: failures with the same signature, turn aside, are shrunk once per session)"
         )
+    if isinstance(context, PlainContext):
+        return _shrink_plain(context, result, key, session=session, budget=budget, test=test)
     report = shrink(
         context.project,
         context.scenario,
@@ -66,6 +70,29 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
             if new
             else f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times"
         )
+    with session.lock:
+        session.bugs.setdefault(key, bug)
+    return text
+
+
+def _shrink_plain(context: PlainContext, result: CheckResult, key: str, *, session: Session, budget: int, test: str) -> str:
+    """A spec-free failure: its drawn choices shrunk statistically, the reproducer saved to the
+    session's corpus (replayed first by the next check of the same case)."""
+    report = shrink_plain(context, result, budget=budget, memo=session.memo, session_budget=session.budget)
+    text = report.summary()
+    bug = SessionBug(key, test, report, tests=[test])
+    corpus = plain_corpus(session.corpus)
+    if corpus is not None and report.reproducer_rate is not None:
+        stored, new = corpus.record(entry_for(context, report))
+        bug.corpus_entry = stored.id
+        text += (
+            f"\n  saved as corpus entry {stored.id} (agentprop corpus show {stored.id})"
+            + ("" if report.confirmed else "; unconfirmed: its reproducer did not fail again in fresh runs")
+            if new
+            else f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times"
+        )
+    elif corpus is None:
+        text += "\n  not saved: no corpus (--agentprop-corpus DIR keeps it, and replays it first on the next run)"
     with session.lock:
         session.bugs.setdefault(key, bug)
     return text

@@ -60,6 +60,7 @@ __all__ = [
     "Step",
     "apply_transforms",
     "paraphrases",
+    "rerender",
 ]
 
 
@@ -1116,7 +1117,34 @@ class _Plan:
             text = new
             typos += name == "typo"
             applied.append(Step(name, tuple(params.items())))
-        return Paraphrase(unmask(text, source.mapping), original=self.original, transforms=applied, lang=self.lang_code)
+        result = Paraphrase(unmask(text, source.mapping), original=self.original, transforms=applied, lang=self.lang_code)
+        object.__setattr__(result, "_plan", self)  # what re-renders a subset of its steps (rerender)
+        return result
+
+
+def rerender(paraphrase: Paraphrase, steps: Iterable[Step]) -> Paraphrase | None:
+    """``paraphrase``'s original with only ``steps`` (some of its ``transforms``, in order)
+    applied, under the plan that drew it (its packs, protected slots and pool): what a shrinker
+    of the drawn choices builds its candidates from. A ``pool`` step left out means the
+    original text. ``None`` when the plan is unknown (a Paraphrase built by hand or unpickled),
+    or does not re-render the paraphrase itself exactly."""
+    plan = paraphrase.__dict__.get("_plan")
+    if not isinstance(plan, _Plan):
+        return None
+    if plan.render(*_plan_steps(paraphrase.transforms)).text != paraphrase.text:
+        return None
+    return plan.render(*_plan_steps(steps))
+
+
+def _plan_steps(steps: Iterable[Step]) -> tuple[int, list[tuple[str, Mapping[str, int]]]]:
+    pool_index = 0
+    out: list[tuple[str, Mapping[str, int]]] = []
+    for step in steps:
+        if step.name == "pool":
+            pool_index = step.kwargs.get("index", 0)
+        else:
+            out.append((step.name, step.kwargs))
+    return pool_index, out
 
 
 def _validate_int(name: str, value: object, *, minimum: int = 0) -> int:
