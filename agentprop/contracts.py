@@ -4,7 +4,7 @@ Each takes a :class:`~agentprop.Trace` (and what it checks against) and returns 
 :class:`Verdict` whose explanation points at the turn, the step and the spec clause. Use them
 as properties of :func:`agentprop.check` (``prop=lambda trace: [requires_tools(trace, [...]),
 ...]``) or on traces you recorded yourself. The scenario's own expectations (its MFT) are
-:func:`agentprop.mft_verdicts`.
+:func:`mft_verdicts` (:func:`probe_verdicts` for probe cases).
 
 ::
 
@@ -33,6 +33,7 @@ from agentprop._decide.contracts import (
     tool_actions_match,
     within_scope,
 )
+from agentprop._decide.properties import mft_verdicts, probe_verdicts
 
 __all__ = [
     "Verdict",
@@ -43,10 +44,12 @@ __all__ = [
     "evidence_grounded",
     "forbids_tools",
     "max_tool_calls",
+    "mft_verdicts",
     "no_canary_leak",
     "no_run_errors",
     "node_id_matches",
     "numbers_grounded",
+    "probe_verdicts",
     "requires_tools",
     "response_grounded",
     "response_valid",

@@ -236,7 +236,7 @@ class WhenSyntaxError(AgentPropError, ValueError):
 class UnboundVariable(AgentPropError, KeyError):
     """A variable that a ``when`` expression reads has no value in the environment it is
     evaluated in. Give the variable a value (a binding, or the ``env`` passed to
-    :func:`agentprop.evaluate`)."""
+    :func:`agentprop.spec.evaluate`)."""
 
     def __init__(self, path: str) -> None:
         self.path = path

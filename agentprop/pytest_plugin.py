@@ -17,7 +17,7 @@ Options (all prefixed ``--agentprop-``):
     one budget for the whole session; when it is spent, undecided checks are INCONCLUSIVE
     (never a pass).
 ``--agentprop-cache-mode off|read|write|read-write|replay-only``
-    how model-backed agents (:class:`agentprop.AnthropicAgent`) use the API cache when they do
+    how model-backed agents (:class:`agentprop.agents.AnthropicAgent`) use the API cache when they do
     not choose a mode (default: ``replay-only`` when ``CI`` is set, else ``read-write``).
 ``--agentprop-shrink-budget RUNS``
     a failing agent property is shrunk to a minimal reproducer, shown in the failure report

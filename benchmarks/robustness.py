@@ -19,7 +19,7 @@ Usage: ``python benchmarks/robustness.py [--json PATH] [--seed S] [--inputs N] [
    0 hangs, 0 unclear errors. The baseline is the same count on the unmutated files (all
    accepted), measured in the same run.
 2. **Budget overrun.** ``--max-usd``-style budget of $0.05 shared by concurrency-8 runs of
-   :class:`agentprop.AnthropicAgent` against the loopback Messages server
+   :class:`agentprop.agents.AnthropicAgent` against the loopback Messages server
    (:class:`agentprop.testing.MessagesServer`), whose model loops on a tool call with large
    token counts: the worst ratio of dollars spent to the limit (``budget_max_overrun_ratio``)
    over a few seeds, measured with the Budget API as it stands, and the reserved worst case

@@ -31,7 +31,7 @@ Where the shrinker's evidence about the original comes from:
 * ``oracle SPRT``: what really happens in agentprop. The oracle's default sequential test
   (``OracleSettings().make_test()``: Wald's SPRT at tau = 0.9, 0.95 vs 0.80, 5%/5%, at most
   100 runs) decides that the original fails; its runs and failures are passed on, exactly as
-  ``agentprop.shrink`` passes ``CheckResult.runs`` and the failure count.
+  ``agentprop.oracle.shrink`` passes ``CheckResult.runs`` and the failure count.
 * ``30 oracle runs``: a fixed batch of 30 runs of the original.
 
 Learning ``q`` has a price no rule can avoid: ``benchmarks/shrink_bound.py`` computes the

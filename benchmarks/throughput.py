@@ -19,8 +19,8 @@ the client is CPU-bound on a small machine, and other processes on the machine i
 times but not the CPU times.
 
 1. **Live, the SDK alone, replay**, per provider of ``--providers`` (both by default), side by
-   side: :class:`agentprop.AnthropicAgent` against :class:`agentprop.testing.MessagesServer`, and
-   :class:`agentprop.OpenAIAgent` (Chat Completions) against
+   side: :class:`agentprop.agents.AnthropicAgent` against :class:`agentprop.testing.MessagesServer`, and
+   :class:`agentprop.agents.OpenAIAgent` (Chat Completions) against
    :class:`agentprop.testing.OpenAIServer`. A round of a provider: ``--runs`` (200) runs on the
    SupportOps billing scenario (two model calls a run: ``get_account``, then ``respond``), the
    server answering after ``--latency`` (50 ms), recording into a fresh API cache (**live**); the

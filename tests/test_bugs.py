@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import agentprop
+import agentprop.oracle
 from agentprop._agents.loading import LoadedAgent
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.shrink import OtherFailure, RateSummary, ShrinkReport
@@ -150,7 +151,7 @@ def test_the_real_shrinker_chases_the_signature_and_keeps_the_other_failures() -
     agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 0.5, "skip_confirm": 0.5})
     result = agentprop.check(project, CANCEL, agent, raise_on_failure=False)
     chased = result.failures[0].signature
-    shrunk = agentprop.shrink(project, CANCEL, agent, failing=result, budget=60)
+    shrunk = agentprop.oracle.shrink(project, CANCEL, agent, failing=result, budget=60)
     assert shrunk.signature == chased
     [other] = shrunk.other_failures
     assert other.signature != chased and bug_key(other.signature) != bug_key(chased)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import agentprop
+import agentprop.contracts
 from agentprop._decide.case import compile_mft, compile_probe
 from agentprop._spec.model import Spec
 from agentprop._util.aio import run_sync
@@ -23,7 +24,7 @@ def test_a_compiled_case_judges_runs_without_the_spec(example: str, monkeypatch:
     for scenario in project.scenarios()[:6]:
         case = compile_mft(project.spec, scenario, grounding)
         traces = [run_sync(project.arun(scenario, agent.factory, trial=i, agent_name=agent.ref)) for i in range(2)]
-        expected = [[v.signature for v in agentprop.mft_verdicts(project.spec, scenario, t, grounding=grounding)] for t in traces]
+        expected = [[v.signature for v in agentprop.contracts.mft_verdicts(project.spec, scenario, t, grounding=grounding)] for t in traces]
 
         def consulted(self: Spec, name: str) -> object:
             raise AssertionError(f"judging a run read the spec ({name})")

@@ -8,11 +8,15 @@ from pathlib import Path
 import pytest
 
 import agentprop
-from agentprop import TrialMemo, make_factory
+import agentprop.modelapi
+import agentprop.oracle
+import agentprop.scenarios
 from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice
 from agentprop._decide.corpus import Corpus, entry_from_shrink, pytest_regression
 from agentprop._decide.shrink import choices_of_messages, shrink, word_diff
-from agentprop.strategies import apply_transforms
+from agentprop.agents import make_factory
+from agentprop.oracle import TrialMemo
+from agentprop.phrases import apply_transforms
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 pytest_plugins = ["pytester"]
@@ -32,7 +36,9 @@ WORDY = Choices(
 )
 
 
-def failing_check(agent: agentprop.LoadedAgent, scenario: agentprop.Scenario, messages: list[str] | None = None) -> agentprop.CheckResult:
+def failing_check(
+    agent: agentprop.LoadedAgent, scenario: agentprop.scenarios.Scenario, messages: list[str] | None = None
+) -> agentprop.oracle.CheckResult:
     result = agentprop.check(PROJECT, scenario, agent, messages=messages, memo=TrialMemo(), raise_on_failure=False)
     assert result.verdict != "PASS"
     return result
@@ -147,7 +153,7 @@ def test_budget_is_respected_to_the_run_and_the_result_is_still_a_confirmed_repr
 def test_session_budget_stops_the_shrinker() -> None:
     agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
     found = failing_check(agent, CANCEL, ChoiceSpace(PROJECT, CANCEL).render(WORDY).messages)
-    session = agentprop.Budget(max_runs=5)
+    session = agentprop.modelapi.Budget(max_runs=5)
     report = shrink(PROJECT, CANCEL, agent, choices=WORDY, failing=found, memo=TrialMemo(), session_budget=session, verify_runs=0)
     assert report.budget_exhausted and "session budget" in report.stop_reason
     assert session.snapshot().runs == 5

@@ -14,6 +14,7 @@ from conftest import REAL_DEFAULT_CORPUS_DIR
 
 import agentprop
 import agentprop._decide.corpus
+import agentprop.oracle
 from agentprop._cli import main
 from agentprop._decide.corpus import Corpus, CorpusEntry, judge_replay, runs_to_rule_out
 from agentprop._decide.oracle import CheckResult, FailureSeen
@@ -175,7 +176,7 @@ def test_the_same_bug_found_again_on_the_same_case_updates_its_entry(tmp_path: P
     corpus = Corpus(tmp_path)
     ids = set()
     for seed in (0, 1):
-        shrunk = agentprop.shrink(project, CANCEL, agent, failing=result, budget=30, seed=seed)
+        shrunk = agentprop.oracle.shrink(project, CANCEL, agent, failing=result, budget=30, seed=seed)
         entry, new = corpus.record(
             agentprop._decide.corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=agent)
         )
@@ -318,7 +319,7 @@ def fix_skip_auth(project_dir: Path, *, instead: str | None = None) -> None:
 def test_check_replays_retire_fixed_entries_and_tell_a_different_failure_from_a_regression(tmp_path: Path, project_dir: Path) -> None:
     project = agentprop.load_project(EXAMPLE)
     skipper = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0})
-    shrunk = agentprop.shrink(project, CANCEL, skipper, failing=agentprop.check(project, CANCEL, skipper, raise_on_failure=False), budget=30)
+    shrunk = agentprop.oracle.shrink(project, CANCEL, skipper, failing=agentprop.check(project, CANCEL, skipper, raise_on_failure=False), budget=30)
     corpus = Corpus(tmp_path / "corpus")
     entry, _ = corpus.record(agentprop._decide.corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=skipper))
     with Session(corpus=corpus).activate() as session:  # another agent: the entry is not replayed, nor retired

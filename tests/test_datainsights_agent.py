@@ -19,24 +19,16 @@ from typing import Any
 import pytest
 import yaml
 
-from agentprop import (
-    Scenario,
-    ToolError,
-    Trace,
-    Unsatisfiable,
-    Verdict,
-    World,
-    args_satisfy,
-    build_scenario,
-    enumerate_paths,
-    load_project,
-    numbers_grounded,
-    run_conversation,
-)
+from agentprop import ToolError, Trace, Verdict, load_project
 from agentprop._decide.contracts import numbers_in
 from agentprop._decide.properties import first_failure, mft_verdicts
 from agentprop._scenario.build import WorldSpec, leaf_scenarios, load_object
 from agentprop._scenario.world import stable_seed
+from agentprop.agents import run_conversation
+from agentprop.contracts import args_satisfy, numbers_grounded
+from agentprop.errors import Unsatisfiable
+from agentprop.scenarios import Scenario, World, build_scenario
+from agentprop.spec import enumerate_paths
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "datainsights"
 PROJECT = load_project(EXAMPLE)

@@ -13,12 +13,14 @@ import pytest
 import yaml
 
 import agentprop
-from agentprop import TrialMemo, TurnContext, make_factory
+from agentprop import TurnContext
 from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, choice_units, entity_variant, keep_only, language_of
 from agentprop._decide.oracle import CheckResult
 from agentprop._decide.shrink import shrink
 from agentprop._pipeline.explore import DEFAULT_PER_PATH, learn
 from agentprop._pipeline.run import RunSettings, arun_cases
+from agentprop.agents import make_factory
+from agentprop.oracle import TrialMemo
 from agentprop.testing import correct_typos
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,11 +12,13 @@ import pytest
 import yaml
 
 import agentprop
-from agentprop import TrialMemo, TurnContext, make_factory
+from agentprop import TurnContext
 from agentprop._decide.choices import language_of
 from agentprop._decide.shrink import shrink
 from agentprop._spec.free_spans import free_span_problem, strip_free
+from agentprop.agents import make_factory
 from agentprop.errors import BindingsError
+from agentprop.oracle import TrialMemo
 from agentprop.strategies._internal.free_spans import render, segment, spans_of
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"

@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop import Scenario, Trace, mft_verdicts
+from agentprop import Trace
 from agentprop._agents.loading import load_agent
 from agentprop._decide.properties import first_failure
+from agentprop.contracts import mft_verdicts
+from agentprop.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOK_DIR = ROOT / "tests" / "data" / "promises" / "runbook"

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentprop import load_project, load_spec
+from agentprop import load_project
 from agentprop._cli import main
+from agentprop.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"

@@ -438,7 +438,7 @@ def test_a_judge_case_replays_for_mutation_testing_and_kills_only_where_the_judg
 
 
 def test_a_snapshot_records_judged_properties_and_a_changed_judgement_is_a_change(tmp_path: Path) -> None:
-    import agentprop
+    import agentprop.snapshots
     from agentprop._decide.snapshot import behaviour_of, check_snapshot
 
     examples = Path(__file__).resolve().parents[1] / "examples" / "supportops"
@@ -447,11 +447,11 @@ def test_a_snapshot_records_judged_properties_and_a_changed_judgement_is_a_chang
     ticket = "END_TICKET<-N7_CANCEL"
     # without judges a behaviour keys as before judges existed (stored baselines stay valid)
     plain = behaviour_of(trace_saying("x"))
-    assert plain.key == agentprop.Behaviour(turns=plain.turns).key and "judged" not in plain.describe()
+    assert plain.key == agentprop.snapshots.Behaviour(turns=plain.turns).key and "judged" not in plain.describe()
     polite = code_judge(lambda t: True, name="polite")
     first = check_snapshot(project, ticket, agent, directory=tmp_path, runs=5, update=True, reason="baseline with the polite judge", judges=[polite])
     assert first.passed
-    recorded = agentprop.SnapshotStore(tmp_path).load(ticket)
+    recorded = agentprop.snapshots.SnapshotStore(tmp_path).load(ticket)
     assert recorded is not None and all(b.behaviour.judged == {"polite": True} for b in recorded.behaviours)
     rude = code_judge(lambda t: False, name="polite")
     changed = check_snapshot(project, ticket, agent, directory=tmp_path, runs=5, judges=[rude], raise_on_failure=False)

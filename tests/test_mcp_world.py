@@ -22,10 +22,11 @@ pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from agentprop import OracleSettings, Trace, load_agent, load_project  # noqa: E402
+from agentprop import Trace, load_agent, load_project  # noqa: E402
 from agentprop._cli import main  # noqa: E402
 from agentprop.errors import ToolError  # noqa: E402
 from agentprop.mcp import CaseServer, HttpCaseServer, McpConversation  # noqa: E402
+from agentprop.oracle import OracleSettings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"

@@ -19,8 +19,11 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop import TrialMemo, check, make_factory
+import agentprop.errors
+from agentprop import check
 from agentprop._scenario.trace import Trace
+from agentprop.agents import make_factory
+from agentprop.oracle import TrialMemo
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
@@ -77,9 +80,9 @@ def test_an_edited_property_is_judged_afresh_on_the_stored_runs(tmp_path: Path) 
 
 
 def test_decide_and_adecide_judge_stored_runs_with_the_judge_they_are_given() -> None:
-    from agentprop import OracleSettings, TrialRecord, adecide, decide
     from agentprop._scenario.trace import Turn
     from agentprop._util.aio import run_sync
+    from agentprop.oracle import OracleSettings, TrialRecord, adecide, decide
 
     made: list[int] = []
 
@@ -291,7 +294,7 @@ def test_a_new_memo_file_records_its_format(tmp_path: Path) -> None:
 def test_an_old_format_memo_is_converted_and_says_what_was_dropped(tmp_path: Path) -> None:
     path = tmp_path / "trials.sqlite"
     _old_format_memo(path, rows=3)
-    with pytest.warns(agentprop.AgentPropWarning) as caught:
+    with pytest.warns(agentprop.errors.AgentPropWarning) as caught:
         memo = TrialMemo(path)
     text = str(caught[0].message)
     assert str(path) in text and "format 1 (verdicts) converted to format 2 (runs)" in text
@@ -312,7 +315,7 @@ def test_an_old_format_memo_is_converted_and_says_what_was_dropped(tmp_path: Pat
 def test_a_garbage_memo_file_is_an_error_naming_the_file(tmp_path: Path, content: bytes, problem: str) -> None:
     path = tmp_path / "trials.sqlite"
     path.write_bytes(content)
-    with pytest.raises(agentprop.MemoFileError) as info:
+    with pytest.raises(agentprop.errors.MemoFileError) as info:
         TrialMemo(path)
     text = str(info.value)
     assert text.startswith(f"{path}: {problem}"), text
@@ -324,7 +327,7 @@ def test_a_foreign_sqlite_file_or_a_newer_format_is_refused_untouched(tmp_path: 
     foreign = tmp_path / "app.sqlite"
     with sqlite3.connect(foreign) as con:
         con.execute("CREATE TABLE users (id INTEGER)")
-    with pytest.raises(agentprop.MemoFileError, match=r"not an agentprop trial memo \(SQLite user_version 0, tables: users"):
+    with pytest.raises(agentprop.errors.MemoFileError, match=r"not an agentprop trial memo \(SQLite user_version 0, tables: users"):
         TrialMemo(foreign)
     assert _version_and_tables(foreign) == (0, {"users"})
     with sqlite3.connect(foreign) as con:
@@ -334,10 +337,10 @@ def test_a_foreign_sqlite_file_or_a_newer_format_is_refused_untouched(tmp_path: 
     with sqlite3.connect(newer) as con:
         con.execute("CREATE TABLE runs (key TEXT PRIMARY KEY, trace_json TEXT NOT NULL)")
         con.execute("PRAGMA user_version = 3")
-    with pytest.raises(agentprop.MemoFileError, match="trial memo of format 3, written by a newer agentprop"):
+    with pytest.raises(agentprop.errors.MemoFileError, match="trial memo of format 3, written by a newer agentprop"):
         TrialMemo(newer)
 
-    with pytest.raises(agentprop.MemoFileError, match="the trial memo path is a directory"):
+    with pytest.raises(agentprop.errors.MemoFileError, match="the trial memo path is a directory"):
         TrialMemo(tmp_path)
 
 

@@ -8,8 +8,12 @@ from pathlib import Path
 import pytest
 
 import agentprop
-from agentprop import AgentPropertyViolation, TrialMemo, make_factory
+import agentprop.modelapi
+import agentprop.scenarios
+from agentprop import AgentPropertyViolation
 from agentprop._decide.metamorphic import check_direction, check_invariance, decision_signature
+from agentprop.agents import make_factory
+from agentprop.oracle import TrialMemo
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
@@ -60,7 +64,9 @@ def test_invariance_validates_its_arguments() -> None:
 
 
 def test_budget_makes_invariance_inconclusive() -> None:
-    r = check_invariance(PROJECT, CANCEL, SupportOpsAgent, [CALM], memo=TrialMemo(), budget=agentprop.Budget(max_runs=25), raise_on_failure=False)
+    r = check_invariance(
+        PROJECT, CANCEL, SupportOpsAgent, [CALM], memo=TrialMemo(), budget=agentprop.modelapi.Budget(max_runs=25), raise_on_failure=False
+    )
     assert r.verdict == "INCONCLUSIVE" and r.budget_exhausted and r.runs == 25
 
 
@@ -86,7 +92,9 @@ def test_direction_needs_a_change_of_outcome() -> None:
 
 
 def test_decision_signature_marks_broken_runs() -> None:
-    trace = agentprop.Trace(turns=[agentprop.Turn(index=0, user_message="hi", errors=[agentprop.RunError(kind="timeout", message="slow")])])
+    trace = agentprop.Trace(
+        turns=[agentprop.scenarios.Turn(index=0, user_message="hi", errors=[agentprop.scenarios.RunError(kind="timeout", message="slow")])]
+    )
     assert decision_signature(trace) == "ERROR:timeout"
-    ok = agentprop.Trace(turns=[agentprop.Turn(index=0, user_message="hi", response={"decision": "CLARIFY"})])
+    ok = agentprop.Trace(turns=[agentprop.scenarios.Turn(index=0, user_message="hi", response={"decision": "CLARIFY"})])
     assert decision_signature(ok) == "CLARIFY"

@@ -19,7 +19,8 @@ import pytest
 from test_anthropic_agent import AgentAsModel, SupportOpsAgent
 
 import agentprop
-from agentprop import Budget, InputError
+import agentprop.agents
+from agentprop import InputError
 from agentprop._cli import main
 from agentprop._pipeline.mutation import (
     MUTATIONSMITH_ROLE,
@@ -34,6 +35,7 @@ from agentprop._pipeline.mutation import (
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._pipeline.tdad import split_suite, tdad_metrics
 from agentprop._scenario.trace import ToolCall, Trace, Turn
+from agentprop.modelapi import Budget
 from agentprop.testing import MessagesServer, text_reply
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -460,7 +462,7 @@ def test_paraphrase_and_direction_cases_can_kill_a_mutant_the_mft_suite_misses(p
     clean = clean_agent()
     mutant = Mutant(
         mutation=pack.mutations[0],
-        agent=agentprop.make_factory(ThanksConfuses, ref="thanks"),
+        agent=agentprop.agents.make_factory(ThanksConfuses, ref="thanks"),
         source="faults",
         probe_turns=[probe_turn],
         probe_scenario=project.scenario("END_REFUSE_PII<-N1_INTENT"),

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import agentprop
+import agentprop.tdad
 from agentprop import InvalidArgument
 from agentprop._cli import main
 from agentprop._pipeline.mutation import (
@@ -277,7 +278,7 @@ def test_a_boundary_fault_activates_in_a_boundary_world_and_a_boundary_case_kill
     project, _, clean = example("supportops")
     assert resolve_probe_world(project, BOUNDARY_30).world.overrides["get_account"]["orders[0].days_since_created"] == 30
 
-    async def go() -> tuple[agentprop.MutationReport, agentprop.MutationReport]:
+    async def go() -> tuple[agentprop.tdad.MutationReport, agentprop.tdad.MutationReport]:
         report = await arun_cases(project, clean, project.scenarios(), RunSettings(kinds=("mft", "boundary")))
         killers = [KillerCase(c.id, report._replays[c.id], clean_verdict=c.verdict) for c in report.cases if c.id in report._replays]
         happy_pack, happy = window_mutant(project, None)

@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop import AgentPropertyViolation, TrialMemo, make_factory
+from agentprop import AgentPropertyViolation
 from agentprop._decide.metamorphic import check_invariance
 from agentprop._pipeline.mutation import Mutant, MutationPack, amutation_test
 from agentprop._pipeline.run import RunSettings, arun_cases, render_table
 from agentprop._pipeline.tdad import tdad_metrics
+from agentprop.agents import make_factory
+from agentprop.oracle import TrialMemo
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "supportops"

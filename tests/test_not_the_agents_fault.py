@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import agentprop
+import agentprop.errors
 from agentprop._agents.anthropic import AnthropicAgent
 from agentprop._agents.project import load_project
 from agentprop._cli import main
@@ -363,7 +364,7 @@ def test_check_raises_the_infrastructure_error_not_a_property_violation() -> Non
     neither shrinks it nor saves it to the corpus."""
     project = load_project(SUPPORTOPS)
     FailsThenNoKey.runs = 1  # every run meets the missing key
-    with pytest.raises(agentprop.InfrastructureError) as info:
+    with pytest.raises(agentprop.errors.InfrastructureError) as info:
         agentprop.check(project, BILLING, FailsThenNoKey, runs=3, mode="fixed", memo=TrialMemo())
     assert not isinstance(info.value, AssertionError) and info.value.kind == "missing_api_key"
     assert "not the agent's (missing_api_key)" in str(info.value) and "no Anthropic API key" in str(info.value)

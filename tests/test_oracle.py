@@ -11,7 +11,11 @@ from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
 import agentprop
-from agentprop import AgentPropertyViolation, OracleSettings, TrialMemo, check, make_factory
+import agentprop.modelapi
+import agentprop.spec
+from agentprop import AgentPropertyViolation, check
+from agentprop.agents import make_factory
+from agentprop.oracle import OracleSettings, TrialMemo
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
@@ -66,14 +70,14 @@ def test_seed_selects_trials_same_seed_replays_other_seeds_resample() -> None:
 
 
 def test_high_risk_specs_use_zero_failure_certification() -> None:
-    spec = agentprop.load_spec(Path(__file__).resolve().parents[1] / "examples" / "expenseguard" / "spec.yaml")
+    spec = agentprop.spec.load_spec(Path(__file__).resolve().parents[1] / "examples" / "expenseguard" / "spec.yaml")
     s = OracleSettings.for_spec(spec)
     assert (s.mode, s.runs, s.tau) == ("zero-failure", 50, 1.0)
     assert s.make_test().max_runs == 50
 
 
 def test_budget_exhaustion_is_inconclusive_never_pass() -> None:
-    budget = agentprop.Budget(max_runs=5)
+    budget = agentprop.modelapi.Budget(max_runs=5)
     result = check(PROJECT, "END_CANCELLED<-N7_CANCEL", SupportOpsAgent, memo=TrialMemo(), budget=budget, raise_on_failure=False)
     assert result.verdict == "INCONCLUSIVE"
     assert result.runs == 5 and result.budget_exhausted

@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop import Scenario, ToolError, Trace, TurnContext, make_factory, mft_verdicts
+from agentprop import ToolError, Trace, TurnContext
 from agentprop._agents.project import load_project
+from agentprop.agents import make_factory
+from agentprop.contracts import mft_verdicts
+from agentprop.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 PHARMACY = ROOT / "tests" / "data" / "promises" / "pharmacy"

@@ -298,7 +298,7 @@ def failing_check(msg: str) -> AgentPropertyViolation:
 def test_a_spec_free_failure_is_shrunk_over_its_drawn_steps_keeping_the_slots(fresh_session: Session) -> None:
     from agentprop._decide.plain import PlainContext
     from agentprop._decide.plain_shrink import shrink_plain
-    from agentprop.strategies import apply_transforms
+    from agentprop.phrases import apply_transforms
 
     # three drawn steps; only the greeting (the text no longer starts with "What") makes it fail
     steps = [("politeness", {"choice": 0}), ("greeting", {"choice": 0}), ("closing", {"choice": 0})]
@@ -319,7 +319,7 @@ def test_a_shrunk_spec_free_failure_is_saved_and_replayed_first_by_the_next_chec
     global BUGGY
     from agentprop._decide.corpus import Corpus
     from agentprop._pipeline.pytest_shrink import shrink_violation
-    from agentprop.strategies import apply_transforms
+    from agentprop.phrases import apply_transforms
 
     corpus = Corpus(tmp_path / "corpus")
     drawn = apply_transforms("What is the status of order O-1234?", [("greeting", {"choice": 0}), ("closing", {"choice": 0})])

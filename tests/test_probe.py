@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 import agentprop
-from agentprop import TrialMemo, TurnContext, make_factory
+from agentprop import TurnContext
 from agentprop._decide.corpus import Corpus
 from agentprop._decide.shrink import shrink
 from agentprop._pipeline.probe import ProbeSpace, field_phrases, gated_tools, invite_phrases, probe_property, probe_targets
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures
 from agentprop._pipeline.tdad import split_suite
+from agentprop.agents import make_factory
+from agentprop.oracle import TrialMemo
 from agentprop.strategies._internal.packs import PhrasePack, ProbeFrames, resolve_pack
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,9 +1,14 @@
-"""The public API: every exported name resolves, ``import agentprop`` is cheap, and every public
-exception lives in ``agentprop.errors`` under ``AgentPropError`` (issue #12 items 1 and 5)."""
+"""The public API: every exported name resolves, ``import agentprop`` is cheap, every public
+exception lives in ``agentprop.errors`` under ``AgentPropError`` (issue #12 items 1 and 5), and
+the top level is small, with everything else in documented sub-modules (issue #25 item 5): a name
+that left the top level (or ``agentprop.strategies``) still works, with a ``DeprecationWarning``
+naming its new import path, and no docs page, example or README uses an old path."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +17,7 @@ import pytest
 
 import agentprop
 import agentprop.errors
+import agentprop.strategies
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +46,7 @@ def test_the_public_modules_import() -> None:
     import agentprop.strategies
     import agentprop.testing
 
-    assert agentprop.contracts.calls_in_order is agentprop.calls_in_order
+    assert callable(agentprop.contracts.calls_in_order)
     assert callable(agentprop.strategies.paraphrases) and agentprop.testing.MessagesServer is not None
 
 
@@ -92,3 +98,104 @@ def test_all_lists_exactly_the_lazy_names_and_the_eager_ones() -> None:
         if n[0].isupper() and n != "SourceLocation" and isinstance(getattr(agentprop.errors, n), type) and n not in ("Any", "Path")
     }
     assert set(agentprop.__all__) == set(_WHERE) | (eager & set(agentprop.__all__)) and set(_WHERE) <= set(agentprop.__all__)
+
+
+# ------------------------------------------------------------------ a small surface (issue #25)
+
+PUBLIC_MODULES = (
+    "agentprop.agents",
+    "agentprop.contracts",
+    "agentprop.judges",
+    "agentprop.modelapi",
+    "agentprop.oracle",
+    "agentprop.phrases",
+    "agentprop.scenarios",
+    "agentprop.snapshots",
+    "agentprop.spec",
+    "agentprop.strategies",
+    "agentprop.tdad",
+    "agentprop.testing",
+)
+
+
+def test_the_top_level_is_small() -> None:
+    assert 20 <= len(agentprop.__all__) <= 30, sorted(agentprop.__all__)
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES)
+def test_every_name_of_a_public_module_resolves(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert mod.__doc__ and mod.__all__
+    for name in mod.__all__:
+        assert getattr(mod, name) is not None, f"{module}.{name}"
+
+
+@pytest.mark.parametrize(("name", "module"), sorted(agentprop._MOVED_TO.items()))
+def test_a_name_that_left_the_top_level_still_works_with_a_warning_naming_its_new_home(name: str, module: str) -> None:
+    with pytest.warns(DeprecationWarning, match=rf"agentprop\.{name} is deprecated: import it from {re.escape(module)} instead"):
+        old = getattr(agentprop, name)
+    assert old is getattr(importlib.import_module(module), name)
+    assert name not in agentprop.__all__ and name not in dir(agentprop)
+
+
+def test_from_agentprop_import_an_old_name_warns_too() -> None:
+    with pytest.warns(DeprecationWarning, match=r"from agentprop\.spec import load_spec"):
+        from agentprop import load_spec  # noqa: F401
+
+
+@pytest.mark.parametrize(("name", "module"), sorted(agentprop.strategies._MOVED_TO.items()))
+def test_a_helper_that_is_not_a_strategy_moved_out_of_strategies_with_a_warning(name: str, module: str) -> None:
+    with pytest.warns(DeprecationWarning, match=rf"agentprop\.strategies\.{name} is deprecated \(not a strategy\)"):
+        old = getattr(agentprop.strategies, name)
+    assert old is getattr(importlib.import_module(module), name)
+
+
+def test_strategies_holds_only_strategies() -> None:
+    from hypothesis.strategies import SearchStrategy
+
+    for name in agentprop.strategies.__all__:
+        fn = getattr(agentprop.strategies, name)
+        returns = fn.__annotations__["return"]
+        assert "SearchStrategy" in str(returns), f"agentprop.strategies.{name} returns {returns}, not a strategy"
+    assert isinstance(agentprop.strategies.paraphrases("Cancel order O-1"), SearchStrategy)
+
+
+_OLD_TOP = re.compile(r"(?<![\w.])agentprop\.(" + "|".join(sorted(agentprop._MOVED_TO, key=len, reverse=True)) + r")\b(?!\.(?:py|yaml|md))")
+_OLD_STRATEGY = re.compile(r"\b(?:aps|strategies)\.(" + "|".join(sorted(agentprop.strategies._MOVED_TO, key=len, reverse=True)) + r")\b")
+_FROM = re.compile(r"from agentprop(\.strategies)? import (\([^)]*\)|[^\n]+)")
+FINGERPRINTS = ('"agentprop.AnthropicAgent/1"', '"agentprop.OpenAIAgent/1"')
+"""Cache-key strings that name a class; they are data, not import paths (changing them would
+invalidate every recorded API call)."""
+
+
+def _old_paths(text: str) -> list[str]:
+    found = [m.group(0) for m in _OLD_TOP.finditer(text) if not any(m.group(0) in f for f in FINGERPRINTS)]
+    found += [m.group(0) for m in _OLD_STRATEGY.finditer(text)]
+    for m in _FROM.finditer(text):
+        moved = agentprop.strategies._MOVED_TO if m.group(1) else agentprop._MOVED_TO
+        names = {n.split()[0] for n in re.split(r"[,()\n]", m.group(2).split("#")[0]) if n.strip()}
+        found += [f"{m.group(0).split(' import ')[0]} import {n}" for n in sorted(names & set(moved))]
+    return found
+
+
+def _user_facing_files() -> list[Path]:
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "docs").rglob("*.py"))]
+    files += sorted((ROOT / "examples").rglob("*.py")) + sorted((ROOT / "tests").rglob("*.py"))
+    files += [p for p in sorted((ROOT / "benchmarks").rglob("*.py")) if "_specs_zoo" not in p.parts and "_reach_zoo" not in p.parts]
+    files += sorted((ROOT / "agentprop").rglob("*.py"))
+    skip = {ROOT / "agentprop" / "__init__.py", ROOT / "agentprop" / "strategies" / "__init__.py", Path(__file__).resolve()}
+    return [p for p in files if p not in skip]
+
+
+def test_docs_examples_readme_and_tests_use_only_the_new_import_paths() -> None:
+    old = [f"{p.relative_to(ROOT)}: {hit}" for p in _user_facing_files() for hit in _old_paths(p.read_text(encoding="utf-8"))]
+    assert old == [], "use the new import paths (see agentprop/__init__.py's _MOVED):\n" + "\n".join(old)
+
+
+def test_the_old_path_detector_finds_old_paths() -> None:
+    assert _old_paths("x = agentprop.load_spec(p)\nfrom agentprop import Budget, check\n") == ["agentprop.load_spec", "from agentprop import Budget"]
+    assert _old_paths("aps.find_slots(t)\nfrom agentprop.strategies import apply_transforms, paraphrases") == [
+        "aps.find_slots",
+        "from agentprop.strategies import apply_transforms",
+    ]
+    assert _old_paths("agentprop.spec.load_spec(p); agentprop.yaml; agentprop.check(a)") == []

@@ -23,9 +23,10 @@ from xml.etree import ElementTree
 import pytest
 from hypothesis import core as hypothesis_core
 
-from agentprop import CorpusEntry, load_project
+from agentprop import load_project
+from agentprop.oracle import CorpusEntry
+from agentprop.phrases import apply_transforms
 from agentprop.pytest_plugin import PROFILES
-from agentprop.strategies import apply_transforms
 
 pytest_plugins = ["pytester"]
 
@@ -43,6 +44,10 @@ from hypothesis import core as hypothesis_core
 from hypothesis import given, strategies as st
 
 import agentprop
+import agentprop.scenarios
+import agentprop.oracle
+import agentprop.modelapi
+import agentprop.contracts
 from agentprop import strategies as aps
 
 EXAMPLE = Path({str(EXAMPLE)!r})
@@ -197,7 +202,7 @@ class Counting(BASE):
 def decide(name):
     SPAWNED.clear()
     # a fresh memo per check, so every trial is a real agent run
-    r = agentprop.check(project, CANCEL, Counting, memo=agentprop.TrialMemo(), raise_on_failure=False)
+    r = agentprop.check(project, CANCEL, Counting, memo=agentprop.oracle.TrialMemo(), raise_on_failure=False)
     record(name, agent_runs=len(SPAWNED), runs=r.runs, mode=r.settings["mode"], tau=r.settings["tau"], verdict=r.verdict)
 
 
@@ -402,7 +407,7 @@ BUDGET = (
     PREAMBLE
     + """
 def test_budget(agentprop_budget):
-    assert isinstance(agentprop_budget, agentprop.Budget)
+    assert isinstance(agentprop_budget, agentprop.modelapi.Budget)
     try:
         agentprop.check(project, CANCEL, agent())  # a clean agent needs more than 5 runs to pass
     finally:
@@ -429,7 +434,7 @@ FIXTURES = (
 def test_project_agent_memo(agentprop_project, agentprop_agent, agentprop_memo):
     assert isinstance(agentprop_project, agentprop.Project)
     assert isinstance(agentprop_agent, agentprop.LoadedAgent)
-    assert isinstance(agentprop_memo, agentprop.TrialMemo)
+    assert isinstance(agentprop_memo, agentprop.oracle.TrialMemo)
     before = len(agentprop_memo)
     r = agentprop.check(agentprop_project, CANCEL.id, agentprop_agent)
     record("fixtures", spec_id=agentprop_project.spec.spec_id, base=str(agentprop_project.base_dir),
@@ -440,7 +445,7 @@ def test_world(agentprop_world):
     args = {"account_id": "A1", "last4": "4242", "zip": "94107"}
     refused = agentprop_world("END_REFUSE_AUTH<-N2_AUTH")
     happy = agentprop_world(CANCEL.id)
-    assert isinstance(refused, agentprop.World)
+    assert isinstance(refused, agentprop.scenarios.World)
     record("world", refused=refused.call("verify_identity", args), happy=happy.call("verify_identity", args))
 """
 )
@@ -499,7 +504,7 @@ NOISY = dataclasses.replace(_NOISY, factory=_counted)  # same fingerprint, count
 
 
 def mft(trace):
-    verdicts = agentprop.mft_verdicts(project.spec, CANCEL, trace)
+    verdicts = agentprop.contracts.mft_verdicts(project.spec, CANCEL, trace)
     SEQ.append(all(v.passed for v in verdicts))  # called on every trial: fresh runs and stored ones
     return verdicts
 
@@ -554,7 +559,7 @@ WORDY_STEPS = [("greeting", {"choice": 1}), ("urgency", {"choice": 1}), ("closin
 SHRINK = (
     PREAMBLE
     + f"""
-from agentprop.strategies import apply_transforms
+from agentprop.phrases import apply_transforms
 
 FAULTY = agent(skip_auth_impatient=0.5)
 
@@ -677,7 +682,7 @@ def test_noisy_agent_fails_with_a_violation_never_flaky(pytester: pytest.Pyteste
         test_seeded=SEEDED_NOISE,
         test_unrepeatable=UNREPEATABLE.replace("{memo}", ""),
         # control: a fresh memo per call, i.e. without the session memo of the plugin
-        test_control=UNREPEATABLE.replace("{memo}", ", memo=agentprop.TrialMemo()"),
+        test_control=UNREPEATABLE.replace("{memo}", ", memo=agentprop.oracle.TrialMemo()"),
     )
     result = run(
         pytester,

@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop import Scenario, Trace, make_factory, mft_verdicts
+import agentprop.errors
+import agentprop.spec
+from agentprop import Trace
 from agentprop._agents.project import load_project
 from agentprop._cli import main
 from agentprop._decide.properties import first_failure
@@ -27,6 +29,9 @@ from agentprop._scenario.build import leaf_scenarios
 from agentprop._scenario.exits import binding_downgrades
 from agentprop._scenario.trace import ToolCall, Turn
 from agentprop._spec.requirements import anchor_overlap, requirement_limits, unchecked_requirements
+from agentprop.agents import make_factory
+from agentprop.contracts import mft_verdicts
+from agentprop.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMISES = ROOT / "tests" / "data" / "promises"
@@ -118,7 +123,7 @@ def test_repeat_calls_must_name_a_tool_the_node_repeats(tmp_path: Path) -> None:
     text = (PHARMACY / "agentprop.yaml").read_text(encoding="utf-8")
     text += "\nnodes:\n  N2_PRESCRIPTION:\n    repeat_calls: [submit_refill]\n"
     (tmp_path / "agentprop.yaml").write_text(text, encoding="utf-8")
-    with pytest.raises(agentprop.BindingsError, match="N2_PRESCRIPTION.*submit_refill") as exc:
+    with pytest.raises(agentprop.errors.BindingsError, match="N2_PRESCRIPTION.*submit_refill") as exc:
         load_project(tmp_path)
     assert "agentprop.yaml:" in str(exc.value)
 
@@ -288,7 +293,7 @@ def test_every_unchecked_requirement_key_of_the_shared_specs_is_named() -> None:
     shared = ROOT / "tests" / "data" / "specsuite-core"  # vendored, see THIRD_PARTY.md there
     seen: set[str] = set()
     for path in sorted(shared.glob("*/v*/spec.yaml")):
-        spec = agentprop.load_spec(path)
+        spec = agentprop.spec.load_spec(path)
         seen |= {u.key for u in unchecked_requirements(spec)}
     assert seen == {"must_be_grounded", "abuse_detection", "confirmation_classification", "decision_routing", "when_to_use"} - _checked_now()
 

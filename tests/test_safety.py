@@ -11,13 +11,16 @@ from pathlib import Path
 import pytest
 
 import agentprop
-from agentprop import BindingsError, TrialMemo, make_factory
+import agentprop.spec
 from agentprop._decide.oracle import OracleSettings, TrialRecord, decide
 from agentprop._decide.safety import SAFETY_RUNS, case_settings, policy_topic, safety_policies
 from agentprop._pipeline.run import RunSettings, arun_cases, render_table
 from agentprop._scenario.trace import Trace, Turn
 from agentprop._spec.bindings import load_bindings
 from agentprop._spec.model import Policy
+from agentprop.agents import make_factory
+from agentprop.errors import BindingsError
+from agentprop.oracle import TrialMemo
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
@@ -45,7 +48,7 @@ def test_which_policies_are_safety_clauses() -> None:
 
 
 def test_the_v2_abuse_policy_is_of_the_p0_tier() -> None:
-    spec = agentprop.load_spec(SHARED / "supportops" / "v2" / "spec.yaml")
+    spec = agentprop.spec.load_spec(SHARED / "supportops" / "v2" / "spec.yaml")
     assert {p.id: policy_topic(p) for p in spec.policies}["P0_ABUSE_FLAG"] == "P0 tier"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import agentprop
+import agentprop.oracle
 from agentprop._decide.corpus import Corpus, entry_from_shrink
 from agentprop._decide.session import Session, current_session
 from agentprop._modelapi.budget import Budget
@@ -85,7 +86,7 @@ def test_acheck_replays_the_corpus_and_records_like_check(project: agentprop.Pro
     skipper = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0})
     with Session().activate():
         found = agentprop.check(project, CANCEL, skipper, raise_on_failure=False)
-        shrunk = agentprop.shrink(project, CANCEL, skipper, failing=found, budget=30)
+        shrunk = agentprop.oracle.shrink(project, CANCEL, skipper, failing=found, budget=30)
     corpus = Corpus(tmp_path)
     corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=skipper))
     with Session(corpus=corpus).activate() as session:

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentprop
+import agentprop.oracle
 from agentprop._decide.session import Session, settings_scope
 from agentprop._decide.settings import resolve
 from agentprop.errors import InvalidArgument
@@ -116,7 +117,7 @@ def test_check_takes_the_settings_object() -> None:
     assert (result.runs, result.settings["mode"]) == (6, "fixed")
     assert agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=6, tau=1.0), runs=3).runs == 3
     with pytest.raises(InvalidArgument, match="an OracleSettings replaces them all"):
-        agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.OracleSettings(), runs=3)
+        agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.oracle.OracleSettings(), runs=3)
 
 
 # ------------------------------------------------------------------- every check kind, pytest

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import agentprop
-from agentprop import AgentPropertyViolation, Budget, InputError, InvalidArgument
+import agentprop.snapshots
+from agentprop import AgentPropertyViolation, InputError, InvalidArgument
 from agentprop._decide.snapshot import (
     TEXT,
     Snapshot,
@@ -27,6 +28,7 @@ from agentprop._decide.snapshot import (
 )
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
 from agentprop._stats import categorical_two_sample_test
+from agentprop.modelapi import Budget
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 TICKET = "END_TICKET<-N7_CANCEL"
@@ -47,7 +49,7 @@ def agent(**faults: float) -> agentprop.LoadedAgent:
     return agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, faults)
 
 
-def approve_first(project: agentprop.Project, directory: Path, **kw: object) -> agentprop.SnapshotResult:
+def approve_first(project: agentprop.Project, directory: Path, **kw: object) -> agentprop.snapshots.SnapshotResult:
     return check_snapshot(project, TICKET, agent(), directory=directory, update=True, reason="first baseline of the ticket path", **kw)  # type: ignore[arg-type]
 
 
@@ -120,7 +122,7 @@ def test_errors_are_part_of_the_behaviour() -> None:
 
 
 def test_diff_names_tools_steps_order_arguments_decisions_and_fields() -> None:
-    def b(tools: list[tuple[str, dict[str, object]]], decision: str, **response: object) -> agentprop.Behaviour:
+    def b(tools: list[tuple[str, dict[str, object]]], decision: str, **response: object) -> agentprop.snapshots.Behaviour:
         return behaviour_of(
             trace_with(
                 Turn(index=0, user_message="u", tool_calls=[ToolCall(name=n, args=a) for n, a in tools], response={"decision": decision, **response})
@@ -367,6 +369,9 @@ def test_small_differences_are_reported_even_when_not_significant(project: agent
 
 
 def test_public_api_exports() -> None:
+    import agentprop.snapshots
+
     for name in ("check_snapshot", "SnapshotResult", "SnapshotStore", "Snapshot", "Behaviour", "behaviour_of"):
-        assert hasattr(agentprop, name), name
+        assert hasattr(agentprop.snapshots, name), name
+    assert agentprop.check_snapshot is agentprop.snapshots.check_snapshot
     assert agentprop.check_snapshot.__module__ == "agentprop._decide.snapshot"

@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 
 import agentprop
-from agentprop import Scenario, Trace, make_factory, mft_verdicts
+import agentprop.contracts
+import agentprop.scenarios
+import agentprop.spec
+from agentprop import Trace
 from agentprop._decide.properties import first_failure
+from agentprop.agents import make_factory
+from agentprop.contracts import mft_verdicts
+from agentprop.scenarios import Scenario
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 sys.path.insert(0, str(EXAMPLE))
@@ -86,7 +92,7 @@ def test_skip_auth_fails_exactly_the_account_changes_on_the_auth_clause() -> Non
 def test_leak_pii_is_caught_by_the_canary_contract() -> None:
     s = SCENARIOS["END_REFUSE_PII<-N1_INTENT"]
     trace = run(s, {"leak_pii": 1.0})
-    verdict = agentprop.no_canary_leak(trace)
+    verdict = agentprop.contracts.no_canary_leak(trace)
     assert not verdict.passed and "SSN_CANARY_" in verdict.explanation
     # also after a clarifying question (the clarify loop re-routes to the PII request)
     assert set(failing({"leak_pii": 1.0})) == {"END_REFUSE_PII<-N1_INTENT", "END_REFUSE_PII<-N1_INTENT/N4_CLARIFY#0>N1_INTENT#0"}
@@ -107,7 +113,7 @@ def test_skip_confirm_fails_the_confirmation_cases() -> None:
     assert "max_tool_calls_per_turn=4" in fails["END_TICKET<-N7_CANCEL"].explanation
     for sid in fails:
         trace = run(SCENARIOS[sid], {"skip_confirm": 1.0})
-        assert not agentprop.forbids_tools(trace, ["cancel_order"], turn=0).passed
+        assert not agentprop.contracts.forbids_tools(trace, ["cancel_order"], turn=0).passed
 
 
 def test_ignore_plan_rules_fails_the_denials() -> None:
@@ -129,10 +135,10 @@ def test_wrong_order_is_caught_by_the_order_contract() -> None:
 
 def test_window_off_by_one_only_shows_at_the_boundary() -> None:
     assert failing({"window_off_by_one": 1.0}) == {}
-    path = next(p for p in agentprop.enumerate_paths(PROJECT.spec) if p.id == "END_CANCELLED<-N7_CANCEL")
-    env = agentprop.solve(PROJECT.spec, PROJECT.bindings, path)
+    path = next(p for p in agentprop.spec.enumerate_paths(PROJECT.spec) if p.id == "END_CANCELLED<-N7_CANCEL")
+    env = agentprop.scenarios.solve(PROJECT.spec, PROJECT.bindings, path)
     env["order.days_since_created"] = env["plan_rules.cancel_window_days"]  # exactly at the edge
-    edge = agentprop.build_scenario(PROJECT.spec, PROJECT.bindings, path, assignment=env)
+    edge = agentprop.scenarios.build_scenario(PROJECT.spec, PROJECT.bindings, path, assignment=env)
     assert first_failure(mft_verdicts(PROJECT.spec, edge, run(edge))) is None
     v = first_failure(mft_verdicts(PROJECT.spec, edge, run(edge, {"window_off_by_one": 1.0})))
     assert v is not None and v.contract == "decision_is" and "CANCEL_DENIED" in v.explanation

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import agentprop
+import agentprop.spec
 from agentprop._cli import main
 from agentprop._pipeline.surs import changed_nodes, invariant_scenarios, surs
 from agentprop._spec.lint import condition_variables
@@ -36,7 +37,7 @@ def v2_project(tmp_path: Path, lineage: str) -> agentprop.Project:
     shutil.copy(SHARED / lineage / "v2" / "spec.yaml", target / "spec.yaml")
     bindings = yaml.safe_load((example / "agentprop.yaml").read_text(encoding="utf-8"))
     bindings.pop("mutations", None)
-    v2 = agentprop.load_spec(target / "spec.yaml")
+    v2 = agentprop.spec.load_spec(target / "spec.yaml")
     for name in sorted(set(condition_variables(v2)) - set(bindings["variables"])):
         bindings["variables"][name] = {"internal": True}
     (target / "agentprop.yaml").write_text(yaml.safe_dump(bindings, sort_keys=False), encoding="utf-8")
@@ -53,7 +54,7 @@ def test_an_unchanged_spec_keeps_every_case() -> None:
 @pytest.mark.parametrize("lineage", LINEAGES)
 def test_invariants_are_exactly_the_cases_whose_path_v2_left_alone(lineage: str) -> None:
     v1 = agentprop.load_project(ROOT / "examples" / lineage)
-    v2 = agentprop.load_spec(SHARED / lineage / "v2" / "spec.yaml")
+    v2 = agentprop.spec.load_spec(SHARED / lineage / "v2" / "spec.yaml")
     changed = changed_nodes(v1.spec, v2)
     assert changed  # every published v2 changes something
     kept, excluded = invariant_scenarios(v1, v2)

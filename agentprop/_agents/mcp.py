@@ -7,7 +7,7 @@ Python agent.
 
 **One session, one trial.** A session is one conversation of a case: a fresh world, the case's
 user messages, the bindings' context. It is run by the runtime itself
-(:func:`agentprop.arun_conversation`) with a :class:`TrialBridge` for an agent: each tool call
+(:func:`agentprop.agents.arun_conversation`) with a :class:`TrialBridge` for an agent: each tool call
 of the session is made through the current turn's :class:`~agentprop.TurnContext`, so tool
 calls, per-turn slices, ``respond`` validation (an invalid ``respond`` is a tool error the agent
 may correct), ``max_tool_calls_per_turn``, unknown tools, errors and timeouts are recorded by the

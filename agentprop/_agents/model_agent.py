@@ -1,6 +1,6 @@
 """What every model-backed agent shares, whatever API it speaks.
 
-A model agent (:class:`~agentprop.AnthropicAgent`, :class:`~agentprop.OpenAIAgent`) is a
+A model agent (:class:`~agentprop.agents.AnthropicAgent`, :class:`~agentprop.agents.OpenAIAgent`) is a
 *configuration* -- model, system prompt, tool descriptions, sampling parameters, step limit --
 on top of a :class:`~agentprop._modelapi.client.ModelClient` (endpoint, key, cache, budget,
 retries), and an agent factory: ``agent.factory()`` gives a fresh conversation, which keeps one

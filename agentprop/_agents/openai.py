@@ -22,7 +22,7 @@ the SDK's own stream helpers); the cache stores the assembled reply, so streamed
 runs replay alike.
 
 Every call goes through the model-client layer (:mod:`agentprop._modelapi.client`) exactly as
-:class:`~agentprop.AnthropicAgent`'s do: the API cache keyed by request and trial, the budget
+:class:`~agentprop.agents.AnthropicAgent`'s do: the API cache keyed by request and trial, the budget
 (the call's worst case reserved first), retries (``retry-after`` honoured within the turn),
 the adaptive concurrency limit, the offline-key rule (``OPENAI_API_KEY``; a ``base_url`` that
 is not ``api.openai.com`` needs none) and secret scrubbing. Usage is normalised (cached prompt
@@ -69,7 +69,7 @@ class OpenAIAgent(ModelAgent):
         model: the model name sent to the API (e.g. ``"gpt-4.1-mini"``).
         api: ``"chat"`` (Chat Completions) or ``"responses"`` (the Responses API).
         system_prompt, tool_descriptions, max_steps, name, prompt_path, tool_descriptions_path:
-            as for :class:`~agentprop.AnthropicAgent`.
+            as for :class:`~agentprop.agents.AnthropicAgent`.
         temperature: 0 to 2 (``None``: not sent, the model's default). Some models (reasoning
             models) reject sampling parameters: leave them unset for those.
         top_p: nucleus sampling (``None``: not sent).
@@ -88,7 +88,7 @@ class OpenAIAgent(ModelAgent):
         api_key: the key (default: ``OPENAI_API_KEY``). Never stored. Not needed for replays,
             nor for a ``base_url`` that is not ``api.openai.com``.
         cache, cache_mode, budget, retry_policy, timeout, max_concurrent_requests: as for
-            :class:`~agentprop.AnthropicAgent` (the model-client layer's options).
+            :class:`~agentprop.agents.AnthropicAgent` (the model-client layer's options).
     """
 
     agent_kind = "openai"

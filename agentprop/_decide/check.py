@@ -6,7 +6,7 @@
     scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
     agentprop.check(project, scenario, SupportOpsAgent)            # MFT by default
     agentprop.check(project, scenario, SupportOpsAgent, messages=[paraphrase, "Yes"])
-    agentprop.check(project, scenario, agent, prop=lambda trace: agentprop.numbers_grounded(trace))
+    agentprop.check(project, scenario, agent, prop=lambda trace: agentprop.contracts.numbers_grounded(trace))
 
 It runs the agent as often as the oracle needs (each run memoised per trial and judged by the
 property on every decision, so an edited property is judged on the stored runs), and raises

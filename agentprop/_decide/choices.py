@@ -18,7 +18,7 @@ path does not care:
     (``enginer``); ids and numbers keep their characters, so the value stays recognisable;
   - ``steps``: paraphrase transforms from the phrase packs applied in order (politeness,
     hedges, fillers, register — hurried, casual, formal —, question <-> request, synonyms,
-    reordering, one typo; see :data:`agentprop.strategies.TRANSFORM_NAMES`), each turn in the
+    reordering, one typo; see :data:`agentprop.phrases.TRANSFORM_NAMES`), each turn in the
     pack of the language it is written in, plus ``codeswitch``: a phrase of another declared
     language dropped in (``..., 谢谢``). Slot values are never altered by a step.
 - ``world``: tool-output fields the path does not fix (no binding sets them, the spec's

@@ -227,7 +227,7 @@ def max_tool_calls(trace: Trace, limit: int | None, *, clause: str | None = "def
 
 def response_valid(trace: Trace, contract: Spec | type[BaseModel], *, clause: str | None = "response_contract") -> Verdict:
     """Every turn ended with a ``respond`` that satisfies the response contract (``contract``:
-    the spec, or the response model built from it once, :func:`agentprop.response_model`)."""
+    the spec, or the response model built from it once, :func:`agentprop.spec.response_model`)."""
     model = contract if isinstance(contract, type) else response_model(contract)
     for t in trace.turns:
         if t.response is None:

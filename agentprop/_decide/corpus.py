@@ -343,7 +343,7 @@ def pytest_regression(entry: CorpusEntry, *, spec_path: str | Path | None = None
         spec_expr = f"Path({str(where.resolve())!r})"
     name = _identifier(entry.scenario_id.lower())
     test_name = f"test_regression_{name}_{_identifier(entry.id)}"
-    prop = ", prop=lambda trace: agentprop.probe_verdicts(project.spec, SCENARIO, trace)" if entry.prop == "probe" else ""
+    prop = ", prop=lambda trace: agentprop.contracts.probe_verdicts(project.spec, SCENARIO, trace)" if entry.prop == "probe" else ""
     return f'''"""Regression test for a shrunk agentprop failure (a corpus entry).
 
 The failure, the original message and the reproducer are the constants below.
@@ -352,13 +352,15 @@ The failure, the original message and the reproducer are the constants below.
 from pathlib import Path
 
 import agentprop
+import agentprop.contracts
+import agentprop.scenarios
 
 ENTRY = {entry.id!r}
 FAILURE = {entry.signature!r}
 ORIGINAL_FIRST_MESSAGE = {entry.original_messages[0] if entry.original_messages else ""!r}
 REPRODUCER_MESSAGES = {list(entry.scenario.messages)!r}
 SPEC = {spec_expr}
-SCENARIO = agentprop.Scenario.model_validate_json(
+SCENARIO = agentprop.scenarios.Scenario.model_validate_json(
     {entry.scenario.model_dump_json()!r}
 )
 

@@ -87,7 +87,7 @@ def shrink_plain(
 ) -> ShrinkReport:
     """Shrink the drawn choices of a failing spec-free check to a minimal reproducer, chasing
     the most frequent failure's signature; then re-run it on fresh trials. The report is the
-    one the spec tier's :func:`agentprop.shrink` makes (the messages as a scenario value)."""
+    one the spec tier's :func:`agentprop.oracle.shrink` makes (the messages as a scenario value)."""
     run_spec = context.run
     verdicts = plain_verdicts(context.prop)
     fingerprint = plain_fingerprint(run_spec)

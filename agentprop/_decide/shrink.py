@@ -1,4 +1,4 @@
-"""Shrinking a failing case: ``agentprop.shrink``.
+"""Shrinking a failing case: ``agentprop.oracle.shrink``.
 
 A failing case is an input of a scenario — its :class:`~agentprop._decide.choices.Choices` (a template
 variant and the paraphrase steps of each turn) — plus the world it ran in. The generic
@@ -156,7 +156,7 @@ def free_word_units(scenario: Scenario, lang: str) -> list[Unit[Any]]:
 
 def choices_of_messages(scenario: Scenario, messages: Sequence[str]) -> Choices | None:
     """The choices behind ``messages`` when each is the scenario's own message or a
-    :class:`~agentprop.strategies.Paraphrase` of it (as ``aps.paraphrases`` draws them in a
+    :class:`~agentprop.phrases.Paraphrase` of it (as ``aps.paraphrases`` draws them in a
     test); ``None`` when a message was written some other way."""
     turns = []
     lang = "en"

@@ -1,6 +1,6 @@
 """The model client: one path for every model call agentprop makes, whatever the provider.
 
-Model agents (:class:`~agentprop.AnthropicAgent`, :class:`~agentprop.OpenAIAgent`), PromptSmith,
+Model agents (:class:`~agentprop.agents.AnthropicAgent`, :class:`~agentprop.agents.OpenAIAgent`), PromptSmith,
 MutationSmith and LLM paraphrase pools all call a model through a :class:`ModelClient`. A call
 goes, in this order, through
 

@@ -160,7 +160,7 @@ def load_mutation_pack(path: str | Path) -> MutationPack:
 def check_mutation_bindings(project: Project, pack: MutationPack, agent: LoadedAgent | None = None) -> None:
     """Check the bindings' ``mutations:`` section before anything runs: every id is an intent of
     ``pack``, every probe scenario exists and, for a Python ``agent``, every fault knob is one
-    of its ``FAULTS``. Raises :class:`~agentprop.BindingsError` at the offending line."""
+    of its ``FAULTS``. Raises :class:`~agentprop.errors.BindingsError` at the offending line."""
     from agentprop.errors import BindingsError
 
     src = project.bindings._src
@@ -976,8 +976,8 @@ def _mutated_prompt(text: str) -> str:
 
 
 def prompt_mutant_factory(model_agent: Any, project: Project, pack: MutationPack) -> MutantFactory:
-    """Prompt mutants of a model agent (:class:`~agentprop.AnthropicAgent`,
-    :class:`~agentprop.OpenAIAgent`): each attempt asks
+    """Prompt mutants of a model agent (:class:`~agentprop.agents.AnthropicAgent`,
+    :class:`~agentprop.agents.OpenAIAgent`): each attempt asks
     the same model, through the agent's API cache and budget, for the agent's system prompt
     rewritten to carry the mutation intent. The probe runs in the happy-path world unless the
     bindings' ``mutations:`` section says otherwise."""

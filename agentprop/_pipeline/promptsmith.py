@@ -242,8 +242,8 @@ async def acompile_prompt(
     temperature: float | None = None,
     on_iteration: Callable[[CompileIteration], None] | None = None,
 ) -> CompileResult:
-    """Edit ``agent``'s (a model agent: :class:`~agentprop.AnthropicAgent`,
-    :class:`~agentprop.OpenAIAgent`) prompt until every case in ``cases`` (the visible suite)
+    """Edit ``agent``'s (a model agent: :class:`~agentprop.agents.AnthropicAgent`,
+    :class:`~agentprop.agents.OpenAIAgent`) prompt until every case in ``cases`` (the visible suite)
     passes; see the module doc. PromptSmith's edits are asked of the agent's own model,
     through its client (cache, budget, retries)."""
     if not cases:
@@ -379,7 +379,7 @@ def compile_prompt(
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidArgument(f"{name}={value!r} must be a positive int")
     if not hasattr(agent, "replace") or not hasattr(agent, "complete_text"):
-        raise InvalidArgument(f"compile_prompt edits a model agent's prompt: pass an agentprop.AnthropicAgent or OpenAIAgent, not {agent!r}")
+        raise InvalidArgument(f"compile_prompt edits a model agent's prompt: pass an agentprop.agents.AnthropicAgent or OpenAIAgent, not {agent!r}")
     return run_sync(
         acompile_prompt(
             project,

@@ -74,7 +74,7 @@ with 2 needed at ``q = 0.5``: ~29 runs, 99% exactly minimal, with ``q`` known (D
 section 3 item 6's setting, where one-at-a-time deletion costs 32; ddmin with 10 runs per
 query needs ~128); ~51 runs, 100% exactly minimal, learning ``q`` from scratch, calibration
 included; ~45 runs of its own given the runs the oracle's SPRT made to decide the case (~6
-runs, ~3 failures), as ``agentprop.shrink`` does. 40 tokens searched clause-then-token: ~57
+runs, ~3 failures), as ``agentprop.oracle.shrink`` does. 40 tokens searched clause-then-token: ~57
 runs against ddmin's ~293; with background false failures at 5%, >99% exactly minimal where
 ddmin's "one failure in 10" rule is right ~4% of the time.
 

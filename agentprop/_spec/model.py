@@ -151,7 +151,7 @@ class Node(_Open):
 
 
 class Spec(_Open):
-    """A behavioural spec. Load one with :func:`agentprop.load_spec`."""
+    """A behavioural spec. Load one with :func:`agentprop.spec.load_spec`."""
 
     spec_id: str
     suite: str | None = None
@@ -188,7 +188,7 @@ class Spec(_Open):
 
     @property
     def lint_findings(self) -> list[Any]:
-        """Lint findings recorded at load time (see :func:`agentprop.lint_spec`)."""
+        """Lint findings recorded at load time (see :func:`agentprop.spec.lint_spec`)."""
         return list(self._lint)
 
     @cached_property

@@ -1,106 +1,85 @@
-"""Hypothesis strategies derived from specs: ``from agentprop import strategies as aps``.
+"""Hypothesis strategies for agent inputs: ``from agentprop import strategies as aps``.
 
-Every strategy draws integers and lists (never text from a model at draw time), ordered so that
-Hypothesis shrinks towards the simplest input: the original sentence, the first template, the
-default world. Drawn values carry their provenance and are ``note()``-d.
+This module holds strategies only. Every strategy draws integers and lists (never text from a
+model at draw time), ordered so that Hypothesis shrinks towards the simplest input: the original
+sentence, the first template, the default world. Drawn values carry their provenance and are
+``note()``-d.
 
-- :func:`paraphrases` — meaning-preserving rewrites of a message, protected slots kept.
+- :func:`paraphrases` — meaning-preserving rewrites of a message, protected slots kept
+  (draws :class:`agentprop.phrases.Paraphrase`).
 - :func:`llm_paraphrases` — rewrites from a model, fetched once, screened and cached on disk.
-- :func:`boundary_values` / :func:`boundaries` — values on both sides of every numeric edge of
-  the decision tree, each with the branch the spec expects.
-- :func:`directional_pairs` / :func:`directional` — (base, perturbed) pairs that flip exactly one
-  condition of a branch, with the expected change.
+- :func:`boundaries` — values on both sides of every numeric edge of the decision tree, each
+  with the branch the spec expects (the list: :func:`agentprop.spec.boundary_values`).
+- :func:`directional` — (base, perturbed) pairs that flip exactly one condition of a branch,
+  with the expected change (the list: :func:`agentprop.spec.directional_pairs`).
 - :func:`worlds` / :func:`conversations` — tool worlds and multi-turn scripts along a path.
+
+The helpers and value types that used to live here (packs, slots, transforms, the listed
+boundary and directional cases) are in :mod:`agentprop.phrases`, :mod:`agentprop.spec` and
+:mod:`agentprop.scenarios`; their old names here still work, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
-from agentprop.strategies._internal import (
-    TRANSFORM_NAMES,
-    Paraphrase,
-    ParaphrasePool,
-    ParaphrasePoolError,
-    PhrasePack,
-    RejectedParaphrase,
-    Slot,
-    Step,
-    apply_transforms,
-    builtin_languages,
-    find_slots,
-    llm_paraphrase_pool,
-    llm_paraphrases,
-    load_pack,
-    load_pack_text,
-    merge_packs,
-    paraphrases,
-    resolve_pack,
-)
-from agentprop.strategies._internal.boundary import (
-    BoundaryCase,
-    BoundaryCases,
-    Comparison,
-    MovedValue,
-    Skipped,
-    boundaries,
-    boundary_values,
-)
-from agentprop.strategies._internal.directional import (
-    DirectionalPair,
-    DirectionalPairs,
-    DirectionalSide,
-    directional,
-    directional_pairs,
-)
-from agentprop.strategies._internal.scenarios import (
-    BranchChoice,
-    ConversationProvenance,
-    DrawnScenario,
-    PathWorld,
-    Route,
-    choose_branch,
-    conversations,
-    walk,
-    worlds,
-)
+import importlib
+import warnings
+from typing import Any
 
-__all__ = [
-    "TRANSFORM_NAMES",
-    "BoundaryCase",
-    "BoundaryCases",
-    "BranchChoice",
-    "Comparison",
-    "ConversationProvenance",
-    "DirectionalPair",
-    "DirectionalPairs",
-    "DirectionalSide",
-    "DrawnScenario",
-    "MovedValue",
-    "Paraphrase",
-    "ParaphrasePool",
-    "ParaphrasePoolError",
-    "RejectedParaphrase",
-    "llm_paraphrase_pool",
-    "llm_paraphrases",
-    "PathWorld",
-    "PhrasePack",
-    "Route",
-    "Skipped",
-    "Slot",
-    "Step",
-    "apply_transforms",
-    "boundaries",
-    "boundary_values",
-    "builtin_languages",
-    "choose_branch",
-    "conversations",
-    "directional",
-    "directional_pairs",
-    "find_slots",
-    "load_pack",
-    "load_pack_text",
-    "merge_packs",
-    "paraphrases",
-    "resolve_pack",
-    "walk",
-    "worlds",
-]
+from agentprop.strategies._internal import llm_paraphrases, paraphrases
+from agentprop.strategies._internal.boundary import boundaries
+from agentprop.strategies._internal.directional import directional
+from agentprop.strategies._internal.scenarios import conversations, worlds
+
+__all__ = ["boundaries", "conversations", "directional", "llm_paraphrases", "paraphrases", "worlds"]
+
+_MOVED: dict[str, tuple[str, ...]] = {
+    "agentprop.phrases": (
+        "TRANSFORM_NAMES",
+        "Paraphrase",
+        "ParaphrasePool",
+        "ParaphrasePoolError",
+        "PhrasePack",
+        "RejectedParaphrase",
+        "Slot",
+        "Step",
+        "apply_transforms",
+        "builtin_languages",
+        "find_slots",
+        "llm_paraphrase_pool",
+        "load_pack",
+        "load_pack_text",
+        "merge_packs",
+        "resolve_pack",
+    ),
+    "agentprop.spec": (
+        "BoundaryCase",
+        "BoundaryCases",
+        "BranchChoice",
+        "Comparison",
+        "DirectionalPair",
+        "DirectionalPairs",
+        "DirectionalSide",
+        "MovedValue",
+        "Route",
+        "boundary_values",
+        "choose_branch",
+        "directional_pairs",
+        "walk",
+    ),
+    "agentprop.scenarios": ("ConversationProvenance", "DrawnScenario", "PathWorld", "Skipped"),
+}
+"""Names that are not strategies -> the public module that holds them now (deprecated here)."""
+
+_MOVED_TO = {name: module for module, names in _MOVED.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    new = _MOVED_TO.get(name)
+    if new is None:
+        raise AttributeError(f"module 'agentprop.strategies' has no attribute {name!r}")
+    warnings.warn(
+        f"agentprop.strategies.{name} is deprecated (not a strategy): import it from {new} instead (from {new} import {name})",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(new), name)

@@ -88,7 +88,7 @@ class PuppetContext:
     user_message: str
     turn_index: int
     spec: Any
-    """The agent's :class:`~agentprop.Spec` (``ctx.spec``), if it reads one."""
+    """The agent's :class:`~agentprop.spec.Spec` (``ctx.spec``), if it reads one."""
     context: Mapping[str, Any]
     rng: random.Random
     memory: dict[str, Any]

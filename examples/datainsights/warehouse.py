@@ -1,6 +1,6 @@
 """The DataInsights world: a real, in-memory SQLite analytics warehouse.
 
-Each :class:`~agentprop.World` gets its own database, built lazily on the first tool call and
+Each :class:`~agentprop.scenarios.World` gets its own database, built lazily on the first tool call and
 kept in ``world.state``. Its contents are a pure function of ``world.seed``: a small analytics
 schema (customers, products, orders, order_items) with orders dated from 2025-01-01 to
 2026-06-30, so questions about 2025 or 2026 have data and questions about 2024 (or 2027) have
@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from agentprop import ToolError, World
+from agentprop import ToolError
+from agentprop.scenarios import World
 
 __all__ = [
     "DATA_END",

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from mcp import Client
 
-from agentprop import load_agent, load_spec
+from agentprop import load_agent
 from agentprop.mcp import McpAgent, McpConversation
+from agentprop.spec import load_spec
 
 HERE = Path(__file__).parent
 SupportOpsAgent = load_agent("agent:SupportOpsAgent", HERE).target  # agent.py beside this file

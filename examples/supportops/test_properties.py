@@ -14,6 +14,8 @@ from hypothesis import given
 
 import agentprop
 from agentprop import strategies as aps
+from agentprop.contracts import no_canary_leak
+from agentprop.phrases import Paraphrase
 
 HERE = Path(__file__).parent
 project = agentprop.load_project(HERE)
@@ -31,7 +33,7 @@ REFUSE_PII = project.scenario("END_REFUSE_PII<-N1_INTENT")
 
 @agentprop.agent_settings()
 @given(first=aps.paraphrases(CANCEL.messages[0]))
-def test_cancelling_needs_auth_and_confirmation_however_it_is_phrased(first: aps.Paraphrase) -> None:
+def test_cancelling_needs_auth_and_confirmation_however_it_is_phrased(first: Paraphrase) -> None:
     # the MFT of the scenario: ASK_CONFIRM_CANCEL then CANCELLED, verify_identity ->
     # get_account -> get_plan_rules before anything else, cancel_order only on turn 2
     agentprop.check(project, CANCEL, AGENT, messages=[first, CANCEL.messages[1]])
@@ -39,8 +41,8 @@ def test_cancelling_needs_auth_and_confirmation_however_it_is_phrased(first: aps
 
 @agentprop.agent_settings()
 @given(request=aps.paraphrases(REFUSE_PII.messages[0]))
-def test_pii_is_never_revealed(request: aps.Paraphrase) -> None:
-    agentprop.check(project, REFUSE_PII, AGENT, messages=[request], prop=agentprop.no_canary_leak)
+def test_pii_is_never_revealed(request: Paraphrase) -> None:
+    agentprop.check(project, REFUSE_PII, AGENT, messages=[request], prop=no_canary_leak)
 
 
 def test_refusing_an_unverified_user_and_cancelling_a_verified_one() -> None:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentprop import load_agent, load_spec
+from agentprop import load_agent
 from agentprop.adapters.pydantic_ai import PlayedModel, PydanticAIAgent, pydantic_ai_agent
+from agentprop.spec import load_spec
 
 SUPPORTOPS = Path(__file__).resolve().parent.parent / "supportops"
 SPEC = load_spec(SUPPORTOPS / "spec.yaml")

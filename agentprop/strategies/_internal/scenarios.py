@@ -147,7 +147,9 @@ class Skipped(BaseModel):
 
 def check_spec_bindings(spec: object, bindings: object, where: str) -> tuple[Spec, Bindings]:
     if not isinstance(spec, Spec):
-        raise InvalidArgument(f"{where}: spec must be a Spec (got {type(spec).__name__}); load one with agentprop.load_spec('path/to/spec.yaml')")
+        raise InvalidArgument(
+            f"{where}: spec must be a Spec (got {type(spec).__name__}); load one with agentprop.spec.load_spec('path/to/spec.yaml')"
+        )
     if not isinstance(bindings, Bindings):
         raise InvalidArgument(
             f"{where}: bindings must be a Bindings (got {type(bindings).__name__}); load them with "
