@@ -166,3 +166,63 @@ def test_later_passes_of_a_budgeted_run_explore_the_inputs_the_first_pass_ran() 
     report = run_supportops(kinds=("mft", "explore"), explore=4, faults={"skip_auth_impatient": 0.5}, budget=budget)
     assert report.metrics.cases == cases
     assert [c.id for c in report.cases if c.runs == 0] == []
+
+
+def test_under_a_budget_a_confirmed_failure_is_shrunk_before_passing_cases_are_deepened() -> None:
+    # half the impatient requests skip authentication: the failures the first look confirms are
+    # shrunk (within the budget) before any passing case gets its second run, so the shrink
+    # after the run replays every run it needs from the memo and is not cut short by the budget,
+    # while passing cases are left at one run
+    from agentprop._pipeline.run import shrink_failures
+
+    project = agentprop.load_project(SUPPORTOPS)
+    agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
+    budget, memo = Budget(max_runs=3 * PATHS + 60), TrialMemo()
+    settings = RunSettings(kinds=("mft", "explore"), explore=2, shrink_budget=20)
+    report = asyncio.run(arun_cases(project, agent, project.scenarios(), settings, memo=memo, budget=budget))
+    assert any(c.verdict == "FAIL" for c in report.cases)
+    assert any(c.verdict == "INCONCLUSIVE" and c.runs == 1 for c in report.cases)  # not deepened: the shrink came first
+    shrunk_early = report.metrics.extra["runs_shrinking_before_deepening"]
+    assert shrunk_early > 0 and report.metrics.runs_started == budget.snapshot().runs - shrunk_early
+    before = budget.snapshot().runs
+    shrinks = shrink_failures(project, agent, report, budget=20, corpus=None, session_budget=budget, memo=memo)
+    assert shrinks and budget.snapshot().runs == before  # every run it needs was made before deepening
+    assert all(not s.budget_exhausted and s.verify_refused == 0 and s.reproducer_rate is not None for s in shrinks)
+
+
+def test_under_a_budget_release_deepens_every_case_in_turn_not_in_case_order() -> None:
+    # release certifies each SupportOps case with 59 clean runs; 4 runs a case allowed: the
+    # cases are deepened to 2, then 4 runs in turn, so every case ends with 4, none with 59
+    # while the last ones keep their single first run
+    report = run_supportops(kinds=("mft",), profile="release", budget=Budget(max_runs=4 * PATHS))
+    runs = sorted(c.runs for c in report.cases)
+    assert runs[0] >= 3 and runs[-1] <= 4, runs
+    assert all(c.verdict == "INCONCLUSIVE" for c in report.cases)  # 4 clean runs certify nothing: no pass claimed
+
+
+def test_under_a_budget_corpus_replays_are_deepened_in_turn_with_the_other_cases(tmp_path: Path) -> None:
+    # a known bug is replayed in full (59 clean runs to retire it); under a budget it used to be
+    # decided first, in full, while every other case kept its one run
+    import io
+
+    from agentprop._cli import main
+    from agentprop._decide.corpus import Corpus
+
+    out = io.StringIO()
+    main(
+        ["run", str(SUPPORTOPS), "--fault", "skip_auth=1", "--kinds", "mft", "--corpus", str(tmp_path), "--shrink-budget", "10", "--runs", "1"],
+        out=out,
+        err=out,
+    )
+    corpus = Corpus(tmp_path)
+    assert len(corpus.entries()) == 1, out.getvalue()
+    project = agentprop.load_project(SUPPORTOPS)
+    fixed = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})  # the bug is gone
+    settings = RunSettings(kinds=("mft",), replay_corpus="all")
+    budget = Budget(max_runs=3 * PATHS)
+    report = asyncio.run(arun_cases(project, fixed, project.scenarios(), settings, memo=TrialMemo(), budget=budget, corpus=corpus))
+    (replay,) = [c for c in report.cases if c.kind in ("CORPUS", "REGRESSION")]
+    mft = [c for c in report.cases if c.kind == "MFT"]
+    assert all((c.verdict, c.runs) == ("PASS", 2) for c in mft), sorted((c.verdict, c.runs) for c in mft)
+    assert 2 < replay.runs < 59 and replay.verdict == "INCONCLUSIVE"  # deepened as far as the budget let it; not retired
+    assert len(corpus.entries()) == 1

@@ -188,6 +188,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         replay_corpus=args.replay_corpus,
         profile=args.profile,
         explore_seed=explore_seed(args),
+        shrink_budget=max(0, args.shrink_budget),
     )
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(

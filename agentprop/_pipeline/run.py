@@ -94,7 +94,14 @@ class RunSettings:
     """How deep each case is decided (:mod:`agentprop._decide.profiles`; ``None``: the default)."""
     stage: str = "final"
     """A pass of a budgeted run (:func:`arun_cases`): ``breadth`` (one run a case, nothing
-    confirmed), ``confirm`` (a screen of one run: failures confirmed) or ``final`` (the profile)."""
+    confirmed), ``confirm`` (a screen of one run: failures confirmed), ``deepen`` (a screen of
+    :attr:`depth` runs) or ``final`` (the profile)."""
+    depth: int = 0
+    """The screen of a ``deepen`` pass: every case up to this many clean runs."""
+    shrink_budget: int = 0
+    """Runs per shrink (``--shrink-budget``). Under a limited budget, the failures confirmed
+    by the first passes are shrunk with it before any passing case is deepened (0: not; the
+    shrink after the run then replays those runs from the memo)."""
 
 
 class Progress:
@@ -246,10 +253,12 @@ async def arun_cases(
     corpus: Corpus | None = None,
 ) -> RunReport:
     """Decide every case of the suite. Under a limited budget the suite is run breadth first,
-    in passes over one memo: one run of every case (INV cases aside), then the failures
-    confirmed (a screen of one run), then the profile's depth; each pass reuses the runs of the
-    one before, so a case the budget cut short keeps what its runs showed, and no case is left
-    without a run while another got a second."""
+    in passes over one memo: one run of every case (corpus replays included, INV cases aside),
+    then the failures confirmed (a screen of one run) and shrunk (``settings.shrink_budget``),
+    then every case deepened to 2, 4, 8 ... clean runs in turn (the cases with the fewest runs
+    first) up to the profile's depth (a corpus replay's: in full); each pass reuses the runs of the one before, so a case the
+    budget cut short keeps what its runs showed, and no case is left without a run while
+    another got a second."""
     memo = memo if memo is not None else TrialMemo()
     if project.turn_timeout_s != settings.turn_timeout_s:
         project = dataclasses.replace(project, turn_timeout_s=settings.turn_timeout_s)
@@ -261,11 +270,52 @@ async def arun_cases(
     at_start = budget.snapshot()
     learned = LearnedWeights()  # every pass explores the inputs the first one drew
     early = tuple(k for k in settings.kinds if k != "inv")
-    for stage in ("breadth", "confirm") if early else ():
-        first_look = dataclasses.replace(settings, stage=stage, kinds=early)
-        await _arun_cases(
-            project, agent, scenarios, first_look, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, learned=learned
+
+    async def look(stage: str, depth: int = 0) -> RunReport:
+        first_look = dataclasses.replace(settings, stage=stage, depth=depth, kinds=early)
+        return await _arun_cases(
+            project,
+            agent,
+            scenarios,
+            first_look,
+            problems=problems,
+            progress_stream=progress_stream,
+            memo=memo,
+            budget=budget,
+            corpus=corpus,
+            learned=learned,
         )
+
+    shrink_runs = 0
+    if early:
+        await look("breadth")
+        confirmed = await look("confirm")
+        if settings.shrink_budget > 0 and any(c.verdict in ("FAIL", "UNSTABLE") for c in confirmed.cases):
+            # a confirmed failure is shrunk before passing cases get more runs; nothing is saved
+            # here: the shrink after the run replays these runs from the memo and saves it
+            before = budget.snapshot().runs
+            if progress_stream is not None:
+                Progress(0, progress_stream, interval_s=0).note("shrinking the confirmed failures before deepening the rest")
+            await asyncio.to_thread(
+                shrink_failures,
+                project,
+                agent,
+                confirmed,
+                budget=settings.shrink_budget,
+                corpus=None,
+                session_budget=budget,
+                memo=memo,
+                seed=settings.seed,
+            )
+            shrink_runs = budget.snapshot().runs - before
+        # replays are decided in full (a known bug): deepened in turn with the rest, whatever the profile
+        replays_entries = corpus is not None and any(
+            settings.replay_corpus == "all" or found_with(e, agent) for e in corpus.entries(spec_id=project.spec.spec_id)
+        )
+        for depth in deepening(None if replays_entries else get_profile(settings.profile).screen):
+            if budget.snapshot().exhausted:
+                break
+            await look("deepen", depth)
     report = await _arun_cases(
         project,
         agent,
@@ -279,10 +329,22 @@ async def arun_cases(
         learned=learned,
     )
     m, at_end = report.metrics, budget.snapshot()
-    m.runs_started = at_end.runs - at_start.runs
+    m.runs_started = at_end.runs - at_start.runs - shrink_runs
     m.runs_refused = at_end.refused_runs - at_start.refused_runs
     m.runs_reused = max(0, m.runs - (m.runs_started - m.runs_beyond_decision))
+    if shrink_runs:
+        m.extra["runs_shrinking_before_deepening"] = shrink_runs
     return report
+
+
+DEEPENING = (2, 4, 8, 16, 32)
+"""The screens of the deepening passes of a budgeted run (:func:`arun_cases`)."""
+
+
+def deepening(final_screen: int | None) -> tuple[int, ...]:
+    """The depths every case is taken to in turn before the profile's own (a screen of
+    ``final_screen`` runs; ``None``: each case's own test, however deep)."""
+    return tuple(k for k in DEEPENING if final_screen is None or k < final_screen)
 
 
 async def _arun_cases(
@@ -312,13 +374,20 @@ async def _arun_cases(
             rules[key] = case_settings(spec, project.bindings, scenario, oracle, explicit=explicit)
         return rules[key]
 
-    def profiled(rule: CaseSettings) -> CaseSettings:
-        """``rule`` under the profile, or this pass's depth (:attr:`RunSettings.stage`)."""
+    def at_stage(chosen: OracleSettings) -> OracleSettings:
+        """``chosen`` (a case's settings at full depth) cut to this pass's depth (:attr:`RunSettings.stage`)."""
         if settings.stage == "breadth":
-            return CaseSettings(dataclasses.replace(rule.settings, mode="fixed", runs=1, screen=None), rule.rule, rule.safety)
+            return dataclasses.replace(chosen, mode="fixed", runs=1, screen=None)
         if settings.stage == "confirm":
-            return CaseSettings(dataclasses.replace(rule.settings, screen=1), rule.rule, rule.safety)
-        return screened(profile, rule)
+            return dataclasses.replace(chosen, screen=1)
+        if settings.stage == "deepen" and (chosen.screen is None or chosen.screen > settings.depth):
+            return dataclasses.replace(chosen, screen=settings.depth)
+        return chosen
+
+    def profiled(rule: CaseSettings) -> CaseSettings:
+        """``rule`` under the profile, at this pass's depth."""
+        final = screened(profile, rule)
+        return final if settings.stage == "final" else CaseSettings(at_stage(final.settings), rule.rule, rule.safety)
 
     def case_rule(scenario: Scenario) -> CaseSettings:
         """The case's settings under the profile (explicit settings are taken as given)."""
@@ -330,7 +399,8 @@ async def _arun_cases(
     at_start = budget.snapshot()
     progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream, budget=budget)
     if settings.stage != "final":
-        progress.note(f"a first look under the budget ({'one run a case' if settings.stage == 'breadth' else 'failures confirmed'})")
+        what = {"breadth": "one run a case", "confirm": "failures confirmed", "deepen": f"every case to {settings.depth} clean runs"}
+        progress.note(f"a first look under the budget ({what.get(settings.stage, settings.stage)})")
     memo = memo if memo is not None else TrialMemo()
     sem = asyncio.Semaphore(max(1, settings.concurrency))
     lanes = case_lanes(agent, settings.concurrency)
@@ -376,6 +446,8 @@ async def _arun_cases(
                 settings_now = judged_oracle
             elif prop is not None:  # a PROBE reproducer: its clause is a safety clause unless the rule says otherwise
                 settings_now = max((settings_now, safety_settings(oracle)) if explicit is None else (settings_now,), key=strictness)
+            if case_id is not None and case_id.startswith("corpus ") and not isinstance(prop, ModelJudge):
+                settings_now = at_stage(settings_now)  # replays are breadth first too; the final pass decides them in full
             result = await decide_scenario(
                 project,
                 scenario,
@@ -428,7 +500,9 @@ async def _arun_cases(
             progress.total += len(entries)
             rechecked = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}", prop=corpus_prop(e)) for e in entries))
             assert corpus is not None
-            regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(entries, rechecked)]
+            # an earlier pass only runs them: the final one judges the entries (and may retire them)
+            chosen_entries = entries if settings.stage == "final" else []
+            regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(chosen_entries, rechecked)]
             for e, case in zip(entries, regressions):
                 case.rule = own_rule(e.scenario).rule
                 if e.prop == "probe" and explicit is None and strictness(safety_settings(oracle)) > strictness(own_rule(e.scenario).settings):
