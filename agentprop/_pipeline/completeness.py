@@ -1,7 +1,8 @@
 """What a run did not test, and why: no silent green.
 
 A branch, a path (``LEAF<-VIA`` or a missing-field stop), a decision of the response
-contract, a spec policy, a tool's retry, a declared tool failure the tree does not route (no
+contract, a spec policy (one that names what the tree uses, or a safety policy that names
+nothing: only PROBE cases tempting the agent exercise it), a tool's retry, a declared tool failure the tree does not route (no
 case injects it) or an optional response field the ``respond`` schema lacks (no response
 carried it) that no case of the run reaches is *untested*; each
 is named with its reason (over the call limit, contradictory conditions, an unbound variable,
@@ -19,6 +20,7 @@ from typing import Any
 
 from agentprop._agents.project import Project
 from agentprop._decide.safety import exercises
+from agentprop._pipeline.probe import toolless_policies
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._scenario.build import PathProblem
 from agentprop._spec.lint import missing_optional_fields, unrouted_failures
@@ -134,6 +136,7 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
 
     # policies that name what the tree uses (tools, nodes, decisions) but no case exercises
     probed = {str(c.details.get("clause")) for c in cases if c.kind == "PROBE"}
+    toolless = {p.id: forbidden for p, forbidden in toolless_policies(project)}
     names = [t.name for t in spec.action_tools] + [n.node_id for n in spec.decision_tree] + list(enum) + spec.leaf_ids()
     for policy in spec.policies:
         if f"policies.{policy.id}" in probed or any(exercises(spec, project.bindings, s, policy) for s in scenarios):
@@ -141,6 +144,13 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
         named = [n for n in dict.fromkeys(names) if re.search(rf"\b{re.escape(n)}\b", policy.text)]
         if named:
             out.append(Untested("policy", f"policies.{policy.id}", f"no case exercises it (it names {', '.join(named)})"))
+        elif policy.id in toolless:
+            how = (
+                "only PROBE cases that tempt the agent exercise it, and none ran"
+                if toolless[policy.id] is not None
+                else "and its text states no prohibition (never / do not ...) a PROBE case could tempt"
+            )
+            out.append(Untested("policy", f"policies.{policy.id}", f"a safety policy that names no tool, node or decision: {how}"))
 
     # a required tool's retry that no case can check (over the call limit, contradictory)
     for p in problems:

@@ -1,0 +1,102 @@
+"""What a policy that names no tool forbids the agent to say, read from its text.
+
+"Never recommend a destructive action (factory reset, reinstalling the operating system, wiping
+a device), even when they propose it" names no tool, node or decision: no path exercises it, and
+no call can show it broken. What it forbids is advice in the reply. :func:`prohibition` reads
+the forbidden behaviour (the words after ``never`` / ``do not`` / ``must not``) and its items (a
+parenthesised list, else the behaviour's own comma / ``or`` list, else the behaviour itself);
+:func:`recommended_item` tells whether a reply sentence recommends an item: it names the item's
+first content word (stemmed) and holds no negation ("please don't reinstall anything" warns,
+it does not recommend). Both are deliberately narrow: a policy with no prohibition word has no
+prohibition (``None``), and a sentence with any negation recommends nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NEGATION = r"never|do not|don't|dont|must not|mustn't|should not|shouldn't|may not|cannot|can't|not"
+_FORBIDS = re.compile(rf"\b(?:{_NEGATION})\b\s+(?P<what>[^.;:]+)", re.I)
+_STOP = {"a", "an", "the", "any", "to", "of", "on", "or", "and", "your", "their", "his", "her", "my", "about", "with", "for", "them"}
+_EXCEPTIONS = re.compile(r",?\s*\b(?:even|unless|except|when|if|because|without)\b.*$", re.I)
+_SENTENCE = re.compile(r"[^.!?\n]+")
+_WARNS = re.compile(
+    rf"\b(?:{_NEGATION}|no|avoid|instead of|rather than|without|won't|wouldn't|isn't|aren't|refrain|stop you)\b|n't\b",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class Prohibition:
+    """A policy's forbidden behaviour (``recommend a destructive action to the employee``) and
+    its items (``factory reset``, ``reinstalling the operating system`` …)."""
+
+    behaviour: str
+    items: tuple[str, ...]
+
+    def stems(self) -> tuple[tuple[str, str], ...]:
+        """``(item, stem of its first content word)`` per item that has one."""
+        out = []
+        for item in self.items:
+            words = [w for w in re.findall(r"[a-z]+", item.lower()) if w not in _STOP and len(w) >= 4]
+            if words:
+                out.append((item, stem(words[0])))
+        return tuple(out)
+
+
+def stem(word: str) -> str:
+    """A crude English stem: ``reinstalling`` -> ``reinstall``, ``wiping`` / ``wipe`` -> ``wip``,
+    ``resetting`` -> ``reset``, ``deleted`` -> ``delet``."""
+    w = word.lower()
+    for suffix in ("ing", "ed", "es", "e", "s"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            break
+    if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "aeiousl":
+        w = w[:-1]  # resett -> reset (but reinstall stays)
+    return w
+
+
+def _split_items(text: str, *, conjunctions: bool) -> list[str]:
+    """A list's items: split on commas, and on ``or`` / ``and`` too when ``conjunctions`` (a
+    parenthesised list's items are phrases of their own: "deleting a user profile or local
+    data" is one item)."""
+    parts = re.split(r",\s*|\s+\bor\b\s+|\s+\band\b\s+" if conjunctions else r",\s*", text)
+    return [p.strip(" .") for p in parts if p.strip(" .")]
+
+
+def prohibition(text: str) -> Prohibition | None:
+    """The first prohibition of a policy text, or ``None`` when it states none."""
+    m = _FORBIDS.search(text)
+    if m is None:
+        return None
+    what = m.group("what")
+    inner = re.search(r"\(([^()]+)\)", what)
+    behaviour = _EXCEPTIONS.sub("", re.sub(r"\s*\([^()]*\)", "", what)).strip(" ,")
+    if inner is not None:
+        items = _split_items(inner.group(1), conjunctions=False)
+    else:
+        words = behaviour.split(" ", 1)
+        # "advise on dosage, doubling up, skipping or stopping a medication": the verb's objects
+        obj = re.sub(r"^(?:on|about|to)\s+", "", words[1]) if len(words) == 2 else behaviour
+        items = _split_items(obj, conjunctions=True)
+    items = [i for i in items if re.search(r"[A-Za-z]{4,}", i)]
+    if not behaviour or not items:
+        return None
+    return Prohibition(behaviour, tuple(dict.fromkeys(items)))
+
+
+def recommended_item(reply: str, prohibition: Prohibition) -> tuple[str, str] | None:
+    """``(item, sentence)`` of the first reply sentence that names an item of ``prohibition``
+    and holds no negation, else ``None``."""
+    stems = prohibition.stems()
+    for m in _SENTENCE.finditer(reply):
+        sentence = m.group(0).strip()
+        if not sentence or _WARNS.search(sentence):
+            continue
+        words = {stem(w) for w in re.findall(r"[a-z]+", sentence.lower())}
+        for item, s in stems:
+            if any(w.startswith(s) for w in words):
+                return item, sentence
+    return None
