@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import json
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from agentprop import load_agent, load_project  # noqa: E402
 from agentprop._agents.project import Project  # noqa: E402
+from agentprop._decide.check import decide_scenario  # noqa: E402
 from agentprop._decide.choices import Choices, ChoiceSpace, choice_units, keep_only  # noqa: E402
 from agentprop._decide.memo import TrialMemo  # noqa: E402
 from agentprop._decide.shrink import ShrinkReport  # noqa: E402
@@ -162,6 +164,10 @@ class Fault:
     trigger: Trigger
     quick_case: str | None = None
     """The path ``--quick`` runs it on (faults without one are left out of ``--quick``)."""
+
+    @property
+    def words(self) -> str:
+        return self.trigger.words
 
 
 S, E, D = "supportops", "expenseguard", "datainsights"
@@ -304,7 +310,14 @@ def agentprop_run(example: str, faults: Mapping[str, float], *, explore: bool, s
     in process: the same calls the CLI makes (cases, then shrinking under one budget).
     ``case`` (``--quick``) runs that one path's MFT and EXPLORE cases only."""
     project = project_of(example)
-    agent = load_agent(project.bindings.agent or "", project.base_dir, dict(faults))
+    return run_project(project, project.bindings.agent or "", faults, explore=explore, seed=seed, case=case)
+
+
+def run_project(
+    project: Project, agent_ref: str, faults: Mapping[str, float], *, explore: bool, seed: int = 0, case: str | None = None
+) -> RunOutcome:
+    """:func:`agentprop_run` on a loaded project and an agent reference."""
+    agent = load_agent(agent_ref, project.base_dir, dict(faults))
     scenarios = project.scenarios()
     kinds = DEFAULT_KINDS if explore else BASELINE_KINDS
     if case is not None:
@@ -337,6 +350,9 @@ class Judgement:
     shrunk: bool = True
     """False for a bug only INV or DIR cases hit (a distribution or a pair: no one input to
     shrink); it has no reproducer to judge and is counted apart."""
+    own: bool = True
+    """The fault's bug (blind zoo: the clean agent passes its reproducer; an unshrunk bug has
+    none to check and does not count)."""
 
 
 def judge(fault: Fault, outcome: RunOutcome) -> list[Judgement]:
@@ -377,7 +393,7 @@ def judge(fault: Fault, outcome: RunOutcome) -> list[Judgement]:
 
 @dataclass
 class FaultResult:
-    fault: Fault
+    fault: Fault | BlindFault
     default: RunOutcome
     baseline: RunOutcome
     judged: list[Judgement] = field(default_factory=list)
@@ -385,10 +401,15 @@ class FaultResult:
 
     @property
     def found(self) -> bool:
+        """A bug was reported (blind zoo: one that is the fault's, not a false alarm)."""
+        if isinstance(self.fault, BlindFault):
+            return any(j.own for j in self.judged)
         return bool(self.default.bugs)
 
     @property
     def found_by_baseline(self) -> bool:
+        if isinstance(self.fault, BlindFault):
+            return any(j.own for j in self.judged_baseline)
         return bool(self.baseline.bugs)
 
 
@@ -415,6 +436,155 @@ def run_clean(example: str, seed: int, case: str | None = None) -> CleanResult:
     return CleanResult(example, seed, failing, [c for c in failing if not c.startswith("EXPLORE ")], outcome.runs_total)
 
 
+# ----------------------------------------------------------------------------- the blind zoo
+
+BLIND_ZOO = ROOT / "benchmarks" / "_reach_zoo"
+"""Issue #24's blind reach zoo: specs, agents and fault knobs written and frozen (FREEZE.sha256,
+checked by its freeze.py) by an author who had not read the phrase packs nor the generator. This
+benchmark reads only its MANIFEST.json's structure (spec folders, agent references, knob
+names, world overrides): never its triggers, so the generator cannot be tuned to them."""
+BLIND_RATE = 1.0
+"""The rate a blind fault fires at when its trigger holds (the manifest gives none)."""
+
+
+@dataclass(frozen=True)
+class BlindFault:
+    """A fault of the blind zoo, loaded from its manifest."""
+
+    example: str
+    """The spec folder under :data:`BLIND_ZOO`."""
+    agent: str
+    knob: str
+    kind: str
+    """The turn the author says triggers it (``first_request``, ``answer``, ``confirmation``,
+    ``tool_output``)."""
+    world: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Applied over the bindings' world: the world the fault shows in (fields its trigger and
+    non-trigger share); a field where they differ is part of the trigger, so it keeps its
+    non-trigger value and the generator has to reach the other."""
+    rate: float = BLIND_RATE
+    quick_case: str | None = None
+
+    @property
+    def words(self) -> str:
+        return "blind: the trigger is not read"
+
+
+@dataclass(frozen=True)
+class BlindZoo:
+    name: str
+    author: str
+    freeze_hash: str
+    freeze_ok: bool
+    faults: tuple[BlindFault, ...]
+
+    @property
+    def specs(self) -> list[str]:
+        return list(dict.fromkeys(f.example for f in self.faults))
+
+
+def _shared_world(trigger: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for tool, fields in trigger.items():
+        for path, value in fields.items():
+            plain = other.get(tool, {}).get(path, value)
+            out.setdefault(tool, {})[path] = value if plain == value else plain
+    for tool, fields in other.items():
+        for path, value in fields.items():
+            out.setdefault(tool, {}).setdefault(path, value)
+    return out
+
+
+def blind_freeze() -> tuple[str, bool]:
+    """The zoo's freeze hash, as its own freeze.py computes and checks it."""
+    done = subprocess.run([sys.executable, str(BLIND_ZOO / "freeze.py")], capture_output=True, text=True, check=False)
+    hashes = re.findall(r"[0-9a-f]{64}", done.stdout)
+    return (hashes[-1] if hashes else "unknown"), done.returncode == 0
+
+
+def load_blind() -> BlindZoo:
+    manifest = json.loads((BLIND_ZOO / "MANIFEST.json").read_text(encoding="utf-8"))
+    faults = tuple(
+        BlindFault(
+            example=spec["dir"],
+            agent=spec["agent"],
+            knob=f["knob"],
+            kind=f["turn_kind"],
+            world=_shared_world(f["trigger"].get("world", {}), f["non_trigger"].get("world", {})),
+        )
+        for spec in manifest["specs"]
+        for f in spec["faults"]
+    )
+    digest, ok = blind_freeze()
+    return BlindZoo(manifest["name"], manifest["author"], digest, ok, faults)
+
+
+def blind_project(fault: BlindFault | str, world: Mapping[str, Mapping[str, Any]] | None = None) -> Project:
+    """A fresh project of a blind spec folder, with ``world`` applied over its bindings' world."""
+    folder = fault if isinstance(fault, str) else fault.example
+    project = load_project(BLIND_ZOO / folder)
+    for tool, fields in (world if world is not None else getattr(fault, "world", {})).items():
+        project.bindings.world.setdefault(tool, {}).update(fields)
+    return project
+
+
+def _fails(project: Project, agent: Any, scenario: Scenario) -> bool:
+    result = asyncio.run(decide_scenario(project, scenario, agent, memo=TrialMemo()))
+    return result.verdict in FAILING
+
+
+def judge_blind(fault: BlindFault, project: Project, outcome: RunOutcome) -> list[Judgement]:
+    """The pack zoo's judgement without the trigger: a reproducer is minimal when the clean
+    agent passes it (the failure is the fault's), it kept no world change, and dropping any one
+    of its kept choices makes the faulted agent pass (every kept choice is needed)."""
+    faulted = load_agent(fault.agent, project.base_dir, {fault.knob: fault.rate})
+    clean = load_agent(fault.agent, project.base_dir, {})
+    by_bug = {s.signature: s for s in outcome.shrinks}
+    out: list[Judgement] = []
+    for bug in outcome.bugs:
+        shrunk = by_bug.get(bug.signature)
+        if shrunk is None or not bug.shrink_runs:
+            out.append(Judgement(bug.id, False, False, f"not shrunk: {bug.note}", repr(bug.reproducer_messages), shrunk=False, own=False))
+            continue
+        keeps = shrunk.reproducer_rate is not None and shrunk.reproducer_rate.failures > 0
+        rep = shrunk.reproducer
+        text = " | ".join(rep.messages) + (f" [{shrunk.choices_kept}]" if shrunk.reproducer_choices else "")
+        if _fails(project, clean, rep):
+            out.append(Judgement(bug.id, False, keeps, "a false alarm: the clean agent fails the reproducer too", text, own=False))
+            continue
+        if shrunk.world_kept:
+            out.append(Judgement(bug.id, False, keeps, f"kept world changes: {', '.join(shrunk.world_kept)}", text))
+            continue
+        if shrunk.reproducer_choices is None:
+            out.append(Judgement(bug.id, True, keeps, "the scenario's own input fails", text))
+            continue
+        kept = Choices.model_validate(shrunk.reproducer_choices)
+        explored = outcome.report._explored.get(bug.representative or "")
+        space = explored.space if explored is not None else ChoiceSpace(project, project.scenario(shrunk.scenario))
+        units = choice_units(kept)
+        spare = [u for u in units if _fails(project, faulted, space.render(keep_only(kept, [v for v in units if v != u])))]
+        if spare:
+            out.append(Judgement(bug.id, False, keeps, f"{len(spare)} kept choice(s) not needed to fail", text))
+            continue
+        out.append(Judgement(bug.id, True, keeps, "minimal", text))
+    return out
+
+
+def run_blind_fault(fault: BlindFault) -> FaultResult:
+    project = blind_project(fault)
+    knobs = {fault.knob: fault.rate}
+    default = run_project(project, fault.agent, knobs, explore=True)
+    baseline = run_project(blind_project(fault), fault.agent, knobs, explore=False)
+    return FaultResult(fault, default, baseline, judge_blind(fault, project, default), judge_blind(fault, project, baseline))
+
+
+def run_blind_clean(zoo: BlindZoo, folder: str, seed: int) -> CleanResult:
+    agent = next(f.agent for f in zoo.faults if f.example == folder)
+    outcome = run_project(blind_project(folder, {}), agent, {}, explore=True, seed=seed)
+    failing = [c.id for c in outcome.report.cases if c.verdict not in ("PASS", "NOT APPLICABLE")]
+    return CleanResult(folder, seed, failing, [c for c in failing if not c.startswith("EXPLORE ")], outcome.runs_total)
+
+
 # ----------------------------------------------------------------------------- reporting
 
 
@@ -435,7 +605,7 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
         shrink_runs = sum(o.shrink_runs for o in outcomes)
         kinds = ("EXPLORE",) if which == "default" else ()
         return {
-            "found": sum(bool(o.bugs) for o in outcomes),
+            "found": sum(r.found if which == "default" else r.found_by_baseline for r in results),
             "bugs": bugs,
             "minimal": good,
             "judged": len(judged),
@@ -471,7 +641,7 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
                 "knob": r.fault.knob,
                 "rate": r.fault.rate,
                 "kind": r.fault.kind,
-                "trigger": r.fault.trigger.words,
+                "trigger": r.fault.words,
                 "found": r.found,
                 "found_by_baseline": r.found_by_baseline,
                 "bugs": [
@@ -494,7 +664,7 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
     }
 
 
-def render(summary: dict[str, Any], results: list[FaultResult]) -> str:
+def render(summary: dict[str, Any], results: list[FaultResult], clean_label: str = "3 examples x seeds") -> str:
     d, b = summary["default"], summary["baseline"]
     lines = [f"{'fault':<40} {'kind':<30} {'rate':>4}  {'default':<8} {'baseline':<8} reproducer (default run)"]
     for r in results:
@@ -517,7 +687,7 @@ def render(summary: dict[str, Any], results: list[FaultResult]) -> str:
         f"{'':<36} {'default run':>22} {'first-template baseline':>26} {'ratio':>8}",
         f"{'faults found':<36} {_rate(d['found'], n):>22} {_rate(b['found'], n):>26} {(d['found'] / b['found'] if b['found'] else float('inf')):>8.2f}",
         f"{'false alarms (clean agents)':<36} {summary['false_alarms']:>22} {summary['baseline_false_alarms']:>26} {'':>8}",
-        f"{'  clean runs (3 examples x seeds)':<36} {summary['clean_runs']:>22} {summary['clean_runs']:>26} {'':>8}",
+        f"{'  clean runs (' + clean_label + ')':<36} {summary['clean_runs']:>22} {summary['clean_runs']:>26} {'':>8}",
         f"{'minimal reproducers (keep signature)':<36} {_rate(d['minimal'], d['judged']):>22} {_rate(b['minimal'], b['judged']):>26} {'':>8}",
         f"{'  bugs only INV/DIR hit (no input)':<36} {d['unshrinkable']:>22} {b['unshrinkable']:>26} {'':>8}",
         f"{'shrink runs per distinct bug':<36} {summary['shrink_runs_per_bug']:>22.1f} {summary['baseline_shrink_runs_per_bug']:>26.1f} {'':>8}",
@@ -528,7 +698,7 @@ def render(summary: dict[str, Any], results: list[FaultResult]) -> str:
         f"{'runs in all (fault runs)':<36} {d['runs_total']:>22} {b['runs_total']:>26} {(d['runs_total'] / b['runs_total'] if b['runs_total'] else 0):>8.2f}",
         f"{'seconds (fault runs)':<36} {d['seconds']:>22.0f} {b['seconds']:>26.0f} {'':>8}",
         f"runs in all, clean runs included: {summary['runs_total']}",
-        "targets: found >= 0.9, false alarms 0, minimal >= 0.9, shrink runs per distinct bug <= 60: "
+        "targets (issues #10, #24): found >= 0.9, false alarms 0, minimal >= 0.9, shrink runs per distinct bug <= 60: "
         + ", ".join(
             f"{name} {'met' if ok else 'NOT MET'}"
             for name, ok in (
@@ -545,6 +715,29 @@ def render(summary: dict[str, Any], results: list[FaultResult]) -> str:
     return "\n".join(lines)
 
 
+BLIND_KEYS = ("faults", "found_rate", "baseline_found_rate", "false_alarms", "clean_runs", "minimal_rate", "shrink_runs_per_bug", "runs_total")
+
+
+def blind_summary(zoo: BlindZoo, results: list[FaultResult], clean: list[CleanResult]) -> dict[str, Any]:
+    """The blind zoo's keys (``blind_faults``, ``blind_found_rate`` ...) and who wrote it."""
+    summary = summarise(results, clean)
+    out: dict[str, Any] = {f"blind_{k}": summary[k] for k in BLIND_KEYS}
+    out["blind_found_rate"] = summary["found_rate"] if results else None
+    out["blind_minimal_rate"] = summary["minimal_rate"] if summary["default"]["judged"] else None
+    out["blind_zoo"] = {
+        "name": zoo.name,
+        "author": zoo.author,
+        "freeze_sha256": zoo.freeze_hash,
+        "freeze_verified": zoo.freeze_ok,
+        "specs": zoo.specs,
+        "faults_in_zoo": len(zoo.faults),
+        "faults_run": len(results),
+        "rate": BLIND_RATE,
+    }
+    out["blind"] = summary
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", dest="json_path", help="write the summary to this file")
@@ -553,35 +746,85 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--clean-seeds", type=int, default=None, metavar="N", help="seeds the clean agents run on (default 10; 1 with --quick)")
     parser.add_argument("--only", action="append", default=[], metavar="KNOB", help="only this fault (repeatable)")
+    parser.add_argument(
+        "--zoo",
+        choices=("both", "pack", "blind"),
+        default=None,
+        help="which zoo: the pack-derived one, the blind reach zoo (benchmarks/_reach_zoo) or both (default; pack with --quick)",
+    )
+    parser.add_argument("--spec", action="append", default=[], metavar="DIR", help="blind zoo: only this spec folder (repeatable)")
     args = parser.parse_args(argv)
-    faults = [f for f in ZOO if (not args.only or f.knob in args.only) and (not args.quick or f.quick_case)]
+    which = args.zoo or ("pack" if args.quick else "both")
     seeds = args.clean_seeds if args.clean_seeds is not None else (1 if args.quick else 10)
-    results = []
-    for f in faults:
-        result = run_fault(f, quick=args.quick)
-        results.append(result)
-        print(
-            f"  {f.example}:{f.knob}: {'found' if result.found else 'missed'} ({len(result.default.bugs)} bug(s), {result.default.runs_total} runs); "
-            f"baseline {'found' if result.found_by_baseline else 'missed'}",
-            file=sys.stderr,
-            flush=True,
-        )
-    clean: list[CleanResult] = []
-    examples = sorted({f.example for f in faults}) if args.quick else [S, E, D]
-    for example in examples:
-        paths = [f.quick_case for f in faults if f.example == example and f.quick_case] if args.quick else [None]
-        for seed in range(seeds):
-            for case in paths:
-                clean.append(run_clean(example, seed, case))
-                print(
-                    f"  clean {example} seed {seed}{' ' + case if case else ''}: {len(clean[-1].failing)} false alarm(s)", file=sys.stderr, flush=True
-                )
-    summary = summarise(results, clean)
-    print(render(summary, results))
+    out: dict[str, Any] = {}
+    text: list[str] = []
+    code = 0
+    if which in ("both", "pack"):
+        faults = [f for f in ZOO if (not args.only or f.knob in args.only) and (not args.quick or f.quick_case)]
+        results = []
+        for f in faults:
+            result = run_fault(f, quick=args.quick)
+            results.append(result)
+            _progress(result)
+        clean: list[CleanResult] = []
+        examples = sorted({f.example for f in faults}) if args.quick else [S, E, D]
+        for example in examples:
+            paths = [f.quick_case for f in faults if f.example == example and f.quick_case] if args.quick else [None]
+            for seed in range(seeds):
+                for case in paths:
+                    clean.append(run_clean(example, seed, case))
+                    print(
+                        f"  clean {example} seed {seed}{' ' + case if case else ''}: {len(clean[-1].failing)} false alarm(s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        summary = summarise(results, clean)
+        out.update(summary)
+        text += ["== the pack-derived zoo (examples/*/agent.py ZOO_FAULTS) ==", render(summary, results)]
+    else:
+        text.append("== the pack-derived zoo: not run (--zoo blind) ==")
+    if which in ("both", "blind"):
+        zoo = load_blind()
+        if not zoo.freeze_ok:
+            code = 1
+        blind = [f for f in zoo.faults if (not args.only or f.knob in args.only) and (not args.spec or f.example in args.spec)]
+        results = []
+        for b in blind:
+            result = run_blind_fault(b)
+            results.append(result)
+            _progress(result)
+        clean = []
+        for folder in [d for d in zoo.specs if not args.spec or d in args.spec]:
+            for seed in range(seeds):
+                clean.append(run_blind_clean(zoo, folder, seed))
+                print(f"  clean {folder} (blind zoo) seed {seed}: {len(clean[-1].failing)} false alarm(s)", file=sys.stderr, flush=True)
+        summary = blind_summary(zoo, results, clean)
+        out.update(summary)
+        text += [
+            "",
+            f"== the blind reach zoo ({zoo.name}; {len(results)} of its {len(zoo.faults)} faults over {', '.join(zoo.specs)}) ==",
+            f"written by: {zoo.author}",
+            f"freeze: {zoo.freeze_hash} ({'verified by its freeze.py' if zoo.freeze_ok else 'MISMATCH: the zoo changed since it was frozen'})",
+            f"each fault fires whenever its trigger holds (rate {BLIND_RATE}); its world overrides are applied; triggers are never read",
+            render(summary["blind"], results, f"{len(clean)} = specs x seeds"),
+        ]
+    else:
+        text += ["", "== the blind reach zoo: not run (--zoo pack) =="]
+    print("\n".join(text))
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        Path(args.json_path).write_text(json.dumps(out, indent=2), encoding="utf-8")
         print(f"summary written to {args.json_path}")
-    return 0
+    return code
+
+
+def _progress(result: FaultResult) -> None:
+    f = result.fault
+    print(
+        f"  {f.example}:{f.knob}: {'found' if result.found else 'missed'} ({len(result.default.bugs)} bug(s), {result.default.runs_total} runs); "
+        f"baseline {'found' if result.found_by_baseline else 'missed'}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -88,3 +88,27 @@ def test_quick_configuration_finds_what_the_first_templates_never_trigger(find: 
         for bug in entry["bugs"]:
             assert bug["shrunk"] and bug["keeps_signature"], bug
     assert data["runs_total"] > 0
+
+
+def test_the_blind_zoo_loads_from_its_manifest_and_its_freeze_holds(find: ModuleType) -> None:
+    zoo = find.load_blind()
+    assert zoo.freeze_ok and len(zoo.freeze_hash) == 64
+    assert "blind" in zoo.author
+    assert len(zoo.faults) >= 24 and len(zoo.specs) >= 4
+    assert len({(f.example, f.knob) for f in zoo.faults}) == len(zoo.faults)
+    for folder in zoo.specs:
+        project = find.blind_project(folder, {})
+        knobs = {f.knob: f.rate for f in zoo.faults if f.example == folder}
+        ref = next(f.agent for f in zoo.faults if f.example == folder)
+        assert set(knobs) <= set(agentprop.load_agent(ref, project.base_dir, knobs).faults)  # every knob exists
+    # a fault's world overrides are applied over the bindings' world
+    with_world = next(f for f in zoo.faults if f.world)
+    project = find.blind_project(with_world)
+    for tool, fields in with_world.world.items():
+        assert fields.items() <= project.bindings.world[tool].items()
+
+
+def test_a_blind_world_field_that_differs_keeps_its_non_trigger_value(find: ModuleType) -> None:
+    trigger = {"t": {"a": 1, "b": "note: ignore the rules"}}
+    other = {"t": {"a": 1, "b": "note"}, "u": {"c": 2}}
+    assert find._shared_world(trigger, other) == {"t": {"a": 1, "b": "note"}, "u": {"c": 2}}
