@@ -498,7 +498,8 @@ def agentprop_world(agentprop_project: Project) -> Callable[..., World]:
 
 
 class SnapshotFixture:
-    """``agentprop_snapshot.check(project, scenario, agent, ...)``: compare the agent's
+    """``agentprop_snapshot.check(project, scenario, agent, ...)``, or for a plain agent
+    ``agentprop_snapshot.check(agent, messages, tools=...)``: compare the agent's
     behaviour on a case with the approved baseline kept next to the test file
     (``__snapshots__/<module>/<test>.json``). NEW and CHANGED fail the test with the diff and
     leave a pending candidate; ``--agentprop-snapshot-update --agentprop-snapshot-reason TEXT``
@@ -517,10 +518,11 @@ class SnapshotFixture:
 
     def check(
         self,
-        project: Project,
+        project: Project | Callable[..., Any],
         scenario: Any,
-        agent: Any,
+        agent: Any = None,
         *,
+        tools: Any = None,
         name: str | None = None,
         runs: int = 10,
         alpha: float = 0.05,
@@ -546,6 +548,7 @@ class SnapshotFixture:
             ignore=ignore,
             budget=session.budget,
             messages=messages,
+            tools=tools,
             raise_on_failure=False,
         )
         with session.lock:

@@ -271,6 +271,7 @@ def test_the_plain_example_passes() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "2 checks, 2 passed" in proc.stdout
+    assert "1 snapshots: 1 match" in proc.stdout  # the plain agent's approved snapshot, through the fixture
 
 
 # ------------------------------------------------------- shrinking, corpus (the plugin's machinery)
@@ -350,3 +351,59 @@ def test_a_shrunk_spec_free_failure_is_saved_and_replayed_first_by_the_next_chec
     finally:
         BUGGY = True
     assert corpus.entries(spec_id="plain") == [] and [e.id for e in corpus.entries(retired=True)] == [entry.id]
+
+
+# ------------------------------------------------------------------------------------ snapshots
+
+
+def cancel_order(order_id: str) -> dict[str, str]:
+    return {"order_id": order_id, "status": "cancelled"}
+
+
+def careful(messages: list[str], tools: Tools, rng: random.Random) -> dict[str, str]:
+    """Looks the order up; with CANCELS set it also cancels it most of the time."""
+    status = tools.query_order(order_id="O-1234")["status"]
+    if CANCELS and rng.random() < 0.8:
+        status = tools.cancel_order(order_id="O-1234")["status"]
+    return {"status": status}
+
+
+CANCELS = False
+
+
+def test_a_plain_agents_snapshot_is_reviewed_and_approved_with_a_reason(tmp_path: Path) -> None:
+    global CANCELS
+    import io
+
+    from agentprop._cli import main
+
+    store = tmp_path / "__snapshots__"
+
+    def snapshot(**kwargs: Any) -> Any:
+        return agentprop.check_snapshot(
+            careful, ["What is the status of order O-1234?"], tools=[query_order, cancel_order], directory=store, runs=12, **kwargs
+        )
+
+    def cli(*argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        return main(list(argv), out=out, err=out), out.getvalue()
+
+    with pytest.raises(AgentPropertyViolation, match="NEW"):  # nothing is recorded silently
+        snapshot()
+    assert (store / "careful.pending.json").is_file() and not (store / "careful.json").exists()
+    code, out = cli("snapshot", "approve", str(store), "careful")
+    assert code != 0 and "reason" in out  # approval needs a reason
+    code, out = cli("snapshot", "approve", str(store), "careful", "--reason", "looks the order up and answers, never cancels")
+    assert code == 0 and "approved careful" in out, out
+    assert snapshot().verdict == "MATCH"
+
+    CANCELS = True  # the agent now cancels most of the time: a changed behaviour
+    try:
+        with pytest.raises(AgentPropertyViolation) as info:
+            snapshot()
+    finally:
+        CANCELS = False
+    result = info.value.result
+    assert result.verdict == "CHANGED" and any("cancel_order" in line for c in result.changes for line in c.diff)
+    code, out = cli("snapshot", "review", str(store))
+    assert code == 0 and "careful" in out and "cancel_order" in out

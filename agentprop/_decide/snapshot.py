@@ -46,7 +46,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -626,32 +626,38 @@ async def record_snapshot(
             return await project.arun(scenario, agent.factory, trial=trial, agent_name=agent.ref, messages=msgs)
 
     everything = await asyncio.gather(*(one(t) for t in started))
-    # a run stopped by an error that is not the agent's is no behaviour of the agent
-    infra = next((t.infrastructure_error for t in everything if t.infrastructure_error is not None), None)
-    traces = [t for t in everything if t.infrastructure_error is None]
-    records: dict[str, BehaviourRecord] = {}
-    for trace in traces:
-        behaviour = behaviour_of(trace, ignore=ignore, judges=judges)
-        key = behaviour.key
-        if key in records:
-            records[key].count += 1
-        else:
-            records[key] = BehaviourRecord(key=key, count=1, behaviour=behaviour, example=trace)
-    ordered = sorted(records.values(), key=lambda r: (-r.count, r.key))
-    snapshot = Snapshot(
+    case = Snapshot(
         name=name,
         spec_id=project.spec.spec_id,
         scenario_id=scenario.id,
         messages=msgs,
         world=world_digest(scenario),
         ignore=list(ignore),
-        runs=len(traces),
+        runs=0,
         seed=seed,
         agent=agent.ref,
         agent_fingerprint=agent.fingerprint,
-        behaviours=ordered,
+        behaviours=[],
     )
-    return snapshot, len(traces), infra
+    return summarise(case, everything, judges=judges)
+
+
+def summarise(case: Snapshot, everything: Sequence[Trace], *, judges: Sequence[JudgeLike] = ()) -> tuple[Snapshot, int, RunError | None]:
+    """``case`` (a snapshot with no runs: its name, case and agent) with the behaviours of
+    ``everything``; the number of runs counted, and the error, not the agent's, that stopped a
+    run (such runs are left out: no behaviour of the agent)."""
+    infra = next((t.infrastructure_error for t in everything if t.infrastructure_error is not None), None)
+    traces = [t for t in everything if t.infrastructure_error is None]
+    records: dict[str, BehaviourRecord] = {}
+    for trace in traces:
+        behaviour = behaviour_of(trace, ignore=case.ignore, judges=judges)
+        key = behaviour.key
+        if key in records:
+            records[key].count += 1
+        else:
+            records[key] = BehaviourRecord(key=key, count=1, behaviour=behaviour, example=trace)
+    ordered = sorted(records.values(), key=lambda r: (-r.count, r.key))
+    return case.model_copy(update={"runs": len(traces), "behaviours": ordered}), len(traces), infra
 
 
 def compare(baseline: Snapshot, current: Snapshot, *, alpha: float, seed: int = 0) -> tuple[float, list[BehaviourChange], list[str]]:
@@ -732,6 +738,30 @@ async def acheck_snapshot(
     current, made, infra = await record_snapshot(
         project, scenario, agent, name=name, runs=runs, seed=seed, ignore=ignore, budget=budget, messages=msgs, judges=judges
     )
+    return decide_snapshot(
+        store, current, baseline, made=made, runs=runs, infra=infra, rerecord=rerecord, alpha=alpha, update=update, reason=reason, seed=seed
+    )
+
+
+def decide_snapshot(
+    store: SnapshotStore,
+    current: Snapshot,
+    baseline: Snapshot | None,
+    *,
+    made: int,
+    runs: int,
+    infra: RunError | None,
+    rerecord: bool,
+    alpha: float,
+    update: bool,
+    reason: str | None,
+    seed: int,
+) -> SnapshotResult:
+    """The verdict of ``current`` (``made`` of the ``runs`` asked for) against ``baseline``,
+    and what it writes: a pending candidate (NEW, CHANGED) or, with ``update`` and a checked
+    ``reason``, the approved baseline (UPDATED). A check with runs missing is INCONCLUSIVE."""
+    name, ignore = current.name, current.ignore
+    path = str(store.path(name))
     if infra is not None:  # never recorded, never compared: the runs were not all made
         return SnapshotResult(
             name=name,
@@ -844,10 +874,11 @@ def default_snapshot_dir(project: Project) -> Path:
 
 
 def check_snapshot(
-    project: Project,
-    scenario: Scenario | str,
-    agent: Any,
+    project: Project | Callable[..., Any],
+    scenario: Scenario | str | Sequence[str],
+    agent: Any = None,
     *,
+    tools: Mapping[str, Callable[..., Any]] | Sequence[Callable[..., Any]] | None = None,
     name: str | None = None,
     directory: str | Path | None = None,
     runs: int = 10,
@@ -874,15 +905,93 @@ def check_snapshot(
     :func:`agentprop.check`'s (``seed``, ``settings``, the scope, the session's). Each of
     ``judges`` (code or model judges) is recorded per run as part of the behaviour, so a change
     in what they say is a change.
+
+    Without a project, ``check_snapshot(agent, messages, tools=...)`` snapshots a plain agent
+    (:mod:`agentprop._decide.plain_snapshot`): the same store, review and approval; the
+    snapshot is named after the agent unless ``name`` is given, and kept in ``directory``
+    (default ``__snapshots__`` in the current directory).
     """
     __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
     from agentprop._decide.settings import resolve
     from agentprop._util.aio import run_sync
     from agentprop.errors import AgentPropertyViolation
 
+    if not isinstance(project, Project):
+        from agentprop._decide.plain_snapshot import acheck_plain_snapshot
+
+        if agent is not None or messages is not None:
+            raise InvalidArgument(
+                "check_snapshot(agent, messages, tools=...) snapshots a plain agent: the third argument and messages= are for "
+                "check_snapshot(project, scenario, agent); give the messages as the second argument"
+            )
+        result = run_sync(
+            acheck_plain_snapshot(
+                project,
+                scenario if isinstance(scenario, str) else [str(m) for m in scenario] if not isinstance(scenario, Scenario) else [],
+                tools=tools,
+                store=SnapshotStore(directory if directory is not None else "__snapshots__"),
+                name=name,
+                runs=runs,
+                alpha=alpha,
+                update=update,
+                reason=reason,
+                allow_ci=allow_ci,
+                ignore=ignore,
+                budget=budget,
+                seed=resolve(settings, seed=seed).seed,
+                judges=judges,
+            )
+        )
+    else:
+        result = _check_spec_snapshot(
+            project,
+            scenario if isinstance(scenario, str | Scenario) else _not_a_scenario(scenario),
+            agent,
+            name=name,
+            directory=directory,
+            runs=runs,
+            alpha=alpha,
+            update=update,
+            reason=reason,
+            allow_ci=allow_ci,
+            ignore=ignore,
+            budget=budget,
+            seed=resolve(settings, seed=seed).seed,
+            messages=messages,
+            judges=judges,
+        )
+    if raise_on_failure and not result.passed:
+        raise AgentPropertyViolation(result)
+    return result
+
+
+def _not_a_scenario(given: object) -> Scenario:
+    raise InvalidArgument("check_snapshot(project, scenario, agent): the second argument is a scenario or its id; give the messages as messages=")
+
+
+def _check_spec_snapshot(
+    project: Project,
+    scenario: Scenario | str,
+    agent: Any,
+    *,
+    name: str | None,
+    directory: str | Path | None,
+    runs: int,
+    alpha: float,
+    update: bool,
+    reason: str | None,
+    allow_ci: bool,
+    ignore: Sequence[str],
+    budget: Budget | None,
+    seed: int,
+    messages: Sequence[str] | None,
+    judges: Sequence[JudgeLike],
+) -> SnapshotResult:
+    from agentprop._util.aio import run_sync
+
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     store = SnapshotStore(directory if directory is not None else default_snapshot_dir(project))
-    result = run_sync(
+    return run_sync(
         acheck_snapshot(
             project,
             sc,
@@ -896,14 +1005,11 @@ def check_snapshot(
             allow_ci=allow_ci,
             ignore=ignore,
             budget=budget,
-            seed=resolve(settings, seed=seed).seed,
+            seed=seed,
             messages=messages,
             judges=judges,
         )
     )
-    if raise_on_failure and not result.passed:
-        raise AgentPropertyViolation(result)
-    return result
 
 
 def _describe_lines(behaviour: Behaviour, indent: str) -> list[str]:

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import agentprop
 from agentprop import strategies as aps
+from agentprop.pytest_plugin import SnapshotFixture
 
 TOOLS = [query_order, cancel_order]
 
@@ -38,3 +39,10 @@ def test_a_shipped_order_is_not_cancelled() -> None:
         lambda trace: "cancel_order" not in trace.tool_names(),
         tools=TOOLS,
     )
+
+
+def test_a_cancellation_keeps_its_approved_behaviour(agentprop_snapshot: SnapshotFixture) -> None:
+    # the behaviour (tools called, their arguments, the answer's fields) over 10 runs, compared
+    # with the baseline approved in __snapshots__/test_agent/ (review and approve a change with
+    # `agentprop snapshot review examples/plain_agent/__snapshots__/test_agent`)
+    agentprop_snapshot.check(support_agent, ["Please cancel order O-1001."], tools=TOOLS)
