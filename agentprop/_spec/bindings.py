@@ -465,6 +465,7 @@ class _Validator:
         self.b = b
         self.spec = spec
         self.src = src
+        self._compared: dict[str, tuple[set[str], bool]] | None = None
 
     def fail(self, problem: str, loc: tuple[Hashable, ...], fix: str, expected: str | None = None, *, key: bool = False) -> BindingsError:
         location = self.src.location(loc, key=key) if self.src is not None else SourceLocation(self.b.path)
@@ -541,20 +542,29 @@ class _Validator:
                 f"use one of decision_enum: {', '.join(enum)}",
             )
 
+    def _comparisons(self) -> dict[str, tuple[set[str], bool]]:
+        """``{variable: (the symbols the tree compares it with, whether it is compared with a
+        boolean literal)}``, from one pass over the tree (asked once per variable: a scan per
+        variable made a large tree's lint quadratic)."""
+        if self._compared is None:
+            compared: dict[str, tuple[set[str], bool]] = {}
+            for node in self.spec.decision_tree:
+                for b in node.branches:
+                    for atom in atoms(b.clause):
+                        if isinstance(atom, Compare) and isinstance(atom.left, WhenPath):
+                            symbols, literal_bools = compared.setdefault(atom.left.dotted, (set(), False))
+                            if isinstance(atom.right, Symbol):
+                                symbols.add(atom.right.name)
+                            elif isinstance(atom.right, WhenLiteral) and isinstance(atom.right.value, bool) and not literal_bools:
+                                compared[atom.left.dotted] = (symbols, True)
+            self._compared = compared
+        return self._compared
+
     def yaml_booleans(self, name: str, var: VariableBinding, loc: tuple[Hashable, ...]) -> None:
         """YAML 1.1 reads unquoted yes/no/on/off as booleans. When the spec compares this
         variable with symbols (``user_confirmation == yes``) but a binding value is a boolean,
         the user almost certainly meant the word."""
-        symbols: set[str] = set()
-        literal_bools = False
-        for node in self.spec.decision_tree:
-            for b in node.branches:
-                for atom in atoms(b.clause):
-                    if isinstance(atom, Compare) and isinstance(atom.left, WhenPath) and atom.left.dotted == name:
-                        if isinstance(atom.right, Symbol):
-                            symbols.add(atom.right.name)
-                        elif isinstance(atom.right, WhenLiteral) and isinstance(atom.right.value, bool):
-                            literal_bools = True
+        symbols, literal_bools = self._comparisons().get(name, (set(), False))
         if not symbols or literal_bools:
             return
         tables: list[tuple[tuple[Hashable, ...], Mapping[Hashable, Any]]] = []
