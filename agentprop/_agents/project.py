@@ -102,11 +102,13 @@ class Project:
         )
 
 
-def load_project(path: str | Path, *, bindings: str | Path | None = None) -> Project:
+def load_project(path: str | Path, *, bindings: str | Path | None = None, spec: Spec | None = None) -> Project:
     """Load the spec at ``path`` (a file or a directory with ``spec.yaml``) and its bindings
-    (``agentprop.yaml`` next to it, or the file given)."""
+    (``agentprop.yaml`` next to it, or the file given). ``spec``: the spec at ``path``, already
+    loaded (lint loads it once for both)."""
     spec_path = resolve_spec_path(path)
-    spec = load_spec(spec_path)
+    if spec is None:
+        spec = load_spec(spec_path)
     bpath = Path(bindings) if bindings is not None else find_bindings(spec_path)
     b = load_bindings(bpath, spec) if bpath is not None else empty_bindings(spec)
     return Project(spec=spec, bindings=b, spec_path=spec_path)

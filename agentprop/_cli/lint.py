@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, TextIO
 
 from agentprop._cli.common import EXIT_FAIL, EXIT_OK
 from agentprop._cli.options import BINDINGS_HELP
-from agentprop.errors import AgentPropError, SpecError
+from agentprop.errors import AgentPropError
 
 if TYPE_CHECKING:
     from agentprop._agents.project import Project
     from agentprop._spec.lint import LintFinding
+    from agentprop._util.yaml_source import YamlSource
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,20 +25,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     lint.set_defaults(handler=command)
 
 
-def _path_findings(project: Project) -> list[LintFinding]:
-    """Unrealisable paths as lint findings, each at the spec line of the node it stops at."""
+def _path_findings(project: Project, src: YamlSource) -> list[LintFinding]:
+    """Unrealisable paths as lint findings, each at the spec line of the node it stops at
+    (``src``: the spec's YAML as lint read it)."""
     from agentprop._spec.lint import LintFinding
-    from agentprop._util.yaml_source import load_yaml
 
-    try:
-        src = load_yaml(project.spec_path, error=SpecError)
-    except AgentPropError:
-        src = None
     index = {n.node_id: i for i, n in enumerate(project.spec.decision_tree)}
     out: list[LintFinding] = []
     for pr in project.path_problems:
         loc = None
-        if src is not None and pr.node in index:
+        if pr.node in index:
             loc = src.location(("decision_tree", index[pr.node]))
         where = " -> ".join(pr.nodes)
         out.append(
@@ -75,14 +72,14 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._decide.choices import check_languages
     from agentprop._scenario.exits import binding_findings
     from agentprop._spec.lint import condition_variables
-    from agentprop._spec.load import lint_spec, resolve_spec_path
+    from agentprop._spec.load import lint_and_load_spec, resolve_spec_path
     from agentprop.errors import LimitExceeded
 
-    findings = lint_spec(args.spec)
+    findings, spec, source = lint_and_load_spec(args.spec)
     problems: list[str] = []
     warnings: list[str] = []
     try:
-        project = load_project(args.spec, bindings=args.bindings)
+        project = load_project(args.spec, bindings=args.bindings, spec=spec)
         check_languages(project.bindings)  # a declared language needs a phrase pack
     except AgentPropError as exc:
         if not any(f.severity == "error" for f in findings):
@@ -119,7 +116,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         print(f"(decisions of {', '.join(sorted(set(resolved)))} are given by `outcomes:` in {bindings_path})", file=out)
     for w in warnings:
         print(f"{bindings_path}: warning B001: {w}", file=out)
-    path_findings = _path_findings(project) if project is not None and problems else []
+    path_findings = _path_findings(project, source) if project is not None and problems else []
     for f in path_findings:
         print(f.render(), file=out)
     downgrades = binding_findings(project.bindings, project.spec) if project is not None and project.bindings.path is not None and not too_big else []

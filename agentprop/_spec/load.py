@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 from pydantic import ValidationError
@@ -249,6 +249,21 @@ def load_spec_text(text: str, *, name: str = "<string>") -> Spec:
 def lint_spec(path: str | Path) -> list[LintFinding]:
     """All lint findings of a spec file, errors included (never raises for lint errors; still
     raises :class:`SpecError` for YAML, type and condition errors)."""
+    return lint_and_load_spec(path).findings
+
+
+class LintedSpec(NamedTuple):
+    """What :func:`lint_and_load_spec` read: the findings, the spec when none is an error (as
+    :func:`load_spec` returns it), and the YAML with its positions."""
+
+    findings: list[LintFinding]
+    spec: Spec | None
+    source: YamlSource
+
+
+def lint_and_load_spec(path: str | Path) -> LintedSpec:
+    """:func:`lint_spec`'s findings and, when none is an error, the spec :func:`load_spec`
+    would return, from one reading of the file (a large spec is composed once)."""
     file = resolve_spec_path(path)
     src = load_yaml(file, error=SpecError)
     if not isinstance(src.data, dict):
@@ -263,7 +278,7 @@ def lint_spec(path: str | Path) -> list[LintFinding]:
             key = str(first["loc"][-1])
             typo = _typo_of(src, tuple(first["loc"][:-1]), key)
             loc = err.location or SourceLocation(src.path)
-            return [
+            typo_findings = [
                 LintFinding(
                     code="L007",
                     severity="warning",
@@ -283,9 +298,14 @@ def lint_spec(path: str | Path) -> list[LintFinding]:
                     fix=f"rename {typo!r} to {key!r}",
                 ),
             ]
+            return LintedSpec(typo_findings, None, src)
         raise err from None
     spec._source_path = src.path
     _check_not_empty(spec, src)
     _check_schemas(spec, src)
     _check_conditions(spec, src)
-    return lint(spec, src)
+    findings = lint(spec, src)
+    if any(f.severity == "error" for f in findings):
+        return LintedSpec(findings, None, src)
+    spec._lint = findings
+    return LintedSpec(findings, spec, src)
