@@ -36,8 +36,10 @@ from agentprop._spec.model import Spec
 from agentprop._spec.paths import Constraint, Step, TreePath, enumerate_paths
 from agentprop._spec.when import (
     Arith,
+    Compare,
     Expr,
     Literal,
+    Not,
     Symbol,
     UnboundVariable,
     _equal,
@@ -789,19 +791,38 @@ def _first_assignment(
     :data:`MAX_SOLVER_STEPS` partial assignments it raises :class:`Unsatisfiable` naming the limit.
     """
     position = {k: i for i, k in enumerate(slots)}
-    ready: list[list[Constraint]] = [[] for _ in slots]
+    # each constraint is checked at the first depth where every slot it reads has a value: a
+    # text (in)equality of that slot alone as a set lookup (a router's paths each say "not
+    # any of the branches before": checked one by one, solving every path took cubic time),
+    # any other as an expression read once
+    ready: list[list[_Check]] = [[] for _ in slots]
+    equal: list[set[str]] = [set() for _ in slots]
+    differ: list[set[str]] = [set() for _ in slots]
     for c in constraints:
-        reads = [position[keys[(n, c.instance)]] for n in variables(c.expr)]
-        if slots:
-            ready[max(reads, default=0)].append(c)
+        reads = [(n, keys[(n, c.instance)]) for n in variables(c.expr)]
+        if not slots:
+            continue
+        depth = max((position[k] for _, k in reads), default=0)
+        test = _text_test(c)
+        if test is not None and len(reads) == 1:
+            (equal if test[1] else differ)[depth].add(test[0])
+        ready[depth].append(_Check(c.as_expr(), reads, test is not None and len(reads) == 1))
     env: dict[str, Any] = {}
 
-    def holds(c: Constraint) -> bool:
+    def holds(c: _Check) -> bool:
         _count_check()
         try:
-            return bool(evaluate(c.as_expr(), {n: env[keys[(n, c.instance)]] for n in variables(c.expr)}))
+            return bool(evaluate(c.expr, {n: env[k] for n, k in c.reads}))
         except (UnboundVariable, TypeError, ArithmeticError):
             return False
+
+    def admits(depth: int, value: Any) -> bool:
+        if isinstance(value, str):  # `when` equality of two texts is text equality
+            _count_check()
+            if value in differ[depth] or any(value != c for c in equal[depth]):
+                return False
+            return all(holds(c) for c in ready[depth] if not c.text)
+        return all(holds(c) for c in ready[depth])
 
     def extend() -> dict[str, Any] | None:
         # depth-first over the slots with an explicit stack (``tried[d]``: the values of slot d
@@ -831,12 +852,44 @@ def _first_assignment(
                     f"(agentprop's limit): the variables have too many candidate values to search"
                 )
             env[slots[depth]] = value
-            if all(holds(c) for c in ready[depth]):
+            if admits(depth, value):
                 depth += 1
             else:
                 del env[slots[depth]]
         return None
 
     if not slots:
-        return {} if all(holds(c) for c in constraints) and accept({}) else None
+        return {} if all(holds(_Check(c.as_expr(), [], False)) for c in constraints) and accept({}) else None
     return extend()
+
+
+@dataclass(frozen=True)
+class _Check:
+    """A constraint as :func:`_first_assignment` checks it: its expression, the variables it
+    reads with their slots, and whether it is a text (in)equality of one slot (a set lookup)."""
+
+    expr: Expr
+    reads: list[tuple[str, str]]
+    text: bool
+
+
+def _text_test(c: Constraint) -> tuple[str, bool] | None:
+    """``(text, must_equal)`` when ``c`` says that one variable equals (or differs from) a text
+    constant (``intent == billing``, ``not status != "open"``), else ``None``."""
+    e, want = c.expr, not c.negated
+    while isinstance(e, Not):
+        e, want = e.item, not want
+    if not isinstance(e, Compare) or e.op not in ("==", "!="):
+        return None
+    left, right = e.left, e.right
+    if isinstance(right, VarPath):
+        left, right = right, left
+    if not isinstance(left, VarPath):
+        return None
+    if isinstance(right, Symbol):
+        text = right.name
+    elif isinstance(right, Literal) and isinstance(right.value, str):
+        text = right.value
+    else:
+        return None
+    return text, want == (e.op == "==")
