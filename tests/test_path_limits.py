@@ -60,3 +60,71 @@ def test_lint_reports_the_number_of_paths_and_the_limit_without_listing_them(tmp
     assert code == 1, text + err.getvalue()
     assert "error P004: the decision tree has 8,192 loop-free paths" in text and "AGENTPROP_MAX_PATH" in text
     assert text.count("N12") < 5  # the paths are counted, not listed
+
+
+# --------------------------------------------------------------------------- lint's work grows with the tree, not faster
+# Counted, not timed: a 990-node chain took 44-100 s to lint (the YAML composed three times; the
+# bindings scanned the whole tree once per variable), a 150-branch router about 48 s (each path's
+# "not any branch before" checked one candidate at a time: cubic in the branches).
+
+
+def _lint(folder: Path) -> int:
+    return main(["lint", str(folder)], out=io.StringIO(), err=io.StringIO())
+
+
+def test_lint_composes_each_yaml_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentprop._util import yaml_source
+
+    composed: list[str] = []
+    original = yaml_source._BoundedLoader.compose_document
+
+    def counting(self: yaml_source._BoundedLoader) -> object:
+        composed.append(self.name)
+        return original(self)
+
+    monkeypatch.setattr(yaml_source._BoundedLoader, "compose_document", counting)
+    _lint(write(tmp_path, "chain", 30))
+    assert len(composed) == 2, composed  # the spec and the bindings, once each
+
+
+def test_the_bindings_read_the_tree_once_not_once_per_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentprop._agents.project import load_project
+    from agentprop._spec import bindings
+
+    walked: list[object] = []
+    original = bindings.atoms
+
+    def counting(node: object) -> object:
+        walked.append(node)
+        return original(node)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bindings, "atoms", counting)
+    n = 80  # 80 variables, 160 branches: once per variable was 12,800 walks
+    load_project(write(tmp_path, "chain", n))
+    assert len(walked) <= 2 * n
+
+
+@pytest.mark.parametrize("shape", ["router", "chain"])
+def test_solving_every_path_of_a_tree_is_at_most_quadratic_in_its_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
+    from agentprop._agents.project import load_project
+    from agentprop._scenario import solver
+
+    def checks(n: int) -> int:
+        count = [0]
+        original = solver._count_check
+
+        def counting() -> None:
+            count[0] += 1
+            original()
+
+        monkeypatch.setattr(solver, "_count_check", counting)
+        project = load_project(write(tmp_path / f"{shape}{n}", shape, n))
+        project.problems  # noqa: B018 - solves every path
+        monkeypatch.setattr(solver, "_count_check", original)
+        return count[0]
+
+    (tmp_path / f"{shape}40").mkdir()
+    (tmp_path / f"{shape}80").mkdir()
+    small, large = checks(40), checks(80)
+    assert large <= 4.5 * small, (small, large)  # twice the branches: at most four times the checks (cubic was eight)
+    assert large <= 80 * 80, large
