@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 import tempfile
 import warnings
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -248,6 +247,8 @@ def _start_session(config: pytest.Config) -> Session:
     seed = _opt(config, "--agentprop-seed") or 0
     if _opt(config, "--agentprop-fresh"):
         # new trial indices: new samples from simulated agents, the API cache and the memo
+        import secrets  # here, not at the top: hmac and _hashlib cost every pytest run a few ms
+
         seed = secrets.randbelow(2**31) + 1
     namespace = ""
     # the same with or without --agentprop-profile: on disk once agentprop is configured (an

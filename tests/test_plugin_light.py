@@ -59,3 +59,11 @@ def test_the_session_is_made_when_a_check_first_needs_it(tmp_path: Path) -> None
     loaded, out = loaded_after(tmp_path, test)
     assert "agentprop._decide.session" in loaded
     assert "1 checks, 1 passed" in out  # recorded in the plugin's session, summarised at the end
+
+
+def test_loading_the_plugin_imports_nothing_for_fresh_seeds() -> None:
+    # secrets (and with it hmac and _hashlib) is for --agentprop-fresh only: loaded when asked
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    code = "import sys, agentprop.pytest_plugin; print(sorted({'secrets', 'hmac', '_hashlib'} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
