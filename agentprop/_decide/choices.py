@@ -27,7 +27,11 @@ path does not care:
 
 Every choice is valid by construction: a template variant asks the same thing with the same
 slots, optional wording and the transforms preserve meaning, a re-typed slot value names the
-same thing, and a free world field cannot change what the spec expects. So shrinking *choices*
+same thing, and a free world field cannot change what the spec expects. A choice never alters
+a fact the expectations depend on (:class:`TurnFacts`, :func:`entity_forms`): a person's name
+is never re-typed, the words that say which value a turn gives are never changed, no word is
+put where a withheld slot or the end of a worded value would be, and an answer gets no word
+another answer opens with; a step that would is not applied. So shrinking *choices*
 (a step dropped, a segment taken out, a value written as the template writes it, a world field
 back to the path's value, the template back to 0) always yields an instance of the same
 scenario; that is what the shrinker does (:mod:`agentprop._decide.shrink`), never
@@ -43,7 +47,8 @@ import copy
 import json
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
@@ -53,7 +58,7 @@ from pydantic import BaseModel, ConfigDict
 from agentprop._agents.project import Project
 from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked
 from agentprop._spec.bindings import Bindings, language_of, parse_field_path, schema_at
-from agentprop._spec.free_spans import Drop, has_free, strip_free
+from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
 from agentprop.strategies._internal.free_spans import render as render_free
@@ -71,11 +76,16 @@ __all__ = [
     "TurnChoice",
     "WorldChoice",
     "check_languages",
+    "TurnFacts",
     "choice_units",
+    "entity_forms",
     "entity_variant",
+    "fact_tokens",
     "free_world_fields",
     "keep_only",
+    "is_person_name",
     "language_of",
+    "turn_facts",
 ]
 
 StepChoice = tuple[str, tuple[tuple[str, int], ...]]
@@ -236,6 +246,29 @@ def entity_variant(value: str, form: str, site: int = 0) -> str | None:
     else:
         raise InvalidArgument(f"unknown entity form {form!r}; choose from {', '.join(CASE_FORMS + SPELLING_FORMS)}")
     return out if out != value else None
+
+
+def is_person_name(slot: str) -> bool:
+    """A slot that holds a person's name (``name``, ``patient_name``, ``full_name`` ...)."""
+    low = slot.lower()
+    return low == "name" or low.endswith("_name") or low in ("firstname", "lastname", "fullname")
+
+
+_PROPER = re.compile(r"(?<![A-Za-z])[A-Z][a-z]")
+
+
+def entity_forms(slot: str, value: str) -> tuple[str, ...]:
+    """The ways :class:`EntityChoice` may re-type ``slot``'s ``value`` without changing what
+    it names. A person's name is an identity fact kept exactly as the bindings write it (a
+    typo names someone else, and free text tells a name by its capitals); a value written with
+    a capital (a proper name: a title, a town) may change letter case but takes no slip; a
+    common word (``engineer``) takes both; ids and numbers take only a letter case."""
+    if is_person_name(slot):
+        return ()
+    forms = [f for f in CASE_FORMS if entity_variant(value, f) is not None]
+    if not _PROPER.search(value):
+        forms += [f for f in SPELLING_FORMS if _spelling_sites(value, f)]
+    return tuple(forms)
 
 
 def _value_pattern(value: str) -> re.Pattern[str]:
@@ -411,6 +444,8 @@ class _TurnSpace:
     """``(slot, value, forms that change it)`` for the slot values the message writes."""
     switch_to: tuple[str, ...]
     """The other declared languages whose pack has phrases to drop in."""
+    facts: TurnFacts
+    """What the turn states that its expectations depend on (:func:`turn_facts`)."""
 
 
 def _code_switch(text: str, host: str, phrase: str) -> str:
@@ -437,6 +472,158 @@ def check_languages(bindings: Bindings) -> None:
                 expected=f"one of the shipped packs: {', '.join(builtin_languages())}",
                 fix="remove it from `languages:`, or add a phrase pack for it to agentprop's strategies/ folder (docs/phrase-packs.md)",
             ) from None
+
+
+# ----------------------------------------------------------------------------- facts a turn states
+
+_OPTIONAL_SEGMENT = re.compile(r"\[([^\[\]]*)\]")
+_SLOT_NAME = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_LATIN_WORD = re.compile(r"[A-Za-z]+(?:['\u2019][A-Za-z]+)?")
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_SPELLINGS = {"okay": "ok", "k": "ok", "yeah": "yes", "yep": "yes", "yup": "yes", "nope": "no", "nah": "no"}
+"""Spellings of one answer word: a follow-up's ``OK, do it.`` is said by "okay, so ..." too."""
+
+StepCheck = Callable[[str, Sequence[str]], bool]
+"""``keeps(text, step_names)``: whether ``text``, after those steps, still states the turn's facts."""
+
+
+def fact_tokens(text: str) -> Counter[str]:
+    """The tokens facts are counted in: Latin words (lower case, answer words in one
+    spelling) and, in Chinese text, characters (a frame may rewrite the characters next to
+    it, 请告诉我 -> 麻烦尽快告诉我, so pairs of characters would read it as a change)."""
+    out: Counter[str] = Counter()
+    for m in _LATIN_WORD.finditer(text):
+        word = m.group().lower().replace("\u2019", "'")
+        out[_SPELLINGS.get(word, word)] += 1
+    for m in _CJK_RUN.finditer(text):
+        out.update(m.group())
+    return out
+
+
+def _template_words(template: str) -> Counter[str]:
+    """A template's own tokens: no slot, no free span (words meant to be droppable)."""
+    return fact_tokens(FREE_SPAN.sub(" ", re.sub(r"\{[A-Za-z_][A-Za-z0-9_]*\}", " ", template)).replace("[", " ").replace("]", " "))
+
+
+def _next_token(text: str, end: int) -> str:
+    """What follows position ``end`` of ``text``: the marks and spaces up to the next word,
+    exactly, and that word (lower case); the end of the text reads ``""``."""
+    m = re.match(r"([^A-Za-z0-9\u3400-\u9fff]*)([A-Za-z0-9\u3400-\u9fff]*)", text[end:])
+    return (m.group(1) + m.group(2).lower()) if m else ""
+
+
+def _anchored(text: str, anchor: str) -> Counter[str]:
+    """What follows each occurrence of ``anchor`` (a word or a written slot value) in ``text``."""
+    found = Counter(_next_token(text, m.end()) for m in _value_pattern(anchor).finditer(text))
+    low = anchor.lower()
+    if not found and low != anchor:  # a cue word re-cased by a transform is the same cue
+        found = Counter(_next_token(text, m.end()) for m in re.finditer(rf"(?<![A-Za-z0-9]){re.escape(low)}(?![A-Za-z0-9])", text.lower()))
+    return found
+
+
+@dataclass(frozen=True)
+class TurnFacts:
+    """What one turn states that the scenario's expectations depend on, which a paraphrase
+    step may not alter (:meth:`keeps`):
+
+    - ``words``: the tokens of the templates of the turn's value that no other value of its
+      variable has (``refill`` for ``intent: refill``, ``keep`` / ``longer`` for ``renew``):
+      the words that say *which* value this turn gives. A typo, synonym, contraction or
+      casing that changes one is not applied.
+    - ``others``: for a follow-up (an answer to the agent's question), the tokens that only
+      another answer has (``ok`` in ``OK, do it.``): a frame that adds one ("ok so, ...") to
+      another answer is not applied.
+    - ``cues``: the word right before each withheld slot (``renew`` in ``Can I renew[
+      {title}]?`` without its title): no word may be put where the slot would be ("renew
+      please?" reads as a title). Likewise, what follows a slot value that ends in a word
+      (the marks and spaces up to the next word, and that word) is kept: such a value has no
+      visible end ("Dune asap?" reads as another title, "Maria Lopez,  DOB" as no
+      name-and-birth-date pair); an id, number or date ends where its characters end.
+    - ``names``: person-name slots (:func:`is_person_name`): a turn that states one is never
+      re-cased as a whole (the name keeps its case, and "I'M Maria Lopez, BORN ..." is not
+      how anyone writes).
+    """
+
+    words: frozenset[str] = frozenset()
+    others: frozenset[str] = frozenset()
+    cues: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+
+    def keeps(self, before: str, values: Sequence[str], names: Sequence[str]) -> StepCheck:
+        """The check for steps applied to ``before`` (the turn's text with its segments and
+        re-typed values), whose slot values are written as ``values`` and whose person names
+        are ``names``."""
+        tokens = fact_tokens(before)
+        # a value that ends in a word has no visible end (a word put after it reads as part of
+        # it); an id, number or date ends where its characters end
+        anchors = [a for a in (*values, *self.cues) if a and re.search(r"[A-Za-z\u3400-\u9fff]$", a)]
+        follows = {a: _anchored(before, a) for a in anchors}
+        named = [n for n in names if n and n in before]
+
+        def keeps(after: str, steps: Sequence[str]) -> bool:
+            if named and "casing" in steps:
+                return False
+            now = fact_tokens(after)
+            if any(now[w] < tokens[w] for w in self.words):
+                return False
+            if any(now[w] > tokens[w] for w in self.others):
+                return False
+            return all(not follows[a] or _anchored(after, a) == follows[a] for a in anchors)
+
+        return keeps
+
+
+def _values_of(bindings: Bindings) -> dict[str, tuple[str, bool, list[list[str]], int]]:
+    """Each template of an utterance or follow-up variable: ``(variable, is a follow-up,
+    the templates of each of the variable's values, the index of the template's value)``."""
+    out: dict[str, tuple[str, bool, list[list[str]], int]] = {}
+    for name, var in bindings.variables.items():
+        table: Mapping[Hashable, list[str] | None] | None = (
+            var.utterance if var.utterance is not None else (var.followup.values if var.followup is not None else None)
+        )
+        if not table:
+            continue
+        groups = [list(ts or []) for ts in table.values()]
+        for k, ts in enumerate(groups):
+            for t in ts:
+                out.setdefault(t, (name, var.followup is not None, groups, k))
+    return out
+
+
+def turn_facts(bindings: Bindings, source: TemplateSource | None, slots: Mapping[str, Any]) -> TurnFacts:
+    """The facts (:class:`TurnFacts`) of a turn rendered from ``source``."""
+    if source is None:
+        return TurnFacts()
+    names = tuple(s for s in slots if is_person_name(s))
+    cues: list[str] = []
+    withheld = set(source.withheld)
+    for m in _OPTIONAL_SEGMENT.finditer(source.template):
+        if any(s in withheld for s in _SLOT_NAME.findall(m.group(1))):
+            # the template up to the withheld segment, as rendered: what the user's words end on
+            before = _OPTIONAL_SEGMENT.sub(
+                lambda g: "" if any(s in withheld for s in _SLOT_NAME.findall(g.group(1))) else g.group(1), source.template[: m.start()]
+            )
+            last = re.findall(r"\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z]+(?:'[A-Za-z]+)?|[\u3400-\u9fff]", FREE_SPAN.sub(" ", before))
+            if last and not last[-1].startswith("{"):  # after a written value: that value's own anchor
+                cues.append(last[-1])
+    found = _values_of(bindings).get(source.template)
+    if found is None:
+        return TurnFacts(cues=tuple(cues), names=names)
+    _, followup, groups, k = found
+    own = Counter[str]()
+    for t in groups[k]:
+        own.update(_template_words(t))
+    rest = Counter[str]()
+    for j, ts in enumerate(groups):
+        if j != k:
+            for t in ts:
+                rest.update(_template_words(t))
+    words = frozenset(w for w in own if w not in rest)
+    others: frozenset[str] = frozenset()
+    if followup:  # the words other answers open with ("OK, do it.", "No, ...", "Maybe, ...")
+        leads = {next(iter(fact_tokens(FREE_SPAN.sub(" ", t))), "") for j, ts in enumerate(groups) if j != k for t in ts}
+        others = frozenset(w for w in leads if w and w not in own)
+    return TurnFacts(words=words, others=others, cues=tuple(cues), names=names)
 
 
 class ChoiceSpace:
@@ -494,12 +681,11 @@ class ChoiceSpace:
             value = str(raw)
             if not value or _value_pattern(value).search(text) is None:
                 continue
-            forms = [f for f in CASE_FORMS if entity_variant(value, f) is not None]
-            forms += [f for f in SPELLING_FORMS if _spelling_sites(value, f)]
+            forms = entity_forms(slot, value)
             if forms:
-                entities.append((slot, value, tuple(forms)))
+                entities.append((slot, value, forms))
         switch_to = tuple(x for x in self.languages if x != lang and _switch_phrases(x))
-        return _TurnSpace(text, lang, source, segments, tuple(entities), switch_to)
+        return _TurnSpace(text, lang, source, segments, tuple(entities), switch_to, turn_facts(self.project.bindings, source, variant.slots))
 
     def base(self, template: int) -> Scenario:
         if not 0 <= template < len(self.variants):
@@ -550,27 +736,44 @@ class ChoiceSpace:
         protect = _protected(base, text)
         for e in c.entities:
             value = str(base.slots.get(e.slot, ""))
-            variant = entity_variant(value, e.form, e.site) if value else None
+            variant = entity_variant(value, e.form, e.site) if value and e.form in entity_forms(e.slot, value) else None
             if variant is None or _value_pattern(value).search(text) is None:
                 continue
             text = _replace_value(text, value, variant)
             protect = [variant if p == value else p for p in protect]
-        return self._apply_steps(text, c.steps, space.lang, protect)
+        facts = space.facts
+        return self._apply_steps(
+            text, c.steps, space.lang, protect, facts.keeps(text, protect, [str(base.slots[n]) for n in facts.names if n in base.slots])
+        )
 
-    def _apply_steps(self, text: str, steps: Sequence[StepChoice], lang: str, protect: list[str]) -> str:
+    def _apply_steps(self, text: str, steps: Sequence[StepChoice], lang: str, protect: list[str], keeps: StepCheck | None = None) -> str:
+        """``steps`` applied in order; with ``keeps``, a step after which the text no longer
+        states the turn's facts (:meth:`TurnFacts.keeps`) is not applied, as a transform with
+        no site is not (so any subset of the steps still renders an instance of the scenario)."""
         typos = 0
         group: list[StepChoice] = []
+
+        def apply(text: str, steps: Sequence[StepChoice]) -> tuple[str, int]:
+            done = apply_transforms(
+                text, [(n, dict(p)) for n, p in steps], lang=lang, protect=[p for p in protect if p in text], max_typos=max(0, MAX_TYPOS - typos)
+            )
+            return str(done), sum(s.name == "typo" for s in done.transforms)
 
         def flush(text: str) -> str:
             nonlocal typos
             if not group:
                 return text
-            done = apply_transforms(
-                text, [(n, dict(p)) for n, p in group], lang=lang, protect=[p for p in protect if p in text], max_typos=max(0, MAX_TYPOS - typos)
-            )
-            typos += sum(s.name == "typo" for s in done.transforms)
+            out, n = apply(text, group)
+            if keeps is not None and not keeps(out, [name for name, _ in group]):
+                accepted: list[StepChoice] = []
+                for step in group:  # greedily, in order: each step kept only if the facts stay stated
+                    trial, _ = apply(text, [*accepted, step])
+                    if keeps(trial, [name for name, _ in (*accepted, step)]):
+                        accepted.append(step)
+                out, n = apply(text, accepted)
+            typos += n
             group.clear()
-            return str(done)
+            return out
 
         for name, params in steps:
             if name != CODESWITCH:
@@ -583,7 +786,9 @@ class ChoiceSpace:
             p = dict(params)
             other = others[p.get("lang", 0) % len(others)]
             phrases = _switch_phrases(other)
-            text = _code_switch(text, lang, phrases[p.get("choice", 0) % len(phrases)])
+            switched = _code_switch(text, lang, phrases[p.get("choice", 0) % len(phrases)])
+            if keeps is None or keeps(switched, [CODESWITCH]):
+                text = switched
         return flush(text)
 
     @property
