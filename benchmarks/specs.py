@@ -9,9 +9,10 @@ agent each, fault knobs and planted spec defects, written blind. This benchmark 
 - **spec defects reported**: each planted defect (MANIFEST ``planted_spec_defects``) found by
   ``agentprop lint`` (a finding of the defect's kind naming its subject: the variable, tool,
   policy or field, see :func:`subject`) and by ``agentprop run`` (an untested item naming it);
-- **found rate**: faults (each knob at probability 1, seed 1) with a failing case, over the
-  faults the manifest marks detectable; the undetectable ones (behind planted defect D2) must
-  leave the run incomplete instead;
+- **found rate**: faults (each knob at probability 1, seed 1) with a failing case that the
+  correct agent passes (a case failing on the correct agent too, seed 1, is a false alarm, not
+  a finding), over the faults the manifest marks detectable; the undetectable ones (behind
+  planted defect D2) must leave the run incomplete instead;
 - **bugs per fault**: bugs (failure groups, unshrunk) of each found fault, mean;
 - **reproducers valid rate**: each bug of each found fault is shrunk (``--shrink-budget`` runs)
   and its reproducer replayed (``--replay-runs`` runs per agent, fresh trials): it is valid when
@@ -233,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             checked = reproducer_validity(ZOO / s["name"], f["knob"], report, shrunk, args.replay_runs) if shrunk else []
             replays += [{"spec": s["name"], "knob": f["knob"], **r} for r in checked]
-            failing = [c.id for c in report.cases if c.verdict in FAILING]
+            clean_failing = {c.id for c in clean_reports[s["name"]].cases if c.verdict in FAILING}
+            failing = [c.id for c in report.cases if c.verdict in FAILING and c.id not in clean_failing]
             incomplete = bool((report.metrics.extra.get("coverage") or {}).get("untested"))
             if f.get("detectable_in_principle", True):
                 detectable += 1
@@ -252,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             mark = "found" if failing else ("not found (run incomplete)" if incomplete else "NOT FOUND")
             valid = f"; reproducers valid {sum(r['valid'] for r in checked)}/{len(checked)}" if checked else ""
-            print(f"fault {s['name']}.{f['knob']}: {mark}; {len(failing)} failing case(s), {len(report.bugs)} bug(s){valid}")
+            print(f"fault {s['name']}.{f['knob']}: {mark}; {len(failing)} failing case(s) the correct agent passes, {len(report.bugs)} bug(s){valid}")
             for r in checked:
                 if not r["valid"]:
                     why = (
