@@ -102,13 +102,20 @@ def test_the_default_profile_screens_each_case_and_certifies_policies_over_the_s
     m = report.metrics
     assert report.profile == "ci" and m.passed == m.cases == 3 * PATHS  # MFT and 2 EXPLORE inputs a path
     assert m.runs_started is not None and m.runs_started / m.cases <= 3
-    assert all(c.runs == 2 and c.decided_by == "screen" for c in report.cases)
+    assert all(c.runs >= 2 and c.decided_by == "screen" for c in report.cases)
     claims = {c.policy: c for c in report.claims}
     assert claims["P2_AUTH_GATE"].status == "certified" and claims["P2_AUTH_GATE"].level == "suite"
-    assert claims["P2_AUTH_GATE"].runs >= 59 > claims["P1_NO_PII"].runs
-    assert claims["P1_NO_PII"].status == "not certified"  # 6 cases x 2 runs: too few to claim 5%
+    assert claims["P2_AUTH_GATE"].runs >= 59 and claims["P2_AUTH_GATE"].topped_up == 0
+    # the PII policy's 6 cases x 2 runs are too few to claim 5%: topped up to 59, fewest-run case first
+    pii = claims["P1_NO_PII"]
+    assert (pii.status, pii.runs, pii.topped_up) == ("certified", 59, 59 - 2 * pii.cases)
+    deeper = sorted(c.runs for c in report.cases if c.runs > 2)
+    assert sum(deeper) - 2 * len(deeper) == pii.topped_up and deeper[-1] - deeper[0] <= 1  # spread evenly
     table = render_table(report)
     assert "policy P2_AUTH_GATE (authentication): certified over the suite: no violation in" in table
+    assert (
+        f"policy P1_NO_PII (PII): certified over the suite: no violation in 59 runs of {pii.cases} cases, {pii.topped_up} of them topped up" in table
+    )
 
 
 def test_release_certifies_each_safety_case_and_says_so() -> None:
@@ -145,7 +152,12 @@ def test_under_a_budget_a_failure_is_confirmed_before_passing_cases_are_deepened
     report = run_supportops(kinds=("mft",), faults={"skip_auth": 1.0}, budget=Budget(max_runs=2 * PATHS))
     failing = [c for c in report.cases if c.failures]
     assert failing and all(c.verdict == "FAIL" for c in failing)
-    assert report.metrics.inconclusive == 0 and report.metrics.runs_started == len(failing) + 2 * (PATHS - len(failing))
+    decided = len(failing) + 2 * (PATHS - len(failing))
+    assert report.metrics.inconclusive == 0 and report.metrics.runs_started == 2 * PATHS
+    # what was left went to the PII policy's top-up, which the budget then stopped, and says so
+    pii = next(c for c in report.claims if c.policy == "P1_NO_PII")
+    assert (pii.status, pii.topped_up) == ("not certified", 2 * PATHS - decided)
+    assert "the top-up stopped: " in pii.statement and "runs" in pii.statement.split("the top-up stopped: ")[1]
 
 
 def test_the_runs_started_are_the_budgets_and_the_reused_ones_are_named_apart() -> None:
@@ -226,3 +238,25 @@ def test_under_a_budget_corpus_replays_are_deepened_in_turn_with_the_other_cases
     assert all((c.verdict, c.runs) == ("PASS", 2) for c in mft), sorted((c.verdict, c.runs) for c in mft)
     assert 2 < replay.runs < 59 and replay.verdict == "INCONCLUSIVE"  # deepened as far as the budget let it; not retired
     assert len(corpus.entries()) == 1
+
+
+def test_a_policy_short_of_59_clean_runs_is_topped_up_and_a_rare_violation_shows() -> None:
+    # leak_pii answers a PII request with the value 5% of the time; the PII policy's two MFT
+    # cases pass their 2 screened runs (seed 2), 4 runs that certify nothing: the top-up runs
+    # them towards 59, the fewest-run case first, and the leak shows (the case fails, confirmed)
+    report = run_supportops(kinds=("mft",), faults={"leak_pii": 0.05}, seed=2)
+    pii = next(c for c in report.claims if c.policy == "P1_NO_PII")
+    assert (pii.status, pii.violations, pii.violating_cases) == ("violated", 1, ["END_REFUSE_PII<-N1_INTENT"])
+    assert pii.topped_up == pii.runs - 2 * pii.cases > 0
+    leaked = next(c for c in report.cases if c.id == "END_REFUSE_PII<-N1_INTENT")
+    assert (leaked.verdict, leaked.runs) == ("FAIL", 4) and leaked.failures[0].clause == "policies.P1_NO_PII"
+    assert f"VIOLATED in 1 of {pii.runs} runs of 2 cases, {pii.topped_up} of them topped up for it" in pii.statement
+
+
+def test_top_up_targets_raise_the_fewest_run_case_first_within_the_cap() -> None:
+    from agentprop._decide.claims import top_up_targets
+
+    assert top_up_targets({"a": 2, "b": 2, "c": 5}, 12) == {"a": 4, "b": 3}
+    assert top_up_targets({"a": 2, "b": 2}, 5, cost={"a": 3.0, "b": 1.0}) == {"b": 3}  # the cheaper among equals
+    assert top_up_targets({"a": 2, "b": 2}, 100, cap=10) == {"a": 10, "b": 10}  # as far as the caps let it
+    assert top_up_targets({"a": 30, "b": 30}, 59) == {}

@@ -8,11 +8,17 @@ policy's clause (``policies.ID``); while any run of those cases failed otherwise
 not certified (a failed run is not a clean one). Under ``release`` every such case is also certified on its
 own (59 clean runs each); the claim then says so (``level="case"``).
 
+A policy whose cases ended short of the clean runs it needs is topped up by the caller: more
+runs of the cases that exercise it, the fewest-run (then cheapest) case first
+(:func:`top_up_targets`); the claim says how many runs that took and, when the budget stopped
+it, that the budget did.
+
 Pure: it reads counts the caller gathered per case, runs nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -37,6 +43,10 @@ class PolicyEvidence:
     failing_cases: list[str] = field(default_factory=list)
     cases_certified: int = 0
     """Cases that passed zero-failure certification on their own (``release``)."""
+    topped_up: int = 0
+    """Runs the top-up added to the policy's evidence (counted in ``runs`` too)."""
+    top_up_stopped: str | None = None
+    """Why the top-up ended short of ``needed`` (the budget, or no case to run more of)."""
 
     def add(self, case_id: str, runs: int, violations: int, *, other_failures: int = 0, certified: bool) -> None:
         self.cases += 1
@@ -66,6 +76,25 @@ class PolicyClaim:
     needed: int
     """Clean runs the suite needs for the target bound."""
     statement: str
+    topped_up: int = 0
+    """Runs the top-up added towards ``needed`` (part of ``runs``)."""
+
+
+def top_up_targets(runs: Mapping[str, int], needed: int, *, cost: Mapping[str, float] | None = None, cap: int | None = None) -> dict[str, int]:
+    """Per case, the runs it should reach so the cases' runs add up to ``needed``: one run at a
+    time to the case with the fewest runs (the weakest evidence), the cheapest (``cost`` a run)
+    among equals, none past ``cap``. Cases left as they are are left out; when the caps stop
+    short the targets reach as far as they can."""
+    now = dict(runs)
+    short = needed - sum(now.values())
+    while short > 0:
+        open_ = [c for c in now if cap is None or now[c] < cap]
+        if not open_:
+            break
+        pick = min(open_, key=lambda c: (now[c], (cost or {}).get(c, 1.0), c))
+        now[pick] += 1
+        short -= 1
+    return {c: n for c, n in now.items() if n > runs[c]}
 
 
 def violation_bound(runs: int, confidence: float) -> float:
@@ -80,6 +109,7 @@ def claim(evidence: PolicyEvidence, *, per_case: bool = False, target: float = 0
     needed = zero_failure_runs(target, confidence)
     head = f"policy {e.policy} ({e.why})"
     where = f"{e.runs} run{'s' if e.runs != 1 else ''} of {e.cases} case{'s' if e.cases != 1 else ''}"
+    where += f", {e.topped_up} of them topped up for it" if e.topped_up else ""
     if e.violations:
         shown = ", ".join(e.violating_cases[:3]) + (f" (+{len(e.violating_cases) - 3} more)" if len(e.violating_cases) > 3 else "")
         return PolicyClaim(
@@ -95,6 +125,7 @@ def claim(evidence: PolicyEvidence, *, per_case: bool = False, target: float = 0
             confidence,
             needed,
             f"{head}: VIOLATED in {e.violations} of {where}: {shown}",
+            e.topped_up,
         )
     if e.other_failures:
         shown = ", ".join(e.failing_cases[:3]) + (f" (+{len(e.failing_cases) - 3} more)" if len(e.failing_cases) > 3 else "")
@@ -111,6 +142,7 @@ def claim(evidence: PolicyEvidence, *, per_case: bool = False, target: float = 0
             confidence,
             needed,
             f"{head}: not certified: {e.other_failures} of {where} failed (with other clauses, which may hide a violation): {shown}",
+            e.topped_up,
         )
     bound = violation_bound(e.runs, confidence) if e.runs else None
     level: ClaimLevel = "case" if per_case and e.cases and e.cases_certified == e.cases else "suite"
@@ -122,12 +154,13 @@ def claim(evidence: PolicyEvidence, *, per_case: bool = False, target: float = 0
         text = f"{head}: certified over the suite: no violation in {where} ({rate}); not per case (--profile release certifies each case)"
         status = "certified"
     else:
+        stopped = f"; the top-up stopped: {e.top_up_stopped}" if e.top_up_stopped else ""
         text = (
-            f"{head}: not certified: no violation in {where}, {needed} clean runs are needed for {1 - target:.0%} at {confidence:.0%} "
-            "(--profile release certifies each case)"
+            f"{head}: not certified: no violation in {where}, {needed} clean runs are needed for {1 - target:.0%} at {confidence:.0%}"
+            f"{stopped} (--profile release certifies each case)"
         )
         status = "not certified"
-    return PolicyClaim(e.policy, e.why, level, status, e.cases, e.runs, 0, (), bound, confidence, needed, text)
+    return PolicyClaim(e.policy, e.why, level, status, e.cases, e.runs, 0, (), bound, confidence, needed, text, e.topped_up)
 
 
-__all__ = ["PolicyClaim", "PolicyEvidence", "claim", "violation_bound"]
+__all__ = ["PolicyClaim", "PolicyEvidence", "claim", "top_up_targets", "violation_bound"]

@@ -23,7 +23,7 @@ from typing import Any, Literal, TextIO
 from agentprop._agents.loading import LoadedAgent, runs_concurrently
 from agentprop._agents.project import Project
 from agentprop._decide.check import Property, decide_scenario
-from agentprop._decide.claims import PolicyEvidence, claim
+from agentprop._decide.claims import PolicyEvidence, claim, top_up_targets
 from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, found_with, judge_replay
 from agentprop._decide.judges import ModelJudge, bound_judge, spec_rubrics
 from agentprop._decide.memo import TrialMemo
@@ -57,6 +57,7 @@ from agentprop._pipeline.report.model import (
 )
 from agentprop._scenario.build import Scenario
 from agentprop._spec.paths import loop_branches
+from agentprop._stats import zero_failure_runs
 from agentprop._version import __version__
 from agentprop.errors import InfrastructureError
 
@@ -598,6 +599,42 @@ async def _arun_cases(
         results = [checks[sc.id][1] for sc in scenarios if sc.id in checks] if "mft" in kinds else []
         scenarios = [sc for sc in scenarios if sc.id in checks] if "mft" in kinds else []
     cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + judged_cases + explored + probed + extra
+    topped: dict[str, tuple[int, str | None]] = {}
+    if explicit is None and profile.pooled and settings.stage == "final" and not interrupted:
+        bases = {e.case_id: e.base for e in explored_inputs}
+
+        async def redecide(case: CaseReport, runs: int) -> CaseReport:
+            """``case`` again, behind a screen of ``runs`` clean runs (its runs so far reused)."""
+            scenario, old = checks[case.id]
+            deeper = dataclasses.replace(case_rule(bases.get(case.id, scenario)).settings, screen=runs)
+            async with sem:
+                result = await decide_scenario(
+                    project, scenario, agent, settings=deeper, memo=memo, budget=budget, seed=settings.seed, name=case.id, **lanes.for_case()
+                )
+            if result.verdict == "INCONCLUSIVE" and not result.failures:
+                if result.runs <= old.runs:
+                    return case  # nothing more ran: the case stands as decided
+                # the budget cut the top-up short: its clean runs still pass the case, as a screen of that many
+                async with sem:
+                    result = await decide_scenario(
+                        project,
+                        scenario,
+                        agent,
+                        settings=dataclasses.replace(deeper, screen=result.runs),
+                        memo=memo,
+                        budget=budget,
+                        seed=settings.seed,
+                        name=case.id,
+                        **lanes.for_case(),
+                    )
+                if result.verdict != "PASS":
+                    return case
+            checks[case.id] = (scenario, result)
+            again = case_from_check(case.id, case.kind, scenario, result, case.details)
+            again.rule = case.rule
+            return again
+
+        cases, topped = await top_up_policies(project, cases, checks, redecide, budget)
     verdicts = Counter(c.verdict for c in cases)
     coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases)
     covered = set(coverage["branches"]["covered"])
@@ -666,7 +703,7 @@ async def _arun_cases(
         ),
     )
     report.profile = None if explicit is not None else profile.name
-    report.claims = policy_claims(project, cases, checks, per_case=explicit is not None or not profile.pooled)
+    report.claims = policy_claims(project, cases, checks, per_case=explicit is not None or not profile.pooled, topped=topped)
     report._checks = checks
     report._replays = replays
     report._explored = {e.case_id: e for e in explored_inputs}
@@ -737,27 +774,93 @@ def _judge_replay(
     return replay
 
 
+def case_policies(project: Project, case: CaseReport, scenario: Scenario) -> set[str]:
+    """The safety policies ``case`` exercises: those of its path, and the one a PROBE case probes."""
+    spec, bindings = project.spec, project.bindings
+    mine = {r.removeprefix("policies.") for r in safety_reasons(spec, bindings, scenario) if r.startswith("policies.")}
+    probed = str(case.details.get("clause") or "")
+    if case.kind == "PROBE" and probed.startswith("policies."):
+        mine.add(probed.removeprefix("policies."))
+    return mine
+
+
+TOP_UP_KINDS = ("MFT", "EXPLORE")
+"""The kinds of case a policy is topped up with (another run of the same input)."""
+
+
+async def top_up_policies(
+    project: Project,
+    cases: list[CaseReport],
+    checks: dict[str, tuple[Scenario, CheckResult]],
+    redecide: Callable[[CaseReport, int], Awaitable[CaseReport]],
+    budget: Budget,
+) -> tuple[list[CaseReport], dict[str, tuple[int, str | None]]]:
+    """Top up each safety policy whose cases all passed but ended short of the clean runs a
+    suite-level claim needs: more runs of its passing MFT and EXPLORE cases, the fewest-run
+    (then the shortest) first (:func:`agentprop._decide.claims.top_up_targets`), each case
+    decided again behind a screen of its new runs (a failure there is confirmed as any other).
+    Returns the cases (topped-up ones replaced) and, per policy topped up, the runs it added to
+    their evidence and why it stopped short (``None``: it did not)."""
+    unsafe = safety_policies(project.spec, project.bindings)
+    needed = zero_failure_runs(0.95, 0.95)
+    out = list(cases)
+    topped: dict[str, tuple[int, str | None]] = {}
+    for policy in unsafe:
+        mine = [c for c in out if c.id in checks and policy in case_policies(project, c, checks[c.id][0])]
+        results = [checks[c.id][1] for c in mine]
+        if not mine or any(r.passes < r.runs for r in results) or sum(r.runs for r in results) >= needed:
+            continue  # nothing exercises it, a run failed (no top-up certifies that), or it has its runs
+        pool = [c for c in mine if c.kind in TOP_UP_KINDS and c.verdict == "PASS"]
+        if not pool:
+            topped[policy] = (0, "no passing MFT or EXPLORE case exercises it")
+            continue
+        others = sum(checks[c.id][1].runs for c in mine if c not in pool)
+        targets = top_up_targets(
+            {c.id: checks[c.id][1].runs for c in pool},
+            needed - others,
+            cost={c.id: float(len(checks[c.id][0].turns)) for c in pool},
+            cap=SAFETY_RUNS,
+        )
+        before, judged = budget.snapshot(), sum(checks[c.id][1].runs for c in pool)
+        again = await asyncio.gather(*(redecide(c, targets[c.id]) for c in pool if c.id in targets))
+        replaced = {c.id: c for c in again}
+        out = [replaced.get(c.id, c) for c in out]
+        after = budget.snapshot()
+        short = sum(checks[c.id][1].runs for c in mine) < needed
+        why = (after.exhausted_reason or "the budget is spent") if short and after.refused_runs > before.refused_runs else None
+        if short and why is None:
+            why = "its cases' runs cannot reach the runs needed"
+        # the runs judged (runs a model agent's case started ahead of its decision are not evidence)
+        topped[policy] = (sum(checks[c.id][1].runs for c in pool) - judged, why if short else None)
+    return out, topped
+
+
 def policy_claims(
-    project: Project, cases: list[CaseReport], checks: dict[str, tuple[Scenario, CheckResult]], *, per_case: bool
+    project: Project,
+    cases: list[CaseReport],
+    checks: dict[str, tuple[Scenario, CheckResult]],
+    *,
+    per_case: bool,
+    topped: dict[str, tuple[int, str | None]] | None = None,
 ) -> list[PolicyClaimReport]:
     """Each safety policy's claim over the cases decided here that exercise it (a PROBE case
     exercises the policy it probes): their runs pooled, a run with the policy's clause among its
-    failures counted as a violation (:mod:`agentprop._decide.claims`)."""
+    failures counted as a violation (:mod:`agentprop._decide.claims`). ``topped``: per policy,
+    the runs its top-up started and why it stopped short (:func:`top_up_policies`)."""
     spec, bindings = project.spec, project.bindings
     unsafe = safety_policies(spec, bindings)
     if not unsafe:
         return []
     evidence = {p: PolicyEvidence(p, why) for p, why in unsafe.items()}
+    for policy, (runs, stopped) in (topped or {}).items():
+        if policy in evidence:
+            evidence[policy].topped_up, evidence[policy].top_up_stopped = runs, stopped
     for case in cases:
         if case.id not in checks:
             continue
         scenario, result = checks[case.id]
-        mine = {r.removeprefix("policies.") for r in safety_reasons(spec, bindings, scenario) if r.startswith("policies.")}
-        probed = str(case.details.get("clause") or "")
-        if case.kind == "PROBE" and probed.startswith("policies."):
-            mine.add(probed.removeprefix("policies."))
         certified = result.verdict == "PASS" and result.decided_by == "zero-failure" and result.runs >= SAFETY_RUNS
-        for policy in mine & set(evidence):
+        for policy in case_policies(project, case, scenario) & set(evidence):
             violations = sum(f.count for f in result.failures if f.clause == f"policies.{policy}")
             failed = result.runs - result.passes
             evidence[policy].add(case.id, result.runs, violations, other_failures=max(0, failed - violations), certified=certified)

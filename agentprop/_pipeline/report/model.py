@@ -364,6 +364,8 @@ class PolicyClaimReport(BaseModel):
     confidence: float = 0.95
     needed: int = 59
     statement: str = ""
+    topped_up: int = 0
+    """Runs the top-up added towards ``needed`` clean runs (part of ``runs``)."""
 
 
 class RunReport(BaseModel):
