@@ -1,21 +1,26 @@
-"""What a budget buys: the fault zoo of ``find.py`` at budgets of 1x, 3x and 10x the number of
-cases and unlimited, beside one run per case (``--runs 1``), all in this one process.
+"""What a budget buys: the fault zoos at budgets of 1x, 3x and 10x the number of cases and
+unlimited, beside one run per case (``--runs 1``), all in this one process.
 
-Usage: ``python benchmarks/budget.py [--json PATH] [--full]``
+Usage: ``python benchmarks/budget.py [--json PATH] [--zoo pack|blind|both] [--full] [--blind-rate P]``
 
-For every fault of :data:`find.ZOO` (by default the first of each example; ``--full``: all of
-them) the example's default run (the ``ci`` profile, every kind, ``--explore 12``, seed 0, no
-corpus, nothing shrunk) is made at each budget with the fault on, plus once with ``--runs 1``
-(fixed, one run a case, no budget). A fault is *found* when the run reports a bug (a case FAIL or
-UNSTABLE). Then the clean reference agents run unlimited and at 1x (``--full``: at every budget):
-any case that is FAIL or UNSTABLE is a false alarm; their unlimited runs give the default's runs
-started per case (``default_runs_per_case``).
+Two zoos. ``pack``: the pack-derived faults of :data:`find.ZOO` on the bundled examples (by
+default the first of each example; ``--full``: all of them). ``blind``: the faults of the frozen
+blind spec zoo ``benchmarks/_specs_zoo`` (its MANIFEST's knobs at their
+``probability_for_tests``, or ``--blind-rate``; read only, its hash checked first) the manifest
+marks detectable (by default the first of each spec; ``--full``: all of them). For every fault the spec's default run (the ``ci`` profile, every
+kind, ``--explore 12``, seed 0, no corpus, nothing shrunk) is made at each budget with the fault
+on, plus once with ``--runs 1`` (fixed, one run a case, no budget). A fault is *found* when the
+run reports a bug (failures grouped by signature) that the spec's correct agent does not show
+in its own runs (unlimited, and at the same budget when it was run there): a correct agent's
+false alarm is not a find. Then the correct agents run unlimited and at 1x (``--full``: at
+every budget): any case that is FAIL or UNSTABLE is a false alarm; the bundled examples'
+unlimited runs give the default's runs started per case (``default_runs_per_case``).
 
 ``--json PATH`` writes ``found_rate_at_1x``, ``found_rate_at_3x``, ``found_rate_at_10x``,
 ``found_rate_unlimited``, ``found_rate_one_run_per_case``, ``default_runs_per_case``,
-``false_alarms`` and the per-fault entries. Targets (issue #31): found at 1x >= one run per case;
-found at 3x >= 0.9 of unlimited; default runs per case <= 3; false alarms 0. Seeded: a rerun
-prints the same table.
+``false_alarms`` (over the zoos run), the same per zoo under ``zoos`` and the per-fault entries.
+Targets (issue #31): found at 1x >= one run per case; found at 3x >= 0.9 of unlimited; default
+runs per case <= 3; false alarms 0. Seeded: a rerun prints the same table.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from find import ZOO, Fault, project_of  # noqa: E402
+from find import ZOO, project_of  # noqa: E402
 
-from agentprop import load_agent  # noqa: E402
+from agentprop import load_agent, load_project  # noqa: E402
+from agentprop._agents.project import Project  # noqa: E402
 from agentprop._decide.memo import TrialMemo  # noqa: E402
 from agentprop._modelapi.budget import Budget  # noqa: E402
 from agentprop._pipeline.report.model import RunReport  # noqa: E402
@@ -44,149 +51,257 @@ from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # 
 EXAMPLES = ("supportops", "expenseguard", "datainsights")
 MULTIPLES = (1, 3, 10)
 QUICK_PER_EXAMPLE = 1
+BLIND = ROOT / "benchmarks" / "_specs_zoo"
+ZOOS = ("pack", "blind")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One fault of a zoo: the spec it breaks, its knob and rate."""
+
+    zoo: str
+    spec: str
+    """The example (``pack``) or the blind zoo's spec directory (``blind``)."""
+    knob: str
+    rate: float
 
 
 @dataclass
 class Outcome:
     cases: int
     started: int
-    found: bool
+    bugs: set[str]
+    """The keys of the bugs the run reported (failures grouped by signature, turn left out)."""
     false_alarms: list[str]
     seconds: float
 
 
-def run(example: str, faults: dict[str, float], *, max_runs: int | None = None, one_run: bool = False) -> Outcome:
-    """``agentprop run examples/EXAMPLE [--fault K=P] [--max-runs N | --runs 1] --corpus none
+_BLIND_PROJECTS: dict[str, Project] = {}
+
+
+def project(zoo: str, spec: str) -> Project:
+    if zoo == "pack":
+        return project_of(spec)
+    if spec not in _BLIND_PROJECTS:
+        _BLIND_PROJECTS[spec] = load_project(BLIND / spec)
+    return _BLIND_PROJECTS[spec]
+
+
+def run(zoo: str, spec: str, faults: dict[str, float], *, max_runs: int | None = None, one_run: bool = False) -> Outcome:
+    """``agentprop run SPEC [--fault K=P] [--max-runs N | --runs 1] --corpus none
     --shrink-budget 0``, in process: bugs are grouped (what "found" reads), none is shrunk."""
-    project = project_of(example)
-    agent = load_agent(project.bindings.agent or "", project.base_dir, dict(faults))
+    proj = project(zoo, spec)
+    agent = load_agent(proj.bindings.agent or "", proj.base_dir, dict(faults))
     settings = RunSettings(runs=1) if one_run else RunSettings()
     budget = Budget(max_runs=max_runs)
     started = time.perf_counter()
 
     async def go() -> RunReport:
-        report = await arun_cases(project, agent, project.scenarios(), settings, problems=project.problems, budget=budget, memo=TrialMemo())
-        shrink_failures(project, agent, report, budget=0, corpus=None)  # groups the failures into bugs
+        report = await arun_cases(proj, agent, proj.scenarios(), settings, problems=proj.problems, budget=budget, memo=TrialMemo())
+        shrink_failures(proj, agent, report, budget=0, corpus=None)  # groups the failures into bugs
         return report
 
     report = asyncio.run(go())
-    bugs = [b for b in report.bugs if b.origin == "cases"]
+    bugs = {b.key for b in report.bugs if b.origin == "cases"}
     alarms = [c.id for c in report.cases if c.verdict in ("FAIL", "UNSTABLE")]
-    return Outcome(report.metrics.cases, budget.snapshot().runs, bool(bugs), alarms, time.perf_counter() - started)
+    return Outcome(report.metrics.cases, budget.snapshot().runs, bugs, alarms, time.perf_counter() - started)
 
 
-def chosen_faults(full: bool) -> list[Fault]:
-    if full:
-        return list(ZOO)
-    return [f for ex in EXAMPLES for f in [z for z in ZOO if z.example == ex][:QUICK_PER_EXAMPLE]]
+def manifest() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((BLIND / "MANIFEST.json").read_text(encoding="utf-8"))
+    return data
 
 
-def measure(full: bool, log: Any = sys.stderr) -> dict[str, Any]:
-    cases: dict[str, int] = {}
-    clean: dict[str, dict[str, Outcome]] = {}
-    for ex in EXAMPLES:
-        unlimited = run(ex, {})
-        cases[ex] = unlimited.cases
-        clean[ex] = {"unlimited": unlimited}
+def check_blind_frozen() -> None:
+    """The blind zoo is read only: refuse to measure on a copy that differs from its freeze."""
+    done = subprocess.run([sys.executable, str(BLIND / "freeze.py")], capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"benchmarks/_specs_zoo does not match its FREEZE.sha256: {(done.stdout + done.stderr).strip()}")
+
+
+def blind_faults(rate: float | None = None, *, full: bool = True) -> tuple[list[Target], list[str]]:
+    """The blind zoo's faults the manifest marks detectable (``full``: all; else the first of
+    each spec), and the knobs it marks not."""
+    chosen: list[Target] = []
+    skipped: list[str] = []
+    for s in manifest()["specs"]:
+        mine: list[Target] = []
+        for f in s["faults"]:
+            if not f.get("detectable_in_principle", True):
+                skipped.append(f"{s['name']}:{f['knob']}")
+                continue
+            mine.append(Target("blind", s["name"], f["knob"], rate if rate is not None else float(f.get("probability_for_tests", 1.0))))
+        chosen += mine if full else mine[:QUICK_PER_EXAMPLE]
+    return chosen, skipped
+
+
+def chosen_faults(full: bool) -> list[Target]:
+    """The pack zoo's faults: the first of each example, or (``full``) all of them."""
+    faults = list(ZOO) if full else [f for ex in EXAMPLES for f in [z for z in ZOO if z.example == ex][:QUICK_PER_EXAMPLE]]
+    return [Target("pack", f.example, f.knob, f.rate) for f in faults]
+
+
+@dataclass
+class ZooResult:
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    cases: dict[str, int] = field(default_factory=dict)
+    clean: dict[str, dict[str, Outcome]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+
+def measure_zoo(zoo: str, targets: list[Target], full: bool, log: Any, skipped: list[str] | None = None) -> ZooResult:
+    out = ZooResult(skipped=list(skipped or []))
+    specs = list(dict.fromkeys(t.spec for t in targets)) if zoo == "blind" else list(EXAMPLES)
+    for spec in specs:
+        unlimited = run(zoo, spec, {})
+        out.cases[spec] = unlimited.cases
+        out.clean[spec] = {"unlimited": unlimited}
         for k in MULTIPLES if full else MULTIPLES[:1]:
-            clean[ex][f"{k}x"] = run(ex, {}, max_runs=k * cases[ex])
-        print(f"  clean {ex}: {cases[ex]} cases, {unlimited.started} runs started unlimited", file=log)
-    entries: list[dict[str, Any]] = []
-    for fault in chosen_faults(full):
-        knobs = {fault.knob: fault.rate}
-        n = cases[fault.example]
-        row: dict[str, Any] = {"example": fault.example, "knob": fault.knob, "rate": fault.rate}
+            out.clean[spec][f"{k}x"] = run(zoo, spec, {}, max_runs=k * out.cases[spec])
+        alarms = sum(len(o.false_alarms) for o in out.clean[spec].values())
+        print(f"  clean {zoo}:{spec}: {out.cases[spec]} cases, {unlimited.started} runs started unlimited, {alarms} false alarm(s)", file=log)
+    for t in targets:
+        knobs = {t.knob: t.rate}
+        n = out.cases[t.spec]
+        clean = out.clean[t.spec]
+
+        def found(o: Outcome, at: str, clean: dict[str, Outcome] = clean) -> bool:
+            known = clean["unlimited"].bugs | (clean[at].bugs if at in clean else set())
+            return bool(o.bugs - known)
+
+        row: dict[str, Any] = {"zoo": zoo, "spec": t.spec, "knob": t.knob, "rate": t.rate}
         for k in MULTIPLES:
-            o = run(fault.example, knobs, max_runs=k * n)
-            row[f"found_at_{k}x"], row[f"runs_at_{k}x"] = o.found, o.started
-        o = run(fault.example, knobs)
-        row["found_unlimited"], row["runs_unlimited"] = o.found, o.started
-        o = run(fault.example, knobs, one_run=True)
-        row["found_one_run_per_case"], row["runs_one_run_per_case"] = o.found, o.started
-        entries.append(row)
-        print(f"  {fault.example}:{fault.knob}: " + ", ".join(f"{k}={v}" for k, v in row.items() if k.startswith("found")), file=log)
+            o = run(zoo, t.spec, knobs, max_runs=k * n)
+            row[f"found_at_{k}x"], row[f"runs_at_{k}x"] = found(o, f"{k}x"), o.started
+        o = run(zoo, t.spec, knobs)
+        row["found_unlimited"], row["runs_unlimited"] = found(o, "unlimited"), o.started
+        o = run(zoo, t.spec, knobs, one_run=True)
+        row["found_one_run_per_case"], row["runs_one_run_per_case"] = found(o, "unlimited"), o.started
+        out.entries.append(row)
+        print(f"  {zoo}:{t.spec}:{t.knob}: " + ", ".join(f"{k}={v}" for k, v in row.items() if k.startswith("found")), file=log)
+    return out
+
+
+def rates(entries: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Found rates over ``entries`` (``None``: no fault was run, so nothing was measured)."""
+    keys = {f"found_rate_at_{k}x": f"found_at_{k}x" for k in MULTIPLES}
+    keys |= {"found_rate_unlimited": "found_unlimited", "found_rate_one_run_per_case": "found_one_run_per_case"}
     n = len(entries)
+    return {name: (sum(bool(e[key]) for e in entries) / n if n else None) for name, key in keys.items()}
 
-    def rate(key: str) -> float:
-        return sum(bool(e[key]) for e in entries) / n if n else 0.0
 
-    started = sum(clean[ex]["unlimited"].started for ex in EXAMPLES)
-    total_cases = sum(cases.values())
-    alarms = {f"{ex} {which}": c.false_alarms for ex in EXAMPLES for which, c in clean[ex].items() if c.false_alarms}
+def zoo_summary(r: ZooResult, full: bool) -> dict[str, Any]:
+    alarms = {f"{spec} {which}": c.false_alarms for spec, runs in r.clean.items() for which, c in runs.items() if c.false_alarms}
+    started = sum(runs["unlimited"].started for runs in r.clean.values())
+    total = sum(r.cases.values())
     return {
-        "faults": n,
-        "full": full,
-        "found_rate_at_1x": rate("found_at_1x"),
-        "found_rate_at_3x": rate("found_at_3x"),
-        "found_rate_at_10x": rate("found_at_10x"),
-        "found_rate_unlimited": rate("found_unlimited"),
-        "found_rate_one_run_per_case": rate("found_one_run_per_case"),
-        "default_runs_per_case": started / total_cases,
-        "default_runs_per_case_by_example": {ex: clean[ex]["unlimited"].started / cases[ex] for ex in EXAMPLES},
-        "cases": cases,
+        "faults": len(r.entries),
+        **rates(r.entries),
+        "default_runs_per_case": started / total if total else None,
+        "default_runs_per_case_by_spec": {spec: runs["unlimited"].started / r.cases[spec] for spec, runs in r.clean.items()},
+        "cases": r.cases,
         "false_alarms": sum(len(v) for v in alarms.values()),
         "false_alarm_cases": alarms,
+        "clean_budgets": "every budget" if full else "unlimited and 1x",
+        "runs_one_run_per_case": sum(e["runs_one_run_per_case"] for e in r.entries),
+        "runs_unlimited": sum(e["runs_unlimited"] for e in r.entries),
+        "not_detectable_skipped": r.skipped,
+    }
+
+
+def measure(full: bool, zoos: tuple[str, ...] = ZOOS, *, blind_rate: float | None = None, log: Any = sys.stderr) -> dict[str, Any]:
+    results: dict[str, ZooResult] = {}
+    if "pack" in zoos:
+        results["pack"] = measure_zoo("pack", chosen_faults(full), full, log)
+    if "blind" in zoos:
+        check_blind_frozen()
+        targets, skipped = blind_faults(blind_rate, full=full)
+        results["blind"] = measure_zoo("blind", targets, full, log, skipped)
+    per_zoo = {z: zoo_summary(r, full) for z, r in results.items()}
+    entries = [e for r in results.values() for e in r.entries]
+    return {
+        "zoos_run": list(results),
+        "full": full,
+        "faults": len(entries),
+        **rates(entries),
+        # the issue's figure: the bundled examples' correct agents (not measured without the pack zoo)
+        "default_runs_per_case": per_zoo["pack"]["default_runs_per_case"] if "pack" in per_zoo else None,
+        "false_alarms": sum(z["false_alarms"] for z in per_zoo.values()),
         "runs_one_run_per_case": sum(e["runs_one_run_per_case"] for e in entries),
         "runs_unlimited": sum(e["runs_unlimited"] for e in entries),
+        "zoos": per_zoo,
         "entries": entries,
     }
 
 
+def _rate(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "not measured"
+
+
+def checks(s: dict[str, Any]) -> dict[str, bool | None]:
+    """Each target: met, not met, or ``None`` when a figure it needs was not measured."""
+    one, unlimited, at1, at3 = (s.get(k) for k in ("found_rate_one_run_per_case", "found_rate_unlimited", "found_rate_at_1x", "found_rate_at_3x"))
+    runs = s.get("default_runs_per_case")
+    return {
+        "found at 1x >= one run per case": None if at1 is None or one is None else at1 >= one,
+        "found at 3x >= 0.9 of unlimited": None if at3 is None or unlimited is None else at3 >= 0.9 * unlimited,
+        "default runs per case <= 3": None if runs is None else runs <= 3,
+        "false alarms 0": s["false_alarms"] == 0,
+    }
+
+
 def render(s: dict[str, Any]) -> str:
-    lines = [
-        f"{'fault':<44} {'1x':>6} {'3x':>6} {'10x':>6} {'unlim.':>7} {'runs 1':>7}",
-    ]
+    lines = [f"{'fault':<52} {'1x':>6} {'3x':>6} {'10x':>6} {'unlim.':>7} {'runs 1':>7}"]
     for e in s["entries"]:
         marks = [("found" if e[f"found_at_{k}x"] else "-") for k in MULTIPLES]
+        name = f"{e.get('zoo', 'pack')}:{e.get('spec', e.get('example'))}:{e['knob']}@{e['rate']:g}"
         lines.append(
-            f"{e['example'] + ':' + e['knob']:<44} {marks[0]:>6} {marks[1]:>6} {marks[2]:>6} "
+            f"{name:<52} {marks[0]:>6} {marks[1]:>6} {marks[2]:>6} "
             f"{'found' if e['found_unlimited'] else '-':>7} {'found' if e['found_one_run_per_case'] else '-':>7}"
         )
-    one = s["found_rate_one_run_per_case"]
-    unlimited = s["found_rate_unlimited"]
+    for zoo, z in s.get("zoos", {}).items():
+        lines.append(
+            f"{zoo} zoo ({z['faults']} faults): found 1x {_rate(z['found_rate_at_1x'])}, 3x {_rate(z['found_rate_at_3x'])}, "
+            f"10x {_rate(z['found_rate_at_10x'])}, unlimited {_rate(z['found_rate_unlimited'])}; "
+            f"one run per case {_rate(z['found_rate_one_run_per_case'])}; correct agents: {z['false_alarms']} false alarm(s) "
+            f"({z['clean_budgets']}), {_rate(z['default_runs_per_case'])} runs started per case unlimited"
+            + (f"; not detectable by the manifest, not run: {', '.join(z['not_detectable_skipped'])}" if z.get("not_detectable_skipped") else "")
+        )
+    one, unlimited = s["found_rate_one_run_per_case"], s["found_rate_unlimited"]
     lines += [
-        f"found rate: 1x {s['found_rate_at_1x']:.2f}, 3x {s['found_rate_at_3x']:.2f}, 10x {s['found_rate_at_10x']:.2f}, "
-        f"unlimited {unlimited:.2f}; one run per case (baseline, same process) {one:.2f}",
+        f"found rate, all zoos run: 1x {_rate(s['found_rate_at_1x'])}, 3x {_rate(s['found_rate_at_3x'])}, "
+        f"10x {_rate(s['found_rate_at_10x'])}, unlimited {_rate(unlimited)}; one run per case (baseline, same process) {_rate(one)}",
         f"ratio 1x / one run per case: {s['found_rate_at_1x'] / one:.2f}"
         if one
-        else "ratio 1x / one run per case: not measured (baseline found nothing)",
+        else "ratio 1x / one run per case: not measured (baseline found nothing or was not run)",
         f"runs started: unlimited default {s['runs_unlimited']}, one run per case {s['runs_one_run_per_case']} "
         f"({s['runs_unlimited'] / s['runs_one_run_per_case']:.2f}x)"
         if s["runs_one_run_per_case"]
         else "",
-        "default runs started per case, clean agents: "
-        + ", ".join(f"{ex} {v:.2f}" for ex, v in s["default_runs_per_case_by_example"].items())
-        + f"; all {s['default_runs_per_case']:.2f}",
-        f"false alarms (clean agents, {'every budget' if s['full'] else 'unlimited and 1x'}): {s['false_alarms']}",
+        f"default runs started per case, bundled examples' correct agents: {_rate(s['default_runs_per_case'])}",
+        f"false alarms, correct agents of the zoos run: {s['false_alarms']}",
     ]
-    checks = {
-        "found at 1x >= one run per case": s["found_rate_at_1x"] >= one,
-        "found at 3x >= 0.9 of unlimited": s["found_rate_at_3x"] >= 0.9 * unlimited,
-        "default runs per case <= 3": s["default_runs_per_case"] <= 3,
-        "false alarms 0": s["false_alarms"] == 0,
-    }
-    lines.append("targets: " + "; ".join(f"{k}: {'met' if ok else 'NOT MET'}" for k, ok in checks.items()))
+    lines.append("targets: " + "; ".join(f"{k}: {'not measured' if ok is None else 'met' if ok else 'NOT MET'}" for k, ok in checks(s).items()))
     if not s["full"]:
-        lines.append(f"(quick: {s['faults']} of {len(ZOO)} faults; --full runs them all)")
+        quick = [f"{z['faults']} {name} faults" for name, z in s.get("zoos", {}).items()] or [f"{s['faults']} faults"]
+        lines.append(f"(quick: {', '.join(quick)}, the first of each spec; --full runs every fault of the zoos)")
     return "\n".join(line for line in lines if line)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
-    parser.add_argument("--full", action="store_true", help=f"every fault of the zoo ({len(ZOO)}), not one per example; clean agents at every budget")
+    parser.add_argument("--zoo", choices=("pack", "blind", "both"), default="both", help="which fault zoo(s) to run (default both)")
+    parser.add_argument("--full", action="store_true", help="every fault of the zoos, not the first of each spec; correct agents at every budget")
+    parser.add_argument("--blind-rate", type=float, metavar="P", help="fire the blind zoo's knobs with probability P (default: the manifest's)")
     args = parser.parse_args(argv)
-    summary = measure(args.full)
+    zoos = ZOOS if args.zoo == "both" else (args.zoo,)
+    summary = measure(args.full, zoos, blind_rate=args.blind_rate)
     print(render(summary))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    met = (
-        summary["found_rate_at_1x"] >= summary["found_rate_one_run_per_case"]
-        and summary["found_rate_at_3x"] >= 0.9 * summary["found_rate_unlimited"]
-        and summary["default_runs_per_case"] <= 3
-        and summary["false_alarms"] == 0
-    )
-    return 0 if met else 1
+    # a target that was not measured is not met
+    return 0 if all(ok is True for ok in checks(summary).values()) else 1
 
 
 if __name__ == "__main__":

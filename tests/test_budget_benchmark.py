@@ -1,8 +1,10 @@
-"""benchmarks/budget.py: the faults it runs, and a table that says which targets were met."""
+"""benchmarks/budget.py: the faults it runs on both zoos, and a table that says which targets were
+met and which were not measured."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -25,12 +27,23 @@ def budget() -> ModuleType:
 
 def test_the_quick_run_takes_one_fault_per_example_and_full_takes_the_zoo(budget: ModuleType) -> None:
     quick = budget.chosen_faults(False)
-    assert sorted(f.example for f in quick) == sorted(budget.EXAMPLES)
-    assert budget.chosen_faults(True) == list(budget.ZOO)
+    assert sorted(f.spec for f in quick) == sorted(budget.EXAMPLES)
+    assert [(f.spec, f.knob, f.rate) for f in budget.chosen_faults(True)] == [(f.example, f.knob, f.rate) for f in budget.ZOO]
+
+
+def test_the_blind_zoo_runs_every_fault_its_manifest_calls_detectable(budget: ModuleType) -> None:
+    manifest = json.loads((ROOT / "benchmarks" / "_specs_zoo" / "MANIFEST.json").read_text(encoding="utf-8"))
+    every = [(s["name"], f["knob"], f.get("detectable_in_principle", True)) for s in manifest["specs"] for f in s["faults"]]
+    chosen, skipped = budget.blind_faults(full=True)
+    assert [(t.spec, t.knob) for t in chosen] == [(s, k) for s, k, ok in every if ok]
+    assert skipped == [f"{s}:{k}" for s, k, ok in every if not ok]
+    assert {t.zoo for t in chosen} == {"blind"} and len(chosen) + len(skipped) == manifest["fault_count"]
+    assert {t.rate for t in budget.blind_faults(0.5)[0]} == {0.5}
 
 
 def summary(**over: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
+        "zoos_run": ["pack"],
         "faults": 3,
         "full": False,
         "found_rate_at_1x": 1.0,
@@ -39,10 +52,10 @@ def summary(**over: Any) -> dict[str, Any]:
         "found_rate_unlimited": 1.0,
         "found_rate_one_run_per_case": 1.0,
         "default_runs_per_case": 2.6,
-        "default_runs_per_case_by_example": {"supportops": 2.6},
         "false_alarms": 0,
         "runs_one_run_per_case": 100,
         "runs_unlimited": 80,
+        "zoos": {},
         "entries": [],
     }
     return {**base, **over}
@@ -54,4 +67,19 @@ def test_the_table_says_which_target_is_not_met(budget: ModuleType) -> None:
     assert "found at 1x >= one run per case: NOT MET" in text and "default runs per case <= 3: NOT MET" in text
     assert "found at 3x >= 0.9 of unlimited: met" in text
     # a baseline that found nothing gives no ratio, and says why
-    assert "not measured (baseline found nothing)" in budget.render(summary(found_rate_one_run_per_case=0.0))
+    assert "not measured (baseline found nothing or was not run)" in budget.render(summary(found_rate_one_run_per_case=0.0))
+
+
+def test_a_figure_not_measured_is_said_so_and_fails_its_target(budget: ModuleType) -> None:
+    # the blind zoo alone: the bundled examples' runs per case were not measured
+    blind_only = summary(zoos_run=["blind"], default_runs_per_case=None)
+    text = budget.render(blind_only)
+    assert "default runs per case <= 3: not measured" in text and "runs started per case, bundled examples' correct agents: not measured" in text
+    assert budget.checks(blind_only)["default runs per case <= 3"] is None
+
+
+def test_the_quick_blind_run_takes_the_first_detectable_fault_of_each_spec(budget: ModuleType) -> None:
+    quick, _ = budget.blind_faults(full=False)
+    full, _ = budget.blind_faults(full=True)
+    assert [t.spec for t in quick] == list(dict.fromkeys(t.spec for t in full))
+    assert all(t == next(f for f in full if f.spec == t.spec) for t in quick)
