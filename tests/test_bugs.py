@@ -14,7 +14,7 @@ import agentprop.oracle
 from agentprop._agents.loading import LoadedAgent
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.shrink import OtherFailure, RateSummary, ShrinkReport
-from agentprop._pipeline.bugs import bug_key, find_bugs, group_failures
+from agentprop._pipeline.bugs import bug_key, divergence_key, find_bugs, group_failures
 from agentprop._pipeline.report.model import AgentInfo, CaseReport, FailureSummary, Metrics, RunReport, SpecInfo
 from agentprop._pipeline.run import RunSettings, arun_cases, render_table, shrink_failures
 
@@ -87,6 +87,61 @@ def test_failures_are_grouped_across_cases_kinds_and_turns() -> None:
     assert [g.key for g in groups] == [bug_key(SKIP.format(0)), "decision_is:decision_tree.END_X:got=CLARIFY"]
     assert groups[0].case_ids == ["one-turn", "two-turn", "BOUNDARY b"]
     assert {h.signature for h in groups[0].hits} == {SKIP.format(0), SKIP.format(1)}
+
+
+def test_a_wrong_decision_is_one_bug_at_the_node_where_the_turn_left_its_path() -> None:
+    """Issue #23 item 6: an agent that re-asks for its verification details on every path made
+    one bug per leaf (decision_tree.END_CANCEL_DENIED, decision_tree.END_ADDRESS_DENIED ...);
+    the turns left their paths at N2_AUTH, whose missing-field exit decides REQUEST_AUTH_INFO:
+    one bug, keyed by that node."""
+    project = agentprop.load_project(EXAMPLE)
+    by_id = {s.id: s for s in project.scenarios()}
+    key_of = divergence_key(project.scenarios(), lambda c: by_id.get(c.id.removeprefix("EXPLORE ").split(" ~")[0]))
+    asked = "decision_is:decision_tree.{}@turn0:got=REQUEST_AUTH_INFO"
+    cases = [
+        case("END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY", asked.format("END_CANCEL_DENIED")),
+        case("EXPLORE END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY ~2", asked.format("END_ADDRESS_DENIED"), kind="EXPLORE"),
+        # another wrong decision, one no turn of the spec decides, a case of no known scenario
+        case("END_ADDRESS_UPDATED<-N9_UPDATE_ADDRESS", "decision_is:decision_tree.END_ADDRESS_UPDATED@turn0:got=ADDRESS_DENIED"),
+        case("END_REFUSE_AUTH<-N2_AUTH", "decision_is:decision_tree.END_REFUSE_AUTH@turn0:got=NOPE"),
+        case("somewhere else", asked.format("END_X")),
+    ]
+    groups = group_failures(cases, key_of)
+    assert [g.key for g in groups] == [
+        "decision_is:decision_tree.N2_AUTH:got=REQUEST_AUTH_INFO",
+        "decision_is:decision_tree.N8_ADDRESS_ELIGIBILITY:got=ADDRESS_DENIED",
+        "decision_is:decision_tree.END_REFUSE_AUTH:got=NOPE",
+        "decision_is:decision_tree.END_X:got=REQUEST_AUTH_INFO",
+    ]
+    assert groups[0].case_ids == ["END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY", "EXPLORE END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY ~2"]
+    # a later turn: the confirmation turn of a cancel that decided CANCEL_ABORTED left at N6
+    second = case(CANCEL, "decision_is:decision_tree.END_CANCELLED@turn1:got=CANCEL_ABORTED")
+    assert key_of(second, second.failures[0].signature) == "decision_is:decision_tree.N6_CONFIRM_CANCEL:got=CANCEL_ABORTED"
+
+
+def test_a_call_refused_over_the_limit_is_filed_under_the_retry_too_many() -> None:
+    """A retry too many made the turn's last call go over max_tool_calls_per_turn: the run's
+    failure is the retry (the first deviation), not the refused call nor the decision after it."""
+    from agentprop._decide.case import Case, Expectation
+    from agentprop._decide.contracts import Verdict
+    from agentprop._scenario.trace import Trace
+
+    def fails(contract: str, detail: str, step: int | None = None) -> Expectation:
+        return Expectation(contract, "c", lambda t: Verdict(passed=False, contract=contract, explanation="", turn=0, step=step, detail=detail))
+
+    scenario = agentprop.load_project(EXAMPLE).scenario(CANCEL)
+    found = Case(
+        scenario,
+        (
+            fails("no_run_errors", "limit_exceeded"),
+            fails("decision_is", "got=X"),
+            fails("forbids_tools", "called=y", step=4),
+            fails("max_retries", "lookupx3", step=3),
+        ),
+    ).verdicts(Trace(spec_id="s", seed=0))
+    assert [v.contract for v in found] == ["max_retries", "forbids_tools", "no_run_errors", "decision_is"]
+    plain = Case(scenario, (fails("no_run_errors", "limit_exceeded"), fails("decision_is", "got=X"))).verdicts(Trace(spec_id="s", seed=0))
+    assert [v.contract for v in plain] == ["no_run_errors", "decision_is"]  # no earlier deviation: unchanged
 
 
 def fake_shrink(signature: str, others: list[OtherFailure]) -> ShrinkReport:

@@ -77,14 +77,36 @@ class Case:
 
     def verdicts(self, trace: Trace) -> list[Verdict]:
         """Every verdict of one run; the run passes when each does (each turn's tool outputs
-        are read once for all the grounding checks)."""
+        are read once for all the grounding checks). The first failing verdict names the run's
+        failure. When a call was refused over the turn's limit, the calls that broke a bound
+        in that turn or before (a retry too many, a tool the path forbids), earliest first, come
+        before it, and it before the rest: the excess call and the turn's decision follow from
+        that first deviation."""
         with shared_turn_facts():
-            return [v for e in self.expectations for v in e.verdicts(trace)]
+            out = [v for e in self.expectations for v in e.verdicts(trace)]
+        over = [v for v in out if not v.passed and _over_limit(v)]
+        if over:
+            first = [v for v in out if not v.passed and v.contract in _DEVIATIONS and _turn_le(v, over[0])]
+            if first:
+                first.sort(key=lambda v: (v.turn if v.turn is not None else -1, v.step if v.step is not None else 1 << 30))
+                out = first + over + [v for v in out if v not in first and v not in over]
+        return out
 
     @property
     def clauses(self) -> list[str]:
         """The clauses the case enforces, in order, once each."""
         return list(dict.fromkeys(c for e in self.expectations for c in (e.clause, *e.also) if c))
+
+
+_DEVIATIONS = ("max_retries", "forbids_tools", "must_not_use")
+
+
+def _over_limit(v: Verdict) -> bool:
+    return v.contract == "max_tool_calls" or (v.contract == "no_run_errors" and v.detail == "limit_exceeded")
+
+
+def _turn_le(v: Verdict, limit: Verdict) -> bool:
+    return v.turn is None or limit.turn is None or v.turn <= limit.turn
 
 
 # ----------------------------------------------------------------------------- the MFT

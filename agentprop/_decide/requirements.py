@@ -70,6 +70,7 @@ def _retry_check(lim: RequirementLimit, tool: str, allowed: int) -> Callable[[Tr
                 f"{tool} was called {len(calls)} times: {len(calls) - 1} retries, at most {lim.limit}{extra}",
                 lim.clause,
                 calls[allowed].turn_index,
+                calls[allowed].step,
                 detail=f"{tool}x{len(calls)}",
             )
         return _ok("max_retries", f"{tool} was called {len(calls)} time(s), at most {allowed}", lim.clause)

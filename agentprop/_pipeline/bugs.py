@@ -3,7 +3,9 @@
 A failure's signature is ``contract:clause@turnN:detail`` (:attr:`Verdict.signature`). The
 same fault breaks the same clause in the same way in many cases, but not always on the same
 turn (a two-turn case meets it on turn 1, a one-turn case on turn 0), so a bug is keyed by
-the signature without its ``@turnN``: :func:`bug_key`. Every case that did not pass
+the signature without its ``@turnN``: :func:`bug_key`. A wrong decision is keyed by the node
+where the turn left its path (:func:`divergence_key`), not by the leaf each path ends at: one
+fault that makes the agent re-ask for identity on every path is one bug. Every case that did not pass
 contributes each of its failure signatures; each group is shrunk once, on its simplest
 shrinkable case (fewest turns, then the shortest messages), chasing that case's full
 signature. A corpus entry whose replay reproduced its own signature already is the bug's
@@ -17,7 +19,8 @@ a bug of origin ``shrinking``: reported, with the candidate it was met on, but n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +29,7 @@ from agentprop._decide.metamorphic import distribution_words
 from agentprop._decide.shrink import ShrinkReport
 from agentprop._decide.signature import bug_id, bug_key
 from agentprop._pipeline.report.model import BugReport, CaseReport, FailureRate, RunReport
+from agentprop._scenario.build import Scenario
 from agentprop._shrink.query import wilson_interval
 
 SHRINKABLE_KINDS = ("MFT", "EXPLORE", "PROBE", "BOUNDARY", "REGRESSION", "CORPUS", "JUDGE")
@@ -57,14 +61,19 @@ class Group:
         return list(dict.fromkeys(h.case.id for h in self.hits))
 
 
-def group_failures(cases: list[CaseReport]) -> list[Group]:
-    """The bugs of the cases that did not pass, most cases first (then first seen)."""
+KeyOf = Callable[[CaseReport, str], str]
+"""``(case, signature) -> bug key``."""
+
+
+def group_failures(cases: list[CaseReport], key_of: KeyOf | None = None) -> list[Group]:
+    """The bugs of the cases that did not pass, most cases first (then first seen); a
+    failure's bug is ``key_of(case, signature)`` (default :func:`bug_key`)."""
     groups: dict[str, Group] = {}
     for case in cases:
         if case.verdict not in ("FAIL", "UNSTABLE"):
             continue
         for f in case.failures:
-            key = bug_key(f.signature)
+            key = key_of(case, f.signature) if key_of is not None else bug_key(f.signature)
             group = groups.setdefault(key, Group(key))
             same = next((h for h in group.hits if h.case is case and h.signature == f.signature), None)
             if same is not None:
@@ -73,6 +82,55 @@ def group_failures(cases: list[CaseReport]) -> list[Group]:
                 group.hits.append(Hit(case, f.signature, f.count, f.explanation))
     order = list(groups)
     return sorted(groups.values(), key=lambda g: (-len(g.case_ids), order.index(g.key)))
+
+
+_WRONG_DECISION = re.compile(r"decision_is:decision_tree\.([A-Za-z0-9_]+)@turn(-?\d+):got=(.+)")
+
+
+def divergence_key(scenarios: Iterable[Scenario], scenario_of: Callable[[CaseReport], Scenario | None]) -> KeyOf:
+    """Bug keys that name where a wrong decision left the path, not where the path ended.
+
+    A turn expected to end at ``END_TOO_EARLY`` that decided ``REQUEST_IDENTITY`` went wrong at
+    ``N2_VERIFY``, whose missing-field exit decides that: so did the turns expected to end at
+    ``END_RX_UNAVAILABLE`` or ``END_REFILL_SUBMITTED`` with the same decision, and all are one
+    bug. The divergence is the last node the failing turn shares, from the start, with a turn
+    of ``scenarios`` that decides the wrong decision (its turn role in the tree); a wrong
+    decision no turn decides, or a case whose scenario is unknown, keeps :func:`bug_key`.
+    Other failures keep :func:`bug_key` too (their clauses already name the node that requires
+    what is missing)."""
+    deciding: dict[str, list[list[str]]] = {}
+    for s in scenarios:
+        for i, t in enumerate(s.turns):
+            if not t.expect_decision:
+                continue
+            nodes = list(t.nodes)
+            if i == len(s.turns) - 1 and s.leaf not in nodes:
+                nodes.append(s.leaf)  # a missing-field stop: its node is where it decides
+            deciding.setdefault(t.expect_decision, []).append(nodes)
+
+    def key_of(case: CaseReport, signature: str) -> str:
+        key = bug_key(signature)
+        m = _WRONG_DECISION.fullmatch(signature)
+        scenario = scenario_of(case) if m is not None else None
+        if m is None or scenario is None:
+            return key
+        turn, got = int(m.group(2)), m.group(3)
+        if not -len(scenario.turns) <= turn < len(scenario.turns):
+            return key
+        nodes = list(scenario.turns[turn].nodes)
+        if turn in (-1, len(scenario.turns) - 1) and scenario.leaf not in nodes:
+            nodes.append(scenario.leaf)
+        shared = 0
+        for other in deciding.get(got, []):
+            n = 0
+            while n < min(len(nodes), len(other)) and nodes[n] == other[n]:
+                n += 1
+            shared = max(shared, n)
+        if shared == 0:
+            return key
+        return f"decision_is:decision_tree.{nodes[shared - 1]}:got={got}"
+
+    return key_of
 
 
 def simplicity(case: CaseReport) -> tuple[int, int, int, int, str]:
@@ -93,13 +151,16 @@ Shrinker = Callable[[CaseReport, str], "ShrinkReport | None"]
 """``(case, signature) -> ShrinkReport``, or None when the case cannot be shrunk."""
 
 
-def find_bugs(report: RunReport, shrink_case: Shrinker | None, *, shrinkable: Callable[[CaseReport], bool]) -> list[BugReport]:
-    """Group the report's failures into bugs and shrink each once with ``shrink_case``
-    (``None``: shrinking is off). Sets ``cases[].bugs`` and the representative's
-    ``cases[].shrunk``; returns the bugs (also stored in ``report.bugs``)."""
+def find_bugs(
+    report: RunReport, shrink_case: Shrinker | None, *, shrinkable: Callable[[CaseReport], bool], key_of: KeyOf | None = None
+) -> list[BugReport]:
+    """Group the report's failures into bugs (``key_of``: see :func:`group_failures`) and
+    shrink each once with ``shrink_case`` (``None``: shrinking is off). Sets ``cases[].bugs``
+    and the representative's ``cases[].shrunk``; returns the bugs (also stored in
+    ``report.bugs``)."""
     bugs: list[BugReport] = []
     met_while_shrinking: dict[str, BugReport] = {}
-    groups = group_failures(report.cases)
+    groups = group_failures(report.cases, key_of)
     found_by_cases = {g.key for g in groups}
     for group in groups:
         first = group.hits[0]
@@ -137,7 +198,7 @@ def find_bugs(report: RunReport, shrink_case: Shrinker | None, *, shrinkable: Ca
             continue
         _from_shrink(bug, rep, shrunk)
         for other in shrunk.other_failures:
-            okey = bug_key(other.signature)
+            okey = key_of(rep.case, other.signature) if key_of is not None else bug_key(other.signature)
             if okey in found_by_cases:
                 continue  # a bug the cases found too: it is listed on its own
             seen = met_while_shrinking.get(okey)

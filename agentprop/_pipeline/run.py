@@ -34,7 +34,7 @@ from agentprop._decide.shrink import ShrinkReport, shrink
 from agentprop._decide.signature import bug_key
 from agentprop._decide.slots import CaseLanes, RunSlots
 from agentprop._modelapi.budget import Budget
-from agentprop._pipeline.bugs import SHRINKABLE_KINDS, find_bugs
+from agentprop._pipeline.bugs import SHRINKABLE_KINDS, divergence_key, find_bugs
 from agentprop._pipeline.completeness import condition_coverage, untested
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH
 from agentprop._pipeline.explore import ExploredInput, LearnedWeights, exploration_summary, explore_cases
@@ -978,7 +978,8 @@ def shrink_failures(
     try:
         if progress is not None:
             progress.start()
-        bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable)
+        key_of = divergence_key(project.scenarios(), lambda c: report._checks[c.id][0] if c.id in report._checks else None)
+        bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable, key_of=key_of)
         for bug in bugs:
             if bug.representative in stopped:
                 bug.note = stopped[bug.representative]
