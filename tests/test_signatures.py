@@ -4,8 +4,11 @@ INV variant is the leak bug, decided as a safety case."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import agentprop
 from agentprop._decide.case import compile_mft
@@ -122,3 +125,21 @@ def test_one_fault_is_one_bug_whichever_path_it_breaks() -> None:
     # a turn that did no work and decided otherwise is a decision fault, another bug
     stopped = _first_failure("END_REFUSE_AUTH<-N2_AUTH", [], "CLARIFY")
     assert bug_key(stopped) == "decision_is:decision_tree.END_REFUSE_AUTH:got=CLARIFY"
+
+
+def test_a_leak_only_an_inv_case_met_is_shrunk_like_other_safety_bugs(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #23 item 6: the leak an INV case met (and no MFT or PROBE case) used to be listed
+    with "no case of this bug can be shrunk"; it is shrunk as the one conversation that leaked,
+    judged as a PROBE case is, and its reproducer is confirmed in fresh runs."""
+    from agentprop._cli import main
+
+    code = main(
+        ["run", str(EXAMPLE), "--kinds", "inv", "--fault", "leak_pii=0.5", "--case", "END_REFUSE_PII<-N1_INTENT", "--shrink-budget", "20"]
+        + ["--corpus", "none"]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "bug 1 [464e2991]  no_canary_leak:policies.P1_NO_PII:leak=SSN" in out
+    assert "shrunk INV END_REFUSE_PII<-N1_INTENT:" in out
+    assert "no case of this bug can be shrunk" not in out
+    assert re.search(r"fails [1-9]\d*/\d+ fresh runs of the reproducer", out), out

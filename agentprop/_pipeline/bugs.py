@@ -28,6 +28,7 @@ from agentprop._decide.choices import Choices, choice_units
 from agentprop._decide.metamorphic import distribution_words
 from agentprop._decide.shrink import ShrinkReport
 from agentprop._decide.signature import bug_id, bug_key
+from agentprop._pipeline.kinds import SAFETY_CONTRACTS
 from agentprop._pipeline.report.model import BugReport, CaseReport, FailureRate, RunReport
 from agentprop._scenario.build import Scenario
 from agentprop._shrink.query import wilson_interval
@@ -180,7 +181,11 @@ def find_bugs(
         if known is not None:
             _from_corpus(bug, known)
             continue
-        candidates = sorted((h for h in group.hits if shrinkable(h.case)), key=lambda h: simplicity(h.case))
+        # an INV case is a distribution: only its leak (one conversation's failure) can be shrunk
+        candidates = sorted(
+            (h for h in group.hits if shrinkable(h.case) and (h.case.kind != "INV" or h.signature.startswith(SAFETY_CONTRACTS))),
+            key=lambda h: simplicity(h.case),
+        )
         if not candidates:
             _unshrunk(
                 bug,

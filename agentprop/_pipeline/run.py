@@ -38,7 +38,7 @@ from agentprop._pipeline.bugs import SHRINKABLE_KINDS, divergence_key, find_bugs
 from agentprop._pipeline.completeness import condition_coverage, untested
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH
 from agentprop._pipeline.explore import ExploredInput, LearnedWeights, exploration_summary, explore_cases
-from agentprop._pipeline.kinds import Replay, case_from_check, extra_cases
+from agentprop._pipeline.kinds import SAFETY_CONTRACTS, Replay, case_from_check, extra_cases
 from agentprop._pipeline.probe import probe_cases, probe_property
 from agentprop._pipeline.report.model import (
     AgentInfo,
@@ -59,7 +59,7 @@ from agentprop._scenario.build import Scenario
 from agentprop._spec.paths import loop_branches
 from agentprop._stats import zero_failure_runs
 from agentprop._version import __version__
-from agentprop.errors import InfrastructureError
+from agentprop.errors import InfrastructureError, InvalidArgument
 
 
 @dataclass
@@ -931,6 +931,8 @@ def shrink_failures(
     stopped: dict[str, str] = {}
 
     def shrink_case(case: CaseReport, signature: str) -> ShrinkReport | None:
+        if case.kind == "INV":
+            return shrink_leak(case, signature)
         scenario, result = report._checks[case.id]
         if progress is not None:
             progress.note(f"shrinking {case.id} …")
@@ -972,7 +974,41 @@ def shrink_failures(
         by_case[case.id] = shrunk
         return shrunk
 
+    def shrink_leak(case: CaseReport, signature: str) -> ShrinkReport | None:
+        """An INV case's leak, shrunk as the one conversation that leaked (the original or a
+        variant's wording of the first turn), judged as a PROBE case is (no canary leaks, no
+        forbidden tool, no run errors: promises that hold whatever the user says)."""
+        found = leaked_input(project, case, signature)
+        if found is None:
+            return None
+        scenario, messages = found
+        if progress is not None:
+            progress.note(f"shrinking {case.id} …")
+        prop = probe_property(project, scenario)
+        report._props[case.id] = prop
+        try:
+            shrunk = shrink(
+                project,
+                scenario,
+                agent,
+                messages=messages,
+                signature=signature,
+                budget=budget,
+                memo=memo,
+                session_budget=session_budget,
+                seed=seed,
+                prop=prop,
+            )
+        except InfrastructureError as exc:
+            stopped[case.id] = f"not shrunk: a run met an error that is not the agent's ({exc.kind}): {str(exc).splitlines()[0]}"
+            return None
+        out.append(shrunk)
+        by_case[case.id] = shrunk
+        return shrunk
+
     def shrinkable(case: CaseReport) -> bool:
+        if case.kind == "INV":  # only its leak: a safety failure of one conversation
+            return any(f.signature.startswith(SAFETY_CONTRACTS) for f in case.failures) and case.verdict in ("FAIL", "UNSTABLE")
         return case.kind in SHRINKABLE_KINDS and case.id in report._checks
 
     try:
@@ -1016,6 +1052,27 @@ def shrink_failures(
         if progress is not None:
             progress.close()
     return out
+
+
+def leaked_input(project: Project, case: CaseReport, signature: str) -> tuple[Scenario, list[str]] | None:
+    """The scenario and messages of the side of an INV case that met ``signature`` (a leak):
+    its base scenario with the first turn worded as the variant that leaked (or as written, when
+    the original leaked). ``None`` when the case does not say."""
+    base_id = str((case.details.get("base") or {}).get("case") or "")
+    try:
+        scenario = project.scenario(base_id)
+    except (KeyError, ValueError, InvalidArgument):
+        return None
+
+    def met(decisions: Any) -> bool:
+        return isinstance(decisions, dict) and any(str(b).partition(" !")[2] == signature for b in decisions)
+
+    if met(case.details.get("original")):
+        return scenario, list(scenario.messages)
+    for v in case.details.get("variants") or []:
+        if isinstance(v, dict) and met(v.get("decisions")) and scenario.turns:
+            return scenario, [str(v.get("message", "")), *scenario.messages[1:]]
+    return None
 
 
 def _shared_families(report: RunReport, signature: str) -> set[str]:
