@@ -191,7 +191,11 @@ def test_under_a_budget_a_confirmed_failure_is_shrunk_before_passing_cases_are_d
     agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
     budget, memo = Budget(max_runs=3 * PATHS + 60), TrialMemo()
     settings = RunSettings(kinds=("mft", "explore"), explore=2, shrink_budget=20)
-    report = asyncio.run(arun_cases(project, agent, project.scenarios(), settings, memo=memo, budget=budget))
+    import io
+
+    log = io.StringIO()
+    report = asyncio.run(arun_cases(project, agent, project.scenarios(), settings, memo=memo, budget=budget, progress_stream=log))
+    assert "agentprop: shrinking the confirmed failures before deepening the rest" in log.getvalue()
     assert any(c.verdict == "FAIL" for c in report.cases)
     assert any(c.verdict == "INCONCLUSIVE" and c.runs == 1 for c in report.cases)  # not deepened: the shrink came first
     shrunk_early = report.metrics.extra["runs_shrinking_before_deepening"]
@@ -260,3 +264,11 @@ def test_top_up_targets_raise_the_fewest_run_case_first_within_the_cap() -> None
     assert top_up_targets({"a": 2, "b": 2}, 5, cost={"a": 3.0, "b": 1.0}) == {"b": 3}  # the cheaper among equals
     assert top_up_targets({"a": 2, "b": 2}, 100, cap=10) == {"a": 10, "b": 10}  # as far as the caps let it
     assert top_up_targets({"a": 30, "b": 30}, 59) == {}
+
+
+def test_the_cli_says_it_shrinks_the_confirmed_failures_before_deepening(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agentprop._cli import main
+
+    argv = ["run", str(SUPPORTOPS), "--fault", "skip_auth_impatient=0.5", "--kinds", "mft,explore", "--explore", "2"]
+    main([*argv, "--max-runs", str(3 * PATHS + 60), "--corpus", "none", "--shrink-budget", "20", "--json", str(tmp_path / "r.json")])
+    assert "shrinking the confirmed failures before deepening the rest" in capsys.readouterr().err

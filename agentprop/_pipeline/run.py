@@ -295,8 +295,7 @@ async def arun_cases(
             # a confirmed failure is shrunk before passing cases get more runs; nothing is saved
             # here: the shrink after the run replays these runs from the memo and saves it
             before = budget.snapshot().runs
-            if progress_stream is not None:
-                Progress(0, progress_stream, interval_s=0).note("shrinking the confirmed failures before deepening the rest")
+            Progress(0, progress_stream, interval_s=0).note("shrinking the confirmed failures before deepening the rest")
             await asyncio.to_thread(
                 shrink_failures,
                 project,
