@@ -290,3 +290,31 @@ def test_a_loop_branch_whose_paths_were_not_selected_is_not_run_not_unrealised(c
     assert code == 0
     branches = next(line for line in out.splitlines() if line.startswith("branches:"))
     assert "loops not realised" not in branches and "N4_CLARIFY#0" in branches.split("not run:")[1]
+
+
+def test_a_leaf_can_allow_several_decisions_the_first_expected(tmp_path: Path) -> None:
+    """Issue #23 item 4: outcomes keyed by (leaf, via) take a list of the decisions the spec
+    allows there. The first is what the case expects; any of them passes; a decision outside
+    the list fails and the explanation names the others allowed."""
+    both = "outcomes:\n  END_REJECT<-N4A_REJECT_DISALLOWED: REJECT_DISALLOWED\n  END_REJECT<-N6_DECIDE: [REJECT_DISALLOWED, REJECT_POLICY]\n"
+    project = load_project(_expenseguard_copy(tmp_path / "both", both + "  END_APPROVE: APPROVE_SUBMIT\n"))
+    [turn] = project.scenario("END_REJECT<-N6_DECIDE").turns
+    assert (turn.expect_decision, turn.also_allowed) == ("REJECT_DISALLOWED", ["REJECT_POLICY"])
+    assert "also_allowed" in turn.model_dump() and "also_allowed" not in project.scenarios()[0].turns[0].model_dump()
+    code, out, _ = cli("run", str(project.base_dir), "--kinds", "mft", "--case", "END_REJECT<-N6_DECIDE", "--corpus", "none")
+    assert code == 0, out  # the agent decides REJECT_POLICY, which the list allows
+    only = "outcomes:\n  END_REJECT<-N4A_REJECT_DISALLOWED: REJECT_DISALLOWED\n  END_REJECT<-N6_DECIDE: [REJECT_DISALLOWED, OPEN_CASE]\n"
+    code, out, _ = cli(
+        "run",
+        str(_expenseguard_copy(tmp_path / "one", only + "  END_APPROVE: APPROVE_SUBMIT\n")),
+        "--kinds",
+        "mft",
+        "--case",
+        "END_REJECT<-N6_DECIDE",
+    )
+    assert code == 1
+    assert "(allowed there too: OPEN_CASE)" in out
+    from agentprop.errors import BindingsError
+
+    with pytest.raises(BindingsError, match="an empty list of decisions allows nothing"):
+        load_project(_expenseguard_copy(tmp_path / "empty", "outcomes:\n  END_REJECT<-N6_DECIDE: []\n  END_APPROVE: APPROVE_SUBMIT\n"))

@@ -130,7 +130,7 @@ def compile_mft(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | M
         decided: Expectation | None = None
         if turn.expect_decision is not None:
             clause = f"decision_tree.{scenario.leaf}" if i == last else f"decision_tree.{turn.nodes[-1] if turn.nodes else scenario.leaf}"
-            decided = Expectation("decision_is", clause, _decision(turn.expect_decision, i, clause))
+            decided = Expectation("decision_is", clause, _decision(turn.expect_decision, i, clause, turn.also_allowed))
         if turn.required_tools:
             order_clause = _node_clause(spec, turn.nodes, turn.required_tools)
             owners = _tool_owners(spec, turn.nodes, turn.required_tools)
@@ -195,8 +195,20 @@ def _first_deviation(decided: Expectation, calls: Expectation, turn: int) -> Exp
     return Expectation(decided.contract, decided.clause, check, also=(calls.clause,) if calls.clause else ())
 
 
-def _decision(expected: str, turn: int, clause: str) -> Check:
-    return lambda t: decision_is(t, expected, turn=turn, clause=clause)
+def _decision(expected: str, turn: int, clause: str, also: Sequence[str] = ()) -> Check:
+    """The turn decides ``expected``, or one of the ``also`` allowed decisions."""
+
+    def check(t: Trace) -> Verdict:
+        verdict = decision_is(t, expected, turn=turn, clause=clause)
+        if verdict.passed or not also:
+            return verdict
+        for other in also:
+            alternative = decision_is(t, other, turn=turn, clause=clause)
+            if alternative.passed:
+                return alternative.model_copy(update={"explanation": f"{alternative.explanation} (allowed there besides {expected})"})
+        return verdict.model_copy(update={"explanation": f"{verdict.explanation} (allowed there too: {', '.join(also)})"})
+
+    return check
 
 
 def _in_order(tools: list[str], turn: int, clause: str | None, owners: Mapping[str, list[str]] | None = None) -> Check:

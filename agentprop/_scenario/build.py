@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from agentprop._scenario.exits import exit_cut
 from agentprop._scenario.solver import (
@@ -63,11 +63,27 @@ class ScenarioTurn(BaseModel):
     template has any: what token shrinking removes words from (:mod:`agentprop._spec.free_spans`).
     Not serialised: a scenario read back is its messages."""
     expect_decision: str | None = None
+    also_allowed: list[str] = Field(default_factory=list)
+    """Further decisions the spec allows on this turn (the bindings list several for the
+    turn's leaf: ``outcomes: {LEAF<-VIA: [EXPECTED, OTHER]}``); left out of the JSON when empty."""
     required_tools: list[str] = Field(default_factory=list)
     """Tools the spec requires this turn, in order (a subsequence of the calls)."""
     allowed_tools: list[str] = Field(default_factory=list)
     """Tools the spec permits (but does not require) this turn."""
     nodes: list[str] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_alternatives(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Scenarios written before alternatives existed serialise as they did."""
+        out: dict[str, Any] = handler(self)
+        if not self.also_allowed:
+            out.pop("also_allowed", None)
+        return out
+
+    @property
+    def allowed_decisions(self) -> list[str]:
+        """The expected decision and the others the spec allows (empty: none expected)."""
+        return [self.expect_decision, *self.also_allowed] if self.expect_decision is not None else []
 
 
 class WorldSpec(BaseModel):
@@ -392,7 +408,9 @@ def build_scenario(
     if path.missing is not None:
         turns[-1].expect_decision = path.missing.decision
     else:
-        turns[-1].expect_decision = bindings.outcome(path.leaf, path.via, spec.response_contract.decision_enum)
+        options = bindings.outcome_options(path.leaf, path.via, spec.response_contract.decision_enum)
+        turns[-1].expect_decision = options[0] if options else None
+        turns[-1].also_allowed = options[1:]
 
     for t in turns:
         if has_free(t.user_message):
@@ -731,7 +749,9 @@ def _conflict(a: Scenario, b: Scenario) -> str | None:
     for i in range(same):
         ta, tb = a.turns[i], b.turns[i]
         last = i == len(a.turns) - 1 or i == len(b.turns) - 1
-        if ta.expect_decision != tb.expect_decision and not (last and None in (ta.expect_decision, tb.expect_decision)):
+        # one decision both allow satisfies both: not a contradiction
+        disjoint = not set(ta.allowed_decisions) & set(tb.allowed_decisions)
+        if ta.expect_decision != tb.expect_decision and disjoint and not (last and None in (ta.expect_decision, tb.expect_decision)):
             return f"turn {i + 1}: decision {ta.expect_decision} vs {tb.expect_decision}"
         if ta.required_tools != tb.required_tools:
             return f"turn {i + 1}: calls {', '.join(ta.required_tools) or 'none'} vs {', '.join(tb.required_tools) or 'none'}"

@@ -265,7 +265,9 @@ class Bindings(_Strict):
     pii: dict[str, list[str]] = Field(default_factory=dict)
     handlers: dict[str, str] = Field(default_factory=dict)
     variables: dict[str, VariableBinding] = Field(default_factory=dict)
-    outcomes: dict[str, str | dict[str, str]] = Field(default_factory=dict)
+    outcomes: dict[str, str | list[str] | dict[str, str | list[str]]] = Field(default_factory=dict)
+    """Terminal node (``LEAF`` or ``LEAF<-VIA``) -> its decision, or the list of decisions the
+    spec allows there (the first is the one a case expects; any of them passes)."""
     nodes: dict[str, NodeExtra] = Field(default_factory=dict)
     capabilities: dict[str, list[str]] = Field(default_factory=dict)
     """Capability name -> node ids (the seed article's capability matrix)."""
@@ -343,22 +345,32 @@ class Bindings(_Strict):
         return self._path.parent if self._path is not None else Path.cwd()
 
     def outcome(self, leaf: str, via: str | None, decision_enum: list[str]) -> str | None:
-        """The decision a terminal node stands for, reached from node ``via``.
+        """The decision a terminal node stands for, reached from node ``via`` (the first of
+        :meth:`outcome_options`), else ``None``."""
+        options = self.outcome_options(leaf, via, decision_enum)
+        return options[0] if options else None
 
-        ``outcomes:`` keys, most specific first: ``LEAF<-VIA: DECISION``, then ``LEAF:`` with a
-        ``{VIA: DECISION}`` map, then ``LEAF: DECISION``; else the decision the leaf's name
-        implies (``END_CANCELLED`` -> ``CANCELLED``), else ``None``."""
+    def outcome_options(self, leaf: str, via: str | None, decision_enum: list[str]) -> list[str]:
+        """The decisions a terminal node allows, reached from node ``via``, the expected one first.
+
+        ``outcomes:`` keys, most specific first: ``LEAF<-VIA: DECISION`` (or a list of them),
+        then ``LEAF:`` with a ``{VIA: DECISION}`` map, then ``LEAF: DECISION``; else the
+        decision the leaf's name implies (``END_CANCELLED`` -> ``CANCELLED``), else none."""
+
+        def listed(value: str | list[str]) -> list[str]:
+            return [value] if isinstance(value, str) else list(value)
+
         if via is not None:
             keyed = self.outcomes.get(f"{leaf}<-{via}")
-            if isinstance(keyed, str):
-                return keyed
+            if isinstance(keyed, (str, list)):
+                return listed(keyed)
         mapped = self.outcomes.get(leaf)
-        if isinstance(mapped, str):
-            return mapped
+        if isinstance(mapped, (str, list)):
+            return listed(mapped)
         if isinstance(mapped, dict) and via is not None and via in mapped:
-            return mapped[via]
+            return listed(mapped[via])
         decision, _ = implied_decision(leaf, decision_enum)
-        return decision
+        return [decision] if decision is not None else []
 
     def response_grounding(self, spec: Spec) -> ResponseGrounding:
         """Which checks apply to which response field: the defaults derived from ``spec``,
@@ -656,9 +668,9 @@ class _Validator:
                     f"add {lang} to `languages:`, or write the template in {' or '.join(declared)}",
                 )
 
-    def outcome_key(self, key: str, mapped: str | dict[str, str], leaves: set[str]) -> None:
+    def outcome_key(self, key: str, mapped: str | list[str] | dict[str, str | list[str]], leaves: set[str]) -> None:
         """An ``outcomes:`` key of the form ``LEAF<-VIA``: a terminal node, a node with a branch
-        to it, and one decision."""
+        to it, and one decision or a list of the decisions allowed there."""
         leaf, via = key.split("<-", 1)
         if leaf not in leaves:
             raise self.fail(
@@ -676,13 +688,25 @@ class _Validator:
                 f"nodes entering {leaf}: {', '.join(entering) or '(none)'}",
                 key=True,
             )
-        if not isinstance(mapped, str):
+        if isinstance(mapped, dict):
             raise self.fail(
-                f"outcomes.{key} must be one decision, not a mapping",
+                f"outcomes.{key} must be one decision (or a list of the decisions allowed), not a mapping",
                 ("outcomes", key),
-                "write `LEAF<-VIA: DECISION`",
+                "write `LEAF<-VIA: DECISION` or `LEAF<-VIA: [DECISION, OTHER]`",
             )
-        self.decision(mapped, ("outcomes", key))
+        self.decisions(mapped, ("outcomes", key))
+
+    def decisions(self, mapped: str | list[str], loc: tuple[Hashable, ...]) -> None:
+        """One decision, or a non-empty list of distinct ones, each in the enum."""
+        if isinstance(mapped, str):
+            self.decision(mapped, loc)
+            return
+        if not mapped:
+            raise self.fail("an empty list of decisions allows nothing", loc, "list the decisions allowed there, the expected one first")
+        for i, d in enumerate(mapped):
+            if d in mapped[:i]:
+                raise self.fail(f"decision {d!r} is listed twice", (*loc, i), "list each decision once")
+            self.decision(d, (*loc, i))
 
     def texts(self) -> None:
         """Every template and slot value: within :data:`MAX_TEXT_CHARS`; every template's
@@ -820,13 +844,13 @@ class _Validator:
                     ("outcomes", leaf),
                     f"terminal nodes: {', '.join(sorted(leaves))}",
                 )
-            if isinstance(mapped, str):
-                self.decision(mapped, ("outcomes", leaf))
+            if not isinstance(mapped, dict):
+                self.decisions(mapped, ("outcomes", leaf))
             else:
                 for via, decision in mapped.items():
                     if via not in spec.nodes_by_id:
                         raise self.fail(f"outcomes.{leaf} names unknown node {via!r}", ("outcomes", leaf, via), "use a node id of the decision tree")
-                    self.decision(decision, ("outcomes", leaf, via))
+                    self.decisions(decision, ("outcomes", leaf, via))
         for node_id, extra in b.nodes.items():
             if node_id not in spec.nodes_by_id and node_id not in leaves:
                 raise self.fail(f"nodes names unknown node {node_id!r}", ("nodes", node_id), "use a node id of the decision tree")
