@@ -32,6 +32,11 @@ Options (all prefixed ``--agentprop-``):
 ``--agentprop-snapshot-update`` with ``--agentprop-snapshot-reason TEXT``
     approve NEW or CHANGED behaviour snapshots (``agentprop_snapshot``) instead of failing;
     the reason is kept in each snapshot's history. Refused when ``CI`` is set.
+``--agentprop-json PATH``
+    write the session's record as JSON (schema ``agentprop.pytest/1``): the summary's table
+    (``checks``: the last decision of each test and case), every decision made (``results``), the bugs shrunk with their reproducers, rates and corpus entries (``bugs``),
+    what the corpus replays meant (``corpus_notes``) and the snapshots; under pytest-xdist,
+    the whole run's, written by the controller.
 ``--agentprop-agent MODULE:ATTR`` / ``--agentprop-spec PATH``
     what the ``agentprop_agent`` and ``agentprop_project`` fixtures load (also settable as
     ini options ``agentprop_agent`` and ``agentprop_spec``).
@@ -190,6 +195,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--agentprop-snapshot-reason", default=None, metavar="TEXT", help="why the new behaviour is right; kept in each approved snapshot's history"
     )
+    group.addoption(
+        "--agentprop-json",
+        default=None,
+        metavar="PATH",
+        help="write what the session decided (checks, shrunk bugs, corpus replays, snapshots) as JSON to PATH",
+    )
     group.addoption("--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture")
     group.addoption("--agentprop-spec", default=None, help="spec (directory) loaded by the agentprop_project fixture")
     parser.addini("agentprop_agent", "MODULE:ATTR loaded by the agentprop_agent fixture", default="")
@@ -309,6 +320,35 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None and SESSION_KEY in session.config.stash:
         workeroutput["agentprop"] = json.dumps(_session(session.config).export())
+    path = _opt(session.config, "--agentprop-json")
+    if workeroutput is None and path:  # the controller (or a run without workers): the whole run's
+        _write_json(session.config, Path(path))
+
+
+JSON_SCHEMA = "agentprop.pytest/1"
+
+
+def _write_json(config: pytest.Config, path: Path) -> None:
+    """``--agentprop-json``: the session's record (:meth:`Session.export`: every decided check,
+    the bugs shrunk with their reproducers and corpus entries, the corpus replays, the
+    snapshots), with the profile and seed; an empty record when no check ran."""
+    from agentprop._util.files import write_atomic
+
+    session = config.stash.get(SESSION_KEY, None)
+    data: dict[str, Any] = {"schema": JSON_SCHEMA}
+    if session is None:
+        data.update(profile=None, seed=None, checks=[], results=[], corpus_notes=[], bugs=[], snapshots=[], memo_hits=0)
+    else:
+        latest: dict[tuple[str, str], Any] = {}
+        for r in session.recorded_results():  # as the summary's table: the last decision of each (test, case)
+            latest[(r.test, r.result.name)] = r.result
+        checks = [
+            {"test": test, "case": case, "verdict": res.verdict, "pass_rate": res.pass_rate, "interval": list(res.interval), "runs": res.runs}
+            for (test, case), res in latest.items()
+        ]
+        data.update(profile=session.profile, seed=session.seed, checks=checks, **session.export())
+        data["memo_hits"] = session.memo_hits
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -8,6 +8,7 @@ a failing example fails the same way; without a profile, and under pytest-xdist,
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -81,8 +82,13 @@ def test_the_first_pages_spec_free_bug_hunt_is_shrunk_saved_and_replayed_never_f
         proc = subprocess.run([*command, *args], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
         return proc.stdout + proc.stderr
 
-    runs = {"first": run(), "second": run()}
+    runs = {"first": run(f"--agentprop-json={tmp_path / 'first.json'}"), "second": run()}
     assert "saved as corpus entry" in runs["first"] and "= original + whitespace(kind=1, site=0)" in runs["first"], runs["first"][-4000:]
+    record = json.loads((tmp_path / "first.json").read_text(encoding="utf-8"))  # the same, for tools
+    assert record["schema"] == "agentprop.pytest/1" and [c["verdict"] for c in record["checks"]] == ["FAIL"]
+    (bug,) = record["bugs"]
+    assert bug["shrunk"]["reproducer_messages"] == [" What is the status of order O-1234?"] and bug["corpus_entry"]
+    assert bug["shrunk"]["reproducer_rate"]["runs"] >= 30 and bug["tests"] == [bug["test"]]
     for name, out in runs.items():
         assert "Flaky" not in out and "1 failed" in out and "requires_tools::missing=query_order" in out, f"{name}:\n{out[-4000:]}"
     assert "regression: corpus entry" in runs["second"], runs["second"][-4000:]
