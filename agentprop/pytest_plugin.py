@@ -2,8 +2,10 @@
 
 Options (all prefixed ``--agentprop-``):
 
-``--agentprop-profile smoke|ci|release``
-    how hard to look: oracle run limit and Hypothesis ``max_examples`` (default ``ci``).
+``--agentprop-profile NAME``
+    how hard to look: oracle run limit and Hypothesis ``max_examples`` (default ``ci``): a
+    profile of :class:`agentprop.settings` (``smoke``, ``ci``, ``release``, or one registered
+    with ``agentprop.settings.register_profile``, e.g. in a conftest.py).
 ``--agentprop-seed N``
     trial namespace; a new seed draws new samples, the same seed replays the memo.
 ``--agentprop-fresh``
@@ -86,9 +88,6 @@ if TYPE_CHECKING:
     from agentprop._modelapi.budget import Budget
     from agentprop._scenario.world import World
 
-PROFILE_NAMES = ("ci", "release", "smoke")
-"""The built-in profiles (:data:`agentprop._decide.settings.PROFILES` says what each does)."""
-
 
 def __getattr__(name: str) -> Any:
     if name == "PROFILES":  # loaded on first use, like everything heavier than the hooks
@@ -161,7 +160,12 @@ def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agentprop", "agentprop: statistical tests of LLM agents")
-    group.addoption("--agentprop-profile", choices=PROFILE_NAMES, default=None, help="smoke, ci (default) or release")
+    group.addoption(
+        "--agentprop-profile",
+        default=None,
+        metavar="NAME",
+        help="smoke, ci (default), release, or a profile registered with agentprop.settings.register_profile (e.g. in conftest.py)",
+    )
     group.addoption("--agentprop-seed", type=int, default=None, help="trial namespace (default 0)")
     group.addoption("--agentprop-fresh", action="store_true", default=False, help="re-sample agent runs instead of reusing memoised runs")
     group.addoption("--agentprop-memo", default=None, help="memo file of agent runs (default .agentprop/trials.sqlite; 'none' for memory only)")
@@ -229,6 +233,15 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--agentprop-snapshot-update: {exc}") from None
     elif _opt(config, "--agentprop-snapshot-reason"):
         raise pytest.UsageError("--agentprop-snapshot-reason only applies with --agentprop-snapshot-update")
+    if _opt(config, "--agentprop-profile"):  # the one registry: built-ins and the conftest's own
+        from agentprop._decide.settings import settings as AgentSettings
+
+        name = _opt(config, "--agentprop-profile")
+        if name not in AgentSettings.profile_names():
+            raise pytest.UsageError(
+                f"--agentprop-profile {name}: no such profile; registered: {', '.join(AgentSettings.profile_names())} "
+                "(register one with agentprop.settings.register_profile in a conftest.py)"
+            )
     if str(config.getoption("hypothesis_profile", None) or "").startswith("agentprop-"):
         register_hypothesis_profiles()
     # a session current around this run (pytest run in-process by a test) is not this run's

@@ -222,3 +222,95 @@ def test_every_check_kind_honours_fresh_and_a_settings_decorator(pytester: pytes
     assert len(firsts) == 1 and firsts != {0}  # one fresh seed, used by every kind
     for kind in ("check", "plain", "direction"):
         assert kinds[kind]["settings"]["max_runs"] == 44, kind
+
+
+# ----------------------------------------------------------- one registry: checks, pytest, CLI
+
+
+def test_the_built_in_profiles_are_defined_once_and_agentprop_run_reads_them_from_settings() -> None:
+    import agentprop._decide.profiles as profiles
+    from agentprop._decide.settings import PROFILES
+
+    assert not hasattr(profiles, "PROFILES")  # no second table of the same three names
+    for name, values in PROFILES.items():
+        assert agentprop.settings.get_profile(name).as_dict() == values
+    assert [(p.name, p.screen, p.inv_runs) for p in map(profiles.get_profile, ("smoke", "ci", "release"))] == [
+        ("smoke", 1, 5),
+        ("ci", 2, 5),
+        ("release", None, 20),
+    ]
+    agentprop.settings.register_profile("ci", agentprop.settings.get_profile("ci"), screen=3)  # the registry is what run reads
+    assert profiles.get_profile(None).screen == 3
+
+
+def test_suite_settings_layer_the_default_the_profile_and_the_flags() -> None:
+    from agentprop._decide.settings import suite_settings
+
+    agentprop.settings.register_profile("nightly", agentprop.settings.get_profile("release"), tau=0.95)
+    name, s = suite_settings("nightly")
+    assert (name, s.tau, s.max_runs, s.screen, s.inv_runs) == ("nightly", 0.95, 300, 0, 20)
+    agentprop.settings.register_profile("bare", max_runs=40)  # unset fields fall through to the default profile
+    assert suite_settings("bare")[1].as_dict() == {"max_runs": 40, "max_examples": 10, "screen": 2, "inv_runs": 5}
+    _, flagged = suite_settings("nightly", runs=3, tau=None, max_runs=50)  # a flag given wins; None is not given
+    assert (flagged.runs, flagged.tau, flagged.max_runs) == (3, 0.95, 50)
+    with pytest.raises(InvalidArgument, match="no agentprop settings profile 'weekly'"):
+        suite_settings("weekly")
+    with pytest.raises(InvalidArgument, match=r"screen=-1\): must be a whole number of at least 0"):
+        agentprop.settings(screen=-1)
+
+
+def _cli(*argv: str) -> tuple[int, str]:
+    import io
+
+    from agentprop._cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue() + err.getvalue()
+
+
+def _mft_runs(out: str) -> tuple[int, int, int]:
+    import re
+
+    found = re.search(r"MFT: (\d+) case\(s\); agent runs at least ([\d,]+) .* at most ([\d,]+)", out)
+    assert found, out
+    cases, least, most = (int(g.replace(",", "")) for g in found.groups())
+    return cases, least, most
+
+
+def test_a_profile_registered_with_settings_is_usable_by_agentprop_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out = _cli("run", str(EXAMPLE), "--dry-run", "--kinds", "mft", "--profile", "quick")
+    assert code == 2 and "unknown profile 'quick'" in out and "ci, release, smoke" in out, out
+    agentprop.settings.register_profile("quick", screen=3)
+    code, out = _cli("run", str(EXAMPLE), "--dry-run", "--kinds", "mft", "--profile", "quick")
+    assert code == 0 and "dry run (profile quick)" in out, out
+    cases, least, _ = _mft_runs(out)
+    assert least == 3 * cases  # its screen: three clean runs a case
+    # flags are layered on top of the profile, in one place: --runs decides every case as asked
+    agentprop.settings.register_profile("fixed4", mode="fixed", runs=4)
+    code, out = _cli("run", str(EXAMPLE), "--dry-run", "--kinds", "mft", "--profile", "fixed4", "--runs", "2")
+    cases, least, most = _mft_runs(out)
+    assert code == 0 and least == most == 2 * cases, out
+    code, out = _cli("run", str(EXAMPLE), "--dry-run", "--kinds", "mft", "--tau", "1.5")
+    assert code == 2 and "--tau 1.5: the pass rate to hold must be in (0, 1]" in out, out
+
+
+def test_a_profile_registered_in_a_conftest_is_usable_by_the_pytest_option(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("import agentprop\nagentprop.settings.register_profile('nightly', max_runs=12, max_examples=3)\n")
+    pytester.makepyfile(
+        test_p="""
+import agentprop
+from agentprop._decide.session import current_session
+from agentprop._decide.settings import resolve
+
+def test_profile():
+    assert current_session().profile == "nightly"
+    assert resolve().max_runs == 12 and agentprop.agent_settings().max_examples == 3
+"""
+    )
+    args = ("-p", "no:cacheprovider", "-p", "no:randomly", "--agentprop-memo=none", "--agentprop-corpus=none")
+    pytester.runpytest_inprocess(*args, "--agentprop-profile=nightly").assert_outcomes(passed=1)
+    result = pytester.runpytest_inprocess(*args, "--agentprop-profile=weekly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--agentprop-profile weekly: no such profile; registered: ci, nightly, release, smoke" in "\n".join(result.errlines)

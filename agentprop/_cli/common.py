@@ -106,6 +106,37 @@ def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: 
     return agent
 
 
+def resolve_settings(args: argparse.Namespace) -> None:
+    """Resolve the command's settings in one place, through :class:`agentprop.settings`: the
+    default profile, then ``--profile`` (a built-in, or one the agent's module registered: call
+    this after loading the agent), then the flags given (``--mode``, ``--tau``, ``--runs``,
+    ``--max-runs-per-case``, ``--seed``). The resolved values are written back to ``args``, so the
+    plan, the dry run and the run read the same ones."""
+    from agentprop._decide.profiles import get_profile
+    from agentprop._decide.settings import suite_settings
+
+    profile = get_profile(getattr(args, "profile", None))  # an unknown name: InputError, exit 2
+    flags = {
+        "mode": getattr(args, "mode", None),
+        "tau": getattr(args, "tau", None),
+        "runs": getattr(args, "runs", None),
+        "max_runs": getattr(args, "max_runs_per_case", None),
+        "seed": getattr(args, "seed", None) or None,
+    }
+    names = {"mode": "--mode", "tau": "--tau", "runs": "--runs", "max_runs": "--max-runs-per-case", "seed": "--seed"}
+    for key, value in flags.items():  # each flag on its own first, so an error names the flag
+        try:
+            suite_settings(profile.name, **{key: value})
+        except InvalidArgument as exc:
+            reason = str(exc).split("): ", 1)[-1]
+            raise InputError(f"{names[key]} {value}: {reason}", fix=f"give {names[key]} a valid value, or leave it out") from None
+    _, resolved = suite_settings(profile.name, **flags)
+    args.profile = profile.name
+    args.mode, args.tau, args.runs = resolved.mode, resolved.tau, resolved.runs
+    args.max_runs_per_case = resolved.max_runs
+    args.seed = resolved.seed or 0
+
+
 def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> tuple[LoadedAgent, ModelAgent | None]:
     """The agent named by --agent (or the bindings' `agent:`), and the model agent behind it
     when it is `anthropic` or `openai` (the caller closes it)."""

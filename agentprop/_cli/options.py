@@ -60,6 +60,20 @@ def selection_parent(*, seed_help: str = "trial namespace: change it to draw fre
     return p
 
 
+def profile_parent() -> argparse.ArgumentParser:
+    """--profile: how deep each case is decided (a profile of :class:`agentprop.settings`)."""
+    p = _parent()
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="NAME",
+        help="how deep each case is decided: smoke (1 clean run a case), ci (2; the default), release (each case certified on its own: "
+        "the SPRT, 59 clean runs for a safety case), or a profile registered with agentprop.settings.register_profile in the agent's "
+        "module; a failure is always confirmed by the case's own test, and flags such as --runs override the profile",
+    )
+    return p
+
+
 def suite_parent() -> argparse.ArgumentParser:
     """--kinds, --explore, --concurrency: how the suite of a spec is built and run."""
     p = _parent()

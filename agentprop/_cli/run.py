@@ -27,11 +27,21 @@ from agentprop._cli.common import (
     model_summary,
     parse_kinds,
     require_decisions,
+    resolve_settings,
     selected_scenarios,
     write_output,
     write_report_outputs,
 )
-from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent, suite_parent
+from agentprop._cli.options import (
+    SPEC_HELP,
+    agent_parent,
+    budget_parent,
+    model_parent,
+    profile_parent,
+    report_outputs_parent,
+    selection_parent,
+    suite_parent,
+)
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
@@ -43,20 +53,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run = sub.add_parser(
         "run",
         help="run an agent over the spec's cases and decide each case",
-        parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],
+        parents=[agent_parent(), selection_parent(), profile_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],
     )
     run.add_argument("spec", help=SPEC_HELP)
     run.add_argument(
         "--mode",
         choices=["sprt", "zero-failure", "fixed"],
         help="how each case is decided (default: sprt; zero-failure for high-risk specs and safety cases)",
-    )
-    run.add_argument(
-        "--profile",
-        choices=["smoke", "ci", "release"],
-        default=None,
-        help="how deep each case is decided: smoke (1 clean run a case), ci (2; the default) or release (each case certified on its own: "
-        "the SPRT, 59 clean runs for a safety case); a failure is always confirmed by the case's own test",
     )
     run.add_argument("--tau", type=float, help="required pass rate (default: the spec's min_pass_rate)")
     run.add_argument("--runs", type=int, help="runs of fixed or zero-failure mode (alone, selects fixed mode)")
@@ -163,6 +166,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     scenarios = selected_scenarios(project, args.case)
     require_decisions(project, scenarios)
     check_positive_runs(args.runs, fix="use --runs 1 or more")
+    resolve_settings(args)  # after the agent: its module may register the profile
     kinds = parse_kinds(args.kinds)
     check_explore(args)
     project.turn_timeout_s = check_turn_timeout(args.turn_timeout)  # shrinking runs the project too

@@ -23,26 +23,38 @@ from agentprop._cli.common import (
     parse_kinds,
     require_cases,
     require_decisions,
+    resolve_settings,
     selected_scenarios,
     write_output,
     write_report_outputs,
 )
-from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent, suite_parent
+from agentprop._cli.options import (
+    SPEC_HELP,
+    agent_parent,
+    budget_parent,
+    model_parent,
+    profile_parent,
+    report_outputs_parent,
+    selection_parent,
+    suite_parent,
+)
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
 if TYPE_CHECKING:
+    from agentprop._decide.oracle import OracleSettings
     from agentprop._pipeline.mutation import MutationReport
     from agentprop._pipeline.report.model import RunReport
     from agentprop._pipeline.surs import SursResult
     from agentprop._pipeline.tdad import TdadMetrics
+    from agentprop._spec.model import Spec
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tdad = sub.add_parser(
         "tdad",
         help="TDAD evaluation: visible/hidden split, VPR, HPR, RPR and the mutation score",
-        parents=[agent_parent(), selection_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],
+        parents=[agent_parent(), selection_parent(), profile_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],
     )
     tdad.add_argument("spec", help=SPEC_HELP)
     tdad.add_argument(
@@ -90,10 +102,18 @@ def _print_split(report: RunReport, split: Mapping[str, str], out: TextIO) -> No
     out.flush()
 
 
+def suite_oracle(spec: Spec, args: argparse.Namespace) -> OracleSettings:
+    """The oracle of the mutation and SURS runs: the spec's defaults under the resolved settings
+    (:func:`~agentprop._cli.common.resolve_settings`; ``--runs`` alone selects fixed N)."""
+    from agentprop._decide.oracle import OracleSettings
+
+    mode = args.mode or ("fixed" if args.runs else None)
+    return OracleSettings.for_spec(spec, mode=mode, tau=args.tau, runs=args.runs, max_runs=args.max_runs_per_case)
+
+
 def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._agents.project import load_project
     from agentprop._decide.memo import TrialMemo
-    from agentprop._decide.oracle import OracleSettings
     from agentprop._pipeline.mutation import (
         KillerCase,
         amutation_test,
@@ -140,12 +160,22 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     scenarios = selected_scenarios(project, args.case)
     require_decisions(project, scenarios)
     check_positive_runs(args.runs)
+    resolve_settings(args)  # after the agent: its module may register the profile
     check_budget_args(args)
     check_explore(args)
     settings = RunSettings(
-        kinds=kinds, seed=args.seed, concurrency=args.concurrency, case_filter=tuple(args.case), runs=args.runs, explore=args.explore
+        kinds=kinds,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        case_filter=tuple(args.case),
+        mode=args.mode,
+        tau=args.tau,
+        runs=args.runs,
+        max_runs=args.max_runs_per_case,
+        explore=args.explore,
+        profile=args.profile,
     )
-    oracle = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
+    oracle = suite_oracle(project.spec, args)
     print(f"agentprop {__version__}: TDAD evaluation of {project.spec.spec_id} with agent {agent.ref}", file=out)
     repeats = f"then each of the {len(pack.mutations)} mutation intents reruns the visible cases it targets" if pack is not None else ""
     if args.dry_run:
@@ -200,7 +230,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
                     base,
                     project,
                     agent,
-                    settings=OracleSettings.for_spec(base.spec, mode="fixed" if args.runs else None, runs=args.runs),
+                    settings=suite_oracle(base.spec, args),
                     budget=budget,
                     seed=args.seed,
                 )

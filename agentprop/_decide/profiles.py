@@ -1,5 +1,10 @@
 """Profiles: how deep ``agentprop run`` decides each case, and at which level each claim is made.
 
+The profiles themselves live in one registry, :class:`agentprop.settings` (the built-ins are
+defined once, in :data:`agentprop._decide.settings.PROFILES`; a profile registered with
+``agentprop.settings.register_profile`` is usable by ``--profile NAME`` too). This module reads
+a profile's suite-level fields and applies them to a case.
+
 A case carries two kinds of claim. Its own expectation (the path's decision, tools, reply) is
 decided per case. A policy it exercises (no PII leak, no forbidden tool, authentication first)
 is a claim about the agent over every input, so it is certified over the runs of every case
@@ -10,10 +15,10 @@ that exercises it (:mod:`agentprop._decide.claims`), not 59 runs per case.
     to the case's own test (the SPRT, or zero-failure for a safety case), which confirms it.
     Safety policies are certified at the suite level. INV cases compare ``inv_runs`` runs a side.
 ``release``
-    every case certified on its own: the SPRT at the spec's tau, 59 clean runs for a case that
-    exercises a safety policy, 20 runs a side for INV (the behaviour before profiles existed).
+    every case certified on its own (``screen=0``): the SPRT at the spec's tau, 59 clean runs
+    for a case that exercises a safety policy, 20 runs a side for INV.
 
-Explicit ``--mode`` / ``--runs`` decide every case as asked, whatever the profile.
+Explicit ``--mode`` / ``--runs`` (or a profile that sets them) decide every case as asked.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from agentprop._decide.safety import CaseSettings
-from agentprop.errors import InputError
+from agentprop._decide.settings import DEFAULT_PROFILE, settings, suite_settings
+from agentprop.errors import InputError, InvalidArgument
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,6 @@ class Profile:
     """Clean runs that pass a case (``None``: each case is certified by its own test)."""
     inv_runs: int
     """Runs per side of an INV case's two-sample test."""
-    about: str
 
     @property
     def pooled(self) -> bool:
@@ -40,20 +45,18 @@ class Profile:
         return self.screen is not None
 
 
-PROFILES: dict[str, Profile] = {
-    "smoke": Profile("smoke", 1, 5, "one run per case; a failure is confirmed by the case's own test"),
-    "ci": Profile("ci", 2, 5, "two clean runs per case; a failure is confirmed by the case's own test; policies certified over the suite"),
-    "release": Profile("release", None, 20, "every case certified on its own (SPRT; 59 clean runs for a safety case)"),
-}
-DEFAULT_PROFILE = "ci"
-
-
 def get_profile(name: str | None) -> Profile:
-    """The profile called ``name`` (``None``: the default)."""
-    name = name or DEFAULT_PROFILE
-    if name not in PROFILES:
-        raise InputError(f"unknown profile {name!r}", expected=f"one of {', '.join(PROFILES)}", fix=f"e.g. --profile {DEFAULT_PROFILE}")
-    return PROFILES[name]
+    """The profile called ``name`` (``None``: the default), as registered with
+    :class:`agentprop.settings`; an unknown name is an :class:`InputError` naming the registered ones."""
+    try:
+        name, resolved = suite_settings(name)
+    except InvalidArgument:
+        raise InputError(
+            f"unknown profile {name!r}",
+            expected=f"one of {', '.join(settings.profile_names())}, or a profile registered with agentprop.settings.register_profile",
+            fix=f"e.g. --profile {DEFAULT_PROFILE}; register your own in the agent's module (it is imported before the profile is read)",
+        ) from None
+    return Profile(name, resolved.screen or None, resolved.inv_runs or 5)
 
 
 def screened(profile: Profile, rule: CaseSettings) -> CaseSettings:
@@ -61,9 +64,9 @@ def screened(profile: Profile, rule: CaseSettings) -> CaseSettings:
     if profile.screen is None:
         return rule
     k = profile.screen
-    settings = dataclasses.replace(rule.settings, screen=k)
+    changed = dataclasses.replace(rule.settings, screen=k)
     text = f"{profile.name}: {k} clean run{'s' if k > 1 else ''}, else {rule.rule}"
-    return CaseSettings(settings, text, rule.safety)
+    return CaseSettings(changed, text, rule.safety)
 
 
-__all__ = ["DEFAULT_PROFILE", "PROFILES", "Profile", "get_profile", "screened"]
+__all__ = ["DEFAULT_PROFILE", "Profile", "get_profile", "screened"]

@@ -1,16 +1,19 @@
 """``agentprop.settings``: how hard every check looks, in Hypothesis's manner.
 
 One object holds what a check may be told: the oracle's ``mode``, ``tau``, ``runs`` and
-``max_runs``, the trial ``seed`` (``fresh=True`` draws a new one), and Hypothesis's
-``max_examples`` for :func:`agentprop.agent_settings`. Profiles are registered and loaded
-like Hypothesis's (``smoke``, ``ci`` — the default — and ``release`` are built in); a settings
+``max_runs``, the trial ``seed`` (``fresh=True`` draws a new one), Hypothesis's
+``max_examples`` for :func:`agentprop.agent_settings`, and for a suite run (``agentprop run`` /
+``tdad``) the ``screen`` and ``inv_runs`` of each case. Profiles are registered and loaded like
+Hypothesis's, in one registry for every check, the pytest plugin and the CLI (``smoke``, ``ci``
+— the default — and ``release`` are built in, defined once in :data:`PROFILES`); a settings
 object is also a decorator and a context manager.
 
 Settings are resolved in one place, :func:`resolve`, the same for every check kind (``check``
 on both tiers, ``check_invariance``, ``check_direction``, ``check_snapshot``). Later layers win:
 the session's profile < the pytest marker < a decorator or ``with`` block (inner wins) < the
 call's own arguments. The seed, when nothing sets it, is the session's (``--agentprop-seed``,
-or a random one with ``--agentprop-fresh``).
+or a random one with ``--agentprop-fresh``). The CLI resolves a suite's settings in
+:func:`suite_settings`: the default profile < ``--profile NAME`` < the command's flags.
 """
 
 from __future__ import annotations
@@ -27,17 +30,23 @@ from agentprop._decide.oracle import Mode, OracleSettings
 from agentprop._decide.session import current_session, scoped_overrides, settings_scope
 from agentprop.errors import InvalidArgument
 
-__all__ = ["PROFILES", "Resolved", "resolve", "settings"]
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "Resolved", "resolve", "settings", "suite_settings"]
 
 PROFILES: dict[str, dict[str, Any]] = {
-    "smoke": {"max_runs": 30, "max_examples": 5},
-    "ci": {"max_runs": 100, "max_examples": 10},
-    "release": {"max_runs": 300, "max_examples": 50},
+    "smoke": {"max_runs": 30, "max_examples": 5, "screen": 1, "inv_runs": 5},
+    "ci": {"max_runs": 100, "max_examples": 10, "screen": 2, "inv_runs": 5},
+    "release": {"max_runs": 300, "max_examples": 50, "screen": 0, "inv_runs": 20},
 }
-"""The built-in profiles (what each does: the oracle's run limit, Hypothesis's examples)."""
+"""The built-in profiles, the only definition of them: the oracle's run limit, Hypothesis's
+examples, and for a suite run the clean runs that pass a case (``screen``; 0: each case is
+certified by its own test) and the runs a side of an INV case's two-sample test."""
+
+DEFAULT_PROFILE = "ci"
+"""The profile in force when none is loaded or named (pytest, ``agentprop run``)."""
 
 ORACLE_KEYS = ("mode", "tau", "runs", "max_runs")
-KEYS = (*ORACLE_KEYS, "seed", "max_examples")
+SUITE_KEYS = ("screen", "inv_runs")
+KEYS = (*ORACLE_KEYS, "seed", "max_examples", *SUITE_KEYS)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,7 +59,10 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
       ``runs``: runs of fixed N and zero-failure; ``max_runs``: the sequential test's limit;
     - ``seed``: the trial namespace (the same seed replays the memo); ``fresh=True``: a new
       random seed, drawn once when the object is made (so Hypothesis's replays agree);
-    - ``max_examples``: Hypothesis examples of :func:`agentprop.agent_settings`.
+    - ``max_examples``: Hypothesis examples of :func:`agentprop.agent_settings`;
+    - ``screen``, ``inv_runs`` (``agentprop run`` / ``tdad`` only): clean runs that pass a case,
+      a failure being confirmed by the case's own test (0: each case certified on its own), and
+      runs a side of an INV case.
 
     ``settings.register_profile(name, parent, **changes)`` / ``settings.load_profile(name)`` /
     ``settings.get_profile(name)``; ``@settings(...)`` on a test, or ``with settings(...):``."""
@@ -69,11 +81,22 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
         seed: int | None = None,
         fresh: bool = False,
         max_examples: int | None = None,
+        screen: int | None = None,
+        inv_runs: int | None = None,
     ) -> None:
         if parent is not None and not isinstance(parent, settings):
             raise InvalidArgument(f"agentprop.settings(parent, ...): parent must be an agentprop.settings, not {type(parent).__name__}")
         values: dict[str, Any] = dict(parent._values) if parent is not None else {}
-        given = {"mode": mode, "tau": tau, "runs": runs, "max_runs": max_runs, "seed": seed, "max_examples": max_examples}
+        given = {
+            "mode": mode,
+            "tau": tau,
+            "runs": runs,
+            "max_runs": max_runs,
+            "seed": seed,
+            "max_examples": max_examples,
+            "screen": screen,
+            "inv_runs": inv_runs,
+        }
         values.update({k: v for k, v in given.items() if v is not None})
         if fresh:
             if seed is not None:
@@ -107,6 +130,14 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
     def max_examples(self) -> int | None:
         return self._values.get("max_examples")
 
+    @property
+    def screen(self) -> int | None:
+        return self._values.get("screen")
+
+    @property
+    def inv_runs(self) -> int | None:
+        return self._values.get("inv_runs")
+
     def as_dict(self) -> dict[str, Any]:
         """The values this object sets (unset ones fall through)."""
         return dict(self._values)
@@ -138,6 +169,11 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
                 f"no agentprop settings profile {name!r}; registered: {', '.join(sorted(cls._profiles))} "
                 "(register one with agentprop.settings.register_profile(name, ...))"
             ) from None
+
+    @classmethod
+    def profile_names(cls) -> list[str]:
+        """The registered profiles' names (the built-ins and any registered since)."""
+        return sorted(cls._profiles)
 
     @classmethod
     def load_profile(cls, name: str) -> None:
@@ -181,10 +217,10 @@ def _validate(values: Mapping[str, Any]) -> None:
     unknown = set(values) - set(KEYS)
     if unknown:
         raise InvalidArgument(f"agentprop.settings: unknown setting(s) {', '.join(sorted(unknown))}; use {', '.join(KEYS)}")
-    for key in ("runs", "max_runs", "max_examples"):
+    for key, least in (("runs", 1), ("max_runs", 1), ("max_examples", 1), ("screen", 0), ("inv_runs", 2)):
         value = values.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise InvalidArgument(f"agentprop.settings({key}={value!r}): must be a whole number of at least 1")
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            raise InvalidArgument(f"agentprop.settings({key}={value!r}): must be a whole number of at least {least}")
     seed = values.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         raise InvalidArgument(f"agentprop.settings(seed={seed!r}): must be a whole number of at least 0")
@@ -233,3 +269,16 @@ def resolve(given: settings | Mapping[str, Any] | None = None, **call: Any) -> R
     values.update({k: v for k, v in call.items() if v is not None})
     seed = values.pop("seed", None)
     return Resolved(values, int(seed) if seed is not None else session.seed)
+
+
+def suite_settings(profile: str | None = None, **flags: Any) -> tuple[str, settings]:
+    """The one place ``agentprop run`` and ``agentprop tdad`` resolve their settings: the default
+    profile's values, then those of ``profile`` (a built-in, or one registered with
+    :meth:`settings.register_profile`, e.g. by the agent's module), then the command's flags
+    (``mode``, ``tau``, ``runs``, ``max_runs``, ``seed``; ``None``: not given). Returns the
+    profile's name and the resolved settings. An unknown profile raises :class:`InvalidArgument`."""
+    name = profile or DEFAULT_PROFILE
+    values = settings.get_profile(DEFAULT_PROFILE).as_dict()
+    values.update(settings.get_profile(name).as_dict())
+    values.update({k: v for k, v in flags.items() if v is not None})
+    return name, settings(**values)
