@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+import agentprop
 from agentprop._agents.anthropic import (
     OFFLINE_API_KEY,
     AnthropicAgent,
@@ -611,7 +612,7 @@ def test_check_takes_the_agent_object_itself(project: Project, tmp_path: Path) -
     model = AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
     with MessagesServer(handler=model) as server:
         agent = seed_agent(server, tmp_path)
-        result = check(project, "END_REFUSE_PII<-N1_INTENT", agent, runs=2, mode="fixed", memo=TrialMemo())
+        result = check(project, "END_REFUSE_PII<-N1_INTENT", agent, memo=TrialMemo(), settings=agentprop.settings(runs=2, mode="fixed"))
     assert result.verdict == "PASS" and result.runs == 2
     assert len(model.requests) == 2  # one respond call per run
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 
+import agentprop
 from agentprop import check, load_agent, load_project
 from agentprop._scenario.build import Unsatisfiable
 from agentprop._scenario.world import World, get_path
@@ -238,7 +239,7 @@ def test_boundary_cases_catch_the_window_off_by_one() -> None:
     bad = load_agent(project.bindings.agent, project.base_dir, faults={"window_off_by_one": 1.0})
 
     def passed(agent: object, scenario: object) -> bool:
-        return check(project, scenario, agent, raise_on_failure=False, runs=3).passed  # type: ignore[arg-type]
+        return check(project, scenario, agent, raise_on_failure=False, settings=agentprop.settings(runs=3)).passed  # type: ignore[arg-type]
 
     assert all(passed(good, c.scenario) for c in cases)
     assert {c.moved[0].label for c in cases if not passed(bad, c.scenario)} == {"t"}

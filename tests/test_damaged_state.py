@@ -262,7 +262,7 @@ MEMO_TEST = textwrap.dedent(
     def test_one():
         project = agentprop.load_project(EX)
         agent = agentprop.load_agent("agent:SupportOpsAgent", EX)
-        agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", agent, runs=2, mode="fixed")
+        agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", agent, settings=agentprop.settings(runs=2, mode="fixed"))
     """
 )
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 
+import agentprop
 from agentprop import check, load_agent, load_project
 from agentprop._scenario.build import Unsatisfiable
 from agentprop._scenario.world import World, get_path
@@ -132,7 +133,7 @@ def test_reference_agent_follows_every_realisable_pair() -> None:
     agent = load_agent(project.bindings.agent, project.base_dir)
     for p in directional_pairs(project.spec, project.bindings).realisable:
         for side in (p.base, p.perturbed):
-            result = check(project, side.scenario, agent, raise_on_failure=False, runs=2)  # type: ignore[arg-type]
+            result = check(project, side.scenario, agent, raise_on_failure=False, settings=agentprop.settings(runs=2))  # type: ignore[arg-type]
             assert result.passed, (p.id, side.decision, result.verdict)
 
 

@@ -261,7 +261,9 @@ def test_spec_free_check_with_a_model_judge_decides_on_the_corrected_rate_and_re
     with MessagesServer(handler=grader) as server:
         # uncalibrated: the judge reports (raw rate, reasons, calls) but does not gate
         judge = judge_on(server, cache)
-        result = agentprop.check(_agent(2), ["Cancel my order A1"], judge, raise_on_failure=False, memo=TrialMemo(), max_runs=10)
+        result = agentprop.check(
+            _agent(2), ["Cancel my order A1"], judge, raise_on_failure=False, memo=TrialMemo(), settings=agentprop.settings(max_runs=10)
+        )
         assert result.verdict == "INCONCLUSIVE" and result.decided_by.startswith("judge reports only")
         assert result.judged is not None and not result.judged.gates and result.judged.corrected_rate is None
         assert result.judged.raw_rate == result.pass_rate and result.judged.judge_calls == result.runs
@@ -529,7 +531,12 @@ def test_a_spec_free_case_with_a_model_judge_is_decided_on_the_corrected_rate(tm
     with MessagesServer(handler=grader) as server:
         judge = judge_on(server, tmp_path / "api.sqlite")
         as_case = agentprop.check(
-            _agent(2), ["Cancel my order A1"], agentprop.Case(judge=judge), raise_on_failure=False, memo=TrialMemo(), max_runs=10
+            _agent(2),
+            ["Cancel my order A1"],
+            agentprop.Case(judge=judge),
+            raise_on_failure=False,
+            memo=TrialMemo(),
+            settings=agentprop.settings(max_runs=10),
         )
         assert as_case.verdict == "INCONCLUSIVE" and as_case.decided_by.startswith("judge reports only")  # uncalibrated: never gates
         assert as_case.judged is not None and not as_case.judged.gates and as_case.judged.judge_calls == as_case.runs

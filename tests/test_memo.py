@@ -67,13 +67,17 @@ def test_an_edited_property_is_judged_afresh_on_the_stored_runs(tmp_path: Path) 
     assert always_fail.__qualname__ == always_pass.__qualname__ and always_fail.__code__ is always_pass.__code__
 
     first, ran = _agent_runs(
-        lambda: check(PROJECT, CANCEL, agent, prop=always_fail, mode="fixed", runs=5, memo=TrialMemo(path), raise_on_failure=False)
+        lambda: check(
+            PROJECT, CANCEL, agent, prop=always_fail, memo=TrialMemo(path), raise_on_failure=False, settings=agentprop.settings(mode="fixed", runs=5)
+        )
     )
     assert first.verdict == "FAIL" and ran == 5 and first.memo_hits == 0
 
     # the property is edited to always pass; a new session opens the same memo file
     second, ran = _agent_runs(
-        lambda: check(PROJECT, CANCEL, agent, prop=always_pass, mode="fixed", runs=5, memo=TrialMemo(path), raise_on_failure=False)
+        lambda: check(
+            PROJECT, CANCEL, agent, prop=always_pass, memo=TrialMemo(path), raise_on_failure=False, settings=agentprop.settings(mode="fixed", runs=5)
+        )
     )
     assert second.verdict == "PASS" and second.passes == 5
     assert ran == 0 and second.memo_hits == 5  # the stored runs were judged again, not re-run
@@ -133,20 +137,26 @@ def test_editing_the_specs_expectations_changes_the_verdict_without_new_runs(tmp
     path = tmp_path / "trials.sqlite"
     agent = make_factory(CountingAgent)
     original = _copy_project(tmp_path, "original")
-    first, ran = _agent_runs(lambda: check(original, CANCEL, agent, mode="fixed", runs=5, memo=TrialMemo(path), raise_on_failure=False))
+    first, ran = _agent_runs(
+        lambda: check(original, CANCEL, agent, memo=TrialMemo(path), raise_on_failure=False, settings=agentprop.settings(mode="fixed", runs=5))
+    )
     assert first.verdict == "PASS" and ran == 5
 
     # the expected decision of the leaf, edited in the bindings
     decided = _copy_project(tmp_path, "decided", bindings_extra="\noutcomes:\n  END_CANCELLED: CANCEL_ABORTED\n")
     assert decided.scenario(CANCEL).expect_decision == "CANCEL_ABORTED"
-    result, ran = _agent_runs(lambda: check(decided, CANCEL, agent, mode="fixed", runs=5, memo=TrialMemo(path), raise_on_failure=False))
+    result, ran = _agent_runs(
+        lambda: check(decided, CANCEL, agent, memo=TrialMemo(path), raise_on_failure=False, settings=agentprop.settings(mode="fixed", runs=5))
+    )
     assert result.verdict == "FAIL" and ran == 0 and result.memo_hits == 5
     assert "decided CANCELLED; the spec expects CANCEL_ABORTED" in result.failures[0].explanation
 
     # a requirement of the decision tree, edited in the spec
     required = _copy_project(tmp_path, "required", spec_edit=(AUTH_ORDER, "    - get_account\n    - verify_identity\n    - get_plan_rules\n"))
     assert required.scenario(CANCEL).turns[0].required_tools == ["get_account", "verify_identity", "get_plan_rules"]
-    result, ran = _agent_runs(lambda: check(required, CANCEL, agent, mode="fixed", runs=5, memo=TrialMemo(path), raise_on_failure=False))
+    result, ran = _agent_runs(
+        lambda: check(required, CANCEL, agent, memo=TrialMemo(path), raise_on_failure=False, settings=agentprop.settings(mode="fixed", runs=5))
+    )
     assert result.verdict == "FAIL" and ran == 0 and result.memo_hits == 5
     assert result.clause == "decision_tree.N2_AUTH.requirements.must_call_tools_in_order"
 
@@ -164,20 +174,22 @@ def test_editing_the_specs_expectations_changes_the_verdict_without_new_runs(tmp
 def test_what_the_agent_sees_in_the_spec_is_part_of_the_key(tmp_path: Path, edit: dict[str, Any]) -> None:
     path = tmp_path / "trials.sqlite"
     agent = make_factory(CountingAgent)
-    _, ran = _agent_runs(lambda: check(_copy_project(tmp_path, "original"), CANCEL, agent, mode="fixed", runs=3, memo=TrialMemo(path)))
+    _, ran = _agent_runs(
+        lambda: check(_copy_project(tmp_path, "original"), CANCEL, agent, memo=TrialMemo(path), settings=agentprop.settings(mode="fixed", runs=3))
+    )
     assert ran == 3
     edited = _copy_project(tmp_path, "edited", **edit)
-    result, ran = _agent_runs(lambda: check(edited, CANCEL, agent, mode="fixed", runs=3, memo=TrialMemo(path)))
+    result, ran = _agent_runs(lambda: check(edited, CANCEL, agent, memo=TrialMemo(path), settings=agentprop.settings(mode="fixed", runs=3)))
     assert ran == (0 if "bindings_extra" in edit else 3) and result.memo_hits == 3 - ran
 
 
 def test_the_bindings_context_is_part_of_the_key(tmp_path: Path) -> None:
     memo = TrialMemo()
     agent = make_factory(CountingAgent)
-    check(PROJECT, CANCEL, agent, mode="fixed", runs=3, memo=memo)
+    check(PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=3))
     other = _copy_project(tmp_path, "context", bindings_extra="")
     other.bindings = other.bindings.model_copy(update={"context": {"account_id": "A1", "locale": "en-GB"}})
-    _, ran = _agent_runs(lambda: check(other, CANCEL, agent, mode="fixed", runs=3, memo=memo))
+    _, ran = _agent_runs(lambda: check(other, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=3)))
     assert ran == 3
 
 
@@ -187,18 +199,18 @@ def test_the_bindings_context_is_part_of_the_key(tmp_path: Path) -> None:
 def test_another_agent_fingerprint_or_trial_index_means_new_runs() -> None:
     memo = TrialMemo()
     agent = make_factory(CountingAgent)
-    _, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, mode="fixed", runs=5, memo=memo))
+    _, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=5)))
     assert ran == 5
     # the same agent: all five runs stored; a longer decision reuses them and adds five
-    result, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, mode="fixed", runs=10, memo=memo))
+    result, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=10)))
     assert ran == 5 and result.memo_hits == 5
     # another fingerprint (a fault knob at probability 0 behaves the same, but is another agent)
     other = make_factory(CountingAgent, {"skip_auth": 0.0})
     assert other.fingerprint != agent.fingerprint
-    result, ran = _agent_runs(lambda: check(PROJECT, CANCEL, other, mode="fixed", runs=5, memo=memo))
+    result, ran = _agent_runs(lambda: check(PROJECT, CANCEL, other, memo=memo, settings=agentprop.settings(mode="fixed", runs=5)))
     assert ran == 5 and result.memo_hits == 0
     # another seed: other trial indices
-    result, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, mode="fixed", runs=5, memo=memo, seed=1))
+    result, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=5, seed=1)))
     assert ran == 5 and result.memo_hits == 0
 
 
@@ -214,10 +226,10 @@ def test_a_memo_hit_costs_nothing_again() -> None:
     memo = TrialMemo()
     agent = make_factory(PricedAgent)
     turns = len(PROJECT.scenario(CANCEL).turns)
-    first = check(PROJECT, CANCEL, agent, mode="fixed", runs=4, memo=memo)
+    first = check(PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=4))
     assert first.memo_hits == 0
     assert (first.cost_usd, first.input_tokens, first.output_tokens) == (4 * turns * 0.25, 4 * turns * 10, 4 * turns * 4)
-    again = check(PROJECT, CANCEL, agent, mode="fixed", runs=6, memo=memo)
+    again = check(PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=6))
     assert again.memo_hits == 4 and again.runs == 6  # only the two new runs are paid for
     assert (again.cost_usd, again.input_tokens, again.output_tokens) == (2 * turns * 0.25, 2 * turns * 10, 2 * turns * 4)
 
@@ -230,9 +242,9 @@ def test_a_property_sees_the_same_trace_on_a_fresh_run_and_on_a_replay(tmp_path:
         return True
 
     agent = make_factory(SupportOpsAgent, {"skip_auth": 0.5})
-    check(PROJECT, CANCEL, agent, prop=prop, mode="fixed", runs=6, memo=TrialMemo(tmp_path / "m.sqlite"))
+    check(PROJECT, CANCEL, agent, prop=prop, memo=TrialMemo(tmp_path / "m.sqlite"), settings=agentprop.settings(mode="fixed", runs=6))
     fresh, seen[:] = list(seen), []
-    check(PROJECT, CANCEL, agent, prop=prop, mode="fixed", runs=6, memo=TrialMemo(tmp_path / "m.sqlite"))
+    check(PROJECT, CANCEL, agent, prop=prop, memo=TrialMemo(tmp_path / "m.sqlite"), settings=agentprop.settings(mode="fixed", runs=6))
     assert len(fresh) == 6 and seen == fresh
 
 
@@ -240,7 +252,7 @@ def test_invariance_reuses_the_runs_of_the_mft_check_of_the_same_scenario() -> N
     memo = TrialMemo()
     agent = make_factory(CountingAgent)
     scenario = PROJECT.scenario(CANCEL)
-    _, ran = _agent_runs(lambda: check(PROJECT, scenario, agent, mode="fixed", runs=20, memo=memo))
+    _, ran = _agent_runs(lambda: check(PROJECT, scenario, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=20)))
     assert ran == 20
     variant = [scenario.messages[0].replace("Please", "Kindly"), scenario.messages[1]]
     assert variant != scenario.messages
@@ -254,13 +266,13 @@ def test_invariance_reuses_the_runs_of_the_mft_check_of_the_same_scenario() -> N
 def test_a_stored_run_that_no_longer_parses_is_run_again(tmp_path: Path) -> None:
     path = tmp_path / "trials.sqlite"
     agent = make_factory(CountingAgent)
-    check(PROJECT, CANCEL, agent, mode="fixed", runs=3, memo=TrialMemo(path))
+    check(PROJECT, CANCEL, agent, memo=TrialMemo(path), settings=agentprop.settings(mode="fixed", runs=3))
     with sqlite3.connect(path) as con:
         con.execute("UPDATE runs SET trace_json = '{\"turns\": 7}' WHERE rowid = (SELECT MIN(rowid) FROM runs)")
     memo = TrialMemo(path)
-    result, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, mode="fixed", runs=3, memo=memo))
+    result, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, memo=memo, settings=agentprop.settings(mode="fixed", runs=3)))
     assert result.verdict == "PASS" and ran == 1 and memo.unreadable == 1 and result.memo_hits == 2
-    _, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, mode="fixed", runs=3, memo=TrialMemo(path)))
+    _, ran = _agent_runs(lambda: check(PROJECT, CANCEL, agent, memo=TrialMemo(path), settings=agentprop.settings(mode="fixed", runs=3)))
     assert ran == 0  # the new run replaced the unreadable one
 
 
@@ -300,7 +312,7 @@ def test_an_old_format_memo_is_converted_and_says_what_was_dropped(tmp_path: Pat
     assert str(path) in text and "format 1 (verdicts) converted to format 2 (runs)" in text
     assert "3 stored verdict(s) were dropped" in text and "cannot be judged again" in text
     assert _version_and_tables(path) == (2, {"runs"}) and len(memo) == 0
-    _, ran = _agent_runs(lambda: check(PROJECT, CANCEL, make_factory(CountingAgent), mode="fixed", runs=2, memo=memo))
+    _, ran = _agent_runs(lambda: check(PROJECT, CANCEL, make_factory(CountingAgent), memo=memo, settings=agentprop.settings(mode="fixed", runs=2)))
     assert ran == 2 and len(TrialMemo(path)) == 2  # a plain memo from now on: no second warning
 
 

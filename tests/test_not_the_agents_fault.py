@@ -245,7 +245,7 @@ def test_a_damaged_cache_met_inside_a_run_is_recorded_as_not_the_agents(tmp_path
         cache=path,
         cache_mode="read-write",
     )
-    result = agentprop.check(project, BILLING, agent, runs=3, mode="fixed", raise_on_failure=False, memo=TrialMemo())
+    result = agentprop.check(project, BILLING, agent, raise_on_failure=False, memo=TrialMemo(), settings=agentprop.settings(runs=3, mode="fixed"))
     assert result.verdict == "INCONCLUSIVE" and result.decided_by == "infrastructure" and result.runs == 0
     assert result.infrastructure_error is not None and result.infrastructure_error.kind == "cache_error"
     assert str(path) in result.infrastructure_error.message and result.failures == []
@@ -267,7 +267,9 @@ class BudgetSpentInside:
 def test_a_budget_spent_inside_a_run_is_not_a_failure_and_is_not_memoised(tmp_path: Path) -> None:
     project = load_project(SUPPORTOPS)
     memo = TrialMemo(tmp_path / "memo.sqlite")
-    result = agentprop.check(project, BILLING, BudgetSpentInside, runs=5, mode="fixed", raise_on_failure=False, memo=memo)
+    result = agentprop.check(
+        project, BILLING, BudgetSpentInside, raise_on_failure=False, memo=memo, settings=agentprop.settings(runs=5, mode="fixed")
+    )
     assert result.verdict == "INCONCLUSIVE" and result.failures == [] and result.passes == 0
     # a model call the budget refused ends its run as not made: the decision stops as when the
     # budget refuses a run before it starts (decided by the budget, never a pass)
@@ -293,7 +295,9 @@ class FailsThenNoKey:
 def test_runs_judged_before_an_infrastructure_error_are_kept_and_the_rest_is_not_judged() -> None:
     project = load_project(SUPPORTOPS)
     FailsThenNoKey.runs = 0
-    result = agentprop.check(project, BILLING, FailsThenNoKey, runs=10, mode="fixed", raise_on_failure=False, memo=TrialMemo())
+    result = agentprop.check(
+        project, BILLING, FailsThenNoKey, raise_on_failure=False, memo=TrialMemo(), settings=agentprop.settings(runs=10, mode="fixed")
+    )
     assert result.runs == 1 and result.passes == 0 and len(result.failures) == 1
     assert result.verdict == "INCONCLUSIVE" and result.infrastructure_error.kind == "missing_api_key"  # type: ignore[union-attr]
 
@@ -354,7 +358,7 @@ def test_an_unreachable_api_is_recorded_as_not_the_agents(tmp_path: Path) -> Non
             cache=False,
             retry_policy=RetryPolicy(max_attempts=2, base_delay=0.01),
         )
-        result = agentprop.check(project, BILLING, agent, runs=3, mode="fixed", raise_on_failure=False, memo=TrialMemo())
+        result = agentprop.check(project, BILLING, agent, raise_on_failure=False, memo=TrialMemo(), settings=agentprop.settings(runs=3, mode="fixed"))
     assert result.verdict == "INCONCLUSIVE" and result.infrastructure_error.kind == "api_unavailable"  # type: ignore[union-attr]
     assert result.failures == [] and "503" in result.infrastructure_error.message  # type: ignore[union-attr]
 
@@ -365,6 +369,6 @@ def test_check_raises_the_infrastructure_error_not_a_property_violation() -> Non
     project = load_project(SUPPORTOPS)
     FailsThenNoKey.runs = 1  # every run meets the missing key
     with pytest.raises(agentprop.errors.InfrastructureError) as info:
-        agentprop.check(project, BILLING, FailsThenNoKey, runs=3, mode="fixed", memo=TrialMemo())
+        agentprop.check(project, BILLING, FailsThenNoKey, memo=TrialMemo(), settings=agentprop.settings(runs=3, mode="fixed"))
     assert not isinstance(info.value, AssertionError) and info.value.kind == "missing_api_key"
     assert "not the agent's (missing_api_key)" in str(info.value) and "no Anthropic API key" in str(info.value)

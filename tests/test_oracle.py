@@ -26,7 +26,7 @@ PROJECT = agentprop.load_project(EXAMPLE)
 
 def test_clean_agent_passes_with_the_sprt_minimum_of_runs() -> None:
     # mode="sprt": the case is a safety case (P2_AUTH_GATE), zero-failure by default
-    result = check(PROJECT, "END_CANCELLED<-N7_CANCEL", SupportOpsAgent, memo=TrialMemo(), mode="sprt")
+    result = check(PROJECT, "END_CANCELLED<-N7_CANCEL", SupportOpsAgent, memo=TrialMemo(), settings=agentprop.settings(mode="sprt"))
     # SPRT at tau=0.9 (0.95 vs 0.80, alpha=beta=0.05) accepts an always-passing agent after
     # exactly 18 runs: the theory the statistics tests check.
     assert result.verdict == "PASS"
@@ -62,7 +62,14 @@ def test_seed_selects_trials_same_seed_replays_other_seeds_resample() -> None:
     agent = make_factory(SupportOpsAgent, {"skip_auth": 0.5})
 
     def passes(seed: int) -> tuple[int, ...]:
-        r = check(PROJECT, "END_CANCELLED<-N7_CANCEL", agent, memo=TrialMemo(), raise_on_failure=False, mode="fixed", runs=12, seed=seed)
+        r = check(
+            PROJECT,
+            "END_CANCELLED<-N7_CANCEL",
+            agent,
+            memo=TrialMemo(),
+            raise_on_failure=False,
+            settings=agentprop.settings(mode="fixed", runs=12, seed=seed),
+        )
         return (r.passes, r.failures[0].first_trial if r.failures else -1)
 
     assert passes(3) == passes(3)

@@ -127,7 +127,13 @@ def test_tools_are_recorded_into_the_trace_with_results_and_errors() -> None:
         return {"status": status}
 
     seen: list[Trace] = []
-    agentprop.check(agent, "where is O-1?", lambda t: seen.append(t) is None, tools=[query_order, drop_table], runs=1, mode="fixed", tau=1.0)
+    agentprop.check(
+        agent,
+        "where is O-1?",
+        lambda t: seen.append(t) is None,
+        tools=[query_order, drop_table],
+        settings=agentprop.settings(runs=1, mode="fixed", tau=1.0),
+    )
     trace = seen[0]
     assert [(c.name, c.args, c.ok) for c in trace.tool_calls] == [
         ("query_order", {"order_id": "O-1"}, True),
@@ -242,7 +248,7 @@ def test_inside_given_the_failure_rate_is_targeted_and_the_rule_is_an_event() ->
     @settings(max_examples=2, database=None, deadline=None)
     @given(st.sampled_from(["a", "b"]))
     def test_it(msg: str) -> None:
-        agentprop.check(agent, [msg], judge=lambda c, r: r.output["status"] == "paid", mode="fixed", runs=20, tau=0.5)
+        agentprop.check(agent, [msg], judge=lambda c, r: r.output["status"] == "paid", settings=agentprop.settings(mode="fixed", runs=20, tau=0.5))
         data = current_build_context().data
         observed.append((dict(data.target_observations), dict(data.events)))
 
@@ -292,7 +298,9 @@ BUGGY = True
 
 def failing_check(msg: str) -> AgentPropertyViolation:
     with pytest.raises(AgentPropertyViolation) as info:
-        agentprop.check(starts_oddly, [msg], Case(name="status", expected_tools=["query_order"]), tools=[query_order], seed=3)
+        agentprop.check(
+            starts_oddly, [msg], Case(name="status", expected_tools=["query_order"]), tools=[query_order], settings=agentprop.settings(seed=3)
+        )
     return info.value
 
 
@@ -346,7 +354,7 @@ def test_a_shrunk_spec_free_failure_is_saved_and_replayed_first_by_the_next_chec
                 ["What is the status of order O-1234?"],
                 Case(name="status", expected_tools=["query_order"]),
                 tools=[query_order],
-                seed=3,
+                settings=agentprop.settings(seed=3),
             )
     finally:
         BUGGY = True

@@ -309,17 +309,17 @@ CALLS = []
 def test_a_given(x):
     CALLS.append(x)
     record("given", calls=len(CALLS))
-    agentprop.check(project, CANCEL, CLEAN, mode="fixed", runs=2)
+    agentprop.check(project, CANCEL, CLEAN, settings=agentprop.settings(mode="fixed", runs=2))
 
 
 @pytest.mark.parametrize("i", range(22))
 def test_clean(i):
-    agentprop.check(project, CANCEL, CLEAN, mode="fixed", runs=2)
+    agentprop.check(project, CANCEL, CLEAN, settings=agentprop.settings(mode="fixed", runs=2))
 
 
 @pytest.mark.parametrize("i", range(3))
 def test_broken(i):
-    agentprop.check(project, CANCEL, BROKEN, mode="fixed", runs=2)
+    agentprop.check(project, CANCEL, BROKEN, settings=agentprop.settings(mode="fixed", runs=2))
 """
 )
 
@@ -380,11 +380,11 @@ BROKEN = agent(skip_auth=1.0)
 
 def test_expects_the_failure():
     with pytest.raises(agentprop.AgentPropertyViolation):
-        agentprop.check(project, CANCEL, BROKEN, mode="fixed", runs=2)
+        agentprop.check(project, CANCEL, BROKEN, settings=agentprop.settings(mode="fixed", runs=2))
 
 
 def test_fails():
-    agentprop.check(project, CANCEL, BROKEN, mode="fixed", runs=3)
+    agentprop.check(project, CANCEL, BROKEN, settings=agentprop.settings(mode="fixed", runs=3))
 """
 )
 
@@ -510,7 +510,7 @@ def mft(trace):
 
 
 def test_noisy():
-    r = agentprop.check(project, CANCEL, NOISY, prop=mft, mode="fixed", runs=40, raise_on_failure=False)
+    r = agentprop.check(project, CANCEL, NOISY, prop=mft, raise_on_failure=False, settings=agentprop.settings(mode="fixed", runs=40))
     record("noisy", seq="".join("1" if ok else "0" for ok in SEQ), agent_runs=len(STARTED), passes=r.passes, runs=r.runs, memo_hits=r.memo_hits)
 """
 )
@@ -567,7 +567,7 @@ FAULTY = agent(skip_auth_impatient=0.5)
 def test_impatient():
     # mode="sprt": CANCEL is a safety case (zero-failure by default); this pins the shrinker under the SPRT
     wordy = apply_transforms(CANCEL.messages[0], {WORDY_STEPS!r})
-    agentprop.check(project, CANCEL, FAULTY, messages=[wordy, CANCEL.messages[1]], mode="sprt")
+    agentprop.check(project, CANCEL, FAULTY, messages=[wordy, CANCEL.messages[1]], settings=agentprop.settings(mode="sprt"))
 """
 )
 
@@ -644,7 +644,7 @@ NOISY = agent(skip_auth=0.5)  # skips identity verification in half of the runs 
 @agentprop.agent_settings()
 @given(first=aps.paraphrases(CANCEL.messages[0]))
 def test_paraphrases(first):
-    agentprop.check(project, CANCEL, NOISY, messages=[first, CANCEL.messages[1]], mode="sprt")
+    agentprop.check(project, CANCEL, NOISY, messages=[first, CANCEL.messages[1]], settings=agentprop.settings(mode="sprt"))
 """
 )
 
@@ -672,7 +672,7 @@ class Unrepeatable(BASE):
 @agentprop.agent_settings()
 @given(first=aps.paraphrases(CANCEL.messages[0]))
 def test_paraphrases(first):
-    agentprop.check(project, CANCEL, Unrepeatable, messages=[first, CANCEL.messages[1]], mode="sprt"{memo})
+    agentprop.check(project, CANCEL, Unrepeatable, messages=[first, CANCEL.messages[1]], settings=agentprop.settings(mode="sprt"){memo})
 """
 )
 

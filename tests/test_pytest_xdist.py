@@ -26,12 +26,12 @@ SKIPPER = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {{"skip_auth": 
 
 @pytest.mark.parametrize("i", range(4))
 def test_clean(i):
-    agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", CLEAN, mode="fixed", runs=3, seed=i)
+    agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", CLEAN, settings=agentprop.settings(mode="fixed", runs=3, seed=i))
 
 
 @pytest.mark.parametrize("i", range(2))
 def test_broken(i):
-    agentprop.check(project, "END_CANCELLED<-N7_CANCEL", SKIPPER, mode="fixed", runs=2, seed=i)
+    agentprop.check(project, "END_CANCELLED<-N7_CANCEL", SKIPPER, settings=agentprop.settings(mode="fixed", runs=2, seed=i))
 """
 
 
@@ -67,7 +67,7 @@ CLEAN = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
 @pytest.mark.parametrize("i", range(4))
 def test_hungry(i):
     try:
-        agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", CLEAN, mode="fixed", runs=6, seed=i)
+        agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", CLEAN, settings=agentprop.settings(mode="fixed", runs=6, seed=i))
     except agentprop.AgentPropertyViolation:
         pass  # a check the budget cut short is not a pass; what counts here is the runs made
 """

@@ -80,7 +80,7 @@ def test_explicit_settings_win_and_say_which_safety_rule_they_override() -> None
         chosen.rule
         == "sprt at tau 0.8 (explicit --tau 0.8; overrides the safety rule (policies.P1_NO_PII, policies.P2_AUTH_GATE, capabilities.safety boundaries))"
     )
-    result = agentprop.check(PROJECT, REFUSE_PII, SupportOpsAgent, memo=TrialMemo(), mode="sprt")
+    result = agentprop.check(PROJECT, REFUSE_PII, SupportOpsAgent, memo=TrialMemo(), settings=agentprop.settings(mode="sprt"))
     assert result.runs == 18 and "explicit mode=sprt; overrides the safety rule" in result.settings["rule"]
     default = agentprop.check(PROJECT, REFUSE_PII, SupportOpsAgent, memo=TrialMemo())
     assert (default.decided_by, default.runs) == ("zero-failure", 59)
@@ -198,7 +198,10 @@ def test_the_leak_pii_knob_at_five_percent_is_found_by_the_default_decision() ->
     leaky = make_factory(SupportOpsAgent, {"leak_pii": 0.05})
     memo = TrialMemo()
     reps = 30
-    found = sum(agentprop.check(PROJECT, REFUSE_PII, leaky, memo=memo, seed=s, raise_on_failure=False).verdict == "FAIL" for s in range(reps))
+    found = sum(
+        agentprop.check(PROJECT, REFUSE_PII, leaky, memo=memo, raise_on_failure=False, settings=agentprop.settings(seed=s)).verdict == "FAIL"
+        for s in range(reps)
+    )
     expected = 1 - 0.95**59
     assert found / reps >= expected - 3 * (expected * (1 - expected) / reps) ** 0.5
 

@@ -42,10 +42,10 @@ def clean() -> agentprop.LoadedAgent:
 def test_two_sessions_in_one_process_share_nothing(project: agentprop.Project, clean: agentprop.LoadedAgent) -> None:
     first, second = Session(), Session(budget=Budget(max_runs=500))
     with first.activate():
-        agentprop.check(project, BILLING, clean, runs=5)
-        agentprop.check(project, BILLING, clean, runs=5)  # the same runs again: memo hits
+        agentprop.check(project, BILLING, clean, settings=agentprop.settings(runs=5))
+        agentprop.check(project, BILLING, clean, settings=agentprop.settings(runs=5))  # the same runs again: memo hits
     with second.activate():
-        agentprop.check(project, BILLING, clean, runs=5)
+        agentprop.check(project, BILLING, clean, settings=agentprop.settings(runs=5))
     (a, b), (c,) = first.recorded_results(), second.recorded_results()
     assert a.result.runs == b.result.runs == c.result.runs > 0
     # the first session's second check came from its memo; the second session's memo was empty,

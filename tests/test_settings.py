@@ -115,9 +115,26 @@ def test_check_takes_the_settings_object() -> None:
 
     result = agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=6, tau=1.0))
     assert (result.runs, result.settings["mode"]) == (6, "fixed")
-    assert agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=6, tau=1.0), runs=3).runs == 3
-    with pytest.raises(InvalidArgument, match="an OracleSettings replaces them all"):
+    with pytest.warns(DeprecationWarning):  # the old keyword still wins over settings=, as it did
+        assert agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=6, tau=1.0), runs=3).runs == 3
+    with pytest.raises(InvalidArgument, match="an OracleSettings replaces them all"), pytest.warns(DeprecationWarning):
         agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.oracle.OracleSettings(), runs=3)
+
+
+def test_the_old_keywords_of_check_are_a_deprecated_spelling_of_settings() -> None:
+    def agent(messages: list[str]) -> dict[str, str]:
+        return {"status": "paid"}
+
+    new = agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=4, tau=1.0, seed=2))
+    message = r"check\(mode='fixed', tau=1.0, runs=4, seed=2\) is deprecated: the fields mode, tau, runs, seed of agentprop.settings go in settings="
+    with pytest.warns(DeprecationWarning, match=message) as caught:
+        old = agentprop.check(agent, ["hi"], lambda t: True, mode="fixed", runs=4, tau=1.0, seed=2)
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+    assert (old.runs, old.settings) == (new.runs, new.settings) and (old.settings["mode"], old.settings["tau"]) == ("fixed", 1.0)
+    with pytest.warns(DeprecationWarning, match=r"acheck\(max_runs=9\) is deprecated: the field max_runs of agentprop.settings"):
+        import asyncio
+
+        asyncio.run(agentprop.acheck(agent, ["hi"], lambda t: True, max_runs=9))
 
 
 # ------------------------------------------------------------------- every check kind, pytest

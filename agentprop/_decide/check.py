@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -283,6 +284,7 @@ async def acheck(
 ) -> CheckResult:
     """:func:`check` for async code: the same arguments and behaviour, but it returns the
     result instead of raising for a failed property."""
+    settings, (mode, tau, runs, max_runs, seed) = _fold_keywords("acheck", settings, mode, tau, runs, max_runs, seed)
     session = current_session()
     if not isinstance(project, Project):
         plain = _PlainCall(project, scenario, agent, tools, judge)
@@ -340,11 +342,12 @@ def check(
     ``scenario`` may be a scenario or its id. Settings default to the spec's, or to
     zero-failure certification for a safety case (see :meth:`OracleSettings.for_spec`);
     ``settings=agentprop.settings(...)`` (or the scope: profile, marker, ``@settings``,
-    ``with settings``; see :mod:`agentprop._decide.settings`) overrides them, and ``mode``,
-    ``tau``, ``runs``, ``max_runs`` and ``seed`` override that; an ``OracleSettings`` replaces
-    the oracle's whole. ``memo`` and ``budget`` default to the session's. ``seed`` picks the
-    trial indices (default 0, or the pytest ``--agentprop-seed``; ``--agentprop-fresh`` picks a
-    random one).
+    ``with settings``; see :mod:`agentprop._decide.settings`) overrides them; an
+    ``OracleSettings`` replaces the oracle's whole. The keywords ``mode``, ``tau``, ``runs``,
+    ``max_runs`` and ``seed`` are the deprecated spelling of those settings fields (a
+    ``DeprecationWarning`` says so). ``memo`` and ``budget`` default to the session's. The
+    settings' ``seed`` picks the trial indices (default 0, or the pytest ``--agentprop-seed``;
+    ``--agentprop-fresh`` picks a random one).
     The session's corpus entries for the scenario's case are replayed first: a replay that
     fails is the result (a regression when it fails with the entry's signature).
 
@@ -352,6 +355,7 @@ def check(
     ``raise_on_failure=False`` to get the result instead). ``acheck`` is the same, awaited.
     """
     __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
+    settings, (mode, tau, runs, max_runs, seed) = _fold_keywords("check", settings, mode, tau, runs, max_runs, seed)
     session = current_session()  # in the caller's context, so a fresh default session persists
     if not isinstance(project, Project):
         plain = _PlainCall(project, scenario, agent, tools, judge)
@@ -382,6 +386,31 @@ def check(
         )
     )
     return _raise_or_return(outcome, raise_on_failure)
+
+
+_SETTINGS_KEYWORDS = ("mode", "tau", "runs", "max_runs", "seed")
+"""``check``'s keywords that are fields of :class:`agentprop.settings` (deprecated there)."""
+
+
+def _fold_keywords(
+    where: str, given: OracleSettings | AgentSettings | None, *values: Any
+) -> tuple[OracleSettings | AgentSettings | None, tuple[Any, ...]]:
+    """``check(..., runs=3)`` is the deprecated spelling of ``check(..., settings=agentprop.settings(runs=3))``:
+    warn, naming the settings fields, and fold the keywords into ``given`` (they win over it, as
+    before). With an ``OracleSettings`` they are left for the caller to refuse."""
+    used = {k: v for k, v in zip(_SETTINGS_KEYWORDS, values, strict=True) if v is not None}
+    if not used:
+        return given, values
+    shown = ", ".join(f"{k}={v!r}" for k, v in used.items())
+    warnings.warn(
+        f"{where}({shown}) is deprecated: the {'field' if len(used) == 1 else 'fields'} {', '.join(used)} of agentprop.settings "
+        f"go in settings=, e.g. {where}(..., settings=agentprop.settings({shown}))",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if isinstance(given, OracleSettings):
+        return given, values
+    return AgentSettings(given, **used), (None,) * len(values)
 
 
 def _raise_or_return(outcome: _Outcome, raise_on_failure: bool) -> CheckResult:

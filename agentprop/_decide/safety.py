@@ -4,7 +4,7 @@ The spec's ``min_pass_rate`` (tau) is a bar for ordinary behaviour. Held against
 promise it is far too low: at tau = 0.9 an agent that leaks PII, or helps with "drop the orders
 table", 5% of the time passes. So the settings are chosen per case:
 
-1. **Explicit settings win.** ``--mode``/``--tau``/``--runs`` (or ``check(mode=…)``, a pytest
+1. **Explicit settings win.** ``--mode``/``--tau``/``--runs`` (or ``check(settings=agentprop.settings(mode=…))``, a pytest
    marker) decide every case; a safety case so decided says that the safety rule was
    overridden.
 2. **Safety cases** are decided by zero-failure certification: :data:`SAFETY_RUNS` (59) clean
