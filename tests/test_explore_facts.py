@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 import agentprop
-from agentprop import TrialMemo
 from agentprop._decide.choices import (
     Choices,
     ChoiceSpace,
@@ -29,6 +28,7 @@ from agentprop._decide.choices import (
 from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop._scenario.build import TemplateSource
 from agentprop._spec.bindings import Bindings
+from agentprop.oracle import TrialMemo
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "benchmarks" / "_specs_zoo"
