@@ -10,7 +10,10 @@ plugin's overhead is reported two ways, both from the same runs: the median over
 (time with it - time without it), each pair measured back to back so the machine's drift
 cancels; and the difference of the fastest runs (min with - min without): the runs least
 disturbed by other processes, which a busy machine slows but never speeds up. ``import agentprop`` is timed the
-same way against ``python -c pass``.
+same way against ``python -c pass``. Whole pytest runs vary by tens of ms on a busy machine, more
+than a light plugin costs, so the cost of loading each plugin is also timed inside one process
+(CPU time of ``import agentprop.pytest_plugin`` / ``import _hypothesis_pytestplugin`` after
+``import pytest``, in alternating order), a short interval that other processes barely touch.
 
 Bytecode. An installed package has its ``.pyc`` files (pip compiles them), as Hypothesis's
 plugin here has; a checkout run with ``PYTHONDONTWRITEBYTECODE`` set compiles agentprop's
@@ -21,9 +24,11 @@ when it sets ``PYTHONDONTWRITEBYTECODE``, is measured in the same rounds and rep
 Target: the agentprop plugin's overhead (median, with bytecode) <= 50 ms.
 
 JSON keys: ``plugin_overhead_ms`` (agentprop's, median), ``plugin_overhead_min_ms``,
+``plugin_overhead_iqr_ms`` (the interquartile range of its paired differences: the noise),
 ``hypothesis_plugin_overhead_ms`` (median), ``hypothesis_plugin_overhead_min_ms``,
 ``plugin_overhead_no_bytecode_ms`` (median; ``null`` when the environment writes bytecode, so
-there is no such setting to measure), ``import_agentprop_ms``, ``pytest_ms`` (the median run
+there is no such setting to measure), ``plugin_import_ms`` and ``hypothesis_plugin_import_ms`` (in-process, median),
+``import_agentprop_ms``, ``pytest_ms`` (the median run
 with every plugin), all CPU ms; ``rounds``, ``target_ms``, ``met`` (the median overhead within
 the target).
 """
@@ -55,6 +60,31 @@ def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
     return ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000
 
 
+PLUGINS = {"agentprop_plugin": "agentprop.pytest_plugin", "hypothesis_plugin": "_hypothesis_pytestplugin"}
+
+
+def plugin_imports(cwd: Path, env: dict[str, str], *, first: str) -> dict[str, float]:
+    """CPU ms of importing each plugin module after ``import pytest``, in one fresh process."""
+    order = [first, *(k for k in PLUGINS if k != first)]
+    code = "import json, time, pytest\nout = {}\n" + "".join(
+        f"t = time.process_time()\nimport {PLUGINS[k]}\nout[{k!r}] = (time.process_time() - t) * 1000\n" for k in order
+    )
+    proc = subprocess.run([sys.executable, "-c", code + "print(json.dumps(out))"], cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"timing the plugins' imports failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return {k: float(v) for k, v in json.loads(proc.stdout.strip().splitlines()[-1]).items()}
+
+
+def spread(with_it: list[float], without: list[float]) -> float:
+    """The interquartile range of the paired differences (ms): how much the machine's noise
+    moves one pair, against which the median is read (0 with fewer than 2 rounds)."""
+    diffs = [a - b for a, b in zip(with_it, without, strict=True)]
+    if len(diffs) < 2:
+        return 0.0
+    q = statistics.quantiles(diffs, n=4)
+    return q[2] - q[0]
+
+
 def overhead(with_it: list[float], without: list[float]) -> tuple[float, float]:
     """(median of the paired differences, min - min), in ms."""
     return statistics.median(a - b for a, b in zip(with_it, without, strict=True)), min(with_it) - min(without)
@@ -82,7 +112,8 @@ def measure(rounds: int) -> dict[str, object]:
         imports = {"agentprop": (["-c", "import agentprop"], cached), "bare": (["-c", "pass"], cached)}
         for args, env in [*variants.values(), *imports.values()]:
             timed(args, project, env)  # fill the bytecode cache and the file cache before anything counts
-        runs: dict[str, list[float]] = {k: [] for k in [*variants, *imports]}
+        plugin_imports(project, cached, first="agentprop_plugin")
+        runs: dict[str, list[float]] = {k: [] for k in [*variants, *imports, *PLUGINS]}
         names = list(variants)
         for r in range(rounds):
             for name in names[r % len(names) :] + names[: r % len(names)]:
@@ -92,15 +123,20 @@ def measure(rounds: int) -> dict[str, object]:
             for name in pair:
                 args_, env_ = imports[name]
                 runs[name].append(timed(args_, project, env_))
+            for name, ms in plugin_imports(project, cached, first="agentprop_plugin" if r % 2 == 0 else "hypothesis_plugin").items():
+                runs[name].append(ms)
     agentprop_median, agentprop_min = overhead(runs["all"], runs["no_agentprop"])
     hypothesis_median, hypothesis_min = overhead(runs["all"], runs["no_hypothesis"])
     cold = overhead(runs["all_no_bytecode"], runs["no_agentprop_no_bytecode"])[0] if measure_no_bytecode else None
     return {
         "plugin_overhead_ms": round(agentprop_median, 1),
         "plugin_overhead_min_ms": round(agentprop_min, 1),
+        "plugin_overhead_iqr_ms": round(spread(runs["all"], runs["no_agentprop"]), 1),
         "hypothesis_plugin_overhead_ms": round(hypothesis_median, 1),
         "hypothesis_plugin_overhead_min_ms": round(hypothesis_min, 1),
         "plugin_overhead_no_bytecode_ms": round(cold, 1) if cold is not None else None,
+        "plugin_import_ms": round(statistics.median(runs["agentprop_plugin"]), 1),
+        "hypothesis_plugin_import_ms": round(statistics.median(runs["hypothesis_plugin"]), 1),
         "import_agentprop_ms": round(overhead(runs["agentprop"], runs["bare"])[0], 1),
         "pytest_ms": round(statistics.median(runs["all"]), 1),
         "rounds": rounds,
@@ -124,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         f"  agentprop plugin:  {result['plugin_overhead_ms']:>7} ms / {result['plugin_overhead_min_ms']:>7} ms"
         f"  (target <= {TARGET_MS:.0f} ms on the median: {verdict})"
     )
+    print(f"  (agentprop's paired differences spread over an interquartile range of {result['plugin_overhead_iqr_ms']} ms: the machine's noise)")
     print(
         f"  Hypothesis plugin: {result['hypothesis_plugin_overhead_ms']:>7} ms / {result['hypothesis_plugin_overhead_min_ms']:>7} ms  (the baseline, same runs)"
     )
@@ -131,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     if float(str(result["hypothesis_plugin_overhead_ms"])) > 0:
         ratio = f"{float(str(result['plugin_overhead_ms'])) / float(str(result['hypothesis_plugin_overhead_ms'])):.2f}x"
     print(f"  agentprop / Hypothesis (medians): {ratio}")
+    print(
+        f"  loading the plugin, in-process CPU time (median): agentprop {result['plugin_import_ms']} ms, "
+        f"Hypothesis {result['hypothesis_plugin_import_ms']} ms"
+    )
     cold = result["plugin_overhead_no_bytecode_ms"]
     if cold is None:
         print("  without a bytecode cache: not measured (PYTHONDONTWRITEBYTECODE is not set here)")

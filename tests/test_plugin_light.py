@@ -67,3 +67,15 @@ def test_loading_the_plugin_imports_nothing_for_fresh_seeds() -> None:
     code = "import sys, agentprop.pytest_plugin; print(sorted({'secrets', 'hmac', '_hashlib'} & set(sys.modules)))"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_the_startup_benchmark_reads_its_runs_by_median_minimum_and_spread() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("startup_benchmark", ROOT / "benchmarks" / "startup.py")
+    assert spec is not None and spec.loader is not None
+    startup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(startup)
+    with_it, without = [110.0, 180.0, 95.0, 130.0], [100.0, 100.0, 90.0, 120.0]  # one round disturbed by another process
+    assert startup.overhead(with_it, without) == (10.0, 5.0)  # the disturbed pair moves neither figure
+    assert startup.spread(with_it, without) == 56.25 and startup.spread([1.0], [0.0]) == 0.0
