@@ -4,6 +4,7 @@ any working directory, and every unknown name gets "did you mean" and the fix.""
 from __future__ import annotations
 
 import io
+import re
 import shutil
 from pathlib import Path
 
@@ -356,6 +357,51 @@ def test_an_inv_bug_is_a_pair_of_variants_with_one_rate_in_every_output(tmp_path
     assert f"pass rate {words}" in junit and bug["rate_text"] in junit and "turn 1:" not in junit
     markdown = (tmp_path / "r.md").read_text()
     assert "turn 1:" not in markdown and f"fails {changed}/{len(variants)} variants" in markdown
+
+
+def test_a_dir_bug_is_its_pair_of_sides_with_one_rate_in_every_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DIR bug (the agent ignores the plan rules: flipping `can_cancel` does not change its
+    decision) reads as the pair it is, in every output: the base and the perturbed side with
+    their messages and the decision each must reach, the decision the agent made in words, and
+    one rate (the runs of both sides) that the terminal, JSON, Markdown, HTML and JUnit repeat."""
+    import json
+
+    pytest.importorskip("jinja2")
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", str(SUPPORTOPS), "--fault", "ignore_plan_rules=1", "--kinds", "dir", "--case", "END_CANCEL_DENIED<-N5", "--corpus", "none"]
+    code, out, err = cli(*argv, "--json", "r.json", "--junit", "j.xml", "--markdown", "r.md", "--html", "r.html")
+    assert code == 1, err
+    report = json.loads((tmp_path / "r.json").read_text())
+    [bug] = report["bugs"]
+    [case] = [c for c in report["cases"] if c["id"] == bug["representative"]]
+    assert case["kind"] == "DIR" and case["verdict"] == "FAIL" and case["id"] in bug["cases"]
+    assert case["rate_text"] == f"{case['pass_rate']:.0%} ({case['passes']}/{case['runs']} runs of both sides)"
+    failed = case["runs"] - case["passes"]
+    assert bug["rate_of"] == "pair" and bug["rate_text"].startswith(f"fails {failed}/{case['runs']} runs of the pair (both sides)")
+    # the pair: its two sides, each with its messages, the decision it must reach and what its
+    # runs decided, in words (not turns, not a dict); the sides' runs add up to the pair's rate
+    details = case["details"]
+    base, perturbed = bug["diff"]
+    assert base == f"base ({details['base_verdict']}, expects CANCEL_DENIED; {details['base_decided']}): {details['base_messages']!r}"
+    assert perturbed == f"perturbed ({details['perturbed_verdict']}, expects CANCELLED; {details['perturbed_decided']}): {case['messages']!r}"
+    decided = "turn 1 decided ASK_CONFIRM_CANCEL; the spec expects CANCEL_DENIED"  # what the agent did, in words
+    assert case["failures"][0]["explanation"] == decided and "{'" not in base + perturbed
+    sides = [re.match(r"(\d+)/(\d+) runs reached it", details[f"{side}_decided"]) for side in ("base", "perturbed")]
+    assert all(sides) and sum(int(m.group(1)) for m in sides if m) == case["passes"] and sum(int(m.group(2)) for m in sides if m) == case["runs"]
+    assert f": {decided}" in details["base_decided"] and "ASK_CONFIRM_CANCEL" not in details["perturbed_decided"]
+    bugs_block = out.split("\ncase ")[0]
+    assert base in bugs_block and perturbed in bugs_block and bug["rate_text"] in bugs_block
+    assert "turn 1:" not in bugs_block and "reproducer: [" not in bugs_block
+    row = next(line for line in out.splitlines() if line.startswith(case["id"][:40]))
+    assert f"FAIL {case['pass_rate']:.0%}" in " ".join(row.split()) and decided in row
+    junit = (tmp_path / "j.xml").read_text()
+    assert f"pass rate {case['rate_text']}" in junit and bug["rate_text"] in junit and base in junit and perturbed in junit
+    markdown = (tmp_path / "r.md").read_text().replace("\\", "")
+    assert bug["rate_text"] in markdown and base in markdown and perturbed in markdown and "turn 1:" not in markdown
+    assert f"| DIR | FAIL | {case['pass_rate']:.0%} |" in markdown
+    html = (tmp_path / "r.html").read_text()
+    for text in (case["rate_text"], bug["rate_text"], f"base ({details['base_verdict']}, expects CANCEL_DENIED; {details['base_decided']})", decided):
+        assert text in html, text
 
 
 def test_behaviour_keys_read_as_words() -> None:

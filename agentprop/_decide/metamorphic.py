@@ -80,6 +80,15 @@ def distribution_words(counts: Mapping[str, int]) -> str:
     return "; ".join(f"{n}/{total} {behaviour_words(k)}" for k, n in items) or "no runs"
 
 
+def side_words(result: CheckResult) -> str:
+    """What one side of a DIR pair did, in words: ``2/3 runs reached it; 1/3: turn 1 decided
+    X; the spec expects Y`` (each failure's explanation, with how many runs it ended)."""
+    text = f"{result.passes}/{result.runs} runs reached it"
+    for f in result.failures:
+        text += f"; {f.count}/{result.runs}: {f.explanation}"
+    return text
+
+
 class VariantResult(BaseModel):
     messages: list[str]
     decisions: dict[str, int]

@@ -263,12 +263,18 @@ def _invariance_pair(bug: BugReport, case: CaseReport) -> None:
 
 def _direction_pair(bug: BugReport, case: CaseReport) -> None:
     """A DIR bug is its two sides: the base messages and the perturbed ones, with the decision
-    each side should reach; its rate is over the runs of both sides."""
+    each side should reach and what its runs decided, in words; its rate is over the runs of
+    both sides."""
     expected = case.details.get("expected_change") or ["?", "?"]
     base = case.details.get("base_messages") or []
+
+    def did(side: str) -> str:
+        words = case.details.get(f"{side}_decided")
+        return f"; {words}" if words else ""
+
     bug.diff = [
-        f"base ({case.details.get('base_verdict', '?')}, expects {expected[0]}): {base!r}",
-        f"perturbed ({case.details.get('perturbed_verdict', '?')}, expects {expected[-1]}): {list(case.messages)!r}",
+        f"base ({case.details.get('base_verdict', '?')}, expects {expected[0]}{did('base')}): {base!r}",
+        f"perturbed ({case.details.get('perturbed_verdict', '?')}, expects {expected[-1]}{did('perturbed')}): {list(case.messages)!r}",
     ]
     bug.rate_of = "pair"
 

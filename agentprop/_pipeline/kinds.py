@@ -20,7 +20,7 @@ from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.project import Project
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.metamorphic import InvarianceResult, acheck_direction, acheck_invariance, distribution_words
+from agentprop._decide.metamorphic import InvarianceResult, acheck_direction, acheck_invariance, distribution_words, side_words
 from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun
 from agentprop._decide.safety import strictness
 from agentprop._decide.slots import CaseLanes
@@ -283,6 +283,8 @@ async def extra_cases(
                         "perturbed_verdict": r.perturbed.verdict,
                         "expected_change": list(r.expected_change),
                         "base_messages": pair.base.scenario.messages,
+                        "base_decided": side_words(r.base),
+                        "perturbed_decided": side_words(r.perturbed),
                     },
                     world=world,
                     traces=traces,
