@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from agentprop._decide.contracts import (
@@ -45,7 +46,7 @@ from agentprop._decide.requirements import requirement_checks
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop._spec.grounding import TEXT_GROUNDINGS, ResponseGrounding, declared_fields, default_grounding, default_provenance
-from agentprop._spec.model import Spec
+from agentprop._spec.model import Spec, leaf_set, spec_memo
 from agentprop._spec.prohibitions import Prohibition, prohibition
 from agentprop._spec.response import response_model
 
@@ -325,7 +326,7 @@ def expected_nodes(spec: Spec, scenario: Scenario) -> list[list[str]]:
       nor stops (a conversation cut short, e.g. while shrinking) accepts its last node and the
       nodes that node branches to.
     """
-    leaves = set(spec.leaf_ids())
+    leaves = leaf_set(spec)
     out: list[list[str]] = []
     n = len(scenario.turns)
     for i, t in enumerate(scenario.turns):
@@ -349,13 +350,26 @@ def _successors(spec: Spec, node_id: str) -> list[str]:
 
 def spec_vocabulary(spec: Spec) -> set[str]:
     """The spec's own names (node ids, decisions, tools, policy ids): never world ids."""
-    return {
-        *spec.nodes_by_id,
-        *spec.leaf_ids(),
-        *spec.response_contract.decision_enum,
-        *spec.tools_by_name,
-        *(p.id for p in spec.policies),
-    }
+    return set(_vocabulary(spec))
+
+
+def _vocabulary(spec: Spec) -> frozenset[str]:
+    """:func:`spec_vocabulary`, built once per spec (every scenario asks for it)."""
+    memo = spec_memo(spec)
+    found: frozenset[str] | None = memo.get("vocabulary")
+    if found is None:
+        names = (*spec.nodes_by_id, *spec.leaf_ids(), *spec.response_contract.decision_enum, *spec.tools_by_name, *(p.id for p in spec.policies))
+        found = memo["vocabulary"] = frozenset(names)
+    return found
+
+
+def _known_nodes(spec: Spec) -> frozenset[str]:
+    """The spec's node ids and leaves, once per spec."""
+    memo = spec_memo(spec)
+    found: frozenset[str] | None = memo.get("known_nodes")
+    if found is None:
+        found = memo["known_nodes"] = frozenset(spec.nodes_by_id) | frozenset(spec.leaf_ids())
+    return found
 
 
 def spec_text(spec: Spec) -> list[str]:
@@ -389,8 +403,8 @@ def response_expectations(
     ``tool_calls`` -> :func:`tool_actions_match`, ``tool_output`` -> :func:`evidence_grounded`,
     and the text groundings -> one :func:`response_grounded` per field."""
     resolved = resolve_grounding(spec, grounding)
-    vocabulary = spec_vocabulary(spec)
-    known_nodes = set(spec.nodes_by_id) | set(spec.leaf_ids())
+    vocabulary = _vocabulary(spec)
+    known_nodes = _known_nodes(spec)
     tools = [t.name for t in spec.action_tools]
     own_words = spec_text(spec)
     nodes = expected_nodes(spec, scenario)
@@ -425,7 +439,7 @@ def _from(field: str, sources: list[str], clause: str) -> Check:
     return lambda t: field_provenance(t, field, sources, clause=clause)
 
 
-def _node_id(nodes: list[list[str]], field: str, known: set[str], clause: str) -> Check:
+def _node_id(nodes: list[list[str]], field: str, known: AbstractSet[str], clause: str) -> Check:
     return lambda t: node_id_matches(t, nodes, field=field, known_nodes=known, clause=clause)
 
 
@@ -433,9 +447,9 @@ def _tool_actions(field: str, clause: str) -> Check:
     return lambda t: tool_actions_match(t, field=field, clause=clause)
 
 
-def _evidence(field: str, tools: list[str], vocabulary: set[str], clause: str) -> Check:
+def _evidence(field: str, tools: list[str], vocabulary: AbstractSet[str], clause: str) -> Check:
     return lambda t: evidence_grounded(t, field=field, tools=tools, vocabulary=vocabulary, clause=clause)
 
 
-def _grounded(field: str, kinds: list[str], vocabulary: set[str], context: list[str], own_words: list[str], clause: str) -> Check:
+def _grounded(field: str, kinds: list[str], vocabulary: AbstractSet[str], context: list[str], own_words: list[str], clause: str) -> Check:
     return lambda t: response_grounded(t, field, kinds, vocabulary=vocabulary, extra_sources=context, spec_text=own_words, clause=clause)

@@ -958,7 +958,7 @@ def node_id_matches(
     ``accepted``, with an empty set, or without the field are not checked. The failure's
     detail is ``got=<node>`` for a node of ``known_nodes`` and ``got=unknown-node`` for a name
     the spec does not have."""
-    known = set(known_nodes)
+    known = known_nodes if isinstance(known_nodes, (set, frozenset)) else set(known_nodes)  # a spec's set, not copied per run
     for t in trace.turns:
         if t.index >= len(accepted) or t.response is None or t.response.get(field) is None:
             continue

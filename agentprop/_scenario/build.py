@@ -31,7 +31,7 @@ from agentprop._scenario.solver import (
 from agentprop._scenario.world import Failure, World
 from agentprop._spec.bindings import Bindings, VariableBinding, fill_slots
 from agentprop._spec.free_spans import has_free, strip_free
-from agentprop._spec.model import Spec
+from agentprop._spec.model import Spec, leaf_set, spec_memo
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop._spec.requirements import anchor_overlap
 from agentprop._spec.retries import tree_retries
@@ -336,13 +336,9 @@ def build_scenario(
         turn_steps[-1].append(None)
 
     # expectations per turn
-    required_anywhere: set[str] = set()
-    for tree_node in spec.decision_tree:
-        required_anywhere |= set(_node_tools(spec, bindings, tree_node.node_id))
-    for leaf in spec.leaf_ids():
-        required_anywhere |= set(_node_tools(spec, bindings, leaf))
+    required_anywhere = _required_anywhere(spec, bindings)
     allowed_all: set[str] = set()
-    leaves = set(spec.leaf_ids())
+    leaves = leaf_set(spec)
     previous: list[str] = []  # what the node before on the path required: anchors repeat its tail
     visited: set[str] = set()
     # branches of this path that retry a tool after its failure (the tree's own retry): the
@@ -527,11 +523,38 @@ def _add_retries(spec: Spec, turns: list[ScenarioTurn], failures: list[dict[str,
         turn.required_tools = out
 
 
+def _per_bindings(spec: Spec, bindings: Bindings) -> dict[str, Any]:
+    """What :func:`build_scenario` derives from the whole tree, once per (spec, bindings)
+    rather than once per scenario (which made a large spec's suite quadratic in its size). The
+    bindings object is kept beside its entry, so a new one with a reused ``id`` misses."""
+    memo: dict[int, tuple[Bindings, dict[str, Any]]] = spec_memo(spec).setdefault("build_per_bindings", {})
+    found = memo.get(id(bindings))
+    if found is None or found[0] is not bindings:
+        found = memo[id(bindings)] = (bindings, {})
+    return found[1]
+
+
+def _required_anywhere(spec: Spec, bindings: Bindings) -> frozenset[str]:
+    """The tools some node of the tree requires."""
+    memo = _per_bindings(spec, bindings)
+    found: frozenset[str] | None = memo.get("required_anywhere")
+    if found is None:
+        tools: set[str] = set()
+        for node_id in [*(n.node_id for n in spec.decision_tree), *spec.leaf_ids()]:
+            tools.update(_node_tools(spec, bindings, node_id))
+        found = memo["required_anywhere"] = frozenset(tools)
+    return found
+
+
 def _is_agent_choice(spec: Spec, bindings: Bindings, node_id: str) -> bool:
     """A node whose branches are two or more conditions on internal variables only."""
-    node = spec.nodes_by_id[node_id]
-    internal = [b for b in node.branches if b.clause.expr is not None and _is_internal(b.clause.expr, bindings)]
-    return len(node.branches) >= 2 and len(internal) == len(node.branches)
+    memo: dict[str, bool] = _per_bindings(spec, bindings).setdefault("agent_choice", {})
+    found = memo.get(node_id)
+    if found is None:
+        node = spec.nodes_by_id[node_id]
+        internal = [b for b in node.branches if b.clause.expr is not None and _is_internal(b.clause.expr, bindings)]
+        found = memo[node_id] = len(node.branches) >= 2 and len(internal) == len(node.branches)
+    return found
 
 
 def _reachable(spec: Spec, start: str) -> set[str]:

@@ -236,19 +236,31 @@ class Spec(_Open):
     def leaf_ids(self) -> list[str]:
         """Terminal nodes: defined nodes without branches plus referenced-but-undefined
         ``next`` targets (the specs use ``END_*`` names without defining them)."""
-        out: list[str] = []
-        for n in self.decision_tree:
-            if n.is_terminal:
-                out.append(n.node_id)
-        for n in self.decision_tree:
-            for b in n.branches:
-                if b.next not in self.nodes_by_id and b.next not in out:
-                    out.append(b.next)
-        return out
+        memo = spec_memo(self)
+        found: tuple[str, ...] | None = memo.get("leaf_ids")
+        if found is None:
+            # once per spec (the tree is not edited after loading, as for nodes_by_id): a
+            # scenario asks for it, and a spec of thousands of nodes made that quadratic
+            out = {n.node_id: None for n in self.decision_tree if n.is_terminal}
+            for n in self.decision_tree:
+                for b in n.branches:
+                    if b.next not in self.nodes_by_id:
+                        out.setdefault(b.next)
+            found = memo["leaf_ids"] = tuple(out)
+        return list(found)
 
     @property
     def max_tool_calls_per_turn(self) -> int | None:
         return self.defaults.limits.max_tool_calls_per_turn
+
+
+def leaf_set(spec: Spec) -> frozenset[str]:
+    """:meth:`Spec.leaf_ids` as a set, built once per spec."""
+    memo = spec_memo(spec)
+    found: frozenset[str] | None = memo.get("leaf_set")
+    if found is None:
+        found = memo["leaf_set"] = frozenset(spec.leaf_ids())
+    return found
 
 
 def spec_memo(spec: Spec) -> dict[str, Any]:
