@@ -54,8 +54,10 @@ def test_impatient_auth_skip_shrinks_to_the_one_choice_that_triggers_it() -> Non
     # the template went back to the scenario's own, every step but "right now" was dropped
     assert report.reproducer_choices == {
         "lang": "en",
-        "template": 0,
-        "turns": [{"steps": [["urgency", [["choice", 1]]]], "segments": [], "entities": []}, {"steps": [], "segments": [], "entities": []}],
+        "turns": [
+            {"template": 0, "steps": [["urgency", [["choice", 1]]]], "segments": [], "entities": []},
+            {"template": 0, "steps": [], "segments": [], "entities": []},
+        ],
         "world": [],
         "probe": 0,
         "dropped": [],

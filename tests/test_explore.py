@@ -166,8 +166,9 @@ def _supportops_agent() -> type:
 def test_keep_only_resets_what_was_not_kept() -> None:
     choices = Choices(template=1, turns=(TurnChoice(steps=(("greeting", (("choice", 0),)), ("urgency", (("choice", 1),)))), TurnChoice()))
     units = choice_units(choices)
-    assert [u.kind for u in units] == ["template", "step", "step"]
+    assert [u.kind for u in units] == ["template", "step", "step", "template"]  # each turn's template is a unit
     assert keep_only(choices, [units[2]]) == Choices(template=0, turns=(TurnChoice(steps=(("urgency", (("choice", 1),)),)), TurnChoice()))
+    assert keep_only(choices, [units[3]]) == Choices(turns=(TurnChoice(), TurnChoice(template=1)))
     assert keep_only(choices, []).plain
 
 
@@ -344,3 +345,31 @@ def test_a_world_key_no_field_path_can_name_is_not_explored_and_breaks_nothing()
     fields = free_world_fields(SUPPORTOPS, odd)
     assert all("\U0003755a" not in f.field for f in fields)
     assert {(f.tool, f.field) for f in fields} == {(f.tool, f.field) for f in free_world_fields(SUPPORTOPS, scenario)}
+
+
+def test_each_turn_has_its_own_template_and_shrinks_back_alone() -> None:
+    """A failure that needs only turn 2 in Chinese keeps turn 1 in the scenario's own words
+    (one template index for the conversation switched turn 1 to Chinese too)."""
+    scenario = SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL")
+    space = ChoiceSpace(SUPPORTOPS, scenario)
+    chinese = Choices(template=2, turns=(TurnChoice(), TurnChoice()))  # as drawn: one index for every turn
+    assert [t.template for t in chinese.turns] == [2, 2] and chinese.describe() == "turn 1: template 2; turn 2: template 2"
+    assert [u.kind for u in choice_units(chinese)] == ["template", "template"]
+
+    base = _supportops_agent()
+
+    class ConfusedByChineseYes(base):  # type: ignore[misc, valid-type]
+        def turn(self, message: str, ctx: TurnContext) -> None:
+            if "是的" in message:  # reads a Chinese "yes" as no answer at all
+                ctx.respond(node_id="N7_CANCEL", decision="ASK_CONFIRM_CANCEL", tool_actions=[], evidence="-", user_message="?")
+                return
+            super().turn(message, ctx)
+
+    agent = make_factory(ConfusedByChineseYes)
+    found = agentprop.check(SUPPORTOPS, scenario, agent, messages=space.render(chinese).messages, memo=TrialMemo(), raise_on_failure=False)
+    assert found.verdict == "FAIL"
+    shrunk = shrink(SUPPORTOPS, scenario, agent, choices=chinese, space=space, failing=found, memo=TrialMemo(), budget=60)
+    assert shrunk.reproducer_messages == [scenario.messages[0], "是的，取消吧。"]
+    assert shrunk.choices_kept == "turn 2: template 2" and shrunk.minimal
+    # choices saved with one template for the conversation still read (every turn in it)
+    assert Choices.model_validate({"template": 1, "turns": [{}, {}]}).turns == (TurnChoice(template=1), TurnChoice(template=1))

@@ -4,12 +4,16 @@ A scenario fixes *what* the user asks (the path's intent, its slots, what is wit
 the path needs); its :class:`Choices` fix *how* they ask it, and what the tools answer where the
 path does not care:
 
-- ``template``: which template variant writes the conversation. Variants are the scenario
-  builder's own (``build_scenario(template_index=k)`` with the scenario's assignment; the
-  bindings align each follow-up's templates with the first message's, so one index picks
-  them all), kept only when they build the same case (expectations and world). A template
-  may be written in another of the bindings' ``languages:``.
 - per turn:
+
+  - ``template``: which template variant writes the turn. Variants are the scenario
+    builder's own (``build_scenario(template_index=k)`` with the scenario's assignment),
+    kept only when they build the same case (expectations and world), so the turns of
+    different variants mix: each turn has its own choice, and the shrinker resets each
+    separately (a turn-2 reproducer keeps turn 1 in the scenario's own words). The
+    generator draws one index for every turn, as the bindings align a follow-up's templates
+    with the first message's. A template may be written in another of the bindings'
+    ``languages:``;
 
   - ``segments``: optional ``[...]`` segments of the turn's template that hold no slot, put in
     (the scenario's own message leaves them out);
@@ -33,7 +37,7 @@ is never re-typed, the words that say which value a turn gives are never changed
 put where a withheld slot or the end of a worded value would be, and an answer gets no word
 another answer opens with; a step that would is not applied. So shrinking *choices*
 (a step dropped, a segment taken out, a value written as the template writes it, a world field
-back to the path's value, the template back to 0) always yields an instance of the same
+back to the path's value, a turn's template back to 0) always yields an instance of the same
 scenario; that is what the shrinker does (:mod:`agentprop._decide.shrink`), never
 deleting words from the text.
 
@@ -53,7 +57,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from agentprop._agents.project import Project
 from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked
@@ -136,6 +140,9 @@ class TurnChoice(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    template: int = 0
+    """The template variant this turn is written in (0: the scenario's own; see
+    :class:`ChoiceSpace`)."""
     steps: tuple[StepChoice, ...] = ()
     segments: tuple[int, ...] = ()
     """Indices of the template's slot-less optional segments put in (see
@@ -144,21 +151,19 @@ class TurnChoice(BaseModel):
 
     @property
     def plain(self) -> bool:
-        return not (self.steps or self.segments or self.entities)
+        return not (self.template or self.steps or self.segments or self.entities)
 
 
 class Choices(BaseModel):
-    """How a scenario's conversation is written: one template choice for the whole
-    conversation (the bindings align a follow-up's templates with the first message's, so they
-    are chosen together, as the scenario builder does), per turn what is varied, and the free
-    world fields set to other values."""
+    """How a scenario's conversation is written: per turn its template variant and what is
+    varied, and the free world fields set to other values. ``Choices(template=k, ...)`` (and
+    choices saved before templates were per turn) give every turn template ``k``."""
 
     model_config = ConfigDict(frozen=True)
 
     lang: str = "en"
     """The language of the scenario's first message (each turn is paraphrased in the pack of
     the language it is written in)."""
-    template: int = 0
     turns: tuple[TurnChoice, ...] = ()
     world: tuple[WorldChoice, ...] = ()
     probe: int = 0
@@ -168,10 +173,33 @@ class Choices(BaseModel):
     """Words left out of the templates' free spans: ``(turn, span, clause, word)`` (what token
     shrinking removed, :mod:`agentprop._spec.free_spans`)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_template_for_every_turn(cls, data: Any) -> Any:
+        """``template=k`` (the form of choices saved before templates were per turn): every
+        turn without a template of its own is written in variant ``k``."""
+        if not isinstance(data, dict) or "template" not in data:
+            return data
+        data = dict(data)
+        k = data.pop("template")
+        if k:
+            turns = []
+            for t in data.get("turns") or ():
+                turn = TurnChoice.model_validate(t) if not isinstance(t, TurnChoice) else t
+                turns.append(turn if turn.template else turn.model_copy(update={"template": k}))
+            data["turns"] = tuple(turns)
+        return data
+
+    @property
+    def template(self) -> int:
+        """The highest template variant a turn is written in (0: every turn in the
+        scenario's own words)."""
+        return max((t.template for t in self.turns), default=0)
+
     @property
     def plain(self) -> bool:
         """No choice differs from the scenario's own messages and world."""
-        return self.template == 0 and all(t.plain for t in self.turns) and not self.world and self.probe == 0 and not self.dropped
+        return all(t.plain for t in self.turns) and not self.world and self.probe == 0 and not self.dropped
 
     def families(self) -> list[str]:
         """What this input varies: ``template``, ``world``, ``probe:indirect`` and ``turnN:FAMILY``
@@ -187,9 +215,10 @@ class Choices(BaseModel):
         return list(dict.fromkeys(out))
 
     def describe(self) -> str:
-        parts = [f"template {self.template}"] if self.template else []
+        parts = []
         for i, t in enumerate(self.turns):
-            bits = [f"segment {k}" for k in t.segments] + [e.describe() for e in t.entities]
+            bits = [f"template {t.template}"] if t.template else []
+            bits += [f"segment {k}" for k in t.segments] + [e.describe() for e in t.entities]
             bits += [f"{name}({', '.join(f'{k}={v}' for k, v in params)})" for name, params in t.steps]
             if bits:
                 parts.append(f"turn {i + 1}: " + " + ".join(bits))
@@ -693,9 +722,14 @@ class ChoiceSpace:
         return self.variants[template]
 
     def base_for(self, choices: Choices) -> Scenario:
-        """The scenario variant ``choices`` write (their template; a PROBE space also their
-        probe phrasing)."""
-        return self.base(choices.template)
+        """The scenario as ``choices`` write it before their steps: each turn from the template
+        variant the turn's choice names (a PROBE space also puts in the probe's phrasing)."""
+        own = self.variants[0]
+        if len(choices.turns) != len(own.turns):
+            raise InvalidArgument(f"choices describe {len(choices.turns)} turn(s) but scenario {own.id} has {len(own.turns)}")
+        if not any(c.template for c in choices.turns):
+            return own
+        return own.model_copy(update={"turns": [self.base(c.template).turns[i] for i, c in enumerate(choices.turns)]})
 
     def render(self, choices: Choices) -> Scenario:
         """The scenario with its messages (and free world fields) as ``choices`` say (same id,
@@ -705,7 +739,7 @@ class ChoiceSpace:
             raise InvalidArgument(f"choices describe {len(choices.turns)} turn(s) but scenario {base.id} has {len(base.turns)}")
         turns = []
         for i, (t, c) in enumerate(zip(base.turns, choices.turns)):
-            space = self.turn_spaces[choices.template][i]
+            space = self.turn_spaces[c.template][i]
             gone = {(sp, cl, w) for turn, sp, cl, w in choices.dropped if turn == i}
             turns.append(t.model_copy(update={"user_message": self._render_turn(base, t, space, c, gone)}))
         update: dict[str, Any] = {"turns": turns}
@@ -856,7 +890,10 @@ class ChoiceSpace:
             else TurnChoice()
             for i, vary in enumerate(varied)
         )
-        return Choices(lang=self.lang, template=template, turns=turns, world=world)
+        # one index for every turn (the bindings align follow-ups with the first message);
+        # each turn holds it, so the shrinker can put back one turn's own words alone
+        turns = tuple(t.model_copy(update={"template": template}) for t in turns)
+        return Choices(lang=self.lang, turns=turns, world=world)
 
     def _draw_turn(self, rng: random.Random, i: int, space: _TurnSpace, w: Mapping[str, float], max_steps: int, deck: list[str] | None) -> TurnChoice:
         base = self.variants[0]
@@ -980,7 +1017,7 @@ class ChoiceUnit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: str
-    """``template`` (removed: template 0), ``step`` (not applied), ``segment`` (left out),
+    """``template`` (removed: the turn in template 0), ``step`` (not applied), ``segment`` (left out),
     ``entity`` (the value as the template writes it), ``world`` (the path's value) or ``probe``
     (the probe asks directly, phrasing 0)."""
     turn: int = 0
@@ -990,8 +1027,9 @@ class ChoiceUnit(BaseModel):
 
 def choice_units(choices: Choices) -> list[ChoiceUnit]:
     """Each non-default choice as a unit."""
-    out = [ChoiceUnit(kind="template")] if choices.template else []
+    out: list[ChoiceUnit] = []
     for i, t in enumerate(choices.turns):
+        out += [ChoiceUnit(kind="template", turn=i)] if t.template else []
         out += [ChoiceUnit(kind="segment", turn=i, step=j) for j in range(len(t.segments))]
         out += [ChoiceUnit(kind="entity", turn=i, step=j) for j in range(len(t.entities))]
         out += [ChoiceUnit(kind="step", turn=i, step=j) for j in range(len(t.steps))]
@@ -1010,6 +1048,7 @@ def keep_only(choices: Choices, kept: Sequence[ChoiceUnit]) -> Choices:
 
     turns = tuple(
         TurnChoice(
+            template=t.template if has("template", i, 0) else 0,
             steps=tuple(s for j, s in enumerate(t.steps) if has("step", i, j)),
             segments=tuple(s for j, s in enumerate(t.segments) if has("segment", i, j)),
             entities=tuple(e for j, e in enumerate(t.entities) if has("entity", i, j)),
@@ -1019,7 +1058,6 @@ def keep_only(choices: Choices, kept: Sequence[ChoiceUnit]) -> Choices:
     world = tuple(w for j, w in enumerate(choices.world) if has("world", 0, j))
     return Choices(
         lang=choices.lang,
-        template=choices.template if ChoiceUnit(kind="template") in keep else 0,
         turns=turns,
         world=world,
         probe=choices.probe if ChoiceUnit(kind="probe") in keep else 0,
@@ -1030,7 +1068,7 @@ def keep_only(choices: Choices, kept: Sequence[ChoiceUnit]) -> Choices:
 def unit_label(choices: Choices, unit: ChoiceUnit) -> str:
     """A unit in words (``turn 1: urgency(choice=1)``, ``world: get_policy.x=0``)."""
     if unit.kind == "template":
-        return f"template {choices.template}"
+        return f"turn {unit.turn + 1}: template {choices.turns[unit.turn].template}"
     if unit.kind == "probe":
         return f"probe phrasing {choices.probe} (indirect)"
     if unit.kind == "world":

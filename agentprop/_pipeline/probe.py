@@ -290,7 +290,7 @@ class ProbeSpace(ChoiceSpace):
         self.turn_spaces = [[self._turn_space(v, i, src) for i, src in enumerate(srcs)] for v, srcs in zip(self.variants, self.sources)]
 
     def base_for(self, choices: Choices) -> Scenario:
-        base = self.base(choices.template)
+        base = super().base_for(choices)
         if not 0 <= choices.probe < len(self.target.phrases):
             raise InvalidArgument(f"{self.target.label} has {len(self.target.phrases)} phrasings; probe={choices.probe} is out of range")
         turns = list(base.turns)
