@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import datetime as dt
 import functools
 import re
 from collections import Counter
@@ -24,9 +25,10 @@ from rapidfuzz import fuzz
 from agentprop._decide.derive import (
     composed_item,
     derive_date,
+    derive_day_count,
     derive_number,
     digit_parts,
-    iso_dates,
+    grounded_dates,
     nearest_numbers,
     records,
     stated_dates,
@@ -614,11 +616,13 @@ class _Sources:
     _lines: list[str] | None = None
     _sorted: list[float] | None = None
     _parts: dict[float, str] | None = None
+    _dates: dict[dt.date, str] | None = None
 
     def _changed(self) -> None:
         self._lines = None
         self._sorted = None
         self._parts = None
+        self._dates = None
 
     def add_turn(self, t: Turn) -> None:
         if not self.outputs_only:
@@ -669,6 +673,9 @@ class _Sources:
             whole = self._parts.get(x)
             if whole is not None:
                 return self._accept(f"{x:g} is part of {clip_text(whole)!r}")
+            days = derive_day_count(x, self.dates())
+            if days is not None:
+                return self._accept(days)
         how = derive_number(x, decimals, percent, self.sorted_numbers(), rel_tol)
         if how is None:
             return False
@@ -686,7 +693,7 @@ class _Sources:
         stated = stated_dates(text)
         if not stated:
             return text
-        dates = iso_dates(self.texts)
+        dates = self.dates()
         for written, date in stated:
             if date in dates:
                 continue
@@ -695,6 +702,12 @@ class _Sources:
                 self._accept(how)
                 text = text.replace(written, " ")
         return text
+
+    def dates(self) -> dict[dt.date, str]:
+        """Every grounded date (:func:`~agentprop._decide.derive.grounded_dates`)."""
+        if self._dates is None:
+            self._dates = grounded_dates(self.texts)
+        return self._dates
 
     def nearest(self, kind: str, bad: str) -> list[str]:
         """The grounded values closest to a rejected one, for the failure message."""

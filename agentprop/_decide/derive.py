@@ -6,7 +6,11 @@ ratio, a percentage (``a% of b``, ``a / b`` as a percentage), each possibly roun
 stated digit (up, down or to nearest); or when it is a part of a grounded string (the hour of
 a timestamp, the day of a date: any digit run of a tool output). Operands 0 and 1 are not
 used (``n + 1`` would ground every neighbour of a grounded number). An ISO date is grounded
-when it is a grounded date plus or minus a grounded number of days. A list item is grounded
+when it is a grounded date plus or minus a grounded number of days, and a day count when it
+is the number of days between two grounded dates (a date the user gave and the context's
+``today``); a grounded date is an ISO date or one written with a month name (``22 November
+2026``, ``Nov 22``; without a year, in a year some other grounded date has, or the one
+before). A list item is grounded
 when it joins several values of one tool record (``Dune: due 2026-12-10`` from ``{title:
 Dune, due: 2026-12-10}``) with nothing else but the record's own key words and connectors.
 Each acceptance returns the derivation as text, for the verdict to say what it accepted.
@@ -22,6 +26,31 @@ from typing import Any
 
 _ISO_DATE = re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?![\d])")
 _DIGITS = re.compile(r"\d+")
+_MONTHS = {
+    name: i + 1
+    for i, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        )
+    )
+    for name in names
+}
+_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?:,?\s+(\d{4}))?"
+_DAY_MONTH = re.compile(rf"(?<![\w-]){_DAY}\s+(?:of\s+)?{_MONTH}{_YEAR}(?![\w-])", re.I)
+_MONTH_DAY = re.compile(rf"(?<![\w-]){_MONTH}\s+{_DAY}{_YEAR}(?![\w-])", re.I)
 _TOKEN = re.compile(r"[a-z0-9]+")
 _CONNECTORS = frozenset(
     "a an the and or of on at by for to in is are was from with until till due each per x "
@@ -115,6 +144,52 @@ def iso_dates(texts: Iterable[str]) -> dict[dt.date, str]:
             except ValueError:
                 continue
     return out
+
+
+def _date(year: int, month: int, day: int) -> dt.date | None:
+    try:
+        return dt.date(year, month, day)
+    except ValueError:
+        return None
+
+
+def grounded_dates(texts: Iterable[str]) -> dict[dt.date, str]:
+    """Every date of ``texts``: ISO (:func:`iso_dates`) or written with a month name (``22
+    November 2026``, ``Nov 22``); a date without a year is read in each year another date of
+    ``texts`` has and the year before (``December 28`` said on 2027-01-05 is 2026-12-28)."""
+    texts = tuple(texts)
+    out = iso_dates(texts)
+    yearless: list[tuple[int, int, str]] = []
+    for text in texts:
+        for pattern, day_first in ((_DAY_MONTH, True), (_MONTH_DAY, False)):
+            for m in pattern.finditer(text):
+                day_s, month_s = (m.group(1), m.group(2)) if day_first else (m.group(2), m.group(1))
+                month, day = _MONTHS[month_s.lower()], int(day_s)
+                if m.group(3):
+                    date = _date(int(m.group(3)), month, day)
+                    if date is not None:
+                        out.setdefault(date, text)
+                else:
+                    yearless.append((month, day, text))
+    years = {d.year for d in out}
+    for month, day, text in yearless:
+        for year in sorted(years | {y - 1 for y in years}):
+            date = _date(year, month, day)
+            if date is not None:
+                out.setdefault(date, text)
+    return out
+
+
+def derive_day_count(x: float, dates: Iterable[dt.date]) -> str | None:
+    """How ``x`` is the number of days between two grounded ``dates``, or ``None``."""
+    if x != int(x) or not 0 < x <= MAX_DAYS:
+        return None
+    known = set(dates)
+    for start in sorted(known):
+        end = start + dt.timedelta(days=int(x))
+        if end in known:
+            return f"{int(x)} = days from {start.isoformat()} to {end.isoformat()}"
+    return None
 
 
 def stated_dates(text: str) -> list[tuple[str, dt.date]]:
