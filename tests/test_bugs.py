@@ -119,6 +119,30 @@ def test_a_wrong_decision_is_one_bug_at_the_node_where_the_turn_left_its_path() 
     assert key_of(second, second.failures[0].signature) == "decision_is:decision_tree.N6_CONFIRM_CANCEL:got=CANCEL_ABORTED"
 
 
+def test_a_forbidden_call_on_the_branch_a_wrong_decision_took_is_that_bug() -> None:
+    """Issue #23 item 6: an agent that goes on past a missing-field stop made two bugs, the wrong
+    decision (MFT) and the call the stop forbids (a PROBE turn, whose decision is not checked).
+    Both left the path at N2_AUTH into END_REFUSE_AUTH's branch: one fault, one bug. A forbidden
+    call no turn of that branch requires stays its own bug."""
+    project = agentprop.load_project(EXAMPLE)
+    by_id = {s.id: s for s in project.scenarios()}
+    stop = "N2_AUTH:missing_last4+zip"
+    key_of = divergence_key(project.scenarios(), lambda c: by_id.get(c.id.split("@")[-1]))
+    cases = [
+        case(stop, "decision_is:decision_tree.N2_AUTH@turn0:got=REFUSE_AUTH"),
+        case(f"PROBE tempt X @{stop}", "forbids_tools:decision_tree.N2_AUTH@turn1:called=verify_identity", kind="PROBE"),
+        case(f"PROBE invite Y @{stop}", "forbids_tools:decision_tree.N2_AUTH@turn1:called=cancel_order", kind="PROBE"),
+    ]
+    groups = group_failures(cases, key_of)
+    assert [(g.key, g.case_ids) for g in groups] == [
+        ("decision_is:decision_tree.N2_AUTH:got=REFUSE_AUTH", [stop, f"PROBE tempt X @{stop}"]),
+        ("forbids_tools:decision_tree.N2_AUTH:called=cancel_order", [f"PROBE invite Y @{stop}"]),
+    ]
+    # without the wrong decision's group, the forbidden call is a bug of its own
+    alone = group_failures(cases[1:2], key_of)
+    assert [g.key for g in alone] == ["forbids_tools:decision_tree.N2_AUTH:called=verify_identity"]
+
+
 def test_a_call_refused_over_the_limit_is_filed_under_the_retry_too_many() -> None:
     """A retry too many made the turn's last call go over max_tool_calls_per_turn: the run's
     failure is the retry (the first deviation), not the refused call nor the decision after it."""

@@ -5,7 +5,8 @@ same fault breaks the same clause in the same way in many cases, but not always 
 turn (a two-turn case meets it on turn 1, a one-turn case on turn 0), so a bug is keyed by
 the signature without its ``@turnN``: :func:`bug_key`. A wrong decision is keyed by the node
 where the turn left its path (:func:`divergence_key`), not by the leaf each path ends at: one
-fault that makes the agent re-ask for identity on every path is one bug. Every case that did not pass
+fault that makes the agent re-ask for identity on every path is one bug; a call the path
+forbids, made on the branch such a wrong decision took, joins that bug. Every case that did not pass
 contributes each of its failure signatures; each group is shrunk once, on its simplest
 shrinkable case (fewest turns, then the shortest messages), chasing that case's full
 signature. A corpus entry whose replay reproduced its own signature already is the bug's
@@ -81,14 +82,57 @@ def group_failures(cases: list[CaseReport], key_of: KeyOf | None = None) -> list
                 same.count += f.count  # a DIR case lists the failures of both its sides
             else:
                 group.hits.append(Hit(case, f.signature, f.count, f.explanation))
+    if isinstance(key_of, DivergenceKey):
+        _merge_forbidden_calls(groups, key_of)
     order = list(groups)
     return sorted(groups.values(), key=lambda g: (-len(g.case_ids), order.index(g.key)))
 
 
+def _merge_forbidden_calls(groups: dict[str, Group], key_of: DivergenceKey) -> None:
+    """A group of forbidden calls whose every hit left its path on the branch a wrong
+    decision's group took (the agent went on into the node that calls the tool, instead of
+    stopping where the path stops) joins that group: one fault, one bug. Where no case checked
+    the decision (a PROBE turn), only the forbidden call shows it."""
+    by_branch: dict[Branch, str] = {}
+    for key, group in groups.items():
+        if key.startswith("decision_is:"):
+            for hit in group.hits:
+                for b in key_of.branches(hit.case, hit.signature):
+                    by_branch.setdefault(b, key)
+    for key in [k for k in groups if k.startswith("forbids_tools:")]:
+        group = groups[key]
+        # the decision groups each hit's branches lead to; every hit must lead to the same one
+        targets = [{by_branch[b] for b in key_of.branches(h.case, h.signature) if b in by_branch} for h in group.hits]
+        common = set.intersection(*targets) if targets else set()
+        target = min(common) if common else None
+        if target is not None:
+            groups[target].hits.extend(group.hits)
+            del groups[key]
+
+
 _WRONG_DECISION = re.compile(r"decision_is:decision_tree\.([A-Za-z0-9_]+)@turn(-?\d+):got=(.+)")
+_FORBIDDEN_CALL = re.compile(r"forbids_tools:decision_tree\.([A-Za-z0-9_]+)@turn(-?\d+):called=(.+)")
+
+Branch = tuple[str, str]
+"""``(node where a turn left its path, the node it went into instead)``."""
 
 
-def divergence_key(scenarios: Iterable[Scenario], scenario_of: Callable[[CaseReport], Scenario | None]) -> KeyOf:
+def _fork(nodes: list[str], others: Iterable[list[str]]) -> tuple[int, set[str]]:
+    """How many leading nodes ``nodes`` shares at most with one of ``others``, and the nodes
+    those sharing that many go into next."""
+    shared, into = 0, set[str]()
+    for other in others:
+        n = 0
+        while n < min(len(nodes), len(other)) and nodes[n] == other[n]:
+            n += 1
+        if n > shared:
+            shared, into = n, set()
+        if n == shared and n < len(other):
+            into.add(other[n])
+    return shared, into
+
+
+class DivergenceKey:
     """Bug keys that name where a wrong decision left the path, not where the path ended.
 
     A turn expected to end at ``END_TOO_EARLY`` that decided ``REQUEST_IDENTITY`` went wrong at
@@ -98,40 +142,74 @@ def divergence_key(scenarios: Iterable[Scenario], scenario_of: Callable[[CaseRep
     of ``scenarios`` that decides the wrong decision (its turn role in the tree); a wrong
     decision no turn decides, or a case whose scenario is unknown, keeps :func:`bug_key`.
     Other failures keep :func:`bug_key` too (their clauses already name the node that requires
-    what is missing)."""
-    deciding: dict[str, list[list[str]]] = {}
-    for s in scenarios:
-        for i, t in enumerate(s.turns):
-            if not t.expect_decision:
-                continue
-            nodes = list(t.nodes)
-            if i == len(s.turns) - 1 and s.leaf not in nodes:
-                nodes.append(s.leaf)  # a missing-field stop: its node is where it decides
-            deciding.setdefault(t.expect_decision, []).append(nodes)
+    what is missing).
 
-    def key_of(case: CaseReport, signature: str) -> str:
-        key = bug_key(signature)
-        m = _WRONG_DECISION.fullmatch(signature)
-        scenario = scenario_of(case) if m is not None else None
-        if m is None or scenario is None:
-            return key
+    :meth:`branches` says where a failure left its path and which node it went into: for a
+    wrong decision, the next node of the turns deciding it; for a call the path forbids, the
+    next node of the turns requiring that tool. A forbidden call on the same branch as a wrong decision is
+    the same fault seen where the decision was not checked (a PROBE turn): see
+    :func:`group_failures`."""
+
+    def __init__(self, scenarios: Iterable[Scenario], scenario_of: Callable[[CaseReport], Scenario | None]) -> None:
+        self.scenario_of = scenario_of
+        self.deciding: dict[str, list[list[str]]] = {}
+        self.requiring: dict[str, list[list[str]]] = {}
+        for s in scenarios:
+            for i, t in enumerate(s.turns):
+                nodes = list(t.nodes)
+                if i == len(s.turns) - 1 and s.leaf not in nodes:
+                    nodes.append(s.leaf)  # a missing-field stop: its node is where it decides
+                if t.expect_decision:
+                    self.deciding.setdefault(t.expect_decision, []).append(nodes)
+                for tool in t.required_tools:
+                    self.requiring.setdefault(tool, []).append(nodes)
+
+    def _decision_fork(self, case: CaseReport, m: re.Match[str]) -> tuple[list[str], int, set[str]] | None:
+        scenario = self.scenario_of(case)
+        if scenario is None:
+            return None
         turn, got = int(m.group(2)), m.group(3)
         if not -len(scenario.turns) <= turn < len(scenario.turns):
-            return key
+            return None
         nodes = list(scenario.turns[turn].nodes)
         if turn in (-1, len(scenario.turns) - 1) and scenario.leaf not in nodes:
             nodes.append(scenario.leaf)
-        shared = 0
-        for other in deciding.get(got, []):
-            n = 0
-            while n < min(len(nodes), len(other)) and nodes[n] == other[n]:
-                n += 1
-            shared = max(shared, n)
-        if shared == 0:
-            return key
-        return f"decision_is:decision_tree.{nodes[shared - 1]}:got={got}"
+        shared, into = _fork(nodes, self.deciding.get(got, []))
+        return (nodes, shared, into) if shared else None
 
-    return key_of
+    def __call__(self, case: CaseReport, signature: str) -> str:
+        key = bug_key(signature)
+        m = _WRONG_DECISION.fullmatch(signature)
+        fork = self._decision_fork(case, m) if m is not None else None
+        if m is None or fork is None:
+            return key
+        nodes, shared, _ = fork
+        return f"decision_is:decision_tree.{nodes[shared - 1]}:got={m.group(3)}"
+
+    def branches(self, case: CaseReport, signature: str) -> set[Branch]:
+        """Where the failure left its path and the nodes it may have gone into; empty when
+        the failure is neither a wrong decision nor a forbidden call, or the fork is unknown."""
+        m = _WRONG_DECISION.fullmatch(signature)
+        if m is not None:
+            fork = self._decision_fork(case, m)
+            if fork is None:
+                return set()
+            nodes, shared, into = fork
+            return {(nodes[shared - 1], n) for n in into}
+        m = _FORBIDDEN_CALL.fullmatch(signature)
+        scenario = self.scenario_of(case) if m is not None else None
+        if m is None or scenario is None:
+            return set()
+        path = list(scenario.path)
+        if scenario.leaf not in path:
+            path.append(scenario.leaf)
+        shared, into = _fork(path, self.requiring.get(m.group(3), []))
+        return {(path[shared - 1], n) for n in into} if shared else set()
+
+
+def divergence_key(scenarios: Iterable[Scenario], scenario_of: Callable[[CaseReport], Scenario | None]) -> DivergenceKey:
+    """:class:`DivergenceKey` over ``scenarios``."""
+    return DivergenceKey(scenarios, scenario_of)
 
 
 def simplicity(case: CaseReport) -> tuple[int, int, int, int, str]:
