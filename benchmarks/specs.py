@@ -252,7 +252,13 @@ def main(argv: list[str] | None = None) -> int:
                     "incomplete": incomplete,
                 }
             )
-            mark = "found" if failing else ("not found (run incomplete)" if incomplete else "NOT FOUND")
+            if failing:
+                mark = "found"
+            elif not f.get("detectable_in_principle", True):
+                # behind a planted defect: no case can reach it; the run must say it is incomplete
+                mark = "unreachable by design, not counted" + ("; run incomplete, as it must be" if incomplete else "; BUT THE RUN SAID COMPLETE")
+            else:
+                mark = "NOT FOUND" + (" (the run was incomplete, but this fault is reachable)" if incomplete else "")
             valid = f"; reproducers valid {sum(r['valid'] for r in checked)}/{len(checked)}" if checked else ""
             print(f"fault {s['name']}.{f['knob']}: {mark}; {len(failing)} failing case(s) the correct agent passes, {len(report.bugs)} bug(s){valid}")
             for r in checked:
@@ -275,7 +281,13 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"spec defects reported by lint: {reported_lint}/{len(defects)} (baseline, pre-#23 lint codes: {baseline}/{len(defects)}; ratio {ratio}); by run: {reported_run}/{len(defects)}"
     )
-    print(f"found rate: {found}/{detectable} detectable faults" + (f" ({found_rate:.2f})" if found_rate is not None else ""))
+    unreachable = [r for r in fault_rows if not r["detectable"]]
+    print(
+        f"found rate: {found}/{detectable} detectable faults"
+        + (f" ({found_rate:.2f})" if found_rate is not None else "")
+        + f"; {len(unreachable)} unreachable by design (behind a planted defect) not counted, "
+        + f"{sum(r['incomplete'] for r in unreachable)} of them with the run incomplete"
+    )
     print(
         "bugs per fault: "
         + (f"{bugs_per_fault:.2f} (mean over {len(bugs)} found faults, unshrunk groups)" if bugs_per_fault is not None else "no fault found")
