@@ -415,3 +415,4 @@ def test_a_plain_agents_snapshot_is_reviewed_and_approved_with_a_reason(tmp_path
     assert result.verdict == "CHANGED" and any("cancel_order" in line for c in result.changes for line in c.diff)
     code, out = cli("snapshot", "review", str(store))
     assert code == 0 and "careful" in out and "cancel_order" in out
+    assert '-> {"status": "cancelled"}' in out  # a plain agent's answer stands where a decision would

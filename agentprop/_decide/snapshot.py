@@ -123,7 +123,9 @@ class Behaviour(BaseModel):
         parts = []
         for i, turn in enumerate(self.turns, 1):
             tools = " ".join(t.describe() for t in turn.tools)
-            outcome = turn.decision or ("ERROR:" + ",".join(turn.errors) if turn.errors else "no decision")
+            # a plain agent's turn has no decision: its answer's fields (normalised) say what it did
+            answer = _short(turn.response, 80) if turn.response else "no decision"
+            outcome = turn.decision or ("ERROR:" + ",".join(turn.errors) if turn.errors else answer)
             parts.append(f"T{i} {tools + ' ' if tools else ''}-> {outcome}")
         judged = "".join(f" [{name}: {'pass' if ok else 'fail'}]" for name, ok in sorted(self.judged.items()))
         return (" | ".join(parts) or "(no turns)") + judged
