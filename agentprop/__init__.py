@@ -149,6 +149,28 @@ _MOVED: dict[str, tuple[str, ...]] = {
 
 _MOVED_TO = {name: module for module, names in _MOVED.items() for name in names}
 
+_SUBMODULES = frozenset(
+    (
+        "adapters",
+        "agents",
+        "contracts",
+        "errors",
+        "judges",
+        "modelapi",
+        "oracle",
+        "phrases",
+        "pytest_plugin",
+        "scenarios",
+        "snapshots",
+        "spec",
+        "strategies",
+        "tdad",
+        "testing",
+    )
+)
+"""The public sub-modules: ``agentprop.spec.load_spec(...)`` works after ``import agentprop`` alone
+(each is imported on first use, so ``import agentprop`` stays cheap)."""
+
 
 def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
@@ -156,6 +178,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(module), name)
         globals()[name] = value  # later lookups skip __getattr__
         return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"agentprop.{name}")  # the import system sets the attribute
     new = _MOVED_TO.get(name)
     if new is not None:
         warnings.warn(

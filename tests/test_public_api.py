@@ -118,6 +118,16 @@ PUBLIC_MODULES = (
 )
 
 
+def test_a_public_module_is_reachable_from_import_agentprop_alone() -> None:
+    code = (
+        "import sys, agentprop; assert 'agentprop.spec' not in sys.modules; "
+        "print(agentprop.spec.load_spec.__name__, agentprop.oracle.shrink.__name__, 'agentprop._spec.load' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["load_spec", "shrink", "True"], proc.stderr
+    assert set(agentprop._SUBMODULES) >= {m.removeprefix("agentprop.") for m in PUBLIC_MODULES}
+
+
 def test_the_top_level_is_small() -> None:
     assert 20 <= len(agentprop.__all__) <= 30, sorted(agentprop.__all__)
 
