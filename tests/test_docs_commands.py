@@ -113,7 +113,6 @@ HEAVY: dict[str, str] = {
 STATED: list[tuple[str, int, str]] = [
     (r"^agentprop run examples/supportops$", 3, "getting-started.md §1: 3 (INCOMPLETE) ... as here"),
     (r"^agentprop run .*--fault skip_auth=0\.3", 1, "getting-started.md §2: the bugs the fault makes are printed before the table"),
-    (r"^agentprop tdad examples/supportops$", 1, "tdad.md: exit 1 when a case fails or a mutant survives (the example's published spec)"),
     (r"^AGENTPROP_FAULTS=wrong_order=1 pytest", 1, "tutorial.md: 2 failed, with the diff"),
 ]
 """Exit codes the pages state in prose, for commands shown without output or comment."""
