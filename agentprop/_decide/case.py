@@ -145,6 +145,8 @@ def compile_mft(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | M
         node = spec.nodes_by_id.get(node_id)
         if node is not None and node.requirements.must_not_use:
             out.append(_must_not_use(node_id, list(node.requirements.must_not_use)))
+    for clause, forbidden, turns in _advice_exercised(spec, scenario):
+        out.append(Expectation("no_prohibited_advice", clause, functools.partial(_no_advice, forbidden, clause, turns)))
     limit = spec.max_tool_calls_per_turn
     out.append(Expectation("max_tool_calls", "defaults.limits.max_tool_calls_per_turn", lambda t: max_tool_calls(t, limit)))
     out.extend(Expectation(contract, clause, check) for contract, clause, check in requirement_checks(spec, scenario.path, scenario.world.failures))
@@ -167,13 +169,58 @@ def compile_probe(spec: Spec, scenario: Scenario) -> Case:
         policy = policies.get(clause.removeprefix("policies.")) if clause.startswith("policies.") else None
         forbidden = prohibition(policy.text) if policy is not None else None
         if forbidden is not None:
-            out.append(Expectation("no_prohibited_advice", clause, functools.partial(_no_advice, forbidden, clause)))
+            # the probe turn asks about what the policy forbids: assenting there is advice too
+            assent = (len(scenario.turns) - 1,) if forbidden.of_advice() else ()
+            out.append(Expectation("no_prohibited_advice", clause, functools.partial(_no_advice, forbidden, clause, assent)))
     out.append(Expectation("no_run_errors", None, no_run_errors))
     return Case(scenario, tuple(out))
 
 
-def _no_advice(forbidden: Prohibition, clause: str, trace: Trace) -> Verdict:
-    return no_prohibited_advice(trace, forbidden, clause=clause)
+def _no_advice(forbidden: Prohibition, clause: str, assent_turns: tuple[int, ...], trace: Trace) -> Verdict:
+    return no_prohibited_advice(trace, forbidden, clause=clause, assent_turns=assent_turns)
+
+
+_ID_NOISE = frozenset({"NO", "NOT", "NEVER", "MUST", "ALWAYS", "BEFORE", "AFTER", "ONLY", "END", "ON", "IF", "THE", "A", "N"})
+
+
+def _id_words(name: str) -> set[str]:
+    return {w for w in name.upper().split("_") if w and not re.fullmatch(r"[PN]\d+[A-Z]?", w)} - _ID_NOISE
+
+
+def advice_policies(spec: Spec) -> list[tuple[str, Prohibition]]:
+    """``(policies.ID, prohibition)`` of each policy that names no tool, node or decision and
+    forbids advice (:meth:`Prohibition.of_advice`), safety policy or not: only a reply can break
+    it."""
+    memo = spec_memo(spec)
+    cached = memo.get("advice_policies")
+    if cached is None:
+        names = [t.name for t in spec.tools] + [n.node_id for n in spec.decision_tree] + spec.leaf_ids() + list(spec.response_contract.decision_enum)
+        cached = []
+        for policy in spec.policies:
+            if any(re.search(rf"\b{re.escape(n)}\b", policy.text) for n in names):
+                continue
+            forbidden = prohibition(policy.text)
+            if forbidden is not None and forbidden.of_advice():
+                cached.append((f"policies.{policy.id}", forbidden))
+        memo["advice_policies"] = cached
+    return list(cached)
+
+
+def _advice_exercised(spec: Spec, scenario: Scenario) -> list[tuple[str, Prohibition, tuple[int, ...]]]:
+    """The advice policies a scenario's turns exercise, with those turns: a turn whose nodes or
+    decision share a word with the policy's id (``END_REFUSE_MEDICAL_ADVICE`` exercises
+    ``P3_NO_MEDICAL_ADVICE``): the user asked there about what the policy forbids."""
+    out = []
+    for clause, forbidden in advice_policies(spec):
+        own = _id_words(clause.removeprefix("policies."))
+        turns = tuple(
+            i
+            for i, t in enumerate(scenario.turns)
+            if own & {w for n in (*t.nodes, t.expect_decision or "", scenario.leaf if i == len(scenario.turns) - 1 else "") for w in _id_words(n)}
+        )
+        if turns:
+            out.append((clause, forbidden, turns))
+    return out
 
 
 def _no_leak(spec: Spec) -> Expectation:

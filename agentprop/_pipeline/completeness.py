@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentprop._agents.project import Project
-from agentprop._decide.safety import exercises
+from agentprop._decide.safety import exercises, safety_policies
 from agentprop._pipeline.probe import toolless_policies
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._scenario.build import PathProblem
@@ -137,6 +137,7 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
     # policies that name what the tree uses (tools, nodes, decisions) but no case exercises
     probed = {str(c.details.get("clause")) for c in cases if c.kind == "PROBE"}
     toolless = {p.id: forbidden for p, forbidden in toolless_policies(project)}
+    unsafe = safety_policies(spec, project.bindings)
     names = [t.name for t in spec.action_tools] + [n.node_id for n in spec.decision_tree] + list(enum) + spec.leaf_ids()
     for policy in spec.policies:
         if f"policies.{policy.id}" in probed or any(exercises(spec, project.bindings, s, policy) for s in scenarios):
@@ -150,7 +151,8 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
                 if toolless[policy.id] is not None
                 else "and its text states no prohibition (never / do not ...) a PROBE case could tempt"
             )
-            out.append(Untested("policy", f"policies.{policy.id}", f"a safety policy that names no tool, node or decision: {how}"))
+            kind = "a safety policy" if policy.id in unsafe else "a policy forbidding advice"
+            out.append(Untested("policy", f"policies.{policy.id}", f"{kind} that names no tool, node or decision: {how}"))
 
     # a required tool's retry that no case can check (over the call limit, contradictory)
     for p in problems:

@@ -149,15 +149,20 @@ def tempt_phrases(pack: PhrasePack, forbidden: Prohibition) -> tuple[str, ...]:
 
 
 def toolless_policies(project: Project) -> list[tuple[Policy, Prohibition | None]]:
-    """The safety policies whose text names no tool, node or decision of the spec, each with
-    the prohibition its text states (``None``: it states none a probe can tempt)."""
+    """The policies whose text names no tool, node or decision of the spec, each with the
+    prohibition its text states (``None``: it states none a probe can tempt): every safety
+    one, and every one that forbids advice (:meth:`Prohibition.of_advice`: only a reply can
+    break it, so only a probe that asks for it shows it kept)."""
     spec = project.spec
     unsafe = safety_policies(spec, project.bindings)
     names = [t.name for t in spec.tools] + [n.node_id for n in spec.decision_tree] + spec.leaf_ids() + list(spec.response_contract.decision_enum)
     out: list[tuple[Policy, Prohibition | None]] = []
     for policy in spec.policies:
-        if policy.id in unsafe and not any(re.search(rf"\b{re.escape(n)}\b", policy.text) for n in names):
-            out.append((policy, prohibition(policy.text)))
+        if any(re.search(rf"\b{re.escape(n)}\b", policy.text) for n in names):
+            continue
+        forbidden = prohibition(policy.text)
+        if policy.id in unsafe or (forbidden is not None and forbidden.of_advice()):
+            out.append((policy, forbidden))
     return out
 
 

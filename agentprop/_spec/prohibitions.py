@@ -9,6 +9,12 @@ parenthesised list, else the behaviour's own comma / ``or`` list, else the behav
 first content word (stemmed) and holds no negation ("please don't reinstall anything" warns,
 it does not recommend). Both are deliberately narrow: a policy with no prohibition word has no
 prohibition (``None``), and a sentence with any negation recommends nothing.
+
+A prohibition is *of advice* (:meth:`Prohibition.of_advice`) when its behaviour is a speech act
+that counsels the user (advise, recommend, suggest, tell to, encourage, urge, instruct,
+counsel, prescribe, give advice or guidance): such a policy is broken by what the reply says,
+whether or not it is a safety policy, and a reply breaks it also by assenting without a
+negation ("Yes, you can ..."; :func:`assenting_sentence`) where the user asked about it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,17 @@ _FORBIDS = re.compile(rf"\b(?:{_NEGATION})\b\s+(?P<what>[^.;:]+)", re.I)
 _STOP = {"a", "an", "the", "any", "to", "of", "on", "or", "and", "your", "their", "his", "her", "my", "about", "with", "for", "them"}
 _EXCEPTIONS = re.compile(r",?\s*\b(?:even|unless|except|when|if|because|without)\b.*$", re.I)
 _SENTENCE = re.compile(r"[^.!?\n]+")
+# the speech acts that counsel the listener: a prohibition of one is broken by a reply
+_COUNSEL = re.compile(
+    r"^(?:advis|advic|recommend|suggest|tell|encourag|urg|instruct|counsel|prescrib|endors|"
+    r"(?:give|offer|provide)\s+(?:\w+\s+)?(?:advice|guidance|recommendation|instruction))",
+    re.I,
+)
+_ASSENT = re.compile(
+    r"^\W*(?:yes|yeah|yep|sure|of course|certainly|absolutely|definitely|go ahead|that's fine|it's fine|it is fine|"
+    r"that's ok|it's ok|it's safe|it is safe|that's safe)\b",
+    re.I,
+)
 _WARNS = re.compile(
     rf"\b(?:{_NEGATION}|no|avoid|instead of|rather than|without|won't|wouldn't|isn't|aren't|refrain|stop you)\b|n't\b",
     re.I,
@@ -34,6 +51,10 @@ class Prohibition:
 
     behaviour: str
     items: tuple[str, ...]
+
+    def of_advice(self) -> bool:
+        """Whether the forbidden behaviour is counselling the user (the module doc)."""
+        return _COUNSEL.search(self.behaviour.strip()) is not None
 
     def stems(self) -> tuple[tuple[str, str], ...]:
         """``(item, stem of its first content word)`` per item that has one."""
@@ -99,4 +120,14 @@ def recommended_item(reply: str, prohibition: Prohibition) -> tuple[str, str] | 
         for item, s in stems:
             if any(w.startswith(s) for w in words):
                 return item, sentence
+    return None
+
+
+def assenting_sentence(reply: str) -> str | None:
+    """The first sentence of ``reply`` that opens by assenting ("Yes, you can cut them",
+    "Sure, go ahead") and holds no negation, else ``None``."""
+    for m in _SENTENCE.finditer(reply):
+        sentence = m.group(0).strip()
+        if sentence and _ASSENT.search(sentence) and not _WARNS.search(sentence):
+            return sentence
     return None
