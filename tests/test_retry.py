@@ -476,3 +476,58 @@ def test_a_failed_or_cancelled_attempt_gives_its_limiter_slot_back() -> None:
         return limiter
 
     assert asyncio.run(main()).in_flight == 0
+
+
+# -- errors the request itself caused are not retried -------------------------------------------------
+
+
+def test_a_5xx_whose_body_blames_the_request_is_not_retryable() -> None:
+    typed = classify_error(error_from(error_reply(500, error_type="invalid_request_error", message="tool_choice is wrong")))
+    assert (typed.retryable, typed.reason, typed.status_code) == (False, "invalid_request", 500)
+    worded = classify_error(error_from(error_reply(500, message="Invalid tool_choice: 'required' is not supported by this model")))
+    assert (worded.retryable, worded.reason) == (False, "invalid_request")
+    # a plain server error, and one that blames the request but that the server says to retry
+    assert classify_error(error_from(error_reply(500))).retryable
+    assert classify_error(error_from(error_reply(503, message="upstream connect error"))).retryable
+    forced = error_reply(500, error_type="invalid_request_error", headers={"x-should-retry": "true"})
+    assert classify_error(error_from(forced)).retryable
+    unprocessable = classify_error(error_from(error_reply(422, error_type="unprocessable_entity")))
+    assert (unprocessable.retryable, unprocessable.status_code) == (False, 422)
+
+
+def test_an_invalid_request_500_is_sent_once_with_a_note_saying_why() -> None:
+    reply = error_reply(500, message="Invalid request: messages[2].content must not be null")
+    with MessagesServer([reply] * 6 + [text_reply("never reached")]) as server:
+        c = sdk(server)
+        stats = RetryStats()
+        with pytest.raises(anthropic.InternalServerError) as err:
+            retry_call(lambda: c.messages.create(**REQUEST), stats=stats, sleep=SleepRecorder())
+        assert len(server.requests) == 1
+    notes = " ".join(getattr(err.value, "__notes__", []))
+    assert "says the request itself is invalid" in notes and "500 invalid_request" in notes
+    assert (stats.attempts, stats.retries, stats.gave_up) == (1, 0, 0)
+
+
+def test_openai_sdk_400_422_and_invalid_500_are_sent_once_but_a_plain_500_is_retried() -> None:
+    import openai
+
+    from agentprop.testing import OpenAIServer
+
+    def attempts(reply: Any) -> int:
+        with OpenAIServer([reply, reply, text_reply("ok")]) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="dummy", max_retries=0)
+            try:
+                retry_call(
+                    lambda: client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "hi"}]),
+                    policy=RetryPolicy(max_attempts=6, base_delay=0.0),
+                    sleep=SleepRecorder(),
+                )
+            except openai.APIStatusError:
+                pass
+            return len(server.requests)
+
+    assert attempts(error_reply(400)) == 1
+    assert attempts(error_reply(422, error_type="invalid_request_error")) == 1
+    assert attempts(error_reply(500, error_type="invalid_request_error")) == 1
+    assert attempts(error_reply(500, message="Unsupported value for tool_choice")) == 1
+    assert attempts(error_reply(500)) == 3  # two failures, then the answer

@@ -9,8 +9,11 @@ Policy (see :class:`RetryPolicy`):
 - Retried: HTTP 408, 429, every 5xx including Anthropic's 529 ``overloaded_error``, timeouts and
   connection failures (``anthropic.APITimeoutError`` / ``APIConnectionError``, the built-in
   ``TimeoutError`` / ``ConnectionError``). An ``x-should-retry: true|false`` response header
-  overrides the status code, as the API intends. Everything else (400, 401, a response body
-  that is not JSON, a bug in the caller) is raised at once.
+  overrides the status code, as the API intends. Everything else (400, 401, 422, a response body
+  that is not JSON, a bug in the caller) is raised at once, and so is a 5xx whose error body says
+  the request itself is invalid (``invalid_request_error``, or a message such as "invalid
+  tool_choice"; some OpenAI-compatible servers answer a bad request with 500): sending the same
+  request again cannot succeed.
 - The wait before retry *n* (n = 1, 2, ...) is "full jitter" exponential backoff: uniform in
   ``[0, min(max_delay, base_delay * 2**(n-1))]``, drawn from an injectable ``random.Random``.
 - A server-sent ``retry-after-ms`` or ``retry-after`` header (seconds, or an HTTP date) replaces
@@ -32,6 +35,7 @@ import inspect
 import json
 import math
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -50,6 +54,7 @@ __all__ = [
     "RetryPolicy",
     "RetryStats",
     "backoff_delay",
+    "blames_the_request",
     "classify_error",
     "parse_retry_after",
     "retry_call",
@@ -104,7 +109,8 @@ class RetryDecision:
     ``reason`` is one of ``rate_limited`` (429), ``overloaded`` (529), ``server_error`` (other
     5xx), ``timeout`` (408 or a client-side timeout), ``connection`` (network failure),
     ``server_says_retry`` (``x-should-retry: true``), ``malformed_response`` (a response body
-    that is not JSON; not retried) or ``not_retryable``.
+    that is not JSON; not retried), ``invalid_request`` (a 5xx whose body blames the request;
+    not retried) or ``not_retryable``.
     """
 
     retryable: bool
@@ -204,6 +210,49 @@ def may_have_been_billed(exc: BaseException) -> bool:
     return True
 
 
+_INVALID_REQUEST_KINDS = frozenset(
+    {"invalid_request_error", "invalid_request", "bad_request", "badrequesterror", "validation_error", "invalid_value", "unprocessable_entity"}
+)
+"""Error ``type`` / ``code`` values (OpenAI, Anthropic and OpenAI-compatible servers) that blame the request."""
+
+_INVALID_REQUEST_TEXT = re.compile(
+    r"\binvalid[ _](request|value|parameter|param|argument|schema|json|tool[ _]choice|message|role)s?\b"
+    r"|\bunsupported[ _](parameter|value|tool[ _]choice)\b|\bvalidation error\b|\bbad request\b",
+    re.IGNORECASE,
+)
+"""Phrases in an error message that blame the request rather than the server."""
+
+
+def _error_payload(exc: BaseException) -> Mapping[str, Any] | None:
+    """The error object of an API error's JSON body (the SDKs keep it as ``.body``; the OpenAI
+    SDK keeps the inner ``error`` object, the Anthropic SDK the whole body), or ``None``."""
+    body = getattr(exc, "body", None)
+    if not isinstance(body, Mapping):
+        response = getattr(exc, "response", None)
+        try:
+            body = response.json() if response is not None and hasattr(response, "json") else None
+        except Exception:  # noqa: BLE001 - any unreadable body is simply no evidence
+            body = None
+    if not isinstance(body, Mapping):
+        return None
+    inner = body.get("error")
+    return cast("Mapping[str, Any]", inner) if isinstance(inner, Mapping) else cast("Mapping[str, Any]", body)
+
+
+def blames_the_request(exc: BaseException) -> bool:
+    """Whether a server error's body says the request itself is invalid (its ``type`` or
+    ``code``, or its message), so that sending it again cannot succeed."""
+    payload = _error_payload(exc)
+    if payload is None:
+        return False
+    for field in ("type", "code"):
+        value = payload.get(field)
+        if isinstance(value, str) and value.strip().lower() in _INVALID_REQUEST_KINDS:
+            return True
+    message = payload.get("message")
+    return isinstance(message, str) and _INVALID_REQUEST_TEXT.search(message) is not None
+
+
 def classify_error(exc: BaseException) -> RetryDecision:
     """Decide whether ``exc`` (raised by one API attempt) is worth retrying, and how soon."""
     status, headers = _status_and_headers(exc)
@@ -221,6 +270,8 @@ def classify_error(exc: BaseException) -> RetryDecision:
         if status == 408:
             return RetryDecision(True, "timeout", status, retry_after)
         if status >= 500:
+            if should != "true" and blames_the_request(exc):
+                return RetryDecision(False, "invalid_request", status, retry_after)
             return RetryDecision(True, "server_error", status, retry_after)
         if should == "true":
             return RetryDecision(True, "server_says_retry", status, retry_after)
@@ -356,6 +407,12 @@ class _Attempts:
                 self._note(
                     exc,
                     "the API answered with a body that is not valid JSON (a truncated reply, or an error page from a proxy?); not retried",
+                )
+            elif decision.reason == "invalid_request":
+                self._note(
+                    exc,
+                    f"the server answered {decision.status_code} but its error body says the request itself is invalid, "
+                    "so sending it again cannot succeed; not retried (fix the request: the model options, tool schemas or messages)",
                 )
             elif len(self.history) > 1:
                 self._note(exc, f"attempt {attempt} failed with a non-retryable error")
