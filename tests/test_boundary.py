@@ -382,3 +382,22 @@ def test_argument_validation() -> None:
         boundary_values(spec, b, node=5)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="realisable_only"):
         boundaries(spec, b, realisable_only="yes")  # type: ignore[arg-type]
+
+
+def test_a_variable_scaled_by_a_constant_gets_the_edge_of_the_comparison(tmp_path: Path) -> None:
+    """Issue #23: ``items * 100 < days * 80`` (an 80% rule written in integers) used to move
+    neither variable ("inside arithmetic"), so only 0/1 were tried and a stale 75% rule
+    passed. Each side scaled by a constant is inverted: with days 30 the edge of ``items``
+    is 24 (23, 24, 25 tried), with items 3 the edge of ``days`` is 3.75 (3 and 4)."""
+    spec_text = MINI_SPEC.replace("  - when: days < 0\n", "  - when: items * 100 < days * 80\n", 1)
+    assert spec_text != MINI_SPEC
+    (tmp_path / "spec.yaml").write_text(spec_text)
+    (tmp_path / "agentprop.yaml").write_text(MINI_BINDINGS.replace("days: 7}", "days: 30}"))
+    spec = load_spec(tmp_path / "spec.yaml")
+    b = load_bindings(tmp_path / "agentprop.yaml", spec)
+    cases = [c for c in boundary_values(spec, b) if c.comparison.source == "(items * 100) < (days * 80)"]
+    for c in cases:
+        check_case(spec, b, c)
+    moved = {(c.moved[0].variable, c.moved[0].value): c.holds for c in cases}
+    assert {("items", 23): True, ("items", 24): False, ("items", 25): False}.items() <= moved.items()
+    assert {("days", 3): False, ("days", 4): True}.items() <= moved.items()

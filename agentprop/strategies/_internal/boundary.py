@@ -58,7 +58,7 @@ from agentprop._scenario.world import get_path
 from agentprop._spec.bindings import Bindings
 from agentprop._spec.model import Spec
 from agentprop._spec.paths import enumerate_paths
-from agentprop._spec.when import Compare, Expr, Literal, UnboundVariable, atoms, variables
+from agentprop._spec.when import Arith, Compare, Expr, Literal, UnboundVariable, atoms, variables
 from agentprop._spec.when import Path as VarPath
 from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
 from agentprop.strategies._internal.scenarios import Context, Skipped, check_node, check_spec_bindings
@@ -198,6 +198,35 @@ def is_numeric_comparison(atom: Expr, numeric_variable: Callable[[str], bool] = 
         if isinstance(side, VarPath) and numeric_variable(side.dotted):
             return True
     return False
+
+
+def _linear(side: Expr) -> tuple[VarPath, Callable[[float], float | None]] | None:
+    """``side`` as a variable scaled or shifted by a constant (``days_since_fill * 100``,
+    ``fee + 5``), with the function that turns a value of ``side`` into the variable's value
+    (``t / 100``); ``None`` for anything else. A bare variable is its own inverse."""
+    if isinstance(side, VarPath):
+        return side, lambda t: t
+    if not isinstance(side, Arith):
+        return None
+    left, right = side.left, side.right
+    const_right = isinstance(right, Literal) and is_number(right.value) and isinstance(left, VarPath)
+    const_left = isinstance(left, Literal) and is_number(left.value) and isinstance(right, VarPath)
+    if not (const_right or const_left):
+        return None
+    var = left if const_right else right
+    lit = right if const_right else left
+    assert isinstance(var, VarPath) and isinstance(lit, Literal) and isinstance(lit.value, (int, float))
+    k = float(lit.value)
+    op = side.op
+    if op == "*":
+        return var, (lambda t: t / k if k else None)
+    if op == "+":
+        return var, (lambda t: t - k)
+    if op == "-":
+        return var, (lambda t: t + k) if const_right else (lambda t: k - t)
+    if op == "/" and const_right:
+        return var, (lambda t: t * k)
+    return None
 
 
 def _fmt(step: float | int) -> str:
@@ -394,11 +423,18 @@ class _Builder:
             names = variables(side)
             if not names:
                 continue
-            if not isinstance(side, VarPath):
+            linear = _linear(side)
+            if linear is None:
                 for n in names:
-                    self.skip(cmp, f"{n} appears inside arithmetic ({side}); boundary values are derived only for a variable compared directly", n)
+                    self.skip(
+                        cmp,
+                        f"{n} appears inside arithmetic ({side}); boundary values are derived only for a variable compared "
+                        "directly or scaled / shifted by a constant",
+                        n,
+                    )
                 continue
-            name = side.dotted
+            path, invert = linear
+            name = path.dotted
             var = ctx.var(name)
             if var is None:
                 where = ctx.bindings.path or "the bindings file"
@@ -435,6 +471,10 @@ class _Builder:
                 continue
             if not is_number(t):
                 self.skip(cmp, f"the other side ({other}) is {t!r}, not a number", name)
+                continue
+            t = invert(float(t))
+            if t is None:
+                self.skip(cmp, f"{side} cannot reach the other side's value (a zero factor)", name)
                 continue
             try:
                 default = env[name] if name in env else ctx.default(name)
