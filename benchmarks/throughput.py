@@ -1,10 +1,10 @@
 """Throughput of the model-backed agents (Anthropic and OpenAI), and the framework's own overhead.
 
 Usage: ``python benchmarks/throughput.py [--json PATH] [--runs N] [--rounds R] [--latency S]
-[--concurrency C] [--repeats R] [--case-runs N] [--overhead-runs N] [--own-cost-runs N]
-[--providers anthropic,openai]``
+[--concurrency C] [--high-concurrency C] [--high-runs N] [--cli-rounds R] [--repeats R]
+[--case-runs N] [--overhead-runs N] [--own-cost-runs N] [--providers anthropic,openai]``
 
-Five measurements, in one process (each API server runs in a subprocess of its own, so client
+Seven measurements, in one process (each API server runs in a subprocess of its own, so client
 and server do not share a GIL). Each timed phase starts on a collected heap (``gc.collect()``), so
 that a full collection of what an earlier phase left behind cannot land inside a later phase's
 timing, and keeps ``--concurrency`` runs in flight with that many workers (see :func:`in_flight`).
@@ -45,11 +45,23 @@ times but not the CPU times.
    agentprop itself spends (world, runtime, agent loop, tool call, budget, cache), i.e. about
    what live adds over the SDK alone.
 
-``--json`` writes ``live_over_sdk``, ``replay_over_live``, ``live_over_ideal`` and the live, SDK
+6. **The second concurrency.** Measurement 1 again at ``--high-concurrency`` (128), with
+   ``--high-runs`` (800) runs a round (the cache files of its own).
+7. **``agentprop run`` over the SDK alone**, each a fresh process (interpreter start and imports
+   included on both sides), ``--cli-rounds`` (5) interleaved rounds: ``agentprop run`` of the
+   billing case in fixed mode with ``--runs`` runs at ``--concurrency``, recording into a fresh
+   API cache, against the SDK alone sending the requests of measurement 1 (``--cli-rounds 0``:
+   not measured, and the key is ``null``).
+
+Client CPU per model call over the SDK's is the median of the rounds' ratios of measurement 1's
+client CPU times (target <= 1.2x). ``--json`` writes ``live_over_sdk``, ``replay_over_live``, ``live_over_ideal`` and the live, SDK
 and replay times of Anthropic at the top level (absent when Anthropic is not measured),
 ``overhead_us_per_run``, ``sync_overhead_us_per_run``, ``case_concurrency_speedup``,
 ``own_cpu_ms_per_call`` (with the cache) and ``own_cpu_ms_per_call_no_cache``, and
+``live_over_sdk_c128`` (the key names ``--high-concurrency``), ``cli_over_sdk`` and
+``cpu_per_call_over_sdk`` (Anthropic's, at the top level), and
 ``"providers": {"anthropic": {...}, "openai": {...}}`` with each provider's ``live_over_sdk``,
+``cpu_per_call_over_sdk``, ``cli_over_sdk``, ``c128`` (measurement 6's figures),
 ``live_over_ideal``, ``replay_over_live``, the rounds' times and their medians and mins. Inputs
 (scenario, trials, replies, token counts) are fixed, so the table's shape and its counts repeat;
 the timings are measurements.
@@ -525,6 +537,67 @@ def case_concurrency(provider: str, project: Any, base_url: str, case_runs: int,
     return out
 
 
+SDK_CHILD = """
+import asyncio, json, sys
+provider, base_url, bodies_path, concurrency = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+sys.path.insert(0, sys.argv[5])
+from throughput import in_flight
+conversations = json.loads(open(bodies_path).read())
+async def go():
+    if provider == "openai":
+        import openai
+        client = openai.AsyncOpenAI(base_url=base_url, api_key="benchmark", max_retries=0)
+        create = client.chat.completions.create
+    else:
+        import anthropic
+        client = anthropic.AsyncAnthropic(base_url=base_url, api_key="benchmark", max_retries=0)
+        create = client.messages.create
+    async def one(i):
+        for body in conversations[i]:
+            await create(**body)
+    await in_flight(len(conversations), concurrency, one)
+    await client.close()
+asyncio.run(go())
+"""
+"""The SDK alone as a process of its own: interpreter start, the SDK's import and the same
+requests as the CLI run sends (the baseline of ``cli_over_sdk``)."""
+
+
+def _timed_process(command: list[str], env: dict[str, str], what: str) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode not in (0, 3):  # 3: every case passed, the spec has untestable parts
+        raise SystemExit(f"{what} exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    return elapsed
+
+
+def cli_rounds(provider: str, base_url: str, bodies: list[list[dict[str, Any]]], concurrency: int, rounds: int, tmp: Path) -> dict[str, list[float]]:
+    """Wall seconds of ``agentprop run`` (a fixed-N case of as many runs as ``bodies`` has
+    conversations, recording into a fresh API cache) and of the SDK alone sending the same
+    requests, each a fresh process, interleaved ``rounds`` times (the SDK first in every other
+    round)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("CI", None)
+    env["ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"] = "benchmark"
+    bodies_path = tmp / f"bodies-{provider}.json"
+    bodies_path.write_text(json.dumps(bodies))
+    out: dict[str, list[float]] = {"cli": [], "sdk": []}
+    for r in range(rounds):
+        cache = tmp / f"cli-cache-{provider}-{r}.sqlite"
+        cli = [
+            sys.executable, "-m", "agentprop", "run", str(SUPPORTOPS), "--agent", provider, "--model", MODELS[provider],
+            "--base-url", base_url, "--cache", str(cache), "--kinds", "mft", "--mode", "fixed", "--runs", str(len(bodies)),
+            "--case", SCENARIO, "--concurrency", str(concurrency), "--shrink-budget", "0", "--corpus", "none", "--explore", "0",
+        ]  # fmt: skip
+        sdk = [sys.executable, "-c", SDK_CHILD, provider, base_url, str(bodies_path), str(concurrency), str(Path(__file__).parent)]
+        steps = [("cli", cli, "agentprop run"), ("sdk", sdk, "the SDK alone")]
+        for key, command, what in steps if r % 2 == 0 else steps[::-1]:
+            _clean_heap()
+            out[key].append(_timed_process(command, env, what))
+    return out
+
+
 def _spread(values: list[float]) -> str:
     return f"min {min(values):.3f} median {statistics.median(values):.3f}"
 
@@ -606,6 +679,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds of live, SDK alone and replay (default 15)")
     parser.add_argument("--latency", type=float, default=0.05, help="server latency per reply, seconds (default 0.05)")
     parser.add_argument("--concurrency", type=int, default=32, help="runs in flight (default 32)")
+    parser.add_argument("--high-concurrency", type=int, default=128, help="the second concurrency measured, live / SDK alone / replay (default 128)")
+    parser.add_argument("--high-runs", type=int, default=800, help="agent runs per round at --high-concurrency (default 800)")
+    parser.add_argument(
+        "--cli-rounds", type=int, default=5, help="interleaved rounds of agentprop run and the SDK alone, each a fresh process (default 5)"
+    )
     parser.add_argument("--overhead-runs", type=int, default=2000, help="runs of the overhead measurement (default 2000)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of the fixed-N case (default 3)")
     parser.add_argument("--case-runs", type=int, default=200, help="runs of the fixed-N case (default 200)")
@@ -617,9 +695,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         serve(args.latency, args.serve_provider)
         return 0
-    for name in ("runs", "rounds", "repeats"):
+    if args.cli_rounds < 0:
+        parser.error(f"--cli-rounds {args.cli_rounds}: give 0 (not measured) or more")
+    for name in ("runs", "rounds", "repeats", "high_runs", "high_concurrency"):
         if getattr(args, name) < 1:
-            parser.error(f"--{name} {getattr(args, name)}: give at least 1")
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: give at least 1")
     if args.latency <= 0:
         parser.error(f"--latency {args.latency}: give a positive number of seconds (the ideal wall time, live's reference, is proportional to it)")
     providers = list(dict.fromkeys(p.strip() for p in args.providers.split(",") if p.strip()))
@@ -643,6 +723,10 @@ def main(argv: list[str] | None = None) -> int:
                 warm = agent_type(provider)(MODELS[provider], base_url=servers[provider].base_url, cache=False)
                 asyncio.run(_warm(project, warm))
             rounds = live_sdk_replay_rounds(project, servers, args.runs, args.concurrency, args.rounds, Path(tmp))
+            high_dir = Path(tmp) / f"c{args.high_concurrency}"
+            high_dir.mkdir()
+            high = live_sdk_replay_rounds(project, servers, args.high_runs, args.high_concurrency, args.rounds, high_dir)
+            cli = {p: cli_rounds(p, servers[p].base_url, rounds[p]["bodies"], args.concurrency, args.cli_rounds, Path(tmp)) for p in providers}
             case = case_concurrency(case_provider, project, servers[case_provider].base_url, args.case_runs, args.concurrency, args.repeats)
             own = own_cost(project, args.own_cost_runs, args.concurrency, Path(tmp))
         finally:
@@ -654,6 +738,16 @@ def main(argv: list[str] | None = None) -> int:
 
     ideal_s = args.runs * CALLS_PER_RUN * args.latency / args.concurrency
     results = {p: provider_results(p, rounds[p], ideal_s, served[p]) for p in providers}
+    high_ideal_s = args.high_runs * CALLS_PER_RUN * args.latency / args.high_concurrency
+    high_results = {p: provider_results(p, high[p], high_ideal_s, served[p]) for p in providers}
+    for p in providers:
+        r, c = results[p], cli[p]
+        r["cpu_per_call_over_sdk"] = _ratio(rounds[p]["live_cpu"], rounds[p]["sdk_cpu"]) * r["requests"] / r["live_calls"]
+        r["cli_over_sdk"] = _ratio(c["cli"], c["sdk"]) if c["cli"] else None
+        r["cli_s"], r["cli_sdk_alone_s"] = c["cli"], c["sdk"]
+        h = high_results[p]
+        h["cpu_per_call_over_sdk"] = _ratio(high[p]["live_cpu"], high[p]["sdk_cpu"]) * h["requests"] / h["live_calls"]
+        r[f"c{args.high_concurrency}"] = h
     speedup = _ratio(case["serial"], case["concurrent"])
     overhead_us = (fw_s - base_s) * 1e6
     sync_overhead_us = (sync_fw_s - sync_base_s) * 1e6
@@ -663,6 +757,28 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.rounds} interleaved round{'s' if args.rounds != 1 else ''}, medians (ratios: median of the rounds' ratios)"
     )
     print_side_by_side(results, ideal_s)
+    print(
+        f"the same at concurrency {args.high_concurrency}: {args.high_runs} runs a round, {args.rounds} interleaved round{'s' if args.rounds != 1 else ''}"
+    )
+    print_side_by_side(high_results, high_ideal_s)
+    print(
+        f"agentprop run (a fresh process: a fixed-N case of {args.runs} runs, concurrency {args.concurrency}) against the SDK alone in a "
+        f"fresh process sending the same requests, {args.cli_rounds} interleaved round{'s' if args.cli_rounds != 1 else ''}"
+    )
+    for p in providers:
+        r = results[p]
+        print(
+            f"  {p}: agentprop run {_spread(r['cli_s'])} s, the SDK alone {_spread(r['cli_sdk_alone_s'])} s; "
+            f"over the SDK alone {r['cli_over_sdk']:.2f}x (target <= 1.15x)"
+            if r["cli_over_sdk"] is not None
+            else f"  {p}: not measured (--cli-rounds 0); cli_over_sdk is null"
+        )
+    for p in providers:
+        r, h = results[p], high_results[p]
+        print(
+            f"  {p}: client CPU per model call over the SDK's: {r['cpu_per_call_over_sdk']:.2f}x at concurrency {args.concurrency}, "
+            f"{h['cpu_per_call_over_sdk']:.2f}x at {args.high_concurrency} (target <= 1.2x)"
+        )
     rows = [
         (
             f"fixed-N case of {args.case_runs} model runs ({case_provider}), --concurrency 1",
@@ -698,6 +814,9 @@ def main(argv: list[str] | None = None) -> int:
             a = results["anthropic"]
             top = {
                 "live_over_sdk": a["live_over_sdk"],
+                f"live_over_sdk_c{args.high_concurrency}": a[f"c{args.high_concurrency}"]["live_over_sdk"],
+                "cli_over_sdk": a["cli_over_sdk"],
+                "cpu_per_call_over_sdk": a["cpu_per_call_over_sdk"],
                 "replay_over_live": a["replay_over_live"],
                 "live_over_ideal": a["live_over_ideal"],
                 "live_s": a["live_s"],

@@ -55,6 +55,12 @@ def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType,
         "0.001",
         "--concurrency",
         "2",
+        "--high-concurrency",
+        "4",
+        "--high-runs",
+        str(2 * runs),
+        "--cli-rounds",
+        "0",
         "--json",
         str(out),
     ]
@@ -90,7 +96,14 @@ def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType,
         assert r["requests"] == r["live_calls"] == r["replay_cache_hits"] == calls
         assert r["replay_live_calls"] == 0
         case_calls = 2 * repeats * case_runs * throughput.CALLS_PER_RUN if provider == "anthropic" else 0
-        assert r["served"] == warm_up + rounds * 2 * calls + case_calls, provider
+        assert r["served"] == warm_up + rounds * 2 * calls + rounds * 2 * 2 * calls + case_calls, provider
+        # issue #31: the second concurrency beside the first, CPU per call over the SDK's
+        high = r["c4"]
+        assert high["requests"] == high["live_calls"] == high["replay_cache_hits"] == 2 * calls
+        assert high["live_over_sdk"] > 0 and high["cpu_per_call_over_sdk"] > 0 and r["cpu_per_call_over_sdk"] > 0
+        assert r["cli_over_sdk"] is None and r["cli_s"] == []
+    assert data["live_over_sdk_c4"] == data["providers"]["anthropic"]["c4"]["live_over_sdk"]
+    assert data["cli_over_sdk"] is None and "not measured (--cli-rounds 0)" in printed
     a = data["providers"]["anthropic"]
     assert (data["live_over_sdk"], data["replay_over_live"], data["live_s"]) == (a["live_over_sdk"], a["replay_over_live"], a["live_s"])
     header = next(line for line in printed.splitlines() if line.startswith("side by side"))
@@ -118,11 +131,18 @@ def test_one_provider_leaves_out_the_top_level_keys_of_the_other(throughput: Mod
         "2",
         "--providers",
         "openai",
+        "--high-runs",
+        "2",
+        "--cli-rounds",
+        "1",
         "--json",
         str(out),
     ]
     assert throughput.main(argv) == 0
     data = json.loads(out.read_text())
+    # agentprop run and the SDK alone, each a process of its own, against the same server
+    openai = data["providers"]["openai"]
+    assert len(openai["cli_s"]) == len(openai["cli_sdk_alone_s"]) == 1 and openai["cli_over_sdk"] > 0
     assert list(data["providers"]) == ["openai"] and data["case_provider"] == "openai"
     assert "live_over_sdk" not in data and "replay_over_live" not in data  # they are Anthropic's
     assert data["providers"]["openai"]["replay_live_calls"] == 0
