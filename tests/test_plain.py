@@ -324,6 +324,15 @@ def test_a_spec_free_failure_is_shrunk_over_its_drawn_steps_keeping_the_slots(fr
     assert SEEN and all("O-1234" in text for text in SEEN)  # every candidate kept the protected slot
 
 
+def corpus_cli(*argv: str) -> tuple[int, str]:
+    import io
+
+    from agentprop._cli import main
+
+    out = io.StringIO()
+    return main(["corpus", *argv], out=out, err=out), out.getvalue()
+
+
 def test_a_shrunk_spec_free_failure_is_saved_and_replayed_first_by_the_next_check(tmp_path: Path) -> None:
     global BUGGY
     from agentprop._decide.corpus import Corpus
@@ -337,6 +346,11 @@ def test_a_shrunk_spec_free_failure_is_saved_and_replayed_first_by_the_next_chec
     assert text is not None and "saved as corpus entry" in text and "turn 1: 'Hi, what is the status of order O-1234?'" in text
     (entry,) = corpus.entries(spec_id="plain")
     assert entry.scenario.messages == ["Hi, what is the status of order O-1234?"] and entry.confirmed
+    # the corpus commands know it has no spec: no regression test is written from one, prune keeps it
+    code, out = corpus_cli("show", entry.id, "--pytest", "--dir", str(corpus.root))
+    assert code == 2 and "spec-free check's" in out and "replays it first" in out
+    code, out = corpus_cli("prune", "--dir", str(corpus.root), "--yes")
+    assert code == 0 and f"kept {entry.id}: a spec-free check's entry" in out and corpus.entries(spec_id="plain") == [entry]
 
     # the next session: Hypothesis draws the unchanged original, which never fails by itself; the
     # entry is replayed first, every time (memoised: the same verdict each call, never Flaky)
