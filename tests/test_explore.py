@@ -373,3 +373,22 @@ def test_each_turn_has_its_own_template_and_shrinks_back_alone() -> None:
     assert shrunk.choices_kept == "turn 2: template 2" and shrunk.minimal
     # choices saved with one template for the conversation still read (every turn in it)
     assert Choices.model_validate({"template": 1, "turns": [{}, {}]}).turns == (TurnChoice(template=1), TurnChoice(template=1))
+
+
+def test_a_shrunk_bug_states_its_minimality_in_every_output() -> None:
+    """A bug said `minimal: true` and nothing more; its outputs now say what was checked."""
+    from agentprop._pipeline.report.html import render_html
+    from agentprop._pipeline.report.junit import render_junit
+    from agentprop._pipeline.report.markdown import md, render_markdown
+    from agentprop._pipeline.run import render_bugs, shrink_failures
+
+    agent = agentprop.load_agent(SUPPORTOPS.bindings.agent or "", SUPPORTOPS.base_dir, {"skip_auth_impatient": 1.0})
+    settings = RunSettings(kinds=("explore",), seed=1, explore=4)
+    report = asyncio.run(arun_cases(SUPPORTOPS, agent, [SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL")], settings, memo=TrialMemo()))
+    shrink_failures(SUPPORTOPS, agent, report, budget=60, corpus=None, seed=1)
+    bug = next(b for b in report.bugs if b.shrink_runs)
+    assert bug.minimal and bug.minimality.startswith("1-minimal at ") and " confidence: each of the " in bug.minimality
+    assert f"    {bug.minimality}" in render_bugs(report)
+    assert md(bug.minimality) in render_markdown(report)
+    assert bug.minimality in render_junit(report) and bug.minimality in render_html(report)
+    assert report.model_dump(mode="json")["bugs"][0]["minimality"] == bug.minimality

@@ -243,6 +243,14 @@ class ShrinkReport(BaseModel):
     it was met on, most frequent first."""
 
     @property
+    def minimality(self) -> str:
+        """What was checked of ``minimal``, in one sentence from measured runs: "1-minimal at
+        X% confidence: each of the K single simplification(s) passed N run(s) ..." (per search
+        when the free words were shrunk too), or "not shown 1-minimal: " and why."""
+        reason = self.stop_reason.replace("minimal: 1-minimal", "1-minimal").removeprefix("minimal: ")
+        return reason if self.minimal else f"not shown 1-minimal: {reason}"
+
+    @property
     def confirmed(self) -> bool:
         """Whether the reproducer failed again with the signature on fresh runs."""
         return self.reproducer_rate is not None and self.reproducer_rate.failures > 0

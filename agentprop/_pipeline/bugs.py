@@ -380,6 +380,7 @@ def _from_shrink(bug: BugReport, hit: Hit, shrunk: ShrinkReport) -> None:
     bug.world_scenario = list(shrunk.world_scenario)
     bug.choices_kept = shrunk.choices_kept if shrunk.reproducer_choices else ""
     bug.minimal = shrunk.minimal
+    bug.minimality = shrunk.minimality
     bug.shrink_runs = shrunk.runs + (shrunk.reproducer_rate.runs if shrunk.reproducer_rate else 0)
     rates_from_shrink(bug, shrunk, rate_of(hit.count, case.runs))
     if not bug.shrink_runs and shrunk.budget_spent:

@@ -1211,6 +1211,8 @@ def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
                 f"    {_shrunk_text(bug.representative, sh.get('original_units'), sh.get('kept_units'), bug.shrink_runs)}"
                 + ("" if bug.minimal else " (not proven minimal)")
             )
+            if bug.minimality:
+                lines.append(f"    {bug.minimality}")
         elif bug.representative:
             lines.append(f"    representative case: {bug.representative} ({bug.note})")
         if bug.rate_of not in ("variants", "pair"):  # an INV or DIR bug is a pair, shown by its diff lines

@@ -57,6 +57,8 @@ def _bug_lines(bug: BugReport, number: int, report: RunReport) -> list[str]:
             else (bug.note or "not shrunk")
         )
         lines.append(f"minimal reproducer (from case {bug.representative}; {how}):")
+        if bug.shrink_runs and bug.minimality:
+            lines.append(f"  {bug.minimality}")
     else:
         lines.append("reproducer:")
     lines.extend(f"  {d}" for d in (bug.diff or [f"turn {i}: {m}" for i, m in enumerate(bug.reproducer_messages, 1)]))

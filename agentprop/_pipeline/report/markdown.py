@@ -55,6 +55,8 @@ def _bug(number: int, bug: BugReport, report: RunReport) -> str:
             f"- minimal reproducer (shrunk {shrunk.get('original_units', '?')} → {shrunk.get('kept_units', '?')} units in "
             f"{bug.shrink_runs} runs{'' if bug.minimal else ', not proven minimal'}), as a diff from {md(bug.representative or 'the case')}:"
         )
+        if bug.minimality:
+            lines.insert(len(lines) - 1, f"- {md(bug.minimality)}")
     elif bug.known:
         lines.append(f"- known bug (corpus entry {md(bug.corpus_entry or '')}); reproducer:")
     else:
