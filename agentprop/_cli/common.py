@@ -265,7 +265,7 @@ def selected_scenarios(project: Project, filters: list[str]) -> list[Scenario]:
         ids = {s.id for s in scenarios}
         scenarios = [s for s in scenarios if any(c == s.id if c in ids else c in s.id for c in filters)]
         if not scenarios:
-            raise InputError(f"no case id contains {', '.join(filters)}", fix="run without --case to see the case ids")
+            raise InputError(f"no case id contains {', '.join(filters)}", fix="`agentprop cases PROJECT` lists the case ids")
     return scenarios
 
 
