@@ -48,7 +48,17 @@ def test_uniform_noise_is_not_blamed_on_paraphrases() -> None:
     fails = 0
     reps = 40
     for seed in range(reps):
-        r = check_invariance(PROJECT, CANCEL, agent, [CALM, HURRIED], n=20, memo=TrialMemo(), seed=seed, raise_on_failure=False, require_base=False)
+        r = check_invariance(
+            PROJECT,
+            CANCEL,
+            agent,
+            [CALM, HURRIED],
+            n=20,
+            memo=TrialMemo(),
+            settings=agentprop.settings(seed=seed),
+            raise_on_failure=False,
+            require_base=False,
+        )
         fails += r.verdict == "FAIL"
         assert r.original, "the original was sampled"
     assert fails / reps <= 0.05 + 2 * 0.034

@@ -137,6 +137,51 @@ def test_the_old_keywords_of_check_are_a_deprecated_spelling_of_settings() -> No
         asyncio.run(agentprop.acheck(agent, ["hi"], lambda t: True, max_runs=9))
 
 
+@pytest.mark.parametrize("kind", ["check_invariance", "check_direction", "check_snapshot"])
+def test_the_seed_keyword_of_the_other_check_kinds_is_a_deprecated_spelling_of_settings(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentprop._agents.project import Project
+
+    project = agentprop.load_project(EXAMPLE)
+    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
+    trials: list[int] = []
+    original = Project.arun
+
+    async def arun(self: Project, scenario: Any, factory: Any, *, trial: int, **kw: Any) -> Any:
+        trials.append(trial)
+        return await original(self, scenario, factory, trial=trial, **kw)
+
+    monkeypatch.setattr(Project, "arun", arun)
+    messages = project.scenario(CANCEL_ID).messages
+    calls = {
+        "check_invariance": lambda **kw: agentprop.check_invariance(
+            project,
+            CANCEL_ID,
+            agent,
+            [[messages[0] + " please", *messages[1:]]],
+            n=5,
+            memo=agentprop.oracle.TrialMemo(),
+            require_base=False,
+            raise_on_failure=False,
+            **kw,
+        ),
+        "check_direction": lambda **kw: agentprop.check_direction(
+            project, CANCEL_ID, DENIED_ID, agent, memo=agentprop.oracle.TrialMemo(), raise_on_failure=False, **kw
+        ),
+        "check_snapshot": lambda **kw: agentprop.check_snapshot(project, CANCEL_ID, agent, directory=tmp_path, runs=2, raise_on_failure=False, **kw),
+    }
+    with agentprop.settings(mode="fixed", runs=2, tau=1.0):
+        calls[kind](settings=agentprop.settings(seed=3))
+        new = sorted(trials)
+        trials.clear()
+        message = rf"{kind}\(seed=3\) is deprecated: the field seed of agentprop.settings go in settings=, e.g. {kind}\(\.\.\., settings=agentprop.settings\(seed=3\)\)"
+        with pytest.warns(DeprecationWarning, match=message) as caught:
+            calls[kind](seed=3)
+        assert sorted(trials) == new and min(new) >= 3 * 1_000_003  # the seed is honoured, as settings= honours it
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+
+
 # ------------------------------------------------------------------- every check kind, pytest
 
 EVERY_KIND = f"""

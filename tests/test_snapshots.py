@@ -194,7 +194,7 @@ def test_a_matching_run_never_rewrites_the_baseline(project: agentprop.Project, 
     path = SnapshotStore(tmp_path).path(TICKET)
     before = path.read_bytes()
     for seed in range(3):
-        result = check_snapshot(project, TICKET, agent(), directory=tmp_path, seed=seed)
+        result = check_snapshot(project, TICKET, agent(), directory=tmp_path, settings=agentprop.settings(seed=seed))
         assert result.verdict == "MATCH" and result.p_value == 1.0
     again = check_snapshot(project, TICKET, agent(), directory=tmp_path, update=True, reason="nothing should change here")
     assert again.verdict == "MATCH"
@@ -333,8 +333,10 @@ def test_unchanged_noisy_behaviour_raises_false_alarms_at_most_at_alpha(project:
     reps, alarms = 200, 0
     for rep in range(reps):
         directory = tmp_path / str(rep)
-        check_snapshot(project, TICKET, noisy, directory=directory, update=True, reason="baseline of the noisy agent", seed=2 * rep)
-        result = check_snapshot(project, TICKET, noisy, directory=directory, seed=2 * rep + 1, raise_on_failure=False)
+        check_snapshot(
+            project, TICKET, noisy, directory=directory, update=True, reason="baseline of the noisy agent", settings=agentprop.settings(seed=2 * rep)
+        )
+        result = check_snapshot(project, TICKET, noisy, directory=directory, settings=agentprop.settings(seed=2 * rep + 1), raise_on_failure=False)
         alarms += result.verdict == "CHANGED"
     assert alarms / reps <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
 
@@ -350,7 +352,9 @@ def test_detection_rate_matches_the_exact_tests_power(project: agentprop.Project
     approve_first(project, tmp_path)
     reps, detected = 300, 0
     for seed in range(reps):
-        result = check_snapshot(project, TICKET, agent(skip_auth=0.5), directory=tmp_path, seed=seed, raise_on_failure=False)
+        result = check_snapshot(
+            project, TICKET, agent(skip_auth=0.5), directory=tmp_path, settings=agentprop.settings(seed=seed), raise_on_failure=False
+        )
         detected += result.verdict == "CHANGED"
     assert abs(detected / reps - power) <= 3 * math.sqrt(power * (1 - power) / reps)
 
@@ -359,7 +363,9 @@ def test_small_differences_are_reported_even_when_not_significant(project: agent
     approve_first(project, tmp_path)
     # find a seed where skip_auth=0.2 skipped in only one or two runs of ten: not significant
     for seed in range(50):
-        result = check_snapshot(project, TICKET, agent(skip_auth=0.2), directory=tmp_path, seed=seed, raise_on_failure=False)
+        result = check_snapshot(
+            project, TICKET, agent(skip_auth=0.2), directory=tmp_path, settings=agentprop.settings(seed=seed), raise_on_failure=False
+        )
         if result.verdict == "MATCH" and result.changes:
             break
     else:  # pragma: no cover - P(no such seed in 50) is below 1e-20

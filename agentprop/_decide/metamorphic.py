@@ -31,7 +31,7 @@ from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun, Tr
 from agentprop._decide.properties import first_failure
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.session import current_session, current_test
-from agentprop._decide.settings import resolve
+from agentprop._decide.settings import fold_deprecated, resolve
 from agentprop._decide.settings import settings as AgentSettings
 from agentprop._decide.slots import RunSlots
 from agentprop._modelapi.budget import Budget
@@ -373,10 +373,12 @@ def check_invariance(
     its ``runs`` are the base case's. ``require_base=False`` compares the distributions
     whatever the base case does (to study the two-sample test itself). The base case's
     settings and the seed are resolved like :func:`agentprop.check`'s (``settings``, then the
-    scope: profile, marker, ``@settings``, ``with settings``)."""
+    scope: profile, marker, ``@settings``, ``with settings``); ``seed=`` is the deprecated
+    spelling of ``settings=agentprop.settings(seed=...)`` (a ``DeprecationWarning`` says so)."""
     __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
+    settings = fold_deprecated("check_invariance", settings, seed=seed)
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
-    resolved = resolve(settings, seed=seed)
+    resolved = resolve(settings)
     base = None
     if require_base:
         oracle = scenario_settings(project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit()).settings
@@ -414,13 +416,15 @@ def check_direction(
 ) -> DirectionResult:
     """Both sides decide what the spec expects, so the decision moves as the spec says.
     Raises :class:`~agentprop.AgentPropertyViolation` unless both sides pass. Settings and
-    seed are resolved like :func:`agentprop.check`'s; the stricter side's oracle decides both."""
+    seed are resolved like :func:`agentprop.check`'s (``seed=`` is the deprecated spelling of
+    ``settings=agentprop.settings(seed=...)``); the stricter side's oracle decides both."""
     __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
     a = project.scenario(base) if isinstance(base, str) else base
     b = project.scenario(perturbed) if isinstance(perturbed, str) else perturbed
     from agentprop._decide.safety import stricter
 
-    resolved = resolve(settings, seed=seed)
+    settings = fold_deprecated("check_direction", settings, seed=seed)
+    resolved = resolve(settings)
     sides = [scenario_settings(project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit()) for sc in (a, b)]
     oracle = stricter(*sides).settings
     result = run_sync(acheck_direction(project, a, b, agent, settings=oracle, memo=memo, budget=budget, seed=resolved.seed))

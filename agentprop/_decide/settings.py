@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import secrets
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -30,7 +31,7 @@ from agentprop._decide.oracle import Mode, OracleSettings
 from agentprop._decide.session import current_session, scoped_overrides, settings_scope
 from agentprop.errors import InvalidArgument
 
-__all__ = ["DEFAULT_PROFILE", "PROFILES", "Resolved", "resolve", "settings", "suite_settings"]
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "Resolved", "fold_deprecated", "resolve", "settings", "suite_settings"]
 
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {"max_runs": 30, "max_examples": 5, "screen": 1, "inv_runs": 5},
@@ -269,6 +270,23 @@ def resolve(given: settings | Mapping[str, Any] | None = None, **call: Any) -> R
     values.update({k: v for k, v in call.items() if v is not None})
     seed = values.pop("seed", None)
     return Resolved(values, int(seed) if seed is not None else session.seed)
+
+
+def fold_deprecated(where: str, given: settings | None, **keywords: Any) -> settings | None:
+    """``where(..., seed=3)`` is the deprecated spelling of ``where(..., settings=agentprop.settings(seed=3))``:
+    warn (at the caller's caller), naming the settings fields and the ``settings=`` spelling,
+    and return ``given`` with the non-``None`` keywords folded in (they win over it)."""
+    used = {k: v for k, v in keywords.items() if v is not None}
+    if not used:
+        return given
+    shown = ", ".join(f"{k}={v!r}" for k, v in used.items())
+    warnings.warn(
+        f"{where}({shown}) is deprecated: the {'field' if len(used) == 1 else 'fields'} {', '.join(used)} of agentprop.settings "
+        f"go in settings=, e.g. {where}(..., settings=agentprop.settings({shown}))",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return settings(given, **used)
 
 
 def suite_settings(profile: str | None = None, **flags: Any) -> tuple[str, settings]:

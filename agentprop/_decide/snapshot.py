@@ -904,7 +904,8 @@ def check_snapshot(
     ``update=True`` with a ``reason`` approves instead (refused when ``CI`` is set unless
     ``allow_ci``). Snapshots live in ``directory`` (default ``__snapshots__`` next to the
     spec) under ``name`` (default: the scenario id). The seed is resolved like
-    :func:`agentprop.check`'s (``seed``, ``settings``, the scope, the session's). Each of
+    :func:`agentprop.check`'s (``settings``, the scope, the session's; ``seed=`` is the
+    deprecated spelling of ``settings=agentprop.settings(seed=...)``). Each of
     ``judges`` (code or model judges) is recorded per run as part of the behaviour, so a change
     in what they say is a change.
 
@@ -914,9 +915,11 @@ def check_snapshot(
     (default ``__snapshots__`` in the current directory).
     """
     __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
-    from agentprop._decide.settings import resolve
+    from agentprop._decide.settings import fold_deprecated, resolve
     from agentprop._util.aio import run_sync
     from agentprop.errors import AgentPropertyViolation
+
+    settings = fold_deprecated("check_snapshot", settings, seed=seed)
 
     if not isinstance(project, Project):
         from agentprop._decide.plain_snapshot import acheck_plain_snapshot
@@ -940,7 +943,7 @@ def check_snapshot(
                 allow_ci=allow_ci,
                 ignore=ignore,
                 budget=budget,
-                seed=resolve(settings, seed=seed).seed,
+                seed=resolve(settings).seed,
                 judges=judges,
             )
         )
@@ -958,7 +961,7 @@ def check_snapshot(
             allow_ci=allow_ci,
             ignore=ignore,
             budget=budget,
-            seed=resolve(settings, seed=seed).seed,
+            seed=resolve(settings).seed,
             messages=messages,
             judges=judges,
         )
