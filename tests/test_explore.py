@@ -392,3 +392,20 @@ def test_a_shrunk_bug_states_its_minimality_in_every_output() -> None:
     assert md(bug.minimality) in render_markdown(report)
     assert bug.minimality in render_junit(report) and bug.minimality in render_html(report)
     assert report.model_dump(mode="json")["bugs"][0]["minimality"] == bug.minimality
+
+
+def test_a_list_an_effect_empties_keeps_its_items_fields_free_where_it_is_left_in_place() -> None:
+    """Issue #23: ``option_count: {0: {set: {options: []}}, 2: {}}`` fixed every field inside
+    ``options``, so no explored input ever offered a flight cheaper than the fare and an agent
+    skipping confirmation when cheaper passed. The effect writes the list, not the price of
+    each option the other value leaves in place; a field a binding reads stays fixed."""
+    from agentprop._decide.choices import free_world_fields
+
+    travel = agentprop.load_project(Path(__file__).resolve().parents[1] / "benchmarks" / "_specs_zoo" / "travel_change")
+    listed = travel.scenario("END_CHANGED<-N4_CHANGE")
+    free = {(f.tool, f.field): f.candidates for f in free_world_fields(travel, listed)}
+    assert free[("search_flights", "options[0].price")] == (0.0, 1.0, 170.0, 680.0)
+    assert ("get_booking", "fare_class") not in free  # a binding reads it
+    assert ("search_flights", "options") not in free
+    empty = travel.scenario("END_NO_FLIGHTS<-N2_SEARCH")
+    assert [f for f in free_world_fields(travel, empty) if f.tool == "search_flights"] == []

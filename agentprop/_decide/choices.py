@@ -342,8 +342,23 @@ def _related(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return a[:n] == b[:n]
 
 
-def _fixed_paths(bindings: Bindings) -> set[tuple[str, tuple[Any, ...]]]:
+def _set_leaves(value: Any, prefix: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """The paths an effect's ``set`` value gives, down to its scalars (an empty list or
+    mapping is a leaf of its own)."""
+    if isinstance(value, Mapping) and value:
+        return [p for k, v in value.items() for p in _set_leaves(v, (*prefix, str(k)))]
+    if isinstance(value, list) and value:
+        return [p for i, v in enumerate(value) for p in _set_leaves(v, (*prefix, i))]
+    return [prefix]
+
+
+def _fixed_paths(bindings: Bindings) -> tuple[set[tuple[str, tuple[Any, ...]]], set[tuple[str, tuple[Any, ...]]]]:
+    """``(fixed, set_by_effects)``: the fields a binding reads (with all around and inside
+    them), and the paths a ``values`` effect writes down to their scalars (with all around
+    them, nothing inside: ``option_count: {0: {set: {options: []}}}`` fixes the list, not the
+    price of each option another value of the variable leaves in place)."""
     fixed: set[tuple[str, tuple[Any, ...]]] = set()
+    written: set[tuple[str, tuple[Any, ...]]] = set()
     for var in bindings.variables.values():
         w = var.world
         if w is None:
@@ -351,10 +366,11 @@ def _fixed_paths(bindings: Bindings) -> set[tuple[str, tuple[Any, ...]]]:
         if w.field is not None:
             fixed.add((w.tool, tuple(parse_field_path(w.field))))
         for effect in (w.values or {}).values():
-            fixed.update((w.tool, tuple(parse_field_path(f))) for f in effect.set)
+            for f, v in effect.set.items():
+                written.update((w.tool, leaf) for leaf in _set_leaves(v, tuple(parse_field_path(f))))
     for tool, fields in bindings.pii.items():
         fixed.update((tool, tuple(parse_field_path(f))) for f in fields)
-    return fixed
+    return fixed, written
 
 
 def _spec_words(project: Project) -> str:
@@ -402,7 +418,7 @@ def free_world_fields(project: Project, scenario: Scenario) -> list[FreeField]:
     whose name the spec's decision tree, policies and assumptions never use (a field the spec
     reads, like a receipt's ``total``, decides the path even when no binding sets it)."""
     b = project.bindings
-    fixed = _fixed_paths(b)
+    fixed, written = _fixed_paths(b)
     words = _spec_words(project)
     slot_values = {str(v) for v in b.slots.values() if str(v)}
     context = {str(v) for v in b.context.values()}
@@ -418,6 +434,8 @@ def free_world_fields(project: Project, scenario: Scenario) -> list[FreeField]:
                 continue
             if any(t == tool and _related(parts, p) for t, p in fixed):
                 continue
+            if any(t == tool and p[: len(parts)] == parts for t, p in written):
+                continue  # an effect writes it (or inside it)
             if isinstance(value, str) and (value in context or any(s in value for s in slot_values) or "{" in value):
                 continue
             name = next((p for p in reversed(parts) if isinstance(p, str)), "")
