@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 from agentprop._agents.model_agent import (
     NUDGE,
     RESPOND_TOOL,
+    TOOL_CHOICES,
     ModelAgent,
+    ToolChoice,
     default_system_prompt,
     run_tool_call,
 )
@@ -49,7 +51,7 @@ from agentprop._modelapi.client import (
 )
 from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
 from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy
-from agentprop.errors import ApiUnavailable, MissingApiKey, ModelCallError
+from agentprop.errors import ApiUnavailable, InvalidArgument, MissingApiKey, ModelCallError
 
 if TYPE_CHECKING:
     from agentprop._agents.runtime import TurnContext
@@ -83,6 +85,9 @@ class AnthropicAgent(ModelAgent):
             default; not sent).
         max_tokens: the most output tokens per model call.
         max_steps: the most model calls in one turn; past it the turn ends without ``respond``.
+        tool_choice: ``None`` (default: not sent, the API's ``auto``), ``"auto"``, ``"required"``
+            (sent as ``{"type": "any"}``: every reply calls a tool) or ``"none"`` (no tool may be
+            called, ``respond`` included).
         extra_body: more request body fields, sent as they are and part of the cache key and the
             fingerprint (e.g. ``{"output_config": {"effort": "low"}}`` or ``{"thinking": ...}``).
         base_url: the API endpoint (default: ``ANTHROPIC_BASE_URL``, else Anthropic's).
@@ -105,7 +110,9 @@ class AnthropicAgent(ModelAgent):
     """
 
     agent_kind = "anthropic"
-    extra_clashes = frozenset({"model", "messages", "system", "tools", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "stream"})
+    extra_clashes = frozenset(
+        {"model", "messages", "system", "tools", "tool_choice", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "stream"}
+    )
 
     def __init__(
         self,
@@ -119,6 +126,7 @@ class AnthropicAgent(ModelAgent):
         stop_sequences: Sequence[str] | None = None,
         max_tokens: int = 1024,
         max_steps: int = 10,
+        tool_choice: ToolChoice | None = None,
         extra_body: Mapping[str, Any] | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -154,18 +162,23 @@ class AnthropicAgent(ModelAgent):
             prompt_path=prompt_path,
             tool_descriptions_path=tool_descriptions_path,
         )
+        if tool_choice is not None and tool_choice not in TOOL_CHOICES:
+            raise InvalidArgument(f"tool_choice={tool_choice!r} must be None, 'auto', 'required' or 'none'.")
         self.top_k = top_k
         self.stop_sequences = list(stop_sequences) if stop_sequences else None
+        self.tool_choice: ToolChoice | None = tool_choice
 
     @classmethod
     def _example_model(cls) -> str:
         return "claude-sonnet-4-6"
 
     def _options(self) -> dict[str, Any]:
-        return {**super()._options(), "top_k": self.top_k, "stop_sequences": self.stop_sequences}
+        return {**super()._options(), "top_k": self.top_k, "stop_sequences": self.stop_sequences, "tool_choice": self.tool_choice}
 
     def _fingerprint_payload(self) -> dict[str, Any]:
+        chosen = {"tool_choice": self.tool_choice} if self.tool_choice is not None else {}  # unset: fingerprints as before
         return {
+            **chosen,
             "agent": "agentprop.AnthropicAgent/1",
             "model": self.model,
             "system": self.system_prompt,
@@ -192,7 +205,7 @@ class AnthropicAgent(ModelAgent):
         return {"name": name, "description": description, "input_schema": schema}
 
     def _request_options(self) -> tuple[Any, ...]:
-        return (self.model, self.max_tokens, self.temperature, self.top_p, self.top_k, self.stop_sequences, self.extra_body)
+        return (self.model, self.max_tokens, self.temperature, self.top_p, self.top_k, self.stop_sequences, self.tool_choice, self.extra_body)
 
     def request(self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any]:
         """The Messages API request body for one call (what is sent and what the cache keys)."""
@@ -212,6 +225,8 @@ class AnthropicAgent(ModelAgent):
         ):
             if value is not None:
                 body[name] = value
+        if self.tool_choice is not None:
+            body["tool_choice"] = {"type": "any" if self.tool_choice == "required" else self.tool_choice}
         return body
 
     def charge(self, result: ModelReply) -> tuple[int, int, float]:

@@ -23,7 +23,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.prompt import (
@@ -53,10 +53,15 @@ from agentprop.errors import (
 if TYPE_CHECKING:
     from agentprop._agents.runtime import TurnContext
 
-__all__ = ["RESPOND_TOOL", "ModelAgent", "ToolOutcome", "default_system_prompt", "model_call_error", "run_tool_call"]
+__all__ = ["RESPOND_TOOL", "TOOL_CHOICES", "ModelAgent", "ToolChoice", "ToolOutcome", "default_system_prompt", "model_call_error", "run_tool_call"]
 
 RESPOND_TOOL = "respond"
 """The name of the tool that ends a turn with the structured response."""
+
+ToolChoice = Literal["auto", "required", "none"]
+TOOL_CHOICES: tuple[ToolChoice, ...] = ("auto", "required", "none")
+"""Whether a reply may, must, or must not call a tool (OpenAI's names; the Messages API calls
+``required`` ``any``)."""
 
 NUDGE = "You ended your turn without calling the `respond` tool. Every turn must end with exactly one call of `respond`; call it now."
 

@@ -39,7 +39,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentprop._agents.model_agent import (
     NUDGE,
+    TOOL_CHOICES,
     ModelAgent,
+    ToolChoice,
     run_tool_call,
 )
 from agentprop._modelapi.budget import Budget
@@ -76,8 +78,10 @@ class OpenAIAgent(ModelAgent):
         max_tokens: the most output tokens per model call, sent as ``max_completion_tokens``
             (Chat) or ``max_output_tokens`` (Responses); reasoning tokens count against it.
         stop: stop sequences (Chat only).
-        tool_choice: ``"required"`` (default: every reply calls a tool) or ``"auto"`` (a
-            reply may be text only; it then gets one reminder to call ``respond``).
+        tool_choice: ``"required"`` (default: every reply calls a tool), ``"auto"`` (a
+            reply may be text only; it then gets one reminder to call ``respond``) or ``"none"``
+            (no tool may be called, ``respond`` included: every turn ends without a response;
+            for seeing what a model or server does without tools).
         parallel_tool_calls: sent when set (``None``: the API's default, which allows them).
         stream: receive replies as server-sent events.
         extra_body: more request body fields (e.g. ``{"reasoning_effort": "low"}`` for Chat,
@@ -124,7 +128,7 @@ class OpenAIAgent(ModelAgent):
         stop: Sequence[str] | None = None,
         max_tokens: int = 1024,
         max_steps: int = 10,
-        tool_choice: Literal["required", "auto"] = "required",
+        tool_choice: ToolChoice = "required",
         parallel_tool_calls: bool | None = None,
         stream: bool = False,
         extra_body: Mapping[str, Any] | None = None,
@@ -142,8 +146,8 @@ class OpenAIAgent(ModelAgent):
     ) -> None:
         if api not in ("chat", "responses"):
             raise InvalidArgument(f"api={api!r} must be 'chat' (Chat Completions) or 'responses' (the Responses API).")
-        if tool_choice not in ("required", "auto"):
-            raise InvalidArgument(f"tool_choice={tool_choice!r} must be 'required' or 'auto'.")
+        if tool_choice not in TOOL_CHOICES:
+            raise InvalidArgument(f"tool_choice={tool_choice!r} must be 'required', 'auto' or 'none'.")
         if stop is not None and api == "responses":
             raise InvalidArgument("stop= is a Chat Completions parameter; the Responses API has no stop sequences.")
         if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):

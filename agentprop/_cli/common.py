@@ -89,6 +89,8 @@ def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: 
     }
     if kind == "openai":
         options.update(api=args.api or "chat", stream=bool(args.stream))
+    if getattr(args, "tool_choice", None) is not None:
+        options["tool_choice"] = args.tool_choice
     agent_type = OpenAIAgent if kind == "openai" else AnthropicAgent
     try:
         agent: ModelAgent = agent_type.from_files(args.model, prompt, tools, **options)

@@ -11,6 +11,10 @@ CASE_HELP = "only cases whose id contains ID, or is ID exactly (repeatable)"
 BINDINGS_HELP = "bindings file (default: agentprop.yaml next to the spec)"
 DEFAULT_KINDS = ",".join(k for k in KINDS)
 
+TOOL_CHOICES = ("auto", "required", "none")
+"""The values of ``ToolChoice`` (here so that building the parser loads no model code; a test
+checks they agree)."""
+
 CACHE_MODES = ("off", "read", "write", "read-write", "replay-only")
 """The values of ``CacheMode`` (kept here so that building the parser loads no model code;
 a test checks they agree)."""
@@ -25,6 +29,7 @@ MODEL_OPTIONS = (
     "temperature",
     "max_tokens",
     "max_steps",
+    "tool_choice",
     "timeout",
     "cache",
     "cache_mode",
@@ -136,6 +141,12 @@ def model_parent(*, always: bool = False) -> argparse.ArgumentParser:
     model.add_argument("--temperature", type=float, help="sampling temperature (default: the API's)")
     model.add_argument("--max-tokens", type=int, help="most output tokens per model call (default 1024)")
     model.add_argument("--max-steps", type=int, help="most model calls per turn (default 10)")
+    model.add_argument(
+        "--tool-choice",
+        choices=TOOL_CHOICES,
+        help="whether each reply may (auto), must (required) or must not (none: not even respond) call a tool "
+        "(default: required for --agent openai; not sent for --agent anthropic, the API's auto); some local servers reject required",
+    )
     model.add_argument("--timeout", type=float, help="seconds for one HTTP attempt (default 120)")
     model.add_argument("--cache", metavar="PATH", help="API cache file (default .agentprop/api-cache.sqlite; `none` for no cache)")
     model.add_argument(
