@@ -143,6 +143,24 @@ def test_a_forbidden_call_on_the_branch_a_wrong_decision_took_is_that_bug() -> N
     assert [g.key for g in alone] == ["forbids_tools:decision_tree.N2_AUTH:called=verify_identity"]
 
 
+def test_wrong_decisions_into_the_same_branch_are_one_bug() -> None:
+    """An agent that skips the cancel confirmation decides CANCELLED where the cancel works and
+    TICKET_CREATED where it does not: both left the path at N5_CANCEL_ELIGIBILITY into
+    N6_CONFIRM_CANCEL's branch (counted from the root: the deciding turns are second turns),
+    one fault, one bug. A wrong decision into another branch stays its own bug."""
+    project = agentprop.load_project(EXAMPLE)
+    by_id = {s.id: s for s in project.scenarios()}
+    key_of = divergence_key(project.scenarios(), lambda c: by_id.get(c.id))
+    first = "decision_is:decision_tree.N5_CANCEL_ELIGIBILITY@turn0:got={}"
+    cases = [
+        case(CANCEL, first.format("CANCELLED")),
+        case(TICKET, first.format("TICKET_CREATED")),
+        case("END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL", first.format("REQUEST_AUTH_INFO")),
+    ]
+    groups = group_failures(cases, key_of)
+    assert [g.case_ids for g in groups] == [[CANCEL, TICKET], ["END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL"]]
+
+
 def test_a_call_refused_over_the_limit_is_filed_under_the_retry_too_many() -> None:
     """A retry too many made the turn's last call go over max_tool_calls_per_turn: the run's
     failure is the retry (the first deviation), not the refused call nor the decision after it."""

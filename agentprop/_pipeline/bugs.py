@@ -88,11 +88,35 @@ def group_failures(cases: list[CaseReport], key_of: KeyOf | None = None) -> list
     return sorted(groups.values(), key=lambda g: (-len(g.case_ids), order.index(g.key)))
 
 
+def _merge_decisions_on_one_branch(groups: dict[str, Group], key_of: DivergenceKey) -> None:
+    """Wrong decisions that left the path at the same node into the same branch are one bug,
+    whatever the branch then decided: an agent that skips a confirmation decides CHANGED where
+    the change succeeds and CHANGE_FAILED where it fails, both at ``N2_SEARCH`` into
+    ``N3_CONFIRM_CHANGE``'s branch. A group joins the earlier (larger) one when every hit of it
+    shares a branch with that group."""
+    seen: list[tuple[str, set[Branch]]] = []
+    for key in list(groups):
+        if not key.startswith("decision_is:"):
+            continue
+        group = groups[key]
+        per_hit = [key_of.branches(h.case, h.signature) for h in group.hits]
+        target = next(
+            (k for k, branches in seen if per_hit and all(b & branches for b in per_hit)),
+            None,
+        )
+        if target is None:
+            seen.append((key, set().union(*per_hit) if per_hit else set()))
+            continue
+        groups[target].hits.extend(group.hits)
+        del groups[key]
+
+
 def _merge_forbidden_calls(groups: dict[str, Group], key_of: DivergenceKey) -> None:
     """A group of forbidden calls whose every hit left its path on the branch a wrong
     decision's group took (the agent went on into the node that calls the tool, instead of
     stopping where the path stops) joins that group: one fault, one bug. Where no case checked
     the decision (a PROBE turn), only the forbidden call shows it."""
+    _merge_decisions_on_one_branch(groups, key_of)
     by_branch: dict[Branch, str] = {}
     for key, group in groups.items():
         if key.startswith("decision_is:"):
@@ -132,6 +156,15 @@ def _fork(nodes: list[str], others: Iterable[list[str]]) -> tuple[int, set[str]]
     return shared, into
 
 
+def _from_root(scenario: Scenario, turn: int) -> list[str]:
+    """The nodes of turns ``0..turn`` of ``scenario`` in order (its leaf after the last turn's,
+    when that turn stops short of it)."""
+    nodes = [n for t in scenario.turns[: turn + 1] for n in t.nodes]
+    if turn == len(scenario.turns) - 1 and scenario.leaf not in scenario.turns[turn].nodes:
+        nodes.append(scenario.leaf)
+    return nodes
+
+
 class DivergenceKey:
     """Bug keys that name where a wrong decision left the path, not where the path ended.
 
@@ -153,6 +186,9 @@ class DivergenceKey:
     def __init__(self, scenarios: Iterable[Scenario], scenario_of: Callable[[CaseReport], Scenario | None]) -> None:
         self.scenario_of = scenario_of
         self.deciding: dict[str, list[list[str]]] = {}
+        self.deciding_from_root: dict[str, list[list[str]]] = {}
+        """The same turns' nodes with every earlier turn's before them (a confirmation turn
+        starts where the first turn stopped)."""
         self.requiring: dict[str, list[list[str]]] = {}
         for s in scenarios:
             for i, t in enumerate(s.turns):
@@ -161,8 +197,9 @@ class DivergenceKey:
                     nodes.append(s.leaf)  # a missing-field stop: its node is where it decides
                 if t.expect_decision:
                     self.deciding.setdefault(t.expect_decision, []).append(nodes)
+                    self.deciding_from_root.setdefault(t.expect_decision, []).append(_from_root(s, i))
                 for tool in t.required_tools:
-                    self.requiring.setdefault(tool, []).append(nodes)
+                    self.requiring.setdefault(tool, []).append(_from_root(s, i))
 
     def _decision_fork(self, case: CaseReport, m: re.Match[str]) -> tuple[list[str], int, set[str]] | None:
         scenario = self.scenario_of(case)
@@ -191,11 +228,13 @@ class DivergenceKey:
         the failure is neither a wrong decision nor a forbidden call, or the fork is unknown."""
         m = _WRONG_DECISION.fullmatch(signature)
         if m is not None:
-            fork = self._decision_fork(case, m)
-            if fork is None:
+            scenario = self.scenario_of(case)
+            turn = int(m.group(2))
+            if scenario is None or not -len(scenario.turns) <= turn < len(scenario.turns):
                 return set()
-            nodes, shared, into = fork
-            return {(nodes[shared - 1], n) for n in into}
+            nodes = _from_root(scenario, turn % len(scenario.turns))
+            shared, into = _fork(nodes, self.deciding_from_root.get(m.group(3), []))
+            return {(nodes[shared - 1], n) for n in into} if shared else set()
         m = _FORBIDDEN_CALL.fullmatch(signature)
         scenario = self.scenario_of(case) if m is not None else None
         if m is None or scenario is None:
