@@ -37,6 +37,7 @@ from agentprop._modelapi.client import ModelClient, ModelReply
 from agentprop._modelapi.providers import Provider, TextPrompt
 from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy, RetryStats
 from agentprop._scenario.world import copy_json
+from agentprop._spec.lint import implied_decision
 from agentprop._spec.model import Spec
 from agentprop._spec.response import respond_tool_schema
 from agentprop.errors import (
@@ -457,6 +458,7 @@ def default_system_prompt(spec: Spec, context: Mapping[str, Any]) -> str:
         lines.append("Policies (highest priority first):")
         ordered = sorted(spec.policies, key=lambda p: -(p.priority or 0))
         lines.extend(f"- {p.id}: {p.text}" for p in ordered)
+    lines.extend(decision_tree_lines(spec))
     decisions = ", ".join(spec.response_contract.decision_enum)
     lines.append("")
     lines.append(
@@ -464,6 +466,49 @@ def default_system_prompt(spec: Spec, context: Mapping[str, Any]) -> str:
         f"as your final action; its `decision` is one of: {decisions}."
     )
     return "\n".join(lines)
+
+
+def decision_tree_lines(spec: Spec) -> list[str]:
+    """The decision tree as prompt lines: each node's id and description, its tools, the
+    decision it stops with when fields are missing, and its branches (condition -> next node);
+    each terminal node with the decision its name implies. Empty for a spec without a tree."""
+    if not spec.decision_tree:
+        return []
+    enum = spec.response_contract.decision_enum
+    fields = {*spec.response_contract.required_json_fields, *spec.response_contract.optional_json_fields}
+    says_node = "node_id" in fields
+    lines = [
+        "",
+        f"Decision tree: start at {spec.root.node_id} on every turn and follow the first branch whose condition holds, "
+        "until a node ends the turn" + ("; `respond` with that node's id as `node_id` and its decision." if says_node else " with its decision."),
+    ]
+    defined = spec.nodes_by_id
+    for node in spec.decision_tree:
+        head = f"- {node.node_id}" + (f": {node.description.strip()}" if node.description.strip() else "")
+        if node.is_terminal:
+            implied, _ = implied_decision(node.node_id, enum)
+            head = (
+                f"- {node.node_id} (ends the turn"
+                + (f"; decision {implied}" if implied else "")
+                + ")"
+                + (f": {node.description.strip()}" if node.description.strip() else "")
+            )
+        lines.append(head)
+        req = node.requirements
+        if req.must_call_tools_in_order:
+            lines.append(f"    call, in this order: {', '.join(req.must_call_tools_in_order)}")
+        if req.must_not_use:
+            lines.append(f"    never call: {', '.join(req.must_not_use)}")
+        for missing, decision in req.missing_field_outcomes():
+            lines.append(f"    if {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: stop here with decision {decision}")
+        for branch in node.branches:
+            condition = branch.when.strip()
+            lines.append(f"    {'otherwise' if condition == 'otherwise' else 'if ' + condition} -> {branch.next}")
+    for leaf in spec.leaf_ids():
+        if leaf not in defined:
+            implied, _ = implied_decision(leaf, enum)
+            lines.append(f"- {leaf} (ends the turn" + (f"; decision {implied}" if implied else "") + ")")
+    return lines
 
 
 # --------------------------------------------------------------------------------------------
