@@ -28,7 +28,7 @@ from agentprop._decide.memo import TrialMemo
 from agentprop._decide.signature import bug_id
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import CacheMode
-from agentprop._modelapi.context import ModelCallContext, model_call_context, set_current_model_context
+from agentprop._modelapi.context import ModelCallContext, model_call_context, restore, set_current_model_context
 from agentprop._util.scope import current_test, scoped_overrides, session_provider, session_var, settings_scope
 
 __all__ = ["CheckRecord", "CorpusNote", "Session", "SessionBug", "current_session", "current_test", "scoped_overrides", "settings_scope"]
@@ -104,12 +104,12 @@ class Session:
     def activate(self) -> Iterator[Session]:
         """Make this the current session (and its budget and cache mode the model agents')
         within the block."""
-        token = _current.set(self)
+        previous, token = _current.get(), _current.set(self)
         try:
             with model_call_context(self.model_context):
                 yield self
         finally:
-            _current.reset(token)
+            restore(_current, token, previous)
 
     def record(self, test: str, result: CheckResult) -> None:
         with self.lock:

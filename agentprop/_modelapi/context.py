@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import ApiCache, CacheMode
@@ -58,6 +59,8 @@ class ModelCallContext:
             return cache
 
 
+T = TypeVar("T")
+
 _current: contextvars.ContextVar[ModelCallContext | None] = contextvars.ContextVar("agentprop_model_call_context", default=None)
 
 
@@ -84,8 +87,18 @@ def set_current_model_context(ctx: ModelCallContext) -> None:
 @contextlib.contextmanager
 def model_call_context(ctx: ModelCallContext) -> Iterator[ModelCallContext]:
     """Within this block, model agents charge ``ctx.budget`` and use ``ctx``'s cache mode."""
-    token = _current.set(ctx)
+    previous, token = _current.get(), _current.set(ctx)
     try:
         yield ctx
     finally:
-        _current.reset(token)
+        restore(_current, token, previous)
+
+
+def restore(var: contextvars.ContextVar[T], token: contextvars.Token[T], previous: T) -> None:
+    """Undo ``var.set`` by its token; a block left in another context than it was entered in (a
+    pytest hook ending a session a test's task began) sets the value it found instead, since a
+    token cannot be reset there."""
+    try:
+        var.reset(token)
+    except ValueError:
+        var.set(previous)
