@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from agentprop._agents.project import Project
     from agentprop._decide.memo import TrialMemo
     from agentprop._decide.session import Session
+    from agentprop._decide.settings import settings as AgentSettings
     from agentprop._decide.snapshot import SnapshotResult
     from agentprop._modelapi.budget import Budget
     from agentprop._scenario.world import World
@@ -553,7 +554,8 @@ def agentprop_world(agentprop_project: Project) -> Callable[..., World]:
 
 class SnapshotFixture:
     """``agentprop_snapshot.check(project, scenario, agent, ...)``, or for a plain agent
-    ``agentprop_snapshot.check(agent, messages, tools=...)``: compare the agent's
+    ``agentprop_snapshot.check(agent, messages, tools=...)`` (``settings=`` as for
+    :func:`agentprop.check_snapshot`): compare the agent's
     behaviour on a case with the approved baseline kept next to the test file
     (``__snapshots__/<module>/<test>.json``). NEW and CHANGED fail the test with the diff and
     leave a pending candidate; ``--agentprop-snapshot-update --agentprop-snapshot-reason TEXT``
@@ -582,6 +584,7 @@ class SnapshotFixture:
         alpha: float = 0.05,
         ignore: Sequence[str] = (),
         messages: Sequence[str] | None = None,
+        settings: AgentSettings | None = None,
     ) -> SnapshotResult:
         __tracebackhide__ = True  # the failure is the diff, not this fixture's frame
         self._calls += 1
@@ -604,6 +607,7 @@ class SnapshotFixture:
             messages=messages,
             tools=tools,
             raise_on_failure=False,
+            settings=settings,
         )
         with session.lock:
             session.snapshots.append((self._request.node.nodeid, result))

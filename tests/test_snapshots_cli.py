@@ -6,6 +6,7 @@ import io
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -264,3 +265,24 @@ def test_a_model_agent_snapshot_replays_from_the_cache_for_free(spec: Path, tmp_
         assert len(server.requests) == live
     (snap,) = SnapshotStore(spec / "__snapshots__").baselines()
     assert snap.agent == "anthropic:claude-sonnet-4-6" and snap.runs == 4
+
+
+def test_the_fixture_passes_settings_on_to_check_snapshot(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentprop
+    import agentprop._decide.snapshot
+    from agentprop.pytest_plugin import SnapshotFixture
+
+    seen: dict[str, Any] = {}
+
+    class Stop(Exception):
+        pass
+
+    def check_snapshot(*args: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(agentprop._decide.snapshot, "check_snapshot", check_snapshot)
+    chosen = agentprop.settings(seed=7)
+    with pytest.raises(Stop):
+        SnapshotFixture(request).check(lambda messages: "ok", ["hi"], settings=chosen)
+    assert seen["settings"] is chosen
