@@ -162,3 +162,39 @@ def test_a_number_the_reply_derived_grounds_the_next_one() -> None:
 def test_a_date_format_placeholder_is_not_an_id() -> None:
     verdict = _reply({}, "Please give your date of birth (YYYY-MM-DD).", kinds=("ids",))
     assert verdict.passed, verdict.explanation
+
+
+# ----------------------------------------------------------------------------- the spec's own arithmetic
+
+FEE_RULE = "The change fee is 25% of the original fare."
+
+
+def _fee_reply(text: str) -> agentprop.Verdict:
+    from agentprop._decide.contracts import states_spec_percentages
+    from agentprop._scenario.trace import ToolCall, Turn
+
+    calls = [ToolCall(name="get_booking", result={"fare": 300}), ToolCall(name="search_flights", result={"options": [{"price": 340}]})]
+    trace = Trace(turns=[Turn(index=0, user_message="move me", tool_calls=calls, response={"user_message": text})])
+    return states_spec_percentages(trace, FEE_RULE, clause="policies.P3_CHANGE_FEE")
+
+
+def test_an_amount_the_spec_defines_as_a_percentage_must_be_that_percentage() -> None:
+    """85.00 is 25% of the grounded new price 340, one arithmetic step, so grounding passes it;
+    the spec says the fee is 25% of the fare (300): 75.00. The rule is read from the spec."""
+    wrong = _fee_reply("The fare difference is 40.00; the change fee is 85.00, so 125.00 in total.")
+    assert not wrong.passed
+    assert "the reply states 'fee is 85.00'" in wrong.explanation
+    assert "25% of fare 300 = 75.00" in wrong.explanation
+    assert wrong.signature == "states_spec_percentages:policies.P3_CHANGE_FEE@turn0:wrong=fee"
+    assert _fee_reply("The fare difference is 40.00; the change fee is 75.00, so 115.00 in total.").passed
+    assert _fee_reply("Change fee: $75").passed
+    assert _fee_reply("No fee today.").passed  # no amount stated: nothing to check
+
+
+def test_a_percentage_rule_is_read_from_a_spec_sentence() -> None:
+    from agentprop._decide.derive import percent_rules
+
+    assert percent_rules("The change fee is 25% of the original fare. The amount due is the difference plus the fee.") == [
+        ("change fee", 25.0, "original fare", "The change fee is 25% of the original fare")
+    ]
+    assert percent_rules("A refill may be requested once 80% of the supply is used.") == []

@@ -40,8 +40,10 @@ from agentprop._decide.contracts import (
     response_grounded,
     response_valid,
     shared_turn_facts,
+    states_spec_percentages,
     tool_actions_match,
 )
+from agentprop._decide.derive import percent_rules
 from agentprop._decide.requirements import requirement_checks
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
@@ -456,6 +458,11 @@ def response_expectations(
     own_words = spec_text(spec)
     nodes = expected_nodes(spec, scenario)
     out: list[Expectation] = []
+    # a spec's own arithmetic first: a wrong fee is that, before it is an ungrounded number
+    for policy in spec.policies:
+        for _, _, _, written in percent_rules(policy.text):
+            clause = f"policies.{policy.id}"
+            out.append(Expectation("states_spec_percentages", clause, functools.partial(_percentages, written, clause)))
     for name in declared_fields(spec):
         kinds = resolved.fields.get(name, [])
         clause = f"response_contract.{name}"
@@ -473,6 +480,10 @@ def response_expectations(
             grounded = _grounding_clause(spec, name)
             out.append(Expectation("response_grounded", grounded, _grounded(name, text_kinds, vocabulary, resolved.context, own_words, grounded)))
     return out
+
+
+def _percentages(rule: str, clause: str, trace: Trace) -> Verdict:
+    return states_spec_percentages(trace, rule, clause=clause)
 
 
 def _provenance_clause(spec: Spec, field: str) -> str:

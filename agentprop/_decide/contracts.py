@@ -30,7 +30,9 @@ from agentprop._decide.derive import (
     digit_parts,
     grounded_dates,
     nearest_numbers,
+    percent_rules,
     records,
+    stated_amounts,
     stated_dates,
 )
 from agentprop._scenario.trace import ToolCall, Trace, Turn
@@ -342,6 +344,49 @@ def no_prohibited_advice(trace: Trace, prohibition: Prohibition, *, clause: str 
                 detail=f"recommends={item}",
             )
     return _ok("no_prohibited_advice", f"no reply recommends any of {', '.join(prohibition.items)}", clause)
+
+
+def _field_values(value: Any, key: str, out: list[float]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if str(k).lower() == key and isinstance(v, (int, float)) and not isinstance(v, bool):
+                out.append(float(v))
+            else:
+                _field_values(v, key, out)
+    elif isinstance(value, list):
+        for v in value:
+            _field_values(v, key, out)
+
+
+def states_spec_percentages(trace: Trace, rule: str, *, clause: str | None = None) -> Verdict:
+    """Every amount the replies state for the subject of ``rule`` (a spec sentence ``X is N% of
+    Y``: "The change fee is 25% of the original fare") is N% of a tool output field named like
+    Y's last word (``fare``), rounded to cents. A reply that takes N% of another number (the
+    new price) fails, though that is one arithmetic step from grounded numbers too. Not
+    checked (passes) where no tool output has such a field or the reply states no amount."""
+    parsed = percent_rules(rule)
+    if not parsed:
+        return _ok("states_spec_percentages", "no percentage rule to check", clause)
+    subject, pct, base, written = parsed[0]
+    head, key = subject.split()[-1], base.split()[-1]
+    bases: list[float] = []
+    for t in trace.turns:
+        for c in t.tool_calls:
+            _field_values(c.result, key, bases)
+        if not bases:
+            continue
+        for value, words in stated_amounts(t.user_visible_text, head):
+            if any(abs(value - round(pct * b / 100.0, 2)) < 0.006 for b in bases):
+                continue
+            want = ", ".join(f"{pct:g}% of {key} {b:g} = {pct * b / 100.0:.2f}" for b in dict.fromkeys(bases))
+            return _fail(
+                "states_spec_percentages",
+                f"turn {t.index + 1}: the reply states {words!r}, but {clause or 'the spec'} says {written!r}: {want}",
+                clause,
+                t.index,
+                detail=f"wrong={head}",
+            )
+    return _ok("states_spec_percentages", f"every {subject} stated is {pct:g}% of the {key}", clause)
 
 
 # ----------------------------------------------------------------------------- grounding

@@ -265,3 +265,31 @@ def composed_item(item: str, recs: Iterable[tuple[tuple[str, ...], frozenset[str
 def nearest_numbers(x: float, sources: Sequence[float], k: int = 3) -> list[float]:
     """The ``k`` grounded numbers closest to ``x``."""
     return sorted(sources, key=lambda s: (abs(s - x), s))[:k]
+
+
+_RULE = re.compile(
+    r"(?:^|[.;]\s*)(?:the\s+)?(?P<subject>[a-z][a-z ]{0,40}?)\s+(?:is|equals|is set at|is always)\s+"
+    r"(?P<pct>\d+(?:\.\d+)?)\s*%\s+of\s+(?:the\s+)?(?P<base>[a-z][a-z ]{0,40}?)\s*(?=[.;,(]|$)",
+    re.I,
+)
+
+
+def percent_rules(text: str) -> list[tuple[str, float, str, str]]:
+    """The ``X is N% of Y`` rules a spec text states, as ``(subject, percent, base, as
+    written)``: ``The change fee is 25% of the original fare.`` -> ``("change fee", 25.0,
+    "original fare", ...)``."""
+    out = []
+    for m in _RULE.finditer(text):
+        out.append((m.group("subject").strip().lower(), float(m.group("pct")), m.group("base").strip().lower(), m.group(0).strip(" .;")))
+    return out
+
+
+def stated_amounts(text: str, head: str) -> list[tuple[float, str]]:
+    """The numbers ``text`` states for ``head`` (``fee``): the first number at most four words
+    after the word, with no punctuation between but ``:`` (``the change fee is 85.00``, ``fee:
+    $75``), as ``(value, the words)``."""
+    pattern = re.compile(rf"\b{re.escape(head)}s?\b((?:\s+[a-z]+){{0,4}}?)\s*[:=]?\s*[$€£]?\s*(\d{{1,3}}(?:,\d{{3}})+|\d+)(\.\d+)?(?![\d%])", re.I)
+    out = []
+    for m in pattern.finditer(text):
+        out.append((float(m.group(2).replace(",", "") + (m.group(3) or "")), m.group(0).strip()))
+    return out
