@@ -1,0 +1,253 @@
+"""Production traces in: OpenAI Chat Completions logs read into agentprop traces and judged.
+
+A log is JSONL, one model call a line: ``{"request": {...}, "response": {...}}``, the request
+and response bodies of ``POST /v1/chat/completions`` as the OpenAI API documents them (the
+request's ``messages``; the response's ``choices[0].message`` with ``content`` and
+``tool_calls``; tool results as ``role: "tool"`` messages with ``tool_call_id``). A
+conversation is the messages of its last call plus that call's reply: a call whose messages
+and reply are the start of a later call's messages is part of that later conversation.
+
+Each conversation becomes a :class:`~agentprop._scenario.trace.Trace` (one turn per user
+message; ``respond`` calls are its responses) and is judged by the spec's contracts: the
+spec-wide ones (decision in the enum, response contract, tools in scope, call limit) and the
+MFT of the spec's case that ends where the trace responded (its path), the case it breaks the
+fewest contracts of. Traces are grouped by (path, failure signatures). Not read here: OTel
+GenAI spans, the Responses API, Anthropic Messages logs, LangSmith / Phoenix exports; no
+case or corpus entry is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agentprop._agents.project import Project
+from agentprop._decide.contracts import Verdict, decision_in_enum, max_tool_calls, response_valid, within_scope
+from agentprop._decide.properties import mft_verdicts
+from agentprop._scenario.build import Scenario
+from agentprop._scenario.trace import ToolCall, Trace, Turn
+from agentprop.errors import InputError, SourceLocation
+
+__all__ = ["ChatRecord", "ImportSummary", "JudgedTrace", "judge_trace", "read_openai_chat", "summarise"]
+
+CHAT_SHAPE = '{"request": {"messages": [...]}, "response": {"choices": [{"message": {...}}]}}'
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ChatRequest(_Loose):
+    messages: list[dict[str, Any]]
+
+
+class ChatChoice(_Loose):
+    message: dict[str, Any]
+
+
+class ChatResponse(_Loose):
+    choices: list[ChatChoice]
+
+
+class ChatRecord(_Loose):
+    """One logged Chat Completions call: the request body and the response body."""
+
+    request: ChatRequest
+    response: ChatResponse
+
+    def conversation(self) -> list[dict[str, Any]]:
+        reply = [self.response.choices[0].message] if self.response.choices else []
+        return [*self.request.messages, *reply]
+
+
+def _key(messages: list[dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _records(path: Path) -> Iterator[tuple[int, ChatRecord]]:
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}", fix="give the path of a JSONL log") from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    f"line {number} is not JSON ({exc.msg})",
+                    location=SourceLocation(path, number, exc.colno),
+                    expected=f"one JSON object a line: {CHAT_SHAPE}",
+                    fix="write each logged call on one line; drop truncated lines",
+                ) from None
+            try:
+                yield number, ChatRecord.model_validate(data)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "(the line)"
+                raise InputError(
+                    f"line {number} is not a logged Chat Completions call: {where}: {first['msg']}",
+                    location=SourceLocation(path, number),
+                    expected=CHAT_SHAPE,
+                    fix="log the request body and the response body of each call under those two keys",
+                ) from None
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    if isinstance(raw, dict):
+        return raw, None
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except json.JSONDecodeError:
+        return {}, "arguments are not valid JSON"
+    return (value, None) if isinstance(value, dict) else ({}, "arguments are not a JSON object")
+
+
+def trace_of(messages: list[dict[str, Any]], *, case_id: str = "", spec_id: str = "") -> Trace:
+    """The trace of one Chat Completions conversation."""
+    trace = Trace(case_id=case_id, spec_id=spec_id, agent="imported")
+    turn: Turn | None = None
+    calls: dict[str, ToolCall] = {}
+    for message in messages:
+        role = message.get("role")
+        if role == "user":
+            turn = Turn(index=len(trace.turns), user_message=_text(message.get("content")))
+            trace.turns.append(turn)
+            continue
+        if turn is None:
+            continue  # system / developer messages before the first user message
+        if role == "assistant":
+            said = _text(message.get("content"))
+            if said:
+                turn.text = f"{turn.text}\n{said}" if turn.text else said
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                name = str(function.get("name", ""))
+                args, problem = _arguments(function.get("arguments"))
+                if name == "respond" and problem is None:
+                    turn.response = args
+                    continue
+                recorded = ToolCall(name=name, args=args, turn_index=turn.index, step=len(turn.tool_calls))
+                if problem is not None:
+                    recorded.error, recorded.error_kind = problem, "invalid_arguments"
+                turn.tool_calls.append(recorded)
+                calls[str(call.get("id", ""))] = recorded
+        elif role == "tool":
+            target = calls.get(str(message.get("tool_call_id", "")))
+            if target is None:
+                continue
+            content = _text(message.get("content"))
+            if content.startswith("error:"):
+                target.error = content.removeprefix("error:").strip()
+                target.error_kind = target.error.split(":", 1)[0].strip() or None
+                continue
+            try:
+                target.result = json.loads(content)
+            except json.JSONDecodeError:
+                target.result = content
+    return trace
+
+
+def read_openai_chat(path: Path, *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
+    """The conversations of a Chat Completions JSONL log, as traces (ids ``line N``: the line
+    of the conversation's last call)."""
+    conversations: list[tuple[int, list[dict[str, Any]]]] = []
+    prefixes: set[str] = set()
+    for number, record in _records(path):
+        messages = record.request.messages
+        for k in range(1, len(messages) + 1):
+            prefixes.add(_key(messages[:k]))
+        conversations.append((number, record.conversation()))
+        if progress is not None:
+            progress(len(conversations))
+    return [trace_of(messages, case_id=f"line {number}", spec_id=spec_id) for number, messages in conversations if _key(messages) not in prefixes]
+
+
+@dataclass
+class JudgedTrace:
+    """A trace, the path (case id) it took and the contracts it broke."""
+
+    trace: Trace
+    path: str | None
+    failures: list[Verdict]
+
+    @property
+    def signatures(self) -> tuple[str, ...]:
+        return tuple(sorted({v.signature for v in self.failures}))
+
+
+def _ends_at(scenario: Scenario, trace: Trace) -> bool:
+    response = trace.turns[-1].response if trace.turns else None
+    node = response.get("node_id") if isinstance(response, dict) else None
+    return len(scenario.turns) == len(trace.turns) and node in (scenario.leaf, *(scenario.turns[-1].nodes[-1:] if scenario.turns else []))
+
+
+def judge_trace(project: Project, trace: Trace, scenarios: list[Scenario]) -> JudgedTrace:
+    """Judge ``trace`` by the spec's contracts, and by the MFT of the case among ``scenarios``
+    that ends where it responded and that it breaks the fewest contracts of."""
+    spec = project.spec
+    tools = [t.name for t in spec.tools if t.name != "respond"]
+    general = [
+        decision_in_enum(trace, spec),
+        response_valid(trace, spec),
+        within_scope(trace, tools),
+        max_tool_calls(trace, spec.max_tool_calls_per_turn),
+    ]
+    best: tuple[Scenario, list[Verdict]] | None = None
+    grounding = project.bindings.response_grounding(spec)
+    for scenario in scenarios:
+        if not _ends_at(scenario, trace):
+            continue
+        broken = [v for v in mft_verdicts(spec, scenario, trace, grounding=grounding) if not v.passed]
+        if best is None or len(broken) < len(best[1]):
+            best = (scenario, broken)
+    failures = [v for v in general if not v.passed]
+    if best is not None:
+        seen = {v.signature for v in failures}
+        failures += [v for v in best[1] if v.signature not in seen]
+    return JudgedTrace(trace, best[0].id if best is not None else None, failures)
+
+
+@dataclass
+class ImportSummary:
+    """Imported traces grouped by (path, failure signatures): one group a behaviour."""
+
+    traces: int = 0
+    groups: dict[tuple[str | None, tuple[str, ...]], list[JudgedTrace]] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> int:
+        return sum(len(g) for (_, sigs), g in self.groups.items() if not sigs)
+
+    def lines(self) -> list[str]:
+        broke = self.traces - self.passed
+        out = [f"{self.traces} trace(s): {self.passed} passed, {broke} failed (broke a contract); {len(self.groups)} distinct behaviour(s)"]
+        for (path, sigs), group in sorted(self.groups.items(), key=lambda item: (-len(item[1]), str(item[0]))):
+            where = path or "no case of the spec ends where it responded"
+            verdict = "ok" if not sigs else "broke " + ", ".join(sigs)
+            ids = ", ".join(j.trace.case_id for j in group[:3]) + (", ..." if len(group) > 3 else "")
+            out.append(f"  {len(group)} x path {where}: {verdict} ({ids})")
+        return out
+
+
+def summarise(judged: list[JudgedTrace]) -> ImportSummary:
+    summary = ImportSummary(traces=len(judged))
+    for j in judged:
+        summary.groups.setdefault((j.path, j.signatures), []).append(j)
+    return summary
