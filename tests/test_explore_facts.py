@@ -138,3 +138,13 @@ def test_the_zoos_correct_agents_pass_every_explored_case(name: str) -> None:
     report = asyncio.run(arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("explore",), seed=1, explore=4), memo=TrialMemo()))
     failing = [(c.id, c.messages) for c in report.cases if c.verdict in ("FAIL", "UNSTABLE")]
     assert report.cases and not failing
+
+
+def test_inv_variants_state_the_facts_of_the_message_they_paraphrase() -> None:
+    """INV compares the agent on a paraphrase of the first message: "I need a rfeill" or "Can I
+    renew asap?" (no title) are not paraphrases of it, and the correct agents failed them."""
+    for project in (PHARMACY, LIBRARY):
+        agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
+        report = asyncio.run(arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("inv",), seed=1), memo=TrialMemo()))
+        inv = [c for c in report.cases if c.kind == "INV"]
+        assert inv and not [(c.id, c.details.get("variants")) for c in inv if c.verdict in ("FAIL", "UNSTABLE")]

@@ -85,6 +85,7 @@ __all__ = [
     "entity_forms",
     "entity_variant",
     "fact_tokens",
+    "first_turn_facts",
     "free_world_fields",
     "keep_only",
     "is_person_name",
@@ -671,6 +672,16 @@ def turn_facts(bindings: Bindings, source: TemplateSource | None, slots: Mapping
         leads = {next(iter(fact_tokens(FREE_SPAN.sub(" ", t))), "") for j, ts in enumerate(groups) if j != k for t in ts}
         others = frozenset(w for w in leads if w and w not in own)
     return TurnFacts(words=words, others=others, cues=tuple(cues), names=names)
+
+
+def first_turn_facts(project: Project, scenario: Scenario) -> StepCheck:
+    """The check (:meth:`TurnFacts.keeps`) for rewrites of ``scenario``'s first message made
+    elsewhere (INV variants): whether a rewrite, after its named steps, still states the
+    turn's facts."""
+    space = ChoiceSpace(project, scenario)
+    facts = space.turn_spaces[0][0].facts
+    text = scenario.messages[0]
+    return facts.keeps(text, _protected(scenario, text), [str(scenario.slots[n]) for n in facts.names if n in scenario.slots])
 
 
 class ChoiceSpace:

@@ -19,6 +19,7 @@ from typing import Any
 from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.project import Project
 from agentprop._decide.check import decide_scenario
+from agentprop._decide.choices import first_turn_facts
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.metamorphic import InvarianceResult, acheck_direction, acheck_invariance, distribution_words, side_words
 from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun
@@ -310,6 +311,12 @@ async def extra_cases(
     if "inv" in kinds:
         for scenario in scenarios:
             variants_first = paraphrase_variants(scenario.messages[0], 2, seed_value=seed)
+            keeps = first_turn_facts(project, scenario)
+            if not all(keeps(v.text, [s.name for s in v.transforms]) for v in variants_first):
+                # a variant that alters a fact of the message is not a paraphrase of it: draw
+                # more and keep those that state the same facts (choices.TurnFacts)
+                more = paraphrase_variants(scenario.messages[0], 8, seed_value=seed)
+                variants_first = [v for v in more if keeps(v.text, [s.name for s in v.transforms])][:2]
             if not variants_first:
                 continue
             variants = [[v.text, *scenario.messages[1:]] for v in variants_first]
