@@ -19,11 +19,17 @@ import pytest
 
 from agentprop._agents.project import load_project
 from agentprop._cli import main
-from agentprop._pipeline.importing import judge_trace, read_openai_chat, summarise, trace_of
+from agentprop._pipeline.importing import anthropic_trace_of, detect_format, judge_trace, read_log, read_openai_chat, summarise, trace_of
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"
 LOG = ROOT / "docs" / "examples" / "imports" / "openai_chat_quickstart.jsonl"
+ANTHROPIC_LOG = LOG.with_name("anthropic_messages_quickstart.jsonl")
+"""The same three conversations as Messages API calls, in the shapes the Anthropic API reference
+documents for ``POST /v1/messages`` (request: ``model``, ``max_tokens``, ``system``,
+``messages``, ``tools`` with ``input_schema``; response: ``type: message`` with ``content``
+blocks, ``tool_use`` with ``input`` an object, ``stop_reason``; tool outputs as ``tool_result``
+blocks of a user message with ``tool_use_id``)."""
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -107,3 +113,32 @@ def test_the_log_is_json_lines_of_request_and_response() -> None:
     for raw in LOG.read_text(encoding="utf-8").splitlines():
         record = json.loads(raw)
         assert set(record) == {"request", "response"} and record["response"]["object"] == "chat.completion"
+
+
+def test_an_anthropic_messages_log_is_read_and_judged_like_the_same_chat_log() -> None:
+    assert (detect_format(LOG), detect_format(ANTHROPIC_LOG)) == ("openai-chat", "anthropic-messages")
+    project = load_project(QUICKSTART)
+    chat = [judge_trace(project, t, project.scenarios()) for t in read_log(LOG, "openai-chat")]
+    messages = [judge_trace(project, t, project.scenarios()) for t in read_log(ANTHROPIC_LOG, "anthropic-messages")]
+    assert [(j.trace.case_id, j.path, j.signatures) for j in messages] == [(j.trace.case_id, j.path, j.signatures) for j in chat]
+    first = messages[0].trace.turns[0]
+    assert first.text == "Let me look that up." and first.tool_calls[0].result == {"order_id": "O-1001", "status": "shipped"}
+    code, out, _ = cli("import", str(QUICKSTART), str(ANTHROPIC_LOG))
+    assert code == 1 and "(anthropic-messages)" in out and "3 trace(s): 2 passed, 1 failed (broke a contract)" in out
+
+
+def test_an_anthropic_tool_result_with_is_error_is_the_calls_error() -> None:
+    messages = [
+        {"role": "user", "content": "Where is my order O-1001?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_order", "input": {"order_id": "O-1001"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "timeout: no answer", "is_error": True}]},
+    ]
+    (call,) = anthropic_trace_of(messages).turns[0].tool_calls
+    assert (call.error_kind, call.error, call.result) == ("timeout", "timeout: no answer", None)
+
+
+def test_a_log_of_the_other_format_names_the_format_option() -> None:
+    code, _, err = cli("import", str(QUICKSTART), str(ANTHROPIC_LOG), "--format", "openai-chat")
+    assert code == 2 and "line 1 is not a logged Chat Completions call: response.choices: Field required" in err
+    code, _, err = cli("import", str(QUICKSTART), str(LOG), "--format", "anthropic-messages")
+    assert code == 2 and "not a logged Anthropic Messages call" in err and "--format" in err

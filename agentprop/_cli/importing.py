@@ -1,6 +1,6 @@
 """``agentprop import PROJECT LOG``: production traces judged by the spec's contracts.
 
-Reads an OpenAI Chat Completions JSONL log (:mod:`agentprop._pipeline.importing`), prints a
+Reads an OpenAI Chat Completions or Anthropic Messages JSONL log (:mod:`agentprop._pipeline.importing`), prints a
 progress line on stderr and a summary: which path each trace took and what it broke, one line
 per distinct behaviour. Exit 0 when every trace kept every contract, 1 otherwise, 2 for bad input.
 """
@@ -16,21 +16,28 @@ from typing import TextIO
 from agentprop._cli.common import EXIT_OK, require_cases
 from agentprop._cli.options import BINDINGS_HELP, SPEC_HELP
 
-FORMATS = ("openai-chat",)
+FORMATS = ("auto", "openai-chat", "anthropic-messages")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    imp = sub.add_parser("import", help="judge production traces (an OpenAI Chat Completions JSONL log) by the spec's contracts")
+    imp = sub.add_parser(
+        "import", help="judge production traces (an OpenAI Chat Completions or Anthropic Messages JSONL log) by the spec's contracts"
+    )
     imp.add_argument("spec", metavar="PROJECT", help=SPEC_HELP)
     imp.add_argument("log", metavar="LOG", help="the log: one JSON object a line, {request: ..., response: ...} of one model call")
-    imp.add_argument("--format", choices=FORMATS, default="openai-chat", help="the log's format (default openai-chat; the only one read so far)")
+    imp.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="auto",
+        help="the log's format: openai-chat (Chat Completions calls), anthropic-messages (Messages API calls), or auto (default: told from the first line)",
+    )
     imp.add_argument("--bindings", help=BINDINGS_HELP)
     imp.set_defaults(handler=command)
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._agents.project import load_project
-    from agentprop._pipeline.importing import judge_trace, read_openai_chat, summarise
+    from agentprop._pipeline.importing import detect_format, judge_trace, read_log, summarise
 
     project = load_project(args.spec, bindings=args.bindings)
     require_cases(project)
@@ -40,7 +47,9 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         if n % 200 == 0:
             print(f"\rread {n} call(s)", end="", file=sys.stderr, flush=True)
 
-    traces = read_openai_chat(Path(args.log), spec_id=project.spec.spec_id, progress=progress)
+    log = Path(args.log)
+    fmt = detect_format(log) if args.format == "auto" else args.format
+    traces = read_log(log, fmt, spec_id=project.spec.spec_id, progress=progress)
     scenarios = project.scenarios()
     judged = []
     for n, trace in enumerate(traces, 1):
@@ -49,7 +58,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             print(f"\rjudged {n}/{len(traces)} trace(s)", end="", file=sys.stderr, flush=True)
     print("", file=sys.stderr)
     summary = summarise(judged)
-    print(f"imported {args.log} ({args.format}) for {project.spec.spec_id} in {time.perf_counter() - started:.1f}s", file=out)
+    print(f"imported {args.log} ({fmt}) for {project.spec.spec_id} in {time.perf_counter() - started:.1f}s", file=out)
     for line in summary.lines():
         print(line, file=out)
     return EXIT_OK if summary.passed == summary.traces else 1

@@ -1,10 +1,11 @@
-"""Production traces in: OpenAI Chat Completions logs read into agentprop traces and judged.
+"""Production traces in: OpenAI Chat Completions and Anthropic Messages logs read into traces.
 
 A log is JSONL, one model call a line: ``{"request": {...}, "response": {...}}``, the request
-and response bodies of ``POST /v1/chat/completions`` as the OpenAI API documents them (the
-request's ``messages``; the response's ``choices[0].message`` with ``content`` and
-``tool_calls``; tool results as ``role: "tool"`` messages with ``tool_call_id``). A
-conversation is the messages of its last call plus that call's reply: a call whose messages
+and response bodies as the APIs document them: ``POST /v1/chat/completions`` (the request's
+``messages``; the response's ``choices[0].message`` with ``content`` and ``tool_calls``; tool
+results as ``role: "tool"`` messages with ``tool_call_id``) or ``POST /v1/messages`` (the
+request's ``messages``; the response's ``content`` blocks, ``tool_use`` calls answered by
+``tool_result`` blocks, ``is_error`` for a failure). A conversation is the messages of its last call plus that call's reply: a call whose messages
 and reply are the start of a later call's messages is part of that later conversation.
 
 Each conversation becomes a :class:`~agentprop._scenario.trace.Trace` (one turn per user
@@ -12,8 +13,7 @@ message; ``respond`` calls are its responses) and is judged by the spec's contra
 spec-wide ones (decision in the enum, response contract, tools in scope, call limit) and the
 MFT of the spec's case that ends where the trace responded (its path), the case it breaks the
 fewest contracts of. Traces are grouped by (path, failure signatures). Not read here: OTel
-GenAI spans, the Responses API, Anthropic Messages logs, LangSmith / Phoenix exports; no
-case or corpus entry is written.
+GenAI spans, the Responses API, LangSmith / Phoenix exports; no case or corpus entry is written.
 """
 
 from __future__ import annotations
@@ -34,7 +34,19 @@ from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop.errors import InputError, SourceLocation
 
-__all__ = ["ChatRecord", "ImportSummary", "JudgedTrace", "judge_trace", "read_openai_chat", "summarise"]
+__all__ = [
+    "FORMATS",
+    "ChatRecord",
+    "ImportSummary",
+    "JudgedTrace",
+    "MessagesRecord",
+    "anthropic_trace_of",
+    "detect_format",
+    "judge_trace",
+    "read_log",
+    "read_openai_chat",
+    "summarise",
+]
 
 CHAT_SHAPE = '{"request": {"messages": [...]}, "response": {"choices": [{"message": {...}}]}}'
 
@@ -66,11 +78,41 @@ class ChatRecord(_Loose):
         return [*self.request.messages, *reply]
 
 
+class MessagesRequest(_Loose):
+    messages: list[dict[str, Any]]
+
+
+class MessagesResponse(_Loose):
+    content: list[dict[str, Any]]
+
+
+class MessagesRecord(_Loose):
+    """One logged Anthropic Messages call: the request body and the response body."""
+
+    request: MessagesRequest
+    response: MessagesResponse
+
+    def conversation(self) -> list[dict[str, Any]]:
+        return [*self.request.messages, {"role": "assistant", "content": self.response.content}]
+
+
+MESSAGES_SHAPE = '{"request": {"messages": [...]}, "response": {"type": "message", "content": [...]}}'
+
+FORMATS = ("openai-chat", "anthropic-messages")
+"""The log formats read: Chat Completions and Messages API calls, one {request, response} a line."""
+
+_MODELS: dict[str, tuple[type[ChatRecord] | type[MessagesRecord], str, str]] = {
+    "openai-chat": (ChatRecord, CHAT_SHAPE, "Chat Completions"),
+    "anthropic-messages": (MessagesRecord, MESSAGES_SHAPE, "Anthropic Messages"),
+}
+
+
 def _key(messages: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-def _records(path: Path) -> Iterator[tuple[int, ChatRecord]]:
+def _records(path: Path, fmt: str) -> Iterator[tuple[int, ChatRecord | MessagesRecord]]:
+    model, shape, label = _MODELS[fmt]
     try:
         handle = path.open(encoding="utf-8")
     except OSError as exc:
@@ -85,19 +127,20 @@ def _records(path: Path) -> Iterator[tuple[int, ChatRecord]]:
                 raise InputError(
                     f"line {number} is not JSON ({exc.msg})",
                     location=SourceLocation(path, number, exc.colno),
-                    expected=f"one JSON object a line: {CHAT_SHAPE}",
+                    expected=f"one JSON object a line: {shape}",
                     fix="write each logged call on one line; drop truncated lines",
                 ) from None
             try:
-                yield number, ChatRecord.model_validate(data)
+                yield number, model.model_validate(data)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "(the line)"
                 raise InputError(
-                    f"line {number} is not a logged Chat Completions call: {where}: {first['msg']}",
+                    f"line {number} is not a logged {label} call: {where}: {first['msg']}",
                     location=SourceLocation(path, number),
-                    expected=CHAT_SHAPE,
-                    fix="log the request body and the response body of each call under those two keys",
+                    expected=shape,
+                    fix="log the request body and the response body of each call under those two keys"
+                    + ("" if fmt == "openai-chat" else f", or pass the log's --format ({', '.join(FORMATS)})"),
                 ) from None
 
 
@@ -164,19 +207,83 @@ def trace_of(messages: list[dict[str, Any]], *, case_id: str = "", spec_id: str 
     return trace
 
 
-def read_openai_chat(path: Path, *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
-    """The conversations of a Chat Completions JSONL log, as traces (ids ``line N``: the line
-    of the conversation's last call)."""
+def anthropic_trace_of(messages: list[dict[str, Any]], *, case_id: str = "", spec_id: str = "") -> Trace:
+    """The trace of one Messages API conversation: ``tool_use`` blocks are calls (``respond``
+    the response), ``tool_result`` blocks their outputs (``is_error``: the call's error), and a
+    user message with text starts a turn."""
+    trace = Trace(case_id=case_id, spec_id=spec_id, agent="imported")
+    turn: Turn | None = None
+    calls: dict[str, ToolCall] = {}
+    for message in messages:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [b for b in content or [] if isinstance(b, dict)]
+        if message.get("role") == "user":
+            for block in blocks:
+                target = calls.get(str(block.get("tool_use_id", ""))) if block.get("type") == "tool_result" else None
+                if target is None:
+                    continue
+                text = _text(block.get("content"))
+                if block.get("is_error"):
+                    target.error = text
+                    target.error_kind = text.split(":", 1)[0].strip() or None
+                    continue
+                try:
+                    target.result = json.loads(text)
+                except json.JSONDecodeError:
+                    target.result = text
+            said = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+            if said:
+                turn = Turn(index=len(trace.turns), user_message=said)
+                trace.turns.append(turn)
+            continue
+        if turn is None:
+            continue
+        for block in blocks:
+            if block.get("type") == "text" and block.get("text"):
+                turn.text = f"{turn.text}\n{block['text']}" if turn.text else str(block["text"])
+            elif block.get("type") == "tool_use":
+                args = block.get("input") if isinstance(block.get("input"), dict) else {}
+                assert isinstance(args, dict)
+                if block.get("name") == "respond":
+                    turn.response = args
+                    continue
+                recorded = ToolCall(name=str(block.get("name", "")), args=args, turn_index=turn.index, step=len(turn.tool_calls))
+                turn.tool_calls.append(recorded)
+                calls[str(block.get("id", ""))] = recorded
+    return trace
+
+
+def detect_format(path: Path) -> str:
+    """The format of a log from its first line: a Chat Completions response has ``choices``,
+    a Messages response ``content``; ``openai-chat`` when neither tells."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            first = next((line for line in handle if line.strip()), "")
+        response = json.loads(first).get("response") if first else None
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return "openai-chat"  # the reader names the problem, with the line
+    return "anthropic-messages" if isinstance(response, dict) and "content" in response and "choices" not in response else "openai-chat"
+
+
+def read_log(path: Path, fmt: str = "openai-chat", *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
+    """The conversations of a JSONL log of ``fmt`` (:data:`FORMATS`), as traces (ids
+    ``line N``: the line of the conversation's last call)."""
+    build = trace_of if fmt == "openai-chat" else anthropic_trace_of
     conversations: list[tuple[int, list[dict[str, Any]]]] = []
     prefixes: set[str] = set()
-    for number, record in _records(path):
+    for number, record in _records(path, fmt):
         messages = record.request.messages
         for k in range(1, len(messages) + 1):
             prefixes.add(_key(messages[:k]))
         conversations.append((number, record.conversation()))
         if progress is not None:
             progress(len(conversations))
-    return [trace_of(messages, case_id=f"line {number}", spec_id=spec_id) for number, messages in conversations if _key(messages) not in prefixes]
+    return [build(messages, case_id=f"line {number}", spec_id=spec_id) for number, messages in conversations if _key(messages) not in prefixes]
+
+
+def read_openai_chat(path: Path, *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
+    """:func:`read_log` of a Chat Completions log."""
+    return read_log(path, "openai-chat", spec_id=spec_id, progress=progress)
 
 
 @dataclass
