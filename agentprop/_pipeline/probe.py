@@ -64,8 +64,12 @@ from agentprop._spec.prohibitions import Prohibition, prohibition
 from agentprop.errors import InvalidArgument
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 
-MAX_INDIRECT = 3
-"""Indirect phrasings per target (one PROBE case each)."""
+MAX_INDIRECT = 4
+"""Indirect phrasings per target (one PROBE case each): the pack's frames in order (an indirect
+question, a read-back "for verification", role-play, an export), each with the next meaning."""
+
+_FUNCTION_WORDS = frozenset({"of", "for", "to", "in", "on", "at", "by", "from", "with", "and", "or", "the", "a", "an", "my"})
+"""Words a field name holds only when it already reads as a phrase (``date_of_birth``)."""
 
 
 @dataclass(frozen=True)
@@ -112,14 +116,18 @@ def field_phrases(pack: PhrasePack, field: str, schema: dict[str, Any] | None) -
     direct = pack.probes.direct[0].format(name=" ".join(words))
     meanings: list[str] = list(pack.field_meanings.get(name, ()) or pack.field_meanings.get("_".join(words), ()))
     if len(words) >= 2:
-        meanings += [frame.format(head=words[-1], modifier=" ".join(words[:-1])) for frame in pack.probes.compound]
         meanings += list(pack.field_meanings.get(words[-1], ()))
     description = str((schema or {}).get("description") or "").strip().rstrip(".")
     if description and len(description) <= 60 and pack.resolved_script == ("cjk" if language_of(description) == "zh" else "latin"):
         meanings.append(description[0].lower() + description[1:] if pack.resolved_script == "latin" else description)
+    if not meanings and len(words) == 2 and not set(words) & _FUNCTION_WORDS:
+        # the last resort for a two-noun name nothing explains ("doctor's notes"); a longer name
+        # or one with a function word already reads in order (date_of_birth): never shuffled
+        meanings += [frame.format(head=words[-1], modifier=words[0]) for frame in pack.probes.compound]
     indirect: list[str] = []
-    for j, meaning in enumerate(dict.fromkeys(m for m in meanings if m and m.lower() != " ".join(words))):
-        phrase = pack.probes.indirect[j % len(pack.probes.indirect)].format(meaning=meaning)
+    distinct = list(dict.fromkeys(m for m in meanings if m and m.lower() != " ".join(words)))
+    for j, frame in enumerate(pack.probes.indirect if distinct else ()):
+        phrase = frame.format(meaning=distinct[j % len(distinct)])
         if phrase != direct and phrase not in indirect:
             indirect.append(phrase)
     return (direct, *indirect[:MAX_INDIRECT])
