@@ -65,6 +65,16 @@ from agentprop._spec.bindings import Bindings, language_of, parse_field_path, sc
 from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
+from agentprop.strategies._internal.families import (
+    FAMILIES,
+    NOTATION_FORMS,
+    apply_family,
+    families_for,
+    injection_texts,
+    notation_forms,
+    notation_variant,
+    turn_role,
+)
 from agentprop.strategies._internal.free_spans import render as render_free
 from agentprop.strategies._internal.packs import builtin_languages, resolve_pack
 from agentprop.strategies._internal.paraphrase import _build_plan, apply_transforms
@@ -99,6 +109,10 @@ StepChoice = tuple[str, tuple[tuple[str, int], ...]]
 CODESWITCH = "codeswitch"
 """The step that drops a phrase of another declared language into a message."""
 
+FAMILY_STEPS = frozenset(FAMILIES)
+"""Steps that write a whole turn in an input family (docs/input-families.md)."""
+FAMILY_ORDER = FAMILIES
+
 CASE_FORMS = ("lower", "upper", "capitalized")
 SPELLING_FORMS = ("swap", "drop", "double")
 
@@ -116,10 +130,20 @@ class EntityChoice(BaseModel):
 
     @property
     def family(self) -> str:
-        return "case" if self.form in CASE_FORMS else "spelling"
+        return "case" if self.form in CASE_FORMS else "notation" if self.form in NOTATION_FORMS else "spelling"
 
     def describe(self) -> str:
         return f"{self.slot} {self.form}" + (f"(site={self.site})" if self.form in SPELLING_FORMS else "")
+
+
+_ZH_ONLY_FORMS = ("fullwidth", "date_zh")
+"""Notations only a Chinese turn writes a value in."""
+
+
+def value_forms(slot: str, value: str, lang: str) -> tuple[str, ...]:
+    """The notations (:data:`NOTATION_FORMS`) ``slot``'s ``value`` may be written in, in a turn
+    written in ``lang``."""
+    return tuple(f for f in notation_forms(value, slot) if lang == "zh" or f not in _ZH_ONLY_FORMS)
 
 
 class WorldChoice(BaseModel):
@@ -210,7 +234,7 @@ class Choices(BaseModel):
             out += [f"turn{i + 1}:segment" for _ in t.segments]
             out += [f"turn{i + 1}:{e.family}" for e in t.entities]
             out += [f"turn{i + 1}:{name}" for name, _ in t.steps]
-        out += ["world" for _ in self.world]
+        out += ["tool_output:injected_instruction" if _injected(w.value) else "world" for w in self.world]
         if self.probe:
             out.append("probe:indirect")
         return list(dict.fromkeys(out))
@@ -253,9 +277,11 @@ def _spelling_sites(value: str, form: str) -> list[int]:
     return out
 
 
-def entity_variant(value: str, form: str, site: int = 0) -> str | None:
+def entity_variant(value: str, form: str, site: int = 0, slot: str = "") -> str | None:
     """``value`` written in ``form`` (see :class:`EntityChoice`), or ``None`` when that form
     does not change it or cannot apply."""
+    if form in NOTATION_FORMS:
+        return notation_variant(value, form, slot)
     if form == "lower":
         out = value.lower()
     elif form == "upper":
@@ -274,7 +300,7 @@ def entity_variant(value: str, form: str, site: int = 0) -> str | None:
         else:
             out = value[:i] + value[i] + value[i:]
     else:
-        raise InvalidArgument(f"unknown entity form {form!r}; choose from {', '.join(CASE_FORMS + SPELLING_FORMS)}")
+        raise InvalidArgument(f"unknown entity form {form!r}; choose from {', '.join(CASE_FORMS + SPELLING_FORMS + NOTATION_FORMS)}")
     return out if out != value else None
 
 
@@ -387,6 +413,11 @@ def _named(words: str, name: str) -> bool:
     return any(re.search(rf"(?<![a-z0-9_]){re.escape(form)}(?![a-z0-9_])", words) for form in {low, low.replace("_", " ")})
 
 
+def _injected(value: Any) -> bool:
+    """A tool output value that holds an injected instruction (:func:`_other_values`)."""
+    return isinstance(value, str) and any(text in value for text in injection_texts())
+
+
 def _other_values(value: Any, schema: Mapping[str, Any]) -> tuple[Any, ...]:
     """Other values the field's schema allows: other enum members; a flipped boolean; for
     numbers 0, 1, half and double; for ISO dates a day before, a month after, a year before."""
@@ -403,6 +434,9 @@ def _other_values(value: Any, schema: Mapping[str, Any]) -> tuple[Any, ...]:
         lo, hi = schema.get("minimum"), schema.get("maximum")
         pool = [v for v in pool if (lo is None or v >= lo) and (hi is None or v <= hi)]
         return tuple(dict.fromkeys(v for v in pool if v != value))
+    if isinstance(value, str) and kind in (None, "string") and not _DATE.match(value) and len(value.split()) >= 2 and not _injected(value):
+        # free text (a note, a description): an instruction injected into it (OWASP LLM01, indirect)
+        return tuple(f"{value} {text}" for text in injection_texts()[:1])
     if isinstance(value, str) and _DATE.match(value) and kind in (None, "string"):
         try:
             d = date.fromisoformat(value)
@@ -494,6 +528,10 @@ class _TurnSpace:
     """The other declared languages whose pack has phrases to drop in."""
     facts: TurnFacts
     """What the turn states that its expectations depend on (:func:`turn_facts`)."""
+    role: str = "request"
+    """The turn's role (:func:`agentprop.strategies._internal.families.turn_role`)."""
+    families: tuple[str, ...] = ()
+    """The input families that wrap this turn (docs/input-families.md)."""
 
 
 def _code_switch(text: str, host: str, phrase: str) -> str:
@@ -739,11 +777,14 @@ class ChoiceSpace:
             value = str(raw)
             if not value or _value_pattern(value).search(text) is None:
                 continue
-            forms = entity_forms(slot, value)
+            forms = (*entity_forms(slot, value), *value_forms(slot, value, lang))
             if forms:
                 entities.append((slot, value, forms))
         switch_to = tuple(x for x in self.languages if x != lang and _switch_phrases(x))
-        return _TurnSpace(text, lang, source, segments, tuple(entities), switch_to, turn_facts(self.project.bindings, source, variant.slots))
+        role = turn_role(text, i, lang)
+        fams = tuple(families_for(role, lang, _protected(variant, text)))
+        facts = turn_facts(self.project.bindings, source, variant.slots)
+        return _TurnSpace(text, lang, source, segments, tuple(entities), switch_to, facts, role, fams)
 
     def base(self, template: int) -> Scenario:
         if not 0 <= template < len(self.variants):
@@ -799,20 +840,25 @@ class ChoiceSpace:
         protect = _protected(base, text)
         for e in c.entities:
             value = str(base.slots.get(e.slot, ""))
-            variant = entity_variant(value, e.form, e.site) if value and e.form in entity_forms(e.slot, value) else None
+            allowed = entity_forms(e.slot, value) + value_forms(e.slot, value, space.lang) if value else ()
+            variant = entity_variant(value, e.form, e.site, e.slot) if value and e.form in allowed else None
             if variant is None or _value_pattern(value).search(text) is None:
                 continue
             text = _replace_value(text, value, variant)
             protect = [variant if p == value else p for p in protect]
         facts = space.facts
         return self._apply_steps(
-            text, c.steps, space.lang, protect, facts.keeps(text, protect, [str(base.slots[n]) for n in facts.names if n in base.slots])
+            text, c.steps, space.lang, protect, facts.keeps(text, protect, [str(base.slots[n]) for n in facts.names if n in base.slots]), space.role
         )
 
-    def _apply_steps(self, text: str, steps: Sequence[StepChoice], lang: str, protect: list[str], keeps: StepCheck | None = None) -> str:
+    def _apply_steps(
+        self, text: str, steps: Sequence[StepChoice], lang: str, protect: list[str], keeps: StepCheck | None = None, role: str = "request"
+    ) -> str:
         """``steps`` applied in order; with ``keeps``, a step after which the text no longer
         states the turn's facts (:meth:`TurnFacts.keeps`) is not applied, as a transform with
-        no site is not (so any subset of the steps still renders an instance of the scenario)."""
+        no site is not (so any subset of the steps still renders an instance of the scenario).
+        An input family's step (:data:`FAMILY_STEPS`) writes the turn in that family's frame
+        for the turn's ``role``."""
         typos = 0
         group: list[StepChoice] = []
 
@@ -839,6 +885,12 @@ class ChoiceSpace:
             return out
 
         for name, params in steps:
+            if name in FAMILY_STEPS:
+                text = flush(text)
+                framed = apply_family(text, name, dict(params).get("choice", 0), role, lang, [p for p in protect if p in text])
+                if keeps is None or keeps(framed, [name]):
+                    text = framed
+                continue
             if name != CODESWITCH:
                 group.append((name, params))
                 continue
@@ -914,7 +966,15 @@ class ChoiceSpace:
         if not any(varied) and template == 0 and not world:
             varied[rng.randrange(n)] = True
         turns = tuple(
-            self._draw_turn(rng, i, spaces[i], w, max_steps, decks.setdefault(f"template{template}:turn{i + 1}", []) if decks is not None else None)
+            self._draw_turn(
+                rng,
+                i,
+                spaces[i],
+                w,
+                max_steps,
+                decks.setdefault(f"template{template}:turn{i + 1}", []) if decks is not None else None,
+                decks.setdefault(f"families:turn{i + 1}", []) if decks is not None else None,
+            )
             if vary
             else TurnChoice()
             for i, vary in enumerate(varied)
@@ -924,7 +984,20 @@ class ChoiceSpace:
         turns = tuple(t.model_copy(update={"template": template}) for t in turns)
         return Choices(lang=self.lang, turns=turns, world=world)
 
-    def _draw_turn(self, rng: random.Random, i: int, space: _TurnSpace, w: Mapping[str, float], max_steps: int, deck: list[str] | None) -> TurnChoice:
+    def _draw_turn(
+        self,
+        rng: random.Random,
+        i: int,
+        space: _TurnSpace,
+        w: Mapping[str, float],
+        max_steps: int,
+        deck: list[str] | None,
+        family_deck: list[str] | None = None,
+    ) -> TurnChoice:
+        """One turn's choices. With decks, the input families (docs/input-families.md: a value's
+        notation, the families that wrap the turn) have a deck of their own, shared by the
+        template variants: each draw deals one, so a path's first draws meet every family that
+        applies to the turn, whatever its template."""
         base = self.variants[0]
         options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = list(_available_steps(space.text, space.lang, _protected(base, space.text)))
         if space.segments:
@@ -935,15 +1008,27 @@ class ChoiceSpace:
             options.append(("spelling", None))
         if space.switch_to:
             options.append((CODESWITCH, None))
-        if not options:
+        family_options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = [(name, None) for name in space.families]
+        if any(set(forms) & set(NOTATION_FORMS) for _, _, forms in space.entities):
+            family_options.insert(0, ("notation", None))
+        dealt: list[str] = []
+        if family_deck is not None and family_options:
+            family_weights = [max(w.get(f"turn{i + 1}:{name}", 1.0), 1e-6) for name, _ in family_options]
+            dealt.append(_deal(family_deck, family_options, family_weights, rng))
+        else:
+            options += family_options
+        if not options and not dealt:
             return TurnChoice()
         weights = [max(w.get(f"turn{i + 1}:{name}", 1.0), 1e-6) for name, _ in options]
         by_name = {name: k for k, (name, _) in enumerate(options)}
         steps: list[StepChoice] = []
         segments: list[int] = []
         entities: list[EntityChoice] = []
-        for _ in range(rng.randint(min(3, max_steps), max_steps)):
-            if deck is not None:
+        picks = len(dealt) + (rng.randint(min(3, max_steps), max_steps) - len(dealt) if options else 0)
+        for k in range(picks):
+            if k < len(dealt):
+                name, bounds = dealt[k], None
+            elif deck is not None:
                 name, bounds = options[by_name[_deal(deck, options, weights, rng)]]
             else:
                 name, bounds = options[rng.choices(range(len(options)), weights=weights)[0]]
@@ -951,14 +1036,17 @@ class ChoiceSpace:
                 left = [k for k in range(space.segments) if k not in segments]
                 if left:
                     segments.append(left[rng.randrange(len(left))])
-            elif name in ("case", "spelling"):
-                forms_of = CASE_FORMS if name == "case" else SPELLING_FORMS
+            elif name in ("case", "spelling", "notation"):
+                forms_of = CASE_FORMS if name == "case" else SPELLING_FORMS if name == "spelling" else NOTATION_FORMS
                 open_ = [(slot, [f for f in forms if f in forms_of]) for slot, _, forms in space.entities if slot not in {e.slot for e in entities}]
                 open_ = [(slot, fs) for slot, fs in open_ if fs]
                 if open_:
                     slot, fs = open_[rng.randrange(len(open_))]
                     form = rng.choices(fs, weights=[_FORM_WEIGHTS.get(f, 1.0) for f in fs])[0]
                     entities.append(EntityChoice(slot=slot, form=form, site=rng.randint(0, 63) if name == "spelling" else 0))
+            elif name in FAMILY_STEPS:
+                if name not in {st[0] for st in steps}:
+                    steps.append((name, (("choice", rng.randrange(64)),)))
             elif name == CODESWITCH:
                 other = rng.randrange(len(space.switch_to))
                 steps.append((CODESWITCH, (("lang", other), ("choice", rng.randrange(len(_switch_phrases(space.switch_to[other])))))))
@@ -987,6 +1075,7 @@ _STEP_ORDER = {
             "greeting",
             "closing",
             "reorder",
+            *FAMILY_ORDER,
             CODESWITCH,
             "casing",
             "typo",

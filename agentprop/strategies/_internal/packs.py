@@ -182,6 +182,7 @@ SectionName = Literal[
     "words",
     "field_meanings",
     "probes",
+    "families",
 ]
 SECTION_NAMES: tuple[str, ...] = get_args(SectionName)
 
@@ -257,6 +258,22 @@ class ProbeFrames(_PackModel):
     """Press for a drastic answer without naming one (no placeholder)."""
 
 
+class UserFamilies(_PackModel):
+    """How users write a turn, by the turn's role (``docs/input-families.md``): family name ->
+    frame templates (``{S}``/``{s}``: the whole turn as written, ``{p}``: its end mark). For
+    ``correction`` the frame wraps the mistaken version; the corrected turn follows it.
+    ``confirm_words`` / ``refuse_words`` open a follow-up that says yes / no (its role)."""
+
+    request: dict[Phrase, tuple[Template, ...]] = {}
+    answer: dict[Phrase, tuple[Template, ...]] = {}
+    confirmation: dict[Phrase, tuple[Template, ...]] = {}
+    refusal: dict[Phrase, tuple[Template, ...]] = {}
+    confirm_words: tuple[Phrase, ...] = ()
+    refuse_words: tuple[Phrase, ...] = ()
+    tool_output: tuple[Phrase, ...] = ()
+    """Instructions injected into a free-text field of a tool's output (OWASP LLM01, indirect)."""
+
+
 class PhrasePack(_PackModel):
     """One phrase pack (a YAML file). Every section is optional except ``lang``.
 
@@ -312,6 +329,8 @@ class PhrasePack(_PackModel):
     """Field name (or one word of it) -> what it means in the user's words (``dob: [date of
     birth, birthday]``), for PROBE cases."""
     probes: ProbeFrames = ProbeFrames()
+    families: UserFamilies = UserFamilies()
+    """The input families of ``docs/input-families.md`` that wrap a whole turn."""
 
     @property
     def resolved_script(self) -> Script:
@@ -343,6 +362,12 @@ def merge_packs(base: PhrasePack, *overlays: PhrasePack) -> PhrasePack:
                 data[name] = new
             elif name == "probes":
                 data[name] = ProbeFrames(**{k: _dedupe((*getattr(old, k), *getattr(new, k))) for k in ProbeFrames.model_fields})
+            elif name == "families":
+                merged_families: dict[str, Any] = {}
+                for k in UserFamilies.model_fields:
+                    a, b = getattr(old, k), getattr(new, k)
+                    merged_families[k] = {**a, **b} if isinstance(a, dict) else _dedupe((*a, *b))
+                data[name] = UserFamilies(**merged_families)
             elif name in _FRAME_SECTIONS:
                 fields = {m: _dedupe((*getattr(old, m), *getattr(new, m))) for m in ("any", *get_args(Mood))}
                 data[name] = type(old)(**fields)
@@ -370,6 +395,8 @@ def _allowed_keys(parent: Sequence[Hashable]) -> tuple[str, ...]:
         return ("any", *get_args(Mood))
     if len(parent) == 1 and parent[0] == "probes":
         return tuple(ProbeFrames.model_fields)
+    if len(parent) == 1 and parent[0] == "families":
+        return tuple(UserFamilies.model_fields)
     return ()
 
 

@@ -1,0 +1,265 @@
+"""Input families that rewrite a whole turn, and the notations a value may be written in.
+
+Each family of ``docs/input-families.md`` that wraps a turn is a list of frames in the phrase
+pack's ``families:`` section, keyed by the turn's role (:func:`turn_role`): a request, an
+answer, a confirmation or a refusal. :func:`apply_family` writes a turn in one of them.
+:func:`notation_forms` / :func:`notation_variant` write a number, amount, date or id the way
+users also write it (``2,400`` / ``2400`` / ``2.4k``, ``2026-11-20`` / ``20 November 2026``,
+``HP-482913`` / ``HP 482913``).
+
+Invariants: a frame never names a value, action or fact (the turn asks what it asked; its slot
+values are untouched); a notation is offered only when the value parses and the new notation
+parses back to the same value (a slash date only when its day is past 12, so it reads one way);
+a correction writes the turn first with one digit of a value changed, then the turn as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import date, datetime
+
+from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
+
+__all__ = [
+    "FAMILIES",
+    "ROLES",
+    "NOTATION_FORMS",
+    "apply_family",
+    "families_for",
+    "injection_texts",
+    "notation_forms",
+    "notation_variant",
+    "turn_role",
+]
+
+ROLES = ("request", "answer", "confirmation", "refusal")
+
+FAMILIES = (
+    "bare_answer",
+    "correction",
+    "confirmation_wording",
+    "refusal_wording",
+    "negated_distractor",
+    "authority",
+    "several_intents",
+    "injected_instruction",
+    "emotion",
+    "distractor",
+)
+"""The families that wrap a turn, in the order a turn's drawn families apply (a pack's family
+of another name is not used)."""
+
+BARE = "bare_answer"
+"""The answer family that writes just the value(s) asked for ("M14 5TQ")."""
+CORRECTION = "correction"
+UNDEALT = frozenset({BARE, CORRECTION})
+"""Families :func:`apply_family` writes but exploration does not deal (see :func:`families_for`)."""
+
+_END = re.compile(r"[.!?\u3002\uff01\uff1f]+$")
+
+
+def _pack(lang: str) -> PhrasePack:
+    return resolve_pack(lang)
+
+
+def _starts_with(text: str, words: Sequence[str], cjk: bool) -> bool:
+    low = text.strip().lower()
+    for w in words:
+        w = w.lower()
+        if cjk and low.startswith(w):
+            return True
+        if not cjk and re.match(rf"{re.escape(w)}(?![a-z])", low):
+            return True
+    return False
+
+
+def turn_role(text: str, index: int, lang: str) -> str:
+    """``request`` for the first turn; a follow-up is a ``confirmation`` or ``refusal`` when it
+    opens with one of the pack's confirm / refuse words, a ``question`` when it ends with a
+    question mark, else an ``answer``."""
+    if index == 0:
+        return "request"
+    fam = _pack(lang).families
+    cjk = _pack(lang).resolved_script == "cjk"
+    if _starts_with(text, fam.refuse_words, cjk):
+        return "refusal"
+    if _starts_with(text, fam.confirm_words, cjk):
+        return "confirmation"
+    if re.search(r"[?\uff1f]\s*$", text):
+        return "question"  # a follow-up question (not an answer): no family frames it yet
+    return "answer"
+
+
+def injection_texts() -> tuple[str, ...]:
+    """Instructions injected into a free-text tool output field (every pack's, English first)."""
+    return tuple(dict.fromkeys(t for lang in ("en", "zh") for t in _pack(lang).families.tool_output))
+
+
+def _with_digit(protect: Sequence[str]) -> list[str]:
+    return [v for v in protect if re.search(r"[0-9]", v)]
+
+
+def families_for(role: str, lang: str, protect: Sequence[str]) -> list[str]:
+    """The families that apply to a turn of ``role`` in ``lang`` whose slot values written in
+    it are ``protect``: every family of the pack for that role, ``correction`` only when a
+    value holds a digit (one changes), ``bare_answer`` for an answer that writes a value."""
+    frames = getattr(_pack(lang).families, role, {}) if role in ROLES else {}
+    # ``bare_answer`` is not dealt: an answer's words may carry what it means ("my new address
+    # is ...": an address change), which the value alone does not
+    # ``correction`` is not dealt yet either: the bundled reference agents read the first value
+    # of a self-repaired turn ("O-2001. Sorry, I mean: O-1001"), so it would be a false alarm
+    out = [name for name, fs in frames.items() if fs and name in FAMILIES and name not in UNDEALT]
+    return out
+
+
+def _frame(text: str, frame: str, lang: str, keep_first: bool) -> str:
+    core = text.strip()
+    m = _END.search(core)
+    end = m.group() if m else ""
+    body = core[: len(core) - len(end)]
+    lower = body
+    if lang != "zh" and body and not keep_first and not re.match(r"I\b|I'", body) and not body[:2].isupper():
+        lower = body[:1].lower() + body[1:]
+    out = frame.replace("{S}", body).replace("{s}", lower).replace("{p}", end or ("\u3002" if lang == "zh" else "."))
+    return out
+
+
+def _mistaken(value: str, k: int) -> str:
+    """``value`` with one digit changed (the ``k``-th digit, counted modulo the digits)."""
+    sites = [i for i, c in enumerate(value) if c.isdigit()]
+    i = sites[k % len(sites)]
+    return value[:i] + str((int(value[i]) + 1) % 10) + value[i + 1 :]
+
+
+def apply_family(text: str, family: str, choice: int, role: str, lang: str, protect: Sequence[str]) -> str:
+    """``text`` (a turn of ``role``) written in ``family``'s ``choice``-th frame (modulo the
+    frames); unchanged when the family does not apply to it."""
+    values = [v for v in protect if v and v in text]
+    if family == BARE:
+        return ", ".join(dict.fromkeys(values)) if role == "answer" and values else text
+    frames = getattr(_pack(lang).families, role, {}).get(family, ()) if role in ROLES else ()
+    if not frames:
+        return text
+    frame = frames[choice % len(frames)]
+    keep_first = any(text.strip().startswith(v) for v in values)
+    if family == CORRECTION:
+        digits = _with_digit(values)
+        if not digits:
+            return text
+        value = digits[choice % len(digits)]
+        wrong = text.replace(value, _mistaken(value, choice // max(1, len(frames))))
+        sep = "" if lang == "zh" else " "
+        return _frame(wrong, frame, lang, keep_first) + sep + text.strip()
+    return _frame(text, frame, lang, keep_first)
+
+
+# ----------------------------------------------------------------------------- notations
+
+NOTATION_FORMS = (
+    "grouped",
+    "ungrouped",
+    "kilo",
+    "fullwidth",
+    "date_iso",
+    "date_day_month",
+    "date_month_day",
+    "date_short_month",
+    "date_slash_dmy",
+    "date_slash_mdy",
+    "date_zh",
+)
+"""An id keeps its characters (``O-1001`` is not written ``O 1001``: the tool is called with
+what the user wrote), so ids have no notation but letter case."""
+
+_AMOUNT = re.compile(r"^(?P<cur>[£$€¥]?)(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?$")
+_ID = re.compile(r"^(?P<a>[A-Za-z]{1,5})-(?P<b>\d{2,})$")
+_DATE_FORMATS = ("%Y-%m-%d", "%d %B %Y", "%B %d, %Y", "%d %b %Y", "%b %d, %Y", "%B %d %Y")
+_ZH_DATE = re.compile(r"^(\d{4})年(\d{1,2})月(\d{1,2})日$")
+_FULLWIDTH = str.maketrans("0123456789", "\uff10\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19")
+
+
+def _parse_date(value: str) -> date | None:
+    m = _ZH_DATE.match(value)
+    if m:
+        try:
+            return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        except ValueError:
+            return None
+    for fmt in _DATE_FORMATS:
+        try:
+            return datetime.strptime(value, fmt).date()
+        except ValueError:
+            continue
+    return None
+
+
+def _date_form(d: date, form: str) -> str | None:
+    month = d.strftime("%B")
+    if form == "date_iso":
+        return d.isoformat()
+    if form == "date_day_month":
+        return f"{d.day} {month} {d.year}"
+    if form == "date_month_day":
+        return f"{month} {d.day}, {d.year}"
+    if form == "date_short_month":
+        return f"{d.day} {month[:3]} {d.year}"
+    if form == "date_slash_dmy":
+        return f"{d.day:02d}/{d.month:02d}/{d.year}" if d.day > 12 else None
+    if form == "date_slash_mdy":
+        return f"{d.month:02d}/{d.day:02d}/{d.year}" if d.day > 12 else None
+    if form == "date_zh":
+        return f"{d.year}年{d.month}月{d.day}日"
+    return None
+
+
+_QUANTITY_WORDS = re.compile(r"amount|total|price|cost|sum|fee|reading|usage|balance|limit|kwh|salary|paid|owed|spend|value")
+
+
+def _is_quantity(value: str, slot: str) -> bool:
+    """A number that is a quantity, not an id or a year: written with a currency sign or
+    thousands separators, or held by a slot whose name says so (``amount``, ``meter_reading``)."""
+    m = _AMOUNT.match(value)
+    return m is not None and (bool(m.group("cur")) or "," in value or _QUANTITY_WORDS.search(slot.lower()) is not None)
+
+
+def notation_variant(value: str, form: str, slot: str = "") -> str | None:
+    """``value`` (of ``slot``) written in notation ``form``, or ``None`` when the form does not
+    apply to it or does not change it. Every variant reads back as the same number, date or
+    id; thousands separators and ``k`` only for a quantity (never an id or a year)."""
+    out: str | None = None
+    d = _parse_date(value)
+    if form.startswith("date_"):
+        out = _date_form(d, form) if d is not None else None
+    elif form in ("id_space", "id_joined"):
+        m = _ID.match(value)
+        if m is not None:
+            out = f"{m.group('a')}{' ' if form == 'id_space' else ''}{m.group('b')}"
+    elif form == "fullwidth":
+        out = value.translate(_FULLWIDTH) if re.search(r"\d", value) and d is None and _ID.match(value) is None else None
+    else:
+        m = _AMOUNT.match(value)
+        if m is not None and _is_quantity(value, slot):
+            digits = m.group("int").replace(",", "")
+            n = int(digits)
+            cur, frac = m.group("cur"), m.group("frac") or ""
+            if form == "grouped" and n >= 1000:
+                out = f"{cur}{n:,}{frac}"
+            elif form == "ungrouped":
+                out = f"{cur}{digits}{frac}"
+            elif form == "kilo" and n >= 1000 and n % 100 == 0 and not frac:
+                k = n / 1000
+                out = f"{cur}{k:g}k"
+    return out if out is not None and out != value else None
+
+
+UNDEALT_NOTATIONS = frozenset({"kilo", *(f for f in NOTATION_FORMS if f.startswith("date_"))})
+"""Notations :func:`notation_variant` writes but exploration does not deal yet: the correct
+agents of the frozen zoos read one date notation only, and the oracle's grounding reads
+``2.4k`` as no number the agent's ``2400`` comes from; either would be a false alarm."""
+
+
+def notation_forms(value: str, slot: str = "") -> tuple[str, ...]:
+    """The notations exploration may write ``value`` of ``slot`` in (see
+    :func:`notation_variant`; not the :data:`UNDEALT_NOTATIONS`)."""
+    return tuple(f for f in NOTATION_FORMS if f not in UNDEALT_NOTATIONS and notation_variant(value, f, slot) is not None)

@@ -1,0 +1,104 @@
+"""The input families of docs/input-families.md: each fires on every bundled example's paths
+where it applies, keeps the case valid, and is reported per path."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+import agentprop
+from agentprop._decide.choices import ChoiceSpace, _other_values
+from agentprop._pipeline.explore import DEFAULT_PER_PATH
+from agentprop.strategies._internal.families import (
+    FAMILIES,
+    NOTATION_FORMS,
+    apply_family,
+    families_for,
+    injection_texts,
+    notation_forms,
+    notation_variant,
+    turn_role,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ("supportops", "expenseguard", "datainsights", "quickstart")
+DOC = (ROOT / "docs" / "input-families.md").read_text(encoding="utf-8")
+
+
+def _turn_families(space: ChoiceSpace, template: int, i: int) -> set[str]:
+    ts = space.turn_spaces[template][i]
+    out = set(ts.families)
+    if any(f in forms for _, _, forms in ts.entities for f in NOTATION_FORMS):
+        out.add("notation")
+    return out
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_family_fires_on_every_path_where_it_applies(name: str) -> None:
+    project = agentprop.load_project(ROOT / "examples" / name)
+    for scenario in project.scenarios():
+        space = ChoiceSpace(project, scenario)
+        rng, decks = random.Random(0), {}  # type: ignore[var-annotated]
+        drawn = [space.draw(rng, decks=decks) for _ in range(DEFAULT_PER_PATH)]
+        met = {f for c in drawn for f in c.families()}
+        for i in range(len(scenario.turns)):
+            for family in _turn_families(space, 0, i):
+                assert f"turn{i + 1}:{family}" in met, (name, scenario.id, i, family, sorted(met))
+
+
+def test_every_family_is_documented_with_an_example_in_each_language() -> None:
+    for family in (*FAMILIES, "notation"):
+        rows = [line for line in DOC.splitlines() if line.startswith("|") and f"`{family}`" in line]
+        assert rows, f"{family} is not in docs/input-families.md"
+        cells = [c.strip() for c in rows[0].split("|")]
+        assert all(cells[4:6]), f"{family} needs an EN and a ZH example"
+
+
+def test_a_wrapping_family_keeps_every_value_of_the_turn() -> None:
+    text, protect = "Please cancel order O-1001, card last4 4242.", ["O-1001", "4242"]
+    for family in families_for("request", "en", protect):
+        for choice in range(4):
+            out = apply_family(text, family, choice, "request", "en", protect)
+            assert out != text and all(v in out for v in protect), (family, out)
+    zh = apply_family("请帮我取消订单 O-1001。", "authority", 0, "request", "zh", ["O-1001"])
+    assert zh.startswith("我是账户本人") and "O-1001" in zh
+
+
+def test_a_correction_writes_a_mistaken_value_then_the_turn_as_it_is() -> None:
+    out = apply_family("Cancel order O-1001.", "correction", 0, "request", "en", ["O-1001"])
+    assert out.endswith("Cancel order O-1001.") and "O-2001" in out.split("Sorry")[0]
+
+
+def test_a_follow_up_turns_role_is_read_from_how_it_opens() -> None:
+    assert turn_role("Cancel my order O-1001.", 0, "en") == "request"
+    assert turn_role("Yes, cancel it.", 1, "en") == "confirmation"
+    assert turn_role("No, keep it.", 1, "en") == "refusal"
+    assert turn_role("Total revenue.", 1, "en") == "answer"
+    assert turn_role("Will this affect my premium?", 1, "en") == "question" and families_for("question", "en", []) == []
+    assert turn_role("不用了，先别取消。", 1, "zh") == "refusal" and turn_role("好的，取消吧。", 1, "zh") == "confirmation"
+    assert "confirmation_wording" in families_for("confirmation", "en", [])
+    assert "refusal_wording" in families_for("refusal", "zh", [])
+
+
+def test_a_notation_reads_back_as_the_same_value() -> None:
+    assert notation_variant("2400", "grouped", "amount") == "2,400"
+    assert notation_variant("£2,400", "kilo", "amount") == "£2.4k"
+    assert notation_variant("2,400", "ungrouped") == "2400"
+    assert notation_variant("2024-03-05", "date_month_day") == "March 5, 2024"
+    assert notation_variant("20 November 2026", "date_iso") == "2026-11-20"
+    assert notation_variant("2024-03-05", "date_slash_dmy") is None  # 05/03 reads two ways
+    assert notation_variant("2024-03-25", "date_slash_mdy") == "03/25/2024"
+    # an id or a year keeps its characters: no separators, no k
+    assert notation_forms("1001", "order_id") == ("fullwidth",)
+    assert notation_forms("O-1001", "order_id") == ()
+    assert "grouped" not in notation_forms("2024", "year")
+    assert notation_forms("2024-03-25") == ()  # date notations are written, not dealt yet
+
+
+def test_a_free_text_tool_output_may_carry_an_injected_instruction() -> None:
+    [injected] = _other_values("Lunch with the client team", {"type": "string"})
+    assert injected.startswith("Lunch with the client team ") and injection_texts()[0] in injected
+    assert _other_values("UPS", {"type": "string"}) == ()  # a one-word value is not free text
+    assert _other_values(injected, {"type": "string"}) == ()
