@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentprop._agents.project import Project
-from agentprop._pipeline.kinds import boundary_case_ids
+from agentprop._pipeline.kinds import boundary_case_ids, dir_pairs
 from agentprop._pipeline.probe import probe_case_id, probe_targets
 from agentprop._scenario.build import Scenario
 from agentprop.strategies._internal.boundary import boundary_values
-from agentprop.strategies._internal.directional import directional_pairs
 from agentprop.strategies._internal.variants import paraphrase_variants
 
 __all__ = ["CaseListing", "list_cases", "short"]
@@ -80,10 +79,7 @@ def list_cases(project: Project, scenarios: list[Scenario], kinds: tuple[str, ..
             )
     if "dir" in kinds:
         seen: set[tuple[str, str]] = set()
-        for pair in directional_pairs(spec, bindings):
-            base, perturbed = pair.base.scenario, pair.perturbed.scenario
-            if base is None or perturbed is None or not pair.changes_decision:
-                continue
+        for pair, base, perturbed in dir_pairs(project):
             key = (base.model_dump_json(), perturbed.model_dump_json())
             if key in seen:
                 continue

@@ -31,7 +31,7 @@ from agentprop._pipeline.report.model import CaseReport, FailureSummary, RunTrac
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop.strategies._internal.boundary import boundary_values
-from agentprop.strategies._internal.directional import directional_pairs
+from agentprop.strategies._internal.directional import DirectionalPair, directional_pairs
 from agentprop.strategies._internal.variants import paraphrase_variants
 
 Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
@@ -151,6 +151,21 @@ def boundary_case_ids(cases: list[Any]) -> list[str]:
     return out
 
 
+def dir_pairs(project: Project) -> list[tuple[DirectionalPair, Scenario, Scenario]]:
+    """The DIR pairs a run decides: both sides realised, the decision changing, and both sides'
+    paths among the cases the compiler kept. A side on a path it dropped (contradictory, P005:
+    it differs from another only by an ``internal`` variable's assumed value) expects what no
+    conversation or world can make the agent do; that path is reported not tested instead."""
+    kept = {s.id for s in project.scenarios()}
+    out: list[tuple[DirectionalPair, Scenario, Scenario]] = []
+    for pair in directional_pairs(project.spec, project.bindings):
+        base, perturbed = pair.base.scenario, pair.perturbed.scenario
+        if base is None or perturbed is None or not pair.changes_decision or base.id not in kept or perturbed.id not in kept:
+            continue
+        out.append((pair, base, perturbed))
+    return out
+
+
 async def extra_cases(
     project: Project,
     agent: LoadedAgent,
@@ -228,11 +243,7 @@ async def extra_cases(
 
     if "dir" in kinds:
         seen: set[tuple[str, str]] = set()
-        for pair in directional_pairs(spec, bindings):
-            base, perturbed = pair.base.scenario, pair.perturbed.scenario
-            # not (pair.realisable and pair.changes_decision), spelled out so the scenarios' types narrow
-            if base is None or perturbed is None or not pair.changes_decision:
-                continue
+        for pair, base, perturbed in dir_pairs(project):
             key = (base.model_dump_json(), perturbed.model_dump_json())
             if key in seen or not wanted(f"DIR {pair.variable} @{pair.node}#{pair.branch}", base, perturbed):
                 continue
