@@ -19,7 +19,16 @@ import pytest
 
 from agentprop._agents.project import load_project
 from agentprop._cli import main
-from agentprop._pipeline.importing import anthropic_trace_of, detect_format, judge_trace, read_log, read_openai_chat, summarise, trace_of
+from agentprop._pipeline.importing import (
+    anthropic_trace_of,
+    detect_format,
+    judge_trace,
+    read_log,
+    read_openai_chat,
+    read_otel,
+    summarise,
+    trace_of,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"
@@ -30,6 +39,13 @@ documents for ``POST /v1/messages`` (request: ``model``, ``max_tokens``, ``syste
 ``messages``, ``tools`` with ``input_schema``; response: ``type: message`` with ``content``
 blocks, ``tool_use`` with ``input`` an object, ``stop_reason``; tool outputs as ``tool_result``
 blocks of a user message with ``tool_use_id``)."""
+OTEL_LOG = LOG.with_name("otel_genai_quickstart.json")
+"""The same three conversations as OTLP JSON spans in the OpenTelemetry GenAI semantic
+conventions: an ``invoke_agent`` span per trace, ``chat`` inference spans with
+``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON strings of ``{role, parts}``
+messages, parts ``text``, ``tool_call``, ``tool_call_response``, as in the conventions'
+gen-ai-input-messages.json schema), and an ``execute_tool`` span with ``gen_ai.tool.call.id``,
+``.arguments`` and ``.result``; attributes as OTLP JSON ``{key, value: {stringValue}}``."""
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -142,3 +158,37 @@ def test_a_log_of_the_other_format_names_the_format_option() -> None:
     assert code == 2 and "line 1 is not a logged Chat Completions call: response.choices: Field required" in err
     code, _, err = cli("import", str(QUICKSTART), str(LOG), "--format", "anthropic-messages")
     assert code == 2 and "not a logged Anthropic Messages call" in err and "--format" in err
+
+
+def test_otel_genai_spans_are_read_one_trace_per_trace_id_and_judged_like_the_chat_log() -> None:
+    assert detect_format(OTEL_LOG) == "otel"
+    project = load_project(QUICKSTART)
+    chat = [judge_trace(project, t, project.scenarios()) for t in read_log(LOG, "openai-chat")]
+    spans = [judge_trace(project, t, project.scenarios()) for t in read_log(OTEL_LOG, "otel")]
+    assert [j.trace.case_id for j in spans] == [
+        "trace 5b8efff798038103d269b633813fc60c",
+        "trace 6c9f00a8a9149214e37ac744924ad71d",
+        "trace 7da011b9ba25a325f48bd855a35be82e",
+    ]
+    assert [(j.path, j.signatures) for j in spans] == [(j.path, j.signatures) for j in chat]
+
+
+def test_a_tool_output_missing_from_the_messages_comes_from_the_execute_tool_span(tmp_path: Path) -> None:
+    document = json.loads(OTEL_LOG.read_text(encoding="utf-8"))
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    for span in spans:
+        for attribute in span["attributes"]:
+            if attribute["key"] == "gen_ai.input.messages":
+                messages = [m for m in json.loads(attribute["value"]["stringValue"]) if m["role"] != "tool"]
+                attribute["value"]["stringValue"] = json.dumps(messages)
+    log = tmp_path / "spans.json"
+    log.write_text(json.dumps(document), encoding="utf-8")
+    (call,) = read_otel(log)[0].turns[0].tool_calls
+    assert (call.name, call.result) == ("get_order", {"order_id": "O-1001", "status": "shipped"})
+
+
+def test_a_file_that_is_not_otlp_json_is_an_input_error(tmp_path: Path) -> None:
+    log = tmp_path / "spans.json"
+    log.write_text('{"spans": []}\n', encoding="utf-8")
+    code, _, err = cli("import", str(QUICKSTART), str(log), "--format", "otel")
+    assert code == 2 and "not OTLP JSON: no resourceSpans list" in err and '"resourceSpans": [{"scopeSpans"' in err

@@ -1,6 +1,6 @@
 """``agentprop import PROJECT LOG``: production traces judged by the spec's contracts.
 
-Reads an OpenAI Chat Completions or Anthropic Messages JSONL log (:mod:`agentprop._pipeline.importing`), prints a
+Reads a Chat Completions or Messages JSONL log, or OTLP JSON GenAI spans (:mod:`agentprop._pipeline.importing`), prints a
 progress line on stderr and a summary: which path each trace took and what it broke, one line
 per distinct behaviour. Exit 0 when every trace kept every contract, 1 otherwise, 2 for bad input.
 """
@@ -16,20 +16,18 @@ from typing import TextIO
 from agentprop._cli.common import EXIT_OK, require_cases
 from agentprop._cli.options import BINDINGS_HELP, SPEC_HELP
 
-FORMATS = ("auto", "openai-chat", "anthropic-messages")
+FORMATS = ("auto", "openai-chat", "anthropic-messages", "otel")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    imp = sub.add_parser(
-        "import", help="judge production traces (an OpenAI Chat Completions or Anthropic Messages JSONL log) by the spec's contracts"
-    )
+    imp = sub.add_parser("import", help="judge production traces (Chat Completions or Messages JSONL logs, OTel GenAI spans) by the spec's contracts")
     imp.add_argument("spec", metavar="PROJECT", help=SPEC_HELP)
     imp.add_argument("log", metavar="LOG", help="the log: one JSON object a line, {request: ..., response: ...} of one model call")
     imp.add_argument(
         "--format",
         choices=FORMATS,
         default="auto",
-        help="the log's format: openai-chat (Chat Completions calls), anthropic-messages (Messages API calls), or auto (default: told from the first line)",
+        help="the log's format: openai-chat (Chat Completions calls), anthropic-messages (Messages API calls), otel (OTLP JSON GenAI spans), or auto (default: told from the first line)",
     )
     imp.add_argument("--bindings", help=BINDINGS_HELP)
     imp.set_defaults(handler=command)

@@ -1,19 +1,20 @@
-"""Production traces in: OpenAI Chat Completions and Anthropic Messages logs read into traces.
+"""Production traces in: Chat Completions, Messages and OTel GenAI logs read into traces.
 
 A log is JSONL, one model call a line: ``{"request": {...}, "response": {...}}``, the request
 and response bodies as the APIs document them: ``POST /v1/chat/completions`` (the request's
 ``messages``; the response's ``choices[0].message`` with ``content`` and ``tool_calls``; tool
 results as ``role: "tool"`` messages with ``tool_call_id``) or ``POST /v1/messages`` (the
 request's ``messages``; the response's ``content`` blocks, ``tool_use`` calls answered by
-``tool_result`` blocks, ``is_error`` for a failure). A conversation is the messages of its last call plus that call's reply: a call whose messages
-and reply are the start of a later call's messages is part of that later conversation.
+``tool_result`` blocks, ``is_error`` for a failure). A conversation is the messages of its
+last call plus that call's reply: a call whose messages and reply are the start of a later
+call's messages is part of that later conversation. OTel GenAI spans: see :func:`read_otel`.
 
 Each conversation becomes a :class:`~agentprop._scenario.trace.Trace` (one turn per user
 message; ``respond`` calls are its responses) and is judged by the spec's contracts: the
 spec-wide ones (decision in the enum, response contract, tools in scope, call limit) and the
 MFT of the spec's case that ends where the trace responded (its path), the case it breaks the
-fewest contracts of. Traces are grouped by (path, failure signatures). Not read here: OTel
-GenAI spans, the Responses API, LangSmith / Phoenix exports; no case or corpus entry is written.
+fewest contracts of. Traces are grouped by (path, failure signatures). Not read here: the
+Responses API, LangSmith / Phoenix exports; no case or corpus entry is written.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class MessagesRecord(_Loose):
 
 MESSAGES_SHAPE = '{"request": {"messages": [...]}, "response": {"type": "message", "content": [...]}}'
 
-FORMATS = ("openai-chat", "anthropic-messages")
+FORMATS = ("openai-chat", "anthropic-messages", "otel")
 """The log formats read: Chat Completions and Messages API calls, one {request, response} a line."""
 
 _MODELS: dict[str, tuple[type[ChatRecord] | type[MessagesRecord], str, str]] = {
@@ -253,10 +254,166 @@ def anthropic_trace_of(messages: list[dict[str, Any]], *, case_id: str = "", spe
     return trace
 
 
+OTLP_SHAPE = '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": ..., "name": ..., "attributes": [...]}]}]}]}'
+
+
+def _attribute(value: Any) -> Any:
+    """The plain value of an OTLP JSON ``AnyValue``."""
+    if not isinstance(value, dict):
+        return None
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in value:
+            return value[key]
+    if "intValue" in value:
+        return int(value["intValue"])
+    if "arrayValue" in value:
+        return [_attribute(v) for v in value["arrayValue"].get("values", [])]
+    return None
+
+
+def _json_attribute(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _otel_as_chat(messages: list[Any]) -> list[dict[str, Any]]:
+    """GenAI semantic-convention messages (``{role, parts}``, parts ``text`` / ``tool_call`` /
+    ``tool_call_response``) as Chat Completions messages."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        parts = [p for p in message.get("parts") or [] if isinstance(p, dict)]
+        text = "".join(str(p.get("content", "")) for p in parts if p.get("type") == "text")
+        calls = [
+            {
+                "id": str(p.get("id") or ""),
+                "type": "function",
+                "function": {
+                    "name": str(p.get("name", "")),
+                    "arguments": p.get("arguments") if isinstance(p.get("arguments"), str) else json.dumps(p.get("arguments") or {}),
+                },
+            }
+            for p in parts
+            if p.get("type") == "tool_call"
+        ]
+        for p in parts:
+            if p.get("type") == "tool_call_response":
+                response = p.get("response")
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": str(p.get("id") or ""),
+                        "content": response if isinstance(response, str) else json.dumps(response),
+                    }
+                )
+        role = message.get("role")
+        if role == "assistant":
+            out.append({"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})})
+        elif role in ("user", "system") and text:
+            out.append({"role": role, "content": text})
+    return out
+
+
+def _otel_spans(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Every span of an OTLP JSON file (one export request, or one a line as the Collector's
+    file exporter writes), with the line it came from."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        documents = [(1, json.loads(text))]
+    except json.JSONDecodeError:
+        documents = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                documents.append((number, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    f"line {number} is not JSON ({exc.msg})",
+                    location=SourceLocation(path, number, exc.colno),
+                    expected=f"OTLP JSON: {OTLP_SHAPE}, the whole file or one export a line",
+                    fix="export the spans with the OTLP JSON file exporter; drop truncated lines",
+                ) from None
+    for number, document in documents:
+        resource_spans = document.get("resourceSpans") if isinstance(document, dict) else None
+        if not isinstance(resource_spans, list):
+            raise InputError(
+                "not OTLP JSON: no resourceSpans list",
+                location=SourceLocation(path, number),
+                expected=OTLP_SHAPE,
+                fix="export the spans with the OTLP JSON file exporter (or pass the log's --format)",
+            )
+        for resource in resource_spans:
+            for scope in (resource or {}).get("scopeSpans") or []:
+                for span in (scope or {}).get("spans") or []:
+                    if isinstance(span, dict):
+                        yield number, span
+
+
+def read_otel(path: Path, *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
+    """The conversations of OTel GenAI spans, one per trace id: the messages of its last
+    inference span (``gen_ai.input.messages`` then ``gen_ai.output.messages``), tool outputs
+    missing there filled from ``execute_tool`` spans (``gen_ai.tool.call.id`` /
+    ``gen_ai.tool.call.result``). Trace ids name the traces."""
+    last: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+    results: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for n, (_, span) in enumerate(_otel_spans(path), 1):
+        attributes = {a.get("key"): _attribute(a.get("value")) for a in span.get("attributes") or [] if isinstance(a, dict)}
+        trace_id = str(span.get("traceId", ""))
+        if attributes.get("gen_ai.operation.name") == "execute_tool" and attributes.get("gen_ai.tool.call.id") is not None:
+            if "gen_ai.tool.call.result" in attributes:
+                results.setdefault(trace_id, {})[str(attributes["gen_ai.tool.call.id"])] = _json_attribute(attributes["gen_ai.tool.call.result"])
+        inputs = _json_attribute(attributes.get("gen_ai.input.messages"))
+        if isinstance(inputs, list):
+            outputs = _json_attribute(attributes.get("gen_ai.output.messages"))
+            messages = [*inputs, *(outputs if isinstance(outputs, list) else [])]
+            started = int(span.get("startTimeUnixNano") or 0)
+            if trace_id not in last:
+                order.append(trace_id)
+            if trace_id not in last or started >= last[trace_id][0]:
+                last[trace_id] = (started, messages)
+        if progress is not None:
+            progress(n)
+    traces = []
+    for trace_id in order:
+        trace = trace_of(_otel_as_chat(last[trace_id][1]), case_id=f"trace {trace_id}", spec_id=spec_id)
+        filled = results.get(trace_id, {})
+        if filled:
+            _fill_results(trace, last[trace_id][1], filled)
+        traces.append(trace)
+    return traces
+
+
+def _fill_results(trace: Trace, messages: list[Any], results: dict[str, Any]) -> None:
+    """Tool outputs from ``execute_tool`` spans for calls the messages left without one, matched
+    by call id in the order the calls were made."""
+    ids = [
+        str(p.get("id") or "")
+        for m in messages
+        if isinstance(m, dict) and m.get("role") == "assistant"
+        for p in m.get("parts") or []
+        if isinstance(p, dict) and p.get("type") == "tool_call" and p.get("name") != "respond"
+    ]
+    calls = [c for turn in trace.turns for c in turn.tool_calls]
+    for call, call_id in zip(calls, ids):
+        if call.result is None and call.error is None and call_id in results:
+            call.result = results[call_id]
+
+
 def detect_format(path: Path) -> str:
     """The format of a log from its first line: a Chat Completions response has ``choices``,
     a Messages response ``content``; ``openai-chat`` when neither tells."""
     try:
+        with path.open(encoding="utf-8") as handle:
+            head = handle.read(4096)
+        if '"resourceSpans"' in head:
+            return "otel"
         with path.open(encoding="utf-8") as handle:
             first = next((line for line in handle if line.strip()), "")
         response = json.loads(first).get("response") if first else None
@@ -268,6 +425,8 @@ def detect_format(path: Path) -> str:
 def read_log(path: Path, fmt: str = "openai-chat", *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
     """The conversations of a JSONL log of ``fmt`` (:data:`FORMATS`), as traces (ids
     ``line N``: the line of the conversation's last call)."""
+    if fmt == "otel":
+        return read_otel(path, spec_id=spec_id, progress=progress)
     build = trace_of if fmt == "openai-chat" else anthropic_trace_of
     conversations: list[tuple[int, list[dict[str, Any]]]] = []
     prefixes: set[str] = set()
