@@ -27,11 +27,11 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 
 def test_the_listed_ids_are_the_ids_a_run_decides(tmp_path: Path) -> None:
-    kinds = "probe,boundary,dir"
+    kinds = "probe,boundary,dir,inv"
     code, out, _ = cli("cases", str(SUPPORTOPS), "--kinds", kinds, "--json")
     assert code == 0
     listed = json.loads(out)
-    assert {c["kind"] for c in listed} == {"PROBE", "BOUNDARY", "DIR"}
+    assert {c["kind"] for c in listed} == {"PROBE", "BOUNDARY", "DIR", "INV"}
     report = tmp_path / "r.json"
     cli("run", str(SUPPORTOPS), "--kinds", kinds, "--profile", "smoke", "--corpus", "none", "--shrink-budget", "0", "--json", str(report))
     ran = [c["id"] for c in json.loads(report.read_text())["cases"]]

@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentprop._agents.project import Project
-from agentprop._pipeline.kinds import boundary_case_ids, dir_pairs
+from agentprop._pipeline.kinds import boundary_case_ids, dir_pairs, invariance_variants
 from agentprop._pipeline.probe import probe_case_id, probe_targets
 from agentprop._scenario.build import Scenario
 from agentprop.strategies._internal.boundary import boundary_values
-from agentprop.strategies._internal.variants import paraphrase_variants
 
 __all__ = ["CaseListing", "list_cases", "short"]
 
@@ -88,6 +87,6 @@ def list_cases(project: Project, scenarios: list[Scenario], kinds: tuple[str, ..
             out.append(CaseListing(case_id, "DIR", " > ".join(perturbed.path), f"{pair.base.decision} becomes {pair.perturbed.decision}"))
     if "inv" in kinds:
         for s in scenarios:
-            if s.messages and paraphrase_variants(s.messages[0], 2, seed_value=seed):
+            if s.messages and invariance_variants(project, s, seed):
                 out.append(CaseListing(f"INV {s.id}", "INV", " > ".join(s.path), f"two paraphrases of the first message; {_expects(s)}"))
     return out

@@ -166,6 +166,19 @@ def dir_pairs(project: Project) -> list[tuple[DirectionalPair, Scenario, Scenari
     return out
 
 
+def invariance_variants(project: Project, scenario: Scenario, seed: int) -> list[Any]:
+    """The two paraphrases of ``scenario``'s first message an INV case compares (none: no INV
+    case for it)."""
+    variants_first = paraphrase_variants(scenario.messages[0], 2, seed_value=seed)
+    keeps = first_turn_facts(project, scenario)
+    if not all(keeps(v.text, [s.name for s in v.transforms]) for v in variants_first):
+        # a variant that alters a fact of the message is not a paraphrase of it: draw
+        # more and keep those that state the same facts (choices.TurnFacts)
+        more = paraphrase_variants(scenario.messages[0], 8, seed_value=seed)
+        variants_first = [v for v in more if keeps(v.text, [s.name for s in v.transforms])][:2]
+    return list(variants_first)
+
+
 async def extra_cases(
     project: Project,
     agent: LoadedAgent,
@@ -321,13 +334,7 @@ async def extra_cases(
 
     if "inv" in kinds:
         for scenario in scenarios:
-            variants_first = paraphrase_variants(scenario.messages[0], 2, seed_value=seed)
-            keeps = first_turn_facts(project, scenario)
-            if not all(keeps(v.text, [s.name for s in v.transforms]) for v in variants_first):
-                # a variant that alters a fact of the message is not a paraphrase of it: draw
-                # more and keep those that state the same facts (choices.TurnFacts)
-                more = paraphrase_variants(scenario.messages[0], 8, seed_value=seed)
-                variants_first = [v for v in more if keeps(v.text, [s.name for s in v.transforms])][:2]
+            variants_first = invariance_variants(project, scenario, seed)
             if not variants_first:
                 continue
             variants = [[v.text, *scenario.messages[1:]] for v in variants_first]
