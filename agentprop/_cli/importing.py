@@ -43,7 +43,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
 
     def progress(n: int) -> None:
         if n % 200 == 0:
-            print(f"\rread {n} call(s)", end="", file=sys.stderr, flush=True)
+            print(f"\rread {n} record(s)", end="", file=sys.stderr, flush=True)
 
     log = Path(args.log)
     fmt = detect_format(log) if args.format == "auto" else args.format
