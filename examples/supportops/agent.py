@@ -71,6 +71,8 @@ _NO = re.compile(r"\b(no|nope|don'?t|stop|wait|never ?mind|changed my mind|keep 
 _UNSURE = re.compile(r"\b(not (so |too |really |quite )?sure|unsure)\b|不确定|不太确定|不知道", re.I)
 _CJK_GAP = re.compile(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])")
 """A space typed between two Chinese characters (取 消): read through, as a person does."""
+_SPACES = re.compile(r"[^\S\n]{2,}")
+"""Spaces typed twice ("not  sure"): read as one, as a person does."""
 # Chinese request words (the bindings declare `languages: [en, zh]`)
 _ZH_INTENTS = (
     ("pii_request", ("社保", "身份证", "生日", "出生", "邮箱", "电话", "手机号")),
@@ -236,7 +238,7 @@ class SupportOpsAgent:
 
     def turn(self, message: str, ctx: TurnContext) -> None:
         as_typed = message
-        message = _CJK_GAP.sub("", correct_typos(message, _VOCABULARY))
+        message = _CJK_GAP.sub("", correct_typos(_SPACES.sub(" ", message), _VOCABULARY))
         self.message = message
         self._remember_slots(message, ctx)
         asked = [f for f, pattern in _PII_MEANINGS.items() if pattern.search(message)]
