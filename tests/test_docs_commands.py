@@ -105,7 +105,7 @@ HEAVY: dict[str, str] = {
     r"^agentprop tdad examples/supportops$": "the whole TDAD suite with mutants: minutes (the page says 6.5 on 2 cores)",
     r"^agentprop tdad examples/supportops --kinds mft,boundary$": "TDAD with its mutants: minutes",
     r"^agentprop run examples/supportops( --fault skip_auth=0\.3)?( --json report\.json)?$": "the whole suite of the example: minutes on 2 cores",
-    r"profile release": "the release profile: up to 300 runs a case (tests/test_docs_outputs.py runs it from the repository's folder)",
+    r"^(?!.*--kinds mft\b).*profile release": "the release profile over every case kind: up to 300 runs a case (tests/test_docs_outputs.py runs it from the repository's folder)",
     r"pytest .*(test_properties|test_orders)\.py": "Hypothesis draws tens of conversations a property (tests/test_docs_outputs.py runs it)",
 }
 """Commands that take minutes, by pattern: run only with ``AGENTPROP_DOCS_HEAVY=1``."""
