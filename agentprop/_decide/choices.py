@@ -48,6 +48,7 @@ exploration's learning, :mod:`agentprop._pipeline.explore`) and renders them.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 import re
@@ -63,6 +64,7 @@ from agentprop._agents.project import Project
 from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked
 from agentprop._spec.bindings import Bindings, language_of, parse_field_path, schema_at
 from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
+from agentprop._spec.model import Spec
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
 from agentprop.strategies._internal.families import (
@@ -607,6 +609,38 @@ def _anchored(text: str, anchor: str) -> Counter[str]:
     return found
 
 
+_FUNCTION_WORDS = frozenset(
+    (
+        "about after again also anything been before being could does done each else even every "
+        "from have here into just know like make more most much need never only other over please "
+        "really same should since some sorry still such than thank thanks that their them then "
+        "there these they thing this those through very want what when where which while will with "
+        "would your yours"
+    ).split()
+)
+"""Words too common to carry a fact of a spec (a frame adding one adds nothing it must not)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _vocabulary(text: str) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"[a-z]{4,}", text.lower()) if w not in _FUNCTION_WORDS)
+
+
+def spec_vocabulary(spec: Spec) -> frozenset[str]:
+    """The content words (four letters or more) of everything ``spec`` says: its node and
+    policy texts, tools, fields, decisions. What the agent must do is decided in these words."""
+    return _vocabulary(spec.model_dump_json())
+
+
+def brings_spec_words(before: str, after: str, vocabulary: frozenset[str]) -> bool:
+    """Whether ``after`` adds a Latin word of four letters or more that ``before`` lacks and that
+    is, or begins, a word of the spec's ``vocabulary`` ("skip" in a frame, "skipping" in a
+    policy): a frame carrying the spec's own words may state what the scenario does not."""
+    had = set(re.findall(r"[a-z]{4,}", before.lower()))
+    added = {w for w in re.findall(r"[a-z]{4,}", after.lower()) if w not in had and w not in _FUNCTION_WORDS}
+    return any(w in vocabulary or any(v.startswith(w) or w.startswith(v) for v in vocabulary) for w in added)
+
+
 @dataclass(frozen=True)
 class TurnFacts:
     """What one turn states that the scenario's expectations depend on, which a paraphrase
@@ -767,6 +801,7 @@ class ChoiceSpace:
                 self.sources.append(sources)
         self.turn_spaces = [[self._turn_space(v, i, src) for i, src in enumerate(srcs)] for v, srcs in zip(self.variants, self.sources)]
         self.fields = free_world_fields(project, scenario)
+        self.spec_words = spec_vocabulary(project.spec)
 
     def _turn_space(self, variant: Scenario, i: int, source: TemplateSource | None) -> _TurnSpace:
         text = variant.turns[i].user_message
@@ -888,7 +923,7 @@ class ChoiceSpace:
             if name in FAMILY_STEPS:
                 text = flush(text)
                 framed = apply_family(text, name, dict(params).get("choice", 0), role, lang, [p for p in protect if p in text])
-                if keeps is None or keeps(framed, [name]):
+                if (keeps is None or keeps(framed, [name])) and not brings_spec_words(text, framed, self.spec_words):
                     text = framed
                 continue
             if name != CODESWITCH:
