@@ -46,6 +46,7 @@ from agentprop._version import __version__
 from agentprop.errors import InputError
 
 if TYPE_CHECKING:
+    from agentprop._decide.records import Recorder
     from agentprop._pipeline.report.model import RunReport
 
 
@@ -107,6 +108,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
     run.add_argument(
+        "--records",
+        metavar="DIR",
+        help="stream a record of every trial to DIR/trials.jsonl and the trace of every run to DIR/traces.jsonl as they end "
+        "(schema agentprop.trials/1; appended to)",
+    )
+    run.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -141,6 +148,18 @@ def explore_seed(args: argparse.Namespace) -> int:
     return secrets.randbelow(1_000_000) + 1
 
 
+def open_records(directory: str) -> Recorder:
+    """The recorder of ``--records DIR`` (created if missing); a directory that cannot be written is an input error."""
+    from agentprop._decide.records import Recorder
+
+    try:
+        return Recorder(directory)
+    except OSError as exc:
+        raise InputError(
+            f"--records {directory}: cannot write trial records there ({exc.strerror or exc})", fix="give a directory you can write to"
+        ) from None
+
+
 def check_turn_timeout(seconds: float) -> float:
     """``--turn-timeout``: a positive, finite number of seconds."""
     if not math.isfinite(seconds) or seconds <= 0:
@@ -153,6 +172,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._decide import corpus as corpus_module
     from agentprop._decide.corpus import Corpus
     from agentprop._decide.memo import TrialMemo
+    from agentprop._decide.records import RECORDS_FILE, recording
     from agentprop._pipeline.run import RunSettings, arun_cases, render_table, shrink_failures
     from agentprop._spec.requirements import unchecked_requirements
 
@@ -234,7 +254,13 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             if model_agent is not None:
                 await model_agent.aclose()
 
-    report = asyncio.run(run_all())
+    recorder = open_records(args.records) if args.records else None
+    try:
+        with recording(recorder):
+            report = asyncio.run(run_all())
+    finally:
+        if recorder is not None:
+            recorder.close()
     snapshot = budget.snapshot()
     report.metrics.extra["budget"] = snapshot.model_dump()
     if model_agent is not None:
@@ -270,6 +296,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         else:
             args.output_failed = True
     write_report_outputs(report, args, out)
+    if recorder is not None:
+        print(f"trial records written to {recorder.directory / RECORDS_FILE} ({recorder.lines} lines)", file=out)
     if interrupted:
         return EXIT_INTERRUPTED
     if getattr(args, "output_failed", False):

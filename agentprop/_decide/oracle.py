@@ -42,6 +42,7 @@ from pydantic import BaseModel, Field
 
 from agentprop._decide.judges import JUDGED_MAX_RUNS, JudgeCorrection
 from agentprop._decide.memo import RunClaim, TrialMemo, trace_json
+from agentprop._decide.records import DecisionLog, current_recorder
 from agentprop._decide.slots import RunSlots
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.trace import RunError, Trace, Usage
@@ -297,6 +298,10 @@ class TrialRecord:
     step: int | None = None
     """0-based tool call of ``turn`` that broke the promise (``None``: the turn's reply or
     the turn as a whole)."""
+    checks: int | None = None
+    """How many checks judged the run (``None``: a property that does not say)."""
+    failed_checks: tuple[str, ...] = ()
+    """The signature of every check the run failed (for the per-trial records)."""
 
 
 @dataclass
@@ -695,6 +700,8 @@ async def adecide(
     trials = _Trials(run_trial, memo, input_digest, fingerprint, budget, slots)
     outcomes: list[TrialOutcome] = []
     infra: RunError | None = None
+    recorder = current_recorder()
+    log = DecisionLog(recorder, name, input_digest, fingerprint, first_trial, settings) if recorder is not None else None
     if concurrency == 1:
         budget_out = False
         i = first_trial
@@ -702,32 +709,61 @@ async def adecide(
             got = await trials.obtain(i)
             if got is None:
                 budget_out = True
+                if log is not None:
+                    log.unjudged(i, "refused")
                 break
             trace, made = got
             if cut_by_budget(trace):  # a model call the budget refused: not a run of the agent
-                if trials.room_left(i):  # refused while other calls held reservations: again
+                again = trials.room_left(i)  # refused while other calls held reservations: again
+                if log is not None:
+                    log.unjudged(i, "cut" if again else "refused", trace, made, error_kind="budget_exhausted")
+                if again:
                     continue
                 budget_out = True
                 break
             infra = trace.infrastructure_error
             if infra is not None:  # not the agent's: never judged; the decision stops here
+                if log is not None:
+                    log.unjudged(i, "infrastructure", trace, made, error_kind=infra.kind)
                 break
             rec = judge(trace)
+            if log is not None:
+                log.judged(i, rec, trace, made)
             outcomes.append(TrialOutcome(i, rec, trace, not made))
             test.update(rec.passed)
             i += 1
-        return _result(name, test, outcomes, settings, budget_out, infra)
-    beyond, beyond_usage, budget_out, infra = await _decide_in_flight(test, trials, judge, outcomes, concurrency, first_trial)
+        result = _result(name, test, outcomes, settings, budget_out, infra)
+        if log is not None:
+            log.end(result)
+        return result
+    beyond, beyond_usage, budget_out, infra = await _decide_in_flight(test, trials, judge, outcomes, concurrency, first_trial, log)
     result = _result(name, test, outcomes, settings, budget_out, infra)
     result.runs_beyond_decision = beyond
     result.cost_usd += sum(u.cost_usd for u in beyond_usage)
     result.input_tokens += sum(u.input_tokens for u in beyond_usage)
     result.output_tokens += sum(u.output_tokens for u in beyond_usage)
+    if log is not None:
+        log.end(result)
     return result
 
 
+def decision_of(settings: OracleSettings, passed: Sequence[bool], *, refused: bool, infra: bool) -> tuple[OracleVerdict, str, int, int]:
+    """The verdict, rule, runs and passes of a decision made on the outcomes ``passed`` (judged
+    runs in trial order), as :func:`adecide` reaches it: ``refused`` when the budget refused a run
+    the test needed, ``infra`` when an error that is not the agent's stopped it (the per-trial
+    records decide again with it: :func:`agentprop._decide.records.recompute`)."""
+    test = settings.make_test()
+    for outcome in passed:
+        if test.done:
+            break
+        test.update(outcome)
+    error = RunError(kind="infrastructure", message="recorded") if infra else None
+    verdict, decided_by = _verdict(test, settings, refused and not test.done and not infra, error)
+    return verdict, decided_by, test.n, test.successes
+
+
 async def _decide_in_flight(
-    test: SequentialTest, trials: _Trials, judge: Judge, outcomes: list[TrialOutcome], width: int, first_trial: int
+    test: SequentialTest, trials: _Trials, judge: Judge, outcomes: list[TrialOutcome], width: int, first_trial: int, log: DecisionLog | None = None
 ) -> tuple[int, list[Usage], bool, RunError | None]:
     """Feed ``test`` in trial order from up to ``width`` trials in flight; returns the runs
     made beyond the decision (finished or cancelled), the usage of the finished ones, whether
@@ -749,7 +785,10 @@ async def _decide_in_flight(
             while fed in ready:
                 trace, made = ready.pop(fed)
                 if cut_by_budget(trace):  # a model call the budget refused: not a run of the agent
-                    if trials.room_left(fed):  # refused while other calls held reservations: again
+                    again = trials.room_left(fed)  # refused while other calls held reservations: again
+                    if log is not None:
+                        log.unjudged(fed, "cut" if again else "refused", trace, made, error_kind="budget_exhausted")
+                    if again:
                         flying[asyncio.ensure_future(trials.obtain(fed))] = fed
                         making.add(fed)
                     else:
@@ -757,8 +796,12 @@ async def _decide_in_flight(
                     break
                 infra = trace.infrastructure_error
                 if infra is not None:  # not the agent's: never judged; the decision stops here
+                    if log is not None:
+                        log.unjudged(fed, "infrastructure", trace, made, error_kind=infra.kind)
                     break
                 rec = judge(trace)
+                if log is not None:
+                    log.judged(fed, rec, trace, made)
                 outcomes.append(TrialOutcome(fed, rec, trace, not made))
                 test.update(rec.passed)
                 fed += 1
@@ -787,6 +830,8 @@ async def _decide_in_flight(
                             trials.slots.release()
                         if not flying:  # nothing holds a reservation that could come back
                             refused_at = j
+                            if log is not None:
+                                log.unjudged(j, "refused")
                         break  # else asked again once a run in flight settles
                     flying[asyncio.ensure_future(trials.make(j, begun, holds_slot))] = j
                     making.add(j)
@@ -813,6 +858,8 @@ async def _decide_in_flight(
                 retry.clear()
             elif retry and not flying:
                 refused_at = min(retry) if refused_at is None else min(refused_at, *retry)
+                if log is not None:
+                    log.unjudged(refused_at, "refused")
                 retry.clear()
     finally:
         for task, j in flying.items():
@@ -821,5 +868,9 @@ async def _decide_in_flight(
         if flying:
             await asyncio.gather(*flying, return_exceptions=True)
     unneeded = [trace for j, (trace, made) in ready.items() if made and j >= fed]
+    if log is not None:
+        for j, (trace, made) in sorted(ready.items()):
+            if made and j >= fed:
+                log.unjudged(j, "beyond", trace, made=True)
     budget_out = not test.done and refused_at is not None and infra is None
     return cancelled + len(unneeded), [t.usage for t in unneeded], budget_out, infra

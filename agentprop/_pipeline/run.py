@@ -29,6 +29,7 @@ from agentprop._decide.judges import ModelJudge, bound_judge, spec_rubrics
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
 from agentprop._decide.profiles import get_profile, screened
+from agentprop._decide.records import record_scope
 from agentprop._decide.safety import SAFETY_RUNS, CaseSettings, case_settings, describe, safety_policies, safety_reasons, safety_settings, strictness
 from agentprop._decide.shrink import ShrinkReport, shrink
 from agentprop._decide.signature import bug_key
@@ -264,9 +265,10 @@ async def arun_cases(
     if project.turn_timeout_s != settings.turn_timeout_s:
         project = dataclasses.replace(project, turn_timeout_s=settings.turn_timeout_s)
     if not limited(budget) or explicit_settings(settings) is not None:
-        return await _arun_cases(
-            project, agent, scenarios, settings, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, corpus=corpus
-        )
+        with record_scope(stage=settings.stage):
+            return await _arun_cases(
+                project, agent, scenarios, settings, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, corpus=corpus
+            )
     assert budget is not None
     at_start = budget.snapshot()
     learned = LearnedWeights()  # every pass explores the inputs the first one drew
@@ -274,18 +276,19 @@ async def arun_cases(
 
     async def look(stage: str, depth: int = 0) -> RunReport:
         first_look = dataclasses.replace(settings, stage=stage, depth=depth, kinds=early)
-        return await _arun_cases(
-            project,
-            agent,
-            scenarios,
-            first_look,
-            problems=problems,
-            progress_stream=progress_stream,
-            memo=memo,
-            budget=budget,
-            corpus=corpus,
-            learned=learned,
-        )
+        with record_scope(stage=stage if stage != "deepen" else f"deepen {depth}"):
+            return await _arun_cases(
+                project,
+                agent,
+                scenarios,
+                first_look,
+                problems=problems,
+                progress_stream=progress_stream,
+                memo=memo,
+                budget=budget,
+                corpus=corpus,
+                learned=learned,
+            )
 
     shrink_runs = 0
     if early:
@@ -316,18 +319,19 @@ async def arun_cases(
             if budget.snapshot().exhausted:
                 break
             await look("deepen", depth)
-    report = await _arun_cases(
-        project,
-        agent,
-        scenarios,
-        settings,
-        problems=problems,
-        progress_stream=progress_stream,
-        memo=memo,
-        budget=budget,
-        corpus=corpus,
-        learned=learned,
-    )
+    with record_scope(stage=settings.stage):
+        report = await _arun_cases(
+            project,
+            agent,
+            scenarios,
+            settings,
+            problems=problems,
+            progress_stream=progress_stream,
+            memo=memo,
+            budget=budget,
+            corpus=corpus,
+            learned=learned,
+        )
     m, at_end = report.metrics, budget.snapshot()
     m.runs_started = at_end.runs - at_start.runs - shrink_runs
     m.runs_refused = at_end.refused_runs - at_start.refused_runs
@@ -448,18 +452,19 @@ async def _arun_cases(
                 settings_now = max((settings_now, safety_settings(oracle)) if explicit is None else (settings_now,), key=strictness)
             if case_id is not None and case_id.startswith("corpus ") and not isinstance(prop, ModelJudge):
                 settings_now = at_stage(settings_now)  # replays are breadth first too; the final pass decides them in full
-            result = await decide_scenario(
-                project,
-                scenario,
-                agent,
-                prop=prop,
-                settings=settings_now,
-                memo=memo,
-                budget=budget,
-                seed=settings.seed,
-                name=case_id,
-                **lanes.for_case(),
-            )
+            with record_scope(kind="MFT" if case_id is None else None):
+                result = await decide_scenario(
+                    project,
+                    scenario,
+                    agent,
+                    prop=prop,
+                    settings=settings_now,
+                    memo=memo,
+                    budget=budget,
+                    seed=settings.seed,
+                    name=case_id,
+                    **lanes.for_case(),
+                )
         checks[case_id or scenario.id] = (scenario, result)
         progress.update(runs=result.runs, cost=result.cost_usd, case_done=True)
         return result

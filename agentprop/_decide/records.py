@@ -1,0 +1,369 @@
+"""Per-trial records: every trial of every decision, one JSON line, written as the trial ends.
+
+A run with a :class:`Recorder` in force (:func:`recording`; ``agentprop run --records DIR``)
+appends to ``DIR/trials.jsonl`` one :class:`DecisionStart` per decision (the case, the oracle
+settings), one :class:`TrialLine` per trial (judged, reused from the memo, refused or cut short
+by the budget, stopped by an error that is not the agent's, or made beyond the decision) and one
+:class:`DecisionEnd` with the live verdict. The trace of every run made is appended to
+``DIR/traces.jsonl`` (``{"id": …, "trace": …}``) before the trial line that names it.
+
+Invariants: each line is flushed when written, so a killed run loses nothing already recorded,
+and :func:`read_records` skips a torn last line. The records suffice to decide again:
+:func:`recompute` feeds a decision's judged trials, in trial order, to the test its settings
+make, and gives the verdict the oracle gave (the schema is ``agentprop.trials/1``: fields are
+only added within it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import hashlib
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Annotated, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from agentprop._scenario.trace import Trace
+
+if TYPE_CHECKING:
+    from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord
+
+__all__ = [
+    "RECORDS_FILE",
+    "SCHEMA",
+    "TRACES_FILE",
+    "DecisionEnd",
+    "DecisionLog",
+    "DecisionSettings",
+    "DecisionStart",
+    "Recomputed",
+    "Record",
+    "Recorder",
+    "TrialLine",
+    "current_recorder",
+    "read_records",
+    "recompute",
+    "record_scope",
+    "recording",
+]
+
+SCHEMA = "agentprop.trials/1"
+RECORDS_FILE = "trials.jsonl"
+TRACES_FILE = "traces.jsonl"
+
+TrialStatus = Literal["started", "reused", "refused", "cut", "infrastructure", "beyond"]
+"""What happened to a trial: ``started`` (run here and judged), ``reused`` (a run of the memo,
+or of another decision in flight, judged), ``refused`` (the budget refused the run the test
+needed: the decision stops), ``cut`` (a model call was refused mid-run: not a run of the agent,
+not judged; made again while the budget has room), ``infrastructure`` (an error that is not the
+agent's: not judged, the decision stops), ``beyond`` (made ahead of the decision, not needed:
+not judged)."""
+
+
+class JudgeSettings(BaseModel):
+    """A model judge's calibration, as the oracle's settings carry it (``agreement`` is the 2x2
+    table against human labels: ``true_pass``, ``false_fail``, ``true_fail``, ``false_pass``)."""
+
+    agreement: dict[str, int] | None = None
+    gates: bool
+    why_not: str | None = None
+    confidence: float = 0.95
+
+
+class DecisionSettings(BaseModel):
+    """The oracle settings a decision was made with (:class:`~agentprop._decide.oracle.OracleSettings`)."""
+
+    mode: Literal["sprt", "zero-failure", "fixed"]
+    tau: float
+    alpha: float
+    beta: float
+    max_runs: int
+    runs: int
+    unstable_floor: float
+    confidence: float
+    screen: int | None = None
+    judge: JudgeSettings | None = None
+
+    @classmethod
+    def of(cls, settings: OracleSettings) -> DecisionSettings:
+        judge = settings.judge
+        judged = None
+        if judge is not None:
+            table = dataclasses.asdict(judge.agreement) if judge.agreement is not None else None
+            judged = JudgeSettings(agreement=table, gates=judge.gates, why_not=judge.why_not, confidence=judge.confidence)
+        fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "judge"}
+        return cls(**fields, judge=judged)
+
+    def oracle(self) -> OracleSettings:
+        from agentprop._decide.judges import JudgeCorrection
+        from agentprop._decide.oracle import OracleSettings
+        from agentprop._stats.judged import JudgeAgreement
+
+        judge = None
+        if self.judge is not None:
+            table = JudgeAgreement(**self.judge.agreement) if self.judge.agreement is not None else None
+            judge = JudgeCorrection(table, self.judge.gates, self.judge.why_not, self.judge.confidence)
+        return OracleSettings(**self.model_dump(exclude={"judge"}), judge=judge)
+
+
+class DecisionStart(BaseModel):
+    """A decision begins: which case, with which settings, from which trial index."""
+
+    type: Literal["decision"] = "decision"
+    schema_: str = Field(SCHEMA, alias="schema")
+    decision: int
+    """This run's number for the decision (its trial lines and end carry it)."""
+    case: str
+    """The decision's name: the case id (a DIR side or INV comparison names its own)."""
+    kind: str | None = None
+    stage: str | None = None
+    """The pass of a budgeted run (``breadth``, ``confirm``, ``deepen``, ``final``); ``None`` outside one."""
+    input_digest: str
+    fingerprint: str
+    first_trial: int
+    settings: DecisionSettings
+
+    model_config = {"populate_by_name": True}
+
+
+class TrialLine(BaseModel):
+    """One trial of a decision (see :data:`TrialStatus`)."""
+
+    type: Literal["trial"] = "trial"
+    decision: int
+    case: str
+    trial: int
+    status: TrialStatus
+    passed: bool | None = None
+    """The property's outcome (``None``: not judged)."""
+    checks: int | None = None
+    """How many checks judged the run (``None``: not known, or not judged)."""
+    failed_checks: list[str] = Field(default_factory=list)
+    """The signature of every check the run failed (the first names the failure)."""
+    signature: str | None = None
+    explanation: str | None = None
+    clause: str | None = None
+    turn: int | None = None
+    step: int | None = None
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    duration_s: float = 0.0
+    trace: str | None = None
+    """The run's id in ``traces.jsonl`` (written when the run was made; ``None``: no run)."""
+    error_kind: str | None = None
+    """The kind of the error that is not the agent's (``infrastructure``, ``cut``)."""
+
+
+class DecisionEnd(BaseModel):
+    """A decision ends: what the oracle decided (:func:`recompute` gives it again from the trials)."""
+
+    type: Literal["end"] = "end"
+    decision: int
+    case: str
+    verdict: str
+    decided_by: str
+    runs: int
+    passes: int
+    runs_beyond_decision: int = 0
+
+
+Record = Annotated[DecisionStart | TrialLine | DecisionEnd, Field(discriminator="type")]
+_RECORD: TypeAdapter[DecisionStart | TrialLine | DecisionEnd] = TypeAdapter(Record)
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    verdict: str
+    decided_by: str
+    runs: int
+    passes: int
+
+
+class Recorder:
+    """Appends records to ``directory``'s :data:`RECORDS_FILE` and traces to its
+    :data:`TRACES_FILE`, one flushed line each (thread-safe)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._records: IO[str] = open(self.directory / RECORDS_FILE, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
+        self._traces: IO[str] = open(self.directory / TRACES_FILE, "a", encoding="utf-8")  # noqa: SIM115
+        self._lock = threading.Lock()
+        self._next = 0
+        self.lines = 0
+
+    def new_decision(self) -> int:
+        with self._lock:
+            self._next += 1
+            return self._next
+
+    def write(self, record: DecisionStart | TrialLine | DecisionEnd) -> None:
+        text = record.model_dump_json(by_alias=True, exclude_none=True) + "\n"
+        with self._lock:
+            self._records.write(text)
+            self._records.flush()
+            self.lines += 1
+
+    def write_trace(self, trace_id: str, trace: Trace) -> None:
+        text = '{"id":"' + trace_id + '","trace":' + trace.model_dump_json(fallback=str) + "}\n"
+        with self._lock:
+            self._traces.write(text)
+            self._traces.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._records.close()
+            self._traces.close()
+
+
+_RECORDER: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("agentprop_recorder", default=None)
+_SCOPE: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar("agentprop_record_scope", default=(None, None))
+
+
+def current_recorder() -> Recorder | None:
+    return _RECORDER.get()
+
+
+@contextlib.contextmanager
+def recording(recorder: Recorder | None) -> Iterator[Recorder | None]:
+    """Record every decision made in this context (and the tasks and threads it starts) with ``recorder``."""
+    token = _RECORDER.set(recorder)
+    try:
+        yield recorder
+    finally:
+        _RECORDER.reset(token)
+
+
+@contextlib.contextmanager
+def record_scope(*, kind: str | None = None, stage: str | None = None) -> Iterator[None]:
+    """Label the decisions made in this context with a case kind and a pass (``None`` keeps the outer one)."""
+    outer_kind, outer_stage = _SCOPE.get()
+    token = _SCOPE.set((kind or outer_kind, stage or outer_stage))
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def trace_id(input_digest: str, fingerprint: str, trial: int) -> str:
+    """The id of a run in :data:`TRACES_FILE`: the same input, agent and trial give the same id."""
+    return hashlib.sha256(f"{input_digest}\x1f{fingerprint}\x1f{trial}".encode()).hexdigest()[:32]
+
+
+class DecisionLog:
+    """The records of one decision, written through ``recorder`` as its trials end (the oracle
+    calls it; see :func:`agentprop._decide.oracle.adecide`)."""
+
+    def __init__(self, recorder: Recorder, name: str, input_digest: str, fingerprint: str, first_trial: int, settings: OracleSettings) -> None:
+        self.recorder = recorder
+        self.decision = recorder.new_decision()
+        self.case = name
+        self.input_digest = input_digest
+        self.fingerprint = fingerprint
+        kind, stage = _SCOPE.get()
+        recorder.write(
+            DecisionStart(
+                decision=self.decision,
+                case=name,
+                kind=kind,
+                stage=stage,
+                input_digest=input_digest,
+                fingerprint=fingerprint,
+                first_trial=first_trial,
+                settings=DecisionSettings.of(settings),
+            )
+        )
+
+    def _line(self, trial: int, status: TrialStatus, trace: Trace | None, made: bool) -> TrialLine:
+        ref = None
+        line = TrialLine(decision=self.decision, case=self.case, trial=trial, status=status)
+        if trace is not None:
+            ref = trace_id(self.input_digest, self.fingerprint, trial)
+            if made:
+                self.recorder.write_trace(ref, trace)
+                usage = trace.usage
+                line.cost_usd, line.input_tokens, line.output_tokens = usage.cost_usd, usage.input_tokens, usage.output_tokens
+            line.duration_s = trace.duration_s
+            line.trace = ref
+        return line
+
+    def judged(self, trial: int, record: TrialRecord, trace: Trace, made: bool) -> None:
+        line = self._line(trial, "started" if made else "reused", trace, made)
+        line.passed = record.passed
+        line.checks = record.checks
+        line.failed_checks = list(record.failed_checks)
+        line.signature, line.explanation, line.clause = record.signature, record.explanation, record.clause
+        line.turn, line.step = record.turn, record.step
+        self.recorder.write(line)
+
+    def unjudged(self, trial: int, status: TrialStatus, trace: Trace | None = None, made: bool = False, error_kind: str | None = None) -> None:
+        line = self._line(trial, status, trace, made)
+        line.error_kind = error_kind
+        self.recorder.write(line)
+
+    def end(self, result: CheckResult) -> None:
+        self.recorder.write(
+            DecisionEnd(
+                decision=self.decision,
+                case=self.case,
+                verdict=result.verdict,
+                decided_by=result.decided_by,
+                runs=result.runs,
+                passes=result.passes,
+                runs_beyond_decision=result.runs_beyond_decision,
+            )
+        )
+
+
+def read_records(path: str | Path) -> Iterator[DecisionStart | TrialLine | DecisionEnd]:
+    """The records of ``path`` (a records file, or the directory holding one), in order. A torn
+    last line (the run was killed mid-write) is skipped; a bad line elsewhere raises ``ValueError``
+    naming the file and line."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / RECORDS_FILE
+    with open(file, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        try:
+            yield _RECORD.validate_json(text)
+        except ValidationError as exc:
+            if number == len(lines):
+                return  # no newline after it: torn, the run stopped while writing it
+            raise ValueError(
+                f"{file}:{number}: not a record of {SCHEMA}: {exc.errors()[0]['msg']}; the file was edited or written by another tool"
+            ) from None
+
+
+def recompute(records: Iterable[DecisionStart | TrialLine | DecisionEnd]) -> dict[int, Recomputed]:
+    """Every decision's verdict, decided again from its start record and trial lines alone (as
+    :func:`agentprop._decide.oracle.adecide` decides: judged trials in trial order until the test
+    is done; a refused trial the test needed is the budget's end, an error not the agent's the
+    infrastructure's). Decisions whose trials are all missing are decided on nothing (INCONCLUSIVE)."""
+    from agentprop._decide.oracle import decision_of
+
+    starts: dict[int, DecisionStart] = {}
+    trials: dict[int, list[TrialLine]] = {}
+    for r in records:
+        if isinstance(r, DecisionStart):
+            starts[r.decision] = r
+            trials.setdefault(r.decision, [])
+        elif isinstance(r, TrialLine):
+            trials.setdefault(r.decision, []).append(r)
+    out: dict[int, Recomputed] = {}
+    for number, start in starts.items():
+        lines = trials[number]
+        judged = sorted((t for t in lines if t.passed is not None and t.status in ("started", "reused")), key=lambda t: t.trial)
+        refused = any(t.status == "refused" for t in lines)
+        infra = any(t.status == "infrastructure" for t in lines)
+        verdict, decided_by, runs, passes = decision_of(start.settings.oracle(), [bool(t.passed) for t in judged], refused=refused, infra=infra)
+        out[number] = Recomputed(verdict, decided_by, runs, passes)
+    return out
