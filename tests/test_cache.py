@@ -29,11 +29,11 @@ from agentprop._modelapi.cache import (
     CacheError,
     CacheMiss,
     CacheMode,
-    _slow_canonical_request,
     cache_key,
     canonical_request,
     scrub_secrets,
 )
+from agentprop._modelapi.canonical import _slow_canonical_request
 from agentprop.errors import AgentPropError, InvalidArgument
 from agentprop.testing import MessagesServer, text_reply, tool_use_reply
 

@@ -100,10 +100,6 @@ def test_acheck_replays_the_corpus_and_records_like_check(project: agentprop.Pro
 
 CACHES = {
     ("agentprop/_agents/loading.py", "_digests"): "source digests per (file, mtime): a pure function's memo",
-    ("agentprop/_modelapi/cache.py", "_memo_sizes"): "sizes of the canonical-JSON memos: bookkeeping of a pure function's memo",
-    ("agentprop/_modelapi/cache.py", "_PART_MEMO"): "canonical JSON of request parts: a pure function's memo",
-    ("agentprop/_modelapi/cache.py", "_STRING_MEMO"): "canonical JSON of strings: a pure function's memo",
-    ("agentprop/_modelapi/cache.py", "_NAME_MEMO"): "canonical JSON of names: a pure function's memo",
     ("agentprop/_modelapi/budget.py", "_BEST_PREFIX"): "the price-table prefix of a model name: a pure function's memo",
     ("agentprop/_modelapi/providers.py", "_PARAMETERS"): "the keyword parameters of an SDK method, per SDK class: a pure function's memo",
     ("agentprop/_util/refs.py", "_LOADED"): "modules loaded from files by MODULE:ATTR: an import registry, like sys.modules",

@@ -1,6 +1,7 @@
 """The model-client layer: every model call agentprop makes goes through it. Knows nothing of
 specs or scenarios.
 
+- :mod:`~agentprop._modelapi.canonical`: the canonical request, the text the cache keys.
 - :mod:`~agentprop._modelapi.cache`: the API cache, keyed by the canonical request and the trial
   index (replay-only in CI, with the nearest recorded request and a diff on a miss).
 - :mod:`~agentprop._modelapi.retry` and :mod:`~agentprop._modelapi.limiter`: retries (``retry-after``

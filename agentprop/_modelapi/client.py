@@ -49,14 +49,8 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from agentprop._modelapi.budget import Budget, Reservation
-from agentprop._modelapi.cache import (
-    ApiCache,
-    CachedResponse,
-    CacheMiss,
-    CacheMode,
-    _RequestShape,
-    scrub_text,
-)
+from agentprop._modelapi.cache import ApiCache, CachedResponse, CacheMiss, CacheMode, scrub_text
+from agentprop._modelapi.canonical import _RequestShape
 from agentprop._modelapi.context import ModelCallContext, current_model_context, model_context_in_force
 from agentprop._modelapi.limiter import AdaptiveConcurrency
 from agentprop._modelapi.providers import Provider, TextPrompt, TokenUsage
