@@ -274,3 +274,38 @@ def test_the_cli_says_it_shrinks_the_confirmed_failures_before_deepening(tmp_pat
     argv = ["run", str(SUPPORTOPS), "--fault", "skip_auth_impatient=0.5", "--kinds", "mft,explore", "--explore", "2"]
     main([*argv, "--max-runs", str(3 * PATHS + 60), "--corpus", "none", "--shrink-budget", "20", "--json", str(tmp_path / "r.json")])
     assert "shrinking the confirmed failures before deepening the rest" in capsys.readouterr().err
+
+
+def test_under_a_budget_inv_cases_get_their_look_in_the_first_pass() -> None:
+    # an INV case's look is one run of each paraphrase (its original's is its path's MFT run):
+    # with exactly the runs every case's first look needs, every MFT case keeps its one run and
+    # every INV case has its two paraphrases run; INV cases used to wait for the last pass, after
+    # the MFT cases' second runs had spent the budget, and ended with no run of their own
+    project = agentprop.load_project(ROOT / "examples" / "datainsights")
+    agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
+    paths = len(project.scenarios())
+    budget = Budget(max_runs=paths + 2 * paths)
+    settings = RunSettings(kinds=("mft", "inv"))
+    report = asyncio.run(arun_cases(project, agent, project.scenarios(), settings, memo=TrialMemo(), budget=budget))
+    inv = [c for c in report.cases if c.kind == "INV"]
+    assert len(inv) == paths and budget.snapshot().runs == 3 * paths
+    assert sorted((c.kind, c.runs) for c in report.cases if c.kind == "MFT") == [("MFT", 1)] * paths
+    assert all(c.runs == 3 and c.verdict == "INCONCLUSIVE" for c in inv), sorted((c.id, c.runs) for c in inv)
+    assert all(c.reason and "at 1/1/1 of 5 runs per side (original/variants): nothing compared yet" in c.reason for c in inv)
+
+
+def test_a_look_at_an_inv_case_takes_the_first_trials_of_the_full_comparison() -> None:
+    # the look's runs are the full comparison's first ones: after a look of 2 runs a side, the
+    # full comparison starts 3 x (5 - 2) new runs, not 3 x 5
+    from agentprop._decide.metamorphic import acheck_invariance
+    from agentprop._pipeline.kinds import invariance_variants
+
+    project = agentprop.load_project(SUPPORTOPS)
+    scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
+    variants = [[v.text, *scenario.messages[1:]] for v in invariance_variants(project, scenario, 0)]
+    agent, memo, budget = make_factory(SupportOpsAgent, {}), TrialMemo(), Budget()
+    look = asyncio.run(acheck_invariance(project, scenario, agent, variants, n=5, memo=memo, budget=budget, take=2))
+    assert (look.verdict, look.runs, budget.snapshot().runs) == ("INCONCLUSIVE", 6, 6)
+    assert look.reason is not None and "at 2/2/2 of 5 runs per side" in look.reason
+    full = asyncio.run(acheck_invariance(project, scenario, agent, variants, n=5, memo=memo, budget=budget))
+    assert (full.verdict, full.runs, budget.snapshot().runs) == ("PASS", 15, 15)

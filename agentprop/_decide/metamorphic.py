@@ -207,12 +207,20 @@ async def acheck_invariance(
     base: CheckResult | None = None,
     concurrency: int = 1,
     slots: RunSlots | None = None,
+    take: int | None = None,
+    look_past_undecided_base: bool = False,
 ) -> InvarianceResult:
     """Compare the behaviour under each variant with the original's.
 
     ``base`` is the decided MFT of ``scenario`` for this agent: unless it is PASS, the
     invariance is not decided (NOT APPLICABLE, with the reason; INCONCLUSIVE when the base ran
-    out of budget) and no run is spent on it."""
+    out of budget) and no run is spent on it. ``look_past_undecided_base`` (a budgeted run's
+    passes): a base the budget left undecided with clean runs only still lets the comparison's
+    runs be sampled, as far as the budget goes, and the verdict stays INCONCLUSIVE.
+
+    ``take`` (a look of a budgeted run's pass): sample only that many runs a side (the same
+    trials a full comparison starts with, so the passes share them); fewer than ``n`` a side
+    decide nothing (INCONCLUSIVE, the runs per side in the reason)."""
     if not variants:
         raise InvalidArgument("check_invariance needs at least one variant (a list of messages per variant)")
     if n < 5:
@@ -220,39 +228,63 @@ async def acheck_invariance(
     for v in variants:
         if len(v) != len(scenario.turns):
             raise InvalidArgument(f"each variant needs {len(scenario.turns)} message(s), one per turn of {scenario.id}; got {len(v)}")
-    if base is not None and base.verdict != "PASS":
+    undecided = (
+        look_past_undecided_base
+        and base is not None
+        and base.verdict == "INCONCLUSIVE"
+        and not base.failures
+        and base.infrastructure_error is None
+        and base.runs > 0
+    )
+    if base is not None and base.verdict != "PASS" and not undecided:
         return not_applicable(scenario, base, n=n, alpha=alpha)
     loaded = as_loaded_agent(agent)
     memo = memo if memo is not None else current_session().memo
     first_trial = seed * 1_000_003
+    want = n if take is None else max(1, min(take, n))
     original_examples: list[SampledRun] = []
     original, _, runs, out, infra = await _sample(
-        project, scenario, loaded, scenario.messages, n, first_trial, memo, budget, seed, original_examples, concurrency, slots
+        project, scenario, loaded, scenario.messages, want, first_trial, memo, budget, seed, original_examples, concurrency, slots
     )
     results: list[VariantResult] = []
+    sides = [runs]
     total = runs
     corrected = alpha / len(variants)
     for k, v in enumerate(variants):
-        if out or infra is not None:
+        if infra is not None:
             break
         # independent samples: each side gets its own trial indices (the two-sample test
-        # assumes independence; shared indices would pair simulated agents' random draws)
+        # assumes independence; shared indices would pair simulated agents' random draws);
+        # a look takes the first of the same trials the full comparison runs
         examples: list[SampledRun] = []
-        counts, passes, r, out, infra = await _sample(
-            project, scenario, loaded, v, n, first_trial + (k + 1) * n, memo, budget, seed, examples, concurrency, slots
+        # a budget that refused the original's next run still shows each variant's runs made before
+        counts, passes, r, refused, infra = await _sample(
+            project, scenario, loaded, v, want, first_trial + (k + 1) * n, memo, budget, seed, examples, concurrency, slots
         )
+        out = out or refused
         total += r
+        sides.append(r)
         if r < n:
-            break
+            continue
         p = categorical_two_sample_test(dict(original), dict(counts), seed=seed + k)
         results.append(
             VariantResult(messages=list(v), decisions=dict(counts), p_value=p, mft_pass_rate=passes / r, differs=p < corrected, examples=examples)
         )
-    if out or infra is not None or len(results) < len(variants):
+    short = runs < n or len(results) < len(variants)
+    if out or infra is not None or short or undecided:
         verdict: MetaVerdict = "INCONCLUSIVE"
     else:
         verdict = "FAIL" if any(r.differs for r in results) else "PASS"
     reason = None if infra is None else f"not the agent's ({infra.kind}): {infra.message.splitlines()[0] if infra.message else infra.kind}"
+    if reason is None and verdict == "INCONCLUSIVE":
+        sides += [0] * (len(variants) + 1 - len(sides))
+        why = "the budget stopped it" if out or take is None else "a look of the budget's passes"
+        parts = [f"{why} at {'/'.join(map(str, sides))} of {n} runs per side (original/variants): nothing compared yet"] if short else []
+        if undecided and base is not None:
+            parts.append(
+                f"its base case {scenario.id} is undecided ({base.passes}/{base.runs} clean runs): invariance is decided only where it passes"
+            )
+        reason = "; ".join(parts) or None
     return InvarianceResult(
         scenario=scenario.id,
         verdict=verdict,

@@ -199,9 +199,14 @@ async def extra_cases(
     rule_for: Callable[[Scenario], str | None] | None = None,
     lanes: CaseLanes = CaseLanes(),
     inv_runs: int = 20,
+    inv_take: int | None = None,
+    budgeted: bool = False,
 ) -> list[CaseReport]:
     """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``; ``replays`` receives, for
-    each case id, a function deciding that case for another agent."""
+    each case id, a function deciding that case for another agent. ``inv_take``: an INV case
+    takes only that many of its ``inv_runs`` runs a side (a look of a budgeted run's pass);
+    ``budgeted``: a pass of a budgeted run, where an INV case whose base case the budget left
+    undecided still shows (and, budget permitting, makes) its runs."""
     spec, bindings = project.spec, project.bindings
     sem = asyncio.Semaphore(max(1, concurrency))
     if settings_for is None:
@@ -345,7 +350,18 @@ async def extra_cases(
                 base, reused = await invariance_base(scenario, who)
                 async with sem:
                     r = await acheck_invariance(
-                        project, scenario, who, variants, n=inv_runs, memo=memo, budget=budget, seed=seed, base=base, **lanes.for_case()
+                        project,
+                        scenario,
+                        who,
+                        variants,
+                        n=inv_runs,
+                        memo=memo,
+                        budget=budget,
+                        seed=seed,
+                        base=base,
+                        take=inv_take if who is agent else None,
+                        look_past_undecided_base=budgeted and who is agent,
+                        **lanes.for_case(),
                     )
                 report = invariance_case(scenario, variants, firsts, r, base, reused)
                 report.rule = f"two-sample test, {r.runs_per_side} runs per side, only where the base case passes"

@@ -255,7 +255,8 @@ async def arun_cases(
     corpus: Corpus | None = None,
 ) -> RunReport:
     """Decide every case of the suite. Under a limited budget the suite is run breadth first,
-    in passes over one memo: one run of every case (corpus replays included, INV cases aside),
+    in passes over one memo: one run of every case (corpus replays included; an INV case's look is
+    one run of each paraphrase, its original's being its path's),
     then the failures confirmed (a screen of one run) and shrunk (``settings.shrink_budget``),
     then every case deepened to 2, 4, 8 ... clean runs in turn (the cases with the fewest runs
     first) up to the profile's depth (a corpus replay's: in full); each pass reuses the runs of the one before, so a case the
@@ -272,10 +273,9 @@ async def arun_cases(
     assert budget is not None
     at_start = budget.snapshot()
     learned = LearnedWeights()  # every pass explores the inputs the first one drew
-    early = tuple(k for k in settings.kinds if k != "inv")
 
     async def look(stage: str, depth: int = 0) -> RunReport:
-        first_look = dataclasses.replace(settings, stage=stage, depth=depth, kinds=early)
+        first_look = dataclasses.replace(settings, stage=stage, depth=depth)
         with record_scope(stage=stage if stage != "deepen" else f"deepen {depth}"):
             return await _arun_cases(
                 project,
@@ -291,7 +291,7 @@ async def arun_cases(
             )
 
     shrink_runs = 0
-    if early:
+    if settings.kinds:
         await look("breadth")
         confirmed = await look("confirm")
         if settings.shrink_budget > 0 and any(c.verdict in ("FAIL", "UNSTABLE") for c in confirmed.cases):
@@ -588,6 +588,8 @@ async def _arun_cases(
                 settings_for=lambda sc: case_rule(sc).settings,
                 rule_for=lambda sc: case_rule(sc).rule,
                 inv_runs=profile.inv_runs if explicit is None else 20,
+                inv_take={"breadth": 1, "confirm": 1, "deepen": settings.depth}.get(settings.stage),
+                budgeted=limited(budget),
             )
             progress.planned(0, "boundary/dir/inv")
     except asyncio.CancelledError:
