@@ -192,3 +192,151 @@ def test_a_file_that_is_not_otlp_json_is_an_input_error(tmp_path: Path) -> None:
     log.write_text('{"spans": []}\n', encoding="utf-8")
     code, _, err = cli("import", str(QUICKSTART), str(log), "--format", "otel")
     assert code == 2 and "not OTLP JSON: no resourceSpans list" in err and '"resourceSpans": [{"scopeSpans"' in err
+
+
+# --------------------------------------------------------------------------- more formats
+
+RESPONSES_LOG = LOG.with_name("openai_responses_quickstart.jsonl")
+"""The same three conversations as Responses API calls, in the shapes the OpenAI API reference
+documents for ``POST /v1/responses`` (request: ``model``, ``instructions``, ``input`` as text or
+items, ``tools`` of ``type: function`` with top-level ``name``, ``previous_response_id`` chaining
+the second call to the first; response: ``object: response`` with ``output`` items
+``function_call`` (``call_id``, JSON-text ``arguments``) and ``message`` (``output_text`` parts);
+tool outputs as ``function_call_output`` input items)."""
+LANGSMITH_LOG = LOG.with_name("langsmith_runs_quickstart.jsonl")
+"""The same conversations as LangSmith runs in its documented run data format (``id``,
+``trace_id``, ``parent_run_id``, ``dotted_order``, ``run_type`` chain / llm / tool, ``inputs``,
+``outputs``): two traces as ``wrap_openai`` records them (OpenAI messages in, the
+``chat.completion`` out), one as a LangChain chat model does (serialised ``HumanMessage`` /
+``AIMessage`` with ``tool_calls`` of ``{name, args, id}``, ``generations`` out)."""
+PHOENIX_LOG = LOG.with_name("phoenix_spans_quickstart.jsonl")
+"""The same conversations as Phoenix spans in the OpenInference span JSON shape (``context.trace_id``,
+``span_kind``, ``parent_id``, ``attributes`` flat: ``openinference.span.kind``,
+``llm.input_messages.N.message.role`` / ``.content`` / ``.tool_calls.K.tool_call.function.name``
+..., ``llm.output_messages``), one span a line."""
+EVENTS_LOG = LOG.with_name("otel_genai_events_quickstart.json")
+"""The same conversations as OTLP JSON with the messages recorded as GenAI events, not span
+attributes: ``chat`` spans plus ``resourceLogs`` log records (``eventName``
+``gen_ai.system.message`` / ``gen_ai.user.message`` / ``gen_ai.assistant.message`` /
+``gen_ai.tool.message`` / ``gen_ai.choice``, bodies as ``kvlistValue``, ``traceId`` / ``spanId``
+of their span), as opentelemetry-instrumentation-openai-v2 emits them with content capture on."""
+
+EXPECTED = [
+    ("END_ANSWERED<-N1_ROUTE", ()),
+    ("END_ANSWERED<-N1_ROUTE", ("calls_in_order:decision_tree.END_ANSWERED.requirements.must_call_tools_in_order@turn0:missing=get_order",)),
+    ("END_CLARIFY<-N1_ROUTE", ()),
+]
+
+
+@pytest.mark.parametrize(
+    ("log", "fmt"),
+    [(RESPONSES_LOG, "openai-responses"), (LANGSMITH_LOG, "langsmith"), (PHOENIX_LOG, "phoenix"), (EVENTS_LOG, "otel")],
+)
+def test_each_format_is_told_read_and_judged_like_the_chat_log(log: Path, fmt: str) -> None:
+    assert detect_format(log) == fmt
+    project = load_project(QUICKSTART)
+    judged = [judge_trace(project, t, project.scenarios()) for t in read_log(log, fmt)]
+    assert [(j.path, j.signatures) for j in judged] == EXPECTED
+    first = judged[0].trace.turns[0]
+    assert first.user_message == "Where is my order O-1001?"
+    assert [(c.name, c.result) for c in first.tool_calls] == [("get_order", {"order_id": "O-1001", "status": "shipped"})]
+
+
+def test_a_responses_call_continued_by_previous_response_id_is_one_conversation() -> None:
+    traces = read_log(RESPONSES_LOG, "openai-responses")
+    assert [t.case_id for t in traces] == ["line 2", "line 3", "line 4"]
+    assert traces[2].turns[0].text == "Let me ask."  # an output message item before the call
+
+
+def test_messages_on_the_inference_details_span_event_are_read(tmp_path: Path) -> None:
+    document = json.loads(OTEL_LOG.read_text(encoding="utf-8"))
+    for span in document["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        moved = [a for a in span["attributes"] if a["key"] in ("gen_ai.input.messages", "gen_ai.output.messages")]
+        span["attributes"] = [a for a in span["attributes"] if a not in moved]
+        if moved:
+            span["events"] = [{"timeUnixNano": span["startTimeUnixNano"], "name": "gen_ai.client.inference.operation.details", "attributes": moved}]
+    log = tmp_path / "events.json"
+    log.write_text(json.dumps(document), encoding="utf-8")
+    project = load_project(QUICKSTART)
+    assert [(j.path, j.signatures) for j in (judge_trace(project, t, project.scenarios()) for t in read_otel(log))] == EXPECTED
+
+
+def test_langchain_serialised_messages_keep_their_tool_calls() -> None:
+    trace = read_log(LANGSMITH_LOG, "langsmith")[2]
+    assert trace.turns[0].user_message == "Hmm, can you sort out the thing?"
+    assert trace.turns[0].response is not None and trace.turns[0].response["decision"] == "CLARIFY"
+
+
+# --------------------------------------------------------------------------- cases and corpus
+
+
+def _project_copy(tmp_path: Path) -> Path:
+    import shutil
+
+    target = tmp_path / "quickstart"
+    shutil.copytree(QUICKSTART, target, ignore=shutil.ignore_patterns(".agentprop", "__pycache__"))
+    return target
+
+
+def test_to_cases_writes_one_case_per_behaviour_and_run_picks_them_up(tmp_path: Path) -> None:
+    project_dir = _project_copy(tmp_path)
+    doubled = tmp_path / "doubled.jsonl"
+    doubled.write_text(LOG.read_text(encoding="utf-8") * 2, encoding="utf-8")  # each behaviour twice
+    code, out, _ = cli("import", str(project_dir), str(doubled), "--to-cases")
+    assert code == 1 and "cases: 3 new, 0 already there" in out
+    written = sorted((project_dir / ".agentprop" / "cases" / "quickstart_v1").glob("*.json"))
+    assert len(written) == 3
+    code, out, _ = cli("import", str(project_dir), str(LOG), "--to-cases")
+    assert "cases: 0 new, 3 already there" in out  # deduplicated by behaviour
+    from agentprop._pipeline.import_cases import imported_cases
+
+    cases = imported_cases(load_project(project_dir))
+    skipped = next(c for c in cases if c.id.endswith("END_ANSWERED<-N1_ROUTE") and c.messages == ["Where is my order O-1002?"])
+    looked_up = next(c for c in cases if c.messages == ["Where is my order O-1001?"])
+    assert looked_up.world.overrides["get_order"] == {"order_id": "O-1001", "status": "shipped"}
+    assert skipped.turns[0].required_tools == ["get_order"]  # the path's expectations stay
+    code, out, _ = cli("run", str(project_dir), "--kinds", "mft", "--explore", "0", "--corpus", "none")
+    assert code == 0
+    assert sum(line.startswith("IMPORTED ") for line in out.splitlines()) == 3
+
+
+def test_to_corpus_keeps_each_failing_behaviour_once_at_its_rate_on_the_path(tmp_path: Path) -> None:
+    from agentprop._decide.corpus import Corpus
+
+    project_dir = _project_copy(tmp_path)
+    corpus_dir = tmp_path / "corpus"
+    code, out, _ = cli("import", str(project_dir), str(LOG), "--to-corpus", str(corpus_dir))
+    assert code == 1 and "corpus entries: 1 new, 0 already there" in out
+    (entry,) = Corpus(corpus_dir).entries(spec_id="quickstart_v1")
+    assert entry.agent_ref == "agent:OrderAgent" and entry.scenario.messages == ["Where is my order O-1002?"]
+    assert entry.signature.startswith("calls_in_order:") and entry.original_rate == 0.5 and not entry.confirmed
+    code, out, _ = cli("import", str(project_dir), str(RESPONSES_LOG), "--to-corpus", str(corpus_dir))
+    assert "corpus entries: 0 new, 1 already there" in out
+    assert len(Corpus(corpus_dir).entries(spec_id="quickstart_v1")) == 1
+
+
+def test_a_recorded_tool_error_of_a_known_failure_mode_is_injected_in_the_case() -> None:
+    from agentprop._pipeline.import_cases import case_of
+    from agentprop._scenario.trace import ToolCall, Trace, Turn
+
+    project = load_project(ROOT / "examples" / "supportops")
+    base = project.scenarios()[0]
+    turn = Turn(index=0, user_message="Cancel order O-1001 please")
+    turn.tool_calls = [
+        ToolCall(name="get_account", args={}, turn_index=0, step=0, error="timeout: no answer", error_kind="timeout"),
+        ToolCall(name="get_account", args={}, turn_index=0, step=1, result={"account_id": "A9"}),
+    ]
+    case = case_of(project, base, Trace(turns=[turn]), "IMPORTED x " + base.id)
+    assert case.messages == ["Cancel order O-1001 please"]
+    assert case.world.failures == [{"tool": "get_account", "mode": "timeout", "calls": [1]}]
+    assert case.world.overrides["get_account"]["account_id"] == "A9"
+    assert case.world.overrides["get_account"]["plan_id"] == "PLAN-BASIC"  # merged over the case's world
+
+
+def test_a_damaged_imported_case_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
+    project_dir = _project_copy(tmp_path)
+    folder = project_dir / ".agentprop" / "cases" / "quickstart_v1"
+    folder.mkdir(parents=True)
+    (folder / "bad.json").write_text('{"id": 1}', encoding="utf-8")
+    code, _, err = cli("run", str(project_dir), "--kinds", "mft", "--explore", "0", "--corpus", "none")
+    assert code == 2 and "imported case bad.json cannot be read" in err and "--to-cases" in err

@@ -173,6 +173,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._decide.corpus import Corpus
     from agentprop._decide.memo import TrialMemo
     from agentprop._decide.records import RECORDS_FILE, recording
+    from agentprop._pipeline.import_cases import imported_cases
     from agentprop._pipeline.run import RunSettings, arun_cases, render_table, shrink_failures
     from agentprop._spec.requirements import unchecked_requirements
 
@@ -184,6 +185,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     # built once per project: coverage and shrinking read the same list
     scenarios, problems = project.scenarios(), project.problems
     scenarios = selected_scenarios(project, args.case)
+    scenarios += imported_cases(project, args.case)  # `agentprop import --to-cases`
     require_decisions(project, scenarios)
     check_positive_runs(args.runs, fix="use --runs 1 or more")
     resolve_settings(args)  # after the agent: its module may register the profile

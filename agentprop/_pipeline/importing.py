@@ -13,8 +13,9 @@ Each conversation becomes a :class:`~agentprop._scenario.trace.Trace` (one turn 
 message; ``respond`` calls are its responses) and is judged by the spec's contracts: the
 spec-wide ones (decision in the enum, response contract, tools in scope, call limit) and the
 MFT of the spec's case that ends where the trace responded (its path), the case it breaks the
-fewest contracts of. Traces are grouped by (path, failure signatures). Not read here: the
-Responses API, LangSmith / Phoenix exports; no case or corpus entry is written.
+fewest contracts of. Traces are grouped by (path, failure signatures). The Responses API,
+LangSmith runs, Phoenix spans and GenAI events are converted to Chat messages first
+(:mod:`agentprop._pipeline.import_formats`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agentprop._agents.project import Project
 from agentprop._decide.contracts import Verdict, decision_in_enum, max_tool_calls, response_valid, within_scope
 from agentprop._decide.properties import mft_verdicts
+from agentprop._pipeline.import_formats import event_messages, json_items, langsmith_conversations, phoenix_conversations, responses_messages
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop.errors import InputError, SourceLocation
@@ -99,11 +101,38 @@ class MessagesRecord(_Loose):
 
 MESSAGES_SHAPE = '{"request": {"messages": [...]}, "response": {"type": "message", "content": [...]}}'
 
-FORMATS = ("openai-chat", "anthropic-messages", "otel")
-"""The log formats read: Chat Completions and Messages API calls, one {request, response} a line."""
 
-_MODELS: dict[str, tuple[type[ChatRecord] | type[MessagesRecord], str, str]] = {
+class ResponsesRequest(_Loose):
+    input: str | list[dict[str, Any]]
+    previous_response_id: str | None = None
+
+
+class ResponsesResponse(_Loose):
+    id: str = ""
+    output: list[dict[str, Any]]
+
+
+class ResponsesRecord(_Loose):
+    """One logged Responses API call: the request body and the response body. A request that
+    names a ``previous_response_id`` continues that response's conversation."""
+
+    request: ResponsesRequest
+    response: ResponsesResponse
+
+
+RESPONSES_SHAPE = '{"request": {"input": [...]}, "response": {"object": "response", "output": [...]}}'
+LANGSMITH_SHAPE = '{"id": ..., "trace_id": ..., "run_type": "llm", "inputs": {"messages": [...]}, "outputs": {...}}, one run a line or a JSON array'
+PHOENIX_SHAPE = (
+    '{"context": {"trace_id": ...}, "attributes": {"openinference.span.kind": "LLM", "llm.input_messages": ...}}, one span a line or a JSON array'
+)
+
+FORMATS = ("openai-chat", "openai-responses", "anthropic-messages", "otel", "langsmith", "phoenix")
+"""The formats read: Chat Completions, Responses and Messages API calls (one {request, response}
+a line), OTLP JSON GenAI spans, LangSmith runs and Phoenix (OpenInference) spans."""
+
+_MODELS: dict[str, tuple[type[ChatRecord] | type[MessagesRecord] | type[ResponsesRecord], str, str]] = {
     "openai-chat": (ChatRecord, CHAT_SHAPE, "Chat Completions"),
+    "openai-responses": (ResponsesRecord, RESPONSES_SHAPE, "Responses API"),
     "anthropic-messages": (MessagesRecord, MESSAGES_SHAPE, "Anthropic Messages"),
 }
 
@@ -112,7 +141,7 @@ def _key(messages: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-def _records(path: Path, fmt: str) -> Iterator[tuple[int, ChatRecord | MessagesRecord]]:
+def _records(path: Path, fmt: str) -> Iterator[tuple[int, ChatRecord | MessagesRecord | ResponsesRecord]]:
     model, shape, label = _MODELS[fmt]
     try:
         handle = path.open(encoding="utf-8")
@@ -268,6 +297,8 @@ def _attribute(value: Any) -> Any:
         return int(value["intValue"])
     if "arrayValue" in value:
         return [_attribute(v) for v in value["arrayValue"].get("values", [])]
+    if "kvlistValue" in value:
+        return {str(kv.get("key")): _attribute(kv.get("value")) for kv in value["kvlistValue"].get("values", []) if isinstance(kv, dict)}
     return None
 
 
@@ -319,9 +350,9 @@ def _otel_as_chat(messages: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _otel_spans(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Every span of an OTLP JSON file (one export request, or one a line as the Collector's
-    file exporter writes), with the line it came from."""
+def _otel_documents(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The OTLP JSON documents of a file: one export request, or one a line as the Collector's
+    file exporter writes them; each must hold ``resourceSpans`` or ``resourceLogs``."""
     text = path.read_text(encoding="utf-8")
     try:
         documents = [(1, json.loads(text))]
@@ -340,65 +371,119 @@ def _otel_spans(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                     fix="export the spans with the OTLP JSON file exporter; drop truncated lines",
                 ) from None
     for number, document in documents:
-        resource_spans = document.get("resourceSpans") if isinstance(document, dict) else None
-        if not isinstance(resource_spans, list):
+        if not isinstance(document, dict) or not (isinstance(document.get("resourceSpans"), list) or isinstance(document.get("resourceLogs"), list)):
             raise InputError(
                 "not OTLP JSON: no resourceSpans list",
                 location=SourceLocation(path, number),
                 expected=OTLP_SHAPE,
                 fix="export the spans with the OTLP JSON file exporter (or pass the log's --format)",
             )
-        for resource in resource_spans:
+        yield number, document
+
+
+def _attributes(item: dict[str, Any]) -> dict[str, Any]:
+    return {str(a.get("key")): _attribute(a.get("value")) for a in item.get("attributes") or [] if isinstance(a, dict)}
+
+
+def _otel_spans(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Every span of an OTLP JSON file, with the line it came from; log records (GenAI events
+    exported as logs) are yielded as ``{"logRecord": ...}``."""
+    for number, document in _otel_documents(path):
+        for resource in document.get("resourceSpans") or []:
             for scope in (resource or {}).get("scopeSpans") or []:
                 for span in (scope or {}).get("spans") or []:
                     if isinstance(span, dict):
                         yield number, span
+        for resource in document.get("resourceLogs") or []:
+            for scope in (resource or {}).get("scopeLogs") or []:
+                for record in (scope or {}).get("logRecords") or []:
+                    if isinstance(record, dict):
+                        yield number, {"logRecord": record}
+
+
+def _span_messages(attributes: dict[str, Any], span: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The Chat messages of one inference span: its ``gen_ai.input.messages`` /
+    ``gen_ai.output.messages`` attributes, else the same on its
+    ``gen_ai.client.inference.operation.details`` event, else its per-message events
+    (``gen_ai.user.message`` ...); ``None`` when it records no messages."""
+    sources = [attributes] + [_attributes(e) for e in span.get("events") or [] if isinstance(e, dict) and e.get("name") == DETAILS_EVENT]
+    for source in sources:
+        inputs = _json_attribute(source.get("gen_ai.input.messages"))
+        if isinstance(inputs, list):
+            outputs = _json_attribute(source.get("gen_ai.output.messages"))
+            return _otel_as_chat([*inputs, *(outputs if isinstance(outputs, list) else [])])
+    events = [(str(e.get("name", "")), _attributes(e)) for e in span.get("events") or [] if isinstance(e, dict)]
+    chat = event_messages(events)
+    return chat or None
+
+
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+"""The GenAI event that carries one inference call's messages as attributes."""
 
 
 def read_otel(path: Path, *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
     """The conversations of OTel GenAI spans, one per trace id: the messages of its last
-    inference span (``gen_ai.input.messages`` then ``gen_ai.output.messages``), tool outputs
+    inference span (``gen_ai.input.messages`` then ``gen_ai.output.messages``, as attributes or
+    on the ``gen_ai.client.inference.operation.details`` event, or one event a message:
+    ``gen_ai.user.message`` ..., as span events or OTLP log records of the span), tool outputs
     missing there filled from ``execute_tool`` spans (``gen_ai.tool.call.id`` /
     ``gen_ai.tool.call.result``). Trace ids name the traces."""
     last: dict[str, tuple[int, list[dict[str, Any]]]] = {}
     results: dict[str, dict[str, Any]] = {}
     order: list[str] = []
+    logged: dict[tuple[str, str], tuple[int, list[tuple[str, dict[str, Any]]]]] = {}
+
+    def keep(trace_id: str, started: int, messages: list[dict[str, Any]]) -> None:
+        if trace_id not in last:
+            order.append(trace_id)
+        if trace_id not in last or started >= last[trace_id][0]:
+            last[trace_id] = (started, messages)
+
     for n, (_, span) in enumerate(_otel_spans(path), 1):
-        attributes = {a.get("key"): _attribute(a.get("value")) for a in span.get("attributes") or [] if isinstance(a, dict)}
+        if progress is not None:
+            progress(n)
+        record = span.get("logRecord")
+        if isinstance(record, dict):
+            attributes = _attributes(record)
+            name = str(record.get("eventName") or attributes.get("event.name") or "")
+            body = _attribute(record.get("body"))
+            fields = body if isinstance(body, dict) else attributes
+            key = (str(record.get("traceId", "")), str(record.get("spanId", "")))
+            started = int(record.get("timeUnixNano") or 0)
+            logged.setdefault(key, (started, []))[1].append((name, fields))
+            continue
+        attributes = _attributes(span)
         trace_id = str(span.get("traceId", ""))
         if attributes.get("gen_ai.operation.name") == "execute_tool" and attributes.get("gen_ai.tool.call.id") is not None:
             if "gen_ai.tool.call.result" in attributes:
                 results.setdefault(trace_id, {})[str(attributes["gen_ai.tool.call.id"])] = _json_attribute(attributes["gen_ai.tool.call.result"])
-        inputs = _json_attribute(attributes.get("gen_ai.input.messages"))
-        if isinstance(inputs, list):
-            outputs = _json_attribute(attributes.get("gen_ai.output.messages"))
-            messages = [*inputs, *(outputs if isinstance(outputs, list) else [])]
-            started = int(span.get("startTimeUnixNano") or 0)
-            if trace_id not in last:
-                order.append(trace_id)
-            if trace_id not in last or started >= last[trace_id][0]:
-                last[trace_id] = (started, messages)
-        if progress is not None:
-            progress(n)
+        messages = _span_messages(attributes, span)
+        if messages is not None:
+            keep(trace_id, int(span.get("startTimeUnixNano") or 0), messages)
+    for (trace_id, _), (started, events) in logged.items():
+        chat = event_messages(events)
+        if chat:
+            keep(trace_id, started, chat)
     traces = []
     for trace_id in order:
-        trace = trace_of(_otel_as_chat(last[trace_id][1]), case_id=f"trace {trace_id}", spec_id=spec_id)
+        messages = last[trace_id][1]
+        trace = trace_of(messages, case_id=f"trace {trace_id}", spec_id=spec_id)
         filled = results.get(trace_id, {})
         if filled:
-            _fill_results(trace, last[trace_id][1], filled)
+            _fill_results(trace, messages, filled)
         traces.append(trace)
     return traces
 
 
-def _fill_results(trace: Trace, messages: list[Any], results: dict[str, Any]) -> None:
+def _fill_results(trace: Trace, messages: list[dict[str, Any]], results: dict[str, Any]) -> None:
     """Tool outputs from ``execute_tool`` spans for calls the messages left without one, matched
     by call id in the order the calls were made."""
     ids = [
-        str(p.get("id") or "")
+        str(call.get("id") or "")
         for m in messages
-        if isinstance(m, dict) and m.get("role") == "assistant"
-        for p in m.get("parts") or []
-        if isinstance(p, dict) and p.get("type") == "tool_call" and p.get("name") != "respond"
+        if m.get("role") == "assistant"
+        for call in m.get("tool_calls") or []
+        if isinstance(call, dict) and (call.get("function") or {}).get("name") != "respond"
     ]
     calls = [c for turn in trace.turns for c in turn.tool_calls]
     for call, call_id in zip(calls, ids):
@@ -407,19 +492,64 @@ def _fill_results(trace: Trace, messages: list[Any], results: dict[str, Any]) ->
 
 
 def detect_format(path: Path) -> str:
-    """The format of a log from its first line: a Chat Completions response has ``choices``,
-    a Messages response ``content``; ``openai-chat`` when neither tells."""
+    """The format of a log from its head: OTLP JSON has ``resourceSpans`` / ``resourceLogs``; a
+    LangSmith run ``run_type``; a Phoenix span ``context`` and ``attributes``; a logged call's
+    response ``output`` (Responses), ``content`` (Messages) or ``choices`` (Chat); ``openai-chat``
+    when nothing tells."""
     try:
         with path.open(encoding="utf-8") as handle:
             head = handle.read(4096)
-        if '"resourceSpans"' in head:
+        if '"resourceSpans"' in head or '"resourceLogs"' in head:
             return "otel"
         with path.open(encoding="utf-8") as handle:
             first = next((line for line in handle if line.strip()), "")
-        response = json.loads(first).get("response") if first else None
-    except (OSError, json.JSONDecodeError, AttributeError):
+        item = next((i for _, i in json_items(path, shape="", fix="")), None) if first.lstrip().startswith("[") else json.loads(first)
+    except (OSError, json.JSONDecodeError, InputError):
         return "openai-chat"  # the reader names the problem, with the line
+    if isinstance(item, dict) and isinstance(item.get("runs"), list) and item["runs"]:
+        item = item["runs"][0]
+    if isinstance(item, dict) and isinstance(item.get("data"), list) and item["data"]:
+        item = item["data"][0]
+    if not isinstance(item, dict):
+        return "openai-chat"
+    if "run_type" in item:
+        return "langsmith"
+    if isinstance(item.get("context"), dict) and "attributes" in item:
+        return "phoenix"
+    response = item.get("response")
+    if isinstance(response, dict) and "output" in response and "choices" not in response:
+        return "openai-responses"
     return "anthropic-messages" if isinstance(response, dict) and "content" in response and "choices" not in response else "openai-chat"
+
+
+def _responses_conversations(path: Path, progress: Callable[[int], None] | None) -> list[tuple[int, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """(line, request messages, whole conversation) of each Responses API call, its
+    ``previous_response_id`` chain put in front."""
+    done: dict[str, list[dict[str, Any]]] = {}
+    out: list[tuple[int, list[dict[str, Any]], list[dict[str, Any]]]] = []
+    for number, record in _records(path, "openai-responses"):
+        assert isinstance(record, ResponsesRecord)
+        before = done.get(record.request.previous_response_id or "", []) if record.request.previous_response_id else []
+        request = [*before, *responses_messages(record.request.input)]
+        whole = [*request, *responses_messages(record.response.output)]
+        if record.response.id:
+            done[record.response.id] = whole
+        out.append((number, request, whole))
+        if progress is not None:
+            progress(len(out))
+    return out
+
+
+def _exported(path: Path, fmt: str, spec_id: str, progress: Callable[[int], None] | None) -> list[Trace]:
+    """LangSmith runs or Phoenix spans: one trace per trace id."""
+    shape = LANGSMITH_SHAPE if fmt == "langsmith" else PHOENIX_SHAPE
+    items = []
+    for n, item in enumerate(json_items(path, shape=shape, fix="export the runs (spans) as JSON, one a line or one array"), 1):
+        items.append(item)
+        if progress is not None:
+            progress(n)
+    conversations = langsmith_conversations(items) if fmt == "langsmith" else phoenix_conversations(items)
+    return [trace_of(messages, case_id=f"trace {trace_id}", spec_id=spec_id) for trace_id, messages in conversations]
 
 
 def read_log(path: Path, fmt: str = "openai-chat", *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
@@ -427,17 +557,23 @@ def read_log(path: Path, fmt: str = "openai-chat", *, spec_id: str = "", progres
     ``line N``: the line of the conversation's last call)."""
     if fmt == "otel":
         return read_otel(path, spec_id=spec_id, progress=progress)
-    build = trace_of if fmt == "openai-chat" else anthropic_trace_of
-    conversations: list[tuple[int, list[dict[str, Any]]]] = []
+    if fmt in ("langsmith", "phoenix"):
+        return _exported(path, fmt, spec_id, progress)
+    build = anthropic_trace_of if fmt == "anthropic-messages" else trace_of
+    calls: list[tuple[int, list[dict[str, Any]], list[dict[str, Any]]]] = []
+    if fmt == "openai-responses":
+        calls = _responses_conversations(path, progress)
+    else:
+        for number, record in _records(path, fmt):
+            assert not isinstance(record, ResponsesRecord)
+            calls.append((number, record.request.messages, record.conversation()))
+            if progress is not None:
+                progress(len(calls))
     prefixes: set[str] = set()
-    for number, record in _records(path, fmt):
-        messages = record.request.messages
-        for k in range(1, len(messages) + 1):
-            prefixes.add(_key(messages[:k]))
-        conversations.append((number, record.conversation()))
-        if progress is not None:
-            progress(len(conversations))
-    return [build(messages, case_id=f"line {number}", spec_id=spec_id) for number, messages in conversations if _key(messages) not in prefixes]
+    for _, request, _ in calls:
+        for k in range(1, len(request) + 1):
+            prefixes.add(_key(request[:k]))
+    return [build(messages, case_id=f"line {number}", spec_id=spec_id) for number, _, messages in calls if _key(messages) not in prefixes]
 
 
 def read_openai_chat(path: Path, *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
