@@ -1,6 +1,7 @@
 """Every command output shown in README.md and docs/ comes from running the command.
 
-A shown output is a fenced ``text`` block whose first line is ``$ COMMAND``. The test runs the
+A shown output is a fenced ``text`` block whose first line is ``$ COMMAND`` (a later ``$ COMMAND``
+line in the block runs next, in the same scratch copy). The test runs the
 command (``agentprop ...`` in-process, ``python -m pytest ...`` in a subprocess; leading
 ``NAME=VALUE`` words set environment variables) in a scratch copy of the repository's examples
 (and of ``docs/examples/``, files the docs refer to), and checks the block's lines against what
@@ -153,11 +154,25 @@ def test_the_docs_show_command_outputs() -> None:
     assert len(SHOWN) >= 2, [s.id for s in SHOWN]
 
 
+def steps(shown: ShownOutput) -> list[tuple[str, tuple[str, ...]]]:
+    """The block's commands with the lines each shows: a later line starting ``$ `` is the
+    next command, run after the one before in the same scratch copy (import, then run)."""
+    out: list[tuple[str, list[str]]] = [(shown.command, [])]
+    for line in shown.lines:
+        if line.startswith("$ "):
+            out.append((line[2:].strip(), []))
+        else:
+            out[-1][1].append(line)
+    return [(command, tuple(lines)) for command, lines in out]
+
+
 @pytest.mark.parametrize("shown", SHOWN, ids=[s.id for s in SHOWN])
 def test_shown_output_is_what_the_command_prints(shown: ShownOutput, tmp_path: Path) -> None:
-    _, printed = run_shown(shown.command, _scratch(tmp_path), shown.code)
-    problem = mismatch(shown.lines, printed)
-    assert problem is None, f"{shown.id}: `{shown.command}`: {problem}\n--- printed ---\n" + "\n".join(printed[-60:])
+    scratch = _scratch(tmp_path)
+    for command, lines in steps(shown):
+        _, printed = run_shown(command, scratch, shown.code)
+        problem = mismatch(lines, printed)
+        assert problem is None, f"{shown.id}: `{command}`: {problem}\n--- printed ---\n" + "\n".join(printed[-60:])
 
 
 def test_matching_rules() -> None:
