@@ -3,6 +3,7 @@ where it applies, keeps the case valid, and is reported per path."""
 
 from __future__ import annotations
 
+import io
 import random
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 import agentprop
 from agentprop._decide.choices import ChoiceSpace, _other_values
-from agentprop._pipeline.explore import DEFAULT_PER_PATH
+from agentprop._pipeline.explore import DEFAULT_PER_PATH, exploration_lines
 from agentprop.strategies._internal.families import (
     FAMILIES,
     NOTATION_FORMS,
@@ -102,3 +103,32 @@ def test_a_free_text_tool_output_may_carry_an_injected_instruction() -> None:
     assert injected.startswith("Lunch with the client team ") and injection_texts()[0] in injected
     assert _other_values("UPS", {"type": "string"}) == ()  # a one-word value is not free text
     assert _other_values(injected, {"type": "string"}) == ()
+
+
+def test_the_terminal_summary_lists_the_families_each_path_met() -> None:
+    summary = {
+        "END_A<-N1": {"inputs": 12, "families": {"template": 3, "emotion": 1, "notation": 2}, "failed_families": {"notation": 1}},
+        "END_B<-N1": {"inputs": 12, "families": {"template": 2, "emotion": 4}, "failed_families": {}},
+    }
+    lines = exploration_lines(summary)
+    assert lines[0].startswith("input families met by EXPLORE inputs, per path (2 paths")
+    assert lines[1] == "  every path: emotion, template"
+    assert lines[2] == "  END_A<-N1 (12 inputs): also notation; in failing inputs: notation"
+    assert lines[3] == "  END_B<-N1 (12 inputs): only those"
+    assert exploration_lines({}) == []
+
+
+def test_a_run_prints_the_families_each_path_met(tmp_path: Path) -> None:
+    from agentprop._cli import main
+
+    out = io.StringIO()
+    code = main(
+        ["run", str(ROOT / "examples" / "quickstart"), "--corpus", "none", "--seed", "0", "--explore-seed", "0", "--explore", "4"],
+        out=out,
+        err=io.StringIO(),
+    )
+    printed = out.getvalue().splitlines()
+    assert code == 0, printed
+    start = next(i for i, line in enumerate(printed) if line.startswith("input families met by EXPLORE inputs"))
+    paths = [line for line in printed[start + 2 :] if line.startswith("  ") and "inputs):" in line]
+    assert len(paths) == 2 and all("(4 inputs)" in line for line in paths), printed[start:]

@@ -108,6 +108,29 @@ def exploration_summary(inputs: list[ExploredInput], cases: dict[str, CaseReport
     return {k: {"inputs": v["inputs"], "families": dict(v["families"]), "failed_families": dict(v["failed_families"])} for k, v in per_path.items()}
 
 
+def exploration_lines(summary: dict[str, Any]) -> list[str]:
+    """The terminal summary's lines for ``summary`` (:func:`exploration_summary`): the families
+    every path's explored inputs met, then one line per path with what it met beyond those and
+    the families of its failing inputs."""
+    if not summary:
+        return []
+    met = {path: set(entry.get("families") or {}) for path, entry in summary.items()}
+    common = set.intersection(*met.values()) if met else set()
+    order = sorted({f for fams in met.values() for f in fams})
+    lines = [
+        f"input families met by EXPLORE inputs, per path ({len(summary)} paths; counts in the JSON report's extra.exploration):",
+        f"  every path: {', '.join(f for f in order if f in common) or 'none'}",
+    ]
+    for path, entry in summary.items():
+        extra = [f for f in order if f in met[path] and f not in common]
+        text = f"  {path} ({entry.get('inputs', 0)} inputs): " + (f"also {', '.join(extra)}" if extra else "only those")
+        failed = sorted(entry.get("failed_families") or {})
+        if failed:
+            text += f"; in failing inputs: {', '.join(failed)}"
+        lines.append(text)
+    return lines
+
+
 async def explore_cases(
     project: Project,
     agent: LoadedAgent,

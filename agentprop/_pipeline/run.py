@@ -38,7 +38,7 @@ from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.bugs import SHRINKABLE_KINDS, divergence_key, find_bugs
 from agentprop._pipeline.completeness import condition_coverage, untested
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH
-from agentprop._pipeline.explore import ExploredInput, LearnedWeights, exploration_summary, explore_cases
+from agentprop._pipeline.explore import ExploredInput, LearnedWeights, exploration_lines, exploration_summary, explore_cases
 from agentprop._pipeline.kinds import SAFETY_CONTRACTS, Replay, case_from_check, extra_cases
 from agentprop._pipeline.probe import probe_cases, probe_property
 from agentprop._pipeline.report.model import (
@@ -1304,6 +1304,7 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
             text += " (failures listed above)"
         lines.append(text)
     m = report.metrics
+    lines.extend(exploration_lines(m.extra.get("exploration") or {}))
     cov = f", branch coverage {m.branch_coverage:.0%}" if m.branch_coverage is not None else ""
     coverage = m.extra.get("coverage") or {}
     caps = coverage.get("capabilities") or {}
