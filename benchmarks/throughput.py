@@ -2,9 +2,10 @@
 
 Usage: ``python benchmarks/throughput.py [--json PATH] [--runs N] [--rounds R] [--latency S]
 [--concurrency C] [--high-concurrency C] [--high-runs N] [--cli-rounds R] [--repeats R]
-[--case-runs N] [--overhead-runs N] [--own-cost-runs N] [--providers anthropic,openai]``
+[--case-runs N] [--overhead-runs N] [--own-cost-runs N] [--tools3-runs N] [--tools3-high-runs N]
+[--providers anthropic,openai]``
 
-Seven measurements, in one process (each API server runs in a subprocess of its own, so client
+Eight measurements, in one process (each API server runs in a subprocess of its own, so client
 and server do not share a GIL). Each timed phase starts on a collected heap (``gc.collect()``), so
 that a full collection of what an earlier phase left behind cannot land inside a later phase's
 timing, and keeps ``--concurrency`` runs in flight with that many workers (see :func:`in_flight`).
@@ -53,13 +54,22 @@ times but not the CPU times.
    API cache, against the SDK alone sending the requests of measurement 1 (``--cli-rounds 0``:
    not measured, and the key is ``null``).
 
+8. **The tools3 workload**: measurements 1, 6 and 7 again on a second workload, three tool
+   round trips a run (``get_account`` three times, then ``respond``: four model calls) with tool
+   outputs of about 4 KB each (a copy of the example whose world's account is padded), ``--tools3-runs`` (100) runs a round at ``--concurrency`` and
+   ``--tools3-high-runs`` (400) at ``--high-concurrency`` (``--tools3-runs 0``: not measured,
+   its keys ``null``).
+
 Client CPU per model call over the SDK's is the median of the rounds' ratios of measurement 1's
 client CPU times (target <= 1.2x). ``--json`` writes ``live_over_sdk``, ``replay_over_live``, ``live_over_ideal`` and the live, SDK
 and replay times of Anthropic at the top level (absent when Anthropic is not measured),
 ``overhead_us_per_run``, ``sync_overhead_us_per_run``, ``case_concurrency_speedup``,
 ``own_cpu_ms_per_call`` (with the cache) and ``own_cpu_ms_per_call_no_cache``, and
 ``live_over_sdk_c128`` (the key names ``--high-concurrency``), ``cli_over_sdk`` and
-``cpu_per_call_over_sdk`` (Anthropic's, at the top level), and
+``cpu_per_call_over_sdk`` (Anthropic's, at the top level), the tools3 workload's
+``tools3_live_over_sdk_c32``, ``tools3_live_over_sdk_c128``, ``tools3_cli_over_sdk``,
+``tools3_cpu_per_call_over_sdk`` and ``tools3_cpu_per_call_over_sdk_c128`` (Anthropic's; the
+numbers name the concurrencies), ``"tools3": {provider: {...}}`` with its figures, and
 ``"providers": {"anthropic": {...}, "openai": {...}}`` with each provider's ``live_over_sdk``,
 ``cpu_per_call_over_sdk``, ``cli_over_sdk``, ``c128`` (measurement 6's figures),
 ``live_over_ideal``, ``replay_over_live``, the rounds' times and their medians and mins. Inputs
@@ -86,6 +96,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 SCENARIO = "END_BILLING_ANSWER<-N3_BILLING"
 CALLS_PER_RUN = 2
+WORKLOADS = ("billing", "tools3")
+"""``billing``: one tool round trip a run (``get_account``, then ``respond``), the SupportOps
+example's world; ``tools3``: three (``get_account`` three times, then ``respond``: the billing
+case allows no other tool), each tool output about 4 KB of JSON (a copy of the example whose
+world's account is padded with orders)."""
+TOOLS3_CALLS = (("get_account", {"account_id": "A1"}),) * 3
+TOOLS3_OUTPUT_BYTES = 4096
 PROVIDERS = ("anthropic", "openai")
 MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4.1-mini"}
 APIS = {"anthropic": "Messages API", "openai": "Chat Completions"}
@@ -107,9 +124,54 @@ def agent_type(provider: str) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def serve(latency: float, provider: str) -> None:
+def calls_per_run(workload: str) -> int:
+    return len(TOOLS3_CALLS) + 1 if workload == "tools3" else CALLS_PER_RUN
+
+
+def workload_project(workload: str, tmp: Path) -> Path:
+    """The project directory of ``workload``: the SupportOps example, or for ``tools3`` a copy
+    of it whose world's ``get_account`` output is padded to about :data:`TOOLS3_OUTPUT_BYTES`."""
+    if workload != "tools3":
+        return SUPPORTOPS
+    import shutil
+
+    import yaml
+
+    where = tmp / "supportops-tools3"
+    if where.exists():
+        return where
+    shutil.copytree(SUPPORTOPS, where, ignore=shutil.ignore_patterns("__snapshots__", ".agentprop", "__pycache__"))
+    bindings = yaml.safe_load((where / "agentprop.yaml").read_text())
+    world = bindings["world"]
+    order = dict(world["get_account"]["orders"][0])
+    orders = [order]
+    while len(json.dumps(world["get_account"] | {"orders": orders})) < TOOLS3_OUTPUT_BYTES:
+        orders.append({**order, "order_id": f"O-{2000 + len(orders)}", "status": "delivered"})
+    world["get_account"]["orders"] = orders
+    (where / "agentprop.yaml").write_text(yaml.safe_dump(bindings, allow_unicode=True, sort_keys=False))
+    return where
+
+
+def workload_replies(workload: str) -> list[dict[str, Any]]:
+    """The replies of one run of ``workload`` in order, as message JSON: its tool calls, then
+    the answer (the k-th reply answers a request with k assistant turns)."""
+    call, answer = billing_replies()
+    if workload != "tools3":
+        return [call, answer]
+    from agentprop.testing import tool_use_reply
+
+    calls = [
+        tool_use_reply(name, args, id=f"toolu_{i}", input_tokens=1500 + 1100 * i, output_tokens=40).message
+        for i, (name, args) in enumerate(TOOLS3_CALLS)
+    ]
+    tools = [name for name, _ in TOOLS3_CALLS]
+    answer = {**answer, "content": [{**answer["content"][0], "input": {**answer["content"][0]["input"], "tool_actions": tools}}]}
+    return [dict(c) for c in calls if c is not None] + [answer]
+
+
+def serve(latency: float, provider: str, workload: str = "billing") -> None:
     """Run the provider's API server (a MessagesServer or an OpenAIServer) playing a correct
-    billing agent; print its port; stop on EOF."""
+    agent of ``workload``; print its port; stop on EOF."""
     from agentprop.testing import MessagesServer, OpenAIServer
 
     # The stand-in for the API must answer after ``latency``, not after a garbage collection:
@@ -118,11 +180,11 @@ def serve(latency: float, provider: str) -> None:
     # measured. Reference counting still frees what the server drops.
     gc.disable()
 
-    call, answer_msg = billing_replies()
+    replies = workload_replies(workload)
 
     def handler(request: dict[str, Any]) -> Any:
-        # the first call of a run is the one with no assistant turn yet (in either API's messages)
-        return answer_msg if any(m.get("role") == "assistant" for m in request["messages"]) else call
+        # the k-th call of a run is the one with k assistant turns before it (in either API's messages)
+        return replies[min(sum(m.get("role") == "assistant" for m in request["messages"]), len(replies) - 1)]
 
     server_type = OpenAIServer if provider == "openai" else MessagesServer
     with server_type(handler=handler, latency=latency) as server:
@@ -134,11 +196,11 @@ def serve(latency: float, provider: str) -> None:
 class ServerProcess:
     """The provider's API server in a subprocess (see :func:`serve`)."""
 
-    def __init__(self, latency: float, provider: str) -> None:
+    def __init__(self, latency: float, provider: str, workload: str = "billing") -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self.provider = provider
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", "--latency", str(latency), "--serve-provider", provider],
+            [sys.executable, __file__, "--serve", "--latency", str(latency), "--serve-provider", provider, "--serve-workload", workload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -572,7 +634,9 @@ def _timed_process(command: list[str], env: dict[str, str], what: str) -> float:
     return elapsed
 
 
-def cli_rounds(provider: str, base_url: str, bodies: list[list[dict[str, Any]]], concurrency: int, rounds: int, tmp: Path) -> dict[str, list[float]]:
+def cli_rounds(
+    provider: str, base_url: str, bodies: list[list[dict[str, Any]]], concurrency: int, rounds: int, tmp: Path, project_dir: Path = SUPPORTOPS
+) -> dict[str, list[float]]:
     """Wall seconds of ``agentprop run`` (a fixed-N case of as many runs as ``bodies`` has
     conversations, recording into a fresh API cache) and of the SDK alone sending the same
     requests, each a fresh process, interleaved ``rounds`` times (the SDK first in every other
@@ -580,13 +644,13 @@ def cli_rounds(provider: str, base_url: str, bodies: list[list[dict[str, Any]]],
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("CI", None)
     env["ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"] = "benchmark"
-    bodies_path = tmp / f"bodies-{provider}.json"
+    bodies_path = tmp / f"bodies-{provider}-{project_dir.name}.json"
     bodies_path.write_text(json.dumps(bodies))
     out: dict[str, list[float]] = {"cli": [], "sdk": []}
     for r in range(rounds):
-        cache = tmp / f"cli-cache-{provider}-{r}.sqlite"
+        cache = tmp / f"cli-cache-{provider}-{project_dir.name}-{r}.sqlite"
         cli = [
-            sys.executable, "-m", "agentprop", "run", str(SUPPORTOPS), "--agent", provider, "--model", MODELS[provider],
+            sys.executable, "-m", "agentprop", "run", str(project_dir), "--agent", provider, "--model", MODELS[provider],
             "--base-url", base_url, "--cache", str(cache), "--kinds", "mft", "--mode", "fixed", "--runs", str(len(bodies)),
             "--case", SCENARIO, "--concurrency", str(concurrency), "--shrink-budget", "0", "--corpus", "none", "--explore", "0",
         ]  # fmt: skip
@@ -672,6 +736,70 @@ def print_side_by_side(results: dict[str, dict[str, Any]], ideal_s: float) -> No
         print(f"{name:<52}" + "".join(f"{cell(r):>{width}}" for r in results.values()))
 
 
+def measure_tools3(args: argparse.Namespace, providers: list[str], tmp: Path) -> dict[str, dict[str, Any]]:
+    """The tools3 workload (three tool round trips a run, 4 KB tool outputs): measurement 1 at
+    ``--concurrency`` and ``--high-concurrency`` and measurement 7, per provider; each
+    provider's figures as :func:`provider_results` gives them, with ``cpu_per_call_over_sdk``,
+    ``cli_over_sdk`` and the high concurrency's figures under ``c<N>``."""
+    from agentprop._agents.project import load_project
+
+    project_dir = workload_project("tools3", tmp)
+    project = load_project(project_dir)
+    calls = calls_per_run("tools3")
+    servers: dict[str, ServerProcess] = {}
+    served: dict[str, int] = {}
+    work = tmp / "tools3"
+    work.mkdir(exist_ok=True)
+    try:
+        for provider in providers:
+            servers[provider] = ServerProcess(args.latency, provider, "tools3")
+            warm = agent_type(provider)(MODELS[provider], base_url=servers[provider].base_url, cache=False)
+            asyncio.run(_warm(project, warm))
+        low = live_sdk_replay_rounds(project, servers, args.tools3_runs, args.concurrency, args.rounds, work)
+        high_dir = work / f"c{args.high_concurrency}"
+        high_dir.mkdir()
+        high = live_sdk_replay_rounds(project, servers, args.tools3_high_runs, args.high_concurrency, args.rounds, high_dir)
+        cli = {p: cli_rounds(p, servers[p].base_url, low[p]["bodies"], args.concurrency, args.cli_rounds, work, project_dir) for p in providers}
+    finally:
+        for provider, server in servers.items():
+            served[provider] = server.stop()
+    out: dict[str, dict[str, Any]] = {}
+    for p in providers:
+        r = provider_results(p, low[p], args.tools3_runs * calls * args.latency / args.concurrency, served[p])
+        h = provider_results(p, high[p], args.tools3_high_runs * calls * args.latency / args.high_concurrency, served[p])
+        for figures, rounds in ((r, low[p]), (h, high[p])):
+            figures["cpu_per_call_over_sdk"] = _ratio(rounds["live_cpu"], rounds["sdk_cpu"]) * figures["requests"] / figures["live_calls"]
+        r["cli_over_sdk"] = _ratio(cli[p]["cli"], cli[p]["sdk"]) if cli[p]["cli"] else None
+        r["cli_s"], r["cli_sdk_alone_s"] = cli[p]["cli"], cli[p]["sdk"]
+        r[f"c{args.high_concurrency}"] = h
+        out[p] = r
+    return out
+
+
+def print_tools3(args: argparse.Namespace, tools3: dict[str, dict[str, Any]]) -> None:
+    calls = calls_per_run("tools3")
+    rounds = f"{args.rounds} interleaved round{'s' if args.rounds != 1 else ''}"
+    print(
+        f"tools3 (three tool round trips a run, {TOOLS3_OUTPUT_BYTES // 1024} KB tool outputs, {calls} model calls a run): "
+        f"{args.tools3_runs} runs, concurrency {args.concurrency}; {rounds}"
+    )
+    print_side_by_side(tools3, args.tools3_runs * calls * args.latency / args.concurrency)
+    high = {p: r[f"c{args.high_concurrency}"] for p, r in tools3.items()}
+    print(f"tools3 at concurrency {args.high_concurrency}: {args.tools3_high_runs} runs a round, {rounds}")
+    print_side_by_side(high, args.tools3_high_runs * calls * args.latency / args.high_concurrency)
+    for p, r in tools3.items():
+        cli = (
+            f"agentprop run over the SDK alone {r['cli_over_sdk']:.2f}x ({_spread(r['cli_s'])} s against {_spread(r['cli_sdk_alone_s'])} s)"
+            if r["cli_over_sdk"] is not None
+            else "agentprop run not measured (--cli-rounds 0)"
+        )
+        print(
+            f"  {p} tools3: library over the SDK alone {r['live_over_sdk']:.2f}x at concurrency {args.concurrency}, "
+            f"{high[p]['live_over_sdk']:.2f}x at {args.high_concurrency} (target <= 1.10x); {cli} (target <= 1.15x); "
+            f"client CPU per model call over the SDK's {r['cpu_per_call_over_sdk']:.2f}x, {high[p]['cpu_per_call_over_sdk']:.2f}x (target <= 1.2x)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", dest="json_path", help="write the results as JSON to this file")
@@ -688,12 +816,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of the fixed-N case (default 3)")
     parser.add_argument("--case-runs", type=int, default=200, help="runs of the fixed-N case (default 200)")
     parser.add_argument("--own-cost-runs", type=int, default=2000, help="runs of the stubbed-HTTP measurement of agentprop's own cost (default 2000)")
+    parser.add_argument(
+        "--tools3-runs", type=int, default=100, help="agent runs per round of the tools3 workload at --concurrency (default 100; 0: not measured)"
+    )
+    parser.add_argument(
+        "--tools3-high-runs", type=int, default=400, help="agent runs per round of the tools3 workload at --high-concurrency (default 400)"
+    )
     parser.add_argument("--providers", default=",".join(PROVIDERS), help="the model agents to measure, side by side (default anthropic,openai)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-provider", choices=PROVIDERS, default="anthropic", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-workload", choices=WORKLOADS, default="billing", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.latency, args.serve_provider)
+        serve(args.latency, args.serve_provider, args.serve_workload)
         return 0
     if args.cli_rounds < 0:
         parser.error(f"--cli-rounds {args.cli_rounds}: give 0 (not measured) or more")
@@ -732,6 +867,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for provider, server in servers.items():
                 served[provider] = server.stop()
+        tools3 = measure_tools3(args, providers, Path(tmp)) if args.tools3_runs > 0 else None
 
     fw_s, base_s = measure_overhead(project, args.overhead_runs)
     sync_fw_s, sync_base_s = measure_sync_overhead(project, args.overhead_runs)
@@ -803,6 +939,10 @@ def main(argv: list[str] | None = None) -> int:
         ),
         ("the same without the cache", f"{own['no cache']:8.3f} ms", "(best of 3)"),
     ]
+    if tools3 is not None:
+        print_tools3(args, tools3)
+    else:
+        print("tools3 not measured (--tools3-runs 0): its keys are null")
     print(f"{'measurement':<62} {'time':>12}  ratio")
     for name, value, ratio in rows:
         print(f"{name:<62} {value:>12}  {ratio}")
@@ -823,6 +963,16 @@ def main(argv: list[str] | None = None) -> int:
                 "sdk_alone_s": a["sdk_alone_s"],
                 "replay_s": a["replay_s"],
             }
+            t3 = tools3["anthropic"] if tools3 is not None else None
+            top.update(
+                {
+                    f"tools3_live_over_sdk_c{args.concurrency}": t3 and t3["live_over_sdk"],
+                    f"tools3_live_over_sdk_c{args.high_concurrency}": t3 and t3[f"c{args.high_concurrency}"]["live_over_sdk"],
+                    "tools3_cli_over_sdk": t3 and t3["cli_over_sdk"],
+                    "tools3_cpu_per_call_over_sdk": t3 and t3["cpu_per_call_over_sdk"],
+                    f"tools3_cpu_per_call_over_sdk_c{args.high_concurrency}": t3 and t3[f"c{args.high_concurrency}"]["cpu_per_call_over_sdk"],
+                }
+            )
         Path(args.json_path).write_text(
             json.dumps(
                 {
@@ -841,6 +991,7 @@ def main(argv: list[str] | None = None) -> int:
                     "sync_runtime_us_per_run": sync_fw_s * 1e6,
                     "sync_baseline_us_per_run": sync_base_s * 1e6,
                     "providers": results,
+                    "tools3": tools3,
                     "runs": args.runs,
                     "case_runs": args.case_runs,
                     "latency_s": args.latency,
