@@ -61,6 +61,10 @@ def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType,
         str(2 * runs),
         "--cli-rounds",
         "0",
+        "--tools3-runs",
+        "2",
+        "--tools3-high-runs",
+        "4",
         "--json",
         str(out),
     ]
@@ -109,6 +113,19 @@ def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType,
     header = next(line for line in printed.splitlines() if line.startswith("side by side"))
     assert "anthropic (Messages API)" in header and "openai (Chat Completions)" in header
 
+    # issue #31: the second workload, three tool round trips a run (four model calls)
+    tools3_calls = throughput.calls_per_run("tools3")
+    assert tools3_calls == 4
+    for provider, r in data["tools3"].items():
+        assert r["requests"] == r["live_calls"] == r["replay_cache_hits"] == 2 * tools3_calls, provider
+        assert r["c4"]["requests"] == r["c4"]["live_calls"] == 4 * tools3_calls
+        assert r["served"] == 8 * tools3_calls + rounds * 2 * (2 + 4) * tools3_calls, provider
+    t3 = data["tools3"]["anthropic"]
+    assert data["tools3_live_over_sdk_c2"] == t3["live_over_sdk"] > 0
+    assert data["tools3_live_over_sdk_c4"] == t3["c4"]["live_over_sdk"] > 0
+    assert data["tools3_cpu_per_call_over_sdk"] == t3["cpu_per_call_over_sdk"] > 0
+    assert data["tools3_cli_over_sdk"] is None
+
 
 def test_one_provider_leaves_out_the_top_level_keys_of_the_other(throughput: ModuleType, tmp_path: Path) -> None:
     out = tmp_path / "throughput.json"
@@ -135,6 +152,8 @@ def test_one_provider_leaves_out_the_top_level_keys_of_the_other(throughput: Mod
         "2",
         "--cli-rounds",
         "1",
+        "--tools3-runs",
+        "0",
         "--json",
         str(out),
     ]
@@ -146,6 +165,7 @@ def test_one_provider_leaves_out_the_top_level_keys_of_the_other(throughput: Mod
     assert list(data["providers"]) == ["openai"] and data["case_provider"] == "openai"
     assert "live_over_sdk" not in data and "replay_over_live" not in data  # they are Anthropic's
     assert data["providers"]["openai"]["replay_live_calls"] == 0
+    assert data["tools3"] is None  # --tools3-runs 0: not measured
 
 
 def test_zero_rounds_is_a_usage_error(throughput: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
