@@ -165,7 +165,9 @@ def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> t
         model_agent = model_agent_for(ref, args, project, out)
         agent = model_agent.loaded()
     else:
-        given = [f"--{name.replace('_', '-')}" for name in MODEL_OPTIONS if getattr(args, name, None) is not None]
+        # the API cache is also the input model's (--input-model)
+        shared = ("cache", "cache_mode") if getattr(args, "input_model", None) else ()
+        given = [f"--{name.replace('_', '-')}" for name in MODEL_OPTIONS if getattr(args, name, None) is not None and name not in shared]
         if given:
             raise InputError(
                 f"{', '.join(given)} only apply to a model agent (--agent anthropic or --agent openai)",

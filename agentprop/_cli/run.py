@@ -47,6 +47,7 @@ from agentprop.errors import InputError
 
 if TYPE_CHECKING:
     from agentprop._decide.records import Recorder
+    from agentprop._decide.written import InputWriter
     from agentprop._pipeline.report.model import RunReport
 
 
@@ -88,6 +89,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the seed of the explored inputs (default: a new one each run, printed; 0 when CI is set; --seed N sets both)",
     )
     run.add_argument(
+        "--input-model",
+        default=None,
+        metavar="PROVIDER:MODEL",
+        help="explored turns are also written by this model (anthropic:..., openai:..., openai-responses:...), validated, "
+        "cached in the API cache (--cache, --cache-mode) and replayed offline; endpoint from ANTHROPIC_BASE_URL / OPENAI_BASE_URL "
+        "(docs/model-written-inputs.md)",
+    )
+    run.add_argument(
+        "--simulated-user",
+        action="store_true",
+        help="with --input-model: follow-up turns (answers to the agent's questions) are played by a simulated user with a persona "
+        "(patient, hurried, confused, adversarial); its rejected turns are counted as its errors, never the agent's",
+    )
+    run.add_argument(
         "--replay-corpus",
         choices=("own", "all"),
         default="own",
@@ -120,6 +135,32 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="show the traceback of an exception the agent raised (under its case) and of an error that is not the agent's",
     )
     run.set_defaults(handler=command)
+
+
+def input_writer(args: argparse.Namespace, *, explore_seed: int) -> InputWriter | None:
+    """The writer of model-written turns ``--input-model`` asks for (``None`` without it), seeded
+    by the explored inputs' seed and cached in the run's API cache (``--cache``, ``--cache-mode``)."""
+    from pydantic import ValidationError
+
+    from agentprop._decide.written import InputModelOptions, InputWriter
+
+    model = getattr(args, "input_model", None)
+    if model is None:
+        if getattr(args, "simulated_user", False):
+            raise InputError("--simulated-user needs a model to play the user", fix="add --input-model PROVIDER:MODEL")
+        return None
+    cache = getattr(args, "cache", None)
+    try:
+        options = InputModelOptions(
+            model=model,
+            simulated_user=bool(getattr(args, "simulated_user", False)),
+            seed=explore_seed,
+            cache=None if cache is None or cache.lower() == "none" else cache,
+            cache_mode="off" if cache is not None and cache.lower() == "none" else getattr(args, "cache_mode", None),
+        )
+    except ValidationError as exc:
+        raise InputError(str(exc.errors()[0]["msg"]).removeprefix("Value error, "), fix="write --input-model PROVIDER:MODEL") from None
+    return InputWriter(options)
 
 
 def explore_seed(args: argparse.Namespace) -> int:
@@ -199,6 +240,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         if model_agent is not None:
             asyncio.run(model_agent.aclose())
         return EXIT_OK
+    inputs_seed = explore_seed(args)
     settings = RunSettings(
         kinds=kinds,
         case_filter=tuple(args.case),
@@ -213,8 +255,9 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         keep_partial=True,  # Ctrl-C: the report of what was decided, not a traceback
         replay_corpus=args.replay_corpus,
         profile=args.profile,
-        explore_seed=explore_seed(args),
+        explore_seed=inputs_seed,
         shrink_budget=max(0, args.shrink_budget),
+        input_writer=input_writer(args, explore_seed=inputs_seed),
     )
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(
@@ -263,6 +306,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         if recorder is not None:
             recorder.close()
+    if settings.input_writer is not None:  # the shrinker may have asked the model too
+        report.metrics.extra["input_model"] = settings.input_writer.summary()
     snapshot = budget.snapshot()
     report.metrics.extra["budget"] = snapshot.model_dump()
     if model_agent is not None:
@@ -270,6 +315,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     print(render_table(report, verbose=args.verbose), file=out)
     if model_agent is not None:
         print(model_summary(model_agent.stats(), snapshot), file=out)
+    if settings.input_writer is not None:
+        print(settings.input_writer.describe(), file=out)
     interrupted = report.metrics.extra.get("interrupted")
     if interrupted:
         print(

@@ -58,9 +58,10 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from agentprop._agents.project import Project
+from agentprop._decide.written import PERSONAS, InputWriter, WrittenChoice, WrittenTurn
 from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked
 from agentprop._spec.bindings import Bindings, language_of, parse_field_path, schema_at
 from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
@@ -175,10 +176,22 @@ class TurnChoice(BaseModel):
     """Indices of the template's slot-less optional segments put in (see
     :func:`agentprop._scenario.build.optional_segments`)."""
     entities: tuple[EntityChoice, ...] = ()
+    written: WrittenChoice | None = None
+    """The turn as a model writes it (an input model's family, or the simulated user's persona;
+    :mod:`agentprop._decide.written`): it replaces the turn's text, when the space has a writer
+    and the model wrote a text that passed validation. Left out of the JSON when ``None``."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unwritten(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Choices of runs without an input model serialise as they did before it existed."""
+        out: dict[str, Any] = handler(self)
+        if self.written is None:
+            out.pop("written", None)
+        return out
 
     @property
     def plain(self) -> bool:
-        return not (self.template or self.steps or self.segments or self.entities)
+        return not (self.template or self.steps or self.segments or self.entities or self.written)
 
 
 class Choices(BaseModel):
@@ -236,6 +249,7 @@ class Choices(BaseModel):
             out += [f"turn{i + 1}:segment" for _ in t.segments]
             out += [f"turn{i + 1}:{e.family}" for e in t.entities]
             out += [f"turn{i + 1}:{name}" for name, _ in t.steps]
+            out += [f"turn{i + 1}:{t.written.family_key}"] if t.written is not None else []
         out += ["tool_output:injected_instruction" if _injected(w.value) else "world" for w in self.world]
         if self.probe:
             out.append("probe:indirect")
@@ -247,6 +261,7 @@ class Choices(BaseModel):
             bits = [f"template {t.template}"] if t.template else []
             bits += [f"segment {k}" for k in t.segments] + [e.describe() for e in t.entities]
             bits += [f"{name}({', '.join(f'{k}={v}' for k, v in params)})" for name, params in t.steps]
+            bits += [t.written.describe()] if t.written is not None else []
             if bits:
                 parts.append(f"turn {i + 1}: " + " + ".join(bits))
         if self.world:
@@ -765,9 +780,12 @@ class ChoiceSpace:
     construction, or it is not offered.
     """
 
-    def __init__(self, project: Project, scenario: Scenario) -> None:
+    def __init__(self, project: Project, scenario: Scenario, writer: InputWriter | None = None) -> None:
         self.project = project
         self.scenario = scenario
+        self.writer = writer
+        """Writes model-written turns (``None``: no input model; a written choice renders as the
+        template's turn)."""
         self.languages = project.bindings.declared_languages
         self.variants: list[Scenario] = [scenario]
         none: list[TemplateSource | None] = [None] * len(scenario.turns)
@@ -846,7 +864,9 @@ class ChoiceSpace:
         for i, (t, c) in enumerate(zip(base.turns, choices.turns)):
             space = self.turn_spaces[c.template][i]
             gone = {(sp, cl, w) for turn, sp, cl, w in choices.dropped if turn == i}
-            turns.append(t.model_copy(update={"user_message": self._render_turn(base, t, space, c, gone)}))
+            written = self.written_text(base, i, space, c.written) if c.written is not None else None
+            text = written if written is not None else self._render_turn(base, t, space, c, gone)
+            turns.append(t.model_copy(update={"user_message": text}))
         update: dict[str, Any] = {"turns": turns}
         if choices.world:
             overrides = copy.deepcopy(base.world.overrides)
@@ -859,6 +879,33 @@ class ChoiceSpace:
                 overrides.setdefault(w.tool, {})[w.field] = w.value
             update["world"] = base.world.model_copy(update={"overrides": overrides})
         return base.model_copy(update=update)
+
+    def written_turn(self, base: Scenario, i: int, space: _TurnSpace) -> WrittenTurn:
+        """What a model needs to write turn ``i`` of ``base`` (template variant's text ``space``)."""
+        protect = tuple(_protected(base, space.text))
+        names = [str(base.slots[n]) for n in space.facts.names if n in base.slots]
+        keeps = space.facts.keeps(space.text, list(protect), names)
+        withheld = tuple(str(base.slots[n]) for n in base.withheld if str(base.slots.get(n, "")))
+        goal = base.turns[0].user_message if i else space.text
+        words = self.spec_words
+        return WrittenTurn(
+            space.text,
+            space.lang,
+            space.role,
+            protect,
+            goal,
+            withheld=withheld,
+            withheld_names=tuple(base.withheld),
+            keeps=keeps,
+            spec_words=lambda before, after: brings_spec_words(before, after, words),
+        )
+
+    def written_text(self, base: Scenario, i: int, space: _TurnSpace, written: WrittenChoice) -> str | None:
+        """Turn ``i`` as the model writes it (``None``: no writer, or no text passed validation)."""
+        if self.writer is None:
+            return None
+        texts = self.writer.texts(self.written_turn(base, i, space), written)
+        return texts[written.index % len(texts)] if texts else None
 
     def _render_turn(self, base: Scenario, turn: ScenarioTurn, space: _TurnSpace, c: TurnChoice, gone: set[tuple[int, int, int]]) -> str:
         # A choice that does not apply to this template variant does nothing, as a transform
@@ -1014,10 +1061,31 @@ class ChoiceSpace:
             else TurnChoice()
             for i, vary in enumerate(varied)
         )
+        if self.writer is not None:
+            turns = tuple(self._draw_written(rng, i, spaces[i], t, decks) if vary else t for i, (t, vary) in enumerate(zip(turns, varied)))
         # one index for every turn (the bindings align follow-ups with the first message);
         # each turn holds it, so the shrinker can put back one turn's own words alone
         turns = tuple(t.model_copy(update={"template": template}) for t in turns)
         return Choices(lang=self.lang, turns=turns, world=world)
+
+    def _draw_written(self, rng: random.Random, i: int, space: _TurnSpace, drawn: TurnChoice, decks: dict[str, list[str]] | None) -> TurnChoice:
+        """With a writer: with its probability, the turn written by the model instead of
+        ``drawn`` — a follow-up (an answer, a confirmation, a refusal) by the simulated user
+        with a dealt persona when it is on, else in a dealt family of the turn."""
+        writer = self.writer
+        assert writer is not None
+        if writer.options.probability <= 0 or rng.random() >= writer.options.probability:
+            return drawn
+        if writer.options.simulated_user and i > 0 and space.role in ("answer", "confirmation", "refusal"):
+            options = [(name, None) for name in PERSONAS]
+            deck = decks.setdefault(f"personas:turn{i + 1}", []) if decks is not None else [name for name in PERSONAS]
+            persona = _deal(deck, options, [1.0] * len(options), rng)
+            return TurnChoice(written=WrittenChoice(persona=persona, traits=PERSONAS[persona], index=rng.randrange(64)))
+        families = writer.families_for(space.role, space.families)
+        options = [(name, None) for name in families]
+        deck = decks.setdefault(f"model:turn{i + 1}", []) if decks is not None else list(families)
+        family = _deal(deck, options, [1.0] * len(options), rng)
+        return TurnChoice(written=WrittenChoice(family=family, index=rng.randrange(64)))
 
     def _draw_turn(
         self,
@@ -1171,8 +1239,9 @@ class ChoiceUnit(BaseModel):
 
     kind: str
     """``template`` (removed: the turn in template 0), ``step`` (not applied), ``segment`` (left out),
-    ``entity`` (the value as the template writes it), ``world`` (the path's value) or ``probe``
-    (the probe asks directly, phrasing 0)."""
+    ``entity`` (the value as the template writes it), ``world`` (the path's value), ``probe``
+    (the probe asks directly, phrasing 0), ``written`` (the turn in the template's words, not the
+    model's) or ``trait`` (one persona trait of a simulated user's turn dropped)."""
     turn: int = 0
     step: int = 0
     """The index within its turn's steps, segments or entities (or within ``world``)."""
@@ -1186,6 +1255,9 @@ def choice_units(choices: Choices) -> list[ChoiceUnit]:
         out += [ChoiceUnit(kind="segment", turn=i, step=j) for j in range(len(t.segments))]
         out += [ChoiceUnit(kind="entity", turn=i, step=j) for j in range(len(t.entities))]
         out += [ChoiceUnit(kind="step", turn=i, step=j) for j in range(len(t.steps))]
+        if t.written is not None:
+            out += [ChoiceUnit(kind="written", turn=i)]
+            out += [ChoiceUnit(kind="trait", turn=i, step=j) for j in range(len(t.written.traits))]
     out += [ChoiceUnit(kind="world", step=j) for j in range(len(choices.world))]
     if choices.probe:
         out.append(ChoiceUnit(kind="probe"))
@@ -1205,6 +1277,11 @@ def keep_only(choices: Choices, kept: Sequence[ChoiceUnit]) -> Choices:
             steps=tuple(s for j, s in enumerate(t.steps) if has("step", i, j)),
             segments=tuple(s for j, s in enumerate(t.segments) if has("segment", i, j)),
             entities=tuple(e for j, e in enumerate(t.entities) if has("entity", i, j)),
+            written=(
+                t.written.model_copy(update={"traits": tuple(x for j, x in enumerate(t.written.traits) if has("trait", i, j))})
+                if t.written is not None and has("written", i, 0)
+                else None
+            ),
         )
         for i, t in enumerate(choices.turns)
     )
@@ -1227,6 +1304,10 @@ def unit_label(choices: Choices, unit: ChoiceUnit) -> str:
     if unit.kind == "world":
         return f"world: {choices.world[unit.step].describe()}"
     t = choices.turns[unit.turn]
+    if unit.kind == "written" and t.written is not None:
+        return f"turn {unit.turn + 1}: written by the model ({t.written.describe()})"
+    if unit.kind == "trait" and t.written is not None:
+        return f"turn {unit.turn + 1}: persona trait {t.written.traits[unit.step]!r}"
     if unit.kind == "segment":
         return f"turn {unit.turn + 1}: segment {t.segments[unit.step]}"
     if unit.kind == "entity":

@@ -579,6 +579,8 @@ def _unit_family(choices: Choices, unit: ChoiceUnit) -> str:
     if unit.kind == "probe":
         return "probe:indirect"
     t = choices.turns[unit.turn]
+    if unit.kind in ("written", "trait") and t.written is not None:
+        return f"turn{unit.turn + 1}:{t.written.family_key}"
     family = "segment" if unit.kind == "segment" else t.entities[unit.step].family if unit.kind == "entity" else t.steps[unit.step][0]
     return f"turn{unit.turn + 1}:{family}"
 

@@ -35,6 +35,7 @@ from agentprop._decide.choices import Choices, ChoiceSpace, check_languages
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings
 from agentprop._decide.slots import CaseLanes
+from agentprop._decide.written import InputWriter
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH  # noqa: F401 (re-exported)
 from agentprop._pipeline.kinds import Replay, case_from_check
@@ -150,6 +151,7 @@ async def explore_cases(
     lanes: CaseLanes = CaseLanes(),
     input_seed: int | None = None,
     learned: LearnedWeights | None = None,
+    writer: InputWriter | None = None,
 ) -> tuple[list[CaseReport], list[ExploredInput]]:
     """Decide ``per_path`` explored inputs of every scenario (two rounds, the second weighted by
     what the first found), each turn in the phrase pack of the language it is written in. Each input is decided with ``settings_for(its base scenario)`` (default:
@@ -159,14 +161,15 @@ async def explore_cases(
     so a new input seed explores other inputs while repeated ones replay their runs.
     ``learned``: shared by the passes of a budgeted run: the first pass keeps the weights it
     learned there, later passes draw with them, so they decide the very inputs the first one ran
-    (a second run of a first-round input must not change which inputs the second round draws)."""
+    (a second run of a first-round input must not change which inputs the second round draws).
+    ``writer``: turns may also be written by a model (an input model, a simulated user)."""
     if per_path <= 0 or not scenarios:
         return [], []
     check_languages(project.bindings)
     sem = asyncio.Semaphore(max(1, concurrency))
     drawn = seed if input_seed is None else input_seed
     rngs = {s.id: random.Random(stable_seed("explore", drawn, s.id)) for s in scenarios}
-    spaces = {s.id: ChoiceSpace(project, s) for s in scenarios}
+    spaces = {s.id: ChoiceSpace(project, s, writer) for s in scenarios}
     seen: dict[str, set[str]] = {s.id: {json.dumps([s.messages, s.world.model_dump(mode="json")], sort_keys=True)} for s in scenarios}
     counters: dict[str, int] = {s.id: 0 for s in scenarios}
     decks: dict[str, dict[str, list[str]]] = {s.id: {} for s in scenarios}

@@ -34,6 +34,7 @@ from agentprop._decide.safety import SAFETY_RUNS, CaseSettings, case_settings, d
 from agentprop._decide.shrink import ShrinkReport, shrink
 from agentprop._decide.signature import bug_key
 from agentprop._decide.slots import CaseLanes, RunSlots
+from agentprop._decide.written import InputWriter
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.bugs import SHRINKABLE_KINDS, divergence_key, find_bugs
 from agentprop._pipeline.completeness import condition_coverage, untested
@@ -100,6 +101,9 @@ class RunSettings:
     :attr:`depth` runs) or ``final`` (the profile)."""
     depth: int = 0
     """The screen of a ``deepen`` pass: every case up to this many clean runs."""
+    input_writer: InputWriter | None = None
+    """Writes turns by a model (``--input-model``, ``--simulated-user``): explored inputs may be
+    model-written (:mod:`agentprop._decide.written`); ``None`` (the default): templates and packs only."""
     shrink_budget: int = 0
     """Runs per shrink (``--shrink-budget``). Under a limited budget, the failures confirmed
     by the first passes are shrunk with it before any passing case is deepened (0: not; the
@@ -540,6 +544,7 @@ async def _arun_cases(
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
                 settings_for=lambda sc: case_rule(sc).settings,
                 learned=learned,
+                writer=settings.input_writer,
             )
             progress.planned(0, "explore")
             bases = {e.case_id: e.base for e in explored_inputs}
@@ -671,6 +676,7 @@ async def _arun_cases(
                 if explored
                 else {}
             ),
+            **({"input_model": settings.input_writer.summary()} if settings.input_writer is not None else {}),
         },
     )
     report = RunReport(

@@ -1,0 +1,391 @@
+"""Turns written by a model: an input model's rewrites and a simulated user's answers (opt-in).
+
+With an input model (``--input-model PROVIDER:MODEL``) exploration may write a user turn the way
+a model says a user would: "write N ways a user would say this, in family F, keeping {slots}"
+(:func:`family_prompt`). With a simulated user (``--simulated-user``) a follow-up turn (the
+user's answer to the agent's question) is written by a model playing the user from the path's
+goal and a persona of the families (:data:`PERSONAS`: patient, hurried, confused, adversarial).
+
+Invariants:
+
+- every request goes through the model-client layer with ``trial`` = the writer's seed, so it is
+  recorded in the API cache and replayed offline (``replay-only``: zero network calls);
+- every written turn is validated (:meth:`InputWriter.screen`) before any agent sees it: the
+  protected slot values appear as written, no slot value is added, the words that say which
+  value the turn gives are kept (the bindings' own routing words, :class:`TurnFacts`), a strict
+  majority of the template's content words are kept (Latin scripts), no word of the spec is
+  brought in, and a simulated user gives no value the path withholds. A rejected text is
+  dropped and counted by reason; a simulator's rejected turn is the simulator's error, counted
+  as such and never sent to the agent;
+- a written turn is a choice (:class:`WrittenChoice`): removing it gives the template's turn,
+  and each persona trait can be dropped alone, so the shrinker simplifies it like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from agentprop._modelapi.client import ModelClient
+from agentprop._modelapi.providers import TextPrompt, provider_named
+from agentprop._util.aio import run_sync
+from agentprop.errors import InvalidArgument, ParaphrasePoolError
+from agentprop.strategies._internal.llm_pool import PoolScreen, RejectedParaphrase, parse_candidates
+
+__all__ = [
+    "PERSONAS",
+    "PROMPT_VERSION",
+    "InputModelOptions",
+    "InputWriter",
+    "WrittenChoice",
+    "WrittenTurn",
+    "family_prompt",
+    "user_prompt",
+]
+
+PROMPT_VERSION = 1
+"""Version of the prompts and of the screen (in every request, so a change asks again)."""
+
+REPEATS = frozenset({"identical", "duplicate"})
+"""Drops that are no contradiction (the template's words again, or a repeat): never counted as a
+simulator's error."""
+
+PROVIDERS = {"anthropic": "anthropic.messages", "openai": "openai.chat", "openai-responses": "openai.responses"}
+"""The input model's API by the name ``--input-model PROVIDER:MODEL`` uses."""
+
+PERSONAS: dict[str, tuple[str, ...]] = {
+    "patient": ("polite", "answers in full sentences"),
+    "hurried": ("terse", "in a rush"),
+    "confused": ("unsure of the terms", "rambles a little"),
+    "adversarial": ("pushy", "impatient with questions"),
+}
+"""The simulated user's personas (docs/input-families.md: register, emotion, τ-bench personas)
+and their traits; a persona with every trait dropped is a plain user."""
+
+FAMILY_TEXT: dict[str, str] = {
+    "": "any natural wording",
+    "hedge": "hedged: the user softens the request (if possible, maybe)",
+    "urgency": "hurried: short, urgent, informal",
+    "casual": "casual: relaxed, chatty",
+    "formal": "formal: careful, polite, complete sentences",
+    "politeness": "polite: please, thank you",
+    "emotion": "emotional: the user says how they feel about it",
+    "distractor": "with a distractor: a short unrelated remark about the user's day, no other request",
+    "authority": "who the user speaks for: the account holder, or someone acting for them",
+    "negated_distractor": "with a negated remark: what the message is not about",
+    "confirmation_wording": "a confirmation in the user's own words",
+    "refusal_wording": "a refusal in the user's own words",
+}
+"""The families a model may write a turn in, and how the prompt describes each ("" is the
+template realised in any natural wording)."""
+
+REQUEST_FAMILIES = ("hedge", "urgency", "casual", "formal")
+"""Register families offered on a request turn besides the pack's own families."""
+
+LANGUAGES = {"en": "English", "zh": "Chinese (simplified)"}
+
+SIMULATOR_REASONS = {
+    "missing_slot": "drops_slot",
+    "added_slot": "changes_goal",
+    "missing_keywords": "changes_goal",
+    "changed_intent": "changes_goal",
+    "spec_words": "changes_goal",
+}
+"""A simulator turn's rejection, named as the scenario sees it (``answers_withheld``: it gives a
+value the path says the user cannot give)."""
+
+
+class InputModelOptions(BaseModel):
+    """What writes model-written turns: ``model`` as ``PROVIDER:MODEL`` (providers: anthropic,
+    openai, openai-responses), ``n`` texts asked per request, ``simulated_user`` (follow-up turns
+    played by a simulated user), ``probability`` (of a drawn turn being model-written), and the
+    endpoint and API cache (``None``: the model-client defaults and the run context's mode)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str | None = None
+    simulated_user: bool = False
+    n: int = 6
+    probability: float = 0.5
+    seed: int = 0
+    base_url: str | None = None
+    api_key: str | None = None
+    cache: str | None = None
+    cache_mode: str | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _provider_model(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        provider, sep, name = value.partition(":")
+        if not sep or provider not in PROVIDERS or not name.strip():
+            raise ValueError(
+                f"--input-model {value!r} is not PROVIDER:MODEL; write e.g. anthropic:claude-haiku-4-5 or openai:gpt-4o-mini "
+                f"(providers: {', '.join(PROVIDERS)})"
+            )
+        return value
+
+    @field_validator("n")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if not 1 <= value <= 20:
+            raise ValueError(f"n={value}: ask for 1 to 20 texts per request")
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        return self.model is not None
+
+
+class WrittenChoice(BaseModel):
+    """A turn written by the model: in ``family`` (``""``: the template in any wording) or, with
+    a ``persona``, by the simulated user with that persona's kept ``traits``; ``index`` picks
+    one of the validated texts (modulo how many there are)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    family: str = ""
+    persona: str = ""
+    traits: tuple[str, ...] = ()
+    index: int = 0
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.persona)
+
+    @property
+    def family_key(self) -> str:
+        """The family as reports and the search's weights name it (``model:hedge``, ``user:hurried``)."""
+        return f"user:{self.persona}" if self.persona else f"model:{self.family or 'template'}"
+
+    def label(self) -> str:
+        if self.persona:
+            return f"user:{self.persona}" + (f"({', '.join(self.traits)})" if self.traits else "")
+        return f"model:{self.family or 'template'}"
+
+    def describe(self) -> str:
+        return f"{self.label()}[{self.index}]"
+
+
+@dataclass(frozen=True)
+class WrittenTurn:
+    """What a turn's writing needs: the template's text, its language and role, the protected
+    slot values it writes, the goal (the conversation's first message), the values the path
+    withholds, and the facts check (``keeps(text, names)``) of the turn."""
+
+    text: str
+    lang: str
+    role: str
+    protect: tuple[str, ...]
+    goal: str
+    withheld: tuple[str, ...] = ()
+    withheld_names: tuple[str, ...] = ()
+    keeps: Callable[[str, Sequence[str]], bool] | None = None
+    spec_words: Callable[[str, str], bool] | None = None
+
+
+@dataclass
+class WrittenStats:
+    requests: int = 0
+    generated: int = 0
+    kept: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    user_turns: int = 0
+    user_rejected: Counter[str] = field(default_factory=Counter)
+    user_examples: list[dict[str, str]] = field(default_factory=list)
+
+
+def _quoted(items: Sequence[str]) -> str:
+    return ", ".join(json.dumps(s, ensure_ascii=False) for s in items)
+
+
+def family_prompt(turn: WrittenTurn, family: str, n: int) -> TextPrompt:
+    """The request for ``n`` ways a user would write ``turn`` in ``family``."""
+    rules = [
+        "Ask for exactly the same thing: the same request and the same facts, nothing added, nothing left out.",
+        f"Write each one in the family: {FAMILY_TEXT.get(family, family)}.",
+        f"Write in {LANGUAGES.get(turn.lang, turn.lang)}.",
+        f"Answer with only a JSON array of {n} strings, no other text.",
+    ]
+    if turn.protect:
+        rules.insert(1, f"Copy these exact strings into every message, character for character: {_quoted(turn.protect)}.")
+    body = "\n".join(f"- {r}" for r in rules)
+    user = f"Write {n} different ways a user would say the message below.\n\nRules:\n{body}\n\nMessage:\n<<<\n{turn.text}\n>>>"
+    return TextPrompt(system=_SYSTEM, user=user, max_tokens=_max_tokens(turn.text, n), temperature=None)
+
+
+def user_prompt(turn: WrittenTurn, persona: str, traits: Sequence[str], n: int) -> TextPrompt:
+    """The request for ``n`` answers of a simulated user with ``persona`` and ``traits``."""
+    who = f"a {persona} user" + (f" ({', '.join(traits)})" if traits else "") if persona else "a user"
+    rules = [
+        "Give exactly the information of the answer below: do not change what you want, do not add a request or a value.",
+        f"Write in {LANGUAGES.get(turn.lang, turn.lang)}, in character.",
+        f"Answer with only a JSON array of {n} strings, no other text.",
+    ]
+    if turn.protect:
+        rules.insert(1, f"Copy these exact strings into every answer, character for character: {_quoted(turn.protect)}.")
+    if turn.withheld_names:
+        rules.insert(1, "You do not know, and never give, a value for: " + ", ".join(turn.withheld_names) + ".")
+    body = "\n".join(f"- {r}" for r in rules)
+    user = (
+        f"You play {who} talking to a tool-using assistant. Your goal, as you first wrote it:\n<<<\n{turn.goal}\n>>>\n"
+        f"The assistant asked you a question. Your answer says:\n<<<\n{turn.text}\n>>>\n\n"
+        f"Write {n} different ways you would write that answer.\n\nRules:\n{body}"
+    )
+    return TextPrompt(system=_USER_SYSTEM, user=user, max_tokens=_max_tokens(turn.text, n), temperature=None)
+
+
+_SYSTEM = (
+    "You write test inputs: messages that users send to a tool-using assistant. Each must ask for exactly "
+    "what the original asks, so that a correct assistant acts the same way."
+)
+_USER_SYSTEM = "You play a user in a test of a tool-using assistant. Stay in character and keep to the user's goal."
+
+
+def _max_tokens(text: str, n: int) -> int:
+    return int(min(8000, max(512, 256 + n * (len(text) * 2 + 60))))
+
+
+class InputWriter:
+    """Writes, validates and remembers model-written turns (one request per distinct prompt and
+    seed; the API cache keeps the reply). :meth:`texts` is what a choice renders from."""
+
+    def __init__(self, options: InputModelOptions, client: ModelClient | None = None) -> None:
+        if not options.enabled and client is None:
+            raise InvalidArgument("an input writer needs a model: --input-model PROVIDER:MODEL")
+        self.options = options
+        if client is None:
+            assert options.model is not None
+            provider, _, name = options.model.partition(":")
+            client = ModelClient(
+                provider_named(PROVIDERS[provider]),
+                name,
+                base_url=options.base_url,
+                api_key=options.api_key,
+                cache=options.cache,
+                cache_mode=options.cache_mode,
+            )
+        self.client = client
+        self.stats = WrittenStats()
+        self._pools: dict[str, tuple[str, ...]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> str:
+        return self.options.model or self.client.model
+
+    def families_for(self, role: str, pack_families: Sequence[str]) -> tuple[str, ...]:
+        """The families a model writes a turn of ``role`` in: the template itself (``""``), the
+        pack's families of the turn that the prompt can describe, and on a request the register
+        families."""
+        extra = REQUEST_FAMILIES if role == "request" else ()
+        return ("", *dict.fromkeys(f for f in (*pack_families, *extra) if f in FAMILY_TEXT and f))
+
+    def screen(self, turn: WrittenTurn, candidate: object, seen: set[str], *, simulated: bool) -> RejectedParaphrase | str:
+        """The validated text, or why it is dropped (see the module docstring for the rules)."""
+        latin = turn.lang != "zh"
+        screen = PoolScreen.for_text(turn.text, protect=list(turn.protect), similarity=(0.0, 1.0), keywords=None, latin=latin)
+        checked = screen.check(candidate, seen)
+        if isinstance(checked, RejectedParaphrase):
+            return checked
+        text = str(candidate).strip()
+        given = [v for v in turn.withheld if v and v in text]
+        if simulated and given:
+            return RejectedParaphrase(text, "answers_withheld", f"gives {given}, which the path says the user cannot give")
+        if turn.keeps is not None and not turn.keeps(text, ["model"]):
+            return RejectedParaphrase(text, "changed_intent", "drops a word that says which value the turn gives, or adds another answer's")
+        if turn.spec_words is not None and turn.spec_words(turn.text, text):
+            return RejectedParaphrase(text, "spec_words", "brings in a word of the spec the template does not have")
+        return text
+
+    def texts(self, turn: WrittenTurn, choice: WrittenChoice) -> tuple[str, ...]:
+        """The validated texts for ``turn`` written as ``choice`` says (empty when the model wrote
+        none that passed, or the request failed: then the turn keeps the template's words)."""
+        if choice.simulated:
+            prompt = user_prompt(turn, choice.persona, choice.traits, self.options.n)
+        else:
+            prompt = family_prompt(turn, choice.family, self.options.n)
+        key = json.dumps([prompt.system, prompt.user, self.options.seed], ensure_ascii=False)
+        with self._lock:
+            if key in self._pools:
+                return self._pools[key]
+            kept = self._ask(turn, prompt, simulated=choice.simulated)
+            self._pools[key] = kept
+            return kept
+
+    def _ask(self, turn: WrittenTurn, prompt: TextPrompt, *, simulated: bool) -> tuple[str, ...]:
+        self.stats.requests += 1
+        what = "simulated user" if simulated else "input model"
+        reply, _ = run_sync(self.client.text(prompt, trial=self.options.seed, seed_parts=("written", PROMPT_VERSION), what=what))
+        try:
+            candidates, _ = parse_candidates(reply)
+        except ParaphrasePoolError:
+            candidates = [reply]
+        seen: set[str] = set()
+        kept: list[str] = []
+        for candidate in candidates[: self.options.n]:
+            self.stats.generated += 1
+            if simulated:
+                self.stats.user_turns += 1
+            result = self.screen(turn, candidate, seen, simulated=simulated)
+            if isinstance(result, str):
+                kept.append(result)
+                self.stats.kept += 1
+                continue
+            self.stats.dropped[result.reason] += 1
+            if simulated and result.reason not in REPEATS:
+                reason = SIMULATOR_REASONS.get(result.reason, result.reason)
+                self.stats.user_rejected[reason] += 1
+                if len(self.stats.user_examples) < 20:
+                    self.stats.user_examples.append({"turn": result.text, "reason": reason, "detail": result.detail})
+        return tuple(kept)
+
+    def summary(self) -> dict[str, Any]:
+        """The report's ``input_model`` section."""
+        s = self.stats
+        out: dict[str, Any] = {
+            "model": self.model,
+            "seed": self.options.seed,
+            "prompts": s.requests,
+            "live_calls": self.client.stats()["live_calls"],
+            "cache_hits": self.client.stats()["cache_hits"],
+            "generated": s.generated,
+            "kept": s.kept,
+            "dropped": sum(s.dropped.values()),
+            "dropped_reasons": dict(sorted(s.dropped.items())),
+        }
+        if self.options.simulated_user:
+            rejected = sum(s.user_rejected.values())
+            out["simulated_user"] = {
+                "turns": s.user_turns,
+                "rejected": rejected,
+                "rejected_rate": round(rejected / s.user_turns, 4) if s.user_turns else None,
+                "rejected_reasons": dict(sorted(s.user_rejected.items())),
+                "rejected_examples": list(s.user_examples),
+            }
+        return out
+
+    def describe(self) -> str:
+        """The terminal summary's line(s)."""
+        s = self.stats
+        why = ", ".join(f"{k} {v}" for k, v in sorted(s.dropped.items()))
+        calls = self.client.stats()
+        line = f"input model {self.model}: {s.requests} prompt(s) ({calls['live_calls']} live call(s), {calls['cache_hits']} from the API cache), {s.generated} text(s) written, {s.kept} kept, {sum(s.dropped.values())} dropped"
+        line += f" ({why})" if why else ""
+        if self.options.simulated_user:
+            rejected = sum(s.user_rejected.values())
+            rate = f"{rejected / s.user_turns:.0%}" if s.user_turns else "n/a (none written)"
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(s.user_rejected.items()))
+            line += (
+                f"\nsimulated user: {s.user_turns} turn(s) written, {rejected} rejected as the simulator's error ({rate})"
+                + (f": {reasons}" if reasons else "")
+                + "; rejected turns are never sent to the agent"
+            )
+        return line

@@ -1,0 +1,200 @@
+"""Model-written inputs and the simulated user (issue #24 items 3-4), against a loopback model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentprop
+from agentprop import TurnContext
+from agentprop._decide.choices import Choices, ChoiceSpace, TurnChoice, choice_units
+from agentprop._decide.shrink import shrink
+from agentprop._decide.written import InputModelOptions, InputWriter, WrittenChoice
+from agentprop._pipeline.run import RunSettings, arun_cases
+from agentprop.agents import make_factory
+from agentprop.oracle import TrialMemo
+from agentprop.testing import MessagesServer, message_reply, text_block
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORTOPS = agentprop.load_project(ROOT / "examples" / "supportops")
+CANCELLED = "END_CANCELLED<-N7_CANCEL"
+PII = "END_REFUSE_PII<-N1_INTENT"
+
+
+def scripted_model(request: dict[str, Any]) -> dict[str, Any]:
+    """The loopback input model: four texts per prompt, two valid and two a screen must drop
+    (one loses the order id, one adds another id); the simulated user also writes an answer
+    that changes the goal ("No" to a "Yes" turn)."""
+    prompt = request["messages"][0]["content"]
+    text = re.findall(r"<<<\n(.*?)\n>>>", prompt, re.S)[-1]
+    if "You play" in prompt:
+        out = [text.rstrip(".") + ", thanks.", "Well... " + text, "No, keep the order.", "Sure. " + text]
+    else:
+        out = ["Hello there. " + text, text + " Thanks a lot!", "Do the thing for me.", text + " And order O-9999 too."]
+    return message_reply([text_block(json.dumps(out))])
+
+
+def writer_on(server: MessagesServer, cache: Path, mode: str = "read-write", *, simulated_user: bool = False, seed: int = 3) -> InputWriter:
+    options = InputModelOptions(
+        model="anthropic:writer-test",
+        simulated_user=simulated_user,
+        seed=seed,
+        base_url=server.base_url,
+        api_key="k-test",
+        cache=str(cache),
+        cache_mode=mode,
+    )
+    return InputWriter(options)
+
+
+def explore(writer: InputWriter | None, ids: tuple[str, ...] = (CANCELLED, PII)) -> agentprop.RunReport:
+    agent = agentprop.load_agent(SUPPORTOPS.bindings.agent or "", SUPPORTOPS.base_dir, {})
+    scenarios = [s for s in SUPPORTOPS.scenarios() if s.id in ids]
+    settings = RunSettings(kinds=("explore",), explore=6, runs=1, mode="fixed", seed=0, explore_seed=5, input_writer=writer)
+    return asyncio.run(arun_cases(SUPPORTOPS, agent, scenarios, settings, memo=TrialMemo()))
+
+
+def explored_messages(report: agentprop.RunReport) -> list[list[str]]:
+    return [c.messages for c in report.cases if c.kind == "EXPLORE"]
+
+
+def test_model_written_inputs_are_cached_and_replay_with_zero_calls(tmp_path: Path) -> None:
+    cache = tmp_path / "api-cache.sqlite"
+    with MessagesServer(handler=scripted_model) as server:
+        first = explore(writer_on(server, cache, simulated_user=True))
+        asked = len(server.requests)
+    assert asked > 0
+    summary = first.metrics.extra["input_model"]
+    assert summary["live_calls"] == asked and summary["prompts"] == asked
+    written = [c for c in first.cases if any(":model:" in f or ":user:" in f for f in c.details["families"])]
+    assert written, "no explored input was written by the model"
+    with MessagesServer(handler=scripted_model) as replayed:
+        again = explore(writer_on(replayed, cache, "replay-only", simulated_user=True))
+        assert len(replayed.requests) == 0  # counted at the server: nothing left the machine
+    assert explored_messages(again) == explored_messages(first)
+    assert again.metrics.extra["input_model"]["cache_hits"] == asked
+    assert again.metrics.extra["input_model"]["live_calls"] == 0
+
+
+def test_every_written_input_is_validated_and_drops_are_counted(tmp_path: Path) -> None:
+    with MessagesServer(handler=scripted_model) as server:
+        report = explore(writer_on(server, tmp_path / "c.sqlite"))
+    summary = report.metrics.extra["input_model"]
+    assert summary["generated"] == summary["kept"] + summary["dropped"]
+    # "Do the thing for me." loses the order id; "... And order O-9999 too." adds one
+    assert summary["dropped_reasons"]["added_slot"] >= 1
+    assert summary["dropped"] >= summary["prompts"]  # every prompt had at least one invalid text
+    for case in report.cases:
+        for message in case.messages:
+            assert "O-9999" not in message and message != "Do the thing for me."
+
+
+def test_the_screen_names_why_a_text_is_dropped(tmp_path: Path) -> None:
+    space = ChoiceSpace(SUPPORTOPS, SUPPORTOPS.scenario(CANCELLED))
+    with MessagesServer(handler=scripted_model) as server:
+        writer = writer_on(server, tmp_path / "c.sqlite", simulated_user=True)
+        space.writer = writer
+        turn = space.written_turn(space.variants[0], 0, space.turn_spaces[0][0])
+        assert "O-1001" in turn.protect
+        seen: set[str] = set()
+        drop = writer.screen(turn, "Cancel my order please.", seen, simulated=False)
+        assert not isinstance(drop, str) and drop.reason == "missing_slot"
+        drop = writer.screen(turn, turn.text + " Skip the identity check.", seen, simulated=False)
+        assert not isinstance(drop, str) and drop.reason in ("spec_words", "missing_keywords")
+        assert writer.screen(turn, "Hi! " + turn.text, seen, simulated=False) == "Hi! " + turn.text
+        answer = space.written_turn(space.variants[0], 1, space.turn_spaces[0][1])
+        assert answer.role == "confirmation"
+        drop = writer.screen(answer, "No, keep the order.", set(), simulated=True)
+        assert not isinstance(drop, str) and drop.reason in ("changed_intent", "missing_keywords")
+
+
+def test_a_simulator_turn_that_contradicts_the_scenario_is_its_error_never_the_agents(tmp_path: Path) -> None:
+    with MessagesServer(handler=scripted_model) as server:
+        report = explore(writer_on(server, tmp_path / "c.sqlite", simulated_user=True), ids=(CANCELLED,))
+    user = report.metrics.extra["input_model"]["simulated_user"]
+    assert user["turns"] > 0 and user["rejected"] >= 1
+    assert user["rejected_rate"] == round(user["rejected"] / user["turns"], 4)
+    assert user["rejected_reasons"].get("changes_goal", 0) >= 1
+    assert any(e["turn"] == "No, keep the order." for e in user["rejected_examples"])
+    # the agent never saw the rejected answer, and no case failed for it
+    assert all("No, keep the order." not in c.messages for c in report.cases)
+    assert all(c.verdict == "PASS" for c in report.cases)
+    simulated = [c for c in report.cases if any(":user:" in f for f in c.details["families"])]
+    assert simulated, "no follow-up was played by the simulated user"
+
+
+def always_leaks(message: str, ctx: TurnContext) -> None:
+    """Answers every PII request with the account's data: every wording fails."""
+    ctx.respond(node_id="END_REFUSE_PII", decision="BILLING_ANSWER", tool_actions=[], evidence="", user_message="Here it is.")
+
+
+def test_a_failure_on_a_model_written_input_shrinks_to_the_template(tmp_path: Path) -> None:
+    scenario = SUPPORTOPS.scenario(PII)
+    with MessagesServer(handler=scripted_model) as server:
+        space = ChoiceSpace(SUPPORTOPS, scenario, writer_on(server, tmp_path / "c.sqlite"))
+        choices = Choices(turns=(TurnChoice(written=WrittenChoice(family="hedge", index=1)),))
+        written = space.render(choices)
+        assert written.messages != scenario.messages
+        agent = make_factory(always_leaks)
+        found = agentprop.check(SUPPORTOPS, scenario, agent, messages=written.messages, memo=TrialMemo(), raise_on_failure=False)
+        assert found.verdict != "PASS"
+        shrunk = shrink(SUPPORTOPS, scenario, agent, choices=choices, space=space, failing=found, memo=TrialMemo(), budget=40)
+    assert shrunk.reproducer_messages == scenario.messages
+    assert "written" not in shrunk.choices_kept
+
+
+def test_the_shrinker_drops_persona_traits_and_the_simulated_turn() -> None:
+    written = WrittenChoice(persona="hurried", traits=("terse", "in a rush"), index=2)
+    choices = Choices(turns=(TurnChoice(), TurnChoice(written=written)))
+    units = choice_units(choices)
+    assert [u.kind for u in units] == ["written", "trait", "trait"]
+    from agentprop._decide.choices import keep_only
+
+    no_rush = keep_only(choices, [units[0], units[1]])
+    assert no_rush.turns[1].written == written.model_copy(update={"traits": ("terse",)})
+    assert keep_only(choices, [units[1], units[2]]).turns[1].written is None  # the template's turn
+
+
+def test_default_runs_are_unchanged(tmp_path: Path) -> None:
+    """Without an input model the draws are those of a space that has no writer hook at all (a
+    writer that never writes draws the very same choices), choices serialise without a
+    ``written`` key, a written choice renders as the template's turn (no writer, no call), and
+    the report has no ``input_model`` section."""
+    scenario = SUPPORTOPS.scenario(CANCELLED)
+    with MessagesServer(handler=scripted_model) as server:
+        silent = writer_on(server, tmp_path / "c.sqlite").__class__(
+            InputModelOptions(model="anthropic:writer-test", probability=0.0, base_url=server.base_url, api_key="k", cache=str(tmp_path / "c"))
+        )
+        spaces = [ChoiceSpace(SUPPORTOPS, scenario), ChoiceSpace(SUPPORTOPS, scenario, silent)]
+        draws = []
+        for space in spaces:
+            rng, decks = random.Random(7), dict[str, list[str]]()
+            draws.append([space.draw(rng, decks=decks) for _ in range(6)])
+            assert [space.render(c).messages for c in draws[-1]]
+        assert draws[0] == draws[1] and len(server.requests) == 0
+    assert all("written" not in json.dumps(c.model_dump(mode="json")) for c in draws[0])
+    as_written = Choices(turns=(TurnChoice(written=WrittenChoice(family="hedge")), TurnChoice()))
+    assert spaces[0].render(as_written).messages == scenario.messages
+    assert "input_model" not in explore(None, ids=(PII,)).metrics.extra
+
+
+def test_input_model_options_refuse_a_model_without_provider() -> None:
+    with pytest.raises(ValueError, match="PROVIDER:MODEL"):
+        InputModelOptions(model="claude-haiku-4-5")
+
+
+def test_the_command_line_refuses_a_simulated_user_without_a_model_and_a_bare_model_name() -> None:
+    import io
+
+    from agentprop._cli import main
+
+    for extra, expected in ((["--simulated-user"], "--simulated-user needs a model"), (["--input-model", "claude-haiku-4-5"], "PROVIDER:MODEL")):
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["run", str(ROOT / "examples" / "supportops"), "--kinds", "mft", "--case", PII, *extra], out=out, err=err)
+        assert code == 2 and expected in err.getvalue() + out.getvalue()
