@@ -21,8 +21,11 @@ trace, validated against the input schema and limited like every other call::
 
 A failed call raises :class:`~agentprop.ToolError` (``kind`` and ``message``). ``respond``
 is a function too (``include_respond=True``, the default) for frameworks without structured
-output; its parameters are the response contract. :mod:`agentprop.adapters.pydantic_ai` is the
-end-to-end adapter for PydanticAI.
+output; its parameters are the response contract. The end-to-end adapters, each working with its
+framework's defaults: :mod:`agentprop.adapters.pydantic_ai` (PydanticAI),
+:mod:`agentprop.adapters.langgraph` (LangGraph) and :mod:`agentprop.adapters.openai_agents`
+(the OpenAI Agents SDK). A tool error reaches the model as :func:`tool_error_text`, an output as
+:func:`tool_output_text` (JSON).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import json
 import keyword
 from collections.abc import Callable, Iterator, Mapping
 from typing import Annotated, Any, Literal, Optional
@@ -39,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec, Tool
 from agentprop._spec.response import respond_tool_schema
-from agentprop.errors import InvalidArgument
+from agentprop.errors import InvalidArgument, ToolError
 
 _current: contextvars.ContextVar[Any] = contextvars.ContextVar("agentprop_adapter_turn", default=None)
 
@@ -64,6 +68,17 @@ def current_turn() -> TurnContext:
             "`with agentprop.adapters.bind(ctx):` in your agent's turn(message, ctx)"
         )
     return ctx
+
+
+def tool_output_text(value: Any) -> str:
+    """A tool's output as the text a model reads: JSON (not Python's ``str()`` of a dict)."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def tool_error_text(error: ToolError) -> str:
+    """A tool error as the text a model reads: ``KIND: message`` (the kind tells it whether
+    retrying can help; the text is never valid JSON, so it cannot pass for an output)."""
+    return f"{error.kind}: {error.message}"
 
 
 # ----------------------------------------------------------------- JSON Schema -> Python types
@@ -214,4 +229,13 @@ def tool_functions(spec: Spec, *, include_respond: bool = True, is_async: bool =
     return out
 
 
-__all__ = ["RESPOND_DESCRIPTION", "bind", "current_turn", "python_type", "tool_functions", "typed_function"]
+__all__ = [
+    "RESPOND_DESCRIPTION",
+    "bind",
+    "current_turn",
+    "python_type",
+    "tool_error_text",
+    "tool_functions",
+    "tool_output_text",
+    "typed_function",
+]

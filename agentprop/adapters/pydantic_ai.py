@@ -33,7 +33,7 @@ from pydantic_ai import Agent, ModelRetry, Tool
 from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec
 from agentprop._spec.response import response_model
-from agentprop.adapters import bind, current_turn, typed_function
+from agentprop.adapters import bind, current_turn, tool_error_text, typed_function
 from agentprop.errors import ToolError
 
 DEFAULT_TOOL_RETRIES = 5
@@ -46,7 +46,7 @@ def _retrying(tool: str) -> Callable[[dict[str, Any]], Any]:
         try:
             return current_turn().call(tool, **args)
         except ToolError as exc:
-            raise ModelRetry(f"{exc.kind}: {exc.message}") from None
+            raise ModelRetry(tool_error_text(exc)) from None
 
     return call
 
