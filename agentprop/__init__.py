@@ -28,7 +28,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "agentprop._decide.check": ("acheck", "check"),
     "agentprop._decide.plain": ("Case", "Result", "Tools"),
     "agentprop._decide.settings": ("settings",),
-    "agentprop._decide.contracts": ("Verdict",),
+    "agentprop._judge.contracts": ("Verdict",),
     "agentprop._decide.metamorphic": ("check_direction", "check_invariance"),
     "agentprop._decide.snapshot": ("check_snapshot",),
 }
@@ -210,11 +210,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from agentprop._agents.project import Project, load_project
     from agentprop._agents.runtime import AgentFactory, TurnContext
     from agentprop._decide.check import acheck, check
-    from agentprop._decide.contracts import Verdict
     from agentprop._decide.metamorphic import check_direction, check_invariance
     from agentprop._decide.plain import Case, Result, Tools
     from agentprop._decide.settings import settings
     from agentprop._decide.snapshot import check_snapshot
+    from agentprop._judge.contracts import Verdict
     from agentprop._scenario.trace import ToolCall, Trace
 
 __all__ = [

@@ -14,7 +14,7 @@ as properties of :func:`agentprop.check` (``prop=lambda trace: [requires_tools(t
                     prop=lambda t: [calls_in_order(t, ["verify_identity", "cancel_order"]), no_canary_leak(t)])
 """
 
-from agentprop._decide.contracts import (
+from agentprop._judge.contracts import (
     Verdict,
     args_satisfy,
     calls_in_order,
@@ -33,7 +33,7 @@ from agentprop._decide.contracts import (
     tool_actions_match,
     within_scope,
 )
-from agentprop._decide.properties import mft_verdicts, probe_verdicts
+from agentprop._judge.properties import mft_verdicts, probe_verdicts
 
 __all__ = [
     "Verdict",

@@ -723,7 +723,7 @@ def _expected_failures(tr: Any, latest: dict[tuple[str, str], Any]) -> int:
 def _bug_lines(latest: dict[tuple[str, str], Any], session: Session) -> list[str]:
     """The bugs above the cases: the failing checks grouped by signature (turn left out), with
     the reproducer and rate of the one shrink each got, then what the corpus replays meant."""
-    from agentprop._decide.signature import bug_id, bug_key
+    from agentprop._judge.signature import bug_id, bug_key
     from agentprop._pipeline.bugs import rates_from_shrink
     from agentprop._pipeline.report.model import BugReport, FailureRate
 

@@ -9,7 +9,7 @@ import pytest
 
 import agentprop
 import agentprop.contracts
-from agentprop._decide.case import compile_mft, compile_probe
+from agentprop._judge.case import compile_mft, compile_probe
 from agentprop._spec.model import Spec
 from agentprop._util.aio import run_sync
 

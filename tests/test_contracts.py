@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentprop._decide.contracts import (
+from agentprop._judge.contracts import (
     Verdict,
     args_satisfy,
     calls_in_order,

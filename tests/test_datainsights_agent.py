@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from agentprop import ToolError, Trace, Verdict, load_project
-from agentprop._decide.contracts import numbers_in
-from agentprop._decide.properties import first_failure, mft_verdicts
+from agentprop._judge.contracts import numbers_in
+from agentprop._judge.properties import first_failure, mft_verdicts
 from agentprop._scenario.build import WorldSpec, leaf_scenarios, load_object
 from agentprop._scenario.world import stable_seed
 from agentprop.agents import run_conversation

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from agentprop._decide.contracts import Verdict
-from agentprop._decide.judges import (
+from agentprop._judge.contracts import Verdict
+from agentprop._judge.judges import (
     Calibration,
     CalibrationStore,
     LabelledExample,
@@ -332,7 +332,7 @@ def test_agentprop_run_judges_a_spec_rubric_gates_once_calibrated_and_replays_of
 
     from agentprop._agents.project import load_project
     from agentprop._cli import main
-    from agentprop._decide.judges import spec_rubrics
+    from agentprop._judge.judges import spec_rubrics
 
     monkeypatch.chdir(tmp_path)  # the API cache is ./.agentprop/api-cache.sqlite
     case = "END_CANCELLED<-N7_CANCEL"
@@ -408,7 +408,7 @@ def test_a_judge_case_replays_for_mutation_testing_and_kills_only_where_the_judg
 
     from agentprop._agents.loading import load_agent
     from agentprop._agents.project import load_project
-    from agentprop._decide.judges import spec_rubrics
+    from agentprop._judge.judges import spec_rubrics
     from agentprop._pipeline.report.markdown import md, render_markdown
     from agentprop._pipeline.run import RunSettings, arun_cases
 
@@ -478,7 +478,7 @@ def test_cli_calibrates_a_spec_rubric_where_the_bindings_judge_finds_it(tmp_path
 
     from agentprop._agents.project import load_project
     from agentprop._cli import main
-    from agentprop._decide.judges import bound_judge, spec_rubrics
+    from agentprop._judge.judges import bound_judge, spec_rubrics
 
     with MessagesServer(handler=says_cancelled) as server:
         project_dir = _supportops_with_rubric(tmp_path, server.base_url)
@@ -501,9 +501,9 @@ def test_judge_calls_while_shrinking_spend_the_shrink_budget(tmp_path: Path, mon
     """A judged failure shrinks with its judge; each judge call counts as one run of the budget."""
     from agentprop._agents.loading import load_agent
     from agentprop._agents.project import load_project
-    from agentprop._decide.judges import spec_rubrics
     from agentprop._decide.memo import TrialMemo
     from agentprop._decide.shrink import shrink
+    from agentprop._judge.judges import spec_rubrics
 
     monkeypatch.chdir(tmp_path)
     with MessagesServer(handler=says_cancelled) as server:

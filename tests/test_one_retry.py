@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agentprop._agents.project import load_project
 from agentprop._cli import main
-from agentprop._decide.requirements import requirement_checks
+from agentprop._judge.requirements import requirement_checks
 from agentprop._scenario.build import Scenario, ScenarioTurn, WorldSpec, _conflict
 
 ROOT = Path(__file__).resolve().parents[1]

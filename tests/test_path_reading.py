@@ -90,7 +90,7 @@ def test_a_missing_field_exit_keeps_the_earlier_nodes_requirements(tmp_path: Pat
 
 
 def _reply(result: Any, text: str, *, spec_text: tuple[str, ...] = (), kinds: tuple[str, ...] = ("numbers",)) -> agentprop.Verdict:
-    from agentprop._decide.contracts import response_grounded
+    from agentprop._judge.contracts import response_grounded
     from agentprop._scenario.trace import ToolCall, Turn
 
     call = ToolCall(name="get_prescription", result=result)
@@ -170,7 +170,7 @@ FEE_RULE = "The change fee is 25% of the original fare."
 
 
 def _fee_reply(text: str) -> agentprop.Verdict:
-    from agentprop._decide.contracts import states_spec_percentages
+    from agentprop._judge.contracts import states_spec_percentages
     from agentprop._scenario.trace import ToolCall, Turn
 
     calls = [ToolCall(name="get_booking", result={"fare": 300}), ToolCall(name="search_flights", result={"options": [{"price": 340}]})]
@@ -192,7 +192,7 @@ def test_an_amount_the_spec_defines_as_a_percentage_must_be_that_percentage() ->
 
 
 def test_a_percentage_rule_is_read_from_a_spec_sentence() -> None:
-    from agentprop._decide.derive import percent_rules
+    from agentprop._judge.derive import percent_rules
 
     assert percent_rules("The change fee is 25% of the original fare. The amount due is the difference plus the fee.") == [
         ("change fee", 25.0, "original fare", "The change fee is 25% of the original fare")

@@ -19,7 +19,7 @@ from agentprop import Verdict
 from agentprop._agents.loading import load_agent
 from agentprop._agents.project import load_project
 from agentprop._cli import main
-from agentprop._decide.check import decide_scenario, record_for
+from agentprop._decide.check import decide_scenario
 from agentprop._decide.oracle import (
     FAILING_PER_RESULT,
     FAILING_PER_SIGNATURE,
@@ -29,6 +29,7 @@ from agentprop._decide.oracle import (
     TrialRecord,
     decide,
 )
+from agentprop._decide.verdicts import record_for
 from agentprop._pipeline.kinds import case_from_check, run_traces
 from agentprop._pipeline.report import (
     render_html,

@@ -24,7 +24,7 @@ import agentprop.spec
 from agentprop import Trace
 from agentprop._agents.project import load_project
 from agentprop._cli import main
-from agentprop._decide.properties import first_failure
+from agentprop._judge.properties import first_failure
 from agentprop._scenario.build import leaf_scenarios
 from agentprop._scenario.exits import binding_downgrades
 from agentprop._scenario.trace import ToolCall, Turn

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 import agentprop
-from agentprop._decide.case import compile_mft
 from agentprop._decide.metamorphic import InvarianceResult, VariantResult
 from agentprop._decide.oracle import CheckResult
-from agentprop._decide.signature import bug_id, bug_key
+from agentprop._judge.case import compile_mft
+from agentprop._judge.signature import bug_id, bug_key
 from agentprop._pipeline.bugs import find_bugs
 from agentprop._pipeline.kinds import invariance_case
 from agentprop._pipeline.report.model import AgentInfo, CaseReport, FailureSummary, Metrics, RunReport, SpecInfo
@@ -105,7 +105,7 @@ def test_a_leak_in_an_inv_variant_is_the_leak_bug_decided_as_a_safety_case() -> 
 
 
 def _first_failure(scenario_id: str, calls: list[str], decision: str) -> str:
-    from agentprop._decide.properties import record_for
+    from agentprop._decide.verdicts import record_for
 
     project = agentprop.load_project(EXAMPLE)
     scenario = project.scenario(scenario_id)

@@ -13,7 +13,7 @@ import agentprop.contracts
 import agentprop.scenarios
 import agentprop.spec
 from agentprop import Trace
-from agentprop._decide.properties import first_failure
+from agentprop._judge.properties import first_failure
 from agentprop.agents import make_factory
 from agentprop.contracts import mft_verdicts
 from agentprop.scenarios import Scenario

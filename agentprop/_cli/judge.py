@@ -18,7 +18,7 @@ from agentprop._cli.options import CACHE_MODES
 from agentprop.errors import InputError
 
 if TYPE_CHECKING:
-    from agentprop._decide.judges import Rubric
+    from agentprop._judge.judges import Rubric
     from agentprop._spec.bindings import JudgeBinding
 
 _PROVIDERS = ("anthropic", "openai", "openai-responses")
@@ -59,7 +59,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
-    from agentprop._decide.judges import CalibrationStore, ModelJudge, calibrate, load_labels
+    from agentprop._judge.judges import CalibrationStore, ModelJudge, calibrate, load_labels
     from agentprop._modelapi.budget import Budget, load_prices
     from agentprop._modelapi.client import DEFAULT_API_CACHE_PATH
 
@@ -131,7 +131,7 @@ def _rubric_and_binding(args: argparse.Namespace) -> tuple[Rubric, JudgeBinding 
     """The rubric (a file, or with --spec a rubric of the spec), the bindings' judge: section
     (with --spec) and the directory its calibration goes to."""
     from agentprop._agents.project import load_project
-    from agentprop._decide.judges import Rubric, spec_rubrics
+    from agentprop._judge.judges import Rubric, spec_rubrics
 
     if args.spec is None:
         return Rubric.from_file(args.rubric), None, Path(args.store or Path(".agentprop") / "judges")

@@ -1,2 +1,2 @@
-"""Deciding: contracts and properties over traces, the statistical oracle, the memo of runs,
-``check``, metamorphic relations, the corpus, the shrinker and behaviour snapshots."""
+"""Deciding: the statistical oracle over many runs of a case, the memo of runs, sessions and
+settings, ``check``, metamorphic relations, the corpus, the shrinker and behaviour snapshots."""

@@ -29,8 +29,6 @@ from typing import Any
 
 from agentprop._agents.loading import LoadedAgent, make_factory
 from agentprop._agents.project import Project
-from agentprop._decide.case import compile_mft
-from agentprop._decide.contracts import Verdict
 from agentprop._decide.corpus import found_with, judge_replay
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide, count_judge_calls, judged_settings
@@ -48,13 +46,16 @@ from agentprop._decide.plain import (
     plain_fingerprint,
     plain_run,
 )
-from agentprop._decide.properties import Property, PropertyResult, record_for, verdicts_of
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.safety import CaseSettings, case_settings
 from agentprop._decide.session import CorpusNote, Session, current_session, current_test, settings_scope
 from agentprop._decide.settings import Resolved, resolve
 from agentprop._decide.settings import settings as AgentSettings
 from agentprop._decide.slots import RunSlots
+from agentprop._decide.verdicts import record_for
+from agentprop._judge.case import compile_mft
+from agentprop._judge.contracts import Verdict
+from agentprop._judge.properties import Property, PropertyResult, verdicts_of
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.context import current_model_context, model_call_context
 from agentprop._scenario.build import Scenario

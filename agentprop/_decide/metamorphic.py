@@ -24,16 +24,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agentprop._agents.project import Project
-from agentprop._decide.case import compile_mft
 from agentprop._decide.check import as_loaded_agent, decide_scenario, scenario_settings
 from agentprop._decide.memo import TrialMemo, trace_json
 from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun, TrialRecord, adecide
-from agentprop._decide.properties import first_failure
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.session import current_session, current_test
 from agentprop._decide.settings import fold_deprecated, resolve
 from agentprop._decide.settings import settings as AgentSettings
 from agentprop._decide.slots import RunSlots
+from agentprop._judge.case import compile_mft
+from agentprop._judge.properties import first_failure
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import RunError, Trace

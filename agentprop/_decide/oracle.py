@@ -40,10 +40,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agentprop._decide.judges import JUDGED_MAX_RUNS, JudgeCorrection
 from agentprop._decide.memo import RunClaim, TrialMemo, trace_json
 from agentprop._decide.records import DecisionLog, current_recorder
 from agentprop._decide.slots import RunSlots
+from agentprop._judge.judges import JUDGED_MAX_RUNS, JudgeCorrection
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.trace import RunError, Trace, Usage
 from agentprop._spec.model import Spec

@@ -32,8 +32,8 @@ from agentprop._decide.plain import (
     plain_verdicts,
     run_plain_agent,
 )
-from agentprop._decide.properties import record_for
 from agentprop._decide.shrink import RateSummary, ShrinkReport
+from agentprop._decide.verdicts import record_for
 from agentprop._modelapi.budget import Budget
 from agentprop._shrink import Calibration, Outcome, Unit, verify
 from agentprop._shrink import shrink as shrink_units

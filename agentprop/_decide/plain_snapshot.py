@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentprop._decide.corpus import PLAIN_SPEC_ID
-from agentprop._decide.judges import JudgeLike
 from agentprop._decide.memo import input_key
 from agentprop._decide.plain import PlainAgent, ToolFunctions, agent_ref, plain_fingerprint, plain_run, run_plain_agent
 from agentprop._decide.snapshot import (
@@ -28,6 +27,7 @@ from agentprop._decide.snapshot import (
     decide_snapshot,
     summarise,
 )
+from agentprop._judge.judges import JudgeLike
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.trace import Trace
 from agentprop.errors import InvalidArgument

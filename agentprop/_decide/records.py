@@ -100,8 +100,8 @@ class DecisionSettings(BaseModel):
         return cls(**fields, judge=judged)
 
     def oracle(self) -> OracleSettings:
-        from agentprop._decide.judges import JudgeCorrection
         from agentprop._decide.oracle import OracleSettings
+        from agentprop._judge.judges import JudgeCorrection
         from agentprop._stats.judged import JudgeAgreement
 
         judge = None

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.signature import bug_id
+from agentprop._judge.signature import bug_id
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import CacheMode
 from agentprop._modelapi.context import ModelCallContext, model_call_context, restore, set_current_model_context
@@ -90,7 +90,7 @@ class Session:
     replayed: set[str] = field(default_factory=set)
     """Corpus entries already replayed in this session (each is replayed once)."""
     bugs: dict[str, SessionBug] = field(default_factory=dict)
-    """Shrunk bugs by :func:`~agentprop._decide.signature.bug_key`: one bug, one shrink."""
+    """Shrunk bugs by :func:`~agentprop._judge.signature.bug_key`: one bug, one shrink."""
     snapshots: list[tuple[str, SnapshotResult]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     model_context: ModelCallContext = field(init=False, repr=False)

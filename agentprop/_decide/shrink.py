@@ -36,14 +36,16 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentprop._agents.project import Project
-from agentprop._decide.case import Case, compile_mft
-from agentprop._decide.check import Property, as_loaded_agent, record_for, verdicts_of
+from agentprop._decide.check import as_loaded_agent
 from agentprop._decide.choices import Choices, ChoiceSpace, ChoiceUnit, TurnChoice, choice_units, keep_only, unit_label
-from agentprop._decide.judges import ModelJudge
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, TrialRecord
 from agentprop._decide.run_key import project_digest, run_digest
 from agentprop._decide.session import current_session
+from agentprop._decide.verdicts import record_for
+from agentprop._judge.case import Case, compile_mft
+from agentprop._judge.judges import ModelJudge
+from agentprop._judge.properties import Property, verdicts_of
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario, _fill_slots
 from agentprop._scenario.world import get_path

@@ -54,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.project import Project
-from agentprop._decide.judges import JudgeLike
+from agentprop._judge.judges import JudgeLike
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import RunError, Trace

@@ -46,12 +46,12 @@ from typing import Any, Literal
 
 from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.project import Project
-from agentprop._decide.case import compile_probe
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.choices import Choices, ChoiceSpace, language_of
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings
 from agentprop._decide.safety import CaseSettings, describe, policy_settings, safety_policies, safety_settings, strictness
+from agentprop._judge.case import compile_probe
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.explore import ExploredInput
 from agentprop._pipeline.kinds import Replay, case_from_check

@@ -2,7 +2,7 @@
 the failing conversation and attach the reproducer to the report (``--agentprop-shrink-budget``).
 
 One bug, one shrink: the session (:class:`agentprop._decide.session.Session`) keeps the bugs it
-shrank, keyed by :func:`agentprop._decide.signature.bug_key` (the signature without its turn); a
+shrank, keyed by :func:`agentprop._judge.signature.bug_key` (the signature without its turn); a
 later test failing with the same bug is not shrunk again, its report points at the first one.
 """
 
@@ -15,7 +15,7 @@ from agentprop._decide.plain import PlainContext, plain_corpus
 from agentprop._decide.plain_shrink import entry_for, shrink_plain
 from agentprop._decide.session import Session, SessionBug
 from agentprop._decide.shrink import shrink
-from agentprop._decide.signature import bug_key
+from agentprop._judge.signature import bug_key
 from agentprop.errors import AgentPropertyViolation
 
 

@@ -25,16 +25,16 @@ from agentprop._agents.project import Project
 from agentprop._decide.check import Property, decide_scenario
 from agentprop._decide.claims import PolicyEvidence, claim, top_up_targets
 from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, found_with, judge_replay
-from agentprop._decide.judges import ModelJudge, bound_judge, spec_rubrics
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
 from agentprop._decide.profiles import get_profile, screened
 from agentprop._decide.records import record_scope
 from agentprop._decide.safety import SAFETY_RUNS, CaseSettings, case_settings, describe, safety_policies, safety_reasons, safety_settings, strictness
 from agentprop._decide.shrink import ShrinkReport, shrink
-from agentprop._decide.signature import bug_key
 from agentprop._decide.slots import CaseLanes, RunSlots
 from agentprop._decide.written import InputWriter
+from agentprop._judge.judges import ModelJudge, bound_judge, spec_rubrics
+from agentprop._judge.signature import bug_key
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.bugs import SHRINKABLE_KINDS, divergence_key, find_bugs
 from agentprop._pipeline.completeness import condition_coverage, untested

@@ -40,9 +40,10 @@ from mcp.shared.exceptions import MCPError
 from agentprop._agents.mcp import TrialBridge, build_server, trial_server
 from agentprop._agents.project import Project
 from agentprop._agents.runtime import arun_conversation
-from agentprop._decide.case import compile_mft
-from agentprop._decide.check import record_for, scenario_settings
+from agentprop._decide.check import scenario_settings
 from agentprop._decide.oracle import CheckResult, OracleSettings, decide_runs
+from agentprop._decide.verdicts import record_for
+from agentprop._judge.case import compile_mft
 from agentprop._scenario.build import Scenario, make_world
 from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import stable_seed

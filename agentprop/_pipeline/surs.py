@@ -20,10 +20,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentprop._agents.project import Project
-from agentprop._decide.case import compile_mft
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import OracleSettings
+from agentprop._judge.case import compile_mft
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace

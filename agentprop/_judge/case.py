@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from agentprop._decide.contracts import (
+from agentprop._judge.contracts import (
     Verdict,
     _strings,
     args_satisfy,
@@ -43,8 +43,8 @@ from agentprop._decide.contracts import (
     states_spec_percentages,
     tool_actions_match,
 )
-from agentprop._decide.derive import percent_rules
-from agentprop._decide.requirements import requirement_checks
+from agentprop._judge.derive import percent_rules
+from agentprop._judge.requirements import requirement_checks
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop._spec.grounding import TEXT_GROUNDINGS, ResponseGrounding, declared_fields, default_grounding, default_provenance

@@ -2,18 +2,17 @@
 
 :func:`mft_verdicts` is the minimum functionality test of a scenario (CheckList's MFT) and
 :func:`probe_verdicts` what a PROBE case checks; both compile the scenario into a
-:class:`~agentprop._decide.case.Case` (:mod:`agentprop._decide.case` says what each checks) and
+:class:`~agentprop._judge.case.Case` (:mod:`agentprop._judge.case` says what each checks) and
 judge one trace with it. Code that judges many runs of one scenario compiles it once
-(:func:`~agentprop._decide.case.compile_mft`) and calls :meth:`Case.verdicts` per trace.
+(:func:`~agentprop._judge.case.compile_mft`) and calls :meth:`Case.verdicts` per trace.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from agentprop._decide.case import compile_mft, compile_probe, expected_nodes, response_expectations, spec_text, spec_vocabulary
-from agentprop._decide.contracts import Verdict
-from agentprop._decide.oracle import TrialRecord
+from agentprop._judge.case import compile_mft, compile_probe, expected_nodes, response_expectations, spec_text, spec_vocabulary
+from agentprop._judge.contracts import Verdict
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop._spec.grounding import ResponseGrounding
@@ -25,7 +24,6 @@ __all__ = [
     "PropertyResult",
     "expected_nodes",
     "first_failure",
-    "record_for",
     "verdicts_of",
     "mft_verdicts",
     "probe_verdicts",
@@ -55,7 +53,7 @@ def mft_verdicts(
 
 
 def probe_verdicts(spec: Spec, scenario: Scenario, trace: Trace) -> list[Verdict]:
-    """What a PROBE case checks (:func:`agentprop._decide.case.compile_probe`) on one run."""
+    """What a PROBE case checks (:func:`agentprop._judge.case.compile_probe`) on one run."""
     return compile_probe(spec, scenario).verdicts(trace)
 
 
@@ -65,7 +63,7 @@ def response_verdicts(
     trace: Trace,
     grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None = None,
 ) -> list[Verdict]:
-    """The checks of what each response field states (:func:`agentprop._decide.case.response_expectations`)."""
+    """The checks of what each response field states (:func:`agentprop._judge.case.response_expectations`)."""
     return [v for e in response_expectations(spec, scenario, grounding) for v in e.verdicts(trace)]
 
 
@@ -84,21 +82,3 @@ def verdicts_of(result: PropertyResult) -> list[Verdict]:
             raise InvalidArgument("a property must return a Verdict, a bool, or a list of Verdicts")
         return out
     raise InvalidArgument(f"a property must return a Verdict, a bool, or a list of Verdicts; got {type(result).__name__}")
-
-
-def record_for(verdicts: list[Verdict]) -> TrialRecord:
-    """One run's outcome from its verdicts: the first failing one names the failure."""
-    failing = tuple(v.signature for v in verdicts if not v.passed)
-    failed = next((v for v in verdicts if not v.passed), None)
-    if failed is None:
-        return TrialRecord(passed=True, checks=len(verdicts))
-    return TrialRecord(
-        passed=False,
-        signature=failed.signature,
-        explanation=failed.explanation,
-        clause=failed.clause,
-        turn=failed.turn,
-        step=failed.step,
-        checks=len(verdicts),
-        failed_checks=failing,
-    )

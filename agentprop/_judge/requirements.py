@@ -2,7 +2,7 @@
 themselves are read from the spec by :func:`agentprop._spec.requirements.requirement_limits`).
 
 :func:`requirement_checks` compiles the limits that apply to a path into checks of a trace,
-once per scenario (:mod:`agentprop._decide.case`); every spec lookup, the retry allowance a
+once per scenario (:mod:`agentprop._judge.case`); every spec lookup, the retry allowance a
 tool's ``retry_policy`` grants on the scenario's injected failures included, is done there.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentprop._decide.contracts import Verdict, _fail, _ok
+from agentprop._judge.contracts import Verdict, _fail, _ok
 from agentprop._scenario.trace import Trace
 from agentprop._spec.model import Spec
 from agentprop._spec.requirements import RequirementLimit, _retry_allowance, requirement_limits

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 from rapidfuzz import fuzz
 
-from agentprop._decide.derive import (
+from agentprop._judge.derive import (
     composed_item,
     derive_date,
     derive_day_count,
@@ -673,7 +673,7 @@ class _Sources:
     called: set[str] = field(default_factory=set)
     records: list[tuple[tuple[str, ...], frozenset[str]]] = field(default_factory=list)
     derived: list[str] = field(default_factory=list)
-    """The derivations accepted so far (see :mod:`agentprop._decide.derive`), in order."""
+    """The derivations accepted so far (see :mod:`agentprop._judge.derive`), in order."""
     _lines: list[str] | None = None
     _sorted: list[float] | None = None
     _parts: dict[float, str] | None = None
@@ -765,7 +765,7 @@ class _Sources:
         return text
 
     def dates(self) -> dict[dt.date, str]:
-        """Every grounded date (:func:`~agentprop._decide.derive.grounded_dates`)."""
+        """Every grounded date (:func:`~agentprop._judge.derive.grounded_dates`)."""
         if self._dates is None:
             self._dates = grounded_dates(self.texts)
         return self._dates
@@ -1028,7 +1028,7 @@ def node_id_matches(
     clause: str | None = "response_contract.node_id",
 ) -> Verdict:
     """Each turn's ``respond.<field>`` is one of ``accepted[turn]`` (the nodes the scenario is
-    at on that turn; see :func:`agentprop._decide.properties.expected_nodes`). Turns past the end of
+    at on that turn; see :func:`agentprop._judge.properties.expected_nodes`). Turns past the end of
     ``accepted``, with an empty set, or without the field are not checked. The failure's
     detail is ``got=<node>`` for a node of ``known_nodes`` and ``got=unknown-node`` for a name
     the spec does not have."""
