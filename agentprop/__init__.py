@@ -30,7 +30,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "agentprop._decide.settings": ("settings",),
     "agentprop._judge.contracts": ("Verdict",),
     "agentprop._decide.metamorphic": ("check_direction", "check_invariance"),
-    "agentprop._decide.snapshot": ("check_snapshot",),
+    "agentprop._decide.snapshot_check": ("check_snapshot",),
 }
 """Where each lazily loaded top-level name is defined."""
 
@@ -213,7 +213,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from agentprop._decide.metamorphic import check_direction, check_invariance
     from agentprop._decide.plain import Case, Result, Tools
     from agentprop._decide.settings import settings
-    from agentprop._decide.snapshot import check_snapshot
+    from agentprop._decide.snapshot_check import check_snapshot
     from agentprop._judge.contracts import Verdict
     from agentprop._scenario.trace import ToolCall, Trace
 

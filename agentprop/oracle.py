@@ -15,7 +15,8 @@ from agentprop._decide.memo import TrialMemo
 from agentprop._decide.metamorphic import DirectionResult, InvarianceResult, check_direction, check_invariance
 from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide, decide
 from agentprop._decide.session import Session
-from agentprop._decide.shrink import ShrinkReport, shrink
+from agentprop._decide.shrink import shrink
+from agentprop._decide.shrunk import ShrinkReport
 
 __all__ = [
     "CheckResult",

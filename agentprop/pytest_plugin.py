@@ -588,7 +588,7 @@ class SnapshotFixture:
     ) -> SnapshotResult:
         __tracebackhide__ = True  # the failure is the diff, not this fixture's frame
         self._calls += 1
-        from agentprop._decide.snapshot import check_snapshot
+        from agentprop._decide.snapshot_check import check_snapshot
 
         config = self._request.config
         session = _session(config)

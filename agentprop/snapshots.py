@@ -12,7 +12,7 @@ from agentprop._decide.snapshot import (
     SnapshotStore,
     acheck_snapshot,
     behaviour_of,
-    check_snapshot,
 )
+from agentprop._decide.snapshot_check import check_snapshot
 
 __all__ = ["Behaviour", "Snapshot", "SnapshotResult", "SnapshotStore", "acheck_snapshot", "behaviour_of", "check_snapshot"]

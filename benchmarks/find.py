@@ -56,7 +56,7 @@ from agentprop._agents.project import Project  # noqa: E402
 from agentprop._decide.check import decide_scenario  # noqa: E402
 from agentprop._decide.choices import Choices, ChoiceSpace, choice_units, keep_only  # noqa: E402
 from agentprop._decide.memo import TrialMemo  # noqa: E402
-from agentprop._decide.shrink import ShrinkReport  # noqa: E402
+from agentprop._decide.shrunk import ShrinkReport  # noqa: E402
 from agentprop._modelapi.budget import Budget  # noqa: E402
 from agentprop._pipeline.defaults import KINDS  # noqa: E402
 from agentprop._pipeline.explore import DEFAULT_PER_PATH  # noqa: E402

@@ -50,7 +50,7 @@ from agentprop._agents.loading import LoadedAgent  # noqa: E402
 from agentprop._agents.project import Project  # noqa: E402
 from agentprop._decide.check import decide_scenario  # noqa: E402
 from agentprop._decide.oracle import OracleSettings  # noqa: E402
-from agentprop._decide.shrink import ShrinkReport  # noqa: E402
+from agentprop._decide.shrunk import ShrinkReport  # noqa: E402
 from agentprop._pipeline.report.model import RunReport  # noqa: E402
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
 

@@ -537,7 +537,7 @@ def test_fingerprint_follows_prompt_model_descriptions_and_sampling() -> None:
     prints = {v.fingerprint for v in variants}
     assert len(prints) == len(variants) and base.fingerprint not in prints
     # passing the agent object itself where an agent is expected fingerprints it too
-    from agentprop._decide.check import as_loaded_agent
+    from agentprop._agents.loading import as_loaded_agent
 
     assert as_loaded_agent(base).fingerprint != as_loaded_agent(variants[0]).fingerprint
 

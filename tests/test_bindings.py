@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentprop._spec.bindings import Bindings, empty_bindings, find_bindings, load_bindings, parse_field_path, schema_at
-from agentprop._spec.lint import condition_variables
+from agentprop._spec.implied import condition_variables
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
 from agentprop.errors import BindingsError

@@ -13,7 +13,7 @@ import agentprop
 import agentprop.oracle
 from agentprop._agents.loading import LoadedAgent
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.shrink import OtherFailure, RateSummary, ShrinkReport
+from agentprop._decide.shrunk import OtherFailure, RateSummary, ShrinkReport
 from agentprop._pipeline.bugs import bug_key, divergence_key, find_bugs, group_failures
 from agentprop._pipeline.report.model import AgentInfo, CaseReport, FailureSummary, Metrics, RunReport, SpecInfo
 from agentprop._pipeline.run import RunSettings, arun_cases, render_table, shrink_failures

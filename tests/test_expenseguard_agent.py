@@ -27,7 +27,7 @@ from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, l
 from agentprop._scenario.solver import solve
 from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import World
-from agentprop._spec.lint import condition_variables
+from agentprop._spec.implied import condition_variables
 from agentprop._spec.paths import enumerate_paths
 from agentprop.errors import InputError, ToolError
 

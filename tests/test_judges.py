@@ -441,7 +441,8 @@ def test_a_judge_case_replays_for_mutation_testing_and_kills_only_where_the_judg
 
 def test_a_snapshot_records_judged_properties_and_a_changed_judgement_is_a_change(tmp_path: Path) -> None:
     import agentprop.snapshots
-    from agentprop._decide.snapshot import behaviour_of, check_snapshot
+    from agentprop._decide.snapshot import behaviour_of
+    from agentprop._decide.snapshot_check import check_snapshot
 
     examples = Path(__file__).resolve().parents[1] / "examples" / "supportops"
     project = agentprop.load_project(examples)

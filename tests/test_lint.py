@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentprop._spec.lint import LintFinding, implied_decision, lint
+from agentprop._spec.implied import implied_decision
+from agentprop._spec.lint import LintFinding, lint
 from agentprop._spec.load import lint_spec, load_spec
 from agentprop.errors import SpecError
 

@@ -23,7 +23,7 @@ from agentprop.strategies._internal import (
     paraphrases,
     resolve_pack,
 )
-from agentprop.strategies._internal.paraphrase import _build_plan
+from agentprop.strategies._internal.paraphrase import build_plan
 from agentprop.strategies._internal.slots import has_placeholder_chars
 
 # The agent profile: no deadline, no explain phase.
@@ -57,7 +57,7 @@ def names(p: Paraphrase) -> list[str]:
 
 
 def zero_params(text: str, name: str, lang: str = "en") -> dict[str, int]:
-    plan = _build_plan(
+    plan = build_plan(
         text,
         lang=lang,
         packs=None,
@@ -277,7 +277,7 @@ def test_every_transform_and_parameter_leaves_slots_alone() -> None:
         "zh": "帮我取消订单O-1001，退款100元到li@x.cn。邮编90210，谢谢！",
     }
     for lang, text in texts.items():
-        plan = _build_plan(
+        plan = build_plan(
             text,
             lang=lang,
             packs=None,

@@ -22,10 +22,10 @@ from agentprop._decide.snapshot import (
     SnapshotStore,
     behaviour_diff,
     behaviour_of,
-    check_snapshot,
     render_baseline,
     render_pending,
 )
+from agentprop._decide.snapshot_check import check_snapshot
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
 from agentprop._stats import categorical_two_sample_test
 from agentprop.modelapi import Budget
@@ -380,4 +380,4 @@ def test_public_api_exports() -> None:
     for name in ("check_snapshot", "SnapshotResult", "SnapshotStore", "Snapshot", "Behaviour", "behaviour_of"):
         assert hasattr(agentprop.snapshots, name), name
     assert agentprop.check_snapshot is agentprop.snapshots.check_snapshot
-    assert agentprop.check_snapshot.__module__ == "agentprop._decide.snapshot"
+    assert agentprop.check_snapshot.__module__ == "agentprop._decide.snapshot_check"

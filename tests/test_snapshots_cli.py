@@ -269,7 +269,7 @@ def test_a_model_agent_snapshot_replays_from_the_cache_for_free(spec: Path, tmp_
 
 def test_the_fixture_passes_settings_on_to_check_snapshot(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     import agentprop
-    import agentprop._decide.snapshot
+    import agentprop._decide.snapshot_check
     from agentprop.pytest_plugin import SnapshotFixture
 
     seen: dict[str, Any] = {}
@@ -281,7 +281,7 @@ def test_the_fixture_passes_settings_on_to_check_snapshot(request: pytest.Fixtur
         seen.update(kwargs)
         raise Stop
 
-    monkeypatch.setattr(agentprop._decide.snapshot, "check_snapshot", check_snapshot)
+    monkeypatch.setattr(agentprop._decide.snapshot_check, "check_snapshot", check_snapshot)
     chosen = agentprop.settings(seed=7)
     with pytest.raises(Stop):
         SnapshotFixture(request).check(lambda messages: "ok", ["hi"], settings=chosen)

@@ -19,7 +19,7 @@ import agentprop
 import agentprop.spec
 from agentprop._cli import main
 from agentprop._pipeline.surs import changed_nodes, invariant_scenarios, surs
-from agentprop._spec.lint import condition_variables
+from agentprop._spec.implied import condition_variables
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / "tests" / "data" / "specsuite-core"  # vendored, see THIRD_PARTY.md there

@@ -25,7 +25,7 @@ from typing import Any
 from agentprop._agents.runtime import AgentFactory
 from agentprop._scenario.build import load_object
 from agentprop._util.refs import did_you_mean
-from agentprop.errors import InputError
+from agentprop.errors import InputError, InvalidArgument
 
 
 @dataclass
@@ -156,7 +156,7 @@ def source_files(obj: Any) -> list[str]:
     return sorted(seen)
 
 
-def _source_digest(obj: Any) -> str:
+def source_digest(obj: Any) -> str:
     """A digest of the agent's own source and of every project module it imports (see
     :func:`source_files`): editing the agent or a helper it imports changes its fingerprint,
     so memoised trials of the old code are not reused. Cached per file version."""
@@ -207,7 +207,7 @@ def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: st
 
     else:
         factory = obj
-    digest = hashlib.sha256(json.dumps({"ref": name, "src": _source_digest(obj), "faults": sorted(faults.items())}).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps({"ref": name, "src": source_digest(obj), "faults": sorted(faults.items())}).encode()).hexdigest()[:16]
     return LoadedAgent(ref=name, factory=factory, faults=faults, fingerprint=digest, target=obj)
 
 
@@ -239,3 +239,19 @@ def parse_faults(items: list[str]) -> dict[str, float]:
                 f"bad --fault {item!r}: {value!r} is not a number", expected="NAME=P with 0 <= P <= 1", fix=f"e.g. --fault {name}=0.5"
             ) from None
     return out
+
+
+def as_loaded_agent(agent: Any) -> LoadedAgent:
+    """The agent ``check`` and its relatives were given, as a :class:`LoadedAgent`: one as is, a
+    model agent by its own ``loaded()``, anything else (a class, a factory, a function) by
+    :func:`make_factory`."""
+    if isinstance(agent, LoadedAgent):
+        return agent
+    loaded = getattr(agent, "loaded", None)
+    if callable(loaded) and not isinstance(agent, type):
+        result = loaded()  # e.g. AnthropicAgent: its own name and behaviour fingerprint
+        if isinstance(result, LoadedAgent):
+            return result
+    if agent is None:
+        raise InvalidArgument("check() needs an agent: a class, a factory, an agent function or a LoadedAgent")
+    return make_factory(agent)

@@ -37,7 +37,7 @@ from agentprop._modelapi.client import ModelClient, ModelReply
 from agentprop._modelapi.providers import Provider, TextPrompt
 from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy, RetryStats
 from agentprop._scenario.world import copy_json
-from agentprop._spec.lint import implied_decision
+from agentprop._spec.implied import implied_decision
 from agentprop._spec.model import Spec
 from agentprop._spec.response import respond_tool_schema
 from agentprop.errors import (

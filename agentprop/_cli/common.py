@@ -241,7 +241,7 @@ def require_decisions(project: Project, scenarios: list[Scenario]) -> None:
     """Every case checks the decision its leaf stands for: a scenario whose last turn expects
     none (a leaf the bindings do not map and whose name implies no single decision) is an
     error, not a case that silently skips the decision check."""
-    from agentprop._spec.lint import implied_decision
+    from agentprop._spec.implied import implied_decision
 
     unmapped = [s for s in scenarios if s.expect_decision is None]
     if not unmapped:

@@ -71,7 +71,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._agents.project import load_project
     from agentprop._decide.choices import check_languages
     from agentprop._scenario.exits import binding_findings
-    from agentprop._spec.lint import condition_variables
+    from agentprop._spec.implied import condition_variables
     from agentprop._spec.load import lint_and_load_spec, resolve_spec_path
     from agentprop.errors import LimitExceeded
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentprop._agents.loading import LoadedAgent, make_factory
+from agentprop._agents.loading import LoadedAgent, as_loaded_agent
 from agentprop._agents.project import Project
 from agentprop._decide.corpus import found_with, judge_replay
 from agentprop._decide.memo import TrialMemo
@@ -68,7 +68,6 @@ __all__ = [
     "PropertyResult",
     "ViolationContext",
     "acheck",
-    "as_loaded_agent",
     "check",
     "decide_scenario",
     "record_for",
@@ -76,19 +75,6 @@ __all__ = [
     "settings_scope",
     "verdicts_of",
 ]
-
-
-def as_loaded_agent(agent: Any) -> LoadedAgent:
-    if isinstance(agent, LoadedAgent):
-        return agent
-    loaded = getattr(agent, "loaded", None)
-    if callable(loaded) and not isinstance(agent, type):
-        result = loaded()  # e.g. AnthropicAgent: its own name and behaviour fingerprint
-        if isinstance(result, LoadedAgent):
-            return result
-    if agent is None:
-        raise InvalidArgument("check() needs an agent: a class, a factory, an agent function or a LoadedAgent")
-    return make_factory(agent)
 
 
 async def decide_scenario(

@@ -80,7 +80,7 @@ from agentprop.strategies._internal.families import (
 )
 from agentprop.strategies._internal.free_spans import render as render_free
 from agentprop.strategies._internal.packs import builtin_languages, resolve_pack
-from agentprop.strategies._internal.paraphrase import _build_plan, apply_transforms
+from agentprop.strategies._internal.paraphrase import apply_transforms, build_plan
 
 __all__ = [
     "CASE_FORMS",
@@ -525,7 +525,7 @@ def _protected(scenario: Scenario, text: str) -> list[str]:
 
 def _available_steps(text: str, lang: str, protect: Sequence[str]) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
     """``(transform, parameter bounds)`` for the transforms that can change ``text``."""
-    plan = _build_plan(
+    plan = build_plan(
         text, lang=lang, packs=None, protect=list(protect), pool=(), max_transforms=4, max_typos=MAX_TYPOS, transforms=None, filter_available=True
     )
     return [(t.name, b) for t, b in zip(plan.candidates, plan.bounds)]

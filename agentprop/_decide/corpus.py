@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from agentprop._agents.loading import LoadedAgent
     from agentprop._agents.project import Project
     from agentprop._decide.oracle import CheckResult
-    from agentprop._decide.shrink import ShrinkReport
+    from agentprop._decide.shrunk import ShrinkReport
 from agentprop.errors import InputError, SourceLocation
 
 DEFAULT_DIR = Path(".agentprop") / "corpus"

@@ -23,8 +23,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agentprop._agents.loading import as_loaded_agent
 from agentprop._agents.project import Project
-from agentprop._decide.check import as_loaded_agent, decide_scenario, scenario_settings
+from agentprop._decide.check import decide_scenario, scenario_settings
 from agentprop._decide.memo import TrialMemo, trace_json
 from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun, TrialRecord, adecide
 from agentprop._decide.run_key import run_digest

@@ -32,7 +32,7 @@ from agentprop._decide.plain import (
     plain_verdicts,
     run_plain_agent,
 )
-from agentprop._decide.shrink import RateSummary, ShrinkReport
+from agentprop._decide.shrunk import RateSummary, ShrinkReport
 from agentprop._decide.verdicts import record_for
 from agentprop._modelapi.budget import Budget
 from agentprop._shrink import Calibration, Outcome, Unit, verify

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentprop._agents.loading import _source_digest
+from agentprop._agents.loading import source_digest
 from agentprop._agents.project import Project
 from agentprop._decide.memo import input_key
 from agentprop._scenario.build import Scenario, load_object
@@ -56,7 +56,7 @@ def spec_as_run_sees_it(spec: Spec) -> dict[str, Any]:
 def bindings_as_run_sees_them(bindings: Bindings) -> dict[str, Any]:
     """The bindings' context, canary fields and tool handlers (reference and source digest)."""
     handlers = {
-        tool: [ref, _source_digest(load_object(ref, bindings.base_dir, what=f"handler of {tool}"))] for tool, ref in sorted(bindings.handlers.items())
+        tool: [ref, source_digest(load_object(ref, bindings.base_dir, what=f"handler of {tool}"))] for tool, ref in sorted(bindings.handlers.items())
     }
     return {"context": bindings.context, "pii": bindings.pii, "handlers": handlers}
 

@@ -36,7 +36,7 @@ __all__ = ["CheckRecord", "CorpusNote", "Session", "SessionBug", "current_sessio
 if TYPE_CHECKING:
     from agentprop._decide.corpus import Corpus, ProjectCorpora
     from agentprop._decide.oracle import CheckResult
-    from agentprop._decide.shrink import ShrinkReport
+    from agentprop._decide.shrunk import ShrinkReport
     from agentprop._decide.snapshot import SnapshotResult
 
 
@@ -164,7 +164,7 @@ class Session:
         """Add what another process's session recorded (:meth:`export`) to this one: its
         checks, corpus replays, shrunk bugs (the first shrink of a bug is kept) and snapshots."""
         from agentprop._decide.oracle import CheckResult
-        from agentprop._decide.shrink import ShrinkReport
+        from agentprop._decide.shrunk import ShrinkReport
         from agentprop._decide.snapshot import SnapshotResult
 
         with self.lock:

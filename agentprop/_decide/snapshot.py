@@ -46,13 +46,13 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentprop._agents.loading import LoadedAgent
+from agentprop._agents.loading import LoadedAgent, as_loaded_agent
 from agentprop._agents.project import Project
 from agentprop._judge.judges import JudgeLike
 from agentprop._modelapi.budget import Budget
@@ -61,9 +61,6 @@ from agentprop._scenario.trace import RunError, Trace
 from agentprop._stats import categorical_two_sample_test
 from agentprop._util.files import describe_validation, read_json, write_atomic
 from agentprop.errors import InputError, InvalidArgument, SourceLocation, clip_repr
-
-if TYPE_CHECKING:
-    from agentprop._decide.settings import settings as AgentSettings
 
 SCHEMA: Final = "agentprop.snapshot/1"
 TEXT_LIMIT = 40
@@ -723,8 +720,6 @@ async def acheck_snapshot(
     messages: Sequence[str] | None = None,
     judges: Sequence[JudgeLike] = (),
 ) -> SnapshotResult:
-    from agentprop._decide.check import as_loaded_agent
-
     agent = as_loaded_agent(agent)
     _check_args(runs, alpha)
     _check_ignore(ignore)
@@ -873,148 +868,6 @@ def _check_same_case(baseline: Snapshot, spec_id: str, messages: list[str], worl
 def default_snapshot_dir(project: Project) -> Path:
     """``__snapshots__`` next to the spec: baselines are committed with the spec they test."""
     return project.spec_path.parent / "__snapshots__"
-
-
-def check_snapshot(
-    project: Project | Callable[..., Any],
-    scenario: Scenario | str | Sequence[str],
-    agent: Any = None,
-    *,
-    tools: Mapping[str, Callable[..., Any]] | Sequence[Callable[..., Any]] | None = None,
-    name: str | None = None,
-    directory: str | Path | None = None,
-    runs: int = 10,
-    alpha: float = 0.05,
-    update: bool = False,
-    reason: str | None = None,
-    allow_ci: bool = False,
-    ignore: Sequence[str] = (),
-    budget: Budget | None = None,
-    seed: int | None = None,
-    messages: Sequence[str] | None = None,
-    raise_on_failure: bool = True,
-    settings: AgentSettings | None = None,
-    judges: Sequence[JudgeLike] = (),
-) -> SnapshotResult:
-    """Compare the agent's behaviour on ``scenario`` with its approved baseline.
-
-    Runs the case ``runs`` times and tests the distribution of behaviours against the
-    baseline's (exact two-sample test at ``alpha``). NEW (no baseline) and CHANGED write a
-    pending candidate and raise :class:`~agentprop.AgentPropertyViolation` with the diff;
-    ``update=True`` with a ``reason`` approves instead (refused when ``CI`` is set unless
-    ``allow_ci``). Snapshots live in ``directory`` (default ``__snapshots__`` next to the
-    spec) under ``name`` (default: the scenario id). The seed is resolved like
-    :func:`agentprop.check`'s (``settings``, the scope, the session's; ``seed=`` is the
-    deprecated spelling of ``settings=agentprop.settings(seed=...)``). Each of
-    ``judges`` (code or model judges) is recorded per run as part of the behaviour, so a change
-    in what they say is a change.
-
-    Without a project, ``check_snapshot(agent, messages, tools=...)`` snapshots a plain agent
-    (:mod:`agentprop._decide.plain_snapshot`): the same store, review and approval; the
-    snapshot is named after the agent unless ``name`` is given, and kept in ``directory``
-    (default ``__snapshots__`` in the current directory).
-    """
-    __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
-    from agentprop._decide.settings import fold_deprecated, resolve
-    from agentprop._util.aio import run_sync
-    from agentprop.errors import AgentPropertyViolation
-
-    settings = fold_deprecated("check_snapshot", settings, seed=seed)
-
-    if not isinstance(project, Project):
-        from agentprop._decide.plain_snapshot import acheck_plain_snapshot
-
-        if agent is not None or messages is not None:
-            raise InvalidArgument(
-                "check_snapshot(agent, messages, tools=...) snapshots a plain agent: the third argument and messages= are for "
-                "check_snapshot(project, scenario, agent); give the messages as the second argument"
-            )
-        result = run_sync(
-            acheck_plain_snapshot(
-                project,
-                scenario if isinstance(scenario, str) else [str(m) for m in scenario] if not isinstance(scenario, Scenario) else [],
-                tools=tools,
-                store=SnapshotStore(directory if directory is not None else "__snapshots__"),
-                name=name,
-                runs=runs,
-                alpha=alpha,
-                update=update,
-                reason=reason,
-                allow_ci=allow_ci,
-                ignore=ignore,
-                budget=budget,
-                seed=resolve(settings).seed,
-                judges=judges,
-            )
-        )
-    else:
-        result = _check_spec_snapshot(
-            project,
-            scenario if isinstance(scenario, str | Scenario) else _not_a_scenario(scenario),
-            agent,
-            name=name,
-            directory=directory,
-            runs=runs,
-            alpha=alpha,
-            update=update,
-            reason=reason,
-            allow_ci=allow_ci,
-            ignore=ignore,
-            budget=budget,
-            seed=resolve(settings).seed,
-            messages=messages,
-            judges=judges,
-        )
-    if raise_on_failure and not result.passed:
-        raise AgentPropertyViolation(result)
-    return result
-
-
-def _not_a_scenario(given: object) -> Scenario:
-    raise InvalidArgument("check_snapshot(project, scenario, agent): the second argument is a scenario or its id; give the messages as messages=")
-
-
-def _check_spec_snapshot(
-    project: Project,
-    scenario: Scenario | str,
-    agent: Any,
-    *,
-    name: str | None,
-    directory: str | Path | None,
-    runs: int,
-    alpha: float,
-    update: bool,
-    reason: str | None,
-    allow_ci: bool,
-    ignore: Sequence[str],
-    budget: Budget | None,
-    seed: int,
-    messages: Sequence[str] | None,
-    judges: Sequence[JudgeLike],
-) -> SnapshotResult:
-    from agentprop._util.aio import run_sync
-
-    sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
-    store = SnapshotStore(directory if directory is not None else default_snapshot_dir(project))
-    return run_sync(
-        acheck_snapshot(
-            project,
-            sc,
-            agent,
-            store=store,
-            name=name,
-            runs=runs,
-            alpha=alpha,
-            update=update,
-            reason=reason,
-            allow_ci=allow_ci,
-            ignore=ignore,
-            budget=budget,
-            seed=seed,
-            messages=messages,
-            judges=judges,
-        )
-    )
 
 
 def _describe_lines(behaviour: Behaviour, indent: str) -> list[str]:

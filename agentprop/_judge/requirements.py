@@ -14,7 +14,7 @@ from typing import Any
 from agentprop._judge.contracts import Verdict, _fail, _ok
 from agentprop._scenario.trace import Trace
 from agentprop._spec.model import Spec
-from agentprop._spec.requirements import RequirementLimit, _retry_allowance, requirement_limits
+from agentprop._spec.requirements import RequirementLimit, requirement_limits, retry_allowance
 from agentprop._spec.retries import spec_retries
 
 RequirementCheck = tuple[str, str, Callable[[Trace], Verdict]]
@@ -34,7 +34,7 @@ def requirement_checks(spec: Spec, path: Sequence[str], failures: Sequence[Mappi
         same = {r.tool for r in spec_retries(spec) if r.target == lim.node and r.policy_too(spec)}
         for tool in lim.counted:
             # a retry node and the tool's retry_policy that describe the same retry: one retry
-            allowance = 0 if tool in same else _retry_allowance(spec, tool, failures, 1 + lim.limit)
+            allowance = 0 if tool in same else retry_allowance(spec, tool, failures, 1 + lim.limit)
             allowed = 1 + lim.limit + allowance
             out.append(("max_retries", lim.clause, _retry_check(lim, tool, allowed)))
     return out

@@ -27,7 +27,7 @@ from typing import Any
 
 from agentprop._decide.choices import Choices, choice_units
 from agentprop._decide.metamorphic import distribution_words
-from agentprop._decide.shrink import ShrinkReport
+from agentprop._decide.shrunk import ShrinkReport
 from agentprop._judge.signature import bug_id, bug_key
 from agentprop._pipeline.kinds import SAFETY_CONTRACTS
 from agentprop._pipeline.report.model import BugReport, CaseReport, FailureRate, RunReport

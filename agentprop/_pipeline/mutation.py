@@ -888,7 +888,7 @@ def mutation_test(
     activated when its probe fires significantly more often than on the clean agent
     (:func:`activation_decision`, ``probe_alpha``; ``control_runs`` clean runs per probe).
     """
-    from agentprop._decide.check import as_loaded_agent
+    from agentprop._agents.loading import as_loaded_agent
     from agentprop._util.aio import run_sync
     from agentprop.errors import InvalidArgument
 

@@ -30,7 +30,8 @@ from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, 
 from agentprop._decide.profiles import get_profile, screened
 from agentprop._decide.records import record_scope
 from agentprop._decide.safety import SAFETY_RUNS, CaseSettings, case_settings, describe, safety_policies, safety_reasons, safety_settings, strictness
-from agentprop._decide.shrink import ShrinkReport, shrink
+from agentprop._decide.shrink import shrink
+from agentprop._decide.shrunk import ShrinkReport
 from agentprop._decide.slots import CaseLanes, RunSlots
 from agentprop._decide.written import InputWriter
 from agentprop._judge.judges import ModelJudge, bound_judge, spec_rubrics

@@ -133,7 +133,7 @@ async def asurs(
     cases: Sequence[Scenario] | None = None,
 ) -> SursResult:
     """Run the v1 invariants of ``base`` (the v1 project) on ``agent`` in ``project`` (v2)."""
-    from agentprop._decide.check import as_loaded_agent
+    from agentprop._agents.loading import as_loaded_agent
 
     loaded = as_loaded_agent(agent)
     kept, excluded = invariant_scenarios(base, project.spec)

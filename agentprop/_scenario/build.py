@@ -29,7 +29,7 @@ from agentprop._scenario.solver import (
     solve,
 )
 from agentprop._scenario.world import Failure, World
-from agentprop._spec.bindings import Bindings, VariableBinding, fill_slots
+from agentprop._spec.bindings import Bindings, VariableBinding, fill_slots, node_tools
 from agentprop._spec.free_spans import has_free, strip_free
 from agentprop._spec.model import Spec, leaf_set, spec_memo
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
@@ -171,9 +171,6 @@ def render_marked(template: str, slots: Mapping[str, Any], withheld: set[str], s
     return re.sub(r"\s{2,}", " ", text).strip()
 
 
-_fill_slots = fill_slots
-
-
 def _decision_for(name: str, spec: Spec) -> str | None:
     enum = spec.response_contract.decision_enum
     upper = name.upper()
@@ -181,15 +178,6 @@ def _decision_for(name: str, spec: Spec) -> str | None:
         return upper
     matches = [d for d in enum if upper in d]
     return matches[0] if len(matches) == 1 else None
-
-
-def _node_tools(spec: Spec, bindings: Bindings, node_id: str) -> list[str]:
-    node = spec.nodes_by_id.get(node_id)
-    tools = list(node.requirements.must_call_tools_in_order) if node else []
-    extra = bindings.nodes.get(node_id)
-    if extra is not None:
-        tools += [t for t in extra.must_call_tools_in_order if t not in tools]
-    return tools
 
 
 def build_scenario(
@@ -272,7 +260,7 @@ def build_scenario(
             f"path {path.id}: no template of {primary or 'utterances'} can leave out "
             f"{', '.join(sorted(withheld))}; wrap those slots in [ ... ] optional segments"
         )
-    overrides = {tool: _fill_slots(fields, slots) for tool, fields in overrides.items()}
+    overrides = {tool: fill_slots(fields, slots) for tool, fields in overrides.items()}
 
     # split the path into turns: a follow-up variable or an `after X` clause starts a new turn
     # (on a loop path, so does a second instance of an utterance or follow-up variable)
@@ -352,7 +340,7 @@ def build_scenario(
         req: list[str] = []
         allowed: list[str] = []
         for node_id, step_index in zip(nodes, turn_steps[ti]):
-            tools = _node_tools(spec, bindings, node_id)
+            tools = node_tools(spec, bindings, node_id)
             node = spec.nodes_by_id.get(node_id)
             if node is not None:
                 allowed += node.requirements.may_call_tools
@@ -541,7 +529,7 @@ def _required_anywhere(spec: Spec, bindings: Bindings) -> frozenset[str]:
     if found is None:
         tools: set[str] = set()
         for node_id in [*(n.node_id for n in spec.decision_tree), *spec.leaf_ids()]:
-            tools.update(_node_tools(spec, bindings, node_id))
+            tools.update(node_tools(spec, bindings, node_id))
         found = memo["required_anywhere"] = frozenset(tools)
     return found
 

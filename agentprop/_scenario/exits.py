@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentprop._scenario.world import World, get_path
-from agentprop._spec.bindings import Bindings, VariableBinding
+from agentprop._spec.bindings import Bindings, VariableBinding, node_tools
 from agentprop._spec.lint import LintFinding
 from agentprop._spec.model import Spec
-from agentprop._spec.when import _equal, variables
+from agentprop._spec.when import values_equal, variables
 
 # ----------------------------------------------------------------------------- exits
 
@@ -37,7 +37,7 @@ class ExitCut:
 
 def _lookup(table: Mapping[Hashable, Any], value: Any) -> Any:
     for k, v in table.items():
-        if _equal(k, value) or k == value:
+        if values_equal(k, value) or k == value:
             return v
     raise KeyError(value)
 
@@ -73,7 +73,7 @@ def off_happy_path(spec: Spec, bindings: Bindings, var: VariableBinding, value: 
         happy = happy_value(spec, bindings, var)
         if happy is None:
             return False, None
-        return not (_equal(value, happy) or value == happy), happy
+        return not (values_equal(value, happy) or value == happy), happy
     try:
         effect = _lookup(var.world.values or {}, value)
     except KeyError:
@@ -153,7 +153,6 @@ class Downgrade:
 def binding_downgrades(spec: Spec, bindings: Bindings) -> list[Downgrade]:
     """Every (node, branch) where a binding makes a required tool permitted, on the paths the
     bindings realise, in tree order."""
-    from agentprop._scenario.build import _node_tools
     from agentprop._scenario.solver import solve
     from agentprop._spec.paths import enumerate_paths
     from agentprop.errors import Unsatisfiable
@@ -168,7 +167,7 @@ def binding_downgrades(spec: Spec, bindings: Bindings) -> list[Downgrade]:
         for step in path.steps:
             if step.next not in leaves or (step.node, step.branch) in out:
                 continue
-            tools = _node_tools(spec, bindings, step.node)
+            tools = node_tools(spec, bindings, step.node)
             cut = exit_cut(spec, bindings, step.node, step.branch, tools, env)
             if cut is None or not tools[cut.index + 1 :]:
                 continue

@@ -42,12 +42,12 @@ from agentprop._spec.when import (
     Not,
     Symbol,
     UnboundVariable,
-    _equal,
     arith,
     atoms,
     evaluate,
     leaves,
     lookup,
+    values_equal,
     variables,
 )
 from agentprop._spec.when import (
@@ -253,7 +253,7 @@ def lookup_value(table: Mapping[Hashable, Any], value: Any) -> Any:
     ``withhold:``, world ``values:``), keys compared as the spec's ``when`` compares them;
     ``KeyError`` if none matches."""
     for k, v in table.items():
-        if _equal(k, value) or k == value:
+        if values_equal(k, value) or k == value:
             return v
     raise KeyError(value)
 
@@ -333,7 +333,7 @@ def instances_realisable(bindings: Bindings, env: Mapping[str, Any]) -> bool:
         if var.internal or var.utterance is not None or var.followup is not None:
             continue
         first = env.get(name)
-        if _equal(first, value) or first == value:
+        if values_equal(first, value) or first == value:
             continue
         if var.world is not None and var.world.values is not None:
             try:

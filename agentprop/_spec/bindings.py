@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from agentprop._spec.free_spans import free_span_problem
 from agentprop._spec.grounding import GROUNDING_KINDS, ResponseGrounding, declared_fields, default_grounding, default_provenance
-from agentprop._spec.lint import condition_variables, implied_decision
+from agentprop._spec.implied import condition_variables, implied_decision
 from agentprop._spec.model import Spec
 from agentprop._spec.when import Compare, Symbol, atoms
 from agentprop._spec.when import Literal as WhenLiteral
@@ -993,3 +993,13 @@ def empty_bindings(spec: Spec) -> Bindings:
     b = Bindings()
     b._warnings = _Validator(b, spec, None).run()
     return b
+
+
+def node_tools(spec: Spec, bindings: Bindings | None, node_id: str) -> list[str]:
+    """The tools node ``node_id`` must call in order: the spec's, then those the bindings add."""
+    node = spec.nodes_by_id.get(node_id)
+    tools = list(node.requirements.must_call_tools_in_order) if node is not None else []
+    extra = bindings.nodes.get(node_id) if bindings is not None else None
+    if extra is not None:
+        tools += [t for t in extra.must_call_tools_in_order if t not in tools]
+    return tools

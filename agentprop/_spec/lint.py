@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from agentprop._spec.implied import implied_decision
 from agentprop._spec.model import Spec
 from agentprop._spec.when import Compare, Symbol, atoms, variables
 from agentprop._spec.when import Literal as WhenLiteral
@@ -44,27 +45,6 @@ class LintFinding(BaseModel):
         if self.fix:
             text += f"\n  fix: {self.fix}"
         return text
-
-
-def implied_decision(leaf_id: str, decision_enum: Iterable[str]) -> tuple[str | None, list[str]]:
-    """The decision a leaf named ``END_X`` implies: ``X`` itself if it is in the enum, else
-    the single enum value that starts with ``X`` or that ``X`` starts with.
-
-    Returns ``(decision or None, candidates)``: several candidates mean the name is ambiguous
-    (``END_REJECT`` with ``REJECT_POLICY`` and ``REJECT_DISALLOWED``) and bindings must say.
-    """
-    enum = list(decision_enum)
-    stem = leaf_id[4:] if leaf_id.startswith("END_") else leaf_id
-    if stem in enum:
-        return stem, [stem]
-    candidates = [d for d in enum if d.startswith(stem + "_") or d.startswith(stem) or stem.startswith(d)]
-    if not candidates:
-        # e.g. END_TICKET -> TICKET_CREATED, END_CANCELLED -> CANCELLED: shared first word
-        first = stem.split("_")[0]
-        candidates = [d for d in enum if d.split("_")[0] == first]
-    if len(candidates) == 1:
-        return candidates[0], candidates
-    return None, candidates
 
 
 class _Linter:
@@ -672,13 +652,3 @@ def missing_optional_fields(spec: Spec) -> list[str]:
 def lint(spec: Spec, src: YamlSource | None = None) -> list[LintFinding]:
     """Lint a loaded spec. ``src`` (the YAML with positions) makes findings point at lines."""
     return _Linter(spec, src).run()
-
-
-def condition_variables(spec: Spec) -> list[str]:
-    """Every variable path read by the spec's ``when`` expressions, in tree order."""
-    seen: dict[str, None] = {}
-    for node in spec.decision_tree:
-        for b in node.branches:
-            for v in variables(b.clause):
-                seen.setdefault(v, None)
-    return list(seen)

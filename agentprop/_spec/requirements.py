@@ -148,7 +148,7 @@ def requirement_limits(spec: Spec) -> list[RequirementLimit]:
     return list(memo)
 
 
-def _retry_allowance(spec: Spec, tool: str, failures: Sequence[Mapping[str, Any]], attempts: int) -> int:
+def retry_allowance(spec: Spec, tool: str, failures: Sequence[Mapping[str, Any]], attempts: int) -> int:
     """Extra calls the tool's own ``retry_policy`` permits when the world injects a failure it
     retries on (each logical attempt may be retried that many times)."""
     policy = spec.tools_by_name[tool].retry_policy if tool in spec.tools_by_name else None

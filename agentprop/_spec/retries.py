@@ -17,9 +17,9 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentprop._spec.bindings import Bindings
+from agentprop._spec.bindings import Bindings, node_tools
 from agentprop._spec.model import Spec
-from agentprop._spec.when import Literal, Symbol, WhenClause, _equal, leaves, variables
+from agentprop._spec.when import Literal, Symbol, WhenClause, leaves, values_equal, variables
 
 
 @dataclass(frozen=True)
@@ -43,23 +43,14 @@ class TreeRetry:
         return policy is not None and policy.retries > 0 and self.mode in policy.on
 
 
-def _calls(spec: Spec, bindings: Bindings | None, node_id: str) -> list[str]:
-    node = spec.nodes_by_id.get(node_id)
-    tools = list(node.requirements.must_call_tools_in_order) if node is not None else []
-    extra = bindings.nodes.get(node_id) if bindings is not None else None
-    if extra is not None:
-        tools += [t for t in extra.must_call_tools_in_order if t not in tools]
-    return tools
-
-
 def _calls_again(spec: Spec, bindings: Bindings | None, target: str) -> list[str]:
     """The tools ``target`` calls, or, for a retry node without tools of its own
     (``N3A_RETRY_LOOKUP`` looping back to ``N3_PRESCRIPTION``), those of the nodes it leads to."""
-    own = _calls(spec, bindings, target)
+    own = node_tools(spec, bindings, target)
     if own:
         return own
     node = spec.nodes_by_id.get(target)
-    return [t for b in (node.branches if node is not None else []) for t in _calls(spec, bindings, b.next)]
+    return [t for b in (node.branches if node is not None else []) for t in node_tools(spec, bindings, b.next)]
 
 
 def _named(clause: WhenClause) -> list[Any]:
@@ -70,7 +61,7 @@ def _named(clause: WhenClause) -> list[Any]:
 
 def _lookup(table: Mapping[Hashable, Any], value: Any) -> Any:
     for k, v in table.items():
-        if _equal(k, value) or k == value:
+        if values_equal(k, value) or k == value:
             return v
     raise KeyError(value)
 
@@ -83,7 +74,7 @@ def tree_retries(spec: Spec, bindings: Bindings) -> list[TreeRetry]:
         return list(cached)
     out: list[TreeRetry] = []
     for node in spec.decision_tree:
-        tools = _calls(spec, bindings, node.node_id)
+        tools = node_tools(spec, bindings, node.node_id)
         for k, branch in enumerate(node.branches):
             again = _calls_again(spec, bindings, branch.next)
             for name in variables(branch.clause):
@@ -114,7 +105,7 @@ def spec_retries(spec: Spec) -> list[TreeRetry]:
         return list(cached)
     out: list[TreeRetry] = []
     for node in spec.decision_tree:
-        tools = _calls(spec, None, node.node_id)
+        tools = node_tools(spec, None, node.node_id)
         for k, branch in enumerate(node.branches):
             if branch.clause.expr is None:
                 continue

@@ -518,7 +518,7 @@ def arith(op: str, a: Any, b: Any) -> Any:
     return a % b if b != 0 else None
 
 
-def _equal(a: Any, b: Any) -> bool:
+def values_equal(a: Any, b: Any) -> bool:
     # A symbol compares with the string form of a value, so `status == canceled` reads a string
     # field and `user_confirmation == yes` matches "yes". Booleans stay booleans: `true` is a
     # literal, never the symbol "true".
@@ -539,9 +539,9 @@ def _truth(e: Expr, env: Mapping[str, Any]) -> bool:
     if isinstance(e, Compare):
         a, b = _value(e.left, env), _value(e.right, env)
         if e.op == "==":
-            return _equal(a, b)
+            return values_equal(a, b)
         if e.op == "!=":
-            return not _equal(a, b)
+            return not values_equal(a, b)
         if a is None or b is None:
             return False
         try:

@@ -180,7 +180,7 @@ def _candidates(ctx: Context, name: str, env: Mapping[str, Any], node: Node) -> 
             out = consts + [f"not-{c}" for c in consts if isinstance(c, str)]
     seen: list[Any] = []
     for v in out:
-        if _equal(v, base) or any(_equal(v, s) for s in seen):
+        if values_equal(v, base) or any(values_equal(v, s) for s in seen):
             continue
         seen.append(v)
     return seen
@@ -190,7 +190,7 @@ def _direct(atom: Expr, name: str) -> bool:
     return isinstance(atom, Compare) and any(isinstance(x, VarPath) and x.dotted == name for x in (atom.left, atom.right))
 
 
-def _equal(a: Any, b: Any) -> bool:
+def values_equal(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a is b
     return bool(a == b)

@@ -1175,7 +1175,7 @@ def _make_source(text: str, protect: Sequence[str | re.Pattern[str]]) -> tuple[_
     return _Source(text, masked, mapping), slots
 
 
-def _build_plan(
+def build_plan(
     text: object,
     *,
     lang: object,
@@ -1323,7 +1323,7 @@ def paraphrases(
     :class:`~agentprop.errors.InvalidArgument`, bad pack files
     :class:`~agentprop.errors.InputError`.
     """
-    plan = _build_plan(
+    plan = build_plan(
         text,
         lang=lang,
         packs=packs,
@@ -1353,7 +1353,7 @@ def apply_transforms(
     the same packs, protect and pool). A step is a :class:`Step` or ``(name, params)`` with
     params a mapping or ``(name, value)`` pairs; a ``pool(index=i)`` step selects a pool entry.
     """
-    plan = _build_plan(
+    plan = build_plan(
         text,
         lang=lang,
         packs=packs,
