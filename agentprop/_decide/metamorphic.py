@@ -182,7 +182,7 @@ async def _sample(
         run_trial,
         OracleSettings(mode="fixed", runs=n),
         judge=judge,
-        name=scenario.id,
+        name=f"INV {scenario.id}",
         memo=memo,
         input_digest=run_digest(project, scenario, messages, seed),
         fingerprint=loaded.fingerprint,

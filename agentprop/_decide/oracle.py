@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agentprop._decide.holds import held
 from agentprop._decide.memo import RunClaim, TrialMemo, trace_json
 from agentprop._decide.records import DecisionLog, current_recorder
 from agentprop._decide.slots import RunSlots
@@ -597,9 +598,18 @@ class _Trials:
     making the same run right now, or made here (the budget permitting, in a run slot)."""
 
     def __init__(
-        self, run_trial: AsyncTrialFn, memo: TrialMemo | None, input_digest: str, fingerprint: str, budget: Budget | None, slots: RunSlots | None
+        self,
+        run_trial: AsyncTrialFn,
+        memo: TrialMemo | None,
+        input_digest: str,
+        fingerprint: str,
+        budget: Budget | None,
+        slots: RunSlots | None,
+        name: str = "",
     ) -> None:
         self.run_trial = run_trial
+        self.name = name
+        """The decision's name: a pass of a budgeted run may hold it back (:mod:`agentprop._decide.holds`)."""
         self.memo = memo
         self.input_digest = input_digest
         self.fingerprint = fingerprint
@@ -613,12 +623,14 @@ class _Trials:
         return self.memo.begin(self.memo.key(self.input_digest, self.fingerprint, trial))
 
     def may_start(self) -> bool:
+        if held(self.name):  # this pass deepens other cases first
+            return False
         return self.budget is None or self.budget.try_start_run()
 
     def room_left_for_runs(self) -> bool:
         """Whether no limit refuses a new run now (reservations held by runs in flight may have
-        refused one a moment ago)."""
-        return self.budget is None or not self.budget.exhausted
+        refused one a moment ago), and the decision is not held back."""
+        return not held(self.name) and (self.budget is None or not self.budget.exhausted)
 
     def room_left(self, trial: int) -> bool:
         """Whether a run this decision's budget cut short (a model call refused while other
@@ -697,7 +709,7 @@ async def adecide(
     if concurrency < 1:
         raise InvalidArgument(f"concurrency={concurrency} must be at least 1")
     test = settings.make_test()
-    trials = _Trials(run_trial, memo, input_digest, fingerprint, budget, slots)
+    trials = _Trials(run_trial, memo, input_digest, fingerprint, budget, slots, name)
     outcomes: list[TrialOutcome] = []
     infra: RunError | None = None
     recorder = current_recorder()

@@ -166,6 +166,17 @@ def dir_pairs(project: Project) -> list[tuple[DirectionalPair, Scenario, Scenari
     return out
 
 
+def dir_case_id(pair: DirectionalPair) -> str:
+    """The id of a DIR case: the variable, its two values and the branch it flips."""
+    return f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} @{pair.node}#{pair.branch}"
+
+
+def decision_names(project: Project) -> dict[str, tuple[str, ...]]:
+    """The names of the decisions a DIR case makes runs under (its two sides'), by case id; every
+    other case's decision is named by its id."""
+    return {dir_case_id(pair): (f"DIR base {base.id}", f"DIR perturbed {perturbed.id}") for pair, base, perturbed in dir_pairs(project)}
+
+
 def invariance_variants(project: Project, scenario: Scenario, seed: int) -> list[Any]:
     """The two paraphrases of ``scenario``'s first message an INV case compares (none: no INV
     case for it)."""
@@ -267,7 +278,7 @@ async def extra_cases(
                 continue
             seen.add(key)
 
-            dir_id = f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} @{pair.node}#{pair.branch}"
+            dir_id = dir_case_id(pair)
 
             async def direction(pair: Any = pair, case_id: str = dir_id, who: LoadedAgent = agent) -> CaseReport:
                 chosen, rule = pair_settings(pair.base.scenario, pair.perturbed.scenario)

@@ -25,6 +25,7 @@ from agentprop._agents.project import Project
 from agentprop._decide.check import Property, decide_scenario
 from agentprop._decide.claims import PolicyEvidence, claim, top_up_targets
 from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, found_with, judge_replay
+from agentprop._decide.holds import holding
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
 from agentprop._decide.profiles import get_profile, screened
@@ -37,11 +38,12 @@ from agentprop._decide.written import InputWriter
 from agentprop._judge.judges import ModelJudge, bound_judge, spec_rubrics
 from agentprop._judge.signature import bug_key
 from agentprop._modelapi.budget import Budget
+from agentprop._pipeline.anytime import held_back
 from agentprop._pipeline.bugs import SHRINKABLE_KINDS, divergence_key, find_bugs
 from agentprop._pipeline.completeness import condition_coverage, untested
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH
 from agentprop._pipeline.explore import ExploredInput, LearnedWeights, exploration_lines, exploration_summary, explore_cases
-from agentprop._pipeline.kinds import SAFETY_CONTRACTS, Replay, case_from_check, extra_cases
+from agentprop._pipeline.kinds import SAFETY_CONTRACTS, Replay, case_from_check, decision_names, extra_cases
 from agentprop._pipeline.probe import probe_cases, probe_property
 from agentprop._pipeline.report.model import (
     AgentInfo,
@@ -263,8 +265,8 @@ async def arun_cases(
     in passes over one memo: one run of every case (corpus replays included; an INV case's look is
     one run of each paraphrase, its original's being its path's),
     then the failures confirmed (a screen of one run) and shrunk (``settings.shrink_budget``),
-    then every case deepened to 2, 4, 8 ... clean runs in turn (the cases with the fewest runs
-    first) up to the profile's depth (a corpus replay's: in full); each pass reuses the runs of the one before, so a case the
+    then every case deepened to 2, 4, 8 ... clean runs in turn (when the budget cannot reach them
+    all, the failing, riskiest and weakest first: :mod:`agentprop._pipeline.anytime`) up to the profile's depth (a corpus replay's: in full); each pass reuses the runs of the one before, so a case the
     budget cut short keeps what its runs showed, and no case is left without a run while
     another got a second."""
     memo = memo if memo is not None else TrialMemo()
@@ -320,10 +322,22 @@ async def arun_cases(
         replays_entries = corpus is not None and any(
             settings.replay_corpus == "all" or found_with(e, agent) for e in corpus.entries(spec_id=project.spec.spec_id)
         )
-        for depth in deepening(None if replays_entries else get_profile(settings.profile).screen):
-            if budget.snapshot().exhausted:
-                break
-            await look("deepen", depth)
+        latest, names = confirmed, decision_names(project)
+        final_screen = None if replays_entries else get_profile(settings.profile).screen
+        for depth in deepening(final_screen, through=True):
+            # what the budget has left goes where a verdict is weakest or the risk highest
+            # (_pipeline.anytime); the cases it cannot reach are held back for the next pass
+            for _ in range(SUBPASSES):
+                snap = budget.snapshot()
+                if snap.exhausted:
+                    break
+                held = held_back(latest.cases, depth, snap, names)
+                if not held and depth == final_screen:
+                    break  # the last pass, in full, is this one
+                with holding(held):
+                    latest = await look("deepen", depth)
+                if not held or budget.snapshot().runs == snap.runs:
+                    break
     with record_scope(stage=settings.stage):
         report = await _arun_cases(
             project,
@@ -346,14 +360,20 @@ async def arun_cases(
     return report
 
 
+SUBPASSES = 3
+"""The most passes one depth of a budgeted run is split into (the first deepens the cases ranked
+first by :mod:`agentprop._pipeline.anytime`, the next the ones after them, budget permitting)."""
+
 DEEPENING = (2, 4, 8, 16, 32)
 """The screens of the deepening passes of a budgeted run (:func:`arun_cases`)."""
 
 
-def deepening(final_screen: int | None) -> tuple[int, ...]:
+def deepening(final_screen: int | None, *, through: bool = False) -> tuple[int, ...]:
     """The depths every case is taken to in turn before the profile's own (a screen of
-    ``final_screen`` runs; ``None``: each case's own test, however deep)."""
-    return tuple(k for k in DEEPENING if final_screen is None or k < final_screen)
+    ``final_screen`` runs; ``None``: each case's own test, however deep); ``through``: the
+    profile's screen too, so that its depth is reached in the same order as the others."""
+    below = tuple(k for k in DEEPENING if final_screen is None or k < final_screen)
+    return below + ((final_screen,) if through and final_screen is not None else ())
 
 
 async def _arun_cases(

@@ -1,0 +1,94 @@
+"""Where a budgeted run's deepening pass spends what the budget has left (#31): the failing,
+riskiest and weakest cases first, the others held back for the next pass."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import agentprop
+from agentprop._agents.loading import make_factory
+from agentprop._decide.holds import held, holding
+from agentprop._decide.memo import TrialMemo
+from agentprop._modelapi.budget import Budget
+from agentprop._pipeline.anytime import held_back, priority, runs_left, runs_needed
+from agentprop._pipeline.report.model import CaseReport
+from agentprop._pipeline.run import RunSettings, arun_cases
+
+ROOT = Path(__file__).resolve().parent.parent
+SUPPORTOPS = ROOT / "examples" / "supportops"
+sys.path.insert(0, str(SUPPORTOPS))
+from agent import SupportOpsAgent  # noqa: E402
+
+SAFE = "ci: 2 clean runs, else zero-failure, 59 clean runs (safety: policies.P1_NO_PII)"
+
+
+def case(
+    case_id: str, kind: str = "MFT", runs: int = 1, passes: int | None = None, verdict: str = "INCONCLUSIVE", rule: str | None = None
+) -> CaseReport:
+    passes = runs if passes is None else passes
+    return CaseReport(id=case_id, node="N", kind=kind, verdict=verdict, runs=runs, passes=passes, pass_rate=passes / runs if runs else 0.0, rule=rule)  # type: ignore[arg-type]
+
+
+def test_the_order_puts_failures_then_risky_kinds_then_safety_cases_then_the_weakest_first() -> None:
+    cases = [
+        case("mft deep", runs=3),
+        case("mft", runs=1),
+        case("explore safety", kind="EXPLORE", rule=SAFE),
+        case("dir", kind="DIR", runs=2),
+        case("probe", kind="PROBE"),
+        case("near miss", kind="EXPLORE", runs=3, passes=2),
+    ]
+    ordered = [c.id for c in sorted(cases, key=priority)]
+    assert ordered == ["near miss", "probe", "dir", "explore safety", "mft", "mft deep"]  # probe: fewer runs
+
+
+def test_runs_needed_counts_sides_and_skips_what_no_depth_changes() -> None:
+    assert runs_needed(case("a", runs=1), 4) == 3
+    assert runs_needed(case("dir", kind="DIR", runs=2), 2) == 2  # two sides of 2
+    inv = case("inv", kind="INV", runs=3)
+    inv.messages, inv.details = ["p1", "p2"], {"runs_per_side": 5}
+    assert runs_needed(inv, 8) == 3 * 5 - 3  # three sides, at most 5 runs each
+    assert runs_needed(case("f", runs=1, passes=0, verdict="FAIL"), 4) == 0
+    assert runs_needed(case("corpus", kind="CORPUS"), 4) == 0  # never held: not counted either
+
+
+def test_a_pass_holds_back_the_cases_past_what_the_runs_left_reach() -> None:
+    budget = Budget(max_runs=10)
+    for _ in range(7):
+        budget.start_run()
+    assert runs_left(budget.snapshot()) == 3
+    cases = [case("mft 1"), case("mft 2"), case("probe", kind="PROBE"), case("dir", kind="DIR", runs=2)]
+    names = {"dir": ("DIR base x", "DIR perturbed y")}
+    # depth 2: the DIR case (2 runs) and the PROBE case (1) fit in 3; both MFT cases wait
+    assert held_back(cases, 2, budget.snapshot(), names) == {"mft 1", "mft 2"}
+    assert held_back(cases, 2, Budget(max_runs=100).snapshot(), names) == frozenset()  # all fit: nothing held
+    assert held_back(cases, 2, Budget().snapshot(), names) == frozenset()  # no limit: nothing held
+
+
+def test_a_hold_is_for_the_block_and_its_tasks_only() -> None:
+    async def inside() -> bool:
+        return held("x")
+
+    async def main() -> tuple[bool, bool, bool]:
+        with holding({"x"}):
+            task = asyncio.ensure_future(inside())
+            now = held("x")
+        return now, await task, held("x")
+
+    assert asyncio.run(main()) == (True, True, False)
+
+
+def test_under_a_budget_probe_and_dir_cases_are_deepened_before_cheap_mft_ones() -> None:
+    # SupportOps' 25 MFT, 26 PROBE and 18 DIR cases with 100 runs: every case gets its first
+    # look, then what is left takes the PROBE and DIR cases to the profile's 2 clean runs before
+    # any MFT case; in stage order the MFT cases took them all and 9 PROBE cases kept one run
+    project = agentprop.load_project(SUPPORTOPS)
+    agent = make_factory(SupportOpsAgent, {})
+    settings = RunSettings(kinds=("mft", "probe", "dir"))
+    report = asyncio.run(arun_cases(project, agent, project.scenarios(), settings, memo=TrialMemo(), budget=Budget(max_runs=100)))
+    runs = {kind: sorted(c.runs for c in report.cases if c.kind == kind) for kind in ("MFT", "PROBE", "DIR")}
+    assert len(runs["PROBE"]) == 26 and len(runs["DIR"]) == 18
+    assert runs["PROBE"][0] == 2 and runs["DIR"][0] >= 3, runs  # a DIR side is cut at most
+    assert runs["MFT"][0] == 1, runs  # cheap cases wait
