@@ -1,6 +1,6 @@
 """Test MCP agents: a case's world as an MCP server, and agents that are MCP clients.
 
-Needs the official MCP SDK: ``pip install "agentprop[mcp]"``. See docs/mcp-and-adapters.md.
+Needs the official MCP SDK, 2.3 or later: ``pip install "agentprop[mcp]"``. See docs/bring-your-own-agent.md.
 
 - :class:`CaseServer`: one case served over MCP (stdio, streamable HTTP on loopback, or
   in-process with :meth:`CaseServer.connect`); each session is one trial, recorded into a
@@ -14,12 +14,13 @@ Needs the official MCP SDK: ``pip install "agentprop[mcp]"``. See docs/mcp-and-a
 
 from __future__ import annotations
 
-try:
-    import mcp as _sdk  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("agentprop.mcp needs the official MCP SDK: pip install 'agentprop[mcp]' (or pip install mcp)") from exc
+from agentprop._util.mcp_sdk import mcp_sdk_problem
 
-from agentprop._agents.mcp import (
+_sdk = mcp_sdk_problem("agentprop.mcp")
+if _sdk is not None:  # pragma: no cover - depends on the environment
+    raise ImportError(f"{_sdk.problem}; fix: {_sdk.fix}")
+
+from agentprop._agents.mcp import (  # noqa: E402 (after the SDK check, so an unusable SDK is explained)
     CONTEXT_URI,
     USER_MESSAGE_PROMPT,
     McpAgent,
@@ -29,7 +30,7 @@ from agentprop._agents.mcp import (
     build_server,
     trial_server,
 )
-from agentprop._pipeline.serve import CaseServer, HttpCaseServer, ServedTrial, default_record_path, log_trial
+from agentprop._pipeline.serve import CaseServer, HttpCaseServer, ServedTrial, default_record_path, log_trial  # noqa: E402
 
 __all__ = [
     "CONTEXT_URI",

@@ -47,11 +47,17 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     """`agentprop serve`: one case's world over MCP (agentprop.mcp.CaseServer). Over stdio the
     log goes to stderr: stdout is the protocol."""
     from agentprop._agents.project import load_project
+    from agentprop._util.mcp_sdk import mcp_sdk_problem
 
+    sdk = mcp_sdk_problem("agentprop serve")
+    if sdk is not None:
+        raise InputError(sdk.problem, fix=sdk.fix)
     try:
         from agentprop._pipeline.serve import CaseServer, default_record_path, log_trial, url_with_token
-    except ImportError:
-        raise InputError("agentprop serve needs the MCP SDK, which is not installed", fix="pip install 'agentprop[mcp]'") from None
+    except ImportError as exc:
+        raise InputError(
+            f"agentprop serve could not import the installed MCP SDK: {exc}", fix="reinstall it: pip install --force-reinstall 'agentprop[mcp]'"
+        ) from None
     project = load_project(args.spec, bindings=args.bindings)
     require_cases(project)
     try:

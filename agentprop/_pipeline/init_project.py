@@ -175,10 +175,17 @@ async def _list_mcp_tools(server: Any) -> list[SourceTool]:
 
 def tools_from_mcp(command: str | None = None, url: str | None = None, *, timeout_s: float = 60.0) -> list[SourceTool]:
     """The tools an MCP server lists: started with ``command`` (stdio) or reached at ``url``."""
+    from agentprop._util.mcp_sdk import mcp_sdk_problem
+
+    sdk = mcp_sdk_problem("reading an MCP server (agentprop init --mcp)")
+    if sdk is not None:
+        raise InputError(sdk.problem, fix=sdk.fix)
     try:
         from mcp import StdioServerParameters
-    except ImportError:
-        raise InputError("reading an MCP server needs the MCP SDK, which is not installed", fix="pip install 'agentprop[mcp]'") from None
+    except ImportError as exc:
+        raise InputError(
+            f"reading an MCP server could not import the installed MCP SDK: {exc}", fix="reinstall it: pip install --force-reinstall 'agentprop[mcp]'"
+        ) from None
     if command is not None:
         words = shlex.split(command)
         if not words:

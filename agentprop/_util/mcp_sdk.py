@@ -1,0 +1,98 @@
+"""Whether the installed MCP SDK can run agentprop's MCP code, and if not, precisely why.
+
+agentprop's MCP server and client (``agentprop serve``, :mod:`agentprop.mcp`, ``agentprop init
+--mcp``) are written for the SDK's 2.x API (``mcp>=2.3``). Other packages may hold the SDK
+below that (langchain-mcp-adapters 0.3 requires ``mcp<2``); then the problem is not a missing
+SDK but a version conflict, and the message names the installed version and the packages
+that cap it. Reading versions goes through ``importlib.metadata`` only: nothing is imported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import metadata
+
+MIN_VERSION = (2, 3)
+"""The oldest MCP SDK agentprop's MCP code runs on (the ``mcp`` extra's lower bound)."""
+
+_MCP_REQUIREMENT = re.compile(r"^\s*mcp\s*(?:\[[^\]]*\])?\s*(?P<spec>[<>=!~][^;]*)?(?:;(?P<marker>.*))?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class McpSdkProblem:
+    """Why the MCP SDK cannot be used (``problem``) and what to do (``fix``)."""
+
+    problem: str
+    fix: str
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
+
+
+def installed_mcp() -> str | None:
+    """The installed ``mcp`` version (``None``: not installed)."""
+    try:
+        return metadata.version("mcp")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _excludes_min(spec: str) -> bool:
+    """Whether a version specifier (``<2.0.0,>=1.24``) rules out :data:`MIN_VERSION`."""
+    for clause in spec.replace(" ", "").split(","):
+        op = re.match(r"[<>=!~]+", clause)
+        if op is None:
+            continue
+        bound = _version_tuple(clause[op.end() :])
+        if (op.group() == "<" and bound <= MIN_VERSION) or (op.group() in ("<=", "==", "~=", "===") and bound < MIN_VERSION):
+            return True
+    return False
+
+
+def capping_packages() -> list[str]:
+    """The installed packages whose requirement on ``mcp`` rules out :data:`MIN_VERSION`, as
+    ``"NAME VERSION (mcp<2,...)"``."""
+    capping: list[str] = []
+    for dist in metadata.distributions():
+        for requirement in dist.requires or []:
+            match = _MCP_REQUIREMENT.match(requirement)
+            if match is None or "extra" in (match.group("marker") or ""):
+                continue
+            spec = (match.group("spec") or "").strip()
+            if _excludes_min(spec):
+                capping.append(f"{dist.metadata['Name']} {dist.version} (mcp{spec.replace(' ', '')})")
+    return sorted(set(capping))
+
+
+def diagnose(what: str, version: str | None, capping: list[str]) -> McpSdkProblem | None:
+    """The problem of running ``what`` with MCP SDK ``version`` (``None``: not installed),
+    ``capping`` naming the packages that hold it down; ``None`` when there is none."""
+    wanted = ".".join(map(str, MIN_VERSION))
+    if version is None:
+        return McpSdkProblem(f"{what} needs the MCP SDK (mcp {wanted} or later), which is not installed", "pip install 'agentprop[mcp]'")
+    if _version_tuple(version) >= MIN_VERSION:
+        return None
+    problem = f"{what} needs the MCP SDK {wanted} or later, and mcp {version} is installed"
+    if capping:
+        problem += f", held below it by {'; '.join(capping)}"
+        fix = (
+            "keep that package and run agentprop's MCP server from an environment of its own (a venv with "
+            f"pip install 'agentprop[mcp]'), then connect your MCP client to it over stdio or --http: a client on mcp {version} "
+            "speaks to it unchanged"
+        )
+    else:
+        fix = "pip install -U 'agentprop[mcp]'"
+    return McpSdkProblem(problem, fix)
+
+
+def mcp_sdk_problem(what: str) -> McpSdkProblem | None:
+    """The problem of running ``what`` with the installed MCP SDK, or ``None``."""
+    version = installed_mcp()
+    if version is not None and _version_tuple(version) >= MIN_VERSION:
+        return None
+    return diagnose(what, version, capping_packages() if version is not None else [])
+
+
+__all__ = ["MIN_VERSION", "McpSdkProblem", "capping_packages", "diagnose", "installed_mcp", "mcp_sdk_problem"]
