@@ -118,6 +118,9 @@ def test_init_from_an_mcp_server_over_http(tmp_path: Path) -> None:
     project = load_project(SUPPORTOPS)
     with HttpCaseServer(CaseServer(project, project.scenario("END_CANCELLED<-N7_CANCEL"))) as running:
         assert main(["init", str(tmp_path), "--mcp-url", running.url, "--name", "Support Ops"]) == 0
+        token = running.case.token
+    text = (tmp_path / "spec.yaml").read_text()
+    assert token not in text and "/mcp." in text  # the server's token is no part of the skeleton
     spec = load_spec(tmp_path / "spec.yaml")
     assert spec.spec_id == "support_ops_v1"
     assert {t.name: t.input_schema for t in spec.action_tools} == _supportops_tools()
@@ -143,6 +146,9 @@ def test_init_from_an_mcp_server_over_stdio(tmp_path: Path) -> None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
+    text = (tmp_path / "spec.yaml").read_text()
+    # no machine's paths: the interpreter by its name, the served spec relative to the skeleton
+    assert sys.executable not in text and str(ROOT) not in text and "`python -m agentprop serve " in text
     spec = load_spec(tmp_path / "spec.yaml")
     assert {t.name: t.input_schema for t in spec.action_tools} == _supportops_tools()
     bindings = yaml.safe_load((tmp_path / "agentprop.yaml").read_text())

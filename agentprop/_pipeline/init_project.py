@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -355,6 +357,31 @@ def bindings_yaml(tools: Sequence[SourceTool], *, spec_file: str = "spec.yaml") 
     )
 
 
+_ABSOLUTE = re.compile(r"(?<![\w.:/])(?:[A-Za-z]:)?[/\\][^\s'\"`<>]+")
+_URL_QUERY = re.compile(r"(\bhttps?://[^\s?'\"`]+)\?[^\s'\"`]*")
+
+
+def portable_source(source: str, directory: Path) -> str:
+    """``source`` as the skeleton may record it: absolute paths made relative to ``directory``
+    (a Python interpreter or a path far outside it by its name alone), and a URL's query (the
+    token ``agentprop serve`` prints) left out, so a skeleton carries no machine's paths and no
+    secret."""
+    source = _URL_QUERY.sub(r"\1", source)
+    base = directory.resolve()
+
+    def relative(match: re.Match[str]) -> str:
+        path = Path(match.group(0))
+        if path.name.startswith("python") or Path(sys.executable).resolve() == path.resolve():
+            return path.name.split(".exe")[0] if path.name.startswith("python") else path.name
+        try:
+            rel = os.path.relpath(path, base)
+        except ValueError:  # another drive
+            return path.name
+        return path.name if rel.count("..") > 3 else rel
+
+    return _ABSOLUTE.sub(relative, source)
+
+
 def write_skeleton(directory: Path, tools: Sequence[SourceTool], *, source: str, name: str | None = None, force: bool = False) -> list[Path]:
     """Write ``spec.yaml`` and ``agentprop.yaml`` into ``directory`` (refusing to overwrite
     either without ``force``); returns the paths written."""
@@ -372,7 +399,8 @@ def write_skeleton(directory: Path, tools: Sequence[SourceTool], *, source: str,
         )
     label = name or directory.resolve().name
     directory.mkdir(parents=True, exist_ok=True)
-    spec_path.write_text(spec_yaml(tools, spec_id=f"{_slug(label)}_v1", title=label, source=source), encoding="utf-8")
+    recorded = portable_source(source, directory)
+    spec_path.write_text(spec_yaml(tools, spec_id=f"{_slug(label)}_v1", title=label, source=recorded), encoding="utf-8")
     bindings_path.write_text(bindings_yaml(tools), encoding="utf-8")
     return [spec_path, bindings_path]
 
