@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import random
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,33 @@ def test_a_notation_reads_back_as_the_same_value() -> None:
     assert notation_forms("1001", "order_id") == ("fullwidth",)
     assert notation_forms("O-1001", "order_id") == ()
     assert "grouped" not in notation_forms("2024", "year")
-    assert notation_forms("2024-03-25") == ()  # date notations are written, not dealt yet
+    # dates: every notation that reads one way only; a slash date only when its day is past 12
+    assert notation_forms("2024-03-25") == (
+        "date_day_month",
+        "date_month_day",
+        "date_short_month",
+        "date_short_month_day",
+        "date_slash_dmy",
+        "date_slash_mdy",
+        "date_zh",
+    )
+    assert "date_slash_mdy" not in notation_forms("2024-03-05") and "date_iso" in notation_forms("5 March 2024")
+    assert notation_variant("2026-12-03", "date_short_month_day") == "Dec 3, 2026"
+    assert "kilo" in notation_forms("2400", "amount")
+
+
+def test_the_oracle_reads_every_notation_it_deals_as_its_value() -> None:
+    # a value a user writes in a dealt notation grounds the same value in the agent's reply
+    from agentprop._judge.contracts import numbers_in
+    from agentprop._judge.derive import grounded_dates
+
+    assert numbers_in("about £2.4k, maybe 3K") == [2400.0, 3000.0]
+    assert numbers_in("a 5km run") == [5.0]  # a unit is not thousands
+    day = date(2024, 3, 25)
+    for form in notation_forms("2024-03-25"):
+        written = notation_variant("2024-03-25", form)
+        assert written is not None and day in grounded_dates([f"It was {written}."]), (form, written)
+    assert grounded_dates(["on 05/03/2024"]) == {}  # March 5 or May 3: read neither way
 
 
 def test_a_free_text_tool_output_may_carry_an_injected_instruction() -> None:

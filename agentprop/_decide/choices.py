@@ -1056,6 +1056,7 @@ class ChoiceSpace:
                 max_steps,
                 decks.setdefault(f"template{template}:turn{i + 1}", []) if decks is not None else None,
                 decks.setdefault(f"families:turn{i + 1}", []) if decks is not None else None,
+                decks.setdefault(f"notation:turn{i + 1}", []) if decks is not None else None,
             )
             if vary
             else TurnChoice()
@@ -1096,11 +1097,13 @@ class ChoiceSpace:
         max_steps: int,
         deck: list[str] | None,
         family_deck: list[str] | None = None,
+        form_deck: list[str] | None = None,
     ) -> TurnChoice:
         """One turn's choices. With decks, the input families (docs/input-families.md: a value's
         notation, the families that wrap the turn) have a deck of their own, shared by the
         template variants: each draw deals one, so a path's first draws meet every family that
-        applies to the turn, whatever its template."""
+        applies to the turn, whatever its template. A value's notations are dealt too
+        (``form_deck``): each (slot, notation) pair comes up once before any comes up again."""
         base = self.variants[0]
         options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = list(_available_steps(space.text, space.lang, _protected(base, space.text)))
         if space.segments:
@@ -1143,7 +1146,11 @@ class ChoiceSpace:
                 forms_of = CASE_FORMS if name == "case" else SPELLING_FORMS if name == "spelling" else NOTATION_FORMS
                 open_ = [(slot, [f for f in forms if f in forms_of]) for slot, _, forms in space.entities if slot not in {e.slot for e in entities}]
                 open_ = [(slot, fs) for slot, fs in open_ if fs]
-                if open_:
+                if open_ and name == "notation" and form_deck is not None:
+                    pairs = [(f"{slot}\t{f}", None) for slot, fs in open_ for f in fs]
+                    slot, form = _deal(form_deck, pairs, [1.0] * len(pairs), rng).split("\t")
+                    entities.append(EntityChoice(slot=slot, form=form))
+                elif open_:
                     slot, fs = open_[rng.randrange(len(open_))]
                     form = rng.choices(fs, weights=[_FORM_WEIGHTS.get(f, 1.0) for f in fs])[0]
                     entities.append(EntityChoice(slot=slot, form=form, site=rng.randint(0, 63) if name == "spelling" else 0))

@@ -391,12 +391,13 @@ def states_spec_percentages(trace: Trace, rule: str, *, clause: str | None = Non
 
 # ----------------------------------------------------------------------------- grounding
 
-_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|[kK](?![A-Za-z0-9]))?")
 
 
 def stated_numbers(text: str) -> list[tuple[float, int, bool]]:
     """Numbers stated in text as ``(value, decimals, is_percent)``: ``1,234.50`` is
-    ``(1234.5, 2, False)``, ``45.2%`` is ``(45.2, 1, True)``."""
+    ``(1234.5, 2, False)``, ``45.2%`` is ``(45.2, 1, True)``, ``£2.4k`` is ``(2400.0, 0,
+    False)`` (thousands, as users write amounts)."""
     return list(_stated_numbers(text))
 
 
@@ -407,12 +408,15 @@ def _stated_numbers(text: str) -> tuple[tuple[float, int, bool], ...]:
     for m in _NUMBER.finditer(text):
         raw = m.group()
         percent = raw.endswith("%")
-        digits = raw.replace(",", "").rstrip("%")
+        kilo = raw[-1:] in ("k", "K")
+        digits = raw.replace(",", "").rstrip("%kK")
         try:
             value = float(digits)
         except ValueError:
             continue
         decimals = len(digits.split(".", 1)[1]) if "." in digits else 0
+        if kilo:
+            value, decimals = round(value * 1000, max(0, decimals - 3)), max(0, decimals - 3)
         out.append((value, decimals, percent))
     return tuple(out)
 

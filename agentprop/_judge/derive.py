@@ -51,6 +51,8 @@ _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?:,?\s+(\d{4}))?"
 _DAY_MONTH = re.compile(rf"(?<![\w-]){_DAY}\s+(?:of\s+)?{_MONTH}{_YEAR}(?![\w-])", re.I)
 _MONTH_DAY = re.compile(rf"(?<![\w-]){_MONTH}\s+{_DAY}{_YEAR}(?![\w-])", re.I)
+_SLASH_DATE = re.compile(r"(?<![\w/.-])(\d{1,2})/(\d{1,2})/(\d{4})(?![\w/])")
+_ZH_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]")
 _TOKEN = re.compile(r"[a-z0-9]+")
 _CONNECTORS = frozenset(
     "a an the and or of on at by for to in is are was from with until till due each per x "
@@ -154,8 +156,9 @@ def _date(year: int, month: int, day: int) -> dt.date | None:
 
 
 def grounded_dates(texts: Iterable[str]) -> dict[dt.date, str]:
-    """Every date of ``texts``: ISO (:func:`iso_dates`) or written with a month name (``22
-    November 2026``, ``Nov 22``); a date without a year is read in each year another date of
+    """Every date of ``texts``: ISO (:func:`iso_dates`), written with a month name (``22
+    November 2026``, ``Nov 22``), in Chinese (``2026年11月22日``) or with slashes when it reads
+    one way only (``11/22/2026``, ``22/11/2026``; not ``05/03/2026``); a date without a year is read in each year another date of
     ``texts`` has and the year before (``December 28`` said on 2027-01-05 is 2026-12-28)."""
     texts = tuple(texts)
     out = iso_dates(texts)
@@ -171,6 +174,16 @@ def grounded_dates(texts: Iterable[str]) -> dict[dt.date, str]:
                         out.setdefault(date, text)
                 else:
                     yearless.append((month, day, text))
+        for m in _ZH_DATE.finditer(text):
+            date = _date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            if date is not None:
+                out.setdefault(date, text)
+        for m in _SLASH_DATE.finditer(text):
+            # a slash date reads one way only when one side is past 12: 11/20/2026, 20/11/2026
+            a, b, year = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            date = _date(year, a, b) if b > 12 >= a else _date(year, b, a) if a > 12 >= b else None
+            if date is not None:
+                out.setdefault(date, text)
     years = {d.year for d in out}
     for month, day, text in yearless:
         for year in sorted(years | {y - 1 for y in years}):

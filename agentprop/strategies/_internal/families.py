@@ -165,6 +165,7 @@ NOTATION_FORMS = (
     "date_day_month",
     "date_month_day",
     "date_short_month",
+    "date_short_month_day",
     "date_slash_dmy",
     "date_slash_mdy",
     "date_zh",
@@ -204,6 +205,8 @@ def _date_form(d: date, form: str) -> str | None:
         return f"{month} {d.day}, {d.year}"
     if form == "date_short_month":
         return f"{d.day} {month[:3]} {d.year}"
+    if form == "date_short_month_day":
+        return f"{month[:3]} {d.day}, {d.year}"
     if form == "date_slash_dmy":
         return f"{d.day:02d}/{d.month:02d}/{d.year}" if d.day > 12 else None
     if form == "date_slash_mdy":
@@ -253,10 +256,10 @@ def notation_variant(value: str, form: str, slot: str = "") -> str | None:
     return out if out is not None and out != value else None
 
 
-UNDEALT_NOTATIONS = frozenset({"kilo", *(f for f in NOTATION_FORMS if f.startswith("date_"))})
-"""Notations :func:`notation_variant` writes but exploration does not deal yet: the correct
-agents of the frozen zoos read one date notation only, and the oracle's grounding reads
-``2.4k`` as no number the agent's ``2400`` comes from; either would be a false alarm."""
+UNDEALT_NOTATIONS: frozenset[str] = frozenset()
+"""Notations :func:`notation_variant` writes but exploration does not deal (none: the oracle's
+grounding reads ``2.4k`` as 2400 and every date notation written here,
+:func:`agentprop._judge.derive.grounded_dates`)."""
 
 
 def notation_forms(value: str, slot: str = "") -> tuple[str, ...]:
