@@ -73,6 +73,20 @@ def test_a_correction_writes_a_mistaken_value_then_the_turn_as_it_is() -> None:
     assert out.endswith("Cancel order O-1001.") and "O-2001" in out.split("Sorry")[0]
 
 
+def test_a_correction_is_dealt_where_a_value_has_a_digit_and_read_as_corrected() -> None:
+    from agentprop.testing import as_corrected
+
+    assert "correction" in families_for("request", "en", ["O-1001"])
+    assert "correction" not in families_for("request", "en", ["engineer"])  # no digit to get wrong
+    assert "bare_answer" in families_for("answer", "en", ["4242"]) and "bare_answer" not in families_for("request", "en", ["4242"])
+    for lang, text in (("en", "Cancel order O-1001, last4 4242."), ("zh", "请帮我取消订单 O-1001，卡号后四位 4242")):
+        for choice in range(4):
+            out = apply_family(text, "correction", choice, "request", lang, ["O-1001", "4242"])
+            assert out != text and as_corrected(out) == text.strip(), (lang, out)
+    assert as_corrected("I mean it, cancel O-1001.") == "I mean it, cancel O-1001."  # no repair
+    assert as_corrected("Cancel O-2001. Actually, I meant: Cancel O-1001.") == "Cancel O-1001."
+
+
 def test_a_follow_up_turns_role_is_read_from_how_it_opens() -> None:
     assert turn_role("Cancel my order O-1001.", 0, "en") == "request"
     assert turn_role("Yes, cancel it.", 1, "en") == "confirmation"

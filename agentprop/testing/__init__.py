@@ -4,7 +4,8 @@
 work against it through ``base_url``; :class:`OpenAIServer` does the same for the OpenAI SDK
 (Chat Completions and Responses, streamed or not). The builder functions make the scripted
 replies of both.
-:func:`correct_typos` helps simulated agents read explored inputs as a person would.
+:func:`correct_typos` and :func:`as_corrected` help simulated agents read explored inputs as a person
+would.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from agentprop.testing.messages_server import (
     tool_use_reply,
 )
 from agentprop.testing.openai_server import OpenAIServer, raw_arguments_block, raw_arguments_reply
-from agentprop.testing.typos import correct_typos
+from agentprop.testing.typos import as_corrected, correct_typos
 
 __all__ = [
     "Handler",
@@ -38,6 +39,7 @@ __all__ = [
     "OpenAIServer",
     "RecordedRequest",
     "Reply",
+    "as_corrected",
     "correct_typos",
     "ReplyLike",
     "drop_connection",

@@ -4,6 +4,8 @@ Simulated agents (the examples' reference agents, your own test doubles) parse m
 keywords and regular expressions; explored inputs contain typos (one per turn at most, never in a
 protected slot). :func:`correct_typos` puts a word within one edit of a known word back, so a
 test double is not "wrong" for an input a real model would read without noticing.
+:func:`as_corrected` reads a self-repaired message ("O-2001. Sorry, I mean: O-1001") by what
+follows its last repair, as a person does.
 """
 
 from __future__ import annotations
@@ -40,3 +42,19 @@ def correct_typos(text: str, vocabulary: Iterable[str], *, min_length: int = 3) 
         return _match_case(word, near[0]) if len(near) == 1 else word
 
     return _WORD.sub(fix, text)
+
+
+_REPAIR = re.compile(
+    r"\b(?:sorry,?\s+i\s+mean(?:t)?|no\s+wait\b[^:.]*[.,]?\s*it\s+should\s+be|actually,?\s+i\s+meant|correction)\s*[:：]"
+    r"|不对[，,]\s*(?:我说错了[，,]\s*)?(?:应该)?是\s*[:：]",
+    re.IGNORECASE,
+)
+
+
+def as_corrected(text: str) -> str:
+    """``text`` as its writer corrected it: what follows its last self-repair ("Sorry, I mean:",
+    "no wait, that's wrong. It should be:", "不对，我说错了，是：") when something does, else
+    ``text``. A person reads the value after the repair, not the one it takes back."""
+    parts = _REPAIR.split(text)
+    last = parts[-1].strip()
+    return last if len(parts) > 1 and last else text

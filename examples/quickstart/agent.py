@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 
 from agentprop import TurnContext
+from agentprop.testing import as_corrected
 
 ORDER_ID = re.compile(r"\b([A-Z]-\d{3,})\b", re.IGNORECASE)  # users type o-1001 as often as O-1001
 
 
 class OrderAgent:
     def turn(self, message: str, ctx: TurnContext) -> None:
-        found = ORDER_ID.search(message)
+        found = ORDER_ID.search(as_corrected(message))  # "O-2001. Sorry, I mean: O-1001" is O-1001
         if found is None:
             ctx.respond(
                 node_id="END_CLARIFY",

@@ -53,8 +53,11 @@ of another name is not used)."""
 BARE = "bare_answer"
 """The answer family that writes just the value(s) asked for ("M14 5TQ")."""
 CORRECTION = "correction"
-UNDEALT = frozenset({BARE, CORRECTION})
-"""Families :func:`apply_family` writes but exploration does not deal (see :func:`families_for`)."""
+UNDEALT: frozenset[str] = frozenset()
+"""Families :func:`apply_family` writes but exploration does not deal (none now: a correction
+states the right value last, and the reference agents read what follows a repair,
+:func:`agentprop.testing.as_corrected`; a bare answer is applied only where the turn's facts
+stay stated, :meth:`agentprop._decide.choices.TurnFacts.keeps`)."""
 
 _END = re.compile(r"[.!?\u3002\uff01\uff1f]+$")
 
@@ -105,11 +108,11 @@ def families_for(role: str, lang: str, protect: Sequence[str]) -> list[str]:
     it are ``protect``: every family of the pack for that role, ``correction`` only when a
     value holds a digit (one changes), ``bare_answer`` for an answer that writes a value."""
     frames = getattr(_pack(lang).families, role, {}) if role in ROLES else {}
-    # ``bare_answer`` is not dealt: an answer's words may carry what it means ("my new address
-    # is ...": an address change), which the value alone does not
-    # ``correction`` is not dealt yet either: the bundled reference agents read the first value
-    # of a self-repaired turn ("O-2001. Sorry, I mean: O-1001"), so it would be a false alarm
     out = [name for name, fs in frames.items() if fs and name in FAMILIES and name not in UNDEALT]
+    if role == "answer" and any(protect):
+        out.append(BARE)  # a bare answer has no frames: the value(s) alone
+    if CORRECTION in out and not _with_digit(protect):
+        out.remove(CORRECTION)
     return out
 
 
