@@ -71,7 +71,25 @@ def might_hold_secret(text: str, secrets: Iterable[str] = ()) -> bool:
     trace's JSON before scrubbing its strings one by one)."""
     if any(secret in text for secret in (*known_secrets(), *secrets) if secret):
         return True
-    return SECRET_PATTERN.search(text) is not None or _LABELLED.search(text) is not None
+    if "sk-" in text and SECRET_PATTERN.search(text) is not None:  # every match starts with sk-
+        return True
+    return _may_be_labelled(text) and _LABELLED.search(text) is not None
+
+
+_LABEL_WORDS = ("bearer", "apikey", "api_key", "api-key", "token")
+"""Every match of :data:`_LABELLED` holds one of these, in lower case."""
+_FOLDED_TO_ASCII = ("\u0130", "\u0131", "\u017f")
+"""The characters that ``(?i)`` matches to an ASCII letter of a label but ``str.lower()`` does
+not map to it (İ, ı, ſ; the Kelvin sign's lower case is ``k``)."""
+
+
+def _may_be_labelled(text: str) -> bool:
+    """Whether :data:`_LABELLED` could match ``text``: a sound test by substring search, much
+    faster than the case-insensitive pattern over a long text."""
+    if not text.isascii() and any(c in text for c in _FOLDED_TO_ASCII):
+        return True
+    lowered = text.lower()
+    return any(word in lowered for word in _LABEL_WORDS)
 
 
 def scrub_data(value: Any, secrets: Iterable[str] = ()) -> Any:
