@@ -398,3 +398,50 @@ def test_http_sessions_need_the_servers_token(project: Any, reference_agent: Any
 
         asyncio.run(session())
     assert [t.trial for t in case.traces] == [0]  # the refused requests opened no trial
+
+
+def test_a_session_that_calls_tools_without_reading_the_message_is_no_trial(project: Any) -> None:
+    """langchain-mcp-adapters opens a session per tool call by default: one conversation would be
+    split into many sessions, each a failed trial. Such calls are refused, saying why, and the
+    session is not counted."""
+    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+    notes: list[str] = []
+    case.on_note = notes.append
+
+    async def stray() -> str:
+        async with case.connect() as client:
+            with pytest.raises(ToolError) as refused:
+                await McpConversation(client).call("get_account", account_id="A1")
+            return refused.value.message
+
+    message = asyncio.run(stray())
+    assert "without reading the user's message" in message and "client.session(" in message
+    assert case.traces == [] and case.skipped == 1 and case.split == 1
+    (note,) = notes
+    assert note.startswith("trial 0 is no trial") and "session per tool call" in note
+    asyncio.run(stray())
+    assert case.split == 2 and len(notes) == 1  # said once
+
+
+def test_trial_numbers_are_unique_across_servers_sharing_a_record(project: Any, tmp_path: Path) -> None:
+    """Stdio processes started in parallel (one per session) each read the record when they
+    start; the counter file beside it still gives each trial its own number."""
+    record = tmp_path / "trials.jsonl"
+    servers = [CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=3), record=record) for _ in range(3)]
+
+    async def sessions() -> list[int]:
+        trials = [servers[i % 3].start_trial() for i in range(6)]
+        for server, trial in zip([servers[i % 3] for i in range(6)], trials):
+            await server.end_trial(trial)
+        return [t.index for t in trials]
+
+    assert sorted(asyncio.run(sessions())) == list(range(6))
+    assert servers[0].counter is not None and servers[0].counter.read_text() == "6"
+    later = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=3), record=record)
+
+    async def one() -> int:
+        trial = later.start_trial()
+        await later.end_trial(trial)
+        return trial.index
+
+    assert asyncio.run(one()) == 6

@@ -22,6 +22,9 @@ same code as for every other agent.
   says so in its description): the session is over.
 - the tool ``respond`` ends the turn's work with the structured response. On the last turn of a
   served case it also ends the conversation (its result says ``conversation_over``).
+- a tool call before the session has read a user message is refused (a ``protocol`` error
+  that says why, :data:`UNREAD_CALL`): a client that opens a session per tool call would
+  otherwise split one conversation into many incomplete trials. Such a session is no trial.
 - the resource ``agentprop://context`` is the runtime context of the bindings (e.g. the signed-in
   ``account_id``), as JSON.
 
@@ -84,6 +87,9 @@ class TrialBridge:
         self._close_error: BaseException | None = None
         self._finished = False
         self._touched = False
+        self.unread_calls = 0
+        """Tool calls refused because the session had not read a user message (see
+        :data:`UNREAD_CALL`): a sign of one conversation split over several sessions."""
 
     def _condition(self) -> asyncio.Condition:
         if self._cond is None:
@@ -132,6 +138,11 @@ class TrialBridge:
         ended before either (a client that never connected, or only listed the tools) is no
         trial of the agent."""
         return self._fetched >= 0 or self._touched
+
+    @property
+    def read_a_message(self) -> bool:
+        """Whether this session has read a user message (the ``user_message`` prompt)."""
+        return self._fetched >= 0
 
     @property
     def over(self) -> bool:
@@ -194,6 +205,17 @@ def _tool_list(spec: Spec) -> list[types.Tool]:
     return tools
 
 
+UNREAD_CALL = (
+    "this MCP session called a tool without reading the user's message (the `user_message` prompt). Each session is one "
+    "conversation of the case: read the message and make every tool call of the conversation in that same session. A client "
+    "that opens a session per tool call (langchain-mcp-adapters' MultiServerMCPClient.get_tools() does) splits one conversation "
+    "over many sessions: open one with `async with client.session(NAME) as session` and load the tools from it "
+    "(`load_mcp_tools(session)`)"
+)
+"""The error of a tool call made before the session read a user message; such a session is no
+trial (a conversation split over sessions would otherwise count as several, none complete)."""
+
+
 def _error_result(kind: str, message: str) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=f"{kind}: {message}")],
@@ -236,6 +258,9 @@ def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         bridge = await bridge_for(ctx)
+        if not bridge.read_a_message and not bridge.over:
+            bridge.unread_calls += 1
+            return _error_result("protocol", UNREAD_CALL)
         turn = await bridge.context_for_call()
         if turn is None:
             return _error_result("protocol", "the conversation is over; this session takes no more tool calls")
@@ -485,6 +510,7 @@ __all__ = [
     "McpConversation",
     "McpSessionEnded",
     "TrialBridge",
+    "UNREAD_CALL",
     "build_server",
     "instructions_for",
     "trial_server",

@@ -69,10 +69,12 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     if args.until_decided and not args.http:
         raise InputError("--until-decided applies to --http", fix="add --http, or drop --until-decided (over stdio each process serves one session)")
     record = None if (args.record or "").lower() == "none" else Path(args.record) if args.record else default_record_path(project, scenario)
-    if args.fresh and record is not None and record.exists():
-        record.unlink()
+    if args.fresh and record is not None:
+        for stale in (record, *record.parent.glob(f"{record.name}.seed*.next")):
+            stale.unlink(missing_ok=True)
     log = sys.stderr if not args.http else out
     case = CaseServer(project, scenario, record=record, turn_timeout_s=args.turn_timeout, seed=args.seed, on_trial=log_trial(log))
+    case.on_note = lambda note: print(note, file=log, flush=True)
     if args.report:
         result = case.result()
         print(result.summary() if result.runs else f"{scenario.id}: no trial recorded in {record}", file=out)
@@ -86,7 +88,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             flush=True,
         )
         asyncio.run(case.serve_stdio())
-        if case.skipped:
+        if case.skipped and not case.split:
             print("the session ended before its client read a message or called a tool: not a trial, nothing recorded", file=log, flush=True)
         return EXIT_OK if case.result().verdict == "PASS" else EXIT_FAIL
     import socket

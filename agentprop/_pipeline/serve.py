@@ -2,10 +2,13 @@
 
 :class:`CaseServer` makes a trial per MCP session (:mod:`agentprop._agents.mcp`): over stdio one
 process is one session; over streamable HTTP (loopback) each ``Mcp-Session-Id`` session is one.
-Finished trials are judged by the case's property and fed, in trial order, to the case's
-sequential test (:func:`agentprop._decide.oracle.decide_runs`); the verdict is reported as soon as it
-is reached. Trials are appended to a record file, so separate stdio processes add up to one
-decision.
+A session that calls tools without reading the user's message is refused and is no trial (one
+conversation split over sessions, :data:`UNREAD_CALL`). Finished trials are judged by the case's
+property and fed, in trial order, to the case's sequential test
+(:func:`agentprop._decide.oracle.decide_runs`); the verdict is reported as soon as it is reached.
+Trials are appended to a record file, so separate stdio processes add up to one decision; their
+numbers are handed out through a locked counter file beside it, so processes started in parallel
+never share one.
 
 Over HTTP only clients holding the server's token are served: any local process can reach a
 loopback port, and a session opened by one would count toward the verdict. The token is part of
@@ -21,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import os
 import re
 import secrets
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -37,7 +42,12 @@ from mcp import Client
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from agentprop._agents.mcp import TrialBridge, build_server, trial_server
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]  # no inter-process locking there
+
+from agentprop._agents.mcp import UNREAD_CALL, TrialBridge, build_server, trial_server
 from agentprop._agents.project import Project
 from agentprop._agents.runtime import arun_conversation
 from agentprop._decide.check import scenario_settings
@@ -105,6 +115,11 @@ class CaseServer:
     _closed_sessions: set[str] = field(default_factory=set, repr=False)
     skipped: int = 0
     """Sessions that ended before their client read a message or called a tool (not trials)."""
+    split: int = 0
+    """Of those, sessions that called tools without reading the user's message: one
+    conversation split over several sessions (a new session per tool call)."""
+    on_note: Callable[[str], None] | None = None
+    """Told, once, when a session called tools without reading the user's message."""
 
     def __post_init__(self) -> None:
         if self.settings is None:
@@ -115,8 +130,9 @@ class CaseServer:
         if self.record is not None and self.record.exists():
             self.traces = _read_record(self.record, self.project.spec.spec_id, self.scenario.id)
         self._next = self._first + len(self.traces)
-        self._joining = self._next
-        """The next trial index to join the decision (trials join in index order)."""
+        self._joining: deque[int] = deque()
+        """This server's trials not yet joined to the decision, in index order (trials join in
+        that order, so a session that ends first is not favoured)."""
         self._over = TrialBridge()
         self._over._closed = True
 
@@ -128,8 +144,8 @@ class CaseServer:
 
     def start_trial(self, session_id: str | None = None) -> ServedTrial:
         """Open the next trial (its world and its runtime task); call inside the event loop."""
-        index = self._next
-        self._next += 1
+        index = self._reserve()
+        self._joining.append(index)
         spec, bindings = self.project.spec, self.project.bindings
         world = make_world(spec, bindings, self.scenario, seed=stable_seed("world", self.scenario.id), nonce=str(index))
         bridge = TrialBridge(final_turn=len(self.scenario.messages) - 1)
@@ -153,6 +169,29 @@ class CaseServer:
         trial.task.add_done_callback(lambda _t: asyncio.ensure_future(self._finished(trial)))
         return trial
 
+    @property
+    def counter(self) -> Path | None:
+        """The file that hands out trial numbers to every process recording to :attr:`record`."""
+        return None if self.record is None else self.record.with_name(f"{self.record.name}.seed{self.seed}.next")
+
+    def _reserve(self) -> int:
+        """The next trial number, unique across the processes that share the record file (one
+        stdio process per session, started in parallel, would otherwise all count from the
+        trials recorded when each started)."""
+        counter = self.counter
+        if counter is None:
+            index = self._next
+        else:
+            counter.parent.mkdir(parents=True, exist_ok=True)
+            with _locked(counter) as fd:
+                text = os.read(fd, 64).decode("ascii", "replace").strip()
+                index = max(self._next, int(text) if text.isdigit() else 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.ftruncate(fd, 0)
+                os.write(fd, str(index + 1).encode("ascii"))
+        self._next = index + 1
+        return index
+
     async def end_trial(self, trial: ServedTrial) -> Trace:
         """The session is gone: end its conversation and return the recorded trace."""
         await trial.bridge.close()
@@ -169,11 +208,14 @@ class CaseServer:
         # a session whose client never read a message nor called a tool (it never connected,
         # or only listed the tools) is no trial of the agent: not judged, not recorded
         self._done[trial.index] = trace if trial.bridge.engaged else None
+        if trial.bridge.unread_calls and not trial.bridge.engaged:
+            self.split += 1
+            if self.split == 1 and self.on_note is not None:
+                self.on_note(f"trial {trial.index} is no trial: {split_note()}")
         # trials join the decision in trial order (a session that ends first is not favoured)
         added: list[Trace] = []
-        while self._joining in self._done:
-            t = self._done.pop(self._joining)
-            self._joining += 1
+        while self._joining and self._joining[0] in self._done:
+            t = self._done.pop(self._joining.popleft())
             if t is None:
                 self.skipped += 1
                 continue
@@ -181,9 +223,9 @@ class CaseServer:
             added.append(t)
         if self.record is not None and added:
             self.record.parent.mkdir(parents=True, exist_ok=True)
-            with self.record.open("a", encoding="utf-8") as fh:
-                for t in added:
-                    fh.write(t.model_dump_json() + "\n")
+            lines = "".join(t.model_dump_json() + "\n" for t in added)
+            with _locked(self.record.with_name(self.record.name + ".lock")), self.record.open("a", encoding="utf-8") as fh:
+                fh.write(lines)  # whole lines, one process at a time
         result = self.result()
         if result.verdict != "INCONCLUSIVE" and self._decided is not None:
             self._decided.set()
@@ -301,6 +343,29 @@ class CaseServer:
                 await self.end_trial(trial)
             server.should_exit = True
             await asyncio.gather(serving, return_exceptions=True)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[int]:
+    """``path`` opened (created if need be) and locked against the other processes for the
+    block; the descriptor is yielded. Where ``fcntl`` is missing (Windows) it is not locked."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def split_note() -> str:
+    """What the log says of a session that called tools without reading the user's message."""
+    return (
+        "its session called tools without reading the user's message, so the calls were refused and nothing was "
+        "recorded; one conversation split over several sessions looks like this (langchain-mcp-adapters opens a session "
+        "per tool call unless the agent keeps one open: `async with client.session(NAME) as session`, "
+        "`load_mcp_tools(session)`)"
+    )
 
 
 def url_with_token(base: str, token: str) -> str:
@@ -474,4 +539,4 @@ def log_trial(out: TextIO) -> Callable[[Trace, CheckResult], None]:
     return log
 
 
-__all__ = ["CaseServer", "HttpCaseServer", "ServedTrial", "default_record_path", "log_trial"]
+__all__ = ["UNREAD_CALL", "CaseServer", "HttpCaseServer", "ServedTrial", "default_record_path", "log_trial", "split_note"]
