@@ -3,13 +3,15 @@
 :class:`MessagesServer` speaks enough of the Anthropic Messages API for the official SDK to
 work against it through ``base_url``; :class:`OpenAIServer` does the same for the OpenAI SDK
 (Chat Completions and Responses, streamed or not). The builder functions make the scripted
-replies of both.
+replies of both. :class:`LlamaServer` puts a real local model (a GGUF file, through
+llama-cpp-python, imported only when it starts) behind the same OpenAI-compatible endpoint.
 :func:`correct_typos` and :func:`as_corrected` help simulated agents read explored inputs as a person
 would.
 """
 
 from __future__ import annotations
 
+from agentprop.testing.llama_server import LlamaOptions, LlamaServer
 from agentprop.testing.messages_server import (
     Handler,
     MessagesServer,
@@ -35,6 +37,8 @@ from agentprop.testing.typos import as_corrected, correct_typos
 
 __all__ = [
     "Handler",
+    "LlamaOptions",
+    "LlamaServer",
     "MessagesServer",
     "OpenAIServer",
     "RecordedRequest",
