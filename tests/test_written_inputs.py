@@ -198,3 +198,29 @@ def test_the_command_line_refuses_a_simulated_user_without_a_model_and_a_bare_mo
         out, err = io.StringIO(), io.StringIO()
         code = main(["run", str(ROOT / "examples" / "supportops"), "--kinds", "mft", "--case", PII, *extra], out=out, err=err)
         assert code == 2 and expected in err.getvalue() + out.getvalue()
+
+
+def test_a_settings_profile_can_write_inputs_by_a_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``agentprop.settings(input_model=..., simulated_user=True)`` in a profile does what the
+    flags do; a malformed model name is refused where the profile is registered."""
+    import io
+
+    from agentprop._cli import main
+
+    with pytest.raises(agentprop.InvalidArgument, match="PROVIDER:MODEL"):
+        agentprop.settings(input_model="claude-haiku-4-5")
+    # as settings.register_profile("written-test", ...) would, undone after the test
+    monkeypatch.setitem(agentprop.settings._profiles, "written-test", agentprop.settings(input_model="anthropic:writer-test", simulated_user=True))
+    monkeypatch.chdir(tmp_path)  # the API cache: .agentprop/api-cache.sqlite here
+    with MessagesServer(handler=scripted_model) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "not-a-real-key")
+        out = io.StringIO()
+        argv = ["run", str(ROOT / "examples" / "supportops"), "--profile", "written-test", "--kinds", "explore", "--explore", "2"]
+        argv += ["--case", CANCELLED, "--runs", "1", "--corpus", "none", "--json", str(tmp_path / "r.json")]
+        main(argv, out=out, err=out)
+        asked = len(server.requests)
+    printed = out.getvalue()
+    assert asked > 0 and "input model anthropic:writer-test" in printed and "simulated user:" in printed
+    summary = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["metrics"]["extra"]["input_model"]
+    assert summary["live_calls"] == asked and "simulated_user" in summary

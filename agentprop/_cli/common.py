@@ -137,6 +137,10 @@ def resolve_settings(args: argparse.Namespace) -> None:
     args.mode, args.tau, args.runs = resolved.mode, resolved.tau, resolved.runs
     args.max_runs_per_case = resolved.max_runs
     args.seed = resolved.seed or 0
+    # a profile may write inputs by a model (agentprop.settings(input_model=...)); the flags win
+    if hasattr(args, "input_model"):
+        args.input_model = args.input_model or resolved.input_model
+        args.simulated_user = bool(getattr(args, "simulated_user", False) or resolved.simulated_user)
 
 
 def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> tuple[LoadedAgent, ModelAgent | None]:

@@ -46,7 +46,7 @@ DEFAULT_PROFILE = "ci"
 """The profile in force when none is loaded or named (pytest, ``agentprop run``)."""
 
 ORACLE_KEYS = ("mode", "tau", "runs", "max_runs")
-SUITE_KEYS = ("screen", "inv_runs")
+SUITE_KEYS = ("screen", "inv_runs", "input_model", "simulated_user")
 KEYS = (*ORACLE_KEYS, "seed", "max_examples", *SUITE_KEYS)
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,7 +63,10 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
     - ``max_examples``: Hypothesis examples of :func:`agentprop.agent_settings`;
     - ``screen``, ``inv_runs`` (``agentprop run`` / ``tdad`` only): clean runs that pass a case,
       a failure being confirmed by the case's own test (0: each case certified on its own), and
-      runs a side of an INV case.
+      runs a side of an INV case;
+    - ``input_model`` (``"PROVIDER:MODEL"``) and ``simulated_user`` (``agentprop run`` only):
+      explored turns also written by a model, follow-ups by a simulated user
+      (docs/model-written-inputs.md); the flags ``--input-model`` / ``--simulated-user`` win.
 
     ``settings.register_profile(name, parent, **changes)`` / ``settings.load_profile(name)`` /
     ``settings.get_profile(name)``; ``@settings(...)`` on a test, or ``with settings(...):``."""
@@ -84,6 +87,8 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
         max_examples: int | None = None,
         screen: int | None = None,
         inv_runs: int | None = None,
+        input_model: str | None = None,
+        simulated_user: bool | None = None,
     ) -> None:
         if parent is not None and not isinstance(parent, settings):
             raise InvalidArgument(f"agentprop.settings(parent, ...): parent must be an agentprop.settings, not {type(parent).__name__}")
@@ -97,6 +102,8 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
             "max_examples": max_examples,
             "screen": screen,
             "inv_runs": inv_runs,
+            "input_model": input_model,
+            "simulated_user": simulated_user,
         }
         values.update({k: v for k, v in given.items() if v is not None})
         if fresh:
@@ -138,6 +145,14 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
     @property
     def inv_runs(self) -> int | None:
         return self._values.get("inv_runs")
+
+    @property
+    def input_model(self) -> str | None:
+        return self._values.get("input_model")
+
+    @property
+    def simulated_user(self) -> bool | None:
+        return self._values.get("simulated_user")
 
     def as_dict(self) -> dict[str, Any]:
         """The values this object sets (unset ones fall through)."""
@@ -227,6 +242,11 @@ def _validate(values: Mapping[str, Any]) -> None:
         raise InvalidArgument(f"agentprop.settings(seed={seed!r}): must be a whole number of at least 0")
     if values.get("mode", "sprt") not in ("sprt", "zero-failure", "fixed"):
         raise InvalidArgument(f"agentprop.settings(mode={values['mode']!r}): use 'sprt', 'zero-failure' or 'fixed'")
+    model = values.get("input_model")
+    if model is not None and not (isinstance(model, str) and all(part.strip() for part in model.partition(":")[::2]) and ":" in model):
+        raise InvalidArgument(f"agentprop.settings(input_model={model!r}): write PROVIDER:MODEL, e.g. 'anthropic:claude-haiku-4-5'")
+    if values.get("simulated_user") is not None and not isinstance(values["simulated_user"], bool):
+        raise InvalidArgument(f"agentprop.settings(simulated_user={values['simulated_user']!r}): must be True or False")
     tau = values.get("tau")
     if tau is not None and not (isinstance(tau, int | float) and 0.0 < tau <= 1.0):
         raise InvalidArgument(f"agentprop.settings(tau={tau!r}): the pass rate to hold must be in (0, 1]")

@@ -65,7 +65,7 @@ def loopback_model(request: dict[str, Any]) -> dict[str, Any]:
 def run(cache: Path, mode: str, argv: list[str]) -> tuple[int, str, int]:
     with MessagesServer(handler=loopback_model) as server:
         os.environ["ANTHROPIC_BASE_URL"] = server.base_url
-        os.environ["ANTHROPIC_API_KEY"] = "loopback"  # the loopback server checks no key
+        os.environ["ANTHROPIC_API_KEY"] = "not-a-real-key"  # the loopback server checks no key
         out = io.StringIO()
         args = [
             "run",
