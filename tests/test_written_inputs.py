@@ -224,3 +224,16 @@ def test_a_settings_profile_can_write_inputs_by_a_model(tmp_path: Path, monkeypa
     assert asked > 0 and "input model anthropic:writer-test" in printed and "simulated user:" in printed
     summary = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["metrics"]["extra"]["input_model"]
     assert summary["live_calls"] == asked and "simulated_user" in summary
+
+
+def test_a_written_family_that_failed_is_dealt_more_often(tmp_path: Path) -> None:
+    scenario = SUPPORTOPS.scenario(PII)
+    writer = InputWriter(InputModelOptions(model="anthropic:writer-test", probability=1.0, api_key="k", cache=str(tmp_path / "c")))
+    space = ChoiceSpace(SUPPORTOPS, scenario, writer)
+
+    def hedges(weights: dict[str, float]) -> int:
+        rng, decks = random.Random(11), dict[str, list[str]]()
+        drawn = [space.draw(rng, weights=weights, decks=decks) for _ in range(40)]
+        return sum(c.turns[0].written is not None and c.turns[0].written.family == "hedge" for c in drawn)
+
+    assert hedges({"turn1:model:hedge": 4.0}) > 2 * hedges({})
