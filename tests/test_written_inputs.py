@@ -237,3 +237,56 @@ def test_a_written_family_that_failed_is_dealt_more_often(tmp_path: Path) -> Non
         return sum(c.turns[0].written is not None and c.turns[0].written.family == "hedge" for c in drawn)
 
     assert hedges({"turn1:model:hedge": 4.0}) > 2 * hedges({})
+
+
+def never_cancels(message: str, ctx: TurnContext) -> None:
+    """Answers every turn with a ticket: every wording of a cancellation fails."""
+    ctx.respond(node_id="END_TICKET", decision="TICKET_CREATED", tool_actions=[], evidence="", user_message="A ticket is open.")
+
+
+def test_a_failure_on_a_simulated_turn_shrinks_to_the_templates_turn(tmp_path: Path) -> None:
+    scenario = SUPPORTOPS.scenario(CANCELLED)
+    with MessagesServer(handler=scripted_model) as server:
+        space = ChoiceSpace(SUPPORTOPS, scenario, writer_on(server, tmp_path / "c.sqlite", simulated_user=True))
+        hurried = WrittenChoice(persona="hurried", traits=("terse", "in a rush"), index=0)
+        choices = Choices(turns=(TurnChoice(), TurnChoice(written=hurried)))
+        played = space.render(choices)
+        assert played.messages[1] != scenario.messages[1]
+        agent = make_factory(never_cancels)
+        found = agentprop.check(SUPPORTOPS, scenario, agent, messages=played.messages, memo=TrialMemo(), raise_on_failure=False)
+        assert found.verdict != "PASS"
+        shrunk = shrink(SUPPORTOPS, scenario, agent, choices=choices, space=space, failing=found, memo=TrialMemo(), budget=40)
+    assert shrunk.reproducer_messages == scenario.messages
+    assert "written" not in shrunk.choices_kept and "trait" not in shrunk.choices_kept
+
+
+def test_the_shrinker_drops_persona_traits_the_failure_does_not_need(tmp_path: Path) -> None:
+    """The agent breaks on the simulated user's "Well... Yes, cancel it." whatever the persona's
+    traits: the reproducer keeps the simulated turn and drops both traits."""
+    import importlib.util
+
+    loaded = importlib.util.spec_from_file_location("supportops_reference_agent", ROOT / "examples" / "supportops" / "agent.py")
+    assert loaded is not None and loaded.loader is not None
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+
+    class BreaksOnWell(module.SupportOpsAgent):  # type: ignore[misc, name-defined]
+        def turn(self, message: str, ctx: TurnContext) -> None:
+            if message.startswith("Well"):
+                never_cancels(message, ctx)
+                return
+            super().turn(message, ctx)
+
+    scenario = SUPPORTOPS.scenario(CANCELLED)
+    with MessagesServer(handler=scripted_model) as server:
+        space = ChoiceSpace(SUPPORTOPS, scenario, writer_on(server, tmp_path / "c.sqlite", simulated_user=True))
+        hurried = WrittenChoice(persona="hurried", traits=("terse", "in a rush"), index=1)
+        choices = Choices(turns=(TurnChoice(), TurnChoice(written=hurried)))
+        played = space.render(choices)
+        assert played.messages[1].startswith("Well")
+        agent = make_factory(BreaksOnWell)
+        found = agentprop.check(SUPPORTOPS, scenario, agent, messages=played.messages, memo=TrialMemo(), raise_on_failure=False)
+        assert found.verdict != "PASS"
+        shrunk = shrink(SUPPORTOPS, scenario, agent, choices=choices, space=space, failing=found, memo=TrialMemo(), budget=40)
+    assert shrunk.reproducer_messages[1].startswith("Well")
+    assert "user:hurried" in shrunk.choices_kept and "trait" not in shrunk.choices_kept and "terse" not in shrunk.choices_kept
