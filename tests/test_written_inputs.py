@@ -19,7 +19,7 @@ from agentprop._decide.written import InputModelOptions, InputWriter, WrittenCho
 from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop.agents import make_factory
 from agentprop.oracle import TrialMemo
-from agentprop.testing import MessagesServer, message_reply, text_block
+from agentprop.testing import MessagesServer, OpenAIServer, message_reply, text_block
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = agentprop.load_project(ROOT / "examples" / "supportops")
@@ -31,7 +31,7 @@ def scripted_model(request: dict[str, Any]) -> dict[str, Any]:
     """The loopback input model: four texts per prompt, two valid and two a screen must drop
     (one loses the order id, one adds another id); the simulated user also writes an answer
     that changes the goal ("No" to a "Yes" turn)."""
-    prompt = request["messages"][0]["content"]
+    prompt = [m for m in request["messages"] if m["role"] == "user"][-1]["content"]  # Messages or Chat Completions
     text = re.findall(r"<<<\n(.*?)\n>>>", prompt, re.S)[-1]
     if "You play" in prompt:
         out = [text.rstrip(".") + ", thanks.", "Well... " + text, "No, keep the order.", "Sure. " + text]
@@ -290,3 +290,19 @@ def test_the_shrinker_drops_persona_traits_the_failure_does_not_need(tmp_path: P
         shrunk = shrink(SUPPORTOPS, scenario, agent, choices=choices, space=space, failing=found, memo=TrialMemo(), budget=40)
     assert shrunk.reproducer_messages[1].startswith("Well")
     assert "user:hurried" in shrunk.choices_kept and "trait" not in shrunk.choices_kept and "terse" not in shrunk.choices_kept
+
+
+def test_any_provider_of_the_model_client_layer_writes_inputs(tmp_path: Path) -> None:
+    """The same on an OpenAI-compatible endpoint (Chat Completions), recorded then replayed."""
+    scenario = SUPPORTOPS.scenario(PII)
+    choices = Choices(turns=(TurnChoice(written=WrittenChoice(family="casual", index=0)),))
+    rendered = []
+    for mode in ("read-write", "replay-only"):
+        with OpenAIServer(handler=scripted_model) as server:
+            options = InputModelOptions(
+                model="openai:gpt-test", base_url=server.base_url, api_key="k-test", cache=str(tmp_path / "c.sqlite"), cache_mode=mode
+            )
+            writer = InputWriter(options)
+            rendered.append(ChoiceSpace(SUPPORTOPS, scenario, writer).render(choices).messages)
+            assert len(server.requests) == (1 if mode == "read-write" else 0)
+    assert rendered[0] == rendered[1] == ["Hello there. " + scenario.messages[0]]
