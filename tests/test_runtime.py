@@ -733,3 +733,29 @@ def test_async_agent_blocking_its_loop_is_still_timed_out(supportops_spec: Spec)
     assert len(trace.turns) == 1 and trace.turns[0].response is None
     assert "within 1.0 s" in trace.turns[0].errors[0].message
     assert trace.tool_names() == ["get_account"]
+
+
+# ----------------------------------------------------------------------------- the returned trace
+
+
+def test_a_trace_is_walked_for_lone_surrogates_only_when_its_json_cannot_be_written(supportops_spec: Spec, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trace's JSON, written once to look for secrets, also shows it is valid Unicode: the
+    string-by-string walk (0.2 ms a run with 4 KB tool results) runs only when it cannot."""
+    walked: list[Trace] = []
+    make_valid_unicode = Trace.make_valid_unicode
+
+    def spy(self: Trace) -> Trace:
+        walked.append(self)
+        return make_valid_unicode(self)
+
+    monkeypatch.setattr(Trace, "make_valid_unicode", spy)
+
+    def agent(message: str, ctx: TurnContext) -> None:
+        ctx.call("get_account", **ACCOUNT)
+        respond(ctx, message="half a pair \ud83d" if "emoji" in message else "done")
+
+    assert not run(supportops_spec, lambda: agent, ["what plan am I on?"]).errored
+    assert walked == []
+    trace = run(supportops_spec, lambda: agent, ["an emoji, please"])
+    assert len(walked) == 1 and trace.turns[0].response is not None
+    assert trace.turns[0].response["user_message"] == "half a pair \ufffd"

@@ -39,6 +39,8 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn, Protocol
 
+from pydantic_core import PydanticSerializationError
+
 from agentprop._scenario.trace import INFRASTRUCTURE_KINDS, RunError, ToolCall, Trace, Turn, Usage
 from agentprop._scenario.world import World, copy_json, stable_seed
 from agentprop._spec.model import Spec
@@ -756,7 +758,7 @@ async def arun_conversation(
             raise
         trace.errors.append(error)
         trace.duration_s = time.perf_counter() - started
-        return _scrubbed(trace.make_valid_unicode())
+        return _finished(trace)
     turns = _Turns(spec, trace, messages, world, context, case_id, trial, turn_timeout_s)
     own = _OwnLoop(f"agentprop-agent-loop-{case_id}-{trial}") if turn_timeout_s is not None and _needs_own_loop(agent, fn) else None
     try:
@@ -769,14 +771,25 @@ async def arun_conversation(
         if own is not None:
             own.stop()
     trace.duration_s = time.perf_counter() - started
-    # an agent's lone surrogate must not lose the run's report (nor the scrubber's JSON)
-    return _scrubbed(trace.make_valid_unicode())
+    return _finished(trace)
 
 
-def _scrubbed(trace: Trace) -> Trace:
-    """``trace`` with every secret in it redacted (itself when it holds none, the common case:
-    one search over its JSON)."""
-    if not might_hold_secret(trace.model_dump_json()):
+def _finished(trace: Trace) -> Trace:
+    """``trace`` as a run returns it: valid Unicode (an agent's lone surrogate must not lose the
+    run's report, nor the scrubber's JSON) and scrubbed of secrets. Its JSON, written once,
+    answers both for the common trace: pydantic refuses to write a lone surrogate, so only a
+    trace it refuses is walked string by string."""
+    try:
+        text = trace.model_dump_json()
+    except PydanticSerializationError:
+        text = trace.make_valid_unicode().model_dump_json()
+    return _scrubbed(trace, text)
+
+
+def _scrubbed(trace: Trace, text: str) -> Trace:
+    """``trace`` (whose JSON is ``text``) with every secret in it redacted (itself when it
+    holds none, the common case: one search over its JSON)."""
+    if not might_hold_secret(text):
         return trace
     canaries = trace.canaries  # planted by the world, compared with replies: kept as they are
     clean = Trace.model_validate(scrub_data(trace.model_dump(mode="json")))
