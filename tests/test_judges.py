@@ -551,3 +551,35 @@ def test_a_spec_free_case_with_a_model_judge_is_decided_on_the_corrected_rate(tm
         # the correction does not hold for a verdict mixing in other promises: refused, naming the fix
         with pytest.raises(agentprop.InvalidArgument, match=r"also has expected_tools.*check them apart"):
             agentprop.Case(judge=judge, expected_tools=["get_order"])
+
+
+def test_under_a_budget_judge_cases_get_one_judged_run_in_the_first_pass_and_their_calls_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a JUDGE case per SupportOps path (the rubric is a policy's), beside the MFT and one EXPLORE
+    # input a path, as many runs allowed as there are MFT and EXPLORE cases (a JUDGE case judges its
+    # path's MFT runs): every case gets its first run. The JUDGE cases were decided in full in the
+    # first pass (the SPRT, about 18 judged runs each) and spent the budget before the EXPLORE
+    # cases had a run
+    import asyncio
+
+    from agentprop._agents.loading import load_agent
+    from agentprop._agents.project import load_project
+    from agentprop._decide.memo import TrialMemo
+    from agentprop._pipeline.run import RunSettings, arun_cases
+
+    monkeypatch.chdir(tmp_path)
+    with MessagesServer(handler=says_cancelled) as server:
+        project = load_project(_supportops_with_rubric(tmp_path, server.base_url))
+        agent = load_agent(project.bindings.agent or "", project.base_dir)
+        paths = len(project.scenarios())
+        budget = Budget(max_runs=2 * paths)
+        settings = RunSettings(kinds=("mft", "explore"), explore=1)
+        report = asyncio.run(arun_cases(project, agent, project.scenarios(), settings, memo=TrialMemo(), budget=budget))
+        judged_calls = len(server.requests)
+    runs = {kind: sorted(c.runs for c in report.cases if c.kind == kind) for kind in ("MFT", "EXPLORE", "JUDGE")}
+    assert [len(r) for r in runs.values()] == [paths] * 3
+    assert min(runs["EXPLORE"]) == 1 and min(runs["JUDGE"]) >= 1, runs
+    assert budget.snapshot().runs == 2 * paths
+    # the judge's calls are model calls of the run's budget (a dollar or token limit counts them)
+    assert judged_calls > 0 and budget.snapshot().calls >= judged_calls

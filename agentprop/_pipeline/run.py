@@ -472,10 +472,11 @@ async def _arun_cases(
             # a known bug (a corpus replay) is decided in full: a screen would retire nothing
             settings_now = (own_rule if case_id is not None else case_rule)(scenario).settings
             if isinstance(prop, ModelJudge):  # judged: the SPRT on the judge's verdicts, corrected for its error
-                settings_now = judged_oracle
+                # staged like every case under a budget: one judged run in the first pass, deepened later
+                settings_now = at_stage(judged_oracle)
             elif prop is not None:  # a PROBE reproducer: its clause is a safety clause unless the rule says otherwise
                 settings_now = max((settings_now, safety_settings(oracle)) if explicit is None else (settings_now,), key=strictness)
-            if case_id is not None and case_id.startswith("corpus ") and not isinstance(prop, ModelJudge):
+            if case_id is not None and case_id.startswith("corpus ") and not isinstance(prop, ModelJudge):  # a judged one: above
                 settings_now = at_stage(settings_now)  # replays are breadth first too; the final pass decides them in full
             with record_scope(kind="MFT" if case_id is None else None):
                 result = await decide_scenario(
