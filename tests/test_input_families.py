@@ -87,6 +87,17 @@ def test_a_correction_is_dealt_where_a_value_has_a_digit_and_read_as_corrected()
     assert as_corrected("Cancel O-2001. Actually, I meant: Cancel O-1001.") == "Cancel O-1001."
 
 
+def test_a_chinese_turn_in_traditional_characters_keeps_its_values_and_reads_back() -> None:
+    from agentprop.testing import as_simplified
+
+    text = "请帮我取消订单 O-1001，卡号后四位 4242，新地址是 北京市海淀区"
+    out = apply_family(text, "traditional", 0, "request", "zh", ["O-1001", "4242", "北京市海淀区"])
+    assert out == "請幫我取消訂單 O-1001，卡號後四位 4242，新地址是 北京市海淀区"  # the value as it is
+    assert as_simplified(out) == text
+    assert "traditional" in families_for("question", "zh", []) and "traditional" not in families_for("request", "en", [])
+    assert apply_family("Cancel order O-1001.", "traditional", 0, "request", "en", ["O-1001"]) == "Cancel order O-1001."
+
+
 def test_a_follow_up_turns_role_is_read_from_how_it_opens() -> None:
     assert turn_role("Cancel my order O-1001.", 0, "en") == "request"
     assert turn_role("Yes, cancel it.", 1, "en") == "confirmation"

@@ -67,6 +67,7 @@ from agentprop._spec.bindings import Bindings, language_of, parse_field_path, sc
 from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
 from agentprop._spec.model import Spec
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
+from agentprop._util.hanzi import to_simplified
 from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
 from agentprop.strategies._internal.families import (
     FAMILIES,
@@ -698,6 +699,7 @@ class TurnFacts:
         def keeps(after: str, steps: Sequence[str]) -> bool:
             if named and "casing" in steps:
                 return False
+            after = to_simplified(after)  # 訂單 states what 订单 does (the ``traditional`` family)
             now = fact_tokens(after)
             if any(now[w] < tokens[w] for w in self.words):
                 return False

@@ -5,7 +5,7 @@ work against it through ``base_url``; :class:`OpenAIServer` does the same for th
 (Chat Completions and Responses, streamed or not). The builder functions make the scripted
 replies of both. :class:`LlamaServer` puts a real local model (a GGUF file, through
 llama-cpp-python, imported only when it starts) behind the same OpenAI-compatible endpoint.
-:func:`correct_typos` and :func:`as_corrected` help simulated agents read explored inputs as a person
+:func:`correct_typos`, :func:`as_corrected` and :func:`as_simplified` help simulated agents read explored inputs as a person
 would.
 """
 
@@ -33,7 +33,7 @@ from agentprop.testing.messages_server import (
     tool_use_reply,
 )
 from agentprop.testing.openai_server import OpenAIServer, raw_arguments_block, raw_arguments_reply
-from agentprop.testing.typos import as_corrected, correct_typos
+from agentprop.testing.typos import as_corrected, as_simplified, correct_typos
 
 __all__ = [
     "Handler",
@@ -44,6 +44,7 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "as_corrected",
+    "as_simplified",
     "correct_typos",
     "ReplyLike",
     "drop_connection",

@@ -5,7 +5,8 @@ keywords and regular expressions; explored inputs contain typos (one per turn at
 protected slot). :func:`correct_typos` puts a word within one edit of a known word back, so a
 test double is not "wrong" for an input a real model would read without noticing.
 :func:`as_corrected` reads a self-repaired message ("O-2001. Sorry, I mean: O-1001") by what
-follows its last repair, as a person does.
+follows its last repair, as a person does; :func:`as_simplified` reads traditional Chinese
+characters (訂單) as the simplified ones (订单) a pattern is written in.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import re
 from collections.abc import Iterable
 
 from rapidfuzz.distance import DamerauLevenshtein
+
+from agentprop._util.hanzi import to_simplified
 
 _WORD = re.compile(r"[A-Za-z]+")
 
@@ -58,3 +61,9 @@ def as_corrected(text: str) -> str:
     parts = _REPAIR.split(text)
     last = parts[-1].strip()
     return last if len(parts) > 1 and last else text
+
+
+def as_simplified(text: str) -> str:
+    """``text`` with traditional Chinese characters in their simplified forms (訂單 -> 订单),
+    for the pairs that convert one to one (:mod:`agentprop._util.hanzi`)."""
+    return to_simplified(text)

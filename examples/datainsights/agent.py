@@ -22,7 +22,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from agentprop import ToolError, TurnContext
-from agentprop.testing import as_corrected, correct_typos
+from agentprop.testing import as_corrected, as_simplified, correct_typos
 
 FAULTS: dict[str, str] = {
     "no_tool": "answers a numeric question with made-up numbers, without calling run_sql (M_NO_TOOL)",
@@ -398,7 +398,7 @@ class DataInsightsAgent:
     # -------------------------------------------------------------- the turn
 
     def turn(self, message: str, ctx: TurnContext) -> None:
-        message = correct_typos(as_corrected(message), _VOCABULARY)
+        message = correct_typos(as_corrected(as_simplified(message)), _VOCABULARY)
         self.message = f"{self.message} {message}".strip()  # the conversation so far: a request keeps its wording
         today = self._today(ctx)
         if _CJK.search(message) and _LATIN_WORDS.search(message) and self._fault("mixed_language_clarify", ctx):

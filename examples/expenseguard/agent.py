@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentprop import ToolError, TurnContext
-from agentprop.testing import as_corrected, correct_typos
+from agentprop.testing import as_corrected, as_simplified, correct_typos
 
 FAULTS: dict[str, str] = {
     "approve_no_policy": "never calls get_policy; decides on generic assumptions (USD, a 500 limit, alcohol/tobacco disallowed)",
@@ -272,7 +272,7 @@ class ExpenseGuardAgent:
     # -------------------------------------------------------------- the turn
 
     def turn(self, message: str, ctx: TurnContext) -> None:
-        message = correct_typos(as_corrected(message), _VOCABULARY)
+        message = correct_typos(as_corrected(as_simplified(message)), _VOCABULARY)
         self.message = message
         given = parse_request(message)
         if "receipt_id" in given and re.search(re.escape(given["receipt_id"]), message) is None and self._fault("receipt_id_case", ctx):

@@ -14,7 +14,7 @@ from typing import Any
 from rapidfuzz.distance import DamerauLevenshtein
 
 from agentprop import ToolError, TurnContext
-from agentprop.testing import as_corrected, correct_typos
+from agentprop.testing import as_corrected, as_simplified, correct_typos
 
 FAULTS: dict[str, str] = {
     "skip_auth": "skips verify_identity before account changes",
@@ -238,7 +238,7 @@ class SupportOpsAgent:
 
     def turn(self, message: str, ctx: TurnContext) -> None:
         as_typed = message
-        message = _CJK_GAP.sub("", correct_typos(_SPACES.sub(" ", as_corrected(message)), _VOCABULARY))
+        message = _CJK_GAP.sub("", correct_typos(_SPACES.sub(" ", as_corrected(as_simplified(message))), _VOCABULARY))
         self.message = message
         self._remember_slots(message, ctx)
         asked = [f for f, pattern in _PII_MEANINGS.items() if pattern.search(message)]

@@ -5,7 +5,7 @@ pack's ``families:`` section, keyed by the turn's role (:func:`turn_role`): a re
 answer, a confirmation or a refusal. :func:`apply_family` writes a turn in one of them.
 :func:`notation_forms` / :func:`notation_variant` write a number, amount, date or id the way
 users also write it (``2,400`` / ``2400`` / ``2.4k``, ``2026-11-20`` / ``20 November 2026``,
-``HP-482913`` / ``HP 482913``).
+``HP-482913`` / ``HP 482913``). ``traditional`` writes a Chinese turn in traditional characters.
 
 Invariants: a frame never names a value, action or fact (the turn asks what it asked; its slot
 values are untouched); a notation is offered only when the value parses and the new notation
@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from datetime import date, datetime
 
+from agentprop._util.hanzi import to_traditional
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 
 __all__ = [
@@ -46,6 +47,7 @@ FAMILIES = (
     "injected_instruction",
     "emotion",
     "distractor",
+    "traditional",
 )
 """The families that wrap a turn, in the order a turn's drawn families apply (a pack's family
 of another name is not used)."""
@@ -53,6 +55,9 @@ of another name is not used)."""
 BARE = "bare_answer"
 """The answer family that writes just the value(s) asked for ("M14 5TQ")."""
 CORRECTION = "correction"
+TRADITIONAL = "traditional"
+"""The family that writes a Chinese turn in traditional characters (訂單 for 订单), slot values
+as they are (:mod:`agentprop._util.hanzi`: one-to-one pairs only)."""
 UNDEALT: frozenset[str] = frozenset()
 """Families :func:`apply_family` writes but exploration does not deal (none now: a correction
 states the right value last, and the reference agents read what follows a repair,
@@ -106,13 +111,16 @@ def _with_digit(protect: Sequence[str]) -> list[str]:
 def families_for(role: str, lang: str, protect: Sequence[str]) -> list[str]:
     """The families that apply to a turn of ``role`` in ``lang`` whose slot values written in
     it are ``protect``: every family of the pack for that role, ``correction`` only when a
-    value holds a digit (one changes), ``bare_answer`` for an answer that writes a value."""
+    value holds a digit (one changes), ``bare_answer`` for an answer that writes a value,
+    ``traditional`` for every Chinese turn."""
     frames = getattr(_pack(lang).families, role, {}) if role in ROLES else {}
     out = [name for name, fs in frames.items() if fs and name in FAMILIES and name not in UNDEALT]
     if role == "answer" and any(protect):
         out.append(BARE)  # a bare answer has no frames: the value(s) alone
     if CORRECTION in out and not _with_digit(protect):
         out.remove(CORRECTION)
+    if lang == "zh":
+        out.append(TRADITIONAL)  # every turn, questions too: no frame, the characters only
     return out
 
 
@@ -141,6 +149,11 @@ def apply_family(text: str, family: str, choice: int, role: str, lang: str, prot
     values = [v for v in protect if v and v in text]
     if family == BARE:
         return ", ".join(dict.fromkeys(values)) if role == "answer" and values else text
+    if family == TRADITIONAL:
+        if lang != "zh":
+            return text
+        pieces = re.split("(" + "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)) + ")", text) if values else [text]
+        return "".join(p if k % 2 else to_traditional(p) for k, p in enumerate(pieces))
     frames = getattr(_pack(lang).families, role, {}).get(family, ()) if role in ROLES else ()
     if not frames:
         return text
