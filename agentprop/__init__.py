@@ -28,7 +28,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "agentprop._decide.check": ("acheck", "check"),
     "agentprop._decide.plain": ("Case", "Result", "Tools"),
     "agentprop._decide.settings": ("settings",),
-    "agentprop._judge.contracts": ("Verdict",),
+    "agentprop._judge.verdict": ("Verdict",),
     "agentprop._decide.metamorphic": ("check_direction", "check_invariance"),
     "agentprop._decide.snapshot_check": ("check_snapshot",),
 }
@@ -214,7 +214,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from agentprop._decide.plain import Case, Result, Tools
     from agentprop._decide.settings import settings
     from agentprop._decide.snapshot_check import check_snapshot
-    from agentprop._judge.contracts import Verdict
+    from agentprop._judge.verdict import Verdict
     from agentprop._scenario.trace import ToolCall, Trace
 
 __all__ = [

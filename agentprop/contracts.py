@@ -15,25 +15,21 @@ as properties of :func:`agentprop.check` (``prop=lambda trace: [requires_tools(t
 """
 
 from agentprop._judge.contracts import (
-    Verdict,
     args_satisfy,
     calls_in_order,
     decision_in_enum,
     decision_is,
-    evidence_grounded,
     forbids_tools,
     max_tool_calls,
     no_canary_leak,
     no_run_errors,
-    node_id_matches,
-    numbers_grounded,
     requires_tools,
-    response_grounded,
     response_valid,
-    tool_actions_match,
     within_scope,
 )
+from agentprop._judge.grounded import evidence_grounded, node_id_matches, numbers_grounded, response_grounded, tool_actions_match
 from agentprop._judge.properties import mft_verdicts, probe_verdicts
+from agentprop._judge.verdict import Verdict
 
 __all__ = [
     "Verdict",

@@ -165,7 +165,7 @@ def test_a_call_refused_over_the_limit_is_filed_under_the_retry_too_many() -> No
     """A retry too many made the turn's last call go over max_tool_calls_per_turn: the run's
     failure is the retry (the first deviation), not the refused call nor the decision after it."""
     from agentprop._judge.case import Case, Expectation
-    from agentprop._judge.contracts import Verdict
+    from agentprop._judge.verdict import Verdict
     from agentprop._scenario.trace import Trace
 
     def fails(contract: str, detail: str, step: int | None = None) -> Expectation:

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from agentprop._judge.contracts import (
-    Verdict,
     args_satisfy,
     calls_in_order,
     decision_in_enum,
@@ -17,12 +16,12 @@ from agentprop._judge.contracts import (
     max_tool_calls,
     no_canary_leak,
     no_run_errors,
-    numbers_grounded,
-    numbers_in,
     requires_tools,
     response_valid,
     within_scope,
 )
+from agentprop._judge.grounded import numbers_grounded, numbers_in
+from agentprop._judge.verdict import Verdict
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn
 from agentprop._spec.model import Spec
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from agentprop import ToolError, Trace, Verdict, load_project
-from agentprop._judge.contracts import numbers_in
+from agentprop._judge.grounded import numbers_in
 from agentprop._judge.properties import first_failure, mft_verdicts
 from agentprop._scenario.build import WorldSpec, leaf_scenarios, load_object
 from agentprop._scenario.world import stable_seed

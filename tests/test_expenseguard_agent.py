@@ -21,8 +21,9 @@ import pytest
 from agentprop._agents.loading import load_agent
 from agentprop._agents.project import Project, load_project
 from agentprop._agents.runtime import run_conversation
-from agentprop._judge.contracts import Verdict, numbers_grounded
+from agentprop._judge.grounded import numbers_grounded
 from agentprop._judge.properties import mft_verdicts
+from agentprop._judge.verdict import Verdict
 from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, load_object, make_world, render_template
 from agentprop._scenario.solver import solve
 from agentprop._scenario.trace import Trace

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentprop._judge.contracts import field_provenance, response_grounded
+from agentprop._judge.grounded import field_provenance, response_grounded
 from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop._spec.bindings import load_bindings
 from agentprop._spec.grounding import default_provenance

@@ -102,13 +102,13 @@ def test_item5_zoo_entry_is_found(tmp_path: Path) -> None:
     ],
 )
 def test_looks_like_id(token: str, is_id: bool) -> None:
-    from agentprop._judge.contracts import looks_like_id
+    from agentprop._judge.grounded import looks_like_id
 
     assert looks_like_id(token) is is_id
 
 
 def test_stated_ids_quoted_values_and_list_items() -> None:
-    from agentprop._judge.contracts import list_items, quoted_values, stated_ids
+    from agentprop._judge.grounded import list_items, quoted_values, stated_ids
 
     assert stated_ids("Order O-1001 (plan PLAN-BASIC) at N2_AUTH, 30-day window", vocabulary={"N2_AUTH"}) == ["O-1001", "PLAN-BASIC"]
     assert quoted_values("status \"shipped\", I can't say 'maybe' or `x`") == ["shipped", "maybe", "x"]
@@ -167,7 +167,7 @@ RUNBOOK_OUTPUT = {
     ],
 )
 def test_response_grounded(field: str, value: Any, kinds: list[str], detail: str | None) -> None:
-    from agentprop._judge.contracts import response_grounded
+    from agentprop._judge.grounded import response_grounded
 
     v = response_grounded(_trace(RUNBOOK_OUTPUT, field, value), field, kinds)
     assert v.passed is (detail is None), v.explanation
@@ -175,7 +175,7 @@ def test_response_grounded(field: str, value: Any, kinds: list[str], detail: str
 
 
 def test_the_spec_text_grounds_numbers_and_quotes_but_not_ids_or_items() -> None:
-    from agentprop._judge.contracts import response_grounded
+    from agentprop._judge.grounded import response_grounded
 
     spec_words = ["Last 4 digits of a payment method", "user_confirmation == yes", "e.g. RCP-12345", "1. Check the receipt"]
     t = _trace({}, "user_message", 'Give the last 4 digits, then reply "yes".')
@@ -187,7 +187,7 @@ def test_the_spec_text_grounds_numbers_and_quotes_but_not_ids_or_items() -> None
 
 
 def test_the_users_turns_and_the_context_ground_too() -> None:
-    from agentprop._judge.contracts import response_grounded
+    from agentprop._judge.grounded import response_grounded
 
     t = _trace({}, "user_message", "Order O-1001 for employee E-2041 noted.", user="cancel O-1001")
     v = response_grounded(t, "user_message", ["ids"])
@@ -196,14 +196,14 @@ def test_the_users_turns_and_the_context_ground_too() -> None:
 
 
 def test_a_failed_call_grounds_by_its_error() -> None:
-    from agentprop._judge.contracts import response_grounded
+    from agentprop._judge.grounded import response_grounded
 
     t = _trace(None, "user_message", 'The lookup said "not_found".', error="not_found")
     assert response_grounded(t, "user_message", ["quoted"]).passed
 
 
 def test_unknown_grounding_kind_is_an_invalid_argument() -> None:
-    from agentprop._judge.contracts import response_grounded
+    from agentprop._judge.grounded import response_grounded
     from agentprop.errors import InvalidArgument
 
     with pytest.raises(InvalidArgument, match="unknown grounding kind 'digits'"):
@@ -211,7 +211,7 @@ def test_unknown_grounding_kind_is_an_invalid_argument() -> None:
 
 
 def test_numbers_grounded_skips_list_markers() -> None:
-    from agentprop._judge.contracts import numbers_grounded
+    from agentprop._judge.grounded import numbers_grounded
 
     t = _trace({"steps": ["a", "b", "c"]}, "user_message", "3 steps:\n1. a\n2. b\n3. c")
     assert numbers_grounded(t).passed

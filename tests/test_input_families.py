@@ -138,8 +138,8 @@ def test_a_notation_reads_back_as_the_same_value() -> None:
 
 def test_the_oracle_reads_every_notation_it_deals_as_its_value() -> None:
     # a value a user writes in a dealt notation grounds the same value in the agent's reply
-    from agentprop._judge.contracts import numbers_in
     from agentprop._judge.derive import grounded_dates
+    from agentprop._judge.grounded import numbers_in
 
     assert numbers_in("about £2.4k, maybe 3K") == [2400.0, 3000.0]
     assert numbers_in("a 5km run") == [5.0]  # a unit is not thousands

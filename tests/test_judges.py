@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from agentprop._judge.contracts import Verdict
 from agentprop._judge.judges import (
     Calibration,
     CalibrationStore,
@@ -25,6 +24,7 @@ from agentprop._judge.judges import (
     load_labels,
     transcript,
 )
+from agentprop._judge.verdict import Verdict
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.client import ModelClient
 from agentprop._modelapi.providers import ANTHROPIC_MESSAGES

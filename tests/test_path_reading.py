@@ -90,7 +90,7 @@ def test_a_missing_field_exit_keeps_the_earlier_nodes_requirements(tmp_path: Pat
 
 
 def _reply(result: Any, text: str, *, spec_text: tuple[str, ...] = (), kinds: tuple[str, ...] = ("numbers",)) -> agentprop.Verdict:
-    from agentprop._judge.contracts import response_grounded
+    from agentprop._judge.grounded import response_grounded
     from agentprop._scenario.trace import ToolCall, Turn
 
     call = ToolCall(name="get_prescription", result=result)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import agentprop
 from agentprop._decide.shrink import shrink
-from agentprop._judge.contracts import Verdict
+from agentprop._judge.verdict import Verdict
 from agentprop._scenario.trace import Trace
 
 EXAMPLE = (Path(__file__).resolve().parents[1] / "examples" / "supportops").resolve()

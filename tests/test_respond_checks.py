@@ -195,7 +195,7 @@ def _trace(*turns: Any) -> Trace:
 
 
 def test_node_id_matches() -> None:
-    from agentprop._judge.contracts import node_id_matches
+    from agentprop._judge.grounded import node_id_matches
 
     t = _trace(_turn(0, [], {"node_id": "N6_CONFIRM_CANCEL"}), _turn(1, [], {"node_id": "N7_CANCEL"}))
     accepted = [["N5_CANCEL_ELIGIBILITY", "N6_CONFIRM_CANCEL"], ["END_CANCELLED", "N7_CANCEL"]]
@@ -231,7 +231,7 @@ def test_node_id_matches() -> None:
     ],
 )
 def test_tool_actions_match(calls: list[Any], listed: Any, detail: str | None) -> None:
-    from agentprop._judge.contracts import tool_actions_match
+    from agentprop._judge.grounded import tool_actions_match
 
     v = tool_actions_match(_trace(_turn(0, calls, {"tool_actions": listed})))
     assert v.passed is (detail is None), v.explanation
@@ -239,7 +239,7 @@ def test_tool_actions_match(calls: list[Any], listed: Any, detail: str | None) -
 
 
 def test_tool_actions_leave_out_respond_and_calls_refused_after_it() -> None:
-    from agentprop._judge.contracts import tool_actions_match
+    from agentprop._judge.grounded import tool_actions_match
     from agentprop._scenario.trace import ToolCall
 
     t = _trace(_turn(0, ["get_account"], {"tool_actions": ["get_account"]}))
@@ -248,7 +248,7 @@ def test_tool_actions_leave_out_respond_and_calls_refused_after_it() -> None:
 
 
 def test_tool_actions_are_checked_per_turn() -> None:
-    from agentprop._judge.contracts import tool_actions_match
+    from agentprop._judge.grounded import tool_actions_match
 
     # turn 2 lists turn 1's call: tool_actions is "List of tools called this turn"
     t = _trace(_turn(0, ["get_account"], {"tool_actions": ["get_account"]}), _turn(1, [], {"tool_actions": ["get_account"]}))
@@ -280,7 +280,7 @@ def test_tool_actions_are_checked_per_turn() -> None:
     ],
 )
 def test_evidence_grounded(calls: list[Any], evidence: str, detail: str | None) -> None:
-    from agentprop._judge.contracts import evidence_grounded
+    from agentprop._judge.grounded import evidence_grounded
 
     tools = {"get_account", "get_plan_rules", "get_receipt"}
     v = evidence_grounded(_trace(_turn(0, calls, {"evidence": evidence})), tools=tools)
@@ -289,7 +289,7 @@ def test_evidence_grounded(calls: list[Any], evidence: str, detail: str | None) 
 
 
 def test_evidence_may_cite_earlier_turns_but_not_the_user() -> None:
-    from agentprop._judge.contracts import evidence_grounded
+    from agentprop._judge.grounded import evidence_grounded
 
     earlier = _trace(
         _turn(0, [("get_account", {"plan_id": "PLAN-BASIC"})], {"evidence": "get_account: PLAN-BASIC"}),
@@ -320,7 +320,7 @@ def test_evidence_may_cite_earlier_turns_but_not_the_user() -> None:
     ],
 )
 def test_disclaims_evidence(text: str, disclaims: bool) -> None:
-    from agentprop._judge.contracts import disclaims_evidence
+    from agentprop._judge.grounded import disclaims_evidence
 
     assert disclaims_evidence(text) is disclaims
 
@@ -369,20 +369,20 @@ def test_the_mft_reads_each_turns_tool_outputs_once_with_the_same_verdicts(monke
     """One MFT judgement grounds several response fields and the evidence, each over the same
     turns: the facts of a turn's tool outputs are worked out once, and the verdicts are those
     of working them out per check."""
-    from agentprop._judge import contracts as _contracts
+    from agentprop._judge import grounded
     from agentprop._judge.properties import response_verdicts
 
     s = SUPPORTOPS.scenario("END_CANCELLED<-N7_CANCEL")
     agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS.base_dir).factory
     grounding = SUPPORTOPS.bindings.response_grounding(SUPPORTOPS.spec)
     made: list[int] = []
-    facts = _contracts._TurnFacts
+    facts = grounded._TurnFacts
 
     def counting(*args: Any) -> Any:
         made.append(1)
         return facts(*args)
 
-    monkeypatch.setattr(_contracts, "_TurnFacts", counting)
+    monkeypatch.setattr(grounded, "_TurnFacts", counting)
     for trial in range(3):
         trace = run(SUPPORTOPS, s, agent, trial)
         made.clear()

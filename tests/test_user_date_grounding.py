@@ -8,8 +8,8 @@ import datetime as dt
 import pytest
 
 from agentprop import Trace, Verdict
-from agentprop._judge.contracts import response_grounded
 from agentprop._judge.derive import grounded_dates
+from agentprop._judge.grounded import response_grounded
 from agentprop._scenario.trace import ToolCall, Turn
 
 # an incident desk of our own: the bindings' context gives today's date, the user the incident's

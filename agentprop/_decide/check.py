@@ -54,8 +54,8 @@ from agentprop._decide.settings import settings as AgentSettings
 from agentprop._decide.slots import RunSlots
 from agentprop._decide.verdicts import record_for
 from agentprop._judge.case import compile_mft
-from agentprop._judge.contracts import Verdict
 from agentprop._judge.properties import Property, PropertyResult, verdicts_of
+from agentprop._judge.verdict import Verdict
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.context import current_model_context, model_call_context
 from agentprop._scenario.build import Scenario

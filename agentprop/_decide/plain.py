@@ -33,8 +33,9 @@ from agentprop._decide.corpus import PLAIN_SPEC_ID, Corpus, ProjectCorpora
 from agentprop._decide.memo import TrialMemo, input_key
 from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide, count_judge_calls, judged_settings
 from agentprop._decide.verdicts import record_for
-from agentprop._judge.contracts import Verdict, forbids_tools, no_run_errors, requires_tools
+from agentprop._judge.contracts import forbids_tools, no_run_errors, requires_tools
 from agentprop._judge.properties import PropertyResult, verdicts_of
+from agentprop._judge.verdict import Verdict
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario, ScenarioTurn
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentprop._decide.oracle import TrialRecord
-from agentprop._judge.contracts import Verdict
+from agentprop._judge.verdict import Verdict
 
 __all__ = ["record_for"]
 

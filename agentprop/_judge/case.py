@@ -24,27 +24,21 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from agentprop._judge.contracts import (
-    Verdict,
-    _strings,
     args_satisfy,
     calls_in_order,
     decision_is,
-    evidence_grounded,
-    field_provenance,
     forbids_tools,
     max_tool_calls,
     no_canary_leak,
     no_prohibited_advice,
     no_run_errors,
-    node_id_matches,
-    response_grounded,
     response_valid,
-    shared_turn_facts,
     states_spec_percentages,
-    tool_actions_match,
 )
 from agentprop._judge.derive import percent_rules
+from agentprop._judge.grounded import evidence_grounded, field_provenance, node_id_matches, response_grounded, shared_turn_facts, tool_actions_match
 from agentprop._judge.requirements import requirement_checks
+from agentprop._judge.verdict import Verdict, _strings
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop._spec.grounding import TEXT_GROUNDINGS, ResponseGrounding, declared_fields, default_grounding, default_provenance

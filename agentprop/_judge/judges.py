@@ -30,7 +30,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agentprop._judge.contracts import Verdict
+from agentprop._judge.verdict import Verdict
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.client import ModelClient
 from agentprop._modelapi.providers import TextPrompt, provider_named

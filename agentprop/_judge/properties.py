@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from agentprop._judge.case import compile_mft, compile_probe, expected_nodes, response_expectations, spec_text, spec_vocabulary
-from agentprop._judge.contracts import Verdict
+from agentprop._judge.verdict import Verdict
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop._spec.grounding import ResponseGrounding

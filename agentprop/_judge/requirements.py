@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentprop._judge.contracts import Verdict, _fail, _ok
+from agentprop._judge.verdict import Verdict, _fail, _ok
 from agentprop._scenario.trace import Trace
 from agentprop._spec.model import Spec
 from agentprop._spec.requirements import RequirementLimit, requirement_limits, retry_allowance

@@ -1,7 +1,7 @@
 """Failure signatures and bug keys.
 
 A failure's signature is ``contract:clause@turnN:detail`` (:attr:`Verdict.signature
-<agentprop._judge.contracts.Verdict.signature>`): what failed, where and how. The same fault
+<agentprop._judge.verdict.Verdict.signature>`): what failed, where and how. The same fault
 breaks the same clause in the same way in many cases, but not always on the same turn, so a
 *bug* is keyed by the signature without its ``@turnN`` (:func:`bug_key`) and named by a short
 hash of that key and the spec it broke (:func:`bug_id`): the same clause name in two specs is

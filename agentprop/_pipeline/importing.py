@@ -30,8 +30,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentprop._agents.project import Project
-from agentprop._judge.contracts import Verdict, decision_in_enum, max_tool_calls, response_valid, within_scope
+from agentprop._judge.contracts import decision_in_enum, max_tool_calls, response_valid, within_scope
 from agentprop._judge.properties import mft_verdicts
+from agentprop._judge.verdict import Verdict
 from agentprop._pipeline.import_formats import event_messages, json_items, langsmith_conversations, phoenix_conversations, responses_messages
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import ToolCall, Trace, Turn

@@ -3,7 +3,7 @@
 A bindings file may say, per response field, what must be true of what it states
 (``response: {steps: [list_items]}``); fields it does not name get the defaults derived from the
 spec by :func:`default_grounding`. The checks themselves are contracts
-(:mod:`agentprop._judge.contracts`); :func:`agentprop._judge.properties.response_verdicts` applies them.
+(:mod:`agentprop._judge.grounded`); :func:`agentprop._judge.properties.response_verdicts` applies them.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ GROUNDING_KINDS: dict[str, str] = {
 promises."""
 
 TEXT_GROUNDINGS = ("numbers", "ids", "quoted", "list_items", "value")
-"""The kinds :func:`agentprop._judge.contracts.response_grounded` checks."""
+"""The kinds :func:`agentprop._judge.grounded.response_grounded` checks."""
 
 
 class ResponseGrounding(BaseModel):
