@@ -18,8 +18,9 @@ from agentprop.strategies._internal.packs import (
     merge_packs,
     resolve_pack,
 )
-from agentprop.strategies._internal.paraphrase import TRANSFORM_NAMES, Paraphrase, Step, apply_transforms, paraphrases
+from agentprop.strategies._internal.paraphrase import Paraphrase, Step, apply_transforms, paraphrases
 from agentprop.strategies._internal.slots import Slot, find_slots
+from agentprop.strategies._internal.transforms import TRANSFORM_NAMES
 
 __all__ = [
     "ParaphrasePool",
