@@ -6,7 +6,9 @@ the visible cases; :func:`surs` scores regression across a spec's versions; :fun
 and :func:`tdad_metrics` compute TDAD's visible/hidden metrics.
 """
 
-from agentprop._pipeline.mutation import MutationPack, MutationReport, load_mutation_pack, mutation_test
+from agentprop._pipeline.mutation.mutants import MutationReport
+from agentprop._pipeline.mutation.pack import MutationPack, load_mutation_pack
+from agentprop._pipeline.mutation.run import mutation_test
 from agentprop._pipeline.promptsmith import CompileResult, compile_prompt
 from agentprop._pipeline.surs import SursResult, surs
 from agentprop._pipeline.tdad import TdadMetrics, split_suite, tdad_metrics

@@ -22,16 +22,11 @@ import agentprop
 import agentprop.agents
 from agentprop import InputError
 from agentprop._cli import main
-from agentprop._pipeline.mutation import (
-    MUTATIONSMITH_ROLE,
-    ExpectViolation,
-    MutationReport,
-    fault_knob_maker,
-    fault_mutants,
-    load_mutation_pack,
-    mutation_test,
-    probe_violation,
-)
+from agentprop._pipeline.mutation.mutants import MutationReport, fault_mutants
+from agentprop._pipeline.mutation.pack import ExpectViolation, load_mutation_pack
+from agentprop._pipeline.mutation.probe import probe_violation
+from agentprop._pipeline.mutation.run import fault_knob_maker, mutation_test
+from agentprop._pipeline.mutation.smith import MUTATIONSMITH_ROLE
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._pipeline.tdad import split_suite, tdad_metrics
 from agentprop._scenario.trace import ToolCall, Trace, Turn
@@ -326,7 +321,7 @@ def clean_probe_fires(project: agentprop.Project, mutation_id: str) -> bool:
     changes nothing activates and, passing every case, survives)."""
     import asyncio
 
-    from agentprop._pipeline.mutation import probe_scenario
+    from agentprop._pipeline.mutation.pack import probe_scenario
 
     pack = load_mutation_pack(PACK)
     m = pack.get(mutation_id)
@@ -427,7 +422,9 @@ def test_paraphrase_and_direction_cases_can_kill_a_mutant_the_mft_suite_misses(p
     # with CLARIFY: the MFT messages never say it, that INV case does
     import asyncio
 
-    from agentprop._pipeline.mutation import Mutant, MutationPack, amutation_test
+    from agentprop._pipeline.mutation.mutants import Mutant
+    from agentprop._pipeline.mutation.pack import MutationPack
+    from agentprop._pipeline.mutation.run import amutation_test
     from agentprop._pipeline.run import RunSettings, arun_cases
     from agentprop.strategies._internal.variants import paraphrase_variants
 

@@ -23,22 +23,10 @@ import agentprop
 import agentprop.tdad
 from agentprop import InvalidArgument
 from agentprop._cli import main
-from agentprop._pipeline.mutation import (
-    PROBE_ALPHA,
-    KillerCase,
-    Mutant,
-    MutationPack,
-    activation_decision,
-    amutation_test,
-    default_control_runs,
-    fault_knob_maker,
-    fault_mutants,
-    load_mutation_pack,
-    min_control_runs,
-    mutation_test,
-    probe_scenario,
-    resolve_probe_world,
-)
+from agentprop._pipeline.mutation.mutants import Mutant, fault_mutants
+from agentprop._pipeline.mutation.pack import MutationPack, load_mutation_pack, probe_scenario, resolve_probe_world
+from agentprop._pipeline.mutation.probe import PROBE_ALPHA, activation_decision, default_control_runs, min_control_runs
+from agentprop._pipeline.mutation.run import KillerCase, amutation_test, fault_knob_maker, mutation_test
 from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop._stats import fisher_exact_greater, fisher_exact_two_sided
 

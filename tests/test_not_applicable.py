@@ -17,7 +17,9 @@ import pytest
 import agentprop
 from agentprop import AgentPropertyViolation
 from agentprop._decide.metamorphic import check_invariance
-from agentprop._pipeline.mutation import Mutant, MutationPack, amutation_test
+from agentprop._pipeline.mutation.mutants import Mutant
+from agentprop._pipeline.mutation.pack import MutationPack
+from agentprop._pipeline.mutation.run import amutation_test
 from agentprop._pipeline.run import RunSettings, arun_cases, render_table
 from agentprop._pipeline.tdad import tdad_metrics
 from agentprop.agents import make_factory

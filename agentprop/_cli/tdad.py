@@ -43,7 +43,7 @@ from agentprop.errors import InputError
 
 if TYPE_CHECKING:
     from agentprop._decide.oracle import OracleSettings
-    from agentprop._pipeline.mutation import MutationReport
+    from agentprop._pipeline.mutation.mutants import MutationReport
     from agentprop._pipeline.report.model import RunReport
     from agentprop._pipeline.surs import SursResult
     from agentprop._pipeline.tdad import TdadMetrics
@@ -114,18 +114,11 @@ def suite_oracle(spec: Spec, args: argparse.Namespace) -> OracleSettings:
 def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._agents.project import load_project
     from agentprop._decide.memo import TrialMemo
-    from agentprop._pipeline.mutation import (
-        KillerCase,
-        amutation_test,
-        check_mutation_bindings,
-        default_control_runs,
-        fault_knob_maker,
-        fault_mutants,
-        find_mutation_pack,
-        load_mutation_pack,
-        min_control_runs,
-        prompt_mutant_factory,
-    )
+    from agentprop._pipeline.mutation.mutants import fault_mutants
+    from agentprop._pipeline.mutation.pack import check_mutation_bindings, find_mutation_pack, load_mutation_pack
+    from agentprop._pipeline.mutation.probe import default_control_runs, min_control_runs
+    from agentprop._pipeline.mutation.run import KillerCase, amutation_test, fault_knob_maker
+    from agentprop._pipeline.mutation.smith import prompt_mutant_factory
     from agentprop._pipeline.run import RunSettings, arun_cases
     from agentprop._pipeline.surs import asurs
     from agentprop._pipeline.tdad import split_suite, tdad_metrics

@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agentprop._pipeline.mutation import MutationReport
+from agentprop._pipeline.mutation.mutants import MutationReport
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._pipeline.surs import SursResult
 

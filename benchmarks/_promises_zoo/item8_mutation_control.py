@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _vacuous_probe(seed: int) -> ZooOutcome:
     import agentprop
-    from agentprop._pipeline.mutation import fault_knob_maker, fault_mutants, load_mutation_pack, mutation_test, probe_scenario
+    from agentprop._pipeline.mutation.mutants import fault_mutants
+    from agentprop._pipeline.mutation.pack import load_mutation_pack, probe_scenario
+    from agentprop._pipeline.mutation.run import fault_knob_maker, mutation_test
 
     directory = ROOT / "examples" / "expenseguard"
     project = agentprop.load_project(directory)
@@ -39,7 +41,9 @@ def _vacuous_probe(seed: int) -> ZooOutcome:
 
 def _kill_by_a_failing_case(seed: int) -> ZooOutcome:
     import agentprop
-    from agentprop._pipeline.mutation import fault_knob_maker, fault_mutants, load_mutation_pack, mutation_test
+    from agentprop._pipeline.mutation.mutants import fault_mutants
+    from agentprop._pipeline.mutation.pack import load_mutation_pack
+    from agentprop._pipeline.mutation.run import fault_knob_maker, mutation_test
 
     directory = ROOT / "examples" / "supportops"
     project = agentprop.load_project(directory)
