@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 import agentprop
-import agentprop.contracts
 from agentprop._judge.case import compile_mft, compile_probe
 from agentprop._spec.model import Spec
 from agentprop._util.aio import run_sync
@@ -18,21 +17,30 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 @pytest.mark.parametrize("example", ["supportops", "expenseguard", "datainsights"])
 def test_a_compiled_case_judges_runs_without_the_spec(example: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example agents take their paths as the spec says: the compiled case passes their runs,
+    and fails the same run with another decision at the path's decision clause, without reading
+    the spec while it judges."""
     project = agentprop.load_project(EXAMPLES / example)
     agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir)
     grounding = project.bindings.response_grounding(project.spec)
+    enum = project.spec.response_contract.decision_enum
     for scenario in project.scenarios()[:6]:
         case = compile_mft(project.spec, scenario, grounding)
-        traces = [run_sync(project.arun(scenario, agent.factory, trial=i, agent_name=agent.ref)) for i in range(2)]
-        expected = [[v.signature for v in agentprop.contracts.mft_verdicts(project.spec, scenario, t, grounding=grounding)] for t in traces]
+        trace = run_sync(project.arun(scenario, agent.factory, trial=0, agent_name=agent.ref))
+        wrong = trace.model_copy(deep=True)
+        assert isinstance(wrong.turns[-1].response, dict)
+        decided = wrong.turns[-1].response["decision"]
+        wrong.turns[-1].response["decision"] = next(d for d in enum if d != decided)
 
         def consulted(self: Spec, name: str) -> object:
             raise AssertionError(f"judging a run read the spec ({name})")
 
         with monkeypatch.context() as m:
             m.setattr(Spec, "__getattribute__", consulted)
-            got = [[v.signature for v in case.verdicts(t)] for t in traces]
-        assert got == expected
+            right_verdicts, wrong_verdicts = case.verdicts(trace), case.verdicts(wrong)
+        assert [v.signature for v in right_verdicts if not v.passed] == [], scenario.id
+        failed = [v for v in wrong_verdicts if not v.passed]
+        assert failed and failed[0].contract == "decision_is" and failed[0].clause in case.clauses, scenario.id
         assert all(e.clause or e.contract in ("no_run_errors", "no_canary_leak") for e in case.expectations)
 
 
