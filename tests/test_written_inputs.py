@@ -169,7 +169,7 @@ def test_default_runs_are_unchanged(tmp_path: Path) -> None:
     scenario = SUPPORTOPS.scenario(CANCELLED)
     with MessagesServer(handler=scripted_model) as server:
         silent = writer_on(server, tmp_path / "c.sqlite").__class__(
-            InputModelOptions(model="anthropic:writer-test", probability=0.0, base_url=server.base_url, api_key="k", cache=str(tmp_path / "c"))
+            InputModelOptions(model="anthropic:writer-test", probability=0.0, base_url=server.base_url, api_key="k-test", cache=str(tmp_path / "c"))
         )
         spaces = [ChoiceSpace(SUPPORTOPS, scenario), ChoiceSpace(SUPPORTOPS, scenario, silent)]
         draws = []
@@ -228,15 +228,38 @@ def test_a_settings_profile_can_write_inputs_by_a_model(tmp_path: Path, monkeypa
 
 def test_a_written_family_that_failed_is_dealt_more_often(tmp_path: Path) -> None:
     scenario = SUPPORTOPS.scenario(PII)
-    writer = InputWriter(InputModelOptions(model="anthropic:writer-test", probability=1.0, api_key="k", cache=str(tmp_path / "c")))
-    space = ChoiceSpace(SUPPORTOPS, scenario, writer)
+    with MessagesServer(handler=scripted_model) as server:
+        options = InputModelOptions(
+            model="anthropic:writer-test", probability=1.0, base_url=server.base_url, api_key="k-test", cache=str(tmp_path / "c")
+        )
+        space = ChoiceSpace(SUPPORTOPS, scenario, InputWriter(options))
 
-    def hedges(weights: dict[str, float]) -> int:
-        rng, decks = random.Random(11), dict[str, list[str]]()
-        drawn = [space.draw(rng, weights=weights, decks=decks) for _ in range(40)]
-        return sum(c.turns[0].written is not None and c.turns[0].written.family == "hedge" for c in drawn)
+        def hedges(weights: dict[str, float]) -> int:
+            rng, decks = random.Random(11), dict[str, list[str]]()
+            drawn = [space.draw(rng, weights=weights, decks=decks) for _ in range(40)]
+            return sum(c.turns[0].written is not None and c.turns[0].written.family == "hedge" for c in drawn)
 
-    assert hedges({"turn1:model:hedge": 4.0}) > 2 * hedges({})
+        assert hedges({"turn1:model:hedge": 4.0}) > 2 * hedges({})
+
+
+def test_an_input_never_claims_a_written_family_the_model_wrote_nothing_valid_for(tmp_path: Path) -> None:
+    """A model whose every text is dropped (here: each loses the order id) leaves the drawn
+    choices as the packs and templates make them; the drops are counted."""
+
+    def useless(request: dict[str, Any]) -> dict[str, Any]:
+        return message_reply([text_block(json.dumps(["Do the thing.", "Please help me with my account."]))])
+
+    scenario = SUPPORTOPS.scenario(CANCELLED)
+    with MessagesServer(handler=useless) as server:
+        options = InputModelOptions(
+            model="anthropic:writer-test", simulated_user=True, probability=1.0, base_url=server.base_url, api_key="k-test", cache=str(tmp_path / "c")
+        )
+        writer = InputWriter(options)
+        space = ChoiceSpace(SUPPORTOPS, scenario, writer)
+        rng, decks = random.Random(3), dict[str, list[str]]()
+        drawn = [space.draw(rng, decks=decks) for _ in range(8)]
+    assert all(t.written is None for c in drawn for t in c.turns)
+    assert writer.stats.kept == 0 and sum(writer.stats.dropped.values()) == writer.stats.generated > 0
 
 
 def never_cancels(message: str, ctx: TurnContext) -> None:

@@ -1065,19 +1065,29 @@ class ChoiceSpace:
             for i, vary in enumerate(varied)
         )
         if self.writer is not None:
-            turns = tuple(self._draw_written(rng, i, spaces[i], t, decks, w) if vary else t for i, (t, vary) in enumerate(zip(turns, varied)))
+            base = self.variants[template]
+            turns = tuple(self._draw_written(rng, base, i, spaces[i], t, decks, w) if vary else t for i, (t, vary) in enumerate(zip(turns, varied)))
         # one index for every turn (the bindings align follow-ups with the first message);
         # each turn holds it, so the shrinker can put back one turn's own words alone
         turns = tuple(t.model_copy(update={"template": template}) for t in turns)
         return Choices(lang=self.lang, turns=turns, world=world)
 
     def _draw_written(
-        self, rng: random.Random, i: int, space: _TurnSpace, drawn: TurnChoice, decks: dict[str, list[str]] | None, w: Mapping[str, float]
+        self,
+        rng: random.Random,
+        base: Scenario,
+        i: int,
+        space: _TurnSpace,
+        drawn: TurnChoice,
+        decks: dict[str, list[str]] | None,
+        w: Mapping[str, float],
     ) -> TurnChoice:
         """With a writer: with its probability, the turn written by the model instead of
         ``drawn`` — a follow-up (an answer, a confirmation, a refusal) by the simulated user
         with a dealt persona when it is on, else in a dealt family of the turn. A family or
-        persona is dealt ``weight`` times (the search's learning: ``turnN:model:hedge``)."""
+        persona is dealt ``weight`` times (the search's learning: ``turnN:model:hedge``). When the
+        model wrote no text that passed validation, ``drawn`` stays: an input never claims a
+        family it does not hold."""
         writer = self.writer
         assert writer is not None
         if writer.options.probability <= 0 or rng.random() >= writer.options.probability:
@@ -1087,13 +1097,15 @@ class ChoiceSpace:
             deck = decks.setdefault(f"personas:turn{i + 1}", []) if decks is not None else []
             weights = [max(w.get(f"turn{i + 1}:{WrittenChoice(persona=name).family_key}", 1.0), 1e-6) for name in PERSONAS]
             persona = _deal(deck, options, weights, rng)
-            return TurnChoice(written=WrittenChoice(persona=persona, traits=PERSONAS[persona], index=rng.randrange(64)))
-        families = writer.families_for(space.role, space.families)
-        options = [(name, None) for name in families]
-        deck = decks.setdefault(f"model:turn{i + 1}", []) if decks is not None else []
-        weights = [max(w.get(f"turn{i + 1}:{WrittenChoice(family=name).family_key}", 1.0), 1e-6) for name in families]
-        family = _deal(deck, options, weights, rng)
-        return TurnChoice(written=WrittenChoice(family=family, index=rng.randrange(64)))
+            written = WrittenChoice(persona=persona, traits=PERSONAS[persona], index=rng.randrange(64))
+        else:
+            families = writer.families_for(space.role, space.families)
+            options = [(name, None) for name in families]
+            deck = decks.setdefault(f"model:turn{i + 1}", []) if decks is not None else []
+            weights = [max(w.get(f"turn{i + 1}:{WrittenChoice(family=name).family_key}", 1.0), 1e-6) for name in families]
+            family = _deal(deck, options, weights, rng)
+            written = WrittenChoice(family=family, index=rng.randrange(64))
+        return TurnChoice(written=written) if self.written_text(base, i, space, written) is not None else drawn
 
     def _draw_turn(
         self,
