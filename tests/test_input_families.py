@@ -98,6 +98,33 @@ def test_a_chinese_turn_in_traditional_characters_keeps_its_values_and_reads_bac
     assert apply_family("Cancel order O-1001.", "traditional", 0, "request", "en", ["O-1001"]) == "Cancel order O-1001."
 
 
+def test_a_relative_date_is_said_only_against_the_scenarios_reference_date() -> None:
+    import asyncio
+
+    from agentprop._decide.check import decide_scenario
+    from agentprop._decide.choices import Choices, EntityChoice, TurnChoice
+    from agentprop.strategies._internal.families import reference_date
+
+    today = reference_date({"today": "2026-07-01"})
+    assert today == date(2026, 7, 1) and reference_date({"account_id": "A1"}) is None
+    assert notation_variant("2025", "relative", "period", today) == "last year"
+    assert notation_variant("2025", "relative_zh", "period", today) == "去年"
+    assert notation_variant("June 2026", "relative", "period", today) == "last month"
+    assert notation_variant("2026-06-30", "relative", "", today) == "yesterday"
+    assert notation_variant("2026-06-27", "relative_zh", "", today) == "4天前"
+    assert notation_variant("2026-06-30", "relative", "") is None  # no reference date: not said
+    assert notation_variant("4242", "relative", "last4", date(4243, 1, 1)) is None  # not a period
+    # datainsights fixes today (context) and reads "last year" as 2025: the reference agent passes
+    project = agentprop.load_project(ROOT / "examples" / "datainsights")
+    scenario = next(s for s in project.scenarios() if s.id == "END_SQL_ERROR<-N4_RUN_SQL")
+    space = ChoiceSpace(project, scenario)
+    turns = tuple(TurnChoice(entities=(EntityChoice(slot="period", form="relative"),)) if "2025" in m else TurnChoice() for m in scenario.messages)
+    written = space.render(Choices(lang="en", turns=turns))
+    assert written.messages[0] == "Show me the numbers for last year."
+    agent = agentprop.load_agent("agent:DataInsightsAgent", ROOT / "examples" / "datainsights")
+    assert asyncio.run(decide_scenario(project, written, agent)).verdict == "PASS"
+
+
 def test_a_follow_up_turns_role_is_read_from_how_it_opens() -> None:
     assert turn_role("Cancel my order O-1001.", 0, "en") == "request"
     assert turn_role("Yes, cancel it.", 1, "en") == "confirmation"

@@ -77,6 +77,7 @@ from agentprop.strategies._internal.families import (
     injection_texts,
     notation_forms,
     notation_variant,
+    reference_date,
     turn_role,
 )
 from agentprop.strategies._internal.free_spans import render as render_free
@@ -140,14 +141,17 @@ class EntityChoice(BaseModel):
         return f"{self.slot} {self.form}" + (f"(site={self.site})" if self.form in SPELLING_FORMS else "")
 
 
-_ZH_ONLY_FORMS = ("fullwidth", "date_zh")
+_ZH_ONLY_FORMS = ("fullwidth", "date_zh", "relative_zh")
 """Notations only a Chinese turn writes a value in."""
+_NOT_ZH_FORMS = ("relative",)
+"""Notations a Chinese turn does not write a value in (it says 去年, not "last year")."""
 
 
-def value_forms(slot: str, value: str, lang: str) -> tuple[str, ...]:
+def value_forms(slot: str, value: str, lang: str, today: date | None = None) -> tuple[str, ...]:
     """The notations (:data:`NOTATION_FORMS`) ``slot``'s ``value`` may be written in, in a turn
-    written in ``lang``."""
-    return tuple(f for f in notation_forms(value, slot) if lang == "zh" or f not in _ZH_ONLY_FORMS)
+    written in ``lang``; relative ones against the scenario's reference date ``today``."""
+    forms = notation_forms(value, slot, today)
+    return tuple(f for f in forms if (f not in _NOT_ZH_FORMS if lang == "zh" else f not in _ZH_ONLY_FORMS))
 
 
 class WorldChoice(BaseModel):
@@ -295,11 +299,11 @@ def _spelling_sites(value: str, form: str) -> list[int]:
     return out
 
 
-def entity_variant(value: str, form: str, site: int = 0, slot: str = "") -> str | None:
+def entity_variant(value: str, form: str, site: int = 0, slot: str = "", today: date | None = None) -> str | None:
     """``value`` written in ``form`` (see :class:`EntityChoice`), or ``None`` when that form
-    does not change it or cannot apply."""
+    does not change it or cannot apply (a relative date: against ``today``)."""
     if form in NOTATION_FORMS:
-        return notation_variant(value, form, slot)
+        return notation_variant(value, form, slot, today)
     if form == "lower":
         out = value.lower()
     elif form == "upper":
@@ -789,6 +793,8 @@ class ChoiceSpace:
         """Writes model-written turns (``None``: no input model; a written choice renders as the
         template's turn)."""
         self.languages = project.bindings.declared_languages
+        self.today = reference_date(project.bindings.context)
+        """The date relative dates are said against (``None``: none is written)."""
         self.variants: list[Scenario] = [scenario]
         none: list[TemplateSource | None] = [None] * len(scenario.turns)
         self.sources: list[list[TemplateSource | None]] = [none]
@@ -832,7 +838,7 @@ class ChoiceSpace:
             value = str(raw)
             if not value or _value_pattern(value).search(text) is None:
                 continue
-            forms = (*entity_forms(slot, value), *value_forms(slot, value, lang))
+            forms = (*entity_forms(slot, value), *value_forms(slot, value, lang, self.today))
             if forms:
                 entities.append((slot, value, forms))
         switch_to = tuple(x for x in self.languages if x != lang and _switch_phrases(x))
@@ -924,8 +930,8 @@ class ChoiceSpace:
         protect = _protected(base, text)
         for e in c.entities:
             value = str(base.slots.get(e.slot, ""))
-            allowed = entity_forms(e.slot, value) + value_forms(e.slot, value, space.lang) if value else ()
-            variant = entity_variant(value, e.form, e.site, e.slot) if value and e.form in allowed else None
+            allowed = entity_forms(e.slot, value) + value_forms(e.slot, value, space.lang, self.today) if value else ()
+            variant = entity_variant(value, e.form, e.site, e.slot, self.today) if value and e.form in allowed else None
             if variant is None or _value_pattern(value).search(text) is None:
                 continue
             text = _replace_value(text, value, variant)

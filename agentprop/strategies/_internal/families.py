@@ -16,8 +16,9 @@ a correction writes the turn first with one digit of a value changed, then the t
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
+from typing import Any
 
 from agentprop._util.hanzi import to_traditional
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
@@ -31,6 +32,7 @@ __all__ = [
     "injection_texts",
     "notation_forms",
     "notation_variant",
+    "reference_date",
     "turn_role",
 ]
 
@@ -185,6 +187,8 @@ NOTATION_FORMS = (
     "date_slash_dmy",
     "date_slash_mdy",
     "date_zh",
+    "relative",
+    "relative_zh",
 )
 """An id keeps its characters (``O-1001`` is not written ``O 1001``: the tool is called with
 what the user wrote), so ids have no notation but letter case."""
@@ -242,13 +246,63 @@ def _is_quantity(value: str, slot: str) -> bool:
     return m is not None and (bool(m.group("cur")) or "," in value or _QUANTITY_WORDS.search(slot.lower()) is not None)
 
 
-def notation_variant(value: str, form: str, slot: str = "") -> str | None:
+_REFERENCE_KEYS = re.compile(r"today|current_date|as_of|now", re.I)
+_PERIOD_SLOT = re.compile(r"year|period|month|date|day|when", re.I)
+_MONTH_YEAR = re.compile(r"^([A-Za-z]+) (\d{4})$")
+
+
+def reference_date(context: Mapping[str, Any]) -> date | None:
+    """The date a scenario's relative dates are read against: a runtime-context value named
+    ``today``, ``current_date``, ``as_of`` or ``now`` holding an ISO date (``None``: relative
+    dates are not written)."""
+    for key, value in context.items():
+        if _REFERENCE_KEYS.search(str(key)) and isinstance(value, (str, date)):
+            try:
+                return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
+            except ValueError:
+                continue
+    return None
+
+
+def _relative(value: str, slot: str, today: date, zh: bool) -> str | None:
+    """``value`` said relative to ``today``: a day within a week of it, this or last month, this
+    or last year (a bare year or month only in a slot named for a period: 4242 is no year)."""
+    d = _parse_date(value)
+    if d is not None:
+        n = (d - today).days
+        en = {0: "today", -1: "yesterday", 1: "tomorrow"}
+        cn = {0: "今天", -1: "昨天", 1: "明天", -2: "前天", 2: "后天"}
+        if zh:
+            return cn.get(n) or (f"{-n}天前" if -7 <= n < 0 else f"{n}天后" if 0 < n <= 7 else None)
+        return en.get(n) or (f"{-n} days ago" if -7 <= n < 0 else f"in {n} days" if 0 < n <= 7 else None)
+    if not _PERIOD_SLOT.search(slot):
+        return None
+    if re.fullmatch(r"\d{4}", value):
+        years = {0: ("this year", "今年"), -1: ("last year", "去年")}.get(int(value) - today.year)
+        return years[1 if zh else 0] if years else None
+    m = _MONTH_YEAR.match(value)
+    if m is not None:
+        try:
+            month = datetime.strptime(m.group(1)[:3], "%b").month
+        except ValueError:
+            return None
+        back = (today.year - int(m.group(2))) * 12 + today.month - month
+        months = {0: ("this month", "这个月"), 1: ("last month", "上个月")}.get(back)
+        return months[1 if zh else 0] if months else None
+    return None
+
+
+def notation_variant(value: str, form: str, slot: str = "", today: date | None = None) -> str | None:
     """``value`` (of ``slot``) written in notation ``form``, or ``None`` when the form does not
     apply to it or does not change it. Every variant reads back as the same number, date or
-    id; thousands separators and ``k`` only for a quantity (never an id or a year)."""
+    id; thousands separators and ``k`` only for a quantity (never an id or a year); a relative
+    date (``yesterday``, ``last year``) only against a reference date ``today`` the scenario
+    fixes (:func:`reference_date`)."""
     out: str | None = None
     d = _parse_date(value)
-    if form.startswith("date_"):
+    if form in ("relative", "relative_zh"):
+        out = _relative(value, slot, today, form == "relative_zh") if today is not None else None
+    elif form.startswith("date_"):
         out = _date_form(d, form) if d is not None else None
     elif form in ("id_space", "id_joined"):
         m = _ID.match(value)
@@ -278,7 +332,7 @@ grounding reads ``2.4k`` as 2400 and every date notation written here,
 :func:`agentprop._judge.derive.grounded_dates`)."""
 
 
-def notation_forms(value: str, slot: str = "") -> tuple[str, ...]:
+def notation_forms(value: str, slot: str = "", today: date | None = None) -> tuple[str, ...]:
     """The notations exploration may write ``value`` of ``slot`` in (see
     :func:`notation_variant`; not the :data:`UNDEALT_NOTATIONS`)."""
-    return tuple(f for f in NOTATION_FORMS if f not in UNDEALT_NOTATIONS and notation_variant(value, f, slot) is not None)
+    return tuple(f for f in NOTATION_FORMS if f not in UNDEALT_NOTATIONS and notation_variant(value, f, slot, today) is not None)
