@@ -1,7 +1,8 @@
 """The structured ``respond`` output as a pydantic model built from the response contract.
 
 Required fields come from ``response_contract.required_json_fields``, their types from the
-``respond`` tool's input schema where it declares them; ``decision`` is a ``Literal`` of
+``respond`` tool's input schema where it declares them (read as the adapters read it,
+:mod:`agentprop._spec.python_types`); ``decision`` is a ``Literal`` of
 ``decision_enum``; optional fields may be present or absent. Extra fields are allowed (the
 contract lists what must be there, not everything that may).
 """
@@ -13,27 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from agentprop._spec.model import Spec, spec_memo
-
-
-def _python_type(schema: dict[str, Any] | None) -> Any:
-    if not schema:
-        return Any
-    if "enum" in schema and schema["enum"]:
-        return Literal[tuple(schema["enum"])]
-    kind = schema.get("type")
-    if kind == "string":
-        return str
-    if kind == "integer":
-        return int
-    if kind == "number":
-        return float
-    if kind == "boolean":
-        return bool
-    if kind == "array":
-        return list[_python_type(schema.get("items"))]  # type: ignore[misc]  # built at run time from the schema; mypy reads list[...] as a static type
-    if kind == "object":
-        return dict[str, Any]
-    return Any
+from agentprop._spec.python_types import model_name, python_type
 
 
 def _respond_schema(spec: Spec) -> dict[str, Any]:
@@ -47,16 +28,16 @@ def _build_model(spec: Spec) -> type[BaseModel]:
     contract = spec.response_contract
     props: dict[str, Any] = _respond_schema(spec).get("properties", {})
     fields: dict[str, Any] = {}
+    title = model_name(spec.spec_id, "response")
     for name in contract.required_json_fields:
-        annotation = _python_type(props.get(name))
+        annotation = python_type(props.get(name), model_name(title, name))
         if name == "decision":
             annotation = Literal[tuple(contract.decision_enum)]
         fields[name] = (annotation, Field(...))
     for name in contract.optional_json_fields:
         if name in fields:
             continue
-        fields[name] = (_python_type(props.get(name)) | None, Field(None))
-    title = "".join(p.capitalize() for p in spec.spec_id.split("_")) + "Response"
+        fields[name] = (python_type(props.get(name), model_name(title, name)) | None, Field(None))
     return create_model(title, __config__=ConfigDict(extra="allow"), **fields)
 
 

@@ -36,12 +36,13 @@ import inspect
 import json
 import keyword
 from collections.abc import Callable, Iterator, Mapping
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, Field
 
 from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec, Tool
+from agentprop._spec.python_types import model_name, python_type
 from agentprop._spec.response import respond_tool_schema
 from agentprop.errors import InvalidArgument, ToolError
 
@@ -79,56 +80,6 @@ def tool_error_text(error: ToolError) -> str:
     """A tool error as the text a model reads: ``KIND: message`` (the kind tells it whether
     retrying can help; the text is never valid JSON, so it cannot pass for an output)."""
     return f"{error.kind}: {error.message}"
-
-
-# ----------------------------------------------------------------- JSON Schema -> Python types
-
-
-def _model_name(*parts: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for part in parts for p in part.replace("-", "_").split("_") if p) or "Value"
-
-
-def python_type(schema: Mapping[str, Any] | None, name: str = "Value") -> Any:
-    """The Python type of a JSON Schema: ``Literal`` for enums, a pydantic model for an object
-    with properties (required ones required), ``list[...]`` for arrays, ``Any`` for what JSON
-    Schema leaves open."""
-    if not schema:
-        return Any
-    if schema.get("enum"):
-        return Literal[tuple(schema["enum"])]
-    if "const" in schema:
-        return Literal[schema["const"]]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        options = [python_type({**schema, "type": k}, name) for k in kind if k != "null"]
-        base = options[0] if len(options) == 1 else Any
-        return Optional[base] if "null" in kind else base  # noqa: UP045 (a type built at run time)
-    if kind == "string":
-        return str
-    if kind == "integer":
-        return int
-    if kind == "number":
-        return float
-    if kind == "boolean":
-        return bool
-    if kind == "array":
-        return list[python_type(schema.get("items"), name + "Item")]  # type: ignore[misc]  # built at run time from the schema; mypy reads list[...] as a static type
-    if kind == "object" or "properties" in schema:
-        props: Mapping[str, Any] = schema.get("properties") or {}
-        if not props:
-            return dict[str, Any]
-        required = set(schema.get("required") or [])
-        fields: dict[str, Any] = {}
-        for prop, sub in props.items():
-            annotation = python_type(sub, _model_name(name, prop))
-            desc = sub.get("description") if isinstance(sub, Mapping) else None
-            if prop in required:
-                fields[prop] = (annotation, Field(..., description=desc))
-            else:
-                fields[prop] = (Optional[annotation], Field(None, description=desc))  # noqa: UP045 (a type built at run time)
-        extra: Literal["forbid", "allow"] = "forbid" if schema.get("additionalProperties") is False else "allow"
-        return create_model(_model_name(name), __config__=ConfigDict(extra=extra), **fields)
-    return Any
 
 
 def _plain(value: Any) -> Any:
@@ -170,7 +121,7 @@ def typed_function(
             raise InvalidArgument(
                 f"tool {name}: property {prop!r} cannot be a Python parameter name; give the framework the tool's JSON Schema instead"
             )
-        annotation = python_type(sub, _model_name(name, prop))
+        annotation = python_type(sub, model_name(name, prop))
         desc = sub.get("description") if isinstance(sub, Mapping) else None
         if desc:
             annotation = Annotated[annotation, Field(description=desc)]
