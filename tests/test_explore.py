@@ -137,6 +137,7 @@ def test_dealt_families_cover_a_turn_before_any_repeats() -> None:
     assert len(set(first_round)) >= len(families) - 2  # draws that found nothing to do on a card aside
 
 
+@pytest.mark.slow
 def test_an_explored_failure_shrinks_to_its_trigger_in_the_scenarios_words() -> None:
     report = run(SUPPORTOPS, {"skip_auth_impatient": 0.5}, kinds=("explore",), profile="release")
     case = next(c for c in report.cases if c.verdict in ("FAIL", "UNSTABLE") and c.id.startswith("EXPLORE END_CANCELLED<-N7_CANCEL "))
@@ -172,6 +173,7 @@ def test_keep_only_resets_what_was_not_kept() -> None:
     assert keep_only(choices, []).plain
 
 
+@pytest.mark.slow
 def test_clean_reference_agents_pass_every_explored_case() -> None:
     tried: set[str] = set()
     for name, path in EXAMPLES.items():
