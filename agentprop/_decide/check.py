@@ -195,28 +195,14 @@ class _Outcome:
     """What a failing corpus replay meant (added to the raised violation)."""
 
 
-async def _check_outcome(
-    project: Project,
-    scenario: Scenario | str,
-    agent: Any,
-    *,
-    messages: Sequence[str] | None,
-    prop: Property | None,
-    mode: Mode | None,
-    tau: float | None,
-    runs: int | None,
-    max_runs: int | None,
-    settings: OracleSettings | AgentSettings | None,
-    memo: TrialMemo | None,
-    budget: Budget | None,
-    concurrency: int,
-    name: str | None,
-    seed: int | None,
-    session: Session,
-) -> _Outcome:
+async def _check_outcome(call: _CheckCall, session: Session) -> _Outcome:
+    project, scenario = call.project, call.scenario
+    assert isinstance(project, Project) and isinstance(scenario, Scenario | str)  # _decide sent the other calls elsewhere
+    agent, messages, prop = call.agent, call.messages, call.prop
+    memo, budget = call.memo, call.budget
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     rule: str | None = None
-    oracle, resolved = _resolved(settings, mode, tau, runs, max_runs, seed)
+    oracle, resolved = _resolved(call)
     if oracle is None:
         chosen = scenario_settings(project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit())
         oracle, rule = chosen.settings, chosen.rule
@@ -239,8 +225,8 @@ async def _check_outcome(
         settings=settings,
         memo=memo,
         budget=budget,
-        concurrency=concurrency,
-        name=name,
+        concurrency=call.concurrency,
+        name=call.name,
         seed=trial_seed,
     )
     if rule is not None:
@@ -271,34 +257,8 @@ async def acheck(
 ) -> CheckResult:
     """:func:`check` for async code: the same arguments and behaviour, but it returns the
     result instead of raising for a failed property."""
-    settings, (mode, tau, runs, max_runs, seed) = _fold_keywords("acheck", settings, mode, tau, runs, max_runs, seed)
-    session = current_session()
-    if not isinstance(project, Project):
-        plain = _PlainCall(project, scenario, agent, tools, judge)
-        return (await _plain_outcome(plain, mode, tau, runs, max_runs, settings, memo, budget, name, seed, session)).result
-    if tools is not None or judge is not None:
-        raise _spec_tier_keywords()
-    if isinstance(scenario, Sequence) and not isinstance(scenario, str):
-        raise _messages_as_scenario()
-    outcome = await _check_outcome(
-        project,
-        scenario,
-        agent,
-        messages=messages,
-        prop=prop,
-        mode=mode,
-        tau=tau,
-        runs=runs,
-        max_runs=max_runs,
-        settings=settings,
-        memo=memo,
-        budget=budget,
-        concurrency=concurrency,
-        name=name,
-        seed=seed,
-        session=session,
-    )
-    return outcome.result
+    call = _CheckCall.of("acheck", locals())
+    return (await _decide(call, current_session())).result
 
 
 def check(
@@ -342,12 +302,9 @@ def check(
     ``raise_on_failure=False`` to get the result instead). ``acheck`` is the same, awaited.
     """
     __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
-    settings, (mode, tau, runs, max_runs, seed) = _fold_keywords("check", settings, mode, tau, runs, max_runs, seed)
+    call = _CheckCall.of("check", locals())
     session = current_session()  # in the caller's context, so a fresh default session persists
-    if not isinstance(project, Project):
-        plain = _PlainCall(project, scenario, agent, tools, judge)
-        outcome = run_sync(_plain_outcome(plain, mode, tau, runs, max_runs, settings, memo, budget, name, seed, session))
-        return _raise_or_return(outcome, raise_on_failure)
+    return _raise_or_return(run_sync(_decide(call, session)), raise_on_failure)
     if tools is not None or judge is not None:
         raise _spec_tier_keywords()
     if isinstance(scenario, Sequence) and not isinstance(scenario, str):
@@ -375,12 +332,53 @@ def check(
     return _raise_or_return(outcome, raise_on_failure)
 
 
+@dataclass(frozen=True)
+class _CheckCall:
+    """One call of :func:`check` or :func:`acheck`, its deprecated keywords folded into ``settings``."""
+
+    project: Project | PlainAgent
+    scenario: Scenario | str | Sequence[str]
+    agent: Any
+    messages: Sequence[str] | None
+    prop: Property | None
+    mode: Mode | None
+    tau: float | None
+    runs: int | None
+    max_runs: int | None
+    settings: OracleSettings | AgentSettings | None
+    memo: TrialMemo | None
+    budget: Budget | None
+    concurrency: int
+    name: str | None
+    seed: int | None
+    tools: ToolFunctions | None
+    judge: Judge | None
+
+    @classmethod
+    def of(cls, where: str, given: dict[str, Any]) -> _CheckCall:
+        """The call from the caller's arguments (its ``locals()``); warns for deprecated keywords."""
+        settings, (mode, tau, runs, max_runs, seed) = _fold_keywords(where, given["settings"], *(given[k] for k in _SETTINGS_KEYWORDS), stacklevel=4)
+        folded = {"settings": settings, "mode": mode, "tau": tau, "runs": runs, "max_runs": max_runs, "seed": seed}
+        return cls(**{f.name: folded[f.name] if f.name in folded else given[f.name] for f in dataclasses.fields(cls)})
+
+
+async def _decide(call: _CheckCall, session: Session) -> _Outcome:
+    """The one decision of a ``check``/``acheck`` call: a plain agent's, or a spec's case's."""
+    if not isinstance(call.project, Project):
+        return await _plain_outcome(_PlainCall(call.project, call.scenario, call.agent, call.tools, call.judge), call, session)
+    if call.tools is not None or call.judge is not None:
+        raise _spec_tier_keywords()
+    if isinstance(call.scenario, Sequence) and not isinstance(call.scenario, str):
+        raise _messages_as_scenario()
+    return await _check_outcome(call, session)
+
+
 _SETTINGS_KEYWORDS = ("mode", "tau", "runs", "max_runs", "seed")
 """``check``'s keywords that are fields of :class:`agentprop.settings` (deprecated there)."""
 
 
 def _fold_keywords(
-    where: str, given: OracleSettings | AgentSettings | None, *values: Any
+    where: str, given: OracleSettings | AgentSettings | None, *values: Any, stacklevel: int = 3
 ) -> tuple[OracleSettings | AgentSettings | None, tuple[Any, ...]]:
     """``check(..., runs=3)`` is the deprecated spelling of ``check(..., settings=agentprop.settings(runs=3))``:
     warn, naming the settings fields, and fold the keywords into ``given`` (they win over it, as
@@ -393,7 +391,7 @@ def _fold_keywords(
         f"{where}({shown}) is deprecated: the {'field' if len(used) == 1 else 'fields'} {', '.join(used)} of agentprop.settings "
         f"go in settings=, e.g. {where}(..., settings=agentprop.settings({shown}))",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     if isinstance(given, OracleSettings):
         return given, values
@@ -469,11 +467,10 @@ class _PlainCall:
         self.agent, self.messages, self.prop, self.tools = agent, list(messages), prop, tools
 
 
-def _resolved(
-    given: OracleSettings | AgentSettings | None, mode: Mode | None, tau: float | None, runs: int | None, max_runs: int | None, seed: int | None
-) -> tuple[OracleSettings | None, Resolved]:
+def _resolved(call: _CheckCall) -> tuple[OracleSettings | None, Resolved]:
     """The settings of one check (:func:`agentprop._decide.settings.resolve`): an
     ``OracleSettings`` given whole replaces the oracle's; the seed is resolved either way."""
+    given, mode, tau, runs, max_runs, seed = call.settings, call.mode, call.tau, call.runs, call.max_runs, call.seed
     if isinstance(given, OracleSettings):
         if any(v is not None for v in (mode, tau, runs, max_runs)):
             raise InvalidArgument(
@@ -484,32 +481,20 @@ def _resolved(
     return None, resolve(given, mode=mode, tau=tau, runs=runs, max_runs=max_runs, seed=seed)
 
 
-async def _plain_outcome(
-    call: _PlainCall,
-    mode: Mode | None,
-    tau: float | None,
-    runs: int | None,
-    max_runs: int | None,
-    settings: OracleSettings | AgentSettings | None,
-    memo: TrialMemo | None,
-    budget: Budget | None,
-    name: str | None,
-    seed: int | None,
-    session: Session,
-) -> _Outcome:
-    oracle, resolved = _resolved(settings, mode, tau, runs, max_runs, seed)
+async def _plain_outcome(plain: _PlainCall, call: _CheckCall, session: Session) -> _Outcome:
+    oracle, resolved = _resolved(call)
     settings = oracle if oracle is not None else resolved.oracle()
     trial_seed = resolved.seed
-    run = plain_run(call.agent, call.tools)
-    chosen_budget = budget if budget is not None else session.budget
-    memo = memo if memo is not None else session.memo
-    label = name or (call.prop.name if isinstance(call.prop, Case) and call.prop.name else run.name)
-    context = PlainContext(run, call.messages, call.prop, settings, trial_seed, label, case_key(label, call.messages, call.prop))
+    run = plain_run(plain.agent, plain.tools)
+    chosen_budget = call.budget if call.budget is not None else session.budget
+    memo = call.memo if call.memo is not None else session.memo
+    label = call.name or (plain.prop.name if isinstance(plain.prop, Case) and plain.prop.name else run.name)
+    context = PlainContext(run, plain.messages, plain.prop, settings, trial_seed, label, case_key(label, plain.messages, plain.prop))
     with model_call_context(current_model_context().with_budget(chosen_budget)):
         replayed = await _replay_plain_corpus_first(session, context, memo, chosen_budget)
         if replayed is not None:
             return replayed
-        result = await decide_plain(run, call.messages, call.prop, settings, memo=memo, budget=chosen_budget, seed=trial_seed, name=label)
+        result = await decide_plain(run, plain.messages, plain.prop, settings, memo=memo, budget=chosen_budget, seed=trial_seed, name=label)
     session.record(current_test(), result)
     return _Outcome(result, context)
 
