@@ -22,9 +22,8 @@ Two columns of runs for the statistical shrinker, so nothing is hidden:
 Where the shrinker's evidence about the original comes from:
 
 * ``q known`` (the first row): the rate is given exactly (``Calibration`` of 100,000 runs at
-  ``p``, which the shrinker does not pay for). This is the setting in which DESIGN.md section
-  3 item 6 measured "32 runs, 99.5% exactly minimal" for one-at-a-time deletion with early
-  stopping, and so the setting of the "8 clauses, 2 needed, p = 0.5: <= 32 runs" target; the
+  ``p``, which the shrinker does not pay for). This is the setting in which one-at-a-time deletion with early
+  stopping costs 32 runs in expectation (6 / q removals plus 2 x 10 clean runs), and so the setting of the "8 clauses, 2 needed, p = 0.5: <= 32 runs" target; the
   ddmin baseline's fixed 10 runs per query is likewise the count that suits ``q = 0.5``.
 * ``q learned`` (every other row, unless it says otherwise): no evidence; ``shrink()`` runs
   the original until it fails once and learns ``q`` as it searches.
@@ -275,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         "'q given' rows count runs only); exact: the reproducer is exactly the needed set."
     )
     print(
-        "Targets are held against `runs`. runs<=32 is DESIGN.md 3.6's figure, simulated there "
+        "Targets are held against `runs`. runs<=32 is the cost of one-at-a-time deletion "
         "with the rate q known: the '(q known)' row is that setting. Every other row learns q "
         "as it goes. No shrinker that learns q can reach 32 at >=99% exactly minimal: "
         "`python benchmarks/shrink_bound.py` proves a floor of ~45 runs for that row."

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         f"8 clauses, 2 needed, p=0.5, ≥99% exactly minimal allows a miss rate of at most "
         f"~1/{int(1 / DELTAS[1])} per removable unit ({REMOVABLE} of them): even then a "
         f"shrinker that learns q needs ≥{totals[DELTAS[1]][0]:.0f} runs, so the target of 32 "
-        "is reachable only with q known, the setting DESIGN.md section 3 item 6 simulated."
+        "is reachable only with q known, the setting of one-at-a-time deletion's 32."
     )
     sys.stdout.flush()
     print(f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)

@@ -372,7 +372,7 @@ def test_rate_settles_only_with_plenty_of_evidence():
 
 def test_known_rate_removes_pairs_and_beats_one_at_a_time():
     # With q known, one-at-a-time deletion of 8 units with 2 needed costs 6/q + 2 * 10 = 32
-    # runs in expectation at q = 0.5 and miss_error = 1e-3 (DESIGN.md 3.6). Once q is settled
+    # runs in expectation at q = 0.5 and miss_error = 1e-3. Once q is settled
     # the search removes pairs first, so it must cost less and stay as exact (theory: 6
     # removable units each missed with probability ~(1/2)^10, so >= 99% exact; tolerance 3
     # points on 100 trials; the mean of 100 trials has a standard error below 1 run).

@@ -1,6 +1,6 @@
 """LLM paraphrase pools: rewrites written once by a model, validated, cached on disk by content.
 
-Design (DESIGN.md §3 item 2): strategies never ask a model for text at draw time. Instead
+Design: strategies never ask a model for text at draw time. Instead
 :func:`llm_paraphrases` asks the Messages API **once** for ``n`` candidate rewrites of a sentence,
 keeps the candidates that pass a screen, stores the resulting *pool* as a JSON file keyed by
 content, and hands the pool to :func:`~agentprop.strategies._internal.paraphrase.paraphrases`. A drawn

@@ -4,7 +4,7 @@ This module also holds the machinery the boundary and directional strategies sha
 the spec's expectation for an assignment of the condition variables (:func:`choose_branch`,
 :func:`walk`) and realising an assignment as a :class:`~agentprop._scenario.build.Scenario`.
 
-Invariants (DESIGN.md §3 item 2):
+Invariants:
 
 * **Expectations are computed, never written by hand.** The branch a node takes for an
   assignment is found by evaluating its ``when`` ASTs in order, first match wins. A variable
