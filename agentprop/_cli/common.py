@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -308,21 +309,24 @@ def check_report_outputs(args: argparse.Namespace) -> None:
     args.resolved_outputs = resolved
 
 
-def write_output(args: argparse.Namespace, name: str, text: str, what: str, out: TextIO) -> bool:
-    """Write ``text`` to the ``--NAME`` path (made absolute by :func:`check_report_outputs`).
+def write_output(args: argparse.Namespace, name: str, text: str | Callable[[], Iterable[str]], what: str, out: TextIO) -> bool:
+    """Write ``text`` (or the pieces ``text()`` yields, e.g. :meth:`RunReport.json_chunks`) to the
+    ``--NAME`` path (made absolute by :func:`check_report_outputs`).
     On a failure (a full or read-only disk) the text goes to a file in the temporary directory
     instead and the message says where; ``False`` then, so the command can exit 2."""
     typed = str(getattr(args, f"{name}_path"))
     path = getattr(args, "resolved_outputs", {}).get(name) or Path(typed).absolute()
+    pieces: Callable[[], Iterable[str]] = (lambda: (text,)) if isinstance(text, str) else text
     try:
-        path.write_text(text, encoding="utf-8")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.writelines(pieces())
         return True
     except OSError as exc:
         problem = exc.strerror or str(exc)
     fd, spare = tempfile.mkstemp(prefix=f"agentprop-{name}-", suffix={"json": ".json", "html": ".html", "junit": ".xml"}.get(name, ".md"))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.writelines(pieces())
     except OSError as exc:
         print(f"error: cannot write the {what} to {typed} ({problem}), nor to {spare} ({exc.strerror or exc}): it is lost", file=out)
         return False

@@ -340,7 +340,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     for u in unchecked_requirements(project.spec):
         print(f"note: not checked: {u.clause} (agentprop has no check for it; `agentprop lint` shows where)", file=out)
     if args.json_path:
-        if write_output(args, "json", report.to_json(), "JSON report", out):
+        if write_output(args, "json", report.json_chunks, "JSON report", out):
             print(f"report written to {args.json_path}", file=out)
         else:
             args.output_failed = True

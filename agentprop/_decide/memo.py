@@ -33,6 +33,7 @@ import json
 import sqlite3
 import threading
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any, Union
 
@@ -62,6 +63,11 @@ def trace_json(trace: Trace) -> str:
     """A trace as the memo stores it: JSON, with any value JSON cannot hold (an object a tool
     handler returned) written as its ``str``."""
     return trace.model_dump_json(fallback=str)
+
+
+def _pack(text: str) -> bytes:
+    """A run's JSON as the in-memory memo holds it (zlib's fastest level: a few times smaller)."""
+    return zlib.compress(text.encode(), 1)
 
 
 class RunClaim:
@@ -108,7 +114,8 @@ class TrialMemo:
     def __init__(self, path: str | Path | None = None, *, namespace: str = "") -> None:
         self.path = Path(path) if path is not None else None
         self.namespace = namespace
-        self._mem: dict[str, str] = {}
+        self._mem: dict[str, bytes] = {}
+        """The runs held in memory, compressed (a run of many thousand cases keeps every run)."""
         self._lock = threading.Lock()
         self._local = threading.local()
         self._flights: dict[str, asyncio.Future[bool]] = {}
@@ -228,7 +235,8 @@ class TrialMemo:
     def get(self, key: str) -> Trace | None:
         """The run stored under ``key`` (a fresh copy on every call), or ``None``."""
         with self._lock:
-            text = self._mem.get(key)
+            packed = self._mem.get(key)
+        text: str | bytes | None = zlib.decompress(packed) if packed is not None else None
         if text is None and self.path is not None:
             try:
                 row = self._con().execute("SELECT trace_json FROM runs WHERE key = ?", (key,)).fetchone()
@@ -237,7 +245,7 @@ class TrialMemo:
             if row is not None:
                 text = str(row[0])
                 with self._lock:
-                    self._mem[key] = text
+                    self._mem[key] = _pack(text)
         trace = None
         if text is not None:
             try:
@@ -264,7 +272,7 @@ class TrialMemo:
             return trace
         text = trace_json(trace)
         with self._lock:
-            self._mem[key] = text
+            self._mem[key] = _pack(text)
         if self.path is not None:
             try:
                 self._con().execute("INSERT OR REPLACE INTO runs (key, trace_json) VALUES (?, ?)", (key, text))

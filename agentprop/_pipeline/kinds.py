@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from agentprop._agents.loading import LoadedAgent
@@ -52,11 +54,54 @@ def _failures(result: CheckResult) -> list[FailureSummary]:
     ]
 
 
+PASSING_PER_RUN = 200
+"""Passing runs a run's report keeps in all (:func:`passing_quota`): a report of many thousand
+cases keeps every failing sample, and this many passing ones, the first decided."""
+
+
+class PassingQuota:
+    """How many more passing runs a report may keep (:data:`PASSING_PER_RUN` to start with)."""
+
+    def __init__(self, left: int | None = None) -> None:
+        self.cap = PASSING_PER_RUN if left is None else left
+        self.left = self.cap
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+_QUOTA: contextvars.ContextVar[PassingQuota | None] = contextvars.ContextVar("agentprop_passing_quota", default=None)
+
+
+@contextlib.contextmanager
+def passing_quota(quota: PassingQuota | None = None) -> Iterator[PassingQuota]:
+    """Cap the passing runs kept by :func:`run_traces` in this context (one report's cases)."""
+    quota = quota if quota is not None else PassingQuota()
+    token = _QUOTA.set(quota)
+    try:
+        yield quota
+    finally:
+        _QUOTA.reset(token)
+
+
+def passing_cap() -> int | None:
+    """The cap of the :func:`passing_quota` in force (``None``: none, every passing sample is kept)."""
+    quota = _QUOTA.get()
+    return quota.cap if quota is not None else None
+
+
 def run_traces(runs: list[SampledRun], *, side: str | None = None, world: dict[str, Any] | None = None) -> list[RunTrace]:
     """The kept runs of a decision as report traces (a negative failure turn counted from the
-    end, as the contracts allow, made absolute)."""
+    end, as the contracts allow, made absolute). Inside :func:`passing_quota`, a passing run is
+    kept only while the quota lasts (failing ones always are)."""
     out: list[RunTrace] = []
+    quota = _QUOTA.get()
     for run in runs:
+        if run.passed and quota is not None and not quota.take():
+            continue
         trace = Trace.model_validate_json(run.trace_json)
         turn = run.turn + len(trace.turns) if run.turn is not None and run.turn < 0 else run.turn
         out.append(
@@ -77,7 +122,10 @@ def run_traces(runs: list[SampledRun], *, side: str | None = None, world: dict[s
 
 
 def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckResult, details: dict[str, Any]) -> CaseReport:
+    """The report of a case decided by ``result``; its kept runs move into the report (the
+    result keeps none: a run of many cases holds each kept run once)."""
     traces = run_traces(result.sampled_runs)
+    result.sampled_runs = []
     return CaseReport(
         id=case_id,
         node=scenario.leaf,

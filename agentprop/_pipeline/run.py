@@ -43,7 +43,7 @@ from agentprop._pipeline.bugs import SHRINKABLE_KINDS, divergence_key, find_bugs
 from agentprop._pipeline.completeness import condition_coverage, untested
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH
 from agentprop._pipeline.explore import ExploredInput, LearnedWeights, exploration_lines, exploration_summary, explore_cases
-from agentprop._pipeline.kinds import SAFETY_CONTRACTS, Replay, case_from_check, decision_names, extra_cases
+from agentprop._pipeline.kinds import SAFETY_CONTRACTS, Replay, case_from_check, decision_names, extra_cases, passing_cap, passing_quota
 from agentprop._pipeline.probe import probe_cases, probe_property
 from agentprop._pipeline.report.model import (
     AgentInfo,
@@ -273,7 +273,7 @@ async def arun_cases(
     if project.turn_timeout_s != settings.turn_timeout_s:
         project = dataclasses.replace(project, turn_timeout_s=settings.turn_timeout_s)
     if not limited(budget) or explicit_settings(settings) is not None:
-        with record_scope(stage=settings.stage):
+        with record_scope(stage=settings.stage), passing_quota():
             return await _arun_cases(
                 project, agent, scenarios, settings, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, corpus=corpus
             )
@@ -283,7 +283,7 @@ async def arun_cases(
 
     async def look(stage: str, depth: int = 0) -> RunReport:
         first_look = dataclasses.replace(settings, stage=stage, depth=depth)
-        with record_scope(stage=stage if stage != "deepen" else f"deepen {depth}"):
+        with record_scope(stage=stage if stage != "deepen" else f"deepen {depth}"), passing_quota():
             return await _arun_cases(
                 project,
                 agent,
@@ -338,7 +338,7 @@ async def arun_cases(
                     latest = await look("deepen", depth)
                 if not held or budget.snapshot().runs == snap.runs:
                     break
-    with record_scope(stage=settings.stage):
+    with record_scope(stage=settings.stage), passing_quota():
         report = await _arun_cases(
             project,
             agent,
@@ -734,6 +734,7 @@ async def _arun_cases(
             failing_per_signature=FAILING_PER_SIGNATURE,
             failing_per_case=FAILING_PER_RESULT,
             passing_per_case=PASSING_PER_RESULT,
+            passing_per_run=passing_cap(),
         ),
     )
     report.profile = None if explicit is not None else profile.name

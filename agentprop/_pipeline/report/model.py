@@ -6,6 +6,7 @@ removing one bumps ``schema``. docs/report-schema.md documents every field.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, computed_field
@@ -348,6 +349,8 @@ class TraceSampling(BaseModel):
     failing_per_signature: int = 0
     failing_per_case: int = 0
     passing_per_case: int = 0
+    passing_per_run: int | None = None
+    """Passing runs kept in all (the first cases decided keep theirs); ``None``: no cap."""
 
 
 class PolicyClaimReport(BaseModel):
@@ -413,6 +416,25 @@ class RunReport(BaseModel):
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)
+
+    def json_chunks(self) -> Iterator[str]:
+        """:meth:`to_json` in pieces, one case at a time: joined, the same text; a report of many
+        thousand cases is never held as one string (nor as its serializer's buffer)."""
+        cases = self.cases
+        head, marker, tail = self.model_copy(update={"cases": []}).to_json().partition(_EMPTY_CASES)
+        if not cases or not marker:
+            yield self.to_json()
+            return
+        yield head + '\n  "cases": [\n'
+        last = len(cases) - 1
+        for i, case in enumerate(cases):
+            yield "    " + case.model_dump_json(by_alias=True, indent=2).replace("\n", "\n    ") + (",\n" if i < last else "\n")
+        yield "  ]," + tail
+
+
+_EMPTY_CASES = '\n  "cases": [],'
+"""How :meth:`RunReport.to_json` writes no cases (a newline inside a string is escaped: this
+only matches the report's own field)."""
 
 
 # --- snapshot checks (``agentprop snapshot check --json``) ----------------------------------

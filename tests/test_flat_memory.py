@@ -1,0 +1,92 @@
+"""What keeps a run of many cases flat in memory: the JSON report written a case at a time, a
+bounded number of passing traces per report, kept runs moved (not copied) into the case
+reports, and the in-memory memo compressed."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from agentprop._cli import main
+from agentprop._decide.memo import TrialMemo, trace_json
+from agentprop._decide.oracle import CheckResult, SampledRun
+from agentprop._pipeline import kinds
+from agentprop._pipeline.kinds import PassingQuota, case_from_check, passing_quota, run_traces
+from agentprop._pipeline.report.model import RunReport
+from agentprop._scenario.trace import Trace, Turn
+from benchmarks._support.synthetic_report import synthetic_report
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORTOPS = ROOT / "examples" / "supportops"
+
+
+def _trace(i: int) -> Trace:
+    return Trace(case_id="c", trial=i, turns=[Turn(index=0, user_message=f'message {i}\nwith a newline and "quotes"')])
+
+
+def test_the_json_report_in_pieces_is_the_same_text_as_whole() -> None:
+    report = synthetic_report(cases=40, runs=400, seed=3, traces_per_case=2)
+    assert any(c.traces for c in report.cases)
+    pieces = list(report.json_chunks())
+    assert len(pieces) == len(report.cases) + 2  # never one string of every case
+    assert "".join(pieces) == report.to_json()
+    empty = report.model_copy(update={"cases": []})
+    assert "".join(empty.json_chunks()) == empty.to_json()
+    RunReport.model_validate_json("".join(pieces))
+
+
+def test_a_report_keeps_passing_traces_up_to_its_quota_and_every_failing_one() -> None:
+    runs = [SampledRun(trial=i, passed=i % 3 != 0, signature=None if i % 3 else "x:y", trace_json=trace_json(_trace(i))) for i in range(12)]
+    with passing_quota(PassingQuota(3)) as quota:
+        kept = run_traces(runs)
+    assert [t.trial for t in kept] == [0, 1, 2, 3, 4, 6, 9] and quota.left == 0
+    assert len(run_traces(runs)) == 12  # outside a run's report: no cap
+
+
+def test_case_from_check_moves_the_kept_runs_into_the_case(tmp_path: Path) -> None:
+    from agentprop._agents.project import load_project
+
+    project = load_project(SUPPORTOPS)
+    scenario = project.scenarios()[0]
+    result = CheckResult(
+        verdict="PASS",
+        decided_by="fixed",
+        runs=1,
+        passes=1,
+        pass_rate=1.0,
+        interval=(0.0, 1.0),
+        interval_exact=(0.0, 1.0),
+        sampled_runs=[SampledRun(trial=0, passed=True, trace_json=trace_json(_trace(0)))],
+    )
+    case = case_from_check(scenario.id, "MFT", scenario, result, {})
+    assert [t.trial for t in case.traces] == [0] and result.sampled_runs == []
+
+
+def test_agentprop_run_keeps_at_most_the_quota_of_passing_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(kinds, "PASSING_PER_RUN", 4)
+    path = tmp_path / "report.json"
+    code = main(["run", str(SUPPORTOPS), "--kinds", "mft", "--fault", "skip_auth=0.5", "--json", str(path)], out=io.StringIO(), err=io.StringIO())
+    assert code == 1
+    data = json.loads(path.read_text())
+    traces = [t for c in data["cases"] for t in c["traces"]]
+    # a case decided again (a policy topped up) gives back nothing it took: at most the cap
+    assert 0 < sum(t["passed"] for t in traces) <= 4
+    failing_cases = [c for c in data["cases"] if c["verdict"] == "FAIL"]
+    assert failing_cases and all(any(not t["passed"] for t in c["traces"]) for c in failing_cases)
+    sampling = data["trace_sampling"]
+    assert sampling["kept"] == len(traces) and sampling["kept"] + sampling["omitted"] == data["metrics"]["runs"]
+    assert sampling["passing_per_run"] == 4
+
+
+def test_the_memo_holds_runs_compressed_and_gives_them_back_equal() -> None:
+    memo = TrialMemo()
+    trace = Trace(case_id="c", trial=1, turns=[Turn(index=0, user_message="hello " * 200)])
+    key = memo.key("input", "agent", 1)
+    memo.put(key, trace)
+    assert len(memo._mem[key]) < len(trace_json(trace)) / 4
+    again = memo.get(key)
+    assert again is not None and trace_json(again) == trace_json(trace)
