@@ -20,7 +20,8 @@ printed beside it). ``peak_rss_mb_10k_cases`` is the peak RSS of the smallest si
 so (nothing is extrapolated).
 
 The baseline: ``--against REF`` measures ``git archive REF`` (e.g. ``main``) at the same sizes in
-the same run, interleaved with this tree; without it, the sizes' own series is the comparison, and
+the same run, interleaved with this tree, and prints this tree over it per size (``ratios`` in
+the JSON); without it, the sizes' own series is the comparison, and
 the figures recorded for issue #31 before this work (the bundled example, not these specs) are
 printed as recorded, not measured.
 """
@@ -204,6 +205,20 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / den if den else None
 
 
+def ratios(mine: list[dict[str, Any]], base: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This tree over the baseline at each size (both measured in this run)."""
+    return [
+        {
+            "groups": m["groups"],
+            "cases": m["cases"],
+            "peak_rss": m["peak_rss_mb"] / b["peak_rss_mb"],
+            "wall": m["wall_s"] / b["wall_s"],
+            "cpu": m["cpu_s"] / b["cpu_s"],
+        }
+        for m, b in zip(mine, base, strict=True)
+    ]
+
+
 def checkout(ref: str, tmp: Path) -> Path:
     tree = tmp / f"tree-{ref}"
     tree.mkdir()
@@ -285,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         base = summary(rows[args.against])
         print_table(f"baseline: {args.against}, measured in this run", rows[args.against], base)
         out["baseline"] = {"ref": args.against, **base}
+        out["ratios"] = ratios(rows["this tree"], rows[args.against])
+        print(f"this tree over {args.against}, per size (peak RSS, wall, CPU):")
+        for r in out["ratios"]:
+            print(f"  {r['groups']:>3} group(s), {r['cases']:>6} cases: {r['peak_rss']:.2f}x, {r['wall']:.2f}x, {r['cpu']:.2f}x")
     else:
         print(f"baseline: the sizes' series above; {RECORDED}")
         out["baseline"] = {"recorded": RECORDED}
