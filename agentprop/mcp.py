@@ -8,6 +8,9 @@ Needs the official MCP SDK, 2.3 or later: ``pip install "agentprop[mcp]"``. See 
   runs it from the command line; :class:`HttpCaseServer` runs it on a thread for tests.
 - :class:`McpAgent`: base class of an agent that is an MCP client; agentprop runs each trial
   and serves that trial's world to it in-process (``agentprop run --agent module:MyMcpAgent``).
+- :class:`McpServedAgent`: base class of an agent whose own MCP client (a framework's, any
+  transport it opens) reaches a real MCP server agentprop starts for each trial (streamable
+  HTTP on loopback); every case kind, exploration, probes and shrinking apply.
 - :class:`McpConversation`: the client side of the turn protocol (the ``user_message`` prompt,
   ``respond``, tool errors as :class:`~agentprop.ToolError`).
 """
@@ -25,6 +28,7 @@ from agentprop._agents.mcp import (  # noqa: E402 (after the SDK check, so an un
     USER_MESSAGE_PROMPT,
     McpAgent,
     McpConversation,
+    McpServedAgent,
     McpSessionEnded,
     TrialBridge,
     build_server,
@@ -39,6 +43,7 @@ __all__ = [
     "HttpCaseServer",
     "McpAgent",
     "McpConversation",
+    "McpServedAgent",
     "McpSessionEnded",
     "ServedTrial",
     "TrialBridge",

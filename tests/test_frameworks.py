@@ -1,4 +1,5 @@
-"""The LangGraph and OpenAI Agents SDK adapters, each with its framework's defaults.
+"""The LangGraph and OpenAI Agents SDK adapters, each with its framework's defaults, and a
+framework's own MCP client driven through agentprop.mcp.McpServedAgent.
 
 End to end, each framework's SupportOps example (examples/supportops_langgraph,
 examples/supportops_openai_agents) runs through its own model client against a loopback
@@ -29,6 +30,8 @@ FRAMEWORKS = {
     "langgraph-prebuilt": ("langgraph", "examples.supportops_langgraph.agent:SupportOpsReact"),
     "langgraph-custom-graph": ("langgraph", "examples.supportops_langgraph.agent:SupportOpsGraph"),
     "openai-agents": ("agents", "examples.supportops_openai_agents.agent:SupportOpsAgentsSDK"),
+    # the SDK's own MCP client against a real MCP server (streamable HTTP) started per trial
+    "openai-agents-over-mcp": ("agents.mcp", "examples.supportops_openai_agents.agent:SupportOpsAgentsSDKOverMcp"),
 }
 
 

@@ -42,10 +42,14 @@ server for that trial's world. Serving a case to agents that connect on their ow
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hmac
 import json
 import random
+import secrets
+import socket
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -496,6 +500,136 @@ class McpAgent(ABC):
             raise exc
 
 
+class _TurnBridge(TrialBridge):
+    """The bridge of a served agent: the runtime hands each turn's message to the agent's code
+    directly, so every session of the trial's server acts on the open turn."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.current: TurnContext | None = None
+
+    @property
+    def read_a_message(self) -> bool:
+        return True
+
+    async def context_for_call(self) -> TurnContext | None:
+        if self.current is None or self.over:
+            return None
+        self._touched = True
+        return self.current
+
+    async def next_message(self) -> tuple[int, str] | None:
+        ctx = self.current
+        return None if ctx is None else (ctx.turn_index, ctx.user_message)
+
+    async def responded(self, ctx: TurnContext) -> bool:
+        return False
+
+
+class _TokenGuard:
+    """ASGI wrapper: only requests that carry the server's token (``?token=`` or a bearer
+    token) reach MCP; any local process can reach a loopback port."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app, self.token = app, token.encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            query = bytes(scope.get("query_string") or b"")
+            auth = next((v for k, v in scope.get("headers", []) if k == b"authorization"), b"")
+            presented = query.partition(b"token=")[2].split(b"&")[0] if b"token=" in query else auth[7:].strip()
+            if not hmac.compare_digest(presented, self.token):
+                body = b'{"error": "unauthorized: present the token of the URL agentprop gave the agent"}'
+                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def _quiet_server_class() -> type[Any]:
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        """A uvicorn server that leaves the process's signal handlers alone: many run at once,
+        one per trial, and each would otherwise restore another's handler on exit."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return QuietServer
+
+
+class McpServedAgent(ABC):
+    """Base class of an agent that reaches its world through a real MCP server: for each trial
+    agentprop serves that trial's world over streamable HTTP on loopback, and every turn hands
+    your code the user's message and the server's URL. Any MCP client works -- a framework's
+    (the OpenAI Agents SDK's ``MCPServerStreamableHttp``, langchain-mcp-adapters, PydanticAI's
+    ``MCPServerStreamableHTTP``) or the SDK's own ``Client(url)`` -- and it may open as many
+    sessions as it likes: they all act on the open turn of this trial. Write :meth:`mcp_turn`::
+
+        class MyAgent(McpServedAgent):
+            async def mcp_turn(self, message, url):
+                async with MCPServerStreamableHttp(params={"url": url}) as server:
+                    result = await Runner.run(Agent(..., mcp_servers=[server]), message)
+
+    The agent ends a turn with the server's ``respond`` tool, or returns text (said to the user).
+    ``self.ctx`` is the open turn's :class:`~agentprop.TurnContext` (its ``rng`` for a simulated
+    agent). The trial is recorded and decided like every other run, so such agents get every
+    case kind, exploration, probes and shrinking.
+    """
+
+    start_timeout_s: float = 10.0
+
+    @abstractmethod
+    async def mcp_turn(self, message: str, url: str) -> str | None:
+        """One turn: act through the MCP server at ``url`` (the token is in its query)."""
+
+    async def turn(self, message: str, ctx: TurnContext) -> None:
+        if getattr(self, "_served", None) is None:
+            await self._start(ctx)
+        bridge: _TurnBridge = self._served[0]
+        bridge.current, self.ctx = ctx, ctx
+        try:
+            said = await self.mcp_turn(message, self.url)
+        finally:
+            bridge.current = None
+        if said and said.strip() and not ctx.responded:
+            ctx.say(said)
+
+    async def _start(self, ctx: TurnContext) -> None:
+        import uvicorn
+
+        bridge = _TurnBridge()
+        token = secrets.token_urlsafe(18)
+        app = _TokenGuard(trial_server(ctx.spec, bridge, context=ctx.context).streamable_http_app(host="127.0.0.1"), token)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        server = _quiet_server_class()(uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on"))
+        task = asyncio.ensure_future(server.serve(sockets=[sock]))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.start_timeout_s
+        while not server.started and not task.done() and loop.time() < deadline:
+            await asyncio.sleep(0.005)
+        if not server.started:
+            server.should_exit = True
+            sock.close()
+            raise McpSessionEnded(f"agentprop's MCP server for this trial did not start within {self.start_timeout_s} s")
+        self._served = (bridge, server, task, sock)
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp?token={token}"
+
+    async def close_conversation(self) -> None:
+        served = getattr(self, "_served", None)
+        if served is None:
+            return
+        bridge, server, task, sock = served
+        await bridge.close()
+        server.should_exit = True
+        await asyncio.gather(task, return_exceptions=True)
+        sock.close()
+
+
 def _unwrap(exc: BaseException) -> BaseException:
     """The one exception inside (nested) exception groups of one exception each."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -508,6 +642,7 @@ __all__ = [
     "USER_MESSAGE_PROMPT",
     "McpAgent",
     "McpConversation",
+    "McpServedAgent",
     "McpSessionEnded",
     "TrialBridge",
     "UNREAD_CALL",

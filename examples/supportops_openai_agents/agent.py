@@ -10,19 +10,24 @@ with
 
     agentprop run examples/supportops --agent examples.supportops_openai_agents.agent:SupportOpsAgentsSDK --fault skip_auth=0.5
 
-With a real model, drop ``model=`` (the SDK's default model and client) and the player: the
+:class:`SupportOpsAgentsSDKOverMcp` is the same agent taking its tools from MCP instead: the
+SDK's own MCP client connects to a real server agentprop starts for each trial
+(:class:`agentprop.mcp.McpServedAgent`). With a real model, drop ``model=`` (the SDK's default model and client) and the player: the
 test is the same.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from agents import Agent, OpenAIResponsesModel, set_tracing_disabled
+from agents import Agent, OpenAIResponsesModel, Runner, set_tracing_disabled
+from agents.mcp import MCPServerStreamableHttp
 from openai import AsyncOpenAI
 
 from agentprop import TurnContext, load_agent
-from agentprop.adapters.openai_agents import OpenAIAgentsAgent, function_tools
+from agentprop.adapters.openai_agents import DEFAULT_MAX_TURNS, OpenAIAgentsAgent, function_tools
+from agentprop.mcp import McpServedAgent
 from agentprop.spec import load_spec
 from agentprop.testing.played import PlayedOpenAI
 
@@ -49,3 +54,26 @@ class SupportOpsAgentsSDK(OpenAIAgentsAgent):
     async def turn(self, message: str, ctx: TurnContext) -> None:
         self.player.begin(ctx)
         await super().turn(message, ctx)
+
+
+class SupportOpsAgentsSDKOverMcp(McpServedAgent):
+    """The same agent with its tools from MCP: the SDK's own MCP client
+    (``MCPServerStreamableHttp``) connects each turn to the server agentprop starts for the
+    trial, and the SDK lists and calls the spec's tools (and ``respond``) there."""
+
+    FAULTS = Reference.FAULTS
+
+    def __init__(self, faults: dict[str, float] | None = None) -> None:
+        self.player = PLAYED.player(Reference(faults), spec=SPEC)
+        client = AsyncOpenAI(base_url=PLAYED.base_url, api_key="played", max_retries=0, http_client=PLAYED.http_client())
+        self.model = OpenAIResponsesModel(model=self.player.model, openai_client=client)
+        self.items: list[Any] = []
+
+    async def mcp_turn(self, message: str, url: str) -> None:
+        self.player.begin(self.ctx)
+        async with MCPServerStreamableHttp(params={"url": url}, cache_tools_list=True) as server:
+            agent = Agent(name="supportops", instructions=PROMPT, model=self.model, mcp_servers=[server])
+            result = await Runner.run(agent, [*self.items, {"role": "user", "content": message}], max_turns=DEFAULT_MAX_TURNS)
+        self.items = result.to_input_list()
+        usage = result.context_wrapper.usage
+        self.ctx.add_usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, model_calls=usage.requests)
