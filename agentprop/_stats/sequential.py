@@ -1,76 +1,12 @@
 """Sequential tests: decide whether an agent's pass rate is good enough, run by run.
 
-An LLM agent is noisy, so one run proves little and a fixed batch of runs is expensive. A
-*sequential* test looks at the outcomes one at a time and stops as soon as they are
-convincing. Each test here is a small object with the same life cycle::
-
-    test = SPRT()                        # H0: pass rate >= 0.95, H1: pass rate <= 0.80
-    while not test.done:
-        test.update(run_agent_once())    # True = the run passed the check
-    test.decision                        # Decision.ACCEPT / REJECT / INCONCLUSIVE
-
-``update`` returns the decision on the run that made it and ``None`` before. Every test keeps
-``n`` (runs seen), ``successes``, ``failures``, ``decision`` and ``done``, can report the
-observed rate with intervals (``estimate()``), and can compute *exactly*, before any run, how
-it behaves for a given true pass rate ``p`` (``analyse(p)``: expected number of runs and the
-probabilities of each decision). All three tests decide from the counts ``(successes,
-failures)`` alone, so ``analyse`` walks the lattice of those counts run by run, carrying the
-probability of every still-undecided state (dynamic programming); nothing is simulated.
-
-The three tests
----------------
-
-**SPRT** (Wald's sequential probability ratio test). Two hypotheses about the true pass rate
-``p``: H0 "good", ``p >= p0``, and H1 "bad", ``p <= p1``, with ``p1 < p0``. Rates between the
-two form the *indifference zone*: for a borderline agent either answer is acceptable. After each
-run the test updates the log likelihood ratio
-
-    log_lr = successes * log(p1 / p0) + failures * log((1 - p1) / (1 - p0)),
-
-how much better the "bad" rate explains the runs than the "good" rate. A pass moves it down a
-little, a failure moves it up a lot. The test REJECTs (pass rate too low) once
-``log_lr >= log((1 - beta) / alpha)`` and ACCEPTs once ``log_lr <= log(beta / (1 - alpha))``.
-``alpha`` bounds the chance of rejecting an agent whose rate is ``p0`` (a false fail), ``beta``
-the chance of accepting one whose rate is ``p1`` (a false pass). Wald's bounds are
-approximate because ``log_lr`` jumps past a boundary instead of landing on it; the real error
-rates are at most ``alpha / (1 - beta)`` and ``beta / (1 - alpha)`` and usually below
-``alpha`` and ``beta``. ``analyse`` gives the exact values.
-
-For a tolerated pass rate ``tau`` the default zone halves and doubles the tolerated *failure*
-rate: ``p0 = 1 - (1 - tau) / 2`` and ``p1 = 1 - 2 (1 - tau)``. For ``tau = 0.9`` that is 0.95
-vs 0.80, and with ``alpha = beta = 0.05`` the expected number of runs is about 18 at
-``p = 1.0``, 31 at 0.95, 44 at 0.90, 23 at 0.80, 12 at 0.70 and 6 at 0.50, against 50 for a
-fixed-size test with the same error rates. A ratio scale suits pass rates near 1 (an additive
-zone ``tau +- 0.05`` would be meaningless at ``tau = 0.99``). Pass ``delta`` for the additive
-zone ``tau +- delta``, or ``p0`` and ``p1`` directly.
-
-Unlike repeatedly peeking at a fixed-size confidence interval (which inflates the false-fail
-rate with every look), the SPRT's error rates already account for looking after every run.
-
-*Truncation.* With ``max_runs`` the test stops there even if no boundary was crossed, and the
-decision is ``INCONCLUSIVE``. We do not force a verdict by the nearer boundary: a run budget
-that ends inside the continuation region means the runs do not separate "good" from "bad",
-which mostly happens when the true rate is inside the indifference zone, i.e. the agent is
-borderline (the oracle reports that as UNSTABLE). A forced verdict would raise the error rates
-above ``alpha`` and ``beta`` by an amount that depends on the budget and would hide that the
-budget was too small. ``analyse(p).inconclusive_probability`` says how often it happens.
-
-**ZeroFailureCertification.** The classical "success run" demonstration: to show with
-confidence ``c`` that the pass rate is at least ``target``, require ``n`` consecutive passes
-where ``target ** n <= 1 - c`` (an agent whose rate were only ``target`` would produce ``n``
-clean runs with probability at most ``1 - c``). That is 29 runs for 0.90, 59 for 0.95 and 299
-for 0.99 at 95% confidence. The first failure ends the test with REJECT, which means "not
-certified" rather than "proved bad".
-
-**FixedN.** The usual batch: run exactly ``n`` times, then ACCEPT if the pass rate is at least
-``threshold``. It is the baseline the sequential tests are measured against.
-``FixedN.design(p0, p1, alpha, beta)`` finds the smallest batch with the same error
-guarantees as an SPRT (for 0.95 vs 0.80 at 5%/5%: 50 runs, accept from 45 passes).
-
-**Screen.** A cheap first look in front of any of these: ``depth`` clean runs ACCEPT (a
-screen, not a certification: ``depth`` clean runs bound the pass rate only loosely); the first
-failure hands the counts to the inner test, which then decides as it would have (a failure is
-confirmed, never waved through by the screen).
+:class:`SPRT`, :class:`ZeroFailureCertification`, :class:`FixedN` and :class:`Screen` share one
+life cycle: ``update(passed)`` until ``done``, then ``decision`` (ACCEPT, REJECT or
+INCONCLUSIVE when ``max_runs`` ends inside the continuation region: no verdict is forced).
+Each decides from the counts ``(successes, failures)`` alone, so ``analyse(p)`` computes
+exactly, before any run, the expected runs and the probability of each decision at a true
+pass rate ``p``. The tests, their error bounds and their costs: docs/architecture.md,
+"Sequential tests".
 """
 
 from __future__ import annotations
