@@ -92,3 +92,18 @@ def test_under_a_budget_probe_and_dir_cases_are_deepened_before_cheap_mft_ones()
     assert len(runs["PROBE"]) == 26 and len(runs["DIR"]) == 18
     assert runs["PROBE"][0] == 2 and runs["DIR"][0] >= 3, runs  # a DIR side is cut at most
     assert runs["MFT"][0] == 1, runs  # cheap cases wait
+
+
+def test_the_runs_left_under_a_dollar_or_token_limit_are_estimated_from_the_runs_so_far() -> None:
+    from agentprop._modelapi.budget import ModelPrice
+
+    budget = Budget(max_usd=1.0, prices={"m": ModelPrice(1.0, 1.0)})
+    assert runs_left(budget.snapshot()) is None  # nothing spent yet: nothing to estimate from
+    for _ in range(2):
+        budget.start_run()
+        budget.charge("m", 62_500, 62_500)  # $0.125 a run
+    assert runs_left(budget.snapshot()) == 6  # $0.75 left at $0.125 a run
+    tokens = Budget(max_tokens=1000, max_runs=50)
+    tokens.start_run()
+    tokens.charge("m", 100, 100)
+    assert runs_left(tokens.snapshot()) == 4  # the tighter of 49 runs and 800 tokens at 200 a run
