@@ -18,8 +18,8 @@ import pytest
 from agentprop._shrink import (
     Calibration,
     Outcome,
+    QueryVerdict,
     Unit,
-    Verdict,
     shrink,
     verify,
     wilson_interval,
@@ -141,7 +141,7 @@ def test_deterministic_failure_shrinks_to_the_needed_set_cheaply():
     assert result.minimal
     # A failure that always happens makes every reproducing query cost one run.
     ran = [r for r in result.log if r.source == "ran"]
-    assert all(r.runs == 1 for r in ran if r.verdict is Verdict.REPRODUCES)
+    assert all(r.runs == 1 for r in ran if r.verdict is QueryVerdict.REPRODUCES)
 
 
 # --- the budget and anytime behaviour -----------------------------------------------------------
@@ -385,7 +385,7 @@ def test_known_rate_removes_pairs_and_beats_one_at_a_time():
         result = shrink(flat(8), oracle, build=kept_values, budget=500, calibration=known)
         runs += result.runs
         hits += result.reproducer == needed
-        with_pairs += any(len(r.removed) == 2 and r.verdict is Verdict.REPRODUCES for r in result.log)
+        with_pairs += any(len(r.removed) == 2 and r.verdict is QueryVerdict.REPRODUCES for r in result.log)
         assert result.runs == len(oracle.calls)
     assert hits >= 96
     assert runs / 100 < 32

@@ -15,9 +15,9 @@ from __future__ import annotations
 from agentprop._shrink.query import (
     Outcome,
     QueryRecord,
-    RateEstimate,
+    QueryVerdict,
     RatePosterior,
-    Verdict,
+    ReproductionRate,
     wilson_interval,
 )
 from agentprop._shrink.search import (
@@ -35,12 +35,12 @@ __all__ = [
     "Calibration",
     "Outcome",
     "QueryRecord",
-    "RateEstimate",
+    "ReproductionRate",
     "RatePosterior",
     "ShrinkResult",
     "Unit",
     "UnitIndex",
-    "Verdict",
+    "QueryVerdict",
     "Verification",
     "runs_to_see",
     "shrink",

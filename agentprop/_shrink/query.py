@@ -59,9 +59,9 @@ __all__ = [
     "Outcome",
     "QueryEngine",
     "QueryRecord",
-    "RateEstimate",
+    "ReproductionRate",
     "RatePosterior",
-    "Verdict",
+    "QueryVerdict",
     "wilson_interval",
 ]
 
@@ -100,7 +100,7 @@ class Outcome:
         return cls(True, signature, judge_calls=judge_calls)
 
 
-class Verdict(str, Enum):
+class QueryVerdict(str, Enum):
     """The answer to one query."""
 
     REPRODUCES = "reproduces"
@@ -126,7 +126,7 @@ def wilson_interval(failures: int, runs: int, z: float = 1.959963984540054) -> t
 
 
 @dataclass(frozen=True)
-class RateEstimate:
+class ReproductionRate:
     """Matching failures out of runs, with the point estimate and a 95% Wilson interval."""
 
     failures: int
@@ -208,7 +208,7 @@ class QueryRecord:
     runs: int
     failures: int
     other_failures: int
-    verdict: Verdict
+    verdict: QueryVerdict
     source: str
     total_runs: int
     clean_evidence: int = 0
@@ -220,7 +220,7 @@ class _Entry:
     runs: int = 0
     failures: int = 0
     other: int = 0
-    verdict: Verdict | None = None
+    verdict: QueryVerdict | None = None
 
 
 Oracle = Callable[[int, int], Outcome]
@@ -264,7 +264,7 @@ class QueryEngine:
         reproduce."""
         failures = runs = 0
         for mask, entry in self._ledger.items():
-            if mask == self._original or entry.verdict is Verdict.REPRODUCES:
+            if mask == self._original or entry.verdict is QueryVerdict.REPRODUCES:
                 failures += entry.failures
                 runs += entry.runs
         return failures, runs
@@ -336,28 +336,28 @@ class QueryEngine:
         found = self._ledger.get(mask)
         return found.failures if found is not None else 0
 
-    def verdict_of(self, mask: int) -> Verdict | None:
+    def verdict_of(self, mask: int) -> QueryVerdict | None:
         found = self._ledger.get(mask)
         return found.verdict if found is not None else None
 
     def _mark_live(self, mask: int) -> None:
         """``mask`` reproduces; under monotonicity so does everything containing it (clean
         streaks on those were misses, and now join the rate pool)."""
-        self.entry(mask).verdict = Verdict.REPRODUCES
+        self.entry(mask).verdict = QueryVerdict.REPRODUCES
         if not self.monotone:
             return
         for other_mask, other in self._ledger.items():
             if other_mask & mask == mask:
-                other.verdict = Verdict.REPRODUCES
+                other.verdict = QueryVerdict.REPRODUCES
 
-    def _implied(self, mask: int) -> Verdict | None:
+    def _implied(self, mask: int) -> QueryVerdict | None:
         if not self.monotone:
             return None
         for other_mask, other in self._ledger.items():
-            if other.verdict is Verdict.REPRODUCES and other_mask & mask == other_mask:
-                return Verdict.REPRODUCES
-            if other.verdict is Verdict.DOES_NOT_REPRODUCE and other_mask & mask == mask:
-                return Verdict.DOES_NOT_REPRODUCE
+            if other.verdict is QueryVerdict.REPRODUCES and other_mask & mask == other_mask:
+                return QueryVerdict.REPRODUCES
+            if other.verdict is QueryVerdict.DOES_NOT_REPRODUCE and other_mask & mask == mask:
+                return QueryVerdict.DOES_NOT_REPRODUCE
         return None
 
     def clean_evidence(self, mask: int) -> int:
@@ -371,7 +371,7 @@ class QueryEngine:
             return self.runs_of(mask)
         total = 0
         for other_mask, other in self._ledger.items():
-            if other_mask & mask == mask and other.failures == 0 and other.verdict is not Verdict.REPRODUCES:
+            if other_mask & mask == mask and other.failures == 0 and other.verdict is not QueryVerdict.REPRODUCES:
                 total += other.runs
         return total
 
@@ -414,7 +414,7 @@ class QueryEngine:
         while entry.runs < max_runs and (entry.failures < min_failures or entry.runs < min_runs):
             if self._run_once(mask) is None:
                 break
-        verdict = Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED
+        verdict = QueryVerdict.REPRODUCES if entry.failures else QueryVerdict.UNDECIDED
         self._record("calibration", None, (), mask, entry.runs - runs0, entry.failures - failures0, entry.other - other0, verdict, "calibration")
         if entry.failures:
             self._mark_live(mask)
@@ -426,7 +426,7 @@ class QueryEngine:
         entry = self.entry(mask)
         entry.runs += runs
         entry.failures += failures
-        verdict = Verdict.REPRODUCES if entry.failures else Verdict.UNDECIDED
+        verdict = QueryVerdict.REPRODUCES if entry.failures else QueryVerdict.UNDECIDED
         self._record("calibration", None, (), mask, 0, 0, 0, verdict, "given")
         if entry.failures:
             self._mark_live(mask)
@@ -440,7 +440,7 @@ class QueryEngine:
         runs: int,
         failures: int,
         other: int,
-        verdict: Verdict,
+        verdict: QueryVerdict,
         source: str,
         clean_evidence: int = 0,
         runs_needed: int = 0,
@@ -471,7 +471,7 @@ class QueryEngine:
         phase: str = "search",
         depth: int | None = None,
         removed: tuple[str, ...] = (),
-    ) -> Verdict:
+    ) -> QueryVerdict:
         """Does ``mask`` still fail with the calibrated signature?
 
         ``look=k`` (specific signature only) stops once there are ``look_cap(k)`` clean runs
@@ -485,7 +485,7 @@ class QueryEngine:
             return entry.verdict
         implied = self._implied(mask)
         if implied is not None:
-            if implied is Verdict.REPRODUCES:
+            if implied is QueryVerdict.REPRODUCES:
                 self._mark_live(mask)
             else:
                 self.entry(mask).verdict = implied
@@ -503,7 +503,7 @@ class QueryEngine:
         phase: str,
         depth: int | None,
         removed: tuple[str, ...],
-    ) -> Verdict:
+    ) -> QueryVerdict:
         need = self.runs_needed()
         evidence = self._clean_evidence(mask)
         target = need if look is None else min(need, self.look_cap(look))
@@ -520,15 +520,15 @@ class QueryEngine:
         spent = entry.runs - runs0
         if reproduced:
             self._mark_live(mask)
-            verdict = Verdict.REPRODUCES
+            verdict = QueryVerdict.REPRODUCES
         elif evidence >= need:
-            entry.verdict = verdict = Verdict.DOES_NOT_REPRODUCE
+            entry.verdict = verdict = QueryVerdict.DOES_NOT_REPRODUCE
         else:
-            verdict = Verdict.UNDECIDED
+            verdict = QueryVerdict.UNDECIDED
         if spent:
             source = "ran"
         else:
-            source = "deferred" if verdict is Verdict.UNDECIDED else "inferred"
+            source = "deferred" if verdict is QueryVerdict.UNDECIDED else "inferred"
         self._record(
             phase, depth, removed, mask, spent, int(reproduced), entry.other - other0, verdict, source, clean_evidence=evidence, runs_needed=need
         )
@@ -548,7 +548,7 @@ class QueryEngine:
         expected = max(lower / drift0, upper / drift1)
         return llr_fail, llr_pass, upper, lower, max(20, math.ceil(4.0 * expected))
 
-    def _ask_sprt(self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]) -> Verdict:
+    def _ask_sprt(self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]) -> QueryVerdict:
         llr_fail, llr_pass, upper, lower, truncation = self.sprt_plan()
         entry = self.entry(mask)
         runs0, failures0, other0 = entry.runs, entry.failures, entry.other
@@ -562,11 +562,11 @@ class QueryEngine:
         value = llr()
         if value >= upper:
             self._mark_live(mask)
-            verdict = Verdict.REPRODUCES
+            verdict = QueryVerdict.REPRODUCES
         elif value <= lower or entry.runs >= truncation:
-            entry.verdict = verdict = Verdict.DOES_NOT_REPRODUCE
+            entry.verdict = verdict = QueryVerdict.DOES_NOT_REPRODUCE
         else:
-            verdict = Verdict.UNDECIDED
+            verdict = QueryVerdict.UNDECIDED
         spent = entry.runs - runs0
         self._record(
             phase,

@@ -51,7 +51,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from agentprop._shrink.query import Outcome, QueryEngine, QueryRecord, RateEstimate, Verdict
+from agentprop._shrink.query import Outcome, QueryEngine, QueryRecord, QueryVerdict, ReproductionRate
 from agentprop.errors import InvalidArgument
 
 __all__ = [
@@ -222,7 +222,7 @@ class ShrinkResult(Generic[C]):
     budget_exhausted: bool
     minimal: bool
     stop_reason: str
-    original_rate: RateEstimate
+    original_rate: ReproductionRate
     pooled_rate: float
     pooled_rate_interval: tuple[float, float]
     other_signatures: dict[Hashable, int]
@@ -231,7 +231,7 @@ class ShrinkResult(Generic[C]):
     reproducer_trials_used: int
     original_trials_used: int
     judge_calls: int = 0
-    reproducer_rate: RateEstimate | None = None
+    reproducer_rate: ReproductionRate | None = None
     """The confirmed reproducer's own evidence (failures with the signature in its runs):
     what a further search starting from it can take as its calibration."""
     single_removals: tuple[tuple[str, int, int], ...] = ()
@@ -301,7 +301,7 @@ class _Search(Generic[T]):
     current: int
     removed_any: bool = False
 
-    def try_remove(self, nodes: Sequence[_Node], *, look: int | None, phase: str) -> Verdict:
+    def try_remove(self, nodes: Sequence[_Node], *, look: int | None, phase: str) -> QueryVerdict:
         removed = 0
         for node in nodes:
             removed |= node.mask
@@ -313,7 +313,7 @@ class _Search(Generic[T]):
             depth=nodes[0].depth,
             removed=tuple(n.label for n in nodes),
         )
-        if verdict is Verdict.REPRODUCES:
+        if verdict is QueryVerdict.REPRODUCES:
             self.current = candidate
             self.removed_any = True
         return verdict
@@ -327,7 +327,7 @@ class _Search(Generic[T]):
             i = 0
             while i + 1 < len(nodes) and not self.engine.exhausted:
                 chunk = nodes[i : i + size]
-                if self.try_remove(chunk, look=0, phase="explore") is Verdict.REPRODUCES:
+                if self.try_remove(chunk, look=0, phase="explore") is QueryVerdict.REPRODUCES:
                     nodes = self.index.removable(depth, self.current)
                 else:
                     i += size
@@ -343,10 +343,10 @@ class _Search(Generic[T]):
             if self.engine.exhausted:
                 return False
             verdict = self.try_remove([nodes[i]], look=look, phase=phase)
-            if verdict is Verdict.REPRODUCES:
+            if verdict is QueryVerdict.REPRODUCES:
                 nodes = self.index.removable(depth, self.current)
                 continue
-            all_decided = all_decided and verdict is Verdict.DOES_NOT_REPRODUCE
+            all_decided = all_decided and verdict is QueryVerdict.DOES_NOT_REPRODUCE
             i += 1
         return all_decided
 
@@ -468,7 +468,7 @@ def shrink(
     full = index.full_mask
     if calibration is not None:
         engine.seed(full, runs=calibration.runs, failures=calibration.failures)
-    if engine.verdict_of(full) is not Verdict.REPRODUCES:
+    if engine.verdict_of(full) is not QueryVerdict.REPRODUCES:
         noisy = background_rate > 0.0
         engine.calibrate(
             full,
@@ -477,8 +477,8 @@ def shrink(
             max_runs=engine.runs_of(full) + max_calibration_runs,
         )
     search = _Search(index=index, engine=engine, small_level=small_level, current=full)
-    original_rate = RateEstimate(engine.failures_of(full), engine.runs_of(full))
-    if engine.verdict_of(full) is not Verdict.REPRODUCES:
+    original_rate = ReproductionRate(engine.failures_of(full), engine.runs_of(full))
+    if engine.verdict_of(full) is not QueryVerdict.REPRODUCES:
         minimal = False
         reason = (
             f"the original input did not fail with the signature in {original_rate.runs} runs, "
@@ -525,7 +525,7 @@ def shrink(
         original_leaves=full.bit_count(),
         reproducer_trials_used=engine.runs_of(search.current),
         original_trials_used=engine.runs_of(full),
-        reproducer_rate=RateEstimate(engine.failures_of(search.current), engine.runs_of(search.current)),
+        reproducer_rate=ReproductionRate(engine.failures_of(search.current), engine.runs_of(search.current)),
         single_removals=_single_removals(index, engine, search.current) if minimal else (),
         miss_error=miss_error,
     )
@@ -551,8 +551,8 @@ class Verification:
     """Fresh-run reproduction rates of the reproducer and of the original, side by side
     (each with its 95% Wilson interval)."""
 
-    reproducer: RateEstimate
-    original: RateEstimate
+    reproducer: ReproductionRate
+    original: ReproductionRate
     signature: Hashable
     first_trial: int
     refused: int = 0
@@ -588,7 +588,7 @@ def verify(
         wanted = max(runs, min(max_runs if max_runs is not None else runs, runs_to_see(see_rate)))
     refused = 0
 
-    def rate(candidate: C, least: int, most: int) -> RateEstimate:
+    def rate(candidate: C, least: int, most: int) -> ReproductionRate:
         nonlocal refused
         failures = made = 0
         while made < least or (failures == 0 and made < most):
@@ -599,7 +599,7 @@ def verify(
             made += 1
             if outcome.failed and outcome.signature == result.signature:
                 failures += 1
-        return RateEstimate(failures, made)
+        return ReproductionRate(failures, made)
 
     original = rate(result.original, runs, runs) if rerun_original else result.original_rate
     return Verification(rate(result.reproducer, runs, wanted), original, result.signature, first, refused)
