@@ -91,22 +91,25 @@ def check_snapshot(
             )
         )
     else:
-        result = _check_spec_snapshot(
-            project,
-            scenario if isinstance(scenario, str | Scenario) else _not_a_scenario(scenario),
-            agent,
-            name=name,
-            directory=directory,
-            runs=runs,
-            alpha=alpha,
-            update=update,
-            reason=reason,
-            allow_ci=allow_ci,
-            ignore=ignore,
-            budget=budget,
-            seed=resolve(settings).seed,
-            messages=messages,
-            judges=judges,
+        sc = project.scenario(scenario) if isinstance(scenario, str) else scenario if isinstance(scenario, Scenario) else _not_a_scenario(scenario)
+        result = run_sync(
+            acheck_snapshot(
+                project,
+                sc,
+                agent,
+                store=SnapshotStore(directory if directory is not None else default_snapshot_dir(project)),
+                name=name,
+                runs=runs,
+                alpha=alpha,
+                update=update,
+                reason=reason,
+                allow_ci=allow_ci,
+                ignore=ignore,
+                budget=budget,
+                seed=resolve(settings).seed,
+                messages=messages,
+                judges=judges,
+            )
         )
     if raise_on_failure and not result.passed:
         raise AgentPropertyViolation(result)
@@ -115,44 +118,3 @@ def check_snapshot(
 
 def _not_a_scenario(given: object) -> Scenario:
     raise InvalidArgument("check_snapshot(project, scenario, agent): the second argument is a scenario or its id; give the messages as messages=")
-
-
-def _check_spec_snapshot(
-    project: Project,
-    scenario: Scenario | str,
-    agent: Any,
-    *,
-    name: str | None,
-    directory: str | Path | None,
-    runs: int,
-    alpha: float,
-    update: bool,
-    reason: str | None,
-    allow_ci: bool,
-    ignore: Sequence[str],
-    budget: Budget | None,
-    seed: int,
-    messages: Sequence[str] | None,
-    judges: Sequence[JudgeLike],
-) -> SnapshotResult:
-    sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
-    store = SnapshotStore(directory if directory is not None else default_snapshot_dir(project))
-    return run_sync(
-        acheck_snapshot(
-            project,
-            sc,
-            agent,
-            store=store,
-            name=name,
-            runs=runs,
-            alpha=alpha,
-            update=update,
-            reason=reason,
-            allow_ci=allow_ci,
-            ignore=ignore,
-            budget=budget,
-            seed=seed,
-            messages=messages,
-            judges=judges,
-        )
-    )
