@@ -46,9 +46,13 @@ from agentprop._version import __version__
 from agentprop.errors import InputError
 
 if TYPE_CHECKING:
-    from agentprop._decide.records import Recorder
+    from agentprop._agents.loading import LoadedAgent
+    from agentprop._agents.project import Project
+    from agentprop._decide.records import Recorder, ShardInfo
     from agentprop._decide.written import InputWriter
     from agentprop._pipeline.report.model import RunReport
+    from agentprop._pipeline.run import RunSettings
+    from agentprop._pipeline.shards import Shard
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -129,6 +133,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "(schema agentprop.trials/1; appended to)",
     )
     run.add_argument(
+        "--shard",
+        metavar="i/N",
+        help="decide only shard i of N (1-based): the cases whose id hashes to it, so N runs with 1/N .. N/N decide every case once; "
+        "with --records, `agentprop merge` makes one report of the N shards' records (docs/scaling.md)",
+    )
+    run.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -201,6 +211,29 @@ def open_records(directory: str) -> Recorder:
         ) from None
 
 
+def shard_info(project: Project, agent: LoadedAgent, settings: RunSettings, shard: Shard) -> ShardInfo:
+    """What the shards of one run share: the project's digest, a digest of the settings, the
+    agent and the case selection (everything that makes the run but the shard), and the seed."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from agentprop._decide.records import ShardInfo
+    from agentprop._decide.run_key import project_digest
+
+    chosen = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name not in ("shard", "input_writer", "keep_partial")}
+    chosen["input_model"] = None if settings.input_writer is None else settings.input_writer.model
+    chosen["agent"] = [agent.ref, sorted(agent.faults.items()), agent.fingerprint]
+    text = json.dumps(chosen, sort_keys=True, default=str)
+    return ShardInfo(
+        index=shard.index,
+        count=shard.count,
+        spec_digest=project_digest(project),
+        settings_digest=hashlib.sha256(text.encode()).hexdigest()[:16],
+        seed=settings.seed,
+    )
+
+
 def check_turn_timeout(seconds: float) -> float:
     """``--turn-timeout``: a positive, finite number of seconds."""
     if not math.isfinite(seconds) or seconds <= 0:
@@ -216,9 +249,11 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._decide.records import RECORDS_FILE, recording
     from agentprop._pipeline.import_cases import imported_cases
     from agentprop._pipeline.run import RunSettings, arun_cases, render_table, shrink_failures
+    from agentprop._pipeline.shards import parse_shard
     from agentprop._spec.requirements import unchecked_requirements
 
     check_report_outputs(args)
+    shard = parse_shard(args.shard) if args.shard else None
     project = load_project(args.spec, bindings=args.bindings)
     agent, model_agent = load_cli_agent(args, project, out)
     check_budget_args(args)
@@ -232,6 +267,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     resolve_settings(args)  # after the agent: its module may register the profile
     kinds = parse_kinds(args.kinds)
     check_explore(args)
+    if shard is not None:  # MFT, JUDGE, EXPLORE and INV cases follow their scenario's shard
+        scenarios = [s for s in scenarios if shard.keeps(s.id)]
     project.turn_timeout_s = check_turn_timeout(args.turn_timeout)  # shrinking runs the project too
     if args.dry_run:
         from agentprop._cli.dryrun import print_dry_run
@@ -258,6 +295,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         explore_seed=inputs_seed,
         shrink_budget=max(0, args.shrink_budget),
         input_writer=input_writer(args, explore_seed=inputs_seed),
+        shard=shard,
     )
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(
@@ -300,6 +338,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
                 await model_agent.aclose()
 
     recorder = open_records(args.records) if args.records else None
+    if recorder is not None and shard is not None:
+        recorder.set_shard(shard_info(project, agent, settings, shard))
     try:
         with recording(recorder):
             report = asyncio.run(run_all())
@@ -367,7 +407,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_FAIL
     coverage = report.metrics.extra["coverage"]
     branches = coverage["branches"]
-    if args.case:
+    if args.case or shard is not None:  # coverage is the whole run's: `agentprop merge` reports it
         return EXIT_OK
     gaps = coverage.get("untested") or []
     if not branches["met"] or gaps:

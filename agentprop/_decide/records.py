@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RECORDS_FILE",
     "SCHEMA",
+    "SHARD_FILE",
     "TRACES_FILE",
     "DecisionEnd",
     "DecisionLog",
@@ -44,6 +45,7 @@ __all__ = [
     "Recomputed",
     "Record",
     "Recorder",
+    "ShardInfo",
     "TrialLine",
     "current_recorder",
     "read_records",
@@ -55,6 +57,8 @@ __all__ = [
 SCHEMA = "agentprop.trials/1"
 RECORDS_FILE = "trials.jsonl"
 TRACES_FILE = "traces.jsonl"
+SHARD_FILE = "shard.json"
+"""A sharded run's :class:`ShardInfo`, written before any decision (a shard with no case has it too)."""
 
 TrialStatus = Literal["started", "reused", "refused", "cut", "infrastructure", "beyond"]
 """What happened to a trial: ``started`` (run here and judged), ``reused`` (a run of the memo,
@@ -111,6 +115,20 @@ class DecisionSettings(BaseModel):
         return OracleSettings(**self.model_dump(exclude={"judge"}), judge=judge)
 
 
+class ShardInfo(BaseModel):
+    """Which run a sharded run's records belong to (``agentprop run --shard i/N``): the shards
+    of one run have the same ``spec_digest``, ``settings_digest`` and ``seed`` and ``count``,
+    and each its own ``index`` (``agentprop merge`` checks it)."""
+
+    index: int
+    count: int
+    spec_digest: str
+    """The spec and bindings as every run sees them (:func:`~agentprop._decide.run_key.project_digest`)."""
+    settings_digest: str
+    """The run's settings, agent and case selection (everything but the shard)."""
+    seed: int
+
+
 class DecisionStart(BaseModel):
     """A decision begins: which case, with which settings, from which trial index."""
 
@@ -127,6 +145,8 @@ class DecisionStart(BaseModel):
     fingerprint: str
     first_trial: int
     settings: DecisionSettings
+    shard: ShardInfo | None = None
+    """The shard of a sharded run that made the decision (``None``: not sharded)."""
 
     model_config = {"populate_by_name": True}
 
@@ -197,6 +217,8 @@ class Recorder:
         self._lock = threading.Lock()
         self._next = 0
         self.lines = 0
+        self.shard: ShardInfo | None = None
+        """Written into every decision's start record (``agentprop run --shard``)."""
 
     def new_decision(self) -> int:
         with self._lock:
@@ -209,6 +231,11 @@ class Recorder:
             self._records.write(text)
             self._records.flush()
             self.lines += 1
+
+    def set_shard(self, shard: ShardInfo) -> None:
+        """Mark every decision recorded from now on as made by ``shard``, and write :data:`SHARD_FILE`."""
+        self.shard = shard
+        (self.directory / SHARD_FILE).write_text(shard.model_dump_json() + "\n", encoding="utf-8")
 
     def write_trace(self, trace_id: str, trace: Trace) -> None:
         text = '{"id":"' + trace_id + '","trace":' + trace.model_dump_json(fallback=str) + "}\n"
@@ -277,6 +304,7 @@ class DecisionLog:
                 fingerprint=fingerprint,
                 first_trial=first_trial,
                 settings=DecisionSettings.of(settings),
+                shard=recorder.shard,
             )
         )
 

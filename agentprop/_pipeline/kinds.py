@@ -30,6 +30,7 @@ from agentprop._decide.slots import CaseLanes
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.defaults import KINDS  # noqa: F401 (re-exported)
 from agentprop._pipeline.report.model import CaseReport, FailureSummary, RunTrace
+from agentprop._pipeline.shards import Shard
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop.strategies._internal.boundary import boundary_values
@@ -260,12 +261,14 @@ async def extra_cases(
     inv_runs: int = 20,
     inv_take: int | None = None,
     budgeted: bool = False,
+    shard: Shard | None = None,
 ) -> list[CaseReport]:
     """Decide the BOUNDARY, DIR and INV cases selected in ``kinds``; ``replays`` receives, for
     each case id, a function deciding that case for another agent. ``inv_take``: an INV case
     takes only that many of its ``inv_runs`` runs a side (a look of a budgeted run's pass);
     ``budgeted``: a pass of a budgeted run, where an INV case whose base case the budget left
-    undecided still shows (and, budget permitting, makes) its runs."""
+    undecided still shows (and, budget permitting, makes) its runs. ``shard``: only the
+    BOUNDARY and DIR cases it keeps (INV cases follow ``scenarios``, sharded by the caller)."""
     spec, bindings = project.spec, project.bindings
     sem = asyncio.Semaphore(max(1, concurrency))
     if settings_for is None:
@@ -287,6 +290,8 @@ async def extra_cases(
         realisable = [case for case in boundary_values(spec, bindings) if case.scenario is not None]
         for case, boundary_id in zip(realisable, boundary_case_ids(realisable)):
             if case.scenario is None or not wanted(boundary_id, case.scenario):  # never None (realisable); narrows the type
+                continue
+            if shard is not None and not shard.keeps(boundary_id):
                 continue
 
             async def boundary(case: Any = case, case_id: str = boundary_id, who: LoadedAgent = agent, record: bool = True) -> CaseReport:
@@ -327,6 +332,8 @@ async def extra_cases(
             seen.add(key)
 
             dir_id = dir_case_id(pair)
+            if shard is not None and not shard.keeps(dir_id):
+                continue
 
             async def direction(pair: Any = pair, case_id: str = dir_id, who: LoadedAgent = agent) -> CaseReport:
                 chosen, rule = pair_settings(pair.base.scenario, pair.perturbed.scenario)

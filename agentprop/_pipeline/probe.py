@@ -56,6 +56,7 @@ from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.explore import ExploredInput
 from agentprop._pipeline.kinds import Replay, case_from_check
 from agentprop._pipeline.report.model import CaseReport
+from agentprop._pipeline.shards import Shard
 from agentprop._scenario.build import Scenario, ScenarioTurn
 from agentprop._scenario.trace import Trace
 from agentprop._spec.bindings import parse_field_path, schema_at
@@ -359,6 +360,7 @@ async def probe_cases(
     checks: dict[str, tuple[Scenario, CheckResult]] | None = None,
     replays: dict[str, Replay] | None = None,
     case_filter: tuple[str, ...] = (),
+    shard: Shard | None = None,
 ) -> tuple[list[CaseReport], list[ExploredInput], list[str]]:
     """Decide one PROBE case per target and phrasing, each on the simplest of ``scenarios``
     that carries it (pass all of the project's: ``case_filter`` selects probes by their ids).
@@ -373,6 +375,8 @@ async def probe_cases(
         for k in range(len(target.phrases)):
             case_id = probe_case_id(target, k)
             if case_filter and not any(f in case_id for f in case_filter):
+                continue
+            if shard is not None and not shard.keeps(case_id):
                 continue
             choices = space.plain().model_copy(update={"probe": k})
             rendered = space.render(choices)

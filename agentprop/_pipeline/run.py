@@ -60,6 +60,7 @@ from agentprop._pipeline.report.model import (
     TreeBranch,
     TreeNode,
 )
+from agentprop._pipeline.shards import Shard
 from agentprop._scenario.build import Scenario
 from agentprop._spec.paths import loop_branches
 from agentprop._stats import zero_failure_runs
@@ -107,6 +108,10 @@ class RunSettings:
     input_writer: InputWriter | None = None
     """Writes turns by a model (``--input-model``, ``--simulated-user``): explored inputs may be
     model-written (:mod:`agentprop._decide.written`); ``None`` (the default): templates and packs only."""
+    shard: Shard | None = None
+    """Decide only this shard's cases (``--shard i/N``, :mod:`.shards`): the caller passes the
+    shard's scenarios (their MFT, EXPLORE and INV cases); PROBE, BOUNDARY, DIR cases and corpus
+    replays are kept by their ids here."""
     shrink_budget: int = 0
     """Runs per shrink (``--shrink-budget``). Under a limited budget, the failures confirmed
     by the first passes are shrunk with it before any passing case is deepened (0: not; the
@@ -505,6 +510,8 @@ async def _arun_cases(
     events: list[CorpusEvent] = []
     every = corpus.entries(spec_id=spec.spec_id) if corpus is not None else []
     entries = [e for e in every if settings.replay_corpus == "all" or found_with(e, agent)]
+    if settings.shard is not None:
+        entries = [e for e in entries if settings.shard.keeps(f"corpus {e.id} {e.scenario_id}")]
     for damaged in corpus.damaged if corpus is not None else []:
         # skipped, not fatal: the other entries still replay
         where = damaged.location.path if damaged.location is not None else None
@@ -589,6 +596,7 @@ async def _arun_cases(
                 checks=checks,
                 replays=replays,
                 case_filter=settings.case_filter,
+                shard=settings.shard,
                 on_planned=lambda n: progress.planned(n, "probe"),
                 on_done=lambda c: progress.update(runs=c.runs, cost=c.cost_usd, case_done=True),
             )
@@ -617,6 +625,7 @@ async def _arun_cases(
                 inv_runs=profile.inv_runs if explicit is None else 20,
                 inv_take={"breadth": 1, "confirm": 1, "deepen": settings.depth}.get(settings.stage),
                 budgeted=limited(budget),
+                shard=settings.shard,
             )
             progress.planned(0, "boundary/dir/inv")
     except asyncio.CancelledError:
