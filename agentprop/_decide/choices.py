@@ -1140,14 +1140,18 @@ class ChoiceSpace:
         if space.switch_to:
             options.append((CODESWITCH, None))
         family_options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = [(name, None) for name in space.families]
-        if any(set(forms) & set(NOTATION_FORMS) for _, _, forms in space.entities):
-            family_options.insert(0, ("notation", None))
+        notations = any(set(forms) & set(NOTATION_FORMS) for _, _, forms in space.entities)
         dealt: list[str] = []
-        if family_deck is not None and family_options:
-            family_weights = [max(w.get(f"turn{i + 1}:{name}", 1.0), 1e-6) for name, _ in family_options]
-            dealt.append(_deal(family_deck, family_options, family_weights, rng))
+        if family_deck is not None and form_deck is not None:
+            # how a value is written is independent of how the turn is framed: each input gets
+            # the next card of both decks, so a path's inputs meet every (value, notation) pair
+            if family_options:
+                family_weights = [max(w.get(f"turn{i + 1}:{name}", 1.0), 1e-6) for name, _ in family_options]
+                dealt.append(_deal(family_deck, family_options, family_weights, rng))
+            if notations:
+                dealt.append("notation")
         else:
-            options += family_options
+            options += [("notation", None)] * notations + family_options
         if not options and not dealt:
             return TurnChoice()
         weights = [max(w.get(f"turn{i + 1}:{name}", 1.0), 1e-6) for name, _ in options]
@@ -1172,9 +1176,12 @@ class ChoiceSpace:
                 open_ = [(slot, [f for f in forms if f in forms_of]) for slot, _, forms in space.entities if slot not in {e.slot for e in entities}]
                 open_ = [(slot, fs) for slot, fs in open_ if fs]
                 if open_ and name == "notation" and form_deck is not None:
-                    pairs = [(f"{slot}\t{f}", None) for slot, fs in open_ for f in fs]
-                    slot, form = _deal(form_deck, pairs, [1.0] * len(pairs), rng).split("\t")
-                    entities.append(EntityChoice(slot=slot, form=form))
+                    # one card writes every value as the template does (inputs with the values as written)
+                    pairs = [(f"{slot}\t{f}", None) for slot, fs in open_ for f in fs] + [("", None)]
+                    card = _deal(form_deck, pairs, [1.0] * len(pairs), rng)
+                    if card:
+                        slot, form = card.split("\t")
+                        entities.append(EntityChoice(slot=slot, form=form))
                 elif open_:
                     slot, fs = open_[rng.randrange(len(open_))]
                     form = rng.choices(fs, weights=[_FORM_WEIGHTS.get(f, 1.0) for f in fs])[0]
