@@ -54,7 +54,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from agentprop._modelapi.ledger import LedgerTotals, SharedLedger
+from agentprop._modelapi.ledger import Ledger, LedgerTotals
 from agentprop.errors import BudgetExhausted, InputError, InvalidArgument, UnpricedModel
 
 __all__ = [
@@ -380,7 +380,7 @@ class Budget:
         max_tokens: the same for tokens (input + output).
         prices: prefix -> :class:`ModelPrice` or ``(input, output)`` $/MTok, overriding
             :data:`DEFAULT_PRICES` entry by entry.
-        ledger: a :class:`~agentprop._modelapi.ledger.SharedLedger` when several processes
+        ledger: a :class:`~agentprop._modelapi.ledger.Ledger` when several processes
             share the limits (pytest-xdist workers): every run, reservation and charge is booked
             there too, and the limits are checked against its totals. This budget's own
             figures (its snapshot) stay those of this process.
@@ -393,7 +393,7 @@ class Budget:
         max_usd: float | None = None,
         max_tokens: int | None = None,
         prices: Mapping[str, ModelPrice | tuple[float, float]] | None = None,
-        ledger: SharedLedger | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         _check_limit("max_runs", max_runs, integer=True)
         _check_limit("max_tokens", max_tokens, integer=True)

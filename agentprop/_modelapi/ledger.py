@@ -1,26 +1,38 @@
 """One budget for several processes: the totals of a :class:`~agentprop._modelapi.budget.Budget`
-kept in a small SQLite file that every process of a run updates in a transaction.
+kept behind the :class:`Ledger` interface, which every process of a run updates atomically.
 
-pytest-xdist runs a test suite in several worker processes. Each worker has its own session and
-its own :class:`Budget`; with a :class:`SharedLedger` they check and book runs, tokens and
-dollars against the same totals, so ``--agentprop-max-usd 10`` with eight workers allows $10,
-not $80. Every booking is one ``BEGIN IMMEDIATE`` transaction: the check ("is anything left?")
-and the booking happen under one write lock, so two workers can never both take the last run
-or the last reserved dollar. The file holds one row of totals; it is created by the process that
-starts the workers (the pytest-xdist controller) and removed with its temporary directory.
+pytest-xdist runs a test suite in several worker processes, and CI runs shards on several
+machines. Each process has its own :class:`Budget`; with a ledger they check and book runs,
+tokens and dollars against the same totals, so ``--agentprop-max-usd 10`` with eight workers
+allows $10, not $80. Invariant of every backend: :meth:`Ledger.book` reads the totals, decides,
+and writes in one atomic step, so two processes can never both take the last run or the last
+reserved dollar. Backends: :class:`SharedLedger`, a SQLite file (one machine; ``BEGIN
+IMMEDIATE`` transactions), and :class:`RedisLedger`, one Redis hash per run (any number of
+machines; ``WATCH``/``MULTI`` optimistic transactions, retried when another process wrote
+between the read and the write). A reservation left by a killed process stays held, on either
+backend, until the ledger ends (the file is removed; the Redis key expires).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from agentprop.errors import InvalidArgument
 
-__all__ = ["LedgerTotals", "SharedLedger"]
+__all__ = ["STORE_ENV", "RUN_ENV", "Ledger", "LedgerTotals", "RedisLedger", "SharedLedger", "open_ledger"]
+
+STORE_ENV = "AGENTPROP_STORE"
+"""The environment variable naming the shared store (``redis://host:port/db``) when no option does."""
+RUN_ENV = "AGENTPROP_RUN_ID"
+"""The environment variable naming the run whose processes share one budget on a shared store."""
 
 _BUSY_TIMEOUT_S = 60.0
 """How long a process waits for another's transaction (they last microseconds)."""
@@ -40,12 +52,42 @@ class LedgerTotals:
 _COLUMNS = ("runs", "tokens", "usd", "reserved_tokens", "reserved_usd")
 
 
-class SharedLedger:
-    """The totals of one run's budget, shared through the SQLite file at ``path``.
+class Ledger(ABC):
+    """The shared totals of one run's budget. :meth:`book` reads the totals, asks a function
+    what to change, and writes the change, atomically across every process using the same
+    ledger; :meth:`totals` reads them."""
 
-    :meth:`book` reads the totals, asks a function what to change, and writes the change, all
-    in one transaction; :meth:`totals` reads them. Open one per process (connections are per
-    thread, as SQLite wants)."""
+    @abstractmethod
+    def totals(self) -> LedgerTotals:
+        """What every process of the run has booked so far."""
+
+    @abstractmethod
+    def book(self, change: Callable[[LedgerTotals], LedgerTotals | None]) -> LedgerTotals | None:
+        """Apply ``change`` to the current totals atomically across processes; ``change``
+        returns the new totals, or ``None`` to book nothing (the limit is reached). Returns what
+        ``change`` returned. ``change`` may be called more than once (a backend may retry after
+        a conflict), so it must only compute, except when it returns ``None``."""
+
+    def add(self, *, runs: int = 0, tokens: int = 0, usd: float = 0.0, reserved_tokens: int = 0, reserved_usd: float = 0.0) -> None:
+        """Book a change that no limit refuses (a charge after the fact, a freed reservation)."""
+        self.book(
+            lambda t: replace(
+                t,
+                runs=t.runs + runs,
+                tokens=t.tokens + tokens,
+                usd=t.usd + usd,
+                reserved_tokens=max(0, t.reserved_tokens + reserved_tokens),
+                reserved_usd=max(0.0, t.reserved_usd + reserved_usd),
+            )
+        )
+
+
+class SharedLedger(Ledger):
+    """The totals of one run's budget, shared through the SQLite file at ``path`` (the
+    processes of one machine).
+
+    Every :meth:`book` is one ``BEGIN IMMEDIATE`` transaction. Open one per process
+    (connections are per thread, as SQLite wants)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -93,15 +135,100 @@ class SharedLedger:
             raise
         return new
 
-    def add(self, *, runs: int = 0, tokens: int = 0, usd: float = 0.0, reserved_tokens: int = 0, reserved_usd: float = 0.0) -> None:
-        """Book a change that no limit refuses (a charge after the fact, a freed reservation)."""
-        self.book(
-            lambda t: replace(
-                t,
-                runs=t.runs + runs,
-                tokens=t.tokens + tokens,
-                usd=t.usd + usd,
-                reserved_tokens=max(0, t.reserved_tokens + reserved_tokens),
-                reserved_usd=max(0.0, t.reserved_usd + reserved_usd),
-            )
+
+_REDIS_TTL_S = 7 * 24 * 3600
+"""How long a run's totals stay in Redis after its last booking (a run ends; its key goes)."""
+
+
+class RedisLedger(Ledger):
+    """The totals of run ``run``'s budget, one Redis hash (``agentprop:budget:RUN``) shared by
+    every process, on any machine, that opens the same server, database and run.
+
+    Every :meth:`book` watches the hash, reads it, computes the change, and writes it in a
+    ``MULTI``/``EXEC`` that fails if another process wrote in between; then it reads again and
+    retries, so no booking is lost and none is made against stale totals. Each write renews the
+    key's expiry (7 days)."""
+
+    def __init__(self, url: str, run: str) -> None:
+        try:
+            import redis
+        except ImportError:
+            raise InvalidArgument(
+                "a redis:// store needs the redis package (redis-py), which is not installed; "
+                "install agentprop with its redis extra: pip install 'agentprop[redis]'"
+            ) from None
+        if not run:
+            raise InvalidArgument("a Redis budget ledger needs a run name (the processes that share one budget)")
+        self.url = url
+        self.run = run
+        self.key = f"agentprop:budget:{run}"
+        try:
+            self._client: redis.Redis = redis.Redis.from_url(url)
+            self._client.ping()
+        except (ValueError, redis.RedisError) as exc:
+            raise InvalidArgument(
+                f"{_safe(url)}: the Redis budget ledger cannot be reached ({exc}); check the store URL and that the server runs"
+            ) from None
+
+    def totals(self) -> LedgerTotals:
+        return _parse(self._client.hgetall(self.key))
+
+    def book(self, change: Callable[[LedgerTotals], LedgerTotals | None]) -> LedgerTotals | None:
+        import redis  # imported by __init__: a lookup
+
+        with self._client.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(self.key)  # type: ignore[no-untyped-call]  # redis-py leaves watch() untyped
+                    new = change(_parse(pipe.hgetall(self.key)))
+                    if new is None:
+                        pipe.unwatch()
+                        return None
+                    new = replace(new, reserved_usd=max(0.0, new.reserved_usd))
+                    pipe.multi()
+                    pipe.hset(self.key, mapping={f.name: repr(getattr(new, f.name)) for f in fields(LedgerTotals)})
+                    pipe.expire(self.key, _REDIS_TTL_S)
+                    pipe.execute()
+                    return new
+                except redis.WatchError:
+                    continue
+
+
+def _parse(raw: dict[bytes | str, bytes | str]) -> LedgerTotals:
+    values = {_text(k): _text(v) for k, v in raw.items()}
+    return LedgerTotals(
+        runs=int(values.get("runs", 0)),
+        tokens=int(values.get("tokens", 0)),
+        usd=float(values.get("usd", 0.0)),
+        reserved_tokens=int(values.get("reserved_tokens", 0)),
+        reserved_usd=float(values.get("reserved_usd", 0.0)),
+    )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _safe(url: str) -> str:
+    """The URL without its password (for messages)."""
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@")
+    return url
+
+
+def open_ledger(store: str, run: str | None = None) -> Ledger:
+    """The ledger of a shared store URL: ``redis://[:password@]host:port/db[?run=NAME]`` (or
+    ``rediss://``). The run's name comes from ``?run=``, else ``run``, else the environment
+    variable ``AGENTPROP_RUN_ID``, else a fresh one (then only this process and the ones it
+    hands the name to share the budget)."""
+    parts = urlsplit(store)
+    if parts.scheme not in ("redis", "rediss"):
+        raise InvalidArgument(
+            f"--store {store!r}: not a store URL agentprop knows; expected redis://host:port/db "
+            "(a Redis server shared by every process and machine of the run)"
         )
+    query = parse_qs(parts.query)
+    name = (query.pop("run", [""])[0]) or run or os.environ.get(RUN_ENV, "") or uuid.uuid4().hex
+    url = parts._replace(query="&".join(f"{k}={v}" for k, vs in query.items() for v in vs)).geturl()
+    return RedisLedger(url, name)

@@ -1,0 +1,183 @@
+"""The budget ledger behind an interface (issue #29 item 3): the SQLite file and a real Redis
+server give several processes one atomic budget, with the same semantics on both backends."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentprop._modelapi.budget import Budget
+from agentprop._modelapi.ledger import Ledger, RedisLedger, SharedLedger, open_ledger
+from agentprop.errors import BudgetExhausted, InvalidArgument
+
+MODEL = "claude-sonnet-4-5"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``redis-server`` on a free loopback port, for this test session only."""
+    try:
+        import redis
+    except ImportError:
+        pytest.skip("redis-py is not installed (pip install 'agentprop[redis]')")
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server; .ci/run installs it)")
+    port = _free_port()
+    directory = tmp_path_factory.mktemp("redis")
+    cmd = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(directory)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    try:
+        for _ in range(200):
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                pytest.skip(f"redis-server could not start: {err.strip() or f'exit {proc.returncode}'}")
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        else:
+            pytest.skip(f"redis-server did not answer on port {port} within 10 s")
+        yield url
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _open(spec: tuple[str, str, str]) -> Ledger:
+    backend, where, run = spec
+    return SharedLedger(where) if backend == "file" else RedisLedger(where, run)
+
+
+@pytest.fixture(params=["file", "redis"])
+def ledger_spec(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str, str]:
+    """How a process opens one fresh ledger: (backend, path or URL, run name)."""
+    if request.param == "file":
+        path = str(tmp_path / "ledger.sqlite")
+        SharedLedger(path)
+        return ("file", path, "")
+    url = request.getfixturevalue("redis_url")
+    return ("redis", url, f"test-{os.getpid()}-{request.node.name}-{time.monotonic_ns()}")
+
+
+def _spend(spec: tuple[str, str, str], limit: float, seed: int, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    import random
+
+    rng = random.Random(seed)
+    budget = Budget(max_usd=limit, ledger=_open(spec))
+    calls = 0
+    while True:
+        try:
+            held = budget.reserve(MODEL, input_tokens=1000, max_output_tokens=1000)
+        except BudgetExhausted:
+            break
+        budget.settle(held, 1000, rng.randrange(0, 1001))
+        calls += 1
+    out.put(calls)
+
+
+def test_processes_reserving_against_one_ledger_never_exceed_the_limit_by_more_than_one_reservation(
+    ledger_spec: tuple[str, str, str],
+) -> None:
+    price = Budget().price(MODEL)
+    assert price is not None
+    worst = price.worst_case(1000, 1000)
+    limit = 25 * worst
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    workers = [ctx.Process(target=_spend, args=(ledger_spec, limit, seed, out)) for seed in range(4)]
+    for w in workers:
+        w.start()
+    calls = [out.get(timeout=120) for _ in workers]
+    for w in workers:
+        w.join(timeout=120)
+    totals = _open(ledger_spec).totals()
+    assert totals.reserved_usd == pytest.approx(0.0) and totals.reserved_tokens == 0
+    assert limit - worst <= totals.usd <= limit + worst
+    # every settled call is in the totals: none lost to a concurrent write
+    assert totals.tokens > 0 and sum(calls) * 1000 <= totals.tokens <= sum(calls) * 2000
+    assert sum(calls) > 25  # real calls cost less than their worst case: more than 25 fit
+
+
+def _settle_then_hang(spec: tuple[str, str, str], settled: int, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    budget = Budget(max_usd=1000.0, ledger=_open(spec))
+    for _ in range(settled):
+        budget.settle(budget.reserve(MODEL, input_tokens=1000, max_output_tokens=1000), 1000, 500)
+    budget.reserve(MODEL, input_tokens=1000, max_output_tokens=1000)  # in flight when killed
+    out.put("held")
+    time.sleep(300)
+
+
+def test_a_killed_process_loses_nothing_already_settled(ledger_spec: tuple[str, str, str]) -> None:
+    price = Budget().price(MODEL)
+    assert price is not None
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_settle_then_hang, args=(ledger_spec, 3, out))
+    proc.start()
+    assert out.get(timeout=120) == "held"
+    assert proc.pid is not None
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(timeout=60)
+    totals = _open(ledger_spec).totals()
+    assert totals.usd == pytest.approx(3 * price.cost(1000, 500))
+    assert totals.tokens == 3 * 1500
+    # the abandoned call's reservation stays held (the provider may have billed it) on both backends
+    assert totals.reserved_usd == pytest.approx(price.worst_case(1000, 1000)) and totals.reserved_tokens == 2000
+
+
+def test_runs_are_one_limit_across_budgets_on_either_backend(ledger_spec: tuple[str, str, str]) -> None:
+    a, b = Budget(max_runs=3, ledger=_open(ledger_spec)), Budget(max_runs=3, ledger=_open(ledger_spec))
+    assert sum(a.try_start_run() for _ in range(5)) + sum(b.try_start_run() for _ in range(5)) == 3
+    assert _open(ledger_spec).totals().runs == 3
+
+
+def test_open_ledger_names_the_run_from_the_url_the_argument_or_the_environment(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTPROP_RUN_ID", raising=False)
+    ledger = open_ledger(redis_url + "?run=nightly-7")
+    assert isinstance(ledger, RedisLedger) and ledger.run == "nightly-7" and ledger.url == redis_url
+    assert isinstance(named := open_ledger(redis_url, run="given"), RedisLedger) and named.run == "given"
+    monkeypatch.setenv("AGENTPROP_RUN_ID", "from-env")
+    assert isinstance(env := open_ledger(redis_url), RedisLedger) and env.run == "from-env"
+    monkeypatch.delenv("AGENTPROP_RUN_ID")
+    one, two = open_ledger(redis_url), open_ledger(redis_url)
+    assert isinstance(one, RedisLedger) and isinstance(two, RedisLedger) and one.run != two.run  # fresh: not shared
+
+
+def test_a_store_url_agentprop_does_not_know_is_refused_naming_the_expected_form() -> None:
+    with pytest.raises(InvalidArgument, match=r"redis://host:port/db"):
+        open_ledger("postgres://localhost/budget")
+
+
+def test_an_unreachable_redis_is_refused_naming_the_url() -> None:
+    pytest.importorskip("redis")
+    port = _free_port()  # nothing listens there
+    with pytest.raises(InvalidArgument, match=rf"127\.0\.0\.1:{port}.*cannot be reached"):
+        RedisLedger(f"redis://127.0.0.1:{port}/0", "run")
+
+
+def test_without_redis_py_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "redis", None)
+    with pytest.raises(InvalidArgument, match=r"agentprop\[redis\]"):
+        RedisLedger("redis://127.0.0.1:1/0", "run")
