@@ -13,7 +13,7 @@ import re
 import sys
 from typing import NoReturn, TextIO, cast
 
-from agentprop._cli import cases, corpus, importing, init, judge, lint, report, run, serve, snapshot, tdad
+from agentprop._cli import cases, corpus, importing, init, judge, lint, merge, report, run, serve, snapshot, tdad
 from agentprop._cli import compile as compile_command
 from agentprop._cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from agentprop._util.refs import did_you_mean
@@ -22,7 +22,7 @@ from agentprop._util.text import printable
 from agentprop._version import __version__
 from agentprop.errors import AgentPropError
 
-COMMANDS = (lint, run, cases, importing, corpus, snapshot, tdad, compile_command, serve, init, report, judge)
+COMMANDS = (lint, run, merge, cases, importing, corpus, snapshot, tdad, compile_command, serve, init, report, judge)
 """In the order ``agentprop --help`` lists them."""
 
 

@@ -642,7 +642,10 @@ async def _arun_cases(
         scenarios = [sc for sc in scenarios if sc.id in checks] if "mft" in kinds else []
     cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + judged_cases + explored + probed + extra
     topped: dict[str, tuple[int, str | None]] = {}
-    if explicit is None and profile.pooled and settings.stage == "final" and not interrupted:
+    if settings.shard is not None and explicit is None and profile.pooled:
+        # a policy's cases are on several shards: its pooled top-up would differ shard by shard
+        problems = [*(problems or []), f"shard {settings.shard}: policies are not topped up to a pooled claim (their cases span shards)"]
+    elif explicit is None and profile.pooled and settings.stage == "final" and not interrupted:
         bases = {e.case_id: e.base for e in explored_inputs}
 
         async def redecide(case: CaseReport, runs: int) -> CaseReport:

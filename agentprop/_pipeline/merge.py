@@ -1,0 +1,233 @@
+"""``agentprop merge``: one report from the per-trial records of the N shards of one run.
+
+The shards must be of one run (the same spec digest, settings digest, seed and shard count) and
+together complete and disjoint (each of 1..N exactly once); anything else is an input error
+naming the shard or directory. Every decision is decided again from its trial lines
+(:func:`~agentprop._decide.records.recompute`), never taken from a shard's summary: a case's
+verdict, runs, passes, interval and failure signatures come from its judged trials.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentprop._decide.records import (
+    RECORDS_FILE,
+    SHARD_FILE,
+    DecisionEnd,
+    DecisionStart,
+    ShardInfo,
+    TrialLine,
+    read_records,
+    recompute,
+)
+from agentprop._stats.intervals import wilson_interval
+from agentprop.errors import InputError
+
+__all__ = ["MERGED_SCHEMA", "MergedCase", "MergedRun", "merge_shards", "merged_cases"]
+
+MERGED_SCHEMA = "agentprop.merged/1"
+_RUN_FIELDS = ("spec_digest", "settings_digest", "seed", "count")
+
+
+@dataclass(frozen=True)
+class MergedCase:
+    """One decision name's last decision (of its kind, outside an earlier pass of a budgeted
+    run), decided again from its trials: an MFT, EXPLORE, PROBE or BOUNDARY case, or a side of a
+    DIR or INV case (the records do not say how sides combine into a DIR / INV case's verdict)."""
+
+    name: str
+    kind: str | None
+    shard: int
+    verdict: str
+    decided_by: str
+    runs: int
+    passes: int
+    interval: tuple[float, float] | None
+    signatures: tuple[str, ...]
+    """The distinct signatures of its judged failing trials, in the order first met."""
+    cost_usd: float
+
+
+@dataclass
+class MergedRun:
+    """The merged shards: the run they are of, where each came from, and every case."""
+
+    info: ShardInfo
+    directories: dict[int, Path]
+    cases: list[MergedCase] = field(default_factory=list)
+    decisions: int = 0
+    trials: int = 0
+
+    def verdicts(self) -> Counter[str]:
+        return Counter(c.verdict for c in self.cases)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": MERGED_SCHEMA,
+            "spec_digest": self.info.spec_digest,
+            "settings_digest": self.info.settings_digest,
+            "seed": self.info.seed,
+            "shards": [{"index": i, "count": self.info.count, "records": str(d)} for i, d in sorted(self.directories.items())],
+            "decisions": self.decisions,
+            "trials": self.trials,
+            "verdicts": dict(sorted(self.verdicts().items())),
+            "cases": [
+                {
+                    "name": c.name,
+                    "kind": c.kind,
+                    "shard": c.shard,
+                    "verdict": c.verdict,
+                    "decided_by": c.decided_by,
+                    "runs": c.runs,
+                    "passes": c.passes,
+                    "interval": list(c.interval) if c.interval is not None else None,
+                    "signatures": list(c.signatures),
+                    "cost_usd": c.cost_usd,
+                }
+                for c in self.cases
+            ],
+        }
+
+
+def _shard_of(directory: Path, records: list[DecisionStart | TrialLine | DecisionEnd]) -> ShardInfo:
+    """The shard ``directory``'s records are of; records of two runs in one directory are an error."""
+    infos = {r.shard.model_dump_json() for r in records if isinstance(r, DecisionStart) and r.shard is not None}
+    file = directory / SHARD_FILE
+    if file.is_file():
+        try:
+            infos.add(ShardInfo.model_validate_json(file.read_text(encoding="utf-8")).model_dump_json())
+        except ValueError:
+            raise InputError(
+                f"{file}: not a shard description", fix="give the DIR of `agentprop run --shard i/N --records DIR`, as it wrote it"
+            ) from None
+    unsharded = any(isinstance(r, DecisionStart) and r.shard is None for r in records)
+    if not infos or unsharded:
+        raise InputError(
+            f"{directory}: {'some' if infos else 'its'} records are not of a sharded run",
+            fix="give the DIR of `agentprop run SPEC --shard i/N --records DIR`, one fresh directory per shard",
+        )
+    if len(infos) > 1:
+        raise InputError(
+            f"{directory}: holds the records of {len(infos)} different shards or runs (--records appends)",
+            fix="run each shard with its own, fresh --records directory",
+        )
+    return ShardInfo.model_validate_json(infos.pop())
+
+
+def merged_cases(shard: int, records: Iterable[DecisionStart | TrialLine | DecisionEnd]) -> tuple[list[MergedCase], int, int]:
+    """The cases of one shard's records (each name's last decision in the final pass, or outside
+    a budgeted run's passes), decided again from their trials; and the decisions and trials read."""
+    listed = list(records)
+    again = recompute(listed)
+    starts = {r.decision: r for r in listed if isinstance(r, DecisionStart)}
+    trials: dict[int, list[TrialLine]] = {}
+    for r in listed:
+        if isinstance(r, TrialLine):
+            trials.setdefault(r.decision, []).append(r)
+    last: dict[tuple[str | None, str], int] = {}
+    for number, start in starts.items():
+        if start.stage in (None, "final"):
+            last[start.kind, start.case] = number
+    out: list[MergedCase] = []
+    for (_kind, name), number in last.items():
+        start, decided = starts[number], again[number]
+        judged = sorted((t for t in trials.get(number, []) if t.passed is not None), key=lambda t: t.trial)[: decided.runs]
+        signatures = tuple(dict.fromkeys(t.signature for t in judged if t.passed is False and t.signature))
+        interval = wilson_interval(decided.passes, decided.runs, start.settings.confidence) if decided.runs else None
+        cost = sum(t.cost_usd for t in trials.get(number, []))
+        out.append(MergedCase(name, start.kind, shard, decided.verdict, decided.decided_by, decided.runs, decided.passes, interval, signatures, cost))
+    return out, len(starts), sum(len(t) for t in trials.values())
+
+
+def merge_shards(directories: list[str | Path]) -> MergedRun:
+    """The cases of the shards in ``directories``, checked to be the complete, disjoint shards of one run."""
+    loaded: list[tuple[Path, ShardInfo, list[DecisionStart | TrialLine | DecisionEnd]]] = []
+    for given in directories:
+        directory = Path(given)
+        if not (directory / RECORDS_FILE).is_file() and not (directory / SHARD_FILE).is_file():
+            raise InputError(f"{directory}: no {RECORDS_FILE} or {SHARD_FILE} there", fix="give the DIR of `agentprop run --shard i/N --records DIR`")
+        records = list(read_records(directory)) if (directory / RECORDS_FILE).is_file() else []
+        loaded.append((directory, _shard_of(directory, records), records))
+    if not loaded:
+        raise InputError("no shard records given", fix="give the records directory of every shard: agentprop merge DIR1 DIR2 ...")
+    first_dir, first, _ = loaded[0]
+    for directory, info, _ in loaded[1:]:
+        for name in _RUN_FIELDS:
+            if getattr(info, name) != getattr(first, name):
+                raise InputError(
+                    f"{directory} is not a shard of the run of {first_dir}: its {name} is {getattr(info, name)!r}, not {getattr(first, name)!r}",
+                    fix="merge the shards of one run: the same spec, settings, agent, --seed and N in --shard i/N",
+                )
+    where: dict[int, list[Path]] = {}
+    for directory, info, _ in loaded:
+        where.setdefault(info.index, []).append(directory)
+    twice = {i: ds for i, ds in where.items() if len(ds) > 1}
+    if twice:
+        i, ds = min(twice.items())
+        raise InputError(f"shard {i}/{first.count} is given twice: {', '.join(map(str, ds))}", fix="give each shard's records directory once")
+    missing = [i for i in range(1, first.count + 1) if i not in where]
+    if missing:
+        names = ", ".join(f"{i}/{first.count}" for i in missing)
+        raise InputError(
+            f"shard{'s' if len(missing) > 1 else ''} {names} missing: the run has {first.count} shards", fix="give every shard's --records directory"
+        )
+    run = MergedRun(first, {info.index: directory for directory, info, _ in loaded})
+    seen: set[tuple[str | None, str]] = set()
+    for _directory, info, records in sorted(loaded, key=lambda x: x[1].index):
+        cases, decisions, trials = merged_cases(info.index, records)
+        # a DIR side shared by pairs on two shards is the same decision (same input, seed, trials): kept once
+        run.cases += [c for c in cases if (c.kind, c.name) not in seen]
+        seen.update((c.kind, c.name) for c in cases)
+        run.decisions += decisions
+        run.trials += trials
+    return run
+
+
+_FAILING = ("FAIL", "UNSTABLE")
+
+
+def merged_markdown(run: MergedRun) -> str:
+    """A Markdown table of the merged cases."""
+    counts = ", ".join(f"{n} {v}" for v, n in sorted(run.verdicts().items()))
+    lines = [
+        f"# agentprop: {run.info.count} shards merged (seed {run.info.seed})",
+        "",
+        f"{len(run.cases)} decided names: {counts or 'none'}; {run.decisions} decisions, {run.trials} trial lines, each decided again from its trials.",
+        "",
+        "| shard | kind | name | verdict | runs | passes | interval | signatures |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in run.cases:
+        interval = f"{c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval is not None else "-"
+        name = c.name.replace("|", "\\|")
+        lines.append(
+            f"| {c.shard} | {c.kind or '-'} | {name} | {c.verdict} | {c.runs} | {c.passes} | {interval} | {', '.join(c.signatures) or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def merged_junit(run: MergedRun) -> str:
+    """JUnit XML: one testcase per merged name (FAIL and UNSTABLE fail, INCONCLUSIVE is skipped)."""
+    import xml.etree.ElementTree as ET
+
+    verdicts = run.verdicts()
+    suite = ET.Element(
+        "testsuite",
+        name="agentprop merge",
+        tests=str(len(run.cases)),
+        failures=str(sum(verdicts[v] for v in _FAILING)),
+        skipped=str(verdicts["INCONCLUSIVE"] + verdicts["NOT APPLICABLE"]),
+    )
+    for c in run.cases:
+        case = ET.SubElement(suite, "testcase", classname=f"agentprop.shard{c.shard}.{c.kind or 'side'}", name=c.name)
+        text = f"{c.verdict} ({c.decided_by}): {c.passes}/{c.runs} runs passed" + (f"; signatures: {', '.join(c.signatures)}" if c.signatures else "")
+        if c.verdict in _FAILING:
+            ET.SubElement(case, "failure", message=text)
+        elif c.verdict in ("INCONCLUSIVE", "NOT APPLICABLE"):
+            ET.SubElement(case, "skipped", message=text)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
