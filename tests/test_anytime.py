@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import agentprop
 from agentprop._agents.loading import make_factory
@@ -107,3 +110,25 @@ def test_the_runs_left_under_a_dollar_or_token_limit_are_estimated_from_the_runs
     tokens.start_run()
     tokens.charge("m", 100, 100)
     assert runs_left(tokens.snapshot()) == 4  # the tighter of 49 runs and 800 tokens at 200 a run
+
+
+def test_a_budgeted_run_reports_the_time_of_every_pass_not_the_last_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each pass takes one second of a fake clock; the summary's duration covers them all
+    import agentprop._pipeline.run as run_module
+
+    clock = [0.0]
+    passes = [0]
+    real = run_module._arun_cases
+
+    async def one_second_a_pass(*args: Any, **kwargs: Any) -> Any:
+        passes[0] += 1
+        clock[0] += 1.0
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "_arun_cases", one_second_a_pass)
+    monkeypatch.setattr(run_module.time, "perf_counter", lambda: clock[0])
+    project = agentprop.load_project(SUPPORTOPS)
+    agent = make_factory(SupportOpsAgent, {})
+    report = asyncio.run(arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("mft",)), memo=TrialMemo(), budget=Budget(max_runs=40)))
+    assert passes[0] >= 3  # breadth, confirm, at least one deepening, the last
+    assert report.metrics.duration_s == passes[0]

@@ -283,7 +283,7 @@ async def arun_cases(
                 project, agent, scenarios, settings, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, corpus=corpus
             )
     assert budget is not None
-    at_start = budget.snapshot()
+    at_start, started = budget.snapshot(), time.perf_counter()
     learned = LearnedWeights()  # every pass explores the inputs the first one drew
 
     async def look(stage: str, depth: int = 0) -> RunReport:
@@ -357,6 +357,7 @@ async def arun_cases(
             learned=learned,
         )
     m, at_end = report.metrics, budget.snapshot()
+    m.duration_s = time.perf_counter() - started  # every pass's time, not the last one's
     m.runs_started = at_end.runs - at_start.runs - shrink_runs
     m.runs_refused = at_end.refused_runs - at_start.refused_runs
     m.runs_reused = max(0, m.runs - (m.runs_started - m.runs_beyond_decision))
