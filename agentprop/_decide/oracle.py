@@ -59,6 +59,7 @@ from agentprop._stats import (
     pass_hat_k,
     wilson_interval,
 )
+from agentprop._util.aio import run_sync
 from agentprop.errors import (
     AgentPropertyViolation,  # noqa: F401 (re-exported: defined in errors.py)
     InvalidArgument,
@@ -490,29 +491,6 @@ def cut_by_budget(trace: Trace) -> bool:
     return any(e.kind == "budget_exhausted" for e in trace.all_errors())
 
 
-class _Memoised:
-    def __init__(self, memo: TrialMemo | None, input_digest: str, fingerprint: str, budget: Budget | None) -> None:
-        self.memo = memo
-        self.input_digest = input_digest
-        self.fingerprint = fingerprint
-        self.budget = budget
-
-    def lookup(self, trial: int) -> Trace | None:
-        if self.memo is None:
-            return None
-        return self.memo.get(self.memo.key(self.input_digest, self.fingerprint, trial))
-
-    def store(self, trial: int, trace: Trace) -> Trace:
-        """Keep a fresh run; returns the trace to judge (as a later lookup will return it). A
-        run stopped by an error that is not the agent's is never kept (the memo refuses it)."""
-        if self.memo is None:
-            return trace
-        return self.memo.put(self.memo.key(self.input_digest, self.fingerprint, trial), trace)
-
-    def may_start(self) -> bool:
-        return self.budget is None or self.budget.try_start_run()
-
-
 def decide(
     run_trial: TrialFn,
     settings: OracleSettings,
@@ -528,33 +506,16 @@ def decide(
     """Decide a property by judging the runs ``run_trial(i)`` for ``i = first_trial,
     first_trial+1, …`` until the sequential test decides, the budget runs out or the run
     limit is reached. A run found in ``memo`` (under ``input_digest``, ``fingerprint``, ``i``)
-    is judged without running the agent again."""
-    test = settings.make_test()
-    m = _Memoised(memo, input_digest, fingerprint, budget)
-    outcomes: list[TrialOutcome] = []
-    budget_out = False
-    infra: RunError | None = None
-    i = first_trial
-    while not test.done:
-        trace = m.lookup(i)
-        hit = trace is not None
-        if trace is None:
-            if not m.may_start():
-                budget_out = True
-                break
-            trace = run_trial(i)
-            if cut_by_budget(trace):  # not a run of the agent: not judged, not kept
-                budget_out = True
-                break
-            trace = m.store(i, trace)
-            infra = trace.infrastructure_error
-            if infra is not None:  # not the agent's: never judged; the decision stops here
-                break
-        rec = judge(trace)
-        outcomes.append(TrialOutcome(i, rec, trace, hit))
-        test.update(rec.passed)
-        i += 1
-    return _result(name, test, outcomes, settings, budget_out, infra)
+    is judged without running the agent again. :func:`adecide`, one trial at a time, run to
+    completion."""
+
+    async def run(trial: int) -> Trace:
+        return run_trial(trial)
+
+    decision = adecide(
+        run, settings, judge=judge, name=name, memo=memo, input_digest=input_digest, fingerprint=fingerprint, budget=budget, first_trial=first_trial
+    )
+    return run_sync(decision)
 
 
 def decide_runs(
