@@ -206,6 +206,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write what the session decided (checks, shrunk bugs, corpus replays, snapshots) as JSON to PATH",
     )
+    group.addoption(
+        "--agentprop-shard",
+        default=None,
+        metavar="i/N",
+        help="run only shard i of N (1-based) of the collected tests, by the hash of each test's node id (the others are deselected)",
+    )
     group.addoption("--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture")
     group.addoption("--agentprop-spec", default=None, help="spec (directory) loaded by the agentprop_project fixture")
     parser.addini("agentprop_agent", "MODULE:ATTR loaded by the agentprop_agent fixture", default="")
@@ -424,7 +430,19 @@ _MARKER_ARGS = {"tau", "n", "risk", "mode", "max_runs"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check every ``agentprop`` marker before anything runs: a typo is a usage error."""
+    """Check every ``agentprop`` marker before anything runs: a typo is a usage error; keep
+    only the shard's tests (``--agentprop-shard i/N``)."""
+    if _opt(config, "--agentprop-shard"):
+        from agentprop._pipeline.shards import parse_shard
+
+        try:
+            shard = parse_shard(_opt(config, "--agentprop-shard"), option="--agentprop-shard")
+        except InputError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        kept = [item for item in items if shard.keeps(item.nodeid)]
+        if len(kept) < len(items):
+            config.hook.pytest_deselected(items=[item for item in items if not shard.keeps(item.nodeid)])
+            items[:] = kept
     for item in items:
         for marker in item.iter_markers("agentprop"):
             unknown = set(marker.kwargs) - _MARKER_ARGS

@@ -174,6 +174,8 @@ def test_profile_option_sets_max_examples_of_agent_settings(pytester: pytest.Pyt
     [
         (["--agentprop-profile", "nightly"], r"--agentprop-profile nightly: no such profile; registered: ci, release, smoke"),
         (["--agentprop-shrink-budget", "-1"], r"--agentprop-shrink-budget must be 0 \(off\) or a number of runs"),
+        (["--agentprop-shard", "4/3"], r"--agentprop-shard 4/3: shard 4 is not one of 1..3"),
+        (["--agentprop-shard", "2"], r"--agentprop-shard '2' is not of the form i/N"),
     ],
 )
 def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
@@ -182,6 +184,26 @@ def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, args: lis
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert re.search(message, result.stderr.str()), result.stderr.str()
     assert "passed" not in result.stdout.str()
+
+
+def test_the_shards_of_a_suite_run_each_test_once(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_many="""
+import pytest
+
+@pytest.mark.parametrize("k", range(30))
+def test_k(k):
+    with open("ran.txt", "a") as f:
+        f.write(f"{k}\\n")
+"""
+    )
+    counts = []
+    for i in (1, 2, 3):
+        outcomes = run(pytester, "--agentprop-shard", f"{i}/3").parseoutcomes()
+        counts.append(outcomes["passed"])
+        assert outcomes["passed"] + outcomes.get("deselected", 0) == 30
+    ran = (pytester.path / "ran.txt").read_text().split()
+    assert sorted(map(int, ran)) == list(range(30)) and all(counts)
 
 
 # --------------------------------------------------------------------------- the marker
