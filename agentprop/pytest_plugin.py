@@ -18,6 +18,10 @@ Options (all prefixed ``--agentprop-``):
 ``--agentprop-max-runs N`` / ``--agentprop-max-usd X``
     one budget for the whole session; when it is spent, undecided checks are INCONCLUSIVE
     (never a pass).
+``--agentprop-store redis://host:port/db[?run=NAME]``
+    keep the budget's totals on a shared Redis (default ``$AGENTPROP_STORE``): the limits hold
+    across every process and machine booking the same run name (``?run=``, else
+    ``$AGENTPROP_RUN_ID``, else one per pytest run, shared with its xdist workers).
 ``--agentprop-cache-mode off|read|write|read-write|replay-only``
     how model-backed agents (:class:`agentprop.agents.AnthropicAgent`) use the API cache when they do
     not choose a mode (default: ``replay-only`` when ``CI`` is set, else ``read-write``).
@@ -63,6 +67,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import tempfile
 import warnings
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -75,7 +80,7 @@ import pytest
 # nothing heavier than this at import: the plugin loads in every project where agentprop is
 # installed, most of which never call it (benchmarks/startup.py measures what it costs)
 from agentprop._util.scope import reset_session_provider, session_var, set_session_provider, settings_scope
-from agentprop.errors import AgentPropertyViolation, AgentPropWarning, InputError, MemoFileError
+from agentprop.errors import AgentPropertyViolation, AgentPropWarning, InputError, InvalidArgument, MemoFileError
 
 if TYPE_CHECKING:
     from hypothesis import settings
@@ -87,6 +92,7 @@ if TYPE_CHECKING:
     from agentprop._decide.settings import settings as AgentSettings
     from agentprop._decide.snapshot import SnapshotResult
     from agentprop._modelapi.budget import Budget
+    from agentprop._modelapi.ledger import Ledger
     from agentprop._scenario.world import World
 
 
@@ -130,6 +136,9 @@ _SHRUNK_KEY = pytest.StashKey[str]()
 """The reproducer text of a test's failure, shrunk inside the test call (for its report)."""
 _LEDGER_INPUT = "agentprop_budget_ledger"
 """The pytest-xdist ``workerinput`` key naming the shared budget ledger's file."""
+_STORE_RUN_INPUT = "agentprop_store_run"
+"""The pytest-xdist ``workerinput`` key naming the run the workers book under on the shared store."""
+_STORE_RUN_KEY = pytest.StashKey[str]()
 
 
 def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
@@ -172,6 +181,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--agentprop-memo", default=None, help="memo file of agent runs (default .agentprop/trials.sqlite; 'none' for memory only)")
     group.addoption("--agentprop-max-runs", type=int, default=None, help="session budget: most agent runs")
     group.addoption("--agentprop-max-usd", type=float, default=None, help="session budget: most dollars")
+    group.addoption(
+        "--agentprop-store",
+        default=None,
+        metavar="URL",
+        help="shared store redis://host:port/db[?run=NAME]: one budget for every process and machine of the run "
+        "(default $AGENTPROP_STORE; run name: ?run=, else $AGENTPROP_RUN_ID, else one per pytest run)",
+    )
     group.addoption(
         "--agentprop-cache-mode",
         choices=["off", "read", "write", "read-write", "replay-only"],
@@ -291,10 +307,15 @@ def _start_session(config: pytest.Config) -> Session:
         memo = _open_memo(config, path, namespace)
     max_runs = _opt(config, "--agentprop-max-runs")
     max_usd = _opt(config, "--agentprop-max-usd")
-    # a pytest-xdist worker books against the controller's shared ledger: one budget per run
-    ledger_path = getattr(config, "workerinput", {}).get(_LEDGER_INPUT)
-    ledger = SharedLedger(ledger_path) if ledger_path else None
-    budget = Budget(max_runs=max_runs, max_usd=max_usd, ledger=ledger) if (max_runs or max_usd) else Budget()
+    # a pytest-xdist worker books against the controller's shared ledger: one budget per run;
+    # with --agentprop-store, against the store's (every process and machine of the run)
+    store_ledger = _store_ledger(config)
+    if store_ledger is not None:
+        budget = Budget(max_runs=max_runs, max_usd=max_usd, ledger=store_ledger)
+    else:
+        ledger_path = getattr(config, "workerinput", {}).get(_LEDGER_INPUT)
+        ledger = SharedLedger(ledger_path) if ledger_path else None
+        budget = Budget(max_runs=max_runs, max_usd=max_usd, ledger=ledger) if (max_runs or max_usd) else Budget()
     corpus_opt = _opt(config, "--agentprop-corpus") or ""
     corpus: Corpus | ProjectCorpora | None = None
     if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config)):
@@ -315,12 +336,52 @@ def _start_session(config: pytest.Config) -> Session:
     return session
 
 
+def _store(config: pytest.Config) -> str:
+    """``--agentprop-store`` (else ``$AGENTPROP_STORE``): a shared store URL, or ``""``."""
+    from agentprop._modelapi.ledger import STORE_ENV
+
+    return str(_opt(config, "--agentprop-store") or os.environ.get(STORE_ENV, ""))
+
+
+def _store_run(config: pytest.Config) -> str:
+    """The run name the processes of this pytest run book under on the shared store: a
+    worker's is its controller's; the controller's is ``$AGENTPROP_RUN_ID``, else fresh (a
+    ``?run=`` in the store URL overrides both)."""
+    given = getattr(config, "workerinput", {}).get(_STORE_RUN_INPUT)
+    if given:
+        return str(given)
+    if _STORE_RUN_KEY not in config.stash:
+        import secrets  # here, not at the top: hmac and _hashlib cost every pytest run a few ms
+
+        from agentprop._modelapi.ledger import RUN_ENV
+
+        config.stash[_STORE_RUN_KEY] = os.environ.get(RUN_ENV, "") or secrets.token_hex(16)
+    return config.stash[_STORE_RUN_KEY]
+
+
+def _store_ledger(config: pytest.Config) -> Ledger | None:
+    """The shared store's budget ledger, or ``None`` without a store; a store that cannot be
+    used is a usage error naming it."""
+    from agentprop._modelapi.ledger import open_ledger
+
+    store = _store(config)
+    if not store:
+        return None
+    try:
+        return open_ledger(store, run=_store_run(config))
+    except InvalidArgument as exc:
+        raise pytest.UsageError(f"--agentprop-store: {exc}") from None
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """The pytest-xdist controller gives every worker the same budget ledger when a limit is
     set (``--agentprop-max-runs``, ``--agentprop-max-usd``): the limits hold for the whole run,
     not per worker."""
     config = node.config
+    if _store(config):  # the shared store is the ledger; the workers book under the controller's run name
+        node.workerinput[_STORE_RUN_INPUT] = _store_run(config)
+        return
     if not (_opt(config, "--agentprop-max-runs") or _opt(config, "--agentprop-max-usd")):
         return
     directory = config.stash.get(_LEDGER_DIR_KEY, None)

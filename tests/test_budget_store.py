@@ -19,6 +19,8 @@ from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.ledger import Ledger, RedisLedger, SharedLedger, open_ledger
 from agentprop.errors import BudgetExhausted, InvalidArgument
 
+pytest_plugins = ["pytester"]
+
 MODEL = "claude-sonnet-4-5"
 
 
@@ -181,3 +183,70 @@ def test_without_redis_py_the_error_names_the_extra(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "redis", None)
     with pytest.raises(InvalidArgument, match=r"agentprop\[redis\]"):
         RedisLedger("redis://127.0.0.1:1/0", "run")
+
+
+EXAMPLE = (Path(__file__).resolve().parents[1] / "examples" / "supportops").resolve()
+
+HUNGRY = f"""
+import pytest
+
+pytest_plugins = ["pytester"]
+import agentprop
+
+EXAMPLE = {str(EXAMPLE)!r}
+project = agentprop.load_project(EXAMPLE)
+CLEAN = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_hungry(i):
+    try:
+        agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", CLEAN, settings=agentprop.settings(mode="fixed", runs=6, seed=i))
+    except agentprop.AgentPropertyViolation:
+        pass  # a check the budget cut short is not a pass; what counts here is the runs made
+"""
+
+
+def test_pytest_workers_and_a_second_session_share_one_redis_budget(redis_url: str, pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    # two pytest runs (two CI shards), one with two xdist workers, book under one run name: the
+    # limit of 10 runs holds for all three processes together (each alone would make 10)
+    pytester.makepyfile(test_hungry=HUNGRY)
+    store = f"{redis_url}?run=shards-{time.monotonic_ns()}"
+    common = ("-p", "no:cacheprovider", "--agentprop-shrink-budget", "0", "--agentprop-memo", "none", "--agentprop-max-runs", "10")
+    first = pytester.runpytest_subprocess("-n", "2", *common, "--agentprop-store", store)
+    second = pytester.runpytest_subprocess(*common, "--agentprop-store", store)
+    assert "new agent runs" in first.stdout.str() and "new agent runs" in second.stdout.str()
+    ledger = open_ledger(store)
+    assert ledger.totals().runs == 10
+    assert "max_runs=10 reached" in second.stdout.str()
+
+
+def test_cli_run_books_in_the_store_and_refuses_a_bad_one(redis_url: str, tmp_path: Path) -> None:
+    import io
+
+    from agentprop._cli import main
+
+    store = f"{redis_url}?run=cli-{time.monotonic_ns()}"
+    ledger = open_ledger(store)
+    ledger.add(runs=7)  # another shard took 7 of the 9 runs already
+    argv = ["run", str(EXAMPLE), "--runs", "3", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--kinds", "mft", "--max-runs", "9"]
+    out, err = io.StringIO(), io.StringIO()
+    main([*argv, "--store", store, "--json", str(tmp_path / "r.json")], out=out, err=err)
+    assert ledger.totals().runs == 9
+    assert "max_runs=9 reached (9 runs started by all processes)" in out.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert main([*argv, "--store", "redis://127.0.0.1:1/0"], out=out, err=err) == 2
+    assert "--store: redis://127.0.0.1:1/0: the Redis budget ledger cannot be reached" in err.getvalue()
+
+
+def test_the_store_comes_from_the_environment_when_no_option_names_it(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from agentprop._cli.common import cli_ledger
+
+    monkeypatch.setenv("AGENTPROP_STORE", f"{redis_url}?run=env")
+    ledger = cli_ledger(argparse.Namespace(store=None))
+    assert isinstance(ledger, RedisLedger) and ledger.run == "env"
+    monkeypatch.delenv("AGENTPROP_STORE")
+    assert cli_ledger(argparse.Namespace(store=None)) is None

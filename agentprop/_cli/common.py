@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agentprop._agents.model_agent import ModelAgent
     from agentprop._agents.project import Project
     from agentprop._modelapi.budget import Budget
+    from agentprop._modelapi.ledger import Ledger
     from agentprop._pipeline.report.model import RunReport, SnapshotCheckReport
     from agentprop._scenario.build import Scenario
 
@@ -185,13 +186,32 @@ def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> t
     return agent, model_agent
 
 
+def cli_ledger(args: argparse.Namespace) -> Ledger | None:
+    """The shared budget ledger of ``--store URL`` (else ``$AGENTPROP_STORE``), or ``None``; a
+    store that cannot be used is a usage error naming it."""
+    from agentprop._modelapi.ledger import STORE_ENV, open_ledger
+
+    option = getattr(args, "store", None)
+    store = option or os.environ.get(STORE_ENV, "")
+    if not store:
+        return None
+    try:
+        return open_ledger(store)
+    except InvalidArgument as exc:
+        source = "--store" if option else f"${STORE_ENV}"
+        raise InputError(
+            f"{source}: {exc}", fix="give a reachable redis://host:port/db, or drop the option to keep the budget in this process"
+        ) from None
+
+
 def cli_budget(args: argparse.Namespace, model_agent: ModelAgent | None) -> Budget:
-    """The one budget of a command (``--max-runs``, ``--max-usd``, ``--prices``), given to the
+    """The one budget of a command (``--max-runs``, ``--max-usd``, ``--prices``, shared by
+    ``--store``), given to the
     model agent; a dollar limit on a model without a price is refused before anything runs."""
     from agentprop._modelapi.budget import Budget, load_prices
 
     prices = load_prices(args.prices) if getattr(args, "prices", None) else None
-    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd, prices=prices)
+    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd, prices=prices, ledger=cli_ledger(args))
     if model_agent is not None:
         budget.check_priced(model_agent.model)
         model_agent.budget = budget

@@ -113,6 +113,12 @@ def budget_parent(*, unfinished: str = "undecided cases are INCONCLUSIVE") -> ar
         metavar="N",
         help="start at most N agent runs in all, shrinking, mutants and probes included (like --agentprop-max-runs in pytest)",
     )
+    group.add_argument(
+        "--store",
+        metavar="URL",
+        help="a shared store, redis://host:port/db[?run=NAME]: the limits hold across every process and machine booking the same run "
+        "(run name: ?run=, else $AGENTPROP_RUN_ID; default $AGENTPROP_STORE; needs agentprop[redis])",
+    )
     return p
 
 
