@@ -14,16 +14,15 @@ both the inputs kept and the drops counted. Written for agentprop (see examples/
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from agentprop._cli import main
 from agentprop.testing import MessagesServer, message_reply, text_block
 
 HERE = Path(__file__).resolve().parent
@@ -64,10 +63,11 @@ def loopback_model(request: dict[str, Any]) -> dict[str, Any]:
 
 def run(cache: Path, mode: str, argv: list[str]) -> tuple[int, str, int]:
     with MessagesServer(handler=loopback_model) as server:
-        os.environ["ANTHROPIC_BASE_URL"] = server.base_url
-        os.environ["ANTHROPIC_API_KEY"] = "not-a-real-key"  # the loopback server checks no key
-        out = io.StringIO()
+        env = {**os.environ, "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "not-a-real-key"}  # the loopback server checks no key
         args = [
+            sys.executable,
+            "-m",
+            "agentprop",
             "run",
             str(HERE.parent / "supportops"),
             "--kinds",
@@ -87,8 +87,8 @@ def run(cache: Path, mode: str, argv: list[str]) -> tuple[int, str, int]:
             mode,
             *argv,
         ]
-        code = main(args, out=out, err=out)
-        return code, out.getvalue(), len(server.requests)
+        done = subprocess.run(args, env=env, capture_output=True, text=True)
+        return done.returncode, done.stdout + done.stderr, len(server.requests)
 
 
 if __name__ == "__main__":
