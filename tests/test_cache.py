@@ -34,6 +34,7 @@ from agentprop._modelapi.cache import (
     scrub_secrets,
 )
 from agentprop._modelapi.canonical import _slow_canonical_request
+from agentprop._util.scrub import scrub_text
 from agentprop.errors import AgentPropError, InvalidArgument
 from agentprop.testing import MessagesServer, text_reply, tool_use_reply
 
@@ -518,6 +519,19 @@ def test_secret_never_reaches_the_database_file(tmp_path: Path) -> None:
     for file in files:
         assert FAKE_SECRET.encode() not in file.read_bytes(), file.name
         assert b"FAKEFAKEFAKE" not in file.read_bytes(), file.name
+
+
+def test_a_short_api_key_is_not_scrubbed_as_a_substring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a local server's key ("k", "loopback") is no secret worth blanking out of every text: the
+    # old scrub made the cache refuse every entry ("k" is in "max_tokens") and showed a model
+    # "loopback-writer" as "[REDACTED]-writer"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "loopback")
+    assert scrub_text("model loopback-writer: not found") == "model loopback-writer: not found"
+    with ApiCache(tmp_path / "c.db", mode="read-write", secrets=["k", "loopback"]) as cache:
+        first = cache.get_or_call(request(model="loopback-writer"), trial=0, call=Counter())
+        assert first.model == "loopback-writer"
+        assert cache.get(request(model="loopback-writer"), trial=0) is not None
+    assert cache_key(request(), 0, secrets=["k", "loopback"]) == cache_key(request(), 0)
 
 
 # -- integrity -------------------------------------------------------------------------------------

@@ -68,9 +68,8 @@ from agentprop._modelapi.canonical import (
     cache_key,
     canonical_json,
     canonical_request,
-    scrub_secrets,
 )
-from agentprop._util.scrub import REDACTED, scrub_text
+from agentprop._util.scrub import REDACTED, literal_secrets, scrub_secrets, scrub_text
 from agentprop.errors import CacheError, CacheMiss, InvalidArgument
 
 __all__ = [
@@ -372,7 +371,7 @@ class ApiCache:
     ) -> None:
         self.path = Path(path)
         self._mode = CacheMode.default() if mode is None else CacheMode.parse(mode)
-        self._secrets = tuple(s for s in secrets if s)
+        self._secrets = literal_secrets(secrets)
         self._needles = _secret_needles(self._secrets)
         if busy_timeout < 0:
             raise InvalidArgument(f"busy_timeout={busy_timeout} must be >= 0 seconds.")

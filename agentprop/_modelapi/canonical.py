@@ -1,5 +1,5 @@
 """Canonical model-API requests: the text an :class:`~agentprop._modelapi.cache.ApiCache` keys
-and stores, and the scrub that keeps secrets out of it.
+and stores, scrubbed of secrets (:func:`agentprop._util.scrub.scrub_secrets`).
 
 The canonical request is the request body as sent: ``model``, ``system``, the conversation
 (``messages``, or ``input``), ``tools``, the sampling parameters and any other field that can
@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Final
 
-from agentprop._util.scrub import REDACTED, SECRET_PATTERN
+from agentprop._util.scrub import CREDENTIAL_KEYS, SECRET_PATTERN, literal_secrets, scrub_secrets
 from agentprop.errors import InvalidArgument
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "cache_key",
     "canonical_json",
     "canonical_request",
-    "scrub_secrets",
 ]
 
 SCHEMA_VERSION = 1
@@ -60,20 +59,6 @@ CONVERSATION_FIELDS = ("messages", "input")
 Completions) or ``input`` (OpenAI Responses)."""
 
 
-_SECRET_KEY_NAMES = frozenset(
-    {
-        "api_key",
-        "apikey",
-        "x_api_key",
-        "anthropic_api_key",
-        "authorization",
-        "proxy_authorization",
-        "auth_token",
-        "access_token",
-        "refresh_token",
-        "client_secret",
-    }
-)
 _SECRET_VALUE = SECRET_PATTERN
 _SECRET_IN_JSON = re.compile(rb"sk-[A-Za-z0-9_\-]{6,}")
 """Every match of :data:`_SECRET_VALUE` in a string shows in the string's JSON text as a match of
@@ -115,35 +100,6 @@ def _to_plain(value: Any, where: str = "request") -> Any:
 def _has_key(value: str) -> bool:
     """Whether the string holds something shaped like an API key (what the scrub redacts)."""
     return "sk-" in value and _SECRET_VALUE.search(value) is not None
-
-
-def scrub_secrets(value: Any, secrets: Iterable[str] = ()) -> Any:
-    """A copy of JSON-like ``value`` with credentials replaced by ``"[REDACTED]"``.
-
-    Redacts the value of every key named like a credential (case-insensitive, ``-`` and ``_``
-    alike: ``api_key``, ``x-api-key``, ``authorization``, ``auth_token`` ...), every substring that
-    looks like an API key (``sk-ant-...``, ``sk-...``) and every occurrence of the given
-    ``secrets``.
-    """
-    literal = [s for s in secrets if s]
-
-    def scrub(node: Any) -> Any:
-        if isinstance(node, dict):
-            out: dict[str, Any] = {}
-            for k, v in node.items():
-                norm = str(k).lower().replace("-", "_")
-                out[k] = REDACTED if norm in _SECRET_KEY_NAMES else scrub(v)
-            return out
-        if isinstance(node, list):
-            return [scrub(v) for v in node]
-        if isinstance(node, str):
-            text = _SECRET_VALUE.sub(REDACTED, node)
-            for secret in literal:
-                text = text.replace(secret, REDACTED)
-            return text
-        return node
-
-    return scrub(value)
 
 
 def _plain_copy(value: Any) -> Any:
@@ -202,11 +158,11 @@ def _decode_stored(text: str) -> Any:
 def _secret_needles(secrets: Iterable[str]) -> tuple[bytes, ...]:
     """The registered secrets as they appear inside JSON text (escaped like a JSON string),
     UTF-8 encoded."""
-    return tuple(json.dumps(s, ensure_ascii=False)[1:-1].encode() for s in secrets if s)
+    return tuple(json.dumps(s, ensure_ascii=False)[1:-1].encode() for s in literal_secrets(secrets))
 
 
-_CREDENTIAL_KEY_TEXT = tuple(f'"{name}"'.encode() for name in sorted(_SECRET_KEY_NAMES))
-_CREDENTIAL_ENDINGS = tuple(sorted({f'{name.rsplit("_", 1)[-1]}"'.encode() for name in _SECRET_KEY_NAMES}))
+_CREDENTIAL_KEY_TEXT = tuple(f'"{name}"'.encode() for name in sorted(CREDENTIAL_KEYS))
+_CREDENTIAL_ENDINGS = tuple(sorted({f'{name.rsplit("_", 1)[-1]}"'.encode() for name in CREDENTIAL_KEYS}))
 _KELVIN_SIGN = "\u212a".encode()  # the one non-ASCII character whose lower() is an ASCII letter
 
 
@@ -301,7 +257,7 @@ serialised and checked once."""
 def _name_label(name: str) -> str | None:
     """``"name":`` as the canonical text writes a dict key, or ``None`` for a key named like a
     credential (the scrub replaces its value)."""
-    if name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
+    if name.lower().replace("-", "_") in CREDENTIAL_KEYS:
         return None
     return _ENCODE_STRING(name) + ":"
 
@@ -488,7 +444,7 @@ def _canonical(request: Mapping[str, Any], secrets: Iterable[str], needles: tupl
                 break
             kept[k] = v
         if not general and "model" in kept and ("messages" in kept or "input" in kept):
-            secrets = tuple(s for s in secrets if s)
+            secrets = literal_secrets(secrets)
             try:
                 text = _fast_request_text(kept, _secret_needles(secrets) if needles is None else needles)
             except TypeError:  # names that do not sort
@@ -546,7 +502,7 @@ class _RequestShape:
             if name == field:
                 before = len(parts)
                 continue
-            if name.lower().replace("-", "_") in _SECRET_KEY_NAMES:
+            if name.lower().replace("-", "_") in CREDENTIAL_KEYS:
                 return None
             text = _value_text(kept[name], needles)
             if text is None:

@@ -32,16 +32,40 @@ _LABELLED = re.compile(
 """A credential after a label (``Bearer abc...``, ``x-api-key: abc...``, ``api_key='abc...'``)."""
 
 _ENV_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY")
-_MIN_SECRET = 8
-"""Shorter registered strings are not scrubbed (they would blank out ordinary words)."""
+MIN_SECRET = 16
+"""Shorter literal secrets are not scrubbed as substrings: they would blank out ordinary text
+(``ANTHROPIC_API_KEY=loopback`` turned a model ``loopback-writer`` into ``[REDACTED]-writer``,
+and a key ``k`` made the cache refuse every entry). A real provider key is far longer."""
+
+CREDENTIAL_KEYS = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "x_api_key",
+        "anthropic_api_key",
+        "authorization",
+        "proxy_authorization",
+        "auth_token",
+        "access_token",
+        "refresh_token",
+        "client_secret",
+    }
+)
+"""Keys whose value :func:`scrub_secrets` redacts whole (lower case, ``-`` read as ``_``)."""
 
 _secrets: set[str] = set()
 _lock = threading.Lock()
 
 
+def literal_secrets(secrets: Iterable[str | None]) -> tuple[str, ...]:
+    """The ``secrets`` long enough to scrub as substrings (:data:`MIN_SECRET`), in order."""
+    return tuple(s for s in secrets if s and len(s) >= MIN_SECRET)
+
+
 def register_secret(value: str | None) -> None:
-    """Scrub ``value`` from every error text from now on (values under 8 characters are ignored)."""
-    if value and len(value) >= _MIN_SECRET:
+    """Scrub ``value`` from every error text from now on (shorter than :data:`MIN_SECRET`: ignored)."""
+    if literal_secrets((value,)):
+        assert value is not None
         with _lock:
             _secrets.add(value)
 
@@ -50,7 +74,7 @@ def known_secrets() -> list[str]:
     """The registered secrets and the keys in the environment, longest first."""
     with _lock:
         found = set(_secrets)
-    found.update(v for name in _ENV_KEYS if (v := os.environ.get(name)) and len(v) >= _MIN_SECRET)
+    found.update(literal_secrets(os.environ.get(name) for name in _ENV_KEYS))
     return sorted(found, key=len, reverse=True)
 
 
@@ -59,7 +83,7 @@ def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
     ``[REDACTED]`` (see the module docstring)."""
     if not text:
         return text
-    for secret in sorted({*known_secrets(), *(s for s in secrets if s)}, key=len, reverse=True):
+    for secret in sorted({*known_secrets(), *literal_secrets(secrets)}, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
     text = SECRET_PATTERN.sub(REDACTED, text)
@@ -69,7 +93,7 @@ def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
 def might_hold_secret(text: str, secrets: Iterable[str] = ()) -> bool:
     """Whether :func:`scrub_text` could change ``text`` (a cheap test over, say, a whole
     trace's JSON before scrubbing its strings one by one)."""
-    if any(secret in text for secret in (*known_secrets(), *secrets) if secret):
+    if any(secret in text for secret in (*known_secrets(), *literal_secrets(secrets))):
         return True
     if "sk-" in text and SECRET_PATTERN.search(text) is not None:  # every match starts with sk-
         return True
@@ -103,3 +127,29 @@ def scrub_data(value: Any, secrets: Iterable[str] = ()) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(scrub_data(v, extra) for v in value)
     return value
+
+
+def scrub_secrets(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """A copy of JSON-like ``value`` with credentials replaced by ``"[REDACTED]"``: the value of
+    every key in :data:`CREDENTIAL_KEYS`, every substring that looks like an API key
+    (:data:`SECRET_PATTERN`) and every occurrence of the given ``secrets`` long enough to scrub.
+    What the API cache stores and hashes (so its keys depend on exactly this)."""
+    literal = literal_secrets(secrets)
+
+    def scrub(node: Any) -> Any:
+        if isinstance(node, dict):
+            out: dict[str, Any] = {}
+            for k, v in node.items():
+                norm = str(k).lower().replace("-", "_")
+                out[k] = REDACTED if norm in CREDENTIAL_KEYS else scrub(v)
+            return out
+        if isinstance(node, list):
+            return [scrub(v) for v in node]
+        if isinstance(node, str):
+            text = SECRET_PATTERN.sub(REDACTED, node)
+            for secret in literal:
+                text = text.replace(secret, REDACTED)
+            return text
+        return node
+
+    return scrub(value)
