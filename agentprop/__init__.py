@@ -74,26 +74,6 @@ _MOVED: dict[str, tuple[str, ...]] = {
         "make_world",
         "solve",
     ),
-    "agentprop.contracts": (
-        "args_satisfy",
-        "calls_in_order",
-        "decision_in_enum",
-        "decision_is",
-        "evidence_grounded",
-        "forbids_tools",
-        "max_tool_calls",
-        "mft_verdicts",
-        "no_canary_leak",
-        "no_run_errors",
-        "node_id_matches",
-        "numbers_grounded",
-        "probe_verdicts",
-        "requires_tools",
-        "response_grounded",
-        "response_valid",
-        "tool_actions_match",
-        "within_scope",
-    ),
     "agentprop.oracle": (
         "CheckResult",
         "Corpus",
@@ -145,7 +125,9 @@ _MOVED: dict[str, tuple[str, ...]] = {
         "Unsatisfiable",
     ),
 }
-"""Names that left the top level -> the public module that holds them now (deprecated here)."""
+"""Names that left the top level -> the public module that holds them now (deprecated here).
+The contracts left too: every name of :mod:`agentprop.contracts` (its ``__all__`` is their one
+list) but ``Verdict`` (see :func:`_moved_to`)."""
 
 _MOVED_TO = {name: module for module, names in _MOVED.items() for name in names}
 
@@ -180,7 +162,7 @@ def __getattr__(name: str) -> Any:
         return value
     if name in _SUBMODULES:
         return importlib.import_module(f"agentprop.{name}")  # the import system sets the attribute
-    new = _MOVED_TO.get(name)
+    new = _moved_to(name)
     if new is not None:
         warnings.warn(
             f"agentprop.{name} is deprecated: import it from {new} instead (from {new} import {name})",
@@ -189,6 +171,14 @@ def __getattr__(name: str) -> Any:
         )
         return getattr(importlib.import_module(new), name)  # not cached: every use warns
     raise AttributeError(f"module 'agentprop' has no attribute {name!r}")
+
+
+def _moved_to(name: str) -> str | None:
+    """The public module that now holds ``name``, a name that left the top level, or ``None``."""
+    new = _MOVED_TO.get(name)
+    if new is None and not name.startswith("_") and name in importlib.import_module("agentprop.contracts").__all__:
+        new = "agentprop.contracts"
+    return new
 
 
 def __dir__() -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import agentprop
+import agentprop.contracts
 import agentprop.errors
 import agentprop.strategies
 
@@ -140,7 +141,11 @@ def test_every_name_of_a_public_module_resolves(module: str) -> None:
         assert getattr(mod, name) is not None, f"{module}.{name}"
 
 
-@pytest.mark.parametrize(("name", "module"), sorted(agentprop._MOVED_TO.items()))
+MOVED_TO = agentprop._MOVED_TO | {n: "agentprop.contracts" for n in agentprop.contracts.__all__ if n not in agentprop.__all__}
+"""Every name that left the top level -> its new module (the contracts' one list is their module's ``__all__``)."""
+
+
+@pytest.mark.parametrize(("name", "module"), sorted(MOVED_TO.items()))
 def test_a_name_that_left_the_top_level_still_works_with_a_warning_naming_its_new_home(name: str, module: str) -> None:
     with pytest.warns(DeprecationWarning, match=rf"agentprop\.{name} is deprecated: import it from {re.escape(module)} instead"):
         old = getattr(agentprop, name)
@@ -170,7 +175,7 @@ def test_strategies_holds_only_strategies() -> None:
     assert isinstance(agentprop.strategies.paraphrases("Cancel order O-1"), SearchStrategy)
 
 
-_OLD_TOP = re.compile(r"(?<![\w.])agentprop\.(" + "|".join(sorted(agentprop._MOVED_TO, key=len, reverse=True)) + r")\b(?!\.(?:py|yaml|md))")
+_OLD_TOP = re.compile(r"(?<![\w.])agentprop\.(" + "|".join(sorted(MOVED_TO, key=len, reverse=True)) + r")\b(?!\.(?:py|yaml|md))")
 _OLD_STRATEGY = re.compile(r"\b(?:aps|strategies)\.(" + "|".join(sorted(agentprop.strategies._MOVED_TO, key=len, reverse=True)) + r")\b")
 _FROM = re.compile(r"from agentprop(\.strategies)? import (\([^)]*\)|[^\n]+)")
 FINGERPRINTS = ('"agentprop.AnthropicAgent/1"', '"agentprop.OpenAIAgent/1"')
@@ -182,7 +187,7 @@ def _old_paths(text: str) -> list[str]:
     found = [m.group(0) for m in _OLD_TOP.finditer(text) if not any(m.group(0) in f for f in FINGERPRINTS)]
     found += [m.group(0) for m in _OLD_STRATEGY.finditer(text)]
     for m in _FROM.finditer(text):
-        moved = agentprop.strategies._MOVED_TO if m.group(1) else agentprop._MOVED_TO
+        moved = agentprop.strategies._MOVED_TO if m.group(1) else MOVED_TO
         names = {n.split()[0] for n in re.split(r"[,()\n]", m.group(2).split("#")[0]) if n.strip()}
         found += [f"{m.group(0).split(' import ')[0]} import {n}" for n in sorted(names & set(moved))]
     return found
