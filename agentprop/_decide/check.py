@@ -305,31 +305,6 @@ def check(
     call = _CheckCall.of("check", locals())
     session = current_session()  # in the caller's context, so a fresh default session persists
     return _raise_or_return(run_sync(_decide(call, session)), raise_on_failure)
-    if tools is not None or judge is not None:
-        raise _spec_tier_keywords()
-    if isinstance(scenario, Sequence) and not isinstance(scenario, str):
-        raise _messages_as_scenario()
-    outcome = run_sync(
-        _check_outcome(
-            project,
-            scenario,
-            agent,
-            messages=messages,
-            prop=prop,
-            mode=mode,
-            tau=tau,
-            runs=runs,
-            max_runs=max_runs,
-            settings=settings,
-            memo=memo,
-            budget=budget,
-            concurrency=concurrency,
-            name=name,
-            seed=seed,
-            session=session,
-        )
-    )
-    return _raise_or_return(outcome, raise_on_failure)
 
 
 @dataclass(frozen=True)
