@@ -10,6 +10,7 @@ those correct agents failed (a lower-cased or mistyped patient name, a typo in "
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -132,12 +133,22 @@ def test_chinese_facts_are_characters_a_frame_may_not_take_away() -> None:
 
 
 @pytest.mark.parametrize("name", ["pharmacy_refill", "library_loans", "travel_change"])
-def test_the_zoos_correct_agents_pass_every_explored_case(name: str) -> None:
+def test_the_zoos_correct_agents_pass_every_explored_case_but_dates_they_cannot_read(name: str) -> None:
+    # The frozen pharmacy and travel agents read a date only as YYYY-MM-DD: a user's "June 14,
+    # 1979" or "20 Dec 2026" (the `notation` family, docs/input-families.md) is a real finding
+    # about them, not an invalid input. Every other explored case passes, and every failure
+    # carries a re-written date, so no other family fails a correct agent.
     project = agentprop.load_project(ZOO / name)
     agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
     report = asyncio.run(arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("explore",), seed=1, explore=4), memo=TrialMemo()))
-    failing = [(c.id, c.messages) for c in report.cases if c.verdict in ("FAIL", "UNSTABLE")]
+    noted = {c.id for c in report.cases if any(f.endswith(":notation") for f in (c.details or {}).get("families", ()))}
+    failing = [(c.id, c.messages) for c in report.cases if c.verdict in ("FAIL", "UNSTABLE") and c.id not in noted]
     assert report.cases and not failing
+    dated = [c for c in report.cases if c.id in noted and re.search(r"\b(19|20)\d\d\b", " ".join(c.messages))]
+    if name == "library_loans":  # its agent reads every value as re-written: nothing fails
+        assert all(c.verdict == "PASS" for c in report.cases if c.id in noted)
+    else:
+        assert dated and any(c.verdict == "FAIL" for c in dated)  # the finding is still found
 
 
 def test_inv_variants_state_the_facts_of_the_message_they_paraphrase() -> None:
