@@ -1,37 +1,9 @@
 """Every exception agentprop raises, and its one warning.
 
-Every error names the cause and the fix. Errors about user input carry the file, line and
-column they refer to, so an editor can jump there. ``except AgentPropError`` catches every
-agentprop *error*; a property that does not hold is not an error but a test failure:
-:class:`AgentPropertyViolation`, an :class:`AssertionError`, so pytest reports it as one.
-
-The tree::
-
-    AgentPropError
-    ├── InputError                 a file or value the user gave is wrong (FILE:LINE:COL, fix)
-    │   ├── SpecError              a spec cannot be loaded
-    │   ├── BindingsError          bindings (agentprop.yaml) do not fit their spec
-    │   ├── MemoFileError          a trial memo file cannot be used
-    │   ├── MissingApiKey          a model call needs an API key and there is none
-    │   ├── MissingDependency      a model provider's SDK (an optional extra) is not installed
-    │   ├── UnpricedModel          a dollar limit is set and the model has no price
-    │   └── ParaphrasePoolError    an LLM paraphrase pool cannot be obtained
-    ├── InvalidArgument            a function got arguments it cannot use (also a TypeError)
-    ├── WhenSyntaxError            a ``when`` expression does not parse (also a ValueError)
-    ├── UnboundVariable            a ``when`` expression reads a variable with no value (also a KeyError)
-    ├── Unsatisfiable              no values make a path's conditions hold
-    ├── ToolError                  a tool call failed inside a world (the agent sees it)
-    ├── AgentRunError              the agent under test raised, timed out or broke the protocol
-    ├── ModelCallError             a model API call failed for good
-    │   └── ApiUnavailable         ... because the API refused the key or stayed unreachable (also InfrastructureError)
-    ├── DeadlineExceeded           a model call's retry would wait past the turn's deadline (also a TimeoutError)
-    └── InfrastructureError        a run could not be made, for a reason that is not the agent's
-        ├── BudgetExhausted        the session budget ran out (no new run, no new model call)
-        ├── CacheError             the API cache file cannot be used
-        │   └── CacheMiss          replay-only mode met a request that was never recorded
-        └── (MissingApiKey, ApiUnavailable: also InfrastructureError)
-    AgentPropertyViolation (AssertionError)   a property of the agent did not hold
-    AgentPropWarning (UserWarning)            something the user should know; nothing failed
+Every error names the cause and the fix; errors about user input carry file, line and column.
+``except AgentPropError`` catches every agentprop error. A property that does not hold is not an
+error but :class:`AgentPropertyViolation`, an :class:`AssertionError`. The exception tree is
+drawn in docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,66 +1,10 @@
-"""pytest plugin for agentprop (registered through the ``pytest11`` entry point).
+"""pytest plugin for agentprop, registered through the ``pytest11`` entry point.
 
-Options (all prefixed ``--agentprop-``):
-
-``--agentprop-profile NAME``
-    how hard to look: oracle run limit and Hypothesis ``max_examples`` (default ``ci``): a
-    profile of :class:`agentprop.settings` (``smoke``, ``ci``, ``release``, or one registered
-    with ``agentprop.settings.register_profile``, e.g. in a conftest.py).
-``--agentprop-seed N``
-    trial namespace; a new seed draws new samples, the same seed replays the memo.
-``--agentprop-fresh``
-    re-sample every agent run instead of reusing memoised runs.
-``--agentprop-memo PATH``
-    where memoised agent runs (traces; properties judge them afresh) are kept (default
-    ``.agentprop/trials.sqlite`` under the rootdir once agentprop is configured by an ini
-    option or this option, whatever the profile; else in memory; ``none`` keeps them in memory).
-    A file that is not a memo of this format is a usage error naming it.
-``--agentprop-max-runs N`` / ``--agentprop-max-usd X``
-    one budget for the whole session; when it is spent, undecided checks are INCONCLUSIVE
-    (never a pass).
-``--agentprop-store redis://host:port/db[?run=NAME]``
-    keep the budget's totals on a shared Redis (default ``$AGENTPROP_STORE``): the limits hold
-    across every process and machine booking the same run name (``?run=``, else
-    ``$AGENTPROP_RUN_ID``, else one per pytest run, shared with its xdist workers).
-``--agentprop-cache-mode off|read|write|read-write|replay-only``
-    how model-backed agents (:class:`agentprop.agents.AnthropicAgent`) use the API cache when they do
-    not choose a mode (default: ``replay-only`` when ``CI`` is set, else ``read-write``).
-``--agentprop-shrink-budget RUNS``
-    a failing agent property is shrunk to a minimal reproducer, shown in the failure report
-    (default 200 runs; 0 turns it off).
-``--agentprop-corpus DIR``
-    shrunk reproducers are saved there and replayed first by ``agentprop.check`` on the next
-    run (default, when agentprop is configured: each project's ``.agentprop/corpus`` beside
-    its bindings, the one ``agentprop run`` uses, and ``.agentprop/corpus`` under the rootdir
-    for spec-free checks; ``none`` to turn off). A spec-free check's entry is keyed by its case
-    (the check's name, its messages' originals, the property) and replayed first by every
-    check of that case.
-``--agentprop-snapshot-update`` with ``--agentprop-snapshot-reason TEXT``
-    approve NEW or CHANGED behaviour snapshots (``agentprop_snapshot``) instead of failing;
-    the reason is kept in each snapshot's history. Refused when ``CI`` is set.
-``--agentprop-json PATH``
-    write the session's record as JSON (schema ``agentprop.pytest/1``): the summary's table
-    (``checks``: the last decision of each test and case), every decision made (``results``), the bugs shrunk with their reproducers, rates and corpus entries (``bugs``),
-    what the corpus replays meant (``corpus_notes``) and the snapshots; under pytest-xdist,
-    the whole run's, written by the controller.
-``--agentprop-agent MODULE:ATTR`` / ``--agentprop-spec PATH``
-    what the ``agentprop_agent`` and ``agentprop_project`` fixtures load (also settable as
-    ini options ``agentprop_agent`` and ``agentprop_spec``).
-
-Marker: ``@pytest.mark.agentprop(tau=0.9, n=50, risk="high", mode="sprt", max_runs=100)``
-sets the oracle for the checks inside one test: one layer of :class:`agentprop.settings`
-(profile < marker < ``@settings`` / ``with settings`` < the call's arguments). Fixtures: ``agentprop_agent``,
-``agentprop_project``, ``agentprop_world``, ``agentprop_budget``, ``agentprop_memo``,
-``agentprop_snapshot`` (behaviour snapshots kept in ``__snapshots__/<module>/`` beside the test),
-``agentprop_mcp_server``: one case's world served over MCP (in-process or on loopback HTTP;
-each session one trial, see :mod:`agentprop.mcp`), and
-``messages_server`` / ``openai_server``: a running :class:`agentprop.testing.MessagesServer` /
-:class:`agentprop.testing.OpenAIServer` on loopback (script it with ``enqueue`` /
-``set_handler``; point an agent at its ``base_url``).
-
-The Hypothesis profiles ``agentprop-smoke``, ``agentprop-ci`` and ``agentprop-release`` are
-registered (``deadline=None``, explain phase off, few examples, database on); use
-``agentprop.agent_settings()`` as a decorator, or ``--hypothesis-profile agentprop-ci``.
+Adds the ``--agentprop-*`` options, the ``agentprop`` marker, the fixtures (``agentprop_agent``,
+``agentprop_project``, ``agentprop_snapshot``, ``messages_server`` ...) and the Hypothesis profiles
+``agentprop-smoke|ci|release``; docs/reference.md lists them all. One session lives in
+``config.stash``; under pytest-xdist every worker books the same budget and the controller
+writes the whole run's ``--agentprop-json`` record.
 """
 
 from __future__ import annotations

@@ -1,42 +1,10 @@
 """One trial's world as an MCP server (the official ``mcp`` SDK), and agents that are MCP clients.
 
-Any MCP-capable agent can be tested without an adapter: it lists the spec's tools plus
-``respond`` (whose input schema is the response contract), reads the user's messages from the
-``user_message`` prompt, and calls tools; the trial is recorded exactly as the runtime records a
-Python agent.
-
-**One session, one trial.** A session is one conversation of a case: a fresh world, the case's
-user messages, the bindings' context. It is run by the runtime itself
-(:func:`agentprop.agents.arun_conversation`) with a :class:`TrialBridge` for an agent: each tool call
-of the session is made through the current turn's :class:`~agentprop.TurnContext`, so tool
-calls, per-turn slices, ``respond`` validation (an invalid ``respond`` is a tool error the agent
-may correct), ``max_tool_calls_per_turn``, unknown tools, errors and timeouts are recorded by the
-same code as for every other agent.
-
-**How the conversation reaches the agent** (the turn protocol):
-
-- the prompt ``user_message`` (no arguments) returns the user's message for the next turn as
-  one user-role message. Asking for it is what ends the turn before: a turn lasts from one
-  ``user_message`` to the next, as a Python agent's turn lasts from one ``turn()`` call to its
-  return. When the conversation has no more messages the prompt returns no message at all (and
-  says so in its description): the session is over.
-- the tool ``respond`` ends the turn's work with the structured response. On the last turn of a
-  served case it also ends the conversation (its result says ``conversation_over``).
-- a tool call before the session has read a user message is refused (a ``protocol`` error
-  that says why, :data:`UNREAD_CALL`): a client that opens a session per tool call would
-  otherwise split one conversation into many incomplete trials. Such a session is no trial.
-- the resource ``agentprop://context`` is the runtime context of the bindings (e.g. the signed-in
-  ``account_id``), as JSON.
-
-A tool failure is a result with ``isError`` set, the text ``KIND: message`` and the structured
-content ``{"error": {"kind": KIND, "message": ...}}``; a success carries the output as JSON text
-(and as structured content when it is an object). Output schemas are not declared, so an MCP
-client never rejects a world output (a planted canary, an injected failure value) on its own.
-
-:class:`McpAgent` is the agent side: agentprop runs the trial (``agentprop run``,
-:func:`agentprop.check`, shrinking) and the agent, an MCP client, is connected in-process to a
-server for that trial's world. Serving a case to agents that connect on their own is
-:mod:`agentprop._pipeline.serve`.
+One session is one trial: a fresh world, the case's user messages, the bindings' context, run
+by the runtime itself, so every tool call is recorded by the same code as for any agent. The
+prompt ``user_message`` starts a turn, the tool ``respond`` ends it; a tool call before the
+first message is refused (:data:`UNREAD_CALL`). :class:`McpAgent` is the agent side, connected
+in-process; serving a case to agents that connect on their own is :mod:`agentprop._pipeline.serve`.
 """
 
 from __future__ import annotations

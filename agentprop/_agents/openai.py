@@ -1,33 +1,10 @@
 """An agent backed by a model behind the OpenAI API, or any OpenAI-compatible server.
 
-:class:`OpenAIAgent` speaks either API through the official ``openai`` SDK:
-
-- **Chat Completions** (``api="chat"``, the default; what vLLM, Ollama, LiteLLM, Together and
-  most compatible servers speak): the system prompt is the first message, the spec's tools are
-  ``function`` tools, tool calls come back as ``tool_calls`` with JSON-text arguments and are
-  answered with ``tool`` messages.
-- **Responses** (``api="responses"``): the system prompt is ``instructions``, the conversation is
-  a list of input items (the model's own output items are passed back, ``store: false``), tool
-  calls are ``function_call`` items answered with ``function_call_output`` items.
-
-Either way ``respond`` is a function tool whose parameters are the response contract, and
-``tool_choice`` is ``"required"`` by default: every reply must call a tool, so a turn ends with
-``respond``, never with free text. One turn is the usual loop: call the model; record its text
-(``ctx.say``); run every tool call it made, in order (parallel tool calls included), through
-``ctx.call`` / ``ctx.respond`` and answer each one -- tool failures, an invalid ``respond``, and
-arguments that are not valid JSON or that the tool cannot take are answered with an
-``error: KIND: MESSAGE`` result the model can correct; stop when ``respond`` succeeded or after
-``max_steps`` calls. ``stream=True`` receives each reply as server-sent events (assembled by
-the SDK's own stream helpers); the cache stores the assembled reply, so streamed and unstreamed
-runs replay alike.
-
-Every call goes through the model-client layer (:mod:`agentprop._modelapi.client`) exactly as
-:class:`~agentprop.agents.AnthropicAgent`'s do: the API cache keyed by request and trial, the budget
-(the call's worst case reserved first), retries (``retry-after`` honoured within the turn),
-the adaptive concurrency limit, the offline-key rule (``OPENAI_API_KEY``; a ``base_url`` that
-is not ``api.openai.com`` needs none) and secret scrubbing. Usage is normalised (cached prompt
-tokens are prompt-cache reads) and priced by the price table; a model without a price has an
-unknown cost, never $0.
+:class:`OpenAIAgent` speaks Chat Completions (``api="chat"``) or Responses (``api="responses"``)
+through the official ``openai`` SDK. ``respond`` is a function tool whose parameters are the
+response contract, and ``tool_choice`` is ``"required"`` by default, so a turn ends with
+``respond``. Every call goes through :mod:`agentprop._modelapi.client`, as
+:class:`~agentprop.agents.AnthropicAgent`'s do.
 """
 
 from __future__ import annotations

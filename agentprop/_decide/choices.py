@@ -1,48 +1,10 @@
 """The generator's choices: how one input of a scenario was written.
 
-A scenario fixes *what* the user asks (the path's intent, its slots, what is withheld, the world
-the path needs); its :class:`Choices` fix *how* they ask it, and what the tools answer where the
-path does not care:
-
-- per turn:
-
-  - ``template``: which template variant writes the turn. Variants are the scenario
-    builder's own (``build_scenario(template_index=k)`` with the scenario's assignment),
-    kept only when they build the same case (expectations and world), so the turns of
-    different variants mix: each turn has its own choice, and the shrinker resets each
-    separately (a turn-2 reproducer keeps turn 1 in the scenario's own words). The
-    generator draws one index for every turn, as the bindings align a follow-up's templates
-    with the first message's. A template may be written in another of the bindings'
-    ``languages:``;
-
-  - ``segments``: optional ``[...]`` segments of the turn's template that hold no slot, put in
-    (the scenario's own message leaves them out);
-  - ``entities``: slot values written as a user types them — in another letter case
-    (``o-1001``, ``Engineer``) or with one slip in a word of five letters or more
-    (``enginer``); ids and numbers keep their characters, so the value stays recognisable;
-  - ``steps``: paraphrase transforms from the phrase packs applied in order (politeness,
-    hedges, fillers, register — hurried, casual, formal —, question <-> request, synonyms,
-    reordering, one typo; see :data:`agentprop.phrases.TRANSFORM_NAMES`), each turn in the
-    pack of the language it is written in, plus ``codeswitch``: a phrase of another declared
-    language dropped in (``..., 谢谢``). Slot values are never altered by a step.
-- ``world``: tool-output fields the path does not fix (no binding sets them, the spec's
-  decision tree and policies never name them, they hold no slot, context value or PII) set to
-  another schema-valid value (:func:`free_world_fields`).
-
-Every choice is valid by construction: a template variant asks the same thing with the same
-slots, optional wording and the transforms preserve meaning, a re-typed slot value names the
-same thing, and a free world field cannot change what the spec expects. A choice never alters
-a fact the expectations depend on (:class:`TurnFacts`, :func:`entity_forms`): a person's name
-is never re-typed, the words that say which value a turn gives are never changed, no word is
-put where a withheld slot or the end of a worded value would be, and an answer gets no word
-another answer opens with; a step that would is not applied. So shrinking *choices*
-(a step dropped, a segment taken out, a value written as the template writes it, a world field
-back to the path's value, a turn's template back to 0) always yields an instance of the same
-scenario; that is what the shrinker does (:mod:`agentprop._decide.shrink`), never
-deleting words from the text.
-
-:class:`ChoiceSpace` draws choices from a seeded random source with per-family weights (the
-exploration's learning, :mod:`agentprop._pipeline.explore`) and renders them.
+A scenario fixes *what* the user asks; its :class:`Choices` fix *how* (per turn: template
+variant, optional segments, re-typed slot values, paraphrase steps; plus free world fields).
+Every choice is valid by construction and never alters a fact the expectations depend on, so
+shrinking choices always yields an instance of the same scenario. :class:`ChoiceSpace` draws
+choices from a seeded random source and renders them.
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """The failure corpus: shrunk reproducers kept on disk and replayed first on the next run.
 
-Hypothesis's example database keeps failing examples, but drops one as soon as it passes
-once — and a flaky agent's failure passes often. agentprop keeps every shrunk reproducer as a
-value (the scenario itself: messages, world, expectations) with the signature of its failure,
-in ``<corpus>/<spec_id>/<id>.json``; the default corpus sits beside the bindings
-(``<bindings dir>/.agentprop/corpus``), so it is found from any working directory.
-
-The lifecycle. ``agentprop run`` (and ``agentprop.check`` when a corpus is configured)
-replays the entries before anything else. A replay that fails with the entry's signature is a
-regression (the entry's ``last_seen`` and ``seen`` are updated, no new entry); one that fails
-with another signature is a different bug, reported as such; one that passes with the
-oracle's confidence and never shows the signature in enough runs to rule out its recorded
-rate is retired: moved to ``<corpus>/retired/<spec_id>/`` with the reason. An entry's id is a
-hash of spec, agent (reference and fault knobs), signature and scenario id: the same bug found
-again on the same case updates its entry. Entries are replayed by the agent they were found
-with (same reference and fault knobs); another agent replays them only when asked (``agentprop
-run --replay-corpus all``), and its passes never retire them. ``agentprop corpus
-list|show|rm|prune|clear`` manage it.
-
-An entry's ``spec_path`` is stored relative to the corpus folder (``spec_path_base:
-corpus``), so the corpus and its project can move together and every command finds the spec
-from any working directory. Entries written before that hold the path as typed on the run's
-command line; they are resolved against the current directory, and ``prune`` never deletes an
-entry whose spec it cannot find without asking (or ``--yes``): a wrong directory is not a
-deleted spec.
+An entry is a scenario with its failure's signature, in ``<corpus>/<spec_id>/<id>.json``; its id
+hashes spec, agent, signature and scenario, so the same bug found again updates its entry. A
+replay that fails with the signature is a regression; one that passes with confidence retires
+the entry to ``retired/``. Only the agent an entry was found with can retire it.
 """
 
 from __future__ import annotations

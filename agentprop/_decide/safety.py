@@ -1,34 +1,9 @@
 """Per-case oracle settings: safety clauses are decided by zero-failure certification.
 
-The spec's ``min_pass_rate`` (tau) is a bar for ordinary behaviour. Held against a safety
-promise it is far too low: at tau = 0.9 an agent that leaks PII, or helps with "drop the orders
-table", 5% of the time passes. So the settings are chosen per case:
-
-1. **Explicit settings win.** ``--mode``/``--tau``/``--runs`` (or ``check(settings=agentprop.settings(mode=…))``, a pytest
-   marker) decide every case; a safety case so decided says that the safety rule was
-   overridden.
-2. **Safety cases** are decided by zero-failure certification: :data:`SAFETY_RUNS` (59) clean
-   runs certify a pass rate of at least 0.95 with 95% confidence, and the first failure fails
-   the case, so a 5%-unsafe agent is rejected with probability 1 - 0.95^59 = 0.952, whatever
-   the spec's risk level. A case is a safety case when its scenario
-
-   * exercises a **safety policy** (:func:`safety_policies`): an id of the ``P0`` tier,
-     ``enforcement: {type: strict}``, or a policy about PII, authentication or destructive
-     actions (by its id and text), unless the bindings say ``safety: false``; or
-   * passes a node of a bindings capability whose name contains ``safety`` (SupportOps'
-     ``safety boundaries``).
-
-3. **Bindings per policy.** ``policies: {ID: {tau:, mode:, runs:}}`` sets how the cases that
-   exercise policy ID are decided (stricter than the spec, or a safety policy's own bar).
-4. Otherwise the spec's defaults (:meth:`OracleSettings.for_spec`).
-
-When several rules apply to a case the strictest wins (zero-failure before the SPRT and fixed
-N; more clean runs before fewer; a higher tau before a lower), and never below the spec's own.
-
-A scenario **exercises** a policy when the bindings list one of its nodes under
-``policies.ID.nodes``; without that list, when the policy's text names a tool the scenario
-requires or forbids, or a word of the policy's id (``PII`` of ``P1_NO_PII``, ``AUTH`` of
-``P2_AUTH_GATE``) is a word of a node on the scenario's path or of a decision it expects.
+Rules, strictest first and never below the spec's own: explicit settings win (and say that
+they overrode the safety rule); a safety case gets :data:`SAFETY_RUNS` clean runs with the
+first failure failing it; bindings may set a policy's own bar; otherwise the spec's defaults.
+:func:`safety_policies` says which policies are safety policies.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """Shrinking a failing case: ``agentprop.oracle.shrink``.
 
-A failing case is an input of a scenario — its :class:`~agentprop._decide.choices.Choices` (a template
-variant and the paraphrase steps of each turn) — plus the world it ran in. The generic
-statistical shrinker (:mod:`agentprop._shrink`) minimises it as a set of units:
-
-- **choices**: each paraphrase step (removed: not applied), optional segment (removed: left
-  out), re-typed slot value (removed: written as the template writes it), free world field
-  (removed: the path's value) and the template variant (removed: template 0, the scenario's
-  own wording);
-- **world fields** the scenario changed from the bindings' base world (``verified: false``),
-  which shrink by being reset to the base value — except those that realise the path's own
-  conditions. The scenario's **injected failures** are never dropped: its expectations (the
-  retry a tool's ``retry_policy`` requires, the route a failure takes) were compiled with
-  them, so a candidate without one would no longer be an instance of the scenario.
-
-It never deletes words from a message: every candidate is rendered from choices, so it is an
-instance of the same scenario (the words that carry the intent and the slots are always
-there). A case that fails with the scenario's own messages and world is already minimal.
-Every "does it still fail?" query is a truncated sequential test against the failure's
-*signature* (which contract, which clause, which turn, how), so a different failure met on the
-way does not count; it is reported in ``other_signatures``. Runs are memoised by (candidate,
-agent, trial) with the key of a check's runs (the property judges each stored trace on every
-query), the budget is respected to the run, and the smallest confirmed reproducer is held at
-all times. The result is then re-run with fresh trials and reported with its
-reproduction rate next to the original's.
+The units are the case's choices and the world fields the scenario changed; injected failures
+and the fields that realise the path are kept. Every candidate is rendered from choices, so it
+is an instance of the same scenario; words are never deleted from a message. Each query is a
+truncated sequential test against the failure's signature; the smallest confirmed reproducer
+is held at all times and re-run with fresh trials at the end.
 """
 
 from __future__ import annotations

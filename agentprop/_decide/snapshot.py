@@ -1,38 +1,11 @@
 """Behaviour snapshots: a recorded baseline of what an agent does on a case.
 
-A snapshot is not an assertion about wording, and not a single trace either: a noisy agent
-does different things on different runs, so a baseline that froze one run would fail on the
-next. A snapshot records the *distribution of behaviours* over ``runs`` runs of one case,
-and one example trace of each behaviour, for review.
-
-A **behaviour** is what a run did, with the noise of free text taken out: per turn, the
-decision, the tool calls in order with their arguments, the other ``respond`` fields, and
-the errors. Values that are free text (a string with whitespace, or longer than
-:data:`TEXT_LIMIT` characters) become ``"<text>"``; planted canary values become
-``"<canary:FIELD>"`` (they differ from run to run by design); paths matched by ``ignore``
-(``response.ticket_id``, ``tools.create_ticket.*``) are dropped.
-
-Checking a snapshot re-runs the case and compares the two distributions with the exact
-two-sample test that invariance uses (Freeman–Halton): the snapshot **changed** only when
-the difference is beyond what sampling explains at ``alpha``. A behaviour never seen in the
-baseline is always reported, significant or not. A change is shown as a diff against the
-nearest baseline behaviour: tools added and removed, steps, decisions, arguments and
-response fields.
-
-Approval discipline (the point of snapshots: a regression must never become the baseline
-unnoticed):
-
-* A missing baseline fails (NEW), as in syrupy; nothing is recorded silently.
-* A changed or new snapshot writes a *pending* candidate next to the baseline
-  (``NAME.pending.json``, with the runs that were made, so approving costs no new runs).
-* Only an explicit approval with a written reason replaces a baseline: ``update=True`` with
-  ``reason``, ``agentprop snapshot approve SPEC NAME --reason "..."`` or
-  ``--agentprop-snapshot-update --agentprop-snapshot-reason "..."``. Every approval is
-  appended to the snapshot's history (who, when, why, the distribution it replaced).
-* Approvals are refused when ``CI`` is set (approve locally, commit the file) unless
-  ``allow_ci=True``.
-* A matching run never rewrites the file, so snapshots change in version control only when
-  someone approved a change.
+A snapshot records the distribution of *behaviours* over ``runs`` runs of one case (per turn:
+decision, tool calls with arguments, other ``respond`` fields, errors; free text, canaries and
+ignored paths masked), with one example trace per behaviour. A check compares new runs with
+the baseline by an exact two-sample test, so noise alone does not fail it. A missing baseline
+fails (NEW); only an explicit approval with a written reason replaces a baseline, never under
+``CI``; a matching run never rewrites the file.
 """
 
 from __future__ import annotations

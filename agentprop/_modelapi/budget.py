@@ -1,43 +1,10 @@
 """One budget for a whole session: agent runs, tokens and dollars.
 
-Generation, repeats for the statistical oracle, shrinking and mutation testing all draw from the
-same :class:`Budget`. Before starting an agent run, ask :meth:`Budget.try_start_run` (or call
-:meth:`Budget.start_run`, which raises :class:`BudgetExhausted`).
-
-Model calls are checked one by one. Before a call is sent, :meth:`Budget.reserve` books its
-worst case -- ``input bound x input price + max_tokens x output price`` (and as many tokens) --
-and refuses it (:class:`BudgetExhausted`) unless the dollars spent plus those reserved by the
-calls in flight are below ``max_usd`` (tokens likewise below ``max_tokens``). When the answer
-arrives, :meth:`Budget.settle` charges what it really cost and frees the reservation; a call
-the API refused with an error (or that never connected) is released uncharged, and one
-abandoned in flight (timed out, cancelled, cut off: the provider may bill it) is charged its
-whole reservation by :meth:`Budget.charge_abandoned` and counted in ``abandoned_calls``. So a limit is overrun by at most one call's reservation:
-``spent + reserved`` only grows at an admission, from below the limit by one reservation, and
-every settlement lowers it (the guarantee assumes each call costs at most its reservation; the
-model-client layer bounds the input by the request's size, see
-:mod:`agentprop._modelapi.client`). :attr:`BudgetSnapshot.largest_reservation_usd` records the
-bound that applied. :meth:`Budget.charge` records a call without a reservation.
-
-Cache hits are recorded with ``cached=True``: they are counted (to report what replays saved)
-but cost nothing and do not count against the limits.
-
-Dollars come from :data:`DEFAULT_PRICES`, the table in ``prices.json`` beside this module:
-model-name prefix -> :class:`ModelPrice` ($ per million tokens). A model is priced by the
-longest entry that is its whole name or a prefix followed by ``-``, ``_``, ``@``, ``:`` or
-``/``, so ``claude-opus-4-5-20251101`` is priced as ``claude-opus-4-5`` and
-``gpt-4o-2024-08-06`` as ``gpt-4o``, while ``gpt-5.5`` is not priced as ``gpt-5``. Prices
-change: edit :data:`DEFAULT_PRICES` in place, pass ``prices=`` to a :class:`Budget` (entries
-there override the defaults), or load a file of the same format with :func:`load_prices`. A
-model that matches no entry has **no price**: its calls are counted, their cost is unknown
-(never $0: the snapshot lists the model in ``unpriced_models`` and counts ``unpriced_calls``),
-and a dollar limit cannot be enforced for it, so reserving a call of an unpriced model under a
-``max_usd`` raises :class:`UnpricedModel`.
-
-All methods are thread-safe (one lock, held for microseconds, never across an ``await``), so one
-budget can be shared by threads and asyncio tasks alike. Processes share one through a
-:class:`~agentprop._modelapi.ledger.SharedLedger` (``Budget(ledger=...)``): the pytest plugin
-gives every pytest-xdist worker the same ledger, so the limits hold for the whole run, with the
-same guarantee (each booking is one transaction across processes).
+Every model call reserves its worst case before it is sent and settles what it really cost;
+so a limit is overrun by at most one call's reservation. Cache hits are counted but cost
+nothing. A model with no entry in :data:`DEFAULT_PRICES` has an unknown cost, never $0, and a
+dollar limit refuses it (:class:`UnpricedModel`). Thread-safe; processes share one budget
+through a :class:`~agentprop._modelapi.ledger.SharedLedger` with the same guarantee.
 """
 
 from __future__ import annotations

@@ -1,38 +1,10 @@
-"""The model-API cache: every Messages API response, keyed by (request, trial index).
+"""The model-API cache: every response, keyed by (canonical request, trial index).
 
-Why at the API level, and why the trial index: agentprop repeats agent runs to decide
-properties statistically, so the *n*-th repeat of a request must get its own sample (trial
-``n``), while re-running a test must replay exactly the same samples. The key is the SHA-256 of
-the request's canonical JSON together with the trial index, so repeats are distinct and replays
-are exact.
-
-The canonical request (:mod:`agentprop._modelapi.canonical`) is the request body as sent, less
-the fields that cannot change the answer, as compact JSON with sorted keys; agents key the
-requests of a conversation through a request shape (``ApiCache._request_shape``), so only the
-conversation is serialised per call.
-
-Secrets are never stored. The cache only ever sees request *bodies*, never headers or the
-client, and before anything is hashed or written :func:`scrub_secrets` replaces the value of any
-key named like a credential (``api_key``, ``x-api-key``, ``authorization``, ``auth_token`` ...) and
-any string that looks like an API key (``sk-ant-...``, ``sk-proj-...``) or equals a secret registered with
-``ApiCache(secrets=...)`` with ``"[REDACTED]"``. As a last guard, a write whose text still contains
-a registered secret is refused.
-
-Modes (:class:`CacheMode`): ``off``, ``read`` (replay hits, call on misses, store nothing),
-``write`` (always call, store/overwrite), ``read-write`` (replay hits, call and store misses) and
-``replay-only`` (replay hits, raise :class:`CacheMiss` on misses, never call). The default is
-``replay-only`` when the ``CI`` environment variable is set, ``read-write`` otherwise;
-``AGENTPROP_CACHE_MODE`` overrides both. A :class:`CacheMiss` in replay-only mode shows the
-nearest recorded request and a unified diff of what changed.
-
-Storage is one SQLite file in WAL mode: one connection per thread, ``busy_timeout`` for other
-processes (pytest-xdist workers can share a file), and one short ``BEGIN IMMEDIATE`` transaction
-per write, so a process killed mid-write leaves every stored entry complete. On an event loop
-the writes group-commit (:meth:`ApiCache._aput_canonical`): the answers stored during one pass
-of the loop share one transaction, run at the start of the next pass, and each caller resumes
-only once it has committed; a burst of answers pays one ``COMMIT``, the bulk of a write's cost,
-and no answer is handed on before it is stored. Each row carries a checksum that
-:meth:`ApiCache.verify` and every read check.
+The *n*-th repeat of a request gets its own sample and a re-run replays exactly the same
+samples. Secrets are never stored: only request bodies are seen, and they are scrubbed before
+anything is hashed or written; a write that still holds a registered secret is refused. The
+modes are those of :class:`CacheMode`; in ``replay-only`` a miss raises :class:`CacheMiss`
+with the nearest recorded request.
 """
 
 from __future__ import annotations

@@ -1,36 +1,10 @@
 """The model client: one path for every model call agentprop makes, whatever the provider.
 
-Model agents (:class:`~agentprop.agents.AnthropicAgent`, :class:`~agentprop.agents.OpenAIAgent`), PromptSmith,
-MutationSmith and LLM paraphrase pools all call a model through a :class:`ModelClient`. A call
-goes, in this order, through
-
-1. **the API cache** (:mod:`agentprop._modelapi.cache`), keyed by the canonical request and the
-   trial index: a hit is replayed and costs nothing; in ``replay-only`` mode (the default under
-   ``CI``) a miss raises :class:`~agentprop._modelapi.cache.CacheMiss` with the nearest recorded
-   request and a diff, and nothing is sent;
-2. **the offline-key rule**: the key is ``api_key=``, else the provider's environment variable
-   (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``); with neither, a ``base_url`` that is not the
-   provider's own host (a local or loopback server) gets a placeholder key, and the provider's
-   own host raises :class:`MissingApiKey` -- only now, when a request must really be sent;
-3. **the budget** (:mod:`agentprop._modelapi.budget`): the call's worst case is reserved, or the
-   call is refused (:class:`~agentprop._modelapi.budget.BudgetExhausted`) when the limit is
-   spent or held by calls in flight. The worst case is the request's size in UTF-8 bytes plus
-   :data:`INPUT_OVERHEAD_TOKENS` as the input (a token is at least one byte of text, and the
-   request's JSON is longer than the text the model reads; the overhead covers the prompt the
-   provider adds for tools) and the request's output-token limit as the output;
-4. **retries** (:mod:`agentprop._modelapi.retry`: 408/429/5xx/529, timeouts, dropped
-   connections; ``retry-after`` honoured, but never past the deadline of the turn making the
-   call) around one HTTP attempt each, under **the adaptive concurrency limit** of the event
-   loop (:mod:`agentprop._modelapi.limiter`);
-5. then the answer is stored in the cache (secrets scrubbed: the key in use is registered with
-   the cache, and anything shaped like a key is redacted) and the reservation is settled with
-   the usage the API reported. An attempt abandoned in flight (timed out, cancelled, cut off:
-   :func:`~agentprop._modelapi.retry.may_have_been_billed`) is charged its whole reservation,
-   and a retry books a new one, so the dollar limit bounds what the provider may bill.
-
-The budget and the cache mode come from the client's own ``budget=`` / ``cache_mode=`` when
-given, else from the model-call context (:mod:`agentprop._modelapi.context`) that the session,
-or the check running the agent, set.
+A call goes, in order, through the API cache, the offline-key rule (a key is required only
+when a request must really reach the provider's own host), the budget (the worst case reserved
+first), retries under the adaptive concurrency limit, then the answer is cached with secrets
+scrubbed and the reservation settled. An attempt abandoned in flight is charged its whole
+reservation, so the dollar limit bounds what the provider may bill.
 """
 
 from __future__ import annotations

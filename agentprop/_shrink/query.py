@@ -1,46 +1,10 @@
 """The per-query decision of the statistical shrinker: "does this candidate still fail?".
 
-A *query* asks whether a candidate input still shows the failure being shrunk. The test is
-noisy, so a query is a small sequential test over runs of the candidate, each with its own
-trial index (trial ``k`` of a candidate is always the same run, so memoised agent runs stay
-valid). The :class:`QueryEngine` keeps a ledger entry for every candidate it has run (runs,
-matching failures, failures with another signature, decided verdict) and answers each query
-with ``REPRODUCES``, ``DOES_NOT_REPRODUCE`` or ``UNDECIDED`` (stopped at a partial look, or
-at the end of the budget).
-
-Two regimes, chosen by the background false-failure rate ``eps`` the caller states:
-
-* **Specific signature** (``eps == 0``): a run failing with the calibrated signature cannot
-  happen on a candidate that does not reproduce, so one matching failure proves "still
-  fails" and the query stops at once. "Does not reproduce" needs ``n`` clean runs, the
-  smallest ``n`` with ``E[(1 - q)^n] <= miss_error`` under the posterior of the reproduction
-  rate ``q``. For a known ``q`` that is ``(1 - q)^n <= miss_error`` (10 runs at ``q = 0.5``
-  and 0.001); the expectation over the posterior makes the rule honest while ``q`` is only
-  known from a handful of runs, which matters most for rare failures.
-* **Background noise** (``eps > 0``): a matching failure can also happen by chance, so each
-  query is Wald's SPRT of ``H0: rate = eps`` against ``H1: rate = q1`` (``q1`` a lower
-  quantile of the rate posterior) with error rates ``false_reproduce_error`` and
-  ``miss_error``. A query that reaches its truncation point undecided counts as "does not
-  reproduce": the shrinker never moves to a candidate it has not confirmed.
-
-**The rate posterior.** ``q`` is learnt from the original's runs and from every candidate
-known to reproduce, under a cautious ``Beta(1, 3)`` prior. "Known to reproduce" must not be
-decided by the candidate's own luck alone: a query stops at its first failure, so pooling
-only the candidates that failed quickly (and leaving out reproducing candidates that
-happened to stay clean for a while) overestimates ``q``, which shortens later queries and
-compounds. Under monotonicity every candidate *containing* a confirmed reproducer reproduces
-too, so those clean streaks are pooled as well; the search resolves such misses before it
-takes any expensive "does not reproduce" decision (see :mod:`agentprop._shrink.search`).
-The prior keeps a few lucky first-run failures from talking the shrinker into short queries.
-
-**Monotonicity** (on by default; the assumption delta debugging makes too): if a candidate
-reproduces, so does every candidate containing it. The ledger then answers many queries
-without running anything: a candidate containing a confirmed reproducer reproduces; one
-contained in a candidate decided "does not reproduce" does not; and, with a specific
-signature, clean runs of any candidate that contains the queried one (and is not known to
-reproduce) count as evidence against it -- if the smaller one reproduced, the bigger one
-would have failed at rate ``q`` too. That rule lets the search spend a few runs on a first
-look, move on, and top the evidence up later instead of starting again.
+A query is a small sequential test over runs of the candidate (trial ``k`` of a candidate is
+always the same run). :class:`QueryEngine` keeps a ledger per candidate and answers
+``REPRODUCES``, ``DOES_NOT_REPRODUCE`` or ``UNDECIDED``. With ``eps == 0`` one matching failure
+proves a reproduction; with ``eps > 0`` each query is an SPRT, and an undecided query counts as
+"does not reproduce". Under monotonicity the ledger answers many queries without a run.
 """
 
 from __future__ import annotations

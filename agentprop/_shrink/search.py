@@ -1,46 +1,10 @@
 """The searches of the statistical shrinker, and the input model they work on.
 
-An input is a forest of :class:`Unit` objects (for a conversation: turns -> clauses ->
-tokens). A candidate is the original forest with some subtrees removed; internally it is an
-integer bit mask over the forest's leaves, so memoisation and the monotonicity rules of
-:mod:`agentprop._shrink.query` are cheap set operations. A unit with children exists exactly
-as long as one of its leaves does. A protected unit, and any unit holding a protected one,
-is never removed.
-
-The search, in order:
-
-1. **Calibrate**: run the original until it fails with a signature, or take the caller's
-   evidence (for example the runs the oracle used to decide that the input fails).
-2. **Explore**, level by level from the top (turns, then clauses, then tokens): on a level
-   with more than ``small_level`` removable units, first try removing chunks (halves,
-   quarters, ... of the level); on a smaller one (of at least 4), try pairs first once the
-   rate is settled (:meth:`~agentprop._shrink.query.QueryEngine.rate_settled`); then try
-   every unit on its own. Each query is a *first
-   look*: a few runs, enough to catch a candidate that reproduces with probability
-   ``1 - provisional_miss`` at a cautious rate. A unit whose removal is not confirmed stays
-   for now.
-3. **Confirm**: sweep all levels again, one unit at a time, with looks that double in length
-   until they reach the full rule-out count, then sweep with full queries until a sweep
-   changes nothing. Clean runs from earlier looks still count (under monotonicity a clean
-   run of a bigger candidate without the unit is evidence against the smaller one), so a
-   needed unit pays for its rule-out about once in total, however many looks it got.
-
-Why this shape. A query that reproduces costs about ``1/q`` runs; one that does not costs
-the full rule-out count (10 at ``q = 0.5`` when ``q`` is known, more while it is not). The
-cheapest search therefore asks few questions whose answer is "no": on small levels that is
-one unit at a time (most units are removable and each success is cheap), on large levels
-chunks remove many units for the price of one success, and the hierarchy (clauses before
-tokens) throws away whole clauses before looking at their words. Pairs on a small level
-save removals too, and a clean run of a pair holding one needed unit still counts towards
-that unit's rule-out; but while ``q`` is vague every single removal is also a failure that
-shortens the rule-outs to come, worth as much as the runs a pair saves, so pairs wait until
-the rate is settled. Deferring the expensive
-"no" answers helps twice: the rate is learnt from every removal that worked before any unit
-is declared necessary, and a reproducing candidate that was unlucky in its first look gets
-more looks (and its clean streak joins the rate estimate) before the decisions that a biased
-estimate would spoil. It also spends the budget on removals first. The current candidate
-only ever changes to a candidate a query confirmed, so the search is anytime: whenever it
-stops, it holds the smallest confirmed reproducer found so far.
+An input is a forest of :class:`Unit` objects; a candidate is a bit mask over its leaves. A
+unit with children exists as long as one of its leaves does; a protected unit, and any unit
+holding one, is never removed. The search calibrates, explores level by level, then confirms.
+The current candidate only changes to one a query confirmed, so the search is anytime: it
+always holds the smallest confirmed reproducer found so far.
 """
 
 from __future__ import annotations

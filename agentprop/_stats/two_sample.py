@@ -1,36 +1,10 @@
 """Two-sample tests: did a change of input change the agent's behaviour, beyond noise?
 
-A metamorphic check ("a polite paraphrase must not change the decision") cannot compare one
-run with one run: a noisy agent disagrees with *itself* some of the time. agentprop runs the
-agent several times on the original input and several times on the changed input and asks
-whether the two samples could come from the same distribution. Each function returns a
-p-value: the probability, if the change made no difference, of two samples at least as
-different as the ones seen. A small p-value (e.g. below 0.05) is evidence that the change
-mattered.
-
-* :func:`fisher_exact_two_sided` compares two pass rates (``a_succ`` of ``a_n`` runs against
-  ``b_succ`` of ``b_n``). **Null:** both samples have the same pass probability. Given the
-  total number of passes, the number that fall in sample A then follows a hypergeometric
-  distribution (as if the pooled outcomes were dealt at random into groups of ``a_n`` and
-  ``b_n``). The two-sided p-value adds the probabilities of every split that is no more
-  likely than the observed one. The arithmetic uses exact integers, so the p-value is exact.
-
-* :func:`categorical_two_sample_test` compares two distributions over more than two outcomes,
-  e.g. the decisions ``approve`` / ``deny`` / ``escalate`` of the original and the
-  paraphrase. **Null:** both samples are draws from the same categorical distribution (the
-  labels "original" and "paraphrase" are exchangeable). It is the Freeman–Halton
-  generalisation of Fisher's test: given the category totals, the counts in sample A follow a
-  multivariate hypergeometric distribution, and the p-value adds the probabilities of every
-  table no more likely than the observed one. When there are at most ``exact_limit`` possible
-  tables (typical for tens of runs and a few categories) they are all enumerated and the
-  p-value is exact. Otherwise ``permutations`` random relabellings are drawn from a seeded
-  numpy Generator and the p-value is ``(1 + hits) / (1 + permutations)``: counting the
-  observed table as one of the draws keeps the test valid (under the null it rejects at level
-  ``a`` with probability at most ``a``). Its Monte Carlo standard error is about
-  ``sqrt(p (1 - p) / permutations)``. With two categories the result equals Fisher's.
-
-Both tests are *conditional* on the margins, which makes them slightly conservative: under
-the null they reject at most as often as the nominal level, and often less with few runs.
+Each function compares runs on the original input with runs on the changed input and returns
+a p-value: the probability, if the change made no difference, of two samples at least as
+different as the ones seen: Fisher's exact test for two pass rates, Freeman–Halton (exact or
+seeded Monte Carlo) for several outcomes. Both condition on the margins, so they are slightly
+conservative. Pure functions, no I/O.
 """
 
 from __future__ import annotations

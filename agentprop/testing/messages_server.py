@@ -1,41 +1,10 @@
 """A scripted, offline stand-in for the Anthropic Messages API.
 
-:class:`MessagesServer` is a real HTTP server bound to ``127.0.0.1`` on a free port. Point the
-official SDK at it with ``anthropic.Anthropic(base_url=server.base_url, api_key="test")`` and
-every ``client.messages.create(...)`` call is answered from a script instead of a model:
-
-.. code-block:: python
-
-    from anthropic import Anthropic
-    from agentprop.testing import MessagesServer, text_reply, tool_use_reply
-
-    with MessagesServer([tool_use_reply("get_order", {"id": "A1"}), text_reply("Done.")]) as server:
-        client = Anthropic(base_url=server.base_url, api_key="test", max_retries=0)
-        first = client.messages.create(model="claude-test", max_tokens=100, messages=[...])
-        assert first.stop_reason == "tool_use"
-        # ... send the tool result, get "Done." ...
-        assert server.requests[0].headers["authorization"] == "Bearer test"
-
-The script is a queue of replies, consumed one per request, and/or a *handler* callable that
-receives the request JSON and returns a reply (for replies that depend on the conversation).
-Queued replies are used first; the handler answers once the queue is empty. A request that
-finds neither gets an HTTP 400 whose message says the script ran out, so a test that makes one
-call too many fails loudly instead of hanging.
-
-Replies are built with the helpers in this module: :func:`text_reply`, :func:`tool_use_reply`,
-:func:`respond_reply`, :func:`message_reply`, and the faults :func:`rate_limit_reply` (429 with
-``retry-after``), :func:`error_reply` (500 and friends), :func:`overloaded_reply` (529),
-:func:`slow_reply`, :func:`malformed_reply` and :func:`drop_connection`. A handler may also
-return a plain ``dict`` (used as the message body) or a ``str`` (a text reply).
-
-Every request is recorded (method, path, headers, raw body and parsed JSON) in
-:attr:`MessagesServer.requests`, so tests can assert what the agent sent and that the auth header
-reached the server. A fixed or callable ``latency`` is added to every reply; the server serves
-each connection on its own thread, so many concurrent clients are answered in parallel.
-
-Messages that the builders leave open are completed when the reply is sent: ``id`` (a counter,
-``msg_mock_000001`` ...), ``model`` (echoed from the request) and ``usage`` (a deterministic
-estimate of about four characters per token of the request and reply JSON).
+:class:`MessagesServer` is a real HTTP server on ``127.0.0.1`` that answers
+``POST /v1/messages`` from a script: queued replies first, then an optional handler (text, tool
+use, faults such as 429 or a dropped connection). A request the script cannot answer gets a 400
+saying so, never a hang. Every request is recorded; point the official SDK at ``base_url``. No
+key and no network are needed; streaming is refused with a message.
 """
 
 from __future__ import annotations

@@ -1,43 +1,10 @@
 """A scripted, offline stand-in for the OpenAI API: Chat Completions and Responses.
 
-:class:`OpenAIServer` is :class:`~agentprop.testing.MessagesServer`'s twin for OpenAI-compatible
-clients: a real HTTP server on ``127.0.0.1`` that answers ``POST /v1/chat/completions`` and
-``POST /v1/responses`` from a script, so the official ``openai`` SDK (and anything built on it)
-runs against it through ``base_url`` with no key and no network:
-
-.. code-block:: python
-
-    from openai import OpenAI
-    from agentprop.testing import OpenAIServer, respond_reply, tool_use_reply
-
-    with OpenAIServer([tool_use_reply("get_order", {"id": "A1"}), respond_reply(decision="OK")]) as server:
-        client = OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
-        first = client.chat.completions.create(model="gpt-test", messages=[...], tools=[...])
-        assert first.choices[0].message.tool_calls[0].function.name == "get_order"
-
-The script is written with **the same reply builders** as the Messages server: a reply is an
-assistant turn -- text blocks and ``tool_use`` blocks (:func:`~agentprop.testing.text_reply`,
-:func:`~agentprop.testing.tool_use_reply`, :func:`~agentprop.testing.respond_reply`, and
-:func:`~agentprop.testing.message_reply` with several :func:`~agentprop.testing.tool_use_block`
-for parallel tool calls) -- and the server renders it in the format of the endpoint that was
-called: a ``chat.completion`` (``tool_calls`` with JSON-text arguments, ``finish_reason``) or a
-Responses ``response`` (``message`` and ``function_call`` output items); with ``"stream": true``
-as server-sent events (``chat.completion.chunk`` deltas, ending with a usage chunk when
-``stream_options.include_usage`` is set; or the Responses event sequence ending with
-``response.completed``). So one script, and one handler playing an agent, drive both APIs,
-streamed or not.
-
-Faults are the Messages server's too: :func:`~agentprop.testing.rate_limit_reply` (429 with
-``retry-after``), :func:`~agentprop.testing.error_reply` (500 ...; error bodies are sent in
-OpenAI's ``{"error": {...}}`` shape), :func:`~agentprop.testing.malformed_reply`,
-:func:`~agentprop.testing.slow_reply` and :func:`~agentprop.testing.drop_connection`. One fault
-is OpenAI's own: tool-call arguments that are not valid JSON, which OpenAI models do produce --
-:func:`raw_arguments_block` / :func:`raw_arguments_reply` send their arguments text verbatim.
-
-Usage is completed as by the Messages server (a deterministic estimate of four characters per
-token) unless the reply gives it: ``input_tokens`` / ``output_tokens`` of a message become
-``prompt_tokens`` / ``completion_tokens`` (or ``input_tokens`` / ``output_tokens`` of a
-response), and ``cache_read_input_tokens`` becomes ``cached_tokens``.
+:class:`OpenAIServer` is :class:`~agentprop.testing.MessagesServer`'s twin: a real HTTP server on
+``127.0.0.1`` that answers ``/v1/chat/completions`` and ``/v1/responses`` from a script, streamed
+or not, with no key and no network. The script uses the same reply and fault builders as the
+Messages server, rendered in the format of the endpoint called; :func:`raw_arguments_reply`
+adds OpenAI's own fault, tool-call arguments that are not valid JSON.
 """
 
 from __future__ import annotations

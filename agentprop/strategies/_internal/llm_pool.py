@@ -1,61 +1,12 @@
 """LLM paraphrase pools: rewrites written once by a model, validated, cached on disk by content.
 
-Design: strategies never ask a model for text at draw time. Instead
-:func:`llm_paraphrases` asks the Messages API **once** for ``n`` candidate rewrites of a sentence,
-keeps the candidates that pass a screen, stores the resulting *pool* as a JSON file keyed by
-content, and hands the pool to :func:`~agentprop.strategies._internal.paraphrase.paraphrases`. A drawn
-example is then an integer (the pool index, 0 = the original) plus an optional list of local
-transforms, so
-
-* Hypothesis shrinks towards the original sentence (index 0), then towards the pool entries
-  closest to it (the pool is sorted by similarity to the original, most similar first);
-* every replay from the example database gives the same text, because the pool is read back
-  from disk, not asked for again;
-* provenance records ``pool(index=i)``.
-
-The screen (:class:`PoolScreen`) keeps a candidate only if it
-
-1. is a non-empty string without the private-use characters agentprop reserves for masking;
-2. is not the original (compared case-insensitively, ignoring whitespace runs and final
-   punctuation) and not a repeat of an earlier candidate;
-3. contains every protected slot of the original verbatim, at least as often (ids, amounts,
-   dates, e-mails, numbers, ``{placeholders}``, ``protect=[...]``; see
-   :mod:`agentprop.strategies._internal.slots`);
-4. adds no slot the original does not have (a new order id, amount, date, e-mail, URL or
-   number written in digits would change the request; number *words* such as "one" are allowed);
-5. has a similarity to the original within ``similarity=(lo, hi)`` inclusive, where similarity
-   is :func:`rapidfuzz.fuzz.ratio` / 100 (1 - normalised InDel distance) of the case-folded,
-   whitespace-collapsed texts: above ``hi`` it is a trivial edit, below ``lo`` a different message;
-6. keeps the intent's key words. With ``keywords=None`` these are the *content words* of the
-   original (for Latin-script languages: words of three or more letters, outside protected
-   slots, not in a list of English function, pronoun and politeness words) and a **strict
-   majority** of them must appear (``k // 2 + 1`` of ``k``). With ``keywords=[...]`` **every**
-   listed keyword must appear; ``keywords=[]`` turns the check off. A word counts as present
-   when a word of the candidate shares its stem by prefix (``cancel`` ~ ``cancelled`` ~
-   ``cancellation``; stems differ by at most three letters); a keyword of several words needs
-   each of them. For scripts without spaces (``lang="zh"``) default keywords are empty and a
-   given keyword must occur as a substring.
-
-The cache key is the SHA-256 of the canonical JSON of (text, model, n, lang,
-:data:`PROMPT_VERSION`, similarity bounds, protect, keywords). :data:`PROMPT_VERSION` is bumped
-whenever the prompt or the screen changes, so old pools are not reused under new rules.
-``temperature`` is deliberately not part of the key: it changes how varied a sample is, not
-what a valid pool is. The file (``<cache_dir>/<key>.json``, default
-``.agentprop/paraphrase_pools/`` under the current directory) holds the pool, the rejected
-candidates with their reasons, and metadata (model, time, usage, prompt); never a key.
-
-Where the pool comes from, in order: ``pool_file=`` (a committed file; never any request), the
-cache, the API. The one request goes through the model-client layer
-(:mod:`agentprop._modelapi.client`) like an agent's call: it is recorded in the API cache
-(``api_cache=``, default ``.agentprop/api-cache.sqlite``) and replays from it, so in
-``replay-only`` mode (the default under ``CI``) a pool missing from ``cache_dir`` is rebuilt from
-the recorded reply, or the miss is reported with the nearest recorded request, and no request
-is sent; it is charged to the budget (``budget=``, else the run context's) and retried like
-agent calls. A reply that holds no list is deleted from the API cache, so a later run asks
-again. With neither a cache entry nor a key, loading raises
-:class:`ParaphrasePoolError` explaining both remedies; there is no silent fallback to the
-original sentence. Creating the strategy only validates arguments; the pool is loaded (and at
-most one request made) the first time the strategy is used, once per strategy object.
+Strategies never ask a model at draw time: a drawn example is a pool index (0 = the original)
+plus local transforms, so shrinking goes to the original and replays are exact. A candidate
+enters the pool only if it passes :class:`PoolScreen` (every protected slot kept, no new slot,
+similarity within bounds, the intent's key words kept). The cache key covers everything that
+defines a valid pool, including :data:`PROMPT_VERSION`. The one request goes through
+:mod:`agentprop._modelapi.client`; a pool that cannot be obtained raises
+:class:`ParaphrasePoolError`, never falls back silently.
 """
 
 from __future__ import annotations

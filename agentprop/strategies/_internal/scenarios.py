@@ -1,30 +1,10 @@
 """Scenarios drawn from a path of the decision tree: worlds and conversations.
 
-This module also holds the machinery the boundary and directional strategies share: reading
-the spec's expectation for an assignment of the condition variables (:func:`choose_branch`,
-:func:`walk`) and realising an assignment as a :class:`~agentprop._scenario.build.Scenario`.
-
-Invariants:
-
-* **Expectations are computed, never written by hand.** The branch a node takes for an
-  assignment is found by evaluating its ``when`` ASTs in order, first match wins. A variable
-  the assignment lacks takes its *default* -- its value in the bindings' base world, or the
-  first value its binding lists -- and the default is recorded, so "all else at default" is
-  explicit. Variables bound ``internal`` are the agent's own state: like
-  :func:`~agentprop._scenario.build.solve`, which gives them any value consistent with the path, the
-  assignment carries a value for them; one it lacks is set to the first constant the tree
-  compares it with (``schema_needed == true`` -> ``True``) and listed in ``assumed``.
-* **Strategies draw integers, never text or floats.** :func:`worlds` draws, for each numeric
-  world field, an integer number of steps (1 for integers, the binding's ``precision`` for
-  numbers) away from the value :func:`~agentprop._scenario.build.solve` chose, inside the interval
-  where every condition of the path still holds; :func:`conversations` draws a template index
-  and paraphrase transforms. 0 is always the default, so Hypothesis shrinks a failure towards
-  the path's default scenario, first template, original wording.
-* **Bad requests fail when the strategy is created.** An unknown path id or a malformed
-  argument raises :class:`~agentprop.errors.InvalidArgument`; a path that no assignment
-  realises raises :class:`~agentprop._scenario.build.Unsatisfiable` with every reason.
-* **Provenance travels with the value.** A drawn world or conversation records the tree path,
-  the template index, the offsets and the paraphrase steps, and the same text is ``note()``d.
+Invariants: expectations are computed from the tree, never written by hand; strategies draw
+integers, never text or floats, with 0 the path's default, so Hypothesis shrinks towards the
+default scenario; bad requests fail when the strategy is created; a drawn value carries its
+provenance. Also holds what the boundary and directional strategies share
+(:func:`choose_branch`, :func:`walk`).
 """
 
 from __future__ import annotations
