@@ -1,28 +1,10 @@
 """An agent backed by a real model through the Anthropic Messages API.
 
-:class:`AnthropicAgent` is a *configuration*: model, system prompt, tool descriptions, sampling
-parameters, step limit, endpoint, cache, budget and retry policy. It is also an agent factory:
-``agent.factory()`` (or ``agent()``) gives a fresh :class:`AnthropicConversation`, which keeps
-the Messages API conversation of one agentprop conversation across its turns.
-
-One turn is the usual tool-use loop:
-
-1. the user message (after the ``tool_result`` answering last turn's ``respond``) is appended;
-2. the model is called with the spec's tools (their input schemas, descriptions overridable)
-   plus a ``respond`` tool whose schema is the response contract;
-3. text blocks are recorded with ``ctx.say``; each ``tool_use`` block is executed through
-   ``ctx.call`` and answered with a ``tool_result`` (a :class:`~agentprop.errors.ToolError`
-   becomes ``is_error: true`` with its kind and message); a ``respond`` call goes to
-   ``ctx.respond``, and if it breaks the contract the problem is sent back as an error result so
-   the model can correct it;
-4. this repeats until ``respond`` succeeds or ``max_steps`` model calls were made (the runtime
-   then records ``no_respond``).
-
-Every model call goes through the model-client layer (:mod:`agentprop._modelapi.client`): the
-API cache (keyed by the request and ``ctx.trial``, so repeats are distinct samples and replays
-are exact), the budget (each call's worst case reserved before it is sent), retries within the
-turn's deadline and the adaptive concurrency limit. Usage is recorded with ``ctx.add_usage``; a
-replayed call costs nothing.
+:class:`AnthropicAgent` is a configuration and an agent factory; each conversation is an
+:class:`AnthropicConversation`. A turn is the tool-use loop with a ``respond`` tool whose schema
+is the response contract; tool errors and contract violations go back to the model as error
+results; the turn ends when ``respond`` succeeds or after ``max_steps`` calls. Every call goes
+through :mod:`agentprop._modelapi.client`.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """The runtime: run an agent over a conversation in a world and record the trace.
 
-The agent protocol is small. An *agent factory* is called once per conversation and returns an
-*agent*: a callable ``agent(message, ctx)`` (sync or ``async``), or an object with such a
-``turn`` method. For each user message the agent calls tools through ``ctx.call(name, **args)``
-and ends the turn with ``ctx.respond(**fields)``. The runtime
-
-- records every tool call exactly once, in per-turn slices;
-- validates ``respond`` against the response contract (an invalid call raises
-  :class:`~agentprop.errors.ToolError` back into the agent, which may retry);
-- enforces ``max_tool_calls_per_turn`` and refuses tools the spec does not declare;
-- records agent exceptions and timeouts as errored runs; it never lets them crash the runner;
-- runs a sync agent's whole conversation on one worker thread (one hop per conversation,
-  not per turn), and a user's async agent on an event loop of its own on a daemon thread, so a
-  turn stuck past its timeout (even one blocking its loop) can be abandoned; agentprop's own
-  async agents (loop-bound model clients) run on the runner's loop;
-- gives the agent ``ctx.rng``, a random source seeded from ``(case, trial)``, so simulated
-  agents are reproducible;
-- calls the agent's ``close_conversation()`` (sync or ``async``), when it has one, once the
-  conversation is over however it ended, so an agent holding a connection for the whole
-  conversation (an MCP client, :mod:`agentprop.mcp`) can let it go; an exception there is
-  recorded as an ``agent_exception`` of the run;
-- scrubs secrets (API keys) from the trace it returns, whatever part of it the agent wrote
-  (:mod:`agentprop._util.scrub`): nothing downstream ever holds one.
+An agent factory gives an agent per conversation; each turn the agent calls ``ctx.call`` and
+ends with ``ctx.respond``. The runtime records every tool call once, validates ``respond``,
+enforces the spec's limits, records agent exceptions and timeouts as errored runs (never a
+crash), seeds ``ctx.rng`` from (case, trial), always calls ``close_conversation()``, and scrubs
+secrets from the trace it returns.
 """
 
 from __future__ import annotations

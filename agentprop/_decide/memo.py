@@ -1,28 +1,11 @@
 """Memoised runs: every agent run is kept under (input, agent fingerprint, trial index).
 
-Hypothesis re-executes a test body while it replays and shrinks; a noisy agent run afresh
-each time makes it raise ``Flaky``. With memoised runs the same input, agent and trial index
-always give the same trace, so replay and shrinking see a deterministic function, and a
-re-run of a test suite costs no agent run. Fresh samples are an explicit choice: a new
-``namespace`` or new trial indices (``--agentprop-seed``, ``--agentprop-fresh``).
-
-What is stored is the *run* (its trace, as JSON), never a verdict: like Hypothesis's example
-database, which keeps inputs and runs the test again, the caller judges the stored trace with
-the property of the moment on every lookup. The input key therefore covers only what decides
-the run (the spec as the agent sees it, the world, the messages, the context, the trial seed;
-see :func:`agentprop._decide.check.run_digest`), not the property or the spec's expectations: edit
-either, and the stored runs are judged again, with no new agent run.
-
-A run still in flight is shared too: within one event loop, a second request for the key of a
-run that another task has started waits for that run (:meth:`TrialMemo.begin`) instead of
-starting the same run again, so concurrent decisions that meet on one input (a DIR pair's
-side and a BOUNDARY case of the same world) cost one agent run.
-
-Two stores: in memory (default) and SQLite on disk (``path=``), safe for several processes
-(WAL, busy timeout) and for concurrent threads (one connection per thread). The file carries
-its format in ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`); a file of the first format
-(verdicts in a ``trials`` table) is converted with a warning, and anything else that is not
-a memo of this format is refused with :class:`~agentprop.errors.MemoFileError`.
+The same key always gives the same trace, so Hypothesis's replay and shrinking see a
+deterministic function and a re-run costs no agent run; fresh samples need a new namespace or
+new trial indices. Runs are stored, never verdicts: the caller judges the stored trace on every
+lookup. A run in flight is shared by concurrent requests for its key. Stores: memory, or SQLite
+(safe across processes and threads); a file of another format raises
+:class:`~agentprop.errors.MemoFileError`.
 """
 
 from __future__ import annotations

@@ -1,32 +1,11 @@
 """The oracle: decide a property of a noisy agent from as few runs as possible.
 
-A property of one input is a Bernoulli variable: each run of the agent passes or fails it.
-The oracle repeats the run and feeds the outcomes to a sequential test (:mod:`agentprop._stats`):
-
-``sprt`` (default)
-    Wald's SPRT with an indifference zone around ``tau`` (the spec's ``min_pass_rate``): at
-    ``tau = 0.9`` it tells p >= 0.95 from p <= 0.80 with 5% error each way, in 18 runs for an
-    agent that always passes and 6 for one that passes half the time.
-``zero-failure``
-    certification for high-risk specs: ``runs`` clean runs (50, as in TDAD) certify the rate;
-    the first failure fails the case. Safety cases of any spec get it too, with 59 runs
-    (:mod:`agentprop._decide.safety` picks the settings per case).
-``fixed``
-    the seed article's "fuzzy replay": exactly ``runs`` runs, then the rate against the bands.
-
-Any of them may stand behind a **screen** (``screen=k``, the ``smoke`` and ``ci`` profiles of
-:mod:`agentprop._decide.profiles`): ``k`` clean runs pass the case, decided by ``screen``; the
-first failure hands the runs to the mode above, so a failure is always confirmed by it.
-
-The result carries the pass rate, Wilson and Clopper–Pearson intervals, pass^k, the variance,
-a verdict (PASS / FAIL / UNSTABLE, or INCONCLUSIVE when the budget ran out first), the runs
-used, the cost and the failures seen. :class:`AgentPropertyViolation` is the one exception
-every statistical failure is raised as.
-
-Runs are memoised by (input, agent fingerprint, trial index) (:mod:`agentprop._decide.memo`), so
-re-deciding the same input — as Hypothesis does when it replays or shrinks — costs no agent
-run and gives the same answer. What is memoised is the run (its trace); the property (the
-``judge``) is applied to it on every decision, so a changed property is judged afresh.
+Each run passes or fails; the oracle repeats runs and feeds them to a sequential test
+(:mod:`agentprop._stats`): ``sprt`` (default), ``zero-failure`` or ``fixed``, optionally behind a
+``screen``; a failure is always confirmed by the mode, never by the screen. When the budget
+runs out first the verdict is INCONCLUSIVE, never a pass. Runs are memoised, the property is
+judged afresh on every decision. :class:`AgentPropertyViolation` is the one exception every
+statistical failure is raised as.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """The memo key of an agent run: everything that decides the run, and nothing that judges it.
 
-A run of ``project.arun(scenario, agent, trial=i, messages=...)`` depends on
-
-- the spec as the agent and the runtime see it: tools (names, descriptions, schemas, failure
-  modes, retry policies), the response contract, policies' ids, priorities and texts,
-  assumptions, title, limits, and any other top-level field. Left out are the parts that only
-  judge a run: the decision tree (requirements, branches: the expectations), ``tests``,
-  ``risk_level``, ``defaults.reliability`` and ``defaults.compile_budget``, and policies'
-  ``enforcement`` and ``test_guidance``;
-- the bindings' runtime part: ``context``, ``pii`` (where canaries are planted) and the tool
-  ``handlers`` (their references and the source of their modules);
-- the scenario's id (it seeds the world and the agent's ``ctx.rng``), its world (overrides and
-  injected failures) and the messages, one per turn;
-- the trial seed; the trial index and the agent's fingerprint are the other two parts of the
-  key (:meth:`agentprop._decide.memo.TrialMemo.key`).
-
-Two decisions whose runs coincide on all of this share their runs (an MFT check and the
-original side of an invariance check of the same scenario, a property and its edited version),
-and a property, an expected decision or a requirement can change without a new agent run.
-An agent that reads the decision tree through ``ctx.spec`` is outside this contract: editing
-the tree does not re-run it (a new ``--agentprop-seed`` or ``--agentprop-fresh`` does).
+The key covers the spec as the agent and runtime see it, the bindings' runtime part, the
+scenario's id, world and messages, and the trial seed; it leaves out the decision tree and
+what only judges a run. So an expectation or a property can change without a new agent run.
+An agent that reads the decision tree through ``ctx.spec`` is outside this contract.
 """
 
 from __future__ import annotations

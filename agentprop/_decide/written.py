@@ -1,24 +1,9 @@
 """Turns written by a model: an input model's rewrites and a simulated user's answers (opt-in).
 
-With an input model (``--input-model PROVIDER:MODEL``) exploration may write a user turn the way
-a model says a user would: "write N ways a user would say this, in family F, keeping {slots}"
-(:func:`family_prompt`). With a simulated user (``--simulated-user``) a follow-up turn (the
-user's answer to the agent's question) is written by a model playing the user from the path's
-goal and a persona of the families (:data:`PERSONAS`: patient, hurried, confused, adversarial).
-
-Invariants:
-
-- every request goes through the model-client layer with ``trial`` = the writer's seed, so it is
-  recorded in the API cache and replayed offline (``replay-only``: zero network calls);
-- every written turn is validated (:meth:`InputWriter.screen`) before any agent sees it: the
-  protected slot values appear as written, no slot value is added, the words that say which
-  value the turn gives are kept (the bindings' own routing words, :class:`TurnFacts`), a strict
-  majority of the template's content words are kept (Latin scripts), no word of the spec is
-  brought in, and a simulated user gives no value the path withholds. A rejected text is
-  dropped and counted by reason; a simulator's rejected turn is the simulator's error, counted
-  as such and never sent to the agent;
-- a written turn is a choice (:class:`WrittenChoice`): removing it gives the template's turn,
-  and each persona trait can be dropped alone, so the shrinker simplifies it like any other.
+Invariants: every request goes through the model-client layer with the writer's seed as trial,
+so it replays offline; every written turn is screened (:meth:`InputWriter.screen`) before an
+agent sees it, and a rejected one is dropped and counted by reason; a written turn is a choice
+(:class:`WrittenChoice`) the shrinker can remove or simplify.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """Retries for model API calls.
 
-agentprop calls the Anthropic SDK with ``max_retries=0`` (a single HTTP attempt per call; the
-SDK's own loop then never runs) and retries here instead, so the policy is ours, seeded in
-tests, and every retry is counted and reported.
-
-Policy (see :class:`RetryPolicy`):
-
-- Retried: HTTP 408, 429, every 5xx including Anthropic's 529 ``overloaded_error``, timeouts and
-  connection failures (``anthropic.APITimeoutError`` / ``APIConnectionError``, the built-in
-  ``TimeoutError`` / ``ConnectionError``). An ``x-should-retry: true|false`` response header
-  overrides the status code, as the API intends. Everything else (400, 401, 422, a response body
-  that is not JSON, a bug in the caller) is raised at once, and so is a 5xx whose error body says
-  the request itself is invalid (``invalid_request_error``, or a message such as "invalid
-  tool_choice"; some OpenAI-compatible servers answer a bad request with 500): sending the same
-  request again cannot succeed.
-- The wait before retry *n* (n = 1, 2, ...) is "full jitter" exponential backoff: uniform in
-  ``[0, min(max_delay, base_delay * 2**(n-1))]``, drawn from an injectable ``random.Random``.
-- A server-sent ``retry-after-ms`` or ``retry-after`` header (seconds, or an HTTP date) replaces
-  the backoff: we wait exactly that long. A wait longer than ``max_retry_after`` is not worth
-  sleeping through inside a test run, so the error is raised instead, with a note saying why.
-- After ``max_attempts`` attempts the last error is raised, with a note summarising the
-  attempts (``add_note``), so tracebacks say what was tried.
-
-With a limiter (:class:`agentprop._modelapi.limiter.AdaptiveConcurrency`), every attempt holds
-one of its slots and reports success or congestion to it.
+SDKs are called with ``max_retries=0`` and retried here, so the policy is ours, seeded in tests,
+and every retry is counted. Retried: 408, 429, 5xx (unless the body says the request is
+invalid), timeouts and dropped connections; ``x-should-retry`` overrides. The wait is full-jitter
+backoff, or exactly the server's ``retry-after`` (raised instead when longer than
+``max_retry_after``). After ``max_attempts`` the last error is raised with a note of the attempts.
 """
 
 from __future__ import annotations

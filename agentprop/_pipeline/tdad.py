@@ -1,26 +1,9 @@
 """The TDAD evaluation of an agent: a visible/hidden split of the suite and its metrics.
 
-TDAD (Rehan, 2026) compiles an agent against *visible* tests and judges it on *hidden* ones,
-so that passing the tests it was tuned on is never mistaken for meeting the spec. This module
-splits the cases ``agentprop run`` generates into the two sets and computes:
-
-* **VPR** visible pass rate: visible cases that PASS / visible cases;
-* **HPR** hidden pass rate: the same on the hidden cases;
-* **RPR** reliability pass rate: the mean per-run pass rate of the repeated cases (MFT,
-  BOUNDARY), each decided by the oracle, so it says how often a run passes, not only whether
-  the case met its bar;
-* **MS** mutation score (:mod:`agentprop._pipeline.mutation`): activated mutants the *visible* suite
-  kills / activated mutants. A mutant is activated when its probe fires significantly more
-  often on it than on the clean agent (the control); a probe the clean agent fires is
-  *vacuous* and, like a non-activating mutant, left out (both are listed with their rates);
-  a visible case the clean agent does not pass kills nothing;
-* **SURS** spec update regression score (:mod:`agentprop._pipeline.surs`): the previous version's
-  invariant cases that still pass / those invariants.
-
-The split is seeded and stratified by kind: every MFT case (one per path of the decision tree,
-what a compiler must make pass) is visible; the BOUNDARY, DIR and INV cases are split at
-``visible_fraction``, so paraphrases, numeric edges and metamorphic pairs the compiler never
-saw measure generalisation, as in TDAD's hidden tests.
+The split is seeded and stratified by kind: every MFT case is visible; BOUNDARY, DIR and INV
+cases are split at ``visible_fraction``. Metrics: VPR, HPR, RPR, the mutation score (killed by
+the visible suite, over activated mutants) and SURS. Passing the visible tests is never taken
+for meeting the spec.
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
 """Bindings: how the abstract condition variables of a spec are realised.
 
-SpecSuite-Core specs branch on abstract variables (``receipt_found == false``,
-``intent == cancel_order``, ``order.days_since_created > plan_rules.cancel_window_days``). A
-bindings file (``agentprop.yaml`` next to the spec) says, for each variable, how a test makes it
-true or false:
-
-``utterance``
-    the variable selects the first user message: ``{value: [template, ...]}``. Templates use
-    ``{slot}`` placeholders, optional ``[ ... ]`` segments that are dropped when a slot
-    inside them is withheld, and ``{~ ... ~}`` free spans whose words the shrinker may remove
-    (:mod:`agentprop._spec.free_spans`).
-``withhold``
-    the variable removes slots from the first message: ``{value: [slot, ...]}``.
-``followup``
-    the variable is the user's answer on a later turn: ``after_decision`` is what the agent
-    decides on the turn before (``ASK_CONFIRM_CANCEL``) and ``values`` maps each value to
-    utterances (``null`` = the conversation ends there).
-``world``
-    the variable is a tool output: ``field`` (a dotted path such as ``orders[0].status``) takes
-    the value itself, or ``values`` maps each value to an effect (``set`` fields, inject a
-    ``failure`` mode on some or all ``calls``).
-``internal``
-    the agent's own bookkeeping (``schema_loaded``); tests do not control it.
-
-``languages:`` lists the languages users write in (``[en, zh]``): every template must be written
-in one of them, and exploration uses each one's phrase pack and mixes them (code-switching).
-Without it, the languages of the templates are the languages.
-
-The file also holds slot defaults, base world overrides, which output fields are PII (canaries
-are planted there), stateful tool handlers, the default agent and the decision each terminal
-node stands for (``outcomes``). :func:`load_bindings` validates all of it against the spec.
+A bindings file (``agentprop.yaml`` beside the spec) says, per variable, how a test makes it
+true or false: ``utterance``, ``withhold``, ``followup``, ``world`` or ``internal`` (the agent's own
+state, not controlled). It also holds slot defaults, base world overrides, PII fields, tool
+handlers, languages, the default agent and the terminal nodes' outcomes.
+:func:`load_bindings` validates all of it against the spec, with file and line on error.
 """
 
 from __future__ import annotations

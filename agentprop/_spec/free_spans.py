@@ -1,30 +1,9 @@
-"""Free spans: the words of a template the shrinker may remove.
+"""Free spans: the words of a template the shrinker may remove, marked ``{~ ... ~}``.
 
-A template in the bindings marks a span as free with ``{~ ... ~}``::
-
-    "Please cancel my order[ {order_id}]{~, I really need this done today~}"
-    "{~您好，~}为我妈妈续配处方 {rx}{~，麻烦尽快处理一下，谢谢~}"
-
-Outside the markers are the words that carry the intent and the slots: the shrinker never
-touches them. Inside, after the generator's choices are simplified, it may remove words
-(:mod:`agentprop._decide.shrink`), so a reproducer keeps only the free words the failure
-needs. Rendering a template normally just drops the markers.
-
-A span is cut into **clauses** at punctuation and each clause into **words**: for Latin script
-the whitespace-separated words; for CJK the words of the language's phrase pack (its
-``words``, greetings, closings, particles, connectors and synonyms, longest first), with every
-other run of characters kept whole, so a Chinese span never loses half a word. Punctuation
-belongs to the clause it opens (``，谢谢``) or, at the end of a span, closes: it goes when the
-clause's last word goes. The shrinker removes spans, then clauses, then words; what is left is
-tidied (no doubled or leading punctuation, single spaces), so a Chinese sentence stays a
-Chinese sentence.
-
-This module is the syntax (what the bindings loader and the scenario builder need); cutting a
-span into words and rendering a template with words left out is
-:mod:`agentprop.strategies._internal.free_spans`, which reads the phrase packs.
-
-A free span may not hold a slot, an optional ``[...]`` segment or another free span (the
-bindings loader rejects such a template with its file and line).
+Words outside the markers carry the intent and the slots and are never touched; rendering
+normally just drops the markers. A free span may not hold a slot, an optional segment or
+another free span. This module is the syntax; cutting spans into clauses and words is
+:mod:`agentprop.strategies._internal.free_spans`.
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
 """How agentprop reads a node's ``requirements`` (and what it does not check).
 
-Three readings, each reported where it applies (``agentprop lint``, ``agentprop run``):
-
-Ordering anchors
-    A node whose ``must_call_tools_in_order`` starts with the tools the node before it on the
-    path ended on repeats them to say where its own calls go, not to ask for second calls:
-    ``N2 [verify_patient, get_prescription]`` then ``N3 [get_prescription, check_interactions]``
-    expects ``verify_patient, get_prescription, check_interactions``, one call each.
-    :func:`anchor_overlap` is that rule; a revisited node (a loop) and a tool the bindings list
-    under ``nodes: NODE: repeat_calls:`` are second calls.
-Exits that end a node's flow
-    A branch that goes to a terminal node on a value the bindings realise through a tool's
-    output (``verified == false``) requires the node's tools up to that tool; the tools the
-    node lists after it are permitted, not required, only when the value is off the happy path
-    (a failure, or a value other than the one the bindings' ``world:`` gives). On the happy
-    value every tool stays required. :func:`exit_cut` is the rule; :func:`binding_downgrades`
-    lists every place it applies, for lint.
-Limits with a trace meaning
-    ``max_clarify_turns`` / ``max_clarifying_questions`` bound the clarifying decisions of a
-    conversation through the node; ``max_retries``, ``max_<x>_retries`` and
-    ``max_<x>_rewrites`` bound repeated calls of the tools the node retries (its own, or those
-    of the node it loops back to). :func:`requirement_verdicts` checks them; every other key is
-    named by :func:`unchecked_requirements`.
+Three readings: ordering anchors (:func:`anchor_overlap`), exits that end a node's flow
+(:func:`exit_cut`, :func:`binding_downgrades`) and limits with a trace meaning
+(:func:`requirement_verdicts`). Every other key is named by :func:`unchecked_requirements`, so
+nothing is silently skipped.
 """
 
 from __future__ import annotations

@@ -1,40 +1,11 @@
 """The ``when`` expressions of a decision tree, parsed into a small AST.
 
-SpecSuite-Core writes branch conditions as short expressions::
-
-    intent == pii_request
-    verified == true and intent == cancel_order
-    order.days_since_created > plan_rules.cancel_window_days
-    sql_error == true and retry_count >= 1
-    intent == unknown after clarify
-    otherwise
-
-Grammar (lowest precedence first)::
-
-    clause   := "otherwise" | expr ["after" NAME]
-    expr     := or
-    or       := and ("or" and)*
-    and      := not ("and" not)*
-    not      := "not" not | compare
-    compare  := sum [("==" | "!=" | ">" | ">=" | "<" | "<=") sum]
-    sum      := product (("+" | "-") product)*
-    product  := unary (("*" | "/" | "%") unary)*
-    unary    := "-" unary | atom
-    atom     := NUMBER | STRING | "true" | "false" | "null" | PATH | "(" expr ")"
-    PATH     := NAME ("." NAME)*
-
-One convention makes the specs' bare words work: on the right of ``==`` / ``!=`` a single bare
-name (``pii_request``, ``yes``, ``canceled``) is a *symbol*, i.e. the string constant of that
-name. Everywhere else a name is a variable path. ``after NAME`` marks a condition that holds on a
-follow-up turn after the agent performed ``NAME`` (``after clarify``).
-
-Limits keep a hostile expression from costing time or recursion: at most :data:`MAX_TOKENS`
-tokens, :data:`MAX_NESTING` levels of parentheses, ``not`` and unary ``-``, and numbers of at
-most :data:`MAX_NUMBER_DIGITS` digits; past them the expression is a :class:`WhenSyntaxError`
-that names the limit.
-
-The AST nodes are frozen dataclasses; :func:`evaluate` computes a clause against an environment
-of variable values, :func:`variables` lists the paths a clause reads.
+On the right of ``==`` / ``!=`` a single bare name is a symbol (a string constant); elsewhere a
+name is a variable path. Size limits (:data:`MAX_TOKENS`, :data:`MAX_NESTING`,
+:data:`MAX_NUMBER_DIGITS`) bound the cost of any expression; past them it is a
+:class:`WhenSyntaxError` naming the limit. The AST nodes are frozen dataclasses;
+:func:`evaluate` computes a clause, :func:`variables` lists the paths it reads. The grammar is
+in docs/architecture.md.
 """
 
 from __future__ import annotations

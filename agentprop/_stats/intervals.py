@@ -1,32 +1,7 @@
-"""Confidence intervals for a pass rate.
+"""Confidence intervals for a pass rate: Wilson and Clopper–Pearson.
 
-An agent that passes a check in ``successes`` of ``n`` runs has an observed pass rate
-``successes / n``. With few runs that number is rough, so agentprop always reports it with an
-interval: a range of true pass rates that are compatible with what was seen.
-
-Two intervals are provided, and reports show both:
-
-* **Wilson score interval** (:func:`wilson_interval`). It is the set of true rates ``p`` for
-  which the observed rate is within ``z`` standard errors of ``p``, where the standard error is
-  computed from ``p`` itself rather than from the observed rate. It is short, never leaves
-  ``[0, 1]``, behaves well at 0 and ``n`` successes, and its coverage is close to the nominal
-  level on average (it can dip a little below it for some ``n`` and ``p``).
-
-* **Clopper–Pearson interval** (:func:`clopper_pearson_interval`), the "exact" interval. The
-  lower end is the smallest ``p`` under which seeing ``successes`` or more would not be
-  surprising (probability at least ``(1 - confidence) / 2``); the upper end is the largest
-  ``p`` under which seeing ``successes`` or fewer would not be surprising. It is found by
-  inverting the binomial distribution, so its coverage is *never* below the nominal level; the
-  price is that it is wider than Wilson's. Use it when a guarantee matters, e.g. "with 95%
-  confidence the pass rate is at least 0.90".
-
-Two edge cases have closed forms and are returned exactly: with 0 successes the lower end is 0
-and the upper end is ``1 - (alpha/2) ** (1/n)``; with ``n`` successes the upper end is 1 and the
-lower end is ``(alpha/2) ** (1/n)``, where ``alpha = 1 - confidence``.
-
-The binomial tail probabilities behind Clopper–Pearson are computed with a regularized
-incomplete beta function (continued fraction), then inverted by bisection to full double
-precision. Only :mod:`math` is used.
+Reports show both: Wilson is short and close to nominal coverage on average; Clopper–Pearson
+never covers less than the nominal level. Every interval lies in ``[0, 1]``. Pure functions.
 """
 
 from __future__ import annotations

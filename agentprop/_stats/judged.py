@@ -1,26 +1,10 @@
 """Pass rates measured by a judge that makes mistakes, and how much its mistakes cost.
 
-A judge (a model reading an answer against a rubric) says pass or fail; a human label says what
-was true. Calibration compares the two on labelled examples: the judge's *sensitivity* ``se``
-(it passes what the human passed) and *specificity* ``sp`` (it fails what the human failed),
-each a binomial proportion with a Wilson interval, and Cohen's kappa (agreement beyond chance).
-
-If an agent's true pass rate is ``p``, the judge passes a run with probability
-``q = se p + (1 - sp)(1 - p)``: the raw judge rate estimates ``q``, not ``p``. The
-Rogan–Gladen estimator inverts that line, ``p = (q + sp - 1) / (se + sp - 1)``, clipped to
-``[0, 1]``; it needs Youden's index ``J = se + sp - 1 > 0`` (a judge no better than a coin
-tells nothing). Its interval (:func:`corrected_interval`) is Lang and Reiczigel's adjusted
-Wald interval: the three proportions (runs, sensitivity, specificity) each get ``z^2 / 2``
-pseudo passes and failures, and the variance adds the calibration's variance to the runs'.
-
-A sequential decision on judged runs tests the judge rate ``q`` instead of ``p``
-(:func:`judged_hypotheses`): the good rate ``p0`` maps to a low confidence bound of the judge
-rate it gives and the bad rate ``p1`` to a high one (the calibration's error carried by the
-delta method); an SPRT between those two judge rates keeps its error rates unless the judge is
-worse than its calibration says by more than that margin. If the two bounds cross, the judge
-cannot tell a good agent from a bad one at that tolerance: no hypotheses, no gate.
-
-Invariants: every function is pure; every interval lies in ``[0, 1]`` (kappa's in ``[-1, 1]``).
+Calibration against human labels gives the judge's sensitivity, specificity and kappa; the
+Rogan–Gladen estimator corrects a judged rate, with Lang and Reiczigel's interval; and
+:func:`judged_hypotheses` maps an SPRT's rates onto judge rates, or refuses when the judge cannot
+tell them apart. Invariants: every function is pure; every interval lies in ``[0, 1]``
+(kappa's in ``[-1, 1]``).
 """
 
 from __future__ import annotations

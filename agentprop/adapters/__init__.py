@@ -1,31 +1,10 @@
 """Framework adapters: a spec's tools as typed Python callables bound to the current trial.
 
-Most agent frameworks take tools as Python functions and read their schema from the signature
-and the docstring. :func:`tool_functions` makes one such function per tool of a spec: named
-after the tool, with a keyword parameter per property of its input schema (typed: ``str``,
-``int``, ``Literal[...]`` for enums, a pydantic model for a nested object, ``list[...]``;
-required ones without a default), and a Google-style docstring from the tool's description and
-its parameters' descriptions. Calling one calls the tool in the world of the trial that is
-running, through the runtime's :class:`~agentprop.TurnContext`, so the call is recorded in the
-trace, validated against the input schema and limited like every other call::
-
-    from agentprop.adapters import bind, tool_functions
-
-    tools = tool_functions(project.spec)            # once: give them to the framework
-
-    class MyFrameworkAgent:                         # an agentprop agent
-        async def turn(self, message, ctx):
-            with bind(ctx):                         # the tools act on this trial's world
-                output = await framework_agent.run(message)
-            ctx.respond(**output)
-
-A failed call raises :class:`~agentprop.ToolError` (``kind`` and ``message``). ``respond``
-is a function too (``include_respond=True``, the default) for frameworks without structured
-output; its parameters are the response contract. The end-to-end adapters, each working with its
-framework's defaults: :mod:`agentprop.adapters.pydantic_ai` (PydanticAI),
-:mod:`agentprop.adapters.langgraph` (LangGraph) and :mod:`agentprop.adapters.openai_agents`
-(the OpenAI Agents SDK). A tool error reaches the model as :func:`tool_error_text`, an output as
-:func:`tool_output_text` (JSON).
+:func:`tool_functions` makes one typed function per tool (and ``respond``), with a docstring from
+the spec; inside :func:`bind` a call acts on the running trial's world through its
+:class:`~agentprop.TurnContext`, so it is recorded, validated and limited like any call. A failed
+call raises :class:`~agentprop.ToolError`. Per framework: :mod:`agentprop.adapters.pydantic_ai`,
+:mod:`agentprop.adapters.langgraph`, :mod:`agentprop.adapters.openai_agents`.
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """Run an OpenAI Agents SDK agent under agentprop (``pip install "agentprop[openai-agents]"``).
 
-:func:`function_tools` gives a spec's tools (and ``respond``) as the SDK's ``FunctionTool``\\ s
-acting on the bound turn, working with the SDK's defaults:
-
-- strict schemas: the SDK marks function tools strict, and strict mode wants every property
-  required and every object closed. Each tool's schema is made strict-compatible when it can be
-  (an optional property becomes required but nullable, and a ``null`` it receives is left out of
-  the call, as if never given); a schema that cannot be (an object open to any key) is sent as
-  written with ``strict_json_schema=False``;
-- a tool error (:class:`~agentprop.ToolError`, such as an injected timeout) is returned to the
-  model as the tool's output, ``KIND: message``: the SDK's default failure text would drop the
-  kind, and the kind is what tells a model whether retrying can help;
-- an output reaches the model as JSON text, not Python ``str()`` of a dict.
-
-:class:`OpenAIAgentsAgent` is the agentprop agent around an ``agents.Agent``: one instance per
-conversation, the conversation's items carried from turn to turn, each turn one
-``Runner.run``; a text final output is said to the user when the turn did not ``respond``.
-Token usage is read from the run's usage::
-
-    from agents import Agent
-    from agentprop.adapters.openai_agents import OpenAIAgentsAgent, function_tools
-
-    class MyAgent(OpenAIAgentsAgent):
-        def __init__(self) -> None:
-            super().__init__(Agent(name="support", instructions=PROMPT, tools=function_tools(SPEC)))
+:func:`function_tools` gives a spec's tools (and ``respond``) as the SDK's function tools, with
+schemas made strict-compatible when they can be; a tool error reaches the model as
+``KIND: message`` and an output as JSON text. :class:`OpenAIAgentsAgent` wraps an
+``agents.Agent``: one instance per conversation, one ``Runner.run`` per turn.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """Boundary values: both sides of every numeric edge a spec draws.
 
-Where the edges come from:
-
-``decision_tree``
-    every numeric comparison in a ``when`` clause (``order.days_since_created >
-    plan_rules.cancel_window_days``, ``row_count > 0``, ``retry_count >= 1``). Each variable of
-    the comparison that tests control is moved, the other side held at its value.
-``output_schema``
-    ``minimum`` / ``maximum`` (and the exclusive forms) of a numeric tool field that a
-    condition variable is bound to.
-``policy``
-    a comparison written in a policy's text between numeric tool fields or numbers
-    (ExpenseGuard P2: "total exceeds receipt_required_over"), when the bindings set the field.
-
-For an edge ``t`` the values are ``t-1, t, t+1`` for integers and ``t-ε, t, t+ε`` for numbers
-(ε = the binding's ``precision``, default 0.01), then zero, a negative value, a very large value
-and "missing" when the field's domain allows them (binding ``min``/``max``, schema bounds, the
-schema's ``required`` list). For a variable whose binding lists finite values (``row_count: {0,
-5}``) the nearest listed value on each side is added, so both sides are realisable.
-
-What each case expects is *computed*: the moved assignment is evaluated at the comparison's
-node with first-match-wins (:meth:`~agentprop.strategies._internal.scenarios.Context.choose`), and the
-whole route from the root is walked to a leaf and its decision. Nothing is hand-written.
-Variables that cannot be moved (bound ``internal``, unbound, inside arithmetic) and values
-outside the domain are listed in :attr:`BoundaryCases.skipped` with the reason.
+Edges come from the decision tree's comparisons, output-schema bounds and policy texts. For an
+edge ``t`` the values are ``t-1, t, t+1`` (or ``t±ε``), plus zero, negative, very large and
+missing where the domain allows. What each case expects is computed by walking the tree, never
+written by hand; variables or values that cannot be used are listed in
+:attr:`BoundaryCases.skipped` with the reason.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """Meaning-preserving paraphrases as a Hypothesis strategy.
 
-Design: a paraphrase is never drawn as text. It is drawn as integers
-and lists -- an index into a pool of rewrites (index 0 is the original) and a list of
-transforms, each a (transform index, integer parameters) pair -- and the text is *built* from
-them. Consequences, all deliberate:
-
-* Shrinking goes towards the original. The empty transform list is the original sentence;
-  Hypothesis shrinks lists by deleting elements and integers towards 0, and transforms are
-  ordered simplest first (whitespace noise before synonyms before typos), as are the entries
-  of every phrase-pack list. A failure caused by one transform shrinks to the original plus
-  that transform, with its simplest parameters.
-* Every shrunk value is well formed: any list of steps renders to a sensible sentence.
-* Replays are exact: the same choice sequence gives the same text (transforms are pure
-  functions of the text and their integer parameters; nothing reads a global random source).
-* Parameters that pick a *site* (which synonym, which letter) are taken modulo the number of
-  sites the current text has, so every integer is meaningful and 0 is always "the first".
-
-Protected slots (ids, amounts, dates, e-mails, numbers, ``{placeholders}``, ``protect=[...]``)
-are masked to single private-use characters before any transform runs (see
-:mod:`agentprop.strategies._internal.slots`), so no transform can alter them; the engine re-checks that
-after every step.
-
-A step that leaves the text unchanged (a contraction where there is none, a greeting on a text
-that already has one) is dropped from the provenance, so ``Paraphrase.transforms`` lists only
-what was actually applied and re-applying it reproduces the text exactly.
+A paraphrase is drawn as integers and lists (a pool index and transform steps), never as text,
+and the text is built from them. So shrinking goes towards the original, every shrunk value
+renders to a sensible sentence, and replays are exact. Protected slots are masked before any
+transform runs, and re-checked after every step; a step that changes nothing is left out of the
+provenance.
 """
 
 from __future__ import annotations
