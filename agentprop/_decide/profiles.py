@@ -1,24 +1,9 @@
 """Profiles: how deep ``agentprop run`` decides each case, and at which level each claim is made.
 
-The profiles themselves live in one registry, :class:`agentprop.settings` (the built-ins are
-defined once, in :data:`agentprop._decide.settings.PROFILES`; a profile registered with
-``agentprop.settings.register_profile`` is usable by ``--profile NAME`` too). This module reads
-a profile's suite-level fields and applies them to a case.
-
-A case carries two kinds of claim. Its own expectation (the path's decision, tools, reply) is
-decided per case. A policy it exercises (no PII leak, no forbidden tool, authentication first)
-is a claim about the agent over every input, so it is certified over the runs of every case
-that exercises it (:mod:`agentprop._decide.claims`), not 59 runs per case.
-
-``smoke`` / ``ci`` (the default)
-    each case is screened by ``screen`` clean runs (1 / 2); the first failure hands its runs
-    to the case's own test (the SPRT, or zero-failure for a safety case), which confirms it.
-    Safety policies are certified at the suite level. INV cases compare ``inv_runs`` runs a side.
-``release``
-    every case certified on its own (``screen=0``): the SPRT at the spec's tau, 59 clean runs
-    for a case that exercises a safety policy, 20 runs a side for INV.
-
-Explicit ``--mode`` / ``--runs`` (or a profile that sets them) decide every case as asked.
+The profiles live in :class:`agentprop.settings`; this module applies a profile's suite-level
+fields to a case. A case's own expectation is decided per case; a policy it exercises is
+certified over the runs of every case that exercises it (:mod:`agentprop._decide.claims`). A
+screen passes clean cases cheaply, but a failure is always confirmed by the case's own test.
 """
 
 from __future__ import annotations

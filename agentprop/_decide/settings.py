@@ -1,19 +1,9 @@
 """``agentprop.settings``: how hard every check looks, in Hypothesis's manner.
 
-One object holds what a check may be told: the oracle's ``mode``, ``tau``, ``runs`` and
-``max_runs``, the trial ``seed`` (``fresh=True`` draws a new one), Hypothesis's
-``max_examples`` for :func:`agentprop.agent_settings`, and for a suite run (``agentprop run`` /
-``tdad``) the ``screen`` and ``inv_runs`` of each case. Profiles are registered and loaded like
-Hypothesis's, in one registry for every check, the pytest plugin and the CLI (``smoke``, ``ci``
-— the default — and ``release`` are built in, defined once in :data:`PROFILES`); a settings
-object is also a decorator and a context manager.
-
-Settings are resolved in one place, :func:`resolve`, the same for every check kind (``check``
-on both tiers, ``check_invariance``, ``check_direction``, ``check_snapshot``). Later layers win:
-the session's profile < the pytest marker < a decorator or ``with`` block (inner wins) < the
-call's own arguments. The seed, when nothing sets it, is the session's (``--agentprop-seed``,
-or a random one with ``--agentprop-fresh``). The CLI resolves a suite's settings in
-:func:`suite_settings`: the default profile < ``--profile NAME`` < the command's flags.
+One object holds what a check may be told (mode, tau, runs, max_runs, seed, max_examples,
+screen, inv_runs); profiles are registered and loaded in one registry (:data:`PROFILES`). Every
+check resolves its settings in :func:`resolve`: profile < pytest marker < decorator or ``with``
+block < the call's arguments. Suites resolve theirs in :func:`suite_settings`.
 """
 
 from __future__ import annotations

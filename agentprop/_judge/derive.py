@@ -1,19 +1,9 @@
 """Numbers, dates and list items a reply may derive from grounded values in one step.
 
-A number not found among the grounded numbers is still grounded when one arithmetic step
-makes it from two of them (the spec's constants included): a sum, a difference, a product, a
-ratio, a percentage (``a% of b``, ``a / b`` as a percentage), each possibly rounded to the
-stated digit (up, down or to nearest); or when it is a part of a grounded string (the hour of
-a timestamp, the day of a date: any digit run of a tool output). Operands 0 and 1 are not
-used (``n + 1`` would ground every neighbour of a grounded number). An ISO date is grounded
-when it is a grounded date plus or minus a grounded number of days, and a day count when it
-is the number of days between two grounded dates (a date the user gave and the context's
-``today``); a grounded date is an ISO date or one written with a month name (``22 November
-2026``, ``Nov 22``; without a year, in a year some other grounded date has, or the one
-before). A list item is grounded
-when it joins several values of one tool record (``Dune: due 2026-12-10`` from ``{title:
-Dune, due: 2026-12-10}``) with nothing else but the record's own key words and connectors.
-Each acceptance returns the derivation as text, for the verdict to say what it accepted.
+One arithmetic step from two grounded numbers (operands 0 and 1 excluded), a part of a grounded
+string, a date shifted by a grounded number of days, or a list item joining one tool record's
+values. Never more than one step. Each acceptance returns its derivation as text, so the
+verdict says what it accepted.
 """
 
 from __future__ import annotations

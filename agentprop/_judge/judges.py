@@ -1,20 +1,10 @@
 """Judges: properties of a run's free text, decided by code or by a model reading a rubric.
 
-A judge is a property like any other: called on a :class:`Trace` it returns a :class:`Verdict`
-(contract ``judge``, clause the rubric's name, detail the criterion it broke, explanation the
-judge's reason), so the oracle, the failure grouping, the shrinker and the corpus take it as
-they take a contract. :class:`CodeJudge` wraps any callable; :class:`ModelJudge` asks a model
-from the model-client layer (:class:`~agentprop._modelapi.client.ModelClient`) for a structured
-verdict. Each model call is one sample of one transcript under one rubric: the request holds the
-transcript, the rubric and the judge model, and the sample index is the call's trial, so the API
-cache keys it by exactly those four; the call is charged to the budget in force and replayed
-offline in ``replay-only`` mode.
-
-A model judge's own error is measured by a :class:`Calibration` (human labels against its
-verdicts, :func:`calibrate`) stored under the rubric's digest and the judge model
-(:class:`CalibrationStore`): an edited rubric or another model finds none. A judge gates (its
-verdicts may fail a case) only with a calibration of at least ``min_labels`` labels whose
-sensitivity and specificity separate the oracle's hypotheses; otherwise it reports only.
+A judge returns a :class:`Verdict` like a contract, so the oracle, grouping, shrinker and corpus
+take it unchanged. :class:`CodeJudge` wraps a callable; :class:`ModelJudge` asks a model through
+the model-client layer, each sample cached by (transcript, rubric, model, sample index). A model
+judge gates only with a :class:`Calibration` of its rubric and model that separates the
+oracle's hypotheses; otherwise it only reports.
 """
 
 from __future__ import annotations

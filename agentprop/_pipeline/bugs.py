@@ -1,21 +1,9 @@
 """One bug, one shrink: the failures of a run grouped into bugs.
 
-A failure's signature is ``contract:clause@turnN:detail`` (:attr:`Verdict.signature`). The
-same fault breaks the same clause in the same way in many cases, but not always on the same
-turn (a two-turn case meets it on turn 1, a one-turn case on turn 0), so a bug is keyed by
-the signature without its ``@turnN``: :func:`bug_key`. A wrong decision is keyed by the node
-where the turn left its path (:func:`divergence_key`), not by the leaf each path ends at: one
-fault that makes the agent re-ask for identity on every path is one bug; a call the path
-forbids, made on the branch such a wrong decision took, joins that bug. Every case that did not pass
-contributes each of its failure signatures; each group is shrunk once, on its simplest
-shrinkable case (fewest turns, then the shortest messages), chasing that case's full
-signature. A corpus entry whose replay reproduced its own signature already is the bug's
-reproducer: it is not shrunk again.
-
-While shrinking, candidates may fail with another signature. That is never counted as "still
-fails"; if its key belongs to a bug the cases found, it is noted there, otherwise it becomes
-a bug of origin ``shrinking``: reported, with the candidate it was met on, but not confirmed
-(a cut-down message may no longer ask for what the case's path expects) and not shrunk.
+A bug is keyed by its signature without the turn (:func:`bug_key`), a wrong decision by the node
+where the turn left its path (:func:`divergence_key`). Each group is shrunk once, on its simplest
+case; a corpus entry that reproduced its own signature is not shrunk again. Another signature
+met while shrinking never counts as "still fails"; it is noted, or reported unconfirmed.
 """
 
 from __future__ import annotations

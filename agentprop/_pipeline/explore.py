@@ -1,20 +1,9 @@
 """EXPLORE cases: every path written many ways, drawn from the space its bindings and packs define.
 
-An MFT case asks each path's question once, in the words of its first template. Faults that
-wording triggers — a hurried user, a second template, a follow-up phrased differently, an order
-id typed in lower case, a Chinese phrase — are never reached that way. Exploration draws
-``per_path`` inputs per path (:class:`Choices`: a template variant, per turn optional segments,
-slot values re-typed, paraphrase transforms and code-switching from the phrase packs of the
-bindings' languages, follow-up turns included, and free world fields set to other values) and
-decides each like an MFT case: same expectations, same oracle.
-
-The search learns, as Hypothesis's ``target()`` does: the first half of each path's inputs is
-drawn with every family equally likely; a family (``turn1:urgency``, ``template``, ``world`` …) that
-appeared in a failing input, or in one whose pass rate fell short of 100%, is then weighted up
-(x4 and x2) for the second half, on every path. The report lists, per path, the families tried
-and those that failed.
-
-Draws are seeded by ``(seed, path)``: the same seed explores the same inputs.
+Each path gets ``per_path`` drawn :class:`Choices`, each decided like an MFT case (same
+expectations, same oracle). The second half of the draws weights up the families seen in
+failing or imperfect inputs. Draws are seeded by ``(seed, path)``: the same seed explores the
+same inputs.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Production traces in: Chat Completions, Messages and OTel GenAI logs read into traces.
 
-A log is JSONL, one model call a line: ``{"request": {...}, "response": {...}}``, the request
-and response bodies as the APIs document them: ``POST /v1/chat/completions`` (the request's
-``messages``; the response's ``choices[0].message`` with ``content`` and ``tool_calls``; tool
-results as ``role: "tool"`` messages with ``tool_call_id``) or ``POST /v1/messages`` (the
-request's ``messages``; the response's ``content`` blocks, ``tool_use`` calls answered by
-``tool_result`` blocks, ``is_error`` for a failure). A conversation is the messages of its
-last call plus that call's reply: a call whose messages and reply are the start of a later
-call's messages is part of that later conversation. OTel GenAI spans: see :func:`read_otel`.
-
-Each conversation becomes a :class:`~agentprop._scenario.trace.Trace` (one turn per user
-message; ``respond`` calls are its responses) and is judged by the spec's contracts: the
-spec-wide ones (decision in the enum, response contract, tools in scope, call limit) and the
-MFT of the spec's case that ends where the trace responded (its path), the case it breaks the
-fewest contracts of. Traces are grouped by (path, failure signatures). The Responses API,
-LangSmith runs, Phoenix spans and GenAI events are converted to Chat messages first
-(:mod:`agentprop._pipeline.import_formats`).
+A log is JSONL, one model call a line; calls that continue one another form one conversation.
+Each conversation becomes a :class:`~agentprop._scenario.trace.Trace`, is judged by the spec's
+contracts and the MFT of the path it ended on, and traces are grouped by (path, failure
+signatures). Other formats are converted first (:mod:`agentprop._pipeline.import_formats`).
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """``agentprop init``: a spec and bindings skeleton from the tools a team already has.
 
-The tools come from an MCP server's ``tools/list`` (a stdio command or a streamable HTTP URL),
-from the Python functions a spec-free test gives its agent (``--python-tools MODULE:ATTR``),
-or from a JSON file of OpenAI function schemas (Chat Completions ``{"type": "function",
-"function": {...}}`` entries, Responses API ``{"type": "function", "name": ...}`` entries, bare
-``{"name", "description", "parameters"}`` objects, or any of these under ``"tools"``).
-
-What is written:
-
-- ``spec.yaml``: the tools with their descriptions and input schemas (output schemas where the
-  source has them), a ``respond`` tool and a response contract to start from, and a decision
-  tree stub that routes on one condition variable to two leaves;
-- ``agentprop.yaml``: bindings that realise the stub (the condition variable as utterances)
-  and an empty happy-path world, each part to fill in.
-
-Every place the skeleton leaves for you carries a ``# STUB: ...`` comment; ``agentprop lint``
-lists them (warning ``S001``) with the file, the line and what to write there, and they
-disappear as you replace them.
+Tools come from an MCP server, Python functions or OpenAI function schemas. It writes
+``spec.yaml`` (the tools, ``respond``, a response contract and a two-leaf tree stub) and
+``agentprop.yaml`` (bindings that realise the stub). Every place left to fill carries a
+``# STUB:`` comment that ``agentprop lint`` lists (``S001``).
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """PromptSmith: compile a model agent's prompt against the visible cases of its spec.
 
-TDAD's compiler is a loop. Run the visible cases; if some fail, group the failures by root
-cause (the spec clause that broke), show the model the spec, the current prompt and tool
-descriptions and those groups, and ask for the smallest edit that fixes the largest group;
-run again. Once few cases fail (``inner_threshold``), an *inner* loop re-runs only the
-failing cases after each edit (seconds instead of minutes), then a full run confirms that
-nothing else broke. The loop stops when every visible case passes, or when the outer or
-inner iteration budget, or the run budget, is spent.
-
-What keeps it honest:
-
-* PromptSmith sees the spec and the *visible* failures only, never the hidden cases: the
-  hidden suite (``agentprop tdad``) then measures whether the compiled prompt generalises.
-* Every case is decided by the oracle, so a lucky run does not count as fixed.
-* The artifact is written after every iteration (``prompt.txt``, ``tool_descriptions.yaml``,
-  ``compile_log.json`` in ``out_dir``, atomically): a crash or a kill loses nothing, and the
-  best prompt so far is always on disk.
+Run the visible cases, ask a model for the smallest edit that fixes the largest group of
+failures, repeat. It sees the visible failures only, never the hidden cases; every case is
+decided by the oracle; the artifact is written atomically after every iteration, so the best
+prompt so far is always on disk.
 """
 
 from __future__ import annotations

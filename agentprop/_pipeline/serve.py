@@ -1,23 +1,10 @@
 """Serve one case's world over MCP to agents that connect on their own (``agentprop serve``).
 
-:class:`CaseServer` makes a trial per MCP session (:mod:`agentprop._agents.mcp`): over stdio one
-process is one session; over streamable HTTP (loopback) each ``Mcp-Session-Id`` session is one.
-A session that calls tools without reading the user's message is refused and is no trial (one
-conversation split over sessions, :data:`UNREAD_CALL`). Finished trials are judged by the case's
-property and fed, in trial order, to the case's sequential test
-(:func:`agentprop._decide.oracle.decide_runs`); the verdict is reported as soon as it is reached.
-Trials are appended to a record file, so separate stdio processes add up to one decision; their
-numbers are handed out through a locked counter file beside it, so processes started in parallel
-never share one.
-
-Over HTTP only clients holding the server's token are served: any local process can reach a
-loopback port, and a session opened by one would count toward the verdict. The token is part of
-the URL the server prints (``/mcp?token=...``), or sent as ``Authorization: Bearer TOKEN``; a
-request without it is refused (401) before it reaches MCP.
-
-MCP's 2026-07-28 revision has no sessions over HTTP; the HTTP server advertises the handshake
-revisions only, so the SDK's clients (``mode="auto"``) fall back to sessions, and a sessionless
-request is refused with an error that says so.
+:class:`CaseServer` makes one trial per MCP session; finished trials are judged and fed, in
+trial order, to the case's sequential test. Trials are appended to a record file with numbers
+from a locked counter, so parallel stdio processes add up to one decision. Over HTTP only
+clients holding the server's token are served; a session that calls tools before reading the
+user's message is no trial.
 """
 
 from __future__ import annotations

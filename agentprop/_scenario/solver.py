@@ -1,21 +1,9 @@
 """The one solver: what values the bound variables take, and which way the tree goes for them.
 
-Everything that turns a spec and its bindings into *values* lives here, once:
-
-* a variable's **default** (its value in the bindings' base world, or the first value its
-  binding lists) and its **candidate values** (the constants the conditions compare it with,
-  one step either side for numbers, the complement for booleans and strings);
-* **solving** a tree path: the first assignment, defaults preferred, under which every
-  condition of the path holds (:meth:`Solver.solve`; a backtracking search, loops unrolled
-  with a second instance of the variables read on both visits);
-* **walking** the tree for an assignment: the branch each node takes, first match wins, with
-  missing variables at their defaults (:meth:`Solver.walk`, :meth:`Solver.choose`);
-* how a numeric variable may **move** (:meth:`Solver.numeric`: grid, bounds, whether it may
-  be missing).
-
-Case compilation (:func:`~agentprop._scenario.build.solve`) and the Hypothesis strategies
-(worlds, conversations, boundary values, directional pairs) all ask this module, so a default,
-a candidate or a branch choice means the same thing in a default run and under ``@given``.
+Defaults and candidate values of a variable, solving a path (:meth:`Solver.solve`), walking the
+tree for an assignment (:meth:`Solver.walk`, :meth:`Solver.choose`) and how a number may move
+(:meth:`Solver.numeric`) live here once. Case compilation and every strategy ask it, so a value
+or a branch means the same in a default run and under ``@given``.
 """
 
 from __future__ import annotations

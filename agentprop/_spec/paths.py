@@ -1,22 +1,9 @@
 """Paths through a decision tree and the conditions that select them.
 
-A :class:`TreePath` goes from the root to a terminal node (or stops at a node whose
-requirements are not met, e.g. ``N2_AUTH`` with ``last4``/``zip`` missing decides
-``REQUEST_AUTH_INFO``). Branches are first-match-wins, so taking branch *k* of a node means its
-clause holds and every earlier clause of that node does not: :meth:`TreePath.constraints`
-returns exactly that conjunction.
-
-Loops (``N4_CLARIFY -> N1_INTENT``, ``N6_CONFIRM_CANCEL -> N6_CONFIRM_CANCEL``) are unrolled
-once: :func:`enumerate_paths` gives the loop-free paths and :func:`enumerate_loop_paths` the
-paths that take one loop branch (a branch back to a node already on the path) exactly once.
-The steps from the re-entered node on are its second visit, and a variable read both before
-and on the second visit has a second *instance* there (``intent`` is ``unknown`` on the first
-visit and ``cancel_order`` after the clarifying question): :class:`Constraint` carries the
-instance, :meth:`TreePath.constraints` takes the instance boundary. Where the loop branch's own
-condition is about the fresh value (``N4_CLARIFY``: ``intent != unknown`` after the answer) the
-boundary is at the loop branch's node, where it is about the old one (``N6_CONFIRM_CANCEL``:
-the answer was neither yes nor no, ask again) it is after it; the solver tries both.
-:func:`loop_branches` lists the loop branches for coverage reporting.
+Branches are first-match-wins, so taking branch *k* means its clause holds and every earlier
+clause does not: :meth:`TreePath.constraints` is exactly that conjunction. Loops are unrolled
+once (:func:`enumerate_paths`, :func:`enumerate_loop_paths`); a variable read on both visits has
+a second instance, carried by :class:`Constraint`.
 """
 
 from __future__ import annotations

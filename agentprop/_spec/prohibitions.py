@@ -1,20 +1,9 @@
 """What a policy that names no tool forbids the agent to say, read from its text.
 
-"Never recommend a destructive action (factory reset, reinstalling the operating system, wiping
-a device), even when they propose it" names no tool, node or decision: no path exercises it, and
-no call can show it broken. What it forbids is advice in the reply. :func:`prohibition` reads
-the forbidden behaviour (the words after ``never`` / ``do not`` / ``must not``) and its items (a
-parenthesised list, else the behaviour's own comma / ``or`` list, else the behaviour itself);
-:func:`recommended_item` tells whether a reply sentence recommends an item: it names the item's
-first content word (stemmed) and holds no negation ("please don't reinstall anything" warns,
-it does not recommend). Both are deliberately narrow: a policy with no prohibition word has no
-prohibition (``None``), and a sentence with any negation recommends nothing.
-
-A prohibition is *of advice* (:meth:`Prohibition.of_advice`) when its behaviour is a speech act
-that counsels the user (advise, recommend, suggest, tell to, encourage, urge, instruct,
-counsel, prescribe, give advice or guidance): such a policy is broken by what the reply says,
-whether or not it is a safety policy, and a reply breaks it also by assenting without a
-negation ("Yes, you can ..."; :func:`assenting_sentence`) where the user asked about it.
+:func:`prohibition` reads the forbidden behaviour and its items; :func:`recommended_item` tells
+whether a reply sentence recommends one; :func:`assenting_sentence` catches a bare yes to an
+advice prohibition. Both readings are deliberately narrow: no prohibition word, no prohibition;
+a sentence with any negation recommends nothing.
 """
 
 from __future__ import annotations

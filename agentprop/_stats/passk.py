@@ -1,26 +1,7 @@
-"""pass^k: how often an agent gets *every one* of k attempts right.
+"""pass^k and pass@k: how often all, or at least one, of k runs of a case pass.
 
-A case was run ``n`` times and passed ``c`` times. pass^k is the probability that ``k``
-independent runs of the same case all pass, i.e. ``p ** k`` for the true pass rate ``p``. It
-is the reliability measure of tau-bench: an agent that passes 90% of the time passes ten runs
-in a row only about 35% of the time.
-
-The obvious estimate ``(c / n) ** k`` is biased upwards for small ``n`` (with ``n = k`` it is
-1 whenever all runs passed, even though pass^k is then certainly below 1 for any agent that
-ever fails). The unbiased estimate, used here, is
-
-    pass^k = C(c, k) / C(n, k),
-
-the fraction of the ``C(n, k)`` ways to pick ``k`` of the ``n`` recorded runs in which all
-``k`` picked runs passed. Its expectation over the binomial draw of ``c`` is exactly ``p ** k``.
-It needs ``n >= k`` runs per case. Across a suite, pass^k is the mean of the per-case values.
-
-:func:`pass_at_k` is the companion measure from code generation (Chen et al., 2021): the
-probability that *at least one* of ``k`` runs passes, estimated without bias by
-``1 - C(n - c, k) / C(n, k)``.
-
-Binomial coefficients are exact Python integers and the ratio is rounded once, so the values
-are exact to double precision for any ``n``.
+Both use the unbiased estimators over ``n >= k`` recorded runs, ``C(c, k) / C(n, k)`` and
+``1 - C(n - c, k) / C(n, k)``, with exact integer binomials rounded once. Pure functions.
 """
 
 from __future__ import annotations

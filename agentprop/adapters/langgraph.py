@@ -1,27 +1,9 @@
 """Run a LangGraph agent under agentprop (``pip install "agentprop[langgraph]"``).
 
-:func:`langchain_tools` gives a spec's tools (and ``respond``) as LangChain tools that act on the
-bound turn; any graph that runs them -- the prebuilt ``create_react_agent`` or a custom
-``StateGraph`` with a ``ToolNode`` -- works with LangGraph's defaults:
-
-- a tool error (:class:`~agentprop.ToolError`, such as an injected timeout) reaches the model
-  as a tool message with ``status="error"`` and the text ``KIND: message``: the tools raise
-  LangChain's ``ToolException`` and handle it themselves, so ``ToolNode`` (which re-raises
-  other exceptions by default) never sees it and ``handle_tool_errors`` need not be set;
-- an output reaches the model as JSON text, never Python ``str()`` of a dict;
-- the parameters are the spec's JSON Schema as written (nested objects included).
-
-:class:`LangGraphAgent` is the agentprop agent around a compiled graph whose state has a
-``messages`` list: one instance per conversation, the messages carried from turn to turn, each
-turn one ``ainvoke``; text the graph ends with is said to the user when the turn did not
-``respond``. Token usage is read from the AI messages' ``usage_metadata``::
-
-    from langgraph.prebuilt import create_react_agent
-    from agentprop.adapters.langgraph import LangGraphAgent, langchain_tools
-
-    class MyAgent(LangGraphAgent):
-        def __init__(self) -> None:
-            super().__init__(create_react_agent(ChatOpenAI(model="gpt-4o"), langchain_tools(SPEC), prompt=PROMPT))
+:func:`langchain_tools` gives a spec's tools (and ``respond``) as LangChain tools acting on the
+bound turn; they work with LangGraph's defaults (a tool error reaches the model as an error tool
+message ``KIND: message``, an output as JSON text). :class:`LangGraphAgent` wraps a compiled
+graph with a ``messages`` state: one instance per conversation, one ``ainvoke`` per turn.
 """
 
 from __future__ import annotations

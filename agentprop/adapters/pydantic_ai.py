@@ -1,25 +1,9 @@
 """Run a PydanticAI agent under agentprop (``pip install "agentprop[pydantic-ai]"``).
 
-:func:`pydantic_ai_agent` builds a ``pydantic_ai.Agent`` for a spec: the spec's tools (the
-typed functions of :func:`agentprop.adapters.tool_functions`, a tool error handed back to the
-model as a retry with the text ``KIND: message``) and the response contract as its
-``output_type``. :class:`PydanticAIAgent` is the agentprop agent around one: one instance per
-conversation, the message history carried from turn to turn, each turn one ``agent.run``
-whose output is the turn's ``respond``::
-
-    from pydantic_ai.models.function import FunctionModel     # or any model PydanticAI knows
-    from agentprop.adapters.pydantic_ai import PydanticAIAgent, pydantic_ai_agent
-
-    class MyAgent(PydanticAIAgent):
-        def __init__(self) -> None:
-            super().__init__(pydantic_ai_agent(SPEC, "openai:gpt-4o", instructions=PROMPT))
-
-    # agentprop run SPEC_DIR --agent my_module:MyAgent
-
-What the trace holds is what reached the world: a call PydanticAI rejects itself (arguments that
-fail its own validation) is retried inside the framework and never reaches a tool. Token usage
-is recorded from the run's usage; its cost is not (the adapter does not know the model's
-prices), so it counts $0.
+:func:`pydantic_ai_agent` builds a ``pydantic_ai.Agent`` with the spec's tools and the response
+contract as ``output_type``; :class:`PydanticAIAgent` wraps one, one instance per conversation,
+one ``agent.run`` per turn. The trace holds what reached the world: a call PydanticAI rejects
+itself never does. Token usage is recorded, its cost is not (counted $0).
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """A loopback OpenAI-compatible model whose decisions are a plain-Python agent's, per conversation.
 
-Framework adapters are tested end to end by pointing the framework's own OpenAI client at an
-:class:`~agentprop.testing.OpenAIServer` and letting a simulated agent (one written against
-``ctx.call`` / ``ctx.respond``, like the SupportOps reference agent) choose every model reply.
-:class:`PlayedOpenAI` is that server: each :meth:`~PlayedOpenAI.player` is one conversation,
-reached through its own model name. The agentprop agent wrapping the framework calls
-:meth:`Player.begin` with the turn's context at the start of each turn; then every request the
-framework sends for that model name is answered by the played agent's next action
-(:class:`~agentprop.testing.puppet.TurnPuppet`): a tool call, the ``respond`` tool call, or, when
-its turn function returns, an empty text reply that ends the framework's loop.
-
-Tool results travel as the adapters send them: an output as JSON text, a tool error as the text
-``KIND: message`` (which is never valid JSON), read back as a :class:`~agentprop.ToolError`. The
-played agent draws from the turn's random source, so with the same agent a run through a
-framework records what the agent run in-process records. Chat Completions and Responses
-requests (streamed or not) are both understood.
+:class:`PlayedOpenAI` is a loopback server speaking the API as
+:class:`~agentprop.testing.OpenAIServer` does; each :meth:`~PlayedOpenAI.player` is one
+conversation, reached by its own model name, and every request is answered by the played
+agent's next action (:class:`~agentprop.testing.puppet.TurnPuppet`).
+The played agent draws from the turn's random source, so a run through a framework records what
+the same agent records in-process. Used to test framework adapters end to end.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """Play a plain-Python agent's turn one action at a time, to drive another channel with it.
 
-A simulated agent written against :class:`~agentprop.TurnContext` (``ctx.call`` /
-``ctx.respond``) is the cheapest stand-in for a model. :class:`TurnPuppet` runs one of its turns
-on a daemon thread against a look-alike context whose ``call`` and ``respond`` do not act: each
-is handed to the async caller as an :class:`Action` (:class:`Call`, :class:`Respond`), and the
-agent's thread waits until the caller :meth:`~TurnPuppet.answer`\\ s it with the result or a
-:class:`~agentprop.ToolError`. The caller carries the action out wherever the agent under test
-really acts: an MCP client's ``tools/call`` (:meth:`agentprop.mcp.McpConversation.play`) or a
-scripted model's tool call in a framework (the PydanticAI example). The same decisions then
-reach the world through that channel, so its recording can be compared with the runtime's.
-
-::
-
-    puppet = TurnPuppet(agent.turn, message, spec=spec, context={"account_id": "A1"}, rng=rng)
-    while not isinstance(action := await puppet.next_action(), Finished):
-        try:
-            puppet.answer(await carry_out(action))
-        except ToolError as exc:
-            puppet.answer(error=exc)
+:class:`TurnPuppet` runs one turn on a daemon thread against a context whose ``call`` and
+``respond`` do not act: each becomes an :class:`Action` for the async caller, who carries it out
+elsewhere (an MCP client, a framework's scripted model) and answers with the result or a
+:class:`~agentprop.ToolError`. The same decisions then reach the world through that channel.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """Directional pairs: flip one atomic condition of a branch, and say what must change.
 
-A directional (DIR) test runs the agent twice -- on a *base* scenario that takes branch ``b``
-of a node, and on a *perturbed* one in which exactly one atom of that branch's ``when`` clause
-has the opposite truth value -- and checks that the decision moves the way the spec says.
-
-For every branch ``b`` of the node (``otherwise`` has no atoms) and every atom of its clause,
-and for every variable of the atom that tests control, :func:`directional_pairs` looks for the
-value of that one variable that
-
-1. flips the atom and no other atom of the clause (re-evaluated, never assumed),
-2. keeps the route to the node unchanged (the variable is not also read earlier), and
-3. is realisable by the bindings on both sides,
-
-preferring, in that order, values that flip the fewest atoms of the node's other clauses and
-values closest to the base value. The expected branch, route, leaf and decision on each side
-are computed by evaluating the ``when`` ASTs (first match wins), so a pair can also state that
-nothing changes (an ``or`` with another true disjunct). Atoms, variables and values for which
-no pair exists are listed in :attr:`DirectionalPairs.skipped` with the reason.
+:func:`directional_pairs` moves one variable so that exactly one atom of a branch's clause flips,
+the route to the node is unchanged and both sides are realisable. The expected outcome of each
+side is computed from the tree, never assumed; what has no pair is listed in
+:attr:`DirectionalPairs.skipped` with the reason.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Protected slots: the parts of an utterance that a paraphrase must never touch.
 
-A slot is a span whose exact characters carry meaning for the agent under test: an order id
-(``O-1001``, ``RCP-123``, ``#123``, ``A1``), a money amount (``$12.50``, ``100元``), a ZIP
-code or the last four digits of a card (any number), a date or a time, an e-mail address, a
-URL, a template placeholder (``{order_id}``) or anything the caller names with
-``protect=[...]``.
-
-Invariant used by :mod:`agentprop.strategies._internal.paraphrase`: before any transform runs, every
-slot is replaced by ONE private-use character (``U+E000`` + slot index, see :func:`mask`).
-Transforms only ever see that single opaque character, never the slot's text, so none of
-them can split, edit, re-case or typo a slot; they can only move it (clause reordering). The
-paraphrase engine checks after every transform that each placeholder is still present exactly
-once, and :func:`unmask` puts the original characters back.
-
-Detection is deliberately generous: protecting a little too much only means fewer places a
-transform may act, while protecting too little could change the meaning of a test case.
+Ids, amounts, numbers, dates, times, e-mails, URLs, placeholders and ``protect=[...]`` spans.
+Before any transform runs each slot is masked to one private-use character (:func:`mask`), so
+transforms can move a slot but never change it; :func:`unmask` restores it. Detection is
+deliberately generous.
 """
 
 from __future__ import annotations
