@@ -1,18 +1,9 @@
 """Test MCP agents: a case's world as an MCP server, and agents that are MCP clients.
 
-Needs the official MCP SDK, 2.3 or later: ``pip install "agentprop[mcp]"``. See docs/bring-your-own-agent.md.
-
-- :class:`CaseServer`: one case served over MCP (stdio, streamable HTTP on loopback, or
-  in-process with :meth:`CaseServer.connect`); each session is one trial, recorded into a
-  trace like every other run and decided by the case's sequential test. ``agentprop serve``
-  runs it from the command line; :class:`HttpCaseServer` runs it on a thread for tests.
-- :class:`McpAgent`: base class of an agent that is an MCP client; agentprop runs each trial
-  and serves that trial's world to it in-process (``agentprop run --agent module:MyMcpAgent``).
-- :class:`McpServedAgent`: base class of an agent whose own MCP client (a framework's, any
-  transport it opens) reaches a real MCP server agentprop starts for each trial (streamable
-  HTTP on loopback); every case kind, exploration, probes and shrinking apply.
-- :class:`McpConversation`: the client side of the turn protocol (the ``user_message`` prompt,
-  ``respond``, tool errors as :class:`~agentprop.ToolError`).
+Needs the official MCP SDK 2.3+ (``pip install "agentprop[mcp]"``); see
+docs/bring-your-own-agent.md. :class:`CaseServer` / :class:`HttpCaseServer` serve one case, each
+session one trial; :class:`McpAgent` and :class:`McpServedAgent` are base classes of agents that
+are MCP clients; :class:`McpConversation` is the client side of the turn protocol.
 """
 
 from __future__ import annotations

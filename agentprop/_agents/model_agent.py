@@ -1,16 +1,9 @@
 """What every model-backed agent shares, whatever API it speaks.
 
-A model agent (:class:`~agentprop.agents.AnthropicAgent`, :class:`~agentprop.agents.OpenAIAgent`) is a
-*configuration* -- model, system prompt, tool descriptions, sampling parameters, step limit --
-on top of a :class:`~agentprop._modelapi.client.ModelClient` (endpoint, key, cache, budget,
-retries), and an agent factory: ``agent.factory()`` gives a fresh conversation, which keeps one
-agentprop conversation's API history across its turns.
-
-:class:`ModelAgent` holds the shared part: option checks, ``from_files`` and ``replace``, the
-behaviour fingerprint, the tools shown to the model (the spec's action tools, descriptions
-overridable, then ``respond`` with the response contract as its schema), the system prompt, and
-:func:`run_tool_call`, which executes one tool call of the model in the test world and says what
-to answer -- including for arguments the model got wrong, so that it can correct them.
+:class:`ModelAgent` is a configuration over a :class:`~agentprop._modelapi.client.ModelClient`
+and an agent factory: option checks, fingerprint, the tools shown to the model (with
+``respond``), the system prompt; :func:`run_tool_call` runs one tool call in the test world and
+says what to answer, so the model can correct bad arguments.
 """
 
 from __future__ import annotations

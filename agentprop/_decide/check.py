@@ -1,21 +1,10 @@
 """``agentprop.check``: decide a property of an agent on one scenario, statistically.
 
-::
-
-    project = agentprop.load_project("examples/supportops")
-    scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
-    agentprop.check(project, scenario, SupportOpsAgent)            # MFT by default
-    agentprop.check(project, scenario, SupportOpsAgent, messages=[paraphrase, "Yes"])
-    agentprop.check(project, scenario, agent, prop=lambda trace: agentprop.contracts.numbers_grounded(trace))
-
-It runs the agent as often as the oracle needs (each run memoised per trial and judged by the
-property on every decision, so an edited property is judged on the stored runs), and raises
-:class:`~agentprop.AgentPropertyViolation` unless the verdict is PASS.
-
-:func:`check` is :func:`acheck` run to completion plus the raise: one signature, one behaviour.
-Both replay the session's corpus for the scenario first (:mod:`agentprop._decide.session`),
-decide, and record the result in the session. :func:`decide_scenario` is the engine under
-them, for the pipeline's own cases: no corpus replay, no recording.
+:func:`check` is :func:`acheck` run to completion plus the raise of
+:class:`~agentprop.AgentPropertyViolation` unless the verdict is PASS. Both replay the session's
+corpus for the scenario first, decide with the oracle (runs memoised, the property judged
+afresh), and record the result in the session. :func:`decide_scenario` is the engine under
+them, with no corpus replay and no recording.
 """
 
 from __future__ import annotations

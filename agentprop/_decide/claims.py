@@ -1,19 +1,8 @@
 """Policy claims: a safety policy certified over every run of every case that exercises it.
 
-A policy (no PII leak, authentication first, no forbidden tool) is a promise about every input,
-so its evidence is pooled: ``n`` runs, over all the cases that exercise it, with no violation
-bound the violation rate over those inputs (as generated) by ``1 - (1 - c) ** (1 / n)`` at
-confidence ``c`` (59 clean runs: 5% at 95%). A run violates a policy when it fails with the
-policy's clause (``policies.ID``); while any run of those cases failed otherwise, the policy is
-not certified (a failed run is not a clean one). Under ``release`` every such case is also certified on its
-own (59 clean runs each); the claim then says so (``level="case"``).
-
-A policy whose cases ended short of the clean runs it needs is topped up by the caller: more
-runs of the cases that exercise it, the fewest-run (then cheapest) case first
-(:func:`top_up_targets`); the claim says how many runs that took and, when the budget stopped
-it, that the budget did.
-
-Pure: it reads counts the caller gathered per case, runs nothing.
+``n`` clean runs over those cases bound the violation rate by ``1 - (1 - c) ** (1 / n)`` at
+confidence ``c``; any failed run of those cases blocks the claim. :func:`top_up_targets` says
+which cases to run more when the clean runs fall short. Pure: it reads counts, runs nothing.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Metamorphic properties: invariance (INV) and direction (DIR), calibrated against noise.
 
-**Invariance.** A paraphrase must not change what the agent decides. A noisy agent's decisions
-vary from run to run anyway, so one sample against one sample (the weakness of tools that
-compare a single pair) blames the paraphrase for noise. Here the original is run ``n`` times
-and every variant ``n`` times, and each variant's distribution of behaviours (decisions per
-turn, plus which MFT clause failed, if any) is compared with
-the original's by an exact two-sample test (Fisher–Freeman–Halton, Monte Carlo for large
-tables), with a Bonferroni correction over the variants. A variant fails only when its
-decisions differ from the original's own spread beyond what sampling explains. Each variant's
-MFT pass rate is reported too.
-
-**Direction.** Flipping one condition of a branch must move the decision the way the spec
-says (``plan_rules.can_cancel: true -> false`` moves ``ASK_CONFIRM_CANCEL`` to
-``CANCEL_DENIED``). Both sides are decided by the oracle; the direction holds when both pass.
+INV runs the original and each variant ``n`` times and compares their behaviour distributions
+with an exact two-sample test, Bonferroni-corrected over the variants: a variant fails only
+beyond what sampling explains. DIR decides both sides of a flipped condition with the oracle;
+the direction holds when both pass.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The spec-free tier: test the agent you have, with no spec and no bindings.
 
-An agent is any callable (sync or async) taking the conversation's messages. It returns a
-:class:`Trace`, or its result (a dict, a pydantic model, a string) when it uses the tools the
-test gives it as Python functions: then each call goes through a :class:`Tools` box and is
-recorded into the trace. A :class:`Case` says what a run must do (expected / forbidden tools,
-the allowed scope, a result schema, a baseline behaviour, a judge); a property is any
-``trace -> bool | Verdict`` or ``judge(case, result)``. :func:`decide_plain` decides it with the
-oracle every other check uses, each run memoised by (messages, agent, trial), so Hypothesis's
-replays and shrinking of a failing example see the same runs and never report Flaky.
-
-Invariants: a run never raises through the runner (an agent's exception is a recorded
-``agent_exception``); the same (messages, agent source, tools, seed, trial) is the same memo key.
+An agent is any callable taking the messages; a :class:`Case` says what a run must do, a property
+is any ``trace -> bool | Verdict``. :func:`decide_plain` decides with the common oracle. Invariants:
+a run never raises through the runner; the same (messages, agent source, tools, seed, trial) is
+the same memo key, so Hypothesis never reports Flaky.
 """
 
 from __future__ import annotations

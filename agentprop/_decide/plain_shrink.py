@@ -1,17 +1,9 @@
 """Shrinking and the corpus for the spec-free tier (``agentprop.check(agent, messages, prop)``).
 
-A spec-free failure's input is its messages; each that ``aps.paraphrases`` drew is its original
-plus the drawn steps (a pool choice, transforms, typos), and each step is one unit of the
-statistical shrinker (:mod:`agentprop._shrink`): removed, it is not applied. Candidates are
-re-rendered by the plan that drew the paraphrase, so protected slots (ids, amounts, dates, the
-``protect=`` strings) are in every candidate as drawn; no word is ever deleted. A message that
-was not drawn so (plain text) is kept as it is. Runs are memoised under the key of the check's
-own runs (:func:`agentprop._decide.plain.decide_plain`), so the check's runs calibrate the
-reproduction rate for free.
-
-The reproducer is kept as a corpus entry under the spec id ``plain``, keyed by the case
-(:func:`case_key`: the check's label, the messages' originals and the property), so the next
-check of the same case replays it first, whatever Hypothesis draws.
+Each drawn paraphrase step is one unit of :mod:`agentprop._shrink`; candidates are re-rendered
+by the plan that drew them, so protected slots are always present and no word is deleted.
+Runs share the check's memo key. The reproducer is a corpus entry under spec id ``plain``,
+keyed by :func:`case_key`, and replayed first by the next check of the same case.
 """
 
 from __future__ import annotations

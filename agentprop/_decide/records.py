@@ -1,17 +1,9 @@
 """Per-trial records: every trial of every decision, one JSON line, written as the trial ends.
 
-A run with a :class:`Recorder` in force (:func:`recording`; ``agentprop run --records DIR``)
-appends to ``DIR/trials.jsonl`` one :class:`DecisionStart` per decision (the case, the oracle
-settings), one :class:`TrialLine` per trial (judged, reused from the memo, refused or cut short
-by the budget, stopped by an error that is not the agent's, or made beyond the decision) and one
-:class:`DecisionEnd` with the live verdict. The trace of every run made is appended to
-``DIR/traces.jsonl`` (``{"id": …, "trace": …}``) before the trial line that names it.
-
-Invariants: each line is flushed when written, so a killed run loses nothing already recorded,
-and :func:`read_records` skips a torn last line. The records suffice to decide again:
-:func:`recompute` feeds a decision's judged trials, in trial order, to the test its settings
-make, and gives the verdict the oracle gave (the schema is ``agentprop.trials/1``: fields are
-only added within it).
+Invariants: each line is flushed when written, so a killed run loses nothing recorded, and
+:func:`read_records` skips a torn last line; the records suffice to decide again
+(:func:`recompute` gives the oracle's verdict). Schema ``agentprop.trials/1``: fields are only
+added within it.
 """
 
 from __future__ import annotations

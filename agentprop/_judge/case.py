@@ -1,18 +1,10 @@
 """Cases: a scenario compiled once into the promises every run of it must keep.
 
-The spec is read here, once per scenario: which decision each turn must take and under which
-clause, which tools in which order, which tools the path forbids and the policy governing
-each, the phrases a node bans from tool arguments, the tool-call limit, the clarifying-turn and
-retry bounds of the path's nodes, the response model, and what each response field must be
-grounded in. The result is a :class:`Case`: the scenario and its :class:`Expectation`\\ s, each a
-check of a trace that carries the clause it enforces. Judging a run (:meth:`Case.verdicts`)
-reads the trace and what was compiled, nothing else: the oracle, the shrinker, the metamorphic
-checks and the reports never consult the spec.
-
-Two compilations exist: :func:`compile_mft`, the minimum functionality test of a scenario
-(CheckList's MFT), and :func:`compile_probe`, what a PROBE case checks. The order of the
-expectations is the order of the verdicts, most severe first (a leak is reported as a leak even
-when it also broke the tool scope): the first failing verdict names a failing run's signature.
+The spec is read here, once per scenario, into a :class:`Case`: the scenario and its
+expectations, each a check of a trace carrying the clause it enforces. Judging a run
+(:meth:`Case.verdicts`) reads only the trace and the case, never the spec. The expectations are
+ordered most severe first, so the first failing verdict names a run's signature.
+:func:`compile_mft` and :func:`compile_probe` are the two compilations.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""One budget for several processes: the totals of a :class:`~agentprop._modelapi.budget.Budget`
-kept behind the :class:`Ledger` interface, which every process of a run updates atomically.
+"""One budget for several processes: a :class:`~agentprop._modelapi.budget.Budget`'s totals
+behind the :class:`Ledger` interface.
 
-pytest-xdist runs a test suite in several worker processes, and CI runs shards on several
-machines. Each process has its own :class:`Budget`; with a ledger they check and book runs,
-tokens and dollars against the same totals, so ``--agentprop-max-usd 10`` with eight workers
-allows $10, not $80. Invariant of every backend: :meth:`Ledger.book` reads the totals, decides,
-and writes in one atomic step, so two processes can never both take the last run or the last
-reserved dollar. Backends: :class:`SharedLedger`, a SQLite file (one machine; ``BEGIN
-IMMEDIATE`` transactions), and :class:`RedisLedger`, one Redis hash per run (any number of
-machines; ``WATCH``/``MULTI`` optimistic transactions, retried when another process wrote
-between the read and the write). A reservation left by a killed process stays held, on either
-backend, until the ledger ends (the file is removed; the Redis key expires).
+Invariant of every backend: :meth:`Ledger.book` reads the totals, decides and writes in one
+atomic step, so two processes never both take the last run or dollar. Backends:
+:class:`SharedLedger` (a SQLite file, one machine) and :class:`RedisLedger` (any number of
+machines). A reservation left by a killed process stays held until the ledger ends.
 """
 
 from __future__ import annotations

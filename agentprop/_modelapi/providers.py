@@ -1,20 +1,9 @@
 """The model APIs agentprop speaks: what differs between providers, and nothing else.
 
-A :class:`Provider` knows one API's wire format: how to make the official SDK's client, send a
-request body and get the response as plain JSON (streamed or not), read the usage and the
-output-token limit of a request, and write a plain text request (system + user message, for
-PromptSmith, MutationSmith and paraphrase pools). Everything around a call -- the cache, the
-budget, retries, the concurrency limit, keys and secrets -- is the same for every provider and
-lives in :mod:`agentprop._modelapi.client`.
-
-- :data:`ANTHROPIC_MESSAGES`: the Anthropic Messages API (``POST /v1/messages``).
-- :data:`OPENAI_CHAT`: OpenAI Chat Completions (``POST /v1/chat/completions``), which most
-  OpenAI-compatible servers speak (vLLM, Ollama, LiteLLM, Together ...).
-- :data:`OPENAI_RESPONSES`: the OpenAI Responses API (``POST /v1/responses``).
-
-Usage is normalised to one shape (:class:`TokenUsage`): input tokens not read from a prompt
-cache, prompt-cache writes and reads, and output tokens (reasoning included), so one price table
-prices every provider.
+A :class:`Provider` knows one API's wire format (:data:`ANTHROPIC_MESSAGES`,
+:data:`OPENAI_CHAT`, :data:`OPENAI_RESPONSES`): making the SDK client, sending a body, reading
+the reply and its usage. Usage is normalised to one :class:`TokenUsage`, so one price table
+prices every provider. Everything around a call lives in :mod:`agentprop._modelapi.client`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Where a budgeted run's deepening pass spends what the budget has left.
 
-Under a budget ``agentprop run`` deepens every case in passes, to 2, 4, 8 ... clean runs
-(:func:`agentprop._pipeline.run.arun_cases`). When the runs left cannot take every case to the
-pass's depth, they go first to the cases ranked first by, in turn:
-
-1. a failing run among the case's runs (undecided, or passed by its test all the same: a near miss);
-2. the risk its kind carries: PROBE, DIR and corpus replays, then any case exercising a safety
-   policy, then the rest (MFT, EXPLORE, BOUNDARY, INV, JUDGE);
-3. the weakest verdict: the highest posterior mean failure rate ``(failures + 1) / (runs + 2)``
-   (for clean cases: the fewest runs).
-
-The pass deepens cases in that order as far as the runs left are estimated to reach (at least
-one case) and holds the others back (:mod:`agentprop._decide.holds`) for the next pass. A held
-case keeps every run it had; corpus replays are never held.
+When the runs left cannot take every case to the pass's depth, cases are ranked by a failing run
+first, then their kind's risk, then the weakest verdict; the rest are held for the next pass
+(:mod:`agentprop._decide.holds`). A held case keeps its runs; corpus replays are never held.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Imported traces as cases and corpus entries, one per distinct behaviour.
 
-An imported trace that took a path of the spec becomes that path's case with the trace's user
-messages as its conversation and the tool outputs it recorded as its world (the recorded
-output of each tool merged over the case's; a recorded error whose kind is one of the tool's
-``failure_modes`` injected on that call). Traces are deduplicated by behaviour (path and
-failure signatures): one case per behaviour, its id ``IMPORTED <digest> <path>`` with the
-digest of the behaviour, so importing the same behaviour again rewrites nothing.
-
-Cases are written to ``<bindings dir>/.agentprop/cases/<spec_id>/<digest>.json``, where
-``agentprop run`` reads them as further cases (:func:`imported_cases`). A behaviour that broke
-a contract becomes a corpus entry too (``--to-corpus``): the reproducer of its first
-signature, found with the bindings' agent, at the rate the behaviour had among the traces on
-its path; the corpus's own id keeps one entry per (agent, signature, case).
+A trace that took a path becomes that path's case, with its messages and recorded tool outputs;
+one case per behaviour (path and failure signatures), its id holding the behaviour's digest, so
+re-importing rewrites nothing. Cases go to ``<bindings dir>/.agentprop/cases/<spec_id>/``,
+where ``agentprop run`` reads them (:func:`imported_cases`); ``--to-corpus`` also keeps broken
+behaviours as corpus entries.
 """
 
 from __future__ import annotations

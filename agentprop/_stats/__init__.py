@@ -1,20 +1,7 @@
-"""Pure statistics for agentprop: intervals, pass^k, sequential tests, two-sample tests.
+"""Pure statistics for agentprop: intervals, pass^k, sequential tests, two-sample tests, bands
+and judged rates.
 
-Nothing here runs an agent or touches I/O; the oracle, the shrinker, the metamorphic checks
-and the reports all build on these functions. Each submodule's docstring explains its
-statistics in plain words:
-
-* :mod:`~agentprop._stats.intervals` — Wilson and Clopper–Pearson intervals for a pass rate.
-* :mod:`~agentprop._stats.passk` — unbiased pass^k (and pass@k) from repeated runs.
-* :mod:`~agentprop._stats.sequential` — SPRT, zero-failure certification and fixed-N tests,
-  with exact expected run counts and error rates.
-* :mod:`~agentprop._stats.two_sample` — Fisher's exact test and its categorical
-  (Freeman–Halton) generalisation, for "did this change alter the behaviour?".
-* :mod:`~agentprop._stats.bands` — PASS / UNSTABLE / FAIL bands for a pass rate.
-* :mod:`~agentprop._stats.judged` — a judge's measured error (sensitivity, specificity,
-  kappa) and pass rates corrected for it (Rogan–Gladen, with the calibration's uncertainty).
-
-Only numpy and the standard library are used.
+Nothing here runs an agent or touches I/O; only numpy and the standard library are used.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Files agentprop writes and reads back: never torn by a kill, never trusted blindly.
 
-Writing (:func:`write_atomic`): the text goes to a temporary file in the same directory, is
-flushed to disk, and is renamed over the target, so readers see the old file or the new one,
-never half of one. The temporary file is named ``.NAME.<random>.tmp``: hidden, and ending in
-``.tmp``, so no store's listing (``*.json``) ever takes a leftover for data; a leftover of a
-write that was killed is removed by the next write of the same file once it is an hour old. The
-new file gets the mode a plain ``open()`` would give it (``0o666`` less the umask), or the mode
-of the file it replaces.
-
-Reading (:func:`read_regular`, :func:`read_json`): only a regular file is opened (a FIFO would
-block, a link to ``/dev/zero`` would never end), and at most a size limit of it is read. A file
-that may have been damaged (truncated, edited, not UTF-8, a lone surrogate, nested without end,
-too big) is an :class:`~agentprop.errors.InputError` naming the file, the line and column where
-that is known, what is wrong and how to fix it; never a traceback.
+:func:`write_atomic` writes a hidden temporary file and renames it over the target, so readers
+see the old file or the new one, never half. :func:`read_regular` and :func:`read_json` open
+only regular files, read at most a size limit, and turn any damage into an
+:class:`~agentprop.errors.InputError` naming the file and how to fix it, never a traceback.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""Secrets never reach a file or the terminal: error texts are scrubbed before they are kept.
+"""Secrets never reach a file or the terminal: texts are scrubbed before they are kept.
 
-An API that refuses a key may echo it in its error message (``invalid x-api-key sk-ant-...``);
-that message becomes a run error, which is recorded in traces, snapshots, the JSON report and
-printed. :func:`scrub_text` replaces, in any text, every string that looks like an API key
-(``sk-ant-...``, ``sk-...``), the value after ``Bearer`` / ``x-api-key`` / ``api_key=``-style labels, the
-keys in the ``ANTHROPIC_API_KEY`` and ``OPENAI_API_KEY`` environment variables, and every secret registered with
-:func:`register_secret` (an ``AnthropicAgent(api_key=...)`` registers its own) with
-``[REDACTED]``. The runtime scrubs every trace it returns (:func:`scrub_data` over replies,
-tool arguments and results, run errors, however the agent produced them), so everything made
-from a trace — reports, snapshots, the corpus, the memo — is clean; the command line scrubs
-what it prints.
+:func:`scrub_text` replaces anything shaped like an API key, labelled credentials, the keys in
+the provider environment variables and every :func:`register_secret` value with
+``[REDACTED]``; :func:`scrub_data` does it through nested data. The runtime scrubs every trace
+it returns, so everything made from a trace is clean.
 """
 
 from __future__ import annotations

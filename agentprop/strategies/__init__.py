@@ -1,22 +1,10 @@
 """Hypothesis strategies for agent inputs: ``from agentprop import strategies as aps``.
 
-This module holds strategies only. Every strategy draws integers and lists (never text from a
-model at draw time), ordered so that Hypothesis shrinks towards the simplest input: the original
-sentence, the first template, the default world. Drawn values carry their provenance and are
-``note()``-d.
-
-- :func:`paraphrases` — meaning-preserving rewrites of a message, protected slots kept
-  (draws :class:`agentprop.phrases.Paraphrase`).
-- :func:`llm_paraphrases` — rewrites from a model, fetched once, screened and cached on disk.
-- :func:`boundaries` — values on both sides of every numeric edge of the decision tree, each
-  with the branch the spec expects (the list: :func:`agentprop.spec.boundary_values`).
-- :func:`directional` — (base, perturbed) pairs that flip exactly one condition of a branch,
-  with the expected change (the list: :func:`agentprop.spec.directional_pairs`).
-- :func:`worlds` / :func:`conversations` — tool worlds and multi-turn scripts along a path.
-
-The helpers and value types that used to live here (packs, slots, transforms, the listed
-boundary and directional cases) are in :mod:`agentprop.phrases`, :mod:`agentprop.spec` and
-:mod:`agentprop.scenarios`; their old names here still work, with a ``DeprecationWarning``.
+Strategies only: :func:`paraphrases`, :func:`llm_paraphrases`, :func:`boundaries`,
+:func:`directional`, :func:`worlds`, :func:`conversations`. Every strategy draws integers and
+lists, never model text at draw time, ordered so that Hypothesis shrinks towards the simplest
+input; drawn values carry their provenance. Old helper names here still work, with a
+``DeprecationWarning`` naming their new module.
 """
 
 from __future__ import annotations

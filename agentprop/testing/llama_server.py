@@ -1,18 +1,9 @@
 """A real model on loopback: an OpenAI-compatible Chat Completions server over ``llama_cpp.Llama``.
 
 :class:`LlamaServer` is an :class:`~agentprop.testing.OpenAIServer` whose handler is a local GGUF
-model, so ``OpenAIAgent`` (``agentprop run --agent openai --base-url ...``) tests a real model
-offline. It covers what the stock ``llama_cpp.server`` does not: tools with tool calls
-constrained by a grammar (the model can only write ``{"name": TOOL, "arguments": {...}}`` with
-the tool's own argument schema), ``tool_choice`` ``auto`` / ``required`` / ``none`` / one named
-function, tool results kept in the conversation (as user turns that name the tool), and
-assistant turns whose ``content`` is null.
-
-``llama_cpp`` is imported when the server starts, not when this module is imported; without it
-:meth:`LlamaServer.start` raises :class:`~agentprop.errors.MissingDependency` saying how to
-install it. ``llama`` may be any object with ``create_chat_completion`` (tests pass a fake).
-Calls to the model are serialised (a ``Llama`` is not thread safe) and counted in
-:attr:`LlamaServer.model_calls`. Only ``POST /v1/chat/completions`` is answered by the model.
+model, with grammar-constrained tool calls and ``tool_choice``, so ``OpenAIAgent`` tests a real
+model offline. ``llama_cpp`` is imported only when the server starts (else
+:class:`~agentprop.errors.MissingDependency`); model calls are serialised and counted.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""The run report as one self-contained HTML file: the summary, the bugs, the decision tree,
-a filterable case table that opens to each kept run's trace, the TDAD metrics and mutants, or
-a snapshot check's baselines against the current behaviours.
+"""The run report as one self-contained HTML file.
 
-The page needs nothing but itself: CSS and JavaScript are inline, no CDN, no server; it opens
-from ``file://`` and as a CI artifact. The parts that are small (summary, bugs, tree, mutants)
-are rendered here by jinja2 with autoescaping; the cases and their traces, which can be
-thousands, travel as JSON in ``<script type="application/json">`` blocks and a small script
-draws only the table rows on screen and, on demand, one case's traces (it writes every text
-with ``textContent``, never as markup). The JSON is escaped so that no text in it can close
-the ``<script>`` element (``<``, ``>``, ``&``, U+2028 and U+2029 become ``\\uXXXX``).
-
-jinja2 is an optional dependency (``pip install 'agentprop[report]'``);
-:func:`require_jinja2` says so when it is missing.
+No CDN, no server: it opens from ``file://``. Small parts are rendered by jinja2 with
+autoescaping; cases and traces travel as escaped JSON that no text can break out of, drawn by a
+small script with ``textContent``, never as markup. jinja2 is optional
+(:func:`require_jinja2` says how to install it).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""The run report as JUnit XML, the shape CI systems read (Jenkins, GitLab, GitHub test
-reporters): ``<testsuites>`` holding one ``<testsuite>`` per case kind with a ``<testcase>``
-per case.
+"""The run report as JUnit XML: one ``<testsuite>`` per case kind, one ``<testcase>`` per case.
 
-A case that did not pass is a ``<failure>`` whose ``type`` is its verdict (FAIL, UNSTABLE, or
-INCONCLUSIVE, which is never a pass) and whose message carries the rate with its interval and
-the clause; the body adds the failures seen, the bug and its minimal reproducer with its own
-failure rate; a JUDGE case adds its judgement (raw judge rate, corrected rate and interval,
-judge calls, whether it gates, the judge's reason for each failing run). NOT APPLICABLE cases are ``<skipped>`` with the reason. Paths the spec cannot
-realise are ``<skipped>`` test cases of their own suite (never silently left out), and with the
-TDAD evaluation each mutant is a test case (a survivor fails). Test cases and suites carry no
-``time``: agentprop decides cases concurrently and does not time them one by one; the root's
-``time`` is the run's wall time.
+A case that did not pass is a ``<failure>`` typed by its verdict (INCONCLUSIVE is never a
+pass); NOT APPLICABLE cases and unrealisable paths are ``<skipped>``, never left out. Test
+cases carry no ``time``: cases are decided concurrently; the root's ``time`` is the run's wall
+time.
 """
 
 from __future__ import annotations

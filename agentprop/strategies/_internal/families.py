@@ -1,16 +1,8 @@
 """Input families that rewrite a whole turn, and the notations a value may be written in.
 
-Each family of ``docs/input-families.md`` that wraps a turn is a list of frames in the phrase
-pack's ``families:`` section, keyed by the turn's role (:func:`turn_role`): a request, an
-answer, a confirmation or a refusal. :func:`apply_family` writes a turn in one of them.
-:func:`notation_forms` / :func:`notation_variant` write a number, amount, date or id the way
-users also write it (``2,400`` / ``2400`` / ``2.4k``, ``2026-11-20`` / ``20 November 2026``,
-``HP-482913`` / ``HP 482913``). ``traditional`` writes a Chinese turn in traditional characters.
-
-Invariants: a frame never names a value, action or fact (the turn asks what it asked; its slot
-values are untouched); a notation is offered only when the value parses and the new notation
-parses back to the same value (a slash date only when its day is past 12, so it reads one way);
-a correction writes the turn first with one digit of a value changed, then the turn as it is.
+:func:`apply_family` writes a turn in a family's frame for its role; :func:`notation_forms` and
+:func:`notation_variant` write a value as users also write it. Invariants: a frame never names a
+value, action or fact; a notation is offered only when it parses back to the same value.
 """
 
 from __future__ import annotations
