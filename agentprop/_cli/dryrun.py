@@ -1,14 +1,9 @@
 """``--dry-run``: what ``agentprop run`` would start, computed without running any agent.
 
-Only figures computed before running are printed: the MFT cases, and per case the runs its
-test takes when every run passes (a correct agent: the fewest) and its cap (the most). The
-other kinds are built from the runs, so they are named, not counted. Dollars are printed only
-from the API cache's recorded usage of the same model (read-only), as a range with what each end
-assumes: at least the MFT cases' fewest runs at one call a run of mean tokens; at most every
-MFT and EXPLORE case at its cap, each turn making one model call per allowed tool call plus one
-to respond, each call at the largest recorded input and the agent's ``max_tokens`` out (the
-agent's ``max_steps`` calls a turn is the hard cap, stated beside it). With no recorded usage
-the output says dollars were not estimated.
+Only figures computed before running are printed: the MFT cases and each one's fewest and most
+runs. Dollars are printed only from recorded usage of the same model in the API cache, as a
+range stating what each end assumes; without recorded usage the output says dollars were not
+estimated.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """The session: what every check of one testing session shares, in one object.
 
-A :class:`Session` holds the memo of agent runs, the one budget, the failure corpus, the
-default API cache mode, the profile and seed, and what the session recorded (decided checks,
-corpus replays, shrunk bugs, snapshot results). There is no module-level session state:
-
-- under pytest the plugin makes one per pytest session, keeps it in ``config.stash`` and makes
-  it current for the whole run (:meth:`Session.activate`);
-- elsewhere the current session is a context variable: :func:`current_session` makes a fresh
-  one the first time it is asked in a context, and ``with Session(...).activate():`` puts
-  another in force for a block (two sessions in one process never share a memo, a budget or
-  results).
-
-Activating a session also sets the model-call context (:mod:`agentprop._modelapi.context`)
-that model agents, which sit below this layer, take their budget and cache mode from.
+A :class:`Session` holds the memo, the one budget, the corpus, the cache mode, the profile and
+seed, and what was recorded. There is no module-level session state: pytest keeps one in
+``config.stash``; elsewhere :func:`current_session` is a context variable, so two sessions never
+share a memo, a budget or results. Activating one also sets the model-call context.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Run slots: how many agent runs may be in flight at once, shared by every case of a run.
 
-``agentprop run --concurrency C`` lets ``C`` cases run at once, and a case of a model-backed
-agent may keep several of its own trials in flight (:func:`agentprop._decide.oracle.adecide`). The
-slots keep the total at ``C``: the trial a case needs next waits for a slot in turn
-(:meth:`RunSlots.acquire`), while a trial run ahead of need only takes a slot nobody is
-waiting for (:meth:`RunSlots.try_acquire`). So while there are ``C`` cases to decide every slot
-goes to a needed run, and runs ahead of need (which a decision may leave unused) fill only the
-slots that would otherwise idle, e.g. when one long case is left.
+The total stays at ``--concurrency``: a needed trial waits for a slot in turn
+(:meth:`RunSlots.acquire`); a trial run ahead of need takes only a slot nobody waits for
+(:meth:`RunSlots.try_acquire`).
 """
 
 from __future__ import annotations

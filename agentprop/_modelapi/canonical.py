@@ -1,15 +1,10 @@
 """Canonical model-API requests: the text an :class:`~agentprop._modelapi.cache.ApiCache` keys
-and stores, scrubbed of secrets (:func:`agentprop._util.scrub.scrub_secrets`).
+and stores, scrubbed of secrets.
 
-The canonical request is the request body as sent: ``model``, ``system``, the conversation
-(``messages``, or ``input``), ``tools``, the sampling parameters and any other field that can
-change the answer; fields that cannot (``stream``, ``metadata``, ...) and top-level ``None`` are
-left out. Its text is ``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)``
-of the scrubbed request, and the key of sample ``trial`` is a SHA-256 of a versioned prefix, the
-trial and that text. Invariant: every path here (the general one, the fast one for plain JSON
-without secrets, a request shape's) gives byte-identical text for equal requests, so recorded
-caches keep replaying. The fast paths compose the text from parts remembered in one bounded
-memo.
+The request body as sent, less the fields that cannot change the answer, as sorted compact
+JSON; the key of sample ``trial`` hashes a versioned prefix, the trial and that text.
+Invariant: every path here gives byte-identical text for equal requests, so recorded caches
+keep replaying.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The model-call context: what a model call takes from the session it runs in.
 
-A model agent, PromptSmith or a paraphrase pool sits below the session in the layers
-(:mod:`agentprop._agents` may not import :mod:`agentprop._decide`), so the session hands down
-what model calls need through this context variable instead: the one budget to charge, the API
-cache mode for clients that choose none, and the API caches opened so far (one per file and
-mode, shared by every client of the session). A check with a budget of its own passes that
-budget down for its runs (:meth:`ModelCallContext.with_budget`).
-:meth:`agentprop._decide.session.Session.activate` sets it; outside any session the
-context is empty (no budget, the default cache mode) with caches kept per context. A model
-client outside any session uses a context of its own (:func:`model_context_in_force` is
-``None``), so that runs started concurrently in tasks of their own share its caches.
+Model agents sit below the session in the layers, so the session hands them the budget, the
+cache mode and the open API caches through this context variable
+(:meth:`agentprop._decide.session.Session.activate` sets it). Outside any session the context is
+empty (no budget, the default cache mode).
 """
 
 from __future__ import annotations

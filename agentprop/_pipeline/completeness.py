@@ -1,14 +1,9 @@
 """What a run did not test, and why: no silent green.
 
-A branch, a path (``LEAF<-VIA`` or a missing-field stop), a decision of the response
-contract, a spec policy (one that names what the tree uses, or a safety policy that names
-nothing: only PROBE cases tempting the agent exercise it), a tool's retry, a declared tool failure the tree does not route (no
-case injects it) or an optional response field the ``respond`` schema lacks (no response
-carried it) that no case of the run reaches is *untested*; each
-is named with its reason (over the call limit, contradictory conditions, an unbound variable,
-no realisable path). A full run that passes every case but leaves something untested is
-INCOMPLETE (exit code 3), never green. Items only skipped by a ``--case`` filter are not
-untested: the run did not ask for them.
+Every branch, path, decision, policy, retry, declared tool failure or optional response field
+that no case of the run reaches is named with its reason. A full run that passes every case but
+leaves something untested is INCOMPLETE (exit code 3), never green; items skipped only by a
+``--case`` filter are not untested.
 """
 
 from __future__ import annotations

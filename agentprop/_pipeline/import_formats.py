@@ -1,13 +1,8 @@
 """More trace formats for ``agentprop import``, each read into Chat Completions messages.
 
-Every reader here turns one logged conversation into the Chat Completions messages
-(``user`` / ``assistant`` with ``tool_calls`` / ``tool`` with ``tool_call_id``) that
-:func:`agentprop._pipeline.importing.trace_of` reads, so a format adds a conversion and no
-judging of its own: OpenAI Responses API calls (``input`` / ``output`` items, chained by
-``previous_response_id``), LangSmith runs (the run data format: the last ``llm`` run of each
-``trace_id``), Phoenix / OpenInference spans (the last ``LLM`` span of each trace, its
-``llm.input_messages`` / ``llm.output_messages``) and OTel GenAI messages recorded as events
-(span events or OTLP log records) instead of span attributes.
+OpenAI Responses calls, LangSmith runs, Phoenix / OpenInference spans and OTel GenAI events are
+converted to the messages :func:`agentprop._pipeline.importing.trace_of` reads; a format adds a
+conversion and no judging of its own.
 """
 
 from __future__ import annotations

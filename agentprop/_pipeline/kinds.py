@@ -1,12 +1,8 @@
 """The case kinds ``agentprop run`` adds to the MFT of every path: BOUNDARY, DIR and INV.
 
-- **BOUNDARY** — for every numeric comparison of the tree (and numeric policy thresholds), the
-  values on both sides of the edge (:func:`agentprop.spec.boundary_values`), each decided
-  as an MFT of its scenario.
-- **DIR** — pairs that flip exactly one condition of a branch and change the decision
-  (:func:`agentprop.spec.directional_pairs`): both sides must decide what the spec says.
-- **INV** — for every MFT scenario, two paraphrases of the first message (fixed seed, so the
-  same ones every run); the behaviour under each must be distributed like the original's.
+BOUNDARY decides both sides of every numeric edge; DIR decides both sides of a flipped
+condition; INV checks that two seeded paraphrases of the first message leave the behaviour
+distributed like the original's.
 """
 
 from __future__ import annotations

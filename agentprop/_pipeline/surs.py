@@ -1,15 +1,9 @@
-"""Spec-evolution regression (TDAD's SURS): does the agent built for v2 still do what v1 asked,
-wherever v2 did not change the rules?
+"""Spec-evolution regression (TDAD's SURS): does the v2 agent still do what v1 asked, wherever v2
+did not change the rules?
 
-When a spec evolves from v1 to v2, most of its behaviour is meant to stay. The *v1
-invariants* are the v1 cases whose whole path through the decision tree v2 left untouched:
-every node on the path (the branches, the requirements, the terminal) is defined identically
-in both versions, and the tools and decisions the case expects still exist in v2. Cases
-through a node v2 changed are excluded, each with the node that excludes it.
-
-The invariants are run against the agent under test in the *v2* world (so the new tools
-exist), and judged by the *v1* checks: the decisions, tool calls and contracts of the v1
-case. Each case is decided by the oracle. **SURS** is the share of invariants that pass.
+The v1 invariants are the v1 cases whose whole path v2 left untouched (excluded cases name the
+node that excludes them). They run in the v2 world, are judged by the v1 checks and decided by
+the oracle; SURS is the share that pass.
 """
 
 from __future__ import annotations

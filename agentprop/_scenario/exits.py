@@ -1,11 +1,9 @@
 """Exits that end a node's flow: how a branch that leaves on a tool's output reads the node's
-required tools (see :mod:`agentprop._spec.requirements` for the other readings).
+required tools.
 
-A branch that goes to a terminal node on a value the bindings realise through a tool's output
-(``verified == false``) requires the node's tools up to that tool; the tools the node lists after
-it are permitted, not required, only when the value is off the happy path (a failure, or a value
-other than the one the bindings' ``world:`` gives). On the happy value every tool stays required.
-:func:`exit_cut` is the rule; :func:`binding_downgrades` lists every place it applies, for lint.
+Off the happy value, tools listed after the deciding tool are permitted, not required; on it,
+every tool stays required. :func:`exit_cut` is the rule; :func:`binding_downgrades` lists where it
+applies, for lint. The other readings: :mod:`agentprop._spec.requirements`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Condition coverage like avionics code: MC/DC for ``and`` / ``or`` branch conditions.
 
-For each branch whose ``when`` is an ``or`` of atoms, a case where one atom alone is true (the
-others false) must take the branch: paired with the case where all are false (another branch
-is taken), it shows that atom changes the outcome on its own. For an ``and``, a case where one
-atom alone is false (the others true) must *not* take the branch, paired with the all-true case
-that does. Path scenarios already give one side of each pair; :func:`mcdc_scenarios` adds the
-others, unless a scenario with the same conversation and world exists already. An atom no case
-can show (the bindings cannot give that combination) is named with the reason.
+:func:`mcdc_scenarios` adds the scenarios that show each atom of a condition changing the
+outcome on its own, unless an equal scenario exists. An atom no case can show is named with the
+reason.
 """
 
 from __future__ import annotations

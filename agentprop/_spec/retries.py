@@ -1,14 +1,9 @@
 """One reading of a retry: a retry node of the tree and a tool's ``retry_policy`` that describe
 the same retry are one retry.
 
-A branch *retries* tool T when it reads a failure of T (a variable the bindings realise as a
-failure injected into T, or, without bindings, a condition naming the failure mode) at a node
-that calls T, and leads to a node that calls T again. When T's ``retry_policy`` also retries
-that failure mode, both describe the same second call: the case expects T twice (the failing
-call and the tree's retry), the policy adds no third, the retry node's T is a second call (not
-an ordering anchor), and no separate policy retry case is built for that failure mode (the
-tree's path is that case). :func:`tree_retries` finds them with bindings, :func:`spec_retries`
-without (for lint L017).
+Then the case expects the tool twice, not three times, and no separate policy retry case is
+built. :func:`tree_retries` finds such retries with bindings, :func:`spec_retries` without (for
+lint L017).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Text that can leave the process: valid Unicode, and harmless on a terminal.
 
-A Python ``str`` may hold lone surrogates (U+D800..U+DFFF, from ``"\\ud83d"`` escapes in YAML or
-JSON, or from an agent's reply); UTF-8 cannot encode them, so every write of such text fails.
-Input files holding one are refused where they are read (:func:`find_lone_surrogate` names the
-place); what an agent produced is kept with each lone surrogate replaced by U+FFFD
-(:func:`valid_unicode`), so the run is judged and reported rather than lost. Text printed to a
-terminal has its control characters written as escapes (:func:`printable`), so a spec's name
-cannot retitle the window or clear the screen.
+Input files holding a lone surrogate are refused where read (:func:`find_lone_surrogate`); an
+agent's output has them replaced by U+FFFD (:func:`valid_unicode`), so the run is still judged;
+text for a terminal has control characters escaped (:func:`printable`).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """YAML loading that remembers where every value came from, within bounds.
 
-Errors about a spec, a bindings file or a phrase pack must name the file, the line and the
-column. PyYAML's composed node tree carries those marks; this module loads the data with the
-safe loader and, from the same node tree, builds a map from each value's path (a tuple of
-mapping keys and sequence indices) to its 1-based line and column.
-
-Hostile YAML is refused before it costs time or memory, each time naming the limit it hit
-(:data:`LIMITS`): a file over :data:`MAX_BYTES`; nesting deeper than :data:`MAX_DEPTH`; an
-alias (``*name``) inside the value it names (a recursive alias); more than :data:`MAX_VALUES`
-values once aliases are expanded ("billion laughs": nine lines of nine aliases each make 387
-million values); an integer of more than :data:`MAX_INT_DIGITS` digits; a control character
-(YAML allows none but tab, line feed and carriage return).
+Loads with the safe loader and maps each value's path to its 1-based line and column, so errors
+name file, line and column. Hostile YAML (too big, too deep, recursive or exploding aliases,
+huge integers, control characters) is refused before it costs time or memory, naming the limit
+it hit (:data:`LIMITS`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Test helpers for agentprop users: run agents against scripted, offline model APIs.
 
-:class:`MessagesServer` speaks enough of the Anthropic Messages API for the official SDK to
-work against it through ``base_url``; :class:`OpenAIServer` does the same for the OpenAI SDK
-(Chat Completions and Responses, streamed or not). The builder functions make the scripted
-replies of both. :class:`LlamaServer` puts a real local model (a GGUF file, through
-llama-cpp-python, imported only when it starts) behind the same OpenAI-compatible endpoint.
-:func:`correct_typos`, :func:`as_corrected` and :func:`as_simplified` help simulated agents read explored inputs as a person
-would.
+:class:`MessagesServer` and :class:`OpenAIServer` answer the official SDKs from a script;
+:class:`LlamaServer` puts a local GGUF model behind the OpenAI endpoint; the typo helpers let
+simulated agents read explored inputs as a person would.
 """
 
 from __future__ import annotations

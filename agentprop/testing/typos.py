@@ -1,12 +1,8 @@
-"""Reading a message the way a person does: one keyboard slip in a word is still the word.
+"""Reading a message the way a person does, for simulated agents and test doubles.
 
-Simulated agents (the examples' reference agents, your own test doubles) parse messages with
-keywords and regular expressions; explored inputs contain typos (one per turn at most, never in a
-protected slot). :func:`correct_typos` puts a word within one edit of a known word back, so a
-test double is not "wrong" for an input a real model would read without noticing.
-:func:`as_corrected` reads a self-repaired message ("O-2001. Sorry, I mean: O-1001") by what
-follows its last repair, as a person does; :func:`as_simplified` reads traditional Chinese
-characters (訂單) as the simplified ones (订单) a pattern is written in.
+:func:`correct_typos` puts a word within one edit of a known word back; :func:`as_corrected`
+reads a self-repaired message by what follows its last repair; :func:`as_simplified` reads
+traditional Chinese as simplified.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The decision tree of a run report drawn as SVG: a layered layout, left to right.
 
-Nodes sit in columns by their longest distance from the root over the forward branches
-(loop branches, which lead back to a node already on their path, are left out of the layering
-and drawn as arcs under the nodes); within a column the nodes are ordered by a few sweeps of the
-barycentre heuristic so that edges cross little. No layout library: a spec's tree has tens of
-nodes, and the layout is a pure function of the tree.
-
-Every branch is a ``<g class="branch STATUS [loop] [failing]" data-branch="NODE#k">`` with its
-condition in a ``<title>``; every node a ``<g class="node" data-node="ID">``. Every text is
-escaped (``markupsafe``), so the SVG can be put in an HTML page as it is.
+The layout is a pure function of the tree (columns by longest distance, barycentre ordering,
+loop branches as arcs), with no layout library. Every branch and node is a ``<g>`` with stable
+classes and ids; every text is escaped, so the SVG can go into an HTML page as it is.
 """
 
 from __future__ import annotations

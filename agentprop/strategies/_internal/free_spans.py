@@ -1,12 +1,8 @@
 """Free spans cut into clauses and words, and templates rendered with words left out.
 
-The syntax of ``{~ ... ~}`` and why spans exist: :mod:`agentprop._spec.free_spans`. For Latin
-script a span's words are its whitespace-separated words; for CJK the words of the language's
-phrase pack (its ``words``, greetings, closings, particles, connectors and synonyms, longest
-first), with every other run of characters kept whole, so a Chinese span never loses half a
-word. Punctuation belongs to the clause it opens (``，谢谢``) or, at the end of a span, closes:
-it goes when the clause's last word goes. What is left is tidied (no doubled or leading
-punctuation, single spaces), so a Chinese sentence stays a Chinese sentence.
+The syntax is :mod:`agentprop._spec.free_spans`. Words are whitespace words for Latin script
+and phrase-pack words for CJK, so a span never loses half a word; punctuation goes with its
+clause, and what is left is tidied, so a sentence stays a sentence.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Phrase packs: the per-language data that paraphrase transforms draw from.
 
-A phrase pack is a YAML file (schema: :class:`PhrasePack`, documented in
-``docs/phrase-packs.md``). agentprop ships one per language in ``agentprop/strategies/packs/``
-(package data, installed with the wheel). Users add or override entries with their own packs:
-``paraphrases(text, packs=["domain.en.yaml"])``.
-
-Loading validates everything with pydantic; any problem becomes an
-:class:`~agentprop.errors.InputError` naming the file, line and column (from the YAML node
-marks), the key, what was expected and the fix.
-
-Merging rule (see :func:`merge_packs`): for each pack of the requested language, in order,
-list sections are extended (duplicates dropped), mapping sections are updated key by key (a
-synonym mapped to ``[]`` is removed), and sections named in the pack's ``replace:`` list
-discard the entries that came before.
+One YAML pack per language ships in ``agentprop/strategies/packs/``; users add their own. Loading
+validates with pydantic and reports any problem as an :class:`~agentprop.errors.InputError` with
+file, line and column. :func:`merge_packs` extends lists, updates mappings, and honours a pack's
+``replace:`` list.
 """
 
 from __future__ import annotations
