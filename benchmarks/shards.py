@@ -11,7 +11,10 @@ Usage: ``python benchmarks/shards.py [--json PATH] [--runs N] [--latency S] [--c
    OpenAI-compatible server (:class:`agentprop.testing.OpenAIServer`, ``--latency`` per request,
    in this process) on every turn. For N in 1, 2, 4 the N shards are N ``agentprop run --shard
    i/N --records DIR`` processes started at once; the wall time is from the first start to the
-   last exit. The 1-shard run is the baseline; each N's shards are merged (``agentprop merge``)
+   last exit, and the CPU time is the shard processes' user + system time (every shard process
+   pays the startup work again: on a small machine that CPU, not the model's latency, can bound
+   the speedup). The
+   1-shard run is the baseline; each N's shards are merged (``agentprop merge``)
    and must decide the same names with the same verdicts and runs as the baseline, and the
    server must have answered as many requests, else the script exits 1.
 2. **Merge.** ``agentprop merge`` (a fresh process, ``--json``) of 4 shard directories holding
@@ -24,7 +27,7 @@ Usage: ``python benchmarks/shards.py [--json PATH] [--runs N] [--latency S] [--c
    measured: the output says so and the exit code is 3.
 
 ``--json PATH`` writes ``wall_s_1_shard``, ``wall_s_2_shards``, ``wall_s_4_shards``,
-``speedup_2_shards``, ``speedup_4_shards``, ``merge_s_100k_records`` (``null`` when fewer than
+``speedup_2_shards``, ``speedup_4_shards``, ``cpu_s_1_shard`` (and ``_2_shards``, ``_4_shards``), ``merge_s_100k_records`` (``null`` when fewer than
 100,000 trial lines were merged), ``merge_s``, ``merge_trial_records``,
 ``ledger_us_per_call_file``, ``ledger_us_per_call_redis`` (``null`` when not measured) and the
 settings.
@@ -36,6 +39,7 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -86,14 +90,16 @@ def _env(url: str) -> dict[str, str]:
     return env
 
 
-def run_shards(count: int, args: argparse.Namespace, agent: Path, env: dict[str, str], base: Path) -> tuple[float, list[Path]]:
-    """Wall seconds of ``count`` shard processes started at once, and their records directories."""
+def run_shards(count: int, args: argparse.Namespace, agent: Path, env: dict[str, str], base: Path) -> tuple[float, float, list[Path]]:
+    """Wall seconds of ``count`` shard processes started at once, their CPU seconds (user +
+    system, all shards together), and their records directories."""
     dirs = [base / f"n{count}-s{i}" for i in range(1, count + 1)]
     command = [
         sys.executable, "-m", "agentprop._cli", "run", str(SUPPORTOPS), "--agent", f"{agent}:WaitingAgent",
         "--kinds", "mft", "--mode", "fixed", "--runs", str(args.runs), "--seed", "1", "--explore", "0",
         "--corpus", "none", "--shrink-budget", "0", "--concurrency", str(args.concurrency),
     ]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     procs = [
         subprocess.Popen(
@@ -103,10 +109,12 @@ def run_shards(count: int, args: argparse.Namespace, agent: Path, env: dict[str,
     ]
     outputs = [p.communicate(timeout=1800)[0] for p in procs]
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     for i, (p, output) in enumerate(zip(procs, outputs, strict=True), 1):
         if p.returncode not in (0, 1, 3):
             raise SystemExit(f"shard {i}/{count} exited {p.returncode}:\n{output[-3000:]}")
-    return wall, dirs
+    return wall, cpu, dirs
 
 
 def merged_key(dirs: list[Path]) -> dict[tuple[str | None, str], tuple[str, int, int]]:
@@ -167,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
 
     figures: dict[str, Any] = {"runs_per_case": args.runs, "latency_s": args.latency, "concurrency": args.concurrency}
     walls: dict[int, float] = {}
+    cpus: dict[int, float] = {}
     served: dict[int, int] = {}
     failures: list[str] = []
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -178,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             env = _env(f"http://127.0.0.1:{server.port}/v1/chat/completions")
             for count in SHARD_COUNTS:
                 before = len(server.requests)
-                walls[count], shard_dirs[count] = run_shards(count, args, agent, env, tmp)
+                walls[count], cpus[count], shard_dirs[count] = run_shards(count, args, agent, env, tmp)
                 served[count] = len(server.requests) - before
         baseline = merged_key(shard_dirs[1])
         for count in SHARD_COUNTS[1:]:
@@ -213,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     for count in SHARD_COUNTS:
         label = "1 shard (baseline)" if count == 1 else f"{count} shards"
         ratio = "" if count == 1 else f"  speedup {walls[1] / walls[count]:.2f}x"
-        print(f"  {label:<20} {walls[count]:8.2f} s wall, {served[count]} model requests{ratio}")
+        print(f"  {label:<20} {walls[count]:8.2f} s wall, {cpus[count]:6.2f} s CPU of the shards, {served[count]} model requests{ratio}")
     print(f"merge: {merged_trials} trial lines in 4 shards (the 4-shard run's records copied), agentprop merge --json: {merge_s:.2f} s")
     print(f"ledger, {args.calls} model calls (reserve + settle, one process):")
     print(f"  file ledger (baseline): {file_us:9.1f} us/call")
@@ -228,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s_1_shard": walls[1],
         "wall_s_2_shards": walls[2],
         "wall_s_4_shards": walls[4],
+        "cpu_s_1_shard": cpus[1],
+        "cpu_s_2_shards": cpus[2],
+        "cpu_s_4_shards": cpus[4],
         "speedup_2_shards": walls[1] / walls[2],
         "speedup_4_shards": walls[1] / walls[4],
         "model_requests": served[1],

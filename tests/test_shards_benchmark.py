@@ -35,7 +35,7 @@ def test_the_shards_merge_and_ledgers_are_measured_and_written(bench: ModuleType
     assert figures["speedup_2_shards"] == pytest.approx(figures["wall_s_1_shard"] / figures["wall_s_2_shards"])
     assert figures["merge_trial_records"] >= 300 and figures["merge_s"] > 0
     assert figures["merge_s_100k_records"] is None  # fewer than 100,000 lines merged: not reported as that figure
-    assert figures["ledger_us_per_call_file"] > 0
+    assert figures["ledger_us_per_call_file"] > 0 and all(figures[f"cpu_s_{n}"] > 0 for n in ("1_shard", "2_shards", "4_shards"))
     assert (figures["ledger_us_per_call_redis"] is not None) == redis
     out = capsys.readouterr().out
     assert "1 shard (baseline)" in out and "speedup" in out
