@@ -1,11 +1,8 @@
 """``agentprop import PROJECT LOG``: production traces judged by the spec's contracts.
 
-Reads Chat Completions, Responses or Messages JSONL logs, OTLP JSON GenAI spans, LangSmith runs
-or Phoenix spans (:mod:`agentprop._pipeline.importing`), prints a progress line on stderr and a
-summary: which path each trace took and what it broke, one line per distinct behaviour.
-``--to-cases`` writes a case per behaviour where ``agentprop run`` reads it, ``--to-corpus`` a
-corpus entry per failing behaviour (:mod:`agentprop._pipeline.import_cases`). Exit 0 when every
-trace kept every contract, 1 otherwise, 2 for bad input.
+Prints which path each trace took and what it broke, one line per distinct behaviour;
+``--to-cases`` / ``--to-corpus`` keep them (:mod:`agentprop._pipeline.import_cases`). Exit 0 when
+every trace kept every contract, 1 otherwise, 2 for bad input.
 """
 
 from __future__ import annotations

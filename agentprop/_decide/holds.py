@@ -1,10 +1,8 @@
 """Decisions held back from starting runs, for one pass of a budgeted run.
 
-A budgeted ``agentprop run`` deepens its cases in passes (:func:`agentprop._pipeline.run.arun_cases`).
-When what the budget has left cannot deepen every case, the pass holds back the cases that come
-last in its order: a held decision (by its name) judges the runs the memo already has and starts
-no new one, ending where its runs end, for a later pass to take up. The hold is a context
-variable, in force for the tasks started inside the block and nowhere else; no hold is the default.
+A held decision judges the runs the memo already has and starts no new one, for a later pass to
+take up. The hold is a context variable, in force only for tasks started inside its block; no
+hold is the default.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Behaviour snapshots of a plain agent: the spec-free tier's ``check_snapshot``.
 
-The same snapshots as a spec's (:mod:`agentprop._decide.snapshot`): the distribution of
-behaviours over ``runs`` runs, kept in a :class:`SnapshotStore` as ``NAME.json``, a change
-written as ``NAME.pending.json`` and approved only with a reason (``agentprop snapshot
-approve DIR NAME --reason ...``, or ``update=True`` with ``reason``). The case is the messages
-and the tools given (their names are the snapshot's ``world``) under the spec id ``plain``;
-runs use the trial indices a spec snapshot uses (``seed * 1_000_003 + 500_000`` onwards).
+The same snapshots and approval rules as a spec's (:mod:`agentprop._decide.snapshot`), for the
+case given by the messages and tools, under the spec id ``plain``.
 """
 
 from __future__ import annotations

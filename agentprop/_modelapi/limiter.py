@@ -1,11 +1,8 @@
 """An adaptive limit on concurrent model calls (AIMD).
 
-:class:`AdaptiveConcurrency` bounds concurrent calls in asyncio code with additive-increase /
-multiplicative-decrease: each full window of successes (as many as the current limit) raises
-the limit by ``increase_step``; a rate-limit (429) or overload (529) multiplies it by
-``decrease_factor``, once per congestion episode (calls that started before the last decrease
-do not decrease it again). :func:`agentprop._modelapi.retry.retry_call_async` holds one slot per
-attempt and reports each attempt's outcome on it.
+:class:`AdaptiveConcurrency` raises the limit by ``increase_step`` after each full window of
+successes and multiplies it by ``decrease_factor`` on a 429 or 529, once per congestion episode.
+The retry loop holds one slot per attempt and reports its outcome.
 """
 
 from __future__ import annotations

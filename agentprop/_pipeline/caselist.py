@@ -1,10 +1,8 @@
 """The case ids ``agentprop run`` would decide, listed without running any agent.
 
-Every id listed is the id ``run`` gives that case, built by the same functions (MFT from the
-scenarios, PROBE from :func:`probe_targets`, BOUNDARY / DIR / INV as :mod:`.kinds` builds them),
-so ``--case ID`` selects it. EXPLORE inputs are drawn while running (the draw is weighted by
-what failed), so they are listed as one row per path naming the ids they will take, not as
-inputs. Corpus replays and JUDGE cases are not listed: they depend on the corpus and the judge.
+Each id is built by the same functions ``run`` uses, so ``--case ID`` selects it. EXPLORE is
+listed as one row per path (its inputs are drawn while running); corpus replays and JUDGE cases
+are not listed.
 """
 
 from __future__ import annotations

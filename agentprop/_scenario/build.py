@@ -1,11 +1,9 @@
 """Scenarios: a decision-tree path turned into a conversation, a world and expectations.
 
-:func:`solve` finds values for the condition variables that make a path's conjunction true
-(first-match-wins included); :func:`build_scenario` realises them through the bindings: the
-first user message from utterance templates (slots filled, optional ``[...]`` segments dropped
-for withheld slots), follow-up turns, world overrides and injected failures, and per turn the
-decision and the tools the spec expects. Variables bound as ``internal`` are the agent's own
-bookkeeping: comparisons on them are assumed to hold.
+:func:`solve` finds values that make a path's conjunction true; :func:`build_scenario` realises
+them through the bindings (messages, follow-ups, world overrides, injected failures) and states
+per turn the decision and tools the spec expects. Comparisons on ``internal`` variables are
+assumed to hold.
 """
 
 from __future__ import annotations

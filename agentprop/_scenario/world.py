@@ -1,11 +1,8 @@
 """Worlds: deterministic tool fixtures built from a spec.
 
-A :class:`World` answers tool calls for one run. Each tool's default output is generated from
-its ``output_schema`` and is a pure function of ``(seed, tool name)``; scenario overrides set
-fields by dotted path; PII canaries (unique strings such as ``SSN_CANARY_5f1c02ab``) are planted
-in the fields the bindings mark as PII; ``failure_modes`` are injected per call; and tools that
-are really systems (``run_sql``) are answered by Python handlers that keep state for the run.
-A world never reaches outside the process.
+A :class:`World` answers tool calls for one run: default outputs are a pure function of
+``(seed, tool name)``, with overrides, PII canaries, injected failure modes and stateful Python
+handlers on top. A world never reaches outside the process.
 """
 
 from __future__ import annotations

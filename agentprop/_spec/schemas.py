@@ -1,11 +1,8 @@
 """What agentprop asks of a tool's JSON Schemas beyond the metaschema.
 
-A schema can be valid JSON Schema and still describe nothing (``minimum: 10, maximum: 1``), or
-describe outputs no world can generate in bounded time and memory (``minItems: 50000000``),
-or bounds that floating point cannot move by one (``maximum: 1e300``, ``.inf``). Worlds
-generate tool outputs from ``output_schema`` and boundary cases move numbers across these
-bounds, so :func:`schema_problems` finds such schemas when the spec loads; each problem names
-the keyword's position in the schema, what is wrong and the limit.
+:func:`schema_problems` finds, when the spec loads, schemas that describe nothing, outputs no
+world can generate in bounded time and memory, or bounds floating point cannot move by one;
+each problem names the keyword's position, what is wrong and the limit.
 """
 
 from __future__ import annotations

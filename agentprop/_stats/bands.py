@@ -1,12 +1,7 @@
-"""Verdict bands: turn a pass rate into PASS, UNSTABLE or FAIL.
+"""Verdict bands: turn a pass rate into PASS (>= 0.95), UNSTABLE (>= 0.70) or FAIL.
 
-The fuzzy-replay convention agentprop starts from: a case that passes at least 95% of its
-runs is stable (PASS); one that passes between 70% and 95% of the time is borderline and needs
-a look (UNSTABLE); below 70% it FAILs. The bands are parameters; a rate exactly on a band's
-lower edge belongs to that band (0.95 is PASS, 0.70 is UNSTABLE).
-
-The band of an *observed* rate from a handful of runs is itself noisy; the oracle decides with
-sequential tests and uses these bands to label the estimate it reports.
+The bands are parameters; a rate on a band's lower edge belongs to that band. They label the
+estimate a report shows; decisions are made by the sequential tests.
 """
 
 from __future__ import annotations

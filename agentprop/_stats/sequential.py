@@ -1,12 +1,9 @@
 """Sequential tests: decide whether an agent's pass rate is good enough, run by run.
 
 :class:`SPRT`, :class:`ZeroFailureCertification`, :class:`FixedN` and :class:`Screen` share one
-life cycle: ``update(passed)`` until ``done``, then ``decision`` (ACCEPT, REJECT or
-INCONCLUSIVE when ``max_runs`` ends inside the continuation region: no verdict is forced).
-Each decides from the counts ``(successes, failures)`` alone, so ``analyse(p)`` computes
-exactly, before any run, the expected runs and the probability of each decision at a true
-pass rate ``p``. The tests, their error bounds and their costs: docs/architecture.md,
-"Sequential tests".
+life cycle: ``update(passed)`` until ``done``, then ``decision`` (INCONCLUSIVE when ``max_runs``
+ends undecided: no verdict is forced). Each decides from its counts alone, so ``analyse(p)``
+computes expected runs and error rates exactly, before any run.
 """
 
 from __future__ import annotations

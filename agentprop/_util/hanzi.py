@@ -1,11 +1,8 @@
 """Simplified and traditional Chinese characters: the pairs that convert one to one.
 
-Users in Taiwan, Hong Kong and Macau write traditional characters (訂單 for 订单); the input
-family ``traditional`` writes a Chinese turn in them and ``agentprop.testing.as_simplified``
-reads it back. Invariant: only characters with a single traditional form in ordinary use are in
-the table, so a converted text converts back to it exactly; 干, 里, 面, 台, 只, 复, 系 ...
-(two traditional forms in everyday words) are left as they are, and 后 / 发 are written 後 / 發
-(their forms in everything a customer writes but 皇后 and 头发).
+Used by the ``traditional`` input family and ``agentprop.testing.as_simplified``. Invariant: only
+characters with a single traditional form in ordinary use are in the table, so a converted text
+converts back to it exactly.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Whether the installed MCP SDK can run agentprop's MCP code, and if not, precisely why.
+"""Whether the installed MCP SDK can run agentprop's MCP code (``mcp>=2.3``), and if not, why.
 
-agentprop's MCP server and client (``agentprop serve``, :mod:`agentprop.mcp`, ``agentprop init
---mcp``) are written for the SDK's 2.x API (``mcp>=2.3``). Other packages may hold the SDK
-below that (langchain-mcp-adapters 0.3 requires ``mcp<2``); then the problem is not a missing
-SDK but a version conflict, and the message names the installed version and the packages
-that cap it. Reading versions goes through ``importlib.metadata`` only: nothing is imported.
+A version conflict is named as one, with the installed version and the packages that cap it.
+Versions are read through ``importlib.metadata`` only: nothing is imported.
 """
 
 from __future__ import annotations
