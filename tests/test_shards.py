@@ -87,3 +87,17 @@ def test_the_settings_digest_changes_with_the_settings(tmp_path: Path) -> None:
         assert code == 0, text
         digests.append(ShardInfo.model_validate_json((tmp_path / str(len(digests)) / SHARD_FILE).read_text()).settings_digest)
     assert digests[0] != digests[1]
+
+
+def test_shards_outside_ci_explore_the_inputs_of_their_seed_not_a_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # outside CI a run draws a new explore seed; N shards drawing N seeds could not be merged
+    import argparse
+
+    from agentprop._cli.run import explore_seed
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("AGENTPROP_SEED", raising=False)
+    seeds = {explore_seed(argparse.Namespace(explore_seed=None, seed=0, shard=f"{i}/3")) for i in (1, 2, 3)}
+    assert seeds == {0}
+    unsharded = argparse.Namespace(explore_seed=None, seed=0, shard=None)
+    assert explore_seed(unsharded) > 0 and "new seed" in unsharded.explore_seed_source

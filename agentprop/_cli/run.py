@@ -176,7 +176,7 @@ def input_writer(args: argparse.Namespace, *, explore_seed: int) -> InputWriter 
 def explore_seed(args: argparse.Namespace) -> int:
     """The seed of a run's explored inputs, in Hypothesis's manner: the one given
     (``--explore-seed``, else a non-zero ``--seed``), ``AGENTPROP_SEED``, 0 under ``CI``, else a
-    new one per run, so repeated runs explore other inputs; the trials keep ``--seed``, so the
+    new one per run (``--seed`` under ``--shard``, so the shards agree), so repeated runs explore other inputs; the trials keep ``--seed``, so the
     runs of inputs met before are reused. ``args.explore_seed_source`` says which."""
     if args.explore_seed is not None:
         args.explore_seed_source = "given"
@@ -195,6 +195,9 @@ def explore_seed(args: argparse.Namespace) -> int:
     if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
         args.explore_seed_source = "fixed because CI is set"
         return 0
+    if getattr(args, "shard", None):  # shards of one run must explore the same inputs to merge
+        args.explore_seed_source = "fixed by --shard, so every shard explores the same inputs"
+        return int(args.seed)
     args.explore_seed_source = "a new seed each run outside CI, so reruns explore other inputs; CI=true or --explore-seed N fixes it"
     return secrets.randbelow(1_000_000) + 1
 
