@@ -42,6 +42,7 @@ from agentprop._cli.options import (
     selection_parent,
     suite_parent,
 )
+from agentprop._util import aio
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
@@ -345,7 +346,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         recorder.set_shard(shard_info(project, agent, settings, shard))
     try:
         with recording(recorder):
-            report = asyncio.run(run_all())
+            report = aio.run(run_all())  # not asyncio.run: see agentprop._util.aio
     finally:
         if recorder is not None:
             recorder.close()
