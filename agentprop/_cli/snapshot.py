@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -20,6 +19,7 @@ from agentprop._cli.common import (
     write_report_outputs,
 )
 from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent
+from agentprop._util import aio
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
@@ -268,7 +268,7 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
                 await model_agent.aclose()
         return results
 
-    results = asyncio.run(check_all())
+    results = aio.run(check_all())  # not asyncio.run: see agentprop._util.aio
     tally = {v: sum(r.verdict == v for r in results) for v in ("MATCH", "CHANGED", "NEW", "UPDATED", "INCONCLUSIVE")}
     print(f"{len(results)} snapshots: " + ", ".join(f"{n} {v.lower()}" for v, n in tally.items() if n), file=out)
     if tally["CHANGED"] or tally["NEW"]:

@@ -38,6 +38,7 @@ from agentprop._cli.options import (
     selection_parent,
     suite_parent,
 )
+from agentprop._util import aio
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
@@ -238,7 +239,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             if model_agent is not None:
                 await model_agent.aclose()
 
-    report, metrics, mutation, regression = asyncio.run(evaluate())
+    report, metrics, mutation, regression = aio.run(evaluate())  # not asyncio.run: see agentprop._util.aio
     if mutation is not None:
         for line in mutation.skipped_lines() + mutation.clean_not_passing_lines():
             print("  " + line, file=out)
