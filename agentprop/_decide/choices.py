@@ -623,6 +623,20 @@ def brings_spec_words(before: str, after: str, vocabulary: frozenset[str]) -> bo
     return any(w in vocabulary or any(v.startswith(w) or w.startswith(v) for v in vocabulary) for w in added)
 
 
+def slips_into_spec_words(before: str, after: str, vocabulary: frozenset[str]) -> bool:
+    """Whether a rewrite turns a word into one of the spec's (or the start of one) that no word
+    it replaced was related to: "when you get a chance" with a slip to "cance" reads as
+    "cancel" to a spec about cancelling, while "orde" for "order" is still that word."""
+    had = set(re.findall(r"[a-z]{4,}", before.lower()))
+    now = set(re.findall(r"[a-z]{4,}", after.lower()))
+
+    def related(word: str) -> set[str]:
+        return {v for v in vocabulary if v == word or v.startswith(word) or word.startswith(v)}
+
+    gone: set[str] = set().union(*(related(w) for w in had - now)) if had - now else set()
+    return any(related(w) - gone for w in now - had if w not in _FUNCTION_WORDS)
+
+
 @dataclass(frozen=True)
 class TurnFacts:
     """What one turn states that the scenario's expectations depend on, which a paraphrase
@@ -920,16 +934,25 @@ class ChoiceSpace:
             )
             return str(done), sum(s.name == "typo" for s in done.transforms)
 
+        def fine(text: str, steps: Sequence[StepChoice]) -> bool:
+            """The facts stay stated, and no slip makes a word the spec's own."""
+            out, _ = apply(text, steps)
+            if keeps is not None and not keeps(out, [name for name, _ in steps]):
+                return False
+            if not any(name == "typo" for name, _ in steps):
+                return True
+            plain, _ = apply(text, [step for step in steps if step[0] != "typo"])
+            return not slips_into_spec_words(plain, out, self.spec_words)
+
         def flush(text: str) -> str:
             nonlocal typos
             if not group:
                 return text
             out, n = apply(text, group)
-            if keeps is not None and not keeps(out, [name for name, _ in group]):
+            if not fine(text, group):
                 accepted: list[StepChoice] = []
                 for step in group:  # greedily, in order: each step kept only if the facts stay stated
-                    trial, _ = apply(text, [*accepted, step])
-                    if keeps(trial, [name for name, _ in (*accepted, step)]):
+                    if fine(text, [*accepted, step]):
                         accepted.append(step)
                 out, n = apply(text, accepted)
             typos += n
