@@ -77,6 +77,21 @@ def local_redis() -> Iterator[str | None]:
             proc.wait(timeout=30)
 
 
+def ledger_figures(calls: int, redis_url: str | None = None) -> tuple[float, float | None, str]:
+    """Microseconds per call of the file ledger and of the Redis one (``None`` and why, when it
+    cannot be measured): a server at ``redis_url``, else one started on loopback."""
+    with tempfile.TemporaryDirectory() as directory:
+        file_us = per_call_us(SharedLedger(Path(directory) / "ledger.sqlite"), calls)
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        return file_us, None, "redis-py is not installed (pip install 'agentprop[redis]')"
+    with local_redis() if redis_url is None else _given(redis_url) as url:
+        if url is None:
+            return file_us, None, "no redis-server could be started (apt-get install redis-server, or pass --redis URL)"
+        return file_us, per_call_us(RedisLedger(url, f"bench-{time.monotonic_ns()}"), calls), ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
@@ -84,20 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis", metavar="URL", help="a Redis server to measure against (default: start one on loopback)")
     args = parser.parse_args(argv)
     none_us = per_call_us(None, args.calls)
-    with tempfile.TemporaryDirectory() as directory:
-        file_us = per_call_us(SharedLedger(Path(directory) / "ledger.sqlite"), args.calls)
-    redis_us: float | None = None
-    why = ""
-    try:
-        import redis  # noqa: F401
-    except ImportError:
-        why = "redis-py is not installed (pip install 'agentprop[redis]')"
-    if not why:
-        with local_redis() if args.redis is None else _given(args.redis) as url:
-            if url is None:
-                why = "no redis-server could be started (apt-get install redis-server, or pass --redis URL)"
-            else:
-                redis_us = per_call_us(RedisLedger(url, f"bench-{time.monotonic_ns()}"), args.calls)
+    file_us, redis_us, why = ledger_figures(args.calls, args.redis)
     print(f"model calls booked per backend: {args.calls} (reserve + settle, one process)")
     print(f"no ledger:                {none_us:9.1f} us/call")
     print(f"file ledger (baseline):   {file_us:9.1f} us/call")

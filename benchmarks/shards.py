@@ -198,21 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         synthetic = tmp / "synthetic"
         merged_trials = synthesise(shard_dirs[4], args.merge_records, synthetic)
         merge_s = time_merge(sorted(synthetic.iterdir()), env, tmp / "merged.json")
-    bench = _ledger_bench()
-    with tempfile.TemporaryDirectory() as directory:
-        file_us = bench.per_call_us(bench.SharedLedger(Path(directory) / "ledger.sqlite"), args.calls)
-    redis_us: float | None = None
-    why = ""
-    try:
-        import redis  # noqa: F401
-    except ImportError:
-        why = "redis-py is not installed (pip install 'agentprop[redis]')"
-    if not why:
-        with bench.local_redis() if args.redis is None else bench._given(args.redis) as url:
-            if url is None:
-                why = "no redis-server could be started (apt-get install redis-server, or pass --redis URL)"
-            else:
-                redis_us = bench.per_call_us(bench.RedisLedger(url, f"shards-bench-{time.monotonic_ns()}"), args.calls)
+    file_us, redis_us, why = _ledger_bench().ledger_figures(args.calls, args.redis)
 
     cases = len(baseline)
     print(
