@@ -286,14 +286,13 @@ async def arun_cases(
     at_start, started = budget.snapshot(), time.perf_counter()
     learned = LearnedWeights()  # every pass explores the inputs the first one drew
 
-    async def look(stage: str, depth: int = 0) -> RunReport:
-        first_look = dataclasses.replace(settings, stage=stage, depth=depth)
-        with record_scope(stage=stage if stage != "deepen" else f"deepen {depth}"), passing_quota():
+    async def decide_all(these: RunSettings, scope: str) -> RunReport:
+        with record_scope(stage=scope), passing_quota():
             return await _arun_cases(
                 project,
                 agent,
                 scenarios,
-                first_look,
+                these,
                 problems=problems,
                 progress_stream=progress_stream,
                 memo=memo,
@@ -301,6 +300,9 @@ async def arun_cases(
                 corpus=corpus,
                 learned=learned,
             )
+
+    async def look(stage: str, depth: int = 0) -> RunReport:
+        return await decide_all(dataclasses.replace(settings, stage=stage, depth=depth), stage if stage != "deepen" else f"deepen {depth}")
 
     shrink_runs = 0
     if settings.kinds:
@@ -343,19 +345,7 @@ async def arun_cases(
                     latest = await look("deepen", depth)
                 if not held or budget.snapshot().runs == snap.runs:
                     break
-    with record_scope(stage=settings.stage), passing_quota():
-        report = await _arun_cases(
-            project,
-            agent,
-            scenarios,
-            settings,
-            problems=problems,
-            progress_stream=progress_stream,
-            memo=memo,
-            budget=budget,
-            corpus=corpus,
-            learned=learned,
-        )
+    report = await decide_all(settings, settings.stage)
     m, at_end = report.metrics, budget.snapshot()
     m.duration_s = time.perf_counter() - started  # every pass's time, not the last one's
     m.runs_started = at_end.runs - at_start.runs - shrink_runs
