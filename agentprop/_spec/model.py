@@ -21,7 +21,10 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
-class RetryPolicy(_Open):
+class ToolRetryPolicy(_Open):
+    """A spec tool's ``retry_policy`` (how often the agent may retry it, on which errors); not
+    the HTTP retry policy of model calls (:class:`agentprop._modelapi.retry.RetryPolicy`)."""
+
     retries: int = 0
     on: list[str] = Field(default_factory=list)
 
@@ -50,7 +53,7 @@ class Tool(_Open):
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     output_schema: dict[str, Any] | None = None
     failure_modes: list[str] = Field(default_factory=list)
-    retry_policy: RetryPolicy | None = None
+    retry_policy: ToolRetryPolicy | None = None
 
 
 class Enforcement(_Open):
