@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from agentprop._scenario.world import World, get_path
 from agentprop._spec.bindings import Bindings, VariableBinding, parse_field_path, schema_at
 from agentprop._spec.model import Spec
-from agentprop._spec.paths import Constraint, Step, TreePath, enumerate_paths
+from agentprop._spec.paths import Constraint, PathStep, TreePath, enumerate_paths
 from agentprop._spec.when import (
     Arith,
     Compare,
@@ -718,9 +718,9 @@ class Solver:
 
     # -------------------------------------------------------------- prefixes
 
-    def prefixes(self, node_id: str) -> list[tuple[Step, ...]]:
+    def prefixes(self, node_id: str) -> list[tuple[PathStep, ...]]:
         """Distinct step sequences from the root to ``node_id``, shortest first."""
-        out: dict[tuple[Step, ...], None] = {}
+        out: dict[tuple[PathStep, ...], None] = {}
         if node_id == self.spec.root.node_id:
             out[()] = None
         for p in enumerate_paths(self.spec):
@@ -739,7 +739,7 @@ class Solver:
         for prefix in self.prefixes(node_id):
             if branch is not None:
                 br = node.branches[branch]
-                steps = (*prefix, Step(node_id, branch, br.clause, br.next))
+                steps = (*prefix, PathStep(node_id, branch, br.clause, br.next))
                 leaf = br.next
             else:
                 steps, leaf = prefix, node_id

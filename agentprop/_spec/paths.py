@@ -51,7 +51,7 @@ def _path_limit(spec: Spec, what: str, name: str, limit: int) -> PathLimitExceed
 
 
 @dataclass(frozen=True)
-class Step:
+class PathStep:
     """At ``node``, branch ``branch`` (index) was taken to ``next``."""
 
     node: str
@@ -93,7 +93,7 @@ class MissingFields:
 
 @dataclass(frozen=True)
 class TreePath:
-    steps: tuple[Step, ...]
+    steps: tuple[PathStep, ...]
     leaf: str
     missing: MissingFields | None = None
     _spec: Spec | None = field(default=None, compare=False, repr=False, hash=False)
@@ -208,7 +208,7 @@ def iter_paths(spec: Spec) -> Iterator[TreePath]:
     if not spec.decision_tree:
         return
     # (node, steps, visited), or a branch still to take: the stack holds work in reverse order
-    stack: list[tuple[str, tuple[Step, ...], frozenset[str]]] = [(spec.root.node_id, (), frozenset({spec.root.node_id}))]
+    stack: list[tuple[str, tuple[PathStep, ...], frozenset[str]]] = [(spec.root.node_id, (), frozenset({spec.root.node_id}))]
     while stack:
         node_id, steps, visited = stack.pop()
         node = spec.nodes_by_id.get(node_id)
@@ -218,7 +218,7 @@ def iter_paths(spec: Spec) -> Iterator[TreePath]:
         for fields, decision in node.requirements.missing_field_outcomes():
             yield TreePath(steps, node_id, MissingFields(node_id, tuple(fields), decision), spec)
         later = [
-            (branch.next, (*steps, Step(node_id, i, branch.clause, branch.next)), visited | {branch.next})
+            (branch.next, (*steps, PathStep(node_id, i, branch.clause, branch.next)), visited | {branch.next})
             for i, branch in enumerate(node.branches)
             if branch.next not in visited
         ]
@@ -229,7 +229,7 @@ def iter_loop_paths(spec: Spec) -> Iterator[TreePath]:
     """:func:`enumerate_loop_paths`, lazily and unbounded (an explicit stack)."""
     if not spec.decision_tree:
         return
-    stack: list[tuple[str, tuple[Step, ...], frozenset[str], bool]] = [(spec.root.node_id, (), frozenset({spec.root.node_id}), False)]
+    stack: list[tuple[str, tuple[PathStep, ...], frozenset[str], bool]] = [(spec.root.node_id, (), frozenset({spec.root.node_id}), False)]
     while stack:
         node_id, steps, visited, looped = stack.pop()
         node = spec.nodes_by_id.get(node_id)
@@ -247,7 +247,7 @@ def iter_loop_paths(spec: Spec) -> Iterator[TreePath]:
             again = branch.next in visited
             if again and looped:
                 continue
-            step = Step(node_id, i, branch.clause, branch.next, loop=again)
+            step = PathStep(node_id, i, branch.clause, branch.next, loop=again)
             later.append((branch.next, (*steps, step), visited | {branch.next}, looped or again))
         stack.extend(reversed(later))
 
