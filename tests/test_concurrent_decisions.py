@@ -18,7 +18,7 @@ import pytest
 
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide
-from agentprop._decide.slots import RunSlots
+from agentprop._decide.permits import RunPermits
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.trace import Trace, Turn, Usage
 
@@ -214,9 +214,9 @@ def test_a_shared_run_given_up_by_its_maker_is_made_by_the_one_waiting() -> None
     assert asyncio.run(scenario()) is not None and made == ["run"] and len(memo) == 1
 
 
-def test_run_slots_cap_every_decision_together_and_serve_the_needed_trial_first() -> None:
+def test_run_permits_cap_every_decision_together_and_serve_the_needed_trial_first() -> None:
     agents = [SimulatedAgent(1.0, seed=s, max_delay=0.003) for s in range(3)]
-    slots = RunSlots(4)
+    permits = RunPermits(4)
     peak = 0
 
     async def watch() -> None:
@@ -239,7 +239,7 @@ def test_run_slots_cap_every_decision_together_and_serve_the_needed_trial_first(
                             input_digest=f"in{i}",
                             fingerprint="a",
                             concurrency=4,
-                            slots=slots,
+                            permits=permits,
                         )  # type: ignore[arg-type]
                         for i, a in enumerate(agents)
                     )
@@ -250,30 +250,30 @@ def test_run_slots_cap_every_decision_together_and_serve_the_needed_trial_first(
 
     results = asyncio.run(all_three())
     assert all(r.verdict == "PASS" and r.runs == 24 for r in results)
-    assert peak == 4 and slots.free == 4
+    assert peak == 4 and permits.free == 4
 
 
-def test_run_slots_hand_a_freed_slot_to_the_first_waiter() -> None:
+def test_run_permits_hand_a_freed_permit_to_the_first_waiter() -> None:
     async def scenario() -> list[str]:
-        slots = RunSlots(1)
+        permits = RunPermits(1)
         got: list[str] = []
-        assert slots.try_acquire()
+        assert permits.try_acquire()
 
         async def wait(name: str) -> None:
-            await slots.acquire()
+            await permits.acquire()
             got.append(name)
 
         first = asyncio.ensure_future(wait("first"))
         await asyncio.sleep(0)
-        assert not slots.try_acquire()  # a waiter is queued: no jumping the queue
+        assert not permits.try_acquire()  # a waiter is queued: no jumping the queue
         second = asyncio.ensure_future(wait("second"))
         await asyncio.sleep(0)
-        slots.release()
+        permits.release()
         await first
-        slots.release()
+        permits.release()
         await second
-        slots.release()
-        assert slots.free == 1
+        permits.release()
+        assert permits.free == 1
         return got
 
     assert asyncio.run(scenario()) == ["first", "second"]

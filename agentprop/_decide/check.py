@@ -21,6 +21,7 @@ from agentprop._agents.project import Project
 from agentprop._decide.corpus import found_with, judge_replay
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide, count_judge_calls, judged_settings
+from agentprop._decide.permits import RunPermits
 from agentprop._decide.plain import (
     PLAIN_SPEC_ID,
     Case,
@@ -40,7 +41,6 @@ from agentprop._decide.safety import CaseSettings, case_settings
 from agentprop._decide.session import CorpusNote, Session, current_session, current_test, settings_scope
 from agentprop._decide.settings import Resolved, resolve
 from agentprop._decide.settings import settings as AgentSettings
-from agentprop._decide.slots import RunSlots
 from agentprop._decide.verdicts import record_for
 from agentprop._judge.case import compile_mft
 from agentprop._judge.properties import Property, PropertyResult, verdicts_of
@@ -79,7 +79,7 @@ async def decide_scenario(
     concurrency: int = 1,
     name: str | None = None,
     seed: int = 0,
-    slots: RunSlots | None = None,
+    permits: RunPermits | None = None,
 ) -> CheckResult:
     """Decide ``prop`` (default: the scenario's MFT) for ``agent`` on ``scenario``: the engine
     under :func:`check` and :func:`acheck`, used as is by the pipeline's cases (no corpus
@@ -130,7 +130,7 @@ async def decide_scenario(
             budget=chosen_budget,
             concurrency=concurrency,
             first_trial=seed * 1_000_003,
-            slots=slots,
+            permits=permits,
         )
     if rule is not None:
         result.settings["rule"] = rule

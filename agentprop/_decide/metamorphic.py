@@ -19,11 +19,11 @@ from agentprop._agents.project import Project
 from agentprop._decide.check import decide_scenario, scenario_settings
 from agentprop._decide.memo import TrialMemo, trace_json
 from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun, TrialRecord, adecide
+from agentprop._decide.permits import RunPermits
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.session import current_session, current_test
 from agentprop._decide.settings import fold_deprecated, resolve
 from agentprop._decide.settings import settings as AgentSettings
-from agentprop._decide.slots import RunSlots
 from agentprop._judge.case import compile_mft
 from agentprop._judge.properties import first_failure
 from agentprop._modelapi.budget import Budget
@@ -134,7 +134,7 @@ async def _sample(
     seed: int,
     examples: list[SampledRun] | None = None,
     concurrency: int = 1,
-    slots: RunSlots | None = None,
+    permits: RunPermits | None = None,
 ) -> tuple[Counter[str], int, int, bool, RunError | None]:
     """Run ``messages`` ``n`` times; return behaviour counts, MFT passes, runs, budget_out
     and the error, not the agent's, that stopped the sampling (``None`` if none did).
@@ -180,7 +180,7 @@ async def _sample(
         budget=budget,
         concurrency=concurrency,
         first_trial=first_trial,
-        slots=slots,
+        permits=permits,
     )
     return counts, result.passes, result.runs, result.budget_exhausted, result.infrastructure_error
 
@@ -198,7 +198,7 @@ async def acheck_invariance(
     seed: int = 0,
     base: CheckResult | None = None,
     concurrency: int = 1,
-    slots: RunSlots | None = None,
+    permits: RunPermits | None = None,
     take: int | None = None,
     look_past_undecided_base: bool = False,
 ) -> InvarianceResult:
@@ -236,7 +236,7 @@ async def acheck_invariance(
     want = n if take is None else max(1, min(take, n))
     original_examples: list[SampledRun] = []
     original, _, runs, out, infra = await _sample(
-        project, scenario, loaded, scenario.messages, want, first_trial, memo, budget, seed, original_examples, concurrency, slots
+        project, scenario, loaded, scenario.messages, want, first_trial, memo, budget, seed, original_examples, concurrency, permits
     )
     results: list[VariantResult] = []
     sides = [runs]
@@ -251,7 +251,7 @@ async def acheck_invariance(
         examples: list[SampledRun] = []
         # a budget that refused the original's next run still shows each variant's runs made before
         counts, passes, r, refused, infra = await _sample(
-            project, scenario, loaded, v, want, first_trial + (k + 1) * n, memo, budget, seed, examples, concurrency, slots
+            project, scenario, loaded, v, want, first_trial + (k + 1) * n, memo, budget, seed, examples, concurrency, permits
         )
         out = out or refused
         total += r
@@ -346,7 +346,7 @@ async def acheck_direction(
     budget: Budget | None = None,
     seed: int = 0,
     concurrency: int = 1,
-    slots: RunSlots | None = None,
+    permits: RunPermits | None = None,
 ) -> DirectionResult:
     change = (base.expect_decision, perturbed.expect_decision)
     if change[0] == change[1] and base.leaf == perturbed.leaf:
@@ -355,7 +355,16 @@ async def acheck_direction(
             "test needs a perturbation that changes the spec's decision"
         )
     a = await decide_scenario(
-        project, base, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"DIR base {base.id}", concurrency=concurrency, slots=slots
+        project,
+        base,
+        agent,
+        settings=settings,
+        memo=memo,
+        budget=budget,
+        seed=seed,
+        name=f"DIR base {base.id}",
+        concurrency=concurrency,
+        permits=permits,
     )
     b = await decide_scenario(
         project,
@@ -367,7 +376,7 @@ async def acheck_direction(
         seed=seed,
         name=f"DIR perturbed {perturbed.id}",
         concurrency=concurrency,
-        slots=slots,
+        permits=permits,
     )
     order = ["FAIL", "UNSTABLE", "INCONCLUSIVE", "PASS"]
     verdict = min((a.verdict, b.verdict), key=order.index)

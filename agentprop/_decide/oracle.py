@@ -21,8 +21,8 @@ from pydantic import BaseModel, Field
 
 from agentprop._decide.holds import held
 from agentprop._decide.memo import RunClaim, TrialMemo, trace_json
+from agentprop._decide.permits import RunPermits
 from agentprop._decide.records import DecisionLog, current_recorder
-from agentprop._decide.slots import RunSlots
 from agentprop._judge.judges import JUDGED_MAX_RUNS, JudgeCorrection
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.trace import RunError, Trace, Usage
@@ -535,7 +535,7 @@ _MAX_CUTS = 3
 
 class _Trials:
     """How :func:`adecide` gets the run of trial ``i``: from the memo, from another decision
-    making the same run right now, or made here (the budget permitting, in a run slot)."""
+    making the same run right now, or made here (the budget permitting, in a run permit)."""
 
     def __init__(
         self,
@@ -544,7 +544,7 @@ class _Trials:
         input_digest: str,
         fingerprint: str,
         budget: Budget | None,
-        slots: RunSlots | None,
+        permits: RunPermits | None,
         name: str = "",
     ) -> None:
         self.run_trial = run_trial
@@ -554,7 +554,7 @@ class _Trials:
         self.input_digest = input_digest
         self.fingerprint = fingerprint
         self.budget = budget
-        self.slots = slots
+        self.permits = permits
         self.cuts: dict[int, int] = {}
 
     def begin(self, trial: int) -> Trace | asyncio.Future[bool] | RunClaim | _Unkept:
@@ -583,20 +583,20 @@ class _Trials:
         self.cuts[trial] = self.cuts.get(trial, 0) + 1
         return self.cuts[trial] <= _MAX_CUTS
 
-    async def make(self, trial: int, claim: RunClaim | _Unkept, holds_slot: bool = False) -> tuple[Trace, bool]:
+    async def make(self, trial: int, claim: RunClaim | _Unkept, holds_permit: bool = False) -> tuple[Trace, bool]:
         """Make the run (its budget already granted) and keep it; ``(trace, True)``."""
         try:
-            if self.slots is not None and not holds_slot:
-                await self.slots.acquire()
-                holds_slot = True
+            if self.permits is not None and not holds_permit:
+                await self.permits.acquire()
+                holds_permit = True
             trace = await self.run_trial(trial)
         except BaseException:
             claim.release()
             raise
         finally:
-            if holds_slot:
-                assert self.slots is not None
-                self.slots.release()
+            if holds_permit:
+                assert self.permits is not None
+                self.permits.release()
         return claim.store(trace), True
 
     async def obtain(self, trial: int, begun: Trace | asyncio.Future[bool] | RunClaim | _Unkept | None = None) -> tuple[Trace, bool] | None:
@@ -632,7 +632,7 @@ async def adecide(
     budget: Budget | None = None,
     concurrency: int = 1,
     first_trial: int = 0,
-    slots: RunSlots | None = None,
+    permits: RunPermits | None = None,
 ) -> CheckResult:
     """Like :func:`decide`, keeping up to ``concurrency`` trials in flight.
 
@@ -642,14 +642,14 @@ async def adecide(
     the memo (a later decision on the same input reuses them). Both count in the result's
     ``runs_beyond_decision``, and finished ones in its cost. A trial whose run another decision
     is making right now (same input, agent and trial index) waits for that run instead of
-    making it again. With ``slots`` (shared by the decisions of a run), every run made takes a
-    slot: the trial the test needs next waits for one, a trial ahead of it only takes a free
-    one (:mod:`agentprop._decide.slots`).
+    making it again. With ``permits`` (shared by the decisions of a run), every run made takes a
+    permit: the trial the test needs next waits for one, a trial ahead of it only takes a free
+    one (:mod:`agentprop._decide.permits`).
     """
     if concurrency < 1:
         raise InvalidArgument(f"concurrency={concurrency} must be at least 1")
     test = settings.make_test()
-    trials = _Trials(run_trial, memo, input_digest, fingerprint, budget, slots, name)
+    trials = _Trials(run_trial, memo, input_digest, fingerprint, budget, permits, name)
     outcomes: list[TrialOutcome] = []
     infra: RunError | None = None
     recorder = current_recorder()
@@ -769,23 +769,23 @@ async def _decide_in_flight(
                 elif isinstance(begun, asyncio.Future):
                     flying[asyncio.ensure_future(trials.obtain(j, begun))] = j
                 else:
-                    holds_slot = trials.slots is not None and trials.slots.try_acquire()
-                    if trials.slots is not None and not holds_slot and j != fed:
-                        # ahead of need: only a slot nobody waits for (the next trial in
+                    holds_permit = trials.permits is not None and trials.permits.try_acquire()
+                    if trials.permits is not None and not holds_permit and j != fed:
+                        # ahead of need: only a permit nobody waits for (the next trial in
                         # order waits for one in its task)
                         begun.release()
                         break
                     if not trials.may_start():
                         begun.release()
-                        if holds_slot:
-                            assert trials.slots is not None
-                            trials.slots.release()
+                        if holds_permit:
+                            assert trials.permits is not None
+                            trials.permits.release()
                         if not flying:  # nothing holds a reservation that could come back
                             refused_at = j
                             if log is not None:
                                 log.unjudged(j, "refused")
                         break  # else asked again once a run in flight settles
-                    flying[asyncio.ensure_future(trials.make(j, begun, holds_slot))] = j
+                    flying[asyncio.ensure_future(trials.make(j, begun, holds_permit))] = j
                     making.add(j)
                 dispatched += 1
             if fed in ready or refused_at == fed:

@@ -23,7 +23,7 @@ from agentprop._decide.check import Property, decide_scenario
 from agentprop._decide.choices import Choices, ChoiceSpace, check_languages
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings
-from agentprop._decide.slots import CaseLanes
+from agentprop._decide.permits import CaseLanes
 from agentprop._decide.written import InputWriter
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH  # noqa: F401 (re-exported)

@@ -21,8 +21,8 @@ from agentprop._decide.choices import first_turn_facts
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.metamorphic import InvarianceResult, acheck_direction, acheck_invariance, distribution_words, side_words
 from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun
+from agentprop._decide.permits import CaseLanes
 from agentprop._decide.safety import strictness
-from agentprop._decide.slots import CaseLanes
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.defaults import KINDS  # noqa: F401 (re-exported)
 from agentprop._pipeline.report.model import CaseReport, FailureSummary, RunTrace

@@ -28,12 +28,12 @@ from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, fou
 from agentprop._decide.holds import holding
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
+from agentprop._decide.permits import CaseLanes, RunPermits
 from agentprop._decide.profiles import get_profile, screened
 from agentprop._decide.records import record_scope
 from agentprop._decide.safety import SAFETY_RUNS, CaseSettings, case_settings, describe, safety_policies, safety_reasons, safety_settings, strictness
 from agentprop._decide.shrink import shrink
 from agentprop._decide.shrunk import ShrinkReport
-from agentprop._decide.slots import CaseLanes, RunSlots
 from agentprop._decide.written import InputWriter
 from agentprop._judge.judges import ModelJudge, bound_judge, spec_rubrics
 from agentprop._judge.signature import bug_key
@@ -229,11 +229,11 @@ class Progress:
 
 def case_lanes(agent: LoadedAgent, concurrency: int) -> CaseLanes:
     """A model-backed (async) agent's case keeps up to ``concurrency`` trials in flight, all
-    cases' runs sharing ``concurrency`` slots; a sync agent's case runs one trial at a time
+    cases' runs sharing ``concurrency`` permits; a sync agent's case runs one trial at a time
     (its runs compete for the interpreter: more in flight would only add runs past the
     decision)."""
     if concurrency > 1 and runs_concurrently(agent):
-        return CaseLanes(concurrency, RunSlots(concurrency))
+        return CaseLanes(concurrency, RunPermits(concurrency))
     return CaseLanes()
 
 
