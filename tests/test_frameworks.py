@@ -1,12 +1,12 @@
-"""The LangGraph and OpenAI Agents SDK adapters, each with its framework's defaults, and a
-framework's own MCP client driven through agentprop.mcp.McpServedAgent.
+"""The LangGraph, OpenAI Agents SDK and PydanticAI adapters, each with its framework's defaults,
+and a framework's own MCP client driven through agentprop.mcp.McpServedAgent.
 
 End to end, each framework's SupportOps example (examples/supportops_langgraph,
-examples/supportops_openai_agents) runs through its own model client against a loopback
-OpenAI-compatible server whose replies are the SupportOps reference agent's decisions
-(agentprop.testing.played): the correct agent passes the retry cases (an injected timeout must
-reach the model as a tool result carrying its kind), and the faulty one (never_retry) fails them
-with the signatures the reference agent run in-process fails with.
+examples/supportops_openai_agents, examples/supportops_pydanticai) runs through its own model
+client against a loopback OpenAI-compatible server whose replies are the SupportOps reference
+agent's decisions (agentprop.testing.played): the correct agent passes the retry cases (an
+injected timeout must reach the model as a tool result carrying its kind), and the faulty one
+(never_retry) fails them with the signatures the reference agent run in-process fails with.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ FRAMEWORKS = {
     "openai-agents": ("agents", "examples.supportops_openai_agents.agent:SupportOpsAgentsSDK"),
     # the SDK's own MCP client against a real MCP server (streamable HTTP) started per trial
     "openai-agents-over-mcp": ("agents.mcp", "examples.supportops_openai_agents.agent:SupportOpsAgentsSDKOverMcp"),
+    # PydanticAI's own OpenAI model class and client over HTTP, its output tool for the answer
+    "pydantic-ai": ("pydantic_ai", "examples.supportops_pydanticai.agent:SupportOpsPydanticAIOverOpenAI"),
 }
 
 
@@ -167,3 +169,22 @@ def test_openai_agents_tools_are_strict_where_they_can_be_and_keep_the_error_kin
     assert json.loads(ok) == {"status": "updated"}  # JSON, not str() of a dict
     assert turn.calls[0] == ("update_address", {"account_id": "A1", "new_address": {k: v for k, v in new_address.items() if v is not None}})
     assert failed == "rate_limited: slow down"
+
+
+def test_the_played_model_reads_each_frameworks_tool_error_and_answer_tool() -> None:
+    from agentprop.errors import InvalidArgument
+    from agentprop.spec import load_spec
+    from agentprop.testing.played import _respond_tool, read_tool_result
+
+    # a tool error as LangGraph / the Agents SDK hand it over, and as PydanticAI 2 wraps it
+    for text in ("timeout: the tool did not answer in time", '{"error": "timeout: the tool did not answer in time"}'):
+        value, error = read_tool_result(text)
+        assert value is None and error is not None and (error.kind, error.message) == ("timeout", "the tool did not answer in time")
+    assert read_tool_result('{"error": "x", "code": 3}') == ({"error": "x", "code": 3}, None)  # an output, not an error
+    spec = load_spec(SUPPORTOPS / "spec.yaml")
+    tools = [{"type": "function", "function": {"name": t.name}} for t in spec.action_tools]
+    assert _respond_tool({"tools": [*tools, {"type": "function", "function": {"name": "respond"}}]}, spec) == "respond"
+    assert _respond_tool({"tools": [*tools, {"type": "function", "function": {"name": "final_result"}}]}, spec) == "final_result"
+    assert _respond_tool({"tools": [*tools, {"type": "function", "name": "final_result"}]}, spec) == "final_result"  # Responses API
+    with pytest.raises(InvalidArgument, match="cannot tell which offered tool"):
+        _respond_tool({"tools": [*tools, {"type": "function", "function": {"name": "a"}}, {"type": "function", "function": {"name": "b"}}]}, spec)

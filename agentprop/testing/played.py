@@ -31,14 +31,21 @@ _WAIT_S = 60.0
 
 def read_tool_result(text: str) -> tuple[Any, ToolError | None]:
     """A tool result as the adapters hand it to a model: JSON for an output, ``KIND: message``
-    for a tool error."""
+    for a tool error (bare, or as PydanticAI 2 wraps a failed call: ``{"error": "KIND: ..."}``)."""
     try:
-        return json.loads(text), None
+        value = json.loads(text)
     except ValueError:
-        kind, sep, message = text.partition(": ")
-        if sep and kind and " " not in kind:
-            return None, ToolError(kind, message)
-        return None, ToolError("tool_error", text)
+        return None, _tool_error(text)
+    if isinstance(value, dict) and list(value) == ["error"] and isinstance(value["error"], str):
+        return None, _tool_error(value["error"])
+    return value, None
+
+
+def _tool_error(text: str) -> ToolError:
+    kind, sep, message = text.partition(": ")
+    if sep and kind and " " not in kind:
+        return ToolError(kind, message)
+    return ToolError("tool_error", text)
 
 
 def _text(content: Any) -> str:
@@ -72,6 +79,33 @@ def _read_request(request: Mapping[str, Any]) -> tuple[str | None, list[str]]:
     if entries and entries[-1].get("role") == "user":
         return _text(entries[-1].get("content")), []
     raise InvalidArgument("PlayedOpenAI: the request ends neither with a user message nor with tool results")
+
+
+def _tool_names(request: Mapping[str, Any]) -> list[str]:
+    names = []
+    for tool in request.get("tools") or []:
+        if isinstance(tool, Mapping):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+            if isinstance(name, str):
+                names.append(name)
+    return names
+
+
+def _respond_tool(request: Mapping[str, Any], spec: Any) -> str:
+    """The tool a framework offers for the final answer: ``respond`` where the adapter offers
+    it, else the one tool that is not one of the spec's actions (PydanticAI's output tool)."""
+    offered = _tool_names(request)
+    if "respond" in offered or not offered:
+        return "respond"
+    actions = {t.name for t in spec.action_tools}
+    others = [name for name in offered if name not in actions]
+    if len(others) != 1:
+        raise InvalidArgument(
+            f"PlayedOpenAI: cannot tell which offered tool takes the final answer among {others}: "
+            "offer a tool named 'respond', or exactly one tool besides the spec's actions"
+        )
+    return others[0]
 
 
 class Player:
@@ -126,7 +160,7 @@ class Player:
         if isinstance(action, Call):
             return tool_use_reply(action.name, action.args)
         if isinstance(action, Respond):
-            return tool_use_reply("respond", action.fields)
+            return tool_use_reply(_respond_tool(request, self.spec), action.fields)
         assert isinstance(action, Finished)
         self._puppet = None
         if action.error is not None:
