@@ -129,7 +129,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--agentprop-store",
         default=None,
         metavar="URL",
-        help="shared store redis://host:port/db[?run=NAME]: one budget for every process and machine of the run "
+        help="shared store redis://host:port/db[?run=NAME]: one budget for every process and machine of the run, "
+        "and the API cache recorded there over the cache file read-only "
         "(default $AGENTPROP_STORE; run name: ?run=, else $AGENTPROP_RUN_ID, else one per pytest run)",
     )
     group.addoption(
@@ -272,6 +273,7 @@ def _start_session(config: pytest.Config) -> Session:
         cache_mode=CacheMode.parse(mode) if mode else None,
         profile=_opt(config, "--agentprop-profile") or "ci",
         seed=seed,
+        store=_store(config),
     )
     config.stash[SESSION_KEY] = session
     activation = contextlib.ExitStack()

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +31,8 @@ HOST_ENVIRONMENT = (
     "ANTHROPIC_BASE_URL",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
+    "AGENTPROP_STORE",
+    "AGENTPROP_RUN_ID",
 )
 for _name in HOST_ENVIRONMENT:
     os.environ.pop(_name, None)
@@ -93,3 +100,44 @@ def faulty_supportops_report():
     )
     shrink_failures(project, agent, report, budget=30, corpus=None, memo=memo)
     return report
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``redis-server`` on a free loopback port, for this test session only."""
+    try:
+        import redis
+    except ImportError:
+        pytest.skip("redis-py is not installed (pip install 'agentprop[redis]')")
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server; .ci/run installs it)")
+    port = _free_port()
+    directory = tmp_path_factory.mktemp("redis")
+    cmd = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(directory)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    try:
+        for _ in range(200):
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                pytest.skip(f"redis-server could not start: {err.strip() or f'exit {proc.returncode}'}")
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        else:
+            pytest.skip(f"redis-server did not answer on port {port} within 10 s")
+        yield url
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(timeout=30)

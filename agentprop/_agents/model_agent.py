@@ -113,6 +113,7 @@ class ModelAgent(ABC):
     temperature_max: ClassVar[float] = 1.0
 
     budget = _ClientOption("budget")
+    store = _ClientOption("store")
     cache_mode = _ClientOption("cache_mode")
     base_url = _ClientOption("base_url")
     retry_policy = _ClientOption("retry_policy")

@@ -215,6 +215,7 @@ def cli_budget(args: argparse.Namespace, model_agent: ModelAgent | None) -> Budg
     if model_agent is not None:
         budget.check_priced(model_agent.model)
         model_agent.budget = budget
+        model_agent.store = getattr(args, "store", None) or None  # its API cache's entries too (None: $AGENTPROP_STORE)
     return budget
 
 

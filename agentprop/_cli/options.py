@@ -116,7 +116,8 @@ def budget_parent(*, unfinished: str = "undecided cases are INCONCLUSIVE") -> ar
     group.add_argument(
         "--store",
         metavar="URL",
-        help="a shared store, redis://host:port/db[?run=NAME]: the limits hold across every process and machine booking the same run "
+        help="a shared store, redis://host:port/db[?run=NAME]: the limits hold across every process and machine booking the same run, "
+        "and the API cache records there, over the --cache file read-only "
         "(run name: ?run=, else $AGENTPROP_RUN_ID; default $AGENTPROP_STORE; needs agentprop[redis])",
     )
     return p

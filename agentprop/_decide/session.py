@@ -76,6 +76,8 @@ class Session:
     """The API cache mode of model agents that choose none (``None``: the default)."""
     profile: str = "ci"
     seed: int = 0
+    store: str | None = None
+    """The shared store URL (``redis://...``) of the API caches (``None``: ``$AGENTPROP_STORE``)."""
     results: list[CheckRecord] = field(default_factory=list)
     corpus_notes: list[CorpusNote] = field(default_factory=list)
     replayed: set[str] = field(default_factory=set)
@@ -89,7 +91,7 @@ class Session:
     """Memo hits of other processes merged into this session (pytest-xdist workers)."""
 
     def __post_init__(self) -> None:
-        self.model_context = ModelCallContext(budget=self.budget, cache_mode=self.cache_mode)
+        self.model_context = ModelCallContext(budget=self.budget, cache_mode=self.cache_mode, store=self.store)
 
     @contextlib.contextmanager
     def activate(self) -> Iterator[Session]:

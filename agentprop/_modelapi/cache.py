@@ -18,7 +18,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -41,6 +41,7 @@ from agentprop._modelapi.canonical import (
     canonical_json,
     canonical_request,
 )
+from agentprop._modelapi.stores import CacheStore, LayeredCacheStore, NewEntry, ReadOnlyCacheStore, RedisCacheStore, Row, redis_url
 from agentprop._util.scrub import REDACTED, literal_secrets, scrub_secrets, scrub_text
 from agentprop.errors import CacheError, CacheMiss, InvalidArgument
 
@@ -54,7 +55,9 @@ __all__ = [
     "CacheMode",
     "CacheStats",
     "CachedResponse",
+    "FileCacheStore",
     "cache_key",
+    "open_cache_store",
     "canonical_json",
     "canonical_request",
     "scrub_secrets",
@@ -323,6 +326,9 @@ class ApiCache:
         secrets: extra literal strings (for example the API key in use) to redact wherever they
             appear in stored JSON.
         busy_timeout: seconds to wait for another process's write lock.
+        store: where the entries live instead of the file at ``path`` (a
+            :class:`~agentprop._modelapi.stores.CacheStore`: Redis, read-only, layered); keys,
+            modes and replays are the same. ``None``: the SQLite file at ``path``.
 
     Typical use, around one SDK call::
 
@@ -340,8 +346,10 @@ class ApiCache:
         mode: CacheMode | str | None = None,
         secrets: Iterable[str] = (),
         busy_timeout: float = 30.0,
+        store: CacheStore | None = None,
     ) -> None:
         self.path = Path(path)
+        self.store = store
         self._mode = CacheMode.default() if mode is None else CacheMode.parse(mode)
         self._secrets = literal_secrets(secrets)
         self._needles = _secret_needles(self._secrets)
@@ -535,6 +543,8 @@ class ApiCache:
                 pass
         self._local = threading.local()
         self._closed = True
+        if self.store is not None:
+            self.store.close()
 
     def __enter__(self) -> ApiCache:
         return self
@@ -591,6 +601,9 @@ class ApiCache:
         return self._lookup_key(key)
 
     def _lookup_key(self, key: str) -> CachedResponse | None:
+        if self.store is not None:
+            found = self.store.lookup(key)
+            return None if found is None else self._row_to_result(found, from_cache=True)
         conn = self._connection()
         if conn is None:
             return None
@@ -640,7 +653,7 @@ class ApiCache:
         row = self._prepare_row(canonical, trial, response, replace)
         if isinstance(row, CachedResponse):
             return row
-        existing = self._write(lambda conn: _insert_row(conn, row))
+        existing = self._insert([row])[0]
         self.stats._bump("writes")
         return self._stored_result(row, existing)
 
@@ -696,7 +709,7 @@ class ApiCache:
             self._local.batch = None
         rows = batch.rows
         try:
-            batch.found = self._write(lambda conn: [_insert_row(conn, row) for row in rows])
+            batch.found = self._insert(rows)
             with self.stats._lock:
                 self.stats.writes += len(rows)
         except Exception as exc:  # every caller of the batch gets it
@@ -706,6 +719,13 @@ class ApiCache:
             for waiter in batch.waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+    def _insert(self, rows: list[_PendingRow]) -> list[tuple[Any, ...] | None]:
+        """Write ``rows`` in one transaction (of the file, or of the store); for each, ``None``
+        when it is ours, else the entry another writer stored first."""
+        if self.store is not None:
+            return self.store.insert([NewEntry(row.values, row.statement is _INSERT_OR_REPLACE) for row in rows])
+        return self._write(lambda conn: [_insert_row(conn, row) for row in rows])
 
     def _prepare_row(self, canonical: _Canonical, trial: int, response: Any, replace: bool | None) -> _PendingRow | CachedResponse:
         """The entry to write for ``response`` (scrubbed, checksummed), or, in a mode that
@@ -764,6 +784,8 @@ class ApiCache:
 
     def delete(self, key: str) -> bool:
         """Remove one entry by key; returns whether it existed."""
+        if self.store is not None:
+            return self.store.delete(key)
         if self._connection() is None:
             return False
         return self._write(lambda conn: conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount > 0)
@@ -862,6 +884,8 @@ class ApiCache:
 
     def count(self, *, model: str | None = None) -> int:
         """Entries stored (of ``model`` only, when given); 0 when there is no cache file."""
+        if self.store is not None:
+            return self.store.count(model)
         rows = (
             self._read("SELECT COUNT(*) FROM responses") if model is None else self._read("SELECT COUNT(*) FROM responses WHERE model = ?", (model,))
         )
@@ -869,6 +893,10 @@ class ApiCache:
 
     def entries(self) -> Iterator[CachedResponse]:
         """Every stored entry, oldest first."""
+        if self.store is not None:
+            for full in self.store.rows():
+                yield self._row_to_result(full[:8], from_cache=True)
+            return
         rows = self._read(f"SELECT {_COLUMNS} FROM responses ORDER BY created_at, key") or []
         for row in rows:
             yield self._row_to_result(row, from_cache=True)
@@ -876,7 +904,10 @@ class ApiCache:
     def verify(self) -> list[str]:
         """Check the file: SQLite's ``integrity_check``, then every entry's checksum, JSON and
         key. Returns the problems found (empty when the cache is sound); never raises for a
-        damaged file, which is itself a problem on the list."""
+        damaged file, which is itself a problem on the list. With a :attr:`store`, every
+        entry of the store is checked."""
+        if self.store is not None:
+            return self._entry_problems(self.store.rows())
         if not self.path.exists():
             return []
         problems: list[str] = []
@@ -896,7 +927,13 @@ class ApiCache:
         version = read("SELECT version FROM schema_version")
         if version is not None and [v[0] for v in version] != [SCHEMA_VERSION]:
             problems.append(f"schema_version is {version}, expected [{SCHEMA_VERSION}]")
-        for full in read(f"SELECT {_COLUMNS}, input_tokens, output_tokens FROM responses") or []:
+        return problems + self._entry_problems(read(f"SELECT {_COLUMNS}, input_tokens, output_tokens FROM responses") or [])
+
+    @staticmethod
+    def _entry_problems(rows: Iterable[tuple[Any, ...]]) -> list[str]:
+        """What is wrong with each entry (its ten values): types, checksum, JSON, key, model."""
+        problems: list[str] = []
+        for full in rows:
             row, tokens = full[:8], full[8:]
             key = str(row[0])[:64]
             wrong = _wrong_column_types(row) or ", ".join(
@@ -924,6 +961,8 @@ class ApiCache:
     # -- miss explanation ------------------------------------------------------------------------
 
     def _candidates(self, model: str, trial: int) -> list[tuple[str, str, int, str]]:
+        if self.store is not None:
+            return self.store.candidates(model, trial, _CANDIDATE_LIMIT)
         queries = (
             ("WHERE model = ? AND trial = ?", (model, trial)),
             ("WHERE model = ?", (model,)),
@@ -956,7 +995,10 @@ class ApiCache:
             lines.append(fix)
             return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
 
-        same_request = self._read("SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (canonical_text,))
+        if self.store is not None:
+            same_request = [(t,) for t in self.store.trials_of(canonical_text)]
+        else:
+            same_request = self._read("SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (canonical_text,)) or []
         if same_request:
             trials = ", ".join(str(r[0]) for r in same_request)
             lines.append(
@@ -1000,3 +1042,61 @@ class ApiCache:
         lines.extend("    " + line for line in diff.splitlines())
         lines.append(fix)
         return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=near_key, diff=diff)
+
+
+class FileCacheStore(CacheStore):
+    """The SQLite cache file at ``path`` behind the :class:`CacheStore` interface (what a
+    layered store reads its committed base through): an :class:`ApiCache` on the file, in
+    ``read`` mode (never creating or changing it) unless ``writable``."""
+
+    def __init__(self, path: str | os.PathLike[str], *, writable: bool = False) -> None:
+        self.writable = writable
+        self.cache = ApiCache(path, mode=CacheMode.READ_WRITE if writable else CacheMode.READ)
+
+    def describe(self) -> str:
+        return str(self.cache.path)
+
+    def lookup(self, key: str) -> Row | None:
+        conn = self.cache._connection()
+        if conn is None:
+            return None
+        found: Row | None = self.cache._busy_retry(lambda: conn.execute(_SELECT_BY_KEY, (key,)).fetchone())
+        return found
+
+    def insert(self, entries: Sequence[NewEntry]) -> list[Row | None]:
+        if not self.writable:
+            raise self._refuse(f"store {len(entries)} new entries")
+        rows = [_PendingRow(_INSERT_OR_REPLACE if e.replace else _INSERT_OR_IGNORE, e.values, {}, "") for e in entries]
+        return self.cache._insert(rows)
+
+    def delete(self, key: str) -> bool:
+        if not self.writable:
+            raise self._refuse(f"delete the entry {key[:16]}...")
+        return self.cache.delete(key)
+
+    def rows(self) -> Iterator[Row]:
+        return iter(self.cache._read(f"SELECT {_COLUMNS}, input_tokens, output_tokens FROM responses ORDER BY created_at, key") or [])
+
+    def count(self, model: str | None = None) -> int:
+        return self.cache.count(model=model)
+
+    def trials_of(self, request_json: str) -> list[int]:
+        rows = self.cache._read("SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (request_json,)) or []
+        return [int(r[0]) for r in rows]
+
+    def candidates(self, model: str, trial: int, limit: int) -> list[tuple[str, str, int, str]]:
+        return self.cache._candidates(model, trial)[:limit]
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def open_cache_store(store: str, base: str | os.PathLike[str] | None = None) -> CacheStore:
+    """The API cache store of a shared store URL (``redis://host:port/db``): the Redis server,
+    writable, layered over the cache file at ``base`` read-only when that file exists (a
+    committed cache: replayed from, never written; new answers go to Redis)."""
+    url, ours = redis_url(store)
+    top = RedisCacheStore(url, prefix=f"{ours.get('prefix', 'agentprop')}:api:")
+    if base is not None and Path(base).is_file():
+        return LayeredCacheStore(top, ReadOnlyCacheStore(FileCacheStore(base)))
+    return top

@@ -253,6 +253,9 @@ class ModelClient:
         self._cache_arg: Any = None if cache is True else cache
         self.cache_mode = None if cache_mode is None else CacheMode.parse(cache_mode)
         self.budget = budget
+        self.store: str | None = None
+        """The shared store URL of the API cache (``None``: the context's, see
+        :meth:`ModelCallContext.open_api_cache`)."""
         self.retry_policy = retry_policy
         self.timeout = float(timeout)
         self.max_concurrent_requests = max_concurrent_requests
@@ -326,7 +329,7 @@ class ModelClient:
         if found is not None and found[0] is ctx:
             return found[1]
         path = DEFAULT_API_CACHE_PATH if arg is None else Path(arg)
-        cache = ctx.open_api_cache(path, mode=mode, secrets=self.secrets())
+        cache = ctx.open_api_cache(path, mode=mode, secrets=self.secrets(), store=self.store)
         with self._lock:
             self._caches[(id(ctx), mode)] = (ctx, cache)  # the session's cache, remembered per session
         return cache

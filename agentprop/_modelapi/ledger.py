@@ -17,9 +17,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from typing import TYPE_CHECKING
 
+from agentprop._modelapi.stores import redis_client, redis_url
 from agentprop.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = ["STORE_ENV", "RUN_ENV", "Ledger", "LedgerTotals", "RedisLedger", "SharedLedger", "open_ledger"]
 
@@ -144,25 +148,12 @@ class RedisLedger(Ledger):
     key's expiry (7 days)."""
 
     def __init__(self, url: str, run: str) -> None:
-        try:
-            import redis
-        except ImportError:
-            raise InvalidArgument(
-                "a redis:// store needs the redis package (redis-py), which is not installed; "
-                "install agentprop with its redis extra: pip install 'agentprop[redis]'"
-            ) from None
         if not run:
             raise InvalidArgument("a Redis budget ledger needs a run name (the processes that share one budget)")
         self.url = url
         self.run = run
         self.key = f"agentprop:budget:{run}"
-        try:
-            self._client: redis.Redis = redis.Redis.from_url(url)
-            self._client.ping()
-        except (ValueError, redis.RedisError) as exc:
-            raise InvalidArgument(
-                f"{_safe(url)}: the Redis budget ledger cannot be reached ({exc}); check the store URL and that the server runs"
-            ) from None
+        self._client: redis.Redis = redis_client(url, "the Redis budget ledger")
 
     def totals(self) -> LedgerTotals:
         return _parse(self._client.hgetall(self.key))
@@ -203,26 +194,11 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _safe(url: str) -> str:
-    """The URL without its password (for messages)."""
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
-    return url
-
-
 def open_ledger(store: str, run: str | None = None) -> Ledger:
     """The ledger of a shared store URL: ``redis://[:password@]host:port/db[?run=NAME]`` (or
     ``rediss://``). The run's name comes from ``?run=``, else ``run``, else the environment
     variable ``AGENTPROP_RUN_ID``, else a fresh one (then only this process and the ones it
     hands the name to share the budget)."""
-    parts = urlsplit(store)
-    if parts.scheme not in ("redis", "rediss"):
-        raise InvalidArgument(
-            f"--store {store!r}: not a store URL agentprop knows; expected redis://host:port/db "
-            "(a Redis server shared by every process and machine of the run)"
-        )
-    query = parse_qs(parts.query)
-    name = (query.pop("run", [""])[0]) or run or os.environ.get(RUN_ENV, "") or uuid.uuid4().hex
-    url = parts._replace(query="&".join(f"{k}={v}" for k, vs in query.items() for v in vs)).geturl()
+    url, ours = redis_url(store)
+    name = ours.get("run") or run or os.environ.get(RUN_ENV, "") or uuid.uuid4().hex
     return RedisLedger(url, name)
