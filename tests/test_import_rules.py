@@ -54,3 +54,16 @@ def test_the_rule_sees_a_private_import_across_packages_and_allows_one_inside(tm
     (root / "_a" / "y.py").write_text("from agentprop._a.x import _helper\n")
     (root / "_b" / "z.py").write_text("from agentprop._a.x import _helper, __doc__\n")
     assert private_imports_across_packages(root) == ["agentprop/_b/z.py:1: agentprop._b.z imports agentprop._a.x._helper"]
+
+
+def test_no_import_is_ignored_by_the_no_cycle_contract() -> None:
+    """A cycle inside a package is fixed by moving code, not by an ignore line: the contract in
+    pyproject.toml lists no ignored import (the records read the decision rule from
+    ``agentprop._decide.rule``, below the oracle)."""
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    acyclic = [c for c in contracts if c.get("type") == "acyclic_siblings"]
+    assert acyclic, "the 'no cycle inside a package' contract is missing from pyproject.toml"
+    assert all(not c.get("ignore_imports") for c in acyclic), [c.get("ignore_imports") for c in acyclic]

@@ -16,14 +16,14 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Literal
+from typing import IO, Annotated, Literal, Protocol
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from agentprop._decide.rule import OracleSettings, TrialRecord, decision_of
+from agentprop._judge.judges import JudgeCorrection
 from agentprop._scenario.trace import Trace
-
-if TYPE_CHECKING:
-    from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord
+from agentprop._stats.judged import JudgeAgreement
 
 __all__ = [
     "RECORDS_FILE",
@@ -96,10 +96,6 @@ class DecisionSettings(BaseModel):
         return cls(**fields, judge=judged)
 
     def oracle(self) -> OracleSettings:
-        from agentprop._decide.oracle import OracleSettings
-        from agentprop._judge.judges import JudgeCorrection
-        from agentprop._stats.judged import JudgeAgreement
-
         judge = None
         if self.judge is not None:
             table = JudgeAgreement(**self.judge.agreement) if self.judge.agreement is not None else None
@@ -275,6 +271,21 @@ def trace_id(input_digest: str, fingerprint: str, trial: int) -> str:
     return hashlib.sha256(f"{input_digest}\x1f{fingerprint}\x1f{trial}".encode()).hexdigest()[:32]
 
 
+class Decided(Protocol):
+    """What a decision's end record takes from its result (an oracle ``CheckResult``)."""
+
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def decided_by(self) -> str: ...
+    @property
+    def runs(self) -> int: ...
+    @property
+    def passes(self) -> int: ...
+    @property
+    def runs_beyond_decision(self) -> int: ...
+
+
 class DecisionLog:
     """The records of one decision, written through ``recorder`` as its trials end (the oracle
     calls it; see :func:`agentprop._decide.oracle.adecide`)."""
@@ -327,7 +338,7 @@ class DecisionLog:
         line.error_kind = error_kind
         self.recorder.write(line)
 
-    def end(self, result: CheckResult) -> None:
+    def end(self, result: Decided) -> None:
         self.recorder.write(
             DecisionEnd(
                 decision=self.decision,
@@ -368,8 +379,6 @@ def recompute(records: Iterable[DecisionStart | TrialLine | DecisionEnd]) -> dic
     :func:`agentprop._decide.oracle.adecide` decides: judged trials in trial order until the test
     is done; a refused trial the test needed is the budget's end, an error not the agent's the
     infrastructure's). Decisions whose trials are all missing are decided on nothing (INCONCLUSIVE)."""
-    from agentprop._decide.oracle import decision_of
-
     starts: dict[int, DecisionStart] = {}
     trials: dict[int, list[TrialLine]] = {}
     for r in records:
