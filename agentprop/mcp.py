@@ -1,9 +1,10 @@
 """Test MCP agents: a case's world as an MCP server, and agents that are MCP clients.
 
-Needs the official MCP SDK 2.3+ (``pip install "agentprop[mcp]"``); see
+Needs the official MCP SDK, 1.24+ below 2 or 2.3+ (``pip install "agentprop[mcp]"``); see
 docs/bring-your-own-agent.md. :class:`CaseServer` / :class:`HttpCaseServer` serve one case, each
 session one trial; :class:`McpAgent` and :class:`McpServedAgent` are base classes of agents that
-are MCP clients; :class:`McpConversation` is the client side of the turn protocol.
+are MCP clients; :class:`McpConversation` is the client side of the turn protocol; :func:`Client`
+connects to a server with whichever SDK is installed.
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from agentprop._agents.mcp import (  # noqa: E402 (after the SDK check, so an un
     build_server,
     trial_server,
 )
+from agentprop._agents.mcp_compat import SDK_VERSION, Client  # noqa: E402
 from agentprop._pipeline.serve import CaseServer, HttpCaseServer, ServedTrial, default_record_path, log_trial  # noqa: E402
 
 __all__ = [
     "CONTEXT_URI",
     "USER_MESSAGE_PROMPT",
+    "SDK_VERSION",
     "CaseServer",
+    "Client",
     "HttpCaseServer",
     "McpAgent",
     "McpConversation",

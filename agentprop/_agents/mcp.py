@@ -20,12 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
-import mcp_types as types
-from mcp import Client
-from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
+from agentprop._agents.mcp_compat import Client, Handlers, get, http_app, mcp_error, new_server, types
 from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec
 from agentprop._spec.response import respond_tool_schema
@@ -159,9 +154,9 @@ class TrialBridge:
 # ----------------------------------------------------------------- the server
 
 
-def _tool_list(spec: Spec) -> list[types.Tool]:
+def _tool_list(spec: Spec) -> list[Any]:
     tools = [
-        types.Tool(name=t.name, description=t.description or None, input_schema=dict(t.input_schema or {"type": "object"})) for t in spec.action_tools
+        types.Tool(name=t.name, description=t.description or None, inputSchema=dict(t.input_schema or {"type": "object"})) for t in spec.action_tools
     ]
     respond = spec.tools_by_name.get("respond")
     tools.append(
@@ -171,7 +166,7 @@ def _tool_list(spec: Spec) -> list[types.Tool]:
             + (" " if respond is not None and respond.description else "")
             + "End your work on this turn with the structured response (the response contract); "
             "an invalid response is an error you may correct and send again.",
-            input_schema=respond_tool_schema(spec),
+            inputSchema=respond_tool_schema(spec),
         )
     )
     return tools
@@ -188,18 +183,18 @@ UNREAD_CALL = (
 trial (a conversation split over sessions would otherwise count as several, none complete)."""
 
 
-def _error_result(kind: str, message: str) -> types.CallToolResult:
+def _error_result(kind: str, message: str) -> Any:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=f"{kind}: {message}")],
-        structured_content={"error": {"kind": kind, "message": message}},
-        is_error=True,
+        structuredContent={"error": {"kind": kind, "message": message}},
+        isError=True,
     )
 
 
-def _ok_result(value: Any) -> types.CallToolResult:
+def _ok_result(value: Any) -> Any:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(value, ensure_ascii=False))],
-        structured_content=value if isinstance(value, dict) else None,
+        structuredContent=value if isinstance(value, dict) else None,
     )
 
 
@@ -217,7 +212,7 @@ BridgeFor = Callable[[Any], Awaitable[TrialBridge]]
 """How a request finds its trial: from the request context (per session)."""
 
 
-def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any], sessions: bool = False) -> Server[Any]:
+def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any], sessions: bool = False) -> Any:
     """The MCP server of a spec's world, its requests routed to trials by ``bridge_for``.
 
     ``sessions``: the server is shared by many sessions (streamable HTTP), so it advertises
@@ -225,10 +220,10 @@ def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any
     tools = _tool_list(spec)
     context_json = json.dumps(dict(context), ensure_ascii=False)
 
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    async def list_tools(ctx: Any, params: Any) -> Any:
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: Any, params: Any) -> Any:
         bridge = await bridge_for(ctx)
         if not bridge.read_a_message and not bridge.over:
             bridge.unread_calls += 1
@@ -247,7 +242,7 @@ def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any
         except ToolError as exc:
             return _error_result(exc.kind, exc.message)
 
-    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+    async def list_prompts(ctx: Any, params: Any) -> Any:
         return types.ListPromptsResult(
             prompts=[
                 types.Prompt(
@@ -257,9 +252,9 @@ def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any
             ]
         )
 
-    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    async def get_prompt(ctx: Any, params: Any) -> Any:
         if params.name != USER_MESSAGE_PROMPT:
-            raise MCPError(types.INVALID_PARAMS, f"no prompt {params.name!r}; this server has `{USER_MESSAGE_PROMPT}`")
+            raise mcp_error(types.INVALID_PARAMS, f"no prompt {params.name!r}; this server has `{USER_MESSAGE_PROMPT}`")
         bridge = await bridge_for(ctx)
         got = await bridge.next_message()
         if got is None:
@@ -270,40 +265,26 @@ def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any
             messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=message))],
         )
 
-    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+    async def list_resources(ctx: Any, params: Any) -> Any:
         return types.ListResourcesResult(
             resources=[
-                types.Resource(name="context", uri=CONTEXT_URI, description="the runtime context of the conversation", mime_type="application/json")
+                types.Resource(name="context", uri=CONTEXT_URI, description="the runtime context of the conversation", mimeType="application/json")
             ]
         )
 
-    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def read_resource(ctx: Any, params: Any) -> Any:
         if str(params.uri) != CONTEXT_URI:
-            raise MCPError(types.INVALID_PARAMS, f"no resource {params.uri}; this server has {CONTEXT_URI}")
-        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=CONTEXT_URI, mime_type="application/json", text=context_json)])
+            raise mcp_error(types.INVALID_PARAMS, f"no resource {params.uri}; this server has {CONTEXT_URI}")
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=CONTEXT_URI, mimeType="application/json", text=context_json)])
 
-    server: Server[Any] = Server(
-        f"agentprop-{spec.spec_id}",
-        version=__version__,
-        instructions=instructions_for(spec, context),
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-        on_list_resources=list_resources,
-        on_read_resource=read_resource,
+    handlers = Handlers(list_tools, call_tool, list_prompts, get_prompt, list_resources, read_resource)
+    # sessions: no sessionless revision, so clients use the initialize handshake and its sessions
+    return new_server(
+        f"agentprop-{spec.spec_id}", version=__version__, instructions=instructions_for(spec, context), handlers=handlers, sessions_only=sessions
     )
-    if sessions:
-
-        async def discover(ctx: Any, params: Any) -> types.DiscoverResult:
-            # no modern revision: clients fall back to the initialize handshake and its sessions
-            return types.DiscoverResult(supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS), capabilities=server.get_capabilities())
-
-        server.add_request_handler("server/discover", types.RequestParams, discover)
-    return server
 
 
-def trial_server(spec: Spec, bridge: TrialBridge, *, context: Mapping[str, Any]) -> Server[Any]:
+def trial_server(spec: Spec, bridge: TrialBridge, *, context: Mapping[str, Any]) -> Any:
     """A server for exactly one trial (stdio, in-process): every connection drives ``bridge``."""
 
     async def the_bridge(ctx: Any) -> TrialBridge:
@@ -316,7 +297,7 @@ def trial_server(spec: Spec, bridge: TrialBridge, *, context: Mapping[str, Any])
 
 
 class McpConversation:
-    """The client side of the turn protocol, over an SDK :class:`mcp.Client`.
+    """The client side of the turn protocol, over an SDK client (:func:`~agentprop.mcp.Client`).
 
     ``async for message in conversation`` yields each user message (asking for the next one
     ends the turn before); :meth:`call` and :meth:`respond` call tools and turn tool errors
@@ -325,7 +306,7 @@ class McpConversation:
     should draw from (under :class:`McpAgent`, the runtime's, seeded from case and trial).
     """
 
-    def __init__(self, client: Client, *, rng: random.Random | None = None) -> None:
+    def __init__(self, client: Any, *, rng: random.Random | None = None) -> None:
         self.client = client
         self.rng = rng if rng is not None else random.Random(0)
         self.memory: dict[str, Any] = {}
@@ -360,8 +341,9 @@ class McpConversation:
         """Call a tool; its output, or :class:`~agentprop.ToolError` when it failed."""
         result = await self.client.call_tool(name, args)
         text = "".join(c.text for c in result.content if isinstance(c, types.TextContent))
-        if result.is_error:
-            err = (result.structured_content or {}).get("error") if isinstance(result.structured_content, dict) else None
+        if get(result, "is_error"):
+            structured = get(result, "structured_content")
+            err = structured.get("error") if isinstance(structured, dict) else None
             if isinstance(err, dict) and "kind" in err:
                 raise ToolError(str(err["kind"]), str(err.get("message", "")))
             kind, _, message = text.partition(": ")
@@ -407,7 +389,8 @@ class McpAgent(ABC):
 
     Subclass it and write :meth:`converse`; agentprop makes one instance per conversation (pass
     the class as the agent: ``--agent my_module:MyMcpAgent``), serves that trial's world over
-    MCP in the same process, and hands your code an SDK :class:`mcp.Client` connected to it::
+    MCP in the same process, and hands your code an SDK client connected to it (``mcp.Client`` on
+    mcp 2.x, a ``ClientSession`` on 1.x; see :func:`agentprop.mcp.Client`)::
 
         class MyAgent(McpAgent):
             async def converse(self, client, conversation):
@@ -428,7 +411,7 @@ class McpAgent(ABC):
         self._client_task: asyncio.Task[None] | None = None
 
     @abstractmethod
-    async def converse(self, client: Client, conversation: McpConversation) -> None:
+    async def converse(self, client: Any, conversation: McpConversation) -> None:
         """Your agent: take the turns' messages from ``conversation`` and act through ``client``
         (the tools, ``respond``) until ``conversation`` has no more (write it in your subclass)."""
 
@@ -440,7 +423,7 @@ class McpAgent(ABC):
             self._client_task = asyncio.ensure_future(self._client_main(server, ctx.rng, bridge))
         await bridge.turn(message, ctx)
 
-    async def _client_main(self, server: Server[Any], rng: random.Random, bridge: TrialBridge) -> None:
+    async def _client_main(self, server: Any, rng: random.Random, bridge: TrialBridge) -> None:
         error: BaseException | None = None
         try:
             async with Client(server) as client:
@@ -570,7 +553,7 @@ class McpServedAgent(ABC):
 
         bridge = _TurnBridge()
         token = secrets.token_urlsafe(18)
-        app = _TokenGuard(trial_server(ctx.spec, bridge, context=ctx.context).streamable_http_app(host="127.0.0.1"), token)
+        app = _TokenGuard(http_app(trial_server(ctx.spec, bridge, context=ctx.context)), token)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)

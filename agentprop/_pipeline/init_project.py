@@ -140,7 +140,7 @@ def tools_from_python(ref: str, base_dir: Path) -> list[SourceTool]:
 
 
 async def _list_mcp_tools(server: Any) -> list[SourceTool]:
-    from mcp import Client
+    from agentprop._agents.mcp_compat import Client, get
 
     tools: list[SourceTool] = []
     async with Client(server) as client:
@@ -152,11 +152,11 @@ async def _list_mcp_tools(server: Any) -> list[SourceTool]:
                     SourceTool(
                         name=t.name,
                         description=t.description or "",
-                        input_schema=dict(t.input_schema or {"type": "object"}),
-                        output_schema=dict(t.output_schema) if t.output_schema else None,
+                        input_schema=dict(get(t, "input_schema") or {"type": "object"}),
+                        output_schema=dict(get(t, "output_schema")) if get(t, "output_schema") else None,
                     )
                 )
-            cursor = result.next_cursor
+            cursor = get(result, "next_cursor")
             if not cursor:
                 break
     return tools
@@ -170,7 +170,7 @@ def tools_from_mcp(command: str | None = None, url: str | None = None, *, timeou
     if sdk is not None:
         raise InputError(sdk.problem, fix=sdk.fix)
     try:
-        from mcp import StdioServerParameters
+        from agentprop._agents.mcp_compat import StdioServerParameters
     except ImportError as exc:
         raise InputError(
             f"reading an MCP server could not import the installed MCP SDK: {exc}", fix="reinstall it: pip install --force-reinstall 'agentprop[mcp]'"

@@ -24,17 +24,13 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qs
 
-import mcp_types as types
-from mcp import Client
-from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
-
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]  # no inter-process locking there
 
 from agentprop._agents.mcp import UNREAD_CALL, TrialBridge, build_server, trial_server
+from agentprop._agents.mcp_compat import Client, http_app, mcp_error, serve_stdio, types
 from agentprop._agents.project import Project
 from agentprop._agents.runtime import arun_conversation
 from agentprop._decide.check import scenario_settings
@@ -233,23 +229,19 @@ class CaseServer:
 
     # ------------------------------------------------------------- transports
 
-    def server_for(self, trial: ServedTrial) -> Server[Any]:
+    def server_for(self, trial: ServedTrial) -> Any:
         """A server whose every connection is ``trial`` (stdio, in-process)."""
         return trial_server(self.project.spec, trial.bridge, context=self.project.bindings.context)
 
     async def serve_stdio(self) -> Trace:
         """Serve one session over this process's stdin and stdout; returns its trace."""
-        from mcp.server.stdio import stdio_server
-
         trial = self.start_trial()
-        server = self.server_for(trial)
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        await serve_stdio(self.server_for(trial))
         return await self.end_trial(trial)
 
     @asynccontextmanager
-    async def connect(self) -> AsyncIterator[Client]:
-        """An in-process session: an SDK :class:`mcp.Client` connected to a new trial (for
+    async def connect(self) -> AsyncIterator[Any]:
+        """An in-process session: an SDK client (:func:`agentprop.mcp.Client`) connected to a new trial (for
         tests); the trial ends when the block does."""
         trial = self.start_trial()
         try:
@@ -263,7 +255,7 @@ class CaseServer:
         headers = getattr(request, "headers", None)
         sid = headers.get(_SESSION_HEADER) if headers is not None else None
         if not sid:
-            raise MCPError(
+            raise mcp_error(
                 types.INVALID_REQUEST,
                 "agentprop's world server needs an MCP session: each session is one trial of the case. "
                 "Connect with the initialize handshake (the SDK's Client does in mode 'auto' or 'legacy'); "
@@ -285,8 +277,7 @@ class CaseServer:
     def http_app(self) -> Any:
         """A Starlette app serving this case over streamable HTTP at ``/mcp`` (loopback)."""
         server = build_server(self.project.spec, self._bridge_for_session, context=self.project.bindings.context, sessions=True)
-        app = server.streamable_http_app(host="127.0.0.1")
-        return _SessionEnds(app, self)
+        return _SessionEnds(http_app(server), self)
 
     async def session_deleted(self, sid: str) -> None:
         self._closed_sessions.add(sid)

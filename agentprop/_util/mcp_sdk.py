@@ -1,4 +1,5 @@
-"""Whether the installed MCP SDK can run agentprop's MCP code (``mcp>=2.3``), and if not, why.
+"""Whether the installed MCP SDK can run agentprop's MCP code (mcp 1.24+ below 2, or 2.3+), and if
+not, why.
 
 A version conflict is named as one, with the installed version and the packages that cap it.
 Versions are read through ``importlib.metadata`` only: nothing is imported.
@@ -10,8 +11,13 @@ import re
 from dataclasses import dataclass
 from importlib import metadata
 
-MIN_VERSION = (2, 3)
+MIN_VERSION = (1, 24)
 """The oldest MCP SDK agentprop's MCP code runs on (the ``mcp`` extra's lower bound)."""
+
+UNSUPPORTED = ((2, 0), (2, 3))
+"""The early 2.x releases, ``[2.0, 2.3)``, whose API is neither 1.x's nor 2.3's: not supported."""
+
+SUPPORTED = "mcp 1.24 or later below 2, or 2.3 or later"
 
 _MCP_REQUIREMENT = re.compile(r"^\s*mcp\s*(?:\[[^\]]*\])?\s*(?P<spec>[<>=!~][^;]*)?(?:;(?P<marker>.*))?$", re.IGNORECASE)
 
@@ -24,8 +30,18 @@ class McpSdkProblem:
     fix: str
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"2.3.0"`` as ``(2, 3, 0)`` (the first three numbers)."""
     return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
+
+
+_version_tuple = version_tuple
+
+
+def supported(version: str) -> bool:
+    """Whether agentprop's MCP code runs on MCP SDK ``version``."""
+    v = version_tuple(version)
+    return v >= MIN_VERSION and not UNSUPPORTED[0] <= v < UNSUPPORTED[1]
 
 
 def installed_mcp() -> str | None:
@@ -66,17 +82,19 @@ def capping_packages() -> list[str]:
 def diagnose(what: str, version: str | None, capping: list[str]) -> McpSdkProblem | None:
     """The problem of running ``what`` with MCP SDK ``version`` (``None``: not installed),
     ``capping`` naming the packages that hold it down; ``None`` when there is none."""
-    wanted = ".".join(map(str, MIN_VERSION))
     if version is None:
-        return McpSdkProblem(f"{what} needs the MCP SDK (mcp {wanted} or later), which is not installed", "pip install 'agentprop[mcp]'")
-    if _version_tuple(version) >= MIN_VERSION:
+        return McpSdkProblem(f"{what} needs the MCP SDK ({SUPPORTED}), which is not installed", "pip install 'agentprop[mcp]'")
+    if supported(version):
         return None
-    problem = f"{what} needs the MCP SDK {wanted} or later, and mcp {version} is installed"
+    problem = f"{what} needs the MCP SDK ({SUPPORTED}), and mcp {version} is installed"
+    if version_tuple(version) >= UNSUPPORTED[0]:
+        # an early 2.x: both ways out are open unless a package caps it (none known does)
+        return McpSdkProblem(problem, "pip install -U 'agentprop[mcp]' (mcp 2.3 or later), or 'mcp>=1.24,<2'")
     if capping:
-        problem += f", held below it by {'; '.join(capping)}"
+        problem += f", held below {'.'.join(map(str, MIN_VERSION))} by {'; '.join(capping)}"
         fix = (
-            "keep that package and run agentprop's MCP server from an environment of its own (a venv with "
-            f"pip install 'agentprop[mcp]'), then connect your MCP client to it over stdio or --http: a client on mcp {version} "
+            "upgrade that package, or run agentprop's MCP server from an environment of its own (a venv with "
+            f"pip install 'agentprop[mcp]') and connect your MCP client to it over stdio or --http: a client on mcp {version} "
             "speaks to it unchanged"
         )
     else:
@@ -87,9 +105,20 @@ def diagnose(what: str, version: str | None, capping: list[str]) -> McpSdkProble
 def mcp_sdk_problem(what: str) -> McpSdkProblem | None:
     """The problem of running ``what`` with the installed MCP SDK, or ``None``."""
     version = installed_mcp()
-    if version is not None and _version_tuple(version) >= MIN_VERSION:
+    if version is not None and supported(version):
         return None
     return diagnose(what, version, capping_packages() if version is not None else [])
 
 
-__all__ = ["MIN_VERSION", "McpSdkProblem", "capping_packages", "diagnose", "installed_mcp", "mcp_sdk_problem"]
+__all__ = [
+    "MIN_VERSION",
+    "SUPPORTED",
+    "UNSUPPORTED",
+    "McpSdkProblem",
+    "capping_packages",
+    "diagnose",
+    "installed_mcp",
+    "mcp_sdk_problem",
+    "supported",
+    "version_tuple",
+]

@@ -12,8 +12,7 @@ and agentprop serves every trial's world to it over an in-process MCP connection
 from __future__ import annotations
 
 from pathlib import Path
-
-from mcp import Client
+from typing import Any
 
 from agentprop import load_agent
 from agentprop.mcp import McpAgent, McpConversation
@@ -33,6 +32,6 @@ class SupportOpsMcpAgent(McpAgent):
         super().__init__()
         self.agent = SupportOpsAgent(faults)
 
-    async def converse(self, client: Client, conversation: McpConversation) -> None:
+    async def converse(self, client: Any, conversation: McpConversation) -> None:
         async for message in conversation:
             await conversation.play(self.agent.turn, message, spec=SPEC)
