@@ -65,3 +65,15 @@ def test_serve_names_the_conflict_instead_of_saying_not_installed(monkeypatch: p
     err = capsys.readouterr().err
     assert code == 2
     assert "mcp 1.19.0 is installed" in err and OLD_CAP in err and "not installed" not in err
+
+
+def test_wire_types_are_built_and_read_the_same_on_either_sdk() -> None:
+    """mcp 1.x names fields in camelCase, 2.x in snake_case with camelCase aliases: agentprop
+    builds with the aliases and reads through mcp_compat.get, so its code runs on both."""
+    pytest.importorskip("mcp")
+    from agentprop._agents.mcp_compat import get, types
+
+    result = types.CallToolResult(content=[types.TextContent(type="text", text="x")], structuredContent={"a": 1}, isError=True)
+    assert get(result, "is_error") is True and get(result, "structured_content") == {"a": 1}
+    tool = types.Tool(name="t", inputSchema={"type": "object"})
+    assert get(tool, "input_schema") == {"type": "object"} and get(tool, "output_schema") is None
