@@ -35,6 +35,8 @@ from agentprop.strategies._internal.families import (
     FAMILIES,
     NOTATION_FORMS,
     apply_family,
+    channel_allows,
+    channel_allows_form,
     families_for,
     injection_texts,
     notation_forms,
@@ -771,6 +773,8 @@ class ChoiceSpace:
         self.languages = project.bindings.declared_languages
         self.today = reference_date(project.bindings.context)
         """The date relative dates are said against (``None``: none is written)."""
+        self.channel = project.bindings.channel
+        """What the input channel guarantees: families it rules out are not drawn."""
         self.variants: list[Scenario] = [scenario]
         none: list[TemplateSource | None] = [None] * len(scenario.turns)
         self.sources: list[list[TemplateSource | None]] = [none]
@@ -814,12 +818,14 @@ class ChoiceSpace:
             value = str(raw)
             if not value or _value_pattern(value).search(text) is None:
                 continue
-            forms = (*entity_forms(slot, value), *value_forms(slot, value, lang, self.today))
+            forms = tuple(
+                f for f in (*entity_forms(slot, value), *value_forms(slot, value, lang, self.today)) if channel_allows_form(self.channel, value, f)
+            )
             if forms:
                 entities.append((slot, value, forms))
         switch_to = tuple(x for x in self.languages if x != lang and _switch_phrases(x))
         role = turn_role(text, i, lang)
-        fams = tuple(families_for(role, lang, _protected(variant, text)))
+        fams = tuple(f for f in families_for(role, lang, _protected(variant, text)) if channel_allows(self.channel, f))
         facts = turn_facts(self.project.bindings, source, variant.slots)
         return _TurnSpace(text, lang, source, segments, tuple(entities), switch_to, facts, role, fams)
 
@@ -1115,14 +1121,16 @@ class ChoiceSpace:
         applies to the turn, whatever its template. A value's notations are dealt too
         (``form_deck``): each (slot, notation) pair comes up once before any comes up again."""
         base = self.variants[0]
-        options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = list(_available_steps(space.text, space.lang, _protected(base, space.text)))
+        options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = [
+            step for step in _available_steps(space.text, space.lang, _protected(base, space.text)) if channel_allows(self.channel, step[0])
+        ]
         if space.segments:
             options.append(("segment", None))
         if any(set(forms) & set(CASE_FORMS) for _, _, forms in space.entities):
             options.append(("case", None))
         if any(set(forms) & set(SPELLING_FORMS) for _, _, forms in space.entities):
             options.append(("spelling", None))
-        if space.switch_to:
+        if space.switch_to and channel_allows(self.channel, CODESWITCH):
             options.append((CODESWITCH, None))
         family_options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = [(name, None) for name in space.families]
         notations = any(set(forms) & set(NOTATION_FORMS) for _, _, forms in space.entities)

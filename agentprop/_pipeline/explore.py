@@ -31,6 +31,8 @@ from agentprop._pipeline.kinds import Replay, case_from_check
 from agentprop._pipeline.report.model import CaseReport
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.world import stable_seed
+from agentprop._spec.bindings import ChannelBinding
+from agentprop.strategies._internal.families import channel_not_tried
 
 _FAILED_WEIGHT = 4.0
 _CLOSE_WEIGHT = 2.0
@@ -119,6 +121,23 @@ def exploration_lines(summary: dict[str, Any]) -> list[str]:
             text += f"; in failing inputs: {', '.join(failed)}"
         lines.append(text)
     return lines
+
+
+def channel_summary(channel: ChannelBinding) -> dict[str, Any]:
+    """The report's ``extra.channel``: what the bindings' ``channel:`` guarantees and the input
+    families it switched off (empty when it guarantees nothing: every family is dealt)."""
+    declared = channel.declared()
+    if not declared:
+        return {}
+    return {"declared": declared, "not_tried": [{"families": what, "because": why} for what, why in channel_not_tried(channel)]}
+
+
+def channel_lines(summary: dict[str, Any]) -> list[str]:
+    """The terminal summary's line for ``summary`` (:func:`channel_summary`): never silent about
+    what a channel declaration left out."""
+    if not summary:
+        return []
+    return ["not tried (the bindings' channel: guarantees): " + "; ".join(f"{e['families']} ({e['because']})" for e in summary["not_tried"])]
 
 
 async def explore_cases(

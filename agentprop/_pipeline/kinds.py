@@ -31,6 +31,8 @@ from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop.strategies._internal.boundary import boundary_values
 from agentprop.strategies._internal.directional import DirectionalPair, directional_pairs
+from agentprop.strategies._internal.families import channel_allows
+from agentprop.strategies._internal.transforms import TRANSFORM_NAMES
 from agentprop.strategies._internal.variants import paraphrase_variants
 
 Replay = Callable[[LoadedAgent], Awaitable[CaseReport]]
@@ -225,12 +227,16 @@ def decision_names(project: Project) -> dict[str, tuple[str, ...]]:
 def invariance_variants(project: Project, scenario: Scenario, seed: int) -> list[Any]:
     """The two paraphrases of ``scenario``'s first message an INV case compares (none: no INV
     case for it)."""
-    variants_first = paraphrase_variants(scenario.messages[0], 2, seed_value=seed)
+    channel = project.bindings.channel
+    allowed = [name for name in TRANSFORM_NAMES if channel_allows(channel, name)]
+    # the bindings' channel may rule out a transform (no typos from a form): only then restricted
+    kw: dict[str, Any] = {"transforms": allowed} if len(allowed) < len(TRANSFORM_NAMES) else {}
+    variants_first = paraphrase_variants(scenario.messages[0], 2, seed_value=seed, **kw)
     keeps = first_turn_facts(project, scenario)
     if not all(keeps(v.text, [s.name for s in v.transforms]) for v in variants_first):
         # a variant that alters a fact of the message is not a paraphrase of it: draw
         # more and keep those that state the same facts (choices.TurnFacts)
-        more = paraphrase_variants(scenario.messages[0], 8, seed_value=seed)
+        more = paraphrase_variants(scenario.messages[0], 8, seed_value=seed, **kw)
         variants_first = [v for v in more if keeps(v.text, [s.name for s in v.transforms])][:2]
     return list(variants_first)
 

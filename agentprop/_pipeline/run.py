@@ -42,7 +42,15 @@ from agentprop._pipeline.anytime import held_back
 from agentprop._pipeline.bugs import SHRINKABLE_KINDS, divergence_key, find_bugs
 from agentprop._pipeline.completeness import condition_coverage, untested
 from agentprop._pipeline.defaults import DEFAULT_PER_PATH
-from agentprop._pipeline.explore import ExploredInput, LearnedWeights, exploration_lines, exploration_summary, explore_cases
+from agentprop._pipeline.explore import (
+    ExploredInput,
+    LearnedWeights,
+    channel_lines,
+    channel_summary,
+    exploration_lines,
+    exploration_summary,
+    explore_cases,
+)
 from agentprop._pipeline.kinds import SAFETY_CONTRACTS, Replay, case_from_check, decision_names, extra_cases, passing_cap, passing_quota
 from agentprop._pipeline.probe import probe_cases, probe_property
 from agentprop._pipeline.report.model import (
@@ -702,6 +710,7 @@ async def _arun_cases(
                 else {}
             ),
             **({"input_model": settings.input_writer.summary()} if settings.input_writer is not None else {}),
+            **({"channel": channel} if (channel := channel_summary(project.bindings.channel)) else {}),
         },
     )
     report = RunReport(
@@ -1337,6 +1346,7 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
         lines.append(text)
     m = report.metrics
     lines.extend(exploration_lines(m.extra.get("exploration") or {}))
+    lines.extend(channel_lines(m.extra.get("channel") or {}))
     cov = f", branch coverage {m.branch_coverage:.0%}" if m.branch_coverage is not None else ""
     coverage = m.extra.get("coverage") or {}
     caps = coverage.get("capabilities") or {}

@@ -226,6 +226,35 @@ class JudgeBinding(_Strict):
     """Directory of the calibrations, relative to the bindings file (default ``.agentprop/judges``)."""
 
 
+class ChannelBinding(_Strict):
+    """What the input channel guarantees about what users send (the ``channel:`` section): a
+    front end that normalises input (a date picker, a form, an id field) says so, and
+    exploration deals no input family the guarantee rules out (docs/input-families.md). Every
+    field's default guarantees nothing. A tool schema's format is no channel guarantee: it says
+    what the agent must send the tool, not what users type."""
+
+    dates: Literal["any", "iso", "as_written"] = "any"
+    """``iso``: dates arrive as YYYY-MM-DD (no other notation, no relative dates; a date a
+    template writes otherwise is also written ISO); ``as_written``: as the templates write them."""
+    numbers: Literal["any", "as_written"] = "any"
+    """``as_written``: amounts and numbers arrive as the templates write them (no separators
+    added or taken out, no ``2.4k``, no full-width digits)."""
+    ids: Literal["any_case", "as_written"] = "any_case"
+    """``as_written``: ids (a value with letters and digits) arrive in the templates' letter case."""
+    corrections: bool = True
+    """``false``: a message never takes back a value it stated (a form, not free text)."""
+    typos: bool = True
+    """``false``: no keyboard slips, in the words or in a value."""
+    code_switching: bool = True
+    """``false``: a message is in one language (no phrase of another declared language)."""
+    chinese_script: Literal["any", "simplified"] = "any"
+    """``simplified``: Chinese arrives in simplified characters (no traditional ones)."""
+
+    def declared(self) -> dict[str, Any]:
+        """The fields the file sets to a guarantee (not their default)."""
+        return {k: v for k, v in self.model_dump().items() if v != ChannelBinding.model_fields[k].default}
+
+
 class Bindings(_Strict):
     """A validated bindings file. Load one with :func:`load_bindings`."""
 
@@ -258,6 +287,8 @@ class Bindings(_Strict):
     """The languages users write in (``[en, zh]``); default: those of the templates."""
     judge: JudgeBinding | None = None
     """The judge model of the spec's rubrics (:class:`JudgeBinding`)."""
+    channel: ChannelBinding = Field(default_factory=ChannelBinding)
+    """What the input channel guarantees (:class:`ChannelBinding`; default: nothing)."""
 
     @field_validator("agent")
     @classmethod

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
+from agentprop._spec.bindings import ChannelBinding
 from agentprop._util.hanzi import to_traditional
 from agentprop.strategies._internal.packs import PhrasePack, resolve_pack
 
@@ -20,6 +21,9 @@ __all__ = [
     "ROLES",
     "NOTATION_FORMS",
     "apply_family",
+    "channel_allows",
+    "channel_allows_form",
+    "channel_not_tried",
     "families_for",
     "injection_texts",
     "notation_forms",
@@ -328,3 +332,56 @@ def notation_forms(value: str, slot: str = "", today: date | None = None) -> tup
     """The notations exploration may write ``value`` of ``slot`` in (see
     :func:`notation_variant`; not the :data:`UNDEALT_NOTATIONS`)."""
     return tuple(f for f in NOTATION_FORMS if f not in UNDEALT_NOTATIONS and notation_variant(value, f, slot, today) is not None)
+
+
+# ----------------------------------------------------------------------------- the channel
+
+_DATE_FORMS = tuple(f for f in NOTATION_FORMS if f.startswith("date_") or f.startswith("relative"))
+_NUMBER_FORMS = ("grouped", "ungrouped", "kilo", "fullwidth")
+_CASE_FORMS = ("lower", "upper", "capitalized")
+_SLIP_FORMS = ("swap", "drop", "double")
+_ID_VALUE = re.compile(r"(?=.*[A-Za-z])(?=.*\d)")
+
+
+def channel_allows_form(channel: ChannelBinding, value: str, form: str) -> bool:
+    """Whether ``channel`` lets a user write ``value`` in entity form ``form`` (a notation, a
+    letter case, a slip; :class:`agentprop._decide.choices.EntityChoice`)."""
+    if form in _DATE_FORMS:
+        return channel.dates == "any" or (channel.dates == "iso" and form == "date_iso")
+    if form in _NUMBER_FORMS:
+        return channel.numbers == "any"
+    if form in _CASE_FORMS and _ID_VALUE.match(value):
+        return channel.ids == "any_case"
+    if form in _SLIP_FORMS:
+        return channel.typos
+    return True
+
+
+def channel_allows(channel: ChannelBinding, family: str) -> bool:
+    """Whether ``channel`` lets exploration deal ``family`` (a wrapping family or a transform)."""
+    off = {"correction": not channel.corrections, "typo": not channel.typos, "codeswitch": not channel.code_switching}
+    off[TRADITIONAL] = channel.chinese_script == "simplified"
+    return not off.get(family, False)
+
+
+def channel_not_tried(channel: ChannelBinding) -> list[tuple[str, str]]:
+    """``(what, because)`` for each family ``channel`` switches off, for the report
+    (``("date notations other than ISO, relative dates", "channel: dates iso")``)."""
+    out: list[tuple[str, str]] = []
+    if channel.dates == "iso":
+        out.append(("date notations other than ISO, relative dates", "channel: dates iso"))
+    elif channel.dates == "as_written":
+        out.append(("date notations, relative dates", "channel: dates as_written"))
+    if channel.numbers == "as_written":
+        out.append(("number notations (2,400 / 2400 / 2.4k / full-width digits)", "channel: numbers as_written"))
+    if channel.ids == "as_written":
+        out.append(("letter case of ids", "channel: ids as_written"))
+    if not channel.corrections:
+        out.append(("corrections", "channel: corrections false"))
+    if not channel.typos:
+        out.append(("typos and slips in values", "channel: typos false"))
+    if not channel.code_switching:
+        out.append(("code-switching", "channel: code_switching false"))
+    if channel.chinese_script == "simplified":
+        out.append(("traditional characters", "channel: chinese_script simplified"))
+    return out
