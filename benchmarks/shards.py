@@ -151,7 +151,11 @@ def synthesise(dirs: list[Path], target: int, out: Path) -> int:
 def time_merge(dirs: list[Path], env: dict[str, str], out: Path) -> float:
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "agentprop._cli", "merge", *map(str, dirs), "--json", str(out)], env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "agentprop._cli", "merge", "--records-only", *map(str, dirs), "--json", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 1):

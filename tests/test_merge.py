@@ -1,4 +1,4 @@
-"""``agentprop merge`` (agentprop._pipeline.merge): N shards' records, decided again, make the unsharded run."""
+"""``agentprop merge`` (agentprop._pipeline.merge, .merge_report): N shards make the unsharded run's report."""
 
 from __future__ import annotations
 
@@ -9,28 +9,26 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentprop._cli import main
-from agentprop._decide.records import RECORDS_FILE, SHARD_FILE, read_records
+from agentprop._decide.records import RECORDS_FILE, REPORT_FILE, SHARD_FILE, read_records
 from agentprop._pipeline.merge import MergedCase, merge_shards, merged_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
-RUN = ["run", str(SUPPORTOPS), "--case", "N7", "--kinds", "mft,boundary", "--fault", "skip_auth=0.3"]
-RUN += ["--corpus", "none", "--seed", "3", "--shrink-budget", "0"]
+RUN = ["run", str(SUPPORTOPS), "--case", "N7", "--kinds", "mft,boundary,dir,inv", "--fault", "skip_auth=0.3"]
+RUN += ["--corpus", "none", "--seed", "3", "--shrink-budget", "12"]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The unsharded run (``all``) and its 3 shards (``s1``..``s3``), each in its own process, at once."""
-    base = tmp_path_factory.mktemp("merge")
+def _processes(base: Path, run: list[str], jobs: dict[str, list[str]]) -> None:
+    """``agentprop run`` once per job, each in its own process, at once."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    jobs = {"all": []} | {f"s{i}": ["--shard", f"{i}/3"] for i in (1, 2, 3)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "agentprop._cli", *RUN, *extra, "--records", str(base / name), "--json", str(base / f"{name}.json")],
+            [sys.executable, "-m", "agentprop._cli", *run, *extra, "--records", str(base / name), "--json", str(base / f"{name}.json")],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -41,7 +39,50 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for p in procs:
         output, _ = p.communicate(timeout=300)
         assert p.returncode in (0, 1), output
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The unsharded run (``all``) and its 3 shards (``s1``..``s3``), each in its own process."""
+    base = tmp_path_factory.mktemp("merge")
+    _processes(base, RUN, {"all": []} | {f"s{i}": ["--shard", f"{i}/3"] for i in (1, 2, 3)})
     return base
+
+
+def _normalised(report: dict[str, Any]) -> dict[str, Any]:
+    """A run report without what measures this process rather than the run: wall times, and the
+    runs started / reused / refused (a shard cannot reuse a run another shard made: the sum of
+    the shards' spend is not the unsharded run's), the budget, and the merge's own account."""
+
+    def strip(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k != "duration_s"}
+        return [strip(v) for v in x] if isinstance(x, list) else x
+
+    out: dict[str, Any] = strip(report)
+    for name in ("runs_started", "runs_reused", "runs_refused"):
+        out["metrics"].pop(name)
+    for name in ("merge", "budget"):
+        out["metrics"]["extra"].pop(name, None)
+    return out
+
+
+def test_the_merged_report_is_the_unsharded_report(runs: Path, tmp_path: Path) -> None:
+    out = io.StringIO()
+    argv = ["merge", *(str(runs / f"s{i}") for i in (3, 1, 2)), "--json", str(tmp_path / "m.json"), "--html", str(tmp_path / "m.html")]
+    assert main(argv, out=out, err=io.StringIO()) == 1, out.getvalue()  # a case failed, as in the unsharded run
+    merged, whole = json.loads((tmp_path / "m.json").read_text()), json.loads((runs / "all.json").read_text())
+    assert _normalised(merged) == _normalised(whole)
+    # what the comparison covered: every kind, failing DIR pairs, a shrunk bug, claims, coverage
+    assert {c["kind"] for c in merged["cases"]} == {"MFT", "BOUNDARY", "DIR", "INV"}
+    assert any(c["kind"] == "DIR" and c["verdict"] == "FAIL" for c in merged["cases"])
+    assert merged["bugs"] and all(b["shrink_runs"] > 0 for b in merged["bugs"]) and any(c["shrunk"] for c in merged["cases"])
+    assert merged["claims"] and merged["metrics"]["extra"]["coverage"]["branches"]["covered"] and merged["tree"]
+    account = merged["metrics"]["extra"]["merge"]
+    assert [s["index"] for s in account["shards"]] == [1, 2, 3] and account["not_recomputed"] == []
+    assert account["cases_decided_again"] == sum(c["kind"] != "INV" for c in merged["cases"])  # INV's two-sample test is the shard's
+    assert merged["bugs"][0]["id"] in (tmp_path / "m.html").read_text()
+    assert f"{merged['metrics']['cases']} cases" in out.getvalue()
 
 
 def _key(cases: list[MergedCase]) -> dict[tuple[str | None, str], tuple[object, ...]]:
@@ -54,23 +95,20 @@ def test_merged_shards_equal_the_unsharded_run_verdict_for_verdict(runs: Path) -
     assert _key(merged.cases) == _key(whole)
     assert {c.shard for c in merged.cases} == {1, 2, 3}  # the work was shared
     # the unsharded run's own report: every MFT and BOUNDARY case, its verdict and runs
-    report = {c["id"]: (c["verdict"], c["runs"], c["passes"]) for c in json.loads((runs / "all.json").read_text())["cases"]}
+    cases = json.loads((runs / "all.json").read_text())["cases"]
+    report = {c["id"]: (c["verdict"], c["runs"], c["passes"]) for c in cases if c["kind"] in ("MFT", "BOUNDARY")}
     decided = {c.name: (c.verdict, c.runs, c.passes) for c in merged.cases if c.kind == "MFT" or c.name.startswith("BOUNDARY ")}
     assert decided == report
     assert {v for v, _, _ in report.values()} == {"PASS", "FAIL"}
-    failing = [c for c in merged.cases if c.verdict == "FAIL"]
+    failing = [c for c in merged.cases if c.verdict == "FAIL" and c.kind == "MFT"]
     assert failing and all(c.signatures and c.interval is not None and c.interval[1] < 1.0 for c in failing)
 
 
-def test_merge_writes_its_reports_and_exits_as_the_run(runs: Path, tmp_path: Path) -> None:
-    out = io.StringIO()
-    paths = {name: tmp_path / f"merged.{name}" for name in ("json", "junit", "markdown")}
+def test_merge_writes_junit_and_markdown_as_a_run_does(runs: Path, tmp_path: Path) -> None:
+    paths = {name: tmp_path / f"merged.{name}" for name in ("junit", "markdown")}
     argv = ["merge", *(str(runs / f"s{i}") for i in (1, 2, 3))] + [x for name, p in paths.items() for x in (f"--{name}", str(p))]
-    assert main(argv, out=out, err=io.StringIO()) == 1  # a case failed, as in the unsharded run
-    data = json.loads(paths["json"].read_text())
-    assert data["schema"] == "agentprop.merged/1" and [s["index"] for s in data["shards"]] == [1, 2, 3]
-    assert len(data["cases"]) == len(merge_shards([runs / f"s{i}" for i in (1, 2, 3)]).cases)
-    assert "<failure" in paths["junit"].read_text() and "| FAIL |" in paths["markdown"].read_text()
+    assert main(argv, out=io.StringIO(), err=io.StringIO()) == 1
+    assert "<failure" in paths["junit"].read_text() and "FAIL" in paths["markdown"].read_text()
 
 
 def _merge_error(dirs: list[Path]) -> str:
@@ -98,3 +136,49 @@ def test_shards_of_another_run_are_refused_naming_what_differs(runs: Path, tmp_p
     with open(mixed / RECORDS_FILE, "a") as f:
         f.write((runs / "s2" / RECORDS_FILE).read_text())
     assert "holds the records of 2 different shards or runs" in _merge_error([mixed, runs / "s2", runs / "s3"])
+
+
+def test_an_unfinished_shard_is_named_and_its_records_counted(runs: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "s2"
+    shutil.copytree(runs / "s2", cut)
+    (cut / REPORT_FILE).unlink()  # the shard was killed before it ended
+    lines = (cut / RECORDS_FILE).read_text().splitlines(keepends=True)
+    (cut / RECORDS_FILE).write_text("".join(lines[:7]) + lines[7][:20])  # and mid-line
+    error = _merge_error([runs / "s1", cut, runs / "s3"])
+    decisions = sum(r.type == "decision" for r in read_records(cut))
+    assert f"shard 2/3 ({cut}) is incomplete" in error and f"its records hold {decisions} decision(s)" in error
+    assert "run shard 2/3 again" in error
+    # what it recorded up to the kill still merges, decision by decision, marked incomplete
+    out = io.StringIO()
+    argv = ["merge", "--records-only", str(runs / "s1"), str(cut), "--json", str(tmp_path / "d.json")]
+    assert main(argv, out=out, err=io.StringIO()) in (1, 3)
+    assert "merged the records of 2 of 3 shard(s)" in out.getvalue()
+    assert "INCOMPLETE: shard(s) 3/3 not given" in out.getvalue()
+    decided = json.loads((tmp_path / "d.json").read_text())
+    assert decided["schema"] == "agentprop.merged/1" and {c["shard"] for c in decided["cases"]} == {1, 2}
+
+
+def test_a_report_its_records_do_not_bear_out_is_refused(runs: Path, tmp_path: Path) -> None:
+    edited = tmp_path / "s3"
+    shutil.copytree(runs / "s3", edited)
+    report = json.loads((edited / REPORT_FILE).read_text())
+    case = next(c for c in report["cases"] if c["kind"] == "MFT" and c["verdict"] == "FAIL")
+    case["verdict"] = "PASS"
+    (edited / REPORT_FILE).write_text(json.dumps(report))
+    error = _merge_error([runs / "s1", runs / "s2", edited])
+    assert f"shard 3/3: its report says {case['id']} is PASS" in error and "its trial records decide FAIL" in error
+
+
+def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplete(tmp_path: Path) -> None:
+    run = ["run", str(SUPPORTOPS), "--case", "N7", "--kinds", "mft", "--corpus", "none", "--seed", "3", "--shrink-budget", "0"]
+    _processes(tmp_path, run, {"all": []} | {f"s{i}": ["--shard", f"{i}/2"] for i in (1, 2)})
+    out = io.StringIO()
+    assert main(["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--json", str(tmp_path / "m.json")], out=out, err=io.StringIO()) == 3
+    whole = json.loads((tmp_path / "all.json").read_text())
+    assert [(c["policy"], c["status"]) for c in whole["claims"]] == [("P2_AUTH_GATE", "certified")] and whole["claims"][0]["topped_up"] > 0
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert [(c["policy"], c["status"], c["topped_up"]) for c in merged["claims"]] == [("P2_AUTH_GATE", "not certified", 0)]
+    assert merged["metrics"]["extra"]["merge"]["not_recomputed"] == ["the pooled top-up of P2_AUTH_GATE"]
+    assert any("skipped the pooled top-up of P2_AUTH_GATE" in p for p in merged["problems"])
+    assert "INCOMPLETE: not in the merged report: the pooled top-up of P2_AUTH_GATE" in out.getvalue()
+    assert [c["verdict"] for c in merged["cases"]] == [c["verdict"] for c in whole["cases"]]  # the verdicts are the run's

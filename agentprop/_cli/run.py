@@ -235,6 +235,9 @@ def shard_info(project: Project, agent: LoadedAgent, settings: RunSettings, shar
         spec_digest=project_digest(project),
         settings_digest=hashlib.sha256(text.encode()).hexdigest()[:16],
         seed=settings.seed,
+        spec_path=str(project.spec_path),
+        bindings_path=str(project.bindings.path) if project.bindings.path is not None else None,
+        case_filter=list(settings.case_filter),
     )
 
 
@@ -383,6 +386,10 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             )
     for u in unchecked_requirements(project.spec):
         print(f"note: not checked: {u.clause} (agentprop has no check for it; `agentprop lint` shows where)", file=out)
+    if recorder is not None and shard is not None:
+        from agentprop._pipeline.merge_report import write_shard_report
+
+        write_shard_report(recorder.directory, report)  # what `agentprop merge` needs beyond the trials
     if args.json_path:
         if write_output(args, "json", report.json_chunks, "JSON report", out):
             print(f"report written to {args.json_path}", file=out)

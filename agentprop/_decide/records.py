@@ -26,7 +26,9 @@ from agentprop._scenario.trace import Trace
 from agentprop._stats.judged import JudgeAgreement
 
 __all__ = [
+    "CHECKS_FILE",
     "RECORDS_FILE",
+    "REPORT_FILE",
     "SCHEMA",
     "SHARD_FILE",
     "TRACES_FILE",
@@ -51,6 +53,12 @@ RECORDS_FILE = "trials.jsonl"
 TRACES_FILE = "traces.jsonl"
 SHARD_FILE = "shard.json"
 """A sharded run's :class:`ShardInfo`, written before any decision (a shard with no case has it too)."""
+REPORT_FILE = "report.json"
+"""A sharded run's own report (``agentprop.run/1``), written when the shard ends: what the
+records do not hold (case descriptions, kept traces, shrunk reproducers, corpus events)."""
+CHECKS_FILE = "checks.jsonl"
+"""A sharded run's decided inputs, one ``{"case", "scenario", "result"}`` line per case: what
+bug grouping and policy claims need of each case (written with :data:`REPORT_FILE`)."""
 
 TrialStatus = Literal["started", "reused", "refused", "cut", "infrastructure", "beyond"]
 """What happened to a trial: ``started`` (run here and judged), ``reused`` (a run of the memo,
@@ -115,6 +123,11 @@ class ShardInfo(BaseModel):
     settings_digest: str
     """The run's settings, agent and case selection (everything but the shard)."""
     seed: int
+    spec_path: str | None = None
+    """Where the shard loaded its spec from (``agentprop merge`` loads it again for coverage)."""
+    bindings_path: str | None = None
+    case_filter: list[str] = Field(default_factory=list)
+    """The run's ``--case`` filters (a filtered run is not held to the spec's coverage)."""
 
 
 class DecisionStart(BaseModel):

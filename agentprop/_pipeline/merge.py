@@ -144,8 +144,9 @@ def merged_cases(shard: int, records: Iterable[DecisionStart | TrialLine | Decis
     return out, len(starts), sum(len(t) for t in trials.values())
 
 
-def merge_shards(directories: list[str | Path]) -> MergedRun:
-    """The cases of the shards in ``directories``, checked to be the complete, disjoint shards of one run."""
+def merge_shards(directories: list[str | Path], *, complete: bool = True) -> MergedRun:
+    """The cases of the shards in ``directories``, checked to be the complete (``complete=False``:
+    some of the), disjoint shards of one run."""
     loaded: list[tuple[Path, ShardInfo, list[DecisionStart | TrialLine | DecisionEnd]]] = []
     for given in directories:
         directory = Path(given)
@@ -171,7 +172,7 @@ def merge_shards(directories: list[str | Path]) -> MergedRun:
         i, ds = min(twice.items())
         raise InputError(f"shard {i}/{first.count} is given twice: {', '.join(map(str, ds))}", fix="give each shard's records directory once")
     missing = [i for i in range(1, first.count + 1) if i not in where]
-    if missing:
+    if missing and complete:
         names = ", ".join(f"{i}/{first.count}" for i in missing)
         raise InputError(
             f"shard{'s' if len(missing) > 1 else ''} {names} missing: the run has {first.count} shards", fix="give every shard's --records directory"

@@ -1,0 +1,381 @@
+"""The merged report of a sharded run: the unsharded run's report, made from its N shards.
+
+Each shard leaves its records (every trial), its own report and its decided inputs
+(:data:`~agentprop._decide.records.REPORT_FILE`, :data:`~agentprop._decide.records.CHECKS_FILE`).
+The merge takes each case's description, kept traces and shrunk reproducer from its shard's
+report, holds every decision the records hold to them (decided again from its trial lines: a
+report that disagrees with its records is refused), and works out again, over all the cases,
+what only the whole run can say: metrics, coverage and the decision tree, bug grouping and
+signatures, and policy claims. What no shard measured (a pooled top-up the shards skipped) is
+listed in ``problems`` and ``metrics.extra["merge"]["not_recomputed"]``, never filled in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from agentprop._decide.oracle import CheckResult
+from agentprop._decide.records import CHECKS_FILE, RECORDS_FILE, REPORT_FILE, ShardInfo, read_records
+from agentprop._pipeline.merge import MergedCase, MergedRun, merge_shards
+from agentprop._pipeline.report.model import BugReport, CaseReport, Metrics, RunReport, TraceSampling
+from agentprop._scenario.build import Scenario
+from agentprop.errors import InputError
+
+if TYPE_CHECKING:
+    from agentprop._agents.project import Project
+
+__all__ = ["MergedReport", "merge_reports", "write_shard_report"]
+
+TOP_UP_SKIPPED = "policies are not topped up to a pooled claim (their cases span shards)"
+"""The note a shard's report carries when it skipped the pooled top-up (see ``arun_cases``)."""
+
+_KIND_ORDER = ("REGRESSION", "CORPUS", "MFT", "JUDGE", "EXPLORE", "PROBE", "BOUNDARY", "DIR", "INV")
+
+
+class _Checked(BaseModel):
+    case: str
+    scenario: Scenario
+    result: CheckResult
+
+
+def write_shard_report(directory: str | Path, report: RunReport) -> None:
+    """Write ``report`` and its decided inputs into a shard's records ``directory`` (``agentprop
+    merge`` reads them); the report is written last, so its presence means the shard finished."""
+    where = Path(directory)
+    with open(where / CHECKS_FILE, "w", encoding="utf-8") as f:
+        for case_id, (scenario, result) in report._checks.items():
+            f.write(json.dumps({"case": case_id, "scenario": scenario.model_dump(mode="json"), "result": result.model_dump(mode="json")}) + "\n")
+    tmp = where / (REPORT_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for chunk in report.json_chunks():
+            f.write(chunk)
+    tmp.replace(where / REPORT_FILE)
+
+
+@dataclass
+class _Shard:
+    info: ShardInfo
+    directory: Path
+    report: RunReport
+    checks: dict[str, tuple[Scenario, CheckResult]]
+
+
+@dataclass
+class MergedReport:
+    """The merged run's report and how it was made."""
+
+    report: RunReport
+    run: MergedRun
+    not_recomputed: list[str] = field(default_factory=list)
+    """What the merged report could not work out from the shards (it says so in ``problems``)."""
+    case_filter: list[str] = field(default_factory=list)
+
+
+def _load_shard(info: ShardInfo, directory: Path) -> _Shard:
+    report_file = directory / REPORT_FILE
+    if not report_file.is_file():
+        records = list(read_records(directory)) if (directory / RECORDS_FILE).is_file() else []
+        decisions = sum(1 for r in records if r.type == "decision")
+        ended = sum(1 for r in records if r.type == "end")
+        trials = sum(1 for r in records if r.type == "trial")
+        raise InputError(
+            f"shard {info.index}/{info.count} ({directory}) is incomplete: it has no {REPORT_FILE}, so it did not finish "
+            f"(its records hold {decisions} decision(s), {ended} ended, {trials} trial line(s), kept up to where it stopped)",
+            fix=f"run shard {info.index}/{info.count} again with the same command and a fresh --records directory, then merge",
+        )
+    try:
+        report = RunReport.model_validate_json(report_file.read_text(encoding="utf-8"))
+        checks: dict[str, tuple[Scenario, CheckResult]] = {}
+        checks_file = directory / CHECKS_FILE
+        if checks_file.is_file():
+            for line in checks_file.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    c = _Checked.model_validate_json(line)
+                    checks[c.case] = (c.scenario, c.result)
+    except (ValidationError, ValueError) as exc:
+        raise InputError(
+            f"{directory}: its {REPORT_FILE} or {CHECKS_FILE} cannot be read ({str(exc).splitlines()[0]})",
+            fix="give the DIR as `agentprop run --shard i/N --records DIR` wrote it (run that shard again if it was edited)",
+        ) from None
+    return _Shard(info, directory, report, checks)
+
+
+def _project(info: ShardInfo, spec: str | Path | None, bindings: str | Path | None) -> Project:
+    from agentprop._agents.project import load_project
+    from agentprop._decide.run_key import project_digest
+
+    where = spec if spec is not None else info.spec_path
+    if where is None:
+        raise InputError("the shards do not say where their spec is", fix="give it: agentprop merge --spec SPEC DIR...")
+    project = load_project(where, bindings=bindings if bindings is not None else info.bindings_path)
+    if project_digest(project) != info.spec_digest:
+        raise InputError(
+            f"the spec and bindings at {where} are not the ones the shards ran with (their digest differs)",
+            fix="merge with the spec the shards ran (check out the commit they ran at), or give it with --spec and --bindings",
+        )
+    return project
+
+
+def _same(case: CaseReport, decided: MergedCase) -> bool:
+    return (case.verdict, case.decided_by, case.runs, case.passes) == (decided.verdict, decided.decided_by, decided.runs, decided.passes)
+
+
+def _dir_decision(case_id: str, sides: dict[str, tuple[str, ...]], decided: dict[str, MergedCase]) -> MergedCase | None:
+    """A DIR case decided again from its two sides' decisions, as :func:`agentprop._decide.metamorphic.acheck_direction`
+    combines them: the worse verdict, both sides' runs and passes, decided by the base's test."""
+    named = sides.get(case_id)
+    found = [decided.get(n) for n in named or ()]
+    if not named or any(f is None for f in found):
+        return None
+    both = [f for f in found if f is not None]
+    verdict = min((f.verdict for f in both), key=_WORST.index)
+    base = both[0]
+    runs, passes = sum(f.runs for f in both), sum(f.passes for f in both)
+    return MergedCase(case_id, "DIR", base.shard, verdict, base.decided_by, runs, passes, None, (), sum(f.cost_usd for f in both))
+
+
+_WORST = ["FAIL", "UNSTABLE", "INCONCLUSIVE", "PASS"]
+
+
+def _merged_cases(shards: list[_Shard], run: MergedRun, project: Project) -> tuple[list[CaseReport], dict[str, tuple[Scenario, CheckResult]], int]:
+    """Every shard's cases, each decision held to its records; and the checks, and how many cases were decided again."""
+    from agentprop._pipeline.kinds import decision_names
+
+    decided = {c.name: c for c in run.cases}
+    sides = decision_names(project)
+    cases: list[CaseReport] = []
+    checks: dict[str, tuple[Scenario, CheckResult]] = {}
+    where: dict[str, int] = {}
+    again = 0
+    for shard in shards:
+        for case in shard.report.cases:
+            if case.id in where:
+                raise InputError(
+                    f"case {case.id!r} is in the reports of shards {where[case.id]} and {shard.info.index}",
+                    fix="merge the shards of one run, each run with its own fresh --records directory",
+                )
+            where[case.id] = shard.info.index
+            record = None if case.kind == "INV" else _dir_decision(case.id, sides, decided) if case.kind == "DIR" else decided.get(case.id)
+            if record is not None:
+                if not _same(case, record):
+                    raise InputError(
+                        f"shard {shard.info.index}/{shard.info.count}: its report says {case.id} is {case.verdict} "
+                        f"({case.passes}/{case.runs}, {case.decided_by}) but its trial records decide {record.verdict} "
+                        f"({record.passes}/{record.runs}, {record.decided_by})",
+                        fix="the report or the records were edited, or written by two runs: run that shard again",
+                    )
+                again += 1
+            cases.append(case)
+        for case_id, check in shard.checks.items():
+            record = decided.get(case_id)
+            if record is not None and (check[1].verdict, check[1].runs, check[1].passes) != (record.verdict, record.runs, record.passes):
+                raise InputError(
+                    f"shard {shard.info.index}/{shard.info.count}: its {CHECKS_FILE} disagrees with its trial records on {case_id}",
+                    fix="run that shard again",
+                )
+            checks[case_id] = check
+    order = _natural_order(project)
+    rank = {k: i for i, k in enumerate(_KIND_ORDER)}
+    first = {c.id: i for i, c in enumerate(cases)}
+    cases.sort(key=lambda c: (rank.get(c.kind, len(rank)), order.get(c.id, len(order)), first[c.id]))
+    return cases, checks, again
+
+
+def _natural_order(project: Project) -> dict[str, int]:
+    """The place of each MFT, BOUNDARY, DIR and INV case in an unsharded run (the order the run
+    makes them in); other cases keep their shards' order."""
+    from agentprop._pipeline.kinds import boundary_case_ids, dir_case_id, dir_pairs
+    from agentprop.strategies._internal.boundary import boundary_values
+
+    scenarios = [s.id for s in project.scenarios()]
+    realisable = [case for case in boundary_values(project.spec, project.bindings) if case.scenario is not None]
+    ids = scenarios + boundary_case_ids(realisable) + [dir_case_id(pair) for pair, _, _ in dir_pairs(project)] + [f"INV {s}" for s in scenarios]
+    return {case_id: i for i, case_id in reversed(list(enumerate(ids)))}
+
+
+def _carry_shrinks(bugs: list[BugReport], cases: list[CaseReport], shards: list[_Shard], shrunk: dict[str, dict[str, Any]]) -> None:
+    """Put back, on each merged bug, the shrink its shard made of it (the shard's representative
+    and reproducer); the cases and signatures stay the merged grouping's."""
+    by_id = {c.id: c for c in cases}
+    for bug in bugs:
+        mine = [(s, b) for s in shards for b in s.report.bugs if b.id == bug.id and b.origin == "cases" and (b.shrink_runs or b.minimality)]
+        if not mine:
+            continue
+        shard, theirs = next(((s, b) for s, b in mine if b.representative == bug.representative), mine[0])
+        keep = {"cases": bug.cases, "signatures": bug.signatures}
+        for name in BugReport.model_fields:
+            if name not in keep:
+                setattr(bug, name, getattr(theirs, name))
+        if theirs.representative != bug.representative:
+            bug.note = (
+                f"{bug.note + '; ' if bug.note else ''}shrunk on shard {shard.info.index}/{shard.info.count}'s simplest case of it, "
+                f"{theirs.representative}; the simplest case of the whole run, {bug.representative}, is on another shard"
+            )
+        for case in cases:
+            if case.shrunk is not None and case.shrunk.get("bug") == bug.id:
+                case.shrunk = None
+        rep = by_id.get(theirs.representative or "")
+        if rep is not None and theirs.representative in shrunk:
+            rep.shrunk = shrunk[theirs.representative]
+
+
+def _bugs(report: RunReport, shards: list[_Shard], project: Project) -> None:
+    """Group the merged cases' failures into bugs as the run does (:func:`agentprop._pipeline.run.shrink_failures`), carrying each shard's shrink."""
+    from agentprop._pipeline.bugs import SHRINKABLE_KINDS, divergence_key, find_bugs
+    from agentprop._pipeline.kinds import SAFETY_CONTRACTS
+
+    shrunk = {c.id: c.shrunk for c in report.cases if c.shrunk is not None}
+    for case in report.cases:
+        case.bugs, case.shrunk = [], None
+    checks = report._checks
+
+    def shrinkable(case: CaseReport) -> bool:
+        if case.kind == "INV":
+            return any(f.signature.startswith(SAFETY_CONTRACTS) for f in case.failures) and case.verdict in ("FAIL", "UNSTABLE")
+        return case.kind in SHRINKABLE_KINDS and case.id in checks
+
+    key_of = divergence_key(project.scenarios(), lambda c: checks[c.id][0] if c.id in checks else None)
+    found = find_bugs(report, None, shrinkable=shrinkable, key_of=key_of)
+    shrinking_off = all(s.report.bugs == [] or all(b.note == "shrinking is off" for b in s.report.bugs if b.origin == "cases") for s in shards)
+    if not shrinking_off:
+        _carry_shrinks(found, report.cases, shards, shrunk)
+    met = {b.id for b in found}
+    extra: dict[str, BugReport] = {}
+    for shard in shards:
+        for b in shard.report.bugs:
+            if b.origin != "shrinking" or b.id in met:
+                continue
+            seen = extra.get(b.id)
+            if seen is None:
+                extra[b.id] = b.model_copy(deep=True)
+            else:
+                seen.signatures += [s for s in b.signatures if s not in seen.signatures]
+                seen.cases += [c for c in b.cases if c not in seen.cases]
+    report.bugs = [b for b in found if b.origin == "cases"] + list(extra.values())
+
+
+def merge_reports(directories: list[str | Path], *, spec: str | Path | None = None, bindings: str | Path | None = None) -> MergedReport:
+    """The report of the run whose N shards wrote ``directories`` (checked as :func:`merge_shards` checks them)."""
+    from agentprop._pipeline.run import coverage_matrix, decision_tree, policy_claims
+
+    run = merge_shards(directories)
+    shards = [_load_shard(run.info.model_copy(update={"index": i}), d) for i, d in sorted(run.directories.items())]
+    project = _project(run.info, spec, bindings)
+    cases, checks, again = _merged_cases(shards, run, project)
+    first = shards[0].report
+    problems: list[str] = []
+    skipped = False
+    for shard in shards:
+        for p in shard.report.problems:
+            if p.endswith(TOP_UP_SKIPPED):
+                skipped = True
+            elif p not in problems:
+                problems.append(p)
+    # the level the shards claimed at (a profile the agent's module registers is not known here)
+    per_case = first.profile is None or any(c.level == "case" for s in shards for c in s.report.claims)
+    claims = policy_claims(project, cases, checks, per_case=per_case)
+    not_recomputed: list[str] = []
+    short = _would_top_up(project, cases, checks) if skipped else []
+    if short:  # (when no policy needed it, the claims are the unsharded run's)
+        not_recomputed.append(f"the pooled top-up of {', '.join(short)}")
+        problems.append(
+            f"merged shards: the shards skipped the pooled top-up of {', '.join(short)} (a policy's cases span shards), so "
+            "their claims stand on the shards' runs only, short of the runs an unsharded run would have added; "
+            "run unsharded, or with --profile release, for the top-up"
+        )
+    verdicts = Counter(c.verdict for c in cases)
+    coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases)
+    covered, all_branches = set(coverage["branches"]["covered"]), set(coverage["branches"]["all"])
+    ms = [s.report.metrics for s in shards]
+
+    def total(name: str) -> int | None:
+        values = [getattr(m, name) for m in ms]
+        return None if any(v is None for v in values) else sum(values)
+
+    decided = len(cases) - verdicts["NOT APPLICABLE"]
+    extra: dict[str, Any] = {"coverage": coverage}
+    merge_info: dict[str, Any] = {
+        "shards": [
+            {
+                "index": s.info.index,
+                "count": s.info.count,
+                "records": str(s.directory),
+                "cases": len(s.report.cases),
+                "duration_s": s.report.metrics.duration_s,
+                "budget": s.report.metrics.extra.get("budget"),
+            }
+            for s in shards
+        ],
+        "decisions": run.decisions,
+        "trial_lines": run.trials,
+        "cases_decided_again": again,
+        "cases_from_reports": len(cases) - again,
+        "not_recomputed": not_recomputed,
+    }
+    extra["merge"] = merge_info
+    metrics = Metrics(
+        cases=len(cases),
+        passed=verdicts["PASS"],
+        failed=verdicts["FAIL"],
+        unstable=verdicts["UNSTABLE"],
+        inconclusive=verdicts["INCONCLUSIVE"],
+        not_applicable=verdicts["NOT APPLICABLE"],
+        case_pass_rate=verdicts["PASS"] / decided if decided else 0.0,
+        runs=sum(c.runs for c in cases),
+        runs_started=total("runs_started"),
+        runs_reused=total("runs_reused"),
+        runs_refused=total("runs_refused"),
+        runs_beyond_decision=sum(c.runs_beyond_decision for c in cases),
+        cost_usd=sum(c.cost_usd for c in cases),
+        input_tokens=sum(c.input_tokens for c in cases),
+        output_tokens=sum(c.output_tokens for c in cases),
+        branch_coverage=len(covered & all_branches) / len(all_branches) if all_branches else None,
+        duration_s=max(m.duration_s for m in ms),
+        extra=extra,
+    )
+    samplings = [s.report.trace_sampling for s in shards if s.report.trace_sampling is not None]
+    sampling = None
+    if samplings:
+        sampling = samplings[0].model_copy(update={"kept": sum(c.kept for c in samplings), "omitted": sum(c.omitted for c in samplings)})
+    report = RunReport(
+        agentprop_version=first.agentprop_version,
+        spec=first.spec,
+        agent=first.agent,
+        settings=first.settings,
+        cases=cases,
+        problems=problems,
+        metrics=metrics,
+        corpus=[e for s in shards for e in s.report.corpus],
+        tree=decision_tree(project, coverage),
+        trace_sampling=sampling if sampling is not None else TraceSampling(),
+        profile=first.profile,
+        claims=claims,
+    )
+    report._checks = checks
+    _bugs(report, shards, project)
+    return MergedReport(report, run, not_recomputed, list(run.info.case_filter))
+
+
+def _would_top_up(project: Project, cases: list[CaseReport], checks: dict[str, tuple[Scenario, CheckResult]]) -> list[str]:
+    """The policies an unsharded run would have topped up (as :func:`agentprop._pipeline.run.top_up_policies`
+    chooses them): every run of their cases passed, short of the runs a pooled claim needs, with a passing MFT or EXPLORE case."""
+    from agentprop._decide.safety import safety_policies
+    from agentprop._pipeline.run import TOP_UP_KINDS, case_policies
+    from agentprop._stats import zero_failure_runs
+
+    needed = zero_failure_runs(0.95, 0.95)
+    out = []
+    for policy in safety_policies(project.spec, project.bindings):
+        mine = [c for c in cases if c.id in checks and policy in case_policies(project, c, checks[c.id][0])]
+        results = [checks[c.id][1] for c in mine]
+        if not mine or any(r.passes < r.runs for r in results) or sum(r.runs for r in results) >= needed:
+            continue
+        if any(c.kind in TOP_UP_KINDS and c.verdict == "PASS" for c in mine):
+            out.append(policy)
+    return out
