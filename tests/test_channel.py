@@ -129,3 +129,26 @@ def test_a_bad_channel_declaration_exits_2_with_its_file_and_line(tmp_path: Path
     text = err.getvalue()
     assert code == 2, text
     assert f"agentprop.yaml:{first + line}" in text and said in text, text
+
+
+def test_the_templates_own_notation_keeps_half_of_the_notation_deck(tmp_path: Path) -> None:
+    # a date written ISO in the template stays ISO on half of the draws of the template that
+    # holds it; each other notation comes up once per round, as often as any other
+    project_dir = _quickstart(tmp_path, "")
+    text = (project_dir / "agentprop.yaml").read_text(encoding="utf-8")
+    text = text.replace("  order_id: O-1001\n", '  order_id: O-1001\n  placed: "2026-11-20"\n')
+    text = text.replace('"Where is my order {order_id}?"', '"Where is my order {order_id}? I placed it on {placed}."')
+    (project_dir / "agentprop.yaml").write_text(text, encoding="utf-8")
+    project = agentprop.load_project(project_dir)
+    scenario = next(s for s in project.scenarios() if "{placed}" not in s.messages[0] and "2026-11-20" in s.messages[0])
+    space = ChoiceSpace(project, scenario)
+    [(_, _, forms)] = [e for e in space.turn_spaces[0][0].entities if e[0] == "placed"]
+    assert len(forms) == 6  # six other notations of 2026-11-20 (ISO is the template's own)
+    rng, decks = random.Random(7), {}  # type: ignore[var-annotated]
+    written: list[str] = []
+    while len(written) < 4 * 2 * len(forms):  # four rounds of the deck
+        c = space.draw(rng, decks=decks)
+        if c.turns[0].template == 0:  # the template that writes the date
+            written += [next((e.form for e in c.turns[0].entities if e.slot == "placed"), "as written")]
+    counts = {f: written.count(f) for f in set(written)}
+    assert counts == {"as written": 4 * len(forms), **{f: 4 for f in forms}}, counts

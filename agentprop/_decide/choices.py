@@ -1119,7 +1119,8 @@ class ChoiceSpace:
         notation, the families that wrap the turn) have a deck of their own, shared by the
         template variants: each draw deals one, so a path's first draws meet every family that
         applies to the turn, whatever its template. A value's notations are dealt too
-        (``form_deck``): each (slot, notation) pair comes up once before any comes up again."""
+        (``form_deck``): each (slot, notation) pair comes up once before any comes up again, and
+        as often as all of them together, every value as the template writes it."""
         base = self.variants[0]
         options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = [
             step for step in _available_steps(space.text, space.lang, _protected(base, space.text)) if channel_allows(self.channel, step[0])
@@ -1169,9 +1170,11 @@ class ChoiceSpace:
                 open_ = [(slot, [f for f in forms if f in forms_of]) for slot, _, forms in space.entities if slot not in {e.slot for e in entities}]
                 open_ = [(slot, fs) for slot, fs in open_ if fs]
                 if open_ and name == "notation" and form_deck is not None:
-                    # one card writes every value as the template does (inputs with the values as written)
-                    pairs = [(f"{slot}\t{f}", None) for slot, fs in open_ for f in fs] + [("", None)]
-                    card = _deal(form_deck, pairs, [1.0] * len(pairs), rng)
+                    # the "" card writes every value as the template does: it holds as many cards
+                    # as the re-writings together, so the template's own notation keeps half the
+                    # draws and one notation finding does not swamp every input of a path
+                    pairs = [(f"{slot}\t{f}", None) for slot, fs in open_ for f in fs]
+                    card = _deal(form_deck, [*pairs, ("", None)], [1.0] * len(pairs) + [float(len(pairs))], rng)
                     if card:
                         slot, form = card.split("\t")
                         entities.append(EntityChoice(slot=slot, form=form))
