@@ -9,8 +9,7 @@ through :mod:`agentprop._modelapi.client`.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentprop._agents.model_agent import (
@@ -22,8 +21,6 @@ from agentprop._agents.model_agent import (
     default_system_prompt,
     run_tool_call,
 )
-from agentprop._modelapi.budget import Budget
-from agentprop._modelapi.cache import ApiCache, CacheMode
 from agentprop._modelapi.client import (
     DEFAULT_API_CACHE_PATH,
     OFFLINE_API_KEY,
@@ -31,8 +28,8 @@ from agentprop._modelapi.client import (
     default_cache_mode,
     open_api_cache,
 )
+from agentprop._modelapi.options import ModelOptions
 from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
-from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from agentprop.errors import ApiUnavailable, InvalidArgument, MissingApiKey, ModelCallError
 
 if TYPE_CHECKING:
@@ -100,50 +97,13 @@ class AnthropicAgent(ModelAgent):
         self,
         model: str,
         *,
-        system_prompt: str | None = None,
-        tool_descriptions: Mapping[str, str] | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
+        options: ModelOptions | None = None,
         top_k: int | None = None,
         stop_sequences: Sequence[str] | None = None,
-        max_tokens: int = 1024,
-        max_steps: int = 10,
         tool_choice: ToolChoice | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        cache: ApiCache | str | os.PathLike[str] | bool | None = None,
-        cache_mode: CacheMode | str | None = None,
-        budget: Budget | None = None,
-        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-        timeout: float = 120.0,
-        max_concurrent_requests: int | None = 64,
-        name: str | None = None,
-        prompt_path: str | os.PathLike[str] | None = None,
-        tool_descriptions_path: str | os.PathLike[str] | None = None,
+        **keywords: Any,
     ) -> None:
-        super().__init__(
-            model,
-            ANTHROPIC_MESSAGES,
-            system_prompt=system_prompt,
-            tool_descriptions=tool_descriptions,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            max_steps=max_steps,
-            extra_body=extra_body,
-            base_url=base_url,
-            api_key=api_key,
-            cache=cache,
-            cache_mode=cache_mode,
-            budget=budget,
-            retry_policy=retry_policy,
-            timeout=timeout,
-            max_concurrent_requests=max_concurrent_requests,
-            name=name,
-            prompt_path=prompt_path,
-            tool_descriptions_path=tool_descriptions_path,
-        )
+        super().__init__(model, ANTHROPIC_MESSAGES, self._options_from(keywords, options))
         if tool_choice is not None and tool_choice not in TOOL_CHOICES:
             raise InvalidArgument(f"tool_choice={tool_choice!r} must be None, 'auto', 'required' or 'none'.")
         self.top_k = top_k
@@ -154,8 +114,8 @@ class AnthropicAgent(ModelAgent):
     def _example_model(cls) -> str:
         return "claude-sonnet-4-6"
 
-    def _options(self) -> dict[str, Any]:
-        return {**super()._options(), "top_k": self.top_k, "stop_sequences": self.stop_sequences, "tool_choice": self.tool_choice}
+    def _own_options(self) -> dict[str, Any]:
+        return {"top_k": self.top_k, "stop_sequences": self.stop_sequences, "tool_choice": self.tool_choice}
 
     def _fingerprint_payload(self) -> dict[str, Any]:
         chosen = {"tool_choice": self.tool_choice} if self.tool_choice is not None else {}  # unset: fingerprints as before

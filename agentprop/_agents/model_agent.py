@@ -8,7 +8,9 @@ says what to answer, so the model can correct bad arguments.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import inspect
 import json
 import marshal
 import os
@@ -24,11 +26,11 @@ from agentprop._agents.prompt import (
     load_prompt,
     load_tool_descriptions,
 )
-from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import ApiCache, CacheMode, canonical_json
 from agentprop._modelapi.client import ModelClient, ModelReply
+from agentprop._modelapi.options import ModelOptions
 from agentprop._modelapi.providers import Provider, TextPrompt
-from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy, RetryStats
+from agentprop._modelapi.retry import RetryStats
 from agentprop._scenario.world import copy_json
 from agentprop._spec.implied import implied_decision
 from agentprop._spec.model import Spec
@@ -60,27 +62,6 @@ TOOL_CHOICES: tuple[ToolChoice, ...] = ("auto", "required", "none")
 NUDGE = "You ended your turn without calling the `respond` tool. Every turn must end with exactly one call of `respond`; call it now."
 
 _DEFAULT_RESPOND_DESCRIPTION = "Submit the structured response for this turn. Call it exactly once per turn, as the final action."
-
-_SHARED_OPTIONS = (
-    "system_prompt",
-    "tool_descriptions",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "max_steps",
-    "extra_body",
-    "base_url",
-    "api_key",
-    "cache",
-    "cache_mode",
-    "budget",
-    "retry_policy",
-    "timeout",
-    "max_concurrent_requests",
-    "name",
-    "prompt_path",
-    "tool_descriptions_path",
-)
 
 
 class _ClientOption:
@@ -122,75 +103,41 @@ class ModelAgent(ABC):
     missing_key_error = _ClientOption("missing_key_error")
     """Set when a call needed the API and no key was configured (the CLI reports it)."""
 
-    def __init__(
-        self,
-        model: str,
-        provider: Provider,
-        *,
-        system_prompt: str | None = None,
-        tool_descriptions: Mapping[str, str] | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        max_tokens: int = 1024,
-        max_steps: int = 10,
-        extra_body: Mapping[str, Any] | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        cache: ApiCache | str | os.PathLike[str] | bool | None = None,
-        cache_mode: CacheMode | str | None = None,
-        budget: Budget | None = None,
-        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-        timeout: float = 120.0,
-        max_concurrent_requests: int | None = 64,
-        stream: bool = False,
-        name: str | None = None,
-        prompt_path: str | os.PathLike[str] | None = None,
-        tool_descriptions_path: str | os.PathLike[str] | None = None,
-    ) -> None:
+    def __init__(self, model: str, provider: Provider, options: ModelOptions) -> None:
+        o = options
         if not isinstance(model, str) or not model.strip():
             raise InvalidArgument(f"model={model!r}: name the model to call, e.g. model='{self._example_model()}'.")
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise InvalidArgument(f"system_prompt must be a string or None, not {type(system_prompt).__name__}.")
-        descriptions = dict(tool_descriptions or {})
+        if o.system_prompt is not None and not isinstance(o.system_prompt, str):
+            raise InvalidArgument(f"system_prompt must be a string or None, not {type(o.system_prompt).__name__}.")
+        descriptions = dict(o.tool_descriptions or {})
         for k, v in descriptions.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise InvalidArgument(f"tool_descriptions must map tool names to strings; got {k!r}: {v!r}.")
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise InvalidArgument(f"max_tokens={max_tokens!r} must be an int >= 1.")
-        if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
-            raise InvalidArgument(f"max_steps={max_steps!r} must be an int >= 1 (model calls per turn).")
-        if temperature is not None and not 0.0 <= float(temperature) <= self.temperature_max:
-            raise InvalidArgument(f"temperature={temperature} must be between 0 and {self.temperature_max:g}.")
-        if top_p is not None and not 0.0 < float(top_p) <= 1.0:
-            raise InvalidArgument(f"top_p={top_p} must be in (0, 1].")
-        extra = dict(extra_body or {})
+        if not isinstance(o.max_tokens, int) or isinstance(o.max_tokens, bool) or o.max_tokens < 1:
+            raise InvalidArgument(f"max_tokens={o.max_tokens!r} must be an int >= 1.")
+        if not isinstance(o.max_steps, int) or isinstance(o.max_steps, bool) or o.max_steps < 1:
+            raise InvalidArgument(f"max_steps={o.max_steps!r} must be an int >= 1 (model calls per turn).")
+        if o.temperature is not None and not 0.0 <= float(o.temperature) <= self.temperature_max:
+            raise InvalidArgument(f"temperature={o.temperature} must be between 0 and {self.temperature_max:g}.")
+        if o.top_p is not None and not 0.0 < float(o.top_p) <= 1.0:
+            raise InvalidArgument(f"top_p={o.top_p} must be in (0, 1].")
+        extra = dict(o.extra_body or {})
         clash = sorted(set(extra) & self.extra_clashes)
         if clash:
             raise InvalidArgument(f"extra_body may not set {', '.join(clash)}: use the {type(self).__name__} options of those names.")
-        self.client = ModelClient(
-            provider,
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            cache=cache,
-            cache_mode=cache_mode,
-            budget=budget,
-            retry_policy=retry_policy,
-            timeout=timeout,
-            max_concurrent_requests=max_concurrent_requests,
-            stream=stream,
-        )
+        self.client = ModelClient(provider, model, options)  # the options, passed down once
+        self._given = options
         self.model = model
-        self.system_prompt = system_prompt
+        self.system_prompt = o.system_prompt
         self.tool_descriptions: dict[str, str] = descriptions
-        self.temperature = None if temperature is None else float(temperature)
-        self.top_p = None if top_p is None else float(top_p)
-        self.max_tokens = max_tokens
-        self.max_steps = max_steps
+        self.temperature = None if o.temperature is None else float(o.temperature)
+        self.top_p = None if o.top_p is None else float(o.top_p)
+        self.max_tokens = o.max_tokens
+        self.max_steps = o.max_steps
         self.extra_body = extra
-        self.name = name
-        self.prompt_path = Path(prompt_path) if prompt_path is not None else None
-        self.tool_descriptions_path = Path(tool_descriptions_path) if tool_descriptions_path is not None else None
+        self.name = o.name
+        self.prompt_path = Path(options.prompt_path) if options.prompt_path is not None else None
+        self.tool_descriptions_path = Path(options.tool_descriptions_path) if options.tool_descriptions_path is not None else None
         self._lock = threading.Lock()
         self._tools_memo: dict[int, tuple[Spec, list[dict[str, Any]]]] = {}
 
@@ -213,48 +160,52 @@ class ModelAgent(ABC):
         constructor."""
         system = load_prompt(prompt) if prompt is not None else None
         descriptions = load_tool_descriptions(tool_descriptions) if tool_descriptions is not None else None
-        return cls(
-            model,
-            system_prompt=system,
-            tool_descriptions=descriptions,
-            prompt_path=prompt,
-            tool_descriptions_path=tool_descriptions,
-            **options,
+        concrete: Any = cls  # a subclass: its constructor takes the options as keywords
+        return concrete(
+            model, system_prompt=system, tool_descriptions=descriptions, prompt_path=prompt, tool_descriptions_path=tool_descriptions, **options
         )
 
-    def _options(self) -> dict[str, Any]:
-        """Every constructor option but the model, as it is now (for :meth:`replace`)."""
+    @property
+    def options(self) -> ModelOptions:
+        """The shared options as they are now (an option set since, such as ``agent.budget``,
+        included)."""
         client = self.client
-        return {
-            "system_prompt": self.system_prompt,
-            "tool_descriptions": self.tool_descriptions,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_tokens": self.max_tokens,
-            "max_steps": self.max_steps,
-            "extra_body": self.extra_body,
-            "base_url": client.base_url,
-            "api_key": client._api_key,
-            "cache": client._cache_arg,
-            "cache_mode": client.cache_mode,
-            "budget": client.budget,
-            "retry_policy": client.retry_policy,
-            "timeout": client.timeout,
-            "max_concurrent_requests": client.max_concurrent_requests,
-            "name": self.name,
-            "prompt_path": self.prompt_path,
-            "tool_descriptions_path": self.tool_descriptions_path,
-        }
+        return dataclasses.replace(
+            self._given,
+            system_prompt=self.system_prompt,
+            tool_descriptions=self.tool_descriptions,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            max_steps=self.max_steps,
+            extra_body=self.extra_body,
+            base_url=client.base_url,
+            cache_mode=client.cache_mode,
+            budget=client.budget,
+            retry_policy=client.retry_policy,
+            timeout=client.timeout,
+            max_concurrent_requests=client.max_concurrent_requests,
+            stream=client.stream,
+            name=self.name,
+            prompt_path=self.prompt_path,
+            tool_descriptions_path=self.tool_descriptions_path,
+        )
+
+    def _own_options(self) -> dict[str, Any]:
+        """The subclass's own keyword arguments as they are now (for :meth:`replace`)."""
+        return {}
+
+    @classmethod
+    def _options_from(cls, keywords: Mapping[str, Any], options: ModelOptions | None) -> ModelOptions:
+        """The constructor's ``options=`` with its other keyword arguments set over it; an
+        unknown keyword names the valid ones (the shared options and the class's own)."""
+        own = [p.name for p in inspect.signature(cls.__init__).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        return ModelOptions.of(keywords, base=options, where=cls.__name__, also=own)
 
     def replace(self, **changes: Any) -> Any:
         """A copy with some options changed (e.g. another prompt, for a prompt mutant)."""
-        options = self._options()
         model = changes.pop("model", self.model)
-        unknown = set(changes) - set(options)
-        if unknown:
-            raise InvalidArgument(f"{type(self).__name__}.replace: unknown option(s) {sorted(unknown)}; known: {sorted(options)}")
-        options.update(changes)
-        return type(self)(model, **options)
+        return type(self)(model, options=self.options, **{**self._own_options(), **changes})
 
     # -- identity --------------------------------------------------------------------------------
 

@@ -9,9 +9,8 @@ response contract, and ``tool_choice`` is ``"required"`` by default, so a turn e
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentprop._agents.model_agent import (
@@ -21,10 +20,8 @@ from agentprop._agents.model_agent import (
     ToolChoice,
     run_tool_call,
 )
-from agentprop._modelapi.budget import Budget
-from agentprop._modelapi.cache import ApiCache, CacheMode
+from agentprop._modelapi.options import ModelOptions
 from agentprop._modelapi.providers import OPENAI_CHAT, OPENAI_RESPONSES
-from agentprop._modelapi.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from agentprop.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -97,29 +94,12 @@ class OpenAIAgent(ModelAgent):
         self,
         model: str,
         *,
+        options: ModelOptions | None = None,
         api: Api = "chat",
-        system_prompt: str | None = None,
-        tool_descriptions: Mapping[str, str] | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
         stop: Sequence[str] | None = None,
-        max_tokens: int = 1024,
-        max_steps: int = 10,
         tool_choice: ToolChoice = "required",
         parallel_tool_calls: bool | None = None,
-        stream: bool = False,
-        extra_body: Mapping[str, Any] | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        cache: ApiCache | str | os.PathLike[str] | bool | None = None,
-        cache_mode: CacheMode | str | None = None,
-        budget: Budget | None = None,
-        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-        timeout: float = 120.0,
-        max_concurrent_requests: int | None = 64,
-        name: str | None = None,
-        prompt_path: str | os.PathLike[str] | None = None,
-        tool_descriptions_path: str | os.PathLike[str] | None = None,
+        **keywords: Any,
     ) -> None:
         if api not in ("chat", "responses"):
             raise InvalidArgument(f"api={api!r} must be 'chat' (Chat Completions) or 'responses' (the Responses API).")
@@ -129,29 +109,7 @@ class OpenAIAgent(ModelAgent):
             raise InvalidArgument("stop= is a Chat Completions parameter; the Responses API has no stop sequences.")
         if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
             raise InvalidArgument(f"parallel_tool_calls={parallel_tool_calls!r} must be True, False or None.")
-        super().__init__(
-            model,
-            OPENAI_CHAT if api == "chat" else OPENAI_RESPONSES,
-            system_prompt=system_prompt,
-            tool_descriptions=tool_descriptions,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            max_steps=max_steps,
-            extra_body=extra_body,
-            base_url=base_url,
-            api_key=api_key,
-            cache=cache,
-            cache_mode=cache_mode,
-            budget=budget,
-            retry_policy=retry_policy,
-            timeout=timeout,
-            max_concurrent_requests=max_concurrent_requests,
-            stream=stream,
-            name=name,
-            prompt_path=prompt_path,
-            tool_descriptions_path=tool_descriptions_path,
-        )
+        super().__init__(model, OPENAI_CHAT if api == "chat" else OPENAI_RESPONSES, self._options_from(keywords, options))
         self.api: Api = api
         self.stop = list(stop) if stop else None
         self.tool_choice = tool_choice
@@ -165,15 +123,8 @@ class OpenAIAgent(ModelAgent):
     def stream(self) -> bool:
         return self.client.stream
 
-    def _options(self) -> dict[str, Any]:
-        return {
-            **super()._options(),
-            "api": self.api,
-            "stop": self.stop,
-            "tool_choice": self.tool_choice,
-            "parallel_tool_calls": self.parallel_tool_calls,
-            "stream": self.client.stream,
-        }
+    def _own_options(self) -> dict[str, Any]:
+        return {"api": self.api, "stop": self.stop, "tool_choice": self.tool_choice, "parallel_tool_calls": self.parallel_tool_calls}
 
     def _fingerprint_payload(self) -> dict[str, Any]:
         return {

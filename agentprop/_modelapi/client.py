@@ -27,9 +27,9 @@ from agentprop._modelapi.cache import ApiCache, CachedResponse, CacheMiss, Cache
 from agentprop._modelapi.canonical import _RequestShape
 from agentprop._modelapi.context import ModelCallContext, current_model_context, model_context_in_force
 from agentprop._modelapi.limiter import AdaptiveConcurrency
+from agentprop._modelapi.options import CLIENT_FIELDS, ModelOptions
 from agentprop._modelapi.providers import Provider, TextPrompt, TokenUsage
 from agentprop._modelapi.retry import (
-    DEFAULT_RETRY_POLICY,
     RetryEvent,
     RetryPolicy,
     RetryStats,
@@ -201,38 +201,25 @@ class ModelClient:
         provider: the API (:data:`~agentprop._modelapi.providers.ANTHROPIC_MESSAGES`,
             :data:`~agentprop._modelapi.providers.OPENAI_CHAT`, ...).
         model: the model name (for prices and messages; each request body names its model).
-        base_url: the endpoint (default: the provider's environment variable, e.g.
-            ``OPENAI_BASE_URL``, else the provider's own).
-        api_key: the key (default: the provider's environment variable). Never stored.
-        cache: an :class:`ApiCache`, a path to one, ``None`` for :data:`DEFAULT_API_CACHE_PATH`,
-            or ``False`` for no cache.
-        cache_mode: the mode when ``cache`` is a path or ``None`` (default: the run context's).
-        budget: the budget to charge (default: the run context's, if any).
-        retry_policy: how API errors are retried.
-        timeout: seconds for one HTTP attempt.
-        max_concurrent_requests: the starting (and highest) number of requests in flight per
-            event loop; halved on 429/529, raised again as calls succeed (``None``: no limit).
-        stream: receive responses as server-sent events (providers that can stream).
+        options: a :class:`~agentprop._modelapi.options.ModelOptions`; the client reads its
+            :data:`~agentprop._modelapi.options.CLIENT_FIELDS` (``base_url``: default the
+            provider's environment variable, e.g. ``OPENAI_BASE_URL``, else its own host;
+            ``api_key``: default the provider's environment variable, never stored; ``cache``:
+            an :class:`ApiCache`, a path, ``None`` for :data:`DEFAULT_API_CACHE_PATH` or
+            ``False``; ``cache_mode``, ``budget``: default the run context's; ``retry_policy``;
+            ``timeout``: seconds per HTTP attempt; ``max_concurrent_requests``: the starting
+            and highest number in flight per event loop, halved on 429/529, ``None`` for no
+            limit; ``stream``: server-sent events, for providers that stream).
+        keywords: the same client options by name, set over ``options``.
         sdk_client: an SDK client to use instead of making one (its own key and endpoint apply;
             a synchronous client is called in a worker thread).
     """
 
-    def __init__(
-        self,
-        provider: Provider,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        cache: ApiCache | str | os.PathLike[str] | bool | None = None,
-        cache_mode: CacheMode | str | None = None,
-        budget: Budget | None = None,
-        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-        timeout: float = 120.0,
-        max_concurrent_requests: int | None = 64,
-        stream: bool = False,
-        sdk_client: Any = None,
-    ) -> None:
+    def __init__(self, provider: Provider, model: str, options: ModelOptions | None = None, *, sdk_client: Any = None, **keywords: Any) -> None:
+        chosen = ModelOptions.of(keywords, base=options, where="ModelClient", allowed=CLIENT_FIELDS, also=("options", "sdk_client"))
+        base_url, api_key, cache, cache_mode = chosen.base_url, chosen.api_key, chosen.cache, chosen.cache_mode
+        budget, retry_policy, timeout, stream = chosen.budget, chosen.retry_policy, chosen.timeout, chosen.stream
+        max_concurrent_requests = chosen.max_concurrent_requests
         if not isinstance(model, str) or not model.strip():
             raise InvalidArgument(f"model={model!r}: name the model to call.")
         if timeout <= 0:
