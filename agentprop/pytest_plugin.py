@@ -122,7 +122,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--agentprop-seed", type=int, default=None, help="trial namespace (default 0)")
     group.addoption("--agentprop-fresh", action="store_true", default=False, help="re-sample agent runs instead of reusing memoised runs")
-    group.addoption("--agentprop-memo", default=None, help="memo file of agent runs (default .agentprop/trials.sqlite; 'none' for memory only)")
+    group.addoption(
+        "--agentprop-memo",
+        default=None,
+        help="memo file of agent runs (default .agentprop/trials.sqlite, or the --agentprop-store's; 'none' for memory only)",
+    )
     group.addoption("--agentprop-max-runs", type=int, default=None, help="session budget: most agent runs")
     group.addoption("--agentprop-max-usd", type=float, default=None, help="session budget: most dollars")
     group.addoption(
@@ -245,7 +249,9 @@ def _start_session(config: pytest.Config) -> Session:
     namespace = ""
     # the same with or without --agentprop-profile: on disk once agentprop is configured (an
     # ini option, or the option itself), else in memory
-    if memo_opt.lower() == "none" or not memo_opt and not _uses_agentprop(config):
+    if memo_opt.lower() != "none" and not memo_opt and _store(config):
+        memo = _open_store_memo(config, namespace)  # shared by every process and machine of the store
+    elif memo_opt.lower() == "none" or not memo_opt and not _uses_agentprop(config):
         memo = TrialMemo(namespace=namespace)
     else:
         path = Path(memo_opt) if memo_opt else Path(str(config.rootpath)) / ".agentprop" / "trials.sqlite"
@@ -402,6 +408,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if hidden is not None:
         session_var.reset(hidden)
         del config.stash[_HIDDEN_KEY]
+
+
+def _open_store_memo(config: pytest.Config, namespace: str) -> TrialMemo:
+    """The memo on the shared store; a store that cannot be used is a usage error naming it."""
+    from agentprop._decide.memo import TrialMemo, open_memo_store
+
+    try:
+        return TrialMemo(namespace=namespace, store=open_memo_store(_store(config)))
+    except InvalidArgument as exc:
+        raise pytest.UsageError(f"--agentprop-store: {exc}") from None
 
 
 def _open_memo(config: pytest.Config, path: Path, namespace: str) -> TrialMemo:

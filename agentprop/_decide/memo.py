@@ -3,9 +3,10 @@
 The same key always gives the same trace, so Hypothesis's replay and shrinking see a
 deterministic function and a re-run costs no agent run; fresh samples need a new namespace or
 new trial indices. Runs are stored, never verdicts: the caller judges the stored trace on every
-lookup. A run in flight is shared by concurrent requests for its key. Stores: memory, or SQLite
-(safe across processes and threads); a file of another format raises
-:class:`~agentprop.errors.MemoFileError`.
+lookup. A run in flight is shared by concurrent requests for its key. Stores (a
+:class:`MemoStore`): memory only, a SQLite file (safe across processes and threads; a file of
+another format raises :class:`~agentprop.errors.MemoFileError`), or a Redis server (across
+machines).
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ import sqlite3
 import threading
 import warnings
 import zlib
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Union
 
 from pydantic import ValidationError
 
+from agentprop._modelapi.stores import redis_client, redis_url, safe_url
 from agentprop._scenario.trace import Trace
-from agentprop.errors import AgentPropWarning, MemoFileError, SourceLocation
+from agentprop.errors import AgentPropWarning, InvalidArgument, MemoFileError, SourceLocation
 
 SCHEMA_VERSION = 2
 """Format of a memo file: 2 stores runs (``runs(key, trace_json)``); 1 (``user_version`` 0
@@ -91,27 +94,37 @@ Begun = Union[Trace, "asyncio.Future[bool]", RunClaim]
 for (:meth:`TrialMemo.shared`), or the claim to make the run."""
 
 
-class TrialMemo:
-    """A store of agent runs (traces) keyed by ``(input key, agent fingerprint, trial)``."""
+class MemoStore(ABC):
+    """Where a memo keeps its runs beyond the process: each a trace's JSON by key."""
 
-    def __init__(self, path: str | Path | None = None, *, namespace: str = "") -> None:
-        self.path = Path(path) if path is not None else None
-        self.namespace = namespace
-        self._mem: dict[str, bytes] = {}
-        """The runs held in memory, compressed (a run of many thousand cases keeps every run)."""
-        self._lock = threading.Lock()
+    @abstractmethod
+    def describe(self) -> str:
+        """The store as messages name it (a path, a URL without its password)."""
+
+    @abstractmethod
+    def get(self, key: str) -> str | None:
+        """The run stored under ``key`` (its JSON), or ``None``."""
+
+    @abstractmethod
+    def put(self, key: str, text: str) -> None:
+        """Store a run's JSON under ``key`` (replacing any)."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """Runs stored."""
+
+
+class FileMemoStore(MemoStore):
+    """Runs in a SQLite file (``runs(key, trace_json)``, format :data:`SCHEMA_VERSION`): safe
+    across the processes and threads of one machine."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
         self._local = threading.local()
-        self._flights: dict[str, asyncio.Future[bool]] = {}
-        """Runs in progress, by key: each resolves to whether its run was stored."""
-        self.hits = 0
-        self.misses = 0
-        self.unreadable = 0
-        """Stored runs that no longer parse as a trace (written by another agentprop version):
-        looked up as misses, so the trial runs again and its new run replaces them."""
-        if self.path is not None:
-            self._open_file()
+        self._open_file()
 
-    # ------------------------------------------------------------------ the file
+    def describe(self) -> str:
+        return str(self.path)
 
     def _fail(self, problem: str, fix: str = _DELETE_FIX) -> MemoFileError:
         return MemoFileError(problem, location=SourceLocation(self.path), fix=fix)
@@ -206,27 +219,104 @@ class TrialMemo:
             con.close()
             self._local.con = None
 
+    def _damaged(self, exc: sqlite3.DatabaseError) -> MemoFileError:
+        """A memo file that broke after it was opened (another process, the disk)."""
+        return self._fail(f"the trial memo failed: SQLite says {exc!s} (the file was damaged or changed while in use)")
+
+    def get(self, key: str) -> str | None:
+        try:
+            row = self._con().execute("SELECT trace_json FROM runs WHERE key = ?", (key,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
+        return None if row is None else str(row[0])
+
+    def put(self, key: str, text: str) -> None:
+        try:
+            self._con().execute("INSERT OR REPLACE INTO runs (key, trace_json) VALUES (?, ?)", (key, text))
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
+
+    def count(self) -> int:
+        try:
+            return int(self._con().execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
+
+
+_REDIS_TTL_S = 30 * 24 * 3600
+"""How long the runs of a Redis memo stay after its last write."""
+
+
+class RedisMemoStore(MemoStore):
+    """Runs on a Redis server, shared by every process and machine that opens it: one hash
+    (``PREFIX:memo``, ``agentprop:memo`` by default) of zlib-compressed trace JSON by key,
+    kept 30 days after its last write."""
+
+    def __init__(self, url: str, *, prefix: str = "agentprop") -> None:
+        self.url = url
+        self.key = f"{prefix}:memo"
+        self._client = redis_client(url, "the Redis trial memo")
+
+    def describe(self) -> str:
+        return safe_url(self.url)
+
+    def get(self, key: str) -> str | None:
+        packed = self._client.hget(self.key, key)
+        if packed is None:
+            return None
+        return zlib.decompress(packed if isinstance(packed, bytes) else packed.encode("latin-1")).decode()
+
+    def put(self, key: str, text: str) -> None:
+        with self._client.pipeline(transaction=True) as pipe:
+            pipe.hset(self.key, key, _pack(text))
+            pipe.expire(self.key, _REDIS_TTL_S)
+            pipe.execute()
+
+    def count(self) -> int:
+        return int(self._client.hlen(self.key))
+
+
+def open_memo_store(store: str) -> MemoStore:
+    """The memo store of a shared store URL (``redis://host:port/db[?prefix=P]``)."""
+    url, ours = redis_url(store)
+    return RedisMemoStore(url, prefix=ours.get("prefix", "agentprop"))
+
+
+class TrialMemo:
+    """A store of agent runs (traces) keyed by ``(input key, agent fingerprint, trial)``: in
+    memory, and in ``store`` (a :class:`MemoStore`; ``path``: a :class:`FileMemoStore` there)."""
+
+    def __init__(self, path: str | Path | None = None, *, namespace: str = "", store: MemoStore | None = None) -> None:
+        if path is not None and store is not None:
+            raise InvalidArgument("TrialMemo: give a path or a store, not both")
+        self.path = Path(path) if path is not None else None
+        self.store = FileMemoStore(path) if path is not None else store
+        self.namespace = namespace
+        self._mem: dict[str, bytes] = {}
+        """The runs held in memory, compressed (a run of many thousand cases keeps every run)."""
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._flights: dict[str, asyncio.Future[bool]] = {}
+        """Runs in progress, by key: each resolves to whether its run was stored."""
+        self.hits = 0
+        self.misses = 0
+        self.unreadable = 0
+        """Stored runs that no longer parse as a trace (written by another agentprop version):
+        looked up as misses, so the trial runs again and its new run replaces them."""
+
     # ------------------------------------------------------------------ runs
 
     def key(self, input_digest: str, fingerprint: str, trial: int) -> str:
         return hashlib.sha256(f"{self.namespace}\x1f{input_digest}\x1f{fingerprint}\x1f{trial}".encode()).hexdigest()
-
-    def _damaged(self, exc: sqlite3.DatabaseError) -> MemoFileError:
-        """A memo file that broke after it was opened (another process, the disk)."""
-        return self._fail(f"the trial memo failed: SQLite says {exc!s} (the file was damaged or changed while in use)")
 
     def get(self, key: str) -> Trace | None:
         """The run stored under ``key`` (a fresh copy on every call), or ``None``."""
         with self._lock:
             packed = self._mem.get(key)
         text: str | bytes | None = zlib.decompress(packed) if packed is not None else None
-        if text is None and self.path is not None:
-            try:
-                row = self._con().execute("SELECT trace_json FROM runs WHERE key = ?", (key,)).fetchone()
-            except sqlite3.DatabaseError as exc:
-                raise self._damaged(exc) from None
-            if row is not None:
-                text = str(row[0])
+        if text is None and self.store is not None:
+            text = self.store.get(key)
+            if text is not None:
                 with self._lock:
                     self._mem[key] = _pack(text)
         trace = None
@@ -256,11 +346,8 @@ class TrialMemo:
         text = trace_json(trace)
         with self._lock:
             self._mem[key] = _pack(text)
-        if self.path is not None:
-            try:
-                self._con().execute("INSERT OR REPLACE INTO runs (key, trace_json) VALUES (?, ?)", (key, text))
-            except sqlite3.DatabaseError as exc:
-                raise self._damaged(exc) from None
+        if self.store is not None:
+            self.store.put(key, text)
         return Trace.from_json(text)
 
     def begin(self, key: str) -> Begun:
@@ -297,9 +384,6 @@ class TrialMemo:
             return len(self._flights)
 
     def __len__(self) -> int:
-        if self.path is not None:
-            try:
-                return int(self._con().execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-            except sqlite3.DatabaseError as exc:
-                raise self._damaged(exc) from None
+        if self.store is not None:
+            return self.store.count()
         return len(self._mem)
