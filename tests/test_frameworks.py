@@ -34,6 +34,8 @@ FRAMEWORKS = {
     "openai-agents-over-mcp": ("agents.mcp", "examples.supportops_openai_agents.agent:SupportOpsAgentsSDKOverMcp"),
     # PydanticAI's own OpenAI model class and client over HTTP, its output tool for the answer
     "pydantic-ai": ("pydantic_ai", "examples.supportops_pydanticai.agent:SupportOpsPydanticAIOverOpenAI"),
+    # the same client starting agentprop's server as a stdio process (MCPServerStdio)
+    "openai-agents-over-mcp-stdio": ("agents.mcp", "examples.supportops_openai_agents.agent:SupportOpsAgentsSDKOverMcpStdio"),
 }
 
 

@@ -13,11 +13,16 @@ import asyncio
 import contextlib
 import hmac
 import json
+import os
 import random
 import secrets
 import socket
+import sys
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agentprop._agents.mcp_compat import Client, Handlers, get, http_app, mcp_error, new_server, types
@@ -453,11 +458,13 @@ class McpAgent(ABC):
 
 class _TurnBridge(TrialBridge):
     """The bridge of a served agent: the runtime hands each turn's message to the agent's code
-    directly, so every session of the trial's server acts on the open turn."""
+    directly, so every session of the trial's server acts on the open turn. ``sessions``: the
+    MCP sessions that called a tool in the open turn."""
 
     def __init__(self) -> None:
         super().__init__()
         self.current: TurnContext | None = None
+        self.sessions: set[str] = set()
 
     @property
     def read_a_message(self) -> bool:
@@ -511,17 +518,64 @@ def _quiet_server_class() -> type[Any]:
     return QuietServer
 
 
+def _session_of(ctx: Any) -> str | None:
+    """The ``Mcp-Session-Id`` of a request's context (``None`` over stdio or without one)."""
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    sid = headers.get("mcp-session-id") if headers is not None else None
+    return str(sid) if sid else None
+
+
+@dataclass(frozen=True)
+class StdioCommand:
+    """How an MCP client starts a stdio server for the open trial: ``command`` with ``args``,
+    ``env`` merged over the client's environment. :meth:`params` is the dict the clients take
+    (``StdioServerParameters(**cmd.params())``, the OpenAI Agents SDK's
+    ``MCPServerStdio(params=cmd.params())``, langchain-mcp-adapters' ``{"transport": "stdio",
+    **cmd.params()}``)."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+
+    def params(self) -> dict[str, Any]:
+        return {"command": self.command, "args": list(self.args), "env": dict(self.env)}
+
+
+def _stdio_command(url: str) -> StdioCommand:
+    from agentprop._agents.mcp_stdio import URL_ENV
+
+    root = str(Path(__file__).resolve().parents[2])  # where `agentprop` imports from
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    return StdioCommand(command=sys.executable, args=["-m", "agentprop._agents.mcp_stdio"], env={URL_ENV: url, "PYTHONPATH": path})
+
+
+SPLIT_TURN = (
+    "{agent}: the tool calls of one turn came over {n} MCP sessions (over stdio, a server process each): its MCP client "
+    "opens a session per call. agentprop still counts the conversation as one trial, since the turn belongs to the runtime, "
+    "not to a session; but a server's session state is lost between calls, each stdio call starts a process, and under "
+    "`agentprop serve` (each session one trial) this client cannot be tested. Keep one session open for the conversation "
+    "(langchain-mcp-adapters: `async with client.session(NAME) as session` and `load_mcp_tools(session)`)"
+)
+"""The warning for a turn whose tool calls came over several sessions (said once per agent class)."""
+
+_warned_split: set[str] = set()
+
+
 class McpServedAgent(ABC):
     """Base class of an agent that reaches its world through a real MCP server: for each trial
     agentprop serves that trial's world over streamable HTTP on loopback, and every turn hands
-    your code the user's message and the server's URL. Any MCP client works -- a framework's
-    (the OpenAI Agents SDK's ``MCPServerStreamableHttp``, langchain-mcp-adapters, PydanticAI's
+    your code the user's message and the server's URL; ``self.stdio`` (a :class:`StdioCommand`)
+    is the command a stdio client starts instead, a server process that relays its session to
+    that trial. Any MCP client works -- a framework's (the OpenAI Agents SDK's
+    ``MCPServerStreamableHttp`` or ``MCPServerStdio``, langchain-mcp-adapters, PydanticAI's
     ``MCPServerStreamableHTTP``) or the SDK's own ``Client(url)`` -- and it may open as many
-    sessions as it likes: they all act on the open turn of this trial. Write :meth:`mcp_turn`::
+    sessions (or stdio processes) as it likes: they all act on the open turn of this trial, and
+    a turn spread over several is told once (:data:`SPLIT_TURN`). Write :meth:`mcp_turn`::
 
         class MyAgent(McpServedAgent):
             async def mcp_turn(self, message, url):
                 async with MCPServerStreamableHttp(params={"url": url}) as server:
+                # or: async with MCPServerStdio(params=self.stdio.params()) as server:
                     result = await Runner.run(Agent(..., mcp_servers=[server]), message)
 
     The agent ends a turn with the server's ``respond`` tool, or returns text (said to the user).
@@ -541,10 +595,15 @@ class McpServedAgent(ABC):
             await self._start(ctx)
         bridge: _TurnBridge = self._served[0]
         bridge.current, self.ctx = ctx, ctx
+        bridge.sessions = set()
         try:
             said = await self.mcp_turn(message, self.url)
         finally:
             bridge.current = None
+        name = type(self).__qualname__
+        if len(bridge.sessions) > 1 and name not in _warned_split:
+            _warned_split.add(name)
+            warnings.warn(SPLIT_TURN.format(agent=name, n=len(bridge.sessions)), UserWarning, stacklevel=2)
         if said and said.strip() and not ctx.responded:
             ctx.say(said)
 
@@ -553,7 +612,14 @@ class McpServedAgent(ABC):
 
         bridge = _TurnBridge()
         token = secrets.token_urlsafe(18)
-        app = _TokenGuard(http_app(trial_server(ctx.spec, bridge, context=ctx.context)), token)
+
+        async def bridge_for(request: Any) -> TrialBridge:
+            sid = _session_of(request)
+            if sid is not None and bridge.current is not None:
+                bridge.sessions.add(sid)
+            return bridge
+
+        app = _TokenGuard(http_app(build_server(ctx.spec, bridge_for, context=ctx.context)), token)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)
@@ -569,6 +635,7 @@ class McpServedAgent(ABC):
             raise McpSessionEnded(f"agentprop's MCP server for this trial did not start within {self.start_timeout_s} s")
         self._served = (bridge, server, task, sock)
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp?token={token}"
+        self.stdio = _stdio_command(self.url)
 
     async def close_conversation(self) -> None:
         served = getattr(self, "_served", None)
@@ -595,6 +662,8 @@ __all__ = [
     "McpConversation",
     "McpServedAgent",
     "McpSessionEnded",
+    "SPLIT_TURN",
+    "StdioCommand",
     "TrialBridge",
     "UNREAD_CALL",
     "build_server",

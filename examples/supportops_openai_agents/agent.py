@@ -12,7 +12,8 @@ with
 
 :class:`SupportOpsAgentsSDKOverMcp` is the same agent taking its tools from MCP instead: the
 SDK's own MCP client connects to a real server agentprop starts for each trial
-(:class:`agentprop.mcp.McpServedAgent`). With a real model, drop ``model=`` (the SDK's default model and client) and the player: the
+(:class:`agentprop.mcp.McpServedAgent`); :class:`SupportOpsAgentsSDKOverMcpStdio` has the SDK
+start that server as a stdio process (``MCPServerStdio``). With a real model, drop ``model=`` (the SDK's default model and client) and the player: the
 test is the same.
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import Agent, OpenAIResponsesModel, Runner, set_tracing_disabled
-from agents.mcp import MCPServerStreamableHttp
+from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
 from openai import AsyncOpenAI
 
 from agentprop import TurnContext, load_agent
@@ -72,6 +73,20 @@ class SupportOpsAgentsSDKOverMcp(McpServedAgent):
     async def mcp_turn(self, message: str, url: str) -> None:
         self.player.begin(self.ctx)
         async with MCPServerStreamableHttp(params={"url": url}, cache_tools_list=True) as server:
+            agent = Agent(name="supportops", instructions=PROMPT, model=self.model, mcp_servers=[server])
+            result = await Runner.run(agent, [*self.items, {"role": "user", "content": message}], max_turns=DEFAULT_MAX_TURNS)
+        self.items = result.to_input_list()
+        usage = result.context_wrapper.usage
+        self.ctx.add_usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, model_calls=usage.requests)
+
+
+class SupportOpsAgentsSDKOverMcpStdio(SupportOpsAgentsSDKOverMcp):
+    """The same agent whose MCP client starts the server itself, over stdio: the SDK's
+    ``MCPServerStdio`` runs the command agentprop gives for the trial (``self.stdio``)."""
+
+    async def mcp_turn(self, message: str, url: str) -> None:
+        self.player.begin(self.ctx)
+        async with MCPServerStdio(params=self.stdio.params(), cache_tools_list=True) as server:  # type: ignore[arg-type]
             agent = Agent(name="supportops", instructions=PROMPT, model=self.model, mcp_servers=[server])
             result = await Runner.run(agent, [*self.items, {"role": "user", "content": message}], max_turns=DEFAULT_MAX_TURNS)
         self.items = result.to_input_list()
