@@ -15,7 +15,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -533,24 +533,15 @@ async def adecide(
                     log.unjudged(i, "refused")
                 break
             trace, made = got
-            if cut_by_budget(trace):  # a model call the budget refused: not a run of the agent
-                again = trials.room_left(i)  # refused while other calls held reservations: again
-                if log is not None:
-                    log.unjudged(i, "cut" if again else "refused", trace, made, error_kind="budget_exhausted")
-                if again:
-                    continue
+            taken = _feed(i, trace, made, trials, judge, test, outcomes, log)
+            if taken == "again":
+                continue
+            if taken == "refused":
                 budget_out = True
                 break
-            infra = trace.infrastructure_error
-            if infra is not None:  # not the agent's: never judged; the decision stops here
-                if log is not None:
-                    log.unjudged(i, "infrastructure", trace, made, error_kind=infra.kind)
+            if taken == "infrastructure":
+                infra = trace.infrastructure_error
                 break
-            rec = judge(trace)
-            if log is not None:
-                log.judged(i, rec, trace, made)
-            outcomes.append(TrialOutcome(i, rec, trace, not made))
-            test.update(rec.passed)
             i += 1
         result = _result(name, test, outcomes, settings, budget_out, infra)
         if log is not None:
@@ -565,6 +556,31 @@ async def adecide(
     if log is not None:
         log.end(result)
     return result
+
+
+def _feed(
+    i: int, trace: Trace, made: bool, trials: _Trials, judge: Judge, test: SequentialTest, outcomes: list[TrialOutcome], log: DecisionLog | None
+) -> Literal["judged", "again", "refused", "infrastructure"]:
+    """Judge trial ``i``'s run into ``test``, or say why it is not judged: a model call the
+    budget refused (``again`` when other calls held the reservations, so it may be asked
+    again; else ``refused``), or an error that is not the agent's (``infrastructure``: the
+    decision stops). Either way the trial is recorded in ``log``."""
+    if cut_by_budget(trace):  # a model call the budget refused: not a run of the agent
+        again = trials.room_left(i)
+        if log is not None:
+            log.unjudged(i, "cut" if again else "refused", trace, made, error_kind="budget_exhausted")
+        return "again" if again else "refused"
+    infra = trace.infrastructure_error
+    if infra is not None:
+        if log is not None:
+            log.unjudged(i, "infrastructure", trace, made, error_kind=infra.kind)
+        return "infrastructure"
+    rec = judge(trace)
+    if log is not None:
+        log.judged(i, rec, trace, made)
+    outcomes.append(TrialOutcome(i, rec, trace, not made))
+    test.update(rec.passed)
+    return "judged"
 
 
 async def _decide_in_flight(
@@ -589,26 +605,17 @@ async def _decide_in_flight(
         while not test.done:
             while fed in ready:
                 trace, made = ready.pop(fed)
-                if cut_by_budget(trace):  # a model call the budget refused: not a run of the agent
-                    again = trials.room_left(fed)  # refused while other calls held reservations: again
-                    if log is not None:
-                        log.unjudged(fed, "cut" if again else "refused", trace, made, error_kind="budget_exhausted")
-                    if again:
-                        flying[asyncio.ensure_future(trials.obtain(fed))] = fed
-                        making.add(fed)
-                    else:
-                        refused_at = fed
+                taken = _feed(fed, trace, made, trials, judge, test, outcomes, log)
+                if taken == "again":
+                    flying[asyncio.ensure_future(trials.obtain(fed))] = fed
+                    making.add(fed)
                     break
-                infra = trace.infrastructure_error
-                if infra is not None:  # not the agent's: never judged; the decision stops here
-                    if log is not None:
-                        log.unjudged(fed, "infrastructure", trace, made, error_kind=infra.kind)
+                if taken == "refused":
+                    refused_at = fed
                     break
-                rec = judge(trace)
-                if log is not None:
-                    log.judged(fed, rec, trace, made)
-                outcomes.append(TrialOutcome(fed, rec, trace, not made))
-                test.update(rec.passed)
+                if taken == "infrastructure":
+                    infra = trace.infrastructure_error
+                    break
                 fed += 1
                 if test.done:
                     break
