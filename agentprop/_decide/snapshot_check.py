@@ -65,6 +65,19 @@ def check_snapshot(
     """
     __tracebackhide__ = True  # a failure points at the test's line, not at agentprop's source
     settings = fold_deprecated("check_snapshot", settings, seed=seed)
+    # what the plain and the spec snapshot take alike
+    shared: dict[str, Any] = dict(
+        name=name,
+        runs=runs,
+        alpha=alpha,
+        update=update,
+        reason=reason,
+        allow_ci=allow_ci,
+        ignore=ignore,
+        budget=budget,
+        seed=resolve(settings).seed,
+        judges=judges,
+    )
 
     if not isinstance(project, Project):
         if agent is not None or messages is not None:
@@ -78,16 +91,7 @@ def check_snapshot(
                 scenario if isinstance(scenario, str) else [str(m) for m in scenario] if not isinstance(scenario, Scenario) else [],
                 tools=tools,
                 store=SnapshotStore(directory if directory is not None else "__snapshots__"),
-                name=name,
-                runs=runs,
-                alpha=alpha,
-                update=update,
-                reason=reason,
-                allow_ci=allow_ci,
-                ignore=ignore,
-                budget=budget,
-                seed=resolve(settings).seed,
-                judges=judges,
+                **shared,
             )
         )
     else:
@@ -98,17 +102,8 @@ def check_snapshot(
                 sc,
                 agent,
                 store=SnapshotStore(directory if directory is not None else default_snapshot_dir(project)),
-                name=name,
-                runs=runs,
-                alpha=alpha,
-                update=update,
-                reason=reason,
-                allow_ci=allow_ci,
-                ignore=ignore,
-                budget=budget,
-                seed=resolve(settings).seed,
                 messages=messages,
-                judges=judges,
+                **shared,
             )
         )
     if raise_on_failure and not result.passed:
