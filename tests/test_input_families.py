@@ -211,3 +211,34 @@ def test_a_run_prints_the_families_each_path_met(tmp_path: Path) -> None:
     start = next(i for i, line in enumerate(printed) if line.startswith("input families met by EXPLORE inputs"))
     paths = [line for line in printed[start + 2 :] if line.startswith("  ") and "inputs):" in line]
     assert len(paths) == 2 and all("(4 inputs)" in line for line in paths), printed[start:]
+
+
+def test_a_follow_up_question_never_gains_a_word_that_reads_as_yes() -> None:
+    from agentprop.strategies._internal.families import brings_assent
+
+    assert brings_assent("Will this affect my premium?", "Will this affect my premium please?", "en")
+    assert brings_assent("Will this affect my premium?", "Sure, will this affect my premium?", "en")
+    assert not brings_assent("Please, will this affect my premium?", "Um, please, will this affect my premium?", "en")
+    assert not brings_assent("Will this affect my premium?", "Will this affect my premium, in your opinion?", "en")
+    assert not brings_assent("Will this affect my surplus?", "Will this affect my surpluss?", "en")  # "plus" is no word there
+    assert brings_assent("这会影响我的保费吗？", "好的，这会影响我的保费吗？", "zh")
+    assert not brings_assent("这会影响我的保费吗？", "您好，这会影响我的银行卡吗？", "zh")  # 好 and 行 inside words
+    # every explored rendering of a path's follow-up question: the generator draws politeness,
+    # closings, fillers and code-switched phrases on it, none of which may say yes
+    project = agentprop.load_project(ROOT / "examples" / "supportops")
+    checked = 0
+    for scenario in project.scenarios():
+        space = ChoiceSpace(project, scenario)
+        asks = [i for i, ts in enumerate(space.turn_spaces[0]) if ts.role == "question"]
+        if not asks:
+            continue
+        rng, decks = random.Random(3), {}  # type: ignore[var-annotated]
+        for _ in range(48):
+            choices = space.draw(rng, decks=decks)
+            rendered = space.render(choices)
+            for i in asks:
+                template = space.turn_spaces[choices.turns[i].template][i]
+                if template.role == "question":
+                    checked += 1
+                    assert not brings_assent(template.text, rendered.messages[i], template.lang), (template.text, rendered.messages[i])
+    assert checked > 100

@@ -35,6 +35,7 @@ from agentprop.strategies._internal.families import (
     FAMILIES,
     NOTATION_FORMS,
     apply_family,
+    brings_assent,
     channel_allows,
     channel_allows_form,
     families_for,
@@ -941,9 +942,12 @@ class ChoiceSpace:
             return str(done), sum(s.name == "typo" for s in done.transforms)
 
         def fine(text: str, steps: Sequence[StepChoice]) -> bool:
-            """The facts stay stated, and no slip makes a word the spec's own."""
+            """The facts stay stated, a question gains no word that reads as a yes, and no slip
+            makes a word the spec's own."""
             out, _ = apply(text, steps)
             if keeps is not None and not keeps(out, [name for name, _ in steps]):
+                return False
+            if role == "question" and brings_assent(text, out, lang):
                 return False
             if not any(name == "typo" for name, _ in steps):
                 return True
@@ -969,7 +973,11 @@ class ChoiceSpace:
             if name in FAMILY_STEPS:
                 text = flush(text)
                 framed = apply_family(text, name, dict(params).get("choice", 0), role, lang, [p for p in protect if p in text])
-                if (keeps is None or keeps(framed, [name])) and not brings_spec_words(text, framed, self.spec_words):
+                if (
+                    (keeps is None or keeps(framed, [name]))
+                    and not brings_spec_words(text, framed, self.spec_words)
+                    and not (role == "question" and brings_assent(text, framed, lang))
+                ):
                     text = framed
                 continue
             if name != CODESWITCH:
@@ -983,7 +991,9 @@ class ChoiceSpace:
             other = others[p.get("lang", 0) % len(others)]
             phrases = _switch_phrases(other)
             switched = _code_switch(text, lang, phrases[p.get("choice", 0) % len(phrases)])
-            if keeps is None or keeps(switched, [CODESWITCH]):
+            if (keeps is None or keeps(switched, [CODESWITCH])) and not (
+                role == "question" and any(brings_assent(text, switched, x) for x in (lang, other))
+            ):
                 text = switched
         return flush(text)
 

@@ -21,6 +21,7 @@ __all__ = [
     "ROLES",
     "NOTATION_FORMS",
     "apply_family",
+    "brings_assent",
     "channel_allows",
     "channel_allows_form",
     "channel_not_tried",
@@ -95,6 +96,30 @@ def turn_role(text: str, index: int, lang: str) -> str:
     if re.search(r"[?\uff1f]\s*$", text):
         return "question"  # a follow-up question (not an answer): no family frames it yet
     return "answer"
+
+
+_CJK_CLAUSE = re.compile(r"[\s,.!?;:\uff0c\u3002\uff01\uff1f\u3001\uff1b\uff1a]+")
+_CJK_PARTICLES = "的吧啊呀呢哈嘛"
+
+
+def _assent_count(text: str, words: Sequence[str], cjk: bool) -> int:
+    """How often ``text`` says one of ``words``: as a word (Latin script), or as a clause of its
+    own (CJK: 好 in "好的，…" but not in 您好 or 银行)."""
+    low = text.lower()
+    if cjk:
+        said = {w.lower() for w in words}
+        return sum(clause.rstrip(_CJK_PARTICLES) in said for clause in _CJK_CLAUSE.split(low) if clause)
+    return sum(len(re.findall(rf"(?<![a-z']){re.escape(w.lower())}(?![a-z'])", low)) for w in words)
+
+
+def brings_assent(before: str, after: str, lang: str) -> bool:
+    """Whether ``after`` (a rewrite of ``before``) holds a word of the pack's ``assent_words``
+    more often than ``before`` does: a word that reads as a yes when said in reply ("please",
+    "sure"). A follow-up question is never rewritten so (the agent asked something; a question
+    that also says yes answers it)."""
+    pack = _pack(lang)
+    words, cjk = pack.families.assent_words, pack.resolved_script == "cjk"
+    return bool(words) and _assent_count(after, words, cjk) > _assent_count(before, words, cjk)
 
 
 def injection_texts() -> tuple[str, ...]:

@@ -253,7 +253,9 @@ class UserFamilies(_PackModel):
     """How users write a turn, by the turn's role (``docs/input-families.md``): family name ->
     frame templates (``{S}``/``{s}``: the whole turn as written, ``{p}``: its end mark). For
     ``correction`` the frame wraps the mistaken version; the corrected turn follows it.
-    ``confirm_words`` / ``refuse_words`` open a follow-up that says yes / no (its role)."""
+    ``confirm_words`` / ``refuse_words`` open a follow-up that says yes / no (its role);
+    ``assent_words`` read as a yes when said in reply ("please", "sure"): a follow-up that asks a
+    question never gains one, so a question is never also an answer."""
 
     request: dict[Phrase, tuple[Template, ...]] = {}
     answer: dict[Phrase, tuple[Template, ...]] = {}
@@ -261,6 +263,7 @@ class UserFamilies(_PackModel):
     refusal: dict[Phrase, tuple[Template, ...]] = {}
     confirm_words: tuple[Phrase, ...] = ()
     refuse_words: tuple[Phrase, ...] = ()
+    assent_words: tuple[Phrase, ...] = ()
     tool_output: tuple[Phrase, ...] = ()
     """Instructions injected into a free-text field of a tool's output (OWASP LLM01, indirect)."""
 
