@@ -12,6 +12,7 @@ defines a valid pool, including :data:`PROMPT_VERSION`. The one request goes thr
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -886,6 +887,15 @@ def _make_request(
     )
 
 
+_REQUEST_ARGUMENTS = tuple(inspect.signature(_make_request).parameters)
+
+
+def _request_of(arguments: Mapping[str, Any]) -> _PoolRequest:
+    """The pool request of :func:`llm_paraphrases` or :func:`load_paraphrase_pool`, from their
+    arguments (``locals()``): those named like :func:`_make_request`'s, passed on in one place."""
+    return _make_request(**{name: arguments[name] for name in _REQUEST_ARGUMENTS})
+
+
 # --- public API -------------------------------------------------------------------------------
 
 
@@ -916,26 +926,7 @@ def llm_paraphrase_pool(
     on first draw. Use it to fill the cache ahead of a run, to inspect ``pool.rejected``, or to
     find the file to commit (``pool.path``).
     """
-    request = _make_request(
-        text,
-        model=model,
-        n=n,
-        lang=lang,
-        packs=packs,
-        cache_dir=cache_dir,
-        client=client,
-        base_url=base_url,
-        api_key=api_key,
-        similarity=similarity,
-        protect=protect,
-        keywords=keywords,
-        temperature=temperature,
-        pool_file=pool_file,
-        budget=budget,
-        retry_policy=retry_policy,
-        timeout=timeout,
-        api_cache=api_cache,
-    )
+    request = _request_of(locals())  # first: locals() holds only the arguments
     return request.load()
 
 
@@ -1017,26 +1008,7 @@ def llm_paraphrases(
     pool and no key, the first draw raises :class:`ParaphrasePoolError` saying how to provide
     one. Arguments are checked when the strategy is created (:class:`InvalidArgument`).
     """
-    request = _make_request(
-        text,
-        model=model,
-        n=n,
-        lang=lang,
-        packs=packs,
-        cache_dir=cache_dir,
-        client=client,
-        base_url=base_url,
-        api_key=api_key,
-        similarity=similarity,
-        protect=protect,
-        keywords=keywords,
-        temperature=temperature,
-        pool_file=pool_file,
-        budget=budget,
-        retry_policy=retry_policy,
-        timeout=timeout,
-        api_cache=api_cache,
-    )
+    request = _request_of(locals())  # first: locals() holds only the arguments
     options: dict[str, Any] = {
         "lang": lang,
         "packs": packs,
