@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from agentprop._agents.loading import LoadedAgent
     from agentprop._agents.project import Project
+    from agentprop._decide.corpus import Corpus, ProjectCorpora
     from agentprop._decide.memo import TrialMemo
     from agentprop._decide.session import Session
     from agentprop._decide.settings import settings as AgentSettings
@@ -232,7 +233,6 @@ def _configured(config: pytest.Config) -> bool:
 def _start_session(config: pytest.Config) -> Session:
     """The session of this pytest run, made and made current (for the whole run: pytest runs
     tests in this thread and context; left at unconfigure)."""
-    from agentprop._decide.corpus import Corpus, ProjectCorpora
     from agentprop._decide.memo import TrialMemo
     from agentprop._decide.session import Session
     from agentprop._modelapi.budget import Budget
@@ -270,7 +270,7 @@ def _start_session(config: pytest.Config) -> Session:
     corpus_opt = _opt(config, "--agentprop-corpus") or ""
     corpus: Corpus | ProjectCorpora | None = None
     if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config)):
-        corpus = Corpus(Path(corpus_opt)) if corpus_opt else ProjectCorpora(plain=Path(str(config.rootpath)) / ".agentprop" / "corpus")
+        corpus = _store_corpus(config, corpus_opt)
     mode = _opt(config, "--agentprop-cache-mode")
     session = Session(
         memo=memo,
@@ -408,6 +408,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if hidden is not None:
         session_var.reset(hidden)
         del config.stash[_HIDDEN_KEY]
+
+
+def _store_corpus(config: pytest.Config, corpus_opt: str) -> Corpus | ProjectCorpora:
+    """The session's corpus: ``--agentprop-corpus DIR``, else each project's own; with a shared
+    store, the store's over it (read-only). A store that cannot be used is a usage error."""
+    from agentprop._decide.corpus import Corpus, ProjectCorpora, open_store_corpus
+
+    store = _store(config) or None
+    try:
+        if corpus_opt:
+            return open_store_corpus(store, Corpus(Path(corpus_opt))) if store else Corpus(Path(corpus_opt))
+        return ProjectCorpora(plain=Path(str(config.rootpath)) / ".agentprop" / "corpus", store=store)
+    except InvalidArgument as exc:
+        raise pytest.UsageError(f"--agentprop-store: {exc}") from None
 
 
 def _open_store_memo(config: pytest.Config, namespace: str) -> TrialMemo:

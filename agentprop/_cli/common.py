@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agentprop._agents.loading import LoadedAgent
     from agentprop._agents.model_agent import ModelAgent
     from agentprop._agents.project import Project
+    from agentprop._decide.corpus import Corpus
     from agentprop._modelapi.budget import Budget
     from agentprop._modelapi.ledger import Ledger
     from agentprop._pipeline.report.model import RunReport, SnapshotCheckReport
@@ -184,6 +185,25 @@ def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> t
         search = [Path.cwd()] if args.agent else []
         agent = load_agent(ref, project.base_dir, parse_faults(args.fault), search=search)
     return agent, model_agent
+
+
+def cli_corpus(args: argparse.Namespace, directory: str | Path) -> Corpus:
+    """The failure corpus in ``directory``; with ``--store URL`` (else ``$AGENTPROP_STORE``), the
+    store's, over that directory read-only. A store that cannot be used is a usage error."""
+    from agentprop._decide.corpus import Corpus, open_store_corpus
+    from agentprop._modelapi.ledger import STORE_ENV
+
+    option = getattr(args, "store", None)
+    store = option or os.environ.get(STORE_ENV, "")
+    if not store:
+        return Corpus(directory)
+    try:
+        return open_store_corpus(store, Corpus(directory))
+    except InvalidArgument as exc:
+        source = "--store" if option else f"${STORE_ENV}"
+        raise InputError(
+            f"{source}: {exc}", fix="give a reachable redis://host:port/db, or drop the option to keep the corpus in its directory"
+        ) from None
 
 
 def cli_ledger(args: argparse.Namespace) -> Ledger | None:

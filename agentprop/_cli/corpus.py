@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentprop._cli.common import EXIT_OK
+from agentprop._cli.common import EXIT_OK, cli_corpus
 from agentprop._cli.options import BINDINGS_HELP, MODEL_AGENTS
 from agentprop.errors import AgentPropError, InputError
 
@@ -26,6 +26,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         p.add_argument("--spec", help="spec directory or file: its corpus is .agentprop/corpus beside its bindings (the default location)")
         p.add_argument("--bindings", help=BINDINGS_HELP)
         p.add_argument("--dir", help="corpus directory (overrides --spec; default ./.agentprop/corpus)")
+        p.add_argument(
+            "--store",
+            metavar="URL",
+            help="a shared store, redis://host:port/db: the corpus kept there, over the directory read-only (default $AGENTPROP_STORE)",
+        )
 
     lst = actions.add_parser("list", help="one line per entry: id, spec, case, failure rate, last seen, signature")
     lst.add_argument("--retired", action="store_true", help="list the retired entries instead")
@@ -77,7 +82,7 @@ def _entry_line(e: CorpusEntry) -> str:
 
 
 def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) -> int:
-    from agentprop._decide.corpus import PLAIN_SPEC_ID, Corpus, pytest_regression
+    from agentprop._decide.corpus import PLAIN_SPEC_ID, pytest_regression
 
     action = args.corpus_action
     if action is None:
@@ -87,12 +92,12 @@ def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) 
             fix="e.g. `agentprop corpus list --spec examples/supportops`",
         )
     root = _corpus_dir(args)
-    corpus = Corpus(root)
+    corpus = cli_corpus(args, root)
     if action == "list":
         entries = corpus.entries(retired=args.retired)
         if not entries:
             print(
-                f"no {'retired ' if args.retired else ''}entries in {root}"
+                f"no {'retired ' if args.retired else ''}entries in {corpus.describe()}"
                 + ("" if args.dir or args.spec else " (give --spec SPEC or --dir DIR for another corpus)"),
                 file=out,
             )
@@ -258,5 +263,5 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO, stdin: 
                 file=out,
             )
     _print_damaged(corpus, out)
-    print(f"pruned {corpus.root}: {removed} removed, {retired} retired, {kept} kept", file=out)
+    print(f"pruned {corpus.describe()}: {removed} removed, {retired} retired, {kept} kept", file=out)
     return EXIT_OK

@@ -23,6 +23,7 @@ from agentprop._cli.common import (
     check_positive_runs,
     check_report_outputs,
     cli_budget,
+    cli_corpus,
     load_cli_agent,
     model_summary,
     parse_kinds,
@@ -251,7 +252,6 @@ def check_turn_timeout(seconds: float) -> float:
 def command(args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._agents.project import load_project
     from agentprop._decide import corpus as corpus_module
-    from agentprop._decide.corpus import Corpus
     from agentprop._decide.memo import TrialMemo
     from agentprop._decide.records import RECORDS_FILE, recording
     from agentprop._pipeline.import_cases import imported_cases
@@ -314,7 +314,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     explores = "explore" in kinds and args.explore > 0
     if explores:
         print(f"explored inputs: --explore-seed {settings.explore_seed} ({args.explore_seed_source})", file=out)
-    corpus = None if (args.corpus or "").lower() == "none" else Corpus(args.corpus or corpus_module.default_corpus_dir(project))
+    corpus = None if (args.corpus or "").lower() == "none" else cli_corpus(args, args.corpus or corpus_module.default_corpus_dir(project))
     if args.shrink_budget < 0:
         raise InputError(f"--shrink-budget {args.shrink_budget} is negative", fix="use 0 to turn shrinking off, or a number of runs")
     memo = TrialMemo()

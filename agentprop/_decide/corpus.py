@@ -3,26 +3,38 @@
 An entry is a scenario with its failure's signature, in ``<corpus>/<spec_id>/<id>.json``; its id
 hashes spec, agent, signature and scenario, so the same bug found again updates its entry. A
 replay that fails with the signature is a regression; one that passes with confidence retires
-the entry to ``retired/``. Only the agent an entry was found with can retire it.
+the entry to ``retired/``. Only the agent an entry was found with can retire it. Stores: the
+directory (:class:`Corpus`) or a Redis server (:class:`RedisCorpus`, over a directory read-only);
+on both, :meth:`Corpus.record` is atomic across processes, so the corpus is the union of what
+every process found, one entry per bug (the id: spec, agent, signature, case).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agentprop._modelapi.stores import redis_client, redis_url, safe_url
 from agentprop._scenario.build import Scenario
 from agentprop._util.files import describe_validation, path_component, read_json, write_atomic
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]  # no inter-process locking there
+
 if TYPE_CHECKING:
+    import redis
+
     from agentprop._agents.loading import LoadedAgent
     from agentprop._agents.project import Project
     from agentprop._decide.oracle import CheckResult
@@ -137,6 +149,25 @@ class Corpus:
         """This corpus (an explicit directory serves every project)."""
         return self
 
+    def describe(self) -> str:
+        """The corpus as messages name it."""
+        return str(self.root)
+
+    @contextlib.contextmanager
+    def _recording(self) -> Iterator[None]:
+        """Within the block, no other process records into this corpus (a lock on its
+        directory; none where ``fcntl`` is missing)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:  # pragma: no cover - Windows
+            yield
+            return
+        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
     def folder(self, spec_id: str, *, retired: bool = False) -> Path:
         """The folder of ``spec_id``'s entries: always inside the corpus, whatever the id
         (``../../X`` or an absolute path is made a safe name, see :func:`path_component`)."""
@@ -184,21 +215,19 @@ class Corpus:
     def record(self, entry: CorpusEntry) -> tuple[CorpusEntry, bool]:
         """Save a newly shrunk reproducer, or update the entry that already holds the same bug
         on the same case (``seen``, ``last_seen``, the smaller reproducer). Returns the stored
-        entry and whether it is new."""
-        old = self.find(entry.id, entry.spec_id)
-        if old is None:
-            self.save(entry)
-            # a bug that comes back after its entry was retired: the live entry supersedes the
-            # retired one (two files with one id could be neither shown nor removed)
-            (self.folder(entry.spec_id, retired=True) / f"{path_component(entry.id)}.json").unlink(missing_ok=True)
-            return entry, True
-        smaller = sum(map(len, entry.scenario.messages)) < sum(map(len, old.scenario.messages))
-        update: dict[str, Any] = {"seen": old.seen + 1, "last_seen": now(), "agent_fingerprint": entry.agent_fingerprint}
-        if smaller:
-            update.update(scenario=entry.scenario, reproducer_rate=entry.reproducer_rate)
-        merged = old.model_copy(update=update)
-        self.save(merged)
-        return merged, False
+        entry and whether it is new. Atomic across processes: two that record the same bug
+        keep one entry, seen by both."""
+        with self._recording():
+            old = self.find(entry.id, entry.spec_id)
+            if old is None:
+                self.save(entry)
+                # a bug that comes back after its entry was retired: the live entry supersedes the
+                # retired one (two files with one id could be neither shown nor removed)
+                (self.folder(entry.spec_id, retired=True) / f"{path_component(entry.id)}.json").unlink(missing_ok=True)
+                return entry, True
+            merged = merge_found(old, entry)
+            self.save(merged)
+            return merged, False
 
     def seen_again(self, entry: CorpusEntry, *, fingerprint: str | None = None, rate: float | None = None) -> CorpusEntry:
         """A replay reproduced the entry's failure: bump ``seen`` and ``last_seen``."""
@@ -291,6 +320,191 @@ class Corpus:
                 expected="a corpus entry as agentprop writes it",
                 fix=fix,
             ) from None
+
+
+def merge_found(old: CorpusEntry, entry: CorpusEntry) -> CorpusEntry:
+    """``old`` found again as ``entry``: seen once more, and the smaller reproducer kept."""
+    smaller = sum(map(len, entry.scenario.messages)) < sum(map(len, old.scenario.messages))
+    update: dict[str, Any] = {"seen": old.seen + 1, "last_seen": now(), "agent_fingerprint": entry.agent_fingerprint}
+    if smaller:
+        update.update(scenario=entry.scenario, reproducer_rate=entry.reproducer_rate)
+    return old.model_copy(update=update)
+
+
+_REDIS_TTL_S = 90 * 24 * 3600
+"""How long a Redis corpus stays after its last write."""
+
+
+class RedisCorpus(Corpus):
+    """A corpus on a Redis server, shared by every process and machine that opens it, over
+    ``base`` (a directory corpus, read-only: a committed corpus): entries are JSON in the hashes
+    ``PREFIX:corpus:live`` and ``PREFIX:corpus:retired`` by ``[spec id, entry id]``; the set
+    ``PREFIX:corpus:hidden`` names the base's entries retired, removed or superseded here.
+    Reads show the union (this store's entry first); writes go to Redis only. :meth:`record`
+    is one ``WATCH``/``MULTI`` transaction (retried on a conflict), so two processes recording
+    the same bug keep one entry, seen twice. Kept 90 days after the last write."""
+
+    def __init__(self, url: str, *, prefix: str = "agentprop", base: Corpus | None = None) -> None:
+        super().__init__(base.root if base is not None else DEFAULT_DIR)
+        self.url = url
+        self.base = base
+        self._live = f"{prefix}:corpus:live"
+        self._retired = f"{prefix}:corpus:retired"
+        self._hidden = f"{prefix}:corpus:hidden"
+        self._client: redis.Redis = redis_client(url, "the Redis failure corpus")
+
+    def describe(self) -> str:
+        over = f" over {self.base.describe()} (read-only)" if self.base is not None else ""
+        return f"{safe_url(self.url)}{over}"
+
+    @staticmethod
+    def _field(spec_id: str, entry_id_: str) -> str:
+        return json.dumps([spec_id, entry_id_])
+
+    def _parse(self, name: str, raw: bytes | str) -> CorpusEntry | None:
+        try:
+            return CorpusEntry.model_validate_json(raw)
+        except (ValidationError, ValueError, RecursionError) as exc:
+            error = InputError(
+                f"damaged corpus entry {name} in {self.describe()}: {describe_validation(exc)}",
+                expected="a corpus entry as agentprop writes it",
+                fix="remove it (agentprop corpus rm ID); the failure it held is found and shrunk again if it still occurs",
+            )
+            if all(str(d) != str(error) for d in self.damaged):
+                self.damaged.append(error)
+            return None
+
+    def _hidden_set(self) -> set[str]:
+        return {m.decode() if isinstance(m, bytes) else str(m) for m in self._client.smembers(self._hidden)}
+
+    def _anchored(self, entry: CorpusEntry) -> CorpusEntry:
+        """``entry`` with its spec path absolute (no directory anchors an entry on a server)."""
+        if not entry.spec_path or entry.spec_path_base == "corpus":
+            return entry
+        where = self.spec_location(entry)
+        if where is None or not where.exists():
+            return entry
+        return entry.model_copy(update={"spec_path": str(where.resolve())})
+
+    def spec_location(self, entry: CorpusEntry) -> Path | None:
+        if entry.spec_path_base == "corpus" and self.base is not None:
+            return self.base.spec_location(entry)
+        return super().spec_location(entry)
+
+    def path(self, entry: CorpusEntry) -> Path:
+        """The entry's name in the store (``[retired/]SPEC/ID.json``), not a file."""
+        return Path(RETIRED if entry.retired else "") / path_component(entry.spec_id, reserved=(RETIRED,)) / f"{path_component(entry.id)}.json"
+
+    def _write(self, change: Callable[[Any], None]) -> None:
+        with self._client.pipeline(transaction=True) as pipe:
+            change(pipe)
+            for key in (self._live, self._retired, self._hidden):
+                pipe.expire(key, _REDIS_TTL_S)
+            pipe.execute()
+
+    def save(self, entry: CorpusEntry) -> Path:
+        text = self._anchored(entry).model_dump_json()
+        self._write(lambda pipe: pipe.hset(self._retired if entry.retired else self._live, self._field(entry.spec_id, entry.id), text))
+        return self.path(entry)
+
+    def find(self, entry_id_: str, spec_id: str) -> CorpusEntry | None:
+        name = self._field(spec_id, entry_id_)
+        raw = self._client.hget(self._live, name)
+        if raw is not None:
+            return self._parse(name, raw)
+        if self.base is not None and not self._client.sismember(self._hidden, name):
+            return self.base.find(entry_id_, spec_id)
+        return None
+
+    def record(self, entry: CorpusEntry) -> tuple[CorpusEntry, bool]:
+        import redis as redis_module  # redis_client imported it: a lookup
+
+        name = self._field(entry.spec_id, entry.id)
+        with self._client.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(self._live, self._hidden)  # type: ignore[no-untyped-call]  # redis-py leaves watch() untyped
+                    raw = pipe.hget(self._live, name)
+                    old = self._parse(name, raw) if raw is not None else None
+                    if raw is None and self.base is not None and not pipe.sismember(self._hidden, name):
+                        old = self.base.find(entry.id, entry.spec_id)
+                    stored = entry if old is None else merge_found(old, entry)
+                    pipe.multi()
+                    pipe.hset(self._live, name, self._anchored(stored).model_dump_json())
+                    pipe.hdel(self._retired, name)  # the live entry supersedes a retired one
+                    pipe.sadd(self._hidden, name)
+                    for key in (self._live, self._retired, self._hidden):
+                        pipe.expire(key, _REDIS_TTL_S)
+                    pipe.execute()
+                    return stored, old is None
+                except redis_module.WatchError:
+                    continue
+
+    def retire(self, entry: CorpusEntry, reason: str) -> Path:
+        retired = entry.model_copy(update={"retired": now(), "retired_reason": reason})
+        name = self._field(entry.spec_id, entry.id)
+        text = self._anchored(retired).model_dump_json()
+
+        def change(pipe: Any) -> None:
+            pipe.hset(self._retired, name, text)
+            pipe.hdel(self._live, name)
+            pipe.sadd(self._hidden, name)
+
+        self._write(change)
+        return self.path(retired)
+
+    def remove(self, entry: CorpusEntry) -> None:
+        name = self._field(entry.spec_id, entry.id)
+
+        def change(pipe: Any) -> None:
+            pipe.hdel(self._live, name)
+            pipe.hdel(self._retired, name)
+            pipe.sadd(self._hidden, name)
+
+        self._write(change)
+
+    def clear(self) -> int:
+        entries = self.entries() + self.entries(retired=True)
+        hidden = [self._field(e.spec_id, e.id) for e in entries]
+
+        def change(pipe: Any) -> None:
+            pipe.delete(self._live, self._retired)
+            if hidden:
+                pipe.sadd(self._hidden, *hidden)
+
+        self._write(change)
+        return len(entries)
+
+    def entries(
+        self, *, spec_id: str | None = None, agent_ref: str | None = None, scenario_id: str | None = None, retired: bool = False
+    ) -> list[CorpusEntry]:
+        found: dict[str, CorpusEntry] = {}
+        for raw_name, raw in self._client.hgetall(self._retired if retired else self._live).items():
+            name = raw_name.decode() if isinstance(raw_name, bytes) else str(raw_name)
+            entry = self._parse(name, raw)
+            if entry is not None:
+                found[name] = entry
+        if self.base is not None:
+            hidden = self._hidden_set()
+            for entry in self.base.entries(spec_id=spec_id, retired=retired):
+                name = self._field(entry.spec_id, entry.id)
+                if name not in hidden and name not in found:
+                    found[name] = entry
+            self.damaged.extend(d for d in self.base.damaged if d not in self.damaged)
+        out = [
+            e
+            for e in found.values()
+            if (spec_id is None or e.spec_id == spec_id)
+            and (agent_ref is None or e.agent_ref == agent_ref)
+            and (scenario_id is None or e.scenario_id == scenario_id)
+        ]
+        return sorted(out, key=lambda e: (e.created, e.id))
+
+
+def open_store_corpus(store: str, base: Corpus | None) -> RedisCorpus:
+    """The corpus of a shared store URL (``redis://host:port/db[?prefix=P]``) over ``base``."""
+    url, ours = redis_url(store)
+    return RedisCorpus(url, prefix=ours.get("prefix", "agentprop"), base=base)
 
 
 def now() -> str:
@@ -432,10 +646,15 @@ def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float, 
 class ProjectCorpora:
     """The default corpus of each project: :func:`default_corpus_dir` (beside its bindings);
     ``plain`` (when given a directory) holds the entries of spec-free checks, which have no
-    project to sit beside."""
+    project to sit beside. With a shared ``store`` URL each is a :class:`RedisCorpus` over
+    that directory."""
 
-    def __init__(self, plain: str | Path | None = None) -> None:
-        self.plain = Corpus(plain) if plain is not None else None
+    def __init__(self, plain: str | Path | None = None, *, store: str | None = None) -> None:
+        self.store = store
+        self.plain = self._over(Corpus(plain)) if plain is not None else None
+
+    def _over(self, corpus: Corpus) -> Corpus:
+        return open_store_corpus(self.store, corpus) if self.store else corpus
 
     def for_project(self, project: Project) -> Corpus:
-        return Corpus(default_corpus_dir(project))
+        return self._over(Corpus(default_corpus_dir(project)))

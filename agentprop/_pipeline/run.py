@@ -1082,7 +1082,7 @@ def shrink_failures(
             try:
                 entry, new = corpus.record(fresh)
             except OSError as exc:  # a full or read-only disk: the reproducer stays in the report
-                message = f"bug {bug.id} not saved to the corpus ({corpus.root}): {exc.strerror or exc}; its reproducer is in this report"
+                message = f"bug {bug.id} not saved to the corpus ({corpus.describe()}): {exc.strerror or exc}; its reproducer is in this report"
                 report.corpus.append(CorpusEvent(entry=fresh.id, action="not-saved", signature=fresh.signature, message=message))
                 continue
             bug.corpus_entry = entry.id
