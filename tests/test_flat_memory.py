@@ -90,3 +90,24 @@ def test_the_memo_holds_runs_compressed_and_gives_them_back_equal() -> None:
     assert len(memo._mem[key]) < len(trace_json(trace)) / 4
     again = memo.get(key)
     assert again is not None and trace_json(again) == trace_json(trace)
+
+
+def test_the_models_made_by_the_thousand_share_one_set_of_field_names() -> None:
+    from agentprop._agents.project import load_project
+    from agentprop._pipeline.report.model import CaseReport
+
+    scenario = load_project(SUPPORTOPS).scenarios()[0]
+    again = scenario.model_validate_json(scenario.model_dump_json())
+    assert scenario.model_fields_set is again.model_fields_set  # one set for the class, not one each
+    assert scenario.turns[0].model_fields_set is again.turns[0].model_fields_set
+    one, two = (
+        CheckResult(verdict="PASS", decided_by="fixed", runs=n, passes=n, pass_rate=1.0, interval=(0.0, 1.0), interval_exact=(0.0, 1.0))
+        for n in (1, 2)
+    )
+    assert one.model_fields_set is two.model_fields_set
+    a, b = (case_from_check(f"case {i}", "MFT", scenario, one, {}) for i in (1, 2))
+    before = b.model_dump_json()
+    a.rule = "changed"  # pydantic adds the name to the shared set: it is there already
+    assert a.model_fields_set is b.model_fields_set == set(CaseReport.model_fields)
+    assert b.model_dump_json() == before and a.rule == "changed"
+    assert CaseReport.model_validate_json(a.model_dump_json()) == a

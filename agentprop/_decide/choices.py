@@ -29,6 +29,7 @@ from agentprop._spec.bindings import Bindings, language_of, parse_field_path, sc
 from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
 from agentprop._spec.model import Spec
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
+from agentprop._util.bulk import BulkModel
 from agentprop._util.hanzi import to_simplified
 from agentprop.errors import AgentPropError, BindingsError, InvalidArgument
 from agentprop.strategies._internal.families import (
@@ -87,7 +88,7 @@ CASE_FORMS = ("lower", "upper", "capitalized")
 SPELLING_FORMS = ("swap", "drop", "double")
 
 
-class EntityChoice(BaseModel):
+class EntityChoice(BulkModel):
     """A slot value written as a user types it: ``form`` is a letter case (``lower``,
     ``upper``, ``capitalized``) or one slip (``swap``, ``drop``, ``double`` a letter at the
     ``site``-th place it can go, counted modulo the places)."""
@@ -119,7 +120,7 @@ def value_forms(slot: str, value: str, lang: str, today: date | None = None) -> 
     return tuple(f for f in forms if (f not in _NOT_ZH_FORMS if lang == "zh" else f not in _ZH_ONLY_FORMS))
 
 
-class WorldChoice(BaseModel):
+class WorldChoice(BulkModel):
     """A tool-output field the path does not fix, set to another schema-valid value."""
 
     model_config = ConfigDict(frozen=True)
@@ -132,7 +133,7 @@ class WorldChoice(BaseModel):
         return f"{self.tool}.{self.field}={json.dumps(self.value)}"
 
 
-class TurnChoice(BaseModel):
+class TurnChoice(BulkModel):
     """How one user turn is written: optional segments put in, slot values re-typed, then the
     paraphrase steps applied in order."""
 
@@ -164,7 +165,7 @@ class TurnChoice(BaseModel):
         return not (self.template or self.steps or self.segments or self.entities or self.written)
 
 
-class Choices(BaseModel):
+class Choices(BulkModel):
     """How a scenario's conversation is written: per turn its template variant and what is
     varied, and the free world fields set to other values. ``Choices(template=k, ...)`` (and
     choices saved before templates were per turn) give every turn template ``k``."""

@@ -41,13 +41,14 @@ from agentprop._stats import (
     wilson_interval,
 )
 from agentprop._util.aio import run_sync
+from agentprop._util.bulk import BulkModel
 from agentprop.errors import (
     AgentPropertyViolation,  # noqa: F401 (re-exported: defined in errors.py)
     InvalidArgument,
 )
 
 
-class FailureSeen(BaseModel):
+class FailureSeen(BulkModel):
     signature: str
     explanation: str
     clause: str | None = None
@@ -69,7 +70,7 @@ PASSING_PER_RESULT = 1
 """Passing runs kept per decision, as a sample of what a good run looks like."""
 
 
-class SampledRun(BaseModel):
+class SampledRun(BulkModel):
     """One run kept for the report (:attr:`CheckResult.sampled_runs`): what the property said
     of it and its trace, as JSON (:func:`agentprop._decide.memo.trace_json`)."""
 
@@ -102,7 +103,7 @@ class JudgedRate(BaseModel):
     """The judge's reason for each failing run: ``trial N: reason``."""
 
 
-class CheckResult(BaseModel):
+class CheckResult(BulkModel):
     """The decision on one property of one input."""
 
     name: str = ""

@@ -37,6 +37,7 @@ from agentprop._spec.when import (
     Expr,
     variables,
 )
+from agentprop._util.bulk import BulkModel
 from agentprop._util.refs import load_ref
 from agentprop.errors import (
     AgentPropError,
@@ -46,7 +47,7 @@ from agentprop.errors import (
 )
 
 
-class TemplateSource(BaseModel):
+class TemplateSource(BulkModel):
     """The template a turn's message was rendered from, and the slots it left out: what
     exploration renders again with other choices (optional segments, slot values)."""
 
@@ -54,7 +55,7 @@ class TemplateSource(BaseModel):
     withheld: tuple[str, ...] = ()
 
 
-class ScenarioTurn(BaseModel):
+class ScenarioTurn(BulkModel):
     user_message: str
     marked: str | None = Field(default=None, exclude=True)
     """The message with its template's free spans still marked (``{~ ... ~}``), when the
@@ -84,14 +85,14 @@ class ScenarioTurn(BaseModel):
         return [self.expect_decision, *self.also_allowed] if self.expect_decision is not None else []
 
 
-class WorldSpec(BaseModel):
+class WorldSpec(BulkModel):
     """A world's configuration as data (so scenarios serialise and hash)."""
 
     overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
     failures: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class Scenario(BaseModel):
+class Scenario(BulkModel):
     id: str
     spec_id: str
     leaf: str

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
 from agentprop._decide.snapshot import SnapshotResult
 from agentprop._scenario.trace import Trace
+from agentprop._util.bulk import BulkModel
 
 SCHEMA_ID = "agentprop.run/1"
 SNAPSHOT_CHECK_SCHEMA_ID = "agentprop.snapshot-check/1"
@@ -22,7 +23,7 @@ CaseVerdict = Literal["PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABL
 counts for nothing (neither passed nor failed, left out of VPR/HPR and mutation kills)."""
 
 
-class FailureSummary(BaseModel):
+class FailureSummary(BulkModel):
     signature: str
     """``contract:clause@turnN``: which promise broke, where (stable across runs)."""
     explanation: str
@@ -35,7 +36,7 @@ class FailureSummary(BaseModel):
     raised; secrets scrubbed); ``agentprop run -v`` prints it."""
 
 
-class RunTrace(BaseModel):
+class RunTrace(BulkModel):
     """One run of a case kept in the report, turn by turn, with what the property said of it.
 
     Which runs are kept: the first failing runs of every signature and a passing sample
@@ -63,7 +64,7 @@ class RunTrace(BaseModel):
     errors, the ``respond`` fields, free text and run errors; the world seed and canaries."""
 
 
-class CaseReport(BaseModel):
+class CaseReport(BulkModel):
     id: str
     node: str
     """The terminal node (or the node that stopped for missing fields) the case targets."""
