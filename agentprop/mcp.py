@@ -28,7 +28,7 @@ from agentprop._agents.mcp import (  # noqa: E402 (after the SDK check, so an un
     trial_server,
 )
 from agentprop._agents.mcp_compat import SDK_VERSION, Client  # noqa: E402
-from agentprop._pipeline.serve import CaseServer, HttpCaseServer, ServedTrial, default_record_path, log_trial  # noqa: E402
+from agentprop._pipeline.serve import CaseServer, HttpCaseServer, RunServer, ServedTrial, default_record_path, log_trial  # noqa: E402
 
 __all__ = [
     "CONTEXT_URI",
@@ -41,6 +41,7 @@ __all__ = [
     "McpConversation",
     "McpServedAgent",
     "McpSessionEnded",
+    "RunServer",
     "ServedTrial",
     "StdioCommand",
     "TrialBridge",

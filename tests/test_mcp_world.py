@@ -231,12 +231,24 @@ def test_a_session_whose_client_never_took_part_is_no_trial(project: Any) -> Non
     asyncio.run(idle())
     assert case.traces == [] and case.skipped == 1 and case.result().verdict == "INCONCLUSIVE"
 
-    async def leaves_mid_turn() -> None:
+
+def test_a_session_that_reads_the_message_and_hangs_up_is_no_trial(project: Any) -> None:
+    """A client that opens a session per request reads the message in one session and calls the
+    tools in others: the reading session ends before any tool call. It is not counted as a
+    failed trial (issue #28: a passing case turned FAIL); the log says why, with the fix."""
+    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+    notes: list[str] = []
+    case.on_note = notes.append
+
+    async def reads_and_leaves() -> None:
         async with case.connect() as client:
             await McpConversation(client).next_message()
 
-    asyncio.run(leaves_mid_turn())
-    assert len(case.traces) == 1 and case.result().verdict == "FAIL"
+    asyncio.run(reads_and_leaves())
+    assert case.traces == [] and case.skipped == 1 and case.split == 1 and case.result().verdict == "INCONCLUSIVE"
+    (note,) = notes
+    assert f"{CANCEL} trial 0 is no trial" in note and "read the user's message and ended before any tool call" in note
+    assert "client.session(" in note
 
 
 def test_an_exception_in_the_mcp_agent_is_the_runs_agent_exception(project: Any) -> None:
@@ -416,7 +428,7 @@ def test_a_session_that_calls_tools_without_reading_the_message_is_no_trial(proj
     assert "without reading the user's message" in message and "client.session(" in message
     assert case.traces == [] and case.skipped == 1 and case.split == 1
     (note,) = notes
-    assert note.startswith("trial 0 is no trial") and "session per tool call" in note
+    assert note.startswith(f"{CANCEL} trial 0 is no trial") and "session per tool call" in note
     asyncio.run(stray())
     assert case.split == 2 and len(notes) == 1  # said once
 
@@ -443,3 +455,113 @@ def test_trial_numbers_are_unique_across_servers_sharing_a_record(project: Any, 
         return trial.index
 
     assert asyncio.run(one()) == 6
+
+
+RUN_CASES = ["END_REFUSE_PII<-N1_INTENT", "cancel_order:timeout+retry", "N2_AUTH:missing"]
+
+
+async def _client_loop(url: str, reference_agent: Any, spec: Any, faults: dict[str, float]) -> int:
+    """A client that opens session after session, each one conversation, until the server has
+    no message for a new session (the run is over); returns how many conversations it had."""
+    played = 0
+    while True:
+        session = Client(url)
+        try:
+            client = await session.__aenter__()
+            conversation = McpConversation(client, rng=random.Random(played))
+            first = await conversation.next_message()
+        except Exception:  # noqa: BLE001 (httpx's or httpx2's ConnectError, in a group)
+            assert played, "the server never took a session"
+            return played  # --until-decided: the server stopped once the run was decided
+        try:
+            if first is None:
+                return played
+            agent = reference_agent(faults)
+            message: str | None = first
+            while message is not None:
+                await conversation.play(agent.turn, message, spec=spec)
+                message = await conversation.next_message()
+            played += 1
+        finally:
+            await session.__aexit__(None, None, None)
+
+
+def _run_verdicts(report: Path) -> dict[str, str]:
+    cases = json.loads(report.read_text())["cases"]
+    return {c["id"]: (c["failures"][0]["signature"] if c["failures"] else c["verdict"]) for c in cases}
+
+
+def test_serve_a_whole_run_decides_every_case_as_run_does(tmp_path: Path, reference_agent: Any, project: Any) -> None:
+    """`agentprop serve --http` without --case serves every case it selects from one process, a
+    session per trial, case after case; its verdicts and failure signatures are those of
+    `agentprop run` with the same agent and settings."""
+    import io
+    import re
+    import threading
+    import time
+
+    selection = [a for case in RUN_CASES for a in ("--case", case)]
+    faults = {"never_retry": 1.0}
+    assert main(["run", str(SUPPORTOPS), "--kinds", "mft", *selection, "--runs", "2", "--fault", "never_retry=1", "--explore", "0"]
+                + ["--shrink-budget", "0", "--corpus", "none", "--json", str(tmp_path / "run.json")]) == 1  # fmt: skip
+    expected = _run_verdicts(tmp_path / "run.json")
+    assert len(expected) >= 4 and "PASS" in expected.values() and any("retry" in v for v in expected.values())
+
+    out = io.StringIO()
+    codes: list[int] = []
+    args = [
+        "serve",
+        str(SUPPORTOPS),
+        *selection,
+        "--http",
+        "--until-decided",
+        "--runs",
+        "2",
+        "--record",
+        "none",
+        "--json",
+        str(tmp_path / "serve.json"),
+    ]
+    server = threading.Thread(target=lambda: codes.append(main(args, out=out, err=out)), daemon=True)
+    server.start()
+    deadline = time.monotonic() + 60
+    while not (found := re.search(r"at (http://127\.0\.0\.1:\d+/mcp\?token=[\w-]+);", out.getvalue())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert found, out.getvalue()
+    played = asyncio.run(_client_loop(found.group(1), reference_agent, project.spec, faults))
+    server.join(30)
+    printed = out.getvalue()
+    assert codes == [1], printed
+    assert _run_verdicts(tmp_path / "serve.json") == expected
+    assert played == sum(c["runs"] for c in json.loads((tmp_path / "serve.json").read_text())["cases"])
+    assert f"supportops_v1: {len(expected)} case(s)" in printed and "END_REFUSE_PII<-N1_INTENT trial 0:" in printed
+
+
+def test_a_served_run_takes_concurrent_sessions(reference_agent: Any, project: Any) -> None:
+    """Sessions opened at the same time are bound to trials of different cases (each case one
+    trial at a time while another case has none), and every case is decided."""
+    from agentprop._cli.common import selected_scenarios
+    from agentprop.mcp import RunServer
+
+    scenarios = selected_scenarios(project, RUN_CASES)
+    cases = [CaseServer(project, s, settings=OracleSettings(mode="fixed", runs=2)) for s in scenarios]
+    run = RunServer(cases)
+    with HttpCaseServer(run) as running:
+
+        async def clients() -> list[int]:
+            return list(await asyncio.gather(*(_client_loop(running.url, reference_agent, project.spec, {}) for _ in range(3))))
+
+        played = asyncio.run(clients())
+    assert run.decided and [r.verdict for r in run.results()] == ["PASS"] * len(cases)
+    assert sum(played) == 2 * len(cases) and all(len(c.traces) == 2 for c in cases)
+    assert all(sorted(t.trial for t in c.traces) == [0, 1] for c in cases)
+
+
+def test_serve_refuses_a_whole_run_over_stdio_and_unknown_cases(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", str(SUPPORTOPS)]) == 2
+    err = capsys.readouterr().err
+    assert "served over HTTP only" in err and "add --http" in err
+    assert main(["serve", str(SUPPORTOPS), "--http", "--case", "NO_SUCH_A", "--case", "NO_SUCH_B"]) == 2
+    assert "no case id contains NO_SUCH_A, NO_SUCH_B" in capsys.readouterr().err
+    assert main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--runs", "0"]) == 2
+    assert "--runs 0 must be at least 1" in capsys.readouterr().err

@@ -34,6 +34,8 @@ from agentprop.errors import McpSessionEnded, ToolError
 
 USER_MESSAGE_PROMPT = "user_message"
 CONTEXT_URI = "agentprop://context"
+SESSION_ENDED = "the MCP session ended"
+"""How the error of a trial whose client closed its session mid-conversation begins."""
 
 
 class TrialBridge:
@@ -74,12 +76,12 @@ class TrialBridge:
         cond = self._condition()
         async with cond:
             if self._closed:
-                raise self._ended(f"the MCP session ended before turn {ctx.turn_index + 1} began")
+                raise self._ended(f"{SESSION_ENDED} before turn {ctx.turn_index + 1} began")
             self._ctx, self._message, self._index, self._turn_over = ctx, message, ctx.turn_index, False
             cond.notify_all()
             await cond.wait_for(lambda: self._turn_over or self._closed)
             if not self._turn_over and not ctx.responded:
-                raise self._ended(f"the MCP session ended during turn {ctx.turn_index + 1}, before respond")
+                raise self._ended(f"{SESSION_ENDED} during turn {ctx.turn_index + 1}, before respond")
 
     def _ended(self, what: str) -> BaseException:
         if self._close_error is not None:
@@ -662,6 +664,7 @@ __all__ = [
     "McpConversation",
     "McpServedAgent",
     "McpSessionEnded",
+    "SESSION_ENDED",
     "SPLIT_TURN",
     "StdioCommand",
     "TrialBridge",

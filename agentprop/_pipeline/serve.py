@@ -29,12 +29,13 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]  # no inter-process locking there
 
-from agentprop._agents.mcp import UNREAD_CALL, TrialBridge, build_server, trial_server
+from agentprop._agents.mcp import SESSION_ENDED, UNREAD_CALL, TrialBridge, build_server, trial_server
 from agentprop._agents.mcp_compat import Client, http_app, mcp_error, serve_stdio, types
 from agentprop._agents.project import Project
 from agentprop._agents.runtime import arun_conversation
 from agentprop._decide.check import scenario_settings
 from agentprop._decide.oracle import CheckResult, OracleSettings, decide_runs
+from agentprop._decide.safety import CaseSettings, case_settings
 from agentprop._decide.verdicts import record_for
 from agentprop._judge.case import compile_mft
 from agentprop._scenario.build import Scenario, make_world
@@ -153,6 +154,11 @@ class CaseServer:
         return trial
 
     @property
+    def in_progress(self) -> int:
+        """Trials started by this server and not yet joined to the decision."""
+        return len(self._joining)
+
+    @property
     def counter(self) -> Path | None:
         """The file that hands out trial numbers to every process recording to :attr:`record`."""
         return None if self.record is None else self.record.with_name(f"{self.record.name}.seed{self.seed}.next")
@@ -189,12 +195,16 @@ class CaseServer:
         except BaseException:  # the runtime never raises for agent faults; nothing to record
             return
         # a session whose client never read a message nor called a tool (it never connected,
-        # or only listed the tools) is no trial of the agent: not judged, not recorded
-        self._done[trial.index] = trace if trial.bridge.engaged else None
-        if trial.bridge.unread_calls and not trial.bridge.engaged:
+        # or only listed the tools) is no trial of the agent: not judged, not recorded; nor is
+        # one that read the message and hung up before any tool call, the first piece of a
+        # conversation split over sessions (a client opening a session per request)
+        abandoned = trial.bridge.read_a_message and not trace.tool_calls and _hung_up(trace)
+        self._done[trial.index] = trace if trial.bridge.engaged and not abandoned else None
+        if (trial.bridge.unread_calls and not trial.bridge.engaged) or abandoned:
             self.split += 1
             if self.split == 1 and self.on_note is not None:
-                self.on_note(f"trial {trial.index} is no trial: {split_note()}")
+                why = split_note() if not abandoned else abandoned_note()
+                self.on_note(f"{self.scenario.id} trial {trial.index} is no trial: {why}")
         # trials join the decision in trial order (a session that ends first is not favoured)
         added: list[Trace] = []
         while self._joining and self._joining[0] in self._done:
@@ -251,16 +261,7 @@ class CaseServer:
             await self.end_trial(trial)
 
     async def _bridge_for_session(self, ctx: Any) -> TrialBridge:
-        request = getattr(ctx, "request", None)
-        headers = getattr(request, "headers", None)
-        sid = headers.get(_SESSION_HEADER) if headers is not None else None
-        if not sid:
-            raise mcp_error(
-                types.INVALID_REQUEST,
-                "agentprop's world server needs an MCP session: each session is one trial of the case. "
-                "Connect with the initialize handshake (the SDK's Client does in mode 'auto' or 'legacy'); "
-                "MCP 2026-07-28 requests carry no session",
-            )
+        sid = _session_id(ctx)
         trial = self._open.get(sid)
         if trial is None:
             if self._lock is None:
@@ -292,35 +293,201 @@ class CaseServer:
             return
         await self._decided.wait()
 
+    def pending_close(self) -> bool:
+        """Whether a session that took part has not been closed by its client yet."""
+        return bool(self._seen_sessions - self._closed_sessions)
+
+    async def end_open(self) -> None:
+        """End every open trial (the server is stopping)."""
+        for trial in list(self._open.values()):
+            await self.end_trial(trial)
+
     async def serve_http(self, sock: socket.socket, *, until_decided: bool = False, stop: asyncio.Event | None = None) -> None:
         """Serve over streamable HTTP on the bound socket ``sock`` until ``stop`` is set (or,
         with ``until_decided``, the case is decided); open trials are ended on the way out."""
-        import uvicorn
-
         self._decided = asyncio.Event()
-        config = uvicorn.Config(self.http_app(), log_level="warning", lifespan="on")
-        server = uvicorn.Server(config)
-        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-        waits: set[asyncio.Future[Any]] = {serving}
-        if until_decided:
-            waits.add(asyncio.ensure_future(self.wait_decided()))
-        if stop is not None:
-            waits.add(asyncio.ensure_future(stop.wait()))
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            if until_decided and not serving.done():
-                # the client whose trial decided the case is still closing its session: serve
-                # its DELETE (a few seconds at most) rather than refuse the connection
-                deadline = asyncio.get_running_loop().time() + 5.0
-                while self._seen_sessions - self._closed_sessions and asyncio.get_running_loop().time() < deadline:
-                    await asyncio.sleep(0.05)
-        finally:
-            for w in waits - {serving}:
-                w.cancel()
-            for trial in list(self._open.values()):
-                await self.end_trial(trial)
-            server.should_exit = True
-            await asyncio.gather(serving, return_exceptions=True)
+        await _serve_http(self, sock, until_decided=until_decided, stop=stop)
+
+
+async def _serve_http(owner: CaseServer | RunServer, sock: socket.socket, *, until_decided: bool, stop: asyncio.Event | None) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(owner.http_app(), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+    waits: set[asyncio.Future[Any]] = {serving}
+    if until_decided:
+        waits.add(asyncio.ensure_future(owner.wait_decided()))
+    if stop is not None:
+        waits.add(asyncio.ensure_future(stop.wait()))
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if until_decided and not serving.done():
+            # the client whose trial decided the case is still closing its session: serve
+            # its DELETE (a few seconds at most) rather than refuse the connection
+            deadline = asyncio.get_running_loop().time() + 5.0
+            while owner.pending_close() and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+    finally:
+        for w in waits - {serving}:
+            w.cancel()
+        await owner.end_open()
+        server.should_exit = True
+        await asyncio.gather(serving, return_exceptions=True)
+
+
+def _hung_up(trace: Trace) -> bool:
+    """Whether the trial ended because its client closed the session mid-conversation."""
+    return any(e.kind == "agent_exception" and SESSION_ENDED in e.message for e in trace.all_errors())
+
+
+# ----------------------------------------------------------------- a served run
+
+
+@dataclass
+class RunServer:
+    """Serve every case of a run over one MCP server: each session is one trial of one case.
+
+    A new session gets a trial of the first case, in run order, that is undecided and has no
+    trial in progress; when every such case has one (concurrent sessions), of the undecided case
+    with the fewest in progress that still has runs left. Each case decides over its own trials
+    in trial order, as :class:`CaseServer` does, so its verdict is the one ``agentprop run``
+    reaches on the same trials. When no case needs a trial the session is told the run is over
+    (the ``user_message`` prompt has no message).
+    """
+
+    cases: list[CaseServer]
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    on_note: Callable[[str], None] | None = None
+    _case_of: dict[str, CaseServer] = field(default_factory=dict, repr=False)
+    _lock: asyncio.Lock | None = field(default=None, repr=False)
+    _decided: asyncio.Event | None = field(default=None, repr=False)
+    _seen_sessions: set[str] = field(default_factory=set, repr=False)
+    _closed_sessions: set[str] = field(default_factory=set, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.cases:
+            raise InputError("a served run needs at least one case", fix="give cases the run has (`agentprop cases PROJECT` lists them)")
+        self.project = self.cases[0].project
+        self._over = TrialBridge()
+        self._over._closed = True
+        for case in self.cases:
+            case.token = self.token
+            case.on_note = self._note
+            told = case.on_trial
+
+            def joined(trace: Trace, result: CheckResult, told: Callable[[Trace, CheckResult], None] | None = told) -> None:
+                if told is not None:
+                    told(trace, result)
+                if self._decided is not None and self.decided:
+                    self._decided.set()
+
+            case.on_trial = joined
+
+    def _note(self, note: str) -> None:
+        if self.on_note is not None:
+            self.on_note(note)
+
+    @property
+    def decided(self) -> bool:
+        """Whether no case needs another trial (each decided, or out of runs)."""
+        return all(not _wants_trial(case) for case in self.cases)
+
+    def next_case(self) -> CaseServer | None:
+        """The case the next session serves, or ``None`` when the run is over."""
+        wanting = [c for c in self.cases if _wants_trial(c)]
+        idle = [c for c in wanting if not c.in_progress]
+        if idle:
+            return idle[0]
+        return min(wanting, key=lambda c: c.in_progress) if wanting else None
+
+    async def _bridge_for_session(self, ctx: Any) -> TrialBridge:
+        sid = _session_id(ctx)
+        case = self._case_of.get(sid)
+        if case is None:
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock:
+                case = self._case_of.get(sid)
+                if case is None:
+                    if sid in self._seen_sessions:
+                        return self._over
+                    self._seen_sessions.add(sid)
+                    case = self.next_case()
+                    if case is None:
+                        return self._over  # the run is over: no message for this session
+                    self._case_of[sid] = case
+        return await case._bridge_for_session(ctx)
+
+    def http_app(self) -> Any:
+        """A Starlette app serving the run over streamable HTTP at ``/mcp`` (loopback)."""
+        server = build_server(self.project.spec, self._bridge_for_session, context=self.project.bindings.context, sessions=True)
+        return _SessionEnds(http_app(server), self)
+
+    async def session_deleted(self, sid: str) -> None:
+        self._closed_sessions.add(sid)
+        case = self._case_of.get(sid)
+        if case is not None:
+            await case.session_deleted(sid)
+
+    def pending_close(self) -> bool:
+        return bool(self._seen_sessions - self._closed_sessions)
+
+    async def end_open(self) -> None:
+        for case in self.cases:
+            await case.end_open()
+
+    async def wait_decided(self) -> None:
+        if self._decided is None:
+            self._decided = asyncio.Event()
+        if not self.decided:
+            await self._decided.wait()
+
+    async def serve_http(self, sock: socket.socket, *, until_decided: bool = False, stop: asyncio.Event | None = None) -> None:
+        """Serve the run on the bound socket ``sock`` until ``stop`` is set (or, with
+        ``until_decided``, no case needs another trial); open trials are ended on the way out."""
+        self._decided = asyncio.Event()
+        await _serve_http(self, sock, until_decided=until_decided, stop=stop)
+
+    def results(self) -> list[CheckResult]:
+        """Each case's decision over its trials so far, in run order."""
+        return [case.result() for case in self.cases]
+
+
+def served_settings(
+    project: Project, scenario: Scenario, *, mode: str | None = None, tau: float | None = None, runs: int | None = None
+) -> CaseSettings:
+    """A served case's settings, chosen as ``agentprop run --mode/--tau/--runs`` chooses them
+    (``--runs`` alone selects fixed mode, but not on a high-risk spec); none given: the case's own."""
+    if mode is None and tau is None and runs is None:
+        return scenario_settings(project, scenario)
+    spec = project.spec
+    chosen = mode or ("fixed" if runs is not None and spec.risk_level not in ("high", "critical") else None)
+    oracle = OracleSettings.for_spec(spec, mode=chosen, tau=tau, runs=runs)
+    explicit = " ".join(f"--{k} {v}" for k, v in (("mode", mode), ("tau", tau), ("runs", runs)) if v is not None)
+    return case_settings(spec, project.bindings, scenario, oracle, explicit=explicit)
+
+
+def _wants_trial(case: CaseServer) -> bool:
+    """Whether ``case`` is undecided and has runs left beyond those finished or in progress."""
+    if case.result().verdict != "INCONCLUSIVE":
+        return False
+    assert case.settings is not None
+    cap = case.settings.make_test().max_runs or case.settings.runs
+    return len(case.traces) + case.in_progress < cap
+
+
+def _session_id(ctx: Any) -> str:
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    sid = headers.get(_SESSION_HEADER) if headers is not None else None
+    if not sid:
+        raise mcp_error(
+            types.INVALID_REQUEST,
+            "agentprop's world server needs an MCP session: each session is one trial of a case. "
+            "Connect with the initialize handshake (the SDK's Client does in mode 'auto' or 'legacy'); "
+            "MCP 2026-07-28 requests carry no session",
+        )
+    return str(sid)
 
 
 @contextmanager
@@ -343,6 +510,16 @@ def split_note() -> str:
         "recorded; one conversation split over several sessions looks like this (langchain-mcp-adapters opens a session "
         "per tool call unless the agent keeps one open: `async with client.session(NAME) as session`, "
         "`load_mcp_tools(session)`)"
+    )
+
+
+def abandoned_note() -> str:
+    """What the log says of a session that read the user's message and ended before any tool call."""
+    return (
+        "its session read the user's message and ended before any tool call or respond, so nothing was recorded; a "
+        "conversation split over several sessions starts like this (a client that opens a session per request, as "
+        "langchain-mcp-adapters does unless the agent keeps one open: `async with client.session(NAME) as session`, "
+        "`load_mcp_tools(session)`). Keep one session for the whole conversation"
     )
 
 
@@ -378,7 +555,7 @@ class _SessionEnds:
     """ASGI wrapper: a request without the server's token is refused (401); a ``DELETE`` of a
     session (the client closing it) ends its trial."""
 
-    def __init__(self, app: Any, owner: CaseServer) -> None:
+    def __init__(self, app: Any, owner: CaseServer | RunServer) -> None:
         self.app = app
         self.owner = owner
 
@@ -433,7 +610,7 @@ class HttpCaseServer:
         running.case.result()
     """
 
-    def __init__(self, case: CaseServer) -> None:
+    def __init__(self, case: CaseServer | RunServer) -> None:
         self.case = case
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -494,8 +671,9 @@ class HttpCaseServer:
         self.stop()
 
 
-def log_trial(out: TextIO) -> Callable[[Trace, CheckResult], None]:
-    """An ``on_trial`` callback that prints one line per trial and the verdict once reached."""
+def log_trial(out: TextIO, *, case: bool = False) -> Callable[[Trace, CheckResult], None]:
+    """An ``on_trial`` callback that prints one line per trial and the verdict once reached
+    (``case``: each line names the trial's case, for a served run)."""
     announced: list[bool] = [False]
 
     def log(trace: Trace, result: CheckResult) -> None:
@@ -503,7 +681,7 @@ def log_trial(out: TextIO) -> Callable[[Trace, CheckResult], None]:
         what = f"{len(trace.turns)} turn(s), {len(trace.tool_calls)} tool call(s)"
         if errors:
             what += f", {errors[0].kind}: {errors[0].message}"
-        print(f"trial {trace.trial}: {what}; decisions {trace.decisions}", file=out)
+        print(f"{trace.case_id} " * case + f"trial {trace.trial}: {what}; decisions {trace.decisions}", file=out)
         print(
             f"  so far: {result.passes}/{result.runs} passed; "
             + ("undecided, keep the agent running" if result.verdict == "INCONCLUSIVE" else f"verdict {result.verdict}"),
@@ -517,4 +695,15 @@ def log_trial(out: TextIO) -> Callable[[Trace, CheckResult], None]:
     return log
 
 
-__all__ = ["UNREAD_CALL", "CaseServer", "HttpCaseServer", "ServedTrial", "default_record_path", "log_trial", "split_note"]
+__all__ = [
+    "UNREAD_CALL",
+    "CaseServer",
+    "HttpCaseServer",
+    "RunServer",
+    "ServedTrial",
+    "abandoned_note",
+    "served_settings",
+    "default_record_path",
+    "log_trial",
+    "split_note",
+]
