@@ -218,3 +218,15 @@ def test_with_ruff_the_result_is_stable_and_fits(tmp_path: Path) -> None:
     # ruff dedents the module docstring and wraps the signature; the rest is as written
     assert {line.strip() for line in _long_lines(first)} == {line.strip() for line in UNCHANGEABLE if not line.startswith("def")}
     assert first.count("  # noqa: E501") == 3  # the template and the docstrings with code
+
+
+def test_an_indented_comment_counts_its_indent() -> None:
+    line = "        # " + "word " * 18 + "e"
+    assert rewrap.width(line) == 101 and rewrap.overlong(line, LIMIT, 8)
+
+
+def test_a_trailing_pragma_does_not_count() -> None:
+    line = "x = call(" + "a, " * 28 + "b)  # noqa: E501"
+    assert rewrap.width(line) > LIMIT and not rewrap.overlong(line, LIMIT, line.index("#"))
+    line = "x = 1  # type: ignore[misc]  # a note that makes the line too long" + "!" * 40
+    assert rewrap.overlong(line, LIMIT, line.index("#"))

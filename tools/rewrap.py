@@ -96,8 +96,9 @@ def overlong(line: str, limit: int, comment_col: int | None = None) -> bool:
         segments = re.split(r"\s+(?=#)", text[comment_col:].strip())
         while segments and _PRAGMA.match(segments[-1]):
             segments.pop()
-        kept = text[:comment_col].rstrip() + ("  " + "  ".join(segments) if segments else "")
-        if width(kept.rstrip()) <= limit:
+        code = text[:comment_col]
+        kept = code.rstrip() + "  " if code.strip() else code
+        if width((kept + "  ".join(segments)).rstrip()) <= limit:
             return False
     return True
 
