@@ -673,7 +673,8 @@ def render(summary: dict[str, Any], results: list[FaultResult], clean_label: str
         base = "found" if r.found_by_baseline else "missed"
         shown = [j for j in r.judged if j.shrunk] or r.judged
         first = shown[0] if shown else None
-        rep = f"{'minimal' if first.minimal and first.keeps_signature else 'NOT minimal: ' + first.why}: {first.reproducer}" if first else ""
+        minimal = first is not None and first.minimal and first.keeps_signature
+        rep = f"{'minimal' if minimal else 'NOT minimal: ' + first.why}: {first.reproducer}" if first else ""
         rest = [j for j in r.judged if j is not first]
         more = (
             f" (+{len(rest)} more bug(s): {sum(j.minimal and j.keeps_signature for j in rest)} minimal, {sum(not j.shrunk for j in rest)} only INV/DIR)"
@@ -800,11 +801,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  clean {folder} (blind zoo) seed {seed}: {len(clean[-1].failing)} false alarm(s)", file=sys.stderr, flush=True)
         summary = blind_summary(zoo, results, clean)
         out.update(summary)
+        frozen = "verified by its freeze.py" if zoo.freeze_ok else "MISMATCH: the zoo changed since it was frozen"
         text += [
             "",
             f"== the blind reach zoo ({zoo.name}; {len(results)} of its {len(zoo.faults)} faults over {', '.join(zoo.specs)}) ==",
             f"written by: {zoo.author}",
-            f"freeze: {zoo.freeze_hash} ({'verified by its freeze.py' if zoo.freeze_ok else 'MISMATCH: the zoo changed since it was frozen'})",
+            f"freeze: {zoo.freeze_hash} ({frozen})",
             f"each fault fires whenever its trigger holds (rate {BLIND_RATE}); its world overrides are applied; triggers are never read",
             render(summary["blind"], results, f"{len(clean)} = specs x seeds"),
         ]

@@ -95,9 +95,10 @@ def run_shards(count: int, args: argparse.Namespace, agent: Path, env: dict[str,
     system, all shards together), and their records directories."""
     dirs = [base / f"n{count}-s{i}" for i in range(1, count + 1)]
     command = [
-        sys.executable, "-m", "agentprop._cli", "run", str(SUPPORTOPS), "--agent", f"{agent}:WaitingAgent",
-        "--kinds", "mft", "--mode", "fixed", "--runs", str(args.runs), "--seed", "1", "--explore", "0",
-        "--corpus", "none", "--shrink-budget", "0", "--concurrency", str(args.concurrency),
+        sys.executable, "-m", "agentprop._cli", "run", str(SUPPORTOPS),
+        "--agent", f"{agent}:WaitingAgent", "--kinds", "mft", "--mode", "fixed", "--runs", str(args.runs),
+        "--seed", "1", "--explore", "0", "--corpus", "none", "--shrink-budget", "0",
+        "--concurrency", str(args.concurrency),
     ]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()

@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     frozen = subprocess.run([sys.executable, str(ZOO / "freeze.py")], capture_output=True, text=True)
-    print(f"zoo frozen: {'yes' if frozen.returncode == 0 else 'NO: ' + (frozen.stdout + frozen.stderr).strip()[:200]}")
+    why = (frozen.stdout + frozen.stderr).strip()[:200]
+    print(f"zoo frozen: {'yes' if frozen.returncode == 0 else 'NO: ' + why}")
     manifest = json.loads((ZOO / "MANIFEST.json").read_text(encoding="utf-8"))
     specs = [s for s in manifest["specs"] if not args.only or s["name"] == args.only]
     defects = [d for d in manifest["planted_spec_defects"] if any(d["spec"] == s["name"] for s in specs)]

@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ratio = "n/a (Hypothesis's overhead is not positive)"
     if float(str(result["hypothesis_plugin_overhead_ms"])) > 0:
-        ratio = f"{float(str(result['plugin_overhead_ms'])) / float(str(result['hypothesis_plugin_overhead_ms'])):.2f}x"
+        ours, hypothesis = (float(str(result[k])) for k in ("plugin_overhead_ms", "hypothesis_plugin_overhead_ms"))
+        ratio = f"{ours / hypothesis:.2f}x"
     print(f"  agentprop / Hypothesis (medians): {ratio}")
     print(
         f"  loading the plugin, in-process CPU time (median): agentprop {result['plugin_import_ms']} ms, "

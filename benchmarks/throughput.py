@@ -650,9 +650,11 @@ def cli_rounds(
     for r in range(rounds):
         cache = tmp / f"cli-cache-{provider}-{project_dir.name}-{r}.sqlite"
         cli = [
-            sys.executable, "-m", "agentprop", "run", str(project_dir), "--agent", provider, "--model", MODELS[provider],
-            "--base-url", base_url, "--cache", str(cache), "--kinds", "mft", "--mode", "fixed", "--runs", str(len(bodies)),
-            "--case", SCENARIO, "--concurrency", str(concurrency), "--shrink-budget", "0", "--corpus", "none", "--explore", "0",
+            sys.executable, "-m", "agentprop", "run", str(project_dir),
+            "--agent", provider, "--model", MODELS[provider], "--base-url", base_url,
+            "--cache", str(cache), "--kinds", "mft", "--mode", "fixed", "--runs", str(len(bodies)),
+            "--case", SCENARIO, "--concurrency", str(concurrency), "--shrink-budget", "0",
+            "--corpus", "none", "--explore", "0",
         ]  # fmt: skip
         sdk = [sys.executable, "-c", SDK_CHILD, provider, base_url, str(bodies_path), str(concurrency), str(Path(__file__).parent)]
         steps = [("cli", cli, "agentprop run"), ("sdk", sdk, "the SDK alone")]

@@ -126,9 +126,10 @@ def main_(argv: list[str] | None = None) -> int:
         print(f"with the input model: the run wrote no report (exit {code}); nothing measured")
         return 1
     kept_rate = f"{result['kept_rate']:.0%}" if result["kept_rate"] is not None else "n/a (none written)"
+    ratio = result["inputs"] / result["baseline_inputs"] if result["baseline_inputs"] else float("nan")
     print(
         f"with the input model: {result['inputs']} distinct explored inputs "
-        f"({result['inputs'] / result['baseline_inputs'] if result['baseline_inputs'] else float('nan'):.2f}x the baseline), "
+        f"({ratio:.2f}x the baseline), "
         f"{result['written_inputs']} with a model-written turn; "
         f"{result['prompts']} prompts, {result['generated']} texts written, {result['kept']} kept ({kept_rate}), "
         f"{result['dropped']} dropped {result['dropped_reasons']}; {calls} model calls at the server, {wall:.0f} s"

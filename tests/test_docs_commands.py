@@ -92,7 +92,8 @@ def _once(commands: list[DocCommand]) -> list[DocCommand]:
 COMMANDS = [c for page in DOC_FILES for c in _once(doc_commands(page))]
 
 NOT_RUN: dict[str, str] = {
-    r"--agent (anthropic|openai)\b(?!.*--base-url http://127\.0\.0\.1)|^agentprop compile": "a real model: needs an API key and the network "
+    r"--agent (anthropic|openai)\b(?!.*--base-url http://127\.0\.0\.1)"
+    r"|^agentprop compile": "a real model: needs an API key and the network "
     "(tests/test_cli_anthropic.py and tests/test_cli_openai.py run these commands against loopback servers)",
     r"^agentprop serve": "serves one MCP session and waits for the client to connect (tests/test_mcp_world.py drives it)",
     r"^agentprop corpus (show|rm) 3f0c": "3f0c stands for an entry id the reader's own run printed",

@@ -143,11 +143,12 @@ def promptsmith_prompt(
         f"{n}. {len(g.cases)} case(s) break {g.clause}: {g.explanation}\n   e.g. the user said: " + " / ".join(repr(m) for m in g.example_messages)
         for n, g in enumerate(groups, 1)
     )
+    described = yaml.safe_dump(descriptions, sort_keys=True, allow_unicode=True) if descriptions else "{}"
     user = (
         f"The spec (the single source of truth):\n<spec>\n{spec_text}</spec>\n\n"
         f"The current system prompt:\n<prompt>\n{prompt}\n</prompt>\n\n"
         f"The current tool descriptions:\n<tool_descriptions>\n"
-        f"{yaml.safe_dump(descriptions, sort_keys=True, allow_unicode=True) if descriptions else '{}'}</tool_descriptions>\n\n"
+        f"{described}</tool_descriptions>\n\n"
         f"Iteration {iteration}. Failures on the visible checks, grouped by root cause:\n{failures}"
     )
     system = PROMPTSMITH_ROLE + "\n\nRules:\n" + "\n".join(f"- {r}" for r in RULES)

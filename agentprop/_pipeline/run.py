@@ -1255,10 +1255,8 @@ def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
         lines.append(f"    hit by {len(bug.cases)} case(s): {_cases_text(bug.cases)}")
         if bug.shrink_runs:
             sh = next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None) or {}
-            lines.append(
-                f"    {_shrunk_text(bug.representative, sh.get('original_units'), sh.get('kept_units'), bug.shrink_runs)}"
-                + ("" if bug.minimal else " (not proven minimal)")
-            )
+            shrunk_text = _shrunk_text(bug.representative, sh.get("original_units"), sh.get("kept_units"), bug.shrink_runs)
+            lines.append(f"    {shrunk_text}" + ("" if bug.minimal else " (not proven minimal)"))
             if bug.minimality:
                 lines.append(f"    {bug.minimality}")
         elif bug.representative:

@@ -208,8 +208,9 @@ def attack_agents(*, timeout_s: float = 120.0) -> dict[str, Any]:
         shutil.copytree(SUPPORTOPS, project, ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"))
         (project / "hostile.py").write_text(_HOSTILE_AGENTS)
         for agent, expected in (
-            ("Exits", {1}), ("Interrupts", {1}), ("AsyncExits", {1}), ("BadGetattr", {0}), ("BlocksOnClose", {1}),
-            ("LoopsOnRefusals", {1}), ("HugeReply", {1}), ("LeaksKey", {1}), ("PressesCtrlC", {130}),
+            ("Exits", {1}), ("Interrupts", {1}), ("AsyncExits", {1}), ("BadGetattr", {0}),
+            ("BlocksOnClose", {1}), ("LoopsOnRefusals", {1}), ("HugeReply", {1}), ("LeaksKey", {1}),
+            ("PressesCtrlC", {130}),
         ):  # fmt: skip
             report = Path(tmp) / f"{agent}.json"
             # a blocking close_conversation() is let go at the turn timeout (60 s): one run per case

@@ -69,7 +69,8 @@ _VERDICTS: tuple[tuple[CaseVerdict, float], ...] = (
 
 
 def _tree(rng: random.Random, n_nodes: int) -> DecisionTree:
-    ids = [f"N{i + 1}_{rng.choice(('INTENT', 'AUTH', 'BILLING', 'CLARIFY', 'ELIGIBILITY', 'CONFIRM', 'UPDATE', 'ROUTE'))}" for i in range(n_nodes)]
+    kinds = ("INTENT", "AUTH", "BILLING", "CLARIFY", "ELIGIBILITY", "CONFIRM", "UPDATE", "ROUTE")
+    ids = [f"N{i + 1}_{rng.choice(kinds)}" for i in range(n_nodes)]
     ends = [f"END_{d}" for d in _DECISIONS]
     nodes = []
     for i, nid in enumerate(ids):

@@ -172,7 +172,9 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
             tail.append(f"- **not tested**: {gap['what']} {md(gap['id'])} ({md(gap['reason'])})")
         loops = br.get("loop") or []
         if loops:
-            tail.append(f"- loops (unrolled once): {', '.join(md(b) + ('' if b in br.get('covered', []) else ' (not realised)') for b in loops)}")
+            covered = br.get("covered", [])
+            loop_list = ", ".join(md(b) + ("" if b in covered else " (not realised)") for b in loops)
+            tail.append(f"- loops (unrolled once): {loop_list}")
     caps = coverage.get("capabilities") or {}
     if caps:
         tail.append("- capabilities: " + ", ".join(f"{md(k)} {v['passed']}/{v['cases']}" for k, v in caps.items()))
