@@ -2,8 +2,9 @@
 
 Needs the official MCP SDK, 1.24+ below 2 or 2.3+ (``pip install "agentprop[mcp]"``); see
 docs/bring-your-own-agent.md. :class:`CaseServer` / :class:`HttpCaseServer` serve one case, each
-session one trial; :class:`McpAgent` and :class:`McpServedAgent` are base classes of agents that
-are MCP clients; :class:`McpConversation` is the client side of the turn protocol; :func:`Client`
+session one trial, and :class:`RunServer` every case of a run; :class:`McpAgent` and
+:class:`McpServedAgent` (HTTP, or a stdio process per session: :class:`StdioCommand`) are base
+classes of agents that are MCP clients; :class:`McpConversation` is the client side of the turn protocol; :func:`Client`
 connects to a server with whichever SDK is installed.
 """
 

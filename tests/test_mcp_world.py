@@ -565,3 +565,16 @@ def test_serve_refuses_a_whole_run_over_stdio_and_unknown_cases(capsys: pytest.C
     assert "no case id contains NO_SUCH_A, NO_SUCH_B" in capsys.readouterr().err
     assert main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--runs", "0"]) == 2
     assert "--runs 0 must be at least 1" in capsys.readouterr().err
+
+
+def test_serve_report_of_a_whole_run_needs_no_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record_file = tmp_path / "a-file"
+    record_file.write_text("")
+    assert main(["serve", str(SUPPORTOPS), "--http", "--record", str(record_file)]) == 2
+    assert "a whole run records into a directory" in capsys.readouterr().err
+    assert main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--tau", "1.5"]) == 2
+    assert "--tau 1.5 must lie between 0 and 1" in capsys.readouterr().err
+    selection = [a for case in RUN_CASES for a in ("--case", case)]
+    assert main(["serve", str(SUPPORTOPS), *selection, "--report", "--record", str(tmp_path / "records")]) == 1
+    out = capsys.readouterr().out
+    assert "INCONCLUSIVE END_REFUSE_PII<-N1_INTENT (0/0)" in " ".join(out.split()) and "supportops_v1: 5 case(s): 5 INCONCLUSIVE" in out

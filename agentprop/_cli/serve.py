@@ -157,7 +157,7 @@ def _serve_run(project: Project, args: argparse.Namespace, out: TextIO) -> int:
     from agentprop._pipeline.serve import CaseServer, RunServer, default_record_path, log_trial, served_settings, url_with_token
 
     scenarios = selected_scenarios(project, args.case or [])  # as `agentprop run --case` selects
-    if not args.http:
+    if not args.http and not args.report:
         raise InputError(
             f"a whole run ({len(scenarios)} cases) is served over HTTP only: over stdio each process serves one session, one trial",
             fix="add --http (and give the client the URL it prints), or give exactly one --case to serve that case over stdio",
@@ -205,22 +205,9 @@ def _serve_run(project: Project, args: argparse.Namespace, out: TextIO) -> int:
         except KeyboardInterrupt:
             pass
     results = run.results()
-    print(run_summary(project.spec.spec_id, results), file=out)
+    print(run.summary(), file=out)
     _write_json(args.json, project.spec.spec_id, results)
     return EXIT_OK if all(r.verdict == "PASS" for r in results) else EXIT_FAIL
-
-
-def run_summary(spec_id: str, results: list[CheckResult]) -> str:
-    """The verdicts of a served run: a line per case, then the counts."""
-    lines = []
-    for r in results:
-        failure = f": {r.failures[0].signature}" if r.failures else ""
-        lines.append(f"{r.verdict:<12} {r.name} ({r.passes}/{r.runs}){failure}")
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    lines.append(f"{spec_id}: {len(results)} case(s): " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
-    return "\n".join(lines)
 
 
 def _write_json(path: str | None, spec_id: str, results: list[CheckResult]) -> None:

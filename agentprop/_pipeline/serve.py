@@ -453,6 +453,16 @@ class RunServer:
         """Each case's decision over its trials so far, in run order."""
         return [case.result() for case in self.cases]
 
+    def summary(self) -> str:
+        """The verdicts so far: a line per case (verdict, id, passes/runs, first failure), then the counts."""
+        results = self.results()
+        lines = [f"{r.verdict:<12} {r.name} ({r.passes}/{r.runs})" + (f": {r.failures[0].signature}" if r.failures else "") for r in results]
+        counts: dict[str, int] = {}
+        for r in results:
+            counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        lines.append(f"{self.project.spec.spec_id}: {len(results)} case(s): " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+        return "\n".join(lines)
+
 
 def served_settings(
     project: Project, scenario: Scenario, *, mode: str | None = None, tau: float | None = None, runs: int | None = None
