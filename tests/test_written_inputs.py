@@ -329,3 +329,33 @@ def test_any_provider_of_the_model_client_layer_writes_inputs(tmp_path: Path) ->
             rendered.append(ChoiceSpace(SUPPORTOPS, scenario, writer).render(choices).messages)
             assert len(server.requests) == (1 if mode == "read-write" else 0)
     assert rendered[0] == rendered[1] == ["Hello there. " + scenario.messages[0]]
+
+
+def test_the_simulated_user_answers_the_agents_live_question(tmp_path: Path) -> None:
+    """A follow-up the simulated user plays is written from the agent's last reply in the
+    running conversation (not only the path's goal), and that text is what the agent gets."""
+    asked: list[str] = []
+
+    def model(request: dict[str, Any]) -> dict[str, Any]:
+        prompt = [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+        if "The assistant just wrote to you:" in prompt:
+            asked.append(prompt)
+            text = re.findall(r"<<<\n(.*?)\n>>>", prompt, re.S)[-1]
+            return message_reply([text_block(json.dumps(["Oh. " + text]))])
+        return scripted_model(request)
+
+    with MessagesServer(handler=model) as server:
+        report = explore(writer_on(server, tmp_path / "c.sqlite", simulated_user=True), ids=(CANCELLED,))
+    assert asked, "no follow-up was written from the agent's live reply"
+    live = [
+        (trace.trace.turns[k - 1].user_visible_text, turn.user_message)
+        for case in report.cases
+        for trace in case.traces
+        for k, turn in enumerate(trace.trace.turns)
+        if k and turn.user_message.startswith("Oh. ")
+    ]
+    assert live, "the agent never got a turn written live"
+    for question, sent in live:
+        # the prompt held the agent's own words, and the agent got the text written from it
+        assert any(f"The assistant just wrote to you:\n<<<\n{question.strip()}\n>>>" in p for p in asked), question
+        assert any(sent[len("Oh. ") :] in p for p in asked)

@@ -452,6 +452,15 @@ async def _run_turn(
             await result
 
 
+LiveTurns = Callable[[int, Trace], str | None]
+"""Writes follow-up turn ``index`` from the conversation so far (the simulated user reading the
+agent's live question); ``None``: the scripted message is sent."""
+
+live_turns: contextvars.ContextVar[LiveTurns | None] = contextvars.ContextVar("agentprop_live_turns", default=None)
+"""The live turn writer of the conversations run in this context (``None``: every turn is the
+scripted message). Set around one case's runs by the caller that owns the writer."""
+
+
 class _Turns:
     """The turns of one conversation, begun and ended the same way whether the agent runs on
     the event loop or on a worker thread."""
@@ -478,9 +487,24 @@ class _Turns:
         self.rng = _ConversationRandom(case_id, trial)
         self.memory: dict[str, Any] = {}
         self.loop = asyncio.get_running_loop()
+        self.live = live_turns.get()
 
-    def begin(self, index: int) -> tuple[Turn, TurnContext]:
-        turn = Turn(index=index, user_message=self.messages[index])
+    def written(self, index: int) -> str | None:
+        """Turn ``index`` as the live writer writes it from the conversation so far (``None``:
+        no writer, the first turn, or the writer wrote nothing: the scripted message is sent).
+        Blocking: call it off the event loop."""
+        if self.live is None or index == 0:
+            return None
+        try:
+            return self.live(index, self.trace)
+        except Exception:  # noqa: BLE001 (the writer's failure is never the agent's: the scripted turn is sent)
+            return None
+
+    async def written_async(self, index: int) -> str | None:
+        return None if self.live is None or index == 0 else await asyncio.to_thread(self.written, index)
+
+    def begin(self, index: int, text: str | None = None) -> tuple[Turn, TurnContext]:
+        turn = Turn(index=index, user_message=self.messages[index] if text is None else text)
         self.trace.turns.append(turn)
         ctx = TurnContext(
             spec=self.spec,
@@ -529,11 +553,11 @@ class _Turns:
 async def _converse_on_loop(turns: _Turns, fn: Callable[[str, TurnContext], Any], start: int = 0, own: _OwnLoop | None = None) -> None:
     """The turns from ``start`` on, each awaited on the event loop (or on ``own``)."""
     for index in range(start, len(turns.messages)):
-        turn, ctx = turns.begin(index)
+        turn, ctx = turns.begin(index, await turns.written_async(index))
         t0 = time.perf_counter()
         error: RunError | None = None
         try:
-            await _run_turn(fn, turns.messages[index], ctx, turns.timeout_s, own)
+            await _run_turn(fn, turn.user_message, ctx, turns.timeout_s, own)
         except TimeoutError as exc:
             error = turns.timeout(index, exc)
         except Exception as exc:
@@ -639,10 +663,11 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
     def job() -> None:
         try:
             for index in range(start, len(turns.messages)):
+                text = turns.written(index)  # on this worker thread, outside the lock
                 with seg.lock:
                     if seg.abandoned:
                         return
-                    turn, ctx = turns.begin(index)
+                    turn, ctx = turns.begin(index, text)
                     ctx._on_stop = stop_now
                     seg.index, seg.turn, seg.ctx = index, turn, ctx
                     seg.started, seg.t0 = time.monotonic(), time.perf_counter()
@@ -650,7 +675,7 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
                 result: Any = None
                 try:
                     # each turn in a fresh, empty context, as on a thread of its own
-                    result = contextvars.Context().run(fn, turns.messages[index], ctx)
+                    result = contextvars.Context().run(fn, turn.user_message, ctx)
                 except Exception as exc:
                     error = turns.exception(exc, index)
                 except (SystemExit, KeyboardInterrupt) as exc:  # on a worker thread: the agent's own, never a Ctrl-C

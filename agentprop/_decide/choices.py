@@ -10,6 +10,7 @@ choices from a seeded random source and renders them.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import random
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 from agentprop._agents.project import Project
 from agentprop._decide.written import PERSONAS, InputWriter, WrittenChoice, WrittenTurn
 from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked
+from agentprop._scenario.trace import Trace
 from agentprop._spec.bindings import Bindings, language_of, parse_field_path, schema_at
 from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
 from agentprop._spec.model import Spec
@@ -891,6 +893,29 @@ class ChoiceSpace:
             keeps=keeps,
             spec_words=lambda before, after: brings_spec_words(before, after, words),
         )
+
+    def live_turns(self, choices: Choices) -> Callable[[int, Trace], str | None] | None:
+        """The simulated user's turns of ``choices`` written live (``None``: ``choices`` have
+        none): a follow-up it plays is written from the agent's last reply in the running
+        conversation, as well as the path's goal, screened like any written turn; when the agent
+        said nothing or no text passed, the turn as rendered before the run is sent."""
+        writer = self.writer
+        played = {i: t.written for i, t in enumerate(choices.turns) if t.written is not None and t.written.simulated}
+        if writer is None or not played:
+            return None
+        base = self.base_for(choices)
+
+        def live(index: int, trace: Trace) -> str | None:
+            written = played.get(index)
+            question = trace.turns[-1].user_visible_text.strip() if trace.turns else ""
+            if written is None or not question:
+                return None
+            space = self.turn_spaces[choices.turns[index].template][index]
+            turn = dataclasses.replace(self.written_turn(base, index, space), question=question)
+            texts = writer.texts(turn, written)
+            return texts[written.index % len(texts)] if texts else None
+
+        return live
 
     def written_text(self, base: Scenario, i: int, space: _TurnSpace, written: WrittenChoice) -> str | None:
         """Turn ``i`` as the model writes it (``None``: no writer, or no text passed validation)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from agentprop._agents.loading import as_loaded_agent
 from agentprop._agents.project import Project
+from agentprop._agents.runtime import live_turns
 from agentprop._decide.choices import Choices, ChoiceSpace, ChoiceUnit, TurnChoice, choice_units, keep_only, unit_label
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, TrialRecord
@@ -253,6 +254,10 @@ def shrink(
     runtime = project_digest(project)
 
     compiled: dict[int, tuple[Scenario, Case]] = {}
+    written_by: dict[int, tuple[Scenario, Choices]] = {}
+    """The choices each candidate was rendered from (their simulated turns are written live)."""
+    if choices is not None and space is not None:
+        written_by[id(original)] = (original, choices)
 
     def case_of(candidate: Scenario) -> Case:
         """Each candidate is compiled once, however many runs judge it."""
@@ -273,7 +278,12 @@ def shrink(
                 if refused["why"] is None:
                     refused["why"] = session_budget.exhausted_reason or "the session budget is spent"
                 return None
-            trace = memo.put(key, run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref)))
+            held = written_by.get(id(candidate))
+            token = live_turns.set(space.live_turns(held[1]) if space is not None and held is not None and held[0] is candidate else None)
+            try:  # a simulated user's turn is written live, as when the input was explored
+                trace = memo.put(key, run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref)))
+            finally:
+                live_turns.reset(token)
             infra = trace.infrastructure_error
             if infra is not None:  # the run was not made: nothing to learn, nothing to keep
                 raise InfrastructureError(f"shrinking stopped: {infra.message}", kind=infra.kind)
@@ -326,7 +336,10 @@ def shrink(
         candidate = original
         if choices is not None and (not choices.plain or space is not None):
             assert space is not None
-            candidate = space.render(keep_only(choices, [u.value[1] for u in kept if u.value[0] == "choice"]))
+            chosen = keep_only(choices, [u.value[1] for u in kept if u.value[0] == "choice"])
+            candidate = _with_world(project, space.render(chosen), own_world, kept)
+            written_by[id(candidate)] = (candidate, chosen)
+            return candidate
         return _with_world(project, candidate, own_world, kept)
 
     result = shrink_units(units, run, budget=budget, build=build, signature=chased, calibration=calibration)

@@ -174,6 +174,9 @@ class WrittenTurn:
     withheld_names: tuple[str, ...] = ()
     keeps: Callable[[str, Sequence[str]], bool] | None = None
     spec_words: Callable[[str, str], bool] | None = None
+    question: str = ""
+    """What the agent just said to the user, live (the simulated user answers it; ``""``: the
+    turn is written before the run, from the goal alone)."""
 
 
 @dataclass
@@ -219,9 +222,14 @@ def user_prompt(turn: WrittenTurn, persona: str, traits: Sequence[str], n: int) 
     if turn.withheld_names:
         rules.insert(1, "You do not know, and never give, a value for: " + ", ".join(turn.withheld_names) + ".")
     body = "\n".join(f"- {r}" for r in rules)
+    asked = (
+        f"The assistant just wrote to you:\n<<<\n{turn.question}\n>>>\nYour answer to it says:"
+        if turn.question
+        else "The assistant asked you a question. Your answer says:"
+    )
     user = (
         f"You play {who} talking to a tool-using assistant. Your goal, as you first wrote it:\n<<<\n{turn.goal}\n>>>\n"
-        f"The assistant asked you a question. Your answer says:\n<<<\n{turn.text}\n>>>\n\n"
+        f"{asked}\n<<<\n{turn.text}\n>>>\n\n"
         f"Write {n} different ways you would write that answer.\n\nRules:\n{body}"
     )
     return TextPrompt(system=_USER_SYSTEM, user=user, max_tokens=_max_tokens(turn.text, n), temperature=None)

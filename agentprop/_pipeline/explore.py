@@ -19,6 +19,7 @@ from typing import Any
 
 from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.project import Project
+from agentprop._agents.runtime import live_turns
 from agentprop._decide.check import Property, decide_scenario
 from agentprop._decide.choices import Choices, ChoiceSpace, check_languages
 from agentprop._decide.memo import TrialMemo
@@ -187,9 +188,13 @@ async def explore_cases(
     async def decide(e: ExploredInput, who: LoadedAgent = agent, record: bool = True) -> tuple[CaseReport, CheckResult]:
         async with sem:
             chosen = settings_for(e.base) if settings_for is not None else oracle
-            result = await decide_scenario(
-                project, e.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, name=e.case_id, **lanes.for_case()
-            )
+            token = live_turns.set(e.space.live_turns(e.choices))  # the simulated user reads the agent's live question
+            try:
+                result = await decide_scenario(
+                    project, e.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, name=e.case_id, **lanes.for_case()
+                )
+            finally:
+                live_turns.reset(token)
         if record and checks is not None:
             checks[e.case_id] = (e.scenario, result)
         case = case_from_check(
