@@ -84,10 +84,10 @@ def new_server(name: str, *, version: str, instructions: str, handlers: Handlers
             on_read_resource=handlers.read_resource,
         )
         if sessions_only:
-            from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+            handshake_versions = list(importlib.import_module("mcp_types.version").HANDSHAKE_PROTOCOL_VERSIONS)
 
             async def discover(ctx: Any, params: Any) -> Any:
-                return types.DiscoverResult(supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS), capabilities=server.get_capabilities())
+                return types.DiscoverResult(supported_versions=handshake_versions, capabilities=server.get_capabilities())
 
             server.add_request_handler("server/discover", types.RequestParams, discover)
         return server
