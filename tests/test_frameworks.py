@@ -1,5 +1,6 @@
 """The LangGraph, OpenAI Agents SDK and PydanticAI adapters, each with its framework's defaults,
-and a framework's own MCP client driven through agentprop.mcp.McpServedAgent.
+and two frameworks' own MCP clients (the Agents SDK's, langchain-mcp-adapters' under LangGraph)
+driven through agentprop.mcp.McpServedAgent.
 
 End to end, each framework's SupportOps example (examples/supportops_langgraph,
 examples/supportops_openai_agents, examples/supportops_pydanticai) runs through its own model
@@ -36,7 +37,17 @@ FRAMEWORKS = {
     "pydantic-ai": ("pydantic_ai", "examples.supportops_pydanticai.agent:SupportOpsPydanticAIOverOpenAI"),
     # the same client starting agentprop's server as a stdio process (MCPServerStdio)
     "openai-agents-over-mcp-stdio": ("agents.mcp", "examples.supportops_openai_agents.agent:SupportOpsAgentsSDKOverMcpStdio"),
+    # LangGraph's prebuilt agent with its tools from langchain-mcp-adapters' MultiServerMCPClient
+    # (its default: a new MCP session per tool call) against a real MCP server started per trial
+    "langgraph-over-mcp": ("langchain_mcp_adapters", "examples.supportops_langgraph.over_mcp:SupportOpsReactOverMcp"),
 }
+
+
+def _need(module: str) -> None:
+    reason = f"{module} is not installed (pip install 'agentprop[test]' installs every framework)"
+    if module == "langchain_mcp_adapters":
+        reason = "langchain-mcp-adapters is not installed (it needs mcp<2: pip install 'agentprop[langchain-mcp]')"
+    pytest.importorskip(module, reason=reason)
 
 
 class StubTurn:
@@ -74,7 +85,7 @@ def test_framework_agent_passes_and_its_fault_fails_like_the_reference(
     framework: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reference_failures: dict[str, str]
 ) -> None:
     module, agent = FRAMEWORKS[framework]
-    pytest.importorskip(module)
+    _need(module)
     monkeypatch.chdir(ROOT)
     code, verdicts = _run(tmp_path, agent)
     assert code == 0 and set(verdicts) == set(reference_failures) and set(verdicts.values()) == {"PASS"}
@@ -85,7 +96,7 @@ def test_framework_agent_passes_and_its_fault_fails_like_the_reference(
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_framework_agent_is_recorded_like_the_python_agent(framework: str) -> None:
     module, agent = FRAMEWORKS[framework]
-    pytest.importorskip(module)
+    _need(module)
     project = load_project(SUPPORTOPS)
     faults = {"skip_auth": 0.5, "never_retry": 0.5, "leak_pii": 0.5}
     python = load_agent("agent:SupportOpsAgent", project.base_dir, faults)

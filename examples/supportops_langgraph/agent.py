@@ -39,11 +39,11 @@ Reference = load_agent("agent:SupportOpsAgent", SUPPORTOPS).target
 PLAYED = PlayedOpenAI()
 
 
-def react_graph(model: ChatOpenAI) -> Any:
+def react_graph(model: ChatOpenAI, tools: list[Any] = TOOLS) -> Any:
     """The prebuilt ReAct agent, as LangGraph builds it."""
     with warnings.catch_warnings():  # LangGraph 1.x points to langchain.agents.create_agent; the prebuilt one still ships
         warnings.simplefilter("ignore", DeprecationWarning)
-        return create_react_agent(model, TOOLS, prompt=PROMPT)
+        return create_react_agent(model, tools, prompt=PROMPT)
 
 
 def custom_graph(model: ChatOpenAI) -> Any:
