@@ -182,3 +182,21 @@ def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplet
     assert any("skipped the pooled top-up of P2_AUTH_GATE" in p for p in merged["problems"])
     assert "INCOMPLETE: not in the merged report: the pooled top-up of P2_AUTH_GATE" in out.getvalue()
     assert [c["verdict"] for c in merged["cases"]] == [c["verdict"] for c in whole["cases"]]  # the verdicts are the run's
+
+
+def test_shards_that_grouped_no_bugs_merge_into_a_report_without_bugs(runs: Path, tmp_path: Path) -> None:
+    # `agentprop run --shrink-budget 0` lists no bugs; its merge must not list any either
+    dirs = []
+    for i in (1, 2, 3):
+        d = tmp_path / f"s{i}"
+        shutil.copytree(runs / f"s{i}", d)
+        report = json.loads((d / REPORT_FILE).read_text())
+        report["bugs"] = []
+        for case in report["cases"]:
+            case["bugs"], case["shrunk"] = [], None
+        (d / REPORT_FILE).write_text(json.dumps(report))
+        dirs.append(str(d))
+    assert main(["merge", *dirs, "--json", str(tmp_path / "m.json")], out=io.StringIO(), err=io.StringIO()) == 1
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert merged["bugs"] == [] and not any(c["bugs"] or c["shrunk"] for c in merged["cases"])
+    assert any(c["verdict"] == "FAIL" for c in merged["cases"])

@@ -319,6 +319,11 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
         "not_recomputed": not_recomputed,
     }
     extra["merge"] = merge_info
+    shrinking = [
+        m.extra["runs_shrinking_before_deepening"] for m in (s.report.metrics for s in shards) if "runs_shrinking_before_deepening" in m.extra
+    ]
+    if shrinking:  # spent by each shard on its own failures
+        extra["runs_shrinking_before_deepening"] = sum(shrinking)
     metrics = Metrics(
         cases=len(cases),
         passed=verdicts["PASS"],
@@ -358,7 +363,8 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
         claims=claims,
     )
     report._checks = checks
-    _bugs(report, shards, project)
+    if any(s.report.bugs for s in shards):  # `agentprop run --shrink-budget 0` groups no bugs: nor does its merge
+        _bugs(report, shards, project)
     return MergedReport(report, run, not_recomputed, list(run.info.case_filter))
 
 
