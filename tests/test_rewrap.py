@@ -160,10 +160,18 @@ def test_a_list_item_in_a_comment_wraps_under_its_text() -> None:
     assert out[1].startswith("#   ") and out[2] == "# - the next item"
 
 
-def test_fmt_skip_statements_are_left_alone() -> None:
-    src = "X = ['" + "a " * 50 + "', 1]  # fmt: skip\n"
+def test_a_fmt_skip_statement_too_wide_loses_its_skip_and_other_comments_stay() -> None:
+    src = "X = ['" + "a " * 50 + "', 1]  # noqa: B950  # fmt: skip\nY = [1, 2]  # fmt: skip\n"
     result = rewrap.rewrap_pass(src, LIMIT)
-    assert result.edits == [] and "fmt: skip" in result.leftovers[0].reason
+    out = rewrap.apply(src, result.edits).splitlines()
+    assert out[0].endswith("', 1]  # noqa: B950") and result.unskipped == [1]
+    assert out[1] == "Y = [1, 2]  # fmt: skip"  # one that fits keeps it
+
+
+def test_a_fmt_off_region_is_left_alone() -> None:
+    src = "# fmt: off\nX = ['" + "a " * 50 + "', 1]\n# fmt: on\n"
+    result = rewrap.rewrap_pass(src, LIMIT)
+    assert result.edits == [] and "fmt: off" in result.leftovers[0].reason
 
 
 def test_a_section_rule_is_shortened_not_wrapped() -> None:

@@ -75,6 +75,7 @@ class Pass:
 
     edits: list[Edit] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
+    unskipped: list[int] = field(default_factory=list)  # rows whose ``# fmt: skip`` went
 
 
 def width(text: str) -> int:
@@ -625,37 +626,47 @@ def _noqa_edit(lines: Sequence[str], row: int) -> Edit | None:
     return Edit(row, row, [f"{line}  {NOQA}\n"])
 
 
-def _unformatted_rows(toks: Sequence[Tok]) -> set[int]:
-    """The rows ruff format leaves as written (``# fmt: skip`` statements, ``# fmt: off``)."""
-    rows: set[int] = set()
+def _unformatted_rows(toks: Sequence[Tok]) -> dict[int, Tok | None]:
+    """The rows ruff format leaves as written: those of a ``# fmt: skip`` statement (with that
+    comment) and of a ``# fmt: off`` region (with None)."""
+    rows: dict[int, Tok | None] = {}
     start: int | None = None
-    skip = False
+    skip: Tok | None = None
     off_from: int | None = None
     for t in toks:
         if t.type == tokenize.COMMENT:
             text = t.text.replace(" ", "")
             if "#fmt:skip" in text:
-                skip = True
+                skip = t
             elif text.startswith("#fmt:off") and off_from is None:
                 off_from = t.start[0]
             elif text.startswith("#fmt:on") and off_from is not None:
-                rows.update(range(off_from, t.start[0] + 1))
+                rows.update(dict.fromkeys(range(off_from, t.start[0] + 1)))
                 off_from = None
         if t.type in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT):
-            if skip and start is None:  # a comment line of its own
-                skip = False
+            if skip is not None and start is None:  # a comment line of its own
+                skip = None
             continue
         if t.type == tokenize.COMMENT:
             continue
         if start is None:
             start = t.start[0]
         if t.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
-            if skip:
-                rows.update(range(start, t.start[0] + 1))
-            start, skip = None, False
+            if skip is not None:
+                rows.update(dict.fromkeys(range(start, t.start[0] + 1), skip))
+            start, skip = None, None
     if off_from is not None:
-        rows.update(range(off_from, toks[-1].end[0] + 1 if toks else off_from + 1))
+        rows.update(dict.fromkeys(range(off_from, toks[-1].end[0] + 1 if toks else off_from + 1)))
     return rows
+
+
+def _unskip_edit(lines: Sequence[str], comment: Tok) -> Edit:
+    """``# fmt: skip`` taken out of ``comment``, so that ruff formats the statement it ends."""
+    row = comment.start[0]
+    line = lines[row - 1]
+    rest = re.sub(r"\s*#\s*fmt:\s*skip\b", "", comment.text).strip()
+    code = line[: comment.start[1]].rstrip()
+    return Edit(row, row, [code + (f"  {rest}" if rest.startswith("#") else "") + "\n"])
 
 
 def rewrap_pass(src: str, limit: int, noqa_leftovers: bool = False, comments_only: bool = False) -> Pass:
@@ -696,7 +707,13 @@ def rewrap_pass(src: str, limit: int, noqa_leftovers: bool = False, comments_onl
         edit: Edit | None = None
         reason = "code that ruff format cannot wrap"
         if row in frozen:
-            result.leftovers.append(Leftover(row, width(line.rstrip()), "in a # fmt: skip/off region"))
+            skip = frozen[row]
+            if skip is None or comments_only:
+                result.leftovers.append(Leftover(row, width(line.rstrip()), "in a # fmt: off region"))
+            elif id(skip) not in done:  # a table too wide for the limit: ruff lays it out
+                done.add(id(skip))
+                result.edits.append(_unskip_edit(lines, skip))
+                result.unskipped.append(skip.start[0])
             continue
         string = multiline.get(row)
         if comments_only:
@@ -826,18 +843,21 @@ class Outcome:
 
     text: str
     leftovers: list[Leftover]
+    unskipped: list[int] = field(default_factory=list)  # rows (when it happened) of `# fmt: skip`s taken out
 
 
 def rewrap(src: str, limit: int, path: Path | None = None, noqa_leftovers: bool = False) -> Outcome:
     """``src`` rewrapped (and formatted by ruff when ``path`` is given) until nothing changes."""
     current = apply(src, rewrap_pass(src, limit, comments_only=True).edits)
+    unskipped: list[int] = []
     for _ in range(12):
         formatted = ruff_format(current, path, limit) if path is not None else current
         found = rewrap_pass(formatted, limit, noqa_leftovers)
+        unskipped += found.unskipped
         new = apply(formatted, found.edits)
         check_same(src, new)
         if new == formatted == current:
-            return Outcome(new, found.leftovers)
+            return Outcome(new, found.leftovers, unskipped)
         current = new
     raise RefusedError("rewrapping did not settle in 12 passes")
 
@@ -874,6 +894,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{path}: refused, left unchanged: {exc}", file=sys.stderr)
             refused += 1
             continue
+        for row in outcome.unskipped:
+            print(f"{path}:{row}: # fmt: skip taken out: the statement is wider than the limit")
         for item in outcome.leftovers:
             print(f"{path}:{item.line}: {item.width} columns: {item.reason}")
             left += "noqa" not in item.reason
