@@ -96,8 +96,9 @@ def run_shards(count: int, args: argparse.Namespace, agent: Path, env: dict[str,
     dirs = [base / f"n{count}-s{i}" for i in range(1, count + 1)]
     command = [
         sys.executable, "-m", "agentprop._cli", "run", str(SUPPORTOPS),
-        "--agent", f"{agent}:WaitingAgent", "--kinds", "mft", "--mode", "fixed", "--runs", str(args.runs),
-        "--seed", "1", "--explore", "0", "--corpus", "none", "--shrink-budget", "0",
+        "--agent", f"{agent}:WaitingAgent", "--kinds", "mft", "--mode", "fixed",
+        "--runs", str(args.runs), "--seed", "1", "--explore", "0", "--corpus", "none",
+        "--shrink-budget", "0",
         "--concurrency", str(args.concurrency),
     ]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

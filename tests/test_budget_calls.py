@@ -194,8 +194,9 @@ def test_calls_abandoned_on_a_client_timeout_are_charged_and_the_run_stops_at_th
     with MessagesServer(handler=lambda request: slow_reply(reply, 0.6)) as server:
         code, out, err = _cli(
             "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", "claude-sonnet-4-6",
-            "--base-url", server.base_url, "--cache", "none", "--max-usd", "0.05", "--timeout", "0.1",
-            "--kinds", "mft", "--shrink-budget", "0", "--corpus", "none", "--json", str(report),
+            "--base-url", server.base_url, "--cache", "none", "--max-usd", "0.05",
+            "--timeout", "0.1", "--kinds", "mft", "--shrink-budget", "0", "--corpus", "none",
+            "--json", str(report),
         )  # fmt: skip
         billed_calls = len(server.requests)
     price = price_for("claude-sonnet-4-6")

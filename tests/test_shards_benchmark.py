@@ -52,15 +52,15 @@ def test_synthesised_records_are_distinct_decisions_of_the_same_shards(bench: Mo
         d.mkdir()
         info = ShardInfo(index=i, count=2, spec_digest="s", settings_digest="t", seed=1)
         (d / "shard.json").write_text(info.model_dump_json(), encoding="utf-8")
-        settings = {"mode": "fixed", "tau": 0.9, "alpha": 0.05, "beta": 0.1, "max_runs": 3, "runs": 3}
+        settings = {"mode": "fixed", "tau": 0.9, "alpha": 0.05, "beta": 0.1, "max_runs": 3}
         lines = [
             {"type": "decision", "schema": "agentprop.trials/1", "decision": 1, "case": f"C{i}",
              "input_digest": "x", "fingerprint": "f", "first_trial": 0, "shard": info.model_dump(),
-             "settings": {**settings, "unstable_floor": 0.5, "confidence": 0.95}},
+             "settings": {**settings, "runs": 3, "unstable_floor": 0.5, "confidence": 0.95}},
             *({"type": "trial", "decision": 1, "case": f"C{i}", "trial": t, "status": "started",
                "passed": True} for t in range(3)),
-            {"type": "end", "decision": 1, "case": f"C{i}", "verdict": "PASS", "decided_by": "fixed",
-             "runs": 3, "passes": 3},
+            {"type": "end", "decision": 1, "case": f"C{i}", "verdict": "PASS",
+             "decided_by": "fixed", "runs": 3, "passes": 3},
         ]  # fmt: skip
         (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
         shards.append(d)
