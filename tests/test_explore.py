@@ -33,6 +33,7 @@ def run(project: agentprop.Project, faults: dict[str, float] | None = None, **se
     return asyncio.run(arun_cases(project, agent, project.scenarios(), RunSettings(**settings), memo=TrialMemo()))  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_exploration_reaches_a_wording_fault_the_first_templates_never_trigger() -> None:
     """skip_auth_impatient reacts to a hurried user (now, asap, quick, '!'); no template says so."""
     fault = {"skip_auth_impatient": 0.5}
@@ -91,6 +92,7 @@ def test_template_variants_keep_follow_ups_aligned_with_the_first_message() -> N
     assert ("What are the numbers in March 2024?", "I mean total revenue.") not in pairs
 
 
+@pytest.mark.slow
 def test_exploration_is_seeded() -> None:
     def inputs(seed: int) -> list[tuple[str, ...]]:
         report = run(SUPPORTOPS, kinds=("explore",), seed=seed, explore=4, case_filter=("N7_CANCEL",))

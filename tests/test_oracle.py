@@ -115,6 +115,7 @@ def _run_hypothesis_search(run_seed: int) -> BaseException | None:
     return None
 
 
+@pytest.mark.slow
 def test_fifty_seeded_hypothesis_runs_over_a_noisy_agent_raise_no_flaky() -> None:
     kinds = []
     for run_seed in range(50):
