@@ -103,6 +103,36 @@ def test_a_stdio_client_is_recorded_like_the_python_agent(project: Any) -> None:
     assert asyncio.run(compare()) == [True, True]
 
 
+class _KeptAgent(_StdioAgent):
+    """The reference agent over one stdio server process for the whole conversation."""
+
+    started = 0
+
+    def start(self) -> Any:
+        type(self).started += 1
+        return Client(StdioServerParameters(**self.stdio.params()))
+
+    async def mcp_turn(self, message: str, url: str) -> None:
+        client = await self.keep_open("mcp", self.start)
+        await self.conversation(client).play(self.agent.turn, message, spec=self.spec)
+
+
+def test_a_stdio_client_kept_open_is_one_process_per_trial(project: Any) -> None:
+    """keep_open holds the client (so its server process and session) for the conversation: a
+    two-turn case starts one process per trial, closed when the trial ends."""
+    python = load_agent("agent:SupportOpsAgent", project.base_dir)
+    kept = _agent(_KeptAgent, project)
+    scenario = project.scenario(CANCEL)
+
+    async def both(trial: int) -> tuple[Trace, Trace]:
+        return await project.arun(scenario, python.factory, trial=trial), await project.arun(scenario, kept, trial=trial)
+
+    for trial in range(2):
+        a, b = asyncio.run(both(trial))
+        assert len(b.turns) == 2 and _comparable(a) == _comparable(b) and not b.all_errors()
+    assert kept.started == 2
+
+
 def test_a_process_per_tool_call_is_one_trial_and_is_told(project: Any) -> None:
     """A client that starts a server process per call splits each turn over many sessions: the
     conversation is still one trial, recorded as the in-process run, and the split is explained."""

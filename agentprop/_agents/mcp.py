@@ -21,9 +21,10 @@ import sys
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agentprop._agents.mcp_compat import Client, Handlers, get, http_app, mcp_error, new_server, types
 from agentprop._agents.runtime import TurnContext
@@ -31,6 +32,8 @@ from agentprop._spec.model import Spec
 from agentprop._spec.response import respond_tool_schema
 from agentprop._version import __version__
 from agentprop.errors import McpSessionEnded, ToolError
+
+T = TypeVar("T")
 
 USER_MESSAGE_PROMPT = "user_message"
 CONTEXT_URI = "agentprop://context"
@@ -580,8 +583,10 @@ class McpServedAgent(ABC):
                 # or: async with MCPServerStdio(params=self.stdio.params()) as server:
                     result = await Runner.run(Agent(..., mcp_servers=[server]), message)
 
-    The agent ends a turn with the server's ``respond`` tool, or returns text (said to the user).
-    ``self.ctx`` is the open turn's :class:`~agentprop.TurnContext` (its ``rng`` for a simulated
+    A client opened per turn ends its session with the turn; :meth:`keep_open` keeps one for
+    the whole conversation (over stdio: one server process per trial). The agent ends a turn
+    with the server's ``respond`` tool, or returns text (said to the user). ``self.ctx`` is the
+    open turn's :class:`~agentprop.TurnContext` (its ``rng`` for a simulated
     agent). The trial is recorded and decided like every other run, so such agents get every
     case kind, exploration, probes and shrinking.
     """
@@ -639,7 +644,29 @@ class McpServedAgent(ABC):
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp?token={token}"
         self.stdio = _stdio_command(self.url)
 
+    async def keep_open(self, name: str, make: Callable[[], AbstractAsyncContextManager[T]]) -> T:
+        """What the context manager ``make()`` yields, entered on the first call under ``name``
+        and kept open until the conversation ends. A stdio client kept so is one server process
+        for the whole trial, its session the conversation's::
+
+            server = await self.keep_open("mcp", lambda: MCPServerStdio(params=self.stdio.params()))
+        """
+        kept: dict[str, Any] = self.__dict__.setdefault("_kept", {})
+        if name not in kept:
+            stack: AsyncExitStack = self.__dict__.setdefault("_kept_stack", AsyncExitStack())
+            kept[name] = await stack.enter_async_context(make())
+        return kept[name]  # type: ignore[no-any-return]
+
     async def close_conversation(self) -> None:
+        stack: AsyncExitStack | None = self.__dict__.pop("_kept_stack", None)
+        self.__dict__.pop("_kept", None)
+        try:
+            if stack is not None:
+                await stack.aclose()  # the clients first: they end their sessions while the server is up
+        finally:
+            await self._stop_serving()
+
+    async def _stop_serving(self) -> None:
         served = getattr(self, "_served", None)
         if served is None:
             return

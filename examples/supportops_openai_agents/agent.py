@@ -82,13 +82,14 @@ class SupportOpsAgentsSDKOverMcp(McpServedAgent):
 
 class SupportOpsAgentsSDKOverMcpStdio(SupportOpsAgentsSDKOverMcp):
     """The same agent whose MCP client starts the server itself, over stdio: the SDK's
-    ``MCPServerStdio`` runs the command agentprop gives for the trial (``self.stdio``)."""
+    ``MCPServerStdio`` runs the command agentprop gives for the trial (``self.stdio``), once per
+    conversation (``keep_open``: one server process, one session, for the whole trial)."""
 
     async def mcp_turn(self, message: str, url: str) -> None:
         self.player.begin(self.ctx)
-        async with MCPServerStdio(params=self.stdio.params(), cache_tools_list=True) as server:  # type: ignore[arg-type]
-            agent = Agent(name="supportops", instructions=PROMPT, model=self.model, mcp_servers=[server])
-            result = await Runner.run(agent, [*self.items, {"role": "user", "content": message}], max_turns=DEFAULT_MAX_TURNS)
+        server = await self.keep_open("mcp", lambda: MCPServerStdio(params=self.stdio.params(), cache_tools_list=True))  # type: ignore[arg-type]
+        agent = Agent(name="supportops", instructions=PROMPT, model=self.model, mcp_servers=[server])
+        result = await Runner.run(agent, [*self.items, {"role": "user", "content": message}], max_turns=DEFAULT_MAX_TURNS)
         self.items = result.to_input_list()
         usage = result.context_wrapper.usage
         self.ctx.add_usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, model_calls=usage.requests)
