@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import sys
 from pathlib import Path
@@ -264,7 +265,10 @@ def test_an_exception_in_the_mcp_agent_is_the_runs_agent_exception(project: Any)
     assert error.kind == "agent_exception" and "RuntimeError: the model returned garbage" in error.message
 
 
-def test_http_sessions_are_trials_and_sessionless_requests_are_refused(project: Any, reference_agent: Any, tmp_path: Path) -> None:
+def test_http_sessions_are_trials_and_sessionless_requests_are_refused(
+    project: Any, reference_agent: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
     record = tmp_path / "trials.jsonl"
     case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=2), record=record)
 
@@ -284,6 +288,8 @@ def test_http_sessions_are_trials_and_sessionless_requests_are_refused(project: 
         refusal = asyncio.run(modern(running.url)) if V2 else None  # mcp 1.x speaks no sessionless revision
     assert all(v.startswith("20") and v < "2026" for v in versions)  # the handshake era, with sessions
     assert refusal is None or "needs an MCP session" in refusal
+    # a client closing its session is no error (mcp 1.x logs one, with a traceback, unless quieted)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     assert [t.trial for t in case.traces] == [0, 1]
     assert case.traces[1].tool_names()[0] == "get_account"  # skip_auth: verify_identity skipped
     result = case.result()

@@ -10,6 +10,7 @@ take ``(ctx, params)`` on both (``ctx.request``: the HTTP request, when there is
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -132,6 +133,7 @@ def http_app(server: Any) -> Any:
     from starlette.applications import Starlette
     from starlette.routing import Route
 
+    _quiet_session_teardown()
     manager = StreamableHTTPSessionManager(app=server, security_settings=_loopback_security())
 
     async def endpoint(scope: Any, receive: Any, send: Any) -> None:
@@ -143,6 +145,22 @@ def http_app(server: Any) -> Any:
             yield
 
     return Starlette(routes=[Route("/mcp", endpoint=_AsgiEndpoint(endpoint))], lifespan=lifespan)
+
+
+class _SessionTeardownNoise(logging.Filter):
+    """Drops mcp 1.x's ERROR record, with a traceback, of every streamable HTTP session a client
+    closes (its standalone SSE writer reads a stream the session's end has closed): an
+    ordinary end of a session, not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (record.msg == "Error in standalone SSE writer" and type(exc).__name__ == "ClosedResourceError")
+
+
+def _quiet_session_teardown() -> None:
+    log = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(f, _SessionTeardownNoise) for f in log.filters):
+        log.addFilter(_SessionTeardownNoise())
 
 
 class _AsgiEndpoint:
