@@ -176,3 +176,37 @@ def test_a_store_url_layers_redis_over_the_cache_file(redis_url: str, tmp_path: 
     assert ModelCallContext(cache_mode=CacheMode.OFF).open_api_cache(base).store is None  # off: no server is needed
     with pytest.raises(Exception, match="not a store URL"):
         open_cache_store("memcached://x", base)
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
+
+
+def test_a_cli_run_on_another_machine_replays_the_first_ones_answers_from_redis(redis_url: str, tmp_path: Path) -> None:
+    import io
+
+    from agentprop._cli import main
+    from agentprop.testing import MessagesServer, tool_use_reply
+
+    store = f"{redis_url}?prefix=cli{time.monotonic_ns()}"
+    reply = tool_use_reply("respond", {"text": "Done."}, input_tokens=100, output_tokens=10)
+    common = ["run", str(EXAMPLE), "--agent", "anthropic", "--model", "claude-sonnet-4-6", "--kinds", "mft"]
+    common += ["--case", "END_BILLING_ANSWER<-N3_BILLING", "--runs", "2", "--shrink-budget", "0", "--corpus", "none", "--store", store]
+    with MessagesServer(handler=lambda request: reply) as server:
+        first = tmp_path / "first" / "api-cache.sqlite"
+        out, err = io.StringIO(), io.StringIO()
+        code = main([*common, "--base-url", server.base_url, "--cache", str(first), "--cache-mode", "read-write"], out=out, err=err)
+        asked = len(server.requests)
+        assert code in (0, 1) and asked > 0, out.getvalue() + err.getvalue()
+        assert not first.exists()  # the answers went to the store
+        assert f"cache {redis_url}?prefix=" not in out.getvalue() and f"cache {redis_url} (read-write)" in out.getvalue()
+        # another machine: an empty cache directory, replay-only (as under CI), the same store
+        second = tmp_path / "second" / "api-cache.sqlite"
+        out2, err2 = io.StringIO(), io.StringIO()
+        again = main([*common, "--base-url", server.base_url, "--cache", str(second), "--cache-mode", "replay-only"], out=out2, err=err2)
+        assert again == code and len(server.requests) == asked, out2.getvalue() + err2.getvalue()
+        assert f"({asked} from the cache, 0 to the API" in out2.getvalue()
+        # a store that cannot be reached is a usage error naming it, before any run
+        out3, err3 = io.StringIO(), io.StringIO()
+        bad = [*common[:-1], "redis://127.0.0.1:1/0", "--base-url", server.base_url, "--cache", str(second)]
+        assert main(bad, out=out3, err=err3) == 2
+        assert "--store: redis://127.0.0.1:1/0: the Redis API cache cannot be reached" in err3.getvalue()

@@ -333,8 +333,8 @@ class ModelAgent(ABC):
         where nothing can be called, the cache holds responses of this model (else
         ``CacheError``)."""
         cache = self.cache
-        if cache.mode is not CacheMode.OFF:
-            cache._connection()  # opens the file and checks its tables
+        if cache.mode is not CacheMode.OFF and cache.store is None:
+            cache._connection()  # opens the file and checks its tables (a store was checked when opened)
         if cache.mode.calls_api:
             self.api_key()
             return

@@ -64,6 +64,7 @@ def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: 
     from agentprop._agents.prompt import find_seed_artifacts
     from agentprop._modelapi.cache import CacheMode
     from agentprop._modelapi.client import DEFAULT_API_CACHE_PATH, default_cache_mode
+    from agentprop._modelapi.ledger import STORE_ENV
 
     if args.fault:
         raise InputError(f"--fault applies to Python agents with fault knobs, not to --agent {kind}", fix="drop --fault")
@@ -102,10 +103,18 @@ def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: 
     agent.check_spec(project.spec)
     agent.provider.sdk()  # a missing SDK is a usage error now, naming the extra, not an errored run per case
     api = f" through {agent.provider.label}" + (" (streamed)" if kind == "openai" and args.stream else "")
-    agent.preflight()  # a damaged cache or no way to call the model: one error now, not a failure per case
+    agent.store = getattr(args, "store", None) or None  # the API cache's entries live there (None: $AGENTPROP_STORE)
+    try:
+        agent.preflight()  # a damaged cache or no way to call the model: one error now, not a failure per case
+    except InvalidArgument as exc:  # the shared store cannot be used
+        source = "--store" if agent.store else f"${STORE_ENV}"
+        raise InputError(
+            f"{source}: {exc}", fix="give a reachable redis://host:port/db, or drop the option to keep the API cache in its file"
+        ) from None
+    where = agent.cache.store.describe() if cache is not False and agent.cache.store is not None else cache
     print(
         f"model {args.model}{api}; prompt {prompt or '(written from the spec)'}; tool descriptions {tools or '(the spec)'}; "
-        f"cache {cache if cache is not False else 'off'} ({mode.value if cache is not False else 'off'})",
+        f"cache {where if cache is not False else 'off'} ({mode.value if cache is not False else 'off'})",
         file=out,
     )
     return agent
@@ -235,7 +244,6 @@ def cli_budget(args: argparse.Namespace, model_agent: ModelAgent | None) -> Budg
     if model_agent is not None:
         budget.check_priced(model_agent.model)
         model_agent.budget = budget
-        model_agent.store = getattr(args, "store", None) or None  # its API cache's entries too (None: $AGENTPROP_STORE)
     return budget
 
 
