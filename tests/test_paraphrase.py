@@ -212,6 +212,7 @@ def _assert_slots_kept(p: Paraphrase, protect: list[str] | None = None) -> None:
         assert p.text.count(slot.text) >= p.original.count(slot.text), (slot, p)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("lang", "texts"), [("en", EN_TEXTS), ("zh", ZH_TEXTS)])
 def test_protected_slots_survive_thousands_of_draws(lang: str, texts: list[str]) -> None:
     strategies = [paraphrases(t, lang=lang, max_transforms=6, max_typos=3) for t in texts]

@@ -101,6 +101,7 @@ def test_compile_iterates_until_every_visible_case_passes(tmp_path: Path) -> Non
     assert "compiled: VPR 100%" in out and "next: agentprop tdad" in out
 
 
+@pytest.mark.slow
 def test_promptsmith_sees_the_spec_without_its_tests_and_the_visible_failures_only(tmp_path: Path) -> None:
     project = agentprop.load_project(EXAMPLE)
     model = CompilingModel(project)
@@ -130,6 +131,7 @@ def test_a_compile_that_runs_out_of_iterations_keeps_the_best_prompt(tmp_path: P
     assert Path("build/prompt.txt").read_text(encoding="utf-8").rstrip("\n") == (EXAMPLE / "seed_prompt.txt").read_text(encoding="utf-8").rstrip("\n")
 
 
+@pytest.mark.slow
 def test_a_second_compile_replays_from_the_cache(tmp_path: Path) -> None:
     project = agentprop.load_project(EXAMPLE)
     cache = tmp_path / "api.sqlite"

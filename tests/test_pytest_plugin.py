@@ -699,6 +699,7 @@ def test_paraphrases(first):
 )
 
 
+@pytest.mark.slow
 def test_noisy_agent_fails_with_a_violation_never_flaky(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_seeded=SEEDED_NOISE,

@@ -25,6 +25,7 @@ def bench() -> ModuleType:
     return module
 
 
+@pytest.mark.slow
 def test_the_shards_merge_and_ledgers_are_measured_and_written(bench: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     redis = importlib.util.find_spec("redis") is not None and shutil.which("redis-server") is not None
     argv = ["--runs", "1", "--latency", "0.01", "--merge-records", "300", "--calls", "5", "--json", str(tmp_path / "s.json")]
