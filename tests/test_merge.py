@@ -200,3 +200,18 @@ def test_shards_that_grouped_no_bugs_merge_into_a_report_without_bugs(runs: Path
     merged = json.loads((tmp_path / "m.json").read_text())
     assert merged["bugs"] == [] and not any(c["bugs"] or c["shrunk"] for c in merged["cases"])
     assert any(c["verdict"] == "FAIL" for c in merged["cases"])
+
+
+def test_explored_inputs_merge_in_the_order_the_unsharded_run_draws_them() -> None:
+    from agentprop._agents.project import load_project
+    from agentprop._pipeline.merge_report import _explore_order
+    from agentprop._pipeline.report.model import CaseReport
+
+    project = load_project(SUPPORTOPS)
+    a, b = (s.id for s in project.scenarios()[:2])
+    shard_order = [f"EXPLORE {b} ~{k}" for k in range(3)] + [f"EXPLORE {a} ~{k}" for k in range(3)]
+    cases = [CaseReport(id=i, node="-", kind="EXPLORE", verdict="PASS", runs=1, passes=1, pass_rate=1.0) for i in shard_order]
+    order = _explore_order(project, cases)
+    # --explore 3: a first round of 2 inputs per path, in scenario order, then the second round's
+    expected = [f"EXPLORE {a} ~0", f"EXPLORE {a} ~1", f"EXPLORE {b} ~0", f"EXPLORE {b} ~1", f"EXPLORE {a} ~2", f"EXPLORE {b} ~2"]
+    assert sorted(shard_order, key=order.__getitem__) == expected

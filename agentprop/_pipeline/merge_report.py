@@ -180,11 +180,26 @@ def _merged_cases(shards: list[_Shard], run: MergedRun, project: Project) -> tup
                     fix="run that shard again",
                 )
             checks[case_id] = check
-    order = _natural_order(project)
+    order = _natural_order(project) | _explore_order(project, cases)
     rank = {k: i for i, k in enumerate(_KIND_ORDER)}
     first = {c.id: i for i, c in enumerate(cases)}
     cases.sort(key=lambda c: (rank.get(c.kind, len(rank)), order.get(c.id, len(order)), first[c.id]))
     return cases, checks, again
+
+
+def _explore_order(project: Project, cases: list[CaseReport]) -> dict[str, int]:
+    """The place of each EXPLORE case as the unsharded run draws them
+    (:func:`agentprop._pipeline.explore.explore_cases`): the first round's inputs of every path in
+    scenario order, then the second round's."""
+    at = {s.id: i for i, s in enumerate(project.scenarios())}
+    drawn: list[tuple[str, str, int]] = []
+    for c in cases:
+        base, tilde, k = c.id.removeprefix("EXPLORE ").rpartition(" ~")
+        if c.kind == "EXPLORE" and tilde and k.isdigit():
+            drawn.append((c.id, base, int(k)))
+    first = (max((k for _, _, k in drawn), default=0) + 2) // 2  # the first round of --explore N draws (N + 1) // 2
+    ranked = sorted(drawn, key=lambda d: (d[2] >= first, at.get(d[1], len(at)), d[2]))
+    return {case_id: i for i, (case_id, _, _) in enumerate(ranked)}
 
 
 def _natural_order(project: Project) -> dict[str, int]:
@@ -281,6 +296,12 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
     per_case = first.profile is None or any(c.level == "case" for s in shards for c in s.report.claims)
     claims = policy_claims(project, cases, checks, per_case=per_case)
     not_recomputed: list[str] = []
+    if any(c.kind == "EXPLORE" for c in cases):
+        problems.append(
+            "merged shards: a path's second round of EXPLORE inputs is drawn with weights learned from the first round's "
+            "failures on its own shard, not on every path of the run: those inputs can differ from the unsharded run's "
+            "(every other case, and every decision, is what the shards ran)"
+        )
     short = _would_top_up(project, cases, checks) if skipped else []
     if short:  # (when no policy needed it, the claims are the unsharded run's)
         not_recomputed.append(f"the pooled top-up of {', '.join(short)}")
@@ -309,6 +330,7 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
                 "cases": len(s.report.cases),
                 "duration_s": s.report.metrics.duration_s,
                 "budget": s.report.metrics.extra.get("budget"),
+                **({"input_model": s.report.metrics.extra["input_model"]} if "input_model" in s.report.metrics.extra else {}),
             }
             for s in shards
         ],
@@ -319,6 +341,11 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
         "not_recomputed": not_recomputed,
     }
     extra["merge"] = merge_info
+    explored = [s.report.metrics.extra["exploration"] for s in shards if "exploration" in s.report.metrics.extra]
+    if explored:  # per path, and a path's explored inputs are all on its scenario's shard
+        paths = {path: entry for summary in explored for path, entry in summary.items()}
+        at = {s.id: i for i, s in enumerate(project.scenarios())}
+        extra["exploration"] = dict(sorted(paths.items(), key=lambda kv: at.get(kv[0], len(at))))
     shrinking = [
         m.extra["runs_shrinking_before_deepening"] for m in (s.report.metrics for s in shards) if "runs_shrinking_before_deepening" in m.extra
     ]
