@@ -67,6 +67,7 @@ def _normalised(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_the_merged_report_is_the_unsharded_report(runs: Path, tmp_path: Path) -> None:
     out = io.StringIO()
     argv = ["merge", *(str(runs / f"s{i}") for i in (3, 1, 2)), "--json", str(tmp_path / "m.json"), "--html", str(tmp_path / "m.html")]
@@ -89,6 +90,7 @@ def _key(cases: list[MergedCase]) -> dict[tuple[str | None, str], tuple[object, 
     return {(c.kind, c.name): (c.verdict, c.decided_by, c.runs, c.passes, c.interval, c.signatures) for c in cases}
 
 
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_merged_shards_equal_the_unsharded_run_verdict_for_verdict(runs: Path) -> None:
     merged = merge_shards([runs / "s3", runs / "s1", runs / "s2"])
     whole, _, _ = merged_cases(0, read_records(runs / "all"))
@@ -104,6 +106,7 @@ def test_merged_shards_equal_the_unsharded_run_verdict_for_verdict(runs: Path) -
     assert failing and all(c.signatures and c.interval is not None and c.interval[1] < 1.0 for c in failing)
 
 
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_merge_writes_junit_and_markdown_as_a_run_does(runs: Path, tmp_path: Path) -> None:
     paths = {name: tmp_path / f"merged.{name}" for name in ("junit", "markdown")}
     argv = ["merge", *(str(runs / f"s{i}") for i in (1, 2, 3))] + [x for name, p in paths.items() for x in (f"--{name}", str(p))]
@@ -117,12 +120,14 @@ def _merge_error(dirs: list[Path]) -> str:
     return err.getvalue()
 
 
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_a_missing_or_duplicated_shard_is_an_error_naming_it(runs: Path) -> None:
     assert "shard 2/3 missing" in _merge_error([runs / "s1", runs / "s3"])
     assert f"shard 3/3 is given twice: {runs / 's3'}, {runs / 's3'}" in _merge_error([runs / "s1", runs / "s2", runs / "s3", runs / "s3"])
     assert "not of a sharded run" in _merge_error([runs / "all", runs / "s1"])
 
 
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_shards_of_another_run_are_refused_naming_what_differs(runs: Path, tmp_path: Path) -> None:
     other = tmp_path / "s2"
     shutil.copytree(runs / "s2", other)
@@ -138,6 +143,7 @@ def test_shards_of_another_run_are_refused_naming_what_differs(runs: Path, tmp_p
     assert "holds the records of 2 different shards or runs" in _merge_error([mixed, runs / "s2", runs / "s3"])
 
 
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_an_unfinished_shard_is_named_and_its_records_counted(runs: Path, tmp_path: Path) -> None:
     cut = tmp_path / "s2"
     shutil.copytree(runs / "s2", cut)
@@ -158,6 +164,7 @@ def test_an_unfinished_shard_is_named_and_its_records_counted(runs: Path, tmp_pa
     assert decided["schema"] == "agentprop.merged/1" and {c["shard"] for c in decided["cases"]} == {1, 2}
 
 
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_a_report_its_records_do_not_bear_out_is_refused(runs: Path, tmp_path: Path) -> None:
     edited = tmp_path / "s3"
     shutil.copytree(runs / "s3", edited)
@@ -169,6 +176,7 @@ def test_a_report_its_records_do_not_bear_out_is_refused(runs: Path, tmp_path: P
     assert f"shard 3/3: its report says {case['id']} is PASS" in error and "its trial records decide FAIL" in error
 
 
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplete(tmp_path: Path) -> None:
     run = ["run", str(SUPPORTOPS), "--case", "N7", "--kinds", "mft", "--corpus", "none", "--seed", "3", "--shrink-budget", "0"]
     _processes(tmp_path, run, {"all": []} | {f"s{i}": ["--shard", f"{i}/2"] for i in (1, 2)})
@@ -184,6 +192,7 @@ def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplet
     assert [c["verdict"] for c in merged["cases"]] == [c["verdict"] for c in whole["cases"]]  # the verdicts are the run's
 
 
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_shards_that_grouped_no_bugs_merge_into_a_report_without_bugs(runs: Path, tmp_path: Path) -> None:
     # `agentprop run --shrink-budget 0` lists no bugs; its merge must not list any either
     dirs = []

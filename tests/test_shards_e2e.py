@@ -27,6 +27,8 @@ from agentprop._modelapi.budget import price_for
 from agentprop._modelapi.ledger import open_ledger
 from agentprop.testing import MessagesServer, message_reply, tool_use_block
 
+pytestmark = pytest.mark.slow  # 11 processes at once
+
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 MODEL = "claude-sonnet-4-6"
