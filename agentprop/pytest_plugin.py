@@ -135,7 +135,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="URL",
         help="shared store redis://host:port/db[?run=NAME]: one budget for every process and machine of the run, "
-        "and the API cache recorded there over the cache file read-only "
+        "and the trial memo, the API cache and the corpus kept there (the cache file and corpus directory read-only beneath) "
         "(default $AGENTPROP_STORE; run name: ?run=, else $AGENTPROP_RUN_ID, else one per pytest run)",
     )
     group.addoption(

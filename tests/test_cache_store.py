@@ -16,6 +16,7 @@ import pytest
 from agentprop._modelapi.cache import ApiCache, CacheError, CacheMiss, CacheMode, FileCacheStore, open_cache_store
 from agentprop._modelapi.context import ModelCallContext
 from agentprop._modelapi.stores import CacheStore, LayeredCacheStore, ReadOnlyCacheStore, RedisCacheStore
+from agentprop.errors import InvalidArgument
 
 
 def request(text: str) -> dict[str, Any]:
@@ -174,7 +175,7 @@ def test_a_store_url_layers_redis_over_the_cache_file(redis_url: str, tmp_path: 
     assert hashlib.sha256(base.read_bytes()).hexdigest() == digest
     assert ModelCallContext(store="").open_api_cache(base, mode="read-write").store is None
     assert ModelCallContext(cache_mode=CacheMode.OFF).open_api_cache(base).store is None  # off: no server is needed
-    with pytest.raises(Exception, match="not a store URL"):
+    with pytest.raises(InvalidArgument, match="not a store URL"):
         open_cache_store("memcached://x", base)
 
 

@@ -24,6 +24,8 @@ from agentprop._decide.corpus import Corpus, CorpusEntry, RedisCorpus, open_stor
 from agentprop._pipeline.report.model import RunReport
 from agentprop._scenario.build import Scenario
 
+pytest_plugins = ["pytester"]
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 CANCEL = "END_CANCELLED<-N7_CANCEL"
 SKIP = "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn0:missing=verify_identity"
@@ -145,3 +147,26 @@ def test_cli_run_saves_its_bug_to_the_store_not_the_directory(redis_url: str, tm
     out = io.StringIO()
     assert main(["corpus", "list", "--spec", str(project)], out=out, err=io.StringIO()) == 0
     assert entry.id in out.getvalue() and SKIP in out.getvalue()
+
+
+FAULTY_TEST = f"""
+import agentprop
+
+EXAMPLE = {str(EXAMPLE)!r}
+project = agentprop.load_project(EXAMPLE)
+FAULTY = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {{"skip_auth": 1.0}})
+
+
+def test_cancel():
+    agentprop.check(project, {CANCEL!r}, FAULTY, settings=agentprop.settings(mode="fixed", runs=3))
+"""
+
+
+def test_a_pytest_session_on_a_store_records_its_bug_there(redis_url: str, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_cancel=FAULTY_TEST)
+    store = f"{redis_url}?prefix=pytest{time.monotonic_ns()}"
+    directory = pytester.path / "corpus"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agentprop-store", store, "--agentprop-corpus", str(directory))
+    result.assert_outcomes(failed=1)
+    [entry] = open_store_corpus(store, None).entries()
+    assert entry.signature == SKIP and not directory.exists()
