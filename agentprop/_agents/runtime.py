@@ -24,7 +24,7 @@ from typing import Any, NoReturn, Protocol
 
 from pydantic_core import PydanticSerializationError
 
-from agentprop._scenario.trace import INFRASTRUCTURE_KINDS, RunError, ToolCall, Trace, Turn, Usage
+from agentprop._scenario.trace import INFRASTRUCTURE_KINDS, ErrorKind, RunError, ToolCall, Trace, Turn, Usage
 from agentprop._scenario.world import World, copy_json, stable_seed
 from agentprop._spec.model import Spec
 from agentprop._spec.response import validate_response
@@ -155,36 +155,31 @@ class TurnContext:
         record = ToolCall(name=name, args=copy_json(args), turn_index=self._turn.index, step=step)
         self._turn.tool_calls.append(record)
         if self._responded:
-            self._count_refusal()
-            record.error, record.error_kind = "tool call after respond", "protocol"
-            self._turn.errors.append(
-                RunError(kind="protocol", message=f"{name} was called after respond; respond must be the final action", turn_index=self._turn.index)
+            self._refuse(
+                "protocol",
+                f"{name} was called after respond; respond must be the final action",
+                "respond was already called this turn; it must be the final action",
+                record,
+                "tool call after respond",
             )
-            raise ToolError("protocol", "respond was already called this turn; it must be the final action")
         if name not in self.spec.tools_by_name:
-            self._count_refusal()
-            record.error, record.error_kind = f"unknown tool {name!r}", "unknown_tool"
-            self._turn.errors.append(
-                RunError(
-                    kind="unknown_tool",
-                    message=f"the agent called {name!r}, which spec {self.spec.spec_id} does not declare",
-                    turn_index=self._turn.index,
-                )
+            self._refuse(
+                "unknown_tool",
+                f"the agent called {name!r}, which spec {self.spec.spec_id} does not declare",
+                f"no tool named {name!r}; available: {', '.join(self.tool_names)}",
+                record,
+                f"unknown tool {name!r}",
             )
-            raise ToolError("unknown_tool", f"no tool named {name!r}; available: {', '.join(self.tool_names)}")
         self._non_respond_calls += 1
         limit = self.spec.max_tool_calls_per_turn
         if limit is not None and self._non_respond_calls > limit:
-            self._count_refusal()
-            record.error, record.error_kind = f"more than {limit} tool calls this turn", "limit_exceeded"
-            self._turn.errors.append(
-                RunError(
-                    kind="limit_exceeded",
-                    message=f"call {self._non_respond_calls} ({name}) exceeds max_tool_calls_per_turn={limit}",
-                    turn_index=self._turn.index,
-                )
+            self._refuse(
+                "limit_exceeded",
+                f"call {self._non_respond_calls} ({name}) exceeds max_tool_calls_per_turn={limit}",
+                f"max_tool_calls_per_turn={limit} reached; respond now",
+                record,
+                f"more than {limit} tool calls this turn",
             )
-            raise ToolError("limit_exceeded", f"max_tool_calls_per_turn={limit} reached; respond now")
         try:
             result = self.world.call(name, args)
         except ToolError as exc:
@@ -199,11 +194,7 @@ class TurnContext:
         if self._closed:
             raise ToolError("protocol", "this turn is over")
         if self._responded:
-            self._count_refusal()
-            self._turn.errors.append(
-                RunError(kind="respond_twice", message="respond was called more than once in a turn", turn_index=self._turn.index)
-            )
-            raise ToolError("respond_twice", "respond was already called this turn")
+            self._refuse("respond_twice", "respond was called more than once in a turn", "respond was already called this turn")
         size = len(repr(fields))
         if size > MAX_TEXT_CHARS:
             self._stop(f"the reply (respond's fields) is {size:,} characters, over the {MAX_TEXT_CHARS:,} agentprop records")
@@ -226,6 +217,16 @@ class TurnContext:
                 f"the agent's free text (say) reached {len(self._turn.text) + len(text):,} characters, over the {MAX_TEXT_CHARS:,} agentprop records"
             )
         self._turn.text = (self._turn.text + "\n" + text) if self._turn.text else text
+
+    def _refuse(self, kind: ErrorKind, message: str, answer: str, record: ToolCall | None = None, error: str | None = None) -> NoReturn:
+        """Refuse a call the agent should not have made: count it (:meth:`_count_refusal`), record
+        a ``kind`` run error saying ``message`` (and ``error`` on the call's ``record``), and
+        answer the agent with ``answer``."""
+        self._count_refusal()
+        if record is not None:
+            record.error, record.error_kind = error, kind
+        self._turn.errors.append(RunError(kind=kind, message=message, turn_index=self._turn.index))
+        raise ToolError(kind, answer)
 
     def _count_refusal(self) -> None:
         self._refused += 1
