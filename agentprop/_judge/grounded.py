@@ -743,9 +743,15 @@ def tool_actions_match(trace: Trace, *, field: str = "tool_actions", clause: str
             continue
         where = f"turn {t.index + 1}: respond.{field} is {_seq(listed)}, but the turn called {_seq(called)}"
         extra, missing = Counter(listed) - Counter(called), Counter(called) - Counter(listed)
-        if extra:
-            name = _first_surplus(listed, extra)
-            if name in called:
+        # a tool listed but not called (or more often than called), then one called but not listed
+        for surplus, more, fewer, absent, tag in (
+            (extra, listed, called, "it lists {}, which this turn never called", "uncalled"),
+            (missing, called, listed, "it leaves out {}, which the turn called", "unlisted"),
+        ):
+            if not surplus:
+                continue
+            name = _first_surplus(more, surplus)
+            if name in fewer:
                 return _fail(
                     "tool_actions_match",
                     f"{where}: it lists {name} {listed.count(name)} time(s), the turn called it {called.count(name)} time(s)",
@@ -753,18 +759,7 @@ def tool_actions_match(trace: Trace, *, field: str = "tool_actions", clause: str
                     t.index,
                     detail=f"count={name}",
                 )
-            return _fail("tool_actions_match", f"{where}: it lists {name}, which this turn never called", clause, t.index, detail=f"uncalled={name}")
-        if missing:
-            name = _first_surplus(called, missing)
-            if name in listed:
-                return _fail(
-                    "tool_actions_match",
-                    f"{where}: it lists {name} {listed.count(name)} time(s), the turn called it {called.count(name)} time(s)",
-                    clause,
-                    t.index,
-                    detail=f"count={name}",
-                )
-            return _fail("tool_actions_match", f"{where}: it leaves out {name}, which the turn called", clause, t.index, detail=f"unlisted={name}")
+            return _fail("tool_actions_match", f"{where}: {absent.format(name)}", clause, t.index, detail=f"{tag}={name}")
         return _fail("tool_actions_match", f"{where}: the same tools in another order", clause, t.index, detail="order")
     return _ok("tool_actions_match", f"every respond.{field} lists exactly the tools its turn called", clause)
 
