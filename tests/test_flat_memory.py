@@ -111,3 +111,12 @@ def test_the_models_made_by_the_thousand_share_one_set_of_field_names() -> None:
     assert a.model_fields_set is b.model_fields_set == set(CaseReport.model_fields)
     assert b.model_dump_json() == before and a.rule == "changed"
     assert CaseReport.model_validate_json(a.model_dump_json()) == a
+
+
+def test_a_copy_of_a_bulk_model_shares_the_set_too() -> None:
+    from agentprop._agents.project import load_project
+
+    scenario = load_project(SUPPORTOPS).scenarios()[0]
+    for copied in (scenario.model_copy(update={"id": "other"}), scenario.model_copy(deep=True)):
+        assert copied.model_fields_set is scenario.model_fields_set == set(type(scenario).model_fields)
+    assert scenario.model_copy(update={"id": "other"}).id == "other" and scenario.id != "other"

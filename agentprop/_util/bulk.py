@@ -1,17 +1,17 @@
 """A base for pydantic models a run makes by the thousand (a case's report, its result, its
-scenario and explored choices): every instance shares its class's one set of field names as
-``model_fields_set`` instead of building its own (a set of 20 names takes 2 KB, more than the
-rest of a small passing case).
+scenario and explored choices): every instance, copies included, shares its class's one set of
+field names as ``model_fields_set`` instead of building its own (a set of 20 names takes 2 KB,
+more than the rest of a small passing case).
 
 Invariant: the shared set holds every field of the class, so the ``add`` pydantic makes on an
-assignment never changes it. Such a model reports every field as set, so a dump of it with
+assignment (and the ``update`` of ``model_copy(update=...)``) never changes it. Such a model reports every field as set, so a dump of it with
 ``exclude_unset`` keeps the defaults too: never dump one that way (nothing does).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel
 
@@ -21,6 +21,17 @@ class BulkModel(BaseModel):
 
     def model_post_init(self, context: Any, /) -> None:
         object.__setattr__(self, "__pydantic_fields_set__", every_field(type(self)))
+
+    def __copy__(self) -> Self:
+        """A copy (``model_copy``) shares the set too: pydantic's own copies it."""
+        copied = super().__copy__()
+        object.__setattr__(copied, "__pydantic_fields_set__", every_field(type(self)))
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        copied = super().__deepcopy__(memo)
+        object.__setattr__(copied, "__pydantic_fields_set__", every_field(type(self)))
+        return copied
 
 
 @functools.cache
