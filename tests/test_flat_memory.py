@@ -120,3 +120,20 @@ def test_a_copy_of_a_bulk_model_shares_the_set_too() -> None:
     for copied in (scenario.model_copy(update={"id": "other"}), scenario.model_copy(deep=True)):
         assert copied.model_fields_set is scenario.model_fields_set == set(type(scenario).model_fields)
     assert scenario.model_copy(update={"id": "other"}).id == "other" and scenario.id != "other"
+
+
+def test_cases_share_the_values_they_repeat() -> None:
+    from agentprop._agents.project import load_project
+
+    scenario = load_project(SUPPORTOPS).scenarios()[0]
+    twin = scenario.model_validate_json(scenario.model_dump_json())  # equal, not the same objects
+    assert twin.world is not scenario.world and twin.path is not scenario.path
+    result = CheckResult(
+        verdict="PASS", decided_by="fixed", runs=3, passes=3, pass_rate=1.0, interval=(0.5, 1.0), interval_exact=(0.4, 1.0), pass_hat_k={"1": 1.0}
+    )
+    a = case_from_check("a", "MFT", scenario, result, {})
+    b = case_from_check("b", "EXPLORE", twin, result.model_copy(update={"interval": (0.5, 1.0)}), {})
+    for name in ("world", "path", "branches", "expected_decisions", "pass_hat_k", "interval"):
+        assert getattr(a, name) is getattr(b, name), name
+    assert a.world == scenario.world.model_dump(mode="json") and a.interval == (0.5, 1.0) and a.pass_hat_k == {"1": 1.0}
+    assert a.model_dump_json().replace('"a"', '"b"').replace('"MFT"', '"EXPLORE"') == b.model_dump_json()

@@ -29,6 +29,7 @@ from agentprop._pipeline.report.model import CaseReport, FailureSummary, RunTrac
 from agentprop._pipeline.shards import Shard
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
+from agentprop._util.bulk import shared
 from agentprop.strategies._internal.boundary import boundary_values
 from agentprop.strategies._internal.directional import DirectionalPair, directional_pairs
 from agentprop.strategies._internal.families import channel_allows
@@ -125,7 +126,7 @@ def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckRe
     result keeps none: a run of many cases holds each kept run once)."""
     traces = run_traces(result.sampled_runs)
     result.sampled_runs = []
-    return CaseReport(
+    case = CaseReport(
         id=case_id,
         node=scenario.leaf,
         via=scenario.via,
@@ -154,6 +155,12 @@ def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckRe
         traces_omitted=max(0, result.runs - len(traces)),
         **_infrastructure(result),
     )
+    # what many cases repeat (the path's world and branches, a pass^k table) is held once
+    case.path, case.expected_decisions, case.branches = shared(case.path), shared(case.expected_decisions), shared(case.branches)
+    case.capabilities, case.pass_hat_k, case.world = shared(case.capabilities), shared(case.pass_hat_k), shared(case.world)
+    case.interval = shared(case.interval) if case.interval is not None else None
+    case.interval_exact = shared(case.interval_exact) if case.interval_exact is not None else None
+    return case
 
 
 def _infrastructure(result: CheckResult) -> dict[str, Any]:

@@ -11,9 +11,12 @@ assignment (and the ``update`` of ``model_copy(update=...)``) never changes it. 
 from __future__ import annotations
 
 import functools
-from typing import Any, Self
+import json
+from typing import Any, Self, TypeVar, cast
 
 from pydantic import BaseModel
+
+T = TypeVar("T")
 
 
 class BulkModel(BaseModel):
@@ -38,3 +41,27 @@ class BulkModel(BaseModel):
 def every_field(cls: type[BaseModel]) -> set[str]:
     """The one set of ``cls``'s field names its instances share (the same object every call)."""
     return set(cls.model_fields)
+
+
+SHARED_VALUES = 4096
+"""Distinct values :func:`shared` keeps (the most recently used): a run's cases repeat far fewer
+worlds, paths and pass^k tables than that."""
+
+
+def shared(value: T) -> T:
+    """An equal value that equal ones share: a case's world, path or pass^k table, held by
+    thousands of cases, is held once. ``value`` is JSON (lists, dicts, strings, numbers; a tuple
+    of numbers is shared as a tuple). The value given back is shared: never change it in place."""
+    if isinstance(value, tuple):
+        return cast(T, _shared_tuple(value))
+    return cast(T, _shared_json(json.dumps(value)))
+
+
+@functools.lru_cache(maxsize=SHARED_VALUES)
+def _shared_json(text: str) -> Any:
+    return json.loads(text)
+
+
+@functools.lru_cache(maxsize=SHARED_VALUES)
+def _shared_tuple(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    return value
