@@ -150,6 +150,16 @@ def test_a_layered_store_reads_through_to_its_read_only_base_and_writes_only_on_
         assert committed.count() == 1
 
 
+def test_whether_a_model_is_recorded_is_asked_of_every_layer(store_spec: tuple[str, str], tmp_path: Path) -> None:
+    base, _ = _committed(tmp_path)
+    with ApiCache(tmp_path / "x", mode="replay-only", store=LayeredCacheStore(_store(store_spec), ReadOnlyCacheStore(FileCacheStore(base)))) as cache:
+        assert cache.holds("claude-test-1") and not cache.holds("another-model")
+        assert cache.where().endswith(f"over {base} (read-only)")
+    with ApiCache(tmp_path / "y", mode="replay-only", store=_store(store_spec)) as alone:
+        assert not alone.holds("claude-test-1")
+    assert ApiCache(base, mode="read").holds("claude-test-1") and not ApiCache(tmp_path / "absent.sqlite", mode="read").holds("claude-test-1")
+
+
 def test_a_read_only_store_alone_refuses_writes_naming_the_fix(store_spec: tuple[str, str], tmp_path: Path) -> None:
     with ApiCache(tmp_path / "x", mode="read-write", store=ReadOnlyCacheStore(_store(store_spec))) as cache:
         assert cache.get(request("q"), trial=0) is None

@@ -338,9 +338,9 @@ class ModelAgent(ABC):
         if cache.mode.calls_api:
             self.api_key()
             return
-        if cache.count(model=self.model) == 0:
+        if not cache.holds(self.model):
             raise CacheError(
-                f"{cache.path}: replay-only mode, and the API cache holds no response of model {self.model!r}, "
+                f"{cache.where()}: replay-only mode, and the API cache holds no response of model {self.model!r}, "
                 "so no run could be made (every model call would be a cache miss).\n"
                 "  fix: record the responses first (run with --cache-mode read-write and an API key, or unset CI), "
                 "or point --cache at the file that holds them"

@@ -891,6 +891,16 @@ class ApiCache:
         )
         return int(rows[0][0]) if rows else 0
 
+    def holds(self, model: str) -> bool:
+        """Whether any recorded response is of ``model`` (cheaper than :meth:`count`)."""
+        if self.store is not None:
+            return self.store.holds(model)
+        return bool(self._read("SELECT 1 FROM responses WHERE model = ? LIMIT 1", (model,)))
+
+    def where(self) -> str:
+        """Where the entries live, as messages name it: the file, or the store."""
+        return self.store.describe() if self.store is not None else str(self.path)
+
     def entries(self) -> Iterator[CachedResponse]:
         """Every stored entry, oldest first."""
         if self.store is not None:
@@ -1079,6 +1089,9 @@ class FileCacheStore(CacheStore):
 
     def count(self, model: str | None = None) -> int:
         return self.cache.count(model=model)
+
+    def holds(self, model: str) -> bool:
+        return self.cache.holds(model)
 
     def trials_of(self, request_json: str) -> list[int]:
         rows = self.cache._read("SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (request_json,)) or []

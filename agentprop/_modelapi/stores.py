@@ -78,6 +78,10 @@ class CacheStore(ABC):
         """Entries stored (of ``model`` only, when given)."""
         return sum(1 for row in self.rows() if model is None or row[1] == model)
 
+    def holds(self, model: str) -> bool:
+        """Whether any entry is of ``model`` (stops at the first)."""
+        return any(row[1] == model for row in self.rows())
+
     def trials_of(self, request_json: str) -> list[int]:
         """The trials recorded for this exact canonical request, in order."""
         return sorted(int(row[2]) for row in self.rows() if row[3] == request_json)
@@ -131,6 +135,9 @@ class ReadOnlyCacheStore(CacheStore):
     def count(self, model: str | None = None) -> int:
         return self.inner.count(model)
 
+    def holds(self, model: str) -> bool:
+        return self.inner.holds(model)
+
     def trials_of(self, request_json: str) -> list[int]:
         return self.inner.trials_of(request_json)
 
@@ -178,6 +185,9 @@ class LayeredCacheStore(CacheStore):
 
     def delete(self, key: str) -> bool:
         return self.top.delete(key)
+
+    def holds(self, model: str) -> bool:
+        return any(layer.holds(model) for layer in (self.top, *self.bases))
 
     def rows(self) -> Iterator[Row]:
         seen: set[str] = set()
