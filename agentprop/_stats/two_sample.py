@@ -24,23 +24,29 @@ __all__ = ["categorical_two_sample_test", "fisher_exact_greater", "fisher_exact_
 _RELATIVE_TIE = 1e-7
 
 
-def fisher_exact_two_sided(a_succ: int, a_n: int, b_succ: int, b_n: int) -> float:
-    """Two-sided Fisher exact test that two samples share one pass probability.
-
-    ``a_succ`` of ``a_n`` runs passed in sample A and ``b_succ`` of ``b_n`` in sample B.
-    Returns the p-value in ``(0, 1]``.
-    """
+def _two_samples(test: str, a_succ: int, a_n: int, b_succ: int, b_n: int) -> tuple[int, int, int, int, int, int]:
+    """The checked counts of a 2x2 table, with its pooled passes and fails; bad counts raise
+    :class:`InvalidArgument` naming ``test``."""
     a_n = check_count("a_n", a_n, minimum=1)
     b_n = check_count("b_n", b_n, minimum=1)
     a_succ = check_count("a_succ", a_succ)
     b_succ = check_count("b_succ", b_succ)
     if a_succ > a_n or b_succ > b_n:
         raise InvalidArgument(
-            f"fisher_exact_two_sided({a_succ}, {a_n}, {b_succ}, {b_n}): successes cannot exceed runs. The arguments are (a_succ, a_n, b_succ, b_n)."
+            f"{test}({a_succ}, {a_n}, {b_succ}, {b_n}): successes cannot exceed runs. The arguments are (a_succ, a_n, b_succ, b_n)."
         )
-    total = a_n + b_n
     passes = a_succ + b_succ
-    fails = total - passes
+    return a_succ, a_n, b_succ, b_n, passes, a_n + b_n - passes
+
+
+def fisher_exact_two_sided(a_succ: int, a_n: int, b_succ: int, b_n: int) -> float:
+    """Two-sided Fisher exact test that two samples share one pass probability.
+
+    ``a_succ`` of ``a_n`` runs passed in sample A and ``b_succ`` of ``b_n`` in sample B.
+    Returns the p-value in ``(0, 1]``.
+    """
+    a_succ, a_n, b_succ, b_n, passes, fails = _two_samples("fisher_exact_two_sided", a_succ, a_n, b_succ, b_n)
+    total = a_n + b_n
     low, high = max(0, a_n - fails), min(passes, a_n)
     # weight(x) = C(passes, x) * C(fails, a_n - x) is proportional to P(X = x); exact ints.
     weights = [math.comb(passes, x) * math.comb(fails, a_n - x) for x in range(low, high + 1)]
@@ -57,17 +63,8 @@ def fisher_exact_greater(a_succ: int, a_n: int, b_succ: int, b_n: int) -> float:
     mutation testing: does the mutant show the probe's violation more often than the clean
     agent? Returns the p-value in ``(0, 1]``.
     """
-    a_n = check_count("a_n", a_n, minimum=1)
-    b_n = check_count("b_n", b_n, minimum=1)
-    a_succ = check_count("a_succ", a_succ)
-    b_succ = check_count("b_succ", b_succ)
-    if a_succ > a_n or b_succ > b_n:
-        raise InvalidArgument(
-            f"fisher_exact_greater({a_succ}, {a_n}, {b_succ}, {b_n}): successes cannot exceed runs. The arguments are (a_succ, a_n, b_succ, b_n)."
-        )
+    a_succ, a_n, b_succ, b_n, passes, fails = _two_samples("fisher_exact_greater", a_succ, a_n, b_succ, b_n)
     total = a_n + b_n
-    passes = a_succ + b_succ
-    fails = total - passes
     high = min(passes, a_n)
     tail = sum(math.comb(passes, x) * math.comb(fails, a_n - x) for x in range(a_succ, high + 1))
     return min(1.0, tail / math.comb(total, a_n))
