@@ -238,3 +238,16 @@ def test_a_trailing_pragma_does_not_count() -> None:
     assert rewrap.width(line) > LIMIT and not rewrap.overlong(line, LIMIT, line.index("#"))
     line = "x = 1  # type: ignore[misc]  # a note that makes the line too long" + "!" * 40
     assert rewrap.overlong(line, LIMIT, line.index("#"))
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")
+def test_a_noqa_follows_its_code_when_ruff_splits_the_statement(tmp_path: Path) -> None:
+    src = (
+        "import inspect\n\n\n"
+        "def f(fn, agent):\n"
+        "    agent.concurrent = fn is not None and (inspect.iscoroutinefunction(fn) or "
+        'inspect.iscoroutinefunction(getattr(fn, "__call__", None)))  # noqa: B004 (the bound method)\n'
+    )
+    out = rewrap.rewrap(src, LIMIT, tmp_path / "m.py").text.splitlines()
+    assert out[-2].endswith('getattr(fn, "__call__", None))  # noqa: B004 (the bound method)')
+    assert out[-1] == "    )"

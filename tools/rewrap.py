@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -826,15 +827,68 @@ def check_same(before: str, after: str) -> None:
 # --- files ------------------------------------------------------------------------------------
 
 
-def ruff_format(src: str, path: Path, limit: int) -> str:
-    """``src`` formatted by ruff at ``limit`` columns (with the project's other settings)."""
+def _ruff(args: Sequence[str], src: str) -> subprocess.CompletedProcess[str]:
     ruff = shutil.which("ruff")
     command = [ruff] if ruff else [sys.executable, "-m", "ruff"]
-    args = ["format", "--line-length", str(limit), "--stdin-filename", str(path), "-"]
-    done = subprocess.run([*command, *args], input=src, capture_output=True, text=True)
+    return subprocess.run([*command, *args], input=src, capture_output=True, text=True)
+
+
+def ruff_format(src: str, path: Path, limit: int) -> str:
+    """``src`` formatted by ruff at ``limit`` columns (with the project's other settings)."""
+    done = _ruff(["format", "--line-length", str(limit), "--stdin-filename", str(path), "-"], src)
     if done.returncode != 0:
         raise RefusedError(f"ruff format failed: {done.stderr.strip()}")
     return done.stdout
+
+
+_NOQA_CODES = re.compile(r"#\s*noqa:\s*([A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)")
+
+
+def stranded_noqa(src: str) -> list[tuple[Tok, list[str], int]]:
+    """The ``# noqa: CODES`` comments ruff format left on the closing line of a statement it
+    split: (comment, codes, first row of the statement)."""
+    lines = src.splitlines(keepends=True)
+    toks = tokens(src, lines)
+    out: list[tuple[Tok, list[str], int]] = []
+    start: int | None = None
+    for t in toks:
+        if t.type in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT):
+            if t.type == tokenize.COMMENT and start is not None and t.start[0] > start:
+                code = lines[t.start[0] - 1][: t.start[1]].strip()
+                match = _NOQA_CODES.search(t.text)
+                if match and re.fullmatch(r"[)\]}]+[:,]?", code):
+                    codes = [c.strip() for c in match.group(1).split(",")]
+                    out.append((t, [c for c in codes if c != "E501"], start))
+            continue
+        if start is None:
+            start = t.start[0]
+        if t.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
+            start = None
+    return [item for item in out if item[1]]
+
+
+def relocate_noqa(src: str, path: Path) -> str:
+    """Each stranded ``# noqa`` moved to the line of the statement where ruff reports its codes."""
+    stranded = stranded_noqa(src)
+    if not stranded:
+        return src
+    codes = sorted({c for _, cs, _ in stranded for c in cs})
+    args = ["check", "--ignore-noqa", "--select", ",".join(codes), "--output-format", "json"]
+    done = _ruff([*args, "--stdin-filename", str(path), "-"], src)
+    try:
+        found = [(v["location"]["row"], v["code"]) for v in json.loads(done.stdout or "[]")]
+    except (ValueError, KeyError, TypeError):
+        return src
+    lines = src.splitlines(keepends=True)
+    for comment, wanted, first in sorted(stranded, key=lambda item: -item[0].start[0]):
+        row = comment.start[0]
+        rows = {r for r, c in found if c in wanted and first <= r <= row}
+        if len(rows) != 1 or row in rows:
+            continue
+        (target,) = rows
+        lines[row - 1] = lines[row - 1][: comment.start[1]].rstrip() + "\n"
+        lines[target - 1] = f"{lines[target - 1].rstrip()}  {comment.text}\n"
+    return "".join(lines)
 
 
 @dataclass
@@ -851,7 +905,7 @@ def rewrap(src: str, limit: int, path: Path | None = None, noqa_leftovers: bool 
     current = apply(src, rewrap_pass(src, limit, comments_only=True).edits)
     unskipped: list[int] = []
     for _ in range(12):
-        formatted = ruff_format(current, path, limit) if path is not None else current
+        formatted = relocate_noqa(ruff_format(current, path, limit), path) if path is not None else current
         found = rewrap_pass(formatted, limit, noqa_leftovers)
         unskipped += found.unskipped
         new = apply(formatted, found.edits)
