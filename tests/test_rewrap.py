@@ -251,3 +251,10 @@ def test_a_noqa_follows_its_code_when_ruff_splits_the_statement(tmp_path: Path) 
     out = rewrap.rewrap(src, LIMIT, tmp_path / "m.py").text.splitlines()
     assert out[-2].endswith('getattr(fn, "__call__", None))  # noqa: B004 (the bound method)')
     assert out[-1] == "    )"
+
+
+def test_a_crumb_at_the_end_of_a_split_string_is_balanced_away() -> None:
+    text = '"Submit the structured response for this turn. Call it exactly once per turn, as the final action."'
+    pieces = rewrap.split_literal(text, 95)
+    assert pieces is not None and _value(" ".join(pieces)) == _value(text)
+    assert min(rewrap.width(p) for p in pieces) > 20  # not "... the final " "action."

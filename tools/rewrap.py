@@ -277,7 +277,25 @@ def split_literal(text: str, room: int, first_room: int | None = None) -> list[s
     pieces = _merge_crumbs(pieces, room - overhead)
     if len(pieces) < 2:
         return None
+    if sum(width(u) for u, _ in pieces[-1]) < 20:  # a crumb: "... as the final " "action."
+        before_last = (room if len(pieces) > 2 or first_room is None else first_room) - overhead
+        pieces[-2:] = _balanced(pieces[-2] + pieces[-1], before_last) or pieces[-2:]
     return [_render(lit, piece) for piece in pieces]
+
+
+def _balanced(units: list[tuple[str, bool]], avail: int) -> list[list[tuple[str, bool]]] | None:
+    """``units`` cut in two after the space nearest their middle (the head within ``avail``)."""
+    widths = [width(u) for u, _ in units]
+    total = sum(widths)
+    best: tuple[int, int] | None = None
+    used = 0
+    for i, (unit, _) in enumerate(units[:-1]):
+        used += widths[i]
+        if used > avail:
+            break
+        if unit == " " and (best is None or abs(2 * used - total) < best[0]):
+            best = (abs(2 * used - total), i + 1)
+    return None if best is None else [units[: best[1]], units[best[1] :]]
 
 
 def _merge_crumbs(pieces: list[list[tuple[str, bool]]], avail: int) -> list[list[tuple[str, bool]]]:
