@@ -258,3 +258,22 @@ def test_a_crumb_at_the_end_of_a_split_string_is_balanced_away() -> None:
     pieces = rewrap.split_literal(text, 95)
     assert pieces is not None and _value(" ".join(pieces)) == _value(text)
     assert min(rewrap.width(p) for p in pieces) > 20  # not "... the final " "action."
+
+
+def test_an_unused_type_ignore_moves_to_the_line_mypy_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = "x = f(\n    a,\n    b,\n)  # type: ignore[arg-type]\ny = 1  # type: ignore[misc]\n"
+    (tmp_path / "m.py").write_text(src)
+    monkeypatch.chdir(tmp_path)
+    mypy = (
+        'm.py:3: error: Argument 2 to "f" has incompatible type "int"  [arg-type]\n'
+        'm.py:4: error: Unused "type: ignore" comment  [unused-ignore]\n'
+        'm.py:5: error: Unused "type: ignore" comment  [unused-ignore]\n'
+    )
+    assert rewrap.relocate_type_ignores(mypy) == ["m.py:4 -> 3"]
+    assert (tmp_path / "m.py").read_text().splitlines() == [
+        "x = f(",
+        "    a,",
+        "    b,  # type: ignore[arg-type]",
+        ")",
+        "y = 1  # type: ignore[misc]",  # no error in its statement: left for a human
+    ]

@@ -949,13 +949,79 @@ def python_files(paths: Sequence[str], root: Path) -> Iterator[Path]:
             yield file
 
 
+_MYPY_LINE = re.compile(r"^(?P<file>[^:\n]+):(?P<row>\d+): error: .*  \[(?P<code>[\w-]+)\]$", re.M)
+_TYPE_IGNORE = re.compile(r"#\s*type:\s*ignore(?:\[(?P<codes>[^\]]*)\])?")
+
+
+def relocate_type_ignores(mypy_output: str) -> list[str]:
+    """Each ``# type: ignore`` that mypy calls unused moved to the line of the same statement
+    where mypy reports its error (ruff format leaves it on the closing line of a statement it
+    splits). Returns what was moved, as ``file:row -> row``."""
+    errors: dict[str, list[tuple[int, str]]] = {}
+    for error in _MYPY_LINE.finditer(mypy_output):
+        errors.setdefault(error["file"], []).append((int(error["row"]), error["code"]))
+    moved: list[str] = []
+    for file, found in errors.items():
+        unused = sorted((r for r, c in found if c == "unused-ignore"), reverse=True)
+        if not unused or not Path(file).is_file():
+            continue
+        src = Path(file).read_text(encoding="utf-8")
+        lines = src.splitlines(keepends=True)
+        toks = tokens(src, lines)
+        starts = _statement_starts(toks)
+        for row in unused:
+            comment = next((t for t in toks if t.type == tokenize.COMMENT and t.start[0] == row), None)
+            ignore = _TYPE_IGNORE.search(comment.text) if comment else None
+            if comment is None or ignore is None:
+                continue
+            codes = {c.strip() for c in (ignore["codes"] or "").split(",") if c.strip()}
+            first = starts.get(row, row)
+            rows = {r for r, c in found if first <= r < row and c != "unused-ignore" and (not codes or c in codes)}
+            if len(rows) != 1:
+                continue
+            (target,) = rows
+            lines[row - 1] = lines[row - 1][: comment.start[1]].rstrip() + "\n"
+            lines[target - 1] = f"{lines[target - 1].rstrip()}  {comment.text}\n"
+            moved.append(f"{file}:{row} -> {target}")
+        new = "".join(lines)
+        check_same(src, new)
+        Path(file).write_text(new, encoding="utf-8")
+    return moved
+
+
+def _statement_starts(toks: Sequence[Tok]) -> dict[int, int]:
+    """The first row of the statement each row belongs to."""
+    out: dict[int, int] = {}
+    start: int | None = None
+    for t in toks:
+        if t.type in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT):
+            if start is not None:
+                out[t.start[0]] = start
+            continue
+        if start is None:
+            start = t.start[0]
+        for r in range(t.start[0], t.end[0] + 1):
+            out[r] = start
+        if t.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
+            start = None
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("paths", nargs="+", help="files or directories (their .py files)")
+    parser.add_argument("paths", nargs="*", help="files or directories (their .py files)")
     parser.add_argument("--line-length", type=int, default=100)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a file would change")
     parser.add_argument("--noqa-leftovers", action="store_true", help="mark every line left long with # noqa: E501")
+    parser.add_argument("--type-ignores", action="store_true", help="only move each type: ignore mypy (run here) calls unused to its error's line")
     args = parser.parse_args(argv)
+    if args.type_ignores:
+        done = subprocess.run([sys.executable, "-m", "mypy", *args.paths], capture_output=True, text=True)
+        for line in relocate_type_ignores(done.stdout):
+            print(f"type: ignore moved: {line}")
+        return 0
+    if not args.paths:
+        parser.error("give the files or directories to rewrap")
     root = Path.cwd().resolve()
     changed = refused = left = 0
     for path in python_files(args.paths, root):
