@@ -137,3 +137,18 @@ def test_cases_share_the_values_they_repeat() -> None:
         assert getattr(a, name) is getattr(b, name), name
     assert a.world == scenario.world.model_dump(mode="json") and a.interval == (0.5, 1.0) and a.pass_hat_k == {"1": 1.0}
     assert a.model_dump_json().replace('"a"', '"b"').replace('"MFT"', '"EXPLORE"') == b.model_dump_json()
+
+
+def test_shared_values_share_the_parts_they_repeat_and_stay_equal() -> None:
+    from agentprop._util.bulk import LONGEST_SHARED, shared
+
+    def choices(k: int) -> dict[str, object]:  # built afresh each call: equal parts, other objects
+        return {"lang": "en", "turns": [{"template": 0, "steps": [["politeness", [["choice", 2]]], ["urgency", [["choice", k]]]]}], "world": []}
+
+    a, b = shared(choices(1)), shared(choices(5))
+    assert a == choices(1) and b == choices(5) and a is not b
+    assert a["turns"][0]["steps"][0] is b["turns"][0]["steps"][0]  # ["politeness", ...] held once
+    assert a["world"] is b["world"]
+    assert shared({"n": 1}) is not shared({"n": "1"}) and shared([1]) is not shared([1.0]) and shared([True]) is not shared([1])
+    long = ["x" * LONGEST_SHARED]
+    assert shared(list(long)) == long and shared(list(long)) is not shared(list(long))  # too long to look up

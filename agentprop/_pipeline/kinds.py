@@ -149,7 +149,7 @@ def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckRe
         failures=_failures(result),
         capabilities=scenario.capabilities,
         branches=scenario.branches,
-        details=details,
+        details={k: shared(v) for k, v in details.items()},  # the dict is the case's own, its values may be shared
         world=scenario.world.model_dump(mode="json"),
         traces=traces,
         traces_omitted=max(0, result.runs - len(traces)),

@@ -11,7 +11,9 @@ assignment (and the ``update`` of ``model_copy(update=...)``) never changes it. 
 from __future__ import annotations
 
 import functools
-import json
+import sys
+import threading
+from collections import OrderedDict
 from typing import Any, Self, TypeVar, cast
 
 from pydantic import BaseModel
@@ -43,23 +45,49 @@ def every_field(cls: type[BaseModel]) -> set[str]:
     return set(cls.model_fields)
 
 
-SHARED_VALUES = 4096
-"""Distinct values :func:`shared` keeps (the most recently used): a run's cases repeat far fewer
-worlds, paths and pass^k tables than that."""
+SHARED_VALUES = 8192
+"""Distinct lists and dicts :func:`shared` keeps (the most recently used): a run's cases repeat
+far fewer worlds, paths, pass^k tables and explored choices than that."""
+
+LONGEST_SHARED = 1024
+"""A list or dict whose text is longer is not looked up (its parts are): a value that long is
+seldom repeated, and the table would hold its text."""
+
+_table: OrderedDict[str, Any] = OrderedDict()
+_lock = threading.Lock()
 
 
 def shared(value: T) -> T:
     """An equal value that equal ones share: a case's world, path or pass^k table, held by
-    thousands of cases, is held once. ``value`` is JSON (lists, dicts, strings, numbers; a tuple
-    of numbers is shared as a tuple). The value given back is shared: never change it in place."""
+    thousands of cases, is held once, and so is every list and dict inside ``value`` that other
+    values repeat (the steps of explored choices); its strings are interned. ``value`` is JSON
+    (a tuple of numbers is shared as a tuple). What comes back is shared: never change it in place."""
     if isinstance(value, tuple):
         return cast(T, _shared_tuple(value))
-    return cast(T, _shared_json(json.dumps(value)))
+    return cast(T, _cons(value))
 
 
-@functools.lru_cache(maxsize=SHARED_VALUES)
-def _shared_json(text: str) -> Any:
-    return json.loads(text)
+def _cons(value: Any) -> Any:
+    if type(value) is str:
+        return sys.intern(value)
+    if isinstance(value, list):
+        node: Any = [_cons(v) for v in value]
+    elif isinstance(value, dict):
+        node = {_cons(k): _cons(v) for k, v in value.items()}
+    else:
+        return value
+    key = repr(node)  # tells 1 from "1" and 1.0 from 1, as equal JSON values do not
+    if len(key) > LONGEST_SHARED:
+        return node
+    with _lock:
+        found = _table.get(key)
+        if found is not None:
+            _table.move_to_end(key)
+            return found
+        _table[key] = node
+        if len(_table) > SHARED_VALUES:
+            _table.popitem(last=False)
+    return node
 
 
 @functools.lru_cache(maxsize=SHARED_VALUES)
