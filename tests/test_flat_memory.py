@@ -152,3 +152,18 @@ def test_shared_values_share_the_parts_they_repeat_and_stay_equal() -> None:
     assert shared({"n": 1}) is not shared({"n": "1"}) and shared([1]) is not shared([1.0]) and shared([True]) is not shared([1])
     long = ["x" * LONGEST_SHARED]
     assert shared(list(long)) == long and shared(list(long)) is not shared(list(long))  # too long to look up
+
+
+def test_the_memo_packs_runs_against_the_first_one() -> None:
+    import zlib
+
+    memo = TrialMemo()
+    traces = [Trace(case_id=f"case {i}", trial=i, turns=[Turn(index=0, user_message=f"where is my order O-{1000 + i}?")]) for i in range(20)]
+    for i, trace in enumerate(traces):
+        memo.put(memo.key("input", "agent", i), trace)
+    last = trace_json(traces[-1])
+    # the runs of one suite repeat their keys and ids: against the first run, a run packs in far less than alone
+    assert len(memo._mem[memo.key("input", "agent", 19)]) < len(zlib.compress(last.encode(), 1)) / 2
+    for i, trace in enumerate(traces):
+        again = memo.get(memo.key("input", "agent", i))
+        assert again is not None and trace_json(again) == trace_json(trace)
