@@ -567,7 +567,10 @@ class Budget:
             self._refused_calls += 1
         raise BudgetExhausted(reason, self.snapshot(), call=call)
 
-    def _free_locked(self, reservation: Reservation) -> None:
+    def _free_locked(self, reservation: Reservation, *, book: bool = True) -> None:
+        """Free ``reservation`` here, and in the shared ledger unless ``book`` is false (the
+        caller then frees it there in the same booking as the charge that replaces it: two
+        bookings would let another process reserve against totals holding neither)."""
         if not reservation.open:
             raise InvalidArgument("This reservation was already settled or released.")
         reservation.open = False
@@ -577,7 +580,7 @@ class Budget:
             self._reserved_usd = max(0.0, self._reserved_usd - reservation.usd)
         if self._in_flight == 0:
             self._reserved_usd, self._reserved_tokens = 0.0, 0  # no rounding left behind
-        if self.ledger is not None:
+        if self.ledger is not None and book:
             self.ledger.add(reserved_tokens=-reservation.tokens, reserved_usd=-(reservation.usd or 0.0))
 
     def release(self, reservation: Reservation) -> None:
@@ -591,13 +594,13 @@ class Budget:
         the dollars charged (``None``: the model has no price)."""
         usd = reservation.usd
         with self._lock:
-            self._free_locked(reservation)
+            self._free_locked(reservation, book=False)
             self._abandoned += 1
             self._calls += 1
             self._input += reservation.input_tokens
             self._output += reservation.tokens - reservation.input_tokens
             if self.ledger is not None:
-                self.ledger.add(tokens=reservation.tokens, usd=usd or 0.0)
+                self.ledger.add(tokens=reservation.tokens, usd=usd or 0.0, reserved_tokens=-reservation.tokens, reserved_usd=-(usd or 0.0))
             if usd is None:
                 self._unpriced.add(reservation.model)
                 self._unpriced_calls += 1
@@ -620,14 +623,16 @@ class Budget:
         """Charge what a reserved call really used and free its reservation; returns its cost
         (``None``: the model has no price). ``model``: the model the API says answered
         (default: the reserved one)."""
+        _check_counts(model or reservation.model, (input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens))
         with self._lock:
-            self._free_locked(reservation)
-        return self.charge(
+            self._free_locked(reservation, book=False)
+        return self._charge(
             model or reservation.model,
             input_tokens,
             output_tokens,
             cache_creation_input_tokens=cache_creation_input_tokens,
             cache_read_input_tokens=cache_read_input_tokens,
+            freeing=reservation,
         )
 
     def charge(
@@ -646,6 +651,27 @@ class Budget:
         With ``cached=True`` (a replay from the API cache) the call is recorded as saved and
         costs nothing.
         """
+        return self._charge(
+            model,
+            input_tokens,
+            output_tokens,
+            cache_creation_input_tokens=cache_creation_input_tokens,
+            cache_read_input_tokens=cache_read_input_tokens,
+            cached=cached,
+        )
+
+    def _charge(
+        self,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        cache_creation_input_tokens: int = 0,
+        cache_read_input_tokens: int = 0,
+        cached: bool = False,
+        freeing: Reservation | None = None,
+    ) -> float | None:
+        """:meth:`charge`, freeing ``freeing``'s hold in the shared ledger in the same booking."""
         counts = (input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens)
         _check_counts(model, counts)
         usd = self.cost(
@@ -659,7 +685,10 @@ class Budget:
         with self._lock:
             if usd is None:
                 self._unpriced.add(model)
+            held_tokens, held_usd = (freeing.tokens, freeing.usd or 0.0) if freeing is not None else (0, 0.0)
             if cached:
+                if self.ledger is not None and freeing is not None:
+                    self.ledger.add(reserved_tokens=-held_tokens, reserved_usd=-held_usd)
                 self._cached_calls += 1
                 self._cached_input += all_input
                 self._cached_output += output_tokens
@@ -669,7 +698,7 @@ class Budget:
             self._input += all_input
             self._output += output_tokens
             if self.ledger is not None:
-                self.ledger.add(tokens=all_input + output_tokens, usd=usd or 0.0)
+                self.ledger.add(tokens=all_input + output_tokens, usd=usd or 0.0, reserved_tokens=-held_tokens, reserved_usd=-held_usd)
             if usd is None:
                 self._unpriced_calls += 1
                 return None
