@@ -426,6 +426,21 @@ def _is_continuation(text: str) -> bool:
     return bool(text) and not _LIST_ITEM.match(text) and not _FIELD_ITEM.match(text)
 
 
+def _balanced_lines(first_prefix: str, cont_prefix: str, head: str, tail: str, limit: int) -> list[str] | None:
+    """``head tail`` as two lines cut at the space nearest their middle, or None if none fits."""
+    text = f"{head} {tail}"
+    literal = [m.span() for m in re.finditer(r"(`+)[^`]+?\1", text)]
+    best: tuple[int, list[str]] | None = None
+    for match in re.finditer(r" +", text):
+        p = match.start()
+        if any(a < p < b for a, b in literal):
+            continue
+        one, two = first_prefix + text[:p], cont_prefix + text[match.end() :]
+        if width(one) <= limit and width(two) <= limit and (best is None or abs(width(one) - width(two)) < best[0]):
+            best = (abs(width(one) - width(two)), [one, two])
+    return None if best is None else best[1]
+
+
 def wrap_paragraph(
     rows: Sequence[tuple[str, str] | None],
     first_prefix: str,
@@ -445,6 +460,8 @@ def wrap_paragraph(
         head, tail = _cut_words(text, limit - width(prefix))
         out.append((prefix + head).rstrip())
         if not tail:
+            if len(out) == 2 and used == 0 and width(head) < 20:  # a crumb: even the two out
+                out = _balanced_lines(first_prefix, cont_prefix, out[0][len(first_prefix) :], head, limit) or out
             return out, used
         prefix = cont_prefix
         nxt = rows[used] if used < len(rows) else None
