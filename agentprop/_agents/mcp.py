@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from agentprop._agents.mcp_compat import Client, Handlers, get, http_app, mcp_error, new_server, types
 from agentprop._agents.runtime import TurnContext
@@ -563,8 +563,6 @@ SPLIT_TURN = (
 )
 """The warning for a turn whose tool calls came over several sessions (said once per agent class)."""
 
-_warned_split: set[str] = set()
-
 
 class McpServedAgent(ABC):
     """Base class of an agent that reaches its world through a real MCP server: for each trial
@@ -592,6 +590,8 @@ class McpServedAgent(ABC):
     """
 
     start_timeout_s: float = 10.0
+    _warned_split: ClassVar[bool] = False
+    """Set on a class (never inherited: read from its own ``__dict__``) once :data:`SPLIT_TURN` was said."""
 
     @abstractmethod
     async def mcp_turn(self, message: str, url: str) -> str | None:
@@ -608,8 +608,8 @@ class McpServedAgent(ABC):
         finally:
             bridge.current = None
         name = type(self).__qualname__
-        if len(bridge.sessions) > 1 and name not in _warned_split:
-            _warned_split.add(name)
+        if len(bridge.sessions) > 1 and not type(self).__dict__.get("_warned_split"):
+            type(self)._warned_split = True
             warnings.warn(SPLIT_TURN.format(agent=name, n=len(bridge.sessions)), UserWarning, stacklevel=2)
         if said and said.strip() and not ctx.responded:
             ctx.say(said)
