@@ -284,17 +284,19 @@ def split_literal(text: str, room: int, first_room: int | None = None) -> list[s
 
 
 def _balanced(units: list[tuple[str, bool]], avail: int) -> list[list[tuple[str, bool]]] | None:
-    """``units`` cut in two after the space nearest their middle (the head within ``avail``)."""
+    """``units`` cut in two after a space (the head within ``avail``): the last space that
+    leaves the tail 20 columns, else the one nearest the middle."""
     widths = [width(u) for u, _ in units]
     total = sum(widths)
-    best: tuple[int, int] | None = None
+    best: tuple[tuple[int, int], int] | None = None
     used = 0
     for i, (unit, _) in enumerate(units[:-1]):
         used += widths[i]
         if used > avail:
             break
-        if unit == " " and (best is None or abs(2 * used - total) < best[0]):
-            best = (abs(2 * used - total), i + 1)
+        score = (0, -used) if total - used >= 20 else (1, abs(2 * used - total))
+        if unit == " " and (best is None or score < best[0]):
+            best = (score, i + 1)
     return None if best is None else [units[: best[1]], units[best[1] :]]
 
 
@@ -427,17 +429,20 @@ def _is_continuation(text: str) -> bool:
 
 
 def _balanced_lines(first_prefix: str, cont_prefix: str, head: str, tail: str, limit: int) -> list[str] | None:
-    """``head tail`` as two lines cut at the space nearest their middle, or None if none fits."""
+    """``head tail`` as two lines cut at a space: the last that leaves the second line 20 columns
+    of text, else the one nearest the middle; None if none fits."""
     text = f"{head} {tail}"
     literal = [m.span() for m in re.finditer(r"(`+)[^`]+?\1", text)]
-    best: tuple[int, list[str]] | None = None
+    best: tuple[tuple[int, int], list[str]] | None = None
     for match in re.finditer(r" +", text):
         p = match.start()
         if any(a < p < b for a, b in literal):
             continue
         one, two = first_prefix + text[:p], cont_prefix + text[match.end() :]
-        if width(one) <= limit and width(two) <= limit and (best is None or abs(width(one) - width(two)) < best[0]):
-            best = (abs(width(one) - width(two)), [one, two])
+        rest = width(text[match.end() :])
+        score = (0, -width(one)) if rest >= 20 else (1, abs(width(one) - width(two)))
+        if width(one) <= limit and width(two) <= limit and (best is None or score < best[0]):
+            best = (score, [one, two])
     return None if best is None else best[1]
 
 
