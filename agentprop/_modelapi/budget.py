@@ -14,7 +14,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -243,6 +243,22 @@ def cost_usd(
     return price.cost(input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens)
 
 
+def _book_unless(ledger: Ledger, refuse: Callable[[LedgerTotals], str | None], grow: Callable[[LedgerTotals], LedgerTotals]) -> str | None:
+    """Book ``grow`` in ``ledger`` in one step with the check, unless ``refuse`` names a limit the
+    shared totals reach; returns that limit, or ``None`` (booked)."""
+    refused: list[str] = []
+
+    def change(t: LedgerTotals) -> LedgerTotals | None:
+        reason = refuse(t)
+        if reason is not None:
+            refused.append(reason)
+            return None
+        return grow(t)
+
+    ledger.book(change)
+    return refused[0] if refused else None
+
+
 class BudgetSnapshot(BaseModel):
     """The state of a :class:`Budget` at one moment, for reports."""
 
@@ -464,20 +480,11 @@ class Budget:
     def _book_run(self) -> str | None:
         """Start one run if no limit refuses it; returns the refusing limit, or ``None``."""
         if self.ledger is not None:
-            refused: list[str] = []
-
-            def change(t: LedgerTotals) -> LedgerTotals | None:
-                reason = self._run_reason(t)
-                if reason is not None:
-                    refused.append(reason)
-                    return None
-                return replace(t, runs=t.runs + 1)
-
-            self.ledger.book(change)
+            refused = _book_unless(self.ledger, self._run_reason, lambda t: replace(t, runs=t.runs + 1))
             with self._lock:
-                if refused:
+                if refused is not None:
                     self._refused += 1
-                    return refused[0]
+                    return refused
                 self._runs += 1
                 return None
         with self._lock:
@@ -540,20 +547,15 @@ class Budget:
         usd = price.worst_case(input_tokens, max_output_tokens) if price is not None else None
         tokens = input_tokens + max_output_tokens
         if self.ledger is not None:
-            refused: list[str] = []
-
-            def change(t: LedgerTotals) -> LedgerTotals | None:
-                reason = self._spent_reason(t)
-                if reason is not None:
-                    refused.append(reason)
-                    return None
-                return replace(t, reserved_tokens=t.reserved_tokens + tokens, reserved_usd=t.reserved_usd + (usd or 0.0))
-
-            self.ledger.book(change)
-            if refused:
+            refused = _book_unless(
+                self.ledger,
+                self._spent_reason,
+                lambda t: replace(t, reserved_tokens=t.reserved_tokens + tokens, reserved_usd=t.reserved_usd + (usd or 0.0)),
+            )
+            if refused is not None:
                 with self._lock:
                     self._refused_calls += 1
-                raise BudgetExhausted(refused[0], self.snapshot(), call=call)
+                raise BudgetExhausted(refused, self.snapshot(), call=call)
         with self._lock:
             reason = None if self.ledger is not None else self._spent_reason(self._local_totals_locked())
             if reason is None:
