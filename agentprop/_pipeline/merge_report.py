@@ -13,7 +13,6 @@ listed in ``problems`` and ``metrics.extra["merge"]["not_recomputed"]``, never f
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from agentprop._decide.oracle import CheckResult
 from agentprop._decide.records import CHECKS_FILE, RECORDS_FILE, REPORT_FILE, ShardInfo, read_records
 from agentprop._pipeline.merge import MergedCase, MergedRun, merge_shards
-from agentprop._pipeline.report.model import BugReport, CaseReport, Metrics, RunReport, TraceSampling
+from agentprop._pipeline.report.model import BugReport, CaseReport, RunReport, TraceSampling, case_metrics
 from agentprop._scenario.build import Scenario
 from agentprop.errors import InputError
 
@@ -310,17 +309,14 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
             "their claims stand on the shards' runs only, short of the runs an unsharded run would have added; "
             "run unsharded, or with --profile release, for the top-up"
         )
-    verdicts = Counter(c.verdict for c in cases)
     coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases)
-    covered, all_branches = set(coverage["branches"]["covered"]), set(coverage["branches"]["all"])
     ms = [s.report.metrics for s in shards]
 
     def total(name: str) -> int | None:
         values = [getattr(m, name) for m in ms]
         return None if any(v is None for v in values) else sum(values)
 
-    decided = len(cases) - verdicts["NOT APPLICABLE"]
-    extra: dict[str, Any] = {"coverage": coverage}
+    extra: dict[str, Any] = {}
     merge_info: dict[str, Any] = {
         "shards": [
             {
@@ -351,23 +347,12 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
     ]
     if shrinking:  # spent by each shard on its own failures
         extra["runs_shrinking_before_deepening"] = sum(shrinking)
-    metrics = Metrics(
-        cases=len(cases),
-        passed=verdicts["PASS"],
-        failed=verdicts["FAIL"],
-        unstable=verdicts["UNSTABLE"],
-        inconclusive=verdicts["INCONCLUSIVE"],
-        not_applicable=verdicts["NOT APPLICABLE"],
-        case_pass_rate=verdicts["PASS"] / decided if decided else 0.0,
-        runs=sum(c.runs for c in cases),
+    metrics = case_metrics(
+        cases,
+        coverage,
         runs_started=total("runs_started"),
         runs_reused=total("runs_reused"),
         runs_refused=total("runs_refused"),
-        runs_beyond_decision=sum(c.runs_beyond_decision for c in cases),
-        cost_usd=sum(c.cost_usd for c in cases),
-        input_tokens=sum(c.input_tokens for c in cases),
-        output_tokens=sum(c.output_tokens for c in cases),
-        branch_coverage=len(covered & all_branches) / len(all_branches) if all_branches else None,
         duration_s=max(m.duration_s for m in ms),
         extra=extra,
     )

@@ -14,7 +14,6 @@ import shutil
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +66,7 @@ from agentprop._pipeline.report.model import (
     TraceSampling,
     TreeBranch,
     TreeNode,
+    case_metrics,
 )
 from agentprop._pipeline.shards import Shard
 from agentprop._scenario.build import Scenario
@@ -679,30 +679,18 @@ async def _arun_cases(
             return again
 
         cases, topped = await top_up_policies(project, cases, checks, redecide, budget)
-    verdicts = Counter(c.verdict for c in cases)
     coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases)
-    covered = set(coverage["branches"]["covered"])
-    all_branches = set(coverage["branches"]["all"])
-    metrics = Metrics(
-        cases=len(cases),
-        passed=verdicts["PASS"],
-        failed=verdicts["FAIL"],
-        unstable=verdicts["UNSTABLE"],
-        inconclusive=verdicts["INCONCLUSIVE"],
-        not_applicable=verdicts["NOT APPLICABLE"],
-        case_pass_rate=verdicts["PASS"] / decided if (decided := len(cases) - verdicts["NOT APPLICABLE"]) else 0.0,
-        runs=(judged := sum(c.runs for c in cases)),
-        runs_started=(runs_started := (at_end := budget.snapshot()).runs - at_start.runs),
-        runs_reused=max(0, judged - (runs_started - (beyond := sum(c.runs_beyond_decision for c in cases)))),
+    at_end = budget.snapshot()
+    runs_started = at_end.runs - at_start.runs
+    judged, beyond = sum(c.runs for c in cases), sum(c.runs_beyond_decision for c in cases)
+    metrics = case_metrics(
+        cases,
+        coverage,
+        runs_started=runs_started,
+        runs_reused=max(0, judged - (runs_started - beyond)),
         runs_refused=at_end.refused_runs - at_start.refused_runs,
-        runs_beyond_decision=beyond,
-        cost_usd=sum(c.cost_usd for c in cases),
-        input_tokens=sum(c.input_tokens for c in cases),
-        output_tokens=sum(c.output_tokens for c in cases),
-        branch_coverage=len(covered & all_branches) / len(all_branches) if all_branches else None,
         duration_s=time.perf_counter() - started,
         extra={
-            "coverage": coverage,
             **({"interrupted": {"cases_planned": progress.total, "cases_decided": len(cases)}} if interrupted else {}),
             **(
                 {"exploration": exploration_summary([e for e in explored_inputs if e.kind == "EXPLORE"], {c.id: c for c in explored})}

@@ -6,6 +6,7 @@ removing one bumps ``schema``. docs/report-schema.md documents every field.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -291,6 +292,44 @@ class Metrics(BaseModel):
     duration_s: float = 0.0
     extra: dict[str, Any] = Field(default_factory=dict)
     """Further metrics (VPR, HPR, MS, SURS, RPR when the TDAD pipeline computes them)."""
+
+
+def case_metrics(
+    cases: list[CaseReport],
+    coverage: dict[str, Any],
+    *,
+    runs_started: int | None,
+    runs_reused: int | None,
+    runs_refused: int | None,
+    duration_s: float,
+    extra: dict[str, Any],
+) -> Metrics:
+    """The metrics of a run (or of merged shards) whose cases are ``cases``: verdict counts,
+    runs and costs summed over the cases, branch coverage from ``coverage`` (a coverage matrix,
+    also the first of ``extra``); what was spent is the caller's to count."""
+    verdicts = Counter(c.verdict for c in cases)
+    decided = len(cases) - verdicts["NOT APPLICABLE"]
+    covered, all_branches = set(coverage["branches"]["covered"]), set(coverage["branches"]["all"])
+    return Metrics(
+        cases=len(cases),
+        passed=verdicts["PASS"],
+        failed=verdicts["FAIL"],
+        unstable=verdicts["UNSTABLE"],
+        inconclusive=verdicts["INCONCLUSIVE"],
+        not_applicable=verdicts["NOT APPLICABLE"],
+        case_pass_rate=verdicts["PASS"] / decided if decided else 0.0,
+        runs=sum(c.runs for c in cases),
+        runs_started=runs_started,
+        runs_reused=runs_reused,
+        runs_refused=runs_refused,
+        runs_beyond_decision=sum(c.runs_beyond_decision for c in cases),
+        cost_usd=sum(c.cost_usd for c in cases),
+        input_tokens=sum(c.input_tokens for c in cases),
+        output_tokens=sum(c.output_tokens for c in cases),
+        branch_coverage=len(covered & all_branches) / len(all_branches) if all_branches else None,
+        duration_s=duration_s,
+        extra={"coverage": coverage, **extra},
+    )
 
 
 class SpecInfo(BaseModel):
