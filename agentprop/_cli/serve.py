@@ -16,8 +16,13 @@ from agentprop._version import __version__
 from agentprop.errors import InputError, InvalidArgument
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from agentprop._agents.project import Project
     from agentprop._decide.oracle import CheckResult
+    from agentprop._pipeline.serve import CaseServer, RunServer
+    from agentprop._scenario.build import Scenario
+    from agentprop._scenario.trace import Trace
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,7 +85,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     if sdk is not None:
         raise InputError(sdk.problem, fix=sdk.fix)
     try:
-        from agentprop._pipeline.serve import CaseServer, default_record_path, log_trial, served_settings, url_with_token
+        from agentprop._pipeline.serve import default_record_path, log_trial
     except ImportError as exc:
         raise InputError(
             f"agentprop serve could not import the installed MCP SDK: {exc}", fix="reinstall it: pip install --force-reinstall 'agentprop[mcp]'"
@@ -102,20 +107,8 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     except InvalidArgument as exc:
         raise InputError(str(exc), fix="give a case id from `agentprop cases SPEC` (a unique part of one is enough)") from None
     record = None if (args.record or "").lower() == "none" else Path(args.record) if args.record else default_record_path(project, scenario)
-    if args.fresh and record is not None:
-        _forget(record)
     log = sys.stderr if not args.http else out
-    chosen = served_settings(project, scenario, mode=args.mode, tau=args.tau, runs=args.runs)
-    case = CaseServer(
-        project,
-        scenario,
-        settings=chosen.settings,
-        record=record,
-        turn_timeout_s=args.turn_timeout,
-        seed=args.seed,
-        on_trial=log_trial(log),
-        rule=chosen.rule,
-    )
+    case = _case_server(project, scenario, args, record, log_trial(log))
     case.on_note = lambda note: print(note, file=log, flush=True)
     if args.report:
         result = case.result()
@@ -135,17 +128,14 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             print("the session ended before its client read a message or called a tool: not a trial, nothing recorded", file=log, flush=True)
         _write_json(args.json, project.spec.spec_id, [case.result()])
         return EXIT_OK if case.result().verdict == "PASS" else EXIT_FAIL
-    sock = _listen(args.port)
-    url = url_with_token(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", case.token)  # no token, no session
-    print(
-        f"agentprop {__version__}: serving {project.spec.spec_id} case {scenario.id} at {url}; each session is one trial; {where}{earlier}",
-        file=log,
-        flush=True,
+    _serve_http(
+        case,
+        args,
+        log,
+        lambda url: (
+            f"agentprop {__version__}: serving {project.spec.spec_id} case {scenario.id} at {url}; each session is one trial; {where}{earlier}"
+        ),
     )
-    try:
-        asyncio.run(case.serve_http(sock, until_decided=args.until_decided))
-    except KeyboardInterrupt:
-        pass
     result = case.result()
     print(result.summary() if result.runs else f"{scenario.id}: no trial finished", file=log)
     _write_json(args.json, project.spec.spec_id, [result])
@@ -154,7 +144,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
 
 def _serve_run(project: Project, args: argparse.Namespace, out: TextIO) -> int:
     """A whole run over one HTTP server: every MFT case (or those a --case names)."""
-    from agentprop._pipeline.serve import CaseServer, RunServer, default_record_path, log_trial, served_settings, url_with_token
+    from agentprop._pipeline.serve import RunServer, default_record_path, log_trial
 
     scenarios = selected_scenarios(project, args.case or [])  # as `agentprop run --case` selects
     if not args.http and not args.report:
@@ -173,41 +163,59 @@ def _serve_run(project: Project, args: argparse.Namespace, out: TextIO) -> int:
             if (args.record or "").lower() == "none"
             else (root / default_record_path(project, scenario).name if root else default_record_path(project, scenario))
         )
-        if args.fresh and record is not None:
-            _forget(record)
-        chosen = served_settings(project, scenario, mode=args.mode, tau=args.tau, runs=args.runs)
-        cases.append(
-            CaseServer(
-                project,
-                scenario,
-                settings=chosen.settings,
-                record=record,
-                turn_timeout_s=args.turn_timeout,
-                seed=args.seed,
-                on_trial=log_trial(log, case=True),
-                rule=chosen.rule,
-            )
-        )
+        cases.append(_case_server(project, scenario, args, record, log_trial(log, case=True)))
     run = RunServer(cases, on_note=lambda note: print(note, file=log, flush=True))
     if not args.report:
-        sock = _listen(args.port)
-        url = url_with_token(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", run.token)
         earlier = sum(len(c.traces) for c in cases)
-        print(
-            f"agentprop {__version__}: serving {project.spec.spec_id}, a run of {len(cases)} case(s), at {url}; each session is one "
-            f"trial of the first case still undecided; "
-            + (f"{earlier} earlier trial(s) recorded count (--fresh starts over)" if earlier else "no earlier trials"),
-            file=log,
-            flush=True,
+        _serve_http(
+            run,
+            args,
+            log,
+            lambda url: (
+                f"agentprop {__version__}: serving {project.spec.spec_id}, a run of {len(cases)} case(s), at {url}; each session is "
+                "one trial of the first case still undecided; "
+                + (f"{earlier} earlier trial(s) recorded count (--fresh starts over)" if earlier else "no earlier trials")
+            ),
         )
-        try:
-            asyncio.run(run.serve_http(sock, until_decided=args.until_decided))
-        except KeyboardInterrupt:
-            pass
     results = run.results()
     print(run.summary(), file=out)
     _write_json(args.json, project.spec.spec_id, results)
     return EXIT_OK if all(r.verdict == "PASS" for r in results) else EXIT_FAIL
+
+
+def _case_server(
+    project: Project, scenario: Scenario, args: argparse.Namespace, record: Path | None, on_trial: Callable[[Trace, CheckResult], None]
+) -> CaseServer:
+    """One case's server as the arguments set it (--fresh forgets its record first), in either mode."""
+    from agentprop._pipeline.serve import CaseServer, served_settings
+
+    if args.fresh and record is not None:
+        _forget(record)
+    chosen = served_settings(project, scenario, mode=args.mode, tau=args.tau, runs=args.runs)
+    return CaseServer(
+        project,
+        scenario,
+        settings=chosen.settings,
+        record=record,
+        turn_timeout_s=args.turn_timeout,
+        seed=args.seed,
+        on_trial=on_trial,
+        rule=chosen.rule,
+    )
+
+
+def _serve_http(server: CaseServer | RunServer, args: argparse.Namespace, log: TextIO, banner: Callable[[str], str]) -> None:
+    """Listen on --port, print ``banner(url)`` and serve until stopped (or decided, with
+    --until-decided). The URL carries the server's token: no token, no session."""
+    from agentprop._pipeline.serve import url_with_token
+
+    sock = _listen(args.port)
+    url = url_with_token(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", server.token)
+    print(banner(url), file=log, flush=True)
+    try:
+        asyncio.run(server.serve_http(sock, until_decided=args.until_decided))
+    except KeyboardInterrupt:
+        pass
 
 
 def _write_json(path: str | None, spec_id: str, results: list[CheckResult]) -> None:
