@@ -19,7 +19,7 @@ from agentprop._pipeline.merge import MergedCase, merge_shards, merged_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
-RUN = ["run", str(SUPPORTOPS), "--case", "N7", "--kinds", "mft,boundary,dir,inv", "--fault", "skip_auth=0.3"]
+RUN = ["run", str(SUPPORTOPS), "--case", "N7", "--fault", "skip_auth=0.3", "--explore", "4"]  # default kinds
 RUN += ["--corpus", "none", "--seed", "3", "--shrink-budget", "12"]
 
 
@@ -75,8 +75,13 @@ def test_the_merged_report_is_the_unsharded_report(runs: Path, tmp_path: Path) -
     merged, whole = json.loads((tmp_path / "m.json").read_text()), json.loads((runs / "all.json").read_text())
     assert _normalised(merged) == _normalised(whole)
     # what the comparison covered: every kind, failing DIR pairs, a shrunk bug, claims, coverage
-    assert {c["kind"] for c in merged["cases"]} == {"MFT", "BOUNDARY", "DIR", "INV"}
+    assert {c["kind"] for c in merged["cases"]} == {"MFT", "EXPLORE", "BOUNDARY", "DIR", "INV"}
     assert any(c["kind"] == "DIR" and c["verdict"] == "FAIL" for c in merged["cases"])
+    # explored paths on every shard, and first-round inputs that failed on one of them: had a
+    # path's second round learned from other paths' failures, the shards' inputs would differ
+    explored = {i: [c for c in json.loads((runs / f"s{i}.json").read_text())["cases"] if c["kind"] == "EXPLORE"] for i in (1, 2, 3)}
+    assert all(explored.values()) and any(c["verdict"] == "FAIL" and c["id"].endswith(" ~0") for cs in explored.values() for c in cs)
+    assert not any("EXPLORE" in p for p in merged["problems"])
     assert merged["bugs"] and all(b["shrink_runs"] > 0 for b in merged["bugs"]) and any(c["shrunk"] for c in merged["cases"])
     assert merged["claims"] and merged["metrics"]["extra"]["coverage"]["branches"]["covered"] and merged["tree"]
     account = merged["metrics"]["extra"]["merge"]

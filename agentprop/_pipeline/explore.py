@@ -1,9 +1,11 @@
 """EXPLORE cases: every path written many ways, drawn from the space its bindings and packs define.
 
 Each path gets ``per_path`` drawn :class:`Choices`, each decided like an MFT case (same
-expectations, same oracle). The second half of the draws weights up the families seen in
-failing or imperfect inputs. Draws are seeded by ``(seed, path)``: the same seed explores the
-same inputs.
+expectations, same oracle). The second half of a path's draws weights up the families seen in
+its own failing or imperfect first-half inputs. Draws are seeded by ``(seed, path)`` and learn
+from that path only, so a path's inputs depend on the seed and the path alone: the same seed
+explores the same inputs, adding a path changes no other path's, and a shard holding a path
+draws what the unsharded run draws.
 """
 
 from __future__ import annotations
@@ -54,9 +56,9 @@ class ExploredInput:
 
 @dataclass
 class LearnedWeights:
-    """The second round's weights, learned by the first pass that explored (``None``: none yet)."""
+    """Each path's second-round weights, learned by the first pass that explored (``None``: none yet)."""
 
-    weights: dict[str, float] | None = None
+    weights: dict[str, dict[str, float]] | None = None
 
 
 def explored_id(scenario: Scenario, k: int) -> str:
@@ -162,8 +164,8 @@ async def explore_cases(
     learned: LearnedWeights | None = None,
     writer: InputWriter | None = None,
 ) -> tuple[list[CaseReport], list[ExploredInput]]:
-    """Decide ``per_path`` explored inputs of every scenario (two rounds, the second weighted by
-    what the first found), each turn in the phrase pack of the language it is written in. Each input is decided with ``settings_for(its base scenario)`` (default:
+    """Decide ``per_path`` explored inputs of every scenario (two rounds, a path's second weighted
+    by what its first found), each turn in the phrase pack of the language it is written in. Each input is decided with ``settings_for(its base scenario)`` (default:
     ``oracle``), so an input of a safety path is held to the safety rule as the path's MFT is.
     Returns the case reports and the inputs (for shrinking: each input's base scenario and
     choices). ``input_seed`` (default ``seed``) draws the inputs; ``seed`` names the trials,
@@ -211,11 +213,11 @@ async def explore_cases(
     async def replay(e: ExploredInput, who: LoadedAgent) -> CaseReport:
         return (await decide(e, who=who, record=False))[0]
 
-    async def round_(count: int, weights: dict[str, float]) -> list[tuple[Choices, CheckResult]]:
+    async def round_(count: int, weights: dict[str, dict[str, float]]) -> dict[str, list[tuple[Choices, CheckResult]]]:
         batch: list[ExploredInput] = []
         for s in scenarios:
             for _ in range(count):
-                drawn = _draw_distinct(spaces[s.id], rngs[s.id], weights, seen[s.id], decks[s.id])
+                drawn = _draw_distinct(spaces[s.id], rngs[s.id], weights.get(s.id, {}), seen[s.id], decks[s.id])
                 if drawn is None:
                     break
                 choices, rendered = drawn
@@ -229,16 +231,19 @@ async def explore_cases(
             inputs.append(e)
             if replays is not None:
                 replays[e.case_id] = functools.partial(replay, e)
-        return [(e.choices, result) for e, (_, result) in zip(batch, decided)]
+        outcomes: dict[str, list[tuple[Choices, CheckResult]]] = {}
+        for e, (_, result) in zip(batch, decided):
+            outcomes.setdefault(e.base.id, []).append((e.choices, result))
+        return outcomes
 
     first = (per_path + 1) // 2
     outcomes = await round_(first, {})
     if learned is not None and learned.weights is not None:
-        weights = dict(learned.weights)
-    else:
-        weights = learn({}, outcomes)
+        weights = {path: dict(w) for path, w in learned.weights.items()}
+    else:  # each path learns from its own first round only (see the module's docstring)
+        weights = {path: learn({}, found) for path, found in outcomes.items()}
         if learned is not None:
-            learned.weights = dict(weights)
+            learned.weights = {path: dict(w) for path, w in weights.items()}
     if per_path - first > 0:
         await round_(per_path - first, weights)
     return [reports[e.case_id] for e in inputs], inputs

@@ -295,12 +295,6 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
     per_case = first.profile is None or any(c.level == "case" for s in shards for c in s.report.claims)
     claims = policy_claims(project, cases, checks, per_case=per_case)
     not_recomputed: list[str] = []
-    if any(c.kind == "EXPLORE" for c in cases):
-        problems.append(
-            "merged shards: a path's second round of EXPLORE inputs is drawn with weights learned from the first round's "
-            "failures on its own shard, not on every path of the run: those inputs can differ from the unsharded run's "
-            "(every other case, and every decision, is what the shards ran)"
-        )
     short = _would_top_up(project, cases, checks) if skipped else []
     if short:  # (when no policy needed it, the claims are the unsharded run's)
         not_recomputed.append(f"the pooled top-up of {', '.join(short)}")
