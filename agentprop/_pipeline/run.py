@@ -285,14 +285,8 @@ async def arun_cases(
     memo = memo if memo is not None else TrialMemo()
     if project.turn_timeout_s != settings.turn_timeout_s:
         project = dataclasses.replace(project, turn_timeout_s=settings.turn_timeout_s)
-    if not limited(budget) or explicit_settings(settings) is not None:
-        with record_scope(stage=settings.stage), passing_quota():
-            return await _arun_cases(
-                project, agent, scenarios, settings, problems=problems, progress_stream=progress_stream, memo=memo, budget=budget, corpus=corpus
-            )
-    assert budget is not None
-    at_start, started = budget.snapshot(), time.perf_counter()
-    learned = LearnedWeights()  # every pass explores the inputs the first one drew
+    in_passes = limited(budget) and explicit_settings(settings) is None
+    learned = LearnedWeights() if in_passes else None  # every pass explores the inputs the first one drew
 
     async def decide_all(these: RunSettings, scope: str) -> RunReport:
         with record_scope(stage=scope), passing_quota():
@@ -308,6 +302,11 @@ async def arun_cases(
                 corpus=corpus,
                 learned=learned,
             )
+
+    if not in_passes:
+        return await decide_all(settings, settings.stage)
+    assert budget is not None
+    at_start, started = budget.snapshot(), time.perf_counter()
 
     async def look(stage: str, depth: int = 0) -> RunReport:
         return await decide_all(dataclasses.replace(settings, stage=stage, depth=depth), stage if stage != "deepen" else f"deepen {depth}")
