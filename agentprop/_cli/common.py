@@ -358,14 +358,19 @@ def check_report_outputs(args: argparse.Namespace) -> None:
     args.resolved_outputs = resolved
 
 
-def write_output(args: argparse.Namespace, name: str, text: str | Callable[[], Iterable[str]], what: str, out: TextIO) -> bool:
-    """Write ``text`` (or the pieces ``text()`` yields, e.g. :meth:`RunReport.json_chunks`) to the
-    ``--NAME`` path (made absolute by :func:`check_report_outputs`).
+def write_output(args: argparse.Namespace, name: str, text: str | Callable[[], str | Iterable[str]], what: str, out: TextIO) -> bool:
+    """Write ``text`` (or what ``text()`` returns: the text, or its pieces, e.g.
+    :meth:`RunReport.json_chunks`) to the ``--NAME`` path (made absolute by
+    :func:`check_report_outputs`).
     On a failure (a full or read-only disk) the text goes to a file in the temporary directory
     instead and the message says where; ``False`` then, so the command can exit 2."""
     typed = str(getattr(args, f"{name}_path"))
     path = getattr(args, "resolved_outputs", {}).get(name) or Path(typed).absolute()
-    pieces: Callable[[], Iterable[str]] = (lambda: (text,)) if isinstance(text, str) else text
+
+    def pieces() -> Iterable[str]:
+        made = text() if callable(text) else text
+        return (made,) if isinstance(made, str) else made
+
     try:
         with open(path, "w", encoding="utf-8") as handle:
             handle.writelines(pieces())
@@ -383,14 +388,27 @@ def write_output(args: argparse.Namespace, name: str, text: str | Callable[[], I
     return False
 
 
-def write_report_outputs(report: RunReport | SnapshotCheckReport, args: argparse.Namespace, out: TextIO) -> list[str]:
+def write_report_outputs(
+    report: RunReport | SnapshotCheckReport,
+    args: argparse.Namespace,
+    out: TextIO,
+    *,
+    json: Callable[[], str | Iterable[str]] | None = None,
+    noun: str = "report",
+) -> list[str]:
     """Render and write the outputs asked for (``--html``, ``--junit``, ``--markdown``; ``-``
-    is standard output); returns the paths written."""
+    is standard output), after ``json`` to ``--json`` when it is given (said as "NOUN written
+    to PATH"); returns the paths written (but the JSON's)."""
     from agentprop._pipeline.report import render_html, render_junit, render_markdown
     from agentprop._pipeline.report.model import SnapshotCheckReport
 
     written: list[str] = []
     failed = False
+    if json is not None and getattr(args, "json_path", None):
+        if write_output(args, "json", json, "JSON report", out):
+            print(f"{noun} written to {args.json_path}", file=out)
+        else:
+            failed = True
     for name, render, what in (
         ("html", render_html, "HTML report"),
         ("junit", render_junit, "JUnit XML"),

@@ -50,12 +50,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     print(render_table(report), file=out)
     for problem in report.problems:
         print(f"note: {problem}", file=out)
-    if args.json_path:
-        if write_output(args, "json", report.json_chunks, "JSON report", out):
-            print(f"report written to {args.json_path}", file=out)
-        else:
-            args.output_failed = True
-    write_report_outputs(report, args, out)
+    write_report_outputs(report, args, out, json=report.json_chunks)
     if getattr(args, "output_failed", False) or print_infrastructure(report, out):
         return EXIT_USAGE
     if report.metrics.passed + report.metrics.not_applicable != report.metrics.cases:

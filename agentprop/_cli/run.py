@@ -30,7 +30,6 @@ from agentprop._cli.common import (
     require_decisions,
     resolve_settings,
     selected_scenarios,
-    write_output,
     write_report_outputs,
 )
 from agentprop._cli.options import (
@@ -390,12 +389,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         from agentprop._pipeline.merge_report import write_shard_report
 
         write_shard_report(recorder.directory, report)  # what `agentprop merge` needs beyond the trials
-    if args.json_path:
-        if write_output(args, "json", report.json_chunks, "JSON report", out):
-            print(f"report written to {args.json_path}", file=out)
-        else:
-            args.output_failed = True
-    write_report_outputs(report, args, out)
+    write_report_outputs(report, args, out, json=report.json_chunks)
     if recorder is not None:
         print(f"trial records written to {recorder.directory / RECORDS_FILE} ({recorder.lines} lines)", file=out)
     if interrupted:

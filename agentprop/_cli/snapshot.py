@@ -15,7 +15,6 @@ from agentprop._cli.common import (
     cli_budget,
     load_cli_agent,
     selected_scenarios,
-    write_output,
     write_report_outputs,
 )
 from agentprop._cli.options import SPEC_HELP, agent_parent, budget_parent, model_parent, report_outputs_parent, selection_parent
@@ -279,12 +278,7 @@ def _snapshot_check(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
     checked = SnapshotCheckReport(spec_id=project.spec.spec_id, agent=agent.ref, runs=args.runs, alpha=args.alpha, results=list(results))
-    if args.json_path:
-        if write_output(args, "json", checked.to_json(), "JSON report", out):
-            print(f"results written to {args.json_path}", file=out)
-        else:
-            args.output_failed = True
-    write_report_outputs(checked, args, out)
+    write_report_outputs(checked, args, out, json=checked.to_json, noun="results")
     if getattr(args, "output_failed", False):
         return EXIT_USAGE  # the results are kept where the message says; the exit code shows the loss
     if any(r.infrastructure_error for r in results):

@@ -25,7 +25,6 @@ from agentprop._cli.common import (
     require_decisions,
     resolve_settings,
     selected_scenarios,
-    write_output,
     write_report_outputs,
 )
 from agentprop._cli.options import (
@@ -247,12 +246,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         for line in regression.summary().splitlines()[1:]:
             print(line, file=out)
     print(metrics.summary(), file=out)
-    if args.json_path:
-        if write_output(args, "json", report.to_json(), "JSON report", out):
-            print(f"report written to {args.json_path}", file=out)
-        else:
-            args.output_failed = True
-    write_report_outputs(report, args, out)
+    write_report_outputs(report, args, out, json=report.to_json)
     if getattr(args, "output_failed", False):
         return EXIT_USAGE  # the results are kept where the message says; the exit code shows the loss
     if model_agent is not None and model_agent.missing_key_error is not None:
