@@ -18,6 +18,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -572,7 +573,19 @@ def _identifier(text: str) -> str:
     return out[:60] or "case"
 
 
-def entry_from_shrink(report: ShrinkReport, *, spec_id: str, spec_path: str | None, agent: LoadedAgent, prop: str = "mft") -> CorpusEntry:
+@dataclass(frozen=True)
+class AgentIdentity:
+    """What names the agent an entry was found with, for one that is no :class:`LoadedAgent`
+    (a plain function's run)."""
+
+    ref: str
+    fingerprint: str
+    faults: Mapping[str, float] = field(default_factory=dict)
+
+
+def entry_from_shrink(
+    report: ShrinkReport, *, spec_id: str, spec_path: str | None, agent: LoadedAgent | AgentIdentity, prop: str = "mft"
+) -> CorpusEntry:
     """A corpus entry for a shrink result (the reproducer scenario, as values)."""
     return CorpusEntry(
         id=entry_id(spec_id, agent.ref, report.signature, report.scenario, agent.faults),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentprop._decide.corpus import CorpusEntry, clause_of, entry_id, now
+from agentprop._decide.corpus import AgentIdentity, CorpusEntry, entry_from_shrink
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult
 from agentprop._decide.plain import (
@@ -158,21 +158,5 @@ def shrink_plain(
 
 def entry_for(context: PlainContext, report: ShrinkReport) -> CorpusEntry:
     """The corpus entry of a shrunk spec-free failure (replayed by the next check of its case)."""
-    ref = agent_ref(context.run)
-    return CorpusEntry(
-        id=entry_id(PLAIN_SPEC_ID, ref, report.signature, report.scenario),
-        spec_id=PLAIN_SPEC_ID,
-        scenario_id=report.scenario,
-        signature=report.signature,
-        clause=clause_of(report.signature),
-        agent_ref=ref,
-        agent_fingerprint=plain_fingerprint(context.run),
-        prop="plain",
-        scenario=report.reproducer,
-        original_messages=report.original_messages,
-        original_rate=report.original_rate.rate,
-        reproducer_rate=report.reproducer_rate.rate if report.reproducer_rate and report.reproducer_rate.runs else None,
-        confirmed=report.confirmed,
-        created=now(),
-        last_seen=now(),
-    )
+    agent = AgentIdentity(ref=agent_ref(context.run), fingerprint=plain_fingerprint(context.run))
+    return entry_from_shrink(report, spec_id=PLAIN_SPEC_ID, spec_path=None, agent=agent, prop="plain")
