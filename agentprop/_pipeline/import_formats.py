@@ -8,7 +8,7 @@ conversion and no judging of its own.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,21 @@ __all__ = [
     "phoenix_conversations",
     "responses_messages",
 ]
+
+
+def json_lines(lines: Iterable[str], path: Path, *, expected: str, fix: str) -> Iterator[tuple[int, Any]]:
+    """The JSON value of each line that is not blank, with its number (from 1); a line that is
+    not JSON raises :class:`InputError` naming it, ``expected`` and ``fix``."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"line {number} is not JSON ({exc.msg})", location=SourceLocation(path, number, exc.colno), expected=expected, fix=fix
+            ) from None
+        yield number, value
 
 
 def json_items(path: Path, *, shape: str, fix: str) -> Iterator[tuple[int, Any]]:
@@ -39,18 +54,7 @@ def json_items(path: Path, *, shape: str, fix: str) -> Iterator[tuple[int, Any]]
         if isinstance(whole, list):
             yield from ((1, item) for item in whole)
             return
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"line {number} is not JSON ({exc.msg})",
-                location=SourceLocation(path, number, exc.colno),
-                expected=shape,
-                fix=fix,
-            ) from None
+    for number, value in json_lines(text.splitlines(), path, expected=shape, fix=fix):
         listed = next((value[k] for k in ("data", "runs", "spans") if isinstance(value, dict) and isinstance(value.get(k), list)), None)
         if listed is not None:
             yield from ((number, item) for item in listed)

@@ -21,7 +21,14 @@ from agentprop._agents.project import Project
 from agentprop._judge.contracts import decision_in_enum, max_tool_calls, response_valid, within_scope
 from agentprop._judge.properties import mft_verdicts
 from agentprop._judge.verdict import Verdict
-from agentprop._pipeline.import_formats import event_messages, json_items, langsmith_conversations, phoenix_conversations, responses_messages
+from agentprop._pipeline.import_formats import (
+    event_messages,
+    json_items,
+    json_lines,
+    langsmith_conversations,
+    phoenix_conversations,
+    responses_messages,
+)
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import ToolCall, Trace, Turn
 from agentprop.errors import InputError, SourceLocation
@@ -137,18 +144,8 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, ChatRecord | MessagesR
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}", fix="give the path of a JSONL log") from None
     with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"line {number} is not JSON ({exc.msg})",
-                    location=SourceLocation(path, number, exc.colno),
-                    expected=f"one JSON object a line: {shape}",
-                    fix="write each logged call on one line; drop truncated lines",
-                ) from None
+        lines = json_lines(handle, path, expected=f"one JSON object a line: {shape}", fix="write each logged call on one line; drop truncated lines")
+        for number, data in lines:
             try:
                 yield number, model.model_validate(data)
             except ValidationError as exc:
@@ -346,19 +343,14 @@ def _otel_documents(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
         documents = [(1, json.loads(text))]
     except json.JSONDecodeError:
-        documents = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                documents.append((number, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"line {number} is not JSON ({exc.msg})",
-                    location=SourceLocation(path, number, exc.colno),
-                    expected=f"OTLP JSON: {OTLP_SHAPE}, the whole file or one export a line",
-                    fix="export the spans with the OTLP JSON file exporter; drop truncated lines",
-                ) from None
+        documents = list(
+            json_lines(
+                text.splitlines(),
+                path,
+                expected=f"OTLP JSON: {OTLP_SHAPE}, the whole file or one export a line",
+                fix="export the spans with the OTLP JSON file exporter; drop truncated lines",
+            )
+        )
     for number, document in documents:
         if not isinstance(document, dict) or not (isinstance(document.get("resourceSpans"), list) or isinstance(document.get("resourceLogs"), list)):
             raise InputError(
