@@ -9,7 +9,7 @@ later test failing with the same bug is not shrunk again, its report points at t
 from __future__ import annotations
 
 from agentprop._decide.check import ViolationContext
-from agentprop._decide.corpus import entry_from_shrink
+from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink
 from agentprop._decide.oracle import CheckResult
 from agentprop._decide.plain import PlainContext, plain_corpus
 from agentprop._decide.plain_shrink import entry_for, shrink_plain
@@ -62,14 +62,7 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
         entry = entry_from_shrink(
             report, spec_id=context.project.spec.spec_id, spec_path=str(context.project.spec_path.parent), agent=context.agent, prop=prop_id
         )
-        stored, new = corpus.for_project(context.project).record(entry)
-        bug.corpus_entry = stored.id
-        text += (
-            f"\n  saved as corpus entry {stored.id} (agentprop corpus show {stored.id} --pytest)"
-            + ("" if report.confirmed else "; unconfirmed: its reproducer did not fail again in fresh runs")
-            if new
-            else f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times"
-        )
+        text += _save(corpus.for_project(context.project), entry, bug, show=" --pytest")
     with session.lock:
         session.bugs.setdefault(key, bug)
     return text
@@ -83,16 +76,20 @@ def _shrink_plain(context: PlainContext, result: CheckResult, key: str, *, sessi
     bug = SessionBug(key, test, report, tests=[test])
     corpus = plain_corpus(session.corpus)
     if corpus is not None and report.reproducer_rate is not None:
-        stored, new = corpus.record(entry_for(context, report))
-        bug.corpus_entry = stored.id
-        text += (
-            f"\n  saved as corpus entry {stored.id} (agentprop corpus show {stored.id})"
-            + ("" if report.confirmed else "; unconfirmed: its reproducer did not fail again in fresh runs")
-            if new
-            else f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times"
-        )
+        text += _save(corpus, entry_for(context, report), bug)
     elif corpus is None:
         text += "\n  not saved: no corpus (--agentprop-corpus DIR keeps it, and replays it first on the next run)"
     with session.lock:
         session.bugs.setdefault(key, bug)
     return text
+
+
+def _save(corpus: Corpus, entry: CorpusEntry, bug: SessionBug, *, show: str = "") -> str:
+    """Record ``entry`` (``bug``'s reproducer) in ``corpus``; returns the line that says so for
+    the report (``show``: the options of the ``agentprop corpus show`` it suggests)."""
+    stored, new = corpus.record(entry)
+    bug.corpus_entry = stored.id
+    if not new:
+        return f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times"
+    unconfirmed = "" if entry.confirmed else "; unconfirmed: its reproducer did not fail again in fresh runs"
+    return f"\n  saved as corpus entry {stored.id} (agentprop corpus show {stored.id}{show}){unconfirmed}"
