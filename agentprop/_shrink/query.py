@@ -498,6 +498,53 @@ class QueryEngine:
         )
         return verdict
 
+    def check_own(self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]) -> QueryVerdict:
+        """Decide ``mask`` on runs of its own, never on inference from other candidates: with a
+        specific signature it needs :meth:`runs_needed` clean runs of its own; with background
+        noise a candidate never run gets its own SPRT."""
+        if self.background_rate > 0.0:
+            entry = self.entry(mask)
+            if entry.runs:
+                verdict = entry.verdict or QueryVerdict.UNDECIDED
+                self._record(phase, depth, removed, mask, 0, 0, 0, verdict, "memo")
+                return verdict
+            entry.verdict = None
+            return self._ask_sprt(mask, phase=phase, depth=depth, removed=removed)
+        return self.run_own(mask, need=self.runs_needed(), phase=phase, depth=depth, removed=removed)
+
+    def run_own(self, mask: int, *, need: int, phase: str, depth: int | None, removed: tuple[str, ...]) -> QueryVerdict:
+        """Run ``mask`` itself until it has ``need`` clean runs of its own or fails with the
+        signature, whatever the ledger inferred about it. A failure makes it a reproducer (and
+        only it: the clean runs of larger candidates stay what they were); ``UNDECIDED`` when
+        the budget ran out first."""
+        entry = self.entry(mask)
+        runs0, failures0, other0 = entry.runs, entry.failures, entry.other
+        while entry.failures == failures0 and entry.runs - entry.failures < need:
+            if self._run_once(mask) is None:
+                break
+        if entry.failures > failures0:
+            entry.verdict = verdict = QueryVerdict.REPRODUCES
+        elif entry.runs - entry.failures >= need:
+            entry.verdict = verdict = QueryVerdict.DOES_NOT_REPRODUCE
+        else:
+            verdict = QueryVerdict.UNDECIDED
+        spent = entry.runs - runs0
+        if spent or verdict is not QueryVerdict.DOES_NOT_REPRODUCE:
+            self._record(
+                phase,
+                depth,
+                removed,
+                mask,
+                spent,
+                entry.failures - failures0,
+                entry.other - other0,
+                verdict,
+                "ran" if spent else "memo",
+                clean_evidence=entry.runs - entry.failures,
+                runs_needed=need,
+            )
+        return verdict
+
     def sprt_plan(self) -> tuple[float, float, float, float, int]:
         """``(llr_fail, llr_pass, upper, lower, truncation)`` of the per-query SPRT."""
         eps = self.background_rate
