@@ -520,7 +520,6 @@ def test_a_result_with_nothing_left_to_remove_is_minimal_without_a_confidence_fi
     assert result.minimality() == "1-minimal: nothing removable is left"
 
 
-
 class MaskingOracle:
     """A non-monotone failure, like a paraphrase unit that removes the "!" which triggers the
     bug: it fails (at rate ``p``) iff A is kept and either M is gone or B is kept, so the
