@@ -662,6 +662,15 @@ def scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenari
 def _scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[PathProblem]]:
     out: list[Scenario] = []
     failed: dict[str, list[PathProblem]] = {}
+
+    def attempt(path: TreePath) -> Scenario | None:
+        """The scenario of ``path``, or ``None`` with why it cannot be realised kept in ``failed``."""
+        try:
+            return build_scenario(spec, bindings, path)
+        except Unsatisfiable as exc:
+            failed.setdefault(path.id, []).append(_problem(path, exc))
+            return None
+
     done: set[str] = set()
     built: list[tuple[Scenario, TreePath]] = []
     pending: list[TreePath] = []
@@ -670,10 +679,7 @@ def _scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenar
         if key in done:
             pending.append(path)
             continue
-        try:
-            scenario = build_scenario(spec, bindings, path)
-        except Unsatisfiable as exc:
-            failed.setdefault(key, []).append(_problem(path, exc))
+        if (scenario := attempt(path)) is None:
             continue
         done.add(key)
         out.append(scenario)
@@ -683,10 +689,7 @@ def _scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenar
         new = [f"{s.node}#{s.branch}" for s in path.steps if f"{s.node}#{s.branch}" not in covered]
         if not new:
             continue
-        try:
-            scenario = build_scenario(spec, bindings, path)
-        except Unsatisfiable as exc:
-            failed.setdefault(path.id, []).append(_problem(path, exc))
+        if (scenario := attempt(path)) is None:
             continue
         scenario.id = f"{path.id}/{new[0]}"
         covered |= set(scenario.branches)
@@ -698,10 +701,7 @@ def _scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenar
         exit_key = _loop_exit(path)
         if exit_key in exits:
             continue
-        try:
-            scenario = build_scenario(spec, bindings, path)
-        except Unsatisfiable as exc:
-            failed.setdefault(path.id, []).append(_problem(path, exc))
+        if (scenario := attempt(path)) is None:
             continue
         exits.add(exit_key)
         scenario.id = f"{path.id}/{exit_key}"
