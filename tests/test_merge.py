@@ -86,7 +86,9 @@ def test_the_merged_report_is_the_unsharded_report(runs: Path, tmp_path: Path) -
     assert merged["claims"] and merged["metrics"]["extra"]["coverage"]["branches"]["covered"] and merged["tree"]
     account = merged["metrics"]["extra"]["merge"]
     assert [s["index"] for s in account["shards"]] == [1, 2, 3] and account["not_recomputed"] == []
-    assert account["cases_decided_again"] == sum(c["kind"] != "INV" for c in merged["cases"])  # INV's two-sample test is the shard's
+    # every case, an INV case's two-sample test included, is decided again from its records
+    compared = [c for c in merged["cases"] if c["kind"] == "INV" and c["decided_by"] == "two-sample test"]
+    assert compared and account["cases_decided_again"] == sum(c["kind"] != "INV" for c in merged["cases"]) + len(compared)
     assert merged["bugs"][0]["id"] in (tmp_path / "m.html").read_text()
     assert f"{merged['metrics']['cases']} cases" in out.getvalue()
 
@@ -179,6 +181,27 @@ def test_a_report_its_records_do_not_bear_out_is_refused(runs: Path, tmp_path: P
     (edited / REPORT_FILE).write_text(json.dumps(report))
     error = _merge_error([runs / "s1", runs / "s2", edited])
     assert f"shard 3/3: its report says {case['id']} is PASS" in error and "its trial records decide FAIL" in error
+
+
+@pytest.mark.slow  # shard processes (the module's fixture or its own)
+@pytest.mark.parametrize("edit", ["verdict", "p_value"])
+def test_an_inv_verdict_its_records_do_not_bear_out_is_refused(runs: Path, tmp_path: Path, edit: str) -> None:
+    # the two-sample comparison is made again from the sides' recorded runs, not taken from the report
+    shard = next(
+        i for i in (1, 2, 3) if any(c["kind"] == "INV" and c["verdict"] == "PASS" for c in json.loads((runs / f"s{i}.json").read_text())["cases"])
+    )
+    edited = tmp_path / f"s{shard}"
+    shutil.copytree(runs / f"s{shard}", edited)
+    report = json.loads((edited / REPORT_FILE).read_text())
+    case = next(c for c in report["cases"] if c["kind"] == "INV" and c["verdict"] == "PASS")
+    if edit == "verdict":
+        case["verdict"] = "FAIL"
+    else:
+        case["details"]["variants"][0]["p_value"] /= 2
+    (edited / REPORT_FILE).write_text(json.dumps(report))
+    error = _merge_error([edited if i == shard else runs / f"s{i}" for i in (1, 2, 3)])
+    said = "its records decide PASS" if edit == "verdict" else "p-values differ from the report's"
+    assert f"shard {shard}/3: its report says {case['id']} is {case['verdict']} (two-sample test)" in error and said in error
 
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)

@@ -44,7 +44,7 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     print(
         f"merged {run.info.count} shard(s) of one run (seed {run.info.seed}, settings {run.info.settings_digest}): "
         f"{len(report.cases)} cases, {info['cases_decided_again']} decided again from {run.trials} trial lines "
-        f"({info['cases_from_reports']} DIR/INV or undecided cases taken from the shards' reports)",
+        f"({info['cases_from_reports']} with no decision in their records to make again taken from the shards' reports)",
         file=out,
     )
     print(render_table(report), file=out)

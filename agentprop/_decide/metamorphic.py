@@ -122,6 +122,35 @@ class InvarianceResult(BaseModel):
         return "\n".join(lines)
 
 
+def _behaviour(trace: Trace, failed: Any) -> str:
+    """What an INV run is compared by: its decisions, and its first failure's signature if any."""
+    return decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")
+
+
+def invariance_behaviour(project: Project, scenario: Scenario, trace: Trace) -> str:
+    """The behaviour an INV side counts for one run of ``scenario`` (as :func:`acheck_invariance` judges it)."""
+    case = compile_mft(project.spec, scenario, project.bindings.response_grounding(project.spec))
+    return _behaviour(trace, first_failure(case.verdicts(trace)))
+
+
+def compare_sides(original: Mapping[str, int], variants: Sequence[Mapping[str, int]], *, alpha: float, seed: int) -> list[tuple[float, bool]]:
+    """Each variant's p-value against the original (counts in the order first met) and whether it
+    differs beyond ``alpha``, Bonferroni-corrected over ``variants``: the comparison
+    :func:`acheck_invariance` makes, so a merge of sharded records can make it again."""
+    corrected = alpha / len(variants) if variants else alpha
+    out: list[tuple[float, bool]] = []
+    for k, counts in enumerate(variants):
+        p = side_p_value(original, counts, k=k, seed=seed)
+        out.append((p, p < corrected))
+    return out
+
+
+def side_p_value(original: Mapping[str, int], counts: Mapping[str, int], *, k: int, seed: int) -> float:
+    """The p-value of variant ``k`` (0-based) against the original: the exact two-sample test,
+    seeded by ``seed + k`` (its Monte Carlo fallback draws)."""
+    return categorical_two_sample_test(dict(original), dict(counts), seed=seed + k)
+
+
 async def _sample(
     project: Project,
     scenario: Scenario,
@@ -151,7 +180,7 @@ async def _sample(
 
     def judge(trace: Trace) -> TrialRecord:
         failed = first_failure(case.verdicts(trace))
-        behaviour = decision_signature(trace) + ("" if failed is None else f" !{failed.signature}")
+        behaviour = _behaviour(trace, failed)
         if examples is not None and behaviour not in counts and len(examples) < EXAMPLES_PER_SIDE:
             examples.append(
                 SampledRun(
@@ -258,7 +287,7 @@ async def acheck_invariance(
         sides.append(r)
         if r < n:
             continue
-        p = categorical_two_sample_test(dict(original), dict(counts), seed=seed + k)
+        p = side_p_value(original, counts, k=k, seed=seed)
         results.append(
             VariantResult(messages=list(v), decisions=dict(counts), p_value=p, mft_pass_rate=passes / r, differs=p < corrected, examples=examples)
         )

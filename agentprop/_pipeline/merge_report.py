@@ -3,8 +3,9 @@
 Each shard leaves its records (every trial), its own report and its decided inputs
 (:data:`~agentprop._decide.records.REPORT_FILE`, :data:`~agentprop._decide.records.CHECKS_FILE`).
 The merge takes each case's description, kept traces and shrunk reproducer from its shard's
-report, holds every decision the records hold to them (decided again from its trial lines: a
-report that disagrees with its records is refused), and works out again, over all the cases,
+report, holds every decision the records hold to them (decided again from its trial lines, an
+INV case's two-sample test from its sides' recorded traces: a report that disagrees with its
+records is refused), and works out again, over all the cases,
 what only the whole run can say: metrics, coverage and the decision tree, bug grouping and
 signatures, and policy claims. What no shard measured (a pooled top-up the shards skipped) is
 listed in ``problems`` and ``metrics.extra["merge"]["not_recomputed"]``, never filled in.
@@ -20,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from agentprop._decide.oracle import CheckResult
-from agentprop._decide.records import CHECKS_FILE, RECORDS_FILE, REPORT_FILE, ShardInfo, read_records
+from agentprop._decide.records import CHECKS_FILE, RECORDS_FILE, REPORT_FILE, TRACES_FILE, ShardInfo, read_records
 from agentprop._pipeline.merge import MergedCase, MergedRun, merge_shards
 from agentprop._pipeline.report.model import BugReport, CaseReport, RunReport, TraceSampling, case_metrics
 from agentprop._scenario.build import Scenario
+from agentprop._scenario.trace import Trace
 from agentprop.errors import InputError
 
 if TYPE_CHECKING:
@@ -152,6 +154,7 @@ def _merged_cases(shards: list[_Shard], run: MergedRun, project: Project) -> tup
     checks: dict[str, tuple[Scenario, CheckResult]] = {}
     where: dict[str, int] = {}
     again = 0
+    inv: dict[int, tuple[dict[str, dict[int, list[str | None]]], dict[str, Trace]]] = {}
     for shard in shards:
         for case in shard.report.cases:
             if case.id in where:
@@ -160,7 +163,12 @@ def _merged_cases(shards: list[_Shard], run: MergedRun, project: Project) -> tup
                     fix="merge the shards of one run, each run with its own fresh --records directory",
                 )
             where[case.id] = shard.info.index
-            record = None if case.kind == "INV" else _dir_decision(case.id, sides, decided) if case.kind == "DIR" else decided.get(case.id)
+            if case.kind == "INV":
+                if _check_inv(shard, case, project, run.info.seed, inv):
+                    again += 1
+                cases.append(case)
+                continue
+            record = _dir_decision(case.id, sides, decided) if case.kind == "DIR" else decided.get(case.id)
             if record is not None:
                 if not _same(case, record):
                     raise InputError(
@@ -186,6 +194,28 @@ def _merged_cases(shards: list[_Shard], run: MergedRun, project: Project) -> tup
     return cases, checks, again
 
 
+def _check_inv(
+    shard: _Shard, case: CaseReport, project: Project, seed: int, loaded: dict[int, tuple[dict[str, dict[int, list[str | None]]], dict[str, Trace]]]
+) -> bool:
+    """Hold an INV case's two-sample verdict to its shard's records (its sides' runs judged and
+    compared again); ``True`` when it was decided again, an error when the records disagree."""
+    if case.verdict not in ("PASS", "FAIL") or case.decided_by != "two-sample test":
+        return False
+    if shard.info.index not in loaded:
+        sides = _inv_sides(shard.directory, seed)
+        wanted = {ref for per in sides.values() for refs in per.values() for ref in refs if ref is not None}
+        loaded[shard.info.index] = (sides, _shard_traces(shard.directory, wanted))
+    sides, traces = loaded[shard.info.index]
+    problem = _inv_decision(case, sides.get(case.id, {}), traces, project, seed)
+    if problem is not None:
+        raise InputError(
+            f"shard {shard.info.index}/{shard.info.count}: its report says {case.id} is {case.verdict} (two-sample test) "
+            f"but its trial records do not bear it out: {problem}",
+            fix="the report or the records were edited, or written by two runs: run that shard again",
+        )
+    return True
+
+
 def _explore_order(project: Project, cases: list[CaseReport]) -> dict[str, int]:
     """The place of each EXPLORE case as the unsharded run draws them
     (:func:`agentprop._pipeline.explore.explore_cases`): the first round's inputs of every path in
@@ -199,6 +229,81 @@ def _explore_order(project: Project, cases: list[CaseReport]) -> dict[str, int]:
     first = (max((k for _, _, k in drawn), default=0) + 2) // 2  # the first round of --explore N draws (N + 1) // 2
     ranked = sorted(drawn, key=lambda d: (d[2] >= first, at.get(d[1], len(at)), d[2]))
     return {case_id: i for i, (case_id, _, _) in enumerate(ranked)}
+
+
+def _inv_sides(directory: Path, seed: int) -> dict[str, dict[int, list[str | None]]]:
+    """Per INV case of a shard's records, each side's trace ids in trial order, keyed by the
+    side's number (0 the original, k the k-th variant: its first trial is ``seed * 1_000_003 + k *
+    runs_per_side``, as :func:`agentprop._decide.metamorphic.acheck_invariance` numbers them)
+    (a later decision of a side, a budgeted run's later pass, replaces an earlier one)."""
+    starts: dict[int, tuple[str, int]] = {}
+    trials: dict[int, list[tuple[int, str | None]]] = {}
+    last: dict[tuple[str, int], int] = {}
+    for r in read_records(directory):
+        if r.type == "decision" and r.case.startswith("INV ") and r.kind in (None, "INV"):
+            starts[r.decision] = (r.case, r.first_trial)
+            trials[r.decision] = []
+            last[(r.case, r.first_trial)] = r.decision
+        elif r.type == "trial" and r.decision in trials:
+            trials[r.decision].append((r.trial, r.trace))
+    base = seed * 1_000_003
+    sides: dict[str, dict[int, list[str | None]]] = {}
+    for (case, first), decision in last.items():
+        sides.setdefault(case, {})[first - base] = [ref for _, ref in sorted(trials[decision], key=lambda t: t[0])]
+    return sides
+
+
+def _inv_decision(case: CaseReport, offsets: dict[int, list[str | None]], traces: dict[str, Trace], project: Project, seed: int) -> str | None:
+    """What ``case``'s records say of its two-sample comparison, when it differs from its report
+    (``None``: they agree, or the comparison was not made: NOT APPLICABLE or INCONCLUSIVE)."""
+    from agentprop._decide.metamorphic import compare_sides, invariance_behaviour
+    from agentprop._pipeline.kinds import SAFETY_CONTRACTS
+
+    variants = case.details.get("variants") or []
+    n = int(case.details.get("runs_per_side") or 0)
+    if case.verdict not in ("PASS", "FAIL") or case.decided_by != "two-sample test" or not variants or n <= 0:
+        return None
+    scenario = {s.id: s for s in project.scenarios()}.get(case.id.removeprefix("INV "))
+    if scenario is None:
+        return f"its scenario {case.id.removeprefix('INV ')} is not in the spec"
+    counts: list[dict[str, int]] = []
+    for k in range(len(variants) + 1):
+        refs = offsets.get(k * n, [])
+        if len(refs) != n or any(ref is None or ref not in traces for ref in refs):
+            return f"side {k} has {sum(ref in traces for ref in refs if ref is not None)} of its {n} runs' traces"
+        side: dict[str, int] = {}
+        for ref in refs:
+            assert ref is not None
+            behaviour = invariance_behaviour(project, scenario, traces[ref])
+            side[behaviour] = side.get(behaviour, 0) + 1
+        counts.append(side)
+    compared = compare_sides(counts[0], counts[1:], alpha=float(case.details["alpha"]), seed=seed)
+    shown = [(v["decisions"], v["p_value"], v["differs"]) for v in variants]
+    if counts[0] != case.details.get("original") or [(c, p, d) for c, (p, d) in zip(counts[1:], compared)] != shown:
+        return "its sides' behaviours or p-values differ from the report's"
+    leaked = any(f.signature.startswith(SAFETY_CONTRACTS) for f in case.failures)
+    verdict = "FAIL" if leaked or any(d for _, d in compared) else "PASS"
+    return None if verdict == case.verdict else f"its records decide {verdict}"
+
+
+def _shard_traces(directory: Path, wanted: set[str]) -> dict[str, Trace]:
+    """The traces ``wanted`` of a shard's traces file (what its INV sides ran)."""
+    found: dict[str, Trace] = {}
+    file = directory / TRACES_FILE
+    if not wanted or not file.is_file():
+        return found
+    with open(file, encoding="utf-8") as f:
+        for line in f:
+            head = line[:80]
+            if '"id":"' not in head:
+                continue
+            ref = head.split('"id":"', 1)[1].split('"', 1)[0]
+            if ref in wanted and ref not in found:
+                try:
+                    found[ref] = Trace.model_validate(json.loads(line)["trace"])
+                except (ValidationError, ValueError, KeyError):
+                    continue  # a torn last line: the side then lacks a trace and is named
+    return found
 
 
 def _natural_order(project: Project) -> dict[str, int]:
