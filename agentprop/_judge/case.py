@@ -34,7 +34,7 @@ from agentprop._judge.verdict import Verdict, _strings
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop._spec.grounding import TEXT_GROUNDINGS, ResponseGrounding, declared_fields, default_grounding, default_provenance
-from agentprop._spec.model import Spec, leaf_set, spec_memo
+from agentprop._spec.model import Spec, derived, leaf_set, spec_memo
 from agentprop._spec.prohibitions import Prohibition, prohibition
 from agentprop._spec.response import response_model
 
@@ -390,30 +390,24 @@ def spec_vocabulary(spec: Spec) -> set[str]:
 
 def _vocabulary(spec: Spec) -> frozenset[str]:
     """:func:`spec_vocabulary`, built once per spec (every scenario asks for it)."""
-    memo = spec_memo(spec)
-    found: frozenset[str] | None = memo.get("vocabulary")
-    if found is None:
-        names = (*spec.nodes_by_id, *spec.leaf_ids(), *spec.response_contract.decision_enum, *spec.tools_by_name, *(p.id for p in spec.policies))
-        found = memo["vocabulary"] = frozenset(names)
-    return found
+    return derived(
+        spec,
+        "vocabulary",
+        lambda: frozenset(
+            (*spec.nodes_by_id, *spec.leaf_ids(), *spec.response_contract.decision_enum, *spec.tools_by_name, *(p.id for p in spec.policies))
+        ),
+    )
 
 
 def _known_nodes(spec: Spec) -> frozenset[str]:
     """The spec's node ids and leaves, once per spec."""
-    memo = spec_memo(spec)
-    found: frozenset[str] | None = memo.get("known_nodes")
-    if found is None:
-        found = memo["known_nodes"] = frozenset(spec.nodes_by_id) | frozenset(spec.leaf_ids())
-    return found
+    return derived(spec, "known_nodes", lambda: frozenset(spec.nodes_by_id) | frozenset(spec.leaf_ids()))
 
 
 def spec_text(spec: Spec) -> list[str]:
     """The spec's own strings (policies, descriptions, conditions, guidance): an agent may
     repeat its words ("Last 4 digits of a payment method", ``user_confirmation == yes``)."""
-    memo = spec._memo.get("spec_text")
-    if memo is None:
-        memo = spec._memo["spec_text"] = tuple(dict.fromkeys(_strings(spec.model_dump())))
-    return list(memo)
+    return list(derived(spec, "spec_text", lambda: tuple(dict.fromkeys(_strings(spec.model_dump())))))
 
 
 def _grounding_clause(spec: Spec, field: str) -> str:

@@ -8,13 +8,16 @@ conditions are parsed into :mod:`agentprop._spec.when` clauses at load time.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from agentprop._spec.when import WhenClause, parse_when
+
+V = TypeVar("V")
 
 
 class _Open(BaseModel):
@@ -239,18 +242,16 @@ class Spec(_Open):
     def leaf_ids(self) -> list[str]:
         """Terminal nodes: defined nodes without branches plus referenced-but-undefined
         ``next`` targets (the specs use ``END_*`` names without defining them)."""
-        memo = spec_memo(self)
-        found: tuple[str, ...] | None = memo.get("leaf_ids")
-        if found is None:
-            # once per spec (the tree is not edited after loading, as for nodes_by_id): a
-            # scenario asks for it, and a spec of thousands of nodes made that quadratic
-            out = {n.node_id: None for n in self.decision_tree if n.is_terminal}
-            for n in self.decision_tree:
-                for b in n.branches:
-                    if b.next not in self.nodes_by_id:
-                        out.setdefault(b.next)
-            found = memo["leaf_ids"] = tuple(out)
-        return list(found)
+        # once per spec: a scenario asks for it, and a spec of thousands of nodes made that quadratic
+        return list(derived(self, "leaf_ids", self._leaf_ids))
+
+    def _leaf_ids(self) -> tuple[str, ...]:
+        out = {n.node_id: None for n in self.decision_tree if n.is_terminal}
+        for n in self.decision_tree:
+            for b in n.branches:
+                if b.next not in self.nodes_by_id:
+                    out.setdefault(b.next)
+        return tuple(out)
 
     @property
     def max_tool_calls_per_turn(self) -> int | None:
@@ -259,10 +260,16 @@ class Spec(_Open):
 
 def leaf_set(spec: Spec) -> frozenset[str]:
     """:meth:`Spec.leaf_ids` as a set, built once per spec."""
+    return derived(spec, "leaf_set", lambda: frozenset(spec.leaf_ids()))
+
+
+def derived(spec: Spec, key: str, build: Callable[[], V]) -> V:
+    """What ``build()`` makes of ``spec``, made once per spec object and kept in its memo under
+    ``key`` (a spec is not edited after loading)."""
     memo = spec_memo(spec)
-    found: frozenset[str] | None = memo.get("leaf_set")
-    if found is None:
-        found = memo["leaf_set"] = frozenset(spec.leaf_ids())
+    if key not in memo:
+        memo[key] = build()
+    found: V = memo[key]
     return found
 
 

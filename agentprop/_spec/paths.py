@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from agentprop._spec.model import Spec
+from agentprop._spec.model import Spec, derived
 from agentprop._spec.when import Expr, Not, WhenClause
 from agentprop.errors import PathLimitExceeded, SourceLocation
 
@@ -156,24 +156,14 @@ def enumerate_paths(spec: Spec) -> list[TreePath]:
     """Every loop-free path from the root to a terminal node, plus one path per
     missing-field requirement, in depth-first tree order. Raises :class:`PathLimitExceeded`
     past :func:`max_paths` paths."""
-    memo = spec._memo.get("paths")
-    if memo is not None:
-        return list(memo)
-    out = _bounded(iter_paths(spec), spec, "loop-free paths")
-    spec._memo["paths"] = tuple(out)
-    return out
+    return list(derived(spec, "paths", lambda: tuple(_bounded(iter_paths(spec), spec, "loop-free paths"))))
 
 
 def enumerate_loop_paths(spec: Spec) -> list[TreePath]:
     """The paths that unroll one loop once, in depth-first tree order: each takes exactly one
     branch back to a node already on the path, and never re-enters a node after that. Raises
     :class:`PathLimitExceeded` past :func:`max_paths` paths."""
-    memo = spec._memo.get("loop_paths")
-    if memo is not None:
-        return list(memo)
-    out = _bounded(iter_loop_paths(spec), spec, "paths that unroll a loop")
-    spec._memo["loop_paths"] = tuple(out)
-    return out
+    return list(derived(spec, "loop_paths", lambda: tuple(_bounded(iter_loop_paths(spec), spec, "paths that unroll a loop"))))
 
 
 def count_paths(spec: Spec, limit: int | None = None) -> tuple[int, bool]:

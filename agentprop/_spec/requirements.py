@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentprop._spec.model import Node, Spec
+from agentprop._spec.model import Node, Spec, derived
 
 # ----------------------------------------------------------------------------- anchors
 
@@ -124,10 +124,7 @@ def _limits(spec: Spec, *, unusable: bool = False) -> list[RequirementLimit]:
 
 def requirement_limits(spec: Spec) -> list[RequirementLimit]:
     """The clarifying-turn and retry bounds of the spec that agentprop checks."""
-    memo = spec._memo.get("requirement_limits")
-    if memo is None:
-        memo = spec._memo["requirement_limits"] = tuple(_limits(spec))
-    return list(memo)
+    return list(derived(spec, "requirement_limits", lambda: tuple(_limits(spec))))
 
 
 def retry_allowance(spec: Spec, tool: str, failures: Sequence[Mapping[str, Any]], attempts: int) -> int:

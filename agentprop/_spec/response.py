@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from agentprop._spec.model import Spec, spec_memo
+from agentprop._spec.model import Spec, derived
 from agentprop._spec.python_types import model_name, python_type
 
 
@@ -43,11 +43,7 @@ def _build_model(spec: Spec) -> type[BaseModel]:
 
 def response_model(spec: Spec) -> type[BaseModel]:
     """The pydantic model of a valid ``respond`` call for ``spec``."""
-    memo = spec_memo(spec)
-    model = memo.get("response_model")
-    if model is None:
-        model = memo["response_model"] = _build_model(spec)
-    return model
+    return derived(spec, "response_model", lambda: _build_model(spec))
 
 
 def validate_response(spec: Spec, payload: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentprop._spec.bindings import Bindings, node_tools
-from agentprop._spec.model import Spec
+from agentprop._spec.model import Spec, derived
 from agentprop._spec.when import Literal, Symbol, WhenClause, leaves, values_equal, variables
 
 
@@ -63,10 +63,10 @@ def _lookup(table: Mapping[Hashable, Any], value: Any) -> Any:
 
 def tree_retries(spec: Spec, bindings: Bindings) -> list[TreeRetry]:
     """Every branch that retries a tool after a failure the bindings inject, in tree order."""
-    memo_key = ("tree_retries", id(bindings))
-    cached = spec._memo.get(str(memo_key))
-    if cached is not None:
-        return list(cached)
+    return list(derived(spec, str(("tree_retries", id(bindings))), lambda: _tree_retries(spec, bindings)))
+
+
+def _tree_retries(spec: Spec, bindings: Bindings) -> tuple[TreeRetry, ...]:
     out: list[TreeRetry] = []
     for node in spec.decision_tree:
         tools = node_tools(spec, bindings, node.node_id)
@@ -86,18 +86,17 @@ def tree_retries(spec: Spec, bindings: Bindings) -> list[TreeRetry]:
                         continue
                     if effect.failure is not None:
                         out.append(TreeRetry(tool, effect.failure, node.node_id, k, branch.next, branch.when))
-    unique = list(dict.fromkeys(out))
-    spec._memo[str(memo_key)] = tuple(unique)
-    return unique
+    return tuple(dict.fromkeys(out))
 
 
 def spec_retries(spec: Spec) -> list[TreeRetry]:
     """Without bindings: every branch whose condition names a failure mode of a tool the node
     calls (``lookup_status == timeout``, or a variable such as ``rx_timeout``) and leads to a
     node that calls the tool again (or to a retry node that loops back to one)."""
-    cached = spec._memo.get("spec_retries")
-    if cached is not None:
-        return list(cached)
+    return list(derived(spec, "spec_retries", lambda: _spec_retries(spec)))
+
+
+def _spec_retries(spec: Spec) -> tuple[TreeRetry, ...]:
     out: list[TreeRetry] = []
     for node in spec.decision_tree:
         tools = node_tools(spec, None, node.node_id)
@@ -113,6 +112,4 @@ def spec_retries(spec: Spec) -> list[TreeRetry]:
                 for mode in spec.tools_by_name[tool].failure_modes:
                     if mode in named or any(mode.lower() in n for n in names):
                         out.append(TreeRetry(tool, mode, node.node_id, k, branch.next, branch.when))
-    unique = list(dict.fromkeys(out))
-    spec._memo["spec_retries"] = tuple(unique)
-    return unique
+    return tuple(dict.fromkeys(out))
