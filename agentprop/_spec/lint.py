@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -161,28 +161,22 @@ class _Linter:
                 self._unknown_keys_in(item, (*loc, name) if i is None else (*loc, name, i), label)
 
     def duplicate_tools_and_nodes(self) -> None:
-        seen: dict[str, int] = {}
-        for i, tool in enumerate(self.spec.tools):
-            if tool.name in seen:
-                self.add(
-                    "L004",
-                    "error",
-                    f"tool {tool.name!r} is declared twice (tools[{seen[tool.name]}] and tools[{i}])",
-                    ("tools", i, "name"),
-                    "keep one declaration of each tool; merge their schemas if both are needed",
-                )
-            seen.setdefault(tool.name, i)
-        nodes: dict[str, int] = {}
-        for i, node in enumerate(self.spec.decision_tree):
-            if node.node_id in nodes:
-                self.add(
-                    "L010",
-                    "error",
-                    f"node {node.node_id!r} is defined twice (decision_tree[{nodes[node.node_id]}] and decision_tree[{i}])",
-                    ("decision_tree", i, "node_id"),
-                    "give every node a unique node_id",
-                )
-            nodes.setdefault(node.node_id, i)
+        for first, i, name in _repeats(t.name for t in self.spec.tools):
+            self.add(
+                "L004",
+                "error",
+                f"tool {name!r} is declared twice (tools[{first}] and tools[{i}])",
+                ("tools", i, "name"),
+                "keep one declaration of each tool; merge their schemas if both are needed",
+            )
+        for first, i, name in _repeats(n.node_id for n in self.spec.decision_tree):
+            self.add(
+                "L010",
+                "error",
+                f"node {name!r} is defined twice (decision_tree[{first}] and decision_tree[{i}])",
+                ("decision_tree", i, "node_id"),
+                "give every node a unique node_id",
+            )
 
     def undefined_targets(self) -> None:
         defined = set(self.spec.nodes_by_id)
@@ -613,6 +607,15 @@ class _Linter:
                 (*loc, "test_guidance", "rubric"),
                 fix="write the rubric as a string, or as a mapping with `text:` (a string) and `criteria:` (a list of strings)",
             )
+
+
+def _repeats(names: Iterable[str]) -> Iterator[tuple[int, int, str]]:
+    """``(first, i, name)`` for each item whose name an earlier item has (``first``: its index)."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            yield seen[name], i, name
+        seen.setdefault(name, i)
 
 
 def unrouted_failures(spec: Spec) -> dict[str, list[str]]:
