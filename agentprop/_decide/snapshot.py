@@ -731,44 +731,33 @@ def decide_snapshot(
     and what it writes: a pending candidate (NEW, CHANGED) or, with ``update`` and a checked
     ``reason``, the approved baseline (UPDATED). A check with runs missing is INCONCLUSIVE."""
     name, ignore = current.name, current.ignore
-    path = str(store.path(name))
+    where: dict[str, Any] = dict(name=name, path=str(store.path(name)), directory=str(store.dir), alpha=alpha, runs=made)
+
+    def approve(previous: Snapshot | None) -> None:
+        store.save(_approved(current, previous, reason or "", None))
+        store.discard_pending(name)
+
     if infra is not None:  # never recorded, never compared: the runs were not all made
         return SnapshotResult(
-            name=name,
-            verdict="INCONCLUSIVE",
-            path=path,
-            directory=str(store.dir),
-            alpha=alpha,
-            runs=made,
-            notes=[f"not the agent's ({infra.kind}): {infra.message}"],
-            infrastructure_error=infra.kind,
+            verdict="INCONCLUSIVE", notes=[f"not the agent's ({infra.kind}): {infra.message}"], infrastructure_error=infra.kind, **where
         )
     if rerecord and baseline is not None:  # new ignore patterns: the old behaviours are not comparable, the approval replaces them
         if made < runs:
-            return SnapshotResult(name=name, verdict="INCONCLUSIVE", path=path, directory=str(store.dir), alpha=alpha, runs=made)
-        store.save(_approved(current, baseline, reason or "", None))
-        store.discard_pending(name)
+            return SnapshotResult(verdict="INCONCLUSIVE", **where)
+        approve(baseline)
         return SnapshotResult(
-            name=name,
             verdict="UPDATED",
-            path=path,
-            directory=str(store.dir),
-            alpha=alpha,
-            runs=made,
             current=current.counts,
             reason=reason,
             descriptions={r.key: r.behaviour.describe() for r in current.behaviours},
             notes=[f"re-recorded with ignore patterns {list(ignore)} (were {baseline.ignore})"],
+            **where,
         )
     descriptions = {r.key: r.behaviour.describe() for r in current.behaviours}
     if baseline is not None:
         descriptions.update({r.key: r.behaviour.describe() for r in baseline.behaviours})
     common: dict[str, Any] = dict(
-        name=name,
-        path=path,
-        directory=str(store.dir),
-        alpha=alpha,
-        runs=made,
+        **where,
         current=current.counts,
         descriptions=descriptions,
         baseline=baseline.counts if baseline else {},
@@ -778,8 +767,7 @@ def decide_snapshot(
         return SnapshotResult(verdict="INCONCLUSIVE", **common)
     if baseline is None:
         if update:
-            store.save(_approved(current, None, reason or "", None))
-            store.discard_pending(name)
+            approve(None)
             return SnapshotResult(verdict="UPDATED", reason=reason, **common)
         pending = store.save_pending(current)
         return SnapshotResult(verdict="NEW", pending_path=str(pending), **common)
@@ -790,8 +778,7 @@ def decide_snapshot(
         store.discard_pending(name)
         return SnapshotResult(verdict="MATCH", p_value=p, changes=changes, notes=notes, **common)
     if update:
-        store.save(_approved(current, baseline, reason or "", None))
-        store.discard_pending(name)
+        approve(baseline)
         return SnapshotResult(verdict="UPDATED", p_value=p, changes=changes, notes=notes, reason=reason, **common)
     pending = store.save_pending(current)
     return SnapshotResult(verdict="CHANGED", p_value=p, changes=changes, notes=notes, pending_path=str(pending), **common)
