@@ -370,16 +370,14 @@ def test_rate_settles_only_with_plenty_of_evidence():
     assert sharp.rate_settled()
 
 
-def test_known_rate_removes_pairs_and_stays_exact_and_cheap():
+def test_known_rate_removes_pairs_and_beats_one_at_a_time():
     # With q known, one-at-a-time deletion of 8 units with 2 needed costs 6/q + 2 * 10 = 32
-    # runs in expectation at q = 0.5 and miss_error = 1e-3 when the needed units' removals
-    # may be decided on runs of larger candidates. The 1-minimality check runs each of the 2
-    # final simplifications itself to 10 clean runs; the runs spent on them while larger
-    # candidates were current (up to the ~4 of a first look each) do not count, so the
-    # bound is 32 + 2 * 4 + 2 = 42. Once q is settled the search removes pairs first and
-    # stays as exact (theory: 6 removable units each missed with probability ~(1/2)^10, so
-    # >= 99% exact; tolerance 3 points on 100 trials; the mean of 100 trials has a standard
-    # error below 1 run).
+    # runs in expectation at q = 0.5 and miss_error = 1e-3. Once q is settled
+    # the search removes pairs first, so it must cost less and stay as exact (theory: 6
+    # removable units each missed with probability ~(1/2)^10, so >= 99% exact; tolerance 3
+    # points on 100 trials; the mean of 100 trials has a standard error below 1 run). The
+    # 1-minimality check's one own run of each final simplification is mostly a run the
+    # search made already.
     known = Calibration(runs=100_000, failures=50_000, signature=SIG)
     runs = hits = with_pairs = 0
     for trial in range(100):
@@ -392,7 +390,7 @@ def test_known_rate_removes_pairs_and_stays_exact_and_cheap():
         with_pairs += any(len(r.removed) == 2 and r.verdict is QueryVerdict.REPRODUCES for r in result.log)
         assert result.runs == len(oracle.calls)
     assert hits >= 96
-    assert runs / 100 < 42
+    assert runs / 100 < 32
     # At least two of the four pairs hold no needed unit; a first look misses one with
     # probability ~0.1, so nearly every trial removes a pair.
     assert with_pairs >= 90
@@ -545,13 +543,20 @@ def test_non_monotone_unit_does_not_fake_one_minimality():
     # Units in order B, A, M. When removing B is decided on {A, M} (which passes: M masks A)
     # before the search removes M, the old search inferred from {A, M} that {A} passes too,
     # kept B and claimed 1-minimal on 0 runs of {A} (seed 122 here). Each single
-    # simplification must now be decided on runs of its own, and {A} reproduces.
+    # simplification now gets a run of its own: {A} then reproduces at once 70% of the time,
+    # and where that one look missed it the statement says the rest of its evidence holds
+    # only if no unit masks the failure.
+    kept_b = 0
     for seed in range(200):
         result = shrink(MASKED_UNITS, MaskingOracle(0.7, seed), build=kept_values, budget=1000, calibration=MASKED_CALIBRATION)
-        assert result.reproducer == frozenset({MaskingOracle.A}), (seed, result.stop_reason)
         assert result.minimal, (seed, result.stop_reason)
         assert result.single_removals and all(own >= 1 for _, _, own in result.single_removals), seed
         assert "(0 of these" not in result.minimality()
+        if result.reproducer != frozenset({MaskingOracle.A}):
+            kept_b += 1
+            assert result.reproducer == frozenset({MaskingOracle.A, MaskingOracle.B}), (seed, result.reproducer)
+            assert "count only if no unit masks the failure" in result.minimality(), seed
+    assert kept_b <= 6, kept_b  # the masked order is rare, and the look catches it 70% of the time
 
 
 def test_one_minimality_is_not_claimed_when_the_budget_cannot_run_the_simplifications():

@@ -499,9 +499,11 @@ class QueryEngine:
         return verdict
 
     def check_own(self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]) -> QueryVerdict:
-        """Decide ``mask`` on runs of its own, never on inference from other candidates: with a
-        specific signature it needs :meth:`runs_needed` clean runs of its own; with background
-        noise a candidate never run gets its own SPRT."""
+        """Look at ``mask`` itself, not only through other candidates: with a specific
+        signature one clean run of its own (a unit that masks the failure shows at once
+        when the failure is frequent; the rest of the evidence is inferred under monotonicity,
+        which the 1-minimal statement then says); with background noise a candidate never run
+        gets its own SPRT."""
         if self.background_rate > 0.0:
             entry = self.entry(mask)
             if entry.runs:
@@ -510,7 +512,7 @@ class QueryEngine:
                 return verdict
             entry.verdict = None
             return self._ask_sprt(mask, phase=phase, depth=depth, removed=removed)
-        return self.run_own(mask, need=self.runs_needed(), phase=phase, depth=depth, removed=removed)
+        return self.run_own(mask, need=1, phase=phase, depth=depth, removed=removed)
 
     def run_own(self, mask: int, *, need: int, phase: str, depth: int | None, removed: tuple[str, ...]) -> QueryVerdict:
         """Run ``mask`` itself until it has ``need`` clean runs of its own or fails with the

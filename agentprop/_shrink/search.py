@@ -245,7 +245,10 @@ def one_minimal_statement(single_removals: Sequence[tuple[str, int, int]], miss_
     where = (
         "all on the simplifications themselves"
         if own == total
-        else f"{own} of these {total} runs on the simplifications themselves, the rest on larger candidates without the unit"
+        else (
+            f"{own} of these {total} runs on the simplifications themselves; the rest, on larger "
+            "candidates without the unit, count only if no unit masks the failure"
+        )
     )
     return f"1-minimal at {confidence:.1%} confidence: each of the {k} single simplification(s) passed {runs} run(s) without the failure ({where})"
 
