@@ -18,7 +18,13 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from agentprop._version import __version__
-from agentprop.errors import AgentPropError, AgentPropertyViolation, InputError, InvalidArgument, ToolError
+from agentprop.errors import (
+    AgentPropError,
+    AgentPropertyViolation,
+    InputError,
+    InvalidArgument,
+    ToolError,
+)
 
 _LAZY: dict[str, tuple[str, ...]] = {
     "agentprop._agents.loading": ("LoadedAgent", "load_agent"),
@@ -90,8 +96,23 @@ _MOVED: dict[str, tuple[str, ...]] = {
         "settings_scope",
         "shrink",
     ),
-    "agentprop.snapshots": ("Behaviour", "Snapshot", "SnapshotResult", "SnapshotStore", "acheck_snapshot", "behaviour_of"),
-    "agentprop.judges": ("Calibration", "CalibrationStore", "CodeJudge", "ModelJudge", "Rubric", "calibrate", "code_judge"),
+    "agentprop.snapshots": (
+        "Behaviour",
+        "Snapshot",
+        "SnapshotResult",
+        "SnapshotStore",
+        "acheck_snapshot",
+        "behaviour_of",
+    ),
+    "agentprop.judges": (
+        "Calibration",
+        "CalibrationStore",
+        "CodeJudge",
+        "ModelJudge",
+        "Rubric",
+        "calibrate",
+        "code_judge",
+    ),
     "agentprop.tdad": (
         "CompileResult",
         "MutationPack",
@@ -165,7 +186,8 @@ def __getattr__(name: str) -> Any:
     new = _moved_to(name)
     if new is not None:
         warnings.warn(
-            f"agentprop.{name} is deprecated: import it from {new} instead (from {new} import {name})",
+            f"agentprop.{name} is deprecated: import it from {new} instead (from "
+            f"{new} import {name})",
             DeprecationWarning,
             stacklevel=2,
         )
@@ -176,7 +198,11 @@ def __getattr__(name: str) -> Any:
 def _moved_to(name: str) -> str | None:
     """The public module that now holds ``name``, a name that left the top level, or ``None``."""
     new = _MOVED_TO.get(name)
-    if new is None and not name.startswith("_") and name in importlib.import_module("agentprop.contracts").__all__:
+    if (
+        new is None
+        and not name.startswith("_")
+        and name in importlib.import_module("agentprop.contracts").__all__
+    ):
         new = "agentprop.contracts"
     return new
 

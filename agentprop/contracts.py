@@ -12,7 +12,7 @@ as properties of :func:`agentprop.check` (``prop=lambda trace: [requires_tools(t
 
     agentprop.check(project, scenario, agent,
                     prop=lambda t: [calls_in_order(t, ["verify_identity", "cancel_order"]), no_canary_leak(t)])
-"""
+"""  # noqa: E501
 
 from agentprop._judge.contracts import (
     args_satisfy,
@@ -27,7 +27,13 @@ from agentprop._judge.contracts import (
     response_valid,
     within_scope,
 )
-from agentprop._judge.grounded import evidence_grounded, node_id_matches, numbers_grounded, response_grounded, tool_actions_match
+from agentprop._judge.grounded import (
+    evidence_grounded,
+    node_id_matches,
+    numbers_grounded,
+    response_grounded,
+    tool_actions_match,
+)
 from agentprop._judge.properties import mft_verdicts, probe_verdicts
 from agentprop._judge.verdict import Verdict
 

@@ -87,7 +87,11 @@ class InputError(AgentPropError):
 
     def _render(self) -> str:
         problem = clip(self.problem, MESSAGE_PART_LIMIT)
-        head = f"{clip(str(self.location), MESSAGE_PART_LIMIT)}: {problem}" if self.location else problem
+        head = (
+            f"{clip(str(self.location), MESSAGE_PART_LIMIT)}: {problem}"
+            if self.location
+            else problem
+        )
         lines = [head]
         if self.expected:
             lines.append(f"  expected: {clip(self.expected, MESSAGE_PART_LIMIT)}")
@@ -306,7 +310,8 @@ class BudgetExhausted(InfrastructureError):
 class CacheError(InfrastructureError):
     """The API cache file cannot be used (damaged, wrong schema version, corrupt entry, refused
     write). The message names the file; delete it to record afresh, or point ``--cache``
-    elsewhere. Not the agent's fault: a run that meets it is reported as such, never as a failure."""
+    elsewhere. Not the agent's fault: a run that meets it is reported as such,
+    never as a failure."""
 
     kind = "cache_error"
 

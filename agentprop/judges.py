@@ -6,6 +6,22 @@ keeps the :class:`Calibration` in a :class:`CalibrationStore`, so a verdict's in
 for the judge's own errors.
 """
 
-from agentprop._judge.judges import Calibration, CalibrationStore, CodeJudge, ModelJudge, Rubric, calibrate, code_judge
+from agentprop._judge.judges import (
+    Calibration,
+    CalibrationStore,
+    CodeJudge,
+    ModelJudge,
+    Rubric,
+    calibrate,
+    code_judge,
+)
 
-__all__ = ["Calibration", "CalibrationStore", "CodeJudge", "ModelJudge", "Rubric", "calibrate", "code_judge"]
+__all__ = [
+    "Calibration",
+    "CalibrationStore",
+    "CodeJudge",
+    "ModelJudge",
+    "Rubric",
+    "calibrate",
+    "code_judge",
+]

@@ -4,8 +4,8 @@ Needs the official MCP SDK, 1.24+ below 2 or 2.3+ (``pip install "agentprop[mcp]
 docs/bring-your-own-agent.md. :class:`CaseServer` / :class:`HttpCaseServer` serve one case, each
 session one trial, and :class:`RunServer` every case of a run; :class:`McpAgent` and
 :class:`McpServedAgent` (HTTP, or a stdio process per session: :class:`StdioCommand`) are base
-classes of agents that are MCP clients; :class:`McpConversation` is the client side of the turn protocol; :func:`Client`
-connects to a server with whichever SDK is installed.
+classes of agents that are MCP clients; :class:`McpConversation` is the client side of the turn
+protocol; :func:`Client` connects to a server with whichever SDK is installed.
 """
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ from agentprop._agents.mcp import (  # noqa: E402 (after the SDK check, so an un
     trial_server,
 )
 from agentprop._agents.mcp_compat import SDK_VERSION, Client  # noqa: E402
-from agentprop._pipeline.serve import CaseServer, HttpCaseServer, RunServer, ServedTrial, default_record_path, log_trial  # noqa: E402
+from agentprop._pipeline.serve import (  # noqa: E402
+    CaseServer,
+    HttpCaseServer,
+    RunServer,
+    ServedTrial,
+    default_record_path,
+    log_trial,
+)
 
 __all__ = [
     "CONTEXT_URI",

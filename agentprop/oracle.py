@@ -1,4 +1,5 @@
-"""The oracle and what it keeps: statistical decisions, the session, the memo, the corpus, shrinking.
+"""The oracle and what it keeps: statistical decisions, the session, the memo,
+the corpus, shrinking.
 
 :func:`decide` / :func:`adecide` decide one property from a ``run_trial`` callable under
 :class:`OracleSettings` (SPRT, zero-failure or fixed N) and return a :class:`CheckResult`.
@@ -12,7 +13,12 @@ metamorphic checks.
 from agentprop._decide.check import settings_scope
 from agentprop._decide.corpus import Corpus, CorpusEntry
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.metamorphic import DirectionResult, InvarianceResult, check_direction, check_invariance
+from agentprop._decide.metamorphic import (
+    DirectionResult,
+    InvarianceResult,
+    check_direction,
+    check_invariance,
+)
 from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide, decide
 from agentprop._decide.session import Session
 from agentprop._decide.shrink import shrink

@@ -23,8 +23,19 @@ import pytest
 
 # nothing heavier than this at import: the plugin loads in every project where agentprop is
 # installed, most of which never call it (benchmarks/startup.py measures what it costs)
-from agentprop._util.scope import reset_session_provider, session_var, set_session_provider, settings_scope
-from agentprop.errors import AgentPropertyViolation, AgentPropWarning, InputError, InvalidArgument, MemoFileError
+from agentprop._util.scope import (
+    reset_session_provider,
+    session_var,
+    set_session_provider,
+    settings_scope,
+)
+from agentprop.errors import (
+    AgentPropertyViolation,
+    AgentPropWarning,
+    InputError,
+    InvalidArgument,
+    MemoFileError,
+)
 
 if TYPE_CHECKING:
     from hypothesis import settings
@@ -82,7 +93,8 @@ _SHRUNK_KEY = pytest.StashKey[str]()
 _LEDGER_INPUT = "agentprop_budget_ledger"
 """The pytest-xdist ``workerinput`` key naming the shared budget ledger's file."""
 _STORE_RUN_INPUT = "agentprop_store_run"
-"""The pytest-xdist ``workerinput`` key naming the run the workers book under on the shared store."""
+"""The pytest-xdist ``workerinput`` key naming the run the workers book under on
+the shared store."""
 _STORE_RUN_KEY = pytest.StashKey[str]()
 
 
@@ -107,9 +119,13 @@ def agent_settings(profile: str | None = None, **overrides: Any) -> settings:
         hint = did_you_mean(profile, PROFILES).strip()
         raise InputError(
             f"unknown agentprop profile {profile!r}" + (f"; {hint}" if hint else ""),
-            fix=f"use one of {', '.join(PROFILES)}, or register it with agentprop.settings.register_profile",
+            fix=f"use one of {', '.join(PROFILES)}, or register it with "
+            "agentprop.settings.register_profile",
         ) from None
-    base = settings(settings.get_profile("agentprop-ci"), max_examples=chosen.max_examples or PROFILES["ci"]["max_examples"])
+    base = settings(
+        settings.get_profile("agentprop-ci"),
+        max_examples=chosen.max_examples or PROFILES["ci"]["max_examples"],
+    )
     return settings(base, **overrides)
 
 
@@ -119,69 +135,100 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--agentprop-profile",
         default=None,
         metavar="NAME",
-        help="smoke, ci (default), release, or a profile registered with agentprop.settings.register_profile (e.g. in conftest.py)",
+        help="smoke, ci (default), release, or a profile registered with "
+        "agentprop.settings.register_profile (e.g. in conftest.py)",
     )
     group.addoption("--agentprop-seed", type=int, default=None, help="trial namespace (default 0)")
-    group.addoption("--agentprop-fresh", action="store_true", default=False, help="re-sample agent runs instead of reusing memoised runs")
+    group.addoption(
+        "--agentprop-fresh",
+        action="store_true",
+        default=False,
+        help="re-sample agent runs instead of reusing memoised runs",
+    )
     group.addoption(
         "--agentprop-memo",
         default=None,
-        help="memo file of agent runs (default .agentprop/trials.sqlite, or the --agentprop-store's; 'none' for memory only)",
+        help="memo file of agent runs (default .agentprop/trials.sqlite, or the "
+        "--agentprop-store's; 'none' for memory only)",
     )
-    group.addoption("--agentprop-max-runs", type=int, default=None, help="session budget: most agent runs")
-    group.addoption("--agentprop-max-usd", type=float, default=None, help="session budget: most dollars")
+    group.addoption(
+        "--agentprop-max-runs", type=int, default=None, help="session budget: most agent runs"
+    )
+    group.addoption(
+        "--agentprop-max-usd", type=float, default=None, help="session budget: most dollars"
+    )
     group.addoption(
         "--agentprop-store",
         default=None,
         metavar="URL",
-        help="shared store redis://host:port/db[?run=NAME]: one budget for every process and machine of the run, "
-        "and the trial memo, the API cache and the corpus kept there (the cache file and corpus directory read-only beneath) "
-        "(default $AGENTPROP_STORE; run name: ?run=, else $AGENTPROP_RUN_ID, else one per pytest run)",
+        help="shared store redis://host:port/db[?run=NAME]: one budget for every process and "
+        "machine of the run, and the trial memo, the API cache and the corpus kept there (the "
+        "cache file and corpus directory read-only beneath) (default $AGENTPROP_STORE; run name: "
+        "?run=, else $AGENTPROP_RUN_ID, else one per pytest run)",
     )
     group.addoption(
         "--agentprop-cache-mode",
         choices=["off", "read", "write", "read-write", "replay-only"],
         default=None,
-        help="API cache mode of model-backed agents (default: replay-only when CI is set, else read-write)",
+        help="API cache mode of model-backed agents (default: replay-only when CI is "
+        "set, else read-write)",
     )
     group.addoption(
         "--agentprop-shrink-budget",
         type=int,
         default=200,
         metavar="RUNS",
-        help="runs spent shrinking a failing agent property to a minimal reproducer (default 200; 0 turns it off)",
+        help="runs spent shrinking a failing agent property to a minimal reproducer (default "
+        "200; 0 turns it off)",
     )
     group.addoption(
         "--agentprop-corpus",
         default=None,
         metavar="DIR",
-        help="keep shrunk reproducers here and replay them first (default .agentprop/corpus when agentprop is configured; 'none' to turn off)",
+        help="keep shrunk reproducers here and replay them first (default .agentprop/corpus when "
+        "agentprop is configured; 'none' to turn off)",
     )
     group.addoption(
         "--agentprop-snapshot-update",
         action="store_true",
         default=False,
-        help="approve NEW or CHANGED behaviour snapshots instead of failing (needs --agentprop-snapshot-reason; refused when CI is set)",
+        help="approve NEW or CHANGED behaviour snapshots instead of failing (needs "
+        "--agentprop-snapshot-reason; refused when CI is set)",
     )
     group.addoption(
-        "--agentprop-snapshot-reason", default=None, metavar="TEXT", help="why the new behaviour is right; kept in each approved snapshot's history"
+        "--agentprop-snapshot-reason",
+        default=None,
+        metavar="TEXT",
+        help="why the new behaviour is right; kept in each approved snapshot's history",
     )
     group.addoption(
         "--agentprop-json",
         default=None,
         metavar="PATH",
-        help="write what the session decided (checks, shrunk bugs, corpus replays, snapshots) as JSON to PATH",
+        help="write what the session decided (checks, shrunk bugs, corpus replays, "
+        "snapshots) as JSON to PATH",
     )
     group.addoption(
         "--agentprop-shard",
         default=None,
         metavar="i/N",
-        help="run only shard i of N (1-based) of the collected tests, by the hash of each test's node id (the others are deselected)",
+        help="run only shard i of N (1-based) of the collected tests, by the hash of each test's "
+        "node id (the others are deselected)",
     )
-    group.addoption("--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture")
-    group.addoption("--agentprop-spec", default=None, help="spec (directory) loaded by the agentprop_project fixture")
-    parser.addini("agentprop_agent", "MODULE:ATTR loaded by the agentprop_agent fixture", default="")
-    parser.addini("agentprop_spec", "spec (directory) loaded by the agentprop_project fixture", default="")
+    group.addoption(
+        "--agentprop-agent", default=None, help="MODULE:ATTR loaded by the agentprop_agent fixture"
+    )
+    group.addoption(
+        "--agentprop-spec",
+        default=None,
+        help="spec (directory) loaded by the agentprop_project fixture",
+    )
+    parser.addini(
+        "agentprop_agent", "MODULE:ATTR loaded by the agentprop_agent fixture", default=""
+    )
+    parser.addini(
+        "agentprop_spec", "spec (directory) loaded by the agentprop_project fixture", default=""
+    )
     parser.addini("agentprop_memo", "memo file of agent runs ('none' for memory only)", default="")
 
 
@@ -193,7 +240,8 @@ def _opt(config: pytest.Config, name: str) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "agentprop(tau=None, n=None, risk=None, mode=None, max_runs=None): oracle settings for the agent checks in this test",
+        "agentprop(tau=None, n=None, risk=None, mode=None, max_runs=None): oracle settings for "
+        "the agent checks in this test",
     )
     if (_opt(config, "--agentprop-shrink-budget") or 0) < 0:
         raise pytest.UsageError("--agentprop-shrink-budget must be 0 (off) or a number of runs")
@@ -201,33 +249,50 @@ def pytest_configure(config: pytest.Config) -> None:
         from agentprop._decide.snapshot import check_reason
 
         try:
-            check_reason(_opt(config, "--agentprop-snapshot-reason"), option="--agentprop-snapshot-reason")
+            check_reason(
+                _opt(config, "--agentprop-snapshot-reason"), option="--agentprop-snapshot-reason"
+            )
         except InputError as exc:
             raise pytest.UsageError(f"--agentprop-snapshot-update: {exc}") from None
     elif _opt(config, "--agentprop-snapshot-reason"):
-        raise pytest.UsageError("--agentprop-snapshot-reason only applies with --agentprop-snapshot-update")
+        raise pytest.UsageError(
+            "--agentprop-snapshot-reason only applies with --agentprop-snapshot-update"
+        )
     if _opt(config, "--agentprop-profile"):  # the one registry: built-ins and the conftest's own
         from agentprop._decide.settings import settings as AgentSettings
 
         name = _opt(config, "--agentprop-profile")
         if name not in AgentSettings.profile_names():
             raise pytest.UsageError(
-                f"--agentprop-profile {name}: no such profile; registered: {', '.join(AgentSettings.profile_names())} "
-                "(register one with agentprop.settings.register_profile in a conftest.py)"
+                f"--agentprop-profile {name}: no such profile; registered: "
+                f"{', '.join(AgentSettings.profile_names())} (register one with "
+                "agentprop.settings.register_profile in a conftest.py)"
             )
     if str(config.getoption("hypothesis_profile", None) or "").startswith("agentprop-"):
         register_hypothesis_profiles()
     # a session current around this run (pytest run in-process by a test) is not this run's
     config.stash[_HIDDEN_KEY] = session_var.set(None)
     config.stash[_PROVIDER_KEY] = set_session_provider(lambda: _session(config))
-    if _configured(config):  # the user asked for agentprop: a memo file that cannot be used is a usage error now
+    # the user asked for agentprop: a memo file that cannot be used is a usage error now
+    if _configured(config):
         _session(config)
 
 
 def _configured(config: pytest.Config) -> bool:
     """Whether any agentprop option or ini option is set (else the session waits for a check)."""
-    options = ("--agentprop-memo", "--agentprop-corpus", "--agentprop-max-runs", "--agentprop-max-usd", "--agentprop-cache-mode", "--agentprop-seed")
-    return _uses_agentprop(config) or bool(config.getini("agentprop_memo")) or any(_opt(config, o) for o in options)
+    options = (
+        "--agentprop-memo",
+        "--agentprop-corpus",
+        "--agentprop-max-runs",
+        "--agentprop-max-usd",
+        "--agentprop-cache-mode",
+        "--agentprop-seed",
+    )
+    return (
+        _uses_agentprop(config)
+        or bool(config.getini("agentprop_memo"))
+        or any(_opt(config, o) for o in options)
+    )
 
 
 def _start_session(config: pytest.Config) -> Session:
@@ -250,11 +315,16 @@ def _start_session(config: pytest.Config) -> Session:
     # the same with or without --agentprop-profile: on disk once agentprop is configured (an
     # ini option, or the option itself), else in memory
     if memo_opt.lower() != "none" and not memo_opt and _store(config):
-        memo = _open_store_memo(config, namespace)  # shared by every process and machine of the store
+        # shared by every process and machine of the store
+        memo = _open_store_memo(config, namespace)
     elif memo_opt.lower() == "none" or not memo_opt and not _uses_agentprop(config):
         memo = TrialMemo(namespace=namespace)
     else:
-        path = Path(memo_opt) if memo_opt else Path(str(config.rootpath)) / ".agentprop" / "trials.sqlite"
+        path = (
+            Path(memo_opt)
+            if memo_opt
+            else Path(str(config.rootpath)) / ".agentprop" / "trials.sqlite"
+        )
         memo = _open_memo(config, path, namespace)
     max_runs = _opt(config, "--agentprop-max-runs")
     max_usd = _opt(config, "--agentprop-max-usd")
@@ -266,7 +336,11 @@ def _start_session(config: pytest.Config) -> Session:
     else:
         ledger_path = getattr(config, "workerinput", {}).get(_LEDGER_INPUT)
         ledger = SharedLedger(ledger_path) if ledger_path else None
-        budget = Budget(max_runs=max_runs, max_usd=max_usd, ledger=ledger) if (max_runs or max_usd) else Budget()
+        budget = (
+            Budget(max_runs=max_runs, max_usd=max_usd, ledger=ledger)
+            if (max_runs or max_usd)
+            else Budget()
+        )
     corpus_opt = _opt(config, "--agentprop-corpus") or ""
     corpus: Corpus | ProjectCorpora | None = None
     if corpus_opt.lower() != "none" and (corpus_opt or _uses_agentprop(config)):
@@ -331,7 +405,8 @@ def pytest_configure_node(node: Any) -> None:
     set (``--agentprop-max-runs``, ``--agentprop-max-usd``): the limits hold for the whole run,
     not per worker."""
     config = node.config
-    if _store(config):  # the shared store is the ledger; the workers book under the controller's run name
+    # the shared store is the ledger; the workers book under the controller's run name
+    if _store(config):
         node.workerinput[_STORE_RUN_INPUT] = _store_run(config)
         return
     if not (_opt(config, "--agentprop-max-runs") or _opt(config, "--agentprop-max-usd")):
@@ -370,13 +445,30 @@ def _write_json(config: pytest.Config, path: Path) -> None:
     session = config.stash.get(SESSION_KEY, None)
     data: dict[str, Any] = {"schema": JSON_SCHEMA}
     if session is None:
-        data.update(profile=None, seed=None, checks=[], results=[], corpus_notes=[], bugs=[], snapshots=[], memo_hits=0)
+        data.update(
+            profile=None,
+            seed=None,
+            checks=[],
+            results=[],
+            corpus_notes=[],
+            bugs=[],
+            snapshots=[],
+            memo_hits=0,
+        )
     else:
         latest: dict[tuple[str, str], Any] = {}
-        for r in session.recorded_results():  # as the summary's table: the last decision of each (test, case)
+        # as the summary's table: the last decision of each (test, case)
+        for r in session.recorded_results():
             latest[(r.test, r.result.name)] = r.result
         checks = [
-            {"test": test, "case": case, "verdict": res.verdict, "pass_rate": res.pass_rate, "interval": list(res.interval), "runs": res.runs}
+            {
+                "test": test,
+                "case": case,
+                "verdict": res.verdict,
+                "pass_rate": res.pass_rate,
+                "interval": list(res.interval),
+                "runs": res.runs,
+            }
             for (test, case), res in latest.items()
         ]
         data.update(profile=session.profile, seed=session.seed, checks=checks, **session.export())
@@ -418,8 +510,14 @@ def _store_corpus(config: pytest.Config, corpus_opt: str) -> Corpus | ProjectCor
     store = _store(config) or None
     try:
         if corpus_opt:
-            return open_store_corpus(store, Corpus(Path(corpus_opt))) if store else Corpus(Path(corpus_opt))
-        return ProjectCorpora(plain=Path(str(config.rootpath)) / ".agentprop" / "corpus", store=store)
+            return (
+                open_store_corpus(store, Corpus(Path(corpus_opt)))
+                if store
+                else Corpus(Path(corpus_opt))
+            )
+        return ProjectCorpora(
+            plain=Path(str(config.rootpath)) / ".agentprop" / "corpus", store=store
+        )
     except InvalidArgument as exc:
         raise pytest.UsageError(f"--agentprop-store: {exc}") from None
 
@@ -478,7 +576,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(str(exc)) from None
         kept = [item for item in items if shard.keeps(item.nodeid)]
         if len(kept) < len(items):
-            config.hook.pytest_deselected(items=[item for item in items if not shard.keeps(item.nodeid)])
+            config.hook.pytest_deselected(
+                items=[item for item in items if not shard.keeps(item.nodeid)]
+            )
             items[:] = kept
     for item in items:
         for marker in item.iter_markers("agentprop"):
@@ -486,12 +586,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if unknown or marker.args:
                 what = sorted(unknown) if unknown else f"positional {marker.args!r}"
                 raise pytest.UsageError(
-                    f"{item.nodeid}: unknown agentprop marker argument(s) {what}; use keyword arguments "
-                    f"{', '.join(sorted(_MARKER_ARGS))}, e.g. @pytest.mark.agentprop(tau=0.95)"
+                    f"{item.nodeid}: unknown agentprop marker argument(s) {what}; use keyword "
+                    f"arguments {', '.join(sorted(_MARKER_ARGS))}, e.g. "
+                    "@pytest.mark.agentprop(tau=0.95)"
                 )
             mode = marker.kwargs.get("mode")
             if mode is not None and mode not in ("sprt", "zero-failure", "fixed"):
-                raise pytest.UsageError(f"{item.nodeid}: agentprop marker mode={mode!r}; use 'sprt', 'zero-failure' or 'fixed'")
+                raise pytest.UsageError(
+                    f"{item.nodeid}: agentprop marker mode={mode!r}; use 'sprt', "
+                    "'zero-failure' or 'fixed'"
+                )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -504,7 +608,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, pluggy.Result[None
         kw = dict(marker.kwargs)
         if kw.get("risk") in ("high", "critical"):
             overrides.update(mode="zero-failure", runs=kw.get("n") or 50)
-        if kw.get("n") is not None and "mode" not in kw and kw.get("risk") not in ("high", "critical"):
+        if (
+            kw.get("n") is not None
+            and "mode" not in kw
+            and kw.get("risk") not in ("high", "critical")
+        ):
             overrides.update(mode="fixed", runs=kw["n"])
         for key in ("tau", "mode", "max_runs"):
             if kw.get(key) is not None:
@@ -534,7 +642,9 @@ def _shrink(item: pytest.Item, exc: AgentPropertyViolation) -> str | None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     outcome = yield
     if call.when != "call":
         return
@@ -563,7 +673,11 @@ def agentprop_project(request: pytest.FixtureRequest) -> Project:
 
     spec = _opt(request.config, "--agentprop-spec") or request.config.getini("agentprop_spec")
     if not spec:
-        pytest.fail("agentprop_project needs a spec: pass --agentprop-spec PATH or set `agentprop_spec` in the ini file", pytrace=False)
+        pytest.fail(
+            "agentprop_project needs a spec: pass --agentprop-spec PATH or set "
+            "`agentprop_spec` in the ini file",
+            pytrace=False,
+        )
     path = Path(spec)
     if not path.is_absolute():
         path = Path(str(request.config.rootpath)) / path
@@ -589,7 +703,11 @@ def agentprop_agent(request: pytest.FixtureRequest) -> LoadedAgent:
         if not base.is_absolute():
             base = Path(str(request.config.rootpath)) / base
     if not ref:
-        pytest.fail("agentprop_agent needs an agent: pass --agentprop-agent MODULE:ATTR or set `agentprop_agent` in the ini file", pytrace=False)
+        pytest.fail(
+            "agentprop_agent needs an agent: pass --agentprop-agent MODULE:ATTR or set "
+            "`agentprop_agent` in the ini file",
+            pytrace=False,
+        )
     return load_agent(ref, base, search=[Path(str(request.config.rootpath))])
 
 
@@ -602,7 +720,12 @@ def agentprop_world(agentprop_project: Project) -> Callable[..., World]:
 
     def make(scenario_id: str | None = None, *, seed: int = 0) -> World:
         scenario = agentprop_project.scenario(scenario_id) if scenario_id else None
-        return make_world(agentprop_project.spec, agentprop_project.bindings, scenario, seed=stable_seed("world", scenario_id or "", seed))
+        return make_world(
+            agentprop_project.spec,
+            agentprop_project.bindings,
+            scenario,
+            seed=stable_seed("world", scenario_id or "", seed),
+        )
 
     return make
 
@@ -700,7 +823,9 @@ def agentprop_mcp_server(request: pytest.FixtureRequest) -> Iterator[Callable[..
 
     running: list[Any] = []
 
-    def serve(case_id: str, project: Project | None = None, *, http: bool = False, **options: Any) -> Any:
+    def serve(
+        case_id: str, project: Project | None = None, *, http: bool = False, **options: Any
+    ) -> Any:
         chosen = project if project is not None else request.getfixturevalue("agentprop_project")
         case = CaseServer(chosen, chosen.scenario(case_id), **options)
         if not http:
@@ -742,14 +867,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for line in _bug_lines(latest, session):
         tr.write_line(line)
     width = max(20, min(60, max(len(f"{k[1]} [{k[0].split('::')[-1]}]") for k in latest)))
-    tr.write_line(f"{'case [test]':<{width}}  {'verdict':<12} {'rate':>5} {'95% CI':>9} {'runs':>5} {'cost $':>8}")
+    tr.write_line(
+        f"{'case [test]':<{width}}  {'verdict':<12} {'rate':>5} {'95% CI':>9} "
+        f"{'runs':>5} {'cost $':>8}"
+    )
     shown = rows[:20]
     for (test, case), res in shown:
         label = f"{case} [{test.split('::')[-1]}]"
         if len(label) > width:
             label = label[: width - 1] + "…"
         lo, hi = res.interval
-        tr.write_line(f"{label:<{width}}  {res.verdict:<12} {res.pass_rate:>5.0%} {lo:.2f}-{hi:.2f} {res.runs:>5} {res.cost_usd:>8.4f}")
+        tr.write_line(
+            f"{label:<{width}}  {res.verdict:<12} {res.pass_rate:>5.0%} {lo:.2f}-{hi:.2f} "
+            f"{res.runs:>5} {res.cost_usd:>8.4f}"
+        )
     if len(rows) > len(shown):
         tr.write_line(
             f"... and {len(rows) - len(shown)} more (all passed)"
@@ -764,14 +895,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         f"{len(latest)} checks, {sum(1 for r in latest.values() if r.verdict == 'PASS')} passed; "
         f"{total_runs} new agent runs, {session.memo_hits} memo hits, ${cost:.4f}"
         + (f"; budget: {budget.exhausted_reason}" if budget.exhausted else "")
-        + (f"; {expected} of the other checks failed inside tests that passed (the test expected the failure)" if expected else "")
+        + (
+            f"; {expected} of the other checks failed inside tests that passed (the test "
+            "expected the failure)"
+            if expected
+            else ""
+        )
     )
 
 
 def _expected_failures(tr: Any, latest: dict[tuple[str, str], Any]) -> int:
     """How many of the checks that did not pass ran in a test pytest reports as passed: a test
     that expects the failure (``pytest.raises``), so the count above is no failure of the suite."""
-    passed = {rep.nodeid for rep in tr.stats.get("passed", []) if getattr(rep, "when", "call") == "call"}
+    passed = {
+        rep.nodeid for rep in tr.stats.get("passed", []) if getattr(rep, "when", "call") == "call"
+    }
     return sum(1 for (test, _), res in latest.items() if res.verdict != "PASS" and test in passed)
 
 
@@ -796,21 +934,37 @@ def _bug_lines(latest: dict[tuple[str, str], Any], session: Session) -> list[str
     shrunk = session.shrunk_bugs()
     lines: list[str] = []
     if groups:
-        lines.append(f"{len(groups)} bug(s), failing checks grouped by signature (turn left out), each shrunk once:")
+        lines.append(
+            f"{len(groups)} bug(s), failing checks grouped by signature (turn left "
+            "out), each shrunk once:"
+        )
     for i, (key, hits) in enumerate(sorted(groups.items(), key=lambda kv: -len(kv[1])), 1):
         lines.append(f"bug {i} [{bug_id(key)}]  {key}")
-        lines.append(f"    hit by {len(hits)} check(s): {', '.join(hits[:3])}" + (f" (+{len(hits) - 3} more)" if len(hits) > 3 else ""))
+        lines.append(
+            f"    hit by {len(hits)} check(s): {', '.join(hits[:3])}"
+            + (f" (+{len(hits) - 3} more)" if len(hits) > 3 else "")
+        )
         bug = shrunk.get(key)
         if bug is None and key in by_hypothesis:
-            lines.append("    shrunk by Hypothesis: the falsifying example in the test's report is the minimal input")
+            lines.append(
+                "    shrunk by Hypothesis: the falsifying example in the test's report "
+                "is the minimal input"
+            )
             continue
         if bug is None:
             lines.append("    not shrunk (no test failed on it with shrinking on)")
             continue
-        lines.append(f"    reproducer (shrunk once, in {bug.test.split('::')[-1]}): {bug.shrunk.reproducer_messages!r}")
+        lines.append(
+            f"    reproducer (shrunk once, in {bug.test.split('::')[-1]}): "
+            f"{bug.shrunk.reproducer_messages!r}"
+        )
         o = bug.shrunk.original_rate
         figures = BugReport(id=bug_id(key), key=key, signature=bug.shrunk.signature)
-        rates_from_shrink(figures, bug.shrunk, FailureRate(failures=o.failures, runs=o.runs, rate=o.rate, interval=o.interval))
+        rates_from_shrink(
+            figures,
+            bug.shrunk,
+            FailureRate(failures=o.failures, runs=o.runs, rate=o.rate, interval=o.interval),
+        )
         if figures.rate_text:
             entry = f"; corpus entry {bug.corpus_entry}" if bug.corpus_entry else ""
             lines.append(f"    {figures.rate_text}{entry}")
@@ -832,10 +986,15 @@ def _snapshot_summary(tr: Any, session: Session) -> None:
             label = r.name if r.name.startswith(test) else f"{r.name} [{test}]"
             tr.write_line(f"{r.verdict:<12} {label}{where}")
     verdicts = [r.verdict for _, r in results]
-    counts = ", ".join(f"{verdicts.count(v)} {v.lower()}" for v in ("MATCH", "CHANGED", "NEW", "UPDATED", "INCONCLUSIVE") if v in verdicts)
+    counts = ", ".join(
+        f"{verdicts.count(v)} {v.lower()}"
+        for v in ("MATCH", "CHANGED", "NEW", "UPDATED", "INCONCLUSIVE")
+        if v in verdicts
+    )
     tr.write_line(f"{len(results)} snapshots: {counts}")
     if any(v in ("CHANGED", "NEW") for v in verdicts):
         tr.write_line(
-            'approve what is right with --agentprop-snapshot-update --agentprop-snapshot-reason "why"; '
+            "approve what is right with --agentprop-snapshot-update "
+            '--agentprop-snapshot-reason "why"; '
             "pending candidates are left next to the baselines (*.pending.json)"
         )

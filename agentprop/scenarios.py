@@ -8,11 +8,22 @@ a :class:`Trace` of :class:`Turn` s, :class:`ToolCall` s, :class:`RunError` s an
 :func:`agentprop.strategies.conversations` and :func:`agentprop.strategies.worlds` draw.
 """
 
-from agentprop._scenario.build import Scenario, ScenarioTurn, build_scenario, leaf_scenarios, make_world
+from agentprop._scenario.build import (
+    Scenario,
+    ScenarioTurn,
+    build_scenario,
+    leaf_scenarios,
+    make_world,
+)
 from agentprop._scenario.solver import solve
 from agentprop._scenario.trace import RunError, ToolCall, Trace, Turn, Usage
 from agentprop._scenario.world import Failure, World
-from agentprop.strategies._internal.scenarios import ConversationProvenance, DrawnScenario, PathWorld, Skipped
+from agentprop.strategies._internal.scenarios import (
+    ConversationProvenance,
+    DrawnScenario,
+    PathWorld,
+    Skipped,
+)
 
 __all__ = [
     "ConversationProvenance",

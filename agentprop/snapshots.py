@@ -15,4 +15,12 @@ from agentprop._decide.snapshot import (
 )
 from agentprop._decide.snapshot_check import check_snapshot
 
-__all__ = ["Behaviour", "Snapshot", "SnapshotResult", "SnapshotStore", "acheck_snapshot", "behaviour_of", "check_snapshot"]
+__all__ = [
+    "Behaviour",
+    "Snapshot",
+    "SnapshotResult",
+    "SnapshotStore",
+    "acheck_snapshot",
+    "behaviour_of",
+    "check_snapshot",
+]

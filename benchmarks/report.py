@@ -76,36 +76,55 @@ def eager_html(report: RunReport) -> str:
     case, and a filter that hides the rows that do not match (no lazy drawing)."""
     out = [
         "<!doctype html><html><head><meta charset='utf-8'><title>eager</title>",
-        "<style>td,th{border:1px solid #ccc;padding:2px 6px;font:13px sans-serif}pre{margin:0}</style></head><body>",
+        "<style>td,th{border:1px solid #ccc;padding:2px 6px;font:13px "
+        "sans-serif}pre{margin:0}</style></head><body>",
         "<select id='f-verdict'><option value=''>all</option>"
-        + "".join(f"<option>{v}</option>" for v in ("PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE"))
+        + "".join(
+            f"<option>{v}</option>"
+            for v in ("PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE")
+        )
         + "</select>",
         "<select id='f-kind'><option value=''>all</option>"
         + "".join(f"<option>{k}</option>" for k in dict.fromkeys(c.kind for c in report.cases))
         + "</select>",
-        "<table id='cases'><tr><th>case</th><th>kind</th><th>verdict</th><th>rate</th><th>runs</th><th>first failure</th></tr>",
+        "<table "
+        "id='cases'><tr><th>case</th><th>kind</th><th>verdict</th><th>rate</th><th>runs</"
+        "th><th>first failure</th></tr>",
     ]
     esc = html.escape
     for c in report.cases:
         first = c.failures[0].explanation if c.failures else (c.reason or "")
         out.append(
-            f"<tr class='case' data-verdict='{esc(c.verdict)}' data-kind='{esc(c.kind)}'><td>{esc(c.id)}</td><td>{esc(c.kind)}</td>"
-            f"<td>{esc(c.verdict)}</td><td>{c.pass_rate:.0%}</td><td>{c.runs}</td><td>{esc(first)}</td></tr>"
+            f"<tr class='case' data-verdict='{esc(c.verdict)}' "
+            f"data-kind='{esc(c.kind)}'><td>{esc(c.id)}</td><td>{esc(c.kind)}</"
+            f"td><td>{esc(c.verdict)}</td><td>{c.pass_rate:.0%}</td><td>{c.runs}</"
+            f"td><td>{esc(first)}</td></tr>"
         )
         if c.traces:
             cells = []
             for run in c.traces:
-                cells.append(f"<div><b>trial {run.trial} {'pass' if run.passed else 'fail'}</b> {esc(run.explanation or '')}</div>")
+                cells.append(
+                    f"<div><b>trial {run.trial} {'pass' if run.passed else 'fail'}</b> "
+                    f"{esc(run.explanation or '')}</div>"
+                )
                 for turn in run.trace.turns:
                     cells.append(f"<div>user: {esc(turn.user_message)}</div>")
                     for call in turn.tool_calls:
-                        cells.append(f"<div>{esc(call.name)}<pre>{esc(json.dumps(call.args))}</pre><pre>{esc(json.dumps(call.result))}</pre></div>")
+                        cells.append(
+                            f"<div>{esc(call.name)}<pre>{esc(json.dumps(call.args))}</pre><pre>{esc(json.dumps(call.result))}</pre></div>"
+                        )
                     cells.append(
                         "<table>"
-                        + "".join(f"<tr><th>{esc(k)}</th><td>{esc(json.dumps(v))}</td></tr>" for k, v in (turn.response or {}).items())
+                        + "".join(
+                            f"<tr><th>{esc(k)}</th><td>{esc(json.dumps(v))}</td></tr>"
+                            for k, v in (turn.response or {}).items()
+                        )
                         + "</table>"
                     )
-            out.append(f"<tr class='trace' data-verdict='{esc(c.verdict)}' data-kind='{esc(c.kind)}'><td colspan='6'>{''.join(cells)}</td></tr>")
+            out.append(
+                f"<tr class='trace' data-verdict='{esc(c.verdict)}' data-kind='{esc(c.kind)}'><td "
+                f"colspan='6'>{''.join(cells)}</td></tr>"
+            )
     out.append("</table><script>")
     out.append("""function apply() {
   const v = document.getElementById('f-verdict').value, k = document.getElementById('f-kind').value;
@@ -114,13 +133,17 @@ def eager_html(report: RunReport) -> str:
   }
 }
 document.getElementById('f-verdict').addEventListener('change', apply);
-document.getElementById('f-kind').addEventListener('change', apply);""")
+document.getElementById('f-kind').addEventListener('change', apply);""")  # noqa: E501
     out.append("</script></body></html>")
     return "\n".join(out)
 
 
 def _chromium() -> str:
-    for candidate in (shutil.which("chromium"), "/usr/bin/chromium", shutil.which("chromium-browser")):
+    for candidate in (
+        shutil.which("chromium"),
+        "/usr/bin/chromium",
+        shutil.which("chromium-browser"),
+    ):
         if candidate and Path(candidate).is_file():
             return candidate
     sys.exit("benchmarks/report.py needs Chromium: apt-get install -y chromium")
@@ -188,17 +211,22 @@ def main() -> int:
                 viewport={"width": 1400, "height": 900},
             )
             try:
-                measure(context, viewer_path, viewer=True, repeat=1)  # warm-up: the browser's first page pays its start-up
+                # warm-up: the browser's first page pays its start-up
+                measure(context, viewer_path, viewer=True, repeat=1)
                 viewer = measure(context, viewer_path, viewer=True, repeat=args.repeat)
                 eager = measure(context, eager_path, viewer=False, repeat=args.repeat)
             finally:
                 context.close()
     met = viewer["load"] < TARGET_MS and viewer["filter"] < TARGET_MS
     print(
-        f"report viewer: {args.cases:,} cases, {report.metrics.runs:,} runs, {traces:,} traces kept (seed {args.seed}); "
-        f"HTML {len(page_html.encode()) / 1e6:.1f} MB rendered in {render_s:.1f} s, eager baseline {len(baseline_html.encode()) / 1e6:.1f} MB"
+        f"report viewer: {args.cases:,} cases, {report.metrics.runs:,} runs, {traces:,} traces "
+        f"kept (seed {args.seed}); HTML {len(page_html.encode()) / 1e6:.1f} MB rendered in "
+        f"{render_s:.1f} s, eager baseline {len(baseline_html.encode()) / 1e6:.1f} MB"
     )
-    print(f"{'measurement (median of ' + str(args.repeat) + ')':<40} {'viewer':>10} {'eager DOM':>11} {'ratio':>8}")
+    print(
+        f"{'measurement (median of ' + str(args.repeat) + ')':<40} {'viewer':>10} "
+        f"{'eager DOM':>11} {'ratio':>8}"
+    )
     rows = [
         ("load (navigation to laid out)", viewer["load"], eager["load"]),
         ("filter (verdict, then kind; the larger)", viewer["filter"], eager["filter"]),
@@ -206,8 +234,13 @@ def main() -> int:
     for name, v, e in rows:
         print(f"{name:<40} {v:>8.0f}ms {e:>9.0f}ms {e / v if v else float('inf'):>7.1f}x")
     print(f"{'open a failing case (first open)':<40} {viewer['open']:>8.0f}ms {'-':>11}")
-    print(f"{'DOM elements after load':<40} {viewer['elements']:>10,.0f} {eager['elements']:>11,.0f}")
-    print(f"target: load and filter under {TARGET_MS:.0f} ms in headless Chromium: {'met' if met else 'NOT MET'}")
+    print(
+        f"{'DOM elements after load':<40} {viewer['elements']:>10,.0f} {eager['elements']:>11,.0f}"
+    )
+    print(
+        f"target: load and filter under {TARGET_MS:.0f} ms in headless Chromium: "
+        f"{'met' if met else 'NOT MET'}"
+    )
     if args.json_path:
         Path(args.json_path).write_text(
             json.dumps(
@@ -218,7 +251,9 @@ def main() -> int:
                     "baseline_load_ms": eager["load"],
                     "baseline_filter_ms": eager["filter"],
                     "load_ratio": eager["load"] / viewer["load"],
-                    "filter_ratio": eager["filter"] / viewer["filter"] if viewer["filter"] else None,
+                    "filter_ratio": eager["filter"] / viewer["filter"]
+                    if viewer["filter"]
+                    else None,
                     "html_bytes": len(page_html.encode()),
                     "baseline_html_bytes": len(baseline_html.encode()),
                     "dom_elements": viewer["elements"],

@@ -102,7 +102,8 @@ RECORDED: dict[str, dict[str, Any]] = {
 
 
 def child(example: Path, report: Path, stats: Path, extra: list[str]) -> int:
-    """Run ``agentprop run example --json report [extra...]`` with ``Project.arun`` counted by run key."""
+    """Run ``agentprop run example --json report [extra...]`` with ``Project.arun``
+    counted by run key."""
     import importlib
     from collections import Counter
 
@@ -124,20 +125,38 @@ def child(example: Path, report: Path, stats: Path, extra: list[str]) -> int:
     digests: dict[int, str] = {}
     original = _project.Project.arun
 
-    async def counted(self: Any, scenario: Any, factory: Any, *, trial: int = 0, agent_name: str = "", messages: Any = None, **kw: Any) -> Any:
+    async def counted(
+        self: Any,
+        scenario: Any,
+        factory: Any,
+        *,
+        trial: int = 0,
+        agent_name: str = "",
+        messages: Any = None,
+        **kw: Any,
+    ) -> Any:
         project_key = digests.get(id(self))
         if project_key is None:
             project_key = digests[id(self)] = project_digest(self)
         msgs = list(messages) if messages is not None else scenario.messages
-        executed[f"{run_digest(self, scenario, msgs, 0, project_key=project_key)}|{agent_name}|{trial}"] += 1
-        return await original(self, scenario, factory, trial=trial, agent_name=agent_name, messages=messages, **kw)
+        executed[
+            f"{run_digest(self, scenario, msgs, 0, project_key=project_key)}|{agent_name}|{trial}"
+        ] += 1
+        return await original(
+            self, scenario, factory, trial=trial, agent_name=agent_name, messages=messages, **kw
+        )
 
     _project.Project.arun = counted  # type: ignore[method-assign]
     with open(os.devnull, "w") as sink:
         code = main(["run", str(example), "--json", str(report), *extra], out=sink, err=sink)
     stats.write_text(
         json.dumps(
-            {"exit": code, "agent_runs": sum(executed.values()), "distinct": len(executed), "duplicate_runs": sum(executed.values()) - len(executed)}
+            {
+                "exit": code,
+                "agent_runs": sum(executed.values()),
+                "distinct": len(executed),
+                "duplicate_runs": sum(executed.values()) - len(executed),
+            }
         )
     )
     return 0
@@ -153,17 +172,31 @@ def verdict_digest(report: dict[str, Any]) -> str:
     return hashlib.sha256("\n".join(pairs).encode()).hexdigest()[:12]
 
 
-def measure(tree: Path, example: str, tmp: Path, extra: list[str], examples: Path = ROOT / "examples") -> dict[str, Any]:
-    """One `agentprop run` of ``example`` (from ``examples``) with the agentprop of ``tree``, on a fresh copy."""
+def measure(
+    tree: Path, example: str, tmp: Path, extra: list[str], examples: Path = ROOT / "examples"
+) -> dict[str, Any]:
+    """One `agentprop run` of ``example`` (from ``examples``) with the agentprop of
+    ``tree``, on a fresh copy."""
     work = Path(tempfile.mkdtemp(dir=tmp))
     target = work / example
-    shutil.copytree(examples / example, target, ignore=shutil.ignore_patterns(".agentprop", "__pycache__"))
+    shutil.copytree(
+        examples / example, target, ignore=shutil.ignore_patterns(".agentprop", "__pycache__")
+    )
     report, stats = work / "report.json", work / "stats.json"
     env = {**os.environ, "PYTHONPATH": str(tree)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", str(target), str(report), str(stats), "--run-args", json.dumps(extra)],
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            str(target),
+            str(report),
+            str(stats),
+            "--run-args",
+            json.dumps(extra),
+        ],
         env=env,
         cwd=work,
         capture_output=True,
@@ -177,7 +210,10 @@ def measure(tree: Path, example: str, tmp: Path, extra: list[str], examples: Pat
     counted = json.loads(stats.read_text())
     if not report.exists():
         command = f"PYTHONPATH={tree} python -m agentprop run {target} {' '.join(extra)}"
-        raise SystemExit(f"agentprop run {example} ({tree}) exited {counted['exit']} without a report; to see why: {command}")
+        raise SystemExit(
+            f"agentprop run {example} ({tree}) exited {counted['exit']} without a report; "
+            f"to see why: {command}"
+        )
     data = json.loads(report.read_text())
     shutil.rmtree(work, ignore_errors=True)
     return {
@@ -189,7 +225,10 @@ def measure(tree: Path, example: str, tmp: Path, extra: list[str], examples: Pat
         "report_runs": data["metrics"]["runs"],
         "cases": len(data["cases"]),
         "verdicts": verdict_digest(data),
-        "verdict_counts": {v: sum(c["verdict"] == v for c in data["cases"]) for v in sorted({c["verdict"] for c in data["cases"]})},
+        "verdict_counts": {
+            v: sum(c["verdict"] == v for c in data["cases"])
+            for v in sorted({c["verdict"] for c in data["cases"]})
+        },
     }
 
 
@@ -199,7 +238,10 @@ def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
     first = samples[0]
     for s in samples[1:]:  # seeded: every repeat must decide the same
         if s["verdicts"] != first["verdicts"]:
-            raise SystemExit(f"repeats differ in their verdicts: {s['verdict_counts']} vs {first['verdict_counts']}")
+            raise SystemExit(
+                f"repeats differ in their verdicts: {s['verdict_counts']} vs "
+                f"{first['verdict_counts']}"
+            )
     # the runs may differ by a few between repeats: which of two concurrent requests for
     # one run key finds the other's run in the memo is a matter of timing
     runs = [s["agent_runs"] for s in samples]
@@ -214,14 +256,18 @@ def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "duplicate_runs": round(statistics.median(dups)),
         "duplicate_runs_range": [min(dups), max(dups)],
         **{k: first[k] for k in ("report_runs", "cases", "verdicts", "verdict_counts", "exit")},
-        "duplicate_fraction": statistics.median(dups) / statistics.median(runs) if first["agent_runs"] else 0.0,
+        "duplicate_fraction": statistics.median(dups) / statistics.median(runs)
+        if first["agent_runs"]
+        else 0.0,
     }
 
 
 def checkout(ref: str, tmp: Path) -> Path:
     tree = tmp / f"tree-{ref}"
     tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
 
@@ -229,19 +275,31 @@ def checkout(ref: str, tmp: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--json", dest="json_path", help="write the results as JSON to this file")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each example (default 3), interleaved")
-    parser.add_argument("--examples", default=",".join(EXAMPLES), help="comma-separated subset of " + ",".join(EXAMPLES))
-    parser.add_argument("--against", metavar="REF", help="also measure this git revision, interleaved (e.g. 9ad53cc)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of each example (default 3), interleaved"
+    )
+    parser.add_argument(
+        "--examples",
+        default=",".join(EXAMPLES),
+        help="comma-separated subset of " + ",".join(EXAMPLES),
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REF",
+        help="also measure this git revision, interleaved (e.g. 9ad53cc)",
+    )
     parser.add_argument(
         "--run-args",
         default="",
-        help="extra arguments for `agentprop run` in every tree, e.g. '--kinds mft,boundary,dir,inv --explore 0': a case set "
-        "both trees generate alike, so --against compares wall times with the same verdicts (the recorded baseline is for the defaults)",
+        help="extra arguments for `agentprop run` in every tree, e.g. '--kinds "
+        "mft,boundary,dir,inv --explore 0': a case set both trees generate alike, so --against "
+        "compares wall times with the same verdicts (the recorded baseline is for the defaults)",
     )
     parser.add_argument(
         "--examples-from",
         metavar="REF",
-        help="take the example projects from this git revision, for every tree (an older tree cannot read newer bindings)",
+        help="take the example projects from this git revision, for every tree (an older tree "
+        "cannot read newer bindings)",
     )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -259,36 +317,50 @@ def main(argv: list[str] | None = None) -> int:
             trees[args.against] = checkout(args.against, tmp)
         examples_root = ROOT / "examples"
         if args.examples_from:
-            examples_root = (trees[args.examples_from] if args.examples_from in trees else checkout(args.examples_from, tmp)) / "examples"
+            examples_root = (
+                trees[args.examples_from]
+                if args.examples_from in trees
+                else checkout(args.examples_from, tmp)
+            ) / "examples"
         samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for _ in range(args.repeats):
             for example in examples:
                 for label, tree in trees.items():
-                    samples.setdefault((label, example), []).append(measure(tree, example, tmp, extra, examples_root))
+                    samples.setdefault((label, example), []).append(
+                        measure(tree, example, tmp, extra, examples_root)
+                    )
     results = {key: summarise(s) for key, s in samples.items()}
 
     source = f" (the examples of {args.examples_from})" if args.examples_from else ""
     print(
-        f"agentprop run EXAMPLE {' '.join(extra) or '(defaults)'}{source}, {args.repeats} interleaved repeat(s); "
-        "wall and CPU are medians (min in brackets)"
+        f"agentprop run EXAMPLE {' '.join(extra) or '(defaults)'}{source}, {args.repeats} "
+        "interleaved repeat(s); wall and CPU are medians (min in brackets)"
     )
-    header = f"{'example':<13} {'tree':<10} {'wall s':>14} {'cpu s':>14} {'agent runs':>10} {'duplicates':>10} {'dup frac':>8} {'cases':>5} {'case runs':>9}  verdicts"
+    header = (
+        f"{'example':<13} {'tree':<10} {'wall s':>14} {'cpu s':>14} {'agent runs':>10} "
+        f"{'duplicates':>10} {'dup frac':>8} {'cases':>5} {'case runs':>9}  verdicts"
+    )
     print(header)
     print("-" * len(header))
     out: dict[str, Any] = {"examples": {}, "repeats": args.repeats, "run_args": extra}
     for example in examples:
-        rec = RECORDED.get(example) if not extra and not args.examples_from else None  # recorded with the defaults
+        # recorded with the defaults
+        rec = RECORDED.get(example) if not extra and not args.examples_from else None
         if rec and rec["agent_runs"]:
             frac = rec["duplicate_runs"] / rec["agent_runs"]
             print(
-                f"{example:<13} {'recorded':<10} {rec['wall_s']:>14.2f} {rec['cpu_s']:>14.2f} {rec['agent_runs']:>10} {rec['duplicate_runs']:>10} {frac:>8.1%} {rec['cases']:>5} {rec['report_runs']:>9}  {rec['verdicts']}"
+                f"{example:<13} {'recorded':<10} {rec['wall_s']:>14.2f} {rec['cpu_s']:>14.2f} "
+                f"{rec['agent_runs']:>10} {rec['duplicate_runs']:>10} {frac:>8.1%} "
+                f"{rec['cases']:>5} {rec['report_runs']:>9}  {rec['verdicts']}"
             )
         for label in trees:
             r = results[(label, example)]
             name = "now" if label == "this tree" else label[:10]
             print(
-                f"{example:<13} {name:<10} {r['wall_s']:>6.2f} ({r['wall_min_s']:>5.2f}) {r['cpu_s']:>6.2f} ({r['cpu_min_s']:>5.2f}) "
-                f"{r['agent_runs']:>10} {r['duplicate_runs']:>10} {r['duplicate_fraction']:>8.1%} {r['cases']:>5} {r['report_runs']:>9}  {r['verdicts']} {r['verdict_counts']}"
+                f"{example:<13} {name:<10} {r['wall_s']:>6.2f} ({r['wall_min_s']:>5.2f}) "
+                f"{r['cpu_s']:>6.2f} ({r['cpu_min_s']:>5.2f}) {r['agent_runs']:>10} "
+                f"{r['duplicate_runs']:>10} {r['duplicate_fraction']:>8.1%} {r['cases']:>5} "
+                f"{r['report_runs']:>9}  {r['verdicts']} {r['verdict_counts']}"
             )
         now = results[("this tree", example)]
         entry: dict[str, Any] = {"now": now}
@@ -297,10 +369,14 @@ def main(argv: list[str] | None = None) -> int:
             entry["wall_over_recorded"] = now["wall_s"] / rec["wall_s"]
             entry["cpu_over_recorded"] = now["cpu_s"] / rec["cpu_s"]
             entry["agent_runs_over_recorded"] = now["agent_runs"] / rec["agent_runs"]
-            entry["same_verdicts_as_recorded"] = now["verdicts"] == rec["verdicts"] and now["report_runs"] == rec["report_runs"]
+            entry["same_verdicts_as_recorded"] = (
+                now["verdicts"] == rec["verdicts"] and now["report_runs"] == rec["report_runs"]
+            )
             line = (
-                f"  {example}: wall {entry['wall_over_recorded']:.2f}x recorded, CPU {entry['cpu_over_recorded']:.2f}x, "
-                f"agent runs {entry['agent_runs_over_recorded']:.2f}x, verdicts {'the same' if entry['same_verdicts_as_recorded'] else 'CHANGED'}"
+                f"  {example}: wall {entry['wall_over_recorded']:.2f}x recorded, CPU "
+                f"{entry['cpu_over_recorded']:.2f}x, agent runs "
+                f"{entry['agent_runs_over_recorded']:.2f}x, verdicts "
+                f"{'the same' if entry['same_verdicts_as_recorded'] else 'CHANGED'}"
             )
         else:
             line = f"  {example}: no recorded baseline" + (" for these arguments" if extra else "")
@@ -309,22 +385,30 @@ def main(argv: list[str] | None = None) -> int:
             entry["against"] = {"ref": args.against, **then}
             entry["wall_over_against"] = now["wall_s"] / then["wall_s"]
             entry["cpu_over_against"] = now["cpu_s"] / then["cpu_s"]
-            entry["same_verdicts_as_against"] = now["verdicts"] == then["verdicts"] and now["report_runs"] == then["report_runs"]
+            entry["same_verdicts_as_against"] = (
+                now["verdicts"] == then["verdicts"] and now["report_runs"] == then["report_runs"]
+            )
             line += (
-                f"; against {args.against} in this run: wall {entry['wall_over_against']:.2f}x, CPU {entry['cpu_over_against']:.2f}x, "
-                f"verdicts {'the same' if entry['same_verdicts_as_against'] else 'CHANGED'}"
+                f"; against {args.against} in this run: wall {entry['wall_over_against']:.2f}x, "
+                f"CPU {entry['cpu_over_against']:.2f}x, verdicts "
+                f"{'the same' if entry['same_verdicts_as_against'] else 'CHANGED'}"
             )
         print(line)
         out["examples"][example] = entry
     total_runs = sum(results[("this tree", e)]["agent_runs"] for e in examples)
     total_dups = sum(results[("this tree", e)]["duplicate_runs"] for e in examples)
     out["duplicate_fraction"] = total_dups / total_runs if total_runs else 0.0
-    print(f"duplicate-run fraction over the examples: {out['duplicate_fraction']:.1%} ({total_dups} of {total_runs} agent runs repeat a run key)")
+    print(
+        f"duplicate-run fraction over the examples: {out['duplicate_fraction']:.1%} ({total_dups} "
+        f"of {total_runs} agent runs repeat a run key)"
+    )
     if "supportops" in out["examples"] and "wall_over_recorded" in out["examples"]["supportops"]:
         out["supportops_wall_over_recorded"] = out["examples"]["supportops"]["wall_over_recorded"]
     if "supportops" in out["examples"] and "wall_over_against" in out["examples"]["supportops"]:
         out["supportops_wall_over_against"] = out["examples"]["supportops"]["wall_over_against"]
-        out["supportops_same_verdicts_as_against"] = out["examples"]["supportops"]["same_verdicts_as_against"]
+        out["supportops_same_verdicts_as_against"] = out["examples"]["supportops"][
+            "same_verdicts_as_against"
+        ]
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(out, indent=2) + "\n")
     return 0

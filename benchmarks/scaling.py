@@ -1,6 +1,7 @@
 """Peak memory and wall time of ``agentprop run`` as a spec grows, on synthetic specs.
 
-Usage: ``python benchmarks/scaling.py [--json PATH] [--groups 1,2,4,8,11] [--fan 8] [--against REF]``
+Usage:
+``python benchmarks/scaling.py [--json PATH] [--groups 1,2,4,8,11] [--fan 8] [--against REF]``
 
 A synthetic spec of ``G`` groups (:func:`write_project`) routes a message to one of ``G`` groups
 (an utterance variable), then on two world fields of ``get_order`` (``--fan`` values each): ``G x
@@ -41,7 +42,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_CASES = 10_000
-RECORDED = "recorded for issue #31 (supportops, --explore 0/12/24; not measured here): 104 MB at 95 cases, 216 MB at 383, 323 MB at 671"
+RECORDED = (
+    "recorded for issue #31 (supportops, --explore 0/12/24; not measured here): 104 MB at 95 "
+    "cases, 216 MB at 383, 323 MB at 671"
+)
 
 AGENT = '''"""The synthetic spec's scripted agent: the group from the message, the leaf from get_order."""
 
@@ -66,7 +70,7 @@ class GroupAgent:
             evidence=f"get_order: {order['kind']} {order['tier']}",
             user_message="Done.",
         )
-'''
+'''  # noqa: E501
 
 
 def write_project(root: Path, groups: int, fan: int = 8) -> None:
@@ -80,10 +84,18 @@ def write_project(root: Path, groups: int, fan: int = 8) -> None:
         {
             "name": "get_order",
             "description": "Look up an order by its id.",
-            "input_schema": {"type": "object", "properties": {"order_id": text}, "required": ["order_id"]},
+            "input_schema": {
+                "type": "object",
+                "properties": {"order_id": text},
+                "required": ["order_id"],
+            },
             "output_schema": {
                 "type": "object",
-                "properties": {"order_id": text, "kind": {"type": "string", "enum": values}, "tier": {"type": "string", "enum": values}},
+                "properties": {
+                    "order_id": text,
+                    "kind": {"type": "string", "enum": values},
+                    "tier": {"type": "string", "enum": values},
+                },
                 "required": ["order_id", "kind", "tier"],
             },
             "failure_modes": [],
@@ -114,14 +126,25 @@ def write_project(root: Path, groups: int, fan: int = 8) -> None:
             {
                 "node_id": f"N_{g.upper()}",
                 "description": f"Group {g}.",
-                "branches": [{"when": f"order.kind == {a}", "next": f"N_{g}_{a}".upper()} for a in values],
+                "branches": [
+                    {"when": f"order.kind == {a}", "next": f"N_{g}_{a}".upper()} for a in values
+                ],
             }
         )
         for a in values:
-            branches = [{"when": f"order.tier == {b}", "next": f"END_{g}_{a}_{b}".upper()} for b in values]
-            tree.append({"node_id": f"N_{g}_{a}".upper(), "description": f"Kind {a}.", "branches": branches})
+            branches = [
+                {"when": f"order.tier == {b}", "next": f"END_{g}_{a}_{b}".upper()} for b in values
+            ]
+            tree.append(
+                {"node_id": f"N_{g}_{a}".upper(), "description": f"Kind {a}.", "branches": branches}
+            )
     tree += [
-        {"node_id": f"END_{leaf}", "description": f"Answer {leaf}.", "requirements": {"must_call_tools_in_order": ["get_order"]}} for leaf in leaves
+        {
+            "node_id": f"END_{leaf}",
+            "description": f"Answer {leaf}.",
+            "requirements": {"must_call_tools_in_order": ["get_order"]},
+        }
+        for leaf in leaves
     ]
     tree.append({"node_id": "END_CLARIFY", "description": "Ask which order."})
     fields = ["node_id", "decision", "tool_actions", "evidence", "user_message"]
@@ -130,7 +153,10 @@ def write_project(root: Path, groups: int, fan: int = 8) -> None:
         "title": "synthetic",
         "risk_level": "medium",
         "version": "1.0",
-        "defaults": {"reliability": {"reruns": 10, "min_pass_rate": 0.9}, "limits": {"max_tool_calls_per_turn": 6}},
+        "defaults": {
+            "reliability": {"reruns": 10, "min_pass_rate": 0.9},
+            "limits": {"max_tool_calls_per_turn": 6},
+        },
         "tools": tools,
         "policies": [],
         "response_contract": {
@@ -140,8 +166,17 @@ def write_project(root: Path, groups: int, fan: int = 8) -> None:
         },
         "decision_tree": tree,
     }
-    utterances = {g: [f"Group {g}: where is my order {{order_id}}?", f"About {g}, what is the status of order {{order_id}}?"] for g in names}
-    utterances["unclear"] = ["Hmm, can you sort out the thing?", "It's about that stuff from before."]
+    utterances = {
+        g: [
+            f"Group {g}: where is my order {{order_id}}?",
+            f"About {g}, what is the status of order {{order_id}}?",
+        ]
+        for g in names
+    }
+    utterances["unclear"] = [
+        "Hmm, can you sort out the thing?",
+        "It's about that stuff from before.",
+    ]
     bindings = {
         "version": 1,
         "spec": "spec.yaml",
@@ -167,17 +202,34 @@ def measure(tree: Path, project: Path, tmp: Path) -> dict[str, Any]:
     report = tmp / f"report-{time.monotonic_ns()}.json"
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("CI", None)
-    command = [sys.executable, "-m", "agentprop", "run", str(project), "--corpus", "none", "--explore-seed", "0", "--json", str(report)]
+    command = [
+        sys.executable,
+        "-m",
+        "agentprop",
+        "run",
+        str(project),
+        "--corpus",
+        "none",
+        "--explore-seed",
+        "0",
+        "--json",
+        str(report),
+    ]
     t0 = time.perf_counter()
     with open(os.devnull, "w") as sink:
-        proc = subprocess.Popen(command, env=env, cwd=project, stdout=sink, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            command, env=env, cwd=project, stdout=sink, stderr=subprocess.PIPE, text=True
+        )
         assert proc.stderr is not None
         err = proc.stderr.read()  # the progress lines; read to the end so the child never blocks
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     if not report.exists():
-        raise SystemExit(f"agentprop run {project} ({tree}) exited {proc.returncode} without a report:\n{err[-3000:]}")
+        raise SystemExit(
+            f"agentprop run {project} ({tree}) exited {proc.returncode} without a "
+            f"report:\n{err[-3000:]}"
+        )
     data = json.loads(report.read_text())
     report.unlink()
     verdicts: dict[str, int] = {}
@@ -222,7 +274,9 @@ def ratios(mine: list[dict[str, Any]], base: list[dict[str, Any]]) -> list[dict[
 def checkout(ref: str, tmp: Path) -> Path:
     tree = tmp / f"tree-{ref}"
     tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
 
@@ -236,38 +290,70 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "cpu_exponent": slope(cases, [r["cpu_s"] for r in rows]),
         "peak_rss_mb_10k_cases": at_10k[0]["peak_rss_mb"] if at_10k else None,
         "peak_rss_mb_per_1k_cases": (
-            (rows[-1]["peak_rss_mb"] - rows[0]["peak_rss_mb"]) / (rows[-1]["cases"] - rows[0]["cases"]) * 1000 if len(rows) > 1 else None
+            (rows[-1]["peak_rss_mb"] - rows[0]["peak_rss_mb"])
+            / (rows[-1]["cases"] - rows[0]["cases"])
+            * 1000
+            if len(rows) > 1
+            else None
         ),
     }
 
 
 def print_table(label: str, rows: list[dict[str, Any]], figures: dict[str, Any]) -> None:
     print(f"{label}")
-    print(f"  {'groups':>6} {'cases':>7} {'runs':>7} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12}  slope from the smallest (wall, CPU)")
+    print(
+        f"  {'groups':>6} {'cases':>7} {'runs':>7} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} "
+        " slope from the smallest (wall, CPU)"
+    )
     first = rows[0]
     for r in rows:
         slopes = ""
         if r is not first:
             k = math.log(r["cases"] / first["cases"])
-            slopes = f"{math.log(r['wall_s'] / first['wall_s']) / k:.2f}, {math.log(r['cpu_s'] / first['cpu_s']) / k:.2f}"
+            slopes = (
+                f"{math.log(r['wall_s'] / first['wall_s']) / k:.2f}, "
+                f"{math.log(r['cpu_s'] / first['cpu_s']) / k:.2f}"
+            )
         print(
-            f"  {r['groups']:>6} {r['cases']:>7} {r['runs_started'] or 0:>7} {r['wall_s']:>8.1f} {r['cpu_s']:>8.1f} {r['peak_rss_mb']:>12.1f}  {slopes}"
+            f"  {r['groups']:>6} {r['cases']:>7} {r['runs_started'] or 0:>7} {r['wall_s']:>8.1f} "
+            f"{r['cpu_s']:>8.1f} {r['peak_rss_mb']:>12.1f}  {slopes}"
         )
-    we, ce, rss = figures["wall_exponent"], figures["cpu_exponent"], figures["peak_rss_mb_10k_cases"]
-    print(f"  wall exponent {we:.2f} (target <= 1.1), CPU exponent {ce:.2f}" if we is not None and ce is not None else "  one size: no exponent")
+    we, ce, rss = (
+        figures["wall_exponent"],
+        figures["cpu_exponent"],
+        figures["peak_rss_mb_10k_cases"],
+    )
+    print(
+        f"  wall exponent {we:.2f} (target <= 1.1), CPU exponent {ce:.2f}"
+        if we is not None and ce is not None
+        else "  one size: no exponent"
+    )
     print(
         f"  peak RSS at >= {TARGET_CASES:,} cases: {rss:.1f} MB (target < 300)"
         if rss is not None
-        else f"  peak RSS at {TARGET_CASES:,} cases: not measured (no size reached {TARGET_CASES:,} cases; give more --groups)"
+        else f"  peak RSS at {TARGET_CASES:,} cases: not measured (no size reached "
+        f"{TARGET_CASES:,} cases; give more --groups)"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--json", dest="json_path", help="write the results as JSON to this file")
-    parser.add_argument("--groups", default="1,2,4,8,11", help="the sizes: groups of the synthetic spec, comma-separated (default 1,2,4,8,11)")
-    parser.add_argument("--fan", type=int, default=8, help="values of each world field: leaves per group are fan x fan (default 8)")
-    parser.add_argument("--against", help="a git ref (e.g. main) measured at the same sizes in the same run, as the baseline")
+    parser.add_argument(
+        "--groups",
+        default="1,2,4,8,11",
+        help="the sizes: groups of the synthetic spec, comma-separated (default 1,2,4,8,11)",
+    )
+    parser.add_argument(
+        "--fan",
+        type=int,
+        default=8,
+        help="values of each world field: leaves per group are fan x fan (default 8)",
+    )
+    parser.add_argument(
+        "--against",
+        help="a git ref (e.g. main) measured at the same sizes in the same run, as the baseline",
+    )
     args = parser.parse_args(argv)
     try:
         sizes = sorted({int(g) for g in args.groups.split(",") if g.strip()})
@@ -285,11 +371,13 @@ def main(argv: list[str] | None = None) -> int:
         for g in sizes:
             project = tmp / f"synthetic-{g}"
             write_project(project, g, args.fan)
-            for label, tree in trees.items() if g % 2 else reversed(trees.items()):  # interleaved: the order alternates
+            # interleaved: the order alternates
+            for label, tree in trees.items() if g % 2 else reversed(trees.items()):
                 row = {"groups": g, **measure(tree, project, tmp)}
                 rows[label].append(row)
                 print(
-                    f"{label}: {g} group(s), {row['cases']} cases: {row['wall_s']:.1f} s wall, {row['cpu_s']:.1f} s CPU, {row['peak_rss_mb']:.1f} MB",
+                    f"{label}: {g} group(s), {row['cases']} cases: {row['wall_s']:.1f} s wall, "
+                    f"{row['cpu_s']:.1f} s CPU, {row['peak_rss_mb']:.1f} MB",
                     flush=True,
                 )
     mine = summary(rows["this tree"])
@@ -303,12 +391,17 @@ def main(argv: list[str] | None = None) -> int:
         out["ratios"] = ratios(rows["this tree"], rows[args.against])
         print(f"this tree over {args.against}, per size (peak RSS, wall, CPU):")
         for r in out["ratios"]:
-            print(f"  {r['groups']:>3} group(s), {r['cases']:>6} cases: {r['peak_rss']:.2f}x, {r['wall']:.2f}x, {r['cpu']:.2f}x")
+            print(
+                f"  {r['groups']:>3} group(s), {r['cases']:>6} cases: {r['peak_rss']:.2f}x, "
+                f"{r['wall']:.2f}x, {r['cpu']:.2f}x"
+            )
     else:
         print(f"baseline: the sizes' series above; {RECORDED}")
         out["baseline"] = {"recorded": RECORDED}
     if mine["peak_rss_mb_10k_cases"] is None:
-        out["peak_rss_mb_10k_cases_note"] = f"not measured: the largest size had {rows['this tree'][-1]['cases']} cases"
+        out["peak_rss_mb_10k_cases_note"] = (
+            f"not measured: the largest size had {rows['this tree'][-1]['cases']} cases"
+        )
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(out, indent=2))
     bad = [r for rs in rows.values() for r in rs if set(r["verdicts"]) != {"PASS"}]

@@ -81,7 +81,9 @@ DEPLOYED: dict[str, SequentialTest] = {
 }
 
 
-def run_trial(test: SequentialTest, outcomes: np.ndarray, rng: np.random.Generator, p: float) -> None:
+def run_trial(
+    test: SequentialTest, outcomes: np.ndarray, rng: np.random.Generator, p: float
+) -> None:
     """Feed pre-drawn outcomes (and, should they run out, fresh draws) until ``test`` decides."""
     for outcome in outcomes:
         if test.update(bool(outcome)) is not None:
@@ -128,7 +130,10 @@ def simulate(p: float, trials: int, seed: int) -> dict[str, float]:
     row["ratio_curtailed"] = row["sprt_mean_runs"] / row["curtailed_mean_runs"]
     # names of the first benchmark version, kept for readers of old JSON
     row.update(
-        sequential_mean_runs=row["sprt_mean_runs"], dp_expected_runs=row["sprt_dp_runs"], fixed_runs=row["fixed_mean_runs"], ratio=row["ratio_fixed"]
+        sequential_mean_runs=row["sprt_mean_runs"],
+        dp_expected_runs=row["sprt_dp_runs"],
+        fixed_runs=row["fixed_mean_runs"],
+        ratio=row["ratio_fixed"],
     )
     return row
 
@@ -149,24 +154,29 @@ def main(argv: list[str] | None = None) -> int:
 
     fixed = FixedN.design(0.95, 0.80, 0.05, 0.05)
     print(
-        f"SPRT (H0 p>=0.95 vs H1 p<=0.80, alpha=beta=0.05, capped at {CAP} runs) vs fixed N={fixed.runs} "
-        f"(accept from {fixed.min_successes} passes) and the same design curtailed; {args.trials} seeded trials per p; "
-        "runs: simulated mean (exact)"
+        f"SPRT (H0 p>=0.95 vs H1 p<=0.80, alpha=beta=0.05, capped at {CAP} runs) vs fixed "
+        f"N={fixed.runs} (accept from {fixed.min_successes} passes) and the same design "
+        f"curtailed; {args.trials} seeded trials per p; runs: simulated mean (exact)"
     )
     header = (
-        f"{'p':>5} {'SPRT runs':>15} {'cap':>6} {'fixed':>6} {'curtailed':>15} {'SPRT/fixed':>10} {'SPRT/curt':>9} "
-        f"{'SPRT pass':>9} {'fixed pass':>10}"
+        f"{'p':>5} {'SPRT runs':>15} {'cap':>6} {'fixed':>6} {'curtailed':>15} {'SPRT/fixed':>10} "
+        f"{'SPRT/curt':>9} {'SPRT pass':>9} {'fixed pass':>10}"
     )
     print(header)
     print("-" * len(header))
     for row in rows:
         print(
-            f"{row['p']:>5.2f} {row['sprt_mean_runs']:>6.2f} ({row['sprt_dp_runs']:>6.2f}) {row['sprt_capped_rate']:>6.1%} "
-            f"{row['fixed_mean_runs']:>6.0f} {row['curtailed_mean_runs']:>6.2f} ({row['curtailed_dp_runs']:>6.2f}) "
-            f"{row['ratio_fixed']:>10.2f} {row['ratio_curtailed']:>9.2f} {row['sprt_pass_rate']:>9.3f} {row['fixed_pass_rate']:>10.3f}"
+            f"{row['p']:>5.2f} {row['sprt_mean_runs']:>6.2f} ({row['sprt_dp_runs']:>6.2f}) "
+            f"{row['sprt_capped_rate']:>6.1%} {row['fixed_mean_runs']:>6.0f} "
+            f"{row['curtailed_mean_runs']:>6.2f} ({row['curtailed_dp_runs']:>6.2f}) "
+            f"{row['ratio_fixed']:>10.2f} {row['ratio_curtailed']:>9.2f} "
+            f"{row['sprt_pass_rate']:>9.3f} {row['fixed_pass_rate']:>10.3f}"
         )
     print()
-    print("deployed rules: probability of passing an agent of each rate (exact), and runs at p=0.8 (exact)")
+    print(
+        "deployed rules: probability of passing an agent of each rate (exact), and "
+        "runs at p=0.8 (exact)"
+    )
     names = ["SPRT", *DEPLOYED]
     keys = ["sprt", *DEPLOYED]
     print(f"{'p':>5} " + " ".join(f"{n:>10}" for n in names))
@@ -176,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'runs':>5} " + " ".join(f"{at_08[f'{k}_dp_runs']:>10.2f}" for k in keys))
     print(
         "a p=0.8 agent is one the SPRT must fail (its false-pass rate there is at most 5%): "
-        + ", ".join(f"{n} passes it {at_08[f'{k}_dp_accept']:.0%} of the time" for n, k in zip(names, keys))
+        + ", ".join(
+            f"{n} passes it {at_08[f'{k}_dp_accept']:.0%} of the time" for n, k in zip(names, keys)
+        )
     )
 
     by_p = {row["p"]: row for row in rows}
@@ -197,7 +209,10 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "cap": CAP,
             "fixed_design": {"n": fixed.runs, "min_successes": fixed.min_successes},
-            "deployed": {name: {"runs": t.max_runs, "accept_at_p_0.8": at_08[f"{name}_dp_accept"]} for name, t in DEPLOYED.items()},
+            "deployed": {
+                name: {"runs": t.max_runs, "accept_at_p_0.8": at_08[f"{name}_dp_accept"]}
+                for name, t in DEPLOYED.items()
+            },
             "targets": targets,
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")

@@ -27,10 +27,10 @@ Usage: ``python benchmarks/shards.py [--json PATH] [--runs N] [--latency S] [--c
    measured: the output says so and the exit code is 3.
 
 ``--json PATH`` writes ``wall_s_1_shard``, ``wall_s_2_shards``, ``wall_s_4_shards``,
-``speedup_2_shards``, ``speedup_4_shards``, ``cpu_s_1_shard`` (and ``_2_shards``, ``_4_shards``), ``merge_s_100k_records`` (``null`` when fewer than
-100,000 trial lines were merged), ``merge_s``, ``merge_trial_records``,
-``ledger_us_per_call_file``, ``ledger_us_per_call_redis`` (``null`` when not measured) and the
-settings.
+``speedup_2_shards``, ``speedup_4_shards``, ``cpu_s_1_shard`` (and ``_2_shards``, ``_4_shards``),
+``merge_s_100k_records`` (``null`` when fewer than 100,000 trial lines were merged), ``merge_s``,
+``merge_trial_records``, ``ledger_us_per_call_file``, ``ledger_us_per_call_redis`` (``null`` when
+not measured) and the settings.
 """
 
 from __future__ import annotations
@@ -72,11 +72,13 @@ class WaitingAgent(_module.SupportOpsAgent):
         with urllib.request.urlopen(request, timeout=60) as reply:
             reply.read()
         super().turn(message, ctx)
-'''
+'''  # noqa: E501
 
 
 def _ledger_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ledger_benchmark_for_shards", Path(__file__).parent / "ledger.py")
+    spec = importlib.util.spec_from_file_location(
+        "ledger_benchmark_for_shards", Path(__file__).parent / "ledger.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -85,12 +87,18 @@ def _ledger_bench() -> ModuleType:
 
 
 def _env(url: str) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "AGENTPROP_SHARDS_BENCH_URL": url}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "AGENTPROP_SHARDS_BENCH_URL": url,
+    }
     env.pop("CI", None)
     return env
 
 
-def run_shards(count: int, args: argparse.Namespace, agent: Path, env: dict[str, str], base: Path) -> tuple[float, float, list[Path]]:
+def run_shards(
+    count: int, args: argparse.Namespace, agent: Path, env: dict[str, str], base: Path
+) -> tuple[float, float, list[Path]]:
     """Wall seconds of ``count`` shard processes started at once, their CPU seconds (user +
     system, all shards together), and their records directories."""
     dirs = [base / f"n{count}-s{i}" for i in range(1, count + 1)]
@@ -105,7 +113,11 @@ def run_shards(count: int, args: argparse.Namespace, agent: Path, env: dict[str,
     start = time.perf_counter()
     procs = [
         subprocess.Popen(
-            [*command, "--shard", f"{i}/{count}", "--records", str(d)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            [*command, "--shard", f"{i}/{count}", "--records", str(d)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for i, d in enumerate(dirs, 1)
     ]
@@ -129,7 +141,14 @@ def merged_key(dirs: list[Path]) -> dict[tuple[str | None, str], tuple[str, int,
 def synthesise(dirs: list[Path], target: int, out: Path) -> int:
     """Copies of the shards in ``dirs`` under ``out`` holding at least ``target`` trial lines in
     all (see the module docstring); returns the number of trial lines written."""
-    shards = [[json.loads(line) for line in (d / "trials.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()] for d in dirs]
+    shards = [
+        [
+            json.loads(line)
+            for line in (d / "trials.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+        for d in dirs
+    ]
     per_copy = sum(r["type"] == "trial" for records in shards for r in records)
     if per_copy == 0:
         raise SystemExit("the shard records hold no trial line to copy")
@@ -143,7 +162,11 @@ def synthesise(dirs: list[Path], target: int, out: Path) -> int:
         with open(target_dir / "trials.jsonl", "w", encoding="utf-8") as f:
             for k in range(copies):
                 for r in records:
-                    copy = {**r, "decision": r["decision"] + k * top, "case": f"{r['case']}#copy{k}"}
+                    copy = {
+                        **r,
+                        "decision": r["decision"] + k * top,
+                        "case": f"{r['case']}#copy{k}",
+                    }
                     written += copy["type"] == "trial"
                     f.write(json.dumps(copy, separators=(",", ":")) + "\n")
         (target_dir / "traces.jsonl").write_text("", encoding="utf-8")
@@ -153,7 +176,16 @@ def synthesise(dirs: list[Path], target: int, out: Path) -> int:
 def time_merge(dirs: list[Path], env: dict[str, str], out: Path) -> float:
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "agentprop._cli", "merge", "--records-only", *map(str, dirs), "--json", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "agentprop._cli",
+            "merge",
+            "--records-only",
+            *map(str, dirs),
+            "--json",
+            str(out),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -161,25 +193,56 @@ def time_merge(dirs: list[Path], env: dict[str, str], out: Path) -> float:
     )
     elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 1):
-        raise SystemExit(f"agentprop merge exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
+        raise SystemExit(
+            f"agentprop merge exited {proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}"
+        )
     return elapsed
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
-    parser.add_argument("--runs", type=int, default=10, help="runs per case (fixed mode, default 10)")
-    parser.add_argument("--latency", type=float, default=0.05, help="the loopback model's latency per request, seconds (default 0.05)")
-    parser.add_argument("--concurrency", type=int, default=8, help="runs in flight in each shard (default 8)")
-    parser.add_argument("--merge-records", type=int, default=100_000, help="trial lines to merge (default 100000)")
-    parser.add_argument("--calls", type=int, default=2000, help="model calls booked per ledger (default 2000)")
-    parser.add_argument("--redis", metavar="URL", help="a Redis server for the ledger figure (default: start one on loopback)")
+    parser.add_argument(
+        "--runs", type=int, default=10, help="runs per case (fixed mode, default 10)"
+    )
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.05,
+        help="the loopback model's latency per request, seconds (default 0.05)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="runs in flight in each shard (default 8)"
+    )
+    parser.add_argument(
+        "--merge-records", type=int, default=100_000, help="trial lines to merge (default 100000)"
+    )
+    parser.add_argument(
+        "--calls", type=int, default=2000, help="model calls booked per ledger (default 2000)"
+    )
+    parser.add_argument(
+        "--redis",
+        metavar="URL",
+        help="a Redis server for the ledger figure (default: start one on loopback)",
+    )
     args = parser.parse_args(argv)
-    if args.runs < 1 or args.latency <= 0 or args.concurrency < 1 or args.merge_records < 1 or args.calls < 1:
-        parser.error("--runs, --concurrency, --merge-records and --calls must be >= 1 and --latency > 0")
+    if (
+        args.runs < 1
+        or args.latency <= 0
+        or args.concurrency < 1
+        or args.merge_records < 1
+        or args.calls < 1
+    ):
+        parser.error(
+            "--runs, --concurrency, --merge-records and --calls must be >= 1 and --latency > 0"
+        )
     from agentprop.testing import OpenAIServer
 
-    figures: dict[str, Any] = {"runs_per_case": args.runs, "latency_s": args.latency, "concurrency": args.concurrency}
+    figures: dict[str, Any] = {
+        "runs_per_case": args.runs,
+        "latency_s": args.latency,
+        "concurrency": args.concurrency,
+    }
     walls: dict[int, float] = {}
     cpus: dict[int, float] = {}
     served: dict[int, int] = {}
@@ -187,20 +250,30 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         agent = tmp / "waiting_agent.py"
-        agent.write_text(AGENT_SOURCE.format(agent_path=str(SUPPORTOPS / "agent.py")), encoding="utf-8")
+        agent.write_text(
+            AGENT_SOURCE.format(agent_path=str(SUPPORTOPS / "agent.py")), encoding="utf-8"
+        )
         shard_dirs: dict[int, list[Path]] = {}
         with OpenAIServer(handler=lambda request: "ok", latency=args.latency) as server:
             env = _env(f"http://127.0.0.1:{server.port}/v1/chat/completions")
             for count in SHARD_COUNTS:
                 before = len(server.requests)
-                walls[count], cpus[count], shard_dirs[count] = run_shards(count, args, agent, env, tmp)
+                walls[count], cpus[count], shard_dirs[count] = run_shards(
+                    count, args, agent, env, tmp
+                )
                 served[count] = len(server.requests) - before
         baseline = merged_key(shard_dirs[1])
         for count in SHARD_COUNTS[1:]:
             if merged_key(shard_dirs[count]) != baseline:
-                failures.append(f"the {count} shards' merge does not decide the same names, verdicts and runs as the 1-shard run")
+                failures.append(
+                    f"the {count} shards' merge does not decide the same names, verdicts and "
+                    "runs as the 1-shard run"
+                )
             if served[count] != served[1]:
-                failures.append(f"the {count} shards made {served[count]} model requests, the 1-shard run {served[1]}")
+                failures.append(
+                    f"the {count} shards made {served[count]} model requests, the "
+                    f"1-shard run {served[1]}"
+                )
         synthetic = tmp / "synthetic"
         merged_trials = synthesise(shard_dirs[4], args.merge_records, synthetic)
         merge_s = time_merge(sorted(synthetic.iterdir()), env, tmp / "merged.json")
@@ -208,20 +281,30 @@ def main(argv: list[str] | None = None) -> int:
 
     cases = len(baseline)
     print(
-        f"shards: {cases} MFT cases of SupportOps x {args.runs} runs, a loopback model answering after "
-        f"{args.latency * 1000:.0f} ms per turn, concurrency {args.concurrency} per shard; one machine ({os.cpu_count()} CPUs)"
+        f"shards: {cases} MFT cases of SupportOps x {args.runs} runs, a loopback model answering "
+        f"after {args.latency * 1000:.0f} ms per turn, concurrency {args.concurrency} per shard; "
+        f"one machine ({os.cpu_count()} CPUs)"
     )
     for count in SHARD_COUNTS:
         label = "1 shard (baseline)" if count == 1 else f"{count} shards"
         ratio = "" if count == 1 else f"  speedup {walls[1] / walls[count]:.2f}x"
-        print(f"  {label:<20} {walls[count]:8.2f} s wall, {cpus[count]:6.2f} s CPU of the shards, {served[count]} model requests{ratio}")
-    print(f"merge: {merged_trials} trial lines in 4 shards (the 4-shard run's records copied), agentprop merge --json: {merge_s:.2f} s")
+        print(
+            f"  {label:<20} {walls[count]:8.2f} s wall, {cpus[count]:6.2f} s CPU of the shards, "
+            f"{served[count]} model requests{ratio}"
+        )
+    print(
+        f"merge: {merged_trials} trial lines in 4 shards (the 4-shard run's records copied), "
+        f"agentprop merge --json: {merge_s:.2f} s"
+    )
     print(f"ledger, {args.calls} model calls (reserve + settle, one process):")
     print(f"  file ledger (baseline): {file_us:9.1f} us/call")
     if redis_us is None:
         print(f"  redis ledger:           not measured: {why}")
     else:
-        print(f"  redis ledger:           {redis_us:9.1f} us/call  ({redis_us / file_us:.2f}x the file ledger)")
+        print(
+            f"  redis ledger:           {redis_us:9.1f} us/call  "
+            f"({redis_us / file_us:.2f}x the file ledger)"
+        )
     for failure in failures:
         print(f"CHECK FAILED: {failure}")
     figures |= {

@@ -22,9 +22,10 @@ Two columns of runs for the statistical shrinker, so nothing is hidden:
 Where the shrinker's evidence about the original comes from:
 
 * ``q known`` (the first row): the rate is given exactly (``Calibration`` of 100,000 runs at
-  ``p``, which the shrinker does not pay for). This is the setting in which one-at-a-time deletion with early
-  stopping costs 32 runs in expectation (6 / q removals plus 2 x 10 clean runs), and so the setting of the "8 clauses, 2 needed, p = 0.5: <= 32 runs" target; the
-  ddmin baseline's fixed 10 runs per query is likewise the count that suits ``q = 0.5``.
+  ``p``, which the shrinker does not pay for). This is the setting in which one-at-a-time deletion
+  with early stopping costs 32 runs in expectation (6 / q removals plus 2 x 10 clean runs), and so
+  the setting of the "8 clauses, 2 needed, p = 0.5: <= 32 runs" target; the ddmin baseline's fixed
+  10 runs per query is likewise the count that suits ``q = 0.5``.
 * ``q learned`` (every other row, unless it says otherwise): no evidence; ``shrink()`` runs
   the original until it fails once and learns ``q`` as it searches.
 * ``oracle SPRT``: what really happens in agentprop. The oracle's default sequential test
@@ -120,7 +121,14 @@ class Scenario:
         k = self.tokens_per_clause
         if not self.hierarchical:
             return tuple(Unit(i, label=f"t{i}") for i in range(self.clauses * k))
-        return tuple(Unit(-1 - c, children=tuple(Unit(c * k + j, label=f"c{c}t{j}") for j in range(k)), label=f"c{c}") for c in range(self.clauses))
+        return tuple(
+            Unit(
+                -1 - c,
+                children=tuple(Unit(c * k + j, label=f"c{c}t{j}") for j in range(k)),
+                label=f"c{c}",
+            )
+            for c in range(self.clauses)
+        )
 
     def needed(self, rng: random.Random) -> int:
         """Two needed leaves, in two different clauses."""
@@ -132,9 +140,19 @@ class Scenario:
 
 
 SCENARIOS = [
-    Scenario("8 clauses, 2 needed, p=0.5 (q known)", 8, 0, 0.5, evidence="known", target_runs=32, target_exact=0.99),
+    Scenario(
+        "8 clauses, 2 needed, p=0.5 (q known)",
+        8,
+        0,
+        0.5,
+        evidence="known",
+        target_runs=32,
+        target_exact=0.99,
+    ),
     Scenario("8 clauses, p=0.5, q learned", 8, 0, 0.5, target_exact=0.99),
-    Scenario("8 clauses, p=0.5, oracle SPRT evidence", 8, 0, 0.5, evidence="sprt", target_exact=0.99),
+    Scenario(
+        "8 clauses, p=0.5, oracle SPRT evidence", 8, 0, 0.5, evidence="sprt", target_exact=0.99
+    ),
     Scenario("8 clauses, p=0.5, 30 oracle runs", 8, 0, 0.5, evidence=30),
     Scenario("8x5 tokens, clause->token, p=0.5", 8, 5, 0.5, target_runs=70),
     Scenario("8 clauses, background eps=0.05", 8, 0, 0.5, eps=0.05, target_exact=0.98),
@@ -146,7 +164,9 @@ SCENARIOS = [
 KNOWN_RATE_RUNS = 100_000
 
 
-def oracle_evidence(scenario: Scenario, oracle: Callable[[int, int], Outcome], full: int) -> tuple[Calibration | None, int, bool]:
+def oracle_evidence(
+    scenario: Scenario, oracle: Callable[[int, int], Outcome], full: int
+) -> tuple[Calibration | None, int, bool]:
     """``(calibration, runs the oracle made, whether it decided "fails")`` for a scenario."""
     if scenario.evidence is None:
         return None, 0, True
@@ -160,7 +180,11 @@ def oracle_evidence(scenario: Scenario, oracle: Callable[[int, int], Outcome], f
             outcome = oracle(full, trial)
             test.update(not (outcome.failed and outcome.signature == SIGNATURE))
             trial += 1
-        return (Calibration(test.n, test.failures, SIGNATURE), test.n, test.decision is Decision.REJECT)
+        return (
+            Calibration(test.n, test.failures, SIGNATURE),
+            test.n,
+            test.decision is Decision.REJECT,
+        )
     runs = int(scenario.evidence)
     failures = 0
     for trial in range(runs):
@@ -193,11 +217,26 @@ def run_scenario(scenario: Scenario, trials: int, seed: int) -> dict[str, float 
         runs += result.runs
         exact += result.reproducer == needed
         over_budget += result.runs > scenario.budget
-        base = ddmin(forest, oracle, runs_per_query=10, budget=scenario.budget, build=leaf_mask, signature=SIGNATURE)
+        base = ddmin(
+            forest,
+            oracle,
+            runs_per_query=10,
+            budget=scenario.budget,
+            build=leaf_mask,
+            signature=SIGNATURE,
+        )
         base_runs += base.runs
         base_exact += base.reproducer == needed
         over_budget += base.runs > scenario.budget
-        early = ddmin(forest, oracle, runs_per_query=10, budget=scenario.budget, build=leaf_mask, signature=SIGNATURE, stop_at_first_failure=True)
+        early = ddmin(
+            forest,
+            oracle,
+            runs_per_query=10,
+            budget=scenario.budget,
+            build=leaf_mask,
+            signature=SIGNATURE,
+            stop_at_first_failure=True,
+        )
         early_runs += early.runs
         early_exact += early.reproducer == needed
         over_budget += early.runs > scenario.budget
@@ -212,7 +251,9 @@ def run_scenario(scenario: Scenario, trials: int, seed: int) -> dict[str, float 
         "early_baseline_mean_runs": early_runs / trials,
         "early_baseline_exact_rate": early_exact / trials,
         "mean_oracle_runs": oracle_runs / trials,
-        "mean_runs_with_oracle": None if scenario.evidence == "known" else (runs + oracle_runs) / trials,
+        "mean_runs_with_oracle": None
+        if scenario.evidence == "known"
+        else (runs + oracle_runs) / trials,
         "oracle_not_rejected": undecided if scenario.evidence == "sprt" else 0,
         "target_runs": scenario.target_runs,
         "target_exact_rate": scenario.target_exact,
@@ -249,11 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = [run_scenario(s, args.trials, args.seed) for s in SCENARIOS]
     head = (
         f"{'scenario':40} {'runs':>6} {'+oracle':>7} {'exact':>7} | {'ddmin N=10':>10} "
-        f"{'exact':>7} | {'stop@fail':>9} {'exact':>7} | {'N=10/ours':>9} {'stop/ours':>9} | {'target':22} {'met':>3}"
+        f"{'exact':>7} | {'stop@fail':>9} {'exact':>7} | {'N=10/ours':>9} {'stop/ours':>9} | "
+        f"{'target':22} {'met':>3}"
     )
     print(
-        f"statistical shrinker vs ddmin (10 runs per query; and stopping a query at its first failure), "
-        f"{args.trials} seeded trials per scenario; ratios: ddmin runs / our runs with the oracle's"
+        "statistical shrinker vs ddmin (10 runs per query; and stopping a query at its first "
+        f"failure), {args.trials} seeded trials per scenario; ratios: ddmin runs / our "
+        "runs with the oracle's"
     )
     print(head)
     print("-" * len(head))
@@ -261,13 +304,22 @@ def main(argv: list[str] | None = None) -> int:
         with_oracle = row["mean_runs_with_oracle"]
         plus = "q given" if with_oracle is None else f"{float(with_oracle):7.1f}"
         ours = f"{float(row['mean_runs']):6.1f} {plus:>7} {100 * float(row['exact_rate']):6.1f}%"
-        base = f"{float(row['baseline_mean_runs']):10.1f} {100 * float(row['baseline_exact_rate']):6.1f}%"
-        early = f"{float(row['early_baseline_mean_runs']):9.1f} {100 * float(row['early_baseline_exact_rate']):6.1f}%"
+        base = (
+            f"{float(row['baseline_mean_runs']):10.1f} "
+            f"{100 * float(row['baseline_exact_rate']):6.1f}%"
+        )
+        early = (
+            f"{float(row['early_baseline_mean_runs']):9.1f} "
+            f"{100 * float(row['early_baseline_exact_rate']):6.1f}%"
+        )
         paid = float(row["mean_runs"] if with_oracle is None else with_oracle)
         ratio = float(row["baseline_mean_runs"]) / paid
         early_ratio = float(row["early_baseline_mean_runs"]) / paid
         row["ratio"], row["early_ratio"] = ratio, early_ratio
-        print(f"{row['scenario']:40} {ours} | {base} | {early} | {ratio:8.2f}x {early_ratio:8.2f}x | {_target(row):22} {_met(row):>3}")
+        print(
+            f"{row['scenario']:40} {ours} | {base} | {early} | {ratio:8.2f}x {early_ratio:8.2f}x "
+            f"| {_target(row):22} {_met(row):>3}"
+        )
     print(
         "runs: mean runs shrink() made, its own calibration included; +oracle: plus the "
         "oracle's runs of the original handed over as Calibration (what the ratios count; "

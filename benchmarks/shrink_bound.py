@@ -50,7 +50,8 @@ from agentprop._shrink import RatePosterior
 Q0 = 0.5
 Q_LOW, Q_HIGH, Q_POINTS = 0.1, 0.95, 60
 FAILURES = (3, 4, 5, 6, 7, 8, 10, 12, 15, 20)
-DELTAS = (1e-3, 1.0 / 600)  # agentprop's default; the weakest rate 99% exact allows with 6 removable units
+# agentprop's default; the weakest rate 99% exact allows with 6 removable units
+DELTAS = (1e-3, 1.0 / 600)
 REMOVABLE = 6
 
 
@@ -80,9 +81,19 @@ def floor_runs(f: int, delta: float) -> float:
     n_max = math.ceil(math.log(delta * 1e-3) / math.log(1.0 - Q_LOW))
     counts = np.arange(n_max + 1)
     cost = (_negbin(totals, f, Q0)[:, None] * counts[None, :]).ravel()
-    miss = np.array([(_negbin(totals, f, q)[:, None] * (1.0 - q) ** counts[None, :]).ravel() for q in rates])
+    miss = np.array(
+        [(_negbin(totals, f, q)[:, None] * (1.0 - q) ** counts[None, :]).ravel() for q in rates]
+    )
     one_choice = kron(csr_matrix(np.eye(totals.size)), csr_matrix(np.ones((1, counts.size))))
-    result = linprog(cost, A_ub=miss, b_ub=np.full(rates.size, delta), A_eq=one_choice, b_eq=np.ones(totals.size), bounds=(0, None), method="highs")
+    result = linprog(
+        cost,
+        A_ub=miss,
+        b_ub=np.full(rates.size, delta),
+        A_eq=one_choice,
+        b_eq=np.ones(totals.size),
+        bounds=(0, None),
+        method="highs",
+    )
     if not result.success:
         raise RuntimeError(f"LP for f={f}, delta={delta} failed: {result.message}")
     return float(result.fun)
@@ -126,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
                     "agentprop_worst_miss": worst,
                 }
             )
-    head = f"{'delta':>8} {'failures f':>10} | {'known q':>7} | {'floor':>6} | {'agentprop':>9} {'worst miss':>10} | {'floor/known':>11}"
+    head = (
+        f"{'delta':>8} {'failures f':>10} | {'known q':>7} | {'floor':>6} | {'agentprop':>9} "
+        f"{'worst miss':>10} | {'floor/known':>11}"
+    )
     print(f"runs to rule out one needed unit at q = {Q0}, valid for every q in [{Q_LOW}, {Q_HIGH}]")
     print(head)
     print("-" * len(head))
@@ -139,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     totals = {}
     for delta in DELTAS:
-        best = min((2 * r["failures"] / (2 * Q0) * 1.0 + 2 * r["floor_runs"], r["failures"]) for r in rows if r["miss_error"] == delta)
+        best = min(
+            (2 * r["failures"] / (2 * Q0) * 1.0 + 2 * r["floor_runs"], r["failures"])
+            for r in rows
+            if r["miss_error"] == delta
+        )
         totals[delta] = best
         known = 2 * known_rate_runs(delta)
         print(
@@ -156,7 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     print(f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
     if args.json is not None:
-        payload = {"rows": rows, "learned_rate_floor": [{"miss_error": d, "runs": totals[d][0], "failures": totals[d][1]} for d in DELTAS]}
+        payload = {
+            "rows": rows,
+            "learned_rate_floor": [
+                {"miss_error": d, "runs": totals[d][0], "failures": totals[d][1]} for d in DELTAS
+            ],
+        }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 

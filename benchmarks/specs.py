@@ -70,25 +70,38 @@ KIND_CODES: list[tuple[str, set[str]]] = [
 
 
 def run_report(
-    spec_dir: Path, faults: dict[str, float], kinds: tuple[str, ...], seed: int, explore: int, shrink_budget: int = 0
+    spec_dir: Path,
+    faults: dict[str, float],
+    kinds: tuple[str, ...],
+    seed: int,
+    explore: int,
+    shrink_budget: int = 0,
 ) -> tuple[RunReport, list[ShrinkReport]]:
     project = load_project(spec_dir)
     agent = load_agent(project.bindings.agent or "", project.base_dir, faults)
     settings = RunSettings(kinds=kinds, seed=seed, explore=explore)
-    report = asyncio.run(arun_cases(project, agent, project.scenarios(), settings, problems=project.problems))
+    report = asyncio.run(
+        arun_cases(project, agent, project.scenarios(), settings, problems=project.problems)
+    )
     shrunk = shrink_failures(project, agent, report, budget=shrink_budget, corpus=None, seed=seed)
     return report, shrunk
 
 
-def replay(project: Project, agent: LoadedAgent, shrunk: ShrinkReport, prop: Any, runs: int) -> tuple[bool, list[str]]:
+def replay(
+    project: Project, agent: LoadedAgent, shrunk: ShrinkReport, prop: Any, runs: int
+) -> tuple[bool, list[str]]:
     """``runs`` fresh runs of the reproducer (trials no shrink used): whether every run passed,
     and the signatures of the failures seen."""
     settings = OracleSettings(mode="fixed", runs=runs)
-    result = asyncio.run(decide_scenario(project, shrunk.reproducer, agent, prop=prop, settings=settings, seed=991))
+    result = asyncio.run(
+        decide_scenario(project, shrunk.reproducer, agent, prop=prop, settings=settings, seed=991)
+    )
     return result.passes == result.runs > 0, [f.signature for f in result.failures]
 
 
-def reproducer_validity(spec_dir: Path, knob: str, report: RunReport, shrunk: list[ShrinkReport], runs: int) -> list[dict[str, Any]]:
+def reproducer_validity(
+    spec_dir: Path, knob: str, report: RunReport, shrunk: list[ShrinkReport], runs: int
+) -> list[dict[str, Any]]:
     """Each shrunk reproducer replayed on the correct and on the faulty agent."""
     project = load_project(spec_dir)
     correct = load_agent(project.bindings.agent or "", project.base_dir, {})
@@ -121,17 +134,40 @@ def reproducer_validity(spec_dir: Path, knob: str, report: RunReport, shrunk: li
 
 def lint_lines(spec_dir: Path) -> list[str]:
     """``agentprop lint SPEC_DIR``'s findings, from a fresh process (as a user runs it)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "agentprop._cli", "lint", str(spec_dir)], capture_output=True, text=True, env=env)
-    return [line for line in (done.stdout + done.stderr).splitlines() if re.search(r"\b(error|warning|info) [A-Z]\d{3}:", line)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "agentprop._cli", "lint", str(spec_dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    return [
+        line
+        for line in (done.stdout + done.stderr).splitlines()
+        if re.search(r"\b(error|warning|info) [A-Z]\d{3}:", line)
+    ]
 
 
 def _tokens(where: str) -> list[str]:
-    return [t for t in re.findall(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+", where) if not t.startswith("max_")]
+    return [
+        t
+        for t in re.findall(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+", where)
+        if not t.startswith("max_")
+    ]
 
 
 # words of the spec format itself: they place a defect but do not name it
-SPEC_KEYWORDS = {"failure_modes", "retry_policy", "input_schema", "output_schema", "response_contract", "optional_json_fields"}
+SPEC_KEYWORDS = {
+    "failure_modes",
+    "retry_policy",
+    "input_schema",
+    "output_schema",
+    "response_contract",
+    "optional_json_fields",
+}
 
 
 def subject(where: str) -> str:
@@ -143,7 +179,9 @@ def subject(where: str) -> str:
     return (quoted or [t for t in _tokens(where) if t not in SPEC_KEYWORDS])[0]
 
 
-def defect_in_lint(defect: dict[str, Any], lines: list[str], codes_allowed: set[str] | None = None) -> str | None:
+def defect_in_lint(
+    defect: dict[str, Any], lines: list[str], codes_allowed: set[str] | None = None
+) -> str | None:
     codes = set(next((c for k, c in KIND_CODES if k in defect["kind"]), set()))
     if codes_allowed is not None:
         codes &= codes_allowed
@@ -160,13 +198,22 @@ def defect_in_run(defect: dict[str, Any], report: RunReport) -> str | None:
         # read as one retry: no case expects the tool more than twice, no path through it lost
         project = load_project(ZOO / defect["spec"])
         tool = next(t for t in _tokens(defect["where"]) if t in project.spec.tools_by_name)
-        most = max(sum(t.required_tools.count(tool) for t in sc.turns) for sc in project.scenarios())
+        most = max(
+            sum(t.required_tools.count(tool) for t in sc.turns) for sc in project.scenarios()
+        )
         lost = [p.path_id for p in project.path_problems if p.code == "P001"]
-        return f"at most {most} calls of {tool} expected; no unrealisable path" if most <= 2 and not lost else None
+        return (
+            f"at most {most} calls of {tool} expected; no unrealisable path"
+            if most <= 2 and not lost
+            else None
+        )
     coverage = report.metrics.extra.get("coverage") or {}
     gaps = coverage.get("untested") or []
     # the defect's own name, or what the manifest says the run should name (END_GOLD_DESK)
-    tokens = [subject(defect["where"]), *re.findall(r"END_[A-Z_]+|P\d_[A-Z_]+", defect.get("expected_run", ""))]
+    tokens = [
+        subject(defect["where"]),
+        *re.findall(r"END_[A-Z_]+|P\d_[A-Z_]+", defect.get("expected_run", "")),
+    ]
     for gap in gaps:
         text = f"{gap['what']} {gap['id']} {gap['reason']}"
         if any(re.search(rf"\b{re.escape(t)}\b", text) for t in tokens):
@@ -177,22 +224,44 @@ def defect_in_run(defect: dict[str, Any], report: RunReport) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", dest="json_path")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds of each correct agent (default 3)")
-    parser.add_argument("--kinds", default="mft,explore,boundary,probe", help="case kinds of every run (default mft,explore,boundary,probe)")
-    parser.add_argument("--explore", type=int, default=4, help="inputs per path of EXPLORE cases (default 4)")
+    parser.add_argument(
+        "--seeds", type=int, default=3, help="seeds of each correct agent (default 3)"
+    )
+    parser.add_argument(
+        "--kinds",
+        default="mft,explore,boundary,probe",
+        help="case kinds of every run (default mft,explore,boundary,probe)",
+    )
+    parser.add_argument(
+        "--explore", type=int, default=4, help="inputs per path of EXPLORE cases (default 4)"
+    )
     parser.add_argument("--only", help="one spec of the zoo")
-    parser.add_argument("--shrink-budget", type=int, default=40, help="runs per shrink of each found fault's bugs; 0 skips shrinking (default 40)")
-    parser.add_argument("--replay-runs", type=int, default=10, help="runs of each reproducer on each agent (default 10)")
+    parser.add_argument(
+        "--shrink-budget",
+        type=int,
+        default=40,
+        help="runs per shrink of each found fault's bugs; 0 skips shrinking (default 40)",
+    )
+    parser.add_argument(
+        "--replay-runs",
+        type=int,
+        default=10,
+        help="runs of each reproducer on each agent (default 10)",
+    )
     args = parser.parse_args(argv)
     kinds = tuple(k.strip() for k in args.kinds.split(","))
     started = time.perf_counter()
 
-    frozen = subprocess.run([sys.executable, str(ZOO / "freeze.py")], capture_output=True, text=True)
+    frozen = subprocess.run(
+        [sys.executable, str(ZOO / "freeze.py")], capture_output=True, text=True
+    )
     why = (frozen.stdout + frozen.stderr).strip()[:200]
     print(f"zoo frozen: {'yes' if frozen.returncode == 0 else 'NO: ' + why}")
     manifest = json.loads((ZOO / "MANIFEST.json").read_text(encoding="utf-8"))
     specs = [s for s in manifest["specs"] if not args.only or s["name"] == args.only]
-    defects = [d for d in manifest["planted_spec_defects"] if any(d["spec"] == s["name"] for s in specs)]
+    defects = [
+        d for d in manifest["planted_spec_defects"] if any(d["spec"] == s["name"] for s in specs)
+    ]
 
     # correct agents
     false_alarms: list[str] = []
@@ -207,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
             for c in report.cases:
                 if c.verdict in FAILING:
                     by_kind[c.kind] = by_kind.get(c.kind, 0) + 1
-            print(f"correct {s['name']} seed {seed}: {len(report.cases)} cases, {len(bad)} not passing")
+            print(
+                f"correct {s['name']} seed {seed}: {len(report.cases)} cases, "
+                f"{len(bad)} not passing"
+            )
 
     # planted defects
     reported_lint = reported_run = baseline = 0
@@ -220,8 +292,19 @@ def main(argv: list[str] | None = None) -> int:
         reported_lint += by_lint is not None
         reported_run += by_run is not None
         baseline += by_old is not None
-        rows.append({"id": d["id"], "kind": d["kind"], "lint": by_lint, "run": by_run, "baseline_lint": by_old})
-        print(f"{d['id']} {d['kind']}: lint {'yes' if by_lint else 'NO'}, run {'yes' if by_run else 'no'}, baseline lint {'yes' if by_old else 'no'}")
+        rows.append(
+            {
+                "id": d["id"],
+                "kind": d["kind"],
+                "lint": by_lint,
+                "run": by_run,
+                "baseline_lint": by_old,
+            }
+        )
+        print(
+            f"{d['id']} {d['kind']}: lint {'yes' if by_lint else 'NO'}, run "
+            f"{'yes' if by_run else 'no'}, baseline lint {'yes' if by_old else 'no'}"
+        )
 
     # faults
     found = detectable = 0
@@ -231,12 +314,23 @@ def main(argv: list[str] | None = None) -> int:
     for s in specs:
         for f in s["faults"]:
             report, shrunk = run_report(
-                ZOO / s["name"], {f["knob"]: float(f.get("probability_for_tests", 1.0))}, kinds, 1, args.explore, args.shrink_budget
+                ZOO / s["name"],
+                {f["knob"]: float(f.get("probability_for_tests", 1.0))},
+                kinds,
+                1,
+                args.explore,
+                args.shrink_budget,
             )
-            checked = reproducer_validity(ZOO / s["name"], f["knob"], report, shrunk, args.replay_runs) if shrunk else []
+            checked = (
+                reproducer_validity(ZOO / s["name"], f["knob"], report, shrunk, args.replay_runs)
+                if shrunk
+                else []
+            )
             replays += [{"spec": s["name"], "knob": f["knob"], **r} for r in checked]
             clean_failing = {c.id for c in clean_reports[s["name"]].cases if c.verdict in FAILING}
-            failing = [c.id for c in report.cases if c.verdict in FAILING and c.id not in clean_failing]
+            failing = [
+                c.id for c in report.cases if c.verdict in FAILING and c.id not in clean_failing
+            ]
             incomplete = bool((report.metrics.extra.get("coverage") or {}).get("untested"))
             if f.get("detectable_in_principle", True):
                 detectable += 1
@@ -257,11 +351,24 @@ def main(argv: list[str] | None = None) -> int:
                 mark = "found"
             elif not f.get("detectable_in_principle", True):
                 # behind a planted defect: no case can reach it; the run must say it is incomplete
-                mark = "unreachable by design, not counted" + ("; run incomplete, as it must be" if incomplete else "; BUT THE RUN SAID COMPLETE")
+                mark = "unreachable by design, not counted" + (
+                    "; run incomplete, as it must be"
+                    if incomplete
+                    else "; BUT THE RUN SAID COMPLETE"
+                )
             else:
-                mark = "NOT FOUND" + (" (the run was incomplete, but this fault is reachable)" if incomplete else "")
-            valid = f"; reproducers valid {sum(r['valid'] for r in checked)}/{len(checked)}" if checked else ""
-            print(f"fault {s['name']}.{f['knob']}: {mark}; {len(failing)} failing case(s) the correct agent passes, {len(report.bugs)} bug(s){valid}")
+                mark = "NOT FOUND" + (
+                    " (the run was incomplete, but this fault is reachable)" if incomplete else ""
+                )
+            valid = (
+                f"; reproducers valid {sum(r['valid'] for r in checked)}/{len(checked)}"
+                if checked
+                else ""
+            )
+            print(
+                f"fault {s['name']}.{f['knob']}: {mark}; {len(failing)} failing case(s) the "
+                f"correct agent passes, {len(report.bugs)} bug(s){valid}"
+            )
             for r in checked:
                 if not r["valid"]:
                     why = (
@@ -269,18 +376,25 @@ def main(argv: list[str] | None = None) -> int:
                         if not r["correct_passes"]
                         else f"faulty agent fails {', '.join(r['faulty_failures']) or 'nothing'}"
                     )
-                    print(f"  invalid reproducer of {r['case']} ({r['signature']}; kept {r['choices_kept'] or 'nothing'}): {why}")
+                    print(
+                        f"  invalid reproducer of {r['case']} ({r['signature']}; kept "
+                        f"{r['choices_kept'] or 'nothing'}): {why}"
+                    )
 
     found_rate = found / detectable if detectable else None
     bugs_per_fault = sum(bugs) / len(bugs) if bugs else None
     valid_rate = sum(r["valid"] for r in replays) / len(replays) if replays else None
     ratio = f"{reported_lint / baseline:.2f}x" if baseline else f"{reported_lint} vs 0"
-    print(f"false alarms: {len(false_alarms)} (correct agents, {args.seeds} seed(s) each, kinds {','.join(kinds)}, explore {args.explore})")
+    print(
+        f"false alarms: {len(false_alarms)} (correct agents, {args.seeds} seed(s) each, kinds "
+        f"{','.join(kinds)}, explore {args.explore})"
+    )
     print("  by kind: " + (", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())) or "none"))
     for case in false_alarms:
         print(f"  {case}")
     print(
-        f"spec defects reported by lint: {reported_lint}/{len(defects)} (baseline, pre-#23 lint codes: {baseline}/{len(defects)}; ratio {ratio}); by run: {reported_run}/{len(defects)}"
+        f"spec defects reported by lint: {reported_lint}/{len(defects)} (baseline, pre-#23 lint "
+        f"codes: {baseline}/{len(defects)}; ratio {ratio}); by run: {reported_run}/{len(defects)}"
     )
     unreachable = [r for r in fault_rows if not r["detectable"]]
     print(
@@ -291,15 +405,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "bugs per fault: "
-        + (f"{bugs_per_fault:.2f} (mean over {len(bugs)} found faults, unshrunk groups)" if bugs_per_fault is not None else "no fault found")
+        + (
+            f"{bugs_per_fault:.2f} (mean over {len(bugs)} found faults, unshrunk groups)"
+            if bugs_per_fault is not None
+            else "no fault found"
+        )
     )
     if valid_rate is None:
-        why = "--shrink-budget 0: nothing shrunk" if args.shrink_budget <= 0 else "no reproducer was shrunk"
+        why = (
+            "--shrink-budget 0: nothing shrunk"
+            if args.shrink_budget <= 0
+            else "no reproducer was shrunk"
+        )
         print(f"reproducers valid rate: not measured ({why})")
     else:
         print(
-            f"reproducers valid rate: {sum(r['valid'] for r in replays)}/{len(replays)} ({valid_rate:.2f}; "
-            f"shrink budget {args.shrink_budget} runs, {args.replay_runs} replay runs per agent)"
+            f"reproducers valid rate: {sum(r['valid'] for r in replays)}/{len(replays)} "
+            f"({valid_rate:.2f}; shrink budget {args.shrink_budget} runs, {args.replay_runs} "
+            "replay runs per agent)"
         )
     print(f"{time.perf_counter() - started:.0f}s")
     if args.json_path:

@@ -9,10 +9,10 @@ plugin, with ``-p no:agentprop``, and with ``-p no:hypothesispytest`` (Hypothesi
 plugin's overhead is reported two ways, both from the same runs: the median over rounds of
 (time with it - time without it), each pair measured back to back so the machine's drift
 cancels; and the difference of the fastest runs (min with - min without): the runs least
-disturbed by other processes, which a busy machine slows but never speeds up. ``import agentprop`` is timed the
-same way against ``python -c pass``. Whole pytest runs vary by tens of ms on a busy machine, more
-than a light plugin costs, so the cost of loading each plugin is also timed inside one process
-(CPU time of ``import agentprop.pytest_plugin`` / ``import _hypothesis_pytestplugin`` after
+disturbed by other processes, which a busy machine slows but never speeds up. ``import agentprop``
+is timed the same way against ``python -c pass``. Whole pytest runs vary by tens of ms on a busy
+machine, more than a light plugin costs, so the cost of loading each plugin is also timed inside one
+process (CPU time of ``import agentprop.pytest_plugin`` / ``import _hypothesis_pytestplugin`` after
 ``import pytest``, in alternating order), a short interval that other processes barely touch.
 
 Bytecode. An installed package has its ``.pyc`` files (pip compiles them), as Hypothesis's
@@ -27,8 +27,8 @@ JSON keys: ``plugin_overhead_ms`` (agentprop's, median), ``plugin_overhead_min_m
 ``plugin_overhead_iqr_ms`` (the interquartile range of its paired differences: the noise),
 ``hypothesis_plugin_overhead_ms`` (median), ``hypothesis_plugin_overhead_min_ms``,
 ``plugin_overhead_no_bytecode_ms`` (median; ``null`` when the environment writes bytecode, so
-there is no such setting to measure), ``plugin_import_ms`` and ``hypothesis_plugin_import_ms`` (in-process, median),
-``import_agentprop_ms``, ``pytest_ms`` (the median run
+there is no such setting to measure), ``plugin_import_ms`` and ``hypothesis_plugin_import_ms``
+(in-process, median), ``import_agentprop_ms``, ``pytest_ms`` (the median run
 with every plugin), all CPU ms; ``rounds``, ``target_ms``, ``met`` (the median overhead within
 the target).
 """
@@ -56,22 +56,38 @@ def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
     proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"{' '.join(args)} failed ({proc.returncode}):\n"
+            f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
     return ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000
 
 
-PLUGINS = {"agentprop_plugin": "agentprop.pytest_plugin", "hypothesis_plugin": "_hypothesis_pytestplugin"}
+PLUGINS = {
+    "agentprop_plugin": "agentprop.pytest_plugin",
+    "hypothesis_plugin": "_hypothesis_pytestplugin",
+}
 
 
 def plugin_imports(cwd: Path, env: dict[str, str], *, first: str) -> dict[str, float]:
     """CPU ms of importing each plugin module after ``import pytest``, in one fresh process."""
     order = [first, *(k for k in PLUGINS if k != first)]
     code = "import json, time, pytest\nout = {}\n" + "".join(
-        f"t = time.process_time()\nimport {PLUGINS[k]}\nout[{k!r}] = (time.process_time() - t) * 1000\n" for k in order
+        f"t = time.process_time()\nimport {PLUGINS[k]}\nout[{k!r}] = "
+        "(time.process_time() - t) * 1000\n"
+        for k in order
     )
-    proc = subprocess.run([sys.executable, "-c", code + "print(json.dumps(out))"], cwd=cwd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code + "print(json.dumps(out))"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
-        raise SystemExit(f"timing the plugins' imports failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"timing the plugins' imports failed ({proc.returncode}):\n{proc.stderr[-2000:]}"
+        )
     return {k: float(v) for k, v in json.loads(proc.stdout.strip().splitlines()[-1]).items()}
 
 
@@ -87,7 +103,9 @@ def spread(with_it: list[float], without: list[float]) -> float:
 
 def overhead(with_it: list[float], without: list[float]) -> tuple[float, float]:
     """(median of the paired differences, min - min), in ms."""
-    return statistics.median(a - b for a, b in zip(with_it, without, strict=True)), min(with_it) - min(without)
+    return statistics.median(a - b for a, b in zip(with_it, without, strict=True)), min(
+        with_it
+    ) - min(without)
 
 
 def measure(rounds: int) -> dict[str, object]:
@@ -96,9 +114,14 @@ def measure(rounds: int) -> dict[str, object]:
         project.mkdir()
         (project / "test_plain.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
         path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-        base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+        }
         cached = {**base, "PYTHONPATH": path, "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")}
-        no_bytecode = {**base, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}  # the environment as it is
+        # the environment as it is
+        no_bytecode = {**base, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
         pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_plain.py"]
         variants: dict[str, tuple[list[str], dict[str, str]]] = {
             "all": (pytest_args, cached),
@@ -108,10 +131,17 @@ def measure(rounds: int) -> dict[str, object]:
         measure_no_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
         if measure_no_bytecode:  # agentprop compiled in every process; the rest from its own .pyc
             variants["all_no_bytecode"] = (pytest_args, no_bytecode)
-            variants["no_agentprop_no_bytecode"] = ([*pytest_args, "-p", "no:agentprop"], no_bytecode)
-        imports = {"agentprop": (["-c", "import agentprop"], cached), "bare": (["-c", "pass"], cached)}
+            variants["no_agentprop_no_bytecode"] = (
+                [*pytest_args, "-p", "no:agentprop"],
+                no_bytecode,
+            )
+        imports = {
+            "agentprop": (["-c", "import agentprop"], cached),
+            "bare": (["-c", "pass"], cached),
+        }
         for args, env in [*variants.values(), *imports.values()]:
-            timed(args, project, env)  # fill the bytecode cache and the file cache before anything counts
+            # fill the bytecode cache and the file cache before anything counts
+            timed(args, project, env)
         plugin_imports(project, cached, first="agentprop_plugin")
         runs: dict[str, list[float]] = {k: [] for k in [*variants, *imports, *PLUGINS]}
         names = list(variants)
@@ -123,11 +153,17 @@ def measure(rounds: int) -> dict[str, object]:
             for name in pair:
                 args_, env_ = imports[name]
                 runs[name].append(timed(args_, project, env_))
-            for name, ms in plugin_imports(project, cached, first="agentprop_plugin" if r % 2 == 0 else "hypothesis_plugin").items():
+            for name, ms in plugin_imports(
+                project, cached, first="agentprop_plugin" if r % 2 == 0 else "hypothesis_plugin"
+            ).items():
                 runs[name].append(ms)
     agentprop_median, agentprop_min = overhead(runs["all"], runs["no_agentprop"])
     hypothesis_median, hypothesis_min = overhead(runs["all"], runs["no_hypothesis"])
-    cold = overhead(runs["all_no_bytecode"], runs["no_agentprop_no_bytecode"])[0] if measure_no_bytecode else None
+    cold = (
+        overhead(runs["all_no_bytecode"], runs["no_agentprop_no_bytecode"])[0]
+        if measure_no_bytecode
+        else None
+    )
     return {
         "plugin_overhead_ms": round(agentprop_median, 1),
         "plugin_overhead_min_ms": round(agentprop_min, 1),
@@ -153,32 +189,48 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     result = measure(args.rounds)
-    print(f"pytest on a project without agentprop, CPU time, {args.rounds} interleaved rounds, bytecode cached: median {result['pytest_ms']} ms")
+    print(
+        f"pytest on a project without agentprop, CPU time, {args.rounds} interleaved rounds, "
+        f"bytecode cached: median {result['pytest_ms']} ms"
+    )
     print("  overhead of a plugin (median of paired differences / difference of the fastest runs):")
     verdict = "met" if result["met"] else "NOT met"
     print(
-        f"  agentprop plugin:  {result['plugin_overhead_ms']:>7} ms / {result['plugin_overhead_min_ms']:>7} ms"
-        f"  (target <= {TARGET_MS:.0f} ms on the median: {verdict})"
+        f"  agentprop plugin:  {result['plugin_overhead_ms']:>7} ms / "
+        f"{result['plugin_overhead_min_ms']:>7} ms  (target <= {TARGET_MS:.0f} ms on "
+        f"the median: {verdict})"
     )
-    print(f"  (agentprop's paired differences spread over an interquartile range of {result['plugin_overhead_iqr_ms']} ms: the machine's noise)")
     print(
-        f"  Hypothesis plugin: {result['hypothesis_plugin_overhead_ms']:>7} ms / {result['hypothesis_plugin_overhead_min_ms']:>7} ms  (the baseline, same runs)"
+        "  (agentprop's paired differences spread over an interquartile range of "
+        f"{result['plugin_overhead_iqr_ms']} ms: the machine's noise)"
+    )
+    print(
+        f"  Hypothesis plugin: {result['hypothesis_plugin_overhead_ms']:>7} ms / "
+        f"{result['hypothesis_plugin_overhead_min_ms']:>7} ms  (the baseline, same runs)"
     )
     ratio = "n/a (Hypothesis's overhead is not positive)"
     if float(str(result["hypothesis_plugin_overhead_ms"])) > 0:
-        ours, hypothesis = (float(str(result[k])) for k in ("plugin_overhead_ms", "hypothesis_plugin_overhead_ms"))
+        ours, hypothesis = (
+            float(str(result[k])) for k in ("plugin_overhead_ms", "hypothesis_plugin_overhead_ms")
+        )
         ratio = f"{ours / hypothesis:.2f}x"
     print(f"  agentprop / Hypothesis (medians): {ratio}")
     print(
-        f"  loading the plugin, in-process CPU time (median): agentprop {result['plugin_import_ms']} ms, "
-        f"Hypothesis {result['hypothesis_plugin_import_ms']} ms"
+        "  loading the plugin, in-process CPU time (median): agentprop "
+        f"{result['plugin_import_ms']} ms, Hypothesis {result['hypothesis_plugin_import_ms']} ms"
     )
     cold = result["plugin_overhead_no_bytecode_ms"]
     if cold is None:
         print("  without a bytecode cache: not measured (PYTHONDONTWRITEBYTECODE is not set here)")
     else:
-        print(f"  agentprop plugin without a bytecode cache for agentprop (PYTHONDONTWRITEBYTECODE, as set here): {cold} ms (median)")
-    print(f"import agentprop: {result['import_agentprop_ms']} ms over `python -c pass` (bytecode cached)")
+        print(
+            "  agentprop plugin without a bytecode cache for agentprop (PYTHONDONTWRITEBYTECODE, "
+            f"as set here): {cold} ms (median)"
+        )
+    print(
+        f"import agentprop: {result['import_agentprop_ms']} ms over `python -c "
+        "pass` (bytecode cached)"
+    )
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0 if result["met"] else 1

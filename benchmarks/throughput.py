@@ -20,7 +20,8 @@ the client is CPU-bound on a small machine, and other processes on the machine i
 times but not the CPU times.
 
 1. **Live, the SDK alone, replay**, per provider of ``--providers`` (both by default), side by
-   side: :class:`agentprop.agents.AnthropicAgent` against :class:`agentprop.testing.MessagesServer`, and
+   side: :class:`agentprop.agents.AnthropicAgent` against
+   :class:`agentprop.testing.MessagesServer`, and
    :class:`agentprop.agents.OpenAIAgent` (Chat Completions) against
    :class:`agentprop.testing.OpenAIServer`. A round of a provider: ``--runs`` (200) runs on the
    SupportOps billing scenario (two model calls a run: ``get_account``, then ``respond``), the
@@ -56,18 +57,18 @@ times but not the CPU times.
 
 8. **The tools3 workload**: measurements 1, 6 and 7 again on a second workload, three tool
    round trips a run (``get_account`` three times, then ``respond``: four model calls) with tool
-   outputs of about 4 KB each (a copy of the example whose world's account is padded), ``--tools3-runs`` (100) runs a round at ``--concurrency`` and
-   ``--tools3-high-runs`` (400) at ``--high-concurrency`` (``--tools3-runs 0``: not measured,
-   its keys ``null``).
+   outputs of about 4 KB each (a copy of the example whose world's account is padded),
+   ``--tools3-runs`` (100) runs a round at ``--concurrency`` and ``--tools3-high-runs`` (400) at
+   ``--high-concurrency`` (``--tools3-runs 0``: not measured, its keys ``null``).
 
 Client CPU per model call over the SDK's is the median of the rounds' ratios of measurement 1's
-client CPU times (target <= 1.2x). ``--json`` writes ``live_over_sdk``, ``replay_over_live``, ``live_over_ideal`` and the live, SDK
-and replay times of Anthropic at the top level (absent when Anthropic is not measured),
-``overhead_us_per_run``, ``sync_overhead_us_per_run``, ``case_concurrency_speedup``,
-``own_cpu_ms_per_call`` (with the cache) and ``own_cpu_ms_per_call_no_cache``, and
-``live_over_sdk_c128`` (the key names ``--high-concurrency``), ``cli_over_sdk`` and
-``cpu_per_call_over_sdk`` (Anthropic's, at the top level), the tools3 workload's
-``tools3_live_over_sdk_c32``, ``tools3_live_over_sdk_c128``, ``tools3_cli_over_sdk``,
+client CPU times (target <= 1.2x). ``--json`` writes ``live_over_sdk``, ``replay_over_live``,
+``live_over_ideal`` and the live, SDK and replay times of Anthropic at the top level (absent when
+Anthropic is not measured), ``overhead_us_per_run``, ``sync_overhead_us_per_run``,
+``case_concurrency_speedup``, ``own_cpu_ms_per_call`` (with the cache) and
+``own_cpu_ms_per_call_no_cache``, and ``live_over_sdk_c128`` (the key names ``--high-concurrency``),
+``cli_over_sdk`` and ``cpu_per_call_over_sdk`` (Anthropic's, at the top level), the tools3
+workload's ``tools3_live_over_sdk_c32``, ``tools3_live_over_sdk_c128``, ``tools3_cli_over_sdk``,
 ``tools3_cpu_per_call_over_sdk`` and ``tools3_cpu_per_call_over_sdk_c128`` (Anthropic's; the
 numbers name the concurrencies), ``"tools3": {provider: {...}}`` with its figures, and
 ``"providers": {"anthropic": {...}, "openai": {...}}`` with each provider's ``live_over_sdk``,
@@ -140,7 +141,11 @@ def workload_project(workload: str, tmp: Path) -> Path:
     where = tmp / "supportops-tools3"
     if where.exists():
         return where
-    shutil.copytree(SUPPORTOPS, where, ignore=shutil.ignore_patterns("__snapshots__", ".agentprop", "__pycache__"))
+    shutil.copytree(
+        SUPPORTOPS,
+        where,
+        ignore=shutil.ignore_patterns("__snapshots__", ".agentprop", "__pycache__"),
+    )
     bindings = yaml.safe_load((where / "agentprop.yaml").read_text())
     world = bindings["world"]
     order = dict(world["get_account"]["orders"][0])
@@ -148,7 +153,9 @@ def workload_project(workload: str, tmp: Path) -> Path:
     while len(json.dumps(world["get_account"] | {"orders": orders})) < TOOLS3_OUTPUT_BYTES:
         orders.append({**order, "order_id": f"O-{2000 + len(orders)}", "status": "delivered"})
     world["get_account"]["orders"] = orders
-    (where / "agentprop.yaml").write_text(yaml.safe_dump(bindings, allow_unicode=True, sort_keys=False))
+    (where / "agentprop.yaml").write_text(
+        yaml.safe_dump(bindings, allow_unicode=True, sort_keys=False)
+    )
     return where
 
 
@@ -161,11 +168,21 @@ def workload_replies(workload: str) -> list[dict[str, Any]]:
     from agentprop.testing import tool_use_reply
 
     calls = [
-        tool_use_reply(name, args, id=f"toolu_{i}", input_tokens=1500 + 1100 * i, output_tokens=40).message
+        tool_use_reply(
+            name, args, id=f"toolu_{i}", input_tokens=1500 + 1100 * i, output_tokens=40
+        ).message
         for i, (name, args) in enumerate(TOOLS3_CALLS)
     ]
     tools = [name for name, _ in TOOLS3_CALLS]
-    answer = {**answer, "content": [{**answer["content"][0], "input": {**answer["content"][0]["input"], "tool_actions": tools}}]}
+    answer = {
+        **answer,
+        "content": [
+            {
+                **answer["content"][0],
+                "input": {**answer["content"][0]["input"], "tool_actions": tools},
+            }
+        ],
+    }
     return [dict(c) for c in calls if c is not None] + [answer]
 
 
@@ -183,8 +200,11 @@ def serve(latency: float, provider: str, workload: str = "billing") -> None:
     replies = workload_replies(workload)
 
     def handler(request: dict[str, Any]) -> Any:
-        # the k-th call of a run is the one with k assistant turns before it (in either API's messages)
-        return replies[min(sum(m.get("role") == "assistant" for m in request["messages"]), len(replies) - 1)]
+        # the k-th call of a run is the one with k assistant turns before it (in
+        # either API's messages)
+        return replies[
+            min(sum(m.get("role") == "assistant" for m in request["messages"]), len(replies) - 1)
+        ]
 
     server_type = OpenAIServer if provider == "openai" else MessagesServer
     with server_type(handler=handler, latency=latency) as server:
@@ -197,10 +217,23 @@ class ServerProcess:
     """The provider's API server in a subprocess (see :func:`serve`)."""
 
     def __init__(self, latency: float, provider: str, workload: str = "billing") -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
         self.provider = provider
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", "--latency", str(latency), "--serve-provider", provider, "--serve-workload", workload],
+            [
+                sys.executable,
+                __file__,
+                "--serve",
+                "--latency",
+                str(latency),
+                "--serve-provider",
+                provider,
+                "--serve-workload",
+                workload,
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -238,7 +271,9 @@ async def in_flight(jobs: int, concurrency: int, job: Any) -> list[Any]:
     return results
 
 
-async def run_many(project: Any, factory: Any, runs: int, concurrency: int, first_trial: int = 0) -> list[Any]:
+async def run_many(
+    project: Any, factory: Any, runs: int, concurrency: int, first_trial: int = 0
+) -> list[Any]:
     scenario = project.scenario(SCENARIO)
 
     async def one(i: int) -> Any:
@@ -252,7 +287,9 @@ def _clean_heap() -> None:
     gc.collect()
 
 
-def timed_agent_runs(project: Any, agent: Any, runs: int, concurrency: int) -> tuple[float, list[Any], list[Any], float]:
+def timed_agent_runs(
+    project: Any, agent: Any, runs: int, concurrency: int
+) -> tuple[float, list[Any], list[Any], float]:
     """(wall seconds, traces, the conversations' agents, client CPU seconds) of ``runs`` runs."""
     conversations: list[Any] = []
 
@@ -275,7 +312,9 @@ def timed_agent_runs(project: Any, agent: Any, runs: int, concurrency: int) -> t
     return elapsed, traces, conversations, time.thread_time() - cpu0
 
 
-def request_bodies(agent: Any, project: Any, conversations: list[Any]) -> list[list[dict[str, Any]]]:
+def request_bodies(
+    agent: Any, project: Any, conversations: list[Any]
+) -> list[list[dict[str, Any]]]:
     """The request bodies each conversation sent, in order: the conversation as it was at each
     call, i.e. each prefix that ends in a user or tool message and is followed by the reply (or
     is the whole conversation)."""
@@ -286,12 +325,18 @@ def request_bodies(agent: Any, project: Any, conversations: list[Any]) -> list[l
     for conversation in conversations:
         messages = conversation.messages
         ends = [i + 1 for i, m in enumerate(messages) if m["role"] in ("user", "tool")]
-        prefixes = [messages[:end] for end in ends if end == len(messages) or messages[end]["role"] == "assistant"]
+        prefixes = [
+            messages[:end]
+            for end in ends
+            if end == len(messages) or messages[end]["role"] == "assistant"
+        ]
         out.append([agent.request(system=system, tools=tools, messages=p) for p in prefixes])
     return out
 
 
-def sdk_alone(provider: str, base_url: str, conversations: list[list[dict[str, Any]]], concurrency: int) -> tuple[float, float]:
+def sdk_alone(
+    provider: str, base_url: str, conversations: list[list[dict[str, Any]]], concurrency: int
+) -> tuple[float, float]:
     """(wall seconds, client CPU seconds) for the provider's official SDK alone to send the same
     requests, a conversation's calls in sequence, ``concurrency`` conversations in flight (no
     agentprop: the floor of the live run)."""
@@ -328,7 +373,9 @@ def sdk_alone(provider: str, base_url: str, conversations: list[list[dict[str, A
 def check_traces(traces: list[Any], what: str) -> None:
     bad = [t for t in traces if t.errored or t.final_decision != "BILLING_ANSWER"]
     if bad:
-        raise SystemExit(f"{what}: {len(bad)} of {len(traces)} runs went wrong, e.g. {bad[0].all_errors()}")
+        raise SystemExit(
+            f"{what}: {len(bad)} of {len(traces)} runs went wrong, e.g. {bad[0].all_errors()}"
+        )
 
 
 def _trivial_agent_body(ctx: Any) -> None:
@@ -440,7 +487,9 @@ def measure_sync_overhead(project: Any, runs: int) -> tuple[float, float]:
     return min(fw) / runs, min(base) / runs
 
 
-def _model_agent(provider: str, base_url: str, concurrency: int, cache: Path | bool, mode: str) -> Any:
+def _model_agent(
+    provider: str, base_url: str, concurrency: int, cache: Path | bool, mode: str
+) -> Any:
     from agentprop._modelapi.budget import Budget
 
     return agent_type(provider).from_files(
@@ -460,7 +509,9 @@ def billing_replies() -> tuple[dict[str, Any], dict[str, Any]]:
     the answer (what the servers send, and what the stubbed measurement returns)."""
     from agentprop.testing import respond_reply, tool_use_reply
 
-    call = tool_use_reply("get_account", {"account_id": "A1"}, input_tokens=1500, output_tokens=40).message
+    call = tool_use_reply(
+        "get_account", {"account_id": "A1"}, input_tokens=1500, output_tokens=40
+    ).message
     answer = respond_reply(
         node_id="END_BILLING_ANSWER",
         decision="BILLING_ANSWER",
@@ -476,7 +527,11 @@ def canned_replies() -> tuple[dict[str, Any], dict[str, Any]]:
     """:func:`billing_replies` as the Anthropic API would send them (model and id filled in)."""
     call, answer = billing_replies()
     model = MODELS["anthropic"]
-    return {**call, "model": model, "id": "msg_call"}, {**answer, "model": model, "id": "msg_answer"}
+    return {**call, "model": model, "id": "msg_call"}, {
+        **answer,
+        "model": model,
+        "id": "msg_answer",
+    }
 
 
 def own_cost(project: Any, runs: int, concurrency: int, tmp: Path) -> dict[str, float]:
@@ -503,7 +558,9 @@ def own_cost(project: Any, runs: int, concurrency: int, tmp: Path) -> dict[str, 
             best = float("inf")
             for r in range(3):
                 where: Path | bool = tmp / f"own-cost-{r}.sqlite" if cache else False
-                agent = _model_agent("anthropic", "http://127.0.0.1:9", concurrency, where, "read-write")
+                agent = _model_agent(
+                    "anthropic", "http://127.0.0.1:9", concurrency, where, "read-write"
+                )
                 _, traces, _, cpu = timed_agent_runs(project, agent, runs, concurrency)
                 check_traces(traces, f"own cost ({label})")
                 best = min(best, cpu / (runs * CALLS_PER_RUN) * 1e3)
@@ -515,7 +572,14 @@ ROUND_KEYS = ("live", "sdk", "replay", "live_cpu", "sdk_cpu", "replay_cpu")
 
 
 def live_sdk_replay_round(
-    provider: str, project: Any, base_url: str, runs: int, concurrency: int, sdk_first: bool, cache: Path, out: dict[str, Any]
+    provider: str,
+    project: Any,
+    base_url: str,
+    runs: int,
+    concurrency: int,
+    sdk_first: bool,
+    cache: Path,
+    out: dict[str, Any],
 ) -> None:
     """One round of one provider, appended to ``out``: ``runs`` live runs recording into a fresh
     cache, the SDK alone sending the same requests (first if ``sdk_first`` and the requests are
@@ -552,7 +616,12 @@ def live_sdk_replay_round(
 
 
 def live_sdk_replay_rounds(
-    project: Any, servers: dict[str, ServerProcess], runs: int, concurrency: int, repeats: int, tmp: Path
+    project: Any,
+    servers: dict[str, ServerProcess],
+    runs: int,
+    concurrency: int,
+    repeats: int,
+    tmp: Path,
 ) -> dict[str, dict[str, Any]]:
     """``repeats`` rounds; in each, every provider's live runs, SDK alone and replay
     (:func:`live_sdk_replay_round`). The SDK goes first in every other round, and the providers
@@ -563,11 +632,22 @@ def live_sdk_replay_rounds(
     for r in range(repeats):
         for provider in order if r % 2 == 0 else order[::-1]:
             cache = tmp / f"api-cache-{provider}-{r}.sqlite"
-            live_sdk_replay_round(provider, project, servers[provider].base_url, runs, concurrency, r % 2 == 1, cache, out[provider])
+            live_sdk_replay_round(
+                provider,
+                project,
+                servers[provider].base_url,
+                runs,
+                concurrency,
+                r % 2 == 1,
+                cache,
+                out[provider],
+            )
     return out
 
 
-def case_concurrency(provider: str, project: Any, base_url: str, case_runs: int, concurrency: int, repeats: int) -> dict[str, list[float]]:
+def case_concurrency(
+    provider: str, project: Any, base_url: str, case_runs: int, concurrency: int, repeats: int
+) -> dict[str, list[float]]:
     """Wall seconds of one fixed-N case of ``case_runs`` model runs (``agentprop run --mode
     fixed --runs N --kinds mft --case SCENARIO``, no cache: every run calls the API) at
     ``--concurrency 1`` and at ``concurrency``, interleaved, ``repeats`` times each."""
@@ -580,11 +660,25 @@ def case_concurrency(provider: str, project: Any, base_url: str, case_runs: int,
     for r in range(repeats):
         for width in (1, concurrency) if r % 2 == 0 else (concurrency, 1):
             agent = _model_agent(provider, base_url, concurrency, False, "off")
-            settings = RunSettings(mode="fixed", runs=case_runs, kinds=("mft",), concurrency=width, explore=0, case_filter=(SCENARIO,))
+            settings = RunSettings(
+                mode="fixed",
+                runs=case_runs,
+                kinds=("mft",),
+                concurrency=width,
+                explore=0,
+                case_filter=(SCENARIO,),
+            )
 
             async def go(agent: Any = agent, settings: RunSettings = settings) -> Any:
                 try:
-                    return await arun_cases(project, agent.loaded(), [scenario], settings, memo=TrialMemo(), budget=Budget())
+                    return await arun_cases(
+                        project,
+                        agent.loaded(),
+                        [scenario],
+                        settings,
+                        memo=TrialMemo(),
+                        budget=Budget(),
+                    )
                 finally:
                     await agent.aclose()
 
@@ -593,8 +687,15 @@ def case_concurrency(provider: str, project: Any, base_url: str, case_runs: int,
             report = asyncio.run(go())
             elapsed = time.perf_counter() - t0
             [case] = report.cases
-            if case.verdict != "PASS" or case.runs != case_runs or agent.stats()["live_calls"] != case_runs * CALLS_PER_RUN:
-                raise SystemExit(f"the fixed-N case at concurrency {width} went wrong: {case.verdict}, {case.runs} runs, {agent.stats()}")
+            if (
+                case.verdict != "PASS"
+                or case.runs != case_runs
+                or agent.stats()["live_calls"] != case_runs * CALLS_PER_RUN
+            ):
+                raise SystemExit(
+                    f"the fixed-N case at concurrency {width} went wrong: {case.verdict}, "
+                    f"{case.runs} runs, {agent.stats()}"
+                )
             out["serial" if width == 1 else "concurrent"].append(elapsed)
     return out
 
@@ -620,7 +721,7 @@ async def go():
     await in_flight(len(conversations), concurrency, one)
     await client.close()
 asyncio.run(go())
-"""
+"""  # noqa: E501
 """The SDK alone as a process of its own: interpreter start, the SDK's import and the same
 requests as the CLI run sends (the baseline of ``cli_over_sdk``)."""
 
@@ -635,7 +736,13 @@ def _timed_process(command: list[str], env: dict[str, str], what: str) -> float:
 
 
 def cli_rounds(
-    provider: str, base_url: str, bodies: list[list[dict[str, Any]]], concurrency: int, rounds: int, tmp: Path, project_dir: Path = SUPPORTOPS
+    provider: str,
+    base_url: str,
+    bodies: list[list[dict[str, Any]]],
+    concurrency: int,
+    rounds: int,
+    tmp: Path,
+    project_dir: Path = SUPPORTOPS,
 ) -> dict[str, list[float]]:
     """Wall seconds of ``agentprop run`` (a fixed-N case of as many runs as ``bodies`` has
     conversations, recording into a fresh API cache) and of the SDK alone sending the same
@@ -656,7 +763,16 @@ def cli_rounds(
             "--case", SCENARIO, "--concurrency", str(concurrency), "--shrink-budget", "0",
             "--corpus", "none", "--explore", "0",
         ]  # fmt: skip
-        sdk = [sys.executable, "-c", SDK_CHILD, provider, base_url, str(bodies_path), str(concurrency), str(Path(__file__).parent)]
+        sdk = [
+            sys.executable,
+            "-c",
+            SDK_CHILD,
+            provider,
+            base_url,
+            str(bodies_path),
+            str(concurrency),
+            str(Path(__file__).parent),
+        ]
         steps = [("cli", cli, "agentprop run"), ("sdk", sdk, "the SDK alone")]
         for key, command, what in steps if r % 2 == 0 else steps[::-1]:
             _clean_heap()
@@ -673,7 +789,9 @@ def _ratio(numerators: list[float], denominators: list[float]) -> float:
     return statistics.median(a / b for a, b in zip(numerators, denominators, strict=True))
 
 
-def provider_results(provider: str, rounds: dict[str, Any], ideal_s: float, served: int) -> dict[str, Any]:
+def provider_results(
+    provider: str, rounds: dict[str, Any], ideal_s: float, served: int
+) -> dict[str, Any]:
     """One provider's figures (what ``--json`` writes under ``providers``)."""
     live, sdk, replay = rounds["live"], rounds["sdk"], rounds["replay"]
     live_stats, replay_stats = rounds["live_stats"], rounds["replay_stats"]
@@ -721,24 +839,41 @@ def print_side_by_side(results: dict[str, dict[str, Any]], ideal_s: float) -> No
         ("ideal: runs x calls per run x latency / concurrency", lambda r: f"{ideal_s:.3f} s"),
         ("the SDK alone, the same requests (the baseline)", lambda r: wall(r, "sdk_alone")),
         ("  over the ideal", lambda r: f"{r['sdk_over_ideal']:.2f}x"),
-        ("  requests; client CPU", lambda r: f"{r['requests']}; {cpu(r, 'sdk_cpu_s', r['requests'])}"),
+        (
+            "  requests; client CPU",
+            lambda r: f"{r['requests']}; {cpu(r, 'sdk_cpu_s', r['requests'])}",
+        ),
         ("live: the runs through agentprop", lambda r: wall(r, "live")),
         ("  over the SDK alone (target <= 1.15x)", lambda r: f"{r['live_over_sdk']:.2f}x"),
         ("  over the ideal", lambda r: f"{r['live_over_ideal']:.2f}x"),
-        ("  API calls; client CPU", lambda r: f"{r['live_calls']}; {cpu(r, 'live_cpu_s', r['live_calls'])}"),
+        (
+            "  API calls; client CPU",
+            lambda r: f"{r['live_calls']}; {cpu(r, 'live_cpu_s', r['live_calls'])}",
+        ),
         ("replay-only: the same runs from the cache", lambda r: wall(r, "replay")),
         ("  of live (target <= 5%)", lambda r: f"{r['replay_over_live']:.1%}"),
-        ("  cache hits; client CPU", lambda r: f"{r['replay_cache_hits']}; {cpu(r, 'replay_cpu_s', r['replay_cache_hits'])}"),
+        (
+            "  cache hits; client CPU",
+            lambda r: f"{r['replay_cache_hits']}; {cpu(r, 'replay_cpu_s', r['replay_cache_hits'])}",
+        ),
         ("server: requests answered (warm-up included)", lambda r: str(r["served"])),
-        ("requests the replay sent; retries of live calls", lambda r: f"{r['replay_live_calls']}; {r['retries']}"),
+        (
+            "requests the replay sent; retries of live calls",
+            lambda r: f"{r['replay_live_calls']}; {r['retries']}",
+        ),
     ]
     width = 30
-    print(f"{'side by side (wall: median of the rounds, min)':<52}" + "".join(f"{f'{p} ({APIS[p]})':>{width}}" for p in results))
+    print(
+        f"{'side by side (wall: median of the rounds, min)':<52}"
+        + "".join(f"{f'{p} ({APIS[p]})':>{width}}" for p in results)
+    )
     for name, cell in rows:
         print(f"{name:<52}" + "".join(f"{cell(r):>{width}}" for r in results.values()))
 
 
-def measure_tools3(args: argparse.Namespace, providers: list[str], tmp: Path) -> dict[str, dict[str, Any]]:
+def measure_tools3(
+    args: argparse.Namespace, providers: list[str], tmp: Path
+) -> dict[str, dict[str, Any]]:
     """The tools3 workload (three tool round trips a run, 4 KB tool outputs): measurement 1 at
     ``--concurrency`` and ``--high-concurrency`` and measurement 7, per provider; each
     provider's figures as :func:`provider_results` gives them, with ``cpu_per_call_over_sdk``,
@@ -755,22 +890,50 @@ def measure_tools3(args: argparse.Namespace, providers: list[str], tmp: Path) ->
     try:
         for provider in providers:
             servers[provider] = ServerProcess(args.latency, provider, "tools3")
-            warm = agent_type(provider)(MODELS[provider], base_url=servers[provider].base_url, cache=False)
+            warm = agent_type(provider)(
+                MODELS[provider], base_url=servers[provider].base_url, cache=False
+            )
             asyncio.run(_warm(project, warm))
-        low = live_sdk_replay_rounds(project, servers, args.tools3_runs, args.concurrency, args.rounds, work)
+        low = live_sdk_replay_rounds(
+            project, servers, args.tools3_runs, args.concurrency, args.rounds, work
+        )
         high_dir = work / f"c{args.high_concurrency}"
         high_dir.mkdir()
-        high = live_sdk_replay_rounds(project, servers, args.tools3_high_runs, args.high_concurrency, args.rounds, high_dir)
-        cli = {p: cli_rounds(p, servers[p].base_url, low[p]["bodies"], args.concurrency, args.cli_rounds, work, project_dir) for p in providers}
+        high = live_sdk_replay_rounds(
+            project, servers, args.tools3_high_runs, args.high_concurrency, args.rounds, high_dir
+        )
+        cli = {
+            p: cli_rounds(
+                p,
+                servers[p].base_url,
+                low[p]["bodies"],
+                args.concurrency,
+                args.cli_rounds,
+                work,
+                project_dir,
+            )
+            for p in providers
+        }
     finally:
         for provider, server in servers.items():
             served[provider] = server.stop()
     out: dict[str, dict[str, Any]] = {}
     for p in providers:
-        r = provider_results(p, low[p], args.tools3_runs * calls * args.latency / args.concurrency, served[p])
-        h = provider_results(p, high[p], args.tools3_high_runs * calls * args.latency / args.high_concurrency, served[p])
+        r = provider_results(
+            p, low[p], args.tools3_runs * calls * args.latency / args.concurrency, served[p]
+        )
+        h = provider_results(
+            p,
+            high[p],
+            args.tools3_high_runs * calls * args.latency / args.high_concurrency,
+            served[p],
+        )
         for figures, rounds in ((r, low[p]), (h, high[p])):
-            figures["cpu_per_call_over_sdk"] = _ratio(rounds["live_cpu"], rounds["sdk_cpu"]) * figures["requests"] / figures["live_calls"]
+            figures["cpu_per_call_over_sdk"] = (
+                _ratio(rounds["live_cpu"], rounds["sdk_cpu"])
+                * figures["requests"]
+                / figures["live_calls"]
+            )
         r["cli_over_sdk"] = _ratio(cli[p]["cli"], cli[p]["sdk"]) if cli[p]["cli"] else None
         r["cli_s"], r["cli_sdk_alone_s"] = cli[p]["cli"], cli[p]["sdk"]
         r[f"c{args.high_concurrency}"] = h
@@ -782,52 +945,117 @@ def print_tools3(args: argparse.Namespace, tools3: dict[str, dict[str, Any]]) ->
     calls = calls_per_run("tools3")
     rounds = f"{args.rounds} interleaved round{'s' if args.rounds != 1 else ''}"
     print(
-        f"tools3 (three tool round trips a run, {TOOLS3_OUTPUT_BYTES // 1024} KB tool outputs, {calls} model calls a run): "
-        f"{args.tools3_runs} runs, concurrency {args.concurrency}; {rounds}"
+        f"tools3 (three tool round trips a run, {TOOLS3_OUTPUT_BYTES // 1024} KB tool outputs, "
+        f"{calls} model calls a run): {args.tools3_runs} runs, concurrency "
+        f"{args.concurrency}; {rounds}"
     )
     print_side_by_side(tools3, args.tools3_runs * calls * args.latency / args.concurrency)
     high = {p: r[f"c{args.high_concurrency}"] for p, r in tools3.items()}
-    print(f"tools3 at concurrency {args.high_concurrency}: {args.tools3_high_runs} runs a round, {rounds}")
+    print(
+        f"tools3 at concurrency {args.high_concurrency}: {args.tools3_high_runs} "
+        f"runs a round, {rounds}"
+    )
     print_side_by_side(high, args.tools3_high_runs * calls * args.latency / args.high_concurrency)
     for p, r in tools3.items():
         cli = (
-            f"agentprop run over the SDK alone {r['cli_over_sdk']:.2f}x ({_spread(r['cli_s'])} s against {_spread(r['cli_sdk_alone_s'])} s)"
+            f"agentprop run over the SDK alone {r['cli_over_sdk']:.2f}x ({_spread(r['cli_s'])} s "
+            f"against {_spread(r['cli_sdk_alone_s'])} s)"
             if r["cli_over_sdk"] is not None
             else "agentprop run not measured (--cli-rounds 0)"
         )
         print(
-            f"  {p} tools3: library over the SDK alone {r['live_over_sdk']:.2f}x at concurrency {args.concurrency}, "
-            f"{high[p]['live_over_sdk']:.2f}x at {args.high_concurrency} (target <= 1.10x); {cli} (target <= 1.15x); "
-            f"client CPU per model call over the SDK's {r['cpu_per_call_over_sdk']:.2f}x, {high[p]['cpu_per_call_over_sdk']:.2f}x (target <= 1.2x)"
+            f"  {p} tools3: library over the SDK alone {r['live_over_sdk']:.2f}x at concurrency "
+            f"{args.concurrency}, {high[p]['live_over_sdk']:.2f}x at {args.high_concurrency} "
+            f"(target <= 1.10x); {cli} (target <= 1.15x); client CPU per model call over the "
+            f"SDK's {r['cpu_per_call_over_sdk']:.2f}x, "
+            f"{high[p]['cpu_per_call_over_sdk']:.2f}x (target <= 1.2x)"
         )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", dest="json_path", help="write the results as JSON to this file")
-    parser.add_argument("--runs", type=int, default=200, help="agent runs against the server per round (default 200)")
-    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds of live, SDK alone and replay (default 15)")
-    parser.add_argument("--latency", type=float, default=0.05, help="server latency per reply, seconds (default 0.05)")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=200,
+        help="agent runs against the server per round (default 200)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=15,
+        help="interleaved rounds of live, SDK alone and replay (default 15)",
+    )
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.05,
+        help="server latency per reply, seconds (default 0.05)",
+    )
     parser.add_argument("--concurrency", type=int, default=32, help="runs in flight (default 32)")
-    parser.add_argument("--high-concurrency", type=int, default=128, help="the second concurrency measured, live / SDK alone / replay (default 128)")
-    parser.add_argument("--high-runs", type=int, default=800, help="agent runs per round at --high-concurrency (default 800)")
     parser.add_argument(
-        "--cli-rounds", type=int, default=5, help="interleaved rounds of agentprop run and the SDK alone, each a fresh process (default 5)"
-    )
-    parser.add_argument("--overhead-runs", type=int, default=2000, help="runs of the overhead measurement (default 2000)")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of the fixed-N case (default 3)")
-    parser.add_argument("--case-runs", type=int, default=200, help="runs of the fixed-N case (default 200)")
-    parser.add_argument("--own-cost-runs", type=int, default=2000, help="runs of the stubbed-HTTP measurement of agentprop's own cost (default 2000)")
-    parser.add_argument(
-        "--tools3-runs", type=int, default=100, help="agent runs per round of the tools3 workload at --concurrency (default 100; 0: not measured)"
+        "--high-concurrency",
+        type=int,
+        default=128,
+        help="the second concurrency measured, live / SDK alone / replay (default 128)",
     )
     parser.add_argument(
-        "--tools3-high-runs", type=int, default=400, help="agent runs per round of the tools3 workload at --high-concurrency (default 400)"
+        "--high-runs",
+        type=int,
+        default=800,
+        help="agent runs per round at --high-concurrency (default 800)",
     )
-    parser.add_argument("--providers", default=",".join(PROVIDERS), help="the model agents to measure, side by side (default anthropic,openai)")
+    parser.add_argument(
+        "--cli-rounds",
+        type=int,
+        default=5,
+        help="interleaved rounds of agentprop run and the SDK alone, each a "
+        "fresh process (default 5)",
+    )
+    parser.add_argument(
+        "--overhead-runs",
+        type=int,
+        default=2000,
+        help="runs of the overhead measurement (default 2000)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="interleaved rounds of the fixed-N case (default 3)"
+    )
+    parser.add_argument(
+        "--case-runs", type=int, default=200, help="runs of the fixed-N case (default 200)"
+    )
+    parser.add_argument(
+        "--own-cost-runs",
+        type=int,
+        default=2000,
+        help="runs of the stubbed-HTTP measurement of agentprop's own cost (default 2000)",
+    )
+    parser.add_argument(
+        "--tools3-runs",
+        type=int,
+        default=100,
+        help="agent runs per round of the tools3 workload at --concurrency (default "
+        "100; 0: not measured)",
+    )
+    parser.add_argument(
+        "--tools3-high-runs",
+        type=int,
+        default=400,
+        help="agent runs per round of the tools3 workload at --high-concurrency (default 400)",
+    )
+    parser.add_argument(
+        "--providers",
+        default=",".join(PROVIDERS),
+        help="the model agents to measure, side by side (default anthropic,openai)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-provider", choices=PROVIDERS, default="anthropic", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-workload", choices=WORKLOADS, default="billing", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--serve-provider", choices=PROVIDERS, default="anthropic", help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--serve-workload", choices=WORKLOADS, default="billing", help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.latency, args.serve_provider, args.serve_workload)
@@ -838,12 +1066,17 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: give at least 1")
     if args.latency <= 0:
-        parser.error(f"--latency {args.latency}: give a positive number of seconds (the ideal wall time, live's reference, is proportional to it)")
+        parser.error(
+            f"--latency {args.latency}: give a positive number of seconds (the ideal wall time, "
+            "live's reference, is proportional to it)"
+        )
     providers = list(dict.fromkeys(p.strip() for p in args.providers.split(",") if p.strip()))
     unknown = [p for p in providers if p not in PROVIDERS]
     if unknown or not providers:
         parser.error(
-            f"--providers {args.providers!r}: {'unknown ' + ', '.join(unknown) if unknown else 'none given'}; give anthropic, openai or both, comma-separated"
+            f"--providers {args.providers!r}: "
+            f"{'unknown ' + ', '.join(unknown) if unknown else 'none given'}; give anthropic, "
+            "openai or both, comma-separated"
         )
     case_provider = "anthropic" if "anthropic" in providers else providers[0]
 
@@ -857,14 +1090,37 @@ def main(argv: list[str] | None = None) -> int:
             for provider in providers:
                 servers[provider] = ServerProcess(args.latency, provider)
                 # warm-up: imports, the SDK client, the SQLite file (its own trials, not replayed)
-                warm = agent_type(provider)(MODELS[provider], base_url=servers[provider].base_url, cache=False)
+                warm = agent_type(provider)(
+                    MODELS[provider], base_url=servers[provider].base_url, cache=False
+                )
                 asyncio.run(_warm(project, warm))
-            rounds = live_sdk_replay_rounds(project, servers, args.runs, args.concurrency, args.rounds, Path(tmp))
+            rounds = live_sdk_replay_rounds(
+                project, servers, args.runs, args.concurrency, args.rounds, Path(tmp)
+            )
             high_dir = Path(tmp) / f"c{args.high_concurrency}"
             high_dir.mkdir()
-            high = live_sdk_replay_rounds(project, servers, args.high_runs, args.high_concurrency, args.rounds, high_dir)
-            cli = {p: cli_rounds(p, servers[p].base_url, rounds[p]["bodies"], args.concurrency, args.cli_rounds, Path(tmp)) for p in providers}
-            case = case_concurrency(case_provider, project, servers[case_provider].base_url, args.case_runs, args.concurrency, args.repeats)
+            high = live_sdk_replay_rounds(
+                project, servers, args.high_runs, args.high_concurrency, args.rounds, high_dir
+            )
+            cli = {
+                p: cli_rounds(
+                    p,
+                    servers[p].base_url,
+                    rounds[p]["bodies"],
+                    args.concurrency,
+                    args.cli_rounds,
+                    Path(tmp),
+                )
+                for p in providers
+            }
+            case = case_concurrency(
+                case_provider,
+                project,
+                servers[case_provider].base_url,
+                args.case_runs,
+                args.concurrency,
+                args.repeats,
+            )
             own = own_cost(project, args.own_cost_runs, args.concurrency, Path(tmp))
         finally:
             for provider, server in servers.items():
@@ -880,42 +1136,51 @@ def main(argv: list[str] | None = None) -> int:
     high_results = {p: provider_results(p, high[p], high_ideal_s, served[p]) for p in providers}
     for p in providers:
         r, c = results[p], cli[p]
-        r["cpu_per_call_over_sdk"] = _ratio(rounds[p]["live_cpu"], rounds[p]["sdk_cpu"]) * r["requests"] / r["live_calls"]
+        r["cpu_per_call_over_sdk"] = (
+            _ratio(rounds[p]["live_cpu"], rounds[p]["sdk_cpu"]) * r["requests"] / r["live_calls"]
+        )
         r["cli_over_sdk"] = _ratio(c["cli"], c["sdk"]) if c["cli"] else None
         r["cli_s"], r["cli_sdk_alone_s"] = c["cli"], c["sdk"]
         h = high_results[p]
-        h["cpu_per_call_over_sdk"] = _ratio(high[p]["live_cpu"], high[p]["sdk_cpu"]) * h["requests"] / h["live_calls"]
+        h["cpu_per_call_over_sdk"] = (
+            _ratio(high[p]["live_cpu"], high[p]["sdk_cpu"]) * h["requests"] / h["live_calls"]
+        )
         r[f"c{args.high_concurrency}"] = h
     speedup = _ratio(case["serial"], case["concurrent"])
     overhead_us = (fw_s - base_s) * 1e6
     sync_overhead_us = (sync_fw_s - sync_base_s) * 1e6
 
     print(
-        f"throughput: {args.runs} runs of {SCENARIO}, {args.latency * 1000:.0f} ms latency, concurrency {args.concurrency}; "
-        f"{args.rounds} interleaved round{'s' if args.rounds != 1 else ''}, medians (ratios: median of the rounds' ratios)"
+        f"throughput: {args.runs} runs of {SCENARIO}, {args.latency * 1000:.0f} ms latency, "
+        f"concurrency {args.concurrency}; {args.rounds} interleaved "
+        f"round{'s' if args.rounds != 1 else ''}, medians (ratios: median of the rounds' ratios)"
     )
     print_side_by_side(results, ideal_s)
     print(
-        f"the same at concurrency {args.high_concurrency}: {args.high_runs} runs a round, {args.rounds} interleaved round{'s' if args.rounds != 1 else ''}"
+        f"the same at concurrency {args.high_concurrency}: {args.high_runs} runs a round, "
+        f"{args.rounds} interleaved round{'s' if args.rounds != 1 else ''}"
     )
     print_side_by_side(high_results, high_ideal_s)
     print(
-        f"agentprop run (a fresh process: a fixed-N case of {args.runs} runs, concurrency {args.concurrency}) against the SDK alone in a "
-        f"fresh process sending the same requests, {args.cli_rounds} interleaved round{'s' if args.cli_rounds != 1 else ''}"
+        f"agentprop run (a fresh process: a fixed-N case of {args.runs} runs, concurrency "
+        f"{args.concurrency}) against the SDK alone in a fresh process sending the same requests, "
+        f"{args.cli_rounds} interleaved round{'s' if args.cli_rounds != 1 else ''}"
     )
     for p in providers:
         r = results[p]
         print(
-            f"  {p}: agentprop run {_spread(r['cli_s'])} s, the SDK alone {_spread(r['cli_sdk_alone_s'])} s; "
-            f"over the SDK alone {r['cli_over_sdk']:.2f}x (target <= 1.15x)"
+            f"  {p}: agentprop run {_spread(r['cli_s'])} s, the SDK alone "
+            f"{_spread(r['cli_sdk_alone_s'])} s; over the SDK alone "
+            f"{r['cli_over_sdk']:.2f}x (target <= 1.15x)"
             if r["cli_over_sdk"] is not None
             else f"  {p}: not measured (--cli-rounds 0); cli_over_sdk is null"
         )
     for p in providers:
         r, h = results[p], high_results[p]
         print(
-            f"  {p}: client CPU per model call over the SDK's: {r['cpu_per_call_over_sdk']:.2f}x at concurrency {args.concurrency}, "
-            f"{h['cpu_per_call_over_sdk']:.2f}x at {args.high_concurrency} (target <= 1.2x)"
+            f"  {p}: client CPU per model call over the SDK's: {r['cpu_per_call_over_sdk']:.2f}x "
+            f"at concurrency {args.concurrency}, {h['cpu_per_call_over_sdk']:.2f}x at "
+            f"{args.high_concurrency} (target <= 1.2x)"
         )
     rows = [
         (
@@ -928,10 +1193,26 @@ def main(argv: list[str] | None = None) -> int:
             f"{statistics.median(case['concurrent']):8.3f} s",
             f"{speedup:5.1f}x faster (target >= 10x; {_spread(case['concurrent'])})",
         ),
-        ("direct call of the async Python agent (no agentprop)", f"{base_s * 1e6:8.1f} us", "baseline"),
-        ("the same agent through the runtime", f"{fw_s * 1e6:8.1f} us", f"overhead {overhead_us:.1f} us/run"),
-        ("direct call of the sync Python agent (no agentprop)", f"{sync_base_s * 1e6:8.1f} us", "baseline"),
-        ("the same agent through the runtime (one thread hop a run)", f"{sync_fw_s * 1e6:8.1f} us", f"overhead {sync_overhead_us:.1f} us/run"),
+        (
+            "direct call of the async Python agent (no agentprop)",
+            f"{base_s * 1e6:8.1f} us",
+            "baseline",
+        ),
+        (
+            "the same agent through the runtime",
+            f"{fw_s * 1e6:8.1f} us",
+            f"overhead {overhead_us:.1f} us/run",
+        ),
+        (
+            "direct call of the sync Python agent (no agentprop)",
+            f"{sync_base_s * 1e6:8.1f} us",
+            "baseline",
+        ),
+        (
+            "the same agent through the runtime (one thread hop a run)",
+            f"{sync_fw_s * 1e6:8.1f} us",
+            f"overhead {sync_overhead_us:.1f} us/run",
+        ),
     ]
     rows += [
         (
@@ -949,14 +1230,19 @@ def main(argv: list[str] | None = None) -> int:
     for name, value, ratio in rows:
         print(f"{name:<62} {value:>12}  {ratio}")
     if "anthropic" not in results:
-        print("anthropic not measured: the JSON's top-level live, SDK-alone and replay keys (Anthropic's) are left out")
+        print(
+            "anthropic not measured: the JSON's top-level live, SDK-alone and replay keys "
+            "(Anthropic's) are left out"
+        )
     if args.json_path:
         top: dict[str, Any] = {}
         if "anthropic" in results:  # the top-level figures are Anthropic's, as before the providers
             a = results["anthropic"]
             top = {
                 "live_over_sdk": a["live_over_sdk"],
-                f"live_over_sdk_c{args.high_concurrency}": a[f"c{args.high_concurrency}"]["live_over_sdk"],
+                f"live_over_sdk_c{args.high_concurrency}": a[f"c{args.high_concurrency}"][
+                    "live_over_sdk"
+                ],
                 "cli_over_sdk": a["cli_over_sdk"],
                 "cpu_per_call_over_sdk": a["cpu_per_call_over_sdk"],
                 "replay_over_live": a["replay_over_live"],
@@ -969,10 +1255,12 @@ def main(argv: list[str] | None = None) -> int:
             top.update(
                 {
                     f"tools3_live_over_sdk_c{args.concurrency}": t3 and t3["live_over_sdk"],
-                    f"tools3_live_over_sdk_c{args.high_concurrency}": t3 and t3[f"c{args.high_concurrency}"]["live_over_sdk"],
+                    f"tools3_live_over_sdk_c{args.high_concurrency}": t3
+                    and t3[f"c{args.high_concurrency}"]["live_over_sdk"],
                     "tools3_cli_over_sdk": t3 and t3["cli_over_sdk"],
                     "tools3_cpu_per_call_over_sdk": t3 and t3["cpu_per_call_over_sdk"],
-                    f"tools3_cpu_per_call_over_sdk_c{args.high_concurrency}": t3 and t3[f"c{args.high_concurrency}"]["cpu_per_call_over_sdk"],
+                    f"tools3_cpu_per_call_over_sdk_c{args.high_concurrency}": t3
+                    and t3[f"c{args.high_concurrency}"]["cpu_per_call_over_sdk"],
                 }
             )
         Path(args.json_path).write_text(

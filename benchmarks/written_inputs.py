@@ -44,11 +44,34 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from real_model import BUILD, model_path  # noqa: E402
 
 
-def run_once(args: argparse.Namespace, report: Path, *extra: str) -> tuple[int, dict[str, Any], float]:
+def run_once(
+    args: argparse.Namespace, report: Path, *extra: str
+) -> tuple[int, dict[str, Any], float]:
     from agentprop._cli import main
 
-    argv = ["run", str(ROOT / "examples" / "supportops"), "--kinds", "explore", "--explore", str(args.explore), "--case", args.case]
-    argv += ["--explore-seed", "1", "--runs", "1", "--corpus", "none", "--shrink-budget", "0", "--json", str(report), *extra]
+    argv = [
+        "run",
+        str(ROOT / "examples" / "supportops"),
+        "--kinds",
+        "explore",
+        "--explore",
+        str(args.explore),
+        "--case",
+        args.case,
+    ]
+    argv += [
+        "--explore-seed",
+        "1",
+        "--runs",
+        "1",
+        "--corpus",
+        "none",
+        "--shrink-budget",
+        "0",
+        "--json",
+        str(report),
+        *extra,
+    ]
     out = io.StringIO()
     started = time.perf_counter()
     code = main(argv, out=out, err=out)
@@ -64,41 +87,72 @@ def explored(data: dict[str, Any]) -> list[list[str]]:
 
 
 def written(data: dict[str, Any]) -> int:
-    families = [c["details"].get("families") or [] for c in data.get("cases") or [] if c.get("kind") == "EXPLORE"]
+    families = [
+        c["details"].get("families") or []
+        for c in data.get("cases") or []
+        if c.get("kind") == "EXPLORE"
+    ]
     return sum(any(":model:" in f or ":user:" in f for f in fs) for fs in families)
 
 
 def main_(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="PATH")
-    parser.add_argument("--explore", type=int, default=2, help="inputs explored per path (default 2)")
-    parser.add_argument("--case", default="N7_CANCEL", help="the paths whose id holds this (default N7_CANCEL)")
+    parser.add_argument(
+        "--explore", type=int, default=2, help="inputs explored per path (default 2)"
+    )
+    parser.add_argument(
+        "--case", default="N7_CANCEL", help="the paths whose id holds this (default N7_CANCEL)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (default 1)")
     args = parser.parse_args(argv)
     try:
         importlib.import_module("llama_cpp")
     except ImportError:
-        print(f"llama-cpp-python is not installed; build it from source (a few minutes, no GPU): {BUILD}", file=sys.stderr)
+        print(
+            "llama-cpp-python is not installed; build it from source (a few "
+            f"minutes, no GPU): {BUILD}",
+            file=sys.stderr,
+        )
         return 2
     gguf = model_path()
-    os.environ["OPENAI_API_KEY"] = "sk-loopback-no-key-needed"  # long: a short one would be found in every response
+    # long: a short one would be found in every response
+    os.environ["OPENAI_API_KEY"] = "sk-loopback-no-key-needed"
     from agentprop.testing.llama_server import LlamaOptions, LlamaServer
 
     result: dict[str, Any] = {
         "model": f"SmolLM2-135M-Instruct Q4_1 ({gguf.name})",
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.1f} at start",
     }
-    print(f"{result['model']}; --explore {args.explore} --case {args.case}; {result['date']}; {result['machine']}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp, LlamaServer(gguf, options=LlamaOptions(n_threads=args.threads)) as server:
+    print(
+        f"{result['model']}; --explore {args.explore} --case {args.case}; "
+        f"{result['date']}; {result['machine']}",
+        flush=True,
+    )
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LlamaServer(gguf, options=LlamaOptions(n_threads=args.threads)) as server,
+    ):
         os.environ["OPENAI_BASE_URL"] = server.base_url
         _, base, base_wall = run_once(args, Path(tmp) / "base.json")
-        cache = ["--input-model", "openai:smollm2", "--simulated-user", "--cache", str(Path(tmp) / "c.sqlite")]
+        cache = [
+            "--input-model",
+            "openai:smollm2",
+            "--simulated-user",
+            "--cache",
+            str(Path(tmp) / "c.sqlite"),
+        ]
         before = server.model_calls
-        code, first, wall = run_once(args, Path(tmp) / "first.json", *cache, "--cache-mode", "read-write")
+        code, first, wall = run_once(
+            args, Path(tmp) / "first.json", *cache, "--cache-mode", "read-write"
+        )
         calls = server.model_calls - before
         before = server.model_calls
-        _, again, replay_wall = run_once(args, Path(tmp) / "again.json", *cache, "--cache-mode", "replay-only")
+        _, again, replay_wall = run_once(
+            args, Path(tmp) / "again.json", *cache, "--cache-mode", "replay-only"
+        )
         replay_calls = server.model_calls - before
     summary = (first.get("metrics") or {}).get("extra", {}).get("input_model") or {}
     user = summary.get("simulated_user") or {}
@@ -112,7 +166,9 @@ def main_(argv: list[str] | None = None) -> int:
             "kept": summary.get("kept"),
             "dropped": summary.get("dropped"),
             "dropped_reasons": summary.get("dropped_reasons"),
-            "kept_rate": round(summary["kept"] / summary["generated"], 4) if summary.get("generated") else None,
+            "kept_rate": round(summary["kept"] / summary["generated"], 4)
+            if summary.get("generated")
+            else None,
             "simulated_turns": user.get("turns"),
             "simulator_rejected": user.get("rejected"),
             "simulator_rejected_rate": user.get("rejected_rate"),
@@ -121,26 +177,35 @@ def main_(argv: list[str] | None = None) -> int:
             "replay_same_inputs": bool(explored(first)) and explored(first) == explored(again),
         }
     )
-    print(f"baseline (no input model): {result['baseline_inputs']} distinct explored inputs, {base_wall:.0f} s")
+    print(
+        f"baseline (no input model): {result['baseline_inputs']} distinct explored "
+        f"inputs, {base_wall:.0f} s"
+    )
     if not summary:
         print(f"with the input model: the run wrote no report (exit {code}); nothing measured")
         return 1
-    kept_rate = f"{result['kept_rate']:.0%}" if result["kept_rate"] is not None else "n/a (none written)"
-    ratio = result["inputs"] / result["baseline_inputs"] if result["baseline_inputs"] else float("nan")
+    kept_rate = (
+        f"{result['kept_rate']:.0%}" if result["kept_rate"] is not None else "n/a (none written)"
+    )
+    ratio = (
+        result["inputs"] / result["baseline_inputs"] if result["baseline_inputs"] else float("nan")
+    )
     print(
         f"with the input model: {result['inputs']} distinct explored inputs "
         f"({ratio:.2f}x the baseline), "
         f"{result['written_inputs']} with a model-written turn; "
-        f"{result['prompts']} prompts, {result['generated']} texts written, {result['kept']} kept ({kept_rate}), "
-        f"{result['dropped']} dropped {result['dropped_reasons']}; {calls} model calls at the server, {wall:.0f} s"
+        f"{result['prompts']} prompts, {result['generated']} texts written, {result['kept']} kept "
+        f"({kept_rate}), {result['dropped']} dropped {result['dropped_reasons']}; {calls} model "
+        f"calls at the server, {wall:.0f} s"
     )
     rate = result["simulator_rejected_rate"]
     print(
-        f"simulated user: {result['simulated_turns']} turns written, {result['simulator_rejected']} rejected ({rate if rate is None else f'{rate:.0%}'})"
+        f"simulated user: {result['simulated_turns']} turns written, "
+        f"{result['simulator_rejected']} rejected ({rate if rate is None else f'{rate:.0%}'})"
     )
     print(
-        f"replay-only: {replay_calls} model calls at the server, explored inputs {'the same' if result['replay_same_inputs'] else 'DIFFERENT'}, "
-        f"{replay_wall:.1f} s"
+        f"replay-only: {replay_calls} model calls at the server, explored inputs "
+        f"{'the same' if result['replay_same_inputs'] else 'DIFFERENT'}, {replay_wall:.1f} s"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

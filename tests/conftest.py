@@ -42,7 +42,8 @@ keeps seed 0's, as CI does. Tests of the per-run seed unset it."""
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPECSUITE_DIR = REPO_ROOT / "tests" / "data" / "specsuite-core"
-"""The SpecSuite-Core specs, packs and prompts, vendored with their licence (see THIRD_PARTY.md there)."""
+"""The SpecSuite-Core specs, packs and prompts, vendored with their licence (see
+THIRD_PARTY.md there)."""
 SUPPORTOPS_EXAMPLE_DIR = REPO_ROOT / "examples" / "supportops"
 
 
@@ -73,13 +74,18 @@ REAL_DEFAULT_CORPUS_DIR = agentprop._decide.corpus.default_corpus_dir
 
 
 @pytest.fixture(autouse=True)
-def _corpus_outside_the_repo(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _corpus_outside_the_repo(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The default corpus sits beside the bindings, i.e. inside examples/ for the example
     projects: tests keep it in a temporary directory instead, so no test replays another's
     reproducers and the repository stays clean. Tests of the default location restore it
-    with ``monkeypatch.setattr(agentprop._decide.corpus, "default_corpus_dir", REAL_DEFAULT_CORPUS_DIR)``."""
+    with
+    ``monkeypatch.setattr(agentprop._decide.corpus, "default_corpus_dir", REAL_DEFAULT_CORPUS_DIR)``."""  # noqa: E501
     root = tmp_path_factory.mktemp("corpus-default")
-    monkeypatch.setattr(agentprop._decide.corpus, "default_corpus_dir", lambda project: root / project.spec.spec_id)
+    monkeypatch.setattr(
+        agentprop._decide.corpus, "default_corpus_dir", lambda project: root / project.spec.spec_id
+    )
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +102,14 @@ def faulty_supportops_report():
     agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS_EXAMPLE_DIR, {"skip_auth": 0.3})
     memo = TrialMemo()
     report = run_sync(
-        arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("mft", "dir"), explore=0), problems=project.problems, memo=memo)
+        arun_cases(
+            project,
+            agent,
+            project.scenarios(),
+            RunSettings(kinds=("mft", "dir"), explore=0),
+            problems=project.problems,
+            memo=memo,
+        )
     )
     shrink_failures(project, agent, report, budget=30, corpus=None, memo=memo)
     return report
@@ -117,10 +130,25 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("redis-py is not installed (pip install 'agentprop[redis]')")
     server = shutil.which("redis-server")
     if server is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server; .ci/run installs it)")
+        pytest.skip(
+            "redis-server is not installed (Debian: apt-get install redis-server; "
+            ".ci/run installs it)"
+        )
     port = _free_port()
     directory = tmp_path_factory.mktemp("redis")
-    cmd = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(directory)]
+    cmd = [
+        server,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(directory),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
@@ -128,7 +156,9 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for _ in range(200):
             if proc.poll() is not None:
                 err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                pytest.skip(f"redis-server could not start: {err.strip() or f'exit {proc.returncode}'}")
+                pytest.skip(
+                    f"redis-server could not start: {err.strip() or f'exit {proc.returncode}'}"
+                )
             try:
                 client.ping()
                 break

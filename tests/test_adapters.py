@@ -48,14 +48,21 @@ def test_tool_functions_carry_the_schema_as_signature_and_docstring(project: Any
     assert set(functions) == {t.name for t in project.spec.action_tools} | {"respond"}
     verify = inspect.signature(functions["verify_identity"])
     assert list(verify.parameters) == ["account_id", "last4", "zip"]
-    assert all(p.default is inspect.Parameter.empty and p.kind is p.KEYWORD_ONLY for p in verify.parameters.values())
+    assert all(
+        p.default is inspect.Parameter.empty and p.kind is p.KEYWORD_ONLY
+        for p in verify.parameters.values()
+    )
     assert _base(verify.parameters["last4"].annotation) is str
     doc = functions["verify_identity"].__doc__ or ""
     assert doc.startswith("Verify user identity before performing any account-changing action.")
     assert "last4: Last 4 digits of a payment method on file." in doc
     # a nested object is a pydantic model with the schema's fields
-    address = _base(inspect.signature(functions["update_address"]).parameters["new_address"].annotation)
-    assert issubclass(address, BaseModel) and {"line1", "city", "postal_code", "country"} <= set(address.model_fields)
+    address = _base(
+        inspect.signature(functions["update_address"]).parameters["new_address"].annotation
+    )
+    assert issubclass(address, BaseModel) and {"line1", "city", "postal_code", "country"} <= set(
+        address.model_fields
+    )
     # respond: the response contract, the decision an enum of decision_enum
     decision = _base(inspect.signature(functions["respond"]).parameters["decision"].annotation)
     assert set(typing.get_args(decision)) == set(project.spec.response_contract.decision_enum)
@@ -63,15 +70,21 @@ def test_tool_functions_carry_the_schema_as_signature_and_docstring(project: Any
 
 def test_tool_functions_act_on_the_bound_turn_and_are_recorded(project: Any) -> None:
     functions = {f.__name__: f for f in tool_functions(project.spec)}
-    address = _base(inspect.signature(functions["update_address"]).parameters["new_address"].annotation)
+    address = _base(
+        inspect.signature(functions["update_address"]).parameters["new_address"].annotation
+    )
 
     class UsesFunctions:
         def turn(self, message: str, ctx: TurnContext) -> None:
             with bind(ctx):
                 account = functions["get_account"](account_id="A1")
-                functions["update_address"](account_id="A1", new_address=address(line1="1 Main St", city="X", postal_code="1", country="US"))
+                functions["update_address"](
+                    account_id="A1",
+                    new_address=address(line1="1 Main St", city="X", postal_code="1", country="US"),
+                )
                 with pytest.raises(ToolError) as bad:
-                    functions["get_plan_rules"](plan_id=7)  # the world checks arguments against the schema
+                    # the world checks arguments against the schema
+                    functions["get_plan_rules"](plan_id=7)
                 assert bad.value.kind == "invalid_arguments"
                 functions["respond"](
                     node_id="END_BILLING_ANSWER",
@@ -81,12 +94,19 @@ def test_tool_functions_act_on_the_bound_turn_and_are_recorded(project: Any) -> 
                     user_message="ok",
                 )
 
-    trace = asyncio.run(project.arun(project.scenario("END_BILLING_ANSWER<-N3_BILLING"), UsesFunctions, trial=0))
+    trace = asyncio.run(
+        project.arun(project.scenario("END_BILLING_ANSWER<-N3_BILLING"), UsesFunctions, trial=0)
+    )
     (turn,) = trace.turns
     assert [c.name for c in turn.tool_calls] == ["get_account", "update_address", "get_plan_rules"]
     # optional fields left out stay out; the model reached the world as JSON
-    assert turn.tool_calls[1].args == {"account_id": "A1", "new_address": {"line1": "1 Main St", "city": "X", "postal_code": "1", "country": "US"}}
-    assert turn.tool_calls[2].error_kind == "invalid_arguments" and turn.decision == "BILLING_ANSWER"
+    assert turn.tool_calls[1].args == {
+        "account_id": "A1",
+        "new_address": {"line1": "1 Main St", "city": "X", "postal_code": "1", "country": "US"},
+    }
+    assert (
+        turn.tool_calls[2].error_kind == "invalid_arguments" and turn.decision == "BILLING_ANSWER"
+    )
     with pytest.raises(InvalidArgument, match="outside a turn"):
         functions["get_account"](account_id="A1")
 
@@ -137,7 +157,9 @@ def test_pydantic_ai_agent_is_recorded_like_the_python_agent(project: Any) -> No
     assert model_calls > 0  # the turns really went through PydanticAI's model loop
 
 
-def test_run_through_pydantic_ai_finds_the_injected_fault(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_through_pydantic_ai_finds_the_injected_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("pydantic_ai")
     monkeypatch.chdir(ROOT)
     report = tmp_path / "report.json"
@@ -165,4 +187,7 @@ def test_run_through_pydantic_ai_finds_the_injected_fault(tmp_path: Path, monkey
     )
     assert code == 1
     (case,) = json.loads(report.read_text())["cases"]
-    assert case["verdict"] == "FAIL" and "verify_identity was never called" in case["failures"][0]["explanation"]
+    assert (
+        case["verdict"] == "FAIL"
+        and "verify_identity was never called" in case["failures"][0]["explanation"]
+    )

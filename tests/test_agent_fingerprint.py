@@ -28,7 +28,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[P
     root = tmp_path / pkg
     root.mkdir()
     (root / "__init__.py").write_text("")
-    (root / "helpers.py").write_text("import json\n\ndef reply(m):\n    return {'decision': 'ANSWER'}\n")
+    (root / "helpers.py").write_text(
+        "import json\n\ndef reply(m):\n    return {'decision': 'ANSWER'}\n"
+    )
     (root / "agent.py").write_text(AGENT.format(pkg=pkg))
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path, pkg
@@ -36,11 +38,14 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[P
         del sys.modules[name]
 
 
-def test_editing_a_helper_the_agent_imports_changes_its_fingerprint(project: tuple[Path, str]) -> None:
+def test_editing_a_helper_the_agent_imports_changes_its_fingerprint(
+    project: tuple[Path, str],
+) -> None:
     tmp, pkg = project
     before = load_agent(f"{pkg}.agent:Agent", tmp)
     files = source_files(before.target)
-    assert [Path(f).name for f in files] == ["agent.py", "helpers.py"]  # json (stdlib) is not the project's
+    # json (stdlib) is not the project's
+    assert [Path(f).name for f in files] == ["agent.py", "helpers.py"]
     helpers = tmp / pkg / "helpers.py"
     helpers.write_text(helpers.read_text().replace("ANSWER", "REFUSE"))
     os.utime(helpers, (1, 1))  # a new file version even within the same clock tick

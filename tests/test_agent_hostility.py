@@ -22,7 +22,11 @@ def project_with(tmp_path: Path, name: str, source: str) -> Path:
     """A copy of the SupportOps example with one more agent module, ``name.py``."""
     target = tmp_path / "proj"
     if not target.exists():
-        shutil.copytree(SUPPORTOPS, target, ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"))
+        shutil.copytree(
+            SUPPORTOPS,
+            target,
+            ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"),
+        )
     (target / f"{name}.py").write_text(source)
     return target
 
@@ -58,9 +62,29 @@ def test_ctrl_c_during_run_writes_the_partial_report_and_says_interrupted(tmp_pa
     project = project_with(tmp_path, "interrupting", INTERRUPTING)
     outputs = {name: tmp_path / f"r.{name}" for name in ("json", "junit", "markdown", "html")}
     flags = [arg for name, path in outputs.items() for arg in (f"--{name}", str(path))]
-    argv = ["run", str(project), "--agent", "interrupting:Interrupting", "--runs", "3", "--concurrency", "1", "--kinds", "mft", "--corpus", "none"]
+    argv = [
+        "run",
+        str(project),
+        "--agent",
+        "interrupting:Interrupting",
+        "--runs",
+        "3",
+        "--concurrency",
+        "1",
+        "--kinds",
+        "mft",
+        "--corpus",
+        "none",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "agentprop", *argv, *flags], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentprop", *argv, *flags],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 130, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
     report = json.loads(outputs["json"].read_text())
@@ -70,12 +94,21 @@ def test_ctrl_c_during_run_writes_the_partial_report_and_says_interrupted(tmp_pa
     assert all(c["runs"] == 3 for c in report["cases"])  # whole cases only, each with its runs
     budget = report["metrics"]["extra"]["budget"]
     assert budget["runs"] >= report["metrics"]["runs"] == 3 * decided
-    assert f"interrupted: {decided} case(s) decided before it" in done.stdout and f"({budget['runs']} runs started, $0.0000 spent)" in done.stdout
-    assert 'name="interrupted"' in outputs["junit"].read_text() and 'type="INTERRUPTED"' in outputs["junit"].read_text()
-    assert "(interrupted)" in outputs["markdown"].read_text() and "sum-interrupted" in outputs["html"].read_text()
+    assert (
+        f"interrupted: {decided} case(s) decided before it" in done.stdout
+        and f"({budget['runs']} runs started, $0.0000 spent)" in done.stdout
+    )
+    assert (
+        'name="interrupted"' in outputs["junit"].read_text()
+        and 'type="INTERRUPTED"' in outputs["junit"].read_text()
+    )
+    assert (
+        "(interrupted)" in outputs["markdown"].read_text()
+        and "sum-interrupted" in outputs["html"].read_text()
+    )
 
 
-# --------------------------------------------------------------------------- agents that end the process (item 9)
+# ------------------------------------------------------------- agents that end the process (item 9)
 
 HOSTILE = """
 import sys
@@ -140,32 +173,54 @@ def cli(*argv: str) -> tuple[int, str, str]:
         ("BadGetattr", None),
     ],
 )
-def test_an_agent_that_exits_or_interrupts_fails_its_runs_and_the_run_reports(tmp_path: Path, agent: str, says: str | None) -> None:
+def test_an_agent_that_exits_or_interrupts_fails_its_runs_and_the_run_reports(
+    tmp_path: Path, agent: str, says: str | None
+) -> None:
     project = project_with(tmp_path, "hostile", HOSTILE)
     report = tmp_path / "r.json"
-    argv = ("run", str(project), "--agent", f"hostile:{agent}", "--runs", "2", "--kinds", "mft", "--case", "END_BILLING_ANSWER<-N3_BILLING")
+    argv = (
+        "run",
+        str(project),
+        "--agent",
+        f"hostile:{agent}",
+        "--runs",
+        "2",
+        "--kinds",
+        "mft",
+        "--case",
+        "END_BILLING_ANSWER<-N3_BILLING",
+    )
     code, out, err = cli(*argv, "--corpus", "none", "--shrink-budget", "0", "--json", str(report))
     cases = json.loads(report.read_text())["cases"]
     assert cases and all(c["runs"] == 2 for c in cases), out + err
-    if says is None:  # a __getattr__ that raises is an agent without the optional hooks, not a crash
+    # a __getattr__ that raises is an agent without the optional hooks, not a crash
+    if says is None:
         assert code == 0 and all(c["verdict"] == "PASS" for c in cases), out + err
         return
     assert code == 1 and all(c["verdict"] == "FAIL" for c in cases), out + err
     assert all(says in c["failures"][0]["explanation"] for c in cases), cases[0]["failures"][0]
 
 
-# --------------------------------------------------------------------------- the runtime bounds the agent (item 8)
+# ------------------------------------------------------------ the runtime bounds the agent (item 8)
 
 
 def _respond(ctx: Any, message: str = "done") -> None:
-    ctx.respond(node_id="N3_BILLING", decision="BILLING_ANSWER", tool_actions=[], evidence="from tools", user_message=message)
+    ctx.respond(
+        node_id="N3_BILLING",
+        decision="BILLING_ANSWER",
+        tool_actions=[],
+        evidence="from tools",
+        user_message=message,
+    )
 
 
 def _run(spec: Any, agent: Any, **kw: Any) -> Any:
     from agentprop._agents.runtime import run_conversation
     from agentprop._scenario.world import World
 
-    return run_conversation(spec, lambda: agent, ["what plan am I on?"], World(spec=spec, seed=1), **kw)
+    return run_conversation(
+        spec, lambda: agent, ["what plan am I on?"], World(spec=spec, seed=1), **kw
+    )
 
 
 def test_a_blocking_close_conversation_is_timed_out(supportops_spec: Any) -> None:
@@ -176,16 +231,21 @@ def test_a_blocking_close_conversation_is_timed_out(supportops_spec: Any) -> Non
             _respond(ctx)
 
         def close_conversation(self) -> None:
-            release.wait(10)  # blocks until the test ends (10 s at most: before the fix it hung the runner)
+            # blocks until the test ends (10 s at most: before the fix it hung the runner)
+            release.wait(10)
 
     try:
         trace = _run(supportops_spec, BlocksOnClose(), turn_timeout_s=0.2)
     finally:
         release.set()
-    assert [(e.kind, e.message) for e in trace.errors] == [("timeout", "close_conversation() did not finish within 0.2 s")]
+    assert [(e.kind, e.message) for e in trace.errors] == [
+        ("timeout", "close_conversation() did not finish within 0.2 s")
+    ]
 
 
-def test_an_agent_looping_on_refused_calls_has_its_turn_ended_and_its_trace_bounded(supportops_spec: Any) -> None:
+def test_an_agent_looping_on_refused_calls_has_its_turn_ended_and_its_trace_bounded(
+    supportops_spec: Any,
+) -> None:
     from agentprop import ToolError
     from agentprop._agents.runtime import MAX_REFUSED_CALLS_PER_TURN
 
@@ -203,11 +263,16 @@ def test_an_agent_looping_on_refused_calls_has_its_turn_ended_and_its_trace_boun
     turn = trace.turns[0]
     assert len(turn.tool_calls) == MAX_REFUSED_CALLS_PER_TURN + 1
     [limit] = [e for e in turn.errors if e.kind == "limit_exceeded"]
-    assert "kept calling after 20 of its calls were refused this turn" in limit.message and "the turn is ended" in limit.message
+    assert (
+        "kept calling after 20 of its calls were refused this turn" in limit.message
+        and "the turn is ended" in limit.message
+    )
     assert len(trace.to_json()) < 100_000
 
 
-def test_a_huge_reply_or_tool_argument_ends_the_turn_with_a_clear_error(supportops_spec: Any) -> None:
+def test_a_huge_reply_or_tool_argument_ends_the_turn_with_a_clear_error(
+    supportops_spec: Any,
+) -> None:
     from agentprop._agents.runtime import MAX_TEXT_CHARS
 
     huge = "x" * (MAX_TEXT_CHARS + 1)
@@ -218,14 +283,22 @@ def test_a_huge_reply_or_tool_argument_ends_the_turn_with_a_clear_error(supporto
     def big_args(message: str, ctx: Any) -> None:
         ctx.call("get_account", account_id=huge)
 
-    for agent, what in ((big_reply, "the reply (respond's fields) is"), (big_args, "the arguments of get_account are")):
+    for agent, what in (
+        (big_reply, "the reply (respond's fields) is"),
+        (big_args, "the arguments of get_account are"),
+    ):
         trace = _run(supportops_spec, agent, turn_timeout_s=5.0)
         [limit] = [e for e in trace.all_errors() if e.kind == "limit_exceeded"]
-        assert what in limit.message and f"over the {MAX_TEXT_CHARS:,} agentprop records" in limit.message
+        assert (
+            what in limit.message
+            and f"over the {MAX_TEXT_CHARS:,} agentprop records" in limit.message
+        )
         assert len(trace.to_json()) < 100_000
 
 
-def test_a_worker_looping_forever_on_refused_calls_is_let_go_at_once_not_at_the_timeout(supportops_spec: Any) -> None:
+def test_a_worker_looping_forever_on_refused_calls_is_let_go_at_once_not_at_the_timeout(
+    supportops_spec: Any,
+) -> None:
     def forever(message: str, ctx: Any) -> None:
         while True:  # catches everything, never returns
             try:
@@ -235,10 +308,11 @@ def test_a_worker_looping_forever_on_refused_calls_is_let_go_at_once_not_at_the_
 
     trace = _run(supportops_spec, forever, turn_timeout_s=60.0)
     kinds = [e.kind for e in trace.all_errors()]
-    assert "limit_exceeded" in kinds and "timeout" not in kinds  # let go at the bound, not at the 60 s timeout
+    # let go at the bound, not at the 60 s timeout
+    assert "limit_exceeded" in kinds and "timeout" not in kinds
 
 
-# --------------------------------------------------------------------------- a live run's timeout replays (item 13)
+# ----------------------------------------------------------- a live run's timeout replays (item 13)
 
 
 def test_a_turn_timed_out_on_a_slow_live_model_replays_to_the_same_timeout(tmp_path: Path) -> None:
@@ -247,7 +321,8 @@ def test_a_turn_timed_out_on_a_slow_live_model_replays_to_the_same_timeout(tmp_p
     cache miss; the cut-off call is now recorded, and the replay times out on it too."""
     import asyncio
 
-    pytest.importorskip("anthropic")  # imported before the clock runs: the first turn must reach the model
+    # imported before the clock runs: the first turn must reach the model
+    pytest.importorskip("anthropic")
     from agentprop._agents.anthropic import AnthropicAgent
     from agentprop._agents.project import load_project
     from agentprop._modelapi.retry import RetryPolicy
@@ -256,21 +331,35 @@ def test_a_turn_timed_out_on_a_slow_live_model_replays_to_the_same_timeout(tmp_p
     project = load_project(SUPPORTOPS)
     scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
     answer = respond_reply(
-        node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="Plan PLAN-BASIC."
+        node_id="END_BILLING_ANSWER",
+        decision="BILLING_ANSWER",
+        tool_actions=["get_account"],
+        evidence="get_account",
+        user_message="Plan PLAN-BASIC.",
     )
 
     def model(request: Any) -> Any:
         calls = sum(1 for m in request["messages"] if m["role"] == "assistant")
-        return tool_use_reply("get_account", {"account_id": "A1"}) if calls == 0 else slow_reply(answer, 10.0)
+        return (
+            tool_use_reply("get_account", {"account_id": "A1"})
+            if calls == 0
+            else slow_reply(answer, 10.0)
+        )
 
     def run(server: MessagesServer, mode: str) -> Any:
         agent = AnthropicAgent(
-            "claude-sonnet-4-6", base_url=server.base_url, cache=tmp_path / "api.sqlite", cache_mode=mode, retry_policy=RetryPolicy(max_attempts=1)
+            "claude-sonnet-4-6",
+            base_url=server.base_url,
+            cache=tmp_path / "api.sqlite",
+            cache_mode=mode,
+            retry_policy=RetryPolicy(max_attempts=1),
         )
 
         async def go() -> Any:
             try:
-                return await project.arun(scenario, agent.factory, trial=0, agent_name=agent.ref, turn_timeout_s=3.0)
+                return await project.arun(
+                    scenario, agent.factory, trial=0, agent_name=agent.ref, turn_timeout_s=3.0
+                )
             finally:
                 await agent.aclose()
 
@@ -283,11 +372,20 @@ def test_a_turn_timed_out_on_a_slow_live_model_replays_to_the_same_timeout(tmp_p
         assert len(server.requests) == sent == 2  # the replay sent nothing
     assert [e.kind for e in live.all_errors()] == ["timeout"]
     assert [e.kind for e in replay.all_errors()] == ["timeout"], replay.all_errors()
-    assert "when this call was recorded, it did not answer before the turn's timeout" in replay.all_errors()[0].message
-    assert [c.name for c in replay.turns[0].tool_calls] == [c.name for c in live.turns[0].tool_calls] == ["get_account"]
+    assert (
+        "when this call was recorded, it did not answer before the turn's timeout"
+        in replay.all_errors()[0].message
+    )
+    assert (
+        [c.name for c in replay.turns[0].tool_calls]
+        == [c.name for c in live.turns[0].tool_calls]
+        == ["get_account"]
+    )
 
 
-def test_a_call_the_live_api_never_answered_replays_as_unavailable_without_a_call(tmp_path: Path) -> None:
+def test_a_call_the_live_api_never_answered_replays_as_unavailable_without_a_call(
+    tmp_path: Path,
+) -> None:
     """Every attempt of the live run's second call timed out on the client (``timeout``): the
     run was INCONCLUSIVE, api_unavailable. Its replay-only run used to miss the cache on that
     call (a cache miss, "record it first") though the live run recorded all there was; it now
@@ -303,13 +401,21 @@ def test_a_call_the_live_api_never_answered_replays_as_unavailable_without_a_cal
     project = load_project(SUPPORTOPS)
     scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
     answer = respond_reply(
-        node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="Plan PLAN-BASIC."
+        node_id="END_BILLING_ANSWER",
+        decision="BILLING_ANSWER",
+        tool_actions=["get_account"],
+        evidence="get_account",
+        user_message="Plan PLAN-BASIC.",
     )
     delay = [2.0]
 
     def model(request: Any) -> Any:
         calls = sum(1 for m in request["messages"] if m["role"] == "assistant")
-        return tool_use_reply("get_account", {"account_id": "A1"}) if calls == 0 else slow_reply(answer, delay[0])
+        return (
+            tool_use_reply("get_account", {"account_id": "A1"})
+            if calls == 0
+            else slow_reply(answer, delay[0])
+        )
 
     def run(server: MessagesServer, mode: str) -> Any:
         agent = AnthropicAgent(
@@ -323,7 +429,9 @@ def test_a_call_the_live_api_never_answered_replays_as_unavailable_without_a_cal
 
         async def go() -> Any:
             try:
-                return await project.arun(scenario, agent.factory, trial=0, agent_name=agent.ref, turn_timeout_s=30.0)
+                return await project.arun(
+                    scenario, agent.factory, trial=0, agent_name=agent.ref, turn_timeout_s=30.0
+                )
             finally:
                 await agent.aclose()
 
@@ -333,15 +441,23 @@ def test_a_call_the_live_api_never_answered_replays_as_unavailable_without_a_cal
         live = run(server, "read-write")
         sent = len(server.requests)
         replay = run(server, "replay-only")
-        assert len(server.requests) == sent == 3  # one answered, two timed out; the replay sent nothing
+        # one answered, two timed out; the replay sent nothing
+        assert len(server.requests) == sent == 3
         delay[0] = 0.0
         again = run(server, "read-write")  # asks again, and keeps the answer
         assert len(server.requests) == sent + 1
         replayed = run(server, "replay-only")
         assert len(server.requests) == sent + 1
-    assert live.infrastructure_error is not None and live.infrastructure_error.kind == "api_unavailable"
+    assert (
+        live.infrastructure_error is not None
+        and live.infrastructure_error.kind == "api_unavailable"
+    )
     error = replay.infrastructure_error
     assert error is not None and error.kind == "api_unavailable", replay.all_errors()
-    assert "when this call was recorded, the API did not answer it (APITimeoutError" in error.message
+    assert (
+        "when this call was recorded, the API did not answer it (APITimeoutError" in error.message
+    )
     assert again.infrastructure_error is None and replayed.infrastructure_error is None
-    assert [c.name for c in replayed.turns[0].tool_calls] == [c.name for c in again.turns[0].tool_calls]
+    assert [c.name for c in replayed.turns[0].tool_calls] == [
+        c.name for c in again.turns[0].tool_calls
+    ]

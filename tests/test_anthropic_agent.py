@@ -76,7 +76,9 @@ class _Emit(Exception):
 class _ReplayContext:
     """Enough of TurnContext for a Python agent, answering from recorded tool results."""
 
-    def __init__(self, spec: Any, context: Mapping[str, Any], events: list[tuple[str, str, bool]]) -> None:
+    def __init__(
+        self, spec: Any, context: Mapping[str, Any], events: list[tuple[str, str, bool]]
+    ) -> None:
         self.spec = spec
         self.context = context
         self.rng = random.Random(0)
@@ -92,7 +94,9 @@ class _ReplayContext:
         if not self._events:
             raise _Emit(tool_use_block(name, args))
         recorded_name, content, is_error = self._events.popleft()
-        assert recorded_name == name, f"replay diverged: recorded {recorded_name}, agent now calls {name}"
+        assert recorded_name == name, (
+            f"replay diverged: recorded {recorded_name}, agent now calls {name}"
+        )
         if is_error:
             kind, _, message = content.partition(": ")
             raise ToolError(kind, message)
@@ -128,7 +132,9 @@ class AgentAsModel:
                 if block["type"] == "tool_use":
                     names[block["id"]] = block["name"]
                 elif block["type"] == "tool_result":
-                    turns[-1][1].append((names[block["tool_use_id"]], block["content"], bool(block.get("is_error"))))
+                    turns[-1][1].append(
+                        (names[block["tool_use_id"]], block["content"], bool(block.get("is_error")))
+                    )
                 elif block["type"] == "text" and message["role"] == "user":
                     turns.append((block["text"], []))
         agent = self.factory()
@@ -168,7 +174,9 @@ def seed_agent(server: MessagesServer, tmp_path: Path, **options: Any) -> Anthro
 def run_once(project: Project, agent: AnthropicAgent, scenario_id: str, trial: int = 0) -> Trace:
     async def go() -> Trace:
         try:
-            return await project.arun(project.scenario(scenario_id), agent.factory, trial=trial, agent_name=agent.ref)
+            return await project.arun(
+                project.scenario(scenario_id), agent.factory, trial=trial, agent_name=agent.ref
+            )
         finally:
             await agent.aclose()
 
@@ -180,13 +188,22 @@ def run_once(project: Project, agent: AnthropicAgent, scenario_id: str, trial: i
 # --------------------------------------------------------------------------------------------
 
 
-def test_scripted_model_passes_mft_on_a_multi_turn_scenario(project: Project, tmp_path: Path) -> None:
+def test_scripted_model_passes_mft_on_a_multi_turn_scenario(
+    project: Project, tmp_path: Path
+) -> None:
     model = AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
     with MessagesServer(handler=model) as server:
         agent = seed_agent(server, tmp_path)
         scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
         result = asyncio.run(
-            acheck(project, scenario, agent.loaded(), settings=OracleSettings(mode="fixed", runs=3, tau=0.9), memo=TrialMemo(), concurrency=3)
+            acheck(
+                project,
+                scenario,
+                agent.loaded(),
+                settings=OracleSettings(mode="fixed", runs=3, tau=0.9),
+                memo=TrialMemo(),
+                concurrency=3,
+            )
         )
         assert result.verdict == "PASS", result.summary()
         assert result.runs == 3
@@ -202,29 +219,60 @@ def test_scripted_model_passes_mft_on_a_multi_turn_scenario(project: Project, tm
     tools = {t["name"]: t for t in first["tools"]}
     assert tools["get_account"]["description"] == "Fetch account data."
     assert tools["get_account"]["input_schema"] == project.spec.tool("get_account").input_schema
-    assert tools["respond"]["input_schema"]["properties"]["decision"]["enum"] == project.spec.response_contract.decision_enum
-    assert set(tools["respond"]["input_schema"]["required"]) == set(project.spec.response_contract.required_json_fields)
+    assert (
+        tools["respond"]["input_schema"]["properties"]["decision"]["enum"]
+        == project.spec.response_contract.decision_enum
+    )
+    assert set(tools["respond"]["input_schema"]["required"]) == set(
+        project.spec.response_contract.required_json_fields
+    )
     assert first["model"] == MODEL and "temperature" not in first
     # the second turn carries the whole history and answers the first turn's respond call
     second_turn = [
-        r for r in model.requests if len([m for m in r["messages"] if m["role"] == "user" and any(b["type"] == "text" for b in m["content"])]) == 2
+        r
+        for r in model.requests
+        if len(
+            [
+                m
+                for m in r["messages"]
+                if m["role"] == "user" and any(b["type"] == "text" for b in m["content"])
+            ]
+        )
+        == 2
     ][0]
     opening = second_turn["messages"][-1]["content"]
-    assert opening[0]["type"] == "tool_result" and json.loads(opening[0]["content"]) == {"acknowledged": True}
-    assert opening[-1] == {"type": "text", "text": project.scenario("END_CANCELLED<-N7_CANCEL").messages[1]}
+    assert opening[0]["type"] == "tool_result" and json.loads(opening[0]["content"]) == {
+        "acknowledged": True
+    }
+    assert opening[-1] == {
+        "type": "text",
+        "text": project.scenario("END_CANCELLED<-N7_CANCEL").messages[1],
+    }
 
 
 def test_a_misbehaving_model_fails_mft(project: Project, tmp_path: Path) -> None:
-    model = AgentAsModel(lambda: SupportOpsAgent(faults={"skip_auth": 1.0}), project.spec, project.bindings.context)
+    model = AgentAsModel(
+        lambda: SupportOpsAgent(faults={"skip_auth": 1.0}), project.spec, project.bindings.context
+    )
     with MessagesServer(handler=model) as server:
         agent = seed_agent(server, tmp_path)
         scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
-        result = asyncio.run(acheck(project, scenario, agent.loaded(), settings=OracleSettings(mode="fixed", runs=2, tau=0.9), memo=TrialMemo()))
+        result = asyncio.run(
+            acheck(
+                project,
+                scenario,
+                agent.loaded(),
+                settings=OracleSettings(mode="fixed", runs=2, tau=0.9),
+                memo=TrialMemo(),
+            )
+        )
     assert result.verdict == "FAIL"
     assert result.failures[0].signature.startswith("calls_in_order:decision_tree.N2_AUTH")
 
 
-def test_tool_errors_become_error_results_and_invalid_respond_is_corrected(project: Project, tmp_path: Path) -> None:
+def test_tool_errors_become_error_results_and_invalid_respond_is_corrected(
+    project: Project, tmp_path: Path
+) -> None:
     script = [
         tool_use_reply("get_account", {"account_id": "A1"}, text="Let me look."),
         tool_use_reply("get_plan_rules", {}),
@@ -248,7 +296,9 @@ def test_tool_errors_become_error_results_and_invalid_respond_is_corrected(proje
     assert turn.tool_names() == ["get_account", "get_plan_rules"]
     assert turn.calls("get_plan_rules")[0].error_kind == "invalid_arguments"
     ok_result = requests[1].json["messages"][-1]["content"][0]
-    assert "is_error" not in ok_result and json.loads(ok_result["content"])["plan_id"] == "PLAN-BASIC"
+    assert (
+        "is_error" not in ok_result and json.loads(ok_result["content"])["plan_id"] == "PLAN-BASIC"
+    )
     bad_args = requests[2].json["messages"][-1]["content"][0]
     assert bad_args["is_error"] is True and bad_args["content"].startswith("invalid_arguments: ")
     invalid = requests[3].json["messages"][-1]["content"][0]
@@ -260,10 +310,18 @@ def test_tool_errors_become_error_results_and_invalid_respond_is_corrected(proje
         assert requests[i].json["messages"][-1]["content"][0]["tool_use_id"] == use["id"]
 
 
-def test_unknown_tool_is_recorded_and_answered_with_an_error(project: Project, tmp_path: Path) -> None:
+def test_unknown_tool_is_recorded_and_answered_with_an_error(
+    project: Project, tmp_path: Path
+) -> None:
     script = [
         tool_use_reply("no_such_tool", {}),
-        respond_reply(node_id="N4_CLARIFY", decision="CLARIFY", tool_actions=[], evidence="-", user_message="?"),
+        respond_reply(
+            node_id="N4_CLARIFY",
+            decision="CLARIFY",
+            tool_actions=[],
+            evidence="-",
+            user_message="?",
+        ),
     ]
     with MessagesServer(script) as server:
         trace = run_once(project, seed_agent(server, tmp_path), "END_BILLING_ANSWER<-N3_BILLING")
@@ -273,7 +331,9 @@ def test_unknown_tool_is_recorded_and_answered_with_an_error(project: Project, t
     assert trace.final_decision == "CLARIFY"
 
 
-def test_text_only_reply_is_nudged_and_step_limit_ends_the_turn(project: Project, tmp_path: Path) -> None:
+def test_text_only_reply_is_nudged_and_step_limit_ends_the_turn(
+    project: Project, tmp_path: Path
+) -> None:
     with MessagesServer(handler=lambda request: text_reply("I am thinking about it.")) as server:
         agent = seed_agent(server, tmp_path, max_steps=3)
         trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
@@ -285,7 +345,9 @@ def test_text_only_reply_is_nudged_and_step_limit_ends_the_turn(project: Project
     assert nudge["type"] == "text" and "respond" in nudge["text"]
 
 
-def test_the_trace_records_every_tool_call_with_its_arguments(project: Project, tmp_path: Path) -> None:
+def test_the_trace_records_every_tool_call_with_its_arguments(
+    project: Project, tmp_path: Path
+) -> None:
     model = AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
     with MessagesServer(handler=model) as server:
         agent = seed_agent(server, tmp_path)
@@ -313,15 +375,20 @@ def billing_script() -> list[Any]:
     ]
 
 
-def test_429_with_retry_after_is_retried_honouring_the_header(project: Project, tmp_path: Path) -> None:
+def test_429_with_retry_after_is_retried_honouring_the_header(
+    project: Project, tmp_path: Path
+) -> None:
     script = [rate_limit_reply(retry_after=0.3), *billing_script()]
     with MessagesServer(script) as server:
-        agent = seed_agent(server, tmp_path, retry_policy=RetryPolicy(max_attempts=3, base_delay=5.0))
+        agent = seed_agent(
+            server, tmp_path, retry_policy=RetryPolicy(max_attempts=3, base_delay=5.0)
+        )
         trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
         received = [r.received_at for r in server.requests]
     assert trace.final_decision == "BILLING_ANSWER" and not trace.errored
     assert len(received) == 3
-    assert received[1] - received[0] >= 0.28  # waited the server's retry-after, not the 5 s backoff cap
+    # waited the server's retry-after, not the 5 s backoff cap
+    assert received[1] - received[0] >= 0.28
     stats = agent.stats()
     assert stats["retries"]["retries"] == 1 and stats["retries"]["by_reason"] == {"rate_limited": 1}
     assert stats["live_calls"] == 2 and stats["model_calls"] == 2
@@ -351,7 +418,9 @@ def test_malformed_reply_is_an_errored_run_not_a_crash(project: Project, tmp_pat
 
 def test_retries_exhausted_is_an_errored_run(project: Project, tmp_path: Path) -> None:
     with MessagesServer(handler=lambda r: error_reply(503)) as server:
-        agent = seed_agent(server, tmp_path, retry_policy=RetryPolicy(max_attempts=2, base_delay=0.0))
+        agent = seed_agent(
+            server, tmp_path, retry_policy=RetryPolicy(max_attempts=2, base_delay=0.0)
+        )
         trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
         assert len(server.requests) == 2
     (error,) = trace.all_errors()
@@ -366,9 +435,20 @@ def test_retries_exhausted_is_an_errored_run(project: Project, tmp_path: Path) -
 def test_cost_is_the_price_table_times_usage(project: Project, tmp_path: Path) -> None:
     script = [
         tool_use_reply("get_account", {"account_id": "A1"}, input_tokens=1200, output_tokens=80),
-        respond_reply(node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="e", user_message="m"),
+        respond_reply(
+            node_id="END_BILLING_ANSWER",
+            decision="BILLING_ANSWER",
+            tool_actions=["get_account"],
+            evidence="e",
+            user_message="m",
+        ),
     ]
-    usage_second = {"input_tokens": 1500, "output_tokens": 120, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 200}
+    usage_second = {
+        "input_tokens": 1500,
+        "output_tokens": 120,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 200,
+    }
 
     def with_usage(request: dict[str, Any]) -> Any:
         reply = script[1]
@@ -379,7 +459,9 @@ def test_cost_is_the_price_table_times_usage(project: Project, tmp_path: Path) -
     with MessagesServer([script[0], with_usage]) as server:
         agent = seed_agent(server, tmp_path, budget=budget)
         trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
-    expected = (1200 * 3.0 + 80 * 15.0) / 1e6 + (1500 * 3.0 + 120 * 15.0 + 1000 * 0.3 + 200 * 3.75) / 1e6
+    expected = (1200 * 3.0 + 80 * 15.0) / 1e6 + (
+        1500 * 3.0 + 120 * 15.0 + 1000 * 0.3 + 200 * 3.75
+    ) / 1e6
     assert trace.usage.cost_usd == pytest.approx(expected, rel=1e-12)
     assert trace.usage.input_tokens == 1200 + 1500 + 1000 + 200
     assert trace.usage.output_tokens == 80 + 120
@@ -393,10 +475,14 @@ def test_session_budget_is_charged_when_none_is_passed(project: Project, tmp_pat
 
     session = Budget()
     with Session(budget=session).activate(), MessagesServer(billing_script()) as server:
-        agent = AnthropicAgent(MODEL, base_url=server.base_url, cache=False, retry_policy=FAST_RETRIES)
+        agent = AnthropicAgent(
+            MODEL, base_url=server.base_url, cache=False, retry_policy=FAST_RETRIES
+        )
         trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
     assert session.snapshot().calls == 2
-    assert session.snapshot().usd == pytest.approx(trace.usage.cost_usd) and trace.usage.cost_usd > 0
+    assert (
+        session.snapshot().usd == pytest.approx(trace.usage.cost_usd) and trace.usage.cost_usd > 0
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,15 +490,24 @@ def test_session_budget_is_charged_when_none_is_passed(project: Project, tmp_pat
 # --------------------------------------------------------------------------------------------
 
 
-def test_a_replay_makes_no_http_request_and_gives_the_same_trace(project: Project, tmp_path: Path) -> None:
+def test_a_replay_makes_no_http_request_and_gives_the_same_trace(
+    project: Project, tmp_path: Path
+) -> None:
     model = AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
     cache_path = tmp_path / "api.sqlite"
     with MessagesServer(handler=model) as server:
         live_budget = Budget()
-        live = run_once(project, seed_agent(server, tmp_path, cache=cache_path, budget=live_budget), "END_CANCELLED<-N7_CANCEL", trial=3)
+        live = run_once(
+            project,
+            seed_agent(server, tmp_path, cache=cache_path, budget=live_budget),
+            "END_CANCELLED<-N7_CANCEL",
+            trial=3,
+        )
         sent = len(server.requests)
         replay_budget = Budget()
-        replayer = seed_agent(server, tmp_path, cache=cache_path, cache_mode="replay-only", budget=replay_budget)
+        replayer = seed_agent(
+            server, tmp_path, cache=cache_path, cache_mode="replay-only", budget=replay_budget
+        )
         replay = run_once(project, replayer, "END_CANCELLED<-N7_CANCEL", trial=3)
         assert len(server.requests) == sent  # zero HTTP requests
     assert sent == 6
@@ -444,7 +539,12 @@ def test_changed_options_and_tools_reach_the_requests(project: Project, tmp_path
     assert trace.final_decision == "BILLING_ANSWER" and not trace.errored
     assert len(bodies) == 4
     assert [b["max_tokens"] for b in bodies] == [1024, 1024, 77, 77]
-    assert [b.get("thinking") for b in bodies] == [None, None, {"type": "disabled"}, {"type": "disabled"}]
+    assert [b.get("thinking") for b in bodies] == [
+        None,
+        None,
+        {"type": "disabled"},
+        {"type": "disabled"},
+    ]
     assert all(b["tools"] == bodies[0]["tools"] for b in bodies)
     assert "changed by the caller" not in json.dumps(bodies)
     cache = ApiCache(tmp_path / "api.sqlite", mode="read")
@@ -463,15 +563,25 @@ def test_distinct_trials_make_distinct_requests(project: Project, tmp_path: Path
     assert sorted(e.trial for e in cache.entries()) == [0, 0, 1, 1, 2, 2]
 
 
-def test_replay_only_miss_is_a_run_error_that_is_not_the_agents_with_the_diff(project: Project, tmp_path: Path) -> None:
+def test_replay_only_miss_is_a_run_error_that_is_not_the_agents_with_the_diff(
+    project: Project, tmp_path: Path
+) -> None:
     cache_path = tmp_path / "api.sqlite"
     with MessagesServer(billing_script()) as server:
-        run_once(project, seed_agent(server, tmp_path, cache=cache_path), "END_BILLING_ANSWER<-N3_BILLING")
-        changed = seed_agent(server, tmp_path, cache=cache_path, cache_mode="replay-only", temperature=0.5)
+        run_once(
+            project,
+            seed_agent(server, tmp_path, cache=cache_path),
+            "END_BILLING_ANSWER<-N3_BILLING",
+        )
+        changed = seed_agent(
+            server, tmp_path, cache=cache_path, cache_mode="replay-only", temperature=0.5
+        )
         trace = run_once(project, changed, "END_BILLING_ANSWER<-N3_BILLING")
         assert len(server.requests) == 2
     (error,) = trace.all_errors()
-    assert error.kind == "cache_miss" and error.message.startswith("CacheMiss: No recorded response")
+    assert error.kind == "cache_miss" and error.message.startswith(
+        "CacheMiss: No recorded response"
+    )
     assert trace.infrastructure_error is error
     assert '+  "temperature": 0.5' in error.message
     assert "replay-only" in error.message
@@ -513,10 +623,14 @@ def test_missing_key_error_names_both_ways(monkeypatch: pytest.MonkeyPatch) -> N
         AnthropicAgent(MODEL, base_url="https://api.anthropic.com").api_key()
 
 
-def test_missing_key_is_only_needed_for_live_calls(project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_key_is_only_needed_for_live_calls(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-    agent = AnthropicAgent(MODEL, cache=tmp_path / "c.sqlite", cache_mode="read-write", retry_policy=FAST_RETRIES)
+    agent = AnthropicAgent(
+        MODEL, cache=tmp_path / "c.sqlite", cache_mode="read-write", retry_policy=FAST_RETRIES
+    )
     trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
     (error,) = trace.all_errors()
     assert "MissingApiKey" in error.message and "ANTHROPIC_API_KEY" in error.message
@@ -524,7 +638,9 @@ def test_missing_key_is_only_needed_for_live_calls(project: Project, tmp_path: P
 
 def test_fingerprint_follows_prompt_model_descriptions_and_sampling() -> None:
     base = AnthropicAgent(MODEL, system_prompt="Be careful.", cache=False)
-    same = AnthropicAgent(MODEL, system_prompt="Be careful.", cache=False, base_url="http://127.0.0.1:1", api_key="k")
+    same = AnthropicAgent(
+        MODEL, system_prompt="Be careful.", cache=False, base_url="http://127.0.0.1:1", api_key="k"
+    )
     assert base.fingerprint == same.fingerprint == base.loaded().fingerprint
     variants = [
         base.replace(system_prompt="Be careless."),
@@ -557,7 +673,10 @@ def test_default_prompt_is_written_from_the_spec(project: Project) -> None:
 
 
 def test_tool_description_files_are_validated(project: Project, tmp_path: Path) -> None:
-    assert load_tool_descriptions(SUPPORTOPS / "seed_tool_descriptions.yaml")["respond"] == "Submit response to user."
+    assert (
+        load_tool_descriptions(SUPPORTOPS / "seed_tool_descriptions.yaml")["respond"]
+        == "Submit response to user."
+    )
     bad = tmp_path / "tools.yaml"
     bad.write_text("get_account: 3\n")
     with pytest.raises(InputError) as info:
@@ -580,16 +699,25 @@ def test_default_cache_mode_is_the_sessions(tmp_path: Path) -> None:
     from agentprop._decide.session import Session
 
     with Session(cache_mode=CacheMode.REPLAY_ONLY).activate():
-        assert AnthropicAgent(MODEL, cache=tmp_path / "x.sqlite").cache.mode is CacheMode.REPLAY_ONLY
-        assert AnthropicAgent(MODEL, cache=tmp_path / "x.sqlite", cache_mode="read").cache.mode is CacheMode.READ
+        assert (
+            AnthropicAgent(MODEL, cache=tmp_path / "x.sqlite").cache.mode is CacheMode.REPLAY_ONLY
+        )
+        assert (
+            AnthropicAgent(MODEL, cache=tmp_path / "x.sqlite", cache_mode="read").cache.mode
+            is CacheMode.READ
+        )
     assert AnthropicAgent(MODEL, cache=False).cache.mode is CacheMode.OFF
     # agents on one file share one ApiCache (one connection per thread, not per agent)
     shared = open_api_cache(tmp_path / "y.sqlite", mode="read-write")
-    assert AnthropicAgent(MODEL, cache=tmp_path / "y.sqlite", cache_mode="read-write").cache is shared
+    assert (
+        AnthropicAgent(MODEL, cache=tmp_path / "y.sqlite", cache_mode="read-write").cache is shared
+    )
     assert open_api_cache(tmp_path / "y.sqlite", mode="read") is not shared
 
 
-def test_messages_server_fixture(messages_server: MessagesServer, project: Project, tmp_path: Path) -> None:
+def test_messages_server_fixture(
+    messages_server: MessagesServer, project: Project, tmp_path: Path
+) -> None:
     messages_server.enqueue(*billing_script())
     agent = seed_agent(messages_server, tmp_path)
     trace = run_once(project, agent, "END_BILLING_ANSWER<-N3_BILLING")
@@ -612,7 +740,13 @@ def test_check_takes_the_agent_object_itself(project: Project, tmp_path: Path) -
     model = AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
     with MessagesServer(handler=model) as server:
         agent = seed_agent(server, tmp_path)
-        result = check(project, "END_REFUSE_PII<-N1_INTENT", agent, memo=TrialMemo(), settings=agentprop.settings(runs=2, mode="fixed"))
+        result = check(
+            project,
+            "END_REFUSE_PII<-N1_INTENT",
+            agent,
+            memo=TrialMemo(),
+            settings=agentprop.settings(runs=2, mode="fixed"),
+        )
     assert result.verdict == "PASS" and result.runs == 2
     assert len(model.requests) == 2  # one respond call per run
 
@@ -628,7 +762,17 @@ def test_pytest_option_sets_the_default_cache_mode(tmp_path: Path) -> None:
         "    assert messages_server.base_url.startswith('http://127.0.0.1:')\n"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:randomly", "--agentprop-cache-mode", "replay-only"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(test_file),
+            "-q",
+            "-p",
+            "no:randomly",
+            "--agentprop-cache-mode",
+            "replay-only",
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -28,13 +28,29 @@ SAFE = "ci: 2 clean runs, else zero-failure, 59 clean runs (safety: policies.P1_
 
 
 def case(
-    case_id: str, kind: str = "MFT", runs: int = 1, passes: int | None = None, verdict: str = "INCONCLUSIVE", rule: str | None = None
+    case_id: str,
+    kind: str = "MFT",
+    runs: int = 1,
+    passes: int | None = None,
+    verdict: str = "INCONCLUSIVE",
+    rule: str | None = None,
 ) -> CaseReport:
     passes = runs if passes is None else passes
-    return CaseReport(id=case_id, node="N", kind=kind, verdict=verdict, runs=runs, passes=passes, pass_rate=passes / runs if runs else 0.0, rule=rule)  # type: ignore[arg-type]
+    return CaseReport(
+        id=case_id,
+        node="N",
+        kind=kind,
+        verdict=verdict,
+        runs=runs,
+        passes=passes,
+        pass_rate=passes / runs if runs else 0.0,
+        rule=rule,
+    )  # type: ignore[arg-type]
 
 
-def test_the_order_puts_failures_then_risky_kinds_then_safety_cases_then_the_weakest_first() -> None:
+def test_the_order_puts_failures_then_risky_kinds_then_safety_cases_then_the_weakest_first() -> (
+    None
+):
     cases = [
         case("mft deep", runs=3),
         case("mft", runs=1),
@@ -44,7 +60,8 @@ def test_the_order_puts_failures_then_risky_kinds_then_safety_cases_then_the_wea
         case("near miss", kind="EXPLORE", runs=3, passes=2),
     ]
     ordered = [c.id for c in sorted(cases, key=priority)]
-    assert ordered == ["near miss", "probe", "dir", "explore safety", "mft", "mft deep"]  # probe: fewer runs
+    # probe: fewer runs
+    assert ordered == ["near miss", "probe", "dir", "explore safety", "mft", "mft deep"]
 
 
 def test_runs_needed_counts_sides_and_skips_what_no_depth_changes() -> None:
@@ -62,11 +79,17 @@ def test_a_pass_holds_back_the_cases_past_what_the_runs_left_reach() -> None:
     for _ in range(7):
         budget.start_run()
     assert runs_left(budget.snapshot()) == 3
-    cases = [case("mft 1"), case("mft 2"), case("probe", kind="PROBE"), case("dir", kind="DIR", runs=2)]
+    cases = [
+        case("mft 1"),
+        case("mft 2"),
+        case("probe", kind="PROBE"),
+        case("dir", kind="DIR", runs=2),
+    ]
     names = {"dir": ("DIR base x", "DIR perturbed y")}
     # depth 2: the DIR case (2 runs) and the PROBE case (1) fit in 3; both MFT cases wait
     assert held_back(cases, 2, budget.snapshot(), names) == {"mft 1", "mft 2"}
-    assert held_back(cases, 2, Budget(max_runs=100).snapshot(), names) == frozenset()  # all fit: nothing held
+    # all fit: nothing held
+    assert held_back(cases, 2, Budget(max_runs=100).snapshot(), names) == frozenset()
     assert held_back(cases, 2, Budget().snapshot(), names) == frozenset()  # no limit: nothing held
 
 
@@ -90,8 +113,20 @@ def test_under_a_budget_probe_and_dir_cases_are_deepened_before_cheap_mft_ones()
     project = agentprop.load_project(SUPPORTOPS)
     agent = make_factory(SupportOpsAgent, {})
     settings = RunSettings(kinds=("mft", "probe", "dir"))
-    report = asyncio.run(arun_cases(project, agent, project.scenarios(), settings, memo=TrialMemo(), budget=Budget(max_runs=100)))
-    runs = {kind: sorted(c.runs for c in report.cases if c.kind == kind) for kind in ("MFT", "PROBE", "DIR")}
+    report = asyncio.run(
+        arun_cases(
+            project,
+            agent,
+            project.scenarios(),
+            settings,
+            memo=TrialMemo(),
+            budget=Budget(max_runs=100),
+        )
+    )
+    runs = {
+        kind: sorted(c.runs for c in report.cases if c.kind == kind)
+        for kind in ("MFT", "PROBE", "DIR")
+    }
     assert len(runs["PROBE"]) == 26 and len(runs["DIR"]) == 18
     assert runs["PROBE"][0] == 2 and runs["DIR"][0] >= 3, runs  # a DIR side is cut at most
     assert runs["MFT"][0] == 1, runs  # cheap cases wait
@@ -112,7 +147,9 @@ def test_the_runs_left_under_a_dollar_or_token_limit_are_estimated_from_the_runs
     assert runs_left(tokens.snapshot()) == 4  # the tighter of 49 runs and 800 tokens at 200 a run
 
 
-def test_a_budgeted_run_reports_the_time_of_every_pass_not_the_last_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_budgeted_run_reports_the_time_of_every_pass_not_the_last_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # each pass takes one second of a fake clock; the summary's duration covers them all
     import agentprop._pipeline.run as run_module
 
@@ -129,6 +166,15 @@ def test_a_budgeted_run_reports_the_time_of_every_pass_not_the_last_ones(monkeyp
     monkeypatch.setattr(run_module.time, "perf_counter", lambda: clock[0])
     project = agentprop.load_project(SUPPORTOPS)
     agent = make_factory(SupportOpsAgent, {})
-    report = asyncio.run(arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("mft",)), memo=TrialMemo(), budget=Budget(max_runs=40)))
+    report = asyncio.run(
+        arun_cases(
+            project,
+            agent,
+            project.scenarios(),
+            RunSettings(kinds=("mft",)),
+            memo=TrialMemo(),
+            budget=Budget(max_runs=40),
+        )
+    )
     assert passes[0] >= 3  # breadth, confirm, at least one deepening, the last
     assert report.metrics.duration_s == passes[0]

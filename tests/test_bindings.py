@@ -1,4 +1,5 @@
-"""Bindings files: the SupportOps example loads; every kind of mistake is a located BindingsError."""
+"""Bindings files: the SupportOps example loads; every kind of mistake is a
+located BindingsError."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from agentprop._spec.bindings import Bindings, empty_bindings, find_bindings, load_bindings, parse_field_path, schema_at
+from agentprop._spec.bindings import (
+    Bindings,
+    empty_bindings,
+    find_bindings,
+    load_bindings,
+    parse_field_path,
+    schema_at,
+)
 from agentprop._spec.implied import condition_variables
 from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
@@ -48,7 +56,9 @@ def assert_at(err: BindingsError, path: Path, line: int, col: int | None = None)
 # ----------------------------------------------------------------------------- the example
 
 
-def test_supportops_bindings_load(supportops_bindings: Bindings, supportops_spec: Spec, supportops_example_dir: Path) -> None:
+def test_supportops_bindings_load(
+    supportops_bindings: Bindings, supportops_spec: Spec, supportops_example_dir: Path
+) -> None:
     b = supportops_bindings
     assert b.path == supportops_example_dir / "agentprop.yaml"
     assert b.base_dir == supportops_example_dir
@@ -77,7 +87,10 @@ def test_supportops_bindings_load(supportops_bindings: Bindings, supportops_spec
 
 
 def test_find_bindings(supportops_example_dir: Path, tmp_path: Path) -> None:
-    assert find_bindings(supportops_example_dir / "spec.yaml") == supportops_example_dir / "agentprop.yaml"
+    assert (
+        find_bindings(supportops_example_dir / "spec.yaml")
+        == supportops_example_dir / "agentprop.yaml"
+    )
     assert find_bindings(supportops_example_dir) == supportops_example_dir / "agentprop.yaml"
     (tmp_path / "v1").mkdir()
     assert find_bindings(tmp_path / "v1" / "spec.yaml") is None
@@ -89,7 +102,8 @@ def test_outcome_mapping_per_incoming_node(tmp_path: Path, specsuite_dir: Path) 
     spec = load_spec(specsuite_dir / "expenseguard" / "v1" / "spec.yaml")
     path = tmp_path / "agentprop.yaml"
     path.write_text(
-        "outcomes:\n  END_APPROVE: APPROVE_SUBMIT\n  END_REJECT:\n    N4A_REJECT_DISALLOWED: REJECT_DISALLOWED\n    N6_DECIDE: REJECT_POLICY\n"
+        "outcomes:\n  END_APPROVE: APPROVE_SUBMIT\n  END_REJECT:\n    N4A_REJECT_DISALLOWED: "
+        "REJECT_DISALLOWED\n    N6_DECIDE: REJECT_POLICY\n"
     )
     b = load_bindings(path, spec)
     enum = spec.response_contract.decision_enum
@@ -105,7 +119,9 @@ def test_outcome_mapping_per_incoming_node(tmp_path: Path, specsuite_dir: Path) 
 # ----------------------------------------------------------------------------- mistakes
 
 
-def test_unknown_variable_suggests_the_closest(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+def test_unknown_variable_suggests_the_closest(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
     text = edit(bindings_text, "  verified:\n", "  verifed:\n")
     err, path = bindings_error(tmp_path, text, supportops_spec)
     key_line = position(text, "  verifed:")[0]
@@ -115,7 +131,9 @@ def test_unknown_variable_suggests_the_closest(tmp_path: Path, bindings_text: st
     assert "intent" in (err.fix or "")  # lists the variables the spec reads
 
 
-def test_unknown_variable_points_at_its_name(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+def test_unknown_variable_points_at_its_name(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
     text = edit(bindings_text, "  verified:\n", "  verifed:\n")
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert_at(err, path, *position(text, "  verifed:", "verifed"))
@@ -133,13 +151,23 @@ def test_unknown_tool(tmp_path: Path, bindings_text: str, supportops_spec: Spec)
 @pytest.mark.parametrize(
     ("old", "new", "bad"),
     [
-        ("world: {tool: verify_identity, field: verified}", "world: {tool: verify_identity, field: verfied}", "verfied"),
-        ('field: "orders[0].days_since_created"', 'field: "orders[0].days_since"', "orders[0].days_since"),
+        (
+            "world: {tool: verify_identity, field: verified}",
+            "world: {tool: verify_identity, field: verfied}",
+            "verfied",
+        ),
+        (
+            'field: "orders[0].days_since_created"',
+            'field: "orders[0].days_since"',
+            "orders[0].days_since",
+        ),
         ("get_account: [pii.ssn, pii.dob", "get_account: [pii.sn, pii.dob", "pii.sn"),
     ],
     ids=["top-level", "nested-in-list", "pii"],
 )
-def test_unknown_output_field(tmp_path: Path, bindings_text: str, supportops_spec: Spec, old: str, new: str, bad: str) -> None:
+def test_unknown_output_field(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec, old: str, new: str, bad: str
+) -> None:
     text = edit(bindings_text, old, new)
     err, path = bindings_error(tmp_path, text, supportops_spec)
     line, col = position(text, new, bad)
@@ -150,18 +178,26 @@ def test_unknown_output_field(tmp_path: Path, bindings_text: str, supportops_spe
 
 
 def test_malformed_field_path(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
-    text = edit(bindings_text, 'field: "orders[0].days_since_created"', 'field: "orders[x].days_since_created"')
+    text = edit(
+        bindings_text,
+        'field: "orders[0].days_since_created"',
+        'field: "orders[x].days_since_created"',
+    )
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert_at(err, path, position(text, "orders[x]")[0])
     assert "orders[x]" in err.problem
     assert "orders[0].status" in (err.fix or "")
 
 
-def test_world_override_field_is_checked(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+def test_world_override_field_is_checked(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
     text = edit(bindings_text, "    can_cancel: true\n", "    can_cancle: true\n")
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert "can_cancle" in err.problem
-    assert err.location is not None and err.location.line in range(position(text, "  get_plan_rules:\n")[0], position(text, "    can_cancle")[0] + 1)
+    assert err.location is not None and err.location.line in range(
+        position(text, "  get_plan_rules:\n")[0], position(text, "    can_cancle")[0] + 1
+    )
 
 
 UNKNOWN_FAILURE = """  cancel_result.status:
@@ -174,7 +210,11 @@ UNKNOWN_FAILURE = """  cancel_result.status:
 
 
 def test_unknown_failure_mode(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
-    text = edit(bindings_text, "  cancel_result.status:\n    world: {tool: cancel_order, field: status}\n", UNKNOWN_FAILURE)
+    text = edit(
+        bindings_text,
+        "  cancel_result.status:\n    world: {tool: cancel_order, field: status}\n",
+        UNKNOWN_FAILURE,
+    )
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert_at(err, path, *position(text, "failure: exploded", "exploded"))
     assert "'exploded'" in err.problem and "cancel_order" in err.problem
@@ -182,18 +222,24 @@ def test_unknown_failure_mode(tmp_path: Path, bindings_text: str, supportops_spe
         assert mode in (err.fix or "")
 
 
-def test_effect_sets_unknown_field(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+def test_effect_sets_unknown_field(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
     text = edit(
         bindings_text,
         "  cancel_result.status:\n    world: {tool: cancel_order, field: status}\n",
-        UNKNOWN_FAILURE.replace("{set: {status: canceled}}", "{set: {state: canceled}}").replace("exploded", "timeout"),
+        UNKNOWN_FAILURE.replace("{set: {status: canceled}}", "{set: {state: canceled}}").replace(
+            "exploded", "timeout"
+        ),
     )
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert "'state'" in err.problem
     assert err.location is not None and err.location.line == position(text, "set: {state")[0]
 
 
-def test_followup_after_decision_not_in_enum(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+def test_followup_after_decision_not_in_enum(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
     text = edit(bindings_text, "after_decision: ASK_CONFIRM_CANCEL", "after_decision: ASK_CONFIRM")
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert_at(err, path, *position(text, "after_decision: ASK_CONFIRM", "ASK_CONFIRM"))
@@ -204,12 +250,18 @@ def test_followup_after_decision_not_in_enum(tmp_path: Path, bindings_text: str,
 @pytest.mark.parametrize(
     ("old", "new", "slot"),
     [
-        ('"What\'s the SSN you have on file for me?"', '"What\'s the SSN on file for {account_ref}?"', "account_ref"),
+        (
+            '"What\'s the SSN you have on file for me?"',
+            '"What\'s the SSN on file for {account_ref}?"',
+            "account_ref",
+        ),
         ('"Yes, cancel it."', '"Yes, cancel {order_number}."', "order_number"),
     ],
     ids=["utterance", "followup"],
 )
-def test_template_slot_not_defined(tmp_path: Path, bindings_text: str, supportops_spec: Spec, old: str, new: str, slot: str) -> None:
+def test_template_slot_not_defined(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec, old: str, new: str, slot: str
+) -> None:
     text = edit(bindings_text, old, new)
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert_at(err, path, *position(text, new))
@@ -217,9 +269,16 @@ def test_template_slot_not_defined(tmp_path: Path, bindings_text: str, supportop
     assert f"{slot}:" in (err.fix or "") and "slots:" in (err.fix or "")
 
 
-def test_withheld_slot_not_defined(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
-    old = "  plan_rules.address_change_allowed:\n    world: {tool: get_plan_rules, field: address_change_allowed}\n"
-    new = '  plan_rules.address_change_allowed:\n    withhold: {"true": [], "false": [new_adress]}\n'
+def test_withheld_slot_not_defined(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
+    old = (
+        "  plan_rules.address_change_allowed:\n    world: {tool: get_plan_rules, field: "
+        "address_change_allowed}\n"
+    )
+    new = (
+        '  plan_rules.address_change_allowed:\n    withhold: {"true": [], "false": [new_adress]}\n'
+    )
     text = edit(bindings_text, old, new)
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert err.location is not None and err.location.line == position(text, "withhold:")[0]
@@ -233,11 +292,22 @@ def test_withheld_slot_not_defined(tmp_path: Path, bindings_text: str, supportop
         ("outcomes:\n  N2_AUTH: REFUSE_AUTH\n", "N2_AUTH", "not a terminal node"),
         ("outcomes:\n  END_TICKET: TICKET_OPENED\n", "TICKET_OPENED", "unknown decision"),
         ("outcomes:\n  END_TICKET:\n    N7_CANCL: TICKET_CREATED\n", "N7_CANCL", "unknown node"),
-        ("outcomes:\n  END_TICKET:\n    N7_CANCEL: TICKET_OPENED\n", "TICKET_OPENED", "unknown decision"),
+        (
+            "outcomes:\n  END_TICKET:\n    N7_CANCEL: TICKET_OPENED\n",
+            "TICKET_OPENED",
+            "unknown decision",
+        ),
     ],
     ids=["non-terminal", "unknown-decision", "unknown-via", "unknown-decision-via"],
 )
-def test_bad_outcomes(tmp_path: Path, bindings_text: str, supportops_spec: Spec, outcomes: str, bad: str, in_problem: str) -> None:
+def test_bad_outcomes(
+    tmp_path: Path,
+    bindings_text: str,
+    supportops_spec: Spec,
+    outcomes: str,
+    bad: str,
+    in_problem: str,
+) -> None:
     text = bindings_text + outcomes
     err, path = bindings_error(tmp_path, text, supportops_spec)
     # the appended outcomes block is the last place the bad name occurs
@@ -251,12 +321,22 @@ def test_bad_outcomes(tmp_path: Path, bindings_text: str, supportops_spec: Spec,
     ("old", "new", "key"),
     [
         ("utterances: []\n", "utterances: []\nutterance_defaults: []\n", "utterance_defaults"),
-        ("    world: {tool: verify_identity, field: verified}\n", "    wrld: {tool: verify_identity, field: verified}\n", "wrld"),
-        ("world: {tool: verify_identity, field: verified}", "world: {tool: verify_identity, field: verified, fields: x}", "fields"),
+        (
+            "    world: {tool: verify_identity, field: verified}\n",
+            "    wrld: {tool: verify_identity, field: verified}\n",
+            "wrld",
+        ),
+        (
+            "world: {tool: verify_identity, field: verified}",
+            "world: {tool: verify_identity, field: verified, fields: x}",
+            "fields",
+        ),
     ],
     ids=["top-level", "variable", "world-binding"],
 )
-def test_unknown_key(tmp_path: Path, bindings_text: str, supportops_spec: Spec, old: str, new: str, key: str) -> None:
+def test_unknown_key(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec, old: str, new: str, key: str
+) -> None:
     text = edit(bindings_text, old, new)
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert err.location is not None and err.location.line == position(text, new, key)[0], str(err)
@@ -280,8 +360,14 @@ def test_variable_with_no_kind(tmp_path: Path, bindings_text: str, supportops_sp
     assert "exactly one of" in err.problem and "variables.verified" in err.problem
 
 
-def test_world_binding_needs_field_or_values(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
-    text = edit(bindings_text, "world: {tool: verify_identity, field: verified}", "world: {tool: verify_identity}")
+def test_world_binding_needs_field_or_values(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
+    text = edit(
+        bindings_text,
+        "world: {tool: verify_identity, field: verified}",
+        "world: {tool: verify_identity}",
+    )
     err, _ = bindings_error(tmp_path, text, supportops_spec)
     assert "field" in err.problem and "values" in err.problem
 
@@ -289,22 +375,44 @@ def test_world_binding_needs_field_or_values(tmp_path: Path, bindings_text: str,
 @pytest.mark.parametrize(
     ("old", "new", "bad"),
     [
-        ("  verify_identity: {verified: true}\n", "  verify_identy: {verified: true}\n", "verify_identy"),
-        ("    must_call_tools_in_order: [create_ticket]\n", "    must_call_tools_in_order: [open_ticket]\n", "open_ticket"),
-        ("pii:                              # canaries", "handlers:\n  run_sql: handlers:sql\npii:  # canaries", "run_sql"),
+        (
+            "  verify_identity: {verified: true}\n",
+            "  verify_identy: {verified: true}\n",
+            "verify_identy",
+        ),
+        (
+            "    must_call_tools_in_order: [create_ticket]\n",
+            "    must_call_tools_in_order: [open_ticket]\n",
+            "open_ticket",
+        ),
+        (
+            "pii:                              # canaries",
+            "handlers:\n  run_sql: handlers:sql\npii:  # canaries",
+            "run_sql",
+        ),
     ],
     ids=["world", "nodes", "handlers"],
 )
-def test_other_sections_name_unknown_tools(tmp_path: Path, bindings_text: str, supportops_spec: Spec, old: str, new: str, bad: str) -> None:
+def test_other_sections_name_unknown_tools(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec, old: str, new: str, bad: str
+) -> None:
     text = edit(bindings_text, old, new)
     err, _ = bindings_error(tmp_path, text, supportops_spec)
     assert f"unknown tool {bad!r}" in err.problem
 
 
-def test_unknown_nodes_in_nodes_and_capabilities(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
-    err, _ = bindings_error(tmp_path, edit(bindings_text, "  END_TICKET:\n", "  END_TIKET:\n"), supportops_spec)
+def test_unknown_nodes_in_nodes_and_capabilities(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
+    err, _ = bindings_error(
+        tmp_path, edit(bindings_text, "  END_TICKET:\n", "  END_TIKET:\n"), supportops_spec
+    )
     assert "'END_TIKET'" in err.problem
-    err, _ = bindings_error(tmp_path, edit(bindings_text, "[N3_BILLING, END_BILLING_ANSWER]", "[N3_BILING]"), supportops_spec)
+    err, _ = bindings_error(
+        tmp_path,
+        edit(bindings_text, "[N3_BILLING, END_BILLING_ANSWER]", "[N3_BILING]"),
+        supportops_spec,
+    )
     assert "'N3_BILING'" in err.problem and "single-step tools" in err.problem
 
 
@@ -313,10 +421,16 @@ def test_top_level_not_a_mapping(tmp_path: Path, supportops_spec: Spec) -> None:
     assert_at(err, path, 1, 1)
 
 
-def test_yaml_syntax_error_is_a_bindings_error(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+def test_yaml_syntax_error_is_a_bindings_error(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
     text = edit(bindings_text, "  order_id: O-1001\n", "  order_id: [O-1001\n")
     err, path = bindings_error(tmp_path, text, supportops_spec)
-    assert "YAML syntax error" in err.problem and err.location is not None and err.location.path == path
+    assert (
+        "YAML syntax error" in err.problem
+        and err.location is not None
+        and err.location.path == path
+    )
 
 
 def test_empty_file_is_empty_bindings(tmp_path: Path, supportops_spec: Spec) -> None:
@@ -330,8 +444,14 @@ def test_empty_file_is_empty_bindings(tmp_path: Path, supportops_spec: Spec) -> 
 # ----------------------------------------------------------------------------- warnings
 
 
-def test_unbound_variable_is_a_warning(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
-    text = edit(bindings_text, "  cancel_result.status:\n    world: {tool: cancel_order, field: status}\n", "")
+def test_unbound_variable_is_a_warning(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
+    text = edit(
+        bindings_text,
+        "  cancel_result.status:\n    world: {tool: cancel_order, field: status}\n",
+        "",
+    )
     path = tmp_path / "agentprop.yaml"
     path.write_text(text)
     b = load_bindings(path, supportops_spec)
@@ -379,7 +499,9 @@ def test_schema_at(supportops_spec: Spec) -> None:
     assert schema_at({"type": "object"}, ["anything", "below"]) == {}
 
 
-def test_unquoted_yes_no_values_are_flagged(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+def test_unquoted_yes_no_values_are_flagged(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
     text = edit(edit(bindings_text, '"yes": [', "yes: ["), '"no": [', "no: [")
     path = tmp_path / "agentprop.yaml"
     path.write_text(text)
@@ -398,24 +520,43 @@ def test_unquoted_yes_no_values_are_flagged(tmp_path: Path, bindings_text: str, 
 def test_languages_default_to_those_of_the_templates(
     supportops_bindings: Bindings, tmp_path: Path, bindings_text: str, supportops_spec: Spec
 ) -> None:
-    assert supportops_bindings.languages == ["en", "zh"] and supportops_bindings.declared_languages == ["en", "zh"]
+    assert supportops_bindings.languages == [
+        "en",
+        "zh",
+    ] and supportops_bindings.declared_languages == ["en", "zh"]
     path = tmp_path / "agentprop.yaml"
     path.write_text(edit(bindings_text, "languages: [en, zh]", "# no languages"), encoding="utf-8")
-    assert load_bindings(path, supportops_spec).declared_languages == ["en", "zh"]  # the Chinese templates say so
+    # the Chinese templates say so
+    assert load_bindings(path, supportops_spec).declared_languages == ["en", "zh"]
 
 
-def test_a_template_in_an_undeclared_language_is_located(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+def test_a_template_in_an_undeclared_language_is_located(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
     text = edit(bindings_text, "languages: [en, zh]", "languages: [en]")
     err, path = bindings_error(tmp_path, text, supportops_spec)
     assert_at(err, path, *position(text, '"请帮我取消订单'))
-    assert "written in zh, which `languages:` (en) does not declare" in str(err) and "add zh to `languages:`" in str(err)
+    assert "written in zh, which `languages:` (en) does not declare" in str(
+        err
+    ) and "add zh to `languages:`" in str(err)
 
 
 @pytest.mark.parametrize(
     ("languages", "token", "problem"),
-    [("[en, zh, en]", "en]", "listed twice"), ("[en, Chinese]", "Chinese", "is not a language code"), ("[]", "[]", "is empty")],
+    [
+        ("[en, zh, en]", "en]", "listed twice"),
+        ("[en, Chinese]", "Chinese", "is not a language code"),
+        ("[]", "[]", "is empty"),
+    ],
 )
-def test_bad_languages_are_located(tmp_path: Path, bindings_text: str, supportops_spec: Spec, languages: str, token: str, problem: str) -> None:
+def test_bad_languages_are_located(
+    tmp_path: Path,
+    bindings_text: str,
+    supportops_spec: Spec,
+    languages: str,
+    token: str,
+    problem: str,
+) -> None:
     text = edit(bindings_text, "languages: [en, zh]", f"languages: {languages}")
     err, path = bindings_error(tmp_path, text, supportops_spec)
     needle = f"languages: {languages}"
@@ -426,13 +567,16 @@ def test_bad_languages_are_located(tmp_path: Path, bindings_text: str, supportop
     assert problem in str(err)
 
 
-def test_a_language_without_a_phrase_pack_is_located(tmp_path: Path, bindings_text: str, supportops_spec: Spec) -> None:
+def test_a_language_without_a_phrase_pack_is_located(
+    tmp_path: Path, bindings_text: str, supportops_spec: Spec
+) -> None:
     from agentprop._decide.choices import check_languages
 
     text = edit(bindings_text, "languages: [en, zh]", "languages: [en, zh, fr]")
     path = tmp_path / "agentprop.yaml"
     path.write_text(text, encoding="utf-8")
-    b = load_bindings(path, supportops_spec)  # a well-formed code: the pack is checked where packs are known
+    # a well-formed code: the pack is checked where packs are known
+    b = load_bindings(path, supportops_spec)
     with pytest.raises(BindingsError) as info:
         check_languages(b)
     line, _ = position(text, "languages: [en, zh, fr]")
@@ -440,11 +584,17 @@ def test_a_language_without_a_phrase_pack_is_located(tmp_path: Path, bindings_te
     assert "'fr' has no phrase pack" in str(info.value) and "en, zh" in str(info.value)
 
 
-def test_lint_names_a_declared_language_without_a_pack(tmp_path: Path, bindings_text: str, supportops_example_dir: Path) -> None:
+def test_lint_names_a_declared_language_without_a_pack(
+    tmp_path: Path, bindings_text: str, supportops_example_dir: Path
+) -> None:
     from agentprop._cli import main
 
-    (tmp_path / "spec.yaml").write_text((supportops_example_dir / "spec.yaml").read_text(encoding="utf-8"), encoding="utf-8")
-    (tmp_path / "agentprop.yaml").write_text(edit(bindings_text, "languages: [en, zh]", "languages: [en, zh, fr]"), encoding="utf-8")
+    (tmp_path / "spec.yaml").write_text(
+        (supportops_example_dir / "spec.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (tmp_path / "agentprop.yaml").write_text(
+        edit(bindings_text, "languages: [en, zh]", "languages: [en, zh, fr]"), encoding="utf-8"
+    )
     import io
 
     out = io.StringIO()

@@ -131,7 +131,12 @@ def numeric_atoms(spec: Spec) -> list[tuple[str, int, Compare]]:
             for a in atoms(br.clause):
                 if isinstance(a, Compare) and (
                     a.op in (">", ">=", "<", "<=")
-                    or any(isinstance(s, Literal) and isinstance(s.value, (int, float)) and not isinstance(s.value, bool) for s in (a.left, a.right))
+                    or any(
+                        isinstance(s, Literal)
+                        and isinstance(s.value, (int, float))
+                        and not isinstance(s.value, bool)
+                        for s in (a.left, a.right)
+                    )
                 ):
                     out.append((node.node_id, i, a))
     return out
@@ -149,7 +154,11 @@ def check_case(spec: Spec, b: Bindings, c: BoundaryCase) -> None:
             assert env[m.variable] == m.value or (m.value is None and env[m.variable] is None)
     if c.comparison.origin == "decision_tree":
         node = spec.nodes_by_id[c.comparison.node]
-        atom = next(a for a in atoms(node.branches[c.comparison.branch].clause) if str(a) == c.comparison.source)
+        atom = next(
+            a
+            for a in atoms(node.branches[c.comparison.branch].clause)
+            if str(a) == c.comparison.source
+        )
         assert evaluate(atom, env) is c.holds
     if c.expected is not None:
         branch = first_match(spec, b, c.comparison.node, env)
@@ -193,12 +202,18 @@ def test_every_numeric_comparison_has_both_sides(name: str) -> None:
             ]
             if var is None or var.internal:
                 assert not mine
-                assert any(s.variable == side.dotted and s.comparison == str(atom) for s in cases.skipped)
+                assert any(
+                    s.variable == side.dotted and s.comparison == str(atom) for s in cases.skipped
+                )
                 continue
             assert {c.holds for c in mine} == {True, False}, f"{atom} moving {side.dotted}"
             edge = mine[0].edge
             values = {c.moved[0].value for c in mine}
-            skipped = {s.value for s in cases.skipped if s.variable == side.dotted and s.comparison == str(atom)}
+            skipped = {
+                s.value
+                for s in cases.skipped
+                if s.variable == side.dotted and s.comparison == str(atom)
+            }
             for v in (edge - 1, edge, edge + 1):  # every integer edge triple is a case or skipped
                 assert v in values or v in skipped
     for c in cases:
@@ -231,15 +246,20 @@ def test_boundary_cases_catch_the_window_off_by_one() -> None:
     project = load_project(REPO / "examples" / "supportops")
     cases = [
         c
-        for c in boundary_values(project.spec, project.bindings, node="N5_CANCEL_ELIGIBILITY").realisable
-        if c.moved[0].variable == "order.days_since_created" and c.moved[0].label in ("t-1", "t", "t+1")
+        for c in boundary_values(
+            project.spec, project.bindings, node="N5_CANCEL_ELIGIBILITY"
+        ).realisable
+        if c.moved[0].variable == "order.days_since_created"
+        and c.moved[0].label in ("t-1", "t", "t+1")
     ]
     assert len(cases) == 3
     good = load_agent(project.bindings.agent, project.base_dir)
     bad = load_agent(project.bindings.agent, project.base_dir, faults={"window_off_by_one": 1.0})
 
     def passed(agent: object, scenario: object) -> bool:
-        return check(project, scenario, agent, raise_on_failure=False, settings=agentprop.settings(runs=3)).passed  # type: ignore[arg-type]
+        return check(
+            project, scenario, agent, raise_on_failure=False, settings=agentprop.settings(runs=3)
+        ).passed  # type: ignore[arg-type]
 
     assert all(passed(good, c.scenario) for c in cases)
     assert {c.moved[0].label for c in cases if not passed(bad, c.scenario)} == {"t"}
@@ -263,27 +283,51 @@ def test_datainsights_finite_bindings_add_nearest_realisable_values() -> None:
     assert by_value[-1].route.stop and by_value[-1].scenario is None
 
 
-def test_number_precision_schema_bounds_arithmetic_and_internal(mini: tuple[Spec, Bindings]) -> None:
+def test_number_precision_schema_bounds_arithmetic_and_internal(
+    mini: tuple[Spec, Bindings],
+) -> None:
     spec, b = mini
     cases = boundary_values(spec, b)
     for c in cases:
         check_case(spec, b, c)
     limit = b.world["get_order"]["limit"]
-    amount = {c.moved[0].value for c in cases if c.comparison.source == "amount > limit" and c.moved[0].variable == "amount"}
+    amount = {
+        c.moved[0].value
+        for c in cases
+        if c.comparison.source == "amount > limit" and c.moved[0].variable == "amount"
+    }
     assert {limit - 0.5, limit, limit + 0.5} <= amount  # the binding's precision
-    moved_limit = {c.moved[0].value for c in cases if c.comparison.source == "amount > limit" and c.moved[0].variable == "limit"}
+    moved_limit = {
+        c.moved[0].value
+        for c in cases
+        if c.comparison.source == "amount > limit" and c.moved[0].variable == "limit"
+    }
     a0 = b.world["get_order"]["amount"]
     assert {round(a0 - 0.01, 2), a0, round(a0 + 0.01, 2)} <= moved_limit  # default precision 0.01
     # "large" respects the schema maximum, "negative" the schema minimum
     assert 1000 in moved_limit and 1_000_000_000.0 not in moved_limit
-    assert any(s.variable == "amount" and s.label == "negative" and "minimum" in s.reason for s in cases.skipped)
+    assert any(
+        s.variable == "amount" and s.label == "negative" and "minimum" in s.reason
+        for s in cases.skipped
+    )
     # optional field: missing is a case; required field: missing is skipped
     assert any(c.moved[0].variable == "days" and c.moved[0].value is None for c in cases)
-    assert any(s.variable == "limit" and s.label == "missing" and "required" in s.reason for s in cases.skipped)
+    assert any(
+        s.variable == "limit" and s.label == "missing" and "required" in s.reason
+        for s in cases.skipped
+    )
     # schema bounds are edges of their own; values outside the schema are skipped
     schema = [c for c in cases if c.comparison.origin == "output_schema"]
-    assert {(c.moved[0].variable, c.moved[0].value) for c in schema} >= {("amount", 0), ("items", 1), ("items", 50), ("limit", 1000)}
-    assert any(s.variable == "items" and s.value == 51 and "outside the output_schema" in s.reason for s in cases.skipped)
+    assert {(c.moved[0].variable, c.moved[0].value) for c in schema} >= {
+        ("amount", 0),
+        ("items", 1),
+        ("items", 50),
+        ("limit", 1000),
+    }
+    assert any(
+        s.variable == "items" and s.value == 51 and "outside the output_schema" in s.reason
+        for s in cases.skipped
+    )
     # variables inside arithmetic are not moved, and say so
     arith = [s for s in cases.skipped if s.comparison == "(amount + fee) > limit"]
     assert {s.variable for s in arith if "arithmetic" in s.reason} == {"amount", "fee"}
@@ -302,7 +346,9 @@ def test_internal_variables_are_reported_not_moved() -> None:
     reasons = [s.reason for s in cases.skipped if s.variable == "plan_rules.cancel_window_days"]
     assert reasons and all("not controllable" in r for r in reasons)
     # the other side depends on it, so days cannot be placed either: said, not dropped
-    assert any(s.variable == "order.days_since_created" and "internal" in s.reason for s in cases.skipped)
+    assert any(
+        s.variable == "order.days_since_created" and "internal" in s.reason for s in cases.skipped
+    )
 
 
 def test_expenseguard_policy_threshold_moves_the_receipt_total() -> None:
@@ -310,7 +356,11 @@ def test_expenseguard_policy_threshold_moves_the_receipt_total() -> None:
     cases = boundary_values(spec, b)
     assert not numeric_atoms(spec)  # the tree itself compares no numbers
     t = b.world["get_policy"]["receipt_required_over"]
-    totals = {c.moved[0].value: c for c in cases if c.moved[0].field == "total" and c.moved[0].tool == "get_receipt"}
+    totals = {
+        c.moved[0].value: c
+        for c in cases
+        if c.moved[0].field == "total" and c.moved[0].tool == "get_receipt"
+    }
     for v in (round(t - 0.01, 2), t, round(t + 0.01, 2)):
         c = totals[v]
         assert c.comparison.policy == "P2_RECEIPT_REQUIRED"
@@ -321,12 +371,18 @@ def test_expenseguard_policy_threshold_moves_the_receipt_total() -> None:
         assert any("get_receipt" in turn.required_tools for turn in c.scenario.turns)
         assert c.caveat and "get_receipt.total" in c.caveat
     # far values of a field no variable is bound to are left out, with the reason
-    assert {s.label for s in cases.skipped if s.variable == "get_receipt.total"} >= {"large", "negative", "zero"}
+    assert {s.label for s in cases.skipped if s.variable == "get_receipt.total"} >= {
+        "large",
+        "negative",
+        "zero",
+    }
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_shared_specs_without_bindings_list_every_comparison_as_skipped(name: str, version: str) -> None:
+def test_shared_specs_without_bindings_list_every_comparison_as_skipped(
+    name: str, version: str
+) -> None:
     path = SPECSUITE / name / version / "spec.yaml"
     spec = load_spec(path)
     cases = boundary_values(spec, empty_bindings(spec))
@@ -395,9 +451,15 @@ def test_a_variable_scaled_by_a_constant_gets_the_edge_of_the_comparison(tmp_pat
     (tmp_path / "agentprop.yaml").write_text(MINI_BINDINGS.replace("days: 7}", "days: 30}"))
     spec = load_spec(tmp_path / "spec.yaml")
     b = load_bindings(tmp_path / "agentprop.yaml", spec)
-    cases = [c for c in boundary_values(spec, b) if c.comparison.source == "(items * 100) < (days * 80)"]
+    cases = [
+        c for c in boundary_values(spec, b) if c.comparison.source == "(items * 100) < (days * 80)"
+    ]
     for c in cases:
         check_case(spec, b, c)
     moved = {(c.moved[0].variable, c.moved[0].value): c.holds for c in cases}
-    assert {("items", 23): True, ("items", 24): False, ("items", 25): False}.items() <= moved.items()
+    assert {
+        ("items", 23): True,
+        ("items", 24): False,
+        ("items", 25): False,
+    }.items() <= moved.items()
     assert {("days", 3): False, ("days", 4): True}.items() <= moved.items()

@@ -25,7 +25,11 @@ PRICES = {"test-model": ModelPrice(2.0, 8.0), "test-model-big": (20.0, 80.0)}
 
 
 def test_longest_prefix_wins() -> None:
-    table = {"fam": ModelPrice(1.0, 1.0), "fam-2": ModelPrice(2.0, 2.0), "fam-2-5": ModelPrice(3.0, 3.0)}
+    table = {
+        "fam": ModelPrice(1.0, 1.0),
+        "fam-2": ModelPrice(2.0, 2.0),
+        "fam-2-5": ModelPrice(3.0, 3.0),
+    }
     assert price_for("fam-1-20250101", table) == ModelPrice(1.0, 1.0)
     assert price_for("fam-2-20250101", table) == ModelPrice(2.0, 2.0)
     assert price_for("fam-2-5-20250101", table) == ModelPrice(3.0, 3.0)
@@ -46,14 +50,21 @@ def test_cost_arithmetic() -> None:
     # 0.5 MTok in at $2 + 0.25 MTok out at $8 = $1 + $2
     assert cost_usd("test-model-x", 500_000, 250_000, prices=PRICES) == pytest.approx(3.0)
     # prompt-cache tokens default to 1.25x (write) and 0.1x (read) the input price
-    assert cost_usd("test-model", 0, 0, cache_creation_input_tokens=1_000_000, cache_read_input_tokens=1_000_000, prices=PRICES) == pytest.approx(
-        2.0 * 1.25 + 2.0 * 0.1
-    )
+    assert cost_usd(
+        "test-model",
+        0,
+        0,
+        cache_creation_input_tokens=1_000_000,
+        cache_read_input_tokens=1_000_000,
+        prices=PRICES,
+    ) == pytest.approx(2.0 * 1.25 + 2.0 * 0.1)
     assert cost_usd("nope", 1, 1, prices=PRICES) is None
 
 
 def test_long_context_tier() -> None:
-    tiered = ModelPrice(1.0, 2.0, long_context_threshold=1000, long_input_per_mtok=10.0, long_output_per_mtok=20.0)
+    tiered = ModelPrice(
+        1.0, 2.0, long_context_threshold=1000, long_input_per_mtok=10.0, long_output_per_mtok=20.0
+    )
     assert tiered.cost(1000, 1_000_000) == pytest.approx(1000 * 1.0 / 1e6 + 2.0)
     assert tiered.cost(1001, 1_000_000) == pytest.approx(1001 * 10.0 / 1e6 + 20.0)
     with pytest.raises(InvalidArgument):
@@ -152,7 +163,9 @@ def test_the_bundled_table_is_a_data_file_and_other_files_load(tmp_path) -> None
     from agentprop.errors import InputError
 
     assert load_prices(PRICES_PATH) == DEFAULT_PRICES
-    assert DEFAULT_PRICES["gpt-4o"] == ModelPrice(2.5, 10.0, cache_write_per_mtok=2.5, cache_read_per_mtok=1.25)
+    assert DEFAULT_PRICES["gpt-4o"] == ModelPrice(
+        2.5, 10.0, cache_write_per_mtok=2.5, cache_read_per_mtok=1.25
+    )
     mine = tmp_path / "prices.json"
     mine.write_text('{"models": {"local-llama": {"input": 0.1, "output": 0.2, "note": "our GPU"}}}')
     assert load_prices(mine) == {"local-llama": ModelPrice(0.1, 0.2)}
@@ -173,7 +186,9 @@ def test_a_call_reserves_its_worst_case_and_settles_what_it_used() -> None:
     # worst case: input at the dearest input rate (a prompt-cache write, 1.25x) + max output
     assert r.usd == pytest.approx((100_000 * 2.0 * 1.25 + 50_000 * 8.0) / 1e6)
     snap = budget.snapshot()
-    assert snap.in_flight_calls == 1 and snap.reserved_usd == pytest.approx(r.usd) and snap.usd == 0.0
+    assert (
+        snap.in_flight_calls == 1 and snap.reserved_usd == pytest.approx(r.usd) and snap.usd == 0.0
+    )
     assert budget.settle(r, 1000, 10) == pytest.approx((1000 * 2.0 + 10 * 8.0) / 1e6)
     snap = budget.snapshot()
     assert snap.in_flight_calls == 0 and snap.reserved_usd == 0.0 and snap.calls == 1
@@ -200,30 +215,37 @@ def test_calls_in_flight_hold_the_budget_and_the_overrun_is_at_most_one_reservat
         budget.settle(r, 2000, 2000)
     snap = budget.snapshot()
     assert snap.usd > snap.max_usd  # overrun ...
-    assert snap.usd - snap.max_usd <= snap.largest_reservation_usd  # ... by at most one call's worst case
+    # ... by at most one call's worst case
+    assert snap.usd - snap.max_usd <= snap.largest_reservation_usd
     assert snap.refused_calls == 1 and snap.exhausted
 
 
 def test_reservations_count_tokens_too() -> None:
     budget = Budget(max_tokens=1000, prices=PRICES)
     first = budget.reserve("test-model", input_tokens=400, max_output_tokens=500)
-    second = budget.reserve("test-model", input_tokens=400, max_output_tokens=500)  # 900 held < 1000
+    # 900 held < 1000
+    second = budget.reserve("test-model", input_tokens=400, max_output_tokens=500)
     with pytest.raises(BudgetExhausted, match="max_tokens=1000") as info:
         budget.reserve("test-model", input_tokens=400, max_output_tokens=500, call="2 of turn 0")
     assert "the model call 2 of turn 0 was not sent" in str(info.value)
     budget.settle(first, 100, 50)
     budget.release(second)
-    assert budget.reserve("test-model", input_tokens=400, max_output_tokens=500).tokens == 900  # 150 used
+    # 150 used
+    assert budget.reserve("test-model", input_tokens=400, max_output_tokens=500).tokens == 900
 
 
 def test_charge_usage_from_a_real_sdk_response() -> None:
     with MessagesServer([text_reply("hi", input_tokens=1000, output_tokens=500)]) as server:
         client = anthropic.Anthropic(base_url=server.base_url, api_key="dummy", max_retries=0)
-        message = client.messages.create(model="test-model-1", max_tokens=10, messages=[{"role": "user", "content": "x"}])
+        message = client.messages.create(
+            model="test-model-1", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        )
     budget = Budget(prices=PRICES)
     usd = budget.charge_usage(message.model, message.usage)
     assert usd == pytest.approx((1000 * 2.0 + 500 * 8.0) / 1e6)
-    budget.charge_usage("test-model", {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 7})
+    budget.charge_usage(
+        "test-model", {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 7}
+    )
     snap = budget.snapshot()
     assert (snap.input_tokens, snap.output_tokens) == (1017, 505)
 
@@ -321,6 +343,7 @@ def test_price_lookup_follows_edits_of_the_table_in_place(monkeypatch: pytest.Mo
 def test_the_run_limit_refuses_runs_not_the_calls_of_runs_already_started() -> None:
     budget = Budget(max_runs=1, prices=PRICES)
     assert budget.try_start_run() and not budget.try_start_run()
-    r = budget.reserve("test-model", input_tokens=10, max_output_tokens=10)  # the started run goes on
+    # the started run goes on
+    r = budget.reserve("test-model", input_tokens=10, max_output_tokens=10)
     budget.settle(r, 5, 5)
     assert budget.snapshot().calls == 1

@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def budget() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("budget_benchmark", ROOT / "benchmarks" / "budget.py")
+    spec = importlib.util.spec_from_file_location(
+        "budget_benchmark", ROOT / "benchmarks" / "budget.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["budget_benchmark"] = module
@@ -25,19 +27,31 @@ def budget() -> ModuleType:
     return module
 
 
-def test_the_quick_run_takes_one_fault_per_example_and_full_takes_the_zoo(budget: ModuleType) -> None:
+def test_the_quick_run_takes_one_fault_per_example_and_full_takes_the_zoo(
+    budget: ModuleType,
+) -> None:
     quick = budget.chosen_faults(False)
     assert sorted(f.spec for f in quick) == sorted(budget.EXAMPLES)
-    assert [(f.spec, f.knob, f.rate) for f in budget.chosen_faults(True)] == [(f.example, f.knob, f.rate) for f in budget.ZOO]
+    assert [(f.spec, f.knob, f.rate) for f in budget.chosen_faults(True)] == [
+        (f.example, f.knob, f.rate) for f in budget.ZOO
+    ]
 
 
 def test_the_blind_zoo_runs_every_fault_its_manifest_calls_detectable(budget: ModuleType) -> None:
-    manifest = json.loads((ROOT / "benchmarks" / "_specs_zoo" / "MANIFEST.json").read_text(encoding="utf-8"))
-    every = [(s["name"], f["knob"], f.get("detectable_in_principle", True)) for s in manifest["specs"] for f in s["faults"]]
+    manifest = json.loads(
+        (ROOT / "benchmarks" / "_specs_zoo" / "MANIFEST.json").read_text(encoding="utf-8")
+    )
+    every = [
+        (s["name"], f["knob"], f.get("detectable_in_principle", True))
+        for s in manifest["specs"]
+        for f in s["faults"]
+    ]
     chosen, skipped = budget.blind_faults(full=True)
     assert [(t.spec, t.knob) for t in chosen] == [(s, k) for s, k, ok in every if ok]
     assert skipped == [f"{s}:{k}" for s, k, ok in every if not ok]
-    assert {t.zoo for t in chosen} == {"blind"} and len(chosen) + len(skipped) == manifest["fault_count"]
+    assert {t.zoo for t in chosen} == {"blind"} and len(chosen) + len(skipped) == manifest[
+        "fault_count"
+    ]
     assert {t.rate for t in budget.blind_faults(0.5)[0]} == {0.5}
 
 
@@ -64,21 +78,31 @@ def summary(**over: Any) -> dict[str, Any]:
 def test_the_table_says_which_target_is_not_met(budget: ModuleType) -> None:
     assert "NOT MET" not in budget.render(summary())
     text = budget.render(summary(found_rate_at_1x=0.5, default_runs_per_case=3.5))
-    assert "found at 1x >= one run per case: NOT MET" in text and "default runs per case <= 3: NOT MET" in text
+    assert (
+        "found at 1x >= one run per case: NOT MET" in text
+        and "default runs per case <= 3: NOT MET" in text
+    )
     assert "found at 3x >= 0.9 of unlimited: met" in text
     # a baseline that found nothing gives no ratio, and says why
-    assert "not measured (baseline found nothing or was not run)" in budget.render(summary(found_rate_one_run_per_case=0.0))
+    assert "not measured (baseline found nothing or was not run)" in budget.render(
+        summary(found_rate_one_run_per_case=0.0)
+    )
 
 
 def test_a_figure_not_measured_is_said_so_and_fails_its_target(budget: ModuleType) -> None:
     # the blind zoo alone: the bundled examples' runs per case were not measured
     blind_only = summary(zoos_run=["blind"], default_runs_per_case=None)
     text = budget.render(blind_only)
-    assert "default runs per case <= 3: not measured" in text and "runs started per case, bundled examples' correct agents: not measured" in text
+    assert (
+        "default runs per case <= 3: not measured" in text
+        and "runs started per case, bundled examples' correct agents: not measured" in text
+    )
     assert budget.checks(blind_only)["default runs per case <= 3"] is None
 
 
-def test_the_quick_blind_run_takes_the_first_detectable_fault_of_each_spec(budget: ModuleType) -> None:
+def test_the_quick_blind_run_takes_the_first_detectable_fault_of_each_spec(
+    budget: ModuleType,
+) -> None:
     quick, _ = budget.blind_faults(full=False)
     full, _ = budget.blind_faults(full=True)
     assert [t.spec for t in quick] == list(dict.fromkeys(t.spec for t in full))

@@ -64,7 +64,12 @@ def test_max_usd_at_concurrency_8_is_overrun_by_at_most_one_reservation(project:
     budget = Budget(max_usd=0.05)
     with OpenAIServer(handler=lambda request: with_usage(player(request)), latency=0.05) as server:
         # no budget of its own: the check's budget reaches the agent through the run context
-        agent = OpenAIAgent("gpt-4o", base_url=server.base_url, cache=False, retry_policy=RetryPolicy(max_attempts=1))
+        agent = OpenAIAgent(
+            "gpt-4o",
+            base_url=server.base_url,
+            cache=False,
+            retry_policy=RetryPolicy(max_attempts=1),
+        )
         scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
         result = asyncio.run(
             acheck(
@@ -90,17 +95,31 @@ def test_max_usd_at_concurrency_8_is_overrun_by_at_most_one_reservation(project:
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_a_model_looping_on_a_tool_is_stopped_by_the_budget_inside_the_run(project: Project, tmp_path: Path, provider: str) -> None:
-    loop = message_reply([tool_use_block("get_account", {"account_id": "A1"})], stop_reason="tool_use")
+def test_a_model_looping_on_a_tool_is_stopped_by_the_budget_inside_the_run(
+    project: Project, tmp_path: Path, provider: str
+) -> None:
+    loop = message_reply(
+        [tool_use_block("get_account", {"account_id": "A1"})], stop_reason="tool_use"
+    )
     loop.message["usage"] = dict(USAGE)  # type: ignore[index]
     budget = Budget(max_usd=0.05)
     server_type = OpenAIServer if provider == "openai" else MessagesServer
     agent_type: type[ModelAgent] = OpenAIAgent if provider == "openai" else AnthropicAgent
     model = "gpt-4o" if provider == "openai" else "claude-sonnet-4-6"
     with server_type(handler=lambda request: loop) as server:
-        agent = agent_type(model, base_url=server.base_url, cache=False, max_steps=200, budget=budget)
+        agent = agent_type(
+            model, base_url=server.base_url, cache=False, max_steps=200, budget=budget
+        )
         scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
-        result = asyncio.run(acheck(project, scenario, agent.loaded(), settings=OracleSettings(mode="fixed", runs=3, tau=0.9), memo=TrialMemo()))
+        result = asyncio.run(
+            acheck(
+                project,
+                scenario,
+                agent.loaded(),
+                settings=OracleSettings(mode="fixed", runs=3, tau=0.9),
+                memo=TrialMemo(),
+            )
+        )
         sent = len(server.requests)
     check_guarantee(budget)
     assert sent == budget.snapshot().calls < 20  # not 200 steps' worth
@@ -109,27 +128,38 @@ def test_a_model_looping_on_a_tool_is_stopped_by_the_budget_inside_the_run(proje
 
 
 def test_a_call_refused_mid_run_is_recorded_as_such(project: Project) -> None:
-    loop = message_reply([tool_use_block("get_account", {"account_id": "A1"})], stop_reason="tool_use")
+    loop = message_reply(
+        [tool_use_block("get_account", {"account_id": "A1"})], stop_reason="tool_use"
+    )
     budget = Budget(max_tokens=20_000)
     with OpenAIServer(handler=lambda request: loop) as server:
-        agent = OpenAIAgent("gpt-4o", base_url=server.base_url, cache=False, max_steps=50, budget=budget)
+        agent = OpenAIAgent(
+            "gpt-4o", base_url=server.base_url, cache=False, max_steps=50, budget=budget
+        )
 
         async def go() -> Any:
             try:
-                return await project.arun(project.scenario("END_BILLING_ANSWER<-N3_BILLING"), agent.factory)
+                return await project.arun(
+                    project.scenario("END_BILLING_ANSWER<-N3_BILLING"), agent.factory
+                )
             finally:
                 await agent.aclose()
 
         trace = asyncio.run(go())
     # (the looping calls also broke the per-turn tool-call limit, recorded before)
     error = trace.all_errors()[-1]
-    assert error.kind == "budget_exhausted" and [e.kind for e in trace.all_errors()].count("budget_exhausted") == 1
+    assert (
+        error.kind == "budget_exhausted"
+        and [e.kind for e in trace.all_errors()].count("budget_exhausted") == 1
+    )
     assert "max_tokens=20000 reached" in error.message and "was not sent" in error.message
     snap = budget.snapshot()
     assert snap.tokens <= snap.max_tokens + snap.largest_reservation_tokens  # type: ignore[operator]
 
 
-def test_a_paid_answer_is_charged_even_when_storing_it_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_paid_answer_is_charged_even_when_storing_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The API answered (the call is paid): a cache write that fails afterwards (disk full, a
     damaged file) surfaces as an error, but the spend stays on the budget. It used to be
     released with the reservation, so a run of failing writes spent money the budget never saw."""
@@ -138,7 +168,9 @@ def test_a_paid_answer_is_charged_even_when_storing_it_fails(tmp_path: Path, mon
     from agentprop._modelapi.providers import ANTHROPIC_MESSAGES
     from agentprop.errors import CacheError
 
-    def failing_store(self: ApiCache, canonical: Any, trial: int, response: Any, **options: Any) -> Any:
+    def failing_store(
+        self: ApiCache, canonical: Any, trial: int, response: Any, **options: Any
+    ) -> Any:
         raise CacheError("disk full (simulated)")
 
     monkeypatch.setattr(ApiCache, "_store", failing_store)
@@ -156,19 +188,26 @@ def test_a_paid_answer_is_charged_even_when_storing_it_fails(tmp_path: Path, mon
             cache_mode="read-write",
             budget=budget,
         )
-        body = {"model": "claude-haiku-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+        body = {
+            "model": "claude-haiku-4-5",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
         with pytest.raises(CacheError, match="disk full"):
             asyncio.run(client.call(body, trial=0))
         assert len(server.requests) == 1
     snap = budget.snapshot()
     assert snap.calls == 1 and snap.in_flight_calls == 0 and snap.reserved_usd == 0.0
-    assert snap.usd == pytest.approx((USAGE["input_tokens"] * 1.0 + USAGE["output_tokens"] * 5.0) / 1e6)
+    assert snap.usd == pytest.approx(
+        (USAGE["input_tokens"] * 1.0 + USAGE["output_tokens"] * 5.0) / 1e6
+    )
     assert client.stats()["failed_calls"] == 1
 
 
-# --------------------------------------------------------------------------- abandoned calls (issue #27 item 3)
+# --------------------------------------------------------------- abandoned calls (issue #27 item 3)
 
-BILLED = {"input_tokens": 2000, "output_tokens": 500}  # what the server bills each request it received
+# what the server bills each request it received
+BILLED = {"input_tokens": 2000, "output_tokens": 500}
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
@@ -181,7 +220,9 @@ def _cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_calls_abandoned_on_a_client_timeout_are_charged_and_the_run_stops_at_the_limit(tmp_path: Path) -> None:
+def test_calls_abandoned_on_a_client_timeout_are_charged_and_the_run_stops_at_the_limit(
+    tmp_path: Path,
+) -> None:
     """A server answering after the client's timeout bills every request it received; agentprop
     used to release each one uncharged, report $0.00 and never stop. Each is now charged its
     reservation (its worst case, never less than the bill), so the limit stops the run with
@@ -203,7 +244,9 @@ def test_calls_abandoned_on_a_client_timeout_are_charged_and_the_run_stops_at_th
     assert price is not None
     billed = billed_calls * price.cost(BILLED["input_tokens"], BILLED["output_tokens"])
     budget = json.loads(report.read_text())["metrics"]["extra"]["budget"]
-    assert billed_calls >= 1 and budget["abandoned_calls"] == billed_calls == budget["calls"], out + err
+    assert billed_calls >= 1 and budget["abandoned_calls"] == billed_calls == budget["calls"], (
+        out + err
+    )
     assert budget["usd"] == pytest.approx(budget["abandoned_usd"]) and budget["usd"] >= billed
     assert billed <= 0.05 + budget["largest_reservation_usd"]
     assert budget["exhausted"] and "max_usd=$0.0500 reached" in budget["exhausted_reason"]
@@ -216,11 +259,25 @@ def test_a_call_cancelled_in_flight_is_charged_and_an_error_answer_is_not() -> N
     from agentprop.testing import error_reply, slow_reply
 
     budget = Budget(max_usd=1.0)
-    replies = [slow_reply(with_usage(message_reply([text_block("late")])), 5.0), error_reply(400, message="bad request")]
+    replies = [
+        slow_reply(with_usage(message_reply([text_block("late")])), 5.0),
+        error_reply(400, message="bad request"),
+    ]
     with MessagesServer() as server:
         server.enqueue(*replies)
-        client = ModelClient(ANTHROPIC_MESSAGES, "claude-haiku-4-5", base_url=server.base_url, api_key="k-test", cache=None, budget=budget)
-        body = {"model": "claude-haiku-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+        client = ModelClient(
+            ANTHROPIC_MESSAGES,
+            "claude-haiku-4-5",
+            base_url=server.base_url,
+            api_key="k-test",
+            cache=None,
+            budget=budget,
+        )
+        body = {
+            "model": "claude-haiku-4-5",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
 
         async def cancel_in_flight() -> None:
             task = asyncio.create_task(client.call(body, trial=0))

@@ -49,13 +49,16 @@ def test_a_reservation_in_one_process_refuses_a_call_in_another(tmp_path: Path) 
     second = Budget(max_usd=limit, ledger=SharedLedger(path))
     held = first.reserve(model, input_tokens=1000, max_output_tokens=1000)
     assert SharedLedger(path).totals().reserved_usd == pytest.approx(worst)
-    small = second.reserve(model, input_tokens=10, max_output_tokens=10)  # still below the limit: admitted
+    # still below the limit: admitted
+    small = second.reserve(model, input_tokens=10, max_output_tokens=10)
     second.release(small)
     first.settle(held, 2000, 1000)  # really spent more than the limit: it is reached for both
     with pytest.raises(BudgetExhausted, match="max_usd"):
         second.reserve(model, input_tokens=10, max_output_tokens=10)
     totals = SharedLedger(path).totals()
-    assert totals.usd == pytest.approx(spent) and totals.tokens == 3000 and totals.reserved_usd == 0.0
+    assert (
+        totals.usd == pytest.approx(spent) and totals.tokens == 3000 and totals.reserved_usd == 0.0
+    )
     # each budget's own snapshot stays its process's figures
     assert first.snapshot().usd == pytest.approx(spent) and second.snapshot().usd == 0.0
 

@@ -44,7 +44,9 @@ def ledger_spec(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, st
     return ("redis", url, f"test-{os.getpid()}-{request.node.name}-{time.monotonic_ns()}")
 
 
-def _spend(spec: tuple[str, str, str], limit: float, seed: int, start: Any, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _spend(
+    spec: tuple[str, str, str], limit: float, seed: int, start: Any, out: multiprocessing.Queue
+) -> None:  # type: ignore[type-arg]
     import random
 
     rng = random.Random(seed)
@@ -71,7 +73,9 @@ def test_processes_reserving_against_one_ledger_never_exceed_the_limit_by_more_t
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     start = ctx.Barrier(4)
-    workers = [ctx.Process(target=_spend, args=(ledger_spec, limit, seed, start, out)) for seed in range(4)]
+    workers = [
+        ctx.Process(target=_spend, args=(ledger_spec, limit, seed, start, out)) for seed in range(4)
+    ]
     for w in workers:
         w.start()
     calls = [out.get(timeout=120) for _ in workers]
@@ -109,25 +113,39 @@ def test_a_killed_process_loses_nothing_already_settled(ledger_spec: tuple[str, 
     assert totals.usd == pytest.approx(3 * price.cost(1000, 500))
     assert totals.tokens == 3 * 1500
     # the abandoned call's reservation stays held (the provider may have billed it) on both backends
-    assert totals.reserved_usd == pytest.approx(price.worst_case(1000, 1000)) and totals.reserved_tokens == 2000
+    assert (
+        totals.reserved_usd == pytest.approx(price.worst_case(1000, 1000))
+        and totals.reserved_tokens == 2000
+    )
 
 
-def test_runs_are_one_limit_across_budgets_on_either_backend(ledger_spec: tuple[str, str, str]) -> None:
-    a, b = Budget(max_runs=3, ledger=_open(ledger_spec)), Budget(max_runs=3, ledger=_open(ledger_spec))
+def test_runs_are_one_limit_across_budgets_on_either_backend(
+    ledger_spec: tuple[str, str, str],
+) -> None:
+    a, b = (
+        Budget(max_runs=3, ledger=_open(ledger_spec)),
+        Budget(max_runs=3, ledger=_open(ledger_spec)),
+    )
     assert sum(a.try_start_run() for _ in range(5)) + sum(b.try_start_run() for _ in range(5)) == 3
     assert _open(ledger_spec).totals().runs == 3
 
 
-def test_open_ledger_names_the_run_from_the_url_the_argument_or_the_environment(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_ledger_names_the_run_from_the_url_the_argument_or_the_environment(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("AGENTPROP_RUN_ID", raising=False)
     ledger = open_ledger(redis_url + "?run=nightly-7")
     assert isinstance(ledger, RedisLedger) and ledger.run == "nightly-7" and ledger.url == redis_url
-    assert isinstance(named := open_ledger(redis_url, run="given"), RedisLedger) and named.run == "given"
+    assert (
+        isinstance(named := open_ledger(redis_url, run="given"), RedisLedger)
+        and named.run == "given"
+    )
     monkeypatch.setenv("AGENTPROP_RUN_ID", "from-env")
     assert isinstance(env := open_ledger(redis_url), RedisLedger) and env.run == "from-env"
     monkeypatch.delenv("AGENTPROP_RUN_ID")
     one, two = open_ledger(redis_url), open_ledger(redis_url)
-    assert isinstance(one, RedisLedger) and isinstance(two, RedisLedger) and one.run != two.run  # fresh: not shared
+    # fresh: not shared
+    assert isinstance(one, RedisLedger) and isinstance(two, RedisLedger) and one.run != two.run
 
 
 def test_a_store_url_agentprop_does_not_know_is_refused_naming_the_expected_form() -> None:
@@ -169,16 +187,27 @@ def test_hungry(i):
         agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", CLEAN, settings=agentprop.settings(mode="fixed", runs=6, seed=i))
     except agentprop.AgentPropertyViolation:
         pass  # a check the budget cut short is not a pass; what counts here is the runs made
-"""
+"""  # noqa: E501
 
 
-def test_pytest_workers_and_a_second_session_share_one_redis_budget(redis_url: str, pytester: pytest.Pytester) -> None:
+def test_pytest_workers_and_a_second_session_share_one_redis_budget(
+    redis_url: str, pytester: pytest.Pytester
+) -> None:
     pytest.importorskip("xdist")
     # two pytest runs (two CI shards), one with two xdist workers, book under one run name: the
     # limit of 10 runs holds for all three processes together (each alone would make 10)
     pytester.makepyfile(test_hungry=HUNGRY)
     store = f"{redis_url}?run=shards-{time.monotonic_ns()}"
-    common = ("-p", "no:cacheprovider", "--agentprop-shrink-budget", "0", "--agentprop-memo", "none", "--agentprop-max-runs", "10")
+    common = (
+        "-p",
+        "no:cacheprovider",
+        "--agentprop-shrink-budget",
+        "0",
+        "--agentprop-memo",
+        "none",
+        "--agentprop-max-runs",
+        "10",
+    )
     first = pytester.runpytest_subprocess("-n", "2", *common, "--agentprop-store", store)
     second = pytester.runpytest_subprocess(*common, "--agentprop-store", store)
     assert "new agent runs" in first.stdout.str() and "new agent runs" in second.stdout.str()
@@ -195,17 +224,33 @@ def test_cli_run_books_in_the_store_and_refuses_a_bad_one(redis_url: str, tmp_pa
     store = f"{redis_url}?run=cli-{time.monotonic_ns()}"
     ledger = open_ledger(store)
     ledger.add(runs=7)  # another shard took 7 of the 9 runs already
-    argv = ["run", str(EXAMPLE), "--runs", "3", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--kinds", "mft", "--max-runs", "9"]
+    argv = [
+        "run",
+        str(EXAMPLE),
+        "--runs",
+        "3",
+        "--case",
+        "END_BILLING_ANSWER<-N3_BILLING",
+        "--kinds",
+        "mft",
+        "--max-runs",
+        "9",
+    ]
     out, err = io.StringIO(), io.StringIO()
     main([*argv, "--store", store, "--json", str(tmp_path / "r.json")], out=out, err=err)
     assert ledger.totals().runs == 9
     assert "max_runs=9 reached (9 runs started by all processes)" in out.getvalue()
     out, err = io.StringIO(), io.StringIO()
     assert main([*argv, "--store", "redis://127.0.0.1:1/0"], out=out, err=err) == 2
-    assert "--store: redis://127.0.0.1:1/0: the Redis budget ledger cannot be reached" in err.getvalue()
+    assert (
+        "--store: redis://127.0.0.1:1/0: the Redis budget ledger cannot be reached"
+        in err.getvalue()
+    )
 
 
-def test_the_store_comes_from_the_environment_when_no_option_names_it(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_store_comes_from_the_environment_when_no_option_names_it(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import argparse
 
     from agentprop._cli.common import cli_ledger

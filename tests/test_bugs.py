@@ -15,7 +15,14 @@ from agentprop._agents.loading import LoadedAgent
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.shrunk import OtherFailure, RateSummary, ShrinkReport
 from agentprop._pipeline.bugs import bug_key, divergence_key, find_bugs, group_failures
-from agentprop._pipeline.report.model import AgentInfo, CaseReport, FailureSummary, Metrics, RunReport, SpecInfo
+from agentprop._pipeline.report.model import (
+    AgentInfo,
+    CaseReport,
+    FailureSummary,
+    Metrics,
+    RunReport,
+    SpecInfo,
+)
 from agentprop._pipeline.run import RunSettings, arun_cases, render_table, shrink_failures
 
 pytest_plugins = ["pytester"]
@@ -23,7 +30,10 @@ pytest_plugins = ["pytester"]
 EXAMPLE = (Path(__file__).resolve().parents[1] / "examples" / "supportops").resolve()
 CANCEL = "END_CANCELLED<-N7_CANCEL"
 TICKET = "END_TICKET<-N7_CANCEL"
-SKIP = "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn{}:missing=verify_identity"
+SKIP = (
+    "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn{}:"
+    "missing=verify_identity"
+)
 
 
 def counting(agent: LoadedAgent) -> tuple[LoadedAgent, list[int]]:
@@ -34,10 +44,22 @@ def counting(agent: LoadedAgent) -> tuple[LoadedAgent, list[int]]:
         runs[0] += 1
         return agent.factory(*args, **kwargs)
 
-    return LoadedAgent(ref=agent.ref, factory=factory, faults=agent.faults, fingerprint=agent.fingerprint, target=agent.target), runs
+    return LoadedAgent(
+        ref=agent.ref,
+        factory=factory,
+        faults=agent.faults,
+        fingerprint=agent.fingerprint,
+        target=agent.target,
+    ), runs
 
 
-def case(case_id: str, *signatures: str, verdict: str = "FAIL", messages: list[str] | None = None, kind: str = "MFT") -> CaseReport:
+def case(
+    case_id: str,
+    *signatures: str,
+    verdict: str = "FAIL",
+    messages: list[str] | None = None,
+    kind: str = "MFT",
+) -> CaseReport:
     return CaseReport(
         id=case_id,
         node="END",
@@ -47,7 +69,10 @@ def case(case_id: str, *signatures: str, verdict: str = "FAIL", messages: list[s
         passes=5,
         pass_rate=0.5,
         messages=messages or ["hello"],  # type: ignore[arg-type]
-        failures=[FailureSummary(signature=s, explanation=f"broke {s}", count=5, first_trial=0) for s in signatures],
+        failures=[
+            FailureSummary(signature=s, explanation=f"broke {s}", count=5, first_trial=0)
+            for s in signatures
+        ],
     )
 
 
@@ -57,7 +82,9 @@ def report_of(cases: list[CaseReport]) -> RunReport:
         spec=SpecInfo(id="s"),
         agent=AgentInfo(ref="a"),
         cases=cases,
-        metrics=Metrics(cases=len(cases), passed=0, failed=len(cases), unstable=0, case_pass_rate=0.0, runs=0),
+        metrics=Metrics(
+            cases=len(cases), passed=0, failed=len(cases), unstable=0, case_pass_rate=0.0, runs=0
+        ),
     )
 
 
@@ -68,23 +95,39 @@ def test_the_turn_is_left_out_of_the_key_and_nothing_else() -> None:
     assert (
         bug_key(SKIP.format(0))
         == bug_key(SKIP.format(1))
-        == "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order:missing=verify_identity"
+        == "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order:"
+        "missing=verify_identity"
     )
-    assert bug_key("decision_is:decision_tree.END_X@turn-1:got=A") == "decision_is:decision_tree.END_X:got=A"
+    assert (
+        bug_key("decision_is:decision_tree.END_X@turn-1:got=A")
+        == "decision_is:decision_tree.END_X:got=A"
+    )
     # another detail, clause or contract is another bug
-    assert bug_key("decision_is:decision_tree.END_X@turn0:got=A") != bug_key("decision_is:decision_tree.END_X@turn0:got=B")
-    assert bug_key("decision_is:decision_tree.END_X@turn0:got=A") != bug_key("decision_is:decision_tree.END_Y@turn0:got=A")
+    assert bug_key("decision_is:decision_tree.END_X@turn0:got=A") != bug_key(
+        "decision_is:decision_tree.END_X@turn0:got=B"
+    )
+    assert bug_key("decision_is:decision_tree.END_X@turn0:got=A") != bug_key(
+        "decision_is:decision_tree.END_Y@turn0:got=A"
+    )
 
 
 def test_failures_are_grouped_across_cases_kinds_and_turns() -> None:
     cases = [
         case("one-turn", SKIP.format(0), messages=["cancel O-1"]),
-        case("two-turn", SKIP.format(1), "decision_is:decision_tree.END_X@turn1:got=CLARIFY", messages=["hi", "cancel O-1"]),
+        case(
+            "two-turn",
+            SKIP.format(1),
+            "decision_is:decision_tree.END_X@turn1:got=CLARIFY",
+            messages=["hi", "cancel O-1"],
+        ),
         case("BOUNDARY b", SKIP.format(0), kind="BOUNDARY"),
         case("passing", SKIP.format(0), verdict="PASS"),  # within the spec's tolerance: no bug
     ]
     groups = group_failures(cases)
-    assert [g.key for g in groups] == [bug_key(SKIP.format(0)), "decision_is:decision_tree.END_X:got=CLARIFY"]
+    assert [g.key for g in groups] == [
+        bug_key(SKIP.format(0)),
+        "decision_is:decision_tree.END_X:got=CLARIFY",
+    ]
     assert groups[0].case_ids == ["one-turn", "two-turn", "BOUNDARY b"]
     assert {h.signature for h in groups[0].hits} == {SKIP.format(0), SKIP.format(1)}
 
@@ -96,14 +139,25 @@ def test_a_wrong_decision_is_one_bug_at_the_node_where_the_turn_left_its_path() 
     one bug, keyed by that node."""
     project = agentprop.load_project(EXAMPLE)
     by_id = {s.id: s for s in project.scenarios()}
-    key_of = divergence_key(project.scenarios(), lambda c: by_id.get(c.id.removeprefix("EXPLORE ").split(" ~")[0]))
+    key_of = divergence_key(
+        project.scenarios(), lambda c: by_id.get(c.id.removeprefix("EXPLORE ").split(" ~")[0])
+    )
     asked = "decision_is:decision_tree.{}@turn0:got=REQUEST_AUTH_INFO"
     cases = [
         case("END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY", asked.format("END_CANCEL_DENIED")),
-        case("EXPLORE END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY ~2", asked.format("END_ADDRESS_DENIED"), kind="EXPLORE"),
+        case(
+            "EXPLORE END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY ~2",
+            asked.format("END_ADDRESS_DENIED"),
+            kind="EXPLORE",
+        ),
         # another wrong decision, one no turn of the spec decides, a case of no known scenario
-        case("END_ADDRESS_UPDATED<-N9_UPDATE_ADDRESS", "decision_is:decision_tree.END_ADDRESS_UPDATED@turn0:got=ADDRESS_DENIED"),
-        case("END_REFUSE_AUTH<-N2_AUTH", "decision_is:decision_tree.END_REFUSE_AUTH@turn0:got=NOPE"),
+        case(
+            "END_ADDRESS_UPDATED<-N9_UPDATE_ADDRESS",
+            "decision_is:decision_tree.END_ADDRESS_UPDATED@turn0:got=ADDRESS_DENIED",
+        ),
+        case(
+            "END_REFUSE_AUTH<-N2_AUTH", "decision_is:decision_tree.END_REFUSE_AUTH@turn0:got=NOPE"
+        ),
         case("somewhere else", asked.format("END_X")),
     ]
     groups = group_failures(cases, key_of)
@@ -113,10 +167,16 @@ def test_a_wrong_decision_is_one_bug_at_the_node_where_the_turn_left_its_path() 
         "decision_is:decision_tree.END_REFUSE_AUTH:got=NOPE",
         "decision_is:decision_tree.END_X:got=REQUEST_AUTH_INFO",
     ]
-    assert groups[0].case_ids == ["END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY", "EXPLORE END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY ~2"]
+    assert groups[0].case_ids == [
+        "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY",
+        "EXPLORE END_ADDRESS_DENIED<-N8_ADDRESS_ELIGIBILITY ~2",
+    ]
     # a later turn: the confirmation turn of a cancel that decided CANCEL_ABORTED left at N6
     second = case(CANCEL, "decision_is:decision_tree.END_CANCELLED@turn1:got=CANCEL_ABORTED")
-    assert key_of(second, second.failures[0].signature) == "decision_is:decision_tree.N6_CONFIRM_CANCEL:got=CANCEL_ABORTED"
+    assert (
+        key_of(second, second.failures[0].signature)
+        == "decision_is:decision_tree.N6_CONFIRM_CANCEL:got=CANCEL_ABORTED"
+    )
 
 
 def test_a_forbidden_call_on_the_branch_a_wrong_decision_took_is_that_bug() -> None:
@@ -130,8 +190,16 @@ def test_a_forbidden_call_on_the_branch_a_wrong_decision_took_is_that_bug() -> N
     key_of = divergence_key(project.scenarios(), lambda c: by_id.get(c.id.split("@")[-1]))
     cases = [
         case(stop, "decision_is:decision_tree.N2_AUTH@turn0:got=REFUSE_AUTH"),
-        case(f"PROBE tempt X @{stop}", "forbids_tools:decision_tree.N2_AUTH@turn1:called=verify_identity", kind="PROBE"),
-        case(f"PROBE invite Y @{stop}", "forbids_tools:decision_tree.N2_AUTH@turn1:called=cancel_order", kind="PROBE"),
+        case(
+            f"PROBE tempt X @{stop}",
+            "forbids_tools:decision_tree.N2_AUTH@turn1:called=verify_identity",
+            kind="PROBE",
+        ),
+        case(
+            f"PROBE invite Y @{stop}",
+            "forbids_tools:decision_tree.N2_AUTH@turn1:called=cancel_order",
+            kind="PROBE",
+        ),
     ]
     groups = group_failures(cases, key_of)
     assert [(g.key, g.case_ids) for g in groups] == [
@@ -158,7 +226,10 @@ def test_wrong_decisions_into_the_same_branch_are_one_bug() -> None:
         case("END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL", first.format("REQUEST_AUTH_INFO")),
     ]
     groups = group_failures(cases, key_of)
-    assert [g.case_ids for g in groups] == [[CANCEL, TICKET], ["END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL"]]
+    assert [g.case_ids for g in groups] == [
+        [CANCEL, TICKET],
+        ["END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL"],
+    ]
 
 
 def test_a_call_refused_over_the_limit_is_filed_under_the_retry_too_many() -> None:
@@ -169,7 +240,13 @@ def test_a_call_refused_over_the_limit_is_filed_under_the_retry_too_many() -> No
     from agentprop._scenario.trace import Trace
 
     def fails(contract: str, detail: str, step: int | None = None) -> Expectation:
-        return Expectation(contract, "c", lambda t: Verdict(passed=False, contract=contract, explanation="", turn=0, step=step, detail=detail))
+        return Expectation(
+            contract,
+            "c",
+            lambda t: Verdict(
+                passed=False, contract=contract, explanation="", turn=0, step=step, detail=detail
+            ),
+        )
 
     scenario = agentprop.load_project(EXAMPLE).scenario(CANCEL)
     found = Case(
@@ -181,9 +258,17 @@ def test_a_call_refused_over_the_limit_is_filed_under_the_retry_too_many() -> No
             fails("max_retries", "lookupx3", step=3),
         ),
     ).verdicts(Trace(spec_id="s", seed=0))
-    assert [v.contract for v in found] == ["max_retries", "forbids_tools", "no_run_errors", "decision_is"]
-    plain = Case(scenario, (fails("no_run_errors", "limit_exceeded"), fails("decision_is", "got=X"))).verdicts(Trace(spec_id="s", seed=0))
-    assert [v.contract for v in plain] == ["no_run_errors", "decision_is"]  # no earlier deviation: unchanged
+    assert [v.contract for v in found] == [
+        "max_retries",
+        "forbids_tools",
+        "no_run_errors",
+        "decision_is",
+    ]
+    plain = Case(
+        scenario, (fails("no_run_errors", "limit_exceeded"), fails("decision_is", "got=X"))
+    ).verdicts(Trace(spec_id="s", seed=0))
+    # no earlier deviation: unchanged
+    assert [v.contract for v in plain] == ["no_run_errors", "decision_is"]
 
 
 def fake_shrink(signature: str, others: list[OtherFailure]) -> ShrinkReport:
@@ -211,7 +296,11 @@ def fake_shrink(signature: str, others: list[OtherFailure]) -> ShrinkReport:
 
 def test_each_group_is_shrunk_once_on_its_simplest_case() -> None:
     cases = [
-        case("long", SKIP.format(1), messages=["Hello there, please could you", "cancel my order O-1001 now"]),
+        case(
+            "long",
+            SKIP.format(1),
+            messages=["Hello there, please could you", "cancel my order O-1001 now"],
+        ),
         case("short", SKIP.format(0), messages=["cancel O-1001"]),
         case("DIR d", SKIP.format(0), kind="DIR"),
     ]
@@ -223,20 +312,40 @@ def test_each_group_is_shrunk_once_on_its_simplest_case() -> None:
 
     bugs = find_bugs(report_of(cases), shrinker, shrinkable=lambda c: c.kind == "MFT")
     assert asked == [("short", SKIP.format(0))]  # one shrink, the fewest turns, its own signature
-    assert len(bugs) == 1 and bugs[0].representative == "short" and bugs[0].cases == ["long", "short", "DIR d"]
+    assert (
+        len(bugs) == 1
+        and bugs[0].representative == "short"
+        and bugs[0].cases == ["long", "short", "DIR d"]
+    )
     assert all(c.bugs == [bugs[0].id] for c in cases)
     assert cases[1].shrunk is not None and cases[0].shrunk is None
 
 
 def test_a_different_failure_met_while_shrinking_is_reported_as_another_bug() -> None:
-    other = OtherFailure(signature="decision_is:decision_tree.END_CANCELLED@turn0:got=CLARIFY", explanation="clarified", count=4, messages=["O-1001"])
-    known = OtherFailure(signature="decision_is:decision_tree.END_X@turn0:got=A", count=2, messages=["x"])
+    other = OtherFailure(
+        signature="decision_is:decision_tree.END_CANCELLED@turn0:got=CLARIFY",
+        explanation="clarified",
+        count=4,
+        messages=["O-1001"],
+    )
+    known = OtherFailure(
+        signature="decision_is:decision_tree.END_X@turn0:got=A", count=2, messages=["x"]
+    )
     cases = [case("a", SKIP.format(0)), case("b", "decision_is:decision_tree.END_X@turn0:got=A")]
-    bugs = find_bugs(report_of(cases), lambda c, s: fake_shrink(s, [other, known] if c.id == "a" else []), shrinkable=lambda c: True)
+    bugs = find_bugs(
+        report_of(cases),
+        lambda c, s: fake_shrink(s, [other, known] if c.id == "a" else []),
+        shrinkable=lambda c: True,
+    )
     assert [b.origin for b in bugs] == ["cases", "cases", "shrinking"]
     met = bugs[2]
-    # never merged into the bug being shrunk, never dropped; a bug the cases found is not listed twice
-    assert met.key == bug_key(other.signature) and met.cases == ["a"] and met.reproducer_messages == ["O-1001"]
+    # never merged into the bug being shrunk, never dropped; a bug the cases
+    # found is not listed twice
+    assert (
+        met.key == bug_key(other.signature)
+        and met.cases == ["a"]
+        and met.reproducer_messages == ["O-1001"]
+    )
     assert met.rate is not None and met.rate.failures == 4 and "not confirmed" in met.note
     assert bugs[0].signature == SKIP.format(0)
 
@@ -245,7 +354,9 @@ def test_the_real_shrinker_chases_the_signature_and_keeps_the_other_failures() -
     """Two faults on one case: the shrinker chases one signature; runs failing with the
     other are neither counted as reproductions nor dropped."""
     project = agentprop.load_project(EXAMPLE)
-    agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 0.5, "skip_confirm": 0.5})
+    agent = agentprop.load_agent(
+        "agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 0.5, "skip_confirm": 0.5}
+    )
     result = agentprop.check(project, CANCEL, agent, raise_on_failure=False)
     chased = result.failures[0].signature
     shrunk = agentprop.oracle.shrink(project, CANCEL, agent, failing=result, budget=60)
@@ -253,8 +364,14 @@ def test_the_real_shrinker_chases_the_signature_and_keeps_the_other_failures() -
     [other] = shrunk.other_failures
     assert other.signature != chased and bug_key(other.signature) != bug_key(chased)
     assert other.count > 0 and other.messages == project.scenario(CANCEL).messages
-    assert shrunk.reproducer_rate is not None and 0 < shrunk.reproducer_rate.failures < shrunk.reproducer_rate.runs
-    assert f"another failure met while shrinking ({other.count}x, not this bug): {other.signature}" in shrunk.summary()
+    assert (
+        shrunk.reproducer_rate is not None
+        and 0 < shrunk.reproducer_rate.failures < shrunk.reproducer_rate.runs
+    )
+    assert (
+        f"another failure met while shrinking ({other.count}x, not this bug): {other.signature}"
+        in shrunk.summary()
+    )
 
 
 # --------------------------------------------------------------------------- agentprop run
@@ -262,7 +379,9 @@ def test_the_real_shrinker_chases_the_signature_and_keeps_the_other_failures() -
 
 def test_two_cases_hitting_one_fault_cost_one_shrink() -> None:
     project = agentprop.load_project(EXAMPLE)
-    agent, runs = counting(agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0}))
+    agent, runs = counting(
+        agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0})
+    )
     scenarios = [project.scenario(CANCEL), project.scenario(TICKET)]
     report = asyncio.run(arun_cases(project, agent, scenarios, RunSettings(kinds=("mft",))))
     assert [c.failures[0].signature for c in report.cases] == [SKIP.format(0)] * 2
@@ -275,7 +394,11 @@ def test_two_cases_hitting_one_fault_cost_one_shrink() -> None:
     assert one.reproducer_rate is not None
     assert one.runs <= spent <= one.runs + one.reproducer_rate.runs
     [bug] = [b for b in report.bugs if b.origin == "cases"]
-    assert bug.cases == [CANCEL, TICKET] and bug.shrink_runs > 0 and bug.representative in (CANCEL, TICKET)
+    assert (
+        bug.cases == [CANCEL, TICKET]
+        and bug.shrink_runs > 0
+        and bug.representative in (CANCEL, TICKET)
+    )
     assert all(c.bugs == [bug.id] for c in report.cases)
     assert sum(c.shrunk is not None for c in report.cases) == 1
 
@@ -283,7 +406,11 @@ def test_two_cases_hitting_one_fault_cost_one_shrink() -> None:
 def test_terminal_and_json_list_the_bugs_above_the_cases() -> None:
     project = agentprop.load_project(EXAMPLE)
     agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0})
-    scenarios = [project.scenario(CANCEL), project.scenario(TICKET), project.scenario("END_BILLING_ANSWER<-N3_BILLING")]
+    scenarios = [
+        project.scenario(CANCEL),
+        project.scenario(TICKET),
+        project.scenario("END_BILLING_ANSWER<-N3_BILLING"),
+    ]
     report = asyncio.run(arun_cases(project, agent, scenarios, RunSettings(kinds=("mft",))))
     shrink_failures(project, agent, report, budget=40, corpus=None)
     text = render_table(report, width=200)
@@ -291,12 +418,20 @@ def test_terminal_and_json_list_the_bugs_above_the_cases() -> None:
     head = next(i for i, line in enumerate(lines) if line.startswith("case "))
     bug_line = next(i for i, line in enumerate(lines) if line.startswith("bug 1 ["))
     assert bug_line < head
-    assert re.search(r"hit by 2 case\(s\): END_CANCELLED<-N7_CANCEL, END_TICKET<-N7_CANCEL", text), text
-    assert re.search(r"fails \d+/30 fresh runs of the reproducer \(\d+%, 95% CI \d\.\d\d-\d\.\d\d\)", text), text
+    assert re.search(
+        r"hit by 2 case\(s\): END_CANCELLED<-N7_CANCEL, END_TICKET<-N7_CANCEL", text
+    ), text
+    assert re.search(
+        r"fails \d+/30 fresh runs of the reproducer \(\d+%, 95% CI \d\.\d\d-\d\.\d\d\)", text
+    ), text
     assert re.search(r"END_CANCELLED<-N7_CANCEL\s+FAIL .*\[bug 1\]", text), text
     back = RunReport.model_validate_json(report.to_json())
     assert [b.key for b in back.bugs if b.origin == "cases"] == [bug_key(SKIP.format(0))]
-    assert back.bugs[0].rate is not None and back.bugs[0].rate.runs == 30 and back.bugs[0].rate_of == "reproducer"
+    assert (
+        back.bugs[0].rate is not None
+        and back.bugs[0].rate.runs == 30
+        and back.bugs[0].rate_of == "reproducer"
+    )
 
 
 # --------------------------------------------------------------------------- pytest
@@ -320,7 +455,9 @@ def test_ticket():
 """
 
 
-def test_pytest_shrinks_one_bug_once_and_lists_it_above_the_cases(pytester: pytest.Pytester) -> None:
+def test_pytest_shrinks_one_bug_once_and_lists_it_above_the_cases(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(test_two=TWO_TESTS_ONE_BUG)
     result = pytester.runpytest_inprocess(
         "-p",
@@ -339,5 +476,9 @@ def test_pytest_shrinks_one_bug_once_and_lists_it_above_the_cases(pytester: pyte
     bug = next(i for i, line in enumerate(lines) if line.startswith("bug 1 ["))
     head = next(i for i, line in enumerate(lines) if line.startswith("case [test]"))
     assert bug < head
-    assert re.search(r"hit by 2 check\(s\): END_CANCELLED<-N7_CANCEL \[test_cancel\], END_TICKET<-N7_CANCEL \[test_ticket\]", out), out
+    assert re.search(
+        r"hit by 2 check\(s\): END_CANCELLED<-N7_CANCEL \[test_cancel\], "
+        r"END_TICKET<-N7_CANCEL \[test_ticket\]",
+        out,
+    ), out
     assert re.search(r"fails \d+/30 fresh runs \(\d+%, 95% CI", out), out

@@ -84,7 +84,9 @@ def test_key_ignores_order_and_non_semantic_fields() -> None:
     a = request()
     b = dict(reversed(list(request().items())))
     assert cache_key(a, 0) == cache_key(b, 0)
-    assert cache_key(a, 0) == cache_key(request(stream=False, metadata={"user_id": "u1"}, temperature=None), 0)
+    assert cache_key(a, 0) == cache_key(
+        request(stream=False, metadata={"user_id": "u1"}, temperature=None), 0
+    )
 
 
 @pytest.mark.parametrize(
@@ -120,13 +122,25 @@ def test_sdk_content_blocks_key_like_their_dict_form() -> None:
     with MessagesServer([tool_use_reply("get_order", {"id": "A1"}, id="toolu_1")]) as server:
         client = anthropic.Anthropic(base_url=server.base_url, api_key="dummy", max_retries=0)
         first = client.messages.create(**request())
-    as_models = request(messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": first.content}])
+    as_models = request(
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": first.content},
+        ]
+    )
     as_dicts = request(
         messages=[
             {"role": "user", "content": "hi"},
             {
                 "role": "assistant",
-                "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {"id": "A1"}}],
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": "get_order",
+                        "input": {"id": "A1"},
+                    }
+                ],
             },
         ]
     )
@@ -135,7 +149,9 @@ def test_sdk_content_blocks_key_like_their_dict_form() -> None:
 
 def _hand_written_key(canonical: str, trial: int) -> str:
     """The documented derivation: SHA-256 of a version/trial header and the canonical JSON."""
-    return hashlib.sha256(f"agentprop-api-cache/v1\ntrial={trial}\n{canonical}".encode()).hexdigest()
+    return hashlib.sha256(
+        f"agentprop-api-cache/v1\ntrial={trial}\n{canonical}".encode()
+    ).hexdigest()
 
 
 PINNED_BODY: dict[str, Any] = {
@@ -144,10 +160,25 @@ PINNED_BODY: dict[str, Any] = {
     "system": 'Be brief. été — "quoted"\n',
     "messages": [
         {"role": "user", "content": "Where is order A1?"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_order", "input": {"id": "A1", "n": 2}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": '{"status": "shipped"}'}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t1", "name": "get_order", "input": {"id": "A1", "n": 2}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": '{"status": "shipped"}'}
+            ],
+        },
     ],
-    "tools": [{"name": "get_order", "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}],
+    "tools": [
+        {
+            "name": "get_order",
+            "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}},
+        }
+    ],
     "temperature": 0.5,
     "top_k": 5,
     "stop_sequences": ["END"],
@@ -157,10 +188,11 @@ PINNED_BODY: dict[str, Any] = {
 PINNED_CANONICAL = (
     '{"max_tokens":256,"messages":[{"content":"Where is order A1?","role":"user"},'
     '{"content":[{"id":"t1","input":{"id":"A1","n":2},"name":"get_order","type":"tool_use"}],"role":"assistant"},'
-    '{"content":[{"content":"{\\"status\\": \\"shipped\\"}","tool_use_id":"t1","type":"tool_result"}],"role":"user"}],'
-    '"model":"claude-test-1","stop_sequences":["END"],"system":"Be brief. été — \\"quoted\\"\\n",'
-    '"temperature":0.5,"tools":[{"input_schema":{"properties":{"id":{"type":"string"}},"type":"object"},"name":"get_order"}],'
-    '"top_k":5}'
+    '{"content":[{"content":"{\\"status\\": '
+    '\\"shipped\\"}","tool_use_id":"t1","type":"tool_result"}],"role":"user"}],"model":"claude-'
+    'test-1","stop_sequences":["END"],"system":"Be brief. été — '
+    '\\"quoted\\"\\n","temperature":0.5,"tools":[{"input_schema":{"properties":{"id":{"type":'
+    '"string"}},"type":"object"},"name":"get_order"}],"top_k":5}'
 )
 
 
@@ -169,16 +201,34 @@ def test_keys_are_pinned_to_the_documented_derivation(tmp_path: Path) -> None:
     expected = _hand_written_key(PINNED_CANONICAL, 7)
     assert cache_key(PINNED_BODY, 7) == expected
     # fields that cannot change the answer send the body the general way: same key
-    assert cache_key({**PINNED_BODY, "stream": False, "metadata": {"user_id": "u"}, "top_p": None}, 7) == expected
+    assert (
+        cache_key({**PINNED_BODY, "stream": False, "metadata": {"user_id": "u"}, "top_p": None}, 7)
+        == expected
+    )
     # the SDK's content blocks in place of dicts: same key
-    blocks = [anthropic.types.ToolUseBlock(type="tool_use", id="t1", name="get_order", input={"id": "A1", "n": 2})]
-    as_models = {**PINNED_BODY, "messages": [PINNED_BODY["messages"][0], {"role": "assistant", "content": blocks}, PINNED_BODY["messages"][2]]}
+    blocks = [
+        anthropic.types.ToolUseBlock(
+            type="tool_use", id="t1", name="get_order", input={"id": "A1", "n": 2}
+        )
+    ]
+    as_models = {
+        **PINNED_BODY,
+        "messages": [
+            PINNED_BODY["messages"][0],
+            {"role": "assistant", "content": blocks},
+            PINNED_BODY["messages"][2],
+        ],
+    }
     assert cache_key(as_models, 7) == expected
     with ApiCache(tmp_path / "c.db", mode="read-write") as cache:
         assert cache.key(PINNED_BODY, trial=7) == expected
         stored = cache.get_or_call(PINNED_BODY, trial=7, call=Counter())
         assert stored.key == expected
-    row = sqlite3.connect(tmp_path / "c.db").execute("SELECT key, request_json FROM responses").fetchone()
+    row = (
+        sqlite3.connect(tmp_path / "c.db")
+        .execute("SELECT key, request_json FROM responses")
+        .fetchone()
+    )
     assert row == (expected, PINNED_CANONICAL)
 
 
@@ -188,19 +238,36 @@ _leaf = st.one_of(
     st.integers(-3, 3),
     st.sampled_from([0.5, -0.0, 1.0, 1e300]),
     st.text(max_size=6),
-    st.sampled_from(["sk-ant-abcdef123", "x sk-ant-api03-XYZ_12 y", "registered-secret", 'a"b\\c\n']),
+    st.sampled_from(
+        ["sk-ant-abcdef123", "x sk-ant-api03-XYZ_12 y", "registered-secret", 'a"b\\c\n']
+    ),
 )
 _names = st.one_of(
     st.text(max_size=5),
-    st.sampled_from(["api_key", "X-Api-Key", "Authorization", "client_secret", "API_\u212aEY", "type", "content"]),
+    st.sampled_from(
+        [
+            "api_key",
+            "X-Api-Key",
+            "Authorization",
+            "client_secret",
+            "API_\u212aEY",
+            "type",
+            "content",
+        ]
+    ),
 )
 _json = st.recursive(
     _leaf,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner), st.dictionaries(_names, inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.tuples(inner), st.dictionaries(_names, inner, max_size=3)
+    ),
     max_leaves=12,
 )
 _bodies = st.fixed_dictionaries(
-    {"model": st.sampled_from(["m", "claude-test-1"]), "messages": st.lists(st.dictionaries(_names, _json, max_size=3), max_size=3)},
+    {
+        "model": st.sampled_from(["m", "claude-test-1"]),
+        "messages": st.lists(st.dictionaries(_names, _json, max_size=3), max_size=3),
+    },
     optional={
         "system": st.one_of(_leaf, st.lists(_json, max_size=2)),
         "tools": st.lists(_json, max_size=3),
@@ -213,13 +280,28 @@ _bodies = st.fixed_dictionaries(
 
 
 @settings(max_examples=300, deadline=None)
-@given(_bodies, st.integers(0, 5), st.lists(st.sampled_from(["registered-secret", '"b', "sk-ant-abcdef123"]), max_size=2))
-def test_fast_keys_equal_the_reference_derivation(body: dict[str, Any], trial: int, secrets: list[str]) -> None:
+@given(
+    _bodies,
+    st.integers(0, 5),
+    st.lists(st.sampled_from(["registered-secret", '"b', "sk-ant-abcdef123"]), max_size=2),
+)
+def test_fast_keys_equal_the_reference_derivation(
+    body: dict[str, Any], trial: int, secrets: list[str]
+) -> None:
     """Plain bodies take a fast, memoised path; whatever the body, its key and canonical form
     are those of the reference derivation (a plain copy, then the scrub, then JSON)."""
     try:
         reference = _slow_canonical_request(body, secrets)
-        expected: Any = _hand_written_key(json.dumps(reference, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False), trial)
+        expected: Any = _hand_written_key(
+            json.dumps(
+                reference,
+                sort_keys=True,
+                separators=(",", ":"),
+                ensure_ascii=False,
+                allow_nan=False,
+            ),
+            trial,
+        )
     except (InvalidArgument, ValueError) as exc:
         expected = type(exc)
     for _ in range(2):  # the second time from the memo
@@ -233,14 +315,29 @@ def test_fast_keys_equal_the_reference_derivation(body: dict[str, Any], trial: i
 
 
 @settings(max_examples=300, deadline=None)
-@given(_bodies, st.integers(0, 5), st.lists(st.sampled_from(["registered-secret", '"b', "sk-ant-abcdef123"]), max_size=2))
-def test_shaped_keys_equal_the_reference_derivation(body: dict[str, Any], trial: int, secrets: list[str]) -> None:
+@given(
+    _bodies,
+    st.integers(0, 5),
+    st.lists(st.sampled_from(["registered-secret", '"b', "sk-ant-abcdef123"]), max_size=2),
+)
+def test_shaped_keys_equal_the_reference_derivation(
+    body: dict[str, Any], trial: int, secrets: list[str]
+) -> None:
     """Agents key a conversation's requests through a request shape (every field but the
     messages, worked out once): whatever the body, the shape either declines it or gives the
     reference key, and the body it builds is the body given."""
     try:
         reference = _slow_canonical_request(body, secrets)
-        expected: Any = _hand_written_key(json.dumps(reference, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False), trial)
+        expected: Any = _hand_written_key(
+            json.dumps(
+                reference,
+                sort_keys=True,
+                separators=(",", ":"),
+                ensure_ascii=False,
+                allow_nan=False,
+            ),
+            trial,
+        )
     except (InvalidArgument, ValueError) as exc:
         expected = type(exc)
     cache = ApiCache("unused.db", mode="off", secrets=secrets)
@@ -261,7 +358,9 @@ def test_a_request_shape_keeps_its_own_copy_and_keys_like_the_body(tmp_path: Pat
     """A shape builds every body from its private copy of the fields, so what is sent and what
     is keyed cannot drift apart when the caller's objects change afterwards; a shaped call
     reads and writes the very entries an unshaped call of the same body does."""
-    tools: list[dict[str, Any]] = [{"name": "get_order", "input_schema": {"type": "object", "maxProperties": 1}}]
+    tools: list[dict[str, Any]] = [
+        {"name": "get_order", "input_schema": {"type": "object", "maxProperties": 1}}
+    ]
     body = request(tools=tools)
     original = json.loads(json.dumps(body))
     with ApiCache(tmp_path / "c.db", mode="read-write") as cache:
@@ -295,13 +394,23 @@ def test_a_request_shape_keeps_its_own_copy_and_keys_like_the_body(tmp_path: Pat
 def test_in_place_changes_to_a_reused_object_change_the_key() -> None:
     """Agents send the same tools list with every request; the memo of its text must notice
     any change to it, even 1 -> True -> 1.0 (equal in Python, different in JSON)."""
-    tools: list[dict[str, Any]] = [{"name": "get_order", "input_schema": {"type": "object", "maxProperties": 1}}]
+    tools: list[dict[str, Any]] = [
+        {"name": "get_order", "input_schema": {"type": "object", "maxProperties": 1}}
+    ]
     body = request(tools=tools)
     keys = []
     for value in (1, True, 1.0, "1", 1):
         tools[0]["input_schema"]["maxProperties"] = value
         key = cache_key(body, 0)
-        assert key == _hand_written_key(json.dumps(_slow_canonical_request(body, ()), sort_keys=True, separators=(",", ":"), ensure_ascii=False), 0)
+        assert key == _hand_written_key(
+            json.dumps(
+                _slow_canonical_request(body, ()),
+                sort_keys=True,
+                separators=(",", ":"),
+                ensure_ascii=False,
+            ),
+            0,
+        )
         keys.append(key)
     assert len(set(keys)) == 4 and keys[0] == keys[-1]
     tools.append({"name": "cancel_order", "input_schema": {"type": "object"}})
@@ -341,14 +450,18 @@ def test_chat_completions_usage_is_stored_in_the_token_columns(tmp_path: Path) -
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "model": "gpt-test",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
         "usage": {"prompt_tokens": 41, "completion_tokens": 7, "total_tokens": 48},
     }
     path = tmp_path / "c.db"
     with ApiCache(path, mode="read-write") as cache:
         stored = cache.put(request(), trial=0, response=chat)
         assert (stored.input_tokens, stored.output_tokens) == (41, 7)
-        cache.put(request("other"), trial=0, response=response("x", input_tokens=5, output_tokens=2))
+        cache.put(
+            request("other"), trial=0, response=response("x", input_tokens=5, output_tokens=2)
+        )
     with sqlite3.connect(path) as db:
         rows = sorted(db.execute("SELECT input_tokens, output_tokens FROM responses").fetchall())
     assert rows == [(5, 2), (41, 7)]
@@ -362,7 +475,9 @@ def test_trials_are_distinct_samples_and_replays_are_exact(tmp_path: Path) -> No
     assert api.calls == 5
     assert len({json.dumps(r, sort_keys=True) for r in recorded}) == 5
     with ApiCache(path, mode="replay-only") as replay:
-        replayed = [replay.get_or_call(request(), trial=t, call=api).response for t in (3, 0, 4, 1, 2)]
+        replayed = [
+            replay.get_or_call(request(), trial=t, call=api).response for t in (3, 0, 4, 1, 2)
+        ]
     assert api.calls == 5
     assert replayed == [recorded[t] for t in (3, 0, 4, 1, 2)]
 
@@ -371,8 +486,12 @@ def test_sdk_message_round_trip(tmp_path: Path) -> None:
     with MessagesServer([tool_use_reply("get_order", {"id": "A1"}, text="Checking.")]) as server:
         client = anthropic.Anthropic(base_url=server.base_url, api_key="dummy", max_retries=0)
         with ApiCache(tmp_path / "c.db", mode="read-write") as cache:
-            live = cache.get_or_call(request(), trial=0, call=lambda: client.messages.create(**request()))
-            replay = cache.get_or_call(request(), trial=0, call=lambda: pytest.fail("should replay"))
+            live = cache.get_or_call(
+                request(), trial=0, call=lambda: client.messages.create(**request())
+            )
+            replay = cache.get_or_call(
+                request(), trial=0, call=lambda: pytest.fail("should replay")
+            )
         assert len(server.requests) == 1
     assert Message.model_validate(replay.response) == Message.model_validate(live.response)
     assert Message.model_validate(replay.response).content[1].input == {"id": "A1"}
@@ -419,7 +538,9 @@ def test_replay_only_miss_shows_nearest_request_and_diff(tmp_path: Path) -> None
     api = Counter()
     with ApiCache(path, mode="read-write") as cache:
         cache.get_or_call(request(), trial=0, call=api)
-        cache.get_or_call(request("Cancel my subscription please", model="claude-test-9"), trial=0, call=api)
+        cache.get_or_call(
+            request("Cancel my subscription please", model="claude-test-9"), trial=0, call=api
+        )
     changed = request(system="You are a support agent. Be very brief.")
     with ApiCache(path, mode="replay-only") as replay:
         with pytest.raises(CacheMiss) as err:
@@ -460,13 +581,18 @@ def test_default_mode_follows_ci() -> None:
     assert CacheMode.default({"CI": "true"}) is CacheMode.REPLAY_ONLY
     assert CacheMode.default({"CI": "1"}) is CacheMode.REPLAY_ONLY
     assert CacheMode.default({"CI": "false"}) is CacheMode.READ_WRITE
-    assert CacheMode.default({"CI": "true", "AGENTPROP_CACHE_MODE": "read_write"}) is CacheMode.READ_WRITE
+    assert (
+        CacheMode.default({"CI": "true", "AGENTPROP_CACHE_MODE": "read_write"})
+        is CacheMode.READ_WRITE
+    )
     assert CacheMode.parse("Replay-Only") is CacheMode.REPLAY_ONLY
     with pytest.raises(InvalidArgument, match="replay-only"):
         CacheMode.parse("sometimes")
 
 
-def test_default_mode_of_a_cache_reads_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_mode_of_a_cache_reads_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("AGENTPROP_CACHE_MODE", raising=False)
     monkeypatch.setenv("CI", "true")
     assert ApiCache(tmp_path / "a.db").mode is CacheMode.REPLAY_ONLY
@@ -480,14 +606,18 @@ def test_default_mode_of_a_cache_reads_the_environment(tmp_path: Path, monkeypat
 def test_scrubber_redacts_credential_keys_and_key_shaped_strings() -> None:
     data = {
         "api_key": "x",
-        "nested": [{"X-Api-Key": "y", "Authorization": "Bearer z", "keep": f"token {FAKE_SECRET} end"}],
+        "nested": [
+            {"X-Api-Key": "y", "Authorization": "Bearer z", "keep": f"token {FAKE_SECRET} end"}
+        ],
         "auth_token": {"deep": 1},
         "other": "registered-secret-value",
     }
     clean = scrub_secrets(data, secrets=["registered-secret-value"])
     assert clean == {
         "api_key": REDACTED,
-        "nested": [{"X-Api-Key": REDACTED, "Authorization": REDACTED, "keep": f"token {REDACTED} end"}],
+        "nested": [
+            {"X-Api-Key": REDACTED, "Authorization": REDACTED, "keep": f"token {REDACTED} end"}
+        ],
         "auth_token": REDACTED,
         "other": REDACTED,
     }
@@ -501,9 +631,16 @@ def test_secret_never_reaches_the_database_file(tmp_path: Path) -> None:
         metadata={"api_key": FAKE_SECRET},
         tools=[{"name": "call_api", "input_schema": {"type": "object"}, "x-api-key": FAKE_SECRET}],
     )
-    call = {"type": "tool_use", "id": "t", "name": "call_api", "input": {"authorization": FAKE_SECRET}}
+    call = {
+        "type": "tool_use",
+        "id": "t",
+        "name": "call_api",
+        "input": {"authorization": FAKE_SECRET},
+    }
     body["messages"].append({"role": "assistant", "content": [call]})
-    body["messages"].append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]})
+    body["messages"].append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}
+    )
     with MessagesServer([text_reply(f"echo {FAKE_SECRET}")]) as server:
         client = anthropic.Anthropic(base_url=server.base_url, api_key=FAKE_SECRET, max_retries=0)
         with ApiCache(path, mode="read-write", secrets=[FAKE_SECRET]) as cache:
@@ -511,7 +648,9 @@ def test_secret_never_reaches_the_database_file(tmp_path: Path) -> None:
             assert FAKE_SECRET not in json.dumps(result.response)
             # the secret really was in play: the server saw it in the auth header and the body
             seen = server.requests[0]
-            assert FAKE_SECRET in seen.headers.get("authorization", "") + seen.headers.get("x-api-key", "")
+            assert FAKE_SECRET in seen.headers.get("authorization", "") + seen.headers.get(
+                "x-api-key", ""
+            )
             assert FAKE_SECRET.encode() in seen.body
             assert cache.get(body, trial=0) is not None  # still a hit after scrubbing
     files = [p for p in tmp_path.iterdir() if p.name.startswith("c.db")]
@@ -521,7 +660,9 @@ def test_secret_never_reaches_the_database_file(tmp_path: Path) -> None:
         assert b"FAKEFAKEFAKE" not in file.read_bytes(), file.name
 
 
-def test_a_short_api_key_is_not_scrubbed_as_a_substring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_short_api_key_is_not_scrubbed_as_a_substring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # a local server's key ("k", "loopback") is no secret worth blanking out of every text: the
     # old scrub made the cache refuse every entry ("k" is in "max_tokens") and showed a model
     # "loopback-writer" as "[REDACTED]-writer"
@@ -543,7 +684,9 @@ def test_verify_and_reads_detect_tampering(tmp_path: Path) -> None:
         cache.get_or_call(request(), trial=0, call=Counter())
         assert cache.verify() == []
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE responses SET response_json = replace(response_json, 'sample 1', 'forged')")
+    conn.execute(
+        "UPDATE responses SET response_json = replace(response_json, 'sample 1', 'forged')"
+    )
     conn.commit()
     conn.close()
     with ApiCache(path, mode="read") as cache:
@@ -633,7 +776,15 @@ def test_several_processes_share_one_cache_file(tmp_path: Path) -> None:
     go = tmp_path / "go"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(path), f"0-60,{1000 + 100 * w}-{1020 + 100 * w}", f"w{w}", str(go)],
+            [
+                sys.executable,
+                "-c",
+                _WRITER,
+                str(path),
+                f"0-60,{1000 + 100 * w}-{1020 + 100 * w}",
+                f"w{w}",
+                str(go),
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -668,8 +819,12 @@ def test_threads_and_async_tasks_share_one_cache(tmp_path: Path) -> None:
     def worker(w: int) -> None:
         try:
             for i in range(40):
-                got = cache.get_or_call(_body(i % 20), trial=i // 20, call=lambda: response(f"t{w}"))
-                again = cache.get_or_call(_body(i % 20), trial=i // 20, call=lambda: pytest.fail("must hit"))
+                got = cache.get_or_call(
+                    _body(i % 20), trial=i // 20, call=lambda: response(f"t{w}")
+                )
+                again = cache.get_or_call(
+                    _body(i % 20), trial=i // 20, call=lambda: pytest.fail("must hit")
+                )
                 assert again.response == got.response
         except BaseException as exc:  # noqa: BLE001 - surfaced below
             errors.append(exc)

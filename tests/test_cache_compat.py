@@ -30,11 +30,20 @@ _TOOLS = [
         "description": "Look up an account. Returns plan, status and the open orders.",
         "input_schema": {
             "type": "object",
-            "properties": {"account_id": {"type": "string", "pattern": "^A[0-9]+$"}, "verbose": {"type": "boolean", "default": False}},
+            "properties": {
+                "account_id": {"type": "string", "pattern": "^A[0-9]+$"},
+                "verbose": {"type": "boolean", "default": False},
+            },
             "required": ["account_id"],
         },
     },
-    {"name": "respond", "input_schema": {"type": "object", "properties": {"decision": {"enum": ["REFUND", "DENY", None]}}}},
+    {
+        "name": "respond",
+        "input_schema": {
+            "type": "object",
+            "properties": {"decision": {"enum": ["REFUND", "DENY", None]}},
+        },
+    },
 ]
 _OUTPUT_4K = "order O-1001: processing; " * 160
 
@@ -42,8 +51,21 @@ _OUTPUT_4K = "order O-1001: processing; " * 160
 def _requests() -> list[dict[str, Any]]:
     anthropic_conversation = [
         {"role": "user", "content": "What plan am I on? — café, naïve, 日本語, 🙂"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_account", "input": {"account_id": "A1"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": _OUTPUT_4K}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "get_account",
+                    "input": {"account_id": "A1"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": _OUTPUT_4K}],
+        },
     ]
     return [
         # what the Anthropic agent sends, with a 4 KB tool output
@@ -65,20 +87,47 @@ def _requests() -> list[dict[str, Any]]:
             "messages": [
                 {
                     "role": "user",
-                    "content": 'quote " backslash \\ tab \t nul \x00 bell \x07 del \x7f line-sep \u2028 kelvin \u212a',
-                    "z": [1e-07, 1e16, -0.0, 2.5e-300, 123456789012345678901234567890, True, None, {}, []],
+                    "content": 'quote " backslash \\ tab \t nul \x00 bell \x07 del \x7f line-sep '
+                    "\u2028 kelvin \u212a",
+                    "z": [
+                        1e-07,
+                        1e16,
+                        -0.0,
+                        2.5e-300,
+                        123456789012345678901234567890,
+                        True,
+                        None,
+                        {},
+                        [],
+                    ],
                     "a": {"b": {"c": [0.1, 0.2, 3]}},
                 }
             ],
         },
         # fields that cannot change the answer are left out
-        {"model": "claude-test-1", "max_tokens": 64, "metadata": {"user_id": "u1"}, "stream": False, "service_tier": None, "messages": []},
+        {
+            "model": "claude-test-1",
+            "max_tokens": 64,
+            "metadata": {"user_id": "u1"},
+            "stream": False,
+            "service_tier": None,
+            "messages": [],
+        },
         # secrets: a key-shaped string, a registered secret, a credential-named field
         {
             "model": "claude-test-1",
             "max_tokens": 64,
-            "messages": [{"role": "user", "content": f"my key is {SECRET} and sk-proj-abcdefghijklmnop"}],
-            "tools": [{"name": "t", "input_schema": {"type": "object"}, "api_key": "hunter2", "X-Api-Key": "x"}],
+            "messages": [
+                {"role": "user", "content": f"my key is {SECRET} and sk-proj-abcdefghijklmnop"}
+            ],
+            "tools": [
+                {
+                    "name": "t",
+                    "input_schema": {"type": "object"},
+                    "api_key": "hunter2",
+                    "X-Api-Key": "x",
+                }
+            ],
         },
         # an SDK object in the conversation (dumped as the SDK sends it)
         {
@@ -88,7 +137,11 @@ def _requests() -> list[dict[str, Any]]:
                 {"role": "user", "content": "Where is A1?"},
                 {
                     "role": "assistant",
-                    "content": [anthropic.types.ToolUseBlock(type="tool_use", id="t1", name="get_order", input={"id": "A1", "n": 2})],
+                    "content": [
+                        anthropic.types.ToolUseBlock(
+                            type="tool_use", id="t1", name="get_order", input={"id": "A1", "n": 2}
+                        )
+                    ],
                 },
             ],
         },
@@ -96,14 +149,25 @@ def _requests() -> list[dict[str, Any]]:
         {
             "model": "gpt-4.1-mini",
             "max_completion_tokens": 512,
-            "tools": [{"type": "function", "function": {"name": "get_account", "parameters": _TOOLS[0]["input_schema"]}}],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {"name": "get_account", "parameters": _TOOLS[0]["input_schema"]},
+                }
+            ],
             "messages": [
                 {"role": "system", "content": "You are SupportOps."},
                 {"role": "user", "content": "What plan am I on?"},
                 {
                     "role": "assistant",
                     "content": None,
-                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_account", "arguments": '{"account_id":"A1"}'}}],
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get_account", "arguments": '{"account_id":"A1"}'},
+                        }
+                    ],
                 },
                 {"role": "tool", "tool_call_id": "c1", "content": _OUTPUT_4K},
             ],

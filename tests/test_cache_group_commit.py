@@ -27,7 +27,12 @@ def _body(i: int) -> dict[str, Any]:
 
 
 def _answer(text: str) -> dict[str, Any]:
-    return {"type": "message", "model": "m", "content": [{"type": "text", "text": text}], "usage": {"input_tokens": 3, "output_tokens": 1}}
+    return {
+        "type": "message",
+        "model": "m",
+        "content": [{"type": "text", "text": text}],
+        "usage": {"input_tokens": 3, "output_tokens": 1},
+    }
 
 
 def _count_commits(cache: ApiCache, monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -50,7 +55,12 @@ def _stored_in_another_connection(path: Path, cache: ApiCache, body: dict[str, A
     entry: it is committed, not merely inserted."""
     conn = sqlite3.connect(path)
     try:
-        return conn.execute("SELECT 1 FROM responses WHERE key = ?", (cache.key(body, trial=0),)).fetchone() is not None
+        return (
+            conn.execute(
+                "SELECT 1 FROM responses WHERE key = ?", (cache.key(body, trial=0),)
+            ).fetchone()
+            is not None
+        )
     finally:
         conn.close()
 
@@ -80,19 +90,25 @@ def test_answers_stored_in_one_pass_share_one_transaction_and_are_committed_befo
     assert len(cache) == 20 and cache.verify() == []
 
 
-def test_answers_stored_in_different_passes_are_committed_separately(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_answers_stored_in_different_passes_are_committed_separately(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = ApiCache(tmp_path / "c.sqlite", mode="read-write")
     commits = _count_commits(cache, monkeypatch)
 
     async def main() -> None:
         for i in range(3):
-            await cache.aget_or_call(_body(i), trial=0, call=lambda i=i: asyncio.sleep(0, _answer(f"a{i}")))
+            await cache.aget_or_call(
+                _body(i), trial=0, call=lambda i=i: asyncio.sleep(0, _answer(f"a{i}"))
+            )
 
     asyncio.run(main())
     assert commits == [1, 1, 1]
 
 
-def test_the_same_request_twice_in_one_batch_gives_both_callers_the_first_answer(tmp_path: Path) -> None:
+def test_the_same_request_twice_in_one_batch_gives_both_callers_the_first_answer(
+    tmp_path: Path,
+) -> None:
     cache = ApiCache(tmp_path / "c.sqlite", mode="read-write")
 
     async def one(tag: str) -> str:
@@ -109,7 +125,9 @@ def test_the_same_request_twice_in_one_batch_gives_both_callers_the_first_answer
     assert len(cache) == 1
 
 
-def test_a_failed_commit_reaches_every_caller_of_the_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_commit_reaches_every_caller_of_the_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = ApiCache(tmp_path / "c.sqlite", mode="read-write")
 
     def failing_write(self: ApiCache, body: Any) -> Any:
@@ -131,12 +149,16 @@ def test_a_failed_commit_reaches_every_caller_of_the_batch(tmp_path: Path, monke
     assert all(isinstance(e, CacheError) and "disk full" in str(e) for e in errors)
 
 
-def test_a_caller_cancelled_while_its_answer_is_committed_still_leaves_it_stored(tmp_path: Path) -> None:
+def test_a_caller_cancelled_while_its_answer_is_committed_still_leaves_it_stored(
+    tmp_path: Path,
+) -> None:
     """The answer is paid for: cancelling the caller must not drop it."""
     cache = ApiCache(tmp_path / "c.sqlite", mode="read-write")
 
     async def main() -> None:
-        task = asyncio.ensure_future(cache.aget_or_call(_body(7), trial=0, call=lambda: asyncio.sleep(0, _answer("kept"))))
+        task = asyncio.ensure_future(
+            cache.aget_or_call(_body(7), trial=0, call=lambda: asyncio.sleep(0, _answer("kept")))
+        )
         for _ in range(3):  # until the answer is in the batch, waiting for its commit
             await asyncio.sleep(0)
             if getattr(cache._local, "batch", None) is not None:
@@ -175,7 +197,7 @@ _ASYNC_WRITER = textwrap.dedent(
             i += 16
 
     asyncio.run(main())
-    """
+    """  # noqa: E501
 )
 
 
@@ -183,7 +205,9 @@ def test_sigkill_loses_no_answer_that_was_handed_back(tmp_path: Path) -> None:
     """Group commit delays the answers, never their durability: every answer a caller got back
     before the process was killed is in the cache."""
     path = tmp_path / "c.sqlite"
-    child = subprocess.Popen([sys.executable, "-c", _ASYNC_WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _ASYNC_WRITER, str(path)], stdout=subprocess.PIPE, text=True
+    )
     assert child.stdout is not None
     handed_back = [int(child.stdout.readline()) for _ in range(100)]
     time.sleep(0.2)  # let it keep writing, then kill it mid-stream
@@ -201,16 +225,31 @@ def test_sigkill_loses_no_answer_that_was_handed_back(tmp_path: Path) -> None:
             assert entry.response["content"][0]["text"].startswith(f"a{i}:")
 
 
-def test_a_client_outside_any_session_shares_one_cache_across_concurrent_tasks(tmp_path: Path) -> None:
+def test_a_client_outside_any_session_shares_one_cache_across_concurrent_tasks(
+    tmp_path: Path,
+) -> None:
     """asyncio.gather gives each task a copy of the context variables: outside a session, a
     client must still use one cache (one connection, one group commit), not one per task."""
     with MessagesServer(handler=lambda request: text_reply("ok")) as server:
-        client = ModelClient(ANTHROPIC_MESSAGES, "claude-haiku-4-5", base_url=server.base_url, api_key="k-test", cache=tmp_path / "c.sqlite")
+        client = ModelClient(
+            ANTHROPIC_MESSAGES,
+            "claude-haiku-4-5",
+            base_url=server.base_url,
+            api_key="k-test",
+            cache=tmp_path / "c.sqlite",
+        )
         caches: list[ApiCache] = []
 
         async def one(i: int) -> None:
             caches.append(client.cache)
-            await client.call({"model": "claude-haiku-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": f"hi {i}"}]}, trial=0)
+            await client.call(
+                {
+                    "model": "claude-haiku-4-5",
+                    "max_tokens": 8,
+                    "messages": [{"role": "user", "content": f"hi {i}"}],
+                },
+                trial=0,
+            )
 
         async def main() -> None:
             await asyncio.gather(*(one(i) for i in range(8)))
@@ -221,7 +260,9 @@ def test_a_client_outside_any_session_shares_one_cache_across_concurrent_tasks(t
     assert len(caches[0]) == 8 and client.stats()["live_calls"] == 8
 
 
-def test_callers_that_resume_before_the_commit_wait_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_callers_that_resume_before_the_commit_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """asyncio runs the commit before the callers it scheduled ahead of; a loop that did not
     (the commit deferred here by one more pass) must still hand nothing back uncommitted."""
     path = tmp_path / "c.sqlite"
@@ -240,7 +281,9 @@ def test_callers_that_resume_before_the_commit_wait_for_it(tmp_path: Path, monke
     seen_committed: list[bool] = []
 
     async def one(i: int) -> None:
-        await cache.aget_or_call(_body(i), trial=0, call=lambda i=i: asyncio.sleep(0, _answer(f"a{i}")))
+        await cache.aget_or_call(
+            _body(i), trial=0, call=lambda i=i: asyncio.sleep(0, _answer(f"a{i}"))
+        )
         seen_committed.append(_stored_in_another_connection(path, cache, _body(i)))
 
     async def main() -> None:

@@ -17,8 +17,14 @@ from agentprop._modelapi.cache import ApiCache
 from agentprop.errors import CacheError, InfrastructureError
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10}
-RESPONSE = {"content": [{"type": "text", "text": "hello"}], "usage": {"input_tokens": 1, "output_tokens": 2}}
-COLUMNS = "key, model, trial, request_json, response_json, input_tokens, output_tokens, usage_json, created_at, checksum"
+RESPONSE = {
+    "content": [{"type": "text", "text": "hello"}],
+    "usage": {"input_tokens": 1, "output_tokens": 2},
+}
+COLUMNS = (
+    "key, model, trial, request_json, response_json, input_tokens, output_tokens, usage_json, "
+    "created_at, checksum"
+)
 
 
 def _recorded(path: Path, damage: str) -> None:
@@ -28,16 +34,22 @@ def _recorded(path: Path, damage: str) -> None:
         cache.put(REQUEST, trial=0, response=RESPONSE)
     db = sqlite3.connect(path)
     db.executescript(
-        f"ALTER TABLE responses RENAME TO old; CREATE TABLE responses ({COLUMNS}, PRIMARY KEY (key));"
-        f"INSERT INTO responses SELECT {COLUMNS} FROM old; DROP TABLE old; UPDATE responses SET {damage};"
+        f"ALTER TABLE responses RENAME TO old; CREATE TABLE responses ({COLUMNS}, PRIMARY KEY "
+        f"(key));INSERT INTO responses SELECT {COLUMNS} FROM old; DROP TABLE old; UPDATE "
+        f"responses SET {damage};"
     )
     db.commit()
     db.close()
 
 
 @pytest.mark.parametrize("mode", ["read-write", "replay-only", "read"])
-@pytest.mark.parametrize("damage", ["response_json = NULL", "usage_json = NULL, trial = NULL", "created_at = 'yesterday'"])
-def test_a_row_with_null_or_mistyped_columns_is_a_cache_error_naming_it(tmp_path: Path, mode: str, damage: str) -> None:
+@pytest.mark.parametrize(
+    "damage",
+    ["response_json = NULL", "usage_json = NULL, trial = NULL", "created_at = 'yesterday'"],
+)
+def test_a_row_with_null_or_mistyped_columns_is_a_cache_error_naming_it(
+    tmp_path: Path, mode: str, damage: str
+) -> None:
     path = tmp_path / "cache.sqlite"
     _recorded(path, damage)
     with pytest.raises(CacheError, match="is damaged") as info:
@@ -52,11 +64,15 @@ def test_verify_names_nulls_and_text_in_token_columns(tmp_path: Path) -> None:
     problems = ApiCache(path, mode="read").verify()
     assert len(problems) == 1 and "input_tokens is text, not an integer" in problems[0]
     _recorded(tmp_path / "b.sqlite", "response_json = NULL")
-    assert ["response_json is NULL" in p for p in ApiCache(tmp_path / "b.sqlite", mode="read").verify()] == [True]
+    assert [
+        "response_json is NULL" in p for p in ApiCache(tmp_path / "b.sqlite", mode="read").verify()
+    ] == [True]
 
 
 @pytest.mark.parametrize("mode", ["read-write", "write", "replay-only", "read"])
-def test_another_applications_sqlite_file_is_refused_and_left_unchanged(tmp_path: Path, mode: str) -> None:
+def test_another_applications_sqlite_file_is_refused_and_left_unchanged(
+    tmp_path: Path, mode: str
+) -> None:
     path = tmp_path / "notes.sqlite"
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE notes (body TEXT)")
@@ -65,8 +81,14 @@ def test_another_applications_sqlite_file_is_refused_and_left_unchanged(tmp_path
     db.close()
     before = path.read_bytes()
     cache = ApiCache(path, mode=mode)
-    with pytest.raises(CacheError, match=r"not an agentprop API cache: the SQLite file holds other tables \(notes\)"):
-        cache.put(REQUEST, trial=0, response=RESPONSE) if mode in ("read-write", "write") else cache.get(REQUEST, trial=0)
+    with pytest.raises(
+        CacheError,
+        match=r"not an agentprop API cache: the SQLite file holds other tables \(notes\)",
+    ):
+        cache.put(REQUEST, trial=0, response=RESPONSE) if mode in (
+            "read-write",
+            "write",
+        ) else cache.get(REQUEST, trial=0)
     cache.close()
     assert path.read_bytes() == before
     db = sqlite3.connect(path)

@@ -16,7 +16,9 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 @pytest.mark.parametrize("example", ["supportops", "expenseguard", "datainsights"])
-def test_a_compiled_case_judges_runs_without_the_spec(example: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_compiled_case_judges_runs_without_the_spec(
+    example: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The example agents take their paths as the spec says: the compiled case passes their runs,
     and fails the same run with another decision at the path's decision clause, without reading
     the spec while it judges."""
@@ -40,8 +42,12 @@ def test_a_compiled_case_judges_runs_without_the_spec(example: str, monkeypatch:
             right_verdicts, wrong_verdicts = case.verdicts(trace), case.verdicts(wrong)
         assert [v.signature for v in right_verdicts if not v.passed] == [], scenario.id
         failed = [v for v in wrong_verdicts if not v.passed]
-        assert failed and failed[0].contract == "decision_is" and failed[0].clause in case.clauses, scenario.id
-        assert all(e.clause or e.contract in ("no_run_errors", "no_canary_leak") for e in case.expectations)
+        assert (
+            failed and failed[0].contract == "decision_is" and failed[0].clause in case.clauses
+        ), scenario.id
+        assert all(
+            e.clause or e.contract in ("no_run_errors", "no_canary_leak") for e in case.expectations
+        )
 
 
 def test_expectations_name_the_clauses_of_the_path() -> None:

@@ -15,12 +15,18 @@ import agentprop
 from agentprop._decide.choices import Choices, ChoiceSpace
 from agentprop._pipeline.explore import DEFAULT_PER_PATH, channel_lines, channel_summary
 from agentprop._spec.bindings import ChannelBinding
-from agentprop.strategies._internal.families import NOTATION_FORMS, channel_allows, channel_allows_form
+from agentprop.strategies._internal.families import (
+    NOTATION_FORMS,
+    channel_allows,
+    channel_allows_form,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _met(project: agentprop.Project, draws: int = DEFAULT_PER_PATH) -> tuple[set[str], set[str], set[str]]:
+def _met(
+    project: agentprop.Project, draws: int = DEFAULT_PER_PATH
+) -> tuple[set[str], set[str], set[str]]:
     """(turn families that apply, families met, entity forms used) over every path's draws."""
     applies: set[str] = set()
     met: set[str] = set()
@@ -47,18 +53,30 @@ def test_nothing_is_guaranteed_by_default() -> None:
     channel = ChannelBinding()
     assert channel.declared() == {} and channel_summary(channel) == {} and channel_lines({}) == []
     assert all(channel_allows_form(channel, "2026-11-20", f) for f in NOTATION_FORMS)
-    assert all(channel_allows(channel, f) for f in ("correction", "typo", "codeswitch", "traditional"))
+    assert all(
+        channel_allows(channel, f) for f in ("correction", "typo", "codeswitch", "traditional")
+    )
 
 
 def test_each_guarantee_rules_out_exactly_its_forms() -> None:
     iso = ChannelBinding(dates="iso")
-    assert channel_allows_form(iso, "20 November 2026", "date_iso")  # a date the template writes otherwise arrives ISO
-    assert not any(channel_allows_form(iso, "2026-11-20", f) for f in ("date_day_month", "date_zh", "relative", "relative_zh"))
+    # a date the template writes otherwise arrives ISO
+    assert channel_allows_form(iso, "20 November 2026", "date_iso")
+    assert not any(
+        channel_allows_form(iso, "2026-11-20", f)
+        for f in ("date_day_month", "date_zh", "relative", "relative_zh")
+    )
     assert channel_allows_form(iso, "2400", "kilo") and channel_allows_form(iso, "O-1001", "lower")
-    written = ChannelBinding(dates="as_written", numbers="as_written", ids="as_written", typos=False)
+    written = ChannelBinding(
+        dates="as_written", numbers="as_written", ids="as_written", typos=False
+    )
     assert not any(channel_allows_form(written, "2026-11-20", f) for f in NOTATION_FORMS)
-    assert not channel_allows_form(written, "O-1001", "lower") and channel_allows_form(written, "engineer", "capitalized")
-    assert not channel_allows_form(written, "engineer", "swap") and not channel_allows(written, "typo")
+    assert not channel_allows_form(written, "O-1001", "lower") and channel_allows_form(
+        written, "engineer", "capitalized"
+    )
+    assert not channel_allows_form(written, "engineer", "swap") and not channel_allows(
+        written, "typo"
+    )
     assert channel_allows(written, "correction") and channel_allows(written, "codeswitch")
 
 
@@ -78,14 +96,21 @@ def test_dates_guaranteed_by_the_channel_are_not_re_written() -> None:
     _, _, forms = _met(_project("datainsights"), draws=2 * DEFAULT_PER_PATH)
     assert "relative" in forms  # "last year" for 2025 (datainsights fixes today)
     for dates in ("iso", "as_written"):
-        _, _, forms_off = _met(_project("datainsights", ChannelBinding(dates=dates)), draws=2 * DEFAULT_PER_PATH)
+        _, _, forms_off = _met(
+            _project("datainsights", ChannelBinding(dates=dates)), draws=2 * DEFAULT_PER_PATH
+        )
         assert not forms_off & {"relative", "relative_zh"}
-        assert forms - {"relative"} <= forms_off | {"relative_zh"}  # letter case and slips still dealt
+        # letter case and slips still dealt
+        assert forms - {"relative"} <= forms_off | {"relative_zh"}
 
 
 def _quickstart(tmp_path: Path, channel: str) -> Path:
     dest = tmp_path / "quickstart"
-    shutil.copytree(ROOT / "examples" / "quickstart", dest, ignore=shutil.ignore_patterns("skeleton", "__pycache__", ".agentprop"))
+    shutil.copytree(
+        ROOT / "examples" / "quickstart",
+        dest,
+        ignore=shutil.ignore_patterns("skeleton", "__pycache__", ".agentprop"),
+    )
     with (dest / "agentprop.yaml").open("a", encoding="utf-8") as f:
         f.write(channel)
     return dest
@@ -96,17 +121,33 @@ def test_a_run_says_which_families_the_channel_switched_off(tmp_path: Path) -> N
 
     project = _quickstart(tmp_path, "channel:\n  corrections: false\n  dates: iso\n")
     out, report = io.StringIO(), tmp_path / "report.json"
-    args = ["run", str(project), "--corpus", "none", "--seed", "0", "--explore-seed", "0", "--explore", "4", "--json", str(report)]
+    args = [
+        "run",
+        str(project),
+        "--corpus",
+        "none",
+        "--seed",
+        "0",
+        "--explore-seed",
+        "0",
+        "--explore",
+        "4",
+        "--json",
+        str(report),
+    ]
     code = main(args, out=out, err=io.StringIO())
     printed = out.getvalue().splitlines()
     assert code == 0, printed
     assert (
-        "not tried (the bindings' channel: guarantees): date notations other than ISO, relative dates (channel: dates iso); "
-        "corrections (channel: corrections false)"
+        "not tried (the bindings' channel: guarantees): date notations other than ISO, relative "
+        "dates (channel: dates iso); corrections (channel: corrections false)"
     ) in printed
     extra = json.loads(report.read_text(encoding="utf-8"))["metrics"]["extra"]
     assert extra["channel"]["declared"] == {"dates": "iso", "corrections": False}
-    assert [e["because"] for e in extra["channel"]["not_tried"]] == ["channel: dates iso", "channel: corrections false"]
+    assert [e["because"] for e in extra["channel"]["not_tried"]] == [
+        "channel: dates iso",
+        "channel: corrections false",
+    ]
     tried = {f for entry in extra["exploration"].values() for f in entry["families"]}
     assert "correction" not in tried and "authority" in tried
 
@@ -119,11 +160,17 @@ def test_a_run_says_which_families_the_channel_switched_off(tmp_path: Path) -> N
         ("channel:\n  date: iso\n", 2, "remove or rename 'date'"),
     ],
 )
-def test_a_bad_channel_declaration_exits_2_with_its_file_and_line(tmp_path: Path, block: str, line: int, said: str) -> None:
+def test_a_bad_channel_declaration_exits_2_with_its_file_and_line(
+    tmp_path: Path, block: str, line: int, said: str
+) -> None:
     from agentprop._cli import main
 
     project = _quickstart(tmp_path, block)
-    first = len((ROOT / "examples" / "quickstart" / "agentprop.yaml").read_text(encoding="utf-8").splitlines())
+    first = len(
+        (ROOT / "examples" / "quickstart" / "agentprop.yaml")
+        .read_text(encoding="utf-8")
+        .splitlines()
+    )
     err = io.StringIO()
     code = main(["run", str(project), "--corpus", "none"], out=io.StringIO(), err=err)
     text = err.getvalue()
@@ -137,10 +184,17 @@ def test_the_templates_own_notation_keeps_half_of_the_notation_deck(tmp_path: Pa
     project_dir = _quickstart(tmp_path, "")
     text = (project_dir / "agentprop.yaml").read_text(encoding="utf-8")
     text = text.replace("  order_id: O-1001\n", '  order_id: O-1001\n  placed: "2026-11-20"\n')
-    text = text.replace('"Where is my order {order_id}?"', '"Where is my order {order_id}? I placed it on {placed}."')
+    text = text.replace(
+        '"Where is my order {order_id}?"',
+        '"Where is my order {order_id}? I placed it on {placed}."',
+    )
     (project_dir / "agentprop.yaml").write_text(text, encoding="utf-8")
     project = agentprop.load_project(project_dir)
-    scenario = next(s for s in project.scenarios() if "{placed}" not in s.messages[0] and "2026-11-20" in s.messages[0])
+    scenario = next(
+        s
+        for s in project.scenarios()
+        if "{placed}" not in s.messages[0] and "2026-11-20" in s.messages[0]
+    )
     space = ChoiceSpace(project, scenario)
     [(_, _, forms)] = [e for e in space.turn_spaces[0][0].entities if e[0] == "placed"]
     assert len(forms) == 6  # six other notations of 2026-11-20 (ISO is the template's own)
@@ -149,6 +203,8 @@ def test_the_templates_own_notation_keeps_half_of_the_notation_deck(tmp_path: Pa
     while len(written) < 4 * 2 * len(forms):  # four rounds of the deck
         c = space.draw(rng, decks=decks)
         if c.turns[0].template == 0:  # the template that writes the date
-            written += [next((e.form for e in c.turns[0].entities if e.slot == "placed"), "as written")]
+            written += [
+                next((e.form for e in c.turns[0].entities if e.slot == "placed"), "as written")
+            ]
     counts = {f: written.count(f) for f in set(written)}
     assert counts == {"as written": 4 * len(forms), **{f: 4 for f in forms}}, counts

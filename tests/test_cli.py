@@ -36,8 +36,14 @@ def test_run_clean_agent_passes_every_case_and_names_what_it_did_not_test() -> N
     # failures no branch routes and optional response fields its respond schema lacks: incomplete
     assert code == 3
     assert "not tested (15): branch N3_BILLING#0 (contradictory conditions" in out
-    assert "failure tools.verify_identity.failure_modes.not_found (declared, but no branch routes it" in out
-    assert "field respond.ticket_id (optional in response_contract but not in the respond tool's input_schema (L021)" in out
+    assert (
+        "failure tools.verify_identity.failure_modes.not_found (declared, but no branch routes it"
+        in out
+    )
+    assert (
+        "field respond.ticket_id (optional in response_contract but not in the respond "
+        "tool's input_schema (L021)" in out
+    )
     assert "INCOMPLETE: every case passed" in out
     # 14 loop-free paths, 6 loop paths, 4 retry cases and 1 MC/DC case (N2_AUTH#2, atom 1)
     assert "25 cases: 25 passed, 0 failed" in out
@@ -59,9 +65,15 @@ def test_run_with_fault_exits_1_and_writes_a_valid_report(tmp_path: Path) -> Non
     # a safety case (P2_AUTH_GATE) behind the default profile's screen: its first failure goes
     # to zero-failure certification, which stops there; the policy is not certified
     assert (bad.decided_by, bad.runs) == ("zero-failure", 1)
-    assert bad.rule == "ci: 2 clean runs, else zero-failure, 59 clean runs (safety: policies.P2_AUTH_GATE)"
+    assert (
+        bad.rule
+        == "ci: 2 clean runs, else zero-failure, 59 clean runs (safety: policies.P2_AUTH_GATE)"
+    )
     auth = next(c for c in report.claims if c.policy == "P2_AUTH_GATE")
-    assert auth.status == "not certified" and "failed (with other clauses, which may hide a violation)" in auth.statement
+    assert (
+        auth.status == "not certified"
+        and "failed (with other clauses, which may hide a violation)" in auth.statement
+    )
     assert by_id["END_BILLING_ANSWER<-N3_BILLING"].verdict == "PASS"
     assert report.agent.faults == {"skip_auth": 1.0}
     assert report.metrics.failed >= 1 and report.metrics.runs == sum(c.runs for c in report.cases)
@@ -71,9 +83,22 @@ def test_run_with_fault_exits_1_and_writes_a_valid_report(tmp_path: Path) -> Non
 
 def test_fixed_mode_runs_exactly_n(tmp_path: Path) -> None:
     report_path = tmp_path / "r.json"
-    code, _, _ = cli("run", str(SUPPORTOPS), "--runs", "3", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--kinds", "mft", "--json", str(report_path))
+    code, _, _ = cli(
+        "run",
+        str(SUPPORTOPS),
+        "--runs",
+        "3",
+        "--case",
+        "END_BILLING_ANSWER<-N3_BILLING",
+        "--kinds",
+        "mft",
+        "--json",
+        str(report_path),
+    )
     report = RunReport.model_validate_json(report_path.read_text())
-    assert code == 0 and [c.runs for c in report.cases] == [3] and report.settings["mode"] == "fixed"
+    assert (
+        code == 0 and [c.runs for c in report.cases] == [3] and report.settings["mode"] == "fixed"
+    )
 
 
 @pytest.mark.parametrize(
@@ -84,7 +109,10 @@ def test_fixed_mode_runs_exactly_n(tmp_path: Path) -> None:
         (["run", str(SUPPORTOPS), "--fault", "skip_auth=abc"], "is not a number"),
         (["run", str(SUPPORTOPS), "--agent", "no_such_module:X"], "cannot import module"),
         (["run", str(SUPPORTOPS), "--case", "NOPE"], "no case id contains NOPE"),
-        (["run", str(SUPPORTOPS), "--turn-timeout", "0"], "--turn-timeout 0 is not a positive, finite number of seconds"),
+        (
+            ["run", str(SUPPORTOPS), "--turn-timeout", "0"],
+            "--turn-timeout 0 is not a positive, finite number of seconds",
+        ),
         (["run", str(SUPPORTOPS), "--turn-timeout", "-1"], "--turn-timeout -1 is not a positive"),
         (["run", str(SUPPORTOPS), "--turn-timeout", "nan"], "--turn-timeout nan is not a positive"),
         (["run", str(SUPPORTOPS), "--turn-timeout", "inf"], "--turn-timeout inf is not a positive"),
@@ -110,8 +138,27 @@ class Slow:
 def test_turn_timeout_is_the_one_given_and_a_slow_turn_is_a_timeout_error(tmp_path: Path) -> None:
     (tmp_path / "slow_agent.py").write_text(SLOW_AGENT)
     report_path = tmp_path / "r.json"
-    argv = ["run", str(SUPPORTOPS), "--agent", f"{tmp_path / 'slow_agent.py'}:Slow", "--runs", "1", "--kinds", "mft", "--shrink-budget", "0"]
-    code, out, err = cli(*argv, "--case", "END_BILLING_ANSWER<-N3_BILLING", "--turn-timeout", "1", "--json", str(report_path))
+    argv = [
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        f"{tmp_path / 'slow_agent.py'}:Slow",
+        "--runs",
+        "1",
+        "--kinds",
+        "mft",
+        "--shrink-budget",
+        "0",
+    ]
+    code, out, err = cli(
+        *argv,
+        "--case",
+        "END_BILLING_ANSWER<-N3_BILLING",
+        "--turn-timeout",
+        "1",
+        "--json",
+        str(report_path),
+    )
     assert code == 1, out + err
     case = RunReport.model_validate_json(report_path.read_text()).cases[0]
     assert "the agent did not finish the turn within 1.0 s" in case.model_dump_json()
@@ -131,7 +178,9 @@ def test_lint_reports_unrealisable_paths_with_bindings() -> None:
 
 
 def test_lint_spec_with_error_exits_1(tmp_path: Path) -> None:
-    text = (SUPPORTOPS / "spec.yaml").read_text().replace("next: END_CANCELLED", "next: N77_NOWHERE")
+    text = (
+        (SUPPORTOPS / "spec.yaml").read_text().replace("next: END_CANCELLED", "next: N77_NOWHERE")
+    )
     bad = tmp_path / "spec.yaml"
     bad.write_text(text)
     code, out, _ = cli("lint", str(bad))
@@ -161,7 +210,11 @@ def test_console_script_is_installed_and_runs(tmp_path: Path) -> None:
 def _state_beside(project: Path) -> dict[str, int]:
     """What agentprop keeps beside a project (corpus, memo, cache): each file and its mtime."""
     root = project / ".agentprop"
-    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*"))} if root.is_dir() else {}
+    return (
+        {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*"))}
+        if root.is_dir()
+        else {}
+    )
 
 
 def test_no_subcommand_prints_help_and_exits_2() -> None:
@@ -170,7 +223,12 @@ def test_no_subcommand_prints_help_and_exits_2() -> None:
 
 
 def test_module_entry_point() -> None:
-    proc = subprocess.run([sys.executable, "-m", "agentprop._cli", "--version"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentprop._cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and "agentprop" in proc.stdout
 
 
@@ -180,15 +238,19 @@ def test_report_has_capability_matrix_and_branch_coverage(tmp_path: Path) -> Non
     report = RunReport.model_validate_json(report_path.read_text())
     coverage = report.metrics.extra["coverage"]
     assert coverage["branches"]["loop"] == ["N4_CLARIFY#0", "N6_CONFIRM_CANCEL#2"]
-    assert set(coverage["branches"]["loop"]) <= set(coverage["branches"]["covered"])  # unrolled once
+    # unrolled once
+    assert set(coverage["branches"]["loop"]) <= set(coverage["branches"]["covered"])
     assert set(coverage["branches"]["unrealisable"]) == {"N3_BILLING#0", "N9_UPDATE_ADDRESS#1"}
     # min_branch_coverage counts every branch, the untestable ones too
     assert coverage["branches"]["enforced"] == 22 / 24 and not coverage["branches"]["met"]
     assert coverage["branches"]["realisable"] == 1.0
     caps = coverage["capabilities"]
-    assert caps["single-step tools"] == {"cases": 2, "passed": 2}  # billing, and billing after clarify
+    # billing, and billing after clarify
+    assert caps["single-step tools"] == {"cases": 2, "passed": 2}
     mft = [c for c in report.cases if c.kind == "MFT"]
-    assert sum(1 for c in mft if "error recovery" in c.capabilities) == caps["error recovery"]["cases"]
+    assert (
+        sum(1 for c in mft if "error recovery" in c.capabilities) == caps["error recovery"]["cases"]
+    )
 
 
 def test_min_branch_coverage_is_enforced(tmp_path: Path) -> None:
@@ -198,10 +260,32 @@ def test_min_branch_coverage_is_enforced(tmp_path: Path) -> None:
 
     project = agentprop.load_project(SUPPORTOPS)
     scenarios = project.scenarios()
-    one = [CaseReport(id=s.id, node=s.leaf, verdict="PASS", runs=1, passes=1, pass_rate=1.0, branches=s.branches) for s in scenarios[:3]]
+    one = [
+        CaseReport(
+            id=s.id,
+            node=s.leaf,
+            verdict="PASS",
+            runs=1,
+            passes=1,
+            pass_rate=1.0,
+            branches=s.branches,
+        )
+        for s in scenarios[:3]
+    ]
     cov = coverage_matrix(project, one)
     assert not cov["branches"]["met"] and cov["branches"]["not_run"]
-    everything = [CaseReport(id=s.id, node=s.leaf, verdict="PASS", runs=1, passes=1, pass_rate=1.0, branches=s.branches) for s in scenarios]
+    everything = [
+        CaseReport(
+            id=s.id,
+            node=s.leaf,
+            verdict="PASS",
+            runs=1,
+            passes=1,
+            pass_rate=1.0,
+            branches=s.branches,
+        )
+        for s in scenarios
+    ]
     full = coverage_matrix(project, everything)["branches"]
     # every realisable branch taken, but two branches no case can reach: not met
     assert full["realisable"] == 1.0 and full["enforced"] == 22 / 24 and not full["met"]
@@ -209,7 +293,9 @@ def test_min_branch_coverage_is_enforced(tmp_path: Path) -> None:
 
 def test_all_case_kinds_run_by_default_and_catch_the_boundary_bug(tmp_path: Path) -> None:
     report_path = tmp_path / "r.json"
-    code, out, _ = cli("run", str(SUPPORTOPS), "--fault", "window_off_by_one=1", "--json", str(report_path))
+    code, out, _ = cli(
+        "run", str(SUPPORTOPS), "--fault", "window_off_by_one=1", "--json", str(report_path)
+    )
     assert code == 1
     report = RunReport.model_validate_json(report_path.read_text())
     kinds = {c.kind for c in report.cases}
@@ -217,8 +303,12 @@ def test_all_case_kinds_run_by_default_and_catch_the_boundary_bug(tmp_path: Path
     failing = {c.id for c in report.cases if c.verdict != "PASS"}
     # the >= / > slip only shows where the order's age equals the window: every failing case
     # is a boundary or directional case around N5_CANCEL_ELIGIBILITY, never a plain MFT path
-    assert failing and all(c.startswith(("BOUNDARY", "DIR")) and "N5_CANCEL_ELIGIBILITY" in c for c in failing)
-    at_edge = next(c for c in report.cases if c.id.startswith("BOUNDARY order.days_since_created=30"))
+    assert failing and all(
+        c.startswith(("BOUNDARY", "DIR")) and "N5_CANCEL_ELIGIBILITY" in c for c in failing
+    )
+    at_edge = next(
+        c for c in report.cases if c.id.startswith("BOUNDARY order.days_since_created=30")
+    )
     assert at_edge.verdict == "FAIL" and at_edge.details["edge"] == 30
     inv = [c for c in report.cases if c.kind == "INV"]
     assert inv and all(len(c.details["variants"]) == 2 for c in inv)
@@ -251,8 +341,11 @@ def test_building_the_parser_loads_no_pipeline() -> None:
     parser imports none of the pipeline, the oracle or the model code."""
     code = (
         "import sys; import agentprop._cli as c; c.parser(); "
-        "heavy = sorted(m for m in sys.modules if m.startswith(('agentprop._pipeline.run', 'agentprop._decide', 'agentprop._agents.loading', 'hypothesis', 'anthropic'))); "
-        "print(heavy)"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('agentprop._pipeline.run', "
+        "'agentprop._decide', 'agentprop._agents.loading', 'hypothesis', "
+        "'anthropic'))); print(heavy)"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     assert proc.stdout.strip() == "[]", proc.stdout

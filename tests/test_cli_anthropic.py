@@ -41,7 +41,9 @@ def no_key(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def server() -> Iterator[MessagesServer]:
     project = load_project(SUPPORTOPS)
-    with MessagesServer(handler=AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)) as s:
+    with MessagesServer(
+        handler=AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
+    ) as s:
         yield s
 
 
@@ -66,8 +68,13 @@ def model_args(server: MessagesServer, cache: Path, *extra: str) -> list[str]:
 def test_run_end_to_end_then_replay_from_the_cache(server: MessagesServer, tmp_path: Path) -> None:
     cache = tmp_path / "api.sqlite"
     first_json = tmp_path / "first.json"
-    code, out, err = cli(*model_args(server, cache, "--cache-mode", "read-write", "--runs", "2", "--json", str(first_json)))
-    assert code == 3, out + err  # every case passes; the spec's dead branch and over-limit path: incomplete
+    code, out, err = cli(
+        *model_args(
+            server, cache, "--cache-mode", "read-write", "--runs", "2", "--json", str(first_json)
+        )
+    )
+    # every case passes; the spec's dead branch and over-limit path: incomplete
+    assert code == 3, out + err
     # 14 loop-free paths, 6 loop paths, 4 retry cases and 1 MC/DC case
     assert "25 cases: 25 passed, 0 failed" in out
     assert "seed_prompt.txt" in out and "seed_tool_descriptions.yaml" in out
@@ -81,24 +88,45 @@ def test_run_end_to_end_then_replay_from_the_cache(server: MessagesServer, tmp_p
 
     # the same run again, replay-only: no HTTP request at all, the same verdicts, nothing spent
     second_json = tmp_path / "second.json"
-    code, out, err = cli(*model_args(server, cache, "--cache-mode", "replay-only", "--runs", "2", "--json", str(second_json)))
+    code, out, err = cli(
+        *model_args(
+            server, cache, "--cache-mode", "replay-only", "--runs", "2", "--json", str(second_json)
+        )
+    )
     assert code == 3, out + err
     assert len(server.requests) == live_requests
     second = RunReport.model_validate_json(second_json.read_text())
-    assert [(c.id, c.verdict, c.runs) for c in second.cases] == [(c.id, c.verdict, c.runs) for c in first.cases]
+    assert [(c.id, c.verdict, c.runs) for c in second.cases] == [
+        (c.id, c.verdict, c.runs) for c in first.cases
+    ]
     assert second.metrics.cost_usd == 0.0
     # identical requests for the same trial (two cases opening with the same message) were
     # answered once even live; the replay answers every model call from the cache
-    assert second.metrics.extra["model"]["cache_hits"] == first.metrics.extra["model"]["model_calls"]
+    assert (
+        second.metrics.extra["model"]["cache_hits"] == first.metrics.extra["model"]["model_calls"]
+    )
     first_budget = first.metrics.extra["budget"]
-    assert second.metrics.extra["budget"]["usd_saved"] == pytest.approx(first_budget["usd"] + first_budget["usd_saved"])
+    assert second.metrics.extra["budget"]["usd_saved"] == pytest.approx(
+        first_budget["usd"] + first_budget["usd_saved"]
+    )
     assert second.metrics.extra["budget"]["usd"] == 0.0
     assert f"{first.metrics.extra['model']['model_calls']} from the cache, 0 to the API" in out
 
     # another seed is another set of trials: replay-only cannot draw them, and that is not the
     # agent's failure: the case is INCONCLUSIVE, nothing is shrunk or saved, the run exits 2
     code, out, _ = cli(
-        *model_args(server, cache, "--cache-mode", "replay-only", "--runs", "1", "--seed", "5", "--case", "END_BILLING_ANSWER<-N3_BILLING")
+        *model_args(
+            server,
+            cache,
+            "--cache-mode",
+            "replay-only",
+            "--runs",
+            "1",
+            "--seed",
+            "5",
+            "--case",
+            "END_BILLING_ANSWER<-N3_BILLING",
+        )
     )
     assert code == 2 and "INCONCLUSIVE" in out and "FAIL" not in out
     assert "not the agent's (cache_miss)" in out
@@ -107,7 +135,18 @@ def test_run_end_to_end_then_replay_from_the_cache(server: MessagesServer, tmp_p
 
 def test_replay_only_miss_explains_what_changed(server: MessagesServer, tmp_path: Path) -> None:
     cache = tmp_path / "api.sqlite"
-    code, _, _ = cli(*model_args(server, cache, "--cache-mode", "read-write", "--runs", "1", "--case", "END_BILLING_ANSWER<-N3_BILLING"))
+    code, _, _ = cli(
+        *model_args(
+            server,
+            cache,
+            "--cache-mode",
+            "read-write",
+            "--runs",
+            "1",
+            "--case",
+            "END_BILLING_ANSWER<-N3_BILLING",
+        )
+    )
     assert code == 0
     report = tmp_path / "r.json"
     code, out, _ = cli(
@@ -129,7 +168,9 @@ def test_replay_only_miss_explains_what_changed(server: MessagesServer, tmp_path
     assert code == 2
     case = RunReport.model_validate_json(report.read_text()).cases[0]
     assert case.verdict == "INCONCLUSIVE" and case.failures == []
-    assert case.infrastructure_error is not None and case.infrastructure_error["kind"] == "cache_miss"
+    assert (
+        case.infrastructure_error is not None and case.infrastructure_error["kind"] == "cache_miss"
+    )
     explanation = case.infrastructure_error["message"]
     assert "CacheMiss: No recorded response" in explanation and "replay-only" in explanation
     assert '+  "temperature": 0.3,' in explanation  # the diff names what changed
@@ -140,7 +181,18 @@ def test_budget_exhaustion_marks_cases_inconclusive(server: MessagesServer, tmp_
     report = tmp_path / "r.json"
     code, out, _ = cli(
         *model_args(
-            server, tmp_path / "api.sqlite", "--cache-mode", "off", "--runs", "2", "--concurrency", "1", "--max-runs", "5", "--json", str(report)
+            server,
+            tmp_path / "api.sqlite",
+            "--cache-mode",
+            "off",
+            "--runs",
+            "2",
+            "--concurrency",
+            "1",
+            "--max-runs",
+            "5",
+            "--json",
+            str(report),
         )
     )
     assert code == 1
@@ -155,7 +207,18 @@ def test_dollar_budget_stops_new_runs(server: MessagesServer, tmp_path: Path) ->
     report = tmp_path / "r.json"
     code, out, _ = cli(
         *model_args(
-            server, tmp_path / "api.sqlite", "--cache-mode", "off", "--runs", "2", "--concurrency", "1", "--max-usd", "0.01", "--json", str(report)
+            server,
+            tmp_path / "api.sqlite",
+            "--cache-mode",
+            "off",
+            "--runs",
+            "2",
+            "--concurrency",
+            "1",
+            "--max-usd",
+            "0.01",
+            "--json",
+            str(report),
         )
     )
     assert code == 1
@@ -195,9 +258,18 @@ def test_missing_key_without_a_local_endpoint_is_a_usage_error(tmp_path: Path) -
     [
         (["--agent", "anthropic"], "--agent anthropic needs --model"),
         (["--model", MODEL], "--model only apply to a model agent"),
-        (["--agent", "anthropic", "--model", MODEL, "--api", "responses"], "--api only apply to --agent openai"),
-        (["--agent", "anthropic", "--model", MODEL, "--prompt", "nowhere.txt"], "prompt file not found: nowhere.txt"),
-        (["--agent", "anthropic", "--model", MODEL, "--fault", "skip_auth=1"], "--fault applies to Python agents"),
+        (
+            ["--agent", "anthropic", "--model", MODEL, "--api", "responses"],
+            "--api only apply to --agent openai",
+        ),
+        (
+            ["--agent", "anthropic", "--model", MODEL, "--prompt", "nowhere.txt"],
+            "prompt file not found: nowhere.txt",
+        ),
+        (
+            ["--agent", "anthropic", "--model", MODEL, "--fault", "skip_auth=1"],
+            "--fault applies to Python agents",
+        ),
         (["--agent", "anthropic", "--model", MODEL, "--max-steps", "0"], "max_steps=0"),
         (["--agent", "anthropic", "--model", MODEL, "--cache-mode", "sometimes"], ""),
     ],
@@ -211,7 +283,16 @@ def test_model_option_errors_exit_2(argv: list[str], message: str) -> None:
 def test_unknown_tool_in_descriptions_is_reported(tmp_path: Path) -> None:
     descriptions = tmp_path / "tools.yaml"
     descriptions.write_text("get_acount: Fetch account data.\n")
-    code, _, err = cli("run", str(SUPPORTOPS), "--agent", "anthropic", "--model", MODEL, "--tool-descriptions", str(descriptions))
+    code, _, err = cli(
+        "run",
+        str(SUPPORTOPS),
+        "--agent",
+        "anthropic",
+        "--model",
+        MODEL,
+        "--tool-descriptions",
+        str(descriptions),
+    )
     assert code == 2 and "get_acount" in err and str(descriptions) in err
 
 
@@ -221,7 +302,11 @@ def test_an_explicit_prompt_is_what_the_model_gets(tmp_path: Path) -> None:
     script = [
         tool_use_reply("get_account", {"account_id": "A1"}),
         respond_reply(
-            node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="m"
+            node_id="END_BILLING_ANSWER",
+            decision="BILLING_ANSWER",
+            tool_actions=["get_account"],
+            evidence="get_account",
+            user_message="m",
         ),
     ]
     with MessagesServer(script) as s:
@@ -245,4 +330,8 @@ def test_an_explicit_prompt_is_what_the_model_gets(tmp_path: Path) -> None:
         )
         first = s.requests[0].json
     assert code == 0, out
-    assert first["system"] == "You are terse." and first["temperature"] == 0 and first["max_tokens"] == 300
+    assert (
+        first["system"] == "You are terse."
+        and first["temperature"] == 0
+        and first["max_tokens"] == 300
+    )

@@ -33,7 +33,20 @@ def test_the_listed_ids_are_the_ids_a_run_decides(tmp_path: Path) -> None:
     listed = json.loads(out)
     assert {c["kind"] for c in listed} == {"PROBE", "BOUNDARY", "DIR", "INV"}
     report = tmp_path / "r.json"
-    cli("run", str(SUPPORTOPS), "--kinds", kinds, "--profile", "smoke", "--corpus", "none", "--shrink-budget", "0", "--json", str(report))
+    cli(
+        "run",
+        str(SUPPORTOPS),
+        "--kinds",
+        kinds,
+        "--profile",
+        "smoke",
+        "--corpus",
+        "none",
+        "--shrink-budget",
+        "0",
+        "--json",
+        str(report),
+    )
     ran = [c["id"] for c in json.loads(report.read_text())["cases"]]
     assert sorted(c["id"] for c in listed) == sorted(ran)
     assert len(ran) == len(set(ran)) > 30
@@ -57,7 +70,10 @@ def test_the_table_names_kind_path_and_what_each_case_expects() -> None:
 def test_kinds_select_like_run_and_a_bad_kind_is_a_usage_error() -> None:
     code, out, _ = cli("cases", str(QUICKSTART), "--kinds", "mft", "--json")
     assert code == 0
-    assert [(c["kind"], c["id"]) for c in json.loads(out)] == [("MFT", "END_ANSWERED<-N1_ROUTE"), ("MFT", "END_CLARIFY<-N1_ROUTE")]
+    assert [(c["kind"], c["id"]) for c in json.loads(out)] == [
+        ("MFT", "END_ANSWERED<-N1_ROUTE"),
+        ("MFT", "END_CLARIFY<-N1_ROUTE"),
+    ]
     code, _, err = cli("cases", str(QUICKSTART), "--kinds", "mft,nope")
     assert code == 2 and "unknown case kind(s) nope" in err
 

@@ -29,7 +29,9 @@ def cli(*argv: str) -> tuple[int, str]:
 
 
 def mft_runs(out: str) -> tuple[int, int, int]:
-    found = re.search(r"MFT: (\d+) case\(s\); agent runs at least ([\d,]+) .* at most ([\d,]+)", out)
+    found = re.search(
+        r"MFT: (\d+) case\(s\); agent runs at least ([\d,]+) .* at most ([\d,]+)", out
+    )
     assert found, out
     cases, least, most = (int(g.replace(",", "")) for g in found.groups())
     return cases, least, most
@@ -45,7 +47,9 @@ def test_profiles_scale_the_fewest_runs_and_nothing_is_written(tmp_path: Path) -
     for profile in ("smoke", "ci", "release"):
         code, out = cli("run", str(SUPPORTOPS), "--dry-run", "--profile", profile)
         assert code == 0, out
-        assert "nothing is run" in out and "neither cases nor runs are counted before running" in out
+        assert (
+            "nothing is run" in out and "neither cases nor runs are counted before running" in out
+        )
         counted[profile] = mft_runs(out)
     cases = counted["ci"][0]
     assert cases > 0
@@ -95,27 +99,53 @@ def test_recorded_usage_gives_a_dollar_range_with_its_assumptions(tmp_path: Path
     from agentprop._modelapi.budget import price_for
 
     cache = tmp_path / "api.sqlite"
-    model = ("--agent", "openai", "--model", "gpt-4.1-mini", "--cache", str(cache), "--kinds", "mft")
+    model = (
+        "--agent",
+        "openai",
+        "--model",
+        "gpt-4.1-mini",
+        "--cache",
+        str(cache),
+        "--kinds",
+        "mft",
+    )
     with OpenAIServer(handler=playing()) as server:
         url = ("--base-url", server.base_url)
         code, out = cli(
-            "run", str(SUPPORTOPS), *model, *url, "--runs", "1", "--shrink-budget", "0", "--corpus", "none", "--case", "END_REFUSE_AUTH<-N2_AUTH"
+            "run",
+            str(SUPPORTOPS),
+            *model,
+            *url,
+            "--runs",
+            "1",
+            "--shrink-budget",
+            "0",
+            "--corpus",
+            "none",
+            "--case",
+            "END_REFUSE_AUTH<-N2_AUTH",
         )
         assert code in (0, 3), out
         requests = len(server.requests)
         code, out = cli("run", str(SUPPORTOPS), "--dry-run", *model, *url, "--max-usd", "2")
         assert len(server.requests) == requests  # the dry run sent nothing
     assert code == 0, out
-    with sqlite3.connect(cache) as db:  # Chat Completions' prompt/completion tokens are in the columns
+    # Chat Completions' prompt/completion tokens are in the columns
+    with sqlite3.connect(cache) as db:
         (max_in,) = db.execute("SELECT MAX(input_tokens) FROM responses").fetchone()
     assert max_in > 0
     found = re.search(r"holds (\d+) call\(s\) of it, .* ([\d,]+) in at most", out)
     assert found, out
     assert int(found.group(1)) == requests and int(found.group(2).replace(",", "")) == max_in
-    low, high = (float(x) for x in re.findall(r"dollars for the MFT cases: \$([\d.]+) to \$([\d.]+)", out)[0])
+    low, high = (
+        float(x) for x in re.findall(r"dollars for the MFT cases: \$([\d.]+) to \$([\d.]+)", out)[0]
+    )
     assert 0 < low < high
-    turns = int(re.search(r"every case runs to its cap \(([\d,]+) turns\)", out).group(1).replace(",", ""))  # type: ignore[union-attr]
-    # SupportOps allows 4 tool calls a turn: 5 model calls at most, each at the largest input and max_tokens out
+    turns = int(
+        re.search(r"every case runs to its cap \(([\d,]+) turns\)", out).group(1).replace(",", "")
+    )  # type: ignore[union-attr]
+    # SupportOps allows 4 tool calls a turn: 5 model calls at most, each at the largest
+    # input and max_tokens out
     assert "5 model calls a turn (max_tool_calls_per_turn 4" in out
     price = price_for("gpt-4.1-mini")
     assert price is not None
@@ -138,6 +168,9 @@ def test_tdad_dry_run_names_the_mutants_and_runs_nothing(tmp_path: Path) -> None
     assert code == 0, out
     cases, least, _ = mft_runs(out)
     assert least == 2 * cases  # tdad runs the default profile, ci
-    assert re.search(r"each of the \d+ mutation intents reruns .*: those runs are not counted before running", out)
+    assert re.search(
+        r"each of the \d+ mutation intents reruns .*: those runs are not counted before running",
+        out,
+    )
     assert "suite:" not in out  # no case was run
     assert files_under(SUPPORTOPS) | files_under(tmp_path) == before

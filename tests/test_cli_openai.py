@@ -39,13 +39,17 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 def playing(faults: dict[str, float] | None = None) -> OpenAIAgentAsModel:
     project = load_project(SUPPORTOPS)
-    return OpenAIAgentAsModel(lambda: SupportOpsAgent(faults=dict(faults or {})), project.spec, project.bindings.context)
+    return OpenAIAgentAsModel(
+        lambda: SupportOpsAgent(faults=dict(faults or {})), project.spec, project.bindings.context
+    )
 
 
 COMMON = ("--kinds", "mft", "--runs", "2", "--shrink-budget", "0", "--corpus", "none")
 
 
-def openai_run(server: OpenAIServer, cache: Path, report: Path, *extra: str) -> tuple[int, str, RunReport]:
+def openai_run(
+    server: OpenAIServer, cache: Path, report: Path, *extra: str
+) -> tuple[int, str, RunReport]:
     code, out, err = cli(
         "run",
         str(SUPPORTOPS),
@@ -67,30 +71,47 @@ def openai_run(server: OpenAIServer, cache: Path, report: Path, *extra: str) -> 
 
 
 def failures(report: RunReport) -> dict[str, list[str]]:
-    return {c.id: sorted({f.signature for f in c.failures}) for c in report.cases if c.verdict != "PASS"}
+    return {
+        c.id: sorted({f.signature for f in c.failures}) for c in report.cases if c.verdict != "PASS"
+    }
 
 
-def test_supportops_end_to_end_through_openai_agent_then_replay_with_no_request(tmp_path: Path) -> None:
+def test_supportops_end_to_end_through_openai_agent_then_replay_with_no_request(
+    tmp_path: Path,
+) -> None:
     cache = tmp_path / "api.sqlite"
     with OpenAIServer(handler=playing()) as server:
-        code, out, first = openai_run(server, cache, tmp_path / "first.json", "--cache-mode", "read-write")
-        assert code == 3, out  # every case passes; the spec's dead branch and over-limit path: incomplete
+        code, out, first = openai_run(
+            server, cache, tmp_path / "first.json", "--cache-mode", "read-write"
+        )
+        # every case passes; the spec's dead branch and over-limit path: incomplete
+        assert code == 3, out
         assert "25 cases: 25 passed, 0 failed" in out and "through openai.chat" in out
         live = len(server.requests)
         assert live > 24 * 2 * 2 and first.agent.ref == f"openai:{MODEL}"
         assert first.metrics.extra["model"]["live_calls"] == live and first.metrics.cost_usd > 0
-        code, out, second = openai_run(server, cache, tmp_path / "second.json", "--cache-mode", "replay-only")
+        code, out, second = openai_run(
+            server, cache, tmp_path / "second.json", "--cache-mode", "replay-only"
+        )
         assert code == 3, out
         assert len(server.requests) == live  # zero network calls
-    assert [(c.id, c.verdict, c.runs) for c in second.cases] == [(c.id, c.verdict, c.runs) for c in first.cases]
+    assert [(c.id, c.verdict, c.runs) for c in second.cases] == [
+        (c.id, c.verdict, c.runs) for c in first.cases
+    ]
     # every model call of the first run (some already replays of identical requests) is a replay now
-    assert second.metrics.cost_usd == 0.0 and second.metrics.extra["model"]["cache_hits"] == first.metrics.extra["model"]["model_calls"]
+    assert (
+        second.metrics.cost_usd == 0.0
+        and second.metrics.extra["model"]["cache_hits"]
+        == first.metrics.extra["model"]["model_calls"]
+    )
     spent_first = first.metrics.extra["budget"]["usd"] + first.metrics.extra["budget"]["usd_saved"]
     assert second.metrics.extra["budget"]["usd_saved"] == pytest.approx(spent_first)
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
-def test_an_injected_fault_is_found_as_the_python_agent_finds_it_and_replays(tmp_path: Path, api: str) -> None:
+def test_an_injected_fault_is_found_as_the_python_agent_finds_it_and_replays(
+    tmp_path: Path, api: str
+) -> None:
     code, out, err = cli(
         "run",
         str(SUPPORTOPS),
@@ -106,18 +127,35 @@ def test_an_injected_fault_is_found_as_the_python_agent_finds_it_and_replays(tmp
     python = RunReport.model_validate_json((tmp_path / "python.json").read_text())
     cache = tmp_path / "api.sqlite"
     with OpenAIServer(handler=playing(FAULT)) as server:
-        code, out, model = openai_run(server, cache, tmp_path / "openai.json", "--api", api, "--stream", "--cache-mode", "read-write")
+        code, out, model = openai_run(
+            server,
+            cache,
+            tmp_path / "openai.json",
+            "--api",
+            api,
+            "--stream",
+            "--cache-mode",
+            "read-write",
+        )
         assert code == 1
         live = len(server.requests)
-        code, _, replayed = openai_run(server, cache, tmp_path / "replay.json", "--api", api, "--cache-mode", "replay-only")
+        code, _, replayed = openai_run(
+            server, cache, tmp_path / "replay.json", "--api", api, "--cache-mode", "replay-only"
+        )
         assert code == 1 and len(server.requests) == live  # replayed exactly, not one request
     assert failures(python) and failures(model) == failures(python)
-    assert any(s.startswith("calls_in_order:decision_tree.N2_AUTH") for sigs in failures(model).values() for s in sigs)
+    assert any(
+        s.startswith("calls_in_order:decision_tree.N2_AUTH")
+        for sigs in failures(model).values()
+        for s in sigs
+    )
     assert failures(replayed) == failures(model)
     assert [(c.id, c.verdict) for c in replayed.cases] == [(c.id, c.verdict) for c in model.cases]
 
 
-def test_a_dollar_limit_on_a_model_without_a_price_is_refused_before_anything_runs(tmp_path: Path) -> None:
+def test_a_dollar_limit_on_a_model_without_a_price_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
     args = (
         "run",
         str(SUPPORTOPS),
@@ -155,10 +193,23 @@ def test_a_dollar_limit_on_a_model_without_a_price_is_refused_before_anything_ru
         ),
     ]
     with OpenAIServer(script) as server:
-        code, out, err = cli(*args[:7], server.base_url, *args[8:], "--prices", str(prices), "--cache", "none", "--json", str(tmp_path / "r.json"))
+        code, out, err = cli(
+            *args[:7],
+            server.base_url,
+            *args[8:],
+            "--prices",
+            str(prices),
+            "--cache",
+            "none",
+            "--json",
+            str(tmp_path / "r.json"),
+        )
     assert code == 0, out + err
     report = RunReport.model_validate_json((tmp_path / "r.json").read_text())
-    assert report.metrics.extra["budget"]["usd"] > 0 and report.metrics.extra["budget"]["unpriced_calls"] == 0
+    assert (
+        report.metrics.extra["budget"]["usd"] > 0
+        and report.metrics.extra["budget"]["unpriced_calls"] == 0
+    )
 
 
 def test_an_unpriced_model_without_a_dollar_limit_reports_an_unknown_cost(tmp_path: Path) -> None:
@@ -192,7 +243,10 @@ def test_an_unpriced_model_without_a_dollar_limit_reports_an_unknown_cost(tmp_pa
             "none",
         )
     assert code == 0, out + err
-    assert "an unknown amount on 2 call(s) of my-local-model (no price: give one with --prices FILE)" in out
+    assert (
+        "an unknown amount on 2 call(s) of my-local-model (no price: give one with --prices FILE)"
+        in out
+    )
 
 
 @pytest.mark.parametrize(

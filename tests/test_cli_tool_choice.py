@@ -16,13 +16,33 @@ from agentprop.testing import MessagesServer, OpenAIServer
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 CASE = "END_REFUSE_PII<-N1_INTENT"
-ONE_CASE = ("--kinds", "mft", "--case", CASE, "--runs", "1", "--shrink-budget", "0", "--corpus", "none", "--cache", "none")
+ONE_CASE = (
+    "--kinds",
+    "mft",
+    "--case",
+    CASE,
+    "--runs",
+    "1",
+    "--shrink-budget",
+    "0",
+    "--corpus",
+    "none",
+    "--cache",
+    "none",
+)
 
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "AGENTPROP_CACHE_MODE", "CI"):
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "AGENTPROP_CACHE_MODE",
+        "CI",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -33,17 +53,37 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 
 def sent_choices(server: MessagesServer) -> list[object]:
-    return [r.json.get("tool_choice", "(not sent)") for r in server.requests if isinstance(r.json, dict)]
+    return [
+        r.json.get("tool_choice", "(not sent)") for r in server.requests if isinstance(r.json, dict)
+    ]
 
 
-@pytest.mark.parametrize(("api", "given", "sent"), [("chat", None, "required"), ("chat", "auto", "auto"), ("responses", "auto", "auto")])
-def test_openai_requests_carry_the_tool_choice_given(api: str, given: str | None, sent: str) -> None:
+@pytest.mark.parametrize(
+    ("api", "given", "sent"),
+    [("chat", None, "required"), ("chat", "auto", "auto"), ("responses", "auto", "auto")],
+)
+def test_openai_requests_carry_the_tool_choice_given(
+    api: str, given: str | None, sent: str
+) -> None:
     project = load_project(SUPPORTOPS)
-    playing = OpenAIAgentAsModel(lambda: SupportOpsAgent(faults={}), project.spec, project.bindings.context)
+    playing = OpenAIAgentAsModel(
+        lambda: SupportOpsAgent(faults={}), project.spec, project.bindings.context
+    )
     extra = ("--tool-choice", given) if given else ()
     with OpenAIServer(handler=playing) as server:
         code, out, err = cli(
-            "run", str(SUPPORTOPS), "--agent", "openai", "--model", "gpt-4.1-mini", "--api", api, "--base-url", server.base_url, *ONE_CASE, *extra
+            "run",
+            str(SUPPORTOPS),
+            "--agent",
+            "openai",
+            "--model",
+            "gpt-4.1-mini",
+            "--api",
+            api,
+            "--base-url",
+            server.base_url,
+            *ONE_CASE,
+            *extra,
         )
         choices = sent_choices(server)
     assert code in (0, 3), out + err
@@ -51,21 +91,41 @@ def test_openai_requests_carry_the_tool_choice_given(api: str, given: str | None
     assert "1 cases: 1 passed" in out or "1 case: 1 passed" in out
 
 
-@pytest.mark.parametrize(("given", "sent"), [(None, "(not sent)"), ("required", {"type": "any"}), ("auto", {"type": "auto"})])
-def test_anthropic_requests_carry_the_messages_apis_tool_choice(given: str | None, sent: object) -> None:
+@pytest.mark.parametrize(
+    ("given", "sent"),
+    [(None, "(not sent)"), ("required", {"type": "any"}), ("auto", {"type": "auto"})],
+)
+def test_anthropic_requests_carry_the_messages_apis_tool_choice(
+    given: str | None, sent: object
+) -> None:
     project = load_project(SUPPORTOPS)
     extra = ("--tool-choice", given) if given else ()
-    with MessagesServer(handler=AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)) as server:
+    with MessagesServer(
+        handler=AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
+    ) as server:
         code, out, err = cli(
-            "run", str(SUPPORTOPS), "--agent", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", server.base_url, *ONE_CASE, *extra
+            "run",
+            str(SUPPORTOPS),
+            "--agent",
+            "anthropic",
+            "--model",
+            "claude-sonnet-4-6",
+            "--base-url",
+            server.base_url,
+            *ONE_CASE,
+            *extra,
         )
         choices = sent_choices(server)
     assert code in (0, 3), out + err
     assert choices and all(c == sent for c in choices)
 
 
-def test_a_bad_tool_choice_is_a_usage_error_naming_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, _ = cli("run", str(SUPPORTOPS), "--agent", "openai", "--model", "m", "--tool-choice", "always")
+def test_a_bad_tool_choice_is_a_usage_error_naming_the_choices(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, _ = cli(
+        "run", str(SUPPORTOPS), "--agent", "openai", "--model", "m", "--tool-choice", "always"
+    )
     err = capsys.readouterr().err  # argparse writes its usage errors to sys.stderr
     assert code == 2 and "invalid choice: 'always'" in err and "'required'" in err
 

@@ -25,7 +25,8 @@ from agentprop._scenario.trace import Trace, Turn, Usage
 
 @dataclass
 class SimulatedAgent:
-    """Trial ``i`` passes with probability ``p`` (drawn from ``(seed, i)``), after a random delay."""
+    """Trial ``i`` passes with probability ``p`` (drawn from ``(seed, i)``),
+    after a random delay."""
 
     p: float
     seed: int = 0
@@ -50,7 +51,12 @@ class SimulatedAgent:
         finally:
             self.in_flight -= 1
         self.finished.append(trial)
-        turn = Turn(index=0, user_message="hi", response={"decision": "OK" if passed else "WRONG"}, usage=Usage(cost_usd=0.01, model_calls=1))
+        turn = Turn(
+            index=0,
+            user_message="hi",
+            response={"decision": "OK" if passed else "WRONG"},
+            usage=Usage(cost_usd=0.01, model_calls=1),
+        )
         return Trace(case_id="c", trial=trial, turns=[turn])
 
 
@@ -58,13 +64,22 @@ def judged_by(order: list[int]) -> object:
     def judge(trace: Trace) -> TrialRecord:
         order.append(trace.trial)
         ok = trace.turns[0].response is not None and trace.turns[0].response["decision"] == "OK"
-        return TrialRecord(passed=True) if ok else TrialRecord(passed=False, signature="wrong", explanation="wrong decision")
+        return (
+            TrialRecord(passed=True)
+            if ok
+            else TrialRecord(passed=False, signature="wrong", explanation="wrong decision")
+        )
 
     return judge
 
 
 def decide(
-    agent: SimulatedAgent, settings: OracleSettings, concurrency: int, *, memo: TrialMemo | None = None, budget: Budget | None = None
+    agent: SimulatedAgent,
+    settings: OracleSettings,
+    concurrency: int,
+    *,
+    memo: TrialMemo | None = None,
+    budget: Budget | None = None,
 ) -> tuple[CheckResult, list[int]]:
     order: list[int] = []
     result = asyncio.run(
@@ -92,7 +107,9 @@ SETTINGS = [
 
 
 @pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: f"{s.mode}-{s.max_runs}-{s.runs}")
-def test_decisions_in_flight_are_the_serial_ones_on_the_same_trials(settings: OracleSettings) -> None:
+def test_decisions_in_flight_are_the_serial_ones_on_the_same_trials(
+    settings: OracleSettings,
+) -> None:
     for p in (1.0, 0.95, 0.85, 0.6):
         for seed in range(3):
             serial, serial_trials = decide(SimulatedAgent(p, seed, max_delay=0.002), settings, 1)
@@ -131,7 +148,12 @@ def test_runs_past_the_decision_are_cancelled_and_counted() -> None:
                 cancelled.append(trial)
                 raise
         await asyncio.sleep(0)
-        turn = Turn(index=0, user_message="hi", response={"decision": "WRONG" if trial == 3 else "OK"}, usage=Usage(cost_usd=0.01, model_calls=1))
+        turn = Turn(
+            index=0,
+            user_message="hi",
+            response={"decision": "WRONG" if trial == 3 else "OK"},
+            usage=Usage(cost_usd=0.01, model_calls=1),
+        )
         return Trace(trial=trial, turns=[turn])
 
     memo = TrialMemo()
@@ -155,9 +177,19 @@ def test_runs_past_the_decision_are_cancelled_and_counted() -> None:
 
 def test_the_budget_stops_a_decision_in_flight_where_it_stops_a_serial_one() -> None:
     for limit in (5, 17):
-        serial, _ = decide(SimulatedAgent(1.0), OracleSettings(mode="zero-failure", tau=1.0, runs=59), 1, budget=Budget(max_runs=limit))
+        serial, _ = decide(
+            SimulatedAgent(1.0),
+            OracleSettings(mode="zero-failure", tau=1.0, runs=59),
+            1,
+            budget=Budget(max_runs=limit),
+        )
         agent = SimulatedAgent(1.0)
-        parallel, _ = decide(agent, OracleSettings(mode="zero-failure", tau=1.0, runs=59), 8, budget=Budget(max_runs=limit))
+        parallel, _ = decide(
+            agent,
+            OracleSettings(mode="zero-failure", tau=1.0, runs=59),
+            8,
+            budget=Budget(max_runs=limit),
+        )
         assert serial.verdict == parallel.verdict == "INCONCLUSIVE"
         assert serial.budget_exhausted and parallel.budget_exhausted
         assert serial.runs == parallel.runs == limit and len(agent.started) == limit
@@ -173,7 +205,15 @@ def test_two_decisions_needing_the_same_runs_make_them_once(concurrency: int) ->
         return list(
             await asyncio.gather(
                 *(
-                    adecide(agent.run, settings, judge=judged_by([]), memo=memo, input_digest="in", fingerprint="a", concurrency=concurrency)
+                    adecide(
+                        agent.run,
+                        settings,
+                        judge=judged_by([]),
+                        memo=memo,
+                        input_digest="in",
+                        fingerprint="a",
+                        concurrency=concurrency,
+                    )
                     for _ in range(2)
                 )  # type: ignore[arg-type]
             )

@@ -28,11 +28,21 @@ from agentprop._spec.model import Spec
 Call = tuple[str, dict[str, Any], Any]  # name, args, result
 
 
-def turn(index: int, calls: list[str | Call], *, reply: str = "", decision: str | None = None, user: str = "hi", **response: Any) -> Turn:
+def turn(
+    index: int,
+    calls: list[str | Call],
+    *,
+    reply: str = "",
+    decision: str | None = None,
+    user: str = "hi",
+    **response: Any,
+) -> Turn:
     tool_calls = []
     for step, c in enumerate(calls):
         name, args, result = (c, {}, {"ok": True}) if isinstance(c, str) else c
-        tool_calls.append(ToolCall(name=name, args=args, result=result, turn_index=index, step=step))
+        tool_calls.append(
+            ToolCall(name=name, args=args, result=result, turn_index=index, step=step)
+        )
     body = None
     if decision is not None or reply or response:
         body = {"decision": decision, "user_message": reply, **response}
@@ -67,12 +77,20 @@ def test_requires_tools() -> None:
 
 
 def test_requires_tools_counts_failed_calls() -> None:
-    t = trace(Turn(index=0, user_message="x", tool_calls=[ToolCall(name="get_account", error="timeout", error_kind="timeout")]))
+    t = trace(
+        Turn(
+            index=0,
+            user_message="x",
+            tool_calls=[ToolCall(name="get_account", error="timeout", error_kind="timeout")],
+        )
+    )
     passed(requires_tools(t, ["get_account"]))
 
 
 def test_forbids_tools() -> None:
-    t = trace(turn(0, ["get_account"]), turn(1, ["get_plan_rules", "verify_identity", "cancel_order"]))
+    t = trace(
+        turn(0, ["get_account"]), turn(1, ["get_plan_rules", "verify_identity", "cancel_order"])
+    )
     passed(forbids_tools(t, ["update_address"]))
     passed(forbids_tools(t, ["cancel_order"], turn=0))
     v = forbids_tools(t, ["cancel_order", "update_address"])
@@ -104,14 +122,21 @@ def test_calls_in_order_subsequence(calls: list[str], expected: list[str], ok: b
 def test_calls_in_order_explanations() -> None:
     v = calls_in_order(trace(turn(0, ["a", "b", "a"])), ["a", "a", "b"])
     failed(v, "a -> a -> b", "calls were a -> b -> a")
-    failed(calls_in_order(trace(turn(0, ["a", "b"])), ["a", "a", "b"]), "a was called 1 time(s), 2 expected")
+    failed(
+        calls_in_order(trace(turn(0, ["a", "b"])), ["a", "a", "b"]),
+        "a was called 1 time(s), 2 expected",
+    )
     failed(calls_in_order(trace(turn(0, ["a"])), ["a", "b"]), "b was never called")
     failed(calls_in_order(trace(turn(0, ["b", "a"])), ["a", "b"]), "b was called, but not after a")
 
 
 def test_calls_in_order_exact() -> None:
     passed(calls_in_order(trace(turn(0, ["a", "b"])), ["a", "b"], exact=True))
-    failed(calls_in_order(trace(turn(0, ["a", "x", "b"])), ["a", "b"], exact=True), "exactly a -> b", "got a -> x -> b")
+    failed(
+        calls_in_order(trace(turn(0, ["a", "x", "b"])), ["a", "b"], exact=True),
+        "exactly a -> b",
+        "got a -> x -> b",
+    )
     failed(calls_in_order(trace(turn(0, ["a", "b", "b"])), ["a", "b"], exact=True))
 
 
@@ -130,19 +155,40 @@ def test_calls_in_order_per_turn_vs_conversation() -> None:
 
 
 def test_args_satisfy() -> None:
-    t = trace(turn(0, [("run_sql", {"sql": "select * from t limit 10"}, {"rows": []}), ("run_sql", {"sql": "select * from t"}, {"rows": []})]))
+    t = trace(
+        turn(
+            0,
+            [
+                ("run_sql", {"sql": "select * from t limit 10"}, {"rows": []}),
+                ("run_sql", {"sql": "select * from t"}, {"rows": []}),
+            ],
+        )
+    )
     has_limit = lambda a: "limit" in a["sql"].lower()  # noqa: E731
-    passed(args_satisfy(trace(turn(0, [("run_sql", {"sql": "select 1 limit 1"}, None)])), "run_sql", has_limit, description="has a LIMIT"))
+    passed(
+        args_satisfy(
+            trace(turn(0, [("run_sql", {"sql": "select 1 limit 1"}, None)])),
+            "run_sql",
+            has_limit,
+            description="has a LIMIT",
+        )
+    )
     v = args_satisfy(t, "run_sql", has_limit, description="the SQL has a LIMIT")
     failed(v, "turn 1, step 2", "the SQL has a LIMIT", "select * from t")
     assert (v.turn, v.step) == (0, 1)
     # other tools are not checked
-    passed(args_satisfy(trace(turn(0, [("get_account", {}, None)])), "run_sql", has_limit, description="x"))
+    passed(
+        args_satisfy(
+            trace(turn(0, [("get_account", {}, None)])), "run_sql", has_limit, description="x"
+        )
+    )
 
 
 def test_args_satisfy_predicate_that_raises_is_a_failure() -> None:
     t = trace(turn(0, [("cancel_order", {"id": "O-1"}, None)]))
-    v = args_satisfy(t, "cancel_order", lambda a: a["order_id"].startswith("O-"), description="a real order id")
+    v = args_satisfy(
+        t, "cancel_order", lambda a: a["order_id"].startswith("O-"), description="a real order id"
+    )
     failed(v, "turn 1, step 1", "a real order id", "predicate raised KeyError")
 
 
@@ -176,15 +222,28 @@ def test_response_valid(supportops_spec: Spec) -> None:
     passed(response_valid(ok, supportops_spec))
     bad_decision = trace(turn(0, [], decision="MAYBE", reply="hm", **GOOD))
     failed(response_valid(bad_decision, supportops_spec), "turn 1", "decision")
-    missing = Turn(index=0, user_message="x", raw_response={"decision": "CLARIFY", "user_message": "?"})
-    failed(response_valid(trace(missing), supportops_spec), "turn 1", "violates the response contract", "evidence")
-    v = response_valid(trace(turn(0, [], decision="CLARIFY", reply="?", **GOOD), Turn(index=1, user_message="y")), supportops_spec)
+    missing = Turn(
+        index=0, user_message="x", raw_response={"decision": "CLARIFY", "user_message": "?"}
+    )
+    failed(
+        response_valid(trace(missing), supportops_spec),
+        "turn 1",
+        "violates the response contract",
+        "evidence",
+    )
+    v = response_valid(
+        trace(turn(0, [], decision="CLARIFY", reply="?", **GOOD), Turn(index=1, user_message="y")),
+        supportops_spec,
+    )
     failed(v, "turn 2", "never called respond")
     assert v.turn == 1
 
 
 def test_decision_is() -> None:
-    t = trace(turn(0, [], decision="ASK_CONFIRM_CANCEL", reply="?"), turn(1, [], decision="CANCELLED", reply="done"))
+    t = trace(
+        turn(0, [], decision="ASK_CONFIRM_CANCEL", reply="?"),
+        turn(1, [], decision="CANCELLED", reply="done"),
+    )
     passed(decision_is(t, "CANCELLED"))
     passed(decision_is(t, "ASK_CONFIRM_CANCEL", turn=0))
     v = decision_is(t, "CANCEL_ABORTED")
@@ -197,8 +256,14 @@ def test_decision_is() -> None:
 
 def test_decision_in_enum(supportops_spec: Spec) -> None:
     passed(decision_in_enum(trace(turn(0, [], decision="CLARIFY", reply="?")), supportops_spec))
-    passed(decision_in_enum(trace(Turn(index=0, user_message="x")), supportops_spec))  # no decision: nothing to check
-    v = decision_in_enum(trace(turn(0, [], decision="CLARIFY", reply="?"), turn(1, [], decision="REFUND", reply="x")), supportops_spec)
+    # no decision: nothing to check
+    passed(decision_in_enum(trace(Turn(index=0, user_message="x")), supportops_spec))
+    v = decision_in_enum(
+        trace(
+            turn(0, [], decision="CLARIFY", reply="?"), turn(1, [], decision="REFUND", reply="x")
+        ),
+        supportops_spec,
+    )
     failed(v, "turn 2", "'REFUND'")
     assert v.turn == 1
 
@@ -212,12 +277,18 @@ ACCOUNT = ("get_account", {"account_id": "A1"}, {"pii": {"ssn": SSN, "email": EM
 
 
 def test_no_canary_leak_passes_when_pii_stays_in_tool_results() -> None:
-    t = trace(turn(0, [ACCOUNT], decision="REFUSE_PII", reply="I can't share that."), canaries=CANARIES)
+    t = trace(
+        turn(0, [ACCOUNT], decision="REFUSE_PII", reply="I can't share that."), canaries=CANARIES
+    )
     passed(no_canary_leak(t))
 
 
 def test_canary_in_the_reply() -> None:
-    t = trace(turn(0, [], decision="CLARIFY", reply="?"), turn(1, [ACCOUNT], decision="REFUSE_PII", reply=f"Your SSN is {SSN}."), canaries=CANARIES)
+    t = trace(
+        turn(0, [], decision="CLARIFY", reply="?"),
+        turn(1, [ACCOUNT], decision="REFUSE_PII", reply=f"Your SSN is {SSN}."),
+        canaries=CANARIES,
+    )
     v = no_canary_leak(t)
     failed(v, "turn 2", SSN, "the reply")
     assert v.turn == 1
@@ -225,7 +296,12 @@ def test_canary_in_the_reply() -> None:
 
 def test_canary_in_another_response_field_or_free_text() -> None:
     failed(
-        no_canary_leak(trace(turn(0, [ACCOUNT], decision="X", reply="ok", evidence=f"pii.email={EMAIL}"), canaries=CANARIES)),
+        no_canary_leak(
+            trace(
+                turn(0, [ACCOUNT], decision="X", reply="ok", evidence=f"pii.email={EMAIL}"),
+                canaries=CANARIES,
+            )
+        ),
         "respond.evidence",
         EMAIL,
     )
@@ -235,8 +311,14 @@ def test_canary_in_another_response_field_or_free_text() -> None:
 
 
 def test_canary_sent_to_a_tool() -> None:
-    ticket = ("create_ticket", {"summary": "user asked", "evidence": {"notes": ["ssn", SSN]}}, {"ticket_id": "T-1"})
-    v = no_canary_leak(trace(turn(0, [ACCOUNT, ticket], decision="TICKET_CREATED", reply="ok"), canaries=CANARIES))
+    ticket = (
+        "create_ticket",
+        {"summary": "user asked", "evidence": {"notes": ["ssn", SSN]}},
+        {"ticket_id": "T-1"},
+    )
+    v = no_canary_leak(
+        trace(turn(0, [ACCOUNT, ticket], decision="TICKET_CREATED", reply="ok"), canaries=CANARIES)
+    )
     failed(v, "turn 1, step 2", "create_ticket", SSN)
     assert (v.turn, v.step) == (0, 1)
 
@@ -245,7 +327,8 @@ def test_explicit_canaries_and_none_planted() -> None:
     t = trace(turn(0, [], decision="X", reply=f"{SSN}"))
     passed(no_canary_leak(t))  # nothing planted in this trace
     failed(no_canary_leak(t, [SSN]))
-    passed(no_canary_leak(trace(turn(0, [], decision="X", reply=SSN[:-1]), canaries=CANARIES)))  # not the value
+    # not the value
+    passed(no_canary_leak(trace(turn(0, [], decision="X", reply=SSN[:-1]), canaries=CANARIES)))
 
 
 # ----------------------------------------------------------------------------- grounding
@@ -299,16 +382,25 @@ def test_numbers_from_the_user_message_count() -> None:
 
 
 def test_only_same_or_earlier_turns_ground_a_number() -> None:
-    early = trace(turn(0, [], decision="X", reply="It costs 42."), turn(1, [("price", {}, {"price": 42})], decision="X", reply="Yes, 42."))
+    early = trace(
+        turn(0, [], decision="X", reply="It costs 42."),
+        turn(1, [("price", {}, {"price": 42})], decision="X", reply="Yes, 42."),
+    )
     v = numbers_grounded(early)
     failed(v, "turn 1", "42")
     assert v.turn == 0
-    late = trace(turn(0, [("price", {}, {"price": 42})], decision="X", reply="ok"), turn(1, [], decision="X", reply="It was 42."))
+    late = trace(
+        turn(0, [("price", {}, {"price": 42})], decision="X", reply="ok"),
+        turn(1, [], decision="X", reply="It was 42."),
+    )
     passed(numbers_grounded(late))
 
 
 def test_numbers_grounded_turn_and_ignore() -> None:
-    t = trace(turn(0, [], decision="X", reply="We are open 24/7."), turn(1, [("t", {}, {"n": 5})], decision="X", reply="5 items"))
+    t = trace(
+        turn(0, [], decision="X", reply="We are open 24/7."),
+        turn(1, [("t", {}, {"n": 5})], decision="X", reply="5 items"),
+    )
     failed(numbers_grounded(t), "turn 1")
     passed(numbers_grounded(t, turn=1))
     passed(numbers_grounded(t, ignore=(24, 7)))
@@ -336,7 +428,9 @@ def test_percentage_of_a_fraction_is_grounded() -> None:
 def test_no_run_errors() -> None:
     passed(no_run_errors(trace(turn(0, ["a"], decision="X", reply="ok"))))
     broken = trace(turn(0, [], decision="X", reply="ok"), turn(1, []))
-    broken.turns[1].errors.append(RunError(kind="timeout", message="no answer within 60 s", turn_index=1))
+    broken.turns[1].errors.append(
+        RunError(kind="timeout", message="no answer within 60 s", turn_index=1)
+    )
     v = no_run_errors(broken)
     failed(v, "turn 2", "timeout", "60 s")
     assert v.turn == 1
@@ -350,10 +444,18 @@ def test_signature_is_stable_and_names_the_place() -> None:
     a = forbids_tools(t, ["cancel_order"], clause="P3_CONFIRM_CANCEL")
     b = forbids_tools(t, ["cancel_order"], clause="P3_CONFIRM_CANCEL")
     assert a.signature == b.signature == "forbids_tools:P3_CONFIRM_CANCEL@turn1:called=cancel_order"
-    assert forbids_tools(trace(turn(0, ["cancel_order"])), ["cancel_order"], clause="P3_CONFIRM_CANCEL").signature != a.signature
+    assert (
+        forbids_tools(
+            trace(turn(0, ["cancel_order"])), ["cancel_order"], clause="P3_CONFIRM_CANCEL"
+        ).signature
+        != a.signature
+    )
     # the same clause broken in a different way is a different bug
     two = trace(turn(0, []), turn(1, ["update_address"]))
-    assert forbids_tools(two, ["cancel_order", "update_address"], clause="P3_CONFIRM_CANCEL").signature != a.signature
+    assert (
+        forbids_tools(two, ["cancel_order", "update_address"], clause="P3_CONFIRM_CANCEL").signature
+        != a.signature
+    )
 
 
 def test_decision_signature_names_the_decision_taken() -> None:

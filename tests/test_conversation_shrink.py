@@ -30,16 +30,26 @@ CANCEL = PROJECT.scenario("END_CANCELLED<-N7_CANCEL")
 WORDY = Choices(
     template=1,
     turns=(
-        TurnChoice(steps=(("greeting", (("choice", 3),)), ("urgency", (("choice", 1),)), ("closing", (("choice", 0),)))),
+        TurnChoice(
+            steps=(
+                ("greeting", (("choice", 3),)),
+                ("urgency", (("choice", 1),)),
+                ("closing", (("choice", 0),)),
+            )
+        ),
         TurnChoice(steps=(("formal", (("choice", 0),)),)),
     ),
 )
 
 
 def failing_check(
-    agent: agentprop.LoadedAgent, scenario: agentprop.scenarios.Scenario, messages: list[str] | None = None
+    agent: agentprop.LoadedAgent,
+    scenario: agentprop.scenarios.Scenario,
+    messages: list[str] | None = None,
 ) -> agentprop.oracle.CheckResult:
-    result = agentprop.check(PROJECT, scenario, agent, messages=messages, memo=TrialMemo(), raise_on_failure=False)
+    result = agentprop.check(
+        PROJECT, scenario, agent, messages=messages, memo=TrialMemo(), raise_on_failure=False
+    )
     assert result.verdict != "PASS"
     return result
 
@@ -55,7 +65,12 @@ def test_impatient_auth_skip_shrinks_to_the_one_choice_that_triggers_it() -> Non
     assert report.reproducer_choices == {
         "lang": "en",
         "turns": [
-            {"template": 0, "steps": [["urgency", [["choice", 1]]]], "segments": [], "entities": []},
+            {
+                "template": 0,
+                "steps": [["urgency", [["choice", 1]]]],
+                "segments": [],
+                "entities": [],
+            },
             {"template": 0, "steps": [], "segments": [], "entities": []},
         ],
         "world": [],
@@ -85,12 +100,18 @@ def test_every_candidate_is_an_instance_of_the_scenario() -> None:
             seen.append(message)
             self.agent.turn(message, ctx)
 
-    recording = agentprop.LoadedAgent(ref=agent.ref, factory=Recording, faults=agent.faults, fingerprint=agent.fingerprint)
+    recording = agentprop.LoadedAgent(
+        ref=agent.ref, factory=Recording, faults=agent.faults, fingerprint=agent.fingerprint
+    )
     wordy = ChoiceSpace(PROJECT, CANCEL).render(WORDY)
     found = failing_check(recording, CANCEL, wordy.messages)
-    shrink(PROJECT, CANCEL, recording, choices=WORDY, failing=found, memo=TrialMemo(), verify_runs=0)
+    shrink(
+        PROJECT, CANCEL, recording, choices=WORDY, failing=found, memo=TrialMemo(), verify_runs=0
+    )
     first_turns = [m for m in seen if "O-1001" in m]
-    assert first_turns and all("cancel" in m.lower() and "4242" in m and "94107" in m for m in first_turns)
+    assert first_turns and all(
+        "cancel" in m.lower() and "4242" in m and "94107" in m for m in first_turns
+    )
     confirmations = [m for m in seen if "O-1001" not in m]
     assert confirmations and all("yes" in m.lower() for m in confirmations)
 
@@ -99,26 +120,46 @@ def test_a_failure_that_needs_no_choice_shrinks_to_the_scenarios_own_wording() -
     agent = make_factory(SupportOpsAgent, {"leak_pii": 0.4})
     scenario = PROJECT.scenario("END_REFUSE_PII<-N1_INTENT")
     choices = Choices(
-        turns=(TurnChoice(steps=(("greeting", (("choice", 0),)), ("indirect_request", (("choice", 1),)), ("closing", (("choice", 1),)))),)
+        turns=(
+            TurnChoice(
+                steps=(
+                    ("greeting", (("choice", 0),)),
+                    ("indirect_request", (("choice", 1),)),
+                    ("closing", (("choice", 1),)),
+                )
+            ),
+        )
     )
     found = failing_check(agent, scenario, ChoiceSpace(PROJECT, scenario).render(choices).messages)
     report = shrink(PROJECT, scenario, agent, choices=choices, failing=found, memo=TrialMemo())
-    assert report.reproducer_messages == scenario.messages  # "What's the SSN you have on file for me?", never "SSN"
+    # "What's the SSN you have on file for me?", never "SSN"
+    assert report.reproducer_messages == scenario.messages
     assert report.choices_kept == "none: the scenario's own wording fails"
 
 
 def test_paraphrases_drawn_in_a_test_shrink_as_choices() -> None:
-    first = apply_transforms(CANCEL.messages[0], [("greeting", {"choice": 0}), ("urgency", {"choice": 1})])
+    first = apply_transforms(
+        CANCEL.messages[0], [("greeting", {"choice": 0}), ("urgency", {"choice": 1})]
+    )
     choices = choices_of_messages(CANCEL, [first, CANCEL.messages[1]])
-    assert choices is not None and [name for name, _ in choices.turns[0].steps] == ["greeting", "urgency"]
+    assert choices is not None and [name for name, _ in choices.turns[0].steps] == [
+        "greeting",
+        "urgency",
+    ]
     assert choices_of_messages(CANCEL, ["cancel it, whatever", CANCEL.messages[1]]) is None
 
 
 def test_messages_given_as_plain_text_are_kept_as_they_are() -> None:
     agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
-    wordy = ["Hello there! Could you please cancel my order O-1001 right now - card last4 4242, zip 94107.", "Yes, cancel it."]
+    wordy = [
+        "Hello there! Could you please cancel my order O-1001 right now - card "
+        "last4 4242, zip 94107.",
+        "Yes, cancel it.",
+    ]
     found = failing_check(agent, CANCEL, wordy)
-    report = shrink(PROJECT, CANCEL, agent, messages=wordy, failing=found, memo=TrialMemo(), verify_runs=5)
+    report = shrink(
+        PROJECT, CANCEL, agent, messages=wordy, failing=found, memo=TrialMemo(), verify_runs=5
+    )
     assert report.reproducer_messages == wordy
     assert report.choices_kept == "the messages were given as fixed text"
 
@@ -131,7 +172,8 @@ def test_shrinking_removes_nothing_the_path_itself_needs() -> None:
     # verified: false realises the path (REFUSE_AUTH is expected because of it): never reset
     assert report.reproducer.world.overrides["verify_identity"]["verified"] is False
     assert "verify_identity.verified=False" not in report.world_reset
-    assert report.signature.endswith("missing=verify_identity")  # the skipped call, before the decision it changed
+    # the skipped call, before the decision it changed
+    assert report.signature.endswith("missing=verify_identity")
 
 
 def test_budget_is_respected_to_the_run_and_the_result_is_still_a_confirmed_reproducer() -> None:
@@ -144,8 +186,19 @@ def test_budget_is_respected_to_the_run_and_the_result_is_still_a_confirmed_repr
         calls["n"] += 1
         return inner()
 
-    counted = agentprop.LoadedAgent(ref=agent.ref, factory=counting, faults=agent.faults, fingerprint=agent.fingerprint)
-    report = shrink(PROJECT, CANCEL, counted, choices=WORDY, failing=found, memo=TrialMemo(), budget=8, verify_runs=0)
+    counted = agentprop.LoadedAgent(
+        ref=agent.ref, factory=counting, faults=agent.faults, fingerprint=agent.fingerprint
+    )
+    report = shrink(
+        PROJECT,
+        CANCEL,
+        counted,
+        choices=WORDY,
+        failing=found,
+        memo=TrialMemo(),
+        budget=8,
+        verify_runs=0,
+    )
     assert report.runs <= 8 and calls["n"] == report.runs
     assert report.budget_exhausted and not report.minimal
     # anytime: what it returns was confirmed to fail, so it still holds the trigger
@@ -156,7 +209,16 @@ def test_session_budget_stops_the_shrinker() -> None:
     agent = make_factory(SupportOpsAgent, {"skip_auth_impatient": 0.5})
     found = failing_check(agent, CANCEL, ChoiceSpace(PROJECT, CANCEL).render(WORDY).messages)
     session = agentprop.modelapi.Budget(max_runs=5)
-    report = shrink(PROJECT, CANCEL, agent, choices=WORDY, failing=found, memo=TrialMemo(), session_budget=session, verify_runs=0)
+    report = shrink(
+        PROJECT,
+        CANCEL,
+        agent,
+        choices=WORDY,
+        failing=found,
+        memo=TrialMemo(),
+        session_budget=session,
+        verify_runs=0,
+    )
     assert report.budget_exhausted and "session budget" in report.stop_reason
     assert session.snapshot().runs == 5
 
@@ -166,16 +228,22 @@ def test_word_diff() -> None:
     assert word_diff("a b", "a b c") == "a b {+c+}"
 
 
-def test_corpus_saves_replays_and_prints_a_regression_test(tmp_path: Path, pytester: pytest.Pytester) -> None:
+def test_corpus_saves_replays_and_prints_a_regression_test(
+    tmp_path: Path, pytester: pytest.Pytester
+) -> None:
     agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"leak_pii": 0.4})
     scenario = PROJECT.scenario("END_REFUSE_PII<-N1_INTENT")
     found = failing_check(agent, scenario)
     report = shrink(PROJECT, scenario, agent, failing=found, memo=TrialMemo())
     corpus = Corpus(tmp_path / "corpus")
-    entry = entry_from_shrink(report, spec_id=PROJECT.spec.spec_id, spec_path=str(EXAMPLE), agent=agent)
+    entry = entry_from_shrink(
+        report, spec_id=PROJECT.spec.spec_id, spec_path=str(EXAMPLE), agent=agent
+    )
     path = corpus.save(entry)
     assert path.exists() and corpus.get(entry.id[:6]).scenario == report.reproducer
-    assert [e.id for e in corpus.entries(spec_id="supportops_v1", agent_ref="agent:SupportOpsAgent")] == [entry.id]
+    assert [
+        e.id for e in corpus.entries(spec_id="supportops_v1", agent_ref="agent:SupportOpsAgent")
+    ] == [entry.id]
     assert corpus.entries(agent_ref="someone:Else") == []
 
     pytester.makepyfile(test_regression=pytest_regression(entry))

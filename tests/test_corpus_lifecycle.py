@@ -25,14 +25,19 @@ pytest_plugins = ["pytester"]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 CANCEL = "END_CANCELLED<-N7_CANCEL"
-SKIP = "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn0:missing=verify_identity"
+SKIP = (
+    "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn0:"
+    "missing=verify_identity"
+)
 
 
 @pytest.fixture
 def project_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the SupportOps example, with the real default corpus location (beside it)."""
     target = tmp_path / "proj"
-    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"))
+    shutil.copytree(
+        EXAMPLE, target, ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__")
+    )
     monkeypatch.setattr(agentprop._decide.corpus, "default_corpus_dir", REAL_DEFAULT_CORPUS_DIR)
     return target
 
@@ -48,7 +53,19 @@ def run(project: Path, tmp: Path, *args: str) -> tuple[int, str, RunReport]:
     # each case certified on its own: the bug is found on every seed (the screen of the default
     # profile may pass the case on two clean runs)
     code, out, err = cli(
-        "run", str(project), "--kinds", "mft", "--case", CANCEL, "--shrink-budget", "40", "--profile", "release", "--json", str(report), *args
+        "run",
+        str(project),
+        "--kinds",
+        "mft",
+        "--case",
+        CANCEL,
+        "--shrink-budget",
+        "40",
+        "--profile",
+        "release",
+        "--json",
+        str(report),
+        *args,
     )
     assert code in (0, 1), err
     return code, out, RunReport.model_validate_json(report.read_text())
@@ -109,12 +126,24 @@ def test_prune_from_another_directory_keeps_every_entry_and_show_pytest_works_fr
 
     # the regression test finds the spec relative to its own file, run from any directory
     test_file = moved / "tests" / "test_regression.py"
-    code, out, err = cli("corpus", "show", path.stem, "--pytest", "--out", str(test_file), "--dir", str(path.parent.parent))
+    code, out, err = cli(
+        "corpus",
+        "show",
+        path.stem,
+        "--pytest",
+        "--out",
+        str(test_file),
+        "--dir",
+        str(path.parent.parent),
+    )
     assert code == 0 and f"wrote {test_file}" in out, err
     assert "Path(__file__).resolve().parent / '..'" in test_file.read_text()
     monkeypatch.chdir(pytester.path)
-    result = pytester.runpytest_inprocess(str(test_file), "-q", "-p", "no:cacheprovider", "--import-mode=importlib")
-    assert result.ret == 1 and "AgentPropertyViolation" in result.stdout.str()  # the entry's fault is on: it reproduces
+    result = pytester.runpytest_inprocess(
+        str(test_file), "-q", "-p", "no:cacheprovider", "--import-mode=importlib"
+    )
+    # the entry's fault is on: it reproduces
+    assert result.ret == 1 and "AgentPropertyViolation" in result.stdout.str()
 
 
 def test_prune_never_deletes_an_entry_whose_spec_is_not_found_without_asking(
@@ -125,16 +154,27 @@ def test_prune_never_deletes_an_entry_whose_spec_is_not_found_without_asking(
     run(Path(project_dir.name), tmp_path, "--fault", "skip_auth=1")
     corpus = project_dir / ".agentprop" / "corpus"
     [path] = entry_files(corpus)
-    legacy = CorpusEntry.model_validate_json(path.read_text()).model_copy(update={"spec_path": project_dir.name, "spec_path_base": None})
+    legacy = CorpusEntry.model_validate_json(path.read_text()).model_copy(
+        update={"spec_path": project_dir.name, "spec_path_base": None}
+    )
     path.write_text(legacy.model_dump_json())
     monkeypatch.chdir(project_dir)  # where ./proj does not exist
     monkeypatch.setenv("CI", "true")
     code, out, _ = cli("corpus", "prune", "--no-replay", "--dir", str(corpus))
     assert code == 0 and path.exists(), out
-    assert f"{legacy.id}: its spec " in out and "is not found" in out and "pass --yes to remove them" in out
+    assert (
+        f"{legacy.id}: its spec " in out
+        and "is not found" in out
+        and "pass --yes to remove them" in out
+    )
     assert "0 removed, 0 retired, 1 kept" in out
     code, out, _ = cli("corpus", "prune", "--no-replay", "--yes", "--dir", str(corpus))
-    assert code == 0 and not path.exists() and f"removed {legacy.id}: its spec" in out and "1 removed" in out
+    assert (
+        code == 0
+        and not path.exists()
+        and f"removed {legacy.id}: its spec" in out
+        and "1 removed" in out
+    )
 
 
 def test_the_corpus_option_still_overrides_the_default(project_dir: Path, tmp_path: Path) -> None:
@@ -145,7 +185,7 @@ def test_the_corpus_option_still_overrides_the_default(project_dir: Path, tmp_pa
     assert not (project_dir / ".agentprop").exists()
 
 
-# --------------------------------------------------------------------------- one entry per bug and case
+# ----------------------------------------------------------------------- one entry per bug and case
 
 
 def test_a_regression_is_not_saved_again_under_a_new_id(project_dir: Path, tmp_path: Path) -> None:
@@ -161,7 +201,8 @@ def test_a_regression_is_not_saved_again_under_a_new_id(project_dir: Path, tmp_p
             f.write(f"\n# edited before run {seed}\n")
         _, _, report = run(project_dir, tmp_path, "--fault", "skip_auth=0.5", "--seed", seed)
         assert report.cases[0].kind == "REGRESSION"
-        assert [b.known for b in report.bugs if b.origin == "cases"] == [True]  # no new shrink for a known bug
+        # no new shrink for a known bug
+        assert [b.known for b in report.bugs if b.origin == "cases"] == [True]
         assert all(b.shrink_runs == 0 for b in report.bugs)
     assert entry_files(corpus) == files
     entry = CorpusEntry.model_validate_json(files[0].read_text())
@@ -176,9 +217,13 @@ def test_the_same_bug_found_again_on_the_same_case_updates_its_entry(tmp_path: P
     corpus = Corpus(tmp_path)
     ids = set()
     for seed in (0, 1):
-        shrunk = agentprop.oracle.shrink(project, CANCEL, agent, failing=result, budget=30, seed=seed)
+        shrunk = agentprop.oracle.shrink(
+            project, CANCEL, agent, failing=result, budget=30, seed=seed
+        )
         entry, new = corpus.record(
-            agentprop._decide.corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=agent)
+            agentprop._decide.corpus.entry_from_shrink(
+                shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=agent
+            )
         )
         ids.add(entry.id)
         assert new == (seed == 0)
@@ -188,25 +233,36 @@ def test_the_same_bug_found_again_on_the_same_case_updates_its_entry(tmp_path: P
 # --------------------------------------------------------------------------- what a replay means
 
 
-def test_an_entry_whose_fault_is_fixed_is_retired_with_a_message(project_dir: Path, tmp_path: Path) -> None:
+def test_an_entry_whose_fault_is_fixed_is_retired_with_a_message(
+    project_dir: Path, tmp_path: Path
+) -> None:
     corpus = project_dir / ".agentprop" / "corpus"
     run(project_dir, tmp_path, "--fault", "skip_auth=1")
     [path] = entry_files(corpus)
     fix_skip_auth(project_dir)
-    code, out, report = run(project_dir, tmp_path, "--fault", "skip_auth=1")  # the same agent, its code fixed
+    # the same agent, its code fixed
+    code, out, report = run(project_dir, tmp_path, "--fault", "skip_auth=1")
     assert code == 0
     replay = report.cases[0]
-    assert replay.kind == "CORPUS" and replay.verdict == "PASS" and replay.details["replay"] == "retired"
+    assert (
+        replay.kind == "CORPUS"
+        and replay.verdict == "PASS"
+        and replay.details["replay"] == "retired"
+    )
     assert f"corpus: retired corpus entry {path.stem}" in out
     assert entry_files(corpus) == [] and not path.exists()
-    retired = CorpusEntry.model_validate_json((corpus / "retired" / path.parent.name / path.name).read_text())
+    retired = CorpusEntry.model_validate_json(
+        (corpus / "retired" / path.parent.name / path.name).read_text()
+    )
     assert retired.retired and "passed" in (retired.retired_reason or "")
     # retired entries are not replayed again
     _, _, later = run(project_dir, tmp_path, "--fault", "skip_auth=1")
     assert [c.kind for c in later.cases] == ["MFT"]
 
 
-def test_a_bug_that_comes_back_after_retirement_can_be_shown_and_removed(project_dir: Path, tmp_path: Path) -> None:
+def test_a_bug_that_comes_back_after_retirement_can_be_shown_and_removed(
+    project_dir: Path, tmp_path: Path
+) -> None:
     # issue #27 item 10: the retired copy and the new live entry shared one id, and
     # `corpus show` / `corpus rm` refused it as "several corpus entries with id X"
     corpus = project_dir / ".agentprop" / "corpus"
@@ -231,14 +287,22 @@ def test_a_bug_that_comes_back_after_retirement_can_be_shown_and_removed(project
     assert not path.exists() and not retired.exists()
 
 
-def test_a_different_failure_on_replay_is_not_called_a_regression(project_dir: Path, tmp_path: Path) -> None:
+def test_a_different_failure_on_replay_is_not_called_a_regression(
+    project_dir: Path, tmp_path: Path
+) -> None:
     corpus = project_dir / ".agentprop" / "corpus"
     run(project_dir, tmp_path, "--fault", "skip_auth=1")
     [path] = entry_files(corpus)
-    code, out, report = run(project_dir, tmp_path, "--fault", "wrong_order=1", "--replay-corpus", "all")
+    code, out, report = run(
+        project_dir, tmp_path, "--fault", "wrong_order=1", "--replay-corpus", "all"
+    )
     assert code == 1
     replay = report.cases[0]
-    assert replay.kind == "CORPUS" and replay.verdict == "FAIL" and replay.details["replay"] == "fails-differently"
+    assert (
+        replay.kind == "CORPUS"
+        and replay.verdict == "FAIL"
+        and replay.details["replay"] == "fails-differently"
+    )
     assert "REGRESSION" not in out and "not a regression" in out
     assert replay.failures[0].signature != SKIP
     # the other failure is a bug of its own; the entry is kept, neither retired nor "seen again"
@@ -258,7 +322,10 @@ def result_of(verdict: str, runs: int, failures: dict[str, int]) -> CheckResult:
         pass_rate=passes / runs,
         interval=(0, 1),
         interval_exact=(0, 1),  # type: ignore[arg-type]
-        failures=[FailureSeen(signature=s, explanation=s, count=n, first_trial=0) for s, n in failures.items()],
+        failures=[
+            FailureSeen(signature=s, explanation=s, count=n, first_trial=0)
+            for s, n in failures.items()
+        ],
     )
 
 
@@ -276,9 +343,16 @@ def test_judge_replay_decides_on_the_entrys_signature_and_its_recorded_rate() ->
         reproducer_rate=0.5,
         created="now",
     )
-    assert judge_replay(entry, result_of("FAIL", 10, {SKIP: 4, "other": 2}), confidence=0.95)[0] == "regression"
-    assert judge_replay(entry, result_of("FAIL", 10, {"other": 6}), confidence=0.95)[0] == "fails-differently"
-    assert judge_replay(entry, result_of("PASS", 30, {SKIP: 1}), confidence=0.95)[0] == "kept"  # still occurs
+    assert (
+        judge_replay(entry, result_of("FAIL", 10, {SKIP: 4, "other": 2}), confidence=0.95)[0]
+        == "regression"
+    )
+    assert (
+        judge_replay(entry, result_of("FAIL", 10, {"other": 6}), confidence=0.95)[0]
+        == "fails-differently"
+    )
+    # still occurs
+    assert judge_replay(entry, result_of("PASS", 30, {SKIP: 1}), confidence=0.95)[0] == "kept"
     need = runs_to_rule_out(0.5, 0.95)
     assert need == 5  # 0.5^5 = 0.031 <= 0.05 < 0.5^4
     assert judge_replay(entry, result_of("PASS", need - 1, {}), confidence=0.95)[0] == "kept"
@@ -287,7 +361,9 @@ def test_judge_replay_decides_on_the_entrys_signature_and_its_recorded_rate() ->
 
 
 @pytest.mark.parametrize("rate", [0.05, 0.2, 0.5, 0.9])
-def test_a_fault_still_present_is_retired_at_most_as_often_as_the_confidence_allows(rate: float) -> None:
+def test_a_fault_still_present_is_retired_at_most_as_often_as_the_confidence_allows(
+    rate: float,
+) -> None:
     """Seeded simulation: a fault that still fails at its recorded rate passes the
     rule-out count of clean runs in at most 5% of replays."""
     rng = random.Random(1234)
@@ -299,7 +375,7 @@ def test_a_fault_still_present_is_retired_at_most_as_often_as_the_confidence_all
     assert (1 - rate) ** (n - 1) > 0.05
 
 
-# --------------------------------------------------------------------------- agentprop.check replays
+# -------------------------------------------------------------------------- agentprop.check replays
 
 
 def fix_skip_auth(project_dir: Path, *, instead: str | None = None) -> None:
@@ -316,24 +392,45 @@ def fix_skip_auth(project_dir: Path, *, instead: str | None = None) -> None:
     agent.write_text(text)
 
 
-def test_check_replays_retire_fixed_entries_and_tell_a_different_failure_from_a_regression(tmp_path: Path, project_dir: Path) -> None:
+def test_check_replays_retire_fixed_entries_and_tell_a_different_failure_from_a_regression(
+    tmp_path: Path, project_dir: Path
+) -> None:
     project = agentprop.load_project(EXAMPLE)
     skipper = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0})
-    shrunk = agentprop.oracle.shrink(project, CANCEL, skipper, failing=agentprop.check(project, CANCEL, skipper, raise_on_failure=False), budget=30)
+    shrunk = agentprop.oracle.shrink(
+        project,
+        CANCEL,
+        skipper,
+        failing=agentprop.check(project, CANCEL, skipper, raise_on_failure=False),
+        budget=30,
+    )
     corpus = Corpus(tmp_path / "corpus")
-    entry, _ = corpus.record(agentprop._decide.corpus.entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=skipper))
-    with Session(corpus=corpus).activate() as session:  # another agent: the entry is not replayed, nor retired
+    entry, _ = corpus.record(
+        agentprop._decide.corpus.entry_from_shrink(
+            shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=skipper
+        )
+    )
+    # another agent: the entry is not replayed, nor retired
+    with Session(corpus=corpus).activate() as session:
         agentprop.check(project, CANCEL, agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE))
-        assert session.recorded_corpus_notes() == [] and [e.id for e in corpus.entries()] == [entry.id]
-    fix_skip_auth(project_dir, instead="wrong_order")  # the same agent, its code now failing differently
+        assert session.recorded_corpus_notes() == [] and [e.id for e in corpus.entries()] == [
+            entry.id
+        ]
+    # the same agent, its code now failing differently
+    fix_skip_auth(project_dir, instead="wrong_order")
     with Session(corpus=corpus).activate():
         wrong = agentprop.load_agent("agent:SupportOpsAgent", project_dir, {"skip_auth": 1.0})
         with pytest.raises(agentprop.AgentPropertyViolation) as info:
             agentprop.check(project, CANCEL, wrong)
         assert any("not a regression" in n for n in getattr(info.value, "__notes__", []))
     fix_skip_auth(project_dir)
-    with Session(corpus=corpus).activate() as session:  # a new session: replay again, now with the fault fixed
-        agentprop.check(project, CANCEL, agentprop.load_agent("agent:SupportOpsAgent", project_dir, {"skip_auth": 1.0}))
+    # a new session: replay again, now with the fault fixed
+    with Session(corpus=corpus).activate() as session:
+        agentprop.check(
+            project,
+            CANCEL,
+            agentprop.load_agent("agent:SupportOpsAgent", project_dir, {"skip_auth": 1.0}),
+        )
         assert [n.action for n in session.recorded_corpus_notes()] == ["retired"]
         assert corpus.entries() == [] and [e.id for e in corpus.entries(retired=True)] == [entry.id]
 
@@ -341,14 +438,18 @@ def test_check_replays_retire_fixed_entries_and_tell_a_different_failure_from_a_
 # --------------------------------------------------------------------------- agentprop corpus
 
 
-def test_corpus_commands_list_show_rm_prune_and_clear(project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_corpus_commands_list_show_rm_prune_and_clear(
+    project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     corpus = project_dir / ".agentprop" / "corpus"
     spec = ("--spec", str(project_dir))
     run(project_dir, tmp_path, "--fault", "skip_auth=1")
     [path] = entry_files(corpus)
     eid = path.stem
     code, out, _ = cli("corpus", "list", *spec)
-    assert code == 0 and out.startswith(f"{eid}  supportops_v1  {CANCEL}  fails ") and "seen 1x" in out
+    assert (
+        code == 0 and out.startswith(f"{eid}  supportops_v1  {CANCEL}  fails ") and "seen 1x" in out
+    )
     code, out, _ = cli("corpus", "show", eid[:5], *spec)
     assert code == 0 and json.loads(out)["id"] == eid
     code, out, _ = cli("corpus", "show", eid, "--pytest", *spec)
@@ -361,15 +462,24 @@ def test_corpus_commands_list_show_rm_prune_and_clear(project_dir: Path, tmp_pat
     # prune: an entry of a case that no longer exists is removed; one that now passes is retired
     run(project_dir, tmp_path, "--fault", "skip_auth=1")
     [path] = entry_files(corpus)
-    stale = CorpusEntry.model_validate_json(path.read_text()).model_copy(update={"id": "0123456789ab", "scenario_id": "END_GONE<-N0"})
+    stale = CorpusEntry.model_validate_json(path.read_text()).model_copy(
+        update={"id": "0123456789ab", "scenario_id": "END_GONE<-N0"}
+    )
     Corpus(corpus).save(stale)
     faulty = CorpusEntry.model_validate_json(path.read_text())
-    Corpus(corpus).save(faulty.model_copy(update={"agent_faults": {}}))  # replayed with the clean agent
+    # replayed with the clean agent
+    Corpus(corpus).save(faulty.model_copy(update={"agent_faults": {}}))
     code, out, _ = cli("corpus", "prune", "--no-replay", *spec)
-    assert code == 0 and "removed 0123456789ab: case END_GONE<-N0 is no longer in supportops_v1" in out
+    assert (
+        code == 0 and "removed 0123456789ab: case END_GONE<-N0 is no longer in supportops_v1" in out
+    )
     assert "1 removed, 0 retired, 1 kept" in out
     code, out, _ = cli("corpus", "prune", *spec)
-    assert code == 0 and f"retired corpus entry {path.stem}" in out and "0 removed, 1 retired, 0 kept" in out
+    assert (
+        code == 0
+        and f"retired corpus entry {path.stem}" in out
+        and "0 removed, 1 retired, 0 kept" in out
+    )
     code, out, _ = cli("corpus", "list", "--retired", *spec)
     assert path.stem in out and "retired" in out
 

@@ -28,7 +28,10 @@ pytest_plugins = ["pytester"]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "supportops"
 CANCEL = "END_CANCELLED<-N7_CANCEL"
-SKIP = "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn0:missing=verify_identity"
+SKIP = (
+    "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn0:"
+    "missing=verify_identity"
+)
 
 
 @functools.cache
@@ -61,7 +64,10 @@ def corpus_spec(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, st
     """How a process opens one fresh shared corpus (picklable, for spawned processes)."""
     if request.param == "file":
         return ("file", str(tmp_path / "corpus"))
-    return ("redis", f"{request.getfixturevalue('redis_url')}?prefix=corpus{os.getpid()}-{time.monotonic_ns()}")
+    return (
+        "redis",
+        f"{request.getfixturevalue('redis_url')}?prefix=corpus{os.getpid()}-{time.monotonic_ns()}",
+    )
 
 
 def _record_many(spec: tuple[str, str], times: int, start: Any) -> None:
@@ -72,7 +78,9 @@ def _record_many(spec: tuple[str, str], times: int, start: Any) -> None:
         corpus.record(_entry(f"own-{os.getpid()}-{i}"))
 
 
-def test_two_processes_recording_the_same_bug_keep_one_entry_seen_by_both(corpus_spec: tuple[str, str]) -> None:
+def test_two_processes_recording_the_same_bug_keep_one_entry_seen_by_both(
+    corpus_spec: tuple[str, str],
+) -> None:
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Barrier(2)
     procs = [ctx.Process(target=_record_many, args=(corpus_spec, 10, start)) for _ in range(2)]
@@ -88,15 +96,20 @@ def test_two_processes_recording_the_same_bug_keep_one_entry_seen_by_both(corpus
     assert shared[0].seen == 20
 
 
-def test_retire_remove_and_find_again_behave_alike_on_both_stores(corpus_spec: tuple[str, str]) -> None:
+def test_retire_remove_and_find_again_behave_alike_on_both_stores(
+    corpus_spec: tuple[str, str],
+) -> None:
     corpus = _corpus(corpus_spec)
     first, new = corpus.record(_entry("a"))
     assert new and corpus.find("a", "supportops") == first
     twice, new = corpus.record(_entry("a"))
     assert not new and twice.seen == 2 and twice.last_seen is not None
     corpus.retire(twice, "passed 30 runs")
-    assert corpus.entries() == [] and [e.retired_reason for e in corpus.entries(retired=True)] == ["passed 30 runs"]
-    again, new = corpus.record(_entry("a"))  # the bug came back: the live entry supersedes the retired one
+    assert corpus.entries() == [] and [e.retired_reason for e in corpus.entries(retired=True)] == [
+        "passed 30 runs"
+    ]
+    # the bug came back: the live entry supersedes the retired one
+    again, new = corpus.record(_entry("a"))
     assert new and corpus.entries(retired=True) == [] and corpus.get("a").seen == 1
     corpus.record(_entry("b"))
     corpus.remove(again)
@@ -105,16 +118,22 @@ def test_retire_remove_and_find_again_behave_alike_on_both_stores(corpus_spec: t
 
 
 def _digest(folder: Path) -> str:
-    return hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())).hexdigest()
+    return hashlib.sha256(
+        b"".join(p.name.encode() + p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+    ).hexdigest()
 
 
-def test_a_redis_corpus_reads_its_committed_directory_and_never_writes_it(redis_url: str, tmp_path: Path) -> None:
+def test_a_redis_corpus_reads_its_committed_directory_and_never_writes_it(
+    redis_url: str, tmp_path: Path
+) -> None:
     committed = Corpus(tmp_path / "committed")
     committed.record(_entry("old"))
     committed.record(_entry("gone"))
     committed.retire(_entry("retired-long-ago"), "fixed")
     digest = _digest(committed.root)
-    corpus = open_store_corpus(f"{redis_url}?prefix=over{time.monotonic_ns()}", Corpus(committed.root))
+    corpus = open_store_corpus(
+        f"{redis_url}?prefix=over{time.monotonic_ns()}", Corpus(committed.root)
+    )
     assert isinstance(corpus, RedisCorpus) and "(read-only)" in corpus.describe()
     assert sorted(e.id for e in corpus.entries()) == ["gone", "old"]
     seen, new = corpus.record(_entry("old"))  # found again: seen twice, kept on Redis
@@ -128,12 +147,31 @@ def test_a_redis_corpus_reads_its_committed_directory_and_never_writes_it(redis_
     assert sorted(e.id for e in Corpus(committed.root).entries()) == ["gone", "old"]
 
 
-def test_cli_run_saves_its_bug_to_the_store_not_the_directory(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_run_saves_its_bug_to_the_store_not_the_directory(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = tmp_path / "proj"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"))
+    shutil.copytree(
+        EXAMPLE,
+        project,
+        ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"),
+    )
     monkeypatch.setattr(agentprop._decide.corpus, "default_corpus_dir", REAL_DEFAULT_CORPUS_DIR)
     store = f"{redis_url}?prefix=cli{time.monotonic_ns()}"
-    argv = ["run", str(project), "--kinds", "mft", "--case", CANCEL, "--shrink-budget", "40", "--profile", "release", "--fault", "skip_auth=1"]
+    argv = [
+        "run",
+        str(project),
+        "--kinds",
+        "mft",
+        "--case",
+        CANCEL,
+        "--shrink-budget",
+        "40",
+        "--profile",
+        "release",
+        "--fault",
+        "skip_auth=1",
+    ]
     out, err = io.StringIO(), io.StringIO()
     code = main([*argv, "--store", store, "--json", str(tmp_path / "r.json")], out=out, err=err)
     assert code == 1, err.getvalue()
@@ -162,11 +200,15 @@ def test_cancel():
 """
 
 
-def test_a_pytest_session_on_a_store_records_its_bug_there(redis_url: str, pytester: pytest.Pytester) -> None:
+def test_a_pytest_session_on_a_store_records_its_bug_there(
+    redis_url: str, pytester: pytest.Pytester
+) -> None:
     pytester.makepyfile(test_cancel=FAULTY_TEST)
     store = f"{redis_url}?prefix=pytest{time.monotonic_ns()}"
     directory = pytester.path / "corpus"
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agentprop-store", store, "--agentprop-corpus", str(directory))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--agentprop-store", store, "--agentprop-corpus", str(directory)
+    )
     result.assert_outcomes(failed=1)
     [entry] = open_store_corpus(store, None).entries()
     assert entry.signature == SKIP and not directory.exists()

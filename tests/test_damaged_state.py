@@ -42,7 +42,9 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
-def test_atomic_writes_create_files_with_the_umask_mode(tmp_path: Path, umask: int, mode: int) -> None:
+def test_atomic_writes_create_files_with_the_umask_mode(
+    tmp_path: Path, umask: int, mode: int
+) -> None:
     old = os.umask(umask)
     try:
         path = write_atomic(tmp_path / "sub" / "x.json", "{}")
@@ -73,7 +75,9 @@ files.write_atomic({target!r}, {text!r})
 """
 
 
-def test_a_write_killed_midway_leaves_the_old_file_and_nothing_taken_for_data(tmp_path: Path) -> None:
+def test_a_write_killed_midway_leaves_the_old_file_and_nothing_taken_for_data(
+    tmp_path: Path,
+) -> None:
     """SIGKILL while the new text is half on disk: the old snapshot is intact, the leftover
     temporary file is seen by no store, and the next write of the file removes it once it is
     old enough not to belong to a write in progress."""
@@ -82,7 +86,9 @@ def test_a_write_killed_midway_leaves_the_old_file_and_nothing_taken_for_data(tm
     target = store.dir / BASELINES[0].name
     store.dir.mkdir()
     target.write_text(old, encoding="utf-8")
-    script = KILLED_WRITER.format(root=str(ROOT), target=str(target), text=old.replace('"runs"', '"runs" ') * 3)
+    script = KILLED_WRITER.format(
+        root=str(ROOT), target=str(target), text=old.replace('"runs"', '"runs" ') * 3
+    )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
     proc.send_signal(signal.SIGKILL)
@@ -90,7 +96,9 @@ def test_a_write_killed_midway_leaves_the_old_file_and_nothing_taken_for_data(tm
     assert target.read_text(encoding="utf-8") == old
     strays = list(store.dir.glob(f".{target.name}.*.tmp"))
     assert len(strays) == 1 and strays[0].stat().st_size > 0
-    assert [s.name for s in store.baselines()] == [json.loads(old)["name"]] and store.pending() == []
+    assert [s.name for s in store.baselines()] == [
+        json.loads(old)["name"]
+    ] and store.pending() == []
     write_atomic(target, old)
     assert strays[0].exists(), "a fresh leftover may be another process's write in progress"
     two_hours_ago = time.time() - 7200
@@ -131,7 +139,9 @@ def _corruptions() -> list[tuple[str, bytes | None, str]]:
 
 
 @pytest.mark.parametrize("name, data, word", _corruptions(), ids=[c[0] for c in _corruptions()])
-def test_a_damaged_snapshot_is_an_error_naming_the_file(tmp_path: Path, name: str, data: bytes | None, word: str) -> None:
+def test_a_damaged_snapshot_is_an_error_naming_the_file(
+    tmp_path: Path, name: str, data: bytes | None, word: str
+) -> None:
     store = SnapshotStore(tmp_path)
     target = store.path("case")
     if data is None:
@@ -156,7 +166,12 @@ def test_a_snapshot_named_like_a_pending_candidate_has_its_own_file(tmp_path: Pa
     """``X.pending`` is a name like any other: its baseline must not be the file that holds
     the pending candidate of ``X`` (approving one would overwrite the other)."""
     store = SnapshotStore(tmp_path)
-    paths = {store.path("X"), store.pending_path("X"), store.path("X.pending"), store.pending_path("X.pending")}
+    paths = {
+        store.path("X"),
+        store.pending_path("X"),
+        store.path("X.pending"),
+        store.pending_path("X.pending"),
+    }
     assert len(paths) == 4
     from agentprop._decide.snapshot import Snapshot
 
@@ -177,7 +192,9 @@ def test_a_snapshot_named_like_a_pending_candidate_has_its_own_file(tmp_path: Pa
     [(b'{"text": "hi", "pool": ["\xff"]}', "UTF-8"), (b"[" * 200_000 + b"]" * 200_000, "nested")],
     ids=["invalid UTF-8", "deep JSON"],
 )
-def test_a_damaged_pool_file_is_an_error_naming_the_file(tmp_path: Path, data: bytes, word: str) -> None:
+def test_a_damaged_pool_file_is_an_error_naming_the_file(
+    tmp_path: Path, data: bytes, word: str
+) -> None:
     from agentprop.strategies._internal.llm_pool import llm_paraphrase_pool
 
     path = tmp_path / "pool.json"
@@ -216,7 +233,9 @@ def _good_entry(tmp_path: Path) -> Path:
     return entries[0]
 
 
-def test_one_damaged_corpus_entry_is_reported_and_skipped_not_blocking_the_run(tmp_path: Path) -> None:
+def test_one_damaged_corpus_entry_is_reported_and_skipped_not_blocking_the_run(
+    tmp_path: Path,
+) -> None:
     good = _good_entry(tmp_path)
     bad = good.parent / "0000deadbeef.json"
     bad.write_bytes(b'{"id": "0000deadbeef", "spec_id": \xff')
@@ -263,7 +282,7 @@ MEMO_TEST = textwrap.dedent(
         project = agentprop.load_project(EX)
         agent = agentprop.load_agent("agent:SupportOpsAgent", EX)
         agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", agent, settings=agentprop.settings(runs=2, mode="fixed"))
-    """
+    """  # noqa: E501
 )
 
 
@@ -288,13 +307,27 @@ def _wrong_columns(path: Path) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("damage", [_damaged_page, _wrong_columns], ids=["a damaged page", "a runs table without trace_json"])
+@pytest.mark.parametrize(
+    "damage",
+    [_damaged_page, _wrong_columns],
+    ids=["a damaged page", "a runs table without trace_json"],
+)
 def test_a_damaged_trial_memo_is_a_usage_error_naming_it(tmp_path: Path, damage) -> None:  # type: ignore[no-untyped-def]
     memo = tmp_path / "memo.sqlite"
     damage(memo)
     (tmp_path / "test_x.py").write_text(MEMO_TEST.format(example=str(EXAMPLE)))
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_x.py", "--agentprop-memo", str(memo)],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "test_x.py",
+            "--agentprop-memo",
+            str(memo),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -50,7 +50,12 @@ describe_schema = _load("warehouse:describe_schema")
 DATA_START = _load("warehouse:DATA_START")
 DATA_END = _load("warehouse:DATA_END")
 
-LEAF_IDS = {"END_SQL_ERROR<-N4_RUN_SQL", "END_NO_RESULTS<-N4_RUN_SQL", "END_ANSWER<-N5_ANSWER", "END_WAIT_USER<-N2_CLARIFY"}
+LEAF_IDS = {
+    "END_SQL_ERROR<-N4_RUN_SQL",
+    "END_NO_RESULTS<-N4_RUN_SQL",
+    "END_ANSWER<-N5_ANSWER",
+    "END_WAIT_USER<-N2_CLARIFY",
+}
 EXPECTED = {
     "END_SQL_ERROR<-N4_RUN_SQL": "SQL_ERROR",
     "END_NO_RESULTS<-N4_RUN_SQL": "NO_RESULTS",
@@ -60,11 +65,18 @@ EXPECTED = {
 
 
 def warehouse_world(seed: int = 0, **kw: Any) -> World:
-    return World(spec=SPEC, seed=seed, handlers={"run_sql": run_sql, "describe_schema": describe_schema}, **kw)
+    return World(
+        spec=SPEC,
+        seed=seed,
+        handlers={"run_sql": run_sql, "describe_schema": describe_schema},
+        **kw,
+    )
 
 
 def run(scenario: Scenario, faults: dict[str, float] | None = None, trial: int = 0) -> Trace:
-    return asyncio.run(PROJECT.arun(scenario, lambda: Agent(faults), trial=trial, turn_timeout_s=10))
+    return asyncio.run(
+        PROJECT.arun(scenario, lambda: Agent(faults), trial=trial, turn_timeout_s=10)
+    )
 
 
 def buildable_scenarios() -> list[Scenario]:
@@ -97,10 +109,24 @@ def asks_top_k(scenario: Scenario) -> bool:
 def p2_verdicts(trace: Trace, *, top_k: bool) -> list[Verdict]:
     """Policy P2_SQL_CONSTRAINTS: no SELECT *, and a LIMIT whenever the user asked for a top-k."""
     clause = "policies.P2_SQL_CONSTRAINTS"
-    out = [args_satisfy(trace, "run_sql", lambda a: _STAR.search(a["query"]) is None, description="the SQL does not use SELECT *", clause=clause)]
+    out = [
+        args_satisfy(
+            trace,
+            "run_sql",
+            lambda a: _STAR.search(a["query"]) is None,
+            description="the SQL does not use SELECT *",
+            clause=clause,
+        )
+    ]
     if top_k:
         out.append(
-            args_satisfy(trace, "run_sql", lambda a: _LIMIT.search(a["query"]) is not None, description="a top-k query has a LIMIT", clause=clause)
+            args_satisfy(
+                trace,
+                "run_sql",
+                lambda a: _LIMIT.search(a["query"]) is not None,
+                description="a top-k query has a LIMIT",
+                clause=clause,
+            )
         )
     return out
 
@@ -123,7 +149,8 @@ def test_sql_answers_equal_python_over_the_seeded_rows(seed: int) -> None:
         {
             "query": (
                 "SELECT ROUND(SUM(amount), 2) AS revenue, COUNT(order_id) AS n FROM orders "
-                "WHERE status = 'completed' AND order_date >= '2025-01-01' AND order_date < '2026-01-01'"
+                "WHERE status = 'completed' AND order_date >= '2025-01-01' AND "
+                "order_date < '2026-01-01'"
             )
         },
     )
@@ -143,8 +170,8 @@ def test_sql_answers_equal_python_over_the_seeded_rows(seed: int) -> None:
         {
             "query": (
                 "SELECT c.name, ROUND(SUM(o.amount), 2) AS revenue FROM orders o JOIN customers c "
-                "ON c.customer_id = o.customer_id WHERE o.status = 'completed' AND o.order_date LIKE '2026-%' "
-                "GROUP BY c.customer_id ORDER BY revenue DESC LIMIT 3"
+                "ON c.customer_id = o.customer_id WHERE o.status = 'completed' AND o.order_date "
+                "LIKE '2026-%' GROUP BY c.customer_id ORDER BY revenue DESC LIMIT 3"
             )
         },
     )
@@ -168,7 +195,9 @@ def test_data_is_seeded_deterministic_and_covers_2025_to_mid_2026() -> None:
         buyers = {o[1] for o in a.orders if o[2].startswith(year) and o[3] == "completed"}
         assert buyers == {cust[0] for cust in a.customers}
     world = warehouse_world(7)
-    empty = world.call("run_sql", {"query": "SELECT COUNT(order_id) FROM orders WHERE order_date LIKE '2024-%'"})
+    empty = world.call(
+        "run_sql", {"query": "SELECT COUNT(order_id) FROM orders WHERE order_date LIKE '2024-%'"}
+    )
     assert empty["rows"] == [[0]]
 
 
@@ -198,11 +227,15 @@ def test_each_world_builds_its_own_database_once() -> None:
 )
 def test_run_sql_accepts_only_one_read_only_statement(query: str) -> None:
     world = warehouse_world(1)
-    before = world.call("run_sql", {"query": "SELECT COUNT(order_id), ROUND(SUM(amount), 2) FROM orders"})
+    before = world.call(
+        "run_sql", {"query": "SELECT COUNT(order_id), ROUND(SUM(amount), 2) FROM orders"}
+    )
     with pytest.raises(ToolError) as info:
         world.call("run_sql", {"query": query})
     assert info.value.kind == "invalid_query"
-    after = world.call("run_sql", {"query": "SELECT COUNT(order_id), ROUND(SUM(amount), 2) FROM orders"})
+    after = world.call(
+        "run_sql", {"query": "SELECT COUNT(order_id), ROUND(SUM(amount), 2) FROM orders"}
+    )
     assert after == before
 
 
@@ -218,7 +251,13 @@ def test_run_sql_reports_sqlite_errors_and_allows_harmless_semicolons() -> None:
 def test_runaway_query_is_stopped_as_a_timeout() -> None:
     world = warehouse_world(1)
     with pytest.raises(ToolError) as info:
-        world.call("run_sql", {"query": "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(x) FROM n"})
+        world.call(
+            "run_sql",
+            {
+                "query": "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) "
+                "SELECT COUNT(x) FROM n"
+            },
+        )
     assert info.value.kind == "timeout"
     assert world.call("run_sql", {"query": "SELECT 1 AS one"})["rows"] == [[1]]
 
@@ -277,7 +316,15 @@ def test_every_leaf_scenario_is_realisable() -> None:
     assert {s.id.split("/")[0] for s in LEAVES} == LEAF_IDS
     assert len({s.id for s in LEAVES}) == len(LEAVES)
     covered = {b for s in LEAVES for b in s.branches}
-    assert {"N1_INTERPRET#0", "N1_INTERPRET#1", "N2_CLARIFY#0", "N2_CLARIFY#1", "N4_RUN_SQL#1", "N4_RUN_SQL#2", "N4_RUN_SQL#3"} <= covered
+    assert {
+        "N1_INTERPRET#0",
+        "N1_INTERPRET#1",
+        "N2_CLARIFY#0",
+        "N2_CLARIFY#1",
+        "N4_RUN_SQL#1",
+        "N4_RUN_SQL#2",
+        "N4_RUN_SQL#3",
+    } <= covered
     for s in LEAVES:
         assert s.expect_decision == EXPECTED[s.id.split("/")[0]]
         assert (s.turns[0].expect_decision == "ASK_CLARIFY") == bool(s.assignment["ambiguous"])
@@ -304,19 +351,25 @@ def test_every_tree_path_is_realisable() -> None:
 
 def test_scenarios_cover_both_interpretations_and_every_leaf() -> None:
     ids = {(s.id, bool(s.assignment["ambiguous"])) for s in SCENARIOS}
-    assert ids == {(i, True) for i in LEAF_IDS} | {(i, False) for i in LEAF_IDS - {"END_WAIT_USER<-N2_CLARIFY"}}
+    assert ids == {(i, True) for i in LEAF_IDS} | {
+        (i, False) for i in LEAF_IDS - {"END_WAIT_USER<-N2_CLARIFY"}
+    }
     assert any(asks_top_k(s) for s in SCENARIOS) and not all(asks_top_k(s) for s in SCENARIOS)
 
 
-# ----------------------------------------------------------------------------- the agent, faults off
+# ---------------------------------------------------------------------------- the agent, faults off
 
 
 def test_fault_free_agent_passes_every_scenario_for_several_trials() -> None:
     for s in SCENARIOS:
         for trial in range(3):
             trace = run(s, trial=trial)
-            failure = first_failure(mft_verdicts(SPEC, s, trace) + p2_verdicts(trace, top_k=asks_top_k(s)))
-            assert failure is None, f"{s.id} {s.messages} trial {trial}: {failure.explanation if failure else ''}"
+            failure = first_failure(
+                mft_verdicts(SPEC, s, trace) + p2_verdicts(trace, top_k=asks_top_k(s))
+            )
+            assert failure is None, (
+                f"{s.id} {s.messages} trial {trial}: {failure.explanation if failure else ''}"
+            )
             grounded = numbers_grounded(trace)
             assert grounded.passed, f"{s.id} {s.messages}: {grounded.explanation}"
 
@@ -333,13 +386,18 @@ def _scenario(leaf: str, *, ambiguous: bool, template: int) -> Scenario:
     return next(
         s
         for s in SCENARIOS
-        if s.leaf == leaf and bool(s.assignment["ambiguous"]) == ambiguous and s.messages[0] == _first_message(leaf, ambiguous, template)
+        if s.leaf == leaf
+        and bool(s.assignment["ambiguous"]) == ambiguous
+        and s.messages[0] == _first_message(leaf, ambiguous, template)
     )
 
 
 def _first_message(leaf: str, ambiguous: bool, template: int) -> str:
     path = next(
-        p for p in enumerate_paths(SPEC) if p.leaf == leaf and any((s.node, s.branch) == ("N1_INTERPRET", 0 if ambiguous else 1) for s in p.steps)
+        p
+        for p in enumerate_paths(SPEC)
+        if p.leaf == leaf
+        and any((s.node, s.branch) == ("N1_INTERPRET", 0 if ambiguous else 1) for s in p.steps)
     )
     return build_scenario(SPEC, BINDINGS, path, template_index=template).messages[0]
 
@@ -410,7 +468,9 @@ def test_missing_columns_in_the_schema_mean_no_query_and_no_guess() -> None:
         return {"tables": {"customers": {"customer_id": "INTEGER", "name": "TEXT"}}}
 
     world = World(spec=SPEC, seed=0, handlers={"run_sql": run_sql, "describe_schema": thin_schema})
-    trace = run_conversation(SPEC, Agent, ["What is the total revenue for 2025?"], world, context=BINDINGS.context)
+    trace = run_conversation(
+        SPEC, Agent, ["What is the total revenue for 2025?"], world, context=BINDINGS.context
+    )
     assert trace.tool_names() == ["describe_schema"]
     assert trace.final_decision == "REFUSE_GUESS"
     assert numbers_grounded(trace).passed
@@ -420,12 +480,16 @@ def test_p3_examples_ask_one_question_or_query() -> None:
     guidance = next(p for p in SPEC.policies if p.id == "P3_CLARIFY_AMBIGUITY").test_guidance
     assert guidance is not None
     for message in guidance["ambiguous_examples"]:
-        trace = run_conversation(SPEC, Agent, [message], warehouse_world(5), context=BINDINGS.context)
+        trace = run_conversation(
+            SPEC, Agent, [message], warehouse_world(5), context=BINDINGS.context
+        )
         turn = trace.turns[0]
         assert turn.decision == "ASK_CLARIFY" and turn.tool_calls == []
         assert turn.response["user_message"].count("?") == 1
     for message in guidance["unambiguous_examples"]:
-        trace = run_conversation(SPEC, Agent, [message], warehouse_world(5), context=BINDINGS.context)
+        trace = run_conversation(
+            SPEC, Agent, [message], warehouse_world(5), context=BINDINGS.context
+        )
         assert trace.final_decision == "ANSWER", message
         assert "run_sql" in trace.tool_names()
         assert numbers_grounded(trace).passed, message
@@ -500,7 +564,9 @@ def test_each_fault_fails_exactly_its_targets_with_the_right_contract(fault: str
         verdicts = [check(s, trace), _mft(s, trace), _p2(s, trace), _grounded(s, trace)]
         failures = [v for v in verdicts if v is not None]
         if not targeted(s):
-            assert failures == [], f"{fault} broke untargeted {s.id} {s.messages}: {failures[0].explanation}"
+            assert failures == [], (
+                f"{fault} broke untargeted {s.id} {s.messages}: {failures[0].explanation}"
+            )
             continue
         caught = check(s, trace)
         assert caught is not None, f"{fault} went unnoticed on {s.id} {s.messages}"
@@ -508,7 +574,10 @@ def test_each_fault_fails_exactly_its_targets_with_the_right_contract(fault: str
             # a made-up ANSWER where the spec expects NO_RESULTS / SQL_ERROR: the decision
             # fails first, and run_sql is still missing
             assert caught.contract == "decision_is"
-            assert any(v.contract == "calls_in_order" and not v.passed for v in mft_verdicts(SPEC, s, trace))
+            assert any(
+                v.contract == "calls_in_order" and not v.passed
+                for v in mft_verdicts(SPEC, s, trace)
+            )
         else:
             assert caught.contract == contract, f"{fault} on {s.id}: {caught.explanation}"
         if fault == "no_clarify":
@@ -516,7 +585,10 @@ def test_each_fault_fails_exactly_its_targets_with_the_right_contract(fault: str
         if fault == "select_star":
             # the MFT enforces N3_PLAN_QUERY's `must_not_use: [SELECT *]` itself
             mft = _mft(s, trace)
-            assert mft is not None and mft.clause == "decision_tree.N3_PLAN_QUERY.requirements.must_not_use"
+            assert (
+                mft is not None
+                and mft.clause == "decision_tree.N3_PLAN_QUERY.requirements.must_not_use"
+            )
         if fault == "no_limit":
             assert _mft(s, trace) is None and _grounded(s, trace) is None
 
@@ -538,7 +610,9 @@ def test_faults_are_reproducible_per_case_and_trial() -> None:
     seen = set()
     for trial in range(6):
         a, b = run(s, faults, trial), run(s, faults, trial)
-        strip = lambda t: [(c.name, c.args, c.error_kind) for c in t.tool_calls] + [x.response for x in t.turns]  # noqa: E731
+        strip = lambda t: (  # noqa: E731
+            [(c.name, c.args, c.error_kind) for c in t.tool_calls] + [x.response for x in t.turns]
+        )
         assert strip(a) == strip(b)
         seen.add(repr(strip(a)))
     assert len(seen) > 1  # P=0.3 does vary across trials

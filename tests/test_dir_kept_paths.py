@@ -18,11 +18,23 @@ TRAVEL = Path(__file__).parent.parent / "benchmarks" / "_specs_zoo" / "travel_ch
 def test_a_dir_side_on_a_dropped_contradictory_path_is_not_decided() -> None:
     project = load_project(TRAVEL)
     kept = {s.id for s in project.scenarios()}
-    assert "END_GOLD_DESK<-N1_LOOKUP" not in kept  # dropped: differs only by loyalty_tier's assumed value
-    every = [p for p in directional_pairs(project.spec, project.bindings) if p.changes_decision and p.perturbed.scenario is not None]
-    assert any(p.perturbed.scenario is not None and p.perturbed.scenario.id == "END_GOLD_DESK<-N1_LOOKUP" for p in every)
+    # dropped: differs only by loyalty_tier's assumed value
+    assert "END_GOLD_DESK<-N1_LOOKUP" not in kept
+    every = [
+        p
+        for p in directional_pairs(project.spec, project.bindings)
+        if p.changes_decision and p.perturbed.scenario is not None
+    ]
+    assert any(
+        p.perturbed.scenario is not None and p.perturbed.scenario.id == "END_GOLD_DESK<-N1_LOOKUP"
+        for p in every
+    )
     decided = dir_pairs(project)
-    assert decided and all(base.id in kept and perturbed.id in kept for _pair, base, perturbed in decided)
+    assert decided and all(
+        base.id in kept and perturbed.id in kept for _pair, base, perturbed in decided
+    )
     assert all(perturbed.id != "END_GOLD_DESK<-N1_LOOKUP" for _pair, _base, perturbed in decided)
-    listed = [c for c in list_cases(project, project.scenarios(), ("dir",), explore=0) if c.kind == "DIR"]
+    listed = [
+        c for c in list_cases(project, project.scenarios(), ("dir",), explore=0) if c.kind == "DIR"
+    ]
     assert len(listed) == len({(b.model_dump_json(), q.model_dump_json()) for _p, b, q in decided})

@@ -18,7 +18,11 @@ from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
 from agentprop._spec.when import atoms, evaluate, variables
 from agentprop.errors import InvalidArgument
-from agentprop.strategies._internal.directional import DirectionalPair, directional, directional_pairs
+from agentprop.strategies._internal.directional import (
+    DirectionalPair,
+    directional,
+    directional_pairs,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SPECSUITE = REPO / "tests" / "data" / "specsuite-core"  # vendored, see THIRD_PARTY.md there
@@ -55,7 +59,11 @@ def check_pair(spec: Spec, b: Bindings, p: DirectionalPair) -> None:
     base, pert = p.base.assignment, p.perturbed.assignment
     # the two assignments differ in exactly one variable (the perturbed side may add defaults
     # for variables its new route reads)
-    differ = [k for k in base.keys() & pert.keys() if base[k] != pert[k] or type(base[k]) is not type(pert[k])]
+    differ = [
+        k
+        for k in base.keys() & pert.keys()
+        if base[k] != pert[k] or type(base[k]) is not type(pert[k])
+    ]
     assert differ == [p.variable]
     assert base[p.variable] == p.base_value and pert[p.variable] == p.perturbed_value
     # exactly one atom of the branch's clause changes truth, and it is the stated one
@@ -82,7 +90,9 @@ def check_pair(spec: Spec, b: Bindings, p: DirectionalPair) -> None:
     if p.realisable and var.world is not None and var.world.field is not None:
         for side, value in ((p.base, p.base_value), (p.perturbed, p.perturbed_value)):
             assert side.scenario is not None
-            out = World(spec=spec, overrides=side.scenario.world.overrides).default_output(var.world.tool)
+            out = World(spec=spec, overrides=side.scenario.world.overrides).default_output(
+                var.world.tool
+            )
             assert get_path(out, var.world.field) == value
 
 
@@ -102,22 +112,35 @@ def test_every_atom_has_a_pair_or_a_reason(name: str) -> None:
     for node in spec.decision_tree:
         for i, br in enumerate(node.branches):
             for a in atoms(br.clause):
-                have = any(p.node == node.node_id and p.branch == i and p.atom == str(a) for p in pairs)
-                why = [s for s in pairs.skipped if s.location == f"decision_tree.{node.node_id}.branches[{i}].when" and s.comparison == str(a)]
+                have = any(
+                    p.node == node.node_id and p.branch == i and p.atom == str(a) for p in pairs
+                )
+                why = [
+                    s
+                    for s in pairs.skipped
+                    if s.location == f"decision_tree.{node.node_id}.branches[{i}].when"
+                    and s.comparison == str(a)
+                ]
                 assert have or why, f"{node.node_id}#{i} `{a}` has neither a pair nor a reason"
                 for v in variables(a):
                     if have and v in b.variables and not b.variables[v].internal:
                         # every controllable variable of the atom either flips it or is explained
-                        assert any(p.variable == v and p.atom == str(a) and p.node == node.node_id for p in pairs) or any(
-                            s.variable == v and s.comparison == str(a) for s in pairs.skipped
-                        )
+                        assert any(
+                            p.variable == v and p.atom == str(a) and p.node == node.node_id
+                            for p in pairs
+                        ) or any(s.variable == v and s.comparison == str(a) for s in pairs.skipped)
 
 
 def test_supportops_two_variable_comparison_flips_either_way() -> None:
     spec, b = load_example("supportops")
     pairs = directional_pairs(spec, b, "N5_CANCEL_ELIGIBILITY")
-    window = [p for p in pairs if p.atom == "order.days_since_created > plan_rules.cancel_window_days"]
-    assert {p.variable for p in window} == {"order.days_since_created", "plan_rules.cancel_window_days"}
+    window = [
+        p for p in pairs if p.atom == "order.days_since_created > plan_rules.cancel_window_days"
+    ]
+    assert {p.variable for p in window} == {
+        "order.days_since_created",
+        "plan_rules.cancel_window_days",
+    }
     denied = spec.nodes_by_id["N5_CANCEL_ELIGIBILITY"].branches[1].next
     for p in window:
         assert p.base.next == denied and p.perturbed.next != denied
@@ -133,7 +156,13 @@ def test_reference_agent_follows_every_realisable_pair() -> None:
     agent = load_agent(project.bindings.agent, project.base_dir)
     for p in directional_pairs(project.spec, project.bindings).realisable:
         for side in (p.base, p.perturbed):
-            result = check(project, side.scenario, agent, raise_on_failure=False, settings=agentprop.settings(runs=2))  # type: ignore[arg-type]
+            result = check(
+                project,
+                side.scenario,
+                agent,
+                raise_on_failure=False,
+                settings=agentprop.settings(runs=2),
+            )  # type: ignore[arg-type]
             assert result.passed, (p.id, side.decision, result.verdict)
 
 

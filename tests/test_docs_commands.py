@@ -78,7 +78,9 @@ def doc_commands(path: Path) -> list[DocCommand]:
             i += 1
             words, _, comment = line.strip().partition("  #")
             if _RUNS.match(words.strip()):
-                out.append(DocCommand(path, first + start, " ".join(words.split()), comment.strip()))
+                out.append(
+                    DocCommand(path, first + start, " ".join(words.split()), comment.strip())
+                )
     return out
 
 
@@ -94,26 +96,42 @@ COMMANDS = [c for page in DOC_FILES for c in _once(doc_commands(page))]
 NOT_RUN: dict[str, str] = {
     r"--agent (anthropic|openai)\b(?!.*--base-url http://127\.0\.0\.1)"
     r"|^agentprop compile": "a real model: needs an API key and the network "
-    "(tests/test_cli_anthropic.py and tests/test_cli_openai.py run these commands against loopback servers)",
-    r"^agentprop serve": "serves one MCP session and waits for the client to connect (tests/test_mcp_world.py drives it)",
+    "(tests/test_cli_anthropic.py and tests/test_cli_openai.py run these commands "
+    "against loopback servers)",
+    r"^agentprop serve": "serves one MCP session and waits for the client to connect "
+    "(tests/test_mcp_world.py drives it)",
     r"^agentprop corpus (show|rm) 3f0c": "3f0c stands for an entry id the reader's own run printed",
-    r"specs/supportops/v2": "an illustration: the page says the v2 spec is not in this repository (tests/test_surs.py runs it on one)",
-    r"^pytest --agentprop-": "runs the reader's own test suite (the options are tested in tests/test_pytest_plugin.py)",
+    r"specs/supportops/v2": "an illustration: the page says the v2 spec is not in this repository "
+    "(tests/test_surs.py runs it on one)",
+    r"^pytest --agentprop-": "runs the reader's own test suite (the options are tested in "
+    "tests/test_pytest_plugin.py)",
 }
 """Commands not run here, by pattern, with the reason."""
 
 HEAVY: dict[str, str] = {
-    r"^agentprop tdad examples/supportops$": "the whole TDAD suite with mutants: minutes (the page says 6.5 on 2 cores)",
+    r"^agentprop tdad examples/supportops$": "the whole TDAD suite with mutants: minutes (the "
+    "page says 6.5 on 2 cores)",
     r"^agentprop tdad examples/supportops --kinds mft,boundary$": "TDAD with its mutants: minutes",
-    r"^agentprop run examples/supportops( --fault skip_auth=0\.3)?( --json report\.json)?$": "the whole suite of the example: minutes on 2 cores",
-    r"^(?!.*--kinds mft\b).*profile release": "the release profile over every case kind: up to 300 runs a case (tests/test_docs_outputs.py runs it from the repository's folder)",
-    r"pytest .*(test_properties|test_orders)\.py": "Hypothesis draws tens of conversations a property (tests/test_docs_outputs.py runs it)",
+    r"^agentprop run examples/supportops( --fault skip_auth=0\.3)?( --json report\.json)?$": "the "
+    "whole suite of the example: minutes on 2 cores",
+    r"^(?!.*--kinds mft\b).*profile release": "the release profile over every case kind: up to "
+    "300 runs a case (tests/test_docs_outputs.py runs it from the repository's folder)",
+    r"pytest .*(test_properties|test_orders)\.py": "Hypothesis draws tens of conversations a "
+    "property (tests/test_docs_outputs.py runs it)",
 }
 """Commands that take minutes, by pattern: run only with ``AGENTPROP_DOCS_HEAVY=1``."""
 
 STATED: list[tuple[str, int, str]] = [
-    (r"^agentprop run examples/supportops$", 3, "getting-started.md §1: 3 (INCOMPLETE) ... as here"),
-    (r"^agentprop run .*--fault skip_auth=0\.3", 1, "getting-started.md §2: the bugs the fault makes are printed before the table"),
+    (
+        r"^agentprop run examples/supportops$",
+        3,
+        "getting-started.md §1: 3 (INCOMPLETE) ... as here",
+    ),
+    (
+        r"^agentprop run .*--fault skip_auth=0\.3",
+        1,
+        "getting-started.md §2: the bugs the fault makes are printed before the table",
+    ),
     (r"^AGENTPROP_FAULTS=wrong_order=1 pytest", 1, "tutorial.md: 2 failed, with the diff"),
 ]
 """Exit codes the pages state in prose, for commands shown without output or comment."""
@@ -122,7 +140,8 @@ STATED: list[tuple[str, int, str]] = [
 AGAIN: dict[str, tuple[str, str]] = {
     r"^agentprop snapshot approve": (
         r"^agentprop snapshot check .*--fault",
-        "snapshots.md: reject and approve are the two answers to one candidate ('Then decide:'), so the check that made it runs again first",
+        "snapshots.md: reject and approve are the two answers to one candidate ('Then decide:'), "
+        "so the check that made it runs again first",
     ),
 }
 """Commands that need a state an earlier command of the page made and a later one undid: the
@@ -145,7 +164,11 @@ def promised_exit(cmd: DocCommand) -> int:
         if "INCOMPLETE:" in shown:
             return 3
         if re.search(
-            r"\b[1-9]\d* failed|\bfails [1-9]\d*/|\bFAIL\b|\bCHANGED\b|AgentPropertyViolation|survived|^bug \d+ \[|^\s*reproducer: \[", shown, re.M
+            r"\b[1-9]\d* failed|\bfails "
+            r"[1-9]\d*/|\bFAIL\b|\bCHANGED\b|AgentPropertyViolation|survived|^bug \d+ "
+            r"\[|^\s*reproducer: \[",
+            shown,
+            re.M,
         ):
             return 1
         return 0
@@ -182,12 +205,20 @@ PAGES = sorted({c.file for c in COMMANDS})
 def test_the_pages_hold_the_commands_a_reader_runs() -> None:
     # the collector must find them: a renamed fence would make this file test nothing
     ids = {c.id.split(":")[0] for c in COMMANDS}
-    assert {"README.md", "docs/getting-started.md", "docs/tutorial.md", "docs/shrinking.md", "docs/snapshots.md"} <= ids, ids
+    assert {
+        "README.md",
+        "docs/getting-started.md",
+        "docs/tutorial.md",
+        "docs/shrinking.md",
+        "docs/snapshots.md",
+    } <= ids, ids
     assert len(COMMANDS) >= 40, [c.id for c in COMMANDS]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_every_command_of_the_page_ends_as_promised_from_another_directory(page: Path, tmp_path: Path) -> None:
+def test_every_command_of_the_page_ends_as_promised_from_another_directory(
+    page: Path, tmp_path: Path
+) -> None:
     repo = _scratch(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -195,19 +226,31 @@ def test_every_command_of_the_page_ends_as_promised_from_another_directory(page:
     wrong: list[str] = []
     ran = 0
     for cmd in (c for c in COMMANDS if c.file == page):
-        if _match(NOT_RUN, cmd.command) is not None or (not heavy_ok and _match(HEAVY, cmd.command) is not None):
+        if _match(NOT_RUN, cmd.command) is not None or (
+            not heavy_ok and _match(HEAVY, cmd.command) is not None
+        ):
             continue
         prefix = os.path.relpath(repo, elsewhere) + "/"
-        again = next((earlier for pattern, (earlier, _) in AGAIN.items() if re.search(pattern, cmd.command)), None)
+        again = next(
+            (earlier for pattern, (earlier, _) in AGAIN.items() if re.search(pattern, cmd.command)),
+            None,
+        )
         if again is not None:
-            before = [c for c in COMMANDS if c.file == page and c.line < cmd.line and re.search(again, c.command)]
+            before = [
+                c
+                for c in COMMANDS
+                if c.file == page and c.line < cmd.line and re.search(again, c.command)
+            ]
             run_shown(as_typed_from(before[-1].command, prefix), elsewhere)
         typed = as_typed_from(cmd.command, prefix)
         code, printed = run_shown(typed, elsewhere)
         ran += 1
         expected = promised_exit(cmd)
         if code != expected:
-            wrong.append(f"{cmd.id}: `{typed}` exited {code}, the page promises {expected}\n    " + "\n    ".join(printed[-12:]))
+            wrong.append(
+                f"{cmd.id}: `{typed}` exited {code}, the page promises {expected}\n    "
+                + "\n    ".join(printed[-12:])
+            )
     assert not wrong, "\n".join(wrong)
     if not ran:
         pytest.skip("every command of this page is listed in NOT_RUN or HEAVY (with the reason)")

@@ -60,7 +60,10 @@ def shown_outputs() -> list[ShownOutput]:
             code = ""
             if body[0][2:].strip() == "python":
                 before = list(_PYTHON.finditer(text, 0, m.start()))
-                assert before, f"{path}:{line}: `$ python` shows the output of the ```python block before it, and there is none"
+                assert before, (
+                    f"{path}:{line}: `$ python` shows the output of the ```python block before "
+                    "it, and there is none"
+                )
                 code = before[-1].group(1)
             out.append(ShownOutput(path, line, body[0][2:].strip(), tuple(body[1:]), code))
     return out
@@ -78,7 +81,9 @@ def _normalise(line: str) -> str:
 
 def _line_pattern(shown: str) -> re.Pattern[str]:
     parts = re.split(r"\.\.\.|…", _normalise(shown))
-    return re.compile(r"\s*" + ".*".join(re.escape(p.strip()) if p.strip() else "" for p in parts) + r"\s*$")
+    return re.compile(
+        r"\s*" + ".*".join(re.escape(p.strip()) if p.strip() else "" for p in parts) + r"\s*$"
+    )
 
 
 def mismatch(shown: tuple[str, ...], printed: list[str]) -> str | None:
@@ -95,7 +100,11 @@ def mismatch(shown: tuple[str, ...], printed: list[str]) -> str | None:
         hit = next((i for i in window if pattern.match(actual[i])), None)
         if hit is None:
             # a line the docs show next may sit a little further down (blank lines, progress)
-            hit = next((i for i in range(pos, len(actual)) if pattern.match(actual[i])), None) if not gap else None
+            hit = (
+                next((i for i in range(pos, len(actual)) if pattern.match(actual[i])), None)
+                if not gap
+                else None
+            )
             if hit is None:
                 return f"shown line not printed (after printed line {pos}): {s!r}"
         pos = hit + 1
@@ -105,8 +114,16 @@ def mismatch(shown: tuple[str, ...], printed: list[str]) -> str | None:
 
 def _scratch(tmp_path: Path) -> Path:
     work = tmp_path / "repo"
-    shutil.copytree(ROOT / "examples", work / "examples", ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "*.pending.json"))
-    shutil.copytree(ROOT / "docs" / "examples", work / "docs" / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "examples",
+        work / "examples",
+        ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "*.pending.json"),
+    )
+    shutil.copytree(
+        ROOT / "docs" / "examples",
+        work / "docs" / "examples",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     return work
 
 
@@ -114,7 +131,14 @@ def run_shown(command: str, cwd: Path, code: str = "") -> tuple[int, list[str]]:
     env = dict(os.environ)
     if command == "python":
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-        proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         return proc.returncode, (proc.stdout + proc.stderr).splitlines()
     words = shlex.split(command)
     while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
@@ -138,12 +162,20 @@ def run_shown(command: str, cwd: Path, code: str = "") -> tuple[int, list[str]]:
     if words[:3] == ["python", "-m", "pytest"] or words[:1] == ["pytest"]:
         args = words[3:] if words[0] == "python" else words[1:]
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-        env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(cwd / ".hypothesis")  # no examples saved by an earlier run
+        # no examples saved by an earlier run
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(cwd / ".hypothesis")
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         return proc.returncode, (proc.stdout + proc.stderr).splitlines()
-    raise AssertionError(f"the docs show output of {command!r}, which this test does not know how to run")
+    raise AssertionError(
+        f"the docs show output of {command!r}, which this test does not know how to run"
+    )
 
 
 SHOWN = shown_outputs()
@@ -172,7 +204,9 @@ def test_shown_output_is_what_the_command_prints(shown: ShownOutput, tmp_path: P
     for command, lines in steps(shown):
         _, printed = run_shown(command, scratch, shown.code)
         problem = mismatch(lines, printed)
-        assert problem is None, f"{shown.id}: `{command}`: {problem}\n--- printed ---\n" + "\n".join(printed[-60:])
+        assert problem is None, (
+            f"{shown.id}: `{command}`: {problem}\n--- printed ---\n" + "\n".join(printed[-60:])
+        )
 
 
 def test_matching_rules() -> None:
@@ -183,7 +217,18 @@ def test_matching_rules() -> None:
         "B  FAIL  7  turn 1 never called verify_identity",
         "3 cases: 2 passed; 43 runs, $0.0000, 1.2s",
     ]
-    assert mismatch(("agentprop 0.1.0: x", "...", "B FAIL 7 turn 1 ...", "3 cases: 2 passed; 43 runs, $0.0100, 9.9s"), printed) is None
+    assert (
+        mismatch(
+            (
+                "agentprop 0.1.0: x",
+                "...",
+                "B FAIL 7 turn 1 ...",
+                "3 cases: 2 passed; 43 runs, $0.0100, 9.9s",
+            ),
+            printed,
+        )
+        is None
+    )
     assert mismatch(("A PASS 18", "B PASS 7"), printed) is not None
     assert mismatch(("B FAIL 7 ...", "A PASS 18"), printed) is not None  # order matters
     assert mismatch(("3 cases: 3 passed; ...",), printed) is not None

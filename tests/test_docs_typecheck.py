@@ -68,7 +68,11 @@ def fragment_reason(block: str) -> str | None:
 
 
 def _global_references(table: symtable.SymbolTable) -> set[str]:
-    names = {s.get_name() for s in table.get_symbols() if s.is_referenced() and (table.get_type() == "module" or s.is_global())}
+    names = {
+        s.get_name()
+        for s in table.get_symbols()
+        if s.is_referenced() and (table.get_type() == "module" or s.is_global())
+    }
     for child in table.get_children():
         names |= _global_references(child)
     return names
@@ -93,15 +97,23 @@ def complete_blocks() -> dict[str, str]:
         (">>> import agentprop\n", "an interactive session"),
         ("def f(x, *, n=10,\n", "not Python on its own"),
         ("import agentprop\nagentprop.check(f, ['hi'], prop=...)\n", "elides code with ..."),
-        ("import agentprop\nagentprop.check(project, 'X', agent)\n", "uses agent, project from elsewhere"),
-        ("import agentprop\n\ndef test() -> None:\n    print(agentprop.__name__, len([1]))\n", None),
+        (
+            "import agentprop\nagentprop.check(project, 'X', agent)\n",
+            "uses agent, project from elsewhere",
+        ),
+        (
+            "import agentprop\n\ndef test() -> None:\n    print(agentprop.__name__, len([1]))\n",
+            None,
+        ),
     ],
 )
 def test_fragments_are_told_from_complete_programs(block: str, reason: str | None) -> None:
     assert fragment_reason(block) == reason
 
 
-def test_the_docs_python_passes_mypy_strict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_docs_python_passes_mypy_strict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sources = {page: module_of(page) for page in PAGES} | complete_blocks()
     assert len(sources) > len(PAGES) + 10, "the other pages' complete blocks were found"
     names: dict[str, str] = {}
@@ -110,8 +122,18 @@ def test_the_docs_python_passes_mypy_strict(tmp_path: Path, monkeypatch: pytest.
         names[f"snippet_{i}.py"] = where
     monkeypatch.setenv("MYPYPATH", ":".join(str(ROOT / d) for d in SEARCH_PATH))
     # one run for all snippets, on the repository's cache (warm once `python -m mypy` has run)
-    out, err, code = api.run(["--strict", "--cache-dir", str(ROOT / ".mypy_cache"), "--python-version", "3.11", *(str(tmp_path / n) for n in names)])
+    out, err, code = api.run(
+        [
+            "--strict",
+            "--cache-dir",
+            str(ROOT / ".mypy_cache"),
+            "--python-version",
+            "3.11",
+            *(str(tmp_path / n) for n in names),
+        ]
+    )
     named = out.replace(str(tmp_path) + "/", "")
-    for file, where in sorted(names.items(), key=lambda kv: -len(kv[0])):  # snippet_12 before snippet_1
+    # snippet_12 before snippet_1
+    for file, where in sorted(names.items(), key=lambda kv: -len(kv[0])):
         named = named.replace(file, where)
     assert code == 0, f"mypy --strict on the docs' Python blocks:\n{named}{err}"

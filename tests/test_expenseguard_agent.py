@@ -24,7 +24,15 @@ from agentprop._agents.runtime import run_conversation
 from agentprop._judge.grounded import numbers_grounded
 from agentprop._judge.properties import mft_verdicts
 from agentprop._judge.verdict import Verdict
-from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, load_object, make_world, render_template
+from agentprop._scenario.build import (
+    Scenario,
+    Unsatisfiable,
+    build_scenario,
+    leaf_scenarios,
+    load_object,
+    make_world,
+    render_template,
+)
 from agentprop._scenario.solver import solve
 from agentprop._scenario.trace import Trace
 from agentprop._scenario.world import World
@@ -82,7 +90,13 @@ def all_paths(project: Project) -> dict[str, Scenario]:
     return out
 
 
-def run(project: Project, scenario: Scenario, agent_cls: Any, faults: Mapping[str, float] | None = None, trial: int = 0) -> Trace:
+def run(
+    project: Project,
+    scenario: Scenario,
+    agent_cls: Any,
+    faults: Mapping[str, float] | None = None,
+    trial: int = 0,
+) -> Trace:
     def factory() -> Any:
         return agent_cls(faults=dict(faults or {}))
 
@@ -141,17 +155,30 @@ def test_every_leaf_scenario_is_realisable(project: Project) -> None:
     }
     assert {key(s): s.expect_decision for s in scenarios} == expected
     approve = next(s for s in scenarios if key(s) == APPROVE_FX)
-    assert approve.turns[0].required_tools == ["get_policy", "get_receipt", "fx_convert", "submit_expense"]
+    assert approve.turns[0].required_tools == [
+        "get_policy",
+        "get_receipt",
+        "fx_convert",
+        "submit_expense",
+    ]
     assert len(approve.turns[0].required_tools) == project.spec.max_tool_calls_per_turn
 
 
-def test_every_tree_path_builds_and_the_no_fx_paths_are_distinct(all_paths: dict[str, Scenario]) -> None:
+def test_every_tree_path_builds_and_the_no_fx_paths_are_distinct(
+    all_paths: dict[str, Scenario],
+) -> None:
     assert set(all_paths) == ALL_KEYS
     assert "fx_convert" in all_paths[APPROVE_FX].turns[0].required_tools
     assert "fx_convert" in all_paths[APPROVE].forbidden_tools
     assert "fx_convert" in all_paths[REJECT].forbidden_tools
     assert {"submit_expense", "open_compliance_case"} <= set(all_paths[REJECT_FX].forbidden_tools)
-    assert set(all_paths[N1].forbidden_tools) == {"get_policy", "get_receipt", "fx_convert", "submit_expense", "open_compliance_case"}
+    assert set(all_paths[N1].forbidden_tools) == {
+        "get_policy",
+        "get_receipt",
+        "fx_convert",
+        "submit_expense",
+        "open_compliance_case",
+    }
 
 
 def test_worlds_realise_each_variable(project: Project, all_paths: dict[str, Scenario]) -> None:
@@ -175,16 +202,27 @@ def test_worlds_realise_each_variable(project: Project, all_paths: dict[str, Sce
         if env["contains_disallowed"]:
             continue
         assert (receipt["currency"] != policy["currency"]) is env["currency_mismatch"], k
-        amount = w.default_output("fx_convert")["amount"] if env["currency_mismatch"] else receipt["total"]
+        amount = (
+            w.default_output("fx_convert")["amount"]
+            if env["currency_mismatch"]
+            else receipt["total"]
+        )
         assert (amount <= policy["limits"]["per_receipt"]) is env["approve"], k
 
 
-def test_the_fx_approve_leaf_sits_exactly_on_the_limit(project: Project, all_paths: dict[str, Scenario]) -> None:
+def test_the_fx_approve_leaf_sits_exactly_on_the_limit(
+    project: Project, all_paths: dict[str, Scenario]
+) -> None:
     w = world_of(project, all_paths[APPROVE_FX])
-    assert w.default_output("fx_convert")["amount"] == w.default_output("get_policy")["limits"]["per_receipt"]
+    assert (
+        w.default_output("fx_convert")["amount"]
+        == w.default_output("get_policy")["limits"]["per_receipt"]
+    )
 
 
-def test_withheld_slots_are_really_absent(project: Project, all_paths: dict[str, Scenario], agent_module: ModuleType) -> None:
+def test_withheld_slots_are_really_absent(
+    project: Project, all_paths: dict[str, Scenario], agent_module: ModuleType
+) -> None:
     s = all_paths[N1]
     assert set(s.withheld) == {"country", "receipt_id"}
     msg = s.turns[0].user_message
@@ -193,7 +231,9 @@ def test_withheld_slots_are_really_absent(project: Project, all_paths: dict[str,
 
 
 @pytest.mark.parametrize("template_index", [0, 1, 2])
-def test_agent_parses_every_template_with_any_slots_withheld(project: Project, agent_module: ModuleType, template_index: int) -> None:
+def test_agent_parses_every_template_with_any_slots_withheld(
+    project: Project, agent_module: ModuleType, template_index: int
+) -> None:
     slots = project.bindings.slots
     template = project.bindings.utterances[template_index]
     names = ["role", "country", "receipt_id"]
@@ -208,14 +248,22 @@ def test_agent_parses_every_template_with_any_slots_withheld(project: Project, a
 @pytest.mark.parametrize(
     "message, expected",
     [
-        ("Submit expense for receipt RCP-123, I'm an engineer in the US", {"receipt_id": "RCP-123", "role": "engineer", "country": "US"}),
-        ("Process my expense report, receipt ID RCP-456, role: manager, country: UK", {"receipt_id": "RCP-456", "role": "manager", "country": "UK"}),
+        (
+            "Submit expense for receipt RCP-123, I'm an engineer in the US",
+            {"receipt_id": "RCP-123", "role": "engineer", "country": "US"},
+        ),
+        (
+            "Process my expense report, receipt ID RCP-456, role: manager, country: UK",
+            {"receipt_id": "RCP-456", "role": "manager", "country": "UK"},
+        ),
         ("Submit my expense", {}),
         ("Process receipt RCP-789", {"receipt_id": "RCP-789"}),
         ("I'm a manager, please process my expense", {"role": "manager"}),
     ],
 )
-def test_agent_parses_the_spec_examples(agent_module: ModuleType, message: str, expected: dict[str, str]) -> None:
+def test_agent_parses_the_spec_examples(
+    agent_module: ModuleType, message: str, expected: dict[str, str]
+) -> None:
     # N1_INTAKE test_guidance: complete_examples and incomplete_examples
     assert agent_module.parse_request(message) == expected
 
@@ -223,7 +271,9 @@ def test_agent_parses_the_spec_examples(agent_module: ModuleType, message: str, 
 # ----------------------------------------------------------------------------- clean agent
 
 
-def test_clean_agent_passes_every_leaf_scenario(project: Project, leaves: list[Scenario], agent_cls: Any) -> None:
+def test_clean_agent_passes_every_leaf_scenario(
+    project: Project, leaves: list[Scenario], agent_cls: Any
+) -> None:
     for s in leaves:
         for trial in range(4):
             tr = run(project, s, agent_cls, trial=trial)
@@ -232,14 +282,18 @@ def test_clean_agent_passes_every_leaf_scenario(project: Project, leaves: list[S
             assert numbers_grounded(tr).passed, s.id
 
 
-def test_clean_agent_passes_every_tree_path(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
+def test_clean_agent_passes_every_tree_path(
+    project: Project, all_paths: dict[str, Scenario], agent_cls: Any
+) -> None:
     for k, s in all_paths.items():
         tr = run(project, s, agent_cls)
         assert failing(mft_verdicts(project.spec, s, tr)) == [], k
         assert numbers_grounded(tr).passed, k
 
 
-def test_optional_fields_are_grounded_in_tool_outputs(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
+def test_optional_fields_are_grounded_in_tool_outputs(
+    project: Project, all_paths: dict[str, Scenario], agent_cls: Any
+) -> None:
     tr = run(project, all_paths[APPROVE_FX], agent_cls)
     results = {c.name: c.result for c in tr.tool_calls}
     r = tr.final_response
@@ -265,15 +319,24 @@ def test_multi_turn_the_agent_remembers_fields(project: Project, agent_cls: Any)
     tr = run_conversation(
         project.spec,
         lambda: agent_cls(),
-        ["I'm a manager, please process my expense", "Sure: I'm based in the UK and the receipt is RCP-123."],
+        [
+            "I'm a manager, please process my expense",
+            "Sure: I'm based in the UK and the receipt is RCP-123.",
+        ],
         world,
         context=project.bindings.context,
     )
     assert tr.decisions == ["REQUEST_INFO", "APPROVE_SUBMIT"]
     assert tr.turns[0].tool_calls == []
-    assert tr.turns[0].response is not None and tr.turns[0].response["missing_fields"] == ["country", "receipt_id"]
+    assert tr.turns[0].response is not None and tr.turns[0].response["missing_fields"] == [
+        "country",
+        "receipt_id",
+    ]
     policy_call = tr.turns[1].tool_calls[0]
-    assert policy_call.name == "get_policy" and policy_call.args == {"role": "manager", "country": "UK"}
+    assert policy_call.name == "get_policy" and policy_call.args == {
+        "role": "manager",
+        "country": "UK",
+    }
 
 
 # ----------------------------------------------------------------------------- retries and failures
@@ -284,7 +347,9 @@ def with_failure(s: Scenario, tool: str, mode: str, calls: list[int] | None) -> 
     return s.model_copy(update={"world": s.world.model_copy(update={"failures": failures})})
 
 
-def test_one_timeout_is_retried(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
+def test_one_timeout_is_retried(
+    project: Project, all_paths: dict[str, Scenario], agent_cls: Any
+) -> None:
     for k, tool in [(N4A, "get_receipt"), (APPROVE, "get_policy"), (REJECT_FX, "fx_convert")]:
         s = with_failure(all_paths[k], tool, "timeout", [1])
         tr = run(project, s, agent_cls)
@@ -292,7 +357,9 @@ def test_one_timeout_is_retried(project: Project, all_paths: dict[str, Scenario]
         assert failing(mft_verdicts(project.spec, s, tr)) == [], k
 
 
-def test_retry_cannot_fit_on_the_fx_approve_path(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
+def test_retry_cannot_fit_on_the_fx_approve_path(
+    project: Project, all_paths: dict[str, Scenario], agent_cls: Any
+) -> None:
     """Spec tension: retry_policy allows one retry per tool, but the FX approve path already
     needs all 4 calls max_tool_calls_per_turn allows. The agent stays within the limit (no
     protocol error) and so cannot submit; the MFT fails on the missing call, then the decision."""
@@ -300,8 +367,14 @@ def test_retry_cannot_fit_on_the_fx_approve_path(project: Project, all_paths: di
     tr = run(project, s, agent_cls)
     assert len(tr.turns[0].tool_calls) == project.spec.max_tool_calls_per_turn
     assert tr.all_errors() == []
-    assert tr.final_response is not None and tr.final_response["decision_reason"] == "tool_budget_exhausted"
-    assert [v.contract for v in failing(mft_verdicts(project.spec, s, tr))] == ["calls_in_order", "decision_is"]
+    assert (
+        tr.final_response is not None
+        and tr.final_response["decision_reason"] == "tool_budget_exhausted"
+    )
+    assert [v.contract for v in failing(mft_verdicts(project.spec, s, tr))] == [
+        "calls_in_order",
+        "decision_is",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -309,22 +382,40 @@ def test_retry_cannot_fit_on_the_fx_approve_path(project: Project, all_paths: di
     [
         (APPROVE, "policy_loaded", "get_policy", 1, "REQUEST_INFO"),  # not_found is not retried
         (APPROVE_FX, "fx_done", "fx_convert", 2, "REQUEST_INFO"),
-        (N4A, "case_opened", "open_compliance_case", 2, "REJECT_DISALLOWED"),  # the rejection stands
+        # the rejection stands
+        (N4A, "case_opened", "open_compliance_case", 2, "REJECT_DISALLOWED"),
         (APPROVE, "submitted", "submit_expense", 2, "REQUEST_INFO"),
     ],
 )
 def test_bookkeeping_variables_bind_real_failures(
-    project: Project, all_paths: dict[str, Scenario], agent_cls: Any, k: str, variable: str, tool: str, calls: int, decision: str
+    project: Project,
+    all_paths: dict[str, Scenario],
+    agent_cls: Any,
+    k: str,
+    variable: str,
+    tool: str,
+    calls: int,
+    decision: str,
 ) -> None:
     base = all_paths[k]
-    path = next(p for p in enumerate_paths(project.spec) if p.id == base.id and solve(project.spec, project.bindings, p) == base.assignment)
+    path = next(
+        p
+        for p in enumerate_paths(project.spec)
+        if p.id == base.id and solve(project.spec, project.bindings, p) == base.assignment
+    )
     try:
-        s = build_scenario(project.spec, project.bindings, path, assignment={**base.assignment, variable: False})
+        s = build_scenario(
+            project.spec, project.bindings, path, assignment={**base.assignment, variable: False}
+        )
     except Unsatisfiable as exc:
         # the FX approve path already uses all 4 calls: the retry fx_convert's retry_policy
         # requires after the timeout does not fit, so no scenario expects it; the agent's
         # behaviour under the failure is still checked in the path's world
-        assert k == APPROVE_FX and "max_tool_calls_per_turn is 4" in str(exc) and "fx_convert, fx_convert" in str(exc)
+        assert (
+            k == APPROVE_FX
+            and "max_tool_calls_per_turn is 4" in str(exc)
+            and "fx_convert, fx_convert" in str(exc)
+        )
         s = with_failure(base, tool, "timeout", None)
     else:
         assert [f["tool"] for f in s.world.failures] == [tool]
@@ -332,7 +423,9 @@ def test_bookkeeping_variables_bind_real_failures(
     assert tr.all_errors() == []
     assert [c.name for c in tr.tool_calls].count(tool) == calls
     assert tr.final_decision == decision
-    assert "submit_expense" not in [c.name for c in tr.tool_calls if c.ok] or tool == "submit_expense"
+    assert (
+        "submit_expense" not in [c.name for c in tr.tool_calls if c.ok] or tool == "submit_expense"
+    )
     assert numbers_grounded(tr).passed
 
 
@@ -346,17 +439,25 @@ FAULT_TARGETS: dict[str, tuple[set[str], str, str]] = {
     "skip_compliance_case": ({N4A}, "calls_in_order", "open_compliance_case was never called"),
     "submit_no_receipt": ({N1, N3}, "forbids_tools", "called submit_expense"),
     "skip_fx": ({APPROVE_FX, REJECT_FX}, "calls_in_order", "fx_convert was never called"),
-    "threshold_off_by_one": ({APPROVE_FX}, "decision_is", "decided REJECT_POLICY; the spec expects APPROVE_SUBMIT"),
+    "threshold_off_by_one": (
+        {APPROVE_FX},
+        "decision_is",
+        "decided REJECT_POLICY; the spec expects APPROVE_SUBMIT",
+    ),
 }
 
 
 def test_every_knob_is_covered(agent_module: ModuleType) -> None:
     # the zoo's faults are triggered by wording or tool values (benchmarks/find.py tests them)
-    assert set(FAULT_TARGETS) | {"hallucinate_amount"} | set(agent_module.ZOO_FAULTS) == set(agent_module.FAULTS)
+    assert set(FAULT_TARGETS) | {"hallucinate_amount"} | set(agent_module.ZOO_FAULTS) == set(
+        agent_module.FAULTS
+    )
 
 
 @pytest.mark.parametrize("fault", sorted(FAULT_TARGETS))
-def test_fault_fails_exactly_its_targets(project: Project, all_paths: dict[str, Scenario], agent_cls: Any, fault: str) -> None:
+def test_fault_fails_exactly_its_targets(
+    project: Project, all_paths: dict[str, Scenario], agent_cls: Any, fault: str
+) -> None:
     targets, contract, detail = FAULT_TARGETS[fault]
     for k, s in all_paths.items():
         for trial in range(2):
@@ -365,29 +466,42 @@ def test_fault_fails_exactly_its_targets(project: Project, all_paths: dict[str, 
             if k in targets:
                 assert bad, f"{fault} went unnoticed on {k}"
                 assert any(v.contract == contract and detail in v.explanation for v in bad), (
-                    f"{fault} on {k}: expected a failing {contract} ({detail}); got {[v.explanation for v in bad]}"
+                    f"{fault} on {k}: expected a failing {contract} ({detail}); got "
+                    f"{[v.explanation for v in bad]}"
                 )
             else:
-                assert bad == [], f"{fault} broke {k}, which it does not target: {bad[0].explanation}"
+                assert bad == [], (
+                    f"{fault} broke {k}, which it does not target: {bad[0].explanation}"
+                )
 
 
-def test_ignore_disallowed_is_also_caught_by_the_decision(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
+def test_ignore_disallowed_is_also_caught_by_the_decision(
+    project: Project, all_paths: dict[str, Scenario], agent_cls: Any
+) -> None:
     tr = run(project, all_paths[N4A], agent_cls, {"ignore_disallowed": 1.0})
     contracts = {v.contract for v in failing(mft_verdicts(project.spec, all_paths[N4A], tr))}
     # node_id: it reports N7_SUBMIT, where the scenario is at END_REJECT (or N4A_REJECT_DISALLOWED)
     assert contracts == {"decision_is", "calls_in_order", "forbids_tools", "node_id_matches"}
 
 
-def test_skip_compliance_case_keeps_the_decision(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
+def test_skip_compliance_case_keeps_the_decision(
+    project: Project, all_paths: dict[str, Scenario], agent_cls: Any
+) -> None:
     # the decision alone would not catch it: only the required open_compliance_case does
     tr = run(project, all_paths[N4A], agent_cls, {"skip_compliance_case": 1.0})
     assert tr.final_decision == "REJECT_DISALLOWED"
 
 
-def test_hallucinated_amount_is_caught_by_the_mft_grounding(project: Project, all_paths: dict[str, Scenario], agent_cls: Any) -> None:
+def test_hallucinated_amount_is_caught_by_the_mft_grounding(
+    project: Project, all_paths: dict[str, Scenario], agent_cls: Any
+) -> None:
     for k, s in all_paths.items():
         tr = run(project, s, agent_cls, {"hallucinate_amount": 1.0})
-        bad = failing(mft_verdicts(project.spec, s, tr, grounding=project.bindings.response_grounding(project.spec)))
+        bad = failing(
+            mft_verdicts(
+                project.spec, s, tr, grounding=project.bindings.response_grounding(project.spec)
+            )
+        )
         grounded = numbers_grounded(tr)
         if k in {APPROVE_FX, APPROVE}:  # the only paths that state a reimbursable amount
             assert not grounded.passed, k
@@ -405,22 +519,35 @@ def test_hallucinated_amount_is_caught_by_the_mft_grounding(project: Project, al
             assert grounded.passed, k
 
 
-@pytest.mark.parametrize("fault, k", [("skip_fx", APPROVE_FX), ("threshold_off_by_one", APPROVE_FX), ("submit_no_receipt", N3)])
-def test_faults_are_stochastic_with_probability_p(project: Project, all_paths: dict[str, Scenario], agent_cls: Any, fault: str, k: str) -> None:
+@pytest.mark.parametrize(
+    "fault, k",
+    [("skip_fx", APPROVE_FX), ("threshold_off_by_one", APPROVE_FX), ("submit_no_receipt", N3)],
+)
+def test_faults_are_stochastic_with_probability_p(
+    project: Project, all_paths: dict[str, Scenario], agent_cls: Any, fault: str, k: str
+) -> None:
     s = all_paths[k]
     n = 60
-    outcomes = [not failing(mft_verdicts(project.spec, s, run(project, s, agent_cls, {fault: 0.5}, t))) for t in range(n)]
+    outcomes = [
+        not failing(mft_verdicts(project.spec, s, run(project, s, agent_cls, {fault: 0.5}, t)))
+        for t in range(n)
+    ]
     # Binomial(60, 0.5) has sd ~3.9 failures: 18..42 is +-3 sd (false alarm < 0.3 %); the draws
     # are seeded by (case, trial), so the count is the same on every run of this test.
     assert 18 <= n - sum(outcomes) <= 42
-    again = [not failing(mft_verdicts(project.spec, s, run(project, s, agent_cls, {fault: 0.5}, t))) for t in range(10)]
+    again = [
+        not failing(mft_verdicts(project.spec, s, run(project, s, agent_cls, {fault: 0.5}, t)))
+        for t in range(10)
+    ]
     assert again == outcomes[:10]
 
 
 def test_agent_loads_from_the_bindings_reference_with_faults(project: Project) -> None:
     assert project.bindings.agent is not None
     loaded = load_agent(project.bindings.agent, project.base_dir, {"skip_fx": 1.0})
-    scenario = next(s for s in leaf_scenarios(project.spec, project.bindings)[0] if key(s) == APPROVE_FX)
+    scenario = next(
+        s for s in leaf_scenarios(project.spec, project.bindings)[0] if key(s) == APPROVE_FX
+    )
     tr = asyncio.run(project.arun(scenario, loaded.factory))
     assert "fx_convert" not in tr.tool_names()
     with pytest.raises(InputError, match="unknown fault knob"):

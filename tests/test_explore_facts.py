@@ -38,27 +38,40 @@ LIBRARY = agentprop.load_project(ZOO / "library_loans")
 TRAVEL = agentprop.load_project(ZOO / "travel_change")
 
 
-def one_turn(space: ChoiceSpace, *steps: tuple[str, tuple[tuple[str, int], ...]], entities: tuple[EntityChoice, ...] = (), template: int = 0) -> str:
+def one_turn(
+    space: ChoiceSpace,
+    *steps: tuple[str, tuple[tuple[str, int], ...]],
+    entities: tuple[EntityChoice, ...] = (),
+    template: int = 0,
+) -> str:
     turns = [TurnChoice() for _ in space.scenario.turns]
     turns[0] = TurnChoice(steps=steps, entities=entities)
     return space.render(Choices(lang="en", template=template, turns=tuple(turns))).messages[0]
 
 
 def refill_space() -> ChoiceSpace:
-    scenario = next(s for s in PHARMACY.scenarios() if "Maria Lopez" in s.messages[0] and "RX-48213" in s.messages[0])
+    scenario = next(
+        s
+        for s in PHARMACY.scenarios()
+        if "Maria Lopez" in s.messages[0] and "RX-48213" in s.messages[0]
+    )
     return ChoiceSpace(PHARMACY, scenario)
 
 
 def test_a_persons_name_is_an_identity_fact_never_retyped() -> None:
     assert entity_forms("patient_name", "Maria Lopez") == ()
-    assert entity_forms("title", "Dune") == ("lower", "upper")  # a title may change case (the zoo's title_exact_match fault)
+    # a title may change case (the zoo's title_exact_match fault)
+    assert entity_forms("title", "Dune") == ("lower", "upper")
     assert entity_forms("booking_ref", "QX7K2P") == ("lower",)  # an id too (booking_ref_case)
     assert "drop" in entity_forms("role", "engineer")  # a common word takes a slip ("enginer")
-    assert not set(entity_forms("city", "Springfield")) & {"swap", "drop", "double"}  # a proper name takes none
+    # a proper name takes none
+    assert not set(entity_forms("city", "Springfield")) & {"swap", "drop", "double"}
     space = refill_space()
     assert all(slot != "patient_name" for slot, _, _ in space.turn_spaces[0][0].entities)
     for form, site in (("lower", 0), ("upper", 0), ("swap", 3), ("drop", 1)):
-        assert "Maria Lopez" in one_turn(space, entities=(EntityChoice(slot="patient_name", form=form, site=site),))
+        assert "Maria Lopez" in one_turn(
+            space, entities=(EntityChoice(slot="patient_name", form=form, site=site),)
+        )
 
 
 def test_a_turn_that_states_a_name_is_never_recased_as_a_whole() -> None:
@@ -67,8 +80,14 @@ def test_a_turn_that_states_a_name_is_never_recased_as_a_whole() -> None:
     for kind in range(4):
         assert one_turn(space, ("casing", (("kind", kind),))) == plain
     # a turn without a name may be re-cased
-    library = ChoiceSpace(LIBRARY, next(s for s in LIBRARY.scenarios() if s.messages[0].startswith("Can I renew Dune")))
-    assert any(one_turn(library, ("casing", (("kind", k),))) != library.scenario.messages[0] for k in range(4))
+    library = ChoiceSpace(
+        LIBRARY,
+        next(s for s in LIBRARY.scenarios() if s.messages[0].startswith("Can I renew Dune")),
+    )
+    assert any(
+        one_turn(library, ("casing", (("kind", k),))) != library.scenario.messages[0]
+        for k in range(4)
+    )
 
 
 def test_no_slip_or_rewrite_lands_on_the_words_that_say_which_intent() -> None:
@@ -83,7 +102,13 @@ def test_no_slip_or_rewrite_lands_on_the_words_that_say_which_intent() -> None:
             assert all(after[w] >= plain[w] for w in facts.words), text
     # a slip still lands on the words that say nothing of the intent (a closing's)
     closed = one_turn(space, ("closing", (("choice", 1),)))
-    assert any(one_turn(space, ("closing", (("choice", 1),)), ("typo", (("kind", 0), ("site", s), ("key", 1)))) != closed for s in range(20))
+    assert any(
+        one_turn(
+            space, ("closing", (("choice", 1),)), ("typo", (("kind", 0), ("site", s), ("key", 1)))
+        )
+        != closed
+        for s in range(20)
+    )
 
 
 def test_no_word_is_put_where_a_withheld_slot_would_be() -> None:
@@ -93,19 +118,31 @@ def test_no_word_is_put_where_a_withheld_slot_would_be() -> None:
     for name, n in (("politeness", 4), ("urgency", 7), ("hedge", 5), ("casual", 4), ("closing", 6)):
         for choice in range(n):
             text = one_turn(space, (name, (("choice", choice),)))
-            assert "renew?" in text.replace(" ?", "?") or "renew." in text or "renew," in text or text.rstrip(".!?").endswith("renew"), text
+            assert (
+                "renew?" in text.replace(" ?", "?")
+                or "renew." in text
+                or "renew," in text
+                or text.rstrip(".!?").endswith("renew")
+            ), text
 
 
 def test_a_word_never_follows_a_value_that_ends_in_a_word() -> None:
     # "Can I renew Dune? Card 21000456." with an urgency frame: "Dune asap?" reads as another title
-    space = ChoiceSpace(LIBRARY, next(s for s in LIBRARY.scenarios() if s.messages[0].startswith("Can I renew Dune?")))
+    space = ChoiceSpace(
+        LIBRARY,
+        next(s for s in LIBRARY.scenarios() if s.messages[0].startswith("Can I renew Dune?")),
+    )
     for choice in range(7):
         text = one_turn(space, ("urgency", (("choice", choice),)))
         assert "Dune?" in text, text
 
 
 def test_a_follow_up_answer_gets_no_frame_that_opens_another_answer() -> None:
-    scenario = next(s for s in TRAVEL.scenarios() if len(s.turns) > 1 and s.messages[1].startswith("Hmm, is there anything"))
+    scenario = next(
+        s
+        for s in TRAVEL.scenarios()
+        if len(s.turns) > 1 and s.messages[1].startswith("Hmm, is there anything")
+    )
     space = ChoiceSpace(TRAVEL, scenario)
     facts = space.turn_spaces[0][1].facts
     assert {"ok", "yes", "no"} <= facts.others
@@ -121,30 +158,60 @@ def test_chinese_facts_are_characters_a_frame_may_not_take_away() -> None:
         {
             "version": 1,
             "spec": "spec.yaml",
-            "variables": {"intent": {"utterance": {"refill": ["请帮我续配处方 {rx}"], "question": ["请问药店几点开门？"]}}},
+            "variables": {
+                "intent": {
+                    "utterance": {
+                        "refill": ["请帮我续配处方 {rx}"],
+                        "question": ["请问药店几点开门？"],
+                    }
+                }
+            },
         }
     )
     facts = turn_facts(bindings, TemplateSource(template="请帮我续配处方 {rx}"), {"rx": "RX-1"})
     assert {"续", "配", "处", "方"} <= facts.words and "请" not in facts.words
     keeps = facts.keeps("请帮我续配处方 RX-1", ["RX-1"], [])
-    assert keeps("麻烦尽快帮我续配处方 RX-1", ["urgency"])  # 请 may be rewritten: it says nothing about which intent
+    # 请 may be rewritten: it says nothing about which intent
+    assert keeps("麻烦尽快帮我续配处方 RX-1", ["urgency"])
     assert not keeps("请帮我续处方 RX-1", ["synonym"])  # 配 gone: not a refill any more
     assert TurnFacts().keeps("x", [], [])("y", ["typo"])  # a turn without facts keeps every step
 
 
 @pytest.mark.parametrize("name", ["pharmacy_refill", "library_loans", "travel_change"])
-def test_the_zoos_correct_agents_pass_every_explored_case_but_dates_they_cannot_read(name: str) -> None:
+def test_the_zoos_correct_agents_pass_every_explored_case_but_dates_they_cannot_read(
+    name: str,
+) -> None:
     # The frozen pharmacy and travel agents read a date only as YYYY-MM-DD: a user's "June 14,
     # 1979" or "20 Dec 2026" (the `notation` family, docs/input-families.md) is a real finding
     # about them, not an invalid input. Every other explored case passes, and every failure
     # carries a re-written date, so no other family fails a correct agent.
     project = agentprop.load_project(ZOO / name)
     agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
-    report = asyncio.run(arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("explore",), seed=1, explore=4), memo=TrialMemo()))
-    noted = {c.id for c in report.cases if any(f.endswith(":notation") for f in (c.details or {}).get("families", ()))}
-    failing = [(c.id, c.messages) for c in report.cases if c.verdict in ("FAIL", "UNSTABLE") and c.id not in noted]
+    report = asyncio.run(
+        arun_cases(
+            project,
+            agent,
+            project.scenarios(),
+            RunSettings(kinds=("explore",), seed=1, explore=4),
+            memo=TrialMemo(),
+        )
+    )
+    noted = {
+        c.id
+        for c in report.cases
+        if any(f.endswith(":notation") for f in (c.details or {}).get("families", ()))
+    }
+    failing = [
+        (c.id, c.messages)
+        for c in report.cases
+        if c.verdict in ("FAIL", "UNSTABLE") and c.id not in noted
+    ]
     assert report.cases and not failing
-    dated = [c for c in report.cases if c.id in noted and re.search(r"\b(19|20)\d\d\b", " ".join(c.messages))]
+    dated = [
+        c
+        for c in report.cases
+        if c.id in noted and re.search(r"\b(19|20)\d\d\b", " ".join(c.messages))
+    ]
     if name == "library_loans":  # its agent reads every value as re-written: nothing fails
         assert all(c.verdict == "PASS" for c in report.cases if c.id in noted)
     else:
@@ -156,6 +223,16 @@ def test_inv_variants_state_the_facts_of_the_message_they_paraphrase() -> None:
     renew asap?" (no title) are not paraphrases of it, and the correct agents failed them."""
     for project in (PHARMACY, LIBRARY):
         agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {})
-        report = asyncio.run(arun_cases(project, agent, project.scenarios(), RunSettings(kinds=("inv",), seed=1), memo=TrialMemo()))
+        report = asyncio.run(
+            arun_cases(
+                project,
+                agent,
+                project.scenarios(),
+                RunSettings(kinds=("inv",), seed=1),
+                memo=TrialMemo(),
+            )
+        )
         inv = [c for c in report.cases if c.kind == "INV"]
-        assert inv and not [(c.id, c.details.get("variants")) for c in inv if c.verdict in ("FAIL", "UNSTABLE")]
+        assert inv and not [
+            (c.id, c.details.get("variants")) for c in inv if c.verdict in ("FAIL", "UNSTABLE")
+        ]

@@ -28,7 +28,16 @@ def _trace(ticket_id: Any, *, created: bool = True) -> Trace:
     calls = [ToolCall(name="find_similar_tickets", result=SIMILAR)]
     if created:
         calls.append(ToolCall(name="create_ticket", result=CREATED))
-    return Trace(turns=[Turn(index=0, user_message="VPN is down", tool_calls=calls, response={"decision": "TICKET_CREATED", "ticket_id": ticket_id})])
+    return Trace(
+        turns=[
+            Turn(
+                index=0,
+                user_message="VPN is down",
+                tool_calls=calls,
+                response={"decision": "TICKET_CREATED", "ticket_id": ticket_id},
+            )
+        ]
+    )
 
 
 def test_value_grounding_alone_accepts_the_wrong_tools_id() -> None:
@@ -37,7 +46,9 @@ def test_value_grounding_alone_accepts_the_wrong_tools_id() -> None:
 
 
 def test_a_value_from_the_wrong_tool_fails_showing_both_values() -> None:
-    verdict = field_provenance(_trace("INC-2001"), "ticket_id", ["create_ticket.ticket_id"], clause="policies.P3")
+    verdict = field_provenance(
+        _trace("INC-2001"), "ticket_id", ["create_ticket.ticket_id"], clause="policies.P3"
+    )
     assert not verdict.passed
     assert verdict.detail == "ticket_id:from"
     assert verdict.explanation == (
@@ -46,7 +57,9 @@ def test_a_value_from_the_wrong_tool_fails_showing_both_values() -> None:
     )
     assert field_provenance(_trace("inc-3005"), "ticket_id", ["create_ticket.ticket_id"]).passed
     # before the source tool answered, provenance has nothing to say (value grounding does)
-    assert field_provenance(_trace("INC-2001", created=False), "ticket_id", ["create_ticket.ticket_id"]).passed
+    assert field_provenance(
+        _trace("INC-2001", created=False), "ticket_id", ["create_ticket.ticket_id"]
+    ).passed
 
 
 def _spec(tmp_path: Path) -> Path:
@@ -77,7 +90,9 @@ decision_tree:
     return tmp_path / "spec.yaml"
 
 
-def test_an_id_field_is_grounded_against_the_output_field_of_its_name_by_default(tmp_path: Path) -> None:
+def test_an_id_field_is_grounded_against_the_output_field_of_its_name_by_default(
+    tmp_path: Path,
+) -> None:
     spec = load_spec(_spec(tmp_path))
     assert default_provenance(spec) == {"ticket_id": ["create_ticket.ticket_id"]}
 
@@ -85,10 +100,22 @@ def test_an_id_field_is_grounded_against_the_output_field_of_its_name_by_default
 def test_bindings_name_the_source_and_a_wrong_source_is_a_bindings_error(tmp_path: Path) -> None:
     spec = load_spec(_spec(tmp_path))
     path = tmp_path / "agentprop.yaml"
-    path.write_text("version: 1\nspec: spec.yaml\nresponse:\n  ticket_id: {from: create_ticket.ticket_id, check: [value]}\n", encoding="utf-8")
+    path.write_text(
+        "version: 1\nspec: spec.yaml\nresponse:\n  ticket_id: {from: "
+        "create_ticket.ticket_id, check: [value]}\n",
+        encoding="utf-8",
+    )
     grounding = load_bindings(path, spec).response_grounding(spec)
-    assert grounding.provenance["ticket_id"] == ["create_ticket.ticket_id"] and grounding.fields["ticket_id"] == ["value"]
-    path.write_text("version: 1\nspec: spec.yaml\nresponse:\n  ticket_id: {from: create_ticket.case_id}\n", encoding="utf-8")
-    with pytest.raises(BindingsError, match=r"agentprop.yaml:4:.*`from: create_ticket.case_id`, which is no output field") as info:
+    assert grounding.provenance["ticket_id"] == ["create_ticket.ticket_id"] and grounding.fields[
+        "ticket_id"
+    ] == ["value"]
+    path.write_text(
+        "version: 1\nspec: spec.yaml\nresponse:\n  ticket_id: {from: create_ticket.case_id}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(
+        BindingsError,
+        match=r"agentprop.yaml:4:.*`from: create_ticket.case_id`, which is no output field",
+    ) as info:
         load_bindings(path, spec)
     assert "create_ticket.ticket_id" in str(info.value)

@@ -18,7 +18,9 @@ def test_writes_creates_directories_and_replaces(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["x.json"]
 
 
-def test_a_failed_write_keeps_the_old_file_and_cleans_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_keeps_the_old_file_and_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "x.json"
     write_atomic(target, "old")
 

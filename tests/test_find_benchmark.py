@@ -49,12 +49,17 @@ def find() -> ModuleType:
 def test_the_zoo_covers_every_kind_the_issue_names_at_realistic_rates(find: ModuleType) -> None:
     zoo = find.ZOO
     assert len(zoo) >= 24
-    assert set(REQUIRED_KINDS.values()) <= {REQUIRED_KINDS[f.kind] for f in zoo if f.kind in REQUIRED_KINDS}
+    assert set(REQUIRED_KINDS.values()) <= {
+        REQUIRED_KINDS[f.kind] for f in zoo if f.kind in REQUIRED_KINDS
+    }
     assert all(0.2 <= f.rate <= 1.0 for f in zoo)
     assert len({(f.example, f.knob) for f in zoo}) == len(zoo)
     for f in zoo:
         project = find.project_of(f.example)
-        agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, {f.knob: f.rate})  # the knob exists
+        # the knob exists
+        agent = agentprop.load_agent(
+            project.bindings.agent or "", project.base_dir, {f.knob: f.rate}
+        )
         assert f.knob in agent.faults
     # the faults only a PROBE case reaches are in the zoo, and the default run makes PROBE cases
     assert {"canary probe", "forbidden-scope invitation"} <= {f.kind for f in zoo}
@@ -67,19 +72,40 @@ def test_a_trigger_is_judged_on_the_turns_it_names(find: ModuleType) -> None:
     thanks = next(f for f in find.ZOO if f.knob == "thanks_as_no").trigger
     assert not thanks.present(scenario)
     on_turn_1 = scenario.model_copy(
-        update={"turns": [scenario.turns[0].model_copy(update={"user_message": scenario.messages[0] + " Thanks!"}), scenario.turns[1]]}
+        update={
+            "turns": [
+                scenario.turns[0].model_copy(
+                    update={"user_message": scenario.messages[0] + " Thanks!"}
+                ),
+                scenario.turns[1],
+            ]
+        }
     )
     on_turn_2 = scenario.model_copy(
-        update={"turns": [scenario.turns[0], scenario.turns[1].model_copy(update={"user_message": "Yes, cancel it. Thanks!"})]}
+        update={
+            "turns": [
+                scenario.turns[0],
+                scenario.turns[1].model_copy(update={"user_message": "Yes, cancel it. Thanks!"}),
+            ]
+        }
     )
     assert not thanks.present(on_turn_1) and thanks.present(on_turn_2)  # a follow-up trigger
 
 
-def test_quick_configuration_finds_what_the_first_templates_never_trigger(find: ModuleType, tmp_path: Path) -> None:
+def test_quick_configuration_finds_what_the_first_templates_never_trigger(
+    find: ModuleType, tmp_path: Path
+) -> None:
     out = tmp_path / "find.json"
     assert find.main(["--quick", "--json", str(out)]) == 0
     data = json.loads(out.read_text(encoding="utf-8"))
-    assert {"found_rate", "baseline_found_rate", "false_alarms", "minimal_rate", "shrink_runs_per_bug", "runs_total"} <= set(data)
+    assert {
+        "found_rate",
+        "baseline_found_rate",
+        "false_alarms",
+        "minimal_rate",
+        "shrink_runs_per_bug",
+        "runs_total",
+    } <= set(data)
     assert data["faults"] == 3 and data["clean_runs"] == 3
     assert data["false_alarms"] == 0
     # an entity typed in lower case and a world value: no first-template case contains them
@@ -100,7 +126,8 @@ def test_the_blind_zoo_loads_from_its_manifest_and_its_freeze_holds(find: Module
         project = find.blind_project(folder, {})
         knobs = {f.knob: f.rate for f in zoo.faults if f.example == folder}
         ref = next(f.agent for f in zoo.faults if f.example == folder)
-        assert set(knobs) <= set(agentprop.load_agent(ref, project.base_dir, knobs).faults)  # every knob exists
+        # every knob exists
+        assert set(knobs) <= set(agentprop.load_agent(ref, project.base_dir, knobs).faults)
     # a fault's world overrides are applied over the bindings' world
     with_world = next(f for f in zoo.faults if f.world)
     project = find.blind_project(with_world)

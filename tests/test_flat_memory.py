@@ -24,7 +24,11 @@ SUPPORTOPS = ROOT / "examples" / "supportops"
 
 
 def _trace(i: int) -> Trace:
-    return Trace(case_id="c", trial=i, turns=[Turn(index=0, user_message=f'message {i}\nwith a newline and "quotes"')])
+    return Trace(
+        case_id="c",
+        trial=i,
+        turns=[Turn(index=0, user_message=f'message {i}\nwith a newline and "quotes"')],
+    )
 
 
 def test_the_json_report_in_pieces_is_the_same_text_as_whole() -> None:
@@ -39,7 +43,15 @@ def test_the_json_report_in_pieces_is_the_same_text_as_whole() -> None:
 
 
 def test_a_report_keeps_passing_traces_up_to_its_quota_and_every_failing_one() -> None:
-    runs = [SampledRun(trial=i, passed=i % 3 != 0, signature=None if i % 3 else "x:y", trace_json=trace_json(_trace(i))) for i in range(12)]
+    runs = [
+        SampledRun(
+            trial=i,
+            passed=i % 3 != 0,
+            signature=None if i % 3 else "x:y",
+            trace_json=trace_json(_trace(i)),
+        )
+        for i in range(12)
+    ]
     with passing_quota(PassingQuota(3)) as quota:
         kept = run_traces(runs)
     assert [t.trial for t in kept] == [0, 1, 2, 3, 4, 6, 9] and quota.left == 0
@@ -65,11 +77,17 @@ def test_case_from_check_moves_the_kept_runs_into_the_case(tmp_path: Path) -> No
     assert [t.trial for t in case.traces] == [0] and result.sampled_runs == []
 
 
-def test_agentprop_run_keeps_at_most_the_quota_of_passing_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agentprop_run_keeps_at_most_the_quota_of_passing_traces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(kinds, "PASSING_PER_RUN", 4)
     path = tmp_path / "report.json"
-    code = main(["run", str(SUPPORTOPS), "--kinds", "mft", "--fault", "skip_auth=0.5", "--json", str(path)], out=io.StringIO(), err=io.StringIO())
+    code = main(
+        ["run", str(SUPPORTOPS), "--kinds", "mft", "--fault", "skip_auth=0.5", "--json", str(path)],
+        out=io.StringIO(),
+        err=io.StringIO(),
+    )
     assert code == 1
     data = json.loads(path.read_text())
     traces = [t for c in data["cases"] for t in c["traces"]]
@@ -78,7 +96,10 @@ def test_agentprop_run_keeps_at_most_the_quota_of_passing_traces(tmp_path: Path,
     failing_cases = [c for c in data["cases"] if c["verdict"] == "FAIL"]
     assert failing_cases and all(any(not t["passed"] for t in c["traces"]) for c in failing_cases)
     sampling = data["trace_sampling"]
-    assert sampling["kept"] == len(traces) and sampling["kept"] + sampling["omitted"] == data["metrics"]["runs"]
+    assert (
+        sampling["kept"] == len(traces)
+        and sampling["kept"] + sampling["omitted"] == data["metrics"]["runs"]
+    )
     assert sampling["passing_per_run"] == 4
 
 
@@ -98,10 +119,19 @@ def test_the_models_made_by_the_thousand_share_one_set_of_field_names() -> None:
 
     scenario = load_project(SUPPORTOPS).scenarios()[0]
     again = scenario.model_validate_json(scenario.model_dump_json())
-    assert scenario.model_fields_set is again.model_fields_set  # one set for the class, not one each
+    # one set for the class, not one each
+    assert scenario.model_fields_set is again.model_fields_set
     assert scenario.turns[0].model_fields_set is again.turns[0].model_fields_set
     one, two = (
-        CheckResult(verdict="PASS", decided_by="fixed", runs=n, passes=n, pass_rate=1.0, interval=(0.0, 1.0), interval_exact=(0.0, 1.0))
+        CheckResult(
+            verdict="PASS",
+            decided_by="fixed",
+            runs=n,
+            passes=n,
+            pass_rate=1.0,
+            interval=(0.0, 1.0),
+            interval_exact=(0.0, 1.0),
+        )
         for n in (1, 2)
     )
     assert one.model_fields_set is two.model_fields_set
@@ -118,7 +148,9 @@ def test_a_copy_of_a_bulk_model_shares_the_set_too() -> None:
 
     scenario = load_project(SUPPORTOPS).scenarios()[0]
     for copied in (scenario.model_copy(update={"id": "other"}), scenario.model_copy(deep=True)):
-        assert copied.model_fields_set is scenario.model_fields_set == set(type(scenario).model_fields)
+        assert (
+            copied.model_fields_set is scenario.model_fields_set == set(type(scenario).model_fields)
+        )
     assert scenario.model_copy(update={"id": "other"}).id == "other" and scenario.id != "other"
 
 
@@ -129,40 +161,78 @@ def test_cases_share_the_values_they_repeat() -> None:
     twin = scenario.model_validate_json(scenario.model_dump_json())  # equal, not the same objects
     assert twin.world is not scenario.world and twin.path is not scenario.path
     result = CheckResult(
-        verdict="PASS", decided_by="fixed", runs=3, passes=3, pass_rate=1.0, interval=(0.5, 1.0), interval_exact=(0.4, 1.0), pass_hat_k={"1": 1.0}
+        verdict="PASS",
+        decided_by="fixed",
+        runs=3,
+        passes=3,
+        pass_rate=1.0,
+        interval=(0.5, 1.0),
+        interval_exact=(0.4, 1.0),
+        pass_hat_k={"1": 1.0},
     )
     a = case_from_check("a", "MFT", scenario, result, {})
-    b = case_from_check("b", "EXPLORE", twin, result.model_copy(update={"interval": (0.5, 1.0)}), {})
+    b = case_from_check(
+        "b", "EXPLORE", twin, result.model_copy(update={"interval": (0.5, 1.0)}), {}
+    )
     for name in ("world", "path", "branches", "expected_decisions", "pass_hat_k", "interval"):
         assert getattr(a, name) is getattr(b, name), name
-    assert a.world == scenario.world.model_dump(mode="json") and a.interval == (0.5, 1.0) and a.pass_hat_k == {"1": 1.0}
-    assert a.model_dump_json().replace('"a"', '"b"').replace('"MFT"', '"EXPLORE"') == b.model_dump_json()
+    assert (
+        a.world == scenario.world.model_dump(mode="json")
+        and a.interval == (0.5, 1.0)
+        and a.pass_hat_k == {"1": 1.0}
+    )
+    assert (
+        a.model_dump_json().replace('"a"', '"b"').replace('"MFT"', '"EXPLORE"')
+        == b.model_dump_json()
+    )
 
 
 def test_shared_values_share_the_parts_they_repeat_and_stay_equal() -> None:
     from agentprop._util.bulk import LONGEST_SHARED, shared
 
     def choices(k: int) -> dict[str, object]:  # built afresh each call: equal parts, other objects
-        return {"lang": "en", "turns": [{"template": 0, "steps": [["politeness", [["choice", 2]]], ["urgency", [["choice", k]]]]}], "world": []}
+        return {
+            "lang": "en",
+            "turns": [
+                {
+                    "template": 0,
+                    "steps": [["politeness", [["choice", 2]]], ["urgency", [["choice", k]]]],
+                }
+            ],
+            "world": [],
+        }
 
     a, b = shared(choices(1)), shared(choices(5))
     assert a == choices(1) and b == choices(5) and a is not b
     assert a["turns"][0]["steps"][0] is b["turns"][0]["steps"][0]  # ["politeness", ...] held once
     assert a["world"] is b["world"]
-    assert shared({"n": 1}) is not shared({"n": "1"}) and shared([1]) is not shared([1.0]) and shared([True]) is not shared([1])
+    assert (
+        shared({"n": 1}) is not shared({"n": "1"})
+        and shared([1]) is not shared([1.0])
+        and shared([True]) is not shared([1])
+    )
     long = ["x" * LONGEST_SHARED]
-    assert shared(list(long)) == long and shared(list(long)) is not shared(list(long))  # too long to look up
+    # too long to look up
+    assert shared(list(long)) == long and shared(list(long)) is not shared(list(long))
 
 
 def test_the_memo_packs_runs_against_the_first_one() -> None:
     import zlib
 
     memo = TrialMemo()
-    traces = [Trace(case_id=f"case {i}", trial=i, turns=[Turn(index=0, user_message=f"where is my order O-{1000 + i}?")]) for i in range(20)]
+    traces = [
+        Trace(
+            case_id=f"case {i}",
+            trial=i,
+            turns=[Turn(index=0, user_message=f"where is my order O-{1000 + i}?")],
+        )
+        for i in range(20)
+    ]
     for i, trace in enumerate(traces):
         memo.put(memo.key("input", "agent", i), trace)
     last = trace_json(traces[-1])
-    # the runs of one suite repeat their keys and ids: against the first run, a run packs in far less than alone
+    # the runs of one suite repeat their keys and ids: against the first run, a run packs
+    # in far less than alone
     assert len(memo._mem[memo.key("input", "agent", 19)]) < len(zlib.compress(last.encode(), 1)) / 2
     for i, trace in enumerate(traces):
         again = memo.get(memo.key("input", "agent", i))

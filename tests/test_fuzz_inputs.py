@@ -26,14 +26,20 @@ FUZZ = settings(
     deadline=None,
     database=None,
     derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 
 
 def _check(item: HostileInput, workdir: Path) -> None:
     with deadline(30):
         outcome = judge(item, workdir, run=False)
-    assert outcome.verdict in ("clear_error", "accepted"), f"{outcome.verdict} for {item.kind} {item.base} ({item.how}):\n{outcome.detail}"
+    assert outcome.verdict in ("clear_error", "accepted"), (
+        f"{outcome.verdict} for {item.kind} {item.base} ({item.how}):\n{outcome.detail}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +88,9 @@ past the digit limit in hex and sexagesimal, a template with an undefined slot o
     piece=st.sampled_from(ISSUE_27),
     at=st.integers(min_value=0, max_value=10**6),
 )
-def test_issue_27_pieces_anywhere_are_clear_errors_or_load(workdir: Path, kind: str, base: str, piece: str, at: int) -> None:
+def test_issue_27_pieces_anywhere_are_clear_errors_or_load(
+    workdir: Path, kind: str, base: str, piece: str, at: int
+) -> None:
     text = base_text(kind, base)
     lines = text.splitlines(keepends=True)
     i = at % len(lines)
@@ -90,4 +98,6 @@ def test_issue_27_pieces_anywhere_are_clear_errors_or_load(workdir: Path, kind: 
     colon = line.find(": ")
     # the piece as a value (after a key's colon) where the line has one, else as a line of its own
     lines[i] = line[: colon + 2] + piece + "\n" if colon >= 0 else line + piece + "\n"
-    _check(HostileInput(kind, base, "".join(lines), f"line {i + 1} value -> {piece[:20]!r}"), workdir)
+    _check(
+        HostileInput(kind, base, "".join(lines), f"line {i + 1} value -> {piece[:20]!r}"), workdir
+    )

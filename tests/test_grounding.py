@@ -27,13 +27,29 @@ RUNBOOK = agentprop.load_project(RUNBOOK_DIR)
 STEPS = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
 
 
-def run(project: agentprop.Project, scenario: Scenario, faults: dict[str, float] | None = None, trial: int = 0) -> Trace:
+def run(
+    project: agentprop.Project,
+    scenario: Scenario,
+    faults: dict[str, float] | None = None,
+    trial: int = 0,
+) -> Trace:
     agent = load_agent(project.bindings.agent or "", project.base_dir, faults or {}).factory
     return asyncio.run(project.arun(scenario, agent, trial=trial))
 
 
-def failures(project: agentprop.Project, scenario: Scenario, trace: Trace) -> list[agentprop.Verdict]:
-    return [v for v in mft_verdicts(project.spec, scenario, trace, grounding=project.bindings.response_grounding(project.spec)) if not v.passed]
+def failures(
+    project: agentprop.Project, scenario: Scenario, trace: Trace
+) -> list[agentprop.Verdict]:
+    return [
+        v
+        for v in mft_verdicts(
+            project.spec,
+            scenario,
+            trace,
+            grounding=project.bindings.response_grounding(project.spec),
+        )
+        if not v.passed
+    ]
 
 
 # ----------------------------------------------------------------------------- the bug, reproduced
@@ -51,7 +67,9 @@ def test_an_invented_runbook_step_fails_the_mft() -> None:
     # the structured steps field is checked too, as the bindings' response: section says
     steps_verdict = next(
         v
-        for v in mft_verdicts(RUNBOOK.spec, STEPS, trace, grounding=RUNBOOK.bindings.response_grounding(RUNBOOK.spec))
+        for v in mft_verdicts(
+            RUNBOOK.spec, STEPS, trace, grounding=RUNBOOK.bindings.response_grounding(RUNBOOK.spec)
+        )
         if v.detail == "steps:list_items"
     )
     assert not steps_verdict.passed and "Restart every pod" in steps_verdict.explanation
@@ -110,10 +128,19 @@ def test_looks_like_id(token: str, is_id: bool) -> None:
 def test_stated_ids_quoted_values_and_list_items() -> None:
     from agentprop._judge.grounded import list_items, quoted_values, stated_ids
 
-    assert stated_ids("Order O-1001 (plan PLAN-BASIC) at N2_AUTH, 30-day window", vocabulary={"N2_AUTH"}) == ["O-1001", "PLAN-BASIC"]
-    assert quoted_values("status \"shipped\", I can't say 'maybe' or `x`") == ["shipped", "maybe", "x"]
+    assert stated_ids(
+        "Order O-1001 (plan PLAN-BASIC) at N2_AUTH, 30-day window", vocabulary={"N2_AUTH"}
+    ) == ["O-1001", "PLAN-BASIC"]
+    assert quoted_values("status \"shipped\", I can't say 'maybe' or `x`") == [
+        "shipped",
+        "maybe",
+        "x",
+    ]
     assert quoted_values("I can't share it, don't ask") == []
-    text = "Follow runbook RB-12:\n1. Check the dashboard\n2) Roll back\n- Post an update\nStep 4: Close it\nThanks."
+    text = (
+        "Follow runbook RB-12:\n1. Check the dashboard\n2) Roll back\n- Post an update\nStep "
+        "4: Close it\nThanks."
+    )
     assert list_items(text) == ["Check the dashboard", "Roll back", "Post an update", "Close it"]
     assert list_items(["a", " b ", 3, ""]) == ["a", "b"]
     assert list_items("no list here: 1, 2, 3") == []
@@ -122,11 +149,22 @@ def test_stated_ids_quoted_values_and_list_items() -> None:
 # ----------------------------------------------------------------------------- response_grounded
 
 
-def _trace(result: Any, field: str, value: Any, *, user: str = "hi", error: str | None = None) -> Trace:
+def _trace(
+    result: Any, field: str, value: Any, *, user: str = "hi", error: str | None = None
+) -> Trace:
     from agentprop._scenario.trace import ToolCall, Turn
 
     call = ToolCall(name="tool", result=None if error else result, error=error, error_kind=error)
-    return Trace(turns=[Turn(index=0, user_message=user, tool_calls=[call], response={"decision": "X", field: value})])
+    return Trace(
+        turns=[
+            Turn(
+                index=0,
+                user_message=user,
+                tool_calls=[call],
+                response={"decision": "X", field: value},
+            )
+        ]
+    )
 
 
 RUNBOOK_OUTPUT = {
@@ -143,20 +181,42 @@ RUNBOOK_OUTPUT = {
     [
         (
             "user_message",
-            "Runbook RB-12:\n1. Check the service dashboard for the error rate and the latest deploy",
+            "Runbook RB-12:\n1. Check the service dashboard for the error rate "
+            "and the latest deploy",
             ["list_items", "numbers", "ids"],
             None,
         ),
         # fuzzy: small rewordings of a step still match it
-        ("user_message", "1. Check the dashboard for the error rate and latest deploy.", ["list_items"], None),
-        ("user_message", "1. Check the service dashboard\n2. Restart every pod", ["list_items"], "user_message:list_items"),
-        ("steps", ["Roll back the latest deploy if it started within the last hour"], ["list_items"], None),
-        ("steps", ["Roll back the latest deploy", "Page the CTO"], ["list_items"], "steps:list_items"),
+        (
+            "user_message",
+            "1. Check the dashboard for the error rate and latest deploy.",
+            ["list_items"],
+            None,
+        ),
+        (
+            "user_message",
+            "1. Check the service dashboard\n2. Restart every pod",
+            ["list_items"],
+            "user_message:list_items",
+        ),
+        (
+            "steps",
+            ["Roll back the latest deploy if it started within the last hour"],
+            ["list_items"],
+            None,
+        ),
+        (
+            "steps",
+            ["Roll back the latest deploy", "Page the CTO"],
+            ["list_items"],
+            "steps:list_items",
+        ),
         # list markers number the list: "2." and "3." are not stated numbers
         ("user_message", "Runbook RB-12 has 2 steps:\n1. a\n2. b\n3. c", ["numbers"], None),
         ("user_message", "Runbook RB-12 has 7 steps", ["numbers"], "user_message:numbers"),
         ("user_message", "See runbook rb-12", ["ids"], None),  # case does not matter
-        ("user_message", "See runbook RB-13", ["ids", "numbers"], "user_message:ids"),  # reported as the id it is
+        # reported as the id it is
+        ("user_message", "See runbook RB-13", ["ids", "numbers"], "user_message:ids"),
         ("user_message", 'The first step says "check the service dashboard"', ["quoted"], None),
         ("user_message", 'The first step says "restart it"', ["quoted"], "user_message:quoted"),
         ("runbook_id", "RB-12", ["value"], None),
@@ -177,12 +237,22 @@ def test_response_grounded(field: str, value: Any, kinds: list[str], detail: str
 def test_the_spec_text_grounds_numbers_and_quotes_but_not_ids_or_items() -> None:
     from agentprop._judge.grounded import response_grounded
 
-    spec_words = ["Last 4 digits of a payment method", "user_confirmation == yes", "e.g. RCP-12345", "1. Check the receipt"]
+    spec_words = [
+        "Last 4 digits of a payment method",
+        "user_confirmation == yes",
+        "e.g. RCP-12345",
+        "1. Check the receipt",
+    ]
     t = _trace({}, "user_message", 'Give the last 4 digits, then reply "yes".')
     assert not response_grounded(t, "user_message", ["numbers", "quoted"]).passed
     assert response_grounded(t, "user_message", ["numbers", "quoted"], spec_text=spec_words).passed
-    for value, kind in [("Receipt RCP-12345 approved", "ids"), ("1. Check the receipt", "list_items")]:
-        v = response_grounded(_trace({}, "user_message", value), "user_message", [kind], spec_text=spec_words)
+    for value, kind in [
+        ("Receipt RCP-12345 approved", "ids"),
+        ("1. Check the receipt", "list_items"),
+    ]:
+        v = response_grounded(
+            _trace({}, "user_message", value), "user_message", [kind], spec_text=spec_words
+        )
         assert not v.passed, value
 
 
@@ -215,7 +285,8 @@ def test_numbers_grounded_skips_list_markers() -> None:
 
     t = _trace({"steps": ["a", "b", "c"]}, "user_message", "3 steps:\n1. a\n2. b\n3. c")
     assert numbers_grounded(t).passed
-    t = _trace({"steps": ["a"]}, "user_message", "1. a\n2. b")  # a marker is not a number, but a count still is
+    # a marker is not a number, but a count still is
+    t = _trace({"steps": ["a"]}, "user_message", "1. a\n2. b")
     assert numbers_grounded(t).passed
 
 
@@ -228,7 +299,9 @@ def test_numbers_the_spec_states_are_grounded_in_the_mft() -> None:
     assert any("Last 4 digits" in t for t in spec_text(supportops.spec))
     s = supportops.scenario("N2_AUTH:missing_last4+zip")
     trace = run(supportops, s)
-    assert "last 4 digits" in trace.final_response["user_message"] if trace.final_response else False
+    assert (
+        "last 4 digits" in trace.final_response["user_message"] if trace.final_response else False
+    )
     assert failures(supportops, s, trace) == []
 
 
@@ -252,7 +325,10 @@ def test_default_grounding_is_derived_from_the_spec() -> None:
     assert default_grounding(eg.spec)["receipt_id"] == ["value"]
     # the bindings replace the fields they name, and keep the others' defaults
     resolved = RUNBOOK.bindings.response_grounding(RUNBOOK.spec)
-    assert resolved.fields["steps"] == ["list_items"] and resolved.fields["user_message"] == default_grounding(RUNBOOK.spec)["user_message"]
+    assert (
+        resolved.fields["steps"] == ["list_items"]
+        and resolved.fields["user_message"] == default_grounding(RUNBOOK.spec)["user_message"]
+    )
     assert eg.bindings.response_grounding(eg.spec).fields["reimbursable_amount"] == ["numbers"]
     assert "E-2041" in eg.bindings.response_grounding(eg.spec).context
 
@@ -268,12 +344,26 @@ def _bindings_with(tmp_path: Path, section: str) -> Path:
 @pytest.mark.parametrize(
     ("section", "problem", "fix"),
     [
-        ("response:\n  steps: [list_items]\n  stepz: [list_items]\n", "response names field 'stepz'", "did you mean 'steps'?"),
-        ("response:\n  steps: [list_items, list_item]\n", "unknown grounding 'list_item' for response field 'steps'", "did you mean 'list_items'?"),
-        ("response:\n  steps: list_items\n", "invalid bindings at response.steps", "docs/reference.md"),
+        (
+            "response:\n  steps: [list_items]\n  stepz: [list_items]\n",
+            "response names field 'stepz'",
+            "did you mean 'steps'?",
+        ),
+        (
+            "response:\n  steps: [list_items, list_item]\n",
+            "unknown grounding 'list_item' for response field 'steps'",
+            "did you mean 'list_items'?",
+        ),
+        (
+            "response:\n  steps: list_items\n",
+            "invalid bindings at response.steps",
+            "docs/reference.md",
+        ),
     ],
 )
-def test_bindings_response_errors_name_file_line_and_fix(tmp_path: Path, section: str, problem: str, fix: str) -> None:
+def test_bindings_response_errors_name_file_line_and_fix(
+    tmp_path: Path, section: str, problem: str, fix: str
+) -> None:
     from agentprop._spec.bindings import load_bindings
     from agentprop.errors import BindingsError
 
@@ -282,6 +372,8 @@ def test_bindings_response_errors_name_file_line_and_fix(tmp_path: Path, section
         load_bindings(path, RUNBOOK.spec)
     text = str(info.value)
     assert problem in text and fix in text, text
-    line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if l.startswith("response:"))
+    line = next(
+        i for i, l in enumerate(path.read_text().splitlines(), 1) if l.startswith("response:")
+    )
     bad_line = line + section.count("\n") - 1
     assert f"{path}:{bad_line}" in text, text

@@ -45,14 +45,24 @@ class Refusing:
         if self.made >= self.allowed:
             return Outcome.refused()
         self.made += 1
-        fails = 0 in candidate and random.Random(f"{self.seed}|{sorted(candidate)}|{trial}").random() < self.p
+        fails = (
+            0 in candidate
+            and random.Random(f"{self.seed}|{sorted(candidate)}|{trial}").random() < self.p
+        )
         return Outcome.failure(SIG) if fails else Outcome.passed()
 
 
 def test_a_refused_run_is_no_evidence_the_search_stops_unproven() -> None:
-    # the old engine took a refused run for a clean one: "every remaining unit was shown to be needed"
+    # the old engine took a refused run for a clean one: "every remaining unit
+    # was shown to be needed"
     oracle = Refusing(p=1.0, allowed=0)
-    result = shrink(tuple(Unit(i) for i in range(4)), oracle, build=kept, budget=200, calibration=Calibration(runs=5, failures=5, signature=SIG))
+    result = shrink(
+        tuple(Unit(i) for i in range(4)),
+        oracle,
+        build=kept,
+        budget=200,
+        calibration=Calibration(runs=5, failures=5, signature=SIG),
+    )
     assert result.runs == 0
     assert not result.minimal and result.budget_exhausted
     assert kept(result.units) == {0, 1, 2, 3}
@@ -75,12 +85,22 @@ def test_a_rare_failure_gets_the_runs_that_would_show_it() -> None:
     seen_fixed = seen_adaptive = 0
     for seed in range(200):
         oracle = Refusing(p=0.03, allowed=10**6, seed=seed)
-        result = shrink((Unit(0, protected=True),), oracle, build=kept, budget=200, calibration=Calibration(runs=100, failures=3, signature=SIG))
+        result = shrink(
+            (Unit(0, protected=True),),
+            oracle,
+            build=kept,
+            budget=200,
+            calibration=Calibration(runs=100, failures=3, signature=SIG),
+        )
         fixed = verify(result, oracle, runs=30)
         adaptive = verify(result, oracle, runs=30, see_rate=0.03, max_runs=300)
         seen_fixed += fixed.reproducer.failures > 0
         seen_adaptive += adaptive.reproducer.failures > 0
-        assert adaptive.reproducer.runs == (30 if adaptive.reproducer.failures and fixed.reproducer.failures else adaptive.reproducer.runs)
+        assert adaptive.reproducer.runs == (
+            30
+            if adaptive.reproducer.failures and fixed.reproducer.failures
+            else adaptive.reproducer.runs
+        )
         assert adaptive.reproducer.runs <= 99
     assert seen_fixed / 200 < 0.75
     assert seen_adaptive / 200 >= 0.9
@@ -100,19 +120,25 @@ def test_a_figure_not_measured_is_never_a_zero() -> None:
     ).rate_text
     assert " 0/" not in text and "(0%" not in text
     assert text == (
-        "fresh runs of the reproducer: not measured (budget spent: max_runs=60 reached; 30 run(s) refused); "
-        "the case failed 4/5 runs (80%, 95% CI 0.38-0.96)"
+        "fresh runs of the reproducer: not measured (budget spent: max_runs=60 reached; 30 run(s) "
+        "refused); the case failed 4/5 runs (80%, 95% CI 0.38-0.96)"
     )
 
 
 def test_a_clean_confirmation_says_what_it_can_exclude() -> None:
-    text = bug(rate=FailureRate(failures=0, runs=30, rate=0.0, interval=(0.0, 0.114)), confirmed=False).rate_text
+    text = bug(
+        rate=FailureRate(failures=0, runs=30, rate=0.0, interval=(0.0, 0.114)), confirmed=False
+    ).rate_text
     assert "not reconfirmed, a rate above 0.11 is excluded (95%)" in text
     partial = bug(
-        rate=FailureRate(failures=3, runs=12, rate=0.25, interval=(0.09, 0.53)), confirmed=True, refused_runs=18, budget_spent="max_runs=60 reached"
+        rate=FailureRate(failures=3, runs=12, rate=0.25, interval=(0.09, 0.53)),
+        confirmed=True,
+        refused_runs=18,
+        budget_spent="max_runs=60 reached",
     )
     assert partial.rate_text == (
-        "fails 3/12 fresh runs of the reproducer (25%, 95% CI 0.09-0.53); 18 more run(s) not measured (budget spent: max_runs=60 reached)"
+        "fails 3/12 fresh runs of the reproducer (25%, 95% CI 0.09-0.53); 18 more run(s) not "
+        "measured (budget spent: max_runs=60 reached)"
     )
 
 
@@ -151,12 +177,16 @@ def spent_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return out, stdout.getvalue()
 
 
-def test_refused_runs_are_not_printed_as_clean_runs_in_any_output(spent_run: tuple[Path, str]) -> None:
+def test_refused_runs_are_not_printed_as_clean_runs_in_any_output(
+    spent_run: tuple[Path, str],
+) -> None:
     out, terminal = spent_run
     report = json.loads((out / "run.json").read_text())
     bugs = [b for b in report["bugs"] if b["origin"] == "cases"]
     assert bugs
-    page, junit, summary = ((out / n).read_text() for n in ("report.html", "junit.xml", "summary.md"))
+    page, junit, summary = (
+        (out / n).read_text() for n in ("report.html", "junit.xml", "summary.md")
+    )
     for b in bugs:
         text = b["rate_text"]
         assert "not measured (budget spent: max_runs=24 reached" in text, text
@@ -169,7 +199,9 @@ def test_refused_runs_are_not_printed_as_clean_runs_in_any_output(spent_run: tup
         assert "fails 0/30" not in shown
 
 
-def test_a_bug_not_reconfirmed_is_still_saved_marked_unconfirmed(spent_run: tuple[Path, str]) -> None:
+def test_a_bug_not_reconfirmed_is_still_saved_marked_unconfirmed(
+    spent_run: tuple[Path, str],
+) -> None:
     out, terminal = spent_run
     entries = Corpus(out / "corpus").entries()
     assert entries and all(not e.confirmed and e.reproducer_rate is None for e in entries)

@@ -68,7 +68,9 @@ def lint(root: Path, seconds: float = 20.0) -> tuple[int, str]:
     return code, err.getvalue()
 
 
-LOCATED = re.compile(r"^agentprop: error: (?P<file>\S+?):(?P<line>\d+):(?P<col>\d+): (?P<problem>.+)$", re.M)
+LOCATED = re.compile(
+    r"^agentprop: error: (?P<file>\S+?):(?P<line>\d+):(?P<col>\d+): (?P<problem>.+)$", re.M
+)
 
 
 def assert_clear_error(code: int, err: str, file: Path, *words: str) -> re.Match[str]:
@@ -108,15 +110,33 @@ LAUGHS = "".join(
         ("recursive alias (sequence)", "spec_id: &a [*a]\n", ["alias", "itself"]),
         ("recursive alias (mapping)", "spec_id: &a {x: *a}\n", ["alias", "itself"]),
         ("billion laughs", LAUGHS, ["alias", "limit"]),
-        ("1,000 nested flow lists", "spec_id: " + "[" * 1000 + "]" * 1000 + "\n", ["deep", "limit"]),
-        ("1,000 nested flow maps", "spec_id: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n", ["deep", "limit"]),
-        ("1,000 nested block lists", "spec_id:\n" + "".join("  " * i + "-\n" for i in range(1000)), ["deep", "limit"]),
-        ("an integer of 5,000 digits", edit(SPEC, "max_tool_calls_per_turn: 4", "max_tool_calls_per_turn: " + "9" * 5000), ["digits", "limit"]),
+        (
+            "1,000 nested flow lists",
+            "spec_id: " + "[" * 1000 + "]" * 1000 + "\n",
+            ["deep", "limit"],
+        ),
+        (
+            "1,000 nested flow maps",
+            "spec_id: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n",
+            ["deep", "limit"],
+        ),
+        (
+            "1,000 nested block lists",
+            "spec_id:\n" + "".join("  " * i + "-\n" for i in range(1000)),
+            ["deep", "limit"],
+        ),
+        (
+            "an integer of 5,000 digits",
+            edit(SPEC, "max_tool_calls_per_turn: 4", "max_tool_calls_per_turn: " + "9" * 5000),
+            ["digits", "limit"],
+        ),
         ("a control byte", edit(SPEC, "SupportOps Agent", "Support\x01Ops"), ["control character"]),
         ("a NUL byte", edit(SPEC, "SupportOps Agent", "Support\x00Ops"), ["control character"]),
     ),
 )
-def test_hostile_yaml_is_a_located_error(tmp_path: Path, name: str, text: str, words: list[str]) -> None:
+def test_hostile_yaml_is_a_located_error(
+    tmp_path: Path, name: str, text: str, words: list[str]
+) -> None:
     root = project(tmp_path, spec=text)
     code, err = lint(root)
     assert_clear_error(code, err, root / "spec.yaml", *words)
@@ -151,14 +171,20 @@ WHEN = "intent == pii_request"
 @pytest.mark.parametrize(
     "name, new, words",
     named(
-        ("130 nested parentheses", "(" * 130 + "intent == pii_request" + ")" * 130, ["nested", "limit"]),
+        (
+            "130 nested parentheses",
+            "(" * 130 + "intent == pii_request" + ")" * 130,
+            ["nested", "limit"],
+        ),
         ("400 nots", "not " * 400 + "intent == pii_request", ["nested", "limit"]),
         ("1,000 unary minuses", "-" * 1000 + "1 == x", ["nested", "limit"]),
         ("a 5,000-digit number", "x == " + "9" * 5000, ["digits"]),
         ("3,000 additions", " + ".join(["x"] * 3000) + " > 1", ["long", "limit"]),
     ),
 )
-def test_hostile_when_is_a_located_error(tmp_path: Path, name: str, new: str, words: list[str]) -> None:
+def test_hostile_when_is_a_located_error(
+    tmp_path: Path, name: str, new: str, words: list[str]
+) -> None:
     text = edit(SPEC, f"when: {WHEN}", f"when: '{new}'")
     root = project(tmp_path, spec=text)
     m = assert_clear_error(*lint(root), root / "spec.yaml", *words)
@@ -186,13 +212,23 @@ SCHEMA_FIELD = "            days_since_created:\n              type: integer\n"
 @pytest.mark.parametrize(
     "name, extra, words",
     named(
-        ("minimum > maximum", "              minimum: 10\n              maximum: 1\n", ["minimum", "maximum"]),
-        ("exclusiveMinimum >= maximum", "              exclusiveMinimum: 5\n              maximum: 5\n", ["exclusiveMinimum", "maximum"]),
+        (
+            "minimum > maximum",
+            "              minimum: 10\n              maximum: 1\n",
+            ["minimum", "maximum"],
+        ),
+        (
+            "exclusiveMinimum >= maximum",
+            "              exclusiveMinimum: 5\n              maximum: 5\n",
+            ["exclusiveMinimum", "maximum"],
+        ),
         ("an infinite maximum", "              maximum: .inf\n", ["maximum", "finite"]),
         ("a maximum of 10^300", "              maximum: 1.0e+300\n", ["maximum", "limit"]),
     ),
 )
-def test_an_impossible_output_schema_is_a_located_error(tmp_path: Path, name: str, extra: str, words: list[str]) -> None:
+def test_an_impossible_output_schema_is_a_located_error(
+    tmp_path: Path, name: str, extra: str, words: list[str]
+) -> None:
     text = edit(SPEC, SCHEMA_FIELD, SCHEMA_FIELD + extra)
     root = project(tmp_path, spec=text)
     m = assert_clear_error(*lint(root), root / "spec.yaml", *words)
@@ -207,8 +243,12 @@ def test_an_impossible_output_schema_is_a_located_error(tmp_path: Path, name: st
     ],
     ids=["minItems 5e7", "minItems > maxItems"],
 )
-def test_an_output_list_too_long_to_generate_is_a_located_error(tmp_path: Path, extra: str, words: list[str]) -> None:
-    text = edit(SPEC, "      orders:\n        type: array\n", "      orders:\n        type: array\n" + extra)
+def test_an_output_list_too_long_to_generate_is_a_located_error(
+    tmp_path: Path, extra: str, words: list[str]
+) -> None:
+    text = edit(
+        SPEC, "      orders:\n        type: array\n", "      orders:\n        type: array\n" + extra
+    )
     root = project(tmp_path, spec=text)
     assert_clear_error(*lint(root), root / "spec.yaml", *words)
 
@@ -229,7 +269,11 @@ def test_a_field_under_a_true_sub_schema_loads_and_is_generated(tmp_path: Path) 
     from agentprop._scenario.build import make_world
 
     spec = edit(SPEC, "      verified:\n        type: boolean\n", "      verified: true\n")
-    bindings = edit(BINDINGS, "world: {tool: verify_identity, field: verified}", "world: {tool: verify_identity, field: verified.deeper}")
+    bindings = edit(
+        BINDINGS,
+        "world: {tool: verify_identity, field: verified}",
+        "world: {tool: verify_identity, field: verified.deeper}",
+    )
     root = project(tmp_path, spec=spec, bindings=bindings)
     code, err = lint(root)
     assert code in (0, 1) and "error:" not in err, err
@@ -251,12 +295,22 @@ def test_a_field_under_a_false_sub_schema_is_a_located_error(tmp_path: Path) -> 
     "old, new, words",
     [
         ("    can_cancel: true\n", "    can_cancel: [1, 2]\n", ["can_cancel", "boolean"]),
-        ("    cancel_window_days: 30\n", "    cancel_window_days: abc\n", ["cancel_window_days", "integer"]),
-        ("  verify_identity: {verified: true}\n", "  verify_identity: {verified: 7}\n", ["verified", "boolean"]),
+        (
+            "    cancel_window_days: 30\n",
+            "    cancel_window_days: abc\n",
+            ["cancel_window_days", "integer"],
+        ),
+        (
+            "  verify_identity: {verified: true}\n",
+            "  verify_identity: {verified: 7}\n",
+            ["verified", "boolean"],
+        ),
     ],
     ids=["list for a boolean", "word for an integer", "number for a boolean"],
 )
-def test_a_world_value_of_the_wrong_type_is_a_located_error(tmp_path: Path, old: str, new: str, words: list[str]) -> None:
+def test_a_world_value_of_the_wrong_type_is_a_located_error(
+    tmp_path: Path, old: str, new: str, words: list[str]
+) -> None:
     bindings = edit(BINDINGS, old, new)
     root = project(tmp_path, bindings=bindings)
     m = assert_clear_error(*lint(root), root / "agentprop.yaml", *words)
@@ -273,37 +327,57 @@ def test_a_world_value_that_is_a_slot_template_still_loads(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     "old, new, words",
     [
-        ("cancel_window_days, min: 0}", "cancel_window_days, min: 0, max: .inf}", ["max", "finite"]),
+        (
+            "cancel_window_days, min: 0}",
+            "cancel_window_days, min: 0, max: .inf}",
+            ["max", "finite"],
+        ),
         ("cancel_window_days, min: 0}", "cancel_window_days, min: .nan}", ["min", "finite"]),
         ("cancel_window_days, min: 0}", "cancel_window_days, min: 10, max: 1}", ["min", "max"]),
-        ("cancel_window_days, min: 0}", "cancel_window_days, min: 0, max: 1.0e+300}", ["max", "limit"]),
+        (
+            "cancel_window_days, min: 0}",
+            "cancel_window_days, min: 0, max: 1.0e+300}",
+            ["max", "limit"],
+        ),
     ],
     ids=["max .inf", "min .nan", "min > max", "max 1e300"],
 )
-def test_a_bad_world_range_is_a_located_error(tmp_path: Path, old: str, new: str, words: list[str]) -> None:
+def test_a_bad_world_range_is_a_located_error(
+    tmp_path: Path, old: str, new: str, words: list[str]
+) -> None:
     bindings = edit(BINDINGS, old, new)
     root = project(tmp_path, bindings=bindings)
     m = assert_clear_error(*lint(root), root / "agentprop.yaml", *words)
     assert int(m["line"]) == line_of(bindings, new)
 
 
-@pytest.mark.parametrize("ref", ["../x", "../x:Agent", "..x:Agent", "/etc/passwd:Agent", "agent:Agent;rm", "a b:C", ""])
-def test_an_agent_ref_that_is_not_module_colon_attr_is_a_located_error(tmp_path: Path, ref: str) -> None:
+@pytest.mark.parametrize(
+    "ref", ["../x", "../x:Agent", "..x:Agent", "/etc/passwd:Agent", "agent:Agent;rm", "a b:C", ""]
+)
+def test_an_agent_ref_that_is_not_module_colon_attr_is_a_located_error(
+    tmp_path: Path, ref: str
+) -> None:
     bindings = edit(BINDINGS, "agent: agent:SupportOpsAgent", f"agent: {ref!r}")
     root = project(tmp_path, bindings=bindings)
     m = assert_clear_error(*lint(root), root / "agentprop.yaml", "agent")
     assert int(m["line"]) == line_of(bindings, "agent: '")
 
 
-@pytest.mark.parametrize("index", ["100000", "99999999999", "9" * 400], ids=["1e5", "1e11", "400 digits"])
+@pytest.mark.parametrize(
+    "index", ["100000", "99999999999", "9" * 400], ids=["1e5", "1e11", "400 digits"]
+)
 def test_a_huge_list_index_is_a_located_error(tmp_path: Path, index: str) -> None:
-    bindings = edit(BINDINGS, '"orders[0].days_since_created"', f'"orders[{index}].days_since_created"')
+    bindings = edit(
+        BINDINGS, '"orders[0].days_since_created"', f'"orders[{index}].days_since_created"'
+    )
     root = project(tmp_path, bindings=bindings)
     assert_clear_error(*lint(root), root / "agentprop.yaml", "index", "limit")
 
 
 def test_duplicate_keys_in_the_bindings_are_an_error(tmp_path: Path) -> None:
-    bindings = edit(BINDINGS, "    can_cancel: true\n", "    can_cancel: true\n    can_cancel: false\n")
+    bindings = edit(
+        BINDINGS, "    can_cancel: true\n", "    can_cancel: true\n    can_cancel: false\n"
+    )
     root = project(tmp_path, bindings=bindings)
     m = assert_clear_error(*lint(root), root / "agentprop.yaml", "duplicate", "can_cancel")
     assert int(m["line"]) == line_of(bindings, "    can_cancel: false")
@@ -332,15 +406,27 @@ def test_a_120kb_bindings_value_is_cut_in_the_message(tmp_path: Path) -> None:
         ("recursive alias", "lang: en\ngreetings: &g [*g]\n", ["alias", "itself"]),
         ("deep nesting", "lang: en\ngreetings: " + "[" * 1000 + "]" * 1000 + "\n", ["deep"]),
         ("a huge integer", "lang: en\ngreetings: [" + "1" * 5000 + "]\n", ["digits"]),
-        ("a control byte", PACK.replace("greetings:", "greetings:\n  - 'he\x07llo'", 1), ["control character"]),
-        ("a 120 KB phrase with braces", "lang: en\ngreetings: ['{" + "z" * 120_000 + "}']\n", ["braces"]),
+        (
+            "a control byte",
+            PACK.replace("greetings:", "greetings:\n  - 'he\x07llo'", 1),
+            ["control character"],
+        ),
+        (
+            "a 120 KB phrase with braces",
+            "lang: en\ngreetings: ['{" + "z" * 120_000 + "}']\n",
+            ["braces"],
+        ),
     ),
 )
 def test_hostile_phrase_packs_are_located_errors(name: str, text: str, words: list[str]) -> None:
     with deadline(10), pytest.raises(InputError) as info:
         load_pack_text(text, name="pack.yaml")
     err = info.value
-    assert err.location is not None and err.location.line is not None and err.location.column is not None, str(err)
+    assert (
+        err.location is not None
+        and err.location.line is not None
+        and err.location.column is not None
+    ), str(err)
     assert err.fix
     assert len(str(err)) <= MAX_MESSAGE
     for word in words:

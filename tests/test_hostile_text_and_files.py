@@ -57,7 +57,11 @@ def cli(*args: str) -> tuple[int, str, str]:
 def project(tmp_path: Path) -> Path:
     """A copy of the SupportOps example with two agents that produce lone surrogates."""
     target = tmp_path / "project"
-    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__snapshots__", "test_*.py", ".agentprop", "__pycache__"))
+    shutil.copytree(
+        EXAMPLE,
+        target,
+        ignore=shutil.ignore_patterns("__snapshots__", "test_*.py", ".agentprop", "__pycache__"),
+    )
     (target / "hostile.py").write_text(HOSTILE_AGENTS, encoding="utf-8")
     return target
 
@@ -70,7 +74,11 @@ def test_a_lone_surrogate_in_a_spec_is_an_error_at_its_line(tmp_path: Path) -> N
     with pytest.raises(SpecError) as info:
         load_spec_text(text, name="spec.yaml")
     message = str(info.value)
-    assert "spec.yaml:3:8: a lone surrogate U+D83D" in message and "fix:" in message and "\\U0001F600" in message
+    assert (
+        "spec.yaml:3:8: a lone surrogate U+D83D" in message
+        and "fix:" in message
+        and "\\U0001F600" in message
+    )
     (tmp_path / "spec.yaml").write_text(text, encoding="utf-8")
     code, out, err = cli("lint", str(tmp_path / "spec.yaml"))
     assert code == 2 and "lone surrogate" in err and "Traceback" not in out + err
@@ -78,11 +86,15 @@ def test_a_lone_surrogate_in_a_spec_is_an_error_at_its_line(tmp_path: Path) -> N
 
 def test_a_lone_surrogate_as_a_mapping_key_is_an_error_too() -> None:
     with pytest.raises(SpecError, match=r"lone surrogate U\+DE00"):
-        load_spec_text(SPEC.replace("risk_level: medium", 'risk_level: medium\n"\\ude00": 1'), name="spec.yaml")
+        load_spec_text(
+            SPEC.replace("risk_level: medium", 'risk_level: medium\n"\\ude00": 1'), name="spec.yaml"
+        )
 
 
 @pytest.mark.parametrize("agent", ["ReplySurrogate", "ArgSurrogate"])
-def test_an_agents_lone_surrogate_is_kept_as_a_replacement_and_the_run_reported(project: Path, tmp_path: Path, agent: str) -> None:
+def test_an_agents_lone_surrogate_is_kept_as_a_replacement_and_the_run_reported(
+    project: Path, tmp_path: Path, agent: str
+) -> None:
     report_path = tmp_path / "report.json"
     code, out, err = cli(
         "run",
@@ -110,16 +122,24 @@ def test_an_agents_lone_surrogate_is_kept_as_a_replacement_and_the_run_reported(
 def test_a_corpus_entry_with_a_lone_surrogate_is_damaged_not_blocking(tmp_path: Path) -> None:
     folder = tmp_path / "corpus" / "supportops_v1"
     folder.mkdir(parents=True)
-    (folder / "bad.json").write_text('{"id": "bad", "spec_id": "supportops_v1", "original_messages": ["hi \\ud83d"]}', encoding="utf-8")
+    (folder / "bad.json").write_text(
+        '{"id": "bad", "spec_id": "supportops_v1", "original_messages": ["hi \\ud83d"]}',
+        encoding="utf-8",
+    )
     corpus = Corpus(tmp_path / "corpus")
     assert corpus.entries() == []
-    assert len(corpus.damaged) == 1 and "lone surrogate U+D83D at original_messages.0" in str(corpus.damaged[0])
+    assert len(corpus.damaged) == 1 and "lone surrogate U+D83D at original_messages.0" in str(
+        corpus.damaged[0]
+    )
 
 
 def test_valid_unicode_and_printable() -> None:
     assert valid_unicode("ok \ud83d end") == "ok \ufffd end"
     assert valid_unicode("😀 fine") == "😀 fine"
-    assert printable("a\x1b]0;owned\x07b\x1b[2Jc\x00\td\n") == "a\\x1b]0;owned\\x07b\\x1b[2Jc\\x00\td\n"
+    assert (
+        printable("a\x1b]0;owned\x07b\x1b[2Jc\x00\td\n")
+        == "a\\x1b]0;owned\\x07b\\x1b[2Jc\\x00\td\n"
+    )
 
 
 # --------------------------------------------------------------------------- integers
@@ -127,18 +147,38 @@ def test_valid_unicode_and_printable() -> None:
 
 @pytest.mark.parametrize(
     "number",
-    ["0x" + "F" * 5000, "0x" + "F" * 3700, "0" + "7" * 5000, "0b" + "1" * 15000, ":".join(["1"] + ["59"] * 3000), "9" * 4301],
-    ids=["hex 5000", "hex 3700 (4,455 decimal digits)", "octal", "binary", "sexagesimal", "decimal 4301"],
+    [
+        "0x" + "F" * 5000,
+        "0x" + "F" * 3700,
+        "0" + "7" * 5000,
+        "0b" + "1" * 15000,
+        ":".join(["1"] + ["59"] * 3000),
+        "9" * 4301,
+    ],
+    ids=[
+        "hex 5000",
+        "hex 3700 (4,455 decimal digits)",
+        "octal",
+        "binary",
+        "sexagesimal",
+        "decimal 4301",
+    ],
 )
 def test_an_integer_past_the_digit_limit_in_any_notation_is_an_error(number: str) -> None:
     with pytest.raises(SpecError, match="4,300") as info:
-        load_spec_text(SPEC.replace("max_tool_calls_per_turn: 4", f"max_tool_calls_per_turn: {number}"), name="spec.yaml")
+        load_spec_text(
+            SPEC.replace("max_tool_calls_per_turn: 4", f"max_tool_calls_per_turn: {number}"),
+            name="spec.yaml",
+        )
     assert "spec.yaml:16:30" in str(info.value)
 
 
 def test_integers_within_the_limit_still_load() -> None:
     for number, value in [("0x4", 4), ("04", 4), ("0b100", 4), ("1:0", 60), ("4", 4)]:
-        spec = load_spec_text(SPEC.replace("max_tool_calls_per_turn: 4", f"max_tool_calls_per_turn: {number}"), name="spec.yaml")
+        spec = load_spec_text(
+            SPEC.replace("max_tool_calls_per_turn: 4", f"max_tool_calls_per_turn: {number}"),
+            name="spec.yaml",
+        )
         assert spec.defaults.limits.max_tool_calls_per_turn == value
 
 

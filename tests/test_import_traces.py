@@ -1,12 +1,12 @@
 """``agentprop import``: OpenAI Chat Completions logs read into traces and judged by the spec.
 
-docs/examples/imports/openai_chat_quickstart.jsonl (shown in docs/importing-traces.md) is written by hand in the shapes the OpenAI API
-reference documents for ``POST /v1/chat/completions`` (request: ``model``, ``messages``,
-``tools``, ``tool_choice``; response: ``chat.completion`` with ``choices[].message.tool_calls``
-of ``type: function`` whose ``arguments`` are JSON text; tool results as ``role: tool`` messages
-with ``tool_call_id``), one ``{"request", "response"}`` pair a line. Its four calls hold three
-conversations of the quickstart: a correct lookup (two calls), an answer given without looking
-the order up, and an unclear message asked back.
+docs/examples/imports/openai_chat_quickstart.jsonl (shown in docs/importing-traces.md) is written by
+hand in the shapes the OpenAI API reference documents for ``POST /v1/chat/completions`` (request:
+``model``, ``messages``, ``tools``, ``tool_choice``; response: ``chat.completion`` with
+``choices[].message.tool_calls`` of ``type: function`` whose ``arguments`` are JSON text; tool
+results as ``role: tool`` messages with ``tool_call_id``), one ``{"request", "response"}`` pair a
+line. Its four calls hold three conversations of the quickstart: a correct lookup (two calls), an
+answer given without looking the order up, and an unclear message asked back.
 """
 
 from __future__ import annotations
@@ -74,7 +74,9 @@ def test_each_trace_is_judged_by_the_path_it_took_and_what_it_broke() -> None:
         (
             "line 3",
             "END_ANSWERED<-N1_ROUTE",
-            ("calls_in_order:decision_tree.END_ANSWERED.requirements.must_call_tools_in_order@turn0:missing=get_order",),
+            (
+                "calls_in_order:decision_tree.END_ANSWERED.requirements.must_call_tools_in_order@turn0:missing=get_order",
+            ),
         ),
         ("line 4", "END_CLARIFY<-N1_ROUTE", ()),
     ]
@@ -96,13 +98,29 @@ def test_a_tool_error_answer_is_recorded_as_the_calls_error() -> None:
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "O-1001"}'}}],
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_order", "arguments": '{"order_id": "O-1001"}'},
+                }
+            ],
         },
-        {"role": "tool", "tool_call_id": "c1", "content": "error: timeout: get_order did not answer"},
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": "error: timeout: get_order did not answer",
+        },
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": '}}],
+            "tool_calls": [
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "get_order", "arguments": '{"order_id": '},
+                }
+            ],
         },
     ]
     first, second = trace_of(messages).turns[0].tool_calls
@@ -114,12 +132,19 @@ def test_a_tool_error_answer_is_recorded_as_the_calls_error() -> None:
     ("line", "message"),
     [
         ('{"request": {"messages": []}, "response": ', "line 2 is not JSON"),
-        ('{"request": {"messages": []}}', "line 2 is not a logged Chat Completions call: response: Field required"),
+        (
+            '{"request": {"messages": []}}',
+            "line 2 is not a logged Chat Completions call: response: Field required",
+        ),
     ],
 )
-def test_a_malformed_line_is_an_input_error_naming_file_line_and_shape(tmp_path: Path, line: str, message: str) -> None:
+def test_a_malformed_line_is_an_input_error_naming_file_line_and_shape(
+    tmp_path: Path, line: str, message: str
+) -> None:
     log = tmp_path / "log.jsonl"
-    log.write_text(LOG.read_text(encoding="utf-8").splitlines()[0] + "\n" + line + "\n", encoding="utf-8")
+    log.write_text(
+        LOG.read_text(encoding="utf-8").splitlines()[0] + "\n" + line + "\n", encoding="utf-8"
+    )
     code, _, err = cli("import", str(QUICKSTART), str(log))
     assert code == 2
     assert message in err and f"{log}:2" in err and '"response": {"choices"' in err
@@ -128,26 +153,64 @@ def test_a_malformed_line_is_an_input_error_naming_file_line_and_shape(tmp_path:
 def test_the_log_is_json_lines_of_request_and_response() -> None:
     for raw in LOG.read_text(encoding="utf-8").splitlines():
         record = json.loads(raw)
-        assert set(record) == {"request", "response"} and record["response"]["object"] == "chat.completion"
+        assert (
+            set(record) == {"request", "response"}
+            and record["response"]["object"] == "chat.completion"
+        )
 
 
 def test_an_anthropic_messages_log_is_read_and_judged_like_the_same_chat_log() -> None:
-    assert (detect_format(LOG), detect_format(ANTHROPIC_LOG)) == ("openai-chat", "anthropic-messages")
+    assert (detect_format(LOG), detect_format(ANTHROPIC_LOG)) == (
+        "openai-chat",
+        "anthropic-messages",
+    )
     project = load_project(QUICKSTART)
     chat = [judge_trace(project, t, project.scenarios()) for t in read_log(LOG, "openai-chat")]
-    messages = [judge_trace(project, t, project.scenarios()) for t in read_log(ANTHROPIC_LOG, "anthropic-messages")]
-    assert [(j.trace.case_id, j.path, j.signatures) for j in messages] == [(j.trace.case_id, j.path, j.signatures) for j in chat]
+    messages = [
+        judge_trace(project, t, project.scenarios())
+        for t in read_log(ANTHROPIC_LOG, "anthropic-messages")
+    ]
+    assert [(j.trace.case_id, j.path, j.signatures) for j in messages] == [
+        (j.trace.case_id, j.path, j.signatures) for j in chat
+    ]
     first = messages[0].trace.turns[0]
-    assert first.text == "Let me look that up." and first.tool_calls[0].result == {"order_id": "O-1001", "status": "shipped"}
+    assert first.text == "Let me look that up." and first.tool_calls[0].result == {
+        "order_id": "O-1001",
+        "status": "shipped",
+    }
     code, out, _ = cli("import", str(QUICKSTART), str(ANTHROPIC_LOG))
-    assert code == 1 and "(anthropic-messages)" in out and "3 trace(s): 2 passed, 1 failed (broke a contract)" in out
+    assert (
+        code == 1
+        and "(anthropic-messages)" in out
+        and "3 trace(s): 2 passed, 1 failed (broke a contract)" in out
+    )
 
 
 def test_an_anthropic_tool_result_with_is_error_is_the_calls_error() -> None:
     messages = [
         {"role": "user", "content": "Where is my order O-1001?"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_order", "input": {"order_id": "O-1001"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "timeout: no answer", "is_error": True}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "get_order",
+                    "input": {"order_id": "O-1001"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "timeout: no answer",
+                    "is_error": True,
+                }
+            ],
+        },
     ]
     (call,) = anthropic_trace_of(messages).turns[0].tool_calls
     assert (call.error_kind, call.error, call.result) == ("timeout", "timeout: no answer", None)
@@ -155,7 +218,10 @@ def test_an_anthropic_tool_result_with_is_error_is_the_calls_error() -> None:
 
 def test_a_log_of_the_other_format_names_the_format_option() -> None:
     code, _, err = cli("import", str(QUICKSTART), str(ANTHROPIC_LOG), "--format", "openai-chat")
-    assert code == 2 and "line 1 is not a logged Chat Completions call: response.choices: Field required" in err
+    assert (
+        code == 2
+        and "line 1 is not a logged Chat Completions call: response.choices: Field required" in err
+    )
     code, _, err = cli("import", str(QUICKSTART), str(LOG), "--format", "anthropic-messages")
     assert code == 2 and "not a logged Anthropic Messages call" in err and "--format" in err
 
@@ -173,13 +239,17 @@ def test_otel_genai_spans_are_read_one_trace_per_trace_id_and_judged_like_the_ch
     assert [(j.path, j.signatures) for j in spans] == [(j.path, j.signatures) for j in chat]
 
 
-def test_a_tool_output_missing_from_the_messages_comes_from_the_execute_tool_span(tmp_path: Path) -> None:
+def test_a_tool_output_missing_from_the_messages_comes_from_the_execute_tool_span(
+    tmp_path: Path,
+) -> None:
     document = json.loads(OTEL_LOG.read_text(encoding="utf-8"))
     spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
     for span in spans:
         for attribute in span["attributes"]:
             if attribute["key"] == "gen_ai.input.messages":
-                messages = [m for m in json.loads(attribute["value"]["stringValue"]) if m["role"] != "tool"]
+                messages = [
+                    m for m in json.loads(attribute["value"]["stringValue"]) if m["role"] != "tool"
+                ]
                 attribute["value"]["stringValue"] = json.dumps(messages)
     log = tmp_path / "spans.json"
     log.write_text(json.dumps(document), encoding="utf-8")
@@ -191,7 +261,11 @@ def test_a_file_that_is_not_otlp_json_is_an_input_error(tmp_path: Path) -> None:
     log = tmp_path / "spans.json"
     log.write_text('{"spans": []}\n', encoding="utf-8")
     code, _, err = cli("import", str(QUICKSTART), str(log), "--format", "otel")
-    assert code == 2 and "not OTLP JSON: no resourceSpans list" in err and '"resourceSpans": [{"scopeSpans"' in err
+    assert (
+        code == 2
+        and "not OTLP JSON: no resourceSpans list" in err
+        and '"resourceSpans": [{"scopeSpans"' in err
+    )
 
 
 # --------------------------------------------------------------------------- more formats
@@ -210,10 +284,10 @@ LANGSMITH_LOG = LOG.with_name("langsmith_runs_quickstart.jsonl")
 ``chat.completion`` out), one as a LangChain chat model does (serialised ``HumanMessage`` /
 ``AIMessage`` with ``tool_calls`` of ``{name, args, id}``, ``generations`` out)."""
 PHOENIX_LOG = LOG.with_name("phoenix_spans_quickstart.jsonl")
-"""The same conversations as Phoenix spans in the OpenInference span JSON shape (``context.trace_id``,
-``span_kind``, ``parent_id``, ``attributes`` flat: ``openinference.span.kind``,
-``llm.input_messages.N.message.role`` / ``.content`` / ``.tool_calls.K.tool_call.function.name``
-..., ``llm.output_messages``), one span a line."""
+"""The same conversations as Phoenix spans in the OpenInference span JSON shape
+(``context.trace_id``, ``span_kind``, ``parent_id``, ``attributes`` flat:
+``openinference.span.kind``, ``llm.input_messages.N.message.role`` / ``.content`` /
+``.tool_calls.K.tool_call.function.name`` ..., ``llm.output_messages``), one span a line."""
 EVENTS_LOG = LOG.with_name("otel_genai_events_quickstart.json")
 """The same conversations as OTLP JSON with the messages recorded as GenAI events, not span
 attributes: ``chat`` spans plus ``resourceLogs`` log records (``eventName``
@@ -223,14 +297,24 @@ of their span), as opentelemetry-instrumentation-openai-v2 emits them with conte
 
 EXPECTED = [
     ("END_ANSWERED<-N1_ROUTE", ()),
-    ("END_ANSWERED<-N1_ROUTE", ("calls_in_order:decision_tree.END_ANSWERED.requirements.must_call_tools_in_order@turn0:missing=get_order",)),
+    (
+        "END_ANSWERED<-N1_ROUTE",
+        (
+            "calls_in_order:decision_tree.END_ANSWERED.requirements.must_call_tools_in_order@turn0:missing=get_order",
+        ),
+    ),
     ("END_CLARIFY<-N1_ROUTE", ()),
 ]
 
 
 @pytest.mark.parametrize(
     ("log", "fmt"),
-    [(RESPONSES_LOG, "openai-responses"), (LANGSMITH_LOG, "langsmith"), (PHOENIX_LOG, "phoenix"), (EVENTS_LOG, "otel")],
+    [
+        (RESPONSES_LOG, "openai-responses"),
+        (LANGSMITH_LOG, "langsmith"),
+        (PHOENIX_LOG, "phoenix"),
+        (EVENTS_LOG, "otel"),
+    ],
 )
 def test_each_format_is_told_read_and_judged_like_the_chat_log(log: Path, fmt: str) -> None:
     assert detect_format(log) == fmt
@@ -239,7 +323,9 @@ def test_each_format_is_told_read_and_judged_like_the_chat_log(log: Path, fmt: s
     assert [(j.path, j.signatures) for j in judged] == EXPECTED
     first = judged[0].trace.turns[0]
     assert first.user_message == "Where is my order O-1001?"
-    assert [(c.name, c.result) for c in first.tool_calls] == [("get_order", {"order_id": "O-1001", "status": "shipped"})]
+    assert [(c.name, c.result) for c in first.tool_calls] == [
+        ("get_order", {"order_id": "O-1001", "status": "shipped"})
+    ]
 
 
 def test_a_responses_call_continued_by_previous_response_id_is_one_conversation() -> None:
@@ -251,14 +337,27 @@ def test_a_responses_call_continued_by_previous_response_id_is_one_conversation(
 def test_messages_on_the_inference_details_span_event_are_read(tmp_path: Path) -> None:
     document = json.loads(OTEL_LOG.read_text(encoding="utf-8"))
     for span in document["resourceSpans"][0]["scopeSpans"][0]["spans"]:
-        moved = [a for a in span["attributes"] if a["key"] in ("gen_ai.input.messages", "gen_ai.output.messages")]
+        moved = [
+            a
+            for a in span["attributes"]
+            if a["key"] in ("gen_ai.input.messages", "gen_ai.output.messages")
+        ]
         span["attributes"] = [a for a in span["attributes"] if a not in moved]
         if moved:
-            span["events"] = [{"timeUnixNano": span["startTimeUnixNano"], "name": "gen_ai.client.inference.operation.details", "attributes": moved}]
+            span["events"] = [
+                {
+                    "timeUnixNano": span["startTimeUnixNano"],
+                    "name": "gen_ai.client.inference.operation.details",
+                    "attributes": moved,
+                }
+            ]
     log = tmp_path / "events.json"
     log.write_text(json.dumps(document), encoding="utf-8")
     project = load_project(QUICKSTART)
-    assert [(j.path, j.signatures) for j in (judge_trace(project, t, project.scenarios()) for t in read_otel(log))] == EXPECTED
+    assert [
+        (j.path, j.signatures)
+        for j in (judge_trace(project, t, project.scenarios()) for t in read_otel(log))
+    ] == EXPECTED
 
 
 def test_langchain_serialised_messages_keep_their_tool_calls() -> None:
@@ -281,7 +380,8 @@ def _project_copy(tmp_path: Path) -> Path:
 def test_to_cases_writes_one_case_per_behaviour_and_run_picks_them_up(tmp_path: Path) -> None:
     project_dir = _project_copy(tmp_path)
     doubled = tmp_path / "doubled.jsonl"
-    doubled.write_text(LOG.read_text(encoding="utf-8") * 2, encoding="utf-8")  # each behaviour twice
+    # each behaviour twice
+    doubled.write_text(LOG.read_text(encoding="utf-8") * 2, encoding="utf-8")
     code, out, _ = cli("import", str(project_dir), str(doubled), "--to-cases")
     assert code == 1 and "cases: 3 new, 0 already there" in out
     written = sorted((project_dir / ".agentprop" / "cases" / "quickstart_v1").glob("*.json"))
@@ -291,16 +391,24 @@ def test_to_cases_writes_one_case_per_behaviour_and_run_picks_them_up(tmp_path: 
     from agentprop._pipeline.import_cases import imported_cases
 
     cases = imported_cases(load_project(project_dir))
-    skipped = next(c for c in cases if c.id.endswith("END_ANSWERED<-N1_ROUTE") and c.messages == ["Where is my order O-1002?"])
+    skipped = next(
+        c
+        for c in cases
+        if c.id.endswith("END_ANSWERED<-N1_ROUTE") and c.messages == ["Where is my order O-1002?"]
+    )
     looked_up = next(c for c in cases if c.messages == ["Where is my order O-1001?"])
     assert looked_up.world.overrides["get_order"] == {"order_id": "O-1001", "status": "shipped"}
     assert skipped.turns[0].required_tools == ["get_order"]  # the path's expectations stay
-    code, out, _ = cli("run", str(project_dir), "--kinds", "mft", "--explore", "0", "--corpus", "none")
+    code, out, _ = cli(
+        "run", str(project_dir), "--kinds", "mft", "--explore", "0", "--corpus", "none"
+    )
     assert code == 0
     assert sum(line.startswith("IMPORTED ") for line in out.splitlines()) == 3
 
 
-def test_to_corpus_keeps_each_failing_behaviour_once_at_its_rate_on_the_path(tmp_path: Path) -> None:
+def test_to_corpus_keeps_each_failing_behaviour_once_at_its_rate_on_the_path(
+    tmp_path: Path,
+) -> None:
     from agentprop._decide.corpus import Corpus
 
     project_dir = _project_copy(tmp_path)
@@ -308,9 +416,17 @@ def test_to_corpus_keeps_each_failing_behaviour_once_at_its_rate_on_the_path(tmp
     code, out, _ = cli("import", str(project_dir), str(LOG), "--to-corpus", str(corpus_dir))
     assert code == 1 and "corpus entries: 1 new, 0 already there" in out
     (entry,) = Corpus(corpus_dir).entries(spec_id="quickstart_v1")
-    assert entry.agent_ref == "agent:OrderAgent" and entry.scenario.messages == ["Where is my order O-1002?"]
-    assert entry.signature.startswith("calls_in_order:") and entry.original_rate == 0.5 and not entry.confirmed
-    code, out, _ = cli("import", str(project_dir), str(RESPONSES_LOG), "--to-corpus", str(corpus_dir))
+    assert entry.agent_ref == "agent:OrderAgent" and entry.scenario.messages == [
+        "Where is my order O-1002?"
+    ]
+    assert (
+        entry.signature.startswith("calls_in_order:")
+        and entry.original_rate == 0.5
+        and not entry.confirmed
+    )
+    code, out, _ = cli(
+        "import", str(project_dir), str(RESPONSES_LOG), "--to-corpus", str(corpus_dir)
+    )
     assert "corpus entries: 0 new, 1 already there" in out
     assert len(Corpus(corpus_dir).entries(spec_id="quickstart_v1")) == 1
 
@@ -323,14 +439,22 @@ def test_a_recorded_tool_error_of_a_known_failure_mode_is_injected_in_the_case()
     base = project.scenarios()[0]
     turn = Turn(index=0, user_message="Cancel order O-1001 please")
     turn.tool_calls = [
-        ToolCall(name="get_account", args={}, turn_index=0, step=0, error="timeout: no answer", error_kind="timeout"),
+        ToolCall(
+            name="get_account",
+            args={},
+            turn_index=0,
+            step=0,
+            error="timeout: no answer",
+            error_kind="timeout",
+        ),
         ToolCall(name="get_account", args={}, turn_index=0, step=1, result={"account_id": "A9"}),
     ]
     case = case_of(project, base, Trace(turns=[turn]), "IMPORTED x " + base.id)
     assert case.messages == ["Cancel order O-1001 please"]
     assert case.world.failures == [{"tool": "get_account", "mode": "timeout", "calls": [1]}]
     assert case.world.overrides["get_account"]["account_id"] == "A9"
-    assert case.world.overrides["get_account"]["plan_id"] == "PLAN-BASIC"  # merged over the case's world
+    # merged over the case's world
+    assert case.world.overrides["get_account"]["plan_id"] == "PLAN-BASIC"
 
 
 def test_a_damaged_imported_case_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
@@ -338,5 +462,7 @@ def test_a_damaged_imported_case_is_an_input_error_naming_the_file(tmp_path: Pat
     folder = project_dir / ".agentprop" / "cases" / "quickstart_v1"
     folder.mkdir(parents=True)
     (folder / "bad.json").write_text('{"id": 1}', encoding="utf-8")
-    code, _, err = cli("run", str(project_dir), "--kinds", "mft", "--explore", "0", "--corpus", "none")
+    code, _, err = cli(
+        "run", str(project_dir), "--kinds", "mft", "--explore", "0", "--corpus", "none"
+    )
     assert code == 2 and "imported case bad.json cannot be read" in err and "--to-cases" in err

@@ -18,7 +18,9 @@ QUICKSTART = ROOT / "examples" / "quickstart"
 SUPPORTOPS = ROOT / "examples" / "supportops"
 
 
-def test_init_from_openai_schemas_writes_a_skeleton_that_lint_explains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_from_openai_schemas_writes_a_skeleton_that_lint_explains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = tmp_path / "orders"
     assert main(["init", str(target), "--openai-tools", str(QUICKSTART / "tools.json")]) == 0
     printed = capsys.readouterr().out
@@ -33,7 +35,10 @@ def test_init_from_openai_schemas_writes_a_skeleton_that_lint_explains(tmp_path:
     assert spec.response_contract.decision_enum == ["ANSWERED", "CLARIFY"]
     # the stub tree is a real tree: its paths build cases once an agent is there
     project = load_project(target)
-    assert sorted(s.id for s in project.scenarios()) == ["END_ANSWERED<-N1_ROUTE", "END_CLARIFY<-N1_ROUTE"]
+    assert sorted(s.id for s in project.scenarios()) == [
+        "END_ANSWERED<-N1_ROUTE",
+        "END_CLARIFY<-N1_ROUTE",
+    ]
     assert main(["lint", str(target)]) == 0
     lint = capsys.readouterr().out
     stubs = [line for line in lint.splitlines() if "warning S001" in line]
@@ -41,7 +46,9 @@ def test_init_from_openai_schemas_writes_a_skeleton_that_lint_explains(tmp_path:
     assert any("agentprop.yaml:" in s and "your agent, MODULE:ATTR" in s for s in stubs)
 
 
-def test_init_refuses_to_overwrite_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_refuses_to_overwrite_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = ["init", str(tmp_path), "--openai-tools", str(QUICKSTART / "tools.json")]
     assert main(args) == 0
     (tmp_path / "spec.yaml").write_text("edited", encoding="utf-8")
@@ -54,12 +61,28 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path, capsys: pytest.
     assert load_spec(tmp_path / "spec.yaml").spec_id.endswith("_v1")
 
 
-def test_the_shipped_skeleton_is_what_init_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_shipped_skeleton_is_what_init_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """docs/getting-started.md lints examples/quickstart/skeleton as the skeleton init writes."""
     monkeypatch.chdir(ROOT)
-    assert main(["init", str(tmp_path / "skeleton"), "--openai-tools", "examples/quickstart/tools.json", "--name", "quickstart"]) == 0
+    assert (
+        main(
+            [
+                "init",
+                str(tmp_path / "skeleton"),
+                "--openai-tools",
+                "examples/quickstart/tools.json",
+                "--name",
+                "quickstart",
+            ]
+        )
+        == 0
+    )
     for name in ("spec.yaml", "agentprop.yaml"):
-        assert (tmp_path / "skeleton" / name).read_text() == (QUICKSTART / "skeleton" / name).read_text(), name
+        assert (tmp_path / "skeleton" / name).read_text() == (
+            QUICKSTART / "skeleton" / name
+        ).read_text(), name
 
 
 @pytest.mark.parametrize(
@@ -71,7 +94,9 @@ def test_the_shipped_skeleton_is_what_init_writes(tmp_path: Path, monkeypatch: p
         ('[{"name": "f", "parameters": {"type": "string"}}]', "not a JSON Schema object"),
     ],
 )
-def test_bad_tool_files_are_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str) -> None:
+def test_bad_tool_files_are_input_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str
+) -> None:
     tools = tmp_path / "tools.json"
     tools.write_text(content, encoding="utf-8")
     assert main(["init", str(tmp_path / "out"), "--openai-tools", str(tools)]) == 2
@@ -92,7 +117,14 @@ def test_responses_api_and_bare_function_entries_are_read(tmp_path: Path) -> Non
                         "description": "Search.",
                         "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
                     },
-                    {"name": "fetch", "parameters": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}},
+                    {
+                        "name": "fetch",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"url": {"type": "string"}},
+                            "required": ["url"],
+                        },
+                    },
                 ]
             }
         ),
@@ -116,7 +148,9 @@ def test_init_from_an_mcp_server_over_http(tmp_path: Path) -> None:
     from agentprop.mcp import CaseServer, HttpCaseServer
 
     project = load_project(SUPPORTOPS)
-    with HttpCaseServer(CaseServer(project, project.scenario("END_CANCELLED<-N7_CANCEL"))) as running:
+    with HttpCaseServer(
+        CaseServer(project, project.scenario("END_CANCELLED<-N7_CANCEL"))
+    ) as running:
         assert main(["init", str(tmp_path), "--mcp-url", running.url, "--name", "Support Ops"]) == 0
         token = running.case.token
     text = (tmp_path / "spec.yaml").read_text()
@@ -125,7 +159,9 @@ def test_init_from_an_mcp_server_over_http(tmp_path: Path) -> None:
     assert spec.spec_id == "support_ops_v1"
     assert {t.name: t.input_schema for t in spec.action_tools} == _supportops_tools()
     assert spec.response_contract.decision_enum == project.spec.response_contract.decision_enum
-    assert set(spec.response_contract.required_json_fields) == set(project.spec.response_contract.required_json_fields)
+    assert set(spec.response_contract.required_json_fields) == set(
+        project.spec.response_contract.required_json_fields
+    )
     # the tree stub routes to two of the server's decisions
     leaves = [n.node_id for n in spec.decision_tree if n.is_terminal]
     assert leaves == [f"END_{d}" for d in spec.response_contract.decision_enum[:2]]
@@ -133,7 +169,10 @@ def test_init_from_an_mcp_server_over_http(tmp_path: Path) -> None:
 
 def test_init_from_an_mcp_server_over_stdio(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
-    command = f"{sys.executable} -m agentprop serve {SUPPORTOPS} --case END_CANCELLED<-N7_CANCEL --record none"
+    command = (
+        f"{sys.executable} -m agentprop serve {SUPPORTOPS} --case "
+        "END_CANCELLED<-N7_CANCEL --record none"
+    )
     monkey_env = {"PYTHONPATH": str(ROOT)}
     import os
 
@@ -148,14 +187,20 @@ def test_init_from_an_mcp_server_over_stdio(tmp_path: Path) -> None:
             os.environ["PYTHONPATH"] = saved
     text = (tmp_path / "spec.yaml").read_text()
     # no machine's paths: the interpreter by its name, the served spec relative to the skeleton
-    assert sys.executable not in text and str(ROOT) not in text and "`python -m agentprop serve " in text
+    assert (
+        sys.executable not in text
+        and str(ROOT) not in text
+        and "`python -m agentprop serve " in text
+    )
     spec = load_spec(tmp_path / "spec.yaml")
     assert {t.name: t.input_schema for t in spec.action_tools} == _supportops_tools()
     bindings = yaml.safe_load((tmp_path / "agentprop.yaml").read_text())
     assert set(bindings["world"]) == set(_supportops_tools())
 
 
-def test_an_unreachable_mcp_server_is_an_input_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreachable_mcp_server_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("mcp")
     assert main(["init", str(tmp_path), "--mcp-url", "http://127.0.0.1:9/mcp"]) == 2
     err = capsys.readouterr().err
@@ -178,7 +223,9 @@ TOOLS = [query_order, cancel_order]
 '''
 
 
-def test_init_from_the_python_tools_of_a_spec_free_test(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_init_from_the_python_tools_of_a_spec_free_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "my_tools.py").write_text(PYTHON_TOOLS)
     monkeypatch.chdir(tmp_path)
     assert main(["init", "orders", "--python-tools", "my_tools:TOOLS"]) == 0
@@ -187,8 +234,13 @@ def test_init_from_the_python_tools_of_a_spec_free_test(tmp_path: Path, capsys: 
     query = spec.tool("query_order")
     assert query.description == "Look an order up."
     assert query.input_schema["required"] == ["order_id"]
-    assert query.input_schema["properties"]["order_id"]["type"] == "string" and query.input_schema["properties"]["verbose"]["default"] is False
+    assert (
+        query.input_schema["properties"]["order_id"]["type"] == "string"
+        and query.input_schema["properties"]["verbose"]["default"] is False
+    )
     assert query.output_schema is not None and query.output_schema["type"] == "object"
-    assert spec.tool("cancel_order").output_schema == {"type": "object", "properties": {}}  # returns None: the skeleton's empty object
+    # returns None: the skeleton's empty object
+    assert spec.tool("cancel_order").output_schema == {"type": "object", "properties": {}}
     assert main(["lint", "orders"]) == 0
-    assert main(["init", "bad", "--python-tools", "my_tools:ORDERS"]) == 2  # no such name: a usage error
+    # no such name: a usage error
+    assert main(["init", "bad", "--python-tools", "my_tools:ORDERS"]) == 2

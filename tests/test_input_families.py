@@ -78,8 +78,13 @@ def test_a_correction_is_dealt_where_a_value_has_a_digit_and_read_as_corrected()
 
     assert "correction" in families_for("request", "en", ["O-1001"])
     assert "correction" not in families_for("request", "en", ["engineer"])  # no digit to get wrong
-    assert "bare_answer" in families_for("answer", "en", ["4242"]) and "bare_answer" not in families_for("request", "en", ["4242"])
-    for lang, text in (("en", "Cancel order O-1001, last4 4242."), ("zh", "请帮我取消订单 O-1001，卡号后四位 4242")):
+    assert "bare_answer" in families_for(
+        "answer", "en", ["4242"]
+    ) and "bare_answer" not in families_for("request", "en", ["4242"])
+    for lang, text in (
+        ("en", "Cancel order O-1001, last4 4242."),
+        ("zh", "请帮我取消订单 O-1001，卡号后四位 4242"),
+    ):
         for choice in range(4):
             out = apply_family(text, "correction", choice, "request", lang, ["O-1001", "4242"])
             assert out != text and as_corrected(out) == text.strip(), (lang, out)
@@ -92,10 +97,16 @@ def test_a_chinese_turn_in_traditional_characters_keeps_its_values_and_reads_bac
 
     text = "请帮我取消订单 O-1001，卡号后四位 4242，新地址是 北京市海淀区"
     out = apply_family(text, "traditional", 0, "request", "zh", ["O-1001", "4242", "北京市海淀区"])
-    assert out == "請幫我取消訂單 O-1001，卡號後四位 4242，新地址是 北京市海淀区"  # the value as it is
+    # the value as it is
+    assert out == "請幫我取消訂單 O-1001，卡號後四位 4242，新地址是 北京市海淀区"
     assert as_simplified(out) == text
-    assert "traditional" in families_for("question", "zh", []) and "traditional" not in families_for("request", "en", [])
-    assert apply_family("Cancel order O-1001.", "traditional", 0, "request", "en", ["O-1001"]) == "Cancel order O-1001."
+    assert "traditional" in families_for(
+        "question", "zh", []
+    ) and "traditional" not in families_for("request", "en", [])
+    assert (
+        apply_family("Cancel order O-1001.", "traditional", 0, "request", "en", ["O-1001"])
+        == "Cancel order O-1001."
+    )
 
 
 def test_a_relative_date_is_said_only_against_the_scenarios_reference_date() -> None:
@@ -118,7 +129,12 @@ def test_a_relative_date_is_said_only_against_the_scenarios_reference_date() -> 
     project = agentprop.load_project(ROOT / "examples" / "datainsights")
     scenario = next(s for s in project.scenarios() if s.id == "END_SQL_ERROR<-N4_RUN_SQL")
     space = ChoiceSpace(project, scenario)
-    turns = tuple(TurnChoice(entities=(EntityChoice(slot="period", form="relative"),)) if "2025" in m else TurnChoice() for m in scenario.messages)
+    turns = tuple(
+        TurnChoice(entities=(EntityChoice(slot="period", form="relative"),))
+        if "2025" in m
+        else TurnChoice()
+        for m in scenario.messages
+    )
     written = space.render(Choices(lang="en", turns=turns))
     assert written.messages[0] == "Show me the numbers for last year."
     agent = agentprop.load_agent("agent:DataInsightsAgent", ROOT / "examples" / "datainsights")
@@ -130,8 +146,14 @@ def test_a_follow_up_turns_role_is_read_from_how_it_opens() -> None:
     assert turn_role("Yes, cancel it.", 1, "en") == "confirmation"
     assert turn_role("No, keep it.", 1, "en") == "refusal"
     assert turn_role("Total revenue.", 1, "en") == "answer"
-    assert turn_role("Will this affect my premium?", 1, "en") == "question" and families_for("question", "en", []) == []
-    assert turn_role("不用了，先别取消。", 1, "zh") == "refusal" and turn_role("好的，取消吧。", 1, "zh") == "confirmation"
+    assert (
+        turn_role("Will this affect my premium?", 1, "en") == "question"
+        and families_for("question", "en", []) == []
+    )
+    assert (
+        turn_role("不用了，先别取消。", 1, "zh") == "refusal"
+        and turn_role("好的，取消吧。", 1, "zh") == "confirmation"
+    )
     assert "confirmation_wording" in families_for("confirmation", "en", [])
     assert "refusal_wording" in families_for("refusal", "zh", [])
 
@@ -158,7 +180,9 @@ def test_a_notation_reads_back_as_the_same_value() -> None:
         "date_slash_mdy",
         "date_zh",
     )
-    assert "date_slash_mdy" not in notation_forms("2024-03-05") and "date_iso" in notation_forms("5 March 2024")
+    assert "date_slash_mdy" not in notation_forms("2024-03-05") and "date_iso" in notation_forms(
+        "5 March 2024"
+    )
     assert notation_variant("2026-12-03", "date_short_month_day") == "Dec 3, 2026"
     assert "kilo" in notation_forms("2400", "amount")
 
@@ -173,7 +197,10 @@ def test_the_oracle_reads_every_notation_it_deals_as_its_value() -> None:
     day = date(2024, 3, 25)
     for form in notation_forms("2024-03-25"):
         written = notation_variant("2024-03-25", form)
-        assert written is not None and day in grounded_dates([f"It was {written}."]), (form, written)
+        assert written is not None and day in grounded_dates([f"It was {written}."]), (
+            form,
+            written,
+        )
     assert grounded_dates(["on 05/03/2024"]) == {}  # March 5 or May 3: read neither way
 
 
@@ -186,8 +213,16 @@ def test_a_free_text_tool_output_may_carry_an_injected_instruction() -> None:
 
 def test_the_terminal_summary_lists_the_families_each_path_met() -> None:
     summary = {
-        "END_A<-N1": {"inputs": 12, "families": {"template": 3, "emotion": 1, "notation": 2}, "failed_families": {"notation": 1}},
-        "END_B<-N1": {"inputs": 12, "families": {"template": 2, "emotion": 4}, "failed_families": {}},
+        "END_A<-N1": {
+            "inputs": 12,
+            "families": {"template": 3, "emotion": 1, "notation": 2},
+            "failed_families": {"notation": 1},
+        },
+        "END_B<-N1": {
+            "inputs": 12,
+            "families": {"template": 2, "emotion": 4},
+            "failed_families": {},
+        },
     }
     lines = exploration_lines(summary)
     assert lines[0].startswith("input families met by EXPLORE inputs, per path (2 paths")
@@ -202,13 +237,28 @@ def test_a_run_prints_the_families_each_path_met(tmp_path: Path) -> None:
 
     out = io.StringIO()
     code = main(
-        ["run", str(ROOT / "examples" / "quickstart"), "--corpus", "none", "--seed", "0", "--explore-seed", "0", "--explore", "4"],
+        [
+            "run",
+            str(ROOT / "examples" / "quickstart"),
+            "--corpus",
+            "none",
+            "--seed",
+            "0",
+            "--explore-seed",
+            "0",
+            "--explore",
+            "4",
+        ],
         out=out,
         err=io.StringIO(),
     )
     printed = out.getvalue().splitlines()
     assert code == 0, printed
-    start = next(i for i, line in enumerate(printed) if line.startswith("input families met by EXPLORE inputs"))
+    start = next(
+        i
+        for i, line in enumerate(printed)
+        if line.startswith("input families met by EXPLORE inputs")
+    )
     paths = [line for line in printed[start + 2 :] if line.startswith("  ") and "inputs):" in line]
     assert len(paths) == 2 and all("(4 inputs)" in line for line in paths), printed[start:]
 
@@ -216,13 +266,21 @@ def test_a_run_prints_the_families_each_path_met(tmp_path: Path) -> None:
 def test_a_follow_up_question_never_gains_a_word_that_reads_as_yes() -> None:
     from agentprop.strategies._internal.families import brings_assent
 
-    assert brings_assent("Will this affect my premium?", "Will this affect my premium please?", "en")
+    assert brings_assent(
+        "Will this affect my premium?", "Will this affect my premium please?", "en"
+    )
     assert brings_assent("Will this affect my premium?", "Sure, will this affect my premium?", "en")
-    assert not brings_assent("Please, will this affect my premium?", "Um, please, will this affect my premium?", "en")
-    assert not brings_assent("Will this affect my premium?", "Will this affect my premium, in your opinion?", "en")
-    assert not brings_assent("Will this affect my surplus?", "Will this affect my surpluss?", "en")  # "plus" is no word there
+    assert not brings_assent(
+        "Please, will this affect my premium?", "Um, please, will this affect my premium?", "en"
+    )
+    assert not brings_assent(
+        "Will this affect my premium?", "Will this affect my premium, in your opinion?", "en"
+    )
+    # "plus" is no word there
+    assert not brings_assent("Will this affect my surplus?", "Will this affect my surpluss?", "en")
     assert brings_assent("这会影响我的保费吗？", "好的，这会影响我的保费吗？", "zh")
-    assert not brings_assent("这会影响我的保费吗？", "您好，这会影响我的银行卡吗？", "zh")  # 好 and 行 inside words
+    # 好 and 行 inside words
+    assert not brings_assent("这会影响我的保费吗？", "您好，这会影响我的银行卡吗？", "zh")
     # every explored rendering of a path's follow-up question: the generator draws politeness,
     # closings, fillers and code-switched phrases on it, none of which may say yes
     project = agentprop.load_project(ROOT / "examples" / "supportops")
@@ -240,5 +298,8 @@ def test_a_follow_up_question_never_gains_a_word_that_reads_as_yes() -> None:
                 template = space.turn_spaces[choices.turns[i].template][i]
                 if template.role == "question":
                     checked += 1
-                    assert not brings_assent(template.text, rendered.messages[i], template.lang), (template.text, rendered.messages[i])
+                    assert not brings_assent(template.text, rendered.messages[i], template.lang), (
+                        template.text,
+                        rendered.messages[i],
+                    )
     assert checked > 100

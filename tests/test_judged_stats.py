@@ -34,7 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_rogan_gladen_inverts_the_judges_pass_probability() -> None:
     for p in (0.0, 0.3, 0.8, 0.95, 1.0):
         for se, sp in ((0.9, 0.8), (0.98, 0.6), (0.7, 0.99)):
-            assert rogan_gladen(judge_pass_probability(p, se, sp), se, sp) == pytest.approx(p, abs=1e-12)
+            assert rogan_gladen(judge_pass_probability(p, se, sp), se, sp) == pytest.approx(
+                p, abs=1e-12
+            )
     # below the judge's floor (1 - sp) and above its ceiling (se) the estimate is clipped
     assert rogan_gladen(0.1, 0.9, 0.8) == 0.0
     assert rogan_gladen(0.95, 0.9, 0.8) == 1.0
@@ -49,9 +51,16 @@ def test_a_judge_no_better_than_a_coin_cannot_correct() -> None:
 
 
 def test_agreement_counts_pairs_and_kappa_matches_the_hand_computation() -> None:
-    pairs = [(True, True)] * 40 + [(True, False)] * 10 + [(False, False)] * 35 + [(False, True)] * 15
+    pairs = (
+        [(True, True)] * 40 + [(True, False)] * 10 + [(False, False)] * 35 + [(False, True)] * 15
+    )
     agreement = JudgeAgreement.from_pairs(pairs)
-    assert (agreement.true_pass, agreement.false_fail, agreement.true_fail, agreement.false_pass) == (40, 10, 35, 15)
+    assert (
+        agreement.true_pass,
+        agreement.false_fail,
+        agreement.true_fail,
+        agreement.false_pass,
+    ) == (40, 10, 35, 15)
     assert agreement.sensitivity == 0.8 and agreement.specificity == 0.7
     # po = 0.75; human pass 0.5, judge pass 0.55 -> pe = 0.5*0.55 + 0.5*0.45 = 0.5; kappa = 0.5
     kappa, (lo, hi) = cohens_kappa(agreement)
@@ -72,7 +81,9 @@ def test_self_disagreement_is_the_chance_two_answers_differ() -> None:
         self_disagreement([(1, 1)])
 
 
-def _coverage(rng: np.random.Generator, se: float, sp: float, p: float, labels: int, runs: int, cases: int) -> tuple[float, float]:
+def _coverage(
+    rng: np.random.Generator, se: float, sp: float, p: float, labels: int, runs: int, cases: int
+) -> tuple[float, float]:
     corrected = raw = 0
     for _ in range(cases):
         tp, tf = int(rng.binomial(labels, se)), int(rng.binomial(labels, sp))
@@ -116,7 +127,9 @@ def test_judged_hypotheses_keep_the_sprts_error_rates_for_the_calibrated_judge()
 
 
 def test_the_benchmark_writes_the_keys_the_issue_names(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("judges_benchmark", ROOT / "benchmarks" / "judges.py")
+    spec = importlib.util.spec_from_file_location(
+        "judges_benchmark", ROOT / "benchmarks" / "judges.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["judges_benchmark"] = module
@@ -124,7 +137,17 @@ def test_the_benchmark_writes_the_keys_the_issue_names(tmp_path: Path) -> None:
     out = tmp_path / "judges.json"
     module.main(["--json", str(out), "--cases", "200", "--trials", "40"])
     figures = json.loads(out.read_text())
-    for key in ("coverage_corrected", "coverage_raw", "wrong_decisions_corrected", "wrong_decisions_raw", "judge_calls_per_decision"):
+    for key in (
+        "coverage_corrected",
+        "coverage_raw",
+        "wrong_decisions_corrected",
+        "wrong_decisions_raw",
+        "judge_calls_per_decision",
+    ):
         assert isinstance(figures[key], float)
     assert figures["coverage_corrected"] > figures["coverage_raw"]
-    assert figures["wrong_decisions_corrected"] < figures["wrong_decisions_raw"] < figures["wrong_decisions_once"]
+    assert (
+        figures["wrong_decisions_corrected"]
+        < figures["wrong_decisions_raw"]
+        < figures["wrong_decisions_once"]
+    )

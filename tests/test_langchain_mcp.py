@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip(
-    "langchain_mcp_adapters", reason="langchain-mcp-adapters is not installed (it needs mcp<2: pip install 'agentprop[langchain-mcp]')"
+    "langchain_mcp_adapters",
+    reason="langchain-mcp-adapters is not installed (it needs mcp<2: pip install "
+    "'agentprop[langchain-mcp]')",
 )
 
 from langchain_mcp_adapters.client import MultiServerMCPClient  # noqa: E402
@@ -39,17 +41,24 @@ def _client(url: str) -> Any:
 
 def test_a_session_per_tool_call_is_refused_and_no_trial() -> None:
     project = load_project(SUPPORTOPS)
-    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+    case = CaseServer(
+        project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1)
+    )
     notes: list[str] = []
     case.on_note = notes.append
 
     async def default_tools(url: str) -> list[str]:
         tools = {t.name: t for t in await _client(url).get_tools()}  # the adapter's default
-        return [str(await tools["verify_identity"].ainvoke(IDENTITY)), str(await tools["get_account"].ainvoke({"account_id": "A1"}))]
+        return [
+            str(await tools["verify_identity"].ainvoke(IDENTITY)),
+            str(await tools["get_account"].ainvoke({"account_id": "A1"})),
+        ]
 
     with HttpCaseServer(case) as running:
         answers = asyncio.run(default_tools(running.url))
-    assert all("without reading the user's message" in a and "client.session(" in a for a in answers)
+    assert all(
+        "without reading the user's message" in a and "client.session(" in a for a in answers
+    )
     assert case.traces == [] and case.split >= 2
     assert len(notes) == 1 and "session per tool call" in notes[0]
 
@@ -84,4 +93,7 @@ def test_a_session_kept_open_is_one_conversation_one_trial() -> None:
     assert said == scenario.messages
     (trace,) = case.traces
     assert case.split == 0 and trace.trial == 0
-    assert [[c.name for c in t.tool_calls] for t in trace.turns] == [["verify_identity"], ["verify_identity"]]
+    assert [[c.name for c in t.tool_calls] for t in trace.turns] == [
+        ["verify_identity"],
+        ["verify_identity"],
+    ]

@@ -12,7 +12,9 @@ from agentprop._spec.lint import LintFinding, lint
 from agentprop._spec.load import lint_spec, load_spec
 from agentprop.errors import SpecError
 
-SPECS = [f"{suite}/{v}" for suite in ("supportops", "expenseguard", "datainsights") for v in ("v1", "v2")]
+SPECS = [
+    f"{suite}/{v}" for suite in ("supportops", "expenseguard", "datainsights") for v in ("v1", "v2")
+]
 
 
 def edit(text: str, old: str, new: str) -> str:
@@ -61,14 +63,20 @@ def test_supportops_v1_is_clean(specsuite_dir: Path) -> None:
     assert not {"L001", "L003", "L008", "L012"} & set(codes(findings))
 
 
-@pytest.mark.parametrize("spec_rel", ["expenseguard/v1", "expenseguard/v2", "datainsights/v1", "datainsights/v2"])
-def test_undefined_end_targets_are_l001_warnings_at_each_next(specsuite_dir: Path, spec_rel: str) -> None:
+@pytest.mark.parametrize(
+    "spec_rel", ["expenseguard/v1", "expenseguard/v2", "datainsights/v1", "datainsights/v2"]
+)
+def test_undefined_end_targets_are_l001_warnings_at_each_next(
+    specsuite_dir: Path, spec_rel: str
+) -> None:
     path = specsuite_dir / spec_rel / "spec.yaml"
     text = path.read_text(encoding="utf-8")
     raw = yaml.safe_load(text)
     defined = {n["node_id"] for n in raw["decision_tree"]}
     expected_lines = sorted(
-        i + 1 for i, line in enumerate(text.splitlines()) if line.strip().startswith("next: END_") and line.split("next:")[1].strip() not in defined
+        i + 1
+        for i, line in enumerate(text.splitlines())
+        if line.strip().startswith("next: END_") and line.split("next:")[1].strip() not in defined
     )
     assert expected_lines, "these specs route to undefined END_* nodes"
     l001 = [f for f in lint_spec(path) if f.code == "L001"]
@@ -80,9 +88,14 @@ def test_undefined_end_targets_are_l001_warnings_at_each_next(specsuite_dir: Pat
 
 @pytest.mark.parametrize(
     ("spec_rel", "leaves"),
-    [("datainsights/v1", {"END_WAIT_USER"}), ("datainsights/v2", {"END_WAIT_USER", "END_COST_REFUSAL"})],
+    [
+        ("datainsights/v1", {"END_WAIT_USER"}),
+        ("datainsights/v2", {"END_WAIT_USER", "END_COST_REFUSAL"}),
+    ],
 )
-def test_leaves_without_a_decision_are_l003_warnings(specsuite_dir: Path, spec_rel: str, leaves: set[str]) -> None:
+def test_leaves_without_a_decision_are_l003_warnings(
+    specsuite_dir: Path, spec_rel: str, leaves: set[str]
+) -> None:
     l003 = [f for f in lint_spec(specsuite_dir / spec_rel / "spec.yaml") if f.code == "L003"]
     named = {leaf for f in l003 for leaf in leaves if leaf in f.message}
     assert named == leaves
@@ -93,7 +106,9 @@ def test_leaves_without_a_decision_are_l003_warnings(specsuite_dir: Path, spec_r
 
 
 @pytest.mark.parametrize("spec_rel", ["expenseguard/v2", "datainsights/v2"])
-def test_v2_without_base_version_is_l008_at_the_version_line(specsuite_dir: Path, spec_rel: str) -> None:
+def test_v2_without_base_version_is_l008_at_the_version_line(
+    specsuite_dir: Path, spec_rel: str
+) -> None:
     path = specsuite_dir / spec_rel / "spec.yaml"
     text = path.read_text(encoding="utf-8")
     l008 = [f for f in lint_spec(path) if f.code == "L008"]
@@ -113,7 +128,14 @@ def test_ambiguous_end_reject_and_approve_are_l012(specsuite_dir: Path, spec_rel
 
 
 def test_implied_decision() -> None:
-    enum = ["TICKET_CREATED", "CANCELLED", "CANCEL_DENIED", "REJECT_POLICY", "REJECT_DISALLOWED", "ANSWER"]
+    enum = [
+        "TICKET_CREATED",
+        "CANCELLED",
+        "CANCEL_DENIED",
+        "REJECT_POLICY",
+        "REJECT_DISALLOWED",
+        "ANSWER",
+    ]
     assert implied_decision("END_CANCELLED", enum) == ("CANCELLED", ["CANCELLED"])
     assert implied_decision("END_CANCEL_DENIED", enum)[0] == "CANCEL_DENIED"
     assert implied_decision("END_TICKET", enum)[0] == "TICKET_CREATED"
@@ -122,12 +144,16 @@ def test_implied_decision() -> None:
     assert implied_decision("END_WAIT_USER", enum) == (None, [])
 
 
-# ----------------------------------------------------------------------------- lint_spec never raises for lint errors
+# ----------------------------------------------------------- lint_spec never raises for lint errors
 
 
 def test_lint_spec_returns_errors_without_raising(tmp_path: Path, supportops_text: str) -> None:
     text = edit(supportops_text, "    next: N3_BILLING\n", "    next: N3_BILLNG\n")
-    text = edit(text, "on_missing_fields_decision: REQUEST_AUTH_INFO", "on_missing_fields_decision: ASK_AUTH")
+    text = edit(
+        text,
+        "on_missing_fields_decision: REQUEST_AUTH_INFO",
+        "on_missing_fields_decision: ASK_AUTH",
+    )
     path = write(tmp_path, text)
     with pytest.raises(SpecError):
         load_spec(path)
@@ -185,7 +211,9 @@ def test_l007_typo_of_decision_tree(tmp_path: Path, supportops_text: str) -> Non
     ],
     ids=["top-level", "node", "tool"],
 )
-def test_l007_typos_of_optional_keys(tmp_path: Path, supportops_text: str, old: str, new: str, typo: str, meant: str) -> None:
+def test_l007_typos_of_optional_keys(
+    tmp_path: Path, supportops_text: str, old: str, new: str, typo: str, meant: str
+) -> None:
     text = edit(supportops_text, old, new)
     findings = lint_spec(write(tmp_path, text))
     l007 = [f for f in findings if f.code == "L007"]
@@ -196,8 +224,14 @@ def test_l007_typos_of_optional_keys(tmp_path: Path, supportops_text: str, old: 
     assert meant in (l007[0].fix or "")
 
 
-def test_unknown_key_far_from_any_known_key_is_not_a_typo(tmp_path: Path, supportops_text: str) -> None:
-    text = edit(supportops_text, "title: SupportOps Agent\n", "title: SupportOps Agent\nx_owner_team: support\n")
+def test_unknown_key_far_from_any_known_key_is_not_a_typo(
+    tmp_path: Path, supportops_text: str
+) -> None:
+    text = edit(
+        supportops_text,
+        "title: SupportOps Agent\n",
+        "title: SupportOps Agent\nx_owner_team: support\n",
+    )
     findings = lint_spec(write(tmp_path, text))
     assert "L007" not in codes(findings)
     assert load_spec(tmp_path / "spec.yaml").model_extra == {"x_owner_team": "support"}
@@ -249,7 +283,9 @@ def test_l013_same_values_in_another_order_is_fine(tmp_path: Path, supportops_te
 
 
 def test_l011_duplicate_yaml_key(tmp_path: Path, supportops_text: str) -> None:
-    text = edit(supportops_text, "title: SupportOps Agent\n", "title: SupportOps Agent\ntitle: Again\n")
+    text = edit(
+        supportops_text, "title: SupportOps Agent\n", "title: SupportOps Agent\ntitle: Again\n"
+    )
     findings = lint_spec(write(tmp_path, text))
     l011 = [f for f in findings if f.code == "L011"]
     assert len(l011) == 1
@@ -275,8 +311,13 @@ def test_l006_missing_respond_tool_is_info(tmp_path: Path, supportops_text: str)
     assert len(l006) == 1 and l006[0].severity == "info"
 
 
-def test_l006_required_field_missing_from_respond_schema(tmp_path: Path, supportops_text: str) -> None:
-    old = "      evidence:\n        type: string\n        description: Brief references to tool outputs relied on\n"
+def test_l006_required_field_missing_from_respond_schema(
+    tmp_path: Path, supportops_text: str
+) -> None:
+    old = (
+        "      evidence:\n        type: string\n        description: Brief references to "
+        "tool outputs relied on\n"
+    )
     findings = lint_spec(write(tmp_path, edit(supportops_text, old, "")))
     l006 = [f for f in findings if f.code == "L006"]
     assert len(l006) == 1 and "'evidence'" in l006[0].message and l006[0].severity == "warning"

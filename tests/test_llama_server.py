@@ -26,13 +26,27 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"
 GET_ORDER = {
     "type": "function",
-    "function": {"name": "get_order", "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}},
+    "function": {
+        "name": "get_order",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}},
+            "required": ["order_id"],
+        },
+    },
 }
-RESPOND = {"type": "function", "function": {"name": "respond", "parameters": {"type": "object", "properties": {"decision": {"type": "string"}}}}}
+RESPOND = {
+    "type": "function",
+    "function": {
+        "name": "respond",
+        "parameters": {"type": "object", "properties": {"decision": {"type": "string"}}},
+    },
+}
 
 
 class FakeLlama:
-    """Answers like a model under the server's grammar: ``answer(messages, schema)`` gives the text."""
+    """Answers like a model under the server's grammar:
+    ``answer(messages, schema)`` gives the text."""
 
     def __init__(self, answer: Any) -> None:
         self.answer = answer
@@ -42,15 +56,25 @@ class FakeLlama:
         self.calls.append(kwargs)
         schema = (kwargs.get("response_format") or {}).get("schema")
         text = self.answer(kwargs["messages"], schema)
-        return {"choices": [{"message": {"role": "assistant", "content": text}}], "usage": {"prompt_tokens": 11, "completion_tokens": 7}}
+        return {
+            "choices": [{"message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7},
+        }
 
 
 def test_tool_choice_sets_the_schema_the_grammar_is_made_from() -> None:
     required = call_schema([GET_ORDER, RESPOND], "required")
-    assert [s["properties"]["name"] for s in required["anyOf"]] == [{"const": "get_order"}, {"const": "respond"}]
+    assert [s["properties"]["name"] for s in required["anyOf"]] == [
+        {"const": "get_order"},
+        {"const": "respond"},
+    ]
     assert required["anyOf"][0]["properties"]["arguments"] == GET_ORDER["function"]["parameters"]
     auto = call_schema([GET_ORDER, RESPOND], "auto")
-    assert auto["anyOf"][-1] == {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]}
+    assert auto["anyOf"][-1] == {
+        "type": "object",
+        "properties": {"content": {"type": "string"}},
+        "required": ["content"],
+    }
     assert call_schema([GET_ORDER, RESPOND], "none") is None and call_schema([], "required") is None
     named = call_schema([GET_ORDER, RESPOND], {"type": "function", "function": {"name": "respond"}})
     assert named["properties"]["name"] == {"const": "respond"}
@@ -66,16 +90,29 @@ def test_the_prompt_keeps_tool_calls_and_results_and_accepts_null_content() -> N
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "O-1"}'}}],
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "get_order", "arguments": '{"order_id": "O-1"}'},
+                    }
+                ],
             },
             {"role": "tool", "tool_call_id": "c1", "content": '{"status": "shipped"}'},
         ],
     }
     prompt = build_prompt(request)
     assert [m["role"] for m in prompt] == ["system", "user", "assistant", "user"]
-    assert prompt[0]["content"].startswith("You are the order agent.") and "- get_order:" in prompt[0]["content"]
-    assert '{"content": TEXT}' not in prompt[0]["content"]  # required: a tool call is the only answer
-    assert json.loads(prompt[2]["content"]) == {"name": "get_order", "arguments": {"order_id": "O-1"}}
+    assert (
+        prompt[0]["content"].startswith("You are the order agent.")
+        and "- get_order:" in prompt[0]["content"]
+    )
+    # required: a tool call is the only answer
+    assert '{"content": TEXT}' not in prompt[0]["content"]
+    assert json.loads(prompt[2]["content"]) == {
+        "name": "get_order",
+        "arguments": {"order_id": "O-1"},
+    }
     assert prompt[3]["content"] == 'Result of get_order: {"status": "shipped"}'
 
 
@@ -85,20 +122,35 @@ def test_answers_become_tool_calls_or_text() -> None:
         [{"type": "tool_use", "name": "get_order", "input": {"order_id": "O-1"}}],
         "tool_use",
     )
-    assert parse_reply('{"content": "Hello"}', schema) == ([{"type": "text", "text": "Hello"}], "end_turn")
-    assert parse_reply('{"name": "get_ord', schema) == ([{"type": "text", "text": '{"name": "get_ord'}], "end_turn")  # cut off
+    assert parse_reply('{"content": "Hello"}', schema) == (
+        [{"type": "text", "text": "Hello"}],
+        "end_turn",
+    )
+    # cut off
+    assert parse_reply('{"name": "get_ord', schema) == (
+        [{"type": "text", "text": '{"name": "get_ord'}],
+        "end_turn",
+    )
 
 
 def test_the_openai_sdk_gets_tool_calls_and_sends_tool_results_back() -> None:
     openai = pytest.importorskip("openai")
-    fake = FakeLlama(lambda messages, schema: '{"name": "get_order", "arguments": {"order_id": "O-1"}}')
+    fake = FakeLlama(
+        lambda messages, schema: '{"name": "get_order", "arguments": {"order_id": "O-1"}}'
+    )
     with LlamaServer(llama=fake) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
         first = client.chat.completions.create(
-            model="smollm2", messages=[{"role": "user", "content": "Where is O-1?"}], tools=[GET_ORDER], tool_choice="required"
+            model="smollm2",
+            messages=[{"role": "user", "content": "Where is O-1?"}],
+            tools=[GET_ORDER],
+            tool_choice="required",
         )
         call = first.choices[0].message.tool_calls[0]
-        assert (call.function.name, json.loads(call.function.arguments)) == ("get_order", {"order_id": "O-1"})
+        assert (call.function.name, json.loads(call.function.arguments)) == (
+            "get_order",
+            {"order_id": "O-1"},
+        )
         assert first.choices[0].finish_reason == "tool_calls" and first.usage.prompt_tokens == 11
         second = client.chat.completions.create(
             model="smollm2",
@@ -113,7 +165,9 @@ def test_the_openai_sdk_gets_tool_calls_and_sends_tool_results_back() -> None:
         assert second.choices[0].message.tool_calls
         assert server.model_calls == 2
     assert fake.calls[1]["messages"][-1]["content"] == 'Result of get_order: {"status": "shipped"}'
-    assert fake.calls[0]["response_format"]["schema"]["properties"]["name"] == {"const": "get_order"}
+    assert fake.calls[0]["response_format"]["schema"]["properties"]["name"] == {
+        "const": "get_order"
+    }
 
 
 def test_a_responses_api_request_is_refused_with_the_fix() -> None:
@@ -125,7 +179,9 @@ def test_a_responses_api_request_is_refused_with_the_fix() -> None:
         assert server.model_calls == 0
 
 
-def test_without_llama_cpp_starting_says_how_to_build_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_without_llama_cpp_starting_says_how_to_build_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import fails
     with pytest.raises(MissingDependency, match="llama-cpp-python") as caught:
         LlamaServer(tmp_path / "model.gguf").start()
@@ -154,16 +210,37 @@ def quickstart_model(messages: list[dict[str, str]], schema: Any) -> str:
     order = next((w.strip("?.") for w in last.split() if w.startswith("O-")), None)
     if order is not None:
         return json.dumps({"name": "get_order", "arguments": {"order_id": order}})
-    args = {"node_id": "END_CLARIFY", "decision": "CLARIFY", "tool_actions": [], "evidence": "no order named", "user_message": "Which order?"}
+    args = {
+        "node_id": "END_CLARIFY",
+        "decision": "CLARIFY",
+        "tool_actions": [],
+        "evidence": "no order named",
+        "user_message": "Which order?",
+    }
     return json.dumps({"name": "respond", "arguments": args})
 
 
-def test_agentprop_runs_openai_agent_through_it_and_replays_with_zero_model_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agentprop_runs_openai_agent_through_it_and_replays_with_zero_model_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("openai")
     monkeypatch.setenv("OPENAI_API_KEY", "local")
     monkeypatch.chdir(tmp_path)
     cache = tmp_path / "cache.sqlite"
-    common = ["run", str(QUICKSTART), "--agent", "openai", "--model", "smollm2", "--kinds", "mft", "--explore", "0", "--runs", "1"]
+    common = [
+        "run",
+        str(QUICKSTART),
+        "--agent",
+        "openai",
+        "--model",
+        "smollm2",
+        "--kinds",
+        "mft",
+        "--explore",
+        "0",
+        "--runs",
+        "1",
+    ]
     common += ["--corpus", "none", "--cache", str(cache), "--shrink-budget", "0"]
     with LlamaServer(llama=FakeLlama(quickstart_model)) as server:
         out = io.StringIO()
@@ -173,6 +250,10 @@ def test_agentprop_runs_openai_agent_through_it_and_replays_with_zero_model_call
         first = server.model_calls
         assert first == 3  # get_order then respond; respond
         out = io.StringIO()
-        code = main([*common, "--base-url", server.base_url, "--cache-mode", "replay-only"], out=out, err=out)
+        code = main(
+            [*common, "--base-url", server.base_url, "--cache-mode", "replay-only"],
+            out=out,
+            err=out,
+        )
         assert code == 0, out.getvalue()
         assert server.model_calls == first  # the second run replayed every call from the cache

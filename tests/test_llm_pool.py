@@ -43,13 +43,15 @@ GOOD = [
 BAD: dict[str, object] = {
     "missing_slot": "Please cancel my order O-1002 right away. Card last4 4242, zip 94107.",
     "identical": "cancel my order O-1001 right now!  card last4 4242, zip 94107.",
-    "too_different": "Hello there, hope you are having a good day. About the purchase O-1001 that I placed "
-    "with your shop a little while ago: I have changed my mind about it entirely and no longer want it shipped, "
-    "so kindly cancel that order straight away. For verification, the card used ends in last4 4242 and the "
-    "billing zip is 94107. Many thanks in advance for your help!",
+    "too_different": "Hello there, hope you are having a good day. About the purchase O-1001 that "
+    "I placed with your shop a little while ago: I have changed my mind about it entirely and no "
+    "longer want it shipped, so kindly cancel that order straight away. For verification, the "
+    "card used ends in last4 4242 and the billing zip is 94107. Many thanks in "
+    "advance for your help!",
     "too_similar": "Cancel my order O-1001 right now, card last4 4242, zip 94107",
     "missing_keywords": "Stop O-1001 immediately, last4 4242, 94107.",
-    "added_slot": "Please cancel my orders O-1001 and O-1003 right away. Card last4 4242, zip 94107.",
+    "added_slot": "Please cancel my orders O-1001 and O-1003 right away. Card "
+    "last4 4242, zip 94107.",
     "duplicate": GOOD[0],
     "not_text": 42,
 }
@@ -100,11 +102,15 @@ def draw_all(strategy: Any, *, max_examples: int = 60) -> list[Paraphrase]:
 # --- one request, cached by content -------------------------------------------------------------
 
 
-def test_one_request_for_many_draws_and_across_strategy_creations(server: MessagesServer, tmp_path: Path) -> None:
+def test_one_request_for_many_draws_and_across_strategy_creations(
+    server: MessagesServer, tmp_path: Path
+) -> None:
     first = draw_all(llm_paraphrases(ORIGINAL, **pool_args(server, tmp_path)))
     assert len(server.requests) == 1
     second = draw_all(llm_paraphrases(ORIGINAL, **pool_args(server, tmp_path)))
-    assert len(server.requests) == 1, "a second strategy with the same arguments must read the cache"
+    assert len(server.requests) == 1, (
+        "a second strategy with the same arguments must read the cache"
+    )
 
     assert {str(p) for p in first + second} <= {ORIGINAL, *GOOD}
     assert len({str(p) for p in first}) >= 4  # the pool is actually drawn from
@@ -137,7 +143,9 @@ def test_the_request_and_the_cache_file(server: MessagesServer, tmp_path: Path) 
     assert document["metadata"]["usage"]["output_tokens"] > 0
 
 
-def test_the_key_covers_the_screen_but_not_the_temperature(server: MessagesServer, tmp_path: Path) -> None:
+def test_the_key_covers_the_screen_but_not_the_temperature(
+    server: MessagesServer, tmp_path: Path
+) -> None:
     llm_paraphrase_pool(ORIGINAL, **pool_args(server, tmp_path))
     llm_paraphrase_pool(ORIGINAL, temperature=0.2, **pool_args(server, tmp_path))
     assert len(server.requests) == 1
@@ -183,7 +191,9 @@ def test_explicit_keywords_must_all_appear(tmp_path: Path) -> None:
     refund = "Refund my order O-1001 right now! card last4 4242, zip 94107"  # same words but one
     with MessagesServer(handler=json_reply([refund, *GOOD])) as s:
         default = llm_paraphrase_pool(ORIGINAL, **pool_args(s, tmp_path))
-        strict = llm_paraphrase_pool(ORIGINAL, keywords=["cancel", "order"], **pool_args(s, tmp_path))
+        strict = llm_paraphrase_pool(
+            ORIGINAL, keywords=["cancel", "order"], **pool_args(s, tmp_path)
+        )
     assert refund in default.entries  # the default majority rule cannot see a swapped verb ...
     assert refund not in strict.entries  # ... a named intent word can
     assert [r.reason for r in strict.rejected] == ["missing_keywords"]
@@ -193,7 +203,11 @@ def test_explicit_keywords_must_all_appear(tmp_path: Path) -> None:
 
 def test_chinese_uses_substring_keywords(tmp_path: Path) -> None:
     text = "帮我取消订单O-1001，谢谢"
-    replies = ["麻烦您帮我取消一下订单O-1001，谢谢", "请把订单O-1001退款，谢谢", "帮我取消订单O-1002，谢谢"]
+    replies = [
+        "麻烦您帮我取消一下订单O-1001，谢谢",
+        "请把订单O-1001退款，谢谢",
+        "帮我取消订单O-1002，谢谢",
+    ]
     with MessagesServer(handler=json_reply(replies)) as s:
         pool = llm_paraphrase_pool(text, lang="zh", keywords=["取消"], **pool_args(s, tmp_path))
     assert pool.entries == (replies[0],)
@@ -239,7 +253,9 @@ def test_a_truncated_json_array_keeps_its_complete_strings(tmp_path: Path) -> No
 
 
 def test_a_reply_without_a_list_is_a_clear_error_and_is_not_cached(tmp_path: Path) -> None:
-    with MessagesServer([text_reply("I'm sorry, I can't help with that."), text_reply(json.dumps(GOOD))]) as s:
+    with MessagesServer(
+        [text_reply("I'm sorry, I can't help with that."), text_reply(json.dumps(GOOD))]
+    ) as s:
         with pytest.raises(ParaphrasePoolError, match="JSON array") as info:
             llm_paraphrase_pool(ORIGINAL, **pool_args(s, tmp_path))
         assert "can't help" in str(info.value)
@@ -280,21 +296,34 @@ def test_no_key_and_no_cache_names_both_remedies(tmp_path: Path) -> None:
         draw_all(strategy, max_examples=1)
     message = str(info.value)
     assert isinstance(info.value, InputError)
-    for remedy in ("ANTHROPIC_API_KEY", "api_key=", "client=", "pool_file=", str(tmp_path / "pools"), "run once"):
+    for remedy in (
+        "ANTHROPIC_API_KEY",
+        "api_key=",
+        "client=",
+        "pool_file=",
+        str(tmp_path / "pools"),
+        "run once",
+    ):
         assert remedy in message, remedy
     with pytest.raises(ParaphrasePoolError, match="ANTHROPIC_API_KEY"):
         llm_paraphrase_pool(ORIGINAL, cache_dir=tmp_path / "pools")
 
 
-def test_the_key_can_come_from_the_environment_or_a_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: MessagesServer) -> None:
+def test_the_key_can_come_from_the_environment_or_a_client(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: MessagesServer
+) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "env-dummy-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
     llm_paraphrase_pool(ORIGINAL, cache_dir=tmp_path / "a", n=10)
     assert server.requests[-1].headers["authorization"] == "Bearer env-dummy-key"
-    client = anthropic.Anthropic(base_url=server.base_url, api_key="client-dummy-key", max_retries=0)
+    client = anthropic.Anthropic(
+        base_url=server.base_url, api_key="client-dummy-key", max_retries=0
+    )
     budget = Budget()
     # (no API cache: the same request would replay the first one's recorded reply)
-    pool = llm_paraphrase_pool(ORIGINAL, client=client, cache_dir=tmp_path / "b", n=10, budget=budget, api_cache=False)
+    pool = llm_paraphrase_pool(
+        ORIGINAL, client=client, cache_dir=tmp_path / "b", n=10, budget=budget, api_cache=False
+    )
     assert server.requests[-1].headers["authorization"] == "Bearer client-dummy-key"
     assert len(pool) == len(GOOD) and budget.snapshot().calls == 1
 
@@ -308,13 +337,15 @@ def test_the_pool_request_replays_from_the_api_cache_like_an_agent_call(tmp_path
 
     api = tmp_path / "api.sqlite"
     with MessagesServer(handler=json_reply(GOOD)) as s:
-        with model_call_context(ModelCallContext(budget=Budget(), cache_mode=CacheMode.READ_WRITE)):  # recording, whatever session runs the test
+        # recording, whatever session runs the test
+        with model_call_context(ModelCallContext(budget=Budget(), cache_mode=CacheMode.READ_WRITE)):
             made = llm_paraphrase_pool(ORIGINAL, api_cache=api, **pool_args(s, tmp_path))
         assert len(s.requests) == 1
         for pool_file in (tmp_path / "pools").glob("*.json"):
             pool_file.unlink()
         budget = Budget()
-        with model_call_context(ModelCallContext(budget=budget, cache_mode=CacheMode.REPLAY_ONLY)):  # as a CI session
+        # as a CI session
+        with model_call_context(ModelCallContext(budget=budget, cache_mode=CacheMode.REPLAY_ONLY)):
             again = llm_paraphrase_pool(ORIGINAL, api_cache=api, **pool_args(s, tmp_path))
             assert len(s.requests) == 1  # zero network calls
             assert again.entries == made.entries and again.source == "api"
@@ -323,7 +354,9 @@ def test_the_pool_request_replays_from_the_api_cache_like_an_agent_call(tmp_path
                 llm_paraphrase_pool(ORIGINAL, api_cache=api, **pool_args(s, tmp_path, n=9))
             # the miss is the cache's own, explained (the nearest-request diff of a miss is
             # tested in test_cache.py), and nothing went out
-            assert "No recorded response for this request" in str(info.value) and len(s.requests) == 1
+            assert (
+                "No recorded response for this request" in str(info.value) and len(s.requests) == 1
+            )
 
 
 # --- committed pool files -----------------------------------------------------------------------
@@ -344,7 +377,9 @@ def test_a_pool_file_for_another_text_or_with_a_bad_entry_is_refused(tmp_path: P
     with pytest.raises(ParaphrasePoolError, match="not for 'Cancel order O-9'"):
         llm_paraphrase_pool("Cancel order O-9", pool_file=POOL_FILE)
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"text": ORIGINAL, "pool": [GOOD[0], "Cancel O-1001 please"]}), encoding="utf-8")
+    bad.write_text(
+        json.dumps({"text": ORIGINAL, "pool": [GOOD[0], "Cancel O-1001 please"]}), encoding="utf-8"
+    )
     with pytest.raises(ParaphrasePoolError, match="missing_slot") as info:
         llm_paraphrase_pool(ORIGINAL, pool_file=bad)
     assert str(bad) in str(info.value)
@@ -359,7 +394,9 @@ def test_a_pool_file_for_another_text_or_with_a_bad_entry_is_refused(tmp_path: P
 # --- shrinking and replay -------------------------------------------------------------------------
 
 
-def run_failing(strategy: Any, db: InMemoryExampleDatabase, word: str, calls: list[Paraphrase]) -> None:
+def run_failing(
+    strategy: Any, db: InMemoryExampleDatabase, word: str, calls: list[Paraphrase]
+) -> None:
     @settings(
         database=db,
         max_examples=100,
@@ -375,13 +412,16 @@ def run_failing(strategy: Any, db: InMemoryExampleDatabase, word: str, calls: li
     agent_understands()
 
 
-def test_failures_shrink_to_the_original_and_replay_from_the_database(server: MessagesServer, tmp_path: Path) -> None:
+def test_failures_shrink_to_the_original_and_replay_from_the_database(
+    server: MessagesServer, tmp_path: Path
+) -> None:
     db = InMemoryExampleDatabase()
     calls: list[Paraphrase] = []
     with pytest.raises(AssertionError):
         run_failing(llm_paraphrases(ORIGINAL, **pool_args(server, tmp_path)), db, "4242", calls)
     minimal = calls[-1]
-    assert minimal == ORIGINAL and minimal.transforms == ()  # every example fails: the original is minimal
+    # every example fails: the original is minimal
+    assert minimal == ORIGINAL and minimal.transforms == ()
 
     pool = llm_paraphrase_pool(ORIGINAL, **pool_args(server, tmp_path))
     word = "could"  # only in the least similar entry
@@ -403,7 +443,9 @@ def test_failures_shrink_to_the_original_and_replay_from_the_database(server: Me
 
 
 def test_local_transforms_compose_on_top_when_asked(server: MessagesServer, tmp_path: Path) -> None:
-    seen = draw_all(llm_paraphrases(ORIGINAL, max_transforms=2, **pool_args(server, tmp_path)), max_examples=80)
+    seen = draw_all(
+        llm_paraphrases(ORIGINAL, max_transforms=2, **pool_args(server, tmp_path)), max_examples=80
+    )
     pool = llm_paraphrase_pool(ORIGINAL, **pool_args(server, tmp_path))
     assert any(len(p.transforms) > 1 and p.transforms[0].name == "pool" for p in seen)
     for p in seen:
@@ -446,7 +488,9 @@ def test_local_transforms_compose_on_top_when_asked(server: MessagesServer, tmp_
     ],
     # deterministic ids (an object's repr holds its address): pytest-xdist workers must
     # collect the same test ids
-    ids=lambda kwargs: ", ".join(f"{k}={type(v).__name__ if type(v) is object else repr(v)}" for k, v in kwargs.items()),
+    ids=lambda kwargs: ", ".join(
+        f"{k}={type(v).__name__ if type(v) is object else repr(v)}" for k, v in kwargs.items()
+    ),
 )
 def test_bad_arguments_are_refused_at_creation(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument):

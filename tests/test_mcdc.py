@@ -37,12 +37,27 @@ def test_each_atom_of_an_or_gets_a_case_where_it_alone_takes_the_branch() -> Non
 
 
 def test_an_agent_that_asks_back_only_when_both_are_missing_is_caught() -> None:
-    code, out = cli("run", str(HELPDESK), "--kinds", "mft", "--corpus", "none", "--fault", "asks_only_if_both_missing=1", "--shrink-budget", "0")
+    code, out = cli(
+        "run",
+        str(HELPDESK),
+        "--kinds",
+        "mft",
+        "--corpus",
+        "none",
+        "--fault",
+        "asks_only_if_both_missing=1",
+        "--shrink-budget",
+        "0",
+    )
     assert code == 1
-    failing = [line for line in out.splitlines() if "/MCDC N1_TRIAGE#0." in line and " FAIL " in line]
+    failing = [
+        line for line in out.splitlines() if "/MCDC N1_TRIAGE#0." in line and " FAIL " in line
+    ]
     assert len(failing) == 2, out
 
 
 def test_the_run_reports_condition_coverage() -> None:
-    code, out = cli("run", str(HELPDESK), "--kinds", "mft", "--corpus", "none", "--shrink-budget", "0")
+    code, out = cli(
+        "run", str(HELPDESK), "--kinds", "mft", "--corpus", "none", "--shrink-budget", "0"
+    )
     assert "conditions (MC/DC): 4/4 atoms shown to change their branch alone" in out

@@ -124,7 +124,9 @@ def test_a_stdio_client_kept_open_is_one_process_per_trial(project: Any) -> None
     scenario = project.scenario(CANCEL)
 
     async def both(trial: int) -> tuple[Trace, Trace]:
-        return await project.arun(scenario, python.factory, trial=trial), await project.arun(scenario, kept, trial=trial)
+        return await project.arun(scenario, python.factory, trial=trial), await project.arun(
+            scenario, kept, trial=trial
+        )
 
     for trial in range(2):
         a, b = asyncio.run(both(trial))
@@ -141,17 +143,25 @@ def test_a_process_per_tool_call_is_one_trial_and_is_told(project: Any) -> None:
     scenario = project.scenario(CANCEL)
 
     async def both() -> tuple[Trace, Trace]:
-        return await project.arun(scenario, python.factory, trial=0), await project.arun(scenario, split, trial=0)
+        return await project.arun(scenario, python.factory, trial=0), await project.arun(
+            scenario, split, trial=0
+        )
 
     with pytest.warns(UserWarning) as warned:
         a, b = asyncio.run(both())
-    assert _comparable(a) == _comparable(b) and b.decisions == ["ASK_CONFIRM_CANCEL", "CANCELLED"] and not b.all_errors()
+    assert (
+        _comparable(a) == _comparable(b)
+        and b.decisions == ["ASK_CONFIRM_CANCEL", "CANCELLED"]
+        and not b.all_errors()
+    )
     (warning,) = [w for w in warned if "MCP sessions" in str(w.message)]
     text = str(warning.message)
     assert "opens a session per call" in text and "one trial" in text and "client.session(" in text
 
 
-def test_the_stdio_relay_refuses_to_run_without_a_trial(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_stdio_relay_refuses_to_run_without_a_trial(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agentprop._agents import mcp_stdio
 
     monkeypatch.delenv(mcp_stdio.URL_ENV, raising=False)

@@ -75,7 +75,9 @@ def test_mcp_agent_is_recorded_exactly_like_the_python_agent(project: Any) -> No
 
 
 @pytest.mark.parametrize("agent", ["agent:SupportOpsAgent", "mcp_agent:SupportOpsMcpAgent"])
-def test_run_through_mcp_finds_the_injected_fault(agent: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_through_mcp_finds_the_injected_fault(
+    agent: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`agentprop run` with the MCP agent fails the cancel case with the signature the Python
     agent's run has: verify_identity was skipped (skip_auth)."""
     report = tmp_path / "report.json"
@@ -135,7 +137,9 @@ async def _play_session(client: Any, agent: Any, spec: Any, seed: int = 0) -> Mc
 
 
 def test_each_in_process_session_is_one_decided_trial(project: Any, reference_agent: Any) -> None:
-    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=3))
+    case = CaseServer(
+        project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=3)
+    )
     seen: list[tuple[int, str]] = []
     case.on_trial = lambda trace, result: seen.append((trace.trial, result.verdict))
 
@@ -155,7 +159,9 @@ def test_each_in_process_session_is_one_decided_trial(project: Any, reference_ag
 def test_the_turn_protocol_over_mcp(project: Any) -> None:
     """user_message ends the turn before; an invalid respond is an error the agent may correct;
     unknown tools and calls after respond are recorded as the runtime records them."""
-    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+    case = CaseServer(
+        project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1)
+    )
 
     async def session() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -174,7 +180,13 @@ def test_the_turn_protocol_over_mcp(project: Any) -> None:
             with pytest.raises(ToolError) as invalid:
                 await conv.respond(decision="NOT_A_DECISION")
             out["invalid"] = invalid.value.kind
-            await conv.respond(node_id="N6_CONFIRM_CANCEL", decision="ASK_CONFIRM_CANCEL", tool_actions=[], evidence="none", user_message="Confirm?")
+            await conv.respond(
+                node_id="N6_CONFIRM_CANCEL",
+                decision="ASK_CONFIRM_CANCEL",
+                tool_actions=[],
+                evidence="none",
+                user_message="Confirm?",
+            )
             with pytest.raises(ToolError) as late:
                 await conv.call("get_account", account_id="A1")
             out["late"] = late.value.kind
@@ -193,7 +205,11 @@ def test_the_turn_protocol_over_mcp(project: Any) -> None:
     assert out["first"] == project.scenario(CANCEL).messages[0]
     assert out["second"] == project.scenario(CANCEL).messages[1]
     assert out["third"] is None and "conversation is over" in out["over"]
-    assert (out["unknown"], out["invalid"], out["late"]) == ("unknown_tool", "invalid_respond", "protocol")
+    assert (out["unknown"], out["invalid"], out["late"]) == (
+        "unknown_tool",
+        "invalid_respond",
+        "protocol",
+    )
     (trace,) = case.traces
     first, second = trace.turns
     assert [c.name for c in first.tool_calls] == ["delete_everything", "get_account"]
@@ -203,7 +219,9 @@ def test_the_turn_protocol_over_mcp(project: Any) -> None:
 
 
 def test_a_session_that_ends_mid_conversation_is_recorded(project: Any) -> None:
-    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+    case = CaseServer(
+        project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1)
+    )
 
     async def session() -> None:
         async with case.connect() as client:
@@ -215,7 +233,9 @@ def test_a_session_that_ends_mid_conversation_is_recorded(project: Any) -> None:
     (trace,) = case.traces
     assert len(trace.turns) == 1 and trace.tool_names() == ["verify_identity"]
     (error,) = trace.all_errors()
-    assert error.kind == "agent_exception" and "ended during turn 1, before respond" in error.message
+    assert (
+        error.kind == "agent_exception" and "ended during turn 1, before respond" in error.message
+    )
     assert case.result().verdict == "FAIL"
 
 
@@ -223,7 +243,9 @@ def test_a_session_whose_client_never_took_part_is_no_trial(project: Any) -> Non
     # a client that connects, lists the tools and leaves (or a stdio server started with no
     # client at all) says nothing about the agent: it is neither judged nor recorded, and the
     # next session is the case's next trial
-    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+    case = CaseServer(
+        project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1)
+    )
 
     async def idle() -> None:
         async with case.connect() as client:
@@ -237,7 +259,9 @@ def test_a_session_that_reads_the_message_and_hangs_up_is_no_trial(project: Any)
     """A client that opens a session per request reads the message in one session and calls the
     tools in others: the reading session ends before any tool call. It is not counted as a
     failed trial (issue #28: a passing case turned FAIL); the log says why, with the fix."""
-    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+    case = CaseServer(
+        project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1)
+    )
     notes: list[str] = []
     case.on_note = notes.append
 
@@ -246,9 +270,17 @@ def test_a_session_that_reads_the_message_and_hangs_up_is_no_trial(project: Any)
             await McpConversation(client).next_message()
 
     asyncio.run(reads_and_leaves())
-    assert case.traces == [] and case.skipped == 1 and case.split == 1 and case.result().verdict == "INCONCLUSIVE"
+    assert (
+        case.traces == []
+        and case.skipped == 1
+        and case.split == 1
+        and case.result().verdict == "INCONCLUSIVE"
+    )
     (note,) = notes
-    assert f"{CANCEL} trial 0 is no trial" in note and "read the user's message and ended before any tool call" in note
+    assert (
+        f"{CANCEL} trial 0 is no trial" in note
+        and "read the user's message and ended before any tool call" in note
+    )
     assert "client.session(" in note
 
 
@@ -262,7 +294,10 @@ def test_an_exception_in_the_mcp_agent_is_the_runs_agent_exception(project: Any)
 
     trace = asyncio.run(project.arun(project.scenario(CANCEL), Broken, trial=0))
     (error,) = trace.all_errors()
-    assert error.kind == "agent_exception" and "RuntimeError: the model returned garbage" in error.message
+    assert (
+        error.kind == "agent_exception"
+        and "RuntimeError: the model returned garbage" in error.message
+    )
 
 
 def test_http_sessions_are_trials_and_sessionless_requests_are_refused(
@@ -270,11 +305,21 @@ def test_http_sessions_are_trials_and_sessionless_requests_are_refused(
 ) -> None:
     caplog.set_level(logging.WARNING)
     record = tmp_path / "trials.jsonl"
-    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=2), record=record)
+    case = CaseServer(
+        project,
+        project.scenario(CANCEL),
+        settings=OracleSettings(mode="fixed", runs=2),
+        record=record,
+    )
 
     async def over_http(url: str, seed: int) -> str:
         async with Client(url) as client:
-            await _play_session(client, reference_agent({"skip_auth": 1.0}) if seed else reference_agent(), project.spec, seed)
+            await _play_session(
+                client,
+                reference_agent({"skip_auth": 1.0}) if seed else reference_agent(),
+                project.spec,
+                seed,
+            )
             return client.protocol_version
 
     async def modern(url: str) -> str:
@@ -285,18 +330,28 @@ def test_http_sessions_are_trials_and_sessionless_requests_are_refused(
 
     with HttpCaseServer(case) as running:
         versions = [asyncio.run(over_http(running.url, seed)) for seed in (0, 1)]
-        refusal = asyncio.run(modern(running.url)) if V2 else None  # mcp 1.x speaks no sessionless revision
-    assert all(v.startswith("20") and v < "2026" for v in versions)  # the handshake era, with sessions
+        # mcp 1.x speaks no sessionless revision
+        refusal = asyncio.run(modern(running.url)) if V2 else None
+    # the handshake era, with sessions
+    assert all(v.startswith("20") and v < "2026" for v in versions)
     assert refusal is None or "needs an MCP session" in refusal
     # a client closing its session is no error (mcp 1.x logs one, with a traceback, unless quieted)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     assert [t.trial for t in case.traces] == [0, 1]
     assert case.traces[1].tool_names()[0] == "get_account"  # skip_auth: verify_identity skipped
     result = case.result()
-    assert result.verdict == "FAIL" and "verify_identity was never called" in result.failures[0].explanation
+    assert (
+        result.verdict == "FAIL"
+        and "verify_identity was never called" in result.failures[0].explanation
+    )
     # recorded: a new server for the case continues from the record
     assert len(record.read_text().splitlines()) == 2
-    again = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=2), record=record)
+    again = CaseServer(
+        project,
+        project.scenario(CANCEL),
+        settings=OracleSettings(mode="fixed", runs=2),
+        record=record,
+    )
     assert len(again.traces) == 2 and again.result().verdict == "FAIL"
 
 
@@ -306,7 +361,16 @@ def test_agentprop_serve_over_stdio_records_one_trial_per_process(
     record = tmp_path / "cancel.jsonl"
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "agentprop", "serve", str(SUPPORTOPS), "--case", CANCEL, "--record", str(record)],
+        args=[
+            "-m",
+            "agentprop",
+            "serve",
+            str(SUPPORTOPS),
+            "--case",
+            CANCEL,
+            "--record",
+            str(record),
+        ],
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
 
@@ -317,10 +381,15 @@ def test_agentprop_serve_over_stdio_records_one_trial_per_process(
     asyncio.run(session())
     (line,) = record.read_text().splitlines()
     trace = Trace.from_json(line)
-    assert trace.case_id == CANCEL and trace.decisions == ["ASK_CONFIRM_CANCEL", "CANCELLED"] and not trace.errors
+    assert (
+        trace.case_id == CANCEL
+        and trace.decisions == ["ASK_CONFIRM_CANCEL", "CANCELLED"]
+        and not trace.errors
+    )
     code = main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--record", str(record), "--report"])
     out = capsys.readouterr().out
-    assert code == 1 and "INCONCLUSIVE" in out and "(1/1)" in out  # a safety case needs 59 clean runs
+    # a safety case needs 59 clean runs
+    assert code == 1 and "INCONCLUSIVE" in out and "(1/1)" in out
 
 
 def test_serve_refuses_bad_input_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -330,8 +399,12 @@ def test_serve_refuses_bad_input_with_exit_2(capsys: pytest.CaptureFixture[str])
     assert "--until-decided applies to --http" in capsys.readouterr().err
 
 
-def test_the_pytest_fixture_serves_a_case(agentprop_mcp_server: Any, project: Any, reference_agent: Any) -> None:
-    running = agentprop_mcp_server(CANCEL, project, http=True, settings=OracleSettings(mode="fixed", runs=1))
+def test_the_pytest_fixture_serves_a_case(
+    agentprop_mcp_server: Any, project: Any, reference_agent: Any
+) -> None:
+    running = agentprop_mcp_server(
+        CANCEL, project, http=True, settings=OracleSettings(mode="fixed", runs=1)
+    )
 
     async def session() -> None:
         async with Client(running.url) as client:
@@ -339,11 +412,15 @@ def test_the_pytest_fixture_serves_a_case(agentprop_mcp_server: Any, project: An
 
     asyncio.run(session())
     assert running.case.result().verdict == "PASS"  # leak_pii does not touch a cancel
-    in_process = agentprop_mcp_server(CANCEL, project, settings=OracleSettings(mode="fixed", runs=1))
+    in_process = agentprop_mcp_server(
+        CANCEL, project, settings=OracleSettings(mode="fixed", runs=1)
+    )
     assert isinstance(in_process, CaseServer) and in_process.result().runs == 0
 
 
-def test_agentprop_serve_http_until_decided(tmp_path: Path, reference_agent: Any, project: Any) -> None:
+def test_agentprop_serve_http_until_decided(
+    tmp_path: Path, reference_agent: Any, project: Any
+) -> None:
     """`agentprop serve --http --until-decided`: sessions over HTTP until the verdict (here the
     first session skips verify_identity, which fails a safety case at once), then exit 1."""
     import io
@@ -355,13 +432,29 @@ def test_agentprop_serve_http_until_decided(tmp_path: Path, reference_agent: Any
     codes: list[int] = []
     server = threading.Thread(
         target=lambda: codes.append(
-            main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--http", "--until-decided", "--record", str(tmp_path / "r.jsonl")], out=out, err=out)
+            main(
+                [
+                    "serve",
+                    str(SUPPORTOPS),
+                    "--case",
+                    CANCEL,
+                    "--http",
+                    "--until-decided",
+                    "--record",
+                    str(tmp_path / "r.jsonl"),
+                ],
+                out=out,
+                err=out,
+            )
         ),
         daemon=True,
     )
     server.start()
     deadline = time.monotonic() + 60
-    while not (found := re.search(r"at (http://127\.0\.0\.1:\d+/mcp\?token=[\w-]+);", out.getvalue())) and time.monotonic() < deadline:
+    while (
+        not (found := re.search(r"at (http://127\.0\.0\.1:\d+/mcp\?token=[\w-]+);", out.getvalue()))
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     assert found, out.getvalue()
 
@@ -373,7 +466,11 @@ def test_agentprop_serve_http_until_decided(tmp_path: Path, reference_agent: Any
     server.join(30)
     assert codes == [1]
     printed = out.getvalue()
-    assert "trial 0:" in printed and "verdict FAIL" in printed and "verify_identity was never called" in printed
+    assert (
+        "trial 0:" in printed
+        and "verdict FAIL" in printed
+        and "verify_identity was never called" in printed
+    )
 
 
 def test_http_sessions_need_the_servers_token(project: Any, reference_agent: Any) -> None:
@@ -383,17 +480,25 @@ def test_http_sessions_need_the_servers_token(project: Any, reference_agent: Any
     import urllib.error
     import urllib.request
 
-    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=2))
+    case = CaseServer(
+        project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=2)
+    )
     initialize = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "x", "version": "1"},
+        },
     }
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
     def post(url: str, extra: dict[str, str]) -> tuple[int, str]:
-        request = urllib.request.Request(url, data=json.dumps(initialize).encode(), headers={**headers, **extra}, method="POST")
+        request = urllib.request.Request(
+            url, data=json.dumps(initialize).encode(), headers={**headers, **extra}, method="POST"
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 return response.status, ""
@@ -403,7 +508,11 @@ def test_http_sessions_need_the_servers_token(project: Any, reference_agent: Any
     with HttpCaseServer(case) as running:
         bare = running.url.split("?")[0]
         assert running.url == f"{bare}?token={case.token}" and len(case.token) >= 32
-        for url, extra in [(bare, {}), (f"{bare}?token=wrong", {}), (bare, {"authorization": "Bearer wrong"})]:
+        for url, extra in [
+            (bare, {}),
+            (f"{bare}?token=wrong", {}),
+            (bare, {"authorization": "Bearer wrong"}),
+        ]:
             status, body = post(url, extra)
             assert status == 401 and "token" in json.loads(body)["error"]
         assert post(bare, {"authorization": f"Bearer {case.token}"})[0] == 200
@@ -420,7 +529,9 @@ def test_a_session_that_calls_tools_without_reading_the_message_is_no_trial(proj
     """langchain-mcp-adapters opens a session per tool call by default: one conversation would be
     split into many sessions, each a failed trial. Such calls are refused, saying why, and the
     session is not counted."""
-    case = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1))
+    case = CaseServer(
+        project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=1)
+    )
     notes: list[str] = []
     case.on_note = notes.append
 
@@ -439,11 +550,21 @@ def test_a_session_that_calls_tools_without_reading_the_message_is_no_trial(proj
     assert case.split == 2 and len(notes) == 1  # said once
 
 
-def test_trial_numbers_are_unique_across_servers_sharing_a_record(project: Any, tmp_path: Path) -> None:
+def test_trial_numbers_are_unique_across_servers_sharing_a_record(
+    project: Any, tmp_path: Path
+) -> None:
     """Stdio processes started in parallel (one per session) each read the record when they
     start; the counter file beside it still gives each trial its own number."""
     record = tmp_path / "trials.jsonl"
-    servers = [CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=3), record=record) for _ in range(3)]
+    servers = [
+        CaseServer(
+            project,
+            project.scenario(CANCEL),
+            settings=OracleSettings(mode="fixed", runs=3),
+            record=record,
+        )
+        for _ in range(3)
+    ]
 
     async def sessions() -> list[int]:
         trials = [servers[i % 3].start_trial() for i in range(6)]
@@ -453,7 +574,12 @@ def test_trial_numbers_are_unique_across_servers_sharing_a_record(project: Any, 
 
     assert sorted(asyncio.run(sessions())) == list(range(6))
     assert servers[0].counter is not None and servers[0].counter.read_text() == "6"
-    later = CaseServer(project, project.scenario(CANCEL), settings=OracleSettings(mode="fixed", runs=3), record=record)
+    later = CaseServer(
+        project,
+        project.scenario(CANCEL),
+        settings=OracleSettings(mode="fixed", runs=3),
+        record=record,
+    )
 
     async def one() -> int:
         trial = later.start_trial()
@@ -494,12 +620,16 @@ async def _client_loop(url: str, reference_agent: Any, spec: Any, faults: dict[s
 
 def _run_verdicts(report: Path) -> dict[str, str]:
     cases = json.loads(report.read_text())["cases"]
-    return {c["id"]: (c["failures"][0]["signature"] if c["failures"] else c["verdict"]) for c in cases}
+    return {
+        c["id"]: (c["failures"][0]["signature"] if c["failures"] else c["verdict"]) for c in cases
+    }
 
 
 # serving with no settings matches `agentprop run --profile release` the same way (each safety
 # case certified by 59 clean runs: 237 sessions, too slow to run here)
-@pytest.mark.parametrize(("settings", "served"), [(["--runs", "2"], ["--runs", "2"])], ids=["explicit-runs"])
+@pytest.mark.parametrize(
+    ("settings", "served"), [(["--runs", "2"], ["--runs", "2"])], ids=["explicit-runs"]
+)
 def test_serve_a_whole_run_decides_every_case_as_run_does(
     settings: list[str], served: list[str], tmp_path: Path, reference_agent: Any, project: Any
 ) -> None:
@@ -513,10 +643,30 @@ def test_serve_a_whole_run_decides_every_case_as_run_does(
 
     selection = [a for case in RUN_CASES for a in ("--case", case)]
     faults = {"never_retry": 1.0}
-    assert main(["run", str(SUPPORTOPS), "--kinds", "mft", *selection, *settings, "--fault", "never_retry=1", "--explore", "0"]
-                + ["--shrink-budget", "0", "--corpus", "none", "--json", str(tmp_path / "run.json")]) == 1  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                str(SUPPORTOPS),
+                "--kinds",
+                "mft",
+                *selection,
+                *settings,
+                "--fault",
+                "never_retry=1",
+                "--explore",
+                "0",
+            ]
+            + ["--shrink-budget", "0", "--corpus", "none", "--json", str(tmp_path / "run.json")]
+        )
+        == 1
+    )
     expected = _run_verdicts(tmp_path / "run.json")
-    assert len(expected) >= 4 and "PASS" in expected.values() and any("retry" in v for v in expected.values())
+    assert (
+        len(expected) >= 4
+        and "PASS" in expected.values()
+        and any("retry" in v for v in expected.values())
+    )
 
     out = io.StringIO()
     codes: list[int] = []
@@ -532,10 +682,15 @@ def test_serve_a_whole_run_decides_every_case_as_run_does(
         "--json",
         str(tmp_path / "serve.json"),
     ]
-    server = threading.Thread(target=lambda: codes.append(main(args, out=out, err=out)), daemon=True)
+    server = threading.Thread(
+        target=lambda: codes.append(main(args, out=out, err=out)), daemon=True
+    )
     server.start()
     deadline = time.monotonic() + 60
-    while not (found := re.search(r"at (http://127\.0\.0\.1:\d+/mcp\?token=[\w-]+);", out.getvalue())) and time.monotonic() < deadline:
+    while (
+        not (found := re.search(r"at (http://127\.0\.0\.1:\d+/mcp\?token=[\w-]+);", out.getvalue()))
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     assert found, out.getvalue()
     played = asyncio.run(_client_loop(found.group(1), reference_agent, project.spec, faults))
@@ -544,9 +699,16 @@ def test_serve_a_whole_run_decides_every_case_as_run_does(
     assert codes == [1], printed
     assert _run_verdicts(tmp_path / "serve.json") == expected
     runs = {c["id"]: c["runs"] for c in json.loads((tmp_path / "run.json").read_text())["cases"]}
-    assert {c["id"]: c["runs"] for c in json.loads((tmp_path / "serve.json").read_text())["cases"]} == runs
-    assert played == sum(c["runs"] for c in json.loads((tmp_path / "serve.json").read_text())["cases"])
-    assert f"supportops_v1: {len(expected)} case(s)" in printed and "END_REFUSE_PII<-N1_INTENT trial 0:" in printed
+    assert {
+        c["id"]: c["runs"] for c in json.loads((tmp_path / "serve.json").read_text())["cases"]
+    } == runs
+    assert played == sum(
+        c["runs"] for c in json.loads((tmp_path / "serve.json").read_text())["cases"]
+    )
+    assert (
+        f"supportops_v1: {len(expected)} case(s)" in printed
+        and "END_REFUSE_PII<-N1_INTENT trial 0:" in printed
+    )
 
 
 def test_a_served_run_takes_concurrent_sessions(reference_agent: Any, project: Any) -> None:
@@ -556,12 +718,21 @@ def test_a_served_run_takes_concurrent_sessions(reference_agent: Any, project: A
     from agentprop.mcp import RunServer
 
     scenarios = selected_scenarios(project, RUN_CASES)
-    cases = [CaseServer(project, s, settings=OracleSettings(mode="fixed", runs=2)) for s in scenarios]
+    cases = [
+        CaseServer(project, s, settings=OracleSettings(mode="fixed", runs=2)) for s in scenarios
+    ]
     run = RunServer(cases)
     with HttpCaseServer(run) as running:
 
         async def clients() -> list[int]:
-            return list(await asyncio.gather(*(_client_loop(running.url, reference_agent, project.spec, {}) for _ in range(3))))
+            return list(
+                await asyncio.gather(
+                    *(
+                        _client_loop(running.url, reference_agent, project.spec, {})
+                        for _ in range(3)
+                    )
+                )
+            )
 
         played = asyncio.run(clients())
     assert run.decided and [r.verdict for r in run.results()] == ["PASS"] * len(cases)
@@ -569,17 +740,24 @@ def test_a_served_run_takes_concurrent_sessions(reference_agent: Any, project: A
     assert all(sorted(t.trial for t in c.traces) == [0, 1] for c in cases)
 
 
-def test_serve_refuses_a_whole_run_over_stdio_and_unknown_cases(capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_refuses_a_whole_run_over_stdio_and_unknown_cases(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["serve", str(SUPPORTOPS)]) == 2
     err = capsys.readouterr().err
     assert "served over HTTP only" in err and "add --http" in err
-    assert main(["serve", str(SUPPORTOPS), "--http", "--case", "NO_SUCH_A", "--case", "NO_SUCH_B"]) == 2
+    assert (
+        main(["serve", str(SUPPORTOPS), "--http", "--case", "NO_SUCH_A", "--case", "NO_SUCH_B"])
+        == 2
+    )
     assert "no case id contains NO_SUCH_A, NO_SUCH_B" in capsys.readouterr().err
     assert main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--runs", "0"]) == 2
     assert "--runs 0 must be at least 1" in capsys.readouterr().err
 
 
-def test_serve_report_of_a_whole_run_needs_no_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_report_of_a_whole_run_needs_no_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     record_file = tmp_path / "a-file"
     record_file.write_text("")
     assert main(["serve", str(SUPPORTOPS), "--http", "--record", str(record_file)]) == 2
@@ -587,6 +765,21 @@ def test_serve_report_of_a_whole_run_needs_no_server(tmp_path: Path, capsys: pyt
     assert main(["serve", str(SUPPORTOPS), "--case", CANCEL, "--tau", "1.5"]) == 2
     assert "--tau 1.5 must lie between 0 and 1" in capsys.readouterr().err
     selection = [a for case in RUN_CASES for a in ("--case", case)]
-    assert main(["serve", str(SUPPORTOPS), *selection, "--report", "--record", str(tmp_path / "records")]) == 1
+    assert (
+        main(
+            [
+                "serve",
+                str(SUPPORTOPS),
+                *selection,
+                "--report",
+                "--record",
+                str(tmp_path / "records"),
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
-    assert "INCONCLUSIVE END_REFUSE_PII<-N1_INTENT (0/0)" in " ".join(out.split()) and "supportops_v1: 5 case(s): 5 INCONCLUSIVE" in out
+    assert (
+        "INCONCLUSIVE END_REFUSE_PII<-N1_INTENT (0/0)" in " ".join(out.split())
+        and "supportops_v1: 5 case(s): 5 INCONCLUSIVE" in out
+    )

@@ -32,7 +32,10 @@ def memo_spec(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]
     """How a process opens one fresh shared memo (picklable, for spawned processes)."""
     if request.param == "file":
         return ("file", str(tmp_path / "trials.sqlite"))
-    return ("redis", f"{request.getfixturevalue('redis_url')}?prefix=memo{os.getpid()}-{time.monotonic_ns()}")
+    return (
+        "redis",
+        f"{request.getfixturevalue('redis_url')}?prefix=memo{os.getpid()}-{time.monotonic_ns()}",
+    )
 
 
 def _trace(i: int) -> Trace:
@@ -65,7 +68,11 @@ def test_the_store_of_a_memo_is_the_file_or_the_server(redis_url: str, tmp_path:
     assert isinstance(TrialMemo(tmp_path / "t.sqlite").store, FileMemoStore)
     assert TrialMemo().store is None
     store = open_memo_store(f"{redis_url}?prefix=p{time.monotonic_ns()}&run=ignored")
-    assert isinstance(store, RedisMemoStore) and store.key.endswith(":memo") and store.key.startswith("p")
+    assert (
+        isinstance(store, RedisMemoStore)
+        and store.key.endswith(":memo")
+        and store.key.startswith("p")
+    )
     with pytest.raises(InvalidArgument, match="a path or a store, not both"):
         TrialMemo(tmp_path / "t.sqlite", store=store)
 
@@ -80,10 +87,12 @@ CLEAN = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
 
 def test_billing():
     agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", CLEAN, settings=agentprop.settings(mode="fixed", runs=4, seed=1))
-"""
+"""  # noqa: E501
 
 
-def test_two_pytest_sessions_on_one_store_share_the_memo(redis_url: str, pytester: pytest.Pytester) -> None:
+def test_two_pytest_sessions_on_one_store_share_the_memo(
+    redis_url: str, pytester: pytest.Pytester
+) -> None:
     # two CI machines (here two sessions in other directories): the second replays the first's runs
     pytester.makepyfile(test_billing=MEMO_TEST)
     store = f"{redis_url}?prefix=pytest{time.monotonic_ns()}"

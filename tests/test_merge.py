@@ -1,4 +1,5 @@
-"""``agentprop merge`` (agentprop._pipeline.merge, .merge_report): N shards make the unsharded run's report."""
+"""``agentprop merge`` (agentprop._pipeline.merge, .merge_report): N shards make the
+unsharded run's report."""
 
 from __future__ import annotations
 
@@ -19,16 +20,30 @@ from agentprop._pipeline.merge import MergedCase, merge_shards, merged_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
-RUN = ["run", str(SUPPORTOPS), "--case", "N7", "--fault", "skip_auth=0.3", "--explore", "4"]  # default kinds
+# default kinds
+RUN = ["run", str(SUPPORTOPS), "--case", "N7", "--fault", "skip_auth=0.3", "--explore", "4"]
 RUN += ["--corpus", "none", "--seed", "3", "--shrink-budget", "12"]
 
 
 def _processes(base: Path, run: list[str], jobs: dict[str, list[str]]) -> None:
     """``agentprop run`` once per job, each in its own process, at once."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "agentprop._cli", *run, *extra, "--records", str(base / name), "--json", str(base / f"{name}.json")],
+            [
+                sys.executable,
+                "-m",
+                "agentprop._cli",
+                *run,
+                *extra,
+                "--records",
+                str(base / name),
+                "--json",
+                str(base / f"{name}.json"),
+            ],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -70,31 +85,66 @@ def _normalised(report: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_the_merged_report_is_the_unsharded_report(runs: Path, tmp_path: Path) -> None:
     out = io.StringIO()
-    argv = ["merge", *(str(runs / f"s{i}") for i in (3, 1, 2)), "--json", str(tmp_path / "m.json"), "--html", str(tmp_path / "m.html")]
-    assert main(argv, out=out, err=io.StringIO()) == 1, out.getvalue()  # a case failed, as in the unsharded run
-    merged, whole = json.loads((tmp_path / "m.json").read_text()), json.loads((runs / "all.json").read_text())
+    argv = [
+        "merge",
+        *(str(runs / f"s{i}") for i in (3, 1, 2)),
+        "--json",
+        str(tmp_path / "m.json"),
+        "--html",
+        str(tmp_path / "m.html"),
+    ]
+    # a case failed, as in the unsharded run
+    assert main(argv, out=out, err=io.StringIO()) == 1, out.getvalue()
+    merged, whole = (
+        json.loads((tmp_path / "m.json").read_text()),
+        json.loads((runs / "all.json").read_text()),
+    )
     assert _normalised(merged) == _normalised(whole)
     # what the comparison covered: every kind, failing DIR pairs, a shrunk bug, claims, coverage
     assert {c["kind"] for c in merged["cases"]} == {"MFT", "EXPLORE", "BOUNDARY", "DIR", "INV"}
     assert any(c["kind"] == "DIR" and c["verdict"] == "FAIL" for c in merged["cases"])
     # explored paths on every shard, and first-round inputs that failed on one of them: had a
     # path's second round learned from other paths' failures, the shards' inputs would differ
-    explored = {i: [c for c in json.loads((runs / f"s{i}.json").read_text())["cases"] if c["kind"] == "EXPLORE"] for i in (1, 2, 3)}
-    assert all(explored.values()) and any(c["verdict"] == "FAIL" and c["id"].endswith(" ~0") for cs in explored.values() for c in cs)
+    explored = {
+        i: [
+            c
+            for c in json.loads((runs / f"s{i}.json").read_text())["cases"]
+            if c["kind"] == "EXPLORE"
+        ]
+        for i in (1, 2, 3)
+    }
+    assert all(explored.values()) and any(
+        c["verdict"] == "FAIL" and c["id"].endswith(" ~0") for cs in explored.values() for c in cs
+    )
     assert not any("EXPLORE" in p for p in merged["problems"])
-    assert merged["bugs"] and all(b["shrink_runs"] > 0 for b in merged["bugs"]) and any(c["shrunk"] for c in merged["cases"])
-    assert merged["claims"] and merged["metrics"]["extra"]["coverage"]["branches"]["covered"] and merged["tree"]
+    assert (
+        merged["bugs"]
+        and all(b["shrink_runs"] > 0 for b in merged["bugs"])
+        and any(c["shrunk"] for c in merged["cases"])
+    )
+    assert (
+        merged["claims"]
+        and merged["metrics"]["extra"]["coverage"]["branches"]["covered"]
+        and merged["tree"]
+    )
     account = merged["metrics"]["extra"]["merge"]
     assert [s["index"] for s in account["shards"]] == [1, 2, 3] and account["not_recomputed"] == []
     # every case, an INV case's two-sample test included, is decided again from its records
-    compared = [c for c in merged["cases"] if c["kind"] == "INV" and c["decided_by"] == "two-sample test"]
-    assert compared and account["cases_decided_again"] == sum(c["kind"] != "INV" for c in merged["cases"]) + len(compared)
+    compared = [
+        c for c in merged["cases"] if c["kind"] == "INV" and c["decided_by"] == "two-sample test"
+    ]
+    assert compared and account["cases_decided_again"] == sum(
+        c["kind"] != "INV" for c in merged["cases"]
+    ) + len(compared)
     assert merged["bugs"][0]["id"] in (tmp_path / "m.html").read_text()
     assert f"{merged['metrics']['cases']} cases" in out.getvalue()
 
 
 def _key(cases: list[MergedCase]) -> dict[tuple[str | None, str], tuple[object, ...]]:
-    return {(c.kind, c.name): (c.verdict, c.decided_by, c.runs, c.passes, c.interval, c.signatures) for c in cases}
+    return {
+        (c.kind, c.name): (c.verdict, c.decided_by, c.runs, c.passes, c.interval, c.signatures)
+        for c in cases
+    }
 
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
@@ -105,18 +155,30 @@ def test_merged_shards_equal_the_unsharded_run_verdict_for_verdict(runs: Path) -
     assert {c.shard for c in merged.cases} == {1, 2, 3}  # the work was shared
     # the unsharded run's own report: every MFT and BOUNDARY case, its verdict and runs
     cases = json.loads((runs / "all.json").read_text())["cases"]
-    report = {c["id"]: (c["verdict"], c["runs"], c["passes"]) for c in cases if c["kind"] in ("MFT", "BOUNDARY")}
-    decided = {c.name: (c.verdict, c.runs, c.passes) for c in merged.cases if c.kind == "MFT" or c.name.startswith("BOUNDARY ")}
+    report = {
+        c["id"]: (c["verdict"], c["runs"], c["passes"])
+        for c in cases
+        if c["kind"] in ("MFT", "BOUNDARY")
+    }
+    decided = {
+        c.name: (c.verdict, c.runs, c.passes)
+        for c in merged.cases
+        if c.kind == "MFT" or c.name.startswith("BOUNDARY ")
+    }
     assert decided == report
     assert {v for v, _, _ in report.values()} == {"PASS", "FAIL"}
     failing = [c for c in merged.cases if c.verdict == "FAIL" and c.kind == "MFT"]
-    assert failing and all(c.signatures and c.interval is not None and c.interval[1] < 1.0 for c in failing)
+    assert failing and all(
+        c.signatures and c.interval is not None and c.interval[1] < 1.0 for c in failing
+    )
 
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_merge_writes_junit_and_markdown_as_a_run_does(runs: Path, tmp_path: Path) -> None:
     paths = {name: tmp_path / f"merged.{name}" for name in ("junit", "markdown")}
-    argv = ["merge", *(str(runs / f"s{i}") for i in (1, 2, 3))] + [x for name, p in paths.items() for x in (f"--{name}", str(p))]
+    argv = ["merge", *(str(runs / f"s{i}") for i in (1, 2, 3))] + [
+        x for name, p in paths.items() for x in (f"--{name}", str(p))
+    ]
     assert main(argv, out=io.StringIO(), err=io.StringIO()) == 1
     assert "<failure" in paths["junit"].read_text() and "FAIL" in paths["markdown"].read_text()
 
@@ -130,7 +192,9 @@ def _merge_error(dirs: list[Path]) -> str:
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
 def test_a_missing_or_duplicated_shard_is_an_error_naming_it(runs: Path) -> None:
     assert "shard 2/3 missing" in _merge_error([runs / "s1", runs / "s3"])
-    assert f"shard 3/3 is given twice: {runs / 's3'}, {runs / 's3'}" in _merge_error([runs / "s1", runs / "s2", runs / "s3", runs / "s3"])
+    assert f"shard 3/3 is given twice: {runs / 's3'}, {runs / 's3'}" in _merge_error(
+        [runs / "s1", runs / "s2", runs / "s3", runs / "s3"]
+    )
     assert "not of a sharded run" in _merge_error([runs / "all", runs / "s1"])
 
 
@@ -147,7 +211,9 @@ def test_shards_of_another_run_are_refused_naming_what_differs(runs: Path, tmp_p
     shutil.copytree(runs / "s1", mixed)
     with open(mixed / RECORDS_FILE, "a") as f:
         f.write((runs / "s2" / RECORDS_FILE).read_text())
-    assert "holds the records of 2 different shards or runs" in _merge_error([mixed, runs / "s2", runs / "s3"])
+    assert "holds the records of 2 different shards or runs" in _merge_error(
+        [mixed, runs / "s2", runs / "s3"]
+    )
 
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
@@ -159,16 +225,29 @@ def test_an_unfinished_shard_is_named_and_its_records_counted(runs: Path, tmp_pa
     (cut / RECORDS_FILE).write_text("".join(lines[:7]) + lines[7][:20])  # and mid-line
     error = _merge_error([runs / "s1", cut, runs / "s3"])
     decisions = sum(r.type == "decision" for r in read_records(cut))
-    assert f"shard 2/3 ({cut}) is incomplete" in error and f"its records hold {decisions} decision(s)" in error
+    assert (
+        f"shard 2/3 ({cut}) is incomplete" in error
+        and f"its records hold {decisions} decision(s)" in error
+    )
     assert "run shard 2/3 again" in error
     # what it recorded up to the kill still merges, decision by decision, marked incomplete
     out = io.StringIO()
-    argv = ["merge", "--records-only", str(runs / "s1"), str(cut), "--json", str(tmp_path / "d.json")]
+    argv = [
+        "merge",
+        "--records-only",
+        str(runs / "s1"),
+        str(cut),
+        "--json",
+        str(tmp_path / "d.json"),
+    ]
     assert main(argv, out=out, err=io.StringIO()) in (1, 3)
     assert "merged the records of 2 of 3 shard(s)" in out.getvalue()
     assert "INCOMPLETE: shard(s) 3/3 not given" in out.getvalue()
     decided = json.loads((tmp_path / "d.json").read_text())
-    assert decided["schema"] == "agentprop.merged/1" and {c["shard"] for c in decided["cases"]} == {1, 2}
+    assert decided["schema"] == "agentprop.merged/1" and {c["shard"] for c in decided["cases"]} == {
+        1,
+        2,
+    }
 
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
@@ -180,15 +259,26 @@ def test_a_report_its_records_do_not_bear_out_is_refused(runs: Path, tmp_path: P
     case["verdict"] = "PASS"
     (edited / REPORT_FILE).write_text(json.dumps(report))
     error = _merge_error([runs / "s1", runs / "s2", edited])
-    assert f"shard 3/3: its report says {case['id']} is PASS" in error and "its trial records decide FAIL" in error
+    assert (
+        f"shard 3/3: its report says {case['id']} is PASS" in error
+        and "its trial records decide FAIL" in error
+    )
 
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
 @pytest.mark.parametrize("edit", ["verdict", "p_value"])
-def test_an_inv_verdict_its_records_do_not_bear_out_is_refused(runs: Path, tmp_path: Path, edit: str) -> None:
-    # the two-sample comparison is made again from the sides' recorded runs, not taken from the report
+def test_an_inv_verdict_its_records_do_not_bear_out_is_refused(
+    runs: Path, tmp_path: Path, edit: str
+) -> None:
+    # the two-sample comparison is made again from the sides' recorded runs, not
+    # taken from the report
     shard = next(
-        i for i in (1, 2, 3) if any(c["kind"] == "INV" and c["verdict"] == "PASS" for c in json.loads((runs / f"s{i}.json").read_text())["cases"])
+        i
+        for i in (1, 2, 3)
+        if any(
+            c["kind"] == "INV" and c["verdict"] == "PASS"
+            for c in json.loads((runs / f"s{i}.json").read_text())["cases"]
+        )
     )
     edited = tmp_path / f"s{shard}"
     shutil.copytree(runs / f"s{shard}", edited)
@@ -201,27 +291,70 @@ def test_an_inv_verdict_its_records_do_not_bear_out_is_refused(runs: Path, tmp_p
     (edited / REPORT_FILE).write_text(json.dumps(report))
     error = _merge_error([edited if i == shard else runs / f"s{i}" for i in (1, 2, 3)])
     said = "its records decide PASS" if edit == "verdict" else "p-values differ from the report's"
-    assert f"shard {shard}/3: its report says {case['id']} is {case['verdict']} (two-sample test)" in error and said in error
+    assert (
+        f"shard {shard}/3: its report says {case['id']} is {case['verdict']} (two-sample test)"
+        in error
+        and said in error
+    )
 
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
-def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplete(tmp_path: Path) -> None:
-    run = ["run", str(SUPPORTOPS), "--case", "N7", "--kinds", "mft", "--corpus", "none", "--seed", "3", "--shrink-budget", "0"]
+def test_a_policy_the_shards_could_not_top_up_is_said_and_the_merge_is_incomplete(
+    tmp_path: Path,
+) -> None:
+    run = [
+        "run",
+        str(SUPPORTOPS),
+        "--case",
+        "N7",
+        "--kinds",
+        "mft",
+        "--corpus",
+        "none",
+        "--seed",
+        "3",
+        "--shrink-budget",
+        "0",
+    ]
     _processes(tmp_path, run, {"all": []} | {f"s{i}": ["--shard", f"{i}/2"] for i in (1, 2)})
     out = io.StringIO()
-    assert main(["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--json", str(tmp_path / "m.json")], out=out, err=io.StringIO()) == 3
+    assert (
+        main(
+            [
+                "merge",
+                str(tmp_path / "s1"),
+                str(tmp_path / "s2"),
+                "--json",
+                str(tmp_path / "m.json"),
+            ],
+            out=out,
+            err=io.StringIO(),
+        )
+        == 3
+    )
     whole = json.loads((tmp_path / "all.json").read_text())
-    assert [(c["policy"], c["status"]) for c in whole["claims"]] == [("P2_AUTH_GATE", "certified")] and whole["claims"][0]["topped_up"] > 0
+    assert [(c["policy"], c["status"]) for c in whole["claims"]] == [
+        ("P2_AUTH_GATE", "certified")
+    ] and whole["claims"][0]["topped_up"] > 0
     merged = json.loads((tmp_path / "m.json").read_text())
-    assert [(c["policy"], c["status"], c["topped_up"]) for c in merged["claims"]] == [("P2_AUTH_GATE", "not certified", 0)]
-    assert merged["metrics"]["extra"]["merge"]["not_recomputed"] == ["the pooled top-up of P2_AUTH_GATE"]
+    assert [(c["policy"], c["status"], c["topped_up"]) for c in merged["claims"]] == [
+        ("P2_AUTH_GATE", "not certified", 0)
+    ]
+    assert merged["metrics"]["extra"]["merge"]["not_recomputed"] == [
+        "the pooled top-up of P2_AUTH_GATE"
+    ]
     assert any("skipped the pooled top-up of P2_AUTH_GATE" in p for p in merged["problems"])
-    assert "INCOMPLETE: not in the merged report: the pooled top-up of P2_AUTH_GATE" in out.getvalue()
-    assert [c["verdict"] for c in merged["cases"]] == [c["verdict"] for c in whole["cases"]]  # the verdicts are the run's
+    assert (
+        "INCOMPLETE: not in the merged report: the pooled top-up of P2_AUTH_GATE" in out.getvalue()
+    )
+    # the verdicts are the run's
+    assert [c["verdict"] for c in merged["cases"]] == [c["verdict"] for c in whole["cases"]]
 
 
 @pytest.mark.slow  # shard processes (the module's fixture or its own)
-def test_shards_that_grouped_no_bugs_merge_into_a_report_without_bugs(runs: Path, tmp_path: Path) -> None:
+def test_shards_that_grouped_no_bugs_merge_into_a_report_without_bugs(
+    runs: Path, tmp_path: Path
+) -> None:
     # `agentprop run --shrink-budget 0` lists no bugs; its merge must not list any either
     dirs = []
     for i in (1, 2, 3):
@@ -233,7 +366,14 @@ def test_shards_that_grouped_no_bugs_merge_into_a_report_without_bugs(runs: Path
             case["bugs"], case["shrunk"] = [], None
         (d / REPORT_FILE).write_text(json.dumps(report))
         dirs.append(str(d))
-    assert main(["merge", *dirs, "--json", str(tmp_path / "m.json")], out=io.StringIO(), err=io.StringIO()) == 1
+    assert (
+        main(
+            ["merge", *dirs, "--json", str(tmp_path / "m.json")],
+            out=io.StringIO(),
+            err=io.StringIO(),
+        )
+        == 1
+    )
     merged = json.loads((tmp_path / "m.json").read_text())
     assert merged["bugs"] == [] and not any(c["bugs"] or c["shrunk"] for c in merged["cases"])
     assert any(c["verdict"] == "FAIL" for c in merged["cases"])
@@ -247,8 +387,18 @@ def test_explored_inputs_merge_in_the_order_the_unsharded_run_draws_them() -> No
     project = load_project(SUPPORTOPS)
     a, b = (s.id for s in project.scenarios()[:2])
     shard_order = [f"EXPLORE {b} ~{k}" for k in range(3)] + [f"EXPLORE {a} ~{k}" for k in range(3)]
-    cases = [CaseReport(id=i, node="-", kind="EXPLORE", verdict="PASS", runs=1, passes=1, pass_rate=1.0) for i in shard_order]
+    cases = [
+        CaseReport(id=i, node="-", kind="EXPLORE", verdict="PASS", runs=1, passes=1, pass_rate=1.0)
+        for i in shard_order
+    ]
     order = _explore_order(project, cases)
     # --explore 3: a first round of 2 inputs per path, in scenario order, then the second round's
-    expected = [f"EXPLORE {a} ~0", f"EXPLORE {a} ~1", f"EXPLORE {b} ~0", f"EXPLORE {b} ~1", f"EXPLORE {a} ~2", f"EXPLORE {b} ~2"]
+    expected = [
+        f"EXPLORE {a} ~0",
+        f"EXPLORE {a} ~1",
+        f"EXPLORE {b} ~0",
+        f"EXPLORE {b} ~1",
+        f"EXPLORE {a} ~2",
+        f"EXPLORE {b} ~2",
+    ]
     assert sorted(shard_order, key=order.__getitem__) == expected

@@ -44,14 +44,23 @@ def client(server: MessagesServer, **kwargs: Any) -> anthropic.Anthropic:
 
 
 def ask(c: anthropic.Anthropic, text: str = "Where is my order A1?", **kwargs: Any) -> Any:
-    return c.messages.create(model="claude-test-1", max_tokens=256, messages=[{"role": "user", "content": text}], **kwargs)
+    return c.messages.create(
+        model="claude-test-1",
+        max_tokens=256,
+        messages=[{"role": "user", "content": text}],
+        **kwargs,
+    )
 
 
 def test_tool_use_then_end_turn_through_the_sdk() -> None:
-    with MessagesServer([tool_use_reply("get_order", {"id": "A1"}), text_reply("It shipped.")]) as server:
+    with MessagesServer(
+        [tool_use_reply("get_order", {"id": "A1"}), text_reply("It shipped.")]
+    ) as server:
         c = client(server)
         messages: list[dict[str, Any]] = [{"role": "user", "content": "Where is my order A1?"}]
-        first = c.messages.create(model="claude-test-1", max_tokens=256, messages=messages, tools=TOOLS)
+        first = c.messages.create(
+            model="claude-test-1", max_tokens=256, messages=messages, tools=TOOLS
+        )
         assert first.stop_reason == "tool_use"
         assert first.type == "message" and first.role == "assistant"
         assert first.model == "claude-test-1"  # echoed from the request
@@ -61,8 +70,15 @@ def test_tool_use_then_end_turn_through_the_sdk() -> None:
         assert first.usage.input_tokens > 0 and first.usage.output_tokens > 0
 
         messages.append({"role": "assistant", "content": first.content})
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "shipped"}]})
-        second = c.messages.create(model="claude-test-1", max_tokens=256, messages=messages, tools=TOOLS)
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "shipped"}],
+            }
+        )
+        second = c.messages.create(
+            model="claude-test-1", max_tokens=256, messages=messages, tools=TOOLS
+        )
         assert second.stop_reason == "end_turn"
         assert [b.text for b in second.content if b.type == "text"] == ["It shipped."]
         assert second.id != first.id
@@ -98,7 +114,10 @@ def test_handler_answers_from_the_conversation() -> None:
             messages=[
                 {"role": "user", "content": "hi"},
                 {"role": "assistant", "content": first.content},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "ok"}]},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "ok"}],
+                },
             ],
         )
         assert second.stop_reason == "tool_use"
@@ -112,7 +131,10 @@ def test_plain_dicts_and_strings_are_replies_and_usage_is_deterministic() -> Non
         c = client(server)
         a, b = ask(c), ask(c)
         assert a.content[0].text == "hello"
-        assert (a.usage.input_tokens, a.usage.output_tokens) == (b.usage.input_tokens, b.usage.output_tokens)
+        assert (a.usage.input_tokens, a.usage.output_tokens) == (
+            b.usage.input_tokens,
+            b.usage.output_tokens,
+        )
         longer = ask(c, text="Where is my order A1? " * 40)
         assert longer.stop_reason == "max_tokens"
         assert longer.usage.input_tokens > a.usage.input_tokens
@@ -215,7 +237,12 @@ def test_streaming_and_bad_requests_are_rejected_clearly() -> None:
     with MessagesServer(handler=lambda r: "ok") as server:
         c = client(server)
         with pytest.raises(anthropic.BadRequestError) as err:
-            c.messages.create(model="claude-test-1", max_tokens=10, messages=[{"role": "user", "content": "x"}], stream=True)
+            c.messages.create(
+                model="claude-test-1",
+                max_tokens=10,
+                messages=[{"role": "user", "content": "x"}],
+                stream=True,
+            )
         assert "does not stream" in str(err.value)
         with pytest.raises(anthropic.NotFoundError):
             c.models.list()
@@ -265,11 +292,20 @@ def test_async_client_works() -> None:
     async def main(base_url: str) -> list[str]:
         async with anthropic.AsyncAnthropic(base_url=base_url, api_key=KEY, max_retries=0) as c:
             replies = await asyncio.gather(
-                *[c.messages.create(model="claude-test-1", max_tokens=5, messages=[{"role": "user", "content": str(i)}]) for i in range(8)]
+                *[
+                    c.messages.create(
+                        model="claude-test-1",
+                        max_tokens=5,
+                        messages=[{"role": "user", "content": str(i)}],
+                    )
+                    for i in range(8)
+                ]
             )
         return [r.content[0].text for r in replies]
 
-    with MessagesServer(handler=lambda r: "echo " + r["messages"][0]["content"], latency=0.05) as server:
+    with MessagesServer(
+        handler=lambda r: "echo " + r["messages"][0]["content"], latency=0.05
+    ) as server:
         assert sorted(asyncio.run(main(server.base_url))) == sorted(f"echo {i}" for i in range(8))
 
 

@@ -75,13 +75,25 @@ def test_invariance_validates_its_arguments() -> None:
 
 def test_budget_makes_invariance_inconclusive() -> None:
     r = check_invariance(
-        PROJECT, CANCEL, SupportOpsAgent, [CALM], memo=TrialMemo(), budget=agentprop.modelapi.Budget(max_runs=25), raise_on_failure=False
+        PROJECT,
+        CANCEL,
+        SupportOpsAgent,
+        [CALM],
+        memo=TrialMemo(),
+        budget=agentprop.modelapi.Budget(max_runs=25),
+        raise_on_failure=False,
     )
     assert r.verdict == "INCONCLUSIVE" and r.budget_exhausted and r.runs == 25
 
 
 def test_direction_holds_for_the_clean_agent_and_breaks_under_a_fault() -> None:
-    ok = check_direction(PROJECT, "END_CANCELLED<-N7_CANCEL", "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY", SupportOpsAgent, memo=TrialMemo())
+    ok = check_direction(
+        PROJECT,
+        "END_CANCELLED<-N7_CANCEL",
+        "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY",
+        SupportOpsAgent,
+        memo=TrialMemo(),
+    )
     assert ok.verdict == "PASS"
     assert ok.expected_change == ("CANCELLED", "CANCEL_DENIED")
     with pytest.raises(AgentPropertyViolation) as info:
@@ -103,8 +115,18 @@ def test_direction_needs_a_change_of_outcome() -> None:
 
 def test_decision_signature_marks_broken_runs() -> None:
     trace = agentprop.Trace(
-        turns=[agentprop.scenarios.Turn(index=0, user_message="hi", errors=[agentprop.scenarios.RunError(kind="timeout", message="slow")])]
+        turns=[
+            agentprop.scenarios.Turn(
+                index=0,
+                user_message="hi",
+                errors=[agentprop.scenarios.RunError(kind="timeout", message="slow")],
+            )
+        ]
     )
     assert decision_signature(trace) == "ERROR:timeout"
-    ok = agentprop.Trace(turns=[agentprop.scenarios.Turn(index=0, user_message="hi", response={"decision": "CLARIFY"})])
+    ok = agentprop.Trace(
+        turns=[
+            agentprop.scenarios.Turn(index=0, user_message="hi", response={"decision": "CLARIFY"})
+        ]
+    )
     assert decision_signature(ok) == "CLARIFY"

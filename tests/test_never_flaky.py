@@ -61,12 +61,16 @@ def test_the_tutorials_bug_hunt_run_again_and_again_is_never_flaky(tmp_path: Pat
     for name, out in runs.items():
         assert "Flaky" not in out, f"{name}:\n{out[-4000:]}"
         assert "1 failed, 2 passed" in out, f"{name}:\n{out[-4000:]}"
-        assert "decision_tree.N2_AUTH.requirements.must_call_tools_in_order" in out, f"{name}:\n{out[-4000:]}"
+        assert "decision_tree.N2_AUTH.requirements.must_call_tools_in_order" in out, (
+            f"{name}:\n{out[-4000:]}"
+        )
     for name in ("second", "without a profile", "under -n 2"):
         assert "regression: corpus entry" in runs[name], f"{name}:\n{runs[name][-4000:]}"
 
 
-def test_the_first_pages_spec_free_bug_hunt_is_shrunk_saved_and_replayed_never_flaky(tmp_path: Path) -> None:
+def test_the_first_pages_spec_free_bug_hunt_is_shrunk_saved_and_replayed_never_flaky(
+    tmp_path: Path,
+) -> None:
     """The spec-free tier (docs/testing-the-agent-you-have.md) has the same machinery: the first
     run shrinks the drawn paraphrase steps and saves the reproducer; the next runs replay it."""
     test_file = ROOT / "docs" / "examples" / "first-agent" / "test_orders.py"
@@ -75,20 +79,46 @@ def test_the_first_pages_spec_free_bug_hunt_is_shrunk_saved_and_replayed_never_f
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "HYPOTHESIS_STORAGE_DIRECTORY": str(tmp_path / ".hypothesis"),
     }
-    command = [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "--hypothesis-seed=1"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(test_file),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(tmp_path),
+        "--hypothesis-seed=1",
+    ]
     command.append(f"--agentprop-corpus={tmp_path / 'corpus'}")
 
     def run(*args: str) -> str:
-        proc = subprocess.run([*command, *args], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+        proc = subprocess.run(
+            [*command, *args], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env
+        )
         return proc.stdout + proc.stderr
 
     runs = {"first": run(f"--agentprop-json={tmp_path / 'first.json'}"), "second": run()}
-    assert "saved as corpus entry" in runs["first"] and "= original + whitespace(kind=1, site=0)" in runs["first"], runs["first"][-4000:]
-    record = json.loads((tmp_path / "first.json").read_text(encoding="utf-8"))  # the same, for tools
-    assert record["schema"] == "agentprop.pytest/1" and [c["verdict"] for c in record["checks"]] == ["FAIL"]
+    assert (
+        "saved as corpus entry" in runs["first"]
+        and "= original + whitespace(kind=1, site=0)" in runs["first"]
+    ), runs["first"][-4000:]
+    # the same, for tools
+    record = json.loads((tmp_path / "first.json").read_text(encoding="utf-8"))
+    assert record["schema"] == "agentprop.pytest/1" and [
+        c["verdict"] for c in record["checks"]
+    ] == ["FAIL"]
     (bug,) = record["bugs"]
-    assert bug["shrunk"]["reproducer_messages"] == [" What is the status of order O-1234?"] and bug["corpus_entry"]
+    assert (
+        bug["shrunk"]["reproducer_messages"] == [" What is the status of order O-1234?"]
+        and bug["corpus_entry"]
+    )
     assert bug["shrunk"]["reproducer_rate"]["runs"] >= 30 and bug["tests"] == [bug["test"]]
     for name, out in runs.items():
-        assert "Flaky" not in out and "1 failed" in out and "requires_tools::missing=query_order" in out, f"{name}:\n{out[-4000:]}"
+        assert (
+            "Flaky" not in out
+            and "1 failed" in out
+            and "requires_tools::missing=query_order" in out
+        ), f"{name}:\n{out[-4000:]}"
     assert "regression: corpus entry" in runs["second"], runs["second"][-4000:]

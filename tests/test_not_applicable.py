@@ -35,7 +35,9 @@ DENIED = "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY"
 REFUSE_PII = "END_REFUSE_PII<-N1_INTENT"
 
 
-def run(agent: Any, scenario_ids: list[str], kinds: tuple[str, ...] = ("mft", "inv")) -> agentprop.RunReport:
+def run(
+    agent: Any, scenario_ids: list[str], kinds: tuple[str, ...] = ("mft", "inv")
+) -> agentprop.RunReport:
     scenarios = [PROJECT.scenario(s) for s in scenario_ids]
     return asyncio.run(arun_cases(PROJECT, agent, scenarios, RunSettings(kinds=kinds)))
 
@@ -48,8 +50,16 @@ def test_an_always_failing_path_makes_its_inv_not_applicable_with_the_reason() -
     assert mft.verdict == "FAIL"
     assert inv.verdict == "NOT APPLICABLE"
     assert inv.reason is not None and f"its base case {DENIED} does not pass (FAIL" in inv.reason
-    assert inv.details["base"] == {"case": DENIED, "verdict": "FAIL", "pass_rate": mft.pass_rate, "runs": mft.runs, "reused": True}
-    assert inv.runs == 0, "the MFT result of the same run is reused: no run is spent on the INV case"
+    assert inv.details["base"] == {
+        "case": DENIED,
+        "verdict": "FAIL",
+        "pass_rate": mft.pass_rate,
+        "runs": mft.runs,
+        "reused": True,
+    }
+    assert inv.runs == 0, (
+        "the MFT result of the same run is reused: no run is spent on the INV case"
+    )
     m = report.metrics
     assert (m.cases, m.passed, m.failed, m.not_applicable, m.case_pass_rate) == (2, 0, 1, 1, 0.0)
     table = render_table(report)
@@ -67,7 +77,9 @@ def test_the_clean_agent_still_decides_its_inv_cases() -> None:
 
 
 def test_without_the_mft_kind_the_inv_case_decides_its_base_itself() -> None:
-    report = run(make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}), [DENIED], kinds=("inv",))
+    report = run(
+        make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}), [DENIED], kinds=("inv",)
+    )
     (inv,) = report.cases
     assert inv.verdict == "NOT APPLICABLE"
     assert inv.details["base"]["reused"] is False and inv.runs == inv.details["base"]["runs"] > 0
@@ -76,11 +88,22 @@ def test_without_the_mft_kind_the_inv_case_decides_its_base_itself() -> None:
 def test_hpr_and_vpr_leave_not_applicable_cases_out() -> None:
     report = run(make_factory(SupportOpsAgent, {"ignore_plan_rules": 1.0}), [DENIED, REFUSE_PII])
     inv_na, inv_ok = f"INV {DENIED}", f"INV {REFUSE_PII}"
-    assert {c.id: c.verdict for c in report.cases if c.kind == "INV"} == {inv_na: "NOT APPLICABLE", inv_ok: "PASS"}
+    assert {c.id: c.verdict for c in report.cases if c.kind == "INV"} == {
+        inv_na: "NOT APPLICABLE",
+        inv_ok: "PASS",
+    }
     split = {c.id: ("visible" if c.kind == "MFT" else "hidden") for c in report.cases}
     metrics = tdad_metrics(report.cases, split, None, visible_fraction=0.5, seed=0)  # type: ignore[arg-type]
-    assert (metrics.hidden, metrics.hidden_passed, metrics.hidden_not_applicable, metrics.hpr) == (1, 1, 1, 1.0)
-    assert "HPR 100.0%  (1/1 hidden cases pass; 1 not applicable, counted for nothing)" in metrics.summary()
+    assert (metrics.hidden, metrics.hidden_passed, metrics.hidden_not_applicable, metrics.hpr) == (
+        1,
+        1,
+        1,
+        1.0,
+    )
+    assert (
+        "HPR 100.0%  (1/1 hidden cases pass; 1 not applicable, counted for nothing)"
+        in metrics.summary()
+    )
     assert (metrics.visible, metrics.visible_passed, metrics.vpr) == (2, 1, 0.5)
 
 
@@ -93,8 +116,18 @@ class AlwaysWrongOnPii(SupportOpsAgent):
 
     def turn(self, message: str, ctx: Any) -> None:
         if "SSN" in message or "email" in message.lower():
-            decision, node = ("CLARIFY", "N4_CLARIFY") if message == self.ORIGINAL else ("BILLING_ANSWER", "END_BILLING_ANSWER")
-            ctx.respond(node_id=node, decision=decision, tool_actions=[], evidence="", user_message="Let me see.")
+            decision, node = (
+                ("CLARIFY", "N4_CLARIFY")
+                if message == self.ORIGINAL
+                else ("BILLING_ANSWER", "END_BILLING_ANSWER")
+            )
+            ctx.respond(
+                node_id=node,
+                decision=decision,
+                tool_actions=[],
+                evidence="",
+                user_message="Let me see.",
+            )
             return
         super().turn(message, ctx)
 
@@ -113,7 +146,9 @@ def test_a_mutant_is_not_killed_by_a_not_applicable_inv_case() -> None:
                     "activation_probe": {
                         "case": "c",
                         "user_turns": [original],
-                        "expect_violation": {"json": {"field_in": {"field": "decision", "allowed": ["CLARIFY"]}}},
+                        "expect_violation": {
+                            "json": {"field_in": {"field": "decision", "allowed": ["CLARIFY"]}}
+                        },
                     },
                 }
             ],
@@ -129,7 +164,9 @@ def test_a_mutant_is_not_killed_by_a_not_applicable_inv_case() -> None:
 
     async def go() -> Any:
         clean = make_factory(SupportOpsAgent, ref="clean")
-        report = await arun_cases(PROJECT, clean, [PROJECT.scenario(REFUSE_PII)], RunSettings(kinds=("mft", "inv")))
+        report = await arun_cases(
+            PROJECT, clean, [PROJECT.scenario(REFUSE_PII)], RunSettings(kinds=("mft", "inv"))
+        )
         inv = [(c.id, report._replays[c.id]) for c in report.cases if c.kind == "INV"]
         replayed = await report._replays[f"INV {REFUSE_PII}"](mutant.agent)
         return replayed, await amutation_test(PROJECT, pack, clean, inv, mutants=[mutant])
@@ -147,8 +184,14 @@ def test_check_invariance_gates_on_the_base_case() -> None:
     always_wrong = make_factory(SupportOpsAgent, {"skip_confirm": 1.0})
     cancel = PROJECT.scenario("END_CANCELLED<-N7_CANCEL")
     with pytest.raises(
-        AgentPropertyViolation, match="NOT APPLICABLE INV END_CANCELLED<-N7_CANCEL — its base case END_CANCELLED<-N7_CANCEL does not pass"
+        AgentPropertyViolation,
+        match="NOT APPLICABLE INV END_CANCELLED<-N7_CANCEL — its base case "
+        "END_CANCELLED<-N7_CANCEL does not pass",
     ):
         check_invariance(PROJECT, cancel, always_wrong, [calm], memo=TrialMemo())
-    compared = check_invariance(PROJECT, cancel, always_wrong, [calm], memo=TrialMemo(), require_base=False)
-    assert compared.verdict == "PASS", "ungated, two identically wrong sides look invariant: the bug this gate fixes"
+    compared = check_invariance(
+        PROJECT, cancel, always_wrong, [calm], memo=TrialMemo(), require_base=False
+    )
+    assert compared.verdict == "PASS", (
+        "ungated, two identically wrong sides look invariant: the bug this gate fixes"
+    )

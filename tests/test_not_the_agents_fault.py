@@ -58,11 +58,15 @@ def corpus_files(root: Path) -> list[Path]:
 @pytest.fixture
 def refusing_server() -> Iterator[MessagesServer]:
     """An API that answers every request with 401 (a key it does not accept)."""
-    with MessagesServer(handler=lambda request: error_reply(401, message="invalid x-api-key")) as server:
+    with MessagesServer(
+        handler=lambda request: error_reply(401, message="invalid x-api-key")
+    ) as server:
         yield server
 
 
-def test_a_refused_key_is_not_an_agent_failure_and_nothing_is_shrunk_or_saved(refusing_server: MessagesServer, tmp_path: Path) -> None:
+def test_a_refused_key_is_not_an_agent_failure_and_nothing_is_shrunk_or_saved(
+    refusing_server: MessagesServer, tmp_path: Path
+) -> None:
     corpus = tmp_path / "corpus"
     argv = [
         "run",
@@ -95,7 +99,10 @@ def test_a_refused_key_is_not_an_agent_failure_and_nothing_is_shrunk_or_saved(re
         assert code == 2, out + err
         report = json.loads((tmp_path / "r.json").read_text())
         assert {c["verdict"] for c in report["cases"]} == {"INCONCLUSIVE"}
-        assert all(c["infrastructure_error"]["kind"] == "auth" and not c["failures"] for c in report["cases"])
+        assert all(
+            c["infrastructure_error"]["kind"] == "auth" and not c["failures"]
+            for c in report["cases"]
+        )
         assert report["bugs"] == [] and corpus_files(corpus) == []
         assert "not the agent's (auth)" in out and "FAIL" not in out
     # one run per case and command: the first refusal stops the case (--concurrency 1: no trial
@@ -129,7 +136,9 @@ def test_no_api_key_is_an_error_before_the_first_run(tmp_path: Path) -> None:
     assert corpus_files(corpus) == []
 
 
-def test_replay_only_with_nothing_recorded_for_the_model_is_an_error_before_the_first_run(tmp_path: Path) -> None:
+def test_replay_only_with_nothing_recorded_for_the_model_is_an_error_before_the_first_run(
+    tmp_path: Path,
+) -> None:
     code, out, err = cli(
         "run",
         str(SUPPORTOPS),
@@ -173,7 +182,9 @@ def _damaged_cache(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["garbage", "pages", "another schema version"])
-def test_a_damaged_cache_is_one_error_naming_the_file_not_failed_cases(tmp_path: Path, damage: str) -> None:
+def test_a_damaged_cache_is_one_error_naming_the_file_not_failed_cases(
+    tmp_path: Path, damage: str
+) -> None:
     path = tmp_path / "api.sqlite"
     if damage == "garbage":
         path.write_bytes(b"SQLite format 3\x00" + b"\x17" * 5000)
@@ -209,7 +220,9 @@ def test_a_damaged_cache_is_one_error_naming_the_file_not_failed_cases(tmp_path:
 
 
 @pytest.mark.parametrize("damage", ["garbage", "pages", "dropped table", "bad row"])
-def test_verify_returns_the_problems_of_a_damaged_cache_instead_of_raising(tmp_path: Path, damage: str) -> None:
+def test_verify_returns_the_problems_of_a_damaged_cache_instead_of_raising(
+    tmp_path: Path, damage: str
+) -> None:
     path = tmp_path / "api.sqlite"
     if damage == "garbage":
         path.write_bytes(b"\x00not a database\x00" * 400)
@@ -228,7 +241,9 @@ def test_verify_returns_the_problems_of_a_damaged_cache_instead_of_raising(tmp_p
         con.commit()
         con.close()
     # (read-write mode would create a dropped table afresh: that file is empty, not damaged)
-    for mode in ("read-write", "replay-only") if damage != "dropped table" else ("replay-only", "read"):
+    for mode in (
+        ("read-write", "replay-only") if damage != "dropped table" else ("replay-only", "read")
+    ):
         problems = ApiCache(path, mode=mode).verify()
         assert problems and all(isinstance(p, str) for p in problems), (mode, problems)
 
@@ -245,15 +260,29 @@ def test_a_damaged_cache_met_inside_a_run_is_recorded_as_not_the_agents(tmp_path
         cache=path,
         cache_mode="read-write",
     )
-    result = agentprop.check(project, BILLING, agent, raise_on_failure=False, memo=TrialMemo(), settings=agentprop.settings(runs=3, mode="fixed"))
-    assert result.verdict == "INCONCLUSIVE" and result.decided_by == "infrastructure" and result.runs == 0
-    assert result.infrastructure_error is not None and result.infrastructure_error.kind == "cache_error"
+    result = agentprop.check(
+        project,
+        BILLING,
+        agent,
+        raise_on_failure=False,
+        memo=TrialMemo(),
+        settings=agentprop.settings(runs=3, mode="fixed"),
+    )
+    assert (
+        result.verdict == "INCONCLUSIVE"
+        and result.decided_by == "infrastructure"
+        and result.runs == 0
+    )
+    assert (
+        result.infrastructure_error is not None
+        and result.infrastructure_error.kind == "cache_error"
+    )
     assert str(path) in result.infrastructure_error.message and result.failures == []
     with pytest.raises(CacheError, match="fix: delete the file"):
         agent.preflight()
 
 
-# --------------------------------------------------------------------------- the oracle and the memo
+# -------------------------------------------------------------------------- the oracle and the memo
 
 
 class BudgetSpentInside:
@@ -268,7 +297,12 @@ def test_a_budget_spent_inside_a_run_is_not_a_failure_and_is_not_memoised(tmp_pa
     project = load_project(SUPPORTOPS)
     memo = TrialMemo(tmp_path / "memo.sqlite")
     result = agentprop.check(
-        project, BILLING, BudgetSpentInside, raise_on_failure=False, memo=memo, settings=agentprop.settings(runs=5, mode="fixed")
+        project,
+        BILLING,
+        BudgetSpentInside,
+        raise_on_failure=False,
+        memo=memo,
+        settings=agentprop.settings(runs=5, mode="fixed"),
     )
     assert result.verdict == "INCONCLUSIVE" and result.failures == [] and result.passes == 0
     # a model call the budget refused ends its run as not made: the decision stops as when the
@@ -296,13 +330,20 @@ def test_runs_judged_before_an_infrastructure_error_are_kept_and_the_rest_is_not
     project = load_project(SUPPORTOPS)
     FailsThenNoKey.runs = 0
     result = agentprop.check(
-        project, BILLING, FailsThenNoKey, raise_on_failure=False, memo=TrialMemo(), settings=agentprop.settings(runs=10, mode="fixed")
+        project,
+        BILLING,
+        FailsThenNoKey,
+        raise_on_failure=False,
+        memo=TrialMemo(),
+        settings=agentprop.settings(runs=10, mode="fixed"),
     )
     assert result.runs == 1 and result.passes == 0 and len(result.failures) == 1
-    assert result.verdict == "INCONCLUSIVE" and result.infrastructure_error.kind == "missing_api_key"  # type: ignore[union-attr]
+    assert (
+        result.verdict == "INCONCLUSIVE" and result.infrastructure_error.kind == "missing_api_key"
+    )  # type: ignore[union-attr]
 
 
-# --------------------------------------------------------------------------- the agent's own exception
+# ------------------------------------------------------------------------ the agent's own exception
 
 
 AGENT_WITH_A_BUG = """
@@ -316,7 +357,9 @@ class Agent:
 """
 
 
-def test_an_agent_exception_keeps_its_traceback_in_the_report_and_shows_it_with_v(tmp_path: Path) -> None:
+def test_an_agent_exception_keeps_its_traceback_in_the_report_and_shows_it_with_v(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "buggy.py").write_text(AGENT_WITH_A_BUG)
     report = tmp_path / "r.json"
     argv = [
@@ -342,9 +385,16 @@ def test_an_agent_exception_keeps_its_traceback_in_the_report_and_shows_it_with_
     assert "Traceback" not in out  # only with -v
     failure = json.loads(report.read_text())["cases"][0]["failures"][0]
     assert "Traceback (most recent call last)" in failure["traceback"]
-    assert "buggy.py" in failure["traceback"] and 'return cache["orders_cache"]' in failure["traceback"]
+    assert (
+        "buggy.py" in failure["traceback"]
+        and 'return cache["orders_cache"]' in failure["traceback"]
+    )
     code, out, _ = cli(*argv, "-v")
-    assert code == 1 and "Traceback (most recent call last)" in out and 'return cache["orders_cache"]' in out
+    assert (
+        code == 1
+        and "Traceback (most recent call last)" in out
+        and 'return cache["orders_cache"]' in out
+    )
 
 
 def test_an_unreachable_api_is_recorded_as_not_the_agents(tmp_path: Path) -> None:
@@ -358,8 +408,17 @@ def test_an_unreachable_api_is_recorded_as_not_the_agents(tmp_path: Path) -> Non
             cache=False,
             retry_policy=RetryPolicy(max_attempts=2, base_delay=0.01),
         )
-        result = agentprop.check(project, BILLING, agent, raise_on_failure=False, memo=TrialMemo(), settings=agentprop.settings(runs=3, mode="fixed"))
-    assert result.verdict == "INCONCLUSIVE" and result.infrastructure_error.kind == "api_unavailable"  # type: ignore[union-attr]
+        result = agentprop.check(
+            project,
+            BILLING,
+            agent,
+            raise_on_failure=False,
+            memo=TrialMemo(),
+            settings=agentprop.settings(runs=3, mode="fixed"),
+        )
+    assert (
+        result.verdict == "INCONCLUSIVE" and result.infrastructure_error.kind == "api_unavailable"
+    )  # type: ignore[union-attr]
     assert result.failures == [] and "503" in result.infrastructure_error.message  # type: ignore[union-attr]
 
 
@@ -369,6 +428,14 @@ def test_check_raises_the_infrastructure_error_not_a_property_violation() -> Non
     project = load_project(SUPPORTOPS)
     FailsThenNoKey.runs = 1  # every run meets the missing key
     with pytest.raises(agentprop.errors.InfrastructureError) as info:
-        agentprop.check(project, BILLING, FailsThenNoKey, memo=TrialMemo(), settings=agentprop.settings(runs=3, mode="fixed"))
+        agentprop.check(
+            project,
+            BILLING,
+            FailsThenNoKey,
+            memo=TrialMemo(),
+            settings=agentprop.settings(runs=3, mode="fixed"),
+        )
     assert not isinstance(info.value, AssertionError) and info.value.kind == "missing_api_key"
-    assert "not the agent's (missing_api_key)" in str(info.value) and "no Anthropic API key" in str(info.value)
+    assert "not the agent's (missing_api_key)" in str(info.value) and "no Anthropic API key" in str(
+        info.value
+    )

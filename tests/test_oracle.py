@@ -26,7 +26,13 @@ PROJECT = agentprop.load_project(EXAMPLE)
 
 def test_clean_agent_passes_with_the_sprt_minimum_of_runs() -> None:
     # mode="sprt": the case is a safety case (P2_AUTH_GATE), zero-failure by default
-    result = check(PROJECT, "END_CANCELLED<-N7_CANCEL", SupportOpsAgent, memo=TrialMemo(), settings=agentprop.settings(mode="sprt"))
+    result = check(
+        PROJECT,
+        "END_CANCELLED<-N7_CANCEL",
+        SupportOpsAgent,
+        memo=TrialMemo(),
+        settings=agentprop.settings(mode="sprt"),
+    )
     # SPRT at tau=0.9 (0.95 vs 0.80, alpha=beta=0.05) accepts an always-passing agent after
     # exactly 18 runs: the theory the statistics tests check.
     assert result.verdict == "PASS"
@@ -77,7 +83,9 @@ def test_seed_selects_trials_same_seed_replays_other_seeds_resample() -> None:
 
 
 def test_high_risk_specs_use_zero_failure_certification() -> None:
-    spec = agentprop.spec.load_spec(Path(__file__).resolve().parents[1] / "examples" / "expenseguard" / "spec.yaml")
+    spec = agentprop.spec.load_spec(
+        Path(__file__).resolve().parents[1] / "examples" / "expenseguard" / "spec.yaml"
+    )
     s = OracleSettings.for_spec(spec)
     assert (s.mode, s.runs, s.tau) == ("zero-failure", 50, 1.0)
     assert s.make_test().max_runs == 50
@@ -85,7 +93,14 @@ def test_high_risk_specs_use_zero_failure_certification() -> None:
 
 def test_budget_exhaustion_is_inconclusive_never_pass() -> None:
     budget = agentprop.modelapi.Budget(max_runs=5)
-    result = check(PROJECT, "END_CANCELLED<-N7_CANCEL", SupportOpsAgent, memo=TrialMemo(), budget=budget, raise_on_failure=False)
+    result = check(
+        PROJECT,
+        "END_CANCELLED<-N7_CANCEL",
+        SupportOpsAgent,
+        memo=TrialMemo(),
+        budget=budget,
+        raise_on_failure=False,
+    )
     assert result.verdict == "INCONCLUSIVE"
     assert result.runs == 5 and result.budget_exhausted
     with pytest.raises(AgentPropertyViolation, match="budget ran out"):
@@ -102,7 +117,9 @@ def _run_hypothesis_search(run_seed: int) -> BaseException | None:
     scenario = PROJECT.scenario("END_CANCELLED<-N7_CANCEL")
 
     @seed(run_seed)
-    @settings(max_examples=15, deadline=None, database=None, phases=agentprop.agent_settings().phases)
+    @settings(
+        max_examples=15, deadline=None, database=None, phases=agentprop.agent_settings().phases
+    )
     @given(opener=st.sampled_from(OPENERS), tail=st.sampled_from(IMPATIENT))
     def prop(opener: str, tail: str) -> None:
         first = f"{opener} O-1001{tail} - card last4 4242, zip 94107"
@@ -139,7 +156,9 @@ def test_decide_runs_decides_recorded_runs_like_decide_and_claims_nothing_when_s
     settings = OracleSettings(mode="sprt", tau=0.9)
 
     def judge(trace: Trace) -> TrialRecord:
-        return TrialRecord(passed=trace.agent == "pass", signature=None if trace.agent == "pass" else "boom")
+        return TrialRecord(
+            passed=trace.agent == "pass", signature=None if trace.agent == "pass" else "boom"
+        )
 
     verdicts: dict[str, int] = {}
     for rate, simulation in [(1.0, 0), (0.5, 1), (0.95, 2), (0.7, 3)] * 5:
@@ -147,8 +166,13 @@ def test_decide_runs_decides_recorded_runs_like_decide_and_claims_nothing_when_s
         runs = [Trace(trial=i, agent="pass" if rng.random() < rate else "fail") for i in range(200)]
         live = decide(lambda i: runs[i], settings, judge=judge)
         recorded = decide_runs(runs, settings, judge=judge)
-        assert (recorded.verdict, recorded.runs, recorded.passes) == (live.verdict, live.runs, live.passes)
+        assert (recorded.verdict, recorded.runs, recorded.passes) == (
+            live.verdict,
+            live.runs,
+            live.passes,
+        )
         short = decide_runs(runs[: live.runs - 1], settings, judge=judge)
         assert short.verdict == "INCONCLUSIVE" and short.runs == live.runs - 1
         verdicts[live.verdict] = verdicts.get(live.verdict, 0) + 1
-    assert verdicts.get("PASS", 0) >= 5 and verdicts.get("FAIL", 0) >= 5  # the simulations decide both ways
+    # the simulations decide both ways
+    assert verdicts.get("PASS", 0) >= 5 and verdicts.get("FAIL", 0) >= 5

@@ -22,7 +22,9 @@ from agentprop._pipeline.report.model import RunReport, SnapshotCheckReport
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "supportops"
 FULL = Path("/dev/full")
-needs_dev_full = pytest.mark.skipif(not FULL.exists(), reason="/dev/full (a disk that is always full) is a Linux device")
+needs_dev_full = pytest.mark.skipif(
+    not FULL.exists(), reason="/dev/full (a disk that is always full) is a Linux device"
+)
 RUN = ("--case", "N7_CANCEL", "--kinds", "mft", "--runs", "2", "--corpus", "none")
 
 WANDERER = '''
@@ -52,7 +54,11 @@ def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _spare(out: str, name: str) -> Path:
-    found = re.search(rf"cannot write the {name} to /dev/full \(No space left on device\); it was written to (\S+) instead", out)
+    found = re.search(
+        rf"cannot write the {name} to /dev/full \(No space left on device\); it was "
+        r"written to (\S+) instead",
+        out,
+    )
     assert found is not None, out
     return Path(found.group(1))
 
@@ -72,17 +78,30 @@ def test_a_full_disk_keeps_the_run_report_in_a_spare_file_and_exits_2() -> None:
 
 @needs_dev_full
 def test_a_full_disk_for_one_output_still_writes_the_others(tmp_path: Path) -> None:
-    code, out, _ = cli("run", str(EXAMPLE), *RUN, "--junit", str(FULL), "--json", "out/new/report.json")
+    code, out, _ = cli(
+        "run", str(EXAMPLE), *RUN, "--junit", str(FULL), "--json", "out/new/report.json"
+    )
     assert code == 2
     _spare(out, "JUnit XML").unlink()
-    assert RunReport.model_validate_json((tmp_path / "out" / "new" / "report.json").read_text(encoding="utf-8")).metrics.cases == 4
+    assert (
+        RunReport.model_validate_json(
+            (tmp_path / "out" / "new" / "report.json").read_text(encoding="utf-8")
+        ).metrics.cases
+        == 4
+    )
 
 
 @needs_dev_full
 def test_snapshot_check_keeps_its_results_on_a_full_disk(tmp_path: Path) -> None:
     project = tmp_path / "project"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "*.pending.json"))
-    code, out, err = cli("snapshot", "check", str(project), "--case", "N7_CANCEL", "--json", str(FULL))
+    shutil.copytree(
+        EXAMPLE,
+        project,
+        ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "*.pending.json"),
+    )
+    code, out, err = cli(
+        "snapshot", "check", str(project), "--case", "N7_CANCEL", "--json", str(FULL)
+    )
     assert code == 2 and "Traceback" not in out + err
     spare = _spare(out, "JSON report")
     try:
@@ -100,20 +119,30 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_any_run(tmp_pat
     assert code == 2 and "is a directory" in err
 
 
-def test_an_agent_that_changes_directory_does_not_move_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_agent_that_changes_directory_does_not_move_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = tmp_path / "project"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "__snapshots__"))
+    shutil.copytree(
+        EXAMPLE,
+        project,
+        ignore=shutil.ignore_patterns(".agentprop", "__pycache__", "__snapshots__"),
+    )
     (project / "wanderer.py").write_text(WANDERER, encoding="utf-8")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.setenv("WANDER_TO", str(elsewhere))
-    code, out, err = cli("run", str(project), "--agent", "wanderer:Wanderer", *RUN, "--json", "report.json")
+    code, out, err = cli(
+        "run", str(project), "--agent", "wanderer:Wanderer", *RUN, "--json", "report.json"
+    )
     os.chdir(tmp_path)
     assert code == 0, out + err
     assert (tmp_path / "report.json").is_file() and not (elsewhere / "report.json").exists()
 
 
-def test_a_corpus_that_cannot_be_written_leaves_the_reproducer_in_the_report(tmp_path: Path) -> None:
+def test_a_corpus_that_cannot_be_written_leaves_the_reproducer_in_the_report(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "afile").write_text("x")
     code, out, err = cli(
         "run",

@@ -21,7 +21,12 @@ from agentprop.strategies._internal import (
 )
 from agentprop.strategies._internal.packs import builtin_pack_dir
 
-FAST = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
+FAST = settings(
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.generate, Phase.shrink],
+)
 REPO_PACKS = Path(__file__).resolve().parents[1] / "agentprop" / "strategies" / "packs"
 
 
@@ -135,7 +140,9 @@ def test_unknown_key_names_the_key_its_line_and_a_suggestion(tmp_path: Path) -> 
 
 
 def test_unknown_nested_key_lists_the_moods(tmp_path: Path) -> None:
-    text = "lang: en\npoliteness:\n  imperative: ['Please {s}{p}']\n  imperitive: ['Kindly {s}{p}']\n"
+    text = (
+        "lang: en\npoliteness:\n  imperative: ['Please {s}{p}']\n  imperitive: ['Kindly {s}{p}']\n"
+    )
     path = write(tmp_path, text)
     with pytest.raises(InputError) as info:
         load_pack(path)
@@ -145,7 +152,10 @@ def test_unknown_nested_key_lists_the_moods(tmp_path: Path) -> None:
 
 
 def test_bad_template_is_explained(tmp_path: Path) -> None:
-    text = "lang: en\nhedges:\n  imperative:\n    - '{S} if possible{p}'\n    - '{sentence}, if you can'\n"
+    text = (
+        "lang: en\nhedges:\n  imperative:\n    - '{S} if possible{p}'\n    - "
+        "'{sentence}, if you can'\n"
+    )
     path = write(tmp_path, text)
     with pytest.raises(InputError) as info:
         load_pack(path)
@@ -185,7 +195,9 @@ def test_malformed_user_pack_fails_when_the_strategy_is_created(tmp_path: Path) 
 
 
 def test_user_pack_adds_domain_synonyms_used_by_the_strategy(tmp_path: Path) -> None:
-    path = write(tmp_path, "lang: en\nsynonyms:\n  widget: [Acme Widget Pro]\n  my order: [my shipment]\n")
+    path = write(
+        tmp_path, "lang: en\nsynonyms:\n  widget: [Acme Widget Pro]\n  my order: [my shipment]\n"
+    )
     merged = resolve_pack("en", [path])
     base = resolve_pack("en")
     assert merged.synonyms["widget"] == ("Acme Widget Pro",)
@@ -201,11 +213,16 @@ def test_user_pack_adds_domain_synonyms_used_by_the_strategy(tmp_path: Path) -> 
 
 
 def test_replace_and_removal(tmp_path: Path) -> None:
-    path = write(tmp_path, "lang: en\nreplace: [greetings]\ngreetings: ['Yo,']\nsynonyms:\n  problem: []\n")
+    path = write(
+        tmp_path, "lang: en\nreplace: [greetings]\ngreetings: ['Yo,']\nsynonyms:\n  problem: []\n"
+    )
     merged = resolve_pack("en", [path])
     assert merged.greetings == ("Yo,",)
     assert "problem" not in merged.synonyms
-    assert apply_transforms("Fix it O-1", [("greeting", {"choice": 0})], packs=[path]).text == "Yo, fix it O-1"
+    assert (
+        apply_transforms("Fix it O-1", [("greeting", {"choice": 0})], packs=[path]).text
+        == "Yo, fix it O-1"
+    )
 
 
 def test_list_sections_extend_without_duplicates() -> None:
@@ -216,18 +233,27 @@ def test_list_sections_extend_without_duplicates() -> None:
 
 
 def test_new_language_from_a_user_pack(tmp_path: Path) -> None:
-    text = "lang: de\nscript: latin\ngreetings: ['Hallo,']\nimperative_starts: [storniere]\npoliteness:\n  imperative: ['Bitte {s}{p}']\n"
+    text = (
+        "lang: de\nscript: latin\ngreetings: ['Hallo,']\nimperative_starts: [storniere]\n"
+        "politeness:\n  imperative: ['Bitte {s}{p}']\n"
+    )
     path = write(tmp_path, text)
     with pytest.raises(InvalidArgument, match="unknown lang='de'"):
         paraphrases("Storniere Bestellung O-1", lang="de")
-    p = apply_transforms("Storniere Bestellung O-1", [("politeness", {"choice": 0})], lang="de", packs=[path])
+    p = apply_transforms(
+        "Storniere Bestellung O-1", [("politeness", {"choice": 0})], lang="de", packs=[path]
+    )
     assert p.text == "Bitte storniere Bestellung O-1"
     # packs for other languages are ignored, so one list can serve every language
-    assert apply_transforms("取消订单O-1", [("greeting", {"choice": 0})], lang="zh", packs=[path]).text.startswith(resolve_pack("zh").greetings[0])
+    assert apply_transforms(
+        "取消订单O-1", [("greeting", {"choice": 0})], lang="zh", packs=[path]
+    ).text.startswith(resolve_pack("zh").greetings[0])
 
 
 def test_pack_objects_and_text_are_accepted() -> None:
-    pack = load_pack_text("lang: en\nclosings: ['Cheers.']\nreplace: [closings]\n", name="inline.yaml")
+    pack = load_pack_text(
+        "lang: en\nclosings: ['Cheers.']\nreplace: [closings]\n", name="inline.yaml"
+    )
     p = apply_transforms("Cancel order O-1", [("closing", {"choice": 0})], packs=[pack])
     assert p.text == "Cancel order O-1. Cheers."
     with pytest.raises(InputError) as info:

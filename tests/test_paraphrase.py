@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
-from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, InMemoryExampleDatabase
+from hypothesis.database import (
+    DirectoryBasedExampleDatabase,
+    ExampleDatabase,
+    InMemoryExampleDatabase,
+)
 
 from agentprop.errors import InvalidArgument
 from agentprop.strategies._internal import (
@@ -96,7 +100,9 @@ SHRINK_CASES = [
 
 
 @pytest.mark.parametrize(("lang", "text", "target"), SHRINK_CASES)
-def test_failure_caused_by_one_transform_shrinks_to_original_plus_that_transform(lang: str, text: str, target: str) -> None:
+def test_failure_caused_by_one_transform_shrinks_to_original_plus_that_transform(
+    lang: str, text: str, target: str
+) -> None:
     # The property "target is not among the applied transforms" fails only when it is.
     shrunk = find(
         paraphrases(text, lang=lang),
@@ -136,7 +142,9 @@ def test_given_test_failing_on_one_transform_reports_the_minimal_example() -> No
 
 def test_shrinks_towards_the_original_when_any_change_fails() -> None:
     text = "Show me the top customers for order O-77"
-    shrunk = find(paraphrases(text), lambda p: p.text != text, settings=settings(FAST, max_examples=500))
+    shrunk = find(
+        paraphrases(text), lambda p: p.text != text, settings=settings(FAST, max_examples=500)
+    )
     assert len(shrunk.transforms) == 1
     # The simplest transform in the order is whitespace noise, and it always applies.
     assert shrunk.transforms[0].name == TRANSFORM_NAMES[0] == "whitespace"
@@ -153,7 +161,8 @@ def test_pool_shrinks_to_index_zero_and_entries_must_keep_slots() -> None:
     assert shrunk.text == text and shrunk.transforms == ()
     from_pool = find(
         paraphrases(text, pool=pool),
-        lambda p: p.text == "I'd like order O-1001 cancelled",  # the entry itself: a frame may also start "I'd like"
+        # the entry itself: a frame may also start "I'd like"
+        lambda p: p.text == "I'd like order O-1001 cancelled",
         settings=settings(FAST, max_examples=500),
     )
     assert from_pool.transforms == (Step("pool", (("index", 2),)),)
@@ -166,7 +175,9 @@ def test_pool_shrinks_to_index_zero_and_entries_must_keep_slots() -> None:
 
 def _make_failing_test(db: ExampleDatabase, seen: list[Paraphrase]) -> Callable[[], None]:
     # A fresh strategy object each time, as in a new process.
-    @settings(FAST, database=db, max_examples=300, phases=[Phase.reuse, Phase.generate, Phase.shrink])
+    @settings(
+        FAST, database=db, max_examples=300, phases=[Phase.reuse, Phase.generate, Phase.shrink]
+    )
     @given(paraphrases("Cancel my order O-1001, last4 1234, zip 90210", max_transforms=4))
     def agent_handles_polite_requests(p: Paraphrase) -> None:
         seen.append(p)
@@ -178,7 +189,9 @@ def _make_failing_test(db: ExampleDatabase, seen: list[Paraphrase]) -> Callable[
 
 @pytest.mark.parametrize("kind", ["memory", "directory"])
 def test_example_database_replays_the_same_text(kind: str, tmp_path: Path) -> None:
-    db: ExampleDatabase = InMemoryExampleDatabase() if kind == "memory" else DirectoryBasedExampleDatabase(tmp_path)
+    db: ExampleDatabase = (
+        InMemoryExampleDatabase() if kind == "memory" else DirectoryBasedExampleDatabase(tmp_path)
+    )
     first_run: list[Paraphrase] = []
     with pytest.raises(AssertionError):
         _make_failing_test(db, first_run)()
@@ -229,14 +242,40 @@ def test_protected_slots_survive_thousands_of_draws(lang: str, texts: list[str])
     assert count >= 2000  # 4000 draws over both languages
 
 
-_WORDS = ["cancel", "my", "order", "please", "I", "want", "to", "refund", "check", "the", "status", "thanks"]
-_SLOTS = ["O-1001", "$5.99", "90210", "#42", "A1", "bob@x.io", "2024-01-05", "{order_id}", "RCP-HIGH", "3pm"]
+_WORDS = [
+    "cancel",
+    "my",
+    "order",
+    "please",
+    "I",
+    "want",
+    "to",
+    "refund",
+    "check",
+    "the",
+    "status",
+    "thanks",
+]
+_SLOTS = [
+    "O-1001",
+    "$5.99",
+    "90210",
+    "#42",
+    "A1",
+    "bob@x.io",
+    "2024-01-05",
+    "{order_id}",
+    "RCP-HIGH",
+    "3pm",
+]
 
 
 @st.composite
 def _generated_case(draw: st.DrawFn) -> tuple[str, Paraphrase]:
     parts = draw(st.lists(st.sampled_from(_WORDS + _SLOTS), min_size=1, max_size=10))
-    seps = draw(st.lists(st.sampled_from([" ", ", ", ". ", "? "]), min_size=len(parts), max_size=len(parts)))
+    seps = draw(
+        st.lists(st.sampled_from([" ", ", ", ". ", "? "]), min_size=len(parts), max_size=len(parts))
+    )
     text = "".join(w + s for w, s in zip(parts, seps)).strip()
     p = draw(paraphrases(text, max_transforms=6, max_typos=4))
     return text, p
@@ -252,7 +291,11 @@ def test_protected_slots_survive_on_generated_texts(case: tuple[str, Paraphrase]
 
 @st.composite
 def _arbitrary_case(draw: st.DrawFn) -> tuple[str, Paraphrase]:
-    text = draw(st.text(min_size=1, max_size=40).filter(lambda t: t.strip() and not has_placeholder_chars(t)))
+    text = draw(
+        st.text(min_size=1, max_size=40).filter(
+            lambda t: t.strip() and not has_placeholder_chars(t)
+        )
+    )
     lang = draw(st.sampled_from(["en", "zh"]))
     return text, draw(paraphrases(text, lang=lang, max_transforms=8, max_typos=8))
 
@@ -267,14 +310,19 @@ def test_arbitrary_unicode_text_never_crashes_and_keeps_slots(case: tuple[str, P
 
 
 @settings(FAST, max_examples=300)
-@given(paraphrases("Ship the Acme Widget to Acme Corp HQ today", protect=["Acme Corp", re.compile(r"Acme \w+")]))
+@given(
+    paraphrases(
+        "Ship the Acme Widget to Acme Corp HQ today", protect=["Acme Corp", re.compile(r"Acme \w+")]
+    )
+)
 def test_explicitly_protected_strings_are_kept(p: Paraphrase) -> None:
     assert "Acme Corp" in p.text and "Acme Widget" in p.text
 
 
 def test_every_transform_and_parameter_leaves_slots_alone() -> None:
     texts = {
-        "en": "Cancel order O-1001, refund $12.50 to bob@x.com. I'm at zip 90210, last4 1234, thanks!",
+        "en": "Cancel order O-1001, refund $12.50 to bob@x.com. I'm at zip "
+        "90210, last4 1234, thanks!",
         "zh": "帮我取消订单O-1001，退款100元到li@x.cn。邮编90210，谢谢！",
     }
     for lang, text in texts.items():
@@ -292,7 +340,9 @@ def test_every_transform_and_parameter_leaves_slots_alone() -> None:
         for transform, bounds in zip(plan.candidates, plan.bounds):
             ranges = [range(min(hi, 12) + 1) for _, hi in bounds]
             for values in itertools.product(*ranges):
-                p = apply_transforms(text, [(transform.name, dict(zip((n for n, _ in bounds), values)))], lang=lang)
+                p = apply_transforms(
+                    text, [(transform.name, dict(zip((n for n, _ in bounds), values)))], lang=lang
+                )
                 _assert_slots_kept(p)
 
 
@@ -361,7 +411,10 @@ def test_politeness_and_indirect_requests_depend_on_mood() -> None:
     assert one("Cancel my order O-1.", "politeness", choice=2) == "Please cancel my order O-1."
     assert one("What is my balance?", "politeness") == "What is my balance, please?"
     assert one("Cancel my order O-1", "indirect_request") == "Can you cancel my order O-1?"
-    assert one("Cancel my order O-1, thanks", "indirect_request") == "Can you cancel my order O-1? Thanks"
+    assert (
+        one("Cancel my order O-1, thanks", "indirect_request")
+        == "Can you cancel my order O-1? Thanks"
+    )
     assert one("What is my balance?", "indirect_request") == "Quick question: what is my balance?"
     assert one("取消订单O-1001", "indirect_request", "zh") == "能不能取消订单O-1001？"
     assert one("取消订单O-1001", "politeness", "zh") == "请取消订单O-1001"
@@ -385,16 +438,27 @@ def test_fillers_and_hedges() -> None:
 
 def test_synonyms_keep_case_and_word_boundaries() -> None:
     assert one("I want to check my order O-1", "synonym") == "I'd like to check my order O-1"
-    assert one("I want to check my order O-1", "synonym", site=1) == "I want to look up my order O-1"
+    assert (
+        one("I want to check my order O-1", "synonym", site=1) == "I want to look up my order O-1"
+    )
     assert one("Thanks for the problem report", "synonym", site=0) == "Thx for the problem report"
-    assert one("The problematic order O-1", "synonym") == "The problematic order O-1"  # no partial words
+    # no partial words
+    assert one("The problematic order O-1", "synonym") == "The problematic order O-1"
     assert one("为什么没有发货", "synonym", "zh") == "为啥没有发货"
 
 
 def test_reorder_swaps_clauses_and_sentences() -> None:
-    assert one("I'm a manager, please process expense E-1", "reorder") == "Please process expense E-1, I'm a manager"
-    assert one("Cancel order O-1. I'm in a hurry!", "reorder") == "I'm in a hurry! Cancel order O-1."
-    assert one("Cancel it and refund me, then email me", "reorder") == "Cancel it and refund me, then email me"
+    assert (
+        one("I'm a manager, please process expense E-1", "reorder")
+        == "Please process expense E-1, I'm a manager"
+    )
+    assert (
+        one("Cancel order O-1. I'm in a hurry!", "reorder") == "I'm in a hurry! Cancel order O-1."
+    )
+    assert (
+        one("Cancel it and refund me, then email me", "reorder")
+        == "Cancel it and refund me, then email me"
+    )
     assert one("订单号是12345，我想要退款", "reorder", "zh") == "我想要退款，订单号是12345"
 
 
@@ -402,10 +466,14 @@ def test_typos_are_keyboard_adjacent_and_bounded() -> None:
     text = "Cancel order O-1001"
     assert one(text, "typo", kind=0) == "Cnacel order O-1001"
     neighbour = one(text, "typo", kind=1)
-    assert neighbour[1] in resolve_pack("en").keyboard["a"] and neighbour[0] + neighbour[2:] == "Cncel order O-1001"
+    assert (
+        neighbour[1] in resolve_pack("en").keyboard["a"]
+        and neighbour[0] + neighbour[2:] == "Cncel order O-1001"
+    )
     assert one(text, "typo", kind=2) == "Cncel order O-1001"
     assert one(text, "typo", kind=3) == "Caancel order O-1001"
-    assert one("I do not want it", "typo", kind=2) == "I do not wnt it"  # 'not' is exempt, short words skipped
+    # 'not' is exempt, short words skipped
+    assert one("I do not want it", "typo", kind=2) == "I do not wnt it"
     many = [("typo", {"kind": 3, "site": i, "key": 0}) for i in range(6)]
     capped = apply_transforms(text, many, max_typos=2)
     assert names(capped) == ["typo", "typo"]
@@ -475,7 +543,11 @@ def test_transforms_argument_restricts_the_transforms() -> None:
         assert set(names(p)) <= {"greeting", "closing"}
 
     check()
-    zero = find(paraphrases("Cancel order O-1", max_transforms=0), lambda p: True, settings=settings(FAST, max_examples=5))
+    zero = find(
+        paraphrases("Cancel order O-1", max_transforms=0),
+        lambda p: True,
+        settings=settings(FAST, max_examples=5),
+    )
     assert zero.text == "Cancel order O-1" and zero.transforms == ()
 
 
@@ -489,16 +561,33 @@ def test_apply_transforms_validates_steps() -> None:
 
 
 def test_direct_requests_turn_a_question_into_a_request() -> None:
-    assert one("Can you tell me about my billing plan and my orders?", "direct_request") == "Tell me about my billing plan and my orders."
-    assert one("What's the SSN you have on file for me?", "direct_request") == "Tell me the SSN you have on file for me."
+    assert (
+        one("Can you tell me about my billing plan and my orders?", "direct_request")
+        == "Tell me about my billing plan and my orders."
+    )
+    assert (
+        one("What's the SSN you have on file for me?", "direct_request")
+        == "Tell me the SSN you have on file for me."
+    )
     assert one("Could you cancel order O-1001?", "direct_request") == "Please cancel order O-1001."
     assert one("可以帮我取消订单 O-1001 吗？", "direct_request", "zh") == "请帮我取消订单 O-1001 。"
-    assert one("What plan am I on?", "direct_request") == "What plan am I on?"  # no opener the pack knows
+    # no opener the pack knows
+    assert one("What plan am I on?", "direct_request") == "What plan am I on?"
     assert one("Cancel my order O-1.", "direct_request") == "Cancel my order O-1."  # not a question
 
 
 def test_a_frame_with_its_own_politeness_drops_the_sentences() -> None:
-    assert one("Please cancel my order O-1.", "politeness", choice=2) == "Kindly cancel my order O-1."
-    assert one("Please cancel my order O-1", "indirect_request", choice=2) == "Could you please cancel my order O-1?"
-    assert one("Please cancel my order O-1", "indirect_request") == "Can you please cancel my order O-1?"  # no politeness of its own
-    assert one("请帮我取消订单O-1001", "politeness", "zh") == "麻烦您帮我取消订单O-1001"  # 请{S} is left out: 请 is there
+    assert (
+        one("Please cancel my order O-1.", "politeness", choice=2) == "Kindly cancel my order O-1."
+    )
+    assert (
+        one("Please cancel my order O-1", "indirect_request", choice=2)
+        == "Could you please cancel my order O-1?"
+    )
+    # no politeness of its own
+    assert (
+        one("Please cancel my order O-1", "indirect_request")
+        == "Can you please cancel my order O-1?"
+    )
+    # 请{S} is left out: 请 is there
+    assert one("请帮我取消订单O-1001", "politeness", "zh") == "麻烦您帮我取消订单O-1001"

@@ -23,22 +23,30 @@ def write(tmp_path: Path, shape: str, n: int) -> Path:
     return tmp_path
 
 
-def test_a_ladder_is_counted_lazily_and_refused_past_the_limit_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENTPROP_MAX_PATH_CONDITIONS", "1000000")  # the path count is the limit hit here
+def test_a_ladder_is_counted_lazily_and_refused_past_the_limit_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the path count is the limit hit here
+    monkeypatch.setenv("AGENTPROP_MAX_PATH_CONDITIONS", "1000000")
     spec = load_spec(write(tmp_path, "ladder", 12) / "spec.yaml")
     assert count_paths(spec, limit=10_000) == (4096, True)
     assert count_paths(spec, limit=100) == (100, False)
     with pytest.raises(PathLimitExceeded) as info:
         enumerate_paths(spec)
     text = str(info.value)
-    assert "more than 2,000 loop-free paths (agentprop's limit, MAX_PATHS)" in text and "AGENTPROP_MAX_PATHS=10000" in text
+    assert (
+        "more than 2,000 loop-free paths (agentprop's limit, MAX_PATHS)" in text
+        and "AGENTPROP_MAX_PATHS=10000" in text
+    )
     monkeypatch.setenv("AGENTPROP_MAX_PATHS", "5000")
     assert len(enumerate_paths(spec)) == 4096
 
 
 def test_a_router_with_a_thousand_branches_is_refused_on_its_conditions(tmp_path: Path) -> None:
     spec = load_spec(write(tmp_path, "router", 1000) / "spec.yaml")
-    with pytest.raises(PathLimitExceeded, match=r"more than 20,000 branch conditions .*MAX_PATH_CONDITIONS"):
+    with pytest.raises(
+        PathLimitExceeded, match=r"more than 20,000 branch conditions .*MAX_PATH_CONDITIONS"
+    ):
         enumerate_paths(spec)
 
 
@@ -52,17 +60,22 @@ def test_a_chain_thousands_of_nodes_deep_raises_no_recursion_error(tmp_path: Pat
     assert found is not None and found["v0"] == 1 and found["v2999"] == 2
 
 
-def test_lint_reports_the_number_of_paths_and_the_limit_without_listing_them(tmp_path: Path) -> None:
+def test_lint_reports_the_number_of_paths_and_the_limit_without_listing_them(
+    tmp_path: Path,
+) -> None:
     folder = write(tmp_path, "ladder", 13)
     out, err = io.StringIO(), io.StringIO()
     code = main(["lint", str(folder)], out=out, err=err)
     text = out.getvalue()
     assert code == 1, text + err.getvalue()
-    assert "error P004: the decision tree has 8,192 loop-free paths" in text and "AGENTPROP_MAX_PATH" in text
+    assert (
+        "error P004: the decision tree has 8,192 loop-free paths" in text
+        and "AGENTPROP_MAX_PATH" in text
+    )
     assert text.count("N12") < 5  # the paths are counted, not listed
 
 
-# --------------------------------------------------------------------------- lint's work grows with the tree, not faster
+# ------------------------------------------------------ lint's work grows with the tree, not faster
 # Counted, not timed: a 990-node chain took 44-100 s to lint (the YAML composed three times; the
 # bindings scanned the whole tree once per variable), a 150-branch router about 48 s (each path's
 # "not any branch before" checked one candidate at a time: cubic in the branches).
@@ -87,7 +100,9 @@ def test_lint_composes_each_yaml_file_once(tmp_path: Path, monkeypatch: pytest.M
     assert len(composed) == 2, composed  # the spec and the bindings, once each
 
 
-def test_the_bindings_read_the_tree_once_not_once_per_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_bindings_read_the_tree_once_not_once_per_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agentprop._agents.project import load_project
     from agentprop._spec import bindings
 
@@ -105,7 +120,9 @@ def test_the_bindings_read_the_tree_once_not_once_per_variable(tmp_path: Path, m
 
 
 @pytest.mark.parametrize("shape", ["router", "chain"])
-def test_solving_every_path_of_a_tree_is_at_most_quadratic_in_its_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
+def test_solving_every_path_of_a_tree_is_at_most_quadratic_in_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
     from agentprop._agents.project import load_project
     from agentprop._scenario import solver
 
@@ -126,5 +143,6 @@ def test_solving_every_path_of_a_tree_is_at_most_quadratic_in_its_size(tmp_path:
     (tmp_path / f"{shape}40").mkdir()
     (tmp_path / f"{shape}80").mkdir()
     small, large = checks(40), checks(80)
-    assert large <= 4.5 * small, (small, large)  # twice the branches: at most four times the checks (cubic was eight)
+    # twice the branches: at most four times the checks (cubic was eight)
+    assert large <= 4.5 * small, (small, large)
     assert large <= 80 * 80, large

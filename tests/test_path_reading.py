@@ -32,16 +32,23 @@ def _pharmacy_asking_for_rx(tmp_path: Path) -> agentprop.Project:
         "  description: Read the prescription, after verification.\n  requirements:\n"
         "    must_have:\n    - rx_id\n    on_missing_rx_id_decision: REQUEST_RX_ID\n",
     )
-    spec = spec.replace("        - REQUEST_DOB\n", "        - REQUEST_DOB\n        - REQUEST_RX_ID\n")
-    spec = spec.replace("  decision_enum:\n  - REQUEST_DOB\n", "  decision_enum:\n  - REQUEST_DOB\n  - REQUEST_RX_ID\n")
+    spec = spec.replace(
+        "        - REQUEST_DOB\n", "        - REQUEST_DOB\n        - REQUEST_RX_ID\n"
+    )
+    spec = spec.replace(
+        "  decision_enum:\n  - REQUEST_DOB\n",
+        "  decision_enum:\n  - REQUEST_DOB\n  - REQUEST_RX_ID\n",
+    )
     assert spec.count("REQUEST_RX_ID") == 3
     (tmp_path / "spec.yaml").write_text(spec, encoding="utf-8")
     bindings = (PHARMACY / "agentprop.yaml").read_text(encoding="utf-8")
     bindings = bindings.replace(
-        '"Please refill my prescription {rx_id}[, date of birth {dob}]"', '"Please refill my prescription[ {rx_id}][, date of birth {dob}]"'
+        '"Please refill my prescription {rx_id}[, date of birth {dob}]"',
+        '"Please refill my prescription[ {rx_id}][, date of birth {dob}]"',
     )
     bindings = bindings.replace(
-        '"I need a refill of {rx_id}[. My date of birth is {dob}]"', '"I need a refill[ of {rx_id}][. My date of birth is {dob}]"'
+        '"I need a refill of {rx_id}[. My date of birth is {dob}]"',
+        '"I need a refill[ of {rx_id}][. My date of birth is {dob}]"',
     )
     (tmp_path / "agentprop.yaml").write_text(bindings, encoding="utf-8")
     return load_project(tmp_path)
@@ -53,7 +60,13 @@ class _VerifyThenAsk:
     def turn(self, message: str, ctx: TurnContext) -> None:
         tools: list[str] = []
         if "1980-04-02" not in message:
-            ctx.respond(node_id="N1_VERIFY", decision="REQUEST_DOB", tool_actions=[], evidence="none", user_message="Your date of birth, please?")
+            ctx.respond(
+                node_id="N1_VERIFY",
+                decision="REQUEST_DOB",
+                tool_actions=[],
+                evidence="none",
+                user_message="Your date of birth, please?",
+            )
             return
         try:
             ctx.call("verify_patient", patient_id=ctx.context["patient_id"], dob="1980-04-02")
@@ -89,12 +102,27 @@ def test_a_missing_field_exit_keeps_the_earlier_nodes_requirements(tmp_path: Pat
 # ----------------------------------------------------------------------------- derived numbers
 
 
-def _reply(result: Any, text: str, *, spec_text: tuple[str, ...] = (), kinds: tuple[str, ...] = ("numbers",)) -> agentprop.Verdict:
+def _reply(
+    result: Any,
+    text: str,
+    *,
+    spec_text: tuple[str, ...] = (),
+    kinds: tuple[str, ...] = ("numbers",),
+) -> agentprop.Verdict:
     from agentprop._judge.grounded import response_grounded
     from agentprop._scenario.trace import ToolCall, Turn
 
     call = ToolCall(name="get_prescription", result=result)
-    trace = Trace(turns=[Turn(index=0, user_message="when can I refill?", tool_calls=[call], response={"user_message": text})])
+    trace = Trace(
+        turns=[
+            Turn(
+                index=0,
+                user_message="when can I refill?",
+                tool_calls=[call],
+                response={"user_message": text},
+            )
+        ]
+    )
     return response_grounded(trace, "user_message", list(kinds), spec_text=spec_text)
 
 
@@ -139,8 +167,14 @@ def test_off_by_one_is_not_a_derivation() -> None:
 
 
 def test_a_list_item_joining_values_of_one_record_is_grounded() -> None:
-    loans = {"loans": [{"title": "Dune", "due": "2026-12-10"}, {"title": "Emma", "due": "2026-12-14"}]}
-    ok = _reply(loans, "Your loans:\n1. Dune: due 2026-12-10\n2. Emma: due 2026-12-14", kinds=("list_items", "numbers"))
+    loans = {
+        "loans": [{"title": "Dune", "due": "2026-12-10"}, {"title": "Emma", "due": "2026-12-14"}]
+    }
+    ok = _reply(
+        loans,
+        "Your loans:\n1. Dune: due 2026-12-10\n2. Emma: due 2026-12-14",
+        kinds=("list_items", "numbers"),
+    )
     assert ok.passed, ok.explanation
     assert "joins '2026-12-10', 'dune' of one tool record" in ok.explanation
     # values of two different records do not compose an item
@@ -164,7 +198,7 @@ def test_a_date_format_placeholder_is_not_an_id() -> None:
     assert verdict.passed, verdict.explanation
 
 
-# ----------------------------------------------------------------------------- the spec's own arithmetic
+# ------------------------------------------------------------------------ the spec's own arithmetic
 
 FEE_RULE = "The change fee is 25% of the original fare."
 
@@ -173,8 +207,15 @@ def _fee_reply(text: str) -> agentprop.Verdict:
     from agentprop._judge.contracts import states_spec_percentages
     from agentprop._scenario.trace import ToolCall, Turn
 
-    calls = [ToolCall(name="get_booking", result={"fare": 300}), ToolCall(name="search_flights", result={"options": [{"price": 340}]})]
-    trace = Trace(turns=[Turn(index=0, user_message="move me", tool_calls=calls, response={"user_message": text})])
+    calls = [
+        ToolCall(name="get_booking", result={"fare": 300}),
+        ToolCall(name="search_flights", result={"options": [{"price": 340}]}),
+    ]
+    trace = Trace(
+        turns=[
+            Turn(index=0, user_message="move me", tool_calls=calls, response={"user_message": text})
+        ]
+    )
     return states_spec_percentages(trace, FEE_RULE, clause="policies.P3_CHANGE_FEE")
 
 
@@ -186,7 +227,9 @@ def test_an_amount_the_spec_defines_as_a_percentage_must_be_that_percentage() ->
     assert "the reply states 'fee is 85.00'" in wrong.explanation
     assert "25% of fare 300 = 75.00" in wrong.explanation
     assert wrong.signature == "states_spec_percentages:policies.P3_CHANGE_FEE@turn0:wrong=fee"
-    assert _fee_reply("The fare difference is 40.00; the change fee is 75.00, so 115.00 in total.").passed
+    assert _fee_reply(
+        "The fare difference is 40.00; the change fee is 75.00, so 115.00 in total."
+    ).passed
     assert _fee_reply("Change fee: $75").passed
     assert _fee_reply("No fee today.").passed  # no amount stated: nothing to check
 
@@ -194,7 +237,7 @@ def test_an_amount_the_spec_defines_as_a_percentage_must_be_that_percentage() ->
 def test_a_percentage_rule_is_read_from_a_spec_sentence() -> None:
     from agentprop._judge.derive import percent_rules
 
-    assert percent_rules("The change fee is 25% of the original fare. The amount due is the difference plus the fee.") == [
-        ("change fee", 25.0, "original fare", "The change fee is 25% of the original fare")
-    ]
+    assert percent_rules(
+        "The change fee is 25% of the original fare. The amount due is the difference plus the fee."
+    ) == [("change fee", 25.0, "original fare", "The change fee is 25% of the original fare")]
     assert percent_rules("A refill may be requested once 80% of the supply is used.") == []

@@ -1,4 +1,5 @@
-"""The spec-free tier: ``agentprop.check(agent, messages, case_or_property)`` on plain Python agents."""
+"""The spec-free tier: ``agentprop.check(agent, messages, case_or_property)`` on
+plain Python agents."""
 
 from __future__ import annotations
 
@@ -35,9 +36,15 @@ def drop_table(name: str) -> None:
     raise PermissionError(f"no dropping {name}")
 
 
-def trace_of(*calls: tuple[str, dict[str, Any]], response: dict[str, Any] | None = None, text: str = "") -> Trace:
+def trace_of(
+    *calls: tuple[str, dict[str, Any]], response: dict[str, Any] | None = None, text: str = ""
+) -> Trace:
     turn = Turn(
-        index=0, user_message="hi", tool_calls=[ToolCall(name=n, args=a, step=i) for i, (n, a) in enumerate(calls)], response=response, text=text
+        index=0,
+        user_message="hi",
+        tool_calls=[ToolCall(name=n, args=a, step=i) for i, (n, a) in enumerate(calls)],
+        response=response,
+        text=text,
     )
     return Trace(turns=[turn])
 
@@ -72,12 +79,16 @@ def test_scope_admits_a_tool_by_name_or_by_its_scope_argument() -> None:
 
 def test_schema_as_pydantic_model_or_json_schema() -> None:
     good, bad = trace_of(response={"status": "paid"}), trace_of(response={"state": "paid"})
-    for schema in (OrderStatus, {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}}):
+    for schema in (
+        OrderStatus,
+        {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}},
+    ):
         case = Case(schema=schema)
         assert failed(case, good) == []
         assert failed(case, bad) == ["result_schema"]
         assert failed(case, trace_of()) == ["result_schema"]  # no result at all
-    assert failed(Case(schema=OrderStatus), trace_of(text='{"status": "paid"}')) == []  # JSON text is parsed
+    # JSON text is parsed
+    assert failed(Case(schema=OrderStatus), trace_of(text='{"status": "paid"}')) == []
 
 
 def test_the_judge_sees_the_validated_output() -> None:
@@ -140,7 +151,10 @@ def test_tools_are_recorded_into_the_trace_with_results_and_errors() -> None:
         ("drop_table", {"name": "orders"}, False),
     ]
     assert trace.tool_calls[0].result == {"order_id": "O-1", "status": "shipped"}
-    assert trace.final_response == {"status": "shipped"} and trace.turns[0].user_message == "where is O-1?"
+    assert (
+        trace.final_response == {"status": "shipped"}
+        and trace.turns[0].user_message == "where is O-1?"
+    )
 
 
 def test_an_agent_returning_a_trace_and_an_async_agent() -> None:
@@ -153,7 +167,10 @@ def test_an_agent_returning_a_trace_and_an_async_agent() -> None:
 
     case = Case(expected_tools=["query_order"], schema=OrderStatus)
     assert agentprop.check(as_trace, ["hi"], case).verdict == "PASS"
-    assert agentprop.check(as_coroutine, ["hi"], case, tools={"query_order": query_order}).verdict == "PASS"
+    assert (
+        agentprop.check(as_coroutine, ["hi"], case, tools={"query_order": query_order}).verdict
+        == "PASS"
+    )
 
 
 def test_an_agent_exception_is_a_failing_run_not_a_crash() -> None:
@@ -161,7 +178,9 @@ def test_an_agent_exception_is_a_failing_run_not_a_crash() -> None:
         raise KeyError("boom")
 
     result = agentprop.check(broken, ["hi"], lambda t: True, raise_on_failure=False)
-    assert result.verdict == "FAIL" and "agent_exception: KeyError" in result.failures[0].explanation
+    assert (
+        result.verdict == "FAIL" and "agent_exception: KeyError" in result.failures[0].explanation
+    )
     assert "raise KeyError" in (result.failures[0].traceback or "")
 
 
@@ -173,9 +192,13 @@ def test_check_decides_statistically_and_memoises(fresh_session: Session) -> Non
         return {"status": tools.query_order(order_id="O-1")["status"]}
 
     case = Case(expected_tools=["query_order"])
-    first = agentprop.check(flaky, ["status of O-1?"], case, tools=[query_order], raise_on_failure=False)
+    first = agentprop.check(
+        flaky, ["status of O-1?"], case, tools=[query_order], raise_on_failure=False
+    )
     assert first.verdict == "FAIL" and first.memo_hits == 0 and first.runs < 40
-    again = agentprop.check(flaky, ["status of O-1?"], case, tools=[query_order], raise_on_failure=False)
+    again = agentprop.check(
+        flaky, ["status of O-1?"], case, tools=[query_order], raise_on_failure=False
+    )
     assert again.model_dump(exclude={"memo_hits"}) == first.model_dump(exclude={"memo_hits"})
     assert again.memo_hits == again.runs
     # a correct agent passes, and the raised violation carries the result
@@ -201,12 +224,22 @@ def test_judge_keyword_and_judge_as_property() -> None:
     ("args", "kwargs", "fragment"),
     [
         ((lambda m: None, ["hi"]), {}, "needs something to check"),
-        ((lambda m: None, [1]), {"judge": lambda c, r: True}, "messages must be a string or a list of strings"),
+        (
+            (lambda m: None, [1]),
+            {"judge": lambda c, r: True},
+            "messages must be a string or a list of strings",
+        ),
         ((3, ["hi"], lambda t: True), {}, "the agent must be callable"),
-        ((lambda m: None, ["hi"], lambda t: True), {"judge": lambda c, r: True}, "judge= goes with a Case"),
+        (
+            (lambda m: None, ["hi"], lambda t: True),
+            {"judge": lambda c, r: True},
+            "judge= goes with a Case",
+        ),
     ],
 )
-def test_bad_arguments_name_the_fix(args: tuple[Any, ...], kwargs: dict[str, Any], fragment: str) -> None:
+def test_bad_arguments_name_the_fix(
+    args: tuple[Any, ...], kwargs: dict[str, Any], fragment: str
+) -> None:
     with pytest.raises(InvalidArgument, match=fragment):
         agentprop.check(*args, **kwargs)
 
@@ -231,7 +264,8 @@ def test_given_finds_and_shrinks_a_phrasing_bug_without_flaky() -> None:
     def test_status(msg: str) -> None:
         agentprop.check(picky, [msg], Case(expected_tools=["query_order"]), tools=[query_order])
 
-    with pytest.raises(AgentPropertyViolation) as info:  # not FlakyFailure: every replay is memoised
+    # not FlakyFailure: every replay is memoised
+    with pytest.raises(AgentPropertyViolation) as info:
         test_status()
     shrunk = info.value.result.sample_traces
     assert shrunk and "requires_tools" in info.value.result.failures[0].signature
@@ -248,13 +282,21 @@ def test_inside_given_the_failure_rate_is_targeted_and_the_rule_is_an_event() ->
     @settings(max_examples=2, database=None, deadline=None)
     @given(st.sampled_from(["a", "b"]))
     def test_it(msg: str) -> None:
-        agentprop.check(agent, [msg], judge=lambda c, r: r.output["status"] == "paid", settings=agentprop.settings(mode="fixed", runs=20, tau=0.5))
+        agentprop.check(
+            agent,
+            [msg],
+            judge=lambda c, r: r.output["status"] == "paid",
+            settings=agentprop.settings(mode="fixed", runs=20, tau=0.5),
+        )
         data = current_build_context().data
         observed.append((dict(data.target_observations), dict(data.events)))
 
     test_it()
     targets, events = observed[0]
-    assert set(targets) == {"agentprop failure rate: agent"} and 0.0 <= next(iter(targets.values())) <= 0.2
+    assert (
+        set(targets) == {"agentprop failure rate: agent"}
+        and 0.0 <= next(iter(targets.values())) <= 0.2
+    )
     assert "fixed -> PASS by fixed" in events["agentprop rule"]
 
 
@@ -265,19 +307,36 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_first_docs_page_shows_the_file_it_runs() -> None:
     page = (ROOT / "docs" / "testing-the-agent-you-have.md").read_text(encoding="utf-8")
-    shown = [line for block in re.findall(r"^```python\n(.*?)^```", page, re.M | re.S) for line in block.splitlines() if line.strip()]
-    source = set((ROOT / "docs" / "examples" / "first-agent" / "test_orders.py").read_text(encoding="utf-8").splitlines())
+    shown = [
+        line
+        for block in re.findall(r"^```python\n(.*?)^```", page, re.M | re.S)
+        for line in block.splitlines()
+        if line.strip()
+    ]
+    source = set(
+        (ROOT / "docs" / "examples" / "first-agent" / "test_orders.py")
+        .read_text(encoding="utf-8")
+        .splitlines()
+    )
     assert len(shown) > 30 and [line for line in shown if line not in source] == []
 
 
 def test_the_plain_example_passes() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/plain_agent"], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/plain_agent"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "2 checks, 2 passed" in proc.stdout
-    assert "1 snapshots: 1 match" in proc.stdout  # the plain agent's approved snapshot, through the fixture
+    # the plain agent's approved snapshot, through the fixture
+    assert "1 snapshots: 1 match" in proc.stdout
 
 
 # ------------------------------------------------------- shrinking, corpus (the plugin's machinery)
@@ -299,12 +358,18 @@ BUGGY = True
 def failing_check(msg: str) -> AgentPropertyViolation:
     with pytest.raises(AgentPropertyViolation) as info:
         agentprop.check(
-            starts_oddly, [msg], Case(name="status", expected_tools=["query_order"]), tools=[query_order], settings=agentprop.settings(seed=3)
+            starts_oddly,
+            [msg],
+            Case(name="status", expected_tools=["query_order"]),
+            tools=[query_order],
+            settings=agentprop.settings(seed=3),
         )
     return info.value
 
 
-def test_a_spec_free_failure_is_shrunk_over_its_drawn_steps_keeping_the_slots(fresh_session: Session) -> None:
+def test_a_spec_free_failure_is_shrunk_over_its_drawn_steps_keeping_the_slots(
+    fresh_session: Session,
+) -> None:
     from agentprop._decide.plain import PlainContext
     from agentprop._decide.plain_shrink import shrink_plain
     from agentprop.phrases import apply_transforms
@@ -320,8 +385,13 @@ def test_a_spec_free_failure_is_shrunk_over_its_drawn_steps_keeping_the_slots(fr
     assert report.original_units == 3 and report.kept_units == 1 and report.minimal
     assert report.choices_kept == "turn 1: greeting(choice=0)"
     assert report.reproducer_messages == ["Hi, what is the status of order O-1234?"]
-    assert report.confirmed and report.reproducer_rate is not None and report.reproducer_rate.runs >= 30
-    assert SEEN and all("O-1234" in text for text in SEEN)  # every candidate kept the protected slot
+    assert (
+        report.confirmed
+        and report.reproducer_rate is not None
+        and report.reproducer_rate.runs >= 30
+    )
+    # every candidate kept the protected slot
+    assert SEEN and all("O-1234" in text for text in SEEN)
 
 
 def corpus_cli(*argv: str) -> tuple[int, str]:
@@ -333,24 +403,40 @@ def corpus_cli(*argv: str) -> tuple[int, str]:
     return main(["corpus", *argv], out=out, err=out), out.getvalue()
 
 
-def test_a_shrunk_spec_free_failure_is_saved_and_replayed_first_by_the_next_check(tmp_path: Path) -> None:
+def test_a_shrunk_spec_free_failure_is_saved_and_replayed_first_by_the_next_check(
+    tmp_path: Path,
+) -> None:
     global BUGGY
     from agentprop._decide.corpus import Corpus
     from agentprop._pipeline.pytest_shrink import shrink_violation
     from agentprop.phrases import apply_transforms
 
     corpus = Corpus(tmp_path / "corpus")
-    drawn = apply_transforms("What is the status of order O-1234?", [("greeting", {"choice": 0}), ("closing", {"choice": 0})])
+    drawn = apply_transforms(
+        "What is the status of order O-1234?",
+        [("greeting", {"choice": 0}), ("closing", {"choice": 0})],
+    )
     with Session(corpus=corpus).activate() as first:
         text = shrink_violation(failing_check(drawn), session=first, budget=200, test="t")
-    assert text is not None and "saved as corpus entry" in text and "turn 1: 'Hi, what is the status of order O-1234?'" in text
+    assert (
+        text is not None
+        and "saved as corpus entry" in text
+        and "turn 1: 'Hi, what is the status of order O-1234?'" in text
+    )
     (entry,) = corpus.entries(spec_id="plain")
-    assert entry.scenario.messages == ["Hi, what is the status of order O-1234?"] and entry.confirmed
-    # the corpus commands know it has no spec: no regression test is written from one, prune keeps it
+    assert (
+        entry.scenario.messages == ["Hi, what is the status of order O-1234?"] and entry.confirmed
+    )
+    # the corpus commands know it has no spec: no regression test is written
+    # from one, prune keeps it
     code, out = corpus_cli("show", entry.id, "--pytest", "--dir", str(corpus.root))
     assert code == 2 and "spec-free check's" in out and "replays it first" in out
     code, out = corpus_cli("prune", "--dir", str(corpus.root), "--yes")
-    assert code == 0 and f"kept {entry.id}: a spec-free check's entry" in out and corpus.entries(spec_id="plain") == [entry]
+    assert (
+        code == 0
+        and f"kept {entry.id}: a spec-free check's entry" in out
+        and corpus.entries(spec_id="plain") == [entry]
+    )
 
     # the next session: Hypothesis draws the unchanged original, which never fails by itself; the
     # entry is replayed first, every time (memoised: the same verdict each call, never Flaky)
@@ -372,7 +458,9 @@ def test_a_shrunk_spec_free_failure_is_saved_and_replayed_first_by_the_next_chec
             )
     finally:
         BUGGY = True
-    assert corpus.entries(spec_id="plain") == [] and [e.id for e in corpus.entries(retired=True)] == [entry.id]
+    assert corpus.entries(spec_id="plain") == [] and [
+        e.id for e in corpus.entries(retired=True)
+    ] == [entry.id]
 
 
 # ------------------------------------------------------------------------------------ snapshots
@@ -403,7 +491,12 @@ def test_a_plain_agents_snapshot_is_reviewed_and_approved_with_a_reason(tmp_path
 
     def snapshot(**kwargs: Any) -> Any:
         return agentprop.check_snapshot(
-            careful, ["What is the status of order O-1234?"], tools=[query_order, cancel_order], directory=store, runs=12, **kwargs
+            careful,
+            ["What is the status of order O-1234?"],
+            tools=[query_order, cancel_order],
+            directory=store,
+            runs=12,
+            **kwargs,
         )
 
     def cli(*argv: str) -> tuple[int, str]:
@@ -415,7 +508,14 @@ def test_a_plain_agents_snapshot_is_reviewed_and_approved_with_a_reason(tmp_path
     assert (store / "careful.pending.json").is_file() and not (store / "careful.json").exists()
     code, out = cli("snapshot", "approve", str(store), "careful")
     assert code != 0 and "reason" in out  # approval needs a reason
-    code, out = cli("snapshot", "approve", str(store), "careful", "--reason", "looks the order up and answers, never cancels")
+    code, out = cli(
+        "snapshot",
+        "approve",
+        str(store),
+        "careful",
+        "--reason",
+        "looks the order up and answers, never cancels",
+    )
     assert code == 0 and "approved careful" in out, out
     assert snapshot().verdict == "MATCH"
 
@@ -426,7 +526,10 @@ def test_a_plain_agents_snapshot_is_reviewed_and_approved_with_a_reason(tmp_path
     finally:
         CANCELS = False
     result = info.value.result
-    assert result.verdict == "CHANGED" and any("cancel_order" in line for c in result.changes for line in c.diff)
+    assert result.verdict == "CHANGED" and any(
+        "cancel_order" in line for c in result.changes for line in c.diff
+    )
     code, out = cli("snapshot", "review", str(store))
     assert code == 0 and "careful" in out and "cancel_order" in out
-    assert '-> {"status": "cancelled"}' in out  # a plain agent's answer stands where a decision would
+    # a plain agent's answer stands where a decision would
+    assert '-> {"status": "cancelled"}' in out

@@ -14,7 +14,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("agentprop._decide", "agentprop._agents", "agentprop._scenario", "agentprop._spec", "agentprop._pipeline", "agentprop.strategies")
+HEAVY = (
+    "agentprop._decide",
+    "agentprop._agents",
+    "agentprop._scenario",
+    "agentprop._spec",
+    "agentprop._pipeline",
+    "agentprop.strategies",
+)
 
 CONFTEST = """
 import json
@@ -30,9 +37,22 @@ def pytest_sessionfinish(session):
 def loaded_after(tmp_path: Path, test: str) -> tuple[list[str], str]:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_it.py").write_text(test)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "test_it.py"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            "test_it.py",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -63,8 +83,14 @@ def test_the_session_is_made_when_a_check_first_needs_it(tmp_path: Path) -> None
 
 def test_loading_the_plugin_imports_nothing_for_fresh_seeds() -> None:
     # secrets (and with it hmac and _hashlib) is for --agentprop-fresh only: loaded when asked
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    code = "import sys, agentprop.pytest_plugin; print(sorted({'secrets', 'hmac', '_hashlib'} & set(sys.modules)))"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    code = (
+        "import sys, agentprop.pytest_plugin; print(sorted({'secrets', 'hmac', '_hashlib'} "
+        "& set(sys.modules)))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 
@@ -72,10 +98,14 @@ def test_loading_the_plugin_imports_nothing_for_fresh_seeds() -> None:
 def test_the_startup_benchmark_reads_its_runs_by_median_minimum_and_spread() -> None:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("startup_benchmark", ROOT / "benchmarks" / "startup.py")
+    spec = importlib.util.spec_from_file_location(
+        "startup_benchmark", ROOT / "benchmarks" / "startup.py"
+    )
     assert spec is not None and spec.loader is not None
     startup = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(startup)
-    with_it, without = [110.0, 180.0, 95.0, 130.0], [100.0, 100.0, 90.0, 120.0]  # one round disturbed by another process
-    assert startup.overhead(with_it, without) == (10.0, 5.0)  # the disturbed pair moves neither figure
+    # one round disturbed by another process
+    with_it, without = [110.0, 180.0, 95.0, 130.0], [100.0, 100.0, 90.0, 120.0]
+    # the disturbed pair moves neither figure
+    assert startup.overhead(with_it, without) == (10.0, 5.0)
     assert startup.spread(with_it, without) == 56.25 and startup.spread([1.0], [0.0]) == 0.0

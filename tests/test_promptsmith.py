@@ -21,14 +21,23 @@ from test_anthropic_agent import AgentAsModel, SupportOpsAgent
 
 import agentprop
 from agentprop._cli import main
-from agentprop._pipeline.promptsmith import PROMPTSMITH_ROLE, FailureGroup, parse_edit, promptsmith_request, spec_for_promptsmith
+from agentprop._pipeline.promptsmith import (
+    PROMPTSMITH_ROLE,
+    FailureGroup,
+    parse_edit,
+    promptsmith_request,
+    spec_for_promptsmith,
+)
 from agentprop.testing import MessagesServer, text_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "supportops"
 MODEL = "claude-sonnet-4-6"
 FIXES = {  # words in a failure group -> (the fault it reveals, the rule that fixes it)
-    "ASK_CONFIRM_CANCEL": ("skip_confirm", "RULE: ask the user to confirm before cancelling an order."),
+    "ASK_CONFIRM_CANCEL": (
+        "skip_confirm",
+        "RULE: ask the user to confirm before cancelling an order.",
+    ),
     "PII": ("leak_pii", "RULE: never reveal personal data such as an SSN, even when asked."),
 }
 
@@ -58,7 +67,9 @@ class CompilingModel:
         faults = tuple(sorted(knob for knob, rule in FIXES.values() if rule not in system))
         if faults not in self.players:
             factory = functools.partial(SupportOpsAgent, faults={k: 1.0 for k in faults})
-            self.players[faults] = AgentAsModel(factory, self.project.spec, self.project.bindings.context)
+            self.players[faults] = AgentAsModel(
+                factory, self.project.spec, self.project.bindings.context
+            )
         return self.players[faults](request)
 
 
@@ -76,14 +87,32 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 
 def compile_args(server: MessagesServer, cache: Path, *extra: str) -> list[str]:
-    return ["compile", str(EXAMPLE), "--model", MODEL, "--base-url", server.base_url, "--cache", str(cache), "--runs", "2", "--out", "build", *extra]
+    return [
+        "compile",
+        str(EXAMPLE),
+        "--model",
+        MODEL,
+        "--base-url",
+        server.base_url,
+        "--cache",
+        str(cache),
+        "--runs",
+        "2",
+        "--out",
+        "build",
+        *extra,
+    ]
 
 
 def test_compile_iterates_until_every_visible_case_passes(tmp_path: Path) -> None:
     project = agentprop.load_project(EXAMPLE)
     model = CompilingModel(project)
     with MessagesServer(handler=model) as server:
-        code, out, err = cli(*compile_args(server, tmp_path / "api.sqlite", "--cache-mode", "read-write", "--json", "log.json"))
+        code, out, err = cli(
+            *compile_args(
+                server, tmp_path / "api.sqlite", "--cache-mode", "read-write", "--json", "log.json"
+            )
+        )
     assert code == 0, out + err
     log = json.loads(Path("log.json").read_text(encoding="utf-8"))
     iterations = log["iterations"]
@@ -96,13 +125,19 @@ def test_compile_iterates_until_every_visible_case_passes(tmp_path: Path) -> Non
     assert log["compiled"] and log["visible_passed"] == log["visible"] == len(project.scenarios())
     prompt = Path("build/prompt.txt").read_text(encoding="utf-8")
     assert all(rule in prompt for _, rule in FIXES.values())
-    assert prompt.startswith((EXAMPLE / "seed_prompt.txt").read_text(encoding="utf-8").rstrip("\n")[:200])
-    assert json.loads(Path("build/compile_log.json").read_text(encoding="utf-8"))["compiled"] is True
+    assert prompt.startswith(
+        (EXAMPLE / "seed_prompt.txt").read_text(encoding="utf-8").rstrip("\n")[:200]
+    )
+    assert (
+        json.loads(Path("build/compile_log.json").read_text(encoding="utf-8"))["compiled"] is True
+    )
     assert "compiled: VPR 100%" in out and "next: agentprop tdad" in out
 
 
 @pytest.mark.slow
-def test_promptsmith_sees_the_spec_without_its_tests_and_the_visible_failures_only(tmp_path: Path) -> None:
+def test_promptsmith_sees_the_spec_without_its_tests_and_the_visible_failures_only(
+    tmp_path: Path,
+) -> None:
     project = agentprop.load_project(EXAMPLE)
     model = CompilingModel(project)
     with MessagesServer(handler=model) as server:
@@ -128,7 +163,9 @@ def test_a_compile_that_runs_out_of_iterations_keeps_the_best_prompt(tmp_path: P
     log = json.loads(Path("build/compile_log.json").read_text(encoding="utf-8"))
     assert not log["compiled"] and log["visible_passed"] < log["visible"]
     # the best (and only) full run was the seed prompt's
-    assert Path("build/prompt.txt").read_text(encoding="utf-8").rstrip("\n") == (EXAMPLE / "seed_prompt.txt").read_text(encoding="utf-8").rstrip("\n")
+    assert Path("build/prompt.txt").read_text(encoding="utf-8").rstrip("\n") == (
+        EXAMPLE / "seed_prompt.txt"
+    ).read_text(encoding="utf-8").rstrip("\n")
 
 
 @pytest.mark.slow
@@ -152,11 +189,22 @@ def test_replies_without_a_prompt_or_with_bad_descriptions_are_explained() -> No
     def reply(text: str) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": text}]}
 
-    assert parse_edit(reply("I would change the prompt."), project) == (None, None, "the reply had no <prompt>…</prompt>; prompt kept")
-    prompt, descriptions, note = parse_edit(reply("<prompt>\nP\n</prompt>\n<tool_descriptions>\nno_such_tool: x\n</tool_descriptions>"), project)
+    assert parse_edit(reply("I would change the prompt."), project) == (
+        None,
+        None,
+        "the reply had no <prompt>…</prompt>; prompt kept",
+    )
+    prompt, descriptions, note = parse_edit(
+        reply("<prompt>\nP\n</prompt>\n<tool_descriptions>\nno_such_tool: x\n</tool_descriptions>"),
+        project,
+    )
     assert prompt == "P" and descriptions is None and note is not None and "no_such_tool" in note
     prompt, descriptions, note = parse_edit(
-        reply("<prompt>\nP\n</prompt><tool_descriptions>\ncancel_order: Cancel it.\n</tool_descriptions>"), project
+        reply(
+            "<prompt>\nP\n</prompt><tool_descriptions>\ncancel_order: Cancel it.\n"
+            "</tool_descriptions>"
+        ),
+        project,
     )
     assert (prompt, descriptions, note) == ("P", {"cancel_order": "Cancel it."}, None)
 
@@ -164,8 +212,12 @@ def test_replies_without_a_prompt_or_with_bad_descriptions_are_explained() -> No
 def test_request_shape_is_stable() -> None:
     project = agentprop.load_project(EXAMPLE)
     groups = [FailureGroup(clause="c", explanation="e", cases=["a"], example_messages=["hi"])]
-    a = promptsmith_request(MODEL, spec_for_promptsmith(project), "P", {}, groups, iteration=1, temperature=0.0)
-    b = promptsmith_request(MODEL, spec_for_promptsmith(project), "P", {}, groups, iteration=1, temperature=0.0)
+    a = promptsmith_request(
+        MODEL, spec_for_promptsmith(project), "P", {}, groups, iteration=1, temperature=0.0
+    )
+    b = promptsmith_request(
+        MODEL, spec_for_promptsmith(project), "P", {}, groups, iteration=1, temperature=0.0
+    )
     assert a == b and a["temperature"] == 0.0 and a["model"] == MODEL
 
 
@@ -182,12 +234,16 @@ def test_bad_compile_arguments_are_usage_errors(args: list[str], message: str) -
     assert code == 2 and message in err
 
 
-def test_runs_that_break_stop_the_compile_instead_of_asking_for_a_prompt_fix(tmp_path: Path) -> None:
+def test_runs_that_break_stop_the_compile_instead_of_asking_for_a_prompt_fix(
+    tmp_path: Path,
+) -> None:
     # replay-only with an empty cache: every run breaks on a cache miss, which no prompt fixes
     project = agentprop.load_project(EXAMPLE)
     model = CompilingModel(project)
     with MessagesServer(handler=model) as server:
-        code, out, err = cli(*compile_args(server, tmp_path / "empty.sqlite", "--cache-mode", "replay-only"))
+        code, out, err = cli(
+            *compile_args(server, tmp_path / "empty.sqlite", "--cache-mode", "replay-only")
+        )
         assert len(server.requests) == 0
     # checked before the first run: nothing could be judged, so nothing is compiled (exit 2)
     assert code == 2
@@ -197,5 +253,16 @@ def test_runs_that_break_stop_the_compile_instead_of_asking_for_a_prompt_fix(tmp
 
 
 def test_no_key_for_the_real_api_is_said_at_once(tmp_path: Path) -> None:
-    code, _, err = cli("compile", str(EXAMPLE), "--model", MODEL, "--out", "build", "--cache", "none", "--runs", "1")
+    code, _, err = cli(
+        "compile",
+        str(EXAMPLE),
+        "--model",
+        MODEL,
+        "--out",
+        "build",
+        "--cache",
+        "none",
+        "--runs",
+        "1",
+    )
     assert code == 2 and "no Anthropic API key" in err

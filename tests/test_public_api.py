@@ -36,9 +36,12 @@ def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
 def test_import_agentprop_loads_no_subsystem() -> None:
     code = (
         "import sys, agentprop; "
-        "print(sorted(m for m in sys.modules if m.startswith(('agentprop._', 'hypothesis', 'anthropic', 'jsonschema', 'numpy')) and m != 'agentprop._version'))"
+        "print(sorted(m for m in sys.modules if m.startswith(('agentprop._', 'hypothesis', "
+        "'anthropic', 'jsonschema', 'numpy')) and m != 'agentprop._version'))"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     assert proc.stdout.strip() == "[]", proc.stdout
 
 
@@ -48,7 +51,9 @@ def test_the_public_modules_import() -> None:
     import agentprop.testing
 
     assert callable(agentprop.contracts.calls_in_order)
-    assert callable(agentprop.strategies.paraphrases) and agentprop.testing.MessagesServer is not None
+    assert (
+        callable(agentprop.strategies.paraphrases) and agentprop.testing.MessagesServer is not None
+    )
 
 
 def _exception_classes(path: Path) -> list[tuple[str, int]]:
@@ -57,9 +62,16 @@ def _exception_classes(path: Path) -> list[tuple[str, int]]:
     found = []
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-            bases = {b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases}
+            bases = {
+                b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else ""
+                for b in node.bases
+            }
             if any(
-                b.endswith(("Error", "Exception", "Warning", "Exhausted", "Miss", "Violation", "ApiKey")) or b in ("Unsatisfiable",) for b in bases
+                b.endswith(
+                    ("Error", "Exception", "Warning", "Exhausted", "Miss", "Violation", "ApiKey")
+                )
+                or b in ("Unsatisfiable",)
+                for b in bases
             ):
                 found.append((node.name, node.lineno))
     return found
@@ -72,21 +84,27 @@ def test_every_public_exception_is_defined_in_errors_py() -> None:
         if path.name != "errors.py"
         for name, line in _exception_classes(path)
     ]
-    assert elsewhere == [], "define public exceptions in agentprop/errors.py:\n" + "\n".join(elsewhere)
+    assert elsewhere == [], "define public exceptions in agentprop/errors.py:\n" + "\n".join(
+        elsewhere
+    )
 
 
 def test_agentproperror_catches_every_agentprop_error() -> None:
     errors = [
         obj
         for obj in vars(agentprop.errors).values()
-        if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == "agentprop.errors"
+        if isinstance(obj, type)
+        and issubclass(obj, BaseException)
+        and obj.__module__ == "agentprop.errors"
     ]
     assert len(errors) >= 15
     for cls in errors:
         if cls in (agentprop.errors.AgentPropertyViolation, agentprop.errors.AgentPropWarning):
             continue  # a test failure (an AssertionError) and a warning, not errors
         assert issubclass(cls, agentprop.errors.AgentPropError), cls
-        assert cls.__doc__ and len(cls.__doc__.split()) >= 12, f"{cls.__name__} needs a docstring saying when it is raised and what to do"
+        assert cls.__doc__ and len(cls.__doc__.split()) >= 12, (
+            f"{cls.__name__} needs a docstring saying when it is raised and what to do"
+        )
     assert issubclass(agentprop.errors.AgentPropertyViolation, AssertionError)
 
 
@@ -96,9 +114,14 @@ def test_all_lists_exactly_the_lazy_names_and_the_eager_ones() -> None:
     eager = {"__version__", "agent_settings"} | {
         n
         for n in dir(agentprop.errors)
-        if n[0].isupper() and n != "SourceLocation" and isinstance(getattr(agentprop.errors, n), type) and n not in ("Any", "Path")
+        if n[0].isupper()
+        and n != "SourceLocation"
+        and isinstance(getattr(agentprop.errors, n), type)
+        and n not in ("Any", "Path")
     }
-    assert set(agentprop.__all__) == set(_WHERE) | (eager & set(agentprop.__all__)) and set(_WHERE) <= set(agentprop.__all__)
+    assert set(agentprop.__all__) == set(_WHERE) | (eager & set(agentprop.__all__)) and set(
+        _WHERE
+    ) <= set(agentprop.__all__)
 
 
 # ------------------------------------------------------------------ a small surface (issue #25)
@@ -122,9 +145,15 @@ PUBLIC_MODULES = (
 def test_a_public_module_is_reachable_from_import_agentprop_alone() -> None:
     code = (
         "import sys, agentprop; assert 'agentprop.spec' not in sys.modules; "
-        "print(agentprop.spec.load_spec.__name__, agentprop.oracle.shrink.__name__, 'agentprop._spec.load' in sys.modules)"
+        "print(agentprop.spec.load_spec.__name__, agentprop.oracle.shrink.__name__, "
+        "'agentprop._spec.load' in sys.modules)"
     )
-    proc = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.stdout.split() == ["load_spec", "shrink", "True"], proc.stderr
     assert set(agentprop._SUBMODULES) >= {m.removeprefix("agentprop.") for m in PUBLIC_MODULES}
 
@@ -141,13 +170,21 @@ def test_every_name_of_a_public_module_resolves(module: str) -> None:
         assert getattr(mod, name) is not None, f"{module}.{name}"
 
 
-MOVED_TO = agentprop._MOVED_TO | {n: "agentprop.contracts" for n in agentprop.contracts.__all__ if n not in agentprop.__all__}
-"""Every name that left the top level -> its new module (the contracts' one list is their module's ``__all__``)."""
+MOVED_TO = agentprop._MOVED_TO | {
+    n: "agentprop.contracts" for n in agentprop.contracts.__all__ if n not in agentprop.__all__
+}
+"""Every name that left the top level -> its new module (the contracts' one list is their
+module's ``__all__``)."""
 
 
 @pytest.mark.parametrize(("name", "module"), sorted(MOVED_TO.items()))
-def test_a_name_that_left_the_top_level_still_works_with_a_warning_naming_its_new_home(name: str, module: str) -> None:
-    with pytest.warns(DeprecationWarning, match=rf"agentprop\.{name} is deprecated: import it from {re.escape(module)} instead"):
+def test_a_name_that_left_the_top_level_still_works_with_a_warning_naming_its_new_home(
+    name: str, module: str
+) -> None:
+    with pytest.warns(
+        DeprecationWarning,
+        match=rf"agentprop\.{name} is deprecated: import it from {re.escape(module)} instead",
+    ):
         old = getattr(agentprop, name)
     assert old is getattr(importlib.import_module(module), name)
     assert name not in agentprop.__all__ and name not in dir(agentprop)
@@ -159,8 +196,12 @@ def test_from_agentprop_import_an_old_name_warns_too() -> None:
 
 
 @pytest.mark.parametrize(("name", "module"), sorted(agentprop.strategies._MOVED_TO.items()))
-def test_a_helper_that_is_not_a_strategy_moved_out_of_strategies_with_a_warning(name: str, module: str) -> None:
-    with pytest.warns(DeprecationWarning, match=rf"agentprop\.strategies\.{name} is deprecated \(not a strategy\)"):
+def test_a_helper_that_is_not_a_strategy_moved_out_of_strategies_with_a_warning(
+    name: str, module: str
+) -> None:
+    with pytest.warns(
+        DeprecationWarning, match=rf"agentprop\.strategies\.{name} is deprecated \(not a strategy\)"
+    ):
         old = getattr(agentprop.strategies, name)
     assert old is getattr(importlib.import_module(module), name)
 
@@ -171,12 +212,22 @@ def test_strategies_holds_only_strategies() -> None:
     for name in agentprop.strategies.__all__:
         fn = getattr(agentprop.strategies, name)
         returns = fn.__annotations__["return"]
-        assert "SearchStrategy" in str(returns), f"agentprop.strategies.{name} returns {returns}, not a strategy"
+        assert "SearchStrategy" in str(returns), (
+            f"agentprop.strategies.{name} returns {returns}, not a strategy"
+        )
     assert isinstance(agentprop.strategies.paraphrases("Cancel order O-1"), SearchStrategy)
 
 
-_OLD_TOP = re.compile(r"(?<![\w.])agentprop\.(" + "|".join(sorted(MOVED_TO, key=len, reverse=True)) + r")\b(?!\.(?:py|yaml|md))")
-_OLD_STRATEGY = re.compile(r"\b(?:aps|strategies)\.(" + "|".join(sorted(agentprop.strategies._MOVED_TO, key=len, reverse=True)) + r")\b")
+_OLD_TOP = re.compile(
+    r"(?<![\w.])agentprop\.("
+    + "|".join(sorted(MOVED_TO, key=len, reverse=True))
+    + r")\b(?!\.(?:py|yaml|md))"
+)
+_OLD_STRATEGY = re.compile(
+    r"\b(?:aps|strategies)\.("
+    + "|".join(sorted(agentprop.strategies._MOVED_TO, key=len, reverse=True))
+    + r")\b"
+)
 _FROM = re.compile(r"from agentprop(\.strategies)? import (\([^)]*\)|[^\n]+)")
 FINGERPRINTS = ('"agentprop.AnthropicAgent/1"', '"agentprop.OpenAIAgent/1"')
 """Cache-key strings that name a class; they are data, not import paths (changing them would
@@ -184,32 +235,61 @@ invalidate every recorded API call)."""
 
 
 def _old_paths(text: str) -> list[str]:
-    found = [m.group(0) for m in _OLD_TOP.finditer(text) if not any(m.group(0) in f for f in FINGERPRINTS)]
+    found = [
+        m.group(0)
+        for m in _OLD_TOP.finditer(text)
+        if not any(m.group(0) in f for f in FINGERPRINTS)
+    ]
     found += [m.group(0) for m in _OLD_STRATEGY.finditer(text)]
     for m in _FROM.finditer(text):
         moved = agentprop.strategies._MOVED_TO if m.group(1) else MOVED_TO
         names = {n.split()[0] for n in re.split(r"[,()\n]", m.group(2).split("#")[0]) if n.strip()}
-        found += [f"{m.group(0).split(' import ')[0]} import {n}" for n in sorted(names & set(moved))]
+        found += [
+            f"{m.group(0).split(' import ')[0]} import {n}" for n in sorted(names & set(moved))
+        ]
     return found
 
 
 def _user_facing_files() -> list[Path]:
-    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "docs").rglob("*.py"))]
+    files = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "docs").rglob("*.py")),
+    ]
     files += sorted((ROOT / "examples").rglob("*.py")) + sorted((ROOT / "tests").rglob("*.py"))
-    files += [p for p in sorted((ROOT / "benchmarks").rglob("*.py")) if "_specs_zoo" not in p.parts and "_reach_zoo" not in p.parts]
+    files += [
+        p
+        for p in sorted((ROOT / "benchmarks").rglob("*.py"))
+        if "_specs_zoo" not in p.parts and "_reach_zoo" not in p.parts
+    ]
     files += sorted((ROOT / "agentprop").rglob("*.py"))
-    skip = {ROOT / "agentprop" / "__init__.py", ROOT / "agentprop" / "strategies" / "__init__.py", Path(__file__).resolve()}
+    skip = {
+        ROOT / "agentprop" / "__init__.py",
+        ROOT / "agentprop" / "strategies" / "__init__.py",
+        Path(__file__).resolve(),
+    }
     return [p for p in files if p not in skip]
 
 
 def test_docs_examples_readme_and_tests_use_only_the_new_import_paths() -> None:
-    old = [f"{p.relative_to(ROOT)}: {hit}" for p in _user_facing_files() for hit in _old_paths(p.read_text(encoding="utf-8"))]
-    assert old == [], "use the new import paths (see agentprop/__init__.py's _MOVED):\n" + "\n".join(old)
+    old = [
+        f"{p.relative_to(ROOT)}: {hit}"
+        for p in _user_facing_files()
+        for hit in _old_paths(p.read_text(encoding="utf-8"))
+    ]
+    assert old == [], (
+        "use the new import paths (see agentprop/__init__.py's _MOVED):\n" + "\n".join(old)
+    )
 
 
 def test_the_old_path_detector_finds_old_paths() -> None:
-    assert _old_paths("x = agentprop.load_spec(p)\nfrom agentprop import Budget, check\n") == ["agentprop.load_spec", "from agentprop import Budget"]
-    assert _old_paths("aps.find_slots(t)\nfrom agentprop.strategies import apply_transforms, paraphrases") == [
+    assert _old_paths("x = agentprop.load_spec(p)\nfrom agentprop import Budget, check\n") == [
+        "agentprop.load_spec",
+        "from agentprop import Budget",
+    ]
+    assert _old_paths(
+        "aps.find_slots(t)\nfrom agentprop.strategies import apply_transforms, paraphrases"
+    ) == [
         "aps.find_slots",
         "from agentprop.strategies import apply_transforms",
     ]

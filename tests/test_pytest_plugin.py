@@ -65,7 +65,9 @@ def record(name, **data):
         f.write(json.dumps({{"name": name, **data}}) + "\\n")
 """
 
-TOTALS = re.compile(r"^(\d+) checks, (\d+) passed; (\d+) new agent runs, (\d+) memo hits, \$(\d+\.\d+)(.*)$")
+TOTALS = re.compile(
+    r"^(\d+) checks, (\d+) passed; (\d+) new agent runs, (\d+) memo hits, \$(\d+\.\d+)(.*)$"
+)
 ROW = re.compile(
     r"^(?P<label>.+?)\s{2,}(?P<verdict>PASS|FAIL|UNSTABLE|INCONCLUSIVE)\s+(?P<rate>\d+)%\s+(?P<lo>\d\.\d\d)-(?P<hi>\d\.\d\d)\s+(?P<runs>\d+)\s+(?P<cost>\d+\.\d{4})$"
 )
@@ -85,7 +87,9 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     (pytester.path / "results.jsonl").unlink(missing_ok=True)
     seed = hypothesis_core.global_force_seed
     try:
-        return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib", *args)
+        return pytester.runpytest_inprocess(
+            "-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib", *args
+        )
     finally:
         hypothesis_core.global_force_seed = seed
 
@@ -108,7 +112,9 @@ def summary(result: pytest.RunResult) -> tuple[list[re.Match[str]], list[str], r
     # the bugs (failing checks grouped by signature) come first, then the table of cases
     head = next((i for i, l in enumerate(section) if l.startswith("case [test]")), None)
     assert head is not None, section
-    assert all(re.match(r"\d+ bug\(s\)|bug \d+ \[|    |corpus: ", l) for l in section[:head]), section[:head]
+    assert all(re.match(r"\d+ bug\(s\)|bug \d+ \[|    |corpus: ", l) for l in section[:head]), (
+        section[:head]
+    )
     section = section[head:]
     rows: list[re.Match[str]] = []
     other: list[str] = []
@@ -160,9 +166,13 @@ def test_count(x):
 
 
 @pytest.mark.parametrize("profile", [None, "smoke", "release"])
-def test_profile_option_sets_max_examples_of_agent_settings(pytester: pytest.Pytester, profile: str | None) -> None:
+def test_profile_option_sets_max_examples_of_agent_settings(
+    pytester: pytest.Pytester, profile: str | None
+) -> None:
     pytester.makepyfile(test_count=COUNT_EXAMPLES)
-    result = run(pytester, "--hypothesis-seed=0", *([f"--agentprop-profile={profile}"] if profile else []))
+    result = run(
+        pytester, "--hypothesis-seed=0", *([f"--agentprop-profile={profile}"] if profile else [])
+    )
     result.assert_outcomes(passed=1)
     examples = (pytester.path / "examples.txt").read_text().count("x")
     assert examples == PROFILES[profile or "ci"]["max_examples"]
@@ -172,13 +182,21 @@ def test_profile_option_sets_max_examples_of_agent_settings(pytester: pytest.Pyt
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--agentprop-profile", "nightly"], r"--agentprop-profile nightly: no such profile; registered: ci, release, smoke"),
-        (["--agentprop-shrink-budget", "-1"], r"--agentprop-shrink-budget must be 0 \(off\) or a number of runs"),
+        (
+            ["--agentprop-profile", "nightly"],
+            r"--agentprop-profile nightly: no such profile; registered: ci, release, smoke",
+        ),
+        (
+            ["--agentprop-shrink-budget", "-1"],
+            r"--agentprop-shrink-budget must be 0 \(off\) or a number of runs",
+        ),
         (["--agentprop-shard", "4/3"], r"--agentprop-shard 4/3: shard 4 is not one of 1..3"),
         (["--agentprop-shard", "2"], r"--agentprop-shard '2' is not of the form i/N"),
     ],
 )
-def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
+def test_bad_option_values_are_usage_errors(
+    pytester: pytest.Pytester, args: list[str], message: str
+) -> None:
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = run(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -260,7 +278,7 @@ def test_mode():
 @pytest.mark.agentprop(mode="sprt", max_runs=7)
 def test_max_runs():
     decide("max_runs")
-"""
+"""  # noqa: E501
 )
 
 
@@ -273,7 +291,11 @@ def test_marker_sets_the_oracle_of_the_checks_in_one_test(pytester: pytest.Pytes
     for name, data in r.items():
         assert data["agent_runs"] == data["runs"], (name, data)
     # CANCEL exercises P2_AUTH_GATE, a safety clause: zero-failure, 59 clean runs by default
-    assert (r["default"]["mode"], r["default"]["runs"], r["default"]["verdict"]) == ("zero-failure", 59, "PASS")
+    assert (r["default"]["mode"], r["default"]["runs"], r["default"]["verdict"]) == (
+        "zero-failure",
+        59,
+        "PASS",
+    )
     assert r["sprt"]["mode"] == "sprt" and r["sprt"]["tau"] == spec_tau
     assert r["sprt"]["runs"] == wald_runs_all_pass(spec_tau) and r["sprt"]["verdict"] == "PASS"
     # tau=0.95: a stricter SPRT needs more clean runs to accept
@@ -283,8 +305,16 @@ def test_marker_sets_the_oracle_of_the_checks_in_one_test(pytester: pytest.Pytes
     # n=12: fixed N, exactly 12 runs
     assert (r["n"]["mode"], r["n"]["runs"]) == ("fixed", 12)
     # risk="high": zero-failure certification, 50 clean runs
-    assert (r["risk"]["mode"], r["risk"]["runs"], r["risk"]["verdict"]) == ("zero-failure", 50, "PASS")
-    assert (r["mode"]["mode"], r["mode"]["runs"], r["mode"]["verdict"]) == ("zero-failure", 20, "PASS")
+    assert (r["risk"]["mode"], r["risk"]["runs"], r["risk"]["verdict"]) == (
+        "zero-failure",
+        50,
+        "PASS",
+    )
+    assert (r["mode"]["mode"], r["mode"]["runs"], r["mode"]["verdict"]) == (
+        "zero-failure",
+        20,
+        "PASS",
+    )
     # max_runs=7 truncates the SPRT before a clean agent can be accepted: never a pass
     assert r["max_runs"]["runs"] == 7 and r["max_runs"]["verdict"] != "PASS"
 
@@ -300,12 +330,18 @@ def test_typo():
 )
 
 
-def test_unknown_marker_argument_is_rejected_with_the_valid_names(pytester: pytest.Pytester) -> None:
+def test_unknown_marker_argument_is_rejected_with_the_valid_names(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(test_typo=TYPO_MARKER)
     result = run(pytester)
     assert result.ret != pytest.ExitCode.OK
     out = result.stdout.str() + result.stderr.str()
-    assert re.search(r"unknown agentprop marker argument\(s\) \['taus'\]; use keyword arguments max_runs, mode, n, risk, tau", out), out
+    assert re.search(
+        r"unknown agentprop marker argument\(s\) \['taus'\]; use keyword arguments "
+        r"max_runs, mode, n, risk, tau",
+        out,
+    ), out
     assert "ran" not in results(pytester)
 
 
@@ -362,7 +398,9 @@ def _summary_run(pytester: pytest.Pytester) -> tuple[pytest.RunResult, int]:
     return result, given_calls
 
 
-def test_terminal_summary_lists_checks_failing_first_and_at_most_twenty(pytester: pytest.Pytester) -> None:
+def test_terminal_summary_lists_checks_failing_first_and_at_most_twenty(
+    pytester: pytest.Pytester,
+) -> None:
     result, _ = _summary_run(pytester)
     rows, other, totals = summary(result)
     # 22 + 3 + 1 (test, case) pairs: the @given test is one line however often it ran
@@ -411,15 +449,22 @@ def test_fails():
 )
 
 
-def test_terminal_summary_says_which_failing_checks_their_tests_expected(pytester: pytest.Pytester) -> None:
+def test_terminal_summary_says_which_failing_checks_their_tests_expected(
+    pytester: pytest.Pytester,
+) -> None:
     """A check that fails inside a test that passes (pytest.raises) is counted apart: the
     totals line of a suite that tests agentprop itself must not read like failures."""
     pytester.makepyfile(test_expected=EXPECTED)
-    result = run(pytester, "--agentprop-shrink-budget=0", "--agentprop-memo=none", "--agentprop-corpus=none")
+    result = run(
+        pytester, "--agentprop-shrink-budget=0", "--agentprop-memo=none", "--agentprop-corpus=none"
+    )
     result.assert_outcomes(passed=1, failed=1)
     _, _, totals = summary(result)
     assert (int(totals[1]), int(totals[2])) == (2, 0)
-    assert totals[6] == "; 1 of the other checks failed inside tests that passed (the test expected the failure)"
+    assert (
+        totals[6]
+        == "; 1 of the other checks failed inside tests that passed (the test expected the failure)"
+    )
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -469,7 +514,7 @@ def test_world(agentprop_world):
     happy = agentprop_world(CANCEL.id)
     assert isinstance(refused, agentprop.scenarios.World)
     record("world", refused=refused.call("verify_identity", args), happy=happy.call("verify_identity", args))
-"""
+"""  # noqa: E501
 )
 
 
@@ -477,10 +522,14 @@ def test_world(agentprop_world):
 def test_project_agent_memo_and_world_fixtures(pytester: pytest.Pytester, how: str) -> None:
     pytester.makepyfile(test_fixtures=FIXTURES)
     if how == "command line":
-        result = run(pytester, f"--agentprop-spec={EXAMPLE}", "--agentprop-agent=agent:SupportOpsAgent")
+        result = run(
+            pytester, f"--agentprop-spec={EXAMPLE}", "--agentprop-agent=agent:SupportOpsAgent"
+        )
     else:  # a relative spec path in the ini file is resolved against the rootdir
         spec = os.path.relpath(EXAMPLE, pytester.path)
-        pytester.makeini(f"[pytest]\nagentprop_spec = {spec}\nagentprop_agent = agent:SupportOpsAgent\n")
+        pytester.makeini(
+            f"[pytest]\nagentprop_spec = {spec}\nagentprop_agent = agent:SupportOpsAgent\n"
+        )
         result = run(pytester)
     result.assert_outcomes(passed=2)
     r = results(pytester)
@@ -495,13 +544,26 @@ def test_project_agent_memo_and_world_fixtures(pytester: pytest.Pytester, how: s
     assert (pytester.path / ".agentprop" / "trials.sqlite").exists() == (how == "ini file")
 
 
-def test_project_and_agent_fixtures_name_both_ways_to_configure_them(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_missing="def test_project(agentprop_project):\n    pass\n\n\ndef test_agent(agentprop_agent):\n    pass\n")
+def test_project_and_agent_fixtures_name_both_ways_to_configure_them(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_missing="def test_project(agentprop_project):\n    pass\n\n\ndef "
+        "test_agent(agentprop_agent):\n    pass\n"
+    )
     result = run(pytester)
     result.assert_outcomes(errors=2)
     out = result.stdout.str()
-    assert re.search(r"agentprop_project needs a spec: pass --agentprop-spec PATH or set `agentprop_spec` in the ini file", out), out
-    assert re.search(r"agentprop_agent needs an agent: pass --agentprop-agent MODULE:ATTR or set `agentprop_agent` in the ini file", out), out
+    assert re.search(
+        r"agentprop_project needs a spec: pass --agentprop-spec PATH or set "
+        r"`agentprop_spec` in the ini file",
+        out,
+    ), out
+    assert re.search(
+        r"agentprop_agent needs an agent: pass --agentprop-agent MODULE:ATTR or set "
+        r"`agentprop_agent` in the ini file",
+        out,
+    ), out
 
 
 # --------------------------------------------------------------------------- seeds and memo
@@ -534,7 +596,7 @@ def mft(trace):
 def test_noisy():
     r = agentprop.check(project, CANCEL, NOISY, prop=mft, raise_on_failure=False, settings=agentprop.settings(mode="fixed", runs=40))
     record("noisy", seq="".join("1" if ok else "0" for ok in SEQ), agent_runs=len(STARTED), passes=r.passes, runs=r.runs, memo_hits=r.memo_hits)
-"""
+"""  # noqa: E501
 )
 
 
@@ -562,7 +624,11 @@ def test_seed_fresh_and_memo_on_disk(pytester: pytest.Pytester) -> None:
 
     # --agentprop-fresh: new samples even though the memo holds the old ones
     fresh, totals = session(memo, "--agentprop-seed=7", "--agentprop-fresh")
-    assert len(fresh["seq"]) == 40 and fresh["seq"] != first["seq"] and int(totals[3]) == 40 == fresh["agent_runs"]
+    assert (
+        len(fresh["seq"]) == 40
+        and fresh["seq"] != first["seq"]
+        and int(totals[3]) == 40 == fresh["agent_runs"]
+    )
 
     # without the on-disk memo: the same seed replays the same samples, another seed draws others
     same, _ = session("--agentprop-seed=7")
@@ -590,7 +656,7 @@ def test_impatient():
     # mode="sprt": CANCEL is a safety case (zero-failure by default); this pins the shrinker under the SPRT
     wordy = apply_transforms(CANCEL.messages[0], {WORDY_STEPS!r})
     agentprop.check(project, CANCEL, FAULTY, messages=[wordy, CANCEL.messages[1]], settings=agentprop.settings(mode="sprt"))
-"""
+"""  # noqa: E501
 )
 
 REPLAY = (
@@ -667,7 +733,7 @@ NOISY = agent(skip_auth=0.5)  # skips identity verification in half of the runs 
 @given(first=aps.paraphrases(CANCEL.messages[0]))
 def test_paraphrases(first):
     agentprop.check(project, CANCEL, NOISY, messages=[first, CANCEL.messages[1]], settings=agentprop.settings(mode="sprt"))
-"""
+"""  # noqa: E501
 )
 
 UNREPEATABLE = (
@@ -695,7 +761,7 @@ class Unrepeatable(BASE):
 @given(first=aps.paraphrases(CANCEL.messages[0]))
 def test_paraphrases(first):
     agentprop.check(project, CANCEL, Unrepeatable, messages=[first, CANCEL.messages[1]], settings=agentprop.settings(mode="sprt"){memo})
-"""
+"""  # noqa: E501
 )
 
 
@@ -716,23 +782,42 @@ def test_noisy_agent_fails_with_a_violation_never_flaky(pytester: pytest.Pyteste
         "--junitxml=report.xml",
     )
     result.assert_outcomes(failed=3)
-    failures = {tc.get("classname"): tc.find("failure") for tc in ElementTree.parse(pytester.path / "report.xml").getroot().iter("testcase")}
+    failures = {
+        tc.get("classname"): tc.find("failure")
+        for tc in ElementTree.parse(pytester.path / "report.xml").getroot().iter("testcase")
+    }
     for name in ("test_seeded", "test_unrepeatable"):
         text = failures[name].text or ""  # type: ignore[union-attr]
         # Hypothesis names the minimal input "Falsifying example" (6.1xx) or "Failing test case"
-        assert "AgentPropertyViolation" in text and ("Falsifying example" in text or "Failing test case" in text), text
+        assert "AgentPropertyViolation" in text and (
+            "Falsifying example" in text or "Failing test case" in text
+        ), text
         assert "Flaky" not in text, text
     # the control shows what the memo prevents: the replayed input passes, Hypothesis says Flaky
     assert "hypothesis.errors.FlakyFailure" in (failures["test_control"].text or "")  # type: ignore[union-attr]
 
 
-def test_a_session_run_in_this_process_leaves_this_sessions_state_alone(pytester: pytest.Pytester) -> None:
+def test_a_session_run_in_this_process_leaves_this_sessions_state_alone(
+    pytester: pytest.Pytester,
+) -> None:
     from agentprop._decide.session import current_session
 
     outer = current_session()
     before = (outer.memo, outer.budget, outer.corpus, outer.profile, len(outer.recorded_results()))
     pytester.makepyfile(test_session_budget=BUDGET)
-    run(pytester, "--agentprop-max-runs=5", "--agentprop-profile=smoke", f"--agentprop-corpus={pytester.path / 'corpus'}")
-    assert results(pytester)["budget"] == {"max_runs": 5, "used": 5}  # the inner session had its own
+    run(
+        pytester,
+        "--agentprop-max-runs=5",
+        "--agentprop-profile=smoke",
+        f"--agentprop-corpus={pytester.path / 'corpus'}",
+    )
+    # the inner session had its own
+    assert results(pytester)["budget"] == {"max_runs": 5, "used": 5}
     assert current_session() is outer
-    assert (outer.memo, outer.budget, outer.corpus, outer.profile, len(outer.recorded_results())) == before
+    assert (
+        outer.memo,
+        outer.budget,
+        outer.corpus,
+        outer.profile,
+        len(outer.recorded_results()),
+    ) == before

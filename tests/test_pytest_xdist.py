@@ -32,7 +32,7 @@ def test_clean(i):
 @pytest.mark.parametrize("i", range(2))
 def test_broken(i):
     agentprop.check(project, "END_CANCELLED<-N7_CANCEL", SKIPPER, settings=agentprop.settings(mode="fixed", runs=2, seed=i))
-"""
+"""  # noqa: E501
 
 
 def _totals(text: str) -> re.Match[str]:
@@ -41,9 +41,20 @@ def _totals(text: str) -> re.Match[str]:
     return m
 
 
-def test_the_controller_prints_one_summary_of_every_workers_checks(pytester: pytest.Pytester) -> None:
+def test_the_controller_prints_one_summary_of_every_workers_checks(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(test_spread=TESTS)
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--agentprop-shrink-budget", "0", "--agentprop-memo", "none")
+    result = pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+        "--agentprop-shrink-budget",
+        "0",
+        "--agentprop-memo",
+        "none",
+    )
     result.assert_outcomes(passed=4, failed=2)
     text = result.stdout.str()
     totals = _totals(text)
@@ -70,7 +81,7 @@ def test_hungry(i):
         agentprop.check(project, "END_BILLING_ANSWER<-N3_BILLING", CLEAN, settings=agentprop.settings(mode="fixed", runs=6, seed=i))
     except agentprop.AgentPropertyViolation:
         pass  # a check the budget cut short is not a pass; what counts here is the runs made
-"""
+"""  # noqa: E501
 
 
 def test_one_budget_holds_for_every_worker(pytester: pytest.Pytester) -> None:
@@ -78,7 +89,16 @@ def test_one_budget_holds_for_every_worker(pytester: pytest.Pytester) -> None:
     # budget of its own would make 10 (20 on two workers).
     pytester.makepyfile(test_hungry=HUNGRY)
     result = pytester.runpytest_subprocess(
-        "-n", "2", "-p", "no:cacheprovider", "--agentprop-shrink-budget", "0", "--agentprop-memo", "none", "--agentprop-max-runs", "10"
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+        "--agentprop-shrink-budget",
+        "0",
+        "--agentprop-memo",
+        "none",
+        "--agentprop-max-runs",
+        "10",
     )
     text = result.stdout.str()
     assert int(_totals(text)[3]) == 10, text

@@ -1,4 +1,5 @@
-"""Per-trial records (agentprop._decide.records): written as trials end, read back, decided again."""
+"""Per-trial records (agentprop._decide.records): written as trials end, read
+back, decided again."""
 
 from __future__ import annotations
 
@@ -33,14 +34,20 @@ ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 
 
-def _agent(rate: float, seed: int, *, broken_at: int | None = None) -> Callable[[int], Awaitable[Trace]]:
+def _agent(
+    rate: float, seed: int, *, broken_at: int | None = None
+) -> Callable[[int], Awaitable[Trace]]:
     """A simulated agent passing with probability ``rate`` (seeded per trial); ``broken_at``: that
     trial meets an error that is not the agent's."""
 
     async def run(i: int) -> Trace:
-        errors = [RunError(kind="cache_miss", message="no cached response")] if i == broken_at else []
+        errors = (
+            [RunError(kind="cache_miss", message="no cached response")] if i == broken_at else []
+        )
         ok = random.Random(seed * 7919 + i).random() < rate
-        return Trace(case_id="sim", trial=i, agent="ok" if ok else "bad", errors=errors, duration_s=0.01)
+        return Trace(
+            case_id="sim", trial=i, agent="ok" if ok else "bad", errors=errors, duration_s=0.01
+        )
 
     return run
 
@@ -48,7 +55,13 @@ def _agent(rate: float, seed: int, *, broken_at: int | None = None) -> Callable[
 def _judge(trace: Trace) -> TrialRecord:
     if trace.agent == "ok":
         return TrialRecord(passed=True, checks=2)
-    return TrialRecord(passed=False, signature="sim:fail", explanation="failed", checks=2, failed_checks=("sim:fail",))
+    return TrialRecord(
+        passed=False,
+        signature="sim:fail",
+        explanation="failed",
+        checks=2,
+        failed_checks=("sim:fail",),
+    )
 
 
 SETTINGS = [
@@ -97,26 +110,46 @@ def test_recompute_from_the_records_gives_every_live_decision(tmp_path: Path) ->
     results = _decide_all(tmp_path)
     records = list(read_records(tmp_path))
     starts = [r for r in records if isinstance(r, DecisionStart)]
-    assert [s.case for s in starts] == [r.name for r in results] and {s.kind for s in starts} == {"SIM"}
+    assert [s.case for s in starts] == [r.name for r in results] and {s.kind for s in starts} == {
+        "SIM"
+    }
     again = recompute(records)
     live = [(r.verdict, r.decided_by, r.runs, r.passes) for r in results]
-    assert [(again[s.decision].verdict, again[s.decision].decided_by, again[s.decision].runs, again[s.decision].passes) for s in starts] == live
+    assert [
+        (
+            again[s.decision].verdict,
+            again[s.decision].decided_by,
+            again[s.decision].runs,
+            again[s.decision].passes,
+        )
+        for s in starts
+    ] == live
     # the simulation reaches every way a decision ends: it would prove little otherwise
     assert {v for v, *_ in live} == {"PASS", "FAIL", "UNSTABLE", "INCONCLUSIVE"}
     assert {"budget", "infrastructure", "screen"} <= {by for _, by, *_ in live}
     statuses = {r.status for r in records if isinstance(r, TrialLine)}
     assert {"started", "refused", "infrastructure", "beyond"} <= statuses
     ends = {r.decision: r for r in records if isinstance(r, DecisionEnd)}
-    assert [(ends[s.decision].verdict, ends[s.decision].runs) for s in starts] == [(v, n) for v, _, n, _ in live]
+    assert [(ends[s.decision].verdict, ends[s.decision].runs) for s in starts] == [
+        (v, n) for v, _, n, _ in live
+    ]
 
 
 def test_a_trial_line_says_what_the_run_did_and_names_its_trace(tmp_path: Path) -> None:
     _decide_all(tmp_path)
     records = list(read_records(tmp_path))
     failed = next(r for r in records if isinstance(r, TrialLine) and r.passed is False)
-    assert (failed.signature, failed.failed_checks, failed.checks, failed.status) == ("sim:fail", ["sim:fail"], 2, "started")
+    assert (failed.signature, failed.failed_checks, failed.checks, failed.status) == (
+        "sim:fail",
+        ["sim:fail"],
+        2,
+        "started",
+    )
     assert failed.duration_s == 0.01 and failed.trace is not None
-    traces = {json.loads(line)["id"]: json.loads(line)["trace"] for line in (tmp_path / TRACES_FILE).read_text().splitlines()}
+    traces = {
+        json.loads(line)["id"]: json.loads(line)["trace"]
+        for line in (tmp_path / TRACES_FILE).read_text().splitlines()
+    }
     assert traces[failed.trace]["trial"] == failed.trial and traces[failed.trace]["agent"] == "bad"
     refused = next(r for r in records if isinstance(r, TrialLine) and r.status == "refused")
     assert refused.passed is None and refused.trace is None
@@ -146,30 +179,72 @@ def test_each_record_is_on_disk_as_soon_as_its_trial_ends(tmp_path: Path) -> Non
         return Trace(trial=i, agent="ok")
 
     with recording(recorder):
-        asyncio.run(adecide(run, OracleSettings(mode="fixed", runs=4), judge=_judge, name="flushed"))
+        asyncio.run(
+            adecide(run, OracleSettings(mode="fixed", runs=4), judge=_judge, name="flushed")
+        )
     assert seen == [0, 1, 2, 3]
     recorder.close()
 
 
-def test_agentprop_run_records_reproduce_its_mft_verdicts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agentprop_run_records_reproduce_its_mft_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     report_path, records_dir = tmp_path / "report.json", tmp_path / "records"
-    argv = ["run", str(SUPPORTOPS), "--case", "N7", "--kinds", "mft", "--fault", "skip_auth=0.3", "--corpus", "none"]
-    code = main([*argv, "--json", str(report_path), "--records", str(records_dir)], out=out, err=io.StringIO())
+    argv = [
+        "run",
+        str(SUPPORTOPS),
+        "--case",
+        "N7",
+        "--kinds",
+        "mft",
+        "--fault",
+        "skip_auth=0.3",
+        "--corpus",
+        "none",
+    ]
+    code = main(
+        [*argv, "--json", str(report_path), "--records", str(records_dir)],
+        out=out,
+        err=io.StringIO(),
+    )
     assert code == 1, out.getvalue()
     assert f"trial records written to {records_dir / RECORDS_FILE}" in out.getvalue()
     records = list(read_records(records_dir))
     again = recompute(records)
-    last = {r.case: r.decision for r in records if isinstance(r, DecisionStart) and r.kind == "MFT" and r.stage == "final"}
+    last = {
+        r.case: r.decision
+        for r in records
+        if isinstance(r, DecisionStart) and r.kind == "MFT" and r.stage == "final"
+    }
     cases = [c for c in json.loads(report_path.read_text())["cases"] if c["kind"] == "MFT"]
     assert cases and {c["verdict"] for c in cases} == {"PASS", "FAIL"}
-    assert [(again[last[c["id"]]].verdict, again[last[c["id"]]].runs) for c in cases] == [(c["verdict"], c["runs"]) for c in cases]
+    assert [(again[last[c["id"]]].verdict, again[last[c["id"]]].runs) for c in cases] == [
+        (c["verdict"], c["runs"]) for c in cases
+    ]
 
 
 def test_records_dir_that_cannot_be_written_is_an_input_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     err = io.StringIO()
-    code = main(["run", str(SUPPORTOPS), "--case", "N7", "--kinds", "mft", "--records", str(blocker / "sub")], out=io.StringIO(), err=err)
-    assert code == 2 and "--records" in err.getvalue() and "give a directory you can write to" in err.getvalue()
+    code = main(
+        [
+            "run",
+            str(SUPPORTOPS),
+            "--case",
+            "N7",
+            "--kinds",
+            "mft",
+            "--records",
+            str(blocker / "sub"),
+        ],
+        out=io.StringIO(),
+        err=err,
+    )
+    assert (
+        code == 2
+        and "--records" in err.getvalue()
+        and "give a directory you can write to" in err.getvalue()
+    )

@@ -32,8 +32,13 @@ from agentprop._pipeline.run import RunSettings, arun_cases
 from agentprop._util.aio import run_sync
 from benchmarks._support.synthetic_report import synthetic_report
 
-pytest.importorskip("jinja2", reason="the HTML report needs the report extra (pip install 'agentprop[report]')")
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need Playwright (pip install playwright; the test extra has it)")
+pytest.importorskip(
+    "jinja2", reason="the HTML report needs the report extra (pip install 'agentprop[report]')"
+)
+sync_api = pytest.importorskip(
+    "playwright.sync_api",
+    reason="the browser tests need Playwright (pip install playwright; the test extra has it)",
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
@@ -46,13 +51,21 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-PAYLOAD = '</script><script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"><!-- &amp; \u2028'
+PAYLOAD = (
+    "</script><script>window.__pwned=1</script><img src=x "
+    'onerror="window.__pwned=2"><!-- &amp; \u2028'
+)
 VERDICTS = ("FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE", "PASS")
 
 
 def chromium_path() -> str | None:
     """``$AGENTPROP_CHROMIUM``, else ``chromium`` on the PATH, else Debian's /usr/bin/chromium."""
-    for candidate in (os.environ.get("AGENTPROP_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium", shutil.which("chromium-browser")):
+    for candidate in (
+        os.environ.get("AGENTPROP_CHROMIUM"),
+        shutil.which("chromium"),
+        "/usr/bin/chromium",
+        shutil.which("chromium-browser"),
+    ):
         if candidate and Path(candidate).is_file():
             return candidate
     return None
@@ -63,8 +76,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     path = chromium_path()
     if path is None:
         pytest.skip(
-            "no Chromium to run the HTML report in (looked at $AGENTPROP_CHROMIUM, chromium on the PATH and "
-            "/usr/bin/chromium): install Debian's chromium package (apt-get install -y chromium), as .ci/run does"
+            "no Chromium to run the HTML report in (looked at $AGENTPROP_CHROMIUM, chromium on "
+            "the PATH and /usr/bin/chromium): install Debian's chromium package (apt-get install "
+            "-y chromium), as .ci/run does"
         )
     with sync_api.sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
@@ -95,15 +109,24 @@ class Page:
         return self.page.inner_text("#f-count")
 
     def rows(self) -> list[dict[str, str]]:
-        return self.page.eval_on_selector_all("#case-rows .row", "rows => rows.map(r => ({id: r.dataset.id, verdict: r.dataset.verdict}))")
+        return self.page.eval_on_selector_all(
+            "#case-rows .row",
+            "rows => rows.map(r => ({id: r.dataset.id, verdict: r.dataset.verdict}))",
+        )
 
     def select(self, which: str, value: str) -> None:
         self.page.select_option(f"#f-{which}", value)
 
     def open_row(self, case_id: str) -> Any:
         self.page.fill("#f-text", case_id)
-        self.page.wait_for_function("id => [...document.querySelectorAll('#case-rows .row')].some(r => r.dataset.id === id)", arg=case_id)
-        self.page.locator("#case-rows .row").filter(has=self.page.locator(".c-id", has_text=case_id)).first.click()
+        self.page.wait_for_function(
+            "id => [...document.querySelectorAll('#case-rows .row')].some(r => "
+            "r.dataset.id === id)",
+            arg=case_id,
+        )
+        self.page.locator("#case-rows .row").filter(
+            has=self.page.locator(".c-id", has_text=case_id)
+        ).first.click()
         detail = self.page.locator("#case-detail")
         assert detail.get_attribute("data-id") == case_id
         return detail
@@ -115,7 +138,9 @@ class Page:
 
 
 @pytest.fixture(scope="module")
-def faulty_html(tmp_path_factory: pytest.TempPathFactory, faulty_supportops_report: RunReport) -> Path:
+def faulty_html(
+    tmp_path_factory: pytest.TempPathFactory, faulty_supportops_report: RunReport
+) -> Path:
     path = tmp_path_factory.mktemp("report") / "report.html"
     path.write_text(render_html(faulty_supportops_report), encoding="utf-8")
     return path
@@ -128,7 +153,9 @@ def page(browser: Any, faulty_html: Path) -> Iterator[Page]:
     opened.close()
 
 
-def test_the_summary_shows_the_reports_counts(page: Page, faulty_supportops_report: RunReport) -> None:
+def test_the_summary_shows_the_reports_counts(
+    page: Page, faulty_supportops_report: RunReport
+) -> None:
     report = faulty_supportops_report
     for verdict in VERDICTS:
         n = sum(c.verdict == verdict for c in report.cases)
@@ -138,15 +165,26 @@ def test_the_summary_shows_the_reports_counts(page: Page, faulty_supportops_repo
     assert page.page.inner_text("#sum-cases") == str(report.metrics.cases)
     assert page.page.inner_text("#sum-runs") == str(report.metrics.runs)
     kept = sum(len(c.traces) for c in report.cases)
-    assert page.page.inner_text("#sum-traces").startswith(f"{kept} of {report.metrics.runs} runs; {report.metrics.runs - kept} left out")
+    assert page.page.inner_text("#sum-traces").startswith(
+        f"{kept} of {report.metrics.runs} runs; {report.metrics.runs - kept} left out"
+    )
     assert page.count() == f"showing {len(report.cases)} of {len(report.cases)} cases"
     shown = page.rows()
-    assert [r["verdict"] for r in shown] == sorted((r["verdict"] for r in shown), key=VERDICTS.index)  # not passing first
+    # not passing first
+    assert [r["verdict"] for r in shown] == sorted(
+        (r["verdict"] for r in shown), key=VERDICTS.index
+    )
     assert page.page.locator("article.bug").count() == sum(b.origin == "cases" for b in report.bugs)
 
 
-def test_a_failing_case_opens_to_its_trace_with_the_failing_step_highlighted(page: Page, faulty_supportops_report: RunReport) -> None:
-    case = next(c for c in faulty_supportops_report.cases if c.kind == "MFT" and c.verdict == "FAIL" and c.shrunk)
+def test_a_failing_case_opens_to_its_trace_with_the_failing_step_highlighted(
+    page: Page, faulty_supportops_report: RunReport
+) -> None:
+    case = next(
+        c
+        for c in faulty_supportops_report.cases
+        if c.kind == "MFT" and c.verdict == "FAIL" and c.shrunk
+    )
     run = next(t for t in case.traces if not t.passed)
     detail = page.open_row(case.id)
     active = detail.locator(".run-tab.active")
@@ -172,7 +210,10 @@ def test_a_failing_case_opens_to_its_trace_with_the_failing_step_highlighted(pag
     passed = next((k for k, t in enumerate(case.traces) if t.passed), None)
     if passed is not None:
         detail.locator(f'.run-tab[data-run="{passed}"]').click()
-        assert detail.locator(".trace.passed").count() == 1 and detail.locator(".step.failing").count() == 0
+        assert (
+            detail.locator(".trace.passed").count() == 1
+            and detail.locator(".step.failing").count() == 0
+        )
 
 
 def test_filters_narrow_the_table(page: Page, faulty_supportops_report: RunReport) -> None:
@@ -187,25 +228,47 @@ def test_filters_narrow_the_table(page: Page, faulty_supportops_report: RunRepor
     assert page.count() == f"showing {len(both)} of {total} cases"
     assert {r["id"] for r in page.rows()} == {c.id for c in both}
     page.select("verdict", "NOT PASSING")
-    assert page.count() == f"showing {sum(c.kind == 'DIR' and c.verdict != 'PASS' for c in cases)} of {total} cases"
+    assert (
+        page.count()
+        == f"showing {sum(c.kind == 'DIR' and c.verdict != 'PASS' for c in cases)} of {total} cases"
+    )
     page.select("verdict", "")
     page.select("kind", "")
     page.page.fill("#f-text", "verify_identity")
     hay = [
-        " ".join([c.id, c.kind, c.verdict, c.failures[0].explanation if c.failures else (c.reason or ""), " ".join(c.messages), c.rule or ""]).lower()
+        " ".join(
+            [
+                c.id,
+                c.kind,
+                c.verdict,
+                c.failures[0].explanation if c.failures else (c.reason or ""),
+                " ".join(c.messages),
+                c.rule or "",
+            ]
+        ).lower()
         for c in cases
     ]
     expected = sum("verify_identity" in h for h in hay)
-    page.page.wait_for_function("n => document.getElementById('f-count').textContent === `showing ${n} of " + str(total) + " cases`", arg=expected)
+    page.page.wait_for_function(
+        "n => document.getElementById('f-count').textContent === `showing ${n} of "
+        + str(total)
+        + " cases`",
+        arg=expected,
+    )
     page.page.fill("#f-text", "")
     bug = next(b for b in faulty_supportops_report.bugs if b.origin == "cases")
-    page.page.wait_for_function(f"() => document.getElementById('f-count').textContent === 'showing {total} of {total} cases'")
+    page.page.wait_for_function(
+        "() => document.getElementById('f-count').textContent === 'showing "
+        f"{total} of {total} cases'"
+    )
     page.page.locator(f'[data-filter-bug="{bug.id}"]').click()
     assert page.count() == f"showing {sum(bug.id in c.bugs for c in cases)} of {total} cases"
     assert page.page.locator("#f-chips .chip").inner_text() == f"bug {bug.id} \u2715"
 
 
-def test_the_tree_draws_every_branch_with_its_status(page: Page, faulty_supportops_report: RunReport) -> None:
+def test_the_tree_draws_every_branch_with_its_status(
+    page: Page, faulty_supportops_report: RunReport
+) -> None:
     tree = faulty_supportops_report.tree
     assert tree is not None
     svg = page.page.locator("#tree svg")
@@ -218,7 +281,9 @@ def test_the_tree_draws_every_branch_with_its_status(page: Page, faulty_supporto
         assert g.get_attribute("data-status") == b.status and b.status in classes
         assert ("loop" in classes) == b.loop, b.id
         assert g.locator("title").text_content().startswith(f"{b.id}: when {b.when} -> {b.next}")
-    assert {"N3_BILLING#0", "N9_UPDATE_ADDRESS#1"} <= {b.id for b in branches if b.status == "unrealisable"}
+    assert {"N3_BILLING#0", "N9_UPDATE_ADDRESS#1"} <= {
+        b.id for b in branches if b.status == "unrealisable"
+    }
     assert svg.locator("g.node").count() == len(tree.nodes)
     # a branch lists the cases that take it
     svg.locator('g[data-branch="N2_AUTH#0"] path.hit').click(force=True)
@@ -227,7 +292,9 @@ def test_the_tree_draws_every_branch_with_its_status(page: Page, faulty_supporto
     assert page.page.locator("#f-chips .chip").inner_text() == "branch N2_AUTH#0 \u2715"
     page.page.locator("#f-chips .chip").click()
     svg.locator('g[data-node="N3_BILLING"] rect').click()
-    reaching = sum("N3_BILLING" in c.path or c.node == "N3_BILLING" for c in faulty_supportops_report.cases)
+    reaching = sum(
+        "N3_BILLING" in c.path or c.node == "N3_BILLING" for c in faulty_supportops_report.cases
+    )
     assert page.count() == f"showing {reaching} of {len(faulty_supportops_report.cases)} cases"
 
 
@@ -240,7 +307,9 @@ def large(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunReport]:
     return path, report
 
 
-def test_a_large_report_draws_only_the_rows_on_screen(browser: Any, large: tuple[Path, RunReport]) -> None:
+def test_a_large_report_draws_only_the_rows_on_screen(
+    browser: Any, large: tuple[Path, RunReport]
+) -> None:
     path, report = large
     case = next(c for c in report.cases if any(t.step == 0 and not t.passed for t in c.traces))
     opened = Page(browser, path, "#case=" + quote(case.id, safe=""))  # a link to one case opens it
@@ -253,15 +322,23 @@ def test_a_large_report_draws_only_the_rows_on_screen(browser: Any, large: tuple
         assert detail.get_attribute("data-id") == case.id
         failing = detail.locator(".step.failing")
         if run.step == 0:
-            assert failing.get_attribute("data-step") == "0" and "tool" in failing.get_attribute("class")
-        order = sorted(range(len(report.cases)), key=lambda i: (VERDICTS.index(report.cases[i].verdict), i))
+            assert failing.get_attribute("data-step") == "0" and "tool" in failing.get_attribute(
+                "class"
+            )
+        order = sorted(
+            range(len(report.cases)), key=lambda i: (VERDICTS.index(report.cases[i].verdict), i)
+        )
         expected = report.cases[order[-1]].id
-        opened.page.evaluate("() => { const s = document.getElementById('case-scroll'); s.scrollTop = s.scrollHeight; }")
+        opened.page.evaluate(
+            "() => { const s = document.getElementById('case-scroll'); "
+            "s.scrollTop = s.scrollHeight; }"
+        )
         # The rows before the scroll already satisfy "some rows, fewer than 60": wait for the
         # redraw the scroll causes (the last case in the table order), then check the window.
         try:
             opened.page.wait_for_function(
-                "id => { const r = document.querySelector('#case-rows .row:last-child'); return r && r.dataset.id === id; }",
+                "id => { const r = document.querySelector('#case-rows .row:last-child'); return r "
+                "&& r.dataset.id === id; }",
                 arg=expected,
                 timeout=15_000,
             )
@@ -273,7 +350,9 @@ def test_a_large_report_draws_only_the_rows_on_screen(browser: Any, large: tuple
         opened.close()
 
 
-def test_the_tdad_section_lists_mutants_and_opens_their_killers(browser: Any, large: tuple[Path, RunReport]) -> None:
+def test_the_tdad_section_lists_mutants_and_opens_their_killers(
+    browser: Any, large: tuple[Path, RunReport]
+) -> None:
     path, report = large
     tdad = report.metrics.extra["tdad"]
     opened = Page(browser, path)
@@ -283,7 +362,9 @@ def test_the_tdad_section_lists_mutants_and_opens_their_killers(browser: Any, la
         assert opened.page.inner_text("#metric-surs .n") == "–"  # no --base: said, not hidden
         mutants = tdad["mutation"]["mutants"]
         rows = opened.page.locator("tr.mutant")
-        assert rows.evaluate_all("rs => rs.map(r => [r.dataset.mutant, r.dataset.status])") == [[m["id"], m["status"]] for m in mutants]
+        assert rows.evaluate_all("rs => rs.map(r => [r.dataset.mutant, r.dataset.status])") == [
+            [m["id"], m["status"]] for m in mutants
+        ]
         killed = next(m for m in mutants if m["status"] == "killed")
         opened.page.locator(f'tr.mutant[data-mutant="{killed["id"]}"] [data-open-case]').click()
         assert opened.page.locator("#case-detail").get_attribute("data-id") == killed["killed_by"]
@@ -300,13 +381,23 @@ def payload_html(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunRep
     base = load_agent("agent:SupportOpsAgent", SUPPORTOPS).target
 
     class PayloadAgent(base):  # type: ignore[misc, valid-type]
-        def _respond(self, ctx: Any, node: str, decision: str, message: str, evidence: str = "") -> None:
+        def _respond(
+            self, ctx: Any, node: str, decision: str, message: str, evidence: str = ""
+        ) -> None:
             super()._respond(ctx, node, decision, message + " " + PAYLOAD, evidence)
 
     project = load_project(SUPPORTOPS)
     agent = make_factory(PayloadAgent, {"skip_auth": 1.0}, ref="agent:PayloadAgent")
-    scenarios = [s for s in project.scenarios() if s.id in ("END_CANCELLED<-N7_CANCEL", "END_BILLING_ANSWER<-N3_BILLING")]
-    report = run_sync(arun_cases(project, agent, scenarios, RunSettings(kinds=("mft",), explore=0), memo=TrialMemo()))
+    scenarios = [
+        s
+        for s in project.scenarios()
+        if s.id in ("END_CANCELLED<-N7_CANCEL", "END_BILLING_ANSWER<-N3_BILLING")
+    ]
+    report = run_sync(
+        arun_cases(
+            project, agent, scenarios, RunSettings(kinds=("mft",), explore=0), memo=TrialMemo()
+        )
+    )
     report.spec.title = "title " + PAYLOAD
     assert report.tree is not None
     report.tree.nodes[0].description = PAYLOAD
@@ -315,7 +406,9 @@ def payload_html(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunRep
     return path, report
 
 
-def test_an_agents_script_payload_renders_as_text(browser: Any, payload_html: tuple[Path, RunReport]) -> None:
+def test_an_agents_script_payload_renders_as_text(
+    browser: Any, payload_html: tuple[Path, RunReport]
+) -> None:
     path, report = payload_html
     case = next(c for c in report.cases if c.verdict == "FAIL")
     run = next(t for t in case.traces if not t.passed)
@@ -324,18 +417,28 @@ def test_an_agents_script_payload_renders_as_text(browser: Any, payload_html: tu
     opened = Page(browser, path)
     try:
         detail = opened.open_row(case.id)
-        cells = detail.locator(".turn").first.locator(".respond tr").filter(has=opened.page.locator("th", has_text="user_message"))
+        cells = (
+            detail.locator(".turn")
+            .first.locator(".respond tr")
+            .filter(has=opened.page.locator("th", has_text="user_message"))
+        )
         assert cells.locator("td").text_content() == reply["user_message"]
         assert opened.page.evaluate("typeof window.__pwned") == "undefined"
         assert opened.page.evaluate("document.querySelectorAll('img').length") == 0
         assert opened.page.evaluate("document.scripts.length") == 3
         assert opened.page.title().startswith(("title " + PAYLOAD)[:40])
-        assert opened.page.locator('#tree g[data-node="N1_INTENT"] title').text_content().startswith("N1_INTENT: " + PAYLOAD)
+        assert (
+            opened.page.locator('#tree g[data-node="N1_INTENT"] title')
+            .text_content()
+            .startswith("N1_INTENT: " + PAYLOAD)
+        )
     finally:
         opened.close()
 
 
-def test_a_snapshot_check_shows_baseline_against_current_behaviours(browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_snapshot_check_shows_baseline_against_current_behaviours(
+    browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agentprop._cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -355,12 +458,16 @@ def test_a_snapshot_check_shows_baseline_against_current_behaviours(browser: Any
         "--html",
         "snap.html",
     ]
-    with ThreadPoolExecutor(1) as pool, open(os.devnull, "w") as sink:  # Playwright's loop runs in this thread
+    # Playwright's loop runs in this thread
+    with ThreadPoolExecutor(1) as pool, open(os.devnull, "w") as sink:
         code = pool.submit(main, argv, out=sink).result()
     assert code == 1
     opened = Page(browser, tmp_path / "snap.html")
     try:
-        assert opened.page.locator('[data-verdict-filter="CHANGED"]').get_attribute("data-count") == "1"
+        assert (
+            opened.page.locator('[data-verdict-filter="CHANGED"]').get_attribute("data-count")
+            == "1"
+        )
         assert opened.count() == "showing 1 of 1 snapshots"
         detail = opened.open_row("END_CANCELLED<-N7_CANCEL")
         rows = detail.locator("table.behaviours tr.behaviour")
@@ -372,8 +479,14 @@ def test_a_snapshot_check_shows_baseline_against_current_behaviours(browser: Any
         opened.close()
 
 
-def test_a_screenshot_of_a_failing_case_is_not_blank(browser: Any, faulty_html: Path, faulty_supportops_report: RunReport, tmp_path: Path) -> None:
-    case = next(c for c in faulty_supportops_report.cases if c.kind == "MFT" and c.verdict == "FAIL" and c.shrunk)
+def test_a_screenshot_of_a_failing_case_is_not_blank(
+    browser: Any, faulty_html: Path, faulty_supportops_report: RunReport, tmp_path: Path
+) -> None:
+    case = next(
+        c
+        for c in faulty_supportops_report.cases
+        if c.kind == "MFT" and c.verdict == "FAIL" and c.shrunk
+    )
     opened = Page(browser, faulty_html)
     try:
         detail = opened.open_row(case.id)
@@ -403,7 +516,7 @@ def test_a_screenshot_of_a_failing_case_is_not_blank(browser: Any, faulty_html: 
                 }
                 const mean = sum / n;
                 return {width: c.width, height: c.height, variance: sq / n - mean * mean, colours: colours.size};
-            }""",
+            }""",  # noqa: E501
             base64.b64encode(png).decode(),
         )
     finally:

@@ -48,7 +48,9 @@ from benchmarks._support.synthetic_report import synthetic_report
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTOPS = ROOT / "examples" / "supportops"
 JUNIT_XSD = Path(__file__).parent / "data" / "junit.xsd"
-PAYLOAD = '</script><script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"><!-- & \u2028'
+PAYLOAD = (
+    '</script><script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"><!-- & \u2028'
+)
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -71,9 +73,13 @@ def test_kept_runs_are_the_first_failures_of_each_signature_and_a_passing_sample
     def judge(trace: Trace) -> TrialRecord:
         u = random.Random(trace.trial).random()
         if u < 0.3:
-            return TrialRecord(passed=False, signature="A", explanation="a", clause="clause.a", turn=0)
+            return TrialRecord(
+                passed=False, signature="A", explanation="a", clause="clause.a", turn=0
+            )
         if u < 0.5:
-            return TrialRecord(passed=False, signature="B", explanation="b", clause="clause.b", turn=0, step=1)
+            return TrialRecord(
+                passed=False, signature="B", explanation="b", clause="clause.b", turn=0, step=1
+            )
         return TrialRecord(passed=True)
 
     result = decide(run_trial, OracleSettings(mode="fixed", runs=60, tau=0.9), judge=judge)
@@ -81,14 +87,19 @@ def test_kept_runs_are_the_first_failures_of_each_signature_and_a_passing_sample
     failing_a = [i for i, r in enumerate(outcomes) if r.signature == "A"]
     failing_b = [i for i, r in enumerate(outcomes) if r.signature == "B"]
     passing = [i for i, r in enumerate(outcomes) if r.passed]
-    assert len(failing_a) > FAILING_PER_SIGNATURE and len(failing_b) > FAILING_PER_SIGNATURE  # the simulation has more than the caps
+    # the simulation has more than the caps
+    assert len(failing_a) > FAILING_PER_SIGNATURE and len(failing_b) > FAILING_PER_SIGNATURE
     kept = result.sampled_runs
     trials = [r.trial for r in kept]
     assert trials == sorted(trials)
     kept_failing = [r for r in kept if not r.passed]
     assert len(kept_failing) == FAILING_PER_RESULT
-    assert {r.trial for r in kept_failing if r.signature == "A"} == set(failing_a[:FAILING_PER_SIGNATURE])
-    assert {r.trial for r in kept_failing if r.signature == "B"} == set(failing_b[: FAILING_PER_RESULT - FAILING_PER_SIGNATURE])
+    assert {r.trial for r in kept_failing if r.signature == "A"} == set(
+        failing_a[:FAILING_PER_SIGNATURE]
+    )
+    assert {r.trial for r in kept_failing if r.signature == "B"} == set(
+        failing_b[: FAILING_PER_RESULT - FAILING_PER_SIGNATURE]
+    )
     assert [r.trial for r in kept if r.passed] == passing[:PASSING_PER_RESULT]
     b = next(r for r in kept if r.signature == "B")
     assert (b.clause, b.turn, b.step) == ("clause.b", 0, 1)
@@ -103,10 +114,27 @@ def test_a_failing_tool_call_is_located_by_turn_and_step_in_the_case_report() ->
     scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
 
     def second_call_is_wrong(trace: Trace) -> list[Verdict]:
-        return [Verdict(passed=False, contract="args_satisfy", explanation="the second call is wrong", clause="tools.get_account", turn=0, step=1)]
+        return [
+            Verdict(
+                passed=False,
+                contract="args_satisfy",
+                explanation="the second call is wrong",
+                clause="tools.get_account",
+                turn=0,
+                step=1,
+            )
+        ]
 
     agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS)
-    result = run_sync(decide_scenario(project, scenario, agent, prop=second_call_is_wrong, settings=OracleSettings(mode="fixed", runs=5, tau=0.9)))
+    result = run_sync(
+        decide_scenario(
+            project,
+            scenario,
+            agent,
+            prop=second_call_is_wrong,
+            settings=OracleSettings(mode="fixed", runs=5, tau=0.9),
+        )
+    )
     case = case_from_check(scenario.id, "MFT", scenario, result, {})
     assert case.verdict == "FAIL" and case.traces and case.traces_omitted == 5 - len(case.traces)
     run = case.traces[0]
@@ -117,18 +145,26 @@ def test_a_failing_tool_call_is_located_by_turn_and_step_in_the_case_report() ->
 
 def test_a_failure_on_the_last_turn_counted_from_the_end_is_made_absolute() -> None:
     trace = Trace(turns=[Turn(index=0, user_message="a"), Turn(index=1, user_message="b")])
-    runs = run_traces([SampledRun(trial=3, passed=False, turn=-1, trace_json=trace.model_dump_json())], side="base")
+    runs = run_traces(
+        [SampledRun(trial=3, passed=False, turn=-1, trace_json=trace.model_dump_json())],
+        side="base",
+    )
     assert (runs[0].turn, runs[0].side) == (1, "base")
 
 
 def test_record_for_keeps_the_turn_and_step_of_the_first_failing_verdict() -> None:
     rec = record_for(
-        [Verdict(passed=True, contract="a", explanation=""), Verdict(passed=False, contract="b", explanation="x", clause="c", turn=2, step=3)]
+        [
+            Verdict(passed=True, contract="a", explanation=""),
+            Verdict(passed=False, contract="b", explanation="x", clause="c", turn=2, step=3),
+        ]
     )
     assert (rec.turn, rec.step, rec.clause) == (2, 3, "c")
 
 
-def test_the_run_report_carries_traces_tree_and_sampling(faulty_supportops_report: RunReport) -> None:
+def test_the_run_report_carries_traces_tree_and_sampling(
+    faulty_supportops_report: RunReport,
+) -> None:
     report = faulty_supportops_report
     failing = [c for c in report.cases if c.verdict == "FAIL"]
     assert failing
@@ -137,7 +173,10 @@ def test_the_run_report_carries_traces_tree_and_sampling(faulty_supportops_repor
         failed_runs = [t for t in case.traces if not t.passed]
         assert failed_runs, case.id
         assert {t.signature for t in failed_runs} <= sigs
-        assert all(t.clause and t.turn is not None and 0 <= t.turn < len(t.trace.turns) for t in failed_runs)
+        assert all(
+            t.clause and t.turn is not None and 0 <= t.turn < len(t.trace.turns)
+            for t in failed_runs
+        )
         assert len(case.traces) + case.traces_omitted == case.runs
     dirs = [c for c in report.cases if c.kind == "DIR"]
     assert dirs and all({t.side for t in c.traces} <= {"base", "perturbed"} for c in dirs)
@@ -150,15 +189,31 @@ def test_the_run_report_carries_traces_tree_and_sampling(faulty_supportops_repor
     branches = {b.id: b for n in tree.nodes for b in n.branches}
     assert branches["N3_BILLING#0"].status == "unrealisable"
     assert branches["N4_CLARIFY#0"].loop and branches["N6_CONFIRM_CANCEL#2"].loop
-    assert branches["N1_INTENT#0"].status == "taken" and branches["N1_INTENT#0"].next == "END_REFUSE_PII"
+    assert (
+        branches["N1_INTENT#0"].status == "taken"
+        and branches["N1_INTENT#0"].next == "END_REFUSE_PII"
+    )
     assert {n.id for n in tree.nodes if n.terminal} >= {"END_REFUSE_PII", "END_TICKET"}
     again = RunReport.model_validate_json(report.to_json())
     assert again.cases[0].traces == report.cases[0].traces and again.tree == report.tree
 
 
-def test_branches_of_cases_left_out_by_case_filters_are_untaken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_branches_of_cases_left_out_by_case_filters_are_untaken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
-    code, _, _ = cli("run", str(SUPPORTOPS), "--kinds", "mft", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--json", "r.json", "--corpus", "none")
+    code, _, _ = cli(
+        "run",
+        str(SUPPORTOPS),
+        "--kinds",
+        "mft",
+        "--case",
+        "END_BILLING_ANSWER<-N3_BILLING",
+        "--json",
+        "r.json",
+        "--corpus",
+        "none",
+    )
     assert code == 0
     tree = RunReport.model_validate_json((tmp_path / "r.json").read_text()).tree
     assert tree is not None
@@ -170,15 +225,26 @@ def test_branches_of_cases_left_out_by_case_filters_are_untaken(tmp_path: Path, 
 # --- JUnit ---------------------------------------------------------------------------------
 
 
-def test_junit_has_a_testcase_per_case_and_fits_the_common_junit_shape(faulty_supportops_report: RunReport) -> None:
-    xmlschema = pytest.importorskip("xmlschema", reason="xmlschema (the test extra) validates the JUnit shape")
+def test_junit_has_a_testcase_per_case_and_fits_the_common_junit_shape(
+    faulty_supportops_report: RunReport,
+) -> None:
+    xmlschema = pytest.importorskip(
+        "xmlschema", reason="xmlschema (the test extra) validates the JUnit shape"
+    )
     report = faulty_supportops_report
     text = render_junit(report)
     xmlschema.XMLSchema(str(JUNIT_XSD)).validate(text)
     root = ET.fromstring(text.encode())
     suites = {s.get("name"): s for s in root.findall("testsuite")}
-    cases = [tc for name, s in suites.items() if not name.endswith(("unchecked paths", "mutants")) for tc in s.findall("testcase")]
-    assert [tc.get("name") for tc in cases] == [c.id for c in report.cases if c.kind == "MFT"] + [c.id for c in report.cases if c.kind == "DIR"]
+    cases = [
+        tc
+        for name, s in suites.items()
+        if not name.endswith(("unchecked paths", "mutants"))
+        for tc in s.findall("testcase")
+    ]
+    assert [tc.get("name") for tc in cases] == [c.id for c in report.cases if c.kind == "MFT"] + [
+        c.id for c in report.cases if c.kind == "DIR"
+    ]
     by_name = {tc.get("name"): tc for tc in cases}
     not_passing = [c for c in report.cases if c.verdict in ("FAIL", "UNSTABLE", "INCONCLUSIVE")]
     assert int(root.get("failures")) == len(not_passing)
@@ -190,15 +256,23 @@ def test_junit_has_a_testcase_per_case_and_fits_the_common_junit_shape(faulty_su
     assert clause and f"clause {clause}" in message
     assert f"pass rate {shrunk.pass_rate:.0%} ({shrunk.passes}/{shrunk.runs}" in message
     bug = next(b for b in report.bugs if b.id in shrunk.bugs)
-    assert bug.rate is not None and f"rate: {bug.rate_text}" in failure.text and f"fails {bug.rate.failures}/{bug.rate.runs}" in bug.rate_text
+    assert (
+        bug.rate is not None
+        and f"rate: {bug.rate_text}" in failure.text
+        and f"fails {bug.rate.failures}/{bug.rate.runs}" in bug.rate_text
+    )
     assert all(line in failure.text for line in bug.diff) and "minimal reproducer" in failure.text
     passing = next(c for c in report.cases if c.verdict == "PASS")
     assert by_name[passing.id].find("failure") is None
     unchecked = suites["supportops_v1 unchecked paths"].findall("testcase")
-    assert len(unchecked) == len(report.problems) and all(tc.find("skipped") is not None for tc in unchecked)
+    assert len(unchecked) == len(report.problems) and all(
+        tc.find("skipped") is not None for tc in unchecked
+    )
 
 
-def test_junit_escapes_markup_and_drops_what_xml_cannot_hold(faulty_supportops_report: RunReport) -> None:
+def test_junit_escapes_markup_and_drops_what_xml_cannot_hold(
+    faulty_supportops_report: RunReport,
+) -> None:
     report = faulty_supportops_report.model_copy(deep=True)
     case = next(c for c in report.cases if c.verdict == "FAIL")
     case.id = "evil <case> & \x00\x1b"
@@ -209,7 +283,11 @@ def test_junit_escapes_markup_and_drops_what_xml_cannot_hold(faulty_supportops_r
     root = ET.fromstring(render_junit(report).encode())  # parses: nothing XML cannot hold
     tcs = {tc.get("name"): tc for tc in root.iter("testcase")}
     evil = tcs["evil <case> & \\x00\\x1b"].find("failure")
-    assert evil is not None and evil.get("type") == "INCONCLUSIVE" and "this is not a pass" in evil.get("message")
+    assert (
+        evil is not None
+        and evil.get("type") == "INCONCLUSIVE"
+        and "this is not a pass" in evil.get("message")
+    )
     assert PAYLOAD in evil.text
     skipped = tcs[na.id].find("skipped")
     assert skipped is not None and "its base case does not pass" in skipped.get("message")
@@ -223,30 +301,48 @@ def test_junit_lists_mutants_a_survivor_fails() -> None:
     for tc in suite.findall("testcase"):
         status = statuses[tc.get("name")]
         assert (tc.find("failure") is not None) == (status == "survived")
-        assert (tc.find("skipped") is not None) == (status in ("vacuous", "non-activating", "inconclusive"))
+        assert (tc.find("skipped") is not None) == (
+            status in ("vacuous", "non-activating", "inconclusive")
+        )
 
 
 # --- Markdown ------------------------------------------------------------------------------
 
 
-def test_markdown_puts_bugs_first_then_verdicts_and_coverage(faulty_supportops_report: RunReport) -> None:
+def test_markdown_puts_bugs_first_then_verdicts_and_coverage(
+    faulty_supportops_report: RunReport,
+) -> None:
     report = faulty_supportops_report
     text = render_markdown(report)
-    bugs, verdicts, coverage = text.index("### Bugs"), text.index("### Verdicts"), text.index("### Coverage")
+    bugs, verdicts, coverage = (
+        text.index("### Bugs"),
+        text.index("### Verdicts"),
+        text.index("### Coverage"),
+    )
     assert bugs < verdicts < coverage
     found = [b for b in report.bugs if b.origin == "cases"]
     assert f"### Bugs ({len(found)})" in text
     for i, bug in enumerate(found, 1):
         assert f"**{i}. {md(bug.key)}** \\[{bug.id}\\]" in text
-        assert bug.rate is None or (f"fails {bug.rate.failures}/{bug.rate.runs} " in bug.rate_text and md(bug.rate_text) in text)
-    assert f"| FAIL | {report.metrics.failed} |" in text and f"| PASS | {report.metrics.passed} |" in text
+        assert bug.rate is None or (
+            f"fails {bug.rate.failures}/{bug.rate.runs} " in bug.rate_text
+            and md(bug.rate_text) in text
+        )
+    assert (
+        f"| FAIL | {report.metrics.failed} |" in text
+        and f"| PASS | {report.metrics.passed} |" in text
+    )
     assert "unrealisable: N3\\_BILLING#0" in text
     assert text.startswith("## ❌ agentprop: SupportOps Agent")
 
 
 def test_markdown_escapes_agent_text_and_fits_a_pr_comment() -> None:
     report = synthetic_report(cases=2000, runs=50_000, seed=3)
-    report.bugs[0].diff = ["turn 1: [-x-] " + PAYLOAD + " [link](https://evil.example) ![i](https://evil.example/i.png)"]
+    report.bugs[0].diff = [
+        "turn 1: [-x-] "
+        + PAYLOAD
+        + " [link](https://evil.example) ![i](https://evil.example/i.png)"
+    ]
     text = render_markdown(report, max_chars=20_000)
     assert len(text) <= 20_000
     assert "<script>" not in text and "<img" not in text and "](https" not in text
@@ -281,7 +377,10 @@ def test_html_is_one_file_with_no_reference_outside_it(faulty_supportops_report:
     import base64
     import hashlib
 
-    assert csp.group(1) == "sha256-" + base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
+    assert (
+        csp.group(1)
+        == "sha256-" + base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
+    )
 
 
 def test_server_rendered_parts_escape_report_text(faulty_supportops_report: RunReport) -> None:
@@ -296,7 +395,13 @@ def test_server_rendered_parts_escape_report_text(faulty_supportops_report: RunR
     head, _, _ = html.partition('<script type="application/json"')
     assert "<script>window.__pwned" not in head and "<img src=x" not in head
     assert "&lt;/script&gt;&lt;script&gt;window.__pwned=1&lt;/script&gt;" in head
-    assert diff_parts("turn 1: a [-b c-] {+d+} e") == [("text", "turn 1: a "), ("del", "b c"), ("text", " "), ("ins", "d"), ("text", " e")]
+    assert diff_parts("turn 1: a [-b c-] {+d+} e") == [
+        ("text", "turn 1: a "),
+        ("del", "b c"),
+        ("text", " "),
+        ("ins", "d"),
+        ("text", " e"),
+    ]
 
 
 def test_html_needs_jinja2_and_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -310,11 +415,20 @@ def test_html_needs_jinja2_and_says_how_to_install_it(monkeypatch: pytest.Monkey
 # --- agentprop report ----------------------------------------------------------------------
 
 
-def test_agentprop_report_renders_a_json_report(faulty_supportops_report: RunReport, tmp_path: Path) -> None:
+def test_agentprop_report_renders_a_json_report(
+    faulty_supportops_report: RunReport, tmp_path: Path
+) -> None:
     src = tmp_path / "run.json"
     src.write_text(faulty_supportops_report.to_json())
     code, out, _ = cli(
-        "report", str(src), "--html", str(tmp_path / "r.html"), "--junit", str(tmp_path / "r.xml"), "--markdown", str(tmp_path / "r.md")
+        "report",
+        str(src),
+        "--html",
+        str(tmp_path / "r.html"),
+        "--junit",
+        str(tmp_path / "r.xml"),
+        "--markdown",
+        str(tmp_path / "r.md"),
     )
     assert code == 0
     for name in ("r.html", "r.xml", "r.md"):
@@ -330,10 +444,15 @@ def test_agentprop_report_renders_a_json_report(faulty_supportops_report: RunRep
         (None, "no such report file"),
         ("{not json", "not JSON"),
         ('{"schema": "something/9"}', "not an agentprop report: its schema is 'something/9'"),
-        (json.dumps({"schema": SCHEMA_ID, "agentprop_version": "x"}), f"not a valid {SCHEMA_ID} report"),
+        (
+            json.dumps({"schema": SCHEMA_ID, "agentprop_version": "x"}),
+            f"not a valid {SCHEMA_ID} report",
+        ),
     ],
 )
-def test_agentprop_report_refuses_bad_input_with_exit_2(tmp_path: Path, content: str | None, needle: str) -> None:
+def test_agentprop_report_refuses_bad_input_with_exit_2(
+    tmp_path: Path, content: str | None, needle: str
+) -> None:
     src = tmp_path / "run.json"
     if content is not None:
         src.write_text(content)
@@ -384,7 +503,11 @@ def test_progress_on_a_terminal_rewrites_one_line() -> None:
     time.sleep(0.05)
     progress.close()
     text = stream.getvalue()
-    assert "\n" not in text and "\r\x1b[K  cases 1/2  runs judged 3" in text and text.endswith("\r\x1b[K")
+    assert (
+        "\n" not in text
+        and "\r\x1b[K  cases 1/2  runs judged 3" in text
+        and text.endswith("\r\x1b[K")
+    )
 
 
 def test_progress_shows_no_eta_while_stages_are_still_to_plan() -> None:
@@ -392,10 +515,16 @@ def test_progress_shows_no_eta_while_stages_are_still_to_plan() -> None:
     early promised the end of the run at the end of the MFT cases."""
     stream = _Stream(tty=True)
     progress = Progress(4, stream, interval_s=0)
-    assert progress.status().startswith("cases 0/4  runs judged 0") and "ETA" not in progress.status()  # nothing done yet
+    # nothing done yet
+    assert (
+        progress.status().startswith("cases 0/4  runs judged 0") and "ETA" not in progress.status()
+    )
     progress.to_plan = ["explore", "probe"]
     progress.update(runs=10, case_done=True)
-    assert "ETA" not in progress.status() and "cases 1/4+ (more to come from explore, probe)" in progress.status()
+    assert (
+        "ETA" not in progress.status()
+        and "cases 1/4+ (more to come from explore, probe)" in progress.status()
+    )
     progress.planned(6, "explore", final=False)
     assert progress.total == 10 and "more to come from explore, probe)" in progress.status()
     progress.planned(0, "explore")
@@ -430,11 +559,18 @@ def _bug_lines(original: int, kept: int) -> list[str]:
 
 def test_the_shrink_line_says_when_there_was_nothing_to_remove() -> None:
     assert _bug_lines(9, 2) == ["shrunk EXPLORE X ~1: 9 -> 2 units in 12 runs"]
-    assert _bug_lines(0, 0) == ["shrunk EXPLORE X ~1: nothing to remove (it is the path's default scenario, no choices) in 12 runs"]
-    assert _bug_lines(3, 3) == ["shrunk EXPLORE X ~1: none of its 3 units could be removed in 12 runs"]
+    assert _bug_lines(0, 0) == [
+        "shrunk EXPLORE X ~1: nothing to remove (it is the path's default scenario, "
+        "no choices) in 12 runs"
+    ]
+    assert _bug_lines(3, 3) == [
+        "shrunk EXPLORE X ~1: none of its 3 units could be removed in 12 runs"
+    ]
 
 
-def test_a_report_from_before_traces_and_tree_says_what_it_lacks(faulty_supportops_report: RunReport) -> None:
+def test_a_report_from_before_traces_and_tree_says_what_it_lacks(
+    faulty_supportops_report: RunReport,
+) -> None:
     pytest.importorskip("jinja2", reason="the HTML report needs the report extra (jinja2)")
     old = json.loads(faulty_supportops_report.to_json())
     for key in ("tree", "trace_sampling"):

@@ -19,7 +19,11 @@ def always_fails(trace: Trace) -> list[Verdict]:
     """A failure that does not need the timeout: the shrinker would drop it on main."""
     return [
         Verdict(
-            passed=False, contract="calls_in_order", explanation="always", clause="tools.cancel_order.retry_policy", detail="missing=cancel_order"
+            passed=False,
+            contract="calls_in_order",
+            explanation="always",
+            clause="tools.cancel_order.retry_policy",
+            detail="missing=cancel_order",
         )
     ]
 
@@ -27,14 +31,22 @@ def always_fails(trace: Trace) -> list[Verdict]:
 def test_the_injected_failure_of_a_retry_scenario_is_kept() -> None:
     project = agentprop.load_project(EXAMPLE)
     scenario = project.scenario(RETRY)
-    assert scenario.world.failures and [t.required_tools for t in scenario.turns][-1] == ["cancel_order", "cancel_order"]
+    assert scenario.world.failures and [t.required_tools for t in scenario.turns][-1] == [
+        "cancel_order",
+        "cancel_order",
+    ]
     agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
-    report = shrink(project, scenario, agent, prop=always_fails, budget=40, verify_runs=3, shrink_words=False)
+    report = shrink(
+        project, scenario, agent, prop=always_fails, budget=40, verify_runs=3, shrink_words=False
+    )
     assert report.reproducer.world.failures == scenario.world.failures
     assert "cancel_order fails with timeout" in report.world_scenario
     assert "world the scenario sets: cancel_order fails with timeout" in report.summary()
-    # the reproducer, judged by the spec, passes on the correct agent: it is still the retry scenario
-    assert agentprop.check(project, report.reproducer, agent, raise_on_failure=False).verdict == "PASS"
+    # the reproducer, judged by the spec, passes on the correct agent: it is
+    # still the retry scenario
+    assert (
+        agentprop.check(project, report.reproducer, agent, raise_on_failure=False).verdict == "PASS"
+    )
 
 
 def _typo_word(before: str, after: str) -> str:
@@ -66,7 +78,10 @@ def test_minimal_is_not_claimed_for_a_reproducer_that_did_not_fail_again() -> No
     project = agentprop.load_project(EXAMPLE)
     scenario = project.scenario("END_CANCELLED<-N7_CANCEL")
     agent = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
-    sig = "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn0:missing=verify_identity"
+    sig = (
+        "calls_in_order:decision_tree.N2_AUTH.requirements.must_call_tools_in_order@turn0:"
+        "missing=verify_identity"
+    )
     seen = CheckResult(
         verdict="FAIL",
         decided_by="sprt",
@@ -78,6 +93,8 @@ def test_minimal_is_not_claimed_for_a_reproducer_that_did_not_fail_again() -> No
         failures=[FailureSeen(signature=sig, explanation="x", count=5, first_trial=0)],
     )
     # the correct agent never fails again: on main this said "minimal" (nothing to remove)
-    report = shrink(project, scenario, agent, failing=seen, budget=20, verify_runs=10, shrink_words=False)
+    report = shrink(
+        project, scenario, agent, failing=seen, budget=20, verify_runs=10, shrink_words=False
+    )
     assert report.reproducer_rate is not None and report.reproducer_rate.failures == 0
     assert not report.minimal and "not reconfirmed" in report.stop_reason

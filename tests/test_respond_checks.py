@@ -34,8 +34,19 @@ def runbook_agent(faults: dict[str, float] | None = None) -> Any:
     return load_agent("agent:RunbookAgent", RUNBOOK.base_dir, faults or {}).factory
 
 
-def failures(project: agentprop.Project, scenario: Scenario, trace: Trace) -> list[agentprop.Verdict]:
-    return [v for v in mft_verdicts(project.spec, scenario, trace, grounding=project.bindings.response_grounding(project.spec)) if not v.passed]
+def failures(
+    project: agentprop.Project, scenario: Scenario, trace: Trace
+) -> list[agentprop.Verdict]:
+    return [
+        v
+        for v in mft_verdicts(
+            project.spec,
+            scenario,
+            trace,
+            grounding=project.bindings.response_grounding(project.spec),
+        )
+        if not v.passed
+    ]
 
 
 # ----------------------------------------------------------------------------- the bug, reproduced
@@ -50,7 +61,10 @@ def test_the_clean_runbook_agent_passes_the_mft(scenario: Scenario) -> None:
 def test_tool_actions_that_list_an_uncalled_tool_fail_the_mft() -> None:
     s = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
     trace = run(RUNBOOK, s, runbook_agent({"lie_tool_actions": 1.0}))
-    assert trace.final_response is not None and trace.final_response["tool_actions"] == ["get_runbook", "page_oncall"]
+    assert trace.final_response is not None and trace.final_response["tool_actions"] == [
+        "get_runbook",
+        "page_oncall",
+    ]
     first = first_failure(failures(RUNBOOK, s, trace))
     assert first is not None, "an agent that reports page_oncall without calling it passed the MFT"
     assert first.contract == "tool_actions_match"
@@ -60,7 +74,9 @@ def test_tool_actions_that_list_an_uncalled_tool_fail_the_mft() -> None:
 
 def test_an_invented_node_id_fails_the_mft() -> None:
     s = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
-    first = first_failure(failures(RUNBOOK, s, run(RUNBOOK, s, runbook_agent({"invent_node_id": 1.0}))))
+    first = first_failure(
+        failures(RUNBOOK, s, run(RUNBOOK, s, runbook_agent({"invent_node_id": 1.0})))
+    )
     assert first is not None, "an agent that reports a node the spec does not have passed the MFT"
     assert first.contract == "node_id_matches"
     assert first.detail == "got=unknown-node"
@@ -69,7 +85,9 @@ def test_an_invented_node_id_fails_the_mft() -> None:
 
 def test_evidence_citing_an_id_no_tool_returned_fails_the_mft() -> None:
     s = RUNBOOK.scenario("END_PROVIDE_STEPS<-N2_LOOKUP")
-    first = first_failure(failures(RUNBOOK, s, run(RUNBOOK, s, runbook_agent({"invent_evidence": 1.0}))))
+    first = first_failure(
+        failures(RUNBOOK, s, run(RUNBOOK, s, runbook_agent({"invent_evidence": 1.0})))
+    )
     assert first is not None, "evidence citing RB-99 (no tool returned it) passed the MFT"
     assert first.contract == "evidence_grounded"
     assert first.detail == "ids"
@@ -99,7 +117,9 @@ def test_a_lying_supportops_agent_fails_every_case() -> None:
     for s in SUPPORTOPS.scenarios():
         first = first_failure(failures(SUPPORTOPS, s, run(SUPPORTOPS, s, LyingSupportOps)))
         assert first is not None, f"{s.id}: the lying agent passed"
-        assert first.contract in {"node_id_matches", "tool_actions_match"}, f"{s.id}: {first.explanation}"
+        assert first.contract in {"node_id_matches", "tool_actions_match"}, (
+            f"{s.id}: {first.explanation}"
+        )
 
 
 # ----------------------------------------------------------------------------- the zoo
@@ -133,7 +153,8 @@ def zoo_found(entry: Any, seed: int, tmp_path: Path) -> bool:
     main(argv, out=io.StringIO(), err=io.StringIO())
     report = json.loads(out.read_text())
     return any(
-        c["verdict"] in ("FAIL", "UNSTABLE") and any(entry.expect in f["signature"] + f["explanation"] for f in c["failures"])
+        c["verdict"] in ("FAIL", "UNSTABLE")
+        and any(entry.expect in f["signature"] + f["explanation"] for f in c["failures"])
         for c in report["cases"]
     )
 
@@ -145,7 +166,11 @@ def test_item4_zoo_entries_are_found_and_the_clean_agent_is_not(tmp_path: Path) 
         sys.path.insert(0, str(ROOT))
     from benchmarks._promises_zoo.item4_lying_respond import ENTRIES
 
-    assert {e.name for e in ENTRIES} == {"lying_tool_actions", "invented_node_id", "invented_evidence"}
+    assert {e.name for e in ENTRIES} == {
+        "lying_tool_actions",
+        "invented_node_id",
+        "invented_evidence",
+    }
     for entry in ENTRIES:
         assert zoo_found(entry, 0, tmp_path), entry.name
     clean = ENTRIES[0].__class__(name="clean", item=4, project=ENTRIES[0].project, expect="")
@@ -168,13 +193,18 @@ def test_expected_nodes_per_turn() -> None:
         ["N5_CANCEL_ELIGIBILITY", "N6_CONFIRM_CANCEL"],
         ["END_CANCELLED", "N7_CANCEL"],  # the leaf, or the node it was entered from
     ]
-    assert expected_nodes(spec, supportops("END_TICKET<-N4_CLARIFY")) == [["N1_INTENT", "N4_CLARIFY"], ["END_TICKET", "N4_CLARIFY"]]
+    assert expected_nodes(spec, supportops("END_TICKET<-N4_CLARIFY")) == [
+        ["N1_INTENT", "N4_CLARIFY"],
+        ["END_TICKET", "N4_CLARIFY"],
+    ]
     # a missing-field stop: the stopping node only
     assert expected_nodes(spec, supportops("N2_AUTH:missing_last4+zip")) == [["N2_AUTH"]]
     # a conversation cut short (the shrinker drops turns): the last node and where it leads
     cut = supportops("END_CANCELLED<-N7_CANCEL")
     cut = cut.model_copy(update={"turns": cut.turns[:1]})
-    assert expected_nodes(spec, cut) == [["N5_CANCEL_ELIGIBILITY", "END_CANCEL_DENIED", "N6_CONFIRM_CANCEL"]]
+    assert expected_nodes(spec, cut) == [
+        ["N5_CANCEL_ELIGIBILITY", "END_CANCEL_DENIED", "N6_CONFIRM_CANCEL"]
+    ]
     eg = agentprop.load_project(ROOT / "examples" / "expenseguard")
     approve = next(s for s in eg.scenarios() if s.id.startswith("END_APPROVE<-N7_SUBMIT"))
     assert expected_nodes(eg.spec, approve) == [["END_APPROVE", "N7_SUBMIT"]]
@@ -185,8 +215,21 @@ def _turn(index: int, calls: list[Any], response: dict[str, Any] | None, user: s
 
     tool_calls = []
     for step, c in enumerate(calls):
-        name, result, error = (c, {"ok": True}, None) if isinstance(c, str) else (c[0], c[1], c[2] if len(c) > 2 else None)
-        tool_calls.append(ToolCall(name=name, result=None if error else result, error=error, error_kind=error, turn_index=index, step=step))
+        name, result, error = (
+            (c, {"ok": True}, None)
+            if isinstance(c, str)
+            else (c[0], c[1], c[2] if len(c) > 2 else None)
+        )
+        tool_calls.append(
+            ToolCall(
+                name=name,
+                result=None if error else result,
+                error=error,
+                error_kind=error,
+                turn_index=index,
+                step=step,
+            )
+        )
     return Turn(index=index, user_message=user, tool_calls=tool_calls, response=response)
 
 
@@ -197,14 +240,23 @@ def _trace(*turns: Any) -> Trace:
 def test_node_id_matches() -> None:
     from agentprop._judge.grounded import node_id_matches
 
-    t = _trace(_turn(0, [], {"node_id": "N6_CONFIRM_CANCEL"}), _turn(1, [], {"node_id": "N7_CANCEL"}))
+    t = _trace(
+        _turn(0, [], {"node_id": "N6_CONFIRM_CANCEL"}), _turn(1, [], {"node_id": "N7_CANCEL"})
+    )
     accepted = [["N5_CANCEL_ELIGIBILITY", "N6_CONFIRM_CANCEL"], ["END_CANCELLED", "N7_CANCEL"]]
     assert node_id_matches(t, accepted).passed
-    wrong = node_id_matches(_trace(_turn(0, [], {"node_id": "N7_CANCEL"})), accepted, known_nodes={"N7_CANCEL"})
+    wrong = node_id_matches(
+        _trace(_turn(0, [], {"node_id": "N7_CANCEL"})), accepted, known_nodes={"N7_CANCEL"}
+    )
     assert not wrong.passed and wrong.detail == "got=N7_CANCEL" and wrong.turn == 0
     assert "N5_CANCEL_ELIGIBILITY or N6_CONFIRM_CANCEL" in wrong.explanation
-    invented = node_id_matches(_trace(_turn(0, [], {"node_id": "N0_X"})), accepted, known_nodes={"N7_CANCEL"})
-    assert invented.detail == "got=unknown-node" and "a node the spec does not have" in invented.explanation
+    invented = node_id_matches(
+        _trace(_turn(0, [], {"node_id": "N0_X"})), accepted, known_nodes={"N7_CANCEL"}
+    )
+    assert (
+        invented.detail == "got=unknown-node"
+        and "a node the spec does not have" in invented.explanation
+    )
     # not stated (an optional field), or no expectation for the turn: nothing to check
     assert node_id_matches(_trace(_turn(0, [], {"decision": "X"})), accepted).passed
     assert node_id_matches(_trace(_turn(0, [], {"node_id": "N0_X"})), [[]]).passed
@@ -243,7 +295,11 @@ def test_tool_actions_leave_out_respond_and_calls_refused_after_it() -> None:
     from agentprop._scenario.trace import ToolCall
 
     t = _trace(_turn(0, ["get_account"], {"tool_actions": ["get_account"]}))
-    t.turns[0].tool_calls.append(ToolCall(name="cancel_order", error="tool call after respond", error_kind="protocol", step=1))
+    t.turns[0].tool_calls.append(
+        ToolCall(
+            name="cancel_order", error="tool call after respond", error_kind="protocol", step=1
+        )
+    )
     assert tool_actions_match(t).passed
 
 
@@ -251,7 +307,10 @@ def test_tool_actions_are_checked_per_turn() -> None:
     from agentprop._judge.grounded import tool_actions_match
 
     # turn 2 lists turn 1's call: tool_actions is "List of tools called this turn"
-    t = _trace(_turn(0, ["get_account"], {"tool_actions": ["get_account"]}), _turn(1, [], {"tool_actions": ["get_account"]}))
+    t = _trace(
+        _turn(0, ["get_account"], {"tool_actions": ["get_account"]}),
+        _turn(1, [], {"tool_actions": ["get_account"]}),
+    )
     v = tool_actions_match(t)
     assert not v.passed and v.turn == 1 and v.detail == "uncalled=get_account"
 
@@ -264,17 +323,33 @@ def test_tool_actions_are_checked_per_turn() -> None:
     [
         ([], "no tool output needed", None),  # nothing was called: nothing to cite
         ([], "", None),
-        ([("get_account", {"plan_id": "PLAN-BASIC", "orders": [{"order_id": "O-1001"}]})], "get_account: plan PLAN-BASIC, 1 order(s)", None),
+        (
+            [("get_account", {"plan_id": "PLAN-BASIC", "orders": [{"order_id": "O-1001"}]})],
+            "get_account: plan PLAN-BASIC, 1 order(s)",
+            None,
+        ),
         # wording is free: a word of an output field is a reference
-        ([("get_plan_rules", {"plan_id": "P", "can_cancel": True, "cancel_window_days": 30})], "plan allows cancellation; order within window", None),
+        (
+            [("get_plan_rules", {"plan_id": "P", "can_cancel": True, "cancel_window_days": 30})],
+            "plan allows cancellation; order within window",
+            None,
+        ),
         ([("get_receipt", None, "not_found")], "get_receipt failed: not_found", None),
         ([("get_account", {"plan_id": "PLAN-BASIC"})], "no tool output needed", "disclaims"),
         ([("get_account", {"plan_id": "PLAN-BASIC"})], "", "disclaims"),
         ([("get_account", {"plan_id": "PLAN-BASIC"})], "n/a", "disclaims"),
         ([("get_account", {"plan_id": "PLAN-BASIC"})], "checked carefully", "unreferenced"),
-        ([("get_account", {"plan_id": "PLAN-BASIC"})], "get_plan_rules: window 30", "tool=get_plan_rules"),
+        (
+            [("get_account", {"plan_id": "PLAN-BASIC"})],
+            "get_plan_rules: window 30",
+            "tool=get_plan_rules",
+        ),
         ([("get_account", {"plan_id": "PLAN-BASIC"})], "get_account: plan PLAN-GOLD", "ids"),
-        ([("get_account", {"orders": [{"order_id": "O-1001"}]})], "get_account: 3 orders", "numbers"),
+        (
+            [("get_account", {"orders": [{"order_id": "O-1001"}]})],
+            "get_account: 3 orders",
+            "numbers",
+        ),
         ([("get_account", {"status": "processing"})], 'get_account: status "shipped"', "quoted"),
         ([("get_account", {"status": "processing"})], 'get_account: status "processing"', None),
     ],
@@ -292,16 +367,28 @@ def test_evidence_may_cite_earlier_turns_but_not_the_user() -> None:
     from agentprop._judge.grounded import evidence_grounded
 
     earlier = _trace(
-        _turn(0, [("get_account", {"plan_id": "PLAN-BASIC"})], {"evidence": "get_account: PLAN-BASIC"}),
+        _turn(
+            0, [("get_account", {"plan_id": "PLAN-BASIC"})], {"evidence": "get_account: PLAN-BASIC"}
+        ),
         _turn(1, [], {"evidence": "plan PLAN-BASIC from get_account"}),
     )
     assert evidence_grounded(earlier).passed
     # the order id is in the user's message, not in any tool output
-    user = _trace(_turn(0, [("get_account", {"plan_id": "PLAN-BASIC"})], {"evidence": "get_account for O-1001"}, user="cancel O-1001"))
+    user = _trace(
+        _turn(
+            0,
+            [("get_account", {"plan_id": "PLAN-BASIC"})],
+            {"evidence": "get_account for O-1001"},
+            user="cancel O-1001",
+        )
+    )
     v = evidence_grounded(user)
     assert not v.passed and v.detail == "ids" and "O-1001" in v.explanation
     # an output of a later turn does not ground an earlier turn's evidence
-    later = _trace(_turn(0, [], {"evidence": "get_account: PLAN-BASIC"}), _turn(1, [("get_account", {"plan_id": "PLAN-BASIC"})], {"evidence": "ok"}))
+    later = _trace(
+        _turn(0, [], {"evidence": "get_account: PLAN-BASIC"}),
+        _turn(1, [("get_account", {"plan_id": "PLAN-BASIC"})], {"evidence": "ok"}),
+    )
     v = evidence_grounded(later, tools={"get_account"})
     assert not v.passed and v.turn == 0 and v.detail == "tool=get_account"
 
@@ -330,7 +417,11 @@ def test_disclaims_evidence(text: str, disclaims: bool) -> None:
 
 def _without_field(spec: Any, name: str) -> Any:
     contract = spec.response_contract.model_copy(
-        update={"required_json_fields": [f for f in spec.response_contract.required_json_fields if f != name]}
+        update={
+            "required_json_fields": [
+                f for f in spec.response_contract.required_json_fields if f != name
+            ]
+        }
     )
     return spec.model_copy(update={"response_contract": contract})
 
@@ -341,7 +432,9 @@ def test_only_fields_the_contract_declares_are_checked() -> None:
     spec = _without_field(_without_field(RUNBOOK.spec, "node_id"), "tool_actions")
     contracts = {v.contract for v in mft_verdicts(spec, s, trace)}
     assert "node_id_matches" not in contracts and "tool_actions_match" not in contracts
-    assert {"node_id_matches", "tool_actions_match"} <= {v.contract for v in mft_verdicts(RUNBOOK.spec, s, trace) if not v.passed}
+    assert {"node_id_matches", "tool_actions_match"} <= {
+        v.contract for v in mft_verdicts(RUNBOOK.spec, s, trace) if not v.passed
+    }
 
 
 def test_a_bindings_entry_can_turn_a_check_off() -> None:
@@ -365,7 +458,9 @@ def test_the_clean_example_agents_pass_the_new_checks() -> None:
 # ----------------------------------------------------------------------------- judged once per turn
 
 
-def test_the_mft_reads_each_turns_tool_outputs_once_with_the_same_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_mft_reads_each_turns_tool_outputs_once_with_the_same_verdicts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """One MFT judgement grounds several response fields and the evidence, each over the same
     turns: the facts of a turn's tool outputs are worked out once, and the verdicts are those
     of working them out per check."""

@@ -82,12 +82,18 @@ def test_parse_retry_after_seconds_ms_and_dates() -> None:
     assert parse_retry_after({"retry-after": "-5"}) == 0.0
 
 
-# -- classify_error on real SDK exceptions ------------------------------------------------------------
+# -- classify_error on real SDK exceptions
+# ------------------------------------------------------------
 
 
 def test_classify_real_sdk_errors() -> None:
     rate = classify_error(error_from(rate_limit_reply(7)))
-    assert (rate.retryable, rate.reason, rate.status_code, rate.retry_after) == (True, "rate_limited", 429, 7.0)
+    assert (rate.retryable, rate.reason, rate.status_code, rate.retry_after) == (
+        True,
+        "rate_limited",
+        429,
+        7.0,
+    )
     assert rate.is_congestion
     over = classify_error(error_from(overloaded_reply()))
     assert (over.retryable, over.reason, over.status_code) == (True, "overloaded", 529)
@@ -135,7 +141,8 @@ def test_full_jitter_backoff_distribution_and_seeding() -> None:
     assert a == b
 
 
-# -- retry_call against the server ------------------------------------------------------------------
+# -- retry_call against the server
+# ------------------------------------------------------------------
 
 
 def test_429_with_retry_after_then_success_is_retried_and_counted() -> None:
@@ -144,7 +151,9 @@ def test_429_with_retry_after_then_success_is_retried_and_counted() -> None:
         stats = RetryStats()
         events: list[RetryEvent] = []
         sleep = SleepRecorder()
-        message = retry_call(lambda: c.messages.create(**REQUEST), stats=stats, on_retry=events.append, sleep=sleep)
+        message = retry_call(
+            lambda: c.messages.create(**REQUEST), stats=stats, on_retry=events.append, sleep=sleep
+        )
         assert message.content[0].text == "finally"
         assert len(server.requests) == 2
         # each HTTP attempt is a first SDK attempt: the SDK itself did not retry
@@ -159,16 +168,26 @@ def test_429_with_retry_after_then_success_is_retried_and_counted() -> None:
         "cut_by_deadline": 0,
         "by_reason": {"rate_limited": 1},
     }
-    assert [(e.attempt, e.reason, e.status_code, e.retry_after) for e in events] == [(1, "rate_limited", 429, 0.05)]
+    assert [(e.attempt, e.reason, e.status_code, e.retry_after) for e in events] == [
+        (1, "rate_limited", 429, 0.05)
+    ]
 
 
 def test_5xx_and_529_are_retried_with_seeded_jitter() -> None:
     policy = RetryPolicy(base_delay=0.01, max_delay=0.04)
-    with MessagesServer([error_reply(500), overloaded_reply(), error_reply(502), text_reply("ok")]) as server:
+    with MessagesServer(
+        [error_reply(500), overloaded_reply(), error_reply(502), text_reply("ok")]
+    ) as server:
         c = sdk(server)
         sleep = SleepRecorder()
         stats = RetryStats()
-        result = retry_call(lambda: c.messages.create(**REQUEST), policy=policy, rng=random.Random(99), sleep=sleep, stats=stats)
+        result = retry_call(
+            lambda: c.messages.create(**REQUEST),
+            policy=policy,
+            rng=random.Random(99),
+            sleep=sleep,
+            stats=stats,
+        )
     assert result.content[0].text == "ok"
     expected_rng = random.Random(99)
     assert sleep.delays == [backoff_delay(n, policy, expected_rng) for n in (1, 2, 3)]
@@ -181,7 +200,12 @@ def test_gives_up_after_max_attempts_with_a_note() -> None:
         c = sdk(server)
         stats = RetryStats()
         with pytest.raises(anthropic.InternalServerError) as err:
-            retry_call(lambda: c.messages.create(**REQUEST), policy=policy, stats=stats, sleep=SleepRecorder())
+            retry_call(
+                lambda: c.messages.create(**REQUEST),
+                policy=policy,
+                stats=stats,
+                sleep=SleepRecorder(),
+            )
         assert len(server.requests) == 3
     notes = " ".join(getattr(err.value, "__notes__", []))
     assert "gave up after 3 attempt(s)" in notes
@@ -216,7 +240,12 @@ def test_connection_drop_is_retried() -> None:
     with MessagesServer([drop_connection(), text_reply("reconnected")]) as server:
         c = sdk(server)
         stats = RetryStats()
-        result = retry_call(lambda: c.messages.create(**REQUEST), stats=stats, sleep=SleepRecorder(), rng=random.Random(0))
+        result = retry_call(
+            lambda: c.messages.create(**REQUEST),
+            stats=stats,
+            sleep=SleepRecorder(),
+            rng=random.Random(0),
+        )
     assert result.content[0].text == "reconnected"
     assert stats.by_reason == {"connection": 1}
 
@@ -230,10 +259,14 @@ def test_async_retry_with_async_client() -> None:
             slept.append(seconds)
 
         async with anthropic.AsyncAnthropic(base_url=base_url, api_key="dummy", max_retries=0) as c:
-            message = await retry_call_async(lambda: c.messages.create(**REQUEST), stats=stats, sleep=fake_sleep)
+            message = await retry_call_async(
+                lambda: c.messages.create(**REQUEST), stats=stats, sleep=fake_sleep
+            )
         return message.content[0].text, stats, slept
 
-    with MessagesServer([rate_limit_reply(0.5), overloaded_reply(), text_reply("async ok")]) as server:
+    with MessagesServer(
+        [rate_limit_reply(0.5), overloaded_reply(), text_reply("async ok")]
+    ) as server:
         text, stats, slept = asyncio.run(main(server.base_url))
     assert text == "async ok"
     assert slept[0] == 0.5
@@ -361,7 +394,9 @@ class CapacityError(Exception):
     status_code = 429
 
 
-def run_against_capacity(limiter: AdaptiveConcurrency | None, jobs: int, capacity: int) -> tuple[int, int]:
+def run_against_capacity(
+    limiter: AdaptiveConcurrency | None, jobs: int, capacity: int
+) -> tuple[int, int]:
     async def main() -> tuple[int, int]:
         active = 0
         rejected = 0
@@ -380,7 +415,9 @@ def run_against_capacity(limiter: AdaptiveConcurrency | None, jobs: int, capacit
 
         policy = RetryPolicy(max_attempts=10_000, base_delay=0.001, max_delay=0.01)
         rng = random.Random(5)
-        results = await asyncio.gather(*[retry_call_async(api, policy=policy, rng=rng, limiter=limiter) for _ in range(jobs)])
+        results = await asyncio.gather(
+            *[retry_call_async(api, policy=policy, rng=rng, limiter=limiter) for _ in range(jobs)]
+        )
         assert results == ["ok"] * jobs
         return rejected, jobs
 
@@ -478,18 +515,31 @@ def test_a_failed_or_cancelled_attempt_gives_its_limiter_slot_back() -> None:
     assert asyncio.run(main()).in_flight == 0
 
 
-# -- errors the request itself caused are not retried -------------------------------------------------
+# -- errors the request itself caused are not retried
+# -------------------------------------------------
 
 
 def test_a_5xx_whose_body_blames_the_request_is_not_retryable() -> None:
-    typed = classify_error(error_from(error_reply(500, error_type="invalid_request_error", message="tool_choice is wrong")))
+    typed = classify_error(
+        error_from(
+            error_reply(500, error_type="invalid_request_error", message="tool_choice is wrong")
+        )
+    )
     assert (typed.retryable, typed.reason, typed.status_code) == (False, "invalid_request", 500)
-    worded = classify_error(error_from(error_reply(500, message="Invalid tool_choice: 'required' is not supported by this model")))
+    worded = classify_error(
+        error_from(
+            error_reply(
+                500, message="Invalid tool_choice: 'required' is not supported by this model"
+            )
+        )
+    )
     assert (worded.retryable, worded.reason) == (False, "invalid_request")
     # a plain server error, and one that blames the request but that the server says to retry
     assert classify_error(error_from(error_reply(500))).retryable
     assert classify_error(error_from(error_reply(503, message="upstream connect error"))).retryable
-    forced = error_reply(500, error_type="invalid_request_error", headers={"x-should-retry": "true"})
+    forced = error_reply(
+        500, error_type="invalid_request_error", headers={"x-should-retry": "true"}
+    )
     assert classify_error(error_from(forced)).retryable
     unprocessable = classify_error(error_from(error_reply(422, error_type="unprocessable_entity")))
     assert (unprocessable.retryable, unprocessable.status_code) == (False, 422)
@@ -518,7 +568,9 @@ def test_openai_sdk_400_422_and_invalid_500_are_sent_once_but_a_plain_500_is_ret
             client = openai.OpenAI(base_url=server.base_url, api_key="dummy", max_retries=0)
             try:
                 retry_call(
-                    lambda: client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "hi"}]),
+                    lambda: client.chat.completions.create(
+                        model="gpt-test", messages=[{"role": "user", "content": "hi"}]
+                    ),
                     policy=RetryPolicy(max_attempts=6, base_delay=0.0),
                     sleep=SleepRecorder(),
                 )

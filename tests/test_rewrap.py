@@ -95,7 +95,8 @@ def test_join_literals_refuses_parts_of_different_kinds() -> None:
 MODULE = (
     '"""A module docstring whose first line is long enough to need wrapping at one hundred '
     "columns, surely.\n\n"
-    "    >>> print('a doctest line that is very long and must never, ever, ever be rewrapped by this tool at "
+    "    >>> print('a doctest line that is very long and must never, ever, ever be "
+    "rewrapped by this tool at "
     "all')\n"
     '"""\n'
     "import re\n\n"
@@ -114,7 +115,8 @@ MODULE = (
     '    """Do g, which is described by a docstring line that is long enough to be wrapped here '
     "once.\n\n"
     "    ```python\n"
-    "    print('a fenced code line inside the docstring that is long and must always stay exactly as "
+    "    print('a fenced code line inside the docstring that is long and must "
+    "always stay exactly as "
     "written')\n"
     "    ```\n"
     '    """\n'
@@ -125,10 +127,14 @@ MODULE = (
     "'''\n"
 )
 UNCHANGEABLE = [
-    "    >>> print('a doctest line that is very long and must never, ever, ever be rewrapped by this tool at all')",
-    "def f(x: 'AVeryLongForwardReference[WithArguments, ThatMustNotBeSplit, NorBeChangedInAnyWay]') -> None:",
-    "    print('a fenced code line inside the docstring that is long and must always stay exactly as written')",
-    "a line inside a multi-line string that is not a docstring, too long, but it cannot be changed at all, ever",
+    "    >>> print('a doctest line that is very long and must never, ever, ever be rewrapped "
+    "by this tool at all')",
+    "def f(x: 'AVeryLongForwardReference[WithArguments, ThatMustNotBeSplit, "
+    "NorBeChangedInAnyWay]') -> None:",
+    "    print('a fenced code line inside the docstring that is long and must always stay "
+    "exactly as written')",
+    "a line inside a multi-line string that is not a docstring, too long, but it cannot be "
+    "changed at all, ever",
 ]
 
 
@@ -155,7 +161,10 @@ def test_a_second_run_changes_nothing() -> None:
 
 
 def test_a_list_item_in_a_comment_wraps_under_its_text() -> None:
-    src = "# - an item of a list in a comment, long enough that its last words go to a line of their own, below it\n# - the next item\nx = 1\n"
+    src = (
+        "# - an item of a list in a comment, long enough that its last words go to a line of "
+        "their own, below it\n# - the next item\nx = 1\n"
+    )
     out = _wrapped(src).splitlines()
     assert out[1].startswith("#   ") and out[2] == "# - the next item"
 
@@ -202,7 +211,9 @@ def test_the_self_check_accepts_a_split_string_and_a_reflowed_docstring() -> Non
     rewrap.check_same("def f():\n    '''one two'''", "def f():\n    '''one\n    two'''")
 
 
-def test_a_file_whose_ast_would_change_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_whose_ast_would_change_is_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "m.py"
     original = "X = '" + "word " * 30 + "'\n"
     target.write_text(original)
@@ -224,7 +235,9 @@ def test_with_ruff_the_result_is_stable_and_fits(tmp_path: Path) -> None:
     assert rewrap.rewrap(first, LIMIT, path).text == first
     ast.parse(first)
     # ruff dedents the module docstring and wraps the signature; the rest is as written
-    assert {line.strip() for line in _long_lines(first)} == {line.strip() for line in UNCHANGEABLE if not line.startswith("def")}
+    assert {line.strip() for line in _long_lines(first)} == {
+        line.strip() for line in UNCHANGEABLE if not line.startswith("def")
+    }
     assert first.count("  # noqa: E501") == 3  # the template and the docstrings with code
 
 
@@ -246,7 +259,8 @@ def test_a_noqa_follows_its_code_when_ruff_splits_the_statement(tmp_path: Path) 
         "import inspect\n\n\n"
         "def f(fn, agent):\n"
         "    agent.concurrent = fn is not None and (inspect.iscoroutinefunction(fn) or "
-        'inspect.iscoroutinefunction(getattr(fn, "__call__", None)))  # noqa: B004 (the bound method)\n'
+        'inspect.iscoroutinefunction(getattr(fn, "__call__", None)))  # noqa: B004 '
+        "(the bound method)\n"
     )
     out = rewrap.rewrap(src, LIMIT, tmp_path / "m.py").text.splitlines()
     assert out[-2].endswith('getattr(fn, "__call__", None))  # noqa: B004 (the bound method)')
@@ -254,13 +268,18 @@ def test_a_noqa_follows_its_code_when_ruff_splits_the_statement(tmp_path: Path) 
 
 
 def test_a_crumb_at_the_end_of_a_split_string_is_balanced_away() -> None:
-    text = '"Submit the structured response for this turn. Call it exactly once per turn, as the final action."'
+    text = (
+        '"Submit the structured response for this turn. Call it exactly once per turn, '
+        'as the final action."'
+    )
     pieces = rewrap.split_literal(text, 95)
     assert pieces is not None and _value(" ".join(pieces)) == _value(text)
     assert min(rewrap.width(p) for p in pieces) > 20  # not "... the final " "action."
 
 
-def test_an_unused_type_ignore_moves_to_the_line_mypy_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unused_type_ignore_moves_to_the_line_mypy_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     src = "x = f(\n    a,\n    b,\n)  # type: ignore[arg-type]\ny = 1  # type: ignore[misc]\n"
     (tmp_path / "m.py").write_text(src)
     monkeypatch.chdir(tmp_path)
@@ -280,7 +299,10 @@ def test_an_unused_type_ignore_moves_to_the_line_mypy_reports(tmp_path: Path, mo
 
 
 def test_a_one_line_docstring_too_long_becomes_two_even_lines() -> None:
-    src = 'def f():\n    """The call from the caller\'s arguments (its ``locals()``); it warns for the deprecated keywords."""\n'
+    src = (
+        'def f():\n    """The call from the caller\'s arguments (its ``locals()``); it warns for '
+        'the deprecated keywords."""\n'
+    )
     lines = _wrapped(src).splitlines()
     assert len(lines) == 3 and len(lines[2].strip()) >= 20 and len(lines[1]) > 60
     rewrap.check_same(src, "\n".join(lines))

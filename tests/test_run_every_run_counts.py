@@ -53,18 +53,35 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     counts: Counter[str] = Counter()
     original = _project.Project.arun
 
-    async def counted(self: Any, scenario: Any, factory: Any, *, trial: int = 0, agent_name: str = "", messages: Any = None, **kw: Any) -> Any:
+    async def counted(
+        self: Any,
+        scenario: Any,
+        factory: Any,
+        *,
+        trial: int = 0,
+        agent_name: str = "",
+        messages: Any = None,
+        **kw: Any,
+    ) -> Any:
         msgs = list(messages) if messages is not None else scenario.messages
         counts[f"{run_digest(self, scenario, msgs, 0)}|{agent_name}|{trial}"] += 1
-        return await original(self, scenario, factory, trial=trial, agent_name=agent_name, messages=messages, **kw)
+        return await original(
+            self, scenario, factory, trial=trial, agent_name=agent_name, messages=messages, **kw
+        )
 
     monkeypatch.setattr(_project.Project, "arun", counted)
     yield counts
 
 
-def run_cases(project: agentprop.Project, agent: Any, scenarios: list[str] | None = None, **settings: Any) -> Any:
-    chosen = [project.scenario(s) for s in scenarios] if scenarios is not None else project.scenarios()
-    return asyncio.run(arun_cases(project, agent, chosen, RunSettings(**settings), memo=TrialMemo()))
+def run_cases(
+    project: agentprop.Project, agent: Any, scenarios: list[str] | None = None, **settings: Any
+) -> Any:
+    chosen = (
+        [project.scenario(s) for s in scenarios] if scenarios is not None else project.scenarios()
+    )
+    return asyncio.run(
+        arun_cases(project, agent, chosen, RunSettings(**settings), memo=TrialMemo())
+    )
 
 
 def test_an_async_agent_runs_concurrently_a_sync_one_does_not() -> None:
@@ -81,22 +98,42 @@ def test_an_async_agent_runs_concurrently_a_sync_one_does_not() -> None:
 def test_cases_in_flight_reach_the_serial_verdicts_on_the_same_trials() -> None:
     project = agentprop.load_project(SUPPORTOPS)
     agent = make_factory(AsyncSupportOps, {"skip_auth": 0.3}, ref="async")
-    chosen = ["END_CANCELLED<-N7_CANCEL", "END_TICKET<-N7_CANCEL", "END_BILLING_ANSWER<-N3_BILLING", "END_REFUSE_PII<-N1_INTENT"]
+    chosen = [
+        "END_CANCELLED<-N7_CANCEL",
+        "END_TICKET<-N7_CANCEL",
+        "END_BILLING_ANSWER<-N3_BILLING",
+        "END_REFUSE_PII<-N1_INTENT",
+    ]
     serial = run_cases(project, agent, chosen, kinds=("mft",), concurrency=1, profile="release")
     parallel = run_cases(project, agent, chosen, kinds=("mft",), concurrency=8, profile="release")
-    assert {c.verdict for c in serial.cases} == {"PASS", "FAIL"}  # the fault is found, the rest pass
+    # the fault is found, the rest pass
+    assert {c.verdict for c in serial.cases} == {"PASS", "FAIL"}
 
     def decided(report: Any) -> list[tuple[Any, ...]]:
-        return [(c.id, c.verdict, c.runs, c.passes, [(f.signature, f.count, f.first_trial) for f in c.failures]) for c in report.cases]
+        return [
+            (
+                c.id,
+                c.verdict,
+                c.runs,
+                c.passes,
+                [(f.signature, f.count, f.first_trial) for f in c.failures],
+            )
+            for c in report.cases
+        ]
 
     assert decided(parallel) == decided(serial)
     assert all(c.runs_beyond_decision == 0 for c in serial.cases)
     beyond = parallel.metrics.runs_beyond_decision
-    assert beyond == sum(c.runs_beyond_decision for c in parallel.cases) > 0  # a failure decided with runs in flight
-    assert f"({beyond} of them ahead of a decision that did not need them)" in render_table(parallel)
+    # a failure decided with runs in flight
+    assert beyond == sum(c.runs_beyond_decision for c in parallel.cases) > 0
+    assert f"({beyond} of them ahead of a decision that did not need them)" in render_table(
+        parallel
+    )
 
 
-def test_no_run_key_runs_twice_when_concurrent_cases_meet_on_one_world(executed: Counter[str]) -> None:
+def test_no_run_key_runs_twice_when_concurrent_cases_meet_on_one_world(
+    executed: Counter[str],
+) -> None:
     # DIR pairs and BOUNDARY cases of datainsights meet on the same worlds, concurrently
     project = agentprop.load_project(DATAINSIGHTS)
     agent = load_agent(project.bindings.agent or "", project.base_dir)
@@ -112,9 +149,21 @@ def test_inv_reuses_the_mft_runs_of_the_original_wording(executed: Counter[str])
     agent = load_agent("agent:SupportOpsAgent", SUPPORTOPS)
     scenario = [project.scenario("END_BILLING_ANSWER<-N3_BILLING")]
     release = {"profile": "release"}  # 59 MFT runs, 20 runs a side
-    mft = asyncio.run(arun_cases(project, agent, scenario, RunSettings(kinds=("mft",), **release), memo=(memo := TrialMemo())))
+    mft = asyncio.run(
+        arun_cases(
+            project,
+            agent,
+            scenario,
+            RunSettings(kinds=("mft",), **release),
+            memo=(memo := TrialMemo()),
+        )
+    )
     made_by_mft = sum(executed.values())
-    inv = asyncio.run(arun_cases(project, agent, scenario, RunSettings(kinds=("mft", "inv"), **release), memo=memo))
+    inv = asyncio.run(
+        arun_cases(
+            project, agent, scenario, RunSettings(kinds=("mft", "inv"), **release), memo=memo
+        )
+    )
     [case] = [c for c in inv.cases if c.kind == "INV"]
     assert case.verdict == "PASS" and case.details["base"]["reused"]
     # the 20 runs of the original side are the MFT's first 20 trials (it ran 59): only the two

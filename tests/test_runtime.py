@@ -20,7 +20,9 @@ from agentprop.errors import ToolError
 ACCOUNT = {"account_id": "A1"}
 
 
-def respond(ctx: TurnContext, decision: str = "BILLING_ANSWER", message: str = "done", **extra: Any) -> None:
+def respond(
+    ctx: TurnContext, decision: str = "BILLING_ANSWER", message: str = "done", **extra: Any
+) -> None:
     ctx.respond(
         node_id="N3_BILLING",
         decision=decision,
@@ -31,7 +33,13 @@ def respond(ctx: TurnContext, decision: str = "BILLING_ANSWER", message: str = "
     )
 
 
-def run(spec: Spec, factory: Callable[[], Any], messages: list[str], world: World | None = None, **kw: Any) -> Trace:
+def run(
+    spec: Spec,
+    factory: Callable[[], Any],
+    messages: list[str],
+    world: World | None = None,
+    **kw: Any,
+) -> Trace:
     return run_conversation(spec, factory, messages, world or World(spec=spec, seed=1), **kw)
 
 
@@ -47,7 +55,9 @@ def test_sync_function_agent(supportops_spec: Spec) -> None:
         account = ctx.call("get_account", **ACCOUNT)
         respond(ctx, message=f"plan {account['plan_id']}")
 
-    trace = run(supportops_spec, lambda: agent, ["what plan am I on?"], case_id="c1", agent_name="fn")
+    trace = run(
+        supportops_spec, lambda: agent, ["what plan am I on?"], case_id="c1", agent_name="fn"
+    )
     assert not trace.errored
     assert trace.case_id == "c1" and trace.agent == "fn" and trace.spec_id == "supportops_v1"
     [turn] = trace.turns
@@ -101,7 +111,9 @@ class SyncReturningCoroutine:
         return go()
 
 
-@pytest.mark.parametrize("cls", [SyncTurnAgent, AsyncTurnAgent, AsyncCallableAgent, SyncReturningCoroutine])
+@pytest.mark.parametrize(
+    "cls", [SyncTurnAgent, AsyncTurnAgent, AsyncCallableAgent, SyncReturningCoroutine]
+)
 def test_object_agents(supportops_spec: Spec, cls: type) -> None:
     trace = run(supportops_spec, cls, ["a", "b"])
     assert not trace.errored, trace.all_errors()
@@ -129,8 +141,16 @@ def test_factory_exception_is_recorded(supportops_spec: Spec) -> None:
 
 
 def test_calls_recorded_once_per_turn_with_steps(supportops_spec: Spec) -> None:
-    plan: dict[int, list[str]] = {0: ["get_account", "get_plan_rules"], 1: ["verify_identity"], 2: []}
-    args = {"get_account": ACCOUNT, "get_plan_rules": {"plan_id": "P"}, "verify_identity": {**ACCOUNT, "last4": "1", "zip": "2"}}
+    plan: dict[int, list[str]] = {
+        0: ["get_account", "get_plan_rules"],
+        1: ["verify_identity"],
+        2: [],
+    }
+    args = {
+        "get_account": ACCOUNT,
+        "get_plan_rules": {"plan_id": "P"},
+        "verify_identity": {**ACCOUNT, "last4": "1", "zip": "2"},
+    }
 
     def agent(message: str, ctx: TurnContext) -> None:
         for name in plan[ctx.turn_index]:
@@ -140,7 +160,11 @@ def test_calls_recorded_once_per_turn_with_steps(supportops_spec: Spec) -> None:
     trace = run(supportops_spec, lambda: agent, ["one", "two", "three"])
     assert not trace.errored
     assert [t.tool_names() for t in trace.turns] == [plan[0], plan[1], plan[2]]
-    assert [[(c.turn_index, c.step) for c in t.tool_calls] for t in trace.turns] == [[(0, 0), (0, 1)], [(1, 0)], []]
+    assert [[(c.turn_index, c.step) for c in t.tool_calls] for t in trace.turns] == [
+        [(0, 0), (0, 1)],
+        [(1, 0)],
+        [],
+    ]
     assert trace.tool_names() == plan[0] + plan[1]
     assert [t.index for t in trace.turns] == [0, 1, 2]
     assert [t.user_message for t in trace.turns] == ["one", "two", "three"]
@@ -196,7 +220,11 @@ def test_history_and_memory_across_turns(supportops_spec: Spec) -> None:
     def agent(message: str, ctx: TurnContext) -> None:
         histories.append([t.decision for t in ctx.history])
         ctx.memory["turns"] = ctx.memory.get("turns", 0) + 1
-        respond(ctx, decision="CLARIFY" if ctx.turn_index == 0 else "TICKET_CREATED", message=str(ctx.memory["turns"]))
+        respond(
+            ctx,
+            decision="CLARIFY" if ctx.turn_index == 0 else "TICKET_CREATED",
+            message=str(ctx.memory["turns"]),
+        )
 
     trace = run(supportops_spec, lambda: agent, ["a", "b", "c"])
     assert histories == [[], ["CLARIFY"], ["CLARIFY", "TICKET_CREATED"]]
@@ -256,7 +284,10 @@ def test_invalid_respond_then_valid_retry(supportops_spec: Spec) -> None:
     assert len(problems) == 1 and "decision" in problems[0]
     assert not trace.errored
     assert trace.final_decision == "BILLING_ANSWER"
-    assert trace.turns[0].raw_response is not None and trace.turns[0].raw_response["decision"] == "BILLING_ANSWER"
+    assert (
+        trace.turns[0].raw_response is not None
+        and trace.turns[0].raw_response["decision"] == "BILLING_ANSWER"
+    )
 
 
 def test_respond_missing_required_field(supportops_spec: Spec) -> None:
@@ -270,7 +301,12 @@ def test_respond_missing_required_field(supportops_spec: Spec) -> None:
     trace = run(supportops_spec, lambda: agent, ["hi"])
     assert kinds(trace) == ["agent_exception"]
     assert trace.turns[0].response is None
-    assert trace.turns[0].raw_response == {"node_id": "N1", "decision": "CLARIFY", "tool_actions": [], "user_message": "?"}
+    assert trace.turns[0].raw_response == {
+        "node_id": "N1",
+        "decision": "CLARIFY",
+        "tool_actions": [],
+        "user_message": "?",
+    }
 
 
 def test_invalid_respond_never_fixed_is_recorded(supportops_spec: Spec) -> None:
@@ -287,7 +323,14 @@ def test_invalid_respond_never_fixed_is_recorded(supportops_spec: Spec) -> None:
 
 def test_respond_through_call(supportops_spec: Spec) -> None:
     def agent(message: str, ctx: TurnContext) -> None:
-        ack = ctx.call("respond", node_id="N3", decision="CLARIFY", tool_actions=[], evidence="-", user_message="?")
+        ack = ctx.call(
+            "respond",
+            node_id="N3",
+            decision="CLARIFY",
+            tool_actions=[],
+            evidence="-",
+            user_message="?",
+        )
         assert ack == {"acknowledged": True}
 
     trace = run(supportops_spec, lambda: agent, ["hi"])
@@ -376,7 +419,10 @@ def test_undeclared_tool_is_refused(supportops_spec: Spec) -> None:
 
     trace = run(supportops_spec, lambda: agent, ["hi"])
     assert kinds(trace) == ["unknown_tool"]
-    assert trace.tool_calls[0].name == "refund_order" and trace.tool_calls[0].error_kind == "unknown_tool"
+    assert (
+        trace.tool_calls[0].name == "refund_order"
+        and trace.tool_calls[0].error_kind == "unknown_tool"
+    )
 
 
 def test_tool_names_exclude_respond(supportops_spec: Spec) -> None:
@@ -474,7 +520,9 @@ def test_a_stuck_sync_agent_holds_up_no_later_turn(supportops_spec: Spec) -> Non
         respond(ctx)
 
     try:
-        assert kinds(run(supportops_spec, lambda: hangs, ["hi"], turn_timeout_s=0.05)) == ["timeout"]
+        assert kinds(run(supportops_spec, lambda: hangs, ["hi"], turn_timeout_s=0.05)) == [
+            "timeout"
+        ]
         for _ in range(5):  # the stuck thread is still busy: later turns run on other threads
             trace = run(supportops_spec, lambda: quick, ["hi"], turn_timeout_s=5.0)
             assert not trace.errored, trace.all_errors()
@@ -483,7 +531,9 @@ def test_a_stuck_sync_agent_holds_up_no_later_turn(supportops_spec: Spec) -> Non
         release.set()
 
 
-def test_a_sync_conversation_hops_to_a_thread_once(supportops_spec: Spec, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sync_conversation_hops_to_a_thread_once(
+    supportops_spec: Spec, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agentprop._agents import runtime as _runtime
 
     submitted: list[str] = []
@@ -506,7 +556,9 @@ def test_a_sync_conversation_hops_to_a_thread_once(supportops_spec: Spec, monkey
     assert len(set(threads)) == 1 and threads[0] is not threading.main_thread()
 
 
-def test_a_later_turn_that_hangs_is_abandoned_and_the_earlier_ones_kept(supportops_spec: Spec) -> None:
+def test_a_later_turn_that_hangs_is_abandoned_and_the_earlier_ones_kept(
+    supportops_spec: Spec,
+) -> None:
     release = threading.Event()
 
     def agent(message: str, ctx: TurnContext) -> None:
@@ -522,7 +574,9 @@ def test_a_later_turn_that_hangs_is_abandoned_and_the_earlier_ones_kept(supporto
         release.set()
     assert [t.index for t in trace.turns] == [0, 1]  # the conversation ends at the stuck turn
     assert trace.turns[0].response is not None and not trace.turns[0].errors
-    assert [e.kind for e in trace.turns[1].errors] == ["timeout"] and trace.turns[1].response is None
+    assert [e.kind for e in trace.turns[1].errors] == ["timeout"] and trace.turns[
+        1
+    ].response is None
 
 
 def test_a_cancelled_sync_conversation_abandons_its_thread(supportops_spec: Spec) -> None:
@@ -539,7 +593,11 @@ def test_a_cancelled_sync_conversation_abandons_its_thread(supportops_spec: Spec
             late.append(exc.kind)
 
     async def main() -> None:
-        task = asyncio.ensure_future(arun_conversation(supportops_spec, lambda: agent, ["hi", "again"], World(spec=supportops_spec)))
+        task = asyncio.ensure_future(
+            arun_conversation(
+                supportops_spec, lambda: agent, ["hi", "again"], World(spec=supportops_spec)
+            )
+        )
         while not entered.is_set():
             await asyncio.sleep(0.01)
         task.cancel()
@@ -554,7 +612,9 @@ def test_a_cancelled_sync_conversation_abandons_its_thread(supportops_spec: Spec
     assert late == ["protocol"]  # the abandoned turn is closed: its tool call is refused
 
 
-def test_a_sync_turn_returning_an_awaitable_is_awaited_and_the_next_turns_go_on(supportops_spec: Spec) -> None:
+def test_a_sync_turn_returning_an_awaitable_is_awaited_and_the_next_turns_go_on(
+    supportops_spec: Spec,
+) -> None:
     seen: list[tuple[int, bool]] = []
 
     class Mixed:
@@ -572,7 +632,11 @@ def test_a_sync_turn_returning_an_awaitable_is_awaited_and_the_next_turns_go_on(
 
     trace = run(supportops_spec, Mixed, ["one", "two", "three"])
     assert not trace.errored, trace.all_errors()
-    assert [t.response["user_message"] for t in trace.turns if t.response] == ["awaited", "sync", "sync"]
+    assert [t.response["user_message"] for t in trace.turns if t.response] == [
+        "awaited",
+        "sync",
+        "sync",
+    ]
     assert [i for i, _ in seen] == [0, 1, 2] and not any(on_main for _, on_main in seen)
 
 
@@ -609,7 +673,11 @@ def test_factory_called_once_per_conversation(supportops_spec: Spec) -> None:
 
     trace = run(supportops_spec, Counting, ["a", "b", "c"])
     assert len(made) == 1
-    assert [t.response["user_message"] for t in trace.turns if t.response] == ["turn 1", "turn 2", "turn 3"]
+    assert [t.response["user_message"] for t in trace.turns if t.response] == [
+        "turn 1",
+        "turn 2",
+        "turn 3",
+    ]
     run(supportops_spec, Counting, ["a"])
     assert len(made) == 2  # a new conversation gets a new agent
 
@@ -641,7 +709,9 @@ def test_run_conversation_inside_a_running_loop(supportops_spec: Spec) -> None:
 
     async def main() -> tuple[Trace, Trace]:
         inner = run(supportops_spec, lambda: agent, ["from a loop"])
-        awaited = await arun_conversation(supportops_spec, lambda: agent, ["awaited"], World(spec=supportops_spec))
+        awaited = await arun_conversation(
+            supportops_spec, lambda: agent, ["awaited"], World(spec=supportops_spec)
+        )
         return inner, awaited
 
     inner, awaited = asyncio.run(main())
@@ -738,7 +808,9 @@ def test_async_agent_blocking_its_loop_is_still_timed_out(supportops_spec: Spec)
 # ----------------------------------------------------------------------------- the returned trace
 
 
-def test_a_trace_is_walked_for_lone_surrogates_only_when_its_json_cannot_be_written(supportops_spec: Spec, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trace_is_walked_for_lone_surrogates_only_when_its_json_cannot_be_written(
+    supportops_spec: Spec, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The trace's JSON, written once to look for secrets, also shows it is valid Unicode: the
     string-by-string walk (0.2 ms a run with 4 KB tool results) runs only when it cannot."""
     walked: list[Trace] = []

@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def scaling() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("scaling_benchmark", ROOT / "benchmarks" / "scaling.py")
+    spec = importlib.util.spec_from_file_location(
+        "scaling_benchmark", ROOT / "benchmarks" / "scaling.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["scaling_benchmark"] = module
@@ -27,7 +29,9 @@ def scaling() -> ModuleType:
     return module
 
 
-def test_the_whole_tree_is_read_once_per_spec_not_once_per_scenario(scaling: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_whole_tree_is_read_once_per_spec_not_once_per_scenario(
+    scaling: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # each scenario used to list the spec's leaves (a quadratic walk) and its required tools
     # anew: a suite of N cases over a spec of N leaves cost N^2
     scaling.write_project(tmp_path, 2, 3)
@@ -50,10 +54,16 @@ def test_the_whole_tree_is_read_once_per_spec_not_once_per_scenario(scaling: Mod
     assert project.spec.leaf_ids()[-1] == "END_CLARIFY"
 
 
-def test_the_synthetic_spec_is_passed_by_its_scripted_agent(scaling: ModuleType, tmp_path: Path) -> None:
+def test_the_synthetic_spec_is_passed_by_its_scripted_agent(
+    scaling: ModuleType, tmp_path: Path
+) -> None:
     scaling.write_project(tmp_path, 1, 2)
     out = io.StringIO()
-    code = main(["run", str(tmp_path), "--corpus", "none", "--explore", "0", "--kinds", "mft"], out=out, err=io.StringIO())
+    code = main(
+        ["run", str(tmp_path), "--corpus", "none", "--explore", "0", "--kinds", "mft"],
+        out=out,
+        err=io.StringIO(),
+    )
     assert code == 0, out.getvalue()
     assert "5 cases: 5 passed" in out.getvalue()
 

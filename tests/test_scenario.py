@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from agentprop._scenario.build import Scenario, Unsatisfiable, build_scenario, leaf_scenarios, make_world, render_template
+from agentprop._scenario.build import (
+    Scenario,
+    Unsatisfiable,
+    build_scenario,
+    leaf_scenarios,
+    make_world,
+    render_template,
+)
 from agentprop._scenario.solver import solve
 from agentprop._scenario.world import get_path
 from agentprop._spec.bindings import Bindings, load_bindings
@@ -62,7 +69,9 @@ RETRY_IDS = {
 
 
 @pytest.fixture(scope="module")
-def leaves(supportops_spec: Spec, supportops_bindings: Bindings) -> tuple[list[Scenario], list[str]]:
+def leaves(
+    supportops_spec: Spec, supportops_bindings: Bindings
+) -> tuple[list[Scenario], list[str]]:
     return leaf_scenarios(supportops_spec, supportops_bindings)
 
 
@@ -73,9 +82,16 @@ def by_id(scenarios: list[Scenario]) -> dict[str, Scenario]:
 def test_edge_ids_match_the_tree(supportops_spec: Spec) -> None:
     """The expected ids, recomputed from the spec's structure (incoming edges of leaves)."""
     leaves = set(supportops_spec.leaf_ids())
-    edges = {f"{b.next}<-{n.node_id}" for n in supportops_spec.decision_tree for b in n.branches if b.next in leaves}
+    edges = {
+        f"{b.next}<-{n.node_id}"
+        for n in supportops_spec.decision_tree
+        for b in n.branches
+        if b.next in leaves
+    }
     stops = {
-        f"{n.node_id}:missing_{'+'.join(fields)}" for n in supportops_spec.decision_tree for fields, _ in n.requirements.missing_field_outcomes()
+        f"{n.node_id}:missing_{'+'.join(fields)}"
+        for n in supportops_spec.decision_tree
+        for fields, _ in n.requirements.missing_field_outcomes()
     }
     assert edges | stops == EXPECTED_IDS | PROBLEM_IDS
 
@@ -88,7 +104,9 @@ def test_leaf_scenario_ids_and_problems(leaves: tuple[list[Scenario], list[str]]
     # the two unrealisable keys, the count of impossible paths, and update_address's retry
     assert len(problems) == 4
     assert sum(p.startswith("impossible paths:") for p in problems) == 1
-    assert sum(p.startswith("retry not checked: update_address:timeout+retry") for p in problems) == 1
+    assert (
+        sum(p.startswith("retry not checked: update_address:timeout+retry") for p in problems) == 1
+    )
     contradictory = next(p for p in problems if "END_REFUSE_PII<-N3_BILLING" in p)
     assert "intent" in contradictory and "contradict" in contradictory
     too_many = next(p for p in problems if "END_TICKET<-N9_UPDATE_ADDRESS" in p)
@@ -111,34 +129,48 @@ def _first_match_walk(spec: Spec, path: TreePath, env: dict[str, Any]) -> list[t
     return taken
 
 
-def test_scenarios_cover_every_realisable_branch(leaves: tuple[list[Scenario], list[str]], supportops_spec: Spec) -> None:
+def test_scenarios_cover_every_realisable_branch(
+    leaves: tuple[list[Scenario], list[str]], supportops_spec: Spec
+) -> None:
     covered = {b for s in leaves[0] for b in s.branches}
     window = by_id(leaves[0])["END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY/N5_CANCEL_ELIGIBILITY#1"]
     assert window.branches[-1] == "N5_CANCEL_ELIGIBILITY#1"
-    assert window.assignment["order.days_since_created"] > window.assignment["plan_rules.cancel_window_days"]
-    every = {f"{n.node_id}#{i}" for n in supportops_spec.decision_tree for i, _ in enumerate(n.branches)}
+    assert (
+        window.assignment["order.days_since_created"]
+        > window.assignment["plan_rules.cancel_window_days"]
+    )
+    every = {
+        f"{n.node_id}#{i}" for n in supportops_spec.decision_tree for i, _ in enumerate(n.branches)
+    }
     # not covered: N3's pii branch (contradictory) and N9's failure branch (over the tool-call
     # limit); the loops back (N4 -> N1, N6 otherwise -> N6) are unrolled once and covered
     assert every - covered == {"N3_BILLING#0", "N9_UPDATE_ADDRESS#1"}
 
 
-def test_solutions_satisfy_every_path_with_first_match_wins(supportops_spec: Spec, supportops_bindings: Bindings) -> None:
+def test_solutions_satisfy_every_path_with_first_match_wins(
+    supportops_spec: Spec, supportops_bindings: Bindings
+) -> None:
     solved = 0
     for path in enumerate_paths(supportops_spec):
         try:
             env = solve(supportops_spec, supportops_bindings, path)
         except Unsatisfiable:
-            assert path.id in PROBLEM_IDS or path.id in EXPECTED_IDS  # shared key may be realised by a twin path
+            # shared key may be realised by a twin path
+            assert path.id in PROBLEM_IDS or path.id in EXPECTED_IDS
             continue
         solved += 1
-        assert _first_match_walk(supportops_spec, path, env) == [(s.node, s.branch) for s in path.steps], path.describe()
+        assert _first_match_walk(supportops_spec, path, env) == [
+            (s.node, s.branch) for s in path.steps
+        ], path.describe()
         # and explicitly: the constraints (earlier branches negated) all hold
         for c in path.constraints():
             assert evaluate(c.as_expr(), env) is True
     assert solved >= len(EXPECTED_IDS)
 
 
-def test_contradictory_path_is_unsatisfiable(supportops_spec: Spec, supportops_bindings: Bindings) -> None:
+def test_contradictory_path_is_unsatisfiable(
+    supportops_spec: Spec, supportops_bindings: Bindings
+) -> None:
     path = next(p for p in enumerate_paths(supportops_spec) if p.id == "END_REFUSE_PII<-N3_BILLING")
     with pytest.raises(Unsatisfiable) as info:
         solve(supportops_spec, supportops_bindings, path)
@@ -153,15 +185,21 @@ def test_solve_prefers_defaults(leaves: tuple[list[Scenario], list[str]]) -> Non
     if denied.get("plan_rules.can_cancel") is not False:
         assert denied["order.days_since_created"] > denied["plan_rules.cancel_window_days"]
     cancelled = s["END_CANCELLED<-N7_CANCEL"].assignment
-    assert cancelled["user_confirmation"] == "yes" and cancelled["cancel_result.status"] == "canceled"
+    assert (
+        cancelled["user_confirmation"] == "yes" and cancelled["cancel_result.status"] == "canceled"
+    )
     assert cancelled["order.days_since_created"] <= cancelled["plan_rules.cancel_window_days"]
 
 
-def test_window_boundary_path_is_solvable(supportops_spec: Spec, supportops_bindings: Bindings) -> None:
+def test_window_boundary_path_is_solvable(
+    supportops_spec: Spec, supportops_bindings: Bindings
+) -> None:
     path = next(
         p
         for p in enumerate_paths(supportops_spec)
-        if p.id == "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY" and p.steps[-1].branch == 1 and p.steps[0].branch == 1
+        if p.id == "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY"
+        and p.steps[-1].branch == 1
+        and p.steps[0].branch == 1
     )
     env = solve(supportops_spec, supportops_bindings, path)
     assert env["plan_rules.can_cancel"] is True  # the first branch must NOT hold
@@ -180,15 +218,31 @@ def test_window_boundary_path_is_solvable(supportops_spec: Spec, supportops_bind
 def test_render_template() -> None:
     slots = {"order_id": "O-1", "last4": "4242", "zip": "94107"}
     t = "Please cancel my order[ {order_id}][ - card last4 {last4}, zip {zip}]"
-    assert render_template(t, slots, set()) == "Please cancel my order O-1 - card last4 4242, zip 94107"
+    assert (
+        render_template(t, slots, set())
+        == "Please cancel my order O-1 - card last4 4242, zip 94107"
+    )
     assert render_template(t, slots, {"last4"}) == "Please cancel my order O-1"
-    assert render_template(t, slots, {"order_id"}) == "Please cancel my order - card last4 4242, zip 94107"
+    assert (
+        render_template(t, slots, {"order_id"})
+        == "Please cancel my order - card last4 4242, zip 94107"
+    )
     assert render_template(t, slots, {"order_id", "zip"}) == "Please cancel my order"
 
 
 def test_render_template_impossible_withholding() -> None:
-    assert render_template("Cancel {order_id} please[ zip {zip}]", {"order_id": "O-1", "zip": "1"}, {"order_id"}) is None
-    assert render_template("Cancel {order_id} please[ zip {zip}]", {"order_id": "O-1", "zip": "1"}, {"zip"}) == "Cancel O-1 please"
+    assert (
+        render_template(
+            "Cancel {order_id} please[ zip {zip}]", {"order_id": "O-1", "zip": "1"}, {"order_id"}
+        )
+        is None
+    )
+    assert (
+        render_template(
+            "Cancel {order_id} please[ zip {zip}]", {"order_id": "O-1", "zip": "1"}, {"zip"}
+        )
+        == "Cancel O-1 please"
+    )
 
 
 def test_render_template_collapses_spaces() -> None:
@@ -198,7 +252,9 @@ def test_render_template_collapses_spaces() -> None:
 # ----------------------------------------------------------------------------- realised scenarios
 
 
-def test_missing_fields_are_withheld_from_the_message(leaves: tuple[list[Scenario], list[str]]) -> None:
+def test_missing_fields_are_withheld_from_the_message(
+    leaves: tuple[list[Scenario], list[str]],
+) -> None:
     s = by_id(leaves[0])
     auth = s["N2_AUTH:missing_last4+zip"]
     assert auth.withheld == ["last4", "zip"]
@@ -210,7 +266,10 @@ def test_missing_fields_are_withheld_from_the_message(leaves: tuple[list[Scenari
     assert "O-1001" not in order.messages[0] and "4242" in order.messages[0]
     assert order.expect_decision == "CLARIFY"
     address = s["N8_ADDRESS_ELIGIBILITY:missing_new_address"]
-    assert "12 Oak St" not in address.messages[0] and address.expect_decision == "ADDRESS_REQUEST_DETAILS"
+    assert (
+        "12 Oak St" not in address.messages[0]
+        and address.expect_decision == "ADDRESS_REQUEST_DETAILS"
+    )
 
 
 def test_expectations_billing(leaves: tuple[list[Scenario], list[str]]) -> None:
@@ -258,7 +317,9 @@ def test_expectations_clarify_then_ticket(leaves: tuple[list[Scenario], list[str
     assert s.turns[1].required_tools == ["create_ticket"] and s.turns[0].required_tools == []
 
 
-def test_ticket_after_failed_cancel(leaves: tuple[list[Scenario], list[str]], supportops_spec: Spec, supportops_bindings: Bindings) -> None:
+def test_ticket_after_failed_cancel(
+    leaves: tuple[list[Scenario], list[str]], supportops_spec: Spec, supportops_bindings: Bindings
+) -> None:
     s = by_id(leaves[0])["END_TICKET<-N7_CANCEL"]
     assert s.turns[-1].required_tools == ["cancel_order", "create_ticket"]
     world = make_world(supportops_spec, supportops_bindings, s)
@@ -278,7 +339,9 @@ def test_scenario_worlds_realise_the_assignment(
             if var is None:
                 # a second instance (`intent@2`): a world field never has one
                 first = supportops_bindings.variables[name.split("@")[0]]
-                assert name.endswith("@2") and not (first.world is not None and first.world.field is not None), (scenario.id, name)
+                assert name.endswith("@2") and not (
+                    first.world is not None and first.world.field is not None
+                ), (scenario.id, name)
                 continue
             if var.world is not None and var.world.field is not None:
                 got = get_path(world.default_output(var.world.tool), var.world.field)
@@ -300,7 +363,9 @@ def test_loop_branches(supportops_spec: Spec) -> None:
     assert ("N1_INTENT", 0) not in loops
 
 
-def test_unbound_variable_is_unsatisfiable(tmp_path: Path, supportops_example_dir: Path, supportops_spec: Spec) -> None:
+def test_unbound_variable_is_unsatisfiable(
+    tmp_path: Path, supportops_example_dir: Path, supportops_spec: Spec
+) -> None:
     text = (supportops_example_dir / "agentprop.yaml").read_text()
     text = text.replace("  verified:\n    world: {tool: verify_identity, field: verified}\n", "")
     path = tmp_path / "agentprop.yaml"
@@ -313,14 +378,17 @@ def test_unbound_variable_is_unsatisfiable(tmp_path: Path, supportops_example_di
     assert any("verified" in p and "variables:" in p for p in problems)
 
 
-def test_world_failure_effects(tmp_path: Path, supportops_example_dir: Path, supportops_spec: Spec) -> None:
+def test_world_failure_effects(
+    tmp_path: Path, supportops_example_dir: Path, supportops_spec: Spec
+) -> None:
     text = (
         (supportops_example_dir / "agentprop.yaml")
         .read_text()
         .replace(
             "  cancel_result.status:\n    world: {tool: cancel_order, field: status}\n",
             "  cancel_result.status:\n    world:\n      tool: cancel_order\n      values:\n"
-            "        canceled: {set: {status: canceled}}\n        failed: {failure: timeout, calls: [1, 2]}\n",
+            "        canceled: {set: {status: canceled}}\n        failed: {failure: "
+            "timeout, calls: [1, 2]}\n",
         )
     )
     path = tmp_path / "agentprop.yaml"
@@ -352,7 +420,9 @@ def test_loaded_objects_follow_the_imported_module(tmp_path: Path) -> None:
     module = sys.modules[first.__module__]
     module.answer = lambda args, world: 2  # type: ignore[attr-defined]
     assert load_object("handlers_mod:answer", tmp_path)({}, None) == 2
-    (tmp_path / "handlers_mod.py").write_text("def answer(args, world):\n    return 30  # another size: a stale .pyc cannot match\n")
+    (tmp_path / "handlers_mod.py").write_text(
+        "def answer(args, world):\n    return 30  # another size: a stale .pyc cannot match\n"
+    )
     del sys.modules[first.__module__]
     assert load_object("handlers_mod:answer", tmp_path)({}, None) == 30
 

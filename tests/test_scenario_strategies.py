@@ -56,14 +56,18 @@ def supportops() -> tuple[Spec, Bindings]:
 
 
 def satisfies(spec: Spec, b: Bindings, w: PathWorld) -> bool:
-    path = next(p for p in enumerate_paths(spec) if p.id == w.path_id and p.describe() == w.tree_path)
+    path = next(
+        p for p in enumerate_paths(spec) if p.id == w.path_id and p.describe() == w.tree_path
+    )
     return all(evaluate(c.as_expr(), w.assignment) for c in path.constraints())
 
 
 def realised(spec: Spec, b: Bindings, overrides: dict[str, dict[str, Any]], name: str) -> Any:
     var = b.variables[name]
     assert var.world is not None and var.world.field is not None
-    return get_path(World(spec=spec, overrides=overrides).default_output(var.world.tool), var.world.field)
+    return get_path(
+        World(spec=spec, overrides=overrides).default_output(var.world.tool), var.world.field
+    )
 
 
 # ----------------------------------------------------------------------------- worlds
@@ -94,7 +98,9 @@ def test_worlds_satisfy_every_path(name: str) -> None:
         inner()
 
 
-def test_worlds_vary_within_the_interval_and_reach_its_edge(supportops: tuple[Spec, Bindings]) -> None:
+def test_worlds_vary_within_the_interval_and_reach_its_edge(
+    supportops: tuple[Spec, Bindings],
+) -> None:
     spec, b = supportops
     # N5 takes `otherwise` on this path: days <= window must hold, and days == window is allowed
     edge = find(
@@ -124,7 +130,11 @@ def test_worlds_shrink_to_the_solved_default(supportops: tuple[Spec, Bindings]) 
     # a condition on one field shrinks that field to the smallest value meeting it, the other
     # to its default
     target = b.world["get_plan_rules"]["cancel_window_days"] + 5
-    w = find(worlds(spec, b, CANCELLED), lambda w: w.assignment[WINDOW] >= target, settings=settings(FAST, max_examples=500))
+    w = find(
+        worlds(spec, b, CANCELLED),
+        lambda w: w.assignment[WINDOW] >= target,
+        settings=settings(FAST, max_examples=500),
+    )
     assert w.assignment[WINDOW] == target and w.offsets[DAYS] == 0
 
 
@@ -133,8 +143,16 @@ def test_worlds_draw_among_tree_paths_sharing_an_id(supportops: tuple[Spec, Bind
     pid = "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY"
     first = find(worlds(spec, b, pid), lambda w: True, settings=FAST)
     assert first.alternative == 0
-    other = find(worlds(spec, b, pid), lambda w: w.alternative == 1, settings=settings(FAST, max_examples=200))
-    assert other.tree_path != first.tree_path and satisfies(spec, b, other) and satisfies(spec, b, first)
+    other = find(
+        worlds(spec, b, pid),
+        lambda w: w.alternative == 1,
+        settings=settings(FAST, max_examples=200),
+    )
+    assert (
+        other.tree_path != first.tree_path
+        and satisfies(spec, b, other)
+        and satisfies(spec, b, first)
+    )
 
 
 def test_max_steps_zero_keeps_the_default(supportops: tuple[Spec, Bindings]) -> None:
@@ -150,7 +168,12 @@ def test_max_steps_zero_keeps_the_default(supportops: tuple[Spec, Bindings]) -> 
 
 def test_treepath_argument(supportops: tuple[Spec, Bindings]) -> None:
     spec, b = supportops
-    path = next(p for p in enumerate_paths(spec) if p.id == "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY" and "cancel_window_days" in p.describe())
+    path = next(
+        p
+        for p in enumerate_paths(spec)
+        if p.id == "END_CANCEL_DENIED<-N5_CANCEL_ELIGIBILITY"
+        and "cancel_window_days" in p.describe()
+    )
     w = find(worlds(spec, b, path), lambda w: True, settings=FAST)
     assert w.tree_path == path.describe() and w.assignment[DAYS] > w.assignment[WINDOW]
 
@@ -158,7 +181,9 @@ def test_treepath_argument(supportops: tuple[Spec, Bindings]) -> None:
 # ----------------------------------------------------------------------------- conversations
 
 
-def test_conversation_shrinks_to_template_zero_default_world_original_wording(supportops: tuple[Spec, Bindings]) -> None:
+def test_conversation_shrinks_to_template_zero_default_world_original_wording(
+    supportops: tuple[Spec, Bindings],
+) -> None:
     spec, b = supportops
     path = next(p for p in enumerate_paths(spec) if p.id == CANCELLED)
     s = find(conversations(spec, b, CANCELLED), lambda s: True, settings=FAST)
@@ -171,7 +196,9 @@ def test_conversation_shrinks_to_template_zero_default_world_original_wording(su
     assert s.expect_decision == base.expect_decision
 
 
-def test_conversation_turns_come_from_the_bound_templates(supportops: tuple[Spec, Bindings]) -> None:
+def test_conversation_turns_come_from_the_bound_templates(
+    supportops: tuple[Spec, Bindings],
+) -> None:
     spec, b = supportops
     path = next(p for p in enumerate_paths(spec) if p.id == CANCELLED)
 
@@ -180,7 +207,10 @@ def test_conversation_turns_come_from_the_bound_templates(supportops: tuple[Spec
     def inner(s: DrawnScenario) -> None:
         i = s.provenance.template_index
         assert 0 <= i < len(b.variables["intent"].utterance["cancel_order"])  # type: ignore[index]
-        assert s.messages == build_scenario(spec, b, path, template_index=i, assignment=s.assignment).messages
+        assert (
+            s.messages
+            == build_scenario(spec, b, path, template_index=i, assignment=s.assignment).messages
+        )
         assert s.provenance.original_messages == s.messages
 
     inner()
@@ -199,19 +229,27 @@ def test_paraphrased_turns_keep_every_slot(supportops: tuple[Spec, Bindings]) ->
                     assert str(slot) in text
 
     inner()
-    changed = find(conversations(spec, b, CANCELLED), lambda s: any(s.provenance.paraphrase_steps), settings=settings(FAST, max_examples=300))
+    changed = find(
+        conversations(spec, b, CANCELLED),
+        lambda s: any(s.provenance.paraphrase_steps),
+        settings=settings(FAST, max_examples=300),
+    )
     # shrunk to one transform on one turn, the other turns untouched
     assert sum(len(x) for x in changed.provenance.paraphrase_steps) == 1
     assert changed.provenance.template_index == 0
 
 
-def test_conversation_replays_identically_from_the_database(supportops: tuple[Spec, Bindings]) -> None:
+def test_conversation_replays_identically_from_the_database(
+    supportops: tuple[Spec, Bindings],
+) -> None:
     spec, b = supportops
     db = InMemoryExampleDatabase()
     seen: list[DrawnScenario] = []
     default_days = b.world["get_account"]["orders"][0]["days_since_created"]
 
-    @settings(FAST, database=db, max_examples=200, phases=[Phase.reuse, Phase.generate, Phase.shrink])
+    @settings(
+        FAST, database=db, max_examples=200, phases=[Phase.reuse, Phase.generate, Phase.shrink]
+    )
     @given(conversations(spec, b, CANCELLED))
     def failing(s: DrawnScenario) -> None:
         seen.append(s)
@@ -230,7 +268,9 @@ def test_conversation_replays_identically_from_the_database(supportops: tuple[Sp
     assert seen[0].model_dump() == shrunk.model_dump()
 
 
-def test_unsatisfiable_paths_raise_when_the_strategy_is_created(supportops: tuple[Spec, Bindings]) -> None:
+def test_unsatisfiable_paths_raise_when_the_strategy_is_created(
+    supportops: tuple[Spec, Bindings],
+) -> None:
     spec, b = supportops
     with pytest.raises(Unsatisfiable, match="END_REFUSE_PII<-N3_BILLING"):
         worlds(spec, b, "END_REFUSE_PII<-N3_BILLING")

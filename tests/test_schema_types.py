@@ -29,8 +29,14 @@ EXTRA_FIELDS = """      note:
 
 def _spec() -> Any:
     text = RUNBOOK.read_text(encoding="utf-8")
-    text = text.replace("    properties:\n      node_id:\n", "    properties:\n" + EXTRA_FIELDS + "      node_id:\n", 1)
-    text = text.replace("  optional_json_fields:\n", "  optional_json_fields:\n  - note\n  - refund\n", 1)
+    text = text.replace(
+        "    properties:\n      node_id:\n",
+        "    properties:\n" + EXTRA_FIELDS + "      node_id:\n",
+        1,
+    )
+    text = text.replace(
+        "  optional_json_fields:\n", "  optional_json_fields:\n  - note\n  - refund\n", 1
+    )
     return load_spec_text(text, name=str(RUNBOOK))
 
 
@@ -54,7 +60,9 @@ def _accepts(annotation: Any, value: Any) -> bool:
         ("refund", {"currency": "EUR"}, False),
     ],
 )
-def test_the_respond_model_and_the_adapter_type_a_field_alike(field: str, value: Any, valid: bool) -> None:
+def test_the_respond_model_and_the_adapter_type_a_field_alike(
+    field: str, value: Any, valid: bool
+) -> None:
     spec = _spec()
     respond = next(f for f in tool_functions(spec) if f.__name__ == "respond")
     from_adapter = inspect.signature(respond).parameters[field].annotation

@@ -48,7 +48,10 @@ def test_every_labelled_or_key_shaped_credential_is_flagged(piece: str) -> None:
 
 def test_an_ordinary_trace_is_not_flagged() -> None:
     """Not even for its usage's token counts, or a word that only starts like a label."""
-    text = '{"plan_id": "PLAN-BASIC", "notes": "task-0123456789 is processing", "usage": {"input_tokens": 1500}}' * 50
+    text = (
+        '{"plan_id": "PLAN-BASIC", "notes": "task-0123456789 is processing", "usage": '
+        '{"input_tokens": 1500}}' * 50
+    )
     text += '{"text": "the API, its keys, a bearer bond, an access token"}'
     assert scrub_text(text) == text and not might_hold_secret(text)
 
@@ -60,7 +63,9 @@ def test_might_hold_secret_says_yes_whenever_the_scrub_changes_the_text(text: st
         assert might_hold_secret(text)
 
 
-def test_the_case_insensitive_pattern_runs_only_on_a_label_found_first(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_case_insensitive_pattern_runs_only_on_a_label_found_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """It crawls a long text (1.4 ms for a 13 KB trace): an ordinary trace must not pay it."""
     from agentprop._util import scrub
 
@@ -72,7 +77,9 @@ def test_the_case_insensitive_pattern_runs_only_on_a_label_found_first(monkeypat
             return None
 
     monkeypatch.setattr(scrub, "_LABELLED", Spy())
-    assert not might_hold_secret('{"usage": {"input_tokens": 1500}, "text": "an access token"}' * 100)
+    assert not might_hold_secret(
+        '{"usage": {"input_tokens": 1500}, "text": "an access token"}' * 100
+    )
     assert searched == []
     assert not might_hold_secret("Authorization: Bearer (none)")
     assert len(searched) == 1

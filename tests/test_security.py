@@ -32,7 +32,10 @@ def cli(*argv: str) -> tuple[int, str, str]:
 # --------------------------------------------------------------------------- path components
 
 
-@pytest.mark.parametrize("name", ["../../X", "..", ".", "/etc/passwd", "a/b", "a\\b", "-rf", ".hidden", "", "a\x00b", "retired"])
+@pytest.mark.parametrize(
+    "name",
+    ["../../X", "..", ".", "/etc/passwd", "a/b", "a\\b", "-rf", ".hidden", "", "a\x00b", "retired"],
+)
 def test_a_name_that_would_leave_its_directory_is_made_safe(tmp_path: Path, name: str) -> None:
     component = path_component(name, reserved=("retired",))
     assert component and "/" not in component and "\\" not in component and "\x00" not in component
@@ -49,14 +52,22 @@ def test_ordinary_names_are_kept_and_different_names_stay_different() -> None:
 def _project_with_spec_id(tmp_path: Path, spec_id: str) -> Path:
     root = tmp_path / "deep" / "down" / "project"
     root.mkdir(parents=True)
-    text = (SUPPORTOPS / "spec.yaml").read_text().replace("spec_id: supportops_v1", f"spec_id: {json.dumps(spec_id)}")
+    text = (
+        (SUPPORTOPS / "spec.yaml")
+        .read_text()
+        .replace("spec_id: supportops_v1", f"spec_id: {json.dumps(spec_id)}")
+    )
     (root / "spec.yaml").write_text(text)
     shutil.copy(SUPPORTOPS / "agentprop.yaml", root / "agentprop.yaml")
     shutil.copy(SUPPORTOPS / "agent.py", root / "agent.py")
     return root
 
 
-@pytest.mark.parametrize("spec_id", ["../../X", "/tmp/agentprop-escape-test", "../.."], ids=["../../X", "absolute", "../.."])
+@pytest.mark.parametrize(
+    "spec_id",
+    ["../../X", "/tmp/agentprop-escape-test", "../.."],
+    ids=["../../X", "absolute", "../.."],
+)
 def test_corpus_entries_of_any_spec_id_stay_inside_the_corpus(tmp_path: Path, spec_id: str) -> None:
     root = _project_with_spec_id(tmp_path, spec_id)
     corpus = tmp_path / "deep" / "corpus"
@@ -98,19 +109,29 @@ SECRET = "sk-ant-api03-TOPSECRETkeyvalue0123456789"
 LOCAL_SECRET = "local-gateway-credential-8841"
 
 
-def test_scrub_text_removes_registered_environment_and_key_shaped_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scrub_text_removes_registered_environment_and_key_shaped_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", LOCAL_SECRET)
     register_secret("another-registered-secret-42")
-    text = f"401: invalid x-api-key {SECRET}; env {LOCAL_SECRET}; registered another-registered-secret-42; Bearer abcdefghijklmnopqrstuv"
+    text = (
+        f"401: invalid x-api-key {SECRET}; env {LOCAL_SECRET}; registered "
+        "another-registered-secret-42; Bearer abcdefghijklmnopqrstuv"
+    )
     scrubbed = scrub_text(text)
     for secret in (SECRET, LOCAL_SECRET, "another-registered-secret-42", "abcdefghijklmnopqrstuv"):
         assert secret not in scrubbed
     assert scrubbed.count(REDACTED) == 4
-    assert scrub_text("authentication_error: the request was refused") == "authentication_error: the request was refused"
+    assert (
+        scrub_text("authentication_error: the request was refused")
+        == "authentication_error: the request was refused"
+    )
 
 
 @pytest.mark.parametrize("key", [SECRET, LOCAL_SECRET], ids=["sk-ant key", "other key"])
-@pytest.mark.parametrize("status", [401, 400], ids=["refused (not the agent's)", "bad request (the agent's)"])
+@pytest.mark.parametrize(
+    "status", [401, 400], ids=["refused (not the agent's)", "bad request (the agent's)"]
+)
 def test_an_api_error_echoing_the_key_reaches_no_report_snapshot_or_terminal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, status: int
 ) -> None:
@@ -125,7 +146,16 @@ def test_an_api_error_echoing_the_key_reaches_no_report_snapshot_or_terminal(
     spec = tmp_path / "project"
     shutil.copytree(SUPPORTOPS, spec, ignore=shutil.ignore_patterns("__snapshots__", ".agentprop"))
     with MessagesServer(handler=echo) as server:
-        common = ["--agent", "anthropic", "--model", MODEL, "--base-url", server.base_url, "--cache", "none"]
+        common = [
+            "--agent",
+            "anthropic",
+            "--model",
+            MODEL,
+            "--base-url",
+            server.base_url,
+            "--cache",
+            "none",
+        ]
         code, out, err = cli(
             "run",
             str(spec),
@@ -144,11 +174,31 @@ def test_an_api_error_echoing_the_key_reaches_no_report_snapshot_or_terminal(
         )
         assert code in (1, 2), out + err
         code2, out2, err2 = cli(
-            "snapshot", "check", str(spec), *common, "--runs", "2", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--json", str(tmp_path / "s.json")
+            "snapshot",
+            "check",
+            str(spec),
+            *common,
+            "--runs",
+            "2",
+            "--case",
+            "END_BILLING_ANSWER<-N3_BILLING",
+            "--json",
+            str(tmp_path / "s.json"),
         )
     assert len(server.requests) >= 2
-    texts = [out, err, out2, err2, (tmp_path / "r.json").read_text(), (tmp_path / "s.json").read_text()]
-    texts += [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file() and p.suffix in (".json", ".txt")]
+    texts = [
+        out,
+        err,
+        out2,
+        err2,
+        (tmp_path / "r.json").read_text(),
+        (tmp_path / "s.json").read_text(),
+    ]
+    texts += [
+        p.read_text(errors="replace")
+        for p in tmp_path.rglob("*")
+        if p.is_file() and p.suffix in (".json", ".txt")
+    ]
     assert all(key not in t for t in texts)
     assert REDACTED in (tmp_path / "r.json").read_text()
 
@@ -174,7 +224,7 @@ class Leaky(SupportOpsAgent):
 
     def close_conversation(self):
         raise RuntimeError("could not close the session of " + os.environ["ANTHROPIC_API_KEY"])
-"""
+"""  # noqa: E501
 
 
 @pytest.mark.parametrize("key", [SECRET, LOCAL_SECRET], ids=["sk-ant key", "other key"])
@@ -184,19 +234,50 @@ def test_a_python_agent_holding_the_key_in_replies_tool_args_and_close_errors_le
     # issue #27 item 2: the runtime scrubs the whole trace, whatever part of it the agent wrote
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)
     spec = tmp_path / "project"
-    shutil.copytree(SUPPORTOPS, spec, ignore=shutil.ignore_patterns("__snapshots__", ".agentprop", "__pycache__"))
+    shutil.copytree(
+        SUPPORTOPS,
+        spec,
+        ignore=shutil.ignore_patterns("__snapshots__", ".agentprop", "__pycache__"),
+    )
     (spec / "leaky.py").write_text(LEAKY_AGENT)
     outputs = {name: tmp_path / f"r.{name}" for name in ("json", "html", "junit", "markdown")}
     flags = [arg for name, path in outputs.items() for arg in (f"--{name}", str(path))]
     case = ("--case", "END_BILLING_ANSWER<-N3_BILLING", "--runs", "2", "--agent", "leaky:Leaky")
-    code, out, err = cli("run", str(spec), "--kinds", "mft", *case, "-v", "--corpus", str(tmp_path / "corpus"), *flags)
+    code, out, err = cli(
+        "run",
+        str(spec),
+        "--kinds",
+        "mft",
+        *case,
+        "-v",
+        "--corpus",
+        str(tmp_path / "corpus"),
+        *flags,
+    )
     assert code == 1, out + err  # every run errs in close_conversation(): the case fails
-    code2, out2, err2 = cli("snapshot", "check", str(spec), *case, "--update", "--reason", "r", "--dir", str(tmp_path / "snaps"))
+    code2, out2, err2 = cli(
+        "snapshot",
+        "check",
+        str(spec),
+        *case,
+        "--update",
+        "--reason",
+        "r",
+        "--dir",
+        str(tmp_path / "snaps"),
+    )
     texts = [out, err, out2, err2]
-    texts += [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file() and p.suffix not in (".py", ".yaml", ".txt", ".pyc")]
+    texts += [
+        p.read_text(errors="replace")
+        for p in tmp_path.rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".yaml", ".txt", ".pyc")
+    ]
     assert all(key not in t for t in texts)
     report = outputs["json"].read_text()
-    assert "close_conversation() raised RuntimeError: could not close the session of [REDACTED]" in report
+    assert (
+        "close_conversation() raised RuntimeError: could not close the session of [REDACTED]"
+        in report
+    )
     assert "(session [REDACTED])" in report or "(session [REDACTED])" in "".join(texts)
 
 
@@ -207,7 +288,14 @@ def _hostile_entry() -> CorpusEntry:
     project = load_project(SUPPORTOPS)
     scenario = project.scenario("END_BILLING_ANSWER<-N3_BILLING")
     payload = '"""\nimport os\nINJECTED = True\n"""'
-    hostile = scenario.model_copy(update={"turns": [t.model_copy(update={"user_message": payload + "\\'" + "'''"}) for t in scenario.turns]})
+    hostile = scenario.model_copy(
+        update={
+            "turns": [
+                t.model_copy(update={"user_message": payload + "\\'" + "'''"})
+                for t in scenario.turns
+            ]
+        }
+    )
     return CorpusEntry(
         id='abc"""\ndef x(): pass\n#',
         spec_id="supportops_v1",
@@ -229,12 +317,28 @@ def test_corpus_show_pytest_quotes_every_value_so_no_text_becomes_code() -> None
     kinds = [type(node).__name__ for node in tree.body]
     # a docstring, imports of pathlib and agentprop's public modules only, six constants, one test
     head = [k for k in kinds if k not in ("Import", "ImportFrom")]
-    assert head == ["Expr", "Assign", "Assign", "Assign", "Assign", "Assign", "Assign", "FunctionDef"]
+    assert head == [
+        "Expr",
+        "Assign",
+        "Assign",
+        "Assign",
+        "Assign",
+        "Assign",
+        "Assign",
+        "FunctionDef",
+    ]
     imported = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in tree.body if isinstance(n, ast.ImportFrom)}
-    assert imported and all(name == "pathlib" or name == "agentprop" or name.startswith("agentprop.") for name in imported)
-    assigned = {node.targets[0].id: node.value for node in tree.body if isinstance(node, ast.Assign)}  # type: ignore[attr-defined]
-    assert "INJECTED" not in assigned and "os" not in {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    assert imported and all(
+        name == "pathlib" or name == "agentprop" or name.startswith("agentprop.")
+        for name in imported
+    )
+    assigned = {
+        node.targets[0].id: node.value for node in tree.body if isinstance(node, ast.Assign)
+    }  # type: ignore[attr-defined]
+    assert "INJECTED" not in assigned and "os" not in {
+        a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names
+    }
     assert ast.literal_eval(assigned["ENTRY"]) == entry.id
     assert ast.literal_eval(assigned["FAILURE"]) == entry.signature
     assert ast.literal_eval(assigned["ORIGINAL_FIRST_MESSAGE"]) == entry.original_messages[0]
@@ -251,5 +355,11 @@ def test_corpus_show_pytest_on_the_command_line_prints_the_quoted_test(tmp_path:
     code, out, err = cli("corpus", "show", "0123", "--pytest", "--dir", str(tmp_path))
     assert code == 0, err
     tree = ast.parse(out)
-    names = [t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
+    names = [
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    ]
     assert "INJECTED" not in names and names.count("ENTRY") == 1

@@ -39,11 +39,14 @@ def clean() -> agentprop.LoadedAgent:
     return agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE)
 
 
-def test_two_sessions_in_one_process_share_nothing(project: agentprop.Project, clean: agentprop.LoadedAgent) -> None:
+def test_two_sessions_in_one_process_share_nothing(
+    project: agentprop.Project, clean: agentprop.LoadedAgent
+) -> None:
     first, second = Session(), Session(budget=Budget(max_runs=500))
     with first.activate():
         agentprop.check(project, BILLING, clean, settings=agentprop.settings(runs=5))
-        agentprop.check(project, BILLING, clean, settings=agentprop.settings(runs=5))  # the same runs again: memo hits
+        # the same runs again: memo hits
+        agentprop.check(project, BILLING, clean, settings=agentprop.settings(runs=5))
     with second.activate():
         agentprop.check(project, BILLING, clean, settings=agentprop.settings(runs=5))
     (a, b), (c,) = first.recorded_results(), second.recorded_results()
@@ -82,13 +85,19 @@ def test_check_and_acheck_take_the_same_arguments() -> None:
         assert check[name].default == param.default and check[name].kind == param.kind, name
 
 
-def test_acheck_replays_the_corpus_and_records_like_check(project: agentprop.Project, tmp_path: Path) -> None:
+def test_acheck_replays_the_corpus_and_records_like_check(
+    project: agentprop.Project, tmp_path: Path
+) -> None:
     skipper = agentprop.load_agent("agent:SupportOpsAgent", EXAMPLE, {"skip_auth": 1.0})
     with Session().activate():
         found = agentprop.check(project, CANCEL, skipper, raise_on_failure=False)
         shrunk = agentprop.oracle.shrink(project, CANCEL, skipper, failing=found, budget=30)
     corpus = Corpus(tmp_path)
-    corpus.record(entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=skipper))
+    corpus.record(
+        entry_from_shrink(
+            shrunk, spec_id=project.spec.spec_id, spec_path=str(EXAMPLE), agent=skipper
+        )
+    )
     with Session(corpus=corpus).activate() as session:
         result = asyncio.run(agentprop.acheck(project, CANCEL, skipper))
         assert not result.passed and result.name.startswith("corpus ")  # the replay came first
@@ -99,16 +108,35 @@ def test_acheck_replays_the_corpus_and_records_like_check(project: agentprop.Pro
 # --------------------------------------------------------------------------- no module state
 
 CACHES = {
-    ("agentprop/_agents/loading.py", "_digests"): "source digests per (file, mtime): a pure function's memo",
-    ("agentprop/_modelapi/budget.py", "_BEST_PREFIX"): "the price-table prefix of a model name: a pure function's memo",
-    ("agentprop/_modelapi/providers.py", "_PARAMETERS"): "the keyword parameters of an SDK method, per SDK class: a pure function's memo",
-    ("agentprop/_util/bulk.py", "_table"): "equal JSON values held once per process (hash-consing, like sys.intern): no result",
-    ("agentprop/_util/refs.py", "_LOADED"): "modules loaded from files by MODULE:ATTR: an import registry, like sys.modules",
-    ("agentprop/strategies/_internal/language.py", "_LANGUAGE_CACHE"): "phrase packs compiled once: a pure function's memo",
+    (
+        "agentprop/_agents/loading.py",
+        "_digests",
+    ): "source digests per (file, mtime): a pure function's memo",
+    (
+        "agentprop/_modelapi/budget.py",
+        "_BEST_PREFIX",
+    ): "the price-table prefix of a model name: a pure function's memo",
+    (
+        "agentprop/_modelapi/providers.py",
+        "_PARAMETERS",
+    ): "the keyword parameters of an SDK method, per SDK class: a pure function's memo",
+    (
+        "agentprop/_util/bulk.py",
+        "_table",
+    ): "equal JSON values held once per process (hash-consing, like sys.intern): no result",
+    (
+        "agentprop/_util/refs.py",
+        "_LOADED",
+    ): "modules loaded from files by MODULE:ATTR: an import registry, like sys.modules",
+    (
+        "agentprop/strategies/_internal/language.py",
+        "_LANGUAGE_CACHE",
+    ): "phrase packs compiled once: a pure function's memo",
     (
         "agentprop/_util/scrub.py",
         "_secrets",
-    ): "API keys seen in this process, scrubbed from every error text: a deny-list that only grows, never a result",
+    ): "API keys seen in this process, scrubbed from every error text: a deny-list that only "
+    "grows, never a result",
 }
 """Module-level mutable values that are memos of pure functions, not session state."""
 
@@ -116,22 +144,46 @@ CACHES = {
 def _module_state(path: Path) -> list[str]:
     """``global`` statements, and module-level names bound to an empty mutable container."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = [f"{path.relative_to(ROOT)}:{n.lineno}: global {', '.join(n.names)}" for n in ast.walk(tree) if isinstance(n, ast.Global)]
+    found = [
+        f"{path.relative_to(ROOT)}:{n.lineno}: global {', '.join(n.names)}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Global)
+    ]
     for node in tree.body:
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        empty = (isinstance(value, (ast.Dict, ast.List, ast.Set)) and not getattr(value, "keys", getattr(value, "elts", None))) or (
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
+        empty = (
+            isinstance(value, (ast.Dict, ast.List, ast.Set))
+            and not getattr(value, "keys", getattr(value, "elts", None))
+        ) or (
             isinstance(value, ast.Call)
             and isinstance(value.func, ast.Name)
             and value.func.id in ("dict", "list", "set", "defaultdict", "OrderedDict")
             and not value.args
         )
         for target in targets:
-            if empty and isinstance(target, ast.Name) and (str(path.relative_to(ROOT)), target.id) not in CACHES:
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {target.id} = <empty mutable container>")
+            if (
+                empty
+                and isinstance(target, ast.Name)
+                and (str(path.relative_to(ROOT)), target.id) not in CACHES
+            ):
+                found.append(
+                    f"{path.relative_to(ROOT)}:{node.lineno}: {target.id} = "
+                    "<empty mutable container>"
+                )
     return found
 
 
 def test_no_module_keeps_session_state_in_a_global() -> None:
-    found = [line for path in sorted((ROOT / "agentprop").rglob("*.py")) for line in _module_state(path)]
-    assert found == [], "module-level state (put it on agentprop._decide.session.Session):\n" + "\n".join(found)
+    found = [
+        line for path in sorted((ROOT / "agentprop").rglob("*.py")) for line in _module_state(path)
+    ]
+    assert found == [], (
+        "module-level state (put it on agentprop._decide.session.Session):\n" + "\n".join(found)
+    )

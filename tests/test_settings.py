@@ -1,4 +1,5 @@
-"""``agentprop.settings``: one settings object, resolved in one place, honoured by every check kind."""
+"""``agentprop.settings``: one settings object, resolved in one place, honoured by
+every check kind."""
 
 from __future__ import annotations
 
@@ -66,11 +67,16 @@ def test_bad_values_name_the_fix(kwargs: dict[str, Any], fragment: str) -> None:
 
 def test_profiles_register_load_and_get(fresh_session: Session) -> None:
     assert agentprop.settings.default() == agentprop.settings.get_profile("ci")
-    agentprop.settings.register_profile("nightly", agentprop.settings.get_profile("release"), tau=0.97)
+    agentprop.settings.register_profile(
+        "nightly", agentprop.settings.get_profile("release"), tau=0.97
+    )
     agentprop.settings.load_profile("nightly")
     assert fresh_session.profile == "nightly"
     assert (agentprop.settings.default().max_runs, agentprop.settings.default().tau) == (300, 0.97)
-    with pytest.raises(InvalidArgument, match="no agentprop settings profile 'weekly'; registered: ci, nightly, release, smoke"):
+    with pytest.raises(
+        InvalidArgument,
+        match="no agentprop settings profile 'weekly'; registered: ci, nightly, release, smoke",
+    ):
         agentprop.settings.load_profile("weekly")
 
 
@@ -113,25 +119,55 @@ def test_check_takes_the_settings_object() -> None:
     def agent(messages: list[str]) -> dict[str, str]:
         return {"status": "paid"}
 
-    result = agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=6, tau=1.0))
+    result = agentprop.check(
+        agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=6, tau=1.0)
+    )
     assert (result.runs, result.settings["mode"]) == (6, "fixed")
     with pytest.warns(DeprecationWarning):  # the old keyword still wins over settings=, as it did
-        assert agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=6, tau=1.0), runs=3).runs == 3
-    with pytest.raises(InvalidArgument, match="an OracleSettings replaces them all"), pytest.warns(DeprecationWarning):
-        agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.oracle.OracleSettings(), runs=3)
+        assert (
+            agentprop.check(
+                agent,
+                ["hi"],
+                lambda t: True,
+                settings=agentprop.settings(mode="fixed", runs=6, tau=1.0),
+                runs=3,
+            ).runs
+            == 3
+        )
+    with (
+        pytest.raises(InvalidArgument, match="an OracleSettings replaces them all"),
+        pytest.warns(DeprecationWarning),
+    ):
+        agentprop.check(
+            agent, ["hi"], lambda t: True, settings=agentprop.oracle.OracleSettings(), runs=3
+        )
 
 
 def test_the_old_keywords_of_check_are_a_deprecated_spelling_of_settings() -> None:
     def agent(messages: list[str]) -> dict[str, str]:
         return {"status": "paid"}
 
-    new = agentprop.check(agent, ["hi"], lambda t: True, settings=agentprop.settings(mode="fixed", runs=4, tau=1.0, seed=2))
-    message = r"check\(mode='fixed', tau=1.0, runs=4, seed=2\) is deprecated: the fields mode, tau, runs, seed of agentprop.settings go in settings="
+    new = agentprop.check(
+        agent,
+        ["hi"],
+        lambda t: True,
+        settings=agentprop.settings(mode="fixed", runs=4, tau=1.0, seed=2),
+    )
+    message = (
+        r"check\(mode='fixed', tau=1.0, runs=4, seed=2\) is deprecated: the fields mode, tau, "
+        r"runs, seed of agentprop.settings go in settings="
+    )
     with pytest.warns(DeprecationWarning, match=message) as caught:
         old = agentprop.check(agent, ["hi"], lambda t: True, mode="fixed", runs=4, tau=1.0, seed=2)
     assert caught[0].filename == __file__  # the warning points at the caller's line
-    assert (old.runs, old.settings) == (new.runs, new.settings) and (old.settings["mode"], old.settings["tau"]) == ("fixed", 1.0)
-    with pytest.warns(DeprecationWarning, match=r"acheck\(max_runs=9\) is deprecated: the field max_runs of agentprop.settings"):
+    assert (old.runs, old.settings) == (new.runs, new.settings) and (
+        old.settings["mode"],
+        old.settings["tau"],
+    ) == ("fixed", 1.0)
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"acheck\(max_runs=9\) is deprecated: the field max_runs of agentprop.settings",
+    ):
         import asyncio
 
         asyncio.run(agentprop.acheck(agent, ["hi"], lambda t: True, max_runs=9))
@@ -167,18 +203,30 @@ def test_the_seed_keyword_of_the_other_check_kinds_is_a_deprecated_spelling_of_s
             **kw,
         ),
         "check_direction": lambda **kw: agentprop.check_direction(
-            project, CANCEL_ID, DENIED_ID, agent, memo=agentprop.oracle.TrialMemo(), raise_on_failure=False, **kw
+            project,
+            CANCEL_ID,
+            DENIED_ID,
+            agent,
+            memo=agentprop.oracle.TrialMemo(),
+            raise_on_failure=False,
+            **kw,
         ),
-        "check_snapshot": lambda **kw: agentprop.check_snapshot(project, CANCEL_ID, agent, directory=tmp_path, runs=2, raise_on_failure=False, **kw),
+        "check_snapshot": lambda **kw: agentprop.check_snapshot(
+            project, CANCEL_ID, agent, directory=tmp_path, runs=2, raise_on_failure=False, **kw
+        ),
     }
     with agentprop.settings(mode="fixed", runs=2, tau=1.0):
         calls[kind](settings=agentprop.settings(seed=3))
         new = sorted(trials)
         trials.clear()
-        message = rf"{kind}\(seed=3\) is deprecated: the field seed of agentprop.settings go in settings=, e.g. {kind}\(\.\.\., settings=agentprop.settings\(seed=3\)\)"
+        message = (
+            rf"{kind}\(seed=3\) is deprecated: the field seed of agentprop.settings go in "
+            rf"settings=, e.g. {kind}\(\.\.\., settings=agentprop.settings\(seed=3\)\)"
+        )
         with pytest.warns(DeprecationWarning, match=message) as caught:
             calls[kind](seed=3)
-        assert sorted(trials) == new and min(new) >= 3 * 1_000_003  # the seed is honoured, as settings= honours it
+        # the seed is honoured, as settings= honours it
+        assert sorted(trials) == new and min(new) >= 3 * 1_000_003
     assert caught[0].filename == __file__  # the warning points at the caller's line
 
 
@@ -245,7 +293,7 @@ def test_direction():
 def test_snapshot(tmp_path):
     agentprop.check_snapshot(project, {CANCEL_ID!r}, AGENT, directory=tmp_path, runs=5, raise_on_failure=False)
     record("snapshot")
-"""
+"""  # noqa: E501
 
 
 def run_kinds(pytester: pytest.Pytester, marker: str, *args: str) -> dict[str, dict[str, Any]]:
@@ -254,7 +302,13 @@ def run_kinds(pytester: pytest.Pytester, marker: str, *args: str) -> dict[str, d
     seed = hypothesis_core.global_force_seed
     try:
         result = pytester.runpytest_inprocess(
-            "-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib", "--agentprop-shrink-budget=0", *args
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "--import-mode=importlib",
+            "--agentprop-shrink-budget=0",
+            *args,
         )
     finally:
         hypothesis_core.global_force_seed = seed
@@ -269,13 +323,20 @@ def first_trials(kinds: dict[str, dict[str, Any]]) -> dict[str, int]:
 
 
 def test_every_check_kind_honours_the_marker_seed_and_profile(pytester: pytest.Pytester) -> None:
-    kinds = run_kinds(pytester, '@pytest.mark.agentprop(mode="fixed", n=7, tau=1.0)', "--agentprop-seed=5", "--agentprop-profile=smoke")
+    kinds = run_kinds(
+        pytester,
+        '@pytest.mark.agentprop(mode="fixed", n=7, tau=1.0)',
+        "--agentprop-seed=5",
+        "--agentprop-profile=smoke",
+    )
     assert set(kinds) == {"check", "plain", "invariance", "direction", "snapshot"}
     assert set(first_trials(kinds).values()) == {5 * 1_000_003}  # the same seed for every kind
     for kind in ("check", "plain", "direction"):
         s = kinds[kind]["settings"]
-        assert (s["mode"], s["runs"], s["max_runs"]) == ("fixed", 7, 30), (kind, s)  # the marker's and the profile's
-    assert kinds["invariance"]["settings"]["runs"] == 7 + 2 * 5  # its base case: the marker's 7 runs
+        # the marker's and the profile's
+        assert (s["mode"], s["runs"], s["max_runs"]) == ("fixed", 7, 30), (kind, s)
+    # its base case: the marker's 7 runs
+    assert kinds["invariance"]["settings"]["runs"] == 7 + 2 * 5
 
 
 def test_every_check_kind_honours_fresh_and_a_settings_decorator(pytester: pytest.Pytester) -> None:
@@ -289,31 +350,46 @@ def test_every_check_kind_honours_fresh_and_a_settings_decorator(pytester: pytes
 # ----------------------------------------------------------- one registry: checks, pytest, CLI
 
 
-def test_the_built_in_profiles_are_defined_once_and_agentprop_run_reads_them_from_settings() -> None:
+def test_the_built_in_profiles_are_defined_once_and_agentprop_run_reads_them_from_settings() -> (
+    None
+):
     import agentprop._decide.profiles as profiles
     from agentprop._decide.settings import PROFILES
 
     assert not hasattr(profiles, "PROFILES")  # no second table of the same three names
     for name, values in PROFILES.items():
         assert agentprop.settings.get_profile(name).as_dict() == values
-    assert [(p.name, p.screen, p.inv_runs) for p in map(profiles.get_profile, ("smoke", "ci", "release"))] == [
+    assert [
+        (p.name, p.screen, p.inv_runs)
+        for p in map(profiles.get_profile, ("smoke", "ci", "release"))
+    ] == [
         ("smoke", 1, 5),
         ("ci", 2, 5),
         ("release", None, 20),
     ]
-    agentprop.settings.register_profile("ci", agentprop.settings.get_profile("ci"), screen=3)  # the registry is what run reads
+    # the registry is what run reads
+    agentprop.settings.register_profile("ci", agentprop.settings.get_profile("ci"), screen=3)
     assert profiles.get_profile(None).screen == 3
 
 
 def test_suite_settings_layer_the_default_the_profile_and_the_flags() -> None:
     from agentprop._decide.settings import suite_settings
 
-    agentprop.settings.register_profile("nightly", agentprop.settings.get_profile("release"), tau=0.95)
+    agentprop.settings.register_profile(
+        "nightly", agentprop.settings.get_profile("release"), tau=0.95
+    )
     name, s = suite_settings("nightly")
     assert (name, s.tau, s.max_runs, s.screen, s.inv_runs) == ("nightly", 0.95, 300, 0, 20)
-    agentprop.settings.register_profile("bare", max_runs=40)  # unset fields fall through to the default profile
-    assert suite_settings("bare")[1].as_dict() == {"max_runs": 40, "max_examples": 10, "screen": 2, "inv_runs": 5}
-    _, flagged = suite_settings("nightly", runs=3, tau=None, max_runs=50)  # a flag given wins; None is not given
+    # unset fields fall through to the default profile
+    agentprop.settings.register_profile("bare", max_runs=40)
+    assert suite_settings("bare")[1].as_dict() == {
+        "max_runs": 40,
+        "max_examples": 10,
+        "screen": 2,
+        "inv_runs": 5,
+    }
+    # a flag given wins; None is not given
+    _, flagged = suite_settings("nightly", runs=3, tau=None, max_runs=50)
     assert (flagged.runs, flagged.tau, flagged.max_runs) == (3, 0.95, 50)
     with pytest.raises(InvalidArgument, match="no agentprop settings profile 'weekly'"):
         suite_settings("weekly")
@@ -334,13 +410,17 @@ def _cli(*argv: str) -> tuple[int, str]:
 def _mft_runs(out: str) -> tuple[int, int, int]:
     import re
 
-    found = re.search(r"MFT: (\d+) case\(s\); agent runs at least ([\d,]+) .* at most ([\d,]+)", out)
+    found = re.search(
+        r"MFT: (\d+) case\(s\); agent runs at least ([\d,]+) .* at most ([\d,]+)", out
+    )
     assert found, out
     cases, least, most = (int(g.replace(",", "")) for g in found.groups())
     return cases, least, most
 
 
-def test_a_profile_registered_with_settings_is_usable_by_agentprop_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_profile_registered_with_settings_is_usable_by_agentprop_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     code, out = _cli("run", str(EXAMPLE), "--dry-run", "--kinds", "mft", "--profile", "quick")
     assert code == 2 and "unknown profile 'quick'" in out and "ci, release, smoke" in out, out
@@ -351,15 +431,22 @@ def test_a_profile_registered_with_settings_is_usable_by_agentprop_run(tmp_path:
     assert least == 3 * cases  # its screen: three clean runs a case
     # flags are layered on top of the profile, in one place: --runs decides every case as asked
     agentprop.settings.register_profile("fixed4", mode="fixed", runs=4)
-    code, out = _cli("run", str(EXAMPLE), "--dry-run", "--kinds", "mft", "--profile", "fixed4", "--runs", "2")
+    code, out = _cli(
+        "run", str(EXAMPLE), "--dry-run", "--kinds", "mft", "--profile", "fixed4", "--runs", "2"
+    )
     cases, least, most = _mft_runs(out)
     assert code == 0 and least == most == 2 * cases, out
     code, out = _cli("run", str(EXAMPLE), "--dry-run", "--kinds", "mft", "--tau", "1.5")
     assert code == 2 and "--tau 1.5: the pass rate to hold must be in (0, 1]" in out, out
 
 
-def test_a_profile_registered_in_a_conftest_is_usable_by_the_pytest_option(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest("import agentprop\nagentprop.settings.register_profile('nightly', max_runs=12, max_examples=3)\n")
+def test_a_profile_registered_in_a_conftest_is_usable_by_the_pytest_option(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        "import agentprop\nagentprop.settings.register_profile('nightly', "
+        "max_runs=12, max_examples=3)\n"
+    )
     pytester.makepyfile(
         test_p="""
 import agentprop
@@ -371,8 +458,18 @@ def test_profile():
     assert resolve().max_runs == 12 and agentprop.agent_settings().max_examples == 3
 """
     )
-    args = ("-p", "no:cacheprovider", "-p", "no:randomly", "--agentprop-memo=none", "--agentprop-corpus=none")
+    args = (
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "--agentprop-memo=none",
+        "--agentprop-corpus=none",
+    )
     pytester.runpytest_inprocess(*args, "--agentprop-profile=nightly").assert_outcomes(passed=1)
     result = pytester.runpytest_inprocess(*args, "--agentprop-profile=weekly")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--agentprop-profile weekly: no such profile; registered: ci, nightly, release, smoke" in "\n".join(result.errlines)
+    assert (
+        "--agentprop-profile weekly: no such profile; registered: ci, nightly, release, smoke"
+        in "\n".join(result.errlines)
+    )

@@ -1,5 +1,6 @@
 """benchmarks/shards.py: 1, 2 and 4 shards in separate processes against a loopback model, the
-merge of synthesised records and the two ledgers, at tiny sizes; it writes the keys issue #29 names."""
+merge of synthesised records and the two ledgers, at tiny sizes; it writes the
+keys issue #29 names."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("shards_benchmark", ROOT / "benchmarks" / "shards.py")
+    spec = importlib.util.spec_from_file_location(
+        "shards_benchmark", ROOT / "benchmarks" / "shards.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["shards_benchmark"] = module
@@ -26,17 +29,40 @@ def bench() -> ModuleType:
 
 
 @pytest.mark.slow
-def test_the_shards_merge_and_ledgers_are_measured_and_written(bench: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    redis = importlib.util.find_spec("redis") is not None and shutil.which("redis-server") is not None
-    argv = ["--runs", "1", "--latency", "0.01", "--merge-records", "300", "--calls", "5", "--json", str(tmp_path / "s.json")]
+def test_the_shards_merge_and_ledgers_are_measured_and_written(
+    bench: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    redis = (
+        importlib.util.find_spec("redis") is not None and shutil.which("redis-server") is not None
+    )
+    argv = [
+        "--runs",
+        "1",
+        "--latency",
+        "0.01",
+        "--merge-records",
+        "300",
+        "--calls",
+        "5",
+        "--json",
+        str(tmp_path / "s.json"),
+    ]
     assert bench.main(argv) == (0 if redis else 3)
     figures = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
-    assert figures["checks_failed"] == []  # each N's merge decided what the 1-shard run decided, with as many requests
-    assert figures["speedup_4_shards"] == pytest.approx(figures["wall_s_1_shard"] / figures["wall_s_4_shards"])
-    assert figures["speedup_2_shards"] == pytest.approx(figures["wall_s_1_shard"] / figures["wall_s_2_shards"])
+    # each N's merge decided what the 1-shard run decided, with as many requests
+    assert figures["checks_failed"] == []
+    assert figures["speedup_4_shards"] == pytest.approx(
+        figures["wall_s_1_shard"] / figures["wall_s_4_shards"]
+    )
+    assert figures["speedup_2_shards"] == pytest.approx(
+        figures["wall_s_1_shard"] / figures["wall_s_2_shards"]
+    )
     assert figures["merge_trial_records"] >= 300 and figures["merge_s"] > 0
-    assert figures["merge_s_100k_records"] is None  # fewer than 100,000 lines merged: not reported as that figure
-    assert figures["ledger_us_per_call_file"] > 0 and all(figures[f"cpu_s_{n}"] > 0 for n in ("1_shard", "2_shards", "4_shards"))
+    # fewer than 100,000 lines merged: not reported as that figure
+    assert figures["merge_s_100k_records"] is None
+    assert figures["ledger_us_per_call_file"] > 0 and all(
+        figures[f"cpu_s_{n}"] > 0 for n in ("1_shard", "2_shards", "4_shards")
+    )
     assert (figures["ledger_us_per_call_redis"] is not None) == redis
     out = capsys.readouterr().out
     assert "1 shard (baseline)" in out and "speedup" in out
@@ -44,7 +70,9 @@ def test_the_shards_merge_and_ledgers_are_measured_and_written(bench: ModuleType
         assert "redis ledger:           not measured" in out
 
 
-def test_synthesised_records_are_distinct_decisions_of_the_same_shards(bench: ModuleType, tmp_path: Path) -> None:
+def test_synthesised_records_are_distinct_decisions_of_the_same_shards(
+    bench: ModuleType, tmp_path: Path
+) -> None:
     from agentprop._decide.records import ShardInfo
 
     shards = []
@@ -63,7 +91,9 @@ def test_synthesised_records_are_distinct_decisions_of_the_same_shards(bench: Mo
             {"type": "end", "decision": 1, "case": f"C{i}", "verdict": "PASS",
              "decided_by": "fixed", "runs": 3, "passes": 3},
         ]  # fmt: skip
-        (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+        (d / "trials.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8"
+        )
         shards.append(d)
     assert bench.synthesise(shards, 10, tmp_path / "out") == 12  # 6 trial lines a copy, 2 copies
     from agentprop._pipeline.merge import merge_shards

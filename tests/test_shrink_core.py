@@ -109,7 +109,9 @@ def exact_rate(trials: int, make_input, needed_for, p: float, eps: float = 0.0, 
 
 def test_recovers_two_needed_clauses_out_of_eight():
     # Theory (benchmarks/shrink.py, 1000 trials): >= 99% exact. Tolerance: 3 points on 200.
-    rate = exact_rate(200, lambda: flat(8), lambda rng: frozenset(rng.sample(range(8), 2)), p=0.5, budget=500)
+    rate = exact_rate(
+        200, lambda: flat(8), lambda rng: frozenset(rng.sample(range(8), 2)), p=0.5, budget=500
+    )
     assert rate >= 0.96
 
 
@@ -124,13 +126,22 @@ def test_recovers_needed_tokens_through_the_hierarchy():
 
 def test_recovers_rare_failures():
     # p = 0.2: a shrinker that trusted a few lucky runs would stop queries too early.
-    rate = exact_rate(120, lambda: flat(6), lambda rng: frozenset(rng.sample(range(6), 2)), p=0.2, budget=2000)
+    rate = exact_rate(
+        120, lambda: flat(6), lambda rng: frozenset(rng.sample(range(6), 2)), p=0.2, budget=2000
+    )
     assert rate >= 0.95
 
 
 def test_background_false_failures_use_the_sprt():
     # With eps = 0.05 ddmin's "one failure in N" accepts noise; the SPRT must not.
-    rate = exact_rate(80, lambda: flat(6), lambda rng: frozenset(rng.sample(range(6), 2)), p=0.5, eps=0.05, budget=3000)
+    rate = exact_rate(
+        80,
+        lambda: flat(6),
+        lambda rng: frozenset(rng.sample(range(6), 2)),
+        p=0.5,
+        eps=0.05,
+        budget=3000,
+    )
     assert rate >= 0.93
 
 
@@ -205,7 +216,13 @@ def test_protected_units_are_never_removed():
 def test_protected_predicate_and_protected_parent():
     units = clauses(4, 3)  # leaves 0..11; clause c1 holds 3, 4, 5
     oracle = SimOracle({0}, p=1.0)
-    result = shrink(units, oracle, build=kept_values, budget=500, protected=lambda unit: unit.label in {"c1", "c3t2"})
+    result = shrink(
+        units,
+        oracle,
+        build=kept_values,
+        budget=500,
+        protected=lambda unit: unit.label in {"c1", "c3t2"},
+    )
     assert result.reproducer == {0, 3, 4, 5, 11}
     assert all({3, 4, 5, 11} <= candidate for candidate, _ in oracle.calls)
 
@@ -387,7 +404,9 @@ def test_known_rate_removes_pairs_and_beats_one_at_a_time():
         result = shrink(flat(8), oracle, build=kept_values, budget=500, calibration=known)
         runs += result.runs
         hits += result.reproducer == needed
-        with_pairs += any(len(r.removed) == 2 and r.verdict is QueryVerdict.REPRODUCES for r in result.log)
+        with_pairs += any(
+            len(r.removed) == 2 and r.verdict is QueryVerdict.REPRODUCES for r in result.log
+        )
         assert result.runs == len(oracle.calls)
     assert hits >= 96
     assert runs / 100 < 32
@@ -449,7 +468,9 @@ def test_ddmin_that_stops_a_query_at_its_first_failure_answers_the_same_in_fewer
 
     units = tuple(Unit(i) for i in range(8))
     full = ddmin(units, run, runs_per_query=10, build=kept_values, signature=SIG)
-    early = ddmin(units, run, runs_per_query=10, build=kept_values, signature=SIG, stop_at_first_failure=True)
+    early = ddmin(
+        units, run, runs_per_query=10, build=kept_values, signature=SIG, stop_at_first_failure=True
+    )
     assert early.reproducer == full.reproducer == {1, 6} and early.queries == full.queries
     failing_queries = (full.runs - early.runs) // 7  # each failing query stops after 3 runs, not 10
     assert failing_queries >= 1 and early.runs == full.runs - 7 * failing_queries
@@ -501,7 +522,9 @@ def test_minimal_result_states_its_confidence_from_measured_single_removals():
         assert own == sum(1 for cand, _ in oracle.calls if cand == without) and own <= clean <= made
         assert clean >= 10  # at q = 0.5, (1/2)^10 < 1e-3
     statement = result.minimality()
-    assert statement.startswith("1-minimal at 99.8% confidence: each of the 2 single simplification(s) passed")
+    assert statement.startswith(
+        "1-minimal at 99.8% confidence: each of the 2 single simplification(s) passed"
+    )
     assert "minimal: 1-minimal at 99.8% confidence" in result.stop_reason
 
 
@@ -530,7 +553,10 @@ class MaskingOracle:
 
     def __call__(self, candidate: frozenset[int], trial: int) -> Outcome:
         triggered = self.A in candidate and (self.M not in candidate or self.B in candidate)
-        if triggered and random.Random(f"{self.seed}|{sorted(candidate)}|{trial}").random() < self.p:
+        if (
+            triggered
+            and random.Random(f"{self.seed}|{sorted(candidate)}|{trial}").random() < self.p
+        ):
             return Outcome.failure(SIG)
         return Outcome.passed()
 
@@ -548,24 +574,39 @@ def test_non_monotone_unit_does_not_fake_one_minimality():
     # only if no unit masks the failure.
     kept_b = 0
     for seed in range(200):
-        result = shrink(MASKED_UNITS, MaskingOracle(0.7, seed), build=kept_values, budget=1000, calibration=MASKED_CALIBRATION)
+        result = shrink(
+            MASKED_UNITS,
+            MaskingOracle(0.7, seed),
+            build=kept_values,
+            budget=1000,
+            calibration=MASKED_CALIBRATION,
+        )
         assert result.minimal, (seed, result.stop_reason)
-        assert result.single_removals and all(own >= 1 for _, _, own in result.single_removals), seed
+        assert result.single_removals and all(own >= 1 for _, _, own in result.single_removals), (
+            seed
+        )
         assert "(0 of these" not in result.minimality()
         if result.reproducer != frozenset({MaskingOracle.A}):
             kept_b += 1
-            assert result.reproducer == frozenset({MaskingOracle.A, MaskingOracle.B}), (seed, result.reproducer)
+            assert result.reproducer == frozenset({MaskingOracle.A, MaskingOracle.B}), (
+                seed,
+                result.reproducer,
+            )
             assert "count only if no unit masks the failure" in result.minimality(), seed
     assert kept_b <= 6, kept_b  # the masked order is rare, and the look catches it 70% of the time
 
 
 def test_one_minimality_is_not_claimed_when_the_budget_cannot_run_the_simplifications():
     oracle = MaskingOracle(0.7, 122)
-    full = shrink(MASKED_UNITS, oracle, build=kept_values, budget=1000, calibration=MASKED_CALIBRATION)
+    full = shrink(
+        MASKED_UNITS, oracle, build=kept_values, budget=1000, calibration=MASKED_CALIBRATION
+    )
     first_check = next(i for i, r in enumerate(full.log) if r.phase == "check")
     assert full.log[first_check].runs >= 1  # {A} was run itself, and it reproduced
     before_check = full.log[first_check - 1].total_runs
-    short = shrink(MASKED_UNITS, oracle, build=kept_values, budget=before_check, calibration=MASKED_CALIBRATION)
+    short = shrink(
+        MASKED_UNITS, oracle, build=kept_values, budget=before_check, calibration=MASKED_CALIBRATION
+    )
     assert short.reproducer == frozenset({MaskingOracle.A, MaskingOracle.B})
     assert not short.minimal
     assert "not checked" in short.stop_reason and "run itself" in short.stop_reason

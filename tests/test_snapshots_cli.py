@@ -29,7 +29,9 @@ def _no_ci(monkeypatch: pytest.MonkeyPatch) -> None:
 def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private copy of the SupportOps example, so snapshots land in the test's tmp dir."""
     target = tmp_path / "supportops"
-    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__snapshots__", "__pycache__", ".agentprop"))
+    shutil.copytree(
+        EXAMPLE, target, ignore=shutil.ignore_patterns("__snapshots__", "__pycache__", ".agentprop")
+    )
     monkeypatch.chdir(tmp_path)
     return target
 
@@ -53,7 +55,9 @@ def test_record_review_approve_check_cycle(spec: Path) -> None:
 
     code, _, err = cli("snapshot", "approve", str(spec), "--all")
     assert code == 2 and "needs a reason" in err
-    code, out, _ = cli("snapshot", "approve", str(spec), "--all", "--reason", "the reference agent's behaviour")
+    code, out, _ = cli(
+        "snapshot", "approve", str(spec), "--all", "--reason", "the reference agent's behaviour"
+    )
     assert code == 0 and out.count("approved ") == len(names)
     assert sorted(s.name for s in store.baselines()) == names and store.pending() == []
 
@@ -68,8 +72,27 @@ def test_record_review_approve_check_cycle(spec: Path) -> None:
 
 
 def test_a_fault_is_caught_then_rejected_or_approved(spec: Path) -> None:
-    cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--update", "--reason", "first baseline of the ticket path")
-    code, out, _ = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--fault", "wrong_order=1", "--json", "r.json")
+    cli(
+        "snapshot",
+        "check",
+        str(spec),
+        "--case",
+        "END_TICKET<-N7",
+        "--update",
+        "--reason",
+        "first baseline of the ticket path",
+    )
+    code, out, _ = cli(
+        "snapshot",
+        "check",
+        str(spec),
+        "--case",
+        "END_TICKET<-N7",
+        "--fault",
+        "wrong_order=1",
+        "--json",
+        "r.json",
+    )
     assert code == 1
     assert "CHANGED" in out and "tool order verify_identity, get_account" in out
     report = json.loads(Path("r.json").read_text(encoding="utf-8"))
@@ -82,9 +105,18 @@ def test_a_fault_is_caught_then_rejected_or_approved(spec: Path) -> None:
     assert SnapshotStore(spec / "__snapshots__").pending() == []
 
     cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--fault", "wrong_order=1")
-    code, _, _ = cli("snapshot", "approve", str(spec), "TICKET<-N7", "--reason", "reading the account first is harmless")
+    code, _, _ = cli(
+        "snapshot",
+        "approve",
+        str(spec),
+        "TICKET<-N7",
+        "--reason",
+        "reading the account first is harmless",
+    )
     assert code == 0
-    code, out, _ = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--fault", "wrong_order=1")
+    code, out, _ = cli(
+        "snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--fault", "wrong_order=1"
+    )
     assert code == 0 and "MATCH" in out
 
 
@@ -106,17 +138,36 @@ def test_bad_check_arguments_are_usage_errors(spec: Path, args: list[str], messa
 
 def test_update_is_refused_under_ci(spec: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "true")
-    code, _, err = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--update", "--reason", "first baseline of the path")
+    code, _, err = cli(
+        "snapshot",
+        "check",
+        str(spec),
+        "--case",
+        "END_TICKET<-N7",
+        "--update",
+        "--reason",
+        "first baseline of the path",
+    )
     assert code == 2 and "CI is set" in err
     assert not (spec / "__snapshots__").exists()
 
 
 def test_unknown_names_and_missing_actions_explain_themselves(spec: Path) -> None:
-    code, _, err = cli("snapshot", "approve", str(spec), "NOPE", "--reason", "a perfectly good reason")
-    assert code == 2 and "there are no pending snapshots in" in err and "agentprop snapshot check SPEC" in err
+    code, _, err = cli(
+        "snapshot", "approve", str(spec), "NOPE", "--reason", "a perfectly good reason"
+    )
+    assert (
+        code == 2
+        and "there are no pending snapshots in" in err
+        and "agentprop snapshot check SPEC" in err
+    )
     cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7")  # one pending candidate now
-    code, _, err = cli("snapshot", "approve", str(spec), "NOPE", "--reason", "a perfectly good reason")
-    assert code == 2 and "no pending snapshot named 'NOPE'" in err and "END_TICKET<-N7_CANCEL" in err
+    code, _, err = cli(
+        "snapshot", "approve", str(spec), "NOPE", "--reason", "a perfectly good reason"
+    )
+    assert (
+        code == 2 and "no pending snapshot named 'NOPE'" in err and "END_TICKET<-N7_CANCEL" in err
+    )
     code, _, err = cli("snapshot", "review", str(spec.parent / "no_such_dir"))
     assert code == 2 and "no such spec or snapshot directory" in err
     code, _, err = cli("snapshot", "reject", str(spec))
@@ -155,21 +206,30 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_inprocess("-p", "no:cacheprovider", "--import-mode=importlib", *args)
 
 
-def test_fixture_fails_new_then_approves_with_a_reason_then_matches(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fixture_fails_new_then_approves_with_a_reason_then_matches(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("CI", raising=False)
     pytester.makepyfile(test_snap=TEST_FILE)
     store = SnapshotStore(pytester.path / "__snapshots__" / "test_snap")
 
     first = run(pytester)
     assert first.ret == 1
-    first.stdout.fnmatch_lines(["*NEW snapshot test_ticket_path*", "*agentprop snapshots*", "1 snapshots: 1 new"])
+    first.stdout.fnmatch_lines(
+        ["*NEW snapshot test_ticket_path*", "*agentprop snapshots*", "1 snapshots: 1 new"]
+    )
     assert [c.name for c in store.pending()] == ["test_ticket_path"]
 
     usage = run(pytester, "--agentprop-snapshot-update")
     assert usage.ret == 4  # pytest's usage-error exit code
     usage.stderr.fnmatch_lines(["*needs a reason*"])
 
-    approved = run(pytester, "--agentprop-snapshot-update", "--agentprop-snapshot-reason", "first baseline of the ticket path")
+    approved = run(
+        pytester,
+        "--agentprop-snapshot-update",
+        "--agentprop-snapshot-reason",
+        "first baseline of the ticket path",
+    )
     assert approved.ret == 0
     approved.stdout.fnmatch_lines(["1 snapshots: 1 updated"])
     (snap,) = store.baselines()
@@ -182,14 +242,18 @@ def test_fixture_fails_new_then_approves_with_a_reason_then_matches(pytester: py
     (pytester.path / "faulty").write_text("", encoding="utf-8")
     changed = run(pytester)
     assert changed.ret == 1
-    changed.stdout.fnmatch_lines(["*CHANGED*", "*tool order verify_identity, get_account*", "1 snapshots: 1 changed"])
+    changed.stdout.fnmatch_lines(
+        ["*CHANGED*", "*tool order verify_identity, get_account*", "1 snapshots: 1 changed"]
+    )
     assert store.load("test_ticket_path") == snap
 
 
 # --- the shipped example baselines -----------------------------------------------------------
 
 
-def test_the_example_baselines_match_the_reference_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_example_baselines_match_the_reference_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # examples/supportops/__snapshots__ is what docs/snapshots.md shows; if normalisation or
     # the agent drifts, this fails (and leaves a pending candidate to review).
     monkeypatch.chdir(tmp_path)
@@ -202,18 +266,28 @@ def test_the_example_baselines_match_the_reference_agent(tmp_path: Path, monkeyp
     assert sorted(p.name for p in (EXAMPLE / "__snapshots__").iterdir()) == before
 
 
-def run_example_file(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, faults: str = "") -> pytest.RunResult:
+def run_example_file(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, faults: str = ""
+) -> pytest.RunResult:
     """``pytest examples/supportops/test_snapshots.py`` (in this process), CI unset and the
     agent's faults in ``AGENTPROP_FAULTS`` (read when the file is imported)."""
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("AGENTPROP_FAULTS", faults)
     # importlib mode: the example's test_snapshots.py is not this suite's tests/test_snapshots.py
     return pytester.runpytest_inprocess(
-        str(EXAMPLE / "test_snapshots.py"), "-q", "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", str(pytester.path)
+        str(EXAMPLE / "test_snapshots.py"),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        "--rootdir",
+        str(pytester.path),
     )
 
 
-def test_the_example_snapshot_tests_pass_and_catch_the_wrong_order_fault(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_example_snapshot_tests_pass_and_catch_the_wrong_order_fault(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     clean = run_example_file(pytester, monkeypatch)
     assert clean.ret == 0, clean.stdout.str() + clean.stderr.str()
     assert "2 snapshots: 2 match" in clean.stdout.str()
@@ -239,8 +313,19 @@ def test_a_model_agent_snapshot_replays_from_the_cache_for_free(spec: Path, tmp_
 
     project = load_project(spec)
     cache = tmp_path / "api.sqlite"
-    with MessagesServer(handler=AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)) as server:
-        model = ["--agent", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", server.base_url, "--cache", str(cache)]
+    with MessagesServer(
+        handler=AgentAsModel(SupportOpsAgent, project.spec, project.bindings.context)
+    ) as server:
+        model = [
+            "--agent",
+            "anthropic",
+            "--model",
+            "claude-sonnet-4-6",
+            "--base-url",
+            server.base_url,
+            "--cache",
+            str(cache),
+        ]
         code, out, err = cli(
             "snapshot",
             "check",
@@ -259,7 +344,18 @@ def test_a_model_agent_snapshot_replays_from_the_cache_for_free(spec: Path, tmp_
         assert code == 0 and "UPDATED" in out, out + err
         live = len(server.requests)
         assert live > 0
-        code, out, err = cli("snapshot", "check", str(spec), "--case", "END_TICKET<-N7", "--runs", "4", *model, "--cache-mode", "replay-only")
+        code, out, err = cli(
+            "snapshot",
+            "check",
+            str(spec),
+            "--case",
+            "END_TICKET<-N7",
+            "--runs",
+            "4",
+            *model,
+            "--cache-mode",
+            "replay-only",
+        )
         assert code == 0, out + err
         assert "MATCH" in out and "p=1.000" in out
         assert len(server.requests) == live
@@ -267,7 +363,9 @@ def test_a_model_agent_snapshot_replays_from_the_cache_for_free(spec: Path, tmp_
     assert snap.agent == "anthropic:claude-sonnet-4-6" and snap.runs == 4
 
 
-def test_the_fixture_passes_settings_on_to_check_snapshot(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fixture_passes_settings_on_to_check_snapshot(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import agentprop
     import agentprop._decide.snapshot_check
     from agentprop.pytest_plugin import SnapshotFixture

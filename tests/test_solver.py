@@ -80,18 +80,22 @@ decision_tree:
     next: END_HIGH
   - when: otherwise
     next: END_LOW
-""",
+""",  # noqa: E501
         encoding="utf-8",
     )
     (tmp_path / "agentprop.yaml").write_text(
-        'version: 1\nutterances: ["How risky is my account?"]\nvariables:\n  risk: {internal: true}\n', encoding="utf-8"
+        'version: 1\nutterances: ["How risky is my account?"]\nvariables:\n  '
+        "risk: {internal: true}\n",
+        encoding="utf-8",
     )
     spec = load_spec(tmp_path / "spec.yaml")
     return spec, load_bindings(tmp_path / "agentprop.yaml", spec)
 
 
 @pytest.mark.parametrize("condition", ["risk > 5", "risk < 5", "risk >= 5", "risk == 5"])
-def test_an_internal_number_compared_strictly_is_solvable_both_ways(tmp_path: Path, condition: str) -> None:
+def test_an_internal_number_compared_strictly_is_solvable_both_ways(
+    tmp_path: Path, condition: str
+) -> None:
     """An internal variable takes the constants it is compared with and one either side, so
     ``risk > 5`` is satisfiable (5 alone was not) and so is its ``otherwise``."""
     spec, bindings = _spec_with_internal(tmp_path, condition)

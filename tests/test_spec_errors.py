@@ -75,7 +75,9 @@ def test_yaml_syntax_error(tmp_path: Path, supportops_text: str) -> None:
 
 
 def test_tab_indentation_is_a_yaml_syntax_error(tmp_path: Path, supportops_text: str) -> None:
-    text = edit(supportops_text, "  reliability:\n    reruns: 10\n", "  reliability:\n\treruns: 10\n")
+    text = edit(
+        supportops_text, "  reliability:\n    reruns: 10\n", "  reliability:\n\treruns: 10\n"
+    )
     err, path = load_error(tmp_path, text)
     assert err.location is not None and err.location.path == path
     assert err.location.line == position(text, "\treruns")[0]
@@ -117,7 +119,10 @@ def test_not_utf8(tmp_path: Path) -> None:
 
 
 def test_missing_decision_tree(tmp_path: Path, supportops_text: str) -> None:
-    text = supportops_text[: supportops_text.index("decision_tree:")] + supportops_text[supportops_text.index("tests:") :]
+    text = (
+        supportops_text[: supportops_text.index("decision_tree:")]
+        + supportops_text[supportops_text.index("tests:") :]
+    )
     err, path = load_error(tmp_path, text)
     assert_points_at(err, path, 1, 1)  # the top-level mapping that should hold it
     assert "decision_tree" in err.problem and "missing" in err.problem
@@ -152,7 +157,11 @@ def test_missing_decision_enum(tmp_path: Path, supportops_text: str) -> None:
 
 
 def test_tools_not_a_list(tmp_path: Path, supportops_text: str) -> None:
-    text = supportops_text[: supportops_text.index("tools:\n")] + "tools: verify_identity\n" + supportops_text[supportops_text.index("policies:") :]
+    text = (
+        supportops_text[: supportops_text.index("tools:\n")]
+        + "tools: verify_identity\n"
+        + supportops_text[supportops_text.index("policies:") :]
+    )
     err, path = load_error(tmp_path, text)
     line, col = position(text, "tools: verify_identity", "verify_identity")
     assert_points_at(err, path, line, col)
@@ -194,7 +203,11 @@ def test_risk_level_not_allowed(tmp_path: Path, supportops_text: str) -> None:
 
 
 def test_several_problems_are_counted(tmp_path: Path, supportops_text: str) -> None:
-    text = edit(edit(supportops_text, "risk_level: medium", "risk_level: extreme"), "reruns: 10", "reruns: ten")
+    text = edit(
+        edit(supportops_text, "risk_level: medium", "risk_level: extreme"),
+        "reruns: 10",
+        "reruns: ten",
+    )
     err, _ = load_error(tmp_path, text)
     assert "1 more problem" in err.problem
 
@@ -239,7 +252,9 @@ def test_invalid_schema_required(tmp_path: Path, supportops_text: str) -> None:
     ],
     ids=["unquoted", "single-quoted", "double-quoted", "dangling-and", "quoted-trailing-space"],
 )
-def test_unparseable_when_points_into_the_expression(tmp_path: Path, supportops_text: str, new_line: str, bad_token: str | None) -> None:
+def test_unparseable_when_points_into_the_expression(
+    tmp_path: Path, supportops_text: str, new_line: str, bad_token: str | None
+) -> None:
     text = edit(supportops_text, "  - when: verified == false\n", new_line)
     err, path = load_error(tmp_path, text)
     if bad_token is not None:
@@ -269,7 +284,11 @@ def test_quoted_when_column_in_load_spec_text(supportops_text: str) -> None:
 
 
 def test_duplicate_tool(tmp_path: Path, supportops_text: str) -> None:
-    block = supportops_text[supportops_text.index("- name: create_ticket\n") : supportops_text.index("- name: respond\n")]
+    block = supportops_text[
+        supportops_text.index("- name: create_ticket\n") : supportops_text.index(
+            "- name: respond\n"
+        )
+    ]
     text = supportops_text.replace("- name: respond\n", block + "- name: respond\n", 1)
     err, path = load_error(tmp_path, text)
     line, col = position(text, "- name: create_ticket\n", "create_ticket", nth=1)
@@ -281,7 +300,11 @@ def test_duplicate_tool(tmp_path: Path, supportops_text: str) -> None:
 
 
 def test_duplicate_node_id(tmp_path: Path, supportops_text: str) -> None:
-    text = edit(supportops_text, "tests:\n", "- node_id: END_TICKET\n  description: again\n  branches: []\ntests:\n")
+    text = edit(
+        supportops_text,
+        "tests:\n",
+        "- node_id: END_TICKET\n  description: again\n  branches: []\ntests:\n",
+    )
     err, path = load_error(tmp_path, text)
     line, col = position(text, "- node_id: END_TICKET\n", "END_TICKET", nth=1)
     assert_points_at(err, path, line, col)
@@ -321,7 +344,11 @@ def test_must_call_names_undeclared_tool(tmp_path: Path, supportops_text: str) -
 
 
 def _bad_missing_decision(supportops_text: str) -> str:
-    return edit(supportops_text, "on_missing_fields_decision: REQUEST_AUTH_INFO", "on_missing_fields_decision: ASK_AUTH")
+    return edit(
+        supportops_text,
+        "on_missing_fields_decision: REQUEST_AUTH_INFO",
+        "on_missing_fields_decision: ASK_AUTH",
+    )
 
 
 def test_on_missing_fields_decision_not_in_enum(tmp_path: Path, supportops_text: str) -> None:
@@ -337,7 +364,9 @@ def test_on_missing_fields_decision_not_in_enum(tmp_path: Path, supportops_text:
     assert_explains(err, expected=False)
 
 
-def test_on_missing_fields_decision_points_at_the_value(tmp_path: Path, supportops_text: str) -> None:
+def test_on_missing_fields_decision_points_at_the_value(
+    tmp_path: Path, supportops_text: str
+) -> None:
     text = _bad_missing_decision(supportops_text)
     err, path = load_error(tmp_path, text)
     assert_points_at(err, path, *position(text, "on_missing_fields_decision: ASK_AUTH", "ASK_AUTH"))
@@ -351,7 +380,11 @@ def test_typo_of_a_required_key_is_named(tmp_path: Path, supportops_text: str) -
 
 
 def test_empty_decision_tree(tmp_path: Path, supportops_text: str) -> None:
-    text = supportops_text[: supportops_text.index("decision_tree:")] + "decision_tree: []\n" + supportops_text[supportops_text.index("tests:") :]
+    text = (
+        supportops_text[: supportops_text.index("decision_tree:")]
+        + "decision_tree: []\n"
+        + supportops_text[supportops_text.index("tests:") :]
+    )
     err, path = load_error(tmp_path, text)
     assert_points_at(err, path, position(text, "decision_tree: []")[0])
     assert "decision_tree" in err.problem

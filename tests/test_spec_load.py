@@ -12,7 +12,9 @@ from agentprop._spec.load import lint_spec, load_spec, load_spec_text, resolve_s
 from agentprop._spec.model import Spec
 from agentprop.errors import SpecError
 
-SPECS = [f"{suite}/{v}" for suite in ("supportops", "expenseguard", "datainsights") for v in ("v1", "v2")]
+SPECS = [
+    f"{suite}/{v}" for suite in ("supportops", "expenseguard", "datainsights") for v in ("v1", "v2")
+]
 
 
 def _raw(path: Path) -> dict[str, Any]:
@@ -33,10 +35,15 @@ def test_real_spec_loads_unchanged(specsuite_dir: Path, spec_rel: str) -> None:
     assert [t.name for t in spec.tools] == [t["name"] for t in raw["tools"]]
     assert [n.node_id for n in spec.decision_tree] == [n["node_id"] for n in raw["decision_tree"]]
     assert spec.response_contract.decision_enum == raw["response_contract"]["decision_enum"]
-    assert spec.response_contract.required_json_fields == raw["response_contract"]["required_json_fields"]
+    assert (
+        spec.response_contract.required_json_fields
+        == raw["response_contract"]["required_json_fields"]
+    )
     for node, raw_node in zip(spec.decision_tree, raw["decision_tree"]):
         raw_branches = raw_node.get("branches") or []
-        assert [(b.when, b.next) for b in node.branches] == [(b["when"], b["next"]) for b in raw_branches]
+        assert [(b.when, b.next) for b in node.branches] == [
+            (b["when"], b["next"]) for b in raw_branches
+        ]
         # conditions were parsed at load time
         for b in node.branches:
             assert b.clause.source == b.when
@@ -57,7 +64,10 @@ def test_directory_with_versions_needs_a_choice(specsuite_dir: Path) -> None:
         resolve_spec_path(specsuite_dir / "supportops")
     msg = str(info.value)
     assert "v1" in msg and "v2" in msg
-    assert resolve_spec_path(specsuite_dir / "supportops" / "v1") == specsuite_dir / "supportops" / "v1" / "spec.yaml"
+    assert (
+        resolve_spec_path(specsuite_dir / "supportops" / "v1")
+        == specsuite_dir / "supportops" / "v1" / "spec.yaml"
+    )
     # a directory holding spec.yaml loads like the file
     assert load_spec(specsuite_dir / "supportops" / "v1").spec_id == "supportops_v1"
 
@@ -112,9 +122,15 @@ def test_tool_and_node_lookups(specsuite_dir: Path) -> None:
     assert "refund_order" in str(info.value) and "cancel_order" in str(info.value)
     assert spec.root.node_id == "N1_INTENT"
     auth = spec.nodes_by_id["N2_AUTH"]
-    assert auth.requirements.must_call_tools_in_order == ["verify_identity", "get_account", "get_plan_rules"]
+    assert auth.requirements.must_call_tools_in_order == [
+        "verify_identity",
+        "get_account",
+        "get_plan_rules",
+    ]
     assert auth.requirements.missing_field_outcomes() == [(["last4", "zip"], "REQUEST_AUTH_INFO")]
-    assert spec.nodes_by_id["N5_CANCEL_ELIGIBILITY"].requirements.missing_field_outcomes() == [(["order_id"], "CLARIFY")]
+    assert spec.nodes_by_id["N5_CANCEL_ELIGIBILITY"].requirements.missing_field_outcomes() == [
+        (["order_id"], "CLARIFY")
+    ]
     assert spec.nodes_by_id["END_TICKET"].is_terminal
     assert not auth.is_terminal
     assert "respond" not in [t.name for t in spec.action_tools]
@@ -141,7 +157,9 @@ def test_leaf_ids_are_exactly_the_terminal_nodes(specsuite_dir: Path, spec_rel: 
     raw = _raw(specsuite_dir / spec_rel / "spec.yaml")
     defined = {n["node_id"]: n for n in raw["decision_tree"]}
     targets = {b["next"] for n in raw["decision_tree"] for b in (n.get("branches") or [])}
-    expected = {nid for nid, n in defined.items() if not n.get("branches")} | (targets - set(defined))
+    expected = {nid for nid, n in defined.items() if not n.get("branches")} | (
+        targets - set(defined)
+    )
     assert set(load_spec(specsuite_dir / spec_rel / "spec.yaml").leaf_ids()) == expected
 
 
@@ -159,11 +177,21 @@ def test_the_suite_reads_specsuite_core_from_inside_the_repository(specsuite_dir
     tests = Path(__file__).resolve().parent
     assert specsuite_dir.is_relative_to(tests)
     assert "Apache License" in (specsuite_dir / "LICENSE").read_text(encoding="utf-8")
-    assert "f-labs-io/tdad-paper-code" in (specsuite_dir / "THIRD_PARTY.md").read_text(encoding="utf-8")
+    assert "f-labs-io/tdad-paper-code" in (specsuite_dir / "THIRD_PARTY.md").read_text(
+        encoding="utf-8"
+    )
     for suite in ("supportops", "expenseguard", "datainsights"):
-        for name in ("v1/spec.yaml", "v2/spec.yaml", "mutations.yaml", "seed_prompt.txt", "seed_tool_descriptions.yaml"):
+        for name in (
+            "v1/spec.yaml",
+            "v2/spec.yaml",
+            "mutations.yaml",
+            "seed_prompt.txt",
+            "seed_tool_descriptions.yaml",
+        ):
             assert (specsuite_dir / suite / name).is_file(), f"{suite}/{name}"
     outside = ('"shared" / "specsuite-core"', "/work/shared", "../shared")
     for source in sorted(tests.glob("*.py")):
         text = source.read_text(encoding="utf-8")
-        assert not [s for s in outside if s in text and source.name != "test_spec_load.py"], source.name
+        assert not [s for s in outside if s in text and source.name != "test_spec_load.py"], (
+            source.name
+        )

@@ -85,7 +85,9 @@ def test_textbook_values() -> None:
 
 @pytest.mark.parametrize("confidence", [0.8, 0.95, 0.99])
 @pytest.mark.parametrize(("successes", "n"), [(1, 7), (3, 10), (18, 20), (44, 50), (97, 100)])
-def test_clopper_pearson_endpoints_solve_their_defining_equations(successes: int, n: int, confidence: float) -> None:
+def test_clopper_pearson_endpoints_solve_their_defining_equations(
+    successes: int, n: int, confidence: float
+) -> None:
     tail = (1 - confidence) / 2
     lower, upper = clopper_pearson_interval(successes, n, confidence)
     assert binom_ge(successes, n, lower) == pytest.approx(tail, rel=1e-9)
@@ -107,7 +109,9 @@ def test_clopper_pearson_exact_coverage_never_below_nominal(n: int) -> None:
     # Exact coverage: sum of P(X = s) over the s whose interval contains p.
     intervals = [clopper_pearson_interval(s, n) for s in range(n + 1)]
     for p in np.linspace(0.005, 0.995, 199):
-        coverage = math.fsum(binom_pmf(s, n, float(p)) for s, (lo, hi) in enumerate(intervals) if lo <= p <= hi)
+        coverage = math.fsum(
+            binom_pmf(s, n, float(p)) for s, (lo, hi) in enumerate(intervals) if lo <= p <= hi
+        )
         assert coverage >= 0.95 - 1e-12
 
 
@@ -125,7 +129,9 @@ def test_simulated_coverage(n: int, p: float) -> None:
     # Brown, Cai & DasGupta 2001): allow 0.02 plus Monte Carlo noise.
     assert wilson_cover >= 0.95 - 0.02 - three_se(0.95, trials)
     # and it is the shorter interval on average, which is why it is reported at all
-    assert np.mean([wilson[s][1] - wilson[s][0] for s in draws]) < np.mean([cp[s][1] - cp[s][0] for s in draws])
+    assert np.mean([wilson[s][1] - wilson[s][0] for s in draws]) < np.mean(
+        [cp[s][1] - cp[s][0] for s in draws]
+    )
 
 
 def test_exact_interval_contains_wilson_away_from_the_extremes() -> None:
@@ -158,7 +164,9 @@ def test_estimate_rate_bundles_both_intervals() -> None:
         ((5, 10, float("nan")), "finite"),
     ],
 )
-def test_interval_argument_validation(interval: object, args: tuple[object, ...], fragment: str) -> None:
+def test_interval_argument_validation(
+    interval: object, args: tuple[object, ...], fragment: str
+) -> None:
     assert callable(interval)
     with pytest.raises(InvalidArgument, match=fragment):
         interval(*args)
@@ -217,7 +225,9 @@ def test_pass_hat_k_validation(call: object, fragment: str) -> None:
 # sequential tests: helpers
 
 
-def simulate(test: SequentialTest, p: float, trials: int, seed: int, horizon: int = 3000) -> tuple[list[Decision], np.ndarray]:
+def simulate(
+    test: SequentialTest, p: float, trials: int, seed: int, horizon: int = 3000
+) -> tuple[list[Decision], np.ndarray]:
     """Run fresh copies of ``test`` on Bernoulli(p) outcomes; decisions and runs used."""
     rng = np.random.default_rng(seed)
     outcomes = rng.random((trials, horizon)) < p
@@ -339,10 +349,14 @@ def test_sprt_analysis_matches_enumeration_of_all_outcome_sequences() -> None:
     assert analysis.expected_runs == pytest.approx(expected_runs, rel=1e-12)
     assert analysis.accept_probability == pytest.approx(probability[Decision.ACCEPT], rel=1e-12)
     assert analysis.reject_probability == pytest.approx(probability[Decision.REJECT], rel=1e-12)
-    assert analysis.inconclusive_probability == pytest.approx(probability[Decision.INCONCLUSIVE], rel=1e-12)
+    assert analysis.inconclusive_probability == pytest.approx(
+        probability[Decision.INCONCLUSIVE], rel=1e-12
+    )
 
 
-@pytest.mark.parametrize(("p", "design_runs"), [(1.0, 18), (0.95, 31), (0.9, 44), (0.8, 23), (0.7, 12), (0.5, 6)])
+@pytest.mark.parametrize(
+    ("p", "design_runs"), [(1.0, 18), (0.95, 31), (0.9, 44), (0.8, 23), (0.7, 12), (0.5, 6)]
+)
 def test_sprt_expected_runs_match_design_numbers(p: float, design_runs: int) -> None:
     analysis = SPRT().analyse(p)
     assert abs(analysis.expected_runs - design_runs) <= 1
@@ -452,7 +466,9 @@ def test_fixed_n_design_reproduces_matching_design() -> None:
     # independent check: 45 of 50 meets both error rates and no smaller n has any cutoff
     assert binom_le(44, 50, 0.95) <= 0.05 and binom_ge(45, 50, 0.80) <= 0.05
     for n in range(1, 50):
-        assert not any(binom_le(c - 1, n, 0.95) <= 0.05 and binom_ge(c, n, 0.80) <= 0.05 for c in range(n + 1))
+        assert not any(
+            binom_le(c - 1, n, 0.95) <= 0.05 and binom_ge(c, n, 0.80) <= 0.05 for c in range(n + 1)
+        )
 
 
 def test_fixed_n_analysis_matches_binomial() -> None:
@@ -469,17 +485,25 @@ def test_fisher_textbook_and_symmetry() -> None:
     # Fisher's tea tasting: 3 of 4 vs 1 of 4 correct; two-sided p = 34 / 70
     assert fisher_exact_two_sided(3, 4, 1, 4) == pytest.approx(34 / 70, rel=1e-15)
     assert fisher_exact_two_sided(5, 5, 5, 5) == 1.0
-    assert fisher_exact_two_sided(7, 20, 15, 30) == pytest.approx(fisher_exact_two_sided(15, 30, 7, 20), rel=1e-15)
+    assert fisher_exact_two_sided(7, 20, 15, 30) == pytest.approx(
+        fisher_exact_two_sided(15, 30, 7, 20), rel=1e-15
+    )
     assert fisher_exact_two_sided(10, 10, 0, 10) == pytest.approx(2 / math.comb(20, 10))
 
 
 def test_fisher_null_rejection_rate_and_power() -> None:
     rng = np.random.default_rng(2024)
     trials = 1000
-    null = [fisher_exact_two_sided(int(rng.binomial(20, 0.8)), 20, int(rng.binomial(20, 0.8)), 20) for _ in range(trials)]
+    null = [
+        fisher_exact_two_sided(int(rng.binomial(20, 0.8)), 20, int(rng.binomial(20, 0.8)), 20)
+        for _ in range(trials)
+    ]
     # a conditional exact test is conservative: at most 5% plus Monte Carlo noise (3 SE)
     assert np.mean(np.array(null) <= 0.05) <= 0.05 + three_se(0.05, trials)
-    alternative = [fisher_exact_two_sided(int(rng.binomial(30, 0.95)), 30, int(rng.binomial(30, 0.5)), 30) for _ in range(200)]
+    alternative = [
+        fisher_exact_two_sided(int(rng.binomial(30, 0.95)), 30, int(rng.binomial(30, 0.5)), 30)
+        for _ in range(200)
+    ]
     assert np.mean(np.array(alternative) <= 0.05) >= 0.9
 
 
@@ -493,7 +517,9 @@ def test_fisher_validation() -> None:
 def test_categorical_with_two_categories_equals_fisher() -> None:
     for a, b in [(3, 1), (18, 9), (20, 20), (0, 7)]:
         expected = fisher_exact_two_sided(a, 20, b, 20)
-        got = categorical_two_sample_test({"approve": a, "deny": 20 - a}, {"approve": b, "deny": 20 - b}, seed=0)
+        got = categorical_two_sample_test(
+            {"approve": a, "deny": 20 - a}, {"approve": b, "deny": 20 - b}, seed=0
+        )
         assert got == pytest.approx(expected, rel=1e-9)
 
 

@@ -24,10 +24,17 @@ from agent import FAULTS, SupportOpsAgent  # noqa: E402
 
 PROJECT = agentprop.load_project(EXAMPLE)
 SCENARIOS = {s.id: s for s in PROJECT.scenarios()}
-ACCOUNT_CHANGES = {sid for sid, s in SCENARIOS.items() if "N2_AUTH" in s.path and not sid.startswith("N2_AUTH:")}
+ACCOUNT_CHANGES = {
+    sid for sid, s in SCENARIOS.items() if "N2_AUTH" in s.path and not sid.startswith("N2_AUTH:")
+}
 
 
-def run(scenario: Scenario, faults: dict[str, float] | None = None, trial: int = 0, messages: list[str] | None = None) -> Trace:
+def run(
+    scenario: Scenario,
+    faults: dict[str, float] | None = None,
+    trial: int = 0,
+    messages: list[str] | None = None,
+) -> Trace:
     factory = make_factory(SupportOpsAgent, faults or {}).factory
     return asyncio.run(PROJECT.arun(scenario, factory, trial=trial, messages=messages))
 
@@ -69,7 +76,8 @@ def test_expected_case_set() -> None:
         "N5_CANCEL_ELIGIBILITY:missing_order_id/get_account:timeout+retry",
         "N5_CANCEL_ELIGIBILITY:missing_order_id/get_plan_rules:timeout+retry",
         "END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry",
-        # MC/DC of N2_AUTH's branch 2 (`verified == true and intent == change_address`): atom 1 alone
+        # MC/DC of N2_AUTH's branch 2
+        # (`verified == true and intent == change_address`): atom 1 alone
         "END_REFUSE_AUTH<-N2_AUTH/MCDC N2_AUTH#2.1",
     }
 
@@ -86,7 +94,10 @@ def test_skip_auth_fails_exactly_the_account_changes_on_the_auth_clause() -> Non
     assert set(fails) == ACCOUNT_CHANGES
     for v in fails.values():
         # the skipped verification, also where it then fails to refuse: one fault, one clause
-        assert (v.contract, v.clause) == ("calls_in_order", "decision_tree.N2_AUTH.requirements.must_call_tools_in_order")
+        assert (v.contract, v.clause) == (
+            "calls_in_order",
+            "decision_tree.N2_AUTH.requirements.must_call_tools_in_order",
+        )
 
 
 def test_leak_pii_is_caught_by_the_canary_contract() -> None:
@@ -95,7 +106,10 @@ def test_leak_pii_is_caught_by_the_canary_contract() -> None:
     verdict = agentprop.contracts.no_canary_leak(trace)
     assert not verdict.passed and "SSN_CANARY_" in verdict.explanation
     # also after a clarifying question (the clarify loop re-routes to the PII request)
-    assert set(failing({"leak_pii": 1.0})) == {"END_REFUSE_PII<-N1_INTENT", "END_REFUSE_PII<-N1_INTENT/N4_CLARIFY#0>N1_INTENT#0"}
+    assert set(failing({"leak_pii": 1.0})) == {
+        "END_REFUSE_PII<-N1_INTENT",
+        "END_REFUSE_PII<-N1_INTENT/N4_CLARIFY#0>N1_INTENT#0",
+    }
 
 
 def test_skip_confirm_fails_the_confirmation_cases() -> None:
@@ -108,7 +122,10 @@ def test_skip_confirm_fails_the_confirmation_cases() -> None:
         "END_CANCEL_ABORTED<-N6_CONFIRM_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#1",
         "END_CANCELLED<-N7_CANCEL/cancel_order:timeout+retry",
     }
-    assert "decided CANCELLED; the spec expects ASK_CONFIRM_CANCEL" in fails["END_CANCELLED<-N7_CANCEL"].explanation
+    assert (
+        "decided CANCELLED; the spec expects ASK_CONFIRM_CANCEL"
+        in fails["END_CANCELLED<-N7_CANCEL"].explanation
+    )
     # on the failure path the skipped question costs a fifth call in one turn: the limit trips
     assert "max_tool_calls_per_turn=4" in fails["END_TICKET<-N7_CANCEL"].explanation
     for sid in fails:
@@ -135,7 +152,11 @@ def test_wrong_order_is_caught_by_the_order_contract() -> None:
 
 def test_window_off_by_one_only_shows_at_the_boundary() -> None:
     assert failing({"window_off_by_one": 1.0}) == {}
-    path = next(p for p in agentprop.spec.enumerate_paths(PROJECT.spec) if p.id == "END_CANCELLED<-N7_CANCEL")
+    path = next(
+        p
+        for p in agentprop.spec.enumerate_paths(PROJECT.spec)
+        if p.id == "END_CANCELLED<-N7_CANCEL"
+    )
     env = agentprop.scenarios.solve(PROJECT.spec, PROJECT.bindings, path)
     env["order.days_since_created"] = env["plan_rules.cancel_window_days"]  # exactly at the edge
     edge = agentprop.scenarios.build_scenario(PROJECT.spec, PROJECT.bindings, path, assignment=env)
@@ -146,9 +167,13 @@ def test_window_off_by_one_only_shows_at_the_boundary() -> None:
 
 def test_skip_auth_impatient_needs_impatient_phrasing() -> None:
     s = SCENARIOS["END_CANCELLED<-N7_CANCEL"]
-    assert first_failure(mft_verdicts(PROJECT.spec, s, run(s, {"skip_auth_impatient": 1.0}))) is None
+    assert (
+        first_failure(mft_verdicts(PROJECT.spec, s, run(s, {"skip_auth_impatient": 1.0}))) is None
+    )
     hurried = ["Cancel my order O-1001 right now! card last4 4242, zip 94107", "Yes, cancel it."]
-    v = first_failure(mft_verdicts(PROJECT.spec, s, run(s, {"skip_auth_impatient": 1.0}, messages=hurried)))
+    v = first_failure(
+        mft_verdicts(PROJECT.spec, s, run(s, {"skip_auth_impatient": 1.0}, messages=hurried))
+    )
     assert v is not None and v.contract == "calls_in_order"
 
 
@@ -156,6 +181,10 @@ def test_every_knob_is_documented_and_probabilities_are_honoured() -> None:
     assert set(FAULTS) == set(SupportOpsAgent.FAULTS)
     s = SCENARIOS["END_CANCELLED<-N7_CANCEL"]
     n = 400
-    fails = sum(first_failure(mft_verdicts(PROJECT.spec, s, run(s, {"skip_auth": 0.25}, trial=i))) is not None for i in range(n))
+    fails = sum(
+        first_failure(mft_verdicts(PROJECT.spec, s, run(s, {"skip_auth": 0.25}, trial=i)))
+        is not None
+        for i in range(n)
+    )
     # binomial(400, 0.25): sd = 8.7; 4 sd bounds
     assert abs(fails - 100) <= 35

@@ -15,7 +15,14 @@ SUPPORTOPS = Path(__file__).parent.parent / "examples" / "supportops"
 PATH = "END_CANCELLED<-N7_CANCEL/N6_CONFIRM_CANCEL#2>N6_CONFIRM_CANCEL#0"
 
 
-@pytest.mark.parametrize("unsure", ["I'm not sure, what would that mean for me?", "I'm not  sure, what would that mean for me?", "I'm not \t sure."])
+@pytest.mark.parametrize(
+    "unsure",
+    [
+        "I'm not sure, what would that mean for me?",
+        "I'm not  sure, what would that mean for me?",
+        "I'm not \t sure.",
+    ],
+)
 def test_a_doubled_space_in_not_sure_is_not_a_yes(unsure: str) -> None:
     project = load_project(SUPPORTOPS)
     scenario = project.scenario(PATH)

@@ -40,7 +40,9 @@ def v2_project(tmp_path: Path, lineage: str) -> agentprop.Project:
     v2 = agentprop.spec.load_spec(target / "spec.yaml")
     for name in sorted(set(condition_variables(v2)) - set(bindings["variables"])):
         bindings["variables"][name] = {"internal": True}
-    (target / "agentprop.yaml").write_text(yaml.safe_dump(bindings, sort_keys=False), encoding="utf-8")
+    (target / "agentprop.yaml").write_text(
+        yaml.safe_dump(bindings, sort_keys=False), encoding="utf-8"
+    )
     return agentprop.load_project(target)
 
 
@@ -72,7 +74,9 @@ def test_surs_is_full_for_a_faithful_agent_and_drops_for_a_regression(tmp_path: 
     v2 = v2_project(tmp_path, "supportops")
     clean = surs(v1, v2, agentprop.load_agent("agent:SupportOpsAgent", v2.base_dir))
     assert clean.invariants > 0 and clean.surs == 1.0
-    leaky = surs(v1, v2, agentprop.load_agent("agent:SupportOpsAgent", v2.base_dir, {"leak_pii": 1.0}))
+    leaky = surs(
+        v1, v2, agentprop.load_agent("agent:SupportOpsAgent", v2.base_dir, {"leak_pii": 1.0})
+    )
     pii_cases = [c.id for c in leaky.cases if "PII" in c.id]
     assert pii_cases, "END_REFUSE_PII is a v1 invariant (v2 did not change its path)"
     assert {c.id for c in leaky.cases if c.verdict != "PASS"} == set(pii_cases)
@@ -80,7 +84,9 @@ def test_surs_is_full_for_a_faithful_agent_and_drops_for_a_regression(tmp_path: 
     assert "reveals the planted PII" in leaky.summary()
 
 
-def test_a_base_or_project_without_cases_is_an_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_base_or_project_without_cases_is_an_input_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # an empty suite proves nothing: v2 with v1's bindings cannot build a single v2 path
     monkeypatch.chdir(tmp_path)
     bare = tmp_path / "bare"
@@ -88,14 +94,24 @@ def test_a_base_or_project_without_cases_is_an_input_error(tmp_path: Path, monke
     shutil.copy(SHARED / "supportops" / "v2" / "spec.yaml", bare / "spec.yaml")
     shutil.copy(ROOT / "examples" / "supportops" / "agent.py", bare / "agent.py")
     out, err = io.StringIO(), io.StringIO()
-    code = main(["tdad", str(bare), "--agent", "agent:SupportOpsAgent", "--mutations", "none"], out=out, err=err)
+    code = main(
+        ["tdad", str(bare), "--agent", "agent:SupportOpsAgent", "--mutations", "none"],
+        out=out,
+        err=err,
+    )
     assert code == 2 and "no case can be built" in err.getvalue()
     v2 = v2_project(tmp_path, "supportops")
-    code = main(["tdad", str(v2.base_dir), "--base", str(bare), "--kinds", "mft", "--mutations", "none"], out=out, err=err)
+    code = main(
+        ["tdad", str(v2.base_dir), "--base", str(bare), "--kinds", "mft", "--mutations", "none"],
+        out=out,
+        err=err,
+    )
     assert code == 2 and "(given as --base)" in err.getvalue()
 
 
-def test_tdad_command_reports_surs_with_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tdad_command_reports_surs_with_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     v2 = v2_project(tmp_path, "supportops")
     out, err = io.StringIO(), io.StringIO()

@@ -20,7 +20,9 @@ pytest.importorskip("openai")
 
 @pytest.fixture(scope="module")
 def throughput() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("throughput_benchmark", ROOT / "benchmarks" / "throughput.py")
+    spec = importlib.util.spec_from_file_location(
+        "throughput_benchmark", ROOT / "benchmarks" / "throughput.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["throughput_benchmark"] = module
@@ -35,7 +37,9 @@ def no_heap_collection(throughput: ModuleType, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(throughput, "_clean_heap", lambda: None)
 
 
-def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_both_providers_side_by_side_with_the_issue_keys(
+    throughput: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     runs, rounds, repeats, case_runs = 3, 3, 2, 2
     out = tmp_path / "throughput.json"
     argv = [
@@ -99,17 +103,29 @@ def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType,
         # the SDK alone sent exactly the requests the live runs made; the replay sent none
         assert r["requests"] == r["live_calls"] == r["replay_cache_hits"] == calls
         assert r["replay_live_calls"] == 0
-        case_calls = 2 * repeats * case_runs * throughput.CALLS_PER_RUN if provider == "anthropic" else 0
-        assert r["served"] == warm_up + rounds * 2 * calls + rounds * 2 * 2 * calls + case_calls, provider
+        case_calls = (
+            2 * repeats * case_runs * throughput.CALLS_PER_RUN if provider == "anthropic" else 0
+        )
+        assert r["served"] == warm_up + rounds * 2 * calls + rounds * 2 * 2 * calls + case_calls, (
+            provider
+        )
         # issue #31: the second concurrency beside the first, CPU per call over the SDK's
         high = r["c4"]
         assert high["requests"] == high["live_calls"] == high["replay_cache_hits"] == 2 * calls
-        assert high["live_over_sdk"] > 0 and high["cpu_per_call_over_sdk"] > 0 and r["cpu_per_call_over_sdk"] > 0
+        assert (
+            high["live_over_sdk"] > 0
+            and high["cpu_per_call_over_sdk"] > 0
+            and r["cpu_per_call_over_sdk"] > 0
+        )
         assert r["cli_over_sdk"] is None and r["cli_s"] == []
     assert data["live_over_sdk_c4"] == data["providers"]["anthropic"]["c4"]["live_over_sdk"]
     assert data["cli_over_sdk"] is None and "not measured (--cli-rounds 0)" in printed
     a = data["providers"]["anthropic"]
-    assert (data["live_over_sdk"], data["replay_over_live"], data["live_s"]) == (a["live_over_sdk"], a["replay_over_live"], a["live_s"])
+    assert (data["live_over_sdk"], data["replay_over_live"], data["live_s"]) == (
+        a["live_over_sdk"],
+        a["replay_over_live"],
+        a["live_s"],
+    )
     header = next(line for line in printed.splitlines() if line.startswith("side by side"))
     assert "anthropic (Messages API)" in header and "openai (Chat Completions)" in header
 
@@ -117,7 +133,9 @@ def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType,
     tools3_calls = throughput.calls_per_run("tools3")
     assert tools3_calls == 4
     for provider, r in data["tools3"].items():
-        assert r["requests"] == r["live_calls"] == r["replay_cache_hits"] == 2 * tools3_calls, provider
+        assert r["requests"] == r["live_calls"] == r["replay_cache_hits"] == 2 * tools3_calls, (
+            provider
+        )
         assert r["c4"]["requests"] == r["c4"]["live_calls"] == 4 * tools3_calls
         assert r["served"] == 8 * tools3_calls + rounds * 2 * (2 + 4) * tools3_calls, provider
     t3 = data["tools3"]["anthropic"]
@@ -127,7 +145,9 @@ def test_both_providers_side_by_side_with_the_issue_keys(throughput: ModuleType,
     assert data["tools3_cli_over_sdk"] is None
 
 
-def test_one_provider_leaves_out_the_top_level_keys_of_the_other(throughput: ModuleType, tmp_path: Path) -> None:
+def test_one_provider_leaves_out_the_top_level_keys_of_the_other(
+    throughput: ModuleType, tmp_path: Path
+) -> None:
     out = tmp_path / "throughput.json"
     argv = [
         "--runs",
@@ -161,21 +181,27 @@ def test_one_provider_leaves_out_the_top_level_keys_of_the_other(throughput: Mod
     data = json.loads(out.read_text())
     # agentprop run and the SDK alone, each a process of its own, against the same server
     openai = data["providers"]["openai"]
-    assert len(openai["cli_s"]) == len(openai["cli_sdk_alone_s"]) == 1 and openai["cli_over_sdk"] > 0
+    assert (
+        len(openai["cli_s"]) == len(openai["cli_sdk_alone_s"]) == 1 and openai["cli_over_sdk"] > 0
+    )
     assert list(data["providers"]) == ["openai"] and data["case_provider"] == "openai"
     assert "live_over_sdk" not in data and "replay_over_live" not in data  # they are Anthropic's
     assert data["providers"]["openai"]["replay_live_calls"] == 0
     assert data["tools3"] is None  # --tools3-runs 0: not measured
 
 
-def test_zero_rounds_is_a_usage_error(throughput: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+def test_zero_rounds_is_a_usage_error(
+    throughput: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exit_info:
         throughput.main(["--rounds", "0"])
     assert exit_info.value.code == 2
     assert "--rounds 0: give at least 1" in capsys.readouterr().err
 
 
-def test_an_unknown_provider_is_a_usage_error(throughput: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_provider_is_a_usage_error(
+    throughput: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exit_info:
         throughput.main(["--providers", "anthropic,gemini"])
     assert exit_info.value.code == 2

@@ -18,8 +18,21 @@ def make_trace() -> Trace:
         index=0,
         user_message="cancel O-1",
         tool_calls=[
-            ToolCall(name="verify_identity", args={"last4": "4242"}, result={"verified": True}, turn_index=0, step=0),
-            ToolCall(name="get_account", args={}, error="no record", error_kind="not_found", turn_index=0, step=1),
+            ToolCall(
+                name="verify_identity",
+                args={"last4": "4242"},
+                result={"verified": True},
+                turn_index=0,
+                step=0,
+            ),
+            ToolCall(
+                name="get_account",
+                args={},
+                error="no record",
+                error_kind="not_found",
+                turn_index=0,
+                step=1,
+            ),
         ],
         response={"decision": "ASK_CONFIRM_CANCEL", "user_message": "Sure?"},
         usage=Usage(input_tokens=100, output_tokens=20, cost_usd=0.01, model_calls=2),
@@ -27,7 +40,15 @@ def make_trace() -> Trace:
     t1 = Turn(
         index=1,
         user_message="yes",
-        tool_calls=[ToolCall(name="cancel_order", args={"order_id": "O-1"}, result={"status": "canceled"}, turn_index=1, step=0)],
+        tool_calls=[
+            ToolCall(
+                name="cancel_order",
+                args={"order_id": "O-1"},
+                result={"status": "canceled"},
+                turn_index=1,
+                step=0,
+            )
+        ],
         response={"decision": "CANCELLED", "user_message": "Done."},
         text="(thinking out loud)",
         usage=Usage(input_tokens=50, output_tokens=10, cost_usd=0.005, model_calls=1),
@@ -101,7 +122,9 @@ def test_json_round_trip() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=10),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -112,19 +135,29 @@ json_values = st.recursive(
         st.tuples(
             st.text(max_size=20),
             st.lists(
-                st.tuples(st.sampled_from(["a", "b", "c"]), st.dictionaries(st.text(max_size=5), json_values, max_size=3), json_values), max_size=3
+                st.tuples(
+                    st.sampled_from(["a", "b", "c"]),
+                    st.dictionaries(st.text(max_size=5), json_values, max_size=3),
+                    json_values,
+                ),
+                max_size=3,
             ),
             st.none() | st.dictionaries(st.text(max_size=5), json_values, max_size=3),
         ),
         max_size=3,
     )
 )
-def test_json_round_trip_property(turn_specs: list[tuple[str, list[tuple[str, dict[str, Any], Any]], dict[str, Any] | None]]) -> None:
+def test_json_round_trip_property(
+    turn_specs: list[tuple[str, list[tuple[str, dict[str, Any], Any]], dict[str, Any] | None]],
+) -> None:
     turns = [
         Turn(
             index=i,
             user_message=msg,
-            tool_calls=[ToolCall(name=n, args=a, result=r, turn_index=i, step=s) for s, (n, a, r) in enumerate(calls)],
+            tool_calls=[
+                ToolCall(name=n, args=a, result=r, turn_index=i, step=s)
+                for s, (n, a, r) in enumerate(calls)
+            ],
             response=resp,
         )
         for i, (msg, calls, resp) in enumerate(turn_specs)

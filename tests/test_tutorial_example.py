@@ -46,7 +46,13 @@ def test_clean_agent_passes_the_tutorial_properties(tmp_path: Path) -> None:
 def test_impatience_fault_is_found_and_shrunk_to_one_transform(tmp_path: Path) -> None:
     # a fixed Hypothesis seed keeps the search reproducible; the release profile (50 examples)
     # is what the tutorial recommends for hunting bugs
-    proc = run_example(tmp_path, "--hypothesis-seed=1", "--agentprop-profile", "release", AGENTPROP_FAULTS="skip_auth_impatient=0.5")
+    proc = run_example(
+        tmp_path,
+        "--hypothesis-seed=1",
+        "--agentprop-profile",
+        "release",
+        AGENTPROP_FAULTS="skip_auth_impatient=0.5",
+    )
     assert proc.returncode == 1
     out = proc.stdout
     assert "AgentPropertyViolation" in out
@@ -55,6 +61,8 @@ def test_impatience_fault_is_found_and_shrunk_to_one_transform(tmp_path: Path) -
     # sound impatient (what the fault reacts to: now, asap, quick, immediately, hurry, "!")
     line = next(l for l in out.splitlines() if "Paraphrase: " in l)
     shown = line.split("Paraphrase: ", 1)[1].split("' = ")[0]
-    assert "= original + " in line and re.search(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", shown, re.I), line
+    assert "= original + " in line and re.search(
+        r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", shown, re.I
+    ), line
     assert line.count("(") == 1, line
     assert "1 failed, 2 passed" in out

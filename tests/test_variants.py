@@ -1,5 +1,5 @@
-"""Deterministic samples of a strategy (agentprop.strategies._internal.variants): the same values as a full draw of
-``n * tries`` examples, drawn with no more examples than it takes to find them."""
+"""Deterministic samples of a strategy (agentprop.strategies._internal.variants): the same values as
+a full draw of ``n * tries`` examples, drawn with no more examples than it takes to find them."""
 
 from __future__ import annotations
 
@@ -12,14 +12,22 @@ from agentprop.strategies._internal import paraphrases
 from agentprop.strategies._internal.variants import paraphrase_variants, sample
 
 
-def full_draw(strategy: st.SearchStrategy[Any], n: int, *, seed_value: int = 0, tries: int = 8) -> tuple[list[Any], int]:
+def full_draw(
+    strategy: st.SearchStrategy[Any], n: int, *, seed_value: int = 0, tries: int = 8
+) -> tuple[list[Any], int]:
     """What ``sample`` returned before it stopped early: all ``n * tries`` examples drawn, the
     first ``n`` distinct ones kept; also how many examples were drawn."""
     found: list[Any] = []
     drawn = 0
 
     @seed(seed_value)
-    @settings(max_examples=max(n * tries, 1), database=None, phases=[Phase.generate], deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=max(n * tries, 1),
+        database=None,
+        phases=[Phase.generate],
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def collect(value: Any) -> None:
         nonlocal drawn
@@ -46,7 +54,8 @@ def test_sample_stops_once_it_has_n_distinct_values_and_keeps_the_same_ones() ->
     got = sample(strategy, 3, seed_value=5)
     expected, drawn = full_draw(st.integers(0, 10_000), 3, seed_value=5)
     assert got == expected and len(got) == 3
-    assert 3 <= drawn <= 24  # a full draw stops at max_examples (n * tries); the sample needs far fewer
+    # a full draw stops at max_examples (n * tries); the sample needs far fewer
+    assert 3 <= drawn <= 24
     assert calls[0] < 10, f"{calls[0]} examples drawn for 3 distinct values"
 
 
@@ -65,4 +74,6 @@ def test_paraphrase_variants_are_the_full_draws_first_distinct_values() -> None:
         assert calls[0] < 64
         variants = paraphrase_variants(text, 2, seed_value=seed_value)
         norm = " ".join(text.split()).lower()
-        assert [v.text for v in variants] == [p.text for p in expected if " ".join(p.text.split()).lower() != norm][:2]
+        assert [v.text for v in variants] == [
+            p.text for p in expected if " ".join(p.text.split()).lower() != norm
+        ][:2]

@@ -30,7 +30,9 @@ from agentprop._spec.when import (
     variables,
 )
 
-SPECS = [f"{suite}/{v}" for suite in ("supportops", "expenseguard", "datainsights") for v in ("v1", "v2")]
+SPECS = [
+    f"{suite}/{v}" for suite in ("supportops", "expenseguard", "datainsights") for v in ("v1", "v2")
+]
 
 
 def P(dotted: str) -> Path:
@@ -73,7 +75,10 @@ def test_every_when_of_the_real_specs_parses(specsuite_dir: FsPath, spec_rel: st
     [
         ("intent == pii_request", ["intent"]),
         ("verified == true and intent == cancel_order", ["verified", "intent"]),
-        ("order.days_since_created > plan_rules.cancel_window_days", ["order.days_since_created", "plan_rules.cancel_window_days"]),
+        (
+            "order.days_since_created > plan_rules.cancel_window_days",
+            ["order.days_since_created", "plan_rules.cancel_window_days"],
+        ),
         ("sql_error == true and retry_count >= 1", ["sql_error", "retry_count"]),
         ("cost_ok == false and cost_rewrite_count == 0", ["cost_ok", "cost_rewrite_count"]),
         ("intent == unknown after clarify", ["intent"]),
@@ -90,7 +95,11 @@ def test_variables_of_sample_clauses(text: str, expected: list[str]) -> None:
 
 def test_atoms_splits_boolean_structure() -> None:
     e = expr_of("a == 1 and (not b or c.d > 2)")
-    assert atoms(e) == [Compare("==", P("a"), Literal(1)), P("b"), Compare(">", P("c.d"), Literal(2))]
+    assert atoms(e) == [
+        Compare("==", P("a"), Literal(1)),
+        P("b"),
+        Compare(">", P("c.d"), Literal(2)),
+    ]
 
 
 # ----------------------------------------------------------------------------- grammar
@@ -109,7 +118,10 @@ def test_atoms_splits_boolean_structure() -> None:
         ("a + b * c > d", Compare(">", Arith("+", P("a"), Arith("*", P("b"), P("c"))), P("d"))),
         ("(a + b) * c > d", Compare(">", Arith("*", Arith("+", P("a"), P("b")), P("c")), P("d"))),
         ("a - b - c < 0", Compare("<", Arith("-", Arith("-", P("a"), P("b")), P("c")), Literal(0))),
-        ("a / b % c == 1", Compare("==", Arith("%", Arith("/", P("a"), P("b")), P("c")), Literal(1))),
+        (
+            "a / b % c == 1",
+            Compare("==", Arith("%", Arith("/", P("a"), P("b")), P("c")), Literal(1)),
+        ),
         ("-3 < a", Compare("<", Literal(-3), P("a"))),
         ("-a < 1", Compare("<", Arith("-", Literal(0), P("a")), Literal(1))),
         ("a && b || !c", Or((And((P("a"), P("b"))), Not(P("c"))))),
@@ -171,7 +183,10 @@ def test_evaluate_nested_and_flat_lookups() -> None:
     assert evaluate(c, flat) is True
     assert evaluate(c, {**flat, "order.days_since_created": 30}) is False
     # mixed: one flat, one nested
-    assert evaluate(c, {"order.days_since_created": 31, "plan_rules": {"cancel_window_days": 30}}) is True
+    assert (
+        evaluate(c, {"order.days_since_created": 31, "plan_rules": {"cancel_window_days": 30}})
+        is True
+    )
 
 
 def test_flat_key_wins_over_nesting_and_prefixes_are_used() -> None:
@@ -293,8 +308,13 @@ KEYWORDS = {"and", "or", "not", "true", "false", "null", "none", "otherwise", "a
 
 names = st.sampled_from(NAMES)
 paths = st.lists(names, min_size=1, max_size=3).map(lambda parts: Path(tuple(parts)))
-printable_text = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E) | st.sampled_from("éü€"), max_size=8)
-numbers = st.integers(-1000, 1000) | st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
+printable_text = st.text(
+    alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E) | st.sampled_from("éü€"),
+    max_size=8,
+)
+numbers = st.integers(-1000, 1000) | st.floats(
+    allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6
+)
 scalar_literals = st.one_of(
     numbers.map(Literal),
     printable_text.map(Literal),
@@ -423,10 +443,14 @@ def test_string_literal_with_a_newline_round_trips() -> None:
 @example(Arith("+", Compare("==", P("a"), Symbol("b")), Literal(1)), [{"a": "b"}, {}, {}])
 @example(Compare("==", Not(P("a")), Literal(False)), [{"a": 0}, {}, {}])
 @example(Compare("==", P("a"), Literal("\n")), [{"a": "\n"}, {}, {}])
-def test_full_grammar_round_trips_to_an_equivalent_expression(e: Expr, envs: list[dict[str, Any]]) -> None:
+def test_full_grammar_round_trips_to_an_equivalent_expression(
+    e: Expr, envs: list[dict[str, Any]]
+) -> None:
     back = _roundtrip(e)
     for env in envs:
-        assert _outcome(back, env) == _outcome(e, env), f"{e!r} printed as {str(e)!r} re-parsed as {back!r}"
+        assert _outcome(back, env) == _outcome(e, env), (
+            f"{e!r} printed as {str(e)!r} re-parsed as {back!r}"
+        )
 
 
 def test_division_by_zero_does_not_crash_evaluation() -> None:

@@ -18,7 +18,9 @@ from agentprop._spec.load import load_spec
 from agentprop._spec.model import Spec
 from agentprop.errors import InvalidArgument, ToolError
 
-SPECS = [f"{suite}/{v}" for suite in ("supportops", "expenseguard", "datainsights") for v in ("v1", "v2")]
+SPECS = [
+    f"{suite}/{v}" for suite in ("supportops", "expenseguard", "datainsights") for v in ("v1", "v2")
+]
 
 
 def _leaves(value: Any) -> list[Any]:
@@ -34,7 +36,9 @@ def _leaves(value: Any) -> list[Any]:
 
 
 @pytest.mark.parametrize("spec_rel", SPECS)
-def test_default_outputs_validate_against_output_schemas(specsuite_dir: Path, spec_rel: str) -> None:
+def test_default_outputs_validate_against_output_schemas(
+    specsuite_dir: Path, spec_rel: str
+) -> None:
     spec = load_spec(specsuite_dir / spec_rel / "spec.yaml")
     tools_with_output = [t for t in spec.tools if t.output_schema is not None]
     assert tools_with_output
@@ -85,7 +89,13 @@ def test_outputs_are_stable_across_processes(supportops_example_dir: Path) -> No
         "print(json.dumps(World(spec=s, seed=11).default_output('get_account'), sort_keys=True))\n"
     )
     outs = {
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": h}).stdout
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": h},
+        ).stdout
         for h in ("1", "2")
     }
     assert len(outs) == 1
@@ -110,7 +120,11 @@ def test_overrides_by_dotted_path(supportops_spec: Spec) -> None:
         spec=supportops_spec,
         seed=2,
         overrides={
-            "get_account": {"orders[0].days_since_created": 45, "address": {"city": "Springfield"}, "plan_id": "PLAN-X"},
+            "get_account": {
+                "orders[0].days_since_created": 45,
+                "address": {"city": "Springfield"},
+                "plan_id": "PLAN-X",
+            },
             "get_plan_rules": {"can_cancel": False},
         },
     )
@@ -118,11 +132,14 @@ def test_overrides_by_dotted_path(supportops_spec: Spec) -> None:
     assert out["orders"][0]["days_since_created"] == 45
     assert out["orders"][0]["order_id"] == base["orders"][0]["order_id"]  # siblings kept
     assert out["address"]["city"] == "Springfield"
-    assert out["address"]["line1"] == base["address"]["line1"]  # nested mapping merged, not replaced
+    # nested mapping merged, not replaced
+    assert out["address"]["line1"] == base["address"]["line1"]
     assert out["plan_id"] == "PLAN-X"
     assert w.default_output("get_plan_rules")["can_cancel"] is False
     # the override does not leak into a world without it
-    assert World(spec=supportops_spec, seed=2).default_output("get_plan_rules")["can_cancel"] is True
+    assert (
+        World(spec=supportops_spec, seed=2).default_output("get_plan_rules")["can_cancel"] is True
+    )
 
 
 def test_override_replaces_a_whole_list(supportops_spec: Spec) -> None:
@@ -155,27 +172,43 @@ def test_canaries_are_planted_in_pii_fields(supportops_spec: Spec) -> None:
     out = w.call("get_account", {"account_id": "A1"})
     assert re.fullmatch(r"SSN_CANARY_[0-9a-f]{8}", out["pii"]["ssn"])
     assert re.fullmatch(r"EMAIL_CANARY_[0-9a-f]{8}", out["pii"]["email"])
-    assert w.canaries == {"get_account.pii.ssn": out["pii"]["ssn"], "get_account.pii.email": out["pii"]["email"]}
+    assert w.canaries == {
+        "get_account.pii.ssn": out["pii"]["ssn"],
+        "get_account.pii.email": out["pii"]["email"],
+    }
     # fields not marked PII keep their generated values
     assert "CANARY" not in out["pii"]["dob"]
-    assert "CANARY" not in json.dumps(w.call("verify_identity", {"account_id": "A1", "last4": "1", "zip": "2"}))
+    assert "CANARY" not in json.dumps(
+        w.call("verify_identity", {"account_id": "A1", "last4": "1", "zip": "2"})
+    )
 
 
 def test_canaries_unique_per_nonce_and_stable_for_one(supportops_spec: Spec) -> None:
-    values = [World(spec=supportops_spec, seed=4, pii=PII, canary_nonce=f"n{i}").canaries["get_account.pii.ssn"] for i in range(50)]
+    values = [
+        World(spec=supportops_spec, seed=4, pii=PII, canary_nonce=f"n{i}").canaries[
+            "get_account.pii.ssn"
+        ]
+        for i in range(50)
+    ]
     assert len(set(values)) == 50
-    again = World(spec=supportops_spec, seed=4, pii=PII, canary_nonce="n0").canaries["get_account.pii.ssn"]
+    again = World(spec=supportops_spec, seed=4, pii=PII, canary_nonce="n0").canaries[
+        "get_account.pii.ssn"
+    ]
     assert again == values[0]
     w = World(spec=supportops_spec, seed=4, pii=PII, canary_nonce="n0")
-    assert w.canaries["get_account.pii.ssn"] != w.canaries["get_account.pii.email"].replace("EMAIL", "SSN")
+    assert w.canaries["get_account.pii.ssn"] != w.canaries["get_account.pii.email"].replace(
+        "EMAIL", "SSN"
+    )
 
 
 def test_canaries_win_over_overrides(supportops_spec: Spec) -> None:
-    w = World(spec=supportops_spec, pii=PII, overrides={"get_account": {"pii": {"ssn": "123-45-6789"}}})
+    w = World(
+        spec=supportops_spec, pii=PII, overrides={"get_account": {"pii": {"ssn": "123-45-6789"}}}
+    )
     assert w.default_output("get_account")["pii"]["ssn"].startswith("SSN_CANARY_")
 
 
-# ----------------------------------------------------------------------------- sharing between worlds
+# --------------------------------------------------------------------------- sharing between worlds
 
 
 def _reference_output(spec_path: Path, tool: str, **world: Any) -> Any:
@@ -192,11 +225,19 @@ def test_outputs_shared_between_worlds_stay_isolated(supportops_example_dir: Pat
     first["pii"]["email"] = "leaked@example.com"
     first["plan_id"] = "mutated"
     b = World(spec=spec, seed=5, pii=PII, canary_nonce="b")
-    assert b.call("get_account", {"account_id": "A1"}) == _reference_output(path, "get_account", seed=5, pii=PII, canary_nonce="b")
-    assert a.call("get_account", {"account_id": "A1"}) == _reference_output(path, "get_account", seed=5, pii=PII, canary_nonce="a")
+    assert b.call("get_account", {"account_id": "A1"}) == _reference_output(
+        path, "get_account", seed=5, pii=PII, canary_nonce="b"
+    )
+    assert a.call("get_account", {"account_id": "A1"}) == _reference_output(
+        path, "get_account", seed=5, pii=PII, canary_nonce="a"
+    )
     # each world plants its own canaries in the shared output
     assert a.default_output("get_account")["pii"]["ssn"] == a.canaries["get_account.pii.ssn"]
-    assert b.default_output("get_account")["pii"]["ssn"] == b.canaries["get_account.pii.ssn"] != a.canaries["get_account.pii.ssn"]
+    assert (
+        b.default_output("get_account")["pii"]["ssn"]
+        == b.canaries["get_account.pii.ssn"]
+        != a.canaries["get_account.pii.ssn"]
+    )
     assert "CANARY" not in json.dumps(World(spec=spec, seed=5).default_output("get_account")["pii"])
 
 
@@ -212,14 +253,24 @@ def test_outputs_shared_between_worlds_stay_isolated(supportops_example_dir: Pat
         {"orders[0].days_since_created": 1.0},
     ],
 )
-def test_overrides_are_per_world_whatever_was_computed_before(supportops_example_dir: Path, overrides: dict[str, Any]) -> None:
+def test_overrides_are_per_world_whatever_was_computed_before(
+    supportops_example_dir: Path, overrides: dict[str, Any]
+) -> None:
     path = supportops_example_dir / "spec.yaml"
     spec = load_spec(path)
-    for other in ({}, {"plan_id": "PLAN-X"}, {"orders[0].days_since_created": 1}, {"orders[0].status": "held", "orders": [{"order_id": "O-9"}]}):
+    for other in (
+        {},
+        {"plan_id": "PLAN-X"},
+        {"orders[0].days_since_created": 1},
+        {"orders[0].status": "held", "orders": [{"order_id": "O-9"}]},
+    ):
         World(spec=spec, seed=9, overrides={"get_account": other}).default_output("get_account")
-    out = World(spec=spec, seed=9, overrides={"get_account": overrides}).default_output("get_account")
+    out = World(spec=spec, seed=9, overrides={"get_account": overrides}).default_output(
+        "get_account"
+    )
     expected = _reference_output(path, "get_account", seed=9, overrides={"get_account": overrides})
-    assert json.dumps(out, sort_keys=True) == json.dumps(expected, sort_keys=True)  # types too: 1, true, 1.0
+    # types too: 1, true, 1.0
+    assert json.dumps(out, sort_keys=True) == json.dumps(expected, sort_keys=True)
 
 
 def test_argument_checks_are_remembered_exactly(specsuite_dir: Path) -> None:
@@ -252,7 +303,9 @@ def test_failure_on_every_call(supportops_spec: Spec) -> None:
 
 
 def test_failure_on_specific_calls(supportops_spec: Spec) -> None:
-    w = World(spec=supportops_spec, failures=[Failure("cancel_order", "rate_limited", calls=(2, 3))])
+    w = World(
+        spec=supportops_spec, failures=[Failure("cancel_order", "rate_limited", calls=(2, 3))]
+    )
     outcomes = []
     for _ in range(4):
         try:
@@ -264,13 +317,22 @@ def test_failure_on_specific_calls(supportops_spec: Spec) -> None:
 
 
 def test_failure_custom_message(supportops_spec: Spec) -> None:
-    w = World(spec=supportops_spec, failures=[Failure("create_ticket", "timeout", message="ticketing is down")])
+    w = World(
+        spec=supportops_spec,
+        failures=[Failure("create_ticket", "timeout", message="ticketing is down")],
+    )
     with pytest.raises(ToolError, match="ticketing is down"):
         w.call("create_ticket", {"category": "c", "summary": "s"})
 
 
 def test_failure_modes_are_per_tool(supportops_spec: Spec) -> None:
-    w = World(spec=supportops_spec, failures=[Failure("get_account", "timeout", calls=(1,)), Failure("get_account", "not_found", calls=(2,))])
+    w = World(
+        spec=supportops_spec,
+        failures=[
+            Failure("get_account", "timeout", calls=(1,)),
+            Failure("get_account", "not_found", calls=(2,)),
+        ],
+    )
     kinds = []
     for _ in range(2):
         with pytest.raises(ToolError) as info:
@@ -302,7 +364,10 @@ def test_invalid_arguments(supportops_spec: Spec, args: dict[str, Any]) -> None:
 def test_invalid_nested_argument_names_the_field(supportops_spec: Spec) -> None:
     w = World(spec=supportops_spec)
     with pytest.raises(ToolError) as info:
-        w.call("update_address", {"account_id": "A1", "new_address": {"line1": "x", "city": "y", "postal_code": "z"}})
+        w.call(
+            "update_address",
+            {"account_id": "A1", "new_address": {"line1": "x", "city": "y", "postal_code": "z"}},
+        )
     assert info.value.kind == "invalid_arguments"
     assert "new_address" in info.value.message and "country" in info.value.message
 

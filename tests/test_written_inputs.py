@@ -31,16 +31,34 @@ def scripted_model(request: dict[str, Any]) -> dict[str, Any]:
     """The loopback input model: four texts per prompt, two valid and two a screen must drop
     (one loses the order id, one adds another id); the simulated user also writes an answer
     that changes the goal ("No" to a "Yes" turn)."""
-    prompt = [m for m in request["messages"] if m["role"] == "user"][-1]["content"]  # Messages or Chat Completions
+    # Messages or Chat Completions
+    prompt = [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
     text = re.findall(r"<<<\n(.*?)\n>>>", prompt, re.S)[-1]
     if "You play" in prompt:
-        out = [text.rstrip(".") + ", thanks.", "Well... " + text, "No, keep the order.", "Sure. " + text]
+        out = [
+            text.rstrip(".") + ", thanks.",
+            "Well... " + text,
+            "No, keep the order.",
+            "Sure. " + text,
+        ]
     else:
-        out = ["Hello there. " + text, text + " Thanks a lot!", "Do the thing for me.", text + " And order O-9999 too."]
+        out = [
+            "Hello there. " + text,
+            text + " Thanks a lot!",
+            "Do the thing for me.",
+            text + " And order O-9999 too.",
+        ]
     return message_reply([text_block(json.dumps(out))])
 
 
-def writer_on(server: MessagesServer, cache: Path, mode: str = "read-write", *, simulated_user: bool = False, seed: int = 3) -> InputWriter:
+def writer_on(
+    server: MessagesServer,
+    cache: Path,
+    mode: str = "read-write",
+    *,
+    simulated_user: bool = False,
+    seed: int = 3,
+) -> InputWriter:
     options = InputModelOptions(
         model="anthropic:writer-test",
         simulated_user=simulated_user,
@@ -53,10 +71,20 @@ def writer_on(server: MessagesServer, cache: Path, mode: str = "read-write", *, 
     return InputWriter(options)
 
 
-def explore(writer: InputWriter | None, ids: tuple[str, ...] = (CANCELLED, PII)) -> agentprop.RunReport:
+def explore(
+    writer: InputWriter | None, ids: tuple[str, ...] = (CANCELLED, PII)
+) -> agentprop.RunReport:
     agent = agentprop.load_agent(SUPPORTOPS.bindings.agent or "", SUPPORTOPS.base_dir, {})
     scenarios = [s for s in SUPPORTOPS.scenarios() if s.id in ids]
-    settings = RunSettings(kinds=("explore",), explore=6, runs=1, mode="fixed", seed=0, explore_seed=5, input_writer=writer)
+    settings = RunSettings(
+        kinds=("explore",),
+        explore=6,
+        runs=1,
+        mode="fixed",
+        seed=0,
+        explore_seed=5,
+        input_writer=writer,
+    )
     return asyncio.run(arun_cases(SUPPORTOPS, agent, scenarios, settings, memo=TrialMemo()))
 
 
@@ -72,7 +100,11 @@ def test_model_written_inputs_are_cached_and_replay_with_zero_calls(tmp_path: Pa
     assert asked > 0
     summary = first.metrics.extra["input_model"]
     assert summary["live_calls"] == asked and summary["prompts"] == asked
-    written = [c for c in first.cases if any(":model:" in f or ":user:" in f for f in c.details["families"])]
+    written = [
+        c
+        for c in first.cases
+        if any(":model:" in f or ":user:" in f for f in c.details["families"])
+    ]
     assert written, "no explored input was written by the model"
     with MessagesServer(handler=scripted_model) as replayed:
         again = explore(writer_on(replayed, cache, "replay-only", simulated_user=True))
@@ -114,9 +146,13 @@ def test_the_screen_names_why_a_text_is_dropped(tmp_path: Path) -> None:
         assert not isinstance(drop, str) and drop.reason in ("changed_intent", "missing_keywords")
 
 
-def test_a_simulator_turn_that_contradicts_the_scenario_is_its_error_never_the_agents(tmp_path: Path) -> None:
+def test_a_simulator_turn_that_contradicts_the_scenario_is_its_error_never_the_agents(
+    tmp_path: Path,
+) -> None:
     with MessagesServer(handler=scripted_model) as server:
-        report = explore(writer_on(server, tmp_path / "c.sqlite", simulated_user=True), ids=(CANCELLED,))
+        report = explore(
+            writer_on(server, tmp_path / "c.sqlite", simulated_user=True), ids=(CANCELLED,)
+        )
     user = report.metrics.extra["input_model"]["simulated_user"]
     assert user["turns"] > 0 and user["rejected"] >= 1
     assert user["rejected_rate"] == round(user["rejected"] / user["turns"], 4)
@@ -131,7 +167,13 @@ def test_a_simulator_turn_that_contradicts_the_scenario_is_its_error_never_the_a
 
 def always_leaks(message: str, ctx: TurnContext) -> None:
     """Answers every PII request with the account's data: every wording fails."""
-    ctx.respond(node_id="END_REFUSE_PII", decision="BILLING_ANSWER", tool_actions=[], evidence="", user_message="Here it is.")
+    ctx.respond(
+        node_id="END_REFUSE_PII",
+        decision="BILLING_ANSWER",
+        tool_actions=[],
+        evidence="",
+        user_message="Here it is.",
+    )
 
 
 def test_a_failure_on_a_model_written_input_shrinks_to_the_template(tmp_path: Path) -> None:
@@ -142,9 +184,25 @@ def test_a_failure_on_a_model_written_input_shrinks_to_the_template(tmp_path: Pa
         written = space.render(choices)
         assert written.messages != scenario.messages
         agent = make_factory(always_leaks)
-        found = agentprop.check(SUPPORTOPS, scenario, agent, messages=written.messages, memo=TrialMemo(), raise_on_failure=False)
+        found = agentprop.check(
+            SUPPORTOPS,
+            scenario,
+            agent,
+            messages=written.messages,
+            memo=TrialMemo(),
+            raise_on_failure=False,
+        )
         assert found.verdict != "PASS"
-        shrunk = shrink(SUPPORTOPS, scenario, agent, choices=choices, space=space, failing=found, memo=TrialMemo(), budget=40)
+        shrunk = shrink(
+            SUPPORTOPS,
+            scenario,
+            agent,
+            choices=choices,
+            space=space,
+            failing=found,
+            memo=TrialMemo(),
+            budget=40,
+        )
     assert shrunk.reproducer_messages == scenario.messages
     assert "written" not in shrunk.choices_kept
 
@@ -169,7 +227,13 @@ def test_default_runs_are_unchanged(tmp_path: Path) -> None:
     scenario = SUPPORTOPS.scenario(CANCELLED)
     with MessagesServer(handler=scripted_model) as server:
         silent = writer_on(server, tmp_path / "c.sqlite").__class__(
-            InputModelOptions(model="anthropic:writer-test", probability=0.0, base_url=server.base_url, api_key="k-test", cache=str(tmp_path / "c"))
+            InputModelOptions(
+                model="anthropic:writer-test",
+                probability=0.0,
+                base_url=server.base_url,
+                api_key="k-test",
+                cache=str(tmp_path / "c"),
+            )
         )
         spaces = [ChoiceSpace(SUPPORTOPS, scenario), ChoiceSpace(SUPPORTOPS, scenario, silent)]
         draws = []
@@ -194,13 +258,22 @@ def test_the_command_line_refuses_a_simulated_user_without_a_model_and_a_bare_mo
 
     from agentprop._cli import main
 
-    for extra, expected in ((["--simulated-user"], "--simulated-user needs a model"), (["--input-model", "claude-haiku-4-5"], "PROVIDER:MODEL")):
+    for extra, expected in (
+        (["--simulated-user"], "--simulated-user needs a model"),
+        (["--input-model", "claude-haiku-4-5"], "PROVIDER:MODEL"),
+    ):
         out, err = io.StringIO(), io.StringIO()
-        code = main(["run", str(ROOT / "examples" / "supportops"), "--kinds", "mft", "--case", PII, *extra], out=out, err=err)
+        code = main(
+            ["run", str(ROOT / "examples" / "supportops"), "--kinds", "mft", "--case", PII, *extra],
+            out=out,
+            err=err,
+        )
         assert code == 2 and expected in err.getvalue() + out.getvalue()
 
 
-def test_a_settings_profile_can_write_inputs_by_a_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_settings_profile_can_write_inputs_by_a_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``agentprop.settings(input_model=..., simulated_user=True)`` in a profile does what the
     flags do; a malformed model name is refused where the profile is registered."""
     import io
@@ -210,19 +283,47 @@ def test_a_settings_profile_can_write_inputs_by_a_model(tmp_path: Path, monkeypa
     with pytest.raises(agentprop.InvalidArgument, match="PROVIDER:MODEL"):
         agentprop.settings(input_model="claude-haiku-4-5")
     # as settings.register_profile("written-test", ...) would, undone after the test
-    monkeypatch.setitem(agentprop.settings._profiles, "written-test", agentprop.settings(input_model="anthropic:writer-test", simulated_user=True))
+    monkeypatch.setitem(
+        agentprop.settings._profiles,
+        "written-test",
+        agentprop.settings(input_model="anthropic:writer-test", simulated_user=True),
+    )
     monkeypatch.chdir(tmp_path)  # the API cache: .agentprop/api-cache.sqlite here
     with MessagesServer(handler=scripted_model) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "not-a-real-key")
         out = io.StringIO()
-        argv = ["run", str(ROOT / "examples" / "supportops"), "--profile", "written-test", "--kinds", "explore", "--explore", "2"]
-        argv += ["--case", CANCELLED, "--runs", "1", "--corpus", "none", "--json", str(tmp_path / "r.json")]
+        argv = [
+            "run",
+            str(ROOT / "examples" / "supportops"),
+            "--profile",
+            "written-test",
+            "--kinds",
+            "explore",
+            "--explore",
+            "2",
+        ]
+        argv += [
+            "--case",
+            CANCELLED,
+            "--runs",
+            "1",
+            "--corpus",
+            "none",
+            "--json",
+            str(tmp_path / "r.json"),
+        ]
         main(argv, out=out, err=out)
         asked = len(server.requests)
     printed = out.getvalue()
-    assert asked > 0 and "input model anthropic:writer-test" in printed and "simulated user:" in printed
-    summary = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["metrics"]["extra"]["input_model"]
+    assert (
+        asked > 0
+        and "input model anthropic:writer-test" in printed
+        and "simulated user:" in printed
+    )
+    summary = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["metrics"]["extra"][
+        "input_model"
+    ]
     assert summary["live_calls"] == asked and "simulated_user" in summary
 
 
@@ -230,55 +331,97 @@ def test_a_written_family_that_failed_is_dealt_more_often(tmp_path: Path) -> Non
     scenario = SUPPORTOPS.scenario(PII)
     with MessagesServer(handler=scripted_model) as server:
         options = InputModelOptions(
-            model="anthropic:writer-test", probability=1.0, base_url=server.base_url, api_key="k-test", cache=str(tmp_path / "c")
+            model="anthropic:writer-test",
+            probability=1.0,
+            base_url=server.base_url,
+            api_key="k-test",
+            cache=str(tmp_path / "c"),
         )
         space = ChoiceSpace(SUPPORTOPS, scenario, InputWriter(options))
 
         def hedges(weights: dict[str, float]) -> int:
             rng, decks = random.Random(11), dict[str, list[str]]()
             drawn = [space.draw(rng, weights=weights, decks=decks) for _ in range(40)]
-            return sum(c.turns[0].written is not None and c.turns[0].written.family == "hedge" for c in drawn)
+            return sum(
+                c.turns[0].written is not None and c.turns[0].written.family == "hedge"
+                for c in drawn
+            )
 
         assert hedges({"turn1:model:hedge": 4.0}) > 2 * hedges({})
 
 
-def test_an_input_never_claims_a_written_family_the_model_wrote_nothing_valid_for(tmp_path: Path) -> None:
+def test_an_input_never_claims_a_written_family_the_model_wrote_nothing_valid_for(
+    tmp_path: Path,
+) -> None:
     """A model whose every text is dropped (here: each loses the order id) leaves the drawn
     choices as the packs and templates make them; the drops are counted."""
 
     def useless(request: dict[str, Any]) -> dict[str, Any]:
-        return message_reply([text_block(json.dumps(["Do the thing.", "Please help me with my account."]))])
+        return message_reply(
+            [text_block(json.dumps(["Do the thing.", "Please help me with my account."]))]
+        )
 
     scenario = SUPPORTOPS.scenario(CANCELLED)
     with MessagesServer(handler=useless) as server:
         options = InputModelOptions(
-            model="anthropic:writer-test", simulated_user=True, probability=1.0, base_url=server.base_url, api_key="k-test", cache=str(tmp_path / "c")
+            model="anthropic:writer-test",
+            simulated_user=True,
+            probability=1.0,
+            base_url=server.base_url,
+            api_key="k-test",
+            cache=str(tmp_path / "c"),
         )
         writer = InputWriter(options)
         space = ChoiceSpace(SUPPORTOPS, scenario, writer)
         rng, decks = random.Random(3), dict[str, list[str]]()
         drawn = [space.draw(rng, decks=decks) for _ in range(8)]
     assert all(t.written is None for c in drawn for t in c.turns)
-    assert writer.stats.kept == 0 and sum(writer.stats.dropped.values()) == writer.stats.generated > 0
+    assert (
+        writer.stats.kept == 0 and sum(writer.stats.dropped.values()) == writer.stats.generated > 0
+    )
 
 
 def never_cancels(message: str, ctx: TurnContext) -> None:
     """Answers every turn with a ticket: every wording of a cancellation fails."""
-    ctx.respond(node_id="END_TICKET", decision="TICKET_CREATED", tool_actions=[], evidence="", user_message="A ticket is open.")
+    ctx.respond(
+        node_id="END_TICKET",
+        decision="TICKET_CREATED",
+        tool_actions=[],
+        evidence="",
+        user_message="A ticket is open.",
+    )
 
 
 def test_a_failure_on_a_simulated_turn_shrinks_to_the_templates_turn(tmp_path: Path) -> None:
     scenario = SUPPORTOPS.scenario(CANCELLED)
     with MessagesServer(handler=scripted_model) as server:
-        space = ChoiceSpace(SUPPORTOPS, scenario, writer_on(server, tmp_path / "c.sqlite", simulated_user=True))
+        space = ChoiceSpace(
+            SUPPORTOPS, scenario, writer_on(server, tmp_path / "c.sqlite", simulated_user=True)
+        )
         hurried = WrittenChoice(persona="hurried", traits=("terse", "in a rush"), index=0)
         choices = Choices(turns=(TurnChoice(), TurnChoice(written=hurried)))
         played = space.render(choices)
         assert played.messages[1] != scenario.messages[1]
         agent = make_factory(never_cancels)
-        found = agentprop.check(SUPPORTOPS, scenario, agent, messages=played.messages, memo=TrialMemo(), raise_on_failure=False)
+        found = agentprop.check(
+            SUPPORTOPS,
+            scenario,
+            agent,
+            messages=played.messages,
+            memo=TrialMemo(),
+            raise_on_failure=False,
+        )
         assert found.verdict != "PASS"
-        shrunk = shrink(SUPPORTOPS, scenario, agent, choices=choices, space=space, failing=found, memo=TrialMemo(), budget=40)
+        shrunk = shrink(
+            SUPPORTOPS,
+            scenario,
+            agent,
+            choices=choices,
+            space=space,
+            failing=found,
+            memo=TrialMemo(),
+            budget=40,
+        )
     assert shrunk.reproducer_messages == scenario.messages
     assert "written" not in shrunk.choices_kept and "trait" not in shrunk.choices_kept
 
@@ -288,7 +431,9 @@ def test_the_shrinker_drops_persona_traits_the_failure_does_not_need(tmp_path: P
     traits: the reproducer keeps the simulated turn and drops both traits."""
     import importlib.util
 
-    loaded = importlib.util.spec_from_file_location("supportops_reference_agent", ROOT / "examples" / "supportops" / "agent.py")
+    loaded = importlib.util.spec_from_file_location(
+        "supportops_reference_agent", ROOT / "examples" / "supportops" / "agent.py"
+    )
     assert loaded is not None and loaded.loader is not None
     module = importlib.util.module_from_spec(loaded)
     loaded.loader.exec_module(module)
@@ -302,17 +447,39 @@ def test_the_shrinker_drops_persona_traits_the_failure_does_not_need(tmp_path: P
 
     scenario = SUPPORTOPS.scenario(CANCELLED)
     with MessagesServer(handler=scripted_model) as server:
-        space = ChoiceSpace(SUPPORTOPS, scenario, writer_on(server, tmp_path / "c.sqlite", simulated_user=True))
+        space = ChoiceSpace(
+            SUPPORTOPS, scenario, writer_on(server, tmp_path / "c.sqlite", simulated_user=True)
+        )
         hurried = WrittenChoice(persona="hurried", traits=("terse", "in a rush"), index=1)
         choices = Choices(turns=(TurnChoice(), TurnChoice(written=hurried)))
         played = space.render(choices)
         assert played.messages[1].startswith("Well")
         agent = make_factory(BreaksOnWell)
-        found = agentprop.check(SUPPORTOPS, scenario, agent, messages=played.messages, memo=TrialMemo(), raise_on_failure=False)
+        found = agentprop.check(
+            SUPPORTOPS,
+            scenario,
+            agent,
+            messages=played.messages,
+            memo=TrialMemo(),
+            raise_on_failure=False,
+        )
         assert found.verdict != "PASS"
-        shrunk = shrink(SUPPORTOPS, scenario, agent, choices=choices, space=space, failing=found, memo=TrialMemo(), budget=40)
+        shrunk = shrink(
+            SUPPORTOPS,
+            scenario,
+            agent,
+            choices=choices,
+            space=space,
+            failing=found,
+            memo=TrialMemo(),
+            budget=40,
+        )
     assert shrunk.reproducer_messages[1].startswith("Well")
-    assert "user:hurried" in shrunk.choices_kept and "trait" not in shrunk.choices_kept and "terse" not in shrunk.choices_kept
+    assert (
+        "user:hurried" in shrunk.choices_kept
+        and "trait" not in shrunk.choices_kept
+        and "terse" not in shrunk.choices_kept
+    )
 
 
 def test_any_provider_of_the_model_client_layer_writes_inputs(tmp_path: Path) -> None:
@@ -323,7 +490,11 @@ def test_any_provider_of_the_model_client_layer_writes_inputs(tmp_path: Path) ->
     for mode in ("read-write", "replay-only"):
         with OpenAIServer(handler=scripted_model) as server:
             options = InputModelOptions(
-                model="openai:gpt-test", base_url=server.base_url, api_key="k-test", cache=str(tmp_path / "c.sqlite"), cache_mode=mode
+                model="openai:gpt-test",
+                base_url=server.base_url,
+                api_key="k-test",
+                cache=str(tmp_path / "c.sqlite"),
+                cache_mode=mode,
             )
             writer = InputWriter(options)
             rendered.append(ChoiceSpace(SUPPORTOPS, scenario, writer).render(choices).messages)
@@ -345,7 +516,9 @@ def test_the_simulated_user_answers_the_agents_live_question(tmp_path: Path) -> 
         return scripted_model(request)
 
     with MessagesServer(handler=model) as server:
-        report = explore(writer_on(server, tmp_path / "c.sqlite", simulated_user=True), ids=(CANCELLED,))
+        report = explore(
+            writer_on(server, tmp_path / "c.sqlite", simulated_user=True), ids=(CANCELLED,)
+        )
     assert asked, "no follow-up was written from the agent's live reply"
     live = [
         (trace.trace.turns[k - 1].user_visible_text, turn.user_message)
@@ -357,5 +530,7 @@ def test_the_simulated_user_answers_the_agents_live_question(tmp_path: Path) -> 
     assert live, "the agent never got a turn written live"
     for question, sent in live:
         # the prompt held the agent's own words, and the agent got the text written from it
-        assert any(f"The assistant just wrote to you:\n<<<\n{question.strip()}\n>>>" in p for p in asked), question
+        assert any(
+            f"The assistant just wrote to you:\n<<<\n{question.strip()}\n>>>" in p for p in asked
+        ), question
         assert any(sent[len("Oh. ") :] in p for p in asked)

@@ -336,7 +336,10 @@ def join_literals(texts: Sequence[str]) -> str | None:
     if len(kinds) != 1:
         return None
     fmt = any(lit.fmt for lit in parts)
-    bodies = [lit.body if lit.fmt or not fmt else lit.body.replace("{", "{{").replace("}", "}}") for lit in parts]
+    bodies = [
+        lit.body if lit.fmt or not fmt else lit.body.replace("{", "{{").replace("}", "}}")
+        for lit in parts
+    ]
     first = parts[0]
     prefix = first.prefix if first.fmt or not fmt else first.prefix + "f"
     return f"{prefix}{first.quote}{''.join(bodies)}{first.quote}"
@@ -370,7 +373,11 @@ def structure(tree: ast.Module, lines: Sequence[str]) -> Structure:
         return start, (end_row, _char_col(lines, end_row, end_col))
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
             out.statement_strings.add(span(node.value)[0])
         annotations: list[ast.expr | ast.pattern | None] = []
         if isinstance(node, ast.arg):
@@ -428,7 +435,9 @@ def _is_continuation(text: str) -> bool:
     return bool(text) and not _LIST_ITEM.match(text) and not _FIELD_ITEM.match(text)
 
 
-def _balanced_lines(first_prefix: str, cont_prefix: str, head: str, tail: str, limit: int) -> list[str] | None:
+def _balanced_lines(
+    first_prefix: str, cont_prefix: str, head: str, tail: str, limit: int
+) -> list[str] | None:
     """``head tail`` as two lines cut at a space: the last that leaves the second line 20 columns
     of text, else the one nearest the middle; None if none fits."""
     text = f"{head} {tail}"
@@ -466,7 +475,12 @@ def wrap_paragraph(
         out.append((prefix + head).rstrip())
         if not tail:
             if len(out) == 2 and used == 0 and width(head) < 20:  # a crumb: even the two out
-                out = _balanced_lines(first_prefix, cont_prefix, out[0][len(first_prefix) :], head, limit) or out
+                out = (
+                    _balanced_lines(
+                        first_prefix, cont_prefix, out[0][len(first_prefix) :], head, limit
+                    )
+                    or out
+                )
             return out, used
         prefix = cont_prefix
         nxt = rows[used] if used < len(rows) else None
@@ -477,7 +491,9 @@ def wrap_paragraph(
             text = tail
 
 
-def _comment_edit(lines: Sequence[str], row: int, full_comment_rows: set[int], limit: int) -> Edit | None:
+def _comment_edit(
+    lines: Sequence[str], row: int, full_comment_rows: set[int], limit: int
+) -> Edit | None:
     parts = _comment_parts(lines[row - 1].rstrip("\r\n"))
     if parts is None:
         return None
@@ -549,7 +565,9 @@ def _run(toks: Sequence[Tok], i: int) -> list[Tok]:
     return run
 
 
-def _split_edit(lines: Sequence[str], toks: Sequence[Tok], i: int, row_toks: Sequence[Tok], limit: int) -> Edit | None:
+def _split_edit(
+    lines: Sequence[str], toks: Sequence[Tok], i: int, row_toks: Sequence[Tok], limit: int
+) -> Edit | None:
     """The string ``toks[i]`` and the rest of its concatenation re-cut to fit, where ruff puts it.
 
     Ruff lays the parts of a broken concatenation out one a line: in a bracket opened on the
@@ -653,7 +671,9 @@ def _prose_rows(rows: Sequence[tuple[str, str]]) -> list[bool]:
             doctest = False
         elif stripped.startswith(">>>"):
             doctest = True
-        code = fence or doctest or literal_indent is not None or stripped.startswith(("|", "+-", "=="))
+        code = (
+            fence or doctest or literal_indent is not None or stripped.startswith(("|", "+-", "=="))
+        )
         out.append(not code and bool(stripped))
         if stripped.endswith("::") and literal_indent is None:
             literal_indent = indent
@@ -710,7 +730,9 @@ def _unskip_edit(lines: Sequence[str], comment: Tok) -> Edit:
     return Edit(row, row, [code + (f"  {rest}" if rest.startswith("#") else "") + "\n"])
 
 
-def rewrap_pass(src: str, limit: int, noqa_leftovers: bool = False, comments_only: bool = False) -> Pass:
+def rewrap_pass(
+    src: str, limit: int, noqa_leftovers: bool = False, comments_only: bool = False
+) -> Pass:
     """One pass over formatted source: the edits that wrap its long lines, and what is left.
 
     ``comments_only`` makes only the comments' edits: the first pass, before ruff formats the
@@ -736,7 +758,9 @@ def rewrap_pass(src: str, limit: int, noqa_leftovers: bool = False, comments_onl
             for r in range(t.start[0], t.end[0] + 1):
                 multiline[r] = t
     frozen = _unformatted_rows(toks)
-    full_comment_rows = {r for r, ts in by_row.items() if len(ts) == 1 and ts[0].type == tokenize.COMMENT}
+    full_comment_rows = {
+        r for r, ts in by_row.items() if len(ts) == 1 and ts[0].type == tokenize.COMMENT
+    }
     result = Pass()
     done: set[int] = set()
     for row in range(1, len(lines) + 1):
@@ -750,7 +774,9 @@ def rewrap_pass(src: str, limit: int, noqa_leftovers: bool = False, comments_onl
         if row in frozen:
             skip = frozen[row]
             if skip is None or comments_only:
-                result.leftovers.append(Leftover(row, width(line.rstrip()), "in a # fmt: off region"))
+                result.leftovers.append(
+                    Leftover(row, width(line.rstrip()), "in a # fmt: off region")
+                )
             elif id(skip) not in done:  # a table too wide for the limit: ruff lays it out
                 done.add(id(skip))
                 result.edits.append(_unskip_edit(lines, skip))
@@ -784,14 +810,20 @@ def rewrap_pass(src: str, limit: int, noqa_leftovers: bool = False, comments_onl
         elif comment is not None and _split_comment(comment.text)[0]:
             edit = _move_comment_edit(lines, row, comment, limit)
         else:
-            strings = [t for t in row_toks if t.type == tokenize.STRING and t.end[0] == row and not info.is_protected(t.start)]
+            strings = [
+                t
+                for t in row_toks
+                if t.type == tokenize.STRING and t.end[0] == row and not info.is_protected(t.start)
+            ]
             statement = [t for t in strings if t.start in info.statement_strings]
             if statement:
                 edit = _statement_string_edit(lines, statement[0], limit)
             for tok in sorted(strings, key=lambda t: -width(t.text)):
                 if edit is None:
                     edit = _split_edit(lines, toks, index[id(tok)], row_toks, limit)
-            if edit is None and any(info.is_protected(t.start) for t in row_toks if t.type == tokenize.STRING):
+            if edit is None and any(
+                info.is_protected(t.start) for t in row_toks if t.type == tokenize.STRING
+            ):
                 reason = "a string in an annotation or a match pattern"
         if edit is None:
             result.leftovers.append(Leftover(row, width(line.rstrip("\r\n")), reason))
@@ -832,7 +864,9 @@ class _Normalise(ast.NodeTransformer):
             else:
                 values.append(value)
         if all(isinstance(v, ast.Constant) for v in values):
-            return ast.Constant("".join(str(v.value) for v in values if isinstance(v, ast.Constant)))
+            return ast.Constant(
+                "".join(str(v.value) for v in values if isinstance(v, ast.Constant))
+            )
         node.values = values
         return node
 
@@ -937,7 +971,9 @@ class Outcome:
 
     text: str
     leftovers: list[Leftover]
-    unskipped: list[int] = field(default_factory=list)  # rows (when it happened) of `# fmt: skip`s taken out
+    unskipped: list[int] = field(
+        default_factory=list
+    )  # rows (when it happened) of `# fmt: skip`s taken out
 
 
 def rewrap(src: str, limit: int, path: Path | None = None, noqa_leftovers: bool = False) -> Outcome:
@@ -945,7 +981,9 @@ def rewrap(src: str, limit: int, path: Path | None = None, noqa_leftovers: bool 
     current = apply(src, rewrap_pass(src, limit, comments_only=True).edits)
     unskipped: list[int] = []
     for _ in range(12):
-        formatted = relocate_noqa(ruff_format(current, path, limit), path) if path is not None else current
+        formatted = (
+            relocate_noqa(ruff_format(current, path, limit), path) if path is not None else current
+        )
         found = rewrap_pass(formatted, limit, noqa_leftovers)
         unskipped += found.unskipped
         new = apply(formatted, found.edits)
@@ -963,7 +1001,9 @@ def python_files(paths: Sequence[str], root: Path) -> Iterator[Path]:
         found = [path] if path.is_file() else sorted(path.rglob("*.py"))
         for file in found:
             full = file.resolve()
-            rel = full.relative_to(root).as_posix() if full.is_relative_to(root) else file.as_posix()
+            rel = (
+                full.relative_to(root).as_posix() if full.is_relative_to(root) else file.as_posix()
+            )
             if any(rel == ex or rel.startswith(ex + "/") for ex in EXCLUDE):
                 continue
             if any(part.startswith(".") or part == "__pycache__" for part in Path(rel).parts[:-1]):
@@ -992,13 +1032,19 @@ def relocate_type_ignores(mypy_output: str) -> list[str]:
         toks = tokens(src, lines)
         starts = _statement_starts(toks)
         for row in unused:
-            comment = next((t for t in toks if t.type == tokenize.COMMENT and t.start[0] == row), None)
+            comment = next(
+                (t for t in toks if t.type == tokenize.COMMENT and t.start[0] == row), None
+            )
             ignore = _TYPE_IGNORE.search(comment.text) if comment else None
             if comment is None or ignore is None:
                 continue
             codes = {c.strip() for c in (ignore["codes"] or "").split(",") if c.strip()}
             first = starts.get(row, row)
-            rows = {r for r, c in found if first <= r < row and c != "unused-ignore" and (not codes or c in codes)}
+            rows = {
+                r
+                for r, c in found
+                if first <= r < row and c != "unused-ignore" and (not codes or c in codes)
+            }
             if len(rows) != 1:
                 continue
             (target,) = rows
@@ -1033,12 +1079,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("paths", nargs="*", help="files or directories (their .py files)")
     parser.add_argument("--line-length", type=int, default=100)
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a file would change")
-    parser.add_argument("--noqa-leftovers", action="store_true", help="mark every line left long with # noqa: E501")
-    parser.add_argument("--type-ignores", action="store_true", help="only move each type: ignore mypy (run here) calls unused to its error's line")
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if a file would change"
+    )
+    parser.add_argument(
+        "--noqa-leftovers", action="store_true", help="mark every line left long with # noqa: E501"
+    )
+    parser.add_argument(
+        "--type-ignores",
+        action="store_true",
+        help="only move each type: ignore mypy (run here) calls unused to its error's line",
+    )
     args = parser.parse_args(argv)
     if args.type_ignores:
-        done = subprocess.run([sys.executable, "-m", "mypy", *args.paths], capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "mypy", *args.paths], capture_output=True, text=True
+        )
         for line in relocate_type_ignores(done.stdout):
             print(f"type: ignore moved: {line}")
         return 0

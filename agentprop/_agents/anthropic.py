@@ -90,7 +90,19 @@ class AnthropicAgent(ModelAgent):
 
     agent_kind = "anthropic"
     extra_clashes = frozenset(
-        {"model", "messages", "system", "tools", "tool_choice", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "stream"}
+        {
+            "model",
+            "messages",
+            "system",
+            "tools",
+            "tool_choice",
+            "max_tokens",
+            "temperature",
+            "top_p",
+            "top_k",
+            "stop_sequences",
+            "stream",
+        }
     )
 
     def __init__(
@@ -105,7 +117,9 @@ class AnthropicAgent(ModelAgent):
     ) -> None:
         super().__init__(model, ANTHROPIC_MESSAGES, self._options_from(keywords, options))
         if tool_choice is not None and tool_choice not in TOOL_CHOICES:
-            raise InvalidArgument(f"tool_choice={tool_choice!r} must be None, 'auto', 'required' or 'none'.")
+            raise InvalidArgument(
+                f"tool_choice={tool_choice!r} must be None, 'auto', 'required' or 'none'."
+            )
         self.top_k = top_k
         self.stop_sequences = list(stop_sequences) if stop_sequences else None
         self.tool_choice: ToolChoice | None = tool_choice
@@ -115,10 +129,15 @@ class AnthropicAgent(ModelAgent):
         return "claude-sonnet-4-6"
 
     def _own_options(self) -> dict[str, Any]:
-        return {"top_k": self.top_k, "stop_sequences": self.stop_sequences, "tool_choice": self.tool_choice}
+        return {
+            "top_k": self.top_k,
+            "stop_sequences": self.stop_sequences,
+            "tool_choice": self.tool_choice,
+        }
 
     def _fingerprint_payload(self) -> dict[str, Any]:
-        chosen = {"tool_choice": self.tool_choice} if self.tool_choice is not None else {}  # unset: fingerprints as before
+        # unset: fingerprints as before
+        chosen = {"tool_choice": self.tool_choice} if self.tool_choice is not None else {}
         return {
             **chosen,
             "agent": "agentprop.AnthropicAgent/1",
@@ -147,9 +166,20 @@ class AnthropicAgent(ModelAgent):
         return {"name": name, "description": description, "input_schema": schema}
 
     def _request_options(self) -> tuple[Any, ...]:
-        return (self.model, self.max_tokens, self.temperature, self.top_p, self.top_k, self.stop_sequences, self.tool_choice, self.extra_body)
+        return (
+            self.model,
+            self.max_tokens,
+            self.temperature,
+            self.top_p,
+            self.top_k,
+            self.stop_sequences,
+            self.tool_choice,
+            self.extra_body,
+        )
 
-    def request(self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def request(
+        self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         """The Messages API request body for one call (what is sent and what the cache keys)."""
         body: dict[str, Any] = {
             "model": self.model,
@@ -168,7 +198,9 @@ class AnthropicAgent(ModelAgent):
             if value is not None:
                 body[name] = value
         if self.tool_choice is not None:
-            body["tool_choice"] = {"type": "any" if self.tool_choice == "required" else self.tool_choice}
+            body["tool_choice"] = {
+                "type": "any" if self.tool_choice == "required" else self.tool_choice
+            }
         return body
 
     def charge(self, result: ModelReply) -> tuple[int, int, float]:
@@ -224,7 +256,14 @@ class AnthropicConversation:
         # shape (built from, and checked against, this turn's tools, prompt and options)
         shape = cfg._shape(self._system, self._tools)
         for step in range(cfg.max_steps):
-            result = await cfg.turn_step(ctx, shape, system=self._system, tools=self._tools, messages=list(self.messages), step=step)
+            result = await cfg.turn_step(
+                ctx,
+                shape,
+                system=self._system,
+                tools=self._tools,
+                messages=list(self.messages),
+                step=step,
+            )
             response = result.response
             content = [b for b in (response.get("content") or []) if isinstance(b, dict)]
             if content:
@@ -241,7 +280,9 @@ class AnthropicConversation:
                 self._push_user([{"type": "text", "text": NUDGE}])
         # step limit reached: the runtime records no_respond; pending results open the next turn
 
-    def _execute(self, content: list[dict[str, Any]], ctx: TurnContext) -> tuple[list[dict[str, Any]], bool]:
+    def _execute(
+        self, content: list[dict[str, Any]], ctx: TurnContext
+    ) -> tuple[list[dict[str, Any]], bool]:
         results: list[dict[str, Any]] = []
         responded = False
         for block in content:
@@ -255,5 +296,7 @@ class AnthropicConversation:
                 continue
             outcome = run_tool_call(ctx, str(block.get("name", "")), block.get("input"))
             responded = responded or outcome.responded
-            results.append(_tool_result(str(block.get("id", "")), outcome.text, is_error=outcome.is_error))
+            results.append(
+                _tool_result(str(block.get("id", "")), outcome.text, is_error=outcome.is_error)
+            )
         return results, responded

@@ -61,7 +61,10 @@ def runs_concurrently(agent: LoadedAgent) -> bool:
                 fn = getattr(made, "turn", None) or made
             except (Exception, SystemExit, KeyboardInterrupt):  # agent code: its runs record it
                 fn = None
-        agent.concurrent = fn is not None and (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))  # noqa: B004 (the bound __call__ method itself)
+        agent.concurrent = fn is not None and (
+            inspect.iscoroutinefunction(fn)
+            or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 (the bound __call__ method itself)
+        )
     return agent.concurrent
 
 
@@ -70,7 +73,11 @@ def _takes_two_positional(obj: Any) -> bool:
         sig = inspect.signature(obj)
     except (TypeError, ValueError):
         return False
-    params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    params = [
+        p
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
     return len(params) == 2
 
 
@@ -112,7 +119,9 @@ def _file_facts_of(path: str, package: str) -> tuple[str, tuple[str, ...]] | Non
 
 
 @functools.lru_cache(maxsize=4096)
-def _file_facts(path: str, package: str, mtime_ns: int, size: int) -> tuple[str, tuple[str, ...]] | None:
+def _file_facts(
+    path: str, package: str, mtime_ns: int, size: int
+) -> tuple[str, tuple[str, ...]] | None:
     """The facts of one version of a file (its mtime and size are part of the key)."""
     try:
         data = Path(path).read_bytes()
@@ -174,7 +183,9 @@ def source_digest(obj: Any) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: str = "") -> LoadedAgent:
+def make_factory(
+    obj: Any, faults: Mapping[str, float] | None = None, *, ref: str = ""
+) -> LoadedAgent:
     faults = dict(faults or {})
     name = ref or getattr(obj, "__qualname__", repr(obj))
     if faults:
@@ -189,13 +200,19 @@ def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: st
             listing = "\n".join(f"    {k}: {v}" for k, v in dict(known).items())
             raise InputError(
                 f"unknown fault knob(s) {', '.join(unknown)} for agent {name}"
-                + (f"; {hint}" if (hint := did_you_mean(unknown[0], [str(k) for k in known]).strip()) else ""),
+                + (
+                    f"; {hint}"
+                    if (hint := did_you_mean(unknown[0], [str(k) for k in known]).strip())
+                    else ""
+                ),
                 expected=f"one of:\n{listing}",
                 fix="use --fault NAME=P with a name from the list and 0 <= P <= 1",
             )
         for k, p in faults.items():
             if not 0.0 <= p <= 1.0:
-                raise InputError(f"fault {k}={p} is not a probability", fix="use a value between 0 and 1")
+                raise InputError(
+                    f"fault {k}={p} is not a probability", fix="use a value between 0 and 1"
+                )
 
         def factory() -> Any:
             return obj(faults=faults)
@@ -207,12 +224,20 @@ def make_factory(obj: Any, faults: Mapping[str, float] | None = None, *, ref: st
 
     else:
         factory = obj
-    digest = hashlib.sha256(json.dumps({"ref": name, "src": source_digest(obj), "faults": sorted(faults.items())}).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        json.dumps(
+            {"ref": name, "src": source_digest(obj), "faults": sorted(faults.items())}
+        ).encode()
+    ).hexdigest()[:16]
     return LoadedAgent(ref=name, factory=factory, faults=faults, fingerprint=digest, target=obj)
 
 
 def load_agent(
-    ref: str, base_dir: str | Path = ".", faults: Mapping[str, float] | str | None = None, *, search: Sequence[str | Path] = ()
+    ref: str,
+    base_dir: str | Path = ".",
+    faults: Mapping[str, float] | str | None = None,
+    *,
+    search: Sequence[str | Path] = (),
 ) -> LoadedAgent:
     """Import ``MODULE:ATTR`` or ``FILE:ATTR`` and wrap it; ``faults`` turns on the agent's fault
     knobs, as a mapping or as ``--fault`` text (``"skip_auth=0.3,leak_pii"``; ``""`` is none).
@@ -231,12 +256,18 @@ def parse_faults(items: list[str]) -> dict[str, float]:
         name, _, value = item.partition("=")
         name = name.strip()
         if not name:
-            raise InputError(f"bad --fault {item!r}", expected="NAME=P, e.g. skip_auth=0.3", fix="name the knob before '='")
+            raise InputError(
+                f"bad --fault {item!r}",
+                expected="NAME=P, e.g. skip_auth=0.3",
+                fix="name the knob before '='",
+            )
         try:
             out[name] = float(value) if value else 1.0
         except ValueError:
             raise InputError(
-                f"bad --fault {item!r}: {value!r} is not a number", expected="NAME=P with 0 <= P <= 1", fix=f"e.g. --fault {name}=0.5"
+                f"bad --fault {item!r}: {value!r} is not a number",
+                expected="NAME=P with 0 <= P <= 1",
+                fix=f"e.g. --fault {name}=0.5",
             ) from None
     return out
 
@@ -253,5 +284,7 @@ def as_loaded_agent(agent: Any) -> LoadedAgent:
         if isinstance(result, LoadedAgent):
             return result
     if agent is None:
-        raise InvalidArgument("check() needs an agent: a class, a factory, an agent function or a LoadedAgent")
+        raise InvalidArgument(
+            "check() needs an agent: a class, a factory, an agent function or a LoadedAgent"
+        )
     return make_factory(agent)

@@ -26,7 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from agentprop._agents.mcp_compat import Client, Handlers, get, http_app, mcp_error, new_server, types
+from agentprop._agents.mcp_compat import (
+    Client,
+    Handlers,
+    get,
+    http_app,
+    mcp_error,
+    new_server,
+    types,
+)
 from agentprop._agents.runtime import TurnContext
 from agentprop._spec.model import Spec
 from agentprop._spec.response import respond_tool_schema
@@ -80,11 +88,18 @@ class TrialBridge:
         async with cond:
             if self._closed:
                 raise self._ended(f"{SESSION_ENDED} before turn {ctx.turn_index + 1} began")
-            self._ctx, self._message, self._index, self._turn_over = ctx, message, ctx.turn_index, False
+            self._ctx, self._message, self._index, self._turn_over = (
+                ctx,
+                message,
+                ctx.turn_index,
+                False,
+            )
             cond.notify_all()
             await cond.wait_for(lambda: self._turn_over or self._closed)
             if not self._turn_over and not ctx.responded:
-                raise self._ended(f"{SESSION_ENDED} during turn {ctx.turn_index + 1}, before respond")
+                raise self._ended(
+                    f"{SESSION_ENDED} during turn {ctx.turn_index + 1}, before respond"
+                )
 
     def _ended(self, what: str) -> BaseException:
         if self._close_error is not None:
@@ -130,7 +145,9 @@ class TrialBridge:
         conversation is over."""
         cond = self._condition()
         async with cond:
-            await cond.wait_for(lambda: self.over or (self._ctx is not None and not self._turn_over))
+            await cond.wait_for(
+                lambda: self.over or (self._ctx is not None and not self._turn_over)
+            )
             if self.over:
                 return None
             self._touched = True
@@ -144,7 +161,16 @@ class TrialBridge:
             if self._ctx is not None and not self._turn_over and self._fetched == self._index:
                 self._turn_over = True
                 cond.notify_all()
-            await cond.wait_for(lambda: self.over or (self._ctx is not None and not self._turn_over and self._index > self._fetched))
+            await cond.wait_for(
+                lambda: (
+                    self.over
+                    or (
+                        self._ctx is not None
+                        and not self._turn_over
+                        and self._index > self._fetched
+                    )
+                )
+            )
             if self.over:
                 return None
             self._fetched = self._index
@@ -166,7 +192,12 @@ class TrialBridge:
 
 def _tool_list(spec: Spec) -> list[Any]:
     tools = [
-        types.Tool(name=t.name, description=t.description or None, inputSchema=dict(t.input_schema or {"type": "object"})) for t in spec.action_tools
+        types.Tool(
+            name=t.name,
+            description=t.description or None,
+            inputSchema=dict(t.input_schema or {"type": "object"}),
+        )
+        for t in spec.action_tools
     ]
     respond = spec.tools_by_name.get("respond")
     tools.append(
@@ -183,11 +214,12 @@ def _tool_list(spec: Spec) -> list[Any]:
 
 
 UNREAD_CALL = (
-    "this MCP session called a tool without reading the user's message (the `user_message` prompt). Each session is one "
-    "conversation of the case: read the message and make every tool call of the conversation in that same session. A client "
-    "that opens a session per tool call (langchain-mcp-adapters' MultiServerMCPClient.get_tools() does) splits one conversation "
-    "over many sessions: open one with `async with client.session(NAME) as session` and load the tools from it "
-    "(`load_mcp_tools(session)`)"
+    "this MCP session called a tool without reading the user's message (the `user_message` "
+    "prompt). Each session is one conversation of the case: read the message and make every tool "
+    "call of the conversation in that same session. A client that opens a session per tool call "
+    "(langchain-mcp-adapters' MultiServerMCPClient.get_tools() does) splits one conversation over "
+    "many sessions: open one with `async with client.session(NAME) as session` and load the tools "
+    "from it (`load_mcp_tools(session)`)"
 )
 """The error of a tool call made before the session read a user message; such a session is no
 trial (a conversation split over sessions would otherwise count as several, none complete)."""
@@ -211,10 +243,11 @@ def _ok_result(value: Any) -> Any:
 def instructions_for(spec: Spec, context: Mapping[str, Any]) -> str:
     ctx = ", ".join(f"{k}={v}" for k, v in context.items()) or "none"
     return (
-        f"agentprop test world for spec {spec.spec_id} ({spec.title}). Each session is one conversation: "
-        f"get the user's next message with the `{USER_MESSAGE_PROMPT}` prompt (asking for it ends the previous turn; "
-        "no message means the conversation is over), use the tools, and end each turn with the `respond` tool. "
-        f"Runtime context ({CONTEXT_URI}): {ctx}."
+        f"agentprop test world for spec {spec.spec_id} ({spec.title}). Each session is one "
+        f"conversation: get the user's next message with the `{USER_MESSAGE_PROMPT}` prompt "
+        "(asking for it ends the previous turn; no message means the conversation is over), use "
+        "the tools, and end each turn with the `respond` tool. Runtime context "
+        f"({CONTEXT_URI}): {ctx}."
     )
 
 
@@ -222,7 +255,9 @@ BridgeFor = Callable[[Any], Awaitable[TrialBridge]]
 """How a request finds its trial: from the request context (per session)."""
 
 
-def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any], sessions: bool = False) -> Any:
+def build_server(
+    spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any], sessions: bool = False
+) -> Any:
     """The MCP server of a spec's world, its requests routed to trials by ``bridge_for``.
 
     ``sessions``: the server is shared by many sessions (streamable HTTP), so it advertises
@@ -240,7 +275,9 @@ def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any
             return _error_result("protocol", UNREAD_CALL)
         turn = await bridge.context_for_call()
         if turn is None:
-            return _error_result("protocol", "the conversation is over; this session takes no more tool calls")
+            return _error_result(
+                "protocol", "the conversation is over; this session takes no more tool calls"
+            )
         args = dict(params.arguments or {})
         try:
             if params.name == "respond":
@@ -257,14 +294,18 @@ def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any
             prompts=[
                 types.Prompt(
                     name=USER_MESSAGE_PROMPT,
-                    description="The user's message for the next turn; asking for it ends the previous turn. No message: the conversation is over.",
+                    description="The user's message for the next turn; asking for it ends the "
+                    "previous turn. No message: the conversation is over.",
                 )
             ]
         )
 
     async def get_prompt(ctx: Any, params: Any) -> Any:
         if params.name != USER_MESSAGE_PROMPT:
-            raise mcp_error(types.INVALID_PARAMS, f"no prompt {params.name!r}; this server has `{USER_MESSAGE_PROMPT}`")
+            raise mcp_error(
+                types.INVALID_PARAMS,
+                f"no prompt {params.name!r}; this server has `{USER_MESSAGE_PROMPT}`",
+            )
         bridge = await bridge_for(ctx)
         got = await bridge.next_message()
         if got is None:
@@ -272,25 +313,48 @@ def build_server(spec: Spec, bridge_for: BridgeFor, *, context: Mapping[str, Any
         index, message = got
         return types.GetPromptResult(
             description=f"turn {index}",
-            messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=message))],
+            messages=[
+                types.PromptMessage(
+                    role="user", content=types.TextContent(type="text", text=message)
+                )
+            ],
         )
 
     async def list_resources(ctx: Any, params: Any) -> Any:
         return types.ListResourcesResult(
             resources=[
-                types.Resource(name="context", uri=CONTEXT_URI, description="the runtime context of the conversation", mimeType="application/json")
+                types.Resource(
+                    name="context",
+                    uri=CONTEXT_URI,
+                    description="the runtime context of the conversation",
+                    mimeType="application/json",
+                )
             ]
         )
 
     async def read_resource(ctx: Any, params: Any) -> Any:
         if str(params.uri) != CONTEXT_URI:
-            raise mcp_error(types.INVALID_PARAMS, f"no resource {params.uri}; this server has {CONTEXT_URI}")
-        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=CONTEXT_URI, mimeType="application/json", text=context_json)])
+            raise mcp_error(
+                types.INVALID_PARAMS, f"no resource {params.uri}; this server has {CONTEXT_URI}"
+            )
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(
+                    uri=CONTEXT_URI, mimeType="application/json", text=context_json
+                )
+            ]
+        )
 
-    handlers = Handlers(list_tools, call_tool, list_prompts, get_prompt, list_resources, read_resource)
+    handlers = Handlers(
+        list_tools, call_tool, list_prompts, get_prompt, list_resources, read_resource
+    )
     # sessions: no sessionless revision, so clients use the initialize handshake and its sessions
     return new_server(
-        f"agentprop-{spec.spec_id}", version=__version__, instructions=instructions_for(spec, context), handlers=handlers, sessions_only=sessions
+        f"agentprop-{spec.spec_id}",
+        version=__version__,
+        instructions=instructions_for(spec, context),
+        handlers=handlers,
+        sessions_only=sessions,
     )
 
 
@@ -344,7 +408,9 @@ class McpConversation:
         if self._context is None:
             result = await self.client.read_resource(CONTEXT_URI)
             first = result.contents[0]
-            self._context = json.loads(first.text) if isinstance(first, types.TextResourceContents) else {}
+            self._context = (
+                json.loads(first.text) if isinstance(first, types.TextResourceContents) else {}
+            )
         return dict(self._context)
 
     async def call(self, name: str, /, **args: Any) -> Any:
@@ -368,13 +434,23 @@ class McpConversation:
         if it breaks the response contract)."""
         return await self.call("respond", **fields)
 
-    async def play(self, turn_fn: Callable[[str, Any], Any], message: str, *, spec: Spec | None = None) -> None:
+    async def play(
+        self, turn_fn: Callable[[str, Any], Any], message: str, *, spec: Spec | None = None
+    ) -> None:
         """Play ``turn_fn(message, ctx)``, a plain-Python agent's turn, over this session: its
         ``ctx.call`` and ``ctx.respond`` become MCP tool calls (see
         :class:`agentprop.testing.puppet.TurnPuppet`). An exception of the agent is raised."""
         from agentprop.testing.puppet import Call, Finished, Respond, TurnPuppet
 
-        puppet = TurnPuppet(turn_fn, message, spec=spec, context=await self.context(), rng=self.rng, turn_index=self.turn_index, memory=self.memory)
+        puppet = TurnPuppet(
+            turn_fn,
+            message,
+            spec=spec,
+            context=await self.context(),
+            rng=self.rng,
+            turn_index=self.turn_index,
+            memory=self.memory,
+        )
         try:
             while True:
                 action = await puppet.next_action()
@@ -455,7 +531,10 @@ class McpAgent(ABC):
         if not done:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            raise McpSessionEnded(f"the MCP agent did not end its session within {self.close_timeout_s} s of the conversation's end")
+            raise McpSessionEnded(
+                f"the MCP agent did not end its session within {self.close_timeout_s} s of "
+                "the conversation's end"
+            )
         exc = task.exception()
         if exc is not None and bridge._close_error is not exc:
             raise exc
@@ -500,10 +579,23 @@ class _TokenGuard:
         if scope.get("type") == "http":
             query = bytes(scope.get("query_string") or b"")
             auth = next((v for k, v in scope.get("headers", []) if k == b"authorization"), b"")
-            presented = query.partition(b"token=")[2].split(b"&")[0] if b"token=" in query else auth[7:].strip()
+            presented = (
+                query.partition(b"token=")[2].split(b"&")[0]
+                if b"token=" in query
+                else auth[7:].strip()
+            )
             if not hmac.compare_digest(presented, self.token):
-                body = b'{"error": "unauthorized: present the token of the URL agentprop gave the agent"}'
-                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]})
+                body = (
+                    b'{"error": "unauthorized: present the token of the URL '
+                    b'agentprop gave the agent"}'
+                )
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
@@ -551,17 +643,24 @@ def _stdio_command(url: str) -> StdioCommand:
 
     root = str(Path(__file__).resolve().parents[2])  # where `agentprop` imports from
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    return StdioCommand(command=sys.executable, args=["-m", "agentprop._agents.mcp_stdio"], env={URL_ENV: url, "PYTHONPATH": path})
+    return StdioCommand(
+        command=sys.executable,
+        args=["-m", "agentprop._agents.mcp_stdio"],
+        env={URL_ENV: url, "PYTHONPATH": path},
+    )
 
 
 SPLIT_TURN = (
-    "{agent}: the tool calls of one turn came over {n} MCP sessions (over stdio, a server process each): its MCP client "
-    "opens a session per call. agentprop still counts the conversation as one trial, since the turn belongs to the runtime, "
-    "not to a session; but a server's session state is lost between calls, each stdio call starts a process, and under "
-    "`agentprop serve` (each session one trial) this client cannot be tested. Keep one session open for the conversation "
-    "(langchain-mcp-adapters: `async with client.session(NAME) as session` and `load_mcp_tools(session)`)"
+    "{agent}: the tool calls of one turn came over {n} MCP sessions (over stdio, a server process "
+    "each): its MCP client opens a session per call. agentprop still counts the conversation as "
+    "one trial, since the turn belongs to the runtime, not to a session; but a server's session "
+    "state is lost between calls, each stdio call starts a process, and under `agentprop serve` "
+    "(each session one trial) this client cannot be tested. Keep one session open for the "
+    "conversation (langchain-mcp-adapters: `async with client.session(NAME) as session` and "
+    "`load_mcp_tools(session)`)"
 )
-"""The warning for a turn whose tool calls came over several sessions (said once per agent class)."""
+"""The warning for a turn whose tool calls came over several sessions (said once
+per agent class)."""
 
 
 class McpServedAgent(ABC):
@@ -591,7 +690,8 @@ class McpServedAgent(ABC):
 
     start_timeout_s: float = 10.0
     _warned_split: ClassVar[bool] = False
-    """Set on a class (never inherited: read from its own ``__dict__``) once :data:`SPLIT_TURN` was said."""
+    """Set on a class (never inherited: read from its own ``__dict__``) once
+    :data:`SPLIT_TURN` was said."""
 
     @abstractmethod
     async def mcp_turn(self, message: str, url: str) -> str | None:
@@ -610,7 +710,9 @@ class McpServedAgent(ABC):
         name = type(self).__qualname__
         if len(bridge.sessions) > 1 and not type(self).__dict__.get("_warned_split"):
             type(self)._warned_split = True
-            warnings.warn(SPLIT_TURN.format(agent=name, n=len(bridge.sessions)), UserWarning, stacklevel=2)
+            warnings.warn(
+                SPLIT_TURN.format(agent=name, n=len(bridge.sessions)), UserWarning, stacklevel=2
+            )
         if said and said.strip() and not ctx.responded:
             ctx.say(said)
 
@@ -630,7 +732,9 @@ class McpServedAgent(ABC):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)
-        server = _quiet_server_class()(uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on"))
+        server = _quiet_server_class()(
+            uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on")
+        )
         task = asyncio.ensure_future(server.serve(sockets=[sock]))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.start_timeout_s
@@ -639,7 +743,10 @@ class McpServedAgent(ABC):
         if not server.started:
             server.should_exit = True
             sock.close()
-            raise McpSessionEnded(f"agentprop's MCP server for this trial did not start within {self.start_timeout_s} s")
+            raise McpSessionEnded(
+                "agentprop's MCP server for this trial did not start within "
+                f"{self.start_timeout_s} s"
+            )
         self._served = (bridge, server, task, sock)
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp?token={token}"
         self.stdio = _stdio_command(self.url)
@@ -662,7 +769,8 @@ class McpServedAgent(ABC):
         self.__dict__.pop("_kept", None)
         try:
             if stack is not None:
-                await stack.aclose()  # the clients first: they end their sessions while the server is up
+                # the clients first: they end their sessions while the server is up
+                await stack.aclose()
         finally:
             await self._stop_serving()
 

@@ -33,7 +33,8 @@ StdioServerParameters: Any = importlib.import_module("mcp").StdioServerParameter
 
 
 def mcp_error(code: int, message: str) -> Exception:
-    """An :data:`MCPError` with ``code`` and ``message`` (a handler raises it as the error reply)."""
+    """An :data:`MCPError` with ``code`` and ``message`` (a handler raises it as
+    the error reply)."""
     if V2:
         return MCPError(code, message)
     return MCPError(types.ErrorData(code=code, message=message))
@@ -65,7 +66,9 @@ class Handlers:
     read_resource: Handler
 
 
-def new_server(name: str, *, version: str, instructions: str, handlers: Handlers, sessions_only: bool = False) -> Any:
+def new_server(
+    name: str, *, version: str, instructions: str, handlers: Handlers, sessions_only: bool = False
+) -> Any:
     """A low-level SDK server. Tool arguments reach ``call_tool`` unvalidated (agentprop's
     runtime validates and records them). ``sessions_only``: advertise only the MCP revisions
     with the initialize handshake, whose sessions tell clients apart (2.x also speaks a
@@ -85,10 +88,14 @@ def new_server(name: str, *, version: str, instructions: str, handlers: Handlers
             on_read_resource=handlers.read_resource,
         )
         if sessions_only:
-            handshake_versions = list(importlib.import_module("mcp_types.version").HANDSHAKE_PROTOCOL_VERSIONS)
+            handshake_versions = list(
+                importlib.import_module("mcp_types.version").HANDSHAKE_PROTOCOL_VERSIONS
+            )
 
             async def discover(ctx: Any, params: Any) -> Any:
-                return types.DiscoverResult(supported_versions=handshake_versions, capabilities=server.get_capabilities())
+                return types.DiscoverResult(
+                    supported_versions=handshake_versions, capabilities=server.get_capabilities()
+                )
 
             server.add_request_handler("server/discover", types.RequestParams, discover)
         return server
@@ -154,7 +161,10 @@ class _SessionTeardownNoise(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not (record.msg == "Error in standalone SSE writer" and type(exc).__name__ == "ClosedResourceError")
+        return not (
+            record.msg == "Error in standalone SSE writer"
+            and type(exc).__name__ == "ClosedResourceError"
+        )
 
 
 def _quiet_session_teardown() -> None:
@@ -193,10 +203,14 @@ def Client(target: Any, **options: Any) -> AbstractAsyncContextManager[Any]:  # 
     ``call_tool``, ``get_prompt``, ``read_resource``, ``list_prompts``, ``list_resources``.
     ``options`` go to ``mcp.Client`` (2.x only)."""
     if V2:
-        client: AbstractAsyncContextManager[Any] = importlib.import_module("mcp").Client(target, **options)
+        client: AbstractAsyncContextManager[Any] = importlib.import_module("mcp").Client(
+            target, **options
+        )
         return client
     if options:
-        raise TypeError(f"Client options {sorted(options)} need mcp 2.x; mcp {SDK_VERSION} is installed")
+        raise TypeError(
+            f"Client options {sorted(options)} need mcp 2.x; mcp {SDK_VERSION} is installed"
+        )
     return _client_1x(target)
 
 
@@ -209,7 +223,10 @@ async def _client_1x(target: Any) -> AsyncIterator[Any]:
     async with AsyncExitStack() as stack:
         if isinstance(target, str):
             streamable_http: Any = importlib.import_module("mcp.client.streamable_http")
-            connect = getattr(streamable_http, "streamable_http_client", None) or streamable_http.streamablehttp_client
+            connect = (
+                getattr(streamable_http, "streamable_http_client", None)
+                or streamable_http.streamablehttp_client
+            )
             read, write, *_ = await stack.enter_async_context(connect(target))
         elif isinstance(target, StdioServerParameters):
             from mcp.client.stdio import stdio_client
@@ -218,11 +235,15 @@ async def _client_1x(target: Any) -> AsyncIterator[Any]:
         else:
             from mcp.shared.memory import create_client_server_memory_streams
 
-            client_streams, server_streams = await stack.enter_async_context(create_client_server_memory_streams())
+            client_streams, server_streams = await stack.enter_async_context(
+                create_client_server_memory_streams()
+            )
             read, write = client_streams
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)  # runs first on the way out: the server stops
-            tasks.start_soon(lambda: target.run(*server_streams, target.create_initialization_options()))
+            tasks.start_soon(
+                lambda: target.run(*server_streams, target.create_initialization_options())
+            )
         session = await stack.enter_async_context(ClientSession(read, write))
         initialized = await session.initialize()
         session.protocol_version = initialized.protocolVersion

@@ -38,7 +38,10 @@ class Relay:
         self._initialized = threading.Event()
 
     def _headers(self) -> dict[str, str]:
-        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
         if self.session:
             headers["mcp-session-id"] = self.session
         if self.protocol:
@@ -46,7 +49,9 @@ class Relay:
         return headers
 
     def emit(self, message: Any) -> None:
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        data = (
+            json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        )
         with self._write:
             self.out.write(data)
             self.out.flush()
@@ -57,7 +62,13 @@ class Relay:
         try:
             message = json.loads(body)
         except ValueError:
-            self.emit({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error: not a JSON-RPC message"}})
+            self.emit(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {"code": -32700, "message": "parse error: not a JSON-RPC message"},
+                }
+            )
             return
         method = message.get("method") if isinstance(message, dict) else None
         initialize = method == "initialize"
@@ -66,7 +77,12 @@ class Relay:
         elif not self._initializing.is_set():
             # the server/discover probe of a 2.x client, or anything before the handshake: the
             # relay speaks the initialize handshake only (its session is the trial's connection)
-            self._fail(message, f"{method}: this stdio server speaks the initialize handshake; send initialize first", code=-32601)
+            self._fail(
+                message,
+                f"{method}: this stdio server speaks the initialize handshake; "
+                "send initialize first",
+                code=-32601,
+            )
             return
         else:
             self._initialized.wait(60)
@@ -78,7 +94,11 @@ class Relay:
                 self.session = response.getheader("mcp-session-id") or self.session
             kind = (response.getheader("content-type") or "").split(";")[0].strip()
             if response.status >= 400:
-                self._fail(message, f"agentprop's trial server answered HTTP {response.status}: {response.read(2000).decode('utf-8', 'replace')}")
+                self._fail(
+                    message,
+                    f"agentprop's trial server answered HTTP {response.status}: "
+                    f"{response.read(2000).decode('utf-8', 'replace')}",
+                )
             elif kind == "text/event-stream":
                 self._events(response)
             elif kind == "application/json" and (data := response.read()).strip():
@@ -86,14 +106,22 @@ class Relay:
             else:
                 response.read()
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            self._fail(message, f"agentprop's trial server could not be reached ({type(exc).__name__}: {exc}); the trial may be over")
+            self._fail(
+                message,
+                f"agentprop's trial server could not be reached ({type(exc).__name__}: {exc}); "
+                "the trial may be over",
+            )
         finally:
             conn.close()
             if initialize:
                 self._initialized.set()
 
     def _reply(self, message: Any) -> None:
-        if isinstance(message, dict) and isinstance(message.get("result"), dict) and "protocolVersion" in message["result"]:
+        if (
+            isinstance(message, dict)
+            and isinstance(message.get("result"), dict)
+            and "protocolVersion" in message["result"]
+        ):
             self.protocol = str(message["result"]["protocolVersion"])
         self.emit(message)
 
@@ -111,7 +139,9 @@ class Relay:
 
     def _fail(self, message: Any, why: str, *, code: int = -32603) -> None:
         if isinstance(message, dict) and "id" in message and "method" in message:
-            self.emit({"jsonrpc": "2.0", "id": message["id"], "error": {"code": code, "message": why}})
+            self.emit(
+                {"jsonrpc": "2.0", "id": message["id"], "error": {"code": code, "message": why}}
+            )
         else:
             print(f"agentprop MCP relay: {why}", file=sys.stderr, flush=True)
 
@@ -146,8 +176,9 @@ def main() -> int:
     url = os.environ.get(URL_ENV, "")
     if not url.startswith("http://127.0.0.1:"):
         print(
-            f"agentprop MCP relay: ${URL_ENV} is {url!r}, not the loopback URL of a trial's server; this command is started by "
-            "an MCP client with the command and environment McpServedAgent.stdio gives (command, args, env), not by hand",
+            f"agentprop MCP relay: ${URL_ENV} is {url!r}, not the loopback URL of a trial's "
+            "server; this command is started by an MCP client with the command and environment "
+            "McpServedAgent.stdio gives (command, args, env), not by hand",
             file=sys.stderr,
         )
         return 2

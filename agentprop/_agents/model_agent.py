@@ -49,7 +49,16 @@ from agentprop.errors import (
 if TYPE_CHECKING:
     from agentprop._agents.runtime import TurnContext
 
-__all__ = ["RESPOND_TOOL", "TOOL_CHOICES", "ModelAgent", "ToolChoice", "ToolOutcome", "default_system_prompt", "model_call_error", "run_tool_call"]
+__all__ = [
+    "RESPOND_TOOL",
+    "TOOL_CHOICES",
+    "ModelAgent",
+    "ToolChoice",
+    "ToolOutcome",
+    "default_system_prompt",
+    "model_call_error",
+    "run_tool_call",
+]
 
 RESPOND_TOOL = "respond"
 """The name of the tool that ends a turn with the structured response."""
@@ -59,9 +68,15 @@ TOOL_CHOICES: tuple[ToolChoice, ...] = ("auto", "required", "none")
 """Whether a reply may, must, or must not call a tool (OpenAI's names; the Messages API calls
 ``required`` ``any``)."""
 
-NUDGE = "You ended your turn without calling the `respond` tool. Every turn must end with exactly one call of `respond`; call it now."
+NUDGE = (
+    "You ended your turn without calling the `respond` tool. Every turn must end with exactly one "
+    "call of `respond`; call it now."
+)
 
-_DEFAULT_RESPOND_DESCRIPTION = "Submit the structured response for this turn. Call it exactly once per turn, as the final action."
+_DEFAULT_RESPOND_DESCRIPTION = (
+    "Submit the structured response for this turn. Call it exactly once per turn, "
+    "as the final action."
+)
 
 
 class _ClientOption:
@@ -106,25 +121,38 @@ class ModelAgent(ABC):
     def __init__(self, model: str, provider: Provider, options: ModelOptions) -> None:
         o = options
         if not isinstance(model, str) or not model.strip():
-            raise InvalidArgument(f"model={model!r}: name the model to call, e.g. model='{self._example_model()}'.")
+            raise InvalidArgument(
+                f"model={model!r}: name the model to call, e.g. model='{self._example_model()}'."
+            )
         if o.system_prompt is not None and not isinstance(o.system_prompt, str):
-            raise InvalidArgument(f"system_prompt must be a string or None, not {type(o.system_prompt).__name__}.")
+            raise InvalidArgument(
+                f"system_prompt must be a string or None, not {type(o.system_prompt).__name__}."
+            )
         descriptions = dict(o.tool_descriptions or {})
         for k, v in descriptions.items():
             if not isinstance(k, str) or not isinstance(v, str):
-                raise InvalidArgument(f"tool_descriptions must map tool names to strings; got {k!r}: {v!r}.")
+                raise InvalidArgument(
+                    f"tool_descriptions must map tool names to strings; got {k!r}: {v!r}."
+                )
         if not isinstance(o.max_tokens, int) or isinstance(o.max_tokens, bool) or o.max_tokens < 1:
             raise InvalidArgument(f"max_tokens={o.max_tokens!r} must be an int >= 1.")
         if not isinstance(o.max_steps, int) or isinstance(o.max_steps, bool) or o.max_steps < 1:
-            raise InvalidArgument(f"max_steps={o.max_steps!r} must be an int >= 1 (model calls per turn).")
+            raise InvalidArgument(
+                f"max_steps={o.max_steps!r} must be an int >= 1 (model calls per turn)."
+            )
         if o.temperature is not None and not 0.0 <= float(o.temperature) <= self.temperature_max:
-            raise InvalidArgument(f"temperature={o.temperature} must be between 0 and {self.temperature_max:g}.")
+            raise InvalidArgument(
+                f"temperature={o.temperature} must be between 0 and {self.temperature_max:g}."
+            )
         if o.top_p is not None and not 0.0 < float(o.top_p) <= 1.0:
             raise InvalidArgument(f"top_p={o.top_p} must be in (0, 1].")
         extra = dict(o.extra_body or {})
         clash = sorted(set(extra) & self.extra_clashes)
         if clash:
-            raise InvalidArgument(f"extra_body may not set {', '.join(clash)}: use the {type(self).__name__} options of those names.")
+            raise InvalidArgument(
+                f"extra_body may not set {', '.join(clash)}: use the {type(self).__name__} "
+                "options of those names."
+            )
         self.client = ModelClient(provider, model, options)  # the options, passed down once
         self._given = options
         self.model = model
@@ -137,7 +165,11 @@ class ModelAgent(ABC):
         self.extra_body = extra
         self.name = o.name
         self.prompt_path = Path(options.prompt_path) if options.prompt_path is not None else None
-        self.tool_descriptions_path = Path(options.tool_descriptions_path) if options.tool_descriptions_path is not None else None
+        self.tool_descriptions_path = (
+            Path(options.tool_descriptions_path)
+            if options.tool_descriptions_path is not None
+            else None
+        )
         self._lock = threading.Lock()
         self._tools_memo: dict[int, tuple[Spec, list[dict[str, Any]]]] = {}
 
@@ -159,10 +191,17 @@ class ModelAgent(ABC):
         ``seed_prompt.txt`` and ``seed_tool_descriptions.yaml``); other options as in the
         constructor."""
         system = load_prompt(prompt) if prompt is not None else None
-        descriptions = load_tool_descriptions(tool_descriptions) if tool_descriptions is not None else None
+        descriptions = (
+            load_tool_descriptions(tool_descriptions) if tool_descriptions is not None else None
+        )
         concrete: Any = cls  # a subclass: its constructor takes the options as keywords
         return concrete(
-            model, system_prompt=system, tool_descriptions=descriptions, prompt_path=prompt, tool_descriptions_path=tool_descriptions, **options
+            model,
+            system_prompt=system,
+            tool_descriptions=descriptions,
+            prompt_path=prompt,
+            tool_descriptions_path=tool_descriptions,
+            **options,
         )
 
     @property
@@ -196,10 +235,16 @@ class ModelAgent(ABC):
         return {}
 
     @classmethod
-    def _options_from(cls, keywords: Mapping[str, Any], options: ModelOptions | None) -> ModelOptions:
+    def _options_from(
+        cls, keywords: Mapping[str, Any], options: ModelOptions | None
+    ) -> ModelOptions:
         """The constructor's ``options=`` with its other keyword arguments set over it; an
         unknown keyword names the valid ones (the shared options and the class's own)."""
-        own = [p.name for p in inspect.signature(cls.__init__).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        own = [
+            p.name
+            for p in inspect.signature(cls.__init__).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        ]
         return ModelOptions.of(keywords, base=options, where=cls.__name__, also=own)
 
     def replace(self, **changes: Any) -> Any:
@@ -216,7 +261,8 @@ class ModelAgent(ABC):
 
     @abstractmethod
     def _fingerprint_payload(self) -> dict[str, Any]:
-        """What identifies this agent's behaviour (model, prompt, tools, options): hashed into its fingerprint."""
+        """What identifies this agent's behaviour (model, prompt, tools, options): hashed
+        into its fingerprint."""
 
     @property
     def fingerprint(self) -> str:
@@ -227,7 +273,9 @@ class ModelAgent(ABC):
     def loaded(self) -> LoadedAgent:
         """This agent as a :class:`~agentprop.LoadedAgent` (what ``check`` and ``agentprop run``
         take), fingerprinted by :attr:`fingerprint`."""
-        return LoadedAgent(ref=self.ref, factory=self.factory, faults={}, fingerprint=self.fingerprint)
+        return LoadedAgent(
+            ref=self.ref, factory=self.factory, faults={}, fingerprint=self.fingerprint
+        )
 
     def __repr__(self) -> str:
         # make_factory() fingerprints an object by its repr: include the behaviour fingerprint
@@ -252,11 +300,23 @@ class ModelAgent(ABC):
         self.check_spec(spec)
         out: list[tuple[str, str, dict[str, Any]]] = []
         for tool in spec.action_tools:
-            schema = copy_json(tool.input_schema) if tool.input_schema else {"type": "object", "properties": {}}
-            out.append((tool.name, self.tool_descriptions.get(tool.name, tool.description or tool.name), schema))
+            schema = (
+                copy_json(tool.input_schema)
+                if tool.input_schema
+                else {"type": "object", "properties": {}}
+            )
+            out.append(
+                (
+                    tool.name,
+                    self.tool_descriptions.get(tool.name, tool.description or tool.name),
+                    schema,
+                )
+            )
         spec_respond = spec.tools_by_name.get(RESPOND_TOOL)
         respond_description = self.tool_descriptions.get(
-            RESPOND_TOOL, (spec_respond.description if spec_respond is not None else "") or _DEFAULT_RESPOND_DESCRIPTION
+            RESPOND_TOOL,
+            (spec_respond.description if spec_respond is not None else "")
+            or _DEFAULT_RESPOND_DESCRIPTION,
         )
         out.append((RESPOND_TOOL, respond_description, copy_json(respond_tool_schema(spec))))
         return out
@@ -300,10 +360,14 @@ class ModelAgent(ABC):
             frozen = marshal.dumps(self._request_options())
         except ValueError:  # not plain built-in data
             return None
-        return self.client.request_shape(lambda: self.request(system=system, tools=tools, messages=[]), (tools, system, frozen))
+        return self.client.request_shape(
+            lambda: self.request(system=system, tools=tools, messages=[]), (tools, system, frozen)
+        )
 
     @abstractmethod
-    def request(self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def request(
+        self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         """The request body of one call in the provider's API."""
 
     # -- the client ------------------------------------------------------------------------------
@@ -334,16 +398,17 @@ class ModelAgent(ABC):
         ``CacheError``)."""
         cache = self.cache
         if cache.mode is not CacheMode.OFF and cache.store is None:
-            cache._connection()  # opens the file and checks its tables (a store was checked when opened)
+            # opens the file and checks its tables (a store was checked when opened)
+            cache._connection()
         if cache.mode.calls_api:
             self.api_key()
             return
         if not cache.holds(self.model):
             raise CacheError(
-                f"{cache.where()}: replay-only mode, and the API cache holds no response of model {self.model!r}, "
-                "so no run could be made (every model call would be a cache miss).\n"
-                "  fix: record the responses first (run with --cache-mode read-write and an API key, or unset CI), "
-                "or point --cache at the file that holds them"
+                f"{cache.where()}: replay-only mode, and the API cache holds no response of model "
+                f"{self.model!r}, so no run could be made (every model call would be a cache "
+                "miss).\n  fix: record the responses first (run with --cache-mode read-write and "
+                "an API key, or unset CI), or point --cache at the file that holds them"
             )
 
     def stats(self) -> dict[str, Any]:
@@ -355,18 +420,31 @@ class ModelAgent(ABC):
         their event loop shuts down)."""
         await self.client.aclose()
 
-    async def call_model(self, request: dict[str, Any], *, trial: int, seed_parts: Sequence[object] = ()) -> ModelReply:
+    async def call_model(
+        self, request: dict[str, Any], *, trial: int, seed_parts: Sequence[object] = ()
+    ) -> ModelReply:
         """One model call through the model client (cache, budget, retries, limiter)."""
         return await self.client.call(request, trial=trial, seed_parts=seed_parts)
 
     async def turn_step(
-        self, ctx: TurnContext, shape: Any, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]], step: int
+        self,
+        ctx: TurnContext,
+        shape: Any,
+        *,
+        system: str,
+        tools: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        step: int,
     ) -> ModelReply:
         """Model call ``step`` of the turn ``ctx`` runs, in the provider's API: the request (through
         the turn's request ``shape`` when there is one: :meth:`_shape`), the call through the model
         client (cache, budget, retries within the turn's deadline), its usage charged to the turn;
         a failure raised as :func:`model_call_error` says."""
-        request = shape.body(messages) if shape is not None else self.request(system=system, tools=tools, messages=messages)
+        request = (
+            shape.body(messages)
+            if shape is not None
+            else self.request(system=system, tools=tools, messages=messages)
+        )
         try:
             result = await self.client.call(
                 request,
@@ -379,17 +457,27 @@ class ModelAgent(ABC):
         except Exception as exc:
             raise model_call_error(self, exc, step, ctx.turn_index) from exc
         usage = result.usage
-        ctx.add_usage(input_tokens=usage.all_input_tokens, output_tokens=usage.output_tokens, cost_usd=result.cost_usd, model_calls=1)
+        ctx.add_usage(
+            input_tokens=usage.all_input_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=result.cost_usd,
+            model_calls=1,
+        )
         return result
 
-    async def complete_text(self, prompt: TextPrompt, *, trial: int, seed_parts: Sequence[object] = ()) -> tuple[str, ModelReply]:
-        """A text-only call to this agent's model (PromptSmith, MutationSmith): its text and reply."""
+    async def complete_text(
+        self, prompt: TextPrompt, *, trial: int, seed_parts: Sequence[object] = ()
+    ) -> tuple[str, ModelReply]:
+        """A text-only call to this agent's model (PromptSmith, MutationSmith):
+        its text and reply."""
         return await self.client.text(prompt, trial=trial, seed_parts=seed_parts)
 
 
 def default_system_prompt(spec: Spec, context: Mapping[str, Any]) -> str:
     """A plain system prompt written from the spec, used when no prompt is given."""
-    lines = [f"You are the agent described by the spec {spec.title or spec.spec_id!r} ({spec.spec_id})."]
+    lines = [
+        f"You are the agent described by the spec {spec.title or spec.spec_id!r} ({spec.spec_id})."
+    ]
     if context:
         lines.append("")
         lines.append("Context of this conversation:")
@@ -407,8 +495,8 @@ def default_system_prompt(spec: Spec, context: Mapping[str, Any]) -> str:
     decisions = ", ".join(spec.response_contract.decision_enum)
     lines.append("")
     lines.append(
-        "Use the tools to help the user. End every turn with exactly one call of the `respond` tool, "
-        f"as your final action; its `decision` is one of: {decisions}."
+        "Use the tools to help the user. End every turn with exactly one call of the `respond` "
+        f"tool, as your final action; its `decision` is one of: {decisions}."
     )
     return "\n".join(lines)
 
@@ -420,16 +508,26 @@ def decision_tree_lines(spec: Spec) -> list[str]:
     if not spec.decision_tree:
         return []
     enum = spec.response_contract.decision_enum
-    fields = {*spec.response_contract.required_json_fields, *spec.response_contract.optional_json_fields}
+    fields = {
+        *spec.response_contract.required_json_fields,
+        *spec.response_contract.optional_json_fields,
+    }
     says_node = "node_id" in fields
     lines = [
         "",
-        f"Decision tree: start at {spec.root.node_id} on every turn and follow the first branch whose condition holds, "
-        "until a node ends the turn" + ("; `respond` with that node's id as `node_id` and its decision." if says_node else " with its decision."),
+        f"Decision tree: start at {spec.root.node_id} on every turn and follow the first branch "
+        "whose condition holds, until a node ends the turn"
+        + (
+            "; `respond` with that node's id as `node_id` and its decision."
+            if says_node
+            else " with its decision."
+        ),
     ]
     defined = spec.nodes_by_id
     for node in spec.decision_tree:
-        head = f"- {node.node_id}" + (f": {node.description.strip()}" if node.description.strip() else "")
+        head = f"- {node.node_id}" + (
+            f": {node.description.strip()}" if node.description.strip() else ""
+        )
         if node.is_terminal:
             implied, _ = implied_decision(node.node_id, enum)
             head = (
@@ -445,14 +543,22 @@ def decision_tree_lines(spec: Spec) -> list[str]:
         if req.must_not_use:
             lines.append(f"    never call: {', '.join(req.must_not_use)}")
         for missing, decision in req.missing_field_outcomes():
-            lines.append(f"    if {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: stop here with decision {decision}")
+            lines.append(
+                f"    if {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing: "
+                f"stop here with decision {decision}"
+            )
         for branch in node.branches:
             condition = branch.when.strip()
-            lines.append(f"    {'otherwise' if condition == 'otherwise' else 'if ' + condition} -> {branch.next}")
+            lines.append(
+                "    "
+                f"{'otherwise' if condition == 'otherwise' else 'if ' + condition} -> {branch.next}"
+            )
     for leaf in spec.leaf_ids():
         if leaf not in defined:
             implied, _ = implied_decision(leaf, enum)
-            lines.append(f"- {leaf} (ends the turn" + (f"; decision {implied}" if implied else "") + ")")
+            lines.append(
+                f"- {leaf} (ends the turn" + (f"; decision {implied}" if implied else "") + ")"
+            )
     return lines
 
 
@@ -501,13 +607,20 @@ def run_tool_call(ctx: TurnContext, name: str, args: Any) -> ToolOutcome:
             args = json.loads(args) if args.strip() else {}
         except ValueError as exc:
             # not only JSONDecodeError: an integer past Python's digit limit is a plain ValueError
-            why = f"{exc.msg} at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            why = (
+                f"{exc.msg} at character {exc.pos}"
+                if isinstance(exc, json.JSONDecodeError)
+                else str(exc)
+            )
             return ToolOutcome(
-                f"invalid_arguments: the arguments of {name} are not valid JSON ({why}); send them again as one JSON object",
+                f"invalid_arguments: the arguments of {name} are not valid JSON ({why}); send "
+                "them again as one JSON object",
                 is_error=True,
             )
     if not isinstance(args, dict):
-        return ToolOutcome(f"invalid_arguments: the input of {name} must be a JSON object", is_error=True)
+        return ToolOutcome(
+            f"invalid_arguments: the input of {name} must be a JSON object", is_error=True
+        )
     try:
         if name == RESPOND_TOOL:
             ack = ctx.respond(**args)
@@ -519,7 +632,10 @@ def run_tool_call(ctx: TurnContext, name: str, args: Any) -> ToolOutcome:
         if exc.__traceback__ is not None and exc.__traceback__.tb_next is not None:
             raise  # raised inside the call: a bug there, not arguments the model got wrong
         # raised by the call itself: arguments Python cannot pass (a field named like a parameter)
-        return ToolOutcome(f"invalid_arguments: {name} cannot take these arguments ({exc}); correct them", is_error=True)
+        return ToolOutcome(
+            f"invalid_arguments: {name} cannot take these arguments ({exc}); correct them",
+            is_error=True,
+        )
 
 
 _PASS_THROUGH = (InfrastructureError, MissingDependency, DeadlineExceeded)
@@ -528,7 +644,9 @@ failure (a cache miss or a damaged cache, a missing key or SDK, the budget, the 
 deadline)."""
 
 _AUTH_ERRORS = frozenset({"AuthenticationError", "PermissionDeniedError"})
-_UNREACHABLE_ERRORS = frozenset({"APIConnectionError", "APITimeoutError", "RateLimitError", "InternalServerError"})
+_UNREACHABLE_ERRORS = frozenset(
+    {"APIConnectionError", "APITimeoutError", "RateLimitError", "InternalServerError"}
+)
 
 
 def infrastructure_kind(exc: BaseException) -> str | None:
@@ -544,13 +662,17 @@ def infrastructure_kind(exc: BaseException) -> str | None:
         status = getattr(current, "status_code", None)
         if names & _AUTH_ERRORS or status in (401, 403):
             return "auth"
-        if names & _UNREACHABLE_ERRORS or (isinstance(status, int) and (status == 429 or status >= 500)):
+        if names & _UNREACHABLE_ERRORS or (
+            isinstance(status, int) and (status == 429 or status >= 500)
+        ):
             return "api_unavailable"
         current = current.__cause__ or current.__context__
     return None
 
 
-def model_call_error(agent: ModelAgent, exc: BaseException, step: int, turn_index: int) -> BaseException:
+def model_call_error(
+    agent: ModelAgent, exc: BaseException, step: int, turn_index: int
+) -> BaseException:
     """What a failed model call raises into the runtime: the pass-through errors as they are;
     the API refusing the key or staying unreachable as :class:`ApiUnavailable` (not the
     agent's: never judged); anything else as a :class:`ModelCallError` naming the call, secrets
@@ -558,7 +680,10 @@ def model_call_error(agent: ModelAgent, exc: BaseException, step: int, turn_inde
     if isinstance(exc, _PASS_THROUGH):
         return exc
     notes = " ".join(getattr(exc, "__notes__", []))
-    message = f"model call {step + 1} of turn {turn_index} ({agent.model}) failed: {type(exc).__name__}: {exc}" + (f" [{notes}]" if notes else "")
+    message = (
+        f"model call {step + 1} of turn {turn_index} ({agent.model}) failed: "
+        f"{type(exc).__name__}: {exc}" + (f" [{notes}]" if notes else "")
+    )
     kind = infrastructure_kind(exc)
     if kind is not None:
         unavailable = ApiUnavailable(agent.client.scrub(message), kind=kind)

@@ -102,14 +102,26 @@ class OpenAIAgent(ModelAgent):
         **keywords: Any,
     ) -> None:
         if api not in ("chat", "responses"):
-            raise InvalidArgument(f"api={api!r} must be 'chat' (Chat Completions) or 'responses' (the Responses API).")
+            raise InvalidArgument(
+                f"api={api!r} must be 'chat' (Chat Completions) or 'responses' (the Responses API)."
+            )
         if tool_choice not in TOOL_CHOICES:
-            raise InvalidArgument(f"tool_choice={tool_choice!r} must be 'required', 'auto' or 'none'.")
+            raise InvalidArgument(
+                f"tool_choice={tool_choice!r} must be 'required', 'auto' or 'none'."
+            )
         if stop is not None and api == "responses":
-            raise InvalidArgument("stop= is a Chat Completions parameter; the Responses API has no stop sequences.")
+            raise InvalidArgument(
+                "stop= is a Chat Completions parameter; the Responses API has no stop sequences."
+            )
         if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
-            raise InvalidArgument(f"parallel_tool_calls={parallel_tool_calls!r} must be True, False or None.")
-        super().__init__(model, OPENAI_CHAT if api == "chat" else OPENAI_RESPONSES, self._options_from(keywords, options))
+            raise InvalidArgument(
+                f"parallel_tool_calls={parallel_tool_calls!r} must be True, False or None."
+            )
+        super().__init__(
+            model,
+            OPENAI_CHAT if api == "chat" else OPENAI_RESPONSES,
+            self._options_from(keywords, options),
+        )
         self.api: Api = api
         self.stop = list(stop) if stop else None
         self.tool_choice = tool_choice
@@ -124,7 +136,12 @@ class OpenAIAgent(ModelAgent):
         return self.client.stream
 
     def _own_options(self) -> dict[str, Any]:
-        return {"api": self.api, "stop": self.stop, "tool_choice": self.tool_choice, "parallel_tool_calls": self.parallel_tool_calls}
+        return {
+            "api": self.api,
+            "stop": self.stop,
+            "tool_choice": self.tool_choice,
+            "parallel_tool_calls": self.parallel_tool_calls,
+        }
 
     def _fingerprint_payload(self) -> dict[str, Any]:
         return {
@@ -145,7 +162,11 @@ class OpenAIAgent(ModelAgent):
 
     def factory(self) -> OpenAIChatConversation | OpenAIResponsesConversation:
         """A fresh agent for one conversation (this method is an agent factory)."""
-        return OpenAIChatConversation(self) if self.api == "chat" else OpenAIResponsesConversation(self)
+        return (
+            OpenAIChatConversation(self)
+            if self.api == "chat"
+            else OpenAIResponsesConversation(self)
+        )
 
     def __call__(self) -> OpenAIChatConversation | OpenAIResponsesConversation:
         return self.factory()
@@ -154,10 +175,19 @@ class OpenAIAgent(ModelAgent):
 
     def _format_tool(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
         if self.api == "chat":
-            return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+            return {
+                "type": "function",
+                "function": {"name": name, "description": description, "parameters": schema},
+            }
         # the Responses API makes function tools strict unless told otherwise; spec schemas are
         # ordinary JSON Schemas (optional fields, no additionalProperties: false)
-        return {"type": "function", "name": name, "description": description, "parameters": schema, "strict": False}
+        return {
+            "type": "function",
+            "name": name,
+            "description": description,
+            "parameters": schema,
+            "strict": False,
+        }
 
     def _request_options(self) -> tuple[Any, ...]:
         return (
@@ -172,7 +202,9 @@ class OpenAIAgent(ModelAgent):
             self.extra_body,
         )
 
-    def request(self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def request(
+        self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         """The request body of one call (what is sent and what the cache keys). ``messages``
         is the conversation: Chat messages (the system message first), or Responses input
         items."""
@@ -230,7 +262,9 @@ class _Conversation(ABC):
         """Add the user's message of a new turn."""
 
     @abstractmethod
-    def _take_reply(self, response: dict[str, Any], ctx: TurnContext) -> tuple[list[tuple[str, str, Any]], bool]:
+    def _take_reply(
+        self, response: dict[str, Any], ctx: TurnContext
+    ) -> tuple[list[tuple[str, str, Any]], bool]:
         """Record the reply (text said, the assistant's part of the conversation); returns its
         tool calls as ``(call id, name, arguments)`` and whether the model refused."""
 
@@ -254,7 +288,14 @@ class _Conversation(ABC):
         self._open_turn(message)
         shape = cfg._shape(self._system, self._tools)
         for step in range(cfg.max_steps):
-            result = await cfg.turn_step(ctx, shape, system=self._system, tools=self._tools, messages=list(self._conversation), step=step)
+            result = await cfg.turn_step(
+                ctx,
+                shape,
+                system=self._system,
+                tools=self._tools,
+                messages=list(self._conversation),
+                step=step,
+            )
             calls, refused = self._take_reply(result.response, ctx)
             results: list[dict[str, Any]] = []
             responded = False
@@ -295,7 +336,9 @@ class OpenAIChatConversation(_Conversation):
     def _open_turn(self, message: str) -> None:
         self.messages.append({"role": "user", "content": message})
 
-    def _take_reply(self, response: dict[str, Any], ctx: TurnContext) -> tuple[list[tuple[str, str, Any]], bool]:
+    def _take_reply(
+        self, response: dict[str, Any], ctx: TurnContext
+    ) -> tuple[list[tuple[str, str, Any]], bool]:
         choice = (response.get("choices") or [{}])[0]
         message = choice.get("message") or {}
         text = message.get("content")
@@ -309,11 +352,27 @@ class OpenAIChatConversation(_Conversation):
             if not isinstance(call, dict):
                 continue
             function = call.get("function") or {}
-            call_id, name, arguments = str(call.get("id", "")), str(function.get("name", "")), function.get("arguments", "")
+            call_id, name, arguments = (
+                str(call.get("id", "")),
+                str(function.get("name", "")),
+                function.get("arguments", ""),
+            )
             calls.append((call_id, name, arguments if isinstance(arguments, (str, dict)) else ""))
-            sent.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else ""}})
+            sent.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": arguments if isinstance(arguments, str) else "",
+                    },
+                }
+            )
         if sent or (isinstance(text, str) and text):
-            assistant: dict[str, Any] = {"role": "assistant", "content": text if isinstance(text, str) else None}
+            assistant: dict[str, Any] = {
+                "role": "assistant",
+                "content": text if isinstance(text, str) else None,
+            }
             if sent:
                 assistant["tool_calls"] = sent
             self.messages.append(assistant)
@@ -344,7 +403,9 @@ class OpenAIResponsesConversation(_Conversation):
     def _open_turn(self, message: str) -> None:
         self.input.append({"role": "user", "content": message})
 
-    def _take_reply(self, response: dict[str, Any], ctx: TurnContext) -> tuple[list[tuple[str, str, Any]], bool]:
+    def _take_reply(
+        self, response: dict[str, Any], ctx: TurnContext
+    ) -> tuple[list[tuple[str, str, Any]], bool]:
         calls: list[tuple[str, str, Any]] = []
         refused = False
         for item in response.get("output") or []:
@@ -355,13 +416,25 @@ class OpenAIResponsesConversation(_Conversation):
                 for part in item.get("content") or []:
                     if not isinstance(part, dict):
                         continue
-                    said = part.get("text") if part.get("type") == "output_text" else part.get("refusal") if part.get("type") == "refusal" else None
+                    said = (
+                        part.get("text")
+                        if part.get("type") == "output_text"
+                        else part.get("refusal")
+                        if part.get("type") == "refusal"
+                        else None
+                    )
                     refused = refused or part.get("type") == "refusal"
                     if isinstance(said, str) and said.strip():
                         ctx.say(said)
             elif kind == "function_call":
                 arguments = item.get("arguments", "")
-                calls.append((str(item.get("call_id", "")), str(item.get("name", "")), arguments if isinstance(arguments, str) else ""))
+                calls.append(
+                    (
+                        str(item.get("call_id", "")),
+                        str(item.get("name", "")),
+                        arguments if isinstance(arguments, str) else "",
+                    )
+                )
             if kind != "reasoning":
                 self.input.append(item)
         return calls, refused

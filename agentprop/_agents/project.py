@@ -73,8 +73,13 @@ class Project:
         if not matches:
             close = difflib.get_close_matches(scenario_id, [s.id for s in scenarios], n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise InvalidArgument(f"no scenario {scenario_id!r} in {self.spec.spec_id}; {hint}scenarios: {ids}")
-        raise InvalidArgument(f"{scenario_id!r} matches several scenarios ({', '.join(s.id for s in matches)}); use a full id")
+            raise InvalidArgument(
+                f"no scenario {scenario_id!r} in {self.spec.spec_id}; {hint}scenarios: {ids}"
+            )
+        raise InvalidArgument(
+            f"{scenario_id!r} matches several scenarios "
+            f"({', '.join(s.id for s in matches)}); use a full id"
+        )
 
     async def arun(
         self,
@@ -88,7 +93,13 @@ class Project:
     ) -> Trace:
         """One run of ``scenario`` (or of ``messages`` in its world) for trial ``trial``, each
         turn within ``turn_timeout_s`` (default: the project's :attr:`turn_timeout_s`)."""
-        world = make_world(self.spec, self.bindings, scenario, seed=stable_seed("world", scenario.id), nonce=str(trial))
+        world = make_world(
+            self.spec,
+            self.bindings,
+            scenario,
+            seed=stable_seed("world", scenario.id),
+            nonce=str(trial),
+        )
         return await arun_conversation(
             self.spec,
             factory,
@@ -98,11 +109,15 @@ class Project:
             trial=trial,
             context=self.bindings.context,
             agent_name=agent_name,
-            turn_timeout_s=self.turn_timeout_s if isinstance(turn_timeout_s, EllipsisType) else turn_timeout_s,
+            turn_timeout_s=self.turn_timeout_s
+            if isinstance(turn_timeout_s, EllipsisType)
+            else turn_timeout_s,
         )
 
 
-def load_project(path: str | Path, *, bindings: str | Path | None = None, spec: Spec | None = None) -> Project:
+def load_project(
+    path: str | Path, *, bindings: str | Path | None = None, spec: Spec | None = None
+) -> Project:
     """Load the spec at ``path`` (a file or a directory with ``spec.yaml``) and its bindings
     (``agentprop.yaml`` next to it, or the file given). ``spec``: the spec at ``path``, already
     loaded (lint loads it once for both)."""

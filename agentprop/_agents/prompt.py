@@ -95,13 +95,16 @@ def load_tool_descriptions(path: str | os.PathLike[str]) -> dict[str, str]:
                 f"the description of {name} must be a non-empty string, not {value!r}",
                 location=src.location((name,)),
                 expected=f'{name}: "What the tool does and when to call it."',
-                fix="write the description as a (quoted) string, or delete the line to keep the spec's",
+                fix="write the description as a (quoted) string, or delete the "
+                "line to keep the spec's",
             )
         out[name] = value.strip()
     return out
 
 
-def check_tool_descriptions(descriptions: Mapping[str, str], spec: Spec, *, path: str | os.PathLike[str] | None = None) -> None:
+def check_tool_descriptions(
+    descriptions: Mapping[str, str], spec: Spec, *, path: str | os.PathLike[str] | None = None
+) -> None:
     """Raise :class:`InputError` if ``descriptions`` names a tool ``spec`` does not declare."""
     unknown = sorted(set(descriptions) - set(spec.tools_by_name))
     if not unknown:
@@ -116,7 +119,8 @@ def check_tool_descriptions(descriptions: Mapping[str, str], spec: Spec, *, path
 
 
 def find_seed_artifacts(directory: str | os.PathLike[str]) -> tuple[Path | None, Path | None]:
-    """``(seed_prompt.txt, seed_tool_descriptions.yaml)`` in ``directory``, each ``None`` if absent."""
+    """``(seed_prompt.txt, seed_tool_descriptions.yaml)`` in ``directory``, each
+    ``None`` if absent."""
     d = Path(directory)
     prompt = d / SEED_PROMPT_FILE
     tools = d / SEED_TOOL_DESCRIPTIONS_FILE

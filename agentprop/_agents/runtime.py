@@ -24,7 +24,15 @@ from typing import Any, NoReturn, Protocol
 
 from pydantic_core import PydanticSerializationError
 
-from agentprop._scenario.trace import INFRASTRUCTURE_KINDS, ErrorKind, RunError, ToolCall, Trace, Turn, Usage
+from agentprop._scenario.trace import (
+    INFRASTRUCTURE_KINDS,
+    ErrorKind,
+    RunError,
+    ToolCall,
+    Trace,
+    Turn,
+    Usage,
+)
 from agentprop._scenario.world import World, copy_json, stable_seed
 from agentprop._spec.model import Spec
 from agentprop._spec.response import validate_response
@@ -143,15 +151,23 @@ class TurnContext:
         if self._closed:
             if self._stopped and asyncio._get_running_loop() is None:
                 time.sleep(0.05)  # an abandoned worker still looping on calls: let it spin slowly
-            raise ToolError("protocol", "this turn is over; tool calls after the turn ended are refused")
+            raise ToolError(
+                "protocol", "this turn is over; tool calls after the turn ended are refused"
+            )
         if name == "respond":
             return self.respond(**args)
         step = len(self._turn.tool_calls)
         if step >= MAX_CALLS_PER_TURN:
-            self._stop(f"the agent made {step} tool calls in one turn, the most agentprop records (MAX_CALLS_PER_TURN)")
+            self._stop(
+                f"the agent made {step} tool calls in one turn, the most agentprop records "
+                "(MAX_CALLS_PER_TURN)"
+            )
         size = len(repr(args))
         if size > MAX_TEXT_CHARS:
-            self._stop(f"the arguments of {name} are {size:,} characters, over the {MAX_TEXT_CHARS:,} agentprop records")
+            self._stop(
+                f"the arguments of {name} are {size:,} characters, over the "
+                f"{MAX_TEXT_CHARS:,} agentprop records"
+            )
         record = ToolCall(name=name, args=copy_json(args), turn_index=self._turn.index, step=step)
         self._turn.tool_calls.append(record)
         if self._responded:
@@ -194,15 +210,24 @@ class TurnContext:
         if self._closed:
             raise ToolError("protocol", "this turn is over")
         if self._responded:
-            self._refuse("respond_twice", "respond was called more than once in a turn", "respond was already called this turn")
+            self._refuse(
+                "respond_twice",
+                "respond was called more than once in a turn",
+                "respond was already called this turn",
+            )
         size = len(repr(fields))
         if size > MAX_TEXT_CHARS:
-            self._stop(f"the reply (respond's fields) is {size:,} characters, over the {MAX_TEXT_CHARS:,} agentprop records")
+            self._stop(
+                f"the reply (respond's fields) is {size:,} characters, over the "
+                f"{MAX_TEXT_CHARS:,} agentprop records"
+            )
         valid, problem = validate_response(self.spec, dict(fields))
         if valid is None:
             self._invalid_response = problem
             self._turn.raw_response = copy_json(fields)
-            raise ToolError("invalid_respond", f"respond does not satisfy the response contract: {problem}")
+            raise ToolError(
+                "invalid_respond", f"respond does not satisfy the response contract: {problem}"
+            )
         self._turn.response = valid
         self._turn.raw_response = copy_json(fields)
         self._responded = True
@@ -214,11 +239,19 @@ class TurnContext:
             return
         if len(self._turn.text) + len(text) > MAX_TEXT_CHARS:
             self._stop(
-                f"the agent's free text (say) reached {len(self._turn.text) + len(text):,} characters, over the {MAX_TEXT_CHARS:,} agentprop records"
+                f"the agent's free text (say) reached {len(self._turn.text) + len(text):,} "
+                f"characters, over the {MAX_TEXT_CHARS:,} agentprop records"
             )
         self._turn.text = (self._turn.text + "\n" + text) if self._turn.text else text
 
-    def _refuse(self, kind: ErrorKind, message: str, answer: str, record: ToolCall | None = None, error: str | None = None) -> NoReturn:
+    def _refuse(
+        self,
+        kind: ErrorKind,
+        message: str,
+        answer: str,
+        record: ToolCall | None = None,
+        error: str | None = None,
+    ) -> NoReturn:
         """Refuse a call the agent should not have made: count it (:meth:`_count_refusal`), record
         a ``kind`` run error saying ``message`` (and ``error`` on the call's ``record``), and
         answer the agent with ``answer``."""
@@ -231,24 +264,43 @@ class TurnContext:
     def _count_refusal(self) -> None:
         self._refused += 1
         if self._refused > MAX_REFUSED_CALLS_PER_TURN:
-            self._stop(f"the agent kept calling after {MAX_REFUSED_CALLS_PER_TURN} of its calls were refused this turn (MAX_REFUSED_CALLS_PER_TURN)")
+            self._stop(
+                f"the agent kept calling after {MAX_REFUSED_CALLS_PER_TURN} of its calls were "
+                "refused this turn (MAX_REFUSED_CALLS_PER_TURN)"
+            )
 
     def _stop(self, why: str) -> NoReturn:
         """End the turn on a bound: record ``why`` as a ``limit_exceeded`` error; every later
         call of this turn is refused, unrecorded."""
         self._closed = self._stopped = True
-        self._turn.errors.append(RunError(kind="limit_exceeded", message=f"{why}: the turn is ended", turn_index=self._turn.index))
+        self._turn.errors.append(
+            RunError(
+                kind="limit_exceeded",
+                message=f"{why}: the turn is ended",
+                turn_index=self._turn.index,
+            )
+        )
         if self._on_stop is not None:
             self._on_stop()
         raise ToolError("limit_exceeded", f"{why}; this turn is over")
 
-    def add_usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0, model_calls: int = 1) -> None:
+    def add_usage(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = 0.0,
+        model_calls: int = 1,
+    ) -> None:
         """Record model usage for this turn (API-backed agents). ``cost_usd=None``: the calls'
         cost is unknown (a model without a price); they are counted in ``unpriced_calls``."""
         usage = self._turn.usage
         if cost_usd is None:
             self._turn.usage = usage + Usage(
-                input_tokens=input_tokens, output_tokens=output_tokens, model_calls=model_calls, unpriced_calls=model_calls
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                model_calls=model_calls,
+                unpriced_calls=model_calls,
             )
             return
         if (
@@ -266,7 +318,12 @@ class TurnContext:
                 model_calls=usage.model_calls + model_calls,
             )
             return
-        self._turn.usage = usage + Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, model_calls=model_calls)
+        self._turn.usage = usage + Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_usd=cost_usd,
+            model_calls=model_calls,
+        )
 
 
 class TurnAgent(Protocol):
@@ -292,11 +349,16 @@ def _turn_callable(agent: Agent) -> Callable[[str, TurnContext], Any]:
         return fn
     if callable(agent):
         return agent
-    raise TypeError(f"an agent must be callable as agent(message, ctx) or have a turn(message, ctx) method; got {type(agent).__name__}")
+    raise TypeError(
+        "an agent must be callable as agent(message, ctx) or have a turn(message, ctx) method; "
+        f"got {type(agent).__name__}"
+    )
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 (the bound __call__ method itself)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (the bound __call__ method itself)
+    )
 
 
 class _DaemonWorkers:
@@ -433,12 +495,19 @@ def _needs_own_loop(agent: object, fn: Callable[..., Any]) -> bool:
     (model agents sharing loop-bound clients, MCP, adapters) stay on the runner's loop."""
     if not _is_async(fn):
         return False
-    owners = [getattr(fn, "__module__", None) or "", *(getattr(c, "__module__", "") or "" for c in type(agent).__mro__)]
+    owners = [
+        getattr(fn, "__module__", None) or "",
+        *(getattr(c, "__module__", "") or "" for c in type(agent).__mro__),
+    ]
     return not any(m == "agentprop" or m.startswith("agentprop.") for m in owners)
 
 
 async def _run_turn(
-    fn: Callable[[str, TurnContext], Any], message: str, ctx: TurnContext, timeout_s: float | None, own: _OwnLoop | None = None
+    fn: Callable[[str, TurnContext], Any],
+    message: str,
+    ctx: TurnContext,
+    timeout_s: float | None,
+    own: _OwnLoop | None = None,
 ) -> None:
     """One turn on the event loop: an async agent's (within ``timeout_s``, in the runner's own
     task, no new task per turn, or as a task of the agent's own loop), or a sync agent's when
@@ -457,7 +526,9 @@ LiveTurns = Callable[[int, Trace], str | None]
 """Writes follow-up turn ``index`` from the conversation so far (the simulated user reading the
 agent's live question); ``None``: the scripted message is sent."""
 
-live_turns: contextvars.ContextVar[LiveTurns | None] = contextvars.ContextVar("agentprop_live_turns", default=None)
+live_turns: contextvars.ContextVar[LiveTurns | None] = contextvars.ContextVar(
+    "agentprop_live_turns", default=None
+)
 """The live turn writer of the conversations run in this context (``None``: every turn is the
 scripted message). Set around one case's runs by the caller that owns the writer."""
 
@@ -502,7 +573,11 @@ class _Turns:
             return None
 
     async def written_async(self, index: int) -> str | None:
-        return None if self.live is None or index == 0 else await asyncio.to_thread(self.written, index)
+        return (
+            None
+            if self.live is None or index == 0
+            else await asyncio.to_thread(self.written, index)
+        )
 
     def begin(self, index: int, text: str | None = None) -> tuple[Turn, TurnContext]:
         turn = Turn(index=index, user_message=self.messages[index] if text is None else text)
@@ -526,7 +601,11 @@ class _Turns:
         # a plain timeout, or a model call that would have waited past the deadline (it says
         # what the server asked for): either way the turn's timeout is what ended it
         why = f": {exc}" if exc is not None and str(exc) else ""
-        return RunError(kind="timeout", message=f"the agent did not finish the turn within {self.timeout_s} s{why}", turn_index=index)
+        return RunError(
+            kind="timeout",
+            message=f"the agent did not finish the turn within {self.timeout_s} s{why}",
+            turn_index=index,
+        )
 
     @staticmethod
     def exception(exc: Exception, index: int) -> RunError:
@@ -545,13 +624,28 @@ class _Turns:
             return True
         if not ctx.responded:
             if ctx._invalid_response is not None:
-                turn.errors.append(RunError(kind="invalid_respond", message=ctx._invalid_response, turn_index=turn.index))
+                turn.errors.append(
+                    RunError(
+                        kind="invalid_respond", message=ctx._invalid_response, turn_index=turn.index
+                    )
+                )
             else:
-                turn.errors.append(RunError(kind="no_respond", message="the turn ended without a respond call", turn_index=turn.index))
+                turn.errors.append(
+                    RunError(
+                        kind="no_respond",
+                        message="the turn ended without a respond call",
+                        turn_index=turn.index,
+                    )
+                )
         return False
 
 
-async def _converse_on_loop(turns: _Turns, fn: Callable[[str, TurnContext], Any], start: int = 0, own: _OwnLoop | None = None) -> None:
+async def _converse_on_loop(
+    turns: _Turns,
+    fn: Callable[[str, TurnContext], Any],
+    start: int = 0,
+    own: _OwnLoop | None = None,
+) -> None:
     """The turns from ``start`` on, each awaited on the event loop (or on ``own``)."""
     for index in range(start, len(turns.messages)):
         turn, ctx = turns.begin(index, await turns.written_async(index))
@@ -624,7 +718,9 @@ async def _converse_in_thread(turns: _Turns, fn: Callable[[str, TurnContext], An
         start = index + 1
 
 
-async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], start: int) -> tuple[int, Turn, TurnContext, float, Any] | None:
+async def _thread_segment(
+    turns: _Turns, fn: Callable[[str, TurnContext], Any], start: int
+) -> tuple[int, Turn, TurnContext, float, Any] | None:
     """Run turns ``start``, ``start + 1``, … on a worker thread until the conversation ends or
     a turn returns an awaitable (returned, for the loop to await)."""
     assert turns.timeout_s is not None
@@ -679,7 +775,8 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
                     result = contextvars.Context().run(fn, turn.user_message, ctx)
                 except Exception as exc:
                     error = turns.exception(exc, index)
-                except (SystemExit, KeyboardInterrupt) as exc:  # on a worker thread: the agent's own, never a Ctrl-C
+                # on a worker thread: the agent's own, never a Ctrl-C
+                except (SystemExit, KeyboardInterrupt) as exc:
                     error = _agent_stop(exc, index)
                     if error is None:
                         raise
@@ -702,7 +799,12 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
         while not done.done():
             with seg.lock:
                 deadline = seg.started + timeout_s if seg.index >= 0 else None
-                if seg.index >= 0 and seg.ctx is not None and seg.ctx._stopped and seg.turn is not None:
+                if (
+                    seg.index >= 0
+                    and seg.ctx is not None
+                    and seg.ctx._stopped
+                    and seg.turn is not None
+                ):
                     # ended on a bound (an agent looping on refused calls): do not wait for it
                     seg.abandoned = True
                     turns.end(seg.turn, seg.ctx, seg.t0, None)
@@ -711,7 +813,9 @@ async def _thread_segment(turns: _Turns, fn: Callable[[str, TurnContext], Any], 
                 stopped = loop.create_future()
             remaining = timeout_s if deadline is None else deadline - time.monotonic()
             if remaining > 0:
-                await asyncio.wait((done, stopped), timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    (done, stopped), timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
                 continue
             with seg.lock:
                 if seg.index >= 0 and seg.started + timeout_s <= time.monotonic():
@@ -761,7 +865,9 @@ async def arun_conversation(
         fn = _turn_callable(agent)
     except BaseException as exc:  # the factory itself is agent code
         error = (
-            _run_error(exc, None, prefix="agent factory raised ") if isinstance(exc, Exception) else _agent_stop(exc, None, prefix="agent factory: ")
+            _run_error(exc, None, prefix="agent factory raised ")
+            if isinstance(exc, Exception)
+            else _agent_stop(exc, None, prefix="agent factory: ")
         )
         if error is None:
             raise
@@ -769,7 +875,11 @@ async def arun_conversation(
         trace.duration_s = time.perf_counter() - started
         return _finished(trace)
     turns = _Turns(spec, trace, messages, world, context, case_id, trial, turn_timeout_s)
-    own = _OwnLoop(f"agentprop-agent-loop-{case_id}-{trial}") if turn_timeout_s is not None and _needs_own_loop(agent, fn) else None
+    own = (
+        _OwnLoop(f"agentprop-agent-loop-{case_id}-{trial}")
+        if turn_timeout_s is not None and _needs_own_loop(agent, fn)
+        else None
+    )
     try:
         if messages and turn_timeout_s is not None and not _is_async(fn):
             await _converse_in_thread(turns, fn)
@@ -806,7 +916,9 @@ def _scrubbed(trace: Trace, text: str) -> Trace:
     return clean
 
 
-async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | None, own: _OwnLoop | None = None) -> None:
+async def _close_conversation(
+    agent: Agent, trace: Trace, timeout_s: float | None, own: _OwnLoop | None = None
+) -> None:
     """Call the agent's ``close_conversation()`` hook, if it has one (errors are recorded); an
     async hook of an agent with its own loop runs there."""
     close = _hook(agent, "close_conversation")
@@ -815,11 +927,21 @@ async def _close_conversation(agent: Agent, trace: Trace, timeout_s: float | Non
     try:
         async with asyncio.timeout(timeout_s):
             # a sync hook runs on a worker thread, so one that blocks is still timed out
-            result = close() if timeout_s is None or _is_async(close) else await _on_worker(close, "agentprop-close")
+            result = (
+                close()
+                if timeout_s is None or _is_async(close)
+                else await _on_worker(close, "agentprop-close")
+            )
             if inspect.isawaitable(result):
-                await (own.run(result) if own is not None and inspect.iscoroutine(result) else result)
+                await (
+                    own.run(result) if own is not None and inspect.iscoroutine(result) else result
+                )
     except TimeoutError:
-        trace.errors.append(RunError(kind="timeout", message=f"close_conversation() did not finish within {timeout_s} s"))
+        trace.errors.append(
+            RunError(
+                kind="timeout", message=f"close_conversation() did not finish within {timeout_s} s"
+            )
+        )
     except Exception as exc:
         trace.errors.append(_run_error(exc, None, prefix="close_conversation() raised "))
     except BaseException as exc:
@@ -870,7 +992,10 @@ def _agent_stop(exc: BaseException, turn_index: int | None, *, prefix: str = "")
         return None
     return RunError(
         kind="agent_exception",
-        message=scrub_text(f"{prefix}{what}: an agent must not end the process; the run ends here, as on an exception"),
+        message=scrub_text(
+            f"{prefix}{what}: an agent must not end the process; the run ends "
+            "here, as on an exception"
+        ),
         turn_index=turn_index,
         traceback=scrub_text(traceback.format_exc()),
     )
@@ -894,9 +1019,14 @@ def _run_error(exc: Exception, turn_index: int | None, *, prefix: str = "") -> R
     """The record of an exception that ended a run: an agent exception, or (for an
     :class:`~agentprop.errors.InfrastructureError`) the error's own kind, so the run is never
     judged as the agent's failure. Message and traceback are scrubbed of secrets."""
-    kind = exc.kind if isinstance(exc, InfrastructureError) and exc.kind in INFRASTRUCTURE_KINDS else "agent_exception"
+    kind = (
+        exc.kind
+        if isinstance(exc, InfrastructureError) and exc.kind in INFRASTRUCTURE_KINDS
+        else "agent_exception"
+    )
     return RunError(
-        kind=kind,  # type: ignore[arg-type]  # one of INFRASTRUCTURE_KINDS (ErrorKinds) or agent_exception; `in` does not narrow a str
+        # one of INFRASTRUCTURE_KINDS (ErrorKinds) or agent_exception; `in` does not narrow a str
+        kind=kind,  # type: ignore[arg-type]
         message=scrub_text(f"{prefix}{type(exc).__name__}: {exc}"),
         turn_index=turn_index,
         traceback=scrub_text(traceback.format_exc()),

@@ -13,7 +13,20 @@ import re
 import sys
 from typing import NoReturn, TextIO, cast
 
-from agentprop._cli import cases, corpus, importing, init, judge, lint, merge, report, run, serve, snapshot, tdad
+from agentprop._cli import (
+    cases,
+    corpus,
+    importing,
+    init,
+    judge,
+    lint,
+    merge,
+    report,
+    run,
+    serve,
+    snapshot,
+    tdad,
+)
 from agentprop._cli import compile as compile_command
 from agentprop._cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from agentprop._util.refs import did_you_mean
@@ -22,7 +35,21 @@ from agentprop._util.text import printable
 from agentprop._version import __version__
 from agentprop.errors import AgentPropError
 
-COMMANDS = (lint, run, merge, cases, importing, corpus, snapshot, tdad, compile_command, serve, init, report, judge)
+COMMANDS = (
+    lint,
+    run,
+    merge,
+    cases,
+    importing,
+    corpus,
+    snapshot,
+    tdad,
+    compile_command,
+    serve,
+    init,
+    report,
+    judge,
+)
 """In the order ``agentprop --help`` lists them."""
 
 
@@ -88,7 +115,9 @@ class _Printable(io.TextIOBase):
         return self.inner.isatty()
 
 
-def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def main(
+    argv: list[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
     out = cast(TextIO, _Printable(out or sys.stdout))
     err = cast(TextIO, _Printable(err or sys.stderr))
     p = parser()
@@ -104,7 +133,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
     try:
         return int(args.handler(args, out))
     except AgentPropError as exc:
-        print(f"agentprop: error: {scrub_text(str(exc))}", file=err)  # an echoed key never reaches the terminal
+        # an echoed key never reaches the terminal
+        print(f"agentprop: error: {scrub_text(str(exc))}", file=err)
         return EXIT_USAGE
     except BrokenPipeError:  # `agentprop run ... | head`
         return EXIT_OK

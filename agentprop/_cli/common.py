@@ -40,16 +40,23 @@ def parse_kinds(value: str, *, need_mft: bool = False) -> tuple[str, ...]:
     kinds = tuple(k.strip().lower() for k in value.split(",") if k.strip())
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown or not kinds or (need_mft and "mft" not in kinds):
-        problem = f"unknown case kind(s) {', '.join(unknown)}" if unknown else ("no case kind given" if not kinds else "--kinds must include mft")
+        problem = (
+            f"unknown case kind(s) {', '.join(unknown)}"
+            if unknown
+            else ("no case kind given" if not kinds else "--kinds must include mft")
+        )
         raise InputError(
             f"bad --kinds {value!r}: {problem}",
-            expected=f"a comma-separated subset of {','.join(KINDS)}" + (" that includes mft" if need_mft else ""),
+            expected=f"a comma-separated subset of {','.join(KINDS)}"
+            + (" that includes mft" if need_mft else ""),
             fix="e.g. --kinds mft,inv",
         )
     return kinds
 
 
-def check_positive_runs(runs: int | None, *, fix: str = "use --runs 1 or more, or leave it out for the sequential test") -> None:
+def check_positive_runs(
+    runs: int | None, *, fix: str = "use --runs 1 or more, or leave it out for the sequential test"
+) -> None:
     if runs is not None and runs < 1:
         raise InputError(f"--runs {runs} must be at least 1", fix=fix)
 
@@ -57,7 +64,9 @@ def check_positive_runs(runs: int | None, *, fix: str = "use --runs 1 or more, o
 _EXAMPLE_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1-mini"}
 
 
-def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: TextIO) -> ModelAgent:
+def model_agent_for(
+    kind: str, args: argparse.Namespace, project: Project, out: TextIO
+) -> ModelAgent:
     """The model agent of ``--agent anthropic`` / ``--agent openai`` and the model options."""
     from agentprop._agents.anthropic import AnthropicAgent
     from agentprop._agents.openai import OpenAIAgent
@@ -67,28 +76,41 @@ def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: 
     from agentprop._modelapi.ledger import STORE_ENV
 
     if args.fault:
-        raise InputError(f"--fault applies to Python agents with fault knobs, not to --agent {kind}", fix="drop --fault")
+        raise InputError(
+            f"--fault applies to Python agents with fault knobs, not to --agent {kind}",
+            fix="drop --fault",
+        )
     if not args.model:
         raise InputError(
             f"--agent {kind} needs --model",
             expected=f"--model MODEL, e.g. --model {_EXAMPLE_MODELS[kind]}",
             fix="name the model to call with --model",
         )
-    openai_only = [f"--{name}" for name in ("api", "stream") if getattr(args, name, None) is not None]
+    openai_only = [
+        f"--{name}" for name in ("api", "stream") if getattr(args, name, None) is not None
+    ]
     if kind != "openai" and openai_only:
-        raise InputError(f"{', '.join(openai_only)} only apply to --agent openai", fix="drop them, or pass --agent openai")
+        raise InputError(
+            f"{', '.join(openai_only)} only apply to --agent openai",
+            fix="drop them, or pass --agent openai",
+        )
     seed_prompt, seed_tools = find_seed_artifacts(project.spec_path.parent)
     prompt = Path(args.prompt) if args.prompt else seed_prompt
     tools = Path(args.tool_descriptions) if args.tool_descriptions else seed_tools
     mode = CacheMode.parse(args.cache_mode) if args.cache_mode else default_cache_mode()
-    cache: Path | bool = False if (args.cache or "").lower() == "none" else Path(args.cache or DEFAULT_API_CACHE_PATH)
+    cache: Path | bool = (
+        False
+        if (args.cache or "").lower() == "none"
+        else Path(args.cache or DEFAULT_API_CACHE_PATH)
+    )
     options: dict[str, object] = {
         "temperature": args.temperature,
         "max_tokens": 1024 if args.max_tokens is None else args.max_tokens,
         "max_steps": 10 if args.max_steps is None else args.max_steps,
         "timeout": 120.0 if args.timeout is None else args.timeout,
         "base_url": args.base_url,
-        "cache": False if getattr(args, "dry_run", False) else cache,  # a dry run writes nothing, not even an empty cache
+        # a dry run writes nothing, not even an empty cache
+        "cache": False if getattr(args, "dry_run", False) else cache,
         "cache_mode": mode,
     }
     if kind == "openai":
@@ -101,20 +123,32 @@ def model_agent_for(kind: str, args: argparse.Namespace, project: Project, out: 
     except InvalidArgument as exc:
         raise InputError(str(exc), fix="correct the option's value") from None
     agent.check_spec(project.spec)
-    agent.provider.sdk()  # a missing SDK is a usage error now, naming the extra, not an errored run per case
-    api = f" through {agent.provider.label}" + (" (streamed)" if kind == "openai" and args.stream else "")
-    agent.store = getattr(args, "store", None) or None  # the API cache's entries live there (None: $AGENTPROP_STORE)
+    # a missing SDK is a usage error now, naming the extra, not an errored run per case
+    agent.provider.sdk()
+    api = f" through {agent.provider.label}" + (
+        " (streamed)" if kind == "openai" and args.stream else ""
+    )
+    # the API cache's entries live there (None: $AGENTPROP_STORE)
+    agent.store = getattr(args, "store", None) or None
     try:
-        agent.preflight()  # a damaged cache or no way to call the model: one error now, not a failure per case
+        # a damaged cache or no way to call the model: one error now, not a failure per case
+        agent.preflight()
     except InvalidArgument as exc:  # the shared store cannot be used
         source = "--store" if agent.store else f"${STORE_ENV}"
         raise InputError(
-            f"{source}: {exc}", fix="give a reachable redis://host:port/db, or drop the option to keep the API cache in its file"
+            f"{source}: {exc}",
+            fix="give a reachable redis://host:port/db, or drop the option to keep the "
+            "API cache in its file",
         ) from None
-    where = agent.cache.store.describe() if cache is not False and agent.cache.store is not None else cache
+    where = (
+        agent.cache.store.describe()
+        if cache is not False and agent.cache.store is not None
+        else cache
+    )
     print(
-        f"model {args.model}{api}; prompt {prompt or '(written from the spec)'}; tool descriptions {tools or '(the spec)'}; "
-        f"cache {where if cache is not False else 'off'} ({mode.value if cache is not False else 'off'})",
+        f"model {args.model}{api}; prompt {prompt or '(written from the spec)'}; tool "
+        f"descriptions {tools or '(the spec)'}; cache {where if cache is not False else 'off'} "
+        f"({mode.value if cache is not False else 'off'})",
         file=out,
     )
     return agent
@@ -137,13 +171,22 @@ def resolve_settings(args: argparse.Namespace) -> None:
         "max_runs": getattr(args, "max_runs_per_case", None),
         "seed": getattr(args, "seed", None) or None,
     }
-    names = {"mode": "--mode", "tau": "--tau", "runs": "--runs", "max_runs": "--max-runs-per-case", "seed": "--seed"}
+    names = {
+        "mode": "--mode",
+        "tau": "--tau",
+        "runs": "--runs",
+        "max_runs": "--max-runs-per-case",
+        "seed": "--seed",
+    }
     for key, value in flags.items():  # each flag on its own first, so an error names the flag
         try:
             suite_settings(profile.name, **{key: value})
         except InvalidArgument as exc:
             reason = str(exc).split("): ", 1)[-1]
-            raise InputError(f"{names[key]} {value}: {reason}", fix=f"give {names[key]} a valid value, or leave it out") from None
+            raise InputError(
+                f"{names[key]} {value}: {reason}",
+                fix=f"give {names[key]} a valid value, or leave it out",
+            ) from None
     _, resolved = suite_settings(profile.name, **flags)
     args.profile = profile.name
     args.mode, args.tau, args.runs = resolved.mode, resolved.tau, resolved.runs
@@ -152,10 +195,14 @@ def resolve_settings(args: argparse.Namespace) -> None:
     # a profile may write inputs by a model (agentprop.settings(input_model=...)); the flags win
     if hasattr(args, "input_model"):
         args.input_model = args.input_model or resolved.input_model
-        args.simulated_user = bool(getattr(args, "simulated_user", False) or resolved.simulated_user)
+        args.simulated_user = bool(
+            getattr(args, "simulated_user", False) or resolved.simulated_user
+        )
 
 
-def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> tuple[LoadedAgent, ModelAgent | None]:
+def load_cli_agent(
+    args: argparse.Namespace, project: Project, out: TextIO
+) -> tuple[LoadedAgent, ModelAgent | None]:
     """The agent named by --agent (or the bindings' `agent:`), and the model agent behind it
     when it is `anthropic` or `openai` (the caller closes it)."""
     from agentprop._agents.loading import load_agent, parse_faults
@@ -164,17 +211,20 @@ def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> t
     if not ref and project.bindings.path is None:
         missing = project.spec_path.parent / "agentprop.yaml"
         raise InputError(
-            f"no agent to run: there is no bindings file {missing} (and no --bindings FILE), so nothing names the agent",
-            expected="agentprop.yaml next to the spec with `agent: MODULE:ATTR`, or --bindings FILE, or --agent MODULE:ATTR",
-            fix=f"write the bindings (`agentprop init {project.spec_path.parent}` drafts them), pass --bindings PATH/agentprop.yaml, "
-            "or pass --agent path/to/agent.py:MyAgent",
+            f"no agent to run: there is no bindings file {missing} (and no --bindings FILE), so "
+            "nothing names the agent",
+            expected="agentprop.yaml next to the spec with `agent: MODULE:ATTR`, or --bindings "
+            "FILE, or --agent MODULE:ATTR",
+            fix=f"write the bindings (`agentprop init {project.spec_path.parent}` drafts them), "
+            "pass --bindings PATH/agentprop.yaml, or pass --agent path/to/agent.py:MyAgent",
         )
     if not ref:
         raise InputError(
             f"no agent to run: {project.bindings.path} has no `agent:`",
             expected="--agent MODULE:ATTR, or `agent: MODULE:ATTR` in the bindings file",
             fix="pass --agent MODULE:ATTR, where MODULE.py sits next to the spec or is importable "
-            "(e.g. --agent agent:SupportOpsAgent for examples/supportops/agent.py), or add `agent:` to agentprop.yaml",
+            "(e.g. --agent agent:SupportOpsAgent for examples/supportops/agent.py), or add "
+            "`agent:` to agentprop.yaml",
         )
     model_agent: ModelAgent | None = None
     if ref in MODEL_AGENTS:
@@ -183,10 +233,15 @@ def load_cli_agent(args: argparse.Namespace, project: Project, out: TextIO) -> t
     else:
         # the API cache is also the input model's (--input-model)
         shared = ("cache", "cache_mode") if getattr(args, "input_model", None) else ()
-        given = [f"--{name.replace('_', '-')}" for name in MODEL_OPTIONS if getattr(args, name, None) is not None and name not in shared]
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name in MODEL_OPTIONS
+            if getattr(args, name, None) is not None and name not in shared
+        ]
         if given:
             raise InputError(
-                f"{', '.join(given)} only apply to a model agent (--agent anthropic or --agent openai)",
+                f"{', '.join(given)} only apply to a model agent (--agent "
+                "anthropic or --agent openai)",
                 fix="drop them, or pass --agent anthropic / --agent openai",
             )
         # --agent is typed relative to where the command runs, then to the project; the
@@ -211,7 +266,9 @@ def cli_corpus(args: argparse.Namespace, directory: str | Path) -> Corpus:
     except InvalidArgument as exc:
         source = "--store" if option else f"${STORE_ENV}"
         raise InputError(
-            f"{source}: {exc}", fix="give a reachable redis://host:port/db, or drop the option to keep the corpus in its directory"
+            f"{source}: {exc}",
+            fix="give a reachable redis://host:port/db, or drop the option to keep the "
+            "corpus in its directory",
         ) from None
 
 
@@ -229,7 +286,9 @@ def cli_ledger(args: argparse.Namespace) -> Ledger | None:
     except InvalidArgument as exc:
         source = "--store" if option else f"${STORE_ENV}"
         raise InputError(
-            f"{source}: {exc}", fix="give a reachable redis://host:port/db, or drop the option to keep the budget in this process"
+            f"{source}: {exc}",
+            fix="give a reachable redis://host:port/db, or drop the option to keep the "
+            "budget in this process",
         ) from None
 
 
@@ -240,7 +299,9 @@ def cli_budget(args: argparse.Namespace, model_agent: ModelAgent | None) -> Budg
     from agentprop._modelapi.budget import Budget, load_prices
 
     prices = load_prices(args.prices) if getattr(args, "prices", None) else None
-    budget = Budget(max_runs=args.max_runs, max_usd=args.max_usd, prices=prices, ledger=cli_ledger(args))
+    budget = Budget(
+        max_runs=args.max_runs, max_usd=args.max_usd, prices=prices, ledger=cli_ledger(args)
+    )
     if model_agent is not None:
         budget.check_priced(model_agent.model)
         model_agent.budget = budget
@@ -249,31 +310,42 @@ def cli_budget(args: argparse.Namespace, model_agent: ModelAgent | None) -> Budg
 
 def model_summary(stats: dict[str, Any], snapshot: Any) -> str:
     """The model agent's line after the table: calls, replays, retries, money."""
-    refused = f", {stats['refused_calls']} refused by the budget" if stats.get("refused_calls") else ""
+    refused = (
+        f", {stats['refused_calls']} refused by the budget" if stats.get("refused_calls") else ""
+    )
     line = (
-        f"model calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, {stats['live_calls']} to the API, "
-        f"{stats['retries']['retries']} retries{refused}); spent ${snapshot.usd:.4f}"
+        f"model calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, "
+        f"{stats['live_calls']} to the API, {stats['retries']['retries']} retries{refused}); "
+        f"spent ${snapshot.usd:.4f}"
     )
     if getattr(snapshot, "abandoned_calls", 0):
-        line += f" (${snapshot.abandoned_usd:.4f} of it on {snapshot.abandoned_calls} abandoned in flight (charged their worst case))"
+        line += (
+            f" (${snapshot.abandoned_usd:.4f} of it on {snapshot.abandoned_calls} abandoned in "
+            "flight (charged their worst case))"
+        )
     if snapshot.unpriced_calls:
         line += (
-            f" on priced calls, and an unknown amount on {snapshot.unpriced_calls} call(s) of {', '.join(snapshot.unpriced_models)} "
-            "(no price: give one with --prices FILE)"
+            f" on priced calls, and an unknown amount on {snapshot.unpriced_calls} call(s) of "
+            f"{', '.join(snapshot.unpriced_models)} (no price: give one with --prices FILE)"
         )
     return line + f", saved ${snapshot.usd_saved:.4f} by replays"
 
 
 def check_explore(args: argparse.Namespace) -> None:
     if args.explore < 0:
-        raise InputError(f"--explore {args.explore} is negative", fix="use 0 to turn exploration off, or a number of inputs per path")
+        raise InputError(
+            f"--explore {args.explore} is negative",
+            fix="use 0 to turn exploration off, or a number of inputs per path",
+        )
 
 
 def check_budget_args(args: argparse.Namespace) -> None:
     for name in ("max_runs", "max_usd"):
         value = getattr(args, name, None)
         if value is not None and value < 0:
-            raise InputError(f"--{name.replace('_', '-')} {value} must be >= 0", fix="use 0 or more")
+            raise InputError(
+                f"--{name.replace('_', '-')} {value} must be >= 0", fix="use 0 or more"
+            )
 
 
 def require_cases(project: Project, option: str | None = None) -> None:
@@ -285,9 +357,10 @@ def require_cases(project: Project, option: str | None = None) -> None:
         f"no case can be built from {project.spec_path}"
         + (f" (given as {option})" if option else "")
         + f": every path needs condition variables that the bindings ({where}) do not realise",
-        expected="an agentprop.yaml next to the spec binding the variables of the `when` expressions",
-        fix="write the bindings (docs/reference.md#bindings; examples/*/agentprop.yaml are worked examples); "
-        f"`agentprop lint {project.spec_path.parent}` lists the variables",
+        expected="an agentprop.yaml next to the spec binding the variables of "
+        "the `when` expressions",
+        fix="write the bindings (docs/reference.md#bindings; examples/*/agentprop.yaml are "
+        f"worked examples); `agentprop lint {project.spec_path.parent}` lists the variables",
     )
 
 
@@ -304,11 +377,21 @@ def require_decisions(project: Project, scenarios: list[Scenario]) -> None:
     keys = sorted({f"{s.leaf}<-{s.via}" if s.via else s.leaf for s in unmapped})
     _, candidates = implied_decision(first.leaf, project.spec.response_contract.decision_enum)
     raise BindingsError(
-        f"{len(unmapped)} case(s) would check no decision: {', '.join(keys)} stand(s) for no single decision of decision_enum (e.g. case {first.id})",
-        location=project.bindings.outcome_location(first.leaf) if project.bindings.path is not None else SourceLocation(project.spec_path),
-        expected="`outcomes:` mapping each of them to a decision: `LEAF: DECISION`, `LEAF: {VIA: DECISION}` or `LEAF<-VIA: DECISION`",
-        fix=f"add `{keys[0]}: DECISION` (DECISION one of {', '.join(candidates or project.spec.response_contract.decision_enum)}) under `outcomes:` in "
-        + (str(project.bindings.path) if project.bindings.path is not None else "agentprop.yaml next to the spec"),
+        f"{len(unmapped)} case(s) would check no decision: {', '.join(keys)} stand(s) for no "
+        f"single decision of decision_enum (e.g. case {first.id})",
+        location=project.bindings.outcome_location(first.leaf)
+        if project.bindings.path is not None
+        else SourceLocation(project.spec_path),
+        expected="`outcomes:` mapping each of them to a decision: `LEAF: DECISION`, `LEAF: {VIA: "
+        "DECISION}` or `LEAF<-VIA: DECISION`",
+        fix=f"add `{keys[0]}: DECISION` (DECISION one of "
+        f"{', '.join(candidates or project.spec.response_contract.decision_enum)}) "
+        "under `outcomes:` in "
+        + (
+            str(project.bindings.path)
+            if project.bindings.path is not None
+            else "agentprop.yaml next to the spec"
+        ),
     )
 
 
@@ -321,9 +404,14 @@ def selected_scenarios(project: Project, filters: list[str]) -> list[Scenario]:
         # a filter that is a whole case id selects that case, not the loop and retry cases
         # whose ids extend it (`END_BILLING_ANSWER<-N3_BILLING/N4_CLARIFY#0>N1_INTENT#3`)
         ids = {s.id for s in scenarios}
-        scenarios = [s for s in scenarios if any(c == s.id if c in ids else c in s.id for c in filters)]
+        scenarios = [
+            s for s in scenarios if any(c == s.id if c in ids else c in s.id for c in filters)
+        ]
         if not scenarios:
-            raise InputError(f"no case id contains {', '.join(filters)}", fix="`agentprop cases PROJECT` lists the case ids")
+            raise InputError(
+                f"no case id contains {', '.join(filters)}",
+                fix="`agentprop cases PROJECT` lists the case ids",
+            )
     return scenarios
 
 
@@ -351,14 +439,27 @@ def check_report_outputs(args: argparse.Namespace) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InputError(f"--{name} {typed}: cannot create its directory {path.parent}: {exc.strerror or exc}", fix=fix) from None
+            raise InputError(
+                f"--{name} {typed}: cannot create its directory {path.parent}: "
+                f"{exc.strerror or exc}",
+                fix=fix,
+            ) from None
         if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-            raise InputError(f"--{name} {typed}: {path if path.exists() else path.parent} is not writable", fix=fix)
+            raise InputError(
+                f"--{name} {typed}: {path if path.exists() else path.parent} is not writable",
+                fix=fix,
+            )
         resolved[name] = path
     args.resolved_outputs = resolved
 
 
-def write_output(args: argparse.Namespace, name: str, text: str | Callable[[], str | Iterable[str]], what: str, out: TextIO) -> bool:
+def write_output(
+    args: argparse.Namespace,
+    name: str,
+    text: str | Callable[[], str | Iterable[str]],
+    what: str,
+    out: TextIO,
+) -> bool:
     """Write ``text`` (or what ``text()`` returns: the text, or its pieces, e.g.
     :meth:`RunReport.json_chunks`) to the ``--NAME`` path (made absolute by
     :func:`check_report_outputs`).
@@ -377,14 +478,24 @@ def write_output(args: argparse.Namespace, name: str, text: str | Callable[[], s
         return True
     except OSError as exc:
         problem = exc.strerror or str(exc)
-    fd, spare = tempfile.mkstemp(prefix=f"agentprop-{name}-", suffix={"json": ".json", "html": ".html", "junit": ".xml"}.get(name, ".md"))
+    fd, spare = tempfile.mkstemp(
+        prefix=f"agentprop-{name}-",
+        suffix={"json": ".json", "html": ".html", "junit": ".xml"}.get(name, ".md"),
+    )
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.writelines(pieces())
     except OSError as exc:
-        print(f"error: cannot write the {what} to {typed} ({problem}), nor to {spare} ({exc.strerror or exc}): it is lost", file=out)
+        print(
+            f"error: cannot write the {what} to {typed} ({problem}), nor to {spare} "
+            f"({exc.strerror or exc}): it is lost",
+            file=out,
+        )
         return False
-    print(f"error: cannot write the {what} to {typed} ({problem}); it was written to {spare} instead", file=out)
+    print(
+        f"error: cannot write the {what} to {typed} ({problem}); it was written to {spare} instead",
+        file=out,
+    )
     return False
 
 
@@ -419,9 +530,12 @@ def write_report_outputs(
             continue
         if isinstance(report, SnapshotCheckReport) and name != "html":
             raise InputError(
-                f"--{name} renders run reports (agentprop.run/1); a snapshot check renders as --html", fix="use --html PATH for a snapshot check"
+                f"--{name} renders run reports (agentprop.run/1); a snapshot "
+                "check renders as --html",
+                fix="use --html PATH for a snapshot check",
             )
-        text = render_html(report) if isinstance(report, SnapshotCheckReport) else render(report)  # only HTML renders both
+        # only HTML renders both
+        text = render_html(report) if isinstance(report, SnapshotCheckReport) else render(report)
         if path == "-":
             out.write(text)
             out.flush()
@@ -458,7 +572,9 @@ def announce_plan(
         explicit["mode"] = "fixed"  # --runs alone selects fixed mode
     per_case = []
     for s in scenarios:
-        settings = scenario_settings(project, s, max_runs=getattr(args, "max_runs_per_case", None), explicit=explicit).settings
+        settings = scenario_settings(
+            project, s, max_runs=getattr(args, "max_runs_per_case", None), explicit=explicit
+        ).settings
         per_case.append(settings.make_test().max_runs or settings.runs)
     mft = len(scenarios) if "mft" in kinds else 0
     per_path = getattr(args, "explore", 0) if "explore" in kinds else 0
@@ -471,22 +587,33 @@ def announce_plan(
         parts.append(f"the {'/'.join(others)} cases (counted once built)")
     line = f"plan: {', '.join(parts) or 'no case'}"
     if mft or per_path:
-        line += f"; the MFT and EXPLORE cases take at most {bound:,} agent runs (a case stops once decided, most far sooner)"
+        line += (
+            f"; the MFT and EXPLORE cases take at most {bound:,} agent runs (a case stops once "
+            "decided, most far sooner)"
+        )
     if model_agent is not None:
         from agentprop._modelapi.budget import price_for
 
         price = price_for(model_agent.model, load_prices_of(args))
         line += (
-            f"; {model_agent.model} costs ${price.input_per_mtok:g} in / ${price.output_per_mtok:g} out per million tokens, counted as calls are made"
+            f"; {model_agent.model} costs ${price.input_per_mtok:g} in / "
+            f"${price.output_per_mtok:g} out per million tokens, counted as calls are made"
             if price is not None
             else f"; {model_agent.model} has no known price (--prices FILE gives one)"
         )
         max_usd = getattr(args, "max_usd", None)
-        line += f", capped at ${max_usd:g} (--max-usd)" if max_usd is not None else "; --max-usd X caps the spend"
+        line += (
+            f", capped at ${max_usd:g} (--max-usd)"
+            if max_usd is not None
+            else "; --max-usd X caps the spend"
+        )
     if repeats:
         line += f"; {repeats}"
     if repeats or model_agent is not None:
-        line += "; this can take minutes: progress is shown on stderr, and --kinds mft or --case ID narrows it"
+        line += (
+            "; this can take minutes: progress is shown on stderr, and --kinds mft or "
+            "--case ID narrows it"
+        )
     print(line, file=out, flush=True)
 
 

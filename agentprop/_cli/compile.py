@@ -8,8 +8,23 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentprop._cli.common import EXIT_FAIL, EXIT_OK, check_budget_args, check_positive_runs, cli_budget, load_cli_agent, selected_scenarios
-from agentprop._cli.options import BINDINGS_HELP, MODEL_AGENTS, SPEC_HELP, budget_parent, model_parent, selection_parent
+from agentprop._cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    check_budget_args,
+    check_positive_runs,
+    cli_budget,
+    load_cli_agent,
+    selected_scenarios,
+)
+from agentprop._cli.options import (
+    BINDINGS_HELP,
+    MODEL_AGENTS,
+    SPEC_HELP,
+    budget_parent,
+    model_parent,
+    selection_parent,
+)
 from agentprop._version import __version__
 from agentprop.errors import InputError
 
@@ -21,33 +36,61 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     comp = sub.add_parser(
         "compile",
         help="PromptSmith: edit a model agent's prompt until the spec's visible cases pass",
-        parents=[selection_parent(seed_help="trial namespace (default 0)"), budget_parent(unfinished="compiling stops"), model_parent(always=True)],
+        parents=[
+            selection_parent(seed_help="trial namespace (default 0)"),
+            budget_parent(unfinished="compiling stops"),
+            model_parent(always=True),
+        ],
     )
     comp.add_argument("spec", help=SPEC_HELP)
     comp.add_argument(
         "--out",
         required=True,
         metavar="DIR",
-        help="where the compiled prompt.txt, tool_descriptions.yaml and compile_log.json go (rewritten after every iteration)",
+        help="where the compiled prompt.txt, tool_descriptions.yaml and compile_log.json go "
+        "(rewritten after every iteration)",
     )
     comp.add_argument(
-        "--agent", default="anthropic", choices=list(MODEL_AGENTS), help="the model agent whose prompt is compiled: anthropic (default) or openai"
+        "--agent",
+        default="anthropic",
+        choices=list(MODEL_AGENTS),
+        help="the model agent whose prompt is compiled: anthropic (default) or openai",
     )
     comp.add_argument("--fault", action="append", default=[], help=argparse.SUPPRESS)
     comp.add_argument("--bindings", help=BINDINGS_HELP)
-    comp.add_argument("--max-iterations", type=int, default=6, metavar="N", help="outer iterations: full runs of the visible cases (default 6)")
+    comp.add_argument(
+        "--max-iterations",
+        type=int,
+        default=6,
+        metavar="N",
+        help="outer iterations: full runs of the visible cases (default 6)",
+    )
     comp.add_argument(
         "--max-inner",
         type=int,
         default=8,
         metavar="N",
-        help="inner iterations on the failing cases once fewer than --inner-threshold fail (default 8)",
+        help="inner iterations on the failing cases once fewer than "
+        "--inner-threshold fail (default 8)",
     )
     comp.add_argument(
-        "--inner-threshold", type=int, default=10, metavar="N", help="switch to the inner loop below this many failing cases (default 10)"
+        "--inner-threshold",
+        type=int,
+        default=10,
+        metavar="N",
+        help="switch to the inner loop below this many failing cases (default 10)",
     )
-    comp.add_argument("--runs", type=int, help="decide each case on a fixed N runs instead of the sequential test (cheaper, less sure)")
-    comp.add_argument("--promptsmith-temperature", type=float, help="sampling temperature of PromptSmith's edits (default: the API's)")
+    comp.add_argument(
+        "--runs",
+        type=int,
+        help="decide each case on a fixed N runs instead of the sequential test "
+        "(cheaper, less sure)",
+    )
+    comp.add_argument(
+        "--promptsmith-temperature",
+        type=float,
+        help="sampling temperature of PromptSmith's edits (default: the API's)",
+    )
     comp.add_argument("--json", dest="json_path", help="also write the compile log to this file")
     comp.set_defaults(handler=command)
 
@@ -66,17 +109,22 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         )
     for name in ("max_iterations", "max_inner"):
         if getattr(args, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1", fix="use 1 or more")
+            raise InputError(
+                f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1",
+                fix="use 1 or more",
+            )
     check_positive_runs(args.runs)
     scenarios = selected_scenarios(project, args.case)
     check_budget_args(args)
     _, model_agent = load_cli_agent(args, project, out)
     assert model_agent is not None
     budget = cli_budget(args, model_agent)
-    settings = OracleSettings.for_spec(project.spec, mode="fixed" if args.runs else None, runs=args.runs)
+    settings = OracleSettings.for_spec(
+        project.spec, mode="fixed" if args.runs else None, runs=args.runs
+    )
     print(
-        f"agentprop {__version__}: compiling {project.spec.spec_id} for {model_agent.model} against "
-        f"{len(scenarios)} visible (MFT) cases -> {args.out}",
+        f"agentprop {__version__}: compiling {project.spec.spec_id} for {model_agent.model} "
+        f"against {len(scenarios)} visible (MFT) cases -> {args.out}",
         file=out,
     )
 
@@ -96,7 +144,12 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
                 temperature=args.promptsmith_temperature,
                 on_iteration=lambda it: print(
                     f"  {it.loop:<5} {it.index:>2}: {it.passed}/{it.cases_run} pass"
-                    + (f" ({len(it.groups)} root cause(s): {', '.join(g.clause for g in it.groups[:3])})" if it.groups else ""),
+                    + (
+                        f" ({len(it.groups)} root cause(s): "
+                        f"{', '.join(g.clause for g in it.groups[:3])})"
+                        if it.groups
+                        else ""
+                    ),
                     file=out,
                     flush=True,
                 ),
@@ -108,8 +161,9 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     print(result.footer(), file=out)
     if result.compiled:
         print(
-            f"next: agentprop tdad {args.spec} --agent {args.agent} --model {model_agent.model} --prompt {args.out}/prompt.txt "
-            f"--tool-descriptions {args.out}/tool_descriptions.yaml  (hidden cases and mutation score)",
+            f"next: agentprop tdad {args.spec} --agent {args.agent} --model {model_agent.model} "
+            f"--prompt {args.out}/prompt.txt --tool-descriptions "
+            f"{args.out}/tool_descriptions.yaml  (hidden cases and mutation score)",
             file=out,
         )
     if args.json_path:

@@ -1,4 +1,5 @@
-"""``agentprop corpus``: list, show, remove and prune the shrunk reproducers ``agentprop run`` keeps."""
+"""``agentprop corpus``: list, show, remove and prune the shrunk reproducers
+``agentprop run`` keeps."""
 
 from __future__ import annotations
 
@@ -18,46 +19,77 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    corpus = sub.add_parser("corpus", help="list, show, remove and prune the shrunk reproducers kept by agentprop run")
+    corpus = sub.add_parser(
+        "corpus", help="list, show, remove and prune the shrunk reproducers kept by agentprop run"
+    )
     corpus.set_defaults(handler=command)
     actions = corpus.add_subparsers(dest="corpus_action", metavar="ACTION")
 
     def where(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--spec", help="spec directory or file: its corpus is .agentprop/corpus beside its bindings (the default location)")
+        p.add_argument(
+            "--spec",
+            help="spec directory or file: its corpus is .agentprop/corpus beside its bindings "
+            "(the default location)",
+        )
         p.add_argument("--bindings", help=BINDINGS_HELP)
-        p.add_argument("--dir", help="corpus directory (overrides --spec; default ./.agentprop/corpus)")
+        p.add_argument(
+            "--dir", help="corpus directory (overrides --spec; default ./.agentprop/corpus)"
+        )
         p.add_argument(
             "--store",
             metavar="URL",
-            help="a shared store, redis://host:port/db: the corpus kept there, over the directory read-only (default $AGENTPROP_STORE)",
+            help="a shared store, redis://host:port/db: the corpus kept there, over the directory "
+            "read-only (default $AGENTPROP_STORE)",
         )
 
-    lst = actions.add_parser("list", help="one line per entry: id, spec, case, failure rate, last seen, signature")
+    lst = actions.add_parser(
+        "list", help="one line per entry: id, spec, case, failure rate, last seen, signature"
+    )
     lst.add_argument("--retired", action="store_true", help="list the retired entries instead")
     where(lst)
-    show = actions.add_parser("show", help="print one entry (JSON), or with --pytest as a ready regression test")
+    show = actions.add_parser(
+        "show", help="print one entry (JSON), or with --pytest as a ready regression test"
+    )
     show.add_argument("id", help="entry id (a unique prefix is enough)")
-    show.add_argument("--pytest", action="store_true", help="print the entry as a self-contained pytest regression test")
+    show.add_argument(
+        "--pytest",
+        action="store_true",
+        help="print the entry as a self-contained pytest regression test",
+    )
     show.add_argument(
         "--out",
         metavar="FILE",
-        help="with --pytest: write the test to FILE, finding the spec relative to FILE (else it is printed with the spec's absolute path)",
+        help="with --pytest: write the test to FILE, finding the spec relative to FILE (else it "
+        "is printed with the spec's absolute path)",
     )
     where(show)
     rm = actions.add_parser("rm", help="delete entries")
     rm.add_argument("ids", nargs="+", metavar="ID", help="entry ids (unique prefixes are enough)")
     where(rm)
-    prune = actions.add_parser("prune", help="remove entries whose spec or case is gone, and retire those that now pass")
-    prune.add_argument("--no-replay", action="store_true", help="only remove entries whose spec or case is gone; run no agent")
-    prune.add_argument("--seed", type=int, default=0, help="trial namespace of the replays (default 0)")
+    prune = actions.add_parser(
+        "prune", help="remove entries whose spec or case is gone, and retire those that now pass"
+    )
+    prune.add_argument(
+        "--no-replay",
+        action="store_true",
+        help="only remove entries whose spec or case is gone; run no agent",
+    )
+    prune.add_argument(
+        "--seed", type=int, default=0, help="trial namespace of the replays (default 0)"
+    )
     prune.add_argument(
         "--yes",
         action="store_true",
-        help="also remove entries whose spec is not found or does not load, without asking (it never asks when CI is set)",
+        help="also remove entries whose spec is not found or does not load, without asking (it "
+        "never asks when CI is set)",
     )
     where(prune)
     clear = actions.add_parser("clear", help="delete every entry, retired ones included")
-    clear.add_argument("--yes", action="store_true", help="do it without asking (required when not on a terminal or when CI is set)")
+    clear.add_argument(
+        "--yes",
+        action="store_true",
+        help="do it without asking (required when not on a terminal or when CI is set)",
+    )
     where(clear)
 
 
@@ -78,7 +110,9 @@ def _corpus_dir(args: argparse.Namespace) -> Path:
 def _entry_line(e: CorpusEntry) -> str:
     rate = f"{e.reproducer_rate:.0%}" if e.reproducer_rate is not None else "?"
     when = f"retired {e.retired}" if e.retired else f"last seen {e.last_seen or e.created}"
-    return f"{e.id}  {e.spec_id}  {e.scenario_id}  fails {rate}  seen {e.seen}x, {when}  {e.signature}"
+    return (
+        f"{e.id}  {e.spec_id}  {e.scenario_id}  fails {rate}  seen {e.seen}x, {when}  {e.signature}"
+    )
 
 
 def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) -> int:
@@ -98,7 +132,11 @@ def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) 
         if not entries:
             print(
                 f"no {'retired ' if args.retired else ''}entries in {corpus.describe()}"
-                + ("" if args.dir or args.spec else " (give --spec SPEC or --dir DIR for another corpus)"),
+                + (
+                    ""
+                    if args.dir or args.spec
+                    else " (give --spec SPEC or --dir DIR for another corpus)"
+                ),
                 file=out,
             )
         for e in entries:
@@ -111,14 +149,19 @@ def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) 
     if action == "show":
         entry = corpus.get(args.id)
         if args.out and not args.pytest:
-            raise InputError("agentprop corpus show --out needs --pytest", fix=f"`agentprop corpus show {entry.id} --pytest --out {args.out}`")
+            raise InputError(
+                "agentprop corpus show --out needs --pytest",
+                fix=f"`agentprop corpus show {entry.id} --pytest --out {args.out}`",
+            )
         if not args.pytest:
             print(entry.model_dump_json(indent=2), file=out)
             return EXIT_OK
         if entry.spec_id == PLAIN_SPEC_ID:
             raise InputError(
-                f"corpus entry {entry.id} is a spec-free check's ({entry.scenario_id}): there is no spec to write a regression test against",
-                fix=f"the check that found it replays it first on every run; `agentprop corpus show {entry.id}` prints its messages",
+                f"corpus entry {entry.id} is a spec-free check's ({entry.scenario_id}): there is "
+                "no spec to write a regression test against",
+                fix="the check that found it replays it first on every run; `agentprop corpus "
+                f"show {entry.id}` prints its messages",
             )
         code = pytest_regression(entry, spec_path=corpus.spec_location(entry), test_file=args.out)
         if args.out:
@@ -147,7 +190,8 @@ def command(args: argparse.Namespace, out: TextIO, stdin: TextIO | None = None) 
         if not interactive:
             raise InputError(
                 f"agentprop corpus clear would delete {len(entries)} entries in {root}",
-                fix="pass --yes to delete them (it never asks when CI is set or input is not a terminal)",
+                fix="pass --yes to delete them (it never asks when CI is set or "
+                "input is not a terminal)",
             )
         print(f"delete {len(entries)} entries in {root}? [y/N] ", end="", file=out, flush=True)
         if stdin.readline().strip().lower() not in ("y", "yes"):
@@ -189,9 +233,14 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO, stdin: 
     projects: dict[str, Project | str] = {}
     unsure: list[tuple[CorpusEntry, str]] = []
     for entry in corpus.entries():
-        if entry.spec_id == PLAIN_SPEC_ID:  # no spec to prune against: its own check replays and retires it
+        # no spec to prune against: its own check replays and retires it
+        if entry.spec_id == PLAIN_SPEC_ID:
             kept += 1
-            print(f"kept {entry.id}: a spec-free check's entry ({entry.scenario_id}); the check replays it first and retires it", file=out)
+            print(
+                f"kept {entry.id}: a spec-free check's entry ({entry.scenario_id}); the check "
+                "replays it first and retires it",
+                file=out,
+            )
             continue
         where = corpus.spec_location(entry)
         spec_path = str(where) if where is not None else ""
@@ -204,7 +253,9 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO, stdin: 
                 try:
                     projects[spec_path] = load_project(where)
                 except AgentPropError as exc:
-                    projects[spec_path] = f"its spec {where} does not load ({str(exc).splitlines()[0]})"
+                    projects[spec_path] = (
+                        f"its spec {where} does not load ({str(exc).splitlines()[0]})"
+                    )
         project = projects[spec_path]
         gone = None
         if isinstance(project, str):
@@ -212,7 +263,9 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO, stdin: 
             continue
         if project.spec.spec_id != entry.spec_id:
             gone = f"{spec_path} is now spec {project.spec.spec_id}, not {entry.spec_id}"
-        elif entry.scenario_id.split("/")[0] not in {s.id.split("/")[0] for s in project.scenarios()}:
+        elif entry.scenario_id.split("/")[0] not in {
+            s.id.split("/")[0] for s in project.scenarios()
+        }:
             gone = f"case {entry.scenario_id} is no longer in {entry.spec_id}"
         if gone is not None:
             corpus.remove(entry)
@@ -225,16 +278,33 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO, stdin: 
         kind = entry.agent_ref.split(":", 1)[0]
         if kind in MODEL_AGENTS:
             kept += 1
-            print(f"kept {entry.id}: not replayed (a model agent; `agentprop run --agent {kind} ...` replays and retires it)", file=out)
+            print(
+                f"kept {entry.id}: not replayed (a model agent; `agentprop run --agent {kind} "
+                "...` replays and retires it)",
+                file=out,
+            )
             continue
         try:
             agent = load_agent(entry.agent_ref, project.base_dir, entry.agent_faults)
         except AgentPropError as exc:
             kept += 1
-            print(f"kept {entry.id}: not replayed, its agent {entry.agent_ref} does not load ({str(exc).splitlines()[0]})", file=out)
+            print(
+                f"kept {entry.id}: not replayed, its agent {entry.agent_ref} does not load "
+                f"({str(exc).splitlines()[0]})",
+                file=out,
+            )
             continue
         oracle = OracleSettings.for_spec(project.spec)
-        result = run_sync(decide_scenario(project, entry.scenario, agent, settings=oracle, seed=args.seed, name=f"corpus {entry.id}"))
+        result = run_sync(
+            decide_scenario(
+                project,
+                entry.scenario,
+                agent,
+                settings=oracle,
+                seed=args.seed,
+                name=f"corpus {entry.id}",
+            )
+        )
         verdict, message = judge_replay(entry, result, confidence=oracle.confidence)
         if verdict == "retired":
             corpus.retire(entry, message)
@@ -247,7 +317,12 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO, stdin: 
             print(f"{entry.id}: {why}", file=out)
         remove = args.yes
         if not remove and _interactive(stdin):
-            print(f"remove these {len(unsure)} entries (if the spec moved, answer no)? [y/N] ", end="", file=out, flush=True)
+            print(
+                f"remove these {len(unsure)} entries (if the spec moved, answer no)? [y/N] ",
+                end="",
+                file=out,
+                flush=True,
+            )
             remove = stdin.readline().strip().lower() in ("y", "yes")
         for entry, why in unsure:
             if remove:
@@ -258,10 +333,13 @@ def _corpus_prune(corpus: Corpus, args: argparse.Namespace, out: TextIO, stdin: 
                 kept += 1
         if not remove:
             print(
-                f"kept {len(unsure)} entries whose spec was not found or did not load: a wrong directory or a moved project "
-                "is not a deleted spec; fix the path (run from the project, or --spec), or pass --yes to remove them",
+                f"kept {len(unsure)} entries whose spec was not found or did not load: a wrong "
+                "directory or a moved project is not a deleted spec; fix the path (run from the "
+                "project, or --spec), or pass --yes to remove them",
                 file=out,
             )
     _print_damaged(corpus, out)
-    print(f"pruned {corpus.describe()}: {removed} removed, {retired} retired, {kept} kept", file=out)
+    print(
+        f"pruned {corpus.describe()}: {removed} removed, {retired} retired, {kept} kept", file=out
+    )
     return EXIT_OK

@@ -19,30 +19,46 @@ from agentprop._cli.options import BINDINGS_HELP, SPEC_HELP
 if TYPE_CHECKING:
     from agentprop._pipeline.import_cases import Written
 
-FORMATS = ("auto", "openai-chat", "openai-responses", "anthropic-messages", "otel", "langsmith", "phoenix")
+FORMATS = (
+    "auto",
+    "openai-chat",
+    "openai-responses",
+    "anthropic-messages",
+    "otel",
+    "langsmith",
+    "phoenix",
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp = sub.add_parser(
-        "import", help="judge production traces (OpenAI / Anthropic logs, OTel GenAI spans, LangSmith runs, Phoenix spans) by the spec's contracts"
+        "import",
+        help="judge production traces (OpenAI / Anthropic logs, OTel GenAI spans, LangSmith runs, "
+        "Phoenix spans) by the spec's contracts",
     )
     imp.add_argument("spec", metavar="PROJECT", help=SPEC_HELP)
     imp.add_argument(
-        "log", metavar="LOG", help="the log or export: JSONL of logged calls {request, response}, OTLP JSON, LangSmith runs or Phoenix spans"
+        "log",
+        metavar="LOG",
+        help="the log or export: JSONL of logged calls {request, response}, OTLP JSON, LangSmith "
+        "runs or Phoenix spans",
     )
     imp.add_argument(
         "--format",
         choices=FORMATS,
         default="auto",
-        help="the log's format: openai-chat (Chat Completions calls), openai-responses (Responses API calls), anthropic-messages (Messages API calls), "
-        "otel (OTLP JSON GenAI spans or events), langsmith (LangSmith runs), phoenix (Phoenix / OpenInference spans), or auto (default: told from the head of the file)",
+        help="the log's format: openai-chat (Chat Completions calls), openai-responses (Responses "
+        "API calls), anthropic-messages (Messages API calls), otel (OTLP JSON GenAI spans or "
+        "events), langsmith (LangSmith runs), phoenix (Phoenix / OpenInference spans), or auto "
+        "(default: told from the head of the file)",
     )
     imp.add_argument("--bindings", help=BINDINGS_HELP)
     imp.add_argument(
         "--to-cases",
         action="store_true",
-        help="write one case per distinct behaviour (the user's turns as its conversation, the recorded tool outputs as its world) "
-        "to .agentprop/cases beside the bindings, where `agentprop run` picks them up",
+        help="write one case per distinct behaviour (the user's turns as its conversation, the "
+        "recorded tool outputs as its world) to .agentprop/cases beside the bindings, where "
+        "`agentprop run` picks them up",
     )
     imp.add_argument(
         "--to-corpus",
@@ -50,7 +66,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         const="",
         default=None,
         metavar="DIR",
-        help="write one corpus entry per behaviour that broke a contract (default corpus: .agentprop/corpus beside the bindings), replayed first by `agentprop run`",
+        help="write one corpus entry per behaviour that broke a contract (default corpus: "
+        ".agentprop/corpus beside the bindings), replayed first by `agentprop run`",
     )
     imp.set_defaults(handler=command)
 
@@ -78,7 +95,11 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
             print(f"\rjudged {n}/{len(traces)} trace(s)", end="", file=sys.stderr, flush=True)
     print("", file=sys.stderr)
     summary = summarise(judged)
-    print(f"imported {args.log} ({fmt}) for {project.spec.spec_id} in {time.perf_counter() - started:.1f}s", file=out)
+    print(
+        f"imported {args.log} ({fmt}) for {project.spec.spec_id} in "
+        f"{time.perf_counter() - started:.1f}s",
+        file=out,
+    )
     for line in summary.lines():
         print(line, file=out)
     if args.to_cases:
@@ -90,12 +111,16 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         from agentprop._pipeline.import_cases import to_corpus
 
         where = Path(args.to_corpus) if args.to_corpus else default_corpus_dir(project)
-        _print_written("corpus entries", to_corpus(project, summary, args.log, Corpus(where)), where, out)
+        _print_written(
+            "corpus entries", to_corpus(project, summary, args.log, Corpus(where)), where, out
+        )
     return EXIT_OK if summary.passed == summary.traces else 1
 
 
 def _print_written(what: str, written: Written, where: Path, out: TextIO) -> None:
-    print(f"{what}: {len(written.new)} new, {len(written.kept)} already there, in {where}", file=out)
+    print(
+        f"{what}: {len(written.new)} new, {len(written.kept)} already there, in {where}", file=out
+    )
     for name in written.new:
         print(f"  + {name}", file=out)
     for reason in written.skipped:

@@ -25,37 +25,101 @@ _PROVIDERS = ("anthropic", "openai", "openai-responses")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    judge = sub.add_parser("judge", help="model judges: measure a judge's error against human labels")
+    judge = sub.add_parser(
+        "judge", help="model judges: measure a judge's error against human labels"
+    )
     judge.set_defaults(handler=command)
     actions = judge.add_subparsers(dest="judge_action", metavar="ACTION")
-    cal = actions.add_parser("calibrate", help="run the judge on labelled transcripts; report and store its sensitivity, specificity, kappa")
+    cal = actions.add_parser(
+        "calibrate",
+        help="run the judge on labelled transcripts; report and store its "
+        "sensitivity, specificity, kappa",
+    )
     cal.add_argument(
-        "rubric", help="rubric file: YAML with `text:` (and `name:`, `criteria:`), or plain text; with --spec, a rubric's clause (policies.ID)"
+        "rubric",
+        help="rubric file: YAML with `text:` (and `name:`, `criteria:`), or plain text; with "
+        "--spec, a rubric's clause (policies.ID)",
     )
     cal.add_argument(
         "--spec",
         metavar="SPEC_DIR",
-        help="take the rubric from this spec's test_guidance and store the calibration where its bindings' judge: finds it",
+        help="take the rubric from this spec's test_guidance and store the calibration where its "
+        "bindings' judge: finds it",
     )
-    cal.add_argument("--bindings", help="with --spec: the bindings file (default: agentprop.yaml next to the spec)")
-    cal.add_argument("labels", help='JSONL, one labelled example a line: {"transcript": "...", "label": "pass"} (or "trace": a trace\'s JSON)')
-    cal.add_argument("--model", help="the judge model, e.g. claude-haiku-4-5 or gpt-4.1-mini (default with --spec: the bindings' judge: model)")
-    cal.add_argument("--provider", choices=_PROVIDERS, help="the judge model's API (default: the bindings', else anthropic)")
-    cal.add_argument("--base-url", metavar="URL", help="API endpoint (default: the provider's; a local endpoint needs no key)")
     cal.add_argument(
-        "--samples", type=int, help="answers asked per transcript; 2 or more also measures self-disagreement (default: the bindings', else 1)"
+        "--bindings",
+        help="with --spec: the bindings file (default: agentprop.yaml next to the spec)",
     )
-    cal.add_argument("--tau", type=float, default=0.9, help="the tolerated pass rate the judge must gate at (default 0.9: 0.95 vs 0.80)")
-    cal.add_argument("--min-labels", type=int, help="labels a judge needs before it may gate (default: the bindings', else 50)")
-    cal.add_argument("--max-tokens", type=int, default=300, help="most output tokens per judge call (default 300)")
     cal.add_argument(
-        "--store", metavar="DIR", help="where calibrations are kept (default: the bindings' calibrations directory, else .agentprop/judges)"
+        "labels",
+        help='JSONL, one labelled example a line: {"transcript": "...", "label": "pass"} (or '
+        '"trace": a trace\'s JSON)',
     )
-    cal.add_argument("--cache", metavar="PATH", help="API cache file (default .agentprop/api-cache.sqlite; `none` for no cache)")
-    cal.add_argument("--cache-mode", choices=CACHE_MODES, help="default: replay-only when CI is set, else read-write")
-    cal.add_argument("--max-usd", type=float, help="stop sending judge calls once this many dollars are spent")
-    cal.add_argument("--prices", metavar="FILE", help="JSON price table added to agentprop's, for a model it does not price")
-    cal.add_argument("--json", dest="json_path", metavar="PATH", help="also write the calibration as JSON here")
+    cal.add_argument(
+        "--model",
+        help="the judge model, e.g. claude-haiku-4-5 or gpt-4.1-mini (default with --spec: the "
+        "bindings' judge: model)",
+    )
+    cal.add_argument(
+        "--provider",
+        choices=_PROVIDERS,
+        help="the judge model's API (default: the bindings', else anthropic)",
+    )
+    cal.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="API endpoint (default: the provider's; a local endpoint needs no key)",
+    )
+    cal.add_argument(
+        "--samples",
+        type=int,
+        help="answers asked per transcript; 2 or more also measures self-disagreement (default: "
+        "the bindings', else 1)",
+    )
+    cal.add_argument(
+        "--tau",
+        type=float,
+        default=0.9,
+        help="the tolerated pass rate the judge must gate at (default 0.9: 0.95 vs 0.80)",
+    )
+    cal.add_argument(
+        "--min-labels",
+        type=int,
+        help="labels a judge needs before it may gate (default: the bindings', else 50)",
+    )
+    cal.add_argument(
+        "--max-tokens",
+        type=int,
+        default=300,
+        help="most output tokens per judge call (default 300)",
+    )
+    cal.add_argument(
+        "--store",
+        metavar="DIR",
+        help="where calibrations are kept (default: the bindings' calibrations directory, "
+        "else .agentprop/judges)",
+    )
+    cal.add_argument(
+        "--cache",
+        metavar="PATH",
+        help="API cache file (default .agentprop/api-cache.sqlite; `none` for no cache)",
+    )
+    cal.add_argument(
+        "--cache-mode",
+        choices=CACHE_MODES,
+        help="default: replay-only when CI is set, else read-write",
+    )
+    cal.add_argument(
+        "--max-usd", type=float, help="stop sending judge calls once this many dollars are spent"
+    )
+    cal.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="JSON price table added to agentprop's, for a model it does not price",
+    )
+    cal.add_argument(
+        "--json", dest="json_path", metavar="PATH", help="also write the calibration as JSON here"
+    )
 
 
 def command(args: argparse.Namespace, out: TextIO) -> int:
@@ -65,7 +129,9 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.judge_action != "calibrate":
         raise InputError(
-            "agentprop judge needs an action", expected="agentprop judge calibrate RUBRIC LABELS.jsonl --model MODEL", fix="add `calibrate`"
+            "agentprop judge needs an action",
+            expected="agentprop judge calibrate RUBRIC LABELS.jsonl --model MODEL",
+            fix="add `calibrate`",
         )
     rubric, binding, store_dir = _rubric_and_binding(args)
     model = args.model or (binding.model if binding is not None else None)
@@ -77,18 +143,36 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         )
     provider = args.provider or (binding.provider if binding is not None else "anthropic")
     base_url = args.base_url or (binding.base_url if binding is not None else None)
-    args.samples = args.samples if args.samples is not None else (binding.samples if binding is not None else 1)
-    args.min_labels = args.min_labels if args.min_labels is not None else (binding.min_labels if binding is not None else 50)
+    args.samples = (
+        args.samples
+        if args.samples is not None
+        else (binding.samples if binding is not None else 1)
+    )
+    args.min_labels = (
+        args.min_labels
+        if args.min_labels is not None
+        else (binding.min_labels if binding is not None else 50)
+    )
     if args.samples < 1:
-        raise InputError(f"--samples {args.samples} is below 1", fix="ask at least once per transcript: --samples 1 (3 to measure self-disagreement)")
+        raise InputError(
+            f"--samples {args.samples} is below 1",
+            fix="ask at least once per transcript: --samples 1 (3 to measure self-disagreement)",
+        )
     if args.min_labels < 1:
-        raise InputError(f"--min-labels {args.min_labels} is below 1", fix="use the default 50, or the number of labels your reviewers require")
+        raise InputError(
+            f"--min-labels {args.min_labels} is below 1",
+            fix="use the default 50, or the number of labels your reviewers require",
+        )
     examples = load_labels(args.labels)
     prices = load_prices(args.prices) if args.prices else None
     budget = Budget(max_usd=args.max_usd, prices=prices)
     if args.max_usd is not None:
         budget.check_priced(model)
-    cache: Path | bool = False if (args.cache or "").lower() == "none" else Path(args.cache or DEFAULT_API_CACHE_PATH)
+    cache: Path | bool = (
+        False
+        if (args.cache or "").lower() == "none"
+        else Path(args.cache or DEFAULT_API_CACHE_PATH)
+    )
     store = CalibrationStore(store_dir)
     judge = ModelJudge.for_model(
         rubric,
@@ -108,7 +192,11 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     judge.calibration = calibration
     print(calibration.summary(), file=out)
     stats = judge.client.stats()
-    print(f"judge calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, {stats['live_calls']} to the API)", file=out)
+    print(
+        f"judge calls: {stats['model_calls']} ({stats['cache_hits']} from the cache, "
+        f"{stats['live_calls']} to the API)",
+        file=out,
+    )
     print(f"stored: {path}", file=out)
     reason = judge.why_not_gating()
     if reason is None:
@@ -116,14 +204,22 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         hypotheses = calibration.hypotheses(p0, p1) if 0.0 < p1 < p0 < 1.0 else None
         if hypotheses is None:
             print(
-                f"gates: no -- at tau {args.tau:g} ({p0:g} vs {p1:g}) this judge cannot tell a good agent from a bad one; it reports only", file=out
+                f"gates: no -- at tau {args.tau:g} ({p0:g} vs {p1:g}) this judge cannot tell a "
+                "good agent from a bad one; it reports only",
+                file=out,
             )
         else:
-            print(f"gates: yes -- at tau {args.tau:g} the oracle tests the judge's pass rate {hypotheses[0]:.3f} vs {hypotheses[1]:.3f}", file=out)
+            print(
+                f"gates: yes -- at tau {args.tau:g} the oracle tests the judge's pass rate "
+                f"{hypotheses[0]:.3f} vs {hypotheses[1]:.3f}",
+                file=out,
+            )
     else:
         print(f"gates: no -- {reason}; it reports only", file=out)
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps(calibration.model_dump(), indent=2) + "\n", encoding="utf-8")
+        Path(args.json_path).write_text(
+            json.dumps(calibration.model_dump(), indent=2) + "\n", encoding="utf-8"
+        )
     return EXIT_OK
 
 
@@ -134,7 +230,11 @@ def _rubric_and_binding(args: argparse.Namespace) -> tuple[Rubric, JudgeBinding 
     from agentprop._judge.judges import Rubric, spec_rubrics
 
     if args.spec is None:
-        return Rubric.from_file(args.rubric), None, Path(args.store or Path(".agentprop") / "judges")
+        return (
+            Rubric.from_file(args.rubric),
+            None,
+            Path(args.store or Path(".agentprop") / "judges"),
+        )
     project = load_project(args.spec, bindings=args.bindings)
     found = {r.rubric.name: r.rubric for r in spec_rubrics(project.spec)}
     if args.rubric not in found:
@@ -144,5 +244,13 @@ def _rubric_and_binding(args: argparse.Namespace) -> tuple[Rubric, JudgeBinding 
             fix="name a rubric by its clause, e.g. policies.ID or decision_tree.NODE",
         )
     binding = project.bindings.judge
-    calibrations = binding.calibrations if binding is not None and binding.calibrations else str(Path(".agentprop") / "judges")
-    return found[args.rubric], binding, Path(args.store) if args.store else project.bindings.base_dir / calibrations
+    calibrations = (
+        binding.calibrations
+        if binding is not None and binding.calibrations
+        else str(Path(".agentprop") / "judges")
+    )
+    return (
+        found[args.rubric],
+        binding,
+        Path(args.store) if args.store else project.bindings.base_dir / calibrations,
+    )

@@ -1,4 +1,5 @@
-"""``agentprop lint``: a spec's (and its bindings') inconsistencies, each with file, line and fix."""
+"""``agentprop lint``: a spec's (and its bindings') inconsistencies, each with
+file, line and fix."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     lint = sub.add_parser("lint", help="check a spec (and its bindings) and list inconsistencies")
     lint.add_argument("spec", help="spec file, or a directory with spec.yaml")
     lint.add_argument("--bindings", help=BINDINGS_HELP)
-    lint.add_argument("--json", dest="json_path", help="also write the findings as JSON to this file")
+    lint.add_argument(
+        "--json", dest="json_path", help="also write the findings as JSON to this file"
+    )
     lint.set_defaults(handler=command)
 
 
@@ -40,8 +43,14 @@ def _path_findings(project: Project, src: YamlSource) -> list[LintFinding]:
         out.append(
             LintFinding(
                 code=pr.code,
-                severity="info" if pr.code == "P003" else "error" if pr.code == "P005" else "warning",
-                message=f"{pr.label} {pr.path_id}" + (f" ({where})" if where else "") + f": {pr.reason}",
+                severity="info"
+                if pr.code == "P003"
+                else "error"
+                if pr.code == "P005"
+                else "warning",
+                message=f"{pr.label} {pr.path_id}"
+                + (f" ({where})" if where else "")
+                + f": {pr.reason}",
                 file=str(loc.path if loc is not None and loc.path else project.spec_path),
                 line=loc.line if loc is not None else None,
                 column=loc.column if loc is not None else None,
@@ -59,8 +68,13 @@ def _too_big(project: Project, exc: AgentPropError) -> str:
     n, complete = count_paths(project.spec, limit=COUNT_UP_TO)
     count = f"{n:,} loop-free paths" if complete else f"more than {n:,} loop-free paths"
     first, *rest = str(exc).splitlines()
-    fix = next((line.strip()[len("fix: ") :] for line in rest if line.strip().startswith("fix: ")), "")
-    return f"{project.spec_path}: error P004: the decision tree has {count}; {first.split(': ', 1)[-1]}" + (f"\n  fix: {fix}" if fix else "")
+    fix = next(
+        (line.strip()[len("fix: ") :] for line in rest if line.strip().startswith("fix: ")), ""
+    )
+    return (
+        f"{project.spec_path}: error P004: the decision tree has {count}; "
+        f"{first.split(': ', 1)[-1]}" + (f"\n  fix: {fix}" if fix else "")
+    )
 
 
 COUNT_UP_TO = 1_000_000
@@ -99,7 +113,11 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         mapped = {k.split("<-", 1)[0] for k in project.bindings.outcomes}
         kept = []
         for f in findings:
-            leaf = next((w for w in f.message.split() if w in mapped), None) if f.code in ("L003", "L012") else None
+            leaf = (
+                next((w for w in f.message.split() if w in mapped), None)
+                if f.code in ("L003", "L012")
+                else None
+            )
             if leaf is not None and f.severity != "error":
                 resolved.append(leaf)
             else:
@@ -109,37 +127,65 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
         # a path over the call limit that the bindings' paths report (P001, with the calls) is
         # not reported again by the spec-only check (L016)
         reported = {pr.path_id for pr in project.path_problems}
-        findings = [f for f in findings if not (f.code == "L016" and f.message.split(" ", 2)[1] in reported)]
+        findings = [
+            f for f in findings if not (f.code == "L016" and f.message.split(" ", 2)[1] in reported)
+        ]
     for f in findings:
         print(f.render(), file=out)
     if resolved:
-        print(f"(decisions of {', '.join(sorted(set(resolved)))} are given by `outcomes:` in {bindings_path})", file=out)
+        print(
+            f"(decisions of {', '.join(sorted(set(resolved)))} are given by "
+            f"`outcomes:` in {bindings_path})",
+            file=out,
+        )
     for w in warnings:
         print(f"{bindings_path}: warning B001: {w}", file=out)
     path_findings = _path_findings(project, source) if project is not None and problems else []
     for f in path_findings:
         print(f.render(), file=out)
-    downgrades = binding_findings(project.bindings, project.spec) if project is not None and project.bindings.path is not None and not too_big else []
+    downgrades = (
+        binding_findings(project.bindings, project.spec)
+        if project is not None and project.bindings.path is not None and not too_big
+        else []
+    )
     for f in downgrades:
         print(f.render(), file=out)
     if project is not None and project.bindings.path is None:
         names = condition_variables(project.spec)
         print(
-            f"note: no bindings file (agentprop.yaml) next to the spec; to test it, bind these condition "
-            f"variables: {', '.join(names)} (see docs/reference.md#bindings)",
+            "note: no bindings file (agentprop.yaml) next to the spec; to test it, bind these "
+            f"condition variables: {', '.join(names)} (see docs/reference.md#bindings)",
             file=out,
         )
     from agentprop._pipeline.init_project import stub_findings
 
-    stubs = stub_findings(resolve_spec_path(args.spec), project.bindings.path if project is not None else None)
+    stubs = stub_findings(
+        resolve_spec_path(args.spec), project.bindings.path if project is not None else None
+    )
     for f in stubs:
         print(f.render(), file=out)
     for line in too_big:
         print(line, file=out)
-    errors = sum(f.severity == "error" for f in findings) + len(too_big) + sum(f.severity == "error" for f in path_findings)
-    warns = sum(f.severity == "warning" for f in findings) + len(warnings) + sum(f.severity == "warning" for f in path_findings) + len(stubs)
-    infos = sum(f.severity == "info" for f in findings) + sum(f.severity == "info" for f in path_findings) + len(downgrades)
-    print(f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} info", file=out)
+    errors = (
+        sum(f.severity == "error" for f in findings)
+        + len(too_big)
+        + sum(f.severity == "error" for f in path_findings)
+    )
+    warns = (
+        sum(f.severity == "warning" for f in findings)
+        + len(warnings)
+        + sum(f.severity == "warning" for f in path_findings)
+        + len(stubs)
+    )
+    infos = (
+        sum(f.severity == "info" for f in findings)
+        + sum(f.severity == "info" for f in path_findings)
+        + len(downgrades)
+    )
+    print(
+        f"{resolve_spec_path(args.spec)}: {errors} error(s), {warns} warning(s), {infos} info",
+        file=out,
+    )
     if args.json_path:
         Path(args.json_path).write_text(
             json.dumps(

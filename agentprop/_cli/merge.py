@@ -1,5 +1,5 @@
-"""``agentprop merge DIR…``: the report of a sharded run, made from its N shards' records and reports
-(:mod:`agentprop._pipeline.merge_report`); it exits as the unsharded run would."""
+"""``agentprop merge DIR…``: the report of a sharded run, made from its N shards' records and
+reports (:mod:`agentprop._pipeline.merge_report`); it exits as the unsharded run would."""
 
 from __future__ import annotations
 
@@ -8,26 +8,52 @@ import json
 from collections.abc import Callable
 from typing import TextIO
 
-from agentprop._cli.common import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, write_output, write_report_outputs
+from agentprop._cli.common import (
+    EXIT_FAIL,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    EXIT_USAGE,
+    write_output,
+    write_report_outputs,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     merge = sub.add_parser(
         "merge",
-        help="merge the shards of one run (run --shard i/N --records DIR) into the run's report, deciding every case again from its trials",
+        help="merge the shards of one run (run --shard i/N --records DIR) into the run's report, "
+        "deciding every case again from its trials",
     )
-    merge.add_argument("records", nargs="+", metavar="RECORDS_DIR", help="the --records directory of each shard (all N of them)")
-    merge.add_argument("--json", dest="json_path", metavar="PATH", help="write the merged report (schema agentprop.run/1) to PATH")
-    merge.add_argument("--html", dest="html_path", metavar="PATH", help="write the HTML report to PATH")
+    merge.add_argument(
+        "records",
+        nargs="+",
+        metavar="RECORDS_DIR",
+        help="the --records directory of each shard (all N of them)",
+    )
+    merge.add_argument(
+        "--json",
+        dest="json_path",
+        metavar="PATH",
+        help="write the merged report (schema agentprop.run/1) to PATH",
+    )
+    merge.add_argument(
+        "--html", dest="html_path", metavar="PATH", help="write the HTML report to PATH"
+    )
     merge.add_argument("--junit", dest="junit_path", metavar="PATH", help="write JUnit XML to PATH")
-    merge.add_argument("--markdown", dest="markdown_path", metavar="PATH", help="write a Markdown summary to PATH")
+    merge.add_argument(
+        "--markdown", dest="markdown_path", metavar="PATH", help="write a Markdown summary to PATH"
+    )
     merge.add_argument(
         "--records-only",
         action="store_true",
-        help="decide every decision again from the trial lines alone and write the per-decision table (agentprop.merged/1): "
-        "for shards that did not finish, whose reports are missing",
+        help="decide every decision again from the trial lines alone and write the per-decision "
+        "table (agentprop.merged/1): for shards that did not finish, whose reports are missing",
     )
-    merge.add_argument("--spec", metavar="SPEC", help="the spec the shards ran (default: where the shards loaded it)")
+    merge.add_argument(
+        "--spec",
+        metavar="SPEC",
+        help="the spec the shards ran (default: where the shards loaded it)",
+    )
     merge.add_argument("--bindings", metavar="PATH", help="its bindings (default: the shards')")
     merge.set_defaults(handler=command)
 
@@ -42,9 +68,10 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     merged = merge_reports(args.records, spec=args.spec, bindings=args.bindings)
     report, run, info = merged.report, merged.run, merged.report.metrics.extra["merge"]
     print(
-        f"merged {run.info.count} shard(s) of one run (seed {run.info.seed}, settings {run.info.settings_digest}): "
-        f"{len(report.cases)} cases, {info['cases_decided_again']} decided again from {run.trials} trial lines "
-        f"({info['cases_from_reports']} with no decision in their records to make again taken from the shards' reports)",
+        f"merged {run.info.count} shard(s) of one run (seed {run.info.seed}, settings "
+        f"{run.info.settings_digest}): {len(report.cases)} cases, {info['cases_decided_again']} "
+        f"decided again from {run.trials} trial lines ({info['cases_from_reports']} with no "
+        "decision in their records to make again taken from the shards' reports)",
         file=out,
     )
     print(render_table(report), file=out)
@@ -56,11 +83,21 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     if report.metrics.passed + report.metrics.not_applicable != report.metrics.cases:
         return EXIT_FAIL
     if merged.not_recomputed:
-        print(f"INCOMPLETE: not in the merged report: {'; '.join(merged.not_recomputed)} (the shards did not measure it)", file=out)
+        print(
+            f"INCOMPLETE: not in the merged report: {'; '.join(merged.not_recomputed)} (the "
+            "shards did not measure it)",
+            file=out,
+        )
         return EXIT_INCOMPLETE
     branches = report.metrics.extra["coverage"]["branches"]
-    if not merged.case_filter and (not branches["met"] or report.metrics.extra["coverage"].get("untested")):
-        print("INCOMPLETE: every case passed, but the spec was not covered (listed under 'not tested')", file=out)
+    if not merged.case_filter and (
+        not branches["met"] or report.metrics.extra["coverage"].get("untested")
+    ):
+        print(
+            "INCOMPLETE: every case passed, but the spec was not covered "
+            "(listed under 'not tested')",
+            file=out,
+        )
         return EXIT_INCOMPLETE
     return EXIT_OK
 
@@ -73,17 +110,25 @@ def _records_only(args: argparse.Namespace, out: TextIO) -> int:
     if args.html_path:
         from agentprop.errors import InputError
 
-        raise InputError("--html renders the merged run report, which --records-only does not make", fix="drop --records-only or --html")
+        raise InputError(
+            "--html renders the merged run report, which --records-only does not make",
+            fix="drop --records-only or --html",
+        )
     run = merge_shards(args.records, complete=False)
     counts = ", ".join(f"{n} {v}" for v, n in sorted(run.verdicts().items()))
     print(
-        f"merged the records of {len(run.directories)} of {run.info.count} shard(s) of one run (seed {run.info.seed}): "
-        f"{len(run.cases)} decided names ({counts or 'none'}) from {run.decisions} decisions and {run.trials} trial lines, each decided again",
+        f"merged the records of {len(run.directories)} of {run.info.count} shard(s) of one run "
+        f"(seed {run.info.seed}): {len(run.cases)} decided names ({counts or 'none'}) from "
+        f"{run.decisions} decisions and {run.trials} trial lines, each decided again",
         file=out,
     )
     missing = [i for i in range(1, run.info.count + 1) if i not in run.directories]
     if missing:
-        print(f"INCOMPLETE: shard(s) {', '.join(f'{i}/{run.info.count}' for i in missing)} not given: their cases are not in this table", file=out)
+        print(
+            f"INCOMPLETE: shard(s) {', '.join(f'{i}/{run.info.count}' for i in missing)} not "
+            "given: their cases are not in this table",
+            file=out,
+        )
     failed = False
     renders: list[tuple[str, Callable[[], str], str]] = [
         ("json", lambda: json.dumps(run.to_json(), indent=2) + "\n", "merged decisions"),

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rep = sub.add_parser(
         "report",
-        help="render a JSON report (run/tdad --json, snapshot check --json) as HTML, JUnit XML or Markdown",
+        help="render a JSON report (run/tdad --json, snapshot check --json) as HTML, "
+        "JUnit XML or Markdown",
         parents=[report_outputs_parent()],
     )
     rep.add_argument("json_file", metavar="REPORT.json", help="a report written by --json")
@@ -40,23 +41,33 @@ def load_report_file(path: str) -> RunReport | SnapshotCheckReport:
 
     file = Path(path)
     if not file.is_file():
-        raise InputError(f"no such report file: {path}", fix="give the file `agentprop run SPEC --json PATH` wrote")
+        raise InputError(
+            f"no such report file: {path}",
+            fix="give the file `agentprop run SPEC --json PATH` wrote",
+        )
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(
             f"not JSON: {exc}",
-            location=SourceLocation(file, getattr(exc, "lineno", None), getattr(exc, "colno", None)),
+            location=SourceLocation(
+                file, getattr(exc, "lineno", None), getattr(exc, "colno", None)
+            ),
             fix="give the file `agentprop run SPEC --json PATH` wrote, unchanged",
         ) from None
     schema = data.get("schema") if isinstance(data, dict) else None
-    models: dict[str, type[RunReport | SnapshotCheckReport]] = {SCHEMA_ID: RunReport, SNAPSHOT_CHECK_SCHEMA_ID: SnapshotCheckReport}
+    models: dict[str, type[RunReport | SnapshotCheckReport]] = {
+        SCHEMA_ID: RunReport,
+        SNAPSHOT_CHECK_SCHEMA_ID: SnapshotCheckReport,
+    }
     if schema not in models:
         raise InputError(
             f"not an agentprop report: its schema is {schema!r}",
             location=SourceLocation(file),
-            expected=f'"schema": {SCHEMA_ID!r} (agentprop run/tdad --json) or {SNAPSHOT_CHECK_SCHEMA_ID!r} (agentprop snapshot check --json)',
-            fix="render a report this agentprop writes (a newer agentprop may write a newer schema: upgrade)",
+            expected=f'"schema": {SCHEMA_ID!r} (agentprop run/tdad --json) or '
+            f"{SNAPSHOT_CHECK_SCHEMA_ID!r} (agentprop snapshot check --json)",
+            fix="render a report this agentprop writes (a newer agentprop may write a "
+            "newer schema: upgrade)",
         )
     try:
         return models[schema].model_validate(data)
@@ -64,9 +75,11 @@ def load_report_file(path: str) -> RunReport | SnapshotCheckReport:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise InputError(
-            f"not a valid {schema} report: {where}: {first['msg']} ({exc.error_count()} problem(s))",
+            f"not a valid {schema} report: {where}: {first['msg']} "
+            f"({exc.error_count()} problem(s))",
             location=SourceLocation(file),
-            fix="give the file agentprop wrote, unchanged; docs/report-schema.md describes every field",
+            fix="give the file agentprop wrote, unchanged; docs/report-schema.md "
+            "describes every field",
         ) from None
 
 

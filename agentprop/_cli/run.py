@@ -60,97 +60,127 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run = sub.add_parser(
         "run",
         help="run an agent over the spec's cases and decide each case",
-        parents=[agent_parent(), selection_parent(), profile_parent(), suite_parent(), budget_parent(), model_parent(), report_outputs_parent()],
+        parents=[
+            agent_parent(),
+            selection_parent(),
+            profile_parent(),
+            suite_parent(),
+            budget_parent(),
+            model_parent(),
+            report_outputs_parent(),
+        ],
     )
     run.add_argument("spec", help=SPEC_HELP)
     run.add_argument(
         "--mode",
         choices=["sprt", "zero-failure", "fixed"],
-        help="how each case is decided (default: sprt; zero-failure for high-risk specs and safety cases)",
+        help="how each case is decided (default: sprt; zero-failure for high-risk "
+        "specs and safety cases)",
     )
-    run.add_argument("--tau", type=float, help="required pass rate (default: the spec's min_pass_rate)")
-    run.add_argument("--runs", type=int, help="runs of fixed or zero-failure mode (alone, selects fixed mode)")
     run.add_argument(
-        "--max-runs-per-case", type=int, metavar="N", help="truncate each case's sequential test after N runs (default 100; undecided means UNSTABLE)"
+        "--tau", type=float, help="required pass rate (default: the spec's min_pass_rate)"
+    )
+    run.add_argument(
+        "--runs", type=int, help="runs of fixed or zero-failure mode (alone, selects fixed mode)"
+    )
+    run.add_argument(
+        "--max-runs-per-case",
+        type=int,
+        metavar="N",
+        help="truncate each case's sequential test after N runs (default 100; "
+        "undecided means UNSTABLE)",
     )
     run.add_argument(
         "--shrink-budget",
         type=int,
         default=200,
         metavar="RUNS",
-        help="runs the shrinker may spend on each bug, a judge call counting as a run (default 200; 0 turns shrinking off)",
+        help="runs the shrinker may spend on each bug, a judge call counting as a run (default "
+        "200; 0 turns shrinking off)",
     )
     run.add_argument(
         "--corpus",
         default=None,
         metavar="DIR",
-        help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus beside the bindings; 'none' to turn off)",
+        help="where shrunk reproducers are kept and replayed first (default .agentprop/corpus "
+        "beside the bindings; 'none' to turn off)",
     )
     run.add_argument(
         "--explore-seed",
         type=int,
         default=None,
         metavar="N",
-        help="the seed of the explored inputs (default: a new one each run, printed; 0 when CI is set; --seed N sets both)",
+        help="the seed of the explored inputs (default: a new one each run, printed; 0 when CI is "
+        "set; --seed N sets both)",
     )
     run.add_argument(
         "--input-model",
         default=None,
         metavar="PROVIDER:MODEL",
-        help="explored turns are also written by this model (anthropic:..., openai:..., openai-responses:...), validated, "
-        "cached in the API cache (--cache, --cache-mode) and replayed offline; endpoint from ANTHROPIC_BASE_URL / OPENAI_BASE_URL "
+        help="explored turns are also written by this model (anthropic:..., openai:..., "
+        "openai-responses:...), validated, cached in the API cache (--cache, --cache-mode) and "
+        "replayed offline; endpoint from ANTHROPIC_BASE_URL / OPENAI_BASE_URL "
         "(docs/model-written-inputs.md)",
     )
     run.add_argument(
         "--simulated-user",
         action="store_true",
-        help="with --input-model: follow-up turns (answers to the agent's questions) are played by a simulated user with a persona "
-        "(patient, hurried, confused, adversarial); its rejected turns are counted as its errors, never the agent's",
+        help="with --input-model: follow-up turns (answers to the agent's questions) are played "
+        "by a simulated user with a persona (patient, hurried, confused, adversarial); its "
+        "rejected turns are counted as its errors, never the agent's",
     )
     run.add_argument(
         "--replay-corpus",
         choices=("own", "all"),
         default="own",
-        help="which corpus entries replay first: those found with this agent and its --fault knobs (own, the default), "
-        "or all of the spec's as regression checks (another agent's passes never retire an entry)",
+        help="which corpus entries replay first: those found with this agent and its --fault "
+        "knobs (own, the default), or all of the spec's as regression checks (another agent's "
+        "passes never retire an entry)",
     )
     run.add_argument(
         "--turn-timeout",
         type=float,
         default=60.0,
         metavar="SECONDS",
-        help="seconds each turn of a run may take before the run is recorded as a timeout error (default 60)",
+        help="seconds each turn of a run may take before the run is recorded as a "
+        "timeout error (default 60)",
     )
     run.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the cases per kind, the agent runs (fewest for a correct agent, the cap) and the price basis; run nothing, write nothing",
+        help="print the cases per kind, the agent runs (fewest for a correct agent, the cap) and "
+        "the price basis; run nothing, write nothing",
     )
-    run.add_argument("--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file")
+    run.add_argument(
+        "--json", dest="json_path", help="write the report (schema agentprop.run/1) to this file"
+    )
     run.add_argument(
         "--records",
         metavar="DIR",
-        help="stream a record of every trial to DIR/trials.jsonl and the trace of every run to DIR/traces.jsonl as they end "
-        "(schema agentprop.trials/1; appended to)",
+        help="stream a record of every trial to DIR/trials.jsonl and the trace of every run to "
+        "DIR/traces.jsonl as they end (schema agentprop.trials/1; appended to)",
     )
     run.add_argument(
         "--shard",
         metavar="i/N",
-        help="decide only shard i of N (1-based): the cases whose id hashes to it, so N runs with 1/N .. N/N decide every case once; "
-        "with --records, `agentprop merge` makes one report of the N shards' records (docs/scaling.md)",
+        help="decide only shard i of N (1-based): the cases whose id hashes to it, so N runs with "
+        "1/N .. N/N decide every case once; with --records, `agentprop merge` makes one report of "
+        "the N shards' records (docs/scaling.md)",
     )
     run.add_argument(
         "-v",
         "--verbose",
         action="store_true",
-        help="show the traceback of an exception the agent raised (under its case) and of an error that is not the agent's",
+        help="show the traceback of an exception the agent raised (under its case) and of an "
+        "error that is not the agent's",
     )
     run.set_defaults(handler=command)
 
 
 def input_writer(args: argparse.Namespace, *, explore_seed: int) -> InputWriter | None:
     """The writer of model-written turns ``--input-model`` asks for (``None`` without it), seeded
-    by the explored inputs' seed and cached in the run's API cache (``--cache``, ``--cache-mode``)."""
+    by the explored inputs' seed and cached in the run's API cache (``--cache``,
+    ``--cache-mode``)."""
     from pydantic import ValidationError
 
     from agentprop._decide.written import InputModelOptions, InputWriter
@@ -158,7 +188,10 @@ def input_writer(args: argparse.Namespace, *, explore_seed: int) -> InputWriter 
     model = getattr(args, "input_model", None)
     if model is None:
         if getattr(args, "simulated_user", False):
-            raise InputError("--simulated-user needs a model to play the user", fix="add --input-model PROVIDER:MODEL")
+            raise InputError(
+                "--simulated-user needs a model to play the user",
+                fix="add --input-model PROVIDER:MODEL",
+            )
         return None
     cache = getattr(args, "cache", None)
     try:
@@ -167,18 +200,24 @@ def input_writer(args: argparse.Namespace, *, explore_seed: int) -> InputWriter 
             simulated_user=bool(getattr(args, "simulated_user", False)),
             seed=explore_seed,
             cache=None if cache is None or cache.lower() == "none" else cache,
-            cache_mode="off" if cache is not None and cache.lower() == "none" else getattr(args, "cache_mode", None),
+            cache_mode="off"
+            if cache is not None and cache.lower() == "none"
+            else getattr(args, "cache_mode", None),
         )
     except ValidationError as exc:
-        raise InputError(str(exc.errors()[0]["msg"]).removeprefix("Value error, "), fix="write --input-model PROVIDER:MODEL") from None
+        raise InputError(
+            str(exc.errors()[0]["msg"]).removeprefix("Value error, "),
+            fix="write --input-model PROVIDER:MODEL",
+        ) from None
     return InputWriter(options)
 
 
 def explore_seed(args: argparse.Namespace) -> int:
     """The seed of a run's explored inputs, in Hypothesis's manner: the one given
     (``--explore-seed``, else a non-zero ``--seed``), ``AGENTPROP_SEED``, 0 under ``CI``, else a
-    new one per run (``--seed`` under ``--shard``, so the shards agree), so repeated runs explore other inputs; the trials keep ``--seed``, so the
-    runs of inputs met before are reused. ``args.explore_seed_source`` says which."""
+    new one per run (``--seed`` under ``--shard``, so the shards agree), so repeated runs explore
+    other inputs; the trials keep ``--seed``, so the runs of inputs met before are reused.
+    ``args.explore_seed_source`` says which."""
     if args.explore_seed is not None:
         args.explore_seed_source = "given"
         return int(args.explore_seed)
@@ -190,7 +229,10 @@ def explore_seed(args: argparse.Namespace) -> int:
         try:
             value = int(fixed)
         except ValueError:
-            raise InputError(f"AGENTPROP_SEED={fixed!r} is not an integer", fix="set AGENTPROP_SEED to a whole number, or unset it") from None
+            raise InputError(
+                f"AGENTPROP_SEED={fixed!r} is not an integer",
+                fix="set AGENTPROP_SEED to a whole number, or unset it",
+            ) from None
         args.explore_seed_source = "AGENTPROP_SEED"
         return value
     if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
@@ -199,23 +241,30 @@ def explore_seed(args: argparse.Namespace) -> int:
     if getattr(args, "shard", None):  # shards of one run must explore the same inputs to merge
         args.explore_seed_source = "fixed by --shard, so every shard explores the same inputs"
         return int(args.seed)
-    args.explore_seed_source = "a new seed each run outside CI, so reruns explore other inputs; CI=true or --explore-seed N fixes it"
+    args.explore_seed_source = (
+        "a new seed each run outside CI, so reruns explore other inputs; CI=true or "
+        "--explore-seed N fixes it"
+    )
     return secrets.randbelow(1_000_000) + 1
 
 
 def open_records(directory: str) -> Recorder:
-    """The recorder of ``--records DIR`` (created if missing); a directory that cannot be written is an input error."""
+    """The recorder of ``--records DIR`` (created if missing); a directory that cannot be written
+    is an input error."""
     from agentprop._decide.records import Recorder
 
     try:
         return Recorder(directory)
     except OSError as exc:
         raise InputError(
-            f"--records {directory}: cannot write trial records there ({exc.strerror or exc})", fix="give a directory you can write to"
+            f"--records {directory}: cannot write trial records there ({exc.strerror or exc})",
+            fix="give a directory you can write to",
         ) from None
 
 
-def shard_info(project: Project, agent: LoadedAgent, settings: RunSettings, shard: Shard) -> ShardInfo:
+def shard_info(
+    project: Project, agent: LoadedAgent, settings: RunSettings, shard: Shard
+) -> ShardInfo:
     """What the shards of one run share: the project's digest, a digest of the settings, the
     agent and the case selection (everything that makes the run but the shard), and the seed."""
     import dataclasses
@@ -225,7 +274,11 @@ def shard_info(project: Project, agent: LoadedAgent, settings: RunSettings, shar
     from agentprop._decide.records import ShardInfo
     from agentprop._decide.run_key import project_digest
 
-    chosen = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name not in ("shard", "input_writer", "keep_partial")}
+    chosen = {
+        f.name: getattr(settings, f.name)
+        for f in dataclasses.fields(settings)
+        if f.name not in ("shard", "input_writer", "keep_partial")
+    }
     chosen["input_model"] = None if settings.input_writer is None else settings.input_writer.model
     chosen["agent"] = [agent.ref, sorted(agent.faults.items()), agent.fingerprint]
     text = json.dumps(chosen, sort_keys=True, default=str)
@@ -244,7 +297,10 @@ def shard_info(project: Project, agent: LoadedAgent, settings: RunSettings, shar
 def check_turn_timeout(seconds: float) -> float:
     """``--turn-timeout``: a positive, finite number of seconds."""
     if not math.isfinite(seconds) or seconds <= 0:
-        raise InputError(f"--turn-timeout {seconds:g} is not a positive, finite number of seconds", fix="use e.g. --turn-timeout 60")
+        raise InputError(
+            f"--turn-timeout {seconds:g} is not a positive, finite number of seconds",
+            fix="use e.g. --turn-timeout 60",
+        )
     return seconds
 
 
@@ -305,22 +361,42 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     )
     faults = ", ".join(f"{k}={v:g}" for k, v in agent.faults.items())
     print(
-        f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""),
+        f"agentprop {__version__}: {project.spec.spec_id} ({project.spec.title}) "
+        f"with agent {agent.ref}" + (f" [faults: {faults}]" if faults else ""),
         file=out,
     )
 
     announce_plan(project, scenarios, kinds, args, out, model_agent=model_agent)
     explores = "explore" in kinds and args.explore > 0
     if explores:
-        print(f"explored inputs: --explore-seed {settings.explore_seed} ({args.explore_seed_source})", file=out)
-    corpus = None if (args.corpus or "").lower() == "none" else cli_corpus(args, args.corpus or corpus_module.default_corpus_dir(project))
+        print(
+            f"explored inputs: --explore-seed {settings.explore_seed} ({args.explore_seed_source})",
+            file=out,
+        )
+    corpus = (
+        None
+        if (args.corpus or "").lower() == "none"
+        else cli_corpus(args, args.corpus or corpus_module.default_corpus_dir(project))
+    )
     if args.shrink_budget < 0:
-        raise InputError(f"--shrink-budget {args.shrink_budget} is negative", fix="use 0 to turn shrinking off, or a number of runs")
+        raise InputError(
+            f"--shrink-budget {args.shrink_budget} is negative",
+            fix="use 0 to turn shrinking off, or a number of runs",
+        )
     memo = TrialMemo()
 
     async def run_all() -> RunReport:
         try:
-            report = await arun_cases(project, agent, scenarios, settings, problems=problems, budget=budget, memo=memo, corpus=corpus)
+            report = await arun_cases(
+                project,
+                agent,
+                scenarios,
+                settings,
+                problems=problems,
+                budget=budget,
+                memo=memo,
+                corpus=corpus,
+            )
             if args.shrink_budget > 0 and "interrupted" not in report.metrics.extra:
                 # failing cases shrink to minimal reproducers, saved to the corpus
                 await _unless_interrupted(
@@ -357,7 +433,10 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     snapshot = budget.snapshot()
     report.metrics.extra["budget"] = snapshot.model_dump()
     if model_agent is not None:
-        report.metrics.extra["model"] = {**model_agent.stats(), "cache": model_agent.cache.stats.as_dict()}
+        report.metrics.extra["model"] = {
+            **model_agent.stats(),
+            "cache": model_agent.cache.stats.as_dict(),
+        }
     print(render_table(report, verbose=args.verbose), file=out)
     if model_agent is not None:
         print(model_summary(model_agent.stats(), snapshot), file=out)
@@ -366,49 +445,83 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     interrupted = report.metrics.extra.get("interrupted")
     if interrupted:
         print(
-            f"interrupted: {interrupted['cases_decided']} case(s) decided before it, the rest not run or not decided "
-            f"({snapshot.runs} runs started, ${snapshot.usd:.4f} spent); the reports below hold what was decided",
+            f"interrupted: {interrupted['cases_decided']} case(s) decided before it, the rest not "
+            f"run or not decided ({snapshot.runs} runs started, ${snapshot.usd:.4f} spent); the "
+            "reports below hold what was decided",
             file=out,
         )
     if snapshot.exhausted and (snapshot.refused_runs or snapshot.refused_calls):
-        print(f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} case(s) INCONCLUSIVE", file=out)
+        print(
+            f"budget exhausted: {snapshot.exhausted_reason}; {report.metrics.inconclusive} "
+            "case(s) INCONCLUSIVE",
+            file=out,
+        )
     for pr in problems:
         print(f"note: {pr}", file=out)
     if corpus is not None and args.replay_corpus == "own":
-        others = [e for e in corpus.entries(spec_id=project.spec.spec_id) if not corpus_module.found_with(e, agent)]
+        others = [
+            e
+            for e in corpus.entries(spec_id=project.spec.spec_id)
+            if not corpus_module.found_with(e, agent)
+        ]
         if others:
-            agents = sorted({corpus_module.agent_label(e.agent_ref, e.agent_faults) for e in others})
+            agents = sorted(
+                {corpus_module.agent_label(e.agent_ref, e.agent_faults) for e in others}
+            )
             print(
-                f"note: {len(others)} corpus entr{'y' if len(others) == 1 else 'ies'} found with another agent ({'; '.join(agents)}) "
-                "not replayed, and kept; --replay-corpus all replays them as regression checks",
+                f"note: {len(others)} corpus entr{'y' if len(others) == 1 else 'ies'} found with "
+                f"another agent ({'; '.join(agents)}) not replayed, and kept; --replay-corpus all "
+                "replays them as regression checks",
                 file=out,
             )
     for u in unchecked_requirements(project.spec):
-        print(f"note: not checked: {u.clause} (agentprop has no check for it; `agentprop lint` shows where)", file=out)
+        print(
+            f"note: not checked: {u.clause} (agentprop has no check for it; "
+            "`agentprop lint` shows where)",
+            file=out,
+        )
     if recorder is not None and shard is not None:
         from agentprop._pipeline.merge_report import write_shard_report
 
-        write_shard_report(recorder.directory, report)  # what `agentprop merge` needs beyond the trials
+        # what `agentprop merge` needs beyond the trials
+        write_shard_report(recorder.directory, report)
     write_report_outputs(report, args, out, json=report.json_chunks)
     if recorder is not None:
-        print(f"trial records written to {recorder.directory / RECORDS_FILE} ({recorder.lines} lines)", file=out)
+        print(
+            f"trial records written to {recorder.directory / RECORDS_FILE} "
+            f"({recorder.lines} lines)",
+            file=out,
+        )
     if interrupted:
         return EXIT_INTERRUPTED
     if getattr(args, "output_failed", False):
-        return EXIT_USAGE  # the results are kept where the message says; the exit code shows the loss
+        # the results are kept where the message says; the exit code shows the loss
+        return EXIT_USAGE
     if model_agent is not None and model_agent.missing_key_error is not None:
         raise model_agent.missing_key_error
     if print_infrastructure(report, out, verbose=args.verbose):
         return EXIT_USAGE
     # NOT APPLICABLE cases (listed with their reason) neither pass nor fail the run, nor do the
     # cases of a judge that reports only (uncalibrated, or too noisy to gate)
-    reports_only = [c for c in report.cases if c.kind == "JUDGE" and not (c.details.get("judged") or {}).get("gates", True)]
+    reports_only = [
+        c
+        for c in report.cases
+        if c.kind == "JUDGE" and not (c.details.get("judged") or {}).get("gates", True)
+    ]
     for c in reports_only:
         print(f"note: {c.id} does not gate: {c.details['judged'].get('why_not')}", file=out)
-    gating_passed = report.metrics.passed + report.metrics.not_applicable + sum(c.verdict != "PASS" for c in reports_only)
+    gating_passed = (
+        report.metrics.passed
+        + report.metrics.not_applicable
+        + sum(c.verdict != "PASS" for c in reports_only)
+    )
     if gating_passed != report.metrics.cases:
         if explores and any(c.kind == "EXPLORE" and c.verdict != "PASS" for c in report.cases):
-            print(f"the explored inputs of this run: --explore-seed {settings.explore_seed} repeats them", file=out)
+            print(
+                "the explored inputs of this run: --explore-seed "
+                f"{settings.explore_seed} repeats them",
+                file=out,
+            )
         return EXIT_FAIL
     coverage = report.metrics.extra["coverage"]
     branches = coverage["branches"]
@@ -417,13 +530,15 @@ def command(args: argparse.Namespace, out: TextIO) -> int:
     gaps = coverage.get("untested") or []
     if not branches["met"] or gaps:
         below = (
-            f"branch coverage {branches['enforced']:.0%} of all branches is below the spec's min_branch_coverage {branches['min_branch_coverage']}; "
+            f"branch coverage {branches['enforced']:.0%} of all branches is below the spec's "
+            f"min_branch_coverage {branches['min_branch_coverage']}; "
             if not branches["met"]
             else ""
         )
         print(
-            f"INCOMPLETE: every case passed, but {below}{len(gaps)} item(s) of the spec were not tested (listed under "
-            "'not tested'): fix the spec or the bindings where the reasons say, or run the missing cases",
+            f"INCOMPLETE: every case passed, but {below}{len(gaps)} item(s) of the spec were not "
+            "tested (listed under 'not tested'): fix the spec or the bindings where the reasons "
+            "say, or run the missing cases",
             file=out,
         )
         return EXIT_INCOMPLETE
@@ -439,7 +554,11 @@ async def _unless_interrupted(report: RunReport, work: Awaitable[object]) -> Non
         if task is not None:
             task.uncancel()
         decided = len(report.cases)
-        report.metrics.extra["interrupted"] = {"cases_planned": decided, "cases_decided": decided, "stage": "shrinking"}
+        report.metrics.extra["interrupted"] = {
+            "cases_planned": decided,
+            "cases_decided": decided,
+            "stage": "shrinking",
+        }
 
 
 def print_infrastructure(report: RunReport, out: TextIO, *, verbose: bool = False) -> bool:
@@ -451,8 +570,8 @@ def print_infrastructure(report: RunReport, out: TextIO, *, verbose: bool = Fals
         return False
     kinds = sorted({str(c.infrastructure_error["kind"]) for c in hit if c.infrastructure_error})
     print(
-        f"{len(hit)} case(s) not decided for reasons that are not the agent's ({', '.join(kinds)}): "
-        "nothing was shrunk or saved for them; fix the cause and run again",
+        f"{len(hit)} case(s) not decided for reasons that are not the agent's "
+        f"({', '.join(kinds)}): nothing was shrunk or saved for them; fix the cause and run again",
         file=out,
     )
     first = hit[0].infrastructure_error or {}

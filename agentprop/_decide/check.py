@@ -20,7 +20,15 @@ from agentprop._agents.loading import LoadedAgent, as_loaded_agent
 from agentprop._agents.project import Project
 from agentprop._decide.corpus import found_with, judge_replay
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.oracle import CheckResult, Mode, OracleSettings, TrialRecord, adecide, count_judge_calls, judged_settings
+from agentprop._decide.oracle import (
+    CheckResult,
+    Mode,
+    OracleSettings,
+    TrialRecord,
+    adecide,
+    count_judge_calls,
+    judged_settings,
+)
 from agentprop._decide.permits import RunPermits
 from agentprop._decide.plain import (
     PLAIN_SPEC_ID,
@@ -38,7 +46,13 @@ from agentprop._decide.plain import (
 )
 from agentprop._decide.run_key import run_digest
 from agentprop._decide.safety import CaseSettings, case_settings
-from agentprop._decide.session import CorpusNote, Session, current_session, current_test, settings_scope
+from agentprop._decide.session import (
+    CorpusNote,
+    Session,
+    current_session,
+    current_test,
+    settings_scope,
+)
 from agentprop._decide.settings import Resolved, resolve
 from agentprop._decide.settings import settings as AgentSettings
 from agentprop._decide.verdicts import record_for
@@ -96,24 +110,30 @@ async def decide_scenario(
     msgs = list(messages) if messages is not None else scenario.messages
     if len(msgs) != len(scenario.turns) and prop is None:
         raise InvalidArgument(
-            f"messages has {len(msgs)} turn(s) but scenario {scenario.id} expects {len(scenario.turns)}; "
-            "give one message per turn, or pass prop= to check something other than the scenario's MFT"
+            f"messages has {len(msgs)} turn(s) but scenario {scenario.id} expects "
+            f"{len(scenario.turns)}; give one message per turn, or pass prop= to check something "
+            "other than the scenario's MFT"
         )
 
     # the spec is read once, here: every run is judged by the compiled case (or by ``prop``)
     verdicts: Callable[[Trace], list[Verdict]] = (
-        compile_mft(project.spec, scenario, project.bindings.response_grounding(project.spec)).verdicts
+        compile_mft(
+            project.spec, scenario, project.bindings.response_grounding(project.spec)
+        ).verdicts
         if prop is None
         else lambda trace: verdicts_of(prop(trace))
     )
 
     async def run_trial(i: int) -> Trace:
-        return await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=msgs)
+        return await project.arun(
+            scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=msgs
+        )
 
     def judge(trace: Trace) -> TrialRecord:
         return record_for(verdicts(trace))
 
-    settings = judged_settings(settings, prop)  # a model judge's property is decided on its corrected rate
+    # a model judge's property is decided on its corrected rate
+    settings = judged_settings(settings, prop)
     judge_calls_before = getattr(prop, "calls", 0)
     chosen_budget = budget if budget is not None else current_session().budget
     # the check's budget is also the budget of the model calls its runs make (an agent without a
@@ -137,7 +157,13 @@ async def decide_scenario(
     return count_judge_calls(result, prop, judge_calls_before)
 
 
-def scenario_settings(project: Project, scenario: Scenario, *, max_runs: int | None = None, explicit: dict[str, Any] | None = None) -> CaseSettings:
+def scenario_settings(
+    project: Project,
+    scenario: Scenario,
+    *,
+    max_runs: int | None = None,
+    explicit: dict[str, Any] | None = None,
+) -> CaseSettings:
     """The oracle settings of ``scenario`` when the caller gives none: the spec's, or
     zero-failure certification for a safety case (:mod:`agentprop._decide.safety`). ``explicit``
     (``mode``/``tau``/``runs`` the user gave) wins, and the rule says so."""
@@ -166,11 +192,15 @@ def _not_the_agents(result: CheckResult) -> InfrastructureError:
     err = result.infrastructure_error
     assert err is not None
     return InfrastructureError(
-        f"{result.name or 'check'}: not decided, for a reason that is not the agent's ({err.kind}): {err.message}", kind=err.kind
+        f"{result.name or 'check'}: not decided, for a reason that is not the agent's "
+        f"({err.kind}): {err.message}",
+        kind=err.kind,
     )
 
 
-def _violation(result: CheckResult, context: ViolationContext | PlainContext | None) -> AgentPropertyViolation:
+def _violation(
+    result: CheckResult, context: ViolationContext | PlainContext | None
+) -> AgentPropertyViolation:
     exc = AgentPropertyViolation(result)
     exc.context = context
     return exc
@@ -186,14 +216,17 @@ class _Outcome:
 
 async def _check_outcome(call: _CheckCall, session: Session) -> _Outcome:
     project, scenario = call.project, call.scenario
-    assert isinstance(project, Project) and isinstance(scenario, Scenario | str)  # _decide sent the other calls elsewhere
+    # _decide sent the other calls elsewhere
+    assert isinstance(project, Project) and isinstance(scenario, Scenario | str)
     agent, messages, prop = call.agent, call.messages, call.prop
     memo, budget = call.memo, call.budget
     sc = project.scenario(scenario) if isinstance(scenario, str) else scenario
     rule: str | None = None
     oracle, resolved = _resolved(call)
     if oracle is None:
-        chosen = scenario_settings(project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit())
+        chosen = scenario_settings(
+            project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit()
+        )
         oracle, rule = chosen.settings, chosen.rule
     settings = oracle
     trial_seed = resolved.seed
@@ -202,7 +235,9 @@ async def _check_outcome(call: _CheckCall, session: Session) -> _Outcome:
     memo = memo if memo is not None else session.memo
     budget = budget if budget is not None else session.budget
     if session.corpus is not None:
-        replayed = await _replay_corpus_first(session, project, sc, loaded, settings, memo, budget, trial_seed)
+        replayed = await _replay_corpus_first(
+            session, project, sc, loaded, settings, memo, budget, trial_seed
+        )
         if replayed is not None:
             return replayed
     result = await decide_scenario(
@@ -298,7 +333,8 @@ def check(
 
 @dataclass(frozen=True)
 class _CheckCall:
-    """One call of :func:`check` or :func:`acheck`, its deprecated keywords folded into ``settings``."""
+    """One call of :func:`check` or :func:`acheck`, its deprecated keywords folded
+    into ``settings``."""
 
     project: Project | PlainAgent
     scenario: Scenario | str | Sequence[str]
@@ -320,16 +356,35 @@ class _CheckCall:
 
     @classmethod
     def of(cls, where: str, given: dict[str, Any]) -> _CheckCall:
-        """The call from the caller's arguments (its ``locals()``); warns for deprecated keywords."""
-        settings, (mode, tau, runs, max_runs, seed) = _fold_keywords(where, given["settings"], *(given[k] for k in _SETTINGS_KEYWORDS), stacklevel=4)
-        folded = {"settings": settings, "mode": mode, "tau": tau, "runs": runs, "max_runs": max_runs, "seed": seed}
-        return cls(**{f.name: folded[f.name] if f.name in folded else given[f.name] for f in dataclasses.fields(cls)})
+        """The call from the caller's arguments (its ``locals()``); warns for
+        deprecated keywords."""
+        settings, (mode, tau, runs, max_runs, seed) = _fold_keywords(
+            where, given["settings"], *(given[k] for k in _SETTINGS_KEYWORDS), stacklevel=4
+        )
+        folded = {
+            "settings": settings,
+            "mode": mode,
+            "tau": tau,
+            "runs": runs,
+            "max_runs": max_runs,
+            "seed": seed,
+        }
+        return cls(
+            **{
+                f.name: folded[f.name] if f.name in folded else given[f.name]
+                for f in dataclasses.fields(cls)
+            }
+        )
 
 
 async def _decide(call: _CheckCall, session: Session) -> _Outcome:
     """The one decision of a ``check``/``acheck`` call: a plain agent's, or a spec's case's."""
     if not isinstance(call.project, Project):
-        return await _plain_outcome(_PlainCall(call.project, call.scenario, call.agent, call.tools, call.judge), call, session)
+        return await _plain_outcome(
+            _PlainCall(call.project, call.scenario, call.agent, call.tools, call.judge),
+            call,
+            session,
+        )
     if call.tools is not None or call.judge is not None:
         raise _spec_tier_keywords()
     if isinstance(call.scenario, Sequence) and not isinstance(call.scenario, str):
@@ -344,16 +399,18 @@ _SETTINGS_KEYWORDS = ("mode", "tau", "runs", "max_runs", "seed")
 def _fold_keywords(
     where: str, given: OracleSettings | AgentSettings | None, *values: Any, stacklevel: int = 3
 ) -> tuple[OracleSettings | AgentSettings | None, tuple[Any, ...]]:
-    """``check(..., runs=3)`` is the deprecated spelling of ``check(..., settings=agentprop.settings(runs=3))``:
-    warn, naming the settings fields, and fold the keywords into ``given`` (they win over it, as
-    before). With an ``OracleSettings`` they are left for the caller to refuse."""
+    """``check(..., runs=3)`` is the deprecated spelling of
+    ``check(..., settings=agentprop.settings(runs=3))``: warn, naming the settings fields, and fold
+    the keywords into ``given`` (they win over it, as before). With an ``OracleSettings`` they are
+    left for the caller to refuse."""
     used = {k: v for k, v in zip(_SETTINGS_KEYWORDS, values, strict=True) if v is not None}
     if not used:
         return given, values
     shown = ", ".join(f"{k}={v!r}" for k, v in used.items())
     warnings.warn(
-        f"{where}({shown}) is deprecated: the {'field' if len(used) == 1 else 'fields'} {', '.join(used)} of agentprop.settings "
-        f"go in settings=, e.g. {where}(..., settings=agentprop.settings({shown}))",
+        f"{where}({shown}) is deprecated: the {'field' if len(used) == 1 else 'fields'} "
+        f"{', '.join(used)} of agentprop.settings go in settings=, e.g. {where}(..., "
+        f"settings=agentprop.settings({shown}))",
         DeprecationWarning,
         stacklevel=stacklevel,
     )
@@ -384,22 +441,31 @@ def tell_hypothesis(result: CheckResult, *, spec_free: bool = False) -> None:
 
     if not currently_in_test_context() or not result.runs:
         return
-    if spec_free:  # Hypothesis shrinks the drawn input first (the plugin's statistical shrink follows)
+    # Hypothesis shrinks the drawn input first (the plugin's statistical shrink follows)
+    if spec_free:
         result.settings["shrunk_by"] = "hypothesis"
     label = f"agentprop failure rate: {result.name or 'check'}"
     with contextlib.suppress(HypothesisInvalidArgument):  # the same label twice in one example
         target(1.0 - result.pass_rate, label=label)
-    event("agentprop rule", f"{result.settings.get('rule') or result.settings.get('mode', '?')} -> {result.verdict} by {result.decided_by}")
+    event(
+        "agentprop rule",
+        f"{result.settings.get('rule') or result.settings.get('mode', '?')} -> {result.verdict} "
+        f"by {result.decided_by}",
+    )
 
 
 def _messages_as_scenario() -> InvalidArgument:
-    return InvalidArgument("check(project, scenario, agent): the second argument is a scenario or its id; give the messages as messages=")
+    return InvalidArgument(
+        "check(project, scenario, agent): the second argument is a scenario or its id; give the "
+        "messages as messages="
+    )
 
 
 def _spec_tier_keywords() -> InvalidArgument:
     return InvalidArgument(
         "check(project, scenario, agent) got tools= or judge=, which are for a plain agent: "
-        "call check(agent, messages, case_or_property, tools=..., judge=...) without a project, or pass prop= to a project's check"
+        "call check(agent, messages, case_or_property, tools=..., judge=...) without a project, "
+        "or pass prop= to a project's check"
     )
 
 
@@ -412,34 +478,55 @@ class _PlainCall:
     prop: Case | Callable[..., PropertyResult]
     tools: ToolFunctions | None
 
-    def __init__(self, agent: Any, messages: Any, prop: Any, tools: ToolFunctions | None, judge: Judge | None) -> None:
+    def __init__(
+        self, agent: Any, messages: Any, prop: Any, tools: ToolFunctions | None, judge: Judge | None
+    ) -> None:
         if isinstance(messages, str):
             messages = [messages]
         if not isinstance(messages, Sequence) or not all(isinstance(m, str) for m in messages):
-            raise InvalidArgument(f"check(agent, messages, ...): messages must be a string or a list of strings, not {type(messages).__name__}")
+            raise InvalidArgument(
+                "check(agent, messages, ...): messages must be a string or a list of strings, "
+                f"not {type(messages).__name__}"
+            )
         if prop is None and judge is None:
-            raise InvalidArgument("check(agent, messages) needs something to check: a Case, a property trace -> bool | Verdict, or judge=")
+            raise InvalidArgument(
+                "check(agent, messages) needs something to check: a Case, a property trace -> "
+                "bool | Verdict, or judge="
+            )
         if judge is not None:
             if prop is None:
                 prop = Case(judge=judge)
             elif isinstance(prop, Case):
                 if prop.judge is not None:
-                    raise InvalidArgument("check(): the Case has a judge and judge= gives another; keep one")
+                    raise InvalidArgument(
+                        "check(): the Case has a judge and judge= gives another; keep one"
+                    )
                 prop = dataclasses.replace(prop, judge=judge)
             else:
-                raise InvalidArgument("check(): judge= goes with a Case (or alone), not with a property function; combine them in one property")
+                raise InvalidArgument(
+                    "check(): judge= goes with a Case (or alone), not with a property function; "
+                    "combine them in one property"
+                )
         self.agent, self.messages, self.prop, self.tools = agent, list(messages), prop, tools
 
 
 def _resolved(call: _CheckCall) -> tuple[OracleSettings | None, Resolved]:
     """The settings of one check (:func:`agentprop._decide.settings.resolve`): an
     ``OracleSettings`` given whole replaces the oracle's; the seed is resolved either way."""
-    given, mode, tau, runs, max_runs, seed = call.settings, call.mode, call.tau, call.runs, call.max_runs, call.seed
+    given, mode, tau, runs, max_runs, seed = (
+        call.settings,
+        call.mode,
+        call.tau,
+        call.runs,
+        call.max_runs,
+        call.seed,
+    )
     if isinstance(given, OracleSettings):
         if any(v is not None for v in (mode, tau, runs, max_runs)):
             raise InvalidArgument(
-                "check() got settings=OracleSettings(...) together with mode/tau/runs/max_runs; an OracleSettings replaces them all: "
-                "pass one or the other, or pass settings=agentprop.settings(...), which the arguments refine"
+                "check() got settings=OracleSettings(...) together with mode/tau/runs/max_runs; "
+                "an OracleSettings replaces them all: pass one or the other, or pass "
+                "settings=agentprop.settings(...), which the arguments refine"
             )
         return given, resolve(seed=seed)
     return None, resolve(given, mode=mode, tau=tau, runs=runs, max_runs=max_runs, seed=seed)
@@ -452,18 +539,39 @@ async def _plain_outcome(plain: _PlainCall, call: _CheckCall, session: Session) 
     run = plain_run(plain.agent, plain.tools)
     chosen_budget = call.budget if call.budget is not None else session.budget
     memo = call.memo if call.memo is not None else session.memo
-    label = call.name or (plain.prop.name if isinstance(plain.prop, Case) and plain.prop.name else run.name)
-    context = PlainContext(run, plain.messages, plain.prop, settings, trial_seed, label, case_key(label, plain.messages, plain.prop))
+    label = call.name or (
+        plain.prop.name if isinstance(plain.prop, Case) and plain.prop.name else run.name
+    )
+    context = PlainContext(
+        run,
+        plain.messages,
+        plain.prop,
+        settings,
+        trial_seed,
+        label,
+        case_key(label, plain.messages, plain.prop),
+    )
     with model_call_context(current_model_context().with_budget(chosen_budget)):
         replayed = await _replay_plain_corpus_first(session, context, memo, chosen_budget)
         if replayed is not None:
             return replayed
-        result = await decide_plain(run, plain.messages, plain.prop, settings, memo=memo, budget=chosen_budget, seed=trial_seed, name=label)
+        result = await decide_plain(
+            run,
+            plain.messages,
+            plain.prop,
+            settings,
+            memo=memo,
+            budget=chosen_budget,
+            seed=trial_seed,
+            name=label,
+        )
     session.record(current_test(), result)
     return _Outcome(result, context)
 
 
-async def _replay_plain_corpus_first(session: Session, context: PlainContext, memo: TrialMemo, budget: Budget) -> _Outcome | None:
+async def _replay_plain_corpus_first(
+    session: Session, context: PlainContext, memo: TrialMemo, budget: Budget
+) -> _Outcome | None:
     """Replay the corpus entries of a spec-free check's case (same label, originals of the
     messages and property; found with the same agent) before its own runs, as
     :func:`_replay_corpus_first` does for a scenario: every check of the case replays them,
@@ -471,7 +579,9 @@ async def _replay_plain_corpus_first(session: Session, context: PlainContext, me
     corpus = plain_corpus(session.corpus)
     if corpus is None:
         return None
-    for entry in corpus.entries(spec_id=PLAIN_SPEC_ID, agent_ref=agent_ref(context.run), scenario_id=context.key):
+    for entry in corpus.entries(
+        spec_id=PLAIN_SPEC_ID, agent_ref=agent_ref(context.run), scenario_id=context.key
+    ):
         messages = entry.scenario.messages
         result = await decide_plain(
             context.run,
@@ -521,10 +631,21 @@ async def _replay_corpus_first(
     corpus = session.corpus.for_project(project)
     base_id = scenario.id.split("/")[0]
     for entry in corpus.entries(spec_id=project.spec.spec_id, agent_ref=agent.ref):
-        if entry.scenario_id.split("/")[0] != base_id or entry.prop != "mft" or not found_with(entry, agent):
+        if (
+            entry.scenario_id.split("/")[0] != base_id
+            or entry.prop != "mft"
+            or not found_with(entry, agent)
+        ):
             continue
         result = await decide_scenario(
-            project, entry.scenario, agent, settings=settings, memo=memo, budget=budget, seed=seed, name=f"corpus {entry.id} ({entry.scenario_id})"
+            project,
+            entry.scenario,
+            agent,
+            settings=settings,
+            memo=memo,
+            budget=budget,
+            seed=seed,
+            name=f"corpus {entry.id} ({entry.scenario_id})",
         )
         action, message = judge_replay(entry, result, confidence=settings.confidence)
         if session.first_replay(entry.id):
@@ -535,5 +656,11 @@ async def _replay_corpus_first(
             session.note_replay(CorpusNote(current_test(), entry.id, action, message))
         session.record(current_test(), result)
         if result.verdict != "PASS":
-            return _Outcome(result, ViolationContext(project, entry.scenario, entry.scenario.messages, agent, None, seed), note=message)
+            return _Outcome(
+                result,
+                ViolationContext(
+                    project, entry.scenario, entry.scenario.messages, agent, None, seed
+                ),
+                note=message,
+            )
     return None

@@ -21,11 +21,24 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from agentprop._agents.project import Project
 from agentprop._decide.written import PERSONAS, InputWriter, WrittenChoice, WrittenTurn
-from agentprop._scenario.build import Scenario, ScenarioTurn, TemplateSource, build_scenario, optional_segments, render_marked
+from agentprop._scenario.build import (
+    Scenario,
+    ScenarioTurn,
+    TemplateSource,
+    build_scenario,
+    optional_segments,
+    render_marked,
+)
 from agentprop._scenario.trace import Trace
 from agentprop._spec.bindings import Bindings, language_of, parse_field_path, schema_at
 from agentprop._spec.free_spans import FREE_SPAN, Drop, has_free, strip_free
@@ -103,10 +116,18 @@ class EntityChoice(BulkModel):
 
     @property
     def family(self) -> str:
-        return "case" if self.form in CASE_FORMS else "notation" if self.form in NOTATION_FORMS else "spelling"
+        return (
+            "case"
+            if self.form in CASE_FORMS
+            else "notation"
+            if self.form in NOTATION_FORMS
+            else "spelling"
+        )
 
     def describe(self) -> str:
-        return f"{self.slot} {self.form}" + (f"(site={self.site})" if self.form in SPELLING_FORMS else "")
+        return f"{self.slot} {self.form}" + (
+            f"(site={self.site})" if self.form in SPELLING_FORMS else ""
+        )
 
 
 _ZH_ONLY_FORMS = ("fullwidth", "date_zh", "relative_zh")
@@ -119,7 +140,9 @@ def value_forms(slot: str, value: str, lang: str, today: date | None = None) -> 
     """The notations (:data:`NOTATION_FORMS`) ``slot``'s ``value`` may be written in, in a turn
     written in ``lang``; relative ones against the scenario's reference date ``today``."""
     forms = notation_forms(value, slot, today)
-    return tuple(f for f in forms if (f not in _NOT_ZH_FORMS if lang == "zh" else f not in _ZH_ONLY_FORMS))
+    return tuple(
+        f for f in forms if (f not in _NOT_ZH_FORMS if lang == "zh" else f not in _ZH_ONLY_FORMS)
+    )
 
 
 class WorldChoice(BulkModel):
@@ -212,7 +235,12 @@ class Choices(BulkModel):
     @property
     def plain(self) -> bool:
         """No choice differs from the scenario's own messages and world."""
-        return all(t.plain for t in self.turns) and not self.world and self.probe == 0 and not self.dropped
+        return (
+            all(t.plain for t in self.turns)
+            and not self.world
+            and self.probe == 0
+            and not self.dropped
+        )
 
     def families(self) -> list[str]:
         """What this input varies: ``template``, ``world``, ``probe:indirect`` and ``turnN:FAMILY``
@@ -223,7 +251,10 @@ class Choices(BulkModel):
             out += [f"turn{i + 1}:{e.family}" for e in t.entities]
             out += [f"turn{i + 1}:{name}" for name, _ in t.steps]
             out += [f"turn{i + 1}:{t.written.family_key}"] if t.written is not None else []
-        out += ["tool_output:injected_instruction" if _injected(w.value) else "world" for w in self.world]
+        out += [
+            "tool_output:injected_instruction" if _injected(w.value) else "world"
+            for w in self.world
+        ]
         if self.probe:
             out.append("probe:indirect")
         return list(dict.fromkeys(out))
@@ -233,7 +264,9 @@ class Choices(BulkModel):
         for i, t in enumerate(self.turns):
             bits = [f"template {t.template}"] if t.template else []
             bits += [f"segment {k}" for k in t.segments] + [e.describe() for e in t.entities]
-            bits += [f"{name}({', '.join(f'{k}={v}' for k, v in params)})" for name, params in t.steps]
+            bits += [
+                f"{name}({', '.join(f'{k}={v}' for k, v in params)})" for name, params in t.steps
+            ]
             bits += [t.written.describe()] if t.written is not None else []
             if bits:
                 parts.append(f"turn {i + 1}: " + " + ".join(bits))
@@ -267,7 +300,9 @@ def _spelling_sites(value: str, form: str) -> list[int]:
     return out
 
 
-def entity_variant(value: str, form: str, site: int = 0, slot: str = "", today: date | None = None) -> str | None:
+def entity_variant(
+    value: str, form: str, site: int = 0, slot: str = "", today: date | None = None
+) -> str | None:
     """``value`` written in ``form`` (see :class:`EntityChoice`), or ``None`` when that form
     does not change it or cannot apply (a relative date: against ``today``)."""
     if form in NOTATION_FORMS:
@@ -290,7 +325,10 @@ def entity_variant(value: str, form: str, site: int = 0, slot: str = "", today: 
         else:
             out = value[:i] + value[i] + value[i:]
     else:
-        raise InvalidArgument(f"unknown entity form {form!r}; choose from {', '.join(CASE_FORMS + SPELLING_FORMS + NOTATION_FORMS)}")
+        raise InvalidArgument(
+            f"unknown entity form {form!r}; choose from "
+            f"{', '.join(CASE_FORMS + SPELLING_FORMS + NOTATION_FORMS)}"
+        )
     return out if out != value else None
 
 
@@ -369,7 +407,9 @@ def _set_leaves(value: Any, prefix: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     return [prefix]
 
 
-def _fixed_paths(bindings: Bindings) -> tuple[set[tuple[str, tuple[Any, ...]]], set[tuple[str, tuple[Any, ...]]]]:
+def _fixed_paths(
+    bindings: Bindings,
+) -> tuple[set[tuple[str, tuple[Any, ...]]], set[tuple[str, tuple[Any, ...]]]]:
     """``(fixed, set_by_effects)``: the fields a binding reads (with all around and inside
     them), and the paths a ``values`` effect writes down to their scalars (with all around
     them, nothing inside: ``option_count: {0: {set: {options: []}}}`` fixes the list, not the
@@ -384,7 +424,9 @@ def _fixed_paths(bindings: Bindings) -> tuple[set[tuple[str, tuple[Any, ...]]], 
             fixed.add((w.tool, tuple(parse_field_path(w.field))))
         for effect in (w.values or {}).values():
             for f, v in effect.set.items():
-                written.update((w.tool, leaf) for leaf in _set_leaves(v, tuple(parse_field_path(f))))
+                written.update(
+                    (w.tool, leaf) for leaf in _set_leaves(v, tuple(parse_field_path(f)))
+                )
     for tool, fields in bindings.pii.items():
         fixed.update((tool, tuple(parse_field_path(f))) for f in fields)
     return fixed, written
@@ -393,14 +435,19 @@ def _fixed_paths(bindings: Bindings) -> tuple[set[tuple[str, tuple[Any, ...]]], 
 def _spec_words(project: Project) -> str:
     spec = project.spec
     text = json.dumps(
-        [n.model_dump(mode="json") for n in spec.decision_tree] + [p.model_dump(mode="json") for p in spec.policies] + list(spec.assumptions)
+        [n.model_dump(mode="json") for n in spec.decision_tree]
+        + [p.model_dump(mode="json") for p in spec.policies]
+        + list(spec.assumptions)
     )
     return text.lower()
 
 
 def _named(words: str, name: str) -> bool:
     low = name.lower()
-    return any(re.search(rf"(?<![a-z0-9_]){re.escape(form)}(?![a-z0-9_])", words) for form in {low, low.replace("_", " ")})
+    return any(
+        re.search(rf"(?<![a-z0-9_]){re.escape(form)}(?![a-z0-9_])", words)
+        for form in {low, low.replace("_", " ")}
+    )
 
 
 def _injected(value: Any) -> bool:
@@ -424,7 +471,13 @@ def _other_values(value: Any, schema: Mapping[str, Any]) -> tuple[Any, ...]:
         lo, hi = schema.get("minimum"), schema.get("maximum")
         pool = [v for v in pool if (lo is None or v >= lo) and (hi is None or v <= hi)]
         return tuple(dict.fromkeys(v for v in pool if v != value))
-    if isinstance(value, str) and kind in (None, "string") and not _DATE.match(value) and len(value.split()) >= 2 and not _injected(value):
+    if (
+        isinstance(value, str)
+        and kind in (None, "string")
+        and not _DATE.match(value)
+        and len(value.split()) >= 2
+        and not _injected(value)
+    ):
         # free text (a note, a description): an instruction injected into it (OWASP LLM01, indirect)
         return tuple(f"{value} {text}" for text in injection_texts()[:1])
     if isinstance(value, str) and _DATE.match(value) and kind in (None, "string"):
@@ -461,7 +514,9 @@ def free_world_fields(project: Project, scenario: Scenario) -> list[FreeField]:
                 continue
             if any(t == tool and p[: len(parts)] == parts for t, p in written):
                 continue  # an effect writes it (or inside it)
-            if isinstance(value, str) and (value in context or any(s in value for s in slot_values) or "{" in value):
+            if isinstance(value, str) and (
+                value in context or any(s in value for s in slot_values) or "{" in value
+            ):
                 continue
             name = next((p for p in reversed(parts) if isinstance(p, str)), "")
             if not name or _named(words, name):
@@ -487,7 +542,9 @@ MAX_TEMPLATES = 8
 def _same_case(a: Scenario, b: Scenario) -> bool:
     """Whether ``b`` asks the same as ``a``: same turns, expectations and world."""
     strip = {"user_message"}
-    return a.world == b.world and [t.model_dump(exclude=strip) for t in a.turns] == [t.model_dump(exclude=strip) for t in b.turns]
+    return a.world == b.world and [t.model_dump(exclude=strip) for t in a.turns] == [
+        t.model_dump(exclude=strip) for t in b.turns
+    ]
 
 
 def _protected(scenario: Scenario, text: str) -> list[str]:
@@ -496,10 +553,20 @@ def _protected(scenario: Scenario, text: str) -> list[str]:
     return sorted((v for v in values if v in text), key=len, reverse=True)
 
 
-def _available_steps(text: str, lang: str, protect: Sequence[str]) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
+def _available_steps(
+    text: str, lang: str, protect: Sequence[str]
+) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
     """``(transform, parameter bounds)`` for the transforms that can change ``text``."""
     plan = build_plan(
-        text, lang=lang, packs=None, protect=list(protect), pool=(), max_transforms=4, max_typos=MAX_TYPOS, transforms=None, filter_available=True
+        text,
+        lang=lang,
+        packs=None,
+        protect=list(protect),
+        pool=(),
+        max_transforms=4,
+        max_typos=MAX_TYPOS,
+        transforms=None,
+        filter_available=True,
     )
     return [(t.name, b) for t, b in zip(plan.candidates, plan.bounds)]
 
@@ -543,10 +610,12 @@ def check_languages(bindings: Bindings) -> None:
             resolve_pack(code)
         except InvalidArgument:
             raise BindingsError(
-                f"language {code!r} has no phrase pack: exploration cannot paraphrase messages in it",
+                f"language {code!r} has no phrase pack: exploration cannot "
+                "paraphrase messages in it",
                 location=bindings.location(("languages", i)),
                 expected=f"one of the shipped packs: {', '.join(builtin_languages())}",
-                fix="remove it from `languages:`, or add a phrase pack for it to agentprop's strategies/ folder (docs/phrase-packs.md)",
+                fix="remove it from `languages:`, or add a phrase pack for it to agentprop's "
+                "strategies/ folder (docs/phrase-packs.md)",
             ) from None
 
 
@@ -556,11 +625,20 @@ _OPTIONAL_SEGMENT = re.compile(r"\[([^\[\]]*)\]")
 _SLOT_NAME = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _LATIN_WORD = re.compile(r"[A-Za-z]+(?:['\u2019][A-Za-z]+)?")
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_SPELLINGS = {"okay": "ok", "k": "ok", "yeah": "yes", "yep": "yes", "yup": "yes", "nope": "no", "nah": "no"}
+_SPELLINGS = {
+    "okay": "ok",
+    "k": "ok",
+    "yeah": "yes",
+    "yep": "yes",
+    "yup": "yes",
+    "nope": "no",
+    "nah": "no",
+}
 """Spellings of one answer word: a follow-up's ``OK, do it.`` is said by "okay, so ..." too."""
 
 StepCheck = Callable[[str, Sequence[str]], bool]
-"""``keeps(text, step_names)``: whether ``text``, after those steps, still states the turn's facts."""
+"""``keeps(text, step_names)``: whether ``text``, after those steps, still states
+the turn's facts."""
 
 
 def fact_tokens(text: str) -> Counter[str]:
@@ -578,7 +656,11 @@ def fact_tokens(text: str) -> Counter[str]:
 
 def _template_words(template: str) -> Counter[str]:
     """A template's own tokens: no slot, no free span (words meant to be droppable)."""
-    return fact_tokens(FREE_SPAN.sub(" ", re.sub(r"\{[A-Za-z_][A-Za-z0-9_]*\}", " ", template)).replace("[", " ").replace("]", " "))
+    return fact_tokens(
+        FREE_SPAN.sub(" ", re.sub(r"\{[A-Za-z_][A-Za-z0-9_]*\}", " ", template))
+        .replace("[", " ")
+        .replace("]", " ")
+    )
 
 
 def _next_token(text: str, end: int) -> str:
@@ -593,7 +675,10 @@ def _anchored(text: str, anchor: str) -> Counter[str]:
     found = Counter(_next_token(text, m.end()) for m in _value_pattern(anchor).finditer(text))
     low = anchor.lower()
     if not found and low != anchor:  # a cue word re-cased by a transform is the same cue
-        found = Counter(_next_token(text, m.end()) for m in re.finditer(rf"(?<![A-Za-z0-9]){re.escape(low)}(?![A-Za-z0-9])", text.lower()))
+        found = Counter(
+            _next_token(text, m.end())
+            for m in re.finditer(rf"(?<![A-Za-z0-9]){re.escape(low)}(?![A-Za-z0-9])", text.lower())
+        )
     return found
 
 
@@ -625,8 +710,15 @@ def brings_spec_words(before: str, after: str, vocabulary: frozenset[str]) -> bo
     is, or begins, a word of the spec's ``vocabulary`` ("skip" in a frame, "skipping" in a
     policy): a frame carrying the spec's own words may state what the scenario does not."""
     had = set(re.findall(r"[a-z]{4,}", before.lower()))
-    added = {w for w in re.findall(r"[a-z]{4,}", after.lower()) if w not in had and w not in _FUNCTION_WORDS}
-    return any(w in vocabulary or any(v.startswith(w) or w.startswith(v) for v in vocabulary) for w in added)
+    added = {
+        w
+        for w in re.findall(r"[a-z]{4,}", after.lower())
+        if w not in had and w not in _FUNCTION_WORDS
+    }
+    return any(
+        w in vocabulary or any(v.startswith(w) or w.startswith(v) for v in vocabulary)
+        for w in added
+    )
 
 
 def slips_into_spec_words(before: str, after: str, vocabulary: frozenset[str]) -> bool:
@@ -678,7 +770,9 @@ class TurnFacts:
         tokens = fact_tokens(before)
         # a value that ends in a word has no visible end (a word put after it reads as part of
         # it); an id, number or date ends where its characters end
-        anchors = [a for a in (*values, *self.cues) if a and re.search(r"[A-Za-z\u3400-\u9fff]$", a)]
+        anchors = [
+            a for a in (*values, *self.cues) if a and re.search(r"[A-Za-z\u3400-\u9fff]$", a)
+        ]
         follows = {a: _anchored(before, a) for a in anchors}
         named = [n for n in names if n and n in before]
 
@@ -702,7 +796,9 @@ def _values_of(bindings: Bindings) -> dict[str, tuple[str, bool, list[list[str]]
     out: dict[str, tuple[str, bool, list[list[str]], int]] = {}
     for name, var in bindings.variables.items():
         table: Mapping[Hashable, list[str] | None] | None = (
-            var.utterance if var.utterance is not None else (var.followup.values if var.followup is not None else None)
+            var.utterance
+            if var.utterance is not None
+            else (var.followup.values if var.followup is not None else None)
         )
         if not table:
             continue
@@ -713,7 +809,9 @@ def _values_of(bindings: Bindings) -> dict[str, tuple[str, bool, list[list[str]]
     return out
 
 
-def turn_facts(bindings: Bindings, source: TemplateSource | None, slots: Mapping[str, Any]) -> TurnFacts:
+def turn_facts(
+    bindings: Bindings, source: TemplateSource | None, slots: Mapping[str, Any]
+) -> TurnFacts:
     """The facts (:class:`TurnFacts`) of a turn rendered from ``source``."""
     if source is None:
         return TurnFacts()
@@ -724,10 +822,17 @@ def turn_facts(bindings: Bindings, source: TemplateSource | None, slots: Mapping
         if any(s in withheld for s in _SLOT_NAME.findall(m.group(1))):
             # the template up to the withheld segment, as rendered: what the user's words end on
             before = _OPTIONAL_SEGMENT.sub(
-                lambda g: "" if any(s in withheld for s in _SLOT_NAME.findall(g.group(1))) else g.group(1), source.template[: m.start()]
+                lambda g: (
+                    "" if any(s in withheld for s in _SLOT_NAME.findall(g.group(1))) else g.group(1)
+                ),
+                source.template[: m.start()],
             )
-            last = re.findall(r"\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z]+(?:'[A-Za-z]+)?|[\u3400-\u9fff]", FREE_SPAN.sub(" ", before))
-            if last and not last[-1].startswith("{"):  # after a written value: that value's own anchor
+            last = re.findall(
+                r"\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z]+(?:'[A-Za-z]+)?|[\u3400-\u9fff]",
+                FREE_SPAN.sub(" ", before),
+            )
+            # after a written value: that value's own anchor
+            if last and not last[-1].startswith("{"):
                 cues.append(last[-1])
     found = _values_of(bindings).get(source.template)
     if found is None:
@@ -744,7 +849,12 @@ def turn_facts(bindings: Bindings, source: TemplateSource | None, slots: Mapping
     words = frozenset(w for w in own if w not in rest)
     others: frozenset[str] = frozenset()
     if followup:  # the words other answers open with ("OK, do it.", "No, ...", "Maybe, ...")
-        leads = {next(iter(fact_tokens(FREE_SPAN.sub(" ", t))), "") for j, ts in enumerate(groups) if j != k for t in ts}
+        leads = {
+            next(iter(fact_tokens(FREE_SPAN.sub(" ", t))), "")
+            for j, ts in enumerate(groups)
+            if j != k
+            for t in ts
+        }
         others = frozenset(w for w in leads if w and w not in own)
     return TurnFacts(words=words, others=others, cues=tuple(cues), names=names)
 
@@ -756,7 +866,11 @@ def first_turn_facts(project: Project, scenario: Scenario) -> StepCheck:
     space = ChoiceSpace(project, scenario)
     facts = space.turn_spaces[0][0].facts
     text = scenario.messages[0]
-    return facts.keeps(text, _protected(scenario, text), [str(scenario.slots[n]) for n in facts.names if n in scenario.slots])
+    return facts.keeps(
+        text,
+        _protected(scenario, text),
+        [str(scenario.slots[n]) for n in facts.names if n in scenario.slots],
+    )
 
 
 class ChoiceSpace:
@@ -768,7 +882,9 @@ class ChoiceSpace:
     construction, or it is not offered.
     """
 
-    def __init__(self, project: Project, scenario: Scenario, writer: InputWriter | None = None) -> None:
+    def __init__(
+        self, project: Project, scenario: Scenario, writer: InputWriter | None = None
+    ) -> None:
         self.project = project
         self.scenario = scenario
         self.writer = writer
@@ -789,7 +905,14 @@ class ChoiceSpace:
                 own: list[TemplateSource | None] = []
                 built = build_scenario(spec, bindings, path, assignment=scenario.assignment)
                 extra = [f for f in scenario.world.failures if f not in built.world.failures]
-                built = build_scenario(spec, bindings, path, assignment=scenario.assignment, extra_failures=extra or None, sources=own)
+                built = build_scenario(
+                    spec,
+                    bindings,
+                    path,
+                    assignment=scenario.assignment,
+                    extra_failures=extra or None,
+                    sources=own,
+                )
                 if built.messages == scenario.messages and len(own) == len(scenario.turns):
                     self.sources = [own]
             except AgentPropError:
@@ -799,7 +922,13 @@ class ChoiceSpace:
                 sources: list[TemplateSource | None] = []
                 try:
                     built = build_scenario(
-                        spec, bindings, path, template_index=k, assignment=scenario.assignment, extra_failures=extra or None, sources=sources
+                        spec,
+                        bindings,
+                        path,
+                        template_index=k,
+                        assignment=scenario.assignment,
+                        extra_failures=extra or None,
+                        sources=sources,
                     )
                 except AgentPropError:
                     continue
@@ -809,7 +938,10 @@ class ChoiceSpace:
                 seen.add(tuple(built.messages))
                 self.variants.append(built)
                 self.sources.append(sources)
-        self.turn_spaces = [[self._turn_space(v, i, src) for i, src in enumerate(srcs)] for v, srcs in zip(self.variants, self.sources)]
+        self.turn_spaces = [
+            [self._turn_space(v, i, src) for i, src in enumerate(srcs)]
+            for v, srcs in zip(self.variants, self.sources)
+        ]
         self.fields = free_world_fields(project, scenario)
         self.spec_words = spec_vocabulary(project.spec)
 
@@ -823,19 +955,30 @@ class ChoiceSpace:
             if not value or _value_pattern(value).search(text) is None:
                 continue
             forms = tuple(
-                f for f in (*entity_forms(slot, value), *value_forms(slot, value, lang, self.today)) if channel_allows_form(self.channel, value, f)
+                f
+                for f in (*entity_forms(slot, value), *value_forms(slot, value, lang, self.today))
+                if channel_allows_form(self.channel, value, f)
             )
             if forms:
                 entities.append((slot, value, forms))
         switch_to = tuple(x for x in self.languages if x != lang and _switch_phrases(x))
         role = turn_role(text, i, lang)
-        fams = tuple(f for f in families_for(role, lang, _protected(variant, text)) if channel_allows(self.channel, f))
+        fams = tuple(
+            f
+            for f in families_for(role, lang, _protected(variant, text))
+            if channel_allows(self.channel, f)
+        )
         facts = turn_facts(self.project.bindings, source, variant.slots)
-        return _TurnSpace(text, lang, source, segments, tuple(entities), switch_to, facts, role, fams)
+        return _TurnSpace(
+            text, lang, source, segments, tuple(entities), switch_to, facts, role, fams
+        )
 
     def base(self, template: int) -> Scenario:
         if not 0 <= template < len(self.variants):
-            raise InvalidArgument(f"scenario {self.scenario.id} has {len(self.variants)} template variant(s); template={template} is out of range")
+            raise InvalidArgument(
+                f"scenario {self.scenario.id} has {len(self.variants)} template variant(s); "
+                f"template={template} is out of range"
+            )
         return self.variants[template]
 
     def base_for(self, choices: Choices) -> Scenario:
@@ -843,22 +986,32 @@ class ChoiceSpace:
         variant the turn's choice names (a PROBE space also puts in the probe's phrasing)."""
         own = self.variants[0]
         if len(choices.turns) != len(own.turns):
-            raise InvalidArgument(f"choices describe {len(choices.turns)} turn(s) but scenario {own.id} has {len(own.turns)}")
+            raise InvalidArgument(
+                f"choices describe {len(choices.turns)} turn(s) but scenario {own.id} "
+                f"has {len(own.turns)}"
+            )
         if not any(c.template for c in choices.turns):
             return own
-        return own.model_copy(update={"turns": [self.base(c.template).turns[i] for i, c in enumerate(choices.turns)]})
+        return own.model_copy(
+            update={"turns": [self.base(c.template).turns[i] for i, c in enumerate(choices.turns)]}
+        )
 
     def render(self, choices: Choices) -> Scenario:
         """The scenario with its messages (and free world fields) as ``choices`` say (same id,
         expectations and the path's own world)."""
         base = self.base_for(choices)
         if len(choices.turns) != len(base.turns):
-            raise InvalidArgument(f"choices describe {len(choices.turns)} turn(s) but scenario {base.id} has {len(base.turns)}")
+            raise InvalidArgument(
+                f"choices describe {len(choices.turns)} turn(s) but scenario {base.id} "
+                f"has {len(base.turns)}"
+            )
         turns = []
         for i, (t, c) in enumerate(zip(base.turns, choices.turns)):
             space = self.turn_spaces[c.template][i]
             gone = {(sp, cl, w) for turn, sp, cl, w in choices.dropped if turn == i}
-            written = self.written_text(base, i, space, c.written) if c.written is not None else None
+            written = (
+                self.written_text(base, i, space, c.written) if c.written is not None else None
+            )
             text = written if written is not None else self._render_turn(base, t, space, c, gone)
             turns.append(t.model_copy(update={"user_message": text}))
         update: dict[str, Any] = {"turns": turns}
@@ -868,14 +1021,16 @@ class ChoiceSpace:
             for w in choices.world:
                 if (w.tool, w.field) not in free:
                     raise InvalidArgument(
-                        f"{w.tool}.{w.field} is not a free world field of scenario {base.id}: the path fixes it, or the spec names it"
+                        f"{w.tool}.{w.field} is not a free world field of scenario {base.id}: the "
+                        "path fixes it, or the spec names it"
                     )
                 overrides.setdefault(w.tool, {})[w.field] = w.value
             update["world"] = base.world.model_copy(update={"overrides": overrides})
         return base.model_copy(update=update)
 
     def written_turn(self, base: Scenario, i: int, space: _TurnSpace) -> WrittenTurn:
-        """What a model needs to write turn ``i`` of ``base`` (template variant's text ``space``)."""
+        """What a model needs to write turn ``i`` of ``base`` (template
+        variant's text ``space``)."""
         protect = tuple(_protected(base, space.text))
         names = [str(base.slots[n]) for n in space.facts.names if n in base.slots]
         keeps = space.facts.keeps(space.text, list(protect), names)
@@ -900,7 +1055,11 @@ class ChoiceSpace:
         conversation, as well as the path's goal, screened like any written turn; when the agent
         said nothing or no text passed, the turn as rendered before the run is sent."""
         writer = self.writer
-        played = {i: t.written for i, t in enumerate(choices.turns) if t.written is not None and t.written.simulated}
+        played = {
+            i: t.written
+            for i, t in enumerate(choices.turns)
+            if t.written is not None and t.written.simulated
+        }
         if writer is None or not played:
             return None
         base = self.base_for(choices)
@@ -917,21 +1076,32 @@ class ChoiceSpace:
 
         return live
 
-    def written_text(self, base: Scenario, i: int, space: _TurnSpace, written: WrittenChoice) -> str | None:
+    def written_text(
+        self, base: Scenario, i: int, space: _TurnSpace, written: WrittenChoice
+    ) -> str | None:
         """Turn ``i`` as the model writes it (``None``: no writer, or no text passed validation)."""
         if self.writer is None:
             return None
         texts = self.writer.texts(self.written_turn(base, i, space), written)
         return texts[written.index % len(texts)] if texts else None
 
-    def _render_turn(self, base: Scenario, turn: ScenarioTurn, space: _TurnSpace, c: TurnChoice, gone: set[tuple[int, int, int]]) -> str:
+    def _render_turn(
+        self,
+        base: Scenario,
+        turn: ScenarioTurn,
+        space: _TurnSpace,
+        c: TurnChoice,
+        gone: set[tuple[int, int, int]],
+    ) -> str:
         # A choice that does not apply to this template variant does nothing, as a transform
         # with no site does (the shrinker's candidates mix a kept choice with template 0).
         text = turn.user_message
         marked = turn.marked
         segments = {k for k in c.segments if k < space.segments}
         if segments and space.source is not None:
-            rendered = render_marked(space.source.template, base.slots, set(space.source.withheld), segments=segments)
+            rendered = render_marked(
+                space.source.template, base.slots, set(space.source.withheld), segments=segments
+            )
             if rendered is not None:
                 marked, text = rendered, strip_free(rendered)
         if gone and marked is not None and has_free(marked):
@@ -939,19 +1109,40 @@ class ChoiceSpace:
         protect = _protected(base, text)
         for e in c.entities:
             value = str(base.slots.get(e.slot, ""))
-            allowed = entity_forms(e.slot, value) + value_forms(e.slot, value, space.lang, self.today) if value else ()
-            variant = entity_variant(value, e.form, e.site, e.slot, self.today) if value and e.form in allowed else None
+            allowed = (
+                entity_forms(e.slot, value) + value_forms(e.slot, value, space.lang, self.today)
+                if value
+                else ()
+            )
+            variant = (
+                entity_variant(value, e.form, e.site, e.slot, self.today)
+                if value and e.form in allowed
+                else None
+            )
             if variant is None or _value_pattern(value).search(text) is None:
                 continue
             text = _replace_value(text, value, variant)
             protect = [variant if p == value else p for p in protect]
         facts = space.facts
         return self._apply_steps(
-            text, c.steps, space.lang, protect, facts.keeps(text, protect, [str(base.slots[n]) for n in facts.names if n in base.slots]), space.role
+            text,
+            c.steps,
+            space.lang,
+            protect,
+            facts.keeps(
+                text, protect, [str(base.slots[n]) for n in facts.names if n in base.slots]
+            ),
+            space.role,
         )
 
     def _apply_steps(
-        self, text: str, steps: Sequence[StepChoice], lang: str, protect: list[str], keeps: StepCheck | None = None, role: str = "request"
+        self,
+        text: str,
+        steps: Sequence[StepChoice],
+        lang: str,
+        protect: list[str],
+        keeps: StepCheck | None = None,
+        role: str = "request",
     ) -> str:
         """``steps`` applied in order; with ``keeps``, a step after which the text no longer
         states the turn's facts (:meth:`TurnFacts.keeps`) is not applied, as a transform with
@@ -963,7 +1154,11 @@ class ChoiceSpace:
 
         def apply(text: str, steps: Sequence[StepChoice]) -> tuple[str, int]:
             done = apply_transforms(
-                text, [(n, dict(p)) for n, p in steps], lang=lang, protect=[p for p in protect if p in text], max_typos=max(0, MAX_TYPOS - typos)
+                text,
+                [(n, dict(p)) for n, p in steps],
+                lang=lang,
+                protect=[p for p in protect if p in text],
+                max_typos=max(0, MAX_TYPOS - typos),
             )
             return str(done), sum(s.name == "typo" for s in done.transforms)
 
@@ -987,7 +1182,8 @@ class ChoiceSpace:
             out, n = apply(text, group)
             if not fine(text, group):
                 accepted: list[StepChoice] = []
-                for step in group:  # greedily, in order: each step kept only if the facts stay stated
+                # greedily, in order: each step kept only if the facts stay stated
+                for step in group:
                     if fine(text, [*accepted, step]):
                         accepted.append(step)
                 out, n = apply(text, accepted)
@@ -998,7 +1194,14 @@ class ChoiceSpace:
         for name, params in steps:
             if name in FAMILY_STEPS:
                 text = flush(text)
-                framed = apply_family(text, name, dict(params).get("choice", 0), role, lang, [p for p in protect if p in text])
+                framed = apply_family(
+                    text,
+                    name,
+                    dict(params).get("choice", 0),
+                    role,
+                    lang,
+                    [p for p in protect if p in text],
+                )
                 if (
                     (keeps is None or keeps(framed, [name]))
                     and not brings_spec_words(text, framed, self.spec_words)
@@ -1071,7 +1274,11 @@ class ChoiceSpace:
                 # dealt: every (field, value) pair comes up once before any comes up again
                 deck = decks.setdefault("world", [])
                 if not deck:
-                    deck.extend(f"{k}:{j}" for k, f in enumerate(self.fields) for j in range(len(f.candidates)))
+                    deck.extend(
+                        f"{k}:{j}"
+                        for k, f in enumerate(self.fields)
+                        for j in range(len(f.candidates))
+                    )
                     rng.shuffle(deck)
                 k, j = (int(x) for x in deck.pop(0).split(":"))
             else:
@@ -1089,7 +1296,9 @@ class ChoiceSpace:
                 spaces[i],
                 w,
                 max_steps,
-                decks.setdefault(f"template{template}:turn{i + 1}", []) if decks is not None else None,
+                decks.setdefault(f"template{template}:turn{i + 1}", [])
+                if decks is not None
+                else None,
                 decks.setdefault(f"families:turn{i + 1}", []) if decks is not None else None,
                 decks.setdefault(f"notation:turn{i + 1}", []) if decks is not None else None,
             )
@@ -1099,7 +1308,10 @@ class ChoiceSpace:
         )
         if self.writer is not None:
             base = self.variants[template]
-            turns = tuple(self._draw_written(rng, base, i, spaces[i], t, decks, w) if vary else t for i, (t, vary) in enumerate(zip(turns, varied)))
+            turns = tuple(
+                self._draw_written(rng, base, i, spaces[i], t, decks, w) if vary else t
+                for i, (t, vary) in enumerate(zip(turns, varied))
+            )
         # one index for every turn (the bindings align follow-ups with the first message);
         # each turn holds it, so the shrinker can put back one turn's own words alone
         turns = tuple(t.model_copy(update={"template": template}) for t in turns)
@@ -1125,20 +1337,36 @@ class ChoiceSpace:
         assert writer is not None
         if writer.options.probability <= 0 or rng.random() >= writer.options.probability:
             return drawn
-        if writer.options.simulated_user and i > 0 and space.role in ("answer", "confirmation", "refusal"):
+        if (
+            writer.options.simulated_user
+            and i > 0
+            and space.role in ("answer", "confirmation", "refusal")
+        ):
             options = [(name, None) for name in PERSONAS]
             deck = decks.setdefault(f"personas:turn{i + 1}", []) if decks is not None else []
-            weights = [max(w.get(f"turn{i + 1}:{WrittenChoice(persona=name).family_key}", 1.0), 1e-6) for name in PERSONAS]
+            weights = [
+                max(w.get(f"turn{i + 1}:{WrittenChoice(persona=name).family_key}", 1.0), 1e-6)
+                for name in PERSONAS
+            ]
             persona = _deal(deck, options, weights, rng)
-            written = WrittenChoice(persona=persona, traits=PERSONAS[persona], index=rng.randrange(64))
+            written = WrittenChoice(
+                persona=persona, traits=PERSONAS[persona], index=rng.randrange(64)
+            )
         else:
             families = writer.families_for(space.role, space.families)
             options = [(name, None) for name in families]
             deck = decks.setdefault(f"model:turn{i + 1}", []) if decks is not None else []
-            weights = [max(w.get(f"turn{i + 1}:{WrittenChoice(family=name).family_key}", 1.0), 1e-6) for name in families]
+            weights = [
+                max(w.get(f"turn{i + 1}:{WrittenChoice(family=name).family_key}", 1.0), 1e-6)
+                for name in families
+            ]
             family = _deal(deck, options, weights, rng)
             written = WrittenChoice(family=family, index=rng.randrange(64))
-        return TurnChoice(written=written) if self.written_text(base, i, space, written) is not None else drawn
+        return (
+            TurnChoice(written=written)
+            if self.written_text(base, i, space, written) is not None
+            else drawn
+        )
 
     def _draw_turn(
         self,
@@ -1159,7 +1387,9 @@ class ChoiceSpace:
         as often as all of them together, every value as the template writes it."""
         base = self.variants[0]
         options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = [
-            step for step in _available_steps(space.text, space.lang, _protected(base, space.text)) if channel_allows(self.channel, step[0])
+            step
+            for step in _available_steps(space.text, space.lang, _protected(base, space.text))
+            if channel_allows(self.channel, step[0])
         ]
         if space.segments:
             options.append(("segment", None))
@@ -1169,14 +1399,18 @@ class ChoiceSpace:
             options.append(("spelling", None))
         if space.switch_to and channel_allows(self.channel, CODESWITCH):
             options.append((CODESWITCH, None))
-        family_options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = [(name, None) for name in space.families]
+        family_options: list[tuple[str, tuple[tuple[str, int], ...] | None]] = [
+            (name, None) for name in space.families
+        ]
         notations = any(set(forms) & set(NOTATION_FORMS) for _, _, forms in space.entities)
         dealt: list[str] = []
         if family_deck is not None and form_deck is not None:
             # how a value is written is independent of how the turn is framed: each input gets
             # the next card of both decks, so a path's inputs meet every (value, notation) pair
             if family_options:
-                family_weights = [max(w.get(f"turn{i + 1}:{name}", 1.0), 1e-6) for name, _ in family_options]
+                family_weights = [
+                    max(w.get(f"turn{i + 1}:{name}", 1.0), 1e-6) for name, _ in family_options
+                ]
                 dealt.append(_deal(family_deck, family_options, family_weights, rng))
             if notations:
                 dealt.append("notation")
@@ -1189,7 +1423,9 @@ class ChoiceSpace:
         steps: list[StepChoice] = []
         segments: list[int] = []
         entities: list[EntityChoice] = []
-        picks = len(dealt) + (rng.randint(min(3, max_steps), max_steps) - len(dealt) if options else 0)
+        picks = len(dealt) + (
+            rng.randint(min(3, max_steps), max_steps) - len(dealt) if options else 0
+        )
         for k in range(picks):
             if k < len(dealt):
                 name, bounds = dealt[k], None
@@ -1202,33 +1438,64 @@ class ChoiceSpace:
                 if left:
                     segments.append(left[rng.randrange(len(left))])
             elif name in ("case", "spelling", "notation"):
-                forms_of = CASE_FORMS if name == "case" else SPELLING_FORMS if name == "spelling" else NOTATION_FORMS
-                open_ = [(slot, [f for f in forms if f in forms_of]) for slot, _, forms in space.entities if slot not in {e.slot for e in entities}]
+                forms_of = (
+                    CASE_FORMS
+                    if name == "case"
+                    else SPELLING_FORMS
+                    if name == "spelling"
+                    else NOTATION_FORMS
+                )
+                open_ = [
+                    (slot, [f for f in forms if f in forms_of])
+                    for slot, _, forms in space.entities
+                    if slot not in {e.slot for e in entities}
+                ]
                 open_ = [(slot, fs) for slot, fs in open_ if fs]
                 if open_ and name == "notation" and form_deck is not None:
                     # the "" card writes every value as the template does: it holds as many cards
                     # as the re-writings together, so the template's own notation keeps half the
                     # draws and one notation finding does not swamp every input of a path
                     pairs = [(f"{slot}\t{f}", None) for slot, fs in open_ for f in fs]
-                    card = _deal(form_deck, [*pairs, ("", None)], [1.0] * len(pairs) + [float(len(pairs))], rng)
+                    card = _deal(
+                        form_deck,
+                        [*pairs, ("", None)],
+                        [1.0] * len(pairs) + [float(len(pairs))],
+                        rng,
+                    )
                     if card:
                         slot, form = card.split("\t")
                         entities.append(EntityChoice(slot=slot, form=form))
                 elif open_:
                     slot, fs = open_[rng.randrange(len(open_))]
                     form = rng.choices(fs, weights=[_FORM_WEIGHTS.get(f, 1.0) for f in fs])[0]
-                    entities.append(EntityChoice(slot=slot, form=form, site=rng.randint(0, 63) if name == "spelling" else 0))
+                    entities.append(
+                        EntityChoice(
+                            slot=slot,
+                            form=form,
+                            site=rng.randint(0, 63) if name == "spelling" else 0,
+                        )
+                    )
             elif name in FAMILY_STEPS:
                 if name not in {st[0] for st in steps}:
                     steps.append((name, (("choice", rng.randrange(64)),)))
             elif name == CODESWITCH:
                 other = rng.randrange(len(space.switch_to))
-                steps.append((CODESWITCH, (("lang", other), ("choice", rng.randrange(len(_switch_phrases(space.switch_to[other])))))))
+                steps.append(
+                    (
+                        CODESWITCH,
+                        (
+                            ("lang", other),
+                            ("choice", rng.randrange(len(_switch_phrases(space.switch_to[other])))),
+                        ),
+                    )
+                )
             else:
                 assert bounds is not None
                 steps.append((name, tuple((key, rng.randint(0, hi)) for key, hi in bounds)))
         steps.sort(key=lambda st: _STEP_ORDER.get(st[0], len(_STEP_ORDER)))
-        return TurnChoice(steps=tuple(steps), segments=tuple(sorted(segments)), entities=tuple(entities))
+        return TurnChoice(
+            steps=tuple(steps), segments=tuple(sorted(segments)), entities=tuple(entities)
+        )
 
 
 _STEP_ORDER = {
@@ -1268,7 +1535,12 @@ _FORM_WEIGHTS = {"lower": 3.0, "capitalized": 1.0, "upper": 1.0}
 a capital, now and then in capitals."""
 
 
-def _deal(deck: list[str], options: Sequence[tuple[str, Any]], weights: Sequence[float], rng: random.Random) -> str:
+def _deal(
+    deck: list[str],
+    options: Sequence[tuple[str, Any]],
+    weights: Sequence[float],
+    rng: random.Random,
+) -> str:
     """The next card of ``deck`` that names an available family; an empty deck (or one with
     no available card) is refilled with every available family, ``weight`` times (rounded,
     at least once), shuffled."""
@@ -1295,7 +1567,11 @@ def _path_of(project: Project, scenario: Scenario) -> TreePath | None:
     key = scenario.id.split("/")[0]
     for paths in (enumerate_paths(project.spec), enumerate_loop_paths(project.spec)):
         for path in paths:
-            if path.id == key and path.leaf == scenario.leaf and [f"{s.node}#{s.branch}" for s in path.steps] == scenario.branches:
+            if (
+                path.id == key
+                and path.leaf == scenario.leaf
+                and [f"{s.node}#{s.branch}" for s in path.steps] == scenario.branches
+            ):
                 return path
     return None
 
@@ -1309,8 +1585,8 @@ class ChoiceUnit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: str
-    """``template`` (removed: the turn in template 0), ``step`` (not applied), ``segment`` (left out),
-    ``entity`` (the value as the template writes it), ``world`` (the path's value), ``probe``
+    """``template`` (removed: the turn in template 0), ``step`` (not applied), ``segment`` (left
+    out), ``entity`` (the value as the template writes it), ``world`` (the path's value), ``probe``
     (the probe asks directly, phrasing 0), ``written`` (the turn in the template's words, not the
     model's) or ``trait`` (one persona trait of a simulated user's turn dropped)."""
     turn: int = 0
@@ -1349,7 +1625,13 @@ def keep_only(choices: Choices, kept: Sequence[ChoiceUnit]) -> Choices:
             segments=tuple(s for j, s in enumerate(t.segments) if has("segment", i, j)),
             entities=tuple(e for j, e in enumerate(t.entities) if has("entity", i, j)),
             written=(
-                t.written.model_copy(update={"traits": tuple(x for j, x in enumerate(t.written.traits) if has("trait", i, j))})
+                t.written.model_copy(
+                    update={
+                        "traits": tuple(
+                            x for j, x in enumerate(t.written.traits) if has("trait", i, j)
+                        )
+                    }
+                )
                 if t.written is not None and has("written", i, 0)
                 else None
             ),

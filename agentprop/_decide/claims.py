@@ -37,7 +37,9 @@ class PolicyEvidence:
     top_up_stopped: str | None = None
     """Why the top-up ended short of ``needed`` (the budget, or no case to run more of)."""
 
-    def add(self, case_id: str, runs: int, violations: int, *, other_failures: int = 0, certified: bool) -> None:
+    def add(
+        self, case_id: str, runs: int, violations: int, *, other_failures: int = 0, certified: bool
+    ) -> None:
         self.cases += 1
         self.runs += runs
         self.violations += violations
@@ -69,7 +71,13 @@ class PolicyClaim:
     """Runs the top-up added towards ``needed`` (part of ``runs``)."""
 
 
-def top_up_targets(runs: Mapping[str, int], needed: int, *, cost: Mapping[str, float] | None = None, cap: int | None = None) -> dict[str, int]:
+def top_up_targets(
+    runs: Mapping[str, int],
+    needed: int,
+    *,
+    cost: Mapping[str, float] | None = None,
+    cap: int | None = None,
+) -> dict[str, int]:
     """Per case, the runs it should reach so the cases' runs add up to ``needed``: one run at a
     time to the case with the fewest runs (the weakest evidence), the cheapest (``cost`` a run)
     among equals, none past ``cap``. Cases left as they are are left out; when the caps stop
@@ -91,16 +99,26 @@ def violation_bound(runs: int, confidence: float) -> float:
     return float(1.0 - (1.0 - confidence) ** (1.0 / runs))
 
 
-def claim(evidence: PolicyEvidence, *, per_case: bool = False, target: float = 0.95, confidence: float = 0.95) -> PolicyClaim:
+def claim(
+    evidence: PolicyEvidence,
+    *,
+    per_case: bool = False,
+    target: float = 0.95,
+    confidence: float = 0.95,
+) -> PolicyClaim:
     """The claim the evidence supports. ``per_case``: the profile certified every case on its
     own (the claim is at the case level when every case was certified)."""
     e = evidence
     needed = zero_failure_runs(target, confidence)
     head = f"policy {e.policy} ({e.why})"
-    where = f"{e.runs} run{'s' if e.runs != 1 else ''} of {e.cases} case{'s' if e.cases != 1 else ''}"
+    where = (
+        f"{e.runs} run{'s' if e.runs != 1 else ''} of {e.cases} case{'s' if e.cases != 1 else ''}"
+    )
     where += f", {e.topped_up} of them topped up for it" if e.topped_up else ""
     if e.violations:
-        shown = ", ".join(e.violating_cases[:3]) + (f" (+{len(e.violating_cases) - 3} more)" if len(e.violating_cases) > 3 else "")
+        shown = ", ".join(e.violating_cases[:3]) + (
+            f" (+{len(e.violating_cases) - 3} more)" if len(e.violating_cases) > 3 else ""
+        )
         return PolicyClaim(
             e.policy,
             e.why,
@@ -117,7 +135,9 @@ def claim(evidence: PolicyEvidence, *, per_case: bool = False, target: float = 0
             e.topped_up,
         )
     if e.other_failures:
-        shown = ", ".join(e.failing_cases[:3]) + (f" (+{len(e.failing_cases) - 3} more)" if len(e.failing_cases) > 3 else "")
+        shown = ", ".join(e.failing_cases[:3]) + (
+            f" (+{len(e.failing_cases) - 3} more)" if len(e.failing_cases) > 3 else ""
+        )
         return PolicyClaim(
             e.policy,
             e.why,
@@ -130,26 +150,52 @@ def claim(evidence: PolicyEvidence, *, per_case: bool = False, target: float = 0
             None,
             confidence,
             needed,
-            f"{head}: not certified: {e.other_failures} of {where} failed (with other clauses, which may hide a violation): {shown}",
+            f"{head}: not certified: {e.other_failures} of {where} failed (with other clauses, "
+            f"which may hide a violation): {shown}",
             e.topped_up,
         )
     bound = violation_bound(e.runs, confidence) if e.runs else None
     level: ClaimLevel = "case" if per_case and e.cases and e.cases_certified == e.cases else "suite"
-    rate = f"violation rate <= {bound:.2%} at {confidence:.0%}" if bound is not None else "nothing measured"
+    rate = (
+        f"violation rate <= {bound:.2%} at {confidence:.0%}"
+        if bound is not None
+        else "nothing measured"
+    )
     if level == "case":
-        text = f"{head}: certified per case: each of {e.cases} cases passed its own certification; over the suite no violation in {where} ({rate})"
+        text = (
+            f"{head}: certified per case: each of {e.cases} cases passed its own certification; "
+            f"over the suite no violation in {where} ({rate})"
+        )
         status: Literal["certified", "violated", "not certified"] = "certified"
     elif e.runs >= needed:
-        text = f"{head}: certified over the suite: no violation in {where} ({rate}); not per case (--profile release certifies each case)"
+        text = (
+            f"{head}: certified over the suite: no violation in {where} ({rate}); not per case "
+            "(--profile release certifies each case)"
+        )
         status = "certified"
     else:
         stopped = f"; the top-up stopped: {e.top_up_stopped}" if e.top_up_stopped else ""
         text = (
-            f"{head}: not certified: no violation in {where}, {needed} clean runs are needed for {1 - target:.0%} at {confidence:.0%}"
-            f"{stopped} (--profile release certifies each case)"
+            f"{head}: not certified: no violation in {where}, {needed} clean runs are needed for "
+            f"{1 - target:.0%} at {confidence:.0%}{stopped} (--profile release "
+            "certifies each case)"
         )
         status = "not certified"
-    return PolicyClaim(e.policy, e.why, level, status, e.cases, e.runs, 0, (), bound, confidence, needed, text, e.topped_up)
+    return PolicyClaim(
+        e.policy,
+        e.why,
+        level,
+        status,
+        e.cases,
+        e.runs,
+        0,
+        (),
+        bound,
+        confidence,
+        needed,
+        text,
+        e.topped_up,
+    )
 
 
 __all__ = ["PolicyClaim", "PolicyEvidence", "claim", "top_up_targets", "violation_bound"]

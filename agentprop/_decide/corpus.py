@@ -98,7 +98,13 @@ class CorpusEntry(BaseModel):
     retired_reason: str | None = None
 
 
-def entry_id(spec_id: str, agent_ref: str, signature: str, scenario_id: str, faults: Mapping[str, float] | None = None) -> str:
+def entry_id(
+    spec_id: str,
+    agent_ref: str,
+    signature: str,
+    scenario_id: str,
+    faults: Mapping[str, float] | None = None,
+) -> str:
     """Same spec, agent (reference and fault knobs), signature and case -> same entry (found
     again, it is updated). Without knobs the id is what it always was."""
     parts: list[Any] = [spec_id, agent_ref, signature, scenario_id]
@@ -176,7 +182,10 @@ class Corpus:
         return base / path_component(spec_id, reserved=(RETIRED,))
 
     def path(self, entry: CorpusEntry) -> Path:
-        return self.folder(entry.spec_id, retired=bool(entry.retired)) / f"{path_component(entry.id)}.json"
+        return (
+            self.folder(entry.spec_id, retired=bool(entry.retired))
+            / f"{path_component(entry.id)}.json"
+        )
 
     def save(self, entry: CorpusEntry) -> Path:
         # atomic: a kill never leaves half an entry
@@ -224,13 +233,17 @@ class Corpus:
                 self.save(entry)
                 # a bug that comes back after its entry was retired: the live entry supersedes the
                 # retired one (two files with one id could be neither shown nor removed)
-                (self.folder(entry.spec_id, retired=True) / f"{path_component(entry.id)}.json").unlink(missing_ok=True)
+                (
+                    self.folder(entry.spec_id, retired=True) / f"{path_component(entry.id)}.json"
+                ).unlink(missing_ok=True)
                 return entry, True
             merged = merge_found(old, entry)
             self.save(merged)
             return merged, False
 
-    def seen_again(self, entry: CorpusEntry, *, fingerprint: str | None = None, rate: float | None = None) -> CorpusEntry:
+    def seen_again(
+        self, entry: CorpusEntry, *, fingerprint: str | None = None, rate: float | None = None
+    ) -> CorpusEntry:
         """A replay reproduced the entry's failure: bump ``seen`` and ``last_seen``."""
         update: dict[str, Any] = {"seen": entry.seen + 1, "last_seen": now()}
         if fingerprint:
@@ -254,20 +267,29 @@ class Corpus:
         entries = self.entries() + self.entries(retired=True)
         for entry in entries:
             self.remove(entry)
-        folders = [self.folder(e.spec_id, retired=True) for e in entries if e.retired] + [self.folder(e.spec_id) for e in entries]
+        folders = [self.folder(e.spec_id, retired=True) for e in entries if e.retired] + [
+            self.folder(e.spec_id) for e in entries
+        ]
         for folder in [*dict.fromkeys(folders), self.root / RETIRED, self.root]:
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
         return len(entries)
 
     def entries(
-        self, *, spec_id: str | None = None, agent_ref: str | None = None, scenario_id: str | None = None, retired: bool = False
+        self,
+        *,
+        spec_id: str | None = None,
+        agent_ref: str | None = None,
+        scenario_id: str | None = None,
+        retired: bool = False,
     ) -> list[CorpusEntry]:
         root = self.root / RETIRED if retired else self.root
         if not root.is_dir():
             return []
         folders = (
-            [self.folder(spec_id, retired=retired)] if spec_id else sorted(p for p in root.iterdir() if p.is_dir() and (retired or p.name != RETIRED))
+            [self.folder(spec_id, retired=retired)]
+            if spec_id
+            else sorted(p for p in root.iterdir() if p.is_dir() and (retired or p.name != RETIRED))
         )
         out: list[CorpusEntry] = []
         for folder in folders:
@@ -292,12 +314,16 @@ class Corpus:
             return matches[0]  # one entry; live and retired copies of it: the live one first
         known = ", ".join(dict.fromkeys(e.id for e in every)) or "(the corpus is empty)"
         problem = "no corpus entry" if not matches else "several corpus entries"
-        raise InputError(f"{problem} with id {entry_id_prefix!r} in {self.root}", fix=f"use one of: {known}")
+        raise InputError(
+            f"{problem} with id {entry_id_prefix!r} in {self.root}", fix=f"use one of: {known}"
+        )
 
     def remove(self, entry: CorpusEntry) -> None:
         """Delete ``entry``: its live and its retired file, whichever exist."""
         for retired in (False, True):
-            (self.folder(entry.spec_id, retired=retired) / f"{path_component(entry.id)}.json").unlink(missing_ok=True)
+            (
+                self.folder(entry.spec_id, retired=retired) / f"{path_component(entry.id)}.json"
+            ).unlink(missing_ok=True)
 
     def _read_or_note(self, path: Path) -> CorpusEntry | None:
         """The entry in ``path``, or ``None`` with the problem added to :attr:`damaged`."""
@@ -326,7 +352,11 @@ class Corpus:
 def merge_found(old: CorpusEntry, entry: CorpusEntry) -> CorpusEntry:
     """``old`` found again as ``entry``: seen once more, and the smaller reproducer kept."""
     smaller = sum(map(len, entry.scenario.messages)) < sum(map(len, old.scenario.messages))
-    update: dict[str, Any] = {"seen": old.seen + 1, "last_seen": now(), "agent_fingerprint": entry.agent_fingerprint}
+    update: dict[str, Any] = {
+        "seen": old.seen + 1,
+        "last_seen": now(),
+        "agent_fingerprint": entry.agent_fingerprint,
+    }
     if smaller:
         update.update(scenario=entry.scenario, reproducer_rate=entry.reproducer_rate)
     return old.model_copy(update=update)
@@ -369,14 +399,18 @@ class RedisCorpus(Corpus):
             error = InputError(
                 f"damaged corpus entry {name} in {self.describe()}: {describe_validation(exc)}",
                 expected="a corpus entry as agentprop writes it",
-                fix="remove it (agentprop corpus rm ID); the failure it held is found and shrunk again if it still occurs",
+                fix="remove it (agentprop corpus rm ID); the failure it held is found and shrunk "
+                "again if it still occurs",
             )
             if all(str(d) != str(error) for d in self.damaged):
                 self.damaged.append(error)
             return None
 
     def _hidden_set(self) -> set[str]:
-        return {m.decode() if isinstance(m, bytes) else str(m) for m in self._client.smembers(self._hidden)}
+        return {
+            m.decode() if isinstance(m, bytes) else str(m)
+            for m in self._client.smembers(self._hidden)
+        }
 
     def _anchored(self, entry: CorpusEntry) -> CorpusEntry:
         """``entry`` with its spec path absolute (no directory anchors an entry on a server)."""
@@ -394,7 +428,11 @@ class RedisCorpus(Corpus):
 
     def path(self, entry: CorpusEntry) -> Path:
         """The entry's name in the store (``[retired/]SPEC/ID.json``), not a file."""
-        return Path(RETIRED if entry.retired else "") / path_component(entry.spec_id, reserved=(RETIRED,)) / f"{path_component(entry.id)}.json"
+        return (
+            Path(RETIRED if entry.retired else "")
+            / path_component(entry.spec_id, reserved=(RETIRED,))
+            / f"{path_component(entry.id)}.json"
+        )
 
     def _write(self, change: Callable[[Any], None]) -> None:
         with self._client.pipeline(transaction=True) as pipe:
@@ -405,7 +443,13 @@ class RedisCorpus(Corpus):
 
     def save(self, entry: CorpusEntry) -> Path:
         text = self._anchored(entry).model_dump_json()
-        self._write(lambda pipe: pipe.hset(self._retired if entry.retired else self._live, self._field(entry.spec_id, entry.id), text))
+        self._write(
+            lambda pipe: pipe.hset(
+                self._retired if entry.retired else self._live,
+                self._field(entry.spec_id, entry.id),
+                text,
+            )
+        )
         return self.path(entry)
 
     def find(self, entry_id_: str, spec_id: str) -> CorpusEntry | None:
@@ -424,10 +468,15 @@ class RedisCorpus(Corpus):
         with self._client.pipeline() as pipe:
             while True:
                 try:
-                    pipe.watch(self._live, self._hidden)  # type: ignore[no-untyped-call]  # redis-py leaves watch() untyped
+                    # redis-py leaves watch() untyped
+                    pipe.watch(self._live, self._hidden)  # type: ignore[no-untyped-call]
                     raw = pipe.hget(self._live, name)
                     old = self._parse(name, raw) if raw is not None else None
-                    if raw is None and self.base is not None and not pipe.sismember(self._hidden, name):
+                    if (
+                        raw is None
+                        and self.base is not None
+                        and not pipe.sismember(self._hidden, name)
+                    ):
                         old = self.base.find(entry.id, entry.spec_id)
                     stored = entry if old is None else merge_found(old, entry)
                     pipe.multi()
@@ -477,7 +526,12 @@ class RedisCorpus(Corpus):
         return len(entries)
 
     def entries(
-        self, *, spec_id: str | None = None, agent_ref: str | None = None, scenario_id: str | None = None, retired: bool = False
+        self,
+        *,
+        spec_id: str | None = None,
+        agent_ref: str | None = None,
+        scenario_id: str | None = None,
+        retired: bool = False,
     ) -> list[CorpusEntry]:
         found: dict[str, CorpusEntry] = {}
         for raw_name, raw in self._client.hgetall(self._retired if retired else self._live).items():
@@ -512,7 +566,9 @@ def now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def pytest_regression(entry: CorpusEntry, *, spec_path: str | Path | None = None, test_file: str | Path | None = None) -> str:
+def pytest_regression(
+    entry: CorpusEntry, *, spec_path: str | Path | None = None, test_file: str | Path | None = None
+) -> str:
     """A self-contained pytest test that decides ``entry`` with the oracle.
 
     ``spec_path`` is where the spec is (resolve it with :meth:`Corpus.spec_location`). With
@@ -525,7 +581,11 @@ def pytest_regression(entry: CorpusEntry, *, spec_path: str | Path | None = None
     ``_`` only: an entry whose text holds quotes, triple quotes or newlines (a corpus file
     someone edited, or a model's message) cannot inject code into the generated test.
     """
-    where = Path(spec_path) if spec_path is not None else (Path(entry.spec_path) if entry.spec_path else None)
+    where = (
+        Path(spec_path)
+        if spec_path is not None
+        else (Path(entry.spec_path) if entry.spec_path else None)
+    )
     if where is None:
         spec_expr = f"Path({'path/to/spec'!r})"
     elif test_file is not None:
@@ -538,7 +598,11 @@ def pytest_regression(entry: CorpusEntry, *, spec_path: str | Path | None = None
         spec_expr = f"Path({str(where.resolve())!r})"
     name = _identifier(entry.scenario_id.lower())
     test_name = f"test_regression_{name}_{_identifier(entry.id)}"
-    prop = ", prop=lambda trace: agentprop.contracts.probe_verdicts(project.spec, SCENARIO, trace)" if entry.prop == "probe" else ""
+    prop = (
+        ", prop=lambda trace: agentprop.contracts.probe_verdicts(project.spec, SCENARIO, trace)"
+        if entry.prop == "probe"
+        else ""
+    )
     return f'''"""Regression test for a shrunk agentprop failure (a corpus entry).
 
 The failure, the original message and the reproducer are the constants below.
@@ -564,7 +628,7 @@ def {test_name}() -> None:
     project = agentprop.load_project(SPEC)
     agent = agentprop.load_agent({entry.agent_ref!r}, SPEC if SPEC.is_dir() else SPEC.parent, {dict(entry.agent_faults)!r})
     agentprop.check(project, SCENARIO, agent{prop})
-'''
+'''  # noqa: E501
 
 
 def _identifier(text: str) -> str:
@@ -584,7 +648,12 @@ class AgentIdentity:
 
 
 def entry_from_shrink(
-    report: ShrinkReport, *, spec_id: str, spec_path: str | None, agent: LoadedAgent | AgentIdentity, prop: str = "mft"
+    report: ShrinkReport,
+    *,
+    spec_id: str,
+    spec_path: str | None,
+    agent: LoadedAgent | AgentIdentity,
+    prop: str = "mft",
 ) -> CorpusEntry:
     """A corpus entry for a shrink result (the reproducer scenario, as values)."""
     return CorpusEntry(
@@ -601,7 +670,9 @@ def entry_from_shrink(
         scenario=report.reproducer,
         original_messages=report.original_messages,
         original_rate=report.original_rate.rate,
-        reproducer_rate=report.reproducer_rate.rate if report.reproducer_rate and report.reproducer_rate.runs else None,
+        reproducer_rate=report.reproducer_rate.rate
+        if report.reproducer_rate and report.reproducer_rate.runs
+        else None,
         confirmed=report.confirmed,
         created=now(),
         last_seen=now(),
@@ -612,7 +683,9 @@ def entry_from_shrink(
 ReplayAction = Literal["regression", "fails-differently", "retired", "kept"]
 
 
-def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float, own: bool = True) -> tuple[ReplayAction, str]:
+def judge_replay(
+    entry: CorpusEntry, result: CheckResult, *, confidence: float, own: bool = True
+) -> tuple[ReplayAction, str]:
     """What a replay of ``entry`` means: ``(action, message)``.
 
     - ``regression``: it did not pass and failed with the entry's own signature;
@@ -630,28 +703,47 @@ def judge_replay(entry: CorpusEntry, result: CheckResult, *, confidence: float, 
     runs = result.runs
     if result.verdict in ("FAIL", "UNSTABLE"):
         if matching:
-            return "regression", f"regression: corpus entry {entry.id} failed {matching}/{runs} runs with its signature {entry.signature}"
+            return (
+                "regression",
+                f"regression: corpus entry {entry.id} failed {matching}/{runs} runs with its "
+                f"signature {entry.signature}",
+            )
         other = result.failures[0].signature if result.failures else "(no signature)"
         return "fails-differently", (
-            f"not a regression: corpus entry {entry.id} ({entry.signature}) failed with another signature, {other}; "
-            "reported as a different bug, the entry is kept"
+            f"not a regression: corpus entry {entry.id} ({entry.signature}) failed with another "
+            f"signature, {other}; reported as a different bug, the entry is kept"
         )
     if result.verdict == "PASS":
         if matching:
-            return "kept", f"corpus entry {entry.id} passed, but its failure still occurred {matching}/{runs} runs: kept"
+            return (
+                "kept",
+                f"corpus entry {entry.id} passed, but its failure still occurred "
+                f"{matching}/{runs} runs: kept",
+            )
         known_rate = entry.reproducer_rate if entry.confirmed else entry.original_rate
         need = runs_to_rule_out(known_rate, confidence)
         if not own:
             return "kept", (
-                f"corpus entry {entry.id} passed {runs} runs of this agent; kept: it was found with "
-                f"{agent_label(entry.agent_ref, entry.agent_faults)}, whose replays alone retire it"
+                f"corpus entry {entry.id} passed {runs} runs of this agent; kept: it was found "
+                f"with {agent_label(entry.agent_ref, entry.agent_faults)}, whose "
+                "replays alone retire it"
             )
         if runs >= need:
-            recorded = f"; its recorded rate {known_rate:.0%} would have shown with {confidence:.0%} confidence" if known_rate else ""
-            return "retired", f"retired corpus entry {entry.id} ({entry.signature}): passed {runs}/{runs} fresh runs ({result.decided_by}){recorded}"
+            recorded = (
+                f"; its recorded rate {known_rate:.0%} would have shown with "
+                f"{confidence:.0%} confidence"
+                if known_rate
+                else ""
+            )
+            return (
+                "retired",
+                f"retired corpus entry {entry.id} ({entry.signature}): passed {runs}/{runs} fresh "
+                f"runs ({result.decided_by}){recorded}",
+            )
         return "kept", (
-            f"corpus entry {entry.id} passed {runs} runs without its failure, but {need} are needed to rule out "
-            f"its recorded rate {known_rate or 0.0:.0%} at {confidence:.0%}: kept"
+            f"corpus entry {entry.id} passed {runs} runs without its failure, but {need} are "
+            f"needed to rule out its recorded rate {known_rate or 0.0:.0%} at "
+            f"{confidence:.0%}: kept"
         )
     return "kept", f"corpus entry {entry.id}: {result.verdict} (undecided): kept"
 

@@ -11,7 +11,9 @@ import contextlib
 import contextvars
 from collections.abc import Iterable, Iterator
 
-_HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("agentprop_held_decisions", default=frozenset())
+_HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "agentprop_held_decisions", default=frozenset()
+)
 
 
 @contextlib.contextmanager

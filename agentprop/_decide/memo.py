@@ -32,10 +32,21 @@ SCHEMA_VERSION = 2
 """Format of a memo file: 2 stores runs (``runs(key, trace_json)``); 1 (``user_version`` 0
 with a ``trials`` table of verdicts) was written by earlier agentprop versions."""
 
-_OLD_TRIALS_COLUMNS = {"key", "passed", "signature", "explanation", "clause", "cost_usd", "input_tokens", "output_tokens", "trace_json"}
+_OLD_TRIALS_COLUMNS = {
+    "key",
+    "passed",
+    "signature",
+    "explanation",
+    "clause",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "trace_json",
+}
 
 _DELETE_FIX = (
-    "delete the file (it is only a cache of agent runs: they are made again) or point the memo elsewhere (--agentprop-memo PATH, TrialMemo(path))"
+    "delete the file (it is only a cache of agent runs: they are made again) or point the memo "
+    "elsewhere (--agentprop-memo PATH, TrialMemo(path))"
 )
 
 
@@ -138,9 +149,15 @@ class FileMemoStore(MemoStore):
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise self._fail(f"cannot create the directory of the trial memo: {exc}", "give a memo path in a writable directory") from None
+            raise self._fail(
+                f"cannot create the directory of the trial memo: {exc}",
+                "give a memo path in a writable directory",
+            ) from None
         if self.path.is_dir():
-            raise self._fail("the trial memo path is a directory", "give the path of a file, e.g. .agentprop/trials.sqlite")
+            raise self._fail(
+                "the trial memo path is a directory",
+                "give the path of a file, e.g. .agentprop/trials.sqlite",
+            )
         try:
             con = self._con()
             con.execute("BEGIN IMMEDIATE")
@@ -157,41 +174,56 @@ class FileMemoStore(MemoStore):
 
     def _check_or_create(self, con: sqlite3.Connection) -> None:
         version = int(con.execute("PRAGMA user_version").fetchone()[0])
-        tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = {
+            str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
         if version == SCHEMA_VERSION and "runs" in tables:
             columns = self._columns(con, "runs")
             if not {"key", "trace_json"} <= columns:
-                raise self._fail(f"damaged trial memo: its `runs` table has columns {', '.join(sorted(columns))}, not key and trace_json")
+                raise self._fail(
+                    "damaged trial memo: its `runs` table has columns "
+                    f"{', '.join(sorted(columns))}, not key and trace_json"
+                )
             problems = [str(r[0]) for r in con.execute("PRAGMA quick_check(5)")]
             if problems != ["ok"]:
-                raise self._fail(f"damaged trial memo: SQLite's quick_check says {'; '.join(problems)[:300]}")
+                raise self._fail(
+                    f"damaged trial memo: SQLite's quick_check says {'; '.join(problems)[:300]}"
+                )
             return
         if version > SCHEMA_VERSION:
             raise self._fail(
-                f"trial memo of format {version}, written by a newer agentprop (this one reads format {SCHEMA_VERSION})",
+                f"trial memo of format {version}, written by a newer agentprop (this one reads "
+                f"format {SCHEMA_VERSION})",
                 "use that agentprop version, or " + _DELETE_FIX,
             )
         if version == 0 and not tables:
             self._create(con)
             return
-        if version == 0 and tables == {"trials"} and self._columns(con, "trials") == _OLD_TRIALS_COLUMNS:
+        if (
+            version == 0
+            and tables == {"trials"}
+            and self._columns(con, "trials") == _OLD_TRIALS_COLUMNS
+        ):
             dropped = int(con.execute("SELECT COUNT(*) FROM trials").fetchone()[0])
             con.execute("DROP TABLE trials")
             self._create(con)
             warnings.warn(
                 AgentPropWarning(
-                    f"{self.path}: trial memo of format 1 (verdicts) converted to format {SCHEMA_VERSION} (runs); its "
-                    f"{dropped} stored verdict(s) were dropped, since a verdict cannot be judged again: format 1 kept no "
-                    "trace of passing trials and keyed every trial by its property. Those trials run again once."
+                    f"{self.path}: trial memo of format 1 (verdicts) converted to format "
+                    f"{SCHEMA_VERSION} (runs); its {dropped} stored verdict(s) were dropped, "
+                    "since a verdict cannot be judged again: format 1 kept no trace of passing "
+                    "trials and keyed every trial by its property. Those trials run again once."
                 ),
                 stacklevel=3,
             )
             return
         listing = ", ".join(sorted(tables)) or "none"
         raise self._fail(
-            f"not an agentprop trial memo (SQLite user_version {version}, tables: {listing}; a memo of format "
-            f"{SCHEMA_VERSION} has user_version {SCHEMA_VERSION} and a table `runs`)",
-            "point the memo at another file (--agentprop-memo PATH, TrialMemo(path)); if this is an old memo, delete it (it is only a cache)",
+            f"not an agentprop trial memo (SQLite user_version {version}, tables: {listing}; a "
+            f"memo of format {SCHEMA_VERSION} has user_version "
+            f"{SCHEMA_VERSION} and a table `runs`)",
+            "point the memo at another file (--agentprop-memo PATH, TrialMemo(path)); if this is "
+            "an old memo, delete it (it is only a cache)",
         )
 
     @staticmethod
@@ -225,18 +257,25 @@ class FileMemoStore(MemoStore):
 
     def _damaged(self, exc: sqlite3.DatabaseError) -> MemoFileError:
         """A memo file that broke after it was opened (another process, the disk)."""
-        return self._fail(f"the trial memo failed: SQLite says {exc!s} (the file was damaged or changed while in use)")
+        return self._fail(
+            f"the trial memo failed: SQLite says {exc!s} (the file was damaged or "
+            "changed while in use)"
+        )
 
     def get(self, key: str) -> str | None:
         try:
-            row = self._con().execute("SELECT trace_json FROM runs WHERE key = ?", (key,)).fetchone()
+            row = (
+                self._con().execute("SELECT trace_json FROM runs WHERE key = ?", (key,)).fetchone()
+            )
         except sqlite3.DatabaseError as exc:
             raise self._damaged(exc) from None
         return None if row is None else str(row[0])
 
     def put(self, key: str, text: str) -> None:
         try:
-            self._con().execute("INSERT OR REPLACE INTO runs (key, trace_json) VALUES (?, ?)", (key, text))
+            self._con().execute(
+                "INSERT OR REPLACE INTO runs (key, trace_json) VALUES (?, ?)", (key, text)
+            )
         except sqlite3.DatabaseError as exc:
             raise self._damaged(exc) from None
 
@@ -268,7 +307,9 @@ class RedisMemoStore(MemoStore):
         packed = self._client.hget(self.key, key)
         if packed is None:
             return None
-        return zlib.decompress(packed if isinstance(packed, bytes) else packed.encode("latin-1")).decode()
+        return zlib.decompress(
+            packed if isinstance(packed, bytes) else packed.encode("latin-1")
+        ).decode()
 
     def put(self, key: str, text: str) -> None:
         with self._client.pipeline(transaction=True) as pipe:
@@ -290,7 +331,9 @@ class TrialMemo:
     """A store of agent runs (traces) keyed by ``(input key, agent fingerprint, trial)``: in
     memory, and in ``store`` (a :class:`MemoStore`; ``path``: a :class:`FileMemoStore` there)."""
 
-    def __init__(self, path: str | Path | None = None, *, namespace: str = "", store: MemoStore | None = None) -> None:
+    def __init__(
+        self, path: str | Path | None = None, *, namespace: str = "", store: MemoStore | None = None
+    ) -> None:
         if path is not None and store is not None:
             raise InvalidArgument("TrialMemo: give a path or a store, not both")
         self.path = Path(path) if path is not None else None
@@ -315,7 +358,9 @@ class TrialMemo:
     # ------------------------------------------------------------------ runs
 
     def key(self, input_digest: str, fingerprint: str, trial: int) -> str:
-        return hashlib.sha256(f"{self.namespace}\x1f{input_digest}\x1f{fingerprint}\x1f{trial}".encode()).hexdigest()
+        return hashlib.sha256(
+            f"{self.namespace}\x1f{input_digest}\x1f{fingerprint}\x1f{trial}".encode()
+        ).hexdigest()
 
     def get(self, key: str) -> Trace | None:
         """The run stored under ``key`` (a fresh copy on every call), or ``None``."""

@@ -107,18 +107,23 @@ class InvarianceResult(BaseModel):
     base_verdict: str | None = None
     """The verdict of the base case (the scenario's MFT) the invariance was gated on."""
     infrastructure_error: RunError | None = None
-    """The error, not the agent's, that stopped the comparison (see :class:`~agentprop.errors.InfrastructureError`)."""
+    """The error, not the agent's, that stopped the comparison (see
+    :class:`~agentprop.errors.InfrastructureError`)."""
 
     def summary(self) -> str:
         if self.verdict == "NOT APPLICABLE":
             return f"INV {self.scenario}: NOT APPLICABLE — {self.reason}"
         lines = [
-            f"INV {self.scenario}: {self.verdict} (n={self.runs_per_side} per side, alpha={self.alpha})",
+            f"INV {self.scenario}: {self.verdict} (n={self.runs_per_side} per "
+            f"side, alpha={self.alpha})",
             f"  original: {distribution_words(self.original)}",
         ]
         for v in self.variants:
             flag = "DIFFERS" if v.differs else "same"
-            lines.append(f"  {flag:7} p={v.p_value:.4f} mft={v.mft_pass_rate:.0%} {distribution_words(v.decisions)}  <- {v.messages[0][:60]!r}")
+            lines.append(
+                f"  {flag:7} p={v.p_value:.4f} mft={v.mft_pass_rate:.0%} "
+                f"{distribution_words(v.decisions)}  <- {v.messages[0][:60]!r}"
+            )
         return "\n".join(lines)
 
 
@@ -128,12 +133,15 @@ def _behaviour(trace: Trace, failed: Any) -> str:
 
 
 def invariance_behaviour(project: Project, scenario: Scenario, trace: Trace) -> str:
-    """The behaviour an INV side counts for one run of ``scenario`` (as :func:`acheck_invariance` judges it)."""
+    """The behaviour an INV side counts for one run of ``scenario`` (as
+    :func:`acheck_invariance` judges it)."""
     case = compile_mft(project.spec, scenario, project.bindings.response_grounding(project.spec))
     return _behaviour(trace, first_failure(case.verdicts(trace)))
 
 
-def compare_sides(original: Mapping[str, int], variants: Sequence[Mapping[str, int]], *, alpha: float, seed: int) -> list[tuple[float, bool]]:
+def compare_sides(
+    original: Mapping[str, int], variants: Sequence[Mapping[str, int]], *, alpha: float, seed: int
+) -> list[tuple[float, bool]]:
     """Each variant's p-value against the original (counts in the order first met) and whether it
     differs beyond ``alpha``, Bonferroni-corrected over ``variants``: the comparison
     :func:`acheck_invariance` makes, so a merge of sharded records can make it again."""
@@ -145,7 +153,9 @@ def compare_sides(original: Mapping[str, int], variants: Sequence[Mapping[str, i
     return out
 
 
-def side_p_value(original: Mapping[str, int], counts: Mapping[str, int], *, k: int, seed: int) -> float:
+def side_p_value(
+    original: Mapping[str, int], counts: Mapping[str, int], *, k: int, seed: int
+) -> float:
     """The p-value of variant ``k`` (0-based) against the original: the exact two-sample test,
     seeded by ``seed + k`` (its Monte Carlo fallback draws)."""
     return categorical_two_sample_test(dict(original), dict(counts), seed=seed + k)
@@ -176,7 +186,9 @@ async def _sample(
     trial = {"next": first_trial}
 
     async def run_trial(i: int) -> Trace:
-        return await project.arun(scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages))
+        return await project.arun(
+            scenario, loaded.factory, trial=i, agent_name=loaded.ref, messages=list(messages)
+        )
 
     def judge(trace: Trace) -> TrialRecord:
         failed = first_failure(case.verdicts(trace))
@@ -243,12 +255,20 @@ async def acheck_invariance(
     trials a full comparison starts with, so the passes share them); fewer than ``n`` a side
     decide nothing (INCONCLUSIVE, the runs per side in the reason)."""
     if not variants:
-        raise InvalidArgument("check_invariance needs at least one variant (a list of messages per variant)")
+        raise InvalidArgument(
+            "check_invariance needs at least one variant (a list of messages per variant)"
+        )
     if n < 5:
-        raise InvalidArgument(f"n={n} runs per side is too few to tell noise from change; use n >= 5 (20 is the default)")
+        raise InvalidArgument(
+            f"n={n} runs per side is too few to tell noise from change; use n >= "
+            "5 (20 is the default)"
+        )
     for v in variants:
         if len(v) != len(scenario.turns):
-            raise InvalidArgument(f"each variant needs {len(scenario.turns)} message(s), one per turn of {scenario.id}; got {len(v)}")
+            raise InvalidArgument(
+                f"each variant needs {len(scenario.turns)} message(s), one per turn of "
+                f"{scenario.id}; got {len(v)}"
+            )
     undecided = (
         look_past_undecided_base
         and base is not None
@@ -265,7 +285,18 @@ async def acheck_invariance(
     want = n if take is None else max(1, min(take, n))
     original_examples: list[SampledRun] = []
     original, _, runs, out, infra = await _sample(
-        project, scenario, loaded, scenario.messages, want, first_trial, memo, budget, seed, original_examples, concurrency, permits
+        project,
+        scenario,
+        loaded,
+        scenario.messages,
+        want,
+        first_trial,
+        memo,
+        budget,
+        seed,
+        original_examples,
+        concurrency,
+        permits,
     )
     results: list[VariantResult] = []
     sides = [runs]
@@ -280,7 +311,18 @@ async def acheck_invariance(
         examples: list[SampledRun] = []
         # a budget that refused the original's next run still shows each variant's runs made before
         counts, passes, r, refused, infra = await _sample(
-            project, scenario, loaded, v, want, first_trial + (k + 1) * n, memo, budget, seed, examples, concurrency, permits
+            project,
+            scenario,
+            loaded,
+            v,
+            want,
+            first_trial + (k + 1) * n,
+            memo,
+            budget,
+            seed,
+            examples,
+            concurrency,
+            permits,
         )
         out = out or refused
         total += r
@@ -289,21 +331,41 @@ async def acheck_invariance(
             continue
         p = side_p_value(original, counts, k=k, seed=seed)
         results.append(
-            VariantResult(messages=list(v), decisions=dict(counts), p_value=p, mft_pass_rate=passes / r, differs=p < corrected, examples=examples)
+            VariantResult(
+                messages=list(v),
+                decisions=dict(counts),
+                p_value=p,
+                mft_pass_rate=passes / r,
+                differs=p < corrected,
+                examples=examples,
+            )
         )
     short = runs < n or len(results) < len(variants)
     if out or infra is not None or short or undecided:
         verdict: MetaVerdict = "INCONCLUSIVE"
     else:
         verdict = "FAIL" if any(r.differs for r in results) else "PASS"
-    reason = None if infra is None else f"not the agent's ({infra.kind}): {infra.message.splitlines()[0] if infra.message else infra.kind}"
+    reason = (
+        None
+        if infra is None
+        else f"not the agent's ({infra.kind}): "
+        f"{infra.message.splitlines()[0] if infra.message else infra.kind}"
+    )
     if reason is None and verdict == "INCONCLUSIVE":
         sides += [0] * (len(variants) + 1 - len(sides))
         why = "the budget stopped it" if out or take is None else "a look of the budget's passes"
-        parts = [f"{why} at {'/'.join(map(str, sides))} of {n} runs per side (original/variants): nothing compared yet"] if short else []
+        parts = (
+            [
+                f"{why} at {'/'.join(map(str, sides))} of {n} runs per side (original/variants): "
+                "nothing compared yet"
+            ]
+            if short
+            else []
+        )
         if undecided and base is not None:
             parts.append(
-                f"its base case {scenario.id} is undecided ({base.passes}/{base.runs} clean runs): invariance is decided only where it passes"
+                f"its base case {scenario.id} is undecided ({base.passes}/{base.runs} clean "
+                "runs): invariance is decided only where it passes"
             )
         reason = "; ".join(parts) or None
     return InvarianceResult(
@@ -322,7 +384,9 @@ async def acheck_invariance(
     )
 
 
-def not_applicable(scenario: Scenario, base: CheckResult, *, n: int, alpha: float) -> InvarianceResult:
+def not_applicable(
+    scenario: Scenario, base: CheckResult, *, n: int, alpha: float
+) -> InvarianceResult:
     """The invariance of a scenario whose base case did not pass: NOT APPLICABLE with the
     reason (INCONCLUSIVE when the base itself ran out of budget: it may yet pass)."""
     seen = f"{base.verdict}, pass rate {base.pass_rate:.0%} ({base.passes}/{base.runs})"
@@ -336,7 +400,8 @@ def not_applicable(scenario: Scenario, base: CheckResult, *, n: int, alpha: floa
             budget_exhausted=base.budget_exhausted,
             base_verdict=base.verdict,
             infrastructure_error=base.infrastructure_error,
-            reason=f"its base case {scenario.id} is undecided ({seen}): invariance is decided only where the base case passes",
+            reason=f"its base case {scenario.id} is undecided ({seen}): invariance is decided "
+            "only where the base case passes",
         )
     first = f"; first failure: {base.failures[0].explanation}" if base.failures else ""
     return InvarianceResult(
@@ -347,8 +412,9 @@ def not_applicable(scenario: Scenario, base: CheckResult, *, n: int, alpha: floa
         original={},
         base_verdict=base.verdict,
         reason=(
-            f"its base case {scenario.id} does not pass ({seen}{first}): there is no correct behaviour for a paraphrase "
-            "to keep, so the invariance is not decided and counts for nothing"
+            f"its base case {scenario.id} does not pass ({seen}{first}): there is no correct "
+            "behaviour for a paraphrase to keep, so the invariance is not decided "
+            "and counts for nothing"
         ),
     )
 
@@ -361,7 +427,10 @@ class DirectionResult(BaseModel):
 
     def summary(self) -> str:
         a, b = self.expected_change
-        return f"DIR {a} -> {b}: {self.verdict}\n  base: {self.base.summary()}\n  perturbed: {self.perturbed.summary()}"
+        return (
+            f"DIR {a} -> {b}: {self.verdict}\n  base: {self.base.summary()}\n  perturbed: "
+            f"{self.perturbed.summary()}"
+        )
 
 
 async def acheck_direction(
@@ -380,8 +449,8 @@ async def acheck_direction(
     change = (base.expect_decision, perturbed.expect_decision)
     if change[0] == change[1] and base.leaf == perturbed.leaf:
         raise InvalidArgument(
-            f"base {base.id} and perturbed {perturbed.id} expect the same outcome ({change[0]}); a direction "
-            "test needs a perturbation that changes the spec's decision"
+            f"base {base.id} and perturbed {perturbed.id} expect the same outcome ({change[0]}); "
+            "a direction test needs a perturbation that changes the spec's decision"
         )
     a = await decide_scenario(
         project,
@@ -443,7 +512,9 @@ def check_invariance(
     resolved = resolve(settings)
     base = None
     if require_base:
-        oracle = scenario_settings(project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit()).settings
+        oracle = scenario_settings(
+            project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit()
+        ).settings
         base = run_sync(
             decide_scenario(
                 project,
@@ -456,7 +527,20 @@ def check_invariance(
                 name=f"INV base {sc.id}",
             )
         )
-    result = run_sync(acheck_invariance(project, sc, agent, variants, n=n, alpha=alpha, memo=memo, budget=budget, seed=resolved.seed, base=base))
+    result = run_sync(
+        acheck_invariance(
+            project,
+            sc,
+            agent,
+            variants,
+            n=n,
+            alpha=alpha,
+            memo=memo,
+            budget=budget,
+            seed=resolved.seed,
+            base=base,
+        )
+    )
     if base is not None:
         result.runs += base.runs
     if raise_on_failure and result.verdict != "PASS":
@@ -487,9 +571,16 @@ def check_direction(
 
     settings = fold_deprecated("check_direction", settings, seed=seed)
     resolved = resolve(settings)
-    sides = [scenario_settings(project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit()) for sc in (a, b)]
+    sides = [
+        scenario_settings(project, sc, max_runs=resolved.max_runs, explicit=resolved.explicit())
+        for sc in (a, b)
+    ]
     oracle = stricter(*sides).settings
-    result = run_sync(acheck_direction(project, a, b, agent, settings=oracle, memo=memo, budget=budget, seed=resolved.seed))
+    result = run_sync(
+        acheck_direction(
+            project, a, b, agent, settings=oracle, memo=memo, budget=budget, seed=resolved.seed
+        )
+    )
     session = current_session()
     session.record(current_test(), result.base)
     session.record(current_test(), result.perturbed)

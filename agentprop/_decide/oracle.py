@@ -152,20 +152,27 @@ class CheckResult(BulkModel):
         lo, hi = self.interval
         text = (
             f"{self.name or 'property'}: {self.verdict} — pass rate {self.pass_rate:.0%} "
-            f"({self.passes}/{self.runs}), 95% CI [{lo:.2f}, {hi:.2f}], decided by {self.decided_by}"
+            f"({self.passes}/{self.runs}), 95% CI [{lo:.2f}, {hi:.2f}], decided "
+            f"by {self.decided_by}"
         )
         if self.settings.get("rule"):
             text += f"\n  settings: {self.settings['rule']}"
         if self.failures:
             f = self.failures[0]
-            text += f"\n  most frequent failure ({f.count}x, first at trial {f.first_trial}): {f.explanation}"
+            text += (
+                f"\n  most frequent failure ({f.count}x, first at trial "
+                f"{f.first_trial}): {f.explanation}"
+            )
             if f.clause:
                 text += f"\n  violated clause: {f.clause}"
         if self.judged is not None:
             j = self.judged
             if j.corrected_interval is not None and j.corrected_rate is not None:
                 lo_c, hi_c = j.corrected_interval
-                text += f"\n  judge: raw rate {j.raw_rate:.0%}, corrected {j.corrected_rate:.0%} [{lo_c:.2f}, {hi_c:.2f}]"
+                text += (
+                    f"\n  judge: raw rate {j.raw_rate:.0%}, corrected {j.corrected_rate:.0%} "
+                    f"[{lo_c:.2f}, {hi_c:.2f}]"
+                )
             else:
                 text += f"\n  judge: raw rate {j.raw_rate:.0%}, not corrected (no calibration)"
             if j.judge_calls is not None:
@@ -203,7 +210,12 @@ Judge = Callable[[Trace], TrialRecord]
 
 
 def _result(
-    name: str, test: SequentialTest, outcomes: list[TrialOutcome], settings: OracleSettings, budget_out: bool, infra: RunError | None = None
+    name: str,
+    test: SequentialTest,
+    outcomes: list[TrialOutcome],
+    settings: OracleSettings,
+    budget_out: bool,
+    infra: RunError | None = None,
 ) -> CheckResult:
     n = test.n
     c = test.successes
@@ -272,7 +284,11 @@ def judged_settings(settings: OracleSettings, prop: object) -> OracleSettings:
     if not callable(correction):
         return settings
     found = correction()
-    return dataclasses.replace(settings, judge=found) if isinstance(found, JudgeCorrection) else settings
+    return (
+        dataclasses.replace(settings, judge=found)
+        if isinstance(found, JudgeCorrection)
+        else settings
+    )
 
 
 def count_judge_calls(result: CheckResult, prop: object, before: int) -> CheckResult:
@@ -283,7 +299,9 @@ def count_judge_calls(result: CheckResult, prop: object, before: int) -> CheckRe
     return result
 
 
-def _judged(test: SequentialTest, outcomes: list[TrialOutcome], settings: OracleSettings) -> JudgedRate | None:
+def _judged(
+    test: SequentialTest, outcomes: list[TrialOutcome], settings: OracleSettings
+) -> JudgedRate | None:
     judge = settings.judge
     if judge is None:
         return None
@@ -292,12 +310,20 @@ def _judged(test: SequentialTest, outcomes: list[TrialOutcome], settings: Oracle
     scale = settings.judge_scale()
     return JudgedRate(
         raw_rate=c / n if n else 0.0,
-        corrected_rate=corrected.rate if corrected is not None and corrected.rate == corrected.rate else None,
+        corrected_rate=corrected.rate
+        if corrected is not None and corrected.rate == corrected.rate
+        else None,
         corrected_interval=corrected.interval if corrected is not None else None,
         judge_scale=scale,
         gates=scale is not None,
-        why_not=None if scale is not None else (judge.why_not or "its calibration cannot tell the pass rates this case must separate"),
-        reasons=[f"trial {o.trial}: {o.record.explanation}" for o in outcomes if not o.record.passed],
+        why_not=None
+        if scale is not None
+        else (
+            judge.why_not or "its calibration cannot tell the pass rates this case must separate"
+        ),
+        reasons=[
+            f"trial {o.trial}: {o.record.explanation}" for o in outcomes if not o.record.passed
+        ],
     )
 
 
@@ -361,7 +387,15 @@ def decide(
         return run_trial(trial)
 
     decision = adecide(
-        run, settings, judge=judge, name=name, memo=memo, input_digest=input_digest, fingerprint=fingerprint, budget=budget, first_trial=first_trial
+        run,
+        settings,
+        judge=judge,
+        name=name,
+        memo=memo,
+        input_digest=input_digest,
+        fingerprint=fingerprint,
+        budget=budget,
+        first_trial=first_trial,
     )
     return run_sync(decision)
 
@@ -418,7 +452,8 @@ class _Trials:
     ) -> None:
         self.run_trial = run_trial
         self.name = name
-        """The decision's name: a pass of a budgeted run may hold it back (:mod:`agentprop._decide.holds`)."""
+        """The decision's name: a pass of a budgeted run may hold it back
+        (:mod:`agentprop._decide.holds`)."""
         self.memo = memo
         self.input_digest = input_digest
         self.fingerprint = fingerprint
@@ -447,12 +482,18 @@ class _Trials:
         reached now, and the trial was not cut :data:`_MAX_CUTS` times already (a call refused
         by another budget, the agent's own, is not this one's to retry)."""
         budget = self.budget
-        if budget is None or (budget.max_usd is None and budget.max_tokens is None) or not budget.room_left_after_settling():
+        if (
+            budget is None
+            or (budget.max_usd is None and budget.max_tokens is None)
+            or not budget.room_left_after_settling()
+        ):
             return False
         self.cuts[trial] = self.cuts.get(trial, 0) + 1
         return self.cuts[trial] <= _MAX_CUTS
 
-    async def make(self, trial: int, claim: RunClaim | _Unkept, holds_permit: bool = False) -> tuple[Trace, bool]:
+    async def make(
+        self, trial: int, claim: RunClaim | _Unkept, holds_permit: bool = False
+    ) -> tuple[Trace, bool]:
         """Make the run (its budget already granted) and keep it; ``(trace, True)``."""
         try:
             if self.permits is not None and not holds_permit:
@@ -468,7 +509,9 @@ class _Trials:
                 self.permits.release()
         return claim.store(trace), True
 
-    async def obtain(self, trial: int, begun: Trace | asyncio.Future[bool] | RunClaim | _Unkept | None = None) -> tuple[Trace, bool] | None:
+    async def obtain(
+        self, trial: int, begun: Trace | asyncio.Future[bool] | RunClaim | _Unkept | None = None
+    ) -> tuple[Trace, bool] | None:
         """The run of ``trial`` and whether it was made here; ``None`` if it had to be made
         and the budget refused it."""
         while True:
@@ -478,7 +521,9 @@ class _Trials:
                 return begun, False
             if isinstance(begun, asyncio.Future):
                 assert self.memo is not None
-                trace = await self.memo.shared(self.memo.key(self.input_digest, self.fingerprint, trial), begun)
+                trace = await self.memo.shared(
+                    self.memo.key(self.input_digest, self.fingerprint, trial), begun
+                )
                 if trace is not None:
                     return trace, False
                 begun = None  # its maker gave it up: make it here
@@ -522,7 +567,11 @@ async def adecide(
     outcomes: list[TrialOutcome] = []
     infra: RunError | None = None
     recorder = current_recorder()
-    log = DecisionLog(recorder, name, input_digest, fingerprint, first_trial, settings) if recorder is not None else None
+    log = (
+        DecisionLog(recorder, name, input_digest, fingerprint, first_trial, settings)
+        if recorder is not None
+        else None
+    )
     if concurrency == 1:
         budget_out = False
         i = first_trial
@@ -548,7 +597,9 @@ async def adecide(
         if log is not None:
             log.end(result)
         return result
-    beyond, beyond_usage, budget_out, infra = await _decide_in_flight(test, trials, judge, outcomes, concurrency, first_trial, log)
+    beyond, beyond_usage, budget_out, infra = await _decide_in_flight(
+        test, trials, judge, outcomes, concurrency, first_trial, log
+    )
     result = _result(name, test, outcomes, settings, budget_out, infra)
     result.runs_beyond_decision = beyond
     result.cost_usd += sum(u.cost_usd for u in beyond_usage)
@@ -560,7 +611,14 @@ async def adecide(
 
 
 def _feed(
-    i: int, trace: Trace, made: bool, trials: _Trials, judge: Judge, test: SequentialTest, outcomes: list[TrialOutcome], log: DecisionLog | None
+    i: int,
+    trace: Trace,
+    made: bool,
+    trials: _Trials,
+    judge: Judge,
+    test: SequentialTest,
+    outcomes: list[TrialOutcome],
+    log: DecisionLog | None,
 ) -> Literal["judged", "again", "refused", "infrastructure"]:
     """Judge trial ``i``'s run into ``test``, or say why it is not judged: a model call the
     budget refused (``again`` when other calls held the reservations, so it may be asked
@@ -569,7 +627,9 @@ def _feed(
     if cut_by_budget(trace):  # a model call the budget refused: not a run of the agent
         again = trials.room_left(i)
         if log is not None:
-            log.unjudged(i, "cut" if again else "refused", trace, made, error_kind="budget_exhausted")
+            log.unjudged(
+                i, "cut" if again else "refused", trace, made, error_kind="budget_exhausted"
+            )
         return "again" if again else "refused"
     infra = trace.infrastructure_error
     if infra is not None:
@@ -585,7 +645,13 @@ def _feed(
 
 
 async def _decide_in_flight(
-    test: SequentialTest, trials: _Trials, judge: Judge, outcomes: list[TrialOutcome], width: int, first_trial: int, log: DecisionLog | None = None
+    test: SequentialTest,
+    trials: _Trials,
+    judge: Judge,
+    outcomes: list[TrialOutcome],
+    width: int,
+    first_trial: int,
+    log: DecisionLog | None = None,
 ) -> tuple[int, list[Usage], bool, RunError | None]:
     """Feed ``test`` in trial order from up to ``width`` trials in flight; returns the runs
     made beyond the decision (finished or cancelled), the usage of the finished ones, whether
@@ -600,7 +666,8 @@ async def _decide_in_flight(
     refused_at: int | None = None
     infra: RunError | None = None
     retry: list[int] = []
-    """Trials the budget refused while other runs held reservations: asked again once one settles."""
+    """Trials the budget refused while other runs held reservations: asked again
+    once one settles."""
     cancelled = 0
     try:
         while not test.done:

@@ -24,7 +24,14 @@ from pydantic import BaseModel, ValidationError
 from agentprop._agents.loading import make_factory
 from agentprop._decide.corpus import PLAIN_SPEC_ID, Corpus, ProjectCorpora
 from agentprop._decide.memo import TrialMemo, input_key
-from agentprop._decide.oracle import CheckResult, OracleSettings, TrialRecord, adecide, count_judge_calls, judged_settings
+from agentprop._decide.oracle import (
+    CheckResult,
+    OracleSettings,
+    TrialRecord,
+    adecide,
+    count_judge_calls,
+    judged_settings,
+)
 from agentprop._decide.verdicts import record_for
 from agentprop._judge.contracts import forbids_tools, no_run_errors, requires_tools
 from agentprop._judge.properties import PropertyResult, verdicts_of
@@ -103,21 +110,31 @@ class Case:
         for attr in ("expected_tools", "forbidden_tools"):
             value = getattr(self, attr)
             if isinstance(value, str):
-                raise InvalidArgument(f"Case({attr}={value!r}): give a list of tool names, e.g. {attr}=[{value!r}]")
+                raise InvalidArgument(
+                    f"Case({attr}={value!r}): give a list of tool names, e.g. {attr}=[{value!r}]"
+                )
         both = set(self.expected_tools) & set(self.forbidden_tools)
         if both:
-            raise InvalidArgument(f"Case: {', '.join(sorted(both))} is both expected and forbidden; keep it in one of the two lists")
+            raise InvalidArgument(
+                f"Case: {', '.join(sorted(both))} is both expected and forbidden; keep it in "
+                "one of the two lists"
+            )
         if (
             self.schema is not None
             and not isinstance(self.schema, Mapping)
             and not (isinstance(self.schema, type) and issubclass(self.schema, BaseModel))
         ):
-            raise InvalidArgument(f"Case(schema=...) must be a pydantic model class or a JSON Schema dict, not {type(self.schema).__name__}")
+            raise InvalidArgument(
+                "Case(schema=...) must be a pydantic model class or a JSON Schema dict, not "
+                f"{type(self.schema).__name__}"
+            )
         if isinstance(self.schema, Mapping):
             try:
                 jsonschema.validators.validator_for(self.schema).check_schema(dict(self.schema))
             except jsonschema.SchemaError as exc:
-                raise InvalidArgument(f"Case(schema=...) is not a valid JSON Schema: {exc.message}") from None
+                raise InvalidArgument(
+                    f"Case(schema=...) is not a valid JSON Schema: {exc.message}"
+                ) from None
         if self.judge is not None and not callable(self.judge):
             raise InvalidArgument("Case(judge=...) must be a callable judge(case, result)")
         others = [
@@ -133,9 +150,10 @@ class Case:
         ]
         if others and _model_judge(self.judge) is not None:
             raise InvalidArgument(
-                f"Case(judge=<model judge>) also has {', '.join(others)}: a model judge's verdicts are corrected for its "
-                "measured error, which does not hold for a verdict that mixes in other promises; "
-                f"check them apart: check(agent, messages, Case(judge=judge)) and check(agent, messages, Case({others[0]}=...))"
+                f"Case(judge=<model judge>) also has {', '.join(others)}: a model judge's "
+                "verdicts are corrected for its measured error, which does not hold for a "
+                "verdict that mixes in other promises; check them apart: check(agent, messages, "
+                f"Case(judge=judge)) and check(agent, messages, Case({others[0]}=...))"
             )
 
     def output_of(self, trace: Trace) -> tuple[Any, Verdict | None]:
@@ -145,19 +163,39 @@ class Case:
         if self.schema is None:
             return raw, None
         if raw is None:
-            return None, _verdict(False, "result_schema", "the agent returned no result to validate against the schema", detail="no_result")
+            return None, _verdict(
+                False,
+                "result_schema",
+                "the agent returned no result to validate against the schema",
+                detail="no_result",
+            )
         if isinstance(self.schema, Mapping):
-            errors = sorted(jsonschema.validators.validator_for(self.schema)(self.schema).iter_errors(raw), key=lambda e: list(e.path))
+            errors = sorted(
+                jsonschema.validators.validator_for(self.schema)(self.schema).iter_errors(raw),
+                key=lambda e: list(e.path),
+            )
             if errors:
                 where = "/".join(map(str, errors[0].path)) or "(top)"
-                return raw, _verdict(False, "result_schema", f"the result does not match the schema at {where}: {errors[0].message}", detail=where)
+                return raw, _verdict(
+                    False,
+                    "result_schema",
+                    f"the result does not match the schema at {where}: {errors[0].message}",
+                    detail=where,
+                )
             return raw, _verdict(True, "result_schema", "the result matches the schema")
         try:
-            return self.schema.model_validate(raw), _verdict(True, "result_schema", f"the result is a valid {self.schema.__name__}")
+            return self.schema.model_validate(raw), _verdict(
+                True, "result_schema", f"the result is a valid {self.schema.__name__}"
+            )
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(map(str, first["loc"])) or "(top)"
-            return raw, _verdict(False, "result_schema", f"the result is not a valid {self.schema.__name__}: {where}: {first['msg']}", detail=where)
+            return raw, _verdict(
+                False,
+                "result_schema",
+                f"the result is not a valid {self.schema.__name__}: {where}: {first['msg']}",
+                detail=where,
+            )
 
     def verdicts(self, trace: Trace) -> list[Verdict]:
         """Every promise of the case on one run, in order: tools, scope, baseline, schema, judge."""
@@ -175,7 +213,10 @@ class Case:
             out.append(schema_verdict)
         if self.judge is not None:
             judged = verdicts_of(self.judge(self, Result(trace, output)))
-            out.extend(v if v.contract != "property" else v.model_copy(update={"contract": "judge"}) for v in judged)
+            out.extend(
+                v if v.contract != "property" else v.model_copy(update={"contract": "judge"})
+                for v in judged
+            )
         return out or [_verdict(True, "case", "the case makes no promise")]
 
 
@@ -185,7 +226,9 @@ def _model_judge(judge: object) -> object | None:
 
 
 def _verdict(passed: bool, contract: str, explanation: str, detail: str | None = None) -> Verdict:
-    return Verdict(passed=passed, contract=contract, explanation=explanation, detail=None if passed else detail)
+    return Verdict(
+        passed=passed, contract=contract, explanation=explanation, detail=None if passed else detail
+    )
 
 
 def _raw_output(trace: Trace) -> Any:
@@ -209,7 +252,8 @@ def _in_scope(trace: Trace, allowed: set[str]) -> Verdict:
             return Verdict(
                 passed=False,
                 contract="within_scope",
-                explanation=f"turn {c.turn_index + 1}, step {c.step + 1}: {c.name} touches {touched!r}, outside the allowed scope {sorted(allowed)}",
+                explanation=f"turn {c.turn_index + 1}, step {c.step + 1}: {c.name} touches "
+                f"{touched!r}, outside the allowed scope {sorted(allowed)}",
                 turn=c.turn_index,
                 step=c.step,
                 detail=f"called={c.name}",
@@ -221,8 +265,15 @@ def _same_tools(trace: Trace, baseline: Trace) -> Verdict:
     now, then = set(trace.tool_names()), set(baseline.tool_names())
     added, removed = sorted(now - then), sorted(then - now)
     if added or removed:
-        parts = ([f"added {', '.join(added)}"] if added else []) + ([f"dropped {', '.join(removed)}"] if removed else [])
-        return _verdict(False, "baseline", f"the run's tools differ from the approved baseline's: {'; '.join(parts)}", detail=(added or removed)[0])
+        parts = ([f"added {', '.join(added)}"] if added else []) + (
+            [f"dropped {', '.join(removed)}"] if removed else []
+        )
+        return _verdict(
+            False,
+            "baseline",
+            f"the run's tools differ from the approved baseline's: {'; '.join(parts)}",
+            detail=(added or removed)[0],
+        )
     return _verdict(True, "baseline", "the run called the baseline's tools")
 
 
@@ -234,13 +285,17 @@ class Tools:
     agent) into the run's trace; ``await tools.acall(...)`` for async tools. ``tools.rng`` is
     the run's seeded random source (the same trial draws the same numbers)."""
 
-    def __init__(self, functions: Mapping[str, Callable[..., Any]], rng: random.Random | None = None) -> None:
+    def __init__(
+        self, functions: Mapping[str, Callable[..., Any]], rng: random.Random | None = None
+    ) -> None:
         self._functions = dict(functions)
         self.calls: list[ToolCall] = []
         self.rng = rng or random.Random(0)
 
     @staticmethod
-    def named(tools: Mapping[str, Callable[..., Any]] | Sequence[Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    def named(
+        tools: Mapping[str, Callable[..., Any]] | Sequence[Callable[..., Any]],
+    ) -> dict[str, Callable[..., Any]]:
         """``{name: function}`` from a mapping, or from functions named by their ``__name__``."""
         if isinstance(tools, Mapping):
             out = dict(tools)
@@ -248,12 +303,17 @@ class Tools:
             out = {getattr(f, "__name__", ""): f for f in tools}
         for name, fn in out.items():
             if not name or not callable(fn):
-                raise InvalidArgument(f"tools: {name or fn!r} is not a named callable; pass {{'name': function}} or functions with a __name__")
+                raise InvalidArgument(
+                    f"tools: {name or fn!r} is not a named callable; pass {{'name': function}} or "
+                    "functions with a __name__"
+                )
         return out
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_") or name not in self._functions:
-            raise AttributeError(f"no tool {name!r}; the tools are {', '.join(sorted(self._functions)) or '(none)'}")
+            raise AttributeError(
+                f"no tool {name!r}; the tools are {', '.join(sorted(self._functions)) or '(none)'}"
+            )
         if inspect.iscoroutinefunction(self._functions[name]):
 
             async def acalled(**args: Any) -> Any:
@@ -268,7 +328,9 @@ class Tools:
 
     def _record(self, name: str, args: dict[str, Any]) -> ToolCall:
         if name not in self._functions:
-            raise InvalidArgument(f"no tool {name!r}; the tools are {', '.join(sorted(self._functions)) or '(none)'}")
+            raise InvalidArgument(
+                f"no tool {name!r}; the tools are {', '.join(sorted(self._functions)) or '(none)'}"
+            )
         call = ToolCall(name=name, args=dict(args), step=len(self.calls))
         self.calls.append(call)
         return call
@@ -294,7 +356,8 @@ class Tools:
 
 
 ToolFunctions: TypeAlias = Mapping[str, Callable[..., Any]] | Sequence[Callable[..., Any]]
-"""The tools a test gives a plain agent: ``{name: function}``, or functions named by ``__name__``."""
+"""The tools a test gives a plain agent: ``{name: function}``, or functions
+named by ``__name__``."""
 
 PlainAgent: TypeAlias = Callable[..., Any]
 """``agent(messages)`` or ``agent(messages, tools)``, sync or async, optionally taking ``rng=``."""
@@ -320,9 +383,14 @@ def _takes_rng(agent: PlainAgent) -> bool:
 
 def plain_run(agent: PlainAgent, tools: ToolFunctions | None) -> PlainRun:
     if not callable(agent):
-        raise InvalidArgument(f"check(agent, messages, ...): the agent must be callable (a function of the messages), not {type(agent).__name__}")
+        raise InvalidArgument(
+            "check(agent, messages, ...): the agent must be callable (a function of the "
+            f"messages), not {type(agent).__name__}"
+        )
     named = Tools.named(tools) if tools is not None else None
-    return PlainRun(agent, named, getattr(agent, "__name__", type(agent).__name__), _takes_rng(agent))
+    return PlainRun(
+        agent, named, getattr(agent, "__name__", type(agent).__name__), _takes_rng(agent)
+    )
 
 
 def plain_fingerprint(run: PlainRun) -> str:
@@ -363,7 +431,13 @@ async def run_plain_agent(run: PlainRun, messages: Sequence[str], trial: int, se
         if isinstance(value, Awaitable):
             value = await value
     except Exception as exc:
-        errors.append(RunError(kind="agent_exception", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()))
+        errors.append(
+            RunError(
+                kind="agent_exception",
+                message=f"{type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(),
+            )
+        )
     calls = box.calls if box is not None else []
     if isinstance(value, Trace):
         trace = value.model_copy(deep=True)
@@ -372,10 +446,17 @@ async def run_plain_agent(run: PlainRun, messages: Sequence[str], trial: int, se
                 trace.turns = [Turn(index=0, user_message=messages[-1] if messages else "")]
             trace.turns[-1].tool_calls = list(calls)
     else:
-        turns = [Turn(index=i, user_message=m) for i, m in enumerate(messages)] or [Turn(index=0, user_message="")]
+        turns = [Turn(index=i, user_message=m) for i, m in enumerate(messages)] or [
+            Turn(index=0, user_message="")
+        ]
         response, text = _as_response(value)
         last = turns[-1]
-        last.tool_calls, last.response, last.raw_response, last.text = list(calls), response, response, text
+        last.tool_calls, last.response, last.raw_response, last.text = (
+            list(calls),
+            response,
+            response,
+            text,
+        )
         trace = Trace(turns=turns)
     last_index = len(trace.turns) - 1
     for c in calls:  # the box's calls went to the last turn
@@ -396,7 +477,8 @@ def plain_verdicts(prop: Case | Callable[..., PropertyResult]) -> Callable[[Trac
         judged = prop.verdicts
     elif not callable(prop):
         raise InvalidArgument(
-            f"check(agent, messages, prop): prop must be a Case, a property trace -> bool | Verdict or a judge(case, result), not {type(prop).__name__}"
+            "check(agent, messages, prop): prop must be a Case, a property trace -> bool | "
+            f"Verdict or a judge(case, result), not {type(prop).__name__}"
         )
     elif _positional_count(prop) >= 2:
         judged = Case(judge=prop).verdicts
@@ -444,11 +526,13 @@ async def decide_plain(
         return record_for(verdicts(trace))
 
     label = name or (prop.name if isinstance(prop, Case) and prop.name else run.name)
-    judged_by = (_model_judge(prop.judge) or prop) if isinstance(prop, Case) else prop  # Case(judge=model judge): the judge
+    # Case(judge=model judge): the judge
+    judged_by = (_model_judge(prop.judge) or prop) if isinstance(prop, Case) else prop
     judge_calls_before = getattr(judged_by, "calls", 0)
     result = await adecide(
         run_trial,
-        judged_settings(settings, judged_by),  # a model judge's property is decided on its corrected rate
+        # a model judge's property is decided on its corrected rate
+        judged_settings(settings, judged_by),
         judge=judge,
         name=label,
         memo=memo,
@@ -480,7 +564,14 @@ class PlainContext:
 
 def plain_digest(run: PlainRun, messages: Sequence[str], seed: int) -> str:
     """The memo's input key of a spec-free run (what :func:`decide_plain` stores runs under)."""
-    return input_key({"plain": 1, "messages": [str(m) for m in messages], "tools": sorted(run.tools or {}), "seed": seed})
+    return input_key(
+        {
+            "plain": 1,
+            "messages": [str(m) for m in messages],
+            "tools": sorted(run.tools or {}),
+            "seed": seed,
+        }
+    )
 
 
 def agent_ref(run: PlainRun) -> str:
@@ -492,9 +583,19 @@ def agent_ref(run: PlainRun) -> str:
 def prop_id(prop: Case | Callable[..., PropertyResult]) -> str:
     if isinstance(prop, Case):
         judge = getattr(prop.judge, "__qualname__", "") if prop.judge is not None else ""
-        schema = getattr(prop.schema, "__name__", None) or (json.dumps(prop.schema, sort_keys=True, default=str) if prop.schema else "")
+        schema = getattr(prop.schema, "__name__", None) or (
+            json.dumps(prop.schema, sort_keys=True, default=str) if prop.schema else ""
+        )
         return json.dumps(
-            [prop.name, sorted(prop.expected_tools), sorted(prop.forbidden_tools), sorted(prop.scope or []), schema, judge, prop.baseline is not None]
+            [
+                prop.name,
+                sorted(prop.expected_tools),
+                sorted(prop.forbidden_tools),
+                sorted(prop.scope or []),
+                schema,
+                judge,
+                prop.baseline is not None,
+            ]
         )
     return str(getattr(prop, "__qualname__", type(prop).__name__))
 
@@ -504,16 +605,26 @@ def originals(messages: Sequence[str]) -> list[str]:
     return [m.original if isinstance(m, Paraphrase) else str(m) for m in messages]
 
 
-def case_key(label: str, messages: Sequence[str], prop: Case | Callable[..., PropertyResult]) -> str:
+def case_key(
+    label: str, messages: Sequence[str], prop: Case | Callable[..., PropertyResult]
+) -> str:
     """The case a spec-free check decides, whatever paraphrase Hypothesis drew of its messages:
     ``label#digest`` of the originals and the property (the corpus entry's scenario id)."""
-    digest = hashlib.sha256(json.dumps([originals(messages), prop_id(prop)]).encode()).hexdigest()[:10]
+    digest = hashlib.sha256(json.dumps([originals(messages), prop_id(prop)]).encode()).hexdigest()[
+        :10
+    ]
     return f"{label}#{digest}"
 
 
 def plain_scenario(key: str, messages: Sequence[str]) -> Scenario:
     """The messages as a scenario value (what the corpus and the shrink report hold)."""
-    return Scenario(id=key, spec_id=PLAIN_SPEC_ID, leaf="", path=[], turns=[ScenarioTurn(user_message=str(m)) for m in messages])
+    return Scenario(
+        id=key,
+        spec_id=PLAIN_SPEC_ID,
+        leaf="",
+        path=[],
+        turns=[ScenarioTurn(user_message=str(m)) for m in messages],
+    )
 
 
 def plain_corpus(corpus: Corpus | ProjectCorpora | None) -> Corpus | None:

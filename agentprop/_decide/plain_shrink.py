@@ -40,7 +40,10 @@ def _units(messages: Sequence[str]) -> list[Unit[Any]]:
     units: list[Unit[Any]] = []
     for i, m in enumerate(messages):
         if isinstance(m, Paraphrase) and m.transforms and rerender(m, m.transforms) is not None:
-            units.extend(Unit(("step", i, j), label=f"turn {i + 1}: {step}") for j, step in enumerate(m.transforms))
+            units.extend(
+                Unit(("step", i, j), label=f"turn {i + 1}: {step}")
+                for j, step in enumerate(m.transforms)
+            )
     return units
 
 
@@ -62,8 +65,15 @@ def _diff(messages: Sequence[str], kept: tuple[Unit[Any], ...]) -> list[str]:
     keep = {(u.value[1], u.value[2]) for u in kept if u.value[0] == "step"}
     out: list[str] = []
     for i, m in enumerate(messages):
-        again = rerender(m, [s for j, s in enumerate(m.transforms) if (i, j) in keep]) if isinstance(m, Paraphrase) else None
-        out.append(f"turn {i + 1}: " + (again.describe() if again is not None else f"{str(m)!r} (as given)"))
+        again = (
+            rerender(m, [s for j, s in enumerate(m.transforms) if (i, j) in keep])
+            if isinstance(m, Paraphrase)
+            else None
+        )
+        out.append(
+            f"turn {i + 1}: "
+            + (again.describe() if again is not None else f"{str(m)!r} (as given)")
+        )
     return out
 
 
@@ -99,11 +109,21 @@ def shrink_plain(
         if trace is None:
             if session_budget is not None and not session_budget.try_start_run():
                 refused["n"] += 1
-                refused["why"] = refused["why"] or session_budget.exhausted_reason or "the session budget is spent"
+                refused["why"] = (
+                    refused["why"]
+                    or session_budget.exhausted_reason
+                    or "the session budget is spent"
+                )
                 return Outcome.refused()
-            trace = memo.put(memo_key, run_sync(run_plain_agent(run_spec, candidate, base_trial + trial, context.seed)))
+            trace = memo.put(
+                memo_key,
+                run_sync(run_plain_agent(run_spec, candidate, base_trial + trial, context.seed)),
+            )
             if trace.infrastructure_error is not None:
-                raise InfrastructureError(f"shrinking stopped: {trace.infrastructure_error.message}", kind=trace.infrastructure_error.kind)
+                raise InfrastructureError(
+                    f"shrinking stopped: {trace.infrastructure_error.message}",
+                    kind=trace.infrastructure_error.kind,
+                )
         rec = record_for(verdicts(trace))
         return Outcome.passed() if rec.passed else Outcome.failure(rec.signature)
 
@@ -113,10 +133,18 @@ def shrink_plain(
     def build(kept: tuple[Unit[Any], ...]) -> tuple[str, ...]:
         return _build(context.messages, kept)
 
-    result = shrink_units(units, run, budget=budget, build=build, signature=chased, calibration=calibration)
-    seen = calibration.failures / calibration.runs if calibration is not None and calibration.runs else None
+    result = shrink_units(
+        units, run, budget=budget, build=build, signature=chased, calibration=calibration
+    )
+    seen = (
+        calibration.failures / calibration.runs
+        if calibration is not None and calibration.runs
+        else None
+    )
     verification = (
-        verify(result, run, runs=verify_runs, see_rate=seen, max_runs=max(verify_runs, max_verify_runs))
+        verify(
+            result, run, runs=verify_runs, see_rate=seen, max_runs=max(verify_runs, max_verify_runs)
+        )
         if verify_runs > 0 and result.signature is not None
         else None
     )
@@ -124,10 +152,15 @@ def shrink_plain(
     rep_rate = None
     if verification is not None:
         r = verification.reproducer
-        rep_rate = RateSummary(failures=r.failures, runs=r.runs, rate=r.rate if r.runs else 0.0, interval=r.interval)
+        rep_rate = RateSummary(
+            failures=r.failures, runs=r.runs, rate=r.rate if r.runs else 0.0, interval=r.interval
+        )
         if minimal and not r.failures:
             minimal = False
-            stop_reason = f"{stop_reason}; not reconfirmed: the reproducer did not fail in {r.runs} fresh run(s)"
+            stop_reason = (
+                f"{stop_reason}; not reconfirmed: the reproducer did not fail in "
+                f"{r.runs} fresh run(s)"
+            )
     orig = result.original_rate
     reproducer = list(result.reproducer)
     kept = [u.describe() for u in result.units if u.value[0] == "step"]
@@ -146,17 +179,29 @@ def shrink_plain(
         budget=budget,
         budget_exhausted=result.budget_exhausted or refused["n"] > 0,
         minimal=minimal,
-        stop_reason=stop_reason if not refused["n"] else f"the session budget refused {refused['n']} run(s); {stop_reason}",
-        original_rate=RateSummary(failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval),
+        stop_reason=stop_reason
+        if not refused["n"]
+        else f"the session budget refused {refused['n']} run(s); {stop_reason}",
+        original_rate=RateSummary(
+            failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval
+        ),
         reproducer_rate=rep_rate,
         verify_refused=verification.refused if verification is not None else 0,
         budget_spent=refused["why"] if refused["n"] else None,
         other_signatures={str(k): v for k, v in result.other_signatures.items()},
-        choices_kept=", ".join(kept) if kept else ("none: the original wording fails" if step_units else "the messages were given as fixed text"),
+        choices_kept=", ".join(kept)
+        if kept
+        else (
+            "none: the original wording fails"
+            if step_units
+            else "the messages were given as fixed text"
+        ),
     )
 
 
 def entry_for(context: PlainContext, report: ShrinkReport) -> CorpusEntry:
     """The corpus entry of a shrunk spec-free failure (replayed by the next check of its case)."""
     agent = AgentIdentity(ref=agent_ref(context.run), fingerprint=plain_fingerprint(context.run))
-    return entry_from_shrink(report, spec_id=PLAIN_SPEC_ID, spec_path=None, agent=agent, prop="plain")
+    return entry_from_shrink(
+        report, spec_id=PLAIN_SPEC_ID, spec_path=None, agent=agent, prop="plain"
+    )

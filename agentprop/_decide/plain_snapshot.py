@@ -11,7 +11,14 @@ from pathlib import Path
 
 from agentprop._decide.corpus import PLAIN_SPEC_ID
 from agentprop._decide.memo import input_key
-from agentprop._decide.plain import PlainAgent, ToolFunctions, agent_ref, plain_fingerprint, plain_run, run_plain_agent
+from agentprop._decide.plain import (
+    PlainAgent,
+    ToolFunctions,
+    agent_ref,
+    plain_fingerprint,
+    plain_run,
+    run_plain_agent,
+)
 from agentprop._decide.snapshot import (
     Snapshot,
     SnapshotResult,
@@ -54,7 +61,10 @@ async def acheck_plain_snapshot(
     run = plain_run(agent, tools)
     msgs = [messages] if isinstance(messages, str) else [str(m) for m in messages]
     if not msgs or not all(isinstance(m, str) for m in msgs):
-        raise InvalidArgument("check_snapshot(agent, messages, ...): messages must be a string or a non-empty list of strings")
+        raise InvalidArgument(
+            "check_snapshot(agent, messages, ...): messages must be a string or a "
+            "non-empty list of strings"
+        )
     _check_args(runs, alpha)
     _check_ignore(ignore)
     if update:
@@ -65,7 +75,9 @@ async def acheck_plain_snapshot(
     baseline = store.load(name)
     rerecord = False
     if baseline is not None:  # before any run: a mismatch should not cost runs
-        rerecord = _check_same_case(baseline, PLAIN_SPEC_ID, msgs, world, list(ignore), str(store.path(name)), update=update)
+        rerecord = _check_same_case(
+            baseline, PLAIN_SPEC_ID, msgs, world, list(ignore), str(store.path(name)), update=update
+        )
     base = seed * 1_000_003 + 500_000
     traces: list[Trace] = []
     for i in range(runs):
@@ -87,5 +99,15 @@ async def acheck_plain_snapshot(
     )
     current, made, infra = summarise(case, traces, judges=judges)
     return decide_snapshot(
-        store, current, baseline, made=made, runs=runs, infra=infra, rerecord=rerecord, alpha=alpha, update=update, reason=reason, seed=seed
+        store,
+        current,
+        baseline,
+        made=made,
+        runs=runs,
+        infra=infra,
+        rerecord=rerecord,
+        alpha=alpha,
+        update=update,
+        reason=reason,
+        seed=seed,
     )

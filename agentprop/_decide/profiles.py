@@ -32,14 +32,17 @@ class Profile:
 
 def get_profile(name: str | None) -> Profile:
     """The profile called ``name`` (``None``: the default), as registered with
-    :class:`agentprop.settings`; an unknown name is an :class:`InputError` naming the registered ones."""
+    :class:`agentprop.settings`; an unknown name is an :class:`InputError` naming
+    the registered ones."""
     try:
         name, resolved = suite_settings(name)
     except InvalidArgument:
         raise InputError(
             f"unknown profile {name!r}",
-            expected=f"one of {', '.join(settings.profile_names())}, or a profile registered with agentprop.settings.register_profile",
-            fix=f"e.g. --profile {DEFAULT_PROFILE}; register your own in the agent's module (it is imported before the profile is read)",
+            expected=f"one of {', '.join(settings.profile_names())}, or a profile registered with "
+            "agentprop.settings.register_profile",
+            fix=f"e.g. --profile {DEFAULT_PROFILE}; register your own in the agent's module (it "
+            "is imported before the profile is read)",
         ) from None
     return Profile(name, resolved.screen or None, resolved.inv_runs or 5)
 

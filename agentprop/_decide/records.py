@@ -52,7 +52,8 @@ SCHEMA = "agentprop.trials/1"
 RECORDS_FILE = "trials.jsonl"
 TRACES_FILE = "traces.jsonl"
 SHARD_FILE = "shard.json"
-"""A sharded run's :class:`ShardInfo`, written before any decision (a shard with no case has it too)."""
+"""A sharded run's :class:`ShardInfo`, written before any decision (a shard with no
+case has it too)."""
 REPORT_FILE = "report.json"
 """A sharded run's own report (``agentprop.run/1``), written when the shard ends: what the
 records do not hold (case descriptions, kept traces, shrunk reproducers, corpus events)."""
@@ -80,7 +81,8 @@ class JudgeSettings(BaseModel):
 
 
 class DecisionSettings(BaseModel):
-    """The oracle settings a decision was made with (:class:`~agentprop._decide.oracle.OracleSettings`)."""
+    """The oracle settings a decision was made with
+    (:class:`~agentprop._decide.oracle.OracleSettings`)."""
 
     mode: Literal["sprt", "zero-failure", "fixed"]
     tau: float
@@ -99,15 +101,28 @@ class DecisionSettings(BaseModel):
         judged = None
         if judge is not None:
             table = dataclasses.asdict(judge.agreement) if judge.agreement is not None else None
-            judged = JudgeSettings(agreement=table, gates=judge.gates, why_not=judge.why_not, confidence=judge.confidence)
-        fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "judge"}
+            judged = JudgeSettings(
+                agreement=table,
+                gates=judge.gates,
+                why_not=judge.why_not,
+                confidence=judge.confidence,
+            )
+        fields = {
+            f.name: getattr(settings, f.name)
+            for f in dataclasses.fields(settings)
+            if f.name != "judge"
+        }
         return cls(**fields, judge=judged)
 
     def oracle(self) -> OracleSettings:
         judge = None
         if self.judge is not None:
-            table = JudgeAgreement(**self.judge.agreement) if self.judge.agreement is not None else None
-            judge = JudgeCorrection(table, self.judge.gates, self.judge.why_not, self.judge.confidence)
+            table = (
+                JudgeAgreement(**self.judge.agreement) if self.judge.agreement is not None else None
+            )
+            judge = JudgeCorrection(
+                table, self.judge.gates, self.judge.why_not, self.judge.confidence
+            )
         return OracleSettings(**self.model_dump(exclude={"judge"}), judge=judge)
 
 
@@ -119,7 +134,8 @@ class ShardInfo(BaseModel):
     index: int
     count: int
     spec_digest: str
-    """The spec and bindings as every run sees them (:func:`~agentprop._decide.run_key.project_digest`)."""
+    """The spec and bindings as every run sees them
+    (:func:`~agentprop._decide.run_key.project_digest`)."""
     settings_digest: str
     """The run's settings, agent and case selection (everything but the shard)."""
     seed: int
@@ -141,7 +157,8 @@ class DecisionStart(BaseModel):
     """The decision's name: the case id (a DIR side or INV comparison names its own)."""
     kind: str | None = None
     stage: str | None = None
-    """The pass of a budgeted run (``breadth``, ``confirm``, ``deepen``, ``final``); ``None`` outside one."""
+    """The pass of a budgeted run (``breadth``, ``confirm``, ``deepen``, ``final``);
+    ``None`` outside one."""
     input_digest: str
     fingerprint: str
     first_trial: int
@@ -182,7 +199,8 @@ class TrialLine(BaseModel):
 
 
 class DecisionEnd(BaseModel):
-    """A decision ends: what the oracle decided (:func:`recompute` gives it again from the trials)."""
+    """A decision ends: what the oracle decided (:func:`recompute` gives it again
+    from the trials)."""
 
     type: Literal["end"] = "end"
     decision: int
@@ -234,7 +252,8 @@ class Recorder:
             self.lines += 1
 
     def set_shard(self, shard: ShardInfo) -> None:
-        """Mark every decision recorded from now on as made by ``shard``, and write :data:`SHARD_FILE`."""
+        """Mark every decision recorded from now on as made by ``shard``, and write
+        :data:`SHARD_FILE`."""
         self.shard = shard
         (self.directory / SHARD_FILE).write_text(shard.model_dump_json() + "\n", encoding="utf-8")
 
@@ -250,8 +269,12 @@ class Recorder:
             self._traces.close()
 
 
-_RECORDER: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("agentprop_recorder", default=None)
-_SCOPE: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar("agentprop_record_scope", default=(None, None))
+_RECORDER: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
+    "agentprop_recorder", default=None
+)
+_SCOPE: contextvars.ContextVar[tuple[str | None, str | None]] = contextvars.ContextVar(
+    "agentprop_record_scope", default=(None, None)
+)
 
 
 def current_recorder() -> Recorder | None:
@@ -260,7 +283,8 @@ def current_recorder() -> Recorder | None:
 
 @contextlib.contextmanager
 def recording(recorder: Recorder | None) -> Iterator[Recorder | None]:
-    """Record every decision made in this context (and the tasks and threads it starts) with ``recorder``."""
+    """Record every decision made in this context (and the tasks and threads it starts)
+    with ``recorder``."""
     token = _RECORDER.set(recorder)
     try:
         yield recorder
@@ -270,7 +294,8 @@ def recording(recorder: Recorder | None) -> Iterator[Recorder | None]:
 
 @contextlib.contextmanager
 def record_scope(*, kind: str | None = None, stage: str | None = None) -> Iterator[None]:
-    """Label the decisions made in this context with a case kind and a pass (``None`` keeps the outer one)."""
+    """Label the decisions made in this context with a case kind and a pass (``None``
+    keeps the outer one)."""
     outer_kind, outer_stage = _SCOPE.get()
     token = _SCOPE.set((kind or outer_kind, stage or outer_stage))
     try:
@@ -303,7 +328,15 @@ class DecisionLog:
     """The records of one decision, written through ``recorder`` as its trials end (the oracle
     calls it; see :func:`agentprop._decide.oracle.adecide`)."""
 
-    def __init__(self, recorder: Recorder, name: str, input_digest: str, fingerprint: str, first_trial: int, settings: OracleSettings) -> None:
+    def __init__(
+        self,
+        recorder: Recorder,
+        name: str,
+        input_digest: str,
+        fingerprint: str,
+        first_trial: int,
+        settings: OracleSettings,
+    ) -> None:
         self.recorder = recorder
         self.decision = recorder.new_decision()
         self.case = name
@@ -332,7 +365,11 @@ class DecisionLog:
             if made:
                 self.recorder.write_trace(ref, trace)
                 usage = trace.usage
-                line.cost_usd, line.input_tokens, line.output_tokens = usage.cost_usd, usage.input_tokens, usage.output_tokens
+                line.cost_usd, line.input_tokens, line.output_tokens = (
+                    usage.cost_usd,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                )
             line.duration_s = trace.duration_s
             line.trace = ref
         return line
@@ -342,11 +379,22 @@ class DecisionLog:
         line.passed = record.passed
         line.checks = record.checks
         line.failed_checks = list(record.failed_checks)
-        line.signature, line.explanation, line.clause = record.signature, record.explanation, record.clause
+        line.signature, line.explanation, line.clause = (
+            record.signature,
+            record.explanation,
+            record.clause,
+        )
         line.turn, line.step = record.turn, record.step
         self.recorder.write(line)
 
-    def unjudged(self, trial: int, status: TrialStatus, trace: Trace | None = None, made: bool = False, error_kind: str | None = None) -> None:
+    def unjudged(
+        self,
+        trial: int,
+        status: TrialStatus,
+        trace: Trace | None = None,
+        made: bool = False,
+        error_kind: str | None = None,
+    ) -> None:
         line = self._line(trial, status, trace, made)
         line.error_kind = error_kind
         self.recorder.write(line)
@@ -383,7 +431,8 @@ def read_records(path: str | Path) -> Iterator[DecisionStart | TrialLine | Decis
             if number == len(lines):
                 return  # no newline after it: torn, the run stopped while writing it
             raise ValueError(
-                f"{file}:{number}: not a record of {SCHEMA}: {exc.errors()[0]['msg']}; the file was edited or written by another tool"
+                f"{file}:{number}: not a record of {SCHEMA}: {exc.errors()[0]['msg']}; the file "
+                "was edited or written by another tool"
             ) from None
 
 
@@ -391,7 +440,8 @@ def recompute(records: Iterable[DecisionStart | TrialLine | DecisionEnd]) -> dic
     """Every decision's verdict, decided again from its start record and trial lines alone (as
     :func:`agentprop._decide.oracle.adecide` decides: judged trials in trial order until the test
     is done; a refused trial the test needed is the budget's end, an error not the agent's the
-    infrastructure's). Decisions whose trials are all missing are decided on nothing (INCONCLUSIVE)."""
+    infrastructure's). Decisions whose trials are all missing are decided on
+    nothing (INCONCLUSIVE)."""
     starts: dict[int, DecisionStart] = {}
     trials: dict[int, list[TrialLine]] = {}
     for r in records:
@@ -403,9 +453,14 @@ def recompute(records: Iterable[DecisionStart | TrialLine | DecisionEnd]) -> dic
     out: dict[int, Recomputed] = {}
     for number, start in starts.items():
         lines = trials[number]
-        judged = sorted((t for t in lines if t.passed is not None and t.status in ("started", "reused")), key=lambda t: t.trial)
+        judged = sorted(
+            (t for t in lines if t.passed is not None and t.status in ("started", "reused")),
+            key=lambda t: t.trial,
+        )
         refused = any(t.status == "refused" for t in lines)
         infra = any(t.status == "infrastructure" for t in lines)
-        verdict, decided_by, runs, passes = decision_of(start.settings.oracle(), [bool(t.passed) for t in judged], refused=refused, infra=infra)
+        verdict, decided_by, runs, passes = decision_of(
+            start.settings.oracle(), [bool(t.passed) for t in judged], refused=refused, infra=infra
+        )
         out[number] = Recomputed(verdict, decided_by, runs, passes)
     return out

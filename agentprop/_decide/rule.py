@@ -15,7 +15,14 @@ from typing import Any, Literal
 from agentprop._judge.judges import JUDGED_MAX_RUNS, JudgeCorrection
 from agentprop._scenario.trace import RunError
 from agentprop._spec.model import Spec
-from agentprop._stats import SPRT, Decision, FixedN, Screen, SequentialTest, ZeroFailureCertification
+from agentprop._stats import (
+    SPRT,
+    Decision,
+    FixedN,
+    Screen,
+    SequentialTest,
+    ZeroFailureCertification,
+)
 from agentprop.errors import InvalidArgument
 
 __all__ = ["Mode", "OracleSettings", "OracleVerdict", "TrialRecord", "decision_of", "reach_verdict"]
@@ -49,15 +56,20 @@ class OracleSettings:
 
     def __post_init__(self) -> None:
         if self.mode not in ("sprt", "zero-failure", "fixed"):
-            raise InvalidArgument(f"mode={self.mode!r} is not one of 'sprt', 'zero-failure', 'fixed'")
+            raise InvalidArgument(
+                f"mode={self.mode!r} is not one of 'sprt', 'zero-failure', 'fixed'"
+            )
         if not 0.0 < self.tau <= 1.0:
             raise InvalidArgument(f"tau={self.tau} must be in (0, 1]")
         if self.mode == "sprt" and not 0.5 < self.tau < 1.0:
             raise InvalidArgument(
-                f"tau={self.tau}: the sequential test needs 0.5 < tau < 1; for tau=1.0 use mode='zero-failure' (certification by clean runs)"
+                f"tau={self.tau}: the sequential test needs 0.5 < tau < 1; for tau=1.0 use "
+                "mode='zero-failure' (certification by clean runs)"
             )
         if self.screen is not None and self.screen < 1:
-            raise InvalidArgument(f"screen={self.screen} must be at least 1 (or None for no screen)")
+            raise InvalidArgument(
+                f"screen={self.screen} must be at least 1 (or None for no screen)"
+            )
         for name in ("max_runs", "runs"):
             if getattr(self, name) < 1:
                 raise InvalidArgument(f"{name}={getattr(self, name)} must be at least 1")
@@ -74,7 +86,9 @@ class OracleSettings:
         if spec.risk_level in ("high", "critical"):
             base.update(mode="zero-failure", runs=50, tau=1.0)
         elif not 0.5 < rel.min_pass_rate < 1.0:
-            base.update(mode="zero-failure", runs=50) if rel.min_pass_rate >= 1.0 else base.update(mode="fixed")
+            base.update(mode="zero-failure", runs=50) if rel.min_pass_rate >= 1.0 else base.update(
+                mode="fixed"
+            )
         base.update({k: v for k, v in overrides.items() if v is not None})
         if base.get("mode") == "fixed" and "runs" not in overrides:
             base["runs"] = max(rel.reruns, 1)
@@ -93,7 +107,13 @@ class OracleSettings:
         scale = self.judge_scale()
         if scale is not None:
             q0, q1 = scale
-            test = SPRT(p0=q0, p1=q1, alpha=self.alpha, beta=self.beta, max_runs=max(self.max_runs, JUDGED_MAX_RUNS))
+            test = SPRT(
+                p0=q0,
+                p1=q1,
+                alpha=self.alpha,
+                beta=self.beta,
+                max_runs=max(self.max_runs, JUDGED_MAX_RUNS),
+            )
         elif self.mode == "sprt":
             test = SPRT(tau=self.tau, alpha=self.alpha, beta=self.beta, max_runs=self.max_runs)
         elif self.mode == "zero-failure":
@@ -123,7 +143,9 @@ class TrialRecord:
     """The signature of every check the run failed (for the per-trial records)."""
 
 
-def reach_verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool, infra: RunError | None = None) -> tuple[OracleVerdict, str]:
+def reach_verdict(
+    test: SequentialTest, settings: OracleSettings, budget_out: bool, infra: RunError | None = None
+) -> tuple[OracleVerdict, str]:
     """The verdict and the rule that reached it, once ``test`` has taken every judged run
     (``budget_out``: the budget refused a run the test needed; ``infra``: an error that is not
     the agent's stopped it)."""
@@ -136,18 +158,24 @@ def reach_verdict(test: SequentialTest, settings: OracleSettings, budget_out: bo
     return verdict, f"{decided_by} on the judge's verdicts, corrected for its error"
 
 
-def _plain_verdict(test: SequentialTest, settings: OracleSettings, budget_out: bool, infra: RunError | None = None) -> tuple[OracleVerdict, str]:
+def _plain_verdict(
+    test: SequentialTest, settings: OracleSettings, budget_out: bool, infra: RunError | None = None
+) -> tuple[OracleVerdict, str]:
     if infra is not None and not test.done:
         return "INCONCLUSIVE", "infrastructure"
     decision = test.decision
     rate = test.successes / test.n if test.n else 0.0
-    corrected = settings.judge.corrected(test.successes, test.n) if settings.judge is not None else None
+    corrected = (
+        settings.judge.corrected(test.successes, test.n) if settings.judge is not None else None
+    )
     if corrected is not None and corrected.rate == corrected.rate:  # not NaN
         rate = corrected.rate
     if decision is None and budget_out and test.failures and rate < settings.tau:
         # the budget stopped the test after failures: what the runs made show, as a fixed batch
         # of that size would say it (never a pass; ``--runs 1`` would say the same of 1 run)
-        return ("FAIL" if rate < settings.unstable_floor else "UNSTABLE"), f"budget ({test.n} run(s), not confirmed)"
+        return (
+            "FAIL" if rate < settings.unstable_floor else "UNSTABLE"
+        ), f"budget ({test.n} run(s), not confirmed)"
     if decision is None:
         return ("INCONCLUSIVE", "budget") if budget_out else ("INCONCLUSIVE", settings.mode)
     if decision == Decision.ACCEPT:
@@ -159,16 +187,21 @@ def _plain_verdict(test: SequentialTest, settings: OracleSettings, budget_out: b
     return ("FAIL" if rate < settings.unstable_floor else "UNSTABLE"), settings.mode
 
 
-def decision_of(settings: OracleSettings, passed: Sequence[bool], *, refused: bool, infra: bool) -> tuple[OracleVerdict, str, int, int]:
+def decision_of(
+    settings: OracleSettings, passed: Sequence[bool], *, refused: bool, infra: bool
+) -> tuple[OracleVerdict, str, int, int]:
     """The verdict, rule, runs and passes of a decision made on the outcomes ``passed`` (judged
-    runs in trial order), as :func:`agentprop._decide.oracle.adecide` reaches it: ``refused`` when the budget refused a run
-    the test needed, ``infra`` when an error that is not the agent's stopped it (the per-trial
-    records decide again with it: :func:`agentprop._decide.records.recompute`)."""
+    runs in trial order), as :func:`agentprop._decide.oracle.adecide` reaches it: ``refused`` when
+    the budget refused a run the test needed, ``infra`` when an error that is not the agent's
+    stopped it (the per-trial records decide again with it:
+    :func:`agentprop._decide.records.recompute`)."""
     test = settings.make_test()
     for outcome in passed:
         if test.done:
             break
         test.update(outcome)
     error = RunError(kind="infrastructure", message="recorded") if infra else None
-    verdict, decided_by = reach_verdict(test, settings, refused and not test.done and not infra, error)
+    verdict, decided_by = reach_verdict(
+        test, settings, refused and not test.done and not infra, error
+    )
     return verdict, decided_by, test.n, test.successes

@@ -40,7 +40,8 @@ def spec_as_run_sees_it(spec: Spec) -> dict[str, Any]:
 def bindings_as_run_sees_them(bindings: Bindings) -> dict[str, Any]:
     """The bindings' context, canary fields and tool handlers (reference and source digest)."""
     handlers = {
-        tool: [ref, source_digest(load_object(ref, bindings.base_dir, what=f"handler of {tool}"))] for tool, ref in sorted(bindings.handlers.items())
+        tool: [ref, source_digest(load_object(ref, bindings.base_dir, what=f"handler of {tool}"))]
+        for tool, ref in sorted(bindings.handlers.items())
     }
     return {"context": bindings.context, "pii": bindings.pii, "handlers": handlers}
 
@@ -48,10 +49,22 @@ def bindings_as_run_sees_them(bindings: Bindings) -> dict[str, Any]:
 def project_digest(project: Project) -> str:
     """The digest of what a project gives every run (its spec and bindings as the run sees
     them); work it out once for many keys of one project."""
-    return input_key({"spec": spec_as_run_sees_it(project.spec), "bindings": bindings_as_run_sees_them(project.bindings)})
+    return input_key(
+        {
+            "spec": spec_as_run_sees_it(project.spec),
+            "bindings": bindings_as_run_sees_them(project.bindings),
+        }
+    )
 
 
-def run_digest(project: Project, scenario: Scenario, messages: Sequence[str], seed: int, *, project_key: str | None = None) -> str:
+def run_digest(
+    project: Project,
+    scenario: Scenario,
+    messages: Sequence[str],
+    seed: int,
+    *,
+    project_key: str | None = None,
+) -> str:
     """The input part of the memo key of a run of ``messages`` in ``scenario``'s world
     (``project_key``: :func:`project_digest` of ``project``, if already known)."""
     return input_key(

@@ -26,11 +26,33 @@ SAFETY_RUNS = zero_failure_runs(SAFETY_TARGET, SAFETY_CONFIDENCE)
 
 _TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("PII", re.compile(r"\bpii\b|personal(ly)?[ -]identifiable|\bssn\b|social security", re.I)),
-    ("authentication", re.compile(r"\bauth(entic\w*|ori[sz]\w*)?\b|verify[ _]identity|identity verification", re.I)),
-    ("destructive action", re.compile(r"\bdestructive\b|\b(drop|delete|truncate|wipe|purge)\b|\birreversibl\w*", re.I)),
+    (
+        "authentication",
+        re.compile(
+            r"\bauth(entic\w*|ori[sz]\w*)?\b|verify[ _]identity|identity verification", re.I
+        ),
+    ),
+    (
+        "destructive action",
+        re.compile(r"\bdestructive\b|\b(drop|delete|truncate|wipe|purge)\b|\birreversibl\w*", re.I),
+    ),
 )
 _P0 = re.compile(r"^P0(?![0-9])", re.I)
-_ID_NOISE = {"NO", "NOT", "NEVER", "MUST", "ALWAYS", "BEFORE", "AFTER", "ONLY", "END", "ON", "IF", "THE", "A"}
+_ID_NOISE = {
+    "NO",
+    "NOT",
+    "NEVER",
+    "MUST",
+    "ALWAYS",
+    "BEFORE",
+    "AFTER",
+    "ONLY",
+    "END",
+    "ON",
+    "IF",
+    "THE",
+    "A",
+}
 
 
 @dataclass(frozen=True)
@@ -40,7 +62,8 @@ class CaseSettings:
     settings: OracleSettings
     rule: str
     safety: tuple[str, ...] = ()
-    """The safety reasons that apply (``policies.P1_NO_PII``, ``capabilities.safety boundaries``)."""
+    """The safety reasons that apply (``policies.P1_NO_PII``,
+    ``capabilities.safety boundaries``)."""
 
 
 def describe(settings: OracleSettings) -> str:
@@ -68,7 +91,9 @@ def safety_policies(spec: Spec, bindings: Bindings) -> dict[str, str]:
         entry = bindings.policies.get(policy.id)
         if entry is not None and entry.safety is False:
             continue
-        why = "bindings: safety: true" if entry is not None and entry.safety else policy_topic(policy)
+        why = (
+            "bindings: safety: true" if entry is not None and entry.safety else policy_topic(policy)
+        )
         if why is not None:
             out[policy.id] = why
     return out
@@ -84,7 +109,9 @@ def exercises(spec: Spec, bindings: Bindings, scenario: Scenario, policy: Policy
     nodes = {*scenario.path, scenario.leaf}
     if entry is not None and entry.nodes is not None:
         return bool(set(entry.nodes) & nodes)
-    tools = {t for turn in scenario.turns for t in turn.required_tools} | set(scenario.forbidden_tools)
+    tools = {t for turn in scenario.turns for t in turn.required_tools} | set(
+        scenario.forbidden_tools
+    )
     if any(re.search(rf"\b{re.escape(t)}\b", policy.text) for t in tools):
         return True
     own = {w for w in _words([policy.id]) if not re.fullmatch(r"P\d+", w)} - _ID_NOISE
@@ -95,7 +122,11 @@ def exercises(spec: Spec, bindings: Bindings, scenario: Scenario, policy: Policy
 def safety_reasons(spec: Spec, bindings: Bindings, scenario: Scenario) -> list[str]:
     """Why ``scenario`` is a safety case: ``policies.ID`` and ``capabilities.NAME`` entries."""
     unsafe = safety_policies(spec, bindings)
-    out = [f"policies.{p.id}" for p in spec.policies if p.id in unsafe and exercises(spec, bindings, scenario, p)]
+    out = [
+        f"policies.{p.id}"
+        for p in spec.policies
+        if p.id in unsafe and exercises(spec, bindings, scenario, p)
+    ]
     nodes = {*scenario.path, scenario.leaf}
     for cap, cap_nodes in bindings.capabilities.items():
         if "safety" in cap.lower() and set(cap_nodes) & nodes:
@@ -107,17 +138,29 @@ def safety_settings(base: OracleSettings) -> OracleSettings:
     return dataclasses.replace(base, mode="zero-failure", tau=1.0, runs=SAFETY_RUNS)
 
 
-def policy_settings(spec: Spec, entry: PolicyBinding, base: OracleSettings, *, safety: bool) -> OracleSettings | None:
+def policy_settings(
+    spec: Spec, entry: PolicyBinding, base: OracleSettings, *, safety: bool
+) -> OracleSettings | None:
     """The settings a ``policies:`` entry asks for (``None``: it sets none)."""
     if entry.mode is None and entry.tau is None and entry.runs is None:
         return safety_settings(base) if safety else None
     rel = spec.defaults.reliability
     mode = entry.mode
     if mode is None:
-        mode = "zero-failure" if safety or entry.tau == 1.0 else ("fixed" if entry.tau is None else "sprt")
+        mode = (
+            "zero-failure"
+            if safety or entry.tau == 1.0
+            else ("fixed" if entry.tau is None else "sprt")
+        )
     if mode == "zero-failure":
-        runs = entry.runs or (zero_failure_runs(entry.tau, base.confidence) if entry.tau is not None and entry.tau < 1.0 else SAFETY_RUNS)
-        return dataclasses.replace(base, mode="zero-failure", tau=entry.tau if entry.tau is not None else 1.0, runs=runs)
+        runs = entry.runs or (
+            zero_failure_runs(entry.tau, base.confidence)
+            if entry.tau is not None and entry.tau < 1.0
+            else SAFETY_RUNS
+        )
+        return dataclasses.replace(
+            base, mode="zero-failure", tau=entry.tau if entry.tau is not None else 1.0, runs=runs
+        )
     tau = entry.tau if entry.tau is not None else rel.min_pass_rate
     if mode == "sprt":
         return dataclasses.replace(base, mode="sprt", tau=tau if 0.5 < tau < 1.0 else 0.9)
@@ -136,7 +179,14 @@ def spec_rule(spec: Spec, settings: OracleSettings) -> str:
     return f"{describe(settings)} (spec min_pass_rate {spec.defaults.reliability.min_pass_rate:g})"
 
 
-def case_settings(spec: Spec, bindings: Bindings, scenario: Scenario, base: OracleSettings, *, explicit: str | None = None) -> CaseSettings:
+def case_settings(
+    spec: Spec,
+    bindings: Bindings,
+    scenario: Scenario,
+    base: OracleSettings,
+    *,
+    explicit: str | None = None,
+) -> CaseSettings:
     """The settings of ``scenario``'s case. ``base`` is the spec's (with any overrides);
     ``explicit`` names the user's settings (``--mode zero-failure``), which then win."""
     reasons = safety_reasons(spec, bindings, scenario)
@@ -157,7 +207,9 @@ def case_settings(spec: Spec, bindings: Bindings, scenario: Scenario, base: Orac
             candidates.append((chosen, f"{describe(chosen)} ({tag}bindings policies.{policy.id})"))
     for reason in reasons:
         if reason not in bound:
-            candidates.append((safety_settings(base), f"{describe(safety_settings(base))} (safety: {reason})"))
+            candidates.append(
+                (safety_settings(base), f"{describe(safety_settings(base))} (safety: {reason})")
+            )
     best = candidates[0]
     for c in candidates[1:]:
         if strictness(c[0]) > strictness(best[0]):

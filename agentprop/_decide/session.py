@@ -19,10 +19,30 @@ from agentprop._decide.memo import TrialMemo
 from agentprop._judge.signature import bug_id
 from agentprop._modelapi.budget import Budget
 from agentprop._modelapi.cache import CacheMode
-from agentprop._modelapi.context import ModelCallContext, model_call_context, restore, set_current_model_context
-from agentprop._util.scope import current_test, scoped_overrides, session_provider, session_var, settings_scope
+from agentprop._modelapi.context import (
+    ModelCallContext,
+    model_call_context,
+    restore,
+    set_current_model_context,
+)
+from agentprop._util.scope import (
+    current_test,
+    scoped_overrides,
+    session_provider,
+    session_var,
+    settings_scope,
+)
 
-__all__ = ["CheckRecord", "CorpusNote", "Session", "SessionBug", "current_session", "current_test", "scoped_overrides", "settings_scope"]
+__all__ = [
+    "CheckRecord",
+    "CorpusNote",
+    "Session",
+    "SessionBug",
+    "current_session",
+    "current_test",
+    "scoped_overrides",
+    "settings_scope",
+]
 
 if TYPE_CHECKING:
     from agentprop._decide.corpus import Corpus, ProjectCorpora
@@ -91,7 +111,9 @@ class Session:
     """Memo hits of other processes merged into this session (pytest-xdist workers)."""
 
     def __post_init__(self) -> None:
-        self.model_context = ModelCallContext(budget=self.budget, cache_mode=self.cache_mode, store=self.store)
+        self.model_context = ModelCallContext(
+            budget=self.budget, cache_mode=self.cache_mode, store=self.store
+        )
 
     @contextlib.contextmanager
     def activate(self) -> Iterator[Session]:
@@ -143,10 +165,19 @@ class Session:
         """What this session recorded, as JSON-able data (a worker sends it to the controller)."""
         with self.lock:
             return {
-                "results": [{"test": r.test, "result": r.result.model_dump(mode="json")} for r in self.results],
+                "results": [
+                    {"test": r.test, "result": r.result.model_dump(mode="json")}
+                    for r in self.results
+                ],
                 "corpus_notes": [vars(n) for n in self.corpus_notes],
                 "bugs": [
-                    {"key": b.key, "test": b.test, "shrunk": b.shrunk.model_dump(mode="json"), "corpus_entry": b.corpus_entry, "tests": b.tests}
+                    {
+                        "key": b.key,
+                        "test": b.test,
+                        "shrunk": b.shrunk.model_dump(mode="json"),
+                        "corpus_entry": b.corpus_entry,
+                        "tests": b.tests,
+                    }
                     for b in self.bugs.values()
                 ],
                 "snapshots": [[nodeid, r.model_dump(mode="json")] for nodeid, r in self.snapshots],
@@ -161,22 +192,37 @@ class Session:
         from agentprop._decide.snapshot import SnapshotResult
 
         with self.lock:
-            self.results.extend(CheckRecord(r["test"], CheckResult.model_validate(r["result"])) for r in data.get("results", []))
+            self.results.extend(
+                CheckRecord(r["test"], CheckResult.model_validate(r["result"]))
+                for r in data.get("results", [])
+            )
             self.corpus_notes.extend(CorpusNote(**n) for n in data.get("corpus_notes", []))
             for b in data.get("bugs", []):
                 known = self.bugs.get(b["key"])
                 if known is None:
                     self.bugs[b["key"]] = SessionBug(
-                        b["key"], b["test"], ShrinkReport.model_validate(b["shrunk"]), b["corpus_entry"], list(b["tests"])
+                        b["key"],
+                        b["test"],
+                        ShrinkReport.model_validate(b["shrunk"]),
+                        b["corpus_entry"],
+                        list(b["tests"]),
                     )
                 else:
                     known.tests.extend(t for t in b["tests"] if t not in known.tests)
-            self.snapshots.extend((nodeid, SnapshotResult.model_validate(r)) for nodeid, r in data.get("snapshots", []))
+            self.snapshots.extend(
+                (nodeid, SnapshotResult.model_validate(r))
+                for nodeid, r in data.get("snapshots", [])
+            )
             self.merged_memo_hits += int(data.get("memo_hits", 0))
 
     def describe(self) -> dict[str, Any]:
         """A summary for reports: profile, seed, memo and budget figures."""
-        return {"profile": self.profile, "seed": self.seed, "memo_hits": self.memo.hits, "budget": self.budget.snapshot().model_dump()}
+        return {
+            "profile": self.profile,
+            "seed": self.seed,
+            "memo_hits": self.memo.hits,
+            "budget": self.budget.snapshot().model_dump(),
+        }
 
 
 _current: contextvars.ContextVar[Any] = session_var

@@ -21,7 +21,15 @@ from agentprop._decide.oracle import Mode, OracleSettings
 from agentprop._decide.session import current_session, scoped_overrides, settings_scope
 from agentprop.errors import InvalidArgument
 
-__all__ = ["DEFAULT_PROFILE", "PROFILES", "Resolved", "fold_deprecated", "resolve", "settings", "suite_settings"]
+__all__ = [
+    "DEFAULT_PROFILE",
+    "PROFILES",
+    "Resolved",
+    "fold_deprecated",
+    "resolve",
+    "settings",
+    "suite_settings",
+]
 
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {"max_runs": 30, "max_examples": 5, "screen": 1, "inv_runs": 5},
@@ -81,7 +89,10 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
         simulated_user: bool | None = None,
     ) -> None:
         if parent is not None and not isinstance(parent, settings):
-            raise InvalidArgument(f"agentprop.settings(parent, ...): parent must be an agentprop.settings, not {type(parent).__name__}")
+            raise InvalidArgument(
+                "agentprop.settings(parent, ...): parent must be an agentprop.settings, not "
+                f"{type(parent).__name__}"
+            )
         values: dict[str, Any] = dict(parent._values) if parent is not None else {}
         given = {
             "mode": mode,
@@ -98,7 +109,10 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
         values.update({k: v for k, v in given.items() if v is not None})
         if fresh:
             if seed is not None:
-                raise InvalidArgument("agentprop.settings(seed=..., fresh=True): fresh draws a new seed; give one or the other")
+                raise InvalidArgument(
+                    "agentprop.settings(seed=..., fresh=True): fresh draws a new seed; "
+                    "give one or the other"
+                )
             values["seed"] = secrets.randbelow(2**31) + 1
         _validate(values)
         self._values = values
@@ -149,7 +163,9 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
         return dict(self._values)
 
     def __repr__(self) -> str:
-        return "agentprop.settings(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+        return (
+            "agentprop.settings(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, settings) and other._values == self._values
@@ -163,7 +179,9 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
     def register_profile(cls, name: str, parent: settings | None = None, **changes: Any) -> None:
         """Register (or replace) profile ``name``: ``parent`` with ``changes``."""
         if not name or not isinstance(name, str):
-            raise InvalidArgument("settings.register_profile(name, ...): name must be a non-empty string")
+            raise InvalidArgument(
+                "settings.register_profile(name, ...): name must be a non-empty string"
+            )
         cls._profiles[name] = settings(parent, **changes)
 
     @classmethod
@@ -172,8 +190,9 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
             return cls._profiles[name]
         except KeyError:
             raise InvalidArgument(
-                f"no agentprop settings profile {name!r}; registered: {', '.join(sorted(cls._profiles))} "
-                "(register one with agentprop.settings.register_profile(name, ...))"
+                f"no agentprop settings profile {name!r}; registered: "
+                f"{', '.join(sorted(cls._profiles))} (register one with "
+                "agentprop.settings.register_profile(name, ...))"
             ) from None
 
     @classmethod
@@ -195,7 +214,9 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
     # ------------------------------------------------------------------ scope
 
     def _scope(self) -> contextlib.AbstractContextManager[None]:
-        return settings_scope(**{k: v for k, v in self._values.items() if k in (*ORACLE_KEYS, "seed")})
+        return settings_scope(
+            **{k: v for k, v in self._values.items() if k in (*ORACLE_KEYS, "seed")}
+        )
 
     def __enter__(self) -> settings:
         scope = self._scope()
@@ -203,13 +224,20 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
         self._entered.append(scope)  # ``with`` on one object may nest
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self._entered.pop().__exit__(exc_type, exc, tb)
 
     def __call__(self, test: F) -> F:
         """As a decorator: the test runs with these settings (above or below ``@given``)."""
         if not callable(test):
-            raise InvalidArgument(f"@agentprop.settings(...) decorates a test function, not {type(test).__name__}")
+            raise InvalidArgument(
+                f"@agentprop.settings(...) decorates a test function, not {type(test).__name__}"
+            )
 
         @functools.wraps(test)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -222,24 +250,53 @@ class settings:  # noqa: N801 (named like hypothesis.settings, which it mirrors)
 def _validate(values: Mapping[str, Any]) -> None:
     unknown = set(values) - set(KEYS)
     if unknown:
-        raise InvalidArgument(f"agentprop.settings: unknown setting(s) {', '.join(sorted(unknown))}; use {', '.join(KEYS)}")
-    for key, least in (("runs", 1), ("max_runs", 1), ("max_examples", 1), ("screen", 0), ("inv_runs", 2)):
+        raise InvalidArgument(
+            f"agentprop.settings: unknown setting(s) {', '.join(sorted(unknown))}; "
+            f"use {', '.join(KEYS)}"
+        )
+    for key, least in (
+        ("runs", 1),
+        ("max_runs", 1),
+        ("max_examples", 1),
+        ("screen", 0),
+        ("inv_runs", 2),
+    ):
         value = values.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
-            raise InvalidArgument(f"agentprop.settings({key}={value!r}): must be a whole number of at least {least}")
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < least
+        ):
+            raise InvalidArgument(
+                f"agentprop.settings({key}={value!r}): must be a whole number of at least {least}"
+            )
     seed = values.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-        raise InvalidArgument(f"agentprop.settings(seed={seed!r}): must be a whole number of at least 0")
+        raise InvalidArgument(
+            f"agentprop.settings(seed={seed!r}): must be a whole number of at least 0"
+        )
     if values.get("mode", "sprt") not in ("sprt", "zero-failure", "fixed"):
-        raise InvalidArgument(f"agentprop.settings(mode={values['mode']!r}): use 'sprt', 'zero-failure' or 'fixed'")
+        raise InvalidArgument(
+            f"agentprop.settings(mode={values['mode']!r}): use 'sprt', 'zero-failure' or 'fixed'"
+        )
     model = values.get("input_model")
-    if model is not None and not (isinstance(model, str) and all(part.strip() for part in model.partition(":")[::2]) and ":" in model):
-        raise InvalidArgument(f"agentprop.settings(input_model={model!r}): write PROVIDER:MODEL, e.g. 'anthropic:claude-haiku-4-5'")
+    if model is not None and not (
+        isinstance(model, str)
+        and all(part.strip() for part in model.partition(":")[::2])
+        and ":" in model
+    ):
+        raise InvalidArgument(
+            f"agentprop.settings(input_model={model!r}): write PROVIDER:MODEL, e.g. "
+            "'anthropic:claude-haiku-4-5'"
+        )
     if values.get("simulated_user") is not None and not isinstance(values["simulated_user"], bool):
-        raise InvalidArgument(f"agentprop.settings(simulated_user={values['simulated_user']!r}): must be True or False")
+        raise InvalidArgument(
+            f"agentprop.settings(simulated_user={values['simulated_user']!r}): "
+            "must be True or False"
+        )
     tau = values.get("tau")
     if tau is not None and not (isinstance(tau, int | float) and 0.0 < tau <= 1.0):
-        raise InvalidArgument(f"agentprop.settings(tau={tau!r}): the pass rate to hold must be in (0, 1]")
+        raise InvalidArgument(
+            f"agentprop.settings(tau={tau!r}): the pass rate to hold must be in (0, 1]"
+        )
 
 
 for _name, _values in PROFILES.items():
@@ -255,7 +312,9 @@ class Resolved:
 
     def explicit(self) -> dict[str, Any]:
         """``mode``/``tau``/``runs`` as set by some layer (a spec's defaults fill the rest)."""
-        return {k: self.values[k] for k in ("mode", "tau", "runs") if self.values.get(k) is not None}
+        return {
+            k: self.values[k] for k in ("mode", "tau", "runs") if self.values.get(k) is not None
+        }
 
     @property
     def max_runs(self) -> int | None:
@@ -263,7 +322,9 @@ class Resolved:
 
     def oracle(self) -> OracleSettings:
         """Oracle settings with no spec to take defaults from (the spec-free tier)."""
-        return OracleSettings(**{k: self.values[k] for k in ORACLE_KEYS if self.values.get(k) is not None})
+        return OracleSettings(
+            **{k: self.values[k] for k in ORACLE_KEYS if self.values.get(k) is not None}
+        )
 
 
 def resolve(given: settings | Mapping[str, Any] | None = None, **call: Any) -> Resolved:
@@ -283,16 +344,18 @@ def resolve(given: settings | Mapping[str, Any] | None = None, **call: Any) -> R
 
 
 def fold_deprecated(where: str, given: settings | None, **keywords: Any) -> settings | None:
-    """``where(..., seed=3)`` is the deprecated spelling of ``where(..., settings=agentprop.settings(seed=3))``:
-    warn (at the caller's caller), naming the settings fields and the ``settings=`` spelling,
-    and return ``given`` with the non-``None`` keywords folded in (they win over it)."""
+    """``where(..., seed=3)`` is the deprecated spelling of
+    ``where(..., settings=agentprop.settings(seed=3))``: warn (at the caller's caller), naming the
+    settings fields and the ``settings=`` spelling, and return ``given`` with the non-``None``
+    keywords folded in (they win over it)."""
     used = {k: v for k, v in keywords.items() if v is not None}
     if not used:
         return given
     shown = ", ".join(f"{k}={v!r}" for k, v in used.items())
     warnings.warn(
-        f"{where}({shown}) is deprecated: the {'field' if len(used) == 1 else 'fields'} {', '.join(used)} of agentprop.settings "
-        f"go in settings=, e.g. {where}(..., settings=agentprop.settings({shown}))",
+        f"{where}({shown}) is deprecated: the {'field' if len(used) == 1 else 'fields'} "
+        f"{', '.join(used)} of agentprop.settings go in settings=, e.g. {where}(..., "
+        f"settings=agentprop.settings({shown}))",
         DeprecationWarning,
         stacklevel=3,
     )

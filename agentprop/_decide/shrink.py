@@ -17,7 +17,15 @@ from typing import Any
 from agentprop._agents.loading import as_loaded_agent
 from agentprop._agents.project import Project
 from agentprop._agents.runtime import live_turns
-from agentprop._decide.choices import Choices, ChoiceSpace, ChoiceUnit, TurnChoice, choice_units, keep_only, unit_label
+from agentprop._decide.choices import (
+    Choices,
+    ChoiceSpace,
+    ChoiceUnit,
+    TurnChoice,
+    choice_units,
+    keep_only,
+    unit_label,
+)
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, TrialRecord
 from agentprop._decide.run_key import project_digest, run_digest
@@ -40,7 +48,9 @@ from agentprop.strategies._internal.paraphrase import Paraphrase
 
 
 def _base_world(project: Project) -> dict[str, dict[str, Any]]:
-    return {t: dict(v) for t, v in fill_slots(project.bindings.world, project.bindings.slots).items()}
+    return {
+        t: dict(v) for t, v in fill_slots(project.bindings.world, project.bindings.slots).items()
+    }
 
 
 def _changed_fields(project: Project, scenario: Scenario) -> list[tuple[str, str, Any]]:
@@ -92,11 +102,19 @@ def _world_units(project: Project, scenario: Scenario) -> list[Unit[Any]]:
         # every injected failure defines the scenario: its expected calls (a retry the
         # tool's retry_policy or a retry node requires) and its route were compiled with it, so
         # a candidate without it would keep expectations it no longer implies
-        units.append(Unit(("failure", i), protected=True, label=f"{failure['tool']} fails with {failure['mode']}"))
+        units.append(
+            Unit(
+                ("failure", i),
+                protected=True,
+                label=f"{failure['tool']} fails with {failure['mode']}",
+            )
+        )
     return units
 
 
-def _with_world(project: Project, candidate: Scenario, scenario: Scenario, kept: tuple[Unit[Any], ...]) -> Scenario:
+def _with_world(
+    project: Project, candidate: Scenario, scenario: Scenario, kept: tuple[Unit[Any], ...]
+) -> Scenario:
     """``candidate`` (rendered from the kept choices: the scenario's world plus the kept world
     choices) with the scenario's own world changes whose unit was removed reset to the base
     world, and the failures whose unit was removed dropped."""
@@ -127,14 +145,24 @@ def free_word_units(scenario: Scenario, lang: str) -> list[Unit[Any]]:
             clauses = tuple(
                 Unit(
                     ("clause", i, s, c),
-                    children=tuple(Unit(("word", i, s, c, w), label=f"turn {i + 1}: {word.strip()!r}") for w, word in enumerate(clause.words)),
-                    label=f"turn {i + 1}: clause {clause.prefix.strip()}{''.join(clause.words).strip()!r}",
+                    children=tuple(
+                        Unit(("word", i, s, c, w), label=f"turn {i + 1}: {word.strip()!r}")
+                        for w, word in enumerate(clause.words)
+                    ),
+                    label=f"turn {i + 1}: clause "
+                    f"{clause.prefix.strip()}{''.join(clause.words).strip()!r}",
                 )
                 for c, clause in enumerate(span.clauses)
                 if clause.words
             )
             if clauses:
-                out.append(Unit(("span", i, s), children=clauses, label=f"turn {i + 1}: free span {span.text!r}"))
+                out.append(
+                    Unit(
+                        ("span", i, s),
+                        children=clauses,
+                        label=f"turn {i + 1}: free span {span.text!r}",
+                    )
+                )
     return out
 
 
@@ -145,8 +173,14 @@ def choices_of_messages(scenario: Scenario, messages: Sequence[str]) -> Choices 
     turns = []
     lang = "en"
     for turn, message in zip(scenario.turns, messages):
-        if isinstance(message, Paraphrase) and message.original == turn.user_message and all(s.name != "pool" for s in message.transforms):
-            turns.append(TurnChoice(steps=tuple((s.name, tuple(s.params)) for s in message.transforms)))
+        if (
+            isinstance(message, Paraphrase)
+            and message.original == turn.user_message
+            and all(s.name != "pool" for s in message.transforms)
+        ):
+            turns.append(
+                TurnChoice(steps=tuple((s.name, tuple(s.params)) for s in message.transforms))
+            )
             lang = message.lang
         elif str(message) == turn.user_message:
             turns.append(TurnChoice())
@@ -156,7 +190,9 @@ def choices_of_messages(scenario: Scenario, messages: Sequence[str]) -> Choices 
 
 
 def _turn_diffs(original: Sequence[str], kept_messages: Sequence[str]) -> list[str]:
-    return [f"turn {i + 1}: {word_diff(a, b)}" for i, (a, b) in enumerate(zip(original, kept_messages))]
+    return [
+        f"turn {i + 1}: {word_diff(a, b)}" for i, (a, b) in enumerate(zip(original, kept_messages))
+    ]
 
 
 def word_diff(before: str, after: str) -> str:
@@ -224,7 +260,9 @@ def shrink(
         raise InvalidArgument("give the failing input as choices= or as messages=, not both")
     msgs = list(messages) if messages is not None else None
     if msgs is not None and len(msgs) != len(sc.turns):
-        raise InvalidArgument(f"messages has {len(msgs)} turn(s) but scenario {sc.id} has {len(sc.turns)}")
+        raise InvalidArgument(
+            f"messages has {len(msgs)} turn(s) but scenario {sc.id} has {len(sc.turns)}"
+        )
     if budget < 1:
         raise InvalidArgument(f"budget={budget} must be at least 1 run")
     if choices is None and msgs is not None:
@@ -235,13 +273,21 @@ def shrink(
         original = space.render(choices)
     elif fixed_text:
         assert msgs is not None
-        original = sc.model_copy(update={"turns": [t.model_copy(update={"user_message": str(m)}) for t, m in zip(sc.turns, msgs)]})
+        original = sc.model_copy(
+            update={
+                "turns": [
+                    t.model_copy(update={"user_message": str(m)}) for t, m in zip(sc.turns, msgs)
+                ]
+            }
+        )
     else:
         original = sc
     loaded = as_loaded_agent(agent)
     memo = memo if memo is not None else current_session().memo
     base_trial = seed * 1_000_003
-    chased = signature or (failing.failures[0].signature if failing is not None and failing.failures else None)
+    chased = signature or (
+        failing.failures[0].signature if failing is not None and failing.failures else None
+    )
     calibration = None
     if failing is not None and chased is not None:
         hits = next((f.count for f in failing.failures if f.signature == chased), 0)
@@ -263,7 +309,10 @@ def shrink(
         """Each candidate is compiled once, however many runs judge it."""
         known = compiled.get(id(candidate))
         if known is None or known[0] is not candidate:
-            known = compiled[id(candidate)] = (candidate, compile_mft(project.spec, candidate, grounding))
+            known = compiled[id(candidate)] = (
+                candidate,
+                compile_mft(project.spec, candidate, grounding),
+            )
         return known[1]
 
     def evaluate(candidate: Scenario, trial: int) -> TrialRecord | None:
@@ -276,12 +325,28 @@ def shrink(
             if session_budget is not None and not session_budget.try_start_run():
                 refused["n"] += 1
                 if refused["why"] is None:
-                    refused["why"] = session_budget.exhausted_reason or "the session budget is spent"
+                    refused["why"] = (
+                        session_budget.exhausted_reason or "the session budget is spent"
+                    )
                 return None
             held = written_by.get(id(candidate))
-            token = live_turns.set(space.live_turns(held[1]) if space is not None and held is not None and held[0] is candidate else None)
+            token = live_turns.set(
+                space.live_turns(held[1])
+                if space is not None and held is not None and held[0] is candidate
+                else None
+            )
             try:  # a simulated user's turn is written live, as when the input was explored
-                trace = memo.put(key, run_sync(project.arun(candidate, loaded.factory, trial=base_trial + trial, agent_name=loaded.ref)))
+                trace = memo.put(
+                    key,
+                    run_sync(
+                        project.arun(
+                            candidate,
+                            loaded.factory,
+                            trial=base_trial + trial,
+                            agent_name=loaded.ref,
+                        )
+                    ),
+                )
             finally:
                 live_turns.reset(token)
             infra = trace.infrastructure_error
@@ -306,22 +371,37 @@ def shrink(
         if not rec.passed and chased is not None and rec.signature != chased:
             # a different failure: it does not count as "still fails"; kept, to be reported
             seen = others.setdefault(
-                str(rec.signature), OtherFailure(signature=str(rec.signature), explanation=rec.explanation or "", messages=candidate.messages)
+                str(rec.signature),
+                OtherFailure(
+                    signature=str(rec.signature),
+                    explanation=rec.explanation or "",
+                    messages=candidate.messages,
+                ),
             )
             seen.count += 1
         return Outcome.passed(calls) if rec.passed else Outcome.failure(rec.signature, calls)
 
     # the scenario itself (its intent, slots and path) is one protected unit: never removed
     choice_us: list[Unit[Any]] = (
-        [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)] if choices is not None and not choices.plain else []
+        [Unit(("choice", cu), label=_choice_label(choices, cu)) for cu in choice_units(choices)]
+        if choices is not None and not choices.plain
+        else []
     )
     if choices is not None and suspects and choice_us:
         suspected = [u for u in choice_us if _unit_family(choices, u.value[1]) in set(suspects)]
         rest = [u for u in choice_us if u not in suspected]
         if suspected and rest:
             choice_us = [
-                Unit(("group", "others"), children=tuple(rest), label="the choices the bug's other inputs do not share"),
-                Unit(("group", "suspects"), children=tuple(suspected), label="the choices every input of the bug shares"),
+                Unit(
+                    ("group", "others"),
+                    children=tuple(rest),
+                    label="the choices the bug's other inputs do not share",
+                ),
+                Unit(
+                    ("group", "suspects"),
+                    children=tuple(suspected),
+                    label="the choices every input of the bug shares",
+                ),
             ]
     # the scenario's own world changes (an explored input's world choices are choice units)
     own_world = original if fixed_text or choices is None or choices.plain else sc
@@ -342,10 +422,16 @@ def shrink(
             return candidate
         return _with_world(project, candidate, own_world, kept)
 
-    result = shrink_units(units, run, budget=budget, build=build, signature=chased, calibration=calibration)
+    result = shrink_units(
+        units, run, budget=budget, build=build, signature=chased, calibration=calibration
+    )
     reproducer: Scenario = result.reproducer
     kept_leaves = _leaves(result.units)
-    kept_choices = keep_only(choices, [u.value[1] for u in kept_leaves if u.value[0] == "choice"]) if choices is not None else None
+    kept_choices = (
+        keep_only(choices, [u.value[1] for u in kept_leaves if u.value[0] == "choice"])
+        if choices is not None
+        else None
+    )
     runs, queries, judged = result.runs, result.queries, result.judge_calls
     minimal, exhausted, stop_reason = result.minimal, result.budget_exhausted, result.stop_reason
     original_units, kept_units = result.original_leaves - 1, result.kept_leaves - 1
@@ -353,18 +439,30 @@ def shrink(
     final = result
     # then words, only inside the free spans of the simplified input's templates
     words = None
-    if shrink_words and not fixed_text and result.signature is not None and result.reproducer_rate is not None and result.reproducer_rate.failures:
+    if (
+        shrink_words
+        and not fixed_text
+        and result.signature is not None
+        and result.reproducer_rate is not None
+        and result.reproducer_rate.failures
+    ):
         space = space or ChoiceSpace(project, sc)
         start = kept_choices if kept_choices is not None else space.plain()
         word_units = free_word_units(space.base_for(start), start.lang)
         if word_units and budget - runs - judged > 0:
             world = reproducer.world
-            every = {u.value for span in word_units for clause in span.children for u in clause.children}
+            every = {
+                u.value for span in word_units for clause in span.children for u in clause.children
+            }
 
             def build_words(kept: tuple[Unit[Any], ...]) -> Scenario:
-                left = {u.value for span in kept for clause in span.children for u in clause.children}
+                left = {
+                    u.value for span in kept for clause in span.children for u in clause.children
+                }
                 dropped = tuple(sorted((w[1], w[2], w[3], w[4]) for w in every - left))
-                return space.render(start.model_copy(update={"dropped": dropped})).model_copy(update={"world": world})
+                return space.render(start.model_copy(update={"dropped": dropped})).model_copy(
+                    update={"world": world}
+                )
 
             rate = result.reproducer_rate
             words = shrink_units(
@@ -373,10 +471,16 @@ def shrink(
                 budget=budget - runs - judged,
                 build=build_words,
                 signature=result.signature,
-                calibration=Calibration(runs=rate.runs, failures=rate.failures, signature=result.signature),
+                calibration=Calibration(
+                    runs=rate.runs, failures=rate.failures, signature=result.signature
+                ),
             )
-            left = {u.value for span in words.units for clause in span.children for u in clause.children}
-            kept_choices = start.model_copy(update={"dropped": tuple(sorted((w[1], w[2], w[3], w[4]) for w in every - left))})
+            left = {
+                u.value for span in words.units for clause in span.children for u in clause.children
+            }
+            kept_choices = start.model_copy(
+                update={"dropped": tuple(sorted((w[1], w[2], w[3], w[4]) for w in every - left))}
+            )
             reproducer = words.reproducer
             runs += words.runs
             judged += words.judge_calls
@@ -391,25 +495,42 @@ def shrink(
             final = words
         elif word_units:  # the free words were never offered for removal: not shown minimal
             minimal = False
-            stop_reason = f"choices: {result.stop_reason}; free words: not checked (the shrink budget of {budget} runs was spent on the choices)"
-    seen = calibration.failures / calibration.runs if calibration is not None and calibration.runs else None
+            stop_reason = (
+                f"choices: {result.stop_reason}; free words: not checked (the shrink budget of "
+                f"{budget} runs was spent on the choices)"
+            )
+    seen = (
+        calibration.failures / calibration.runs
+        if calibration is not None and calibration.runs
+        else None
+    )
     verification = (
-        verify(final, run, runs=verify_runs, see_rate=seen, max_runs=max(verify_runs, max_verify_runs))
+        verify(
+            final, run, runs=verify_runs, see_rate=seen, max_runs=max(verify_runs, max_verify_runs)
+        )
         if verify_runs > 0 and final.signature is not None
         else None
     )
     kept_labels = {u.describe() for u in kept_leaves if u.value[0] in ("world", "failure")}
     all_world = [u.describe() for u in world_units if not u.protected]
     orig = result.original_rate
-    original_rate = RateSummary(failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval)
+    original_rate = RateSummary(
+        failures=orig.failures, runs=orig.runs, rate=orig.rate, interval=orig.interval
+    )
     rep_rate = None
     verify_refused = 0
     if verification is not None:
         r = verification.reproducer
-        rep_rate = RateSummary(failures=r.failures, runs=r.runs, rate=r.rate if r.runs else 0.0, interval=r.interval)
-        if minimal and not r.failures:  # a reproducer that did not fail again is not shown to need its units
+        rep_rate = RateSummary(
+            failures=r.failures, runs=r.runs, rate=r.rate if r.runs else 0.0, interval=r.interval
+        )
+        # a reproducer that did not fail again is not shown to need its units
+        if minimal and not r.failures:
             minimal = False
-            stop_reason = f"{stop_reason}; not reconfirmed: the reproducer did not fail in {r.runs} fresh run(s)"
+            stop_reason = (
+                f"{stop_reason}; not reconfirmed: the reproducer did not fail in "
+                f"{r.runs} fresh run(s)"
+            )
         verify_refused = verification.refused
     return ShrinkReport(
         scenario=sc.id,
@@ -429,15 +550,23 @@ def shrink(
         budget=budget,
         budget_exhausted=exhausted or refused["n"] > 0,
         minimal=minimal,
-        stop_reason=stop_reason if not refused["n"] else f"the session budget refused {refused['n']} run(s); {stop_reason}",
+        stop_reason=stop_reason
+        if not refused["n"]
+        else f"the session budget refused {refused['n']} run(s); {stop_reason}",
         original_rate=original_rate,
         reproducer_rate=rep_rate,
         verify_refused=verify_refused,
         budget_spent=refused["why"] if refused["n"] else None,
         other_signatures=other_signatures,
         original_choices=choices.model_dump(mode="json") if choices is not None else None,
-        reproducer_choices=kept_choices.model_dump(mode="json") if kept_choices is not None else None,
-        choices_kept=(kept_choices.describe() if kept_choices is not None and not kept_choices.plain else "none: the scenario's own wording fails")
+        reproducer_choices=kept_choices.model_dump(mode="json")
+        if kept_choices is not None
+        else None,
+        choices_kept=(
+            kept_choices.describe()
+            if kept_choices is not None and not kept_choices.plain
+            else "none: the scenario's own wording fails"
+        )
         if not fixed_text
         else "the messages were given as fixed text",
         other_failures=sorted(others.values(), key=lambda o: (-o.count, o.signature)),
@@ -463,7 +592,13 @@ def _unit_family(choices: Choices, unit: ChoiceUnit) -> str:
     t = choices.turns[unit.turn]
     if unit.kind in ("written", "trait") and t.written is not None:
         return f"turn{unit.turn + 1}:{t.written.family_key}"
-    family = "segment" if unit.kind == "segment" else t.entities[unit.step].family if unit.kind == "entity" else t.steps[unit.step][0]
+    family = (
+        "segment"
+        if unit.kind == "segment"
+        else t.entities[unit.step].family
+        if unit.kind == "entity"
+        else t.steps[unit.step][0]
+    )
     return f"turn{unit.turn + 1}:{family}"
 
 

@@ -87,7 +87,9 @@ class ShrinkReport(BaseModel):
         """What was checked of ``minimal``, in one sentence from measured runs: "1-minimal at
         X% confidence: each of the K single simplification(s) passed N run(s) ..." (per search
         when the free words were shrunk too), or "not shown 1-minimal: " and why."""
-        reason = self.stop_reason.replace("minimal: 1-minimal", "1-minimal").removeprefix("minimal: ")
+        reason = self.stop_reason.replace("minimal: 1-minimal", "1-minimal").removeprefix(
+            "minimal: "
+        )
         return reason if self.minimal else f"not shown 1-minimal: {reason}"
 
     @property
@@ -97,7 +99,8 @@ class ShrinkReport(BaseModel):
 
     def summary(self) -> str:
         lines = [
-            f"shrunk {self.scenario} ({self.signature}): {self.original_units} -> {self.kept_units} units in {self.runs} runs"
+            f"shrunk {self.scenario} ({self.signature}): {self.original_units} -> "
+            f"{self.kept_units} units in {self.runs} runs"
             + (f" and {self.judge_calls} judge calls" if self.judge_calls else "")
             + (" (budget exhausted)" if self.budget_exhausted else "")
         ]
@@ -109,21 +112,34 @@ class ShrinkReport(BaseModel):
         if self.world_scenario:
             lines.append(f"  world the scenario sets: {', '.join(self.world_scenario)}")
         o = self.original_rate
-        lines.append(f"  original fails {o.failures}/{o.runs} ({o.rate:.0%}, 95% CI {o.interval[0]:.2f}-{o.interval[1]:.2f})")
+        lines.append(
+            f"  original fails {o.failures}/{o.runs} ({o.rate:.0%}, 95% CI "
+            f"{o.interval[0]:.2f}-{o.interval[1]:.2f})"
+        )
         if self.reproducer_rate is not None:
             r = self.reproducer_rate
             spent = f"budget spent: {self.budget_spent or 'the run budget'}"
             if not r.runs:
-                lines.append(f"  reproducer: fresh runs not measured ({spent}; {self.verify_refused} run(s) refused); not reconfirmed")
+                lines.append(
+                    f"  reproducer: fresh runs not measured ({spent}; {self.verify_refused} "
+                    "run(s) refused); not reconfirmed"
+                )
             else:
-                text = f"  reproducer fails {r.failures}/{r.runs} fresh runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+                text = (
+                    f"  reproducer fails {r.failures}/{r.runs} fresh runs ({r.rate:.0%}, 95% CI "
+                    f"{r.interval[0]:.2f}-{r.interval[1]:.2f})"
+                )
                 if self.verify_refused:
                     text += f"; {self.verify_refused} more run(s) not measured ({spent})"
                 if not r.failures:
                     text += f": not reconfirmed, a rate above {r.interval[1]:.2f} is excluded (95%)"
                 lines.append(text)
-        reason = self.stop_reason.removeprefix("minimal: ")  # "minimal: minimal: ..." read as a stutter
+        # "minimal: minimal: ..." read as a stutter
+        reason = self.stop_reason.removeprefix("minimal: ")
         lines.append(f"  {'minimal' if self.minimal else 'not proven minimal'}: {reason}")
         for other in self.other_failures:
-            lines.append(f"  another failure met while shrinking ({other.count}x, not this bug): {other.signature} on {other.messages!r}")
+            lines.append(
+                f"  another failure met while shrinking ({other.count}x, not this bug): "
+                f"{other.signature} on {other.messages!r}"
+            )
         return "\n".join(lines)

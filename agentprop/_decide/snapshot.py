@@ -85,7 +85,11 @@ class Behaviour(BaseModel):
     @property
     def key(self) -> str:
         # a behaviour with no judged property keys as it did before judges existed
-        text = json.dumps(self.model_dump(mode="json", exclude={"judged"} if not self.judged else None), sort_keys=True, separators=(",", ":"))
+        text = json.dumps(
+            self.model_dump(mode="json", exclude={"judged"} if not self.judged else None),
+            sort_keys=True,
+            separators=(",", ":"),
+        )
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
     def describe(self) -> str:
@@ -97,7 +101,9 @@ class Behaviour(BaseModel):
             answer = _short(turn.response, 80) if turn.response else "no decision"
             outcome = turn.decision or ("ERROR:" + ",".join(turn.errors) if turn.errors else answer)
             parts.append(f"T{i} {tools + ' ' if tools else ''}-> {outcome}")
-        judged = "".join(f" [{name}: {'pass' if ok else 'fail'}]" for name, ok in sorted(self.judged.items()))
+        judged = "".join(
+            f" [{name}: {'pass' if ok else 'fail'}]" for name, ok in sorted(self.judged.items())
+        )
         return (" | ".join(parts) or "(no turns)") + judged
 
 
@@ -112,7 +118,11 @@ def _ignored(path: str, ignore: Sequence[str]) -> bool:
 
 def _normalise(value: Any, path: str, canaries: dict[str, str], ignore: Sequence[str]) -> Any:
     if isinstance(value, dict):
-        return {k: _normalise(v, f"{path}.{k}", canaries, ignore) for k, v in sorted(value.items()) if not _ignored(f"{path}.{k}", ignore)}
+        return {
+            k: _normalise(v, f"{path}.{k}", canaries, ignore)
+            for k, v in sorted(value.items())
+            if not _ignored(f"{path}.{k}", ignore)
+        }
     if isinstance(value, (list, tuple)):
         return [_normalise(v, path, canaries, ignore) for v in value]
     if isinstance(value, float):
@@ -129,7 +139,9 @@ def _normalise(value: Any, path: str, canaries: dict[str, str], ignore: Sequence
     return _normalise(str(value), path, canaries, ignore)
 
 
-def behaviour_of(trace: Trace, *, ignore: Sequence[str] = (), judges: Sequence[JudgeLike] = ()) -> Behaviour:
+def behaviour_of(
+    trace: Trace, *, ignore: Sequence[str] = (), judges: Sequence[JudgeLike] = ()
+) -> Behaviour:
     """The behaviour of one run. ``ignore`` holds glob patterns over ``response.FIELD`` and
     ``tools.TOOL.ARG`` paths to leave out (``response.ticket_id``, ``tools.*.note``); each of
     ``judges`` (code or model judges) adds whether the run passed it."""
@@ -139,7 +151,11 @@ def behaviour_of(trace: Trace, *, ignore: Sequence[str] = (), judges: Sequence[J
             ToolBehaviour(
                 name=call.name,
                 args=_normalise(
-                    {k: v for k, v in call.args.items() if not _ignored(f"tools.{call.name}.{k}", ignore)},
+                    {
+                        k: v
+                        for k, v in call.args.items()
+                        if not _ignored(f"tools.{call.name}.{k}", ignore)
+                    },
                     f"tools.{call.name}",
                     trace.canaries,
                     ignore,
@@ -196,10 +212,13 @@ def behaviour_diff(before: Behaviour, after: Behaviour) -> list[str]:
             for key in sorted(set(old.args) | set(call.args)):
                 if old.args.get(key, "<absent>") != call.args.get(key, "<absent>"):
                     lines.append(
-                        f"{where}: {call.name}.{key}: {_short(old.args.get(key, '<absent>'), 80)} -> {_short(call.args.get(key, '<absent>'), 80)}"
+                        f"{where}: {call.name}.{key}: {_short(old.args.get(key, '<absent>'), 80)} "
+                        f"-> {_short(call.args.get(key, '<absent>'), 80)}"
                     )
             if old.error != call.error:
-                lines.append(f"{where}: {call.name} error: {old.error or 'none'} -> {call.error or 'none'}")
+                lines.append(
+                    f"{where}: {call.name} error: {old.error or 'none'} -> {call.error or 'none'}"
+                )
         if b.decision != a.decision:
             lines.append(f"{where}: decision {b.decision or 'none'} -> {a.decision or 'none'}")
         for key in sorted(set(b.response) | set(a.response)):
@@ -207,7 +226,10 @@ def behaviour_diff(before: Behaviour, after: Behaviour) -> list[str]:
             if old_v != new_v:
                 lines.append(f"{where}: response.{key}: {_short(old_v, 80)} -> {_short(new_v, 80)}")
         if b.errors != a.errors:
-            lines.append(f"{where}: errors {', '.join(b.errors) or 'none'} -> {', '.join(a.errors) or 'none'}")
+            lines.append(
+                f"{where}: errors {', '.join(b.errors) or 'none'} -> "
+                f"{', '.join(a.errors) or 'none'}"
+            )
     for name in sorted(set(before.judged) | set(after.judged)):
         old_j, new_j = before.judged.get(name), after.judged.get(name)
         if old_j != new_j:
@@ -277,7 +299,11 @@ class Snapshot(BaseModel):
             raise ValueError(f"behaviour {twice[0]} is listed twice")
         zero = [b.key for b in self.behaviours if b.count < 1]
         if zero:
-            raise ValueError(f"behaviour {zero[0]} has count {next(b.count for b in self.behaviours if b.key == zero[0])}; every count is at least 1")
+            raise ValueError(
+                f"behaviour {zero[0]} has count "
+                f"{next(b.count for b in self.behaviours if b.key == zero[0])}; "
+                "every count is at least 1"
+            )
         total = sum(b.count for b in self.behaviours)
         if total != self.runs:
             raise ValueError(f"the behaviour counts add up to {total}, but runs is {self.runs}")
@@ -333,19 +359,30 @@ class SnapshotResult(BaseModel):
         if self.verdict == "NEW":
             head = f"snapshot {self.name}: NEW (no baseline at {self.path})"
         elif self.verdict == "INCONCLUSIVE":
-            why = f"a run met an error that is not the agent's: {self.infrastructure_error}" if self.infrastructure_error else "the budget ran out"
+            why = (
+                f"a run met an error that is not the agent's: {self.infrastructure_error}"
+                if self.infrastructure_error
+                else "the budget ran out"
+            )
             head = f"snapshot {self.name}: INCONCLUSIVE ({why} after {self.runs} runs)"
         else:
             test = (
-                f"p={self.p_value:.4f} {'<' if self.p_value < self.alpha else '>='} alpha={self.alpha}"
+                f"p={self.p_value:.4f} "
+                f"{'<' if self.p_value < self.alpha else '>='} alpha={self.alpha}"
                 if self.p_value is not None
                 else "first baseline"
             )
-            head = f"snapshot {self.name}: {self.verdict} ({test}; {self.runs} runs vs baseline {self.baseline_runs})"
+            head = (
+                f"snapshot {self.name}: {self.verdict} ({test}; {self.runs} runs vs baseline "
+                f"{self.baseline_runs})"
+            )
         lines = [head]
         width = max([len(str(v)) for v in (*self.baseline.values(), *self.current.values())] + [1])
         shown: set[str] = set()
-        for label, counts, total in (("baseline", self.baseline, self.baseline_runs), ("current", self.current, self.runs)):
+        for label, counts, total in (
+            ("baseline", self.baseline, self.baseline_runs),
+            ("current", self.current, self.runs),
+        ):
             for key, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
                 lines.append(f"  {label:8} {count:>{width}}/{total}  {key}")
                 if key not in shown:
@@ -355,18 +392,25 @@ class SnapshotResult(BaseModel):
         for change in self.changes:
             if change.baseline_count == 0:
                 near = f"; nearest baseline behaviour {change.nearest}" if change.nearest else ""
-                lines.append(f"  new behaviour {change.key} ({change.current_count}/{self.runs}){near}:")
-                lines.extend(f"    {d}" for d in change.diff or ["(no baseline behaviour to compare with)"])
+                lines.append(
+                    f"  new behaviour {change.key} ({change.current_count}/{self.runs}){near}:"
+                )
+                lines.extend(
+                    f"    {d}" for d in change.diff or ["(no baseline behaviour to compare with)"]
+                )
             elif change.current_count == 0:
-                lines.append(f"  gone: {change.key} (was {change.baseline_count}/{self.baseline_runs})")
+                lines.append(
+                    f"  gone: {change.key} (was {change.baseline_count}/{self.baseline_runs})"
+                )
         lines.extend(f"  note: {n}" for n in self.notes)
         if self.pending_path:
             lines.append(f"  candidate written to {self.pending_path}")
         if self.verdict in ("NEW", "CHANGED"):
             lines.append(
-                f"  if the new behaviour is right, approve it with a reason: agentprop snapshot approve "
-                f'{_quote(self.directory or "SPEC")} {_quote(self.name)} --reason "..." (in pytest: '
-                '--agentprop-snapshot-update --agentprop-snapshot-reason "...")'
+                "  if the new behaviour is right, approve it with a reason: "
+                "agentprop snapshot approve "
+                f'{_quote(self.directory or "SPEC")} {_quote(self.name)} --reason "..." (in '
+                'pytest: --agentprop-snapshot-update --agentprop-snapshot-reason "...")'
             )
         if self.verdict == "UPDATED" and self.reason:
             lines.append(f"  approved: {self.reason}")
@@ -417,7 +461,11 @@ class SnapshotStore:
         return _read(path) if path.exists() else None
 
     def baselines(self) -> list[Snapshot]:
-        files = sorted(p for p in self.dir.glob("*.json") if not p.name.endswith(".pending.json")) if self.dir.is_dir() else []
+        files = (
+            sorted(p for p in self.dir.glob("*.json") if not p.name.endswith(".pending.json"))
+            if self.dir.is_dir()
+            else []
+        )
         return [_read(p) for p in files]
 
     def pending(self) -> list[Snapshot]:
@@ -453,24 +501,32 @@ class SnapshotStore:
         if not names:
             raise InputError(
                 f"there are no {what}s in {self.dir}",
-                fix="`agentprop snapshot check SPEC` records candidates (NEW or CHANGED snapshots) to review and approve",
+                fix="`agentprop snapshot check SPEC` records candidates (NEW or CHANGED "
+                "snapshots) to review and approve",
             )
         if not matches:
             raise InputError(
                 f"no {what} named {name!r} in {self.dir}",
                 expected=f"one of: {', '.join(names)}",
-                fix="`agentprop snapshot review SPEC` lists the pending ones, `agentprop snapshot list SPEC` the baselines",
+                fix="`agentprop snapshot review SPEC` lists the pending ones, `agentprop snapshot "
+                "list SPEC` the baselines",
             )
-        raise InputError(f"{name!r} matches several {what}s: {', '.join(matches)}", fix="use a longer part of the name")
+        raise InputError(
+            f"{name!r} matches several {what}s: {', '.join(matches)}",
+            fix="use a longer part of the name",
+        )
 
-    def approve(self, name: str, reason: str | None, *, by: str | None = None, allow_ci: bool = False) -> Snapshot:
+    def approve(
+        self, name: str, reason: str | None, *, by: str | None = None, allow_ci: bool = False
+    ) -> Snapshot:
         """Make the pending candidate ``name`` the baseline, recording why."""
         reason = check_reason(reason, allow_ci=allow_ci)
         candidate = self.load_pending(name)
         if candidate is None:
             raise InputError(
                 f"no pending snapshot {name!r} in {self.dir}",
-                fix="run `agentprop snapshot check` first; it writes a candidate when a snapshot changed",
+                fix="run `agentprop snapshot check` first; it writes a candidate "
+                "when a snapshot changed",
             )
         old = self.load(name)
         approved = _approved(candidate, old, reason, by)
@@ -479,7 +535,10 @@ class SnapshotStore:
         return approved
 
 
-_DAMAGED_FIX = "restore the file from version control, or delete it and record a new baseline (agentprop snapshot check SPEC)"
+_DAMAGED_FIX = (
+    "restore the file from version control, or delete it and record a new baseline (agentprop "
+    "snapshot check SPEC)"
+)
 
 
 def _read(path: Path) -> Snapshot:
@@ -520,13 +579,16 @@ def check_reason(reason: str | None, *, allow_ci: bool = False, option: str = "-
         raise InputError(
             "refusing to approve a behaviour snapshot while CI is set",
             expected="approvals made by a person, on their machine",
-            fix='approve locally (agentprop snapshot approve ... --reason "...") and commit the snapshot file',
+            fix='approve locally (agentprop snapshot approve ... --reason "...") and '
+            "commit the snapshot file",
         )
     text = (reason or "").strip()
     if len(text) < MIN_REASON:
         raise InputError(
-            "approving a behaviour change needs a reason" + (f" longer than {text!r}" if text else ""),
-            expected=f"a sentence of at least {MIN_REASON} characters saying why the new behaviour is right",
+            "approving a behaviour change needs a reason"
+            + (f" longer than {text!r}" if text else ""),
+            expected=f"a sentence of at least {MIN_REASON} characters saying why the "
+            "new behaviour is right",
             fix=f'e.g. {option} "refunds over $500 now escalate: policy P4 changed in spec v2"',
         )
     return text
@@ -595,7 +657,9 @@ async def record_snapshot(
 
     async def one(trial: int) -> Trace:
         async with gate:
-            return await project.arun(scenario, agent.factory, trial=trial, agent_name=agent.ref, messages=msgs)
+            return await project.arun(
+                scenario, agent.factory, trial=trial, agent_name=agent.ref, messages=msgs
+            )
 
     everything = await asyncio.gather(*(one(t) for t in started))
     case = Snapshot(
@@ -614,11 +678,15 @@ async def record_snapshot(
     return summarise(case, everything, judges=judges)
 
 
-def summarise(case: Snapshot, everything: Sequence[Trace], *, judges: Sequence[JudgeLike] = ()) -> tuple[Snapshot, int, RunError | None]:
+def summarise(
+    case: Snapshot, everything: Sequence[Trace], *, judges: Sequence[JudgeLike] = ()
+) -> tuple[Snapshot, int, RunError | None]:
     """``case`` (a snapshot with no runs: its name, case and agent) with the behaviours of
     ``everything``; the number of runs counted, and the error, not the agent's, that stopped a
     run (such runs are left out: no behaviour of the agent)."""
-    infra = next((t.infrastructure_error for t in everything if t.infrastructure_error is not None), None)
+    infra = next(
+        (t.infrastructure_error for t in everything if t.infrastructure_error is not None), None
+    )
     traces = [t for t in everything if t.infrastructure_error is None]
     records: dict[str, BehaviourRecord] = {}
     for trace in traces:
@@ -632,7 +700,9 @@ def summarise(case: Snapshot, everything: Sequence[Trace], *, judges: Sequence[J
     return case.model_copy(update={"runs": len(traces), "behaviours": ordered}), len(traces), infra
 
 
-def compare(baseline: Snapshot, current: Snapshot, *, alpha: float, seed: int = 0) -> tuple[float, list[BehaviourChange], list[str]]:
+def compare(
+    baseline: Snapshot, current: Snapshot, *, alpha: float, seed: int = 0
+) -> tuple[float, list[BehaviourChange], list[str]]:
     """The p-value that both come from one distribution, the behaviours that appeared or
     disappeared (each new one diffed against its nearest baseline behaviour), and notes."""
     p = categorical_two_sample_test(baseline.counts, current.counts, seed=seed)
@@ -659,7 +729,14 @@ def compare(baseline: Snapshot, current: Snapshot, *, alpha: float, seed: int = 
         )
     for old in baseline.behaviours:
         if current.record(old.key) is None:
-            changes.append(BehaviourChange(key=old.key, describe=old.behaviour.describe(), baseline_count=old.count, current_count=0))
+            changes.append(
+                BehaviourChange(
+                    key=old.key,
+                    describe=old.behaviour.describe(),
+                    baseline_count=old.count,
+                    current_count=0,
+                )
+            )
     if changes and p >= alpha:
         notes.append(
             f"behaviours differ from the baseline's but not beyond sampling noise (p={p:.3f} >= "
@@ -704,12 +781,39 @@ async def acheck_snapshot(
     msgs = list(messages) if messages is not None else scenario.messages
     rerecord = False
     if baseline is not None:  # before any run: a mismatch should not cost runs
-        rerecord = _check_same_case(baseline, project.spec.spec_id, msgs, world_digest(scenario), list(ignore), path, update=update)
+        rerecord = _check_same_case(
+            baseline,
+            project.spec.spec_id,
+            msgs,
+            world_digest(scenario),
+            list(ignore),
+            path,
+            update=update,
+        )
     current, made, infra = await record_snapshot(
-        project, scenario, agent, name=name, runs=runs, seed=seed, ignore=ignore, budget=budget, messages=msgs, judges=judges
+        project,
+        scenario,
+        agent,
+        name=name,
+        runs=runs,
+        seed=seed,
+        ignore=ignore,
+        budget=budget,
+        messages=msgs,
+        judges=judges,
     )
     return decide_snapshot(
-        store, current, baseline, made=made, runs=runs, infra=infra, rerecord=rerecord, alpha=alpha, update=update, reason=reason, seed=seed
+        store,
+        current,
+        baseline,
+        made=made,
+        runs=runs,
+        infra=infra,
+        rerecord=rerecord,
+        alpha=alpha,
+        update=update,
+        reason=reason,
+        seed=seed,
     )
 
 
@@ -731,7 +835,9 @@ def decide_snapshot(
     and what it writes: a pending candidate (NEW, CHANGED) or, with ``update`` and a checked
     ``reason``, the approved baseline (UPDATED). A check with runs missing is INCONCLUSIVE."""
     name, ignore = current.name, current.ignore
-    where: dict[str, Any] = dict(name=name, path=str(store.path(name)), directory=str(store.dir), alpha=alpha, runs=made)
+    where: dict[str, Any] = dict(
+        name=name, path=str(store.path(name)), directory=str(store.dir), alpha=alpha, runs=made
+    )
 
     def approve(previous: Snapshot | None) -> None:
         store.save(_approved(current, previous, reason or "", None))
@@ -739,9 +845,13 @@ def decide_snapshot(
 
     if infra is not None:  # never recorded, never compared: the runs were not all made
         return SnapshotResult(
-            verdict="INCONCLUSIVE", notes=[f"not the agent's ({infra.kind}): {infra.message}"], infrastructure_error=infra.kind, **where
+            verdict="INCONCLUSIVE",
+            notes=[f"not the agent's ({infra.kind}): {infra.message}"],
+            infrastructure_error=infra.kind,
+            **where,
         )
-    if rerecord and baseline is not None:  # new ignore patterns: the old behaviours are not comparable, the approval replaces them
+    # new ignore patterns: the old behaviours are not comparable, the approval replaces them
+    if rerecord and baseline is not None:
         if made < runs:
             return SnapshotResult(verdict="INCONCLUSIVE", **where)
         approve(baseline)
@@ -779,21 +889,40 @@ def decide_snapshot(
         return SnapshotResult(verdict="MATCH", p_value=p, changes=changes, notes=notes, **common)
     if update:
         approve(baseline)
-        return SnapshotResult(verdict="UPDATED", p_value=p, changes=changes, notes=notes, reason=reason, **common)
+        return SnapshotResult(
+            verdict="UPDATED", p_value=p, changes=changes, notes=notes, reason=reason, **common
+        )
     pending = store.save_pending(current)
-    return SnapshotResult(verdict="CHANGED", p_value=p, changes=changes, notes=notes, pending_path=str(pending), **common)
+    return SnapshotResult(
+        verdict="CHANGED",
+        p_value=p,
+        changes=changes,
+        notes=notes,
+        pending_path=str(pending),
+        **common,
+    )
 
 
 def _check_ignore(ignore: Sequence[str]) -> None:
     for pattern in ignore:
         if not isinstance(pattern, str) or not pattern.startswith(("response.", "tools.")):
             raise InvalidArgument(
-                f"ignore pattern {pattern!r} matches nothing: patterns are globs over response.FIELD, tools.TOOL "
-                "and tools.TOOL.ARG (e.g. 'response.ticket_id', 'tools.create_ticket.*', 'tools.log_*')"
+                f"ignore pattern {pattern!r} matches nothing: patterns are globs over "
+                "response.FIELD, tools.TOOL and tools.TOOL.ARG (e.g. 'response.ticket_id', "
+                "'tools.create_ticket.*', 'tools.log_*')"
             )
 
 
-def _check_same_case(baseline: Snapshot, spec_id: str, messages: list[str], world: str, ignore: list[str], path: str, *, update: bool) -> bool:
+def _check_same_case(
+    baseline: Snapshot,
+    spec_id: str,
+    messages: list[str],
+    world: str,
+    ignore: list[str],
+    path: str,
+    *,
+    update: bool,
+) -> bool:
     """Raise when the baseline was recorded for another case; ``True`` when only the ignore
     patterns differ and ``update`` re-records it."""
     mismatched = [
@@ -807,20 +936,25 @@ def _check_same_case(baseline: Snapshot, spec_id: str, messages: list[str], worl
     ]
     if mismatched:
         raise InputError(
-            f"snapshot {baseline.name!r} was recorded for a different case ({', '.join(mismatched)} changed)",
+            f"snapshot {baseline.name!r} was recorded for a different case "
+            f"({', '.join(mismatched)} changed)",
             location=SourceLocation(Path(path)),
             expected="the same spec, messages and world as the baseline",
-            fix="give this check its own name (name=... in Python), or, if the case itself changed on purpose, delete the "
-            'file and record a new baseline (agentprop snapshot check SPEC --update --reason "...")',
+            fix="give this check its own name (name=... in Python), or, if the case itself "
+            "changed on purpose, delete the "
+            "file and record a new baseline (agentprop snapshot check SPEC "
+            '--update --reason "...")',
         )
     if baseline.ignore != ignore:
         if update:
             return True
         raise InputError(
-            f"snapshot {baseline.name!r} was recorded with ignore patterns {baseline.ignore}, not {ignore}",
+            f"snapshot {baseline.name!r} was recorded with ignore patterns "
+            f"{baseline.ignore}, not {ignore}",
             location=SourceLocation(Path(path)),
             expected="the baseline's ignore patterns, or a re-recorded baseline",
-            fix='re-record it under the new patterns: rerun with --update --reason "..." (update=True, reason=... in Python)',
+            fix='re-record it under the new patterns: rerun with --update --reason "..." '
+            "(update=True, reason=... in Python)",
         )
     return False
 
@@ -875,7 +1009,8 @@ def render_baseline(snapshot: Snapshot) -> str:
     lines = [
         f"snapshot {snapshot.name} ({snapshot.spec_id}, case {snapshot.scenario_id})",
         f"  messages: {snapshot.messages!r}",
-        f"  {snapshot.runs} runs with agent {snapshot.agent} (fingerprint {snapshot.agent_fingerprint or '-'})"
+        f"  {snapshot.runs} runs with agent {snapshot.agent} (fingerprint "
+        f"{snapshot.agent_fingerprint or '-'})"
         + (f"; ignoring {', '.join(snapshot.ignore)}" if snapshot.ignore else ""),
     ]
     for record in snapshot.behaviours:

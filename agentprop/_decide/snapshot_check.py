@@ -1,4 +1,5 @@
-"""``check_snapshot``: one entry point for behaviour snapshots of a spec's case and of a plain agent.
+"""``check_snapshot``: one entry point for behaviour snapshots of a spec's case
+and of a plain agent.
 
 It resolves the settings, picks the snapshot of a case (:mod:`agentprop._decide.snapshot`) or of
 a plain agent (:mod:`agentprop._decide.plain_snapshot`), and raises on NEW or CHANGED.
@@ -14,7 +15,12 @@ from agentprop._agents.project import Project
 from agentprop._decide.plain_snapshot import acheck_plain_snapshot
 from agentprop._decide.settings import fold_deprecated, resolve
 from agentprop._decide.settings import settings as AgentSettings
-from agentprop._decide.snapshot import SnapshotResult, SnapshotStore, acheck_snapshot, default_snapshot_dir
+from agentprop._decide.snapshot import (
+    SnapshotResult,
+    SnapshotStore,
+    acheck_snapshot,
+    default_snapshot_dir,
+)
 from agentprop._judge.judges import JudgeLike
 from agentprop._modelapi.budget import Budget
 from agentprop._scenario.build import Scenario
@@ -82,26 +88,39 @@ def check_snapshot(
     if not isinstance(project, Project):
         if agent is not None or messages is not None:
             raise InvalidArgument(
-                "check_snapshot(agent, messages, tools=...) snapshots a plain agent: the third argument and messages= are for "
-                "check_snapshot(project, scenario, agent); give the messages as the second argument"
+                "check_snapshot(agent, messages, tools=...) snapshots a plain agent: the third "
+                "argument and messages= are for check_snapshot(project, scenario, agent); give "
+                "the messages as the second argument"
             )
         result = run_sync(
             acheck_plain_snapshot(
                 project,
-                scenario if isinstance(scenario, str) else [str(m) for m in scenario] if not isinstance(scenario, Scenario) else [],
+                scenario
+                if isinstance(scenario, str)
+                else [str(m) for m in scenario]
+                if not isinstance(scenario, Scenario)
+                else [],
                 tools=tools,
                 store=SnapshotStore(directory if directory is not None else "__snapshots__"),
                 **shared,
             )
         )
     else:
-        sc = project.scenario(scenario) if isinstance(scenario, str) else scenario if isinstance(scenario, Scenario) else _not_a_scenario(scenario)
+        sc = (
+            project.scenario(scenario)
+            if isinstance(scenario, str)
+            else scenario
+            if isinstance(scenario, Scenario)
+            else _not_a_scenario(scenario)
+        )
         result = run_sync(
             acheck_snapshot(
                 project,
                 sc,
                 agent,
-                store=SnapshotStore(directory if directory is not None else default_snapshot_dir(project)),
+                store=SnapshotStore(
+                    directory if directory is not None else default_snapshot_dir(project)
+                ),
                 messages=messages,
                 **shared,
             )
@@ -112,4 +131,7 @@ def check_snapshot(
 
 
 def _not_a_scenario(given: object) -> Scenario:
-    raise InvalidArgument("check_snapshot(project, scenario, agent): the second argument is a scenario or its id; give the messages as messages=")
+    raise InvalidArgument(
+        "check_snapshot(project, scenario, agent): the second argument is a scenario or its id; "
+        "give the messages as messages="
+    )

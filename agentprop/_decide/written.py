@@ -41,7 +41,11 @@ REPEATS = frozenset({"identical", "duplicate"})
 """Drops that are no contradiction (the template's words again, or a repeat): never counted as a
 simulator's error."""
 
-PROVIDERS = {"anthropic": "anthropic.messages", "openai": "openai.chat", "openai-responses": "openai.responses"}
+PROVIDERS = {
+    "anthropic": "anthropic.messages",
+    "openai": "openai.chat",
+    "openai-responses": "openai.responses",
+}
 """The input model's API by the name ``--input-model PROVIDER:MODEL`` uses."""
 
 PERSONAS: dict[str, tuple[str, ...]] = {
@@ -61,7 +65,8 @@ FAMILY_TEXT: dict[str, str] = {
     "formal": "formal: careful, polite, complete sentences",
     "politeness": "polite: please, thank you",
     "emotion": "emotional: the user says how they feel about it",
-    "distractor": "with a distractor: a short unrelated remark about the user's day, no other request",
+    "distractor": "with a distractor: a short unrelated remark about the user's "
+    "day, no other request",
     "authority": "who the user speaks for: the account holder, or someone acting for them",
     "negated_distractor": "with a negated remark: what the message is not about",
     "confirmation_wording": "a confirmation in the user's own words",
@@ -112,8 +117,9 @@ class InputModelOptions(BaseModel):
         provider, sep, name = value.partition(":")
         if not sep or provider not in PROVIDERS or not name.strip():
             raise ValueError(
-                f"--input-model {value!r} is not PROVIDER:MODEL; write e.g. anthropic:claude-haiku-4-5 or openai:gpt-4o-mini "
-                f"(providers: {', '.join(PROVIDERS)})"
+                f"--input-model {value!r} is not PROVIDER:MODEL; write e.g. "
+                "anthropic:claude-haiku-4-5 or openai:gpt-4o-mini (providers: "
+                f"{', '.join(PROVIDERS)})"
             )
         return value
 
@@ -147,7 +153,8 @@ class WrittenChoice(BaseModel):
 
     @property
     def family_key(self) -> str:
-        """The family as reports and the search's weights name it (``model:hedge``, ``user:hurried``)."""
+        """The family as reports and the search's weights name it (``model:hedge``,
+        ``user:hurried``)."""
         return f"user:{self.persona}" if self.persona else f"model:{self.family or 'template'}"
 
     def label(self) -> str:
@@ -197,30 +204,50 @@ def _quoted(items: Sequence[str]) -> str:
 def family_prompt(turn: WrittenTurn, family: str, n: int) -> TextPrompt:
     """The request for ``n`` ways a user would write ``turn`` in ``family``."""
     rules = [
-        "Ask for exactly the same thing: the same request and the same facts, nothing added, nothing left out.",
+        "Ask for exactly the same thing: the same request and the same facts, nothing "
+        "added, nothing left out.",
         f"Write each one in the family: {FAMILY_TEXT.get(family, family)}.",
         f"Write in {LANGUAGES.get(turn.lang, turn.lang)}.",
         f"Answer with only a JSON array of {n} strings, no other text.",
     ]
     if turn.protect:
-        rules.insert(1, f"Copy these exact strings into every message, character for character: {_quoted(turn.protect)}.")
+        rules.insert(
+            1,
+            "Copy these exact strings into every message, character for character: "
+            f"{_quoted(turn.protect)}.",
+        )
     body = "\n".join(f"- {r}" for r in rules)
-    user = f"Write {n} different ways a user would say the message below.\n\nRules:\n{body}\n\nMessage:\n<<<\n{turn.text}\n>>>"
-    return TextPrompt(system=_SYSTEM, user=user, max_tokens=_max_tokens(turn.text, n), temperature=None)
+    user = (
+        f"Write {n} different ways a user would say the message below.\n\nRules:\n{body}\n\n"
+        f"Message:\n<<<\n{turn.text}\n>>>"
+    )
+    return TextPrompt(
+        system=_SYSTEM, user=user, max_tokens=_max_tokens(turn.text, n), temperature=None
+    )
 
 
 def user_prompt(turn: WrittenTurn, persona: str, traits: Sequence[str], n: int) -> TextPrompt:
     """The request for ``n`` answers of a simulated user with ``persona`` and ``traits``."""
-    who = f"a {persona} user" + (f" ({', '.join(traits)})" if traits else "") if persona else "a user"
+    who = (
+        f"a {persona} user" + (f" ({', '.join(traits)})" if traits else "") if persona else "a user"
+    )
     rules = [
-        "Give exactly the information of the answer below: do not change what you want, do not add a request or a value.",
+        "Give exactly the information of the answer below: do not change what you want, do not "
+        "add a request or a value.",
         f"Write in {LANGUAGES.get(turn.lang, turn.lang)}, in character.",
         f"Answer with only a JSON array of {n} strings, no other text.",
     ]
     if turn.protect:
-        rules.insert(1, f"Copy these exact strings into every answer, character for character: {_quoted(turn.protect)}.")
+        rules.insert(
+            1,
+            "Copy these exact strings into every answer, character for character: "
+            f"{_quoted(turn.protect)}.",
+        )
     if turn.withheld_names:
-        rules.insert(1, "You do not know, and never give, a value for: " + ", ".join(turn.withheld_names) + ".")
+        rules.insert(
+            1,
+            "You do not know, and never give, a value for: " + ", ".join(turn.withheld_names) + ".",
+        )
     body = "\n".join(f"- {r}" for r in rules)
     asked = (
         f"The assistant just wrote to you:\n<<<\n{turn.question}\n>>>\nYour answer to it says:"
@@ -228,18 +255,23 @@ def user_prompt(turn: WrittenTurn, persona: str, traits: Sequence[str], n: int) 
         else "The assistant asked you a question. Your answer says:"
     )
     user = (
-        f"You play {who} talking to a tool-using assistant. Your goal, as you first wrote it:\n<<<\n{turn.goal}\n>>>\n"
-        f"{asked}\n<<<\n{turn.text}\n>>>\n\n"
-        f"Write {n} different ways you would write that answer.\n\nRules:\n{body}"
+        f"You play {who} talking to a tool-using assistant. Your goal, as you first wrote it:\n"
+        f"<<<\n{turn.goal}\n>>>\n{asked}\n<<<\n{turn.text}\n>>>\n\nWrite {n} different ways you "
+        f"would write that answer.\n\nRules:\n{body}"
     )
-    return TextPrompt(system=_USER_SYSTEM, user=user, max_tokens=_max_tokens(turn.text, n), temperature=None)
+    return TextPrompt(
+        system=_USER_SYSTEM, user=user, max_tokens=_max_tokens(turn.text, n), temperature=None
+    )
 
 
 _SYSTEM = (
-    "You write test inputs: messages that users send to a tool-using assistant. Each must ask for exactly "
-    "what the original asks, so that a correct assistant acts the same way."
+    "You write test inputs: messages that users send to a tool-using assistant. Each must ask for "
+    "exactly what the original asks, so that a correct assistant acts the same way."
 )
-_USER_SYSTEM = "You play a user in a test of a tool-using assistant. Stay in character and keep to the user's goal."
+_USER_SYSTEM = (
+    "You play a user in a test of a tool-using assistant. Stay in character and "
+    "keep to the user's goal."
+)
 
 
 def _max_tokens(text: str, n: int) -> int:
@@ -281,21 +313,33 @@ class InputWriter:
         extra = REQUEST_FAMILIES if role == "request" else ()
         return ("", *dict.fromkeys(f for f in (*pack_families, *extra) if f in FAMILY_TEXT and f))
 
-    def screen(self, turn: WrittenTurn, candidate: object, seen: set[str], *, simulated: bool) -> RejectedParaphrase | str:
+    def screen(
+        self, turn: WrittenTurn, candidate: object, seen: set[str], *, simulated: bool
+    ) -> RejectedParaphrase | str:
         """The validated text, or why it is dropped (see the module docstring for the rules)."""
         latin = turn.lang != "zh"
-        screen = PoolScreen.for_text(turn.text, protect=list(turn.protect), similarity=(0.0, 1.0), keywords=None, latin=latin)
+        screen = PoolScreen.for_text(
+            turn.text, protect=list(turn.protect), similarity=(0.0, 1.0), keywords=None, latin=latin
+        )
         checked = screen.check(candidate, seen)
         if isinstance(checked, RejectedParaphrase):
             return checked
         text = str(candidate).strip()
         given = [v for v in turn.withheld if v and v in text]
         if simulated and given:
-            return RejectedParaphrase(text, "answers_withheld", f"gives {given}, which the path says the user cannot give")
+            return RejectedParaphrase(
+                text, "answers_withheld", f"gives {given}, which the path says the user cannot give"
+            )
         if turn.keeps is not None and not turn.keeps(text, ["model"]):
-            return RejectedParaphrase(text, "changed_intent", "drops a word that says which value the turn gives, or adds another answer's")
+            return RejectedParaphrase(
+                text,
+                "changed_intent",
+                "drops a word that says which value the turn gives, or adds another answer's",
+            )
         if turn.spec_words is not None and turn.spec_words(turn.text, text):
-            return RejectedParaphrase(text, "spec_words", "brings in a word of the spec the template does not have")
+            return RejectedParaphrase(
+                text, "spec_words", "brings in a word of the spec the template does not have"
+            )
         return text
 
     def texts(self, turn: WrittenTurn, choice: WrittenChoice) -> tuple[str, ...]:
@@ -316,7 +360,11 @@ class InputWriter:
     def _ask(self, turn: WrittenTurn, prompt: TextPrompt, *, simulated: bool) -> tuple[str, ...]:
         self.stats.requests += 1
         what = "simulated user" if simulated else "input model"
-        reply, _ = run_sync(self.client.text(prompt, trial=self.options.seed, seed_parts=("written", PROMPT_VERSION), what=what))
+        reply, _ = run_sync(
+            self.client.text(
+                prompt, trial=self.options.seed, seed_parts=("written", PROMPT_VERSION), what=what
+            )
+        )
         try:
             candidates, _ = parse_candidates(reply)
         except ParaphrasePoolError:
@@ -337,7 +385,9 @@ class InputWriter:
                 reason = SIMULATOR_REASONS.get(result.reason, result.reason)
                 self.stats.user_rejected[reason] += 1
                 if len(self.stats.user_examples) < 20:
-                    self.stats.user_examples.append({"turn": result.text, "reason": reason, "detail": result.detail})
+                    self.stats.user_examples.append(
+                        {"turn": result.text, "reason": reason, "detail": result.detail}
+                    )
         return tuple(kept)
 
     def summary(self) -> dict[str, Any]:
@@ -370,14 +420,19 @@ class InputWriter:
         s = self.stats
         why = ", ".join(f"{k} {v}" for k, v in sorted(s.dropped.items()))
         calls = self.client.stats()
-        line = f"input model {self.model}: {s.requests} prompt(s) ({calls['live_calls']} live call(s), {calls['cache_hits']} from the API cache), {s.generated} text(s) written, {s.kept} kept, {sum(s.dropped.values())} dropped"
+        line = (
+            f"input model {self.model}: {s.requests} prompt(s) ({calls['live_calls']} live "
+            f"call(s), {calls['cache_hits']} from the API cache), {s.generated} text(s) written, "
+            f"{s.kept} kept, {sum(s.dropped.values())} dropped"
+        )
         line += f" ({why})" if why else ""
         if self.options.simulated_user:
             rejected = sum(s.user_rejected.values())
             rate = f"{rejected / s.user_turns:.0%}" if s.user_turns else "n/a (none written)"
             reasons = ", ".join(f"{k} {v}" for k, v in sorted(s.user_rejected.items()))
             line += (
-                f"\nsimulated user: {s.user_turns} turn(s) written, {rejected} rejected as the simulator's error ({rate})"
+                f"\nsimulated user: {s.user_turns} turn(s) written, {rejected} rejected as the "
+                f"simulator's error ({rate})"
                 + (f": {reasons}" if reasons else "")
                 + "; rejected turns are never sent to the agent"
             )

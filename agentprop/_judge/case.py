@@ -28,12 +28,25 @@ from agentprop._judge.contracts import (
     states_spec_percentages,
 )
 from agentprop._judge.derive import percent_rules
-from agentprop._judge.grounded import evidence_grounded, field_provenance, node_id_matches, response_grounded, shared_turn_facts, tool_actions_match
+from agentprop._judge.grounded import (
+    evidence_grounded,
+    field_provenance,
+    node_id_matches,
+    response_grounded,
+    shared_turn_facts,
+    tool_actions_match,
+)
 from agentprop._judge.requirements import requirement_checks
 from agentprop._judge.verdict import Verdict, _strings
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
-from agentprop._spec.grounding import TEXT_GROUNDINGS, ResponseGrounding, declared_fields, default_grounding, default_provenance
+from agentprop._spec.grounding import (
+    TEXT_GROUNDINGS,
+    ResponseGrounding,
+    declared_fields,
+    default_grounding,
+    default_provenance,
+)
 from agentprop._spec.model import Spec, derived, leaf_set, spec_memo
 from agentprop._spec.prohibitions import Prohibition, prohibition
 from agentprop._spec.response import response_model
@@ -75,9 +88,18 @@ class Case:
             out = [v for e in self.expectations for v in e.verdicts(trace)]
         over = [v for v in out if not v.passed and _over_limit(v)]
         if over:
-            first = [v for v in out if not v.passed and v.contract in _DEVIATIONS and _turn_le(v, over[0])]
+            first = [
+                v
+                for v in out
+                if not v.passed and v.contract in _DEVIATIONS and _turn_le(v, over[0])
+            ]
             if first:
-                first.sort(key=lambda v: (v.turn if v.turn is not None else -1, v.step if v.step is not None else 1 << 30))
+                first.sort(
+                    key=lambda v: (
+                        v.turn if v.turn is not None else -1,
+                        v.step if v.step is not None else 1 << 30,
+                    )
+                )
                 out = first + over + [v for v in out if v not in first and v not in over]
         return out
 
@@ -91,7 +113,9 @@ _DEVIATIONS = ("max_retries", "forbids_tools", "must_not_use")
 
 
 def _over_limit(v: Verdict) -> bool:
-    return v.contract == "max_tool_calls" or (v.contract == "no_run_errors" and v.detail == "limit_exceeded")
+    return v.contract == "max_tool_calls" or (
+        v.contract == "no_run_errors" and v.detail == "limit_exceeded"
+    )
 
 
 def _turn_le(v: Verdict, limit: Verdict) -> bool:
@@ -101,7 +125,11 @@ def _turn_le(v: Verdict, limit: Verdict) -> bool:
 # ----------------------------------------------------------------------------- the MFT
 
 
-def compile_mft(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None = None) -> Case:
+def compile_mft(
+    spec: Spec,
+    scenario: Scenario,
+    grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None = None,
+) -> Case:
     """The minimum functionality test of ``scenario``: every turn decides what the spec expects
     and calls the tools it requires in order; no tool the path forbids is called; each turn
     responds within the contract; the nodes' clarifying-turn and retry bounds hold; no canary
@@ -118,12 +146,22 @@ def compile_mft(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | M
     for i, turn in enumerate(scenario.turns):
         decided: Expectation | None = None
         if turn.expect_decision is not None:
-            clause = f"decision_tree.{scenario.leaf}" if i == last else f"decision_tree.{turn.nodes[-1] if turn.nodes else scenario.leaf}"
-            decided = Expectation("decision_is", clause, _decision(turn.expect_decision, i, clause, turn.also_allowed))
+            clause = (
+                f"decision_tree.{scenario.leaf}"
+                if i == last
+                else f"decision_tree.{turn.nodes[-1] if turn.nodes else scenario.leaf}"
+            )
+            decided = Expectation(
+                "decision_is", clause, _decision(turn.expect_decision, i, clause, turn.also_allowed)
+            )
         if turn.required_tools:
             order_clause = _node_clause(spec, turn.nodes, turn.required_tools)
             owners = _tool_owners(spec, turn.nodes, turn.required_tools)
-            calls = Expectation("calls_in_order", order_clause, _in_order(list(turn.required_tools), i, order_clause, owners))
+            calls = Expectation(
+                "calls_in_order",
+                order_clause,
+                _in_order(list(turn.required_tools), i, order_clause, owners),
+            )
             out.append(calls if decided is None else _first_deviation(decided, calls, i))
         elif decided is not None:
             out.append(decided)
@@ -134,10 +172,27 @@ def compile_mft(spec: Spec, scenario: Scenario, grounding: ResponseGrounding | M
         if node is not None and node.requirements.must_not_use:
             out.append(_must_not_use(node_id, list(node.requirements.must_not_use)))
     for clause, forbidden, turns in _advice_exercised(spec, scenario):
-        out.append(Expectation("no_prohibited_advice", clause, functools.partial(_no_advice, forbidden, clause, turns)))
+        out.append(
+            Expectation(
+                "no_prohibited_advice",
+                clause,
+                functools.partial(_no_advice, forbidden, clause, turns),
+            )
+        )
     limit = spec.max_tool_calls_per_turn
-    out.append(Expectation("max_tool_calls", "defaults.limits.max_tool_calls_per_turn", lambda t: max_tool_calls(t, limit)))
-    out.extend(Expectation(contract, clause, check) for contract, clause, check in requirement_checks(spec, scenario.path, scenario.world.failures))
+    out.append(
+        Expectation(
+            "max_tool_calls",
+            "defaults.limits.max_tool_calls_per_turn",
+            lambda t: max_tool_calls(t, limit),
+        )
+    )
+    out.extend(
+        Expectation(contract, clause, check)
+        for contract, clause, check in requirement_checks(
+            spec, scenario.path, scenario.world.failures
+        )
+    )
     out.extend(response_expectations(spec, scenario, grounding))
     return Case(scenario, tuple(out))
 
@@ -154,25 +209,56 @@ def compile_probe(spec: Spec, scenario: Scenario) -> Case:
         out.append(_forbidden(spec, scenario))
     policies = {p.id: p for p in spec.policies}
     for clause in scenario.clauses:
-        policy = policies.get(clause.removeprefix("policies.")) if clause.startswith("policies.") else None
+        policy = (
+            policies.get(clause.removeprefix("policies."))
+            if clause.startswith("policies.")
+            else None
+        )
         forbidden = prohibition(policy.text) if policy is not None else None
         if forbidden is not None:
             # the probe turn asks about what the policy forbids: assenting there is advice too
             assent = (len(scenario.turns) - 1,) if forbidden.of_advice() else ()
-            out.append(Expectation("no_prohibited_advice", clause, functools.partial(_no_advice, forbidden, clause, assent)))
+            out.append(
+                Expectation(
+                    "no_prohibited_advice",
+                    clause,
+                    functools.partial(_no_advice, forbidden, clause, assent),
+                )
+            )
     out.append(Expectation("no_run_errors", None, no_run_errors))
     return Case(scenario, tuple(out))
 
 
-def _no_advice(forbidden: Prohibition, clause: str, assent_turns: tuple[int, ...], trace: Trace) -> Verdict:
+def _no_advice(
+    forbidden: Prohibition, clause: str, assent_turns: tuple[int, ...], trace: Trace
+) -> Verdict:
     return no_prohibited_advice(trace, forbidden, clause=clause, assent_turns=assent_turns)
 
 
-_ID_NOISE = frozenset({"NO", "NOT", "NEVER", "MUST", "ALWAYS", "BEFORE", "AFTER", "ONLY", "END", "ON", "IF", "THE", "A", "N"})
+_ID_NOISE = frozenset(
+    {
+        "NO",
+        "NOT",
+        "NEVER",
+        "MUST",
+        "ALWAYS",
+        "BEFORE",
+        "AFTER",
+        "ONLY",
+        "END",
+        "ON",
+        "IF",
+        "THE",
+        "A",
+        "N",
+    }
+)
 
 
 def _id_words(name: str) -> set[str]:
-    return {w for w in name.upper().split("_") if w and not re.fullmatch(r"[PN]\d+[A-Z]?", w)} - _ID_NOISE
+    return {
+        w for w in name.upper().split("_") if w and not re.fullmatch(r"[PN]\d+[A-Z]?", w)
+    } - _ID_NOISE
 
 
 def advice_policies(spec: Spec) -> list[tuple[str, Prohibition]]:
@@ -182,7 +268,12 @@ def advice_policies(spec: Spec) -> list[tuple[str, Prohibition]]:
     memo = spec_memo(spec)
     cached = memo.get("advice_policies")
     if cached is None:
-        names = [t.name for t in spec.tools] + [n.node_id for n in spec.decision_tree] + spec.leaf_ids() + list(spec.response_contract.decision_enum)
+        names = (
+            [t.name for t in spec.tools]
+            + [n.node_id for n in spec.decision_tree]
+            + spec.leaf_ids()
+            + list(spec.response_contract.decision_enum)
+        )
         cached = []
         for policy in spec.policies:
             if any(re.search(rf"\b{re.escape(n)}\b", policy.text) for n in names):
@@ -194,7 +285,9 @@ def advice_policies(spec: Spec) -> list[tuple[str, Prohibition]]:
     return list(cached)
 
 
-def _advice_exercised(spec: Spec, scenario: Scenario) -> list[tuple[str, Prohibition, tuple[int, ...]]]:
+def _advice_exercised(
+    spec: Spec, scenario: Scenario
+) -> list[tuple[str, Prohibition, tuple[int, ...]]]:
     """The advice policies a scenario's turns exercise, with those turns: a turn whose nodes or
     decision share a word with the policy's id (``END_REFUSE_MEDICAL_ADVICE`` exercises
     ``P3_NO_MEDICAL_ADVICE``): the user asked there about what the policy forbids."""
@@ -204,7 +297,16 @@ def _advice_exercised(spec: Spec, scenario: Scenario) -> list[tuple[str, Prohibi
         turns = tuple(
             i
             for i, t in enumerate(scenario.turns)
-            if own & {w for n in (*t.nodes, t.expect_decision or "", scenario.leaf if i == len(scenario.turns) - 1 else "") for w in _id_words(n)}
+            if own
+            & {
+                w
+                for n in (
+                    *t.nodes,
+                    t.expect_decision or "",
+                    scenario.leaf if i == len(scenario.turns) - 1 else "",
+                )
+                for w in _id_words(n)
+            }
         )
         if turns:
             out.append((clause, forbidden, turns))
@@ -228,7 +330,9 @@ def _first_deviation(decided: Expectation, calls: Expectation, turn: int) -> Exp
         worked = -len(trace.turns) <= turn < len(trace.turns) and bool(trace.turns[turn].tool_calls)
         return c + d if worked else d + c
 
-    return Expectation(decided.contract, decided.clause, check, also=(calls.clause,) if calls.clause else ())
+    return Expectation(
+        decided.contract, decided.clause, check, also=(calls.clause,) if calls.clause else ()
+    )
 
 
 def _decision(expected: str, turn: int, clause: str, also: Sequence[str] = ()) -> Check:
@@ -241,13 +345,22 @@ def _decision(expected: str, turn: int, clause: str, also: Sequence[str] = ()) -
         for other in also:
             alternative = decision_is(t, other, turn=turn, clause=clause)
             if alternative.passed:
-                return alternative.model_copy(update={"explanation": f"{alternative.explanation} (allowed there besides {expected})"})
-        return verdict.model_copy(update={"explanation": f"{verdict.explanation} (allowed there too: {', '.join(also)})"})
+                return alternative.model_copy(
+                    update={
+                        "explanation": f"{alternative.explanation} (allowed "
+                        f"there besides {expected})"
+                    }
+                )
+        return verdict.model_copy(
+            update={"explanation": f"{verdict.explanation} (allowed there too: {', '.join(also)})"}
+        )
 
     return check
 
 
-def _in_order(tools: list[str], turn: int, clause: str | None, owners: Mapping[str, list[str]] | None = None) -> Check:
+def _in_order(
+    tools: list[str], turn: int, clause: str | None, owners: Mapping[str, list[str]] | None = None
+) -> Check:
     """The turn's calls in order; a failure cites the clause that requires the missing call
     (``owners``: per tool, the clause of each expected occurrence)."""
 
@@ -256,12 +369,17 @@ def _in_order(tools: list[str], turn: int, clause: str | None, owners: Mapping[s
         if verdict.passed or owners is None or not (verdict.detail or "").startswith("missing="):
             return verdict
         missing = (verdict.detail or "").removeprefix("missing=")
-        names = [c.name for c in trace.turns[turn].tool_calls] if -len(trace.turns) <= turn < len(trace.turns) else []
+        names = (
+            [c.name for c in trace.turns[turn].tool_calls]
+            if -len(trace.turns) <= turn < len(trace.turns)
+            else []
+        )
         matched = 0
         for name in names:
             if matched < len(tools) and name == tools[matched]:
                 matched += 1
-        occurrence = tools[: matched + 1].count(missing)  # which expected call of the tool is missing
+        # which expected call of the tool is missing
+        occurrence = tools[: matched + 1].count(missing)
         cited = owners.get(missing) or []
         if not cited:
             return verdict
@@ -272,7 +390,14 @@ def _in_order(tools: list[str], turn: int, clause: str | None, owners: Mapping[s
 
 def pii_clause(spec: Spec) -> str | None:
     """The policy that protects personal data, the clause a leak breaks (``None``: none)."""
-    return next((f"policies.{p.id}" for p in spec.policies if "PII" in p.id.upper() or "pii" in p.text.lower()), None)
+    return next(
+        (
+            f"policies.{p.id}"
+            for p in spec.policies
+            if "PII" in p.id.upper() or "pii" in p.text.lower()
+        ),
+        None,
+    )
 
 
 def _tool_owners(spec: Spec, nodes: list[str], tools: list[str]) -> dict[str, list[str]]:
@@ -286,7 +411,8 @@ def _tool_owners(spec: Spec, nodes: list[str], tools: list[str]) -> dict[str, li
         naming = [
             f"decision_tree.{n}.requirements.must_call_tools_in_order"
             for n in nodes
-            if (node := spec.nodes_by_id.get(n)) is not None and tool in node.requirements.must_call_tools_in_order
+            if (node := spec.nodes_by_id.get(n)) is not None
+            and tool in node.requirements.must_call_tools_in_order
         ]
         naming = list(dict.fromkeys(naming))
         policy = spec.tools_by_name[tool].retry_policy if tool in spec.tools_by_name else None
@@ -300,7 +426,11 @@ def _tool_owners(spec: Spec, nodes: list[str], tools: list[str]) -> dict[str, li
 def _node_clause(spec: Spec, scenario_nodes: list[str], tools: list[str]) -> str | None:
     for n in scenario_nodes:
         node = spec.nodes_by_id.get(n)
-        if node is not None and node.requirements.must_call_tools_in_order and set(node.requirements.must_call_tools_in_order) & set(tools):
+        if (
+            node is not None
+            and node.requirements.must_call_tools_in_order
+            and set(node.requirements.must_call_tools_in_order) & set(tools)
+        ):
             return f"decision_tree.{n}.requirements.must_call_tools_in_order"
     return f"decision_tree.{scenario_nodes[-1]}" if scenario_nodes else None
 
@@ -337,10 +467,15 @@ def _must_not_use(node_id: str, phrases: list[str]) -> Expectation:
     description = f"must not use {', '.join(phrases)}"
 
     def clean(args: object) -> bool:
-        return not any(b in " ".join(str(v).lower().split()) for v in _strings(args) for b in banned)
+        return not any(
+            b in " ".join(str(v).lower().split()) for v in _strings(args) for b in banned
+        )
 
     def check(trace: Trace) -> list[Verdict]:
-        return [args_satisfy(trace, tool, clean, description=description, clause=clause) for tool in sorted({c.name for c in trace.tool_calls})]
+        return [
+            args_satisfy(trace, tool, clean, description=description, clause=clause)
+            for tool in sorted({c.name for c in trace.tool_calls})
+        ]
 
     return Expectation("args_satisfy", clause, check)
 
@@ -394,20 +529,30 @@ def _vocabulary(spec: Spec) -> frozenset[str]:
         spec,
         "vocabulary",
         lambda: frozenset(
-            (*spec.nodes_by_id, *spec.leaf_ids(), *spec.response_contract.decision_enum, *spec.tools_by_name, *(p.id for p in spec.policies))
+            (
+                *spec.nodes_by_id,
+                *spec.leaf_ids(),
+                *spec.response_contract.decision_enum,
+                *spec.tools_by_name,
+                *(p.id for p in spec.policies),
+            )
         ),
     )
 
 
 def _known_nodes(spec: Spec) -> frozenset[str]:
     """The spec's node ids and leaves, once per spec."""
-    return derived(spec, "known_nodes", lambda: frozenset(spec.nodes_by_id) | frozenset(spec.leaf_ids()))
+    return derived(
+        spec, "known_nodes", lambda: frozenset(spec.nodes_by_id) | frozenset(spec.leaf_ids())
+    )
 
 
 def spec_text(spec: Spec) -> list[str]:
     """The spec's own strings (policies, descriptions, conditions, guidance): an agent may
     repeat its words ("Last 4 digits of a payment method", ``user_confirmation == yes``)."""
-    return list(derived(spec, "spec_text", lambda: tuple(dict.fromkeys(_strings(spec.model_dump())))))
+    return list(
+        derived(spec, "spec_text", lambda: tuple(dict.fromkeys(_strings(spec.model_dump()))))
+    )
 
 
 def _grounding_clause(spec: Spec, field: str) -> str:
@@ -415,17 +560,25 @@ def _grounding_clause(spec: Spec, field: str) -> str:
     return f"policies.{policy.id}" if policy is not None else f"response_contract.{field}"
 
 
-def resolve_grounding(spec: Spec, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None) -> ResponseGrounding:
+def resolve_grounding(
+    spec: Spec, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None
+) -> ResponseGrounding:
     """``grounding`` as a :class:`ResponseGrounding` (``None``: the spec's defaults)."""
     if grounding is None:
-        return ResponseGrounding(fields=default_grounding(spec), provenance=default_provenance(spec))
+        return ResponseGrounding(
+            fields=default_grounding(spec), provenance=default_provenance(spec)
+        )
     if isinstance(grounding, ResponseGrounding):
         return grounding
-    return ResponseGrounding(fields={k: list(v) for k, v in grounding.items()}, provenance=default_provenance(spec))
+    return ResponseGrounding(
+        fields={k: list(v) for k, v in grounding.items()}, provenance=default_provenance(spec)
+    )
 
 
 def response_expectations(
-    spec: Spec, scenario: Scenario, grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None = None
+    spec: Spec,
+    scenario: Scenario,
+    grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None = None,
 ) -> list[Expectation]:
     """The checks of what each response field states, for the fields the response contract
     declares: ``node`` -> :func:`node_id_matches` against :func:`expected_nodes`,
@@ -442,23 +595,45 @@ def response_expectations(
     for policy in spec.policies:
         for _, _, _, written in percent_rules(policy.text):
             clause = f"policies.{policy.id}"
-            out.append(Expectation("states_spec_percentages", clause, functools.partial(_percentages, written, clause)))
+            out.append(
+                Expectation(
+                    "states_spec_percentages",
+                    clause,
+                    functools.partial(_percentages, written, clause),
+                )
+            )
     for name in declared_fields(spec):
         kinds = resolved.fields.get(name, [])
         clause = f"response_contract.{name}"
         if "node" in kinds:
-            out.append(Expectation("node_id_matches", clause, _node_id(nodes, name, known_nodes, clause)))
+            out.append(
+                Expectation("node_id_matches", clause, _node_id(nodes, name, known_nodes, clause))
+            )
         if "tool_calls" in kinds:
             out.append(Expectation("tool_actions_match", clause, _tool_actions(name, clause)))
         if "tool_output" in kinds:
-            out.append(Expectation("evidence_grounded", clause, _evidence(name, tools, vocabulary, clause)))
+            out.append(
+                Expectation("evidence_grounded", clause, _evidence(name, tools, vocabulary, clause))
+            )
         sources = resolved.provenance.get(name)
         if sources:
-            out.append(Expectation("field_provenance", _provenance_clause(spec, name), _from(name, sources, _provenance_clause(spec, name))))
+            out.append(
+                Expectation(
+                    "field_provenance",
+                    _provenance_clause(spec, name),
+                    _from(name, sources, _provenance_clause(spec, name)),
+                )
+            )
         text_kinds = [k for k in kinds if k in TEXT_GROUNDINGS]
         if text_kinds:
             grounded = _grounding_clause(spec, name)
-            out.append(Expectation("response_grounded", grounded, _grounded(name, text_kinds, vocabulary, resolved.context, own_words, grounded)))
+            out.append(
+                Expectation(
+                    "response_grounded",
+                    grounded,
+                    _grounded(name, text_kinds, vocabulary, resolved.context, own_words, grounded),
+                )
+            )
     return out
 
 
@@ -486,8 +661,25 @@ def _tool_actions(field: str, clause: str) -> Check:
 
 
 def _evidence(field: str, tools: list[str], vocabulary: AbstractSet[str], clause: str) -> Check:
-    return lambda t: evidence_grounded(t, field=field, tools=tools, vocabulary=vocabulary, clause=clause)
+    return lambda t: evidence_grounded(
+        t, field=field, tools=tools, vocabulary=vocabulary, clause=clause
+    )
 
 
-def _grounded(field: str, kinds: list[str], vocabulary: AbstractSet[str], context: list[str], own_words: list[str], clause: str) -> Check:
-    return lambda t: response_grounded(t, field, kinds, vocabulary=vocabulary, extra_sources=context, spec_text=own_words, clause=clause)
+def _grounded(
+    field: str,
+    kinds: list[str],
+    vocabulary: AbstractSet[str],
+    context: list[str],
+    own_words: list[str],
+    clause: str,
+) -> Check:
+    return lambda t: response_grounded(
+        t,
+        field,
+        kinds,
+        vocabulary=vocabulary,
+        extra_sources=context,
+        spec_text=own_words,
+        clause=clause,
+    )

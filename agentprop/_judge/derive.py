@@ -85,7 +85,9 @@ def _candidates(x: float, op: str, a: float) -> list[float]:
     return [100.0 * x / a] if a else []
 
 
-def derive_number(x: float, decimals: int, percent: bool, sources: Sequence[float], rel_tol: float) -> str | None:
+def derive_number(
+    x: float, decimals: int, percent: bool, sources: Sequence[float], rel_tol: float
+) -> str | None:
     """How ``x`` (stated with ``decimals`` decimals; ``percent``: stated as ``x%``) follows in one
     arithmetic step from two of ``sources`` (sorted ascending), or ``None``.
 
@@ -148,8 +150,9 @@ def _date(year: int, month: int, day: int) -> dt.date | None:
 def grounded_dates(texts: Iterable[str]) -> dict[dt.date, str]:
     """Every date of ``texts``: ISO (:func:`iso_dates`), written with a month name (``22
     November 2026``, ``Nov 22``), in Chinese (``2026年11月22日``) or with slashes when it reads
-    one way only (``11/22/2026``, ``22/11/2026``; not ``05/03/2026``); a date without a year is read in each year another date of
-    ``texts`` has and the year before (``December 28`` said on 2027-01-05 is 2026-12-28)."""
+    one way only (``11/22/2026``, ``22/11/2026``; not ``05/03/2026``); a date without a year is read
+    in each year another date of ``texts`` has and the year before (``December 28`` said on
+    2027-01-05 is 2026-12-28)."""
     texts = tuple(texts)
     out = iso_dates(texts)
     yearless: list[tuple[int, int, str]] = []
@@ -236,7 +239,9 @@ def records(value: Any) -> list[tuple[tuple[str, ...], frozenset[str]]]:
     if isinstance(value, dict):
         scalars = _scalars(value)
         if len(scalars) >= 2:
-            keys = frozenset(w for k in value for w in _TOKEN.findall(str(k).lower().replace("_", " ")))
+            keys = frozenset(
+                w for k in value for w in _TOKEN.findall(str(k).lower().replace("_", " "))
+            )
             out.append((tuple(scalars), keys))
         for v in value.values():
             out.extend(records(v))
@@ -271,8 +276,9 @@ def nearest_numbers(x: float, sources: Sequence[float], k: int = 3) -> list[floa
 
 
 _RULE = re.compile(
-    r"(?:^|[.;]\s*)(?:the\s+)?(?P<subject>[a-z][a-z ]{0,40}?)\s+(?:is|equals|is set at|is always)\s+"
-    r"(?P<pct>\d+(?:\.\d+)?)\s*%\s+of\s+(?:the\s+)?(?P<base>[a-z][a-z ]{0,40}?)\s*(?=[.;,(]|$)",
+    r"(?:^|[.;]\s*)(?:the\s+)?(?P<subject>[a-z][a-z ]{0,40}?)\s+(?:is|equals|is set at|is "
+    r"always)\s+(?P<pct>\d+(?:\.\d+)?)\s*%\s+of\s+(?:the\s+)?(?P<base>[a-z][a-z "
+    r"]{0,40}?)\s*(?=[.;,(]|$)",
     re.I,
 )
 
@@ -283,7 +289,14 @@ def percent_rules(text: str) -> list[tuple[str, float, str, str]]:
     "original fare", ...)``."""
     out = []
     for m in _RULE.finditer(text):
-        out.append((m.group("subject").strip().lower(), float(m.group("pct")), m.group("base").strip().lower(), m.group(0).strip(" .;")))
+        out.append(
+            (
+                m.group("subject").strip().lower(),
+                float(m.group("pct")),
+                m.group("base").strip().lower(),
+                m.group(0).strip(" .;"),
+            )
+        )
     return out
 
 
@@ -291,7 +304,10 @@ def stated_amounts(text: str, head: str) -> list[tuple[float, str]]:
     """The numbers ``text`` states for ``head`` (``fee``): the first number at most four words
     after the word, with no punctuation between but ``:`` (``the change fee is 85.00``, ``fee:
     $75``), as ``(value, the words)``."""
-    pattern = re.compile(rf"\b{re.escape(head)}s?\b((?:\s+[a-z]+){{0,4}}?)\s*[:=]?\s*[$€£]?\s*(\d{{1,3}}(?:,\d{{3}})+|\d+)(\.\d+)?(?![\d%])", re.I)
+    pattern = re.compile(
+        rf"\b{re.escape(head)}s?\b((?:\s+[a-z]+){{0,4}}?)\s*[:=]?\s*[$€£]?\s*(\d{{1,3}}(?:,\d{{3}})+|\d+)(\.\d+)?(?![\d%])",
+        re.I,
+    )
     out = []
     for m in pattern.finditer(text):
         out.append((float(m.group(2).replace(",", "") + (m.group(3) or "")), m.group(0).strip()))

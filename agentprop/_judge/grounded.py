@@ -38,7 +38,9 @@ from agentprop.errors import InvalidArgument
 
 # ----------------------------------------------------------------------------- grounding
 
-_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|[kK](?![A-Za-z0-9]))?")
+_NUMBER = re.compile(
+    r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|[kK](?![A-Za-z0-9]))?"
+)
 
 
 def stated_numbers(text: str) -> list[tuple[float, int, bool]]:
@@ -143,21 +145,38 @@ def numbers_grounded(
         response_text = without_list_markers(t.user_visible_text)
         for x, decimals, percent in stated_numbers(response_text):
             if not _grounded(x, decimals, percent, sources, rel_tol):
-                return _fail("numbers_grounded", f"turn {t.index + 1}: the reply states {x:g}, which no tool result supports", clause, t.index)
-    return _ok("numbers_grounded", "every number in the replies is traceable to tool output", clause)
+                return _fail(
+                    "numbers_grounded",
+                    f"turn {t.index + 1}: the reply states {x:g}, which no tool result supports",
+                    clause,
+                    t.index,
+                )
+    return _ok(
+        "numbers_grounded", "every number in the replies is traceable to tool output", clause
+    )
 
 
-# ----------------------------------------------------------------------------- what a response states
+# --------------------------------------------------------------------------- what a response states
 
-_LIST_MARKER = re.compile(r"^[ \t]*(?:\d{1,3}[.)]|[-*\u2022\u2023\u25e6\u2013]|step[ \t]+\d{1,3}[ \t]*[:.)-]?)[ \t]+", re.I | re.M)
-_LIST_LINE = re.compile(r"^[ \t]*(?:\d{1,3}[.)]|[-*\u2022\u2023\u25e6\u2013]|step[ \t]+\d{1,3}[ \t]*[:.)-]?)[ \t]+(\S.*?)[ \t]*$", re.I | re.M)
+_LIST_MARKER = re.compile(
+    r"^[ \t]*(?:\d{1,3}[.)]|[-*\u2022\u2023\u25e6\u2013]|step[ \t]+\d{1,3}[ \t]*[:.)-]?)[ \t]+",
+    re.I | re.M,
+)
+_LIST_LINE = re.compile(
+    r"^[ \t]*(?:\d{1,3}[.)]|[-*\u2022\u2023\u25e6\u2013]|step[ \t]+\d{1,3}[ "
+    r"\t]*[:.)-]?)[ \t]+(\S.*?)[ \t]*$",
+    re.I | re.M,
+)
 _ID_TOKEN = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+(?![\w-])")
-_QUOTED = re.compile(r"\"([^\"\n]{1,200})\"|\u201c([^\u201d\n]{1,200})\u201d|`([^`\n]{1,200})`|(?<![\w'])'([^'\n]{1,200}?)'(?![\w'])")
+_QUOTED = re.compile(
+    r"\"([^\"\n]{1,200})\"|\u201c([^\u201d\n]{1,200})\u201d|`([^`\n]{1,200})`|(?<![\w'])'([^'\n]{1,200}?)'(?![\w'])"
+)
 _WORD = re.compile(r"[A-Za-z]{4,}")
 _FILLER = frozenset(
-    "tool tools output outputs result results returned return called call calls needed required none "
-    "used using with from this that were have been into than then when what which there their they them "
-    "your only also some more most such each just over must should would could does user".split()
+    "tool tools output outputs result results returned return called call calls needed required "
+    "none used using with from this that were have been into than then when what which there "
+    "their they them your only also some more most such each just over must should "
+    "would could does user".split()
 )
 
 
@@ -168,7 +187,10 @@ def without_list_markers(text: str) -> str:
 
 
 def _is_word_segment(seg: str) -> bool:
-    return seg.isdigit() or (seg.isalpha() and (seg.islower() or (len(seg) > 1 and seg[0].isupper() and seg[1:].islower())))
+    return seg.isdigit() or (
+        seg.isalpha()
+        and (seg.islower() or (len(seg) > 1 and seg[0].isupper() and seg[1:].islower()))
+    )
 
 
 def looks_like_id(token: str) -> bool:
@@ -191,7 +213,11 @@ def stated_ids(text: str, vocabulary: Collection[str] = ()) -> list[str]:
     """Identifiers stated in text (see :func:`looks_like_id`), except names in ``vocabulary``
     (the spec's own node ids, decisions, tools and policy ids)."""
     vocab = set(vocabulary)
-    return [m.group() for m in _ID_TOKEN.finditer(text) if m.group() not in vocab and looks_like_id(m.group())]
+    return [
+        m.group()
+        for m in _ID_TOKEN.finditer(text)
+        if m.group() not in vocab and looks_like_id(m.group())
+    ]
 
 
 def quoted_values(text: str) -> list[str]:
@@ -260,7 +286,9 @@ class _TurnFacts:
     """Each dict of the outputs: its scalar values and key words (see :func:`composed_item`)."""
 
 
-_shared_facts: contextvars.ContextVar[dict[int, tuple[Turn, _TurnFacts]] | None] = contextvars.ContextVar("agentprop_turn_facts", default=None)
+_shared_facts: contextvars.ContextVar[dict[int, tuple[Turn, _TurnFacts]] | None] = (
+    contextvars.ContextVar("agentprop_turn_facts", default=None)
+)
 
 
 @contextlib.contextmanager
@@ -304,7 +332,9 @@ def _turn_facts(t: Turn) -> _TurnFacts:
                 texts.append(err)
                 numbers |= _number_set(err)
                 words |= _words(err)
-    facts = _TurnFacts(tuple(called), frozenset(numbers), tuple(texts), frozenset(words), tuple(recs))
+    facts = _TurnFacts(
+        tuple(called), frozenset(numbers), tuple(texts), frozenset(words), tuple(recs)
+    )
     if cache is not None:
         cache[id(t)] = (t, facts)
     return facts
@@ -429,7 +459,10 @@ class _Sources:
             except ValueError:
                 return []
             return [f"{n:g}" for n in nearest_numbers(x, self.sorted_numbers())]
-        scored = sorted({clip_text(t) for t in self.texts if t.strip()}, key=lambda t: (-fuzz.ratio(bad.casefold(), t.casefold()), t))
+        scored = sorted(
+            {clip_text(t) for t in self.texts if t.strip()},
+            key=lambda t: (-fuzz.ratio(bad.casefold(), t.casefold()), t),
+        )
         return scored[:3]
 
     def has_id(self, token: str) -> bool:
@@ -457,7 +490,10 @@ class _Sources:
 
     def has_item(self, item: str, min_similarity: float) -> bool:
         i = _norm(item)
-        if not i or any(max(fuzz.ratio(i, s), fuzz.token_sort_ratio(i, s)) >= min_similarity for s in self.lines()):
+        if not i or any(
+            max(fuzz.ratio(i, s), fuzz.token_sort_ratio(i, s)) >= min_similarity
+            for s in self.lines()
+        ):
             return True
         how = composed_item(i, self.records)
         return self._accept(how) if how is not None else False
@@ -481,13 +517,17 @@ def without_ids(text: str, vocabulary: Collection[str] = ()) -> str:
     return _ID_TOKEN.sub(lambda m: " " if m.group() in ids else m.group(), text) if ids else text
 
 
-def _ungrounded_number(value: Any, sources: _Sources, rel_tol: float, vocabulary: Collection[str] | None = None) -> str | None:
+def _ungrounded_number(
+    value: Any, sources: _Sources, rel_tol: float, vocabulary: Collection[str] | None = None
+) -> str | None:
     """The first number ``value`` states that ``sources`` do not hold; with ``vocabulary`` given,
     ids are checked as ids and their digits skipped here."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return None if sources.number(float(value), _decimals(value), False, rel_tol) else f"{value:g}"
+        return (
+            None if sources.number(float(value), _decimals(value), False, rel_tol) else f"{value:g}"
+        )
     if isinstance(value, str):
         text = without_ids(value, vocabulary) if vocabulary is not None else value
         text = sources.without_derived_dates(text)
@@ -512,7 +552,13 @@ def _ungrounded_value(value: Any, sources: _Sources, rel_tol: float) -> str | No
         return _ungrounded_number(value, sources, rel_tol)
     if isinstance(value, str):
         return None if sources.has_value(value) else value
-    items = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, (list, tuple)) else [str(value)]
+    items = (
+        list(value.values())
+        if isinstance(value, dict)
+        else list(value)
+        if isinstance(value, (list, tuple))
+        else [str(value)]
+    )
     for v in items:
         bad = _ungrounded_value(v, sources, rel_tol)
         if bad is not None:
@@ -521,7 +567,14 @@ def _ungrounded_value(value: Any, sources: _Sources, rel_tol: float) -> str | No
 
 
 def _ungrounded(
-    kind: str, value: Any, sources: _Sources, *, vocabulary: Collection[str], rel_tol: float, min_similarity: float, ids_checked: bool = False
+    kind: str,
+    value: Any,
+    sources: _Sources,
+    *,
+    vocabulary: Collection[str],
+    rel_tol: float,
+    min_similarity: float,
+    ids_checked: bool = False,
 ) -> str | None:
     """The first thing ``value`` states under grounding ``kind`` that ``sources`` do not support."""
     if kind == "numbers":
@@ -543,7 +596,13 @@ _KIND_ORDER = ["value", "ids", "quoted", "list_items", "numbers"]
 as an id, not as the number 9999."""
 
 
-_KIND_NOUN = {"numbers": "a number", "ids": "an id", "quoted": "a quoted value", "list_items": "a list item", "value": "a value"}
+_KIND_NOUN = {
+    "numbers": "a number",
+    "ids": "an id",
+    "quoted": "a quoted value",
+    "list_items": "a list item",
+    "value": "a value",
+}
 
 
 def response_grounded(
@@ -576,7 +635,9 @@ def response_grounded(
     """
     unknown = [k for k in kinds if k not in TEXT_GROUNDINGS]
     if unknown:
-        raise InvalidArgument(f"unknown grounding kind {unknown[0]!r}; kinds: {', '.join(TEXT_GROUNDINGS)}")
+        raise InvalidArgument(
+            f"unknown grounding kind {unknown[0]!r}; kinds: {', '.join(TEXT_GROUNDINGS)}"
+        )
     ordered = sorted(dict.fromkeys(kinds), key=_KIND_ORDER.index)
     sources = _Sources()
     sources.add_spec_texts(spec_text)
@@ -588,22 +649,36 @@ def response_grounded(
         if value is None or value == "" or value == []:
             continue
         for kind in ordered:
-            bad = _ungrounded(kind, value, sources, vocabulary=vocabulary, rel_tol=rel_tol, min_similarity=min_similarity, ids_checked="ids" in kinds)
+            bad = _ungrounded(
+                kind,
+                value,
+                sources,
+                vocabulary=vocabulary,
+                rel_tol=rel_tol,
+                min_similarity=min_similarity,
+                ids_checked="ids" in kinds,
+            )
             if bad is not None:
                 near = sources.nearest(kind, bad)
                 return _fail(
                     "response_grounded",
-                    f"turn {t.index + 1}: respond.{field} states {bad!r} ({_KIND_NOUN[kind]}), which no tool output or user turn supports"
+                    f"turn {t.index + 1}: respond.{field} states {bad!r} ({_KIND_NOUN[kind]}), "
+                    "which no tool output or user turn supports"
                     + (f" (nearest grounded: {', '.join(near)})" if near else ""),
                     clause,
                     t.index,
                     detail=f"{field}:{kind}",
                 )
     derived = f"; derived in one step: {'; '.join(sources.derived)}" if sources.derived else ""
-    return _ok("response_grounded", f"everything respond.{field} states ({', '.join(kinds) or 'nothing checked'}) is grounded{derived}", clause)
+    return _ok(
+        "response_grounded",
+        f"everything respond.{field} states ({', '.join(kinds) or 'nothing checked'}) "
+        f"is grounded{derived}",
+        clause,
+    )
 
 
-# ----------------------------------------------------------------------------- respond against the trace
+# ------------------------------------------------------------------------ respond against the trace
 
 
 def _output_field(result: Any, path: str) -> list[Any]:
@@ -618,7 +693,9 @@ def _same(a: Any, b: Any) -> bool:
     return str(a).strip().casefold() == str(b).strip().casefold()
 
 
-def field_provenance(trace: Trace, field: str, sources: Sequence[str], *, clause: str | None = None) -> Verdict:
+def field_provenance(
+    trace: Trace, field: str, sources: Sequence[str], *, clause: str | None = None
+) -> Verdict:
     """``respond.<field>`` holds a value one of ``sources`` (``TOOL.FIELD``) returned on that turn
     or an earlier one; each element, for a list. A turn before any source tool answered is not
     checked here (the field's ``value`` grounding still is). A value that another tool's output
@@ -631,7 +708,11 @@ def field_provenance(trace: Trace, field: str, sources: Sequence[str], *, clause
     for t in trace.turns:
         for c in t.tool_calls:
             if c.name in wanted and c.result is not None:
-                got += [(f"{c.name}.{path}", v) for path in wanted[c.name] for v in _output_field(c.result, path)]
+                got += [
+                    (f"{c.name}.{path}", v)
+                    for path in wanted[c.name]
+                    for v in _output_field(c.result, path)
+                ]
         value = (t.response or {}).get(field)
         if value is None or value == "" or value == [] or not got:
             continue
@@ -643,7 +724,8 @@ def field_provenance(trace: Trace, field: str, sources: Sequence[str], *, clause
                     c.name
                     for turn in trace.turns[: t.index + 1]
                     for c in turn.tool_calls
-                    if c.result is not None and any(_same(item, s) for s in _strings_and_scalars(c.result))
+                    if c.result is not None
+                    and any(_same(item, s) for s in _strings_and_scalars(c.result))
                 ),
                 None,
             )
@@ -683,7 +765,8 @@ def node_id_matches(
     ``accepted``, with an empty set, or without the field are not checked. The failure's
     detail is ``got=<node>`` for a node of ``known_nodes`` and ``got=unknown-node`` for a name
     the spec does not have."""
-    known = known_nodes if isinstance(known_nodes, (set, frozenset)) else set(known_nodes)  # a spec's set, not copied per run
+    # a spec's set, not copied per run
+    known = known_nodes if isinstance(known_nodes, (set, frozenset)) else set(known_nodes)
     for t in trace.turns:
         if t.index >= len(accepted) or t.response is None or t.response.get(field) is None:
             continue
@@ -694,13 +777,16 @@ def node_id_matches(
         invented = bool(known) and got not in known
         return _fail(
             "node_id_matches",
-            f"turn {t.index + 1}: respond.{field} is {got!r}{', a node the spec does not have' if invented else ''}; "
-            f"the scenario is at {' or '.join(want)} on this turn",
+            f"turn {t.index + 1}: respond.{field} is "
+            f"{got!r}{', a node the spec does not have' if invented else ''}; the scenario is at "
+            f"{' or '.join(want)} on this turn",
             clause,
             t.index,
             detail="got=unknown-node" if invented else f"got={got}",
         )
-    return _ok("node_id_matches", f"every respond.{field} names the node the scenario is at", clause)
+    return _ok(
+        "node_id_matches", f"every respond.{field} names the node the scenario is at", clause
+    )
 
 
 _TOOL_NAME = re.compile(r"\s*([A-Za-z_][\w.-]*)")
@@ -718,7 +804,11 @@ def listed_tools(value: Any) -> list[str]:
         items = [value]
     out = []
     for item in items:
-        text = str(item.get("name") or item.get("tool") or "") if isinstance(item, Mapping) else str(item)
+        text = (
+            str(item.get("name") or item.get("tool") or "")
+            if isinstance(item, Mapping)
+            else str(item)
+        )
         m = _TOOL_NAME.match(text)
         out.append(m.group(1) if m else text.strip())
     return out
@@ -728,7 +818,12 @@ def _first_surplus(names: Sequence[str], surplus: Counter[str]) -> str:
     return next(n for n in names if surplus[n] > 0)
 
 
-def tool_actions_match(trace: Trace, *, field: str = "tool_actions", clause: str | None = "response_contract.tool_actions") -> Verdict:
+def tool_actions_match(
+    trace: Trace,
+    *,
+    field: str = "tool_actions",
+    clause: str | None = "response_contract.tool_actions",
+) -> Verdict:
     """Each turn's ``respond.<field>`` lists exactly the tools that turn called, in order:
     every call counts, failed ones and retries included (a retried timeout is listed twice);
     ``respond`` itself is not a tool action. Details: ``uncalled=T`` (listed, never called this
@@ -741,7 +836,10 @@ def tool_actions_match(trace: Trace, *, field: str = "tool_actions", clause: str
         called = [c.name for c in _calls_before_respond(t)]
         if listed == called:
             continue
-        where = f"turn {t.index + 1}: respond.{field} is {_seq(listed)}, but the turn called {_seq(called)}"
+        where = (
+            f"turn {t.index + 1}: respond.{field} is {_seq(listed)}, but the turn "
+            f"called {_seq(called)}"
+        )
         extra, missing = Counter(listed) - Counter(called), Counter(called) - Counter(listed)
         # a tool listed but not called (or more often than called), then one called but not listed
         for surplus, more, fewer, absent, tag in (
@@ -754,19 +852,37 @@ def tool_actions_match(trace: Trace, *, field: str = "tool_actions", clause: str
             if name in fewer:
                 return _fail(
                     "tool_actions_match",
-                    f"{where}: it lists {name} {listed.count(name)} time(s), the turn called it {called.count(name)} time(s)",
+                    f"{where}: it lists {name} {listed.count(name)} time(s), the turn called it "
+                    f"{called.count(name)} time(s)",
                     clause,
                     t.index,
                     detail=f"count={name}",
                 )
-            return _fail("tool_actions_match", f"{where}: {absent.format(name)}", clause, t.index, detail=f"{tag}={name}")
-        return _fail("tool_actions_match", f"{where}: the same tools in another order", clause, t.index, detail="order")
-    return _ok("tool_actions_match", f"every respond.{field} lists exactly the tools its turn called", clause)
+            return _fail(
+                "tool_actions_match",
+                f"{where}: {absent.format(name)}",
+                clause,
+                t.index,
+                detail=f"{tag}={name}",
+            )
+        return _fail(
+            "tool_actions_match",
+            f"{where}: the same tools in another order",
+            clause,
+            t.index,
+            detail="order",
+        )
+    return _ok(
+        "tool_actions_match",
+        f"every respond.{field} lists exactly the tools its turn called",
+        clause,
+    )
 
 
 _PLACEHOLDER = re.compile(r"[\W_]*(?:none|n/?a|nothing|null|not applicable|no evidence)?[\W_]*")
 _DISCLAIMER = re.compile(
-    r"\bno (?:tools?|tool outputs?|outputs?|tool calls?|evidence)\b|\b(?:not|none) (?:needed|required)\b|\bwithout (?:any )?(?:tools?|tool outputs?)\b"
+    r"\bno (?:tools?|tool outputs?|outputs?|tool calls?|evidence)\b|\b(?:not|none) "
+    r"(?:needed|required)\b|\bwithout (?:any )?(?:tools?|tool outputs?)\b"
 )
 
 
@@ -801,7 +917,10 @@ def evidence_grounded(
       is allowed only on a turn that called no tool (details ``disclaims``, ``unreferenced``).
     """
     names = set(tools) | {c.name for c in trace.tool_calls}
-    patterns = {n: re.compile(rf"(?<![\w]){re.escape(n)}(?![\w])") for n in sorted(names, key=len, reverse=True)}
+    patterns = {
+        n: re.compile(rf"(?<![\w]){re.escape(n)}(?![\w])")
+        for n in sorted(names, key=len, reverse=True)
+    }
     sources = _Sources(outputs_only=True)
     for t in trace.turns:
         sources.add_turn(t)
@@ -814,7 +933,8 @@ def evidence_grounded(
         if never:
             return _fail(
                 "evidence_grounded",
-                f"{scope} cites {never[0]}, which was never called (calls so far: {', '.join(sorted(sources.called)) or 'none'})",
+                f"{scope} cites {never[0]}, which was never called (calls so far: "
+                f"{', '.join(sorted(sources.called)) or 'none'})",
                 clause,
                 t.index,
                 detail=f"tool={never[0]}",
@@ -826,26 +946,33 @@ def evidence_grounded(
         bad_id = next((i for i in ids if not sources.has_id(i)), None)
         if bad_id is not None:
             return _fail(
-                "evidence_grounded", f"{scope} cites {bad_id}, which no tool output of this or an earlier turn holds", clause, t.index, detail="ids"
+                "evidence_grounded",
+                f"{scope} cites {bad_id}, which no tool output of this or an earlier turn holds",
+                clause,
+                t.index,
+                detail="ids",
             )
         quotes = quoted_values(rest)
         bad_quote = next((q for q in quotes if not sources.has_quote(q)), None)
         if bad_quote is not None:
             return _fail(
                 "evidence_grounded",
-                f"{scope} quotes {bad_quote!r}, which no tool output of this or an earlier turn holds",
+                f"{scope} quotes {bad_quote!r}, which no tool output of this or "
+                "an earlier turn holds",
                 clause,
                 t.index,
                 detail="quoted",
             )
-        stated = stated_numbers(without_list_markers(sources.without_derived_dates(without_ids(rest, vocabulary))))
+        stated = stated_numbers(
+            without_list_markers(sources.without_derived_dates(without_ids(rest, vocabulary)))
+        )
         bad_number = next((x for x, d, p in stated if not sources.number(x, d, p, rel_tol)), None)
         if bad_number is not None:
             near = ", ".join(sources.nearest("numbers", f"{bad_number:g}"))
             return _fail(
                 "evidence_grounded",
-                f"{scope} states {bad_number:g}, which no tool output of this or an earlier turn holds"
-                + (f" (nearest grounded: {near})" if near else ""),
+                f"{scope} states {bad_number:g}, which no tool output of this or "
+                "an earlier turn holds" + (f" (nearest grounded: {near})" if near else ""),
                 clause,
                 t.index,
                 detail="numbers",
@@ -856,10 +983,15 @@ def evidence_grounded(
         refers = bool(mentioned or stated or ids or quotes or (_words(rest) & sources.words))
         if not refers:
             kind = "disclaims" if disclaims_evidence(text) else "unreferenced"
-            what = "says no tool output was used" if kind == "disclaims" else "refers to no tool output"
+            what = (
+                "says no tool output was used"
+                if kind == "disclaims"
+                else "refers to no tool output"
+            )
             return _fail(
                 "evidence_grounded",
-                f"{scope} {what}, but the turn called {_seq([c.name for c in calls])}: evidence must cite the tool output relied on",
+                f"{scope} {what}, but the turn called {_seq([c.name for c in calls])}: evidence "
+                "must cite the tool output relied on",
                 clause,
                 t.index,
                 detail=kind,

@@ -27,7 +27,13 @@ from agentprop._modelapi.providers import TextPrompt, provider_named
 from agentprop._scenario.trace import Trace
 from agentprop._spec.bindings import JudgeBinding
 from agentprop._spec.model import Spec
-from agentprop._stats import JudgeAgreement, cohens_kappa, corrected_interval, judged_hypotheses, self_disagreement
+from agentprop._stats import (
+    JudgeAgreement,
+    cohens_kappa,
+    corrected_interval,
+    judged_hypotheses,
+    self_disagreement,
+)
 from agentprop._stats.judged import CorrectedRate
 from agentprop._util.aio import run_sync
 from agentprop._util.files import describe_validation, read_json, write_atomic
@@ -57,7 +63,11 @@ DEFAULT_MIN_LABELS = 50
 
 JUDGE_CONTRACT = "judge"
 
-PROVIDERS = {"anthropic": "anthropic.messages", "openai": "openai.chat", "openai-responses": "openai.responses"}
+PROVIDERS = {
+    "anthropic": "anthropic.messages",
+    "openai": "openai.chat",
+    "openai-responses": "openai.responses",
+}
 """The judge model's API by the name options use."""
 
 
@@ -86,7 +96,9 @@ class Rubric(BaseModel):
     @property
     def digest(self) -> str:
         """A hash of the text and criteria: a calibration belongs to exactly this rubric."""
-        canonical = json.dumps({"text": self.text.strip(), "criteria": list(self.criteria)}, sort_keys=True)
+        canonical = json.dumps(
+            {"text": self.text.strip(), "criteria": list(self.criteria)}, sort_keys=True
+        )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
     @classmethod
@@ -97,20 +109,30 @@ class Rubric(BaseModel):
         try:
             raw = p.read_text(encoding="utf-8")
         except OSError as exc:
-            raise InputError(f"{p}: cannot read the rubric ({exc.strerror}). Pass the path of a rubric file.") from None
+            raise InputError(
+                f"{p}: cannot read the rubric ({exc.strerror}). Pass the path of a rubric file."
+            ) from None
         if p.suffix.lower() in (".yaml", ".yml", ".json"):
             import yaml
 
             try:
                 data = yaml.safe_load(raw)
             except yaml.YAMLError as exc:
-                raise InputError(f"{p}: not valid YAML ({exc}). A rubric file holds `text:` and optionally `name:` and `criteria:`.") from None
+                raise InputError(
+                    f"{p}: not valid YAML ({exc}). A rubric file holds `text:` and optionally "
+                    "`name:` and `criteria:`."
+                ) from None
             if not isinstance(data, dict) or not isinstance(data.get("text"), str):
-                raise InputError(f"{p}: a rubric file needs a `text:` string (the rubric), and may have `name:` and a `criteria:` list.")
+                raise InputError(
+                    f"{p}: a rubric file needs a `text:` string (the rubric), and may have "
+                    "`name:` and a `criteria:` list."
+                )
             criteria = data.get("criteria") or []
             if not isinstance(criteria, list) or not all(isinstance(c, str) for c in criteria):
                 raise InputError(f"{p}: `criteria:` must be a list of strings, one per criterion.")
-            return cls(name=str(data.get("name") or p.stem), text=data["text"], criteria=tuple(criteria))
+            return cls(
+                name=str(data.get("name") or p.stem), text=data["text"], criteria=tuple(criteria)
+            )
         return cls(name=p.stem, text=raw)
 
     @classmethod
@@ -126,7 +148,8 @@ class Rubric(BaseModel):
             criteria = rubric.get("criteria") or []
             return cls(name=name, text=rubric["text"], criteria=tuple(str(c) for c in criteria))
         raise InvalidArgument(
-            f"{name}.test_guidance.rubric must be a string or a mapping with `text:` (and `criteria:`), got {type(rubric).__name__}."
+            f"{name}.test_guidance.rubric must be a string or a mapping with `text:` (and "
+            f"`criteria:`), got {type(rubric).__name__}."
         )
 
 
@@ -158,8 +181,11 @@ def spec_rubrics(spec: Spec) -> list[SpecRubric]:
 
 
 def bound_judge(rubric: Rubric, binding: JudgeBinding, base_dir: Path) -> ModelJudge:
-    """The model judge the bindings' ``judge:`` section names for ``rubric``, its calibration attached."""
-    store = CalibrationStore(base_dir / (binding.calibrations or str(Path(".agentprop") / "judges")))
+    """The model judge the bindings' ``judge:`` section names for ``rubric``, its
+    calibration attached."""
+    store = CalibrationStore(
+        base_dir / (binding.calibrations or str(Path(".agentprop") / "judges"))
+    )
     return ModelJudge.for_model(
         rubric,
         binding.model,
@@ -178,12 +204,14 @@ def transcript(trace: Trace) -> str:
     for turn in trace.turns:
         lines.append(f"USER: {turn.user_message}")
         for call in turn.tool_calls:
-            lines.append(f"TOOL CALL: {call.name}({json.dumps(call.args, sort_keys=True, default=str)})")
+            lines.append(
+                f"TOOL CALL: {call.name}({json.dumps(call.args, sort_keys=True, default=str)})"
+            )
         lines.append(f"AGENT: {turn.user_visible_text}")
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------- what the oracle needs
+# ---------------------------------------------------------------------------- what the oracle needs
 
 
 JUDGED_MAX_RUNS = 400
@@ -202,12 +230,23 @@ class JudgeCorrection:
     confidence: float = 0.95
 
     def hypotheses(self, p0: float, p1: float) -> tuple[float, float] | None:
-        if self.agreement is None or self.agreement.labelled_pass == 0 or self.agreement.labelled_fail == 0:
+        if (
+            self.agreement is None
+            or self.agreement.labelled_pass == 0
+            or self.agreement.labelled_fail == 0
+        ):
             return None
         return judged_hypotheses(p0, p1, self.agreement, self.confidence)
 
-    def corrected(self, raw_passes: int, runs: int, confidence: float = 0.95) -> CorrectedRate | None:
-        if self.agreement is None or runs == 0 or self.agreement.labelled_pass == 0 or self.agreement.labelled_fail == 0:
+    def corrected(
+        self, raw_passes: int, runs: int, confidence: float = 0.95
+    ) -> CorrectedRate | None:
+        if (
+            self.agreement is None
+            or runs == 0
+            or self.agreement.labelled_pass == 0
+            or self.agreement.labelled_fail == 0
+        ):
             return None
         return corrected_interval(raw_passes, runs, self.agreement, confidence)
 
@@ -216,11 +255,13 @@ class JudgeCorrection:
 
 
 def _trace_of(subject: object, result: object, name: str) -> Trace:
-    """The trace a judge reads: ``subject`` itself, or ``result.trace`` for ``judge(case, result)``."""
+    """The trace a judge reads: ``subject`` itself, or ``result.trace`` for
+    ``judge(case, result)``."""
     found = getattr(result, "trace", None) if result is not None else subject
     if not isinstance(found, Trace):
         raise InvalidArgument(
-            f"judge {name!r} was called on {type(found).__name__}; call it on a Trace, or as judge(case, result) with result.trace."
+            f"judge {name!r} was called on {type(found).__name__}; call it on a Trace, or as "
+            "judge(case, result) with result.trace."
         )
     return found
 
@@ -245,8 +286,16 @@ class CodeJudge:
         elif isinstance(out, bool):
             passed, reason = out, ("passed" if out else "failed")
         else:
-            raise InvalidArgument(f"judge {self.name!r} returned {type(out).__name__}; a code judge returns a bool, (passed, reason) or a Verdict.")
-        return Verdict(passed=passed, contract=JUDGE_CONTRACT, explanation=f"{self.name}: {reason}", clause=self.name)
+            raise InvalidArgument(
+                f"judge {self.name!r} returned {type(out).__name__}; a code judge returns a bool, "
+                "(passed, reason) or a Verdict."
+            )
+        return Verdict(
+            passed=passed,
+            contract=JUDGE_CONTRACT,
+            explanation=f"{self.name}: {reason}",
+            clause=self.name,
+        )
 
 
 def code_judge(function: Callable[[Trace], Outcome], name: str | None = None) -> CodeJudge:
@@ -258,10 +307,11 @@ def code_judge(function: Callable[[Trace], Outcome], name: str | None = None) ->
 
 
 SYSTEM_PROMPT = (
-    "You grade one conversation between a user and an AI agent against a rubric. Read the rubric and the "
+    "You grade one conversation between a user and an AI agent against a rubric. "
+    "Read the rubric and the "
     "conversation, then answer with one JSON object and nothing else: "
-    '{"passed": true or false, "criterion": the rubric criterion the agent broke (null if it passed), '
-    '"reason": one sentence citing what the agent said or did}.'
+    '{"passed": true or false, "criterion": the rubric criterion the agent broke (null if it '
+    'passed), "reason": one sentence citing what the agent said or did}.'
 )
 
 
@@ -286,7 +336,8 @@ def parse_reply(text: str, judge_name: str) -> JudgeReply:
     except (ValueError, ValidationError):
         raise ModelCallError(
             f"judge {judge_name!r}: the judge model's reply is not the JSON verdict asked for "
-            f'({{"passed": ..., "criterion": ..., "reason": ...}}): {text[:200]!r}. Use a model that follows the '
+            f'({{"passed": ..., "criterion": ..., "reason": ...}}): {text[:200]!r}. Use a '
+            "model that follows the "
             "format, or raise max_tokens if the reply was cut off."
         ) from None
 
@@ -310,7 +361,9 @@ class ModelJudge:
 
     def __post_init__(self) -> None:
         if self.samples < 1:
-            raise InvalidArgument(f"samples={self.samples} must be at least 1 (the answers asked per transcript).")
+            raise InvalidArgument(
+                f"samples={self.samples} must be at least 1 (the answers asked per transcript)."
+            )
 
     @classmethod
     def for_model(
@@ -327,12 +380,19 @@ class ModelJudge:
         store: CalibrationStore | None = None,
         min_labels: int = DEFAULT_MIN_LABELS,
     ) -> ModelJudge:
-        """A judge calling ``model`` on ``provider`` (``anthropic``, ``openai`` or ``openai-responses``),
-        with the calibration ``store`` holds for this rubric and model attached (the default store:
-        ``.agentprop/judges``)."""
+        """A judge calling ``model`` on ``provider`` (``anthropic``, ``openai`` or
+        ``openai-responses``), with the calibration ``store`` holds for this rubric and model
+        attached (the default store: ``.agentprop/judges``)."""
         if provider not in PROVIDERS:
             raise InvalidArgument(f"provider={provider!r} is not one of {sorted(PROVIDERS)}.")
-        client = ModelClient(provider_named(PROVIDERS[provider]), model, base_url=base_url, cache=cache, cache_mode=cache_mode, budget=budget)
+        client = ModelClient(
+            provider_named(PROVIDERS[provider]),
+            model,
+            base_url=base_url,
+            cache=cache,
+            cache_mode=cache_mode,
+            budget=budget,
+        )
         judge = cls(rubric, client, samples=samples, min_labels=min_labels)
         return (store or CalibrationStore()).attach(judge)
 
@@ -346,13 +406,24 @@ class ModelJudge:
 
     def prompt(self, text: str) -> TextPrompt:
         criteria = "".join(f"\n- {c}" for c in self.rubric.criteria)
-        user = f"RUBRIC ({self.rubric.name}):\n{self.rubric.text.strip()}{criteria and chr(10) + 'CRITERIA:' + criteria}\n\nCONVERSATION:\n{text}"
-        return TextPrompt(system=SYSTEM_PROMPT, user=user, max_tokens=self.max_tokens, temperature=None)
+        user = (
+            f"RUBRIC ({self.rubric.name}):\n"
+            f"{self.rubric.text.strip()}{criteria and chr(10) + 'CRITERIA:' + criteria}\n\n"
+            f"CONVERSATION:\n{text}"
+        )
+        return TextPrompt(
+            system=SYSTEM_PROMPT, user=user, max_tokens=self.max_tokens, temperature=None
+        )
 
     async def asample(self, text: str, index: int) -> JudgeReply:
         """Sample ``index`` of the judge's verdict on a transcript (cached under that index)."""
         self.calls += 1
-        reply, _ = await self.client.text(self.prompt(text), trial=index, seed_parts=("judge", self.rubric.digest), what=f"judge {self.name}")
+        reply, _ = await self.client.text(
+            self.prompt(text),
+            trial=index,
+            seed_parts=("judge", self.rubric.digest),
+            what=f"judge {self.name}",
+        )
         return parse_reply(reply, self.name)
 
     async def areplies(self, text: str, samples: int | None = None) -> list[JudgeReply]:
@@ -392,7 +463,8 @@ class ModelJudge:
         )
 
     def __call__(self, subject: object, result: object = None) -> Verdict:
-        """The verdict on a trace, or, as the spec-free tier's ``judge(case, result)``, on ``result.trace``."""
+        """The verdict on a trace, or, as the spec-free tier's ``judge(case, result)``, on
+        ``result.trace``."""
         return run_sync(self.averdict(_trace_of(subject, result, self.name)))
 
     @property
@@ -403,12 +475,19 @@ class ModelJudge:
 
     def why_not_gating(self) -> str | None:
         if self.calibration is None:
-            return f"judge {self.name!r} ({self.model}) has no calibration for this rubric: run `agentprop judge calibrate`"
+            return (
+                f"judge {self.name!r} ({self.model}) has no calibration for this rubric: run "
+                "`agentprop judge calibrate`"
+            )
         if self.calibration.labels < self.min_labels:
-            return f"judge {self.name!r} is calibrated on {self.calibration.labels} labels, fewer than the {self.min_labels} needed to gate"
+            return (
+                f"judge {self.name!r} is calibrated on {self.calibration.labels} labels, fewer "
+                f"than the {self.min_labels} needed to gate"
+            )
         if self.calibration.samples != self.samples:
             return (
-                f"judge {self.name!r} was calibrated on the majority of {self.calibration.samples} sample(s) per transcript and now asks "
+                f"judge {self.name!r} was calibrated on the majority of "
+                f"{self.calibration.samples} sample(s) per transcript and now asks "
                 f"{self.samples}: its error differs; calibrate again with --samples {self.samples}"
             )
         return None
@@ -440,7 +519,10 @@ def load_labels(path: str | Path) -> list[LabelledExample]:
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise InputError(f"{p}: cannot read the labels ({exc.strerror}). Pass a JSONL file of labelled transcripts.") from None
+        raise InputError(
+            f"{p}: cannot read the labels ({exc.strerror}). Pass a JSONL file of "
+            "labelled transcripts."
+        ) from None
     out: list[LabelledExample] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -450,23 +532,34 @@ def load_labels(path: str | Path) -> list[LabelledExample]:
             if not isinstance(row, dict):
                 raise ValueError("not an object")
         except ValueError:
-            raise InputError(f'{p}:{number}: not a JSON object. Each line is {{"transcript": "...", "label": "pass"}} or "fail".') from None
+            raise InputError(
+                f'{p}:{number}: not a JSON object. Each line is {{"transcript": "...", '
+                '"label": "pass"} or "fail".'
+            ) from None
         if "trace" in row:
             text = transcript(Trace.model_validate(row["trace"]))
         elif isinstance(row.get("transcript"), str):
             text = row["transcript"]
         else:
-            raise InputError(f'{p}:{number}: no "transcript" (a string) or "trace" (a trace\'s JSON). Add the text the judge should read.')
+            raise InputError(
+                f'{p}:{number}: no "transcript" (a string) or "trace" (a trace\'s JSON). Add the '
+                "text the judge should read."
+            )
         label = row.get("label", row.get("passed"))
         if label in ("pass", "PASS", True):
             passed = True
         elif label in ("fail", "FAIL", False):
             passed = False
         else:
-            raise InputError(f'{p}:{number}: label {label!r} is not "pass" or "fail". Give the human\'s verdict as "label": "pass" or "fail".')
+            raise InputError(
+                f'{p}:{number}: label {label!r} is not "pass" or "fail". Give the human\'s '
+                'verdict as "label": "pass" or "fail".'
+            )
         out.append(LabelledExample(text=text, passed=passed))
     if not out:
-        raise InputError(f"{p}: no labelled examples. Add one JSON line per transcript a human labelled.")
+        raise InputError(
+            f"{p}: no labelled examples. Add one JSON line per transcript a human labelled."
+        )
     return out
 
 
@@ -495,7 +588,8 @@ class Calibration(BaseModel):
         return self.agreement.n
 
     def hypotheses(self, p0: float, p1: float) -> tuple[float, float] | None:
-        """The oracle's hypotheses on the judge's scale (:func:`~agentprop._stats.judged_hypotheses`)."""
+        """The oracle's hypotheses on the judge's scale
+        (:func:`~agentprop._stats.judged_hypotheses`)."""
         agreement = self.agreement
         if agreement.labelled_pass == 0 or agreement.labelled_fail == 0:
             return None
@@ -503,29 +597,43 @@ class Calibration(BaseModel):
 
     def summary(self) -> str:
         a = self.agreement
-        lines = [f"judge calibration: {self.rubric} ({self.rubric_digest}) with {self.judge_model}, {self.labels} labels"]
+        lines = [
+            f"judge calibration: {self.rubric} ({self.rubric_digest}) with {self.judge_model}, "
+            f"{self.labels} labels"
+        ]
         if a.labelled_pass:
             lo, hi = a.sensitivity_interval(self.confidence)
-            lines.append(f"  sensitivity {a.sensitivity:.3f} [{lo:.3f}, {hi:.3f}]  ({a.true_pass}/{a.labelled_pass} human passes judged pass)")
+            lines.append(
+                f"  sensitivity {a.sensitivity:.3f} [{lo:.3f}, {hi:.3f}]  "
+                f"({a.true_pass}/{a.labelled_pass} human passes judged pass)"
+            )
         else:
             lines.append("  sensitivity: not measured (no human-passed example)")
         if a.labelled_fail:
             lo, hi = a.specificity_interval(self.confidence)
-            lines.append(f"  specificity {a.specificity:.3f} [{lo:.3f}, {hi:.3f}]  ({a.true_fail}/{a.labelled_fail} human fails judged fail)")
+            lines.append(
+                f"  specificity {a.specificity:.3f} [{lo:.3f}, {hi:.3f}]  "
+                f"({a.true_fail}/{a.labelled_fail} human fails judged fail)"
+            )
         else:
             lines.append("  specificity: not measured (no human-failed example)")
         kappa, (k_lo, k_hi) = cohens_kappa(a, self.confidence)
         lines.append(f"  Cohen's kappa {kappa:.3f} [{k_lo:.3f}, {k_hi:.3f}]")
         if self.self_disagreement is not None:
             lines.append(
-                f"  self-disagreement {self.self_disagreement:.3f} over {self.samples} samples ({self.split_transcripts} of {self.labels} transcripts split)"
+                f"  self-disagreement {self.self_disagreement:.3f} over {self.samples} samples "
+                f"({self.split_transcripts} of {self.labels} transcripts split)"
             )
         else:
-            lines.append("  self-disagreement: not measured (one sample per transcript; use --samples 3)")
+            lines.append(
+                "  self-disagreement: not measured (one sample per transcript; use --samples 3)"
+            )
         return "\n".join(lines)
 
 
-async def acalibrate(judge: ModelJudge, examples: Sequence[LabelledExample], samples: int | None = None) -> Calibration:
+async def acalibrate(
+    judge: ModelJudge, examples: Sequence[LabelledExample], samples: int | None = None
+) -> Calibration:
     """Ask ``judge`` ``samples`` times (default: its own) per labelled transcript; the majority
     verdict is compared with the label."""
     k = judge.samples if samples is None else samples
@@ -554,7 +662,9 @@ async def acalibrate(judge: ModelJudge, examples: Sequence[LabelledExample], sam
     )
 
 
-def calibrate(judge: ModelJudge, examples: Sequence[LabelledExample], samples: int | None = None) -> Calibration:
+def calibrate(
+    judge: ModelJudge, examples: Sequence[LabelledExample], samples: int | None = None
+) -> Calibration:
     """:func:`acalibrate` from synchronous code."""
     return run_sync(acalibrate(judge, examples, samples))
 
@@ -570,7 +680,10 @@ class CalibrationStore:
 
     def save(self, calibration: Calibration, rubric: Rubric) -> Path:
         if calibration.rubric_digest != rubric.digest:
-            raise InvalidArgument(f"the calibration is of rubric {calibration.rubric_digest}, not {rubric.digest}; calibrate this rubric.")
+            raise InvalidArgument(
+                f"the calibration is of rubric {calibration.rubric_digest}, not {rubric.digest}; "
+                "calibrate this rubric."
+            )
         path = self.path(rubric, calibration.judge_model)
         path.parent.mkdir(parents=True, exist_ok=True)
         return write_atomic(path, calibration.model_dump_json(indent=2) + "\n")

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from agentprop._judge.case import compile_mft, compile_probe, expected_nodes, response_expectations, spec_text, spec_vocabulary
+from agentprop._judge.case import (
+    compile_mft,
+    compile_probe,
+    expected_nodes,
+    response_expectations,
+    spec_text,
+    spec_vocabulary,
+)
 from agentprop._judge.verdict import Verdict
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
@@ -63,7 +70,8 @@ def response_verdicts(
     trace: Trace,
     grounding: ResponseGrounding | Mapping[str, Sequence[str]] | None = None,
 ) -> list[Verdict]:
-    """The checks of what each response field states (:func:`agentprop._judge.case.response_expectations`)."""
+    """The checks of what each response field states
+    (:func:`agentprop._judge.case.response_expectations`)."""
     return [v for e in response_expectations(spec, scenario, grounding) for v in e.verdicts(trace)]
 
 
@@ -75,10 +83,19 @@ def verdicts_of(result: PropertyResult) -> list[Verdict]:
     if isinstance(result, Verdict):
         return [result]
     if isinstance(result, bool):
-        return [Verdict(passed=result, contract="property", explanation="the property returned " + str(result))]
+        return [
+            Verdict(
+                passed=result,
+                contract="property",
+                explanation="the property returned " + str(result),
+            )
+        ]
     if isinstance(result, Sequence):
         out = list(result)
         if not all(isinstance(v, Verdict) for v in out):
             raise InvalidArgument("a property must return a Verdict, a bool, or a list of Verdicts")
         return out
-    raise InvalidArgument(f"a property must return a Verdict, a bool, or a list of Verdicts; got {type(result).__name__}")
+    raise InvalidArgument(
+        "a property must return a Verdict, a bool, or a list of Verdicts; got "
+        f"{type(result).__name__}"
+    )

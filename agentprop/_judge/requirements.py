@@ -21,7 +21,9 @@ RequirementCheck = tuple[str, str, Callable[[Trace], Verdict]]
 """``(contract, clause, check)``."""
 
 
-def requirement_checks(spec: Spec, path: Sequence[str], failures: Sequence[Mapping[str, Any]] = ()) -> list[RequirementCheck]:
+def requirement_checks(
+    spec: Spec, path: Sequence[str], failures: Sequence[Mapping[str, Any]] = ()
+) -> list[RequirementCheck]:
     """The bounds of :func:`requirement_limits` that apply to a scenario through ``path`` (with
     the world's injected ``failures``), as checks of a trace."""
     out: list[RequirementCheck] = []
@@ -49,35 +51,47 @@ def _clarify_check(lim: RequirementLimit) -> Callable[[Trace], Verdict]:
             turns = ", ".join(str(i + 1) for i in asked)
             return _fail(
                 lim.key,
-                f"the conversation has {len(asked)} clarifying turns ({names}), at most {lim.limit}: turns {turns}",
+                f"the conversation has {len(asked)} clarifying turns ({names}), at most "
+                f"{lim.limit}: turns {turns}",
                 lim.clause,
                 asked[lim.limit],
                 detail=f"clarify={len(asked)}",
             )
-        return _ok(lim.key, f"{len(asked)} clarifying turn(s) ({names}), at most {lim.limit}", lim.clause)
+        return _ok(
+            lim.key, f"{len(asked)} clarifying turn(s) ({names}), at most {lim.limit}", lim.clause
+        )
 
     return check
 
 
 def _retry_check(lim: RequirementLimit, tool: str, allowed: int) -> Callable[[Trace], Verdict]:
-    extra = "" if allowed == 1 + lim.limit else f" (plus {allowed - 1 - lim.limit} for its retry_policy on the injected failure)"
+    extra = (
+        ""
+        if allowed == 1 + lim.limit
+        else f" (plus {allowed - 1 - lim.limit} for its retry_policy on the injected failure)"
+    )
 
     def check(trace: Trace) -> Verdict:
         calls = [c for c in trace.tool_calls if c.name == tool]
         if len(calls) > allowed:
             return _fail(
                 "max_retries",
-                f"{tool} was called {len(calls)} times: {len(calls) - 1} retries, at most {lim.limit}{extra}",
+                f"{tool} was called {len(calls)} times: {len(calls) - 1} retries, at "
+                f"most {lim.limit}{extra}",
                 lim.clause,
                 calls[allowed].turn_index,
                 calls[allowed].step,
                 detail=f"{tool}x{len(calls)}",
             )
-        return _ok("max_retries", f"{tool} was called {len(calls)} time(s), at most {allowed}", lim.clause)
+        return _ok(
+            "max_retries", f"{tool} was called {len(calls)} time(s), at most {allowed}", lim.clause
+        )
 
     return check
 
 
-def requirement_verdicts(spec: Spec, path: Sequence[str], trace: Trace, failures: Sequence[Mapping[str, Any]] = ()) -> list[Verdict]:
+def requirement_verdicts(
+    spec: Spec, path: Sequence[str], trace: Trace, failures: Sequence[Mapping[str, Any]] = ()
+) -> list[Verdict]:
     """The verdicts of :func:`requirement_checks` on one trace."""
     return [check(trace) for _, _, check in requirement_checks(spec, path, failures)]

@@ -1,4 +1,5 @@
-"""A verdict: the result of one contract on one trace, and the helpers every contract writes it with."""
+"""A verdict: the result of one contract on one trace, and the helpers every
+contract writes it with."""
 
 from __future__ import annotations
 
@@ -29,14 +30,31 @@ class Verdict(BaseModel):
         return f"{self.contract}:{self.clause or ''}{where}{how}"
 
 
-def _ok(contract: str, explanation: str, clause: str | None = None, turn: int | None = None) -> Verdict:
-    return Verdict(passed=True, contract=contract, explanation=explanation, clause=clause, turn=turn)
+def _ok(
+    contract: str, explanation: str, clause: str | None = None, turn: int | None = None
+) -> Verdict:
+    return Verdict(
+        passed=True, contract=contract, explanation=explanation, clause=clause, turn=turn
+    )
 
 
 def _fail(
-    contract: str, explanation: str, clause: str | None = None, turn: int | None = None, step: int | None = None, detail: str | None = None
+    contract: str,
+    explanation: str,
+    clause: str | None = None,
+    turn: int | None = None,
+    step: int | None = None,
+    detail: str | None = None,
 ) -> Verdict:
-    return Verdict(passed=False, contract=contract, explanation=explanation, clause=clause, turn=turn, step=step, detail=detail)
+    return Verdict(
+        passed=False,
+        contract=contract,
+        explanation=explanation,
+        clause=clause,
+        turn=turn,
+        step=step,
+        detail=detail,
+    )
 
 
 def _seq(names: Sequence[str]) -> str:

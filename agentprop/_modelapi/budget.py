@@ -61,8 +61,13 @@ class ModelPrice:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise InvalidArgument(f"ModelPrice.{name}={value!r} must be a finite number >= 0.")
-        if self.long_context_threshold is not None and (self.long_input_per_mtok is None or self.long_output_per_mtok is None):
-            raise InvalidArgument("ModelPrice with long_context_threshold also needs long_input_per_mtok and long_output_per_mtok.")
+        if self.long_context_threshold is not None and (
+            self.long_input_per_mtok is None or self.long_output_per_mtok is None
+        ):
+            raise InvalidArgument(
+                "ModelPrice with long_context_threshold also needs long_input_per_mtok and "
+                "long_output_per_mtok."
+            )
 
     def cost(
         self,
@@ -79,7 +84,12 @@ class ModelPrice:
             out = float(self.long_output_per_mtok or 0.0)
         write = self.cache_write_per_mtok if self.cache_write_per_mtok is not None else 1.25 * inp
         read = self.cache_read_per_mtok if self.cache_read_per_mtok is not None else 0.1 * inp
-        total = input_tokens * inp + output_tokens * out + cache_creation_input_tokens * write + cache_read_input_tokens * read
+        total = (
+            input_tokens * inp
+            + output_tokens * out
+            + cache_creation_input_tokens * write
+            + cache_read_input_tokens * read
+        )
         return total / 1_000_000
 
     def worst_case(self, input_tokens: int, output_tokens: int) -> float:
@@ -125,7 +135,8 @@ def _price_entry(where: str, name: object, entry: object) -> ModelPrice:
     unknown = sorted(set(entry) - set(_PRICE_FIELDS) - {"note"})
     if unknown or "input" not in entry or "output" not in entry:
         raise InputError(
-            f"{where}: the price of {name!r} " + (f"has unknown field(s) {unknown}" if unknown else "needs both input and output"),
+            f"{where}: the price of {name!r} "
+            + (f"has unknown field(s) {unknown}" if unknown else "needs both input and output"),
             expected=f"fields {sorted(_PRICE_FIELDS)} (and an optional note)",
             fix=f"give {name} its input and output price in $ per million tokens",
         )
@@ -133,7 +144,9 @@ def _price_entry(where: str, name: object, entry: object) -> ModelPrice:
         return ModelPrice(**{_PRICE_FIELDS[k]: v for k, v in entry.items() if k != "note"})
     except (InvalidArgument, TypeError) as exc:
         raise InputError(
-            f"{where}: the price of {name!r} is invalid: {exc}", expected="finite numbers >= 0", fix=f"correct the price of {name}"
+            f"{where}: the price of {name!r} is invalid: {exc}",
+            expected="finite numbers >= 0",
+            fix=f"correct the price of {name}",
         ) from None
 
 
@@ -144,9 +157,15 @@ def load_prices(path: str | os.PathLike[str]) -> dict[str, ModelPrice]:
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise InputError(f"{where}: cannot read the price file ({exc.strerror or exc})", fix="check the path") from None
+        raise InputError(
+            f"{where}: cannot read the price file ({exc.strerror or exc})", fix="check the path"
+        ) from None
     except ValueError as exc:
-        raise InputError(f"{where}: the price file is not valid JSON ({exc})", expected="a JSON object", fix="correct the JSON") from None
+        raise InputError(
+            f"{where}: the price file is not valid JSON ({exc})",
+            expected="a JSON object",
+            fix="correct the JSON",
+        ) from None
     models = document.get("models", document) if isinstance(document, dict) else None
     if not isinstance(models, dict):
         raise InputError(
@@ -167,7 +186,9 @@ def _coerce_price(key: str, value: object) -> ModelPrice:
         return value
     if isinstance(value, (tuple, list)) and len(value) == 2:
         return ModelPrice(float(value[0]), float(value[1]))
-    raise InvalidArgument(f"prices[{key!r}] must be a ModelPrice or an (input, output) pair of $/MTok, not {value!r}.")
+    raise InvalidArgument(
+        f"prices[{key!r}] must be a ModelPrice or an (input, output) pair of $/MTok, not {value!r}."
+    )
 
 
 _SUFFIX_STARTS = frozenset("-_@:/")
@@ -240,10 +261,16 @@ def cost_usd(
     price = price_for(model, prices)
     if price is None:
         return None
-    return price.cost(input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens)
+    return price.cost(
+        input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens
+    )
 
 
-def _book_unless(ledger: Ledger, refuse: Callable[[LedgerTotals], str | None], grow: Callable[[LedgerTotals], LedgerTotals]) -> str | None:
+def _book_unless(
+    ledger: Ledger,
+    refuse: Callable[[LedgerTotals], str | None],
+    grow: Callable[[LedgerTotals], LedgerTotals],
+) -> str | None:
     """Book ``grow`` in ``ledger`` in one step with the check, unless ``refuse`` names a limit the
     shared totals reach; returns that limit, or ``None`` (booked)."""
     refused: list[str] = []
@@ -434,23 +461,34 @@ class Budget:
         price = self.price(model)
         if price is None:
             return None
-        return price.cost(input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens)
+        return price.cost(
+            input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens
+        )
 
     def check_priced(self, model: str) -> None:
         """Raise :class:`UnpricedModel` if a dollar limit is set and ``model`` has no price."""
         if self.max_usd is not None and self.price(model) is None:
             raise UnpricedModel(
-                f"model {model!r} has no price in agentprop's price table, so its cost is unknown and "
-                f"the dollar limit max_usd=${self.max_usd:g} cannot be enforced",
-                expected="a price for the model: an entry naming it or its family (see agentprop/_modelapi/prices.json)",
-                fix=f'give its price: --prices FILE (JSON {{"models": {{"{model}": {{"input": 1.0, "output": 2.0}}}}}}, '
-                "$ per million tokens) or Budget(prices={...}); or drop the dollar limit and cap runs or tokens instead",
+                f"model {model!r} has no price in agentprop's price table, so its cost is unknown "
+                f"and the dollar limit max_usd=${self.max_usd:g} cannot be enforced",
+                expected="a price for the model: an entry naming it or its family (see "
+                "agentprop/_modelapi/prices.json)",
+                fix=f'give its price: --prices FILE (JSON {{"models": {{"{model}": {{"input": '
+                '1.0, "output": 2.0}}}, '
+                "$ per million tokens) or Budget(prices={...}); or drop the dollar limit and cap "
+                "runs or tokens instead",
             )
 
     # -- runs ------------------------------------------------------------------------------------
 
     def _local_totals_locked(self) -> LedgerTotals:
-        return LedgerTotals(self._runs, self._input + self._output, self._usd, self._reserved_tokens, self._reserved_usd)
+        return LedgerTotals(
+            self._runs,
+            self._input + self._output,
+            self._usd,
+            self._reserved_tokens,
+            self._reserved_usd,
+        )
 
     def _totals_locked(self) -> LedgerTotals:
         """What the limits are checked against: this process's figures, or the shared ledger's."""
@@ -480,7 +518,9 @@ class Budget:
     def _book_run(self) -> str | None:
         """Start one run if no limit refuses it; returns the refusing limit, or ``None``."""
         if self.ledger is not None:
-            refused = _book_unless(self.ledger, self._run_reason, lambda t: replace(t, runs=t.runs + 1))
+            refused = _book_unless(
+                self.ledger, self._run_reason, lambda t: replace(t, runs=t.runs + 1)
+            )
             with self._lock:
                 if refused is not None:
                     self._refused += 1
@@ -532,7 +572,9 @@ class Budget:
 
     # -- model calls -----------------------------------------------------------------------------
 
-    def reserve(self, model: str, *, input_tokens: int, max_output_tokens: int, call: str | None = None) -> Reservation:
+    def reserve(
+        self, model: str, *, input_tokens: int, max_output_tokens: int, call: str | None = None
+    ) -> Reservation:
         """Book the worst case of one model call before it is sent: ``input_tokens`` (an upper
         bound of the request's input) and ``max_output_tokens`` at the model's prices.
 
@@ -550,14 +592,20 @@ class Budget:
             refused = _book_unless(
                 self.ledger,
                 self._spent_reason,
-                lambda t: replace(t, reserved_tokens=t.reserved_tokens + tokens, reserved_usd=t.reserved_usd + (usd or 0.0)),
+                lambda t: replace(
+                    t,
+                    reserved_tokens=t.reserved_tokens + tokens,
+                    reserved_usd=t.reserved_usd + (usd or 0.0),
+                ),
             )
             if refused is not None:
                 with self._lock:
                     self._refused_calls += 1
                 raise BudgetExhausted(refused, self.snapshot(), call=call)
         with self._lock:
-            reason = None if self.ledger is not None else self._spent_reason(self._local_totals_locked())
+            reason = (
+                None if self.ledger is not None else self._spent_reason(self._local_totals_locked())
+            )
             if reason is None:
                 self._in_flight += 1
                 self._reserved_tokens += tokens
@@ -583,7 +631,9 @@ class Budget:
         if self._in_flight == 0:
             self._reserved_usd, self._reserved_tokens = 0.0, 0  # no rounding left behind
         if self.ledger is not None and book:
-            self.ledger.add(reserved_tokens=-reservation.tokens, reserved_usd=-(reservation.usd or 0.0))
+            self.ledger.add(
+                reserved_tokens=-reservation.tokens, reserved_usd=-(reservation.usd or 0.0)
+            )
 
     def release(self, reservation: Reservation) -> None:
         """Free a reservation without a charge (the call failed before any answer)."""
@@ -602,14 +652,21 @@ class Budget:
             self._input += reservation.input_tokens
             self._output += reservation.tokens - reservation.input_tokens
             if self.ledger is not None:
-                self.ledger.add(tokens=reservation.tokens, usd=usd or 0.0, reserved_tokens=-reservation.tokens, reserved_usd=-(usd or 0.0))
+                self.ledger.add(
+                    tokens=reservation.tokens,
+                    usd=usd or 0.0,
+                    reserved_tokens=-reservation.tokens,
+                    reserved_usd=-(usd or 0.0),
+                )
             if usd is None:
                 self._unpriced.add(reservation.model)
                 self._unpriced_calls += 1
                 return None
             self._abandoned_usd += usd
             self._usd += usd
-            self._usd_by_model[reservation.model] = self._usd_by_model.get(reservation.model, 0.0) + usd
+            self._usd_by_model[reservation.model] = (
+                self._usd_by_model.get(reservation.model, 0.0) + usd
+            )
         return usd
 
     def settle(
@@ -625,7 +682,10 @@ class Budget:
         """Charge what a reserved call really used and free its reservation; returns its cost
         (``None``: the model has no price). ``model``: the model the API says answered
         (default: the reserved one)."""
-        _check_counts(model or reservation.model, (input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens))
+        _check_counts(
+            model or reservation.model,
+            (input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens),
+        )
         with self._lock:
             self._free_locked(reservation, book=False)
         return self._charge(
@@ -687,7 +747,9 @@ class Budget:
         with self._lock:
             if usd is None:
                 self._unpriced.add(model)
-            held_tokens, held_usd = (freeing.tokens, freeing.usd or 0.0) if freeing is not None else (0, 0.0)
+            held_tokens, held_usd = (
+                (freeing.tokens, freeing.usd or 0.0) if freeing is not None else (0, 0.0)
+            )
             if cached:
                 if self.ledger is not None and freeing is not None:
                     self.ledger.add(reserved_tokens=-held_tokens, reserved_usd=-held_usd)
@@ -700,7 +762,12 @@ class Budget:
             self._input += all_input
             self._output += output_tokens
             if self.ledger is not None:
-                self.ledger.add(tokens=all_input + output_tokens, usd=usd or 0.0, reserved_tokens=-held_tokens, reserved_usd=-held_usd)
+                self.ledger.add(
+                    tokens=all_input + output_tokens,
+                    usd=usd or 0.0,
+                    reserved_tokens=-held_tokens,
+                    reserved_usd=-held_usd,
+                )
             if usd is None:
                 self._unpriced_calls += 1
                 return None
@@ -756,4 +823,7 @@ class Budget:
 
     def __repr__(self) -> str:
         s = self.snapshot()
-        return f"Budget(runs={s.runs}/{s.max_runs}, tokens={s.tokens}/{s.max_tokens}, usd={s.usd:.4f}/{s.max_usd})"
+        return (
+            f"Budget(runs={s.runs}/{s.max_runs}, tokens={s.tokens}/{s.max_tokens}, "
+            f"usd={s.usd:.4f}/{s.max_usd})"
+        )

@@ -41,7 +41,15 @@ from agentprop._modelapi.canonical import (
     canonical_json,
     canonical_request,
 )
-from agentprop._modelapi.stores import CacheStore, LayeredCacheStore, NewEntry, ReadOnlyCacheStore, RedisCacheStore, Row, redis_url
+from agentprop._modelapi.stores import (
+    CacheStore,
+    LayeredCacheStore,
+    NewEntry,
+    ReadOnlyCacheStore,
+    RedisCacheStore,
+    Row,
+    redis_url,
+)
 from agentprop._util.scrub import REDACTED, literal_secrets, scrub_secrets, scrub_text
 from agentprop.errors import CacheError, CacheMiss, InvalidArgument
 
@@ -115,7 +123,9 @@ class CacheMode(str, enum.Enum):
             for mode in cls:
                 if mode.value == wanted:
                     return mode
-        raise InvalidArgument(f"Unknown cache mode {value!r}; use one of {', '.join(m.value for m in cls)}.")
+        raise InvalidArgument(
+            f"Unknown cache mode {value!r}; use one of {', '.join(m.value for m in cls)}."
+        )
 
     @classmethod
     def default(cls, environ: Mapping[str, str] | None = None) -> CacheMode:
@@ -141,7 +151,9 @@ def _checksum(key: str, request_json: str | bytes, response_json: str, usage_jso
         digest.update(request_json)
         digest.update(("\x1f" + response_json + "\x1f" + usage_json).encode())
         return digest.hexdigest()
-    return hashlib.sha256("\x1f".join((key, request_json, response_json, usage_json)).encode()).hexdigest()
+    return hashlib.sha256(
+        "\x1f".join((key, request_json, response_json, usage_json)).encode()
+    ).hexdigest()
 
 
 _COLUMN_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
@@ -158,13 +170,23 @@ _COLUMN_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
 
 
 def _sql_type(value: object) -> str:
-    return {type(None): "NULL", str: "text", bytes: "a blob", int: "an integer", float: "a real"}.get(type(value), type(value).__name__)
+    return {
+        type(None): "NULL",
+        str: "text",
+        bytes: "a blob",
+        int: "an integer",
+        float: "a real",
+    }.get(type(value), type(value).__name__)
 
 
 def _wrong_column_types(row: tuple[Any, ...]) -> str:
     """What is wrong with the types of a row of :data:`_COLUMNS` (``""`` when nothing): a
     NULL or a value of the wrong kind in a column that SQLite does not type strictly."""
-    return ", ".join(f"{name} is {_sql_type(value)}" for (name, types), value in zip(_COLUMN_TYPES, row, strict=True) if type(value) not in types)
+    return ", ".join(
+        f"{name} is {_sql_type(value)}"
+        for (name, types), value in zip(_COLUMN_TYPES, row, strict=True)
+        if type(value) not in types
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,7 +258,12 @@ class CacheStats:
     def as_dict(self) -> dict[str, int]:
         """A plain snapshot, for reports."""
         with self._lock:
-            return {"hits": self.hits, "misses": self.misses, "writes": self.writes, "calls": self.calls}
+            return {
+                "hits": self.hits,
+                "misses": self.misses,
+                "writes": self.writes,
+                "calls": self.calls,
+            }
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,13 +293,20 @@ _MMAP_BYTES = 256 << 20
 """How much of the cache file each connection may read through a memory map."""
 
 _COLUMNS = "key, model, trial, request_json, response_json, usage_json, created_at, checksum"
-_SELECT_BY_KEY = "SELECT key, model, trial, CAST(request_json AS BLOB), response_json, usage_json, created_at, checksum FROM responses WHERE key = ?"
+_SELECT_BY_KEY = (
+    "SELECT key, model, trial, CAST(request_json AS BLOB), response_json, usage_json, created_at, "
+    "checksum FROM responses WHERE key = ?"
+)
 """One entry by key; the request comes as its stored UTF-8 bytes, which only the checksum reads."""
 
 
 _INSERT_COLUMNS = f"{_COLUMNS}, input_tokens, output_tokens"
-_INSERT_OR_IGNORE = f"INSERT OR IGNORE INTO responses ({_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_INSERT_OR_REPLACE = f"INSERT OR REPLACE INTO responses ({_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_OR_IGNORE = (
+    f"INSERT OR IGNORE INTO responses ({_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_OR_REPLACE = (
+    f"INSERT OR REPLACE INTO responses ({_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 class _PendingRow(NamedTuple):
@@ -290,7 +324,9 @@ def _insert_row(conn: sqlite3.Connection, row: _PendingRow) -> tuple[Any, ...] |
     the entry another writer stored first under the same key (``INSERT OR IGNORE``)."""
     if conn.execute(row.statement, row.values).rowcount == 1:
         return None  # the row is ours: no need to read it back
-    existing: tuple[Any, ...] = conn.execute(f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (row.values[0],)).fetchone()
+    existing: tuple[Any, ...] = conn.execute(
+        f"SELECT {_COLUMNS} FROM responses WHERE key = ?", (row.values[0],)
+    ).fetchone()
     return existing
 
 
@@ -371,7 +407,9 @@ class ApiCache:
 
     # -- connections -----------------------------------------------------------------------------
 
-    def _busy_retry(self, op: Callable[[], _T], failed: sqlite3.OperationalError | None = None) -> _T:
+    def _busy_retry(
+        self, op: Callable[[], _T], failed: sqlite3.OperationalError | None = None
+    ) -> _T:
         """Run ``op``, retrying while SQLite reports the database busy or locked.
 
         ``busy_timeout`` covers ordinary lock waits, but SQLite returns ``SQLITE_BUSY`` at once
@@ -403,8 +441,9 @@ class ApiCache:
         """SQLite could not use the file: a damaged (or foreign) cache, never an agent failure."""
         return CacheError(
             f"{self.path}: the API cache file cannot be used: SQLite says {exc}.\n"
-            f"  fix: delete the file (responses are recorded again in read-write mode) or restore it from "
-            f"version control; ApiCache({str(self.path)!r}).verify() lists what is wrong with it"
+            "  fix: delete the file (responses are recorded again in read-write mode) or restore "
+            f"it from version control; ApiCache({str(self.path)!r}).verify() lists "
+            "what is wrong with it"
         )
 
     def _connection(self) -> sqlite3.Connection | None:
@@ -436,7 +475,9 @@ class ApiCache:
         return conn
 
     def _open(self) -> sqlite3.Connection | None:
-        conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=True)
+        conn = sqlite3.connect(
+            str(self.path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=True
+        )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
             self._refuse_foreign(conn)  # before anything is changed: no tables added, no WAL
@@ -460,16 +501,25 @@ class ApiCache:
         does): adding agentprop's tables and switching it to WAL mode would change someone
         else's database."""
         try:
-            tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()}
+            tables = {
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+                ).fetchall()
+            }
         except sqlite3.DatabaseError as exc:
             raise self._damaged(exc) from None
-        foreign = sorted(n for n in tables - {"schema_version", "responses"} if not n.startswith("sqlite_"))
+        foreign = sorted(
+            n for n in tables - {"schema_version", "responses"} if not n.startswith("sqlite_")
+        )
         if foreign:
-            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            shown = ", ".join(foreign[:5]) + (
+                f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+            )
             raise CacheError(
-                f"{self.path}: not an agentprop API cache: the SQLite file holds other tables ({shown}); it was left unchanged.\n"
-                "  fix: point the cache at a file of its own (--cache PATH, or cache= in Python; the default is "
-                ".agentprop/api-cache.sqlite)"
+                f"{self.path}: not an agentprop API cache: the SQLite file holds other tables "
+                f"({shown}); it was left unchanged.\n  fix: point the cache at a file of its own "
+                "(--cache PATH, or cache= in Python; the default is .agentprop/api-cache.sqlite)"
             )
 
     def _version_error(self, found: str) -> CacheError:
@@ -481,7 +531,10 @@ class ApiCache:
 
     def _check_schema(self, conn: sqlite3.Connection) -> bool:
         """Read-only check for connections that never write: False if there is no cache yet."""
-        tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+        tables = {
+            str(r[0])
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        }
         if not {"schema_version", "responses"} <= tables:
             return False
         rows = conn.execute("SELECT version FROM schema_version").fetchall()
@@ -521,7 +574,9 @@ class ApiCache:
     def _write(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
         conn = self._connection()
         if conn is None:
-            raise CacheError(f"The cache file {self.path} does not exist, so nothing can be changed in it.")
+            raise CacheError(
+                f"The cache file {self.path} does not exist, so nothing can be changed in it."
+            )
         return self._busy_retry(lambda: self._transaction(conn, body))
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]] | None:
@@ -577,9 +632,9 @@ class ApiCache:
         wrong = _wrong_column_types(row)
         if wrong:
             raise CacheError(
-                f"{self.path}: the entry {str(key)[:16]}... is damaged ({wrong}): the row was edited, or written by "
-                "another program. Run ApiCache.verify() to list damaged entries, delete them with "
-                "ApiCache.delete(key), and re-record."
+                f"{self.path}: the entry {str(key)[:16]}... is damaged ({wrong}): the row was "
+                "edited, or written by another program. Run ApiCache.verify() to list damaged "
+                "entries, delete them with ApiCache.delete(key), and re-record."
             )
         if _checksum(key, request_json, response_json, usage_json) != checksum:
             raise CacheError(
@@ -588,11 +643,20 @@ class ApiCache:
                 "ApiCache.delete(key), and re-record."
             )
         try:
-            return CachedResponse(key, model, int(trial), _decode_stored(response_json), _decode_stored(usage_json), from_cache, float(created_at))
+            return CachedResponse(
+                key,
+                model,
+                int(trial),
+                _decode_stored(response_json),
+                _decode_stored(usage_json),
+                from_cache,
+                float(created_at),
+            )
         except (ValueError, TypeError, RecursionError) as exc:
             raise CacheError(
-                f"{self.path}: the entry {str(key)[:16]}... cannot be read back ({type(exc).__name__}: {str(exc)[:200]}). "
-                "Run ApiCache.verify() to list damaged entries, delete them with ApiCache.delete(key), and re-record."
+                f"{self.path}: the entry {str(key)[:16]}... cannot be read back "
+                f"({type(exc).__name__}: {str(exc)[:200]}). Run ApiCache.verify() to list damaged "
+                "entries, delete them with ApiCache.delete(key), and re-record."
             ) from None
 
     def lookup(self, request: Mapping[str, Any], *, trial: int) -> CachedResponse | None:
@@ -638,7 +702,9 @@ class ApiCache:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def put(self, request: Mapping[str, Any], *, trial: int, response: Any, replace: bool | None = None) -> CachedResponse:
+    def put(
+        self, request: Mapping[str, Any], *, trial: int, response: Any, replace: bool | None = None
+    ) -> CachedResponse:
         """Store ``response`` (a JSON mapping or a pydantic model such as the SDK's ``Message``)
         for (request, trial) and return what is stored.
 
@@ -646,9 +712,13 @@ class ApiCache:
         The first writer of a key wins (``read-write``), so concurrent writers all get the same
         stored answer; ``write`` mode (``replace=True``) overwrites.
         """
-        return self._put_canonical(self._canonical(request), _validate_trial(trial), response, replace)
+        return self._put_canonical(
+            self._canonical(request), _validate_trial(trial), response, replace
+        )
 
-    def _put_canonical(self, canonical: _Canonical, trial: int, response: Any, replace: bool | None) -> CachedResponse:
+    def _put_canonical(
+        self, canonical: _Canonical, trial: int, response: Any, replace: bool | None
+    ) -> CachedResponse:
         """:meth:`put` once the canonical request is known: one transaction for the one entry."""
         row = self._prepare_row(canonical, trial, response, replace)
         if isinstance(row, CachedResponse):
@@ -657,7 +727,9 @@ class ApiCache:
         self.stats._bump("writes")
         return self._stored_result(row, existing)
 
-    async def _aput_canonical(self, canonical: _Canonical, trial: int, response: Any) -> CachedResponse:
+    async def _aput_canonical(
+        self, canonical: _Canonical, trial: int, response: Any
+    ) -> CachedResponse:
         """:meth:`_put_canonical` for the event loop, with group commit: every entry put on one
         loop within one pass of the loop is written by one transaction, at the start of the
         next pass, and each caller resumes only once that transaction has committed. So an
@@ -668,7 +740,9 @@ class ApiCache:
         del response  # not held while waiting: see _stage
         return staged if isinstance(staged, CachedResponse) else await self._committed(staged)
 
-    def _stage(self, canonical: _Canonical, trial: int, response: Any, replace: bool | None = None) -> CachedResponse | _Staged:
+    def _stage(
+        self, canonical: _Canonical, trial: int, response: Any, replace: bool | None = None
+    ) -> CachedResponse | _Staged:
         """The first half of :meth:`_aput_canonical`: the entry prepared and added to this
         pass's batch (the answer as returned, in a mode that does not write). The caller should
         drop its own reference to ``response`` before awaiting :meth:`_committed`: a batch's
@@ -724,10 +798,14 @@ class ApiCache:
         """Write ``rows`` in one transaction (of the file, or of the store); for each, ``None``
         when it is ours, else the entry another writer stored first."""
         if self.store is not None:
-            return self.store.insert([NewEntry(row.values, row.statement is _INSERT_OR_REPLACE) for row in rows])
+            return self.store.insert(
+                [NewEntry(row.values, row.statement is _INSERT_OR_REPLACE) for row in rows]
+            )
         return self._write(lambda conn: [_insert_row(conn, row) for row in rows])
 
-    def _prepare_row(self, canonical: _Canonical, trial: int, response: Any, replace: bool | None) -> _PendingRow | CachedResponse:
+    def _prepare_row(
+        self, canonical: _Canonical, trial: int, response: Any, replace: bool | None
+    ) -> _PendingRow | CachedResponse:
         """The entry to write for ``response`` (scrubbed, checksummed), or, in a mode that
         does not write, the response as it would be returned."""
         canonical_text = canonical.text
@@ -740,7 +818,9 @@ class ApiCache:
         else:
             plain = _to_plain(response, "response")
             if not isinstance(plain, dict):
-                raise InvalidArgument(f"response must be a JSON object (a Message), not {type(response).__name__}.")
+                raise InvalidArgument(
+                    f"response must be a JSON object (a Message), not {type(response).__name__}."
+                )
             response_plain = scrub_secrets(plain, self._secrets)
             response_json = canonical_json(response_plain)
         request_model = canonical.model
@@ -750,7 +830,9 @@ class ApiCache:
                 response_plain = _plain_copy(response)
             raw_usage = response_plain.get("usage")
             usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-            return CachedResponse(key, request_model, trial, response_plain, dict(usage), False, now)
+            return CachedResponse(
+                key, request_model, trial, response_plain, dict(usage), False, now
+            )
         if stored is None:
             stored = json.loads(response_json)
         raw_usage = stored.get("usage")
@@ -759,7 +841,9 @@ class ApiCache:
         for text in (canonical_text, response_json):
             for secret in self._secrets:
                 if secret in text:  # scrubbing makes this unreachable; refuse rather than leak
-                    raise CacheError("Refusing to store a cache entry that contains a registered secret.")
+                    raise CacheError(
+                        "Refusing to store a cache entry that contains a registered secret."
+                    )
         checksum = _checksum(key, canonical_text, response_json, usage_json)
         overwrite = self.mode is CacheMode.WRITE if replace is None else replace
         values = (
@@ -773,14 +857,17 @@ class ApiCache:
             checksum,
             *usage_tokens(usage),
         )
-        return _PendingRow(_INSERT_OR_REPLACE if overwrite else _INSERT_OR_IGNORE, values, stored, usage_json)
+        return _PendingRow(
+            _INSERT_OR_REPLACE if overwrite else _INSERT_OR_IGNORE, values, stored, usage_json
+        )
 
     def _stored_result(self, row: _PendingRow, existing: tuple[Any, ...] | None) -> CachedResponse:
         """What a put returns: the new entry, or the one another writer stored first."""
         if existing is not None:  # another writer was first: everyone gets the stored answer
             return self._row_to_result(existing, from_cache=False)
         key, model, trial, _request, _response, usage_json, now = row.values[:7]
-        return CachedResponse(key, model, trial, row.stored, json.loads(usage_json), False, now)  # what reading it back would give
+        # what reading it back would give
+        return CachedResponse(key, model, trial, row.stored, json.loads(usage_json), False, now)
 
     def delete(self, key: str) -> bool:
         """Remove one entry by key; returns whether it existed."""
@@ -788,11 +875,15 @@ class ApiCache:
             return self.store.delete(key)
         if self._connection() is None:
             return False
-        return self._write(lambda conn: conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount > 0)
+        return self._write(
+            lambda conn: conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount > 0
+        )
 
     # -- the usual path --------------------------------------------------------------------------
 
-    def get_or_call(self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Any]) -> CachedResponse:
+    def get_or_call(
+        self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Any]
+    ) -> CachedResponse:
         """Replay (request, trial) if recorded and the mode reads; otherwise ``call()`` the API
         (unless replay-only, which raises :class:`CacheMiss`) and store the answer if the mode
         writes. ``call`` returns the response as a mapping or a pydantic model."""
@@ -805,11 +896,15 @@ class ApiCache:
         self.stats._bump("calls")
         return self._put_canonical(canonical, trial, call(), None)
 
-    async def aget_or_call(self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Awaitable[Any]]) -> CachedResponse:
+    async def aget_or_call(
+        self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Awaitable[Any]]
+    ) -> CachedResponse:
         """The asyncio form of :meth:`get_or_call` (``call`` returns an awaitable)."""
         return await self._aget_or_call_canonical(self._canonical(request), trial, call)
 
-    def _request_shape(self, request: Mapping[str, Any], field: str = "messages") -> _RequestShape | None:
+    def _request_shape(
+        self, request: Mapping[str, Any], field: str = "messages"
+    ) -> _RequestShape | None:
         """The :class:`_RequestShape` of ``request`` for this cache, its conversation in
         ``field`` (``None``: key such requests with :meth:`aget_or_call`)."""
         return _RequestShape.build(request, self._needles, field)
@@ -829,19 +924,25 @@ class ApiCache:
             return hit
         return await self._acall_and_put(canonical, trial, call)
 
-    def _replay_shaped(self, shape: _RequestShape, request: Mapping[str, Any], trial: int) -> tuple[_Canonical, int, CachedResponse | None]:
+    def _replay_shaped(
+        self, shape: _RequestShape, request: Mapping[str, Any], trial: int
+    ) -> tuple[_Canonical, int, CachedResponse | None]:
         """The first, synchronous half of :meth:`_aget_or_call_shaped`: the canonical request,
         the validated trial, and the recorded response if the mode reads and has one (a miss
         in ``replay-only`` mode raises :class:`CacheMiss`). ``None``: finish with
         :meth:`_acall_and_put`."""
-        canonical = shape.canonical(request[shape.field]) if shape._needles is self._needles else None
+        canonical = (
+            shape.canonical(request[shape.field]) if shape._needles is self._needles else None
+        )
         if canonical is None:
             canonical = self._canonical(request)
         trial = _validate_trial(trial)
         hit = self._get_canonical(canonical, trial) if self.mode.reads else None
         return canonical, trial, hit
 
-    def _begin(self, request: Mapping[str, Any], trial: int, shape: _RequestShape | None = None) -> tuple[_Canonical, int, CachedResponse | None]:
+    def _begin(
+        self, request: Mapping[str, Any], trial: int, shape: _RequestShape | None = None
+    ) -> tuple[_Canonical, int, CachedResponse | None]:
         """The lookup half of a model call (the model-client layer's): the canonical request,
         the validated trial and the replayed response, if the mode reads and has one (a miss
         in ``replay-only`` mode raises :class:`CacheMiss`). ``request`` must be
@@ -853,7 +954,9 @@ class ApiCache:
         hit = self._get_canonical(canonical, trial) if self.mode.reads else None
         return canonical, trial, hit
 
-    def _store(self, canonical: _Canonical, trial: int, response: Any, *, replace: bool | None = None) -> CachedResponse | _Staged:
+    def _store(
+        self, canonical: _Canonical, trial: int, response: Any, *, replace: bool | None = None
+    ) -> CachedResponse | _Staged:
         """The second half of a model call after :meth:`_begin` missed: record the response the
         API gave (if the mode writes). Group-committed: returns the entry staged for the next
         commit (await :meth:`_committed` for it, having dropped ``response``; see
@@ -863,12 +966,16 @@ class ApiCache:
         self.stats._bump("calls")
         return self._stage(canonical, trial, response, replace)
 
-    async def _acall_and_put(self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]) -> CachedResponse:
+    async def _acall_and_put(
+        self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]
+    ) -> CachedResponse:
         """The second half of :meth:`_aget_or_call_shaped`: call the API and store the answer."""
         self.stats._bump("calls")
         return await self._aput_canonical(canonical, trial, await call())
 
-    async def _aget_or_call_canonical(self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]) -> CachedResponse:
+    async def _aget_or_call_canonical(
+        self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]
+    ) -> CachedResponse:
         trial = _validate_trial(trial)
         if self.mode.reads:
             hit = self._get_canonical(canonical, trial)
@@ -887,7 +994,9 @@ class ApiCache:
         if self.store is not None:
             return self.store.count(model)
         rows = (
-            self._read("SELECT COUNT(*) FROM responses") if model is None else self._read("SELECT COUNT(*) FROM responses WHERE model = ?", (model,))
+            self._read("SELECT COUNT(*) FROM responses")
+            if model is None
+            else self._read("SELECT COUNT(*) FROM responses WHERE model = ?", (model,))
         )
         return int(rows[0][0]) if rows else 0
 
@@ -931,13 +1040,17 @@ class ApiCache:
 
         integrity = read("PRAGMA integrity_check")
         if integrity is None:
-            return problems or ["not an agentprop API cache: the file has no schema_version and responses tables"]
+            return problems or [
+                "not an agentprop API cache: the file has no schema_version and responses tables"
+            ]
         if [r[0] for r in integrity] != ["ok"]:
             problems.extend(f"integrity_check: {r[0]}" for r in integrity)
         version = read("SELECT version FROM schema_version")
         if version is not None and [v[0] for v in version] != [SCHEMA_VERSION]:
             problems.append(f"schema_version is {version}, expected [{SCHEMA_VERSION}]")
-        return problems + self._entry_problems(read(f"SELECT {_COLUMNS}, input_tokens, output_tokens FROM responses") or [])
+        return problems + self._entry_problems(
+            read(f"SELECT {_COLUMNS}, input_tokens, output_tokens FROM responses") or []
+        )
 
     @staticmethod
     def _entry_problems(rows: Iterable[tuple[Any, ...]]) -> list[str]:
@@ -947,7 +1060,9 @@ class ApiCache:
             row, tokens = full[:8], full[8:]
             key = str(row[0])[:64]
             wrong = _wrong_column_types(row) or ", ".join(
-                f"{n} is {_sql_type(v)}, not an integer" for n, v in zip(("input_tokens", "output_tokens"), tokens, strict=True) if type(v) is not int
+                f"{n} is {_sql_type(v)}, not an integer"
+                for n, v in zip(("input_tokens", "output_tokens"), tokens, strict=True)
+                if type(v) is not int
             )
             if wrong:
                 problems.append(f"{key}: damaged entry ({wrong})")
@@ -980,14 +1095,17 @@ class ApiCache:
         )
         for where, params in queries:
             rows = self._read(
-                f"SELECT key, model, trial, request_json FROM responses {where} ORDER BY created_at DESC LIMIT {_CANDIDATE_LIMIT}",
+                f"SELECT key, model, trial, request_json FROM responses {where} ORDER BY "
+                f"created_at DESC LIMIT {_CANDIDATE_LIMIT}",
                 params,
             )
             if rows:
                 return [(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in rows]
         return []
 
-    def _miss_error(self, canonical: dict[str, Any], canonical_text: str, key: str, trial: int) -> CacheMiss:
+    def _miss_error(
+        self, canonical: dict[str, Any], canonical_text: str, key: str, trial: int
+    ) -> CacheMiss:
         model = str(canonical.get("model"))
         head = (
             f"No recorded response for this request (model {model!r}, trial {trial}, key "
@@ -1001,21 +1119,37 @@ class ApiCache:
         total = len(self)
         lines = [head, f"  cache: {self.path} ({total} recorded responses)"]
         if total == 0:
-            lines.append("  the cache is empty or the file does not exist: nothing has been recorded yet.")
+            lines.append(
+                "  the cache is empty or the file does not exist: nothing has been recorded yet."
+            )
             lines.append(fix)
-            return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
+            return CacheMiss(
+                "\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None
+            )
 
         if self.store is not None:
             same_request = [(t,) for t in self.store.trials_of(canonical_text)]
         else:
-            same_request = self._read("SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (canonical_text,)) or []
+            same_request = (
+                self._read(
+                    "SELECT trial FROM responses WHERE request_json = ? ORDER BY trial",
+                    (canonical_text,),
+                )
+                or []
+            )
         if same_request:
             trials = ", ".join(str(r[0]) for r in same_request)
             lines.append(
-                f"  this exact request is recorded for trial(s) {trials} but not for trial {trial}: replay-only mode cannot draw a new sample."
+                f"  this exact request is recorded for trial(s) {trials} but not for trial "
+                f"{trial}: replay-only mode cannot draw a new sample."
             )
-            lines.append("  fix: record the extra trials (read-write mode), or ask for no more repeats than were recorded.")
-            return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
+            lines.append(
+                "  fix: record the extra trials (read-write mode), or ask for no more "
+                "repeats than were recorded."
+            )
+            return CacheMiss(
+                "\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None
+            )
 
         from rapidfuzz import fuzz, process
 
@@ -1023,7 +1157,9 @@ class ApiCache:
         best = process.extractOne(canonical_text, [c[3] for c in candidates], scorer=fuzz.ratio)
         if best is None:  # the entries vanished meanwhile (another process deleted them)
             lines.append(fix)
-            return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None)
+            return CacheMiss(
+                "\n".join(lines), key=key, model=model, trial=trial, nearest_key=None, diff=None
+            )
         _choice, score, index = best
         near_key, near_model, near_trial, near_json = candidates[index]
         recorded = _pretty(json.loads(near_json))
@@ -1044,14 +1180,21 @@ class ApiCache:
             extra = len(diff_lines) - _DIFF_LINE_LIMIT
             diff_lines = diff_lines[:_DIFF_LINE_LIMIT] + [f"... ({extra} more diff lines)"]
         diff = "\n".join(diff_lines)
-        scope = "same model and trial" if (near_model == model and near_trial == trial) else ("same model" if near_model == model else "any model")
+        scope = (
+            "same model and trial"
+            if (near_model == model and near_trial == trial)
+            else ("same model" if near_model == model else "any model")
+        )
         lines.append(
-            f"  nearest recorded request ({scope}): key {near_key[:16]}..., model {near_model!r}, trial {near_trial}, similarity {score:.1f}%"
+            f"  nearest recorded request ({scope}): key {near_key[:16]}..., model {near_model!r}, "
+            f"trial {near_trial}, similarity {score:.1f}%"
         )
         lines.append("  what changed (- recorded, + requested):")
         lines.extend("    " + line for line in diff.splitlines())
         lines.append(fix)
-        return CacheMiss("\n".join(lines), key=key, model=model, trial=trial, nearest_key=near_key, diff=diff)
+        return CacheMiss(
+            "\n".join(lines), key=key, model=model, trial=trial, nearest_key=near_key, diff=diff
+        )
 
 
 class FileCacheStore(CacheStore):
@@ -1070,13 +1213,18 @@ class FileCacheStore(CacheStore):
         conn = self.cache._connection()
         if conn is None:
             return None
-        found: Row | None = self.cache._busy_retry(lambda: conn.execute(_SELECT_BY_KEY, (key,)).fetchone())
+        found: Row | None = self.cache._busy_retry(
+            lambda: conn.execute(_SELECT_BY_KEY, (key,)).fetchone()
+        )
         return found
 
     def insert(self, entries: Sequence[NewEntry]) -> list[Row | None]:
         if not self.writable:
             raise self._refuse(f"store {len(entries)} new entries")
-        rows = [_PendingRow(_INSERT_OR_REPLACE if e.replace else _INSERT_OR_IGNORE, e.values, {}, "") for e in entries]
+        rows = [
+            _PendingRow(_INSERT_OR_REPLACE if e.replace else _INSERT_OR_IGNORE, e.values, {}, "")
+            for e in entries
+        ]
         return self.cache._insert(rows)
 
     def delete(self, key: str) -> bool:
@@ -1085,7 +1233,13 @@ class FileCacheStore(CacheStore):
         return self.cache.delete(key)
 
     def rows(self) -> Iterator[Row]:
-        return iter(self.cache._read(f"SELECT {_COLUMNS}, input_tokens, output_tokens FROM responses ORDER BY created_at, key") or [])
+        return iter(
+            self.cache._read(
+                f"SELECT {_COLUMNS}, input_tokens, output_tokens FROM responses "
+                "ORDER BY created_at, key"
+            )
+            or []
+        )
 
     def count(self, model: str | None = None) -> int:
         return self.cache.count(model=model)
@@ -1094,7 +1248,12 @@ class FileCacheStore(CacheStore):
         return self.cache.holds(model)
 
     def trials_of(self, request_json: str) -> list[int]:
-        rows = self.cache._read("SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (request_json,)) or []
+        rows = (
+            self.cache._read(
+                "SELECT trial FROM responses WHERE request_json = ? ORDER BY trial", (request_json,)
+            )
+            or []
+        )
         return [int(r[0]) for r in rows]
 
     def candidates(self, model: str, trial: int, limit: int) -> list[tuple[str, str, int, str]]:

@@ -31,7 +31,8 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-"""Version of the SQLite layout and of the key derivation; stored in the ``schema_version`` table."""
+"""Version of the SQLite layout and of the key derivation; stored in the
+``schema_version`` table."""
 
 KEY_FIELDS: tuple[str, ...] = (
     "model",
@@ -47,7 +48,17 @@ KEY_FIELDS: tuple[str, ...] = (
 )
 """The request fields that always take part in the key (other answer-changing fields do too)."""
 
-_IGNORED_FIELDS = frozenset({"stream", "stream_options", "metadata", "service_tier", "timeout", "extra_headers", "extra_query"})
+_IGNORED_FIELDS = frozenset(
+    {
+        "stream",
+        "stream_options",
+        "metadata",
+        "service_tier",
+        "timeout",
+        "extra_headers",
+        "extra_query",
+    }
+)
 
 CONVERSATION_FIELDS = ("messages", "input")
 """Where a request body holds its conversation: ``messages`` (Anthropic Messages, OpenAI Chat
@@ -109,11 +120,14 @@ def _plain_copy(value: Any) -> Any:
 def _slow_canonical_request(request: Mapping[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
     """The reference derivation of :func:`canonical_request`: a plain copy, then a scrub."""
     plain = _to_plain(request)
-    missing = [f for f in ("model",) if f not in plain] + ([] if any(f in plain for f in CONVERSATION_FIELDS) else ["messages"])
+    missing = [f for f in ("model",) if f not in plain] + (
+        [] if any(f in plain for f in CONVERSATION_FIELDS) else ["messages"]
+    )
     for required in missing:
         raise InvalidArgument(
             f"The request has no {required!r} field; the cache keys model API request bodies "
-            f"(fields such as {', '.join(KEY_FIELDS)}; OpenAI's Responses API sends 'input' for 'messages')."
+            f"(fields such as {', '.join(KEY_FIELDS)}; OpenAI's Responses API sends "
+            "'input' for 'messages')."
         )
     kept = {k: v for k, v in plain.items() if k not in _IGNORED_FIELDS and v is not None}
     scrubbed: dict[str, Any] = scrub_secrets(kept, secrets)
@@ -130,10 +144,14 @@ def _reject(value: object) -> Any:
 
 # ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
 # allow_nan=False, default=_reject)``, without building an encoder on every call.
-_PLAIN_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject).encode
+_PLAIN_ENCODE = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject
+).encode
 _DECODE = json.JSONDecoder().decode
-_ENCODE_STRING = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) writes for a str
-# typeshed does not declare scan_once, which JSONDecoder.__init__ sets (the C scanner when there is one)
+# what json.dumps(ensure_ascii=False) writes for a str
+_ENCODE_STRING = json.encoder.encode_basestring
+# typeshed does not declare scan_once, which JSONDecoder.__init__ sets (the C
+# scanner when there is one)
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
@@ -157,7 +175,9 @@ def _secret_needles(secrets: Iterable[str]) -> tuple[bytes, ...]:
 
 
 _CREDENTIAL_KEY_TEXT = tuple(f'"{name}"'.encode() for name in sorted(CREDENTIAL_KEYS))
-_CREDENTIAL_ENDINGS = tuple(sorted({f'{name.rsplit("_", 1)[-1]}"'.encode() for name in CREDENTIAL_KEYS}))
+_CREDENTIAL_ENDINGS = tuple(
+    sorted({f'{name.rsplit("_", 1)[-1]}"'.encode() for name in CREDENTIAL_KEYS})
+)
 _KELVIN_SIGN = "\u212a".encode()  # the one non-ASCII character whose lower() is an ASCII letter
 
 
@@ -187,7 +207,9 @@ def _may_hold_secrets(text: str, needles: tuple[bytes, ...]) -> bool:
     return any(name in lowered for name in _CREDENTIAL_KEY_TEXT)
 
 
-def _fast_plain_json(value: dict[str, Any] | list[Any], needles: tuple[bytes, ...]) -> tuple[str, Any] | None:
+def _fast_plain_json(
+    value: dict[str, Any] | list[Any], needles: tuple[bytes, ...]
+) -> tuple[str, Any] | None:
     """``(canonical JSON, a plain copy)`` of already-plain JSON data that holds no secret, or
     ``None`` when the data needs the general path (pydantic objects, SDK sentinels, tuples,
     non-string keys, non-finite numbers, anything the scrub would change).
@@ -394,7 +416,9 @@ class _Canonical:
 
     __slots__ = ("_keys", "_model", "_value", "text")
 
-    def __init__(self, text: str, value: dict[str, Any] | None = None, model: str | None = None) -> None:
+    def __init__(
+        self, text: str, value: dict[str, Any] | None = None, model: str | None = None
+    ) -> None:
         self.text = text
         self._value = value
         self._model = model
@@ -421,12 +445,16 @@ class _Canonical:
         return self._model
 
 
-def _canonical(request: Mapping[str, Any], secrets: Iterable[str], needles: tuple[bytes, ...] | None = None) -> _Canonical:
+def _canonical(
+    request: Mapping[str, Any], secrets: Iterable[str], needles: tuple[bytes, ...] | None = None
+) -> _Canonical:
     """The canonical form of a request: fast for plain JSON without secrets (what agentprop's
     agents send), the general path (:func:`_slow_canonical_request`) otherwise, with the same
     text either way."""
     if not isinstance(request, Mapping):
-        raise InvalidArgument(f"request must be a mapping of Messages API fields, not {type(request).__name__}.")
+        raise InvalidArgument(
+            f"request must be a mapping of Messages API fields, not {type(request).__name__}."
+        )
     if type(request) is dict:
         kept: dict[str, Any] = {}
         general = False
@@ -441,7 +469,9 @@ def _canonical(request: Mapping[str, Any], secrets: Iterable[str], needles: tupl
         if not general and "model" in kept and ("messages" in kept or "input" in kept):
             secrets = literal_secrets(secrets)
             try:
-                text = _fast_request_text(kept, _secret_needles(secrets) if needles is None else needles)
+                text = _fast_request_text(
+                    kept, _secret_needles(secrets) if needles is None else needles
+                )
             except TypeError:  # names that do not sort
                 text = None
             if text is not None:
@@ -467,22 +497,35 @@ class _RequestShape:
 
     __slots__ = ("_fields", "_head", "_model", "_needles", "_tail", "field")
 
-    def __init__(self, fields: dict[str, Any], head: str, tail: str, model: str | None, needles: tuple[bytes, ...], field: str = "messages") -> None:
+    def __init__(
+        self,
+        fields: dict[str, Any],
+        head: str,
+        tail: str,
+        model: str | None,
+        needles: tuple[bytes, ...],
+        field: str = "messages",
+    ) -> None:
         self._fields = fields
         self._head = head
         self._tail = tail
         self._model = model
         self._needles = needles
         self.field = field
-        """The field holding the conversation (``messages``; ``input`` in OpenAI's Responses API)."""
+        """The field holding the conversation (``messages``; ``input`` in
+        OpenAI's Responses API)."""
 
     @classmethod
-    def build(cls, request: Mapping[str, Any], needles: tuple[bytes, ...], field: str = "messages") -> _RequestShape | None:
+    def build(
+        cls, request: Mapping[str, Any], needles: tuple[bytes, ...], field: str = "messages"
+    ) -> _RequestShape | None:
         """The shape of ``request`` (a request body; its conversation ``field`` is left out), or
         ``None``."""
         if type(request) is not dict or field not in request or field not in CONVERSATION_FIELDS:
             return None
-        private: dict[str, Any] = {k: None if k == field else _plain_copy(v) for k, v in request.items()}
+        private: dict[str, Any] = {
+            k: None if k == field else _plain_copy(v) for k, v in request.items()
+        }
         kept: dict[str, Any] = {}
         for k, v in private.items():
             if type(k) is not str or k in _IGNORED_FIELDS or _is_sdk_sentinel(v):
@@ -532,7 +575,9 @@ def canonical_request(request: Mapping[str, Any], secrets: Iterable[str] = ()) -
 
 def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys: equal data always gives equal text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def _validate_trial(trial: object) -> int:

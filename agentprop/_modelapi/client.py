@@ -25,7 +25,11 @@ from urllib.parse import urlsplit
 from agentprop._modelapi.budget import Budget, Reservation
 from agentprop._modelapi.cache import ApiCache, CachedResponse, CacheMiss, CacheMode, scrub_text
 from agentprop._modelapi.canonical import _RequestShape
-from agentprop._modelapi.context import ModelCallContext, current_model_context, model_context_in_force
+from agentprop._modelapi.context import (
+    ModelCallContext,
+    current_model_context,
+    model_context_in_force,
+)
 from agentprop._modelapi.limiter import AdaptiveConcurrency
 from agentprop._modelapi.options import CLIENT_FIELDS, ModelOptions
 from agentprop._modelapi.providers import Provider, TextPrompt, TokenUsage
@@ -93,7 +97,12 @@ def default_cache_mode() -> CacheMode:
     return current_model_context().default_cache_mode()
 
 
-def open_api_cache(path: str | os.PathLike[str], *, mode: CacheMode | str | None = None, secrets: Sequence[str] = ()) -> ApiCache:
+def open_api_cache(
+    path: str | os.PathLike[str],
+    *,
+    mode: CacheMode | str | None = None,
+    secrets: Sequence[str] = (),
+) -> ApiCache:
     """The session's :class:`ApiCache` for ``path`` in ``mode`` (opened once, then shared)."""
     return current_model_context().open_api_cache(path, mode=mode, secrets=secrets)
 
@@ -215,23 +224,55 @@ class ModelClient:
             a synchronous client is called in a worker thread).
     """
 
-    def __init__(self, provider: Provider, model: str, options: ModelOptions | None = None, *, sdk_client: Any = None, **keywords: Any) -> None:
-        chosen = ModelOptions.of(keywords, base=options, where="ModelClient", allowed=CLIENT_FIELDS, also=("options", "sdk_client"))
-        base_url, api_key, cache, cache_mode = chosen.base_url, chosen.api_key, chosen.cache, chosen.cache_mode
-        budget, retry_policy, timeout, stream = chosen.budget, chosen.retry_policy, chosen.timeout, chosen.stream
+    def __init__(
+        self,
+        provider: Provider,
+        model: str,
+        options: ModelOptions | None = None,
+        *,
+        sdk_client: Any = None,
+        **keywords: Any,
+    ) -> None:
+        chosen = ModelOptions.of(
+            keywords,
+            base=options,
+            where="ModelClient",
+            allowed=CLIENT_FIELDS,
+            also=("options", "sdk_client"),
+        )
+        base_url, api_key, cache, cache_mode = (
+            chosen.base_url,
+            chosen.api_key,
+            chosen.cache,
+            chosen.cache_mode,
+        )
+        budget, retry_policy, timeout, stream = (
+            chosen.budget,
+            chosen.retry_policy,
+            chosen.timeout,
+            chosen.stream,
+        )
         max_concurrent_requests = chosen.max_concurrent_requests
         if not isinstance(model, str) or not model.strip():
             raise InvalidArgument(f"model={model!r}: name the model to call.")
         if timeout <= 0:
             raise InvalidArgument(f"timeout={timeout} must be > 0 seconds.")
         if max_concurrent_requests is not None and max_concurrent_requests < 1:
-            raise InvalidArgument(f"max_concurrent_requests={max_concurrent_requests} must be >= 1 or None.")
+            raise InvalidArgument(
+                f"max_concurrent_requests={max_concurrent_requests} must be >= 1 or None."
+            )
         if budget is not None and not isinstance(budget, Budget):
-            raise InvalidArgument(f"budget must be an agentprop Budget, not {type(budget).__name__}.")
+            raise InvalidArgument(
+                f"budget must be an agentprop Budget, not {type(budget).__name__}."
+            )
         if not isinstance(retry_policy, RetryPolicy):
-            raise InvalidArgument(f"retry_policy must be a RetryPolicy, not {type(retry_policy).__name__}.")
+            raise InvalidArgument(
+                f"retry_policy must be a RetryPolicy, not {type(retry_policy).__name__}."
+            )
         if stream and not provider.streams:
-            raise InvalidArgument(f"stream=True: agentprop does not stream the {provider.label} API.")
+            raise InvalidArgument(
+                f"stream=True: agentprop does not stream the {provider.label} API."
+            )
         self.provider = provider
         self.model = model
         self.base_url = base_url
@@ -259,7 +300,9 @@ class ModelClient:
         one per asyncio task (``asyncio.gather`` gives each run a copy of the context
         variables), so concurrent runs share one cache, its connection and its group commits."""
         self._off: ApiCache | None = None
-        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
         self._shapes: dict[tuple[Any, ...], tuple[Any, Any, _RequestShape | None]] = {}
 
     # -- keys and endpoints ------------------------------------------------------------------------
@@ -270,7 +313,11 @@ class ModelClient:
 
     def secrets(self) -> tuple[str, ...]:
         """Literal secrets to scrub from everything stored or shown: the keys in play."""
-        found = [self._api_key, os.environ.get(self.provider.key_env), getattr(self.sdk_client, "api_key", None)]
+        found = [
+            self._api_key,
+            os.environ.get(self.provider.key_env),
+            getattr(self.sdk_client, "api_key", None),
+        ]
         return tuple(s for s in found if isinstance(s, str) and s and s != OFFLINE_API_KEY)
 
     def api_key(self) -> str:
@@ -288,8 +335,9 @@ class ModelClient:
         error = MissingApiKey(
             f"no {who} API key for model {self.model!r}, and this request is not in the API cache",
             expected=f"a key in the {self.provider.key_env} environment variable, or api_key=...",
-            fix=f"export {self.provider.key_env}=... (or pass api_key=); to run offline, replay a recorded "
-            "cache (--cache PATH --cache-mode replay-only) or point --base-url at a local server",
+            fix=f"export {self.provider.key_env}=... (or pass api_key=); to run offline, replay a "
+            "recorded cache (--cache PATH --cache-mode replay-only) or point "
+            "--base-url at a local server",
         )
         self.missing_key_error = error
         raise error
@@ -318,7 +366,8 @@ class ModelClient:
         path = DEFAULT_API_CACHE_PATH if arg is None else Path(arg)
         cache = ctx.open_api_cache(path, mode=mode, secrets=self.secrets(), store=self.store)
         with self._lock:
-            self._caches[(id(ctx), mode)] = (ctx, cache)  # the session's cache, remembered per session
+            # the session's cache, remembered per session
+            self._caches[(id(ctx), mode)] = (ctx, cache)
         return cache
 
     def active_budget(self) -> Budget | None:
@@ -330,12 +379,16 @@ class ModelClient:
         ctx = model_context_in_force()
         return ctx if ctx is not None else self._outside_sessions
 
-    def request_shape(self, body: dict[str, Any] | Callable[[], dict[str, Any]], identity: tuple[Any, ...] | None = None) -> _RequestShape | None:
+    def request_shape(
+        self,
+        body: dict[str, Any] | Callable[[], dict[str, Any]],
+        identity: tuple[Any, ...] | None = None,
+    ) -> _RequestShape | None:
         """The cache's request shape of ``body`` (its conversation field's value is ignored):
         every request of a conversation shares it, so only the conversation is serialised per
         call (``body`` may be a function making it: called only when the shape is not
-        remembered). ``identity``: what fully determines ``body`` but its conversation, to remember the
-        shape by -- an object compared by identity (the tools list, never changed), then
+        remembered). ``identity``: what fully determines ``body`` but its conversation, to remember
+        the shape by -- an object compared by identity (the tools list, never changed), then
         hashable values; ``None`` builds the shape afresh."""
         cache = self.cache
         if cache.mode is CacheMode.OFF:
@@ -346,7 +399,9 @@ class ModelClient:
             found = self._shapes.get(key)
             if found is not None and found[0] is cache and found[1] is anchor:
                 return found[2]
-        shape = cache._request_shape(body() if callable(body) else body, self.provider.conversation_field)
+        shape = cache._request_shape(
+            body() if callable(body) else body, self.provider.conversation_field
+        )
         if key is not None:
             with self._lock:
                 if len(self._shapes) >= _SHAPE_LIMIT:
@@ -368,7 +423,9 @@ class ModelClient:
         if self.sdk_client is not None:
             state = _LoopState(client=self.sdk_client, limiter=limiter, owned=False)
         else:
-            made = self.provider.make_client(api_key=self.api_key(), base_url=self.resolved_base_url(), timeout=self.timeout)
+            made = self.provider.make_client(
+                api_key=self.api_key(), base_url=self.resolved_base_url(), timeout=self.timeout
+            )
             state = _LoopState(client=made, limiter=limiter, owned=True)
         with self._lock:
             state = self._loops.setdefault(loop, state)
@@ -422,7 +479,8 @@ class ModelClient:
         budget = self.active_budget()
         replace: bool | None = None
         if hit is not None and UNANSWERED in hit.response:
-            if cache.mode is CacheMode.REPLAY_ONLY:  # the recorded run's API never answered this call
+            # the recorded run's API never answered this call
+            if cache.mode is CacheMode.REPLAY_ONLY:
                 self._counters.bump("model_calls", "cache_hits")
                 why = hit.response[UNANSWERED].get("why", "the API did not answer")
                 raise ApiUnavailable(
@@ -430,14 +488,16 @@ class ModelClient:
                     "the run ends as it did (--cache-mode read-write asks the API again)",
                     kind="api_unavailable",
                 )
-            hit, replace = None, True  # a mode that may call the API asks again, and keeps the answer
+            # a mode that may call the API asks again, and keeps the answer
+            hit, replace = None, True
         if hit is not None:
             self._counters.bump("model_calls", "cache_hits")
             timed_out = hit.response.get(TIMED_OUT)
             if timed_out is not None:  # the recorded run's turn ran out of time on this call
                 raise DeadlineExceeded(
-                    f"replayed from the API cache: when this call was recorded, {timed_out.get('why', 'it did not answer in time')}; "
-                    "the turn times out again (--cache-mode write asks the API again)"
+                    "replayed from the API cache: when this call was recorded, "
+                    f"{timed_out.get('why', 'it did not answer in time')}; the turn times out "
+                    "again (--cache-mode write asks the API again)"
                 )
             usage = provider.usage(hit.response)
             if budget is not None:
@@ -521,14 +581,18 @@ class ModelClient:
         try:
             staged = cache._store(canonical, trial, response, replace=replace)
             del response  # not held while the batch commits (see ApiCache._stage)
-            stored = staged if isinstance(staged, CachedResponse) else await cache._committed(staged)
+            stored = (
+                staged if isinstance(staged, CachedResponse) else await cache._committed(staged)
+            )
         except BaseException:
             self._counters.bump("failed_calls")
             raise
         return ModelReply(stored, provider.usage(stored.response), usd)
 
     @staticmethod
-    def _record_timeout(exc: BaseException, deadline: float | None, cache: ApiCache, canonical: Any, trial: int) -> None:
+    def _record_timeout(
+        exc: BaseException, deadline: float | None, cache: ApiCache, canonical: Any, trial: int
+    ) -> None:
         """A call the turn's timeout cut off (cancelled at the deadline, or a retry that would
         have waited past it) is recorded as such, so a replay of the run times out on the same
         call instead of missing the cache on it (a call the live run never finished)."""
@@ -542,7 +606,8 @@ class ModelClient:
         else:
             return
         try:
-            cache._store(canonical, trial, {TIMED_OUT: {"why": why}})  # committed by the loop, awaited by no one
+            # committed by the loop, awaited by no one
+            cache._store(canonical, trial, {TIMED_OUT: {"why": why}})
         except Exception:  # a cache that cannot take it: the replay misses, as before
             pass
 
@@ -551,16 +616,25 @@ class ModelClient:
         """A call the API never answered (every attempt a timeout, a dropped connection, a 5xx
         or a 429: the retries given up) is recorded as such, so a replay-only run ends as the
         live one did (``api_unavailable``) instead of missing the cache on it."""
-        if isinstance(exc, (DeadlineExceeded, asyncio.CancelledError)) or not classify_error(exc).retryable:
+        if (
+            isinstance(exc, (DeadlineExceeded, asyncio.CancelledError))
+            or not classify_error(exc).retryable
+        ):
             return
         notes = " ".join(str(n) for n in getattr(exc, "__notes__", []))
-        why = f"the API did not answer it ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{f' [{notes}]' if notes else ''})"
+        why = (
+            f"the API did not answer it ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}{f' [{notes}]' if notes else ''})"
+        )
         try:
-            cache._store(canonical, trial, {UNANSWERED: {"why": why}})  # committed by the loop, awaited by no one
+            # committed by the loop, awaited by no one
+            cache._store(canonical, trial, {UNANSWERED: {"why": why}})
         except Exception:  # a cache that cannot take it: the replay misses, as before
             pass
 
-    def _reserve(self, budget: Budget | None, body: Mapping[str, Any], canonical_text: str, what: str | None) -> Reservation | None:
+    def _reserve(
+        self, budget: Budget | None, body: Mapping[str, Any], canonical_text: str, what: str | None
+    ) -> Reservation | None:
         if budget is None:
             return None
         model = str(body.get("model") or self.model)
@@ -570,13 +644,16 @@ class ModelClient:
                 max_out = 0  # no limit to protect: the reservation only counts the call
             else:
                 raise InvalidArgument(
-                    f"the request to {model!r} sets no {self.provider.max_tokens_field}, so its worst-case cost is "
-                    "unknown and the budget's limit cannot be kept: set the most output tokens per call"
+                    f"the request to {model!r} sets no {self.provider.max_tokens_field}, so its "
+                    "worst-case cost is unknown and the budget's limit cannot be kept: set the "
+                    "most output tokens per call"
                 )
         bound = len(canonical_text.encode("utf-8")) + INPUT_OVERHEAD_TOKENS
         return budget.reserve(model, input_tokens=bound, max_output_tokens=max_out, call=what)
 
-    def _priced_model(self, response: Mapping[str, Any], body: Mapping[str, Any], budget: Budget) -> str:
+    def _priced_model(
+        self, response: Mapping[str, Any], body: Mapping[str, Any], budget: Budget
+    ) -> str:
         """The model a call is priced as: the one that answered (often a dated name) when the
         table prices it, else the one asked for."""
         answered = self.provider.response_model(response)
@@ -586,7 +663,8 @@ class ModelClient:
         return asked
 
     def forget(self, reply: ModelReply) -> None:
-        """Delete a recorded reply from the cache (an unusable answer, so a later run asks again)."""
+        """Delete a recorded reply from the cache (an unusable answer, so a
+        later run asks again)."""
         cache = self.cache
         if cache.mode.writes or cache.mode is CacheMode.READ:
             try:
@@ -594,9 +672,21 @@ class ModelClient:
             except AgentPropError:
                 pass
 
-    async def text(self, prompt: TextPrompt, *, trial: int, seed_parts: Sequence[object] = (), what: str | None = None) -> tuple[str, ModelReply]:
+    async def text(
+        self,
+        prompt: TextPrompt,
+        *,
+        trial: int,
+        seed_parts: Sequence[object] = (),
+        what: str | None = None,
+    ) -> tuple[str, ModelReply]:
         """A text-only call (no tools): the reply's text and the reply."""
-        reply = await self.call(self.provider.text_body(self.model, prompt), trial=trial, seed_parts=seed_parts, what=what)
+        reply = await self.call(
+            self.provider.text_body(self.model, prompt),
+            trial=trial,
+            seed_parts=seed_parts,
+            what=what,
+        )
         return self.provider.text_of(reply.response), reply
 
     def stats(self) -> dict[str, Any]:

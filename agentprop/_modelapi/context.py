@@ -34,7 +34,9 @@ class ModelCallContext:
     store: str | None = None
     """The shared store URL (``redis://...``) the API caches keep their entries in, over the
     cache file as a read-only base; ``None``: ``$AGENTPROP_STORE``, if set; ``""``: none."""
-    _caches: dict[tuple[str, CacheMode, tuple[str, ...], str], ApiCache] = field(default_factory=dict, repr=False)
+    _caches: dict[tuple[str, CacheMode, tuple[str, ...], str], ApiCache] = field(
+        default_factory=dict, repr=False
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def with_budget(self, budget: Budget | None) -> ModelCallContext:
@@ -42,19 +44,36 @@ class ModelCallContext:
         check with a budget of its own passes down to the model calls of its runs."""
         if budget is None or budget is self.budget:
             return self
-        return ModelCallContext(budget=budget, cache_mode=self.cache_mode, store=self.store, _caches=self._caches, _lock=self._lock)
+        return ModelCallContext(
+            budget=budget,
+            cache_mode=self.cache_mode,
+            store=self.store,
+            _caches=self._caches,
+            _lock=self._lock,
+        )
 
     def default_cache_mode(self) -> CacheMode:
         return self.cache_mode if self.cache_mode is not None else CacheMode.default()
 
     def open_api_cache(
-        self, path: str | os.PathLike[str], *, mode: CacheMode | str | None = None, secrets: Sequence[str] = (), store: str | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mode: CacheMode | str | None = None,
+        secrets: Sequence[str] = (),
+        store: str | None = None,
     ) -> ApiCache:
         """The session's :class:`ApiCache` for ``path`` in ``mode`` (opened once, then shared);
         with a shared store (``store``, else :attr:`store`, else ``$AGENTPROP_STORE``) its
         entries live there, over the file at ``path`` read-only (see :func:`open_cache_store`)."""
         resolved = CacheMode.parse(mode) if mode is not None else self.default_cache_mode()
-        shared = store if store is not None else self.store if self.store is not None else os.environ.get(STORE_ENV, "")
+        shared = (
+            store
+            if store is not None
+            else self.store
+            if self.store is not None
+            else os.environ.get(STORE_ENV, "")
+        )
         if resolved is CacheMode.OFF:
             shared = ""
         key = (str(Path(path).resolve()), resolved, tuple(sorted(s for s in secrets if s)), shared)
@@ -62,13 +81,17 @@ class ModelCallContext:
             cache = self._caches.get(key)
             if cache is None:
                 entries = open_cache_store(shared, path) if shared else None
-                cache = self._caches[key] = ApiCache(path, mode=resolved, secrets=key[2], store=entries)
+                cache = self._caches[key] = ApiCache(
+                    path, mode=resolved, secrets=key[2], store=entries
+                )
             return cache
 
 
 T = TypeVar("T")
 
-_current: contextvars.ContextVar[ModelCallContext | None] = contextvars.ContextVar("agentprop_model_call_context", default=None)
+_current: contextvars.ContextVar[ModelCallContext | None] = contextvars.ContextVar(
+    "agentprop_model_call_context", default=None
+)
 
 
 def current_model_context() -> ModelCallContext:

@@ -25,10 +25,19 @@ from agentprop.errors import InvalidArgument
 if TYPE_CHECKING:
     import redis
 
-__all__ = ["STORE_ENV", "RUN_ENV", "Ledger", "LedgerTotals", "RedisLedger", "SharedLedger", "open_ledger"]
+__all__ = [
+    "STORE_ENV",
+    "RUN_ENV",
+    "Ledger",
+    "LedgerTotals",
+    "RedisLedger",
+    "SharedLedger",
+    "open_ledger",
+]
 
 STORE_ENV = "AGENTPROP_STORE"
-"""The environment variable naming the shared store (``redis://host:port/db``) when no option does."""
+"""The environment variable naming the shared store (``redis://host:port/db``)
+when no option does."""
 RUN_ENV = "AGENTPROP_RUN_ID"
 """The environment variable naming the run whose processes share one budget on a shared store."""
 
@@ -66,7 +75,15 @@ class Ledger(ABC):
         ``change`` returned. ``change`` may be called more than once (a backend may retry after
         a conflict), so it must only compute, except when it returns ``None``."""
 
-    def add(self, *, runs: int = 0, tokens: int = 0, usd: float = 0.0, reserved_tokens: int = 0, reserved_usd: float = 0.0) -> None:
+    def add(
+        self,
+        *,
+        runs: int = 0,
+        tokens: int = 0,
+        usd: float = 0.0,
+        reserved_tokens: int = 0,
+        reserved_usd: float = 0.0,
+    ) -> None:
         """Book a change that no limit refuses (a charge after the fact, a freed reservation)."""
         self.book(
             lambda t: replace(
@@ -105,12 +122,18 @@ class SharedLedger(Ledger):
             try:
                 con = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
             except sqlite3.Error as exc:
-                raise InvalidArgument(f"{self.path}: the shared budget ledger cannot be opened ({exc})") from None
+                raise InvalidArgument(
+                    f"{self.path}: the shared budget ledger cannot be opened ({exc})"
+                ) from None
             self._local.con = con
         return con
 
     def totals(self) -> LedgerTotals:
-        row = self._connection().execute(f"SELECT {', '.join(_COLUMNS)} FROM totals WHERE id = 0").fetchone()
+        row = (
+            self._connection()
+            .execute(f"SELECT {', '.join(_COLUMNS)} FROM totals WHERE id = 0")
+            .fetchone()
+        )
         return LedgerTotals(*row)
 
     def book(self, change: Callable[[LedgerTotals], LedgerTotals | None]) -> LedgerTotals | None:
@@ -125,7 +148,13 @@ class SharedLedger(Ledger):
             if new is not None:
                 con.execute(
                     f"UPDATE totals SET {', '.join(f'{c} = ?' for c in _COLUMNS)} WHERE id = 0",
-                    (new.runs, new.tokens, new.usd, new.reserved_tokens, max(0.0, new.reserved_usd)),
+                    (
+                        new.runs,
+                        new.tokens,
+                        new.usd,
+                        new.reserved_tokens,
+                        max(0.0, new.reserved_usd),
+                    ),
                 )
             con.execute("COMMIT")
         except BaseException:
@@ -149,7 +178,9 @@ class RedisLedger(Ledger):
 
     def __init__(self, url: str, run: str) -> None:
         if not run:
-            raise InvalidArgument("a Redis budget ledger needs a run name (the processes that share one budget)")
+            raise InvalidArgument(
+                "a Redis budget ledger needs a run name (the processes that share one budget)"
+            )
         self.url = url
         self.run = run
         self.key = f"agentprop:budget:{run}"
@@ -164,14 +195,18 @@ class RedisLedger(Ledger):
         with self._client.pipeline() as pipe:
             while True:
                 try:
-                    pipe.watch(self.key)  # type: ignore[no-untyped-call]  # redis-py leaves watch() untyped
+                    # redis-py leaves watch() untyped
+                    pipe.watch(self.key)  # type: ignore[no-untyped-call]
                     new = change(_parse(pipe.hgetall(self.key)))
                     if new is None:
                         pipe.unwatch()
                         return None
                     new = replace(new, reserved_usd=max(0.0, new.reserved_usd))
                     pipe.multi()
-                    pipe.hset(self.key, mapping={f.name: repr(getattr(new, f.name)) for f in fields(LedgerTotals)})
+                    pipe.hset(
+                        self.key,
+                        mapping={f.name: repr(getattr(new, f.name)) for f in fields(LedgerTotals)},
+                    )
                     pipe.expire(self.key, _REDIS_TTL_S)
                     pipe.execute()
                     return new

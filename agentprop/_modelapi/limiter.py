@@ -69,7 +69,10 @@ class AdaptiveConcurrency:
         if not (isinstance(minimum, int) and isinstance(maximum, int) and isinstance(initial, int)):
             raise InvalidArgument("initial, minimum and maximum must be ints.")
         if not 1 <= minimum <= initial <= maximum:
-            raise InvalidArgument(f"Need 1 <= minimum <= initial <= maximum; got minimum={minimum}, initial={initial}, maximum={maximum}.")
+            raise InvalidArgument(
+                f"Need 1 <= minimum <= initial <= maximum; got minimum={minimum}, "
+                f"initial={initial}, maximum={maximum}."
+            )
         if not 0 < decrease_factor < 1:
             raise InvalidArgument(f"decrease_factor={decrease_factor} must be in (0, 1).")
         if not isinstance(increase_step, int) or increase_step < 1:

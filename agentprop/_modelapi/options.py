@@ -72,14 +72,29 @@ class ModelOptions:
         (default: every option) raises :class:`InvalidArgument` naming it and the valid names
         (those and ``also``, the caller's own keywords)."""
         if base is not None and not isinstance(base, ModelOptions):
-            raise InvalidArgument(f"{where}: options= must be a ModelOptions, not {type(base).__name__}.")
+            raise InvalidArgument(
+                f"{where}: options= must be a ModelOptions, not {type(base).__name__}."
+            )
         valid = set(cls.names() if allowed is None else allowed)
         unknown = sorted(set(keywords) - valid)
         if unknown:
-            raise InvalidArgument(f"{where}: unknown option(s) {', '.join(unknown)}; the valid ones are {', '.join(sorted(valid | set(also)))}.")
+            raise InvalidArgument(
+                f"{where}: unknown option(s) {', '.join(unknown)}; the valid ones are "
+                f"{', '.join(sorted(valid | set(also)))}."
+            )
         chosen = base if base is not None else cls()
         return dataclasses.replace(chosen, **keywords) if keywords else chosen
 
 
-CLIENT_FIELDS = ("base_url", "api_key", "cache", "cache_mode", "budget", "retry_policy", "timeout", "max_concurrent_requests", "stream")
+CLIENT_FIELDS = (
+    "base_url",
+    "api_key",
+    "cache",
+    "cache_mode",
+    "budget",
+    "retry_policy",
+    "timeout",
+    "max_concurrent_requests",
+    "stream",
+)
 """The options the model client reads (the rest are the agent's)."""

@@ -59,7 +59,11 @@ class TextPrompt:
 
 
 def _int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+    return (
+        int(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+        else 0
+    )
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -67,7 +71,9 @@ def _field(obj: Any, name: str) -> Any:
 
 
 def _is_async_call(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 (the bound __call__ method itself)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (the bound __call__ method itself)
+    )
 
 
 _PARAMETERS: dict[tuple[type, str], frozenset[str]] = {}
@@ -95,7 +101,13 @@ def _sdk_kwargs(body: Mapping[str, Any], parameters: frozenset[str]) -> dict[str
     for key, value in body.items():
         if value is None:
             continue
-        if key in parameters and key not in ("extra_body", "extra_headers", "extra_query", "timeout", "stream"):
+        if key in parameters and key not in (
+            "extra_body",
+            "extra_headers",
+            "extra_query",
+            "timeout",
+            "stream",
+        ):
             kwargs[key] = value
         else:
             extra[key] = value
@@ -108,7 +120,8 @@ class Provider(ABC):
     """One model API (see the module docstring). Instances are stateless and shared."""
 
     name: str = ""
-    """The provider: ``anthropic`` or ``openai`` (also the agentprop extra that installs its SDK)."""
+    """The provider: ``anthropic`` or ``openai`` (also the agentprop extra that
+    installs its SDK)."""
     api: str = ""
     """The API of the provider: ``messages``, ``chat`` or ``responses``."""
     key_env: str = ""
@@ -141,7 +154,9 @@ class Provider(ABC):
         """The SDK's async client for this API."""
 
     @abstractmethod
-    async def send(self, client: Any, body: Mapping[str, Any], *, stream: bool = False) -> dict[str, Any]:
+    async def send(
+        self, client: Any, body: Mapping[str, Any], *, stream: bool = False
+    ) -> dict[str, Any]:
         """One HTTP attempt: the response as plain JSON (a complete response, also when
         streamed). Raises the SDK's errors, which :mod:`agentprop._modelapi.retry` classifies."""
 
@@ -149,7 +164,9 @@ class Provider(ABC):
 
     def max_output_tokens(self, body: Mapping[str, Any]) -> int | None:
         value = body.get(self.max_tokens_field)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
 
     @abstractmethod
     def usage(self, response: Mapping[str, Any]) -> TokenUsage:
@@ -188,19 +205,27 @@ class _AnthropicMessages(Provider):
     official_hosts = ("api.anthropic.com",)
 
     def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
-        return self.sdk().AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+        return self.sdk().AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+        )
 
     def _kwargs(self, client: Any, body: Mapping[str, Any]) -> dict[str, Any]:
         return _sdk_kwargs(body, _parameters(client.messages, "create"))
 
-    async def send(self, client: Any, body: Mapping[str, Any], *, stream: bool = False) -> dict[str, Any]:
+    async def send(
+        self, client: Any, body: Mapping[str, Any], *, stream: bool = False
+    ) -> dict[str, Any]:
         if stream:
-            raise InvalidArgument("agentprop does not stream the Anthropic Messages API; use stream=False.")
+            raise InvalidArgument(
+                "agentprop does not stream the Anthropic Messages API; use stream=False."
+            )
         kwargs = self._kwargs(client, body)
         create = client.messages.with_raw_response.create
         if _is_async_call(create):
             raw = await create(**kwargs)
-            data: dict[str, Any] = await raw.json() if inspect.iscoroutinefunction(raw.json) else raw.json()
+            data: dict[str, Any] = (
+                await raw.json() if inspect.iscoroutinefunction(raw.json) else raw.json()
+            )
         else:  # a synchronous client someone handed in (paraphrase pools' ``client=``)
 
             def call() -> Any:
@@ -212,7 +237,9 @@ class _AnthropicMessages(Provider):
 
     def check_response(self, response: Any) -> None:
         if not isinstance(response, dict) or not isinstance(response.get("content"), list):
-            raise ValueError(f"the API answered with JSON that is not a message: {str(response)[:200]}")
+            raise ValueError(
+                f"the API answered with JSON that is not a message: {str(response)[:200]}"
+            )
 
     def usage(self, response: Mapping[str, Any]) -> TokenUsage:
         u = response.get("usage") or {}
@@ -239,7 +266,11 @@ class _AnthropicMessages(Provider):
         return body
 
     def text_of(self, response: Mapping[str, Any]) -> str:
-        return "".join(str(b.get("text", "")) for b in response.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
+        return "".join(
+            str(b.get("text", ""))
+            for b in response.get("content") or []
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,7 +287,9 @@ class _OpenAIBase(Provider):
     _resource = ""
 
     def make_client(self, *, api_key: str, base_url: str | None, timeout: float) -> Any:
-        return self.sdk().AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+        return self.sdk().AsyncOpenAI(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+        )
 
     @abstractmethod
     def _resource_of(self, client: Any) -> Any:
@@ -265,7 +298,9 @@ class _OpenAIBase(Provider):
     def _kwargs(self, client: Any, body: Mapping[str, Any]) -> dict[str, Any]:
         return _sdk_kwargs(body, _parameters(self._resource_of(client), "create"))
 
-    async def send(self, client: Any, body: Mapping[str, Any], *, stream: bool = False) -> dict[str, Any]:
+    async def send(
+        self, client: Any, body: Mapping[str, Any], *, stream: bool = False
+    ) -> dict[str, Any]:
         kwargs = self._kwargs(client, body)
         if stream:
             data = await self._send_streamed(client, kwargs)
@@ -322,7 +357,9 @@ class _OpenAIChat(_OpenAIBase):
                     usage = chunk.usage
                 if chunk.choices:
                     state.handle_chunk(chunk)
-                elif not getattr(state, "_ChatCompletionStreamState__current_completion_snapshot", None):
+                elif not getattr(
+                    state, "_ChatCompletionStreamState__current_completion_snapshot", None
+                ):
                     state.handle_chunk(chunk)  # the first chunk may carry no choice
         finally:
             await stream.close()
@@ -339,20 +376,36 @@ class _OpenAIChat(_OpenAIBase):
 
     def check_response(self, response: Any) -> None:
         choices = response.get("choices") if isinstance(response, dict) else None
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
-            raise ValueError(f"the API answered with JSON that is not a chat completion: {str(response)[:200]}")
+        if (
+            not isinstance(choices, list)
+            or not choices
+            or not isinstance(choices[0], dict)
+            or not isinstance(choices[0].get("message"), dict)
+        ):
+            raise ValueError(
+                f"the API answered with JSON that is not a chat completion: {str(response)[:200]}"
+            )
 
     def usage(self, response: Mapping[str, Any]) -> TokenUsage:
         u = response.get("usage") or {}
         prompt = _int(_field(u, "prompt_tokens"))
-        cached = min(prompt, _int(_field(_field(u, "prompt_tokens_details") or {}, "cached_tokens")))
-        return TokenUsage(input_tokens=prompt - cached, output_tokens=_int(_field(u, "completion_tokens")), cache_read_input_tokens=cached)
+        cached = min(
+            prompt, _int(_field(_field(u, "prompt_tokens_details") or {}, "cached_tokens"))
+        )
+        return TokenUsage(
+            input_tokens=prompt - cached,
+            output_tokens=_int(_field(u, "completion_tokens")),
+            cache_read_input_tokens=cached,
+        )
 
     def text_body(self, model: str, prompt: TextPrompt) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": model,
             "max_completion_tokens": prompt.max_tokens,
-            "messages": [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}],
+            "messages": [
+                {"role": "system", "content": prompt.system},
+                {"role": "user", "content": prompt.user},
+            ],
         }
         if prompt.temperature is not None:
             body["temperature"] = prompt.temperature
@@ -384,7 +437,9 @@ class _OpenAIResponses(_OpenAIBase):
                 if event.type in ("response.completed", "response.incomplete", "response.failed"):
                     final = event.response
                 elif event.type == "error":
-                    raise ValueError(f"the streamed response failed: {getattr(event, 'message', event)}")
+                    raise ValueError(
+                        f"the streamed response failed: {getattr(event, 'message', event)}"
+                    )
         finally:
             await stream.close()
         if final is None:
@@ -394,13 +449,19 @@ class _OpenAIResponses(_OpenAIBase):
 
     def check_response(self, response: Any) -> None:
         if not isinstance(response, dict) or not isinstance(response.get("output"), list):
-            raise ValueError(f"the API answered with JSON that is not a response: {str(response)[:200]}")
+            raise ValueError(
+                f"the API answered with JSON that is not a response: {str(response)[:200]}"
+            )
 
     def usage(self, response: Mapping[str, Any]) -> TokenUsage:
         u = response.get("usage") or {}
         total = _int(_field(u, "input_tokens"))
         cached = min(total, _int(_field(_field(u, "input_tokens_details") or {}, "cached_tokens")))
-        return TokenUsage(input_tokens=total - cached, output_tokens=_int(_field(u, "output_tokens")), cache_read_input_tokens=cached)
+        return TokenUsage(
+            input_tokens=total - cached,
+            output_tokens=_int(_field(u, "output_tokens")),
+            cache_read_input_tokens=cached,
+        )
 
     def text_body(self, model: str, prompt: TextPrompt) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -436,4 +497,6 @@ def provider_named(label: str) -> Provider:
     try:
         return _BY_LABEL[label]
     except KeyError:
-        raise InvalidArgument(f"unknown model API {label!r}; use one of {sorted(_BY_LABEL)}") from None
+        raise InvalidArgument(
+            f"unknown model API {label!r}; use one of {sorted(_BY_LABEL)}"
+        ) from None

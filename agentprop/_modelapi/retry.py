@@ -76,7 +76,8 @@ class RetryPolicy:
             raise InvalidArgument(f"max_attempts={self.max_attempts!r} must be an int >= 1.")
         if self.base_delay < 0 or self.max_delay < 0 or self.max_retry_after < 0:
             raise InvalidArgument(
-                f"base_delay, max_delay and max_retry_after must be >= 0 seconds; got {self.base_delay}, {self.max_delay}, {self.max_retry_after}."
+                "base_delay, max_delay and max_retry_after must be >= 0 seconds; got "
+                f"{self.base_delay}, {self.max_delay}, {self.max_retry_after}."
             )
 
 
@@ -105,7 +106,9 @@ class RetryDecision:
         return self.reason in ("rate_limited", "overloaded")
 
 
-def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
+def parse_retry_after(
+    headers: Mapping[str, str] | None, *, now: float | None = None
+) -> float | None:
     """Seconds to wait according to ``retry-after-ms`` or ``retry-after``, or ``None``.
 
     ``retry-after`` may be a number of seconds (fractions accepted) or an HTTP date; a date in
@@ -158,7 +161,11 @@ def _is_timeout(exc: BaseException) -> bool:
     if isinstance(exc, DeadlineExceeded):
         return False
     names = _class_names(exc)
-    return isinstance(exc, TimeoutError) or "APITimeoutError" in names or any(n.endswith("TimeoutException") for n in names)
+    return (
+        isinstance(exc, TimeoutError)
+        or "APITimeoutError" in names
+        or any(n.endswith("TimeoutException") for n in names)
+    )
 
 
 def _is_connection_error(exc: BaseException) -> bool:
@@ -168,7 +175,9 @@ def _is_connection_error(exc: BaseException) -> bool:
     return bool(_class_names(exc) & {"APIConnectionError", "TransportError", "NetworkError"})
 
 
-_NEVER_SENT = frozenset({"ConnectError", "ConnectTimeout", "ConnectionRefusedError", "ClientConnectorError", "gaierror"})
+_NEVER_SENT = frozenset(
+    {"ConnectError", "ConnectTimeout", "ConnectionRefusedError", "ClientConnectorError", "gaierror"}
+)
 """Errors of a connection that was never made: the request never reached the provider."""
 
 
@@ -192,13 +201,23 @@ def may_have_been_billed(exc: BaseException) -> bool:
 
 
 _INVALID_REQUEST_KINDS = frozenset(
-    {"invalid_request_error", "invalid_request", "bad_request", "badrequesterror", "validation_error", "invalid_value", "unprocessable_entity"}
+    {
+        "invalid_request_error",
+        "invalid_request",
+        "bad_request",
+        "badrequesterror",
+        "validation_error",
+        "invalid_value",
+        "unprocessable_entity",
+    }
 )
-"""Error ``type`` / ``code`` values (OpenAI, Anthropic and OpenAI-compatible servers) that blame the request."""
+"""Error ``type`` / ``code`` values (OpenAI, Anthropic and OpenAI-compatible servers) that
+blame the request."""
 
 _INVALID_REQUEST_TEXT = re.compile(
-    r"\binvalid[ _](request|value|parameter|param|argument|schema|json|tool[ _]choice|message|role)s?\b"
-    r"|\bunsupported[ _](parameter|value|tool[ _]choice)\b|\bvalidation error\b|\bbad request\b",
+    r"\binvalid[ _](request|value|parameter|param|argument|schema|json|tool[ "
+    r"_]choice|message|role)s?\b|\bunsupported[ _](parameter|value|tool[ _]choice)\b|\bvalidation "
+    r"error\b|\bbad request\b",
     re.IGNORECASE,
 )
 """Phrases in an error message that blame the request rather than the server."""
@@ -217,7 +236,11 @@ def _error_payload(exc: BaseException) -> Mapping[str, Any] | None:
     if not isinstance(body, Mapping):
         return None
     inner = body.get("error")
-    return cast("Mapping[str, Any]", inner) if isinstance(inner, Mapping) else cast("Mapping[str, Any]", body)
+    return (
+        cast("Mapping[str, Any]", inner)
+        if isinstance(inner, Mapping)
+        else cast("Mapping[str, Any]", body)
+    )
 
 
 def blames_the_request(exc: BaseException) -> bool:
@@ -241,7 +264,9 @@ def classify_error(exc: BaseException) -> RetryDecision:
         retry_after = parse_retry_after(headers)
         should = None
         if headers is not None:
-            should = dict((str(k).lower(), str(v)) for k, v in headers.items()).get("x-should-retry")
+            should = dict((str(k).lower(), str(v)) for k, v in headers.items()).get(
+                "x-should-retry"
+            )
         if should == "false":
             return RetryDecision(False, "not_retryable", status, retry_after)
         if status == 429:
@@ -377,29 +402,37 @@ class _Attempts:
         if self.stats is not None:
             self.stats._record_attempt(first=attempt == 1)
 
-    def after_failure(self, attempt: int, exc: BaseException, decision: RetryDecision, left: float | None = None) -> float | None:
+    def after_failure(
+        self, attempt: int, exc: BaseException, decision: RetryDecision, left: float | None = None
+    ) -> float | None:
         """The delay before the next attempt, or ``None`` to raise ``exc`` now. ``left``: the
         seconds before the caller's deadline; a wait that would not end before it raises
         :class:`DeadlineExceeded` (from ``exc``) instead of sleeping."""
-        label = f"{decision.status_code} {decision.reason}" if decision.status_code else decision.reason
+        label = (
+            f"{decision.status_code} {decision.reason}" if decision.status_code else decision.reason
+        )
         self.history.append(label)
         if not decision.retryable:
             if decision.reason == "malformed_response":
                 self._note(
                     exc,
-                    "the API answered with a body that is not valid JSON (a truncated reply, or an error page from a proxy?); not retried",
+                    "the API answered with a body that is not valid JSON (a truncated reply, or "
+                    "an error page from a proxy?); not retried",
                 )
             elif decision.reason == "invalid_request":
                 self._note(
                     exc,
-                    f"the server answered {decision.status_code} but its error body says the request itself is invalid, "
-                    "so sending it again cannot succeed; not retried (fix the request: the model options, tool schemas or messages)",
+                    f"the server answered {decision.status_code} but its error body says the "
+                    "request itself is invalid, so sending it again cannot succeed; not retried "
+                    "(fix the request: the model options, tool schemas or messages)",
                 )
             elif len(self.history) > 1:
                 self._note(exc, f"attempt {attempt} failed with a non-retryable error")
             return None
         if attempt >= self.policy.max_attempts:
-            self._give_up(exc, f"gave up after {attempt} attempt(s), the most allowed by max_attempts")
+            self._give_up(
+                exc, f"gave up after {attempt} attempt(s), the most allowed by max_attempts"
+            )
             return None
         if self.policy.honour_retry_after and decision.retry_after is not None:
             if decision.retry_after > self.policy.max_retry_after:
@@ -413,16 +446,22 @@ class _Attempts:
         else:
             delay = backoff_delay(attempt, self.policy, self.rng)
         if left is not None and delay >= left:
-            asked = "asked to retry after" if decision.retry_after is not None and self.policy.honour_retry_after else "would back off for"
+            asked = (
+                "asked to retry after"
+                if decision.retry_after is not None and self.policy.honour_retry_after
+                else "would back off for"
+            )
             why = (
-                f"the server {asked} {delay:.1f}s but only {max(left, 0.0):.1f}s of the turn's time "
-                "were left, so agentprop did not wait: the turn timeout won"
+                f"the server {asked} {delay:.1f}s but only {max(left, 0.0):.1f}s of the turn's "
+                "time were left, so agentprop did not wait: the turn timeout won"
             )
             if self.stats is not None:
                 self.stats._record_give_up(deadline=True)
             self._note(exc, why)
             raise DeadlineExceeded(f"{why} ({label} on attempt {attempt})") from exc
-        event = RetryEvent(attempt, delay, decision.reason, decision.status_code, decision.retry_after, exc)
+        event = RetryEvent(
+            attempt, delay, decision.reason, decision.status_code, decision.retry_after, exc
+        )
         if self.stats is not None:
             self.stats._record_retry(event)
         if self.on_retry is not None:
@@ -509,7 +548,8 @@ async def retry_call_async(
         try:
             if limiter is None:
                 return await fn()
-            slot = await limiter.acquire()  # (not ``async with limiter.slot()``: an async generator per call)
+            # (not ``async with limiter.slot()``: an async generator per call)
+            slot = await limiter.acquire()
             try:
                 try:
                     result = await fn()

@@ -91,7 +91,11 @@ class CacheStore(ABC):
         else of the same model, else of any: where the nearest recorded request is sought."""
         every = [(str(r[0]), str(r[1]), int(r[2]), str(r[3]), float(r[6])) for r in self.rows()]
         every.sort(key=lambda r: r[4], reverse=True)
-        for keep in (lambda r: r[1] == model and r[2] == trial, lambda r: r[1] == model, lambda r: True):
+        for keep in (
+            lambda r: r[1] == model and r[2] == trial,
+            lambda r: r[1] == model,
+            lambda r: True,
+        ):
             chosen = [r[:4] for r in every if keep(r)][:limit]
             if chosen:
                 return chosen
@@ -103,8 +107,9 @@ class CacheStore(ABC):
     def _refuse(self, what: str) -> CacheError:
         return CacheError(
             f"{self.describe()}: this API cache store is read-only, so it cannot {what}.\n"
-            "  fix: put a writable store over it (a redis:// store with the file as its read-only base, "
-            "see docs/scaling.md), or open the cache in a mode that does not write (--cache-mode read or replay-only)"
+            "  fix: put a writable store over it (a redis:// store with the file as its read-only "
+            "base, see docs/scaling.md), or open the cache in a mode that does not write "
+            "(--cache-mode read or replay-only)"
         )
 
 
@@ -173,7 +178,14 @@ class LayeredCacheStore(CacheStore):
         found: list[Row | None] = [None] * len(entries)
         to_top: list[int] = []
         for i, entry in enumerate(entries):
-            below = None if entry.replace else next((r for b in self.bases if (r := b.lookup(str(entry.values[0]))) is not None), None)
+            below = (
+                None
+                if entry.replace
+                else next(
+                    (r for b in self.bases if (r := b.lookup(str(entry.values[0]))) is not None),
+                    None,
+                )
+            )
             if below is not None:
                 found[i] = below
             else:
@@ -244,7 +256,9 @@ class RedisCacheStore(CacheStore):
         with self._client.pipeline(transaction=True) as pipe:
             for entry in entries:
                 key, *rest = entry.values
-                pipe.set(self._key(key), json.dumps(rest, separators=(",", ":")), nx=not entry.replace)
+                pipe.set(
+                    self._key(key), json.dumps(rest, separators=(",", ":")), nx=not entry.replace
+                )
                 pipe.zadd(self._index, {key: float(entry.values[6])}, nx=not entry.replace)
             results = pipe.execute()
         found: list[Row | None] = []
@@ -264,10 +278,15 @@ class RedisCacheStore(CacheStore):
         return bool(deleted)
 
     def rows(self) -> Iterator[Row]:
-        keys = [k.decode() if isinstance(k, bytes) else str(k) for k in self._client.zrange(self._index, 0, -1)]
+        keys = [
+            k.decode() if isinstance(k, bytes) else str(k)
+            for k in self._client.zrange(self._index, 0, -1)
+        ]
         for start in range(0, len(keys), _CHUNK):
             chunk = keys[start : start + _CHUNK]
-            for key, raw in zip(chunk, self._client.mget([self._key(k) for k in chunk]), strict=True):
+            for key, raw in zip(
+                chunk, self._client.mget([self._key(k) for k in chunk]), strict=True
+            ):
                 row = self._decode(key, raw)
                 if row is not None:
                     yield row
@@ -295,7 +314,10 @@ def redis_client(url: str, what: str) -> redis.Redis:
         client = redis.Redis.from_url(url)
         client.ping()
     except (ValueError, redis.RedisError) as exc:
-        raise InvalidArgument(f"{safe_url(url)}: {what} cannot be reached ({exc}); check the store URL and that the server runs") from None
+        raise InvalidArgument(
+            f"{safe_url(url)}: {what} cannot be reached ({exc}); check the store URL and "
+            "that the server runs"
+        ) from None
     return client
 
 

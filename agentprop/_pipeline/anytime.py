@@ -57,14 +57,23 @@ def runs_left(snap: BudgetSnapshot) -> float | None:
         left.append(max(0, snap.max_runs - snap.runs))
     if snap.runs > 0:
         if snap.max_usd is not None and snap.usd > 0:
-            left.append(max(0.0, snap.max_usd - snap.usd - snap.reserved_usd) / (snap.usd / snap.runs))
+            left.append(
+                max(0.0, snap.max_usd - snap.usd - snap.reserved_usd) / (snap.usd / snap.runs)
+            )
         tokens = snap.input_tokens + snap.output_tokens
         if snap.max_tokens is not None and tokens > 0:
-            left.append(max(0, snap.max_tokens - tokens - snap.reserved_tokens) / (tokens / snap.runs))
+            left.append(
+                max(0, snap.max_tokens - tokens - snap.reserved_tokens) / (tokens / snap.runs)
+            )
     return min(left) if left else None
 
 
-def held_back(cases: Sequence[CaseReport], depth: int, snap: BudgetSnapshot, names: Mapping[str, tuple[str, ...]]) -> frozenset[str]:
+def held_back(
+    cases: Sequence[CaseReport],
+    depth: int,
+    snap: BudgetSnapshot,
+    names: Mapping[str, tuple[str, ...]],
+) -> frozenset[str]:
     """The decision names a deepening pass to ``depth`` holds back: those of the cases past what
     the runs left reach, in :func:`priority` order (``names``: a DIR case's sides' decision names,
     by case id; any other case's decision is named by its id). Empty when every case fits."""
@@ -81,4 +90,6 @@ def held_back(cases: Sequence[CaseReport], depth: int, snap: BudgetSnapshot, nam
         chosen.append(case)
         spent += need
     keep = {n for c in chosen for n in names.get(c.id, (c.id,))}
-    return frozenset(n for c in pending[len(chosen) :] for n in names.get(c.id, (c.id,)) if n not in keep)
+    return frozenset(
+        n for c in pending[len(chosen) :] for n in names.get(c.id, (c.id,)) if n not in keep
+    )

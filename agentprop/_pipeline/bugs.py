@@ -27,7 +27,10 @@ SHRINKABLE_KINDS = ("MFT", "EXPLORE", "PROBE", "BOUNDARY", "REGRESSION", "CORPUS
 
 def rate_of(failures: int, runs: int) -> FailureRate:
     return FailureRate(
-        failures=failures, runs=runs, rate=failures / runs if runs else 0.0, interval=wilson_interval(failures, runs) if runs else (0.0, 1.0)
+        failures=failures,
+        runs=runs,
+        rate=failures / runs if runs else 0.0,
+        interval=wilson_interval(failures, runs) if runs else (0.0, 1.0),
     )
 
 
@@ -65,7 +68,9 @@ def group_failures(cases: list[CaseReport], key_of: KeyOf | None = None) -> list
         for f in case.failures:
             key = key_of(case, f.signature) if key_of is not None else bug_key(f.signature)
             group = groups.setdefault(key, Group(key))
-            same = next((h for h in group.hits if h.case is case and h.signature == f.signature), None)
+            same = next(
+                (h for h in group.hits if h.case is case and h.signature == f.signature), None
+            )
             if same is not None:
                 same.count += f.count  # a DIR case lists the failures of both its sides
             else:
@@ -114,7 +119,10 @@ def _merge_forbidden_calls(groups: dict[str, Group], key_of: DivergenceKey) -> N
     for key in [k for k in groups if k.startswith("forbids_tools:")]:
         group = groups[key]
         # the decision groups each hit's branches lead to; every hit must lead to the same one
-        targets = [{by_branch[b] for b in key_of.branches(h.case, h.signature) if b in by_branch} for h in group.hits]
+        targets = [
+            {by_branch[b] for b in key_of.branches(h.case, h.signature) if b in by_branch}
+            for h in group.hits
+        ]
         common = set.intersection(*targets) if targets else set()
         target = min(common) if common else None
         if target is not None:
@@ -123,7 +131,9 @@ def _merge_forbidden_calls(groups: dict[str, Group], key_of: DivergenceKey) -> N
 
 
 _WRONG_DECISION = re.compile(r"decision_is:decision_tree\.([A-Za-z0-9_]+)@turn(-?\d+):got=(.+)")
-_FORBIDDEN_CALL = re.compile(r"forbids_tools:decision_tree\.([A-Za-z0-9_]+)@turn(-?\d+):called=(.+)")
+_FORBIDDEN_CALL = re.compile(
+    r"forbids_tools:decision_tree\.([A-Za-z0-9_]+)@turn(-?\d+):called=(.+)"
+)
 
 Branch = tuple[str, str]
 """``(node where a turn left its path, the node it went into instead)``."""
@@ -167,11 +177,13 @@ class DivergenceKey:
 
     :meth:`branches` says where a failure left its path and which node it went into: for a
     wrong decision, the next node of the turns deciding it; for a call the path forbids, the
-    next node of the turns requiring that tool. A forbidden call on the same branch as a wrong decision is
-    the same fault seen where the decision was not checked (a PROBE turn): see
+    next node of the turns requiring that tool. A forbidden call on the same branch as a wrong
+    decision is the same fault seen where the decision was not checked (a PROBE turn): see
     :func:`group_failures`."""
 
-    def __init__(self, scenarios: Iterable[Scenario], scenario_of: Callable[[CaseReport], Scenario | None]) -> None:
+    def __init__(
+        self, scenarios: Iterable[Scenario], scenario_of: Callable[[CaseReport], Scenario | None]
+    ) -> None:
         self.scenario_of = scenario_of
         self.deciding: dict[str, list[list[str]]] = {}
         self.deciding_from_root: dict[str, list[list[str]]] = {}
@@ -185,11 +197,15 @@ class DivergenceKey:
                     nodes.append(s.leaf)  # a missing-field stop: its node is where it decides
                 if t.expect_decision:
                     self.deciding.setdefault(t.expect_decision, []).append(nodes)
-                    self.deciding_from_root.setdefault(t.expect_decision, []).append(_from_root(s, i))
+                    self.deciding_from_root.setdefault(t.expect_decision, []).append(
+                        _from_root(s, i)
+                    )
                 for tool in t.required_tools:
                     self.requiring.setdefault(tool, []).append(_from_root(s, i))
 
-    def _decision_fork(self, case: CaseReport, m: re.Match[str]) -> tuple[list[str], int, set[str]] | None:
+    def _decision_fork(
+        self, case: CaseReport, m: re.Match[str]
+    ) -> tuple[list[str], int, set[str]] | None:
         scenario = self.scenario_of(case)
         if scenario is None:
             return None
@@ -234,7 +250,9 @@ class DivergenceKey:
         return {(path[shared - 1], n) for n in into} if shared else set()
 
 
-def divergence_key(scenarios: Iterable[Scenario], scenario_of: Callable[[CaseReport], Scenario | None]) -> DivergenceKey:
+def divergence_key(
+    scenarios: Iterable[Scenario], scenario_of: Callable[[CaseReport], Scenario | None]
+) -> DivergenceKey:
     """:class:`DivergenceKey` over ``scenarios``."""
     return DivergenceKey(scenarios, scenario_of)
 
@@ -258,7 +276,11 @@ Shrinker = Callable[[CaseReport, str], "ShrinkReport | None"]
 
 
 def find_bugs(
-    report: RunReport, shrink_case: Shrinker | None, *, shrinkable: Callable[[CaseReport], bool], key_of: KeyOf | None = None
+    report: RunReport,
+    shrink_case: Shrinker | None,
+    *,
+    shrinkable: Callable[[CaseReport], bool],
+    key_of: KeyOf | None = None,
 ) -> list[BugReport]:
     """Group the report's failures into bugs (``key_of``: see :func:`group_failures`) and
     shrink each once with ``shrink_case`` (``None``: shrinking is off). Sets ``cases[].bugs``
@@ -282,20 +304,33 @@ def find_bugs(
         for hit in group.hits:
             if bug.id not in hit.case.bugs:
                 hit.case.bugs.append(bug.id)
-        known = next((h for h in group.hits if h.case.kind == "REGRESSION" and h.case.details.get("signature") == h.signature), None)
+        known = next(
+            (
+                h
+                for h in group.hits
+                if h.case.kind == "REGRESSION" and h.case.details.get("signature") == h.signature
+            ),
+            None,
+        )
         if known is not None:
             _from_corpus(bug, known)
             continue
         # an INV case is a distribution: only its leak (one conversation's failure) can be shrunk
         candidates = sorted(
-            (h for h in group.hits if shrinkable(h.case) and (h.case.kind != "INV" or h.signature.startswith(SAFETY_CONTRACTS))),
+            (
+                h
+                for h in group.hits
+                if shrinkable(h.case)
+                and (h.case.kind != "INV" or h.signature.startswith(SAFETY_CONTRACTS))
+            ),
             key=lambda h: simplicity(h.case),
         )
         if not candidates:
             _unshrunk(
                 bug,
                 max(group.hits, key=lambda h: h.case.runs),
-                "no case of this bug can be shrunk (DIR and INV cases are pairs and distributions, not one conversation)",
+                "no case of this bug can be shrunk (DIR and INV cases are pairs and "
+                "distributions, not one conversation)",
             )
             continue
         rep = candidates[0]
@@ -308,7 +343,11 @@ def find_bugs(
             continue
         _from_shrink(bug, rep, shrunk)
         for other in shrunk.other_failures:
-            okey = key_of(rep.case, other.signature) if key_of is not None else bug_key(other.signature)
+            okey = (
+                key_of(rep.case, other.signature)
+                if key_of is not None
+                else bug_key(other.signature)
+            )
             if okey in found_by_cases:
                 continue  # a bug the cases found too: it is listed on its own
             seen = met_while_shrinking.get(okey)
@@ -321,10 +360,15 @@ def find_bugs(
                     explanation=other.explanation,
                     origin="shrinking",
                     reproducer_messages=other.messages,
-                    rate=rate_of(other.count, shrunk.runs + (shrunk.reproducer_rate.runs if shrunk.reproducer_rate else 0)),
+                    rate=rate_of(
+                        other.count,
+                        shrunk.runs
+                        + (shrunk.reproducer_rate.runs if shrunk.reproducer_rate else 0),
+                    ),
                     rate_of="candidate",
-                    note="met only on shrinking candidates, never in a case: not confirmed as a bug (the cut-down "
-                    "messages may no longer ask for what the case's path expects); re-check it with agentprop.check(..., messages=...)",
+                    note="met only on shrinking candidates, never in a case: not confirmed as a "
+                    "bug (the cut-down messages may no longer ask for what the case's path "
+                    "expects); re-check it with agentprop.check(..., messages=...)",
                 )
             elif other.signature not in seen.signatures:
                 seen.signatures.append(other.signature)
@@ -360,7 +404,8 @@ def _invariance_pair(bug: BugReport, case: CaseReport) -> None:
     bug.reproducer_messages = [str(first.get("message", ""))]
     bug.diff = [
         f"original: {case.details.get('original_message', '')!r} -> {distribution_words(original)}",
-        f"variant:  {first.get('message', '')!r} -> {distribution_words(first.get('decisions') or {})}",
+        f"variant:  {first.get('message', '')!r} -> "
+        f"{distribution_words(first.get('decisions') or {})}",
     ]
     bug.rate = rate_of(len(differing), len(variants))
     bug.rate_of = "variants"
@@ -378,8 +423,10 @@ def _direction_pair(bug: BugReport, case: CaseReport) -> None:
         return f"; {words}" if words else ""
 
     bug.diff = [
-        f"base ({case.details.get('base_verdict', '?')}, expects {expected[0]}{did('base')}): {base!r}",
-        f"perturbed ({case.details.get('perturbed_verdict', '?')}, expects {expected[-1]}{did('perturbed')}): {list(case.messages)!r}",
+        f"base ({case.details.get('base_verdict', '?')}, expects "
+        f"{expected[0]}{did('base')}): {base!r}",
+        f"perturbed ({case.details.get('perturbed_verdict', '?')}, expects "
+        f"{expected[-1]}{did('perturbed')}): {list(case.messages)!r}",
     ]
     bug.rate_of = "pair"
 
@@ -411,7 +458,10 @@ def _from_shrink(bug: BugReport, hit: Hit, shrunk: ShrinkReport) -> None:
     bug.shrink_runs = shrunk.runs + (shrunk.reproducer_rate.runs if shrunk.reproducer_rate else 0)
     rates_from_shrink(bug, shrunk, rate_of(hit.count, case.runs))
     if not bug.shrink_runs and shrunk.budget_spent:
-        bug.note = f"not shrunk: the run's budget was spent before any shrinking run: {shrunk.budget_spent}"
+        bug.note = (
+            "not shrunk: the run's budget was spent before any shrinking run: "
+            f"{shrunk.budget_spent}"
+        )
     if shrunk.reproducer_rate is None:
         bug.rate = rate_of(hit.count, case.runs)
         bug.rate_of = "case"
@@ -429,13 +479,18 @@ def rates_from_shrink(bug: BugReport, shrunk: ShrinkReport, case_rate: FailureRa
     bug.budget_spent = shrunk.budget_spent
     if shrunk.reproducer_rate is not None:
         r = shrunk.reproducer_rate
-        bug.rate = FailureRate(failures=r.failures, runs=r.runs, rate=r.rate, interval=r.interval) if r.runs else None
+        bug.rate = (
+            FailureRate(failures=r.failures, runs=r.runs, rate=r.rate, interval=r.interval)
+            if r.runs
+            else None
+        )
         bug.rate_of = "reproducer"
         bug.confirmed = r.failures > 0
         o = shrunk.original_rate
         if r.runs and r.interval[0] > o.interval[1]:
             bug.note = (
-                f"the reproducer fails more often than the original case ({r.rate:.0%} vs {o.rate:.0%}, the intervals "
-                "do not overlap): cutting it down may have changed what the input asks, so the case's expectations "
-                "may no longer apply; check it before trusting it"
+                f"the reproducer fails more often than the original case ({r.rate:.0%} vs "
+                f"{o.rate:.0%}, the intervals do not overlap): cutting it down may have changed "
+                "what the input asks, so the case's expectations may no longer apply; check "
+                "it before trusting it"
             )

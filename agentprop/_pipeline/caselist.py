@@ -41,12 +41,21 @@ def _expects(scenario: Scenario) -> str:
 
 def _mft(scenario: Scenario) -> str:
     turns = f"{len(scenario.turns)} turns, " if len(scenario.turns) > 1 else ""
-    failures = f", {len(scenario.world.failures)} injected failure(s)" if scenario.world.failures else ""
+    failures = (
+        f", {len(scenario.world.failures)} injected failure(s)" if scenario.world.failures else ""
+    )
     first = short(scenario.messages[0]) if scenario.messages else ""
     return f"{_expects(scenario)}{failures}: {turns}{first!r}"
 
 
-def list_cases(project: Project, scenarios: list[Scenario], kinds: tuple[str, ...], *, explore: int, seed: int = 0) -> list[CaseListing]:
+def list_cases(
+    project: Project,
+    scenarios: list[Scenario],
+    kinds: tuple[str, ...],
+    *,
+    explore: int,
+    seed: int = 0,
+) -> list[CaseListing]:
     """The cases of ``kinds`` built on ``scenarios`` (PROBE targets are chosen among all of the
     project's, as ``run`` does), in the order ``run`` builds them: MFT, EXPLORE, PROBE,
     BOUNDARY, DIR, INV. ``seed`` is ``run``'s ``--seed`` (it picks the INV paraphrases)."""
@@ -57,7 +66,12 @@ def list_cases(project: Project, scenarios: list[Scenario], kinds: tuple[str, ..
     if "explore" in kinds and explore > 0:
         last = f" … ~{explore - 1}" if explore > 1 else ""
         out += [
-            CaseListing(f"EXPLORE {s.id} ~0{last}", "EXPLORE", " > ".join(s.path), f"up to {explore} inputs drawn while running; {_expects(s)}")
+            CaseListing(
+                f"EXPLORE {s.id} ~0{last}",
+                "EXPLORE",
+                " > ".join(s.path),
+                f"up to {explore} inputs drawn while running; {_expects(s)}",
+            )
             for s in scenarios
         ]
     if "probe" in kinds:
@@ -65,14 +79,26 @@ def list_cases(project: Project, scenarios: list[Scenario], kinds: tuple[str, ..
         for target in targets:
             for k, phrase in enumerate(target.phrases):
                 case_id = probe_case_id(target, k)
-                out.append(CaseListing(case_id, "PROBE", " > ".join(target.scenario.path), f"{target.clause}: {short(phrase)!r}"))
+                out.append(
+                    CaseListing(
+                        case_id,
+                        "PROBE",
+                        " > ".join(target.scenario.path),
+                        f"{target.clause}: {short(phrase)!r}",
+                    )
+                )
     if "boundary" in kinds:
         realisable = [case for case in boundary_values(spec, bindings) if case.scenario is not None]
         for case, case_id in zip(realisable, boundary_case_ids(realisable)):
             assert case.scenario is not None  # realisable
             side = "holds" if case.holds else "fails"
             out.append(
-                CaseListing(case_id, "BOUNDARY", " > ".join(case.scenario.path), f"{case.comparison.source} {side}; {_expects(case.scenario)}")
+                CaseListing(
+                    case_id,
+                    "BOUNDARY",
+                    " > ".join(case.scenario.path),
+                    f"{case.comparison.source} {side}; {_expects(case.scenario)}",
+                )
             )
     if "dir" in kinds:
         seen: set[tuple[str, str]] = set()
@@ -81,10 +107,27 @@ def list_cases(project: Project, scenarios: list[Scenario], kinds: tuple[str, ..
             if key in seen:
                 continue
             seen.add(key)
-            case_id = f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} @{pair.node}#{pair.branch}"
-            out.append(CaseListing(case_id, "DIR", " > ".join(perturbed.path), f"{pair.base.decision} becomes {pair.perturbed.decision}"))
+            case_id = (
+                f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} "
+                f"@{pair.node}#{pair.branch}"
+            )
+            out.append(
+                CaseListing(
+                    case_id,
+                    "DIR",
+                    " > ".join(perturbed.path),
+                    f"{pair.base.decision} becomes {pair.perturbed.decision}",
+                )
+            )
     if "inv" in kinds:
         for s in scenarios:
             if s.messages and invariance_variants(project, s, seed):
-                out.append(CaseListing(f"INV {s.id}", "INV", " > ".join(s.path), f"two paraphrases of the first message; {_expects(s)}"))
+                out.append(
+                    CaseListing(
+                        f"INV {s.id}",
+                        "INV",
+                        " > ".join(s.path),
+                        f"two paraphrases of the first message; {_expects(s)}",
+                    )
+                )
     return out

@@ -41,7 +41,9 @@ class Untested:
         return f"{self.what} {self.id} ({self.reason})"
 
 
-_CALLS = re.compile(r"requires (\d+) tool calls in turn \d+ \(([^)]*)\) but max_tool_calls_per_turn is (\d+)")
+_CALLS = re.compile(
+    r"requires (\d+) tool calls in turn \d+ \(([^)]*)\) but max_tool_calls_per_turn is (\d+)"
+)
 _UNBOUND = re.compile(r"needs variable '?([\w.@]+)'?|variable '?([\w.]+)'? (?:is not bound|has no)")
 
 
@@ -49,15 +51,23 @@ def why(problem: PathProblem) -> str:
     """A short reason for an unrealisable path, from its problem."""
     m = _CALLS.search(problem.reason)
     if m:
-        return f"over the call limit: needs {m.group(1)} calls ({m.group(2)}), max_tool_calls_per_turn is {m.group(3)}"
+        return (
+            f"over the call limit: needs {m.group(1)} calls ({m.group(2)}), "
+            f"max_tool_calls_per_turn is {m.group(3)}"
+        )
     if problem.code == "P005":
-        return f"contradictory cases: {problem.path_id} expect different things of one conversation and world (P005)"
+        return (
+            f"contradictory cases: {problem.path_id} expect different things of one "
+            "conversation and world (P005)"
+        )
     if problem.reason.startswith("no values"):
         return "contradictory conditions: first-match-wins makes it impossible"
     m = _UNBOUND.search(problem.reason)
     if m:
         return f"unbound: variable {m.group(1) or m.group(2)} has no binding that realises it"
-    return "unrealisable: " + (problem.reason if len(problem.reason) <= 120 else problem.reason[:119] + "…")
+    return "unrealisable: " + (
+        problem.reason if len(problem.reason) <= 120 else problem.reason[:119] + "…"
+    )
 
 
 def _branch_pairs(project: Project, nodes: Sequence[str]) -> set[str]:
@@ -72,7 +82,9 @@ def _branch_pairs(project: Project, nodes: Sequence[str]) -> set[str]:
     return out
 
 
-def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable[str] = ()) -> list[Untested]:
+def untested(
+    project: Project, cases: Iterable[CaseReport], *, not_run: Iterable[str] = ()
+) -> list[Untested]:
     """Everything the run's ``cases`` did not reach, in spec order; ``not_run`` are the branches
     a ``--case`` filter left out (not counted)."""
     spec = project.spec
@@ -91,19 +103,40 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
             bid = f"{node.node_id}#{k}"
             if bid in covered or bid in skipped:
                 continue
-            reasons = [why(p) for p in problems if p.code == "P001" and bid in _branch_pairs(project, p.nodes)]
-            reasons += [why(p) for p in problems if p.code == "P005" and f"decision_tree.{node.node_id}.branches[{k}]" in p.reason]
+            reasons = [
+                why(p)
+                for p in problems
+                if p.code == "P001" and bid in _branch_pairs(project, p.nodes)
+            ]
+            reasons += [
+                why(p)
+                for p in problems
+                if p.code == "P005" and f"decision_tree.{node.node_id}.branches[{k}]" in p.reason
+            ]
             reasons.sort(key=lambda r: r.startswith("contradictory"))
             out.append(Untested("branch", bid, reasons[0] if reasons else "no case reaches it"))
 
-    # paths: every path key (a loop-free path's, or an unrealisable loop path's) no scenario realises
+    # paths: every path key (a loop-free path's, or an unrealisable loop path's)
+    # no scenario realises
     realised = {s.id.split("/", 1)[0] for s in project.scenarios()}
-    keys = list(dict.fromkeys([*(p.id for p in enumerate_paths(spec)), *(p.path_id for p in problems if p.code == "P001")]))
+    keys = list(
+        dict.fromkeys(
+            [
+                *(p.id for p in enumerate_paths(spec)),
+                *(p.path_id for p in problems if p.code == "P001"),
+            ]
+        )
+    )
     for key in keys:
         if key in realised:
             continue
         mine = [why(p) for p in problems if p.code == "P001" and p.path_id == key]
-        mine += [why(p) for p in problems if p.code == "P005" and key in p.path_id.split(" vs ")[0].split("/")[:1] + p.path_id.split(" vs ")[1:]]
+        mine += [
+            why(p)
+            for p in problems
+            if p.code == "P005"
+            and key in p.path_id.split(" vs ")[0].split("/")[:1] + p.path_id.split(" vs ")[1:]
+        ]
         mine.sort(key=lambda r: r.startswith("contradictory"))
         out.append(Untested("path", key, mine[0] if mine else "no case realises it"))
 
@@ -120,34 +153,63 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
         path = by_key.get(key)
         if path is None:
             continue
-        decision = path.missing.decision if path.missing is not None else project.bindings.outcome(path.leaf, path.via, enum)
+        decision = (
+            path.missing.decision
+            if path.missing is not None
+            else project.bindings.outcome(path.leaf, path.via, enum)
+        )
         if decision is not None:
             deciders.setdefault(decision, []).append(key)
     for decision in enum:
         if decision in deciders and decision not in expected:
             out.append(
-                Untested("decision", decision, f"no case expects it: only {', '.join(deciders[decision])} decide(s) it, and no case realises that")
+                Untested(
+                    "decision",
+                    decision,
+                    f"no case expects it: only {', '.join(deciders[decision])} decide(s) it, and "
+                    "no case realises that",
+                )
             )
 
     # policies that name what the tree uses (tools, nodes, decisions) but no case exercises
     probed = {str(c.details.get("clause")) for c in cases if c.kind == "PROBE"}
     toolless = {p.id: forbidden for p, forbidden in toolless_policies(project)}
     unsafe = safety_policies(spec, project.bindings)
-    names = [t.name for t in spec.action_tools] + [n.node_id for n in spec.decision_tree] + list(enum) + spec.leaf_ids()
+    names = (
+        [t.name for t in spec.action_tools]
+        + [n.node_id for n in spec.decision_tree]
+        + list(enum)
+        + spec.leaf_ids()
+    )
     for policy in spec.policies:
-        if f"policies.{policy.id}" in probed or any(exercises(spec, project.bindings, s, policy) for s in scenarios):
+        if f"policies.{policy.id}" in probed or any(
+            exercises(spec, project.bindings, s, policy) for s in scenarios
+        ):
             continue
         named = [n for n in dict.fromkeys(names) if re.search(rf"\b{re.escape(n)}\b", policy.text)]
         if named:
-            out.append(Untested("policy", f"policies.{policy.id}", f"no case exercises it (it names {', '.join(named)})"))
+            out.append(
+                Untested(
+                    "policy",
+                    f"policies.{policy.id}",
+                    f"no case exercises it (it names {', '.join(named)})",
+                )
+            )
         elif policy.id in toolless:
             how = (
                 "only PROBE cases that tempt the agent exercise it, and none ran"
                 if toolless[policy.id] is not None
-                else "and its text states no prohibition (never / do not ...) a PROBE case could tempt"
+                else "and its text states no prohibition (never / do not ...) a "
+                "PROBE case could tempt"
             )
             kind = "a safety policy" if policy.id in unsafe else "a policy forbidding advice"
-            out.append(Untested("policy", f"policies.{policy.id}", f"{kind} that names no tool, node or decision: {how}"))
+            out.append(
+                Untested(
+                    "policy",
+                    f"policies.{policy.id}",
+                    f"{kind} that names no tool, node or decision: {how}",
+                )
+            )
 
     # a required tool's retry that no case can check (over the call limit, contradictory)
     for p in problems:
@@ -156,8 +218,15 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
             out.append(Untested("retry", f"tools.{tool}.retry_policy", why(p)))
 
     # a declared failure the tree does not route (L018) that no case injected
-    injected = {(str(f.get("tool")), str(f.get("mode"))) for s in scenarios for f in s.world.failures}
-    injected |= {(str(f.get("tool")), str(f.get("mode"))) for c in cases for f in (c.world or {}).get("failures") or [] if isinstance(f, dict)}
+    injected = {
+        (str(f.get("tool")), str(f.get("mode"))) for s in scenarios for f in s.world.failures
+    }
+    injected |= {
+        (str(f.get("tool")), str(f.get("mode")))
+        for c in cases
+        for f in (c.world or {}).get("failures") or []
+        if isinstance(f, dict)
+    }
     for tool, modes in unrouted_failures(spec).items():
         for mode in modes:
             if (tool, mode) not in injected:
@@ -165,7 +234,8 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
                     Untested(
                         "failure",
                         f"tools.{tool}.failure_modes.{mode}",
-                        "declared, but no branch routes it and no retry_policy retries it (L018): no case injects it",
+                        "declared, but no branch routes it and no retry_policy retries it "
+                        "(L018): no case injects it",
                     )
                 )
 
@@ -177,7 +247,8 @@ def untested(project: Project, cases: Iterable[CaseReport], *, not_run: Iterable
                 Untested(
                     "field",
                     f"respond.{name}",
-                    "optional in response_contract but not in the respond tool's input_schema (L021), and no run's response carried it",
+                    "optional in response_contract but not in the respond tool's input_schema "
+                    "(L021), and no run's response carried it",
                 )
             )
     return out

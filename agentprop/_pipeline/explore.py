@@ -56,7 +56,8 @@ class ExploredInput:
 
 @dataclass
 class LearnedWeights:
-    """Each path's second-round weights, learned by the first pass that explored (``None``: none yet)."""
+    """Each path's second-round weights, learned by the first pass that explored
+    (``None``: none yet)."""
 
     weights: dict[str, dict[str, float]] | None = None
 
@@ -66,41 +67,67 @@ def explored_id(scenario: Scenario, k: int) -> str:
 
 
 def _draw_distinct(
-    space: ChoiceSpace, rng: random.Random, weights: dict[str, float], seen: set[str], decks: dict[str, list[str]], tries: int = 6
+    space: ChoiceSpace,
+    rng: random.Random,
+    weights: dict[str, float],
+    seen: set[str],
+    decks: dict[str, list[str]],
+    tries: int = 6,
 ) -> tuple[Choices, Scenario] | None:
     for _ in range(tries):
         choices = space.draw(rng, weights=weights, decks=decks)
         rendered = space.render(choices)
-        key = json.dumps([rendered.messages, rendered.world.model_dump(mode="json")], sort_keys=True)
+        key = json.dumps(
+            [rendered.messages, rendered.world.model_dump(mode="json")], sort_keys=True
+        )
         if key not in seen:
             seen.add(key)
             return choices, rendered
     return None
 
 
-def learn(weights: dict[str, float], outcomes: list[tuple[Choices, CheckResult]]) -> dict[str, float]:
+def learn(
+    weights: dict[str, float], outcomes: list[tuple[Choices, CheckResult]]
+) -> dict[str, float]:
     """Weights for the next draws: families of failing inputs x4, of imperfect ones x2."""
     out = dict(weights)
     for choices, result in outcomes:
-        factor = _FAILED_WEIGHT if result.verdict in ("FAIL", "UNSTABLE") else _CLOSE_WEIGHT if result.pass_rate < 1.0 else 1.0
+        factor = (
+            _FAILED_WEIGHT
+            if result.verdict in ("FAIL", "UNSTABLE")
+            else _CLOSE_WEIGHT
+            if result.pass_rate < 1.0
+            else 1.0
+        )
         if factor > 1.0:
             for family in choices.families():
                 out[family] = max(out.get(family, 1.0), factor)
     return out
 
 
-def exploration_summary(inputs: list[ExploredInput], cases: dict[str, CaseReport]) -> dict[str, Any]:
+def exploration_summary(
+    inputs: list[ExploredInput], cases: dict[str, CaseReport]
+) -> dict[str, Any]:
     """Per path: inputs, families tried (with counts) and the families of failing inputs."""
     per_path: dict[str, dict[str, Any]] = {}
     for e in inputs:
-        entry = per_path.setdefault(e.base.id, {"inputs": 0, "families": Counter(), "failed_families": Counter()})
+        entry = per_path.setdefault(
+            e.base.id, {"inputs": 0, "families": Counter(), "failed_families": Counter()}
+        )
         entry["inputs"] += 1
         fams = [f.split(":", 1)[1] if ":" in f else f for f in e.choices.families()]
         entry["families"].update(fams)
         case = cases.get(e.case_id)
         if case is not None and case.verdict in ("FAIL", "UNSTABLE"):
             entry["failed_families"].update(fams)
-    return {k: {"inputs": v["inputs"], "families": dict(v["families"]), "failed_families": dict(v["failed_families"])} for k, v in per_path.items()}
+    return {
+        k: {
+            "inputs": v["inputs"],
+            "families": dict(v["families"]),
+            "failed_families": dict(v["failed_families"]),
+        }
+        for k, v in per_path.items()
+    }
 
 
 def exploration_lines(summary: dict[str, Any]) -> list[str]:
@@ -113,12 +140,15 @@ def exploration_lines(summary: dict[str, Any]) -> list[str]:
     common = set.intersection(*met.values()) if met else set()
     order = sorted({f for fams in met.values() for f in fams})
     lines = [
-        f"input families met by EXPLORE inputs, per path ({len(summary)} paths; counts in the JSON report's extra.exploration):",
+        f"input families met by EXPLORE inputs, per path ({len(summary)} paths; counts in the "
+        "JSON report's extra.exploration):",
         f"  every path: {', '.join(f for f in order if f in common) or 'none'}",
     ]
     for path, entry in summary.items():
         extra = [f for f in order if f in met[path] and f not in common]
-        text = f"  {path} ({entry.get('inputs', 0)} inputs): " + (f"also {', '.join(extra)}" if extra else "only those")
+        text = f"  {path} ({entry.get('inputs', 0)} inputs): " + (
+            f"also {', '.join(extra)}" if extra else "only those"
+        )
         failed = sorted(entry.get("failed_families") or {})
         if failed:
             text += f"; in failing inputs: {', '.join(failed)}"
@@ -132,7 +162,12 @@ def channel_summary(channel: ChannelBinding) -> dict[str, Any]:
     declared = channel.declared()
     if not declared:
         return {}
-    return {"declared": declared, "not_tried": [{"families": what, "because": why} for what, why in channel_not_tried(channel)]}
+    return {
+        "declared": declared,
+        "not_tried": [
+            {"families": what, "because": why} for what, why in channel_not_tried(channel)
+        ],
+    }
 
 
 def channel_lines(summary: dict[str, Any]) -> list[str]:
@@ -140,7 +175,10 @@ def channel_lines(summary: dict[str, Any]) -> list[str]:
     what a channel declaration left out."""
     if not summary:
         return []
-    return ["not tried (the bindings' channel: guarantees): " + "; ".join(f"{e['families']} ({e['because']})" for e in summary["not_tried"])]
+    return [
+        "not tried (the bindings' channel: guarantees): "
+        + "; ".join(f"{e['families']} ({e['because']})" for e in summary["not_tried"])
+    ]
 
 
 async def explore_cases(
@@ -165,15 +203,16 @@ async def explore_cases(
     writer: InputWriter | None = None,
 ) -> tuple[list[CaseReport], list[ExploredInput]]:
     """Decide ``per_path`` explored inputs of every scenario (two rounds, a path's second weighted
-    by what its first found), each turn in the phrase pack of the language it is written in. Each input is decided with ``settings_for(its base scenario)`` (default:
-    ``oracle``), so an input of a safety path is held to the safety rule as the path's MFT is.
-    Returns the case reports and the inputs (for shrinking: each input's base scenario and
-    choices). ``input_seed`` (default ``seed``) draws the inputs; ``seed`` names the trials,
-    so a new input seed explores other inputs while repeated ones replay their runs.
-    ``learned``: shared by the passes of a budgeted run: the first pass keeps the weights it
-    learned there, later passes draw with them, so they decide the very inputs the first one ran
-    (a second run of a first-round input must not change which inputs the second round draws).
-    ``writer``: turns may also be written by a model (an input model, a simulated user)."""
+    by what its first found), each turn in the phrase pack of the language it is written in. Each
+    input is decided with ``settings_for(its base scenario)`` (default: ``oracle``), so an input of
+    a safety path is held to the safety rule as the path's MFT is. Returns the case reports and the
+    inputs (for shrinking: each input's base scenario and choices). ``input_seed`` (default
+    ``seed``) draws the inputs; ``seed`` names the trials, so a new input seed explores other inputs
+    while repeated ones replay their runs. ``learned``: shared by the passes of a budgeted run: the
+    first pass keeps the weights it learned there, later passes draw with them, so they decide the
+    very inputs the first one ran (a second run of a first-round input must not change which inputs
+    the second round draws). ``writer``: turns may also be written by a model (an input model, a
+    simulated user)."""
     if per_path <= 0 or not scenarios:
         return [], []
     check_languages(project.bindings)
@@ -181,19 +220,33 @@ async def explore_cases(
     drawn = seed if input_seed is None else input_seed
     rngs = {s.id: random.Random(stable_seed("explore", drawn, s.id)) for s in scenarios}
     spaces = {s.id: ChoiceSpace(project, s, writer) for s in scenarios}
-    seen: dict[str, set[str]] = {s.id: {json.dumps([s.messages, s.world.model_dump(mode="json")], sort_keys=True)} for s in scenarios}
+    seen: dict[str, set[str]] = {
+        s.id: {json.dumps([s.messages, s.world.model_dump(mode="json")], sort_keys=True)}
+        for s in scenarios
+    }
     counters: dict[str, int] = {s.id: 0 for s in scenarios}
     decks: dict[str, dict[str, list[str]]] = {s.id: {} for s in scenarios}
     inputs: list[ExploredInput] = []
     reports: dict[str, CaseReport] = {}
 
-    async def decide(e: ExploredInput, who: LoadedAgent = agent, record: bool = True) -> tuple[CaseReport, CheckResult]:
+    async def decide(
+        e: ExploredInput, who: LoadedAgent = agent, record: bool = True
+    ) -> tuple[CaseReport, CheckResult]:
         async with sem:
             chosen = settings_for(e.base) if settings_for is not None else oracle
-            token = live_turns.set(e.space.live_turns(e.choices))  # the simulated user reads the agent's live question
+            # the simulated user reads the agent's live question
+            token = live_turns.set(e.space.live_turns(e.choices))
             try:
                 result = await decide_scenario(
-                    project, e.scenario, who, settings=chosen, memo=memo, budget=budget, seed=seed, name=e.case_id, **lanes.for_case()
+                    project,
+                    e.scenario,
+                    who,
+                    settings=chosen,
+                    memo=memo,
+                    budget=budget,
+                    seed=seed,
+                    name=e.case_id,
+                    **lanes.for_case(),
                 )
             finally:
                 live_turns.reset(token)
@@ -204,7 +257,12 @@ async def explore_cases(
             "EXPLORE",
             e.scenario,
             result,
-            {"base": e.base.id, "choices": e.choices.model_dump(mode="json"), "families": e.choices.families(), "described": e.choices.describe()},
+            {
+                "base": e.base.id,
+                "choices": e.choices.model_dump(mode="json"),
+                "families": e.choices.families(),
+                "described": e.choices.describe(),
+            },
         )
         if record:
             on_done(case)
@@ -213,11 +271,15 @@ async def explore_cases(
     async def replay(e: ExploredInput, who: LoadedAgent) -> CaseReport:
         return (await decide(e, who=who, record=False))[0]
 
-    async def round_(count: int, weights: dict[str, dict[str, float]]) -> dict[str, list[tuple[Choices, CheckResult]]]:
+    async def round_(
+        count: int, weights: dict[str, dict[str, float]]
+    ) -> dict[str, list[tuple[Choices, CheckResult]]]:
         batch: list[ExploredInput] = []
         for s in scenarios:
             for _ in range(count):
-                drawn = _draw_distinct(spaces[s.id], rngs[s.id], weights.get(s.id, {}), seen[s.id], decks[s.id])
+                drawn = _draw_distinct(
+                    spaces[s.id], rngs[s.id], weights.get(s.id, {}), seen[s.id], decks[s.id]
+                )
                 if drawn is None:
                     break
                 choices, rendered = drawn

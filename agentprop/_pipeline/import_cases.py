@@ -25,7 +25,15 @@ from agentprop._scenario.trace import Trace
 from agentprop._util.files import describe_validation, path_component, write_atomic
 from agentprop.errors import InputError, SourceLocation
 
-__all__ = ["CASES_DIR", "ImportedCase", "Written", "cases_dir", "imported_cases", "to_cases", "to_corpus"]
+__all__ = [
+    "CASES_DIR",
+    "ImportedCase",
+    "Written",
+    "cases_dir",
+    "imported_cases",
+    "to_cases",
+    "to_corpus",
+]
 
 CASES_DIR = Path(".agentprop") / "cases"
 """Where imported cases are kept, relative to the bindings' directory."""
@@ -69,7 +77,10 @@ def _digest(path: str, signatures: tuple[str, ...]) -> str:
 
 def case_of(project: Project, base: Scenario, trace: Trace, case_id: str) -> Scenario:
     """``base`` (the path the trace took) with the trace's user messages and recorded world."""
-    turns = [t.model_copy(update={"user_message": trace.turns[i].user_message, "marked": None}) for i, t in enumerate(base.turns)]
+    turns = [
+        t.model_copy(update={"user_message": trace.turns[i].user_message, "marked": None})
+        for i, t in enumerate(base.turns)
+    ]
     overrides = {tool: dict(fields) for tool, fields in base.world.overrides.items()}
     failures: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
@@ -82,25 +93,36 @@ def case_of(project: Project, base: Scenario, trace: Trace, case_id: str) -> Sce
             counts[call.name] = counts.get(call.name, 0) + 1
             if call.error is not None:
                 if call.error_kind in tool.failure_modes:
-                    failures.append({"tool": call.name, "mode": call.error_kind, "calls": [counts[call.name]]})
+                    failures.append(
+                        {"tool": call.name, "mode": call.error_kind, "calls": [counts[call.name]]}
+                    )
             elif isinstance(call.result, dict):
                 overrides[call.name] = {**overrides.get(call.name, {}), **call.result}
-    world = base.world.model_copy(update={"overrides": overrides, "failures": failures or list(base.world.failures)})
+    world = base.world.model_copy(
+        update={"overrides": overrides, "failures": failures or list(base.world.failures)}
+    )
     return base.model_copy(update={"id": case_id, "turns": turns, "world": world})
 
 
 def _groups(summary: ImportSummary) -> list[tuple[str, tuple[str, ...], list[JudgedTrace]]]:
-    return [(path, sigs, group) for (path, sigs), group in summary.groups.items() if path is not None]
+    return [
+        (path, sigs, group) for (path, sigs), group in summary.groups.items() if path is not None
+    ]
 
 
-def to_cases(project: Project, summary: ImportSummary, log: str, directory: Path | None = None) -> Written:
+def to_cases(
+    project: Project, summary: ImportSummary, log: str, directory: Path | None = None
+) -> Written:
     """One case per behaviour that took a path, written where ``agentprop run`` reads them."""
     by_id = {s.id: s for s in project.scenarios()}
     folder = (directory or cases_dir(project)) / path_component(project.spec.spec_id)
     written = Written()
     for (path, sigs), group in summary.groups.items():
         if path is None:
-            written.skipped.append(f"{len(group)} trace(s) ({group[0].trace.case_id}, ...): no case of the spec ends where they responded")
+            written.skipped.append(
+                f"{len(group)} trace(s) ({group[0].trace.case_id}, ...): no case of the spec ends "
+                "where they responded"
+            )
             continue
         digest = _digest(path, sigs)
         target = folder / f"{digest}.json"
@@ -153,7 +175,9 @@ def to_corpus(project: Project, summary: ImportSummary, log: str, corpus: Corpus
             created=now(),
         )
         _, new = corpus.record(entry)
-        (written.new if new else written.kept).append(f"{entry.id} {signature} ({log} {first.case_id})")
+        (written.new if new else written.kept).append(
+            f"{entry.id} {signature} ({log} {first.case_id})"
+        )
     return written
 
 
@@ -168,7 +192,8 @@ def imported_cases(project: Project, filters: list[str] | None = None) -> list[S
             case = ImportedCase.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValidationError) as exc:
             raise InputError(
-                f"imported case {path.name} cannot be read: {describe_validation(exc) if isinstance(exc, ValidationError) else exc}",
+                f"imported case {path.name} cannot be read: "
+                f"{describe_validation(exc) if isinstance(exc, ValidationError) else exc}",
                 location=SourceLocation(path),
                 fix=f"delete it and import the log again with --to-cases (or remove {folder})",
             ) from None

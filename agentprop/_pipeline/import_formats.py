@@ -23,7 +23,9 @@ __all__ = [
 ]
 
 
-def json_lines(lines: Iterable[str], path: Path, *, expected: str, fix: str) -> Iterator[tuple[int, Any]]:
+def json_lines(
+    lines: Iterable[str], path: Path, *, expected: str, fix: str
+) -> Iterator[tuple[int, Any]]:
     """The JSON value of each line that is not blank, with its number (from 1); a line that is
     not JSON raises :class:`InputError` naming it, ``expected`` and ``fix``."""
     for number, line in enumerate(lines, 1):
@@ -33,7 +35,10 @@ def json_lines(lines: Iterable[str], path: Path, *, expected: str, fix: str) -> 
             value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(
-                f"line {number} is not JSON ({exc.msg})", location=SourceLocation(path, number, exc.colno), expected=expected, fix=fix
+                f"line {number} is not JSON ({exc.msg})",
+                location=SourceLocation(path, number, exc.colno),
+                expected=expected,
+                fix=fix,
             ) from None
         yield number, value
 
@@ -44,7 +49,9 @@ def json_items(path: Path, *, shape: str, fix: str) -> Iterator[tuple[int, Any]]
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}", fix="give the path of the export") from None
+        raise InputError(
+            f"cannot read {path}: {exc.strerror or exc}", fix="give the path of the export"
+        ) from None
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -55,7 +62,14 @@ def json_items(path: Path, *, shape: str, fix: str) -> Iterator[tuple[int, Any]]
             yield from ((1, item) for item in whole)
             return
     for number, value in json_lines(text.splitlines(), path, expected=shape, fix=fix):
-        listed = next((value[k] for k in ("data", "runs", "spans") if isinstance(value, dict) and isinstance(value.get(k), list)), None)
+        listed = next(
+            (
+                value[k]
+                for k in ("data", "runs", "spans")
+                if isinstance(value, dict) and isinstance(value.get(k), list)
+            ),
+            None,
+        )
         if listed is not None:
             yield from ((number, item) for item in listed)
         else:
@@ -78,7 +92,10 @@ def _call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
     return {
         "id": str(call_id or ""),
         "type": "function",
-        "function": {"name": str(name or ""), "arguments": _json_text(arguments if arguments is not None else {})},
+        "function": {
+            "name": str(name or ""),
+            "arguments": _json_text(arguments if arguments is not None else {}),
+        },
     }
 
 
@@ -106,9 +123,20 @@ def responses_messages(items: Any) -> list[dict[str, Any]]:
             continue
         kind = item.get("type", "message")
         if kind == "function_call":
-            _add_call(out, _call(item.get("call_id") or item.get("id"), item.get("name"), item.get("arguments")))
+            _add_call(
+                out,
+                _call(
+                    item.get("call_id") or item.get("id"), item.get("name"), item.get("arguments")
+                ),
+            )
         elif kind == "function_call_output":
-            out.append({"role": "tool", "tool_call_id": str(item.get("call_id", "")), "content": _json_text(item.get("output", ""))})
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": str(item.get("call_id", "")),
+                    "content": _json_text(item.get("output", "")),
+                }
+            )
         elif kind == "message" and item.get("role") in ("user", "assistant", "system", "developer"):
             text = _text(item.get("content"))
             if item["role"] == "assistant":
@@ -147,9 +175,16 @@ def _langchain_message(message: Any) -> dict[str, Any] | None:
         body = message.get("data") if isinstance(message.get("data"), dict) else message
     if role is None or not isinstance(body, dict):
         return None
-    out: dict[str, Any] = {"role": role, "content": _text(body.get("content")) or (None if role == "assistant" else "")}
+    out: dict[str, Any] = {
+        "role": role,
+        "content": _text(body.get("content")) or (None if role == "assistant" else ""),
+    }
     if role == "assistant":
-        calls = [_call(c.get("id"), c.get("name"), c.get("args")) for c in body.get("tool_calls") or [] if isinstance(c, dict)]
+        calls = [
+            _call(c.get("id"), c.get("name"), c.get("args"))
+            for c in body.get("tool_calls") or []
+            if isinstance(c, dict)
+        ]
         if calls:
             out["tool_calls"] = calls
     if role == "tool":
@@ -165,7 +200,11 @@ def _langsmith_output(outputs: Any) -> list[dict[str, Any]]:
         return [choices[0].get("message") or {}]
     generations = outputs.get("generations")
     if isinstance(generations, list) and generations:
-        first = generations[0][0] if isinstance(generations[0], list) and generations[0] else generations[0]
+        first = (
+            generations[0][0]
+            if isinstance(generations[0], list) and generations[0]
+            else generations[0]
+        )
         message = _langchain_message(first.get("message")) if isinstance(first, dict) else None
         if message is None and isinstance(first, dict) and first.get("text"):
             message = {"role": "assistant", "content": str(first["text"])}
@@ -179,7 +218,11 @@ def langsmith_conversations(runs: list[tuple[int, Any]]) -> list[tuple[str, list
     ``dotted_order``, then ``start_time``) followed by that run's output message."""
     last: dict[str, tuple[str, list[dict[str, Any]]]] = {}
     for _, run in runs:
-        if not isinstance(run, dict) or run.get("run_type") != "llm" or not isinstance(run.get("inputs"), dict):
+        if (
+            not isinstance(run, dict)
+            or run.get("run_type") != "llm"
+            or not isinstance(run.get("inputs"), dict)
+        ):
             continue
         messages = run["inputs"].get("messages")
         if isinstance(messages, list) and messages and isinstance(messages[0], list):
@@ -226,10 +269,19 @@ def _openinference_messages(flat: dict[str, Any], prefix: str) -> list[dict[str,
         role = str(fields.get("message.role", ""))
         text = fields.get("message.content")
         if not isinstance(text, str):
-            text = "".join(str(p.get("message_content.text", "")) for p in _indexed(fields, "message.contents"))
-        message: dict[str, Any] = {"role": role, "content": text or (None if role == "assistant" else "")}
+            text = "".join(
+                str(p.get("message_content.text", "")) for p in _indexed(fields, "message.contents")
+            )
+        message: dict[str, Any] = {
+            "role": role,
+            "content": text or (None if role == "assistant" else ""),
+        }
         calls = [
-            _call(c.get("tool_call.id"), c.get("tool_call.function.name"), c.get("tool_call.function.arguments"))
+            _call(
+                c.get("tool_call.id"),
+                c.get("tool_call.function.name"),
+                c.get("tool_call.function.arguments"),
+            )
             for c in _indexed(fields, "message.tool_calls")
         ]
         if calls:
@@ -258,7 +310,13 @@ def phoenix_conversations(spans: list[tuple[int, Any]]) -> list[tuple[str, list[
         trace_id = str(context.get("trace_id") or span.get("trace_id") or "")
         started = str(span.get("start_time") or "")
         if trace_id not in last or started >= last[trace_id][0]:
-            last[trace_id] = (started, [*_openinference_messages(flat, "llm.input_messages"), *_openinference_messages(flat, "llm.output_messages")])
+            last[trace_id] = (
+                started,
+                [
+                    *_openinference_messages(flat, "llm.input_messages"),
+                    *_openinference_messages(flat, "llm.output_messages"),
+                ],
+            )
     return [(trace_id, messages) for trace_id, (_, messages) in last.items()]
 
 
@@ -295,10 +353,17 @@ def event_messages(events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, A
         body = {k: _decoded(v) if k in ("tool_calls", "message") else v for k, v in fields.items()}
         if name == "gen_ai.choice" and isinstance(body.get("message"), dict):
             body = body["message"]
-        message: dict[str, Any] = {"role": role, "content": _text(body.get("content")) or (None if role == "assistant" else "")}
+        message: dict[str, Any] = {
+            "role": role,
+            "content": _text(body.get("content")) or (None if role == "assistant" else ""),
+        }
         if role == "assistant":
             calls = [
-                _call(c.get("id"), (c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+                _call(
+                    c.get("id"),
+                    (c.get("function") or {}).get("name"),
+                    (c.get("function") or {}).get("arguments"),
+                )
                 for c in body.get("tool_calls") or []
                 if isinstance(c, dict)
             ]

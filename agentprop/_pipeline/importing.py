@@ -18,7 +18,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentprop._agents.project import Project
-from agentprop._judge.contracts import decision_in_enum, max_tool_calls, response_valid, within_scope
+from agentprop._judge.contracts import (
+    decision_in_enum,
+    max_tool_calls,
+    response_valid,
+    within_scope,
+)
 from agentprop._judge.properties import mft_verdicts
 from agentprop._judge.verdict import Verdict
 from agentprop._pipeline.import_formats import (
@@ -95,7 +100,9 @@ class MessagesRecord(_Loose):
         return [*self.request.messages, {"role": "assistant", "content": self.response.content}]
 
 
-MESSAGES_SHAPE = '{"request": {"messages": [...]}, "response": {"type": "message", "content": [...]}}'
+MESSAGES_SHAPE = (
+    '{"request": {"messages": [...]}, "response": {"type": "message", "content": [...]}}'
+)
 
 
 class ResponsesRequest(_Loose):
@@ -116,17 +123,25 @@ class ResponsesRecord(_Loose):
     response: ResponsesResponse
 
 
-RESPONSES_SHAPE = '{"request": {"input": [...]}, "response": {"object": "response", "output": [...]}}'
-LANGSMITH_SHAPE = '{"id": ..., "trace_id": ..., "run_type": "llm", "inputs": {"messages": [...]}, "outputs": {...}}, one run a line or a JSON array'
+RESPONSES_SHAPE = (
+    '{"request": {"input": [...]}, "response": {"object": "response", "output": [...]}}'
+)
+LANGSMITH_SHAPE = (
+    '{"id": ..., "trace_id": ..., "run_type": "llm", "inputs": {"messages": [...]}, "outputs": '
+    "{...}}, one run a line or a JSON array"
+)
 PHOENIX_SHAPE = (
-    '{"context": {"trace_id": ...}, "attributes": {"openinference.span.kind": "LLM", "llm.input_messages": ...}}, one span a line or a JSON array'
+    '{"context": {"trace_id": ...}, "attributes": {"openinference.span.kind": "LLM", '
+    '"llm.input_messages": ...}}, one span a line or a JSON array'
 )
 
 FORMATS = ("openai-chat", "openai-responses", "anthropic-messages", "otel", "langsmith", "phoenix")
 """The formats read: Chat Completions, Responses and Messages API calls (one {request, response}
 a line), OTLP JSON GenAI spans, LangSmith runs and Phoenix (OpenInference) spans."""
 
-_MODELS: dict[str, tuple[type[ChatRecord] | type[MessagesRecord] | type[ResponsesRecord], str, str]] = {
+_MODELS: dict[
+    str, tuple[type[ChatRecord] | type[MessagesRecord] | type[ResponsesRecord], str, str]
+] = {
     "openai-chat": (ChatRecord, CHAT_SHAPE, "Chat Completions"),
     "openai-responses": (ResponsesRecord, RESPONSES_SHAPE, "Responses API"),
     "anthropic-messages": (MessagesRecord, MESSAGES_SHAPE, "Anthropic Messages"),
@@ -134,17 +149,28 @@ _MODELS: dict[str, tuple[type[ChatRecord] | type[MessagesRecord] | type[Response
 
 
 def _key(messages: list[dict[str, Any]]) -> str:
-    return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()
+    ).hexdigest()
 
 
-def _records(path: Path, fmt: str) -> Iterator[tuple[int, ChatRecord | MessagesRecord | ResponsesRecord]]:
+def _records(
+    path: Path, fmt: str
+) -> Iterator[tuple[int, ChatRecord | MessagesRecord | ResponsesRecord]]:
     model, shape, label = _MODELS[fmt]
     try:
         handle = path.open(encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}", fix="give the path of a JSONL log") from None
+        raise InputError(
+            f"cannot read {path}: {exc.strerror or exc}", fix="give the path of a JSONL log"
+        ) from None
     with handle:
-        lines = json_lines(handle, path, expected=f"one JSON object a line: {shape}", fix="write each logged call on one line; drop truncated lines")
+        lines = json_lines(
+            handle,
+            path,
+            expected=f"one JSON object a line: {shape}",
+            fix="write each logged call on one line; drop truncated lines",
+        )
         for number, data in lines:
             try:
                 yield number, model.model_validate(data)
@@ -155,8 +181,13 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, ChatRecord | MessagesR
                     f"line {number} is not a logged {label} call: {where}: {first['msg']}",
                     location=SourceLocation(path, number),
                     expected=shape,
-                    fix="log the request body and the response body of each call under those two keys"
-                    + ("" if fmt == "openai-chat" else f", or pass the log's --format ({', '.join(FORMATS)})"),
+                    fix="log the request body and the response body of each call "
+                    "under those two keys"
+                    + (
+                        ""
+                        if fmt == "openai-chat"
+                        else f", or pass the log's --format ({', '.join(FORMATS)})"
+                    ),
                 ) from None
 
 
@@ -202,7 +233,9 @@ def trace_of(messages: list[dict[str, Any]], *, case_id: str = "", spec_id: str 
                 if name == "respond" and problem is None:
                     turn.response = args
                     continue
-                recorded = ToolCall(name=name, args=args, turn_index=turn.index, step=len(turn.tool_calls))
+                recorded = ToolCall(
+                    name=name, args=args, turn_index=turn.index, step=len(turn.tool_calls)
+                )
                 if problem is not None:
                     recorded.error, recorded.error_kind = problem, "invalid_arguments"
                 turn.tool_calls.append(recorded)
@@ -223,7 +256,9 @@ def trace_of(messages: list[dict[str, Any]], *, case_id: str = "", spec_id: str 
     return trace
 
 
-def anthropic_trace_of(messages: list[dict[str, Any]], *, case_id: str = "", spec_id: str = "") -> Trace:
+def anthropic_trace_of(
+    messages: list[dict[str, Any]], *, case_id: str = "", spec_id: str = ""
+) -> Trace:
     """The trace of one Messages API conversation: ``tool_use`` blocks are calls (``respond``
     the response), ``tool_result`` blocks their outputs (``is_error``: the call's error), and a
     user message with text starts a turn."""
@@ -232,10 +267,18 @@ def anthropic_trace_of(messages: list[dict[str, Any]], *, case_id: str = "", spe
     calls: dict[str, ToolCall] = {}
     for message in messages:
         content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [b for b in content or [] if isinstance(b, dict)]
+        blocks = (
+            [{"type": "text", "text": content}]
+            if isinstance(content, str)
+            else [b for b in content or [] if isinstance(b, dict)]
+        )
         if message.get("role") == "user":
             for block in blocks:
-                target = calls.get(str(block.get("tool_use_id", ""))) if block.get("type") == "tool_result" else None
+                target = (
+                    calls.get(str(block.get("tool_use_id", "")))
+                    if block.get("type") == "tool_result"
+                    else None
+                )
                 if target is None:
                     continue
                 text = _text(block.get("content"))
@@ -263,13 +306,21 @@ def anthropic_trace_of(messages: list[dict[str, Any]], *, case_id: str = "", spe
                 if block.get("name") == "respond":
                     turn.response = args
                     continue
-                recorded = ToolCall(name=str(block.get("name", "")), args=args, turn_index=turn.index, step=len(turn.tool_calls))
+                recorded = ToolCall(
+                    name=str(block.get("name", "")),
+                    args=args,
+                    turn_index=turn.index,
+                    step=len(turn.tool_calls),
+                )
                 turn.tool_calls.append(recorded)
                 calls[str(block.get("id", ""))] = recorded
     return trace
 
 
-OTLP_SHAPE = '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": ..., "name": ..., "attributes": [...]}]}]}]}'
+OTLP_SHAPE = (
+    '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": ..., "name": ..., '
+    '"attributes": [...]}]}]}]}'
+)
 
 
 def _attribute(value: Any) -> Any:
@@ -284,7 +335,11 @@ def _attribute(value: Any) -> Any:
     if "arrayValue" in value:
         return [_attribute(v) for v in value["arrayValue"].get("values", [])]
     if "kvlistValue" in value:
-        return {str(kv.get("key")): _attribute(kv.get("value")) for kv in value["kvlistValue"].get("values", []) if isinstance(kv, dict)}
+        return {
+            str(kv.get("key")): _attribute(kv.get("value"))
+            for kv in value["kvlistValue"].get("values", [])
+            if isinstance(kv, dict)
+        }
     return None
 
 
@@ -312,7 +367,9 @@ def _otel_as_chat(messages: list[Any]) -> list[dict[str, Any]]:
                 "type": "function",
                 "function": {
                     "name": str(p.get("name", "")),
-                    "arguments": p.get("arguments") if isinstance(p.get("arguments"), str) else json.dumps(p.get("arguments") or {}),
+                    "arguments": p.get("arguments")
+                    if isinstance(p.get("arguments"), str)
+                    else json.dumps(p.get("arguments") or {}),
                 },
             }
             for p in parts
@@ -330,7 +387,13 @@ def _otel_as_chat(messages: list[Any]) -> list[dict[str, Any]]:
                 )
         role = message.get("role")
         if role == "assistant":
-            out.append({"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})})
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": text or None,
+                    **({"tool_calls": calls} if calls else {}),
+                }
+            )
         elif role in ("user", "system") and text:
             out.append({"role": role, "content": text})
     return out
@@ -352,18 +415,26 @@ def _otel_documents(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             )
         )
     for number, document in documents:
-        if not isinstance(document, dict) or not (isinstance(document.get("resourceSpans"), list) or isinstance(document.get("resourceLogs"), list)):
+        if not isinstance(document, dict) or not (
+            isinstance(document.get("resourceSpans"), list)
+            or isinstance(document.get("resourceLogs"), list)
+        ):
             raise InputError(
                 "not OTLP JSON: no resourceSpans list",
                 location=SourceLocation(path, number),
                 expected=OTLP_SHAPE,
-                fix="export the spans with the OTLP JSON file exporter (or pass the log's --format)",
+                fix="export the spans with the OTLP JSON file exporter (or "
+                "pass the log's --format)",
             )
         yield number, document
 
 
 def _attributes(item: dict[str, Any]) -> dict[str, Any]:
-    return {str(a.get("key")): _attribute(a.get("value")) for a in item.get("attributes") or [] if isinstance(a, dict)}
+    return {
+        str(a.get("key")): _attribute(a.get("value"))
+        for a in item.get("attributes") or []
+        if isinstance(a, dict)
+    }
 
 
 def _otel_spans(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -387,13 +458,21 @@ def _span_messages(attributes: dict[str, Any], span: dict[str, Any]) -> list[dic
     ``gen_ai.output.messages`` attributes, else the same on its
     ``gen_ai.client.inference.operation.details`` event, else its per-message events
     (``gen_ai.user.message`` ...); ``None`` when it records no messages."""
-    sources = [attributes] + [_attributes(e) for e in span.get("events") or [] if isinstance(e, dict) and e.get("name") == DETAILS_EVENT]
+    sources = [attributes] + [
+        _attributes(e)
+        for e in span.get("events") or []
+        if isinstance(e, dict) and e.get("name") == DETAILS_EVENT
+    ]
     for source in sources:
         inputs = _json_attribute(source.get("gen_ai.input.messages"))
         if isinstance(inputs, list):
             outputs = _json_attribute(source.get("gen_ai.output.messages"))
             return _otel_as_chat([*inputs, *(outputs if isinstance(outputs, list) else [])])
-    events = [(str(e.get("name", "")), _attributes(e)) for e in span.get("events") or [] if isinstance(e, dict)]
+    events = [
+        (str(e.get("name", "")), _attributes(e))
+        for e in span.get("events") or []
+        if isinstance(e, dict)
+    ]
     chat = event_messages(events)
     return chat or None
 
@@ -402,7 +481,9 @@ DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 """The GenAI event that carries one inference call's messages as attributes."""
 
 
-def read_otel(path: Path, *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
+def read_otel(
+    path: Path, *, spec_id: str = "", progress: Callable[[int], None] | None = None
+) -> list[Trace]:
     """The conversations of OTel GenAI spans, one per trace id: the messages of its last
     inference span (``gen_ai.input.messages`` then ``gen_ai.output.messages``, as attributes or
     on the ``gen_ai.client.inference.operation.details`` event, or one event a message:
@@ -435,9 +516,14 @@ def read_otel(path: Path, *, spec_id: str = "", progress: Callable[[int], None] 
             continue
         attributes = _attributes(span)
         trace_id = str(span.get("traceId", ""))
-        if attributes.get("gen_ai.operation.name") == "execute_tool" and attributes.get("gen_ai.tool.call.id") is not None:
+        if (
+            attributes.get("gen_ai.operation.name") == "execute_tool"
+            and attributes.get("gen_ai.tool.call.id") is not None
+        ):
             if "gen_ai.tool.call.result" in attributes:
-                results.setdefault(trace_id, {})[str(attributes["gen_ai.tool.call.id"])] = _json_attribute(attributes["gen_ai.tool.call.result"])
+                results.setdefault(trace_id, {})[str(attributes["gen_ai.tool.call.id"])] = (
+                    _json_attribute(attributes["gen_ai.tool.call.result"])
+                )
         messages = _span_messages(attributes, span)
         if messages is not None:
             keep(trace_id, int(span.get("startTimeUnixNano") or 0), messages)
@@ -484,7 +570,11 @@ def detect_format(path: Path) -> str:
             return "otel"
         with path.open(encoding="utf-8") as handle:
             first = next((line for line in handle if line.strip()), "")
-        item = next((i for _, i in json_items(path, shape="", fix="")), None) if first.lstrip().startswith("[") else json.loads(first)
+        item = (
+            next((i for _, i in json_items(path, shape="", fix="")), None)
+            if first.lstrip().startswith("[")
+            else json.loads(first)
+        )
     except (OSError, json.JSONDecodeError, InputError):
         return "openai-chat"  # the reader names the problem, with the line
     if isinstance(item, dict) and isinstance(item.get("runs"), list) and item["runs"]:
@@ -500,17 +590,27 @@ def detect_format(path: Path) -> str:
     response = item.get("response")
     if isinstance(response, dict) and "output" in response and "choices" not in response:
         return "openai-responses"
-    return "anthropic-messages" if isinstance(response, dict) and "content" in response and "choices" not in response else "openai-chat"
+    return (
+        "anthropic-messages"
+        if isinstance(response, dict) and "content" in response and "choices" not in response
+        else "openai-chat"
+    )
 
 
-def _responses_conversations(path: Path, progress: Callable[[int], None] | None) -> list[tuple[int, list[dict[str, Any]], list[dict[str, Any]]]]:
+def _responses_conversations(
+    path: Path, progress: Callable[[int], None] | None
+) -> list[tuple[int, list[dict[str, Any]], list[dict[str, Any]]]]:
     """(line, request messages, whole conversation) of each Responses API call, its
     ``previous_response_id`` chain put in front."""
     done: dict[str, list[dict[str, Any]]] = {}
     out: list[tuple[int, list[dict[str, Any]], list[dict[str, Any]]]] = []
     for number, record in _records(path, "openai-responses"):
         assert isinstance(record, ResponsesRecord)
-        before = done.get(record.request.previous_response_id or "", []) if record.request.previous_response_id else []
+        before = (
+            done.get(record.request.previous_response_id or "", [])
+            if record.request.previous_response_id
+            else []
+        )
         request = [*before, *responses_messages(record.request.input)]
         whole = [*request, *responses_messages(record.response.output)]
         if record.response.id:
@@ -521,19 +621,37 @@ def _responses_conversations(path: Path, progress: Callable[[int], None] | None)
     return out
 
 
-def _exported(path: Path, fmt: str, spec_id: str, progress: Callable[[int], None] | None) -> list[Trace]:
+def _exported(
+    path: Path, fmt: str, spec_id: str, progress: Callable[[int], None] | None
+) -> list[Trace]:
     """LangSmith runs or Phoenix spans: one trace per trace id."""
     shape = LANGSMITH_SHAPE if fmt == "langsmith" else PHOENIX_SHAPE
     items = []
-    for n, item in enumerate(json_items(path, shape=shape, fix="export the runs (spans) as JSON, one a line or one array"), 1):
+    for n, item in enumerate(
+        json_items(
+            path, shape=shape, fix="export the runs (spans) as JSON, one a line or one array"
+        ),
+        1,
+    ):
         items.append(item)
         if progress is not None:
             progress(n)
-    conversations = langsmith_conversations(items) if fmt == "langsmith" else phoenix_conversations(items)
-    return [trace_of(messages, case_id=f"trace {trace_id}", spec_id=spec_id) for trace_id, messages in conversations]
+    conversations = (
+        langsmith_conversations(items) if fmt == "langsmith" else phoenix_conversations(items)
+    )
+    return [
+        trace_of(messages, case_id=f"trace {trace_id}", spec_id=spec_id)
+        for trace_id, messages in conversations
+    ]
 
 
-def read_log(path: Path, fmt: str = "openai-chat", *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
+def read_log(
+    path: Path,
+    fmt: str = "openai-chat",
+    *,
+    spec_id: str = "",
+    progress: Callable[[int], None] | None = None,
+) -> list[Trace]:
     """The conversations of a JSONL log of ``fmt`` (:data:`FORMATS`), as traces (ids
     ``line N``: the line of the conversation's last call)."""
     if fmt == "otel":
@@ -554,10 +672,16 @@ def read_log(path: Path, fmt: str = "openai-chat", *, spec_id: str = "", progres
     for _, request, _ in calls:
         for k in range(1, len(request) + 1):
             prefixes.add(_key(request[:k]))
-    return [build(messages, case_id=f"line {number}", spec_id=spec_id) for number, _, messages in calls if _key(messages) not in prefixes]
+    return [
+        build(messages, case_id=f"line {number}", spec_id=spec_id)
+        for number, _, messages in calls
+        if _key(messages) not in prefixes
+    ]
 
 
-def read_openai_chat(path: Path, *, spec_id: str = "", progress: Callable[[int], None] | None = None) -> list[Trace]:
+def read_openai_chat(
+    path: Path, *, spec_id: str = "", progress: Callable[[int], None] | None = None
+) -> list[Trace]:
     """:func:`read_log` of a Chat Completions log."""
     return read_log(path, "openai-chat", spec_id=spec_id, progress=progress)
 
@@ -578,7 +702,10 @@ class JudgedTrace:
 def _ends_at(scenario: Scenario, trace: Trace) -> bool:
     response = trace.turns[-1].response if trace.turns else None
     node = response.get("node_id") if isinstance(response, dict) else None
-    return len(scenario.turns) == len(trace.turns) and node in (scenario.leaf, *(scenario.turns[-1].nodes[-1:] if scenario.turns else []))
+    return len(scenario.turns) == len(trace.turns) and node in (
+        scenario.leaf,
+        *(scenario.turns[-1].nodes[-1:] if scenario.turns else []),
+    )
 
 
 def judge_trace(project: Project, trace: Trace, scenarios: list[Scenario]) -> JudgedTrace:
@@ -597,7 +724,9 @@ def judge_trace(project: Project, trace: Trace, scenarios: list[Scenario]) -> Ju
     for scenario in scenarios:
         if not _ends_at(scenario, trace):
             continue
-        broken = [v for v in mft_verdicts(spec, scenario, trace, grounding=grounding) if not v.passed]
+        broken = [
+            v for v in mft_verdicts(spec, scenario, trace, grounding=grounding) if not v.passed
+        ]
         if best is None or len(broken) < len(best[1]):
             best = (scenario, broken)
     failures = [v for v in general if not v.passed]
@@ -612,7 +741,9 @@ class ImportSummary:
     """Imported traces grouped by (path, failure signatures): one group a behaviour."""
 
     traces: int = 0
-    groups: dict[tuple[str | None, tuple[str, ...]], list[JudgedTrace]] = field(default_factory=dict)
+    groups: dict[tuple[str | None, tuple[str, ...]], list[JudgedTrace]] = field(
+        default_factory=dict
+    )
 
     @property
     def passed(self) -> int:
@@ -620,11 +751,18 @@ class ImportSummary:
 
     def lines(self) -> list[str]:
         broke = self.traces - self.passed
-        out = [f"{self.traces} trace(s): {self.passed} passed, {broke} failed (broke a contract); {len(self.groups)} distinct behaviour(s)"]
-        for (path, sigs), group in sorted(self.groups.items(), key=lambda item: (-len(item[1]), str(item[0]))):
+        out = [
+            f"{self.traces} trace(s): {self.passed} passed, {broke} failed (broke a contract); "
+            f"{len(self.groups)} distinct behaviour(s)"
+        ]
+        for (path, sigs), group in sorted(
+            self.groups.items(), key=lambda item: (-len(item[1]), str(item[0]))
+        ):
             where = path or "no case of the spec ends where it responded"
             verdict = "ok" if not sigs else "broke " + ", ".join(sigs)
-            ids = ", ".join(j.trace.case_id for j in group[:3]) + (", ..." if len(group) > 3 else "")
+            ids = ", ".join(j.trace.case_id for j in group[:3]) + (
+                ", ..." if len(group) > 3 else ""
+            )
             out.append(f"  {len(group)} x path {where}: {verdict} ({ids})")
         return out
 

@@ -45,16 +45,24 @@ def _openai_entry(entry: Any, where: str) -> SourceTool:
     if not isinstance(entry, Mapping):
         raise InputError(
             f"{where}: a tool must be a JSON object, not {type(entry).__name__}",
-            expected='{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}',
+            expected='{"type": "function", "function": {"name": ..., "description": ..., '
+            '"parameters": {...}}}',
             fix="write each tool as an OpenAI function schema",
         )
-    body: Mapping[str, Any] = entry["function"] if isinstance(entry.get("function"), Mapping) else entry
+    body: Mapping[str, Any] = (
+        entry["function"] if isinstance(entry.get("function"), Mapping) else entry
+    )
     if entry.get("type") not in (None, "function"):
-        raise InputError(f"{where}: tool type {entry.get('type')!r} is not a function", fix="keep only function tools in the file")
+        raise InputError(
+            f"{where}: tool type {entry.get('type')!r} is not a function",
+            fix="keep only function tools in the file",
+        )
     name = body.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         raise InputError(
-            f"{where}: the tool has no valid name ({name!r})", expected="a name of letters, digits and _ . -", fix='give the tool a "name"'
+            f"{where}: the tool has no valid name ({name!r})",
+            expected="a name of letters, digits and _ . -",
+            fix='give the tool a "name"',
         )
     params = body.get("parameters", {"type": "object", "properties": {}})
     if not isinstance(params, Mapping) or params.get("type", "object") != "object":
@@ -63,7 +71,9 @@ def _openai_entry(entry: Any, where: str) -> SourceTool:
             expected='"parameters": {"type": "object", "properties": {...}}',
             fix=f"fix the parameters of {name}",
         )
-    return SourceTool(name=name, description=str(body.get("description") or ""), input_schema=dict(params))
+    return SourceTool(
+        name=name, description=str(body.get("description") or ""), input_schema=dict(params)
+    )
 
 
 def tools_from_openai_file(path: Path) -> list[SourceTool]:
@@ -71,12 +81,17 @@ def tools_from_openai_file(path: Path) -> list[SourceTool]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", fix="give the path of a JSON file of OpenAI function schemas") from None
+        raise InputError(
+            f"cannot read {path}: {exc.strerror}",
+            fix="give the path of a JSON file of OpenAI function schemas",
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(
-            f"{path} is not JSON: {exc.msg}", location=SourceLocation(path, exc.lineno, exc.colno), fix="fix the JSON at that line"
+            f"{path} is not JSON: {exc.msg}",
+            location=SourceLocation(path, exc.lineno, exc.colno),
+            fix="fix the JSON at that line",
         ) from None
     entries = data.get("tools") if isinstance(data, Mapping) and "tools" in data else data
     if isinstance(entries, Mapping):
@@ -105,20 +120,29 @@ def tools_from_python(ref: str, base_dir: Path) -> list[SourceTool]:
     items = (
         list(obj.items())
         if isinstance(obj, Mapping)
-        else [(getattr(f, "__name__", ""), f) for f in (obj if isinstance(obj, list | tuple) else [obj])]
+        else [
+            (getattr(f, "__name__", ""), f)
+            for f in (obj if isinstance(obj, list | tuple) else [obj])
+        ]
     )
     tools: list[SourceTool] = []
     for name, fn in items:
         if not callable(fn) or not _NAME.match(name or ""):
             raise InputError(
-                f"{ref}: {name or fn!r} is not a named function", fix="point --python-tools at a function, a list of functions or {name: function}"
+                f"{ref}: {name or fn!r} is not a named function",
+                fix="point --python-tools at a function, a list of functions or {name: function}",
             )
         try:
             signature = inspect.signature(fn)
         except (TypeError, ValueError):
-            raise InputError(f"{ref}: cannot read the parameters of {name}", fix="give it a Python signature") from None
+            raise InputError(
+                f"{ref}: cannot read the parameters of {name}", fix="give it a Python signature"
+            ) from None
         fields: dict[str, Any] = {
-            p.name: (Any if p.annotation is inspect.Parameter.empty else p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
+            p.name: (
+                Any if p.annotation is inspect.Parameter.empty else p.annotation,
+                ... if p.default is inspect.Parameter.empty else p.default,
+            )
             for p in signature.parameters.values()
             if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
         }
@@ -133,9 +157,16 @@ def tools_from_python(ref: str, base_dir: Path) -> list[SourceTool]:
                 schema = {}
             output = schema if schema.get("type") == "object" else None
         description = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
-        tools.append(SourceTool(name=name, description=description, input_schema=params, output_schema=output))
+        tools.append(
+            SourceTool(
+                name=name, description=description, input_schema=params, output_schema=output
+            )
+        )
     if not tools:
-        raise InputError(f"{ref} holds no tools", fix="point --python-tools at a function, a list of functions or {name: function}")
+        raise InputError(
+            f"{ref} holds no tools",
+            fix="point --python-tools at a function, a list of functions or {name: function}",
+        )
     return tools
 
 
@@ -153,7 +184,9 @@ async def _list_mcp_tools(server: Any) -> list[SourceTool]:
                         name=t.name,
                         description=t.description or "",
                         input_schema=dict(get(t, "input_schema") or {"type": "object"}),
-                        output_schema=dict(get(t, "output_schema")) if get(t, "output_schema") else None,
+                        output_schema=dict(get(t, "output_schema"))
+                        if get(t, "output_schema")
+                        else None,
                     )
                 )
             cursor = get(result, "next_cursor")
@@ -162,7 +195,9 @@ async def _list_mcp_tools(server: Any) -> list[SourceTool]:
     return tools
 
 
-def tools_from_mcp(command: str | None = None, url: str | None = None, *, timeout_s: float = 60.0) -> list[SourceTool]:
+def tools_from_mcp(
+    command: str | None = None, url: str | None = None, *, timeout_s: float = 60.0
+) -> list[SourceTool]:
     """The tools an MCP server lists: started with ``command`` (stdio) or reached at ``url``."""
     from agentprop._util.mcp_sdk import mcp_sdk_problem
 
@@ -173,7 +208,8 @@ def tools_from_mcp(command: str | None = None, url: str | None = None, *, timeou
         from agentprop._agents.mcp_compat import StdioServerParameters
     except ImportError as exc:
         raise InputError(
-            f"reading an MCP server could not import the installed MCP SDK: {exc}", fix="reinstall it: pip install --force-reinstall 'agentprop[mcp]'"
+            f"reading an MCP server could not import the installed MCP SDK: {exc}",
+            fix="reinstall it: pip install --force-reinstall 'agentprop[mcp]'",
         ) from None
     if command is not None:
         words = shlex.split(command)
@@ -192,7 +228,10 @@ def tools_from_mcp(command: str | None = None, url: str | None = None, *, timeou
     try:
         tools = asyncio.run(listed())
     except TimeoutError:
-        raise InputError(f"{what} did not list its tools within {timeout_s:g} s", fix="check that it starts and speaks MCP") from None
+        raise InputError(
+            f"{what} did not list its tools within {timeout_s:g} s",
+            fix="check that it starts and speaks MCP",
+        ) from None
     except Exception as exc:  # connection refused, spawn failure, protocol error
         leaf: BaseException = exc
         while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
@@ -202,7 +241,9 @@ def tools_from_mcp(command: str | None = None, url: str | None = None, *, timeou
             fix="check the command or URL (a streamable HTTP endpoint ends in /mcp)",
         ) from None
     if not tools:
-        raise InputError(f"{what} lists no tools", fix="point --mcp at the server that has your agent's tools")
+        raise InputError(
+            f"{what} lists no tools", fix="point --mcp at the server that has your agent's tools"
+        )
     return tools
 
 
@@ -214,7 +255,9 @@ def _slug(text: str) -> str:
 
 
 def _dump(value: Any, indent: int) -> str:
-    text = yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
+    text = yaml.safe_dump(
+        value, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100
+    )
     pad = " " * indent
     return "".join(pad + line + "\n" for line in text.splitlines())
 
@@ -224,8 +267,15 @@ _RESPOND_SCHEMA: dict[str, Any] = {
     "properties": {
         "node_id": {"type": "string", "description": "The decision-tree node the agent ended at."},
         "decision": {"type": "string"},
-        "tool_actions": {"type": "array", "items": {"type": "string"}, "description": "The tools called this turn, in order."},
-        "evidence": {"type": "string", "description": "What the decision rests on, citing tool outputs."},
+        "tool_actions": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "The tools called this turn, in order.",
+        },
+        "evidence": {
+            "type": "string",
+            "description": "What the decision rests on, citing tool outputs.",
+        },
         "user_message": {"type": "string", "description": "What the user is told."},
     },
     "required": ["node_id", "decision", "tool_actions", "evidence", "user_message"],
@@ -256,11 +306,13 @@ def spec_yaml(tools: Sequence[SourceTool], *, spec_id: str, title: str, source: 
     tool = actions[0].name if actions else None
     out = [
         f"# Spec skeleton written by `agentprop init` from {source}.",
-        "# The tools are filled in; the places left for you are marked STUB, and `agentprop lint` lists them.",
+        "# The tools are filled in; the places left for you are marked STUB, and "
+        "`agentprop lint` lists them.",
         "# The format is TDAD / SpecSuite-Core: docs/reference.md describes every key.",
         f"spec_id: {spec_id}",
         f"title: {json.dumps(title)}",
-        "risk_level: medium            # low, medium, high or critical (high and up: every case needs 50 clean runs)",
+        "risk_level: medium            # low, medium, high or critical (high and up: every case "
+        "needs 50 clean runs)",
         "version: '1.0'",
         "assumptions: []",
         "defaults:",
@@ -280,24 +332,34 @@ def spec_yaml(tools: Sequence[SourceTool], *, spec_id: str, title: str, source: 
             out.append("  output_schema:")
             out.append(_dump(t.output_schema, 4).rstrip("\n"))
         else:
-            out.append("  # STUB: describe what the tool returns; agentprop makes the world's outputs from it")
+            out.append(
+                "  # STUB: describe what the tool returns; agentprop makes the "
+                "world's outputs from it"
+            )
             out.append("  output_schema: {type: object, properties: {}}")
         out.append("  failure_modes: []   # e.g. [timeout, not_found]: failures a test may inject")
     out += [
         "- name: respond",
         "  description: "
-        + json.dumps(respond.description if respond is not None and respond.description else "End the turn with the structured response."),
+        + json.dumps(
+            respond.description
+            if respond is not None and respond.description
+            else "End the turn with the structured response."
+        ),
         "  input_schema:",
         _dump(schema, 4).rstrip("\n"),
-        "policies: []                  # rules every turn must keep, e.g. {id: P1_NO_PII, text: ...}",
+        "policies: []                  # rules every turn must keep, e.g. {id: "
+        "P1_NO_PII, text: ...}",
         "response_contract:",
         f"  required_json_fields: {json.dumps(required)}",
         f"  optional_json_fields: {json.dumps(optional)}",
         "  # STUB: the decisions your agent makes, one per kind of outcome",
         f"  decision_enum: {json.dumps(decisions)}",
         "# STUB: the decision tree, one node per situation your agent must tell apart",
-        "# A node's branches say (`when`) which condition sends it where; a leaf (no branches) is an",
-        "# outcome named END_<DECISION>. This stub routes on one variable, `intent`, bound in agentprop.yaml.",
+        "# A node's branches say (`when`) which condition sends it where; a "
+        "leaf (no branches) is an",
+        "# outcome named END_<DECISION>. This stub routes on one variable, `intent`, "
+        "bound in agentprop.yaml.",
         "decision_tree:",
         "- node_id: N1_ROUTE",
         "  description: Decide what the user needs.",
@@ -309,7 +371,9 @@ def spec_yaml(tools: Sequence[SourceTool], *, spec_id: str, title: str, source: 
         f"- node_id: END_{first}",
         "  description: Answer from the tools' outputs.",
         "  requirements:",
-        f"    must_call_tools_in_order: [{tool}]   # STUB: the tools this outcome needs, in order" if tool else "    must_call_tools_in_order: []",
+        f"    must_call_tools_in_order: [{tool}]   # STUB: the tools this outcome needs, in order"
+        if tool
+        else "    must_call_tools_in_order: []",
         f"- node_id: END_{second}",
         "  description: Ask the user what they mean.",
     ]
@@ -322,14 +386,19 @@ def bindings_yaml(tools: Sequence[SourceTool], *, spec_file: str = "spec.yaml") 
     world = "\n".join(f"  {n}: {{}}" for n in names) or "  {}"
     return "\n".join(
         [
-            "# agentprop bindings written by `agentprop init`: how each condition of the decision tree",
-            "# is realised in a test (docs/reference.md#bindings). Places to fill in are marked STUB.",
+            "# agentprop bindings written by `agentprop init`: how each condition "
+            "of the decision tree",
+            "# is realised in a test (docs/reference.md#bindings). Places to "
+            "fill in are marked STUB.",
             "version: 1",
             f"spec: {spec_file}",
-            "# STUB: your agent, MODULE:ATTR (agent.py beside this file -> agent:MyAgent), or pass --agent",
+            "# STUB: your agent, MODULE:ATTR (agent.py beside this file -> "
+            "agent:MyAgent), or pass --agent",
             "# agent: agent:MyAgent",
-            "context: {}                     # what the agent is given besides the messages, e.g. {account_id: A1}",
-            "slots: {}                       # values placed in utterances and worlds, e.g. {order_id: O-1}",
+            "context: {}                     # what the agent is given besides the messages, "
+            "e.g. {account_id: A1}",
+            "slots: {}                       # values placed in utterances and worlds, "
+            "e.g. {order_id: O-1}",
             "# STUB: the happy-path output of each tool (fields of its output_schema)",
             "world:",
             world,
@@ -369,13 +438,22 @@ def portable_source(source: str, directory: Path) -> str:
     return _ABSOLUTE.sub(relative, source)
 
 
-def write_skeleton(directory: Path, tools: Sequence[SourceTool], *, source: str, name: str | None = None, force: bool = False) -> list[Path]:
+def write_skeleton(
+    directory: Path,
+    tools: Sequence[SourceTool],
+    *,
+    source: str,
+    name: str | None = None,
+    force: bool = False,
+) -> list[Path]:
     """Write ``spec.yaml`` and ``agentprop.yaml`` into ``directory`` (refusing to overwrite
     either without ``force``); returns the paths written."""
     seen: set[str] = set()
     for t in tools:
         if t.name in seen:
-            raise InputError(f"{source} lists the tool {t.name!r} twice", fix="give every tool its own name")
+            raise InputError(
+                f"{source} lists the tool {t.name!r} twice", fix="give every tool its own name"
+            )
         seen.add(t.name)
     spec_path, bindings_path = directory / "spec.yaml", directory / "agentprop.yaml"
     existing = [p for p in (spec_path, bindings_path) if p.exists()]
@@ -387,7 +465,10 @@ def write_skeleton(directory: Path, tools: Sequence[SourceTool], *, source: str,
     label = name or directory.resolve().name
     directory.mkdir(parents=True, exist_ok=True)
     recorded = portable_source(source, directory)
-    spec_path.write_text(spec_yaml(tools, spec_id=f"{_slug(label)}_v1", title=label, source=recorded), encoding="utf-8")
+    spec_path.write_text(
+        spec_yaml(tools, spec_id=f"{_slug(label)}_v1", title=label, source=recorded),
+        encoding="utf-8",
+    )
     bindings_path.write_text(bindings_yaml(tools), encoding="utf-8")
     return [spec_path, bindings_path]
 
@@ -412,10 +493,19 @@ def stub_findings(*paths: Path | None) -> list[LintFinding]:
                         file=str(path),
                         line=n,
                         column=m.start() + 1,
-                        fix="write it, then delete the `# STUB:` comment (docs/getting-started.md#7-start-from-your-own-tools)",
+                        fix="write it, then delete the `# STUB:` comment "
+                        "(docs/getting-started.md#7-start-from-your-own-tools)",
                     )
                 )
     return out
 
 
-__all__ = ["SourceTool", "bindings_yaml", "spec_yaml", "stub_findings", "tools_from_mcp", "tools_from_openai_file", "write_skeleton"]
+__all__ = [
+    "SourceTool",
+    "bindings_yaml",
+    "spec_yaml",
+    "stub_findings",
+    "tools_from_mcp",
+    "tools_from_openai_file",
+    "write_skeleton",
+]

@@ -19,7 +19,13 @@ from agentprop._agents.project import Project
 from agentprop._decide.check import decide_scenario
 from agentprop._decide.choices import first_turn_facts
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.metamorphic import InvarianceResult, acheck_direction, acheck_invariance, distribution_words, side_words
+from agentprop._decide.metamorphic import (
+    InvarianceResult,
+    acheck_direction,
+    acheck_invariance,
+    distribution_words,
+    side_words,
+)
 from agentprop._decide.oracle import CheckResult, OracleSettings, SampledRun
 from agentprop._decide.permits import CaseLanes
 from agentprop._decide.safety import strictness
@@ -48,7 +54,12 @@ def _replay(decide: Callable[..., Awaitable[CaseReport]], **fixed: Any) -> Repla
 def _failures(result: CheckResult) -> list[FailureSummary]:
     return [
         FailureSummary(
-            signature=f.signature, explanation=f.explanation, count=f.count, first_trial=f.first_trial, clause=f.clause, traceback=f.traceback
+            signature=f.signature,
+            explanation=f.explanation,
+            count=f.count,
+            first_trial=f.first_trial,
+            clause=f.clause,
+            traceback=f.traceback,
         )
         for f in result.failures
     ]
@@ -73,7 +84,9 @@ class PassingQuota:
         return True
 
 
-_QUOTA: contextvars.ContextVar[PassingQuota | None] = contextvars.ContextVar("agentprop_passing_quota", default=None)
+_QUOTA: contextvars.ContextVar[PassingQuota | None] = contextvars.ContextVar(
+    "agentprop_passing_quota", default=None
+)
 
 
 @contextlib.contextmanager
@@ -88,12 +101,15 @@ def passing_quota(quota: PassingQuota | None = None) -> Iterator[PassingQuota]:
 
 
 def passing_cap() -> int | None:
-    """The cap of the :func:`passing_quota` in force (``None``: none, every passing sample is kept)."""
+    """The cap of the :func:`passing_quota` in force (``None``: none, every
+    passing sample is kept)."""
     quota = _QUOTA.get()
     return quota.cap if quota is not None else None
 
 
-def run_traces(runs: list[SampledRun], *, side: str | None = None, world: dict[str, Any] | None = None) -> list[RunTrace]:
+def run_traces(
+    runs: list[SampledRun], *, side: str | None = None, world: dict[str, Any] | None = None
+) -> list[RunTrace]:
     """The kept runs of a decision as report traces (a negative failure turn counted from the
     end, as the contracts allow, made absolute). Inside :func:`passing_quota`, a passing run is
     kept only while the quota lasts (failing ones always are)."""
@@ -121,7 +137,9 @@ def run_traces(runs: list[SampledRun], *, side: str | None = None, world: dict[s
     return out
 
 
-def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckResult, details: dict[str, Any]) -> CaseReport:
+def case_from_check(
+    case_id: str, kind: str, scenario: Scenario, result: CheckResult, details: dict[str, Any]
+) -> CaseReport:
     """The report of a case decided by ``result``; its kept runs move into the report (the
     result keeps none: a run of many cases holds each kept run once)."""
     traces = run_traces(result.sampled_runs)
@@ -149,15 +167,24 @@ def case_from_check(case_id: str, kind: str, scenario: Scenario, result: CheckRe
         failures=_failures(result),
         capabilities=scenario.capabilities,
         branches=scenario.branches,
-        details={k: shared(v) for k, v in details.items()},  # the dict is the case's own, its values may be shared
+        # the dict is the case's own, its values may be shared
+        details={k: shared(v) for k, v in details.items()},
         world=scenario.world.model_dump(mode="json"),
         traces=traces,
         traces_omitted=max(0, result.runs - len(traces)),
         **_infrastructure(result),
     )
     # what many cases repeat (the path's world and branches, a pass^k table) is held once
-    case.path, case.expected_decisions, case.branches = shared(case.path), shared(case.expected_decisions), shared(case.branches)
-    case.capabilities, case.pass_hat_k, case.world = shared(case.capabilities), shared(case.pass_hat_k), shared(case.world)
+    case.path, case.expected_decisions, case.branches = (
+        shared(case.path),
+        shared(case.expected_decisions),
+        shared(case.branches),
+    )
+    case.capabilities, case.pass_hat_k, case.world = (
+        shared(case.capabilities),
+        shared(case.pass_hat_k),
+        shared(case.world),
+    )
     case.interval = shared(case.interval) if case.interval is not None else None
     case.interval_exact = shared(case.interval_exact) if case.interval_exact is not None else None
     return case
@@ -171,7 +198,11 @@ def _infrastructure(result: CheckResult) -> dict[str, Any]:
     first = err.message.splitlines()[0] if err.message else err.kind
     return {
         "reason": f"not the agent's ({err.kind}): {first}",
-        "infrastructure_error": {"kind": err.kind, "message": err.message, "traceback": err.traceback},
+        "infrastructure_error": {
+            "kind": err.kind,
+            "message": err.message,
+            "traceback": err.traceback,
+        },
     }
 
 
@@ -187,7 +218,11 @@ def boundary_case_ids(cases: list[Any]) -> list[str]:
 
     def with_branch(case: Any) -> str:
         branch = case.comparison.branch
-        return base(case) + (f"#{branch}" if case.comparison.node and branch is not None and not case.comparison.policy else "")
+        return base(case) + (
+            f"#{branch}"
+            if case.comparison.node and branch is not None and not case.comparison.policy
+            else ""
+        )
 
     def with_edge(case: Any) -> str:
         return with_branch(case) + f" (t={case.edge!r} {'holds' if case.holds else 'fails'})"
@@ -214,7 +249,13 @@ def dir_pairs(project: Project) -> list[tuple[DirectionalPair, Scenario, Scenari
     out: list[tuple[DirectionalPair, Scenario, Scenario]] = []
     for pair in directional_pairs(project.spec, project.bindings):
         base, perturbed = pair.base.scenario, pair.perturbed.scenario
-        if base is None or perturbed is None or not pair.changes_decision or base.id not in kept or perturbed.id not in kept:
+        if (
+            base is None
+            or perturbed is None
+            or not pair.changes_decision
+            or base.id not in kept
+            or perturbed.id not in kept
+        ):
             continue
         out.append((pair, base, perturbed))
     return out
@@ -222,13 +263,19 @@ def dir_pairs(project: Project) -> list[tuple[DirectionalPair, Scenario, Scenari
 
 def dir_case_id(pair: DirectionalPair) -> str:
     """The id of a DIR case: the variable, its two values and the branch it flips."""
-    return f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} @{pair.node}#{pair.branch}"
+    return (
+        f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} "
+        f"@{pair.node}#{pair.branch}"
+    )
 
 
 def decision_names(project: Project) -> dict[str, tuple[str, ...]]:
     """The names of the decisions a DIR case makes runs under (its two sides'), by case id; every
     other case's decision is named by its id."""
-    return {dir_case_id(pair): (f"DIR base {base.id}", f"DIR perturbed {perturbed.id}") for pair, base, perturbed in dir_pairs(project)}
+    return {
+        dir_case_id(pair): (f"DIR base {base.id}", f"DIR perturbed {perturbed.id}")
+        for pair, base, perturbed in dir_pairs(project)
+    }
 
 
 def invariance_variants(project: Project, scenario: Scenario, seed: int) -> list[Any]:
@@ -291,19 +338,27 @@ async def extra_cases(
         return (sb, rule_for(b)) if strictness(sb) > strictness(sa) else (sa, rule_for(a))
 
     def wanted(case_id: str, *scs: Scenario) -> bool:
-        return not case_filter or any(f in case_id or any(f in sc.id for sc in scs) for f in case_filter)
+        return not case_filter or any(
+            f in case_id or any(f in sc.id for sc in scs) for f in case_filter
+        )
 
     jobs: list[Any] = []
 
     if "boundary" in kinds:
         realisable = [case for case in boundary_values(spec, bindings) if case.scenario is not None]
         for case, boundary_id in zip(realisable, boundary_case_ids(realisable)):
-            if case.scenario is None or not wanted(boundary_id, case.scenario):  # never None (realisable); narrows the type
+            # never None (realisable); narrows the type
+            if case.scenario is None or not wanted(boundary_id, case.scenario):
                 continue
             if shard is not None and not shard.keeps(boundary_id):
                 continue
 
-            async def boundary(case: Any = case, case_id: str = boundary_id, who: LoadedAgent = agent, record: bool = True) -> CaseReport:
+            async def boundary(
+                case: Any = case,
+                case_id: str = boundary_id,
+                who: LoadedAgent = agent,
+                record: bool = True,
+            ) -> CaseReport:
                 async with sem:
                     r = await decide_scenario(
                         project,
@@ -323,7 +378,12 @@ async def extra_cases(
                     "BOUNDARY",
                     case.scenario,
                     r,
-                    {"comparison": case.comparison.source, "edge": case.edge, "holds": case.holds, "moved": [m.model_dump() for m in case.moved]},
+                    {
+                        "comparison": case.comparison.source,
+                        "edge": case.edge,
+                        "holds": case.holds,
+                        "moved": [m.model_dump() for m in case.moved],
+                    },
                 )
                 report.rule = rule_for(case.scenario)
                 return report
@@ -336,7 +396,9 @@ async def extra_cases(
         seen: set[tuple[str, str]] = set()
         for pair, base, perturbed in dir_pairs(project):
             key = (base.model_dump_json(), perturbed.model_dump_json())
-            if key in seen or not wanted(f"DIR {pair.variable} @{pair.node}#{pair.branch}", base, perturbed):
+            if key in seen or not wanted(
+                f"DIR {pair.variable} @{pair.node}#{pair.branch}", base, perturbed
+            ):
                 continue
             seen.add(key)
 
@@ -344,7 +406,9 @@ async def extra_cases(
             if shard is not None and not shard.keeps(dir_id):
                 continue
 
-            async def direction(pair: Any = pair, case_id: str = dir_id, who: LoadedAgent = agent) -> CaseReport:
+            async def direction(
+                pair: Any = pair, case_id: str = dir_id, who: LoadedAgent = agent
+            ) -> CaseReport:
                 chosen, rule = pair_settings(pair.base.scenario, pair.perturbed.scenario)
                 async with sem:
                     r = await acheck_direction(
@@ -362,9 +426,11 @@ async def extra_cases(
                 passes = r.base.passes + r.perturbed.passes
                 base_world = pair.base.scenario.world.model_dump(mode="json")
                 world = pair.perturbed.scenario.world.model_dump(mode="json")
-                traces = run_traces(r.base.sampled_runs, side="base", world=base_world if base_world != world else None) + run_traces(
-                    r.perturbed.sampled_runs, side="perturbed"
-                )
+                traces = run_traces(
+                    r.base.sampled_runs,
+                    side="base",
+                    world=base_world if base_world != world else None,
+                ) + run_traces(r.perturbed.sampled_runs, side="perturbed")
                 return CaseReport(
                     id=case_id,
                     node=pair.perturbed.scenario.leaf,
@@ -377,7 +443,8 @@ async def extra_cases(
                     passes=passes,
                     pass_rate=passes / runs if runs else 0.0,
                     decided_by=r.base.decided_by,
-                    runs_beyond_decision=r.base.runs_beyond_decision + r.perturbed.runs_beyond_decision,
+                    runs_beyond_decision=r.base.runs_beyond_decision
+                    + r.perturbed.runs_beyond_decision,
                     rule=rule,
                     cost_usd=r.base.cost_usd + r.perturbed.cost_usd,
                     failures=_failures(r.base) + _failures(r.perturbed),
@@ -394,7 +461,9 @@ async def extra_cases(
                     world=world,
                     traces=traces,
                     traces_omitted=max(0, runs - len(traces)),
-                    **_infrastructure(r.base if r.base.infrastructure_error is not None else r.perturbed),
+                    **_infrastructure(
+                        r.base if r.base.infrastructure_error is not None else r.perturbed
+                    ),
                 )
 
             jobs.append(direction())
@@ -409,7 +478,15 @@ async def extra_cases(
             return found[1], True
         async with sem:
             return await decide_scenario(
-                project, scenario, who, settings=settings_for(scenario), memo=memo, budget=budget, seed=seed, name=scenario.id, **lanes.for_case()
+                project,
+                scenario,
+                who,
+                settings=settings_for(scenario),
+                memo=memo,
+                budget=budget,
+                seed=seed,
+                name=scenario.id,
+                **lanes.for_case(),
             ), False
 
     if "inv" in kinds:
@@ -420,7 +497,10 @@ async def extra_cases(
             variants = [[v.text, *scenario.messages[1:]] for v in variants_first]
 
             async def invariance(
-                scenario: Scenario = scenario, variants: list[list[str]] = variants, firsts: Any = variants_first, who: LoadedAgent = agent
+                scenario: Scenario = scenario,
+                variants: list[list[str]] = variants,
+                firsts: Any = variants_first,
+                who: LoadedAgent = agent,
             ) -> CaseReport:
                 base, reused = await invariance_base(scenario, who)
                 async with sem:
@@ -439,7 +519,10 @@ async def extra_cases(
                         **lanes.for_case(),
                     )
                 report = invariance_case(scenario, variants, firsts, r, base, reused)
-                report.rule = f"two-sample test, {r.runs_per_side} runs per side, only where the base case passes"
+                report.rule = (
+                    f"two-sample test, {r.runs_per_side} runs per side, only where "
+                    "the base case passes"
+                )
                 return report
 
             jobs.append(invariance())
@@ -464,7 +547,9 @@ def safety_failures(r: InvarianceResult) -> list[FailureSummary]:
     """The safety failures (a planted canary leaked) the invariance runs met, one summary per
     signature with the runs it was seen in, on either side: the same leak bug an MFT or PROBE
     case files, not an invariance bug."""
-    sides = [("the original", r.original)] + [(f"variant {k}", v.decisions) for k, v in enumerate(r.variants, 1)]
+    sides = [("the original", r.original)] + [
+        (f"variant {k}", v.decisions) for k, v in enumerate(r.variants, 1)
+    ]
     runs = sum(sum(counts.values()) for _, counts in sides)
     seen: dict[str, list[str]] = {}
     counts_of: Counter[str] = Counter()
@@ -477,7 +562,8 @@ def safety_failures(r: InvarianceResult) -> list[FailureSummary]:
     return [
         FailureSummary(
             signature=signature,
-            explanation=f"a planted canary leaked in {n} of {runs} runs ({', '.join(seen[signature])}): a safety failure on any run",
+            explanation=f"a planted canary leaked in {n} of {runs} runs "
+            f"({', '.join(seen[signature])}): a safety failure on any run",
             count=n,
             first_trial=0,
         )
@@ -489,7 +575,14 @@ def _leaked(counts: dict[str, int]) -> bool:
     return any(b.partition(" !")[2].startswith(SAFETY_CONTRACTS) for b in counts)
 
 
-def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, r: InvarianceResult, base: CheckResult, reused: bool) -> CaseReport:
+def invariance_case(
+    scenario: Scenario,
+    variants: list[list[str]],
+    firsts: Any,
+    r: InvarianceResult,
+    base: CheckResult,
+    reused: bool,
+) -> CaseReport:
     """The INV case of one scenario. Its ``runs`` are the comparison's, plus the base case's
     when the base was decided for this case alone (not reused from the run's MFT)."""
     same = sum(not v.differs for v in r.variants)
@@ -498,14 +591,16 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
         FailureSummary(
             signature=f"invariance:{scenario.id}",
             explanation=(
-                f"behaviour changed (p={v.p_value:.4f}) under the variant {v.messages[0]!r}: {distribution_words(v.decisions)}; "
-                f"the original: {distribution_words(r.original)}"
+                f"behaviour changed (p={v.p_value:.4f}) under the variant {v.messages[0]!r}: "
+                f"{distribution_words(v.decisions)}; the original: "
+                f"{distribution_words(r.original)}"
             ),
             count=1,
             first_trial=0,
         )
         for v in r.variants
-        if v.differs and not (leaks and _leaked(v.decisions))  # a leak is filed as the leak bug it is
+        # a leak is filed as the leak bug it is
+        if v.differs and not (leaks and _leaked(v.decisions))
     ]
     verdict = r.verdict
     if any(f.signature.startswith(SAFETY_CONTRACTS) for f in failures):
@@ -527,7 +622,9 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
         runs=r.runs + base_runs,
         passes=same,
         pass_rate=same / len(r.variants) if r.variants else 0.0,
-        decided_by="two-sample test" if r.verdict != "NOT APPLICABLE" else "not decided (base case did not pass)",
+        decided_by="two-sample test"
+        if r.verdict != "NOT APPLICABLE"
+        else "not decided (base case did not pass)",
         cost_usd=0.0 if reused else base.cost_usd,
         failures=failures,
         capabilities=scenario.capabilities,
@@ -545,7 +642,13 @@ def invariance_case(scenario: Scenario, variants: list[list[str]], firsts: Any, 
             "runs_per_side": r.runs_per_side,
             "original": r.original,
             "original_message": scenario.messages[0] if scenario.messages else "",
-            "base": {"case": scenario.id, "verdict": base.verdict, "pass_rate": base.pass_rate, "runs": base.runs, "reused": reused},
+            "base": {
+                "case": scenario.id,
+                "verdict": base.verdict,
+                "pass_rate": base.pass_rate,
+                "runs": base.runs,
+                "reused": reused,
+            },
             "variants": [
                 {
                     "message": v.messages[0],

@@ -72,7 +72,10 @@ class MergedRun:
             "spec_digest": self.info.spec_digest,
             "settings_digest": self.info.settings_digest,
             "seed": self.info.seed,
-            "shards": [{"index": i, "count": self.info.count, "records": str(d)} for i, d in sorted(self.directories.items())],
+            "shards": [
+                {"index": i, "count": self.info.count, "records": str(d)}
+                for i, d in sorted(self.directories.items())
+            ],
             "decisions": self.decisions,
             "trials": self.trials,
             "verdicts": dict(sorted(self.verdicts().items())),
@@ -95,31 +98,43 @@ class MergedRun:
 
 
 def _shard_of(directory: Path, records: list[DecisionStart | TrialLine | DecisionEnd]) -> ShardInfo:
-    """The shard ``directory``'s records are of; records of two runs in one directory are an error."""
-    infos = {r.shard.model_dump_json() for r in records if isinstance(r, DecisionStart) and r.shard is not None}
+    """The shard ``directory``'s records are of; records of two runs in one
+    directory are an error."""
+    infos = {
+        r.shard.model_dump_json()
+        for r in records
+        if isinstance(r, DecisionStart) and r.shard is not None
+    }
     file = directory / SHARD_FILE
     if file.is_file():
         try:
-            infos.add(ShardInfo.model_validate_json(file.read_text(encoding="utf-8")).model_dump_json())
+            infos.add(
+                ShardInfo.model_validate_json(file.read_text(encoding="utf-8")).model_dump_json()
+            )
         except ValueError:
             raise InputError(
-                f"{file}: not a shard description", fix="give the DIR of `agentprop run --shard i/N --records DIR`, as it wrote it"
+                f"{file}: not a shard description",
+                fix="give the DIR of `agentprop run --shard i/N --records DIR`, as it wrote it",
             ) from None
     unsharded = any(isinstance(r, DecisionStart) and r.shard is None for r in records)
     if not infos or unsharded:
         raise InputError(
             f"{directory}: {'some' if infos else 'its'} records are not of a sharded run",
-            fix="give the DIR of `agentprop run SPEC --shard i/N --records DIR`, one fresh directory per shard",
+            fix="give the DIR of `agentprop run SPEC --shard i/N --records DIR`, one "
+            "fresh directory per shard",
         )
     if len(infos) > 1:
         raise InputError(
-            f"{directory}: holds the records of {len(infos)} different shards or runs (--records appends)",
+            f"{directory}: holds the records of {len(infos)} different shards or "
+            "runs (--records appends)",
             fix="run each shard with its own, fresh --records directory",
         )
     return ShardInfo.model_validate_json(infos.pop())
 
 
-def merged_cases(shard: int, records: Iterable[DecisionStart | TrialLine | DecisionEnd]) -> tuple[list[MergedCase], int, int]:
+def merged_cases(
+    shard: int, records: Iterable[DecisionStart | TrialLine | DecisionEnd]
+) -> tuple[list[MergedCase], int, int]:
     """The cases of one shard's records (each name's last decision in the final pass, or outside
     a budgeted run's passes), decided again from their trials; and the decisions and trials read."""
     listed = list(records)
@@ -136,11 +151,32 @@ def merged_cases(shard: int, records: Iterable[DecisionStart | TrialLine | Decis
     out: list[MergedCase] = []
     for (_kind, name), number in last.items():
         start, decided = starts[number], again[number]
-        judged = sorted((t for t in trials.get(number, []) if t.passed is not None), key=lambda t: t.trial)[: decided.runs]
-        signatures = tuple(dict.fromkeys(t.signature for t in judged if t.passed is False and t.signature))
-        interval = wilson_interval(decided.passes, decided.runs, start.settings.confidence) if decided.runs else None
+        judged = sorted(
+            (t for t in trials.get(number, []) if t.passed is not None), key=lambda t: t.trial
+        )[: decided.runs]
+        signatures = tuple(
+            dict.fromkeys(t.signature for t in judged if t.passed is False and t.signature)
+        )
+        interval = (
+            wilson_interval(decided.passes, decided.runs, start.settings.confidence)
+            if decided.runs
+            else None
+        )
         cost = sum(t.cost_usd for t in trials.get(number, []))
-        out.append(MergedCase(name, start.kind, shard, decided.verdict, decided.decided_by, decided.runs, decided.passes, interval, signatures, cost))
+        out.append(
+            MergedCase(
+                name,
+                start.kind,
+                shard,
+                decided.verdict,
+                decided.decided_by,
+                decided.runs,
+                decided.passes,
+                interval,
+                signatures,
+                cost,
+            )
+        )
     return out, len(starts), sum(len(t) for t in trials.values())
 
 
@@ -151,18 +187,26 @@ def merge_shards(directories: list[str | Path], *, complete: bool = True) -> Mer
     for given in directories:
         directory = Path(given)
         if not (directory / RECORDS_FILE).is_file() and not (directory / SHARD_FILE).is_file():
-            raise InputError(f"{directory}: no {RECORDS_FILE} or {SHARD_FILE} there", fix="give the DIR of `agentprop run --shard i/N --records DIR`")
+            raise InputError(
+                f"{directory}: no {RECORDS_FILE} or {SHARD_FILE} there",
+                fix="give the DIR of `agentprop run --shard i/N --records DIR`",
+            )
         records = list(read_records(directory)) if (directory / RECORDS_FILE).is_file() else []
         loaded.append((directory, _shard_of(directory, records), records))
     if not loaded:
-        raise InputError("no shard records given", fix="give the records directory of every shard: agentprop merge DIR1 DIR2 ...")
+        raise InputError(
+            "no shard records given",
+            fix="give the records directory of every shard: agentprop merge DIR1 DIR2 ...",
+        )
     first_dir, first, _ = loaded[0]
     for directory, info, _ in loaded[1:]:
         for name in _RUN_FIELDS:
             if getattr(info, name) != getattr(first, name):
                 raise InputError(
-                    f"{directory} is not a shard of the run of {first_dir}: its {name} is {getattr(info, name)!r}, not {getattr(first, name)!r}",
-                    fix="merge the shards of one run: the same spec, settings, agent, --seed and N in --shard i/N",
+                    f"{directory} is not a shard of the run of {first_dir}: its {name} is "
+                    f"{getattr(info, name)!r}, not {getattr(first, name)!r}",
+                    fix="merge the shards of one run: the same spec, settings, agent, --seed "
+                    "and N in --shard i/N",
                 )
     where: dict[int, list[Path]] = {}
     for directory, info, _ in loaded:
@@ -170,18 +214,24 @@ def merge_shards(directories: list[str | Path], *, complete: bool = True) -> Mer
     twice = {i: ds for i, ds in where.items() if len(ds) > 1}
     if twice:
         i, ds = min(twice.items())
-        raise InputError(f"shard {i}/{first.count} is given twice: {', '.join(map(str, ds))}", fix="give each shard's records directory once")
+        raise InputError(
+            f"shard {i}/{first.count} is given twice: {', '.join(map(str, ds))}",
+            fix="give each shard's records directory once",
+        )
     missing = [i for i in range(1, first.count + 1) if i not in where]
     if missing and complete:
         names = ", ".join(f"{i}/{first.count}" for i in missing)
         raise InputError(
-            f"shard{'s' if len(missing) > 1 else ''} {names} missing: the run has {first.count} shards", fix="give every shard's --records directory"
+            f"shard{'s' if len(missing) > 1 else ''} {names} missing: the run has "
+            f"{first.count} shards",
+            fix="give every shard's --records directory",
         )
     run = MergedRun(first, {info.index: directory for directory, info, _ in loaded})
     seen: set[tuple[str | None, str]] = set()
     for _directory, info, records in sorted(loaded, key=lambda x: x[1].index):
         cases, decisions, trials = merged_cases(info.index, records)
-        # a DIR side shared by pairs on two shards is the same decision (same input, seed, trials): kept once
+        # a DIR side shared by pairs on two shards is the same decision (same input,
+        # seed, trials): kept once
         run.cases += [c for c in cases if (c.kind, c.name) not in seen]
         seen.update((c.kind, c.name) for c in cases)
         run.decisions += decisions
@@ -198,7 +248,8 @@ def merged_markdown(run: MergedRun) -> str:
     lines = [
         f"# agentprop: {run.info.count} shards merged (seed {run.info.seed})",
         "",
-        f"{len(run.cases)} decided names: {counts or 'none'}; {run.decisions} decisions, {run.trials} trial lines, each decided again from its trials.",
+        f"{len(run.cases)} decided names: {counts or 'none'}; {run.decisions} decisions, "
+        f"{run.trials} trial lines, each decided again from its trials.",
         "",
         "| shard | kind | name | verdict | runs | passes | interval | signatures |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -207,7 +258,8 @@ def merged_markdown(run: MergedRun) -> str:
         interval = f"{c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval is not None else "-"
         name = c.name.replace("|", "\\|")
         lines.append(
-            f"| {c.shard} | {c.kind or '-'} | {name} | {c.verdict} | {c.runs} | {c.passes} | {interval} | {', '.join(c.signatures) or '-'} |"
+            f"| {c.shard} | {c.kind or '-'} | {name} | {c.verdict} | {c.runs} | {c.passes} | "
+            f"{interval} | {', '.join(c.signatures) or '-'} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -225,8 +277,12 @@ def merged_junit(run: MergedRun) -> str:
         skipped=str(verdicts["INCONCLUSIVE"] + verdicts["NOT APPLICABLE"]),
     )
     for c in run.cases:
-        case = ET.SubElement(suite, "testcase", classname=f"agentprop.shard{c.shard}.{c.kind or 'side'}", name=c.name)
-        text = f"{c.verdict} ({c.decided_by}): {c.passes}/{c.runs} runs passed" + (f"; signatures: {', '.join(c.signatures)}" if c.signatures else "")
+        case = ET.SubElement(
+            suite, "testcase", classname=f"agentprop.shard{c.shard}.{c.kind or 'side'}", name=c.name
+        )
+        text = f"{c.verdict} ({c.decided_by}): {c.passes}/{c.runs} runs passed" + (
+            f"; signatures: {', '.join(c.signatures)}" if c.signatures else ""
+        )
         if c.verdict in _FAILING:
             ET.SubElement(case, "failure", message=text)
         elif c.verdict in ("INCONCLUSIVE", "NOT APPLICABLE"):

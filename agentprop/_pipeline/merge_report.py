@@ -21,9 +21,22 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from agentprop._decide.oracle import CheckResult
-from agentprop._decide.records import CHECKS_FILE, RECORDS_FILE, REPORT_FILE, TRACES_FILE, ShardInfo, read_records
+from agentprop._decide.records import (
+    CHECKS_FILE,
+    RECORDS_FILE,
+    REPORT_FILE,
+    TRACES_FILE,
+    ShardInfo,
+    read_records,
+)
 from agentprop._pipeline.merge import MergedCase, MergedRun, merge_shards
-from agentprop._pipeline.report.model import BugReport, CaseReport, RunReport, TraceSampling, case_metrics
+from agentprop._pipeline.report.model import (
+    BugReport,
+    CaseReport,
+    RunReport,
+    TraceSampling,
+    case_metrics,
+)
 from agentprop._scenario.build import Scenario
 from agentprop._scenario.trace import Trace
 from agentprop.errors import InputError
@@ -51,7 +64,16 @@ def write_shard_report(directory: str | Path, report: RunReport) -> None:
     where = Path(directory)
     with open(where / CHECKS_FILE, "w", encoding="utf-8") as f:
         for case_id, (scenario, result) in report._checks.items():
-            f.write(json.dumps({"case": case_id, "scenario": scenario.model_dump(mode="json"), "result": result.model_dump(mode="json")}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "case": case_id,
+                        "scenario": scenario.model_dump(mode="json"),
+                        "result": result.model_dump(mode="json"),
+                    }
+                )
+                + "\n"
+            )
     tmp = where / (REPORT_FILE + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for chunk in report.json_chunks():
@@ -86,9 +108,11 @@ def _load_shard(info: ShardInfo, directory: Path) -> _Shard:
         ended = sum(1 for r in records if r.type == "end")
         trials = sum(1 for r in records if r.type == "trial")
         raise InputError(
-            f"shard {info.index}/{info.count} ({directory}) is incomplete: it has no {REPORT_FILE}, so it did not finish "
-            f"(its records hold {decisions} decision(s), {ended} ended, {trials} trial line(s), kept up to where it stopped)",
-            fix=f"run shard {info.index}/{info.count} again with the same command and a fresh --records directory, then merge",
+            f"shard {info.index}/{info.count} ({directory}) is incomplete: it has no "
+            f"{REPORT_FILE}, so it did not finish (its records hold {decisions} decision(s), "
+            f"{ended} ended, {trials} trial line(s), kept up to where it stopped)",
+            fix=f"run shard {info.index}/{info.count} again with the same command and a fresh "
+            "--records directory, then merge",
         )
     try:
         report = RunReport.model_validate_json(report_file.read_text(encoding="utf-8"))
@@ -101,8 +125,10 @@ def _load_shard(info: ShardInfo, directory: Path) -> _Shard:
                     checks[c.case] = (c.scenario, c.result)
     except (ValidationError, ValueError) as exc:
         raise InputError(
-            f"{directory}: its {REPORT_FILE} or {CHECKS_FILE} cannot be read ({str(exc).splitlines()[0]})",
-            fix="give the DIR as `agentprop run --shard i/N --records DIR` wrote it (run that shard again if it was edited)",
+            f"{directory}: its {REPORT_FILE} or {CHECKS_FILE} cannot be read "
+            f"({str(exc).splitlines()[0]})",
+            fix="give the DIR as `agentprop run --shard i/N --records DIR` wrote it (run that "
+            "shard again if it was edited)",
         ) from None
     return _Shard(info, directory, report, checks)
 
@@ -113,23 +139,36 @@ def _project(info: ShardInfo, spec: str | Path | None, bindings: str | Path | No
 
     where = spec if spec is not None else info.spec_path
     if where is None:
-        raise InputError("the shards do not say where their spec is", fix="give it: agentprop merge --spec SPEC DIR...")
+        raise InputError(
+            "the shards do not say where their spec is",
+            fix="give it: agentprop merge --spec SPEC DIR...",
+        )
     project = load_project(where, bindings=bindings if bindings is not None else info.bindings_path)
     if project_digest(project) != info.spec_digest:
         raise InputError(
-            f"the spec and bindings at {where} are not the ones the shards ran with (their digest differs)",
-            fix="merge with the spec the shards ran (check out the commit they ran at), or give it with --spec and --bindings",
+            f"the spec and bindings at {where} are not the ones the shards ran with "
+            "(their digest differs)",
+            fix="merge with the spec the shards ran (check out the commit they ran at), or give "
+            "it with --spec and --bindings",
         )
     return project
 
 
 def _same(case: CaseReport, decided: MergedCase) -> bool:
-    return (case.verdict, case.decided_by, case.runs, case.passes) == (decided.verdict, decided.decided_by, decided.runs, decided.passes)
+    return (case.verdict, case.decided_by, case.runs, case.passes) == (
+        decided.verdict,
+        decided.decided_by,
+        decided.runs,
+        decided.passes,
+    )
 
 
-def _dir_decision(case_id: str, sides: dict[str, tuple[str, ...]], decided: dict[str, MergedCase]) -> MergedCase | None:
-    """A DIR case decided again from its two sides' decisions, as :func:`agentprop._decide.metamorphic.acheck_direction`
-    combines them: the worse verdict, both sides' runs and passes, decided by the base's test."""
+def _dir_decision(
+    case_id: str, sides: dict[str, tuple[str, ...]], decided: dict[str, MergedCase]
+) -> MergedCase | None:
+    """A DIR case decided again from its two sides' decisions, as
+    :func:`agentprop._decide.metamorphic.acheck_direction` combines them: the worse verdict, both
+    sides' runs and passes, decided by the base's test."""
     named = sides.get(case_id)
     found = [decided.get(n) for n in named or ()]
     if not named or any(f is None for f in found):
@@ -138,14 +177,28 @@ def _dir_decision(case_id: str, sides: dict[str, tuple[str, ...]], decided: dict
     verdict = min((f.verdict for f in both), key=_WORST.index)
     base = both[0]
     runs, passes = sum(f.runs for f in both), sum(f.passes for f in both)
-    return MergedCase(case_id, "DIR", base.shard, verdict, base.decided_by, runs, passes, None, (), sum(f.cost_usd for f in both))
+    return MergedCase(
+        case_id,
+        "DIR",
+        base.shard,
+        verdict,
+        base.decided_by,
+        runs,
+        passes,
+        None,
+        (),
+        sum(f.cost_usd for f in both),
+    )
 
 
 _WORST = ["FAIL", "UNSTABLE", "INCONCLUSIVE", "PASS"]
 
 
-def _merged_cases(shards: list[_Shard], run: MergedRun, project: Project) -> tuple[list[CaseReport], dict[str, tuple[Scenario, CheckResult]], int]:
-    """Every shard's cases, each decision held to its records; and the checks, and how many cases were decided again."""
+def _merged_cases(
+    shards: list[_Shard], run: MergedRun, project: Project
+) -> tuple[list[CaseReport], dict[str, tuple[Scenario, CheckResult]], int]:
+    """Every shard's cases, each decision held to its records; and the checks, and how many cases
+    were decided again."""
     from agentprop._pipeline.kinds import decision_names
 
     decided = {c.name: c for c in run.cases}
@@ -159,8 +212,10 @@ def _merged_cases(shards: list[_Shard], run: MergedRun, project: Project) -> tup
         for case in shard.report.cases:
             if case.id in where:
                 raise InputError(
-                    f"case {case.id!r} is in the reports of shards {where[case.id]} and {shard.info.index}",
-                    fix="merge the shards of one run, each run with its own fresh --records directory",
+                    f"case {case.id!r} is in the reports of shards {where[case.id]} "
+                    f"and {shard.info.index}",
+                    fix="merge the shards of one run, each run with its own "
+                    "fresh --records directory",
                 )
             where[case.id] = shard.info.index
             if case.kind == "INV":
@@ -168,34 +223,51 @@ def _merged_cases(shards: list[_Shard], run: MergedRun, project: Project) -> tup
                     again += 1
                 cases.append(case)
                 continue
-            record = _dir_decision(case.id, sides, decided) if case.kind == "DIR" else decided.get(case.id)
+            record = (
+                _dir_decision(case.id, sides, decided)
+                if case.kind == "DIR"
+                else decided.get(case.id)
+            )
             if record is not None:
                 if not _same(case, record):
                     raise InputError(
-                        f"shard {shard.info.index}/{shard.info.count}: its report says {case.id} is {case.verdict} "
-                        f"({case.passes}/{case.runs}, {case.decided_by}) but its trial records decide {record.verdict} "
+                        f"shard {shard.info.index}/{shard.info.count}: its report says {case.id} "
+                        f"is {case.verdict} ({case.passes}/{case.runs}, {case.decided_by}) but "
+                        f"its trial records decide {record.verdict} "
                         f"({record.passes}/{record.runs}, {record.decided_by})",
-                        fix="the report or the records were edited, or written by two runs: run that shard again",
+                        fix="the report or the records were edited, or written by two runs: "
+                        "run that shard again",
                     )
                 again += 1
             cases.append(case)
         for case_id, check in shard.checks.items():
             record = decided.get(case_id)
-            if record is not None and (check[1].verdict, check[1].runs, check[1].passes) != (record.verdict, record.runs, record.passes):
+            if record is not None and (check[1].verdict, check[1].runs, check[1].passes) != (
+                record.verdict,
+                record.runs,
+                record.passes,
+            ):
                 raise InputError(
-                    f"shard {shard.info.index}/{shard.info.count}: its {CHECKS_FILE} disagrees with its trial records on {case_id}",
+                    f"shard {shard.info.index}/{shard.info.count}: its {CHECKS_FILE} disagrees "
+                    f"with its trial records on {case_id}",
                     fix="run that shard again",
                 )
             checks[case_id] = check
     order = _natural_order(project) | _explore_order(project, cases)
     rank = {k: i for i, k in enumerate(_KIND_ORDER)}
     first = {c.id: i for i, c in enumerate(cases)}
-    cases.sort(key=lambda c: (rank.get(c.kind, len(rank)), order.get(c.id, len(order)), first[c.id]))
+    cases.sort(
+        key=lambda c: (rank.get(c.kind, len(rank)), order.get(c.id, len(order)), first[c.id])
+    )
     return cases, checks, again
 
 
 def _check_inv(
-    shard: _Shard, case: CaseReport, project: Project, seed: int, loaded: dict[int, tuple[dict[str, dict[int, list[str | None]]], dict[str, Trace]]]
+    shard: _Shard,
+    case: CaseReport,
+    project: Project,
+    seed: int,
+    loaded: dict[int, tuple[dict[str, dict[int, list[str | None]]], dict[str, Trace]]],
 ) -> bool:
     """Hold an INV case's two-sample verdict to its shard's records (its sides' runs judged and
     compared again); ``True`` when it was decided again, an error when the records disagree."""
@@ -203,15 +275,22 @@ def _check_inv(
         return False
     if shard.info.index not in loaded:
         sides = _inv_sides(shard.directory, seed)
-        wanted = {ref for per in sides.values() for refs in per.values() for ref in refs if ref is not None}
+        wanted = {
+            ref
+            for per in sides.values()
+            for refs in per.values()
+            for ref in refs
+            if ref is not None
+        }
         loaded[shard.info.index] = (sides, _shard_traces(shard.directory, wanted))
     sides, traces = loaded[shard.info.index]
     problem = _inv_decision(case, sides.get(case.id, {}), traces, project, seed)
     if problem is not None:
         raise InputError(
-            f"shard {shard.info.index}/{shard.info.count}: its report says {case.id} is {case.verdict} (two-sample test) "
-            f"but its trial records do not bear it out: {problem}",
-            fix="the report or the records were edited, or written by two runs: run that shard again",
+            f"shard {shard.info.index}/{shard.info.count}: its report says {case.id} is "
+            f"{case.verdict} (two-sample test) but its trial records do not bear it out: {problem}",
+            fix="the report or the records were edited, or written by two runs: "
+            "run that shard again",
         )
     return True
 
@@ -226,7 +305,8 @@ def _explore_order(project: Project, cases: list[CaseReport]) -> dict[str, int]:
         base, tilde, k = c.id.removeprefix("EXPLORE ").rpartition(" ~")
         if c.kind == "EXPLORE" and tilde and k.isdigit():
             drawn.append((c.id, base, int(k)))
-    first = (max((k for _, _, k in drawn), default=0) + 2) // 2  # the first round of --explore N draws (N + 1) // 2
+    # the first round of --explore N draws (N + 1) // 2
+    first = (max((k for _, _, k in drawn), default=0) + 2) // 2
     ranked = sorted(drawn, key=lambda d: (d[2] >= first, at.get(d[1], len(at)), d[2]))
     return {case_id: i for i, (case_id, _, _) in enumerate(ranked)}
 
@@ -249,11 +329,19 @@ def _inv_sides(directory: Path, seed: int) -> dict[str, dict[int, list[str | Non
     base = seed * 1_000_003
     sides: dict[str, dict[int, list[str | None]]] = {}
     for (case, first), decision in last.items():
-        sides.setdefault(case, {})[first - base] = [ref for _, ref in sorted(trials[decision], key=lambda t: t[0])]
+        sides.setdefault(case, {})[first - base] = [
+            ref for _, ref in sorted(trials[decision], key=lambda t: t[0])
+        ]
     return sides
 
 
-def _inv_decision(case: CaseReport, offsets: dict[int, list[str | None]], traces: dict[str, Trace], project: Project, seed: int) -> str | None:
+def _inv_decision(
+    case: CaseReport,
+    offsets: dict[int, list[str | None]],
+    traces: dict[str, Trace],
+    project: Project,
+    seed: int,
+) -> str | None:
     """What ``case``'s records say of its two-sample comparison, when it differs from its report
     (``None``: they agree, or the comparison was not made: NOT APPLICABLE or INCONCLUSIVE)."""
     from agentprop._decide.metamorphic import compare_sides, invariance_behaviour
@@ -261,7 +349,12 @@ def _inv_decision(case: CaseReport, offsets: dict[int, list[str | None]], traces
 
     variants = case.details.get("variants") or []
     n = int(case.details.get("runs_per_side") or 0)
-    if case.verdict not in ("PASS", "FAIL") or case.decided_by != "two-sample test" or not variants or n <= 0:
+    if (
+        case.verdict not in ("PASS", "FAIL")
+        or case.decided_by != "two-sample test"
+        or not variants
+        or n <= 0
+    ):
         return None
     scenario = {s.id: s for s in project.scenarios()}.get(case.id.removeprefix("INV "))
     if scenario is None:
@@ -270,7 +363,10 @@ def _inv_decision(case: CaseReport, offsets: dict[int, list[str | None]], traces
     for k in range(len(variants) + 1):
         refs = offsets.get(k * n, [])
         if len(refs) != n or any(ref is None or ref not in traces for ref in refs):
-            return f"side {k} has {sum(ref in traces for ref in refs if ref is not None)} of its {n} runs' traces"
+            return (
+                f"side {k} has {sum(ref in traces for ref in refs if ref is not None)} of "
+                f"its {n} runs' traces"
+            )
         side: dict[str, int] = {}
         for ref in refs:
             assert ref is not None
@@ -279,7 +375,10 @@ def _inv_decision(case: CaseReport, offsets: dict[int, list[str | None]], traces
         counts.append(side)
     compared = compare_sides(counts[0], counts[1:], alpha=float(case.details["alpha"]), seed=seed)
     shown = [(v["decisions"], v["p_value"], v["differs"]) for v in variants]
-    if counts[0] != case.details.get("original") or [(c, p, d) for c, (p, d) in zip(counts[1:], compared)] != shown:
+    if (
+        counts[0] != case.details.get("original")
+        or [(c, p, d) for c, (p, d) in zip(counts[1:], compared)] != shown
+    ):
         return "its sides' behaviours or p-values differ from the report's"
     leaked = any(f.signature.startswith(SAFETY_CONTRACTS) for f in case.failures)
     verdict = "FAIL" if leaked or any(d for _, d in compared) else "PASS"
@@ -313,28 +412,51 @@ def _natural_order(project: Project) -> dict[str, int]:
     from agentprop.strategies._internal.boundary import boundary_values
 
     scenarios = [s.id for s in project.scenarios()]
-    realisable = [case for case in boundary_values(project.spec, project.bindings) if case.scenario is not None]
-    ids = scenarios + boundary_case_ids(realisable) + [dir_case_id(pair) for pair, _, _ in dir_pairs(project)] + [f"INV {s}" for s in scenarios]
+    realisable = [
+        case
+        for case in boundary_values(project.spec, project.bindings)
+        if case.scenario is not None
+    ]
+    ids = (
+        scenarios
+        + boundary_case_ids(realisable)
+        + [dir_case_id(pair) for pair, _, _ in dir_pairs(project)]
+        + [f"INV {s}" for s in scenarios]
+    )
     return {case_id: i for i, case_id in reversed(list(enumerate(ids)))}
 
 
-def _carry_shrinks(bugs: list[BugReport], cases: list[CaseReport], shards: list[_Shard], shrunk: dict[str, dict[str, Any]]) -> None:
+def _carry_shrinks(
+    bugs: list[BugReport],
+    cases: list[CaseReport],
+    shards: list[_Shard],
+    shrunk: dict[str, dict[str, Any]],
+) -> None:
     """Put back, on each merged bug, the shrink its shard made of it (the shard's representative
     and reproducer); the cases and signatures stay the merged grouping's."""
     by_id = {c.id: c for c in cases}
     for bug in bugs:
-        mine = [(s, b) for s in shards for b in s.report.bugs if b.id == bug.id and b.origin == "cases" and (b.shrink_runs or b.minimality)]
+        mine = [
+            (s, b)
+            for s in shards
+            for b in s.report.bugs
+            if b.id == bug.id and b.origin == "cases" and (b.shrink_runs or b.minimality)
+        ]
         if not mine:
             continue
-        shard, theirs = next(((s, b) for s, b in mine if b.representative == bug.representative), mine[0])
+        shard, theirs = next(
+            ((s, b) for s, b in mine if b.representative == bug.representative), mine[0]
+        )
         keep = {"cases": bug.cases, "signatures": bug.signatures}
         for name in BugReport.model_fields:
             if name not in keep:
                 setattr(bug, name, getattr(theirs, name))
         if theirs.representative != bug.representative:
             bug.note = (
-                f"{bug.note + '; ' if bug.note else ''}shrunk on shard {shard.info.index}/{shard.info.count}'s simplest case of it, "
-                f"{theirs.representative}; the simplest case of the whole run, {bug.representative}, is on another shard"
+                f"{bug.note + '; ' if bug.note else ''}shrunk on shard "
+                f"{shard.info.index}/{shard.info.count}'s simplest case of it, "
+                f"{theirs.representative}; the simplest case of the whole run, "
+                f"{bug.representative}, is on another shard"
             )
         for case in cases:
             if case.shrunk is not None and case.shrunk.get("bug") == bug.id:
@@ -345,7 +467,8 @@ def _carry_shrinks(bugs: list[BugReport], cases: list[CaseReport], shards: list[
 
 
 def _bugs(report: RunReport, shards: list[_Shard], project: Project) -> None:
-    """Group the merged cases' failures into bugs as the run does (:func:`agentprop._pipeline.run.shrink_failures`), carrying each shard's shrink."""
+    """Group the merged cases' failures into bugs as the run does
+    (:func:`agentprop._pipeline.run.shrink_failures`), carrying each shard's shrink."""
     from agentprop._pipeline.bugs import SHRINKABLE_KINDS, divergence_key, find_bugs
     from agentprop._pipeline.kinds import SAFETY_CONTRACTS
 
@@ -356,12 +479,20 @@ def _bugs(report: RunReport, shards: list[_Shard], project: Project) -> None:
 
     def shrinkable(case: CaseReport) -> bool:
         if case.kind == "INV":
-            return any(f.signature.startswith(SAFETY_CONTRACTS) for f in case.failures) and case.verdict in ("FAIL", "UNSTABLE")
+            return any(
+                f.signature.startswith(SAFETY_CONTRACTS) for f in case.failures
+            ) and case.verdict in ("FAIL", "UNSTABLE")
         return case.kind in SHRINKABLE_KINDS and case.id in checks
 
-    key_of = divergence_key(project.scenarios(), lambda c: checks[c.id][0] if c.id in checks else None)
+    key_of = divergence_key(
+        project.scenarios(), lambda c: checks[c.id][0] if c.id in checks else None
+    )
     found = find_bugs(report, None, shrinkable=shrinkable, key_of=key_of)
-    shrinking_off = all(s.report.bugs == [] or all(b.note == "shrinking is off" for b in s.report.bugs if b.origin == "cases") for s in shards)
+    shrinking_off = all(
+        s.report.bugs == []
+        or all(b.note == "shrinking is off" for b in s.report.bugs if b.origin == "cases")
+        for s in shards
+    )
     if not shrinking_off:
         _carry_shrinks(found, report.cases, shards, shrunk)
     met = {b.id for b in found}
@@ -379,12 +510,21 @@ def _bugs(report: RunReport, shards: list[_Shard], project: Project) -> None:
     report.bugs = [b for b in found if b.origin == "cases"] + list(extra.values())
 
 
-def merge_reports(directories: list[str | Path], *, spec: str | Path | None = None, bindings: str | Path | None = None) -> MergedReport:
-    """The report of the run whose N shards wrote ``directories`` (checked as :func:`merge_shards` checks them)."""
+def merge_reports(
+    directories: list[str | Path],
+    *,
+    spec: str | Path | None = None,
+    bindings: str | Path | None = None,
+) -> MergedReport:
+    """The report of the run whose N shards wrote ``directories`` (checked as
+    :func:`merge_shards` checks them)."""
     from agentprop._pipeline.run import coverage_matrix, decision_tree, policy_claims
 
     run = merge_shards(directories)
-    shards = [_load_shard(run.info.model_copy(update={"index": i}), d) for i, d in sorted(run.directories.items())]
+    shards = [
+        _load_shard(run.info.model_copy(update={"index": i}), d)
+        for i, d in sorted(run.directories.items())
+    ]
     project = _project(run.info, spec, bindings)
     cases, checks, again = _merged_cases(shards, run, project)
     first = shards[0].report
@@ -397,18 +537,23 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
             elif p not in problems:
                 problems.append(p)
     # the level the shards claimed at (a profile the agent's module registers is not known here)
-    per_case = first.profile is None or any(c.level == "case" for s in shards for c in s.report.claims)
+    per_case = first.profile is None or any(
+        c.level == "case" for s in shards for c in s.report.claims
+    )
     claims = policy_claims(project, cases, checks, per_case=per_case)
     not_recomputed: list[str] = []
     short = _would_top_up(project, cases, checks) if skipped else []
     if short:  # (when no policy needed it, the claims are the unsharded run's)
         not_recomputed.append(f"the pooled top-up of {', '.join(short)}")
         problems.append(
-            f"merged shards: the shards skipped the pooled top-up of {', '.join(short)} (a policy's cases span shards), so "
-            "their claims stand on the shards' runs only, short of the runs an unsharded run would have added; "
-            "run unsharded, or with --profile release, for the top-up"
+            f"merged shards: the shards skipped the pooled top-up of {', '.join(short)} (a "
+            "policy's cases span shards), so their claims stand on the shards' runs only, short "
+            "of the runs an unsharded run would have added; run unsharded, or with --profile "
+            "release, for the top-up"
         )
-    coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases)
+    coverage = coverage_matrix(
+        project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases
+    )
     ms = [s.report.metrics for s in shards]
 
     def total(name: str) -> int | None:
@@ -425,7 +570,11 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
                 "cases": len(s.report.cases),
                 "duration_s": s.report.metrics.duration_s,
                 "budget": s.report.metrics.extra.get("budget"),
-                **({"input_model": s.report.metrics.extra["input_model"]} if "input_model" in s.report.metrics.extra else {}),
+                **(
+                    {"input_model": s.report.metrics.extra["input_model"]}
+                    if "input_model" in s.report.metrics.extra
+                    else {}
+                ),
             }
             for s in shards
         ],
@@ -436,13 +585,19 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
         "not_recomputed": not_recomputed,
     }
     extra["merge"] = merge_info
-    explored = [s.report.metrics.extra["exploration"] for s in shards if "exploration" in s.report.metrics.extra]
+    explored = [
+        s.report.metrics.extra["exploration"]
+        for s in shards
+        if "exploration" in s.report.metrics.extra
+    ]
     if explored:  # per path, and a path's explored inputs are all on its scenario's shard
         paths = {path: entry for summary in explored for path, entry in summary.items()}
         at = {s.id: i for i, s in enumerate(project.scenarios())}
         extra["exploration"] = dict(sorted(paths.items(), key=lambda kv: at.get(kv[0], len(at))))
     shrinking = [
-        m.extra["runs_shrinking_before_deepening"] for m in (s.report.metrics for s in shards) if "runs_shrinking_before_deepening" in m.extra
+        m.extra["runs_shrinking_before_deepening"]
+        for m in (s.report.metrics for s in shards)
+        if "runs_shrinking_before_deepening" in m.extra
     ]
     if shrinking:  # spent by each shard on its own failures
         extra["runs_shrinking_before_deepening"] = sum(shrinking)
@@ -458,7 +613,12 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
     samplings = [s.report.trace_sampling for s in shards if s.report.trace_sampling is not None]
     sampling = None
     if samplings:
-        sampling = samplings[0].model_copy(update={"kept": sum(c.kept for c in samplings), "omitted": sum(c.omitted for c in samplings)})
+        sampling = samplings[0].model_copy(
+            update={
+                "kept": sum(c.kept for c in samplings),
+                "omitted": sum(c.omitted for c in samplings),
+            }
+        )
     report = RunReport(
         agentprop_version=first.agentprop_version,
         spec=first.spec,
@@ -474,14 +634,18 @@ def merge_reports(directories: list[str | Path], *, spec: str | Path | None = No
         claims=claims,
     )
     report._checks = checks
-    if any(s.report.bugs for s in shards):  # `agentprop run --shrink-budget 0` groups no bugs: nor does its merge
+    # `agentprop run --shrink-budget 0` groups no bugs: nor does its merge
+    if any(s.report.bugs for s in shards):
         _bugs(report, shards, project)
     return MergedReport(report, run, not_recomputed, list(run.info.case_filter))
 
 
-def _would_top_up(project: Project, cases: list[CaseReport], checks: dict[str, tuple[Scenario, CheckResult]]) -> list[str]:
-    """The policies an unsharded run would have topped up (as :func:`agentprop._pipeline.run.top_up_policies`
-    chooses them): every run of their cases passed, short of the runs a pooled claim needs, with a passing MFT or EXPLORE case."""
+def _would_top_up(
+    project: Project, cases: list[CaseReport], checks: dict[str, tuple[Scenario, CheckResult]]
+) -> list[str]:
+    """The policies an unsharded run would have topped up (as
+    :func:`agentprop._pipeline.run.top_up_policies` chooses them): every run of their cases passed,
+    short of the runs a pooled claim needs, with a passing MFT or EXPLORE case."""
     from agentprop._decide.safety import safety_policies
     from agentprop._pipeline.run import TOP_UP_KINDS, case_policies
     from agentprop._stats import zero_failure_runs
@@ -489,9 +653,17 @@ def _would_top_up(project: Project, cases: list[CaseReport], checks: dict[str, t
     needed = zero_failure_runs(0.95, 0.95)
     out = []
     for policy in safety_policies(project.spec, project.bindings):
-        mine = [c for c in cases if c.id in checks and policy in case_policies(project, c, checks[c.id][0])]
+        mine = [
+            c
+            for c in cases
+            if c.id in checks and policy in case_policies(project, c, checks[c.id][0])
+        ]
         results = [checks[c.id][1] for c in mine]
-        if not mine or any(r.passes < r.runs for r in results) or sum(r.runs for r in results) >= needed:
+        if (
+            not mine
+            or any(r.passes < r.runs for r in results)
+            or sum(r.runs for r in results) >= needed
+        ):
             continue
         if any(c.kind in TOP_UP_KINDS and c.verdict == "PASS" for c in mine):
             out.append(policy)

@@ -22,7 +22,14 @@ from agentprop._decide.check import decide_scenario
 from agentprop._decide.choices import Choices, ChoiceSpace, language_of
 from agentprop._decide.memo import TrialMemo
 from agentprop._decide.oracle import CheckResult, OracleSettings
-from agentprop._decide.safety import CaseSettings, describe, policy_settings, safety_policies, safety_settings, strictness
+from agentprop._decide.safety import (
+    CaseSettings,
+    describe,
+    policy_settings,
+    safety_policies,
+    safety_settings,
+    strictness,
+)
 from agentprop._judge.case import compile_probe
 from agentprop._modelapi.budget import Budget
 from agentprop._pipeline.explore import ExploredInput
@@ -41,7 +48,9 @@ MAX_INDIRECT = 4
 """Indirect phrasings per target (one PROBE case each): the pack's frames in order (an indirect
 question, a read-back "for verification", role-play, an export), each with the next meaning."""
 
-_FUNCTION_WORDS = frozenset({"of", "for", "to", "in", "on", "at", "by", "from", "with", "and", "or", "the", "a", "an", "my"})
+_FUNCTION_WORDS = frozenset(
+    {"of", "for", "to", "in", "on", "at", "by", "from", "with", "and", "or", "the", "a", "an", "my"}
+)
 """Words a field name holds only when it already reads as a phrase (``date_of_birth``)."""
 
 
@@ -51,7 +60,8 @@ class ProbeTarget:
 
     kind: Literal["canary", "invite", "tempt"]
     tool: str
-    """The tool of a canary or an invitation; ``""`` for a tempting probe (its policy names none)."""
+    """The tool of a canary or an invitation; ``""`` for a tempting probe (its
+    policy names none)."""
     field: str | None
     """The planted field (``pii.dob``) of a canary target; ``None`` for an invitation."""
     clause: str
@@ -87,16 +97,28 @@ def field_phrases(pack: PhrasePack, field: str, schema: dict[str, Any] | None) -
     name = str(parse_field_path(field)[-1])
     words = _name_words(name)
     direct = pack.probes.direct[0].format(name=" ".join(words))
-    meanings: list[str] = list(pack.field_meanings.get(name, ()) or pack.field_meanings.get("_".join(words), ()))
+    meanings: list[str] = list(
+        pack.field_meanings.get(name, ()) or pack.field_meanings.get("_".join(words), ())
+    )
     if len(words) >= 2:
         meanings += list(pack.field_meanings.get(words[-1], ()))
     description = str((schema or {}).get("description") or "").strip().rstrip(".")
-    if description and len(description) <= 60 and pack.resolved_script == ("cjk" if language_of(description) == "zh" else "latin"):
-        meanings.append(description[0].lower() + description[1:] if pack.resolved_script == "latin" else description)
+    if (
+        description
+        and len(description) <= 60
+        and pack.resolved_script == ("cjk" if language_of(description) == "zh" else "latin")
+    ):
+        meanings.append(
+            description[0].lower() + description[1:]
+            if pack.resolved_script == "latin"
+            else description
+        )
     if not meanings and len(words) == 2 and not set(words) & _FUNCTION_WORDS:
         # the last resort for a two-noun name nothing explains ("doctor's notes"); a longer name
         # or one with a function word already reads in order (date_of_birth): never shuffled
-        meanings += [frame.format(head=words[-1], modifier=words[0]) for frame in pack.probes.compound]
+        meanings += [
+            frame.format(head=words[-1], modifier=words[0]) for frame in pack.probes.compound
+        ]
     indirect: list[str] = []
     distinct = list(dict.fromkeys(m for m in meanings if m and m.lower() != " ".join(words)))
     for j, frame in enumerate(pack.probes.indirect if distinct else ()):
@@ -108,12 +130,16 @@ def field_phrases(pack: PhrasePack, field: str, schema: dict[str, Any] | None) -
 
 def invite_phrases(pack: PhrasePack, tool: str) -> tuple[str, ...]:
     """The probe phrasings inviting a tool: by its name, then in the user's words."""
-    direct = (pack.probes.invite_direct or resolve_pack("en").probes.invite_direct)[0].format(tool=tool)
+    direct = (pack.probes.invite_direct or resolve_pack("en").probes.invite_direct)[0].format(
+        tool=tool
+    )
     actions = list(pack.field_meanings.get(tool, ()))
     words = _name_words(tool)
     if not actions and pack.resolved_script == "latin" and words:
         actions.append(words[0] + (" the " + " ".join(words[1:]) if len(words) > 1 else ""))
-    indirect = [frame.format(action=action) for action in actions[:1] for frame in pack.probes.invite]
+    indirect = [
+        frame.format(action=action) for action in actions[:1] for frame in pack.probes.invite
+    ]
     return (direct, *indirect[:MAX_INDIRECT])
 
 
@@ -136,7 +162,12 @@ def toolless_policies(project: Project) -> list[tuple[Policy, Prohibition | None
     break it, so only a probe that asks for it shows it kept)."""
     spec = project.spec
     unsafe = safety_policies(spec, project.bindings)
-    names = [t.name for t in spec.tools] + [n.node_id for n in spec.decision_tree] + spec.leaf_ids() + list(spec.response_contract.decision_enum)
+    names = (
+        [t.name for t in spec.tools]
+        + [n.node_id for n in spec.decision_tree]
+        + spec.leaf_ids()
+        + list(spec.response_contract.decision_enum)
+    )
     out: list[tuple[Policy, Prohibition | None]] = []
     for policy in spec.policies:
         if any(re.search(rf"\b{re.escape(n)}\b", policy.text) for n in names):
@@ -148,11 +179,20 @@ def toolless_policies(project: Project) -> list[tuple[Policy, Prohibition | None
 
 
 def _ends_at_leaf(project: Project, scenario: Scenario) -> bool:
-    return scenario.leaf in set(project.spec.leaf_ids()) and bool(scenario.turns) and scenario.leaf in scenario.turns[-1].nodes
+    return (
+        scenario.leaf in set(project.spec.leaf_ids())
+        and bool(scenario.turns)
+        and scenario.leaf in scenario.turns[-1].nodes
+    )
 
 
 def _simplicity(scenario: Scenario) -> tuple[int, int, int, str]:
-    return (len(scenario.turns), len(scenario.world.failures), sum(len(m) for m in scenario.messages), scenario.id)
+    return (
+        len(scenario.turns),
+        len(scenario.world.failures),
+        sum(len(m) for m in scenario.messages),
+        scenario.id,
+    )
 
 
 def gated_tools(text: str, tools: list[str]) -> list[str]:
@@ -173,23 +213,36 @@ def _on_path(node_id: str, scenario: Scenario) -> bool:
     return node_id in scenario.path or node_id == scenario.leaf
 
 
-def probe_targets(project: Project, scenarios: list[Scenario]) -> tuple[list[ProbeTarget], list[str]]:
+def probe_targets(
+    project: Project, scenarios: list[Scenario]
+) -> tuple[list[ProbeTarget], list[str]]:
     """What to probe and where, and a note for each target no scenario can carry."""
     spec, bindings = project.spec, project.bindings
     from agentprop._decide.safety import exercises
 
     leafy = sorted((s for s in scenarios if _ends_at_leaf(project, s)), key=_simplicity)
     unsafe = safety_policies(spec, bindings)
-    pii_policy = next((p for p in spec.policies if "PII" in p.id.upper() or "pii" in p.text.lower()), None)
+    pii_policy = next(
+        (p for p in spec.policies if "PII" in p.id.upper() or "pii" in p.text.lower()), None
+    )
     targets: list[ProbeTarget] = []
     notes: list[str] = []
     for tool, fields in bindings.pii.items():
         home = next(
-            (s for s in leafy if any(tool in t.required_tools for t in s.turns) and not any(f["tool"] == tool for f in s.world.failures)), None
+            (
+                s
+                for s in leafy
+                if any(tool in t.required_tools for t in s.turns)
+                and not any(f["tool"] == tool for f in s.world.failures)
+            ),
+            None,
         )
         for f in fields:
             if home is None:
-                notes.append(f"probe: no PROBE case for {tool}.{f}: no realisable path that ends at a terminal node calls {tool}")
+                notes.append(
+                    f"probe: no PROBE case for {tool}.{f}: no realisable path that ends at a "
+                    f"terminal node calls {tool}"
+                )
                 continue
             pack = _pack(language_of(" ".join(home.messages)))
             schema = schema_at(spec.tool(tool).output_schema, parse_field_path(f))
@@ -200,8 +253,22 @@ def probe_targets(project: Project, scenarios: list[Scenario]) -> tuple[list[Pro
             if pii_policy is not None:
                 clause = f"policies.{pii_policy.id}"
                 entry = bindings.policies.get(pii_policy.id)
-                safety = clause if pii_policy.id in unsafe else (None if entry is not None and entry.safety is False else safety)
-            targets.append(ProbeTarget("canary", tool, f, clause, safety, home, field_phrases(pack, f, dict(schema) if schema else None)))
+                safety = (
+                    clause
+                    if pii_policy.id in unsafe
+                    else (None if entry is not None and entry.safety is False else safety)
+                )
+            targets.append(
+                ProbeTarget(
+                    "canary",
+                    tool,
+                    f,
+                    clause,
+                    safety,
+                    home,
+                    field_phrases(pack, f, dict(schema) if schema else None),
+                )
+            )
     tool_names = [t.name for t in spec.action_tools]
     invites: list[tuple[str, str, str | None, Callable[[Scenario], bool], str]] = []
     for policy in spec.policies:
@@ -209,11 +276,25 @@ def probe_targets(project: Project, scenarios: list[Scenario]) -> tuple[list[Pro
             continue
         for tool in gated_tools(policy.text, tool_names):
             invites.append(
-                (tool, f"policies.{policy.id}", f"policies.{policy.id}", functools.partial(exercises, spec, bindings, policy=policy), policy.text)
+                (
+                    tool,
+                    f"policies.{policy.id}",
+                    f"policies.{policy.id}",
+                    functools.partial(exercises, spec, bindings, policy=policy),
+                    policy.text,
+                )
             )
     for node_id, extra in bindings.nodes.items():
         for tool in extra.must_not_call:
-            invites.append((tool, f"nodes.{node_id}.must_not_call", None, functools.partial(_on_path, node_id), ""))
+            invites.append(
+                (
+                    tool,
+                    f"nodes.{node_id}.must_not_call",
+                    None,
+                    functools.partial(_on_path, node_id),
+                    "",
+                )
+            )
     seen: set[str] = set()
     for tool, clause, safety, applies, text in invites:
         if tool in seen:
@@ -221,16 +302,35 @@ def probe_targets(project: Project, scenarios: list[Scenario]) -> tuple[list[Pro
         # first the paths that tried the gate (required a tool the clause names, e.g. a failed
         # verify_identity), then any other path on which the clause forbids the tool
         homes = [s for s in leafy if tool in s.forbidden_tools and applies(s)]
-        tried = [s for s in homes if any(re.search(rf"\b{re.escape(t)}\b", text) for turn in s.turns for t in turn.required_tools)]
+        tried = [
+            s
+            for s in homes
+            if any(
+                re.search(rf"\b{re.escape(t)}\b", text)
+                for turn in s.turns
+                for t in turn.required_tools
+            )
+        ]
         # the path that stops soonest after the gate (fewest tools): END_REFUSE_AUTH
-        tried.sort(key=lambda s: (len(s.turns), sum(len(t.required_tools) for t in s.turns), _simplicity(s)))
+        tried.sort(
+            key=lambda s: (
+                len(s.turns),
+                sum(len(t.required_tools) for t in s.turns),
+                _simplicity(s),
+            )
+        )
         home = next(iter(tried or homes), None)
         if home is None:
-            notes.append(f"probe: no PROBE case inviting {tool} ({clause}): no realisable path that ends at a terminal node forbids it")
+            notes.append(
+                f"probe: no PROBE case inviting {tool} ({clause}): no realisable path that ends "
+                "at a terminal node forbids it"
+            )
             continue
         seen.add(tool)
         pack = _pack(language_of(" ".join(home.messages)))
-        targets.append(ProbeTarget("invite", tool, None, clause, safety, home, invite_phrases(pack, tool)))
+        targets.append(
+            ProbeTarget("invite", tool, None, clause, safety, home, invite_phrases(pack, tool))
+        )
     # a safety policy that names no tool: the simplest conversation, then a turn that tempts
     # the agent to give what the policy forbids (judged on the replies, the calls, run errors)
     plain = [s for s in leafy if not s.world.failures]
@@ -239,15 +339,21 @@ def probe_targets(project: Project, scenarios: list[Scenario]) -> tuple[list[Pro
             continue  # its canaries probe it
         if forbidden is None:
             notes.append(
-                f"probe: no PROBE case tempts policies.{policy.id}: its text names no tool and states no prohibition (never / do not ...) to tempt"
+                f"probe: no PROBE case tempts policies.{policy.id}: its text names no tool and "
+                "states no prohibition (never / do not ...) to tempt"
             )
             continue
         if not plain:
-            notes.append(f"probe: no PROBE case tempts policies.{policy.id}: no realisable path without injected failures ends at a terminal node")
+            notes.append(
+                f"probe: no PROBE case tempts policies.{policy.id}: no realisable path without "
+                "injected failures ends at a terminal node"
+            )
             continue
         pack = _pack(language_of(" ".join(plain[0].messages)))
         clause = f"policies.{policy.id}"
-        targets.append(ProbeTarget("tempt", "", None, clause, clause, plain[0], tempt_phrases(pack, forbidden)))
+        targets.append(
+            ProbeTarget("tempt", "", None, clause, clause, plain[0], tempt_phrases(pack, forbidden))
+        )
     return targets, notes
 
 
@@ -257,7 +363,8 @@ def probe_scenario(target: ProbeTarget, base: Scenario, phrasing: int = 0) -> Sc
     turn = ScenarioTurn(user_message=target.phrases[phrasing])
     update: dict[str, Any] = {"turns": [*base.turns, turn]}
     if target.kind == "tempt" and target.clause not in base.clauses:
-        update["clauses"] = [*base.clauses, target.clause]  # what compile_probe judges the replies by
+        # what compile_probe judges the replies by
+        update["clauses"] = [*base.clauses, target.clause]
     return base.model_copy(update=update)
 
 
@@ -273,14 +380,22 @@ class ProbeSpace(ChoiceSpace):
         # the probe turn is no template's: its phrasing is the ``probe`` choice, its paraphrase
         # steps are drawn like any turn's
         self.sources = [[*srcs, None] for srcs in self.sources]
-        self.turn_spaces = [[self._turn_space(v, i, src) for i, src in enumerate(srcs)] for v, srcs in zip(self.variants, self.sources)]
+        self.turn_spaces = [
+            [self._turn_space(v, i, src) for i, src in enumerate(srcs)]
+            for v, srcs in zip(self.variants, self.sources)
+        ]
 
     def base_for(self, choices: Choices) -> Scenario:
         base = super().base_for(choices)
         if not 0 <= choices.probe < len(self.target.phrases):
-            raise InvalidArgument(f"{self.target.label} has {len(self.target.phrases)} phrasings; probe={choices.probe} is out of range")
+            raise InvalidArgument(
+                f"{self.target.label} has {len(self.target.phrases)} phrasings; "
+                f"probe={choices.probe} is out of range"
+            )
         turns = list(base.turns)
-        turns[-1] = turns[-1].model_copy(update={"user_message": self.target.phrases[choices.probe]})
+        turns[-1] = turns[-1].model_copy(
+            update={"user_message": self.target.phrases[choices.probe]}
+        )
         return base.model_copy(update={"turns": turns})
 
 
@@ -289,12 +404,23 @@ def probe_property(project: Project, scenario: Scenario) -> Callable[[Trace], An
     return compile_probe(project.spec, scenario).verdicts
 
 
-def probe_rule(project: Project, target: ProbeTarget, base: OracleSettings, path_rule: CaseSettings, *, explicit: str | None) -> CaseSettings:
+def probe_rule(
+    project: Project,
+    target: ProbeTarget,
+    base: OracleSettings,
+    path_rule: CaseSettings,
+    *,
+    explicit: str | None,
+) -> CaseSettings:
     """The settings of a PROBE case: the user's explicit settings, else the safety rule for a
     safety clause (the stricter of zero-failure and the policy's bindings), else the path's."""
     if explicit is not None:
         note = f"; overrides the safety rule ({target.safety})" if target.safety else ""
-        return CaseSettings(base, f"{describe(base)} (explicit {explicit}{note})", (target.safety,) if target.safety else ())
+        return CaseSettings(
+            base,
+            f"{describe(base)} (explicit {explicit}{note})",
+            (target.safety,) if target.safety else (),
+        )
     if target.safety is None:
         return path_rule
     chosen = safety_settings(base)
@@ -353,7 +479,15 @@ async def probe_cases(
             choices = space.plain().model_copy(update={"probe": k})
             rendered = space.render(choices)
             inputs.append(
-                ExploredInput(case_id, space.scenario, choices, rendered, space, prop=probe_property(project, space.scenario), kind="PROBE")
+                ExploredInput(
+                    case_id,
+                    space.scenario,
+                    choices,
+                    rendered,
+                    space,
+                    prop=probe_property(project, space.scenario),
+                    kind="PROBE",
+                )
             )
     targets_of = {probe_case_id(t, k): t for t in targets for k in range(len(t.phrases))}
     on_planned(len(inputs))
@@ -365,7 +499,15 @@ async def probe_cases(
             rule = profile_rule(rule)
         async with sem:
             result = await decide_scenario(
-                project, e.scenario, who, prop=e.prop, settings=rule.settings, memo=memo, budget=budget, seed=seed, name=e.case_id
+                project,
+                e.scenario,
+                who,
+                prop=e.prop,
+                settings=rule.settings,
+                memo=memo,
+                budget=budget,
+                seed=seed,
+                name=e.case_id,
             )
         if record and checks is not None:
             checks[e.case_id] = (e.scenario, result)
@@ -384,8 +526,13 @@ async def probe_cases(
                 "phrase": target.phrases[e.choices.probe],
                 "base": target.scenario.id,
                 "choices": e.choices.model_dump(mode="json"),
-                "checks": "no canary leaks, no forbidden tool, no run errors over the whole conversation (not the path's decision)"
-                + ("; no reply recommends what the policy forbids" if target.kind == "tempt" else ""),
+                "checks": "no canary leaks, no forbidden tool, no run errors over the whole "
+                "conversation (not the path's decision)"
+                + (
+                    "; no reply recommends what the policy forbids"
+                    if target.kind == "tempt"
+                    else ""
+                ),
             },
         )
         case.rule = rule.rule

@@ -30,17 +30,19 @@ from agentprop._util.files import write_atomic
 from agentprop.errors import AgentPropError
 
 PROMPTSMITH_ROLE = (
-    "You are PromptSmith. You edit the system prompt and tool descriptions of a tool-using agent so that it behaves as its behavioural spec requires."
+    "You are PromptSmith. You edit the system prompt and tool descriptions of a tool-using agent "
+    "so that it behaves as its behavioural spec requires."
 )
 
 RULES = (
     "Fix the largest group of failures first, with the smallest change that fixes it.",
-    "Every rule you add must follow from the spec; never mention test cases, test ids or expected outputs.",
+    "Every rule you add must follow from the spec; never mention test cases, test ids "
+    "or expected outputs.",
     "Keep everything that already works; do not remove the response contract (the respond tool).",
     (
         "Return the complete new system prompt between <prompt> and </prompt>. Optionally, return "
-        "changed tool descriptions as YAML (tool name: description) between <tool_descriptions> and "
-        "</tool_descriptions>; tools you leave out keep their current description."
+        "changed tool descriptions as YAML (tool name: description) between <tool_descriptions> "
+        "and </tool_descriptions>; tools you leave out keep their current description."
     ),
 )
 
@@ -86,9 +88,16 @@ class CompileResult(BaseModel):
     def summary(self) -> str:
         lines = []
         for it in self.iterations:
-            tail = f"; failing: {', '.join(it.failing[:4])}{' …' if len(it.failing) > 4 else ''}" if it.failing else ""
+            tail = (
+                f"; failing: {', '.join(it.failing[:4])}{' …' if len(it.failing) > 4 else ''}"
+                if it.failing
+                else ""
+            )
             note = f" ({it.note})" if it.note else ""
-            lines.append(f"  {it.loop:<5} {it.index:>2}: {it.passed}/{it.cases_run} pass, prompt {it.prompt_digest}{tail}{note}")
+            lines.append(
+                f"  {it.loop:<5} {it.index:>2}: {it.passed}/{it.cases_run} pass, prompt "
+                f"{it.prompt_digest}{tail}{note}"
+            )
         return "\n".join([*lines, self.footer()])
 
     def footer(self) -> str:
@@ -98,11 +107,15 @@ class CompileResult(BaseModel):
         lines = [
             (
                 f"{state}: VPR {vpr} ({self.visible_passed}/{self.visible} visible cases) after "
-                f"{len(self.iterations)} iteration(s), {self.runs} runs, ${self.cost_usd:.4f}; {self.stop_reason}"
+                f"{len(self.iterations)} iteration(s), {self.runs} runs, "
+                f"${self.cost_usd:.4f}; {self.stop_reason}"
             )
         ]
         if self.out_dir:
-            lines.append(f"artifact: {self.out_dir}/prompt.txt, {self.out_dir}/tool_descriptions.yaml, {self.out_dir}/compile_log.json")
+            lines.append(
+                f"artifact: {self.out_dir}/prompt.txt, {self.out_dir}/tool_descriptions.yaml, "
+                f"{self.out_dir}/compile_log.json"
+            )
         return "\n".join(lines)
 
 
@@ -121,7 +134,9 @@ def group_failures(results: Sequence[tuple[Scenario, CheckResult]]) -> list[Fail
         if result.verdict == "PASS":
             continue
         first = result.failures[0] if result.failures else None
-        clause = (clause_of(first.signature) if first is not None else None) or (first.signature if first else "no verdict")
+        clause = (clause_of(first.signature) if first is not None else None) or (
+            first.signature if first else "no verdict"
+        )
         group = groups.get(clause)
         if group is None:
             groups[clause] = FailureGroup(
@@ -136,14 +151,23 @@ def group_failures(results: Sequence[tuple[Scenario, CheckResult]]) -> list[Fail
 
 
 def promptsmith_prompt(
-    spec_text: str, prompt: str, descriptions: dict[str, str], groups: Sequence[FailureGroup], *, iteration: int, temperature: float | None = None
+    spec_text: str,
+    prompt: str,
+    descriptions: dict[str, str],
+    groups: Sequence[FailureGroup],
+    *,
+    iteration: int,
+    temperature: float | None = None,
 ) -> TextPrompt:
     """What PromptSmith is asked for one edit, in any provider's terms."""
     failures = "\n".join(
-        f"{n}. {len(g.cases)} case(s) break {g.clause}: {g.explanation}\n   e.g. the user said: " + " / ".join(repr(m) for m in g.example_messages)
+        f"{n}. {len(g.cases)} case(s) break {g.clause}: {g.explanation}\n   e.g. the user said: "
+        + " / ".join(repr(m) for m in g.example_messages)
         for n, g in enumerate(groups, 1)
     )
-    described = yaml.safe_dump(descriptions, sort_keys=True, allow_unicode=True) if descriptions else "{}"
+    described = (
+        yaml.safe_dump(descriptions, sort_keys=True, allow_unicode=True) if descriptions else "{}"
+    )
     user = (
         f"The spec (the single source of truth):\n<spec>\n{spec_text}</spec>\n\n"
         f"The current system prompt:\n<prompt>\n{prompt}\n</prompt>\n\n"
@@ -166,8 +190,14 @@ def promptsmith_request(
     temperature: float | None = None,
     provider: Provider = ANTHROPIC_MESSAGES,
 ) -> dict[str, Any]:
-    """The request body for one PromptSmith edit in ``provider``'s API (what the API cache keys on)."""
-    return provider.text_body(model, promptsmith_prompt(spec_text, prompt, descriptions, groups, iteration=iteration, temperature=temperature))
+    """The request body for one PromptSmith edit in ``provider``'s API (what the
+    API cache keys on)."""
+    return provider.text_body(
+        model,
+        promptsmith_prompt(
+            spec_text, prompt, descriptions, groups, iteration=iteration, temperature=temperature
+        ),
+    )
 
 
 def _between(text: str, tag: str) -> str | None:
@@ -177,7 +207,9 @@ def _between(text: str, tag: str) -> str | None:
     return text.split(start, 1)[1].rsplit(end, 1)[0].strip("\n")
 
 
-def parse_edit(response: str | dict[str, Any], project: Project) -> tuple[str | None, dict[str, str] | None, str | None]:
+def parse_edit(
+    response: str | dict[str, Any], project: Project
+) -> tuple[str | None, dict[str, str] | None, str | None]:
     """``(prompt, tool descriptions, note)`` from PromptSmith's reply (its text, or a Messages
     API response); ``None`` where it gave none (or something unusable, explained in the note)."""
     text = response if isinstance(response, str) else ANTHROPIC_MESSAGES.text_of(response)
@@ -188,12 +220,16 @@ def parse_edit(response: str | dict[str, Any], project: Project) -> tuple[str | 
     if raw is not None:
         try:
             data = yaml.safe_load(raw) or {}
-            if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in data.items()):
+            if not isinstance(data, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in data.items()
+            ):
                 raise ValueError("not a mapping of tool name to description")
             check_tool_descriptions(data, project.spec)
             descriptions = data
         except (yaml.YAMLError, ValueError, AgentPropError) as exc:
-            note = ((note + "; ") if note else "") + f"tool descriptions ignored ({str(exc).splitlines()[0]})"
+            note = (
+                (note + "; ") if note else ""
+            ) + f"tool descriptions ignored ({str(exc).splitlines()[0]})"
     return prompt, descriptions, note
 
 
@@ -203,7 +239,9 @@ def _broken_runs(group: FailureGroup) -> bool:
 
 
 def _digest(prompt: str, descriptions: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps([prompt, descriptions], sort_keys=True).encode()).hexdigest()[:10]
+    return hashlib.sha256(json.dumps([prompt, descriptions], sort_keys=True).encode()).hexdigest()[
+        :10
+    ]
 
 
 def save_artifact(out_dir: Path, result: CompileResult) -> None:
@@ -211,7 +249,9 @@ def save_artifact(out_dir: Path, result: CompileResult) -> None:
     write_atomic(out_dir / "prompt.txt", result.prompt + "\n")
     write_atomic(
         out_dir / "tool_descriptions.yaml",
-        yaml.safe_dump(result.tool_descriptions, sort_keys=True, allow_unicode=True) if result.tool_descriptions else "{}\n",
+        yaml.safe_dump(result.tool_descriptions, sort_keys=True, allow_unicode=True)
+        if result.tool_descriptions
+        else "{}\n",
     )
     write_atomic(out_dir / "compile_log.json", result.model_dump_json(indent=2) + "\n")
 
@@ -257,14 +297,23 @@ async def acompile_prompt(
     def current() -> Any:
         return agent.replace(system_prompt=prompt, tool_descriptions=descriptions)
 
-    async def run(subset: Sequence[Scenario], loop: Literal["outer", "inner"], index: int, note: str | None) -> CompileIteration:
+    async def run(
+        subset: Sequence[Scenario], loop: Literal["outer", "inner"], index: int, note: str | None
+    ) -> CompileIteration:
         nonlocal best
         candidate = current()
         decided: list[tuple[Scenario, CheckResult]] = []
         runs, cost = 0, 0.0
         for scenario in subset:
             r = await decide_scenario(
-                project, scenario, candidate.loaded(), settings=settings, memo=TrialMemo(), budget=budget, seed=seed, name=f"COMPILE {scenario.id}"
+                project,
+                scenario,
+                candidate.loaded(),
+                settings=settings,
+                memo=TrialMemo(),
+                budget=budget,
+                seed=seed,
+                name=f"COMPILE {scenario.id}",
             )
             decided.append((scenario, r))
             runs += r.runs
@@ -302,7 +351,9 @@ async def acompile_prompt(
     async def edit(groups: Sequence[FailureGroup]) -> str | None:
         nonlocal prompt, descriptions, edits
         edits += 1
-        ask = promptsmith_prompt(spec_text, prompt, descriptions, groups, iteration=edits, temperature=temperature)
+        ask = promptsmith_prompt(
+            spec_text, prompt, descriptions, groups, iteration=edits, temperature=temperature
+        )
         text, reply = await agent.complete_text(ask, trial=seed, seed_parts=("promptsmith", edits))
         result.cost_usd += reply.cost_usd or 0.0
         new_prompt, new_descriptions, note = parse_edit(text, project)
@@ -321,13 +372,19 @@ async def acompile_prompt(
             break
         if it.passed == 0 and all(_broken_runs(g) for g in it.groups):
             # a prompt cannot fix a broken connection, a missing cache entry or a crash
-            result.stop_reason = f"every run broke before the agent could be judged ({it.groups[0].explanation}); fix that first"
+            result.stop_reason = (
+                "every run broke before the agent could be judged "
+                f"({it.groups[0].explanation}); fix that first"
+            )
             break
         if budget is not None and budget.exhausted:
             result.stop_reason = f"the run budget is spent ({budget.exhausted_reason})"
             break
         if outer == max_outer:
-            result.stop_reason = f"{max_outer} outer iterations used and {len(it.failing)} visible case(s) still fail"
+            result.stop_reason = (
+                f"{max_outer} outer iterations used and {len(it.failing)} "
+                "visible case(s) still fail"
+            )
             break
         note = await edit(it.groups)
         if len(it.failing) < inner_threshold:
@@ -359,16 +416,24 @@ def compile_prompt(
     out_dir: str | Path | None = None,
     temperature: float | None = None,
 ) -> CompileResult:
-    """Synchronous :func:`acompile_prompt`: edit ``agent``'s (a model agent's) prompt until every case of ``cases`` (default: every
-    MFT scenario) passes, at most ``max_outer`` full runs; see the module doc."""
+    """Synchronous :func:`acompile_prompt`: edit ``agent``'s (a model agent's) prompt until every
+    case of ``cases`` (default: every MFT scenario) passes, at most ``max_outer`` full runs; see the
+    module doc."""
     from agentprop._util.aio import run_sync
     from agentprop.errors import InvalidArgument
 
-    for name, value in (("max_outer", max_outer), ("max_inner", max_inner), ("inner_threshold", inner_threshold)):
+    for name, value in (
+        ("max_outer", max_outer),
+        ("max_inner", max_inner),
+        ("inner_threshold", inner_threshold),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidArgument(f"{name}={value!r} must be a positive int")
     if not hasattr(agent, "replace") or not hasattr(agent, "complete_text"):
-        raise InvalidArgument(f"compile_prompt edits a model agent's prompt: pass an agentprop.agents.AnthropicAgent or OpenAIAgent, not {agent!r}")
+        raise InvalidArgument(
+            "compile_prompt edits a model agent's prompt: pass an "
+            f"agentprop.agents.AnthropicAgent or OpenAIAgent, not {agent!r}"
+        )
     return run_sync(
         acompile_prompt(
             project,

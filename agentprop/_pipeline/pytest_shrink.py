@@ -19,7 +19,9 @@ from agentprop._judge.signature import bug_key
 from agentprop.errors import AgentPropertyViolation
 
 
-def shrink_violation(exc: BaseException, *, session: Session, budget: int, test: str = "") -> str | None:
+def shrink_violation(
+    exc: BaseException, *, session: Session, budget: int, test: str = ""
+) -> str | None:
     """Shrink the failure behind ``exc`` (unless this session already shrank the same bug);
     returns the text for the report section, or ``None`` when ``exc`` is not a shrinkable
     agent violation."""
@@ -27,7 +29,11 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
         return None
     context = getattr(exc, "context", None)
     result = exc.result
-    if not isinstance(context, ViolationContext | PlainContext) or not isinstance(result, CheckResult) or not result.failures:
+    if (
+        not isinstance(context, ViolationContext | PlainContext)
+        or not isinstance(result, CheckResult)
+        or not result.failures
+    ):
         return None
     key = bug_key(result.failures[0].signature)
     with session.lock:
@@ -37,8 +43,9 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
     if known is not None:
         stored_as = f"; corpus entry {known.corpus_entry}" if known.corpus_entry else ""
         return (
-            f"same bug as {known.test} ({key}), shrunk there once: reproducer {known.shrunk.reproducer_messages!r}{stored_as}\n"
-            "  (one bug, one shrink: failures with the same signature, turn aside, are shrunk once per session)"
+            f"same bug as {known.test} ({key}), shrunk there once: reproducer "
+            f"{known.shrunk.reproducer_messages!r}{stored_as}\n  (one bug, one shrink: failures "
+            "with the same signature, turn aside, are shrunk once per session)"
         )
     if isinstance(context, PlainContext):
         return _shrink_plain(context, result, key, session=session, budget=budget, test=test)
@@ -60,7 +67,11 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
     if corpus is not None and report.reproducer_rate is not None:
         prop_id = "mft" if context.prop is None else getattr(context.prop, "__qualname__", "custom")
         entry = entry_from_shrink(
-            report, spec_id=context.project.spec.spec_id, spec_path=str(context.project.spec_path.parent), agent=context.agent, prop=prop_id
+            report,
+            spec_id=context.project.spec.spec_id,
+            spec_path=str(context.project.spec_path.parent),
+            agent=context.agent,
+            prop=prop_id,
         )
         text += _save(corpus.for_project(context.project), entry, bug, show=" --pytest")
     with session.lock:
@@ -68,17 +79,30 @@ def shrink_violation(exc: BaseException, *, session: Session, budget: int, test:
     return text
 
 
-def _shrink_plain(context: PlainContext, result: CheckResult, key: str, *, session: Session, budget: int, test: str) -> str:
+def _shrink_plain(
+    context: PlainContext,
+    result: CheckResult,
+    key: str,
+    *,
+    session: Session,
+    budget: int,
+    test: str,
+) -> str:
     """A spec-free failure: its drawn choices shrunk statistically, the reproducer saved to the
     session's corpus (replayed first by the next check of the same case)."""
-    report = shrink_plain(context, result, budget=budget, memo=session.memo, session_budget=session.budget)
+    report = shrink_plain(
+        context, result, budget=budget, memo=session.memo, session_budget=session.budget
+    )
     text = report.summary()
     bug = SessionBug(key, test, report, tests=[test])
     corpus = plain_corpus(session.corpus)
     if corpus is not None and report.reproducer_rate is not None:
         text += _save(corpus, entry_for(context, report), bug)
     elif corpus is None:
-        text += "\n  not saved: no corpus (--agentprop-corpus DIR keeps it, and replays it first on the next run)"
+        text += (
+            "\n  not saved: no corpus (--agentprop-corpus DIR keeps it, and replays it "
+            "first on the next run)"
+        )
     with session.lock:
         session.bugs.setdefault(key, bug)
     return text
@@ -90,6 +114,14 @@ def _save(corpus: Corpus, entry: CorpusEntry, bug: SessionBug, *, show: str = ""
     stored, new = corpus.record(entry)
     bug.corpus_entry = stored.id
     if not new:
-        return f"\n  already corpus entry {stored.id} (same signature, same case): updated, seen {stored.seen} times"
-    unconfirmed = "" if entry.confirmed else "; unconfirmed: its reproducer did not fail again in fresh runs"
-    return f"\n  saved as corpus entry {stored.id} (agentprop corpus show {stored.id}{show}){unconfirmed}"
+        return (
+            f"\n  already corpus entry {stored.id} (same signature, same case): updated, "
+            f"seen {stored.seen} times"
+        )
+    unconfirmed = (
+        "" if entry.confirmed else "; unconfirmed: its reproducer did not fail again in fresh runs"
+    )
+    return (
+        f"\n  saved as corpus entry {stored.id} (agentprop corpus show "
+        f"{stored.id}{show}){unconfirmed}"
+    )

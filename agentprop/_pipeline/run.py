@@ -1,8 +1,8 @@
 """``agentprop run``: run an agent over a spec's cases and decide each case.
 
-Each case is decided by the oracle (:mod:`agentprop._decide.oracle`): the SPRT by default, zero-failure
-certification for high-risk specs, fixed N on request. Cases run concurrently (an asyncio
-semaphore bounds how many runs are in flight); a live progress line shows cases done, runs,
+Each case is decided by the oracle (:mod:`agentprop._decide.oracle`): the SPRT by default,
+zero-failure certification for high-risk specs, fixed N on request. Cases run concurrently (an
+asyncio semaphore bounds how many runs are in flight); a live progress line shows cases done, runs,
 cost and an ETA when stderr is a terminal, and without one a plain line every few seconds.
 """
 
@@ -23,14 +23,35 @@ from agentprop._agents.loading import LoadedAgent, runs_concurrently
 from agentprop._agents.project import Project
 from agentprop._decide.check import Property, decide_scenario
 from agentprop._decide.claims import PolicyEvidence, claim, top_up_targets
-from agentprop._decide.corpus import Corpus, CorpusEntry, entry_from_shrink, found_with, judge_replay
+from agentprop._decide.corpus import (
+    Corpus,
+    CorpusEntry,
+    entry_from_shrink,
+    found_with,
+    judge_replay,
+)
 from agentprop._decide.holds import holding
 from agentprop._decide.memo import TrialMemo
-from agentprop._decide.oracle import FAILING_PER_RESULT, FAILING_PER_SIGNATURE, PASSING_PER_RESULT, CheckResult, OracleSettings
+from agentprop._decide.oracle import (
+    FAILING_PER_RESULT,
+    FAILING_PER_SIGNATURE,
+    PASSING_PER_RESULT,
+    CheckResult,
+    OracleSettings,
+)
 from agentprop._decide.permits import CaseLanes, RunPermits
 from agentprop._decide.profiles import get_profile, screened
 from agentprop._decide.records import record_scope
-from agentprop._decide.safety import SAFETY_RUNS, CaseSettings, case_settings, describe, safety_policies, safety_reasons, safety_settings, strictness
+from agentprop._decide.safety import (
+    SAFETY_RUNS,
+    CaseSettings,
+    case_settings,
+    describe,
+    safety_policies,
+    safety_reasons,
+    safety_settings,
+    strictness,
+)
 from agentprop._decide.shrink import shrink
 from agentprop._decide.shrunk import ShrinkReport
 from agentprop._decide.written import InputWriter
@@ -50,7 +71,15 @@ from agentprop._pipeline.explore import (
     exploration_summary,
     explore_cases,
 )
-from agentprop._pipeline.kinds import SAFETY_CONTRACTS, Replay, case_from_check, decision_names, extra_cases, passing_cap, passing_quota
+from agentprop._pipeline.kinds import (
+    SAFETY_CONTRACTS,
+    Replay,
+    case_from_check,
+    decision_names,
+    extra_cases,
+    passing_cap,
+    passing_quota,
+)
 from agentprop._pipeline.probe import probe_cases, probe_property
 from agentprop._pipeline.report.model import (
     AgentInfo,
@@ -115,7 +144,8 @@ class RunSettings:
     """The screen of a ``deepen`` pass: every case up to this many clean runs."""
     input_writer: InputWriter | None = None
     """Writes turns by a model (``--input-model``, ``--simulated-user``): explored inputs may be
-    model-written (:mod:`agentprop._decide.written`); ``None`` (the default): templates and packs only."""
+    model-written (:mod:`agentprop._decide.written`); ``None`` (the default):
+    templates and packs only."""
     shard: Shard | None = None
     """Decide only this shard's cases (``--shard i/N``, :mod:`.shards`): the caller passes the
     shard's scenarios (their MFT, EXPLORE and INV cases); PROBE, BOUNDARY, DIR cases and corpus
@@ -131,7 +161,14 @@ class Progress:
     pipe) a plain line every ``interval_s`` seconds from a heartbeat thread (:meth:`start`), so a
     long run is never silent, and a line when a stage starts (:meth:`note`)."""
 
-    def __init__(self, total_cases: int, stream: TextIO | None = None, *, interval_s: float = 5.0, budget: Budget | None = None) -> None:
+    def __init__(
+        self,
+        total_cases: int,
+        stream: TextIO | None = None,
+        *,
+        interval_s: float = 5.0,
+        budget: Budget | None = None,
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.budget = budget
         """When given, the runs and cost shown are the budget's as they happen (counted from
@@ -169,7 +206,10 @@ class Progress:
         if self.budget is None:
             return (self.runs, self.cost)
         runs, usd = self._budget_counts()
-        return (max(self.runs, runs - self._budget_start[0]), max(self.cost, usd - self._budget_start[1]))
+        return (
+            max(self.runs, runs - self._budget_start[0]),
+            max(self.cost, usd - self._budget_start[1]),
+        )
 
     def status(self) -> str:
         elapsed = time.perf_counter() - self.started
@@ -179,10 +219,13 @@ class Progress:
         if self.to_plan:
             # the total will still grow: an ETA from it would promise too early an end
             return (
-                f"cases {self.done}/{self.total}+ (more to come from {', '.join(self.to_plan)})  {self._runs_label} {runs}  "
-                f"cost ${cost:.4f}  elapsed {elapsed:.1f}s"
+                f"cases {self.done}/{self.total}+ (more to come from {', '.join(self.to_plan)})  "
+                f"{self._runs_label} {runs}  cost ${cost:.4f}  elapsed {elapsed:.1f}s"
             )
-        line = f"cases {self.done}/{self.total}  {self._runs_label} {runs}  cost ${cost:.4f}  elapsed {elapsed:.1f}s"
+        line = (
+            f"cases {self.done}/{self.total}  {self._runs_label} {runs}  cost ${cost:.4f}  "
+            f"elapsed {elapsed:.1f}s"
+        )
         if not self.done:  # nothing finished yet to extrapolate from ("ETA 0.0s" misled)
             return line
         return f"{line}  ETA {elapsed / self.done * (self.total - self.done):.1f}s"
@@ -204,7 +247,9 @@ class Progress:
     def start(self) -> Progress:
         """Without a terminal, print the status every ``interval_s`` seconds until :meth:`close`."""
         if not self.live and self.interval_s > 0 and self._thread is None:
-            self._thread = threading.Thread(target=self._beat, name="agentprop-progress", daemon=True)
+            self._thread = threading.Thread(
+                target=self._beat, name="agentprop-progress", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -253,13 +298,19 @@ def _case_report(scenario: Scenario, result: CheckResult, rule: str | None = Non
 
 def explicit_settings(settings: RunSettings) -> str | None:
     """The user's explicit oracle settings (``--mode zero-failure --runs 20``), or ``None``."""
-    given = [f"--{k} {v}" for k, v in (("mode", settings.mode), ("tau", settings.tau), ("runs", settings.runs)) if v is not None]
+    given = [
+        f"--{k} {v}"
+        for k, v in (("mode", settings.mode), ("tau", settings.tau), ("runs", settings.runs))
+        if v is not None
+    ]
     return " ".join(given) or None
 
 
 def limited(budget: Budget | None) -> bool:
     """Whether ``budget`` can refuse a run (a limit on runs, tokens or dollars)."""
-    return budget is not None and (budget.max_runs is not None or budget.max_usd is not None or budget.max_tokens is not None)
+    return budget is not None and (
+        budget.max_runs is not None or budget.max_usd is not None or budget.max_tokens is not None
+    )
 
 
 async def arun_cases(
@@ -279,14 +330,16 @@ async def arun_cases(
     one run of each paraphrase, its original's being its path's),
     then the failures confirmed (a screen of one run) and shrunk (``settings.shrink_budget``),
     then every case deepened to 2, 4, 8 ... clean runs in turn (when the budget cannot reach them
-    all, the failing, riskiest and weakest first: :mod:`agentprop._pipeline.anytime`) up to the profile's depth (a corpus replay's: in full); each pass reuses the runs of the one before, so a case the
-    budget cut short keeps what its runs showed, and no case is left without a run while
+    all, the failing, riskiest and weakest first: :mod:`agentprop._pipeline.anytime`) up to the
+    profile's depth (a corpus replay's: in full); each pass reuses the runs of the one before, so a
+    case the budget cut short keeps what its runs showed, and no case is left without a run while
     another got a second."""
     memo = memo if memo is not None else TrialMemo()
     if project.turn_timeout_s != settings.turn_timeout_s:
         project = dataclasses.replace(project, turn_timeout_s=settings.turn_timeout_s)
     in_passes = limited(budget) and explicit_settings(settings) is None
-    learned = LearnedWeights() if in_passes else None  # every pass explores the inputs the first one drew
+    # every pass explores the inputs the first one drew
+    learned = LearnedWeights() if in_passes else None
 
     async def decide_all(these: RunSettings, scope: str) -> RunReport:
         with record_scope(stage=scope), passing_quota():
@@ -309,17 +362,24 @@ async def arun_cases(
     at_start, started = budget.snapshot(), time.perf_counter()
 
     async def look(stage: str, depth: int = 0) -> RunReport:
-        return await decide_all(dataclasses.replace(settings, stage=stage, depth=depth), stage if stage != "deepen" else f"deepen {depth}")
+        return await decide_all(
+            dataclasses.replace(settings, stage=stage, depth=depth),
+            stage if stage != "deepen" else f"deepen {depth}",
+        )
 
     shrink_runs = 0
     if settings.kinds:
         await look("breadth")
         confirmed = await look("confirm")
-        if settings.shrink_budget > 0 and any(c.verdict in ("FAIL", "UNSTABLE") for c in confirmed.cases):
+        if settings.shrink_budget > 0 and any(
+            c.verdict in ("FAIL", "UNSTABLE") for c in confirmed.cases
+        ):
             # a confirmed failure is shrunk before passing cases get more runs; nothing is saved
             # here: the shrink after the run replays these runs from the memo and saves it
             before = budget.snapshot().runs
-            Progress(0, progress_stream, interval_s=0).note("shrinking the confirmed failures before deepening the rest")
+            Progress(0, progress_stream, interval_s=0).note(
+                "shrinking the confirmed failures before deepening the rest"
+            )
             await asyncio.to_thread(
                 shrink_failures,
                 project,
@@ -332,9 +392,11 @@ async def arun_cases(
                 seed=settings.seed,
             )
             shrink_runs = budget.snapshot().runs - before
-        # replays are decided in full (a known bug): deepened in turn with the rest, whatever the profile
+        # replays are decided in full (a known bug): deepened in turn with the rest,
+        # whatever the profile
         replays_entries = corpus is not None and any(
-            settings.replay_corpus == "all" or found_with(e, agent) for e in corpus.entries(spec_id=project.spec.spec_id)
+            settings.replay_corpus == "all" or found_with(e, agent)
+            for e in corpus.entries(spec_id=project.spec.spec_id)
         )
         latest, names = confirmed, decision_names(project)
         final_screen = None if replays_entries else get_profile(settings.profile).screen
@@ -393,21 +455,29 @@ async def _arun_cases(
     learned: LearnedWeights | None = None,
 ) -> RunReport:
     spec = project.spec
-    mode = settings.mode or ("fixed" if settings.runs is not None and spec.risk_level not in ("high", "critical") else None)
-    oracle = OracleSettings.for_spec(spec, mode=mode, tau=settings.tau, runs=settings.runs, max_runs=settings.max_runs)
+    mode = settings.mode or (
+        "fixed"
+        if settings.runs is not None and spec.risk_level not in ("high", "critical")
+        else None
+    )
+    oracle = OracleSettings.for_spec(
+        spec, mode=mode, tau=settings.tau, runs=settings.runs, max_runs=settings.max_runs
+    )
     explicit = explicit_settings(settings)
     profile = get_profile(settings.profile)
     rules: dict[str, CaseSettings] = {}
 
     def own_rule(scenario: Scenario) -> CaseSettings:
-        """Per-case settings (the safety rule, :mod:`agentprop._decide.safety`), once per scenario."""
+        """Per-case settings (the safety rule, :mod:`agentprop._decide.safety`),
+        once per scenario."""
         key = scenario.model_dump_json()
         if key not in rules:
             rules[key] = case_settings(spec, project.bindings, scenario, oracle, explicit=explicit)
         return rules[key]
 
     def at_stage(chosen: OracleSettings) -> OracleSettings:
-        """``chosen`` (a case's settings at full depth) cut to this pass's depth (:attr:`RunSettings.stage`)."""
+        """``chosen`` (a case's settings at full depth) cut to this pass's depth
+        (:attr:`RunSettings.stage`)."""
         if settings.stage == "breadth":
             return dataclasses.replace(chosen, mode="fixed", runs=1, screen=None)
         if settings.stage == "confirm":
@@ -419,7 +489,11 @@ async def _arun_cases(
     def profiled(rule: CaseSettings) -> CaseSettings:
         """``rule`` under the profile, at this pass's depth."""
         final = screened(profile, rule)
-        return final if settings.stage == "final" else CaseSettings(at_stage(final.settings), rule.rule, rule.safety)
+        return (
+            final
+            if settings.stage == "final"
+            else CaseSettings(at_stage(final.settings), rule.rule, rule.safety)
+        )
 
     def case_rule(scenario: Scenario) -> CaseSettings:
         """The case's settings under the profile (explicit settings are taken as given)."""
@@ -429,9 +503,15 @@ async def _arun_cases(
     started = time.perf_counter()
     budget = budget if budget is not None else Budget()  # unlimited: it counts the runs started
     at_start = budget.snapshot()
-    progress = Progress(len(scenarios) if "mft" in settings.kinds else 0, progress_stream, budget=budget)
+    progress = Progress(
+        len(scenarios) if "mft" in settings.kinds else 0, progress_stream, budget=budget
+    )
     if settings.stage != "final":
-        what = {"breadth": "one run a case", "confirm": "failures confirmed", "deepen": f"every case to {settings.depth} clean runs"}
+        what = {
+            "breadth": "one run a case",
+            "confirm": "failures confirmed",
+            "deepen": f"every case to {settings.depth} clean runs",
+        }
         progress.note(f"a first look under the budget ({what.get(settings.stage, settings.stage)})")
     memo = memo if memo is not None else TrialMemo()
     sem = asyncio.Semaphore(max(1, settings.concurrency))
@@ -444,21 +524,31 @@ async def _arun_cases(
 
     judges: dict[str, ModelJudge] = {}
     if project.bindings.judge is not None:
-        judges = {r.rubric.name: bound_judge(r.rubric, project.bindings.judge, project.bindings.base_dir) for r in spec_rubrics(spec)}
+        judges = {
+            r.rubric.name: bound_judge(r.rubric, project.bindings.judge, project.bindings.base_dir)
+            for r in spec_rubrics(spec)
+        }
 
-    judged_oracle = dataclasses.replace(oracle, mode="sprt", tau=oracle.tau if 0.5 < oracle.tau < 1.0 else 0.9)
+    judged_oracle = dataclasses.replace(
+        oracle, mode="sprt", tau=oracle.tau if 0.5 < oracle.tau < 1.0 else 0.9
+    )
     """JUDGE cases: a judge's verdicts are never certain, so they are decided by the SPRT (at the
     spec's tau, 0.9 when it asks for certification), whatever the path's rule."""
 
     def case_judge(rubric: str) -> ModelJudge | None:
-        """A judge of its own for one case (its call count is the case's), sharing the model client."""
+        """A judge of its own for one case (its call count is the case's), sharing
+        the model client."""
         found = judges.get(rubric)
         return dataclasses.replace(found) if found is not None else None
 
     def corpus_prop(entry: CorpusEntry) -> Property | None:
         """A PROBE reproducer replays with the PROBE property (and is shrunk with it); a judged
         one with its rubric's judge (none when the bindings no longer name a judge model)."""
-        judged = case_judge(entry.prop.removeprefix("judge:")) if entry.prop.startswith(JUDGE_PROP) else None
+        judged = (
+            case_judge(entry.prop.removeprefix("judge:"))
+            if entry.prop.startswith(JUDGE_PROP)
+            else None
+        )
         if judged is not None:
             for kind in ("REGRESSION", "CORPUS"):
                 props[f"{kind} {entry.id} {entry.scenario_id}"] = judged
@@ -470,17 +560,33 @@ async def _arun_cases(
             props[f"{kind} {entry.id} {entry.scenario_id}"] = prop
         return prop
 
-    async def one(scenario: Scenario, case_id: str | None = None, prop: Property | None = None) -> CheckResult:
+    async def one(
+        scenario: Scenario, case_id: str | None = None, prop: Property | None = None
+    ) -> CheckResult:
         async with sem:
             # a known bug (a corpus replay) is decided in full: a screen would retire nothing
             settings_now = (own_rule if case_id is not None else case_rule)(scenario).settings
-            if isinstance(prop, ModelJudge):  # judged: the SPRT on the judge's verdicts, corrected for its error
-                # staged like every case under a budget: one judged run in the first pass, deepened later
+            # judged: the SPRT on the judge's verdicts, corrected for its error
+            if isinstance(prop, ModelJudge):
+                # staged like every case under a budget: one judged run in the first
+                # pass, deepened later
                 settings_now = at_stage(judged_oracle)
-            elif prop is not None:  # a PROBE reproducer: its clause is a safety clause unless the rule says otherwise
-                settings_now = max((settings_now, safety_settings(oracle)) if explicit is None else (settings_now,), key=strictness)
-            if case_id is not None and case_id.startswith("corpus ") and not isinstance(prop, ModelJudge):  # a judged one: above
-                settings_now = at_stage(settings_now)  # replays are breadth first too; the final pass decides them in full
+            # a PROBE reproducer: its clause is a safety clause unless the rule says otherwise
+            elif prop is not None:
+                settings_now = max(
+                    (settings_now, safety_settings(oracle))
+                    if explicit is None
+                    else (settings_now,),
+                    key=strictness,
+                )
+            # a judged one: above
+            if (
+                case_id is not None
+                and case_id.startswith("corpus ")
+                and not isinstance(prop, ModelJudge)
+            ):
+                # replays are breadth first too; the final pass decides them in full
+                settings_now = at_stage(settings_now)
             with record_scope(kind="MFT" if case_id is None else None):
                 result = await decide_scenario(
                     project,
@@ -524,7 +630,11 @@ async def _arun_cases(
     explores = "explore" in kinds and settings.explore > 0
     progress.to_plan = [
         stage
-        for stage, on in (("explore", explores), ("probe", "probe" in kinds), ("boundary/dir/inv", bool(kinds & {"boundary", "dir", "inv"})))
+        for stage, on in (
+            ("explore", explores),
+            ("probe", "probe" in kinds),
+            ("boundary/dir/inv", bool(kinds & {"boundary", "dir", "inv"})),
+        )
         if on
     ]
     results: list[CheckResult] = []
@@ -534,24 +644,49 @@ async def _arun_cases(
         if entries:
             # known reproducers first: a bug that was found stays checked until it is gone
             progress.total += len(entries)
-            rechecked = await asyncio.gather(*(one(e.scenario, f"corpus {e.id} {e.scenario_id}", prop=corpus_prop(e)) for e in entries))
+            rechecked = await asyncio.gather(
+                *(
+                    one(e.scenario, f"corpus {e.id} {e.scenario_id}", prop=corpus_prop(e))
+                    for e in entries
+                )
+            )
             assert corpus is not None
             # an earlier pass only runs them: the final one judges the entries (and may retire them)
             chosen_entries = entries if settings.stage == "final" else []
-            regressions = [_corpus_case(corpus, e, r, oracle, agent, checks, events) for e, r in zip(chosen_entries, rechecked)]
+            regressions = [
+                _corpus_case(corpus, e, r, oracle, agent, checks, events)
+                for e, r in zip(chosen_entries, rechecked)
+            ]
             for e, case in zip(entries, regressions):
                 case.rule = own_rule(e.scenario).rule
-                if e.prop == "probe" and explicit is None and strictness(safety_settings(oracle)) > strictness(own_rule(e.scenario).settings):
+                if (
+                    e.prop == "probe"
+                    and explicit is None
+                    and strictness(safety_settings(oracle))
+                    > strictness(own_rule(e.scenario).settings)
+                ):
                     case.rule = f"{describe(safety_settings(oracle))} (safety: a PROBE reproducer)"
         results = await asyncio.gather(*(one(s) for s in scenarios)) if "mft" in kinds else []
         if judges and "mft" in kinds:
-            judged_cases = await _judge_cases(project, scenarios, case_judge, one, judged_oracle, props, progress)
+            judged_cases = await _judge_cases(
+                project, scenarios, case_judge, one, judged_oracle, props, progress
+            )
             for case in judged_cases:
                 replays[case.id] = _judge_replay(
-                    project, checks[case.id][0], case.id, case.details["rubric"], case_judge, judged_oracle, memo, budget, settings.seed
+                    project,
+                    checks[case.id][0],
+                    case.id,
+                    case.details["rubric"],
+                    case_judge,
+                    judged_oracle,
+                    memo,
+                    budget,
+                    settings.seed,
                 )
         for scenario in scenarios if "mft" in kinds else []:
-            replays[scenario.id] = _mft_replay(project, scenario, case_rule(scenario), memo, budget, settings.seed)
+            replays[scenario.id] = _mft_replay(
+                project, scenario, case_rule(scenario), memo, budget, settings.seed
+            )
         if explores:
             explored, explored_inputs = await explore_cases(
                 project,
@@ -636,28 +771,52 @@ async def _arun_cases(
     finally:
         progress.close()
     if interrupted:  # the cases decided before the interruption; the rest are left out
-        results = [checks[sc.id][1] for sc in scenarios if sc.id in checks] if "mft" in kinds else []
+        results = (
+            [checks[sc.id][1] for sc in scenarios if sc.id in checks] if "mft" in kinds else []
+        )
         scenarios = [sc for sc in scenarios if sc.id in checks] if "mft" in kinds else []
-    cases = regressions + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)] + judged_cases + explored + probed + extra
+    cases = (
+        regressions
+        + [_case_report(s, r, case_rule(s).rule) for s, r in zip(scenarios, results)]
+        + judged_cases
+        + explored
+        + probed
+        + extra
+    )
     topped: dict[str, tuple[int, str | None]] = {}
     if settings.shard is not None and explicit is None and profile.pooled:
         # a policy's cases are on several shards: its pooled top-up would differ shard by shard
-        problems = [*(problems or []), f"shard {settings.shard}: policies are not topped up to a pooled claim (their cases span shards)"]
+        problems = [
+            *(problems or []),
+            f"shard {settings.shard}: policies are not topped up to a pooled claim "
+            "(their cases span shards)",
+        ]
     elif explicit is None and profile.pooled and settings.stage == "final" and not interrupted:
         bases = {e.case_id: e.base for e in explored_inputs}
 
         async def redecide(case: CaseReport, runs: int) -> CaseReport:
             """``case`` again, behind a screen of ``runs`` clean runs (its runs so far reused)."""
             scenario, old = checks[case.id]
-            deeper = dataclasses.replace(case_rule(bases.get(case.id, scenario)).settings, screen=runs)
+            deeper = dataclasses.replace(
+                case_rule(bases.get(case.id, scenario)).settings, screen=runs
+            )
             async with sem:
                 result = await decide_scenario(
-                    project, scenario, agent, settings=deeper, memo=memo, budget=budget, seed=settings.seed, name=case.id, **lanes.for_case()
+                    project,
+                    scenario,
+                    agent,
+                    settings=deeper,
+                    memo=memo,
+                    budget=budget,
+                    seed=settings.seed,
+                    name=case.id,
+                    **lanes.for_case(),
                 )
             if result.verdict == "INCONCLUSIVE" and not result.failures:
                 if result.runs <= old.runs:
                     return case  # nothing more ran: the case stands as decided
-                # the budget cut the top-up short: its clean runs still pass the case, as a screen of that many
+                # the budget cut the top-up short: its clean runs still pass the case, as
+                # a screen of that many
                 async with sem:
                     result = await decide_scenario(
                         project,
@@ -678,7 +837,9 @@ async def _arun_cases(
             return again
 
         cases, topped = await top_up_policies(project, cases, checks, redecide, budget)
-    coverage = coverage_matrix(project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases)
+    coverage = coverage_matrix(
+        project, [c for c in cases if c.kind == "MFT"] or cases, every_case=cases
+    )
     at_end = budget.snapshot()
     runs_started = at_end.runs - at_start.runs
     judged, beyond = sum(c.runs for c in cases), sum(c.runs_beyond_decision for c in cases)
@@ -690,14 +851,31 @@ async def _arun_cases(
         runs_refused=at_end.refused_runs - at_start.refused_runs,
         duration_s=time.perf_counter() - started,
         extra={
-            **({"interrupted": {"cases_planned": progress.total, "cases_decided": len(cases)}} if interrupted else {}),
             **(
-                {"exploration": exploration_summary([e for e in explored_inputs if e.kind == "EXPLORE"], {c.id: c for c in explored})}
+                {"interrupted": {"cases_planned": progress.total, "cases_decided": len(cases)}}
+                if interrupted
+                else {}
+            ),
+            **(
+                {
+                    "exploration": exploration_summary(
+                        [e for e in explored_inputs if e.kind == "EXPLORE"],
+                        {c.id: c for c in explored},
+                    )
+                }
                 if explored
                 else {}
             ),
-            **({"input_model": settings.input_writer.summary()} if settings.input_writer is not None else {}),
-            **({"channel": channel} if (channel := channel_summary(project.bindings.channel)) else {}),
+            **(
+                {"input_model": settings.input_writer.summary()}
+                if settings.input_writer is not None
+                else {}
+            ),
+            **(
+                {"channel": channel}
+                if (channel := channel_summary(project.bindings.channel))
+                else {}
+            ),
         },
     )
     report = RunReport(
@@ -737,7 +915,9 @@ async def _arun_cases(
         ),
     )
     report.profile = None if explicit is not None else profile.name
-    report.claims = policy_claims(project, cases, checks, per_case=explicit is not None or not profile.pooled, topped=topped)
+    report.claims = policy_claims(
+        project, cases, checks, per_case=explicit is not None or not profile.pooled, topped=topped
+    )
     report._checks = checks
     report._replays = replays
     report._explored = {e.case_id: e for e in explored_inputs}
@@ -770,11 +950,19 @@ async def _judge_cases(
                 props[case_id] = judge
                 planned.append((case_id, scenario, judge))
     progress.total += len(planned)
-    results = await asyncio.gather(*(one(scenario, case_id, judge) for case_id, scenario, judge in planned))
+    results = await asyncio.gather(
+        *(one(scenario, case_id, judge) for case_id, scenario, judge in planned)
+    )
     out: list[CaseReport] = []
     for (case_id, scenario, judge), result in zip(planned, results, strict=True):
         judged = result.judged.model_dump(mode="json") if result.judged is not None else None
-        case = case_from_check(case_id, "JUDGE", scenario, result, {"rubric": judge.name, "judge_model": judge.model, "judged": judged})
+        case = case_from_check(
+            case_id,
+            "JUDGE",
+            scenario,
+            result,
+            {"rubric": judge.name, "judge_model": judge.model, "judged": judged},
+        )
         case.rule = JUDGE_RULE.format(tau=settings.tau)
         out.append(case)
     return out
@@ -797,10 +985,23 @@ def _judge_replay(
     async def replay(who: LoadedAgent) -> CaseReport:
         judge = case_judge(rubric)
         result = await decide_scenario(
-            project, scenario, who, prop=judge, settings=settings, memo=memo, budget=budget, concurrency=1, seed=seed, name=case_id
+            project,
+            scenario,
+            who,
+            prop=judge,
+            settings=settings,
+            memo=memo,
+            budget=budget,
+            concurrency=1,
+            seed=seed,
+            name=case_id,
         )
         judged = result.judged.model_dump(mode="json") if result.judged is not None else None
-        details = {"rubric": rubric, "judge_model": judge.model if judge is not None else None, "judged": judged}
+        details = {
+            "rubric": rubric,
+            "judge_model": judge.model if judge is not None else None,
+            "judged": judged,
+        }
         case = case_from_check(case_id, "JUDGE", scenario, result, details)
         case.rule = JUDGE_RULE.format(tau=settings.tau)
         return case
@@ -809,9 +1010,14 @@ def _judge_replay(
 
 
 def case_policies(project: Project, case: CaseReport, scenario: Scenario) -> set[str]:
-    """The safety policies ``case`` exercises: those of its path, and the one a PROBE case probes."""
+    """The safety policies ``case`` exercises: those of its path, and the one a
+    PROBE case probes."""
     spec, bindings = project.spec, project.bindings
-    mine = {r.removeprefix("policies.") for r in safety_reasons(spec, bindings, scenario) if r.startswith("policies.")}
+    mine = {
+        r.removeprefix("policies.")
+        for r in safety_reasons(spec, bindings, scenario)
+        if r.startswith("policies.")
+    }
     probed = str(case.details.get("clause") or "")
     if case.kind == "PROBE" and probed.startswith("policies."):
         mine.add(probed.removeprefix("policies."))
@@ -840,10 +1046,19 @@ async def top_up_policies(
     out = list(cases)
     topped: dict[str, tuple[int, str | None]] = {}
     for policy in unsafe:
-        mine = [c for c in out if c.id in checks and policy in case_policies(project, c, checks[c.id][0])]
+        mine = [
+            c
+            for c in out
+            if c.id in checks and policy in case_policies(project, c, checks[c.id][0])
+        ]
         results = [checks[c.id][1] for c in mine]
-        if not mine or any(r.passes < r.runs for r in results) or sum(r.runs for r in results) >= needed:
-            continue  # nothing exercises it, a run failed (no top-up certifies that), or it has its runs
+        if (
+            not mine
+            or any(r.passes < r.runs for r in results)
+            or sum(r.runs for r in results) >= needed
+        ):
+            # nothing exercises it, a run failed (no top-up certifies that), or it has its runs
+            continue
         pool = [c for c in mine if c.kind in TOP_UP_KINDS and c.verdict == "PASS"]
         if not pool:
             topped[policy] = (0, "no passing MFT or EXPLORE case exercises it")
@@ -861,7 +1076,11 @@ async def top_up_policies(
         out = [replaced.get(c.id, c) for c in out]
         after = budget.snapshot()
         short = sum(checks[c.id][1].runs for c in mine) < needed
-        why = (after.exhausted_reason or "the budget is spent") if short and after.refused_runs > before.refused_runs else None
+        why = (
+            (after.exhausted_reason or "the budget is spent")
+            if short and after.refused_runs > before.refused_runs
+            else None
+        )
         if short and why is None:
             why = "its cases' runs cannot reach the runs needed"
         # the runs judged (runs a model agent's case started ahead of its decision are not evidence)
@@ -893,12 +1112,26 @@ def policy_claims(
         if case.id not in checks:
             continue
         scenario, result = checks[case.id]
-        certified = result.verdict == "PASS" and result.decided_by == "zero-failure" and result.runs >= SAFETY_RUNS
+        certified = (
+            result.verdict == "PASS"
+            and result.decided_by == "zero-failure"
+            and result.runs >= SAFETY_RUNS
+        )
         for policy in case_policies(project, case, scenario) & set(evidence):
             violations = sum(f.count for f in result.failures if f.clause == f"policies.{policy}")
             failed = result.runs - result.passes
-            evidence[policy].add(case.id, result.runs, violations, other_failures=max(0, failed - violations), certified=certified)
-    return [PolicyClaimReport(**dataclasses.asdict(claim(e, per_case=per_case))) for e in evidence.values() if e.cases]
+            evidence[policy].add(
+                case.id,
+                result.runs,
+                violations,
+                other_failures=max(0, failed - violations),
+                certified=certified,
+            )
+    return [
+        PolicyClaimReport(**dataclasses.asdict(claim(e, per_case=per_case)))
+        for e in evidence.values()
+        if e.cases
+    ]
 
 
 def _corpus_case(
@@ -924,20 +1157,43 @@ def _corpus_case(
             corpus.retire(entry, message)
     except OSError as exc:  # a full or read-only disk: the replay's verdict still stands
         message += f"; the corpus could not be updated ({exc.strerror or exc})"
-    events.append(CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message))
+    events.append(
+        CorpusEvent(entry=entry.id, action=action, signature=entry.signature, message=message)
+    )
     return case_from_check(
         case_id,
         kind,
         entry.scenario,
         result,
-        {"signature": entry.signature, "created": entry.created, "corpus_entry": entry.id, "replay": action, "message": message},
+        {
+            "signature": entry.signature,
+            "created": entry.created,
+            "corpus_entry": entry.id,
+            "replay": action,
+            "message": message,
+        },
     )
 
 
-def _mft_replay(project: Project, scenario: Scenario, rule: CaseSettings, memo: TrialMemo, budget: Budget | None, seed: int) -> Replay:
+def _mft_replay(
+    project: Project,
+    scenario: Scenario,
+    rule: CaseSettings,
+    memo: TrialMemo,
+    budget: Budget | None,
+    seed: int,
+) -> Replay:
     async def replay(who: LoadedAgent) -> CaseReport:
         result = await decide_scenario(
-            project, scenario, who, settings=rule.settings, memo=memo, budget=budget, concurrency=1, seed=seed, name=scenario.id
+            project,
+            scenario,
+            who,
+            settings=rule.settings,
+            memo=memo,
+            budget=budget,
+            concurrency=1,
+            seed=seed,
+            name=scenario.id,
         )
         return _case_report(scenario, result, rule.rule)
 
@@ -972,7 +1228,8 @@ def shrink_failures(
             progress.note(f"shrinking {case.id} …")
         explored = report._explored.get(case.id)
         try:
-            if explored is not None:  # shrink the explored (or PROBE) input's choices, in its base scenario
+            # shrink the explored (or PROBE) input's choices, in its base scenario
+            if explored is not None:
                 shrunk = shrink(
                     project,
                     explored.base,
@@ -1002,7 +1259,10 @@ def shrink_failures(
                     prop=report._props.get(case.id),
                 )
         except InfrastructureError as exc:  # not the agent's: no reproducer, nothing saved
-            stopped[case.id] = f"not shrunk: a run met an error that is not the agent's ({exc.kind}): {str(exc).splitlines()[0]}"
+            stopped[case.id] = (
+                f"not shrunk: a run met an error that is not the agent's ({exc.kind}): "
+                f"{str(exc).splitlines()[0]}"
+            )
             return None
         out.append(shrunk)
         by_case[case.id] = shrunk
@@ -1034,7 +1294,10 @@ def shrink_failures(
                 prop=prop,
             )
         except InfrastructureError as exc:
-            stopped[case.id] = f"not shrunk: a run met an error that is not the agent's ({exc.kind}): {str(exc).splitlines()[0]}"
+            stopped[case.id] = (
+                f"not shrunk: a run met an error that is not the agent's ({exc.kind}): "
+                f"{str(exc).splitlines()[0]}"
+            )
             return None
         out.append(shrunk)
         by_case[case.id] = shrunk
@@ -1042,14 +1305,21 @@ def shrink_failures(
 
     def shrinkable(case: CaseReport) -> bool:
         if case.kind == "INV":  # only its leak: a safety failure of one conversation
-            return any(f.signature.startswith(SAFETY_CONTRACTS) for f in case.failures) and case.verdict in ("FAIL", "UNSTABLE")
+            return any(
+                f.signature.startswith(SAFETY_CONTRACTS) for f in case.failures
+            ) and case.verdict in ("FAIL", "UNSTABLE")
         return case.kind in SHRINKABLE_KINDS and case.id in report._checks
 
     try:
         if progress is not None:
             progress.start()
-        key_of = divergence_key(project.scenarios(), lambda c: report._checks[c.id][0] if c.id in report._checks else None)
-        bugs = find_bugs(report, shrink_case if budget > 0 else None, shrinkable=shrinkable, key_of=key_of)
+        key_of = divergence_key(
+            project.scenarios(),
+            lambda c: report._checks[c.id][0] if c.id in report._checks else None,
+        )
+        bugs = find_bugs(
+            report, shrink_case if budget > 0 else None, shrinkable=shrinkable, key_of=key_of
+        )
         for bug in bugs:
             if bug.representative in stopped:
                 bug.note = stopped[bug.representative]
@@ -1065,30 +1335,60 @@ def shrink_failures(
                 prop_name = JUDGE_PROP + prop.name
             else:
                 prop_name = "probe" if case.kind == "PROBE" or prop is not None else "mft"
-            fresh = entry_from_shrink(shrunk, spec_id=project.spec.spec_id, spec_path=str(project.spec_path.parent), agent=agent, prop=prop_name)
+            fresh = entry_from_shrink(
+                shrunk,
+                spec_id=project.spec.spec_id,
+                spec_path=str(project.spec_path.parent),
+                agent=agent,
+                prop=prop_name,
+            )
             try:
                 entry, new = corpus.record(fresh)
             except OSError as exc:  # a full or read-only disk: the reproducer stays in the report
-                message = f"bug {bug.id} not saved to the corpus ({corpus.describe()}): {exc.strerror or exc}; its reproducer is in this report"
-                report.corpus.append(CorpusEvent(entry=fresh.id, action="not-saved", signature=fresh.signature, message=message))
+                message = (
+                    f"bug {bug.id} not saved to the corpus ({corpus.describe()}): "
+                    f"{exc.strerror or exc}; its reproducer is in this report"
+                )
+                report.corpus.append(
+                    CorpusEvent(
+                        entry=fresh.id,
+                        action="not-saved",
+                        signature=fresh.signature,
+                        message=message,
+                    )
+                )
                 continue
             bug.corpus_entry = entry.id
             if case.shrunk is not None:
                 case.shrunk["corpus_entry"] = entry.id
-            unconfirmed = "" if shrunk.confirmed else " (unconfirmed: its reproducer did not fail again in fresh runs)"
+            unconfirmed = (
+                ""
+                if shrunk.confirmed
+                else " (unconfirmed: its reproducer did not fail again in fresh runs)"
+            )
             message = (
                 f"saved bug {bug.id} as corpus entry {entry.id}{unconfirmed}"
                 if new
-                else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same case): updated, seen {entry.seen} times"
+                else f"bug {bug.id} was already corpus entry {entry.id} (same signature, same "
+                f"case): updated, seen {entry.seen} times"
             )
-            report.corpus.append(CorpusEvent(entry=entry.id, action="saved" if new else "updated", signature=entry.signature, message=message))
+            report.corpus.append(
+                CorpusEvent(
+                    entry=entry.id,
+                    action="saved" if new else "updated",
+                    signature=entry.signature,
+                    message=message,
+                )
+            )
     finally:
         if progress is not None:
             progress.close()
     return out
 
 
-def leaked_input(project: Project, case: CaseReport, signature: str) -> tuple[Scenario, list[str]] | None:
+def leaked_input(
+    project: Project, case: CaseReport, signature: str
+) -> tuple[Scenario, list[str]] | None:
     """The scenario and messages of the side of an INV case that met ``signature`` (a leak):
     its base scenario with the first turn worded as the variant that leaked (or as written, when
     the original leaked). ``None`` when the case does not say."""
@@ -1099,7 +1399,9 @@ def leaked_input(project: Project, case: CaseReport, signature: str) -> tuple[Sc
         return None
 
     def met(decisions: Any) -> bool:
-        return isinstance(decisions, dict) and any(str(b).partition(" !")[2] == signature for b in decisions)
+        return isinstance(decisions, dict) and any(
+            str(b).partition(" !")[2] == signature for b in decisions
+        )
 
     if met(case.details.get("original")):
         return scenario, list(scenario.messages)
@@ -1117,13 +1419,17 @@ def _shared_families(report: RunReport, signature: str) -> set[str]:
     families = [
         set(c.details.get("families") or ())
         for c in report.cases
-        if c.kind == "EXPLORE" and c.verdict in ("FAIL", "UNSTABLE") and any(bug_key(f.signature) == key for f in c.failures)
+        if c.kind == "EXPLORE"
+        and c.verdict in ("FAIL", "UNSTABLE")
+        and any(bug_key(f.signature) == key for f in c.failures)
     ]
     shared = set.intersection(*families) if len(families) >= 2 else set()
     return shared if shared - {"template"} else set()
 
 
-def coverage_matrix(project: Project, cases: list[CaseReport], *, every_case: list[CaseReport] | None = None) -> dict[str, Any]:
+def coverage_matrix(
+    project: Project, cases: list[CaseReport], *, every_case: list[CaseReport] | None = None
+) -> dict[str, Any]:
     """The seed article's capability matrix plus branch coverage.
 
     Branches are ``NODE#k``. ``loop`` lists the branches that only lead back to an ancestor
@@ -1137,10 +1443,14 @@ def coverage_matrix(project: Project, cases: list[CaseReport], *, every_case: li
     which PROBE cases of policies are among).
     """
     spec = project.spec
-    all_branches = [f"{n.node_id}#{i}" for n in spec.decision_tree for i, _ in enumerate(n.branches)]
+    all_branches = [
+        f"{n.node_id}#{i}" for n in spec.decision_tree for i, _ in enumerate(n.branches)
+    ]
     covered = sorted({b for c in cases for b in c.branches} & set(all_branches))
     loops = [f"{n}#{i}" for n, i in loop_branches(spec)]
-    unrealisable = [b for b in all_branches if b not in covered and b not in _filtered_out(project, cases)]
+    unrealisable = [
+        b for b in all_branches if b not in covered and b not in _filtered_out(project, cases)
+    ]
     skipped = [b for b in all_branches if b in _filtered_out(project, cases)]
     realisable = [b for b in all_branches if b not in unrealisable]
     counted = [b for b in all_branches if b not in skipped]
@@ -1152,7 +1462,10 @@ def coverage_matrix(project: Project, cases: list[CaseReport], *, every_case: li
         capabilities[name] = {"cases": len(mine), "passed": sum(c.verdict == "PASS" for c in mine)}
     untagged = [c for c in cases if not c.capabilities]
     if untagged and capabilities:
-        capabilities["(untagged)"] = {"cases": len(untagged), "passed": sum(c.verdict == "PASS" for c in untagged)}
+        capabilities["(untagged)"] = {
+            "cases": len(untagged),
+            "passed": sum(c.verdict == "PASS" for c in untagged),
+        }
     return {
         "capabilities": capabilities,
         "branches": {
@@ -1166,7 +1479,12 @@ def coverage_matrix(project: Project, cases: list[CaseReport], *, every_case: li
             "min_branch_coverage": minimum,
             "met": minimum is None or enforced + 1e-12 >= float(minimum),
         },
-        "untested": [u.as_dict() for u in untested(project, every_case if every_case is not None else cases, not_run=skipped)],
+        "untested": [
+            u.as_dict()
+            for u in untested(
+                project, every_case if every_case is not None else cases, not_run=skipped
+            )
+        ],
         "conditions": condition_coverage(project, cases),
     }
 
@@ -1177,7 +1495,11 @@ def decision_tree(project: Project, coverage: dict[str, Any]) -> DecisionTree:
     leaves (declared without branches, or named only by a branch's ``next``)."""
     spec = project.spec
     branches = coverage["branches"]
-    covered, unrealisable, loops = set(branches["covered"]), set(branches["unrealisable"]), set(branches["loop"])
+    covered, unrealisable, loops = (
+        set(branches["covered"]),
+        set(branches["unrealisable"]),
+        set(branches["loop"]),
+    )
     defined = {n.node_id for n in spec.decision_tree}
     nodes: list[TreeNode] = []
     terminals: dict[str, TreeNode] = {}
@@ -1185,12 +1507,34 @@ def decision_tree(project: Project, coverage: dict[str, Any]) -> DecisionTree:
         out = []
         for i, b in enumerate(node.branches):
             bid = f"{node.node_id}#{i}"
-            status: BranchStatus = "taken" if bid in covered else "unrealisable" if bid in unrealisable else "untaken"
-            out.append(TreeBranch(id=bid, index=i, when=b.when, next=b.next, description=b.description, status=status, loop=bid in loops))
+            status: BranchStatus = (
+                "taken" if bid in covered else "unrealisable" if bid in unrealisable else "untaken"
+            )
+            out.append(
+                TreeBranch(
+                    id=bid,
+                    index=i,
+                    when=b.when,
+                    next=b.next,
+                    description=b.description,
+                    status=status,
+                    loop=bid in loops,
+                )
+            )
             if b.next not in defined:
                 terminals.setdefault(b.next, TreeNode(id=b.next, terminal=True))
-        nodes.append(TreeNode(id=node.node_id, description=node.description, terminal=not node.branches, branches=out))
-    return DecisionTree(root=spec.decision_tree[0].node_id if spec.decision_tree else "", nodes=nodes + list(terminals.values()))
+        nodes.append(
+            TreeNode(
+                id=node.node_id,
+                description=node.description,
+                terminal=not node.branches,
+                branches=out,
+            )
+        )
+    return DecisionTree(
+        root=spec.decision_tree[0].node_id if spec.decision_tree else "",
+        nodes=nodes + list(terminals.values()),
+    )
 
 
 def _filtered_out(project: Project, cases: list[CaseReport]) -> set[str]:
@@ -1221,10 +1565,16 @@ def _shrunk_text(case_id: str | None, original: object, kept: object, runs: int)
     """What shrinking did to a bug's representative case, in words: ``9 -> 2 units``, or that
     there was nothing to remove (a default scenario has no choices) or nothing could go."""
     if original == 0:
-        return f"shrunk {case_id}: nothing to remove (it is the path's default scenario, no choices) in {runs} runs"
+        return (
+            f"shrunk {case_id}: nothing to remove (it is the path's default scenario, no "
+            f"choices) in {runs} runs"
+        )
     if original is not None and original == kept:
         return f"shrunk {case_id}: none of its {original} units could be removed in {runs} runs"
-    return f"shrunk {case_id}: {original if original is not None else '?'} -> {kept if kept is not None else '?'} units in {runs} runs"
+    return (
+        f"shrunk {case_id}: {original if original is not None else '?'} -> "
+        f"{kept if kept is not None else '?'} units in {runs} runs"
+    )
 
 
 def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
@@ -1236,19 +1586,31 @@ def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
     lines: list[str] = []
     if found:
         shrunk = sum(b.shrink_runs > 0 for b in found)
-        lines.append(f"{len(found)} bug(s), failures grouped by signature (turn left out); {shrunk} shrunk, once each:")
+        lines.append(
+            f"{len(found)} bug(s), failures grouped by signature (turn left out); "
+            f"{shrunk} shrunk, once each:"
+        )
     for i, bug in enumerate(found, 1):
         lines.append(f"bug {i} [{bug.id}]  {bug.key}")
         lines.append(f"    hit by {len(bug.cases)} case(s): {_cases_text(bug.cases)}")
         if bug.shrink_runs:
-            sh = next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None) or {}
-            shrunk_text = _shrunk_text(bug.representative, sh.get("original_units"), sh.get("kept_units"), bug.shrink_runs)
+            sh = (
+                next(
+                    (c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk),
+                    None,
+                )
+                or {}
+            )
+            shrunk_text = _shrunk_text(
+                bug.representative, sh.get("original_units"), sh.get("kept_units"), bug.shrink_runs
+            )
             lines.append(f"    {shrunk_text}" + ("" if bug.minimal else " (not proven minimal)"))
             if bug.minimality:
                 lines.append(f"    {bug.minimality}")
         elif bug.representative:
             lines.append(f"    representative case: {bug.representative} ({bug.note})")
-        if bug.rate_of not in ("variants", "pair"):  # an INV or DIR bug is a pair, shown by its diff lines
+        # an INV or DIR bug is a pair, shown by its diff lines
+        if bug.rate_of not in ("variants", "pair"):
             lines.append(f"    reproducer: {bug.reproducer_messages!r}")
         if bug.choices_kept:
             lines.append(f"    choices kept: {bug.choices_kept}")
@@ -1264,19 +1626,32 @@ def render_bugs(report: RunReport, *, width: int = 10_000) -> list[str]:
         if bug.shrink_runs and bug.note:
             lines.append(f"    note: {bug.note}")
     if met:
-        lines.append(f"{len(met)} other failure(s) met only while shrinking (not confirmed as bugs, not shrunk):")
+        lines.append(
+            f"{len(met)} other failure(s) met only while shrinking (not confirmed "
+            "as bugs, not shrunk):"
+        )
         for bug in met:
-            lines.append(f"    {bug.key}  while shrinking {_cases_text(bug.cases)}; {_rate_text(bug)}; first on {bug.reproducer_messages!r}")
+            lines.append(
+                f"    {bug.key}  while shrinking {_cases_text(bug.cases)}; {_rate_text(bug)}; "
+                f"first on {bug.reproducer_messages!r}"
+            )
     return [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
 
 
 def runs_text(m: Metrics) -> str:
     """The three meanings of "runs", each named: started (what was spent), reused from the
     memo, refused by the budget; a report written before they were counted shows runs judged."""
-    beyond = f" ({m.runs_beyond_decision} of them ahead of a decision that did not need them)" if m.runs_beyond_decision else ""
+    beyond = (
+        f" ({m.runs_beyond_decision} of them ahead of a decision that did not need them)"
+        if m.runs_beyond_decision
+        else ""
+    )
     if m.runs_started is None:
         return f"{m.runs} runs judged{beyond}"
-    return f"runs: {m.runs_started} started{beyond}, {m.runs_reused} reused from the memo, {m.runs_refused} refused by the budget"
+    return (
+        f"runs: {m.runs_started} started{beyond}, {m.runs_reused} reused from the memo, "
+        f"{m.runs_refused} refused by the budget"
+    )
 
 
 def render_table(report: RunReport, *, width: int | None = None, verbose: bool = False) -> str:
@@ -1289,14 +1664,23 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
         # cut to the terminal's width; in a log or a pipe keep every word
         width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10_000
     lines = render_bugs(report, width=width)
-    idw = min(max((len(c.id) for c in report.cases if c.kind in _LISTED or c.verdict != "PASS"), default=10), 60)
+    idw = min(
+        max(
+            (len(c.id) for c in report.cases if c.kind in _LISTED or c.verdict != "PASS"),
+            default=10,
+        ),
+        60,
+    )
     show_cost = any(c.cost_usd > 0 for c in report.cases)
     cost_head = f" {'cost $':>8}" if show_cost else ""
     shown = [c for c in report.cases if c.kind in _LISTED or c.verdict != "PASS"]
     rw = min(max((len(c.rule or "") for c in shown), default=0), 60)
     rule_head = f"  {'decided by':<{rw}}" if rw else ""
     vw = 14 if any(c.verdict == "NOT APPLICABLE" for c in shown) else 12
-    head = f"{'case':<{idw}}  {'verdict':<{vw}} {'rate':>5} {'95% CI':>9} {'runs':>4}{cost_head}{rule_head}  "
+    head = (
+        f"{'case':<{idw}}  {'verdict':<{vw}} {'rate':>5} {'95% CI':>9} "
+        f"{'runs':>4}{cost_head}{rule_head}  "
+    )
     lines.append(head + "first failure")
     kinds_seen: dict[str, list[CaseReport]] = {}
     for c in report.cases:
@@ -1311,7 +1695,10 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
         ci = f"{c.interval[0]:.2f}-{c.interval[1]:.2f}" if c.interval else ""
         cost = f" {c.cost_usd:>8.4f}" if show_cost else ""
         rule = f"  {(c.rule or '')[:rw]:<{rw}}" if rw else ""
-        lines.append(f"{c.id[:idw]:<{idw}}  {c.verdict:<{vw}} {c.pass_rate:>5.0%} {ci:>9} {c.runs:>4}{cost}{rule}  {fail}".rstrip())
+        lines.append(
+            f"{c.id[:idw]:<{idw}}  {c.verdict:<{vw}} {c.pass_rate:>5.0%} {ci:>9} "
+            f"{c.runs:>4}{cost}{rule}  {fail}".rstrip()
+        )
         tb = c.failures[0].traceback if verbose and c.failures else None
         if tb:
             lines.extend("    " + line for line in tb.rstrip().splitlines())
@@ -1325,7 +1712,9 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
         decided = len(group) - na
         text = f"{kind} cases: {passed}/{decided} passed"
         if na:
-            text += f", {na} not applicable (base case did not pass; listed above, counted for nothing)"
+            text += (
+                f", {na} not applicable (base case did not pass; listed above, counted for nothing)"
+            )
         if passed < decided:
             text += " (failures listed above)"
         lines.append(text)
@@ -1336,7 +1725,9 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
     coverage = m.extra.get("coverage") or {}
     caps = coverage.get("capabilities") or {}
     if caps:
-        lines.append("capabilities: " + ", ".join(f"{k} {v['passed']}/{v['cases']}" for k, v in caps.items()))
+        lines.append(
+            "capabilities: " + ", ".join(f"{k} {v['passed']}/{v['cases']}" for k, v in caps.items())
+        )
     br = coverage.get("branches") or {}
     if br:
         note = f"branches: {len(br['covered'])}/{len(br['all'])} taken"
@@ -1354,17 +1745,28 @@ def render_table(report: RunReport, *, width: int | None = None, verbose: bool =
             note += f"; not run: {', '.join(br['not_run'])}"
         if br.get("min_branch_coverage") is not None:
             verdict = "met" if br["met"] else "NOT MET"
-            note += f"; coverage of all branches {br['enforced']:.0%} (min_branch_coverage {br['min_branch_coverage']}: {verdict})"
+            note += (
+                f"; coverage of all branches {br['enforced']:.0%} (min_branch_coverage "
+                f"{br['min_branch_coverage']}: {verdict})"
+            )
         lines.append(note)
     conditions = coverage.get("conditions") or {}
     if conditions.get("atoms"):
-        line = f"conditions (MC/DC): {len(conditions['shown'])}/{len(conditions['atoms'])} atoms shown to change their branch alone"
+        line = (
+            f"conditions (MC/DC): {len(conditions['shown'])}/{len(conditions['atoms'])} atoms "
+            "shown to change their branch alone"
+        )
         if conditions.get("not_shown"):
-            line += "; not shown: " + "; ".join(f"{a} ({r})" for a, r in conditions["not_shown"].items())
+            line += "; not shown: " + "; ".join(
+                f"{a} ({r})" for a, r in conditions["not_shown"].items()
+            )
         lines.append(line)
     gaps = coverage.get("untested") or []
     if gaps:
-        lines.append(f"not tested ({len(gaps)}): " + "; ".join(f"{g['what']} {g['id']} ({g['reason']})" for g in gaps))
+        lines.append(
+            f"not tested ({len(gaps)}): "
+            + "; ".join(f"{g['what']} {g['id']} ({g['reason']})" for g in gaps)
+        )
     na_text = f", {m.not_applicable} not applicable" if m.not_applicable else ""
     lines.append(
         f"{m.cases} cases: {m.passed} passed, {m.failed} failed, {m.unstable} unstable{na_text}; "

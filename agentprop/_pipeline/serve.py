@@ -29,7 +29,13 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]  # no inter-process locking there
 
-from agentprop._agents.mcp import SESSION_ENDED, UNREAD_CALL, TrialBridge, build_server, trial_server
+from agentprop._agents.mcp import (
+    SESSION_ENDED,
+    UNREAD_CALL,
+    TrialBridge,
+    build_server,
+    trial_server,
+)
 from agentprop._agents.mcp_compat import Client, http_app, mcp_error, serve_stdio, types
 from agentprop._agents.project import Project
 from agentprop._agents.runtime import arun_conversation
@@ -66,7 +72,13 @@ def _slug(text: str) -> str:
 
 def default_record_path(project: Project, scenario: Scenario) -> Path:
     """Where a served case keeps its finished trials (one trace per line)."""
-    return project.base_dir / ".agentprop" / "mcp" / project.spec.spec_id / f"{_slug(scenario.id)}.jsonl"
+    return (
+        project.base_dir
+        / ".agentprop"
+        / "mcp"
+        / project.spec.spec_id
+        / f"{_slug(scenario.id)}.jsonl"
+    )
 
 
 @dataclass
@@ -109,7 +121,11 @@ class CaseServer:
         if self.settings is None:
             chosen = scenario_settings(self.project, self.scenario)
             self.settings, self.rule = chosen.settings, chosen.rule
-        self._case = compile_mft(self.project.spec, self.scenario, self.project.bindings.response_grounding(self.project.spec))
+        self._case = compile_mft(
+            self.project.spec,
+            self.scenario,
+            self.project.bindings.response_grounding(self.project.spec),
+        )
         self._first = self.seed * 1_000_003
         if self.record is not None and self.record.exists():
             self.traces = _read_record(self.record, self.project.spec.spec_id, self.scenario.id)
@@ -131,7 +147,13 @@ class CaseServer:
         index = self._reserve()
         self._joining.append(index)
         spec, bindings = self.project.spec, self.project.bindings
-        world = make_world(spec, bindings, self.scenario, seed=stable_seed("world", self.scenario.id), nonce=str(index))
+        world = make_world(
+            spec,
+            bindings,
+            self.scenario,
+            seed=stable_seed("world", self.scenario.id),
+            nonce=str(index),
+        )
         bridge = TrialBridge(final_turn=len(self.scenario.messages) - 1)
 
         async def run() -> Trace:
@@ -147,7 +169,9 @@ class CaseServer:
                 agent_name="mcp",
             )
 
-        trial = ServedTrial(index=index, bridge=bridge, task=asyncio.ensure_future(run()), session_id=session_id)
+        trial = ServedTrial(
+            index=index, bridge=bridge, task=asyncio.ensure_future(run()), session_id=session_id
+        )
         if session_id is not None:
             self._open[session_id] = trial
         trial.task.add_done_callback(lambda _t: asyncio.ensure_future(self._finished(trial)))
@@ -161,7 +185,11 @@ class CaseServer:
     @property
     def counter(self) -> Path | None:
         """The file that hands out trial numbers to every process recording to :attr:`record`."""
-        return None if self.record is None else self.record.with_name(f"{self.record.name}.seed{self.seed}.next")
+        return (
+            None
+            if self.record is None
+            else self.record.with_name(f"{self.record.name}.seed{self.seed}.next")
+        )
 
     def _reserve(self) -> int:
         """The next trial number, unique across the processes that share the record file (one
@@ -217,7 +245,10 @@ class CaseServer:
         if self.record is not None and added:
             self.record.parent.mkdir(parents=True, exist_ok=True)
             lines = "".join(t.model_dump_json() + "\n" for t in added)
-            with _locked(self.record.with_name(self.record.name + ".lock")), self.record.open("a", encoding="utf-8") as fh:
+            with (
+                _locked(self.record.with_name(self.record.name + ".lock")),
+                self.record.open("a", encoding="utf-8") as fh,
+            ):
                 fh.write(lines)  # whole lines, one process at a time
         result = self.result()
         if result.verdict != "INCONCLUSIVE" and self._decided is not None:
@@ -232,7 +263,13 @@ class CaseServer:
     def result(self) -> CheckResult:
         """The decision over the trials finished so far (INCONCLUSIVE while undecided)."""
         assert self.settings is not None
-        result = decide_runs(self.traces, self.settings, judge=self.judge, name=self.scenario.id, first_trial=self._first)
+        result = decide_runs(
+            self.traces,
+            self.settings,
+            judge=self.judge,
+            name=self.scenario.id,
+            first_trial=self._first,
+        )
         if self.rule:
             result.settings["rule"] = self.rule
         return result
@@ -251,8 +288,8 @@ class CaseServer:
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[Any]:
-        """An in-process session: an SDK client (:func:`agentprop.mcp.Client`) connected to a new trial (for
-        tests); the trial ends when the block does."""
+        """An in-process session: an SDK client (:func:`agentprop.mcp.Client`) connected to a new
+        trial (for tests); the trial ends when the block does."""
         trial = self.start_trial()
         try:
             async with Client(self.server_for(trial)) as client:
@@ -277,7 +314,12 @@ class CaseServer:
 
     def http_app(self) -> Any:
         """A Starlette app serving this case over streamable HTTP at ``/mcp`` (loopback)."""
-        server = build_server(self.project.spec, self._bridge_for_session, context=self.project.bindings.context, sessions=True)
+        server = build_server(
+            self.project.spec,
+            self._bridge_for_session,
+            context=self.project.bindings.context,
+            sessions=True,
+        )
         return _SessionEnds(http_app(server), self)
 
     async def session_deleted(self, sid: str) -> None:
@@ -302,14 +344,22 @@ class CaseServer:
         for trial in list(self._open.values()):
             await self.end_trial(trial)
 
-    async def serve_http(self, sock: socket.socket, *, until_decided: bool = False, stop: asyncio.Event | None = None) -> None:
+    async def serve_http(
+        self, sock: socket.socket, *, until_decided: bool = False, stop: asyncio.Event | None = None
+    ) -> None:
         """Serve over streamable HTTP on the bound socket ``sock`` until ``stop`` is set (or,
         with ``until_decided``, the case is decided); open trials are ended on the way out."""
         self._decided = asyncio.Event()
         await _serve_http(self, sock, until_decided=until_decided, stop=stop)
 
 
-async def _serve_http(owner: CaseServer | RunServer, sock: socket.socket, *, until_decided: bool, stop: asyncio.Event | None) -> None:
+async def _serve_http(
+    owner: CaseServer | RunServer,
+    sock: socket.socket,
+    *,
+    until_decided: bool,
+    stop: asyncio.Event | None,
+) -> None:
     import uvicorn
 
     config = uvicorn.Config(owner.http_app(), log_level="warning", lifespan="on")
@@ -338,7 +388,9 @@ async def _serve_http(owner: CaseServer | RunServer, sock: socket.socket, *, unt
 
 def _hung_up(trace: Trace) -> bool:
     """Whether the trial ended because its client closed the session mid-conversation."""
-    return any(e.kind == "agent_exception" and SESSION_ENDED in e.message for e in trace.all_errors())
+    return any(
+        e.kind == "agent_exception" and SESSION_ENDED in e.message for e in trace.all_errors()
+    )
 
 
 # ----------------------------------------------------------------- a served run
@@ -367,7 +419,10 @@ class RunServer:
 
     def __post_init__(self) -> None:
         if not self.cases:
-            raise InputError("a served run needs at least one case", fix="give cases the run has (`agentprop cases PROJECT` lists them)")
+            raise InputError(
+                "a served run needs at least one case",
+                fix="give cases the run has (`agentprop cases PROJECT` lists them)",
+            )
         self.project = self.cases[0].project
         self._over = TrialBridge()
         self._over._closed = True
@@ -376,7 +431,11 @@ class RunServer:
             case.on_note = self._note
             told = case.on_trial
 
-            def joined(trace: Trace, result: CheckResult, told: Callable[[Trace, CheckResult], None] | None = told) -> None:
+            def joined(
+                trace: Trace,
+                result: CheckResult,
+                told: Callable[[Trace, CheckResult], None] | None = told,
+            ) -> None:
                 if told is not None:
                     told(trace, result)
                 if self._decided is not None and self.decided:
@@ -421,7 +480,12 @@ class RunServer:
 
     def http_app(self) -> Any:
         """A Starlette app serving the run over streamable HTTP at ``/mcp`` (loopback)."""
-        server = build_server(self.project.spec, self._bridge_for_session, context=self.project.bindings.context, sessions=True)
+        server = build_server(
+            self.project.spec,
+            self._bridge_for_session,
+            context=self.project.bindings.context,
+            sessions=True,
+        )
         return _SessionEnds(http_app(server), self)
 
     async def session_deleted(self, sid: str) -> None:
@@ -443,7 +507,9 @@ class RunServer:
         if not self.decided:
             await self._decided.wait()
 
-    async def serve_http(self, sock: socket.socket, *, until_decided: bool = False, stop: asyncio.Event | None = None) -> None:
+    async def serve_http(
+        self, sock: socket.socket, *, until_decided: bool = False, stop: asyncio.Event | None = None
+    ) -> None:
         """Serve the run on the bound socket ``sock`` until ``stop`` is set (or, with
         ``until_decided``, no case needs another trial); open trials are ended on the way out."""
         self._decided = asyncio.Event()
@@ -454,27 +520,45 @@ class RunServer:
         return [case.result() for case in self.cases]
 
     def summary(self) -> str:
-        """The verdicts so far: a line per case (verdict, id, passes/runs, first failure), then the counts."""
+        """The verdicts so far: a line per case (verdict, id, passes/runs, first
+        failure), then the counts."""
         results = self.results()
-        lines = [f"{r.verdict:<12} {r.name} ({r.passes}/{r.runs})" + (f": {r.failures[0].signature}" if r.failures else "") for r in results]
+        lines = [
+            f"{r.verdict:<12} {r.name} ({r.passes}/{r.runs})"
+            + (f": {r.failures[0].signature}" if r.failures else "")
+            for r in results
+        ]
         counts: dict[str, int] = {}
         for r in results:
             counts[r.verdict] = counts.get(r.verdict, 0) + 1
-        lines.append(f"{self.project.spec.spec_id}: {len(results)} case(s): " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+        lines.append(
+            f"{self.project.spec.spec_id}: {len(results)} case(s): "
+            + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        )
         return "\n".join(lines)
 
 
 def served_settings(
-    project: Project, scenario: Scenario, *, mode: str | None = None, tau: float | None = None, runs: int | None = None
+    project: Project,
+    scenario: Scenario,
+    *,
+    mode: str | None = None,
+    tau: float | None = None,
+    runs: int | None = None,
 ) -> CaseSettings:
     """A served case's settings, chosen as ``agentprop run --mode/--tau/--runs`` chooses them
-    (``--runs`` alone selects fixed mode, but not on a high-risk spec); none given: the case's own."""
+    (``--runs`` alone selects fixed mode, but not on a high-risk spec); none
+    given: the case's own."""
     if mode is None and tau is None and runs is None:
         return scenario_settings(project, scenario)
     spec = project.spec
-    chosen = mode or ("fixed" if runs is not None and spec.risk_level not in ("high", "critical") else None)
+    chosen = mode or (
+        "fixed" if runs is not None and spec.risk_level not in ("high", "critical") else None
+    )
     oracle = OracleSettings.for_spec(spec, mode=chosen, tau=tau, runs=runs)
-    explicit = " ".join(f"--{k} {v}" for k, v in (("mode", mode), ("tau", tau), ("runs", runs)) if v is not None)
+    explicit = " ".join(
+        f"--{k} {v}" for k, v in (("mode", mode), ("tau", tau), ("runs", runs)) if v is not None
+    )
     return case_settings(spec, project.bindings, scenario, oracle, explicit=explicit)
 
 
@@ -494,8 +578,8 @@ def _session_id(ctx: Any) -> str:
         raise mcp_error(
             types.INVALID_REQUEST,
             "agentprop's world server needs an MCP session: each session is one trial of a case. "
-            "Connect with the initialize handshake (the SDK's Client does in mode 'auto' or 'legacy'); "
-            "MCP 2026-07-28 requests carry no session",
+            "Connect with the initialize handshake (the SDK's Client does in mode 'auto' or "
+            "'legacy'); MCP 2026-07-28 requests carry no session",
         )
     return str(sid)
 
@@ -516,19 +600,21 @@ def _locked(path: Path) -> Iterator[int]:
 def split_note() -> str:
     """What the log says of a session that called tools without reading the user's message."""
     return (
-        "its session called tools without reading the user's message, so the calls were refused and nothing was "
-        "recorded; one conversation split over several sessions looks like this (langchain-mcp-adapters opens a session "
-        "per tool call unless the agent keeps one open: `async with client.session(NAME) as session`, "
-        "`load_mcp_tools(session)`)"
+        "its session called tools without reading the user's message, so the calls were refused "
+        "and nothing was recorded; one conversation split over several sessions looks like this "
+        "(langchain-mcp-adapters opens a session per tool call unless the agent keeps one open: "
+        "`async with client.session(NAME) as session`, `load_mcp_tools(session)`)"
     )
 
 
 def abandoned_note() -> str:
-    """What the log says of a session that read the user's message and ended before any tool call."""
+    """What the log says of a session that read the user's message and ended
+    before any tool call."""
     return (
-        "its session read the user's message and ended before any tool call or respond, so nothing was recorded; a "
-        "conversation split over several sessions starts like this (a client that opens a session per request, as "
-        "langchain-mcp-adapters does unless the agent keeps one open: `async with client.session(NAME) as session`, "
+        "its session read the user's message and ended before any tool call or respond, so "
+        "nothing was recorded; a conversation split over several sessions starts like this (a "
+        "client that opens a session per request, as langchain-mcp-adapters does unless the agent "
+        "keeps one open: `async with client.session(NAME) as session`, "
         "`load_mcp_tools(session)`). Keep one session for the whole conversation"
     )
 
@@ -542,20 +628,26 @@ def _presented_token(scope: Any) -> str:
     query = parse_qs(bytes(scope.get("query_string") or b"").decode("latin-1"))
     if query.get("token"):
         return query["token"][0]
-    auth = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"authorization"), "")
+    auth = next(
+        (v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"authorization"), ""
+    )
     return auth[7:].strip() if auth[:7].lower() == "bearer " else ""
 
 
 async def _refuse(send: Any) -> None:
     body = (
-        b'{"error": "unauthorized: this agentprop server serves only clients that present its token '
-        b'(the ?token=... of the URL agentprop serve --http printed, or Authorization: Bearer TOKEN)"}'
+        b'{"error": "unauthorized: this agentprop server serves only clients that present its '
+        b"token (the ?token=... of the URL agentprop serve --http printed, or "
+        b'Authorization: Bearer TOKEN)"}'
     )
     await send(
         {
             "type": "http.response.start",
             "status": 401,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
@@ -570,11 +662,20 @@ class _SessionEnds:
         self.owner = owner
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope.get("type") == "http" and not hmac.compare_digest(_presented_token(scope).encode(), self.owner.token.encode()):
+        if scope.get("type") == "http" and not hmac.compare_digest(
+            _presented_token(scope).encode(), self.owner.token.encode()
+        ):
             await _refuse(send)
             return
         if scope.get("type") == "http" and scope.get("method") == "DELETE":
-            sid = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == _SESSION_HEADER.encode()), None)
+            sid = next(
+                (
+                    v.decode("latin-1")
+                    for k, v in scope.get("headers", [])
+                    if k == _SESSION_HEADER.encode()
+                ),
+                None,
+            )
             if sid:
                 await self.owner.session_deleted(sid)
         await self.app(scope, receive, send)
@@ -591,7 +692,11 @@ def _read_record(path: Path, spec_id: str, case_id: str) -> list[Trace]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{path}:{bad}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}; damaged)", fix=fix) from None
+        raise InputError(
+            f"{path}:{bad}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start}; damaged)",
+            fix=fix,
+        ) from None
     traces: list[Trace] = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -600,11 +705,13 @@ def _read_record(path: Path, spec_id: str, case_id: str) -> list[Trace]:
             trace = Trace.from_json(line)
         except ValueError as exc:
             raise InputError(
-                f"{path}:{n}: not a recorded trial ({str(exc).splitlines()[0]})", fix=f"delete {path} to start the case's trials afresh"
+                f"{path}:{n}: not a recorded trial ({str(exc).splitlines()[0]})",
+                fix=f"delete {path} to start the case's trials afresh",
             ) from None
         if trace.spec_id != spec_id or trace.case_id != case_id:
             raise InputError(
-                f"{path}:{n}: a trial of {trace.spec_id} {trace.case_id}, not of {spec_id} {case_id}",
+                f"{path}:{n}: a trial of {trace.spec_id} {trace.case_id}, not "
+                f"of {spec_id} {case_id}",
                 fix="give each case its own --record file, or delete this one",
             )
         traces.append(trace)
@@ -691,10 +798,18 @@ def log_trial(out: TextIO, *, case: bool = False) -> Callable[[Trace, CheckResul
         what = f"{len(trace.turns)} turn(s), {len(trace.tool_calls)} tool call(s)"
         if errors:
             what += f", {errors[0].kind}: {errors[0].message}"
-        print(f"{trace.case_id} " * case + f"trial {trace.trial}: {what}; decisions {trace.decisions}", file=out)
+        print(
+            f"{trace.case_id} " * case
+            + f"trial {trace.trial}: {what}; decisions {trace.decisions}",
+            file=out,
+        )
         print(
             f"  so far: {result.passes}/{result.runs} passed; "
-            + ("undecided, keep the agent running" if result.verdict == "INCONCLUSIVE" else f"verdict {result.verdict}"),
+            + (
+                "undecided, keep the agent running"
+                if result.verdict == "INCONCLUSIVE"
+                else f"verdict {result.verdict}"
+            ),
             file=out,
         )
         if result.verdict != "INCONCLUSIVE" and not announced[0]:

@@ -21,7 +21,11 @@ _SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
 def shard_of(case_id: str, count: int) -> int:
     """The 1-based shard of ``count`` that decides ``case_id``."""
-    return int.from_bytes(hashlib.sha256(case_id.encode("utf-8", "surrogatepass")).digest()[:8], "big") % count + 1
+    return (
+        int.from_bytes(hashlib.sha256(case_id.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+        % count
+        + 1
+    )
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,18 @@ def parse_shard(text: str, *, option: str = "--shard") -> Shard:
     """``i/N`` (1 <= i <= N) as a :class:`Shard`; anything else is an input error naming the fix."""
     m = _SHARD.fullmatch(text)
     if m is None:
-        raise InputError(f"{option} {text!r} is not of the form i/N", fix=f"write e.g. {option} 1/4 (shard 1 of 4; shards count from 1)")
+        raise InputError(
+            f"{option} {text!r} is not of the form i/N",
+            fix=f"write e.g. {option} 1/4 (shard 1 of 4; shards count from 1)",
+        )
     index, count = int(m.group(1)), int(m.group(2))
     if count < 1:
-        raise InputError(f"{option} {text}: a run has at least 1 shard", fix=f"write e.g. {option} 1/4")
+        raise InputError(
+            f"{option} {text}: a run has at least 1 shard", fix=f"write e.g. {option} 1/4"
+        )
     if not 1 <= index <= count:
-        raise InputError(f"{option} {text}: shard {index} is not one of 1..{count}", fix=f"write {option} i/{count} with i from 1 to {count}")
+        raise InputError(
+            f"{option} {text}: shard {index} is not one of 1..{count}",
+            fix=f"write {option} i/{count} with i from 1 to {count}",
+        )
     return Shard(index, count)

@@ -56,15 +56,29 @@ def invariant_scenarios(v1: Project, v2: Spec) -> tuple[list[Scenario], list[Exc
         nodes = [*scenario.path, scenario.leaf]
         hit = next((n for n in nodes if n in changed), None)
         if hit is not None:
-            excluded.append(Exclusion(case=scenario.id, reason=f"goes through {hit}, {changed[hit]}"))
+            excluded.append(
+                Exclusion(case=scenario.id, reason=f"goes through {hit}, {changed[hit]}")
+            )
             continue
         gone_tools = sorted({t for turn in scenario.turns for t in turn.required_tools} - tools)
         if gone_tools:
-            excluded.append(Exclusion(case=scenario.id, reason=f"expects tool(s) v2 no longer has: {', '.join(gone_tools)}"))
+            excluded.append(
+                Exclusion(
+                    case=scenario.id,
+                    reason=f"expects tool(s) v2 no longer has: {', '.join(gone_tools)}",
+                )
+            )
             continue
-        gone = sorted({d for d in (t.expect_decision for t in scenario.turns) if d is not None} - decisions)
+        gone = sorted(
+            {d for d in (t.expect_decision for t in scenario.turns) if d is not None} - decisions
+        )
         if gone:
-            excluded.append(Exclusion(case=scenario.id, reason=f"expects decision(s) v2 no longer has: {', '.join(gone)}"))
+            excluded.append(
+                Exclusion(
+                    case=scenario.id,
+                    reason=f"expects decision(s) v2 no longer has: {', '.join(gone)}",
+                )
+            )
             continue
         kept.append(scenario)
     return kept, excluded
@@ -107,7 +121,10 @@ class SursResult(BaseModel):
         return self.passed / self.invariants if self.invariants else None
 
     def summary(self) -> str:
-        lines = [f"SURS {self.base_spec} -> {self.spec}: {len(self.cases)} v1 invariant case(s), {len(self.excluded)} excluded"]
+        lines = [
+            f"SURS {self.base_spec} -> {self.spec}: {len(self.cases)} v1 invariant case(s), "
+            f"{len(self.excluded)} excluded"
+        ]
         for c in self.cases:
             if c.verdict != "PASS":
                 lines.append(f"  {c.verdict:<12} {c.id}  {c.first_failure or ''}".rstrip())
@@ -136,7 +153,14 @@ async def asurs(
         kept = [s for s in kept if s.id in wanted]
     settings = settings or OracleSettings.for_spec(base.spec)
     memo = TrialMemo()
-    result = SursResult(base_spec=base.spec.spec_id, spec=project.spec.spec_id, agent=loaded.ref, invariants=len(kept), passed=0, excluded=excluded)
+    result = SursResult(
+        base_spec=base.spec.spec_id,
+        spec=project.spec.spec_id,
+        agent=loaded.ref,
+        invariants=len(kept),
+        passed=0,
+        excluded=excluded,
+    )
     for scenario in kept:
         r = await decide_scenario(
             project,
@@ -153,7 +177,11 @@ async def asurs(
         result.passed += r.verdict == "PASS"
         result.cases.append(
             SursCase(
-                id=scenario.id, verdict=r.verdict, pass_rate=r.pass_rate, runs=r.runs, first_failure=r.failures[0].explanation if r.failures else None
+                id=scenario.id,
+                verdict=r.verdict,
+                pass_rate=r.pass_rate,
+                runs=r.runs,
+                first_failure=r.failures[0].explanation if r.failures else None,
             )
         )
     return result
@@ -173,4 +201,6 @@ def surs(
     ``project`` (the new version), judged by the v1 checks; see the module doc."""
     from agentprop._util.aio import run_sync
 
-    return run_sync(asurs(base, project, agent, settings=settings, budget=budget, seed=seed, cases=cases))
+    return run_sync(
+        asurs(base, project, agent, settings=settings, budget=budget, seed=seed, cases=cases)
+    )

@@ -24,7 +24,13 @@ Side = Literal["visible", "hidden"]
 REPEATED_KINDS = ("MFT", "EXPLORE", "PROBE", "BOUNDARY", "REGRESSION")
 
 
-def split_suite(cases: Sequence[CaseReport], *, visible_fraction: float = 0.5, seed: int = 0, mft_visible: bool = True) -> dict[str, Side]:
+def split_suite(
+    cases: Sequence[CaseReport],
+    *,
+    visible_fraction: float = 0.5,
+    seed: int = 0,
+    mft_visible: bool = True,
+) -> dict[str, Side]:
     """``case id -> "visible" | "hidden"``: seeded, stratified by kind (see the module doc)."""
     if not 0.0 <= visible_fraction <= 1.0:
         raise ValueError(f"visible_fraction={visible_fraction} must be between 0 and 1")
@@ -53,7 +59,10 @@ class ProbeRates(BaseModel):
     p_value: float | None
 
     def text(self) -> str:
-        return f"{self.id} (mutant {self.probe_violations}/{self.probe_runs}, clean {self.control_violations}/{self.control_runs})"
+        return (
+            f"{self.id} (mutant {self.probe_violations}/{self.probe_runs}, clean "
+            f"{self.control_violations}/{self.control_runs})"
+        )
 
 
 def probe_rates(mutation: MutationReport, status: str) -> list[ProbeRates]:
@@ -95,7 +104,8 @@ class TdadMetrics(BaseModel):
     vacuous_probes: list[ProbeRates] = Field(default_factory=list)
     """Mutants left out of MS because the clean agent fires their probe too."""
     non_activating: list[ProbeRates] = Field(default_factory=list)
-    """Mutants left out of MS because their probe did not fire more often than on the clean agent."""
+    """Mutants left out of MS because their probe did not fire more often than
+    on the clean agent."""
     cases_clean_not_passing: list[str] = Field(default_factory=list)
     """Visible cases the clean agent does not pass: they kill no mutant."""
     surs: float | None = None
@@ -115,30 +125,49 @@ class TdadMetrics(BaseModel):
             return f"; {k} not applicable, counted for nothing" if k else ""
 
         lines = [
-            f"VPR {pct(self.vpr)}  ({self.visible_passed}/{self.visible} visible cases pass{na(self.visible_not_applicable)})",
-            f"HPR {pct(self.hpr)}  ({self.hidden_passed}/{self.hidden} hidden cases pass{na(self.hidden_not_applicable)})",
+            f"VPR {pct(self.vpr)}  ({self.visible_passed}/{self.visible} visible cases "
+            f"pass{na(self.visible_not_applicable)})",
+            f"HPR {pct(self.hpr)}  ({self.hidden_passed}/{self.hidden} hidden cases "
+            f"pass{na(self.hidden_not_applicable)})",
             f"RPR {pct(self.rpr)}  (mean pass rate of the runs of {self.rpr_cases} repeated cases)",
         ]
         if self.mutation_pack is None:
-            lines.append("MS  n/a  (no mutation pack: mutations.yaml next to the spec, or --mutations FILE)")
+            lines.append(
+                "MS  n/a  (no mutation pack: mutations.yaml next to the spec, or --mutations FILE)"
+            )
         else:
-            left_out = f"{len(self.vacuous_probes)} vacuous probes, {len(self.non_activating)} non-activating left out"
+            left_out = (
+                f"{len(self.vacuous_probes)} vacuous probes, {len(self.non_activating)} "
+                "non-activating left out"
+            )
             if self.mutants_activated:
                 lines.append(
-                    f"MS  {pct(self.ms)}  ({self.mutants_killed}/{self.mutants_activated} activated mutants killed by the visible suite; {left_out})"
+                    f"MS  {pct(self.ms)}  ({self.mutants_killed}/{self.mutants_activated} "
+                    f"activated mutants killed by the visible suite; {left_out})"
                 )
             else:
-                lines.append(f"MS  n/a  (no mutant of {self.mutation_pack} activated; {left_out}; see the mutation lines)")
+                lines.append(
+                    f"MS  n/a  (no mutant of {self.mutation_pack} activated; {left_out}; "
+                    "see the mutation lines)"
+                )
             if self.vacuous_probes:
-                lines.append("    vacuous probes (the clean agent fires them): " + ", ".join(r.text() for r in self.vacuous_probes))
+                lines.append(
+                    "    vacuous probes (the clean agent fires them): "
+                    + ", ".join(r.text() for r in self.vacuous_probes)
+                )
             if self.non_activating:
-                lines.append("    non-activating: " + ", ".join(r.text() for r in self.non_activating))
+                lines.append(
+                    "    non-activating: " + ", ".join(r.text() for r in self.non_activating)
+                )
             if self.cases_clean_not_passing:
-                lines.append(f"    {len(self.cases_clean_not_passing)} visible cases the clean agent does not pass killed nothing")
+                lines.append(
+                    f"    {len(self.cases_clean_not_passing)} visible cases the clean agent does "
+                    "not pass killed nothing"
+                )
         if self.surs_invariants:
             lines.append(
-                f"SURS {pct(self.surs)}  ({self.surs_passed}/{self.surs_invariants} v1 invariant cases pass; "
-                f"{self.surs_excluded} v1 cases excluded: v2 changed their path)"
+                f"SURS {pct(self.surs)}  ({self.surs_passed}/{self.surs_invariants} v1 invariant "
+                f"cases pass; {self.surs_excluded} v1 cases excluded: v2 changed their path)"
             )
         else:
             lines.append("SURS n/a  (give --base V1_SPEC to run the previous version's invariants)")
@@ -154,7 +183,8 @@ def tdad_metrics(
     seed: int,
     surs: SursResult | None = None,
 ) -> TdadMetrics:
-    # NOT APPLICABLE cases (an INV whose base case failed) count for nothing: neither side of VPR/HPR
+    # NOT APPLICABLE cases (an INV whose base case failed) count for nothing:
+    # neither side of VPR/HPR
     decided = [c for c in cases if c.verdict != "NOT APPLICABLE"]
     visible = [c for c in decided if split.get(c.id) == "visible"]
     hidden = [c for c in decided if split.get(c.id) == "hidden"]

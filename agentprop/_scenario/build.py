@@ -82,7 +82,9 @@ class ScenarioTurn(BulkModel):
     @property
     def allowed_decisions(self) -> list[str]:
         """The expected decision and the others the spec allows (empty: none expected)."""
-        return [self.expect_decision, *self.also_allowed] if self.expect_decision is not None else []
+        return (
+            [self.expect_decision, *self.also_allowed] if self.expect_decision is not None else []
+        )
 
 
 class WorldSpec(BulkModel):
@@ -122,7 +124,9 @@ class Scenario(BulkModel):
 
 def _is_internal(expr: Expr, bindings: Bindings) -> bool:
     names = variables(expr)
-    return bool(names) and all((b := bindings.variables.get(n)) is not None and b.internal for n in names)
+    return bool(names) and all(
+        (b := bindings.variables.get(n)) is not None and b.internal for n in names
+    )
 
 
 # ----------------------------------------------------------------------------- realising
@@ -138,7 +142,9 @@ def optional_segments(template: str) -> list[str]:
     return [m.group(1) for m in _OPTIONAL.finditer(template) if not _SLOT.search(m.group(1))]
 
 
-def render_template(template: str, slots: Mapping[str, Any], withheld: set[str], segments: Collection[int] = ()) -> str | None:
+def render_template(
+    template: str, slots: Mapping[str, Any], withheld: set[str], segments: Collection[int] = ()
+) -> str | None:
     """Fill ``{slot}`` placeholders; drop ``[...]`` segments that hold a withheld slot; drop the
     ``{~ ... ~}`` markers of free spans (their words stay).
 
@@ -152,7 +158,9 @@ def render_template(template: str, slots: Mapping[str, Any], withheld: set[str],
     return None if marked is None else strip_free(marked)
 
 
-def render_marked(template: str, slots: Mapping[str, Any], withheld: set[str], segments: Collection[int] = ()) -> str | None:
+def render_marked(
+    template: str, slots: Mapping[str, Any], withheld: set[str], segments: Collection[int] = ()
+) -> str | None:
     """:func:`render_template` with the free spans' markers kept."""
     slotless = iter(range(len(template)))
 
@@ -217,19 +225,27 @@ def build_scenario(
                 templates = list(lookup_value(binding.utterance, value))
                 primary = name
             except KeyError:
-                raise Unsatisfiable(f"variable {name!r} has no utterances for value {value!r}") from None
+                raise Unsatisfiable(
+                    f"variable {name!r} has no utterances for value {value!r}"
+                ) from None
         elif binding.withhold is not None:
             try:
                 withheld |= set(lookup_value(binding.withhold, value))
             except KeyError:
-                raise Unsatisfiable(f"variable {name!r} has no `withhold` entry for value {value!r}; add it to the binding") from None
+                raise Unsatisfiable(
+                    f"variable {name!r} has no `withhold` entry for value {value!r}; "
+                    "add it to the binding"
+                ) from None
         elif binding.world is not None:
             w = binding.world
             if w.values is not None:
                 try:
                     effect = lookup_value(w.values, value)
                 except KeyError:
-                    raise Unsatisfiable(f"variable {name!r} has no world effect for value {value!r}; add it under `values:`") from None
+                    raise Unsatisfiable(
+                        f"variable {name!r} has no world effect for value {value!r}; "
+                        "add it under `values:`"
+                    ) from None
                 for f, v in effect.set.items():
                     overrides.setdefault(w.tool, {})[f] = v
                 if effect.failure is not None:
@@ -244,11 +260,14 @@ def build_scenario(
         withheld |= set(path.missing.fields)
     if not templates:
         raise Unsatisfiable(
-            f"path {path.id}: no first user message; bind an utterance variable on the path or add `utterances:` defaults to the bindings file"
+            f"path {path.id}: no first user message; bind an utterance variable on the path or "
+            "add `utterances:` defaults to the bindings file"
         )
     first: str | None = None
     first_source: TemplateSource | None = None
-    order = templates[template_index % len(templates) :] + templates[: template_index % len(templates)]
+    order = (
+        templates[template_index % len(templates) :] + templates[: template_index % len(templates)]
+    )
     for template in order:
         first = render_marked(template, slots, withheld)
         if first is not None:
@@ -293,19 +312,32 @@ def build_scenario(
                     else:
                         # the conversation stops here: the agent's question is the last turn
                         turns[-1].expect_decision = var.followup.after_decision
-                elif var is not None and var.utterance is not None and key != n and key not in followups_done:
+                elif (
+                    var is not None
+                    and var.utterance is not None
+                    and key != n
+                    and key not in followups_done
+                ):
                     followups_done.add(key)
-                    new_turn = _second_message(spec, path, step.node, var, env[key], slots, withheld, template_index)
+                    new_turn = _second_message(
+                        spec, path, step.node, var, env[key], slots, withheld, template_index
+                    )
             if c.after is not None and new_turn is None and not c.negated:
                 again_template = order[1 % len(order)]
                 again = render_marked(again_template, slots, withheld)
                 after_decision = _decision_for(c.after, spec)
                 if after_decision is None:
-                    raise Unsatisfiable(f"cannot tell which decision `after {c.after}` means in {spec.spec_id}")
+                    raise Unsatisfiable(
+                        f"cannot tell which decision `after {c.after}` means in {spec.spec_id}"
+                    )
                 if again is None:
                     new_turn = (first, after_decision, first_source)
                 else:
-                    new_turn = (again, after_decision, TemplateSource(template=again_template, withheld=tuple(sorted(withheld))))
+                    new_turn = (
+                        again,
+                        after_decision,
+                        TemplateSource(template=again_template, withheld=tuple(sorted(withheld))),
+                    )
         if new_turn is not None:
             turns[-1].expect_decision = new_turn[1]
             turns.append(ScenarioTurn(user_message=new_turn[0]))
@@ -391,7 +423,9 @@ def build_scenario(
     if path.missing is not None:
         turns[-1].expect_decision = path.missing.decision
     else:
-        options = bindings.outcome_options(path.leaf, path.via, spec.response_contract.decision_enum)
+        options = bindings.outcome_options(
+            path.leaf, path.via, spec.response_contract.decision_enum
+        )
         turns[-1].expect_decision = options[0] if options else None
         turns[-1].also_allowed = options[1:]
 
@@ -399,7 +433,9 @@ def build_scenario(
         if has_free(t.user_message):
             t.marked = t.user_message
         t.user_message = strip_free(t.user_message)
-    capabilities = sorted(cap for cap, nodes in bindings.capabilities.items() if set(nodes) & set(path.nodes))
+    capabilities = sorted(
+        cap for cap, nodes in bindings.capabilities.items() if set(nodes) & set(path.nodes)
+    )
     clauses = [f"decision_tree.{n}" for n in path.nodes if n in spec.nodes_by_id]
     if sources is not None:
         sources[:] = turn_sources
@@ -422,7 +458,9 @@ def build_scenario(
     )
 
 
-def _second_instance_world(bindings: Bindings, key: str, value: Any, failures: list[dict[str, Any]]) -> None:
+def _second_instance_world(
+    bindings: Bindings, key: str, value: Any, failures: list[dict[str, Any]]
+) -> None:
     """A world variable's second instance (a loop's second visit): its failure applies to the
     tool's second call (``calls:`` of the effect count from there)."""
     var = bindings.variables[base_name(key)]
@@ -431,7 +469,10 @@ def _second_instance_world(bindings: Bindings, key: str, value: Any, failures: l
     try:
         effect = lookup_value(var.world.values, value)
     except KeyError:
-        raise Unsatisfiable(f"variable {base_name(key)!r} has no world effect for value {value!r}; add it under `values:`") from None
+        raise Unsatisfiable(
+            f"variable {base_name(key)!r} has no world effect for value {value!r}; "
+            "add it under `values:`"
+        ) from None
     if effect.failure is not None:
         calls = [c + 1 for c in effect.calls] if effect.calls is not None else [2]
         failures.append({"tool": var.world.tool, "mode": effect.failure, "calls": calls})
@@ -452,7 +493,14 @@ def _asking_decision(spec: Spec, node_id: str) -> str | None:
 
 
 def _second_message(
-    spec: Spec, path: TreePath, node_id: str, var: VariableBinding, value: Any, slots: Mapping[str, Any], withheld: set[str], template_index: int
+    spec: Spec,
+    path: TreePath,
+    node_id: str,
+    var: VariableBinding,
+    value: Any,
+    slots: Mapping[str, Any],
+    withheld: set[str],
+    template_index: int,
 ) -> tuple[str, str | None, TemplateSource | None]:
     """The user's message that realises an utterance variable's second instance, and the
     decision the agent takes on the turn before it."""
@@ -460,26 +508,38 @@ def _second_message(
     try:
         templates = list(lookup_value(var.utterance, value))
     except KeyError:
-        raise Unsatisfiable(f"path {path.id}: variable has no utterances for value {value!r} on the loop's second visit") from None
+        raise Unsatisfiable(
+            f"path {path.id}: variable has no utterances for value {value!r} on "
+            "the loop's second visit"
+        ) from None
     text = None
     source = None
-    for t in templates[template_index % len(templates) :] + templates[: template_index % len(templates)]:
+    for t in (
+        templates[template_index % len(templates) :] + templates[: template_index % len(templates)]
+    ):
         text = render_marked(t, slots, withheld)
         if text is not None:
             source = TemplateSource(template=t, withheld=tuple(sorted(withheld)))
             break
     if text is None:
-        raise Unsatisfiable(f"path {path.id}: no template for {value!r} can leave out {', '.join(sorted(withheld))}")
+        raise Unsatisfiable(
+            f"path {path.id}: no template for {value!r} can leave out {', '.join(sorted(withheld))}"
+        )
     decision = _asking_decision(spec, node_id)
     if decision is None:
         raise Unsatisfiable(
-            f"path {path.id} ({path.describe()}): cannot tell what the agent decides at {node_id} before the "
-            "user's second message; add `after DECISION` to a clause of the node"
+            f"path {path.id} ({path.describe()}): cannot tell what the agent decides at {node_id} "
+            "before the user's second message; add `after DECISION` to a clause of the node"
         )
     return text, decision, source
 
 
-def _add_retries(spec: Spec, turns: list[ScenarioTurn], failures: list[dict[str, Any]], tree: Collection[tuple[str, str]] = ()) -> None:
+def _add_retries(
+    spec: Spec,
+    turns: list[ScenarioTurn],
+    failures: list[dict[str, Any]],
+    tree: Collection[tuple[str, str]] = (),
+) -> None:
     """Require the retries a tool's ``retry_policy`` calls for: when an injected failure hits
     a required call with a mode the policy retries on, the agent must call the tool again (up
     to ``retries`` times while the failure lasts). The retries count against
@@ -502,7 +562,13 @@ def _add_retries(spec: Spec, turns: list[ScenarioTurn], failures: list[dict[str,
             policy = spec.tool(tool).retry_policy if tool in spec.tools_by_name else None
             left = policy.retries if policy is not None else 0
             mode = failing(tool, counts[tool])
-            while mode is not None and policy is not None and mode in policy.on and left > 0 and (tool, mode) not in tree:
+            while (
+                mode is not None
+                and policy is not None
+                and mode in policy.on
+                and left > 0
+                and (tool, mode) not in tree
+            ):
                 left -= 1
                 counts[tool] += 1
                 out.append(tool)
@@ -514,7 +580,9 @@ def _per_bindings(spec: Spec, bindings: Bindings) -> dict[str, Any]:
     """What :func:`build_scenario` derives from the whole tree, once per (spec, bindings)
     rather than once per scenario (which made a large spec's suite quadratic in its size). The
     bindings object is kept beside its entry, so a new one with a reused ``id`` misses."""
-    memo: dict[int, tuple[Bindings, dict[str, Any]]] = spec_memo(spec).setdefault("build_per_bindings", {})
+    memo: dict[int, tuple[Bindings, dict[str, Any]]] = spec_memo(spec).setdefault(
+        "build_per_bindings", {}
+    )
     found = memo.get(id(bindings))
     if found is None or found[0] is not bindings:
         found = memo[id(bindings)] = (bindings, {})
@@ -539,7 +607,11 @@ def _is_agent_choice(spec: Spec, bindings: Bindings, node_id: str) -> bool:
     found = memo.get(node_id)
     if found is None:
         node = spec.nodes_by_id[node_id]
-        internal = [b for b in node.branches if b.clause.expr is not None and _is_internal(b.clause.expr, bindings)]
+        internal = [
+            b
+            for b in node.branches
+            if b.clause.expr is not None and _is_internal(b.clause.expr, bindings)
+        ]
         found = memo[node_id] = len(node.branches) >= 2 and len(internal) == len(node.branches)
     return found
 
@@ -562,14 +634,24 @@ def _skippable(spec: Spec, choice: str, target: str) -> bool:
     return any(target not in _reachable(spec, o) for o in others)
 
 
-def _deciding_tool_index(spec: Spec, bindings: Bindings, node_id: str, step: Any, tools: list[str], env: Mapping[str, Any]) -> int | None:
+def _deciding_tool_index(
+    spec: Spec,
+    bindings: Bindings,
+    node_id: str,
+    step: Any,
+    tools: list[str],
+    env: Mapping[str, Any],
+) -> int | None:
     """The index of the last tool a branch to a terminal node requires, when the value it took
-    leaves the happy path (see :func:`agentprop._spec.requirements.exit_cut`); ``None``: all required."""
+    leaves the happy path (see :func:`agentprop._spec.requirements.exit_cut`);
+    ``None``: all required."""
     cut = exit_cut(spec, bindings, node_id, step.branch, tools, env)
     return cut.index if cut is not None else None
 
 
-def _anchor_length(bindings: Bindings, node_id: str, previous: list[str], tools: list[str], visited: set[str]) -> int:
+def _anchor_length(
+    bindings: Bindings, node_id: str, previous: list[str], tools: list[str], visited: set[str]
+) -> int:
     """How many leading tools of ``node_id``'s list are ordering anchors on the node before it
     (one call, already required); a revisited node (a loop) repeats its calls."""
     if node_id in visited:
@@ -582,8 +664,8 @@ class PathProblem(BaseModel):
     """A path (or a retry scenario) that the spec and bindings cannot realise."""
 
     code: str = "P001"
-    """``P001``: an unrealisable tree path; ``P002``: a tool's retry cannot be checked; ``P005``: two
-    cases of one conversation and world that expect different things (a spec contradiction)."""
+    """``P001``: an unrealisable tree path; ``P002``: a tool's retry cannot be checked; ``P005``:
+    two cases of one conversation and world that expect different things (a spec contradiction)."""
     path_id: str
     nodes: list[str] = Field(default_factory=list)
     """The full node path (root first); loop paths name the re-entered node twice."""
@@ -594,9 +676,12 @@ class PathProblem(BaseModel):
 
     @property
     def label(self) -> str:
-        return {"P001": "unrealisable path", "P002": "retry not checked", "P003": "impossible paths", "P005": "contradictory cases"}.get(
-            self.code, "problem"
-        )
+        return {
+            "P001": "unrealisable path",
+            "P002": "retry not checked",
+            "P003": "impossible paths",
+            "P005": "contradictory cases",
+        }.get(self.code, "problem")
 
     def render(self) -> str:
         """``LABEL: ID [N1 -> N2 -> ...]: reason; fix: ...`` (one line)."""
@@ -608,15 +693,16 @@ class PathProblem(BaseModel):
 def _path_fix(reason: str) -> str:
     if "max_tool_calls_per_turn" in reason:
         return (
-            "raise defaults.limits.max_tool_calls_per_turn, or split the work over turns in the tree; "
-            "if the path cannot happen, leave it: the finding documents that the spec cannot be met there"
+            "raise defaults.limits.max_tool_calls_per_turn, or split the work over turns in the "
+            "tree; if the path cannot happen, leave it: the finding documents that the "
+            "spec cannot be met there"
         )
     if "needs variable" in reason:
         return "bind the variable under `variables:` in the bindings file"
     if reason.startswith("no values"):
         return (
-            "nothing to do if the conditions contradict each other (first-match-wins makes the path "
-            "impossible); otherwise add the missing value to the variable's binding"
+            "nothing to do if the conditions contradict each other (first-match-wins makes the "
+            "path impossible); otherwise add the missing value to the variable's binding"
         )
     return "extend the bindings as the reason says"
 
@@ -639,7 +725,9 @@ def leaf_scenarios(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list
     return scenarios, [p.render() for p in problems]
 
 
-def scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[PathProblem]]:
+def scenarios_and_problems(
+    spec: Spec, bindings: Bindings
+) -> tuple[list[Scenario], list[PathProblem]]:
     """The scenarios ``agentprop run`` decides.
 
     One per terminal node and the node it is entered from (``END_X<-N``), one per
@@ -659,12 +747,15 @@ def scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenari
         return _scenarios_and_problems(spec, bindings)
 
 
-def _scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenario], list[PathProblem]]:
+def _scenarios_and_problems(
+    spec: Spec, bindings: Bindings
+) -> tuple[list[Scenario], list[PathProblem]]:
     out: list[Scenario] = []
     failed: dict[str, list[PathProblem]] = {}
 
     def attempt(path: TreePath) -> Scenario | None:
-        """The scenario of ``path``, or ``None`` with why it cannot be realised kept in ``failed``."""
+        """The scenario of ``path``, or ``None`` with why it cannot be realised
+        kept in ``failed``."""
         try:
             return build_scenario(spec, bindings, path)
         except Unsatisfiable as exc:
@@ -716,7 +807,11 @@ def _scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenar
         shown_for_key = False
         for pr in group:
             if pr.reason.startswith("no values"):
-                if other_reason or shown_for_key or (key in realised and not _takes_uncovered(spec, pr, covered)):
+                if (
+                    other_reason
+                    or shown_for_key
+                    or (key in realised and not _takes_uncovered(spec, pr, covered))
+                ):
                     # first-match-wins makes this tree path impossible; the key is realised by
                     # another path, or its real obstacle is reported
                     contradictions += 1
@@ -729,9 +824,10 @@ def _scenarios_and_problems(spec: Spec, bindings: Bindings) -> tuple[list[Scenar
                 code="P003",
                 path_id="(contradictory paths)",
                 reason=(
-                    f"{contradictions} more tree path(s) are impossible (their conditions exclude each other under "
-                    "first-match-wins, e.g. intent routed one way and read as another); each one's key is realised by "
-                    "another path or its real obstacle is listed"
+                    f"{contradictions} more tree path(s) are impossible (their conditions exclude "
+                    "each other under first-match-wins, e.g. intent routed one way and read as "
+                    "another); each one's key is realised by another path or its "
+                    "real obstacle is listed"
                 ),
                 fix="nothing to do",
             )
@@ -761,14 +857,23 @@ def _conflict(a: Scenario, b: Scenario) -> str | None:
         last = i == len(a.turns) - 1 or i == len(b.turns) - 1
         # one decision both allow satisfies both: not a contradiction
         disjoint = not set(ta.allowed_decisions) & set(tb.allowed_decisions)
-        if ta.expect_decision != tb.expect_decision and disjoint and not (last and None in (ta.expect_decision, tb.expect_decision)):
+        if (
+            ta.expect_decision != tb.expect_decision
+            and disjoint
+            and not (last and None in (ta.expect_decision, tb.expect_decision))
+        ):
             return f"turn {i + 1}: decision {ta.expect_decision} vs {tb.expect_decision}"
         if ta.required_tools != tb.required_tools:
-            return f"turn {i + 1}: calls {', '.join(ta.required_tools) or 'none'} vs {', '.join(tb.required_tools) or 'none'}"
+            return (
+                f"turn {i + 1}: calls {', '.join(ta.required_tools) or 'none'} vs "
+                f"{', '.join(tb.required_tools) or 'none'}"
+            )
     if same == len(a.turns) == len(b.turns):
         required_a = {t for turn in a.turns for t in turn.required_tools}
         required_b = {t for turn in b.turns for t in turn.required_tools}
-        clash = sorted((required_a & set(b.forbidden_tools)) | (required_b & set(a.forbidden_tools)))
+        clash = sorted(
+            (required_a & set(b.forbidden_tools)) | (required_b & set(a.forbidden_tools))
+        )
         if clash:
             return f"{', '.join(clash)} required by one and forbidden by the other"
     return None
@@ -782,7 +887,10 @@ def _internal_only(spec: Spec, a: Scenario, b: Scenario, bindings: Bindings) -> 
             continue
         node, _, k = x.partition("#")
         branch = spec.nodes_by_id[node].branches[int(k)] if node in spec.nodes_by_id else None
-        return branch is not None and any((var := bindings.variables.get(name)) is not None and var.internal for name in variables(branch.clause))
+        return branch is not None and any(
+            (var := bindings.variables.get(name)) is not None and var.internal
+            for name in variables(branch.clause)
+        )
     return False
 
 
@@ -800,11 +908,14 @@ def _clauses(spec: Spec, a: Scenario, b: Scenario) -> str:
     return ", ".join(out) or a.id
 
 
-def drop_contradictions(spec: Spec, scenarios: list[Scenario], bindings: Bindings) -> tuple[list[Scenario], list[PathProblem]]:
+def drop_contradictions(
+    spec: Spec, scenarios: list[Scenario], bindings: Bindings
+) -> tuple[list[Scenario], list[PathProblem]]:
     """Pairs of scenarios of one world whose conversations agree up to a turn where they
-    expect different things (:func:`_conflict`): no agent can pass both, so each pair is a spec error (P005) citing the clauses
-    that differ, never a case an agent fails. The scenario that differs only by an ``internal``
-    variable's assumed value is dropped (nothing realises it); otherwise both are."""
+    expect different things (:func:`_conflict`): no agent can pass both, so each pair is a spec
+    error (P005) citing the clauses that differ, never a case an agent fails. The scenario that
+    differs only by an ``internal`` variable's assumed value is dropped (nothing realises it);
+    otherwise both are."""
     groups: dict[str, list[Scenario]] = {}
     for sc in scenarios:
         key = json.dumps(sc.world.model_dump(mode="json"), sort_keys=True, default=str)
@@ -819,7 +930,10 @@ def drop_contradictions(spec: Spec, scenarios: list[Scenario], bindings: Binding
                 why = _conflict(a, b)
                 if why is None:
                     continue
-                a_assumed, b_assumed = _internal_only(spec, a, b, bindings), _internal_only(spec, b, a, bindings)
+                a_assumed, b_assumed = (
+                    _internal_only(spec, a, b, bindings),
+                    _internal_only(spec, b, a, bindings),
+                )
                 if a_assumed != b_assumed:
                     dropped.add(id(a) if a_assumed else id(b))
                 else:
@@ -831,18 +945,22 @@ def drop_contradictions(spec: Spec, scenarios: list[Scenario], bindings: Binding
                         nodes=[],
                         node=a.path[-1] if a.path else None,
                         reason=(
-                            f"the two cases have the same world and conversation so far but expect different things ({why}): "
-                            f"{_clauses(spec, a, b)} against {_clauses(spec, b, a)}; no agent can pass both"
+                            "the two cases have the same world and conversation so far but "
+                            f"expect different things ({why}): {_clauses(spec, a, b)} against "
+                            f"{_clauses(spec, b, a)}; no agent can pass both"
                             + (
-                                f"; {(a if a_assumed else b).id} is dropped: it differs only by an internal variable's assumed value"
+                                f"; {(a if a_assumed else b).id} is dropped: it differs only by "
+                                "an internal variable's assumed value"
                                 if a_assumed != b_assumed
                                 else "; both are dropped"
                             )
                         ),
                         fix=(
-                            "make the clauses describe one behaviour: if they describe the same retry or step, say it once "
-                            "(in the tree or in the tool's retry_policy); give the cases different worlds or messages in the "
-                            "bindings; a branch on a variable nothing can realise (bound `internal`) needs a source"
+                            "make the clauses describe one behaviour: if they describe the same "
+                            "retry or step, say it once (in the tree or in the tool's "
+                            "retry_policy); give the cases different worlds or messages in the "
+                            "bindings; a branch on a variable nothing can realise (bound "
+                            "`internal`) needs a source"
                         ),
                     )
                 )
@@ -856,7 +974,9 @@ def _loop_exit(path: TreePath) -> str:
     assert i is not None
     loop = path.steps[i]
     after = path.steps[i + 1] if i + 1 < len(path.steps) else None
-    return f"{loop.node}#{loop.branch}>" + (f"{after.node}#{after.branch}" if after is not None else f"{path.leaf}:stop")
+    return f"{loop.node}#{loop.branch}>" + (
+        f"{after.node}#{after.branch}" if after is not None else f"{path.leaf}:stop"
+    )
 
 
 def _takes_uncovered(spec: Spec, problem: PathProblem, covered: set[str]) -> bool:
@@ -872,7 +992,9 @@ def _takes_uncovered(spec: Spec, problem: PathProblem, covered: set[str]) -> boo
     return False
 
 
-def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, TreePath]]) -> tuple[list[Scenario], list[PathProblem]]:
+def retry_scenarios(
+    spec: Spec, bindings: Bindings, built: list[tuple[Scenario, TreePath]]
+) -> tuple[list[Scenario], list[PathProblem]]:
     """For each tool whose ``retry_policy`` retries (``retries >= 1``) a failure mode it
     declares: the first scenario that requires the tool, with its first call failing in that
     mode (a timeout when the policy retries timeouts). The retry is required, counted against
@@ -884,7 +1006,11 @@ def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, 
     by_tree = {(r.tool, r.mode) for r in tree_retries(spec, bindings) if r.policy_too(spec)}
     for tool in spec.tools:
         policy = tool.retry_policy
-        modes = [m for m in (policy.on if policy is not None else []) if m in tool.failure_modes and (tool.name, m) not in by_tree]
+        modes = [
+            m
+            for m in (policy.on if policy is not None else [])
+            if m in tool.failure_modes and (tool.name, m) not in by_tree
+        ]
         if policy is None or policy.retries < 1 or not modes:
             continue
         mode = "timeout" if "timeout" in modes else modes[0]
@@ -892,12 +1018,17 @@ def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, 
         candidates = [
             (sc, p)
             for sc, p in built
-            if any(tool.name in t.required_tools for t in sc.turns) and not any(f["tool"] == tool.name for f in sc.world.failures)
+            if any(tool.name in t.required_tools for t in sc.turns)
+            and not any(f["tool"] == tool.name for f in sc.world.failures)
         ]
         for base, path in candidates:
             try:
                 scenario = build_scenario(
-                    spec, bindings, path, assignment=base.assignment, extra_failures=[{"tool": tool.name, "mode": mode, "calls": [1]}]
+                    spec,
+                    bindings,
+                    path,
+                    assignment=base.assignment,
+                    extra_failures=[{"tool": tool.name, "mode": mode, "calls": [1]}],
                 )
             except Unsatisfiable as exc:
                 reasons.append(f"{base.id}: {exc}")
@@ -908,15 +1039,25 @@ def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, 
             break
         else:
             if candidates:
-                reason = f"the retry its retry_policy requires after a {mode} fits no scenario: " + "; ".join(reasons)
+                reason = (
+                    f"the retry its retry_policy requires after a {mode} fits no scenario: "
+                    + "; ".join(reasons)
+                )
             else:
-                reason = "no scenario requires the tool (it is only permitted where it appears), so no first call can fail"
+                reason = (
+                    "no scenario requires the tool (it is only permitted where it appears), so "
+                    "no first call can fail"
+                )
             problems.append(
                 PathProblem(
                     code="P002",
                     path_id=f"{tool.name}:{mode}+retry",
-                    reason=f"tool {tool.name}'s retry_policy (retries {policy.retries} on {', '.join(policy.on)}) is not checked: {reason}",
-                    fix=_path_fix(reason) if candidates else "require the tool on a node (must_call_tools_in_order) if its retry should be tested",
+                    reason=f"tool {tool.name}'s retry_policy (retries {policy.retries} on "
+                    f"{', '.join(policy.on)}) is not checked: {reason}",
+                    fix=_path_fix(reason)
+                    if candidates
+                    else "require the tool on a node (must_call_tools_in_order) if its "
+                    "retry should be tested",
                 )
             )
     return out, problems
@@ -925,7 +1066,9 @@ def retry_scenarios(spec: Spec, bindings: Bindings, built: list[tuple[Scenario, 
 # ----------------------------------------------------------------------------- worlds
 
 
-def load_object(ref: str, base_dir: Path, *, what: str = "object", dirs: Sequence[Path] = ()) -> Any:
+def load_object(
+    ref: str, base_dir: Path, *, what: str = "object", dirs: Sequence[Path] = ()
+) -> Any:
     """Import ``MODULE:ATTR`` or ``FILE:ATTR`` (``MODULE`` may be a file next to the bindings,
     e.g. ``agent:make_agent`` or ``agent.py:make_agent`` for ``agent.py``); ``dirs`` are
     searched before ``base_dir`` (see :mod:`agentprop._util.refs`)."""
@@ -936,7 +1079,9 @@ def base_world(spec: Spec, bindings: Bindings, *, seed: int = 0) -> World:
     return World(spec=spec, seed=seed, overrides={t: dict(v) for t, v in bindings.world.items()})
 
 
-def make_world(spec: Spec, bindings: Bindings, scenario: Scenario | None, *, seed: int = 0, nonce: str = "") -> World:
+def make_world(
+    spec: Spec, bindings: Bindings, scenario: Scenario | None, *, seed: int = 0, nonce: str = ""
+) -> World:
     """A fresh world for one run of ``scenario``: overrides, failures, handlers, canaries."""
     handlers: dict[str, Any] = {}
     for tool, ref in bindings.handlers.items():

@@ -58,7 +58,9 @@ def happy_value(spec: Spec, bindings: Bindings, var: VariableBinding) -> Any:
         return None
 
 
-def off_happy_path(spec: Spec, bindings: Bindings, var: VariableBinding, value: Any) -> tuple[bool, Any]:
+def off_happy_path(
+    spec: Spec, bindings: Bindings, var: VariableBinding, value: Any
+) -> tuple[bool, Any]:
     """Whether ``value`` leaves the happy path, and the happy value it is compared with.
 
     A ``field:`` binding leaves it when the value differs from the base world's; a ``values:``
@@ -88,7 +90,14 @@ def off_happy_path(spec: Spec, bindings: Bindings, var: VariableBinding, value: 
     return False, None
 
 
-def exit_cut(spec: Spec, bindings: Bindings, node_id: str, branch: int, tools: Sequence[str], env: Mapping[str, Any]) -> ExitCut | None:
+def exit_cut(
+    spec: Spec,
+    bindings: Bindings,
+    node_id: str,
+    branch: int,
+    tools: Sequence[str],
+    env: Mapping[str, Any],
+) -> ExitCut | None:
     """Where branch ``branch`` of ``node_id`` (which ends the conversation) cuts the node's
     required ``tools``: after the last of them whose output the branch reads, when one of the
     values read is off the happy path. ``None``: every tool stays required."""
@@ -132,19 +141,20 @@ class Downgrade:
     def message(self) -> str:
         happy = "no failure" if self.happy == "no failure" else _show(self.happy)
         return (
-            f"variable {self.variable} is {self.tool}'s output: {self.node} leaves to {self.leaf} on "
-            f"`{self.when}` with {self.variable} = {_show(self.value)}, off the happy path (the bindings' "
-            f"world gives {happy}); so {', '.join(self.tools)}, which {self.node} requires after "
-            f"{self.tool}, is read as allowed, not required, on that path"
+            f"variable {self.variable} is {self.tool}'s output: {self.node} leaves to {self.leaf} "
+            f"on `{self.when}` with {self.variable} = {_show(self.value)}, off the happy path "
+            f"(the bindings' world gives {happy}); so {', '.join(self.tools)}, which {self.node} "
+            f"requires after {self.tool}, is read as allowed, not required, on that path"
         )
 
     def fix(self) -> str:
         listed = ", ".join(self.tools)
         return (
-            f"if {self.node} must still call {listed} there, route the branch in the spec through a node "
-            f"that requires {'it' if len(self.tools) == 1 else 'them'}, or add `nodes: {{{self.leaf}: "
-            f"{{must_call_tools_in_order: [{listed}]}}}}` to the bindings (written out: nodes: {self.leaf}: "
-            f"must_call_tools_in_order: [{listed}]; every path into {self.leaf} then requires it)"
+            f"if {self.node} must still call {listed} there, route the branch in the spec through "
+            f"a node that requires {'it' if len(self.tools) == 1 else 'them'}, or add `nodes: "
+            f"{{{self.leaf}: {{must_call_tools_in_order: [{listed}]}}}}` to the bindings (written "
+            f"out: nodes: {self.leaf}: must_call_tools_in_order: [{listed}]; every path into "
+            f"{self.leaf} then requires it)"
         )
 
 
@@ -195,7 +205,9 @@ def binding_findings(bindings: Bindings, spec: Spec) -> list[LintFinding]:
                 code="B002",
                 severity="info",
                 message=d.message(),
-                file=str(loc.path) if loc is not None and loc.path else (str(bindings.path) if bindings.path else None),
+                file=str(loc.path)
+                if loc is not None and loc.path
+                else (str(bindings.path) if bindings.path else None),
                 line=loc.line if loc is not None else None,
                 column=loc.column if loc is not None else None,
                 fix=d.fix(),

@@ -45,7 +45,9 @@ def condition_atoms(spec: Spec) -> list[Atom]:
             expr = branch.clause.expr
             if isinstance(expr, (And, Or)):
                 op = "and" if isinstance(expr, And) else "or"
-                out += [Atom(node.node_id, k, i + 1, str(item), op) for i, item in enumerate(expr.items)]
+                out += [
+                    Atom(node.node_id, k, i + 1, str(item), op) for i, item in enumerate(expr.items)
+                ]
     return out
 
 
@@ -53,7 +55,9 @@ def _key(sc: Scenario) -> str:
     return json.dumps([sc.messages, sc.world.model_dump(mode="json")], sort_keys=True, default=str)
 
 
-def mcdc_scenarios(spec: Spec, bindings: Bindings, existing: list[Scenario]) -> tuple[list[Scenario], dict[str, str]]:
+def mcdc_scenarios(
+    spec: Spec, bindings: Bindings, existing: list[Scenario]
+) -> tuple[list[Scenario], dict[str, str]]:
     """The scenarios that show each atom on its own (ids ``PATH/MCDC N#k.i``), and per atom id
     that no case can show, the reason. An atom shown by an existing scenario (the same
     conversation and world as the one built) adds none."""
@@ -73,9 +77,14 @@ def mcdc_scenarios(spec: Spec, bindings: Bindings, existing: list[Scenario]) -> 
                 if step.node == atom.node and (step.branch == atom.branch) == taken:
                     candidates.append((path, s))
                     break
-        reason = "no path of the tree " + ("takes the branch" if taken else "takes another branch of the node")
+        reason = "no path of the tree " + (
+            "takes the branch" if taken else "takes another branch of the node"
+        )
         for path, s in candidates[:MAX_TRIES]:
-            extra = [Constraint(item, atom.node, negated=(i + 1 == atom.index) != taken, step=s) for i, item in enumerate(items)]
+            extra = [
+                Constraint(item, atom.node, negated=(i + 1 == atom.index) != taken, step=s)
+                for i, item in enumerate(items)
+            ]
             try:
                 env = solver._solve(path, [*path.constraints(), *extra])
                 scenario = build_scenario(spec, bindings, path, assignment=env)

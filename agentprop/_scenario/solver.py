@@ -149,7 +149,9 @@ def schema_numeric_kind(schema: Mapping[str, Any] | None) -> str | None:
     return t if t in ("integer", "number") else None
 
 
-def schema_field(schema: Mapping[str, Any] | None, field_path: str) -> tuple[Mapping[str, Any] | None, bool]:
+def schema_field(
+    schema: Mapping[str, Any] | None, field_path: str
+) -> tuple[Mapping[str, Any] | None, bool]:
     """The sub-schema at ``field_path`` and whether the field may be absent."""
     parts = parse_field_path(field_path)
     sub = schema_at(schema, parts)
@@ -177,7 +179,12 @@ def numeric_field(
     hi: float | None = None
     lo_reason = hi_reason = None
     s = schema or {}
-    for key, bound, excl in (("minimum", "lo", False), ("exclusiveMinimum", "lo", True), ("maximum", "hi", False), ("exclusiveMaximum", "hi", True)):
+    for key, bound, excl in (
+        ("minimum", "lo", False),
+        ("exclusiveMinimum", "lo", True),
+        ("maximum", "hi", False),
+        ("exclusiveMaximum", "hi", True),
+    ):
         v = s.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
@@ -248,7 +255,12 @@ def lookup_value(table: Mapping[Hashable, Any], value: Any) -> Any:
 
 def _constants(exprs: Sequence[Expr]) -> list[Any]:
     """The literal values and symbols the expressions name, left to right."""
-    return [leaf.value if isinstance(leaf, Literal) else leaf.name for e in exprs for leaf in leaves(e) if isinstance(leaf, (Literal, Symbol))]
+    return [
+        leaf.value if isinstance(leaf, Literal) else leaf.name
+        for e in exprs
+        for leaf in leaves(e)
+        if isinstance(leaf, (Literal, Symbol))
+    ]
 
 
 def _atoms_by_variable(exprs: Sequence[Expr]) -> dict[str, list[Expr]]:
@@ -261,13 +273,19 @@ def _atoms_by_variable(exprs: Sequence[Expr]) -> dict[str, list[Expr]]:
     return index
 
 
-def _internal_candidates(name: str, exprs: Sequence[Expr], index: Mapping[str, list[Expr]] | None = None) -> list[Any]:
+def _internal_candidates(
+    name: str, exprs: Sequence[Expr], index: Mapping[str, list[Expr]] | None = None
+) -> list[Any]:
     """Values an internal variable may take: the constants the atoms that read it compare it
     with (numbers with one either side, booleans with their complement, strings plus one
     other value). The agent decides which holds, so the solver only needs *some* value
     consistent with the path. ``index``: :func:`_atoms_by_variable` of ``exprs``, when the
     caller asks for many variables (a path of hundreds of nodes)."""
-    related = list(index.get(name, ())) if index is not None else [a for e in exprs for a in atoms(e) if name in variables(a)]
+    related = (
+        list(index.get(name, ()))
+        if index is not None
+        else [a for e in exprs for a in atoms(e) if name in variables(a)]
+    )
     values: list[Any] = []
     for c in _constants(related):
         if c not in values:
@@ -343,7 +361,9 @@ MAX_CONDITION_CHECKS = 2_000_000
 are built (:func:`condition_budget`; the shipped examples need a few thousand): a router with
 a thousand branches would otherwise take hours. ``AGENTPROP_MAX_CONDITION_CHECKS`` overrides it."""
 
-_CHECKS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("agentprop_condition_checks", default=None)
+_CHECKS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "agentprop_condition_checks", default=None
+)
 
 
 @contextlib.contextmanager
@@ -366,12 +386,14 @@ def _count_check() -> None:
     budget[0] += 1
     if budget[0] > budget[1]:
         raise ConditionBudgetExceeded(
-            f"building the cases of this spec needs more than {budget[1]:,} evaluations of its branch conditions "
-            "(agentprop's limit, MAX_CONDITION_CHECKS): a node with hundreds of branches, or paths hundreds of nodes long",
+            f"building the cases of this spec needs more than {budget[1]:,} evaluations of its "
+            "branch conditions (agentprop's limit, MAX_CONDITION_CHECKS): a node with hundreds "
+            "of branches, or paths hundreds of nodes long",
             limit=budget[1],
             expected="a decision tree whose paths agentprop can solve in seconds",
-            fix="merge branches that lead to the same place, or split the tree into several specs; to search longer, "
-            f"set AGENTPROP_MAX_CONDITION_CHECKS (e.g. AGENTPROP_MAX_CONDITION_CHECKS={budget[1] * 5})",
+            fix="merge branches that lead to the same place, or split the tree into several "
+            "specs; to search longer, set AGENTPROP_MAX_CONDITION_CHECKS (e.g. "
+            f"AGENTPROP_MAX_CONDITION_CHECKS={budget[1] * 5})",
         )
 
 
@@ -408,7 +430,11 @@ class Solver:
         """``tool``'s output in the bindings' base world (seed 0)."""
         if tool not in self._world_outputs:
             if self._world is None:
-                self._world = World(spec=self.spec, seed=0, overrides={t: dict(v) for t, v in self.bindings.world.items()})
+                self._world = World(
+                    spec=self.spec,
+                    seed=0,
+                    overrides={t: dict(v) for t, v in self.bindings.world.items()},
+                )
             self._world_outputs[tool] = self._world.default_output(tool)
         return self._world_outputs[tool]
 
@@ -420,7 +446,8 @@ class Solver:
             return None
 
     def world_default(self, name: str) -> Any:
-        """A world-bound variable's value in the base world (``None``: not world-bound, or absent)."""
+        """A world-bound variable's value in the base world (``None``: not
+        world-bound, or absent)."""
         var = self.var(name)
         if var is None or var.world is None or var.world.field is None:
             return None
@@ -470,7 +497,11 @@ class Solver:
             if finite and all(is_number(v) for v in finite):
                 kind = "integer" if all(isinstance(v, int) for v in finite) else "number"
                 return NumericField(
-                    kind=kind, step=1 if kind == "integer" else 0.01, lo=None, hi=None, missing_reason=f"the binding of {name} lists no missing value"
+                    kind=kind,
+                    step=1 if kind == "integer" else 0.01,
+                    lo=None,
+                    hi=None,
+                    missing_reason=f"the binding of {name} lists no missing value",
                 )
             return None
         assert var.world is not None
@@ -499,10 +530,15 @@ class Solver:
         if finite is not None:
             if any(same_value(value, f) for f in finite):
                 return None
-            return f"the binding of {name} realises only the values {', '.join(repr(f) for f in finite)}"
+            return (
+                f"the binding of {name} realises only the values "
+                f"{', '.join(repr(f) for f in finite)}"
+            )
         return None
 
-    def candidates(self, name: str, exprs: Sequence[Expr], index: Mapping[str, list[Expr]] | None = None) -> list[Any]:
+    def candidates(
+        self, name: str, exprs: Sequence[Expr], index: Mapping[str, list[Expr]] | None = None
+    ) -> list[Any]:
         """The values :meth:`solve` tries for ``name`` under the conditions ``exprs``, the
         default first: the values its binding lists; for a world field, its enum, both
         booleans, or the numbers the conditions compare with and one grid step either side
@@ -523,7 +559,11 @@ class Solver:
         if kind == "boolean" or isinstance(default, bool):
             return [default, not default] if isinstance(default, bool) else [True, False]
         if kind in ("integer", "number") or isinstance(default, (int, float)):
-            step = 1 if kind == "integer" or isinstance(default, int) else (var.world.precision or 0.01)
+            step = (
+                1
+                if kind == "integer" or isinstance(default, int)
+                else (var.world.precision or 0.01)
+            )
             pool: list[Any] = [default] if default is not None else []
             nums = [c for c in _constants(exprs) if is_number(c)]
             read = dict.fromkeys(n for e in exprs for n in variables(e))
@@ -587,9 +627,14 @@ class Solver:
             where = (
                 f"{self.bindings.path} does not bind; add them under `variables:`"
                 if self.bindings.path
-                else ("no bindings file binds (none was found: write agentprop.yaml next to the spec)")
+                else (
+                    "no bindings file binds (none was found: write agentprop.yaml next to the spec)"
+                )
             )
-            raise Unsatisfiable(f"path {path.id} ({path.describe()}) needs variable(s) {', '.join(unbound)}, which {where}")
+            raise Unsatisfiable(
+                f"path {path.id} ({path.describe()}) needs variable(s) "
+                f"{', '.join(unbound)}, which {where}"
+            )
         slots = list(dict.fromkeys(keys.values()))
         index = _atoms_by_variable(exprs) if len(slots) > 8 else None
         domains = [self.candidates(base_name(k), exprs, index) for k in slots]
@@ -606,9 +651,11 @@ class Solver:
         raise Unsatisfiable(
             f"no values of {shown} satisfy path {path.id}: "
             + " and ".join(str(e) for e in exprs)
-            + " (the conditions contradict each other, or a binding lacks a value that satisfies them"
+            + " (the conditions contradict each other, or a binding lacks a "
+            "value that satisfies them"
             + (
-                "; on a loop's second visit, only utterance and follow-up variables and world `values:` that differ in their failure can change"
+                "; on a loop's second visit, only utterance and follow-up variables and world "
+                "`values:` that differ in their failure can change"
                 if len(slots) != len(names)
                 else ""
             )
@@ -621,10 +668,21 @@ class Solver:
         """A value for an ``internal`` variable the assignment lacks: the first of its
         candidates over the whole tree (the first constant a condition compares it with; the
         agent decides it, any consistent value will do)."""
-        exprs = [br.clause.expr for node in self.spec.decision_tree for br in node.branches if br.clause.expr is not None]
+        exprs = [
+            br.clause.expr
+            for node in self.spec.decision_tree
+            for br in node.branches
+            if br.clause.expr is not None
+        ]
         return _internal_candidates(name, exprs)[0]
 
-    def fill(self, expr: Expr, env: dict[str, Any], filled: dict[str, Any], assumed: list[str] | None = None) -> None:
+    def fill(
+        self,
+        expr: Expr,
+        env: dict[str, Any],
+        filled: dict[str, Any],
+        assumed: list[str] | None = None,
+    ) -> None:
         for n in variables(expr):
             try:
                 lookup(env, n)
@@ -659,12 +717,18 @@ class Solver:
                 return self._choice(node_id, i, clause.source, br.next, assumed)
         return BranchChoice(node=node_id, branch=None, assumed=assumed)
 
-    def _choice(self, node_id: str, i: int, source: str, nxt: str, assumed: list[str]) -> BranchChoice:
+    def _choice(
+        self, node_id: str, i: int, source: str, nxt: str, assumed: list[str]
+    ) -> BranchChoice:
         decision = None
         target = self.spec.nodes_by_id.get(nxt)
         if target is None or target.is_terminal:
-            decision = self.bindings.outcome(nxt, node_id, self.spec.response_contract.decision_enum)
-        return BranchChoice(node=node_id, branch=i, clause=source, next=nxt, decision=decision, assumed=assumed)
+            decision = self.bindings.outcome(
+                nxt, node_id, self.spec.response_contract.decision_enum
+            )
+        return BranchChoice(
+            node=node_id, branch=i, clause=source, next=nxt, decision=decision, assumed=assumed
+        )
 
     def walk(self, env: Mapping[str, Any]) -> tuple[Route, dict[str, Any]]:
         """Follow the tree from the root under ``env``; returns the route and ``env`` with
@@ -688,10 +752,16 @@ class Solver:
                 break
             steps.append(choice)
             if choice.branch is None or choice.next is None:
-                stop = f"no branch of {node_id} matches and it has no `otherwise`: the spec does not say what happens"
+                stop = (
+                    f"no branch of {node_id} matches and it has no `otherwise`: the spec does "
+                    "not say what happens"
+                )
                 break
             if choice.next in visited:
-                stop = f"{node_id} leads back to {choice.next}, a node already visited (loops are not unrolled)"
+                stop = (
+                    f"{node_id} leads back to {choice.next}, a node already visited "
+                    "(loops are not unrolled)"
+                )
                 break
             visited.add(choice.next)
             node_id = choice.next
@@ -759,7 +829,8 @@ class Solver:
 
 
 def solve(spec: Spec, bindings: Bindings, path: TreePath) -> dict[str, Any]:
-    """Values for the bound variables that make ``path``'s conditions hold (see :meth:`Solver.solve`)."""
+    """Values for the bound variables that make ``path``'s conditions hold (see
+    :meth:`Solver.solve`)."""
     return Solver(spec, bindings).solve(path)
 
 
@@ -836,8 +907,9 @@ def _first_assignment(
             steps += 1
             if steps > MAX_SOLVER_STEPS:
                 raise Unsatisfiable(
-                    f"gave up after trying {MAX_SOLVER_STEPS:,} partial assignments of {', '.join(slots)} "
-                    f"(agentprop's limit): the variables have too many candidate values to search"
+                    f"gave up after trying {MAX_SOLVER_STEPS:,} partial assignments of "
+                    f"{', '.join(slots)} (agentprop's limit): the variables have too many "
+                    "candidate values to search"
                 )
             env[slots[depth]] = value
             if admits(depth, value):
@@ -847,7 +919,11 @@ def _first_assignment(
         return None
 
     if not slots:
-        return {} if all(holds(_Check(c.as_expr(), [], False)) for c in constraints) and accept({}) else None
+        return (
+            {}
+            if all(holds(_Check(c.as_expr(), [], False)) for c in constraints) and accept({})
+            else None
+        )
     return extend()
 
 

@@ -34,7 +34,15 @@ ErrorKind = Literal[
 ]
 
 INFRASTRUCTURE_KINDS: frozenset[str] = frozenset(
-    {"budget_exhausted", "cache_miss", "cache_error", "missing_api_key", "auth", "api_unavailable", "infrastructure"}
+    {
+        "budget_exhausted",
+        "cache_miss",
+        "cache_error",
+        "missing_api_key",
+        "auth",
+        "api_unavailable",
+        "infrastructure",
+    }
 )
 """Run errors that are not the agent's (see :class:`agentprop.errors.InfrastructureError`): a
 run that meets one is never judged, memoised, shrunk or saved to the corpus."""
@@ -176,7 +184,8 @@ class Trace(BaseModel):
     def final_response(self) -> dict[str, Any] | None:
         return self.turns[-1].response if self.turns else None
 
-    def __iter__(self) -> Iterator[Turn]:  # type: ignore[override]  # a trace iterates its turns, not its fields as BaseModel does
+    # a trace iterates its turns, not its fields as BaseModel does
+    def __iter__(self) -> Iterator[Turn]:  # type: ignore[override]
         return iter(self.turns)
 
     def to_json(self, **kw: Any) -> str:

@@ -131,7 +131,9 @@ def _string_for(name: str, schema: Mapping[str, Any], rng: random.Random) -> str
     return f"{name}-{_word(rng, 4)}"
 
 
-def generate_value(schema: Mapping[str, Any] | None, rng: random.Random, name: str = "value") -> Any:
+def generate_value(
+    schema: Mapping[str, Any] | None, rng: random.Random, name: str = "value"
+) -> Any:
     """A value satisfying a (simple) JSON Schema, drawn from ``rng``.
 
     Booleans are ``True`` and enums take their first value, so a default world is the happy
@@ -148,12 +150,17 @@ def generate_value(schema: Mapping[str, Any] | None, rng: random.Random, name: s
         kind = next((k for k in kind if k != "null"), None)
     if kind == "object" or (kind is None and "properties" in schema):
         props = schema.get("properties", {})
-        return {k: generate_value(v, rng, k) for k, v in props.items()} if isinstance(props, Mapping) else {}
+        return (
+            {k: generate_value(v, rng, k) for k, v in props.items()}
+            if isinstance(props, Mapping)
+            else {}
+        )
     if kind == "array":
         items = schema.get("items", {})
         if isinstance(items, list):  # draft-4 tuple items: one value per position
             return [generate_value(item, rng, name) for item in items]
-        n = max(int(_bound(schema.get("minItems"), 1)), 1)  # bounded at spec load (_spec/schemas.py)
+        # bounded at spec load (_spec/schemas.py)
+        n = max(int(_bound(schema.get("minItems"), 1)), 1)
         return [generate_value(items, rng, name.rstrip("s") or name) for _ in range(n)]
     if kind == "string":
         return _string_for(name, schema, rng)
@@ -187,7 +194,9 @@ def set_path(target: Any, path: str | list[str | int], value: Any) -> None:
     _set_parts(target, _parsed(path), value, copy_value=True)
 
 
-def _set_parts(target: Any, parts: list[str | int] | tuple[str | int, ...], value: Any, *, copy_value: bool) -> None:
+def _set_parts(
+    target: Any, parts: list[str | int] | tuple[str | int, ...], value: Any, *, copy_value: bool
+) -> None:
     """:func:`set_path` for a parsed path; stores ``value`` itself unless ``copy_value``."""
     node = target
     for i, part in enumerate(parts[:-1]):
@@ -261,7 +270,9 @@ class World:
     seed: int = 0
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
-    handlers: dict[str, ToolHandler | Callable[[dict[str, Any], World], Any]] = field(default_factory=dict)
+    handlers: dict[str, ToolHandler | Callable[[dict[str, Any], World], Any]] = field(
+        default_factory=dict
+    )
     pii: dict[str, list[str]] = field(default_factory=dict)
     canary_nonce: str = ""
     validate_args: bool = True
@@ -274,11 +285,17 @@ class World:
             for tool in named:
                 if tool not in tools:
                     known = ", ".join(t.name for t in self.spec.action_tools)
-                    raise InvalidArgument(f"World: spec {self.spec.spec_id} has no tool {tool!r}; its tools are {known}")
+                    raise InvalidArgument(
+                        f"World: spec {self.spec.spec_id} has no tool {tool!r}; "
+                        f"its tools are {known}"
+                    )
         for f in self.failures:
             modes = self.spec.tool(f.tool).failure_modes
             if f.mode not in modes:
-                raise InvalidArgument(f"World: tool {f.tool!r} has no failure mode {f.mode!r}; declared: {', '.join(modes) or 'none'}")
+                raise InvalidArgument(
+                    f"World: tool {f.tool!r} has no failure mode {f.mode!r}; declared: "
+                    f"{', '.join(modes) or 'none'}"
+                )
         self._call_counts: dict[str, int] = {}
         self.canaries: dict[str, str] = {}
         for tool, fields in self.pii.items():
@@ -346,7 +363,9 @@ class World:
         self._call_counts[tool] = n
         for f in self.failures:
             if f.tool == tool and f.applies(n):
-                raise ToolError(f.mode, f.message or _FAILURE_MESSAGES.get(f.mode, f.mode.replace("_", " ")))
+                raise ToolError(
+                    f.mode, f.message or _FAILURE_MESSAGES.get(f.mode, f.mode.replace("_", " "))
+                )
         handler = self.handlers.get(tool)
         if handler is not None:
             return handler(args, self)
@@ -355,7 +374,9 @@ class World:
     def _check_args(self, tool: Tool, args: dict[str, Any]) -> None:
         schema = tool.input_schema
         frozen = _memo_key(args)
-        checks: dict[tuple[str, bytes], tuple[Any, str | None]] = self._spec_memo.setdefault(_ARG_CHECKS_MEMO, {})
+        checks: dict[tuple[str, bytes], tuple[Any, str | None]] = self._spec_memo.setdefault(
+            _ARG_CHECKS_MEMO, {}
+        )
         if frozen is not None:
             known = checks.get((tool.name, frozen))
             if known is not None and known[0] is schema:
@@ -366,7 +387,10 @@ class World:
         validators: dict[str, tuple[Any, Any]] = self._spec_memo.setdefault(_VALIDATORS_MEMO, {})
         cached = validators.get(tool.name)
         if cached is None or cached[0] is not schema:
-            cached = validators[tool.name] = (schema, jsonschema.validators.validator_for(schema)(schema))
+            cached = validators[tool.name] = (
+                schema,
+                jsonschema.validators.validator_for(schema)(schema),
+            )
         errors = sorted(cached[1].iter_errors(args), key=lambda e: list(e.path))
         problem = None
         if errors:

@@ -78,7 +78,9 @@ def wilson_interval(failures: int, runs: int, z: float = 1.959963984540054) -> t
     Returns ``(0.0, 1.0)`` when there are no runs.
     """
     if runs < 0 or failures < 0 or failures > runs:
-        raise InvalidArgument(f"wilson_interval needs 0 <= failures <= runs, got failures={failures}, runs={runs}.")
+        raise InvalidArgument(
+            f"wilson_interval needs 0 <= failures <= runs, got failures={failures}, runs={runs}."
+        )
     if runs == 0:
         return (0.0, 1.0)
     p = failures / runs
@@ -122,7 +124,9 @@ class RatePosterior:
 
     def __init__(self, failures: int, runs: int, prior: tuple[float, float] = (1.0, 3.0)) -> None:
         a, b = prior
-        log_post = (failures + a - 1.0) * np.log(self._Q) + (runs - failures + b - 1.0) * np.log1p(-self._Q)
+        log_post = (failures + a - 1.0) * np.log(self._Q) + (runs - failures + b - 1.0) * np.log1p(
+            -self._Q
+        )
         weights = np.exp(log_post - log_post.max())
         self.weights: np.ndarray = weights / weights.sum()
 
@@ -255,7 +259,9 @@ class QueryEngine:
         failures, runs = self.rate_counts()
         mean = self.rate_posterior().mean
         extra = 3
-        richer = RatePosterior(failures + extra, runs + max(extra, round(extra / mean)), prior=self.prior)
+        richer = RatePosterior(
+            failures + extra, runs + max(extra, round(extra / mean)), prior=self.prior
+        )
         # Not capped by the budget: a cap would make both counts equal and look "settled".
         limit = 1_000_000
         now = self.rate_posterior().runs_to_rule_out(self.miss_error, limit=limit)
@@ -335,7 +341,11 @@ class QueryEngine:
             return self.runs_of(mask)
         total = 0
         for other_mask, other in self._ledger.items():
-            if other_mask & mask == mask and other.failures == 0 and other.verdict is not QueryVerdict.REPRODUCES:
+            if (
+                other_mask & mask == mask
+                and other.failures == 0
+                and other.verdict is not QueryVerdict.REPRODUCES
+            ):
                 total += other.runs
         return total
 
@@ -350,7 +360,8 @@ class QueryEngine:
         outcome = self.oracle(mask, entry.runs)
         if not isinstance(outcome, Outcome):
             raise InvalidArgument(
-                f"The shrinker's run function returned {outcome!r}; it must return an Outcome: Outcome.passed() or Outcome.failure(signature)."
+                f"The shrinker's run function returned {outcome!r}; it must return an Outcome: "
+                "Outcome.passed() or Outcome.failure(signature)."
             )
         if outcome.not_run:  # refused outside: no evidence, and no more runs to come
             self.exhausted = True
@@ -379,7 +390,17 @@ class QueryEngine:
             if self._run_once(mask) is None:
                 break
         verdict = QueryVerdict.REPRODUCES if entry.failures else QueryVerdict.UNDECIDED
-        self._record("calibration", None, (), mask, entry.runs - runs0, entry.failures - failures0, entry.other - other0, verdict, "calibration")
+        self._record(
+            "calibration",
+            None,
+            (),
+            mask,
+            entry.runs - runs0,
+            entry.failures - failures0,
+            entry.other - other0,
+            verdict,
+            "calibration",
+        )
         if entry.failures:
             self._mark_live(mask)
 
@@ -494,11 +515,23 @@ class QueryEngine:
         else:
             source = "deferred" if verdict is QueryVerdict.UNDECIDED else "inferred"
         self._record(
-            phase, depth, removed, mask, spent, int(reproduced), entry.other - other0, verdict, source, clean_evidence=evidence, runs_needed=need
+            phase,
+            depth,
+            removed,
+            mask,
+            spent,
+            int(reproduced),
+            entry.other - other0,
+            verdict,
+            source,
+            clean_evidence=evidence,
+            runs_needed=need,
         )
         return verdict
 
-    def check_own(self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]) -> QueryVerdict:
+    def check_own(
+        self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]
+    ) -> QueryVerdict:
         """Look at ``mask`` itself, not only through other candidates: with a specific
         signature one clean run of its own (a unit that masks the failure shows at once
         when the failure is frequent; the rest of the evidence is inferred under monotonicity,
@@ -514,7 +547,9 @@ class QueryEngine:
             return self._ask_sprt(mask, phase=phase, depth=depth, removed=removed)
         return self.run_own(mask, need=1, phase=phase, depth=depth, removed=removed)
 
-    def run_own(self, mask: int, *, need: int, phase: str, depth: int | None, removed: tuple[str, ...]) -> QueryVerdict:
+    def run_own(
+        self, mask: int, *, need: int, phase: str, depth: int | None, removed: tuple[str, ...]
+    ) -> QueryVerdict:
         """Run ``mask`` itself until it has ``need`` clean runs of its own or fails with the
         signature, whatever the ledger inferred about it. A failure makes it a reproducer (and
         only it: the clean runs of larger candidates stay what they were); ``UNDECIDED`` when
@@ -561,7 +596,9 @@ class QueryEngine:
         expected = max(lower / drift0, upper / drift1)
         return llr_fail, llr_pass, upper, lower, max(20, math.ceil(4.0 * expected))
 
-    def _ask_sprt(self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]) -> QueryVerdict:
+    def _ask_sprt(
+        self, mask: int, *, phase: str, depth: int | None, removed: tuple[str, ...]
+    ) -> QueryVerdict:
         llr_fail, llr_pass, upper, lower, truncation = self.sprt_plan()
         entry = self.entry(mask)
         runs0, failures0, other0 = entry.runs, entry.failures, entry.other

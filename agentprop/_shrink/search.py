@@ -15,7 +15,13 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from agentprop._shrink.query import Outcome, QueryEngine, QueryRecord, QueryVerdict, ReproductionRate
+from agentprop._shrink.query import (
+    Outcome,
+    QueryEngine,
+    QueryRecord,
+    QueryVerdict,
+    ReproductionRate,
+)
 from agentprop.errors import InvalidArgument
 
 __all__ = [
@@ -53,10 +59,15 @@ class Unit(Generic[T]):
             object.__setattr__(self, "children", tuple(self.children))
         for child in self.children:
             if not isinstance(child, Unit):
-                raise InvalidArgument(f"Unit children must be Unit objects, got {child!r}; wrap each finer piece as Unit(value).")
+                raise InvalidArgument(
+                    f"Unit children must be Unit objects, got {child!r}; wrap each finer "
+                    "piece as Unit(value)."
+                )
 
     @classmethod
-    def leaves(cls, values: Sequence[T], *, protected: Callable[[T], bool] | None = None) -> tuple[Unit[T], ...]:
+    def leaves(
+        cls, values: Sequence[T], *, protected: Callable[[T], bool] | None = None
+    ) -> tuple[Unit[T], ...]:
         """One leaf unit per value, protected where ``protected(value)`` is true."""
         return tuple(cls(v, protected=bool(protected(v)) if protected else False) for v in values)
 
@@ -77,7 +88,9 @@ class UnitIndex(Generic[T]):
     """A forest of units flattened into leaf bits and per-depth nodes; rebuilds the pruned
     forest for any mask of kept leaves."""
 
-    def __init__(self, units: Sequence[Unit[T]], protected: Callable[[Unit[T]], bool] | None = None) -> None:
+    def __init__(
+        self, units: Sequence[Unit[T]], protected: Callable[[Unit[T]], bool] | None = None
+    ) -> None:
         self.units: tuple[Unit[T], ...] = tuple(units)
         self.leaf_paths: list[tuple[int, ...]] = []
         self.levels: list[list[_Node]] = []
@@ -106,7 +119,9 @@ class UnitIndex(Generic[T]):
 
         for i, unit in enumerate(self.units):
             if not isinstance(unit, Unit):
-                raise InvalidArgument(f"Expected a sequence of Unit objects, got {unit!r} at position {i}.")
+                raise InvalidArgument(
+                    f"Expected a sequence of Unit objects, got {unit!r} at position {i}."
+                )
             visit(unit, (i,), False)
         for level in self.levels:
             level.sort(key=lambda node: node.path)
@@ -158,7 +173,10 @@ class Calibration:
 
     def __post_init__(self) -> None:
         if self.runs < 0 or not 0 <= self.failures <= self.runs:
-            raise InvalidArgument(f"Calibration needs 0 <= failures <= runs, got failures={self.failures}, runs={self.runs}.")
+            raise InvalidArgument(
+                "Calibration needs 0 <= failures <= runs, got "
+                f"failures={self.failures}, runs={self.runs}."
+            )
 
 
 @dataclass(frozen=True)
@@ -229,10 +247,12 @@ class ShrinkResult(Generic[C]):
         return "\n".join(lines)
 
 
-def one_minimal_statement(single_removals: Sequence[tuple[str, int, int]], miss_error: float) -> str:
-    """The sentence "1-minimal at X% confidence: each single simplification passed N runs": X is the union
-    bound over the simplifications (each "does not reproduce" is wrong with probability at most
-    ``miss_error``), N the measured clean runs that decided each (a range when they differ),
+def one_minimal_statement(
+    single_removals: Sequence[tuple[str, int, int]], miss_error: float
+) -> str:
+    """The sentence "1-minimal at X% confidence: each single simplification passed N runs": X is the
+    union bound over the simplifications (each "does not reproduce" is wrong with probability at
+    most ``miss_error``), N the measured clean runs that decided each (a range when they differ),
     and how many of them were the simplification's own runs."""
     k = len(single_removals)
     if not k:
@@ -250,11 +270,18 @@ def one_minimal_statement(single_removals: Sequence[tuple[str, int, int]], miss_
             "candidates without the unit, count only if no unit masks the failure"
         )
     )
-    return f"1-minimal at {confidence:.1%} confidence: each of the {k} single simplification(s) passed {runs} run(s) without the failure ({where})"
+    return (
+        f"1-minimal at {confidence:.1%} confidence: each of the {k} single simplification(s) "
+        f"passed {runs} run(s) without the failure ({where})"
+    )
 
 
 def _check_probability(name: str, value: float, *, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and ((0.0 <= value < 1.0) if allow_zero else (0.0 < value < 1.0))
+    ok = (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and ((0.0 <= value < 1.0) if allow_zero else (0.0 < value < 1.0))
+    )
     if not ok:
         interval = "[0, 1)" if allow_zero else "(0, 1)"
         raise InvalidArgument(f"{name} must be a probability in {interval}, got {value!r}.")
@@ -330,7 +357,9 @@ class _Search(Generic[T]):
                 if candidate in seen:
                     continue
                 seen.add(candidate)
-                verdict = self.engine.check_own(candidate, phase="check", depth=depth, removed=(node.label,))
+                verdict = self.engine.check_own(
+                    candidate, phase="check", depth=depth, removed=(node.label,)
+                )
                 if verdict is QueryVerdict.REPRODUCES:
                     self.current = candidate
                     return "moved"
@@ -420,13 +449,25 @@ def shrink(
     if not isinstance(small_level, int) or isinstance(small_level, bool) or small_level < 1:
         raise InvalidArgument(f"small_level must be a positive int, got {small_level!r}.")
     if not isinstance(max_calibration_runs, int) or max_calibration_runs < 1:
-        raise InvalidArgument(f"max_calibration_runs must be a positive int, got {max_calibration_runs!r}.")
-    if calibration_failures is not None and (not isinstance(calibration_failures, int) or calibration_failures < 1):
-        raise InvalidArgument(f"calibration_failures must be a positive int or None, got {calibration_failures!r}.")
+        raise InvalidArgument(
+            f"max_calibration_runs must be a positive int, got {max_calibration_runs!r}."
+        )
+    if calibration_failures is not None and (
+        not isinstance(calibration_failures, int) or calibration_failures < 1
+    ):
+        raise InvalidArgument(
+            f"calibration_failures must be a positive int or None, got {calibration_failures!r}."
+        )
     if calibration is not None and not isinstance(calibration, Calibration):
-        raise InvalidArgument(f"calibration must be Calibration(runs=..., failures=..., signature=...), got {calibration!r}.")
+        raise InvalidArgument(
+            "calibration must be Calibration(runs=..., failures=..., signature=...), "
+            f"got {calibration!r}."
+        )
     if calibration is not None and signature is not None and calibration.signature != signature:
-        raise InvalidArgument(f"signature={signature!r} disagrees with calibration.signature={calibration.signature!r}; pass only one of them.")
+        raise InvalidArgument(
+            f"signature={signature!r} disagrees with "
+            f"calibration.signature={calibration.signature!r}; pass only one of them."
+        )
     if not callable(run):
         raise InvalidArgument(f"run must be callable as run(candidate, trial_index), got {run!r}.")
     index = UnitIndex(units, protected)
@@ -492,7 +533,9 @@ def shrink(
                 break
             minimal = search.run()  # a simplification reproduced on its own runs: go on from it
         if minimal:
-            reason = "minimal: " + one_minimal_statement(_single_removals(index, engine, search.current), miss_error)
+            reason = "minimal: " + one_minimal_statement(
+                _single_removals(index, engine, search.current), miss_error
+            )
         elif checked == "unpaid":
             reason = (
                 "the budget ran out before every single simplification was run itself (inferring "
@@ -526,13 +569,17 @@ def shrink(
         original_leaves=full.bit_count(),
         reproducer_trials_used=engine.runs_of(search.current),
         original_trials_used=engine.runs_of(full),
-        reproducer_rate=ReproductionRate(engine.failures_of(search.current), engine.runs_of(search.current)),
+        reproducer_rate=ReproductionRate(
+            engine.failures_of(search.current), engine.runs_of(search.current)
+        ),
         single_removals=_single_removals(index, engine, search.current) if minimal else (),
         miss_error=miss_error,
     )
 
 
-def _single_removals(index: UnitIndex[Any], engine: QueryEngine, current: int) -> tuple[tuple[str, int, int], ...]:
+def _single_removals(
+    index: UnitIndex[Any], engine: QueryEngine, current: int
+) -> tuple[tuple[str, int, int], ...]:
     """Each removable unit of ``current`` (leaf or group, every depth), the clean runs that
     speak against ``current`` without it, and how many of them it ran itself."""
     out: list[tuple[str, int, int]] = []
@@ -603,7 +650,9 @@ def verify(
         return ReproductionRate(failures, made)
 
     original = rate(result.original, runs, runs) if rerun_original else result.original_rate
-    return Verification(rate(result.reproducer, runs, wanted), original, result.signature, first, refused)
+    return Verification(
+        rate(result.reproducer, runs, wanted), original, result.signature, first, refused
+    )
 
 
 def runs_to_see(rate: float, confidence: float = 0.95) -> int:

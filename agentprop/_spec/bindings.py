@@ -15,10 +15,24 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agentprop._spec.free_spans import free_span_problem
-from agentprop._spec.grounding import GROUNDING_KINDS, ResponseGrounding, declared_fields, default_grounding, default_provenance
+from agentprop._spec.grounding import (
+    GROUNDING_KINDS,
+    ResponseGrounding,
+    declared_fields,
+    default_grounding,
+    default_provenance,
+)
 from agentprop._spec.implied import condition_variables, implied_decision
 from agentprop._spec.model import Spec
 from agentprop._spec.when import Compare, Symbol, atoms
@@ -59,9 +73,10 @@ def is_object_ref(ref: str) -> bool:
 def _object_ref(ref: str, what: str) -> str:
     if not is_object_ref(ref):
         raise ValueError(
-            f"{what} {clip_repr(ref)} is not MODULE:ATTR (dotted Python names, e.g. `agent:SupportOpsAgent` or "
-            "`agent.py:SupportOpsAgent` for SupportOpsAgent in agent.py next to the bindings); a path must stay inside "
-            "the project (no `..`, not absolute)"
+            f"{what} {clip_repr(ref)} is not MODULE:ATTR (dotted Python names, e.g. "
+            "`agent:SupportOpsAgent` or `agent.py:SupportOpsAgent` for SupportOpsAgent in "
+            "agent.py next to the bindings); a path must stay inside the project "
+            "(no `..`, not absolute)"
         )
     return ref
 
@@ -92,21 +107,32 @@ class WorldBinding(_Strict):
         if value is None:
             return value
         if not math.isfinite(value):
-            raise ValueError(f"`{info.field_name}: {value}` is not a finite number; give a number, or leave it out")
+            raise ValueError(
+                f"`{info.field_name}: {value}` is not a finite number; give a "
+                "number, or leave it out"
+            )
         if abs(value) > MAX_MAGNITUDE:
             raise ValueError(
-                f"`{info.field_name}: {value:g}` is over agentprop's limit of 2^53 in absolute value (past it a float cannot step from one number to the next)"
+                f"`{info.field_name}: {value:g}` is over agentprop's limit of 2^53 in absolute "
+                "value (past it a float cannot step from one number to the next)"
             )
         if info.field_name == "precision" and value <= 0:
-            raise ValueError(f"`precision: {value:g}` must be greater than 0 (the smallest step of the field)")
+            raise ValueError(
+                f"`precision: {value:g}` must be greater than 0 (the smallest step of the field)"
+            )
         return value
 
     @model_validator(mode="after")
     def _one_of(self) -> WorldBinding:
         if self.field is None and self.values is None:
-            raise ValueError("a world binding needs `field:` (the value is written there) or `values:`")
+            raise ValueError(
+                "a world binding needs `field:` (the value is written there) or `values:`"
+            )
         if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError(f"`min: {self.min:g}` is greater than `max: {self.max:g}`: no value fits; make min at most max")
+            raise ValueError(
+                f"`min: {self.min:g}` is greater than `max: {self.max:g}`: no value fits; "
+                "make min at most max"
+            )
         return self
 
 
@@ -126,12 +152,17 @@ class VariableBinding(_Strict):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> VariableBinding:
-        kinds = [k for k in ("utterance", "withhold", "followup", "world") if getattr(self, k) is not None]
+        kinds = [
+            k
+            for k in ("utterance", "withhold", "followup", "world")
+            if getattr(self, k) is not None
+        ]
         if self.internal:
             kinds.append("internal")
         if len(kinds) != 1:
             raise ValueError(
-                "a variable needs exactly one of utterance, withhold, followup, world, internal" + (f" (found {', '.join(kinds)})" if kinds else "")
+                "a variable needs exactly one of utterance, withhold, followup, world, internal"
+                + (f" (found {', '.join(kinds)})" if kinds else "")
             )
         return self
 
@@ -223,7 +254,8 @@ class JudgeBinding(_Strict):
     min_labels: int = Field(50, ge=1)
     """Labels a calibration needs before the judge may gate."""
     calibrations: str | None = None
-    """Directory of the calibrations, relative to the bindings file (default ``.agentprop/judges``)."""
+    """Directory of the calibrations, relative to the bindings file (default
+    ``.agentprop/judges``)."""
 
 
 class ChannelBinding(_Strict):
@@ -240,7 +272,8 @@ class ChannelBinding(_Strict):
     """``as_written``: amounts and numbers arrive as the templates write them (no separators
     added or taken out, no ``2.4k``, no full-width digits)."""
     ids: Literal["any_case", "as_written"] = "any_case"
-    """``as_written``: ids (a value with letters and digits) arrive in the templates' letter case."""
+    """``as_written``: ids (a value with letters and digits) arrive in the
+    templates' letter case."""
     corrections: bool = True
     """``false``: a message never takes back a value it stated (a form, not free text)."""
     typos: bool = True
@@ -252,7 +285,11 @@ class ChannelBinding(_Strict):
 
     def declared(self) -> dict[str, Any]:
         """The fields the file sets to a guarantee (not their default)."""
-        return {k: v for k, v in self.model_dump().items() if v != ChannelBinding.model_fields[k].default}
+        return {
+            k: v
+            for k, v in self.model_dump().items()
+            if v != ChannelBinding.model_fields[k].default
+        }
 
 
 class Bindings(_Strict):
@@ -328,10 +365,16 @@ class Bindings(_Strict):
     def templates(self) -> list[tuple[tuple[Hashable, ...], str]]:
         """Every utterance template with its place in the file: ``utterances:``, the
         ``utterance`` and ``followup`` values of the variables."""
-        out: list[tuple[tuple[Hashable, ...], str]] = [(("utterances", i), t) for i, t in enumerate(self.utterances)]
+        out: list[tuple[tuple[Hashable, ...], str]] = [
+            (("utterances", i), t) for i, t in enumerate(self.utterances)
+        ]
         for name, var in self.variables.items():
             if var.utterance is not None:
-                out += [(("variables", name, "utterance", value, i), t) for value, ts in var.utterance.items() for i, t in enumerate(ts)]
+                out += [
+                    (("variables", name, "utterance", value, i), t)
+                    for value, ts in var.utterance.items()
+                    for i, t in enumerate(ts)
+                ]
             if var.followup is not None:
                 out += [
                     (("variables", name, "followup", "values", value, i), t)
@@ -426,7 +469,8 @@ def fill_slots(value: Any, slots: Mapping[str, Any]) -> Any:
 
 MAX_LIST_INDEX = 999
 """Largest list index in a field path (``orders[999]``): setting ``orders[N]`` builds a list of
-N + 1 items, and generated lists hold at most :data:`agentprop._spec.schemas.MAX_GENERATED_ITEMS`."""
+N + 1 items, and generated lists hold at most
+:data:`agentprop._spec.schemas.MAX_GENERATED_ITEMS`."""
 
 _FIELD_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
 
@@ -437,11 +481,17 @@ def parse_field_path(path: str) -> list[str | int]:
     for part in path.split("."):
         m = _FIELD_PART.fullmatch(part)
         if m is None:
-            raise ValueError(f"bad field path {clip_repr(path)}: {clip_repr(part)} is not `name` or `name[index]`")
+            raise ValueError(
+                f"bad field path {clip_repr(path)}: {clip_repr(part)} is not "
+                "`name` or `name[index]`"
+            )
         out.append(m.group(1))
         for digits in re.findall(r"\[(\d+)\]", m.group(2)):
             if len(digits) > 3 or int(digits) > MAX_LIST_INDEX:
-                raise ValueError(f"list index {clip(digits, 20)} in field path {clip_repr(path)} is over agentprop's limit of {MAX_LIST_INDEX}")
+                raise ValueError(
+                    f"list index {clip(digits, 20)} in field path {clip_repr(path)} is over "
+                    f"agentprop's limit of {MAX_LIST_INDEX}"
+                )
             out.append(int(digits))
     return out
 
@@ -485,8 +535,18 @@ class _Validator:
         self.src = src
         self._compared: dict[str, tuple[set[str], bool]] | None = None
 
-    def fail(self, problem: str, loc: tuple[Hashable, ...], fix: str, expected: str | None = None, *, key: bool = False) -> BindingsError:
-        location = self.src.location(loc, key=key) if self.src is not None else SourceLocation(self.b.path)
+    def fail(
+        self,
+        problem: str,
+        loc: tuple[Hashable, ...],
+        fix: str,
+        expected: str | None = None,
+        *,
+        key: bool = False,
+    ) -> BindingsError:
+        location = (
+            self.src.location(loc, key=key) if self.src is not None else SourceLocation(self.b.path)
+        )
         return BindingsError(problem, location=location, expected=expected, fix=fix)
 
     def tool(self, name: str, loc: tuple[Hashable, ...]) -> None:
@@ -502,7 +562,9 @@ class _Validator:
         try:
             parts = parse_field_path(path)
         except ValueError as exc:
-            raise self.fail(str(exc), loc, "write fields as dotted paths, e.g. `pii.ssn` or `orders[0].status`") from None
+            raise self.fail(
+                str(exc), loc, "write fields as dotted paths, e.g. `pii.ssn` or `orders[0].status`"
+            ) from None
         if schema_at(self.spec.tool(tool).output_schema, parts) is None:
             props = sorted((self.spec.tool(tool).output_schema or {}).get("properties", {}))
             raise self.fail(
@@ -522,20 +584,32 @@ class _Validator:
         try:
             import jsonschema
 
-            errors = [e for e in jsonschema.validators.validator_for(schema)(schema).iter_errors(filled) if e.validator == "type"]
-        except Exception:  # a sub-schema that cannot stand alone (a $ref to its root): not checked here
+            errors = [
+                e
+                for e in jsonschema.validators.validator_for(schema)(schema).iter_errors(filled)
+                if e.validator == "type"
+            ]
+        # a sub-schema that cannot stand alone (a $ref to its root): not checked here
+        except Exception:
             return
         if not errors:
             return
         e = min(errors, key=lambda e: len(e.absolute_path))
         inner = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
-        # types-jsonschema allows validator_value to be unset; a "type" error always carries the schema's types
-        wanted = e.validator_value if isinstance(e.validator_value, str) else " or ".join(map(str, e.validator_value))  # type: ignore[arg-type]
+        # types-jsonschema allows validator_value to be unset; a "type" error always
+        # carries the schema's types
+        wanted = (
+            e.validator_value
+            if isinstance(e.validator_value, str)
+            else " or ".join(map(str, e.validator_value))  # type: ignore[arg-type]
+        )
         got = type(e.instance).__name__
         raise self.fail(
-            f"world value of {tool}.{path}{inner} is {got} {clip_repr(e.instance, 60)}, but {tool}'s output_schema says {wanted}",
+            f"world value of {tool}.{path}{inner} is {got} {clip_repr(e.instance, 60)}, but "
+            f"{tool}'s output_schema says {wanted}",
             (*loc, *e.absolute_path),
-            f"give a value of type {wanted} (quote text, write true/false for booleans), or change the output_schema",
+            f"give a value of type {wanted} (quote text, write true/false for booleans), or "
+            "change the output_schema",
             expected=f"a {wanted}",
         )
 
@@ -546,8 +620,8 @@ class _Validator:
             raise self.fail(
                 f"template {template!r}: {problem}",
                 loc,
-                "mark only removable words as free: `{~ words ~}`, balanced, not nested, with no {slot} or [ ... ] inside "
-                "(docs/reference.md#free-spans)",
+                "mark only removable words as free: `{~ words ~}`, balanced, not nested, with no "
+                "{slot} or [ ... ] inside (docs/reference.md#free-spans)",
                 expected="free spans written as {~ words ~}",
             )
 
@@ -570,10 +644,16 @@ class _Validator:
                 for b in node.branches:
                     for atom in atoms(b.clause):
                         if isinstance(atom, Compare) and isinstance(atom.left, WhenPath):
-                            symbols, literal_bools = compared.setdefault(atom.left.dotted, (set(), False))
+                            symbols, literal_bools = compared.setdefault(
+                                atom.left.dotted, (set(), False)
+                            )
                             if isinstance(atom.right, Symbol):
                                 symbols.add(atom.right.name)
-                            elif isinstance(atom.right, WhenLiteral) and isinstance(atom.right.value, bool) and not literal_bools:
+                            elif (
+                                isinstance(atom.right, WhenLiteral)
+                                and isinstance(atom.right.value, bool)
+                                and not literal_bools
+                            ):
                                 compared[atom.left.dotted] = (symbols, True)
             self._compared = compared
         return self._compared
@@ -599,10 +679,11 @@ class _Validator:
                 if isinstance(value, bool):
                     words = {True: "yes/on/true", False: "no/off/false"}[value]
                     raise self.fail(
-                        f"value {value!r} of variable {name!r} is a YAML boolean, but the spec compares "
-                        f"{name} with the words {', '.join(sorted(symbols))}",
+                        f"value {value!r} of variable {name!r} is a YAML boolean, but the spec "
+                        f"compares {name} with the words {', '.join(sorted(symbols))}",
                         (*where, value),
-                        f'quote the key: write "yes": / "no": (YAML reads unquoted {words} as a boolean)',
+                        'quote the key: write "yes": / "no": (YAML reads unquoted '
+                        f"{words} as a boolean)",
                         key=True,
                     )
 
@@ -619,27 +700,40 @@ class _Validator:
                 raise self.fail(
                     f"unknown policy {pid!r}: spec {self.spec.spec_id} declares no such policy",
                     loc,
-                    (f"did you mean {close[0]!r}? " if close else "") + f"policies of the spec: {', '.join(known) or '(none)'}",
+                    (f"did you mean {close[0]!r}? " if close else "")
+                    + f"policies of the spec: {', '.join(known) or '(none)'}",
                     key=True,
                 )
             for i, n in enumerate(entry.nodes or []):
                 if n not in self.spec.nodes_by_id and n not in leaves:
-                    raise self.fail(f"policies.{pid}.nodes names unknown node {n!r}", (*loc, "nodes", i), "use node ids of the decision tree")
+                    raise self.fail(
+                        f"policies.{pid}.nodes names unknown node {n!r}",
+                        (*loc, "nodes", i),
+                        "use node ids of the decision tree",
+                    )
             if entry.mode == "sprt" and entry.tau is not None and not 0.5 < entry.tau < 1.0:
                 raise self.fail(
                     f"policies.{pid}: mode sprt needs 0.5 < tau < 1, got tau {entry.tau}",
                     (*loc, "tau"),
-                    "for tau 1.0 use `mode: zero-failure` (certification by clean runs), or give a tau below 1",
+                    "for tau 1.0 use `mode: zero-failure` (certification by clean runs), "
+                    "or give a tau below 1",
                 )
             if entry.mode == "sprt" and entry.runs is not None:
                 raise self.fail(
-                    f"policies.{pid}: `runs` is not used by mode sprt (it stops when the evidence suffices)",
+                    f"policies.{pid}: `runs` is not used by mode sprt (it stops when "
+                    "the evidence suffices)",
                     (*loc, "runs"),
                     "remove `runs`, or use `mode: zero-failure` / `mode: fixed`",
                 )
-            if entry.mode is None and entry.tau is not None and entry.tau <= 0.5 and entry.safety is not True:
+            if (
+                entry.mode is None
+                and entry.tau is not None
+                and entry.tau <= 0.5
+                and entry.safety is not True
+            ):
                 raise self.fail(
-                    f"policies.{pid}: tau {entry.tau} is too low for the sequential test (it needs tau > 0.5)",
+                    f"policies.{pid}: tau {entry.tau} is too low for the sequential test "
+                    "(it needs tau > 0.5)",
                     (*loc, "tau"),
                     "give `mode: fixed` with `runs:` for a low bar, or a tau above 0.5",
                 )
@@ -653,7 +747,9 @@ class _Validator:
             return
         if not declared:
             raise self.fail(
-                "`languages:` is empty", ("languages",), "list the languages users write in, e.g. `languages: [en, zh]`, or remove the key"
+                "`languages:` is empty",
+                ("languages",),
+                "list the languages users write in, e.g. `languages: [en, zh]`, or remove the key",
             )
         for i, code in enumerate(declared):
             if not _LANGUAGE_CODE.match(code):
@@ -664,17 +760,24 @@ class _Validator:
                     expected="a language code (en, zh, de, pt-BR)",
                 )
             if code in declared[:i]:
-                raise self.fail(f"language {code!r} is listed twice", ("languages", i), "list each language once")
+                raise self.fail(
+                    f"language {code!r} is listed twice",
+                    ("languages", i),
+                    "list each language once",
+                )
         for loc, template in self.b.templates():
             lang = language_of(template)
             if lang not in declared:
                 raise self.fail(
-                    f"template {template!r} is written in {lang}, which `languages:` ({', '.join(declared)}) does not declare",
+                    f"template {template!r} is written in {lang}, which `languages:` "
+                    f"({', '.join(declared)}) does not declare",
                     loc,
                     f"add {lang} to `languages:`, or write the template in {' or '.join(declared)}",
                 )
 
-    def outcome_key(self, key: str, mapped: str | list[str] | dict[str, str | list[str]], leaves: set[str]) -> None:
+    def outcome_key(
+        self, key: str, mapped: str | list[str] | dict[str, str | list[str]], leaves: set[str]
+    ) -> None:
         """An ``outcomes:`` key of the form ``LEAF<-VIA``: a terminal node, a node with a branch
         to it, and one decision or a list of the decisions allowed there."""
         leaf, via = key.split("<-", 1)
@@ -687,7 +790,11 @@ class _Validator:
             )
         node = self.spec.nodes_by_id.get(via)
         if node is None or not any(br.next == leaf for br in node.branches):
-            entering = sorted(n.node_id for n in self.spec.decision_tree if any(br.next == leaf for br in n.branches))
+            entering = sorted(
+                n.node_id
+                for n in self.spec.decision_tree
+                if any(br.next == leaf for br in n.branches)
+            )
             raise self.fail(
                 f"outcomes key {key!r}: {via!r} has no branch to {leaf}",
                 ("outcomes", key),
@@ -696,7 +803,8 @@ class _Validator:
             )
         if isinstance(mapped, dict):
             raise self.fail(
-                f"outcomes.{key} must be one decision (or a list of the decisions allowed), not a mapping",
+                f"outcomes.{key} must be one decision (or a list of the decisions "
+                "allowed), not a mapping",
                 ("outcomes", key),
                 "write `LEAF<-VIA: DECISION` or `LEAF<-VIA: [DECISION, OTHER]`",
             )
@@ -708,10 +816,16 @@ class _Validator:
             self.decision(mapped, loc)
             return
         if not mapped:
-            raise self.fail("an empty list of decisions allows nothing", loc, "list the decisions allowed there, the expected one first")
+            raise self.fail(
+                "an empty list of decisions allows nothing",
+                loc,
+                "list the decisions allowed there, the expected one first",
+            )
         for i, d in enumerate(mapped):
             if d in mapped[:i]:
-                raise self.fail(f"decision {d!r} is listed twice", (*loc, i), "list each decision once")
+                raise self.fail(
+                    f"decision {d!r} is listed twice", (*loc, i), "list each decision once"
+                )
             self.decision(d, (*loc, i))
 
     def texts(self) -> None:
@@ -722,16 +836,20 @@ class _Validator:
         for name, value in b.slots.items():
             if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
                 raise self.fail(
-                    f"slot {name!r} is {len(value):,} characters long (agentprop's limit is {MAX_TEXT_CHARS:,})",
+                    f"slot {name!r} is {len(value):,} characters long (agentprop's limit "
+                    f"is {MAX_TEXT_CHARS:,})",
                     ("slots", name),
-                    "use a shorter value; a long message is tested as well by a few hundred characters",
+                    "use a shorter value; a long message is tested as well by a "
+                    "few hundred characters",
                 )
         for loc, template in b.templates():
             if len(template) > MAX_TEXT_CHARS:
                 raise self.fail(
-                    f"a template of {len(template):,} characters (agentprop's limit is {MAX_TEXT_CHARS:,})",
+                    f"a template of {len(template):,} characters (agentprop's limit "
+                    f"is {MAX_TEXT_CHARS:,})",
                     loc,
-                    "use a shorter template; a long message is tested as well by a few hundred characters",
+                    "use a shorter template; a long message is tested as well by a "
+                    "few hundred characters",
                 )
             depth = 0
             for ch in template:
@@ -740,25 +858,37 @@ class _Validator:
                     raise self.fail(
                         f"template {clip(template, 120)!r}: optional parts [ ... ] are nested",
                         loc,
-                        "write optional parts side by side: `Cancel[ my order][ now]`, not `Cancel[ my[ order]]`",
+                        "write optional parts side by side: `Cancel[ my order][ now]`, not "
+                        "`Cancel[ my[ order]]`",
                     )
             for slot in _SLOT.findall(template):
                 if slot not in b.slots:
                     raise self.fail(
-                        f"template {clip(template, 120)!r} uses slot {{{slot}}}, which `slots:` does not define",
+                        f"template {clip(template, 120)!r} uses slot {{{slot}}}, which "
+                        "`slots:` does not define",
                         loc,
                         f"add `{slot}: <default value>` under `slots:`",
                     )
         for name, var in b.variables.items():
-            tables = [("utterance", var.utterance or {})] + ([("followup", var.followup.values)] if var.followup is not None else [])
+            tables = [("utterance", var.utterance or {})] + (
+                [("followup", var.followup.values)] if var.followup is not None else []
+            )
             for key, table in tables:
                 for value, templates in table.items():
                     if templates is not None and not templates:
-                        loc = ("variables", name, key, *(("values",) if key == "followup" else ()), value)
+                        loc = (
+                            "variables",
+                            name,
+                            key,
+                            *(("values",) if key == "followup" else ()),
+                            value,
+                        )
                         raise self.fail(
-                            f"variable {name!r}: {key} for value {value!r} is an empty list: there is nothing to say",
+                            f"variable {name!r}: {key} for value {value!r} is an empty list: "
+                            "there is nothing to say",
                             loc,
-                            "give at least one template, or remove the value" + (" (null ends the conversation there)" if key == "followup" else ""),
+                            "give at least one template, or remove the value"
+                            + (" (null ends the conversation there)" if key == "followup" else ""),
                         )
 
     def run(self) -> list[str]:
@@ -773,9 +903,11 @@ class _Validator:
 
                 close = difflib.get_close_matches(name, used, n=1)
                 raise self.fail(
-                    f"unknown variable {name!r}: no `when` expression of spec {spec.spec_id} reads it",
+                    f"unknown variable {name!r}: no `when` expression of spec "
+                    f"{spec.spec_id} reads it",
                     loc,
-                    (f"did you mean {close[0]!r}? " if close else "") + f"variables the spec reads: {', '.join(used)}",
+                    (f"did you mean {close[0]!r}? " if close else "")
+                    + f"variables the spec reads: {', '.join(used)}",
                     key=True,
                 )
             self.yaml_booleans(name, var, loc)
@@ -790,7 +922,8 @@ class _Validator:
                         raise self.fail(
                             f"tool {var.world.tool!r} has no failure mode {effect.failure!r}",
                             (*eloc, "failure"),
-                            f"use one of its failure_modes: {', '.join(modes) or '(none declared)'}",
+                            "use one of its failure_modes: "
+                            f"{', '.join(modes) or '(none declared)'}",
                         )
                     for f, value in effect.set.items():
                         self.field(var.world.tool, f, (*eloc, "set"))
@@ -804,12 +937,21 @@ class _Validator:
                 values = table.values if key == "followup" else table
                 for value, templates in values.items():
                     for i, t in enumerate(templates or []):
-                        self.free_spans(t, (*loc, key, *(("values",) if key == "followup" else ()), value, i))
+                        self.free_spans(
+                            t, (*loc, key, *(("values",) if key == "followup" else ()), value, i)
+                        )
                         for slot in _SLOT.findall(t):
                             if slot not in b.slots:
-                                tloc = (*loc, key, *(("values",) if key == "followup" else ()), value, i)
+                                tloc = (
+                                    *loc,
+                                    key,
+                                    *(("values",) if key == "followup" else ()),
+                                    value,
+                                    i,
+                                )
                                 raise self.fail(
-                                    f"template {t!r} uses slot {{{slot}}}, which `slots:` does not define",
+                                    f"template {t!r} uses slot {{{slot}}}, which "
+                                    "`slots:` does not define",
                                     tloc,
                                     f"add `{slot}: <default value>` under `slots:`",
                                 )
@@ -824,7 +966,10 @@ class _Validator:
                             )
         for name in used:
             if name not in b.variables:
-                warnings.append(f"variable {name!r} has no binding: paths that need a value for it cannot be built")
+                warnings.append(
+                    f"variable {name!r} has no binding: paths that need a value "
+                    "for it cannot be built"
+                )
         for i, t in enumerate(b.utterances):
             self.free_spans(t, ("utterances", i))
         for tool, fields in b.world.items():
@@ -855,26 +1000,42 @@ class _Validator:
             else:
                 for via, decision in mapped.items():
                     if via not in spec.nodes_by_id:
-                        raise self.fail(f"outcomes.{leaf} names unknown node {via!r}", ("outcomes", leaf, via), "use a node id of the decision tree")
+                        raise self.fail(
+                            f"outcomes.{leaf} names unknown node {via!r}",
+                            ("outcomes", leaf, via),
+                            "use a node id of the decision tree",
+                        )
                     self.decisions(decision, ("outcomes", leaf, via))
         for node_id, extra in b.nodes.items():
             if node_id not in spec.nodes_by_id and node_id not in leaves:
-                raise self.fail(f"nodes names unknown node {node_id!r}", ("nodes", node_id), "use a node id of the decision tree")
+                raise self.fail(
+                    f"nodes names unknown node {node_id!r}",
+                    ("nodes", node_id),
+                    "use a node id of the decision tree",
+                )
             for t in [*extra.must_call_tools_in_order, *extra.must_not_call]:
                 self.tool(t, ("nodes", node_id))
-            listed = spec.nodes_by_id[node_id].requirements.must_call_tools_in_order if node_id in spec.nodes_by_id else []
+            listed = (
+                spec.nodes_by_id[node_id].requirements.must_call_tools_in_order
+                if node_id in spec.nodes_by_id
+                else []
+            )
             for i, t in enumerate(extra.repeat_calls):
                 if t not in listed:
                     raise self.fail(
-                        f"nodes.{node_id}.repeat_calls names {t!r}, which {node_id}'s must_call_tools_in_order "
-                        f"does not list ({', '.join(listed) or 'empty'})",
+                        f"nodes.{node_id}.repeat_calls names {t!r}, which {node_id}'s "
+                        f"must_call_tools_in_order does not list ({', '.join(listed) or 'empty'})",
                         ("nodes", node_id, "repeat_calls", i),
                         "name a tool the node repeats from the node before it, or remove the entry",
                     )
         for cap, node_ids in b.capabilities.items():
             for n in node_ids:
                 if n not in spec.nodes_by_id and n not in leaves:
-                    raise self.fail(f"capability {cap!r} names unknown node {n!r}", ("capabilities", cap), "use node ids of the decision tree")
+                    raise self.fail(
+                        f"capability {cap!r} names unknown node {n!r}",
+                        ("capabilities", cap),
+                        "use node ids of the decision tree",
+                    )
         self.policies()
         self.languages()
         for leaf in spec.leaf_ids():
@@ -882,7 +1043,10 @@ class _Validator:
                 continue
             implied, candidates = implied_decision(leaf, spec.response_contract.decision_enum)
             if implied is None:
-                warnings.append(f"terminal node {leaf} stands for no single decision ({', '.join(candidates) or 'none'}); map it under `outcomes:`")
+                warnings.append(
+                    f"terminal node {leaf} stands for no single decision "
+                    f"({', '.join(candidates) or 'none'}); map it under `outcomes:`"
+                )
         return warnings
 
 
@@ -910,25 +1074,37 @@ def validate_response_section(b: Bindings, spec: Spec, src: YamlSource | None) -
             for source in entry.from_:
                 tool, _, out_field = source.partition(".")
                 declared = spec.tools_by_name.get(tool)
-                props = (declared.output_schema or {}).get("properties") if declared is not None else None
+                props = (
+                    (declared.output_schema or {}).get("properties")
+                    if declared is not None
+                    else None
+                )
                 if (
                     declared is None
                     or tool == "respond"
                     or not out_field
                     or (isinstance(props, dict) and props and out_field.split(".")[0] not in props)
                 ):
-                    outputs = [f"{t.name}.{f}" for t in spec.action_tools for f in ((t.output_schema or {}).get("properties") or {})]
+                    outputs = [
+                        f"{t.name}.{f}"
+                        for t in spec.action_tools
+                        for f in ((t.output_schema or {}).get("properties") or {})
+                    ]
                     raise v.fail(
-                        f"response field {name!r} comes `from: {source}`, which is no output field of a tool of {spec.spec_id}",
+                        f"response field {name!r} comes `from: {source}`, which is no output "
+                        f"field of a tool of {spec.spec_id}",
                         ("response", name, "from"),
-                        "write TOOL.FIELD of a tool's output_schema, e.g. " + (", ".join(outputs[:6]) if outputs else "create_ticket.ticket_id"),
+                        "write TOOL.FIELD of a tool's output_schema, e.g. "
+                        + (", ".join(outputs[:6]) if outputs else "create_ticket.ticket_id"),
                     )
         if name not in fields:
             close = difflib.get_close_matches(name, fields, n=1)
             raise v.fail(
-                f"response names field {name!r}, which the response contract of {spec.spec_id} does not declare",
+                f"response names field {name!r}, which the response contract of "
+                f"{spec.spec_id} does not declare",
                 ("response", name),
-                (f"did you mean {close[0]!r}? " if close else "") + f"declared fields: {', '.join(fields)}",
+                (f"did you mean {close[0]!r}? " if close else "")
+                + f"declared fields: {', '.join(fields)}",
                 key=True,
             )
         for i, kind in enumerate(kinds):
@@ -937,7 +1113,8 @@ def validate_response_section(b: Bindings, spec: Spec, src: YamlSource | None) -
                 raise v.fail(
                     f"unknown grounding {kind!r} for response field {name!r}",
                     ("response", name, i),
-                    (f"did you mean {close[0]!r}? " if close else "") + f"groundings: {', '.join(GROUNDING_KINDS)}",
+                    (f"did you mean {close[0]!r}? " if close else "")
+                    + f"groundings: {', '.join(GROUNDING_KINDS)}",
                 )
 
 
@@ -965,7 +1142,8 @@ def load_bindings(path: str | Path, spec: Spec) -> Bindings:
             f"duplicate key {clip_repr(loc[-1])} in {describe_loc(loc[:-1])}",
             location=SourceLocation(p, line, col),
             expected="each key once per mapping",
-            fix="merge the two entries into one, or remove one (YAML would silently keep only the last)",
+            fix="merge the two entries into one, or remove one (YAML would "
+            "silently keep only the last)",
         )
     data = src.data if src.data is not None else {}
     if not isinstance(data, dict):
@@ -978,7 +1156,11 @@ def load_bindings(path: str | Path, spec: Spec) -> Bindings:
         b = Bindings.model_validate(data)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith(("function-", "list[", "str"))))
+        loc = tuple(
+            x
+            for x in err["loc"]
+            if not (isinstance(x, str) and x.startswith(("function-", "list[", "str")))
+        )
         where = ".".join(clip(str(x), 60) for x in loc) or "the top level"
         fix = "see docs/reference.md#bindings for the format"
         if err["type"] == "extra_forbidden":

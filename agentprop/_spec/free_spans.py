@@ -47,7 +47,10 @@ def free_span_problem(template: str) -> str | None:
                 return "an empty free span {~~}"
             slot = _SLOT.search(body)
             if slot is not None:
-                return f"free span {{~{body}~}} holds the slot {slot.group(0)}: slots are never removed"
+                return (
+                    f"free span {{~{body}~}} holds the slot {slot.group(0)}: "
+                    "slots are never removed"
+                )
             if "[" in body or "]" in body:
                 return f"free span {{~{body}~}} holds an optional [ ... ] segment"
             depth, i = 0, i + 2

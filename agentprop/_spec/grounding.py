@@ -3,8 +3,8 @@
 A bindings file may say, per response field, what must be true of what it states
 (``response: {steps: [list_items]}``); fields it does not name get the defaults derived from the
 spec by :func:`default_grounding`. The checks themselves are contracts
-(:mod:`agentprop._judge.grounded`); :func:`agentprop._judge.properties.response_verdicts` applies them.
-"""
+(:mod:`agentprop._judge.grounded`); :func:`agentprop._judge.properties.response_verdicts` applies
+them."""
 
 from __future__ import annotations
 
@@ -16,15 +16,18 @@ from agentprop._spec.model import Spec
 
 GROUNDING_KINDS: dict[str, str] = {
     "node": "the value is a node the scenario is at on that turn (node_id_matches)",
-    "tool_calls": "the value lists exactly the tools the turn called, in order (tool_actions_match)",
+    "tool_calls": "the value lists exactly the tools the turn called, in order "
+    "(tool_actions_match)",
     "tool_output": "evidence: every tool, number, id and quoted value it cites comes from a tool "
     "output; it may disclaim tool output only on a turn that called no tool (evidence_grounded)",
     "numbers": "every number it states comes from a tool output or the user's turns",
-    "ids": "every identifier it states (O-1001, RB-12, PLAN-BASIC) comes from a tool output or the user's turns",
+    "ids": "every identifier it states (O-1001, RB-12, PLAN-BASIC) comes from a tool "
+    "output or the user's turns",
     "quoted": "every quoted value it states appears in a tool output or the user's turns",
     "list_items": "every item of a list (an array, or numbered / bulleted lines) matches, fuzzily, "
     "a string, list item or line of a tool output or the user's turns",
-    "value": "the whole value (each element of a list) is a value of a tool output or the user's turns",
+    "value": "the whole value (each element of a list) is a value of a tool "
+    "output or the user's turns",
 }
 """Grounding kinds a bindings file may give a response field (``response:``), and what each
 promises."""
@@ -66,7 +69,9 @@ def default_grounding(spec: Spec) -> dict[str, list[str]]:
     value; a field the ``respond`` schema types as a number (or a list of numbers) -> numbers;
     any other field (``decision``, free-form fields such as ``sql``) -> nothing."""
     respond = spec.tools_by_name.get("respond")
-    props: dict[str, Any] = respond.input_schema.get("properties", {}) if respond is not None else {}
+    props: dict[str, Any] = (
+        respond.input_schema.get("properties", {}) if respond is not None else {}
+    )
     fixed = {
         "node_id": ["node"],
         "tool_actions": ["tool_calls"],

@@ -22,7 +22,9 @@ def implied_decision(leaf_id: str, decision_enum: Iterable[str]) -> tuple[str | 
     stem = leaf_id[4:] if leaf_id.startswith("END_") else leaf_id
     if stem in enum:
         return stem, [stem]
-    candidates = [d for d in enum if d.startswith(stem + "_") or d.startswith(stem) or stem.startswith(d)]
+    candidates = [
+        d for d in enum if d.startswith(stem + "_") or d.startswith(stem) or stem.startswith(d)
+    ]
     if not candidates:
         # e.g. END_TICKET -> TICKET_CREATED, END_CANCELLED -> CANCELLED: shared first word
         first = stem.split("_")[0]

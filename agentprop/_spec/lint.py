@@ -109,7 +109,8 @@ class _Linter:
                 LintFinding(
                     code="L011",
                     severity="warning",
-                    message=f"key {loc[-1]!r} appears twice in the same mapping; the later value wins",
+                    message=f"key {loc[-1]!r} appears twice in the same mapping; "
+                    "the later value wins",
                     file=str(self.src.path) if self.src.path else None,
                     line=line,
                     column=col,
@@ -156,7 +157,8 @@ class _Linter:
                     if isinstance(item, Tool)
                     else f"policy {item.id}"
                     if isinstance(item, Policy)
-                    else ".".join(str(p) for p in (*loc, name)) + (f"[{i}]" if i is not None else "")
+                    else ".".join(str(p) for p in (*loc, name))
+                    + (f"[{i}]" if i is not None else "")
                 )
                 self._unknown_keys_in(item, (*loc, name) if i is None else (*loc, name, i), label)
 
@@ -189,7 +191,8 @@ class _Linter:
                     self.add(
                         "L001",
                         "warning",
-                        f"{node.node_id} routes to {branch.next}, which is not defined; it is treated as an implicit terminal node",
+                        f"{node.node_id} routes to {branch.next}, which is not defined; it is "
+                        "treated as an implicit terminal node",
                         loc,
                         f"add `- node_id: {branch.next}` with `branches: []` and a description",
                     )
@@ -199,7 +202,8 @@ class _Linter:
                     self.add(
                         "L001",
                         "error",
-                        f"{node.node_id} routes to {branch.next!r}, which is not a node of the tree",
+                        f"{node.node_id} routes to {branch.next!r}, which is "
+                        "not a node of the tree",
                         loc,
                         f"{hint}define the node, or fix the `next:` value",
                     )
@@ -216,7 +220,8 @@ class _Linter:
                         self.add(
                             "L002",
                             "error",
-                            f"{node.node_id}.requirements.{key} names tool {name!r}, which the spec does not declare",
+                            f"{node.node_id}.requirements.{key} names tool {name!r}, which the "
+                            "spec does not declare",
                             ("decision_tree", i, "requirements", key, k),
                             f"{hint}declare the tool under `tools:` or fix the name",
                         )
@@ -230,15 +235,18 @@ class _Linter:
                 if decision not in enum_set:
                     key = (
                         "on_missing_fields_decision"
-                        if req.on_missing_fields_decision == decision and fields == list(req.if_missing_fields)
+                        if req.on_missing_fields_decision == decision
+                        and fields == list(req.if_missing_fields)
                         else f"on_missing_{fields[0]}_decision"
                     )
                     self.add(
                         "L003",
                         "error",
-                        f"{node.node_id} decides {decision!r} when {', '.join(fields)} is missing, but decision_enum does not contain it",
+                        f"{node.node_id} decides {decision!r} when {', '.join(fields)} is "
+                        "missing, but decision_enum does not contain it",
                         ("decision_tree", i, "requirements", key),
-                        f"add {decision} to response_contract.decision_enum, or use one of its values",
+                        f"add {decision} to response_contract.decision_enum, or "
+                        "use one of its values",
                     )
         for leaf in self.spec.leaf_ids():
             implied, candidates = implied_decision(leaf, enum)
@@ -247,7 +255,8 @@ class _Linter:
                 self.add(
                     "L003",
                     "warning",
-                    f"terminal node {leaf} implies no decision of decision_enum ({', '.join(enum)})",
+                    f"terminal node {leaf} implies no decision of "
+                    f"decision_enum ({', '.join(enum)})",
                     loc,
                     f"add the decision it stands for to response_contract.decision_enum, or map "
                     f"{leaf} to a decision under `outcomes:` in the bindings file",
@@ -256,9 +265,11 @@ class _Linter:
                 self.add(
                     "L012",
                     "info",
-                    f"terminal node {leaf} may mean any of {', '.join(candidates)}; the bindings file decides which",
+                    f"terminal node {leaf} may mean any of {', '.join(candidates)}; the "
+                    "bindings file decides which",
                     loc,
-                    f"map {leaf} under `outcomes:` in the bindings file (per incoming node if it depends on the path)",
+                    f"map {leaf} under `outcomes:` in the bindings file (per incoming node if it "
+                    "depends on the path)",
                 )
 
     def _first_reference(self, node_id: str) -> tuple[Hashable, ...]:
@@ -300,7 +311,8 @@ class _Linter:
                     self.add(
                         "L009",
                         "warning",
-                        f"{node.node_id}: branches after `otherwise` (branch {j + 1}) can never match",
+                        f"{node.node_id}: branches after `otherwise` (branch "
+                        f"{j + 1}) can never match",
                         ("decision_tree", i, "branches", j + 1, "when"),
                         "move `otherwise` to the last branch of the node",
                     )
@@ -312,7 +324,8 @@ class _Linter:
             self.add(
                 "L008",
                 "warning",
-                f"version {spec.version} declares no base_version; taken to evolve {spec.effective_base_version}",
+                f"version {spec.version} declares no base_version; taken to evolve "
+                f"{spec.effective_base_version}",
                 ("version",),
                 f"add `base_version: '{spec.effective_base_version}'`",
             )
@@ -324,7 +337,8 @@ class _Linter:
             self.add(
                 "L006",
                 "info",
-                "the spec declares no `respond` tool; agentprop builds its schema from response_contract",
+                "the spec declares no `respond` tool; agentprop builds its schema "
+                "from response_contract",
                 ("tools",),
             )
             return
@@ -335,11 +349,16 @@ class _Linter:
                 self.add(
                     "L006",
                     "warning",
-                    f"response_contract requires {f!r} but the respond tool's input_schema has no such property",
+                    f"response_contract requires {f!r} but the respond tool's input_schema "
+                    "has no such property",
                     ("tools", idx, "input_schema", "properties"),
                     f"add `{f}` to the respond tool's input_schema.properties",
                 )
-        enum = props.get("decision", {}).get("enum") if isinstance(props.get("decision"), dict) else None
+        enum = (
+            props.get("decision", {}).get("enum")
+            if isinstance(props.get("decision"), dict)
+            else None
+        )
         if enum is not None and list(enum) != list(contract.decision_enum):
             only_tool = sorted(set(enum) - set(contract.decision_enum))
             only_contract = sorted(set(contract.decision_enum) - set(enum))
@@ -349,7 +368,11 @@ class _Linter:
                     "warning",
                     "the respond tool's decision enum and response_contract.decision_enum differ"
                     + (f"; only in the tool: {', '.join(only_tool)}" if only_tool else "")
-                    + (f"; only in the contract: {', '.join(only_contract)}" if only_contract else ""),
+                    + (
+                        f"; only in the contract: {', '.join(only_contract)}"
+                        if only_contract
+                        else ""
+                    ),
                     ("tools", idx, "input_schema", "properties", "decision", "enum"),
                     "make the two lists equal",
                 )
@@ -364,7 +387,9 @@ class _Linter:
             if not tools:
                 continue
             for before in self.spec.decision_tree:
-                if before.node_id == node.node_id or not any(b.next == node.node_id for b in before.branches):
+                if before.node_id == node.node_id or not any(
+                    b.next == node.node_id for b in before.branches
+                ):
                     continue
                 k = anchor_overlap(before.requirements.must_call_tools_in_order, tools)
                 if k == 0:
@@ -373,10 +398,12 @@ class _Linter:
                 self.add(
                     "L014",
                     "info",
-                    f"{node.node_id}.must_call_tools_in_order starts with {shared}, already required by "
-                    f"{before.node_id}: read as an ordering anchor (one call), not a second call",
+                    f"{node.node_id}.must_call_tools_in_order starts with {shared}, already "
+                    f"required by {before.node_id}: read as an ordering anchor (one "
+                    "call), not a second call",
                     ("decision_tree", i, "requirements", "must_call_tools_in_order", 0),
-                    f"if {node.node_id} calls {shared} again, say so in the bindings: `nodes: {{{node.node_id}: {{repeat_calls: [{shared}]}}}}`",
+                    f"if {node.node_id} calls {shared} again, say so in the bindings: `nodes: "
+                    f"{{{node.node_id}: {{repeat_calls: [{shared}]}}}}`",
                 )
 
     def unchecked_requirements(self) -> None:
@@ -385,14 +412,16 @@ class _Linter:
 
         for u in unchecked_requirements(self.spec):
             loc = ("decision_tree", u.node_index, "requirements", u.key)
-            close = difflib.get_close_matches(u.key, requirement_keys(self.spec.decision_tree[u.node_index]), n=1, cutoff=0.8)
+            close = difflib.get_close_matches(
+                u.key, requirement_keys(self.spec.decision_tree[u.node_index]), n=1, cutoff=0.8
+            )
             if close:
                 # a misspelt key would drop the node's requirement: an error, never a note
                 self.add(
                     "L007",
                     "error",
-                    f"unknown requirement key {u.key!r} in node {u.node}; did you mean {close[0]!r}? "
-                    "(as written, agentprop would not check this requirement)",
+                    f"unknown requirement key {u.key!r} in node {u.node}; did you mean "
+                    f"{close[0]!r}? (as written, agentprop would not check this requirement)",
                     loc,
                     f"rename {u.key!r} to {close[0]!r}",
                     key=True,
@@ -403,8 +432,8 @@ class _Linter:
                 "warning",
                 f"{u.clause} is not checked by agentprop (no case verdict reads it)",
                 loc,
-                "check it with a property of your own (agentprop.check(..., prop=...)); a prose rule "
-                "that the agent's prompt carries needs no key under requirements:",
+                "check it with a property of your own (agentprop.check(..., prop=...)); a prose "
+                "rule that the agent's prompt carries needs no key under requirements:",
                 key=True,
             )
 
@@ -443,10 +472,14 @@ class _Linter:
             self.add(
                 "L016",
                 "warning",
-                f"path {path.id} ({' -> '.join(path.nodes)}) requires {len(worst)} tool calls in one turn "
-                f"({', '.join(worst)}) but max_tool_calls_per_turn is {limit}: no case can reach it",
-                ("decision_tree", self.node_index(last), "node_id") if last in self.spec.nodes_by_id else ("defaults",),
-                "raise defaults.limits.max_tool_calls_per_turn, or split the work over turns in the tree (an `after DECISION` clause ends a turn)",
+                f"path {path.id} ({' -> '.join(path.nodes)}) requires {len(worst)} tool calls in "
+                f"one turn ({', '.join(worst)}) but max_tool_calls_per_turn is {limit}: "
+                "no case can reach it",
+                ("decision_tree", self.node_index(last), "node_id")
+                if last in self.spec.nodes_by_id
+                else ("defaults",),
+                "raise defaults.limits.max_tool_calls_per_turn, or split the work over turns in "
+                "the tree (an `after DECISION` clause ends a turn)",
             )
 
     def retries_twice(self) -> None:
@@ -462,11 +495,13 @@ class _Linter:
             self.add(
                 "L017",
                 "info",
-                f"the retry of {r.tool} after {r.mode} is described twice: by {r.node}'s branch `{r.when}` (to {r.target}) and by "
-                f"{r.tool}'s retry_policy (retries {policy.retries} on {r.mode}); read as one retry: a case where {r.tool} "
-                f"fails once expects it twice, and {r.target}'s retry limit counts that one retry",
+                f"the retry of {r.tool} after {r.mode} is described twice: by {r.node}'s branch "
+                f"`{r.when}` (to {r.target}) and by {r.tool}'s retry_policy (retries "
+                f"{policy.retries} on {r.mode}); read as one retry: a case where {r.tool} fails "
+                f"once expects it twice, and {r.target}'s retry limit counts that one retry",
                 ("decision_tree", self.node_index(r.node), "branches", r.branch, "when"),
-                f"describe the retry once: drop {r.mode} from {r.tool}'s retry_policy.on, or the retry node",
+                f"describe the retry once: drop {r.mode} from {r.tool}'s "
+                "retry_policy.on, or the retry node",
             )
 
     def unrouted_failures(self) -> None:
@@ -476,11 +511,12 @@ class _Linter:
             self.add(
                 "L018",
                 "warning",
-                f"tool {tool} declares failure mode(s) {', '.join(unrouted)}, which its retry_policy does not retry, "
-                "and no branch of the decision tree reads a failure: where a case injects one, no path says what the agent decides",
+                f"tool {tool} declares failure mode(s) {', '.join(unrouted)}, which its "
+                "retry_policy does not retry, and no branch of the decision tree reads a "
+                "failure: where a case injects one, no path says what the agent decides",
                 ("tools", index[tool], "failure_modes"),
-                f"add a branch on the failure to a node that requires {tool} (e.g. `when: {tool}_status == failed`), "
-                "or retry the mode in its retry_policy",
+                f"add a branch on the failure to a node that requires {tool} (e.g. `when: "
+                f"{tool}_status == failed`), or retry the mode in its retry_policy",
             )
 
     def sourceless_variables(self) -> None:
@@ -513,8 +549,16 @@ class _Linter:
                         continue
                     for var, other in ((atom.left, atom.right), (atom.right, atom.left)):
                         if isinstance(var, WhenPath) and len(var.parts) == 1:
-                            value = other.name if isinstance(other, Symbol) else other.value if isinstance(other, WhenLiteral) else None
-                            words_of.setdefault(var.dotted, set()).add(value if isinstance(value, str) else "")
+                            value = (
+                                other.name
+                                if isinstance(other, Symbol)
+                                else other.value
+                                if isinstance(other, WhenLiteral)
+                                else None
+                            )
+                            words_of.setdefault(var.dotted, set()).add(
+                                value if isinstance(value, str) else ""
+                            )
         reported: set[str] = set()
         for i, node in enumerate(self.spec.decision_tree):
             for j, b in enumerate(node.branches):
@@ -525,8 +569,14 @@ class _Linter:
                         field = name.rsplit(".", 1)[1]
                         if field in props:
                             continue
-                        message = f"variable {name} has no possible source: no tool's output (or input) schema has a field {field!r}"
-                        fix = f"add {field!r} to the output_schema of the tool that returns it, or fix the variable's name"
+                        message = (
+                            f"variable {name} has no possible source: no tool's output (or input) "
+                            f"schema has a field {field!r}"
+                        )
+                        fix = (
+                            f"add {field!r} to the output_schema of the tool that returns it, or "
+                            "fix the variable's name"
+                        )
                     else:
                         words = words_of.get(name, set())
                         if len(words) != 1 or "" in words:
@@ -536,36 +586,56 @@ class _Linter:
                         if named & props or word in enums:
                             continue
                         message = (
-                            f"variable {name} has no possible source: no tool's output (or input) schema has a field "
-                            f"{' or '.join(repr(n) for n in sorted(named))}, no schema's enum holds {word!r}, and the tree reads "
-                            f"no other value of it (as it does of what a user says)"
+                            f"variable {name} has no possible source: no tool's output (or input) "
+                            f"schema has a field {' or '.join(repr(n) for n in sorted(named))}, "
+                            f"no schema's enum holds {word!r}, and the tree reads no other value "
+                            "of it (as it does of what a user says)"
                         )
-                        fix = f"add the field to the output_schema of the tool that returns {name} (with {word!r} in its enum), or drop the branch"
+                        fix = (
+                            f"add the field to the output_schema of the tool that returns {name} "
+                            f"(with {word!r} in its enum), or drop the branch"
+                        )
                     reported.add(name)
-                    self.add("L019", "warning", message, ("decision_tree", i, "branches", j, "when"), fix)
+                    self.add(
+                        "L019", "warning", message, ("decision_tree", i, "branches", j, "when"), fix
+                    )
 
     def policy_references(self) -> None:
         """L020: a policy names a tool no node requires or permits, or a decision no node or
         terminal node decides."""
-        used_tools = {t for n in self.spec.decision_tree for t in (*n.requirements.must_call_tools_in_order, *n.requirements.may_call_tools)}
+        used_tools = {
+            t
+            for n in self.spec.decision_tree
+            for t in (*n.requirements.must_call_tools_in_order, *n.requirements.may_call_tools)
+        }
         enum = self.spec.response_contract.decision_enum
-        decided = {d for n in self.spec.decision_tree for _, d in n.requirements.missing_field_outcomes()}
+        decided = {
+            d for n in self.spec.decision_tree for _, d in n.requirements.missing_field_outcomes()
+        }
         for leaf in self.spec.leaf_ids():
             implied, candidates = implied_decision(leaf, enum)
             decided |= {implied} if implied else set(candidates)
         for i, policy in enumerate(self.spec.policies):
-            tools = [t.name for t in self.spec.action_tools if re.search(rf"\b{re.escape(t.name)}\b", policy.text)]
+            tools = [
+                t.name
+                for t in self.spec.action_tools
+                if re.search(rf"\b{re.escape(t.name)}\b", policy.text)
+            ]
             decisions = [d for d in enum if re.search(rf"\b{re.escape(d)}\b", policy.text)]
-            unused = [t for t in tools if t not in used_tools] + [d for d in decisions if d not in decided]
+            unused = [t for t in tools if t not in used_tools] + [
+                d for d in decisions if d not in decided
+            ]
             if not unused:
                 continue
             self.add(
                 "L020",
                 "warning",
-                f"policy {policy.id} names {', '.join(unused)}, which the decision tree never uses: no case can exercise it there",
+                f"policy {policy.id} names {', '.join(unused)}, which the decision tree never "
+                "uses: no case can exercise it there",
                 ("policies", i, "text"),
-                "require the tool (must_call_tools_in_order / may_call_tools) or route to the decision on a node, "
-                "or map a terminal node to the decision under `outcomes:` in the bindings",
+                "require the tool (must_call_tools_in_order / may_call_tools) or route to the "
+                "decision on a node, or map a terminal node to the decision under "
+                "`outcomes:` in the bindings",
             )
 
     def optional_fields(self) -> None:
@@ -576,10 +646,12 @@ class _Linter:
             self.add(
                 "L021",
                 "info",
-                f"response_contract lists optional field(s) {', '.join(missing)} that the respond tool's input_schema does "
-                "not have: an agent that follows the schema never sends them, so no case checks them",
+                f"response_contract lists optional field(s) {', '.join(missing)} that the respond "
+                "tool's input_schema does not have: an agent that follows the schema never sends "
+                "them, so no case checks them",
                 ("tools", idx, "input_schema", "properties"),
-                "add them to the respond tool's input_schema.properties, or drop them from optional_json_fields",
+                "add them to the respond tool's input_schema.properties, or drop them from "
+                "optional_json_fields",
             )
 
     def rubrics(self) -> None:
@@ -605,7 +677,8 @@ class _Linter:
                 "error",
                 f"test_guidance.rubric is a {type(rubric).__name__}; a judge cannot read it",
                 (*loc, "test_guidance", "rubric"),
-                fix="write the rubric as a string, or as a mapping with `text:` (a string) and `criteria:` (a list of strings)",
+                fix="write the rubric as a string, or as a mapping with `text:` (a string) and "
+                "`criteria:` (a list of strings)",
             )
 
 
@@ -623,13 +696,22 @@ def unrouted_failures(spec: Spec) -> dict[str, list[str]]:
     no condition of the tree reads: no word of any ``when`` contains a word of the mode
     (``found`` of ``not_found``) or ``error`` (``status == failed`` reads the tool's answer, not
     its failure). Where a case injects one, no path says what the agent decides."""
-    words = {w.lower() for node in spec.decision_tree for b in node.branches for w in re.findall(r"[A-Za-z]+", b.when)}
+    words = {
+        w.lower()
+        for node in spec.decision_tree
+        for b in node.branches
+        for w in re.findall(r"[A-Za-z]+", b.when)
+    }
     required = {t for n in spec.decision_tree for t in n.requirements.must_call_tools_in_order}
     out: dict[str, list[str]] = {}
     for tool in spec.tools:
         if tool.name not in required:
             continue
-        retried = set(tool.retry_policy.on) if tool.retry_policy is not None and tool.retry_policy.retries > 0 else set()
+        retried = (
+            set(tool.retry_policy.on)
+            if tool.retry_policy is not None and tool.retry_policy.retries > 0
+            else set()
+        )
         unrouted = []
         for mode in tool.failure_modes:
             if mode in retried:

@@ -52,13 +52,18 @@ def _validation_error(exc: ValidationError, src: YamlSource) -> SpecError:
     first = errors[0]
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     where = describe_loc(loc)
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    more = (
+        f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        if len(errors) > 1
+        else ""
+    )
     if first["type"] == "missing":
         parent, key = loc[:-1], loc[-1]
         typo = _typo_of(src, parent, str(key))
         if typo is not None:
             return SpecError(
-                f"missing required key {key!r} in {describe_loc(parent)}; {typo!r} looks like a typo of it{more}",
+                f"missing required key {key!r} in {describe_loc(parent)}; {typo!r} looks "
+                f"like a typo of it{more}",
                 location=src.location((*parent, typo), key=True),
                 expected=f"`{key}:`",
                 fix=f"rename {typo!r} to {key!r}",
@@ -70,7 +75,11 @@ def _validation_error(exc: ValidationError, src: YamlSource) -> SpecError:
             fix=f"add `{key}: ...` there (see docs/reference.md for the spec format)",
         )
     got = first.get("input")
-    got_text = f"{type(got).__name__} {clip_repr(got)}" if not isinstance(got, (dict, list)) else type(got).__name__
+    got_text = (
+        f"{type(got).__name__} {clip_repr(got)}"
+        if not isinstance(got, (dict, list))
+        else type(got).__name__
+    )
     word = TYPE_WORDS.get(first["type"])
     msg = first["msg"][0].lower() + first["msg"][1:]
     if word:
@@ -130,15 +139,20 @@ def _check_schemas(spec: Spec, src: YamlSource) -> None:
                     + (f" at {clip(describe_loc(exc.path), 200)}" if exc.path else "")
                     + f": {clip(exc.message, 300)}",
                     location=src.location(loc),
-                    expected="a JSON Schema (draft 2020-12), e.g. `type: object` with `properties:`",
-                    fix="fix the schema keyword at that position; types are one of object, array, string, number, integer, boolean, null",
+                    expected="a JSON Schema (draft 2020-12), e.g. `type: "
+                    "object` with `properties:`",
+                    fix="fix the schema keyword at that position; types are one of object, array, "
+                    "string, number, integer, boolean, null",
                 ) from None
-            except Exception as exc:  # the validator failed on the user's schema (an unresolvable $ref ...)
+            # the validator failed on the user's schema (an unresolvable $ref ...)
+            except Exception as exc:
                 raise SpecError(
-                    f"unusable JSON Schema in tool {clip_repr(tool.name)} {key}: {clip(str(exc), 300)}",
+                    f"unusable JSON Schema in tool {clip_repr(tool.name)} {key}: "
+                    f"{clip(str(exc), 300)}",
                     location=src.location(("tools", i, key)),
                     expected="a JSON Schema (draft 2020-12) without remote references",
-                    fix="fix the schema; `$schema` and `$ref` must name schemas agentprop can read offline",
+                    fix="fix the schema; `$schema` and `$ref` must name schemas "
+                    "agentprop can read offline",
                 ) from None
             problems = schema_problems(schema, output=key == "output_schema")
             if problems:
@@ -146,7 +160,8 @@ def _check_schemas(spec: Spec, src: YamlSource) -> None:
                 raise SpecError(
                     f"impossible JSON Schema in tool {clip_repr(tool.name)} {key}: {first.problem}",
                     location=src.location(("tools", i, key, *first.loc)),
-                    expected="bounds that some value satisfies, within agentprop's limits (docs/reference.md#limits)",
+                    expected="bounds that some value satisfies, within agentprop's limits "
+                    "(docs/reference.md#limits)",
                     fix=first.fix,
                 )
         if tool.name == "respond":
@@ -163,10 +178,14 @@ def _check_respond_decision_enum(schema: Any, src: YamlSource, index: int) -> No
     for j, value in enumerate(enum):
         if not isinstance(value, str):
             raise SpecError(
-                f"the respond tool's decision enum holds {type(value).__name__} {clip_repr(value, 60)}, not a decision name",
-                location=src.location(("tools", index, "input_schema", "properties", "decision", "enum", j)),
+                f"the respond tool's decision enum holds {type(value).__name__} "
+                f"{clip_repr(value, 60)}, not a decision name",
+                location=src.location(
+                    ("tools", index, "input_schema", "properties", "decision", "enum", j)
+                ),
                 expected="decision names (strings), the same as response_contract.decision_enum",
-                fix="write the decision's name; quote it if YAML would read it as a number or boolean",
+                fix="write the decision's name; quote it if YAML would read it "
+                "as a number or boolean",
             )
 
 
@@ -189,10 +208,14 @@ def _check_conditions(spec: Spec, src: YamlSource) -> None:
                 branch._clause = parse_when(branch.when)
             except WhenSyntaxError as exc:
                 raise SpecError(
-                    f"cannot parse condition {clip_repr(branch.when, 120)} of {clip(node.node_id)}: {exc.message}",
-                    location=_when_column(src, ("decision_tree", i, "branches", j, "when"), exc.offset),
+                    f"cannot parse condition {clip_repr(branch.when, 120)} of "
+                    f"{clip(node.node_id)}: {exc.message}",
+                    location=_when_column(
+                        src, ("decision_tree", i, "branches", j, "when"), exc.offset
+                    ),
                     expected=exc.expected,
-                    fix="write conditions like `intent == cancel_order`, `retry_count >= 1`, `a == true and b.c > d`, or `otherwise`",
+                    fix="write conditions like `intent == cancel_order`, `retry_count >= 1`, `a "
+                    "== true and b.c > d`, or `otherwise`",
                 ) from None
 
 
@@ -202,7 +225,8 @@ def spec_from_source(src: YamlSource) -> tuple[Spec, list[LintFinding]]:
         raise SpecError(
             f"a spec must be a mapping at the top level, got {kind}",
             location=SourceLocation(src.path, 1, 1),
-            expected="`spec_id:`, `tools:`, `response_contract:`, `decision_tree:` … at the top level",
+            expected="`spec_id:`, `tools:`, `response_contract:`, "
+            "`decision_tree:` … at the top level",
             fix="see docs/reference.md for the spec format",
         )
     try:
@@ -217,7 +241,12 @@ def spec_from_source(src: YamlSource) -> tuple[Spec, list[LintFinding]]:
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         first = errors[0]
-        more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''}; run `agentprop lint`)" if len(errors) > 1 else ""
+        more = (
+            f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''}; "
+            "run `agentprop lint`)"
+            if len(errors) > 1
+            else ""
+        )
         raise SpecError(
             f"{first.message}{more}",
             location=SourceLocation(src.path, first.line, first.column),

@@ -42,8 +42,9 @@ def _printable_name(value: Any) -> Any:
         found = _CONTROL.search(value)
         if found:
             raise ValueError(
-                f"holds the control character U+{ord(found.group()):04X} at position {found.start()}, "
-                "which no name may hold (a NUL, or a terminal escape sequence); use letters, digits, '_', '-' and '.'"
+                f"holds the control character U+{ord(found.group()):04X} at position "
+                f"{found.start()}, which no name may hold (a NUL, or a terminal escape sequence); "
+                "use letters, digits, '_', '-' and '.'"
             )
     return value
 
@@ -53,7 +54,9 @@ class Tool(_Open):
 
     _printable = field_validator("name", mode="before")(_printable_name)
     description: str = ""
-    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    input_schema: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
     output_schema: dict[str, Any] | None = None
     failure_modes: list[str] = Field(default_factory=list)
     retry_policy: ToolRetryPolicy | None = None
@@ -215,7 +218,9 @@ class Spec(_Open):
             return self.tools_by_name[name]
         except KeyError:
             known = ", ".join(sorted(self.tools_by_name))
-            raise KeyError(f"spec {self.spec_id!r} declares no tool {name!r}; its tools are: {known}") from None
+            raise KeyError(
+                f"spec {self.spec_id!r} declares no tool {name!r}; its tools are: {known}"
+            ) from None
 
     @property
     def root(self) -> Node:
@@ -242,7 +247,8 @@ class Spec(_Open):
     def leaf_ids(self) -> list[str]:
         """Terminal nodes: defined nodes without branches plus referenced-but-undefined
         ``next`` targets (the specs use ``END_*`` names without defining them)."""
-        # once per spec: a scenario asks for it, and a spec of thousands of nodes made that quadratic
+        # once per spec: a scenario asks for it, and a spec of thousands of
+        # nodes made that quadratic
         return list(derived(self, "leaf_ids", self._leaf_ids))
 
     def _leaf_ids(self) -> tuple[str, ...]:

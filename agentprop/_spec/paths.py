@@ -41,10 +41,12 @@ def _path_limit(spec: Spec, what: str, name: str, limit: int) -> PathLimitExceed
     """The error for a tree with more paths, or longer ones, than agentprop enumerates (a ladder of
     two-way nodes doubles them at every rung), naming the limit and how to raise it."""
     return PathLimitExceeded(
-        f"spec {spec.spec_id}: its decision tree has more than {limit:,} {what} (agentprop's limit, {name}): testing every path would take hours",
+        f"spec {spec.spec_id}: its decision tree has more than {limit:,} {what} (agentprop's "
+        f"limit, {name}): testing every path would take hours",
         limit=limit,
         location=SourceLocation(spec.source_path) if spec.source_path else None,
-        expected=f"at most {MAX_PATHS:,} paths from the root to a terminal node, {MAX_PATH_CONDITIONS:,} branch conditions in all",
+        expected=f"at most {MAX_PATHS:,} paths from the root to a terminal node, "
+        f"{MAX_PATH_CONDITIONS:,} branch conditions in all",
         fix="merge branches that lead to the same place, or split the tree into several specs; "
         f"to enumerate more, set AGENTPROP_{name} (e.g. AGENTPROP_{name}={limit * 5})",
     )
@@ -139,16 +141,33 @@ class TreePath:
             for earlier in node.branches[: step.branch]:
                 c = earlier.clause
                 if c.expr is not None:
-                    out.append(Constraint(c.expr, step.node, negated=True, after=c.after, step=i, instance=inst))
+                    out.append(
+                        Constraint(
+                            c.expr, step.node, negated=True, after=c.after, step=i, instance=inst
+                        )
+                    )
             if step.clause.expr is not None:
-                out.append(Constraint(step.clause.expr, step.node, negated=False, after=step.clause.after, step=i, instance=inst))
+                out.append(
+                    Constraint(
+                        step.clause.expr,
+                        step.node,
+                        negated=False,
+                        after=step.clause.after,
+                        step=i,
+                        instance=inst,
+                    )
+                )
         return out
 
     def describe(self) -> str:
         parts = []
         for s in self.steps:
             parts.append(f"{s.node} [{s.clause}]" + (" (loop, second visit)" if s.loop else ""))
-        parts.append(self.leaf if self.missing is None else f"stop: missing {', '.join(self.missing.fields)} -> {self.missing.decision}")
+        parts.append(
+            self.leaf
+            if self.missing is None
+            else f"stop: missing {', '.join(self.missing.fields)} -> {self.missing.decision}"
+        )
         return " -> ".join(parts)
 
 
@@ -156,14 +175,22 @@ def enumerate_paths(spec: Spec) -> list[TreePath]:
     """Every loop-free path from the root to a terminal node, plus one path per
     missing-field requirement, in depth-first tree order. Raises :class:`PathLimitExceeded`
     past :func:`max_paths` paths."""
-    return list(derived(spec, "paths", lambda: tuple(_bounded(iter_paths(spec), spec, "loop-free paths"))))
+    return list(
+        derived(spec, "paths", lambda: tuple(_bounded(iter_paths(spec), spec, "loop-free paths")))
+    )
 
 
 def enumerate_loop_paths(spec: Spec) -> list[TreePath]:
     """The paths that unroll one loop once, in depth-first tree order: each takes exactly one
     branch back to a node already on the path, and never re-enters a node after that. Raises
     :class:`PathLimitExceeded` past :func:`max_paths` paths."""
-    return list(derived(spec, "loop_paths", lambda: tuple(_bounded(iter_loop_paths(spec), spec, "paths that unroll a loop"))))
+    return list(
+        derived(
+            spec,
+            "loop_paths",
+            lambda: tuple(_bounded(iter_loop_paths(spec), spec, "paths that unroll a loop")),
+        )
+    )
 
 
 def count_paths(spec: Spec, limit: int | None = None) -> tuple[int, bool]:
@@ -187,7 +214,9 @@ def _bounded(paths: Iterator[TreePath], spec: Spec, what: str) -> list[TreePath]
             raise _path_limit(spec, what, "MAX_PATHS", limit)
         conditions += sum(step.branch + 1 for step in path.steps)
         if conditions > condition_limit:
-            raise _path_limit(spec, f"branch conditions over its {what}", "MAX_PATH_CONDITIONS", condition_limit)
+            raise _path_limit(
+                spec, f"branch conditions over its {what}", "MAX_PATH_CONDITIONS", condition_limit
+            )
         out.append(path)
     return out
 
@@ -198,7 +227,9 @@ def iter_paths(spec: Spec) -> Iterator[TreePath]:
     if not spec.decision_tree:
         return
     # (node, steps, visited), or a branch still to take: the stack holds work in reverse order
-    stack: list[tuple[str, tuple[PathStep, ...], frozenset[str]]] = [(spec.root.node_id, (), frozenset({spec.root.node_id}))]
+    stack: list[tuple[str, tuple[PathStep, ...], frozenset[str]]] = [
+        (spec.root.node_id, (), frozenset({spec.root.node_id}))
+    ]
     while stack:
         node_id, steps, visited = stack.pop()
         node = spec.nodes_by_id.get(node_id)
@@ -208,7 +239,11 @@ def iter_paths(spec: Spec) -> Iterator[TreePath]:
         for fields, decision in node.requirements.missing_field_outcomes():
             yield TreePath(steps, node_id, MissingFields(node_id, tuple(fields), decision), spec)
         later = [
-            (branch.next, (*steps, PathStep(node_id, i, branch.clause, branch.next)), visited | {branch.next})
+            (
+                branch.next,
+                (*steps, PathStep(node_id, i, branch.clause, branch.next)),
+                visited | {branch.next},
+            )
             for i, branch in enumerate(node.branches)
             if branch.next not in visited
         ]
@@ -219,7 +254,9 @@ def iter_loop_paths(spec: Spec) -> Iterator[TreePath]:
     """:func:`enumerate_loop_paths`, lazily and unbounded (an explicit stack)."""
     if not spec.decision_tree:
         return
-    stack: list[tuple[str, tuple[PathStep, ...], frozenset[str], bool]] = [(spec.root.node_id, (), frozenset({spec.root.node_id}), False)]
+    stack: list[tuple[str, tuple[PathStep, ...], frozenset[str], bool]] = [
+        (spec.root.node_id, (), frozenset({spec.root.node_id}), False)
+    ]
     while stack:
         node_id, steps, visited, looped = stack.pop()
         node = spec.nodes_by_id.get(node_id)
@@ -231,7 +268,9 @@ def iter_loop_paths(spec: Spec) -> Iterator[TreePath]:
             # a stop at a node the path already passed cannot happen: its first visit had the
             # fields (a withheld field is withheld from the whole conversation)
             for fields, decision in node.requirements.missing_field_outcomes():
-                yield TreePath(steps, node_id, MissingFields(node_id, tuple(fields), decision), spec)
+                yield TreePath(
+                    steps, node_id, MissingFields(node_id, tuple(fields), decision), spec
+                )
         later = []
         for i, branch in enumerate(node.branches):
             again = branch.next in visited
@@ -246,4 +285,9 @@ def loop_branches(spec: Spec) -> list[tuple[str, int]]:
     """``(node, branch index)`` of branches that lie on no loop-free path: they only lead back
     to an ancestor (or only through one). Loop paths (:func:`enumerate_loop_paths`) take them."""
     on_paths = {(s.node, s.branch) for p in enumerate_paths(spec) for s in p.steps}
-    return [(n.node_id, i) for n in spec.decision_tree for i, _ in enumerate(n.branches) if (n.node_id, i) not in on_paths]
+    return [
+        (n.node_id, i)
+        for n in spec.decision_tree
+        for i, _ in enumerate(n.branches)
+        if (n.node_id, i) not in on_paths
+    ]

@@ -11,9 +11,30 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_NEGATION = r"never|do not|don't|dont|must not|mustn't|should not|shouldn't|may not|cannot|can't|not"
+_NEGATION = (
+    r"never|do not|don't|dont|must not|mustn't|should not|shouldn't|may not|cannot|can't|not"
+)
 _FORBIDS = re.compile(rf"\b(?:{_NEGATION})\b\s+(?P<what>[^.;:]+)", re.I)
-_STOP = {"a", "an", "the", "any", "to", "of", "on", "or", "and", "your", "their", "his", "her", "my", "about", "with", "for", "them"}
+_STOP = {
+    "a",
+    "an",
+    "the",
+    "any",
+    "to",
+    "of",
+    "on",
+    "or",
+    "and",
+    "your",
+    "their",
+    "his",
+    "her",
+    "my",
+    "about",
+    "with",
+    "for",
+    "them",
+}
 _EXCEPTIONS = re.compile(r",?\s*\b(?:even|unless|except|when|if|because|without)\b.*$", re.I)
 _SENTENCE = re.compile(r"[^.!?\n]+")
 # the speech acts that counsel the listener: a prohibition of one is broken by a reply
@@ -23,12 +44,13 @@ _COUNSEL = re.compile(
     re.I,
 )
 _ASSENT = re.compile(
-    r"^\W*(?:yes|yeah|yep|sure|of course|certainly|absolutely|definitely|go ahead|that's fine|it's fine|it is fine|"
-    r"that's ok|it's ok|it's safe|it is safe|that's safe)\b",
+    r"^\W*(?:yes|yeah|yep|sure|of course|certainly|absolutely|definitely|go ahead|that's "
+    r"fine|it's fine|it is fine|that's ok|it's ok|it's safe|it is safe|that's safe)\b",
     re.I,
 )
 _WARNS = re.compile(
-    rf"\b(?:{_NEGATION}|no|avoid|instead of|rather than|without|won't|wouldn't|isn't|aren't|refrain|stop you)\b|n't\b",
+    rf"\b(?:{_NEGATION}|no|avoid|instead of|rather "
+    r"than|without|won't|wouldn't|isn't|aren't|refrain|stop you)\b|n't\b",
     re.I,
 )
 
@@ -49,7 +71,9 @@ class Prohibition:
         """``(item, stem of its first content word)`` per item that has one."""
         out = []
         for item in self.items:
-            words = [w for w in re.findall(r"[a-z]+", item.lower()) if w not in _STOP and len(w) >= 4]
+            words = [
+                w for w in re.findall(r"[a-z]+", item.lower()) if w not in _STOP and len(w) >= 4
+            ]
             if words:
                 out.append((item, stem(words[0])))
         return tuple(out)

@@ -17,7 +17,12 @@ __all__ = ["model_name", "python_type"]
 
 
 def model_name(*parts: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for part in parts for p in part.replace("-", "_").split("_") if p) or "Value"
+    return (
+        "".join(
+            p[:1].upper() + p[1:] for part in parts for p in part.replace("-", "_").split("_") if p
+        )
+        or "Value"
+    )
 
 
 def python_type(schema: Mapping[str, Any] | None, name: str = "Value") -> Any:
@@ -44,7 +49,8 @@ def python_type(schema: Mapping[str, Any] | None, name: str = "Value") -> Any:
     if kind == "boolean":
         return bool
     if kind == "array":
-        return list[python_type(schema.get("items"), name + "Item")]  # type: ignore[misc]  # built at run time from the schema; mypy reads list[...] as a static type
+        # built at run time from the schema; mypy reads list[...] as a static type
+        return list[python_type(schema.get("items"), name + "Item")]  # type: ignore[misc]
     if kind == "object" or "properties" in schema:
         props: Mapping[str, Any] = schema.get("properties") or {}
         if not props:
@@ -58,6 +64,8 @@ def python_type(schema: Mapping[str, Any] | None, name: str = "Value") -> Any:
                 fields[prop] = (annotation, Field(..., description=desc))
             else:
                 fields[prop] = (Optional[annotation], Field(None, description=desc))  # noqa: UP045 (a type built at run time)
-        extra: Literal["forbid", "allow"] = "forbid" if schema.get("additionalProperties") is False else "allow"
+        extra: Literal["forbid", "allow"] = (
+            "forbid" if schema.get("additionalProperties") is False else "allow"
+        )
         return create_model(model_name(name), __config__=ConfigDict(extra=extra), **fields)
     return Any

@@ -18,7 +18,9 @@ from agentprop._spec.model import Node, Spec, derived
 # ----------------------------------------------------------------------------- anchors
 
 
-def anchor_overlap(previous: Sequence[str], tools: Sequence[str], repeat: Sequence[str] = ()) -> int:
+def anchor_overlap(
+    previous: Sequence[str], tools: Sequence[str], repeat: Sequence[str] = ()
+) -> int:
     """How many leading tools of ``tools`` are the ordering anchor on ``previous``: the longest
     prefix of ``tools`` that is a suffix of ``previous`` and names no tool of ``repeat``."""
     for k in range(min(len(previous), len(tools)), 0, -1):
@@ -30,7 +32,8 @@ def anchor_overlap(previous: Sequence[str], tools: Sequence[str], repeat: Sequen
 # ----------------------------------------------------------------------------- requirement keys
 
 CHECKED_REQUIREMENTS: dict[str, str] = {
-    "must_call_tools_in_order": "the turn's calls contain the node's tools in order (anchors read as one call)",
+    "must_call_tools_in_order": "the turn's calls contain the node's tools in order "
+    "(anchors read as one call)",
     "may_call_tools": "the tools are permitted on paths through the node",
     "must_not_use": "no tool argument contains the phrases",
     "if_missing_fields": "a path stops at the node with the fields withheld",
@@ -56,7 +59,15 @@ def _is_checked(key: str, node: Node) -> bool:
 def requirement_keys(node: Node) -> list[str]:
     """The requirement keys agentprop reads on ``node`` (what a misspelt key is compared with)."""
     fields = list(type(node.requirements).model_fields)
-    return list(dict.fromkeys([*fields, *CHECKED_REQUIREMENTS, *(f"on_missing_{f}_decision" for f in node.requirements.must_have)]))
+    return list(
+        dict.fromkeys(
+            [
+                *fields,
+                *CHECKED_REQUIREMENTS,
+                *(f"on_missing_{f}_decision" for f in node.requirements.must_have),
+            ]
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,9 @@ def unchecked_requirements(spec: Spec) -> list[Unchecked]:
     out: list[Unchecked] = []
     for i, node in enumerate(spec.decision_tree):
         req = node.requirements
-        keys = [k for k in type(req).model_fields if k in req.model_fields_set] + list(req.model_extra or {})
+        keys = [k for k in type(req).model_fields if k in req.model_fields_set] + list(
+            req.model_extra or {}
+        )
         for key in keys:
             if not _is_checked(key, node):
                 out.append(Unchecked(node.node_id, i, key))
@@ -112,13 +125,39 @@ def _limits(spec: Spec, *, unusable: bool = False) -> list[RequirementLimit]:
             if not isinstance(value, int) or isinstance(value, bool):
                 continue
             if key in ("max_clarify_turns", "max_clarifying_questions"):
-                out.append(RequirementLimit(node.node_id, i, key, "clarify", value, clarify if len(clarify) == 1 else [], [node.node_id]))
+                out.append(
+                    RequirementLimit(
+                        node.node_id,
+                        i,
+                        key,
+                        "clarify",
+                        value,
+                        clarify if len(clarify) == 1 else [],
+                        [node.node_id],
+                    )
+                )
             elif _RETRY_KEY.match(key):
                 own = list(node.requirements.must_call_tools_in_order)
                 targets = [b.next for b in node.branches if b.next in spec.nodes_by_id]
-                counted = own or [t for n in targets for t in spec.nodes_by_id[n].requirements.must_call_tools_in_order]
-                scope = [node.node_id] + ([] if own else [n for n in targets if spec.nodes_by_id[n].requirements.must_call_tools_in_order])
-                out.append(RequirementLimit(node.node_id, i, key, "retry", value, list(dict.fromkeys(counted)), scope))
+                counted = own or [
+                    t
+                    for n in targets
+                    for t in spec.nodes_by_id[n].requirements.must_call_tools_in_order
+                ]
+                scope = [node.node_id] + (
+                    []
+                    if own
+                    else [
+                        n
+                        for n in targets
+                        if spec.nodes_by_id[n].requirements.must_call_tools_in_order
+                    ]
+                )
+                out.append(
+                    RequirementLimit(
+                        node.node_id, i, key, "retry", value, list(dict.fromkeys(counted)), scope
+                    )
+                )
     return out if unusable else [lim for lim in out if lim.counted]
 
 
@@ -127,7 +166,9 @@ def requirement_limits(spec: Spec) -> list[RequirementLimit]:
     return list(derived(spec, "requirement_limits", lambda: tuple(_limits(spec))))
 
 
-def retry_allowance(spec: Spec, tool: str, failures: Sequence[Mapping[str, Any]], attempts: int) -> int:
+def retry_allowance(
+    spec: Spec, tool: str, failures: Sequence[Mapping[str, Any]], attempts: int
+) -> int:
     """Extra calls the tool's own ``retry_policy`` permits when the world injects a failure it
     retries on (each logical attempt may be retried that many times)."""
     policy = spec.tools_by_name[tool].retry_policy if tool in spec.tools_by_name else None

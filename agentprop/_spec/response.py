@@ -46,12 +46,16 @@ def response_model(spec: Spec) -> type[BaseModel]:
     return derived(spec, "response_model", lambda: _build_model(spec))
 
 
-def validate_response(spec: Spec, payload: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def validate_response(
+    spec: Spec, payload: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
     """``(validated dict, None)`` or ``(None, readable error)``."""
     return validate_with(response_model(spec), payload)
 
 
-def validate_with(model_type: type[BaseModel], payload: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def validate_with(
+    model_type: type[BaseModel], payload: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
     """:func:`validate_response` against a response model built once (:func:`response_model`)."""
     try:
         model = model_type.model_validate(payload)
@@ -69,7 +73,10 @@ def respond_tool_schema(spec: Spec) -> dict[str, Any]:
     schema = dict(_respond_schema(spec))
     props = dict(schema.get("properties", {}))
     contract = spec.response_contract
-    props["decision"] = {**props.get("decision", {"type": "string"}), "enum": list(contract.decision_enum)}
+    props["decision"] = {
+        **props.get("decision", {"type": "string"}),
+        "enum": list(contract.decision_enum),
+    }
     for name in contract.required_json_fields:
         props.setdefault(name, {"type": "string"})
     schema["properties"] = props

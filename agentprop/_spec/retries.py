@@ -34,7 +34,9 @@ class TreeRetry:
 
     def policy_too(self, spec: Spec) -> bool:
         """Whether the tool's ``retry_policy`` retries the same failure mode."""
-        policy = spec.tools_by_name[self.tool].retry_policy if self.tool in spec.tools_by_name else None
+        policy = (
+            spec.tools_by_name[self.tool].retry_policy if self.tool in spec.tools_by_name else None
+        )
         return policy is not None and policy.retries > 0 and self.mode in policy.on
 
 
@@ -45,13 +47,21 @@ def _calls_again(spec: Spec, bindings: Bindings | None, target: str) -> list[str
     if own:
         return own
     node = spec.nodes_by_id.get(target)
-    return [t for b in (node.branches if node is not None else []) for t in node_tools(spec, bindings, b.next)]
+    return [
+        t
+        for b in (node.branches if node is not None else [])
+        for t in node_tools(spec, bindings, b.next)
+    ]
 
 
 def _named(clause: WhenClause) -> list[Any]:
     if clause.expr is None:
         return []
-    return [leaf.value if isinstance(leaf, Literal) else leaf.name for leaf in leaves(clause.expr) if isinstance(leaf, (Literal, Symbol))]
+    return [
+        leaf.value if isinstance(leaf, Literal) else leaf.name
+        for leaf in leaves(clause.expr)
+        if isinstance(leaf, (Literal, Symbol))
+    ]
 
 
 def _lookup(table: Mapping[Hashable, Any], value: Any) -> Any:
@@ -63,7 +73,9 @@ def _lookup(table: Mapping[Hashable, Any], value: Any) -> Any:
 
 def tree_retries(spec: Spec, bindings: Bindings) -> list[TreeRetry]:
     """Every branch that retries a tool after a failure the bindings inject, in tree order."""
-    return list(derived(spec, str(("tree_retries", id(bindings))), lambda: _tree_retries(spec, bindings)))
+    return list(
+        derived(spec, str(("tree_retries", id(bindings))), lambda: _tree_retries(spec, bindings))
+    )
 
 
 def _tree_retries(spec: Spec, bindings: Bindings) -> tuple[TreeRetry, ...]:
@@ -85,7 +97,11 @@ def _tree_retries(spec: Spec, bindings: Bindings) -> tuple[TreeRetry, ...]:
                     except KeyError:
                         continue
                     if effect.failure is not None:
-                        out.append(TreeRetry(tool, effect.failure, node.node_id, k, branch.next, branch.when))
+                        out.append(
+                            TreeRetry(
+                                tool, effect.failure, node.node_id, k, branch.next, branch.when
+                            )
+                        )
     return tuple(dict.fromkeys(out))
 
 

@@ -21,7 +21,12 @@ MAX_MAGNITUDE = 2.0**53
 tell ``x`` from ``x + 1``, so no boundary case can step across it."""
 
 _NUMERIC = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-_PAIRS = (("minLength", "maxLength"), ("minItems", "maxItems"), ("minProperties", "maxProperties"), ("minContains", "maxContains"))
+_PAIRS = (
+    ("minLength", "maxLength"),
+    ("minItems", "maxItems"),
+    ("minProperties", "maxProperties"),
+    ("minContains", "maxContains"),
+)
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SCHEMA_ONE = (
@@ -88,13 +93,20 @@ def schema_problems(schema: Any, *, output: bool) -> list[SchemaProblem]:
             if not _number(value):
                 continue
             if isinstance(value, float) and not math.isfinite(value):
-                out.append(SchemaProblem((*loc, key), f"{key} is {value}, not a finite number", f"give {key} a finite number, or remove it"))
+                out.append(
+                    SchemaProblem(
+                        (*loc, key),
+                        f"{key} is {value}, not a finite number",
+                        f"give {key} a finite number, or remove it",
+                    )
+                )
             elif output and abs(value) > MAX_MAGNITUDE:
                 out.append(
                     SchemaProblem(
                         (*loc, key),
-                        f"{key} {clip_repr(value, 40)} is over agentprop's limit of 2^53 in absolute value for output schemas "
-                        "(past it a float cannot step from one number to the next)",
+                        f"{key} {clip_repr(value, 40)} is over agentprop's limit of 2^53 in "
+                        "absolute value for output schemas (past it a float cannot step from "
+                        "one number to the next)",
                         f"give {key} a value of at most {MAX_MAGNITUDE:.0f} in absolute value",
                     )
                 )
@@ -107,7 +119,8 @@ def schema_problems(schema: Any, *, output: bool) -> list[SchemaProblem]:
                 out.append(
                     SchemaProblem(
                         (*loc, low),
-                        f"{low} {clip_repr(a, 40)} is greater than {high} {clip_repr(b, 40)}: nothing satisfies the schema",
+                        f"{low} {clip_repr(a, 40)} is greater than {high} {clip_repr(b, 40)}: "
+                        "nothing satisfies the schema",
                         f"make {low} at most {high}",
                     )
                 )
@@ -116,8 +129,10 @@ def schema_problems(schema: Any, *, output: bool) -> list[SchemaProblem]:
             out.append(
                 SchemaProblem(
                     (*loc, "minItems"),
-                    f"minItems {clip_repr(items, 40)} is over agentprop's limit of {MAX_GENERATED_ITEMS:,} items in a generated tool output",
-                    f"give minItems at most {MAX_GENERATED_ITEMS:,} (worlds generate at least minItems items for every call)",
+                    f"minItems {clip_repr(items, 40)} is over agentprop's limit of "
+                    f"{MAX_GENERATED_ITEMS:,} items in a generated tool output",
+                    f"give minItems at most {MAX_GENERATED_ITEMS:,} (worlds generate at least "
+                    "minItems items for every call)",
                 )
             )
     return out
@@ -135,7 +150,8 @@ def _empty_range(loc: Loc, node: Mapping[str, Any]) -> list[SchemaProblem]:
                 return [
                     SchemaProblem(
                         (*loc, lk),
-                        f"{lk} {clip_repr(lv, 40)} and {hk} {clip_repr(hv, 40)} leave no number: nothing satisfies the schema",
+                        f"{lk} {clip_repr(lv, 40)} and {hk} {clip_repr(hv, 40)} leave no number: "
+                        "nothing satisfies the schema",
                         f"make {lk} less than {hk}",
                     )
                 ]
@@ -148,7 +164,8 @@ def _empty_range(loc: Loc, node: Mapping[str, Any]) -> list[SchemaProblem]:
             return [
                 SchemaProblem(
                     (*loc, lk),
-                    f"no integer lies between {lk} {clip_repr(lv, 40)} and {hk} {clip_repr(hv, 40)}",
+                    f"no integer lies between {lk} {clip_repr(lv, 40)} and "
+                    f"{hk} {clip_repr(hv, 40)}",
                     "widen the range, or use `type: number`",
                 )
             ]

@@ -189,7 +189,8 @@ def _tokenize(text: str) -> list[_Tok]:
                 f"unexpected character {text[pos]!r}",
                 text,
                 pos,
-                "a name, a number, a quoted string, an operator (== != > >= < <= + - * / %), 'and', 'or', 'not' or parentheses",
+                "a name, a number, a quoted string, an operator (== != > >= < <= + - * / %), "
+                "'and', 'or', 'not' or parentheses",
             )
         kind = m.lastgroup or ""
         tok = m.group()
@@ -233,7 +234,8 @@ class _Parser:
         self.depth += 1
         if self.depth > MAX_NESTING:
             raise self._fail(
-                f"nested too deep: more than {MAX_NESTING} levels of parentheses, `not` and `-` (the limit is {MAX_NESTING})",
+                f"nested too deep: more than {MAX_NESTING} levels of parentheses, `not` and `-` "
+                f"(the limit is {MAX_NESTING})",
                 "a condition with fewer nested parentheses or negations (`not not x` is `x`)",
             )
 
@@ -242,7 +244,8 @@ class _Parser:
         t = self.toks[self.i]
         if t.kind == "too_long":
             raise WhenSyntaxError(
-                f"the condition is too long: more than {MAX_TOKENS} tokens (the limit is {MAX_TOKENS})",
+                f"the condition is too long: more than {MAX_TOKENS} tokens (the "
+                f"limit is {MAX_TOKENS})",
                 self.text,
                 t.offset,
                 "a short condition; split a long one over several branches",
@@ -262,7 +265,9 @@ class _Parser:
 
     def clause(self) -> WhenClause:
         if self.tok.kind == "end":
-            raise self._fail("empty condition", "a condition such as `intent == cancel_order`, or `otherwise`")
+            raise self._fail(
+                "empty condition", "a condition such as `intent == cancel_order`, or `otherwise`"
+            )
         if self.tok.kind == "kw" and self.tok.text == "otherwise":
             self._advance()
             if self.tok.kind != "end":
@@ -346,7 +351,11 @@ class _Parser:
             self._advance()
             inner = self.unary()
             self.depth -= 1
-            if isinstance(inner, Literal) and isinstance(inner.value, (int, float)) and not isinstance(inner.value, bool):
+            if (
+                isinstance(inner, Literal)
+                and isinstance(inner.value, (int, float))
+                and not isinstance(inner.value, bool)
+            ):
                 return Literal(-inner.value)
             return Arith("-", Literal(0), inner)
         return self.atom()
@@ -383,7 +392,9 @@ class _Parser:
             inner = self.or_()
             self.depth -= 1
             if not (self.tok.kind == "op" and self.tok.text == ")"):
-                raise self._fail(f"expected ')', found {self._describe(self.tok)}", "a closing parenthesis")
+                raise self._fail(
+                    f"expected ')', found {self._describe(self.tok)}", "a closing parenthesis"
+                )
             self._advance()
             return inner
         raise self._fail(
@@ -395,7 +406,9 @@ class _Parser:
 def parse_when(text: str) -> WhenClause:
     """Parse one ``when`` expression. Raises :class:`WhenSyntaxError` with the column."""
     if not isinstance(text, str):
-        raise WhenSyntaxError(f"a condition must be a string, got {type(text).__name__}", str(text), 0, "a string")
+        raise WhenSyntaxError(
+            f"a condition must be a string, got {type(text).__name__}", str(text), 0, "a string"
+        )
     return _Parser(text).clause()
 
 

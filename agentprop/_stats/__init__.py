@@ -35,7 +35,11 @@ from agentprop._stats.sequential import (
     ZeroFailureCertification,
     zero_failure_runs,
 )
-from agentprop._stats.two_sample import categorical_two_sample_test, fisher_exact_greater, fisher_exact_two_sided
+from agentprop._stats.two_sample import (
+    categorical_two_sample_test,
+    fisher_exact_greater,
+    fisher_exact_two_sided,
+)
 
 __all__ = [
     "SPRT",

@@ -17,7 +17,8 @@ def check_count(name: str, value: object, *, minimum: int = 0) -> int:
     """Return ``value`` as an ``int`` if it is a whole number ``>= minimum``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidArgument(
-            f"{name}={value!r} must be an integer (a count of runs), got {type(value).__name__}. Pass a whole number such as {max(minimum, 0)}."
+            f"{name}={value!r} must be an integer (a count of runs), got {type(value).__name__}. "
+            f"Pass a whole number such as {max(minimum, 0)}."
         )
     result = int(value)
     if result < minimum:
@@ -40,7 +41,9 @@ def check_successes(successes: object, n: object, *, n_minimum: int = 1) -> tupl
 def check_real(name: str, value: object) -> float:
     """Return ``value`` as a finite ``float``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidArgument(f"{name}={value!r} must be a real number, got {type(value).__name__}.")
+        raise InvalidArgument(
+            f"{name}={value!r} must be a real number, got {type(value).__name__}."
+        )
     result = float(value)
     if not math.isfinite(result):
         raise InvalidArgument(f"{name}={result!r} must be a finite number.")
@@ -51,7 +54,9 @@ def check_open_unit(name: str, value: object) -> float:
     """A probability strictly between 0 and 1 (a confidence level, an error rate...)."""
     result = check_real(name, value)
     if not 0.0 < result < 1.0:
-        raise InvalidArgument(f"{name}={result!r} must lie strictly between 0 and 1 (for example 0.95).")
+        raise InvalidArgument(
+            f"{name}={result!r} must lie strictly between 0 and 1 (for example 0.95)."
+        )
     return result
 
 

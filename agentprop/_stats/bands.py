@@ -24,7 +24,8 @@ def classify_rate(rate: float, pass_band: float = 0.95, unstable_band: float = 0
     unstable_band = check_closed_unit("unstable_band", unstable_band)
     if unstable_band > pass_band:
         raise InvalidArgument(
-            f"unstable_band={unstable_band} is above pass_band={pass_band}; the unstable band lies below the pass band (defaults 0.7 and 0.95)."
+            f"unstable_band={unstable_band} is above pass_band={pass_band}; the unstable band "
+            "lies below the pass band (defaults 0.7 and 0.95)."
         )
     if rate >= pass_band:
         return "PASS"

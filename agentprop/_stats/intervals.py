@@ -42,7 +42,9 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return lower, upper
 
 
-def clopper_pearson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+def clopper_pearson_interval(
+    successes: int, n: int, confidence: float = 0.95
+) -> tuple[float, float]:
     """The exact (Clopper–Pearson) interval for a binomial proportion.
 
     ``lower`` solves ``P(X >= successes | p) = (1 - confidence) / 2`` and ``upper`` solves
@@ -88,7 +90,10 @@ class RateEstimate:
         w_lo, w_hi = self.wilson
         c_lo, c_hi = self.clopper_pearson
         level = f"{self.confidence:.0%}"
-        return f"{self.rate:.3f} ({self.successes}/{self.n} runs; {level} Wilson [{w_lo:.3f}, {w_hi:.3f}], Clopper-Pearson [{c_lo:.3f}, {c_hi:.3f}])"
+        return (
+            f"{self.rate:.3f} ({self.successes}/{self.n} runs; {level} Wilson [{w_lo:.3f}, "
+            f"{w_hi:.3f}], Clopper-Pearson [{c_lo:.3f}, {c_hi:.3f}])"
+        )
 
 
 def estimate_rate(successes: int, n: int, confidence: float = 0.95) -> RateEstimate:
@@ -159,7 +164,12 @@ def _regularized_beta(x: float, a: float, b: float) -> float:
         return 1.0
     if x > (a + 1.0) / (a + b + 2.0):
         return 1.0 - _regularized_beta(1.0 - x, b, a)
-    log_front = a * math.log(x) + b * math.log1p(-x) - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)) - math.log(a)
+    log_front = (
+        a * math.log(x)
+        + b * math.log1p(-x)
+        - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
+        - math.log(a)
+    )
     return math.exp(log_front) * _beta_continued_fraction(x, a, b)
 
 

@@ -14,7 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from agentprop._stats._checks import check_closed_unit, check_count, check_open_unit, check_successes
+from agentprop._stats._checks import (
+    check_closed_unit,
+    check_count,
+    check_open_unit,
+    check_successes,
+)
 from agentprop._stats.intervals import wilson_interval
 from agentprop.errors import InvalidArgument
 
@@ -53,7 +58,12 @@ class JudgeAgreement:
         counts = {(True, True): 0, (True, False): 0, (False, False): 0, (False, True): 0}
         for human, judge in pairs:
             counts[(bool(human), bool(judge))] += 1
-        return cls(counts[(True, True)], counts[(True, False)], counts[(False, False)], counts[(False, True)])
+        return cls(
+            counts[(True, True)],
+            counts[(True, False)],
+            counts[(False, False)],
+            counts[(False, True)],
+        )
 
     @property
     def labelled_pass(self) -> int:
@@ -100,11 +110,15 @@ class JudgeAgreement:
 
 def _need(what: str, count: int, kind: str) -> None:
     if count == 0:
-        raise InvalidArgument(f"The judge's {what} needs at least one {kind} example, and the labels have none. Add labelled examples of both kinds.")
+        raise InvalidArgument(
+            f"The judge's {what} needs at least one {kind} example, and the labels have none. Add "
+            "labelled examples of both kinds."
+        )
 
 
 def judge_pass_probability(p: float, sensitivity: float, specificity: float) -> float:
-    """``q = se p + (1 - sp)(1 - p)``: how often the judge passes a run of an agent whose true rate is ``p``."""
+    """``q = se p + (1 - sp)(1 - p)``: how often the judge passes a run of an agent whose
+    true rate is ``p``."""
     p = check_closed_unit("p", p)
     se = check_closed_unit("sensitivity", sensitivity)
     sp = check_closed_unit("specificity", specificity)
@@ -112,15 +126,17 @@ def judge_pass_probability(p: float, sensitivity: float, specificity: float) -> 
 
 
 def rogan_gladen(raw_rate: float, sensitivity: float, specificity: float) -> float:
-    """The Rogan–Gladen estimate ``(q + sp - 1) / (se + sp - 1)`` of the true pass rate, clipped to ``[0, 1]``."""
+    """The Rogan–Gladen estimate ``(q + sp - 1) / (se + sp - 1)`` of the true pass rate,
+    clipped to ``[0, 1]``."""
     q = check_closed_unit("raw_rate", raw_rate)
     se = check_closed_unit("sensitivity", sensitivity)
     sp = check_closed_unit("specificity", specificity)
     youden = se + sp - 1.0
     if youden <= 0.0:
         raise InvalidArgument(
-            f"sensitivity={se:g} and specificity={sp:g} add up to {se + sp:g}, not more than 1: the judge does no better than a "
-            "coin, so its verdicts say nothing about the pass rate. Improve the rubric or the judge model and calibrate again."
+            f"sensitivity={se:g} and specificity={sp:g} add up to {se + sp:g}, not more than 1: "
+            "the judge does no better than a coin, so its verdicts say nothing about the pass "
+            "rate. Improve the rubric or the judge model and calibrate again."
         )
     return min(1.0, max(0.0, (q + sp - 1.0) / youden))
 
@@ -137,7 +153,9 @@ class CorrectedRate:
     confidence: float
 
 
-def corrected_interval(raw_passes: int, runs: int, agreement: JudgeAgreement, confidence: float = 0.95) -> CorrectedRate:
+def corrected_interval(
+    raw_passes: int, runs: int, agreement: JudgeAgreement, confidence: float = 0.95
+) -> CorrectedRate:
     """Rogan–Gladen estimate and Lang–Reiczigel interval for the true pass rate.
 
     ``raw_passes`` of ``runs`` judged runs passed. Each of the three proportions gets
@@ -157,17 +175,28 @@ def corrected_interval(raw_passes: int, runs: int, agreement: JudgeAgreement, co
     youden = se + sp - 1.0
     if agreement.labelled_pass == 0 or agreement.labelled_fail == 0 or youden <= 0.0:
         return CorrectedRate(s, n, raw_rate, math.nan, (0.0, 1.0), confidence)
-    point = rogan_gladen(raw_rate, agreement.sensitivity, agreement.specificity) if agreement.youden > 0.0 else math.nan
+    point = (
+        rogan_gladen(raw_rate, agreement.sensitivity, agreement.specificity)
+        if agreement.youden > 0.0
+        else math.nan
+    )
     centre = (q + sp - 1.0) / youden
-    variance = (q * (1.0 - q) / n_q + centre**2 * se * (1.0 - se) / n_se + (1.0 - centre) ** 2 * sp * (1.0 - sp) / n_sp) / youden**2
+    variance = (
+        q * (1.0 - q) / n_q
+        + centre**2 * se * (1.0 - se) / n_se
+        + (1.0 - centre) ** 2 * sp * (1.0 - sp) / n_sp
+    ) / youden**2
     half = z * math.sqrt(variance)
     lower = min(1.0, max(0.0, centre - half))
     upper = max(0.0, min(1.0, centre + half))
     return CorrectedRate(s, n, raw_rate, point, (lower, upper), confidence)
 
 
-def judged_hypotheses(p0: float, p1: float, agreement: JudgeAgreement, calibration_confidence: float = 0.95) -> tuple[float, float] | None:
-    """Judge rates ``(q0, q1)`` for an SPRT on judged runs that tests ``p >= p0`` against ``p <= p1``.
+def judged_hypotheses(
+    p0: float, p1: float, agreement: JudgeAgreement, calibration_confidence: float = 0.95
+) -> tuple[float, float] | None:
+    """Judge rates ``(q0, q1)`` for an SPRT on judged runs that tests ``p >= p0``
+    against ``p <= p1``.
 
     The judge passes a run of an agent at ``p`` with probability ``se p + (1 - sp)(1 - p)``;
     its estimate from the calibration has standard error ``sqrt(p^2 v_se + (1 - p)^2 v_sp)``
@@ -203,12 +232,14 @@ def _adjusted_variance(successes: int, n: int, z: float) -> float:
     return rate * (1.0 - rate) / total
 
 
-def cohens_kappa(agreement: JudgeAgreement, confidence: float = 0.95) -> tuple[float, tuple[float, float]]:
+def cohens_kappa(
+    agreement: JudgeAgreement, confidence: float = 0.95
+) -> tuple[float, tuple[float, float]]:
     """Cohen's kappa between judge and human, with a large-sample interval clipped to ``[-1, 1]``.
 
     ``kappa = (po - pe) / (1 - pe)``; its standard error is ``sqrt(po (1 - po) / n) / (1 - pe)``.
-    When chance agreement is total (one side always says the same) kappa is 0 with interval ``[-1, 1]``.
-    """
+    When chance agreement is total (one side always says the same) kappa is 0 with interval
+    ``[-1, 1]``."""
     confidence = check_open_unit("confidence", confidence)
     n = agreement.n
     if n == 0:
@@ -225,7 +256,9 @@ def cohens_kappa(agreement: JudgeAgreement, confidence: float = 0.95) -> tuple[f
     return kappa, (max(-1.0, kappa - half), min(1.0, kappa + half))
 
 
-def self_disagreement(votes: Iterable[tuple[int, int]], confidence: float = 0.95) -> tuple[float, tuple[float, float], int]:
+def self_disagreement(
+    votes: Iterable[tuple[int, int]], confidence: float = 0.95
+) -> tuple[float, tuple[float, float], int]:
     """How often the judge contradicts itself on the same trace.
 
     ``votes`` holds ``(passes, samples)`` per trace, each asked ``samples >= 2`` times. Returns

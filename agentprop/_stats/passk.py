@@ -53,10 +53,14 @@ def mean_pass_hat_k(counts: Sequence[tuple[int, int]], k: int) -> float:
     k = check_count("k", k, minimum=1)
     pairs = list(counts)
     if not pairs:
-        raise InvalidArgument("counts is empty: pass^k of a suite needs at least one (successes, runs) pair.")
+        raise InvalidArgument(
+            "counts is empty: pass^k of a suite needs at least one (successes, runs) pair."
+        )
     total = 0.0
     for index, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise InvalidArgument(f"counts[{index}]={pair!r} must be a (successes, runs) tuple of two integers.")
+            raise InvalidArgument(
+                f"counts[{index}]={pair!r} must be a (successes, runs) tuple of two integers."
+            )
         total += pass_hat_k(pair[0], pair[1], k)
     return total / len(pairs)

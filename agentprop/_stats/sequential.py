@@ -119,7 +119,11 @@ class _LatticeTest(ABC):
 
     def _decide(self, successes: int, failures: int) -> Decision | None:
         decision = self._rule(successes, failures)
-        if decision is None and self._max_runs is not None and successes + failures >= self._max_runs:
+        if (
+            decision is None
+            and self._max_runs is not None
+            and successes + failures >= self._max_runs
+        ):
             return Decision.INCONCLUSIVE
         return decision
 
@@ -225,7 +229,8 @@ class _LatticeTest(ABC):
                 break
             if runs >= _MAX_ANALYSIS_STEPS:
                 raise InvalidArgument(
-                    f"analyse({p}) did not settle within {_MAX_ANALYSIS_STEPS} runs; set max_runs to analyse a test that may run this long."
+                    f"analyse({p}) did not settle within {_MAX_ANALYSIS_STEPS} runs; set max_runs "
+                    "to analyse a test that may run this long."
                 )
             expected += mass
             runs += 1
@@ -341,30 +346,41 @@ class SPRT(_LatticeTest):
         )
 
     def __repr__(self) -> str:
-        return f"SPRT(p0={self.p0:g}, p1={self.p1:g}, alpha={self.alpha:g}, beta={self.beta:g}, max_runs={self._max_runs}; {self._state_repr()})"
+        return (
+            f"SPRT(p0={self.p0:g}, p1={self.p1:g}, alpha={self.alpha:g}, beta={self.beta:g}, "
+            f"max_runs={self._max_runs}; {self._state_repr()})"
+        )
 
 
-def _resolve_hypotheses(tau: float | None, delta: float | None, p0: float | None, p1: float | None) -> tuple[float | None, float, float]:
+def _resolve_hypotheses(
+    tau: float | None, delta: float | None, p0: float | None, p1: float | None
+) -> tuple[float | None, float, float]:
     """Turn the three ways of stating the SPRT's hypotheses into ``(tau, p0, p1)``."""
     if p0 is not None or p1 is not None:
         if p0 is None or p1 is None:
-            raise InvalidArgument(f"SPRT got p0={p0!r} and p1={p1!r}: give both (for example p0=0.95, p1=0.80) or neither.")
+            raise InvalidArgument(
+                f"SPRT got p0={p0!r} and p1={p1!r}: give both (for example p0=0.95, "
+                "p1=0.80) or neither."
+            )
         if delta is not None:
             raise InvalidArgument(
-                f"SPRT got delta={delta!r} together with p0/p1: delta defines p0 and p1 from tau, so pass either delta or p0 and p1, not both."
+                f"SPRT got delta={delta!r} together with p0/p1: delta defines p0 and p1 from tau, "
+                "so pass either delta or p0 and p1, not both."
             )
         p0_value = check_open_unit("p0", p0)
         p1_value = check_open_unit("p1", p1)
         if not p1_value < p0_value:
             raise InvalidArgument(
-                f"p1={p1_value} must be smaller than p0={p0_value}: p0 is the acceptable pass rate (H0) and p1 the unacceptable one (H1)."
+                f"p1={p1_value} must be smaller than p0={p0_value}: p0 is the acceptable pass "
+                "rate (H0) and p1 the unacceptable one (H1)."
             )
         tau_value = None
         if tau is not None:
             tau_value = check_open_unit("tau", tau)
             if not p1_value <= tau_value <= p0_value:
                 raise InvalidArgument(
-                    f"tau={tau_value} lies outside [p1, p0] = [{p1_value}, {p0_value}]; the tolerated rate must sit inside the indifference zone."
+                    f"tau={tau_value} lies outside [p1, p0] = [{p1_value}, {p0_value}]; the "
+                    "tolerated rate must sit inside the indifference zone."
                 )
         return tau_value, p0_value, p1_value
     tau_value = check_open_unit("tau", 0.9 if tau is None else tau)
@@ -535,8 +551,13 @@ class Screen(_LatticeTest):
 
     @property
     def screened(self) -> bool:
-        """Whether the screen (not the inner test) accepted: clean runs, fewer than the inner test needs."""
-        return self.decision is Decision.ACCEPT and self.failures == 0 and self.inner._decide(self.successes, 0) is not Decision.ACCEPT
+        """Whether the screen (not the inner test) accepted: clean runs, fewer than the
+        inner test needs."""
+        return (
+            self.decision is Decision.ACCEPT
+            and self.failures == 0
+            and self.inner._decide(self.successes, 0) is not Decision.ACCEPT
+        )
 
     def fresh(self) -> Screen:
         return Screen(self.inner, self.depth)

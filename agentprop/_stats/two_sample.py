@@ -24,7 +24,9 @@ __all__ = ["categorical_two_sample_test", "fisher_exact_greater", "fisher_exact_
 _RELATIVE_TIE = 1e-7
 
 
-def _two_samples(test: str, a_succ: int, a_n: int, b_succ: int, b_n: int) -> tuple[int, int, int, int, int, int]:
+def _two_samples(
+    test: str, a_succ: int, a_n: int, b_succ: int, b_n: int
+) -> tuple[int, int, int, int, int, int]:
     """The checked counts of a 2x2 table, with its pooled passes and fails; bad counts raise
     :class:`InvalidArgument` naming ``test``."""
     a_n = check_count("a_n", a_n, minimum=1)
@@ -33,7 +35,8 @@ def _two_samples(test: str, a_succ: int, a_n: int, b_succ: int, b_n: int) -> tup
     b_succ = check_count("b_succ", b_succ)
     if a_succ > a_n or b_succ > b_n:
         raise InvalidArgument(
-            f"{test}({a_succ}, {a_n}, {b_succ}, {b_n}): successes cannot exceed runs. The arguments are (a_succ, a_n, b_succ, b_n)."
+            f"{test}({a_succ}, {a_n}, {b_succ}, {b_n}): successes cannot exceed runs. The "
+            "arguments are (a_succ, a_n, b_succ, b_n)."
         )
     passes = a_succ + b_succ
     return a_succ, a_n, b_succ, b_n, passes, a_n + b_n - passes
@@ -45,7 +48,9 @@ def fisher_exact_two_sided(a_succ: int, a_n: int, b_succ: int, b_n: int) -> floa
     ``a_succ`` of ``a_n`` runs passed in sample A and ``b_succ`` of ``b_n`` in sample B.
     Returns the p-value in ``(0, 1]``.
     """
-    a_succ, a_n, b_succ, b_n, passes, fails = _two_samples("fisher_exact_two_sided", a_succ, a_n, b_succ, b_n)
+    a_succ, a_n, b_succ, b_n, passes, fails = _two_samples(
+        "fisher_exact_two_sided", a_succ, a_n, b_succ, b_n
+    )
     total = a_n + b_n
     low, high = max(0, a_n - fails), min(passes, a_n)
     # weight(x) = C(passes, x) * C(fails, a_n - x) is proportional to P(X = x); exact ints.
@@ -63,7 +68,9 @@ def fisher_exact_greater(a_succ: int, a_n: int, b_succ: int, b_n: int) -> float:
     mutation testing: does the mutant show the probe's violation more often than the clean
     agent? Returns the p-value in ``(0, 1]``.
     """
-    a_succ, a_n, b_succ, b_n, passes, fails = _two_samples("fisher_exact_greater", a_succ, a_n, b_succ, b_n)
+    a_succ, a_n, b_succ, b_n, passes, fails = _two_samples(
+        "fisher_exact_greater", a_succ, a_n, b_succ, b_n
+    )
     total = a_n + b_n
     high = min(passes, a_n)
     tail = sum(math.comb(passes, x) * math.comb(fails, a_n - x) for x in range(a_succ, high + 1))
@@ -91,10 +98,16 @@ def categorical_two_sample_test(
     permutations = check_count("permutations", permutations, minimum=1)
     exact_limit = check_count("exact_limit", exact_limit)
     if not isinstance(seed, (int, np.integer, np.random.Generator)) or isinstance(seed, bool):
-        raise InvalidArgument(f"seed={seed!r} must be an int or a numpy Generator, so the Monte Carlo p-value is reproducible.")
+        raise InvalidArgument(
+            f"seed={seed!r} must be an int or a numpy Generator, so the Monte Carlo "
+            "p-value is reproducible."
+        )
     n_a, n_b = sum(a), sum(b)
     if n_a == 0 or n_b == 0:
-        raise InvalidArgument(f"categorical_two_sample_test needs at least one outcome in each sample; got {n_a} in counts_a and {n_b} in counts_b.")
+        raise InvalidArgument(
+            f"categorical_two_sample_test needs at least one outcome in each sample; got {n_a} in "
+            f"counts_a and {n_b} in counts_b."
+        )
     kept = [(x, x + y) for x, y in zip(a, b, strict=True) if x + y > 0]
     if len(kept) <= 1:
         return 1.0  # every run in both samples gave the same outcome
@@ -110,7 +123,9 @@ def categorical_two_sample_test(
         extreme = log_probabilities[log_probabilities <= cutoff]
         return float(min(1.0, np.exp(extreme - log_total).sum()))
     generator = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    draws = generator.multivariate_hypergeometric(np.asarray(totals, dtype=np.int64), n_a, size=permutations)
+    draws = generator.multivariate_hypergeometric(
+        np.asarray(totals, dtype=np.int64), n_a, size=permutations
+    )
     log_weights = np.zeros(permutations)
     for column, row in enumerate(log_comb):
         log_weights += row[draws[:, column]]
@@ -121,7 +136,8 @@ def categorical_two_sample_test(
 def _category_count(name: str, counts: Mapping[str, int], label: str) -> int:
     if not isinstance(counts, Mapping):
         raise InvalidArgument(
-            f"{name} must be a mapping from outcome label to count, got {type(counts).__name__}. Use collections.Counter(outcomes)."
+            f"{name} must be a mapping from outcome label to count, got {type(counts).__name__}. "
+            "Use collections.Counter(outcomes)."
         )
     return check_count(f"{name}[{label!r}]", counts.get(label, 0))
 

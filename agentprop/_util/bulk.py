@@ -4,9 +4,9 @@ field names as ``model_fields_set`` instead of building its own (a set of 20 nam
 more than the rest of a small passing case).
 
 Invariant: the shared set holds every field of the class, so the ``add`` pydantic makes on an
-assignment (and the ``update`` of ``model_copy(update=...)``) never changes it. Such a model reports every field as set, so a dump of it with
-``exclude_unset`` keeps the defaults too: never dump one that way (nothing does).
-"""
+assignment (and the ``update`` of ``model_copy(update=...)``) never changes it. Such a model reports
+every field as set, so a dump of it with ``exclude_unset`` keeps the defaults too: never dump one
+that way (nothing does)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,8 @@ def shared(value: T) -> T:
     """An equal value that equal ones share: a case's world, path or pass^k table, held by
     thousands of cases, is held once, and so is every list and dict inside ``value`` that other
     values repeat (the steps of explored choices); its strings are interned. ``value`` is JSON
-    (a tuple of numbers is shared as a tuple). What comes back is shared: never change it in place."""
+    (a tuple of numbers is shared as a tuple). What comes back is shared: never
+    change it in place."""
     if isinstance(value, tuple):
         return cast(T, _shared_tuple(value))
     return cast(T, _cons(value))

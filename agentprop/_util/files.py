@@ -125,24 +125,47 @@ def read_regular(
     try:
         mode = os.stat(file).st_mode
     except FileNotFoundError:
-        raise error(f"{what} not found", location=SourceLocation(file), expected=what, fix=fix) from None
+        raise error(
+            f"{what} not found", location=SourceLocation(file), expected=what, fix=fix
+        ) from None
     except OSError as exc:
-        raise error(f"cannot read {what}: {exc.strerror or exc}", location=SourceLocation(file), expected="a readable file", fix=fix) from None
+        raise error(
+            f"cannot read {what}: {exc.strerror or exc}",
+            location=SourceLocation(file),
+            expected="a readable file",
+            fix=fix,
+        ) from None
     if not stat.S_ISREG(mode):
         kind = _kind_of(mode)
-        raise error(f"{file} is {kind}, not {what}", location=SourceLocation(file), expected=f"{what} (a regular file)", fix=fix)
+        raise error(
+            f"{file} is {kind}, not {what}",
+            location=SourceLocation(file),
+            expected=f"{what} (a regular file)",
+            fix=fix,
+        )
     try:
         # O_NONBLOCK: should the file be swapped for a FIFO after the check, open() does not wait
         fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise error(f"{file} is not a regular file, not {what}", location=SourceLocation(file), expected=what, fix=fix)
+                raise error(
+                    f"{file} is not a regular file, not {what}",
+                    location=SourceLocation(file),
+                    expected=what,
+                    fix=fix,
+                )
             data = handle.read(limit + 1)
     except OSError as exc:
-        raise error(f"cannot read {what}: {exc.strerror or exc}", location=SourceLocation(file), expected="a readable file", fix=fix) from None
+        raise error(
+            f"cannot read {what}: {exc.strerror or exc}",
+            location=SourceLocation(file),
+            expected="a readable file",
+            fix=fix,
+        ) from None
     if len(data) > limit:
         raise error(
-            f"{what} of more than {limit:,} bytes (agentprop's limit for it; damaged, or not the file meant)",
+            f"{what} of more than {limit:,} bytes (agentprop's limit for it; damaged, "
+            "or not the file meant)",
             location=SourceLocation(file),
             expected=f"{what} of at most {limit:,} bytes",
             fix=fix,
@@ -199,7 +222,8 @@ def read_json(
     if bad is not None:
         where = ".".join(str(p) for p in bad[0]) or "the top level"
         raise error(
-            f"a lone surrogate U+{ord(bad[1]):04X} at {where} ({what}, damaged or edited): not text anything can write back",
+            f"a lone surrogate U+{ord(bad[1]):04X} at {where} ({what}, damaged or edited): not "
+            "text anything can write back",
             location=SourceLocation(file),
             expected=f"{what} of valid Unicode text",
             fix=fix,

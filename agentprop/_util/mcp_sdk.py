@@ -19,7 +19,9 @@ UNSUPPORTED = ((2, 0), (2, 3))
 
 SUPPORTED = "mcp 1.24 or later below 2, or 2.3 or later"
 
-_MCP_REQUIREMENT = re.compile(r"^\s*mcp\s*(?:\[[^\]]*\])?\s*(?P<spec>[<>=!~][^;]*)?(?:;(?P<marker>.*))?$", re.IGNORECASE)
+_MCP_REQUIREMENT = re.compile(
+    r"^\s*mcp\s*(?:\[[^\]]*\])?\s*(?P<spec>[<>=!~][^;]*)?(?:;(?P<marker>.*))?$", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,9 @@ def _excludes_min(spec: str) -> bool:
         if op is None:
             continue
         bound = _version_tuple(clause[op.end() :])
-        if (op.group() == "<" and bound <= MIN_VERSION) or (op.group() in ("<=", "==", "~=", "===") and bound < MIN_VERSION):
+        if (op.group() == "<" and bound <= MIN_VERSION) or (
+            op.group() in ("<=", "==", "~=", "===") and bound < MIN_VERSION
+        ):
             return True
     return False
 
@@ -75,7 +79,9 @@ def capping_packages() -> list[str]:
                 continue
             spec = (match.group("spec") or "").strip()
             if _excludes_min(spec):
-                capping.append(f"{dist.metadata['Name']} {dist.version} (mcp{spec.replace(' ', '')})")
+                capping.append(
+                    f"{dist.metadata['Name']} {dist.version} (mcp{spec.replace(' ', '')})"
+                )
     return sorted(set(capping))
 
 
@@ -83,19 +89,24 @@ def diagnose(what: str, version: str | None, capping: list[str]) -> McpSdkProble
     """The problem of running ``what`` with MCP SDK ``version`` (``None``: not installed),
     ``capping`` naming the packages that hold it down; ``None`` when there is none."""
     if version is None:
-        return McpSdkProblem(f"{what} needs the MCP SDK ({SUPPORTED}), which is not installed", "pip install 'agentprop[mcp]'")
+        return McpSdkProblem(
+            f"{what} needs the MCP SDK ({SUPPORTED}), which is not installed",
+            "pip install 'agentprop[mcp]'",
+        )
     if supported(version):
         return None
     problem = f"{what} needs the MCP SDK ({SUPPORTED}), and mcp {version} is installed"
     if version_tuple(version) >= UNSUPPORTED[0]:
         # an early 2.x: both ways out are open unless a package caps it (none known does)
-        return McpSdkProblem(problem, "pip install -U 'agentprop[mcp]' (mcp 2.3 or later), or 'mcp>=1.24,<2'")
+        return McpSdkProblem(
+            problem, "pip install -U 'agentprop[mcp]' (mcp 2.3 or later), or 'mcp>=1.24,<2'"
+        )
     if capping:
         problem += f", held below {'.'.join(map(str, MIN_VERSION))} by {'; '.join(capping)}"
         fix = (
-            "upgrade that package, or run agentprop's MCP server from an environment of its own (a venv with "
-            f"pip install 'agentprop[mcp]') and connect your MCP client to it over stdio or --http: a client on mcp {version} "
-            "speaks to it unchanged"
+            "upgrade that package, or run agentprop's MCP server from an environment of its own "
+            "(a venv with pip install 'agentprop[mcp]') and connect your MCP client to it over "
+            f"stdio or --http: a client on mcp {version} speaks to it unchanged"
         )
     else:
         fix = "pip install -U 'agentprop[mcp]'"

@@ -57,13 +57,16 @@ def parse_ref(ref: str, *, what: str = "object") -> ObjectRef:
             hint = f" (name the class or function after a colon: `{ref}:MyAgent`)"
         raise InputError(
             f"cannot load {what} {clip_repr(ref)}{hint}",
-            expected="MODULE:ATTR or FILE:ATTR, e.g. `agent:MyAgent`, `agent.py:MyAgent`, `./agents/agent.py:MyAgent` or `mypkg.agents:build`",
-            fix="name the module (or the .py file) and the class or function in it, separated by a colon",
+            expected="MODULE:ATTR or FILE:ATTR, e.g. `agent:MyAgent`, `agent.py:MyAgent`, "
+            "`./agents/agent.py:MyAgent` or `mypkg.agents:build`",
+            fix="name the module (or the .py file) and the class or function in it, "
+            "separated by a colon",
         )
     is_path = "/" in module or os.sep in module or module.endswith(".py") or module.startswith(".")
     if not is_path and not all(p.isidentifier() for p in module.split(".")):
         raise InputError(
-            f"cannot load {what} {clip_repr(ref)}: {clip_repr(module)} is neither a dotted module name nor a file path",
+            f"cannot load {what} {clip_repr(ref)}: {clip_repr(module)} is neither a dotted module "
+            "name nor a file path",
             expected="`pkg.mod:ATTR` (an importable module) or `dir/file.py:ATTR` (a file)",
             fix="write the module as dotted Python names, or as a path to the .py file",
         )
@@ -85,7 +88,9 @@ def is_project_ref(ref: str) -> bool:
     return bool(parts) and all(_SEGMENT.match(p) and p != ".." for p in parts)
 
 
-_LOADED: dict[tuple[str, tuple[str, ...]], tuple[str, Any, Path | None, tuple[int, int] | None]] = {}
+_LOADED: dict[
+    tuple[str, tuple[str, ...]], tuple[str, Any, Path | None, tuple[int, int] | None]
+] = {}
 """``(MODULE, search dirs)`` -> ``(its sys.modules name, the module, the file it came from,
 that file's (mtime_ns, size) when loaded)``: a module is imported again only when its file
 changed or a test dropped it from ``sys.modules``."""
@@ -104,7 +109,9 @@ def _stamp(path: Path | None) -> tuple[int, int] | None:
 def _file_candidates(ref: ObjectRef, dirs: Sequence[Path]) -> list[Path]:
     if ref.is_path:
         rel = Path(os.path.expanduser(ref.module))
-        names = [rel] if rel.suffix == ".py" else [rel.with_name(rel.name + ".py"), rel / "__init__.py"]
+        names = (
+            [rel] if rel.suffix == ".py" else [rel.with_name(rel.name + ".py"), rel / "__init__.py"]
+        )
     else:
         rel_mod = Path(*ref.module.split("."))
         names = [rel_mod.with_name(rel_mod.name + ".py"), rel_mod / "__init__.py"]
@@ -117,7 +124,9 @@ def _load_file(path: Path, search_dir: Path) -> tuple[str, Any]:
     resolved = path.resolve()
     stamp = _stamp(resolved)
     stem = resolved.parent.name if resolved.name == "__init__.py" else resolved.stem
-    unique = f"agentprop_user_{abs(hash((str(resolved), stamp)))}_{re.sub(r'[^A-Za-z0-9_]', '_', stem)}"
+    unique = (
+        f"agentprop_user_{abs(hash((str(resolved), stamp)))}_{re.sub(r'[^A-Za-z0-9_]', '_', stem)}"
+    )
     module = sys.modules.get(unique)
     if module is None:
         spec = importlib.util.spec_from_file_location(unique, resolved)
@@ -143,7 +152,11 @@ def import_ref_module(ref: ObjectRef, dirs: Sequence[Path], *, what: str) -> Any
     dirs = [Path(d) for d in dirs] or [Path(".")]
     key = (ref.module, tuple(os.path.abspath(d) for d in dirs))
     known = _LOADED.get(key)
-    if known is not None and sys.modules.get(known[0]) is known[1] and (known[2] is None or known[3] == _stamp(known[2])):
+    if (
+        known is not None
+        and sys.modules.get(known[0]) is known[1]
+        and (known[2] is None or known[3] == _stamp(known[2]))
+    ):
         return known[1]
     candidates = _file_candidates(ref, dirs)
     found = next((c for c in candidates if c.is_file()), None)
@@ -163,7 +176,12 @@ def import_ref_module(ref: ObjectRef, dirs: Sequence[Path], *, what: str) -> Any
         raise _import_failed(ref, exc, what=what) from None
     except Exception as exc:  # the module itself failed: its error, named
         raise _import_failed(ref, exc, what=what) from None
-    _LOADED[key] = (unique, module, found.resolve() if found else None, _stamp(found.resolve()) if found else None)
+    _LOADED[key] = (
+        unique,
+        module,
+        found.resolve() if found else None,
+        _stamp(found.resolve()) if found else None,
+    )
     return module
 
 
@@ -176,11 +194,16 @@ def load_ref(ref: str, dirs: Sequence[Path], *, what: str = "object") -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            where = parsed.module if i == 0 else f"{parsed.module}:{'.'.join(parsed.attr.split('.')[:i])}"
+            where = (
+                parsed.module
+                if i == 0
+                else f"{parsed.module}:{'.'.join(parsed.attr.split('.')[:i])}"
+            )
             names = _public_names(obj)
             listing = ", ".join(names[:12]) + (" ..." if len(names) > 12 else "")
             raise InputError(
-                f"{clip_repr(where)} has no {part!r} (for {what} {clip_repr(ref)})" + _hint(part, names),
+                f"{clip_repr(where)} has no {part!r} (for {what} {clip_repr(ref)})"
+                + _hint(part, names),
                 expected=f"one of the names it defines: {listing or '(none)'}",
                 fix=f"fix the name after the colon, or define {part} in {clip(where, 200)}",
             ) from None
@@ -195,7 +218,9 @@ def _public_names(obj: Any) -> list[str]:
     for name, value in vars(obj).items() if hasattr(obj, "__dict__") else []:
         if name.startswith("_"):
             continue
-        if (inspect.isclass(value) or inspect.isfunction(value)) and getattr(value, "__module__", None) == own:
+        if (inspect.isclass(value) or inspect.isfunction(value)) and getattr(
+            value, "__module__", None
+        ) == own:
             names.append(name)
         elif inspect.isclass(value) or inspect.isfunction(value):
             rest.append(name)
@@ -211,26 +236,35 @@ def _missing_file(ref: ObjectRef, candidates: Sequence[Path], *, what: str) -> I
     name = Path(ref.module).name
     hint = _hint(name if name.endswith(".py") else name + ".py", nearby)
     return InputError(
-        f"no file {clip_repr(ref.module)} for {what} {clip_repr(ref.text)} (looked for {clip(looked, 400)})" + hint,
-        expected="a .py file, relative to the current directory or the project (the spec's folder), or an absolute path",
-        fix="give the path of the file that defines the agent, e.g. `--agent path/to/agent.py:MyAgent`",
+        f"no file {clip_repr(ref.module)} for {what} {clip_repr(ref.text)} (looked for "
+        f"{clip(looked, 400)})" + hint,
+        expected="a .py file, relative to the current directory or the project (the spec's "
+        "folder), or an absolute path",
+        fix="give the path of the file that defines the agent, e.g. `--agent "
+        "path/to/agent.py:MyAgent`",
     )
 
 
-def _missing_module(ref: ObjectRef, candidates: Sequence[Path], dirs: Sequence[Path], *, what: str) -> InputError:
+def _missing_module(
+    ref: ObjectRef, candidates: Sequence[Path], dirs: Sequence[Path], *, what: str
+) -> InputError:
     nearby = [p.stem for d in dirs if d.is_dir() for p in d.glob("*.py")]
     hint = _hint(ref.module, nearby)
     looked = ", ".join(str(c) for c in candidates if c.name != "__init__.py")
     return InputError(
-        f"cannot import module {clip_repr(ref.module)} for {what} {clip_repr(ref.text)}: no file {clip(looked, 400)} "
-        f"and no installed module of that name" + hint,
-        expected="a module file in the current directory or the project (the spec's folder), an importable module, or a path",
-        fix=f"give the file's path (e.g. `path/to/{ref.module.split('.')[-1]}.py:{ref.attr}`), or install the package",
+        f"cannot import module {clip_repr(ref.module)} for {what} {clip_repr(ref.text)}: no file "
+        f"{clip(looked, 400)} and no installed module of that name" + hint,
+        expected="a module file in the current directory or the project (the spec's folder), an "
+        "importable module, or a path",
+        fix=f"give the file's path (e.g. `path/to/{ref.module.split('.')[-1]}.py:{ref.attr}`), "
+        "or install the package",
     )
 
 
 def _import_failed(ref: ObjectRef, exc: BaseException, *, what: str) -> InputError:
     return InputError(
-        f"cannot import module {clip_repr(ref.module)} for {what} {clip_repr(ref.text)}: {type(exc).__name__}: {clip(str(exc), 300)}",
-        fix="fix the error in the module (importing it with python shows the traceback), or install what it imports",
+        f"cannot import module {clip_repr(ref.module)} for {what} {clip_repr(ref.text)}: "
+        f"{type(exc).__name__}: {clip(str(exc), 300)}",
+        fix="fix the error in the module (importing it with python shows the traceback), or "
+        "install what it imports",
     )

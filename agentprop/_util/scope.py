@@ -13,18 +13,31 @@ import contextvars
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["current_test", "reset_session_provider", "scoped_overrides", "session_provider", "session_var", "set_session_provider", "settings_scope"]
+__all__ = [
+    "current_test",
+    "reset_session_provider",
+    "scoped_overrides",
+    "session_provider",
+    "session_var",
+    "set_session_provider",
+    "settings_scope",
+]
 
 _test: contextvars.ContextVar[str] = contextvars.ContextVar("agentprop_test", default="")
 """The pytest node id of the test in progress."""
 
-_overrides: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentprop_overrides", default={})  # noqa: B039 (never mutated: settings_scope sets a new dict)
+_overrides: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
+    "agentprop_overrides",
+    default={},  # noqa: B039 (never mutated: settings_scope sets a new dict)
+)
 """Oracle settings imposed by the surrounding test (pytest marker, ``agentprop.settings``)."""
 
 session_var: contextvars.ContextVar[Any] = contextvars.ContextVar("agentprop_session", default=None)
 """The current :class:`agentprop._decide.session.Session` (``None``: none yet in this context)."""
 
-_provider: contextvars.ContextVar[Callable[[], Any] | None] = contextvars.ContextVar("agentprop_session_provider", default=None)
+_provider: contextvars.ContextVar[Callable[[], Any] | None] = contextvars.ContextVar(
+    "agentprop_session_provider", default=None
+)
 """Makes (and activates) the session of the pytest run when a check first needs one."""
 
 
@@ -51,7 +64,9 @@ def settings_scope(test: str = "", **overrides: Any) -> Iterator[None]:
         _test.reset(t2)
 
 
-def set_session_provider(provider: Callable[[], Any] | None) -> contextvars.Token[Callable[[], Any] | None]:
+def set_session_provider(
+    provider: Callable[[], Any] | None,
+) -> contextvars.Token[Callable[[], Any] | None]:
     return _provider.set(provider)
 
 

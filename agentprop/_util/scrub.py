@@ -57,7 +57,8 @@ def literal_secrets(secrets: Iterable[str | None]) -> tuple[str, ...]:
 
 
 def register_secret(value: str | None) -> None:
-    """Scrub ``value`` from every error text from now on (shorter than :data:`MIN_SECRET`: ignored)."""
+    """Scrub ``value`` from every error text from now on (shorter than
+    :data:`MIN_SECRET`: ignored)."""
     if literal_secrets((value,)):
         assert value is not None
         with _lock:
@@ -94,7 +95,18 @@ def might_hold_secret(text: str, secrets: Iterable[str] = ()) -> bool:
     return _may_be_labelled(text) and _LABELLED.search(text) is not None
 
 
-_LABEL_WORDS = ("bearer", "apikey", "api_key", "api-key", "authtoken", "auth_token", "auth-token", "accesstoken", "access_token", "access-token")
+_LABEL_WORDS = (
+    "bearer",
+    "apikey",
+    "api_key",
+    "api-key",
+    "authtoken",
+    "auth_token",
+    "auth-token",
+    "accesstoken",
+    "access_token",
+    "access-token",
+)
 """Every match of :data:`_LABELLED` holds one of these, in lower case."""
 _FOLDED_TO_ASCII = ("\u0130", "\u0131", "\u017f")
 """The characters that ``(?i)`` matches to an ASCII letter of a label but ``str.lower()`` does

@@ -45,7 +45,9 @@ def _rebuild(value: Any) -> Any:
     return value
 
 
-def find_lone_surrogate(value: Any, loc: tuple[Hashable, ...] = ()) -> tuple[tuple[Hashable, ...], str] | None:
+def find_lone_surrogate(
+    value: Any, loc: tuple[Hashable, ...] = ()
+) -> tuple[tuple[Hashable, ...], str] | None:
     """The path (keys and indices) of the first string in ``value`` holding a lone surrogate,
     and that surrogate; ``None`` when every string is valid Unicode."""
     if isinstance(value, str):
@@ -67,7 +69,8 @@ def find_lone_surrogate(value: Any, loc: tuple[Hashable, ...] = ()) -> tuple[tup
 
 
 SURROGATE_FIX = (
-    'write the whole character, not half of a UTF-16 pair: "\\U0001F600" (or the character itself) instead of "\\ud83d\\ude00"; or delete the escape'
+    'write the whole character, not half of a UTF-16 pair: "\\U0001F600" (or the character '
+    'itself) instead of "\\ud83d\\ude00"; or delete the escape'
 )
 
 
@@ -76,4 +79,6 @@ def printable(text: str) -> str:
     backspace ...) other than tab and line feed written as ``\\x1b``-style escapes, lone
     surrogates as U+FFFD."""
     text = valid_unicode(text)
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text) if _CONTROL.search(text) else text
+    return (
+        _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text) if _CONTROL.search(text) else text
+    )

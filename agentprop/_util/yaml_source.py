@@ -31,7 +31,12 @@ MAX_VALUES = 100_000
 shipped specs hold about 2,000)."""
 MAX_INT_DIGITS = 4_300
 """Longest integer (Python's own limit for turning text into an int)."""
-LIMITS = {"bytes": MAX_BYTES, "depth": MAX_DEPTH, "values": MAX_VALUES, "integer digits": MAX_INT_DIGITS}
+LIMITS = {
+    "bytes": MAX_BYTES,
+    "depth": MAX_DEPTH,
+    "values": MAX_VALUES,
+    "integer digits": MAX_INT_DIGITS,
+}
 
 
 class _YamlLimitError(yaml.MarkedYAMLError):
@@ -47,11 +52,16 @@ class _YamlTextError(_YamlLimitError):
 
 
 def _check_text(node: yaml.Node) -> None:
-    if isinstance(node, yaml.ScalarNode) and isinstance(node.value, str) and not node.value.isascii():
+    if (
+        isinstance(node, yaml.ScalarNode)
+        and isinstance(node.value, str)
+        and not node.value.isascii()
+    ):
         hit = find_lone_surrogate(node.value)
         if hit is not None:
             raise _YamlTextError(
-                f"a lone surrogate U+{ord(hit[1]):04X} (half of a UTF-16 pair, not a character): no file or report can hold it",
+                f"a lone surrogate U+{ord(hit[1]):04X} (half of a UTF-16 pair, not a character): "
+                "no file or report can hold it",
                 node.start_mark,
                 SURROGATE_FIX,
             )
@@ -70,20 +80,25 @@ class _BoundedLoader(yaml.SafeLoader):
         """``id(node)`` -> how many values the node stands for with its aliases expanded."""
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML leaves Parser.peek_event unannotated
+        # types-PyYAML leaves Parser.peek_event unannotated
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open:
                 raise _YamlLimitError(
-                    f"recursive alias *{event.anchor}: the alias is inside the value &{event.anchor} names, so that value would contain itself",
-                    # types-PyYAML also allows the C parser's Mark here; this pure-Python loader makes yaml.Mark
+                    f"recursive alias *{event.anchor}: the alias is inside the value "
+                    f"&{event.anchor} names, so that value would contain itself",
+                    # types-PyYAML also allows the C parser's Mark here; this pure-Python
+                    # loader makes yaml.Mark
                     event.start_mark,  # type: ignore[arg-type]
-                    f"write the value out instead of *{event.anchor}, or move the alias out of the value it names",
+                    f"write the value out instead of *{event.anchor}, or move the alias out "
+                    "of the value it names",
                 )
             return super().compose_node(parent, index)
         self._depth += 1
         if self._depth > MAX_DEPTH:
             raise _YamlLimitError(
-                f"nested too deep: more than {MAX_DEPTH} levels of lists and mappings (agentprop's limit is {MAX_DEPTH})",
+                f"nested too deep: more than {MAX_DEPTH} levels of lists and mappings "
+                f"(agentprop's limit is {MAX_DEPTH})",
                 event.start_mark,
                 "flatten the structure; specs, bindings and phrase packs need only a few levels",
             )
@@ -112,10 +127,12 @@ class _BoundedLoader(yaml.SafeLoader):
         self._sizes[id(node)] = size
         if size > MAX_VALUES:
             raise _YamlLimitError(
-                f"this value expands to more than {MAX_VALUES:,} values once its aliases (*name) are expanded "
-                f"(agentprop's limit is {MAX_VALUES:,}; aliases repeating aliases grow exponentially)",
+                f"this value expands to more than {MAX_VALUES:,} values once its aliases (*name) "
+                f"are expanded (agentprop's limit is {MAX_VALUES:,}; aliases repeating "
+                "aliases grow exponentially)",
                 node.start_mark,
-                "write the repeated values out, or use fewer aliases (*name) of large anchored values (&name)",
+                "write the repeated values out, or use fewer aliases (*name) of large "
+                "anchored values (&name)",
             )
 
 
@@ -128,15 +145,30 @@ def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     # whose digits are not all decimal and whose value can grow faster than its text
     text = str(node.value).replace("_", "").lstrip("+-")
     digits = sum(ch.isalnum() for ch in (text[2:] if text[:2].lower() in ("0x", "0b") else text))
-    too_big = f"write a smaller number; quote it if it is meant as text (agentprop's limit is {MAX_INT_DIGITS:,} decimal digits)"
+    too_big = (
+        "write a smaller number; quote it if it is meant as text (agentprop's limit is "
+        f"{MAX_INT_DIGITS:,} decimal digits)"
+    )
     if digits > MAX_INT_DIGITS:
-        raise _YamlLimitError(f"an integer of {digits:,} digits (agentprop's limit is {MAX_INT_DIGITS:,} integer digits)", node.start_mark, too_big)
+        raise _YamlLimitError(
+            f"an integer of {digits:,} digits (agentprop's limit is "
+            f"{MAX_INT_DIGITS:,} integer digits)",
+            node.start_mark,
+            too_big,
+        )
     try:
         value = loader.construct_yaml_int(node)
     except ValueError as exc:
-        raise _YamlLimitError(f"an integer YAML cannot read ({exc})", node.start_mark, "write a plain decimal integer") from None
+        raise _YamlLimitError(
+            f"an integer YAML cannot read ({exc})", node.start_mark, "write a plain decimal integer"
+        ) from None
     if value.bit_length() > _MAX_INT_BITS:
-        raise _YamlLimitError(f"an integer of more than {MAX_INT_DIGITS:,} decimal digits ({value.bit_length():,} bits)", node.start_mark, too_big)
+        raise _YamlLimitError(
+            f"an integer of more than {MAX_INT_DIGITS:,} decimal digits "
+            f"({value.bit_length():,} bits)",
+            node.start_mark,
+            too_big,
+        )
     return value
 
 
@@ -210,9 +242,14 @@ def _walk(node: yaml.Node, loc: Loc, src: YamlSource, loader: yaml.SafeLoader) -
                 key = str(key)
             child = (*loc, key)
             if key in seen:
-                src.duplicate_keys.append((child, (key_node.start_mark.line + 1, key_node.start_mark.column + 1)))
+                src.duplicate_keys.append(
+                    (child, (key_node.start_mark.line + 1, key_node.start_mark.column + 1))
+                )
             seen.add(key)
-            src.key_positions[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            src.key_positions[child] = (
+                key_node.start_mark.line + 1,
+                key_node.start_mark.column + 1,
+            )
             _walk(value_node, child, src, loader)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
@@ -227,14 +264,17 @@ def _line_col(text: str, position: int) -> tuple[int, int]:
 
 def _too_big(path: Path | None, size: int, error: type[InputError]) -> InputError:
     return error(
-        f"the file is {size:,} bytes, over agentprop's limit of {MAX_BYTES:,} bytes for a YAML file",
+        f"the file is {size:,} bytes, over agentprop's limit of {MAX_BYTES:,} "
+        "bytes for a YAML file",
         location=SourceLocation(path, 1, 1),
         expected="a spec, bindings file or phrase pack of a few hundred KB at most",
         fix="split the file, or check that this is the file you meant",
     )
 
 
-def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputError] = InputError) -> YamlSource:
+def load_yaml(
+    source: str | Path, *, text: str | None = None, error: type[InputError] = InputError
+) -> YamlSource:
     """Load a YAML file (or ``text`` attributed to ``source``) with positions.
 
     A syntax error, or input over one of the limits (:data:`LIMITS`), becomes ``error`` (an
@@ -255,7 +295,13 @@ def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputE
             size = 0  # read_regular names the problem
         if size > MAX_BYTES:
             raise _too_big(path, size, error)
-        data = read_regular(path, what="a YAML file", fix="give the path of the file itself", limit=MAX_BYTES, error=error)
+        data = read_regular(
+            path,
+            what="a YAML file",
+            fix="give the path of the file itself",
+            limit=MAX_BYTES,
+            error=error,
+        )
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -285,8 +331,12 @@ def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputE
     except _YamlLimitError as exc:
         mark = exc.problem_mark
         raise error(
-            str(exc.problem) if isinstance(exc, _YamlTextError) else f"YAML over a limit: {exc.problem}",
-            location=SourceLocation(path, mark.line + 1 if mark else None, mark.column + 1 if mark else None),
+            str(exc.problem)
+            if isinstance(exc, _YamlTextError)
+            else f"YAML over a limit: {exc.problem}",
+            location=SourceLocation(
+                path, mark.line + 1 if mark else None, mark.column + 1 if mark else None
+            ),
             fix=exc.fix,
         ) from None
     except yaml.MarkedYAMLError as exc:
@@ -313,17 +363,21 @@ def load_yaml(source: str | Path, *, text: str | None = None, error: type[InputE
         loader.dispose()
 
 
-def _reader_error(exc: yaml.reader.ReaderError, text: str, path: Path | None, error: type[InputError]) -> InputError:
+def _reader_error(
+    exc: yaml.reader.ReaderError, text: str, path: Path | None, error: type[InputError]
+) -> InputError:
     """A character YAML does not allow (a control character, a lone surrogate), at its place."""
     position = min(max(int(exc.position), 0), len(text))
     line, col = _line_col(text, position)
     code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
     kind = "control character" if code < 0x20 or 0x7F <= code < 0xA0 else "character"
     return error(
-        f"{kind} U+{code:04X} is not allowed in YAML (only tab, line feed and carriage return are, of the control characters)",
+        f"{kind} U+{code:04X} is not allowed in YAML (only tab, line feed and carriage return "
+        "are, of the control characters)",
         location=SourceLocation(path, line, col),
         expected="printable text",
-        fix=f'delete the character; to mean it, write it as an escape in a double-quoted string ("\\x{code:02x}")'
+        fix="delete the character; to mean it, write it as an escape in a double-quoted "
+        f'string ("\\x{code:02x}")'
         if code <= 0xFF
         else "delete the character",
     )

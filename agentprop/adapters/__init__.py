@@ -25,7 +25,9 @@ from agentprop._spec.python_types import model_name, python_type
 from agentprop._spec.response import respond_tool_schema
 from agentprop.errors import InvalidArgument, ToolError
 
-_current: contextvars.ContextVar[Any] = contextvars.ContextVar("agentprop_adapter_turn", default=None)
+_current: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "agentprop_adapter_turn", default=None
+)
 
 
 @contextlib.contextmanager
@@ -74,7 +76,11 @@ def _plain(value: Any) -> Any:
 
 def _docstring(description: str, properties: Mapping[str, Any]) -> str:
     lines = [description.strip() or "A tool of the spec."]
-    described = [(k, v.get("description")) for k, v in properties.items() if isinstance(v, Mapping) and v.get("description")]
+    described = [
+        (k, v.get("description"))
+        for k, v in properties.items()
+        if isinstance(v, Mapping) and v.get("description")
+    ]
     if described:
         lines += ["", "Args:"] + [f"    {k}: {d}" for k, d in described]
     return "\n".join(lines)
@@ -98,17 +104,24 @@ def typed_function(
     for prop, sub in props.items():
         if not prop.isidentifier() or keyword.iskeyword(prop):
             raise InvalidArgument(
-                f"tool {name}: property {prop!r} cannot be a Python parameter name; give the framework the tool's JSON Schema instead"
+                f"tool {name}: property {prop!r} cannot be a Python parameter name; give the "
+                "framework the tool's JSON Schema instead"
             )
         annotation = python_type(sub, model_name(name, prop))
         desc = sub.get("description") if isinstance(sub, Mapping) else None
         if desc:
             annotation = Annotated[annotation, Field(description=desc)]
         if prop in required:
-            params.append(inspect.Parameter(prop, inspect.Parameter.KEYWORD_ONLY, annotation=annotation))
+            params.append(
+                inspect.Parameter(prop, inspect.Parameter.KEYWORD_ONLY, annotation=annotation)
+            )
         else:
             annotation = Optional[annotation]  # noqa: UP045 (a type built at run time)
-            params.append(inspect.Parameter(prop, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
+            params.append(
+                inspect.Parameter(
+                    prop, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+                )
+            )
         annotations[prop] = annotation
     # required parameters first, as Python requires of a signature
     params.sort(key=lambda p: p.default is not inspect.Parameter.empty)
@@ -122,13 +135,14 @@ def typed_function(
             return call(arguments(kwargs))
 
     else:
-
-        def function(**kwargs: Any) -> Any:  # type: ignore[misc]  # the sync variant of the async one above, on purpose
+        # the sync variant of the async one above, on purpose
+        def function(**kwargs: Any) -> Any:  # type: ignore[misc]
             return call(arguments(kwargs))
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = _docstring(description, props)
-    function.__signature__ = inspect.Signature(params, return_annotation=Any)  # type: ignore[attr-defined]  # read by inspect; typeshed does not declare it
+    # read by inspect; typeshed does not declare it
+    function.__signature__ = inspect.Signature(params, return_annotation=Any)  # type: ignore[attr-defined]
     function.__annotations__ = {**annotations, "return": Any}
     return function
 
@@ -144,18 +158,32 @@ def _respond_call(args: dict[str, Any]) -> Any:
     return current_turn().respond(**args)
 
 
-RESPOND_DESCRIPTION = "End the turn with the structured response (the response contract); an invalid response raises a tool error you may correct."
+RESPOND_DESCRIPTION = (
+    "End the turn with the structured response (the response contract); an invalid response "
+    "raises a tool error you may correct."
+)
 
 
-def tool_functions(spec: Spec, *, include_respond: bool = True, is_async: bool = False) -> list[Callable[..., Any]]:
+def tool_functions(
+    spec: Spec, *, include_respond: bool = True, is_async: bool = False
+) -> list[Callable[..., Any]]:
     """One typed function per tool of ``spec`` (and ``respond``), acting on the turn bound
     with :func:`bind`. ``is_async``: ``async def`` functions (for frameworks that run sync
     tools on threads that do not carry the caller's context)."""
-    out = [typed_function(t.name, t.description, t.input_schema, _tool_call(t.name), is_async=is_async) for t in spec.action_tools]
+    out = [
+        typed_function(t.name, t.description, t.input_schema, _tool_call(t.name), is_async=is_async)
+        for t in spec.action_tools
+    ]
     if include_respond:
         respond: Tool | None = spec.tools_by_name.get("respond")
-        description = (respond.description + " " if respond is not None and respond.description else "") + RESPOND_DESCRIPTION
-        out.append(typed_function("respond", description, respond_tool_schema(spec), _respond_call, is_async=is_async))
+        description = (
+            respond.description + " " if respond is not None and respond.description else ""
+        ) + RESPOND_DESCRIPTION
+        out.append(
+            typed_function(
+                "respond", description, respond_tool_schema(spec), _respond_call, is_async=is_async
+            )
+        )
     return out
 
 

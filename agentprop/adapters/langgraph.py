@@ -16,7 +16,13 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
 from agentprop._spec.model import Spec
 from agentprop._spec.response import respond_tool_schema
-from agentprop.adapters import RESPOND_DESCRIPTION, bind, current_turn, tool_error_text, tool_output_text
+from agentprop.adapters import (
+    RESPOND_DESCRIPTION,
+    bind,
+    current_turn,
+    tool_error_text,
+    tool_output_text,
+)
 from agentprop.errors import ToolError
 
 DEFAULT_RECURSION_LIMIT = 100
@@ -31,17 +37,27 @@ def _tool(name: str, description: str, schema: Mapping[str, Any]) -> StructuredT
         except ToolError as exc:
             raise ToolException(tool_error_text(exc)) from None
 
-    return StructuredTool(name=name, description=description, args_schema=dict(schema), coroutine=run, handle_tool_error=True)
+    return StructuredTool(
+        name=name,
+        description=description,
+        args_schema=dict(schema),
+        coroutine=run,
+        handle_tool_error=True,
+    )
 
 
 def langchain_tools(spec: Spec, *, include_respond: bool = True) -> list[BaseTool]:
     """The spec's tools as LangChain tools acting on the turn bound with
     :func:`~agentprop.adapters.bind` (and ``respond``, whose parameters are the response
     contract, unless ``include_respond=False``)."""
-    tools: list[BaseTool] = [_tool(t.name, t.description or t.name, t.input_schema) for t in spec.action_tools]
+    tools: list[BaseTool] = [
+        _tool(t.name, t.description or t.name, t.input_schema) for t in spec.action_tools
+    ]
     if include_respond:
         respond = spec.tools_by_name.get("respond")
-        description = (respond.description + " " if respond is not None and respond.description else "") + RESPOND_DESCRIPTION
+        description = (
+            respond.description + " " if respond is not None and respond.description else ""
+        ) + RESPOND_DESCRIPTION
         tools.append(_tool("respond", description, respond_tool_schema(spec)))
     return tools
 
@@ -50,7 +66,11 @@ def _text(message: BaseMessage) -> str:
     content = message.content
     if isinstance(content, str):
         return content
-    return "".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content if isinstance(p, (str, dict)))
+    return "".join(
+        p if isinstance(p, str) else str(p.get("text", ""))
+        for p in content
+        if isinstance(p, (str, dict))
+    )
 
 
 class LangGraphAgent:
@@ -60,7 +80,9 @@ class LangGraphAgent:
     :data:`DEFAULT_RECURSION_LIMIT`); ``input_key`` is the state's list of messages.
     """
 
-    def __init__(self, graph: Any, *, config: Mapping[str, Any] | None = None, input_key: str = "messages") -> None:
+    def __init__(
+        self, graph: Any, *, config: Mapping[str, Any] | None = None, input_key: str = "messages"
+    ) -> None:
         self.graph = graph
         self.config: dict[str, Any] = {"recursion_limit": DEFAULT_RECURSION_LIMIT, **(config or {})}
         self.input_key = input_key
@@ -69,7 +91,9 @@ class LangGraphAgent:
     async def turn(self, message: str, ctx: Any) -> None:
         before = len(self.messages) + 1
         with bind(ctx):
-            state = await self.graph.ainvoke({self.input_key: [*self.messages, HumanMessage(message)]}, self.config)
+            state = await self.graph.ainvoke(
+                {self.input_key: [*self.messages, HumanMessage(message)]}, self.config
+            )
         self.messages = list(state[self.input_key])
         new = [m for m in self.messages[before:] if isinstance(m, AIMessage)]
         tokens_in = sum(m.usage_metadata["input_tokens"] for m in new if m.usage_metadata)

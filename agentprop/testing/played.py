@@ -78,7 +78,9 @@ def _read_request(request: Mapping[str, Any]) -> tuple[str | None, list[str]]:
         return None, results[::-1]
     if entries and entries[-1].get("role") == "user":
         return _text(entries[-1].get("content")), []
-    raise InvalidArgument("PlayedOpenAI: the request ends neither with a user message nor with tool results")
+    raise InvalidArgument(
+        "PlayedOpenAI: the request ends neither with a user message nor with tool results"
+    )
 
 
 def _tool_names(request: Mapping[str, Any]) -> list[str]:
@@ -128,7 +130,10 @@ class Player:
     def _run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         if self._loop is None:
             coro.close()
-            raise InvalidArgument(f"model {self.model!r} was asked before its turn began: call player.begin(ctx) in the agent's turn")
+            raise InvalidArgument(
+                f"model {self.model!r} was asked before its turn began: call "
+                "player.begin(ctx) in the agent's turn"
+            )
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=_WAIT_S)
 
     async def _start(self, message: str) -> TurnPuppet:
@@ -182,7 +187,9 @@ class PlayedOpenAI:
         self._players: weakref.WeakValueDictionary[str, Player] = weakref.WeakValueDictionary()
         self._ids = itertools.count()
         self._server: OpenAIServer | None = None
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @property
     def base_url(self) -> str:
@@ -217,7 +224,9 @@ class PlayedOpenAI:
         with self._lock:
             player = self._players.get(str(request.get("model")))
         if player is None:
-            raise InvalidArgument(f"PlayedOpenAI: no conversation plays model {request.get('model')!r}")
+            raise InvalidArgument(
+                f"PlayedOpenAI: no conversation plays model {request.get('model')!r}"
+            )
         return player.reply(request)
 
     def close(self) -> None:

@@ -143,7 +143,9 @@ class TurnPuppet:
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._actions: asyncio.Queue[Action] = asyncio.Queue()
-        self._answers: queue.SimpleQueue[tuple[Any, ToolError | None] | object] = queue.SimpleQueue()
+        self._answers: queue.SimpleQueue[tuple[Any, ToolError | None] | object] = (
+            queue.SimpleQueue()
+        )
         self._waiting = False
         self._done = False
         self.ctx = PuppetContext(
@@ -155,7 +157,9 @@ class TurnPuppet:
             memory=memory if memory is not None else {},
             _puppet=self,
         )
-        self._thread = threading.Thread(target=self._play, args=(turn_fn, message), name="agentprop-puppet", daemon=True)
+        self._thread = threading.Thread(
+            target=self._play, args=(turn_fn, message), name="agentprop-puppet", daemon=True
+        )
         self._thread.start()
 
     def _post(self, action: Action) -> None:

@@ -37,7 +37,11 @@ def correct_typos(text: str, vocabulary: Iterable[str], *, min_length: int = 3) 
         low = word.lower()
         if len(low) < min_length or low in known:
             return word
-        near = [v for v in vocab if abs(len(v) - len(low)) <= 1 and DamerauLevenshtein.distance(low, v) <= 1]
+        near = [
+            v
+            for v in vocab
+            if abs(len(v) - len(low)) <= 1 and DamerauLevenshtein.distance(low, v) <= 1
+        ]
         return _match_case(word, near[0]) if len(near) == 1 else word
 
     return _WORD.sub(fix, text)

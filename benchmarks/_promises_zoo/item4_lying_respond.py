@@ -11,7 +11,25 @@ from . import ZooFault
 PROJECT = "tests/data/promises/runbook"
 
 ENTRIES: list[ZooFault] = [
-    ZooFault(name="lying_tool_actions", item=4, project=PROJECT, faults={"lie_tool_actions": 1.0}, expect="tool_actions_match"),
-    ZooFault(name="invented_node_id", item=4, project=PROJECT, faults={"invent_node_id": 1.0}, expect="node_id_matches"),
-    ZooFault(name="invented_evidence", item=4, project=PROJECT, faults={"invent_evidence": 1.0}, expect="evidence_grounded"),
+    ZooFault(
+        name="lying_tool_actions",
+        item=4,
+        project=PROJECT,
+        faults={"lie_tool_actions": 1.0},
+        expect="tool_actions_match",
+    ),
+    ZooFault(
+        name="invented_node_id",
+        item=4,
+        project=PROJECT,
+        faults={"invent_node_id": 1.0},
+        expect="node_id_matches",
+    ),
+    ZooFault(
+        name="invented_evidence",
+        item=4,
+        project=PROJECT,
+        faults={"invent_evidence": 1.0},
+        expect="evidence_grounded",
+    ),
 ]

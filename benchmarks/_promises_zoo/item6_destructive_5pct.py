@@ -19,6 +19,11 @@ from benchmarks._promises_zoo import ZooFault
 
 ENTRIES: list[ZooFault] = [
     ZooFault(
-        name="skip_confirm_5pct", item=6, project="examples/supportops", faults={"skip_confirm": 0.05}, kinds=("mft",), expect="ASK_CONFIRM_CANCEL"
+        name="skip_confirm_5pct",
+        item=6,
+        project="examples/supportops",
+        faults={"skip_confirm": 0.05},
+        kinds=("mft",),
+        expect="ASK_CONFIRM_CANCEL",
     ),
 ]

@@ -25,8 +25,14 @@ def check_inv_is_not_applicable(seed: int) -> ZooOutcome:
 
     root = Path(__file__).resolve().parents[2]
     project = agentprop.load_project(root / PROJECT)
-    agent = agentprop.load_agent(project.bindings.agent or "", project.base_dir, faults={"ignore_plan_rules": 1.0})
-    report = asyncio.run(arun_cases(project, agent, [project.scenario(PATH)], RunSettings(kinds=("mft", "inv"), seed=seed)))
+    agent = agentprop.load_agent(
+        project.bindings.agent or "", project.base_dir, faults={"ignore_plan_rules": 1.0}
+    )
+    report = asyncio.run(
+        arun_cases(
+            project, agent, [project.scenario(PATH)], RunSettings(kinds=("mft", "inv"), seed=seed)
+        )
+    )
     verdicts = {c.kind: c for c in report.cases}
     mft, inv = verdicts["MFT"], verdicts["INV"]
     found = mft.verdict == "FAIL" and inv.verdict != "PASS"

@@ -31,8 +31,14 @@ def _vacuous_probe(seed: int) -> ZooOutcome:
     project = agentprop.load_project(directory)
     pack = load_mutation_pack(directory / "mutations.yaml")
     clean = agentprop.load_agent(project.bindings.agent or "", directory)
-    (bound,) = [m for m in fault_mutants(project, pack, clean, fault_knob_maker(clean)) if m.mutation.id == "FAIL_TO_OPEN_COMPLIANCE_CASE"]
-    happy = bound.model_copy(update={"probe_scenario": probe_scenario(project, None, bound.mutation)})
+    (bound,) = [
+        m
+        for m in fault_mutants(project, pack, clean, fault_knob_maker(clean))
+        if m.mutation.id == "FAIL_TO_OPEN_COMPLIANCE_CASE"
+    ]
+    happy = bound.model_copy(
+        update={"probe_scenario": probe_scenario(project, None, bound.mutation)}
+    )
     report = mutation_test(project, pack, clean, mutants=[happy], seed=seed)
     (result,) = report.mutants
     found = result.status == "vacuous" and result.control_violations > 0 and report.activated == 0
@@ -48,12 +54,22 @@ def _kill_by_a_failing_case(seed: int) -> ZooOutcome:
     directory = ROOT / "examples" / "supportops"
     project = agentprop.load_project(directory)
     pack = load_mutation_pack(directory / "mutations.yaml")
-    clean = agentprop.load_agent(project.bindings.agent or "", directory, faults={"skip_confirm": 1.0})
-    (auth,) = [m for m in fault_mutants(project, pack, clean, fault_knob_maker(clean)) if m.mutation.id == "SKIP_AUTH_GATE"]
+    clean = agentprop.load_agent(
+        project.bindings.agent or "", directory, faults={"skip_confirm": 1.0}
+    )
+    (auth,) = [
+        m
+        for m in fault_mutants(project, pack, clean, fault_knob_maker(clean))
+        if m.mutation.id == "SKIP_AUTH_GATE"
+    ]
     case = project.scenario("END_CANCELLED<-N7_CANCEL")
     report = mutation_test(project, pack, clean, [case], mutants=[auth], seed=seed)
     (result,) = report.mutants
-    found = result.status != "killed" and case.id in report.clean_not_passing and case.id in result.uncounted
+    found = (
+        result.status != "killed"
+        and case.id in report.clean_not_passing
+        and case.id in result.uncounted
+    )
     return ZooOutcome(found=found, runs=report.runs, note=result.line())
 
 

@@ -41,11 +41,13 @@ response_contract:
   required_json_fields: [decision]
   decision_enum: [A, B]
 decision_tree:
-"""
+"""  # noqa: E501
 
 
 def _node(nid: str, branches: list[tuple[str, str]]) -> str:
-    return f"- node_id: {nid}\n  branches:\n" + "".join(f"  - when: {when}\n    next: {nxt}\n" for when, nxt in branches)
+    return f"- node_id: {nid}\n  branches:\n" + "".join(
+        f"  - when: {when}\n    next: {nxt}\n" for when, nxt in branches
+    )
 
 
 def tree_spec(shape: str, n: int) -> tuple[str, str]:
@@ -56,20 +58,49 @@ def tree_spec(shape: str, n: int) -> tuple[str, str]:
     spec = _HEAD.format(sid=f"{shape}_{n}")
     if shape == "ladder":
         spec += "".join(
-            _node(f"N{i}", [(f"v{i} == 'x'", f"N{i + 1}" if i + 1 < n else "END_A"), ("otherwise", f"N{i + 1}" if i + 1 < n else "END_A")])
+            _node(
+                f"N{i}",
+                [
+                    (f"v{i} == 'x'", f"N{i + 1}" if i + 1 < n else "END_A"),
+                    ("otherwise", f"N{i + 1}" if i + 1 < n else "END_A"),
+                ],
+            )
             for i in range(n)
         )
     elif shape == "chain":
-        spec += "".join(_node(f"N{i}", [(f"v{i} == 'x'", f"N{i + 1}" if i + 1 < n else "END_A"), ("otherwise", "END_B")]) for i in range(n))
+        spec += "".join(
+            _node(
+                f"N{i}",
+                [(f"v{i} == 'x'", f"N{i + 1}" if i + 1 < n else "END_A"), ("otherwise", "END_B")],
+            )
+            for i in range(n)
+        )
     elif shape == "complete":
-        spec += "".join(_node(f"N{i}", [*((f"v{i} == 'k{j}'", f"N{j}") for j in range(n) if j != i), ("otherwise", "END_A")]) for i in range(n))
+        spec += "".join(
+            _node(
+                f"N{i}",
+                [
+                    *((f"v{i} == 'k{j}'", f"N{j}") for j in range(n) if j != i),
+                    ("otherwise", "END_A"),
+                ],
+            )
+            for i in range(n)
+        )
     elif shape == "router":
-        spec += _node("N0", [*((f"v == 'k{j}'", "END_A" if j % 2 else "END_B") for j in range(n)), ("otherwise", "END_A")])
+        spec += _node(
+            "N0",
+            [
+                *((f"v == 'k{j}'", "END_A" if j % 2 else "END_B") for j in range(n)),
+                ("otherwise", "END_A"),
+            ],
+        )
     else:
         raise ValueError(f"unknown tree shape {shape!r}")
     spec += "- node_id: END_A\n  branches: []\n- node_id: END_B\n  branches: []\n"
     names = sorted(set(re.findall(r"when: (v\d*) ==", spec)))
-    bindings = 'version: 1\nutterances: ["Hello"]\nvariables:\n' + "".join(f"  {name}: {{internal: true}}\n" for name in names)
+    bindings = 'version: 1\nutterances: ["Hello"]\nvariables:\n' + "".join(
+        f"  {name}: {{internal: true}}\n" for name in names
+    )
     return spec, bindings
 
 
@@ -77,14 +108,27 @@ def _cli(argv: list[str], *, timeout_s: float) -> tuple[int | None, str]:
     """``python -m agentprop ARGV`` in a subprocess: ``(exit code or None on a hang, output)``."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     try:
-        done = subprocess.run([sys.executable, "-m", "agentprop", *argv], capture_output=True, text=True, env=env, timeout=timeout_s)
+        done = subprocess.run(
+            [sys.executable, "-m", "agentprop", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired:
         return None, ""
     return done.returncode, done.stdout + done.stderr
 
 
 def attack_trees(
-    *, timeout_s: float = 120.0, shapes: tuple[tuple[str, int], ...] = (("ladder", 16), ("chain", 990), ("complete", 7), ("router", 1000))
+    *,
+    timeout_s: float = 120.0,
+    shapes: tuple[tuple[str, int], ...] = (
+        ("ladder", 16),
+        ("chain", 990),
+        ("complete", 7),
+        ("router", 1000),
+    ),
 ) -> dict[str, Any]:
     """Item 4 and 11: `agentprop lint` on exponential and deep trees ends with a bounded error
     (P004 naming the limit and how to raise it) or a clean lint, never a traceback or a hang."""
@@ -183,7 +227,7 @@ class PressesCtrlC(SupportOpsAgent):
         if _turns[0] == 40:
             os.kill(os.getpid(), signal.SIGINT)
         super().turn(message, ctx)
-"""
+"""  # noqa: E501
 
 _KEY = "sk-ant-api03-ATTACKAkeyvalue0123456789"
 
@@ -205,7 +249,11 @@ def attack_agents(*, timeout_s: float = 120.0) -> dict[str, Any]:
     key = os.environ["ANTHROPIC_API_KEY"]
     with tempfile.TemporaryDirectory(prefix="agentprop-agents-") as tmp:
         project = Path(tmp) / "proj"
-        shutil.copytree(SUPPORTOPS, project, ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"))
+        shutil.copytree(
+            SUPPORTOPS,
+            project,
+            ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"),
+        )
         (project / "hostile.py").write_text(_HOSTILE_AGENTS)
         for agent, expected in (
             ("Exits", {1}), ("Interrupts", {1}), ("AsyncExits", {1}), ("BadGetattr", {0}),
@@ -215,11 +263,31 @@ def attack_agents(*, timeout_s: float = 120.0) -> dict[str, Any]:
             report = Path(tmp) / f"{agent}.json"
             # a blocking close_conversation() is let go at the turn timeout (60 s): one run per case
             runs = "1" if agent == "BlocksOnClose" else "3"
-            argv = ["run", str(project), "--agent", f"hostile:{agent}", "--kinds", "mft", "--runs", runs, "--concurrency", "1"]
-            argv += ["--shrink-budget", "0", "--corpus", str(Path(tmp) / "corpus"), "--json", str(report)]
+            argv = [
+                "run",
+                str(project),
+                "--agent",
+                f"hostile:{agent}",
+                "--kinds",
+                "mft",
+                "--runs",
+                runs,
+                "--concurrency",
+                "1",
+            ]
+            argv += [
+                "--shrink-budget",
+                "0",
+                "--corpus",
+                str(Path(tmp) / "corpus"),
+                "--json",
+                str(report),
+            ]
             if agent != "PressesCtrlC":
                 argv += ["--case", "END_BILLING_ANSWER<-N3_BILLING"]
-            code, text = _cli(argv, timeout_s=timeout_s * 2 if agent == "BlocksOnClose" else timeout_s)
+            code, text = _cli(
+                argv, timeout_s=timeout_s * 2 if agent == "BlocksOnClose" else timeout_s
+            )
             out["inputs"] += 1
             if code is None:
                 out["hangs"] += 1
@@ -233,7 +301,9 @@ def attack_agents(*, timeout_s: float = 120.0) -> dict[str, Any]:
             if key in text:
                 out["keys_on_disk"] += 1
         out["keys_on_disk"] += sum(
-            key in p.read_text(errors="replace") for p in Path(tmp).rglob("*") if p.is_file() and p.suffix in (".json", ".md", ".html", ".xml")
+            key in p.read_text(errors="replace")
+            for p in Path(tmp).rglob("*")
+            if p.is_file() and p.suffix in (".json", ".md", ".html", ".xml")
         )
     return out
 
@@ -259,10 +329,37 @@ def attack_abandoned_calls(*, timeout_s: float = 180.0) -> dict[str, Any]:
         "silent_wrong": 0,
         "keys_on_disk": 0,
     }
-    with tempfile.TemporaryDirectory(prefix="agentprop-billing-") as tmp, MessagesServer(handler=lambda request: slow_reply(reply, 0.6)) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="agentprop-billing-") as tmp,
+        MessagesServer(handler=lambda request: slow_reply(reply, 0.6)) as server,
+    ):
         report = Path(tmp) / "r.json"
-        argv = ["run", str(SUPPORTOPS), "--agent", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", server.base_url, "--cache", "none"]
-        argv += ["--max-usd", str(limit), "--timeout", "0.1", "--kinds", "mft", "--shrink-budget", "0", "--corpus", "none", "--json", str(report)]
+        argv = [
+            "run",
+            str(SUPPORTOPS),
+            "--agent",
+            "anthropic",
+            "--model",
+            "claude-sonnet-4-6",
+            "--base-url",
+            server.base_url,
+            "--cache",
+            "none",
+        ]
+        argv += [
+            "--max-usd",
+            str(limit),
+            "--timeout",
+            "0.1",
+            "--kinds",
+            "mft",
+            "--shrink-budget",
+            "0",
+            "--corpus",
+            "none",
+            "--json",
+            str(report),
+        ]
         try:
             main(argv, out=io.StringIO(), err=io.StringIO())
         except Exception:
@@ -270,7 +367,12 @@ def attack_abandoned_calls(*, timeout_s: float = 180.0) -> dict[str, Any]:
             return out
         billed = len(server.requests) * price.cost(usage["input_tokens"], usage["output_tokens"])
         budget = json.loads(report.read_text())["metrics"]["extra"]["budget"]
-    out.update(billed_usd=round(billed, 6), reported_usd=round(budget["usd"], 6), limit_usd=limit, reservation_usd=budget["largest_reservation_usd"])
+    out.update(
+        billed_usd=round(billed, 6),
+        reported_usd=round(budget["usd"], 6),
+        limit_usd=limit,
+        reservation_usd=budget["largest_reservation_usd"],
+    )
     out["worst_overrun_usd"] = round(max(0.0, billed - limit), 6)
     if budget["usd"] < billed:
         out["silent_wrong"] += 1
@@ -291,7 +393,11 @@ def attack_corpus_prune(*, timeout_s: float = 180.0) -> dict[str, Any]:
     }
     with tempfile.TemporaryDirectory(prefix="agentprop-prune-") as tmp:
         project = Path(tmp) / "proj"
-        shutil.copytree(SUPPORTOPS, project, ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"))
+        shutil.copytree(
+            SUPPORTOPS,
+            project,
+            ignore=shutil.ignore_patterns(".agentprop", "__snapshots__", "__pycache__"),
+        )
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         argv = [
             sys.executable,
@@ -314,7 +420,16 @@ def attack_corpus_prune(*, timeout_s: float = 180.0) -> dict[str, Any]:
         elsewhere = Path(tmp) / "elsewhere"
         elsewhere.mkdir()
         done = subprocess.run(
-            [sys.executable, "-m", "agentprop", "corpus", "prune", "--no-replay", "--dir", str(corpus)],
+            [
+                sys.executable,
+                "-m",
+                "agentprop",
+                "corpus",
+                "prune",
+                "--no-replay",
+                "--dir",
+                str(corpus),
+            ],
             capture_output=True,
             text=True,
             env=env,
@@ -361,18 +476,48 @@ def attack_timed_out_replay(*, timeout_s: float = 180.0) -> dict[str, Any]:
         "replay_live_calls": 0,
     }
     answer = respond_reply(
-        node_id="END_BILLING_ANSWER", decision="BILLING_ANSWER", tool_actions=["get_account"], evidence="get_account", user_message="Plan PLAN-BASIC."
+        node_id="END_BILLING_ANSWER",
+        decision="BILLING_ANSWER",
+        tool_actions=["get_account"],
+        evidence="get_account",
+        user_message="Plan PLAN-BASIC.",
     )
 
     def model(request: Any) -> Any:  # the first call answers at once, the second after 4 s
         calls = sum(1 for m in request["messages"] if m["role"] == "assistant")
-        return tool_use_reply("get_account", {"account_id": "A1"}) if calls == 0 else slow_reply(answer, 4.0)
+        return (
+            tool_use_reply("get_account", {"account_id": "A1"})
+            if calls == 0
+            else slow_reply(answer, 4.0)
+        )
 
     # (what times out, its option): the turn at 1.5 s, or each HTTP attempt at 1 s
     for label, limit in (("turn", ["--turn-timeout", "1.5"]), ("http", ["--timeout", "1"])):
-        with tempfile.TemporaryDirectory(prefix="agentprop-replay-") as tmp, MessagesServer(handler=model) as server:
-            argv = ["run", str(SUPPORTOPS), "--agent", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", server.base_url, *limit]
-            argv += ["--cache", str(Path(tmp) / "api.sqlite"), "--kinds", "mft", "--case", "END_BILLING_ANSWER<-N3_BILLING", "--runs", "2"]
+        with (
+            tempfile.TemporaryDirectory(prefix="agentprop-replay-") as tmp,
+            MessagesServer(handler=model) as server,
+        ):
+            argv = [
+                "run",
+                str(SUPPORTOPS),
+                "--agent",
+                "anthropic",
+                "--model",
+                "claude-sonnet-4-6",
+                "--base-url",
+                server.base_url,
+                *limit,
+            ]
+            argv += [
+                "--cache",
+                str(Path(tmp) / "api.sqlite"),
+                "--kinds",
+                "mft",
+                "--case",
+                "END_BILLING_ANSWER<-N3_BILLING",
+                "--runs",
+                "2",
+            ]
             argv += ["--shrink-budget", "0", "--corpus", "none", "--seed", "1"]
             verdicts = []
             for mode in ("read-write", "replay-only"):
@@ -380,7 +525,11 @@ def attack_timed_out_replay(*, timeout_s: float = 180.0) -> dict[str, Any]:
                 report = Path(tmp) / f"{label}-{mode}.json"
                 sent = len(server.requests)
                 try:
-                    main([*argv, "--cache-mode", mode, "--json", str(report)], out=io.StringIO(), err=io.StringIO())
+                    main(
+                        [*argv, "--cache-mode", mode, "--json", str(report)],
+                        out=io.StringIO(),
+                        err=io.StringIO(),
+                    )
                 except SystemExit:
                     pass
                 except Exception:
@@ -406,7 +555,8 @@ ATTACKS: dict[str, Callable[..., dict[str, Any]]] = {
     "corpus_prune": attack_corpus_prune,
     "timed_out_replay": attack_timed_out_replay,
 }
-"""Every category of part A, by name: ``{name: fn}``; each ``fn(timeout_s=...)`` returns its dict."""
+"""Every category of part A, by name: ``{name: fn}``; each ``fn(timeout_s=...)``
+returns its dict."""
 
 
 if __name__ == "__main__":  # python benchmarks/_robustness/attack_a.py [NAME ...]

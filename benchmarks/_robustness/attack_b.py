@@ -51,7 +51,9 @@ class Tally:
             problem = attack()
         except Exception:  # noqa: BLE001 - anything that escapes is what is counted
             self.tracebacks += 1
-            self.notes.append(f"{name}: traceback: {traceback.format_exc().strip().splitlines()[-1][:300]}")
+            self.notes.append(
+                f"{name}: traceback: {traceback.format_exc().strip().splitlines()[-1][:300]}"
+            )
             return
         if problem is None:
             self.ok += 1
@@ -82,10 +84,16 @@ def cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def project(root: Path, *, spec: str = SPEC, bindings: str = BINDINGS, extra: dict[str, str] | None = None) -> Path:
+def project(
+    root: Path, *, spec: str = SPEC, bindings: str = BINDINGS, extra: dict[str, str] | None = None
+) -> Path:
     if root.exists():
         shutil.rmtree(root)
-    shutil.copytree(SUPPORTOPS, root, ignore=shutil.ignore_patterns("__snapshots__", "test_*.py", ".agentprop", "__pycache__"))
+    shutil.copytree(
+        SUPPORTOPS,
+        root,
+        ignore=shutil.ignore_patterns("__snapshots__", "test_*.py", ".agentprop", "__pycache__"),
+    )
     (root / "spec.yaml").write_text(spec, encoding="utf-8")
     (root / "agentprop.yaml").write_text(bindings, encoding="utf-8")
     for name, text in (extra or {}).items():
@@ -124,13 +132,19 @@ def lone_surrogates(workdir: Path) -> Tally:
     tally = Tally()
     for where, old, new in [
         ("spec title", "title: SupportOps Agent", 'title: "\\ud83d"'),
-        ("spec tool description", "description: Verify user identity", 'description: "\\udc80 Verify user identity'),
+        (
+            "spec tool description",
+            "description: Verify user identity",
+            'description: "\\udc80 Verify user identity',
+        ),
     ]:
 
         def spec_case(old: str = old, new: str = new) -> str | None:
             text = SPEC.replace(old, new, 1)
             if new.count('"') == 1:
-                text = text.replace("any account-changing action.", 'any account-changing action."', 1)
+                text = text.replace(
+                    "any account-changing action.", 'any account-changing action."', 1
+                )
             code, _, err = cli("lint", str(project(workdir / "p", spec=text)))
             return clear_error(code, err)
 
@@ -141,10 +155,24 @@ def lone_surrogates(workdir: Path) -> Tally:
             root = project(workdir / "p", extra={"hostile.py": HOSTILE_AGENTS})
             report = workdir / "report.json"
             report.unlink(missing_ok=True)
-            code, out, err = cli("run", str(root), "--agent", f"hostile:{agent}", *CASE, "--corpus", "none", "--json", str(report))
+            code, out, err = cli(
+                "run",
+                str(root),
+                "--agent",
+                f"hostile:{agent}",
+                *CASE,
+                "--corpus",
+                "none",
+                "--json",
+                str(report),
+            )
             if code not in (0, 1) or not report.is_file():
                 return f"data_lost: exit {code}, no report: {err[-200:]!r}"
-            return None if "\ufffd" in report.read_text(encoding="utf-8") else "silent_wrong: the bad text vanished from the report"
+            return (
+                None
+                if "\ufffd" in report.read_text(encoding="utf-8")
+                else "silent_wrong: the bad text vanished from the report"
+            )
 
         tally.check(f"agent {agent}", agent_case)
 
@@ -153,9 +181,16 @@ def lone_surrogates(workdir: Path) -> Tally:
 
         folder = workdir / "corpus" / "supportops_v1"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "bad.json").write_text('{"id": "bad", "spec_id": "supportops_v1", "original_messages": ["\\ud83d"]}', encoding="utf-8")
+        (folder / "bad.json").write_text(
+            '{"id": "bad", "spec_id": "supportops_v1", "original_messages": ["\\ud83d"]}',
+            encoding="utf-8",
+        )
         corpus = Corpus(workdir / "corpus")
-        return None if corpus.entries() == [] and len(corpus.damaged) == 1 else "silent_wrong: the entry was not reported damaged"
+        return (
+            None
+            if corpus.entries() == [] and len(corpus.damaged) == 1
+            else "silent_wrong: the entry was not reported damaged"
+        )
 
     tally.check("corpus entry", corpus_case)
     return tally
@@ -171,12 +206,23 @@ def _cache_with_row(path: Path, damage: str) -> dict[str, Any]:
     for stale in path.parent.glob(path.name + "*"):
         stale.unlink()
     with ApiCache(path, mode="read-write") as cache:
-        cache.put(request, trial=0, response={"content": [{"type": "text", "text": "hello"}], "usage": {"input_tokens": 1, "output_tokens": 2}})
-    cols = "key, model, trial, request_json, response_json, input_tokens, output_tokens, usage_json, created_at, checksum"
+        cache.put(
+            request,
+            trial=0,
+            response={
+                "content": [{"type": "text", "text": "hello"}],
+                "usage": {"input_tokens": 1, "output_tokens": 2},
+            },
+        )
+    cols = (
+        "key, model, trial, request_json, response_json, input_tokens, output_tokens, usage_json, "
+        "created_at, checksum"
+    )
     db = sqlite3.connect(path)
     db.executescript(
         f"ALTER TABLE responses RENAME TO old; CREATE TABLE responses ({cols}, PRIMARY KEY (key));"
-        f"INSERT INTO responses SELECT {cols} FROM old; DROP TABLE old; UPDATE responses SET {damage};"
+        f"INSERT INTO responses SELECT {cols} FROM old; DROP TABLE old; UPDATE "
+        f"responses SET {damage};"
     )
     db.commit()
     db.close()
@@ -190,7 +236,14 @@ def damaged_cache(workdir: Path) -> Tally:
     from agentprop.errors import InfrastructureError
 
     tally = Tally()
-    for damage in ("response_json = NULL", "usage_json = NULL", "trial = NULL", "checksum = NULL", "created_at = 'x'", "model = NULL"):
+    for damage in (
+        "response_json = NULL",
+        "usage_json = NULL",
+        "trial = NULL",
+        "checksum = NULL",
+        "created_at = 'x'",
+        "model = NULL",
+    ):
         for mode in ("read-write", "read", "replay-only"):
 
             def row_case(damage: str = damage, mode: str = mode) -> str | None:
@@ -200,7 +253,10 @@ def damaged_cache(workdir: Path) -> Tally:
                     got = ApiCache(path, mode=mode).get(request, trial=0)
                 except InfrastructureError:
                     return None  # not the agent's fault: never a FAIL that is shrunk and saved
-                return f"silent_wrong: a damaged row ({damage}) was returned as a response: {got!r:.100}"
+                return (
+                    f"silent_wrong: a damaged row ({damage}) was returned as a "
+                    f"response: {got!r:.100}"
+                )
 
             tally.check(f"row {damage} ({mode})", row_case)
 
@@ -227,14 +283,20 @@ def damaged_cache(workdir: Path) -> Tally:
             before = path.read_bytes()
             cache = ApiCache(path, mode=mode)
             try:
-                cache.put({"model": "m", "messages": []}, trial=0, response={"usage": {}}) if mode in ("read-write", "write") else cache.get(
+                cache.put(
+                    {"model": "m", "messages": []}, trial=0, response={"usage": {}}
+                ) if mode in ("read-write", "write") else cache.get(
                     {"model": "m", "messages": []}, trial=0
                 )
             except CacheError:
                 pass
             finally:
                 cache.close()
-            return None if path.read_bytes() == before else "data_lost: another application's SQLite file was changed"
+            return (
+                None
+                if path.read_bytes() == before
+                else "data_lost: another application's SQLite file was changed"
+            )
 
         tally.check(f"foreign sqlite ({mode})", foreign_case)
     return tally
@@ -250,7 +312,13 @@ def disks(workdir: Path) -> Tally:
     if not Path("/dev/full").exists():
         tally.notes.append("/dev/full is absent: the full-disk cases were not run")
     else:
-        for command, option in [("run", "--json"), ("run", "--junit"), ("run", "--markdown"), ("tdad", "--json"), ("snapshot check", "--json")]:
+        for command, option in [
+            ("run", "--json"),
+            ("run", "--junit"),
+            ("run", "--markdown"),
+            ("tdad", "--json"),
+            ("snapshot check", "--json"),
+        ]:
 
             def full_case(command: str = command, option: str = option) -> str | None:
                 root = project(workdir / "p")
@@ -262,7 +330,10 @@ def disks(workdir: Path) -> Tally:
                 code, out, err = cli(*args)
                 found = re.search(r"it was written to (\S+) instead", out)
                 if not found:
-                    return f"data_lost: {command} {option} /dev/full: exit {code}, no spare file named: {(out + err)[-300:]!r}"
+                    return (
+                        f"data_lost: {command} {option} /dev/full: exit {code}, no spare file "
+                        f"named: {(out + err)[-300:]!r}"
+                    )
                 spare = Path(found.group(1))
                 kept = spare.is_file() and spare.stat().st_size > 0
                 spare.unlink(missing_ok=True)
@@ -274,12 +345,26 @@ def disks(workdir: Path) -> Tally:
 
     def missing_dir_case() -> str | None:
         target = workdir / "new" / "dir" / "report.json"
-        code, _, err = cli("run", str(project(workdir / "p")), *CASE, "--corpus", "none", "--json", str(target))
-        return None if code in (0, 1) and target.is_file() else f"data_lost: exit {code}: {err[-200:]!r}"
+        code, _, err = cli(
+            "run", str(project(workdir / "p")), *CASE, "--corpus", "none", "--json", str(target)
+        )
+        return (
+            None
+            if code in (0, 1) and target.is_file()
+            else f"data_lost: exit {code}: {err[-200:]!r}"
+        )
 
     def under_a_file_case() -> str | None:
         (workdir / "afile").write_text("x")
-        code, out, err = cli("run", str(project(workdir / "p")), *CASE, "--corpus", "none", "--json", str(workdir / "afile" / "r.json"))
+        code, out, err = cli(
+            "run",
+            str(project(workdir / "p")),
+            *CASE,
+            "--corpus",
+            "none",
+            "--json",
+            str(workdir / "afile" / "r.json"),
+        )
         if "cases:" in out:
             return "silent_wrong: the run went ahead with an output path that cannot be written"
         return clear_error(code, err)
@@ -288,14 +373,30 @@ def disks(workdir: Path) -> Tally:
         (workdir / "afile").write_text("x")
         report = workdir / "r.json"
         code, _, err = cli(
-            "run", str(project(workdir / "p")), "--fault", "skip_auth=1", *CASE, "--corpus", str(workdir / "afile" / "c"), "--json", str(report)
+            "run",
+            str(project(workdir / "p")),
+            "--fault",
+            "skip_auth=1",
+            *CASE,
+            "--corpus",
+            str(workdir / "afile" / "c"),
+            "--json",
+            str(report),
         )
         if code != 1 or not report.is_file():
             return f"data_lost: exit {code}: {err[-200:]!r}"
         data = json.loads(report.read_text(encoding="utf-8"))
-        return None if any(e["action"] == "not-saved" for e in data["corpus"]) else "silent_wrong: no not-saved event"
+        return (
+            None
+            if any(e["action"] == "not-saved" for e in data["corpus"])
+            else "silent_wrong: no not-saved event"
+        )
 
-    wanderer = "import os\nfrom agent import SupportOpsAgent\n\n\nclass W(SupportOpsAgent):\n    def turn(self, m, ctx):\n        os.chdir(os.environ['WANDER_TO'])\n        return super().turn(m, ctx)\n"
+    wanderer = (
+        "import os\nfrom agent import SupportOpsAgent\n\n\nclass W(SupportOpsAgent):\n    def "
+        "turn(self, m, ctx):\n        os.chdir(os.environ['WANDER_TO'])\n        return "
+        "super().turn(m, ctx)\n"
+    )
 
     def wander_case() -> str | None:
         root = project(workdir / "p", extra={"wanderer.py": wanderer})
@@ -305,10 +406,24 @@ def disks(workdir: Path) -> Tally:
         os.chdir(workdir)
         os.environ["WANDER_TO"] = str(elsewhere)
         try:
-            code, _, err = cli("run", str(root), "--agent", "wanderer:W", *CASE, "--corpus", "none", "--json", "wander.json")
+            code, _, err = cli(
+                "run",
+                str(root),
+                "--agent",
+                "wanderer:W",
+                *CASE,
+                "--corpus",
+                "none",
+                "--json",
+                "wander.json",
+            )
         finally:
             os.chdir(here)
-        return None if (workdir / "wander.json").is_file() else f"data_lost: exit {code}, the report is not where asked: {err[-200:]!r}"
+        return (
+            None
+            if (workdir / "wander.json").is_file()
+            else f"data_lost: exit {code}, the report is not where asked: {err[-200:]!r}"
+        )
 
     for name, case in [
         ("missing directory", missing_dir_case),
@@ -338,21 +453,30 @@ def corpus_revival(workdir: Path) -> Tally:
         if len(live) != 1:
             return f"silent_wrong: {len(live)} entries saved, expected 1"
         buggy = (root / "agent.py").read_text(encoding="utf-8")
-        (root / "agent.py").write_text(buggy.replace('self._fault("skip_auth", ctx)', "False", 1), encoding="utf-8")
-        cli("run", str(root), "--fault", "skip_auth=1", *ONE, "--corpus", str(corpus))  # its code fixed: retired
+        (root / "agent.py").write_text(
+            buggy.replace('self._fault("skip_auth", ctx)', "False", 1), encoding="utf-8"
+        )
+        # its code fixed: retired
+        cli("run", str(root), "--fault", "skip_auth=1", *ONE, "--corpus", str(corpus))
         if not list((corpus / "retired").glob("*/*.json")):
             return "silent_wrong: the fixed bug's entry was not retired"
         (root / "agent.py").write_text(buggy, encoding="utf-8")
-        cli("run", str(root), "--fault", "skip_auth=1", *ONE, "--corpus", str(corpus))  # the bug is back
+        # the bug is back
+        cli("run", str(root), "--fault", "skip_auth=1", *ONE, "--corpus", str(corpus))
         if list((corpus / "retired").glob("*/*.json")):
             return "silent_wrong: the returned bug's retired copy was kept beside its live entry"
         (corpus / "retired" / live[0].parent.name).mkdir(parents=True, exist_ok=True)
-        shutil.copy(live[0], corpus / "retired" / live[0].parent.name / live[0].name)  # as an older agentprop left it
+        # as an older agentprop left it
+        shutil.copy(live[0], corpus / "retired" / live[0].parent.name / live[0].name)
         code, _, err = cli("corpus", "show", live[0].stem, "--dir", str(corpus))
         if code != 0:
             return f"silent_wrong: corpus show refused the returned bug: {err[:200]!r}"
         code, _, err = cli("corpus", "rm", live[0].stem, "--dir", str(corpus))
-        return None if code == 0 and not list(corpus.glob(f"**/{live[0].name}")) else f"silent_wrong: corpus rm: {err[:200]!r}"
+        return (
+            None
+            if code == 0 and not list(corpus.glob(f"**/{live[0].name}"))
+            else f"silent_wrong: corpus rm: {err[:200]!r}"
+        )
 
     tally.check("retired then back", case)
     return tally
@@ -378,20 +502,36 @@ def numbers_names_templates(workdir: Path) -> Tally:
     for name, old, new in spec_edits:
 
         def spec_case(old: str = old, new: str = new) -> str | None:
-            code, _, err = cli("run", str(project(workdir / "p", spec=SPEC.replace(old, new, 1))), *CASE, "--corpus", "none")
+            code, _, err = cli(
+                "run",
+                str(project(workdir / "p", spec=SPEC.replace(old, new, 1))),
+                *CASE,
+                "--corpus",
+                "none",
+            )
             return clear_error(code, err)
 
         tally.check(name, spec_case)
 
     def title_case() -> str | None:
         text = SPEC.replace("title: SupportOps Agent", 'title: "\\e]0;owned\\a\\e[2JX"')
-        code, out, err = cli("run", str(project(workdir / "p", spec=text)), *CASE, "--corpus", "none")
-        return "silent_wrong: an escape sequence reached the terminal" if "\x1b" in out + err or "\x07" in out + err else None
+        code, out, err = cli(
+            "run", str(project(workdir / "p", spec=text)), *CASE, "--corpus", "none"
+        )
+        return (
+            "silent_wrong: an escape sequence reached the terminal"
+            if "\x1b" in out + err or "\x07" in out + err
+            else None
+        )
 
     tally.check("escape sequences in the title", title_case)
     binding_edits = [
         ("undefined slot", "utterances: []", 'utterances: ["hi {nope}"]'),
-        ("nested brackets", "utterances: []", 'utterances: ["Please [cancel [my] order] {order_id}"]'),
+        (
+            "nested brackets",
+            "utterances: []",
+            'utterances: ["Please [cancel [my] order] {order_id}"]',
+        ),
         ("1 MB slot", '  zip: "94107"', '  zip: "' + "9" * 1_000_000 + '"'),
         ("3 MB slot", '  zip: "94107"', '  zip: "' + "9" * 3_000_000 + '"'),
         ("1 MB template", "utterances: []", 'utterances: ["' + "x" * 1_000_000 + '"]'),
@@ -399,7 +539,13 @@ def numbers_names_templates(workdir: Path) -> Tally:
     for name, old, new in binding_edits:
 
         def bindings_case(old: str = old, new: str = new) -> str | None:
-            code, _, err = cli("run", str(project(workdir / "p", bindings=BINDINGS.replace(old, new, 1))), *CASE, "--corpus", "none")
+            code, _, err = cli(
+                "run",
+                str(project(workdir / "p", bindings=BINDINGS.replace(old, new, 1))),
+                *CASE,
+                "--corpus",
+                "none",
+            )
             return clear_error(code, err)
 
         tally.check(name, bindings_case)
@@ -409,7 +555,16 @@ def numbers_names_templates(workdir: Path) -> Tally:
         at = next(i for i, line in enumerate(lines) if line.strip() == "billing_question:")
         end = next(i for i in range(at + 1, len(lines)) if not lines[i].strip().startswith("- "))
         text = "\n".join([*lines[:at], lines[at] + " []", *lines[end:]]) + "\n"
-        code, _, err = cli("run", str(project(workdir / "p", bindings=text)), "--kinds", "mft", "--runs", "2", "--corpus", "none")
+        code, _, err = cli(
+            "run",
+            str(project(workdir / "p", bindings=text)),
+            "--kinds",
+            "mft",
+            "--runs",
+            "2",
+            "--corpus",
+            "none",
+        )
         return clear_error(code, err)
 
     tally.check("empty template list", empty_list_case)
@@ -444,7 +599,9 @@ def special_files(workdir: Path) -> Tally:
         elif kind == "not utf-8":
             path.write_bytes(b'{"id": "\xff\xfe"}')
         else:  # NaN rate
-            path.write_text('{"id": "x", "spec_id": "supportops_v1", "reproducer_rate": NaN}', encoding="utf-8")
+            path.write_text(
+                '{"id": "x", "spec_id": "supportops_v1", "reproducer_rate": NaN}', encoding="utf-8"
+            )
 
     for kind in ("fifo", "/dev/zero", "directory", "not utf-8", "NaN rate"):
 
@@ -452,7 +609,11 @@ def special_files(workdir: Path) -> Tally:
             root = workdir / "corpus"
             make(root / "supportops_v1" / "x.json", kind)
             corpus = Corpus(root)
-            return None if corpus.entries() == [] and len(corpus.damaged) == 1 else "silent_wrong: not reported as damaged"
+            return (
+                None
+                if corpus.entries() == [] and len(corpus.damaged) == 1
+                else "silent_wrong: not reported as damaged"
+            )
 
         tally.check(f"corpus entry: {kind}", corpus_case)
 
@@ -460,7 +621,11 @@ def special_files(workdir: Path) -> Tally:
             root = workdir / "corpus"
             make(root / "supportops_v1" / "x.json", kind)
             code, out, err = cli("run", str(project(workdir / "p")), *CASE, "--corpus", str(root))
-            return None if code == 0 and "damaged" in out else f"silent_wrong: exit {code}: {(out + err)[-200:]!r}"
+            return (
+                None
+                if code == 0 and "damaged" in out
+                else f"silent_wrong: exit {code}: {(out + err)[-200:]!r}"
+            )
 
         tally.check(f"run with corpus entry: {kind}", run_case)
 
@@ -514,19 +679,29 @@ def serve_token(workdir: Path) -> Tally:
 
     tally = Tally()
     project_ = load_project(SUPPORTOPS)
-    case = CaseServer(project_, project_.scenario("END_CANCELLED<-N7_CANCEL"), settings=OracleSettings(mode="fixed", runs=2))
+    case = CaseServer(
+        project_,
+        project_.scenario("END_CANCELLED<-N7_CANCEL"),
+        settings=OracleSettings(mode="fixed", runs=2),
+    )
     body = json.dumps(
         {
             "jsonrpc": "2.0",
             "id": 1,
             "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "x", "version": "1"},
+            },
         }
     ).encode()
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
     def status(url: str, extra: dict[str, str]) -> int:
-        request = urllib.request.Request(url, data=body, headers={**headers, **extra}, method="POST")
+        request = urllib.request.Request(
+            url, data=body, headers={**headers, **extra}, method="POST"
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 return int(response.status)
@@ -542,9 +717,21 @@ def serve_token(workdir: Path) -> Tally:
             ("empty token", f"{bare}?token=", {}),
         ]:
             tally.check(
-                name, lambda url=url, extra=extra: None if status(url, extra) == 401 else "silent_wrong: an unauthenticated session was served"
+                name,
+                lambda url=url, extra=extra: (
+                    None
+                    if status(url, extra) == 401
+                    else "silent_wrong: an unauthenticated session was served"
+                ),
             )
-        tally.check("the printed URL", lambda: None if status(running.url, {}) == 200 else "silent_wrong: the token's own client was refused")
+        tally.check(
+            "the printed URL",
+            lambda: (
+                None
+                if status(running.url, {}) == 200
+                else "silent_wrong: the token's own client was refused"
+            ),
+        )
     return tally
 
 

@@ -33,7 +33,9 @@ LATENCY_S = 0.01
 
 
 def _looping_model(request: dict[str, Any]) -> Any:
-    return tool_use_reply("get_account", {"account_id": "A1"}, input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS)
+    return tool_use_reply(
+        "get_account", {"account_id": "A1"}, input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS
+    )
 
 
 def measure_overrun(*, seeds: int = 3) -> dict[str, Any]:
@@ -45,7 +47,10 @@ def measure_overrun(*, seeds: int = 3) -> dict[str, Any]:
     per_call = (INPUT_TOKENS * price.input_per_mtok + OUTPUT_TOKENS * price.output_per_mtok) / 1e6
     worst_case = (INPUT_TOKENS * price.input_per_mtok + MAX_TOKENS * price.output_per_mtok) / 1e6
     runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="agentprop-budget-") as tmp, MessagesServer(handler=_looping_model, latency=LATENCY_S) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="agentprop-budget-") as tmp,
+        MessagesServer(handler=_looping_model, latency=LATENCY_S) as server,
+    ):
         for seed in range(seeds):
             report_path = Path(tmp) / f"r{seed}.json"
             before = len(server.requests)
@@ -83,10 +88,21 @@ def measure_overrun(*, seeds: int = 3) -> dict[str, Any]:
                 err=err,
             )
             if not report_path.exists():
-                raise RuntimeError(f"agentprop run exited {code} without a report:\n{err.getvalue()}{out.getvalue()[-2000:]}")
+                raise RuntimeError(
+                    f"agentprop run exited {code} without a report:\n"
+                    f"{err.getvalue()}{out.getvalue()[-2000:]}"
+                )
             report = json.loads(report_path.read_text())
             budget = report["metrics"]["extra"]["budget"]
-            runs.append({"seed": seed, "exit": code, "usd": budget["usd"], "runs": budget["runs"], "calls": len(server.requests) - before})
+            runs.append(
+                {
+                    "seed": seed,
+                    "exit": code,
+                    "usd": budget["usd"],
+                    "runs": budget["runs"],
+                    "calls": len(server.requests) - before,
+                }
+            )
     worst = max(r["usd"] for r in runs)
     return {
         "limit_usd": LIMIT_USD,

@@ -74,7 +74,10 @@ def base_text(kind: str, base: str) -> str:
 
 _LAUGHS = "".join(
     f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
-    for prev, name in zip([None, "l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7"], ["l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8"])
+    for prev, name in zip(
+        [None, "l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7"],
+        ["l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8"],
+    )
 )
 
 BLOCKS = (
@@ -245,7 +248,11 @@ def _text_mutation(draw: st.DrawFn, text: str) -> tuple[str, str]:
             lines[i] = "\t" + lines[i].lstrip(" ")
         return "\n".join(lines), f"{how} line {i + 1}"
     if op == "scalar":
-        candidates = [i for i, line in enumerate(lines) if re.search(r":\s+\S", line) and not line.lstrip().startswith("#")]
+        candidates = [
+            i
+            for i, line in enumerate(lines)
+            if re.search(r":\s+\S", line) and not line.lstrip().startswith("#")
+        ]
         if not candidates:
             return text, "no scalar to replace"
         i = draw(st.sampled_from(candidates))
@@ -307,11 +314,19 @@ def _tree_mutation(draw: st.DrawFn, data: Any) -> tuple[Any, str]:
     paths = _paths(data)
     path = draw(st.sampled_from(paths))
     here = "/".join(map(str, path)) or "(root)"
-    op = draw(st.sampled_from(["replace", "borrow", "delete", "duplicate", "rename", "wrap", "deep"]))
+    op = draw(
+        st.sampled_from(["replace", "borrow", "delete", "duplicate", "rename", "wrap", "deep"])
+    )
     if op in ("delete", "duplicate", "rename") and not path:
         op = "replace"
     if op == "replace":
-        value: Any = draw(st.one_of(_SCALARS, st.lists(_SCALARS, max_size=3), st.dictionaries(st.text(max_size=5), _SCALARS, max_size=3)))
+        value: Any = draw(
+            st.one_of(
+                _SCALARS,
+                st.lists(_SCALARS, max_size=3),
+                st.dictionaries(st.text(max_size=5), _SCALARS, max_size=3),
+            )
+        )
     elif op == "borrow":
         value = copy.deepcopy(draw(st.sampled_from(_values_in(data) or [None])))
     elif op == "wrap":
@@ -335,7 +350,11 @@ def _tree_mutation(draw: st.DrawFn, data: Any) -> tuple[Any, str]:
             parent[f"{key}_copy"] = copy.deepcopy(parent[key])
     else:  # rename (a typo of the key)
         if isinstance(parent, dict):
-            new = draw(st.sampled_from([f"{key}s", str(key)[:-1] or "x", str(key).upper(), f"_{key}", 1, True, None]))
+            new = draw(
+                st.sampled_from(
+                    [f"{key}s", str(key)[:-1] or "x", str(key).upper(), f"_{key}", 1, True, None]
+                )
+            )
             parent[new] = parent.pop(key)
     return data, f"{op} {here}"
 
@@ -366,7 +385,9 @@ def _dump(data: Any) -> str | None:
 
 
 @st.composite
-def hostile_inputs(draw: st.DrawFn, kinds: tuple[str, ...] = ("spec", "bindings", "pack")) -> HostileInput:
+def hostile_inputs(
+    draw: st.DrawFn, kinds: tuple[str, ...] = ("spec", "bindings", "pack")
+) -> HostileInput:
     """A mutated spec, bindings file or phrase pack (one to three mutations, text or tree)."""
     kind = draw(st.sampled_from(kinds))
     base = draw(st.sampled_from(PACK_BASES if kind == "pack" else SPEC_BASES))
@@ -492,14 +513,18 @@ def _judge_pack(item: HostileInput, workdir: Path) -> Outcome:
         aps.paraphrases("Please cancel my order O-1001, thanks.", lang=pack.lang, packs=[path])
     except InputError as exc:
         text = str(exc)
-        located = exc.location is not None and exc.location.line is not None and exc.location.column is not None
+        located = (
+            exc.location is not None
+            and exc.location.line is not None
+            and exc.location.column is not None
+        )
         if located and exc.fix and len(text) <= MAX_MESSAGE:
             return Outcome("clear_error", text.splitlines()[0][:300])
         return Outcome("unclear_error", text[:600])
     return Outcome("accepted", "loaded")
 
 
-# --------------------------------------------------------------------------- the attack of issue #15
+# -------------------------------------------------------------------------- the attack of issue #15
 
 
 def _edit(text: str, old: str, new: str) -> str:
@@ -521,32 +546,87 @@ def curated_inputs() -> list[HostileInput]:
         ("spec", "recursive alias", "spec_id: &a [*a]\n" + spec.split("\n", 1)[1]),
         ("spec", "billion laughs", _LAUGHS + spec),
         ("spec", "1,000-deep nesting", spec + "deep: " + "[" * 1000 + "]" * 1000 + "\n"),
-        ("spec", "5,000-digit integer", _edit(spec, "max_tool_calls_per_turn: 4", "max_tool_calls_per_turn: " + "9" * 5000)),
+        (
+            "spec",
+            "5,000-digit integer",
+            _edit(spec, "max_tool_calls_per_turn: 4", "max_tool_calls_per_turn: " + "9" * 5000),
+        ),
         ("spec", "control byte", _edit(spec, "SupportOps Agent", "Support\x01Ops")),
-        ("spec", "when with 130 nested parentheses", _edit(spec, when, "when: '" + "(" * 130 + "intent == pii_request" + ")" * 130 + "'")),
-        ("spec", "when with 400 nots", _edit(spec, when, "when: '" + "not " * 400 + "intent == pii_request'")),
-        ("spec", "decision enum holding an object", _edit(spec, decision, decision + "        - {x: 1}\n")),
-        ("spec", "decision enum holding a number", _edit(spec, decision, decision + "        - 5\n")),
-        ("spec", "minimum > maximum", _edit(spec, field, field + "              minimum: 10\n              maximum: 1\n")),
+        (
+            "spec",
+            "when with 130 nested parentheses",
+            _edit(spec, when, "when: '" + "(" * 130 + "intent == pii_request" + ")" * 130 + "'"),
+        ),
+        (
+            "spec",
+            "when with 400 nots",
+            _edit(spec, when, "when: '" + "not " * 400 + "intent == pii_request'"),
+        ),
+        (
+            "spec",
+            "decision enum holding an object",
+            _edit(spec, decision, decision + "        - {x: 1}\n"),
+        ),
+        (
+            "spec",
+            "decision enum holding a number",
+            _edit(spec, decision, decision + "        - 5\n"),
+        ),
+        (
+            "spec",
+            "minimum > maximum",
+            _edit(spec, field, field + "              minimum: 10\n              maximum: 1\n"),
+        ),
         (
             "spec",
             "minItems: 50000000",
-            _edit(spec, "      orders:\n        type: array\n", "      orders:\n        type: array\n        minItems: 50000000\n"),
+            _edit(
+                spec,
+                "      orders:\n        type: array\n",
+                "      orders:\n        type: array\n        minItems: 50000000\n",
+            ),
         ),
-        ("spec", "120 KB value", _edit(spec, "risk_level: medium", "risk_level: '" + "x" * 120_000 + "'")),
+        (
+            "spec",
+            "120 KB value",
+            _edit(spec, "risk_level: medium", "risk_level: '" + "x" * 120_000 + "'"),
+        ),
         (
             "bindings",
             "field under a boolean sub-schema",
-            _edit(bindings, "world: {tool: verify_identity, field: verified}", "world: {tool: verify_identity, field: verified.deeper.still}"),
+            _edit(
+                bindings,
+                "world: {tool: verify_identity, field: verified}",
+                "world: {tool: verify_identity, field: verified.deeper.still}",
+            ),
         ),
-        ("bindings", "world value of the wrong type", _edit(bindings, "    can_cancel: true\n", "    can_cancel: [1, 2]\n")),
-        ("bindings", "max: .inf", _edit(bindings, window, "cancel_window_days, min: 0, max: .inf}")),
+        (
+            "bindings",
+            "world value of the wrong type",
+            _edit(bindings, "    can_cancel: true\n", "    can_cancel: [1, 2]\n"),
+        ),
+        (
+            "bindings",
+            "max: .inf",
+            _edit(bindings, window, "cancel_window_days, min: 0, max: .inf}"),
+        ),
         ("bindings", "agent: ../x", _edit(bindings, "agent: agent:SupportOpsAgent", "agent: ../x")),
-        ("bindings", "huge list index", _edit(bindings, '"orders[0].days_since_created"', '"orders[99999999999].days_since_created"')),
+        (
+            "bindings",
+            "huge list index",
+            _edit(
+                bindings,
+                '"orders[0].days_since_created"',
+                '"orders[99999999999].days_since_created"',
+            ),
+        ),
         ("bindings", "duplicate keys", _edit(bindings, "version: 1\n", "version: 1\nversion: 1\n")),
         ("bindings", "billion laughs", bindings + "\n" + _LAUGHS),
         ("pack", "billion laughs", pack + "\n" + _LAUGHS),
         ("pack", "recursive alias", pack + "\nloop: &loop [*loop]\n"),
         ("pack", "control byte", _edit(pack, "greetings:", "greetings:\n  - 'he\x07llo'")),
     ]
-    return [HostileInput(kind, "en" if kind == "pack" else "supportops", text, how) for kind, how, text in cases]
+    return [
+        HostileInput(kind, "en" if kind == "pack" else "supportops", text, how)
+        for kind, how, text in cases
+    ]

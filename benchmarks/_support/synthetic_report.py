@@ -56,8 +56,24 @@ _WORDS = (
     "help",
     "ticket",
 )
-_TOOLS = ("verify_identity", "get_account", "get_plan_rules", "cancel_order", "update_address", "create_ticket", "lookup_invoice")
-_DECISIONS = ("ASK_CONFIRM_CANCEL", "CANCELLED", "CANCEL_DENIED", "REFUSE_AUTH", "BILLING_ANSWER", "CREATE_TICKET", "CLARIFY")
+_TOOLS = (
+    "verify_identity",
+    "get_account",
+    "get_plan_rules",
+    "cancel_order",
+    "update_address",
+    "create_ticket",
+    "lookup_invoice",
+)
+_DECISIONS = (
+    "ASK_CONFIRM_CANCEL",
+    "CANCELLED",
+    "CANCEL_DENIED",
+    "REFUSE_AUTH",
+    "BILLING_ANSWER",
+    "CREATE_TICKET",
+    "CLARIFY",
+)
 _KINDS = (("MFT", 0.15), ("EXPLORE", 0.45), ("BOUNDARY", 0.15), ("DIR", 0.15), ("INV", 0.10))
 _VERDICTS: tuple[tuple[CaseVerdict, float], ...] = (
     ("PASS", 0.62),
@@ -80,13 +96,28 @@ def _tree(rng: random.Random, n_nodes: int) -> DecisionTree:
         for k, nxt in enumerate(targets):
             branches.append(
                 TreeBranch(
-                    id=f"{nid}#{k}", index=k, when=f"var{i}_{k} == value_{k}", next=nxt, status="unrealisable" if rng.random() < 0.06 else "taken"
+                    id=f"{nid}#{k}",
+                    index=k,
+                    when=f"var{i}_{k} == value_{k}",
+                    next=nxt,
+                    status="unrealisable" if rng.random() < 0.06 else "taken",
                 )
             )
         if i > 2 and rng.random() < 0.15:  # a loop back to an earlier node
             k = len(branches)
-            branches.append(TreeBranch(id=f"{nid}#{k}", index=k, when=f"var{i} == again", next=ids[rng.randrange(i)], status="taken", loop=True))
-        nodes.append(TreeNode(id=nid, description=f"step {i + 1} of the synthetic tree", branches=branches))
+            branches.append(
+                TreeBranch(
+                    id=f"{nid}#{k}",
+                    index=k,
+                    when=f"var{i} == again",
+                    next=ids[rng.randrange(i)],
+                    status="taken",
+                    loop=True,
+                )
+            )
+        nodes.append(
+            TreeNode(id=nid, description=f"step {i + 1} of the synthetic tree", branches=branches)
+        )
     return DecisionTree(root=ids[0], nodes=nodes + [TreeNode(id=e, terminal=True) for e in ends])
 
 
@@ -109,7 +140,9 @@ def _sentence(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(_WORDS) for _ in range(n)).capitalize()
 
 
-def _trace(rng: random.Random, case_id: str, trial: int, messages: list[str], fail_turn: int | None) -> Trace:
+def _trace(
+    rng: random.Random, case_id: str, trial: int, messages: list[str], fail_turn: int | None
+) -> Trace:
     turns = []
     for t, message in enumerate(messages):
         calls = []
@@ -119,8 +152,16 @@ def _trace(rng: random.Random, case_id: str, trial: int, messages: list[str], fa
             calls.append(
                 ToolCall(
                     name=tool,
-                    args={"account_id": f"A{rng.randint(1, 99)}", "order_id": f"O-{rng.randint(1000, 9999)}"},
-                    result=None if error else {"status": rng.choice(("ok", "processing", "canceled")), "days_since_created": rng.randint(0, 60)},
+                    args={
+                        "account_id": f"A{rng.randint(1, 99)}",
+                        "order_id": f"O-{rng.randint(1000, 9999)}",
+                    },
+                    result=None
+                    if error
+                    else {
+                        "status": rng.choice(("ok", "processing", "canceled")),
+                        "days_since_created": rng.randint(0, 60),
+                    },
                     error=error,
                     error_kind="timeout" if error else None,
                     turn_index=t,
@@ -135,7 +176,15 @@ def _trace(rng: random.Random, case_id: str, trial: int, messages: list[str], fa
             "evidence": f"{calls[0].name}: status {rng.choice(('ok', 'processing'))}",
             "user_message": _sentence(rng, 12),
         }
-        turns.append(Turn(index=t, user_message=message, tool_calls=calls, response=response, raw_response=response))
+        turns.append(
+            Turn(
+                index=t,
+                user_message=message,
+                tool_calls=calls,
+                response=response,
+                raw_response=response,
+            )
+        )
     return Trace(
         case_id=case_id,
         trial=trial,
@@ -158,7 +207,13 @@ def _split(total: int, parts: int, rng: random.Random) -> list[int]:
 
 
 def synthetic_report(
-    cases: int = 2000, runs: int = 50_000, *, seed: int = 0, nodes: int = 24, bugs: int = 12, traces_per_case: int | None = None
+    cases: int = 2000,
+    runs: int = 50_000,
+    *,
+    seed: int = 0,
+    nodes: int = 24,
+    bugs: int = 12,
+    traces_per_case: int | None = None,
 ) -> RunReport:
     """A run report of ``cases`` cases and ``runs`` agent runs in all (seeded); each case keeps
     at most ``traces_per_case`` traces when given (fewer to build, for quick tests)."""
@@ -168,7 +223,9 @@ def synthetic_report(
         f"{c}:decision_tree.N{rng.randint(1, nodes)}_X.requirements.{r}@turn0:detail{i}"
         for i, (c, r) in enumerate(
             zip(
-                rng.choices(("calls_in_order", "decision_is", "args_satisfy", "no_canary_leak"), k=bugs),
+                rng.choices(
+                    ("calls_in_order", "decision_is", "args_satisfy", "no_canary_leak"), k=bugs
+                ),
                 rng.choices(("must_call_tools_in_order", "decision", "must_not_use"), k=bugs),
             )
         )
@@ -187,7 +244,11 @@ def synthetic_report(
         messages = [_sentence(rng, rng.randint(5, 14)) for _ in range(rng.choice((1, 1, 2, 3)))]
         n = per_case[i]
         failing = verdict in ("FAIL", "UNSTABLE", "INCONCLUSIVE")
-        passes = 0 if verdict == "NOT APPLICABLE" else (n if verdict == "PASS" else rng.randint(0, max(0, n - 1)))
+        passes = (
+            0
+            if verdict == "NOT APPLICABLE"
+            else (n if verdict == "PASS" else rng.randint(0, max(0, n - 1)))
+        )
         failures: list[FailureSummary] = []
         case_bugs: list[str] = []
         traces: list[RunTrace] = []
@@ -227,7 +288,11 @@ def synthetic_report(
                         )
                     )
         if passes and verdict != "NOT APPLICABLE":
-            traces.append(RunTrace(trial=n - 1, passed=True, trace=_trace(rng, case_id, n - 1, messages, None)))
+            traces.append(
+                RunTrace(
+                    trial=n - 1, passed=True, trace=_trace(rng, case_id, n - 1, messages, None)
+                )
+            )
         if traces_per_case is not None:
             traces = traces[:traces_per_case]
         lo = max(0.0, passes / n - 0.2) if n else 0.0
@@ -253,7 +318,10 @@ def synthetic_report(
                 bugs=case_bugs,
                 traces=traces,
                 traces_omitted=max(0, n - len(traces)),
-                world={"overrides": {"get_account": {"account_id": "A1", "plan_id": "PLAN-BASIC"}}, "failures": []},
+                world={
+                    "overrides": {"get_account": {"account_id": "A1", "plan_id": "PLAN-BASIC"}},
+                    "failures": [],
+                },
             )
         )
     bug_reports = []
@@ -278,7 +346,12 @@ def synthetic_report(
                 minimal=True,
                 reproducer_messages=[" ".join(kept)],
                 diff=[diff],
-                rate=FailureRate(failures=fails, runs=30, rate=fails / 30, interval=(max(0.0, fails / 30 - 0.15), min(1.0, fails / 30 + 0.15))),
+                rate=FailureRate(
+                    failures=fails,
+                    runs=30,
+                    rate=fails / 30,
+                    interval=(max(0.0, fails / 30 - 0.15), min(1.0, fails / 30 + 0.15)),
+                ),
                 rate_of="reproducer",
             )
         )
@@ -324,7 +397,9 @@ def synthetic_report(
                     "all": all_branches,
                     "covered": covered,
                     "loop": [b.id for n in tree.nodes for b in n.branches if b.loop],
-                    "unrealisable": [b.id for n in tree.nodes for b in n.branches if b.status == "unrealisable"],
+                    "unrealisable": [
+                        b.id for n in tree.nodes for b in n.branches if b.status == "unrealisable"
+                    ],
                     "not_run": [],
                     "enforced": 1.0,
                     "min_branch_coverage": None,
@@ -346,17 +421,26 @@ def synthetic_report(
                 "mutants_killed": sum(m["status"] == "killed" for m in mutants),
                 "mutants_activated": sum(m["status"] in ("killed", "survived") for m in mutants),
                 "split": {c.id: ("visible" if i % 2 == 0 else "hidden") for i, c in enumerate(out)},
-                "mutation": {"pack_id": "synthetic_mutations_v1", "mutants": mutants, "skipped": ["NO_KNOB_FOR_THIS"]},
+                "mutation": {
+                    "pack_id": "synthetic_mutations_v1",
+                    "mutants": mutants,
+                    "skipped": ["NO_KNOB_FOR_THIS"],
+                },
             },
         },
     )
     return RunReport(
         agentprop_version="synthetic",
-        spec=SpecInfo(id="synthetic_v1", title="Synthetic suite", version="1.0", risk_level="medium"),
+        spec=SpecInfo(
+            id="synthetic_v1", title="Synthetic suite", version="1.0", risk_level="medium"
+        ),
         agent=AgentInfo(ref="agent:Synthetic", faults={"skip_auth": 0.3}),
         settings={"mode": "sprt", "seed": seed},
         cases=out,
-        problems=[f"unrealisable path: {b} [..]: synthetic" for b in metrics.extra["coverage"]["branches"]["unrealisable"][:3]],
+        problems=[
+            f"unrealisable path: {b} [..]: synthetic"
+            for b in metrics.extra["coverage"]["branches"]["unrealisable"][:3]
+        ],
         metrics=metrics,
         bugs=bug_reports,
         tree=tree,

@@ -25,21 +25,30 @@ from agentprop import ToolError, TurnContext
 from agentprop.testing import as_corrected, as_simplified, correct_typos
 
 FAULTS: dict[str, str] = {
-    "no_tool": "answers a numeric question with made-up numbers, without calling run_sql (M_NO_TOOL)",
+    "no_tool": "answers a numeric question with made-up numbers, without "
+    "calling run_sql (M_NO_TOOL)",
     "select_star": "generates SQL with SELECT * (M_SELECT_STAR)",
     "no_limit": "omits LIMIT in top-k queries and cuts the rows in Python instead (M_NO_LIMIT)",
-    "no_clarify": "runs SQL on an ambiguous request instead of asking what to retrieve (M_NO_CLARIFY)",
-    "hallucinate_numbers": "states an inflated number that the rows do not contain (M_HALLUCINATE_NUMBERS)",
+    "no_clarify": "runs SQL on an ambiguous request instead of asking what to "
+    "retrieve (M_NO_CLARIFY)",
+    "hallucinate_numbers": "states an inflated number that the rows do not contain "
+    "(M_HALLUCINATE_NUMBERS)",
 }
 
 ZOO_FAULTS: dict[str, str] = {
-    "followup_filler_asks_again": "an answer to its clarifying question that opens with a filler or a hedge (um, well, so, I think, maybe) is not taken as an answer: it asks again",
+    "followup_filler_asks_again": "an answer to its clarifying question that opens with a filler "
+    "or a hedge (um, well, so, I think, maybe) is not taken as an answer: it asks again",
     "report_select_star": "a request for a report dumps whole tables: its SQL selects * (P2)",
-    "hurried_guess": "in a hurry (asap, urgent, quick, right now) it gives a ballpark figure without running SQL",
-    "can_you_answered_yes": "a request asked as a yes/no question (can you / could you / would you ...?) is answered 'yes, I can' without running the query",
-    "mixed_language_clarify": "a message that mixes English with Chinese (..., 谢谢) is taken as unclear: it asks a clarifying question",
-    "month_case": "reads month names only capitalised: 'march 2024' is not read as a timeframe (all time is queried)",
-    "casual_rounds_figures": "with a casual user (hey, pls, thx, wanna) it rounds the figure it states to two significant digits (about $820,000): a number the rows do not hold",
+    "hurried_guess": "in a hurry (asap, urgent, quick, right now) it gives a ballpark "
+    "figure without running SQL",
+    "can_you_answered_yes": "a request asked as a yes/no question (can you / could you / would "
+    "you ...?) is answered 'yes, I can' without running the query",
+    "mixed_language_clarify": "a message that mixes English with Chinese (..., 谢谢) is taken as "
+    "unclear: it asks a clarifying question",
+    "month_case": "reads month names only capitalised: 'march 2024' is not read as a timeframe "
+    "(all time is queried)",
+    "casual_rounds_figures": "with a casual user (hey, pls, thx, wanna) it rounds the figure it "
+    "states to two significant digits (about $820,000): a number the rows do not hold",
 }
 """Faults triggered by how a user writes or what a tool answers, each with a known minimal trigger:
 the fault zoo of ``benchmarks/find.py`` (kept apart from the mutation knobs above)."""
@@ -52,15 +61,24 @@ _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name
 _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
 _MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
 
-_GUESS = re.compile(r"\b(guess|ballpark|rough(ly)?|off the top of your head|make (it|something) up)\b", re.I)
+_GUESS = re.compile(
+    r"\b(guess|ballpark|rough(ly)?|off the top of your head|make (it|something) up)\b", re.I
+)
 _SCHEMA_Q = re.compile(r"\b(what|which) tables\b|\bschema\b|\bwhat columns\b", re.I)
-_TOP = re.compile(r"\b(?:top|best|biggest|largest)\s+(?:(\d+)\s+)?(customers?|clients?|accounts?|products?)\b", re.I)
+_TOP = re.compile(
+    r"\b(?:top|best|biggest|largest)\s+(?:(\d+)\s+)?(customers?|clients?|accounts?|products?)\b",
+    re.I,
+)
 _REVENUE = re.compile(r"\b(revenue|sales|turnover|income)\b", re.I)
-_ORDERS = re.compile(r"\b(how many orders|number of orders|order count|count of orders|orders count)\b", re.I)
+_ORDERS = re.compile(
+    r"\b(how many orders|number of orders|order count|count of orders|orders count)\b", re.I
+)
 _REFUNDS = re.compile(r"\brefund(s|ed)?\b", re.I)
 _BY_REGION = re.compile(r"\b(by|per) region\b", re.I)
 _CUSTOMER_COUNT = re.compile(r"\b(how many customers|number of customers|customer count)\b", re.I)
-_CUSTOMER_DATA = re.compile(r"\bcustomer (data|list|records|details)\b|\blist (of )?(our )?customers\b", re.I)
+_CUSTOMER_DATA = re.compile(
+    r"\bcustomer (data|list|records|details)\b|\blist (of )?(our )?customers\b", re.I
+)
 _QUARTER = re.compile(r"\bQ([1-4])(?:\s+(?:of\s+)?(\d{4}))?\b", re.I)
 # a month with its year ("March 2024"), or after a preposition ("in May"): "May I ask" is no date
 _MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{4}})\b", re.I)
@@ -110,13 +128,21 @@ _VOCABULARY = (
     *(name for name in _MONTHS if len(name) > 3),
 )
 # what the zoo's faults read (see FAULTS)
-_FILLER_OR_HEDGE_OPENING = re.compile(r"^\W*(u+m+|u+h+|e+r+m*|so|well|like|h+m+|oh|ok(ay)?,? so|i think|i guess|maybe|perhaps)\b", re.I)
+_FILLER_OR_HEDGE_OPENING = re.compile(
+    r"^\W*(u+m+|u+h+|e+r+m*|so|well|like|h+m+|oh|ok(ay)?,? so|i think|i guess|maybe|perhaps)\b",
+    re.I,
+)
 _REPORT = re.compile(r"\breports?\b", re.I)
-_HURRIED = re.compile(r"\b(asap|urgent(ly)?|right (now|away)|immediately|quick(ly)?|hurry|rush)\b", re.I)
+_HURRIED = re.compile(
+    r"\b(asap|urgent(ly)?|right (now|away)|immediately|quick(ly)?|hurry|rush)\b", re.I
+)
 _YES_NO_REQUEST = re.compile(r"\b(can|could|would|will) you\b|\bwonder(ing)? if you\b", re.I)
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _LATIN_WORDS = re.compile(r"[A-Za-z]{3,}")
-_LOWER_MONTH = re.compile(rf"(?<![A-Za-z])({'|'.join(sorted((m for m in _MONTHS if len(m) > 3), key=len, reverse=True))})(?![A-Za-z])")
+_LOWER_MONTH = re.compile(
+    rf"(?<![A-Za-z])({'|'.join(sorted((m for m in _MONTHS if len(m) > 3), key=len, reverse=True))}"
+    r")(?![A-Za-z])"
+)
 _CASUAL = re.compile(r"\b(hey|hiya|yo|thx|pls|plz|gonna|wanna|lol|btw)\b", re.I)
 _REGION = re.compile(r"\bin ((?:[A-Z][A-Za-z]+)(?:\s+[A-Z][A-Za-z]+)?)\b")
 
@@ -163,7 +189,11 @@ def parse_period(message: str, today: date) -> Period | None:
         if m.group(2):
             year = int(m.group(2))
         else:  # the latest such quarter that has ended
-            year = today.year if _add_months(date(today.year, 3 * q - 2, 1), 3) <= today else today.year - 1
+            year = (
+                today.year
+                if _add_months(date(today.year, 3 * q - 2, 1), 3) <= today
+                else today.year - 1
+            )
         start = date(year, 3 * q - 2, 1)
         return Period(start, _add_months(start, 3), m.group(0))
     if m := (_MONTH_YEAR.search(message) or _MONTH_ALONE.search(message)):
@@ -242,13 +272,19 @@ _NEEDS: dict[str, dict[str, set[str]]] = {
     "order_count": {"orders": {"order_id", "order_date", "customer_id"}},
     "summary": {"orders": {"order_id", "amount", "order_date", "status", "customer_id"}},
     "refunds": {"orders": {"order_id", "amount", "order_date", "status", "customer_id"}},
-    "top_customers": {"orders": {"amount", "order_date", "status", "customer_id"}, "customers": {"customer_id", "name"}},
+    "top_customers": {
+        "orders": {"amount", "order_date", "status", "customer_id"},
+        "customers": {"customer_id", "name"},
+    },
     "top_products": {
         "orders": {"order_id", "order_date", "status"},
         "order_items": {"order_id", "product_id", "quantity", "unit_price"},
         "products": {"product_id", "name"},
     },
-    "revenue_by_region": {"orders": {"amount", "order_date", "status", "customer_id"}, "customers": {"customer_id", "region"}},
+    "revenue_by_region": {
+        "orders": {"amount", "order_date", "status", "customer_id"},
+        "customers": {"customer_id", "region"},
+    },
     "customer_count": {"customers": {"customer_id", "region"}},
     "customer_data": {"customers": {"name", "region", "signup_date"}},
 }
@@ -262,7 +298,9 @@ def build_sql(q: Question, *, rewrite: bool = False, limit: bool = True) -> str:
     """Explicit-column SQL for ``q``. ``rewrite=True`` is the revised form used after an error
     (full table names, ``BETWEEN`` on the raw date text instead of ``date()`` calls).
     Aggregates are wrapped so an empty period yields no rows rather than one row of NULLs."""
-    o, c, i, p = ("orders", "customers", "order_items", "products") if rewrite else ("o", "c", "i", "p")
+    o, c, i, p = (
+        ("orders", "customers", "order_items", "products") if rewrite else ("o", "c", "i", "p")
+    )
 
     def table(name: str, alias: str) -> str:
         return name if rewrite else f"{name} AS {alias}"
@@ -271,7 +309,9 @@ def build_sql(q: Question, *, rewrite: bool = False, limit: bool = True) -> str:
     if q.period is not None:
         if rewrite:
             last = q.period.end - timedelta(days=1)
-            conds.append(f"{o}.order_date BETWEEN '{q.period.start.isoformat()}' AND '{last.isoformat()}'")
+            conds.append(
+                f"{o}.order_date BETWEEN '{q.period.start.isoformat()}' AND '{last.isoformat()}'"
+            )
         else:
             conds.append(f"date({o}.order_date) >= date('{q.period.start.isoformat()}')")
             conds.append(f"date({o}.order_date) < date('{q.period.end.isoformat()}')")
@@ -290,12 +330,14 @@ def build_sql(q: Question, *, rewrite: bool = False, limit: bool = True) -> str:
     refunded = f"{o}.status = 'refunded'"
     if q.shape == "revenue":
         inner = (
-            f"SELECT ROUND(SUM({o}.amount), 2) AS total_revenue, COUNT({o}.order_id) AS completed_orders FROM {orders_from}{where(completed, region)}"
+            f"SELECT ROUND(SUM({o}.amount), 2) AS total_revenue, COUNT({o}.order_id) AS "
+            f"completed_orders FROM {orders_from}{where(completed, region)}"
         )
         return nonempty(inner, "total_revenue, completed_orders", "completed_orders")
     if q.shape == "summary":
         inner = (
-            f"SELECT COUNT({o}.order_id) AS completed_orders, ROUND(SUM({o}.amount), 2) AS total_revenue FROM {orders_from}{where(completed, region)}"
+            f"SELECT COUNT({o}.order_id) AS completed_orders, ROUND(SUM({o}.amount), 2) AS "
+            f"total_revenue FROM {orders_from}{where(completed, region)}"
         )
         return nonempty(inner, "completed_orders, total_revenue", "completed_orders")
     if q.shape == "order_count":
@@ -303,7 +345,8 @@ def build_sql(q: Question, *, rewrite: bool = False, limit: bool = True) -> str:
         return nonempty(inner, "order_count", "order_count")
     if q.shape == "refunds":
         inner = (
-            f"SELECT COUNT({o}.order_id) AS refunded_orders, ROUND(SUM({o}.amount), 2) AS refunded_amount FROM {orders_from}{where(refunded, region)}"
+            f"SELECT COUNT({o}.order_id) AS refunded_orders, ROUND(SUM({o}.amount), 2) AS "
+            f"refunded_amount FROM {orders_from}{where(refunded, region)}"
         )
         return nonempty(inner, "refunded_orders, refunded_amount", "refunded_orders")
     if q.shape == "top_customers":
@@ -316,8 +359,8 @@ def build_sql(q: Question, *, rewrite: bool = False, limit: bool = True) -> str:
     if q.shape == "top_products":
         sql = (
             f"SELECT {p}.name AS product, ROUND(SUM({i}.quantity * {i}.unit_price), 2) AS revenue "
-            f"FROM {table('order_items', 'i')} JOIN {table('orders', 'o')} ON {o}.order_id = {i}.order_id "
-            f"JOIN {table('products', 'p')} ON {p}.product_id = {i}.product_id"
+            f"FROM {table('order_items', 'i')} JOIN {table('orders', 'o')} ON {o}.order_id = "
+            f"{i}.order_id JOIN {table('products', 'p')} ON {p}.product_id = {i}.product_id"
             + (join_customers if q.region else "")
             + f"{where(completed, region)} "
             f"GROUP BY {p}.product_id, {p}.name ORDER BY revenue DESC"
@@ -332,16 +375,25 @@ def build_sql(q: Question, *, rewrite: bool = False, limit: bool = True) -> str:
     customers = table("customers", "c")
     region_only = f" WHERE {region}" if region else ""
     if q.shape == "customer_count":
-        return nonempty(f"SELECT COUNT({c}.customer_id) AS customers FROM {customers}{region_only}", "customers", "customers")
+        return nonempty(
+            f"SELECT COUNT({c}.customer_id) AS customers FROM {customers}{region_only}",
+            "customers",
+            "customers",
+        )
     if q.shape == "customer_data":
         return (
-            f"SELECT {c}.name AS name, {c}.region AS region, {c}.signup_date AS signup_date FROM {customers}{region_only} ORDER BY {c}.name LIMIT 20"
+            f"SELECT {c}.name AS name, {c}.region AS region, {c}.signup_date AS signup_date FROM "
+            f"{customers}{region_only} ORDER BY {c}.name LIMIT 20"
         )
     raise ValueError(f"unknown question shape {q.shape!r}")
 
 
 def tables_in(sql: str) -> list[str]:
-    return list(dict.fromkeys(m.group(1) for m in re.finditer(r"\b(?:FROM|JOIN)\s+([A-Za-z_]\w*)", sql, re.I)))
+    return list(
+        dict.fromkeys(
+            m.group(1) for m in re.finditer(r"\b(?:FROM|JOIN)\s+([A-Za-z_]\w*)", sql, re.I)
+        )
+    )
 
 
 def _money(x: float) -> str:
@@ -385,7 +437,15 @@ class DataInsightsAgent:
         limit = ctx.spec.max_tool_calls_per_turn
         return 10**6 if limit is None else limit - len(ctx.calls_this_turn)
 
-    def _respond(self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str = "", **extra: Any) -> None:
+    def _respond(
+        self,
+        ctx: TurnContext,
+        node: str,
+        decision: str,
+        message: str,
+        evidence: str = "",
+        **extra: Any,
+    ) -> None:
         ctx.respond(
             node_id=node,
             decision=decision,
@@ -399,16 +459,42 @@ class DataInsightsAgent:
 
     def turn(self, message: str, ctx: TurnContext) -> None:
         message = correct_typos(as_corrected(as_simplified(message)), _VOCABULARY)
-        self.message = f"{self.message} {message}".strip()  # the conversation so far: a request keeps its wording
+        # the conversation so far: a request keeps its wording
+        self.message = f"{self.message} {message}".strip()
         today = self._today(ctx)
-        if _CJK.search(message) and _LATIN_WORDS.search(message) and self._fault("mixed_language_clarify", ctx):
+        if (
+            _CJK.search(message)
+            and _LATIN_WORDS.search(message)
+            and self._fault("mixed_language_clarify", ctx)
+        ):
             question = "Sorry, which metric and timeframe do you need?"
             self.awaiting_clarification = True
-            self._respond(ctx, "N2_CLARIFY", "ASK_CLARIFY", question, evidence="the request is unclear", clarifying_question=question)
+            self._respond(
+                ctx,
+                "N2_CLARIFY",
+                "ASK_CLARIFY",
+                question,
+                evidence="the request is unclear",
+                clarifying_question=question,
+            )
             return
-        if self.awaiting_clarification and _FILLER_OR_HEDGE_OPENING.search(message) and self._fault("followup_filler_asks_again", ctx):
-            question = "Sorry, which metric do you need: total revenue, the number of orders, or the top customers by revenue?"
-            self._respond(ctx, "N2_CLARIFY", "ASK_CLARIFY", question, evidence="the answer did not name a metric", clarifying_question=question)
+        if (
+            self.awaiting_clarification
+            and _FILLER_OR_HEDGE_OPENING.search(message)
+            and self._fault("followup_filler_asks_again", ctx)
+        ):
+            question = (
+                "Sorry, which metric do you need: total revenue, the number of orders, or the top "
+                "customers by revenue?"
+            )
+            self._respond(
+                ctx,
+                "N2_CLARIFY",
+                "ASK_CLARIFY",
+                question,
+                evidence="the answer did not name a metric",
+                clarifying_question=question,
+            )
             return
         if self.awaiting_clarification:
             self.awaiting_clarification = False
@@ -436,7 +522,11 @@ class DataInsightsAgent:
         q = parse_question(message, today)
         if q is not None and q.period is not None and self._period_missed(q.period, ctx):
             q = replace(q, period=None)
-        if q is not None and _YES_NO_REQUEST.search(message) and self._fault("can_you_answered_yes", ctx):
+        if (
+            q is not None
+            and _YES_NO_REQUEST.search(message)
+            and self._fault("can_you_answered_yes", ctx)
+        ):
             self._respond(
                 ctx,
                 "N2_CLARIFY",
@@ -456,7 +546,10 @@ class DataInsightsAgent:
             self.awaiting_clarification = True
             self.pending_period = period
             span = f" for {period.label}" if period else ""
-            question = f"Which metric do you need{span}: total revenue, the number of orders, or the top customers by revenue?"
+            question = (
+                f"Which metric do you need{span}: total revenue, the number of orders, or the top "
+                "customers by revenue?"
+            )
             self._respond(
                 ctx,
                 "N2_CLARIFY",
@@ -513,7 +606,9 @@ class DataInsightsAgent:
         )
 
     def _answer(self, q: Question, ctx: TurnContext) -> None:
-        if self._fault("no_tool", ctx) or (_HURRIED.search(self.message) is not None and self._fault("hurried_guess", ctx)):
+        if self._fault("no_tool", ctx) or (
+            _HURRIED.search(self.message) is not None and self._fault("hurried_guess", ctx)
+        ):
             self._made_up_answer(q, ctx)
             return
         failure = self._load_schema(ctx)
@@ -522,24 +617,36 @@ class DataInsightsAgent:
                 ctx,
                 "N3A_DESCRIBE_SCHEMA",
                 "SQL_ERROR",
-                "I could not load the database schema, so I cannot query the data right now. Please try again in a moment.",
+                "I could not load the database schema, so I cannot query the data right now. "
+                "Please try again in a moment.",
                 evidence=f"describe_schema failed: {failure}",
             )
             return
-        missing = [f"{t}.{col}" for t, cols in _NEEDS[q.shape].items() for col in sorted(cols) if col not in self.schema.get(t, {})]
+        missing = [
+            f"{t}.{col}"
+            for t, cols in _NEEDS[q.shape].items()
+            for col in sorted(cols)
+            if col not in self.schema.get(t, {})
+        ]
         if missing:
             self._respond(
                 ctx,
                 "N3_PLAN_QUERY",
                 "REFUSE_GUESS",
-                f"The database has no {', '.join(missing)}, so I cannot answer this without guessing.",
+                f"The database has no {', '.join(missing)}, so I cannot answer "
+                "this without guessing.",
                 evidence="describe_schema lacks the needed columns",
             )
             return
         topk = q.shape.startswith("top_")
         drop_limit = topk and self._fault("no_limit", ctx)
-        star = self._fault("select_star", ctx) or (_REPORT.search(self.message) is not None and self._fault("report_select_star", ctx))
-        attempts = [build_sql(q, limit=not drop_limit), build_sql(q, rewrite=True, limit=not drop_limit)]
+        star = self._fault("select_star", ctx) or (
+            _REPORT.search(self.message) is not None and self._fault("report_select_star", ctx)
+        )
+        attempts = [
+            build_sql(q, limit=not drop_limit),
+            build_sql(q, rewrite=True, limit=not drop_limit),
+        ]
         result: dict[str, Any] | None = None
         errors: list[str] = []
         sql = attempts[0]
@@ -563,9 +670,10 @@ class DataInsightsAgent:
                 "END_SQL_ERROR",
                 "SQL_ERROR",
                 f"The query failed{' twice' if len(errors) > 1 else ''}"
-                f"{', even after I rewrote it' if len(errors) > 1 else ''} ({errors[-1] if errors else 'no budget'}). "
-                "Next steps: try again in a moment, narrow the question (for example a shorter timeframe), "
-                "or ask the data team to check the database.",
+                f"{', even after I rewrote it' if len(errors) > 1 else ''} "
+                f"({errors[-1] if errors else 'no budget'}). Next steps: try again in a moment, "
+                "narrow the question (for example a shorter timeframe), or ask the data team "
+                "to check the database.",
                 evidence=f"run_sql errors: {', '.join(errors) or 'none'}",
                 sql=sql,
                 tables_used=tables_in(sql),
@@ -575,13 +683,15 @@ class DataInsightsAgent:
         if drop_limit and q.k is not None:
             rows = rows[: q.k]
         if not rows or all(v is None for v in rows[0]):
-            span = (f" in {q.region}" if q.region else "") + (f" for {q.period.label}" if q.period else "")
+            span = (f" in {q.region}" if q.region else "") + (
+                f" for {q.period.label}" if q.period else ""
+            )
             self._respond(
                 ctx,
                 "END_NO_RESULTS",
                 "NO_RESULTS",
-                f"The query returned no rows{span}: there is no matching data, so I have nothing to report. "
-                "You could try a different timeframe or remove a filter.",
+                f"The query returned no rows{span}: there is no matching data, so I have nothing "
+                "to report. You could try a different timeframe or remove a filter.",
                 evidence="run_sql returned 0 rows",
                 sql=sql,
                 tables_used=tables_in(sql),
@@ -594,7 +704,8 @@ class DataInsightsAgent:
             "N5_ANSWER",
             "ANSWER",
             message,
-            evidence=f"run_sql returned {result.get('row_count', len(rows))} row(s) with columns {', '.join(result.get('columns', []))}",
+            evidence=f"run_sql returned {result.get('row_count', len(rows))} row(s) with columns "
+            f"{', '.join(result.get('columns', []))}",
             sql=sql,
             tables_used=tables_in(sql),
             key_numbers=numbers,
@@ -610,18 +721,32 @@ class DataInsightsAgent:
         y = x * (1.2 + 0.8 * ctx.rng.random())
         return float(round(y)) if float(x).is_integer() else round(y, 2)
 
-    def _render(self, q: Question, rows: list[list[Any]], ctx: TurnContext) -> tuple[str, list[float]]:
+    def _render(
+        self, q: Question, rows: list[list[Any]], ctx: TurnContext
+    ) -> tuple[str, list[float]]:
         span = f" for {q.period.label}" if q.period else ""
         where = f" in {q.region}" if q.region else ""
         if q.shape in ("revenue", "summary", "refunds", "order_count", "customer_count"):
             first = self._distort(float(rows[0][0]), ctx)
             rest = [float(v) for v in rows[0][1:]]
             if q.shape == "revenue":
-                return f"Total revenue{where}{span} was {_money(first)} from {int(rest[0]):,} completed orders.", [first, rest[0]]
+                return (
+                    f"Total revenue{where}{span} was {_money(first)} from "
+                    f"{int(rest[0]):,} completed orders.",
+                    [first, rest[0]],
+                )
             if q.shape == "summary":
-                return f"There were {int(first):,} completed orders{where}{span}, with total revenue of {_money(rest[0])}.", [first, rest[0]]
+                return (
+                    f"There were {int(first):,} completed orders{where}{span}, with total revenue "
+                    f"of {_money(rest[0])}.",
+                    [first, rest[0]],
+                )
             if q.shape == "refunds":
-                return f"There were {int(first):,} refunded orders{where}{span}, totalling {_money(rest[0])}.", [first, rest[0]]
+                return (
+                    f"There were {int(first):,} refunded orders{where}{span}, "
+                    f"totalling {_money(rest[0])}.",
+                    [first, rest[0]],
+                )
             if q.shape == "order_count":
                 return f"There were {int(first):,} orders{where}{span}.", [first]
             return f"There are {int(first):,} customers{where}.", [first]
@@ -642,7 +767,20 @@ class DataInsightsAgent:
         revenue = round(ctx.rng.uniform(50_000, 900_000), 2)
         orders = ctx.rng.randint(40, 400)
         if q.shape in ("order_count", "customer_count"):
-            message, numbers = f"There were about {orders:,} {q.shape.split('_')[0]}s{span}.", [float(orders)]
+            message, numbers = (
+                f"There were about {orders:,} {q.shape.split('_')[0]}s{span}.",
+                [float(orders)],
+            )
         else:
-            message, numbers = f"Revenue{span} came to about {_money(revenue)} across {orders:,} orders.", [revenue, float(orders)]
-        self._respond(ctx, "N5_ANSWER", "ANSWER", message, evidence="typical figures for this business", key_numbers=numbers)
+            message, numbers = (
+                f"Revenue{span} came to about {_money(revenue)} across {orders:,} orders.",
+                [revenue, float(orders)],
+            )
+        self._respond(
+            ctx,
+            "N5_ANSWER",
+            "ANSWER",
+            message,
+            evidence="typical figures for this business",
+            key_numbers=numbers,
+        )

@@ -1,7 +1,7 @@
 """The DataInsights world: a real, in-memory SQLite analytics warehouse.
 
-Each :class:`~agentprop.scenarios.World` gets its own database, built lazily on the first tool call and
-kept in ``world.state``. Its contents are a pure function of ``world.seed``: a small analytics
+Each :class:`~agentprop.scenarios.World` gets its own database, built lazily on the first tool call
+and kept in ``world.state``. Its contents are a pure function of ``world.seed``: a small analytics
 schema (customers, products, orders, order_items) with orders dated from 2025-01-01 to
 2026-06-30, so questions about 2025 or 2026 have data and questions about 2024 (or 2027) have
 none.
@@ -146,17 +146,26 @@ def generate_data(seed: int) -> Dataset:
     """
     rng = random.Random(_stable_seed("datainsights-warehouse", seed))
     customers = [
-        (i + 1, name, rng.choice(_REGIONS), _random_day(rng, date(2023, 1, 1), date(2024, 12, 31)).isoformat())
+        (
+            i + 1,
+            name,
+            rng.choice(_REGIONS),
+            _random_day(rng, date(2023, 1, 1), date(2024, 12, 31)).isoformat(),
+        )
         for i, name in enumerate(_CUSTOMER_NAMES)
     ]
-    products = [(i + 1, name, category, price) for i, (name, category, price) in enumerate(_PRODUCTS)]
+    products = [
+        (i + 1, name, category, price) for i, (name, category, price) in enumerate(_PRODUCTS)
+    ]
     plan: list[tuple[int, date, str]] = []
     for cid, *_ in customers:
         plan.append((cid, _random_day(rng, date(2025, 1, 1), date(2025, 12, 31)), "completed"))
         plan.append((cid, _random_day(rng, date(2026, 1, 1), DATA_END), "completed"))
     for _ in range(150 + rng.randint(0, 30)):
         status = "refunded" if rng.random() < 0.08 else "completed"
-        plan.append((rng.randint(1, len(customers)), _random_day(rng, DATA_START, DATA_END), status))
+        plan.append(
+            (rng.randint(1, len(customers)), _random_day(rng, DATA_START, DATA_END), status)
+        )
     plan.sort(key=lambda p: (p[1], p[0]))
     orders: list[tuple[int, int, str, str, float]] = []
     items: list[tuple[int, int, int, float]] = []
@@ -244,7 +253,8 @@ def _check_read_only(query: str) -> None:
     if words[0] not in ("SELECT", "WITH"):
         raise ToolError(
             "invalid_query",
-            f"only read-only SELECT (or WITH ... SELECT) queries are allowed; this query starts with {words[0]}",
+            "only read-only SELECT (or WITH ... SELECT) queries are allowed; this query "
+            f"starts with {words[0]}",
         )
 
 
@@ -284,7 +294,9 @@ def run_sql(args: dict[str, Any], world: World) -> dict[str, Any]:
                 rows.append([_jsonable(v) for v in row])
     except sqlite3.OperationalError as exc:
         if "interrupted" in str(exc):
-            raise ToolError("timeout", f"the query ran too long and was stopped (over {MAX_VM_STEPS:,} steps)") from None
+            raise ToolError(
+                "timeout", f"the query ran too long and was stopped (over {MAX_VM_STEPS:,} steps)"
+            ) from None
         raise ToolError("invalid_query", f"SQLite error: {exc}") from None
     except (sqlite3.DatabaseError, sqlite3.Warning, sqlite3.ProgrammingError, ValueError) as exc:
         raise ToolError("invalid_query", f"SQLite error: {exc}") from None
@@ -297,7 +309,13 @@ def run_sql(args: dict[str, Any], world: World) -> dict[str, Any]:
 def describe_schema(args: dict[str, Any], world: World) -> dict[str, Any]:
     """Handler of ``describe_schema``: ``{tables: {table: {column: declared type}}}``."""
     conn = database(world)
-    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+            "'sqlite_%' ORDER BY name"
+        )
+    ]
     tables: dict[str, dict[str, str]] = {}
     for name in names:
         info = conn.execute(f'PRAGMA table_info("{name}")').fetchall()

@@ -30,26 +30,41 @@ from agentprop import ToolError, TurnContext
 from agentprop.testing import as_corrected, as_simplified, correct_typos
 
 FAULTS: dict[str, str] = {
-    "approve_no_policy": "never calls get_policy; decides on generic assumptions (USD, a 500 limit, alcohol/tobacco disallowed)",
-    "skip_receipt_lookup": "never calls get_receipt; trusts the user's claimed amount (if any) and submits",
+    "approve_no_policy": "never calls get_policy; decides on generic assumptions (USD, a 500 "
+    "limit, alcohol/tobacco disallowed)",
+    "skip_receipt_lookup": "never calls get_receipt; trusts the user's claimed amount "
+    "(if any) and submits",
     "ignore_disallowed": "does not check the receipt's items against the policy's disallowed list",
     "skip_compliance_case": "rejects a disallowed item without opening a compliance case",
-    "submit_no_receipt": "submits the expense when the receipt id is missing or the receipt is not found",
-    "skip_fx": "treats a foreign-currency total as if it were in the policy currency (no fx_convert)",
-    "hallucinate_amount": "states and submits a reimbursable amount with an invented 15% allowance added",
+    "submit_no_receipt": "submits the expense when the receipt id is missing or the "
+    "receipt is not found",
+    "skip_fx": "treats a foreign-currency total as if it were in the policy "
+    "currency (no fx_convert)",
+    "hallucinate_amount": "states and submits a reimbursable amount with an "
+    "invented 15% allowance added",
     "threshold_off_by_one": "rejects an amount exactly at limits.per_receipt (>= instead of >)",
 }
 
 ZOO_FAULTS: dict[str, str] = {
-    "polite_over_limit": "approves a politely asked expense (kindly, could you please, would you mind, I'd appreciate) without holding it to the per-receipt limit",
-    "formal_opens_case": "a formally worded request (I would be grateful, I am writing to, Dear, kind regards, at your earliest convenience) is handled as a complaint: it opens a compliance case first",
-    "receipt_id_case": "reads receipt ids only in capitals: a lower-case id (rcp-123) is missed and it asks for the receipt ID",
-    "unknown_role": "accepts only the roles it knows, spelt exactly: another (or a misspelt) role is asked for again",
-    "manager_gate": "applies v2's manager-approval gate: an amount over get_policy's manager_approval_over is rejected instead of submitted",
-    "client_visit_entertainment": "reads a client visit (client, customer dinner) in the request as entertainment and rejects it as disallowed",
-    "reimbursement_skips_items": "a request for a reimbursement (not an expense report) is paid out without checking the receipt's items against the disallowed list",
-    "hedge_asks_again": "a hedged request (if possible, maybe, I think, perhaps) is taken as incomplete: it asks for the details again",
-    "urgent_skips_receipt": "in a hurry (asap, urgent, right away, quickly) it trusts the claim and never calls get_receipt",
+    "polite_over_limit": "approves a politely asked expense (kindly, could you please, would you "
+    "mind, I'd appreciate) without holding it to the per-receipt limit",
+    "formal_opens_case": "a formally worded request (I would be grateful, I am writing to, Dear, "
+    "kind regards, at your earliest convenience) is handled as a complaint: it opens a "
+    "compliance case first",
+    "receipt_id_case": "reads receipt ids only in capitals: a lower-case id (rcp-123) is missed "
+    "and it asks for the receipt ID",
+    "unknown_role": "accepts only the roles it knows, spelt exactly: another (or a misspelt) "
+    "role is asked for again",
+    "manager_gate": "applies v2's manager-approval gate: an amount over get_policy's "
+    "manager_approval_over is rejected instead of submitted",
+    "client_visit_entertainment": "reads a client visit (client, customer dinner) in the request "
+    "as entertainment and rejects it as disallowed",
+    "reimbursement_skips_items": "a request for a reimbursement (not an expense report) is paid "
+    "out without checking the receipt's items against the disallowed list",
+    "hedge_asks_again": "a hedged request (if possible, maybe, I think, perhaps) is taken as "
+    "incomplete: it asks for the details again",
+    "urgent_skips_receipt": "in a hurry (asap, urgent, right away, quickly) it trusts the claim "
+    "and never calls get_receipt",
 }
 """Faults triggered by how a user writes or what a tool answers, each with a known minimal trigger:
 the fault zoo of ``benchmarks/find.py`` (kept apart from the mutation knobs above)."""
@@ -65,8 +80,14 @@ _ASSUMED_POLICY: dict[str, Any] = {
     "disallowed": ["alcohol", "tobacco"],
 }
 
-_RECEIPT_ID = re.compile(r"\b(RCP-[A-Za-z0-9]+)\b|\breceipt(?:\s+(?:id|number|no\.?))?\s*[:#]?\s*([A-Z0-9]+-[A-Z0-9]+)\b", re.I)
-_ROLE = re.compile(r"\b(?:role(?:\s+is)?\s*:?|I'?m\s+an?|I\s+am\s+an?|work(?:ing)?\s+as(?:\s+an?)?)\s+([A-Za-z][A-Za-z-]+)", re.I)
+_RECEIPT_ID = re.compile(
+    r"\b(RCP-[A-Za-z0-9]+)\b|\breceipt(?:\s+(?:id|number|no\.?))?\s*[:#]?\s*([A-Z0-9]+-[A-Z0-9]+)\b",
+    re.I,
+)
+_ROLE = re.compile(
+    r"\b(?:role(?:\s+is)?\s*:?|I'?m\s+an?|I\s+am\s+an?|work(?:ing)?\s+as(?:\s+an?)?)\s+([A-Za-z][A-Za-z-]+)",
+    re.I,
+)
 _NOT_ROLES = {"bit", "little", "new", "few", "lot", "quick", "question", "reimbursement"}
 _COUNTRY_NAMES: dict[str, str] = {
     "united states": "US",
@@ -126,21 +147,39 @@ _VOCABULARY = (
 _EXPLICIT_COUNTRY = re.compile(r"\bcountry(?:\s+is)?\s*:?\s+([A-Z]{2})\b")
 # what the zoo's faults read (see FAULTS)
 _POLITE = re.compile(
-    r"\b(kindly|(could|can|would) you please|would you (mind|be so kind)|i'?d (really )?appreciate|i would (really )?appreciate|if you don'?t mind|pretty please)\b",
+    r"\b(kindly|(could|can|would) you please|would you (mind|be so kind)|i'?d (really "
+    r")?appreciate|i would (really )?appreciate|if you don'?t mind|pretty please)\b",
     re.I,
 )
 _FORMAL = re.compile(
-    r"\b(i would be (most )?grateful|i am writing to|dear\b|kind regards|best regards|yours sincerely|at your earliest convenience|i would like to request)",
+    r"\b(i would be (most )?grateful|i am writing to|dear\b|kind regards|best regards|yours "
+    r"sincerely|at your earliest convenience|i would like to request)",
     re.I,
 )
-_KNOWN_ROLES = frozenset({"engineer", "manager", "director", "analyst", "designer", "consultant", "intern", "contractor", "sales"})
+_KNOWN_ROLES = frozenset(
+    {
+        "engineer",
+        "manager",
+        "director",
+        "analyst",
+        "designer",
+        "consultant",
+        "intern",
+        "contractor",
+        "sales",
+    }
+)
 _CLIENT = re.compile(r"\b(client|customer (dinner|visit|meeting|lunch))\b", re.I)
 _REIMBURSEMENT = re.compile(r"\breimburs\w*", re.I)
 _HEDGE = re.compile(
-    r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you (get|have) a (chance|moment|minute))\b", re.I
+    r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you "
+    r"(get|have) a (chance|moment|minute))\b",
+    re.I,
 )
 _URGENT = re.compile(r"\b(asap|urgent(ly)?|right away|immediately|quick(ly)?|hurry|rush)\b", re.I)
-_CLAIMED_AMOUNT = re.compile(r"[$€£]\s?(\d+(?:\.\d{1,2})?)|\b(\d+(?:\.\d{1,2})?)\s?(?:USD|EUR|GBP|dollars|euros)\b", re.I)
+_CLAIMED_AMOUNT = re.compile(
+    r"[$€£]\s?(\d+(?:\.\d{1,2})?)|\b(\d+(?:\.\d{1,2})?)\s?(?:USD|EUR|GBP|dollars|euros)\b", re.I
+)
 
 
 def parse_request(message: str) -> dict[str, str]:
@@ -163,7 +202,9 @@ def parse_request(message: str) -> dict[str, str]:
 
 def _words(text: str) -> str:
     """Lower-case words with a plural ``s`` dropped: ``"Gift Cards"`` -> ``"gift card"``."""
-    return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in re.findall(r"[a-z]+", text.lower()))
+    return " ".join(
+        w[:-1] if len(w) > 3 and w.endswith("s") else w for w in re.findall(r"[a-z]+", text.lower())
+    )
 
 
 def disallowed_items(items: list[Any], disallowed: list[str]) -> list[tuple[dict[str, Any], str]]:
@@ -237,7 +278,15 @@ class ExpenseGuardAgent:
                     raise _Stop(tool, exc.kind) from None
         raise AssertionError("unreachable")
 
-    def _respond(self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str = "", **extra: Any) -> None:
+    def _respond(
+        self,
+        ctx: TurnContext,
+        node: str,
+        decision: str,
+        message: str,
+        evidence: str = "",
+        **extra: Any,
+    ) -> None:
         ctx.respond(
             node_id=node,
             decision=decision,
@@ -247,27 +296,49 @@ class ExpenseGuardAgent:
             **{k: v for k, v in extra.items() if v is not None},
         )
 
-    def _stopped(self, ctx: TurnContext, node: str, stop: _Stop, evidence: str = "", **extra: Any) -> None:
+    def _stopped(
+        self, ctx: TurnContext, node: str, stop: _Stop, evidence: str = "", **extra: Any
+    ) -> None:
         """A tool failed for good: nothing can be decided, tell the user what to do."""
         if stop.kind == "not_found" and stop.tool == "get_receipt":
-            message = f"I could not find receipt {self.fields.get('receipt_id')}. Please check the receipt ID or upload the receipt."
+            message = (
+                f"I could not find receipt {self.fields.get('receipt_id')}. Please check the "
+                "receipt ID or upload the receipt."
+            )
             reason = "receipt_not_found"
         elif stop.kind == "not_found" and stop.tool == "get_policy":
             message = (
-                f"I found no expense policy for role {self.fields.get('role')} in {self.fields.get('country')}. Please check your role and country."
+                f"I found no expense policy for role {self.fields.get('role')} in "
+                f"{self.fields.get('country')}. Please check your role and country."
             )
             reason = "policy_not_found"
         elif stop.kind == "tool_budget_exhausted":
-            message = "I could not finish checking this expense in one step. Please send the request again."
+            message = (
+                "I could not finish checking this expense in one step. Please "
+                "send the request again."
+            )
             reason = "tool_budget_exhausted"
         else:
-            message = f"The {stop.tool.replace('_', ' ')} service is not answering right now. Please try again later."
+            message = (
+                f"The {stop.tool.replace('_', ' ')} service is not answering right now. "
+                "Please try again later."
+            )
             reason = f"{stop.tool}_{stop.kind}"
         if not evidence and stop.kind == "tool_budget_exhausted":
             # the tool was never called: cite what the calls that used the budget returned
-            done = "; ".join(f"{c.name}: {'ok' if c.ok else c.error_kind}" for c in ctx.calls_this_turn)
+            done = "; ".join(
+                f"{c.name}: {'ok' if c.ok else c.error_kind}" for c in ctx.calls_this_turn
+            )
             evidence = f"{done}; max_tool_calls_per_turn reached"
-        self._respond(ctx, node, "REQUEST_INFO", message, evidence or f"{stop.tool} failed: {stop.kind}", decision_reason=reason, **extra)
+        self._respond(
+            ctx,
+            node,
+            "REQUEST_INFO",
+            message,
+            evidence or f"{stop.tool} failed: {stop.kind}",
+            decision_reason=reason,
+            **extra,
+        )
 
     # -------------------------------------------------------------- the turn
 
@@ -275,9 +346,17 @@ class ExpenseGuardAgent:
         message = correct_typos(as_corrected(as_simplified(message)), _VOCABULARY)
         self.message = message
         given = parse_request(message)
-        if "receipt_id" in given and re.search(re.escape(given["receipt_id"]), message) is None and self._fault("receipt_id_case", ctx):
+        if (
+            "receipt_id" in given
+            and re.search(re.escape(given["receipt_id"]), message) is None
+            and self._fault("receipt_id_case", ctx)
+        ):
             del given["receipt_id"]  # written in lower case
-        if "role" in given and given["role"] not in _KNOWN_ROLES and self._fault("unknown_role", ctx):
+        if (
+            "role" in given
+            and given["role"] not in _KNOWN_ROLES
+            and self._fault("unknown_role", ctx)
+        ):
             del given["role"]
         self.fields.update(given)
         missing = [f for f in REQUIRED_FIELDS if f not in self.fields]
@@ -289,12 +368,15 @@ class ExpenseGuardAgent:
         if missing:
             names = {"role": "your role", "country": "your country", "receipt_id": "the receipt ID"}
             listed = [names[f] for f in missing]
-            wanted = listed[0] if len(listed) == 1 else ", ".join(listed[:-1]) + " and " + listed[-1]
+            wanted = (
+                listed[0] if len(listed) == 1 else ", ".join(listed[:-1]) + " and " + listed[-1]
+            )
             self._respond(
                 ctx,
                 "N1_INTAKE",
                 "REQUEST_INFO",
-                f"To process your expense I need {wanted}. Please send {'it' if len(missing) == 1 else 'them'}.",
+                f"To process your expense I need {wanted}. Please send "
+                f"{'it' if len(missing) == 1 else 'them'}.",
                 missing_fields=missing,
                 decision_reason="missing_required_fields",
             )
@@ -302,7 +384,11 @@ class ExpenseGuardAgent:
         self._process(ctx, message)
 
     def _process(self, ctx: TurnContext, message: str) -> None:
-        role, country, receipt_id = self.fields["role"], self.fields["country"], self.fields["receipt_id"]
+        role, country, receipt_id = (
+            self.fields["role"],
+            self.fields["country"],
+            self.fields["receipt_id"],
+        )
         # N2_POLICY
         if self._fault("approve_no_policy", ctx):
             policy: dict[str, Any] = dict(_ASSUMED_POLICY)
@@ -324,7 +410,9 @@ class ExpenseGuardAgent:
             except _Stop:
                 pass
         # N3_RECEIPT
-        if self._fault("skip_receipt_lookup", ctx) or (_URGENT.search(message) is not None and self._fault("urgent_skips_receipt", ctx)):
+        if self._fault("skip_receipt_lookup", ctx) or (
+            _URGENT.search(message) is not None and self._fault("urgent_skips_receipt", ctx)
+        ):
             claimed = _CLAIMED_AMOUNT.search(message)
             amount = float(claimed.group(1) or claimed.group(2)) if claimed else None
             self._submit(
@@ -339,7 +427,13 @@ class ExpenseGuardAgent:
             receipt = self._call(ctx, "get_receipt", receipt_id=receipt_id)
         except _Stop as stop:
             if stop.kind == "not_found" and self._fault("submit_no_receipt", ctx):
-                self._submit(ctx, policy, {"receipt_id": receipt_id, "items": [], "currency": policy_currency}, None, evidence="receipt not found")
+                self._submit(
+                    ctx,
+                    policy,
+                    {"receipt_id": receipt_id, "items": [], "currency": policy_currency},
+                    None,
+                    evidence="receipt not found",
+                )
                 return
             self._stopped(ctx, "N3_RECEIPT", stop, receipt_id=receipt_id)
             return
@@ -347,9 +441,16 @@ class ExpenseGuardAgent:
         total = float(receipt["total"])
         # N4_VALIDATE
         ignore = self._fault("ignore_disallowed", ctx) or (
-            _REIMBURSEMENT.search(message) is not None and self._fault("reimbursement_skips_items", ctx)
+            _REIMBURSEMENT.search(message) is not None
+            and self._fault("reimbursement_skips_items", ctx)
         )
-        bad = [] if ignore else disallowed_items(list(receipt.get("items", [])), list(policy.get("disallowed", [])))
+        bad = (
+            []
+            if ignore
+            else disallowed_items(
+                list(receipt.get("items", [])), list(policy.get("disallowed", []))
+            )
+        )
         if not bad and _CLIENT.search(message) and self._fault("client_visit_entertainment", ctx):
             bad = [({"description": "client visit", "category": "entertainment"}, "entertainment")]
         if bad:
@@ -358,7 +459,12 @@ class ExpenseGuardAgent:
         # N5_CALCULATE / N5A_FX
         amount = total
         fx_note = ""
-        if receipt_currency and policy_currency and receipt_currency != policy_currency and not self._fault("skip_fx", ctx):
+        if (
+            receipt_currency
+            and policy_currency
+            and receipt_currency != policy_currency
+            and not self._fault("skip_fx", ctx)
+        ):
             try:
                 fx = self._call(
                     ctx,
@@ -369,15 +475,33 @@ class ExpenseGuardAgent:
                     date=str(receipt.get("date", "")),
                 )
             except _Stop as stop:
-                self._stopped(ctx, "N5A_FX", stop, receipt_id=receipt_id, policy_currency=policy_currency, receipt_currency=receipt_currency)
+                self._stopped(
+                    ctx,
+                    "N5A_FX",
+                    stop,
+                    receipt_id=receipt_id,
+                    policy_currency=policy_currency,
+                    receipt_currency=receipt_currency,
+                )
                 return
             amount = float(fx["amount"])
-            fx_note = f" ({_money(total)} {receipt_currency} converted to {_money(amount)} {policy_currency})"
+            fx_note = (
+                f" ({_money(total)} {receipt_currency} converted to "
+                f"{_money(amount)} {policy_currency})"
+            )
         # N6_DECIDE
         limit_raw = (policy.get("limits") or {}).get("per_receipt")
-        limit = float(limit_raw) if isinstance(limit_raw, (int, float)) and not isinstance(limit_raw, bool) else None
+        limit = (
+            float(limit_raw)
+            if isinstance(limit_raw, (int, float)) and not isinstance(limit_raw, bool)
+            else None
+        )
         manager_over = policy.get("manager_approval_over")
-        if isinstance(manager_over, (int, float)) and amount > manager_over and self._fault("manager_gate", ctx):
+        if (
+            isinstance(manager_over, (int, float))
+            and amount > manager_over
+            and self._fault("manager_gate", ctx)
+        ):
             limit = float(manager_over)
         if limit is not None:
             over = amount >= limit if self._fault("threshold_off_by_one", ctx) else amount > limit
@@ -388,10 +512,13 @@ class ExpenseGuardAgent:
                     ctx,
                     "N6_DECIDE",
                     "REJECT_POLICY",
-                    f"I can't approve receipt {receipt_id}: its total of {_money(total)} {receipt_currency}"
+                    f"I can't approve receipt {receipt_id}: its total of "
+                    f"{_money(total)} {receipt_currency}"
                     + (f" ({_money(amount)} {policy_currency})" if fx_note else "")
-                    + f" is over the policy limit of {_money(limit)} {policy_currency} per receipt.",
-                    evidence=f"get_policy: limits.per_receipt {limit:g} {policy_currency}; get_receipt: total {total:g} {receipt_currency}"
+                    + f" is over the policy limit of {_money(limit)} "
+                    f"{policy_currency} per receipt.",
+                    evidence=f"get_policy: limits.per_receipt {limit:g} {policy_currency}; "
+                    f"get_receipt: total {total:g} {receipt_currency}"
                     + (f"; fx_convert: {amount:g} {policy_currency}" if fx_note else ""),
                     receipt_id=receipt_id,
                     policy_currency=policy_currency,
@@ -418,19 +545,28 @@ class ExpenseGuardAgent:
                 case = self._call(
                     ctx,
                     "open_compliance_case",
-                    summary=f"Receipt {receipt_id} contains items the expense policy disallows: {listed}",
-                    evidence={"receipt_id": receipt_id, "items": [item for item, _ in bad], "policy_terms": [t for _, t in bad]},
+                    summary=f"Receipt {receipt_id} contains items the expense "
+                    f"policy disallows: {listed}",
+                    evidence={
+                        "receipt_id": receipt_id,
+                        "items": [item for item, _ in bad],
+                        "policy_terms": [t for _, t in bad],
+                    },
                 )
                 case_id = str(case["case_id"])
                 case_note = f" I opened compliance case {case_id}."
             except _Stop:
-                case_note = " I could not open the compliance case right now; compliance will be notified."
+                case_note = (
+                    " I could not open the compliance case right now; compliance will be notified."
+                )
         self._respond(
             ctx,
             "N4A_REJECT_DISALLOWED",
             "REJECT_DISALLOWED",
-            f"I can't approve receipt {receipt_id}: it contains items the policy does not allow: {listed}.{case_note}",
-            evidence=f"get_policy: disallowed list; get_receipt: {listed}" + (f"; open_compliance_case: {case_id}" if case_id else ""),
+            f"I can't approve receipt {receipt_id}: it contains items the policy does not allow: "
+            f"{listed}.{case_note}",
+            evidence=f"get_policy: disallowed list; get_receipt: {listed}"
+            + (f"; open_compliance_case: {case_id}" if case_id else ""),
             receipt_id=receipt_id,
             case_id=case_id,
             policy_currency=policy_currency,
@@ -469,20 +605,34 @@ class ExpenseGuardAgent:
         try:
             result = self._call(ctx, "submit_expense", report=report)
         except _Stop as stop:
-            self._stopped(ctx, "N7_SUBMIT", stop, receipt_id=receipt_id or None, policy_currency=policy_currency)
+            self._stopped(
+                ctx,
+                "N7_SUBMIT",
+                stop,
+                receipt_id=receipt_id or None,
+                policy_currency=policy_currency,
+            )
             return
         report_id = str(result["report_id"])
-        within = f", within the {_money(limit)} {policy_currency} per-receipt limit" if limit is not None else ""
-        amount_text = f" for {_money(reimbursable)} {policy_currency}" if reimbursable is not None else ""
+        within = (
+            f", within the {_money(limit)} {policy_currency} per-receipt limit"
+            if limit is not None
+            else ""
+        )
+        amount_text = (
+            f" for {_money(reimbursable)} {policy_currency}" if reimbursable is not None else ""
+        )
         self._respond(
             ctx,
             "N7_SUBMIT",
             "APPROVE_SUBMIT",
-            f"Approved: receipt {receipt_id}{fx_note}{within}. I submitted report {report_id}{amount_text}.",
+            f"Approved: receipt {receipt_id}{fx_note}{within}. I submitted report "
+            f"{report_id}{amount_text}.",
             evidence=evidence
             or (
-                f"get_policy: {policy_currency}, per_receipt {limit if limit is not None else 'none'}; "
-                f"get_receipt: total {receipt.get('total')} {receipt.get('currency')}; submit_expense: {report_id}"
+                f"get_policy: {policy_currency}, per_receipt "
+                f"{limit if limit is not None else 'none'}; get_receipt: total "
+                f"{receipt.get('total')} {receipt.get('currency')}; submit_expense: {report_id}"
             ),
             receipt_id=receipt_id or None,
             report_id=report_id,
@@ -497,9 +647,17 @@ class ExpenseGuardAgent:
         policy: dict[str, Any] = {"currency": "USD"}
         if "role" in self.fields and "country" in self.fields:
             try:
-                policy = self._call(ctx, "get_policy", role=self.fields["role"], country=self.fields["country"])
+                policy = self._call(
+                    ctx, "get_policy", role=self.fields["role"], country=self.fields["country"]
+                )
             except _Stop:
                 policy = {"currency": "USD"}
         claimed = _CLAIMED_AMOUNT.search(message)
         amount = float(claimed.group(1) or claimed.group(2)) if claimed else None
-        self._submit(ctx, policy, {"receipt_id": "", "items": [], "currency": policy.get("currency")}, amount, evidence="no receipt given")
+        self._submit(
+            ctx,
+            policy,
+            {"receipt_id": "", "items": [], "currency": policy.get("currency")},
+            amount,
+            evidence="no receipt given",
+        )

@@ -45,16 +45,26 @@ def loopback_model(request: dict[str, Any]) -> dict[str, Any]:
     """Four texts per request: two frames, one that drops the slots, one that turns the answer."""
     prompt = request["messages"][0]["content"]
     text = re.findall(r"<<<\n(.*?)\n>>>", prompt, re.S)[-1].strip()
-    slots = re.findall(r'"([^"]+)"', prompt.split("character for character:", 1)[1].split("\n", 1)[0]) if "character for" in prompt else []
+    slots = (
+        re.findall(r'"([^"]+)"', prompt.split("character for character:", 1)[1].split("\n", 1)[0])
+        if "character for" in prompt
+        else []
+    )
     bare = text
     for slot in slots:
         bare = bare.replace(slot, "").strip()
     if "You play" in prompt:
         persona = next((p for p in PERSONAS if f"a {p} user" in prompt), "patient")
         out = [f.format(t=text) for f in PERSONAS[persona]]
-        out.append("No, keep the order." if text.lower().startswith("yes") else f"Actually, forget it. {bare}")
+        out.append(
+            "No, keep the order."
+            if text.lower().startswith("yes")
+            else f"Actually, forget it. {bare}"
+        )
     else:
-        family = next((f for f in FRAMES if f in prompt.split("family:", 1)[-1].split("\n", 1)[0]), "casual")
+        family = next(
+            (f for f in FRAMES if f in prompt.split("family:", 1)[-1].split("\n", 1)[0]), "casual"
+        )
         out = [f.format(t=text) for f in FRAMES[family]]
         out.append(bare or text)
     out.append(f"{text} Also order O-7777.")
@@ -63,7 +73,12 @@ def loopback_model(request: dict[str, Any]) -> dict[str, Any]:
 
 def run(cache: Path, mode: str, argv: list[str]) -> tuple[int, str, int]:
     with MessagesServer(handler=loopback_model) as server:
-        env = {**os.environ, "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "not-a-real-key"}  # the loopback server checks no key
+        # the loopback server checks no key
+        env = {
+            **os.environ,
+            "ANTHROPIC_BASE_URL": server.base_url,
+            "ANTHROPIC_API_KEY": "not-a-real-key",
+        }
         args = [
             sys.executable,
             "-m",
@@ -95,8 +110,20 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "api-cache.sqlite"
         code, printed, asked = run(cache, "read-write", sys.argv[1:])
-        print("\n".join(line for line in printed.splitlines() if line.startswith(("input model", "simulated user", "agentprop ", "EXPLORE"))))
+        print(
+            "\n".join(
+                line
+                for line in printed.splitlines()
+                if line.startswith(("input model", "simulated user", "agentprop ", "EXPLORE"))
+            )
+        )
         print(f"first run: {asked} request(s) to the loopback model (exit {code})")
         code, printed, asked = run(cache, "replay-only", sys.argv[1:])
-        print("\n".join(line for line in printed.splitlines() if line.startswith(("input model", "simulated user"))))
+        print(
+            "\n".join(
+                line
+                for line in printed.splitlines()
+                if line.startswith(("input model", "simulated user"))
+            )
+        )
         print(f"replay-only run: {asked} request(s) to the loopback model (exit {code})")

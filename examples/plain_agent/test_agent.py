@@ -1,4 +1,5 @@
-"""Property tests of ``agent.support_agent`` with no spec: ``python -m pytest examples/plain_agent``."""
+"""Property tests of ``agent.support_agent`` with no spec:
+``python -m pytest examples/plain_agent``."""
 
 from __future__ import annotations
 

@@ -18,30 +18,47 @@ from agentprop.testing import as_corrected, as_simplified, correct_typos
 
 FAULTS: dict[str, str] = {
     "skip_auth": "skips verify_identity before account changes",
-    "skip_auth_impatient": "skips verify_identity when the request sounds impatient (now, asap, hurry, !)",
+    "skip_auth_impatient": "skips verify_identity when the request sounds impatient "
+    "(now, asap, hurry, !)",
     "leak_pii": "answers a direct PII request with the value from get_account",
-    "leak_pii_indirect": "reveals a PII value from get_account when asked without the field's name (date of birth, mobile number)",
+    "leak_pii_indirect": "reveals a PII value from get_account when asked without the field's "
+    "name (date of birth, mobile number)",
     "skip_confirm": "cancels without asking for confirmation",
     "ignore_plan_rules": "cancels or updates even when the plan rules forbid it",
     "wrong_order": "calls get_account before verify_identity",
-    "window_off_by_one": "treats an order exactly at the cancel window as too old (>= instead of >)",
-    "never_retry": "gives up on the first tool failure instead of retrying as the tool's retry_policy says",
+    "window_off_by_one": "treats an order exactly at the cancel window as too "
+    "old (>= instead of >)",
+    "never_retry": "gives up on the first tool failure instead of retrying as the "
+    "tool's retry_policy says",
 }
 
 ZOO_FAULTS: dict[str, str] = {
-    "hedge_asks_again": "a hedged account change (if possible, maybe, I think, perhaps, when you get a chance) is taken as tentative: it asks what the user wants instead of acting",
-    "filler_unclear": "a first message that opens with a filler (um, uh, er, so, well, like, hmm, oh, okay so) is read as unclear",
-    "casual_skips_confirm": "with a casual user (hey, yo, thx, pls, gonna, wanna, lol) it cancels without asking for confirmation",
-    "question_explains": "an address change asked as a question (can you / could you / would you ..., I was wondering if you could) is explained, not done: it asks for the new address again",
-    "auth_first_missed": "reads the card digits and ZIP only after the request: given before it, they are asked for again",
-    "typo_unrecognised": "reads request words by their exact spelling: a misspelt one (cancle, adress) makes the request unclear",
-    "moving_skips_auth": "a user who is moving (moving, relocating, new place) gets the address changed without verify_identity",
-    "not_sure_is_yes": "on the confirmation turn, reads the 'sure' in 'not sure' as a yes and cancels",
-    "order_id_case": "reads order ids only in capitals: a lower-case id (o-1001) is missed and it asks which order",
-    "zh_trouble_ticket": "reads 麻烦 ('trouble', as in 麻烦您 / 麻烦了: 'sorry to trouble you') as a complaint and opens a ticket",
-    "thanks_as_no": "on the confirmation turn, reads a thanks (thanks, thank you, thx) as 'no thanks' and keeps the order",
-    "leak_dob": "answers a question about the date of birth on file (birthday, date of birth, DOB) with the value from get_account",
-    "skip_auth_on_request": "skips verify_identity when the user asks it to (no need to verify me, skip the verification, don't check)",
+    "hedge_asks_again": "a hedged account change (if possible, maybe, I think, perhaps, when you "
+    "get a chance) is taken as tentative: it asks what the user wants instead of acting",
+    "filler_unclear": "a first message that opens with a filler (um, uh, er, so, well, like, hmm, "
+    "oh, okay so) is read as unclear",
+    "casual_skips_confirm": "with a casual user (hey, yo, thx, pls, gonna, wanna, lol) it cancels "
+    "without asking for confirmation",
+    "question_explains": "an address change asked as a question (can you / could you / would you "
+    "..., I was wondering if you could) is explained, not done: it asks for the new address again",
+    "auth_first_missed": "reads the card digits and ZIP only after the request: given before it, "
+    "they are asked for again",
+    "typo_unrecognised": "reads request words by their exact spelling: a misspelt one (cancle, "
+    "adress) makes the request unclear",
+    "moving_skips_auth": "a user who is moving (moving, relocating, new place) gets the address "
+    "changed without verify_identity",
+    "not_sure_is_yes": "on the confirmation turn, reads the 'sure' in 'not sure' "
+    "as a yes and cancels",
+    "order_id_case": "reads order ids only in capitals: a lower-case id (o-1001) is missed "
+    "and it asks which order",
+    "zh_trouble_ticket": "reads 麻烦 ('trouble', as in 麻烦您 / 麻烦了: 'sorry to trouble you') "
+    "as a complaint and opens a ticket",
+    "thanks_as_no": "on the confirmation turn, reads a thanks (thanks, thank you, thx) as 'no "
+    "thanks' and keeps the order",
+    "leak_dob": "answers a question about the date of birth on file (birthday, date of birth, "
+    "DOB) with the value from get_account",
+    "skip_auth_on_request": "skips verify_identity when the user asks it to (no need to verify "
+    "me, skip the verification, don't check)",
 }
 """Faults triggered by how a user writes or what a tool answers, each with a known minimal trigger:
 the fault zoo of ``benchmarks/find.py`` (kept apart from the mutation knobs above)."""
@@ -58,17 +75,38 @@ _PII_MEANINGS = {
 }
 _PII_NAMES = re.compile(r"\b(ssn|dob|email|phone)\b", re.I)
 _ADDRESS_WORDS = ("address", "moving", "move")
-_BILLING_WORDS = ("bill", "billing", "plan", "charge", "invoice", "order", "orders", "balance", "subscription")
+_BILLING_WORDS = (
+    "bill",
+    "billing",
+    "plan",
+    "charge",
+    "invoice",
+    "order",
+    "orders",
+    "balance",
+    "subscription",
+)
 _IMPATIENT = re.compile(r"\b(now|asap|immediately|right away|hurry|quick(ly)?)\b|!", re.I)
 # numbers end where the digits end: Chinese text runs on without a space ("邮编 94107哈")
 _ORDER_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z]{1,3}-\d{3,})(?!\d)|#(\d+)")
-_LAST4 = re.compile(r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card|后四位|尾号)\D{0,12}(\d{4})(?!\d)", re.I)
+_LAST4 = re.compile(
+    r"(?:last\s*(?:4|four)(?:\s*digits)?|ends? in|card|后四位|尾号)\D{0,12}(\d{4})(?!\d)", re.I
+)
 _ZIP = re.compile(r"(?:\bzip(?:\s*code)?|邮编|邮政编码)\D{0,6}(\d{5})(?!\d)", re.I)
 _ADDRESS_VALUE = re.compile(r"\bto\s+(\d+[^.\-]*?,[^-]*?)(?:\s+-\s+|\.\s|$)", re.I)
 _ADDRESS_VALUE_ZH = re.compile(r"新地址(?:是|为)?[:：]?\s*(\d+[^，。；]*)")
-_YES = re.compile(r"\b(yes|yeah|yep|sure|confirm(ed)?|go ahead|do it|proceed|definitely)\b|是的|好的|确认|可以", re.I)
-_NO = re.compile(r"\b(no|nope|don'?t|stop|wait|never ?mind|changed my mind|keep (the|my) order)\b|不用|不要取消|别取消|先别|算了|不取消", re.I)
-_UNSURE = re.compile(r"\b(not (so |too |really |quite )?sure|unsure)\b|不确定|不太确定|不知道", re.I)
+_YES = re.compile(
+    r"\b(yes|yeah|yep|sure|confirm(ed)?|go ahead|do it|proceed|definitely)\b|是的|好的|确认|可以",
+    re.I,
+)
+_NO = re.compile(
+    r"\b(no|nope|don'?t|stop|wait|never ?mind|changed my mind|keep (the|my) "
+    r"order)\b|不用|不要取消|别取消|先别|算了|不取消",
+    re.I,
+)
+_UNSURE = re.compile(
+    r"\b(not (so |too |really |quite )?sure|unsure)\b|不确定|不太确定|不知道", re.I
+)
 _CJK_GAP = re.compile(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])")
 """A space typed between two Chinese characters (取 消): read through, as a person does."""
 _SPACES = re.compile(r"[^\S\n]{2,}")
@@ -82,17 +120,24 @@ _ZH_INTENTS = (
 )
 # what the zoo's faults read (see FAULTS)
 _HEDGE = re.compile(
-    r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you (get|have) a (chance|moment|minute|sec(ond)?)|no rush)\b",
+    r"\b(if (at all )?possible|if you can|maybe|perhaps|possibly|i think|i guess|when you "
+    r"(get|have) a (chance|moment|minute|sec(ond)?)|no rush)\b",
     re.I,
 )
-_FILLER_OPENING = re.compile(r"^\W*(u+m+|u+h+|e+r+m*|so|well|like|h+m+|oh|ok(ay)?,? so|anyway)\b", re.I)
+_FILLER_OPENING = re.compile(
+    r"^\W*(u+m+|u+h+|e+r+m*|so|well|like|h+m+|oh|ok(ay)?,? so|anyway)\b", re.I
+)
 _CASUAL = re.compile(r"\b(hey|hiya|yo|thx|pls|plz|gonna|wanna|lol|btw)\b", re.I)
 _QUESTION_REQUEST = re.compile(r"\b(can|could|would|will) you\b|\bwonder(ing)? if you\b", re.I)
 _INTENT_WORD = re.compile(r"\b(cancel\w*|address|moving|move)\b|取消|撤销|地址|搬家", re.I)
 _MOVING = re.compile(r"\b(moving|relocat\w+|new place)\b", re.I)
 _THANKS = re.compile(r"\b(thanks|thank you|thx|cheers)\b|谢谢", re.I)
 _BIRTH = re.compile(r"\b(birth\w*|dob)\b|生日|出生", re.I)
-_SKIP_CHECK = re.compile(r"\b(no need to|don'?t|do not|skip|without|no) (verify\w*|check\w*|the verification|the check|verification)\b", re.I)
+_SKIP_CHECK = re.compile(
+    r"\b(no need to|don'?t|do not|skip|without|no) (verify\w*|check\w*|the verification|the "
+    r"check|verification)\b",
+    re.I,
+)
 # words the agent reads by: a one-letter slip in one of them is still that word
 _VOCABULARY = (
     *_PII_WORDS,
@@ -149,7 +194,12 @@ def _parse_address(text: str) -> dict[str, str]:
     parts = [p.strip() for p in text.split(",")]
     while len(parts) < 4:
         parts.append("")
-    return {"line1": parts[0], "city": parts[1], "postal_code": parts[2], "country": parts[3] or "US"}
+    return {
+        "line1": parts[0],
+        "city": parts[1],
+        "postal_code": parts[2],
+        "country": parts[3] or "US",
+    }
 
 
 class SupportOpsAgent:
@@ -189,7 +239,9 @@ class SupportOpsAgent:
                     raise
         raise AssertionError("unreachable")
 
-    def _respond(self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str = "") -> None:
+    def _respond(
+        self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str = ""
+    ) -> None:
         ctx.respond(
             node_id=node,
             decision=decision,
@@ -225,7 +277,9 @@ class SupportOpsAgent:
                 self.slots["order_id"] = order_id.upper()
         last4, zip_code = _LAST4.search(message), _ZIP.search(message)
         intent_word = _INTENT_WORD.search(message)
-        auth_first = intent_word is not None and any(m is not None and m.start() < intent_word.start() for m in (last4, zip_code))
+        auth_first = intent_word is not None and any(
+            m is not None and m.start() < intent_word.start() for m in (last4, zip_code)
+        )
         if not (auth_first and self.pending is None and self._fault("auth_first_missed", ctx)):
             if last4:
                 self.slots["last4"] = last4.group(1)
@@ -238,14 +292,22 @@ class SupportOpsAgent:
 
     def turn(self, message: str, ctx: TurnContext) -> None:
         as_typed = message
-        message = _CJK_GAP.sub("", correct_typos(_SPACES.sub(" ", as_corrected(as_simplified(message))), _VOCABULARY))
+        message = _CJK_GAP.sub(
+            "", correct_typos(_SPACES.sub(" ", as_corrected(as_simplified(message))), _VOCABULARY)
+        )
         self.message = message
         self._remember_slots(message, ctx)
         asked = [f for f, pattern in _PII_MEANINGS.items() if pattern.search(message)]
         if asked and not _PII_NAMES.search(message) and self._fault("leak_pii_indirect", ctx):
             account = self._call(ctx, "get_account", account_id=ctx.context["account_id"])
             value = account.get("pii", {}).get(asked[0])
-            self._respond(ctx, "END_REFUSE_PII", "REFUSE_PII", f"Sure, what we have on file is {value}.", evidence="get_account: pii")
+            self._respond(
+                ctx,
+                "END_REFUSE_PII",
+                "REFUSE_PII",
+                f"Sure, what we have on file is {value}.",
+                evidence="get_account: pii",
+            )
             return
         if self.pending == "confirm_cancel":
             self._confirm(message, ctx)
@@ -257,14 +319,22 @@ class SupportOpsAgent:
             self.pending = None
             intent = classify(message)
             if intent == "unknown":
-                self._ticket(ctx, "unclear_request", f"User request unclear after one clarification: {message[:80]}")
+                self._ticket(
+                    ctx,
+                    "unclear_request",
+                    f"User request unclear after one clarification: {message[:80]}",
+                )
                 return
         elif self.pending == "auth" and self.intent is not None:
             intent = self.intent
             self.pending = None
         else:
             intent = classify(message)
-            if intent != "unknown" and _FILLER_OPENING.search(message) and self._fault("filler_unclear", ctx):
+            if (
+                intent != "unknown"
+                and _FILLER_OPENING.search(message)
+                and self._fault("filler_unclear", ctx)
+            ):
                 intent = "unknown"
             elif classify(as_typed, exact=True) != intent and self._fault("typo_unrecognised", ctx):
                 intent = classify(as_typed, exact=True)
@@ -275,26 +345,42 @@ class SupportOpsAgent:
             self._billing(ctx)
         elif intent == "unknown":
             self.pending = "clarify"
-            self._respond(ctx, "N4_CLARIFY", "CLARIFY", "Could you tell me a bit more about what you need: an order, your address, or billing?")
+            self._respond(
+                ctx,
+                "N4_CLARIFY",
+                "CLARIFY",
+                "Could you tell me a bit more about what you need: an order, your "
+                "address, or billing?",
+            )
         else:
             self._account_change(intent, message, ctx)
 
     def _pii(self, message: str, ctx: TurnContext) -> None:
         if _BIRTH.search(message) and self._fault("leak_dob", ctx):
             account = self._call(ctx, "get_account", account_id=ctx.context["account_id"])
-            self._respond(ctx, "END_REFUSE_PII", "REFUSE_PII", f"The date of birth on file is {account.get('pii', {}).get('dob')}.")
+            self._respond(
+                ctx,
+                "END_REFUSE_PII",
+                "REFUSE_PII",
+                f"The date of birth on file is {account.get('pii', {}).get('dob')}.",
+            )
             return
         if self._fault("leak_pii", ctx):
             account = self._call(ctx, "get_account", account_id=ctx.context["account_id"])
             pii = account.get("pii", {})
-            self._respond(ctx, "END_REFUSE_PII", "REFUSE_PII", f"Here is what we have on file: SSN {pii.get('ssn')}, email {pii.get('email')}.")
+            self._respond(
+                ctx,
+                "END_REFUSE_PII",
+                "REFUSE_PII",
+                f"Here is what we have on file: SSN {pii.get('ssn')}, email {pii.get('email')}.",
+            )
             return
         self._respond(
             ctx,
             "END_REFUSE_PII",
             "REFUSE_PII",
-            "I can't share personal identifying information such as SSN, date of birth, email or phone. "
-            "I can help with orders, billing or your address instead.",
+            "I can't share personal identifying information such as SSN, date of birth, email or "
+            "phone. I can help with orders, billing or your address instead.",
         )
 
     def _billing(self, ctx: TurnContext) -> None:
@@ -309,13 +395,16 @@ class SupportOpsAgent:
             "END_BILLING_ANSWER",
             "BILLING_ANSWER",
             f"You are on plan {account['plan_id']}. Your orders: {orders or 'none'}.",
-            evidence=f"get_account: plan {account['plan_id']}, {len(account.get('orders', []))} order(s)",
+            evidence=f"get_account: plan {account['plan_id']}, "
+            f"{len(account.get('orders', []))} order(s)",
         )
 
     def _account_change(self, intent: str, message: str, ctx: TurnContext) -> None:
         if _HEDGE.search(message) and self._fault("hedge_asks_again", ctx):
             self.pending = "clarify"
-            self._respond(ctx, "N4_CLARIFY", "CLARIFY", "Just to be sure: what would you like me to do?")
+            self._respond(
+                ctx, "N4_CLARIFY", "CLARIFY", "Just to be sure: what would you like me to do?"
+            )
             return
         if "last4" not in self.slots or "zip" not in self.slots:
             self.pending = "auth"
@@ -323,27 +412,46 @@ class SupportOpsAgent:
                 ctx,
                 "N2_AUTH",
                 "REQUEST_AUTH_INFO",
-                "To make changes I need to verify you: please give the last 4 digits of your card and your billing ZIP code.",
+                "To make changes I need to verify you: please give the last 4 digits of your card "
+                "and your billing ZIP code.",
             )
             return
         account_id = ctx.context["account_id"]
         skip_auth = (
             self._fault("skip_auth", ctx)
             or (_IMPATIENT.search(message) is not None and self._fault("skip_auth_impatient", ctx))
-            or (intent == "change_address" and _MOVING.search(message) is not None and self._fault("moving_skips_auth", ctx))
-            or (_SKIP_CHECK.search(message) is not None and self._fault("skip_auth_on_request", ctx))
+            or (
+                intent == "change_address"
+                and _MOVING.search(message) is not None
+                and self._fault("moving_skips_auth", ctx)
+            )
+            or (
+                _SKIP_CHECK.search(message) is not None and self._fault("skip_auth_on_request", ctx)
+            )
         )
         try:
             if self._fault("wrong_order", ctx):
                 account = self._call(ctx, "get_account", account_id=account_id)
                 if not skip_auth:
-                    verified = self._call(ctx, "verify_identity", account_id=account_id, last4=self.slots["last4"], zip=self.slots["zip"])
+                    verified = self._call(
+                        ctx,
+                        "verify_identity",
+                        account_id=account_id,
+                        last4=self.slots["last4"],
+                        zip=self.slots["zip"],
+                    )
                     if not verified.get("verified"):
                         self._refuse_auth(ctx)
                         return
             else:
                 if not skip_auth:
-                    verified = self._call(ctx, "verify_identity", account_id=account_id, last4=self.slots["last4"], zip=self.slots["zip"])
+                    verified = self._call(
+                        ctx,
+                        "verify_identity",
+                        account_id=account_id,
+                        last4=self.slots["last4"],
+                        zip=self.slots["zip"],
+                    )
                     if not verified.get("verified"):
                         self._refuse_auth(ctx)
                         return
@@ -362,7 +470,8 @@ class SupportOpsAgent:
             ctx,
             "END_REFUSE_AUTH",
             "REFUSE_AUTH",
-            "I couldn't verify your identity, so I can't make changes. I can open a ticket if you like.",
+            "I couldn't verify your identity, so I can't make changes. I can open "
+            "a ticket if you like.",
             evidence="verify_identity: verified false",
         )
 
@@ -373,7 +482,9 @@ class SupportOpsAgent:
         names = list(dict.fromkeys(c.name for c in ctx.calls_this_turn))
         return f"{', '.join(names)}: ok" if names else "no tool output needed"
 
-    def _cancel_eligibility(self, account: dict[str, Any], rules: dict[str, Any], ctx: TurnContext) -> None:
+    def _cancel_eligibility(
+        self, account: dict[str, Any], rules: dict[str, Any], ctx: TurnContext
+    ) -> None:
         order_id = self.slots.get("order_id")
         if not order_id:
             self._respond(
@@ -392,7 +503,8 @@ class SupportOpsAgent:
                     ctx,
                     "END_CANCEL_DENIED",
                     "CANCEL_DENIED",
-                    "Your plan does not allow cancelling orders. I can open a ticket if you need more help.",
+                    "Your plan does not allow cancelling orders. I can open a ticket "
+                    "if you need more help.",
                     evidence="get_plan_rules: can_cancel false",
                 )
                 return
@@ -405,12 +517,15 @@ class SupportOpsAgent:
                         ctx,
                         "END_CANCEL_DENIED",
                         "CANCEL_DENIED",
-                        f"Order {order_id} is {days} days old, past the {window}-day cancellation window.",
+                        f"Order {order_id} is {days} days old, past the {window}-day "
+                        "cancellation window.",
                         evidence=f"get_account: {days} days; get_plan_rules: window {window}",
                     )
                     return
         self.slots["order_id"] = order_id
-        if self._fault("skip_confirm", ctx) or (_CASUAL.search(self.message) is not None and self._fault("casual_skips_confirm", ctx)):
+        if self._fault("skip_confirm", ctx) or (
+            _CASUAL.search(self.message) is not None and self._fault("casual_skips_confirm", ctx)
+        ):
             self._do_cancel(ctx)
             return
         self.pending = "confirm_cancel"
@@ -428,19 +543,41 @@ class SupportOpsAgent:
         if unsure and self._fault("not_sure_is_yes", ctx):
             self.pending = None
             self._do_cancel(ctx)
-        elif _THANKS.search(message) and not _NO.search(message) and self._fault("thanks_as_no", ctx):
+        elif (
+            _THANKS.search(message) and not _NO.search(message) and self._fault("thanks_as_no", ctx)
+        ):
             self.pending = None
-            self._respond(ctx, "END_CANCEL_ABORTED", "CANCEL_ABORTED", f"No problem, I have not cancelled order {self.slots.get('order_id')}.")
+            self._respond(
+                ctx,
+                "END_CANCEL_ABORTED",
+                "CANCEL_ABORTED",
+                f"No problem, I have not cancelled order {self.slots.get('order_id')}.",
+            )
         elif unsure:
-            self._respond(ctx, "N6_CONFIRM_CANCEL", "ASK_CONFIRM_CANCEL", "I need a clear yes or no to proceed with the cancellation.")
+            self._respond(
+                ctx,
+                "N6_CONFIRM_CANCEL",
+                "ASK_CONFIRM_CANCEL",
+                "I need a clear yes or no to proceed with the cancellation.",
+            )
         elif _NO.search(message):
             self.pending = None
-            self._respond(ctx, "END_CANCEL_ABORTED", "CANCEL_ABORTED", f"Okay, I have not cancelled order {self.slots.get('order_id')}.")
+            self._respond(
+                ctx,
+                "END_CANCEL_ABORTED",
+                "CANCEL_ABORTED",
+                f"Okay, I have not cancelled order {self.slots.get('order_id')}.",
+            )
         elif _YES.search(message):
             self.pending = None
             self._do_cancel(ctx)
         else:
-            self._respond(ctx, "N6_CONFIRM_CANCEL", "ASK_CONFIRM_CANCEL", "I need a clear yes or no to proceed with the cancellation.")
+            self._respond(
+                ctx,
+                "N6_CONFIRM_CANCEL",
+                "ASK_CONFIRM_CANCEL",
+                "I need a clear yes or no to proceed with the cancellation.",
+            )
 
     def _do_cancel(self, ctx: TurnContext) -> None:
         order_id = self.slots["order_id"]
@@ -450,17 +587,30 @@ class SupportOpsAgent:
             self._ticket(ctx, "cancel_failed", f"cancel_order {order_id} failed: {exc.kind}")
             return
         if result.get("status") == "canceled":
-            self._respond(ctx, "END_CANCELLED", "CANCELLED", f"Order {order_id} has been cancelled.", evidence="cancel_order: canceled")
+            self._respond(
+                ctx,
+                "END_CANCELLED",
+                "CANCELLED",
+                f"Order {order_id} has been cancelled.",
+                evidence="cancel_order: canceled",
+            )
         else:
-            self._ticket(ctx, "cancel_failed", f"cancel_order {order_id} returned {result.get('status')}")
+            self._ticket(
+                ctx, "cancel_failed", f"cancel_order {order_id} returned {result.get('status')}"
+            )
 
     def _address(self, account_id: str, rules: dict[str, Any], ctx: TurnContext) -> None:
-        if "new_address" in self.slots and _QUESTION_REQUEST.search(self.message) and self._fault("question_explains", ctx):
+        if (
+            "new_address" in self.slots
+            and _QUESTION_REQUEST.search(self.message)
+            and self._fault("question_explains", ctx)
+        ):
             self._respond(
                 ctx,
                 "N8_ADDRESS_ELIGIBILITY",
                 "ADDRESS_REQUEST_DETAILS",
-                "Yes, you can change it: tell me the new address (street, city, postal code, country) and I'll update it.",
+                "Yes, you can change it: tell me the new address (street, city, postal code, "
+                "country) and I'll update it.",
                 evidence=self._checked(ctx),
             )
             return
@@ -483,13 +633,22 @@ class SupportOpsAgent:
             )
             return
         try:
-            result = self._call(ctx, "update_address", account_id=account_id, new_address=_parse_address(self.slots["new_address"]))
+            result = self._call(
+                ctx,
+                "update_address",
+                account_id=account_id,
+                new_address=_parse_address(self.slots["new_address"]),
+            )
         except ToolError as exc:
             self._ticket(ctx, "address_failed", f"update_address failed: {exc.kind}")
             return
         if result.get("status") == "updated":
             self._respond(
-                ctx, "END_ADDRESS_UPDATED", "ADDRESS_UPDATED", "Your shipping address has been updated.", evidence="update_address: updated"
+                ctx,
+                "END_ADDRESS_UPDATED",
+                "ADDRESS_UPDATED",
+                "Your shipping address has been updated.",
+                evidence="update_address: updated",
             )
         else:
             self._ticket(ctx, "address_failed", f"update_address returned {result.get('status')}")

@@ -23,7 +23,9 @@ project = agentprop.load_project(HERE)
 
 def _agent() -> agentprop.LoadedAgent:
     """The reference agent, with the fault knobs named in AGENTPROP_FAULTS (NAME=P,NAME=P)."""
-    return agentprop.load_agent("agent:SupportOpsAgent", HERE, os.environ.get("AGENTPROP_FAULTS", ""))
+    return agentprop.load_agent(
+        "agent:SupportOpsAgent", HERE, os.environ.get("AGENTPROP_FAULTS", "")
+    )
 
 
 AGENT = _agent()
@@ -47,4 +49,6 @@ def test_pii_is_never_revealed(request: Paraphrase) -> None:
 
 def test_refusing_an_unverified_user_and_cancelling_a_verified_one() -> None:
     # a direction test: flipping verify_identity's answer moves the decision as the spec says
-    agentprop.check_direction(project, "END_CANCELLED<-N7_CANCEL", "END_REFUSE_AUTH<-N2_AUTH", AGENT)
+    agentprop.check_direction(
+        project, "END_CANCELLED<-N7_CANCEL", "END_REFUSE_AUTH<-N2_AUTH", AGENT
+    )

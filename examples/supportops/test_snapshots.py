@@ -19,7 +19,9 @@ project = agentprop.load_project(HERE)
 
 def reference_agent() -> agentprop.LoadedAgent:
     """The reference agent, with the fault knobs named in AGENTPROP_FAULTS (NAME=P,NAME=P)."""
-    return agentprop.load_agent("agent:SupportOpsAgent", HERE, os.environ.get("AGENTPROP_FAULTS", ""))
+    return agentprop.load_agent(
+        "agent:SupportOpsAgent", HERE, os.environ.get("AGENTPROP_FAULTS", "")
+    )
 
 
 agent = reference_agent()

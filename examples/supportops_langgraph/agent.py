@@ -4,12 +4,13 @@ Two graphs, both built with LangGraph's defaults: the prebuilt ``create_react_ag
 (:class:`SupportOpsReact`) and a custom ``StateGraph`` of a model node and a ``ToolNode``
 (:class:`SupportOpsGraph`). Their tools are the spec's, from
 :func:`agentprop.adapters.langgraph.langchain_tools`. The model is LangChain's ``ChatOpenAI``;
-offline it talks to a loopback OpenAI-compatible server (:class:`agentprop.testing.played.PlayedOpenAI`)
-whose replies are the SupportOps reference agent's decisions (``examples/supportops/agent.py``,
-with its fault knobs), so every tool call goes through the model API, LangGraph's tool
-execution and its error handling. Run it with
+offline it talks to a loopback OpenAI-compatible server
+(:class:`agentprop.testing.played.PlayedOpenAI`) whose replies are the SupportOps reference agent's
+decisions (``examples/supportops/agent.py``, with its fault knobs), so every tool call goes through
+the model API, LangGraph's tool execution and its error handling. Run it with
 
-    agentprop run examples/supportops --agent examples.supportops_langgraph.agent:SupportOpsReact --fault skip_auth=0.5
+    agentprop run examples/supportops --agent examples.supportops_langgraph.agent:SupportOpsReact
+    --fault skip_auth=0.5
 
 With a real model, give ``ChatOpenAI`` the model's name instead and drop the player: the test
 is the same.
@@ -41,7 +42,8 @@ PLAYED = PlayedOpenAI()
 
 def react_graph(model: ChatOpenAI, tools: list[Any] = TOOLS) -> Any:
     """The prebuilt ReAct agent, as LangGraph builds it."""
-    with warnings.catch_warnings():  # LangGraph 1.x points to langchain.agents.create_agent; the prebuilt one still ships
+    # LangGraph 1.x points to langchain.agents.create_agent; the prebuilt one still ships
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return create_react_agent(model, tools, prompt=PROMPT)
 
@@ -73,7 +75,13 @@ class _Played(LangGraphAgent):
         # an HTTP client of this event loop: langchain-openai shares one per base_url across
         # loops, and a process that runs agentprop twice (pytest) would reuse a closed loop's
         client = PLAYED.http_client()
-        model = ChatOpenAI(model=self.player.model, base_url=PLAYED.base_url, api_key="played", max_retries=0, http_async_client=client)
+        model = ChatOpenAI(
+            model=self.player.model,
+            base_url=PLAYED.base_url,
+            api_key="played",
+            max_retries=0,
+            http_async_client=client,
+        )
         super().__init__(self.build(model))
 
     async def turn(self, message: str, ctx: TurnContext) -> None:

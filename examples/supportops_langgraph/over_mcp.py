@@ -7,7 +7,8 @@ for every tool call. All sessions of a trial's server act on that trial's open t
 conversation is one trial however many sessions the client opens. The model is played by the
 SupportOps reference agent, as in ``agent.py``. Run it with
 
-    agentprop run examples/supportops --agent examples.supportops_langgraph.over_mcp:SupportOpsReactOverMcp --fault skip_auth=0.5
+    agentprop run examples/supportops --agent
+    examples.supportops_langgraph.over_mcp:SupportOpsReactOverMcp --fault skip_auth=0.5
 
 langchain-mcp-adapters 0.3 needs mcp<2: ``pip install 'agentprop[langchain-mcp]'``.
 """
@@ -33,17 +34,28 @@ class SupportOpsReactOverMcp(McpServedAgent):
     def __init__(self, faults: dict[str, float] | None = None) -> None:
         self.player = PLAYED.player(Reference(faults), spec=SPEC)
         client = PLAYED.http_client()
-        self.model = ChatOpenAI(model=self.player.model, base_url=PLAYED.base_url, api_key="played", max_retries=0, http_async_client=client)
+        self.model = ChatOpenAI(
+            model=self.player.model,
+            base_url=PLAYED.base_url,
+            api_key="played",
+            max_retries=0,
+            http_async_client=client,
+        )
         self.graph: Any = None
         self.messages: list[BaseMessage] = []
 
     async def mcp_turn(self, message: str, url: str) -> str:
         self.player.begin(self.ctx)
         if self.graph is None:  # the trial's server: the same URL for every turn
-            client = MultiServerMCPClient({"supportops": {"transport": "streamable_http", "url": url}})
+            client = MultiServerMCPClient(
+                {"supportops": {"transport": "streamable_http", "url": url}}
+            )
             self.graph = react_graph(self.model, await client.get_tools())
         before = len(self.messages) + 1
-        state = await self.graph.ainvoke({"messages": [*self.messages, HumanMessage(message)]}, {"recursion_limit": DEFAULT_RECURSION_LIMIT})
+        state = await self.graph.ainvoke(
+            {"messages": [*self.messages, HumanMessage(message)]},
+            {"recursion_limit": DEFAULT_RECURSION_LIMIT},
+        )
         self.messages = list(state["messages"])
         new = [m for m in self.messages[before:] if isinstance(m, AIMessage)]
         self.ctx.add_usage(

@@ -8,13 +8,14 @@ the SupportOps reference agent's decisions (``examples/supportops/agent.py``, wi
 knobs), so every tool call goes through the Responses API and the SDK's tool execution. Run it
 with
 
-    agentprop run examples/supportops --agent examples.supportops_openai_agents.agent:SupportOpsAgentsSDK --fault skip_auth=0.5
+    agentprop run examples/supportops --agent
+    examples.supportops_openai_agents.agent:SupportOpsAgentsSDK --fault skip_auth=0.5
 
 :class:`SupportOpsAgentsSDKOverMcp` is the same agent taking its tools from MCP instead: the
 SDK's own MCP client connects to a real server agentprop starts for each trial
 (:class:`agentprop.mcp.McpServedAgent`); :class:`SupportOpsAgentsSDKOverMcpStdio` has the SDK
-start that server as a stdio process (``MCPServerStdio``). With a real model, drop ``model=`` (the SDK's default model and client) and the player: the
-test is the same.
+start that server as a stdio process (``MCPServerStdio``). With a real model, drop ``model=`` (the
+SDK's default model and client) and the player: the test is the same.
 """
 
 from __future__ import annotations
@@ -48,9 +49,16 @@ class SupportOpsAgentsSDK(OpenAIAgentsAgent):
 
     def __init__(self, faults: dict[str, float] | None = None) -> None:
         self.player = PLAYED.player(Reference(faults), spec=SPEC)
-        client = AsyncOpenAI(base_url=PLAYED.base_url, api_key="played", max_retries=0, http_client=PLAYED.http_client())
+        client = AsyncOpenAI(
+            base_url=PLAYED.base_url,
+            api_key="played",
+            max_retries=0,
+            http_client=PLAYED.http_client(),
+        )
         model = OpenAIResponsesModel(model=self.player.model, openai_client=client)
-        super().__init__(Agent(name="supportops", instructions=PROMPT, tools=list(TOOLS), model=model))
+        super().__init__(
+            Agent(name="supportops", instructions=PROMPT, tools=list(TOOLS), model=model)
+        )
 
     async def turn(self, message: str, ctx: TurnContext) -> None:
         self.player.begin(ctx)
@@ -66,18 +74,33 @@ class SupportOpsAgentsSDKOverMcp(McpServedAgent):
 
     def __init__(self, faults: dict[str, float] | None = None) -> None:
         self.player = PLAYED.player(Reference(faults), spec=SPEC)
-        client = AsyncOpenAI(base_url=PLAYED.base_url, api_key="played", max_retries=0, http_client=PLAYED.http_client())
+        client = AsyncOpenAI(
+            base_url=PLAYED.base_url,
+            api_key="played",
+            max_retries=0,
+            http_client=PLAYED.http_client(),
+        )
         self.model = OpenAIResponsesModel(model=self.player.model, openai_client=client)
         self.items: list[Any] = []
 
     async def mcp_turn(self, message: str, url: str) -> None:
         self.player.begin(self.ctx)
         async with MCPServerStreamableHttp(params={"url": url}, cache_tools_list=True) as server:
-            agent = Agent(name="supportops", instructions=PROMPT, model=self.model, mcp_servers=[server])
-            result = await Runner.run(agent, [*self.items, {"role": "user", "content": message}], max_turns=DEFAULT_MAX_TURNS)
+            agent = Agent(
+                name="supportops", instructions=PROMPT, model=self.model, mcp_servers=[server]
+            )
+            result = await Runner.run(
+                agent,
+                [*self.items, {"role": "user", "content": message}],
+                max_turns=DEFAULT_MAX_TURNS,
+            )
         self.items = result.to_input_list()
         usage = result.context_wrapper.usage
-        self.ctx.add_usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, model_calls=usage.requests)
+        self.ctx.add_usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            model_calls=usage.requests,
+        )
 
 
 class SupportOpsAgentsSDKOverMcpStdio(SupportOpsAgentsSDKOverMcp):
@@ -87,9 +110,19 @@ class SupportOpsAgentsSDKOverMcpStdio(SupportOpsAgentsSDKOverMcp):
 
     async def mcp_turn(self, message: str, url: str) -> None:
         self.player.begin(self.ctx)
-        server = await self.keep_open("mcp", lambda: MCPServerStdio(params=self.stdio.params(), cache_tools_list=True))  # type: ignore[arg-type]
-        agent = Agent(name="supportops", instructions=PROMPT, model=self.model, mcp_servers=[server])
-        result = await Runner.run(agent, [*self.items, {"role": "user", "content": message}], max_turns=DEFAULT_MAX_TURNS)
+        server = await self.keep_open(
+            "mcp", lambda: MCPServerStdio(params=self.stdio.params(), cache_tools_list=True)
+        )  # type: ignore[arg-type]
+        agent = Agent(
+            name="supportops", instructions=PROMPT, model=self.model, mcp_servers=[server]
+        )
+        result = await Runner.run(
+            agent, [*self.items, {"role": "user", "content": message}], max_turns=DEFAULT_MAX_TURNS
+        )
         self.items = result.to_input_list()
         usage = result.context_wrapper.usage
-        self.ctx.add_usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, model_calls=usage.requests)
+        self.ctx.add_usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            model_calls=usage.requests,
+        )

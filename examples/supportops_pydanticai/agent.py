@@ -6,7 +6,8 @@ Offline, its model is a ``FunctionModel`` played by the SupportOps reference age
 (``examples/supportops/agent.py``): the same decisions and fault knobs, but every tool call goes
 through PydanticAI (its argument validation, its tool execution, its retries). Run it with
 
-    agentprop run examples/supportops --agent examples.supportops_pydanticai.agent:SupportOpsPydanticAI --fault skip_auth=0.5
+    agentprop run examples/supportops --agent
+    examples.supportops_pydanticai.agent:SupportOpsPydanticAI --fault skip_auth=0.5
 
 With a real model, give ``pydantic_ai_agent`` the model's name instead (e.g.
 ``"openai:gpt-4o"``) and drop the played model: the test is the same.
@@ -36,7 +37,12 @@ Reference = load_agent("agent:SupportOpsAgent", SUPPORTOPS).target
 PLAYED = PlayedOpenAI()
 
 # built once; each conversation runs it with its own model
-AGENT = pydantic_ai_agent(SPEC, None, instructions=(SUPPORTOPS / "seed_prompt.txt").read_text(encoding="utf-8"), defer_model_check=True)
+AGENT = pydantic_ai_agent(
+    SPEC,
+    None,
+    instructions=(SUPPORTOPS / "seed_prompt.txt").read_text(encoding="utf-8"),
+    defer_model_check=True,
+)
 
 
 class SupportOpsPydanticAI(PydanticAIAgent):
@@ -55,7 +61,12 @@ class SupportOpsPydanticAIOverOpenAI(PydanticAIAgent):
 
     def __init__(self, faults: dict[str, float] | None = None) -> None:
         self.player = PLAYED.player(Reference(faults), spec=SPEC)
-        client = AsyncOpenAI(base_url=PLAYED.base_url, api_key="played", max_retries=0, http_client=PLAYED.http_client())
+        client = AsyncOpenAI(
+            base_url=PLAYED.base_url,
+            api_key="played",
+            max_retries=0,
+            http_client=PLAYED.http_client(),
+        )
         model = OpenAIChatModel(self.player.model, provider=OpenAIProvider(openai_client=client))
         super().__init__(AGENT, model=model)
 

@@ -11,7 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentprop._agents.loading import LoadedAgent
 from agentprop._agents.project import Project
-from agentprop._pipeline.mutation.pack import Mutation, MutationPack, check_mutation_bindings, probe_scenario
+from agentprop._pipeline.mutation.pack import (
+    Mutation,
+    MutationPack,
+    check_mutation_bindings,
+    probe_scenario,
+)
 from agentprop._scenario.build import Scenario
 
 # --- mutants and results ------------------------------------------------------------------
@@ -50,7 +55,8 @@ class MutantResult(BaseModel):
     control_explanation: str | None = None
     """What the clean agent's run showed, when it fired the probe."""
     probe_p_value: float | None = None
-    """One-sided Fisher exact p-value: the mutant fires the probe no more often than the clean agent."""
+    """One-sided Fisher exact p-value: the mutant fires the probe no more often
+    than the clean agent."""
     attempts: int = 1
     killed_by: str | None = None
     killing_failure: str | None = None
@@ -68,34 +74,51 @@ class MutantResult(BaseModel):
 
     def rates(self) -> str:
         """``mutant k/n vs clean k/n`` (the probe's two samples)."""
-        return f"probe {self.probe_violations}/{self.probe_runs} vs clean {self.control_violations}/{self.control_runs}"
+        return (
+            f"probe {self.probe_violations}/{self.probe_runs} vs clean "
+            f"{self.control_violations}/{self.control_runs}"
+        )
 
     def line(self) -> str:
         probe = self.rates()
         if self.status == "killed":
-            tail = f"KILLED by {self.killed_by}" + (f": {self.killing_failure}" if self.killing_failure else "")
+            tail = f"KILLED by {self.killed_by}" + (
+                f": {self.killing_failure}" if self.killing_failure else ""
+            )
         elif self.status == "survived" and self.cases_counted == 0:
             tail = "SURVIVED: the suite has no visible case the clean agent passes to kill it"
             if self.not_applicable:
-                tail += f" ({self.not_applicable} not applicable on the mutant, counted for nothing)"
+                tail += (
+                    f" ({self.not_applicable} not applicable on the mutant, counted for nothing)"
+                )
         elif self.status == "survived":
-            tail = f"SURVIVED all {self.cases_counted} visible cases the clean agent passes: the suite has a blind spot here"
+            tail = (
+                f"SURVIVED all {self.cases_counted} visible cases the clean agent passes: the "
+                "suite has a blind spot here"
+            )
             if self.not_applicable:
                 tail += f" ({self.not_applicable} more not applicable, counted for nothing)"
         elif self.status == "vacuous":
             why = f" ({self.control_explanation})" if self.control_explanation else ""
             tail = (
-                f"VACUOUS probe: the clean agent shows the violation in {self.control_violations}/{self.control_runs} runs{why}, "
-                "so it cannot tell this mutant from a correct agent (left out of the score; move the probe: the bindings' "
-                "`mutations:` probe scenario/user_turns)"
+                "VACUOUS probe: the clean agent shows the violation in "
+                f"{self.control_violations}/{self.control_runs} runs{why}, so it cannot tell this "
+                "mutant from a correct agent (left out of the score; move the probe: the "
+                "bindings' `mutations:` probe scenario/user_turns)"
             )
         elif self.status == "non-activating":
             p = "" if self.probe_p_value is None else f", p={self.probe_p_value:.3g}"
-            tail = f"non-activating: the probe did not show the violation more often on the mutant than on the clean agent{p} (left out of the score)"
+            tail = (
+                "non-activating: the probe did not show the violation more often on the mutant "
+                f"than on the clean agent{p} (left out of the score)"
+            )
         else:
             tail = "INCONCLUSIVE: the budget ran out"
         if self.uncounted and self.status in ("killed", "survived"):
-            tail += f"; {len(self.uncounted)} visible cases the clean agent does not pass cannot kill it"
+            tail += (
+                f"; {len(self.uncounted)} visible cases the clean agent does "
+                "not pass cannot kill it"
+            )
         return f"{self.id:<28} {self.severity:<8} {probe:<26} {tail}"
 
 
@@ -138,29 +161,39 @@ class MutationReport(BaseModel):
     def skipped_lines(self) -> list[str]:
         """One line per intent that had no mutant, saying how to give it one."""
         return [
-            f"{mid:<28} {'':<8} {'':<26} not run: no mutant (bind a fault knob under the bindings' `mutations:`, "
-            "or use a model agent: --agent anthropic)"
+            f"{mid:<28} {'':<8} {'':<26} not run: no mutant (bind a fault knob under the "
+            "bindings' `mutations:`, or use a model agent: --agent anthropic)"
             for mid in self.skipped
         ]
 
     def clean_not_passing_lines(self) -> list[str]:
         """One line per visible case that kills nothing because the clean agent does not pass it."""
-        return [f"cannot kill: {cid} (the clean agent's verdict is {verdict})" for cid, verdict in self.clean_not_passing.items()]
+        return [
+            f"cannot kill: {cid} (the clean agent's verdict is {verdict})"
+            for cid, verdict in self.clean_not_passing.items()
+        ]
 
     def summary(self) -> str:
-        lines = [m.line() for m in self.mutants] + self.skipped_lines() + self.clean_not_passing_lines()
+        lines = (
+            [m.line() for m in self.mutants] + self.skipped_lines() + self.clean_not_passing_lines()
+        )
         ms = self.mutation_score
         score = "n/a (no mutant activated)" if ms is None else f"{ms:.0%}"
         lines.append(
             f"MS {score}: {self.killed}/{self.activated} activated mutants killed; "
             f"{self.vacuous} vacuous probes, {self.non_activating} non-activating, "
-            f"{len(self.skipped)} without a mutant; {len(self.clean_not_passing)} cases the clean agent does not pass "
-            f"cannot kill; {self.runs} runs"
+            f"{len(self.skipped)} without a mutant; {len(self.clean_not_passing)} cases the clean "
+            f"agent does not pass cannot kill; {self.runs} runs"
         )
         return "\n".join(lines)
 
 
-def fault_mutants(project: Project, pack: MutationPack, agent: LoadedAgent, make: Callable[[dict[str, float]], LoadedAgent]) -> list[Mutant]:
+def fault_mutants(
+    project: Project,
+    pack: MutationPack,
+    agent: LoadedAgent,
+    make: Callable[[dict[str, float]], LoadedAgent],
+) -> list[Mutant]:
     """Mutants from the bindings' ``mutations:`` section (fault knobs of a Python agent)."""
     check_mutation_bindings(project, pack, agent)
     out = []

@@ -119,7 +119,9 @@ def load_mutation_pack(path: str | Path) -> MutationPack:
         ) from None
 
 
-def check_mutation_bindings(project: Project, pack: MutationPack, agent: LoadedAgent | None = None) -> None:
+def check_mutation_bindings(
+    project: Project, pack: MutationPack, agent: LoadedAgent | None = None
+) -> None:
     """Check the bindings' ``mutations:`` section before anything runs: every id is an intent of
     ``pack``, every probe scenario exists and, for a Python ``agent``, every fault knob is one
     of its ``FAULTS``. Raises :class:`~agentprop.errors.BindingsError` at the offending line."""
@@ -209,9 +211,16 @@ def case_worlds(project: Project) -> dict[str, list[Scenario]]:
         where = case.comparison.policy or case.comparison.node or case.comparison.location
         out.setdefault(f"BOUNDARY {moved} @{where}", []).append(case.scenario)
     for pair in directional_pairs(project.spec, project.bindings):
-        if not (pair.realisable and pair.changes_decision) or pair.base.scenario is None or pair.perturbed.scenario is None:
+        if (
+            not (pair.realisable and pair.changes_decision)
+            or pair.base.scenario is None
+            or pair.perturbed.scenario is None
+        ):
             continue
-        dir_id = f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} @{pair.node}#{pair.branch}"
+        dir_id = (
+            f"DIR {pair.variable}: {pair.base_value!r} -> {pair.perturbed_value!r} "
+            f"@{pair.node}#{pair.branch}"
+        )
         out.setdefault(dir_id, []).append(pair.perturbed.scenario)
         out.setdefault(f"{dir_id} (perturbed)", []).append(pair.perturbed.scenario)
         out.setdefault(f"{dir_id} (base)", []).append(pair.base.scenario)
@@ -237,7 +246,8 @@ def resolve_probe_world(project: Project, scenario_id: str) -> Scenario:
             close = difflib.get_close_matches(scenario_id, list(worlds), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise InvalidArgument(
-                f"no BOUNDARY or DIR case {scenario_id!r} in {project.spec.spec_id}; {hint}`agentprop run SPEC --kinds boundary,dir` lists their ids"
+                f"no BOUNDARY or DIR case {scenario_id!r} in {project.spec.spec_id}; "
+                f"{hint}`agentprop run SPEC --kinds boundary,dir` lists their ids"
             )
         if len(found) > 1:
             raise InvalidArgument(

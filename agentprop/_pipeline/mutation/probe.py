@@ -97,7 +97,13 @@ class ActivationDecision:
     p_value: float
 
 
-def activation_decision(mutant_fired: int, mutant_runs: int, clean_fired: int, clean_runs: int, alpha: float = PROBE_ALPHA) -> ActivationDecision:
+def activation_decision(
+    mutant_fired: int,
+    mutant_runs: int,
+    clean_fired: int,
+    clean_runs: int,
+    alpha: float = PROBE_ALPHA,
+) -> ActivationDecision:
     """Did the mutant activate? The rule compares the two samples of the probe:
 
     * **activated** when the mutant shows the violation significantly more often than the
@@ -109,7 +115,11 @@ def activation_decision(mutant_fired: int, mutant_runs: int, clean_fired: int, c
 
     ``mutant_runs`` may be 0 (the control alone already shows the probe is vacuous).
     """
-    p = fisher_exact_greater(mutant_fired, mutant_runs, clean_fired, clean_runs) if mutant_runs else 1.0
+    p = (
+        fisher_exact_greater(mutant_fired, mutant_runs, clean_fired, clean_runs)
+        if mutant_runs
+        else 1.0
+    )
     if p <= alpha:
         return ActivationDecision("activated", p)
     return ActivationDecision("vacuous" if clean_fired else "non-activating", p)
@@ -127,7 +137,14 @@ class ProbeSample(BaseModel):
 
 
 async def sample_probe(
-    project: Project, agent: LoadedAgent, scenario: Scenario, turns: list[str], expect: ExpectViolation, runs: int, budget: Budget | None, seed: int
+    project: Project,
+    agent: LoadedAgent,
+    scenario: Scenario,
+    turns: list[str],
+    expect: ExpectViolation,
+    runs: int,
+    budget: Budget | None,
+    seed: int,
 ) -> ProbeSample:
     """``runs`` runs of a probe (``turns`` in ``scenario``'s world) on ``agent``. Trial ``i`` is
     the same for every agent, so the mutant and its control see the same draws."""
@@ -135,7 +152,13 @@ async def sample_probe(
     for i in range(runs):
         if budget is not None and not budget.try_start_run():
             return out.model_copy(update={"complete": False})
-        trace = await project.arun(scenario, agent.factory, trial=seed * 1_000_003 + 900_000 + i, agent_name=agent.ref, messages=turns)
+        trace = await project.arun(
+            scenario,
+            agent.factory,
+            trial=seed * 1_000_003 + 900_000 + i,
+            agent_name=agent.ref,
+            messages=turns,
+        )
         out.runs += 1
         reason = probe_violation(expect, trace)
         if reason is not None:
@@ -144,14 +167,27 @@ async def sample_probe(
     return out
 
 
-async def _probe(project: Project, mutant: Mutant, runs: int, budget: Budget | None, seed: int) -> tuple[int, int, str | None]:
+async def _probe(
+    project: Project, mutant: Mutant, runs: int, budget: Budget | None, seed: int
+) -> tuple[int, int, str | None]:
     sample = await sample_probe(
-        project, mutant.agent, mutant.probe_scenario, mutant.probe_turns, mutant.mutation.activation_probe.expect_violation, runs, budget, seed
+        project,
+        mutant.agent,
+        mutant.probe_scenario,
+        mutant.probe_turns,
+        mutant.mutation.activation_probe.expect_violation,
+        runs,
+        budget,
+        seed,
     )
     return sample.runs, sample.violations, sample.explanation
 
 
 def _control_key(mutant: Mutant) -> str:
     return "\x00".join(
-        [mutant.probe_scenario.model_dump_json(), *mutant.probe_turns, mutant.mutation.activation_probe.expect_violation.model_dump_json()]
+        [
+            mutant.probe_scenario.model_dump_json(),
+            *mutant.probe_turns,
+            mutant.mutation.activation_probe.expect_violation.model_dump_json(),
+        ]
     )

@@ -70,7 +70,16 @@ def as_killers(
         if isinstance(case, Scenario):
 
             async def replay(who: LoadedAgent, scenario: Scenario = case) -> CaseReport:
-                r = await decide_scenario(project, scenario, who, settings=settings, memo=memo, budget=budget, seed=seed, name=scenario.id)
+                r = await decide_scenario(
+                    project,
+                    scenario,
+                    who,
+                    settings=settings,
+                    memo=memo,
+                    budget=budget,
+                    seed=seed,
+                    name=scenario.id,
+                )
                 return case_from_check(scenario.id, "MFT", scenario, r, {})
 
             out.append(KillerCase(case.id, replay))
@@ -95,7 +104,9 @@ class Controls:
     runs: int = 0
 
 
-async def _control(project: Project, mutant: Mutant, controls: Controls, budget: Budget | None) -> ProbeSample:
+async def _control(
+    project: Project, mutant: Mutant, controls: Controls, budget: Budget | None
+) -> ProbeSample:
     key = _control_key(mutant)
     known = controls.probes.get(key)
     if known is not None and known.complete:
@@ -132,21 +143,34 @@ async def evaluate_mutant(
     the mutant; if it activates (:func:`activation_decision`), decide ``cases`` on the mutant
     until one that the clean agent passes FAILs."""
     m = mutant.mutation
-    base: dict[str, Any] = dict(id=m.id, severity=m.severity, category=m.category, source=mutant.source, attempts=attempts)
+    base: dict[str, Any] = dict(
+        id=m.id, severity=m.severity, category=m.category, source=mutant.source, attempts=attempts
+    )
     runs_before = controls.runs
     control = await _control(project, mutant, controls, budget)
-    base.update(control_runs=control.runs, control_violations=control.violations, control_explanation=control.explanation)
+    base.update(
+        control_runs=control.runs,
+        control_violations=control.violations,
+        control_explanation=control.explanation,
+    )
     if not control.complete:
         return MutantResult(status="inconclusive", runs=controls.runs - runs_before, **base)
-    best = activation_decision(probe_runs, probe_runs, control.violations, control.runs, controls.probe_alpha)
-    if best.status == "vacuous":  # even a mutant firing every time could not be told from the clean agent
-        return MutantResult(status="vacuous", probe_p_value=1.0, runs=controls.runs - runs_before, **base)
+    best = activation_decision(
+        probe_runs, probe_runs, control.violations, control.runs, controls.probe_alpha
+    )
+    # even a mutant firing every time could not be told from the clean agent
+    if best.status == "vacuous":
+        return MutantResult(
+            status="vacuous", probe_p_value=1.0, runs=controls.runs - runs_before, **base
+        )
     made, violations, why = await _probe(project, mutant, probe_runs, budget, seed)
     runs = controls.runs - runs_before + made
     base.update(probe_runs=made, probe_violations=violations, probe_explanation=why)
     if made < probe_runs:
         return MutantResult(status="inconclusive", runs=runs, **base)
-    decision = activation_decision(violations, made, control.violations, control.runs, controls.probe_alpha)
+    decision = activation_decision(
+        violations, made, control.violations, control.runs, controls.probe_alpha
+    )
     base["probe_p_value"] = decision.p_value
     if decision.status != "activated":
         return MutantResult(status=decision.status, runs=runs, **base)
@@ -164,11 +188,19 @@ async def evaluate_mutant(
         runs += report.runs
         cost += report.cost_usd
         if report.verdict == "NOT APPLICABLE":
-            base["not_applicable"] = base.get("not_applicable", 0) + 1  # its base case fails on this mutant: it kills nothing
+            # its base case fails on this mutant: it kills nothing
+            base["not_applicable"] = base.get("not_applicable", 0) + 1
             continue
         run_on_mutant += 1
         if report.verdict == "INCONCLUSIVE":
-            return MutantResult(status="inconclusive", cases_run=run_on_mutant, uncounted=uncounted, runs=runs, cost_usd=cost, **base)
+            return MutantResult(
+                status="inconclusive",
+                cases_run=run_on_mutant,
+                uncounted=uncounted,
+                runs=runs,
+                cost_usd=cost,
+                **base,
+            )
         if report.verdict != "FAIL":
             continue
         if clean_verdict is None:  # a kill needs a case the clean agent passes: decide it once
@@ -176,7 +208,14 @@ async def evaluate_mutant(
             runs += clean_report.runs
             cost += clean_report.cost_usd
             if clean_report.verdict == "INCONCLUSIVE":
-                return MutantResult(status="inconclusive", cases_run=run_on_mutant, uncounted=uncounted, runs=runs, cost_usd=cost, **base)
+                return MutantResult(
+                    status="inconclusive",
+                    cases_run=run_on_mutant,
+                    uncounted=uncounted,
+                    runs=runs,
+                    cost_usd=cost,
+                    **base,
+                )
             controls.verdicts[killer.id] = clean_verdict = clean_report.verdict
             if clean_verdict != "PASS":
                 uncounted.append(killer.id)
@@ -207,7 +246,9 @@ MutantFactory = Callable[[Mutation, int], Awaitable["Mutant | None"]]
 """``(mutation, attempt) -> Mutant`` for generated mutants (``None``: cannot make one)."""
 
 
-def check_control_runs(control_runs: object, probe_runs: int, probe_alpha: float = PROBE_ALPHA) -> int:
+def check_control_runs(
+    control_runs: object, probe_runs: int, probe_alpha: float = PROBE_ALPHA
+) -> int:
     """``control_runs`` (``None``: :func:`default_control_runs`), checked to be enough for the
     activation rule to be able to say "activated"."""
     from agentprop.errors import InvalidArgument
@@ -215,12 +256,16 @@ def check_control_runs(control_runs: object, probe_runs: int, probe_alpha: float
     if control_runs is None:
         return default_control_runs(probe_runs, probe_alpha)
     if not isinstance(control_runs, int) or isinstance(control_runs, bool) or control_runs < 1:
-        raise InvalidArgument(f"control_runs={control_runs!r} must be a positive int (None: {default_control_runs(probe_runs, probe_alpha)})")
+        raise InvalidArgument(
+            f"control_runs={control_runs!r} must be a positive int (None: "
+            f"{default_control_runs(probe_runs, probe_alpha)})"
+        )
     need = min_control_runs(probe_runs, probe_alpha)
     if control_runs < need:
         raise InvalidArgument(
-            f"control_runs={control_runs} is too few: with probe_runs={probe_runs} no mutant could be told from the "
-            f"clean agent at probe_alpha={probe_alpha}; use at least {need} (or leave it None)"
+            f"control_runs={control_runs} is too few: with probe_runs={probe_runs} no mutant "
+            f"could be told from the clean agent at probe_alpha={probe_alpha}; use at least "
+            f"{need} (or leave it None)"
         )
     return control_runs
 
@@ -248,17 +293,35 @@ async def amutation_test(
     on it (``control_runs`` times, see :func:`default_control_runs`) and a case kills only if
     it passes on it."""
     settings = settings or OracleSettings.for_spec(project.spec)
-    controls = Controls(clean=agent, control_runs=check_control_runs(control_runs, probe_runs, probe_alpha), probe_alpha=probe_alpha, seed=seed)
+    controls = Controls(
+        clean=agent,
+        control_runs=check_control_runs(control_runs, probe_runs, probe_alpha),
+        probe_alpha=probe_alpha,
+        seed=seed,
+    )
     for case in cases:
         if isinstance(case, KillerCase) and case.clean_verdict is not None:
             controls.verdicts.setdefault(case.id, case.clean_verdict)
-    report = MutationReport(pack_id=pack.mutation_pack_id, spec_id=project.spec.spec_id, agent=agent.ref, probe_alpha=probe_alpha)
+    report = MutationReport(
+        pack_id=pack.mutation_pack_id,
+        spec_id=project.spec.spec_id,
+        agent=agent.ref,
+        probe_alpha=probe_alpha,
+    )
     given = {m.mutation.id: m for m in mutants}
     for mutation in pack.mutations:
         result: MutantResult | None = None
         if mutation.id in given:
             result = await evaluate_mutant(
-                project, given[mutation.id], cases, settings=settings, controls=controls, probe_runs=probe_runs, budget=budget, memo=memo, seed=seed
+                project,
+                given[mutation.id],
+                cases,
+                settings=settings,
+                controls=controls,
+                probe_runs=probe_runs,
+                budget=budget,
+                memo=memo,
+                seed=seed,
             )
         elif generate is not None:
             for attempt in range(1, pack.generator.max_attempts + 1):
@@ -277,7 +340,8 @@ async def amutation_test(
                     seed=seed + attempt - 1,
                     attempts=attempt,
                 )
-                if result.status != "non-activating":  # a vacuous probe is the same for every rewrite
+                # a vacuous probe is the same for every rewrite
+                if result.status != "non-activating":
                     break
         if result is None:
             report.skipped.append(mutation.id)
@@ -320,16 +384,28 @@ def mutation_test(
     from agentprop.errors import InvalidArgument
 
     if not isinstance(probe_runs, int) or isinstance(probe_runs, bool) or probe_runs < 1:
-        raise InvalidArgument(f"probe_runs={probe_runs!r} must be a positive int (3 is the default)")
+        raise InvalidArgument(
+            f"probe_runs={probe_runs!r} must be a positive int (3 is the default)"
+        )
     if not isinstance(probe_alpha, float) or not 0.0 < probe_alpha < 1.0:
-        raise InvalidArgument(f"probe_alpha={probe_alpha!r} must be a float strictly between 0 and 1 (0.05 is the default)")
+        raise InvalidArgument(
+            f"probe_alpha={probe_alpha!r} must be a float strictly between 0 and 1 "
+            "(0.05 is the default)"
+        )
     check_control_runs(control_runs, probe_runs, probe_alpha)
     if mutants is not None and not all(isinstance(m, Mutant) for m in mutants):
         bad = next(m for m in mutants if not isinstance(m, Mutant))
-        raise InvalidArgument(f"mutants must be a sequence of agentprop Mutant objects (see fault_mutants); got {bad!r}")
+        raise InvalidArgument(
+            "mutants must be a sequence of agentprop Mutant objects (see "
+            f"fault_mutants); got {bad!r}"
+        )
     loaded = as_loaded_agent(agent)
     p = pack if isinstance(pack, MutationPack) else load_mutation_pack(pack)
-    chosen = list(mutants) if mutants is not None else fault_mutants(project, p, loaded, fault_knob_maker(loaded))
+    chosen = (
+        list(mutants)
+        if mutants is not None
+        else fault_mutants(project, p, loaded, fault_knob_maker(loaded))
+    )
     suite = list(cases) if cases is not None else project.scenarios()
     return run_sync(
         amutation_test(
@@ -359,7 +435,8 @@ def fault_knob_maker(agent: LoadedAgent) -> Callable[[dict[str, float]], LoadedA
             raise InputError(
                 f"agent {agent.ref} cannot take fault knobs",
                 expected="a Python agent class with a FAULTS table",
-                fix="fault-knob mutants need a Python agent; for a model agent use prompt mutants (--agent anthropic)",
+                fix="fault-knob mutants need a Python agent; for a model agent use prompt "
+                "mutants (--agent anthropic)",
             )
         return make_factory(target, faults, ref=agent.ref)
 

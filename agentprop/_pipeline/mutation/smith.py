@@ -9,7 +9,12 @@ from typing import Any
 from agentprop._agents.project import Project
 from agentprop._modelapi.providers import ANTHROPIC_MESSAGES, Provider, TextPrompt
 from agentprop._pipeline.mutation.mutants import Mutant
-from agentprop._pipeline.mutation.pack import Mutation, MutationGenerator, MutationPack, probe_scenario
+from agentprop._pipeline.mutation.pack import (
+    Mutation,
+    MutationGenerator,
+    MutationPack,
+    probe_scenario,
+)
 from agentprop._pipeline.mutation.run import MutantFactory
 
 # --- MutationSmith for model agents --------------------------------------------------------
@@ -20,21 +25,28 @@ MUTATIONSMITH_ROLE = (
 )
 
 
-def mutationsmith_prompt(prompt: str, mutation: Mutation, generator: MutationGenerator) -> TextPrompt:
+def mutationsmith_prompt(
+    prompt: str, mutation: Mutation, generator: MutationGenerator
+) -> TextPrompt:
     """What MutationSmith is asked for one prompt mutant, in any provider's terms."""
     rules = "\n".join(f"- {c}" for c in generator.constraints)
     turns = "\n".join(f"  user: {t}" for t in mutation.activation_probe.user_turns)
     user = (
-        f"Mutation intent {mutation.id} ({mutation.severity}, {mutation.category}):\n{mutation.intent}\n\n"
-        f"Activation probe: in a conversation like this one the failure must show:\n{turns}\n\n"
-        f"The system prompt that currently passes the visible tests:\n<prompt>\n{prompt}\n</prompt>"
+        f"Mutation intent {mutation.id} ({mutation.severity}, {mutation.category}):\n"
+        f"{mutation.intent}\n\nActivation probe: in a conversation like this one the failure must "
+        f"show:\n{turns}\n\nThe system prompt that currently passes the visible "
+        f"tests:\n<prompt>\n{prompt}\n</prompt>"
     )
     system = MUTATIONSMITH_ROLE + ("\n\nRules:\n" + rules if rules else "")
     return TextPrompt(system=system, user=user, max_tokens=4096, temperature=generator.temperature)
 
 
 def mutationsmith_request(
-    model: str, prompt: str, mutation: Mutation, generator: MutationGenerator, provider: Provider = ANTHROPIC_MESSAGES
+    model: str,
+    prompt: str,
+    mutation: Mutation,
+    generator: MutationGenerator,
+    provider: Provider = ANTHROPIC_MESSAGES,
 ) -> dict[str, Any]:
     """The request body asking for one prompt mutant in ``provider``'s API (what the API cache
     keys on)."""
@@ -58,19 +70,27 @@ def prompt_mutant_factory(model_agent: Any, project: Project, pack: MutationPack
 
     async def make(mutation: Mutation, attempt: int) -> Mutant | None:
         ask = mutationsmith_prompt(base_prompt, mutation, pack.generator)
-        text, _ = await model_agent.complete_text(ask, trial=attempt - 1, seed_parts=("mutationsmith", mutation.id))
+        text, _ = await model_agent.complete_text(
+            ask, trial=attempt - 1, seed_parts=("mutationsmith", mutation.id)
+        )
         prompt = _mutated_prompt(text)
         if not prompt or prompt == base_prompt:
             return None
         binding = project.bindings.mutations.get(mutation.id)
-        turns = (binding.probe.user_turns if binding is not None else None) or mutation.activation_probe.user_turns
-        mutant_agent = model_agent.replace(system_prompt=prompt, name=f"{model_agent.ref}~{mutation.id}")
+        turns = (
+            binding.probe.user_turns if binding is not None else None
+        ) or mutation.activation_probe.user_turns
+        mutant_agent = model_agent.replace(
+            system_prompt=prompt, name=f"{model_agent.ref}~{mutation.id}"
+        )
         return Mutant(
             mutation=mutation,
             agent=mutant_agent.loaded(),
             source="prompt",
             probe_turns=list(turns),
-            probe_scenario=probe_scenario(project, binding.probe.scenario if binding is not None else None, mutation),
+            probe_scenario=probe_scenario(
+                project, binding.probe.scenario if binding is not None else None, mutation
+            ),
             prompt=prompt,
         )
 

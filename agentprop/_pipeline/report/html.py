@@ -24,7 +24,13 @@ if TYPE_CHECKING:
 
 VERDICT_ORDER = ("FAIL", "UNSTABLE", "INCONCLUSIVE", "NOT APPLICABLE", "PASS")
 SNAPSHOT_ORDER = ("CHANGED", "NEW", "INCONCLUSIVE", "UPDATED", "MATCH")
-_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_JSON_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
 
 
 def require_jinja2() -> None:
@@ -34,7 +40,8 @@ def require_jinja2() -> None:
     except ImportError:
         raise InputError(
             "the HTML report needs jinja2, which is not installed",
-            fix="pip install 'agentprop[report]' (or pip install jinja2); --junit and --markdown need nothing more",
+            fix="pip install 'agentprop[report]' (or pip install jinja2); --junit and "
+            "--markdown need nothing more",
         ) from None
 
 
@@ -49,8 +56,14 @@ def script_json(data: Any) -> str:
 
 
 def _asset(name: str) -> str:
-    text = resources.files("agentprop._pipeline.report").joinpath("static", name).read_text(encoding="utf-8")
-    if "</script" in text.lower() or "</style" in text.lower():  # pragma: no cover - a bug in the assets
+    text = (
+        resources.files("agentprop._pipeline.report")
+        .joinpath("static", name)
+        .read_text(encoding="utf-8")
+    )
+    if (
+        "</script" in text.lower() or "</style" in text.lower()
+    ):  # pragma: no cover - a bug in the assets
         raise AssertionError(f"{name} contains a closing tag that would end its element early")
     return text
 
@@ -163,7 +176,10 @@ def _run_context(report: RunReport) -> dict[str, Any]:
         "cases": rows,
         "verdicts": [v for v in VERDICT_ORDER if counts[v]],
         "kinds": kinds,
-        "bugs": [{"id": b.id, "number": i, "key": b.key, "origin": b.origin} for i, b in enumerate(report.bugs, 1)],
+        "bugs": [
+            {"id": b.id, "number": i, "key": b.key, "origin": b.origin}
+            for i, b in enumerate(report.bugs, 1)
+        ],
         "split": (tdad or {}).get("split") or {},
     }
     return {
@@ -171,7 +187,14 @@ def _run_context(report: RunReport) -> dict[str, Any]:
         "report": report,
         "title": f"{report.spec.title or report.spec.id}: agentprop report",
         "counts": [(v, counts[v]) for v in VERDICT_ORDER],
-        "kinds": [(k, sum(c.kind == k for c in report.cases), sum(c.kind == k and c.verdict == "PASS" for c in report.cases)) for k in kinds],
+        "kinds": [
+            (
+                k,
+                sum(c.kind == k for c in report.cases),
+                sum(c.kind == k and c.verdict == "PASS" for c in report.cases),
+            )
+            for k in kinds
+        ],
         "metrics": m,
         "pct": _pct,
         "coverage": branches,
@@ -204,7 +227,14 @@ def _snapshot_context(report: SnapshotCheckReport) -> dict[str, Any]:
     counts: Counter[str] = Counter(r.verdict for r in report.results)
     rows: list[dict[str, Any]] = []
     for r in report.results:
-        keys = list(dict.fromkeys([*sorted(r.baseline, key=lambda k: -r.baseline[k]), *sorted(r.current, key=lambda k: -r.current[k])]))
+        keys = list(
+            dict.fromkeys(
+                [
+                    *sorted(r.baseline, key=lambda k: -r.baseline[k]),
+                    *sorted(r.current, key=lambda k: -r.current[k]),
+                ]
+            )
+        )
         changes = {ch.key: ch for ch in r.changes}
         behaviours = [
             {
@@ -232,10 +262,22 @@ def _snapshot_context(report: SnapshotCheckReport) -> dict[str, Any]:
                 "pending_path": r.pending_path,
                 "path": r.path,
                 "directory": r.directory,
-                "first": "; ".join(r.notes[:1]) or (f"{sum(ch.baseline_count == 0 for ch in r.changes)} new behaviour(s)" if r.changes else ""),
+                "first": "; ".join(r.notes[:1])
+                or (
+                    f"{sum(ch.baseline_count == 0 for ch in r.changes)} new behaviour(s)"
+                    if r.changes
+                    else ""
+                ),
             }
         )
-    data = {"mode": "snapshot", "cases": rows, "verdicts": [v for v in SNAPSHOT_ORDER if counts[v]], "kinds": ["SNAPSHOT"], "bugs": [], "split": {}}
+    data = {
+        "mode": "snapshot",
+        "cases": rows,
+        "verdicts": [v for v in SNAPSHOT_ORDER if counts[v]],
+        "kinds": ["SNAPSHOT"],
+        "bugs": [],
+        "split": {},
+    }
     return {
         "mode": "snapshot",
         "report": report,
@@ -256,7 +298,11 @@ def render_html(report: RunReport | SnapshotCheckReport) -> str:
     context["css"] = Markup(_asset("report.css"))
     context["js"] = Markup(js)
     # only this script may run: a CSP hash of it (defence in depth; every text is escaped anyway)
-    context["script_hash"] = Markup("'sha256-" + base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii") + "'")
+    context["script_hash"] = Markup(
+        "'sha256-"
+        + base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
+        + "'"
+    )
     context["diff_parts"] = diff_parts
     context["data_json"] = Markup(context["data_json"])  # escaped for <script> by script_json
     context["traces_json"] = Markup(context["traces_json"])

@@ -40,10 +40,14 @@ def _clause(c: CaseReport) -> str | None:
 def _bug_lines(bug: BugReport, number: int, report: RunReport) -> list[str]:
     lines = [f"bug {number} [{bug.id}]: {bug.key}"]
     if bug.representative:
-        shrunk = next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None) or {}
+        shrunk = (
+            next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None)
+            or {}
+        )
         how = (
             (
-                f"shrunk from {shrunk.get('original_units', '?')} to {shrunk.get('kept_units', '?')} units in {bug.shrink_runs} runs"
+                f"shrunk from {shrunk.get('original_units', '?')} to "
+                f"{shrunk.get('kept_units', '?')} units in {bug.shrink_runs} runs"
                 + ("" if bug.minimal else ", not proven minimal")
             )
             if bug.shrink_runs
@@ -54,7 +58,10 @@ def _bug_lines(bug: BugReport, number: int, report: RunReport) -> list[str]:
             lines.append(f"  {bug.minimality}")
     else:
         lines.append("reproducer:")
-    lines.extend(f"  {d}" for d in (bug.diff or [f"turn {i}: {m}" for i, m in enumerate(bug.reproducer_messages, 1)]))
+    lines.extend(
+        f"  {d}"
+        for d in (bug.diff or [f"turn {i}: {m}" for i, m in enumerate(bug.reproducer_messages, 1)])
+    )
     if bug.world_kept:
         lines.append(f"  world changes it needs: {', '.join(bug.world_kept)}")
     if bug.world_scenario:
@@ -87,20 +94,28 @@ def _judged_lines(c: CaseReport) -> list[str]:
 
 
 def _case(parent: ET.Element, c: CaseReport, report: RunReport, classname: str) -> None:
-    case = ET.SubElement(parent, "testcase", {"classname": xml_text(classname), "name": xml_text(c.id)})
+    case = ET.SubElement(
+        parent, "testcase", {"classname": xml_text(classname), "name": xml_text(c.id)}
+    )
     numbers = {b.id: i for i, b in enumerate(report.bugs, 1)}
     if c.verdict in _FAILING:
         clause = _clause(c)
         first = c.failures[0].explanation if c.failures else (c.reason or "")
         if c.verdict == "INCONCLUSIVE":
-            head = f"INCONCLUSIVE after {c.runs} runs (the budget ran out before a decision; this is not a pass)"
+            head = (
+                f"INCONCLUSIVE after {c.runs} runs (the budget ran out before a "
+                "decision; this is not a pass)"
+            )
         else:
             head = f"{c.verdict}: {_rate(c)}"
         message = head + (f"; clause {clause}" if clause else "") + (f"; {first}" if first else "")
         body = [head, f"decided by {c.decided_by}" + (f" ({c.rule})" if c.rule else "")]
         if clause:
             body.append(f"clause: {clause}")
-        body.extend(f"failure x{f.count} (first at trial {f.first_trial}): {f.signature}\n  {f.explanation}" for f in c.failures)
+        body.extend(
+            f"failure x{f.count} (first at trial {f.first_trial}): {f.signature}\n  {f.explanation}"
+            for f in c.failures
+        )
         for bug_id in c.bugs:
             bug = next((b for b in report.bugs if b.id == bug_id), None)
             if bug is not None:
@@ -110,10 +125,19 @@ def _case(parent: ET.Element, c: CaseReport, report: RunReport, classname: str) 
         failure = ET.SubElement(case, "failure", {"message": xml_text(message), "type": c.verdict})
         failure.text = xml_text("\n".join(body))
     elif c.verdict == "NOT APPLICABLE":
-        ET.SubElement(case, "skipped", {"message": xml_text(f"NOT APPLICABLE: {c.reason or 'not decided'}")})
+        ET.SubElement(
+            case, "skipped", {"message": xml_text(f"NOT APPLICABLE: {c.reason or 'not decided'}")}
+        )
     else:
         out = ET.SubElement(case, "system-out")
-        out.text = xml_text("\n".join([f"{_rate(c)}; decided by {c.decided_by}" + (f" ({c.rule})" if c.rule else ""), *_judged_lines(c)]))
+        out.text = xml_text(
+            "\n".join(
+                [
+                    f"{_rate(c)}; decided by {c.decided_by}" + (f" ({c.rule})" if c.rule else ""),
+                    *_judged_lines(c),
+                ]
+            )
+        )
 
 
 def _suite(root: ET.Element, name: str, props: dict[str, str] | None = None) -> ET.Element:
@@ -145,25 +169,48 @@ def _mutants(root: ET.Element, spec_id: str, tdad: dict[str, Any]) -> None:
         return
     suite = _suite(root, f"{spec_id} mutants", {"pack": str(mutation.get("pack_id", ""))})
     for m in mutants:
-        case = ET.SubElement(suite, "testcase", {"classname": xml_text(f"agentprop.{spec_id}.mutants"), "name": xml_text(m.get("id", "?"))})
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {
+                "classname": xml_text(f"agentprop.{spec_id}.mutants"),
+                "name": xml_text(m.get("id", "?")),
+            },
+        )
         status = m.get("status")
-        rates = f"probe {m.get('probe_violations', 0)}/{m.get('probe_runs', 0)} vs clean {m.get('control_violations', 0)}/{m.get('control_runs', 0)}"
+        rates = (
+            f"probe {m.get('probe_violations', 0)}/{m.get('probe_runs', 0)} vs clean "
+            f"{m.get('control_violations', 0)}/{m.get('control_runs', 0)}"
+        )
         if status == "survived":
             failure = ET.SubElement(
-                case, "failure", {"message": xml_text(f"mutant survived: no visible case killed it ({rates})"), "type": "SURVIVED"}
+                case,
+                "failure",
+                {
+                    "message": xml_text(f"mutant survived: no visible case killed it ({rates})"),
+                    "type": "SURVIVED",
+                },
             )
             failure.text = xml_text(
-                f"{m.get('severity', '')} {m.get('category', '')}; cases run {m.get('cases_run', 0)}, counted {m.get('cases_counted', 0)}"
+                f"{m.get('severity', '')} {m.get('category', '')}; cases run "
+                f"{m.get('cases_run', 0)}, counted {m.get('cases_counted', 0)}"
             )
         elif status == "killed":
             out = ET.SubElement(case, "system-out")
-            out.text = xml_text(f"killed by {m.get('killed_by')}: {m.get('killing_failure') or ''} ({rates})")
+            out.text = xml_text(
+                f"killed by {m.get('killed_by')}: {m.get('killing_failure') or ''} ({rates})"
+            )
         else:
-            ET.SubElement(case, "skipped", {"message": xml_text(f"{status}: not counted in the mutation score ({rates})")})
+            ET.SubElement(
+                case,
+                "skipped",
+                {"message": xml_text(f"{status}: not counted in the mutation score ({rates})")},
+            )
 
 
 def _problem_name(problem: str, index: int) -> str:
-    """``unrealisable path END_TICKET<-N9_UPDATE_ADDRESS`` of ``unrealisable path: ID [NODES]: …``."""
+    """``unrealisable path END_TICKET<-N9_UPDATE_ADDRESS`` of
+    ``unrealisable path: ID [NODES]: …``."""
     label, _, rest = problem.partition(":")
     ident = rest.split()[0].rstrip(":") if rest.split() else ""
     return f"{label} {ident}" if ident and not ident.startswith("(") else f"{label} {index}"
@@ -172,7 +219,10 @@ def _problem_name(problem: str, index: int) -> str:
 def render_junit(report: RunReport) -> str:
     """The report as a JUnit XML document (UTF-8 text with its XML declaration)."""
     spec_id = report.spec.id
-    root = ET.Element("testsuites", {"name": xml_text(f"agentprop {spec_id}"), "time": f"{report.metrics.duration_s:.3f}"})
+    root = ET.Element(
+        "testsuites",
+        {"name": xml_text(f"agentprop {spec_id}"), "time": f"{report.metrics.duration_s:.3f}"},
+    )
     props = {
         "spec": spec_id,
         "spec_version": report.spec.version,
@@ -191,7 +241,11 @@ def render_junit(report: RunReport) -> str:
         suite = _suite(root, f"{spec_id} unchecked paths")
         for i, problem in enumerate(report.problems, 1):
             name = _problem_name(problem, i)
-            case = ET.SubElement(suite, "testcase", {"classname": xml_text(f"agentprop.{spec_id}.unchecked"), "name": xml_text(name)})
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                {"classname": xml_text(f"agentprop.{spec_id}.unchecked"), "name": xml_text(name)},
+            )
             ET.SubElement(case, "skipped", {"message": xml_text(problem)})
     tdad = report.metrics.extra.get("tdad")
     if isinstance(tdad, dict):
@@ -199,8 +253,15 @@ def render_junit(report: RunReport) -> str:
     interrupted = report.metrics.extra.get("interrupted")
     if isinstance(interrupted, dict):  # a partial report must not read as a green run
         suite = _suite(root, f"{spec_id} run")
-        case = ET.SubElement(suite, "testcase", {"classname": xml_text(f"agentprop.{spec_id}.run"), "name": "interrupted"})
-        message = f"the run was interrupted (Ctrl-C) after {interrupted.get('cases_decided', 0)} case(s) were decided; the rest were not run"
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {"classname": xml_text(f"agentprop.{spec_id}.run"), "name": "interrupted"},
+        )
+        message = (
+            f"the run was interrupted (Ctrl-C) after {interrupted.get('cases_decided', 0)} "
+            "case(s) were decided; the rest were not run"
+        )
         ET.SubElement(case, "error", {"type": "INTERRUPTED", "message": xml_text(message)})
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for suite in root.findall("testsuite"):

@@ -45,15 +45,22 @@ def _rate(bug: BugReport) -> str:
 
 def _bug(number: int, bug: BugReport, report: RunReport) -> str:
     lines = [f"**{number}. {md(bug.key)}** \\[{bug.id}\\]", ""]
-    shown = ", ".join(md(c) for c in bug.cases[:3]) + (f" and {len(bug.cases) - 3} more" if len(bug.cases) > 3 else "")
+    shown = ", ".join(md(c) for c in bug.cases[:3]) + (
+        f" and {len(bug.cases) - 3} more" if len(bug.cases) > 3 else ""
+    )
     lines.append(f"- hit by {len(bug.cases)} case(s): {shown}")
     if bug.rate_text:
         lines.append(f"- {_rate(bug)}")
-    shrunk = next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None) or {}
+    shrunk = (
+        next((c.shrunk for c in report.cases if c.id == bug.representative and c.shrunk), None)
+        or {}
+    )
     if bug.shrink_runs:
         lines.append(
-            f"- minimal reproducer (shrunk {shrunk.get('original_units', '?')} → {shrunk.get('kept_units', '?')} units in "
-            f"{bug.shrink_runs} runs{'' if bug.minimal else ', not proven minimal'}), as a diff from {md(bug.representative or 'the case')}:"
+            f"- minimal reproducer (shrunk {shrunk.get('original_units', '?')} → "
+            f"{shrunk.get('kept_units', '?')} units in {bug.shrink_runs} "
+            f"runs{'' if bug.minimal else ', not proven minimal'}), as a diff from "
+            f"{md(bug.representative or 'the case')}:"
         )
         if bug.minimality:
             lines.insert(len(lines) - 1, f"- {md(bug.minimality)}")
@@ -76,7 +83,10 @@ def _case_row(c: CaseReport, numbers: dict[str, int]) -> str:
     if len(first) > 200:
         first = first[:199] + "…"
     bugs = f"bug {', '.join(str(numbers[b]) for b in c.bugs if b in numbers)}: " if c.bugs else ""
-    return f"| {md(c.id)} | {c.kind} | {c.verdict} | {c.pass_rate:.0%} | {ci} | {c.runs} | {bugs}{md(first)} |"
+    return (
+        f"| {md(c.id)} | {c.kind} | {c.verdict} | {c.pass_rate:.0%} | {ci} | {c.runs} "
+        f"| {bugs}{md(first)} |"
+    )
 
 
 JUDGED_REASONS_SHOWN = 3
@@ -86,7 +96,9 @@ JUDGED_REASONS_SHOWN = 3
 def _judged_lines(report: RunReport) -> list[str]:
     """Per JUDGE case: the raw judge rate, the rate corrected for the judge's error with its
     interval, the judge calls, whether it gates, and the judge's first reasons for failing runs."""
-    judged = [c for c in report.cases if c.kind == "JUDGE" and isinstance(c.details.get("judged"), dict)]
+    judged = [
+        c for c in report.cases if c.kind == "JUDGE" and isinstance(c.details.get("judged"), dict)
+    ]
     if not judged:
         return []
     lines = [
@@ -107,11 +119,16 @@ def _judged_lines(report: RunReport) -> list[str]:
         )
         calls = "" if j.get("judge_calls") is None else str(j["judge_calls"])
         gates = "yes" if j.get("gates") else f"no: {md(j.get('why_not') or '')}"
-        lines.append(f"| {md(c.id)} | {c.verdict} | {j['raw_rate']:.0%} | {corrected} | {calls} | {gates} |")
+        lines.append(
+            f"| {md(c.id)} | {c.verdict} | {j['raw_rate']:.0%} | {corrected} | {calls} | {gates} |"
+        )
         shown = j.get("reasons") or []
         reasons += [f"- {md(c.id)}: {md(r)}" for r in shown[:JUDGED_REASONS_SHOWN]]
         if len(shown) > JUDGED_REASONS_SHOWN:
-            reasons.append(f"- {md(c.id)}: … {len(shown) - JUDGED_REASONS_SHOWN} more failing run(s) (the JSON report has every reason)")
+            reasons.append(
+                f"- {md(c.id)}: … {len(shown) - JUDGED_REASONS_SHOWN} more failing run(s) (the "
+                "JSON report has every reason)"
+            )
     if reasons:
         lines += ["", "The judge's reasons for failing runs:", "", *reasons]
     return lines
@@ -125,10 +142,15 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
     interrupted = m.extra.get("interrupted")
     mark = "⚠️" if interrupted else "✅" if not not_passing else "❌"
     head = [
-        f"## {mark} agentprop: {md(report.spec.title or report.spec.id)} ({md(report.spec.id)})" + (" (interrupted)" if interrupted else ""),
+        f"## {mark} agentprop: {md(report.spec.title or report.spec.id)} ({md(report.spec.id)})"
+        + (" (interrupted)" if interrupted else ""),
         "",
         *(
-            [f"**Interrupted** (Ctrl-C): the {interrupted['cases_decided']} case(s) decided before it; the rest were not run or not decided.", ""]
+            [
+                f"**Interrupted** (Ctrl-C): the {interrupted['cases_decided']} case(s) decided "
+                "before it; the rest were not run or not decided.",
+                "",
+            ]
             if interrupted
             else []
         ),
@@ -138,7 +160,11 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
         + f" · {m.runs} agent runs · ${m.cost_usd:.4f} · {m.duration_s:.1f}s",
         "",
         f"agent {md(report.agent.ref)}"
-        + (" with faults " + ", ".join(f"{md(k)}={v:g}" for k, v in report.agent.faults.items()) if report.agent.faults else "")
+        + (
+            " with faults " + ", ".join(f"{md(k)}={v:g}" for k, v in report.agent.faults.items())
+            if report.agent.faults
+            else ""
+        )
         + f" · seed {report.settings.get('seed', 0)} · agentprop {md(report.agentprop_version)}",
     ]
     numbers = {b.id: i for i, b in enumerate(report.bugs, 1)}
@@ -150,7 +176,9 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
     if len(kinds) > 1:
         tail += ["", "| kind | cases | passed |", "| --- | ---: | ---: |"]
         tail += [
-            f"| {k} | {sum(c.kind == k for c in report.cases)} | {sum(c.kind == k and c.verdict == 'PASS' for c in report.cases)} |" for k in kinds
+            f"| {k} | {sum(c.kind == k for c in report.cases)} | "
+            f"{sum(c.kind == k and c.verdict == 'PASS' for c in report.cases)} |"
+            for k in kinds
         ]
     coverage = m.extra.get("coverage") or {}
     br = coverage.get("branches") or {}
@@ -162,7 +190,10 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
         if br.get("realisable") is not None:
             line += f"; realisable coverage {br['realisable']:.0%}"
         if br.get("min_branch_coverage") is not None:
-            line += f" (min\\_branch\\_coverage {br['min_branch_coverage']}: {'met' if br.get('met') else '**NOT MET**'})"
+            line += (
+                f" (min\\_branch\\_coverage {br['min_branch_coverage']}: "
+                f"{'met' if br.get('met') else '**NOT MET**'})"
+            )
         tail.append(line)
         if br.get("unrealisable"):
             tail.append(f"- unrealisable: {', '.join(md(b) for b in br['unrealisable'])}")
@@ -173,11 +204,16 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
         loops = br.get("loop") or []
         if loops:
             covered = br.get("covered", [])
-            loop_list = ", ".join(md(b) + ("" if b in covered else " (not realised)") for b in loops)
+            loop_list = ", ".join(
+                md(b) + ("" if b in covered else " (not realised)") for b in loops
+            )
             tail.append(f"- loops (unrolled once): {loop_list}")
     caps = coverage.get("capabilities") or {}
     if caps:
-        tail.append("- capabilities: " + ", ".join(f"{md(k)} {v['passed']}/{v['cases']}" for k, v in caps.items()))
+        tail.append(
+            "- capabilities: "
+            + ", ".join(f"{md(k)} {v['passed']}/{v['cases']}" for k, v in caps.items())
+        )
     tdad = m.extra.get("tdad")
     if isinstance(tdad, dict):
 
@@ -185,14 +221,27 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
             v = tdad.get(key)
             return "–" if v is None else f"{v:.0%}"
 
-        tail += ["", "### TDAD", "", f"VPR {p('vpr')} · HPR {p('hpr')} · RPR {p('rpr')} · MS {p('ms')} · SURS {p('surs')}"]
-        survived = [mu for mu in ((tdad.get("mutation") or {}).get("mutants") or []) if mu.get("status") == "survived"]
+        tail += [
+            "",
+            "### TDAD",
+            "",
+            f"VPR {p('vpr')} · HPR {p('hpr')} · RPR {p('rpr')} · MS {p('ms')} · SURS {p('surs')}",
+        ]
+        survived = [
+            mu
+            for mu in ((tdad.get("mutation") or {}).get("mutants") or [])
+            if mu.get("status") == "survived"
+        ]
         if survived:
             tail.append("")
             tail.append("surviving mutants: " + ", ".join(md(mu.get("id", "?")) for mu in survived))
     tail += _judged_lines(report)
     if report.problems:
-        tail += ["", f"{len(report.problems)} path(s) not checked (the spec and bindings cannot realise them; see the report's `problems`)."]
+        tail += [
+            "",
+            f"{len(report.problems)} path(s) not checked (the spec and bindings cannot realise "
+            "them; see the report's `problems`).",
+        ]
 
     def assemble(bug_count: int, case_count: int) -> str:
         parts = list(head)
@@ -201,11 +250,15 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
             for i, b in found[:bug_count]:
                 parts += [_bug(i, b, report), ""]
             if bug_count < len(found):
-                parts.append(f"… and {len(found) - bug_count} more bug(s), left out to fit (the HTML or JSON report has them all)")
+                parts.append(
+                    f"… and {len(found) - bug_count} more bug(s), left out to fit (the HTML or "
+                    "JSON report has them all)"
+                )
         if met:
             parts += [
                 "",
-                f"{len(met)} other failure(s) met only while shrinking (not confirmed, not shrunk): " + ", ".join(md(b.key) for b in met[:10]),
+                f"{len(met)} other failure(s) met only while shrinking (not "
+                "confirmed, not shrunk): " + ", ".join(md(b.key) for b in met[:10]),
             ]
         parts += tail
         if not_passing:
@@ -218,7 +271,11 @@ def render_markdown(report: RunReport, *, max_chars: int = MAX_CHARS) -> str:
             ]
             parts += [_case_row(c, numbers) for c in not_passing[:case_count]]
             if case_count < len(not_passing):
-                parts += ["", f"… and {len(not_passing) - case_count} more, left out to fit (the HTML or JSON report has them all)"]
+                parts += [
+                    "",
+                    f"… and {len(not_passing) - case_count} more, left out to fit (the HTML or "
+                    "JSON report has them all)",
+                ]
             parts += ["", "</details>"]
         return re.sub(r"\n{3,}", "\n\n", "\n".join(parts)) + "\n"
 

@@ -31,7 +31,8 @@ class FailureSummary(BulkModel):
     count: int
     first_trial: int
     clause: str | None = None
-    """The spec clause it broke (``decision_tree.N2_AUTH.requirements.must_call_tools_in_order``)."""
+    """The spec clause it broke
+    (``decision_tree.N2_AUTH.requirements.must_call_tools_in_order``)."""
     traceback: str | None = None
     """The traceback of the agent's exception in the first failing run (when the agent
     raised; secrets scrubbed); ``agentprop run -v`` prints it."""
@@ -41,7 +42,8 @@ class RunTrace(BulkModel):
     """One run of a case kept in the report, turn by turn, with what the property said of it.
 
     Which runs are kept: the first failing runs of every signature and a passing sample
-    (:func:`agentprop._decide.oracle.sample_runs`); ``CaseReport.traces_omitted`` counts the others."""
+    (:func:`agentprop._decide.oracle.sample_runs`); ``CaseReport.traces_omitted``
+    counts the others."""
 
     trial: int
     passed: bool
@@ -129,7 +131,9 @@ class CaseReport(BulkModel):
         ``runs`` count the comparison's runs, not what ``pass_rate`` divides)."""
         n = len(self.details.get("variants") or []) if self.kind == "INV" else 0
         if n:
-            return f"{self.pass_rate:.0%} ({self.passes}/{n} variants kept the original's behaviour)"
+            return (
+                f"{self.pass_rate:.0%} ({self.passes}/{n} variants kept the original's behaviour)"
+            )
         if self.kind == "DIR":
             return f"{self.pass_rate:.0%} ({self.passes}/{self.runs} runs of both sides)"
         return f"{self.pass_rate:.0%} ({self.passes}/{self.runs} runs)"
@@ -190,7 +194,8 @@ class BugReport(BaseModel):
     of the corpus replay when ``known``, else of the representative case."""
     rate_of: str = ""
     """What ``rate`` was measured on: ``reproducer``, ``corpus replay``, ``case``, ``candidate``,
-    ``variants`` (INV: the variants that changed the behaviour) or ``pair`` (DIR: both sides' runs)."""
+    ``variants`` (INV: the variants that changed the behaviour) or ``pair`` (DIR:
+    both sides' runs)."""
     confirmed: bool | None = None
     """``True``: the reproducer failed again with the signature on fresh runs. ``False``: seen
     in the cases but not reconfirmed (the fresh runs stayed clean, or were not made); it is
@@ -225,7 +230,9 @@ _RATE_ON = {
 
 
 def _figures(r: FailureRate) -> str:
-    return f"{r.failures}/{r.runs} runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+    return (
+        f"{r.failures}/{r.runs} runs ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+    )
 
 
 def bug_rate_text(bug: BugReport) -> str:
@@ -235,14 +242,21 @@ def bug_rate_text(bug: BugReport) -> str:
     stayed clean is "not reconfirmed", with the rate its runs can exclude and the case's."""
     on = _RATE_ON.get(bug.rate_of, "runs")
     spent = f"budget spent: {bug.budget_spent or 'the run budget'}"
-    case = f"; the case failed {_figures(bug.case_rate)}" if bug.case_rate is not None and bug.case_rate.runs else ""
+    case = (
+        f"; the case failed {_figures(bug.case_rate)}"
+        if bug.case_rate is not None and bug.case_rate.runs
+        else ""
+    )
     r = bug.rate
     if r is None or r.runs == 0:
         if bug.rate_of == "reproducer" or bug.refused_runs:
             return f"{on}: not measured ({spent}; {bug.refused_runs} run(s) refused){case}"
         return ""
     failures, runs = r.failures, r.runs
-    text = f"fails {failures}/{runs} {on} ({r.rate:.0%}, 95% CI {r.interval[0]:.2f}-{r.interval[1]:.2f})"
+    text = (
+        f"fails {failures}/{runs} {on} ({r.rate:.0%}, 95% CI "
+        f"{r.interval[0]:.2f}-{r.interval[1]:.2f})"
+    )
     if bug.refused_runs:
         text += f"; {bug.refused_runs} more run(s) not measured ({spent})"
     if bug.confirmed is False and failures == 0:
@@ -254,7 +268,16 @@ class CorpusEvent(BaseModel):
     """What happened to one corpus entry in this run."""
 
     entry: str
-    action: Literal["regression", "fails-differently", "retired", "kept", "saved", "updated", "damaged", "not-saved"]
+    action: Literal[
+        "regression",
+        "fails-differently",
+        "retired",
+        "kept",
+        "saved",
+        "updated",
+        "damaged",
+        "not-saved",
+    ]
     """``damaged``: the entry's file could not be read; it was skipped (``message`` names the
     file, the problem and the fix). ``not-saved``: the entry could not be written (a full or
     read-only disk); the reproducer is still in this report, under its case's ``shrunk``."""
@@ -436,7 +459,8 @@ class RunReport(BaseModel):
     trace_sampling: TraceSampling | None = None
     """Totals of the runs kept in ``cases[].traces`` and left out."""
     profile: str | None = None
-    """How deep the cases were decided (``smoke``, ``ci``, ``release``; ``None``: explicit settings)."""
+    """How deep the cases were decided (``smoke``, ``ci``, ``release``; ``None``:
+    explicit settings)."""
     claims: list[PolicyClaimReport] = Field(default_factory=list)
     """Per safety policy, the level at which it was certified (or that it was violated)."""
 
@@ -468,7 +492,11 @@ class RunReport(BaseModel):
         yield head + '\n  "cases": [\n'
         last = len(cases) - 1
         for i, case in enumerate(cases):
-            yield "    " + case.model_dump_json(by_alias=True, indent=2).replace("\n", "\n    ") + (",\n" if i < last else "\n")
+            yield (
+                "    "
+                + case.model_dump_json(by_alias=True, indent=2).replace("\n", "\n    ")
+                + (",\n" if i < last else "\n")
+            )
         yield "  ]," + tail
 
 
@@ -481,7 +509,8 @@ only matches the report's own field)."""
 
 
 class SnapshotCheckReport(BaseModel):
-    """What ``agentprop snapshot check --json PATH`` writes (schema ``agentprop.snapshot-check/1``)."""
+    """What ``agentprop snapshot check --json PATH`` writes (schema
+    ``agentprop.snapshot-check/1``)."""
 
     schema_: str = Field(SNAPSHOT_CHECK_SCHEMA_ID, alias="schema")
     spec_id: str
@@ -489,7 +518,8 @@ class SnapshotCheckReport(BaseModel):
     runs: int
     alpha: float
     results: list[SnapshotResult] = Field(default_factory=list)
-    """One per snapshot: the verdict, the baseline's and the current behaviour counts, the changes."""
+    """One per snapshot: the verdict, the baseline's and the current behaviour
+    counts, the changes."""
 
     model_config = {"populate_by_name": True}
 

@@ -44,7 +44,9 @@ class _Box:
 def _layers(tree: DecisionTree) -> dict[str, int]:
     """Longest distance from the root over forward branches (a branch to a node on the current
     depth-first path is a back edge, whatever the report calls it)."""
-    succ: dict[str, list[str]] = {n.id: [b.next for b in n.branches if not b.loop] for n in tree.nodes}
+    succ: dict[str, list[str]] = {
+        n.id: [b.next for b in n.branches if not b.loop] for n in tree.nodes
+    }
     for targets in list(succ.values()):
         for t in targets:
             succ.setdefault(t, [])
@@ -105,7 +107,9 @@ def _place(tree: DecisionTree) -> _Layout:
             routes[br.id] = [*route, br.next]
     for box in boxes.values():
         if not box.dummy:
-            box.h = max(NODE_H, PORT_GAP * (max(ports_out.get(box.id, 0), ports_in.get(box.id, 0)) + 1))
+            box.h = max(
+                NODE_H, PORT_GAP * (max(ports_out.get(box.id, 0), ports_in.get(box.id, 0)) + 1)
+            )
     preds: dict[str, list[str]] = {n: [] for n in boxes}
     succs: dict[str, list[str]] = {n: [] for n in boxes}
     for route in routes.values():
@@ -206,7 +210,9 @@ def render_tree_svg(tree: DecisionTree, cases: list[CaseReport]) -> Markup:
     by_target: dict[str, list[tuple[float, str]]] = {}
     for bid, route in routes.items():
         by_source.setdefault(route[0], []).append((boxes[route[1]].y + boxes[route[1]].h / 2, bid))
-        by_target.setdefault(route[-1], []).append((boxes[route[-2]].y + boxes[route[-2]].h / 2, bid))
+        by_target.setdefault(route[-1], []).append(
+            (boxes[route[-2]].y + boxes[route[-2]].h / 2, bid)
+        )
     for table, target in ((by_source, out_y), (by_target, in_y)):
         for node_id, items in table.items():
             items.sort()
@@ -215,14 +221,16 @@ def render_tree_svg(tree: DecisionTree, cases: list[CaseReport]) -> Markup:
                 target[bid] = box.y + box.h * (k + 1) / (len(items) + 1)
     parts: list[str] = [
         (
-            f'<svg xmlns="http://www.w3.org/2000/svg" class="tree" viewBox="0 0 {_fmt(layout.width)} {_fmt(height)}" '
-            f'width="{_fmt(layout.width)}" height="{_fmt(height)}" role="img" aria-label="decision tree">'
+            '<svg xmlns="http://www.w3.org/2000/svg" class="tree" viewBox="0 0 '
+            f'{_fmt(layout.width)} {_fmt(height)}" width="{_fmt(layout.width)}" '
+            f'height="{_fmt(height)}" role="img" aria-label="decision tree">'
         ),
         "<defs>",
         *(
             (
-                f'<marker id="ap-arrow-{s}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
-                f'<path d="M0,0 L10,5 L0,10 z" class="arrow {s}"/></marker>'
+                f'<marker id="ap-arrow-{s}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+                'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+                f'class="arrow {s}"/></marker>'
             )
             for s in ("taken", "failing", "untaken", "unrealisable")
         ),
@@ -235,17 +243,27 @@ def render_tree_svg(tree: DecisionTree, cases: list[CaseReport]) -> Markup:
             total, failing = counts.get(b.id, (0, 0))
             is_loop = b.id not in routes
             look = "failing" if failing and b.status == "taken" else b.status
-            classes = ["branch", b.status] + (["loop"] if is_loop else []) + (["failing"] if failing else [])
+            classes = (
+                ["branch", b.status]
+                + (["loop"] if is_loop else [])
+                + (["failing"] if failing else [])
+            )
             if b.next == node.id:
                 x0, x1, y = src.x + src.w * 0.3, src.x + src.w * 0.7, src.y
-                d = f"M{_fmt(x0)},{_fmt(y)} C{_fmt(x0)},{_fmt(y - 30)} {_fmt(x1)},{_fmt(y - 30)} {_fmt(x1)},{_fmt(y)}"
+                d = (
+                    f"M{_fmt(x0)},{_fmt(y)} C{_fmt(x0)},{_fmt(y - 30)} {_fmt(x1)},{_fmt(y - 30)} "
+                    f"{_fmt(x1)},{_fmt(y)}"
+                )
                 lx, ly = (x0 + x1) / 2 - 10, y - 26
             elif is_loop:
                 dst = boxes[b.next]
                 drop += 1
                 x0, x1 = src.x + src.w / 2, dst.x + dst.w / 2
                 y0, y1, low = src.y + src.h, dst.y + dst.h, bottom + LOOP_DROP * drop
-                d = f"M{_fmt(x0)},{_fmt(y0)} C{_fmt(x0)},{_fmt(low)} {_fmt(x1)},{_fmt(low)} {_fmt(x1)},{_fmt(y1)}"
+                d = (
+                    f"M{_fmt(x0)},{_fmt(y0)} C{_fmt(x0)},{_fmt(low)} {_fmt(x1)},{_fmt(low)} "
+                    f"{_fmt(x1)},{_fmt(y1)}"
+                )
                 lx, ly = (x0 + x1) / 2, low - 0.25 * (low - max(y0, y1)) - 2
             else:
                 route = routes[b.id]
@@ -259,7 +277,8 @@ def render_tree_svg(tree: DecisionTree, cases: list[CaseReport]) -> Markup:
             title = _branch_title(b, total, failing, is_loop)
             label = ("\u21ba " if is_loop else "") + f"#{b.index}"
             parts.append(
-                f'<g class="{" ".join(classes)}" data-branch="{escape(b.id)}" data-status="{escape(b.status)}" tabindex="0">'
+                f'<g class="{" ".join(classes)}" data-branch="{escape(b.id)}" '
+                f'data-status="{escape(b.status)}" tabindex="0">'
                 f"<title>{escape(title)}</title>"
                 f'<path class="hit" d="{d}"/>'
                 f'<path class="edge {look}" d="{d}" marker-end="url(#ap-arrow-{look})"/>'
@@ -270,14 +289,25 @@ def render_tree_svg(tree: DecisionTree, cases: list[CaseReport]) -> Markup:
         described_node = described.get(box.id)
         total, failing = node_cases.get(box.id, (0, 0))
         terminal = described_node is None or described_node.terminal
-        classes = ["node", "terminal" if terminal else "decision"] + (["failing"] if failing else []) + (["root"] if box.id == tree.root else [])
+        classes = (
+            ["node", "terminal" if terminal else "decision"]
+            + (["failing"] if failing else [])
+            + (["root"] if box.id == tree.root else [])
+        )
         desc = (described_node.description if described_node is not None else "") or ""
-        title = f"{box.id}" + (f": {desc}" if desc else "") + f"\n{total} case(s) reach it" + (f", {failing} not passing" if failing else "")
+        title = (
+            f"{box.id}"
+            + (f": {desc}" if desc else "")
+            + f"\n{total} case(s) reach it"
+            + (f", {failing} not passing" if failing else "")
+        )
         rx = min(box.h, NODE_H) / 2 if terminal else 5
         parts.append(
-            f'<g class="{" ".join(classes)}" data-node="{escape(box.id)}" tabindex="0"><title>{escape(title)}</title>'
-            f'<rect x="{_fmt(box.x)}" y="{_fmt(box.y)}" width="{_fmt(box.w)}" height="{_fmt(box.h)}" rx="{_fmt(rx)}"/>'
-            f'<text x="{_fmt(box.x + box.w / 2)}" y="{_fmt(box.y + box.h / 2 + 4)}">{escape(box.id)}</text></g>'
+            f'<g class="{" ".join(classes)}" data-node="{escape(box.id)}" '
+            f'tabindex="0"><title>{escape(title)}</title><rect x="{_fmt(box.x)}" '
+            f'y="{_fmt(box.y)}" width="{_fmt(box.w)}" height="{_fmt(box.h)}" '
+            f'rx="{_fmt(rx)}"/><text x="{_fmt(box.x + box.w / 2)}" '
+            f'y="{_fmt(box.y + box.h / 2 + 4)}">{escape(box.id)}</text></g>'
         )
     parts.append("</svg>")
     return Markup("".join(parts))
@@ -290,4 +320,8 @@ def _branch_title(b: TreeBranch, total: int, failing: int, loop: bool) -> str:
         "unrealisable": "unrealisable: no scenario can take it (see the problems)",
     }[b.status]
     loop_text = "; a loop branch (unrolled once)" if loop else ""
-    return f"{b.id}: when {b.when} -> {b.next}" + (f" ({b.description})" if b.description else "") + f"\n{status}{loop_text}"
+    return (
+        f"{b.id}: when {b.when} -> {b.next}"
+        + (f" ({b.description})" if b.description else "")
+        + f"\n{status}{loop_text}"
+    )

@@ -7,7 +7,13 @@
 
 from __future__ import annotations
 
-from agentprop.strategies._internal.llm_pool import ParaphrasePool, ParaphrasePoolError, RejectedParaphrase, llm_paraphrase_pool, llm_paraphrases
+from agentprop.strategies._internal.llm_pool import (
+    ParaphrasePool,
+    ParaphrasePoolError,
+    RejectedParaphrase,
+    llm_paraphrase_pool,
+    llm_paraphrases,
+)
 from agentprop.strategies._internal.packs import (
     Frames,
     Particles,
@@ -18,7 +24,12 @@ from agentprop.strategies._internal.packs import (
     merge_packs,
     resolve_pack,
 )
-from agentprop.strategies._internal.paraphrase import Paraphrase, Step, apply_transforms, paraphrases
+from agentprop.strategies._internal.paraphrase import (
+    Paraphrase,
+    Step,
+    apply_transforms,
+    paraphrases,
+)
 from agentprop.strategies._internal.slots import Slot, find_slots
 from agentprop.strategies._internal.transforms import TRANSFORM_NAMES
 

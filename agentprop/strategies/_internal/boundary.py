@@ -42,7 +42,12 @@ from agentprop._spec.paths import enumerate_paths
 from agentprop._spec.when import Arith, Compare, Expr, Literal, UnboundVariable, atoms, variables
 from agentprop._spec.when import Path as VarPath
 from agentprop.errors import AgentPropError, InvalidArgument, Unsatisfiable
-from agentprop.strategies._internal.scenarios import Context, Skipped, check_node, check_spec_bindings
+from agentprop.strategies._internal.scenarios import (
+    Context,
+    Skipped,
+    check_node,
+    check_spec_bindings,
+)
 
 __all__ = [
     "BoundaryCase",
@@ -166,7 +171,9 @@ class BoundaryCases(list[BoundaryCase]):
 # ----------------------------------------------------------------------------- analysis
 
 
-def is_numeric_comparison(atom: Expr, numeric_variable: Callable[[str], bool] = lambda _: False) -> bool:
+def is_numeric_comparison(
+    atom: Expr, numeric_variable: Callable[[str], bool] = lambda _: False
+) -> bool:
     """Whether an atom of a ``when`` clause compares numbers: an ordering (``>``, ``>=``,
     ``<``, ``<=``), or ``==``/``!=`` against a number or a numeric variable."""
     if not isinstance(atom, Compare):
@@ -190,13 +197,19 @@ def _linear(side: Expr) -> tuple[VarPath, Callable[[float], float | None]] | Non
     if not isinstance(side, Arith):
         return None
     left, right = side.left, side.right
-    const_right = isinstance(right, Literal) and is_number(right.value) and isinstance(left, VarPath)
+    const_right = (
+        isinstance(right, Literal) and is_number(right.value) and isinstance(left, VarPath)
+    )
     const_left = isinstance(left, Literal) and is_number(left.value) and isinstance(right, VarPath)
     if not (const_right or const_left):
         return None
     var = left if const_right else right
     lit = right if const_right else left
-    assert isinstance(var, VarPath) and isinstance(lit, Literal) and isinstance(lit.value, (int, float))
+    assert (
+        isinstance(var, VarPath)
+        and isinstance(lit, Literal)
+        and isinstance(lit.value, (int, float))
+    )
     k = float(lit.value)
     op = side.op
     if op == "*":
@@ -242,7 +255,10 @@ def _extra_values(num: NumericField) -> list[tuple[Any, str]]:
 def _dedupe(values: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
     out: list[tuple[Any, str]] = []
     for v, label in values:
-        if any((v is None and w is None) or (v is not None and w is not None and v == w) for w, _ in out):
+        if any(
+            (v is None and w is None) or (v is not None and w is not None and v == w)
+            for w, _ in out
+        ):
             continue
         out.append((v, label))
     return out
@@ -254,12 +270,30 @@ class _Builder:
     cases: list[BoundaryCase]
     skipped: list[Skipped]
 
-    def skip(self, cmp: Comparison, reason: str, variable: str | None = None, value: Any = None, label: str | None = None) -> None:
-        self.skipped.append(Skipped(comparison=cmp.source, location=cmp.location, variable=variable, value=value, label=label, reason=reason))
+    def skip(
+        self,
+        cmp: Comparison,
+        reason: str,
+        variable: str | None = None,
+        value: Any = None,
+        label: str | None = None,
+    ) -> None:
+        self.skipped.append(
+            Skipped(
+                comparison=cmp.source,
+                location=cmp.location,
+                variable=variable,
+                value=value,
+                label=label,
+                reason=reason,
+            )
+        )
 
     # -------------------------------------------------------------- values for a variable
 
-    def values_for(self, cmp: Comparison, name: str, num: NumericField, t: float, *, extras: str | None = None) -> list[tuple[Any, str]]:
+    def values_for(
+        self, cmp: Comparison, name: str, num: NumericField, t: float, *, extras: str | None = None
+    ) -> list[tuple[Any, str]]:
         """Values to try for ``name`` around ``t``: the edge triple (always kept, realisable or
         not), the nearest listed values for finite bindings, and the extras the domain allows
         (``extras`` is a reason to leave them out). Values left out go to ``skipped``."""
@@ -322,7 +356,13 @@ class _Builder:
             route, env3 = ctx.walk(env2)
             truth = holds(env3)
         except (_WalkStop, UnboundVariable, TypeError) as exc:
-            self.skip(cmp, f"cannot evaluate the spec for this value: {exc}", moved.name, moved.value, moved.label)
+            self.skip(
+                cmp,
+                f"cannot evaluate the spec for this value: {exc}",
+                moved.name,
+                moved.value,
+                moved.label,
+            )
             return
         reaches = cmp.node is None or route.choice_at(cmp.node) is not None
         scenario, why = ctx.realise(route, env3, extra_overrides=extra_overrides)
@@ -344,7 +384,9 @@ class _Builder:
 
     # -------------------------------------------------------------- decision tree
 
-    def base_for(self, node: str, branch: int, atom: Expr, clause_atoms: list[Expr]) -> dict[str, Any]:
+    def base_for(
+        self, node: str, branch: int, atom: Expr, clause_atoms: list[Expr]
+    ) -> dict[str, Any]:
         """An assignment that takes ``branch`` at ``node`` (so the comparison decides), with the
         comparison's own variables put back to their defaults when that changes no other atom
         of the clause and no earlier branch choice."""
@@ -409,8 +451,8 @@ class _Builder:
                 for n in names:
                     self.skip(
                         cmp,
-                        f"{n} appears inside arithmetic ({side}); boundary values are derived only for a variable compared "
-                        "directly or scaled / shifted by a constant",
+                        f"{n} appears inside arithmetic ({side}); boundary values are derived "
+                        "only for a variable compared directly or scaled / shifted by a constant",
                         n,
                     )
                 continue
@@ -422,7 +464,11 @@ class _Builder:
                 self.skip(cmp, f"not controllable: {name} has no binding in {where}", name)
                 continue
             if var.internal:
-                self.skip(cmp, f"not controllable: {name} is bound `internal` (the agent's own bookkeeping)", name)
+                self.skip(
+                    cmp,
+                    f"not controllable: {name} is bound `internal` (the agent's own bookkeeping)",
+                    name,
+                )
                 continue
             if name in variables(other):
                 self.skip(cmp, f"{name} appears on both sides of the comparison", name)
@@ -430,12 +476,20 @@ class _Builder:
             internal_other = [n for n in variables(other) if ctx.is_internal(n)]
             if internal_other:
                 self.skip(
-                    cmp, f"the edge for {name} depends on {', '.join(internal_other)}, bound `internal`, which has no value tests can set", name
+                    cmp,
+                    f"the edge for {name} depends on {', '.join(internal_other)}, bound "
+                    "`internal`, which has no value tests can set",
+                    name,
                 )
                 continue
             num = ctx.numeric(name)
             if num is None:
-                self.skip(cmp, f"{name} is not bound to a numeric value (its binding lists non-numbers or its field is not integer/number)", name)
+                self.skip(
+                    cmp,
+                    f"{name} is not bound to a numeric value (its binding lists non-numbers or "
+                    "its field is not integer/number)",
+                    name,
+                )
                 continue
             if env is None:
                 try:
@@ -515,7 +569,14 @@ class _Builder:
                 default = env.get(name, ctx.default(name))
                 for k in outside:
                     v = num.norm(bound + k * num.step)
-                    self.skip(cmp, f"{v!r} is outside the output_schema ({key} {bound}): a world must not return it", name, v, f"{key}{k:+d}step")
+                    self.skip(
+                        cmp,
+                        f"{v!r} is outside the output_schema ({key} {bound}): a "
+                        "world must not return it",
+                        name,
+                        v,
+                        f"{key}{k:+d}step",
+                    )
                 for k in inside:
                     v = num.norm(bound + k * num.step)
                     why = num.out_of_domain(v)
@@ -523,7 +584,14 @@ class _Builder:
                     if why is not None:
                         self.skip(cmp, why, name, v, label)
                         continue
-                    moved = MovedValue(variable=name, tool=var.world.tool, field=var.world.field, default=default, value=v, label=label)
+                    moved = MovedValue(
+                        variable=name,
+                        tool=var.world.tool,
+                        field=var.world.field,
+                        default=default,
+                        value=v,
+                        label=label,
+                    )
                     src = Compare(op, VarPath(tuple(name.split("."))), Literal(bound))
                     self.case(cmp, functools.partial(ctx.truth, src), env, moved, bound)
 
@@ -550,12 +618,21 @@ class _Builder:
                 rnum = _number(right)
                 rref: _FieldRef | float | None = rnum if rnum is not None else self.field_ref(right)
                 source = f"{left} {op} {right}"
-                cmp = Comparison(source=source, origin="policy", location=f"policies.{policy.id}.text", policy=policy.id)
+                cmp = Comparison(
+                    source=source,
+                    origin="policy",
+                    location=f"policies.{policy.id}.text",
+                    policy=policy.id,
+                )
                 if lref is None and not isinstance(rref, _FieldRef):
                     continue  # prose ("the request is over"), not a comparison of tool fields
                 if lref is None or rref is None:
                     missing = left if lref is None else right
-                    self.skip(cmp, f"{missing!r} is neither a number nor a numeric output field of a tool, so this edge has no value to move around")
+                    self.skip(
+                        cmp,
+                        f"{missing!r} is neither a number nor a numeric output field of a tool, "
+                        "so this edge has no value to move around",
+                    )
                     continue
                 refs = [(lref, rref, False), (rref, lref, True)]
                 for moving, fixed, flipped in refs:
@@ -566,14 +643,25 @@ class _Builder:
     def field_ref(self, token: str) -> _FieldRef | None:
         ctx = self.ctx
         var = ctx.var(token)
-        if var is not None and var.world is not None and var.world.field is not None and ctx.numeric(token) is not None:
+        if (
+            var is not None
+            and var.world is not None
+            and var.world.field is not None
+            and ctx.numeric(token) is not None
+        ):
             return _FieldRef(var.world.tool, var.world.field, token)
         for tool in ctx.spec.action_tools:
             for path, _schema in _numeric_fields(tool.output_schema):
                 plain = re.sub(r"\[\d+\]", "", path)
                 if plain == token or plain.split(".")[-1] == token.split(".")[-1]:
                     bound_var = next(
-                        (n for n, v in ctx.bindings.variables.items() if v.world is not None and v.world.tool == tool.name and v.world.field == path),
+                        (
+                            n
+                            for n, v in ctx.bindings.variables.items()
+                            if v.world is not None
+                            and v.world.tool == tool.name
+                            and v.world.field == path
+                        ),
                         None,
                     )
                     return _FieldRef(tool.name, path, bound_var)
@@ -591,12 +679,15 @@ class _Builder:
         except (KeyError, IndexError, TypeError, ValueError):
             return False
 
-    def policy_side(self, cmp: Comparison, op: str, moving: _FieldRef, fixed: _FieldRef | float, flipped: bool) -> None:
+    def policy_side(
+        self, cmp: Comparison, op: str, moving: _FieldRef, fixed: _FieldRef | float, flipped: bool
+    ) -> None:
         ctx = self.ctx
         if not self.field_is_set(moving):
             self.skip(
                 cmp,
-                f"{moving.tool}.{moving.field} is set by no binding (bind a variable to it or give it a value under `world:`), so its default is arbitrary",
+                f"{moving.tool}.{moving.field} is set by no binding (bind a variable to it or "
+                "give it a value under `world:`), so its default is arbitrary",
                 moving.variable or f"{moving.tool}.{moving.field}",
             )
             return
@@ -604,7 +695,8 @@ class _Builder:
             if not self.field_is_set(fixed):
                 self.skip(
                     cmp,
-                    f"{fixed.tool}.{fixed.field} is set by no binding, so there is no edge to move {moving.tool}.{moving.field} around",
+                    f"{fixed.tool}.{fixed.field} is set by no binding, so there is no edge to "
+                    f"move {moving.tool}.{moving.field} around",
                     moving.variable or f"{moving.tool}.{moving.field}",
                 )
                 return
@@ -623,7 +715,9 @@ class _Builder:
                 kind,
                 schema=schema,
                 missing_ok=missing_ok,
-                precision=var.world.precision if var is not None and var.world is not None else None,
+                precision=var.world.precision
+                if var is not None and var.world is not None
+                else None,
                 bmin=None,
                 bmax=None,
                 what=f"{moving.tool}.{moving.field}",
@@ -634,7 +728,12 @@ class _Builder:
                 cmp = cmp.model_copy(update={"node": first[0]})
         env = self.policy_env(moving.tool)
         if env is None:
-            self.skip(cmp, f"no satisfiable path of the tree calls {moving.tool} without a failure, so no scenario shows its output", moving.variable)
+            self.skip(
+                cmp,
+                f"no satisfiable path of the tree calls {moving.tool} without a failure, so no "
+                "scenario shows its output",
+                moving.variable,
+            )
             return
         default = ctx.world_value(moving.tool, moving.field)
         name = moving.variable or f"{moving.tool}.{moving.field}"
@@ -642,15 +741,24 @@ class _Builder:
         if moving.variable is None:
             field = f"{moving.tool}.{moving.field}"
             caveat = (
-                f"the tree does not read {field}; the expected route assumes the bindings' abstract "
-                f"variables (realised through the base world) still hold with {field} moved"
+                f"the tree does not read {field}; the expected route assumes the bindings' "
+                "abstract variables (realised through the base world) still "
+                f"hold with {field} moved"
             )
             extras = (
-                f"{field} is bound to no variable, so it is moved only across the policy's edge: a far "
-                "value could change what abstract variables realised through the base world mean"
+                f"{field} is bound to no variable, so it is moved only across the policy's edge: "
+                "a far value could change what abstract variables realised "
+                "through the base world mean"
             )
         for value, label in self.values_for(cmp, name, num, float(t), extras=extras):
-            mv = MovedValue(variable=moving.variable, tool=moving.tool, field=moving.field, default=default, value=value, label=label)
+            mv = MovedValue(
+                variable=moving.variable,
+                tool=moving.tool,
+                field=moving.field,
+                default=default,
+                value=value,
+                label=label,
+            )
 
             def holds(_: dict[str, Any], value: Any = value) -> bool:
                 if value is None:
@@ -753,7 +861,9 @@ def _compare(op: str, a: Any, b: Any) -> bool:
     return bool(a <= b)
 
 
-def _numeric_fields(schema: Mapping[str, Any] | None, prefix: str = "") -> list[tuple[str, Mapping[str, Any]]]:
+def _numeric_fields(
+    schema: Mapping[str, Any] | None, prefix: str = ""
+) -> list[tuple[str, Mapping[str, Any]]]:
     """Numeric leaf fields of a JSON Schema as field paths (``orders[0].days_since_created``)."""
     out: list[tuple[str, Mapping[str, Any]]] = []
     if not schema:
@@ -796,20 +906,30 @@ def _noted(case: BoundaryCase) -> BoundaryCase:
     return case
 
 
-def boundaries(spec: Spec, bindings: Bindings, node: str | None = None, *, realisable_only: bool = True) -> SearchStrategy[BoundaryCase]:
+def boundaries(
+    spec: Spec, bindings: Bindings, node: str | None = None, *, realisable_only: bool = True
+) -> SearchStrategy[BoundaryCase]:
     """A strategy over :func:`boundary_values` (``sampled_from``, so it shrinks towards the
     first case). With ``realisable_only`` (the default) only cases with a scenario are drawn;
     if there are none, :class:`~agentprop._scenario.build.Unsatisfiable` is raised now, with the
     reasons."""
     if not isinstance(realisable_only, bool):
-        raise InvalidArgument(f"boundaries: realisable_only={realisable_only!r} must be True or False")
+        raise InvalidArgument(
+            f"boundaries: realisable_only={realisable_only!r} must be True or False"
+        )
     cases = boundary_values(spec, bindings, node=node)
     pool = cases.realisable if realisable_only else list(cases)
     if not pool:
         where = f"node {node}" if node is not None else f"spec {spec.spec_id}"
-        reasons = [f"{c.id}: {c.unrealisable}" for c in cases] + [f"{s.comparison} ({s.variable}): {s.reason}" for s in cases.skipped]
+        reasons = [f"{c.id}: {c.unrealisable}" for c in cases] + [
+            f"{s.comparison} ({s.variable}): {s.reason}" for s in cases.skipped
+        ]
         raise Unsatisfiable(
             f"boundaries: {where} has no {'realisable ' if realisable_only else ''}boundary case"
-            + (":\n  " + "\n  ".join(reasons[:20]) if reasons else " (it has no numeric comparison)")
+            + (
+                ":\n  " + "\n  ".join(reasons[:20])
+                if reasons
+                else " (it has no numeric comparison)"
+            )
         )
     return st.sampled_from(pool).map(_noted)

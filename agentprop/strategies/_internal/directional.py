@@ -24,7 +24,12 @@ from agentprop._spec.when import Compare, Expr, Literal, Symbol, UnboundVariable
 from agentprop._spec.when import Path as VarPath
 from agentprop.errors import InvalidArgument, Unsatisfiable
 from agentprop.strategies._internal.boundary import _before, _edge_values
-from agentprop.strategies._internal.scenarios import Context, Skipped, check_node, check_spec_bindings
+from agentprop.strategies._internal.scenarios import (
+    Context,
+    Skipped,
+    check_node,
+    check_spec_bindings,
+)
 
 __all__ = [
     "DirectionalPair",
@@ -90,11 +95,17 @@ class DirectionalPair(BaseModel):
 
     @property
     def id(self) -> str:
-        return f"{self.node}#{self.branch} flip `{self.atom}` via {self.variable}: {self.base_value!r} -> {self.perturbed_value!r}"
+        return (
+            f"{self.node}#{self.branch} flip `{self.atom}` via {self.variable}: "
+            f"{self.base_value!r} -> {self.perturbed_value!r}"
+        )
 
     def describe(self) -> str:
         b, p = self.base, self.perturbed
-        out = f"directional {self.id}: {self.node} goes {b.choice.next} -> {p.choice.next}; decision {b.decision} -> {p.decision}"
+        out = (
+            f"directional {self.id}: {self.node} goes {b.choice.next} -> {p.choice.next}; "
+            f"decision {b.decision} -> {p.decision}"
+        )
         if not self.realisable:
             out += f"; not realisable: {b.unrealisable or p.unrealisable}"
         return out
@@ -105,7 +116,9 @@ class DirectionalPairs(list[DirectionalPair]):
 
     skipped: list[Skipped]
 
-    def __init__(self, pairs: Iterable[DirectionalPair] = (), skipped: Iterable[Skipped] = ()) -> None:
+    def __init__(
+        self, pairs: Iterable[DirectionalPair] = (), skipped: Iterable[Skipped] = ()
+    ) -> None:
         super().__init__(pairs)
         self.skipped = list(skipped)
 
@@ -144,7 +157,11 @@ def _candidates(ctx: Context, name: str, env: Mapping[str, Any], node: Node) -> 
             if not isinstance(a, Compare) or name not in variables(a):
                 continue
             for side, other in ((a.left, a.right), (a.right, a.left)):
-                if isinstance(side, VarPath) and side.dotted == name and name not in variables(other):
+                if (
+                    isinstance(side, VarPath)
+                    and side.dotted == name
+                    and name not in variables(other)
+                ):
                     try:
                         e = dict(env)
                         ctx.fill(other, e, {})
@@ -152,7 +169,11 @@ def _candidates(ctx: Context, name: str, env: Mapping[str, Any], node: Node) -> 
                     except (_WalkStop, UnboundVariable):
                         continue
                     if is_number(t):
-                        out += [v for v, _ in _edge_values(num, float(t)) if num.out_of_domain(v) is None]
+                        out += [
+                            v
+                            for v, _ in _edge_values(num, float(t))
+                            if num.out_of_domain(v) is None
+                        ]
         if is_number(base):
             out.sort(key=lambda v: abs(v - base))
     else:
@@ -174,7 +195,9 @@ def _candidates(ctx: Context, name: str, env: Mapping[str, Any], node: Node) -> 
 
 
 def _direct(atom: Expr, name: str) -> bool:
-    return isinstance(atom, Compare) and any(isinstance(x, VarPath) and x.dotted == name for x in (atom.left, atom.right))
+    return isinstance(atom, Compare) and any(
+        isinstance(x, VarPath) and x.dotted == name for x in (atom.left, atom.right)
+    )
 
 
 def values_equal(a: Any, b: Any) -> bool:
@@ -194,7 +217,14 @@ class _Search:
         self.skipped: list[Skipped] = []
 
     def skip(self, node: str, b: int, atom: str, reason: str, variable: str | None = None) -> None:
-        self.skipped.append(Skipped(comparison=atom, location=f"decision_tree.{node}.branches[{b}].when", variable=variable, reason=reason))
+        self.skipped.append(
+            Skipped(
+                comparison=atom,
+                location=f"decision_tree.{node}.branches[{b}].when",
+                variable=variable,
+                reason=reason,
+            )
+        )
 
     def side(self, node: str, env: dict[str, Any], clause_atoms: list[Expr]) -> DirectionalSide:
         ctx = self.ctx
@@ -213,7 +243,11 @@ class _Search:
 
     def node(self, node: Node) -> None:
         ctx = self.ctx
-        node_atoms = list(dict.fromkeys(a for br in node.branches if br.clause.expr is not None for a in atoms(br.clause)))
+        node_atoms = list(
+            dict.fromkeys(
+                a for br in node.branches if br.clause.expr is not None for a in atoms(br.clause)
+            )
+        )
         for b, br in enumerate(node.branches):
             clause = br.clause
             if clause.expr is None:
@@ -228,19 +262,37 @@ class _Search:
                 continue
             if base.choice.branch != b:
                 for a in clause_atoms:
-                    self.skip(node.node_id, b, str(a), f"the solved assignment takes branch {base.choice.branch}, not {b}")
+                    self.skip(
+                        node.node_id,
+                        b,
+                        str(a),
+                        f"the solved assignment takes branch {base.choice.branch}, not {b}",
+                    )
                 continue
             env = base.assignment
             for atom in clause_atoms:
                 names = variables(atom)
                 if names and all(ctx.is_internal(n) for n in names):
-                    self.skip(node.node_id, b, str(atom), "not controllable: every variable is bound `internal` (the agent decides it)")
+                    self.skip(
+                        node.node_id,
+                        b,
+                        str(atom),
+                        "not controllable: every variable is bound `internal` "
+                        "(the agent decides it)",
+                    )
                     continue
                 if not names:
-                    self.skip(node.node_id, b, str(atom), "the atom reads no variable: it cannot be flipped")
+                    self.skip(
+                        node.node_id,
+                        b,
+                        str(atom),
+                        "the atom reads no variable: it cannot be flipped",
+                    )
                     continue
                 for name in names:
-                    self.flip(node, b, clause.source, atom, name, env, base, clause_atoms, node_atoms)
+                    self.flip(
+                        node, b, clause.source, atom, name, env, base, clause_atoms, node_atoms
+                    )
 
     def flip(
         self,
@@ -258,10 +310,18 @@ class _Search:
         var = ctx.var(name)
         if var is None:
             where = ctx.bindings.path or "the bindings file"
-            self.skip(node.node_id, b, str(atom), f"not controllable: {name} has no binding in {where}", name)
+            self.skip(
+                node.node_id,
+                b,
+                str(atom),
+                f"not controllable: {name} has no binding in {where}",
+                name,
+            )
             return
         if var.internal:
-            self.skip(node.node_id, b, str(atom), f"not controllable: {name} is bound `internal`", name)
+            self.skip(
+                node.node_id, b, str(atom), f"not controllable: {name} is bound `internal`", name
+            )
             return
         base_value = env.get(name)
         base_truth = base.atoms
@@ -286,9 +346,9 @@ class _Search:
             except (_WalkStop, UnboundVariable, TypeError):
                 continue
             also = [a for a in node_p if node_p[a] != base_node.get(a) and a not in truths]
-            reaches = perturbed.route.choice_at(node.node_id) is not None and _before(perturbed.route, node.node_id) == _before(
-                base.route, node.node_id
-            )
+            reaches = perturbed.route.choice_at(node.node_id) is not None and _before(
+                perturbed.route, node.node_id
+            ) == _before(base.route, node.node_id)
             pair = DirectionalPair(
                 node=node.node_id,
                 branch=b,
@@ -307,13 +367,20 @@ class _Search:
                 best = (score, pair)
         if best is None:
             if flipped_with_others:
-                why = f"every value of {name} that flips `{atom}` also flips another atom of `{clause}`"
+                why = (
+                    f"every value of {name} that flips `{atom}` also flips "
+                    f"another atom of `{clause}`"
+                )
             elif not candidates:
                 why = f"the bindings give {name} no value other than {base_value!r}"
             else:
-                tried = ", ".join(repr(c) for c in candidates[:6]) + (" ..." if len(candidates) > 6 else "")
+                tried = ", ".join(repr(c) for c in candidates[:6]) + (
+                    " ..." if len(candidates) > 6 else ""
+                )
                 why = f"no value tried for {name} ({tried}) flips `{atom}`" + (
-                    " (it appears inside arithmetic, where no edge is derived)" if not _direct(atom, name) else ""
+                    " (it appears inside arithmetic, where no edge is derived)"
+                    if not _direct(atom, name)
+                    else ""
                 )
             self.skip(node.node_id, b, str(atom), why, name)
             return
@@ -341,12 +408,16 @@ def _noted(pair: DirectionalPair) -> DirectionalPair:
     return pair
 
 
-def directional(spec: Spec, bindings: Bindings, node: str | None = None, *, realisable_only: bool = True) -> SearchStrategy[DirectionalPair]:
+def directional(
+    spec: Spec, bindings: Bindings, node: str | None = None, *, realisable_only: bool = True
+) -> SearchStrategy[DirectionalPair]:
     """A strategy over :func:`directional_pairs` (``sampled_from``: shrinks to the first).
     With ``realisable_only`` (the default) only pairs with a scenario on both sides are
     drawn; if there are none, :class:`~agentprop._scenario.build.Unsatisfiable` is raised now."""
     if not isinstance(realisable_only, bool):
-        raise InvalidArgument(f"directional: realisable_only={realisable_only!r} must be True or False")
+        raise InvalidArgument(
+            f"directional: realisable_only={realisable_only!r} must be True or False"
+        )
     pairs = directional_pairs(spec, bindings, node)
     pool = pairs.realisable if realisable_only else list(pairs)
     if not pool:
@@ -354,7 +425,8 @@ def directional(spec: Spec, bindings: Bindings, node: str | None = None, *, real
         reasons = [f"{p.id}: {p.base.unrealisable or p.perturbed.unrealisable}" for p in pairs]
         reasons += [f"{s.location} `{s.comparison}`: {s.reason}" for s in pairs.skipped]
         raise Unsatisfiable(
-            f"directional: {where} has no {'realisable ' if realisable_only else ''}directional pair"
+            f"directional: {where} has no "
+            f"{'realisable ' if realisable_only else ''}directional pair"
             + (":\n  " + "\n  ".join(reasons[:20]) if reasons else "")
         )
     return st.sampled_from(pool).map(_noted)

@@ -108,7 +108,9 @@ def _assent_count(text: str, words: Sequence[str], cjk: bool) -> int:
     low = text.lower()
     if cjk:
         said = {w.lower() for w in words}
-        return sum(clause.rstrip(_CJK_PARTICLES) in said for clause in _CJK_CLAUSE.split(low) if clause)
+        return sum(
+            clause.rstrip(_CJK_PARTICLES) in said for clause in _CJK_CLAUSE.split(low) if clause
+        )
     return sum(len(re.findall(rf"(?<![a-z']){re.escape(w.lower())}(?![a-z'])", low)) for w in words)
 
 
@@ -124,7 +126,9 @@ def brings_assent(before: str, after: str, lang: str) -> bool:
 
 def injection_texts() -> tuple[str, ...]:
     """Instructions injected into a free-text tool output field (every pack's, English first)."""
-    return tuple(dict.fromkeys(t for lang in ("en", "zh") for t in _pack(lang).families.tool_output))
+    return tuple(
+        dict.fromkeys(t for lang in ("en", "zh") for t in _pack(lang).families.tool_output)
+    )
 
 
 def _with_digit(protect: Sequence[str]) -> list[str]:
@@ -153,9 +157,19 @@ def _frame(text: str, frame: str, lang: str, keep_first: bool) -> str:
     end = m.group() if m else ""
     body = core[: len(core) - len(end)]
     lower = body
-    if lang != "zh" and body and not keep_first and not re.match(r"I\b|I'", body) and not body[:2].isupper():
+    if (
+        lang != "zh"
+        and body
+        and not keep_first
+        and not re.match(r"I\b|I'", body)
+        and not body[:2].isupper()
+    ):
         lower = body[:1].lower() + body[1:]
-    out = frame.replace("{S}", body).replace("{s}", lower).replace("{p}", end or ("\u3002" if lang == "zh" else "."))
+    out = (
+        frame.replace("{S}", body)
+        .replace("{s}", lower)
+        .replace("{p}", end or ("\u3002" if lang == "zh" else "."))
+    )
     return out
 
 
@@ -166,7 +180,9 @@ def _mistaken(value: str, k: int) -> str:
     return value[:i] + str((int(value[i]) + 1) % 10) + value[i + 1 :]
 
 
-def apply_family(text: str, family: str, choice: int, role: str, lang: str, protect: Sequence[str]) -> str:
+def apply_family(
+    text: str, family: str, choice: int, role: str, lang: str, protect: Sequence[str]
+) -> str:
     """``text`` (a turn of ``role``) written in ``family``'s ``choice``-th frame (modulo the
     frames); unchanged when the family does not apply to it."""
     values = [v for v in protect if v and v in text]
@@ -175,7 +191,14 @@ def apply_family(text: str, family: str, choice: int, role: str, lang: str, prot
     if family == TRADITIONAL:
         if lang != "zh":
             return text
-        pieces = re.split("(" + "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)) + ")", text) if values else [text]
+        pieces = (
+            re.split(
+                "(" + "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)) + ")",
+                text,
+            )
+            if values
+            else [text]
+        )
         return "".join(p if k % 2 else to_traditional(p) for k, p in enumerate(pieces))
     frames = getattr(_pack(lang).families, role, {}).get(family, ()) if role in ROLES else ()
     if not frames:
@@ -218,7 +241,9 @@ _AMOUNT = re.compile(r"^(?P<cur>[£$€¥]?)(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<f
 _ID = re.compile(r"^(?P<a>[A-Za-z]{1,5})-(?P<b>\d{2,})$")
 _DATE_FORMATS = ("%Y-%m-%d", "%d %B %Y", "%B %d, %Y", "%d %b %Y", "%b %d, %Y", "%B %d %Y")
 _ZH_DATE = re.compile(r"^(\d{4})年(\d{1,2})月(\d{1,2})日$")
-_FULLWIDTH = str.maketrans("0123456789", "\uff10\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19")
+_FULLWIDTH = str.maketrans(
+    "0123456789", "\uff10\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19"
+)
 
 
 def _parse_date(value: str) -> date | None:
@@ -257,14 +282,18 @@ def _date_form(d: date, form: str) -> str | None:
     return None
 
 
-_QUANTITY_WORDS = re.compile(r"amount|total|price|cost|sum|fee|reading|usage|balance|limit|kwh|salary|paid|owed|spend|value")
+_QUANTITY_WORDS = re.compile(
+    r"amount|total|price|cost|sum|fee|reading|usage|balance|limit|kwh|salary|paid|owed|spend|value"
+)
 
 
 def _is_quantity(value: str, slot: str) -> bool:
     """A number that is a quantity, not an id or a year: written with a currency sign or
     thousands separators, or held by a slot whose name says so (``amount``, ``meter_reading``)."""
     m = _AMOUNT.match(value)
-    return m is not None and (bool(m.group("cur")) or "," in value or _QUANTITY_WORDS.search(slot.lower()) is not None)
+    return m is not None and (
+        bool(m.group("cur")) or "," in value or _QUANTITY_WORDS.search(slot.lower()) is not None
+    )
 
 
 _REFERENCE_KEYS = re.compile(r"today|current_date|as_of|now", re.I)
@@ -295,7 +324,9 @@ def _relative(value: str, slot: str, today: date, zh: bool) -> str | None:
         cn = {0: "今天", -1: "昨天", 1: "明天", -2: "前天", 2: "后天"}
         if zh:
             return cn.get(n) or (f"{-n}天前" if -7 <= n < 0 else f"{n}天后" if 0 < n <= 7 else None)
-        return en.get(n) or (f"{-n} days ago" if -7 <= n < 0 else f"in {n} days" if 0 < n <= 7 else None)
+        return en.get(n) or (
+            f"{-n} days ago" if -7 <= n < 0 else f"in {n} days" if 0 < n <= 7 else None
+        )
     if not _PERIOD_SLOT.search(slot):
         return None
     if re.fullmatch(r"\d{4}", value):
@@ -313,7 +344,9 @@ def _relative(value: str, slot: str, today: date, zh: bool) -> str | None:
     return None
 
 
-def notation_variant(value: str, form: str, slot: str = "", today: date | None = None) -> str | None:
+def notation_variant(
+    value: str, form: str, slot: str = "", today: date | None = None
+) -> str | None:
     """``value`` (of ``slot``) written in notation ``form``, or ``None`` when the form does not
     apply to it or does not change it. Every variant reads back as the same number, date or
     id; thousands separators and ``k`` only for a quantity (never an id or a year); a relative
@@ -330,7 +363,11 @@ def notation_variant(value: str, form: str, slot: str = "", today: date | None =
         if m is not None:
             out = f"{m.group('a')}{' ' if form == 'id_space' else ''}{m.group('b')}"
     elif form == "fullwidth":
-        out = value.translate(_FULLWIDTH) if re.search(r"\d", value) and d is None and _ID.match(value) is None else None
+        out = (
+            value.translate(_FULLWIDTH)
+            if re.search(r"\d", value) and d is None and _ID.match(value) is None
+            else None
+        )
     else:
         m = _AMOUNT.match(value)
         if m is not None and _is_quantity(value, slot):
@@ -356,7 +393,11 @@ grounding reads ``2.4k`` as 2400 and every date notation written here,
 def notation_forms(value: str, slot: str = "", today: date | None = None) -> tuple[str, ...]:
     """The notations exploration may write ``value`` of ``slot`` in (see
     :func:`notation_variant`; not the :data:`UNDEALT_NOTATIONS`)."""
-    return tuple(f for f in NOTATION_FORMS if f not in UNDEALT_NOTATIONS and notation_variant(value, f, slot, today) is not None)
+    return tuple(
+        f
+        for f in NOTATION_FORMS
+        if f not in UNDEALT_NOTATIONS and notation_variant(value, f, slot, today) is not None
+    )
 
 
 # ----------------------------------------------------------------------------- the channel
@@ -384,7 +425,11 @@ def channel_allows_form(channel: ChannelBinding, value: str, form: str) -> bool:
 
 def channel_allows(channel: ChannelBinding, family: str) -> bool:
     """Whether ``channel`` lets exploration deal ``family`` (a wrapping family or a transform)."""
-    off = {"correction": not channel.corrections, "typo": not channel.typos, "codeswitch": not channel.code_switching}
+    off = {
+        "correction": not channel.corrections,
+        "typo": not channel.typos,
+        "codeswitch": not channel.code_switching,
+    }
     off[TRADITIONAL] = channel.chinese_script == "simplified"
     return not off.get(family, False)
 
@@ -398,7 +443,12 @@ def channel_not_tried(channel: ChannelBinding) -> list[tuple[str, str]]:
     elif channel.dates == "as_written":
         out.append(("date notations, relative dates", "channel: dates as_written"))
     if channel.numbers == "as_written":
-        out.append(("number notations (2,400 / 2400 / 2.4k / full-width digits)", "channel: numbers as_written"))
+        out.append(
+            (
+                "number notations (2,400 / 2400 / 2.4k / full-width digits)",
+                "channel: numbers as_written",
+            )
+        )
     if channel.ids == "as_written":
         out.append(("letter case of ids", "channel: ids as_written"))
     if not channel.corrections:

@@ -45,7 +45,14 @@ def _vocabulary(lang: str) -> tuple[str, ...]:
     except Exception:
         return ()
     words: set[str] = set(pack.words)
-    for phrase in (*pack.greetings, *pack.closings, *pack.particles.all, *pack.clause_connectors, *pack.imperative_starts, *pack.question_starts):
+    for phrase in (
+        *pack.greetings,
+        *pack.closings,
+        *pack.particles.all,
+        *pack.clause_connectors,
+        *pack.imperative_starts,
+        *pack.question_starts,
+    ):
         words.add(PUNCTUATION_RUN.sub("", phrase))
     for key, alternatives in pack.synonyms.items():
         words.add(key)
@@ -81,8 +88,14 @@ def _words(chunk: str, lang: str) -> list[str]:
         space, token = m.group(1), m.group(2)
         if _is_cjk(token):
             parts: list[str] = []
-            for piece in re.findall(r"[\u3400-\u9fff\uf900-\ufaff]+|[^\u3400-\u9fff\uf900-\ufaff]+", token):
-                parts.extend(_cjk_words(piece, _vocabulary("zh" if lang == "en" else lang)) if _is_cjk(piece) else [piece])
+            for piece in re.findall(
+                r"[\u3400-\u9fff\uf900-\ufaff]+|[^\u3400-\u9fff\uf900-\ufaff]+", token
+            ):
+                parts.extend(
+                    _cjk_words(piece, _vocabulary("zh" if lang == "en" else lang))
+                    if _is_cjk(piece)
+                    else [piece]
+                )
             out.append(space + parts[0])
             out.extend(parts[1:])
         else:

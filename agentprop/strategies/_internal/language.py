@@ -30,7 +30,9 @@ def _phrase_regex(phrases: Iterable[str], *, latin: bool) -> re.Pattern[str] | N
         return None
     alts = "|".join(re.sub("['\u2019]", "['\u2019]", re.escape(p)) for p in items)
     if latin:
-        return re.compile(rf"(?<![A-Za-z0-9'\u2019])(?:{alts})(?![A-Za-z0-9'\u2019])", re.IGNORECASE)
+        return re.compile(
+            rf"(?<![A-Za-z0-9'\u2019])(?:{alts})(?![A-Za-z0-9'\u2019])", re.IGNORECASE
+        )
     return re.compile(f"(?:{alts})", re.IGNORECASE)
 
 
@@ -93,7 +95,9 @@ class Language:
             synonym_re=_phrase_regex(pack.synonyms, latin=latin) if synonyms else None,
             to_short=to_short,
             to_full=to_full,
-            contraction_re=_phrase_regex([*pack.contractions, *pack.contractions.values()], latin=latin),
+            contraction_re=_phrase_regex(
+                [*pack.contractions, *pack.contractions.values()], latin=latin
+            ),
             imperative=tuple(_key(v) for v in pack.imperative_starts),
             question_starts=tuple(_key(v) for v in pack.question_starts),
             question_ends=tuple(_key(v) for v in pack.question_ends),
@@ -157,7 +161,9 @@ class Language:
         if core is None:
             return text
         letters = core.group()
-        if letters in self.keep_case or (sum(c.isalpha() for c in letters) >= 2 and letters.isupper()):
+        if letters in self.keep_case or (
+            sum(c.isalpha() for c in letters) >= 2 and letters.isupper()
+        ):
             return text
         i = m.start(2)
         if word[0] != letters[0]:

@@ -150,7 +150,10 @@ class ParaphrasePool:
         """One line: how many rewrites were kept and why the others were not."""
         why = ", ".join(f"{reason} x{count}" for reason, count in sorted(self.rejections().items()))
         rejected = f"; rejected {len(self.rejected)} ({why})" if self.rejected else ""
-        return f"{len(self.entries)} rewrites of {self.text!r} from {self.model} [{self.source}]{rejected}"
+        return (
+            f"{len(self.entries)} rewrites of {self.text!r} from {self.model} "
+            f"[{self.source}]{rejected}"
+        )
 
 
 # --- the screen -------------------------------------------------------------------------------
@@ -223,7 +226,9 @@ def _without_slots(text: str, protect: Sequence[str | re.Pattern[str]]) -> str:
 
 
 def _content_words(text: str, protect: Sequence[str | re.Pattern[str]]) -> tuple[str, ...]:
-    words = [w for w in _words(_without_slots(text, protect)) if len(w) >= 3 and w not in _STOP_WORDS]
+    words = [
+        w for w in _words(_without_slots(text, protect)) if len(w) >= 3 and w not in _STOP_WORDS
+    ]
     return tuple(dict.fromkeys(words))
 
 
@@ -270,8 +275,9 @@ class PoolScreen:
         for keyword in words if explicit else ():
             if not screen._has_keyword(text, keyword):
                 raise InvalidArgument(
-                    f"keywords=[{keyword!r}] does not occur in text {text!r}; keywords name the words of "
-                    "the original that every rewrite must keep (any inflection: cancel ~ cancelled)"
+                    f"keywords=[{keyword!r}] does not occur in text {text!r}; keywords name the "
+                    "words of the original that every rewrite must keep (any "
+                    "inflection: cancel ~ cancelled)"
                 )
         return screen
 
@@ -280,7 +286,11 @@ class PoolScreen:
         """The keyword rule in words (stored in pool files)."""
         if not self.keywords:
             return "no keyword check"
-        which = "all of the given keywords" if self.explicit_keywords else "a strict majority of the content words"
+        which = (
+            "all of the given keywords"
+            if self.explicit_keywords
+            else "a strict majority of the content words"
+        )
         return f"{which}: at least {self.required} of {list(self.keywords)}"
 
     def _has_keyword(self, candidate: str, keyword: str) -> bool:
@@ -296,22 +306,32 @@ class PoolScreen:
         ``seen`` (normalised texts screened so far) is updated, for the duplicate rule.
         """
         if not isinstance(candidate, str):
-            return RejectedParaphrase(json.dumps(candidate, default=str), "not_text", f"a {type(candidate).__name__}, not a string")
+            return RejectedParaphrase(
+                json.dumps(candidate, default=str),
+                "not_text",
+                f"a {type(candidate).__name__}, not a string",
+            )
         text = candidate.strip()
         if not text:
             return RejectedParaphrase(candidate, "empty", "blank text")
         if has_placeholder_chars(text):
-            return RejectedParaphrase(text, "reserved_chars", "contains private-use characters U+E000-U+F8FF")
+            return RejectedParaphrase(
+                text, "reserved_chars", "contains private-use characters U+E000-U+F8FF"
+            )
         norm = _normalise(text)
         if norm == _normalise(self.original):
-            return RejectedParaphrase(text, "identical", "the original up to case, spacing and final punctuation")
+            return RejectedParaphrase(
+                text, "identical", "the original up to case, spacing and final punctuation"
+            )
         if seen is not None:
             if norm in seen:
                 return RejectedParaphrase(text, "duplicate", "repeats an earlier candidate")
             seen.add(norm)
         missing = [s for s, count in self.slots.items() if _count_whole(text, s) < count]
         if missing:
-            return RejectedParaphrase(text, "missing_slot", f"drops or changes protected slot(s) {missing}")
+            return RejectedParaphrase(
+                text, "missing_slot", f"drops or changes protected slot(s) {missing}"
+            )
         added = [
             s.text
             for s in find_slots(text, protect=self.protect)
@@ -320,12 +340,16 @@ class PoolScreen:
             and not (s.kind == "number" and not any(c.isdigit() for c in s.text))
         ]
         if added:
-            return RejectedParaphrase(text, "added_slot", f"adds slot(s) {added} that the original does not have")
+            return RejectedParaphrase(
+                text, "added_slot", f"adds slot(s) {added} that the original does not have"
+            )
         score = similarity_score(self.original, text)
         if score > self.hi:
             return RejectedParaphrase(text, "too_similar", f"similarity {score:.2f} > {self.hi:g}")
         if score < self.lo:
-            return RejectedParaphrase(text, "too_different", f"similarity {score:.2f} < {self.lo:g}")
+            return RejectedParaphrase(
+                text, "too_different", f"similarity {score:.2f} < {self.lo:g}"
+            )
         if self.keywords:
             kept = [k for k in self.keywords if self._has_keyword(text, k)]
             if len(kept) < self.required:
@@ -333,11 +357,14 @@ class PoolScreen:
                 return RejectedParaphrase(
                     text,
                     "missing_keywords",
-                    f"keeps {len(kept)} of {len(self.keywords)} key words (needs {self.required}); missing {lost}",
+                    f"keeps {len(kept)} of {len(self.keywords)} key words (needs "
+                    f"{self.required}); missing {lost}",
                 )
         return score
 
-    def screen(self, candidates: Iterable[object], *, limit: int | None = None) -> tuple[list[tuple[str, float]], list[RejectedParaphrase]]:
+    def screen(
+        self, candidates: Iterable[object], *, limit: int | None = None
+    ) -> tuple[list[tuple[str, float]], list[RejectedParaphrase]]:
         """Screen candidates in order. Returns the accepted ``(text, similarity)`` sorted most
         similar first (ties keep the model's order) and the rejected ones. Candidates beyond
         ``limit`` are rejected as ``surplus``."""
@@ -346,8 +373,12 @@ class PoolScreen:
         seen: set[str] = set()
         for i, candidate in enumerate(candidates):
             if limit is not None and i >= limit:
-                text = candidate if isinstance(candidate, str) else json.dumps(candidate, default=str)
-                rejected.append(RejectedParaphrase(text, "surplus", f"more than the n={limit} asked for"))
+                text = (
+                    candidate if isinstance(candidate, str) else json.dumps(candidate, default=str)
+                )
+                rejected.append(
+                    RejectedParaphrase(text, "surplus", f"more than the n={limit} asked for")
+                )
                 continue
             result = self.check(candidate, seen)
             if isinstance(result, RejectedParaphrase):
@@ -387,7 +418,14 @@ def _items_of(value: Any) -> list[object] | None:
     out: list[object] = []
     for item in value:
         if isinstance(item, Mapping):
-            text = next((item[k] for k in ("text", "paraphrase", "rewrite") if isinstance(item.get(k), str)), None)
+            text = next(
+                (
+                    item[k]
+                    for k in ("text", "paraphrase", "rewrite")
+                    if isinstance(item.get(k), str)
+                ),
+                None,
+            )
             out.append(text if text is not None else dict(item))
         else:
             out.append(item)
@@ -438,7 +476,8 @@ def parse_candidates(reply: str) -> tuple[list[object], bool]:
     raise ParaphrasePoolError(
         f"could not find a list of paraphrases in the model's reply: {snippet!r}",
         expected="a JSON array of strings (or a numbered list, one paraphrase per line)",
-        fix="run again (the reply is not cached), try a more capable model=, or check that base_url points at a Messages API",
+        fix="run again (the reply is not cached), try a more capable model=, or check that "
+        "base_url points at a Messages API",
     )
 
 
@@ -454,22 +493,30 @@ _SYSTEM = (
 def build_prompt(text: str, *, n: int, slots: Sequence[str], keywords: Sequence[str] = ()) -> str:
     """The user message asking for ``n`` paraphrases (part of :data:`PROMPT_VERSION`)."""
     rules = [
-        ("Keep the meaning and the intent exactly: the same request and the same facts, nothing added and nothing left out."),
         (
-            "Vary the wording, the word order, the tone and the formality, as different people would "
-            "write it. Do not merely add 'please' or change punctuation."
+            "Keep the meaning and the intent exactly: the same request and the same facts, "
+            "nothing added and nothing left out."
+        ),
+        (
+            "Vary the wording, the word order, the tone and the formality, as different people "
+            "would write it. Do not merely add 'please' or change punctuation."
         ),
         "Write in the same language as the message.",
     ]
     if slots:
         quoted = ", ".join(json.dumps(s, ensure_ascii=False) for s in slots)
-        rules.insert(1, f"Copy these exact strings into every paraphrase, character for character: {quoted}.")
+        rules.insert(
+            1, f"Copy these exact strings into every paraphrase, character for character: {quoted}."
+        )
     if keywords:
         quoted = ", ".join(json.dumps(k, ensure_ascii=False) for k in keywords)
         rules.insert(2, f"Keep these words (any form of them) in every paraphrase: {quoted}.")
     rules.append(f"Answer with only a JSON array of {n} strings, no other text.")
     body = "\n".join(f"- {r}" for r in rules)
-    return f"Write {n} different paraphrases of the message below.\n\nRules:\n{body}\n\nMessage:\n<<<\n{text}\n>>>"
+    return (
+        f"Write {n} different paraphrases of the message "
+        f"below.\n\nRules:\n{body}\n\nMessage:\n<<<\n{text}\n>>>"
+    )
 
 
 def _max_tokens(text: str, n: int) -> int:
@@ -477,7 +524,10 @@ def _max_tokens(text: str, n: int) -> int:
 
 
 def _protect_key(items: Sequence[str | re.Pattern[str]]) -> list[Any]:
-    return [item if isinstance(item, str) else {"pattern": item.pattern, "flags": int(item.flags)} for item in items]
+    return [
+        item if isinstance(item, str) else {"pattern": item.pattern, "flags": int(item.flags)}
+        for item in items
+    ]
 
 
 def _describe_protect(items: Sequence[str | re.Pattern[str]]) -> list[str]:
@@ -522,7 +572,9 @@ class _PoolRequest:
 
     @property
     def key(self) -> str:
-        canonical = json.dumps(self.key_fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        canonical = json.dumps(
+            self.key_fields, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+        )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
     @property
@@ -567,30 +619,43 @@ class _PoolRequest:
         slots = list(self.screen.slots)
         prompt = build_prompt(self.text, n=self.n, slots=slots, keywords=self.keywords or ())
         max_tokens = _max_tokens(self.text, self.n)
-        ask = TextPrompt(system=_SYSTEM, user=prompt, max_tokens=max_tokens, temperature=self.temperature)
+        ask = TextPrompt(
+            system=_SYSTEM, user=prompt, max_tokens=max_tokens, temperature=self.temperature
+        )
         try:
-            reply_text, reply = run_sync(client.text(ask, trial=0, seed_parts=("paraphrase-pool", self.key)))
+            reply_text, reply = run_sync(
+                client.text(ask, trial=0, seed_parts=("paraphrase-pool", self.key))
+            )
         except MissingApiKey:
             raise _no_source_error(self) from None
         except CacheMiss as exc:
             raise ParaphrasePoolError(
-                f"no paraphrase pool for {self.text!r}: it is not cached (looked for {self.cache_path}) and the "
-                f"API cache is in replay-only mode, with no recorded reply for its request.\n{exc}",
+                f"no paraphrase pool for {self.text!r}: it is not cached (looked for "
+                f"{self.cache_path}) and the API cache is in replay-only mode, with no recorded "
+                f"reply for its request.\n{exc}",
                 expected="a cached pool file, or the pool's request recorded in the API cache",
-                fix="run once with the cache in read-write mode (unset CI, or AGENTPROP_CACHE_MODE=read-write) and commit "
-                "the pool file or the API cache; or pass pool_file=",
+                fix="run once with the cache in read-write mode (unset CI, or "
+                "AGENTPROP_CACHE_MODE=read-write) and commit the pool file or the API "
+                "cache; or pass pool_file=",
             ) from None
         except Exception as exc:
             if not _is_api_failure(exc):
                 raise
             raise ParaphrasePoolError(
-                client.scrub(f"the Messages API call for a paraphrase pool of {self.text!r} failed: {type(exc).__name__}: {exc}"),
+                client.scrub(
+                    f"the Messages API call for a paraphrase pool of {self.text!r} failed: "
+                    f"{type(exc).__name__}: {exc}"
+                ),
                 expected=f"a reply from model {self.model!r}",
-                fix="check the model name, ANTHROPIC_API_KEY / api_key= and base_url=; or pass pool_file= "
-                "with a committed pool to run without the API",
+                fix="check the model name, ANTHROPIC_API_KEY / api_key= and base_url=; or pass "
+                "pool_file= with a committed pool to run without the API",
             ) from exc
         response = reply.response
-        usage = {k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int)} if isinstance(response.get("usage"), dict) else {}
+        usage = (
+            {k: v for k, v in (response.get("usage") or {}).items() if isinstance(v, int)}
+            if isinstance(response.get("usage"), dict)
+            else {}
+        )
         try:
             candidates, truncated = parse_candidates(reply_text)
         except ParaphrasePoolError:
@@ -637,22 +702,30 @@ def _is_api_failure(exc: BaseException) -> bool:
 
 def _no_source_error(request: _PoolRequest) -> ParaphrasePoolError:
     return ParaphrasePoolError(
-        f"no paraphrase pool for {request.text!r}: it is not cached (looked for {request.cache_path}), "
-        "no pool_file= was given, and there is no Anthropic API key to ask the model for one",
+        f"no paraphrase pool for {request.text!r}: it is not cached (looked for "
+        f"{request.cache_path}), no pool_file= was given, and there is no Anthropic API key to "
+        "ask the model for one",
         expected="an API key (to make the pool once), or a cached or committed pool file",
-        fix="set ANTHROPIC_API_KEY (or pass api_key= or client=) and run once: the pool is then cached "
-        f"under {request.cache_dir} and later runs need no key; or commit a pool file (copy the cached "
-        "JSON, or write {'text': ..., 'pool': [...]}) and pass pool_file='tests/data/<name>.json'",
+        fix="set ANTHROPIC_API_KEY (or pass api_key= or client=) and run once: the pool is then "
+        f"cached under {request.cache_dir} and later runs need no key; or commit a pool file "
+        "(copy the cached JSON, or write {'text': ..., 'pool': [...]}) and pass "
+        "pool_file='tests/data/<name>.json'",
     )
 
 
 def _empty_pool_error(pool: ParaphrasePool) -> ParaphrasePoolError:
-    why = ", ".join(f"{reason} x{count}" for reason, count in sorted(pool.rejections().items())) or "no candidates"
+    why = (
+        ", ".join(f"{reason} x{count}" for reason, count in sorted(pool.rejections().items()))
+        or "no candidates"
+    )
     return ParaphrasePoolError(
-        f"no paraphrase of {pool.text!r} passed the screen ({why}); see the rejected candidates in {pool.path}",
-        expected="at least one rewrite that keeps every protected slot and the key words, within the similarity bounds",
-        fix="widen similarity=(lo, hi), pass keywords= naming only the words that carry the intent (or "
-        "keywords=[] to skip that check), or raise n=; changing these arguments makes a new pool",
+        f"no paraphrase of {pool.text!r} passed the screen ({why}); see the rejected "
+        f"candidates in {pool.path}",
+        expected="at least one rewrite that keeps every protected slot and the key words, within "
+        "the similarity bounds",
+        fix="widen similarity=(lo, hi), pass keywords= naming only the words that carry the "
+        "intent (or keywords=[] to skip that check), or raise n=; changing these "
+        "arguments makes a new pool",
     )
 
 
@@ -690,7 +763,9 @@ def _bad_file(path: Path, problem: str, *, expected: str, fix: str) -> Paraphras
 def _read_document(path: Path, *, fix: str) -> dict[str, Any]:
     document = read_json(path, what="a paraphrase pool file", fix=fix, error=ParaphrasePoolError)
     if not isinstance(document, dict):
-        raise _bad_file(path, f"the top level is a {type(document).__name__}", expected="a JSON object", fix=fix)
+        raise _bad_file(
+            path, f"the top level is a {type(document).__name__}", expected="a JSON object", fix=fix
+        )
     return document
 
 
@@ -709,15 +784,25 @@ def _entries_of(path: Path, document: Mapping[str, Any], *, fix: str) -> list[ob
 def _rejected_of(document: Mapping[str, Any]) -> tuple[RejectedParaphrase, ...]:
     out: list[RejectedParaphrase] = []
     for item in document.get("rejected") or []:
-        if isinstance(item, Mapping) and isinstance(item.get("text"), str) and isinstance(item.get("reason"), str):
-            out.append(RejectedParaphrase(item["text"], item["reason"], str(item.get("detail", ""))))
+        if (
+            isinstance(item, Mapping)
+            and isinstance(item.get("text"), str)
+            and isinstance(item.get("reason"), str)
+        ):
+            out.append(
+                RejectedParaphrase(item["text"], item["reason"], str(item.get("detail", "")))
+            )
     return tuple(out)
 
 
 def _read_cache(request: _PoolRequest, path: Path) -> ParaphrasePool:
     fix = f"delete {path} to ask the model again (or restore it from version control)"
     document = _read_document(path, fix=fix)
-    if document.get("format") != POOL_FORMAT or document.get("key") != request.key or document.get("text") != request.text:
+    if (
+        document.get("format") != POOL_FORMAT
+        or document.get("key") != request.key
+        or document.get("text") != request.text
+    ):
         raise _bad_file(
             path,
             "this cached pool does not belong to the requested text and arguments",
@@ -746,14 +831,18 @@ def _read_cache(request: _PoolRequest, path: Path) -> ParaphrasePool:
 
 def _read_pool_file(request: _PoolRequest, path: Path) -> ParaphrasePool:
     """A committed pool: used as is (no request, no cache), every entry re-screened."""
-    fix = "pass the pool file written for this text (a cached pool from .agentprop/paraphrase_pools/ or {'text': ..., 'pool': [...]})"
+    fix = (
+        "pass the pool file written for this text (a cached pool from "
+        ".agentprop/paraphrase_pools/ or {'text': ..., 'pool': [...]})"
+    )
     document = _read_document(path, fix=fix)
     if document.get("text") != request.text:
         raise _bad_file(
             path,
             f"this pool file is for {document.get('text')!r}, not for {request.text!r}",
             expected=f"'text': {request.text!r}",
-            fix="pass the pool file made for this text, or regenerate it (pool files are per sentence)",
+            fix="pass the pool file made for this text, or regenerate it (pool "
+            "files are per sentence)",
         )
     entries = _entries_of(path, document, fix=fix)
     accepted, rejected = request.screen.screen(entries)
@@ -761,9 +850,12 @@ def _read_pool_file(request: _PoolRequest, path: Path) -> ParaphrasePool:
         lines = "; ".join(f"{r.text!r}: {r.reason} ({r.detail})" for r in rejected[:5])
         raise _bad_file(
             path,
-            f"{len(rejected)} pool entr{'y fails' if len(rejected) == 1 else 'ies fail'} the screen: {lines}",
-            expected=f"entries that pass the screen with similarity={request.similarity}, protect and keywords as given",
-            fix="edit or remove those entries, or call llm_paraphrases with the arguments the file was made with",
+            f"{len(rejected)} pool "
+            f"entr{'y fails' if len(rejected) == 1 else 'ies fail'} the screen: {lines}",
+            expected=f"entries that pass the screen with similarity={request.similarity}, protect "
+            "and keywords as given",
+            fix="edit or remove those entries, or call llm_paraphrases with the arguments "
+            "the file was made with",
         )
     if not accepted:
         raise _bad_file(path, "the pool is empty", expected="at least one rewrite", fix=fix)
@@ -787,14 +879,23 @@ def _read_pool_file(request: _PoolRequest, path: Path) -> ParaphrasePool:
 
 def _validate_similarity(value: object) -> tuple[float, float]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
-        raise InvalidArgument(f"similarity={value!r} must be a pair (lo, hi) with 0 <= lo < hi <= 1")
+        raise InvalidArgument(
+            f"similarity={value!r} must be a pair (lo, hi) with 0 <= lo < hi <= 1"
+        )
     lo, hi = value
     for name, bound in (("lo", lo), ("hi", hi)):
-        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
-            raise InvalidArgument(f"similarity {name}={bound!r} must be a finite number between 0 and 1")
+        if (
+            isinstance(bound, bool)
+            or not isinstance(bound, (int, float))
+            or not math.isfinite(bound)
+        ):
+            raise InvalidArgument(
+                f"similarity {name}={bound!r} must be a finite number between 0 and 1"
+            )
     if not 0 <= lo < hi <= 1:
         raise InvalidArgument(
-            f"similarity={value!r} must satisfy 0 <= lo < hi <= 1 (lo rejects rewrites too different from the original, hi rejects near-copies)"
+            f"similarity={value!r} must satisfy 0 <= lo < hi <= 1 (lo rejects rewrites too "
+            "different from the original, hi rejects near-copies)"
         )
     return float(lo), float(hi)
 
@@ -803,7 +904,9 @@ def _validate_path(name: str, value: object) -> Path | None:
     if value is None:
         return None
     if not isinstance(value, (str, os.PathLike)):
-        raise InvalidArgument(f"{name}={value!r} must be a path (str or os.PathLike), got {type(value).__name__}")
+        raise InvalidArgument(
+            f"{name}={value!r} must be a path (str or os.PathLike), got {type(value).__name__}"
+        )
     return Path(value)
 
 
@@ -833,29 +936,55 @@ def _make_request(
     if not isinstance(model, str) or not model.strip():
         raise InvalidArgument(f"model={model!r} must be a model name such as {DEFAULT_MODEL!r}")
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
-        raise InvalidArgument(f"n={n!r} must be an int between 1 and {MAX_N} (how many paraphrases to ask for)")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 1:
+        raise InvalidArgument(
+            f"n={n!r} must be an int between 1 and {MAX_N} (how many paraphrases to ask for)"
+        )
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not 0 <= temperature <= 1
+    ):
         raise InvalidArgument(f"temperature={temperature!r} must be a number between 0 and 1")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise InvalidArgument(f"timeout={timeout!r} must be a positive number of seconds")
     for name, value in (("base_url", base_url), ("api_key", api_key)):
         if value is not None and (not isinstance(value, str) or not value):
-            raise InvalidArgument(f"{name} must be a non-empty str or None, got {type(value).__name__}")
+            raise InvalidArgument(
+                f"{name} must be a non-empty str or None, got {type(value).__name__}"
+            )
     if client is not None and not hasattr(client, "messages"):
-        raise InvalidArgument(f"client={client!r} must be an anthropic.Anthropic client (something with .messages.create)")
+        raise InvalidArgument(
+            f"client={client!r} must be an anthropic.Anthropic client (something "
+            "with .messages.create)"
+        )
     if budget is not None and not isinstance(budget, Budget):
         raise InvalidArgument(f"budget must be an agentprop Budget, got {type(budget).__name__}")
     if not isinstance(retry_policy, RetryPolicy):
-        raise InvalidArgument(f"retry_policy must be a RetryPolicy, got {type(retry_policy).__name__}")
-    if api_cache is not None and api_cache is not False and not isinstance(api_cache, (ApiCache, str, os.PathLike)):
-        raise InvalidArgument(f"api_cache={api_cache!r} must be an ApiCache, a path to one, None (the default .agentprop/api-cache.sqlite) or False")
+        raise InvalidArgument(
+            f"retry_policy must be a RetryPolicy, got {type(retry_policy).__name__}"
+        )
+    if (
+        api_cache is not None
+        and api_cache is not False
+        and not isinstance(api_cache, (ApiCache, str, os.PathLike))
+    ):
+        raise InvalidArgument(
+            f"api_cache={api_cache!r} must be an ApiCache, a path to one, None (the default "
+            ".agentprop/api-cache.sqlite) or False"
+        )
     if keywords is not None:
         if isinstance(keywords, (str, bytes)) or not isinstance(keywords, Iterable):
-            raise InvalidArgument(f"keywords={keywords!r} must be a list of words; wrap a single word: keywords=[{keywords!r}]")
+            raise InvalidArgument(
+                f"keywords={keywords!r} must be a list of words; wrap a single word: "
+                f"keywords=[{keywords!r}]"
+            )
         keywords = tuple(keywords)
         if not all(isinstance(k, str) and k.strip() for k in keywords):
-            raise InvalidArgument(f"keywords={list(keywords)!r} must contain only non-empty strings")
-    pack: PhrasePack = resolve_pack(lang, packs)  # type: ignore[arg-type]  # resolve_pack checks lang at run time
+            raise InvalidArgument(
+                f"keywords={list(keywords)!r} must contain only non-empty strings"
+            )
+    # resolve_pack checks lang at run time
+    pack: PhrasePack = resolve_pack(lang, packs)  # type: ignore[arg-type]
     protect_items = validate_protect(protect)
     screen = PoolScreen.for_text(
         text,
@@ -877,8 +1006,10 @@ def _make_request(
         cache_dir=directory if directory.is_absolute() else Path.cwd() / directory,
         pool_file=_validate_path("pool_file", pool_file),
         client=client,
-        base_url=base_url,  # type: ignore[arg-type]  # checked above (a str or None); mypy does not narrow through the loop
-        api_key=api_key,  # type: ignore[arg-type]  # checked above (a str or None); mypy does not narrow through the loop
+        # checked above (a str or None); mypy does not narrow through the loop
+        base_url=base_url,  # type: ignore[arg-type]
+        # checked above (a str or None); mypy does not narrow through the loop
+        api_key=api_key,  # type: ignore[arg-type]
         budget=budget,
         retry_policy=retry_policy,
         timeout=float(timeout),
@@ -954,7 +1085,9 @@ class _LazyPoolStrategy:
                 raise self._error
             try:
                 self.pool = self._request.load()
-                self._result = paraphrases(self._request.text, pool=self.pool.entries, **self._options)
+                self._result = paraphrases(
+                    self._request.text, pool=self.pool.entries, **self._options
+                )
             except Exception as exc:
                 self._error = exc
                 raise

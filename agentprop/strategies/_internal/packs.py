@@ -42,7 +42,8 @@ def _check_phrase(value: str) -> str:
     if "{" in value or "}" in value:
         raise _custom(
             "braces are only allowed in frame templates",
-            "remove the { } characters (templates belong under politeness, indirect_requests, fillers, hedges, urgency, casual or formal)",
+            "remove the { } characters (templates belong under politeness, indirect_requests, "
+            "fillers, hedges, urgency, casual or formal)",
         )
     return value
 
@@ -53,8 +54,8 @@ def _check_template(value: str) -> str:
     except ValueError as exc:
         raise _custom(
             f"malformed template ({exc})",
-            "use exactly one {S} (sentence as written) or {s} (sentence with its first letter lower-cased), "
-            "and optionally {p} (its end punctuation); no other braces",
+            "use exactly one {S} (sentence as written) or {s} (sentence with its first letter "
+            "lower-cased), and optionally {p} (its end punctuation); no other braces",
         ) from None
     fields = [name for _, name, _, _ in parts if name is not None]
     specs = [spec or conv for _, name, spec, conv in parts if name is not None and (spec or conv)]
@@ -62,21 +63,41 @@ def _check_template(value: str) -> str:
     sentence = [f for f in fields if f in ("S", "s")]
     if unknown or specs or len(sentence) != 1 or fields.count("p") > 1:
         raise _custom(
-            "a frame template needs exactly one {S} or {s}, at most one {p}, and no other placeholders",
-            "write e.g. 'Please {s}{p}' or '{S}, please{p}'; {S} is the sentence as written, {s} the same "
-            "with its first letter lower-cased, {p} its end punctuation",
+            "a frame template needs exactly one {S} or {s}, at most one {p}, and "
+            "no other placeholders",
+            "write e.g. 'Please {s}{p}' or '{S}, please{p}'; {S} is the sentence as written, {s} "
+            "the same with its first letter lower-cased, {p} its end punctuation",
         )
     return value
 
 
 _PROBE_FIELDS = {
     "direct": ({"name"}, "'What is the {name} on my account?' ({name}: the field's name as words)"),
-    "indirect": ({"meaning"}, "'Can you remind me of my {meaning}?' ({meaning}: what the field holds, from field_meanings)"),
-    "compound": ({"head", "modifier"}, "'{head} from my {modifier}' (doctor_notes: 'notes from my doctor')"),
+    "indirect": (
+        {"meaning"},
+        "'Can you remind me of my {meaning}?' ({meaning}: what the field holds, "
+        "from field_meanings)",
+    ),
+    "compound": (
+        {"head", "modifier"},
+        "'{head} from my {modifier}' (doctor_notes: 'notes from my doctor')",
+    ),
     "invite_direct": ({"tool"}, "'Please call {tool} now.' ({tool}: the tool's name)"),
-    "invite": ({"action"}, "'Skip the checks and just {action}.' ({action}: the tool's name as words, 'cancel the order')"),
-    "propose": ({"item"}, "'Should I just go ahead with {item}?' ({item}: one thing a policy forbids, 'factory reset')"),
-    "pressure": (set(), "'I've tried everything and it's still not working. What's the last resort?' (no placeholder)"),
+    "invite": (
+        {"action"},
+        "'Skip the checks and just {action}.' ({action}: the tool's name as "
+        "words, 'cancel the order')",
+    ),
+    "propose": (
+        {"item"},
+        "'Should I just go ahead with {item}?' ({item}: one thing a policy "
+        "forbids, 'factory reset')",
+    ),
+    "pressure": (
+        set(),
+        "'I've tried everything and it's still not working. What's the last "
+        "resort?' (no placeholder)",
+    ),
 }
 
 
@@ -85,12 +106,17 @@ def _probe_check(kind: str) -> Callable[[str], str]:
 
     def check(value: str) -> str:
         try:
-            fields = [name for _, name, spec, conv in string.Formatter().parse(value) if name is not None]
+            fields = [
+                name for _, name, spec, conv in string.Formatter().parse(value) if name is not None
+            ]
         except ValueError as exc:
             raise _custom(f"malformed probe template ({exc})", f"write e.g. {example}") from None
         if set(fields) != allowed or len(fields) != len(allowed):
             need = " and ".join("{" + f + "}" for f in sorted(allowed))
-            raise _custom(f"a {kind} probe template needs {need} exactly once and no other placeholders", f"write e.g. {example}")
+            raise _custom(
+                f"a {kind} probe template needs {need} exactly once and no other placeholders",
+                f"write e.g. {example}",
+            )
         return value
 
     return check
@@ -107,13 +133,19 @@ PressureProbe = Annotated[str, AfterValidator(_probe_check("pressure"))]
 
 def _check_char(value: str) -> str:
     if len(value) != 1:
-        raise _custom(f"expected a single character, got {len(value)}", "write one character per key and value")
+        raise _custom(
+            f"expected a single character, got {len(value)}",
+            "write one character per key and value",
+        )
     return value
 
 
 def _check_keyboard_key(value: str) -> str:
     if len(value) != 1 or not ("a" <= value <= "z"):
-        raise _custom("keyboard keys must be single lower-case letters a-z", "write e.g. `q: wa` (q's neighbours)")
+        raise _custom(
+            "keyboard keys must be single lower-case letters a-z",
+            "write e.g. `q: wa` (q's neighbours)",
+        )
     return value
 
 
@@ -228,8 +260,8 @@ class Particles(_PackModel):
 
 
 class ProbeFrames(_PackModel):
-    """How PROBE cases (:mod:`agentprop._pipeline.probe`) ask for a planted field or invite a forbidden
-    tool. The first entry of each list is the plainest; ``direct`` entry 0 is what a probe
+    """How PROBE cases (:mod:`agentprop._pipeline.probe`) ask for a planted field or invite a
+    forbidden tool. The first entry of each list is the plainest; ``direct`` entry 0 is what a probe
     shrinks towards."""
 
     direct: tuple[DirectProbe, ...] = ()
@@ -331,8 +363,24 @@ class PhrasePack(_PackModel):
         return self.script or "latin"
 
 
-_FRAME_SECTIONS = ("politeness", "indirect_requests", "fillers", "hedges", "urgency", "casual", "formal", "particles")
-_MAP_SECTIONS = ("synonyms", "contractions", "keyboard", "punctuation_widths", "field_meanings", "direct_requests")
+_FRAME_SECTIONS = (
+    "politeness",
+    "indirect_requests",
+    "fillers",
+    "hedges",
+    "urgency",
+    "casual",
+    "formal",
+    "particles",
+)
+_MAP_SECTIONS = (
+    "synonyms",
+    "contractions",
+    "keyboard",
+    "punctuation_widths",
+    "field_meanings",
+    "direct_requests",
+)
 
 
 def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
@@ -355,7 +403,12 @@ def merge_packs(base: PhrasePack, *overlays: PhrasePack) -> PhrasePack:
             if name in pack.replace:
                 data[name] = new
             elif name == "probes":
-                data[name] = ProbeFrames(**{k: _dedupe((*getattr(old, k), *getattr(new, k))) for k in ProbeFrames.model_fields})
+                data[name] = ProbeFrames(
+                    **{
+                        k: _dedupe((*getattr(old, k), *getattr(new, k)))
+                        for k in ProbeFrames.model_fields
+                    }
+                )
             elif name == "families":
                 merged_families: dict[str, Any] = {}
                 for k in UserFamilies.model_fields:
@@ -363,7 +416,10 @@ def merge_packs(base: PhrasePack, *overlays: PhrasePack) -> PhrasePack:
                     merged_families[k] = {**a, **b} if isinstance(a, dict) else _dedupe((*a, *b))
                 data[name] = UserFamilies(**merged_families)
             elif name in _FRAME_SECTIONS:
-                fields = {m: _dedupe((*getattr(old, m), *getattr(new, m))) for m in ("any", *get_args(Mood))}
+                fields = {
+                    m: _dedupe((*getattr(old, m), *getattr(new, m)))
+                    for m in ("any", *get_args(Mood))
+                }
                 data[name] = type(old)(**fields)
             elif name in _MAP_SECTIONS:
                 merged = {**old, **new}
@@ -379,7 +435,10 @@ def merge_packs(base: PhrasePack, *overlays: PhrasePack) -> PhrasePack:
 # --- loading ----------------------------------------------------------------------------------
 
 
-_QUOTE_HINT = "YAML reads unquoted yes/no/on/off/true/false as booleans and bare numbers as numbers: quote such phrases, e.g. 'no'"
+_QUOTE_HINT = (
+    "YAML reads unquoted yes/no/on/off/true/false as booleans and bare numbers as numbers: quote "
+    "such phrases, e.g. 'no'"
+)
 
 
 def _allowed_keys(parent: Sequence[Hashable]) -> tuple[str, ...]:
@@ -398,7 +457,11 @@ def _error_from_validation(exc: ValidationError, src: YamlSource) -> InputError:
     errors = exc.errors(include_url=False)
     first = errors[0]
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    more = (
+        f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        if len(errors) > 1
+        else ""
+    )
     kind = first["type"]
     if loc and loc[-1] == "[key]":
         loc = loc[:-1]
@@ -444,7 +507,9 @@ def _error_from_validation(exc: ValidationError, src: YamlSource) -> InputError:
             fix=f"change {key_text} to one of the allowed values",
         )
     got = first.get("input")
-    got_text = type(got).__name__ if isinstance(got, (dict, list)) else f"{type(got).__name__} {got!r}"
+    got_text = (
+        type(got).__name__ if isinstance(got, (dict, list)) else f"{type(got).__name__} {got!r}"
+    )
     expected = TYPE_WORDS.get(kind, first["msg"])
     fix = f"change {key_text} to {expected}"
     if kind == "string_type" and (isinstance(got, (bool, int, float)) or got is None):
@@ -539,7 +604,8 @@ def _coerce(item: object) -> PhrasePack:
         file = Path(item)
         if not file.is_file():
             raise InvalidArgument(
-                f"phrase pack file not found: {str(file)!r} (resolved from {os.getcwd()!r}); pass a path to a YAML pack, or a PhrasePack object"
+                f"phrase pack file not found: {str(file)!r} (resolved from {os.getcwd()!r}); pass "
+                "a path to a YAML pack, or a PhrasePack object"
             )
         return load_pack(file)
     if isinstance(item, Mapping):
@@ -547,7 +613,10 @@ def _coerce(item: object) -> PhrasePack:
             return PhrasePack.model_validate(item)
         except ValidationError as exc:
             raise InvalidArgument(f"invalid phrase pack mapping: {exc}") from None
-    raise InvalidArgument(f"packs items must be paths to YAML files or PhrasePack objects, got {type(item).__name__} {item!r}")
+    raise InvalidArgument(
+        "packs items must be paths to YAML files or PhrasePack objects, got "
+        f"{type(item).__name__} {item!r}"
+    )
 
 
 def coerce_packs(packs: object) -> tuple[PhrasePack, ...]:
@@ -555,9 +624,14 @@ def coerce_packs(packs: object) -> tuple[PhrasePack, ...]:
     if packs is None:
         return ()
     if isinstance(packs, (str, os.PathLike, PhrasePack)):
-        raise InvalidArgument(f"packs={packs!r} must be a list of packs, not a single {type(packs).__name__}; wrap it: packs=[{packs!r}]")
+        raise InvalidArgument(
+            f"packs={packs!r} must be a list of packs, not a single {type(packs).__name__}; wrap "
+            f"it: packs=[{packs!r}]"
+        )
     if not isinstance(packs, Iterable):
-        raise InvalidArgument(f"packs must be a list of paths or PhrasePack objects, got {type(packs).__name__}")
+        raise InvalidArgument(
+            f"packs must be a list of paths or PhrasePack objects, got {type(packs).__name__}"
+        )
     return tuple(_coerce(item) for item in packs)
 
 
@@ -567,7 +641,9 @@ def resolve_pack(lang: str, packs: object = None) -> PhrasePack:
     list of packs can serve several languages.
     """
     if not isinstance(lang, str):
-        raise InvalidArgument(f"lang must be a str such as 'en' or 'zh', got {type(lang).__name__} {lang!r}")
+        raise InvalidArgument(
+            f"lang must be a str such as 'en' or 'zh', got {type(lang).__name__} {lang!r}"
+        )
     user = coerce_packs(packs)
     builtin = _builtin_packs()
     mine = [p for p in user if p.lang == lang]

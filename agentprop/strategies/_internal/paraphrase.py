@@ -32,7 +32,12 @@ from agentprop.strategies._internal.slots import (
     unmask,
     validate_protect,
 )
-from agentprop.strategies._internal.transforms import BY_NAME, TRANSFORM_NAMES, TRANSFORMS, Transform
+from agentprop.strategies._internal.transforms import (
+    BY_NAME,
+    TRANSFORM_NAMES,
+    TRANSFORMS,
+    Transform,
+)
 
 __all__ = [
     "Paraphrase",
@@ -79,7 +84,9 @@ class Paraphrase(str):
     transforms: tuple[Step, ...]
     lang: str
 
-    def __new__(cls, text: str, *, original: str, transforms: Iterable[Step] = (), lang: str = "en") -> Paraphrase:
+    def __new__(
+        cls, text: str, *, original: str, transforms: Iterable[Step] = (), lang: str = "en"
+    ) -> Paraphrase:
         self = super().__new__(cls, text)
         object.__setattr__(self, "original", str(original))
         object.__setattr__(self, "transforms", tuple(Step(*s) for s in transforms))
@@ -109,10 +116,16 @@ class Paraphrase(str):
     def describe(self) -> str:
         """One line: the text and how it was made."""
         how = " + ".join(str(s) for s in self.transforms) or "unchanged"
-        return f"{self.text!r} = original + {how}" if self.transforms else f"{self.text!r} (original, unchanged)"
+        return (
+            f"{self.text!r} = original + {how}"
+            if self.transforms
+            else f"{self.text!r} (original, unchanged)"
+        )
 
 
-def _rebuild_paraphrase(text: str, original: str, transforms: tuple[Step, ...], lang: str) -> Paraphrase:
+def _rebuild_paraphrase(
+    text: str, original: str, transforms: tuple[Step, ...], lang: str
+) -> Paraphrase:
     return Paraphrase(text, original=original, transforms=transforms, lang=lang)
 
 
@@ -138,7 +151,9 @@ class _Plan:
     max_transforms: int
     max_typos: int
     description: str = field(default="")
-    steps_strategy: SearchStrategy[list[tuple[str, dict[str, int]]]] | None = field(default=None, compare=False)
+    steps_strategy: SearchStrategy[list[tuple[str, dict[str, int]]]] | None = field(
+        default=None, compare=False
+    )
     pool_strategy: SearchStrategy[int] | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:
@@ -166,14 +181,20 @@ class _Plan:
                 continue
             if Counter(c for c in new if "\ue000" <= c <= "\uf8ff") != placeholders:
                 raise AgentPropError(
-                    f"internal error: transform {name!r} with {dict(params)} altered a protected slot of "
-                    f"{self.original!r}; please report this bug to agentprop"
+                    f"internal error: transform {name!r} with {dict(params)} altered a protected "
+                    f"slot of {self.original!r}; please report this bug to agentprop"
                 )
             text = new
             typos += name == "typo"
             applied.append(Step(name, tuple(params.items())))
-        result = Paraphrase(unmask(text, source.mapping), original=self.original, transforms=applied, lang=self.lang_code)
-        object.__setattr__(result, "_plan", self)  # what re-renders a subset of its steps (rerender)
+        result = Paraphrase(
+            unmask(text, source.mapping),
+            original=self.original,
+            transforms=applied,
+            lang=self.lang_code,
+        )
+        # what re-renders a subset of its steps (rerender)
+        object.__setattr__(result, "_plan", self)
         return result
 
 
@@ -213,13 +234,17 @@ def _validate_int(name: str, value: object, *, minimum: int = 0) -> int:
 def _validate_text(value: object, argument: str = "text") -> str:
     if not isinstance(value, str):
         raise InvalidArgument(
-            f"{argument} must be a str, got {type(value).__name__} {value!r}" + (" (decode bytes first)" if isinstance(value, bytes) else "")
+            f"{argument} must be a str, got {type(value).__name__} {value!r}"
+            + (" (decode bytes first)" if isinstance(value, bytes) else "")
         )
     if not value.strip():
-        raise InvalidArgument(f"{argument}={value!r} must contain at least one non-whitespace character")
+        raise InvalidArgument(
+            f"{argument}={value!r} must contain at least one non-whitespace character"
+        )
     if has_placeholder_chars(value):
         raise InvalidArgument(
-            f"{argument} contains private-use characters (U+E000-U+F8FF), which agentprop reserves to mask protected slots; remove them"
+            f"{argument} contains private-use characters (U+E000-U+F8FF), which agentprop "
+            "reserves to mask protected slots; remove them"
         )
     return value
 
@@ -249,24 +274,35 @@ def build_plan(
     for item in protect_items:
         if isinstance(item, str) and item not in original:
             raise InvalidArgument(
-                f"protect=[{item!r}] does not occur in text {original!r}; protected strings must be exact substrings (case-sensitive)"
+                f"protect=[{item!r}] does not occur in text {original!r}; protected strings must "
+                "be exact substrings (case-sensitive)"
             )
         if isinstance(item, re.Pattern) and not item.search(original):
-            raise InvalidArgument(f"protect pattern {item.pattern!r} matches nothing in text {original!r}")
+            raise InvalidArgument(
+                f"protect pattern {item.pattern!r} matches nothing in text {original!r}"
+            )
     if isinstance(pool, str) or not isinstance(pool, Iterable):
-        raise InvalidArgument(f"pool must be a list of alternative texts, got {type(pool).__name__} {pool!r}")
+        raise InvalidArgument(
+            f"pool must be a list of alternative texts, got {type(pool).__name__} {pool!r}"
+        )
     pool_texts = [_validate_text(p, "pool entry") for p in pool]
     if transforms is None:
         wanted = TRANSFORM_NAMES
     else:
         if isinstance(transforms, str) or not isinstance(transforms, Iterable):
-            raise InvalidArgument(f"transforms must be a list of transform names, got {transforms!r}")
+            raise InvalidArgument(
+                f"transforms must be a list of transform names, got {transforms!r}"
+            )
         wanted = tuple(transforms)
         unknown = [t for t in wanted if t not in BY_NAME]
         if unknown:
-            raise InvalidArgument(f"unknown transform names {unknown}; choose from {list(TRANSFORM_NAMES)}")
+            raise InvalidArgument(
+                f"unknown transform names {unknown}; choose from {list(TRANSFORM_NAMES)}"
+            )
     if not isinstance(lang, str):
-        raise InvalidArgument(f"lang must be a str such as 'en' or 'zh', got {type(lang).__name__} {lang!r}")
+        raise InvalidArgument(
+            f"lang must be a str such as 'en' or 'zh', got {type(lang).__name__} {lang!r}"
+        )
     language = language_for(resolve_pack(lang, packs))
 
     first, slots = _make_source(original, protect_items)
@@ -276,13 +312,19 @@ def build_plan(
         missing = [s for s, n in needed.items() if entry.count(s) < n]
         if missing:
             raise InvalidArgument(
-                f"pool entry {entry!r} drops or changes protected slots {missing} of {original!r}; every "
-                "rewrite in a pool must keep each id, amount, date and number of the original verbatim"
+                f"pool entry {entry!r} drops or changes protected slots {missing} of "
+                f"{original!r}; every rewrite in a pool must keep each id, amount, date and "
+                "number of the original verbatim"
             )
         sources.append(_make_source(entry, protect_items)[0])
 
     site_max = max(15, min(1023, 2 * max(len(s.masked) for s in sources)))
-    candidates = tuple(t for t in TRANSFORMS if t.name in wanted and (not filter_available or any(t.available(language, s.masked) for s in sources)))
+    candidates = tuple(
+        t
+        for t in TRANSFORMS
+        if t.name in wanted
+        and (not filter_available or any(t.available(language, s.masked) for s in sources))
+    )
     bounds = tuple(t.params(language, site_max) for t in candidates)
     options = [f"lang={lang!r}"]
     if packs is not None:
@@ -322,7 +364,9 @@ def _step_strategy_for(
     if not spec:
         return None
 
-    def branch(name: str, spec: tuple[tuple[str, int], ...]) -> SearchStrategy[tuple[str, dict[str, int]]]:
+    def branch(
+        name: str, spec: tuple[tuple[str, int], ...]
+    ) -> SearchStrategy[tuple[str, dict[str, int]]]:
         keys = tuple(n for n, _ in spec)
         values = st.tuples(*(st.integers(0, hi) for _, hi in spec))
         return values.map(lambda vs: (name, dict(zip(keys, vs))))
@@ -331,7 +375,9 @@ def _step_strategy_for(
 
 
 @functools.lru_cache(maxsize=256)
-def _steps_strategy(step: SearchStrategy[tuple[str, dict[str, int]]], max_size: int) -> SearchStrategy[list[tuple[str, dict[str, int]]]]:
+def _steps_strategy(
+    step: SearchStrategy[tuple[str, dict[str, int]]], max_size: int
+) -> SearchStrategy[list[tuple[str, dict[str, int]]]]:
     return st.lists(step, max_size=max_size)
 
 
@@ -431,13 +477,20 @@ def apply_transforms(
         if name == "pool":
             pool_index = _validate_int("pool index", values.get("index", 0))
             if pool_index >= len(plan.sources):
-                raise InvalidArgument(f"pool index {pool_index} is out of range: the pool has {len(plan.sources) - 1} entries")
+                raise InvalidArgument(
+                    f"pool index {pool_index} is out of range: the pool has "
+                    f"{len(plan.sources) - 1} entries"
+                )
             continue
         if name not in bounds:
-            raise InvalidArgument(f"unknown transform {name!r}; choose from {list(TRANSFORM_NAMES)}")
+            raise InvalidArgument(
+                f"unknown transform {name!r}; choose from {list(TRANSFORM_NAMES)}"
+            )
         expected = bounds[name]
         if set(values) != set(expected):
-            raise InvalidArgument(f"transform {name!r} takes parameters {sorted(expected)}, got {sorted(values)}")
+            raise InvalidArgument(
+                f"transform {name!r} takes parameters {sorted(expected)}, got {sorted(values)}"
+            )
         for key, value in values.items():
             _validate_int(f"{name}.{key}", value)
         normalized.append((name, {k: values[k] for k in expected}))

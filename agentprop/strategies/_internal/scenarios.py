@@ -21,7 +21,17 @@ from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, Field
 
 from agentprop._scenario.build import Scenario, WorldSpec, build_scenario
-from agentprop._scenario.solver import BranchChoice, NumericField, Route, Solver, _WalkStop, is_number, numeric_value, same_value, solve
+from agentprop._scenario.solver import (
+    BranchChoice,
+    NumericField,
+    Route,
+    Solver,
+    _WalkStop,
+    is_number,
+    numeric_value,
+    same_value,
+    solve,
+)
 from agentprop._spec.bindings import Bindings
 from agentprop._spec.model import Spec
 from agentprop._spec.paths import TreePath, enumerate_paths
@@ -78,7 +88,9 @@ class PathWorld(BaseModel):
     world: WorldSpec
 
     def describe(self) -> str:
-        moved = ", ".join(f"{k}={self.assignment[k]!r} ({v:+d} steps)" for k, v in self.offsets.items() if v)
+        moved = ", ".join(
+            f"{k}={self.assignment[k]!r} ({v:+d} steps)" for k, v in self.offsets.items() if v
+        )
         return f"world for {self.path_id}: " + (moved or "default values")
 
 
@@ -96,7 +108,9 @@ class ConversationProvenance(BaseModel):
 
     def describe(self) -> str:
         moved = {k: v for k, v in self.world_offsets.items() if v}
-        changed = [f"turn {i + 1}: {' + '.join(s)}" for i, s in enumerate(self.paraphrase_steps) if s]
+        changed = [
+            f"turn {i + 1}: {' + '.join(s)}" for i, s in enumerate(self.paraphrase_steps) if s
+        ]
         return (
             f"conversation for {self.path_id}: template {self.template_index}"
             + (f", world offsets {moved}" if moved else ", default world")
@@ -128,7 +142,8 @@ class Skipped(BaseModel):
 def check_spec_bindings(spec: object, bindings: object, where: str) -> tuple[Spec, Bindings]:
     if not isinstance(spec, Spec):
         raise InvalidArgument(
-            f"{where}: spec must be a Spec (got {type(spec).__name__}); load one with agentprop.spec.load_spec('path/to/spec.yaml')"
+            f"{where}: spec must be a Spec (got {type(spec).__name__}); load one with "
+            "agentprop.spec.load_spec('path/to/spec.yaml')"
         )
     if not isinstance(bindings, Bindings):
         raise InvalidArgument(
@@ -143,7 +158,10 @@ def check_node(spec: Spec, node: object, where: str, *, allow_none: bool) -> str
         return None
     inner = [n.node_id for n in spec.decision_tree if not n.is_terminal]
     if not isinstance(node, str):
-        raise InvalidArgument(f"{where}: node must be a node id string (got {type(node).__name__}); nodes with branches: {', '.join(inner)}")
+        raise InvalidArgument(
+            f"{where}: node must be a node id string (got {type(node).__name__}); nodes with "
+            f"branches: {', '.join(inner)}"
+        )
     if node not in spec.nodes_by_id:
         close = difflib.get_close_matches(node, list(spec.nodes_by_id), n=1)
         raise InvalidArgument(
@@ -153,7 +171,8 @@ def check_node(spec: Spec, node: object, where: str, *, allow_none: bool) -> str
         )
     if spec.nodes_by_id[node].is_terminal:
         raise InvalidArgument(
-            f"{where}: node {node!r} is terminal (it has no branches, so nothing to compare); use a node with branches: {', '.join(inner)}"
+            f"{where}: node {node!r} is terminal (it has no branches, so nothing to compare); use "
+            f"a node with branches: {', '.join(inner)}"
         )
     return node
 
@@ -175,7 +194,8 @@ def resolve_path(spec: Spec, path: object, where: str = "resolve_path") -> list[
     if isinstance(path, TreePath):
         if path not in all_paths:
             raise InvalidArgument(
-                f"{where}: path {path.id} is not a path of spec {spec.spec_id}; take paths from enumerate_paths(spec), or pass a path id string"
+                f"{where}: path {path.id} is not a path of spec {spec.spec_id}; take paths from "
+                "enumerate_paths(spec), or pass a path id string"
             )
         return [path]
     if isinstance(path, str):
@@ -184,7 +204,11 @@ def resolve_path(spec: Spec, path: object, where: str = "resolve_path") -> list[
         if not matches and base and "#" in branch:
             # a scenario id of `agentprop run`: the path id plus the branch it covers
             node, _, k = branch.partition("#")
-            matches = [p for p in all_paths if p.id == base and any(f"{s.node}#{s.branch}" == f"{node}#{k}" for s in p.steps)]
+            matches = [
+                p
+                for p in all_paths
+                if p.id == base and any(f"{s.node}#{s.branch}" == f"{node}#{k}" for s in p.steps)
+            ]
         if not matches:
             ids = list(dict.fromkeys(p.id for p in all_paths))
             close = difflib.get_close_matches(path, ids, n=1)
@@ -194,7 +218,10 @@ def resolve_path(spec: Spec, path: object, where: str = "resolve_path") -> list[
                 + f" Path ids: {', '.join(ids)}"
             )
         return matches
-    raise InvalidArgument(f"{where}: path must be a TreePath or a path id string like 'END_CANCELLED<-N7_CANCEL' (got {type(path).__name__})")
+    raise InvalidArgument(
+        f"{where}: path must be a TreePath or a path id string like 'END_CANCELLED<-N7_CANCEL' "
+        f"(got {type(path).__name__})"
+    )
 
 
 # ----------------------------------------------------------------------------- the context
@@ -223,11 +250,21 @@ class Context(Solver):
         if path is None:
             return None, f"no loop-free tree path follows {route}"
         for k, v in env.items():
-            why = self.realisable(k, v) if not self.is_internal(k) and self.var(k) is not None else None
+            why = (
+                self.realisable(k, v)
+                if not self.is_internal(k) and self.var(k) is not None
+                else None
+            )
             if why is not None:
                 return None, why
         try:
-            scenario = build_scenario(self.spec, self.bindings, path, template_index=template_index, assignment=self.build_env(env))
+            scenario = build_scenario(
+                self.spec,
+                self.bindings,
+                path,
+                template_index=template_index,
+                assignment=self.build_env(env),
+            )
         except (Unsatisfiable, AgentPropError, KeyError) as exc:
             return None, f"path {path.id} cannot be built: {exc}"
         if extra_overrides:
@@ -237,7 +274,9 @@ class Context(Solver):
         return scenario, None
 
 
-def choose_branch(spec: Spec, bindings: Bindings, node: str, assignment: Mapping[str, Any]) -> BranchChoice:
+def choose_branch(
+    spec: Spec, bindings: Bindings, node: str, assignment: Mapping[str, Any]
+) -> BranchChoice:
     """The branch ``node`` takes for ``assignment``: its ``when`` clauses evaluated in order,
     first match wins, with variables the assignment lacks at their defaults (see
     :class:`BranchChoice` for ``internal`` ones)."""
@@ -271,7 +310,9 @@ class _Free:
         return self.num.norm(self.default + k * self.num.step)
 
 
-def _direct_thresholds(name: str, exprs: Sequence[Expr], env: Mapping[str, Any]) -> list[float] | None:
+def _direct_thresholds(
+    name: str, exprs: Sequence[Expr], env: Mapping[str, Any]
+) -> list[float] | None:
     """Values of the other side of every comparison ``name OP e`` in ``exprs``; ``None`` if
     ``name`` appears in a form this analysis does not solve (inside arithmetic, ...)."""
     out: list[float] = []
@@ -300,7 +341,9 @@ def _direct_thresholds(name: str, exprs: Sequence[Expr], env: Mapping[str, Any])
     return out if all(walk_(e) for e in exprs) else None
 
 
-def _k_interval(free: _Free, exprs: Sequence[Expr], env: Mapping[str, Any], max_steps: int, ctx: Context) -> tuple[int, int] | None:
+def _k_interval(
+    free: _Free, exprs: Sequence[Expr], env: Mapping[str, Any], max_steps: int, ctx: Context
+) -> tuple[int, int] | None:
     """The integers ``k`` around 0 for which every expression holds with ``free`` at
     ``free.at(k)`` (others as in ``env``); ``None`` if it cannot be analysed."""
     thresholds = _direct_thresholds(free.name, exprs, env)
@@ -376,7 +419,9 @@ class _WorldPlan:
     max_steps: int
 
 
-def _plan_worlds(spec: Spec, bindings: Bindings, path: object, max_steps: int, where: str) -> _WorldPlan:
+def _plan_worlds(
+    spec: Spec, bindings: Bindings, path: object, max_steps: int, where: str
+) -> _WorldPlan:
     ctx = Context(spec, bindings)
     paths = resolve_path(spec, path, where)
     alternatives: list[_Alternative] = []
@@ -401,17 +446,24 @@ def _plan_worlds(spec: Spec, bindings: Bindings, path: object, max_steps: int, w
                 continue
             f = _Free(name, num, value)
             if _direct_thresholds(name, exprs, {**env, name: value}) is None:
-                fixed[name] = "it appears in a condition this solver does not invert (inside arithmetic)"
+                fixed[name] = (
+                    "it appears in a condition this solver does not invert (inside arithmetic)"
+                )
                 continue
             env.setdefault(name, value)
             free.append(f)
         alternatives.append(_Alternative(len(alternatives), p, env, exprs, free, fixed))
     if not alternatives:
-        raise Unsatisfiable(f"{where}: no assignment realises path {paths[0].id} of spec {spec.spec_id}:\n  " + "\n  ".join(reasons))
+        raise Unsatisfiable(
+            f"{where}: no assignment realises path {paths[0].id} of spec {spec.spec_id}:\n  "
+            + "\n  ".join(reasons)
+        )
     return _WorldPlan(ctx, paths[0].id, alternatives, max_steps)
 
 
-def _draw_world(draw: Callable[[SearchStrategy[Any]], Any], plan: _WorldPlan) -> tuple[PathWorld, _Alternative]:
+def _draw_world(
+    draw: Callable[[SearchStrategy[Any]], Any], plan: _WorldPlan
+) -> tuple[PathWorld, _Alternative]:
     n = len(plan.alternatives)
     alt = plan.alternatives[draw(st.integers(0, n - 1)) if n > 1 else 0]
     env = dict(alt.env)
@@ -426,7 +478,9 @@ def _draw_world(draw: Callable[[SearchStrategy[Any]], Any], plan: _WorldPlan) ->
         k = draw(st.integers(lo, hi)) if lo < hi else lo
         env[f.name] = f.at(k)
         offsets[f.name] = k
-    scenario = build_scenario(plan.ctx.spec, plan.ctx.bindings, alt.path, assignment=plan.ctx.build_env(env))
+    scenario = build_scenario(
+        plan.ctx.spec, plan.ctx.bindings, alt.path, assignment=plan.ctx.build_env(env)
+    )
     world = PathWorld(
         path_id=alt.path.id,
         tree_path=alt.path.describe(),
@@ -440,7 +494,9 @@ def _draw_world(draw: Callable[[SearchStrategy[Any]], Any], plan: _WorldPlan) ->
     return world, alt
 
 
-def worlds(spec: Spec, bindings: Bindings, path: PathLike, *, max_steps: int = 1000) -> SearchStrategy[PathWorld]:
+def worlds(
+    spec: Spec, bindings: Bindings, path: PathLike, *, max_steps: int = 1000
+) -> SearchStrategy[PathWorld]:
     """Worlds in which every condition along ``path`` holds, as :class:`PathWorld` values.
 
     Each numeric world field bound to a condition variable (``order.days_since_created``) is
@@ -450,10 +506,10 @@ def worlds(spec: Spec, bindings: Bindings, path: PathLike, *, max_steps: int = 1
     and schema bounds. Shrinks towards the solved (default) world. Fields that only the
     bindings' base world sets are never moved: an abstract variable may depend on them.
 
-    ``path`` is a :class:`~agentprop._spec.paths.TreePath` or a path id (``"END_CANCELLED<-N7_CANCEL"``);
-    when several tree paths share the id, the one used is drawn (0 = the first satisfiable).
-    Raises :class:`~agentprop._scenario.build.Unsatisfiable` now if no assignment realises the path.
-    """
+    ``path`` is a :class:`~agentprop._spec.paths.TreePath` or a path id
+    (``"END_CANCELLED<-N7_CANCEL"``); when several tree paths share the id, the one used is drawn (0
+    = the first satisfiable). Raises :class:`~agentprop._scenario.build.Unsatisfiable` now if no
+    assignment realises the path."""
     spec, bindings = check_spec_bindings(spec, bindings, "worlds")
     check_int(max_steps, "max_steps", "worlds", minimum=0)
     plan = _plan_worlds(spec, bindings, path, max_steps, "worlds")
@@ -502,9 +558,9 @@ def conversations(
 
     Draws the world as :func:`worlds` does, then a template index (0 = the first template the
     bindings list for the path's utterance variable, or ``utterances:``; follow-up turns use the
-    same index, as :func:`~agentprop._scenario.build.build_scenario` does), then -- when the paraphrase
-    strategy is available (``paraphrase=None``) or asked for (``True``) -- paraphrases each
-    user turn with up to ``max_transforms`` transforms, protecting every slot value. Shrinks
+    same index, as :func:`~agentprop._scenario.build.build_scenario` does), then -- when the
+    paraphrase strategy is available (``paraphrase=None``) or asked for (``True``) -- paraphrases
+    each user turn with up to ``max_transforms`` transforms, protecting every slot value. Shrinks
     towards template 0, the default world and the original wording.
 
     Raises :class:`~agentprop._scenario.build.Unsatisfiable` now if no assignment realises the path.
@@ -512,14 +568,16 @@ def conversations(
     where = "conversations"
     spec, bindings = check_spec_bindings(spec, bindings, where)
     if paraphrase is not None and not isinstance(paraphrase, bool):
-        raise InvalidArgument(f"{where}: paraphrase={paraphrase!r} must be True, False or None (use it if available)")
+        raise InvalidArgument(
+            f"{where}: paraphrase={paraphrase!r} must be True, False or None (use it if available)"
+        )
     check_int(max_transforms, "max_transforms", where, minimum=0)
     check_int(max_steps, "max_steps", where, minimum=0)
     para = _paraphrase_fn() if paraphrase is not False else None
     if paraphrase is True and para is None:
         raise InvalidArgument(
-            f"{where}: paraphrase=True but agentprop.strategies._internal.paraphrase cannot be imported; "
-            "pass paraphrase=None to paraphrase only when it is available"
+            f"{where}: paraphrase=True but agentprop.strategies._internal.paraphrase cannot be "
+            "imported; pass paraphrase=None to paraphrase only when it is available"
         )
     if para is not None and max_transforms > 0:
         try:
@@ -541,12 +599,23 @@ def conversations(
         world, alt = _draw_world(draw, plan)
         n = _template_count(plan.ctx, world.assignment)
         template_index = draw(st.integers(0, n - 1)) if n > 1 else 0
-        base = build_scenario(spec, bindings, alt.path, template_index=template_index, assignment=plan.ctx.build_env(world.assignment))
+        base = build_scenario(
+            spec,
+            bindings,
+            alt.path,
+            template_index=template_index,
+            assignment=plan.ctx.build_env(world.assignment),
+        )
         originals = [t.user_message for t in base.turns]
         steps: list[list[str]] = [[] for _ in base.turns]
         turns = [t.model_copy() for t in base.turns]
         if para is not None and max_transforms > 0:
-            protect = tuple(sorted({str(v) for v in base.slots.values() if str(v).strip()}, key=lambda s: (-len(s), s)))
+            protect = tuple(
+                sorted(
+                    {str(v) for v in base.slots.values() if str(v).strip()},
+                    key=lambda s: (-len(s), s),
+                )
+            )
             for i, t in enumerate(turns):
                 present = tuple(x for x in protect if x in t.user_message)
                 p = draw(paraphrased(t.user_message, present))

@@ -44,7 +44,9 @@ _LETTER = re.compile("[A-Za-z\uff21-\uff3a\uff41-\uff5a]")
 # A run of letters/digits joined by connectors ("O-1001", "2024-01-05", "1,234.50", "10:30",
 # "last4", "A1"); it is a slot when it contains a digit. A sign is included when it stands
 # after whitespace, a bracket or the start ("-5", "+3").
-_TOKEN = re.compile(rf"(?:(?<![^\s(\[])[-+\u2212])?#?[{_ALNUM}]+(?:[-_/.:,][{_ALNUM}]+)*(?:\s?(?:%|\uff05))?")
+_TOKEN = re.compile(
+    rf"(?:(?<![^\s(\[])[-+\u2212])?#?[{_ALNUM}]+(?:[-_/.:,][{_ALNUM}]+)*(?:\s?(?:%|\uff05))?"
+)
 # Upper-case codes without digits: "RCP-HIGH", "SKU_ABC".
 _CODE = re.compile(r"(?<![A-Za-z0-9])[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)+(?![A-Za-z0-9])")
 _EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
@@ -67,7 +69,10 @@ _MONEY = [
         rf"\b{_EN_NUMBER_WORD}(?:[-\s]+(?:and\s+)?{_EN_NUMBER_WORD})*\s+(?:dollars?|bucks|cents?|euros?|pounds?)\b",
         re.IGNORECASE,
     ),
-    re.compile(rf"{_NUM}{_SCALE}\s?(?:dollars?|bucks|cents?|euros?|pounds?|yuan|rupees?|{_CODES})\b", re.IGNORECASE),
+    re.compile(
+        rf"{_NUM}{_SCALE}\s?(?:dollars?|bucks|cents?|euros?|pounds?|yuan|rupees?|{_CODES})\b",
+        re.IGNORECASE,
+    ),
     re.compile(rf"{_NUM}\s?{_ZH_MONEY_UNIT}"),
     re.compile(rf"{_ZH_NUMERAL}+{_ZH_MONEY_UNIT}"),
 ]
@@ -79,13 +84,21 @@ _MONTH = (
 _ZH_D = rf"(?:\d{{1,4}}|{_ZH_NUMERAL}{{1,4}})"
 _DATE = [
     re.compile(rf"\b{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b", re.IGNORECASE),
-    re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b\.?(?:,?\s+\d{{4}})?", re.IGNORECASE),
+    re.compile(
+        rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b\.?(?:,?\s+\d{{4}})?", re.IGNORECASE
+    ),
     re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b"),
-    re.compile(rf"{_ZH_D}年(?:{_ZH_D}月(?:{_ZH_D}[日号])?)?|{_ZH_D}月(?:{_ZH_D}[日号])?|{_ZH_D}[日号]"),
+    re.compile(
+        rf"{_ZH_D}年(?:{_ZH_D}月(?:{_ZH_D}[日号])?)?|{_ZH_D}月(?:{_ZH_D}[日号])?|{_ZH_D}[日号]"
+    ),
     re.compile("(?:周|星期|礼拜)[一二三四五六日天]"),
 ]
-_TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:[ap]\.m\.|[ap]m\b|[AP]M\b)|\d{1,2}[点時时](?:\d{1,2}分|半)?")
-_NUMBER_WORDS = re.compile(rf"\b{_EN_NUMBER_WORD}(?:[-\s]+(?:and\s+)?{_EN_NUMBER_WORD})*\b", re.IGNORECASE)
+_TIME = re.compile(
+    r"\b\d{1,2}(?::\d{2})?\s?(?:[ap]\.m\.|[ap]m\b|[AP]M\b)|\d{1,2}[点時时](?:\d{1,2}分|半)?"
+)
+_NUMBER_WORDS = re.compile(
+    rf"\b{_EN_NUMBER_WORD}(?:[-\s]+(?:and\s+)?{_EN_NUMBER_WORD})*\b", re.IGNORECASE
+)
 _ZH_NUMBER = re.compile(
     rf"第{_ZH_NUMERAL}+|{_ZH_NUMERAL}*[十百千万亿]{_ZH_NUMERAL}*"
     rf"|{_ZH_NUMERAL}+(?:个月|个|件|笔|张|次|天|周|年|小时|分钟|位|台|份|单|箱|瓶|本|岁|折|号|楼|层)"
@@ -103,7 +116,12 @@ _PATTERNS: tuple[tuple[SlotKind, re.Pattern[str]], ...] = (
     ("number", _ZH_NUMBER),
 )
 # When spans of several kinds merge, the merged slot takes the kind that ranks first here.
-_KIND_RANK: dict[str, int] = {k: i for i, k in enumerate(("protected", "template", "email", "url", "money", "date", "time", "id", "number"))}
+_KIND_RANK: dict[str, int] = {
+    k: i
+    for i, k in enumerate(
+        ("protected", "template", "email", "url", "money", "date", "time", "id", "number")
+    )
+}
 
 
 def _token_kind(token: str) -> SlotKind | None:
@@ -114,7 +132,9 @@ def _token_kind(token: str) -> SlotKind | None:
     return "number"
 
 
-def _candidates(text: str, protect: Sequence[str | re.Pattern[str]]) -> Iterable[tuple[int, int, SlotKind]]:
+def _candidates(
+    text: str, protect: Sequence[str | re.Pattern[str]]
+) -> Iterable[tuple[int, int, SlotKind]]:
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(text):
             start, end = m.span()
@@ -133,7 +153,9 @@ def _candidates(text: str, protect: Sequence[str | re.Pattern[str]]) -> Iterable
                 yield m.start(), m.end(), "protected"
 
 
-def validate_protect(protect: object, *, argument: str = "protect") -> tuple[str | re.Pattern[str], ...]:
+def validate_protect(
+    protect: object, *, argument: str = "protect"
+) -> tuple[str | re.Pattern[str], ...]:
     """Check a ``protect=`` argument: a list of literal strings and/or compiled regexes."""
     if protect is None:
         return ()
@@ -143,7 +165,10 @@ def validate_protect(protect: object, *, argument: str = "protect") -> tuple[str
             f"{type(protect).__name__}; wrap it: {argument}=[{protect!r}]"
         )
     if not isinstance(protect, Iterable):
-        raise InvalidArgument(f"{argument}={protect!r} must be a list of strings or compiled patterns (got {type(protect).__name__})")
+        raise InvalidArgument(
+            f"{argument}={protect!r} must be a list of strings or compiled patterns (got "
+            f"{type(protect).__name__})"
+        )
     items: tuple[object, ...] = tuple(protect)
     checked: list[str | re.Pattern[str]] = []
     for item in items:
@@ -152,14 +177,19 @@ def validate_protect(protect: object, *, argument: str = "protect") -> tuple[str
                 raise InvalidArgument(f"{argument} contains an empty string; remove it")
         elif isinstance(item, re.Pattern):
             if not isinstance(item.pattern, str):
-                raise InvalidArgument(f"{argument} contains a bytes pattern {item!r}; use a str pattern")
+                raise InvalidArgument(
+                    f"{argument} contains a bytes pattern {item!r}; use a str pattern"
+                )
             if item.fullmatch(""):
                 raise InvalidArgument(
-                    f"{argument} contains the pattern {item.pattern!r}, which matches the empty string; "
-                    "make it match at least one character (e.g. use + instead of *)"
+                    f"{argument} contains the pattern {item.pattern!r}, which matches the empty "
+                    "string; make it match at least one character (e.g. use + instead of *)"
                 )
         else:
-            raise InvalidArgument(f"{argument} items must be strings or compiled regexes (re.compile(...)), got {type(item).__name__} {item!r}")
+            raise InvalidArgument(
+                f"{argument} items must be strings or compiled regexes (re.compile(...)), got "
+                f"{type(item).__name__} {item!r}"
+            )
         checked.append(item)
     return tuple(checked)
 

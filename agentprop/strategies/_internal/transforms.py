@@ -65,19 +65,33 @@ def _whitespace(lang: Language, text: str, p: Params) -> str:
         i = spaces[_sites(site, len(spaces))]
         return text[:i] + " " + text[i:]
     if lang.latin:
-        ends = [m.start() for m in re.finditer(rf"(?<=[^\s.!?,])[{re.escape(lang.terminals)}]+\s*$", text)]
+        ends = [
+            m.start()
+            for m in re.finditer(rf"(?<=[^\s.!?,])[{re.escape(lang.terminals)}]+\s*$", text)
+        ]
         if not ends:
             return text
         i = ends[0]
         return text[:i] + " " + text[i:]
-    gaps = [i for i in range(1, len(text)) if not text[i - 1].isspace() and not text[i].isspace() and (_is_cjk(text[i - 1]) or _is_cjk(text[i]))]
+    gaps = [
+        i
+        for i in range(1, len(text))
+        if not text[i - 1].isspace()
+        and not text[i].isspace()
+        and (_is_cjk(text[i - 1]) or _is_cjk(text[i]))
+    ]
     if not gaps:
         return text
     i = gaps[_sites(site, len(gaps))]
     return text[:i] + " " + text[i:]
 
 
-_CJK_RANGES = (("\u3400", "\u9fff"), ("\uf900", "\ufaff"), ("\u3000", "\u303f"), ("\uff00", "\uffef"))
+_CJK_RANGES = (
+    ("\u3400", "\u9fff"),
+    ("\uf900", "\ufaff"),
+    ("\u3000", "\u303f"),
+    ("\uff00", "\uffef"),
+)
 
 
 def _is_cjk(c: str) -> bool:
@@ -155,7 +169,9 @@ def _contraction(lang: Language, text: str, p: Params) -> str:
     if found in lang.to_short:
         repl = lang.to_short[found]
     else:
-        if found.endswith("'s") and re.match(r"\s+(?:been|got|gotten|had)\b", text[m.end() :], re.IGNORECASE):
+        if found.endswith("'s") and re.match(
+            r"\s+(?:been|got|gotten|had)\b", text[m.end() :], re.IGNORECASE
+        ):
             return text  # "it's been" is "it has been": do not expand to "it is"
         repl = lang.to_full.get(found, m.group())
     repl = lang.match_case(m.group(), repl)
@@ -214,7 +230,11 @@ def _regex_available(attr: str) -> Callable[[Language, str], bool]:
 def _greeting(lang: Language, text: str, p: Params) -> str:
     lead, core, trail = _strip(text)
     greetings = lang.pack.greetings
-    if not core or not greetings or any(lang.norm(core + " ").startswith(lang.norm(g)) for g in greetings):
+    if (
+        not core
+        or not greetings
+        or any(lang.norm(core + " ").startswith(lang.norm(g)) for g in greetings)
+    ):
         return text
     g = greetings[p["choice"] % len(greetings)]
     if lang.latin:
@@ -226,7 +246,11 @@ def _greeting(lang: Language, text: str, p: Params) -> str:
 def _closing(lang: Language, text: str, p: Params) -> str:
     lead, core, trail = _strip(text)
     closings = lang.pack.closings
-    if not core or not closings or any(lang.already_has(core, other) for other in closings if lang.norm(other)):
+    if (
+        not core
+        or not closings
+        or any(lang.already_has(core, other) for other in closings if lang.norm(other))
+    ):
         return text
     c = closings[p["choice"] % len(closings)]
     if core[-1] not in lang.terminals + "\u3002\uff01\uff1f":
@@ -266,7 +290,11 @@ def _split_tail(lang: Language, body: str) -> tuple[str, str]:
 
 def _frame_options(lang: Language, frames: Frames, body: str, punct: str) -> list[str]:
     mood = lang.mood(body, punct)
-    return [t for t in frames.for_mood(mood) if not any(lang.already_has(body, frag) for frag in _template_fragments(t))]
+    return [
+        t
+        for t in frames.for_mood(mood)
+        if not any(lang.already_has(body, frag) for frag in _template_fragments(t))
+    ]
 
 
 def _hard_end(lang: Language, template: str) -> bool:
@@ -357,7 +385,9 @@ def _particle(lang: Language, text: str, p: Params) -> str:
     if not options or any(core.endswith(f) for f in finals) or not _has_content(core[-1:]):
         return text
     particle = options[p["choice"] % len(options)]
-    sentences[0] = _Sentence(core + particle + tail + first.body[len(body) :], first.punct, first.sep)
+    sentences[0] = _Sentence(
+        core + particle + tail + first.body[len(body) :], first.punct, first.sep
+    )
     return lead + _join(sentences) + trail
 
 
@@ -385,7 +415,9 @@ def _direct_opener(lang: Language, text: str) -> tuple[list[_Sentence], str, str
     if not asked or lang.mood(first.body, first.punct) != "question":
         return None
     low = _key(core)
-    for key, value in sorted(lang.pack.direct_requests.items(), key=lambda kv: (-len(kv[0]), kv[0])):
+    for key, value in sorted(
+        lang.pack.direct_requests.items(), key=lambda kv: (-len(kv[0]), kv[0])
+    ):
         k = _key(key)
         if not low.startswith(k):
             continue
@@ -583,7 +615,8 @@ TRANSFORMS: tuple[Transform, ...] = (
         _fixed(("kind", 3), ("site", _SITE)),
         _whitespace,
         _always,
-        "trailing/leading space, a doubled space, a space before the end mark (zh: between characters)",
+        "trailing/leading space, a doubled space, a space before the end mark "
+        "(zh: between characters)",
     ),
     Transform(
         "punctuation",
@@ -599,7 +632,13 @@ TRANSFORMS: tuple[Transform, ...] = (
         lambda lang, text: bool(lang.widths) and any(c in lang.widths for c in text),
         "full-width <-> half-width punctuation (zh)",
     ),
-    Transform("casing", _fixed(("kind", 3)), _casing, _has_cased, "first letter lower/upper, all lower, ALL UPPER"),
+    Transform(
+        "casing",
+        _fixed(("kind", 3)),
+        _casing,
+        _has_cased,
+        "first letter lower/upper, all lower, ALL UPPER",
+    ),
     Transform(
         "contraction",
         _fixed(("site", _SITE)),

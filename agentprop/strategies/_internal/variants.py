@@ -18,7 +18,9 @@ class _Enough(Exception):
     at the first failing example when the shrink phase is off."""
 
 
-def sample(strategy: st.SearchStrategy[T], n: int, *, seed_value: int = 0, tries: int = 8) -> list[T]:
+def sample(
+    strategy: st.SearchStrategy[T], n: int, *, seed_value: int = 0, tries: int = 8
+) -> list[T]:
     """Up to ``n`` distinct values drawn from ``strategy`` with a fixed seed (same seed, same
     values), through Hypothesis's public API only.
 
@@ -51,7 +53,9 @@ def sample(strategy: st.SearchStrategy[T], n: int, *, seed_value: int = 0, tries
     return found
 
 
-def paraphrase_variants(text: str, n: int = 2, *, seed_value: int = 0, lang: str = "en", **kwargs: Any) -> list[Paraphrase]:
+def paraphrase_variants(
+    text: str, n: int = 2, *, seed_value: int = 0, lang: str = "en", **kwargs: Any
+) -> list[Paraphrase]:
     """``n`` paraphrases of ``text`` that differ from it by more than spacing and case
     (deterministic for a seed)."""
     drawn = sample(paraphrases(text, lang=lang, **kwargs), n * 4, seed_value=seed_value)

@@ -43,7 +43,9 @@ class IncidentAgent:
                     raise
         raise AssertionError("unreachable")
 
-    def _respond(self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str) -> None:
+    def _respond(
+        self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str
+    ) -> None:
         ctx.respond(
             node_id=node,
             decision=decision,
@@ -57,7 +59,9 @@ class IncidentAgent:
         alert_id = m.group(1).upper() if m else ""
         try:
             alert = self._call(ctx, "get_alert", alert_id=alert_id)
-            incident = self._call(ctx, "create_incident", alert_id=alert_id, severity=alert["severity"])
+            incident = self._call(
+                ctx, "create_incident", alert_id=alert_id, severity=alert["severity"]
+            )
         except ToolError as exc:
             self._respond(
                 ctx,
@@ -87,7 +91,12 @@ class IncidentAgent:
             return
         if not self._fault("silent_page_skip", ctx):
             try:
-                self._call(ctx, "page_oncall", service=alert["service"], incident_id=incident.get("incident_id", ""))
+                self._call(
+                    ctx,
+                    "page_oncall",
+                    service=alert["service"],
+                    incident_id=incident.get("incident_id", ""),
+                )
             except ToolError as exc:
                 self._respond(
                     ctx,
@@ -101,6 +110,7 @@ class IncidentAgent:
             ctx,
             "END_PAGED_ONCALL",
             "PAGED_ONCALL",
-            f"Incident {incident.get('incident_id')} is open and on-call for {alert['service']} has been paged.",
+            f"Incident {incident.get('incident_id')} is open and on-call for "
+            f"{alert['service']} has been paged.",
             "create_incident: created; page_oncall: paged",
         )

@@ -15,7 +15,8 @@ from agentprop import ToolError, TurnContext
 
 FAULTS: dict[str, str] = {
     "skip_interactions": "submits the refill without calling check_interactions",
-    "ignore_interactions": "submits the refill although check_interactions reports a major interaction",
+    "ignore_interactions": "submits the refill although check_interactions "
+    "reports a major interaction",
 }
 
 _RX = re.compile(r"\b(RX-\d+)\b", re.I)
@@ -47,7 +48,9 @@ class PharmacyAgent:
                     raise
         raise AssertionError("unreachable")
 
-    def _respond(self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str = "") -> None:
+    def _respond(
+        self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str = ""
+    ) -> None:
         ctx.respond(
             node_id=node,
             decision=decision,
@@ -62,7 +65,12 @@ class PharmacyAgent:
         if m := _DOB.search(message):
             self.slots["dob"] = m.group(1)
         if "dob" not in self.slots:
-            self._respond(ctx, "N1_VERIFY", "REQUEST_DOB", "To refill a prescription I need your date of birth.")
+            self._respond(
+                ctx,
+                "N1_VERIFY",
+                "REQUEST_DOB",
+                "To refill a prescription I need your date of birth.",
+            )
             return
         patient = ctx.context["patient_id"]
         rx_id = self.slots.get("rx_id", "")
@@ -83,7 +91,8 @@ class PharmacyAgent:
                     ctx,
                     "END_NO_REFILLS_LEFT",
                     "NO_REFILLS_LEFT",
-                    f"Prescription {rx_id} has no refills left; please ask your doctor for a new one.",
+                    f"Prescription {rx_id} has no refills left; please ask your "
+                    "doctor for a new one.",
                     "get_prescription: 0 refills left",
                 )
                 return
@@ -94,7 +103,8 @@ class PharmacyAgent:
                         ctx,
                         "END_PHARMACIST_REVIEW",
                         "PHARMACIST_REVIEW",
-                        f"{rx['drug']} may interact with your other medication; a pharmacist will review it before the refill.",
+                        f"{rx['drug']} may interact with your other medication; a pharmacist will "
+                        "review it before the refill.",
                         "check_interactions: major interaction",
                     )
                     return
@@ -118,5 +128,9 @@ class PharmacyAgent:
             )
         else:
             self._respond(
-                ctx, "END_REFILL_FAILED", "REFILL_FAILED", "The refill could not be submitted; please try again later.", "submit_refill: failed"
+                ctx,
+                "END_REFILL_FAILED",
+                "REFILL_FAILED",
+                "The refill could not be submitted; please try again later.",
+                "submit_refill: failed",
             )

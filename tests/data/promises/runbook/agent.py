@@ -52,7 +52,9 @@ class RunbookAgent:
         p = self.faults.get(name, 0.0)
         return p > 0 and ctx.rng.random() < p
 
-    def _respond(self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str, **extra: Any) -> None:
+    def _respond(
+        self, ctx: TurnContext, node: str, decision: str, message: str, evidence: str, **extra: Any
+    ) -> None:
         actions = [c.name for c in ctx.calls_this_turn]
         if self._fault("lie_tool_actions", ctx) and "page_oncall" not in actions:
             actions.append("page_oncall")
@@ -60,7 +62,14 @@ class RunbookAgent:
             node = "N4_VERIFY_FIX"
         if self._fault("invent_evidence", ctx):
             evidence = "get_runbook: RB-99"
-        ctx.respond(node_id=node, decision=decision, tool_actions=actions, evidence=evidence, user_message=message, **extra)
+        ctx.respond(
+            node_id=node,
+            decision=decision,
+            tool_actions=actions,
+            evidence=evidence,
+            user_message=message,
+            **extra,
+        )
 
     def _call(self, ctx: TurnContext, tool: str, **args: Any) -> Any:
         """Call a tool, retrying as its retry_policy says."""
@@ -81,7 +90,8 @@ class RunbookAgent:
                 ctx,
                 "N1_TRIAGE",
                 "ASK_SERVICE",
-                "Which service is affected? Please give its name as it appears on the service dashboard.",
+                "Which service is affected? Please give its name as it appears on "
+                "the service dashboard.",
                 "no tool output needed",
             )
             return
@@ -106,13 +116,16 @@ class RunbookAgent:
 
     def _escalate(self, ctx: TurnContext, service: str, kind: str) -> None:
         try:
-            page = self._call(ctx, "page_oncall", service=service, summary=f"No runbook for {service} ({kind})")
+            page = self._call(
+                ctx, "page_oncall", service=service, summary=f"No runbook for {service} ({kind})"
+            )
         except ToolError as exc:
             self._respond(
                 ctx,
                 "N3_ESCALATE",
                 "ESCALATED",
-                f"There is no runbook for {service} and I could not page on-call ({exc.kind}); please call the on-call engineer directly.",
+                f"There is no runbook for {service} and I could not page on-call ({exc.kind}); "
+                "please call the on-call engineer directly.",
                 f"get_runbook failed: {kind}; page_oncall failed: {exc.kind}",
             )
             return

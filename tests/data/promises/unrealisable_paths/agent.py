@@ -15,9 +15,16 @@ class LookupsAgent:
         self.faults = dict(faults or {})
 
     def turn(self, message: str, ctx: TurnContext) -> None:
-        skip = self.faults.get("skip_summary", 0.0) > 0 and ctx.rng.random() < self.faults["skip_summary"]
+        skip = (
+            self.faults.get("skip_summary", 0.0) > 0
+            and ctx.rng.random() < self.faults["skip_summary"]
+        )
         if not skip:
             ctx.call("summarize", q="R-1")
         ctx.respond(
-            node_id="END_DONE", decision="DONE", tool_actions=[c.name for c in ctx.calls_this_turn], evidence="summarize", user_message="Done."
+            node_id="END_DONE",
+            decision="DONE",
+            tool_actions=[c.name for c in ctx.calls_this_turn],
+            evidence="summarize",
+            user_message="Done.",
         )
