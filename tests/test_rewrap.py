@@ -306,3 +306,9 @@ def test_a_one_line_docstring_too_long_becomes_two_even_lines() -> None:
     lines = _wrapped(src).splitlines()
     assert len(lines) == 3 and len(lines[2].strip()) >= 20 and len(lines[1]) > 60
     rewrap.check_same(src, "\n".join(lines))
+
+
+def test_a_line_marked_noqa_e501_is_not_long_any_more() -> None:
+    line = "def test_" + "a_very_long_name_" * 6 + "(  # noqa: E501"
+    assert not rewrap.overlong(line, LIMIT, line.index("#"))
+    assert rewrap.overlong(line.replace("E501", "B004"), LIMIT, line.index("#"))
