@@ -314,13 +314,7 @@ class CaseServer:
 
     def http_app(self) -> Any:
         """A Starlette app serving this case over streamable HTTP at ``/mcp`` (loopback)."""
-        server = build_server(
-            self.project.spec,
-            self._bridge_for_session,
-            context=self.project.bindings.context,
-            sessions=True,
-        )
-        return _SessionEnds(http_app(server), self)
+        return _session_app(self)
 
     async def session_deleted(self, sid: str) -> None:
         self._closed_sessions.add(sid)
@@ -480,13 +474,7 @@ class RunServer:
 
     def http_app(self) -> Any:
         """A Starlette app serving the run over streamable HTTP at ``/mcp`` (loopback)."""
-        server = build_server(
-            self.project.spec,
-            self._bridge_for_session,
-            context=self.project.bindings.context,
-            sessions=True,
-        )
-        return _SessionEnds(http_app(server), self)
+        return _session_app(self)
 
     async def session_deleted(self, sid: str) -> None:
         self._closed_sessions.add(sid)
@@ -651,6 +639,18 @@ async def _refuse(send: Any) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _session_app(owner: CaseServer | RunServer) -> Any:
+    """``owner``'s MCP server over streamable HTTP, each session bound by
+    ``owner._bridge_for_session`` and refused without the token (:class:`_SessionEnds`)."""
+    server = build_server(
+        owner.project.spec,
+        owner._bridge_for_session,
+        context=owner.project.bindings.context,
+        sessions=True,
+    )
+    return _SessionEnds(http_app(server), owner)
 
 
 class _SessionEnds:
