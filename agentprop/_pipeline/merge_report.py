@@ -647,24 +647,13 @@ def _would_top_up(
     :func:`agentprop._pipeline.run.top_up_policies` chooses them): every run of their cases passed,
     short of the runs a pooled claim needs, with a passing MFT or EXPLORE case."""
     from agentprop._decide.safety import safety_policies
-    from agentprop._pipeline.run import TOP_UP_KINDS, case_policies
-    from agentprop._stats import zero_failure_runs
+    from agentprop._pipeline.run import TOP_UP_KINDS, top_up_cases
 
-    needed = zero_failure_runs(0.95, 0.95)
-    out = []
-    for policy in safety_policies(project.spec, project.bindings):
-        mine = [
-            c
-            for c in cases
-            if c.id in checks and policy in case_policies(project, c, checks[c.id][0])
-        ]
-        results = [checks[c.id][1] for c in mine]
-        if (
-            not mine
-            or any(r.passes < r.runs for r in results)
-            or sum(r.runs for r in results) >= needed
-        ):
-            continue
-        if any(c.kind in TOP_UP_KINDS and c.verdict == "PASS" for c in mine):
-            out.append(policy)
-    return out
+    return [
+        policy
+        for policy in safety_policies(project.spec, project.bindings)
+        if any(
+            c.kind in TOP_UP_KINDS and c.verdict == "PASS"
+            for c in top_up_cases(project, policy, cases, checks)
+        )
+    ]

@@ -1028,6 +1028,25 @@ TOP_UP_KINDS = ("MFT", "EXPLORE")
 """The kinds of case a policy is topped up with (another run of the same input)."""
 
 
+def top_up_cases(
+    project: Project,
+    policy: str,
+    cases: list[CaseReport],
+    checks: dict[str, tuple[Scenario, CheckResult]],
+) -> list[CaseReport]:
+    """The cases that exercise ``policy`` when a pooled top-up could still certify it, else
+    ``[]``: some case exercises it, none of their runs failed (no top-up certifies a violated
+    policy), and their runs fall short of the clean runs a suite-level claim needs."""
+    mine = [
+        c for c in cases if c.id in checks and policy in case_policies(project, c, checks[c.id][0])
+    ]
+    results = [checks[c.id][1] for c in mine]
+    needed = zero_failure_runs(0.95, 0.95)
+    if any(r.passes < r.runs for r in results) or sum(r.runs for r in results) >= needed:
+        return []
+    return mine
+
+
 async def top_up_policies(
     project: Project,
     cases: list[CaseReport],
@@ -1041,23 +1060,12 @@ async def top_up_policies(
     decided again behind a screen of its new runs (a failure there is confirmed as any other).
     Returns the cases (topped-up ones replaced) and, per policy topped up, the runs it added to
     their evidence and why it stopped short (``None``: it did not)."""
-    unsafe = safety_policies(project.spec, project.bindings)
     needed = zero_failure_runs(0.95, 0.95)
     out = list(cases)
     topped: dict[str, tuple[int, str | None]] = {}
-    for policy in unsafe:
-        mine = [
-            c
-            for c in out
-            if c.id in checks and policy in case_policies(project, c, checks[c.id][0])
-        ]
-        results = [checks[c.id][1] for c in mine]
-        if (
-            not mine
-            or any(r.passes < r.runs for r in results)
-            or sum(r.runs for r in results) >= needed
-        ):
-            # nothing exercises it, a run failed (no top-up certifies that), or it has its runs
+    for policy in safety_policies(project.spec, project.bindings):
+        mine = top_up_cases(project, policy, out, checks)
+        if not mine:
             continue
         pool = [c for c in mine if c.kind in TOP_UP_KINDS and c.verdict == "PASS"]
         if not pool:
