@@ -138,10 +138,14 @@ def test_a_run_says_which_families_the_channel_switched_off(tmp_path: Path) -> N
     code = main(args, out=out, err=io.StringIO())
     printed = out.getvalue().splitlines()
     assert code == 0, printed
-    assert (
+    line = (
         "not tried (the bindings' channel: guarantees): date notations other than ISO, relative "
         "dates (channel: dates iso); corrections (channel: corrections false)"
-    ) in printed
+    )
+    assert line in printed
+    # docs/input-families.md shows this line: it must be what the run prints
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "input-families.md").read_text("utf-8")
+    assert f"```text\n{line}\n```" in docs
     extra = json.loads(report.read_text(encoding="utf-8"))["metrics"]["extra"]
     assert extra["channel"]["declared"] == {"dates": "iso", "corrections": False}
     assert [e["because"] for e in extra["channel"]["not_tried"]] == [
