@@ -682,12 +682,6 @@ class Budget:
         """Charge what a reserved call really used and free its reservation; returns its cost
         (``None``: the model has no price). ``model``: the model the API says answered
         (default: the reserved one)."""
-        _check_counts(
-            model or reservation.model,
-            (input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens),
-        )
-        with self._lock:
-            self._free_locked(reservation, book=False)
         return self._charge(
             model or reservation.model,
             input_tokens,
@@ -733,7 +727,8 @@ class Budget:
         cached: bool = False,
         freeing: Reservation | None = None,
     ) -> float | None:
-        """:meth:`charge`, freeing ``freeing``'s hold in the shared ledger in the same booking."""
+        """:meth:`charge`, freeing reservation ``freeing`` (never a cached call's) here and in
+        the shared ledger in the same booking as the charge."""
         counts = (input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens)
         _check_counts(model, counts)
         usd = self.cost(
@@ -745,14 +740,13 @@ class Budget:
         )
         all_input = input_tokens + cache_creation_input_tokens + cache_read_input_tokens
         with self._lock:
+            held_tokens, held_usd = 0, 0.0
+            if freeing is not None:
+                self._free_locked(freeing, book=False)
+                held_tokens, held_usd = freeing.tokens, freeing.usd or 0.0
             if usd is None:
                 self._unpriced.add(model)
-            held_tokens, held_usd = (
-                (freeing.tokens, freeing.usd or 0.0) if freeing is not None else (0, 0.0)
-            )
             if cached:
-                if self.ledger is not None and freeing is not None:
-                    self.ledger.add(reserved_tokens=-held_tokens, reserved_usd=-held_usd)
                 self._cached_calls += 1
                 self._cached_input += all_input
                 self._cached_output += output_tokens
