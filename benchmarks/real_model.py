@@ -67,6 +67,25 @@ def model_path() -> Path:
     return path
 
 
+def ready_model() -> Path | None:
+    """The GGUF file, with llama-cpp-python importable and the SDK given a key for the loopback
+    server; ``None`` (said on stderr) when llama-cpp-python is missing."""
+    try:
+        importlib.import_module("llama_cpp")
+    except ImportError:
+        print(
+            "llama-cpp-python is not installed; build it from source (a few "
+            f"minutes, no GPU): {BUILD}",
+            file=sys.stderr,
+        )
+        return None
+    gguf = model_path()
+    # the loopback server needs no key, the SDK wants one; a short one would be found (as a
+    # secret) in every response and keep the cache from storing any
+    os.environ["OPENAI_API_KEY"] = "sk-loopback-no-key-needed"
+    return gguf
+
+
 def run_once(
     project: str, base_url: str, cache: Path, args: argparse.Namespace, *, replay: bool
 ) -> tuple[int, dict[str, Any], str, float]:
@@ -144,19 +163,9 @@ def main_(argv: list[str] | None = None) -> int:
         help="llama.cpp threads (default 1: on a busy machine more threads wait on each other)",
     )
     args = parser.parse_args(argv)
-    try:
-        importlib.import_module("llama_cpp")
-    except ImportError:
-        print(
-            "llama-cpp-python is not installed; build it from source (a few "
-            f"minutes, no GPU): {BUILD}",
-            file=sys.stderr,
-        )
+    gguf = ready_model()
+    if gguf is None:
         return 2
-    gguf = model_path()
-    # the loopback server needs no key, the SDK wants one; a short one would be found (as a
-    # secret) in every response and keep the cache from storing any
-    os.environ["OPENAI_API_KEY"] = "sk-loopback-no-key-needed"
     from agentprop.testing.llama_server import LlamaOptions, LlamaServer
 
     result: dict[str, Any] = {

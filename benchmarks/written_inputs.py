@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import io
 import json
 import os
@@ -41,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from real_model import BUILD, model_path  # noqa: E402
+from real_model import ready_model  # noqa: E402
 
 
 def run_once(
@@ -106,18 +105,9 @@ def main_(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (default 1)")
     args = parser.parse_args(argv)
-    try:
-        importlib.import_module("llama_cpp")
-    except ImportError:
-        print(
-            "llama-cpp-python is not installed; build it from source (a few "
-            f"minutes, no GPU): {BUILD}",
-            file=sys.stderr,
-        )
+    gguf = ready_model()
+    if gguf is None:
         return 2
-    gguf = model_path()
-    # long: a short one would be found in every response
-    os.environ["OPENAI_API_KEY"] = "sk-loopback-no-key-needed"
     from agentprop.testing.llama_server import LlamaOptions, LlamaServer
 
     result: dict[str, Any] = {
