@@ -480,6 +480,57 @@ def test_typos_are_keyboard_adjacent_and_bounded() -> None:
     assert len(capped.text) == len(text) + 2
 
 
+def test_a_word_takes_one_slip_at_most() -> None:
+    # two slips in one word make another word: "cancel" -> "cnacel" -> "cncael" is no longer
+    # read as "cancel" by a reader that forgives one slip (the tutorial's flaky draw)
+    text = "Please cancel my order O-1001 - card last4 4242, zip 94107"
+    first = {"kind": 0, "site": 0, "key": 0}
+    same_word = apply_transforms(
+        text, [("typo", first), ("typo", {"kind": 0, "site": 73, "key": 0})]
+    )
+    assert same_word.text == "Please cnacel my order O-1001 - card last4 4242, zip 94107"
+    assert names(same_word) == ["typo"]  # the second step changed nothing, so it is not kept
+    other_word = apply_transforms(
+        text, [("typo", first), ("typo", {"kind": 0, "site": 7, "key": 0})]
+    )
+    assert names(other_word) == ["typo", "typo"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_every_slipped_word_is_one_slip_from_a_word_of_the_original(data: st.DataObject) -> None:
+    text = data.draw(
+        st.sampled_from(
+            [
+                "Please cancel my order O-1001 - card last4 4242, zip 94107",
+                "Could you update my shipping address to 12 Main Street, Springfield",
+                "I would like to renew the loan on my library book please",
+            ]
+        )
+    )
+    p = data.draw(paraphrases(text, transforms=["typo"], max_transforms=6, max_typos=6))
+    words = set(re.findall(r"\w+", text))
+    for word in set(re.findall(r"\w+", p.text)) - words:
+        assert any(_one_slip(word, w) for w in words), (word, p.describe())
+
+
+def _one_slip(a: str, b: str) -> bool:
+    """Whether ``a`` is ``b`` with one swap of neighbours, one letter replaced, dropped or
+    doubled."""
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        return len(diff) == 1 or (
+            len(diff) == 2
+            and diff[1] == diff[0] + 1
+            and a[diff[0]] == b[diff[1]]
+            and a[diff[1]] == b[diff[0]]
+        )
+    short, long_ = sorted((a, b), key=len)
+    return len(long_) == len(short) + 1 and any(
+        long_[:i] + long_[i + 1 :] == short for i in range(len(long_))
+    )
+
+
 # --- the value --------------------------------------------------------------------------------
 
 

@@ -171,6 +171,7 @@ class _Plan:
         text = source.masked
         applied: list[Step] = [Step("pool", (("index", pool_index),))] if pool_index else []
         typos = 0
+        slipped: Counter[str] = Counter()
         placeholders = Counter(c for c in text if "\ue000" <= c <= "\uf8ff")
         for name, params in steps:
             if name == "typo" and typos >= self.max_typos:
@@ -179,11 +180,15 @@ class _Plan:
             new = transform.apply(self.lang, text, params)
             if new == text:
                 continue
+            if name == "typo" and (_words(text) - _words(new)) & slipped:
+                continue  # one slip per word: two in one word make another word
             if Counter(c for c in new if "\ue000" <= c <= "\uf8ff") != placeholders:
                 raise AgentPropError(
                     f"internal error: transform {name!r} with {dict(params)} altered a protected "
                     f"slot of {self.original!r}; please report this bug to agentprop"
                 )
+            if name == "typo":
+                slipped.update(_words(new) - _words(text))
             text = new
             typos += name == "typo"
             applied.append(Step(name, tuple(params.items())))
@@ -196,6 +201,10 @@ class _Plan:
         # what re-renders a subset of its steps (rerender)
         object.__setattr__(result, "_plan", self)
         return result
+
+
+def _words(text: str) -> Counter[str]:
+    return Counter(re.findall(r"\w+", text))
 
 
 def rerender(paraphrase: Paraphrase, steps: Iterable[Step]) -> Paraphrase | None:
