@@ -164,6 +164,24 @@ def test_messages_given_as_plain_text_are_kept_as_they_are() -> None:
     assert report.choices_kept == "the messages were given as fixed text"
 
 
+def test_a_drawn_text_the_scenario_does_not_generate_is_kept_as_written() -> None:
+    # aps.paraphrases knows only the text, so it may slip a word the scenario's facts rest on
+    # ("cancel"); the scenario's space never writes that, so shrinking the draw's steps in it
+    # would chase another input (the reproducer lost the slip and failed 0/30)
+    agent = make_factory(SupportOpsAgent, {"typo_unrecognised": 1.0})
+    first = apply_transforms(CANCEL.messages[0], [("typo", {"kind": 0, "site": 0, "key": 0})])
+    assert "cnacel" in first
+    messages = [first, CANCEL.messages[1]]
+    found = failing_check(agent, CANCEL, messages)
+    report = shrink(
+        PROJECT, CANCEL, agent, messages=messages, failing=found, memo=TrialMemo(), verify_runs=5
+    )
+    assert report.reproducer_messages == [first.text, CANCEL.messages[1]]
+    assert report.reproducer_rate is not None and report.reproducer_rate.failures == 5
+    assert report.choices_kept.startswith("the messages are kept as written: a drawn step")
+    assert not report.minimal  # its words were never offered for removal
+
+
 def test_shrinking_removes_nothing_the_path_itself_needs() -> None:
     agent = make_factory(SupportOpsAgent, {"skip_auth": 0.6})
     scenario = PROJECT.scenario("END_REFUSE_AUTH<-N2_AUTH")

@@ -265,8 +265,20 @@ def shrink(
         )
     if budget < 1:
         raise InvalidArgument(f"budget={budget} must be at least 1 run")
+    kept_as_written = "the messages were given as fixed text"
     if choices is None and msgs is not None:
         choices = choices_of_messages(sc, msgs)
+        if choices is not None and not choices.plain:
+            # a paraphrase drawn from the text alone may change a word the scenario's facts
+            # rest on (a slip in its intent word): the space does not render it, so shrinking
+            # its steps would shrink another input; such a text is kept as written
+            space = space or ChoiceSpace(project, sc)
+            if [t.user_message for t in space.render(choices).turns] != [str(m) for m in msgs]:
+                choices, space = None, None
+                kept_as_written = (
+                    "the messages are kept as written: a drawn step changed a word the "
+                    "scenario's facts rest on, which its space never writes"
+                )
     fixed_text = choices is None and msgs is not None
     if choices is not None and (not choices.plain or space is not None):
         space = space or ChoiceSpace(project, sc)
@@ -532,6 +544,10 @@ def shrink(
                 f"{r.runs} fresh run(s)"
             )
         verify_refused = verification.refused
+    if fixed_text and minimal:
+        # the world may be minimal, the words were never offered for removal
+        minimal = False
+        stop_reason = f"the text is not shrunk ({kept_as_written}); {stop_reason}"
     return ShrinkReport(
         scenario=sc.id,
         signature=str(result.signature),
@@ -568,7 +584,7 @@ def shrink(
             else "none: the scenario's own wording fails"
         )
         if not fixed_text
-        else "the messages were given as fixed text",
+        else kept_as_written,
         other_failures=sorted(others.values(), key=lambda o: (-o.count, o.signature)),
     )
 
