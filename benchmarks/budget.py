@@ -14,7 +14,9 @@ shrunk) is made at each budget with the fault on, plus once with ``--runs 1`` (f
 case, no budget). A fault is *found* when the run reports a bug (failures grouped by signature) that
 the spec's correct agent does not show in its own runs (unlimited, and at the same budget when it
 was run there): a correct agent's false alarm is not a find. Then the correct agents run unlimited
-and at 1x (``--full``: at every budget): any case that is FAIL or UNSTABLE is a false alarm; the
+and at 1x (``--full``: at every budget): any case that is FAIL or UNSTABLE is a false alarm unless
+a frozen blind adjudication (``benchmarks/_adjudication``) judged that very input valid and the
+agent wrong on it (then it is counted as the agent's error, beside the false alarms); the
 bundled examples' unlimited runs give the default's runs started per case
 (``default_runs_per_case``).
 
@@ -49,6 +51,7 @@ from agentprop._decide.memo import TrialMemo  # noqa: E402
 from agentprop._modelapi.budget import Budget  # noqa: E402
 from agentprop._pipeline.report.model import RunReport  # noqa: E402
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
+from benchmarks._support.adjudicated import Adjudications, Failure, failure_of  # noqa: E402
 
 EXAMPLES = ("supportops", "expenseguard", "datainsights")
 MULTIPLES = (1, 3, 10)
@@ -75,7 +78,10 @@ class Outcome:
     bugs: set[str]
     """The keys of the bugs the run reported (failures grouped by signature, turn left out)."""
     false_alarms: list[str]
+    """The cases that are FAIL or UNSTABLE (a false alarm when the agent is correct, unless a
+    blind adjudication judged the input valid and the agent wrong: see :func:`zoo_summary`)."""
     seconds: float
+    failures: list[Failure] = field(default_factory=list)
 
 
 _BLIND_PROJECTS: dict[str, Project] = {}
@@ -120,9 +126,14 @@ def run(
 
     report = asyncio.run(go())
     bugs = {b.key for b in report.bugs if b.origin == "cases"}
-    alarms = [c.id for c in report.cases if c.verdict in ("FAIL", "UNSTABLE")]
+    bad = [c for c in report.cases if c.verdict in ("FAIL", "UNSTABLE")]
     return Outcome(
-        report.metrics.cases, budget.snapshot().runs, bugs, alarms, time.perf_counter() - started
+        report.metrics.cases,
+        budget.snapshot().runs,
+        bugs,
+        [c.id for c in bad],
+        time.perf_counter() - started,
+        [failure_of(spec, 0, c.id, c.messages, (f.clause for f in c.failures)) for c in bad],
     )
 
 
@@ -250,6 +261,10 @@ def zoo_summary(r: ZooResult, full: bool) -> dict[str, Any]:
         for which, c in runs.items()
         if c.false_alarms
     }
+    # a correct agent's failure is a false alarm unless a blind adjudicator judged its input
+    # valid and its expectation following from the spec (benchmarks/_adjudication)
+    judged = Adjudications.load()
+    tally = judged.tally(f for runs in r.clean.values() for c in runs.values() for f in c.failures)
     started = sum(runs["unlimited"].started for runs in r.clean.values())
     total = sum(r.cases.values())
     return {
@@ -260,8 +275,12 @@ def zoo_summary(r: ZooResult, full: bool) -> dict[str, Any]:
             spec: runs["unlimited"].started / r.cases[spec] for spec, runs in r.clean.items()
         },
         "cases": r.cases,
-        "false_alarms": sum(len(v) for v in alarms.values()),
-        "false_alarm_cases": alarms,
+        "false_alarms": tally.false_alarms,
+        "clean_failures": tally.failures,
+        "clean_agent_errors": tally.agent_errors,
+        "clean_unadjudicated": tally.unadjudicated,
+        "clean_failure_cases": alarms,
+        "adjudications": judged.files,
         "clean_budgets": "every budget" if full else "unlimited and 1x",
         "runs_one_run_per_case": sum(e["runs_one_run_per_case"] for e in r.entries),
         "runs_unlimited": sum(e["runs_unlimited"] for e in r.entries),
@@ -296,6 +315,8 @@ def measure(
         if "pack" in per_zoo
         else None,
         "false_alarms": sum(z["false_alarms"] for z in per_zoo.values()),
+        "clean_failures": sum(z["clean_failures"] for z in per_zoo.values()),
+        "clean_agent_errors": sum(z["clean_agent_errors"] for z in per_zoo.values()),
         "runs_one_run_per_case": sum(e["runs_one_run_per_case"] for e in entries),
         "runs_unlimited": sum(e["runs_unlimited"] for e in entries),
         "zoos": per_zoo,
@@ -344,8 +365,10 @@ def render(s: dict[str, Any]) -> str:
             f"{zoo} zoo ({z['faults']} faults): found 1x {_rate(z['found_rate_at_1x'])}, 3x "
             f"{_rate(z['found_rate_at_3x'])}, 10x {_rate(z['found_rate_at_10x'])}, unlimited "
             f"{_rate(z['found_rate_unlimited'])}; one run per case "
-            f"{_rate(z['found_rate_one_run_per_case'])}; correct agents: {z['false_alarms']} "
-            f"false alarm(s) ({z['clean_budgets']}), {_rate(z['default_runs_per_case'])} runs "
+            f"{_rate(z['found_rate_one_run_per_case'])}; correct agents: {z['clean_failures']} "
+            f"failure(s) ({z['clean_budgets']}), of which {z['clean_agent_errors']} judged "
+            f"agent errors on valid inputs by a blind adjudication, {z['false_alarms']} false "
+            f"alarm(s) (tester errors or not judged); {_rate(z['default_runs_per_case'])} runs "
             "started per case unlimited"
             + (
                 "; not detectable by the manifest, not run: "
@@ -368,7 +391,8 @@ def render(s: dict[str, Any]) -> str:
         else "",
         "default runs started per case, bundled examples' correct agents: "
         f"{_rate(s['default_runs_per_case'])}",
-        f"false alarms, correct agents of the zoos run: {s['false_alarms']}",
+        f"false alarms, correct agents of the zoos run: {s['false_alarms']} (their failures "
+        f"{s['clean_failures']}, judged agent errors on valid inputs {s['clean_agent_errors']})",
     ]
     lines.append(
         "targets: "

@@ -63,6 +63,7 @@ from agentprop._pipeline.explore import DEFAULT_PER_PATH  # noqa: E402
 from agentprop._pipeline.report.model import RunReport  # noqa: E402
 from agentprop._pipeline.run import RunSettings, arun_cases, shrink_failures  # noqa: E402
 from agentprop._scenario.build import Scenario, load_object  # noqa: E402
+from benchmarks._support.adjudicated import Adjudications, Failure, failure_of  # noqa: E402
 
 DEFAULT_KINDS = KINDS
 BASELINE_KINDS = ("mft", "boundary", "dir", "inv")
@@ -658,18 +659,26 @@ class CleanResult:
     failing: list[str]
     failing_baseline: list[str]
     runs: int
+    failures: list[Failure] = field(default_factory=list)
+    """Each failing case with its input and clauses (matched to a blind adjudication)."""
 
 
-def run_clean(example: str, seed: int, case: str | None = None) -> CleanResult:
-    outcome = agentprop_run(example, {}, explore=True, seed=seed, case=case)
-    failing = [c.id for c in outcome.report.cases if c.verdict not in ("PASS", "NOT APPLICABLE")]
+def _clean_result(example: str, seed: int, report: RunReport, runs: int) -> CleanResult:
+    bad = [c for c in report.cases if c.verdict not in ("PASS", "NOT APPLICABLE")]
+    failing = [c.id for c in bad]
     return CleanResult(
         example,
         seed,
         failing,
         [c for c in failing if not c.startswith("EXPLORE ")],
-        outcome.runs_total,
+        runs,
+        [failure_of(example, seed, c.id, c.messages, (f.clause for f in c.failures)) for c in bad],
     )
+
+
+def run_clean(example: str, seed: int, case: str | None = None) -> CleanResult:
+    outcome = agentprop_run(example, {}, explore=True, seed=seed, case=case)
+    return _clean_result(example, seed, outcome.report, outcome.runs_total)
 
 
 # ----------------------------------------------------------------------------- the blind zoo
@@ -870,14 +879,7 @@ def run_blind_fault(fault: BlindFault) -> FaultResult:
 def run_blind_clean(zoo: BlindZoo, folder: str, seed: int) -> CleanResult:
     agent = next(f.agent for f in zoo.faults if f.example == folder)
     outcome = run_project(blind_project(folder, {}), agent, {}, explore=True, seed=seed)
-    failing = [c.id for c in outcome.report.cases if c.verdict not in ("PASS", "NOT APPLICABLE")]
-    return CleanResult(
-        folder,
-        seed,
-        failing,
-        [c for c in failing if not c.startswith("EXPLORE ")],
-        outcome.runs_total,
-    )
+    return _clean_result(folder, seed, outcome.report, outcome.runs_total)
 
 
 # ----------------------------------------------------------------------------- reporting
@@ -922,12 +924,20 @@ def summarise(results: list[FaultResult], clean: list[CleanResult]) -> dict[str,
         }
 
     d, b = side("default"), side("baseline")
-    false_alarms = sum(len(c.failing) for c in clean)
+    # a clean agent's failure is a false alarm unless a blind adjudicator judged its input
+    # valid and its expectation following from the spec (benchmarks/_adjudication)
+    judged = Adjudications.load()
+    tally = judged.tally(f for c in clean for f in c.failures)
     return {
         "faults": n,
         "found_rate": d["found"] / n if n else 0.0,
         "baseline_found_rate": b["found"] / n if n else 0.0,
-        "false_alarms": false_alarms,
+        "false_alarms": tally.false_alarms,
+        "clean_failures": tally.failures,
+        "clean_agent_errors": tally.agent_errors,
+        "clean_unadjudicated": tally.unadjudicated,
+        "clean_tester_errors": tally.tester_errors,
+        "adjudications": judged.files,
         "baseline_false_alarms": sum(len(c.failing_baseline) for c in clean),
         "clean_runs": len(clean),
         "minimal_rate": d["minimal"] / d["judged"] if d["judged"] else 0.0,
@@ -1006,7 +1016,11 @@ def render(
         f"{'':<36} {'default run':>22} {'first-template baseline':>26} {'ratio':>8}",
         f"{'faults found':<36} {_rate(d['found'], n):>22} {_rate(b['found'], n):>26} "
         f"{(d['found'] / b['found'] if b['found'] else float('inf')):>8.2f}",
-        f"{'false alarms (clean agents)':<36} {summary['false_alarms']:>22} "
+        f"{'clean-agent failures':<36} {summary['clean_failures']:>22} "
+        f"{summary['baseline_false_alarms']:>26} {'':>8}",
+        f"{'  judged agent errors (blind)':<36} {summary['clean_agent_errors']:>22} "
+        f"{'not judged':>26} {'':>8}",
+        f"{'false alarms (tester errors+unjudged)':<36} {summary['false_alarms']:>22} "
         f"{summary['baseline_false_alarms']:>26} {'':>8}",
         f"{'  clean runs (' + clean_label + ')':<36} {summary['clean_runs']:>22} "
         f"{summary['clean_runs']:>26} {'':>8}",
@@ -1041,10 +1055,18 @@ def render(
             )
         ),
     ]
+    if summary["clean_failures"]:
+        lines.append(
+            "clean-agent failures judged by blind adjudication "
+            f"({', '.join(summary['adjudications'])}): {summary['clean_agent_errors']} agent "
+            "errors on valid inputs, "
+            f"{summary['clean_tester_errors']} tester errors, {summary['clean_unadjudicated']} "
+            "not judged (counted as false alarms)"
+        )
     for c in summary["clean"]:
         if c["failing"]:
             lines.append(
-                f"false alarm: {c['example']} seed {c['seed']}: {', '.join(c['failing'][:5])}"
+                f"clean failure: {c['example']} seed {c['seed']}: {', '.join(c['failing'][:5])}"
             )
     return "\n".join(lines)
 
@@ -1054,6 +1076,9 @@ BLIND_KEYS = (
     "found_rate",
     "baseline_found_rate",
     "false_alarms",
+    "clean_failures",
+    "clean_agent_errors",
+    "clean_unadjudicated",
     "clean_runs",
     "minimal_rate",
     "shrink_runs_per_bug",
@@ -1146,7 +1171,7 @@ def main(argv: list[str] | None = None) -> int:
                     clean.append(run_clean(example, seed, case))
                     print(
                         f"  clean {example} seed {seed}{' ' + case if case else ''}: "
-                        f"{len(clean[-1].failing)} false alarm(s)",
+                        f"{len(clean[-1].failing)} clean-agent failure(s)",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -1178,7 +1203,7 @@ def main(argv: list[str] | None = None) -> int:
                 clean.append(run_blind_clean(zoo, folder, seed))
                 print(
                     f"  clean {folder} (blind zoo) seed {seed}: "
-                    f"{len(clean[-1].failing)} false alarm(s)",
+                    f"{len(clean[-1].failing)} clean-agent failure(s)",
                     file=sys.stderr,
                     flush=True,
                 )

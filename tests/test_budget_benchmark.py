@@ -67,6 +67,8 @@ def summary(**over: Any) -> dict[str, Any]:
         "found_rate_one_run_per_case": 1.0,
         "default_runs_per_case": 2.6,
         "false_alarms": 0,
+        "clean_failures": 0,
+        "clean_agent_errors": 0,
         "runs_one_run_per_case": 100,
         "runs_unlimited": 80,
         "zoos": {},

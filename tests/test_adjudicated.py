@@ -1,0 +1,105 @@
+"""The benchmarks' reading of blind adjudications: frozen files only, exact matches only, and a
+clean-agent failure nobody judged still counts as a false alarm."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks._support.adjudicated import (
+    ADJUDICATION,
+    AdjudicationError,
+    Adjudications,
+    failure_of,
+)
+
+
+def _write(folder: Path, name: str, groups: list[dict[str, object]]) -> Path:
+    path = folder / name
+    path.write_text(json.dumps({"groups": groups}), encoding="utf-8")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    (folder / f"FREEZE-{path.stem}.sha256").write_text(f"{digest}  {name}\n", encoding="utf-8")
+    return path
+
+
+def _member(seed: int, case: str, turns: list[str], failure: str) -> dict[str, object]:
+    return {"seed": seed, "case": case, "turns": turns, "failure": failure}
+
+
+TURNS = ["Refill my prescription, DOB 14 June 1979", "Yes"]
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    _write(
+        tmp_path,
+        "clean_failures.json",
+        [
+            {
+                "spec": "pharmacy",
+                "verdict": "agent_error",
+                "pattern": "date of birth not in ISO form",
+                "members": [_member(0, "EXPLORE A ~1", TURNS, "decision_tree.N2: turn 1 ...")],
+            },
+            {
+                "spec": "pharmacy",
+                "verdict": "tester_error_input",
+                "pattern": "the intent word is unreadable",
+                "members": [_member(1, "EXPLORE B ~0", ["Rfeil it"], "decision_tree.N1: ...")],
+            },
+        ],
+    )
+    return tmp_path
+
+
+def test_only_the_exact_failure_judged_is_a_finding(folder: Path) -> None:
+    judged = Adjudications.load(folder)
+    same = failure_of("pharmacy", 0, "EXPLORE A ~1", TURNS, ["decision_tree.N2"])
+    found = judged.verdict(same)
+    assert found is not None and found.verdict == "agent_error"
+    others = [
+        failure_of("pharmacy", 0, "EXPLORE A ~1", [TURNS[0], "Yes please"], ["decision_tree.N2"]),
+        failure_of("pharmacy", 1, "EXPLORE A ~1", TURNS, ["decision_tree.N2"]),  # another seed
+        failure_of("pharmacy", 0, "EXPLORE A ~1", TURNS, ["policies.P1"]),  # another clause
+        failure_of("travel", 0, "EXPLORE A ~1", TURNS, ["decision_tree.N2"]),  # another spec
+    ]
+    assert [judged.verdict(f) for f in others] == [None, None, None, None]
+    tester = failure_of("pharmacy", 1, "EXPLORE B ~0", ["Rfeil it"], ["decision_tree.N1", None])
+    tally = judged.tally([same, *others, tester])
+    assert (tally.failures, tally.agent_errors, tally.tester_errors, tally.unadjudicated) == (
+        6,
+        1,
+        1,
+        4,
+    )
+    # a tester error and every failure nobody judged are false alarms
+    assert tally.false_alarms == 5
+    assert "the intent word is unreadable" in tally.tester_error_cases[0]
+
+
+def test_an_edited_or_unfrozen_adjudication_is_refused(folder: Path) -> None:
+    path = folder / "clean_failures.json"
+    path.write_text(path.read_text(encoding="utf-8").replace("agent_error", "ambiguous"))
+    with pytest.raises(AdjudicationError, match="never edited"):
+        Adjudications.load(folder)
+    _write(folder, "clean_failures.json", [])
+    (folder / "clean_failures_more.json").write_text('{"groups": []}', encoding="utf-8")
+    with pytest.raises(AdjudicationError, match="only once frozen"):
+        Adjudications.load(folder)
+
+
+def test_the_project_adjudications_hold_their_freeze() -> None:
+    judged = Adjudications.load(ADJUDICATION)
+    assert "clean_failures.json" in judged.files and judged.index
+    # every verdict is one of the four the method defines
+    for name in judged.files:
+        for group in json.loads((ADJUDICATION / name).read_text(encoding="utf-8"))["groups"]:
+            assert group["verdict"] in {
+                "agent_error",
+                "tester_error_input",
+                "tester_error_expectation",
+                "ambiguous",
+            }
