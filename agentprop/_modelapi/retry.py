@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -372,7 +372,7 @@ class RetryStats:
 
 
 class _Attempts:
-    """The bookkeeping shared by the sync and async loops."""
+    """The bookkeeping of one call's attempts (what :func:`_retries` decides with)."""
 
     def __init__(
         self,
@@ -484,6 +484,51 @@ class _Attempts:
         exc.add_note(f"agentprop retry: {why}. Attempts: {summary}.")
 
 
+_Failure = tuple[BaseException, float | None]
+"""What a driver sends back after a failed attempt: the error, and the seconds left before the
+caller's deadline (``None``: no deadline)."""
+
+_ATTEMPT = 0.0
+"""What :func:`_retries` yields for "make an attempt now"."""
+_GIVE_UP = -1.0
+"""What :func:`_retries` yields for "raise the failed attempt's error"."""
+
+
+def _retries(state: _Attempts) -> Generator[float, _Failure | None, None]:
+    """The retry loop without its I/O: :func:`retry_call` and :func:`retry_call_async` only
+    carry out what it yields.
+
+    It yields :data:`_ATTEMPT` (a driver returns what succeeds, and sends back a
+    :data:`_Failure` otherwise), a wait ``d > 0`` (wait ``d`` seconds, then send ``None``) or
+    :data:`_GIVE_UP` (raise the error). A driver that closes it during a wait (the wait was
+    cut short) has only the elapsed part counted in ``stats.slept``.
+    """
+    stats = state.stats
+    attempt = 0
+    while True:
+        attempt += 1
+        state.started(attempt)
+        failure = yield _ATTEMPT
+        if failure is None:
+            raise InvalidArgument("a retry driver must send a failed attempt's error back")
+        exc, left = failure
+        delay = state.after_failure(attempt, exc, state.classify(exc), left)
+        del exc, failure  # not held while waiting, nor by the error's traceback once raised
+        if delay is None:
+            yield _GIVE_UP
+            return
+        if delay > 0:
+            started = time.monotonic()
+            try:
+                yield delay
+            except GeneratorExit:  # cut short: count what really elapsed
+                if stats is not None:
+                    stats._record_sleep(min(delay, time.monotonic() - started))
+                raise
+            if stats is not None:
+                stats._record_sleep(delay)
+
+
 def retry_call(
     fn: Callable[[], T],
     /,
@@ -499,22 +544,25 @@ def retry_call(
 
     ``rng`` supplies the jitter (pass ``random.Random(seed)`` for reproducible waits); ``sleep``
     is injectable so tests need not wait; ``stats`` and ``on_retry`` observe every retry.
+    ``fn`` runs in the caller's thread, with no event loop of ours around it.
     """
-    state = _Attempts(policy, rng, stats, on_retry, classify)
-    attempt = 0
+    plan = _retries(_Attempts(policy, rng, stats, on_retry, classify))
+    step = next(plan)
     while True:
-        attempt += 1
-        state.started(attempt)
-        try:
-            return fn()
-        except Exception as exc:
-            delay = state.after_failure(attempt, exc, classify(exc))
-            if delay is None:
+        if step == _ATTEMPT:
+            try:
+                return fn()
+            except Exception as exc:
+                step = plan.send((exc, None))
+                if step == _GIVE_UP:
+                    raise
+        else:
+            try:
+                sleep(step)
+            except BaseException:
+                plan.close()  # counts the part of the wait that elapsed
                 raise
-        if delay > 0:
-            sleep(delay)
-            if stats is not None:
-                stats._record_sleep(delay)
+            step = plan.send(None)
 
 
 async def retry_call_async(
@@ -540,42 +588,40 @@ async def retry_call_async(
     ``stats.slept``. ``rng`` may be a function making the generator: it is called at the first
     retry, so a call that succeeds at once never seeds one.
     """
-    state = _Attempts(policy, rng, stats, on_retry, classify)
-    attempt = 0
+    plan = _retries(_Attempts(policy, rng, stats, on_retry, classify))
+    step = next(plan)
     while True:
-        attempt += 1
-        state.started(attempt)
-        try:
-            if limiter is None:
-                return await fn()
-            # (not ``async with limiter.slot()``: an async generator per call)
-            slot = await limiter.acquire()
+        if step == _ATTEMPT:
             try:
+                if limiter is None:
+                    return await fn()
+                # (not ``async with limiter.slot()``: an async generator per call; nor a
+                # coroutine around the attempt: every resumption of it would pass through one
+                # more frame)
+                slot = await limiter.acquire()
                 try:
-                    result = await fn()
-                except Exception as exc:
-                    if classify(exc).is_congestion:
-                        slot.rate_limited()
+                    try:
+                        result = await fn()
+                    except Exception as exc:
+                        if classify(exc).is_congestion:
+                            slot.rate_limited()
+                        raise
+                    slot.success()
+                finally:
+                    limiter.release()
+                return result
+            except Exception as exc:
+                left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+                step = plan.send((exc, left))
+                if step == _GIVE_UP:
                     raise
-                slot.success()
-            finally:
-                limiter.release()
-            return result
-        except Exception as exc:
-            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
-            delay = state.after_failure(attempt, exc, classify(exc), left)
-            if delay is None:
-                raise
-        if delay > 0:
-            started = time.monotonic()
+        else:
             try:
-                await sleep(delay)
-            except BaseException:  # cancelled mid-wait: count what really elapsed
-                if stats is not None:
-                    stats._record_sleep(min(delay, time.monotonic() - started))
+                await sleep(step)
+            except BaseException:
+                plan.close()  # counts the part of the wait that elapsed
                 raise
-            if stats is not None:
-                stats._record_sleep(delay)
+            step = plan.send(None)
 
 
 def retrying(
