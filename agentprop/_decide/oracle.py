@@ -40,7 +40,7 @@ from agentprop._stats import (
     pass_hat_k,
     wilson_interval,
 )
-from agentprop._util.aio import run_sync
+from agentprop._util.aio import run_serving
 from agentprop._util.bulk import BulkModel
 from agentprop.errors import (
     AgentPropertyViolation,  # noqa: F401 (re-exported: defined in errors.py)
@@ -381,23 +381,22 @@ def decide(
     first_trial+1, …`` until the sequential test decides, the budget runs out or the run
     limit is reached. A run found in ``memo`` (under ``input_digest``, ``fingerprint``, ``i``)
     is judged without running the agent again. :func:`adecide`, one trial at a time, run to
-    completion."""
-
-    async def run(trial: int) -> Trace:
-        return run_trial(trial)
-
-    decision = adecide(
-        run,
-        settings,
-        judge=judge,
-        name=name,
-        memo=memo,
-        input_digest=input_digest,
-        fingerprint=fingerprint,
-        budget=budget,
-        first_trial=first_trial,
+    completion; ``run_trial`` runs in the caller's thread with no event loop around it, so it
+    may start its own (``asyncio.run``)."""
+    return run_serving(
+        lambda run: adecide(
+            run,
+            settings,
+            judge=judge,
+            name=name,
+            memo=memo,
+            input_digest=input_digest,
+            fingerprint=fingerprint,
+            budget=budget,
+            first_trial=first_trial,
+        ),
+        run_trial,
     )
-    return run_sync(decision)
 
 
 def decide_runs(

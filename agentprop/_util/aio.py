@@ -4,17 +4,24 @@ caller's context (so the current session and test scope go with it).
 
 The coroutine's value is never the result of the loop's main task: on Python 3.11
 ``asyncio.run`` formats that task (and so ``repr`` of its result) when it restores the SIGINT
-handler, which for a run's report is the repr of every case, megabytes at the peak RSS."""
+handler, which for a run's report is the repr of every case, megabytes at the peak RSS.
+
+:func:`run_serving` runs an async core for a sync caller whose callable must run as if called
+directly: in the caller's thread, with no event loop of ours around it."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
+import queue
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -44,6 +51,68 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
     thread = threading.Thread(target=context.run, args=(runner,), name="agentprop-sync")
     thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
+
+
+def run_serving(
+    core: Callable[[Callable[[A], Awaitable[R]]], Coroutine[Any, Any, T]], fn: Callable[[A], R]
+) -> T:
+    """``run_sync(core(call))``, where ``call(a)`` is ``fn(a)`` computed in this thread: the
+    coroutine runs on a loop in a helper thread (in a copy of this context) while this thread
+    serves its calls, one at a time, outside any loop of ours. So ``fn`` may start its own loop
+    (``asyncio.run``) or rely on its thread, as when called directly. An interrupt here (Ctrl-C,
+    in ``fn`` or between calls) cancels the coroutine and is raised once it has stopped."""
+    calls: queue.SimpleQueue[tuple[A, concurrent.futures.Future[R]] | None] = queue.SimpleQueue()
+    stop = threading.Event()
+    running: list[asyncio.Task[None]] = []
+    box: dict[str, Any] = {}
+
+    async def call(arg: A) -> R:
+        if stop.is_set():
+            raise asyncio.CancelledError
+        done: concurrent.futures.Future[R] = concurrent.futures.Future()
+        calls.put((arg, done))
+        return await asyncio.wrap_future(done)
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        running.append(task)
+        if stop.is_set():
+            raise asyncio.CancelledError
+        box["value"] = await core(call)
+
+    def runner() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+        finally:
+            calls.put(None)
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(runner,), name="agentprop-core")
+    thread.start()
+    try:
+        while (item := calls.get()) is not None:
+            arg, done = item
+            if done.set_running_or_notify_cancel():
+                try:
+                    done.set_result(fn(arg))
+                except Exception as exc:  # the core's to handle, as if fn had been awaited
+                    done.set_exception(exc)
+    except BaseException:  # an interrupt: stop the core, then raise it here
+        stop.set()
+        for task in running:
+            task.get_loop().call_soon_threadsafe(task.cancel)
+        while (item := calls.get()) is not None:
+            item[1].cancel()
+        thread.join()
+        raise
     thread.join()
     if "error" in box:
         raise box["error"]
