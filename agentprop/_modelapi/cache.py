@@ -887,20 +887,18 @@ class ApiCache:
         """Replay (request, trial) if recorded and the mode reads; otherwise ``call()`` the API
         (unless replay-only, which raises :class:`CacheMiss`) and store the answer if the mode
         writes. ``call`` returns the response as a mapping or a pydantic model."""
-        canonical = self._canonical(request)
-        trial = _validate_trial(trial)
-        if self.mode.reads:
-            hit = self._get_canonical(canonical, trial)
-            if hit is not None:
-                return hit
+        canonical, trial, hit = self._begin(request, trial)
+        if hit is not None:
+            return hit
         self.stats._bump("calls")
         return self._put_canonical(canonical, trial, call(), None)
 
     async def aget_or_call(
         self, request: Mapping[str, Any], *, trial: int, call: Callable[[], Awaitable[Any]]
     ) -> CachedResponse:
-        """The asyncio form of :meth:`get_or_call` (``call`` returns an awaitable)."""
-        return await self._aget_or_call_canonical(self._canonical(request), trial, call)
+        """The asyncio form of :meth:`get_or_call` (``call`` returns an awaitable); the answer
+        is group-committed (see :meth:`_aput_canonical`)."""
+        return await self._aget_or_call_shaped(None, request, trial=trial, call=call)
 
     def _request_shape(
         self, request: Mapping[str, Any], field: str = "messages"
@@ -911,45 +909,35 @@ class ApiCache:
 
     async def _aget_or_call_shaped(
         self,
-        shape: _RequestShape,
+        shape: _RequestShape | None,
         request: Mapping[str, Any],
         *,
         trial: int,
         call: Callable[[], Awaitable[Any]],
     ) -> CachedResponse:
-        """:meth:`aget_or_call` of ``request``, which must be ``shape.body(messages)`` for a
-        shape this cache made: keyed through the shape (the same key, less work)."""
-        canonical, trial, hit = self._replay_shaped(shape, request, trial)
+        """:meth:`aget_or_call`, keyed through ``shape`` when given (the same key, less work;
+        ``request`` must then be ``shape.body(messages)`` for a shape this cache made)."""
+        canonical, trial, hit = self._begin(request, trial, shape)
         if hit is not None:
             return hit
-        return await self._acall_and_put(canonical, trial, call)
-
-    def _replay_shaped(
-        self, shape: _RequestShape, request: Mapping[str, Any], trial: int
-    ) -> tuple[_Canonical, int, CachedResponse | None]:
-        """The first, synchronous half of :meth:`_aget_or_call_shaped`: the canonical request,
-        the validated trial, and the recorded response if the mode reads and has one (a miss
-        in ``replay-only`` mode raises :class:`CacheMiss`). ``None``: finish with
-        :meth:`_acall_and_put`."""
-        canonical = (
-            shape.canonical(request[shape.field]) if shape._needles is self._needles else None
-        )
-        if canonical is None:
-            canonical = self._canonical(request)
-        trial = _validate_trial(trial)
-        hit = self._get_canonical(canonical, trial) if self.mode.reads else None
-        return canonical, trial, hit
+        self.stats._bump("calls")
+        return await self._aput_canonical(canonical, trial, await call())
 
     def _begin(
         self, request: Mapping[str, Any], trial: int, shape: _RequestShape | None = None
     ) -> tuple[_Canonical, int, CachedResponse | None]:
-        """The lookup half of a model call (the model-client layer's): the canonical request,
-        the validated trial and the replayed response, if the mode reads and has one (a miss
-        in ``replay-only`` mode raises :class:`CacheMiss`). ``request`` must be
-        ``shape.body(...)`` when a shape is given. Finish a miss with :meth:`_store`."""
-        if shape is not None:
-            return self._replay_shaped(shape, request, trial)
-        canonical = self._canonical(request)
+        """The lookup half of every get-or-call (the sync and async ones here, and the
+        model-client layer's): the canonical request, the validated trial and the replayed
+        response, if the mode reads and has one (a miss in ``replay-only`` mode raises
+        :class:`CacheMiss`). ``request`` must be ``shape.body(...)`` when a shape is given.
+        Finish a miss with :meth:`_put_canonical`, :meth:`_aput_canonical` or :meth:`_store`."""
+        canonical = (
+            shape.canonical(request[shape.field])
+            if shape is not None and shape._needles is self._needles
+            else None
+        )
+        if canonical is None:
+            canonical = self._canonical(request)
         trial = _validate_trial(trial)
         hit = self._get_canonical(canonical, trial) if self.mode.reads else None
         return canonical, trial, hit
@@ -965,24 +953,6 @@ class ApiCache:
         ``write`` mode)."""
         self.stats._bump("calls")
         return self._stage(canonical, trial, response, replace)
-
-    async def _acall_and_put(
-        self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]
-    ) -> CachedResponse:
-        """The second half of :meth:`_aget_or_call_shaped`: call the API and store the answer."""
-        self.stats._bump("calls")
-        return await self._aput_canonical(canonical, trial, await call())
-
-    async def _aget_or_call_canonical(
-        self, canonical: _Canonical, trial: int, call: Callable[[], Awaitable[Any]]
-    ) -> CachedResponse:
-        trial = _validate_trial(trial)
-        if self.mode.reads:
-            hit = self._get_canonical(canonical, trial)
-            if hit is not None:
-                return hit
-        self.stats._bump("calls")
-        return await self._aput_canonical(canonical, trial, await call())
 
     # -- inspection ------------------------------------------------------------------------------
 
