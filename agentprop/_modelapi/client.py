@@ -161,21 +161,29 @@ class _Counters:
 
 @dataclass
 class _LoopState:
-    """The SDK client and the concurrency limit of one event loop (neither may cross loops)."""
+    """The SDK clients and the concurrency limit of one event loop (neither may cross loops):
+    one client given (``sdk_client``), or :func:`_pools` made, which calls take in turn."""
 
-    client: Any
+    clients: tuple[Any, ...]
     limiter: AdaptiveConcurrency | None
     owned: bool
     closer: AsyncGenerator[None, None] | None = None
+    turn: int = 0
+
+    def next_client(self) -> Any:
+        """The client of the next call (only this loop's thread calls it)."""
+        self.turn = turn = (self.turn + 1) % len(self.clients)
+        return self.clients[turn]
 
 
-async def _close_at_loop_shutdown(client: Any) -> AsyncGenerator[None, None]:
+async def _close_at_loop_shutdown(clients: Sequence[Any]) -> AsyncGenerator[None, None]:
     """Started once per loop and left suspended: asyncio finalises the async generators of a
-    loop when it shuts down (``asyncio.run`` does), which closes the client's connections."""
+    loop when it shuts down (``asyncio.run`` does), which closes the clients' connections."""
     try:
         yield
     finally:
-        await client.close()
+        for client in clients:
+            await client.close()
 
 
 def stable_seed(*parts: object) -> int:
@@ -193,6 +201,21 @@ def _retry_rng(seed_parts: Sequence[object], trial: int) -> random.Random:
 
 _PRICING = Budget()
 """An unlimited budget used only for its price table when no budget is in play."""
+
+_REQUESTS_PER_POOL = 16
+"""Requests in flight per SDK client: a client's connection pool (httpcore's) probes every idle
+connection it holds on each request it starts and ends, so one pool for hundreds of requests
+in flight costs each call time in proportion to their number; the requests a client may have in
+flight (``max_concurrent_requests``) are spread over ``ceil(n / 16)`` SDK clients instead, in
+turn (:func:`_pools`)."""
+_MAX_POOLS = 16
+
+
+def _pools(max_concurrent_requests: int | None) -> int:
+    """How many SDK clients (connection pools) share the requests of one event loop."""
+    n = max_concurrent_requests if max_concurrent_requests is not None else 64
+    return min(_MAX_POOLS, max(1, -(-n // _REQUESTS_PER_POOL)))
+
 
 _SHAPE_LIMIT = 64
 """At most this many request shapes per client (past it the memo starts afresh)."""
@@ -421,16 +444,18 @@ class ModelClient:
             n = self.max_concurrent_requests
             limiter = AdaptiveConcurrency(initial=n, minimum=1, maximum=n)
         if self.sdk_client is not None:
-            state = _LoopState(client=self.sdk_client, limiter=limiter, owned=False)
+            state = _LoopState(clients=(self.sdk_client,), limiter=limiter, owned=False)
         else:
-            made = self.provider.make_client(
-                api_key=self.api_key(), base_url=self.resolved_base_url(), timeout=self.timeout
+            api_key, base_url = self.api_key(), self.resolved_base_url()
+            made = tuple(
+                self.provider.make_client(api_key=api_key, base_url=base_url, timeout=self.timeout)
+                for _ in range(_pools(self.max_concurrent_requests))
             )
-            state = _LoopState(client=made, limiter=limiter, owned=True)
+            state = _LoopState(clients=made, limiter=limiter, owned=True)
         with self._lock:
             state = self._loops.setdefault(loop, state)
         if state.owned and state.closer is None:
-            state.closer = _close_at_loop_shutdown(state.client)
+            state.closer = _close_at_loop_shutdown(state.clients)
             await state.closer.__anext__()
         return state
 
@@ -444,7 +469,8 @@ class ModelClient:
             if state.closer is not None:
                 await state.closer.aclose()
             else:
-                await state.client.close()
+                for client in state.clients:
+                    await client.close()
 
     # -- one call --------------------------------------------------------------------------------
 
@@ -523,7 +549,7 @@ class ModelClient:
         # the attempt is the provider's send itself, not a coroutine around it: every
         # resumption of a call (each read and write of the HTTP exchange) passes through each
         # frame of the chain
-        attempt = functools.partial(provider.send, state.client, body, stream=self.stream)
+        attempt = functools.partial(provider.send, state.next_client(), body, stream=self.stream)
         held = [reservation]  # the reservation of the attempt in flight
         on_retry = None
         if budget is not None and reservation is not None:
